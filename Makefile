@@ -1,0 +1,39 @@
+# Everything runs from a project-local virtualenv so a fresh machine needs only Python and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+
+.PHONY: demo test lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e .
+	touch $@
+
+# torch==2.13.0 is pinned in the `measure` extra: pip takes the CPU build, never a GPU one.
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,dask,measure]'
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/tiersim run scenarios/default.yaml
+
+test: $(TEST_STAMP)
+	$(BIN)/ruff check tiersim tests benchmarks
+	$(BIN)/ruff format --check tiersim tests benchmarks
+	$(BIN)/python -m pytest
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check tiersim tests benchmarks
+	$(BIN)/ruff format tiersim tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_engine.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,5 @@
+"""One module per CLI command; each offers `add_parser(subparsers)` and sets `handler`."""
+
+from tiersim.commands import inventory, validate
+
+COMMANDS = [inventory, validate]

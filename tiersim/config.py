@@ -1,0 +1,373 @@
+"""Loading scenario files: YAML (safe loader only), presets, `--set` overrides, validation.
+
+Nothing here has side effects beyond reading the files it is given. Every problem found in
+a file is collected and raised together as one `InputError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import types
+import typing
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tiersim.errors import InputError, Problem
+from tiersim.hfconfig import HfConfigError, read_hf_config
+from tiersim.schema import Scenario
+
+DEFAULT_HARDWARE = "h200-hbf"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A validated scenario with the fully resolved mapping it was built from."""
+
+    scenario: Scenario
+    resolved: dict[str, Any]
+    source: str
+
+
+# --- files and presets -------------------------------------------------------------------------
+
+
+def read_yaml(path: Path, source: str) -> Any:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(source, [Problem("", "file not found")]) from None
+    except OSError as exc:
+        raise InputError(source, [Problem("", f"cannot read: {exc.strerror or exc}")]) from None
+    if not text.strip():
+        raise InputError(source, [Problem("", "file is empty (expected a YAML mapping)")])
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = getattr(exc, "problem", None) or str(exc)
+        raise InputError(source, [Problem("", f"YAML syntax error at {where}{what}")]) from None
+
+
+def preset_names(kind: str) -> list[str]:
+    folder = resources.files("tiersim") / "presets" / kind
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_preset(kind: str, name: str) -> dict[str, Any]:
+    """A shipped preset as a mapping; raises KeyError for an unknown name."""
+    if name not in preset_names(kind):
+        raise KeyError(name)
+    text = (resources.files("tiersim") / "presets" / kind / f"{name}.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def _unknown_preset(kind: str, name: Any) -> str:
+    names = preset_names(kind)
+    close = difflib.get_close_matches(str(name), names, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"unknown preset {name!r} ({hint}available: {', '.join(names)})"
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` wins key by key; nested mappings merge rather than replace."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+# --- overrides -----------------------------------------------------------------------------------
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """'a.b.c=VALUE' -> (['a', 'b', 'c'], value); the value is read as a YAML scalar."""
+    if "=" not in text:
+        raise ValueError(f"--set {text!r}: expected PATH=VALUE, e.g. model.layers=160")
+    path, _, value = text.partition("=")
+    keys = [k.strip() for k in path.strip().split(".")]
+    if not all(keys):
+        raise ValueError(f"--set {text!r}: empty key in path {path!r}")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return keys, parsed
+
+
+def set_path(raw: dict[str, Any], keys: list[str], value: Any) -> None:
+    node = raw
+    for key in keys[:-1]:
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    node[keys[-1]] = value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> dict[str, Any]:
+    out = copy.deepcopy(raw)
+    problems = []
+    for text in overrides:
+        try:
+            keys, value = parse_override(text)
+        except ValueError as exc:
+            problems.append(Problem("--set", str(exc)))
+            continue
+        set_path(out, keys, value)
+    if problems:
+        raise InputError(source, problems)
+    return out
+
+
+# --- preset resolution -------------------------------------------------------------------------
+
+
+def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
+    if not isinstance(model, dict):
+        return model
+    merged: dict[str, Any] = {}
+    if "preset" in model:
+        try:
+            merged = load_preset("models", model["preset"])
+        except (KeyError, TypeError):
+            problems.append(Problem("model.preset", _unknown_preset("models", model["preset"])))
+    if "hf_config" in model:
+        path = Path(str(model["hf_config"]))
+        path = path if path.is_absolute() else base_dir / path
+        try:
+            merged = deep_merge(merged, read_hf_config(path))
+        except HfConfigError as exc:
+            problems.append(Problem("model.hf_config", str(exc)))
+    return deep_merge(merged, model)
+
+
+def _resolve_hardware(hardware: Any, problems: list[Problem]) -> Any:
+    if hardware is None:
+        hardware = {}
+    if not isinstance(hardware, dict):
+        return hardware
+    name = hardware.get("preset", DEFAULT_HARDWARE)
+    if name in (None, "none"):
+        return {k: v for k, v in hardware.items() if k != "preset"}
+    try:
+        base = load_preset("hardware", name)
+    except (KeyError, TypeError):
+        problems.append(Problem("hardware.preset", _unknown_preset("hardware", name)))
+        return hardware
+    return deep_merge(base, {**hardware, "preset": name})
+
+
+def resolve(raw: dict[str, Any], base_dir: Path, source: str) -> dict[str, Any]:
+    problems: list[Problem] = []
+    out = dict(raw)
+    if "model" in out:
+        out["model"] = _resolve_model(out["model"], base_dir, problems)
+    out["hardware"] = _resolve_hardware(out.get("hardware"), problems)
+    if problems:
+        raise InputError(source, problems)
+    return out
+
+
+# --- validation messages -----------------------------------------------------------------------
+
+
+def _unwrap(tp: Any) -> Any:
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    return tp
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+
+
+def _model_class(tp: Any) -> type[BaseModel] | None:
+    """The single model class inside `tp` (through Optional), if there is one."""
+    tp = _unwrap(tp)
+    if _is_union(tp):
+        models = [
+            a for a in typing.get_args(tp) if isinstance(a, type) and issubclass(a, BaseModel)
+        ]
+        return models[0] if len(models) == 1 else None
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _walk(loc: tuple[Any, ...]) -> tuple[list[str], type[BaseModel] | None]:
+    """Turn pydantic's loc into the user's key path, dropping union-branch tags.
+
+    Also returns the model that holds the last key (for 'did you mean' suggestions).
+    """
+    path: list[str] = []
+    cur: Any = Scenario
+    parent: type[BaseModel] | None = None
+    for part in loc:
+        model = _model_class(cur)
+        if model is not None:
+            parent = model
+            path.append(str(part))
+            field = model.model_fields.get(str(part))
+            cur = field.annotation if field else None
+            continue
+        tp = _unwrap(cur)
+        origin = typing.get_origin(tp)
+        if origin is dict:
+            path.append(str(part))
+            cur = typing.get_args(tp)[1]
+        elif origin in (tuple, list):
+            path.append(str(part))
+            cur = typing.get_args(tp)[0]
+        elif _is_union(tp) or cur is None:
+            cur = None  # a union-branch tag such as 'int' or "literal['auto']"
+        else:
+            path.append(str(part))
+    if path[:2] == ["budget", "tiers"]:
+        path = ["budget", *path[2:]]
+    return path, parent
+
+
+def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        key = str(err["loc"][-1])
+        fields = list(parent.model_fields) if parent else []
+        close = difflib.get_close_matches(key, fields, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return f"unknown key '{key}' ({hint}expected one of: {', '.join(fields)})"
+    if kind == "missing":
+        return "required key is missing"
+    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
+        return f"{msg[0].lower()}{msg[1:]} (got {err.get('input')!r})"
+    return msg
+
+
+def validation_problems(exc: ValidationError) -> list[Problem]:
+    by_path: dict[str, list[str]] = {}
+    for err in exc.errors():
+        path, parent = _walk(tuple(err["loc"]))
+        text = _message(err, parent)
+        key = ".".join(path)
+        if text not in by_path.setdefault(key, []):
+            by_path[key].append(text)
+    return [Problem(path, "; or ".join(msgs)) for path, msgs in by_path.items()]
+
+
+# --- cross-section checks ----------------------------------------------------------------------
+
+
+def _tier_problems(s: Scenario) -> list[Problem]:
+    tiers = s.hardware.tiers
+    names = ", ".join(tiers)
+    problems = []
+
+    def check(path: str, tier: str) -> None:
+        if tier not in tiers:
+            problems.append(Problem(path, f"tier '{tier}' does not exist (tiers: {names})"))
+
+    for cls in ("weights", "gradients", "master", "optimizer", "activations"):
+        check(f"placement.{cls}", getattr(s.placement, cls))
+    check("hardware.gpu.memory", s.hardware.gpu.memory)
+    check("hardware.cpu.memory", s.hardware.cpu.memory)
+    for name, link in s.hardware.links.items():
+        for i, tier in enumerate(link.between):
+            check(f"hardware.links.{name}.between.{i}", tier)
+        if link.between[0] == link.between[1]:
+            problems.append(Problem(f"hardware.links.{name}.between", "joins a tier to itself"))
+    if s.checkpoint.every_steps is not None:
+        check("checkpoint.target", s.checkpoint.target)
+        if s.checkpoint.mode == "async":
+            check("checkpoint.staging", s.checkpoint.staging)
+    for tier, _ in s.budget.tiers.items():
+        check(f"budget.{tier}", tier)
+        if tier in tiers and tiers[tier].endurance is None:
+            problems.append(
+                Problem(
+                    f"budget.{tier}",
+                    f"tier '{tier}' has no endurance (give "
+                    f"hardware.tiers.{tier}.endurance, or budget only flash tiers)",
+                )
+            )
+    return problems
+
+
+def _parallel_problems(s: Scenario) -> list[Problem]:
+    p, m = s.parallel, s.model
+    problems = []
+    if m.heads is not None and m.heads % p.tensor:
+        problems.append(
+            Problem(
+                "parallel.tensor",
+                f"heads ({m.heads}) are not divisible by the tensor-parallel size ({p.tensor})",
+            )
+        )
+    kv = m.kv_heads or m.heads
+    if kv is not None and kv % p.tensor and p.tensor % kv:
+        problems.append(
+            Problem(
+                "parallel.tensor",
+                f"kv_heads ({kv}) and the tensor-parallel "
+                f"size ({p.tensor}) must divide one another",
+            )
+        )
+    chunks = p.pipeline * p.virtual_pipeline
+    if m.layers % chunks:
+        problems.append(
+            Problem(
+                "parallel.pipeline",
+                f"layers ({m.layers}) are not divisible by "
+                f"pipeline x virtual_pipeline ({p.pipeline} x {p.virtual_pipeline})",
+            )
+        )
+    if p.virtual_pipeline > 1 and p.pipeline == 1:
+        problems.append(Problem("parallel.virtual_pipeline", "interleaving needs pipeline > 1"))
+    if s.placement.optimizer_compute == "cpu" and s.hardware.cpu.memory not in s.hardware.tiers:
+        pass  # reported by _tier_problems
+    return problems
+
+
+def consistency_problems(s: Scenario) -> list[Problem]:
+    return _tier_problems(s) + _parallel_problems(s)
+
+
+# --- entry points ------------------------------------------------------------------------------
+
+
+def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> Loaded:
+    """Validate an already-parsed scenario mapping (presets, overrides, checks)."""
+    if not isinstance(raw, dict):
+        got = type(raw).__name__
+        raise InputError(
+            source,
+            [
+                Problem(
+                    "",
+                    f"top level is a {got} (expected a mapping of "
+                    "sections: name, model, training, ...)",
+                )
+            ],
+        )
+    raw = apply_overrides(raw, list(overrides), source)
+    resolved = resolve(raw, base_dir, source)
+    try:
+        scenario = Scenario.model_validate(resolved)
+    except ValidationError as exc:
+        raise InputError(source, validation_problems(exc)) from None
+    problems = consistency_problems(scenario)
+    if problems:
+        raise InputError(source, problems)
+    return Loaded(scenario, resolved, source)
+
+
+def load_scenario(path: str | Path, overrides: list[str] = ()) -> Loaded:
+    path = Path(path)
+    raw = read_yaml(path, str(path))
+    return build(raw, path.parent, str(path), overrides)

@@ -1,0 +1,314 @@
+"""The scenario format: typed, frozen models that reject unknown keys.
+
+Field names here are the public YAML format (DESIGN.md §2): extend, never rename.
+Quantities are read from unit strings once, here, and held as floats in base units.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from tiersim.units import Kind, parse
+
+STATE_CLASSES = ("weights", "gradients", "master", "optimizer", "activations", "workspace")
+PLACED_CLASSES = ("weights", "gradients", "master", "optimizer", "activations")
+SHARDED_CLASSES = ("weights", "gradients", "master", "optimizer")
+PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+OPTIMIZERS = ("adam", "adamw", "sgd", "sgd_momentum", "adafactor", "lion")
+
+
+def _positive(value: float) -> float:
+    if not value > 0:
+        raise ValueError(f"must be > 0 (got {value:g})")
+    return value
+
+
+def _non_negative(value: float) -> float:
+    if value < 0:
+        raise ValueError(f"must be >= 0 (got {value:g})")
+    return value
+
+
+def _unit(kind: Kind, allow_unlimited: bool = False):
+    def convert(value: object) -> float:
+        if allow_unlimited and isinstance(value, str) and value.strip() in ("unlimited", "inf"):
+            return math.inf
+        return parse(value, kind)
+
+    return BeforeValidator(convert)
+
+
+Size = Annotated[float, _unit(Kind.SIZE), AfterValidator(_positive)]
+SizeOrZero = Annotated[float, _unit(Kind.SIZE), AfterValidator(_non_negative)]
+Bandwidth = Annotated[float, _unit(Kind.BANDWIDTH, True), AfterValidator(_positive)]
+Duration = Annotated[float, _unit(Kind.TIME), AfterValidator(_positive)]
+Latency = Annotated[float, _unit(Kind.TIME), AfterValidator(_non_negative)]
+FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), AfterValidator(_positive)]
+ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), AfterValidator(_positive)]
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+PrecisionName = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- model -------------------------------------------------------------------------------------
+
+
+class ModelSpec(Strict):
+    """A transformer by its dimensions, or a generic model by its parameter count.
+
+    `preset` and `hf_config` are resolved by the loader into the dimension keys below;
+    they stay here as a record of where the dimensions came from.
+    """
+
+    preset: str | None = None
+    hf_config: str | None = None
+    family: str | None = None
+    layers: PositiveInt | None = None
+    hidden: PositiveInt | None = None
+    heads: PositiveInt | None = None
+    kv_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    ffn_hidden: PositiveInt | None = None
+    vocab: PositiveInt | None = None
+    max_positions: PositiveInt | None = None
+    gated_mlp: bool = False
+    tied_embeddings: bool = False
+    qkv_bias: bool = False
+    attn_out_bias: bool = False
+    mlp_bias: bool = False
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    position: Literal["learned", "rope", "none"] = "learned"
+    # generic model: `parameters` and `layers`, optionally per-layer figures at the scenario's shape
+    parameters: PositiveInt | None = None
+    activation_bytes_per_layer: Size | None = None
+    forward_flops_per_token_per_layer: Annotated[float, Field(gt=0)] | None = None
+    activation_factor: Annotated[float, Field(gt=0)] = 1.0  # measured/predicted, from calibration
+
+    @model_validator(mode="after")
+    def _complete(self) -> ModelSpec:
+        if self.parameters is not None:
+            if self.layers is None:
+                raise ValueError("a generic model with 'parameters' also needs 'layers'")
+            return self
+        needed = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
+        missing = [k for k in needed if getattr(self, k) is None]
+        if missing:
+            raise ValueError(
+                "missing " + ", ".join(missing) + " (give a 'preset', an 'hf_config', the "
+                "transformer dimensions layers/hidden/heads/ffn_hidden/vocab, or 'parameters' "
+                "and 'layers' for a generic model)"
+            )
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(
+                f"hidden ({self.hidden}) is not divisible by heads ({self.heads}); "
+                "give head_dim explicitly"
+            )
+        kv = self.kv_heads or self.heads
+        if self.heads % kv:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
+        if self.position == "learned" and self.max_positions is None:
+            raise ValueError("learned position embeddings need 'max_positions'")
+        return self
+
+
+# --- training ----------------------------------------------------------------------------------
+
+
+class Precision(Strict):
+    weights: PrecisionName = "bf16"
+    gradients: PrecisionName = "bf16"
+    master: PrecisionName | Literal["none"] = "fp32"
+    optimizer: PrecisionName = "fp32"
+
+
+class Training(Strict):
+    micro_batch_size: PositiveInt = 1
+    grad_accumulation: PositiveInt = 1
+    seq_len: PositiveInt | None = None  # default: the model's max_positions, else 2048
+    optimizer: Literal["adam", "adamw", "sgd", "sgd_momentum", "adafactor", "lion"] = "adamw"
+    precision: Precision = Precision()
+    recompute: Literal["none", "selective", "full"] = "none"
+    workspace: SizeOrZero = Field(default=2**30, description="temporary buffers, buckets, slack")
+
+
+class Shard(Strict):
+    """Per-class data-parallel sharding; None means 'as the ZeRO stage says'."""
+
+    weights: bool | None = None
+    gradients: bool | None = None
+    master: bool | None = None
+    optimizer: bool | None = None
+
+
+class Parallel(Strict):
+    data: PositiveInt = 1
+    tensor: PositiveInt = 1
+    pipeline: PositiveInt = 1
+    virtual_pipeline: PositiveInt = 1
+    sequence: bool = False
+    zero_stage: Literal[0, 1, 2, 3] = 0
+    shard: Shard = Shard()
+
+
+class Placement(Strict):
+    weights: str = "hbm"
+    gradients: str = "hbm"
+    master: str = "hbm"
+    optimizer: str = "hbm"
+    activations: str = "hbm"
+    optimizer_compute: Literal["gpu", "cpu"] = "gpu"
+
+
+# --- hardware ----------------------------------------------------------------------------------
+
+
+class Endurance(Strict):
+    pe_cycles: Annotated[float, Field(gt=0)]
+    write_amplification: Annotated[float, Field(ge=1)] | None = None
+    spare_area: Annotated[float, Field(gt=0, lt=1)] | None = None
+    write_pattern: Literal["sequential", "random"] = "sequential"
+    rated_drive_writes_per_day: Annotated[float, Field(gt=0)] | None = None
+    warranty: Duration | None = None
+
+
+class Tier(Strict):
+    kind: Literal["hbm", "dram", "flash", "remote"]
+    capacity: Size
+    bandwidth: Bandwidth | None = None
+    read_bandwidth: Bandwidth | None = None
+    write_bandwidth: Bandwidth | None = None
+    latency: Latency = 0.0
+    endurance: Endurance | None = None
+
+    @model_validator(mode="after")
+    def _has_bandwidth(self) -> Tier:
+        if self.read_bw is None or self.write_bw is None:
+            raise ValueError("needs 'bandwidth' or both 'read_bandwidth' and 'write_bandwidth'")
+        return self
+
+    @property
+    def read_bw(self) -> float:
+        return self.read_bandwidth if self.read_bandwidth is not None else self.bandwidth
+
+    @property
+    def write_bw(self) -> float:
+        return self.write_bandwidth if self.write_bandwidth is not None else self.bandwidth
+
+
+class Link(Strict):
+    between: tuple[str, str]
+    bandwidth: Bandwidth  # per direction
+    latency: Latency = 0.0
+
+
+class Gpu(Strict):
+    name: str = "gpu"
+    memory: str = "hbm"
+    peak_flops: dict[PrecisionName, FlopRate]
+    efficiency: Fraction = 0.5
+    optimizer_efficiency: Fraction = 0.8  # share of HBM bandwidth a fused optimizer reaches
+
+
+class Cpu(Strict):
+    name: str = "cpu"
+    memory: str = "dram"
+    optimizer_rate: ParamRate = 1.4e9
+    memory_bandwidth: Bandwidth | None = None  # default: the host tier's read bandwidth
+
+
+class Network(Strict):
+    gpus_per_node: PositiveInt = 8
+    intra_node_bandwidth: Bandwidth = 450e9
+    inter_node_bandwidth: Bandwidth = 50e9
+    intra_node_latency: Latency = 2e-6
+    inter_node_latency: Latency = 5e-6
+
+
+class Hardware(Strict):
+    preset: str | None = None
+    gpu: Gpu
+    cpu: Cpu = Cpu()
+    tiers: dict[str, Tier]
+    links: dict[str, Link] = {}
+    network: Network = Network()
+
+
+# --- simulation, checkpoint, failures, budget --------------------------------------------------
+
+
+class Simulation(Strict):
+    chunk_size: Size = 64 * 2**20
+    prefetch_depth: PositiveInt = 2
+    staging_chunks: PositiveInt = 4
+    warmup_steps: Annotated[int, Field(ge=0)] = 1
+
+
+class Checkpoint(Strict):
+    every_steps: PositiveInt | Literal["auto"] | None = None
+    target: str = "nvme"
+    mode: Literal["blocking", "async"] = "blocking"
+    restart: Latency = 300.0
+    staging: str = "dram"
+
+
+class Failures(Strict):
+    mtbf: Duration | None = None
+    gpu_mtbf: Duration | None = None
+    gpus: PositiveInt | None = None
+
+
+class TierBudget(Strict):
+    lifetime: Duration | None = None
+    drive_writes_per_day: Annotated[float, Field(gt=0)] | None = None
+    total_bytes_written: Size | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> TierBudget:
+        given = [self.lifetime, self.drive_writes_per_day, self.total_bytes_written]
+        if sum(v is not None for v in given) != 1:
+            raise ValueError(
+                "give exactly one of lifetime, drive_writes_per_day, total_bytes_written"
+            )
+        return self
+
+
+class Budget(Strict):
+    """`steps_per_day`, plus one entry per flash tier: `budget.hbf: {lifetime: 5 years}`."""
+
+    steps_per_day: Annotated[float, Field(gt=0)] | None = None
+    tiers: dict[str, TierBudget] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_tiers(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "tiers" in data:
+            return data
+        tiers = {k: v for k, v in data.items() if k != "steps_per_day"}
+        rest = {k: v for k, v in data.items() if k == "steps_per_day"}
+        return {**rest, "tiers": tiers}
+
+
+class Scenario(Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    model: ModelSpec
+    training: Training = Training()
+    parallel: Parallel = Parallel()
+    placement: Placement = Placement()
+    hardware: Hardware
+    simulation: Simulation = Simulation()
+    checkpoint: Checkpoint = Checkpoint()
+    failures: Failures = Failures()
+    budget: Budget = Budget()
+
+    @property
+    def seq_len(self) -> int:
+        if self.training.seq_len is not None:
+            return self.training.seq_len
+        return self.model.max_positions or 2048

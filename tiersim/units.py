@@ -1,0 +1,173 @@
+"""Quantities with units: parsing scenario strings and formatting numbers for people.
+
+Every quantity is converted once, at the edge, into a plain float in a base unit:
+bytes, bytes per second, seconds, FLOP per second or parameters per second. Decimal
+prefixes (kB, MB, GB) and binary prefixes (KiB, MiB, GiB) are different numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from enum import Enum
+
+
+class Kind(Enum):
+    """The kind of quantity a field takes, with an example shown in error messages."""
+
+    SIZE = ("a size", "141 GB")
+    BANDWIDTH = ("a bandwidth", "55 GB/s")
+    TIME = ("a time", "15 us")
+    FLOP_RATE = ("a FLOP rate", "989 TFLOP/s")
+    PARAM_RATE = ("a parameter rate", "1.4 Gparam/s")
+
+    @property
+    def label(self) -> str:
+        return self.value[0]
+
+    @property
+    def example(self) -> str:
+        return self.value[1]
+
+
+_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
+
+_YEAR_S = 365.0 * 86400.0  # a year is 365 days throughout tiersim (lifetimes, warranties)
+
+_TIME_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+    "days": 86400.0,
+    "week": 7 * 86400.0,
+    "weeks": 7 * 86400.0,
+    "y": _YEAR_S,
+    "year": _YEAR_S,
+    "years": _YEAR_S,
+}
+
+
+def _build_units() -> dict[str, tuple[Kind, float]]:
+    units: dict[str, tuple[Kind, float]] = {}
+    prefixes = {**_DECIMAL, **_BINARY}
+    for prefix, factor in prefixes.items():
+        units[f"{prefix}B"] = (Kind.SIZE, factor)
+        units[f"{prefix}B/s"] = (Kind.BANDWIDTH, factor)
+        units[f"{prefix}b/s"] = (Kind.BANDWIDTH, factor / 8.0)  # bits, as networks quote them
+        units[f"{prefix}bps"] = (Kind.BANDWIDTH, factor / 8.0)
+    for prefix, factor in _DECIMAL.items():
+        units[f"{prefix}FLOP/s"] = (Kind.FLOP_RATE, factor)
+        units[f"{prefix}FLOPS"] = (Kind.FLOP_RATE, factor)
+        units[f"{prefix}param/s"] = (Kind.PARAM_RATE, factor)
+        units[f"{prefix}params/s"] = (Kind.PARAM_RATE, factor)
+    for name, factor in _TIME_UNITS.items():
+        units[name] = (Kind.TIME, factor)
+    return units
+
+
+UNITS = _build_units()
+_QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\s\d].*?)?\s*$")
+
+
+class UnitError(ValueError):
+    """A quantity that cannot be read as the kind a field needs."""
+
+
+def parse(value: object, kind: Kind) -> float:
+    """Convert `value` (a string such as '55 GB/s') to a float in `kind`'s base unit."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise UnitError(f"expected {kind.label} with a unit, such as '{kind.example}'")
+    if not isinstance(value, str):
+        raise UnitError(
+            f"a plain number ({value}) is ambiguous here: give {kind.label} with a unit, "
+            f"such as '{kind.example}'"
+        )
+    match = _QUANTITY.match(value)
+    if not match:
+        raise UnitError(f"cannot read '{value}' as {kind.label} (expected e.g. '{kind.example}')")
+    number, unit = float(match.group(1)), (match.group(2) or "")
+    if not unit:
+        raise UnitError(
+            f"'{value}' has no unit: give {kind.label} with a unit, such as '{kind.example}'"
+        )
+    if unit not in UNITS:
+        raise UnitError(f"unknown unit '{unit}' in '{value}' (expected e.g. '{kind.example}')")
+    found_kind, factor = UNITS[unit]
+    if found_kind is not kind:
+        raise UnitError(
+            f"'{value}' is {found_kind.label}, but {kind.label} is needed here "
+            f"(e.g. '{kind.example}')"
+        )
+    if not math.isfinite(number):
+        raise UnitError(f"'{value}' is not a finite number")
+    return number * factor
+
+
+_SIZE_STEPS = [("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)]
+
+
+def fmt_bytes(n: float) -> str:
+    """Human-readable decimal size: 16000000000 -> '16.00 GB'."""
+    if n is None or math.isnan(n):
+        return "-"
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for name, factor in _SIZE_STEPS:
+        if n >= factor:
+            return f"{sign}{n / factor:.2f} {name}"
+    return f"{sign}{n:.0f} B"
+
+
+def fmt_rate(n: float) -> str:
+    """Bytes per second, decimal: 5.5e10 -> '55.00 GB/s'."""
+    if math.isinf(n):
+        return "unlimited"
+    return fmt_bytes(n) + "/s"
+
+
+def fmt_time(s: float) -> str:
+    """Human-readable time with a unit: 0.00012 -> '120.0 us'."""
+    if s is None or math.isnan(s):
+        return "-"
+    if math.isinf(s):
+        return "inf"
+    a = abs(s)
+    if a == 0:
+        return "0 s"
+    if a < 1e-3:
+        return f"{s * 1e6:.1f} us"
+    if a < 1.0:
+        return f"{s * 1e3:.2f} ms"
+    if a < 120.0:
+        return f"{s:.3f} s"
+    if a < 7200.0:
+        return f"{s / 60:.1f} min"
+    if a < 2 * 86400.0:
+        return f"{s / 3600:.2f} h"
+    if a < 2 * _YEAR_S:
+        return f"{s / 86400:.1f} days"
+    return f"{s / _YEAR_S:.2f} years"
+
+
+def fmt_count(n: float) -> str:
+    """Large counts with a suffix: 6738415616 -> '6.74 B'."""
+    for name, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= factor:
+            return f"{n / factor:.2f} {name}"
+    return f"{n:g}"
+
+
+YEAR_S = _YEAR_S
+DAY_S = 86400.0
