@@ -150,7 +150,22 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
     return deep_merge(merged, model)
 
 
-def _resolve_hardware(hardware: Any, problems: list[Problem]) -> Any:
+def _hardware_file(name: str, base_dir: Path, problems: list[Problem]) -> dict[str, Any] | None:
+    """A hardware preset given as a YAML file path (e.g. written by `tiersim calibrate`)."""
+    path = Path(name) if Path(name).is_absolute() else base_dir / name
+    try:
+        data = read_yaml(path, str(path))
+    except InputError as exc:
+        problems += [Problem("hardware.preset", p.render(str(path))) for p in exc.problems]
+        return None
+    if not isinstance(data, dict):
+        problems.append(Problem("hardware.preset", f"{path} is not a YAML mapping"))
+        return None
+    return data
+
+
+def _resolve_hardware(hardware: Any, base_dir: Path, problems: list[Problem]) -> Any:
+    """Merge inline hardware keys onto a preset: a shipped name, a YAML path, or `none`."""
     if hardware is None:
         hardware = {}
     if not isinstance(hardware, dict):
@@ -158,10 +173,15 @@ def _resolve_hardware(hardware: Any, problems: list[Problem]) -> Any:
     name = hardware.get("preset", DEFAULT_HARDWARE)
     if name in (None, "none"):
         return {k: v for k, v in hardware.items() if k != "preset"}
-    try:
-        base = load_preset("hardware", name)
-    except (KeyError, TypeError):
-        problems.append(Problem("hardware.preset", _unknown_preset("hardware", name)))
+    if isinstance(name, str) and name.endswith((".yaml", ".yml")):
+        base = _hardware_file(name, base_dir, problems)
+    else:
+        try:
+            base = load_preset("hardware", name)
+        except (KeyError, TypeError):
+            problems.append(Problem("hardware.preset", _unknown_preset("hardware", name)))
+            base = None
+    if base is None:
         return hardware
     return deep_merge(base, {**hardware, "preset": name})
 
@@ -171,7 +191,7 @@ def resolve(raw: dict[str, Any], base_dir: Path, source: str) -> dict[str, Any]:
     out = dict(raw)
     if "model" in out:
         out["model"] = _resolve_model(out["model"], base_dir, problems)
-    out["hardware"] = _resolve_hardware(out.get("hardware"), problems)
+    out["hardware"] = _resolve_hardware(out.get("hardware"), base_dir, problems)
     if problems:
         raise InputError(source, problems)
     return out

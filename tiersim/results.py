@@ -1,0 +1,54 @@
+"""Result records the engine returns: plain frozen data, no behaviour beyond derived figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """One link (both directions together, and each direction) over the measured step."""
+
+    bytes: int
+    busy_s: float  # time at least one transfer was on the link (either direction)
+    utilization: float  # busy_s / step time
+    bytes_by_direction: dict[str, int] = field(default_factory=dict)  # "a->b": bytes
+
+
+@dataclass(frozen=True)
+class TierStats:
+    capacity_bytes: float
+    resident_bytes: int  # classes homed here, per GPU (the inventory)
+    peak_bytes: int  # resident + transient (staging, prefetched layers, live activations)
+    mean_bytes: float  # time-averaged occupancy over the measured step
+    bytes_read: int  # per step, all classes
+    bytes_written: int  # per step, all classes
+    written_by_class: dict[str, int] = field(default_factory=dict)
+    read_by_class: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_bytes <= self.capacity_bytes
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One steady training step of one representative GPU."""
+
+    time_s: float
+    compute_s: float  # GPU forward + backward arithmetic, recompute included
+    recompute_s: float
+    optimizer_s: float
+    exposed_transfer_s: float  # step time during which the GPU waits on movement
+    overlap: float  # share of link-busy time (union over links) that coincides with compute
+    tokens_per_step: int
+    micro_batches: int
+    links: dict[str, LinkStats]
+    tiers: dict[str, TierStats]
+    events: int
+    wall_s: float
+    trace: tuple = ()  # trace records, only when asked for
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.time_s if self.time_s > 0 else float("inf")
