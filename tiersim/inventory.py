@@ -101,22 +101,28 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     return Matrix(math.ceil(m.rows / tensor), 1, m.count, True)
 
 
-def stage_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
-    """Parameter tensors one GPU of `stage` holds (embeddings first, head last)."""
-    if isinstance(model, GenericModel):
-        share = model.total_parameters // pipeline + (model.total_parameters % pipeline > stage)
-        return [Matrix(math.ceil(share / tensor), 1)]
+def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:
+    """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
+    the rest (embeddings on the first stage; final norm and output head on the last)."""
     per_stage = model.layers // pipeline
-    mats = [
-        Matrix(m.rows, m.cols, m.count * per_stage, m.tensor_split) for m in model.layer_matrices()
-    ]
-    if stage == 0:
-        mats += model.embedding_matrices()
-    if stage == pipeline - 1:
-        mats += model.head_matrices()
-        if model.tied_embeddings and pipeline > 1:
-            mats.append(model.embedding_matrices()[0])  # the last stage keeps its own copy
-    return [_split(m, tensor) for m in mats]
+    if isinstance(model, GenericModel):
+        layer = [Matrix(model.layer_parameters, 1)]
+        spare = model.total_parameters - model.layers * model.layer_parameters
+        rest = [Matrix(spare, 1)] if stage == 0 and spare else []
+    else:
+        layer = model.layer_matrices()
+        rest = model.embedding_matrices() if stage == 0 else []
+        if stage == pipeline - 1:
+            rest = rest + model.head_matrices()
+            if model.tied_embeddings and pipeline > 1:
+                rest.append(model.embedding_matrices()[0])  # the last stage keeps its own copy
+    units = [[_split(m, tensor) for m in layer] for _ in range(per_stage)]
+    return [*units, [_split(m, tensor) for m in rest]]
+
+
+def stage_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
+    """Every parameter tensor one GPU of `stage` holds."""
+    return [m for unit in unit_matrices(model, stage, pipeline, tensor) for m in unit]
 
 
 def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches: int) -> float:

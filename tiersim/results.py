@@ -40,13 +40,16 @@ class StepResult:
     recompute_s: float
     optimizer_s: float
     exposed_transfer_s: float  # step time during which the GPU waits on movement
-    overlap: float  # share of link-busy time (union over links) that coincides with compute
+    overlap: float | None  # share of link-busy time (any link) coinciding with GPU compute;
+    # None when nothing moved
     tokens_per_step: int
     micro_batches: int
     links: dict[str, LinkStats]
     tiers: dict[str, TierStats]
     events: int
     wall_s: float
+    exposed_cpu_s: float = 0.0  # step time the GPU waits on the CPU optimizer
+    prefetch_depth: int = 0  # uses ahead that fetches are issued (after the HBM budget)
     trace: tuple = ()  # trace records, only when asked for
 
     @property

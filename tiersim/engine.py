@@ -1,0 +1,254 @@
+"""The discrete-event engine: runs a schedule on SimPy and measures one steady step.
+
+Compute ops take their duration on their stream (GPU or CPU, program order). A move first
+pays its route's latency plus the pipeline fill of its first chunk through the staging
+tiers, then streams as a fluid flow sharing every link direction and tier port it crosses
+(max-min fair, `flows.py`). The engine simulates warm-up steps, the measured step and one
+trailing step (so that the measured step's tail contends with the next step's prefetch as
+in steady state), and reports the measured one. No I/O, no printing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import simpy
+
+from tiersim import intervals as iv
+from tiersim.flows import FlowNetwork
+from tiersim.results import LinkStats, StepResult, TierStats
+from tiersim.schedule import Op, Schedule
+from tiersim.schema import Scenario
+from tiersim.topology import Topology
+
+
+@dataclass
+class _Occupancy:
+    current: float
+    peak: float
+    integral: float = 0.0
+    last: float = 0.0
+
+    def change(self, now: float, delta: float) -> None:
+        self.integral += self.current * (now - self.last)
+        self.last = now
+        self.current += delta
+        self.peak = max(self.peak, self.current)
+
+    def integral_at(self, now: float) -> float:
+        return self.integral + self.current * (now - self.last)
+
+
+@dataclass
+class _Log:
+    start: list[float]
+    end: list[float]
+    step_end: list[float]
+    step_left: list[int]
+    snapshots: dict[int, dict[str, float]] = field(default_factory=dict)
+    trace: list[tuple] = field(default_factory=list)
+    events: int = 0
+
+
+class Engine:
+    def __init__(
+        self,
+        s: Scenario,
+        topo: Topology,
+        schedule: Schedule,
+        baseline: dict[str, int],
+        record: bool = False,
+    ):
+        self.s, self.topo, self.schedule, self.record = s, topo, schedule, record
+        self.env = simpy.Environment()
+        self.net = FlowNetwork(self.env, topo.capacities, _channel)
+        self.occupancy = {t: _Occupancy(float(b), float(b)) for t, b in baseline.items()}
+        ops = schedule.ops
+        self.waiting = [len(op.deps) for op in ops]
+        self.dependents: list[list[int]] = [[] for _ in ops]
+        for i, op in enumerate(ops):
+            for d in op.deps:
+                self.dependents[d].append(i)
+        per_step = [0] * schedule.steps
+        for op in ops:
+            per_step[op.step] += 1
+        n = len(ops)
+        self.log = _Log([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
+
+    # --- running ---------------------------------------------------------------------------------
+
+    def run(self) -> _Log:
+        for i, waiting in enumerate(self.waiting):
+            if waiting == 0:
+                self._start(i)
+        self.env.run()
+        if any(self.log.step_left):
+            raise AssertionError("schedule deadlocked: some operations never became ready")
+        return self.log
+
+    def _after(self, delay: float, then) -> None:
+        self.log.events += 1
+        if delay <= 0:
+            then()
+            return
+        self.env.timeout(delay).callbacks.append(lambda _e: then())
+
+    def _start(self, i: int) -> None:
+        op = self.schedule.ops[i]
+        now = self.env.now
+        self.log.start[i] = now
+        for tier, nbytes in op.alloc:
+            self.occupancy[tier].change(now, nbytes)
+        if op.kind != "move":
+            self._after(op.duration, lambda: self._finish(i))
+            return
+        route = self.topo.route(op.src, op.dst)
+        staged = self._staging(route.tiers[1:-1], op.nbytes, now)
+        chunk = min(self.s.simulation.chunk_size, op.nbytes)
+        fill = (len(route.links) - 1) * chunk / route.bottleneck
+        self._after(
+            route.latency_s + fill,
+            lambda: self.net.start(op.nbytes, route.resources, lambda: self._finish(i, staged)),
+        )
+
+    def _staging(self, tiers: tuple[str, ...], nbytes: int, now: float) -> list[tuple[str, int]]:
+        sim = self.s.simulation
+        size = int(min(nbytes, sim.chunk_size * sim.staging_chunks))
+        for tier in tiers:
+            self.occupancy[tier].change(now, size)
+        return [(t, size) for t in tiers]
+
+    def _finish(self, i: int, staged: list[tuple[str, int]] = ()) -> None:
+        op = self.schedule.ops[i]
+        now = self.env.now
+        self.log.end[i] = now
+        for tier, nbytes in [*op.free, *staged]:
+            self.occupancy[tier].change(now, -nbytes)
+        if self.record:
+            self.log.trace.append(("op", i, self.log.start[i], now))
+        self.log.step_left[op.step] -= 1
+        if self.log.step_left[op.step] == 0:
+            self.log.step_end[op.step] = now
+            self.log.snapshots[op.step] = {t: o.integral_at(now) for t, o in self.occupancy.items()}
+        for j in self.dependents[i]:
+            self.waiting[j] -= 1
+            if self.waiting[j] == 0:
+                self._start(j)
+
+
+def _channel(resource: tuple) -> str | None:
+    return resource[1] if resource[0] in ("link", "net") else None
+
+
+# --- measuring the step ----------------------------------------------------------------------
+
+
+def _busy(log: _Log, ops: list[Op], kind: str) -> iv.Intervals:
+    return iv.union(
+        [
+            (log.start[i], log.end[i])
+            for i, op in enumerate(ops)
+            if op.kind == kind and log.end[i] > log.start[i]
+        ]
+    )
+
+
+def _role_time(ops: list[Op], step: int, kind: str, roles: tuple[str, ...]) -> float:
+    return sum(
+        op.duration for op in ops if op.step == step and op.kind == kind and op.role in roles
+    )
+
+
+def _moved(topo: Topology, ops: list[Op], step: int):
+    links: dict[str, dict[str, int]] = {}
+    read: dict[str, dict[str, int]] = {}
+    written: dict[str, dict[str, int]] = {}
+    for op in ops:
+        if op.kind != "move" or op.step != step:
+            continue
+        route = topo.route(op.src, op.dst)
+        for name, direction in route.links:
+            per = links.setdefault(name, {})
+            per[direction] = per.get(direction, 0) + op.nbytes
+        for k, tier in enumerate(route.tiers):
+            if k > 0:
+                written.setdefault(tier, {}).setdefault(op.role, 0)
+                written[tier][op.role] += op.nbytes
+            if k < len(route.tiers) - 1:
+                read.setdefault(tier, {}).setdefault(op.role, 0)
+                read[tier][op.role] += op.nbytes
+    return links, read, written
+
+
+def measure(
+    s: Scenario,
+    topo: Topology,
+    engine: Engine,
+    log: _Log,
+    measured_step: int,
+    baseline: dict[str, int],
+    tokens: int,
+    micro_batches: int,
+    wall_s: float,
+) -> StepResult:
+    ops = engine.schedule.ops
+    lo, hi = log.step_end[measured_step - 1], log.step_end[measured_step]
+    step_s = hi - lo
+    gpu = iv.clip(_busy(log, ops, "gpu"), lo, hi)
+    idle = iv.complement(gpu, lo, hi)
+    cpu = iv.clip(_busy(log, ops, "cpu"), lo, hi)
+    exposed_cpu = iv.total(iv.intersect(idle, cpu))
+    busy = engine.net.busy.intervals
+    any_link = iv.clip(iv.union(busy.get(FlowNetwork.ANY, [])), lo, hi)
+    link_time = iv.total(any_link)
+    overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
+    links_moved, read, written = _moved(topo, ops, measured_step)
+    links = {}
+    for name in s.hardware.links:
+        per_dir = links_moved.get(name, {})
+        busy_s = iv.total(iv.clip(iv.union(busy.get(name, [])), lo, hi))
+        links[name] = LinkStats(
+            sum(per_dir.values()), busy_s, busy_s / step_s if step_s > 0 else 0.0, per_dir
+        )
+    tiers = {}
+    for name, tier in s.hardware.tiers.items():
+        occ = engine.occupancy[name]
+        integral = log.snapshots[measured_step][name] - log.snapshots[measured_step - 1][name]
+        tiers[name] = TierStats(
+            capacity_bytes=tier.capacity,
+            resident_bytes=baseline[name],
+            peak_bytes=int(occ.peak),
+            mean_bytes=integral / step_s if step_s > 0 else occ.current,
+            bytes_read=sum(read.get(name, {}).values()),
+            bytes_written=sum(written.get(name, {}).values()),
+            written_by_class=written.get(name, {}),
+            read_by_class=read.get(name, {}),
+        )
+    result = StepResult(
+        time_s=step_s,
+        compute_s=_role_time(ops, measured_step, "gpu", ("forward", "backward", "recompute")),
+        recompute_s=_role_time(ops, measured_step, "gpu", ("recompute",)),
+        optimizer_s=_role_time(ops, measured_step, s.placement.optimizer_compute, ("optimizer",)),
+        exposed_transfer_s=max(0.0, iv.total(idle) - exposed_cpu),
+        overlap=overlap,
+        tokens_per_step=tokens,
+        micro_batches=micro_batches,
+        links=links,
+        tiers=tiers,
+        events=log.events + engine.net.wakeups,
+        wall_s=wall_s,
+        exposed_cpu_s=exposed_cpu,
+        prefetch_depth=engine.schedule.prefetch_depth,
+        trace=tuple(log.trace),
+    )
+    return result
+
+
+def run_engine(
+    s: Scenario, topo: Topology, schedule: Schedule, baseline: dict[str, int], record: bool = False
+) -> tuple[Engine, _Log, float]:
+    started = time.perf_counter()
+    engine = Engine(s, topo, schedule, baseline, record)
+    log = engine.run()
+    return engine, log, time.perf_counter() - started

@@ -1,0 +1,166 @@
+"""Fluid bandwidth sharing on SimPy: concurrent transfers share what they cross, max-min fair.
+
+Each active flow moves its bytes across a set of resources (link directions, tier ports),
+each with a capacity in bytes/s. Rates are the max-min fair allocation (progressive
+filling): whenever a flow starts or finishes, every flow's progress is brought up to date
+and the rates are recomputed. A resource of infinite capacity never constrains a flow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+
+import simpy
+
+_EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
+
+
+class Flow:
+    __slots__ = ("bytes", "on_done", "rate", "remaining", "resources")
+
+    def __init__(self, nbytes: float, resources: tuple, on_done: Callable[[], None]):
+        self.bytes = nbytes
+        self.remaining = float(nbytes)
+        self.resources = resources
+        self.on_done = on_done
+        self.rate = 0.0
+
+
+def max_min_rates(flows: Sequence[Flow], capacity: dict[Hashable, float]) -> list[float]:
+    """Progressive filling: raise every unfrozen flow's rate together until a resource is
+    full, freeze the flows on it, repeat. Returns one rate per flow (inf if unconstrained)."""
+    rates = [math.inf] * len(flows)
+    left = {}
+    users: dict[Hashable, list[int]] = {}
+    for i, f in enumerate(flows):
+        for r in f.resources:
+            cap = capacity[r]
+            if cap != math.inf:
+                users.setdefault(r, []).append(i)
+                left[r] = cap
+    active = {r: len(u) for r, u in users.items()}
+    frozen = [False] * len(flows)
+    while active:
+        res = min(active, key=lambda r: left[r] / active[r])
+        share = left[res] / active[res]
+        for i in users[res]:
+            if frozen[i]:
+                continue
+            frozen[i] = True
+            rates[i] = share
+            for r in flows[i].resources:
+                if r in active:
+                    left[r] -= share
+                    active[r] -= 1
+                    if active[r] == 0:
+                        del active[r]
+    return rates
+
+
+class BusyLog:
+    """Intervals during which at least one flow uses a named channel (a link, say)."""
+
+    def __init__(self) -> None:
+        self.active: dict[str, int] = {}
+        self.opened: dict[str, float] = {}
+        self.intervals: dict[str, list[tuple[float, float]]] = {}
+
+    def add(self, key: str, now: float) -> None:
+        count = self.active.get(key, 0)
+        if count == 0:
+            self.opened[key] = now
+        self.active[key] = count + 1
+
+    def remove(self, key: str, now: float) -> None:
+        self.active[key] -= 1
+        if self.active[key] == 0:
+            start = self.opened.pop(key)
+            if now > start:
+                self.intervals.setdefault(key, []).append((start, now))
+
+
+class FlowNetwork:
+    """The shared resources of one simulation and the flows on them.
+
+    `channel_of(resource)` names the channel a resource belongs to (a link's name, or None);
+    busy intervals per channel, and of any channel, are logged for utilisation and overlap.
+    """
+
+    ANY = "*"
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        capacity: dict[Hashable, float],
+        channel_of: Callable[[Hashable], str | None] = lambda r: None,
+    ):
+        self.env = env
+        self.capacity = capacity
+        self.flows: list[Flow] = []
+        self.busy = BusyLog()
+        self._channel_of = channel_of
+        self._channels: dict[tuple, tuple[str, ...]] = {}
+        self._last = 0.0
+        self._generation = 0
+        self.wakeups = 0
+
+    def start(self, nbytes: float, resources: tuple, on_done: Callable[[], None]) -> None:
+        """Begin moving `nbytes` across `resources`; `on_done()` runs when the last byte lands."""
+        if nbytes <= 0:
+            on_done()
+            return
+        self._advance()
+        flow = Flow(nbytes, resources, on_done)
+        for channel in self._channels_for(resources):
+            self.busy.add(channel, self.env.now)
+        self.flows.append(flow)
+        self._reschedule()
+
+    def _channels_for(self, resources: tuple) -> tuple[str, ...]:
+        if resources not in self._channels:
+            names = {self._channel_of(r) for r in resources} - {None}
+            self._channels[resources] = (*sorted(names), self.ANY) if names else ()
+        return self._channels[resources]
+
+    def _advance(self) -> None:
+        now = self.env.now
+        dt = now - self._last
+        if dt > 0:
+            for f in self.flows:
+                f.remaining -= f.rate * dt
+        self._last = now
+
+    def _reschedule(self) -> None:
+        rates = max_min_rates(self.flows, self.capacity)
+        soonest = math.inf
+        for f, rate in zip(self.flows, rates, strict=True):
+            f.rate = rate
+            soonest = min(soonest, f.remaining / rate if rate > 0 else math.inf)
+        if soonest == math.inf:
+            return
+        self._generation += 1
+        generation = self._generation
+        wake = self.env.timeout(max(soonest, 0.0))
+        wake.callbacks.append(lambda _e: self._wake(generation))
+
+    def _wake(self, generation: int) -> None:
+        self.wakeups += 1
+        if generation != self._generation:
+            return  # rates changed since this wake-up was planned
+        self._advance()
+        done = [
+            f
+            for f in self.flows
+            if f.rate == math.inf or f.remaining <= _EPS_BYTES + 1e-12 * f.bytes
+        ]
+        if not done:  # round-off: the soonest flow is a hair short of its end
+            soonest = min(self.flows, key=lambda f: f.remaining / f.rate)
+            done = [soonest]
+        self.flows = [f for f in self.flows if f not in done]
+        self._reschedule()
+        for f in done:
+            f.remaining = 0.0
+            for channel in self._channels_for(f.resources):
+                self.busy.remove(channel, self.env.now)
+            f.on_done()

@@ -1,0 +1,353 @@
+"""The ordered operations of training steps on one GPU, derived from placement.
+
+A schedule is a dependency graph of operations: GPU compute (forward, recompute,
+backward, GPU optimizer), CPU optimizer compute, and moves of a class of state between
+two tiers. GPU ops run in program order on one stream, CPU ops on another; moves start as
+soon as what they depend on is done. Nothing here is timed: the engine does that.
+
+What moves, per class, never listed by the user:
+- weights not homed in GPU memory are fetched before each use (forward, and backward with
+  its recompute), `depth` uses ahead, and released after; a unit used twice in a row
+  (head forward then backward) is fetched once;
+- activations not homed in GPU memory are written out after forward and fetched back
+  `depth` uses ahead of backward;
+- gradients not homed in GPU memory are written out after each backward; from the second
+  micro-batch on, accumulation reads the partial sum back first (read-modify-write);
+- the optimizer runs where `optimizer_compute` says, unit by unit (rest first, then layers in
+  forward order so the next step can start early): gradients, master weights and optimizer
+  state move to it, the updated state moves back to each class's home, and the new weights
+  to theirs. The next step's use of a unit waits for that unit's new weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tiersim.schema import Scenario
+from tiersim.workload import Workload
+
+
+@dataclass(slots=True)
+class Op:
+    kind: str  # "gpu" | "cpu" | "move"
+    role: str  # forward | recompute | backward | optimizer | <state class moved>
+    label: str
+    step: int
+    deps: list[int]
+    duration: float = 0.0
+    nbytes: int = 0
+    src: str = ""
+    dst: str = ""
+    alloc: list[tuple[str, int]] = field(default_factory=list)  # at start: (tier, bytes)
+    free: list[tuple[str, int]] = field(default_factory=list)  # at end
+
+
+@dataclass(frozen=True)
+class Schedule:
+    ops: list[Op]
+    steps: int
+    prefetch_depth: int
+
+
+class _Builder:
+    def __init__(self, s: Scenario, wl: Workload, depth: int):
+        self.s, self.wl, self.depth = s, wl, depth
+        self.ops: list[Op] = []
+        self.gpu = s.hardware.gpu.memory
+        self.opt_at = self.gpu if s.placement.optimizer_compute == "gpu" else s.hardware.cpu.memory
+        self.home = {
+            c: getattr(s.placement, c)
+            for c in ("weights", "gradients", "master", "optimizer", "activations")
+        }
+        self.last_on: dict[str, int] = {}
+        self.uses: list[int] = []  # GPU op index that ends each use, across all steps
+        self.use_units: list[int] = []
+        n = len(wl.units)
+        self.weights_ready: list[int | None] = [None] * n
+        self.state_ready: dict[tuple[str, int], int] = {}
+        self.grad_last: list[int | None] = [None] * n
+
+    # --- primitives ----------------------------------------------------------------------------
+
+    def add(self, op: Op) -> int:
+        if op.kind in ("gpu", "cpu"):
+            prev = self.last_on.get(op.kind)
+            if prev is not None:
+                op.deps.append(prev)
+            self.last_on[op.kind] = len(self.ops)
+        op.deps = [d for d in dict.fromkeys(op.deps) if d is not None]
+        self.ops.append(op)
+        return len(self.ops) - 1
+
+    def move(
+        self,
+        role: str,
+        label: str,
+        step: int,
+        src: str,
+        dst: str,
+        nbytes: int,
+        deps: list[int | None],
+        alloc_dst: bool = True,
+    ) -> int | None:
+        if src == dst or nbytes <= 0:
+            return None
+        alloc = [(dst, nbytes)] if alloc_dst else []
+        return self.add(
+            Op("move", role, label, step, list(deps), nbytes=nbytes, src=src, dst=dst, alloc=alloc)
+        )
+
+    def prefetch_gate(self) -> int | None:
+        """The op after which a fetch for the next use may be issued (`depth` uses ahead)."""
+        back = self.depth + 1
+        return self.uses[-back] if len(self.uses) >= back else None
+
+    # --- forward and backward ------------------------------------------------------------------
+
+    def fetch_weights(self, u: int, step: int, tag: str) -> tuple[int | None, bool]:
+        """Fetch unit u's weights for the next use unless they are still held."""
+        unit = self.wl.units[u]
+        if self.home["weights"] == self.gpu or unit.weights_full == 0:
+            return self.weights_ready[u], False
+        if self.use_units and self.use_units[-1] == u:
+            return None, True  # still held from the previous use
+        op = self.move(
+            "weights",
+            f"fetch weights {unit.name} {tag}",
+            step,
+            self.home["weights"],
+            self.gpu,
+            unit.weights_full,
+            [self.weights_ready[u], self.prefetch_gate()],
+        )
+        return op, False
+
+    def release_weights(self, u: int, held: bool, at: int) -> None:
+        unit = self.wl.units[u]
+        if self.home["weights"] == self.gpu or unit.weights_full == 0:
+            return
+        if held:  # move the free from the previous use to this one
+            prev = self.uses[-1]
+            self.ops[prev].free.remove((self.gpu, unit.weights_full))
+        self.ops[at].free.append((self.gpu, unit.weights_full))
+
+    def end_use(self, u: int, op: int) -> None:
+        self.uses.append(op)
+        self.use_units.append(u)
+
+    def forward(self, u: int, mb: int, step: int) -> int:
+        unit = self.wl.units[u]
+        tag = f"mb{mb}"
+        w, held = self.fetch_weights(u, step, f"fwd {tag}")
+        acts = unit.activations
+        op = self.add(
+            Op(
+                "gpu",
+                "forward",
+                f"forward {unit.name} {tag}",
+                step,
+                [w],
+                duration=unit.forward_s,
+                alloc=[(self.gpu, acts)] if acts else [],
+            )
+        )
+        self.release_weights(u, held, op)
+        self.end_use(u, op)
+        return op
+
+    def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
+        unit = self.wl.units[u]
+        home = self.home["activations"]
+        op = self.move(
+            "activations",
+            f"offload activations {unit.name} mb{mb}",
+            step,
+            self.gpu,
+            home,
+            unit.activations,
+            [fwd],
+        )
+        if op is not None:
+            self.ops[op].free.append((self.gpu, unit.activations))
+        return op
+
+    def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
+        unit = self.wl.units[u]
+        tag = f"mb{mb}"
+        w, held = self.fetch_weights(u, step, f"bwd {tag}")
+        deps = [w]
+        if offloaded is not None:
+            fetch = self.move(
+                "activations",
+                f"fetch activations {unit.name} {tag}",
+                step,
+                self.home["activations"],
+                self.gpu,
+                unit.activations,
+                [offloaded, self.prefetch_gate()],
+            )
+            self.ops[fetch].free.append((self.home["activations"], unit.activations))
+            deps.append(fetch)
+        grad_read = self.accumulation_read(u, mb, step)
+        op = None
+        if unit.recompute_s > 0:
+            op = self.add(
+                Op(
+                    "gpu",
+                    "recompute",
+                    f"recompute {unit.name} {tag}",
+                    step,
+                    list(deps),
+                    duration=unit.recompute_s,
+                )
+            )
+        grads_off = self.home["gradients"] != self.gpu and unit.gradients_full > 0
+        op = self.add(
+            Op(
+                "gpu",
+                "backward",
+                f"backward {unit.name} {tag}",
+                step,
+                [*deps, grad_read, op],
+                duration=unit.backward_s,
+                alloc=[(self.gpu, unit.gradients_full)] if grads_off else [],
+            )
+        )
+        if unit.activations:
+            self.ops[op].free.append((self.gpu, unit.activations))
+        if grad_read is not None:
+            self.ops[op].free.append((self.gpu, unit.gradients_home))
+        self.release_weights(u, held, op)
+        self.end_use(u, op)
+        self.write_gradients(u, mb, step, op)
+        return op
+
+    def accumulation_read(self, u: int, mb: int, step: int) -> int | None:
+        unit = self.wl.units[u]
+        if mb == 0 or self.home["gradients"] == self.gpu:
+            return None
+        return self.move(
+            "gradients",
+            f"accumulate-read gradients {unit.name} mb{mb}",
+            step,
+            self.home["gradients"],
+            self.gpu,
+            unit.gradients_home,
+            [self.grad_last[u], self.prefetch_gate()],
+        )
+
+    def write_gradients(self, u: int, mb: int, step: int, bwd: int) -> None:
+        unit = self.wl.units[u]
+        if self.home["gradients"] == self.gpu or unit.gradients_full == 0:
+            self.grad_last[u] = bwd
+            return
+        op = self.move(
+            "gradients",
+            f"write gradients {unit.name} mb{mb}",
+            step,
+            self.gpu,
+            self.home["gradients"],
+            unit.gradients_home,
+            [bwd],
+            alloc_dst=False,
+        )
+        self.ops[op].free.append((self.gpu, unit.gradients_full))
+        self.grad_last[u] = op
+
+    def micro_batch(self, mb: int, step: int) -> None:
+        n = len(self.wl.units)
+        offloads: dict[int, int | None] = {}
+        for u in range(n):
+            offloads[u] = self.offload_activations(u, mb, step, self.forward(u, mb, step))
+        for u in [n - 1, *range(n - 2, -1, -1)]:
+            self.backward(u, mb, step, offloads[u])
+
+    # --- optimizer -----------------------------------------------------------------------------
+
+    def fetch_state(self, cls: str, u: int, nbytes: int, step: int, gate: int | None) -> int | None:
+        name = self.wl.units[u].name
+        return self.move(
+            cls,
+            f"fetch {cls} {name}",
+            step,
+            self.home[cls],
+            self.opt_at,
+            nbytes,
+            [self.state_ready.get((cls, u)), gate],
+        )
+
+    def optimizer(self, u: int, step: int, gate: int | None) -> int:
+        unit = self.wl.units[u]
+        at = self.opt_at
+        grads = self.move(
+            "gradients",
+            f"gradients to optimizer {unit.name}",
+            step,
+            self.home["gradients"],
+            at,
+            unit.gradients_for_update,
+            [self.grad_last[u]],
+        )
+        master = self.fetch_state("master", u, unit.master_home, step, gate)
+        state = self.fetch_state("optimizer", u, unit.optimizer_home, step, gate)
+        kind = self.s.placement.optimizer_compute
+        duration = unit.optimizer_gpu_s if kind == "gpu" else unit.optimizer_cpu_s
+        op = self.add(
+            Op(
+                kind,
+                "optimizer",
+                f"optimizer {unit.name}",
+                step,
+                [self.grad_last[u], grads, master, state],
+                duration=duration,
+            )
+        )
+        for fetched, n in (
+            (grads, unit.gradients_for_update),
+            (master, unit.master_home),
+            (state, unit.optimizer_home),
+        ):
+            if fetched is not None:
+                self.ops[op].free.append((at, n))
+        for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
+            back = self.move(
+                cls,
+                f"write back {cls} {unit.name}",
+                step,
+                at,
+                self.home[cls],
+                n,
+                [op],
+                alloc_dst=False,
+            )
+            self.state_ready[(cls, u)] = back if back is not None else op
+        new_w = self.move(
+            "weights",
+            f"updated weights {unit.name}",
+            step,
+            at,
+            self.home["weights"],
+            unit.weights_updated,
+            [op],
+            alloc_dst=False,
+        )
+        self.weights_ready[u] = new_w if new_w is not None else op
+        return op
+
+    def optimizer_step(self, step: int) -> None:
+        n = len(self.wl.units)
+        done: list[int] = []
+        for u in [n - 1, *range(n - 1)]:
+            gate = done[-self.depth - 1] if len(done) > self.depth else None
+            done.append(self.optimizer(u, step, gate))
+
+    def build(self, steps: int) -> Schedule:
+        for step in range(steps):
+            for mb in range(self.wl.micro_batches):
+                self.micro_batch(mb, step)
+            self.optimizer_step(step)
+        return Schedule(self.ops, steps, self.depth)
+
+
+def build_schedule(s: Scenario, wl: Workload, steps: int, depth: int) -> Schedule:
+    return _Builder(s, wl, depth).build(steps)

@@ -1,0 +1,73 @@
+"""Simulate one scenario: workload -> schedule -> engine -> the measured steady step."""
+
+from __future__ import annotations
+
+from tiersim.engine import measure, run_engine
+from tiersim.errors import InfeasibleError, InputError
+from tiersim.inventory import build_inventory
+from tiersim.results import StepResult
+from tiersim.schedule import build_schedule
+from tiersim.schema import Scenario
+from tiersim.topology import Topology, placement_problems
+from tiersim.units import fmt_bytes
+from tiersim.workload import Workload, build_workload
+
+
+def _streamed(s: Scenario, cls: str) -> bool:
+    return getattr(s.placement, cls) != s.hardware.gpu.memory
+
+
+def streaming_minimum(s: Scenario, wl: Workload) -> int:
+    """GPU memory that streaming layer by layer needs even with every class homed elsewhere:
+    workspace, one unit's full weights and gradients, one micro-batch of one layer's
+    activations."""
+    big_w = max(u.weights_full for u in wl.units)
+    big_g = max(u.gradients_full for u in wl.units)
+    big_a = max(u.activations for u in wl.units)
+    return int(s.training.workspace) + big_w + big_g + big_a
+
+
+def prefetch_depth(s: Scenario, wl: Workload, hbm_peak_without_staging: int) -> int:
+    """The configured depth, reduced until the prefetched staging fits in GPU memory."""
+    per_level = 0
+    if _streamed(s, "weights"):
+        per_level += max(u.weights_full for u in wl.units)
+    if _streamed(s, "activations"):
+        per_level += max(u.activations for u in wl.units)
+    if per_level == 0:
+        return s.simulation.prefetch_depth
+    capacity = s.hardware.tiers[s.hardware.gpu.memory].capacity
+    room = capacity - hbm_peak_without_staging - per_level
+    return max(0, min(s.simulation.prefetch_depth, int(room // per_level)))
+
+
+def simulate(s: Scenario, record: bool = False) -> StepResult:
+    """Simulate warm-up, measured and trailing steps; return the measured step."""
+    topo = Topology(s.hardware)
+    problems = placement_problems(s, topo)
+    if problems:
+        raise InputError("scenario", problems)
+    wl = build_workload(s)
+    gpu = s.hardware.gpu.memory
+    capacity = s.hardware.tiers[gpu].capacity
+    need = streaming_minimum(s, wl)
+    if need > capacity:
+        raise InfeasibleError(
+            f"GPU memory ({fmt_bytes(capacity)}) cannot hold even one layer's working set "
+            f"({fmt_bytes(need)}: workspace {fmt_bytes(s.training.workspace)} + one layer's "
+            "weights, gradients and activations); lower the micro-batch size or sequence "
+            "length, recompute, or add tensor/sequence parallelism"
+        )
+    inv = build_inventory(s)
+    baseline = {
+        t: sum(b for c, b in use.classes.items() if c != "activations")
+        for t, use in inv.tiers.items()
+    }
+    hbm_acts = inv.per_gpu.activations if not _streamed(s, "activations") else 0
+    depth = prefetch_depth(s, wl, baseline[gpu] + hbm_acts)
+    measured = s.simulation.warmup_steps
+    schedule = build_schedule(s, wl, measured + 2, depth)
+    engine, log, wall = run_engine(s, topo, schedule, baseline, record)
+    return measure(
+        s, topo, engine, log, measured, baseline, wl.tokens_per_step, wl.micro_batches, wall
+    )

@@ -1,0 +1,128 @@
+"""Tiers and links as a graph, and the route a transfer between two tiers takes.
+
+A transfer from tier A to tier B crosses, in order: A's read port, each link direction
+on its route, the read and write ports of every tier it is staged through, and B's write
+port. Each of those is a shared resource with a bandwidth (bytes/s).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import networkx as nx
+
+from tiersim.errors import Problem
+from tiersim.schema import Hardware, Scenario
+
+Resource = tuple[str, ...]  # ("read", tier) | ("write", tier) | ("link", name, "a->b") | ...
+
+
+@dataclass(frozen=True)
+class Route:
+    tiers: tuple[str, ...]  # source, staging tiers..., destination
+    links: tuple[tuple[str, str], ...]  # (link name, "a->b") per hop
+    resources: tuple[Resource, ...]
+    hop_bandwidths: tuple[float, ...]  # nominal bandwidth of each hop (link, ports)
+    latency_s: float  # access latency of the source + every link's latency
+
+    @property
+    def bottleneck(self) -> float:
+        return min(self.hop_bandwidths) if self.hop_bandwidths else math.inf
+
+
+class Topology:
+    """The tiers and links of one GPU's view of the machine."""
+
+    def __init__(self, hardware: Hardware):
+        self.hardware = hardware
+        self.graph = nx.Graph()
+        self.graph.add_nodes_from(hardware.tiers)
+        for name, link in hardware.links.items():
+            a, b = link.between
+            self.graph.add_edge(a, b, name=name, bandwidth=link.bandwidth, latency=link.latency)
+        self._routes: dict[tuple[str, str], Route | None] = {}
+
+    @cached_property
+    def capacities(self) -> dict[Resource, float]:
+        caps: dict[Resource, float] = {}
+        for name, tier in self.hardware.tiers.items():
+            caps[("read", name)] = tier.read_bw
+            caps[("write", name)] = tier.write_bw
+        for name, link in self.hardware.links.items():
+            a, b = link.between
+            caps[("link", name, f"{a}->{b}")] = link.bandwidth
+            caps[("link", name, f"{b}->{a}")] = link.bandwidth
+        return caps
+
+    def route(self, src: str, dst: str) -> Route | None:
+        """Widest bottleneck path, then fewest hops; None when the tiers are not connected."""
+        key = (src, dst)
+        if key not in self._routes:
+            self._routes[key] = self._find_route(src, dst)
+        return self._routes[key]
+
+    def _find_route(self, src: str, dst: str) -> Route | None:
+        if src == dst:
+            return Route((src,), (), (), (), 0.0)
+        if not nx.has_path(self.graph, src, dst):
+            return None
+        candidates = [self._make_route(p) for p in nx.all_simple_paths(self.graph, src, dst)]
+        return max(candidates, key=lambda r: (r.bottleneck, -len(r.links)))
+
+    def _make_route(self, path: list[str]) -> Route:
+        tiers = self.hardware.tiers
+        resources: list[Resource] = [("read", path[0])]
+        bandwidths = [tiers[path[0]].read_bw]
+        links, latency = [], tiers[path[0]].latency
+        for i, (a, b) in enumerate(zip(path, path[1:], strict=False)):
+            edge = self.graph.edges[a, b]
+            links.append((edge["name"], f"{a}->{b}"))
+            resources.append(("link", edge["name"], f"{a}->{b}"))
+            bandwidths.append(edge["bandwidth"])
+            latency += edge["latency"]
+            resources.append(("write", b))
+            bandwidths.append(tiers[b].write_bw)
+            if i < len(path) - 2:  # staged through b: written, then read out again
+                resources.append(("read", b))
+                bandwidths.append(tiers[b].read_bw)
+        return Route(tuple(path), tuple(links), tuple(resources), tuple(bandwidths), latency)
+
+
+def placement_problems(s: Scenario, topo: Topology) -> list[Problem]:
+    """Every movement the placement implies must have a route (else exit 2, with the reason)."""
+    gpu, cpu = s.hardware.gpu.memory, s.hardware.cpu.memory
+    where = gpu if s.placement.optimizer_compute == "gpu" else cpu
+    needs = [
+        (f"placement.{c}", getattr(s.placement, c), gpu, f"the GPU ({gpu})")
+        for c in ("weights", "gradients", "activations")
+    ]
+    needs += [
+        (
+            f"placement.{c}",
+            getattr(s.placement, c),
+            where,
+            f"where the optimizer runs ({s.placement.optimizer_compute}: {where})",
+        )
+        for c in ("weights", "gradients", "master", "optimizer")
+    ]
+    problems = []
+    for path, home, other, what in needs:
+        if home in s.hardware.tiers and other in s.hardware.tiers and not topo.route(home, other):
+            problems.append(
+                Problem(
+                    path,
+                    f"tier '{home}' has no route to {what}; add a link "
+                    f"under hardware.links or home it elsewhere",
+                )
+            )
+    if s.placement.optimizer_compute == "cpu" and s.hardware.tiers[cpu].kind != "dram":
+        problems.append(
+            Problem(
+                "hardware.cpu.memory",
+                f"the CPU optimizer runs in host memory, "
+                f"but tier '{cpu}' is of kind {s.hardware.tiers[cpu].kind}",
+            )
+        )
+    return problems
