@@ -7,6 +7,7 @@ port. Each of those is a shared resource with a bandwidth (bytes/s).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -76,7 +77,7 @@ class Topology:
         resources: list[Resource] = [("read", path[0])]
         bandwidths = [tiers[path[0]].read_bw]
         links, latency = [], tiers[path[0]].latency
-        for i, (a, b) in enumerate(zip(path, path[1:], strict=False)):
+        for i, (a, b) in enumerate(itertools.pairwise(path)):
             edge = self.graph.edges[a, b]
             links.append((edge["name"], f"{a}->{b}"))
             resources.append(("link", edge["name"], f"{a}->{b}"))
