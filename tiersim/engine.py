@@ -34,7 +34,8 @@ class _Occupancy:
         self.integral += self.current * (now - self.last)
         self.last = now
         self.current += delta
-        self.peak = max(self.peak, self.current)
+        if self.current > self.peak:
+            self.peak = self.current
 
     def integral_at(self, now: float) -> float:
         return self.integral + self.current * (now - self.last)
@@ -99,7 +100,7 @@ class Engine:
         now = self.env.now
         self.log.start[i] = now
         for tier, nbytes in op.alloc:
-            self.occupancy[tier].change(now, nbytes)
+            self._occupy(tier, now, nbytes)
         if op.kind != "move":
             self._after(op.duration, lambda: self._finish(i))
             return
@@ -116,15 +117,21 @@ class Engine:
         sim = self.s.simulation
         size = int(min(nbytes, sim.chunk_size * sim.staging_chunks))
         for tier in tiers:
-            self.occupancy[tier].change(now, size)
+            self._occupy(tier, now, size)
         return [(t, size) for t in tiers]
+
+    def _occupy(self, tier: str, now: float, delta: float) -> None:
+        occ = self.occupancy[tier]
+        occ.change(now, delta)
+        if self.record:
+            self.log.trace.append(("mem", tier, now, occ.current))
 
     def _finish(self, i: int, staged: list[tuple[str, int]] = ()) -> None:
         op = self.schedule.ops[i]
         now = self.env.now
         self.log.end[i] = now
         for tier, nbytes in [*op.free, *staged]:
-            self.occupancy[tier].change(now, -nbytes)
+            self._occupy(tier, now, -nbytes)
         if self.record:
             self.log.trace.append(("op", i, self.log.start[i], now))
         self.log.step_left[op.step] -= 1
@@ -240,7 +247,6 @@ def measure(
         wall_s=wall_s,
         exposed_cpu_s=exposed_cpu,
         prefetch_depth=engine.schedule.prefetch_depth,
-        trace=tuple(log.trace),
     )
     return result
 

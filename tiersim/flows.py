@@ -27,34 +27,48 @@ class Flow:
         self.rate = 0.0
 
 
-def max_min_rates(flows: Sequence[Flow], capacity: dict[Hashable, float]) -> list[float]:
+def max_min_rates(
+    flows: Sequence[Flow], capacity: dict[Hashable, float], finite_cache: dict | None = None
+) -> list[float]:
     """Progressive filling: raise every unfrozen flow's rate together until a resource is
-    full, freeze the flows on it, repeat. Returns one rate per flow (inf if unconstrained)."""
-    rates = [math.inf] * len(flows)
-    left = {}
-    users: dict[Hashable, list[int]] = {}
+    full, freeze the flows on it, repeat. Returns one rate per flow (inf if unconstrained).
+
+    Flows on the same set of resources always get the same rate, so the filling runs over
+    groups of them (a route used by many flows is one group), which keeps it cheap.
+    """
+    cache = {} if finite_cache is None else finite_cache
+    groups: dict[tuple, list[int]] = {}
     for i, f in enumerate(flows):
-        for r in f.resources:
-            cap = capacity[r]
-            if cap != math.inf:
-                users.setdefault(r, []).append(i)
-                left[r] = cap
-    active = {r: len(u) for r, u in users.items()}
-    frozen = [False] * len(flows)
+        groups.setdefault(f.resources, []).append(i)
+    left: dict[Hashable, float] = {}
+    active: dict[Hashable, int] = {}
+    users: dict[Hashable, list[tuple]] = {}
+    for key, members in groups.items():
+        finite = cache.get(key)
+        if finite is None:
+            finite = cache[key] = tuple(r for r in key if capacity[r] != math.inf)
+        for r in finite:
+            left[r] = capacity[r]
+            active[r] = active.get(r, 0) + len(members)
+            users.setdefault(r, []).append(key)
+    group_rate = dict.fromkeys(groups, math.inf)
     while active:
-        res = min(active, key=lambda r: left[r] / active[r])
-        share = left[res] / active[res]
-        for i in users[res]:
-            if frozen[i]:
+        share, res = min((left[r] / n, r) for r, n in active.items())
+        for key in users[res]:
+            if group_rate[key] != math.inf:
                 continue
-            frozen[i] = True
-            rates[i] = share
-            for r in flows[i].resources:
+            group_rate[key] = share
+            n = len(groups[key])
+            for r in cache[key]:
                 if r in active:
-                    left[r] -= share
-                    active[r] -= 1
+                    left[r] -= share * n
+                    active[r] -= n
                     if active[r] == 0:
                         del active[r]
+    rates = [0.0] * len(flows)
+    for key, members in groups.items():
+        for i in members:
+            rates[i] = group_rate[key]
     return rates
 
 
@@ -104,6 +118,7 @@ class FlowNetwork:
         self._last = 0.0
         self._generation = 0
         self.wakeups = 0
+        self._finite: dict[tuple, tuple] = {}
 
     def start(self, nbytes: float, resources: tuple, on_done: Callable[[], None]) -> None:
         """Begin moving `nbytes` across `resources`; `on_done()` runs when the last byte lands."""
@@ -132,7 +147,7 @@ class FlowNetwork:
         self._last = now
 
     def _reschedule(self) -> None:
-        rates = max_min_rates(self.flows, self.capacity)
+        rates = max_min_rates(self.flows, self.capacity, self._finite)
         soonest = math.inf
         for f, rate in zip(self.flows, rates, strict=True):
             f.rate = rate

@@ -11,9 +11,10 @@ from typing import Any
 from tiersim import __version__
 from tiersim.inventory import Inventory, model_summary
 from tiersim.model import build_model
+from tiersim.results import StepResult
 from tiersim.schema import STATE_CLASSES, Scenario
 from tiersim.table import render
-from tiersim.units import fmt_bytes, fmt_count
+from tiersim.units import fmt_bytes, fmt_count, fmt_time
 
 
 def inventory_section(inv: Inventory) -> dict[str, Any]:
@@ -91,3 +92,116 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
     ]
     tiers = render(["tier", "resident", "capacity", "used", "fits"], tier_rows)
     return f"{classes}\n\n{tiers}"
+
+
+# --- the simulated step ------------------------------------------------------------------------
+
+
+def step_section(r: StepResult) -> dict[str, Any]:
+    return {
+        "time_s": r.time_s,
+        "compute_s": r.compute_s,
+        "recompute_s": r.recompute_s,
+        "optimizer_s": r.optimizer_s,
+        "exposed_transfer_s": r.exposed_transfer_s,
+        "exposed_cpu_s": r.exposed_cpu_s,
+        "overlap": r.overlap,
+        "tokens_per_s": r.tokens_per_s,
+        "tokens_per_step": r.tokens_per_step,
+        "micro_batches": r.micro_batches,
+    }
+
+
+def links_section(r: StepResult) -> dict[str, Any]:
+    return {
+        name: {
+            "bytes": ls.bytes,
+            "busy_s": ls.busy_s,
+            "utilization": ls.utilization,
+            "bytes_by_direction": ls.bytes_by_direction,
+        }
+        for name, ls in r.links.items()
+    }
+
+
+def run_tiers_section(inv: Inventory, r: StepResult) -> dict[str, Any]:
+    out = {}
+    for name, ts in r.tiers.items():
+        out[name] = {
+            "capacity_bytes": ts.capacity_bytes,
+            "resident_bytes": ts.resident_bytes,
+            "peak_bytes": ts.peak_bytes,
+            "mean_bytes": ts.mean_bytes,
+            "fits": ts.fits and inv.tiers[name].fits,
+            "bytes_read_per_step": ts.bytes_read,
+            "bytes_written_per_step": ts.bytes_written,
+            "read_by_class": ts.read_by_class,
+            "written_by_class": ts.written_by_class,
+            "classes": inv.tiers[name].classes,
+        }
+    return out
+
+
+def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
+    report = inventory_report(s, inv)
+    report["tiers"] = run_tiers_section(inv, r)
+    report["step"] = step_section(r)
+    report["links"] = links_section(r)
+    report["sim"] = {
+        "events": r.events,
+        "wall_s": r.wall_s,
+        "prefetch_depth": r.prefetch_depth,
+        "steps_simulated": s.simulation.warmup_steps + 2,
+    }
+    return report
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f} %" if whole > 0 else "-"
+
+
+def step_tables(report: dict[str, Any]) -> str:
+    st = report["step"]
+    t = st["time_s"]
+    rows = [["step time", fmt_time(t), "100.0 %"]]
+    for key, label in (
+        ("compute_s", "GPU compute (fwd+bwd+recompute)"),
+        ("recompute_s", "  of which recompute"),
+        ("optimizer_s", "optimizer"),
+        ("exposed_transfer_s", "exposed transfer (GPU waits)"),
+        ("exposed_cpu_s", "exposed CPU optimizer"),
+    ):
+        rows.append([label, fmt_time(st[key]), _pct(st[key], t)])
+    overlap = "-" if st["overlap"] is None else f"{100 * st['overlap']:.1f} %"
+    head = (
+        f"{report['scenario']}: {fmt_time(t)} per step, {st['tokens_per_s']:,.0f} tokens/s, "
+        f"transfer overlapped with compute {overlap}"
+    )
+    step = render(["", "time", "share"], rows, head)
+    links = sorted(report["links"].items(), key=lambda kv: -kv[1]["busy_s"])
+    link_rows = [
+        [n, fmt_bytes(v["bytes"]), fmt_time(v["busy_s"]), f"{100 * v['utilization']:.1f} %"]
+        for n, v in links
+    ]
+    tier_rows = [
+        [
+            n,
+            fmt_bytes(v["resident_bytes"]),
+            fmt_bytes(v["peak_bytes"]),
+            fmt_bytes(v["capacity_bytes"]),
+            fmt_bytes(v["bytes_read_per_step"]),
+            fmt_bytes(v["bytes_written_per_step"]),
+            "yes" if v["fits"] else "NO",
+        ]
+        for n, v in report["tiers"].items()
+    ]
+    return "\n\n".join(
+        [
+            step,
+            render(["link", "bytes/step", "busy", "utilization"], link_rows),
+            render(
+                ["tier", "resident", "peak", "capacity", "read/step", "written/step", "fits"],
+                tier_rows,
+            ),
+        ]
+    )

@@ -50,7 +50,7 @@ class StepResult:
     wall_s: float
     exposed_cpu_s: float = 0.0  # step time the GPU waits on the CPU optimizer
     prefetch_depth: int = 0  # uses ahead that fetches are issued (after the HBM budget)
-    trace: tuple = ()  # trace records, only when asked for
+    trace: dict | None = None  # Trace Event Format, only when asked for
 
     @property
     def tokens_per_s(self) -> float:

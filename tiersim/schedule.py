@@ -265,15 +265,12 @@ class _Builder:
     # --- optimizer -----------------------------------------------------------------------------
 
     def fetch_state(self, cls: str, u: int, nbytes: int, step: int, gate: int | None) -> int | None:
+        """Fetch unit u's optimizer-side state once its gradient is final and the optimizer is
+        within `depth` units of it (so only a few units' state are staged at a time)."""
         name = self.wl.units[u].name
+        deps = [self.state_ready.get((cls, u)), gate, self.grad_last[u]]
         return self.move(
-            cls,
-            f"fetch {cls} {name}",
-            step,
-            self.home[cls],
-            self.opt_at,
-            nbytes,
-            [self.state_ready.get((cls, u)), gate],
+            cls, f"fetch {cls} {name}", step, self.home[cls], self.opt_at, nbytes, deps
         )
 
     def optimizer(self, u: int, step: int, gate: int | None) -> int:
@@ -335,6 +332,8 @@ class _Builder:
         return op
 
     def optimizer_step(self, step: int) -> None:
+        if self.use_units:
+            self.use_units[-1] = -1  # weights change now: nothing staged survives the update
         n = len(self.wl.units)
         done: list[int] = []
         for u in [n - 1, *range(n - 1)]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tiersim.engine import measure, run_engine
 from tiersim.errors import InfeasibleError, InputError
 from tiersim.inventory import build_inventory
@@ -9,6 +11,7 @@ from tiersim.results import StepResult
 from tiersim.schedule import build_schedule
 from tiersim.schema import Scenario
 from tiersim.topology import Topology, placement_problems
+from tiersim.trace import trace_events
 from tiersim.units import fmt_bytes
 from tiersim.workload import Workload, build_workload
 
@@ -68,6 +71,10 @@ def simulate(s: Scenario, record: bool = False) -> StepResult:
     measured = s.simulation.warmup_steps
     schedule = build_schedule(s, wl, measured + 2, depth)
     engine, log, wall = run_engine(s, topo, schedule, baseline, record)
-    return measure(
+    result = measure(
         s, topo, engine, log, measured, baseline, wl.tokens_per_step, wl.micro_batches, wall
     )
+    if record:
+        trace = trace_events(tuple(log.trace), schedule.ops, topo)
+        result = dataclasses.replace(result, trace=trace)
+    return result

@@ -1,0 +1,94 @@
+"""Fluid bandwidth sharing: small timelines computed by hand, and invariants."""
+
+import math
+
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiersim.flows import Flow, FlowNetwork, max_min_rates
+
+
+def _run(capacity, starts):
+    """starts: (time, name, bytes, resources). Returns [(name, finish time)] in order."""
+    env = simpy.Environment()
+    net = FlowNetwork(env, capacity, channel_of=lambda r: r)
+    log = []
+
+    def begin(name, nbytes, resources):
+        net.start(nbytes, resources, lambda: log.append((name, env.now)))
+
+    for at, name, nbytes, resources in starts:
+        env.timeout(at).callbacks.append(lambda _e, n=name, b=nbytes, r=resources: begin(n, b, r))
+    env.run()
+    return log, net
+
+
+def test_two_transfers_share_one_link():
+    # a: 100 B alone at 10 B/s for 2 s -> 80 B left. b (40 B) joins: 5 B/s each.
+    # b needs 40/5 = 8 s -> done at 10 s; a then has 80 - 40 = 40 B at 10 B/s -> 14 s.
+    log, net = _run({"L": 10.0}, [(0, "a", 100, ("L",)), (2, "b", 40, ("L",))])
+    assert log == [("b", 10.0), ("a", 14.0)]
+    assert net.busy.intervals["L"] == [(0, 14.0)]
+
+
+def test_bottleneck_elsewhere_leaves_the_rest_to_others():
+    # y crosses r1 (10 B/s) and r2 (2 B/s): y gets 2, x gets the remaining 8 of r1.
+    # x: 80 B / 8 = 10 s. y: 10 B / 2 = 5 s; after 5 s x runs alone at 10:
+    # x has 80 - 5*8 = 40 B left -> 4 s more -> 9 s.
+    log, _ = _run({"r1": 10.0, "r2": 2.0}, [(0, "x", 80, ("r1",)), (0, "y", 10, ("r1", "r2"))])
+    assert log == [("y", 5.0), ("x", 9.0)]
+
+
+def test_three_transfers_finish_in_order_of_size():
+    # Three flows on a 30 B/s link: each gets 10 B/s. c (10 B) ends at 1 s; then 15 B/s each:
+    # b had 20 - 10 = 10 left -> 10/15 s more; a then alone with 30 - 10 - 10 = 10 B at 30 B/s.
+    log, _ = _run({"L": 30.0}, [(0, "a", 30, ("L",)), (0, "b", 20, ("L",)), (0, "c", 10, ("L",))])
+    names = [n for n, _ in log]
+    times = [t for _, t in log]
+    assert names == ["c", "b", "a"]
+    assert math.isclose(times[0], 1.0)
+    assert math.isclose(times[1], 1.0 + 10 / 15)
+    assert math.isclose(times[2], 1.0 + 10 / 15 + 10 / 30)
+
+
+def test_unlimited_capacity_moves_instantly():
+    log, _ = _run({"L": math.inf}, [(1.5, "a", 10**12, ("L",))])
+    assert log == [("a", 1.5)]
+
+
+def test_max_min_rates_by_hand():
+    flows = [
+        Flow(1, ("a",), lambda: None),
+        Flow(1, ("a", "b"), lambda: None),
+        Flow(1, ("b",), lambda: None),
+    ]
+    # b (cap 4) is shared by flows 1 and 2 -> 2 each; flow 0 takes a's remaining 10 - 2 = 8.
+    assert max_min_rates(flows, {"a": 10.0, "b": 4.0}) == [8.0, 2.0, 2.0]
+
+
+flow_lists = st.lists(
+    st.tuples(
+        st.floats(0, 5),
+        st.integers(1, 10_000),
+        st.sets(st.sampled_from(["r1", "r2", "r3"]), min_size=1),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(flow_lists, st.lists(st.floats(1.0, 1000.0), min_size=3, max_size=3))
+def test_no_resource_carries_more_than_capacity_times_busy_time(specs, caps):
+    capacity = dict(zip(["r1", "r2", "r3"], caps, strict=True))
+    starts = [(t, i, b, tuple(sorted(rs))) for i, (t, b, rs) in enumerate(specs)]
+    log, net = _run(capacity, starts)
+    assert sorted(n for n, _ in log) == list(range(len(specs)))  # every flow delivered
+    finish = dict(log)
+    for r, cap in capacity.items():
+        carried = sum(b for _, i, b, rs in starts if r in rs)
+        busy = sum(e - s for s, e in net.busy.intervals.get(r, []))
+        assert carried <= cap * busy * (1 + 1e-9) + 1e-6
+    for t, i, b, rs in starts:  # no flow beats its own bottleneck
+        assert finish[i] - t >= b / min(capacity[r] for r in rs) * (1 - 1e-9)

@@ -1,0 +1,40 @@
+"""`tiersim run`: simulate a scenario's steady training step and report it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tiersim.commands.common import add_scenario_args, load
+from tiersim.output import write_run, write_trace
+from tiersim.report import step_tables, to_json
+from tiersim.runner import report_with_result
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "run",
+        help="simulate a training step: time, overlap, bytes moved, tier peaks",
+        description="Simulate warm-up, measured and trailing training steps of one GPU as "
+        "discrete events, moving each class of state as its placement implies, and report the "
+        "measured step. Writes the resolved scenario and report.json to results/<name>/ "
+        "(or --out).",
+    )
+    add_scenario_args(parser)
+    parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
+    parser.add_argument(
+        "--trace", metavar="FILE", help="write a Chrome/Perfetto trace (Trace Event Format JSON)"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load(args)
+    report, result = report_with_result(loaded, record=bool(args.trace))
+    text = to_json(report)
+    folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
+    write_run(folder, loaded.resolved, text)
+    if args.trace:
+        write_trace(Path(args.trace), result.trace)
+    print(text if args.format == "json" else step_tables(report))
+    return 0
