@@ -135,7 +135,10 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
     if not isinstance(model, dict):
         return model
     merged: dict[str, Any] = {}
-    if "preset" in model:
+    name = model.get("preset")
+    if isinstance(name, str) and name.endswith((".yaml", ".yml")):
+        merged = _preset_file(name, base_dir, problems, "model.preset") or {}
+    elif "preset" in model:
         try:
             merged = load_preset("models", model["preset"])
         except (KeyError, TypeError):
@@ -150,16 +153,19 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
     return deep_merge(merged, model)
 
 
-def _hardware_file(name: str, base_dir: Path, problems: list[Problem]) -> dict[str, Any] | None:
-    """A hardware preset given as a YAML file path (e.g. written by `tiersim calibrate`)."""
+def _preset_file(
+    name: str, base_dir: Path, problems: list[Problem], key: str = "hardware.preset"
+) -> dict[str, Any] | None:
+    """A preset given as a YAML file path relative to the scenario (e.g. written by
+    `tiersim calibrate` for hardware or `tiersim measure --calibrate` for a model)."""
     path = Path(name) if Path(name).is_absolute() else base_dir / name
     try:
         data = read_yaml(path, str(path))
     except InputError as exc:
-        problems += [Problem("hardware.preset", p.render(str(path))) for p in exc.problems]
+        problems += [Problem(key, p.render(str(path))) for p in exc.problems]
         return None
     if not isinstance(data, dict):
-        problems.append(Problem("hardware.preset", f"{path} is not a YAML mapping"))
+        problems.append(Problem(key, f"{path} is not a YAML mapping"))
         return None
     return data
 
@@ -174,7 +180,7 @@ def _resolve_hardware(hardware: Any, base_dir: Path, problems: list[Problem]) ->
     if name in (None, "none"):
         return {k: v for k, v in hardware.items() if k != "preset"}
     if isinstance(name, str) and name.endswith((".yaml", ".yml")):
-        base = _hardware_file(name, base_dir, problems)
+        base = _preset_file(name, base_dir, problems)
     else:
         try:
             base = load_preset("hardware", name)
@@ -186,14 +192,12 @@ def _resolve_hardware(hardware: Any, base_dir: Path, problems: list[Problem]) ->
     return deep_merge(base, {**hardware, "preset": name})
 
 
-def resolve(raw: dict[str, Any], base_dir: Path, source: str) -> dict[str, Any]:
-    problems: list[Problem] = []
+def resolve(raw: dict[str, Any], base_dir: Path, problems: list[Problem]) -> dict[str, Any]:
+    """Presets and config.json merged in; what cannot be resolved is added to `problems`."""
     out = dict(raw)
     if "model" in out:
         out["model"] = _resolve_model(out["model"], base_dir, problems)
     out["hardware"] = _resolve_hardware(out.get("hardware"), base_dir, problems)
-    if problems:
-        raise InputError(source, problems)
     return out
 
 
@@ -259,7 +263,10 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     if kind == "extra_forbidden":
         key = str(err["loc"][-1])
         fields = list(parent.model_fields) if parent else []
-        close = difflib.get_close_matches(key, fields, n=1)
+        close = (
+            difflib.get_close_matches(key, fields, n=1)
+            or [f for f in fields if f.startswith(key) or key.startswith(f)][:1]
+        )
         hint = f"did you mean '{close[0]}'? " if close else ""
         return f"unknown key '{key}' ({hint}expected one of: {', '.join(fields)})"
     if kind == "missing":
@@ -361,27 +368,66 @@ def consistency_problems(s: Scenario) -> list[Problem]:
 # --- entry points ------------------------------------------------------------------------------
 
 
-def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> Loaded:
-    """Validate an already-parsed scenario mapping (presets, overrides, checks)."""
-    if not isinstance(raw, dict):
-        got = type(raw).__name__
-        raise InputError(
-            source,
-            [
-                Problem(
-                    "",
-                    f"top level is a {got} (expected a mapping of "
-                    "sections: name, model, training, ...)",
-                )
-            ],
+_TYPE_NAMES = {
+    "list": "a list",
+    "str": "a string",
+    "int": "a number",
+    "float": "a number",
+    "bool": "a boolean",
+}
+
+
+def _top_level_problem(raw: Any) -> Problem | None:
+    if raw is None:
+        return Problem(
+            "",
+            "file has no content (expected a YAML mapping of sections: name, model, training, ...)",
         )
+    if not isinstance(raw, dict):
+        got = _TYPE_NAMES.get(type(raw).__name__, type(raw).__name__)
+        return Problem(
+            "", f"top level is {got} (expected a mapping of sections: name, model, training, ...)"
+        )
+    return None
+
+
+def _raw_tier_names(resolved: dict[str, Any]) -> list[Problem]:
+    """Placement tier names checked on the raw mapping, so they are reported alongside
+    schema problems rather than only once those are fixed."""
+    hardware, placement = resolved.get("hardware"), resolved.get("placement")
+    if not (isinstance(hardware, dict) and isinstance(hardware.get("tiers"), dict)):
+        return []
+    if not isinstance(placement, dict):
+        return []
+    tiers = hardware["tiers"]
+    return [
+        Problem(f"placement.{cls}", f"tier '{tier}' does not exist (tiers: {', '.join(tiers)})")
+        for cls, tier in placement.items()
+        if cls != "optimizer_compute" and isinstance(tier, str) and tier not in tiers
+    ]
+
+
+def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> Loaded:
+    """Validate an already-parsed scenario mapping (presets, overrides, checks).
+
+    Every problem found is raised together: preset and config.json problems, schema
+    problems (except under a section whose preset could not be read) and tier names.
+    """
+    top = _top_level_problem(raw)
+    if top:
+        raise InputError(source, [top])
     raw = apply_overrides(raw, list(overrides), source)
-    resolved = resolve(raw, base_dir, source)
+    problems: list[Problem] = []
+    resolved = resolve(raw, base_dir, problems)
     try:
         scenario = Scenario.model_validate(resolved)
     except ValidationError as exc:
-        raise InputError(source, validation_problems(exc)) from None
-    problems = consistency_problems(scenario)
+        failed = {p.path.split(".")[0] for p in problems}
+        problems += [p for p in validation_problems(exc) if p.path.split(".")[0] not in failed]
+        seen = {p.path for p in problems}
+        problems += [p for p in _raw_tier_names(resolved) if p.path not in seen]
+        raise InputError(source, problems) from None
+    problems += consistency_problems(scenario)
     if problems:
         raise InputError(source, problems)
     return Loaded(scenario, resolved, source)

@@ -27,6 +27,7 @@ from tiersim.topology import Topology
 class _Occupancy:
     current: float
     peak: float
+    low: float = 0.0
     integral: float = 0.0
     last: float = 0.0
 
@@ -36,6 +37,8 @@ class _Occupancy:
         self.current += delta
         if self.current > self.peak:
             self.peak = self.current
+        elif self.current < self.low:
+            self.low = self.current
 
     def integral_at(self, now: float) -> float:
         return self.integral + self.current * (now - self.last)
@@ -64,7 +67,7 @@ class Engine:
         self.s, self.topo, self.schedule, self.record = s, topo, schedule, record
         self.env = simpy.Environment()
         self.net = FlowNetwork(self.env, topo.capacities, _channel)
-        self.occupancy = {t: _Occupancy(float(b), float(b)) for t, b in baseline.items()}
+        self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
         ops = schedule.ops
         self.waiting = [len(op.deps) for op in ops]
         self.dependents: list[list[int]] = [[] for _ in ops]
@@ -226,6 +229,7 @@ def measure(
             capacity_bytes=tier.capacity,
             resident_bytes=baseline[name],
             peak_bytes=int(occ.peak),
+            low_bytes=int(occ.low),
             mean_bytes=integral / step_s if step_s > 0 else occ.current,
             bytes_read=sum(read.get(name, {}).values()),
             bytes_written=sum(written.get(name, {}).values()),

@@ -93,12 +93,14 @@ def sharded_classes(s: Scenario) -> dict[str, bool]:
 
 
 def _split(m: Matrix, tensor: int) -> Matrix:
-    """One GPU's share of a tensor-parallel matrix (rounded up, as padding does)."""
+    """One GPU's share of a tensor-parallel matrix: the split dimension divided by t, rounded
+    up as padding does, the matrix kept 2-D (Adafactor's row and column statistics need it).
+    Column-parallel tensors split their output columns; row- and vocab-parallel ones, rows."""
     if not m.tensor_split or tensor == 1:
         return m
-    if m.cols > 1:
-        return Matrix(math.ceil(m.rows * m.cols / tensor), 1, m.count, True)
-    return Matrix(math.ceil(m.rows / tensor), 1, m.count, True)
+    if m.cols > 1 and not m.split_rows:
+        return Matrix(m.rows, math.ceil(m.cols / tensor), m.count, True)
+    return Matrix(math.ceil(m.rows / tensor), m.cols, m.count, True, m.split_rows)
 
 
 def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:

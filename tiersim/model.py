@@ -22,6 +22,7 @@ class Matrix:
     cols: int
     count: int = 1
     tensor_split: bool = True  # divided by the tensor-parallel size under Megatron TP
+    split_rows: bool = False  # row-parallel (and vocab-parallel) tensors split rows, not cols
 
     @property
     def size(self) -> int:
@@ -80,7 +81,7 @@ class Transformer:
         """Every parameter tensor of one transformer layer."""
         h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
         f = self.ffn_hidden
-        mats = [Matrix(h, q), Matrix(h, kv, 2), Matrix(q, h)]
+        mats = [Matrix(h, q), Matrix(h, kv, 2), Matrix(q, h, split_rows=True)]
         if self.qkv_bias:
             mats += [Matrix(q, 1), Matrix(kv, 1, 2)]
         if self.attn_out_bias:
@@ -91,7 +92,7 @@ class Transformer:
         return mats + self._norm(2)
 
     def embedding_matrices(self) -> list[Matrix]:
-        mats = [Matrix(self.vocab, self.hidden)]
+        mats = [Matrix(self.vocab, self.hidden, split_rows=True)]
         if self.position == "learned":
             mats.append(Matrix(self.max_positions, self.hidden, tensor_split=False))
         return mats
@@ -100,12 +101,12 @@ class Transformer:
         """Final norm and, when untied, the output projection."""
         mats = self._norm(1)
         if not self.tied_embeddings:
-            mats.append(Matrix(self.vocab, self.hidden))
+            mats.append(Matrix(self.vocab, self.hidden, split_rows=True))
         return mats
 
     def all_matrices(self) -> list[Matrix]:
         layer = [
-            Matrix(m.rows, m.cols, m.count * self.layers, m.tensor_split)
+            Matrix(m.rows, m.cols, m.count * self.layers, m.tensor_split, m.split_rows)
             for m in self.layer_matrices()
         ]
         return self.embedding_matrices() + layer + self.head_matrices()

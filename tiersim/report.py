@@ -76,8 +76,8 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
     head = (
         f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}); "
         f"per GPU = stage {inv.stage} of pipeline {par.pipeline}, tensor {par.tensor}, "
-        f"data {par.data}, ZeRO {par.zero_stage}; {inv.inflight_microbatches:g} micro-batches "
-        "in flight"
+        f"data {par.data}, ZeRO {par.zero_stage}; {inv.inflight_microbatches:g} "
+        f"{'micro-batch' if inv.inflight_microbatches == 1 else 'micro-batches'} in flight"
     )
     classes = render(["class", "dense", "per GPU", "sharded", "home"], rows, head)
     tier_rows = [

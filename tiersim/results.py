@@ -21,6 +21,7 @@ class TierStats:
     resident_bytes: int  # classes homed here, per GPU (the inventory)
     peak_bytes: int  # resident + transient (staging, prefetched layers, live activations)
     mean_bytes: float  # time-averaged occupancy over the measured step
+    low_bytes: int  # lowest occupancy seen (a check: never below zero)
     bytes_read: int  # per step, all classes
     bytes_written: int  # per step, all classes
     written_by_class: dict[str, int] = field(default_factory=dict)

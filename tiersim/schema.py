@@ -49,6 +49,23 @@ Latency = Annotated[float, _unit(Kind.TIME), AfterValidator(_non_negative)]
 FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), AfterValidator(_positive)]
 ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), AfterValidator(_positive)]
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+
+
+def _integral(value: object) -> object:
+    """Accept 7.5e9 or '7.5e9' for a count (YAML reads the latter as a string)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_integral), Field(gt=0, strict=True)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
 PrecisionName = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 
@@ -86,7 +103,7 @@ class ModelSpec(Strict):
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     position: Literal["learned", "rope", "none"] = "learned"
     # generic model: `parameters` and `layers`, optionally per-layer figures at the scenario's shape
-    parameters: PositiveInt | None = None
+    parameters: Count | None = None
     activation_bytes_per_layer: Size | None = None
     forward_flops_per_token_per_layer: Annotated[float, Field(gt=0)] | None = None
     activation_factor: Annotated[float, Field(gt=0)] = 1.0  # measured/predicted, from calibration

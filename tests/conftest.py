@@ -1,0 +1,83 @@
+"""Shared helpers: build scenarios from small mappings, run the CLI in-process.
+
+Expected values in the tests are never produced by the code under test: they are published
+figures (with the source in a comment) or arithmetic written out in the test itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tiersim.cli import main
+from tiersim.config import build
+from tiersim.inventory import Inventory, build_inventory
+from tiersim.model import build_model
+from tiersim.schema import Scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SCENARIOS = ROOT / "scenarios"
+
+GB = 10**9
+GiB = 2**30
+
+
+def scenario(raw: dict[str, Any], base_dir: Path = FIXTURES) -> Scenario:
+    """Validate a scenario mapping the way the loader does (presets, defaults, checks)."""
+    return build(raw, base_dir, "test.yaml").scenario
+
+
+def inventory(raw: dict[str, Any]) -> Inventory:
+    return build_inventory(scenario(raw))
+
+
+def parameters(model: dict[str, Any]) -> int:
+    """Parameter count of a `model:` section, resolved through presets / config.json."""
+    return build_model(scenario({"name": "count", "model": model}).model).parameters
+
+
+def generic(parameters: int, layers: int = 1, **model: Any) -> dict[str, Any]:
+    """A generic model section: a parameter count and a layer count, nothing else."""
+    return {"parameters": parameters, "layers": layers, **model}
+
+
+@pytest.fixture
+def write(tmp_path: Path):
+    """write(mapping_or_text, name='s.yaml') -> path of a scenario file in a temp folder."""
+
+    def _write(content: dict[str, Any] | str, name: str = "s.yaml") -> Path:
+        path = tmp_path / name
+        text = content if isinstance(content, str) else yaml.safe_dump(content, sort_keys=False)
+        path.write_text(text)
+        return path
+
+    return _write
+
+
+@pytest.fixture
+def cli(capsys):
+    """cli('inventory', path, '--format', 'json') -> (exit code, stdout, stderr), in-process."""
+
+    def _cli(*args: object) -> tuple[int, str, str]:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _cli
+
+
+@pytest.fixture
+def cli_json(cli):
+    """The JSON report of `tiersim inventory FILE --format json [extra args]`."""
+
+    def _run(path: Path, *extra: object) -> dict[str, Any]:
+        code, out, err = cli("inventory", path, "--format", "json", *extra)
+        assert code == 0, err
+        return json.loads(out)
+
+    return _run

@@ -1,0 +1,124 @@
+"""`tiersim inventory` and `tiersim validate` from the command line (in-process, plus one
+subprocess run of the installed console script). Every shipped scenario is validated and run
+in test_scenarios.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import GB, generic
+
+CLASSES = ("weights", "gradients", "master", "optimizer", "activations", "workspace")
+SEED = {
+    "name": "seed",
+    "model": generic(10**9, layers=24, activation_bytes_per_layer="200 MB"),
+    "training": {"optimizer": "adam", "workspace": "1 GB"},
+}
+
+
+def test_inventory_json_has_the_report_sections(cli_json, write):
+    report = cli_json(write(SEED))
+    assert report["scenario"] == "seed"
+    assert isinstance(report["tiersim_version"], str)
+    assert report["model"]["parameters"] == 10**9
+    assert report["model"]["layers"] == 24
+    for section in ("dense", "per_gpu"):
+        classes = report["inventory"][section]
+        assert set(CLASSES) | {"total"} <= set(classes)
+        assert classes["total"] == sum(classes[c] for c in CLASSES)
+    dense = report["inventory"]["dense"]
+    # 2 + 2 + 4 + 8 bytes per parameter; 24 layers x 200 MB of activations; 1 GB workspace
+    assert [dense[c] for c in CLASSES] == [2 * GB, 2 * GB, 4 * GB, 8 * GB, 4.8 * GB, GB]
+    assert dense["total"] == 16 * GB + 4.8 * GB + GB
+
+
+def test_inventory_json_tiers(cli_json, write):
+    report = cli_json(write({**SEED, "placement": {"optimizer": "hbf", "master": "hbf"}}))
+    tiers = report["tiers"]
+    assert {"hbm", "dram", "nvme", "hbf"} <= set(tiers)
+    for tier in tiers.values():
+        assert {"capacity_bytes", "resident_bytes", "fits"} <= set(tier)
+        assert isinstance(tier["fits"], bool)
+    assert tiers["hbf"]["resident_bytes"] == 12 * GB  # 4 GB master + 8 GB Adam
+    assert tiers["hbm"]["resident_bytes"] == 2 * GB + 2 * GB + 4.8 * GB + GB
+    assert tiers["hbm"]["capacity_bytes"] == 141 * GB  # the H200-class default
+    assert tiers["hbm"]["fits"] is True
+
+
+def test_not_fitting_is_a_result_not_an_error(cli, write):
+    """Llama-2-70B on one GPU (16 B/param = 1.10 TB of model state) against 141 GB."""
+    path = write({"name": "big", "model": {"preset": "llama-2-70b"}})
+    code, out, err = cli("inventory", path, "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["tiers"]["hbm"]["fits"] is False
+    assert report["tiers"]["hbm"]["resident_bytes"] > report["tiers"]["hbm"]["capacity_bytes"]
+
+
+def test_inventory_table_shows_human_units(cli, write):
+    code, out, err = cli("inventory", write(SEED))
+    assert code == 0, err
+    for cls in CLASSES:
+        assert re.search(rf"^{cls}\s", out, re.MULTILINE), cls
+    assert re.search(r"^weights\s+2\.00 GB\s+2\.00 GB", out, re.MULTILINE)
+    assert re.search(r"^optimizer\s+8\.00 GB", out, re.MULTILINE)
+    assert re.search(r"^activations\s+4\.80 GB", out, re.MULTILINE)
+    assert re.search(r"^hbm\s.*141\.00 GB.*yes$", out, re.MULTILINE)
+    assert "1,000,000,000" in out  # the exact parameter count
+
+
+def test_inventory_table_flags_a_tier_that_does_not_fit(cli, write):
+    code, out, _ = cli("inventory", write(SEED), "--set", "hardware.tiers.hbm.capacity=10 GB")
+    assert code == 0
+    assert re.search(r"^hbm\s.*NO$", out, re.MULTILINE)
+
+
+def test_validate_ok(cli, write):
+    path = write(SEED)
+    code, out, err = cli("validate", path)
+    assert code == 0, err
+    assert "valid" in out and "seed" in out
+
+
+def test_unknown_command_and_missing_argument_exit_2(cli):
+    with pytest.raises(SystemExit) as exc:
+        cli("inventry", "x.yaml")
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        cli("inventory")
+    assert exc.value.code == 2
+
+
+def _console_script() -> list[str]:
+    """The installed `tiersim` script next to this interpreter, else on PATH."""
+    here = Path(sys.executable).parent / "tiersim"
+    found = str(here) if here.exists() else shutil.which("tiersim")
+    if found is None:
+        pytest.skip("the tiersim console script is not installed")
+    return [found]
+
+
+def test_console_script_end_to_end(write):
+    good, bad = write(SEED, "good.yaml"), write({**SEED, "trainng": {}}, "bad.yaml")
+    script = _console_script()
+    done = subprocess.run(
+        [*script, "inventory", str(good), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["inventory"]["dense"]["optimizer"] == 8 * GB
+    failed = subprocess.run(
+        [*script, "validate", str(bad)], capture_output=True, text=True, timeout=60
+    )
+    assert failed.returncode == 2
+    assert failed.stdout == ""
+    assert failed.stderr.startswith(f"{bad}: trainng: unknown key 'trainng'")
+    assert "Traceback" not in failed.stderr

@@ -1,0 +1,416 @@
+"""Bad input: exit code 2, every problem as `FILE: key.path: what is wrong`, never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import FIXTURES, generic
+
+from tiersim.config import load_scenario
+
+GPT2 = {"name": "x", "model": {"preset": "gpt2"}}
+
+
+@pytest.fixture
+def problems(cli):
+    """problems(path, *extra) -> the problem lines of `tiersim validate PATH` (or of
+    `tiersim inventory PATH --set ...` when extra arguments are given); asserts exit code 2,
+    nothing on stdout, no traceback, and that every line names the file."""
+
+    def _problems(path, *extra: str) -> list[str]:
+        args = ("inventory", path, *extra) if extra else ("validate", path)
+        code, out, err = cli(*args)
+        assert code == 2, (out, err)
+        assert out == ""
+        assert "Traceback" not in err
+        lines = err.strip().splitlines()
+        assert lines, "no message"
+        for line in lines:
+            assert line.startswith(f"{path}: "), line
+        return lines
+
+    return _problems
+
+
+def only(lines: list[str]) -> str:
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+# --- the file itself -------------------------------------------------------------------------
+
+
+def test_missing_file(problems, tmp_path):
+    path = tmp_path / "nowhere.yaml"
+    assert only(problems(path)) == f"{path}: file not found"
+
+
+def test_empty_file(problems, write):
+    path = write("")
+    assert "empty" in only(problems(path))
+
+
+def test_file_with_only_a_comment(problems, write):
+    path = write("# nothing here yet\n")
+    assert "mapping" in only(problems(path))
+
+
+def test_yaml_syntax_error_gives_line_and_column(problems, write):
+    path = write("name: x\nmodel: {preset: gpt2}\ntraining: a: b\n")
+    line = only(problems(path))
+    assert "YAML syntax error" in line
+    assert "line 3, column 12" in line  # the second ':' on line 3
+
+
+def test_tab_indentation_is_a_syntax_error(problems, write):
+    path = write("name: x\nmodel:\n  preset: gpt2\n\tlayers: 3\n")
+    assert "line 4, column 1" in only(problems(path))
+
+
+@pytest.mark.parametrize(("text", "kind"), [("- a\n- b\n", "list"), ("just words\n", "str")])
+def test_top_level_not_a_mapping(problems, write, text, kind):
+    line = only(problems(write(text)))
+    assert f"top level is a {kind}" in line
+    assert "mapping" in line
+
+
+# --- keys and types --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "path", "suggestion"),
+    [
+        ({"trainng": {}}, "trainng", "training"),
+        ({"training": {"optimzer": "adam"}}, "training.optimzer", "optimizer"),
+        ({"parallel": {"zero_stag": 1}}, "parallel.zero_stag", "zero_stage"),
+        ({"placement": {"optimiser": "hbm"}}, "placement.optimiser", "optimizer"),
+        (
+            {"hardware": {"tiers": {"hbm": {"capacty": "1 GB"}}}},
+            "hardware.tiers.hbm.capacty",
+            "capacity",
+        ),
+    ],
+)
+def test_unknown_key_with_did_you_mean(problems, write, extra, path, suggestion):
+    file = write({**GPT2, **extra})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: {path}: unknown key")
+    assert f"did you mean '{suggestion}'?" in line
+
+
+def test_unknown_model_key_lists_the_expected_keys(problems, write):
+    file = write({"name": "x", "model": {"preset": "gpt2", "layerz": 3}})
+    line = only(problems(file))
+    assert f"{file}: model.layerz: unknown key 'layerz' (did you mean 'layers'?" in line
+    assert "expected one of:" in line
+
+
+@pytest.mark.parametrize(
+    ("extra", "path"),
+    [
+        ({"training": {"micro_batch_size": "2"}}, "training.micro_batch_size"),
+        ({"training": {"grad_accumulation": 2.5}}, "training.grad_accumulation"),
+        ({"training": {"optimizer": "adamm"}}, "training.optimizer"),
+        ({"training": {"recompute": "some"}}, "training.recompute"),
+        ({"training": {"precision": {"weights": "bf8"}}}, "training.precision.weights"),
+        ({"parallel": {"data": 1.5}}, "parallel.data"),
+        ({"parallel": {"zero_stage": 4}}, "parallel.zero_stage"),
+        ({"parallel": {"tensor": True}}, "parallel.tensor"),
+        ({"placement": {"optimizer_compute": "tpu"}}, "placement.optimizer_compute"),
+        ({"name": "has spaces"}, "name"),
+    ],
+)
+def test_wrong_types_and_values(problems, write, extra, path):
+    file = write({**GPT2, **extra})
+    assert only(problems(file)).startswith(f"{file}: {path}: ")
+
+
+def test_model_that_is_not_a_mapping(problems, write):
+    file = write({"name": "x", "model": "gpt2"})
+    assert only(problems(file)).startswith(f"{file}: model: ")
+
+
+def test_missing_name(problems, write):
+    file = write({"model": {"preset": "gpt2"}})
+    assert only(problems(file)) == f"{file}: name: required key is missing"
+
+
+def test_incomplete_model_says_what_to_give(problems, write):
+    file = write({"name": "x", "model": {"hidden": 1024}})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: model: missing layers")
+    assert "preset" in line and "hf_config" in line and "parameters" in line
+
+
+# --- units -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hardware", "path", "words"),
+    [
+        ({"tiers": {"hbm": {"capacity": "141 gigabytes"}}}, "hardware.tiers.hbm.capacity", "unit"),
+        ({"tiers": {"hbm": {"capacity": "10 GB/s"}}}, "hardware.tiers.hbm.capacity", "a size"),
+        (
+            {"tiers": {"nvme": {"write_bandwidth": "6.6 GB"}}},
+            "hardware.tiers.nvme.write_bandwidth",
+            "a bandwidth",
+        ),
+        ({"links": {"pcie": {"bandwidth": "50 GB"}}}, "hardware.links.pcie.bandwidth", "bandwidth"),
+        ({"tiers": {"hbf": {"latency": "15 GB/s"}}}, "hardware.tiers.hbf.latency", "a time"),
+        ({"tiers": {"hbm": {"capacity": 141}}}, "hardware.tiers.hbm.capacity", "plain number"),
+        ({"gpu": {"peak_flops": {"bf16": "989 TB/s"}}}, "hardware.gpu.peak_flops.bf16", "FLOP"),
+        ({"cpu": {"optimizer_rate": "1.4 GB/s"}}, "hardware.cpu.optimizer_rate", "parameter"),
+    ],
+)
+def test_bad_and_mismatched_units(problems, write, hardware, path, words):
+    file = write({**GPT2, "hardware": hardware})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: {path}: ")
+    assert words in line
+    assert "e.g." in line or "such as" in line  # an example of what is expected
+
+
+# --- zero and negative quantities ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "path"),
+    [
+        ({"hardware": {"tiers": {"hbm": {"capacity": "0 GB"}}}}, "hardware.tiers.hbm.capacity"),
+        ({"hardware": {"tiers": {"hbm": {"capacity": "-1 GB"}}}}, "hardware.tiers.hbm.capacity"),
+        ({"hardware": {"tiers": {"hbm": {"bandwidth": "0 TB/s"}}}}, "hardware.tiers.hbm.bandwidth"),
+        (
+            {"hardware": {"links": {"pcie": {"bandwidth": "-5 GB/s"}}}},
+            "hardware.links.pcie.bandwidth",
+        ),
+        ({"hardware": {"tiers": {"nvme": {"latency": "-1 us"}}}}, "hardware.tiers.nvme.latency"),
+        ({"parallel": {"tensor": 0}}, "parallel.tensor"),
+        ({"parallel": {"data": -1}}, "parallel.data"),
+        ({"parallel": {"pipeline": 0}}, "parallel.pipeline"),
+        ({"training": {"micro_batch_size": 0}}, "training.micro_batch_size"),
+        ({"training": {"seq_len": -2048}}, "training.seq_len"),
+        ({"model": {"preset": "gpt2", "layers": 0}}, "model.layers"),
+        ({"model": {"parameters": 0, "layers": 1}}, "model.parameters"),
+    ],
+)
+def test_zero_and_negative_values(problems, write, extra, path):
+    file = write({**GPT2, **extra})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: {path}: ")
+    assert "0" in line  # "must be > 0" / "greater than 0" / ">= 0"
+
+
+# --- names that must exist -------------------------------------------------------------------
+
+
+def test_placement_naming_a_missing_tier(problems, write):
+    file = write({**GPT2, "placement": {"optimizer": "hbff"}})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: placement.optimizer: tier 'hbff' does not exist")
+    assert "hbm" in line and "hbf" in line  # the tiers that do exist
+
+
+def test_link_naming_a_missing_tier(problems, write):
+    file = write({**GPT2, "hardware": {"links": {"pcie": {"between": ["hbm", "gpu"]}}}})
+    assert only(problems(file)).startswith(f"{file}: hardware.links.pcie.between.1: tier 'gpu'")
+
+
+def test_unknown_model_preset(problems, write):
+    file = write({"name": "x", "model": {"preset": "llama-2-7"}})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: model.preset: unknown preset 'llama-2-7'")
+    assert "did you mean 'llama-2-7b'?" in line
+    assert "gpt2-xl" in line  # the available names are listed
+
+
+def test_unknown_hardware_preset(problems, write):
+    file = write({**GPT2, "hardware": {"preset": "h200-hbff"}})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: hardware.preset: unknown preset 'h200-hbff'")
+    assert "did you mean 'h200-hbf'?" in line
+
+
+# --- config.json -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fixture", "words"),
+    [
+        ("truncated.config.json", "not valid JSON (line"),
+        ("bert-base.config.json", "unsupported model_type 'bert'"),
+        ("list.config.json", "not a JSON object"),
+        ("missing-layers.config.json", "no 'num_hidden_layers'"),
+        ("absent.config.json", "cannot read"),
+    ],
+)
+def test_malformed_or_unsupported_config_json(problems, write, fixture, words):
+    file = write({"name": "x", "model": {"hf_config": str(FIXTURES / fixture)}})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: model.hf_config: ")
+    assert words in line
+
+
+def test_config_json_with_a_wrong_type(problems, write, tmp_path):
+    cfg = json.loads((FIXTURES / "llama-2-7b.config.json").read_text())
+    cfg["hidden_size"] = "4096"
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    file = write({"name": "x", "model": {"hf_config": "config.json"}})
+    assert only(problems(file)).startswith(f"{file}: model.hidden: ")
+
+
+# --- parallel sizes that do not divide the model ---------------------------------------------
+
+
+def test_heads_not_divisible_by_tensor(problems, write):
+    file = write({"name": "x", "model": {"preset": "llama-2-7b"}, "parallel": {"tensor": 64}})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: parallel.tensor: heads (32)")
+    assert "(64)" in line
+
+
+def test_layers_not_divisible_by_pipeline(problems, write):
+    file = write({"name": "x", "model": {"preset": "llama-2-7b"}, "parallel": {"pipeline": 5}})
+    assert only(problems(file)).startswith(f"{file}: parallel.pipeline: layers (32)")
+
+
+def test_layers_not_divisible_by_virtual_pipeline(problems, write):
+    raw = {"name": "x", "model": {"preset": "llama-2-7b"}}
+    file = write({**raw, "parallel": {"pipeline": 4, "virtual_pipeline": 3}})
+    assert "(4 x 3)" in only(problems(file))
+
+
+def test_kv_heads_may_be_replicated_across_tensor_ranks(cli, write):
+    """Llama-2-70B has 8 kv heads: t = 16 replicates each kv head on two ranks; valid."""
+    file = write({"name": "x", "model": {"preset": "llama-2-70b"}, "parallel": {"tensor": 16}})
+    assert cli("validate", file)[0] == 0
+
+
+# --- several problems at once ----------------------------------------------------------------
+
+
+def test_several_problems_in_one_file_are_reported_together(problems, write):
+    file = write(
+        {
+            "name": "x",
+            "model": {"preset": "gpt2"},
+            "trainng": {},
+            "training": {"optimzer": "adam", "micro_batch_size": "2"},
+            "parallel": {"tensor": 0},
+            "hardware": {
+                "tiers": {"hbm": {"capacity": "0 GB"}, "dram": {"capacity": "10 GB/s"}},
+                "links": {"pcie": {"bandwidth": "5 GB"}},
+            },
+        }
+    )
+    paths = {line.split(": ")[1] for line in problems(file)}
+    assert paths == {
+        "trainng",
+        "training.optimzer",
+        "training.micro_batch_size",
+        "parallel.tensor",
+        "hardware.tiers.hbm.capacity",
+        "hardware.tiers.dram.capacity",
+        "hardware.links.pcie.bandwidth",
+    }
+
+
+def test_several_consistency_problems_are_reported_together(problems, write):
+    file = write(
+        {
+            "name": "x",
+            "model": {"preset": "llama-2-7b"},
+            "parallel": {"tensor": 3, "pipeline": 5},
+            "placement": {"master": "hbff", "optimizer": "ssd"},
+        }
+    )
+    paths = [line.split(": ")[1] for line in problems(file)]
+    assert "placement.master" in paths and "placement.optimizer" in paths
+    assert "parallel.tensor" in paths and "parallel.pipeline" in paths
+
+
+def test_both_unknown_presets_are_reported(problems, write):
+    file = write({"name": "x", "model": {"preset": "gpt3"}, "hardware": {"preset": "h100"}})
+    paths = [line.split(": ")[1] for line in problems(file)]
+    assert paths == ["model.preset", "hardware.preset"]
+
+
+def test_problems_of_every_stage_are_reported_together(problems, write):
+    file = write(
+        {
+            "name": "x",
+            "model": {"preset": "gpt3"},  # preset: unknown
+            "trainng": {},  # schema: unknown key
+            "placement": {"optimizer": "hbff"},  # cross-section: no such tier
+        }
+    )
+    paths = {line.split(": ")[1] for line in problems(file)}
+    assert paths == {"model.preset", "trainng", "placement.optimizer"}
+
+
+def test_tier_names_are_not_judged_against_an_unknown_hardware_preset(problems, write):
+    # With the preset unreadable there is no list of tiers to check placement against.
+    file = write(
+        {
+            "name": "x",
+            "model": {"preset": "gpt2"},
+            "hardware": {"preset": "h100"},
+            "placement": {"optimizer": "hbff"},
+        }
+    )
+    paths = [line.split(": ")[1] for line in problems(file)]
+    assert paths == ["hardware.preset"]
+
+
+# --- --set -------------------------------------------------------------------------------------
+
+
+def test_set_overrides_model_layers(cli_json, write):
+    """GPT-2 small with 160 layers: 38,597,376 + 786,432 + 160·7,087,872 + 1,536."""
+    report = cli_json(write(GPT2), "--set", "model.layers=160")
+    assert report["model"]["layers"] == 160
+    assert report["model"]["parameters"] == 38_597_376 + 786_432 + 160 * 7_087_872 + 1_536
+
+
+def test_set_overrides_a_link_bandwidth(write):
+    path = write(GPT2)
+    for value in ('"32 GB/s"', "32 GB/s"):  # quoted as in a shell, or bare
+        loaded = load_scenario(path, [f"hardware.links.pcie.bandwidth={value}"])
+        assert loaded.scenario.hardware.links["pcie"].bandwidth == 32e9
+        assert loaded.scenario.hardware.links["pcie"].between == ("hbm", "dram")  # rest kept
+
+
+def test_set_capacity_makes_a_tier_not_fit_without_an_error(cli_json, write):
+    report = cli_json(write(GPT2), "--set", "hardware.tiers.hbm.capacity=1 GB")
+    assert report["tiers"]["hbm"]["capacity_bytes"] == 1e9
+    assert report["tiers"]["hbm"]["fits"] is False
+
+
+def test_repeated_set_applies_each(cli_json, write):
+    report = cli_json(
+        write({"name": "x", "model": generic(10**9)}),
+        "--set",
+        "parallel.data=8",
+        "--set",
+        "parallel.zero_stage=3",
+        "--set",
+        "training.workspace=0 B",
+    )
+    assert report["inventory"]["per_gpu"]["weights"] == 2 * 10**9 // 8
+
+
+@pytest.mark.parametrize(
+    ("override", "path", "words"),
+    [
+        ("model.layerz=160", "model.layerz", "did you mean 'layers'?"),
+        ("hardware.links.pcie.bandwidth=32 GB", "hardware.links.pcie.bandwidth", "bandwidth"),
+        ("hardware.tiers.hbm.capacity=141", "hardware.tiers.hbm.capacity", "plain number"),
+        ("parallel.tensor=5", "parallel.tensor", "heads (12)"),
+        ("model.layers", "--set", "PATH=VALUE"),
+    ],
+)
+def test_bad_set_is_reported_like_a_bad_file(problems, write, override, path, words):
+    file = write(GPT2)
+    lines = problems(file, "--set", override)
+    assert lines[0].startswith(f"{file}: {path}: ")
+    assert words in lines[0]

@@ -1,0 +1,116 @@
+"""Invariants of the engine over random small scenarios (hypothesis)."""
+
+import math
+
+from engine_helpers import merge, scenario, tiny
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tiersim.simulate import simulate
+
+TIERS = ["hbm", "dram", "nvme"]
+
+random_raw = st.fixed_dictionaries(
+    {
+        "layers": st.integers(1, 3),
+        "mb": st.integers(1, 3),
+        "optimizer": st.sampled_from(["adam", "sgd", "sgd_momentum"]),
+        "weights": st.sampled_from(TIERS),
+        "gradients": st.sampled_from(TIERS),
+        "master": st.sampled_from(TIERS),
+        "opt_state": st.sampled_from(TIERS),
+        "activations": st.sampled_from(TIERS),
+        "compute": st.sampled_from(["gpu", "cpu"]),
+        "pcie": st.sampled_from(["2 GB/s", "10 GB/s", "50 GB/s"]),
+        "nvme": st.sampled_from(["1 GB/s", "5 GB/s", "20 GB/s"]),
+        "recompute": st.sampled_from(["none", "selective", "full"]),
+    }
+)
+
+
+def build_raw(p):
+    return tiny(
+        model={
+            "parameters": 1_000_000_000 * p["layers"],
+            "layers": p["layers"],
+            "activation_bytes_per_layer": "1 GB",
+        },
+        training={
+            "grad_accumulation": p["mb"],
+            "optimizer": p["optimizer"],
+            "recompute": p["recompute"],
+            "precision": {"weights": "bf16", "gradients": "bf16", "master": "fp32"},
+        },
+        placement={
+            "weights": p["weights"],
+            "gradients": p["gradients"],
+            "master": p["master"],
+            "optimizer": p["opt_state"],
+            "activations": p["activations"],
+            "optimizer_compute": p["compute"],
+        },
+        hardware={
+            "links": {"pcie": {"bandwidth": p["pcie"]}, "nvme": {"bandwidth": p["nvme"]}},
+            "tiers": {"nvme": {"latency": "60 us"}},
+        },
+    )
+
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(random_raw, st.sampled_from(["pcie", "nvme"]))
+def test_more_bandwidth_on_any_link_never_slows_a_step(p, link):
+    raw = build_raw(p)
+    base = simulate(scenario(raw))
+    faster = merge(raw, {"hardware": {"links": {link: {"bandwidth": "100 GB/s"}}}})
+    assert simulate(scenario(faster)).time_s <= base.time_s * (1 + 1e-9)
+
+
+@SETTINGS
+@given(random_raw)
+def test_unlimited_bandwidth_and_no_latency_expose_no_transfer(p):
+    unlimited = {"bandwidth": "unlimited", "latency": "0 s"}
+    raw = merge(
+        build_raw(p),
+        {
+            "hardware": {
+                "links": {"pcie": unlimited, "nvme": unlimited},
+                "tiers": {t: unlimited for t in TIERS},
+            }
+        },
+    )
+    r = simulate(scenario(raw))
+    assert r.exposed_transfer_s <= 1e-9 * r.time_s
+
+
+@SETTINGS
+@given(random_raw)
+def test_bytes_are_conserved_and_links_never_exceed_bandwidth(p):
+    raw = build_raw(p)
+    s = scenario(raw)
+    r = simulate(s)
+    classes = {c for t in r.tiers.values() for c in [*t.read_by_class, *t.written_by_class]}
+    for c in classes:  # every byte read out of a tier is written into another
+        read = sum(t.read_by_class.get(c, 0) for t in r.tiers.values())
+        written = sum(t.written_by_class.get(c, 0) for t in r.tiers.values())
+        assert read == written
+    for name, link in r.links.items():
+        bw = s.hardware.links[name].bandwidth
+        for nbytes in link.bytes_by_direction.values():
+            assert nbytes <= bw * r.time_s * (1 + 1e-9)
+        assert link.busy_s <= r.time_s * (1 + 1e-9)
+    for t in r.tiers.values():
+        assert t.low_bytes >= 0
+        assert t.peak_bytes >= t.resident_bytes
+
+
+@SETTINGS
+@given(random_raw)
+def test_full_recompute_costs_one_extra_forward(p):
+    none = simulate(scenario(merge(build_raw(p), {"training": {"recompute": "none"}})))
+    full = simulate(scenario(merge(build_raw(p), {"training": {"recompute": "full"}})))
+    # backward = 2 x forward, so one extra forward adds a third of forward + backward
+    assert math.isclose(full.compute_s, none.compute_s * 4 / 3, rel_tol=1e-9)
+    assert math.isclose(full.recompute_s, none.compute_s / 3, rel_tol=1e-9)
