@@ -1,5 +1,5 @@
 """One module per CLI command; each offers `add_parser(subparsers)` and sets `handler`."""
 
-from tiersim.commands import inventory, validate
+from tiersim.commands import inventory, run, validate
 
-COMMANDS = [inventory, validate]
+COMMANDS = [run, inventory, validate]
