@@ -6,7 +6,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiersim.flows import Flow, FlowNetwork, max_min_rates
+from tiersim.flows import Flow, FlowNetwork, max_min_rates, priority_rates
 
 
 def _run(capacity, starts):
@@ -92,3 +92,27 @@ def test_no_resource_carries_more_than_capacity_times_busy_time(specs, caps):
         assert carried <= cap * busy * (1 + 1e-9) + 1e-6
     for t, i, b, rs in starts:  # no flow beats its own bottleneck
         assert finish[i] - t >= b / min(capacity[r] for r in rs) * (1 - 1e-9)
+
+
+def test_issue_order_sharing_serves_earlier_transfers_first():
+    # Priority 0 takes all 10 B/s of L; priority 1 uses only what is left (r2 is its own).
+    flows = [
+        Flow(1, ("L",), lambda: None, priority=1),
+        Flow(1, ("L",), lambda: None, priority=0),
+        Flow(1, ("r2",), lambda: None, priority=2),
+    ]
+    assert priority_rates(flows, {"L": 10.0, "r2": 3.0}) == [0.0, 10.0, 3.0]
+
+
+def test_issue_order_timeline():
+    # a (issued first, 50 B) holds the 10 B/s link until 5 s; b (20 B, issued second, started
+    # at 1 s) waits, then runs alone: 5 + 2 = 7 s.
+    env = simpy.Environment()
+    net = FlowNetwork(env, {"L": 10.0}, policy=priority_rates)
+    log = []
+    net.start(50, ("L",), lambda: log.append(("a", env.now)), priority=0)
+    env.timeout(1).callbacks.append(
+        lambda _e: net.start(20, ("L",), lambda: log.append(("b", env.now)), priority=1)
+    )
+    env.run()
+    assert log == [("a", 5.0), ("b", 7.0)]

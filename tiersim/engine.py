@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from tiersim import intervals as iv
-from tiersim.flows import FlowNetwork
+from tiersim.flows import FlowNetwork, max_min_rates, priority_rates
 from tiersim.results import LinkStats, StepResult, TierStats
 from tiersim.schedule import Op, Schedule
 from tiersim.schema import Scenario
@@ -66,7 +66,8 @@ class Engine:
     ):
         self.s, self.topo, self.schedule, self.record = s, topo, schedule, record
         self.env = simpy.Environment()
-        self.net = FlowNetwork(self.env, topo.capacities, _channel)
+        policy = priority_rates if s.simulation.link_sharing == "issue_order" else max_min_rates
+        self.net = FlowNetwork(self.env, topo.capacities, _channel, policy)
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
         ops = schedule.ops
         self.waiting = [len(op.deps) for op in ops]
@@ -113,7 +114,7 @@ class Engine:
         fill = (len(route.links) - 1) * chunk / route.bottleneck
         self._after(
             route.latency_s + fill,
-            lambda: self.net.start(op.nbytes, route.resources, lambda: self._finish(i, staged)),
+            lambda: self.net.start(op.nbytes, route.resources, lambda: self._finish(i, staged), i),
         )
 
     def _staging(self, tiers: tuple[str, ...], nbytes: int, now: float) -> list[tuple[str, int]]:

@@ -17,9 +17,12 @@ _EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
 
 
 class Flow:
-    __slots__ = ("bytes", "on_done", "rate", "remaining", "resources")
+    __slots__ = ("bytes", "on_done", "priority", "rate", "remaining", "resources")
 
-    def __init__(self, nbytes: float, resources: tuple, on_done: Callable[[], None]):
+    def __init__(
+        self, nbytes: float, resources: tuple, on_done: Callable[[], None], priority: float = 0
+    ):
+        self.priority = priority
         self.bytes = nbytes
         self.remaining = float(nbytes)
         self.resources = resources
@@ -72,6 +75,32 @@ def max_min_rates(
     return rates
 
 
+def priority_rates(
+    flows: Sequence[Flow], capacity: dict[Hashable, float], finite_cache: dict | None = None
+) -> list[float]:
+    """Strict priority (lower first), work-conserving: each flow takes what its resources
+    have left after every flow ahead of it."""
+    cache = {} if finite_cache is None else finite_cache
+    left: dict[Hashable, float] = {}
+    rates = [0.0] * len(flows)
+    for i in sorted(range(len(flows)), key=lambda k: flows[k].priority):
+        key = flows[i].resources
+        finite = cache.get(key)
+        if finite is None:
+            finite = cache[key] = tuple(r for r in key if capacity[r] != math.inf)
+        rate = math.inf
+        for r in finite:
+            room = left.get(r, capacity[r])
+            if room < rate:
+                rate = room
+        rate = max(rate, 0.0)
+        rates[i] = rate
+        if rate != math.inf:
+            for r in finite:
+                left[r] = left.get(r, capacity[r]) - rate
+    return rates
+
+
 class BusyLog:
     """Intervals during which at least one flow uses a named channel (a link, say)."""
 
@@ -108,7 +137,9 @@ class FlowNetwork:
         env: simpy.Environment,
         capacity: dict[Hashable, float],
         channel_of: Callable[[Hashable], str | None] = lambda r: None,
+        policy: Callable = max_min_rates,
     ):
+        self.policy = policy
         self.env = env
         self.capacity = capacity
         self.flows: list[Flow] = []
@@ -120,13 +151,15 @@ class FlowNetwork:
         self.wakeups = 0
         self._finite: dict[tuple, tuple] = {}
 
-    def start(self, nbytes: float, resources: tuple, on_done: Callable[[], None]) -> None:
+    def start(
+        self, nbytes: float, resources: tuple, on_done: Callable[[], None], priority: float = 0
+    ) -> None:
         """Begin moving `nbytes` across `resources`; `on_done()` runs when the last byte lands."""
         if nbytes <= 0:
             on_done()
             return
         self._advance()
-        flow = Flow(nbytes, resources, on_done)
+        flow = Flow(nbytes, resources, on_done, priority)
         for channel in self._channels_for(resources):
             self.busy.add(channel, self.env.now)
         self.flows.append(flow)
@@ -147,7 +180,7 @@ class FlowNetwork:
         self._last = now
 
     def _reschedule(self) -> None:
-        rates = max_min_rates(self.flows, self.capacity, self._finite)
+        rates = self.policy(self.flows, self.capacity, self._finite)
         soonest = math.inf
         for f, rate in zip(self.flows, rates, strict=True):
             f.rate = rate
@@ -170,7 +203,8 @@ class FlowNetwork:
             if f.rate == math.inf or f.remaining <= _EPS_BYTES + 1e-12 * f.bytes
         ]
         if not done:  # round-off: the soonest flow is a hair short of its end
-            soonest = min(self.flows, key=lambda f: f.remaining / f.rate)
+            moving = [f for f in self.flows if f.rate > 0]
+            soonest = min(moving, key=lambda f: f.remaining / f.rate)
             done = [soonest]
         self.flows = [f for f in self.flows if f not in done]
         self._reschedule()

@@ -265,6 +265,9 @@ class Simulation(Strict):
     prefetch_depth: PositiveInt = 2
     staging_chunks: PositiveInt = 4
     warmup_steps: Annotated[int, Field(ge=0)] = 1
+    # How concurrent transfers share a link or port: in issue order (a queue per direction,
+    # work-conserving: later transfers use what earlier ones leave), or max-min fair.
+    link_sharing: Literal["issue_order", "fair"] = "issue_order"
 
 
 class Checkpoint(Strict):

@@ -1,24 +1,48 @@
-"""`tiersim validate`: check a scenario file without running it."""
+"""`tiersim validate`: check a scenario or a sweep file without running it."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from tiersim.config import load_scenario
+from tiersim.config import build, read_yaml
+from tiersim.sweep.check import check_points
+from tiersim.sweep.spec import is_sweep, read_sweep
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "validate",
-        help="check a scenario file without running it",
+        help="check a scenario or sweep file without running it",
         description="Check a scenario file: YAML syntax, keys, types, units, presets, tier names "
-        "and parallel sizes. Every problem is reported at once; exit code 2 if any.",
+        "and parallel sizes. A sweep file (one with base:, grid: or zip:) is checked too: its "
+        "keys, that every swept path exists, and that every point builds into a valid scenario. "
+        "Every problem is reported at once; exit code 2 if any.",
     )
-    parser.add_argument("file", metavar="FILE.yaml", help="scenario file")
+    parser.add_argument("file", metavar="FILE.yaml", help="scenario or sweep file")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = load_scenario(args.file)
+    path = Path(args.file)
+    raw = read_yaml(path, str(path))
+    if is_sweep(raw):
+        spec = read_sweep(raw, path)
+        count = check_points(spec)
+        axes = " x ".join(str(len(a.values)) for a in spec.grid)
+        shape = ", ".join(
+            part
+            for part in (
+                f"grid {axes}" if spec.grid else "",
+                f"zip {len(spec.zip[0].values)}" if spec.zip else "",
+            )
+            if part
+        )
+        print(
+            f"{args.file}: valid sweep '{spec.name}': {count} points ({shape}) over "
+            f"{spec.base_path}"
+        )
+        return 0
+    loaded = build(raw, path.parent, str(path))
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
     return 0

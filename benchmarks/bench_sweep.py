@@ -1,0 +1,129 @@
+"""Sweep throughput: points per second for 1, 2 and N workers, parallel efficiency, overhead.
+
+    .venv/bin/python benchmarks/bench_sweep.py [--points 1000] [--workers 1 2 8]
+
+A 1,000-point Llama 2 7B sweep (HBF write bandwidth x gradient accumulation x HBF read
+bandwidth, optimizer state and master weights on HBF) runs on the local process pool once per
+worker count, each into a fresh folder (no resume, no plots). Reported per worker count:
+wall time, points per second (whole sweep, and the run phase alone), parallel efficiency
+against one worker, and the overhead per point: worker-seconds spent per point minus the
+simulation's own time per point (build + simulate + report, timed inside the workers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from tiersim.sweep.run import SweepOptions, SweepOutcome, run_sweep
+from tiersim.sweep.spec import load_sweep
+from tiersim.sweep.store import LOG_NAME
+from tiersim.table import render
+
+BASE = {
+    "name": "bench-7b",
+    "model": {"preset": "llama-2-7b"},
+    "training": {"seq_len": 4096, "recompute": "selective", "optimizer": "adamw"},
+    "parallel": {"data": 8},
+    "placement": {"master": "hbf", "optimizer": "hbf"},
+    "hardware": {"preset": "h200-hbf"},
+}
+
+
+def write_sweep(folder: Path, points: int) -> Path:
+    """A grid of about `points` points: 10 x 10 x (points / 100)."""
+    third = max(1, points // 100)
+    (folder / "base.yaml").write_text(yaml.safe_dump(BASE))
+    sweep = {
+        "name": "bench-7b",
+        "base": "base.yaml",
+        "grid": {
+            "hardware.tiers.hbf.write_bandwidth": [f"{10 * (i + 1)} GB/s" for i in range(10)],
+            "training.grad_accumulation": list(range(1, 11)),
+            "hardware.tiers.hbf.read_bandwidth": [f"{800 + 100 * i} GB/s" for i in range(third)],
+        },
+    }
+    path = folder / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep, sort_keys=False))
+    return path
+
+
+def simulation_s(out: Path) -> list[float]:
+    """Each point's build + simulate + report time, as measured in its worker."""
+    lines = (out / LOG_NAME).read_text().splitlines()
+    return [json.loads(line)["elapsed_s"] for line in lines]
+
+
+def measure(path: Path, folder: Path, workers: int) -> tuple[SweepOutcome, float, list[float]]:
+    out = folder / f"out-{workers}"
+    options = SweepOptions(out, workers, plots=False, progress=io.StringIO())
+    start = time.perf_counter()
+    outcome = run_sweep(load_sweep(path), options)
+    wall = time.perf_counter() - start
+    assert {r["status"] for r in outcome.table.rows} == {"ok"}, "every point should run"
+    return outcome, wall, simulation_s(out)
+
+
+def report(results: list[tuple[int, SweepOutcome, float, list[float]]], points: int) -> str:
+    base_rate = points / results[0][2]
+    rows = []
+    for workers, outcome, wall, sims in results:
+        rate = points / wall
+        run_rate = points / outcome.timings["run_s"]
+        sim = statistics.fmean(sims)
+        overhead = wall * workers / points - sim
+        rows.append(
+            [
+                workers,
+                f"{wall:.2f}",
+                f"{rate:.1f}",
+                f"{run_rate:.1f}",
+                f"{100 * rate / base_rate / workers:.1f} %",
+                f"{1e3 * sim:.2f}",
+                f"{1e3 * overhead:.2f}",
+                f"{100 * overhead / sim:.1f} %",
+            ]
+        )
+    headers = [
+        "workers",
+        "wall s",
+        "points/s",
+        "run-phase points/s",
+        "efficiency",
+        "sim ms/point",
+        "overhead ms/point",
+        "overhead/sim",
+    ]
+    return render(headers, rows, f"{points}-point Llama 2 7B sweep, {os.cpu_count()} cores")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=1000)
+    parser.add_argument("--workers", type=int, nargs="+", default=None)
+    args = parser.parse_args()
+    cores = len(os.sched_getaffinity(0))
+    counts = args.workers or sorted({1, 2, cores})
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        path = write_sweep(folder, args.points)
+        points = load_sweep(path).size
+        results = []
+        for workers in counts:
+            outcome, wall, sims = measure(path, folder, workers)
+            results.append((workers, outcome, wall, sims))
+            phases = ", ".join(f"{k} {v:.2f}" for k, v in outcome.timings.items())
+            print(f"{workers} workers: {phases}", flush=True)
+        print(report(results, points))
+
+
+if __name__ == "__main__":
+    main()

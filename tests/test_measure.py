@@ -1,0 +1,182 @@
+"""`tiersim measure`: real PyTorch training state against tiersim's inventory, on tiny shapes.
+
+Shapes used throughout: s = 16 tokens, b = 2 sequences, h = 64, a = 4 heads (head_dim 16),
+bf16 everywhere (2 bytes per value), so s·b = 32 tokens and s·b·h = 2,048 values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tiersim.cli import main
+from tiersim.config import build
+from tiersim.errors import InputError
+from tiersim.inventory import build_inventory
+from tiersim.measure import OPTIMIZERS, Request, calibrated_preset, measure
+
+pytest.importorskip("torch", reason="tiersim measure needs PyTorch (the `measure` extra)")
+
+SEQ, BATCH = 16, 2
+
+# GPT-2 style: LayerNorm, learned positions, biases everywhere, GeLU MLP (f = 4h), tied embeddings.
+GPT2_TINY = {
+    "family": "gpt2",
+    "layers": 2,
+    "hidden": 64,
+    "heads": 4,
+    "ffn_hidden": 256,
+    "vocab": 128,
+    "max_positions": 32,
+    "tied_embeddings": True,
+    "qkv_bias": True,
+    "attn_out_bias": True,
+    "mlp_bias": True,
+}
+# Llama style: RMSNorm, RoPE, SwiGLU (f = 160), GQA with 2 kv heads (kv width 32), untied head.
+LLAMA_TINY = {
+    "family": "llama",
+    "layers": 2,
+    "hidden": 64,
+    "heads": 4,
+    "kv_heads": 2,
+    "ffn_hidden": 160,
+    "vocab": 128,
+    "gated_mlp": True,
+    "norm": "rmsnorm",
+    "position": "rope",
+}
+
+
+def run_measure(model: dict, **kwargs):
+    """On the CPU: the hand counts below are for PyTorch's CPU kernels (a GPU's fused kernels
+    save other tensors, e.g. RMSNorm keeps no fp32 copies there)."""
+    request = Request(model=model, seq_len=SEQ, micro_batch_size=BATCH, device="cpu", **kwargs)
+    return measure(request)
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@pytest.mark.parametrize("model", [GPT2_TINY, LLAMA_TINY], ids=["gpt2", "llama"])
+def test_weights_gradients_optimizer_agree_exactly(model, optimizer):
+    m = run_measure(model, optimizer=optimizer)
+    for cls in ("weights", "gradients", "master", "optimizer"):
+        assert m.measured[cls] == m.predicted[cls], cls
+
+
+def test_gpt2_tiny_parameters_and_state_by_hand():
+    # embeddings 128·64 + positions 32·64 = 10,240
+    # per layer: q, k, v 3·(64·64 + 64) = 12,480; out 64·64 + 64 = 4,160;
+    #   fc 64·256 + 256 = 16,640; proj 256·64 + 64 = 16,448; two LayerNorms 2·(64 + 64) = 256
+    #   = 49,984; two layers 99,968; final LayerNorm 128; tied head adds nothing.
+    params = 10_240 + 2 * 49_984 + 128
+    assert params == 110_336
+    m = run_measure(GPT2_TINY, optimizer="adamw")
+    assert m.parameters == params
+    assert m.measured["weights"] == 2 * params  # bf16
+    assert m.measured["gradients"] == 2 * params
+    assert m.measured["optimizer"] == 2 * 2 * params  # Adam's two moments, bf16
+    # one 4-byte `step` counter per parameter tensor, reported apart:
+    # 2 embeddings + 2 layers × 16 tensors + final LayerNorm's 2 = 36
+    assert m.optimizer_step_counters_bytes == 36 * 4
+
+
+def test_gpt2_tiny_activations_by_hand():
+    # Korthikanti et al. (tiersim's prediction): per layer s·b·h·34 + 5·a·s²·b
+    #   = 34·2,048 + 5·4·256·2 = 69,632 + 10,240 = 79,872 bytes; two layers 159,744.
+    # Measured (sdpa flash attention, no dropout), per layer:
+    #   eight bf16 tensors of s·b·h: LayerNorm-1 input, its output (the q/k/v input), q, k, v,
+    #   the attention output (o-projection input), LayerNorm-2 input, its output (fc input)
+    #   = 8 · 2·2,048 = 32,768
+    #   GeLU input and output, s·b·f each: 2 · 2·32·256 = 32,768
+    #   LayerNorm mean and 1/σ, s·b bf16 values each, two norms: 4 · 2·32 = 256
+    #   attention log-sum-exp, fp32, a·s·b values: 4·4·16·2 = 512
+    per_layer = 32_768 + 32_768 + 256 + 512
+    m = run_measure(GPT2_TINY)
+    assert m.activations_per_layer == [per_layer, per_layer]
+    assert m.measured["activations"] == 2 * per_layer == 132_608
+    assert m.predicted["activations"] == 2 * 79_872
+
+
+def test_gpt2_tiny_math_attention_by_hand():
+    # Eager attention instead of sdpa, per layer:
+    #   LayerNorm inputs and outputs 4 · 4,096 = 16,384; statistics 256
+    #   batched-matmul copies of q, kᵀ, v and of the attention output: 4 · 4,096 = 16,384
+    #   softmax output in fp32 a·s²·b·4 = 4·256·2·4 = 8,192, its bf16 copy 4,096
+    #   GeLU input and output 32,768
+    per_layer = 16_384 + 256 + 16_384 + 8_192 + 4_096 + 32_768
+    m = run_measure(GPT2_TINY, attention="math")
+    assert m.activations_per_layer == [per_layer, per_layer] == [78_080, 78_080]
+
+
+def test_llama_tiny_activations_by_hand():
+    # Korthikanti generalised (tiersim.model): 10·s·b·h + 2·s·b·q + 4·s·b·kv + 2·s·b·q
+    #   + 6·s·b·f + 5·a·s²·b = 20,480 + 4,096 + 4,096 + 4,096 + 30,720 + 10,240 = 73,728.
+    # Measured per layer:
+    #   each RMSNorm computes in fp32: an fp32 copy of its input and the fp32 normalised value
+    #   (4·2,048 B each) and 1/rms (4·32 B) = 16,512; two norms 33,024
+    #   the norms' bf16 outputs (q/k/v input, MLP input): 2 · 4,096 = 8,192
+    #   q after RoPE 2·32·64 = 4,096; k after RoPE and v, 2·32·32 = 2,048 each; attention output
+    #   4,096; log-sum-exp 4·4·16·2 = 512: 12,800
+    #   SwiGLU: gate output, SiLU output, up output, product, 2·32·160 each: 4 · 10,240 = 40,960
+    per_layer = 33_024 + 8_192 + 12_800 + 40_960
+    m = run_measure(LLAMA_TINY)
+    assert m.activations_per_layer == [per_layer, per_layer] == [94_976, 94_976]
+    assert m.predicted["activations"] == 2 * 73_728
+
+
+def test_calibrated_preset_makes_the_prediction_match(tmp_path: Path):
+    m = run_measure(LLAMA_TINY)
+    (tmp_path / "tiny-calibrated.yaml").write_text(calibrated_preset(m))
+    raw = {
+        "name": "calibrated",
+        "model": {"preset": "tiny-calibrated.yaml"},
+        "training": {"seq_len": SEQ, "micro_batch_size": BATCH},
+    }
+    scenario = build(raw, tmp_path, "test").scenario
+    assert scenario.model.activation_factor == pytest.approx(94_976 / 73_728, rel=1e-6)
+    predicted = build_inventory(scenario).per_gpu.activations
+    assert abs(predicted - m.measured["activations"]) <= 1
+
+
+def test_cli_json_from_model_file(tmp_path: Path, capsys):
+    model_file = tmp_path / "tiny.yaml"
+    model_file.write_text(yaml.safe_dump(GPT2_TINY))
+    args = ["measure", "--model", str(model_file), "--seq-len", str(SEQ), "--device", "cpu"]
+    assert main([*args, "--micro-batch-size", str(BATCH), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    classes = out["classes"]
+    assert set(classes) == {"weights", "gradients", "master", "optimizer", "activations"}
+    assert classes["weights"] == {"measured_bytes": 220_672, "predicted_bytes": 220_672}
+    assert out["activations"]["per_layer_bytes"] == [66_304, 66_304]
+
+
+def test_cli_hf_config_table(tmp_path: Path, capsys):
+    config = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 128}
+    (tmp_path / "config.json").write_text(json.dumps({**config, "n_positions": 32}))
+    argv = ["measure", "--hf-config", str(tmp_path / "config.json"), "--seq-len", "16"]
+    argv += ["--device", "cpu"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "110,336" in out  # parameters, as counted by hand above
+    assert "activations" in out and "peak (GPU)" in out
+
+
+@pytest.mark.parametrize(
+    "model, seq_len, key",
+    [
+        ({"parameters": 1000, "layers": 2}, 16, "model"),
+        (GPT2_TINY, 64, "seq_len"),  # learned positions stop at 32
+    ],
+)
+def test_unmeasurable_input_is_an_input_error(model, seq_len, key):
+    with pytest.raises(InputError) as err:
+        measure(Request(model=model, seq_len=seq_len))
+    assert err.value.problems[0].path == key
+
+
+def test_cli_rejects_training_overrides(capsys):
+    assert main(["measure", "--model", "gpt2", "--set", "training.seq_len=8"]) == 2
+    assert "only model dimensions" in capsys.readouterr().err

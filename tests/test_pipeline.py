@@ -1,0 +1,191 @@
+"""Pipeline schedules: bubble fractions, Megatron's operation order, and step times.
+
+Bubble fractions are Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on
+GPU Clusters Using Megatron-LM", §2.2.1-§2.2.2); orders follow Megatron-LM's
+`forward_backward_pipelining_without_interleaving` / `_with_interleaving`; timelines are
+written out by hand. The closed form is checked against the all-stage evaluation.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tiersim.inventory import inflight_microbatches
+from tiersim.pipeline import (
+    Op,
+    bubble_fraction,
+    bubble_s,
+    bubble_share,
+    evaluate,
+    exposed_p2p_s,
+    peak_inflight,
+    stage_schedule,
+    step_time,
+)
+
+
+def F(mb: int, chunk: int = 0) -> Op:
+    return Op(mb, chunk, "forward")
+
+
+def B(mb: int, chunk: int = 0) -> Op:
+    return Op(mb, chunk, "backward")
+
+
+# --- bubble fractions --------------------------------------------------------------------------
+
+
+def test_bubble_fraction_1f1b():
+    # Narayanan et al. 2021 §2.2.1: t_pb / t_id = (p - 1) / m
+    assert bubble_fraction(8, 64) == pytest.approx(7 / 64)
+    # The 1T row of Table 1 (p = 64, m = 3072 / 6 = 512): 63 / 512
+    assert bubble_fraction(64, 512) == pytest.approx(0.123046875)
+
+
+def test_bubble_fraction_interleaved():
+    # §2.2.2: the interleaved schedule divides it by v: (1/v)·(p - 1)/m
+    assert bubble_fraction(8, 64, virtual=3) == pytest.approx(7 / 192)
+    # 530B row of Table 1 (p = 35, v = 3, m = 2520 / 9 = 280): 34 / 840
+    assert bubble_fraction(35, 280, virtual=3) == pytest.approx(34 / 840)
+
+
+def test_bubble_share_of_wall_clock():
+    # the same bubble as a share of the step: (p - 1) / (v·m + p - 1); 63 / 575 for the 1T run
+    assert bubble_share(64, 512) == pytest.approx(63 / 575)
+    assert bubble_share(1, 10) == 0.0
+
+
+def test_interleaving_needs_micro_batches_in_multiples_of_stages():
+    with pytest.raises(ValueError, match=r"micro_batches\(=6\).*pipeline\(=4\)"):
+        stage_schedule(0, 4, 6, virtual=2)
+
+
+# --- the order of operations, p = 2, m = 4 -----------------------------------------------------
+
+
+def test_1f1b_order_p2_m4():
+    # stage 0 warms up with p - 0 - 1 = 1 forward, stage 1 with none; then one forward, one
+    # backward; the first stage drains its last backwards.
+    assert stage_schedule(0, 2, 4) == [F(0), F(1), B(0), F(2), B(1), F(3), B(2), B(3)]
+    assert stage_schedule(1, 2, 4) == [F(0), B(0), F(1), B(1), F(2), B(2), F(3), B(3)]
+
+
+def test_interleaved_order_p2_m4_v2():
+    # Stage 0 warms up with (p - 0 - 1)·2 + (v - 1)·p = 4 forwards, stage 1 with 2. The k-th
+    # forward is micro-batch (k // 4)·2 + k % 2 on chunk (k % 4) // 2; backwards run the chunks
+    # in reverse.
+    assert stage_schedule(0, 2, 4, virtual=2) == [
+        F(0, 0), F(1, 0), F(0, 1), F(1, 1),  # warm-up
+        F(2, 0), B(0, 1), F(3, 0), B(1, 1), F(2, 1), B(0, 0), F(3, 1), B(1, 0),  # steady
+        B(2, 1), B(3, 1), B(2, 0), B(3, 0),  # cool-down
+    ]  # fmt: skip
+    assert stage_schedule(1, 2, 4, virtual=2) == [
+        F(0, 0), F(1, 0),
+        F(0, 1), B(0, 1), F(1, 1), B(1, 1), F(2, 0), B(0, 0), F(3, 0), B(1, 0),
+        F(2, 1), B(2, 1), F(3, 1), B(3, 1),
+        B(2, 0), B(3, 0),
+    ]  # fmt: skip
+
+
+def test_every_stage_runs_each_forward_then_its_backward_once():
+    for p, m, v in [(1, 3, 1), (3, 5, 1), (4, 8, 2), (3, 6, 3), (2, 2, 4)]:
+        for k in range(p):
+            ops = stage_schedule(k, p, m, v)
+            pairs = {(mb, c) for mb in range(m) for c in range(v)}
+            assert sorted((o.microbatch, o.chunk) for o in ops if o.kind == "forward") == sorted(
+                pairs
+            )
+            for o in ops:
+                if o.kind == "backward":
+                    assert ops.index(F(o.microbatch, o.chunk)) < ops.index(o)
+
+
+def test_peak_in_flight_matches_the_inventory():
+    # Activation memory (inventory.inflight_microbatches): 1F1B stage k holds p - k micro-batches;
+    # interleaved (v-1)p + 2(p-k-1) + 1 chunks (Korthikanti et al. 2022 §4.2.3 for k = 0).
+    for p, m, v in itertools.product([2, 4, 8], [8, 16, 32], [1, 2, 4]):
+        if v > 1 and m == p:
+            continue  # Megatron's all-warm-up case, below
+        for k in range(p):
+            chunks = peak_inflight(stage_schedule(k, p, m, v))
+            assert chunks / v == pytest.approx(inflight_microbatches(k, p, v, m))
+
+
+def test_interleaved_with_as_many_micro_batches_as_stages_warms_up_everything():
+    # Megatron: "if num_microbatches == pipeline_parallel_size: all_warmup_microbatches", so every
+    # stage holds all m·v chunks at its peak (the inventory's formula gives fewer for k > 0).
+    p, m, v = 4, 4, 2
+    for k in range(p):
+        ops = stage_schedule(k, p, m, v)
+        assert [o.kind for o in ops] == ["forward"] * 8 + ["backward"] * 8
+        assert peak_inflight(ops) == m * v
+
+
+# --- step time ---------------------------------------------------------------------------------
+
+
+def test_1f1b_timeline_p2_m4_by_hand():
+    # f = 1, b = 2, no transfer time.
+    # stage 1: F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7] F2 [7,8] B2 [8,10] F3 [10,11] B3 [11,13]
+    # stage 0: F0 [0,1] F1 [1,2] B0 [4,6] F2 [6,7] B1 [7,9] F3 [9,10] B2 [10,12] B3 [13,15]
+    t = evaluate(2, 4, 1, 1.0, 2.0)
+    assert t.starts[0] == (0, 1, 4, 6, 7, 9, 10, 13)
+    assert t.starts[1] == (1, 2, 4, 5, 7, 8, 10, 11)
+    assert t.step_s == 15.0 == (4 + 2 - 1) * (1 + 2)
+    assert t.idle_s == (3.0, 3.0)  # (p - 1)·(f + b) each
+
+
+def test_closed_form_equals_the_all_stage_evaluation():
+    grid = itertools.product([1, 2, 3, 4, 6], [1, 2, 4, 6, 12], [1, 2, 3], [1.0, 0.7], [2.0, 1.3])
+    for p, m, v, f, b in grid:
+        if v > 1 and (p == 1 or m % p):
+            continue
+        assert evaluate(p, m, v, f, b).step_s == pytest.approx(step_time(p, m, v, f, b))
+
+
+def test_representative_stage_plus_bubble_is_the_step():
+    # the engine's reduction: one stage's own v·m·(f + b), then the schedule's bubble
+    for p, m, v in [(4, 8, 1), (4, 8, 2), (8, 16, 4), (16, 64, 1)]:
+        f, b = 0.03, 0.07
+        reduced = v * m * (f + b) + bubble_s(p, f, b)
+        assert evaluate(p, m, v, f, b).step_s == pytest.approx(reduced)
+
+
+def test_1f1b_exposes_a_transfer_round_trip_per_step_by_hand():
+    # p = 2, m = 3, f = 1, b = 2, each transfer c:
+    # stage 0: F0 [0,1] F1 [1,2]; stage 1: F0 [1+c,2+c] B0 [2+c,4+c]; stage 0: B0 [4+2c,6+2c]
+    # F2 [6+2c,7+2c]; stage 1: F1 [4+c,5+c] B1 [5+c,7+c]; stage 0: B1 [7+2c,9+2c];
+    # stage 1: F2 [7+3c,8+3c] B2 [8+3c,10+3c]; stage 0: B2 [10+4c,12+4c]
+    c = 0.25
+    t = evaluate(2, 3, 1, 1.0, 2.0, c)
+    assert t.step_s == pytest.approx(12 + 4 * c)
+    assert exposed_p2p_s(2, 3, 1, 1.0, 2.0, c) == pytest.approx(4 * c)
+
+
+def test_interleaving_hides_transfers_in_steady_state():
+    # with transfers small against a chunk's forward, only the 2(v·p - 1) transfers of filling
+    # and draining the virtual pipeline show
+    for p, m, v in [(2, 4, 2), (4, 8, 2), (4, 16, 3), (3, 6, 4)]:
+        c = 0.01
+        assert exposed_p2p_s(p, m, v, 1.0, 2.0, c) == pytest.approx(2 * (v * p - 1) * c)
+
+
+def test_a_slower_stage_sets_the_pace():
+    # stage 2 is 50 % slower: the step is at least its own work plus the forwards before its
+    # first op and the backwards after its last, on the faster stages 0 and 1
+    p, m = 4, 8
+    fwd = [1.0, 1.0, 1.5, 1.0]
+    bwd = [2.0, 2.0, 3.0, 2.0]
+    t = evaluate(p, m, 1, fwd, bwd)
+    assert t.busy_s[2] == m * (1.5 + 3.0)
+    assert t.step_s >= m * 4.5 + 2 * (1.0 + 2.0)
+    assert t.step_s > evaluate(p, m, 1, 1.0, 2.0).step_s
+
+
+def test_more_micro_batches_shrink_the_bubble_share():
+    shares = [evaluate(4, m, 1, 1.0, 2.0).idle_s[0] / evaluate(4, m, 1, 1.0, 2.0).step_s
+              for m in (4, 8, 16, 32)]  # fmt: skip
+    assert shares == sorted(shares, reverse=True)
+    assert shares == pytest.approx([bubble_share(4, m) for m in (4, 8, 16, 32)])

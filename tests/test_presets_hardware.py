@@ -1,0 +1,292 @@
+"""Hardware presets (dgx-a100, dgx-h100, gh200) against their datasheets, and the published
+scenarios that run on them against the papers they come from.
+
+Every expected figure is written here with its source; the presets are loaded the way users
+load them, through `hardware: {preset: NAME}` and the scenario loader.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import SCENARIOS, scenario
+
+from tiersim.commands.check_published import table
+from tiersim.config import load_scenario
+from tiersim.errors import InputError
+from tiersim.model import build_model
+from tiersim.published import (
+    REFERENCES,
+    Comparison,
+    Reference,
+    load_references,
+    summarize,
+)
+
+GB, TB = 1e9, 1e12
+TFLOPS = 1e12
+PUBLISHED = SCENARIOS / "published"
+
+
+def hardware(preset: str):
+    return scenario(
+        {"name": "p", "model": {"preset": "megatron-22b"}, "hardware": {"preset": preset}}
+    ).hardware
+
+
+# --- presets against datasheets ----------------------------------------------------------------
+
+
+def test_dgx_a100_matches_the_datasheets():
+    hw = hardware("dgx-a100")
+    # NVIDIA A100 80GB SXM datasheet: 80 GB HBM2e at 2,039 GB/s; dense BF16/FP16 312 TFLOP/s,
+    # TF32 156, FP32 19.5; NVLink 600 GB/s bidirectional = 300 GB/s per direction
+    assert hw.tiers["hbm"].capacity == 80 * GB
+    assert hw.tiers["hbm"].bandwidth == 2039 * GB
+    assert hw.gpu.peak_flops["bf16"] == 312 * TFLOPS == hw.gpu.peak_flops["fp16"]
+    assert hw.gpu.peak_flops["tf32"] == 156 * TFLOPS
+    assert hw.gpu.peak_flops["fp32"] == 19.5 * TFLOPS
+    assert "fp8" not in hw.gpu.peak_flops  # Ampere has no FP8 tensor cores
+    assert hw.network.intra_node_bandwidth == 300 * GB
+    # DGX A100 datasheet: 8 x 200 Gb/s HDR (25 GB/s) per node, one per GPU; 2 TB DDR4 / 8 GPUs
+    assert hw.network.gpus_per_node == 8
+    assert hw.network.inter_node_bandwidth == 25 * GB
+    assert hw.tiers["dram"].capacity == 256 * GB
+    # 2 x EPYC 7742, 8 x DDR4-3200 each: 2 x 204.8 GB/s = 409.6 GB/s per node, / 8 GPUs
+    assert hw.tiers["dram"].bandwidth == pytest.approx(409.6 * GB / 8)
+    # 30 TB as 8 x 3.84 TB NVMe: one drive per GPU
+    assert hw.tiers["nvme"].capacity == 3.84 * TB
+    assert hw.links["pcie"].between == ("hbm", "dram")
+    assert hw.links["pcie"].bandwidth < 31.5 * GB  # below PCIe 4.0 x16's 31.5 GB/s
+
+
+def test_dgx_h100_matches_the_datasheets():
+    hw = hardware("dgx-h100")
+    # NVIDIA H100 SXM datasheet: 80 GB HBM3 at 3.35 TB/s; dense BF16 989 TFLOP/s, FP8 1,979,
+    # TF32 494, FP32 67; NVLink 900 GB/s bidirectional = 450 GB/s per direction
+    assert hw.tiers["hbm"].capacity == 80 * GB
+    assert hw.tiers["hbm"].bandwidth == 3.35 * TB
+    assert hw.gpu.peak_flops["bf16"] == 989 * TFLOPS
+    assert hw.gpu.peak_flops["fp8"] == 1979 * TFLOPS
+    assert hw.gpu.peak_flops["tf32"] == 494 * TFLOPS
+    assert hw.network.intra_node_bandwidth == 450 * GB
+    # DGX H100 datasheet: 8 x 400 Gb/s NDR (50 GB/s), one per GPU; 2 TB DDR5 / 8 GPUs
+    assert hw.network.inter_node_bandwidth == 50 * GB
+    assert hw.tiers["dram"].capacity == 256 * GB
+    # 2 x Xeon 8480C, 8 x DDR5-4800 each: 2 x 307.2 GB/s per node, / 8 GPUs
+    assert hw.tiers["dram"].bandwidth == pytest.approx(614.4 * GB / 8)
+    assert hw.links["pcie"].bandwidth < 63 * GB  # below PCIe 5.0 x16's 63 GB/s
+
+
+def test_gh200_matches_the_datasheet():
+    hw = hardware("gh200")
+    # NVIDIA GH200 datasheet/whitepaper: 96 GB HBM3 at 4 TB/s; 480 GB LPDDR5X at up to 546 GB/s;
+    # NVLink-C2C 900 GB/s bidirectional = 450 GB/s per direction; H100 compute
+    assert hw.tiers["hbm"].capacity == 96 * GB
+    assert hw.tiers["hbm"].bandwidth == 4 * TB
+    assert hw.tiers["dram"].capacity == 480 * GB
+    assert hw.tiers["dram"].bandwidth == 546 * GB
+    assert hw.gpu.peak_flops["bf16"] == 989 * TFLOPS
+    # the C2C link keeps the name `pcie` so scenarios written for PCIe hosts port unchanged
+    c2c = hw.links["pcie"]
+    assert (c2c.between, c2c.bandwidth) == (("hbm", "dram"), 450 * GB)
+    # one superchip and one 400 Gb/s NIC per node
+    assert (hw.network.gpus_per_node, hw.network.inter_node_bandwidth) == (1, 50 * GB)
+
+
+@pytest.mark.parametrize("preset", ["dgx-a100", "dgx-h100", "gh200"])
+def test_presets_are_overridable_key_by_key(preset):
+    raw = {
+        "name": "p",
+        "model": {"preset": "megatron-22b"},
+        "hardware": {"preset": preset, "tiers": {"hbm": {"capacity": "144 GB"}}},
+    }
+    hw = scenario(raw).hardware
+    assert hw.tiers["hbm"].capacity == 144 * GB
+    assert hw.tiers["hbm"].bandwidth == hardware(preset).tiers["hbm"].bandwidth
+    assert set(hw.tiers) == {"hbm", "dram", "nvme"}
+    assert hw.tiers["nvme"].endurance.rated_drive_writes_per_day == 1
+
+
+def _layer_flops(b: int, s: int, h: int) -> float:
+    """Forward FLOPs of one GPT layer, Narayanan et al. 2021 appendix: 24bsh² + 4bs²h."""
+    return 24 * b * s * h * h + 4 * b * s * s * h
+
+
+def test_a100_efficiency_lies_between_its_published_bounds():
+    # Lower: Korthikanti et al. 2022 Table 4, one 22B layer (h = 6144, t = 8, b = 4, s = 2048),
+    # no recompute: forward + backward 19.6 ms, all-reduces included, for 3x the forward FLOPs.
+    per_gpu = 3 * _layer_flops(4, 2048, 6144) / 8
+    table4 = per_gpu / 19.6e-3 / (312 * TFLOPS)
+    # Upper: Table 5, 1T: 57.0 % hardware-FLOPs utilisation end to end, with a 1F1B bubble of
+    # (p - 1)/(m + p - 1) = 63/575 of the step (p = 64, m = 512) idle.
+    busy = 0.570 / (1 - 63 / 575)
+    assert table4 == pytest.approx(0.48, abs=0.005)
+    assert busy == pytest.approx(0.640, abs=0.001)
+    assert table4 < hardware("dgx-a100").gpu.efficiency < busy
+
+
+# --- published scenarios -----------------------------------------------------------------------
+
+# GPU counts as published: Korthikanti et al. 2022 Table 3; Narayanan et al. 2021 Table 1;
+# Smith et al. 2022 (280, 350, 420 DGX A100 nodes of 8 GPUs).
+GPUS = {
+    "korthikanti2022-22b": 8,
+    "korthikanti2022-175b": 64,
+    "korthikanti2022-530b": 280,
+    "korthikanti2022-1t": 512,
+    "narayanan2021-1.7b": 32,
+    "narayanan2021-3.6b": 64,
+    "narayanan2021-7.5b": 128,
+    "narayanan2021-18.4b": 256,
+    "narayanan2021-39.1b": 512,
+    "narayanan2021-76.1b": 1024,
+    "narayanan2021-145.6b": 1536,
+    "narayanan2021-310.1b": 1920,
+    "narayanan2021-529.6b": 2520,
+    "narayanan2021-1008b": 3072,
+    "smith2022-mtnlg-530b-280nodes": 2240,
+    "smith2022-mtnlg-530b-350nodes": 2800,
+    "smith2022-mtnlg-530b-420nodes": 3360,
+}
+# Global batch: Korthikanti Table 3; Narayanan Table 1; Smith 1920.
+BATCH = {
+    "korthikanti2022-22b": 4,
+    "korthikanti2022-175b": 64,
+    "korthikanti2022-530b": 280,
+    "korthikanti2022-1t": 512,
+    "narayanan2021-1.7b": 512,
+    "narayanan2021-3.6b": 512,
+    "narayanan2021-7.5b": 512,
+    "narayanan2021-18.4b": 1024,
+    "narayanan2021-39.1b": 1536,
+    "narayanan2021-76.1b": 1792,
+    "narayanan2021-145.6b": 2304,
+    "narayanan2021-310.1b": 2160,
+    "narayanan2021-529.6b": 2520,
+    "narayanan2021-1008b": 3072,
+    "smith2022-mtnlg-530b": 1920,
+}
+
+
+def _key(name: str, table: dict) -> str:
+    (key,) = [k for k in table if name.startswith(k)]
+    return key
+
+
+def published_scenarios() -> list[Path]:
+    return sorted(p for p in PUBLISHED.glob("*.yaml") if p.name != REFERENCES)
+
+
+def test_every_published_scenario_has_a_reference_and_back():
+    refs = load_references(PUBLISHED)
+    assert sorted(r.scenario.name for r in refs) == [p.name for p in published_scenarios()]
+    assert len(refs) == 21
+    assert all(r.source and r.iteration_time_s > 0 for r in refs)
+
+
+@pytest.mark.parametrize("path", published_scenarios(), ids=lambda p: p.stem)
+def test_published_scenario_matches_its_paper_and_fits(path):
+    s = load_scenario(path).scenario
+    par, tr = s.parallel, s.training
+    assert s.name == path.stem
+    assert s.hardware.preset == "dgx-a100" and s.seq_len == 2048
+    assert par.data * par.tensor * par.pipeline == GPUS[_key(path.stem, GPUS)]
+    assert tr.micro_batch_size * tr.grad_accumulation * par.data == BATCH[_key(path.stem, BATCH)]
+
+
+# Narayanan et al. 2021 Table 1, "Number of parameters (billion)", from their eq. 2.
+TABLE1_PARAMS = {
+    "1.7b": 1.7, "3.6b": 3.6, "7.5b": 7.5, "18.4b": 18.4, "39.1b": 39.1,
+    "76.1b": 76.1, "145.6b": 145.6, "310.1b": 310.1, "529.6b": 529.6, "1008b": 1008.0,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("size", TABLE1_PARAMS)
+def test_narayanan_configurations_reproduce_table1_parameter_counts(size):
+    model = build_model(load_scenario(PUBLISHED / f"narayanan2021-{size}.yaml").scenario.model)
+    assert model.parameters / 1e9 == pytest.approx(TABLE1_PARAMS[size], abs=0.05)
+
+
+def _model_flops(batch: int, layers: int, hidden: int, factor: int, vocab_div: int) -> float:
+    """Narayanan et al. 2021 eq. 3 (factor 96, V/(16lh)) or Korthikanti et al. 2022 Appendix A
+    model FLOPs (factor 72, V/(12lh)): factor·B·s·l·h²·(1 + s/(6h) + V/(vocab_div·l·h))."""
+    s, v = 2048, 51200
+    correction = 1 + s / (6 * hidden) + v / (vocab_div * layers * hidden)
+    return factor * batch * s * layers * hidden**2 * correction
+
+
+@pytest.mark.parametrize(
+    "size, layers, hidden, gpus, full_s, present_s, mfu, speedup",
+    [  # Korthikanti et al. 2022 Table 5 (MFU, throughput increase) and Table 3 (dimensions)
+        ("22b", 48, 6144, 8, 1.42, 1.10, 0.415, 0.290),
+        ("175b", 96, 12288, 64, 18.13, 13.75, 0.514, 0.318),
+        ("530b", 105, 20480, 280, 49.05, 37.83, 0.560, 0.297),
+        ("1t", 128, 25600, 512, 94.42, 71.49, 0.563, 0.321),
+    ],
+)
+def test_korthikanti_times_reproduce_the_tables_other_columns(
+    size, layers, hidden, gpus, full_s, present_s, mfu, speedup
+):
+    refs = {r.name: r for r in load_references(PUBLISHED)}
+    assert refs[f"korthikanti2022-{size}-full-recompute"].iteration_time_s == full_s
+    assert refs[f"korthikanti2022-{size}-selective-sp"].iteration_time_s == present_s
+    batch = BATCH[f"korthikanti2022-{size}"]
+    flops = _model_flops(batch, layers, hidden, 72, 12)
+    assert flops / present_s / gpus / (312 * TFLOPS) == pytest.approx(mfu, abs=0.003)
+    assert full_s / present_s - 1 == pytest.approx(speedup, abs=0.002)
+
+
+def test_narayanan_derived_times_follow_eq3():
+    for ref in load_references(PUBLISHED):
+        if not ref.name.startswith("narayanan2021"):
+            continue
+        s = load_scenario(ref.scenario).scenario
+        model, par, tr = build_model(s.model), s.parallel, s.training
+        batch = tr.micro_batch_size * tr.grad_accumulation * par.data
+        gpus = par.data * par.tensor * par.pipeline
+        flops = _model_flops(batch, model.layers, model.hidden, 96, 16)
+        time = flops / (gpus * ref.tflops_per_gpu * TFLOPS)
+        assert ref.derived and ref.iteration_time_s == pytest.approx(time, abs=5e-4)
+
+
+def test_smith_times_reproduce_their_throughput():
+    # Smith et al. 2022: 60.1 / 50.2 / 44.4 s at 126 / 121 / 113 TFLOP/s per GPU
+    for nodes in (280, 350, 420):
+        (ref,) = [r for r in load_references(PUBLISHED) if r.name.endswith(f"{nodes}nodes")]
+        flops = _model_flops(1920, 105, 20480, 96, 16)
+        achieved = flops / (ref.iteration_time_s * nodes * 8) / TFLOPS
+        assert achieved == pytest.approx(ref.tflops_per_gpu, abs=0.6)
+
+
+def test_errors_and_targets_by_hand():
+    ref = Reference(Path("x.yaml"), 10.0, "test", derived=False)
+    runs = [Comparison(ref, 10.5), Comparison(ref, 9.0), Comparison(ref, 11.0)]
+    assert [c.error for c in runs] == pytest.approx([0.05, -0.10, 0.10])
+    summary = summarize(runs)
+    assert summary.mean_abs_error == pytest.approx(0.25 / 3)
+    assert summary.max_abs_error == pytest.approx(0.10)
+    assert summary.within_targets  # mean 8.3 % <= 10 %, max 10 % <= 20 %
+    assert not summarize([*runs, Comparison(ref, 12.5)]).within_targets  # one at 25 %
+
+
+def test_reference_file_problems_are_reported_together(tmp_path):
+    (tmp_path / "a.yaml").write_text("name: a\n")
+    (tmp_path / REFERENCES).write_text(
+        "a.yaml: {iteration_time_s: -1, derived: false, source: s, colour: red}\n"
+        "b.yaml: {iteration_time_s: 2, derived: false}\n"
+    )
+    with pytest.raises(InputError) as err:
+        load_references(tmp_path)
+    text = err.value.render()
+    assert "unknown key 'colour'" in text and "must be > 0" in text
+    assert "missing 'source'" in text and "no scenario file b.yaml" in text
+
+
+def test_check_published_table_shows_each_run_and_the_verdict():
+    ref = Reference(Path("narayanan2021-1.7b.yaml"), 3.528, "Narayanan et al. 2021", derived=True)
+    runs = [Comparison(ref, 3.7044)]
+    text = table(runs, summarize(runs))
+    assert "narayanan2021-1.7b" in text and "3.53*" in text and "+5.0%" in text
+    assert "within the targets" in text

@@ -1,0 +1,93 @@
+"""Sweeps on a real Dask cluster (scheduler and worker processes on 127.0.0.1) match local runs."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+from test_sweep_spec import write_sweep
+
+from tiersim.errors import InputError
+from tiersim.sweep.run import SweepOptions, run_sweep
+from tiersim.sweep.spec import load_sweep
+
+distributed = pytest.importorskip("distributed")
+
+SMALL = {  # 4 points, one of them invalid (24 layers on 5 pipeline stages)
+    "set": {"placement.optimizer": "hbf"},
+    "grid": {"hardware.tiers.hbf.write_bandwidth": ["10 GB/s", "100 GB/s"]},
+    "zip": {"parallel.pipeline": [1, 5]},
+}
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """A scheduler and two single-threaded worker processes on loopback; shut down after."""
+    cluster = distributed.LocalCluster(
+        host="127.0.0.1",
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",  # any free port: never clash with a running cluster
+        silence_logs=40,
+    )
+    try:
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+
+
+def sweep(path, out, executor="local", scheduler=None, resume=False):
+    options = SweepOptions(
+        out, 2, executor, scheduler, resume=resume, plots=False, progress=io.StringIO()
+    )
+    return run_sweep(load_sweep(path), options)
+
+
+@pytest.mark.slow
+def test_a_dask_cluster_gives_the_same_rows_as_the_local_pool(tmp_path, scheduler):
+    path = write_sweep(tmp_path, SMALL)
+    local = sweep(path, tmp_path / "local")
+    remote = sweep(path, tmp_path / "dask", "dask", scheduler)
+    assert [r["status"] for r in remote.table.rows] == ["ok", "invalid", "ok", "invalid"]
+    assert remote.table.rows == local.table.rows
+    for name in ("results.csv", "results.parquet"):
+        assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    points = sorted(p.name for p in (tmp_path / "dask" / "points").iterdir())
+    assert points == sorted(p.name for p in (tmp_path / "local" / "points").iterdir())
+    assert len(points) == 2
+    again = sweep(path, tmp_path / "dask", "dask", scheduler, resume=True)
+    assert (again.ran, again.reused) == (0, 4)
+
+
+@pytest.mark.slow
+def test_without_a_scheduler_a_local_cluster_is_started_and_stopped(tmp_path):
+    path = write_sweep(tmp_path, SMALL)
+    local = sweep(path, tmp_path / "local")
+    own = sweep(path, tmp_path / "own", "dask")
+    assert own.table.rows == local.table.rows
+
+
+def test_dask_missing_is_a_clear_input_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if not installed
+    path = write_sweep(tmp_path, SMALL)
+    with pytest.raises(InputError) as caught:
+        sweep(path, tmp_path / "out", "dask")
+    assert caught.value.render().startswith(
+        "--executor dask: needs the optional Dask extra: pip install 'tiersim[dask]'"
+    )
+
+
+def test_an_unknown_scheduler_scheme_is_an_input_error(tmp_path, cli):
+    path = write_sweep(tmp_path, SMALL)
+    code, _, err = cli("sweep", path, "--executor", "dask", "--scheduler", "foo://bar")
+    assert code == 2
+    assert "--scheduler: unknown address scheme in 'foo://bar'" in err
+
+
+def test_a_scheduler_needs_the_dask_executor(tmp_path, cli):
+    path = write_sweep(tmp_path, SMALL)
+    code, _, err = cli("sweep", path, "--scheduler", "tcp://127.0.0.1:8786")
+    assert code == 2 and "--scheduler: is for --executor dask" in err

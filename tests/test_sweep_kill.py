@@ -1,0 +1,126 @@
+"""A sweep killed with SIGKILL mid-run, then resumed, has exactly one row per point."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_sweep_spec import write_sweep
+
+from tiersim.sweep.run import SweepOptions, run_sweep
+from tiersim.sweep.spec import load_sweep
+from tiersim.sweep.store import LOG_NAME, read_log
+
+POINTS = 20 * 20
+LARGE = {
+    "grid": {
+        "training.grad_accumulation": list(range(1, 21)),
+        "hardware.tiers.dram.capacity": [f"{100 + 50 * i} GB" for i in range(20)],
+    }
+}
+
+
+def wait_for_lines(path, count: int, proc: subprocess.Popen, limit_s: float = 60.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes().count(b"\n") >= count:
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"the sweep ended before it could be killed: {proc.stderr.read()!r}")
+        time.sleep(0.005)
+    pytest.fail(f"no {count} finished points within {limit_s} s")
+
+
+def start(path, out) -> subprocess.Popen:
+    command = [sys.executable, "-m", "tiersim.cli", "sweep", str(path), "--out", str(out)]
+    return subprocess.Popen(
+        [*command, "--workers", "2", "--no-plots"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group: the pool's workers die with it
+    )
+
+
+def resume(path, out):
+    options = SweepOptions(out, 2, resume=True, plots=False, progress=io.StringIO())
+    return run_sweep(load_sweep(path), options)
+
+
+def assert_one_row_per_point(outcome, out) -> None:
+    lines = (out / LOG_NAME).read_bytes().splitlines()
+    keys = [json.loads(line)["key"] for line in lines]
+    assert len(keys) == len(set(keys)) == POINTS
+    rows = outcome.table.rows
+    assert [r["point"] for r in rows] == list(range(POINTS))
+    assert sorted(r["key"] for r in rows) == sorted(keys)
+    assert {r["status"] for r in rows} == {"ok"}
+    assert (out / "results.csv").read_text().count("\n") == POINTS + 1
+
+
+def descendants(pid: int) -> list[int]:
+    """Processes below `pid` (from /proc), children before grandchildren."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [p for p, parent in parents.items() if parent in frontier]
+        found += frontier
+    return found
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_gives_exactly_one_row_per_point(tmp_path):
+    path = write_sweep(tmp_path, LARGE)
+    out = tmp_path / "out"
+    proc = start(path, out)
+    try:
+        wait_for_lines(out / LOG_NAME, 40, proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    recorded, torn, _ = read_log(out / LOG_NAME)  # a line cut mid-write is not a record
+    assert 40 <= len(recorded) < POINTS and torn in (0, 1)
+    assert not (out / "results.csv").exists()  # tables are written only once every point is in
+    outcome = resume(path, out)
+    assert outcome.reused >= len(recorded)
+    assert outcome.ran + outcome.reused == POINTS
+    assert_one_row_per_point(outcome, out)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_stops_the_sweep_cleanly_and_resume_finishes_it(tmp_path):
+    path = write_sweep(tmp_path, LARGE)
+    out = tmp_path / "out"
+    proc = start(path, out)
+    try:
+        wait_for_lines(out / LOG_NAME, 40, proc)
+        worker = descendants(proc.pid)[-1]  # a pool worker (a child of the fork server)
+        os.kill(worker, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, stderr
+    assert b"sweep stopped: the worker pool broke" in stderr
+    assert b"rerun with --resume" in stderr and b"Traceback" not in stderr
+    recorded, torn, _ = read_log(out / LOG_NAME)
+    assert 40 <= len(recorded) < POINTS and torn == 0
+    outcome = resume(path, out)
+    assert outcome.reused == len(recorded)
+    assert_one_row_per_point(outcome, out)

@@ -1,0 +1,217 @@
+"""Running sweeps on the local process pool: rows, reports, failures, resume, plots, summary."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from test_sweep_spec import TINY, write_sweep
+
+from tiersim.config import build
+from tiersim.errors import InputError
+from tiersim.runner import report_for
+from tiersim.sweep.execute import LocalPool, stream
+from tiersim.sweep.outputs import headline
+from tiersim.sweep.run import SweepOptions, run_sweep, tasks_for
+from tiersim.sweep.spec import expand, load_sweep
+from tiersim.sweep.store import LOG_NAME
+from tiersim.sweep.summary import summary_text
+from tiersim.sweep.worker import point_key
+
+MIXED = {  # 6 points: 2 run, 1 cannot run (HBM below one layer's working set), 3 invalid
+    "grid": {"hardware.tiers.hbm.capacity": ["1 GB", "20 GB", "40 GB"], "parallel.pipeline": [1, 5]}
+}
+STATUSES = ["infeasible", "invalid", "ok", "invalid", "ok", "invalid"]
+OFFLOAD = {  # 8 points, all run; optimizer state on HBF so its write bandwidth matters
+    "set": {"placement.optimizer": "hbf", "placement.master": "hbf"},
+    "grid": {
+        "hardware.tiers.hbf.write_bandwidth": ["10 GB/s", "100 GB/s"],
+        "training.grad_accumulation": [1, 2, 4, 8],
+    },
+}
+
+
+def sweep(path: Path, out: Path, resume: bool = False, plots: bool = False, workers: int = 2):
+    options = SweepOptions(out, workers, resume=resume, plots=plots, progress=io.StringIO())
+    return run_sweep(load_sweep(path), options)
+
+
+def csv_rows(out: Path) -> list[dict[str, str]]:
+    with open(out / "results.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def log_lines(out: Path) -> list[bytes]:
+    return (out / LOG_NAME).read_bytes().splitlines(keepends=True)
+
+
+def test_one_row_per_point_and_failures_recorded_in_their_rows(tmp_path):
+    path = write_sweep(tmp_path, MIXED)
+    out = tmp_path / "out"
+    outcome = sweep(path, out)
+    rows = csv_rows(out)
+    assert [r["point"] for r in rows] == [str(i) for i in range(6)]
+    assert [r["status"] for r in rows] == STATUSES
+    assert [r["hardware.tiers.hbm.capacity"] for r in rows] == ["1 GB"] * 2 + ["20 GB"] * 2 + [
+        "40 GB"
+    ] * 2
+    assert "cannot hold even one layer's working set" in rows[0]["error"]
+    assert rows[1]["error"].startswith("parallel.pipeline: layers (24) are not divisible")
+    assert rows[2]["error"] == "" and rows[2]["tiers.hbm.fits"] == "false"
+    assert rows[4]["tiers.hbm.fits"] == "true"
+    assert outcome.ran == 6 and outcome.reused == 0
+    assert len(log_lines(out)) == 6
+    table = pq.read_table(out / "results.parquet").to_pylist()
+    assert [r["status"] for r in table] == STATUSES
+    assert table[4]["tiers.hbm.fits"] is True
+    assert float(rows[4]["step.time_s"]) == table[4]["step.time_s"]
+
+
+def test_each_point_runs_its_own_scenario_and_keeps_its_full_report(tmp_path):
+    path = write_sweep(tmp_path, MIXED)
+    out = tmp_path / "out"
+    outcome = sweep(path, out)
+    points = expand(load_sweep(path))
+    tasks = tasks_for(load_sweep(path), points)
+    for point, task, row in zip(points, tasks, outcome.table.rows, strict=True):
+        assert row["key"] == point_key(task)
+        report_file = out / "points" / f"{row['key']}.json"
+        assert report_file.exists() == (row["status"] == "ok")
+        if row["status"] == "ok":
+            expected = report_for(build(point.raw, path.parent, "direct"))
+            kept = json.loads(report_file.read_text())
+            for report in (kept, expected):
+                report.get("sim", {}).pop("wall_s", None)  # the simulator's own run time
+            assert kept == expected
+            assert row["step.time_s"] == expected["step"]["time_s"]
+            assert row["tiers.hbm.peak_bytes"] == expected["tiers"]["hbm"]["peak_bytes"]
+    assert sorted(p.name for p in (out / "points").iterdir()) == sorted(
+        f"{r['key']}.json" for r in outcome.table.rows if r["status"] == "ok"
+    )
+
+
+def test_summary_names_the_best_point_and_where_a_verdict_changes(tmp_path):
+    path = write_sweep(tmp_path, MIXED)
+    outcome = sweep(path, tmp_path / "out")
+    text = summary_text(outcome.spec, outcome.points, outcome.table)
+    assert text.startswith("sweep 's': 6 points (1 infeasible, 3 invalid, 2 ok)")
+    assert (
+        "tiers.hbm.fits: false -> true between hardware.tiers.hbm.capacity=20 GB and "
+        "hardware.tiers.hbm.capacity=40 GB (1 of 1 slices)"
+    ) in text
+    assert "first failed point: 0 (infeasible)" in text
+
+
+def test_resume_after_a_torn_line_runs_only_the_missing_points(tmp_path):
+    path = write_sweep(tmp_path, OFFLOAD)
+    out = tmp_path / "out"
+    first = sweep(path, out)
+    before = (out / "results.csv").read_bytes()
+    lines = log_lines(out)
+    assert len(lines) == 8
+    (out / LOG_NAME).write_bytes(b"".join(lines[:5]) + lines[5][:17])  # died mid-line
+    (out / "results.csv").unlink()
+    resumed = sweep(path, out, resume=True)
+    assert (resumed.ran, resumed.reused, resumed.skipped_lines) == (3, 5, 1)
+    after = log_lines(out)
+    assert len(after) == 8 and all(line.endswith(b"\n") for line in after)
+    assert sorted(json.loads(line)["key"] for line in after) == sorted(
+        r["key"] for r in first.table.rows
+    )
+    assert (out / "results.csv").read_bytes() == before
+    again = sweep(path, out, resume=True)
+    assert (again.ran, again.reused) == (0, 8)
+
+
+def test_resume_after_growing_the_grid_runs_only_the_new_points(tmp_path):
+    path = write_sweep(tmp_path, OFFLOAD)
+    out = tmp_path / "out"
+    sweep(path, out)
+    grown = {**OFFLOAD, "grid": {**OFFLOAD["grid"], "training.grad_accumulation": [1, 2, 4, 8, 16]}}
+    path.write_text(yaml.safe_dump({"base": "../scenarios/tiny.yaml", **grown}))
+    resumed = sweep(path, out, resume=True)
+    assert (resumed.ran, resumed.reused) == (2, 8)
+    assert len(csv_rows(out)) == 10 and len(log_lines(out)) == 10
+
+
+def test_an_output_folder_with_results_needs_resume(tmp_path, cli):
+    path = write_sweep(tmp_path, OFFLOAD)
+    out = tmp_path / "out"
+    sweep(path, out)
+    with pytest.raises(InputError, match="already holds 8 finished points; pass --resume"):
+        sweep(path, out)
+    code, _, err = cli("sweep", path, "--out", out, "--workers", "1")
+    assert code == 2 and "--resume" in err and "Traceback" not in err
+
+
+def test_equal_scenarios_share_a_key_in_any_process(tmp_path):
+    spelled = {"grid": {"hardware.tiers.hbm.capacity": ["141 GB", "141000 MB", "142 GB"]}}
+    spec = load_sweep(write_sweep(tmp_path, spelled))
+    tasks = tasks_for(spec, expand(spec))
+    here = [point_key(t) for t in tasks]
+    assert here[0] == here[1] != here[2]
+    assert all(len(k) == 16 and int(k, 16) >= 0 for k in here)
+    pool = LocalPool(2)  # other processes, other hash seeds
+    try:
+        there = {pos: key for batch in stream(pool, point_key, tasks) for pos, key in batch}
+    finally:
+        pool.close()
+    assert [there[i] for i in range(3)] == here
+
+
+def test_plots_one_png_per_changing_output_and_swept_path(tmp_path):
+    path = write_sweep(tmp_path, OFFLOAD)
+    out = tmp_path / "out"
+    outcome = sweep(path, out, plots=True)
+    names = {p.name for p in (out / "plots").iterdir()}
+    assert names == {p.name for p in outcome.plots}
+    assert "step.time_s__vs__hardware.tiers.hbf.write_bandwidth.png" in names
+    assert "step.time_s__vs__training.grad_accumulation.png" in names
+    assert "model.parameters__vs__training.grad_accumulation.png" not in names  # constant
+    assert len(names) % 2 == 0
+    for plot in outcome.plots:
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_sweep_prints_progress_and_summary(tmp_path, cli):
+    path = write_sweep(tmp_path, MIXED)
+    out = tmp_path / "out"
+    code, stdout, stderr = cli("sweep", path, "--out", out, "--workers", "2", "--no-plots")
+    assert code == 0, stderr
+    assert f"sweep 's': 6 points on 2 workers -> {out}" in stderr
+    assert "6/6 points" in stderr
+    assert "sweep 's': 6 points (1 infeasible, 3 invalid, 2 ok)" in stdout
+    assert (out / "results.parquet").exists() and not (out / "plots").exists()
+
+
+def test_a_sweep_whose_every_point_is_invalid_exits_2(tmp_path, cli):
+    base = {**TINY, "training": {"optimizer": "adamm"}}
+    path = write_sweep(tmp_path, {"grid": {"parallel.data": [1, 2]}}, base=base)
+    code, _, err = cli("sweep", path, "--out", tmp_path / "out", "--no-plots")
+    assert code == 2
+    assert f"{path}: point 0 (parallel.data=1): every point is invalid; training.optimizer" in err
+    assert len(csv_rows(tmp_path / "out")) == 2
+
+
+def test_headline_columns_follow_whatever_sections_a_report_has():
+    report = {
+        "step": {"time_s": 2.0, "overlap": None, "tokens_per_step": 4096},
+        "tiers": {"hbm": {"peak_bytes": 5, "fits": True, "classes": {"weights": 5}}},
+        "wear": {"hbf": {"lifetime_days": 900.5, "within_budget": False, "pe_cycles": 3}},
+        "links": {"pcie": {"bytes": 7, "utilization": 0.5, "bytes_by_direction": {}}},
+    }
+    assert headline(report) == {
+        "step.time_s": 2.0,
+        "step.overlap": None,
+        "tiers.hbm.peak_bytes": 5,
+        "tiers.hbm.fits": True,
+        "links.pcie.utilization": 0.5,
+        "links.pcie.bytes": 7,
+        "wear.hbf.lifetime_days": 900.5,
+        "wear.hbf.within_budget": False,
+    }

@@ -1,0 +1,200 @@
+"""Sweep files: their checks, their expansion into plain scenarios, and `tiersim validate`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tiersim.config import build
+from tiersim.errors import InputError
+from tiersim.sweep.spec import expand, load_sweep
+
+TINY = {
+    "name": "tiny",
+    "model": {
+        "parameters": 1_000_000_000,
+        "layers": 24,
+        "hidden": 2048,
+        "activation_bytes_per_layer": "200 MB",
+    },
+    "training": {"optimizer": "adam"},
+}
+
+
+def write_sweep(folder: Path, sweep: dict[str, Any], base: dict[str, Any] = TINY) -> Path:
+    (folder / "scenarios").mkdir(exist_ok=True)
+    (folder / "scenarios" / "tiny.yaml").write_text(yaml.safe_dump(base))
+    path = folder / "sweeps" / "s.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump({"base": "../scenarios/tiny.yaml", **sweep}, sort_keys=False))
+    return path
+
+
+def problems(path: Path) -> dict[str, str]:
+    with pytest.raises(InputError) as caught:
+        load_sweep(path)
+    assert caught.value.source == str(path)
+    return {p.path: p.message for p in caught.value.problems}
+
+
+def test_grid_times_zip_expands_in_order_into_plain_scenarios(tmp_path):
+    path = write_sweep(
+        tmp_path,
+        {
+            "set": {"placement.optimizer": "dram"},
+            "grid": {
+                "hardware.tiers.hbf.write_bandwidth": ["10 GB/s", "50 GB/s"],
+                "training.grad_accumulation": [1, 2, 4],
+            },
+            "zip": {"training.micro_batch_size": [1, 2], "training.seq_len": [4096, 2048]},
+        },
+    )
+    spec = load_sweep(path)
+    points = expand(spec)
+    assert spec.size == len(points) == 2 * 3 * 2
+    assert [p.index for p in points] == list(range(12))
+    assert points[0].values == {
+        "hardware.tiers.hbf.write_bandwidth": "10 GB/s",
+        "training.grad_accumulation": 1,
+        "training.micro_batch_size": 1,
+        "training.seq_len": 4096,
+    }
+    assert points[1].values["training.micro_batch_size"] == 2  # zip rows vary fastest
+    assert points[1].values["training.seq_len"] == 2048
+    assert points[2].values["training.grad_accumulation"] == 2
+    assert points[11].coords == (1, 2, 1)
+    last = points[11].raw
+    assert last["hardware"] == {"tiers": {"hbf": {"write_bandwidth": "50 GB/s"}}}
+    assert last["training"] == {
+        "optimizer": "adam",
+        "grad_accumulation": 4,
+        "micro_batch_size": 2,
+        "seq_len": 2048,
+    }
+    assert last["placement"] == {"optimizer": "dram"}
+    assert TINY["training"] == {"optimizer": "adam"}  # the base mapping is never changed
+    s = build(last, path.parent, "p").scenario
+    assert s.hardware.tiers["hbf"].write_bw == 50e9
+    assert s.hardware.tiers["hbf"].read_bw == 1.6e12  # the rest of the preset tier stays
+
+
+def test_zip_only_and_name_default_to_the_file_stem(tmp_path):
+    path = write_sweep(tmp_path, {"zip": {"parallel.data": [1, 2, 4]}})
+    spec = load_sweep(path)
+    assert spec.name == "s"
+    assert [p.values for p in expand(spec)] == [{"parallel.data": n} for n in (1, 2, 4)]
+
+
+def test_a_misspelt_key_path_is_named_with_a_suggestion(tmp_path):
+    path = write_sweep(
+        tmp_path,
+        {
+            "grid": {
+                "hardware.tiers.hbff.write_bandwidth": ["10 GB/s"],
+                "training.grad_accumulaton": [1, 2],
+                "training.optimizer.beta1": [0.9],
+            }
+        },
+    )
+    found = problems(path)
+    assert (
+        "'hbff' is not an entry of hardware.tiers in the base scenario"
+        in (found["grid.hardware.tiers.hbff.write_bandwidth"])
+    )
+    assert "did you mean 'hbf'?" in found["grid.hardware.tiers.hbff.write_bandwidth"]
+    assert "did you mean 'grad_accumulation'?" in found["grid.training.grad_accumulaton"]
+    assert "training.optimizer is a single value" in found["grid.training.optimizer.beta1"]
+
+
+def test_structural_mistakes_are_all_reported_at_once(tmp_path):
+    path = write_sweep(
+        tmp_path,
+        {
+            "gird": {},
+            "grid": {"training.grad_accumulation": 4, "parallel.data": [1, 2, 1]},
+            "zip": {"training.micro_batch_size": [1, 2], "training.seq_len": [512]},
+            "set": {"training": {"recompute": "full"}},
+        },
+    )
+    found = problems(path)
+    assert "unknown key (did you mean 'grid'?" in found["gird"]
+    assert "expected a non-empty list of values (got 4)" in found["grid.training.grad_accumulation"]
+    assert "value 1 is listed twice (items 0 and 2)" in found["grid.parallel.data"]
+    assert "equal lengths" in found["zip"]
+    assert found["set.training"].startswith("overlaps with 'training.")
+
+
+def test_missing_base_and_nothing_to_sweep(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\n")
+    found = problems(path)
+    assert found["base"].startswith("required key is missing")
+    assert found[""] == "nothing to sweep: give 'grid' and/or 'zip'"
+    path.write_text("base: nowhere.yaml\ngrid: {parallel.data: [1]}\n")
+    assert problems(path)["base"] == f"{tmp_path / 'nowhere.yaml'}: file not found"
+
+
+def test_budget_entries_are_tier_names_checked_when_points_are_built(tmp_path):
+    path = write_sweep(tmp_path, {"grid": {"budget.hbf.lifetime": ["1 year", "5 years"]}})
+    points = expand(load_sweep(path))
+    built = build(points[1].raw, path.parent, "p").scenario
+    assert built.budget.tiers["hbf"].lifetime == pytest.approx(5 * 365.25 * 86400, rel=1e-3)
+
+
+# --- tiersim validate SWEEP.yaml ---------------------------------------------------------------
+
+
+def test_validate_builds_every_point(tmp_path, cli):
+    path = write_sweep(
+        tmp_path,
+        {"grid": {"hardware.tiers.hbm.capacity": ["80 GB", "141 GB"], "parallel.data": [1, 8]}},
+    )
+    code, out, err = cli("validate", path)
+    assert (code, err) == (0, "")
+    assert out.strip().startswith(f"{path}: valid sweep 's': 4 points (grid 2 x 2) over ")
+
+
+def test_validate_names_the_swept_value_that_is_invalid(tmp_path, cli):
+    path = write_sweep(
+        tmp_path,
+        {
+            "grid": {
+                "hardware.tiers.hbf.write_bandwidth": ["10 GB/s", "fast"],
+                "parallel.pipeline": [1, 5],
+            }
+        },
+    )
+    code, out, err = cli("validate", path)
+    assert code == 2 and out == ""
+    assert "Traceback" not in err
+    lines = sorted(err.strip().splitlines())
+    assert len(lines) == 2, err
+    assert lines[0].startswith(f"{path}: grid.hardware.tiers.hbf.write_bandwidth: value 'fast': ")
+    assert lines[0].endswith(
+        "[2 of 4 points; first: point 2 (hardware.tiers.hbf.write_bandwidth=fast, "
+        "parallel.pipeline=1)]"
+    )
+    # point 3 has both mistakes; the bad unit stops it before its pipeline is checked
+    assert lines[1].startswith(f"{path}: grid.parallel.pipeline: value 5: layers (24) are not ")
+    assert lines[1].endswith(
+        "[1 of 4 points; first: point 1 (hardware.tiers.hbf.write_bandwidth"
+        "=10 GB/s, parallel.pipeline=5)]"
+    )
+
+
+def test_validate_reports_a_broken_base_once_for_all_points(tmp_path, cli):
+    base = {**TINY, "training": {"optimizer": "adamm"}}
+    path = write_sweep(tmp_path, {"grid": {"parallel.data": [1, 2, 4]}}, base=base)
+    code, _, err = cli("validate", path)
+    assert code == 2
+    assert err.count("training.optimizer") == 1, err
+    assert "[3 of 3 points; first: point 0 (parallel.data=1)]" in err
+
+
+def test_validate_still_checks_scenarios(tmp_path, cli):
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(yaml.safe_dump(TINY))
+    assert cli("validate", scenario)[:2] == (0, f"{scenario}: valid scenario 'tiny'\n")

@@ -1,0 +1,501 @@
+"""Flash wear: hand-computed figures, budgets, and remedies that fit when applied back.
+
+Every expected value is arithmetic written out here or a published figure with its source. The
+step results are built by hand (the engine's record type, filled with chosen numbers).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+import yaml
+from conftest import SCENARIOS, generic, scenario
+
+from tiersim.commands.wear import budget_failed, wear_text
+from tiersim.config import load_scenario
+from tiersim.inventory import build_inventory
+from tiersim.results import StepResult, TierStats
+from tiersim.wear import (
+    assess,
+    grad_accumulation_to_fit,
+    lambert_w0,
+    random_write_amplification,
+    verdict_sentence,
+    wear_problems,
+    wear_section,
+)
+
+TB = 10**12
+GB = 10**9
+OPTIMIZER, MASTER = 70_560_000_000, 35_280_000_000  # Llama 3 70B / TP 8, fp32 (inventory)
+
+
+def raw(hbf: dict[str, Any] | None = None, budget: dict[str, Any] | None = None, **over: Any):
+    """A 1B-parameter scenario on the default H200+HBF preset, HBF overridable key by key."""
+    out: dict[str, Any] = {
+        "name": "wear",
+        "model": generic(1_000_000_000, 24),
+        "placement": {"optimizer": "hbf", "master": "hbf"},
+        "hardware": {"tiers": {"hbf": hbf or {}}},
+        "budget": {"hbf": {"lifetime": "5 years"}} if budget is None else budget,
+    }
+    return {**out, **over}
+
+
+def result(
+    written: dict[str, dict[str, float]],
+    time_s: float = 96.0,
+    compute_s: float = 93.0,
+    micro_batches: int = 8,
+    read: dict[str, dict[str, float]] | None = None,
+) -> StepResult:
+    """A step result with the given bytes written (and read) per tier and class."""
+    read = read or {}
+    tiers = {}
+    for name in set(written) | set(read):
+        w, r = written.get(name, {}), read.get(name, {})
+        tiers[name] = TierStats(
+            capacity_bytes=0.0,
+            resident_bytes=0,
+            peak_bytes=0,
+            mean_bytes=0.0,
+            low_bytes=0,
+            bytes_read=int(sum(r.values())),
+            bytes_written=int(sum(w.values())),
+            written_by_class=dict(w),
+            read_by_class=dict(r),
+        )
+    return StepResult(
+        time_s=time_s,
+        compute_s=compute_s,
+        recompute_s=0.0,
+        optimizer_s=time_s - compute_s,
+        exposed_transfer_s=0.0,
+        overlap=1.0,
+        tokens_per_step=8 * 8192,
+        micro_batches=micro_batches,
+        links={},
+        tiers=tiers,
+        events=0,
+        wall_s=0.0,
+    )
+
+
+HBF_OPT = {"hbf": {"optimizer": OPTIMIZER, "master": MASTER}}
+
+
+# --- the hand-computed base case -----------------------------------------------------------------
+# HBF 4 TB, 3,000 P/E cycles, sequential overwrite (WA 1, no spare). Per step: optimizer
+# 70.56 GB + master 35.28 GB = 105.84 GB. Step 96 s -> 86,400 / 96 = 900 steps/day.
+#   host bytes/day  = 900 x 105.84 GB          = 95.256 TB/day
+#   DWPD            = 95.256 TB / 4 TB         = 23.814
+#   P/E cycles/day  = 95.256 TB x 1 / 4 TB     = 23.814
+#   lifetime        = 3,000 / 23.814           = 125.976 days
+#   budget 5 years  = 1,825 days -> allowed host bytes/day = 3,000 x 4 TB / 1,825 = 6.57534 TB/day
+#   margin          = 6.57534 / 95.256         = 0.069028
+#   max steps/day   = 6.57534 TB / 105.84 GB   = 62.125
+#   grad_accumulation: all writes are per optimizer step (W_s = 105.84 GB, W_m = 0);
+#     t_s = 96 - 93 = 3 s, t_m = 93 / 8 = 11.625 s;
+#     86,400 x 105.84 GB / (3 + 11.625 G) <= 6.57534 TB
+#     -> 3 + 11.625 G >= 1,390.74 s -> G >= 119.37 -> 120
+#   capacity        = 4 TB / 0.069028          = 57.947 TB
+#   write time      = 105.84 GB / 50 GB/s      = 2.1168 s = 2.205 % of 96 s
+
+
+def test_hand_computed_lifetime_budget():
+    s = scenario(raw())
+    hbf = wear_section(s, result(HBF_OPT))["hbf"]
+    assert hbf["host_bytes_written_per_step"] == 105_840_000_000
+    assert hbf["host_bytes_written_per_step_by_class"] == {"optimizer": OPTIMIZER, "master": MASTER}
+    assert hbf["write_amplification"] == 1.0
+    assert hbf["nand_bytes_written_per_step"] == 105_840_000_000
+    assert hbf["steps_per_day"] == pytest.approx(900)
+    assert hbf["host_bytes_written_per_day"] == pytest.approx(95.256e12)
+    assert hbf["drive_writes_per_day"] == pytest.approx(23.814)
+    assert hbf["pe_cycles_per_day"] == pytest.approx(23.814)
+    assert hbf["lifetime_days"] == pytest.approx(125.976, rel=1e-5)
+    assert hbf["budget"] == {"lifetime_days": pytest.approx(1825)}
+    assert hbf["allowed_host_bytes_per_day"] == pytest.approx(6.57534e12, rel=1e-5)
+    assert hbf["within_budget"] is False
+    assert hbf["margin"] == pytest.approx(0.069028, rel=1e-4)
+    assert hbf["write_s_per_step"] == pytest.approx(2.1168)
+    assert hbf["write_share_of_step"] == pytest.approx(0.02205)
+    fix = hbf["remedies"]
+    assert fix["max_steps_per_day"] == pytest.approx(62.125, rel=1e-4)
+    assert fix["grad_accumulation"] == {"value": 120, "at_least": True}
+    assert fix["capacity_bytes"] == pytest.approx(57.947e12, rel=1e-4)
+    assert fix["spare_area"] is None  # sequential: spare does not lower WA
+    assert fix["classes_by_bytes_written"] == ["optimizer", "master"]
+    assert fix["move_off"] == ["optimizer", "master"]  # master alone still writes 31.8 TB/day
+
+
+def test_verdict_sentence_for_the_planner():
+    s = scenario(raw())
+    a = assess(s, result(HBF_OPT))["hbf"]
+    assert verdict_sentence(a) == (
+        "HBF cannot hold optimizer state and master weights for 5 years: at 900 steps/day it "
+        "writes 95.26 TB/day and wears out in 126 days; it would fit at <= 62 steps/day, "
+        "grad_accumulation >= 120 or 57.95 TB of capacity."
+    )
+    table = wear_text(assess(s, result(HBF_OPT)))
+    assert table.startswith("HBF cannot hold")
+    assert "23.8 DWPD" in table and "126.0 days" in table
+
+
+def test_steps_per_day_remedy_applied_back_fits():
+    fix = wear_section(scenario(raw()), result(HBF_OPT))["hbf"]["remedies"]
+    top = math.floor(fix["max_steps_per_day"])  # 62
+    at = raw(budget={"steps_per_day": top, "hbf": {"lifetime": "5 years"}})
+    assert wear_section(scenario(at), result(HBF_OPT))["hbf"]["within_budget"] is True
+    over = raw(budget={"steps_per_day": top + 1, "hbf": {"lifetime": "5 years"}})
+    assert wear_section(scenario(over), result(HBF_OPT))["hbf"]["within_budget"] is False
+
+
+def grad_accumulated(g: int, step_s: float = 3.0, micro_s: float = 11.625) -> StepResult:
+    """The base case at grad_accumulation g: optimizer writes once per step, compute g x t_m."""
+    return result(HBF_OPT, time_s=step_s + g * micro_s, compute_s=g * micro_s, micro_batches=g)
+
+
+def test_grad_accumulation_remedy_applied_back_fits():
+    s = scenario(raw())
+    g = wear_section(s, result(HBF_OPT))["hbf"]["remedies"]["grad_accumulation"]["value"]
+    assert wear_section(s, grad_accumulated(g))["hbf"]["within_budget"] is True
+    assert wear_section(s, grad_accumulated(g - 1))["hbf"]["within_budget"] is False
+
+
+def test_grad_accumulation_with_steps_per_day_holds_the_training_share_of_the_day():
+    # budget.steps_per_day = 450 at 96 s/step: 43,200 s/day of training.
+    # 43,200 x 105.84 GB / (3 + 11.625 G) <= 6.57534 TB
+    #   -> 3 + 11.625 G >= 695.37 s -> G >= 59.56 -> 60
+    s = scenario(raw(budget={"steps_per_day": 450, "hbf": {"lifetime": "5 years"}}))
+    fix = wear_section(s, result(HBF_OPT))["hbf"]["remedies"]
+    assert fix["grad_accumulation"] == {"value": 60, "at_least": True}
+    step_s = 3 + 60 * 11.625  # 700.5 s, the same 43,200 s/day of training
+    back = raw(budget={"steps_per_day": 43_200 / step_s, "hbf": {"lifetime": "5 years"}})
+    assert wear_section(scenario(back), grad_accumulated(60))["hbf"]["within_budget"] is True
+
+
+def test_capacity_remedy_applied_back_fits():
+    fix = wear_section(scenario(raw()), result(HBF_OPT))["hbf"]["remedies"]
+    cap = fix["capacity_bytes"]
+    bigger = scenario(raw(hbf={"capacity": f"{cap:.0f} B"}))
+    assert wear_section(bigger, result(HBF_OPT))["hbf"]["within_budget"] is True
+    short = scenario(raw(hbf={"capacity": f"{cap * 0.999:.0f} B"}))
+    assert wear_section(short, result(HBF_OPT))["hbf"]["within_budget"] is False
+
+
+def test_moving_the_largest_writers_off_fits():
+    # Gradients also written to HBF, 8 micro-batches x 2 GB = 16 GB/step. A 1,000 P/E tier
+    # of 4 TB allows 1,000 x 4 TB / 1,825 = 2.19 TB/day; 900 steps/day -> 2.44 GB/step allowed.
+    written = {"hbf": {"optimizer": OPTIMIZER, "master": MASTER, "gradients": 16 * GB}}
+    s = scenario(raw(hbf={"endurance": {"pe_cycles": 1000}}))
+    fix = wear_section(s, result(written))["hbf"]["remedies"]
+    assert fix["classes_by_bytes_written"] == ["optimizer", "master", "gradients"]
+    assert fix["move_off"] == ["optimizer", "master", "gradients"]
+    # At 10,000 P/E (24.35 GB/step allowed) moving optimizer (70.56 GB) off leaves 51.28 GB:
+    # not enough; moving master (35.28 GB) too leaves 16 GB: fits.
+    s = scenario(raw(hbf={"endurance": {"pe_cycles": 10_000}}))
+    fix = wear_section(s, result(written))["hbf"]["remedies"]
+    assert fix["move_off"] == ["optimizer", "master"]
+    sentence = wear_section(s, result(written))["hbf"]["verdict"]
+    assert sentence.startswith("HBF cannot hold optimizer state, master weights and gradients ")
+    assert sentence.endswith(" or with optimizer state and master weights off it.")
+    kept = {"hbf": {"gradients": 16 * GB}}
+    assert wear_section(s, result(kept))["hbf"]["within_budget"] is True
+
+
+# --- write amplification -----------------------------------------------------------------------
+
+
+def test_lambert_w0_known_values():
+    assert lambert_w0(0.0) == 0.0
+    assert lambert_w0(-1 / math.e) == -1.0
+    assert lambert_w0(math.e) == pytest.approx(1.0, abs=1e-14)
+    assert lambert_w0(1.0) == pytest.approx(0.5671432904097838, abs=1e-14)  # the omega constant
+    for x in (-0.36, -0.3, -0.1, 0.5, 10.0, 1e6):
+        w = lambert_w0(x)
+        assert w * math.exp(w) == pytest.approx(x, rel=1e-12)
+
+
+def fixed_point_write_amplification(spare: float) -> float:
+    """Greedy/LRW under uniform random writes, solved directly: the valid fraction X of a
+    cleaned block satisfies X = exp(-(1 + rho)(1 - X)); WA = 1 / (1 - X). Iterating from 0
+    converges to the non-trivial root (the root at 1 is unstable)."""
+    x = 0.0
+    for _ in range(20_000):
+        x = math.exp(-(1 + spare) * (1 - x))
+    return 1 / (1 - x)
+
+
+def test_random_write_amplification_matches_the_published_figure():
+    # Xiang & Kurkoski 2012 (arXiv:1110.4245), abstract: at over-provisioning 0.3 their
+    # expression gives 2.36 (simulation 2.35); Agarwal & Marrow's (1 + rho)/(2 rho) gives 2.17.
+    assert random_write_amplification(0.3) == pytest.approx(2.36, abs=0.005)
+    agarwal = (1 + 0.3) / (2 * 0.3)
+    assert agarwal == pytest.approx(2.17, abs=0.005)
+    for spare in (0.07, 0.1, 0.28, 0.3, 0.5, 0.9):
+        expected = fixed_point_write_amplification(spare)
+        assert random_write_amplification(spare) == pytest.approx(expected, rel=1e-9)
+    # DESIGN's "~2.1-2.4 at 7-30 % spare" holds only near 30 %: at 7 % the model gives ~7.8.
+    assert random_write_amplification(0.07) == pytest.approx(7.82, abs=0.01)
+
+
+def test_derived_write_amplification_and_spare_remedy_applied_back():
+    # Random writes, spare 0.3: WA = 2.3642; physical = 1.3 x 4 TB = 5.2 TB.
+    #   NAND/day = 95.256 TB x 2.3642 = 225.21 TB; P/E/day = 225.21 / 5.2 = 43.31
+    #   lifetime = 3,000 / 43.31 = 69.27 days
+    endurance = {"write_pattern": "random", "spare_area": 0.3}
+    s = scenario(raw(hbf={"endurance": endurance}))
+    hbf = wear_section(s, result(HBF_OPT))["hbf"]
+    wa = random_write_amplification(0.3)
+    assert hbf["write_amplification"] == pytest.approx(2.3642, abs=1e-4)
+    assert hbf["physical_bytes"] == pytest.approx(5.2e12)
+    assert hbf["nand_bytes_written_per_step"] == pytest.approx(105.84e9 * wa)
+    assert hbf["lifetime_days"] == pytest.approx(3000 * 5.2e12 / (95.256e12 * wa))
+    assert hbf["lifetime_days"] == pytest.approx(69.27, abs=0.01)
+    # 5 years needs (1 + rho)/WA(rho) >= 1,825 x 95.256 TB / (3,000 x 4 TB) = 14.49, but it
+    # tops out at 2 / 1.594 = 1.25 as rho -> 100 %: no spare area fits.
+    assert hbf["remedies"]["spare_area"] is None
+    # 5 GB/step: (1 + rho)/WA(rho) >= 1,825 x 900 x 5 GB / (3,000 x 4 TB) = 0.684 (at 7 %:
+    # 1.07 / 7.82 = 0.137). Bisection finds rho = 0.381 (WA 2.02); applied back, it fits.
+    light = {"hbf": {"optimizer": 5 * GB}}
+    s = scenario(raw(hbf={"endurance": {**endurance, "spare_area": 0.07}}))
+    spare = wear_section(s, result(light))["hbf"]["remedies"]["spare_area"]
+    assert spare == pytest.approx(0.3809, abs=1e-4)
+    more = scenario(raw(hbf={"endurance": {**endurance, "spare_area": spare}}))
+    assert wear_section(more, result(light))["hbf"]["within_budget"] is True
+    less = scenario(raw(hbf={"endurance": {**endurance, "spare_area": spare - 0.001}}))
+    assert wear_section(less, result(light))["hbf"]["within_budget"] is False
+
+
+def test_fixed_write_amplification_is_used_as_given():
+    s = scenario(raw(hbf={"endurance": {"write_amplification": 2.5, "write_pattern": "random"}}))
+    hbf = wear_section(s, result(HBF_OPT))["hbf"]
+    assert hbf["write_amplification"] == 2.5
+    assert hbf["lifetime_days"] == pytest.approx(125.976 / 2.5, rel=1e-5)
+
+
+# --- invariants ----------------------------------------------------------------------------------
+
+
+def test_reads_never_wear():
+    s = scenario(raw())
+    reads = {"hbf": {"optimizer": 10 * TB, "master": 5 * TB, "weights": 1 * TB}}
+    only_reads = wear_section(s, result({}, read=reads))["hbf"]
+    assert only_reads["host_bytes_written_per_step"] == 0
+    assert only_reads["lifetime_days"] is None  # never wears out (JSON has no infinity)
+    assert only_reads["within_budget"] is True
+    writes = wear_section(s, result(HBF_OPT))["hbf"]
+    with_reads = wear_section(s, result(HBF_OPT, read=reads))["hbf"]
+    assert with_reads == writes
+    assert "never wears out" in verdict_sentence(assess(s, result({}, read=reads))["hbf"])
+
+
+@pytest.mark.parametrize("endurance", [{}, {"write_amplification": 3.0, "spare_area": 0.2}])
+def test_lifetime_proportional_to_capacity_at_fixed_write_amplification(endurance):
+    lives = []
+    for tb in (1, 2, 4, 8):
+        s = scenario(raw(hbf={"capacity": f"{tb} TB", "endurance": endurance}))
+        lives.append(wear_section(s, result(HBF_OPT))["hbf"]["lifetime_days"])
+    assert [x / lives[0] for x in lives] == pytest.approx([1, 2, 4, 8])
+
+
+# --- other budgets -------------------------------------------------------------------------------
+
+
+def test_drive_writes_per_day_budget_on_nvme():
+    # NVMe 7.68 TB, 100 GB of checkpoint writes per step at budget.steps_per_day = 1,000:
+    #   100 TB/day / 7.68 TB = 13.02 DWPD against 1 DWPD -> margin 0.0768
+    #   fits at <= 7.68 TB / 100 GB = 76.8 steps/day, or 100 TB of capacity
+    #   rated: 1 DWPD x 7.68 TB x 1,825 days = 14.016 PB, spent in 140.16 days at 100 TB/day
+    budget = {"steps_per_day": 1000, "nvme": {"drive_writes_per_day": 1}}
+    s = scenario(raw(budget=budget))
+    nvme = wear_section(s, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
+    assert nvme["drive_writes_per_day"] == pytest.approx(13.0208, rel=1e-4)
+    assert nvme["budget"] == {"drive_writes_per_day": 1}
+    assert nvme["margin"] == pytest.approx(0.0768)
+    assert nvme["rated_total_bytes_written"] == pytest.approx(14.016e15)
+    assert nvme["rated_lifetime_days"] == pytest.approx(140.16)
+    fix = nvme["remedies"]
+    assert fix["max_steps_per_day"] == pytest.approx(76.8)
+    assert fix["capacity_bytes"] == pytest.approx(100e12)
+    back = raw(budget={**budget, "steps_per_day": 76})
+    assert wear_section(scenario(back), result({"nvme": {"checkpoint": 100 * GB}}))["nvme"][
+        "within_budget"
+    ]
+
+
+def test_total_bytes_written_budget_spans_the_warranty():
+    # 10 PB over a 5-year warranty: 10 PB / 1,825 days = 5.4795 TB/day allowed;
+    # 95.256 TB/day written -> margin 0.05752; capacity does not help a byte allowance.
+    hbf = {"endurance": {"warranty": "5 years"}}
+    s = scenario(raw(hbf=hbf, budget={"hbf": {"total_bytes_written": "10 PB"}}))
+    out = wear_section(s, result(HBF_OPT))["hbf"]
+    assert out["budget"] == {"total_bytes_written": 10e15, "over_days": pytest.approx(1825)}
+    assert out["allowed_host_bytes_per_day"] == pytest.approx(5.4795e12, rel=1e-4)
+    assert out["margin"] == pytest.approx(0.057524, rel=1e-4)
+    assert out["remedies"]["capacity_bytes"] is None
+    assert "within 10.00 PB written over 5 years" in out["verdict"]
+
+
+def test_within_budget_sentence_and_no_budget_sentence():
+    s = scenario(raw(hbf={"endurance": {"pe_cycles": 100_000}}))
+    # 100,000 x 4 TB / 95.256 TB/day = 4,199.2 days = 11.50 years: margin 4,199.2 / 1,825 = 2.301
+    a = assess(s, result(HBF_OPT))["hbf"]
+    assert verdict_sentence(a).startswith("HBF can hold optimizer state and master weights for")
+    assert "wears out in 11.5 years (margin 2.301x)." in verdict_sentence(a)
+    assert a.remedies is None and not budget_failed({"hbf": a})
+    s = scenario(raw(budget={}))
+    a = assess(s, result(HBF_OPT))["hbf"]
+    assert verdict_sentence(a).endswith("(no budget set).")
+    assert wear_section(s, result(HBF_OPT))["hbf"]["within_budget"] is None
+
+
+# --- grad accumulation, the model on its own ----------------------------------------------------
+
+
+def test_grad_accumulation_when_micro_batch_writes_matter():
+    # bytes/day(G) = D (W_s + G W_m) / (t_s + G t_m), training all day (D = 86,400 s).
+    day = {"active_s_per_day": 86_400}
+    # W_s = 100 GB, W_m = 1 GB, t_s = 2 s, t_m = 1 s, R = 200 TB/day:
+    #   a = R t_m - D W_m = 200e12 - 86.4e12 = 113.6e12; b = D W_s - R t_s = 8.64e15 - 0.4e15
+    #   G >= 8.24e15 / 113.6e12 = 72.54 -> 73 (at 73: 86,400 x 173 GB / 75 s = 199.3 TB/day;
+    #   at 72: 86,400 x 172 GB / 74 s = 200.8 TB/day)
+    fit = grad_accumulation_to_fit(
+        step_bytes=100e9, micro_batch_bytes=1e9, step_s=2.0, micro_batch_s=1.0,
+        allowed_bytes_per_day=200e12, **day,
+    )  # fmt: skip
+    assert (fit.value, fit.at_least) == (73, True)
+    # W_s = 0, W_m = 10 GB, t_s = 10 s, t_m = 1 s, R = 400 TB/day: bytes/day rises with G.
+    #   a = 400e12 - 864e12 = -464e12, b = 0 - 4,000e12; G <= b / a = 8.62 -> 8
+    #   (at 8: 86,400 x 80 GB / 18 s = 384 TB/day; at 9: 86,400 x 90 GB / 19 s = 409 TB/day)
+    fit = grad_accumulation_to_fit(
+        step_bytes=0.0, micro_batch_bytes=10e9, step_s=10.0, micro_batch_s=1.0,
+        allowed_bytes_per_day=400e12, **day,
+    )  # fmt: skip
+    assert (fit.value, fit.at_least) == (8, False)
+    # W_s = 100 GB, W_m = 10 GB, t_s = t_m = 1 s, R = 600 TB/day: bytes/day falls from
+    # 4.75 PB (G = 1) towards the micro-batch rate 86,400 x 10 GB / 1 s = 864 TB/day > R: none.
+    none = grad_accumulation_to_fit(
+        step_bytes=100e9, micro_batch_bytes=10e9, step_s=1.0, micro_batch_s=1.0,
+        allowed_bytes_per_day=600e12, **day,
+    )  # fmt: skip
+    assert none is None
+
+
+# --- input problems (exit 2) ---------------------------------------------------------------------
+
+
+def test_wear_problems_name_the_key():
+    s = scenario(raw(hbf={"endurance": {"write_pattern": "random"}}))
+    (p,) = wear_problems(s)
+    assert p.path == "hardware.tiers.hbf.endurance"
+    assert "write_amplification" in p.message and "spare_area" in p.message
+    s = scenario(raw(budget={"hbf": {"total_bytes_written": "10 PB"}}))
+    (p,) = wear_problems(s)
+    assert p.path == "budget.hbf.total_bytes_written" and "warranty" in p.message
+
+
+@pytest.mark.parametrize(
+    ("budget", "hbf", "path", "words"),
+    [
+        ({"hbff": {"lifetime": "5 years"}}, {}, "budget.hbff", "does not exist"),
+        ({"hbf": {"lifetime": "-5 years"}}, {}, "budget.hbf.lifetime", "must be > 0"),
+        ({"hbm": {"lifetime": "5 years"}}, {}, "budget.hbm", "has no endurance"),
+        ({"hbf": {"lifetime": "5 years", "drive_writes_per_day": 1}}, {}, "budget.hbf", "exactly"),
+        (
+            {"hbf": {"total_bytes_written": "1 PB"}},
+            {},
+            "budget.hbf.total_bytes_written",
+            "warranty",
+        ),
+        ({}, {"endurance": {"write_pattern": "random"}}, "hardware.tiers.hbf.endurance", "spare"),
+    ],
+)
+def test_bad_budgets_exit_2_with_a_clear_message(cli, write, budget, hbf, path, words):
+    path_file = write(raw(hbf=hbf, budget=budget))
+    code, out, err = cli("wear", path_file)
+    assert code == 2, err
+    assert f"{path_file}: {path}: " in err and words in err
+    assert "Traceback" not in err and out == ""
+
+
+# --- shipped files -------------------------------------------------------------------------------
+
+
+def test_shipped_scenario_and_sweep_are_valid():
+    loaded = load_scenario(SCENARIOS / "hbf-optimizer-state.yaml")
+    assert wear_problems(loaded.scenario) == []
+    assert loaded.scenario.budget.tiers["hbf"].lifetime == pytest.approx(5 * 365 * 86400)
+    sweep = yaml.safe_load((SCENARIOS / "sweeps" / "hbf-wear.yaml").read_text())
+    assert (SCENARIOS / "sweeps" / sweep["base"]).resolve() == (
+        SCENARIOS / "hbf-optimizer-state.yaml"
+    )
+    for key, values in sweep["grid"].items():
+        for value in values:
+            load_scenario(SCENARIOS / "hbf-optimizer-state.yaml", [f"{key}={value}"])
+
+
+# --- end to end, through the engine ------------------------------------------------------------
+
+SHIPPED = SCENARIOS / "hbf-optimizer-state.yaml"
+
+
+def wear_json(cli, *extra: object) -> tuple[int, dict[str, Any]]:
+    code, out, err = cli("wear", SHIPPED, "--format", "json", "--check", *extra)
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+def test_wear_command_on_the_shipped_scenario(cli):
+    code, out, err = cli("wear", SHIPPED)
+    assert code == 0, err  # without --check a failed budget is a result, not an error
+    assert out.startswith("HBF cannot hold optimizer state and master weights for 5 years: at ")
+    code, report = wear_json(cli)
+    assert code == 1  # --check: the HBF budget fails
+    hbf = report["wear"]["hbf"]
+    # every byte of the HBF-homed classes is rewritten once per optimizer step
+    per_gpu = build_inventory(load_scenario(SHIPPED).scenario).per_gpu
+    assert hbf["host_bytes_written_per_step_by_class"] == {
+        "master": per_gpu.master,
+        "optimizer": per_gpu.optimizer,
+    }
+    assert hbf["within_budget"] is False and hbf["remedies"]["move_off"]
+
+
+def test_remedies_applied_back_to_the_shipped_scenario_fit(cli):
+    _, report = wear_json(cli)
+    fix = report["wear"]["hbf"]["remedies"]
+    steps = math.floor(fix["max_steps_per_day"])
+    assert wear_json(cli, "--set", f"budget.steps_per_day={steps}")[0] == 0
+    assert wear_json(cli, "--set", f"budget.steps_per_day={steps + 1}")[0] == 1
+    capacity = f"hardware.tiers.hbf.capacity={fix['capacity_bytes']:.0f} B"
+    assert wear_json(cli, "--set", capacity)[0] == 0
+
+
+@pytest.mark.slow
+def test_grad_accumulation_remedy_applied_back_through_the_engine(cli):
+    # The remedy assumes step time = t_step + G x t_micro; the engine simulates the new G.
+    _, report = wear_json(cli)
+    g = report["wear"]["hbf"]["remedies"]["grad_accumulation"]
+    assert g["at_least"] is True
+    code, report = wear_json(cli, "--set", f"training.grad_accumulation={g['value']}")
+    assert code == 0, report["wear"]["hbf"]["verdict"]
+
+
+def test_the_engine_writes_gradients_once_per_micro_batch(cli):
+    """The grad-accumulation remedy's premise, checked against the engine: gradients homed on
+    flash are written every micro-batch, optimizer and master once per optimizer step."""
+    written = {}
+    for g in (2, 4):
+        extra = ["--set", f"training.grad_accumulation={g}", "--set", "placement.gradients=hbf"]
+        _, report = wear_json(cli, *extra)
+        written[g] = report["wear"]["hbf"]["host_bytes_written_per_step_by_class"]
+    per_gpu = build_inventory(load_scenario(SHIPPED).scenario).per_gpu
+    for g in (2, 4):
+        assert written[g]["gradients"] == g * per_gpu.gradients
+        assert written[g]["optimizer"] == per_gpu.optimizer
+        assert written[g]["master"] == per_gpu.master

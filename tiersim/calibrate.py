@@ -1,0 +1,364 @@
+"""Measure the machine tiersim runs on and turn the figures into a hardware preset.
+
+- Host memory: numpy copies between two arrays, split across threads; bandwidth counts the bytes
+  read plus the bytes written (STREAM's convention for copy).
+- Storage, on a directory: sequential writes in blocks then fsync (write bandwidth), sequential
+  reads (read bandwidth), 4 KiB random reads (read latency) and 4 KiB writes each followed by
+  fdatasync (write latency). O_DIRECT bypasses the page cache where the platform and file system
+  allow it; otherwise the I/O is buffered, written data is fsynced and the file's cached pages are
+  dropped (posix_fadvise DONTNEED) before reading, and the figures say so.
+- GPU, where PyTorch sees CUDA: device-to-device copy (HBM; read + write bytes), pinned
+  host-to-device and device-to-host copies, and square matmul throughput per precision
+  (fp32 without TF32, tf32, bf16, fp16 and, where supported, fp8), timed with CUDA events.
+
+Every figure keeps all its samples: the median is the value used, min and max its spread.
+Nothing here writes outside the directory it is given, and each temporary file is removed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LATENCY_BLOCK = 4096
+MIN_STORAGE_BYTES = 16 * LATENCY_BLOCK
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured quantity: every sample, in base units (B/s, s or FLOP/s)."""
+
+    name: str
+    unit: str
+    samples: tuple[float, ...]
+    method: str
+
+    def __post_init__(self) -> None:
+        if not self.samples:
+            raise ValueError(f"figure {self.name!r} has no samples")
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def low(self) -> float:
+        return min(self.samples)
+
+    @property
+    def high(self) -> float:
+        return max(self.samples)
+
+
+@dataclass(frozen=True)
+class Settings:
+    storage_dir: Path
+    storage_bytes: int = 64 * 2**20
+    memory_bytes: int = 256 * 2**20
+    repeats: int = 5
+    latency_ops: int = 64
+    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    gpu_bytes: int = 512 * 2**20
+    matmul_size: int = 8192
+
+    def __post_init__(self) -> None:
+        if self.storage_bytes < MIN_STORAGE_BYTES:
+            raise ValueError(f"storage_bytes(={self.storage_bytes}) must be >= {MIN_STORAGE_BYTES}")
+        for name in ("memory_bytes", "repeats", "latency_ops", "threads", "gpu_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}(={getattr(self, name)}) must be > 0")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    figures: dict[str, Figure]
+    notes: list[str]
+    host_memory_bytes: int | None
+    storage_capacity_bytes: int
+    gpu_name: str | None = None
+    gpu_memory_bytes: int | None = None
+
+
+def _timed(fn: Callable[[], object], repeats: int) -> list[float]:
+    fn()  # warm-up: page faults, caches, lazy initialisation
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+# --- host memory -------------------------------------------------------------------------------
+
+
+def host_memory_bandwidth(size: int, repeats: int, threads: int) -> Figure:
+    """Copy `size` bytes between two float64 arrays, split into one slice per thread."""
+    n = max(size // 8, threads)
+    src, dst = np.ones(n), np.zeros(n)
+    slices = [slice(i * n // threads, (i + 1) * n // threads) for i in range(threads)]
+    with ThreadPoolExecutor(threads) as pool:
+
+        def copy() -> None:
+            list(pool.map(lambda s: np.copyto(dst[s], src[s]), slices))
+
+        times = _timed(copy, repeats)
+    moved = 2 * n * 8
+    return Figure(
+        "dram copy bandwidth",
+        "B/s",
+        tuple(moved / t for t in times),
+        f"numpy copy of {n * 8:,} B with {threads} thread(s); read + write bytes per second",
+    )
+
+
+def physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+# --- storage -----------------------------------------------------------------------------------
+
+
+def _open(path: Path) -> tuple[int, bool]:
+    """Open for read/write with O_DIRECT when allowed; (fd, direct)."""
+    flags = os.O_RDWR | getattr(os, "O_BINARY", 0)
+    direct = getattr(os, "O_DIRECT", 0)
+    if direct:
+        try:
+            return os.open(path, flags | direct), True
+        except OSError:
+            pass  # e.g. tmpfs refuses O_DIRECT with EINVAL
+    return os.open(path, flags), False
+
+
+def _drop_cache(fd: int, direct: bool) -> None:
+    if not direct and hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+class _StorageProbe:
+    """Sequential and 4 KiB random I/O on one temporary file; aligned buffers from mmap."""
+
+    def __init__(self, fd: int, direct: bool, size: int, block: int):
+        self.fd, self.direct, self.size, self.block = fd, direct, size, block
+        self.buf = mmap.mmap(-1, block)
+        self.buf.write(np.random.default_rng(0).bytes(block))
+        self.small = mmap.mmap(-1, LATENCY_BLOCK)
+        self.rng = np.random.default_rng(1)
+
+    def write_all(self) -> None:
+        for off in range(0, self.size, self.block):
+            os.pwrite(self.fd, self.buf, off)
+        os.fsync(self.fd)
+        _drop_cache(self.fd, self.direct)
+
+    def read_all(self) -> None:
+        _drop_cache(self.fd, self.direct)  # buffered I/O: read from the device, not the cache
+        for off in range(0, self.size, self.block):
+            os.preadv(self.fd, [self.buf], off)
+
+    def _offsets(self, count: int) -> list[int]:
+        blocks = self.size // LATENCY_BLOCK
+        return [int(b) * LATENCY_BLOCK for b in self.rng.integers(0, blocks, count)]
+
+    def read_latencies(self, count: int) -> list[float]:
+        out = []
+        for off in self._offsets(count):
+            _drop_cache(self.fd, self.direct)
+            start = time.perf_counter()
+            os.preadv(self.fd, [self.small], off)
+            out.append(time.perf_counter() - start)
+        return out
+
+    def write_latencies(self, count: int) -> list[float]:
+        sync = getattr(os, "fdatasync", os.fsync)
+        out = []
+        for off in self._offsets(count):
+            start = time.perf_counter()
+            os.pwrite(self.fd, self.small, off)
+            sync(self.fd)
+            out.append(time.perf_counter() - start)
+        return out
+
+
+def storage_figures(s: Settings) -> tuple[list[Figure], str]:
+    """Write, read and latency figures on `s.storage_dir`, and how the I/O was done."""
+    block = min(2**20, s.storage_bytes // 16 // LATENCY_BLOCK * LATENCY_BLOCK)
+    size = s.storage_bytes // block * block
+    handle, name = tempfile.mkstemp(prefix=".tiersim-calibrate-", dir=s.storage_dir)
+    os.close(handle)
+    fd, direct = _open(Path(name))
+    try:
+        probe = _StorageProbe(fd, direct, size, block)
+        how = "O_DIRECT" if direct else "buffered I/O with fsync and page-cache drop (no O_DIRECT)"
+        where = f"{size:,} B file in {s.storage_dir} in {block:,} B blocks, {how}"
+        write = _timed(probe.write_all, s.repeats)
+        read = _timed(probe.read_all, s.repeats)
+        figures = [
+            Figure(
+                "storage write bandwidth",
+                "B/s",
+                tuple(size / t for t in write),
+                f"sequential writes then fsync; {where}",
+            ),
+            Figure(
+                "storage read bandwidth",
+                "B/s",
+                tuple(size / t for t in read),
+                f"sequential reads; {where}",
+            ),
+            Figure(
+                "storage read latency",
+                "s",
+                tuple(probe.read_latencies(s.latency_ops)),
+                f"{LATENCY_BLOCK} B random reads; {how}",
+            ),
+            Figure(
+                "storage write latency",
+                "s",
+                tuple(probe.write_latencies(s.latency_ops)),
+                f"{LATENCY_BLOCK} B random writes, each then fdatasync; {how}",
+            ),
+        ]
+    finally:
+        os.close(fd)
+        os.unlink(name)
+    return figures, how
+
+
+# --- GPU ---------------------------------------------------------------------------------------
+
+
+def _cuda_times(torch: Any, fn: Callable[[], object], repeats: int) -> list[float]:
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(repeats):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        out.append(start.elapsed_time(end) / 1e3)  # ms -> s
+    return out
+
+
+def gpu_copy_figures(torch: Any, s: Settings) -> list[Figure]:
+    n = s.gpu_bytes
+    a = torch.empty(n, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    host = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    cases = [
+        ("hbm copy bandwidth", lambda: b.copy_(a), 2 * n, "device-to-device copy; read + write"),
+        ("host to device bandwidth", lambda: a.copy_(host, non_blocking=True), n, "pinned host"),
+        ("device to host bandwidth", lambda: host.copy_(a, non_blocking=True), n, "pinned host"),
+    ]
+    return [
+        Figure(
+            name,
+            "B/s",
+            tuple(moved / t for t in _cuda_times(torch, fn, s.repeats)),
+            f"{how}, {n:,} B",
+        )
+        for name, fn, moved, how in cases
+    ]
+
+
+def _matmul(torch: Any, precision: str, n: int) -> Callable[[], object]:
+    if precision == "fp8":
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device="cuda")
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}.get(
+        precision, torch.float16
+    )
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    return lambda: a @ b
+
+
+def matmul_figures(torch: Any, s: Settings, notes: list[str]) -> list[Figure]:
+    n, figures = s.matmul_size, []
+    before = torch.get_float32_matmul_precision()
+    try:
+        for precision in ("fp32", "tf32", "bf16", "fp16", "fp8"):
+            torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+            try:
+                times = _cuda_times(torch, _matmul(torch, precision, n), s.repeats)
+            except (RuntimeError, AttributeError, TypeError) as exc:
+                notes.append(f"matmul {precision} not measured: {str(exc).splitlines()[0]}")
+                continue
+            figures.append(
+                Figure(
+                    f"matmul {precision}",
+                    "FLOP/s",
+                    tuple(2 * n**3 / t for t in times),
+                    f"{n} x {n} x {n} matmul, 2 FLOP per multiply-add",
+                )
+            )
+    finally:
+        torch.set_float32_matmul_precision(before)
+    return figures
+
+
+def _torch_with_cuda(notes: list[str]) -> Any:
+    try:
+        import torch
+    except ImportError:
+        notes.append("GPU not measured: PyTorch is not installed (pip install 'tiersim[measure]')")
+        return None
+    if not torch.cuda.is_available():
+        notes.append(f"GPU not measured: PyTorch {torch.__version__} sees no CUDA GPU")
+        return None
+    return torch
+
+
+# --- everything --------------------------------------------------------------------------------
+
+
+def calibrate(s: Settings) -> Calibration:
+    notes: list[str] = []
+    figures = [host_memory_bandwidth(s.memory_bytes, s.repeats, s.threads)]
+    storage, how = storage_figures(s)
+    figures += storage
+    if how != "O_DIRECT":
+        notes.append(f"storage on {s.storage_dir}: O_DIRECT refused; used {how}")
+    torch = _torch_with_cuda(notes)
+    gpu_name = gpu_memory = None
+    if torch is not None:
+        props = torch.cuda.get_device_properties(0)
+        gpu_name, gpu_memory = props.name, int(props.total_memory)
+        figures += gpu_copy_figures(torch, s) + matmul_figures(torch, s, notes)
+        notes.append(
+            "gpu.peak_flops below are measured large-matmul throughput, not datasheet peaks; "
+            "the base preset's gpu.efficiency applies on top of them"
+        )
+    return Calibration(
+        figures={f.name: f for f in figures},
+        notes=notes,
+        host_memory_bytes=physical_memory(),
+        storage_capacity_bytes=shutil.disk_usage(s.storage_dir).total,
+        gpu_name=gpu_name,
+        gpu_memory_bytes=gpu_memory,
+    )
+
+
+def machine() -> str:
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"

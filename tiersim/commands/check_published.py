@@ -1,0 +1,106 @@
+"""`tiersim check-published`: run every published scenario, print predicted vs published.
+
+Not yet listed in `tiersim.commands.COMMANDS`: it needs `tiersim.runner.simulate`, which the
+engine provides.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tiersim.config import load_scenario
+from tiersim.published import (
+    MAX_ERROR_TARGET,
+    MEAN_ERROR_TARGET,
+    Comparison,
+    Summary,
+    load_references,
+    published_dir,
+    summarize,
+)
+from tiersim.report import to_json
+from tiersim.table import render
+
+EXIT_CHECK_FAILED = 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "check-published",
+        help="run the published scenarios and compare predicted with measured step times",
+        description="Simulate every scenario in scenarios/published/ and print its predicted "
+        "iteration time against the published measurement, with the relative error. Targets: "
+        f"mean error within {MEAN_ERROR_TARGET:.0%}, none above {MAX_ERROR_TARGET:.0%}.",
+    )
+    parser.add_argument(
+        "--folder",
+        type=Path,
+        default=None,
+        help=f"folder with references.yaml and the scenarios (default: {published_dir()})",
+    )
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit with code {EXIT_CHECK_FAILED} when the error targets are missed",
+    )
+    parser.set_defaults(handler=run)
+
+
+def compare_all(folder: Path | None) -> list[Comparison]:
+    from tiersim.runner import simulate  # the engine's entry point
+
+    out = []
+    for ref in load_references(folder):
+        scenario = load_scenario(ref.scenario).scenario
+        out.append(Comparison(ref, simulate(scenario).time_s))
+    return out
+
+
+def table(comparisons: list[Comparison], summary: Summary) -> str:
+    rows = [
+        (
+            c.reference.name,
+            f"{c.predicted_s:.2f}",
+            f"{c.reference.iteration_time_s:.2f}" + ("*" if c.reference.derived else ""),
+            f"{c.error:+.1%}",
+        )
+        for c in comparisons
+    ]
+    verdict = "within" if summary.within_targets else "MISSES"
+    return (
+        render(["scenario", "predicted s", "published s", "error"], rows)
+        + f"\n\nmean |error| {summary.mean_abs_error:.1%}, max |error| "
+        f"{summary.max_abs_error:.1%}: {verdict} the targets (mean <= {MEAN_ERROR_TARGET:.0%}, "
+        f"max <= {MAX_ERROR_TARGET:.0%})\n* derived from a published throughput "
+        "(scenarios/published/references.yaml)"
+    )
+
+
+def as_json(comparisons: list[Comparison], summary: Summary) -> str:
+    return to_json(
+        {
+            "runs": [
+                {
+                    "scenario": c.reference.name,
+                    "predicted_s": c.predicted_s,
+                    "published_s": c.reference.iteration_time_s,
+                    "error": c.error,
+                    "derived": c.reference.derived,
+                    "source": c.reference.source,
+                }
+                for c in comparisons
+            ],
+            "mean_abs_error": summary.mean_abs_error,
+            "max_abs_error": summary.max_abs_error,
+            "within_targets": summary.within_targets,
+        }
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    comparisons = compare_all(args.folder)
+    summary = summarize(comparisons)
+    print(as_json(comparisons, summary) if args.format == "json" else table(comparisons, summary))
+    return EXIT_CHECK_FAILED if args.check and not summary.within_targets else 0

@@ -1,0 +1,195 @@
+"""Where points run: a local process pool (the default) or a Dask cluster.
+
+Both offer the same three operations (submit, wait, close) to one bounded loop that keeps a
+few points per worker in flight and hands back finished points in batches as they complete.
+Dask is imported only when asked for, so the core does not need it.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent import futures as cf
+from typing import Any, Protocol, TextIO
+
+from tiersim.errors import InputError, Problem
+
+DASK_HINT = "pip install 'tiersim[dask]'"
+
+
+class SweepAborted(Exception):
+    """The executor itself failed (e.g. a worker process died); finished points are kept."""
+
+
+class Pool(Protocol):
+    slots: int
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any: ...
+
+    def wait(self, pending: set[Any]) -> set[Any]: ...
+
+    def close(self) -> None: ...
+
+
+class LocalPool:
+    """A process pool on this machine; `workers` processes, started by a fork server."""
+
+    def __init__(self, workers: int):
+        if workers < 1:
+            raise ValueError(f"workers(={workers}) must be >= 1")
+        context = multiprocessing.get_context("forkserver")
+        self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        self.slots = workers
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> cf.Future:
+        try:
+            return self.pool.submit(fn, arg)
+        except cf.BrokenExecutor as exc:
+            raise SweepAborted(f"the worker pool broke ({exc})") from None
+
+    def wait(self, pending: set[Any]) -> set[Any]:
+        return cf.wait(pending, return_when=cf.FIRST_COMPLETED).done
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskPool:
+    """A dask.distributed client: to the scheduler at `address`, or to a new local cluster."""
+
+    def __init__(self, address: str | None, workers: int):
+        try:
+            import distributed
+        except ImportError as exc:
+            problem = Problem("", f"needs the optional Dask extra: {DASK_HINT} ({exc})")
+            raise InputError("--executor dask", [problem]) from None
+        self.cluster = None
+        if address is None:
+            self.cluster = distributed.LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=":0",  # any free port: never clash with a running cluster
+                silence_logs=40,  # logging.ERROR
+            )
+            address = self.cluster.scheduler_address
+        try:
+            self.client = _connect(distributed, address)
+        except InputError:
+            if self.cluster is not None:
+                self.cluster.close()
+            raise
+        self.slots = max(1, sum(self.client.nthreads().values()))
+        self.finished = distributed.as_completed(loop=self.client.loop)
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any:
+        future = self.client.submit(fn, arg, pure=False)
+        self.finished.add(future)
+        return future
+
+    def wait(self, pending: set[Any]) -> set[Any]:
+        return set(self.finished.next_batch(block=True))
+
+    def close(self) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def _connect(distributed: Any, address: str) -> Any:
+    from distributed.comm.addressing import parse_address
+    from distributed.comm.registry import backends
+
+    scheme = parse_address(address)[0]
+    if scheme not in backends:
+        known = ", ".join(f"{name}://" for name in backends)
+        problem = Problem("", f"unknown address scheme in {address!r} (expected one of: {known})")
+        raise InputError("--scheduler", [problem])
+    try:
+        return distributed.Client(address, timeout="10s", set_as_default=False)
+    except (OSError, ValueError, TypeError) as exc:
+        problem = Problem("", f"cannot connect to a Dask scheduler at {address!r}: {exc}")
+        raise InputError("--scheduler", [problem]) from None
+
+
+def open_pool(executor: str, workers: int, scheduler: str | None) -> Pool:
+    if executor == "local":
+        if scheduler is not None:
+            problem = Problem("", "is for --executor dask (the local executor needs no scheduler)")
+            raise InputError("--scheduler", [problem])
+        return LocalPool(workers)
+    if executor == "dask":
+        return DaskPool(scheduler, workers)
+    raise ValueError(f"executor(={executor!r}) must be 'local' or 'dask'")
+
+
+def stream(
+    pool: Pool, fn: Callable[[Any], Any], args: list[Any]
+) -> Iterator[list[tuple[int, Any]]]:
+    """Run `fn` on every arg; yield batches of (position, result or the exception raised)."""
+    window = max(8, 4 * pool.slots)
+    pending: dict[Any, int] = {}
+    queue = iter(enumerate(args))
+    for position, arg in queue:
+        pending[pool.submit(fn, arg)] = position
+        if len(pending) >= window:
+            break
+    while pending:
+        done = pool.wait(set(pending))
+        batch = [(pending.pop(future), _outcome(future)) for future in done]
+        for position, arg in queue:
+            pending[pool.submit(fn, arg)] = position
+            if len(pending) >= window:
+                break
+        yield sorted(batch, key=lambda item: item[0])
+
+
+def _outcome(future: Any) -> Any:
+    try:
+        return future.result()
+    except Exception as exc:  # returned to the caller, which decides what it means
+        return exc
+
+
+class Progress:
+    """Points done, rate and time left: one line redrawn on a terminal, else a line now and then."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, label: str = "points"):
+        self.total, self.label = total, label
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
+        self.start = self.last = time.monotonic()
+        self.done = 0
+
+    def update(self, done: int) -> None:
+        self.done = done
+        now = time.monotonic()
+        if now - self.last >= (0.1 if self.tty else 10.0) or done == self.total:
+            self.last = now
+            end = "\n" if not self.tty or done == self.total else ""
+            self.stream.write(("\r" if self.tty else "") + self.line(now) + end)
+            self.stream.flush()
+
+    def line(self, now: float) -> str:
+        elapsed = now - self.start
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        left = (self.total - self.done) / rate if rate > 0 else math.inf
+        width = 24
+        filled = width * self.done // max(self.total, 1)
+        bar = "#" * filled + "-" * (width - filled)
+        return (
+            f"[{bar}] {self.done}/{self.total} {self.label}  {rate:.1f}/s  "
+            f"elapsed {_clock(elapsed)}  left {_clock(left)}"
+        )
+
+
+def _clock(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "--:--"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

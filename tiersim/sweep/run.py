@@ -1,0 +1,129 @@
+"""One sweep, start to finish: expand, skip what is recorded, run the rest, write the outputs."""
+
+from __future__ import annotations
+
+import sys
+import time
+from concurrent import futures as cf
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, stream
+from tiersim.sweep.plots import plot_sweep
+from tiersim.sweep.rows import Table, build_rows
+from tiersim.sweep.spec import Point, SweepSpec, expand
+from tiersim.sweep.store import SweepStore, tidy, write_tables
+from tiersim.sweep.worker import ERROR, PointResult, PointTask, point_key, run_point
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    out: Path
+    workers: int
+    executor: str = "local"  # local | dask
+    scheduler: str | None = None  # a Dask scheduler address; None starts a local cluster
+    resume: bool = False
+    plots: bool = True
+    progress: TextIO | None = None  # default: stderr
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    spec: SweepSpec
+    points: list[Point]
+    table: Table
+    ran: int  # points run now
+    reused: int  # points found already recorded (resume)
+    skipped_lines: int  # unreadable log lines ignored (a torn last line, say)
+    plots: list[Path]
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
+
+
+def tasks_for(spec: SweepSpec, points: list[Point]) -> list[PointTask]:
+    base_dir = str(spec.base_path.parent.resolve())
+    return [PointTask(p.raw, base_dir, f"{spec.source} point {p.index}") for p in points]
+
+
+def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+    points = expand(spec)
+    tasks = tasks_for(spec, points)
+    timings["expand_s"] = _lap(clock)
+    with SweepStore(options.out, options.resume) as store:
+        recorded = len(store.entries)
+        pool = open_pool(options.executor, options.workers, options.scheduler)
+        try:
+            timings["start_s"] = _lap(clock) - timings["expand_s"]
+            keys = _known_keys(pool, tasks, store, options.progress)
+            todo = [i for i, key in enumerate(keys) if key is None or key not in store.entries]
+            _run(pool, tasks, todo, keys, store, options.progress)
+        finally:
+            pool.close()
+        timings["run_s"] = _lap(clock) - timings["expand_s"] - timings["start_s"]
+        table = build_rows(spec, points, keys, store.entries)
+        skipped = store.skipped
+    mark = time.perf_counter()
+    write_tables(options.out, tidy(table.rows, table.columns))
+    timings["tables_s"] = _lap(mark)
+    mark = time.perf_counter()
+    plots = plot_sweep(options.out, spec, points, table) if options.plots else []
+    timings["plots_s"] = _lap(mark)
+    reused = len(points) - len(todo) if recorded else 0
+    return SweepOutcome(spec, points, table, len(todo), reused, skipped, plots, timings)
+
+
+def _lap(start: float) -> float:
+    return time.perf_counter() - start
+
+
+def _known_keys(
+    pool: Pool, tasks: list[PointTask], store: SweepStore, progress: TextIO | None
+) -> list[str | None]:
+    """Every point's key when resuming (worked out on the pool); unknown until run otherwise."""
+    if not store.entries:
+        return [None] * len(tasks)
+    keys: list[str | None] = [None] * len(tasks)
+    bar = Progress(len(tasks), progress or sys.stderr, label="points checked")
+    for batch in stream(pool, point_key, tasks):
+        for position, outcome in batch:
+            _raise_if_broken(outcome)
+            keys[position] = outcome if isinstance(outcome, str) else point_key(tasks[position])
+        bar.update(sum(k is not None for k in keys))
+    return keys
+
+
+def _run(
+    pool: Pool,
+    tasks: list[PointTask],
+    todo: list[int],
+    keys: list[str | None],
+    store: SweepStore,
+    progress: TextIO | None,
+) -> None:
+    bar = Progress(len(todo), progress or sys.stderr)
+    done = 0
+    for batch in stream(pool, run_point, [tasks[i] for i in todo]):
+        results = []
+        for position, outcome in batch:
+            _raise_if_broken(outcome)
+            index = todo[position]
+            if not isinstance(outcome, PointResult):
+                outcome = _lost(tasks[index], outcome)
+            keys[index] = outcome.key
+            results.append(outcome)
+        store.commit(results)
+        done += len(batch)
+        bar.update(done)
+
+
+def _raise_if_broken(outcome: object) -> None:
+    if isinstance(outcome, cf.BrokenExecutor):
+        raise SweepAborted(f"the worker pool broke ({outcome})")
+
+
+def _lost(task: PointTask, exc: BaseException) -> PointResult:
+    """A point whose worker failed outside the point's own code (e.g. a Dask worker died)."""
+    error = f"worker failed: {type(exc).__name__}: {exc}"
+    return PointResult(point_key(task), ERROR, error, {}, None, 0.0)

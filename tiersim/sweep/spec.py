@@ -1,0 +1,259 @@
+"""The sweep file and its expansion into plain scenario mappings, one per point.
+
+```yaml
+name: hbf-write-vs-accumulation        # optional; default: the file's stem
+base: ../seed-1b-adam.yaml             # a scenario file, relative to this file
+set:                                   # optional: fixed overrides applied to every point
+  placement.optimizer: hbf
+grid:                                  # cartesian product of these lists
+  hardware.tiers.hbf.write_bandwidth: [10 GB/s, 50 GB/s]
+  training.grad_accumulation: [1, 4]
+zip:                                   # parallel lists (equal lengths), one point per row
+  training.micro_batch_size: [1, 2]
+  training.seq_len: [4096, 2048]
+```
+Keys are the same paths as `--set`. Points are the grid product, each with every zip row.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tiersim.config import read_yaml, resolve, set_path
+from tiersim.errors import InputError, Problem
+from tiersim.sweep.paths import path_problem
+
+SWEEP_KEYS = ("name", "base", "set", "grid", "zip")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept key path and its values, in the order the file lists them."""
+
+    path: str
+    values: tuple[Any, ...]
+    group: str  # "grid" or "zip"
+
+    @property
+    def keys(self) -> list[str]:
+        return self.path.split(".")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    source: str
+    name: str
+    base_path: Path
+    base: dict[str, Any]  # the base scenario mapping as read, `set:` applied
+    grid: tuple[Axis, ...]
+    zip: tuple[Axis, ...]
+
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        return self.grid + self.zip
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for axis in self.grid:
+            n *= len(axis.values)
+        return n * (len(self.zip[0].values) if self.zip else 1)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point: its swept values and the plain scenario mapping they make."""
+
+    index: int
+    values: dict[str, Any]  # swept path -> value as written in the sweep file
+    raw: dict[str, Any]
+    coords: tuple[int, ...]  # position on each grid axis, then the zip row (if any)
+
+
+def is_sweep(raw: Any) -> bool:
+    """A mapping with any sweep-only key (a scenario has none of them)."""
+    return isinstance(raw, dict) and any(k in raw for k in ("base", "grid", "zip"))
+
+
+def load_sweep(path: str | Path) -> SweepSpec:
+    path = Path(path)
+    return read_sweep(read_yaml(path, str(path)), path)
+
+
+def read_sweep(raw: Any, path: Path) -> SweepSpec:
+    """Check a parsed sweep file: keys, base scenario, lists, and every path against the schema."""
+    source = str(path)
+    if not isinstance(raw, dict):
+        got = type(raw).__name__
+        raise InputError(
+            source,
+            [
+                Problem(
+                    "", f"top level is a {got} (expected a mapping with base, and grid and/or zip)"
+                )
+            ],
+        )
+    problems = _top_level_problems(raw)
+    base_path, base = _read_base(raw.get("base"), path.parent, problems)
+    fixed = _entries(raw, "set", problems, want_list=False)
+    grid = _axes(raw, "grid", problems)
+    zipped = _axes(raw, "zip", problems)
+    if "grid" not in raw and "zip" not in raw:
+        problems.append(Problem("", "nothing to sweep: give 'grid' and/or 'zip'"))
+    _zip_length_problems(zipped, problems)
+    all_paths = [(f"set.{p}", p) for p in fixed] + [
+        (f"{a.group}.{a.path}", a.path) for a in grid + zipped
+    ]
+    _overlap_problems(all_paths, problems)
+    if base is not None:
+        for path_text, value in fixed.items():
+            set_path(base, path_text.split("."), copy.deepcopy(value))
+        _schema_problems(base, base_path, all_paths, problems)
+    if problems:
+        raise InputError(source, problems)
+    name = raw.get("name") or path.stem
+    return SweepSpec(source, str(name), base_path, base, tuple(grid), tuple(zipped))
+
+
+def _top_level_problems(raw: dict[str, Any]) -> list[Problem]:
+    problems = []
+    for key in raw:
+        if key not in SWEEP_KEYS:
+            close = difflib.get_close_matches(str(key), SWEEP_KEYS, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            problems.append(
+                Problem(str(key), f"unknown key ({hint}expected one of: {', '.join(SWEEP_KEYS)})")
+            )
+    name = raw.get("name")
+    if name is not None and not (isinstance(name, str) and NAME_PATTERN.match(name)):
+        problems.append(Problem("name", f"expected letters, digits, '_', '.', '-' (got {name!r})"))
+    return problems
+
+
+def _read_base(value: Any, folder: Path, problems: list[Problem]) -> tuple[Path, Any]:
+    if value is None:
+        problems.append(
+            Problem("base", "required key is missing (a scenario file, relative to the sweep file)")
+        )
+        return folder, None
+    if not isinstance(value, str) or not value.strip():
+        problems.append(Problem("base", f"expected the path of a scenario file (got {value!r})"))
+        return folder, None
+    base_path = Path(value) if Path(value).is_absolute() else folder / value
+    try:
+        base = read_yaml(base_path, str(base_path))
+    except InputError as exc:
+        problems += [Problem("base", p.render(str(base_path))) for p in exc.problems]
+        return base_path, None
+    if not isinstance(base, dict):
+        problems.append(Problem("base", f"{base_path} is not a scenario (expected a mapping)"))
+        return base_path, None
+    return base_path, base
+
+
+def _entries(
+    raw: dict[str, Any], section: str, problems: list[Problem], want_list: bool
+) -> dict[str, Any]:
+    """The `path: value` entries of one section, with malformed paths reported."""
+    value = raw.get(section)
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not value:
+        what = "lists of values" if want_list else "values"
+        problems.append(
+            Problem(
+                section,
+                f"expected a mapping of key paths to {what}, e.g. "
+                "hardware.tiers.hbf.write_bandwidth: [10 GB/s, 50 GB/s]",
+            )
+        )
+        return {}
+    out = {}
+    for path_text, item in value.items():
+        keys = str(path_text).split(".")
+        if not isinstance(path_text, str) or not all(k.strip() == k and k for k in keys):
+            problems.append(
+                Problem(
+                    f"{section}.{path_text}",
+                    "expected a dotted key path such as training.grad_accumulation",
+                )
+            )
+            continue
+        out[path_text] = item
+    return out
+
+
+def _axes(raw: dict[str, Any], section: str, problems: list[Problem]) -> list[Axis]:
+    axes = []
+    for path_text, values in _entries(raw, section, problems, want_list=True).items():
+        where = f"{section}.{path_text}"
+        if not isinstance(values, list) or not values:
+            problems.append(Problem(where, f"expected a non-empty list of values (got {values!r})"))
+            continue
+        seen: dict[str, int] = {}
+        for i, value in enumerate(values):
+            text = json.dumps(value, sort_keys=True, default=str)
+            if text in seen and section == "grid":
+                problems.append(
+                    Problem(where, f"value {value!r} is listed twice (items {seen[text]} and {i})")
+                )
+            seen.setdefault(text, i)
+        axes.append(Axis(path_text, tuple(values), section))
+    return axes
+
+
+def _zip_length_problems(axes: list[Axis], problems: list[Problem]) -> None:
+    lengths = {a.path: len(a.values) for a in axes}
+    if len(set(lengths.values())) > 1:
+        listed = ", ".join(f"{p} has {n}" for p, n in lengths.items())
+        problems.append(Problem("zip", f"lists must have equal lengths ({listed})"))
+
+
+def _overlap_problems(paths: list[tuple[str, str]], problems: list[Problem]) -> None:
+    for (where_a, a), (_, b) in itertools.combinations(paths, 2):
+        if a == b or a.startswith(b + ".") or b.startswith(a + "."):
+            problems.append(Problem(where_a, f"overlaps with '{b}' (each value must be set once)"))
+
+
+def _schema_problems(
+    base: dict[str, Any], base_path: Path, paths: list[tuple[str, str]], problems: list[Problem]
+) -> None:
+    try:
+        resolved = resolve(base, base_path.parent, str(base_path))
+    except InputError as exc:
+        problems += [Problem("base", p.render(exc.source)) for p in exc.problems]
+        return
+    for where, path_text in paths:
+        problem = path_problem(path_text.split("."), resolved)
+        if problem:
+            problems.append(Problem(where, f"not a scenario key path: {problem}"))
+
+
+def expand(spec: SweepSpec) -> list[Point]:
+    """Every point, grid-major then zip rows, as a plain scenario mapping."""
+    grid_at = itertools.product(*(range(len(a.values)) for a in spec.grid))
+    zip_at = [(row,) for row in range(len(spec.zip[0].values))] if spec.zip else [()]
+    points = []
+    for grid_coords in grid_at:
+        for zip_coords in zip_at:
+            coords = grid_coords + zip_coords
+            values = {a.path: a.values[i] for a, i in zip(spec.grid, grid_coords, strict=True)}
+            values |= {a.path: a.values[zip_coords[0]] for a in spec.zip}
+            raw = copy.deepcopy(spec.base)
+            for path_text, value in values.items():
+                set_path(raw, path_text.split("."), copy.deepcopy(value))
+            points.append(Point(len(points), values, raw, coords))
+    return points
+
+
+def describe(values: dict[str, Any]) -> str:
+    """`a=1, b=50 GB/s`: a point's swept values in one line."""
+    return ", ".join(f"{path}={value}" for path, value in values.items())

@@ -1,0 +1,174 @@
+"""Durable sweep results: an append-only log, per-point reports, and CSV/Parquet tables.
+
+The log (`results.jsonl`, one JSON object per finished point) is the record of truth. A batch of
+finished points is committed by writing each point's report file atomically, then appending
+their log lines and fsync-ing the log: a killed sweep loses at most the points in flight. A torn
+last line (the process died mid-write) is ignored and cut off before the next append. Tables
+and reports are derived files, each written to a temporary name and moved into place.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import io
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from tiersim.errors import InputError, Problem
+from tiersim.sweep.worker import PointResult
+
+LOG_NAME = "results.jsonl"
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write `path` through a temporary file, fsync it, and move it into place."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_log(path: Path) -> tuple[dict[str, dict[str, Any]], int, int]:
+    """(entries by key, first one wins; unreadable lines skipped; length of the intact part)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}, 0, 0
+    intact = data.rfind(b"\n") + 1  # a last line without its newline is torn
+    entries: dict[str, dict[str, Any]] = {}
+    skipped = 0 if intact == len(data) else 1
+    for line in data[:intact].splitlines():
+        try:
+            entry = json.loads(line)
+            entries.setdefault(entry["key"], entry)
+        except (ValueError, KeyError, TypeError):
+            skipped += 1
+    return entries, skipped, intact
+
+
+class SweepStore:
+    """The output folder of one sweep: log, `points/<key>.json`, tables."""
+
+    def __init__(self, out: Path, resume: bool):
+        self.out = out
+        self.points_dir = out / "points"
+        self.log_path = out / LOG_NAME
+        entries, self.skipped, intact = read_log(self.log_path)
+        if entries and not resume:
+            raise InputError(
+                str(out),
+                [
+                    Problem(
+                        "--out",
+                        f"{self.log_path} already holds {len(entries)} finished points; pass "
+                        "--resume to continue that sweep, or choose another --out folder",
+                    )
+                ],
+            )
+        self.entries = entries
+        self.points_dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - held open for the whole sweep
+        try:
+            fcntl.flock(self._log.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._log.close()
+            raise InputError(
+                str(out), [Problem("--out", "another sweep is writing to this folder right now")]
+            ) from None
+        self._log.truncate(intact)  # cut a torn last line before appending after it
+
+    def close(self) -> None:
+        self._log.close()
+
+    def __enter__(self) -> SweepStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def commit(self, results: Iterable[PointResult]) -> None:
+        """Make a batch of finished points durable: reports first, then one fsync'd log append."""
+        lines = []
+        for result in results:
+            if result.key in self.entries:
+                continue
+            if result.report_json is not None:
+                text = result.report_json.encode()
+                atomic_write(self.points_dir / f"{result.key}.json", lambda h, t=text: h.write(t))
+            entry = {
+                "key": result.key,
+                "status": result.status,
+                "error": result.error,
+                "elapsed_s": round(result.elapsed_s, 6),
+                "outputs": result.outputs,
+            }
+            self.entries[result.key] = entry
+            lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+        if lines:
+            self._log.write(b"".join(lines))
+            self._log.flush()
+            os.fsync(self._log.fileno())
+
+
+def tidy(rows: list[dict[str, Any]], columns: list[str]) -> dict[str, list[Any]]:
+    """Column-wise values; a column mixing kinds (numbers, text, mappings) becomes text."""
+    table = {}
+    for name in columns:
+        values = [row.get(name) for row in rows]
+        kinds = {_kind(v) for v in values if v is not None}
+        if len(kinds) > 1 or kinds == {"json"}:
+            values = [None if v is None else _text(v) for v in values]
+        table[name] = values
+    return table
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return "str" if isinstance(value, str) else "json"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def write_tables(out: Path, table: dict[str, list[Any]]) -> None:
+    """`results.csv` and `results.parquet`, each replaced atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = pa.table(table)
+    atomic_write(out / "results.csv", lambda h: h.write(_csv_bytes(table)))
+    atomic_write(out / "results.parquet", lambda h: pq.write_table(arrow, h))
+
+
+def _csv_bytes(table: dict[str, list[Any]]) -> bytes:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(table)
+    for row in zip(*table.values(), strict=True):
+        writer.writerow(
+            ["" if v is None else str(v).lower() if isinstance(v, bool) else v for v in row]
+        )
+    return buffer.getvalue().encode()

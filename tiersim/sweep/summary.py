@@ -1,0 +1,110 @@
+"""The end-of-sweep summary: counts, the best points, and where yes/no verdicts change."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from itertools import pairwise
+from typing import Any
+
+from tiersim.sweep.rows import Table
+from tiersim.sweep.spec import Point, SweepSpec, describe
+from tiersim.sweep.worker import OK
+from tiersim.table import render
+
+# (column, better when, how the summary names it)
+OBJECTIVES = (
+    ("step.time_s", min, "shortest step"),
+    ("step.tokens_per_s", max, "most tokens/s"),
+    ("step.exposed_transfer_s", min, "least exposed transfer"),
+    ("checkpoint.goodput", max, "highest goodput"),
+    ("inventory.per_gpu.total", min, "least state per GPU"),
+)
+MAX_CHANGES = 12
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def best_points(table: Table) -> list[tuple[str, str, dict[str, Any]]]:
+    """(objective, column, row) for each objective the results have."""
+    ok = [r for r in table.rows if r["status"] == OK]
+    best = []
+    for column, better, label in OBJECTIVES:
+        candidates = [r for r in ok if _number(r.get(column))]
+        if len({r[column] for r in candidates}) > 1:  # an objective all points tie on says nothing
+            best.append((label, column, better(candidates, key=lambda r, c=column: r[c])))
+    return best
+
+
+def verdict_columns(table: Table) -> list[str]:
+    columns = []
+    for name in table.outputs:
+        values = [r[name] for r in table.rows if r[name] is not None]
+        if values and all(isinstance(v, bool) for v in values):
+            columns.append(name)
+    return columns
+
+
+def _axis_labels(spec: SweepSpec) -> list[list[str]]:
+    """For each analysis axis (each grid axis, then the zip rows as one), a label per position."""
+    labels = [[f"{a.path}={v}" for v in a.values] for a in spec.grid]
+    if spec.zip:
+        rows = zip(*(a.values for a in spec.zip), strict=True)
+        labels.append(
+            [describe(dict(zip((a.path for a in spec.zip), r, strict=True))) for r in rows]
+        )
+    return labels
+
+
+def verdict_changes(spec: SweepSpec, points: list[Point], table: Table) -> list[str]:
+    """Lines such as `tiers.hbm.fits: false -> true between X=a and X=b (3 of 3 slices)`."""
+    labels = _axis_labels(spec)
+    lines = []
+    for column in verdict_columns(table):
+        for axis, names in enumerate(labels):
+            slices: dict[tuple[int, ...], dict[int, bool]] = defaultdict(dict)
+            for point, row in zip(points, table.rows, strict=True):
+                if row[column] is not None:
+                    rest = point.coords[:axis] + point.coords[axis + 1 :]
+                    slices[rest][point.coords[axis]] = row[column]
+            changes: Counter[tuple[int, int, bool, bool]] = Counter()
+            for line in slices.values():
+                for (i, a), (j, b) in pairwise(sorted(line.items())):
+                    if a != b:
+                        changes[(i, j, a, b)] += 1
+            for (i, j, a, b), n in sorted(changes.items()):
+                lines.append(
+                    f"{column}: {str(a).lower()} -> {str(b).lower()} between {names[i]} and "
+                    f"{names[j]} ({n} of {len(slices)} slices)"
+                )
+    return lines
+
+
+def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
+    counts = Counter(r["status"] for r in table.rows)
+    listed = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    parts = [f"sweep '{spec.name}': {len(points)} points ({listed})"]
+    best = best_points(table)
+    if best:
+        rows = [
+            [label, f"{column} = {row[column]:.6g}", row["point"], describe(_values(table, row))]
+            for label, column, row in best
+        ]
+        parts.append(render(["best", "value", "point", "swept values"], rows))
+    changes = verdict_changes(spec, points, table)
+    if changes:
+        more = len(changes) - MAX_CHANGES
+        shown = changes[:MAX_CHANGES] + ([f"... and {more} more"] if more > 0 else [])
+        parts.append("where verdicts change:\n" + "\n".join(f"  {c}" for c in shown))
+    elif verdict_columns(table):
+        parts.append("verdicts: none changes across the sweep")
+    failed = [r for r in table.rows if r["status"] != OK]
+    if failed:
+        first = failed[0]
+        parts.append(f"first failed point: {first['point']} ({first['status']}): {first['error']}")
+    return "\n\n".join(parts)
+
+
+def _values(table: Table, row: dict[str, Any]) -> dict[str, Any]:
+    return {path: row[path] for path in table.swept}

@@ -1,0 +1,98 @@
+"""One point, run where a worker is: build the plain scenario mapping, simulate, report.
+
+Everything a worker receives and returns is plain, picklable data, so the same functions run in a
+local process pool and on Dask workers. Nothing here writes files or prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tiersim.config import Loaded, build, resolve
+from tiersim.errors import InfeasibleError, InputError
+from tiersim.report import to_json
+from tiersim.runner import report_for
+from tiersim.sweep.outputs import headline
+
+OK, INVALID, INFEASIBLE, ERROR = "ok", "invalid", "infeasible", "error"
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """A plain scenario mapping and where its relative file names are read from."""
+
+    raw: dict[str, Any]
+    base_dir: str
+    source: str
+
+
+@dataclass(frozen=True)
+class PointResult:
+    key: str
+    status: str  # ok | invalid | infeasible | error
+    error: str | None
+    outputs: dict[str, Any]  # headline outputs (empty unless ok)
+    report_json: str | None  # the full report.json text (None unless ok)
+    elapsed_s: float  # build + simulate + report, in the worker
+
+
+def scenario_key(mapping: Any) -> str:
+    """A stable hash of a scenario: canonical JSON (sorted keys), SHA-256, 16 hex digits."""
+    text = json.dumps(mapping, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def identify(task: PointTask) -> tuple[str, Loaded | InputError]:
+    """The point's key and its built scenario, or the reason it is not a valid scenario.
+
+    The key hashes the validated scenario (presets merged, defaults filled, quantities in base
+    units), so equal scenarios written differently share a key; an invalid point is keyed by
+    its resolved mapping, or its raw one when even presets do not resolve.
+    """
+    base_dir = Path(task.base_dir)
+    try:
+        loaded = build(task.raw, base_dir, task.source)
+    except InputError as exc:
+        try:
+            return scenario_key(resolve(task.raw, base_dir, task.source)), exc
+        except InputError:
+            return scenario_key(task.raw), exc
+    return scenario_key(loaded.scenario.model_dump()), loaded
+
+
+def point_key(task: PointTask) -> str:
+    return identify(task)[0]
+
+
+def problems_text(exc: InputError) -> str:
+    return "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in exc.problems)
+
+
+def run_point(task: PointTask) -> PointResult:
+    """Build and run one point; every failure becomes the point's status and error."""
+    start = time.perf_counter()
+    key, built = identify(task)
+    if isinstance(built, InputError):
+        return PointResult(key, INVALID, problems_text(built), {}, None, _since(start))
+    try:
+        report = report_for(built)
+        text = to_json(report)
+    except InputError as exc:  # found only when simulating, e.g. an inconsistent placement
+        return PointResult(key, INVALID, problems_text(exc), {}, None, _since(start))
+    except InfeasibleError as exc:
+        return PointResult(key, INFEASIBLE, str(exc), {}, None, _since(start))
+    except Exception as exc:  # a bug in one point must not stop the sweep: record it
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        error = f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})"
+        return PointResult(key, ERROR, error, {}, None, _since(start))
+    return PointResult(key, OK, None, headline(report), text, _since(start))
+
+
+def _since(start: float) -> float:
+    return time.perf_counter() - start
