@@ -67,7 +67,8 @@ class Engine:
         self.s, self.topo, self.schedule, self.record = s, topo, schedule, record
         self.env = simpy.Environment()
         policy = priority_rates if s.simulation.link_sharing == "issue_order" else max_min_rates
-        self.net = FlowNetwork(self.env, topo.capacities, _channel, policy)
+        capacity = {**topo.capacities, **schedule.net_capacity}
+        self.net = FlowNetwork(self.env, capacity, _channel, policy)
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
         ops = schedule.ops
         self.waiting = [len(op.deps) for op in ops]
@@ -105,6 +106,12 @@ class Engine:
         self.log.start[i] = now
         for tier, nbytes in op.alloc:
             self._occupy(tier, now, nbytes)
+        if op.kind in ("comm", "sync"):
+            self._after(
+                op.latency,
+                lambda: self.net.start(op.nbytes, (op.resource,), lambda: self._finish(i), i),
+            )
+            return
         if op.kind != "move":
             self._after(op.duration, lambda: self._finish(i))
             return
@@ -148,8 +155,16 @@ class Engine:
                 self._start(j)
 
 
+NET_CHANNELS = {"tensor": "tensor-parallel", "data": "data-parallel", "pipeline": "pipeline"}
+
+
 def _channel(resource: tuple) -> str | None:
-    return resource[1] if resource[0] in ("link", "net") else None
+    """Links by name; network groups as '<group>-parallel' channels."""
+    if resource[0] == "link":
+        return resource[1]
+    if resource[0] == "net":
+        return NET_CHANNELS[resource[1]]
+    return None
 
 
 # --- measuring the step ----------------------------------------------------------------------
@@ -176,7 +191,13 @@ def _moved(topo: Topology, ops: list[Op], step: int):
     read: dict[str, dict[str, int]] = {}
     written: dict[str, dict[str, int]] = {}
     for op in ops:
-        if op.kind != "move" or op.step != step:
+        if op.step != step:
+            continue
+        if op.kind in ("comm", "sync"):
+            per = links.setdefault(NET_CHANNELS[op.resource[1]], {})
+            per["sent"] = per.get("sent", 0) + op.nbytes
+            continue
+        if op.kind != "move":
             continue
         route = topo.route(op.src, op.dst)
         for name, direction in route.links:
@@ -207,7 +228,8 @@ def measure(
     lo, hi = log.step_end[measured_step - 1], log.step_end[measured_step]
     step_s = hi - lo
     gpu = iv.clip(_busy(log, ops, "gpu"), lo, hi)
-    idle = iv.complement(gpu, lo, hi)
+    bubble = iv.clip(_busy(log, ops, "idle"), lo, hi)
+    idle = iv.complement(iv.union(gpu + bubble), lo, hi)
     cpu = iv.clip(_busy(log, ops, "cpu"), lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
     busy = engine.net.busy.intervals
@@ -216,7 +238,8 @@ def measure(
     overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
     links_moved, read, written = _moved(topo, ops, measured_step)
     links = {}
-    for name in s.hardware.links:
+    channels = list(s.hardware.links) + [c for c in NET_CHANNELS.values() if c in links_moved]
+    for name in channels:
         per_dir = links_moved.get(name, {})
         busy_s = iv.total(iv.clip(iv.union(busy.get(name, [])), lo, hi))
         links[name] = LinkStats(
@@ -251,6 +274,7 @@ def measure(
         events=log.events + engine.net.wakeups,
         wall_s=wall_s,
         exposed_cpu_s=exposed_cpu,
+        pipeline_bubble_s=iv.total(bubble),
         prefetch_depth=engine.schedule.prefetch_depth,
     )
     return result

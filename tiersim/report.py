@@ -105,6 +105,7 @@ def step_section(r: StepResult) -> dict[str, Any]:
         "optimizer_s": r.optimizer_s,
         "exposed_transfer_s": r.exposed_transfer_s,
         "exposed_cpu_s": r.exposed_cpu_s,
+        "pipeline_bubble_s": r.pipeline_bubble_s,
         "overlap": r.overlap,
         "tokens_per_s": r.tokens_per_s,
         "tokens_per_step": r.tokens_per_step,

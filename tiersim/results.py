@@ -50,6 +50,7 @@ class StepResult:
     events: int
     wall_s: float
     exposed_cpu_s: float = 0.0  # step time the GPU waits on the CPU optimizer
+    pipeline_bubble_s: float = 0.0  # step time the GPU waits on other pipeline stages
     prefetch_depth: int = 0  # uses ahead that fetches are issued (after the HBM budget)
     trace: dict | None = None  # Trace Event Format, only when asked for
 

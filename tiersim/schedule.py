@@ -23,13 +23,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tiersim.comms import Comm
+from tiersim.pipeline import stage_schedule
 from tiersim.schema import Scenario
 from tiersim.workload import Workload
+
+_STREAM = {"gpu": "gpu", "sync": "gpu", "idle": "gpu", "cpu": "cpu"}
 
 
 @dataclass(slots=True)
 class Op:
-    kind: str  # "gpu" | "cpu" | "move"
+    kind: str  # "gpu" | "cpu" | "move" | "comm" (network) | "sync" (network, in the GPU
+    # stream: the GPU waits for it) | "idle" (GPU stream waits: pipeline bubble)
     role: str  # forward | recompute | backward | optimizer | <state class moved>
     label: str
     step: int
@@ -40,6 +45,8 @@ class Op:
     dst: str = ""
     alloc: list[tuple[str, int]] = field(default_factory=list)  # at start: (tier, bytes)
     free: list[tuple[str, int]] = field(default_factory=list)  # at end
+    resource: tuple = ()  # a network op's shared resource
+    latency: float = 0.0  # a network op's latency terms
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class Schedule:
     ops: list[Op]
     steps: int
     prefetch_depth: int
+    net_capacity: dict
 
 
 class _Builder:
@@ -70,11 +78,12 @@ class _Builder:
     # --- primitives ----------------------------------------------------------------------------
 
     def add(self, op: Op) -> int:
-        if op.kind in ("gpu", "cpu"):
-            prev = self.last_on.get(op.kind)
+        stream = _STREAM.get(op.kind)
+        if stream is not None:
+            prev = self.last_on.get(stream)
             if prev is not None:
                 op.deps.append(prev)
-            self.last_on[op.kind] = len(self.ops)
+            self.last_on[stream] = len(self.ops)
         op.deps = [d for d in dict.fromkeys(op.deps) if d is not None]
         self.ops.append(op)
         return len(self.ops) - 1
@@ -97,6 +106,31 @@ class _Builder:
             Op("move", role, label, step, list(deps), nbytes=nbytes, src=src, dst=dst, alloc=alloc)
         )
 
+    def net(
+        self,
+        c: Comm | None,
+        step: int,
+        deps: list[int | None],
+        kind: str = "comm",
+        alloc: list | None = None,
+    ) -> int | None:
+        """A collective as a network flow; "sync" ones block the GPU stream."""
+        if c is None:
+            return None
+        return self.add(
+            Op(
+                kind,
+                c.name.split()[0] + "_comm",
+                c.name,
+                step,
+                list(deps),
+                nbytes=int(c.nbytes),
+                resource=c.resource,
+                latency=c.latency_s,
+                alloc=alloc or [],
+            )
+        )
+
     def prefetch_gate(self) -> int | None:
         """The op after which a fetch for the next use may be issued (`depth` uses ahead)."""
         back = self.depth + 1
@@ -104,27 +138,51 @@ class _Builder:
 
     # --- forward and backward ------------------------------------------------------------------
 
-    def fetch_weights(self, u: int, step: int, tag: str) -> tuple[int | None, bool]:
-        """Fetch unit u's weights for the next use unless they are still held."""
+    def streamed(self, u: int) -> bool:
         unit = self.wl.units[u]
-        if self.home["weights"] == self.gpu or unit.weights_full == 0:
+        return unit.weights_full > 0 and (
+            self.home["weights"] != self.gpu or unit.dp_weights is not None
+        )
+
+    def fetch_weights(self, u: int, step: int, tag: str) -> tuple[int | None, bool]:
+        """Bring unit u's full weights into GPU memory for the next use, unless still held:
+        its home shard (or all of it) over the tiers, then the all-gather of the rest."""
+        unit = self.wl.units[u]
+        if not self.streamed(u):
             return self.weights_ready[u], False
         if self.use_units and self.use_units[-1] == u:
             return None, True  # still held from the previous use
-        op = self.move(
+        gate = [self.weights_ready[u], self.prefetch_gate()]
+        if unit.dp_weights is None:
+            op = self.move(
+                "weights",
+                f"fetch weights {unit.name} {tag}",
+                step,
+                self.home["weights"],
+                self.gpu,
+                unit.weights_full,
+                gate,
+            )
+            return op, False
+        shard = self.move(
             "weights",
-            f"fetch weights {unit.name} {tag}",
+            f"fetch weights shard {unit.name} {tag}",
             step,
             self.home["weights"],
             self.gpu,
-            unit.weights_full,
-            [self.weights_ready[u], self.prefetch_gate()],
+            unit.weights_home,
+            gate,
         )
-        return op, False
+        gather = self.net(
+            unit.dp_weights, step, [shard, *gate], alloc=[(self.gpu, unit.weights_full)]
+        )
+        if shard is not None:
+            self.ops[gather].free.append((self.gpu, unit.weights_home))
+        return gather, False
 
     def release_weights(self, u: int, held: bool, at: int) -> None:
         unit = self.wl.units[u]
-        if self.home["weights"] == self.gpu or unit.weights_full == 0:
+        if not self.streamed(u):
             return
         if held:  # move the free from the previous use to this one
             prev = self.uses[-1]
@@ -153,6 +211,7 @@ class _Builder:
         )
         self.release_weights(u, held, op)
         self.end_use(u, op)
+        self.net(unit.tp_forward, step, [op], kind="sync")
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
@@ -201,7 +260,9 @@ class _Builder:
                     duration=unit.recompute_s,
                 )
             )
-        grads_off = self.home["gradients"] != self.gpu and unit.gradients_full > 0
+        grads_off = unit.gradients_full > 0 and (
+            self.home["gradients"] != self.gpu or self.reduce_scatters(u)
+        )
         op = self.add(
             Op(
                 "gpu",
@@ -219,8 +280,14 @@ class _Builder:
             self.ops[op].free.append((self.gpu, unit.gradients_home))
         self.release_weights(u, held, op)
         self.end_use(u, op)
+        self.net(unit.tp_backward, step, [op], kind="sync")
         self.write_gradients(u, mb, step, op)
         return op
+
+    def reduce_scatters(self, u: int) -> bool:
+        """Sharded gradients leave GPU memory as a reduce-scatter every micro-batch, so the
+        full gradient buffer is transient."""
+        return self.wl.gradients_every_microbatch and self.wl.units[u].dp_gradients is not None
 
     def accumulation_read(self, u: int, mb: int, step: int) -> int | None:
         unit = self.wl.units[u]
@@ -237,9 +304,17 @@ class _Builder:
         )
 
     def write_gradients(self, u: int, mb: int, step: int, bwd: int) -> None:
+        """Reduce the gradients over data parallelism when due (every micro-batch when
+        sharded, else after the last), then write what this GPU keeps to its home."""
         unit = self.wl.units[u]
+        last = mb == self.wl.micro_batches - 1
+        due = self.reduce_scatters(u) or last
+        reduced = self.net(unit.dp_gradients if due else None, step, [bwd])
+        done = reduced if reduced is not None else bwd
         if self.home["gradients"] == self.gpu or unit.gradients_full == 0:
-            self.grad_last[u] = bwd
+            if self.reduce_scatters(u):
+                self.ops[done].free.append((self.gpu, unit.gradients_full))
+            self.grad_last[u] = done
             return
         op = self.move(
             "gradients",
@@ -248,19 +323,31 @@ class _Builder:
             self.gpu,
             self.home["gradients"],
             unit.gradients_home,
-            [bwd],
+            [done],
             alloc_dst=False,
         )
         self.ops[op].free.append((self.gpu, unit.gradients_full))
         self.grad_last[u] = op
 
-    def micro_batch(self, mb: int, step: int) -> None:
-        n = len(self.wl.units)
-        offloads: dict[int, int | None] = {}
-        for u in range(n):
-            offloads[u] = self.offload_activations(u, mb, step, self.forward(u, mb, step))
-        for u in [n - 1, *range(n - 2, -1, -1)]:
-            self.backward(u, mb, step, offloads[u])
+    def micro_batches(self, step: int) -> None:
+        """This stage's forwards and backwards in its pipeline schedule's order (1F1B or
+        interleaved), each over the units of one model chunk."""
+        par = self.s.parallel
+        order = stage_schedule(
+            self.wl.stage, par.pipeline, self.wl.micro_batches, par.virtual_pipeline
+        )
+        offloads: dict[tuple[int, int], int | None] = {}
+        for op in order:
+            units = self.wl.chunks[op.chunk]
+            if op.kind == "forward":
+                for u in units:
+                    fwd = self.forward(u, op.microbatch, step)
+                    offloads[(u, op.microbatch)] = self.offload_activations(
+                        u, op.microbatch, step, fwd
+                    )
+            else:
+                for u in reversed(units):
+                    self.backward(u, op.microbatch, step, offloads.pop((u, op.microbatch)))
 
     # --- optimizer -----------------------------------------------------------------------------
 
@@ -328,7 +415,9 @@ class _Builder:
             [op],
             alloc_dst=False,
         )
-        self.weights_ready[u] = new_w if new_w is not None else op
+        updated = new_w if new_w is not None else op
+        gathered = self.net(unit.dp_parameters, step, [updated])
+        self.weights_ready[u] = gathered if gathered is not None else updated
         return op
 
     def optimizer_step(self, step: int) -> None:
@@ -342,10 +431,13 @@ class _Builder:
 
     def build(self, steps: int) -> Schedule:
         for step in range(steps):
-            for mb in range(self.wl.micro_batches):
-                self.micro_batch(mb, step)
+            if self.wl.bubble_s > 0:  # waiting on the other pipeline stages
+                self.add(
+                    Op("idle", "bubble", "pipeline bubble", step, [], duration=self.wl.bubble_s)
+                )
+            self.micro_batches(step)
             self.optimizer_step(step)
-        return Schedule(self.ops, steps, self.depth)
+        return Schedule(self.ops, steps, self.depth, self.wl.net_capacity)
 
 
 def build_schedule(s: Scenario, wl: Workload, steps: int, depth: int) -> Schedule:

@@ -7,9 +7,12 @@ data-parallel sharding, so the engine only schedules and times.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
+from tiersim import pipeline
+from tiersim.comms import Comm, capacities, comm, hidden_bytes, p2p_send_s, tensor_comms
 from tiersim.inventory import (
     build_inventory,
     layer_activation_bytes,
@@ -40,6 +43,11 @@ class Unit:
     recompute_s: float
     optimizer_gpu_s: float
     optimizer_cpu_s: float
+    tp_forward: Comm | None = None  # blocking, in the GPU stream, per micro-batch
+    tp_backward: Comm | None = None
+    dp_weights: Comm | None = None  # all-gather of sharded weights before each use
+    dp_gradients: Comm | None = None  # reduce-scatter or all-reduce of the unit's gradients
+    dp_parameters: Comm | None = None  # all-gather of updated weights after the optimizer
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,10 @@ class Workload:
     tokens_per_step: int  # over the whole data-parallel job
     hbm_resident: int  # bytes homed in GPU memory for the whole step (not activations)
     stage: int
+    chunks: tuple[tuple[int, ...], ...]  # unit indices of each model chunk (interleaving)
+    gradients_every_microbatch: bool  # sharded gradients are reduced every micro-batch
+    bubble_s: float  # pipeline idle time per step (fill, drain, exposed p2p)
+    net_capacity: dict[tuple[str, str], float]
 
 
 def _gpu_rate(s: Scenario) -> float:
@@ -56,18 +68,35 @@ def _gpu_rate(s: Scenario) -> float:
     return peak * s.hardware.gpu.efficiency
 
 
+def _memory_bound_s(s: Scenario, model, bytes_moved: float) -> float:
+    hbm = s.hardware.tiers[s.hardware.gpu.memory]
+    return bytes_moved / min(hbm.read_bw, hbm.write_bw)
+
+
 def _compute_times(s: Scenario, model, is_layer: bool, last_stage: bool) -> tuple[float, ...]:
-    """Forward, backward and recompute seconds of one unit for one micro-batch."""
+    """Forward, backward and recompute seconds of one unit for one micro-batch.
+
+    Matrix multiplies run at peak x efficiency. The memory-bound kernels between them (norms,
+    softmax, dropout, activation functions, residual adds) are timed at HBM bandwidth: they
+    move each activation byte a layer keeps (Korthikanti et al., no recompute) once in the
+    forward pass and twice in the backward pass (read it, write its gradient).
+    """
     seq, mbs, t, rate = s.seq_len, s.training.micro_batch_size, s.parallel.tensor, _gpu_rate(s)
     if not is_layer:
         fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
         return fwd, 2.0 * fwd, 0.0
-    fwd = model.layer_forward_flops(seq, mbs) / t / rate
+    kept = model.layer_activation_bytes(seq, mbs, t, s.parallel.sequence, "none")
+    elementwise = _memory_bound_s(s, model, kept)
+    fwd = model.layer_forward_flops(seq, mbs) / t / rate + elementwise
     recompute = {"none": 0.0, "full": fwd}.get(s.training.recompute)
     if recompute is None:  # selective: QK^T, softmax, dropout and attention over V again
-        heads_dim = model.heads * model.head_dim if isinstance(model, Transformer) else 0
+        heads = model.heads if isinstance(model, Transformer) else 0
+        heads_dim = heads * model.head_dim if isinstance(model, Transformer) else 0
+        scores = 5.0 * heads * seq * seq * mbs / t  # softmax, its mask and dropout output
         recompute = 4.0 * mbs * seq * seq * heads_dim / t / rate
-    return fwd, 2.0 * fwd, recompute
+        recompute += _memory_bound_s(s, model, scores)
+    bwd = 2.0 * model.layer_forward_flops(seq, mbs) / t / rate + 2.0 * elementwise
+    return fwd, bwd, recompute
 
 
 def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tuple[float, float]:
@@ -122,6 +151,67 @@ def _unit(s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts:
     )
 
 
+def _data_comms(s: Scenario, unit: Unit) -> dict[str, Comm | None]:
+    """ZeRO traffic of one unit (Rajbhandari et al. 2020, §7.2): sharded weights are
+    all-gathered before every use; sharded gradients reduce-scattered every micro-batch;
+    otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
+    all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
+    after the update."""
+    shard = sharded_classes(s)
+    if s.parallel.data == 1 or unit.params == 0:
+        return {}
+    out: dict[str, Comm | None] = {}
+    if shard["weights"]:
+        out["dp_weights"] = comm(s, "dp weights", "data", "all_gather", unit.weights_full)
+    sharded_update = shard["optimizer"] or shard["master"]
+    op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
+    out["dp_gradients"] = comm(s, "dp gradients", "data", op, unit.gradients_full)
+    if not shard["weights"] and sharded_update:
+        out["dp_parameters"] = comm(s, "dp parameters", "data", "all_gather", unit.weights_full)
+    return out
+
+
+def _rest_tensor_comms(s: Scenario, hidden: int | None, stage: int) -> dict[str, Comm | None]:
+    """The vocabulary-parallel embedding's all-reduce (first stage, forward) and the output
+    layer's input-gradient all-reduce (last stage, backward)."""
+    if s.parallel.tensor == 1 or not hidden:
+        return {}
+    buffer = hidden_bytes(s, hidden)
+    out: dict[str, Comm | None] = {}
+    if stage == 0:
+        out["tp_forward"] = comm(s, "tp embedding", "tensor", "all_reduce", buffer)
+    if stage == s.parallel.pipeline - 1:
+        out["tp_backward"] = comm(s, "tp head", "tensor", "all_reduce", buffer)
+    return out
+
+
+def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
+    return 0.0 if c is None else c.latency_s + c.nbytes / cap[c.resource]
+
+
+def _bubble(s: Scenario, units: list[Unit], cap: dict, hidden: int | None) -> float:
+    """Pipeline idle time per step for uniform stages: the all-stage schedule's step time
+    minus this stage's own v·m·(f + b) (fill, drain and exposed point-to-point sends)."""
+    par, m = s.parallel, s.training.grad_accumulation
+    if par.pipeline == 1:
+        return 0.0
+    fwd = sum(u.forward_s + _alone_s(u.tp_forward, cap) for u in units) / par.virtual_pipeline
+    bwd = sum(u.backward_s + u.recompute_s + _alone_s(u.tp_backward, cap) for u in units)
+    bwd /= par.virtual_pipeline
+    timing = pipeline.evaluate(
+        par.pipeline, m, par.virtual_pipeline, fwd, bwd, p2p_send_s(s, hidden)
+    )
+    return max(0.0, timing.step_s - par.virtual_pipeline * m * (fwd + bwd))
+
+
+def _chunks(n_layers: int, virtual: int) -> tuple[tuple[int, ...], ...]:
+    """Layers split evenly into `virtual` chunks; the stage's rest unit joins the last."""
+    per = n_layers // virtual
+    chunks = [list(range(c * per, (c + 1) * per)) for c in range(virtual)]
+    chunks[-1].append(n_layers)
+    return tuple(tuple(c) for c in chunks)
+
+
 def build_workload(s: Scenario) -> Workload:
     model = build_model(s.model)
     inv = build_inventory(s)
@@ -135,6 +225,17 @@ def build_workload(s: Scenario) -> Workload:
         for i, mats in enumerate(groups[:-1])
     ]
     units.append(_unit(s, model, "rest", groups[-1], False, last, 0))
+    hidden = getattr(model, "hidden", None)
+    tp_fwd, tp_bwd = tensor_comms(s, hidden)
+    units = [
+        dataclasses.replace(u, **_data_comms(s, u), tp_forward=tp_fwd, tp_backward=tp_bwd)
+        for u in units[:-1]
+    ] + [
+        dataclasses.replace(
+            units[-1], **_data_comms(s, units[-1]), **_rest_tensor_comms(s, hidden, inv.stage)
+        )
+    ]
+    cap = capacities(s)
     gpu = s.hardware.gpu.memory
     resident = sum(
         b
@@ -142,7 +243,17 @@ def build_workload(s: Scenario) -> Workload:
         if cls not in ("activations", "total") and _home(s, cls) == gpu
     )
     tokens = s.seq_len * s.training.micro_batch_size * s.training.grad_accumulation * par.data
-    return Workload(tuple(units), s.training.grad_accumulation, tokens, resident, inv.stage)
+    return Workload(
+        units=tuple(units),
+        micro_batches=s.training.grad_accumulation,
+        tokens_per_step=tokens,
+        hbm_resident=resident,
+        stage=inv.stage,
+        chunks=_chunks(len(units) - 1, par.virtual_pipeline),
+        gradients_every_microbatch=sharded_classes(s)["gradients"] and par.data > 1,
+        bubble_s=_bubble(s, units, cap, hidden),
+        net_capacity=cap,
+    )
 
 
 def _home(s: Scenario, cls: str) -> str:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from tiersim.errors import InputError, Problem
 from tiersim.sweep.execute import SweepAborted
-from tiersim.sweep.run import SweepOptions, run_sweep
+from tiersim.sweep.run import SweepOptions, SweepOutcome, run_sweep
 from tiersim.sweep.spec import describe, load_sweep
+from tiersim.sweep.store import LOG_NAME
 from tiersim.sweep.summary import summary_text
 from tiersim.sweep.worker import INVALID
 
@@ -96,19 +97,29 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    if outcome.reused:
-        print(
-            f"resumed: {outcome.reused} points already recorded, {outcome.ran} run now",
-            file=sys.stderr,
-        )
-    print(summary_text(spec, outcome.points, outcome.table))
-    print(
-        f"\nresults: {out / 'results.csv'}, {out / 'results.parquet'}, {len(outcome.plots)} "
-        f"plots in {out / 'plots'}"
-    )
+    _print_outcome(outcome, out)
     rows = outcome.table.rows
     if rows and all(r["status"] == INVALID for r in rows):
         first = rows[0]
         where = f"point {first['point']} ({describe(outcome.points[0].values)})"
         raise InputError(spec.source, [Problem(where, f"every point is invalid; {first['error']}")])
     return 0
+
+
+def _print_outcome(outcome: SweepOutcome, out: Path) -> None:
+    if outcome.reused:
+        print(
+            f"resumed: {outcome.reused} points already recorded, {outcome.ran} run now",
+            file=sys.stderr,
+        )
+    if outcome.skipped_lines:
+        print(
+            f"note: {outcome.skipped_lines} unreadable line(s) in {out / LOG_NAME} were "
+            "ignored (a line cut off when a sweep was killed); their points were run again",
+            file=sys.stderr,
+        )
+    print(summary_text(outcome.spec, outcome.points, outcome.table))
+    print(
+        f"\nresults: {out / 'results.csv'}, {out / 'results.parquet'}, {len(outcome.plots)} "
+        f"plots in {out / 'plots'}"
+    )

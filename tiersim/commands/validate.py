@@ -27,22 +27,20 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     raw = read_yaml(path, str(path))
     if is_sweep(raw):
-        spec = read_sweep(raw, path)
-        count = check_points(spec)
-        axes = " x ".join(str(len(a.values)) for a in spec.grid)
-        shape = ", ".join(
-            part
-            for part in (
-                f"grid {axes}" if spec.grid else "",
-                f"zip {len(spec.zip[0].values)}" if spec.zip else "",
-            )
-            if part
-        )
-        print(
-            f"{args.file}: valid sweep '{spec.name}': {count} points ({shape}) over "
-            f"{spec.base_path}"
-        )
+        print(f"{args.file}: {_check_sweep(raw, path)}")
         return 0
     loaded = build(raw, path.parent, str(path))
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
     return 0
+
+
+def _check_sweep(raw: dict, path: Path) -> str:
+    """Check the file, then build every point; raise InputError listing every problem."""
+    spec = read_sweep(raw, path)
+    count = check_points(spec)
+    shape = []
+    if spec.grid:
+        shape.append("grid " + " x ".join(str(len(a.values)) for a in spec.grid))
+    if spec.zip:
+        shape.append(f"zip {len(spec.zip[0].values)}")
+    return f"valid sweep '{spec.name}': {count} points ({', '.join(shape)}) over {spec.base_path}"
