@@ -26,6 +26,7 @@ def test_every_shipped_sweep_validates(path):
     assert check_points(spec) == spec.size > 1
 
 
+@pytest.mark.slow
 def test_hbf_write_bandwidth_sweep_runs_and_more_bandwidth_is_never_slower(tmp_path):
     spec = load_sweep(SWEEPS / "hbf-write-vs-accumulation.yaml")
     options = SweepOptions(tmp_path / "out", 2, plots=False, progress=io.StringIO())

@@ -18,11 +18,11 @@ from tiersim.sweep.run import SweepOptions, run_sweep
 from tiersim.sweep.spec import load_sweep
 from tiersim.sweep.store import LOG_NAME, read_log
 
-POINTS = 20 * 20
+POINTS = 10 * 12
 LARGE = {
     "grid": {
-        "training.grad_accumulation": list(range(1, 21)),
-        "hardware.tiers.dram.capacity": [f"{100 + 50 * i} GB" for i in range(20)],
+        "training.grad_accumulation": list(range(1, 11)),
+        "hardware.tiers.dram.capacity": [f"{100 + 50 * i} GB" for i in range(12)],
     }
 }
 
@@ -87,14 +87,14 @@ def test_sigkill_then_resume_gives_exactly_one_row_per_point(tmp_path):
     out = tmp_path / "out"
     proc = start(path, out)
     try:
-        wait_for_lines(out / LOG_NAME, 40, proc)
+        wait_for_lines(out / LOG_NAME, 20, proc)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
     recorded, torn, _ = read_log(out / LOG_NAME)  # a line cut mid-write is not a record
-    assert 40 <= len(recorded) < POINTS and torn in (0, 1)
+    assert 20 <= len(recorded) < POINTS and torn in (0, 1)
     assert not (out / "results.csv").exists()  # tables are written only once every point is in
     outcome = resume(path, out)
     assert outcome.reused >= len(recorded)
@@ -108,7 +108,7 @@ def test_a_worker_killed_stops_the_sweep_cleanly_and_resume_finishes_it(tmp_path
     out = tmp_path / "out"
     proc = start(path, out)
     try:
-        wait_for_lines(out / LOG_NAME, 40, proc)
+        wait_for_lines(out / LOG_NAME, 20, proc)
         worker = descendants(proc.pid)[-1]  # a pool worker (a child of the fork server)
         os.kill(worker, signal.SIGKILL)
         _, stderr = proc.communicate(timeout=60)
@@ -120,7 +120,7 @@ def test_a_worker_killed_stops_the_sweep_cleanly_and_resume_finishes_it(tmp_path
     assert b"sweep stopped: the worker pool broke" in stderr
     assert b"rerun with --resume" in stderr and b"Traceback" not in stderr
     recorded, torn, _ = read_log(out / LOG_NAME)
-    assert 40 <= len(recorded) < POINTS and torn == 0
+    assert 20 <= len(recorded) < POINTS and torn == 0
     outcome = resume(path, out)
     assert outcome.reused == len(recorded)
     assert_one_row_per_point(outcome, out)

@@ -118,7 +118,7 @@ class Engine:
         route = self.topo.route(op.src, op.dst)
         staged = self._staging(route.tiers[1:-1], op.nbytes, now)
         chunk = min(self.s.simulation.chunk_size, op.nbytes)
-        fill = (len(route.links) - 1) * chunk / route.bottleneck
+        fill = max(0, len(route.links) - 1) * chunk / route.bottleneck
         self._after(
             route.latency_s + fill,
             lambda: self.net.start(op.nbytes, route.resources, lambda: self._finish(i, staged), i),
@@ -186,12 +186,13 @@ def _role_time(ops: list[Op], step: int, kind: str, roles: tuple[str, ...]) -> f
     )
 
 
-def _moved(topo: Topology, ops: list[Op], step: int):
+def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[str, ...] | None = None):
+    """Bytes per link direction, and read and written per tier by class, in one step."""
     links: dict[str, dict[str, int]] = {}
     read: dict[str, dict[str, int]] = {}
     written: dict[str, dict[str, int]] = {}
     for op in ops:
-        if op.step != step:
+        if op.step != step or (roles is not None and op.role not in roles):
             continue
         if op.kind in ("comm", "sync"):
             per = links.setdefault(NET_CHANNELS[op.resource[1]], {})
@@ -236,7 +237,7 @@ def measure(
     any_link = iv.clip(iv.union(busy.get(FlowNetwork.ANY, [])), lo, hi)
     link_time = iv.total(any_link)
     overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
-    links_moved, read, written = _moved(topo, ops, measured_step)
+    links_moved, read, written = moved(topo, ops, measured_step)
     links = {}
     channels = list(s.hardware.links) + [c for c in NET_CHANNELS.values() if c in links_moved]
     for name in channels:

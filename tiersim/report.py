@@ -9,12 +9,14 @@ import json
 from typing import Any
 
 from tiersim import __version__
+from tiersim.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.inventory import Inventory, model_summary
 from tiersim.model import build_model
 from tiersim.results import StepResult
 from tiersim.schema import STATE_CLASSES, Scenario
 from tiersim.table import render
 from tiersim.units import fmt_bytes, fmt_count, fmt_time
+from tiersim.wear import wear_section
 
 
 def inventory_section(inv: Inventory) -> dict[str, Any]:
@@ -143,11 +145,25 @@ def run_tiers_section(inv: Inventory, r: StepResult) -> dict[str, Any]:
     return out
 
 
+def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
+    """The durable-checkpoint section (none when neither an interval nor a failure rate is
+    configured)."""
+    run = r.checkpoint
+    if run is None:
+        return None
+    cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
+    every = run.interval_steps if run.interval_steps is not None else None
+    section = checkpoint_section(every_steps=every, step_s=r.time_s, cost=cost, mtbf_s=run.mtbf_s)
+    return {"mode": s.checkpoint.mode, "target": s.checkpoint.target, **section}
+
+
 def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     report = inventory_report(s, inv)
     report["tiers"] = run_tiers_section(inv, r)
     report["step"] = step_section(r)
     report["links"] = links_section(r)
+    report["wear"] = wear_section(s, r)
+    report["checkpoint"] = checkpoint_report(s, r)
     report["sim"] = {
         "events": r.events,
         "wall_s": r.wall_s,

@@ -33,6 +33,20 @@ class TierStats:
 
 
 @dataclass(frozen=True)
+class CheckpointRun:
+    """One durable checkpoint per GPU, as the engine measured it."""
+
+    interval_steps: int | None  # resolved ('auto' -> Daly's optimum), None if not configured
+    bytes: int  # weights + master + optimizer homed on this GPU
+    write_s: float  # first checkpoint move to the last byte on the target
+    stall_s: float  # how much later training ends because of it
+    read_back_s: float  # reading it back to each class's home on restart
+    restart_s: float
+    mtbf_s: float | None
+    written_by_tier: dict[str, int]  # bytes one checkpoint writes into each tier
+
+
+@dataclass(frozen=True)
 class StepResult:
     """One steady training step of one representative GPU."""
 
@@ -52,6 +66,7 @@ class StepResult:
     exposed_cpu_s: float = 0.0  # step time the GPU waits on the CPU optimizer
     pipeline_bubble_s: float = 0.0  # step time the GPU waits on other pipeline stages
     prefetch_depth: int = 0  # uses ahead that fetches are issued (after the HBM budget)
+    checkpoint: CheckpointRun | None = None
     trace: dict | None = None  # Trace Event Format, only when asked for
 
     @property

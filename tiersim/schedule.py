@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from tiersim.comms import Comm
 from tiersim.pipeline import stage_schedule
+from tiersim.schedule_checkpoint import add_checkpoint
 from tiersim.schema import Scenario
 from tiersim.workload import Workload
 
@@ -74,6 +75,8 @@ class _Builder:
         self.weights_ready: list[int | None] = [None] * n
         self.state_ready: dict[tuple[str, int], int] = {}
         self.grad_last: list[int | None] = [None] * n
+        self.snapshot_guard: dict[int, list[int]] = {}
+        self.last_drain: dict[tuple[str, int], int] = {}
 
     # --- primitives ----------------------------------------------------------------------------
 
@@ -98,8 +101,10 @@ class _Builder:
         nbytes: int,
         deps: list[int | None],
         alloc_dst: bool = True,
+        copy: bool = False,
     ) -> int | None:
-        if src == dst or nbytes <= 0:
+        """Move `nbytes` of a class between tiers; a no-op within one tier unless `copy`."""
+        if (src == dst and not copy) or nbytes <= 0:
             return None
         alloc = [(dst, nbytes)] if alloc_dst else []
         return self.add(
@@ -130,6 +135,10 @@ class _Builder:
                 alloc=alloc or [],
             )
         )
+
+    def barrier(self, label: str, step: int, deps: list[int]) -> int:
+        """The GPU stream waits here until `deps` are done."""
+        return self.add(Op("idle", "checkpoint", label, step, list(deps)))
 
     def prefetch_gate(self) -> int | None:
         """The op after which a fetch for the next use may be issued (`depth` uses ahead)."""
@@ -372,6 +381,7 @@ class _Builder:
             unit.gradients_for_update,
             [self.grad_last[u]],
         )
+        guard = self.snapshot_guard.pop(u, [])  # a checkpoint still reading this version
         master = self.fetch_state("master", u, unit.master_home, step, gate)
         state = self.fetch_state("optimizer", u, unit.optimizer_home, step, gate)
         kind = self.s.placement.optimizer_compute
@@ -382,7 +392,7 @@ class _Builder:
                 "optimizer",
                 f"optimizer {unit.name}",
                 step,
-                [self.grad_last[u], grads, master, state],
+                [self.grad_last[u], grads, master, state, *guard],
                 duration=duration,
             )
         )
@@ -429,7 +439,7 @@ class _Builder:
             gate = done[-self.depth - 1] if len(done) > self.depth else None
             done.append(self.optimizer(u, step, gate))
 
-    def build(self, steps: int) -> Schedule:
+    def build(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
         for step in range(steps):
             if self.wl.bubble_s > 0:  # waiting on the other pipeline stages
                 self.add(
@@ -437,8 +447,16 @@ class _Builder:
                 )
             self.micro_batches(step)
             self.optimizer_step(step)
+            if step in checkpoint_steps:
+                add_checkpoint(self, step)
         return Schedule(self.ops, steps, self.depth, self.wl.net_capacity)
 
 
-def build_schedule(s: Scenario, wl: Workload, steps: int, depth: int) -> Schedule:
-    return _Builder(s, wl, depth).build(steps)
+def build_schedule(
+    s: Scenario,
+    wl: Workload,
+    steps: int,
+    depth: int,
+    checkpoint_steps: frozenset[int] = frozenset(),
+) -> Schedule:
+    return _Builder(s, wl, depth).build(steps, checkpoint_steps)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
+from tiersim.durable import measure_checkpoint, wants_checkpoint, with_checkpoint
 from tiersim.engine import measure, run_engine
 from tiersim.errors import InfeasibleError, InputError
 from tiersim.inventory import build_inventory
@@ -44,8 +46,15 @@ def prefetch_depth(s: Scenario, wl: Workload, hbm_peak_without_staging: int) -> 
     return max(0, min(s.simulation.prefetch_depth, int(room // per_level)))
 
 
-def simulate(s: Scenario, record: bool = False) -> StepResult:
-    """Simulate warm-up, measured and trailing steps; return the measured step."""
+@dataclass(frozen=True)
+class _Setup:
+    topo: Topology
+    wl: Workload
+    baseline: dict[str, int]
+    depth: int
+
+
+def _prepare(s: Scenario) -> _Setup:
     topo = Topology(s.hardware)
     problems = placement_problems(s, topo)
     if problems:
@@ -67,14 +76,37 @@ def simulate(s: Scenario, record: bool = False) -> StepResult:
         for t, use in inv.tiers.items()
     }
     hbm_acts = inv.per_gpu.activations if not _streamed(s, "activations") else 0
-    depth = prefetch_depth(s, wl, baseline[gpu] + hbm_acts)
+    return _Setup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
+
+
+def _run(s: Scenario, setup: _Setup, steps: int, checkpoints=frozenset(), record=False):
+    schedule = build_schedule(s, setup.wl, steps, setup.depth, frozenset(checkpoints))
+    engine, log, wall = run_engine(s, setup.topo, schedule, setup.baseline, record)
+    return schedule, engine, log, wall
+
+
+def simulate(s: Scenario, record: bool = False) -> StepResult:
+    """Simulate warm-up, measured and trailing steps; return the measured step, with the
+    cost of a durable checkpoint when the scenario configures one or a failure rate."""
+    setup = _prepare(s)
     measured = s.simulation.warmup_steps
-    schedule = build_schedule(s, wl, measured + 2, depth)
-    engine, log, wall = run_engine(s, topo, schedule, baseline, record)
+    schedule, engine, log, wall = _run(s, setup, measured + 2, record=record)
+    wl = setup.wl
     result = measure(
-        s, topo, engine, log, measured, baseline, wl.tokens_per_step, wl.micro_batches, wall
+        s,
+        setup.topo,
+        engine,
+        log,
+        measured,
+        setup.baseline,
+        wl.tokens_per_step,
+        wl.micro_batches,
+        wall,
     )
     if record:
-        trace = trace_events(tuple(log.trace), schedule.ops, topo)
+        trace = trace_events(tuple(log.trace), schedule.ops, setup.topo)
         result = dataclasses.replace(result, trace=trace)
+    if wants_checkpoint(s):
+        run = measure_checkpoint(s, setup, result, _run)
+        result = with_checkpoint(result, s, run)
     return result

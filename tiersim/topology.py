@@ -65,8 +65,15 @@ class Topology:
         return self._routes[key]
 
     def _find_route(self, src: str, dst: str) -> Route | None:
-        if src == dst:
-            return Route((src,), (), (), (), 0.0)
+        if src == dst:  # a copy within one tier: read out and written back
+            tier = self.hardware.tiers[src]
+            return Route(
+                (src, src),
+                (),
+                (("read", src), ("write", src)),
+                (tier.read_bw, tier.write_bw),
+                tier.latency,
+            )
         if not nx.has_path(self.graph, src, dst):
             return None
         candidates = [self._make_route(p) for p in nx.all_simple_paths(self.graph, src, dst)]

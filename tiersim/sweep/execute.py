@@ -35,12 +35,13 @@ class Pool(Protocol):
 
 
 class LocalPool:
-    """A process pool on this machine; `workers` processes, started by a fork server."""
+    """A process pool on this machine: `workers` processes from a fork server (else spawned)."""
 
     def __init__(self, workers: int):
         if workers < 1:
             raise ValueError(f"workers(={workers}) must be >= 1")
-        context = multiprocessing.get_context("forkserver")
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=context)
         self.slots = workers
 

@@ -1,0 +1,74 @@
+"""Durable checkpoints simulated in the engine: stall, drain, version holds and wear."""
+
+import math
+
+import pytest
+from engine_helpers import scenario, tiny
+
+from tiersim.report import checkpoint_report
+from tiersim.simulate import simulate
+
+FILL = 64 * 2**20 / 5e9  # the first 64 MiB chunk crossing DRAM before the NVMe hop starts
+
+
+def momentum(**over):
+    # 1e9 fp32 weights (4 GB) and one fp32 momentum value per parameter (4 GB), all in HBM.
+    return tiny(training={"optimizer": "sgd_momentum"}, **over)
+
+
+def test_blocking_stall_is_bytes_over_the_bottleneck():
+    # 8 GB HBM -> DRAM -> NVMe; the NVMe link (5 GB/s) binds: 8e9 / 5e9 = 1.6 s (+ fill).
+    r = simulate(scenario(momentum(checkpoint={"every_steps": 10, "mode": "blocking"})))
+    ck = r.checkpoint
+    assert ck.bytes == 8_000_000_000
+    assert math.isclose(ck.stall_s, 1.6 + FILL, rel_tol=1e-9)
+    assert math.isclose(ck.write_s, 1.6 + FILL, rel_tol=1e-9)
+    # read back NVMe -> DRAM -> HBM, class by class: 2 x 4e9 / 5e9
+    assert math.isclose(ck.read_back_s, 1.6)
+    # the checkpoint's writes count in NVMe wear, averaged over the 10-step interval
+    assert r.tiers["nvme"].written_by_class == {"checkpoint": 800_000_000}
+
+
+@pytest.mark.parametrize("every", [1, 3, 10])
+@pytest.mark.parametrize("nvme", ["1 GB/s", "5 GB/s", "50 GB/s"])
+def test_async_never_stalls_more_than_blocking(every, nvme):
+    links = {"links": {"nvme": {"bandwidth": nvme}}}
+    stall = {
+        mode: simulate(
+            scenario(momentum(hardware=links, checkpoint={"every_steps": every, "mode": mode}))
+        ).checkpoint.stall_s
+        for mode in ("blocking", "async")
+    }
+    assert stall["async"] <= stall["blocking"] + 1e-9
+
+
+def test_async_drain_hidden_under_a_long_enough_interval():
+    # Snapshot 8 GB over PCIe (10 GB/s), drain at 5 GB/s: 1.6 s of draining hides under the
+    # next 3 s step, so training never waits.
+    r = simulate(scenario(momentum(checkpoint={"every_steps": 10, "mode": "async"})))
+    assert r.checkpoint.stall_s == pytest.approx(0.0, abs=1e-9)
+
+
+def test_drain_slower_than_a_step_holds_the_next_update():
+    # Every step checkpoints; the drain (8 GB at 1 GB/s = 8 s) is slower than a step
+    # (3 s of compute). A snapshot cannot reuse its staging space before the previous drain
+    # ends, and the next update waits for its snapshot, so the steady period becomes the
+    # drain's 8 s: a stall of 8 - 3.00002 s per step (3.00002 = 3 s + the optimizer).
+    raw = momentum(
+        hardware={"links": {"nvme": {"bandwidth": "1 GB/s"}}},
+        checkpoint={"every_steps": 1, "mode": "async"},
+    )
+    r = simulate(scenario(raw))
+    step = 3.0 + (12e9 + 8e9) / 1e15
+    assert math.isclose(r.checkpoint.stall_s, 8.0 - step, rel_tol=1e-6)
+
+
+def test_goodput_falls_as_mtbf_falls():
+    goodputs = []
+    for mtbf in ("100 days", "1 day", "3 h"):
+        raw = momentum(
+            checkpoint={"every_steps": "auto", "mode": "blocking"}, failures={"mtbf": mtbf}
+        )
+        s = scenario(raw)
+        goodputs.append(checkpoint_report(s, simulate(s))["goodput"])
+    assert goodputs[0] > goodputs[1] > goodputs[2]

@@ -1,0 +1,123 @@
+"""Measuring a durable checkpoint in the engine: its bytes, write time, stall and read-back.
+
+A checkpoint run repeats the simulation with the checkpoint's moves added after the measured
+step's update (every step when `every_steps` is 1) and compares it with the plain run:
+- stall: how much later the run ends because of the checkpoint (blocking: the whole copy;
+  async: the snapshot, plus whatever the drain's contention and version holds cost). With an
+  interval of one step every step checkpoints and the stall is the steady period's growth;
+  with a longer interval one checkpoint is simulated, and a drain longer than the interval
+  adds its excess (the next snapshot would wait for it);
+- write: from the first checkpoint move to the last byte landing on the target;
+- read-back: each class's bytes over its route from the target to its home (the routes are
+  read one after another, as a restart does before training resumes).
+The checkpoint's writes count in each tier's wear, averaged over the interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+from tiersim.checkpoint import CheckpointCost, daly_interval, interval_to_steps, scenario_mtbf
+from tiersim.engine import moved
+from tiersim.results import CheckpointRun, StepResult
+from tiersim.schema import Scenario
+
+MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
+
+
+def wants_checkpoint(s: Scenario) -> bool:
+    f = s.failures
+    return s.checkpoint.every_steps is not None or f.mtbf is not None or f.gpu_mtbf is not None
+
+
+def job_gpus(s: Scenario) -> int:
+    p = s.parallel
+    return p.data * p.tensor * p.pipeline
+
+
+def _read_back_s(s: Scenario, setup, per_class: dict[str, int]) -> float:
+    total = 0.0
+    for cls, nbytes in per_class.items():
+        route = setup.topo.route(s.checkpoint.target, getattr(s.placement, cls))
+        total += route.latency_s + nbytes / route.bottleneck
+    return total
+
+
+def _checkpoint_window(schedule, log, step: int) -> tuple[float, float, int]:
+    ops = [i for i, op in enumerate(schedule.ops) if op.role == "checkpoint" and op.step == step]
+    start = min(log.start[i] for i in ops)
+    end = max(log.end[i] for i in ops)
+    return start, end, len(ops)
+
+
+def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> CheckpointRun:
+    """Simulate one checkpoint (every step if the interval is 1) and measure what it costs."""
+    measured = s.simulation.warmup_steps
+    every = s.checkpoint.every_steps
+    per_class = {
+        c: sum(getattr(u, f"{c}_home") for u in setup.wl.units)
+        for c in ("weights", "master", "optimizer")
+    }
+    nbytes = sum(per_class.values())
+    if every == 1:
+        steps = measured + 2
+        marks = frozenset(range(steps))
+    else:
+        slowest = min(
+            setup.topo.route(getattr(s.placement, c), s.checkpoint.target).bottleneck
+            for c in per_class
+        )
+        drain_steps = math.ceil(nbytes / slowest / plain.time_s) if plain.time_s > 0 else 1
+        steps = measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1))
+        marks = frozenset({measured})
+    _, _, base_log, _ = run(s, setup, steps)
+    schedule, _, log, _ = run(s, setup, steps, marks)
+    if every == 1:
+
+        def period(lg):
+            return lg.step_end[measured] - lg.step_end[measured - 1]
+
+        stall = period(log) - period(base_log)
+    start, end, _ = _checkpoint_window(schedule, log, measured)
+    if every != 1:
+        stall = log.step_end[-1] - base_log.step_end[-1]
+        if isinstance(every, int):  # a drain longer than the interval holds the next snapshot
+            stall += max(0.0, (end - start) - every * plain.time_s)
+    _, _, written = moved(setup.topo, schedule.ops, measured, roles=("checkpoint",))
+    return CheckpointRun(
+        interval_steps=None,
+        bytes=nbytes,
+        write_s=end - start,
+        stall_s=max(0.0, stall),
+        read_back_s=_read_back_s(s, setup, per_class),
+        restart_s=s.checkpoint.restart,
+        mtbf_s=scenario_mtbf(s.failures, job_gpus(s)),
+        written_by_tier={t: sum(by.values()) for t, by in written.items()},
+    )
+
+
+def resolve_interval(s: Scenario, step_s: float, run: CheckpointRun) -> int | None:
+    every = s.checkpoint.every_steps
+    if every != "auto":
+        return every
+    cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
+    return interval_to_steps(daly_interval(run.stall_s, run.mtbf_s), step_s, cost, run.mtbf_s)
+
+
+def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> StepResult:
+    """The result with its checkpoint measured, and the checkpoint's writes per step (averaged
+    over the interval) added to each tier's written bytes."""
+    interval = resolve_interval(s, result.time_s, run)
+    run = dataclasses.replace(run, interval_steps=interval)
+    tiers = dict(result.tiers)
+    if interval:
+        for name, nbytes in run.written_by_tier.items():
+            ts = tiers[name]
+            per_step = round(nbytes / interval)
+            by_class = {**ts.written_by_class, "checkpoint": per_step}
+            tiers[name] = dataclasses.replace(
+                ts, written_by_class=by_class, bytes_written=ts.bytes_written + per_step
+            )
+    return dataclasses.replace(result, tiers=tiers, checkpoint=run)
