@@ -212,13 +212,21 @@ def step_tables(report: dict[str, Any]) -> str:
         ]
         for n, v in report["tiers"].items()
     ]
-    return "\n\n".join(
-        [
-            step,
-            render(["link", "bytes/step", "busy", "utilization"], link_rows),
-            render(
-                ["tier", "resident", "peak", "capacity", "read/step", "written/step", "fits"],
-                tier_rows,
-            ),
-        ]
+    extras = [v["verdict"] for v in report.get("wear", {}).values()]
+    if report.get("checkpoint"):
+        extras.append(_checkpoint_line(report["checkpoint"]))
+    link_table = render(["link", "bytes/step", "busy", "utilization"], link_rows)
+    tier_table = render(
+        ["tier", "resident", "peak", "capacity", "read/step", "written/step", "fits"], tier_rows
+    )
+    return "\n\n".join([step, link_table, tier_table, *extras])
+
+
+def _checkpoint_line(ck: dict[str, Any]) -> str:
+    goodput = "-" if ck["goodput"] is None else f"{100 * ck['goodput']:.2f} %"
+    every = "not set" if ck["interval_steps"] is None else f"every {ck['interval_steps']} steps"
+    return (
+        f"Checkpoint ({ck['mode']} to {ck['target']}, {every}): {fmt_bytes(ck['bytes'])} per "
+        f"GPU, written in {fmt_time(ck['write_s'])}, training stalls {fmt_time(ck['stall_s'])}; "
+        f"recovery {fmt_time(ck['recovery_s'] or 0)}, goodput {goodput}"
     )
