@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import types
 import typing
 from dataclasses import dataclass
@@ -55,17 +56,28 @@ def read_yaml(path: Path, source: str) -> Any:
         raise InputError(source, [Problem("", f"YAML syntax error at {where}{what}")]) from None
 
 
-def preset_names(kind: str) -> list[str]:
+@functools.cache
+def _preset_data(kind: str, name: str) -> Any:
+    """Shipped presets are package data and never change while running: parse each once."""
+    text = (resources.files("tiersim") / "presets" / kind / f"{name}.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+@functools.cache
+def _preset_names(kind: str) -> tuple[str, ...]:
     folder = resources.files("tiersim") / "presets" / kind
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml")))
+
+
+def preset_names(kind: str) -> list[str]:
+    return list(_preset_names(kind))
 
 
 def load_preset(kind: str, name: str) -> dict[str, Any]:
     """A shipped preset as a mapping; raises KeyError for an unknown name."""
-    if name not in preset_names(kind):
+    if not isinstance(name, str) or name not in _preset_names(kind):
         raise KeyError(name)
-    text = (resources.files("tiersim") / "presets" / kind / f"{name}.yaml").read_text()
-    return yaml.safe_load(text)
+    return copy.deepcopy(_preset_data(kind, name))
 
 
 def _unknown_preset(kind: str, name: Any) -> str:

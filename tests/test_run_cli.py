@@ -1,0 +1,73 @@
+"""`tiersim run` end to end on every shipped scenario: report contents, files, trace."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tiersim.cli import main
+
+SCENARIOS = sorted(Path(__file__).resolve().parent.parent.glob("scenarios/*.yaml"))
+REPORT_KEYS = {
+    "scenario",
+    "tiersim_version",
+    "model",
+    "inventory",
+    "tiers",
+    "step",
+    "links",
+    "wear",
+    "checkpoint",
+    "sim",
+}
+STEP_KEYS = {
+    "time_s",
+    "compute_s",
+    "recompute_s",
+    "optimizer_s",
+    "exposed_transfer_s",
+    "overlap",
+    "tokens_per_s",
+}
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_every_shipped_scenario_runs(path, tmp_path, capsys):
+    assert main(["run", str(path), "--format", "json", "--out", str(tmp_path)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert printed == saved
+    assert set(saved) >= REPORT_KEYS
+    assert set(saved["step"]) >= STEP_KEYS
+    step = saved["step"]
+    assert step["time_s"] > 0
+    assert step["compute_s"] <= step["time_s"] * (1 + 1e-9)
+    assert step["exposed_transfer_s"] <= step["time_s"]
+    for tier in saved["tiers"].values():
+        assert {"capacity_bytes", "resident_bytes", "peak_bytes", "fits"} <= set(tier)
+        assert tier["peak_bytes"] >= tier["resident_bytes"]
+    assert (tmp_path / "scenario.yaml").exists()
+
+
+def test_trace_is_chrome_trace_event_format(tmp_path, capsys):
+    trace = tmp_path / "trace.json"
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml"
+    args = ["run", str(scenario), "--out", str(tmp_path), "--trace", str(trace)]
+    assert main(args) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    phases = {e["ph"] for e in events}
+    assert {"M", "X", "C"} <= phases
+    complete = [e for e in events if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 and "pid" in e and "tid" in e for e in complete)
+    names = {e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert {"GPU", "compute"} <= names
+    assert "step time" in capsys.readouterr().out
+
+
+def test_infeasible_working_set_exits_3(tmp_path, capsys):
+    scenario = tmp_path / "huge.yaml"
+    scenario.write_text(
+        "name: huge\nmodel: {preset: gpt3-175b}\ntraining: {seq_len: 2048, micro_batch_size: 512}\n"
+    )
+    assert main(["run", str(scenario), "--out", str(tmp_path)]) == 3
+    assert "cannot hold even one layer" in capsys.readouterr().err
