@@ -23,10 +23,9 @@ from tiersim.wear import (
     grad_accumulation_to_fit,
     lambert_w0,
     random_write_amplification,
-    verdict_sentence,
     wear_problems,
-    wear_section,
 )
+from tiersim.wear_report import verdict_sentence, wear_section
 
 TB = 10**12
 GB = 10**9

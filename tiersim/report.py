@@ -16,7 +16,7 @@ from tiersim.results import StepResult
 from tiersim.schema import STATE_CLASSES, Scenario
 from tiersim.table import render
 from tiersim.units import fmt_bytes, fmt_count, fmt_time
-from tiersim.wear import wear_section
+from tiersim.wear_report import wear_section
 
 
 def inventory_section(inv: Inventory) -> dict[str, Any]:

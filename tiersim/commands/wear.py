@@ -11,14 +11,8 @@ from tiersim.errors import InputError
 from tiersim.report import to_json
 from tiersim.table import render
 from tiersim.units import DAY_S, fmt_bytes, fmt_time
-from tiersim.wear import (
-    Assessment,
-    assess,
-    assessment_dict,
-    bytes_rounded_up,
-    verdict_sentence,
-    wear_problems,
-)
+from tiersim.wear import Assessment, assess, wear_problems
+from tiersim.wear_report import assessment_dict, bytes_rounded_up, verdict_sentence
 
 EXIT_BUDGET_FAILED = 1
 

@@ -1,0 +1,159 @@
+"""The wear report: the JSON `wear` section and the verdict sentence a planner can paste.
+
+Built from `tiersim.wear`'s assessments; no arithmetic of its own beyond presentation.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tiersim.results import StepResult
+from tiersim.schema import Scenario
+from tiersim.units import DAY_S, YEAR_S, fmt_bytes
+from tiersim.wear import Assessment, Remedies, TierWear, Verdict, assess, ranked_classes
+
+
+def _num(x: float | None) -> float | None:
+    """JSON has no infinity: an unbounded figure (nothing written) is null."""
+    return None if x is None or math.isinf(x) else x
+
+
+def _verdict_dict(v: Verdict | None) -> dict[str, object]:
+    if v is None:
+        return {"budget": None, "within_budget": None, "margin": None}
+    budget: dict[str, float | None] = {v.kind: v.limit}
+    if v.kind == "lifetime":
+        budget = {"lifetime_days": v.limit / DAY_S}
+    if v.over_s is not None:
+        budget["over_days"] = v.over_s / DAY_S
+    return {
+        "budget": budget,
+        "allowed_host_bytes_per_day": v.allowed_host_bytes_per_day,
+        "within_budget": v.within_budget,
+        "margin": _num(v.margin),
+    }
+
+
+def _remedies_dict(r: Remedies | None, w: TierWear) -> dict[str, object] | None:
+    if r is None:
+        return None
+    g = r.grad_accumulation
+    return {
+        "max_steps_per_day": r.max_steps_per_day,
+        "grad_accumulation": None if g is None else {"value": g.value, "at_least": g.at_least},
+        "capacity_bytes": r.capacity_bytes,
+        "spare_area": r.spare_area,
+        "move_off": r.move_off,
+        "classes_by_bytes_written": [c for c, _ in ranked_classes(w.host_bytes_by_class)],
+    }
+
+
+def assessment_dict(a: Assessment) -> dict[str, object]:
+    w = a.wear
+    return {
+        "verdict": verdict_sentence(a),
+        "capacity_bytes": w.capacity_bytes,
+        "physical_bytes": w.physical_bytes,
+        "host_bytes_written_per_step": w.host_bytes_per_step,
+        "host_bytes_written_per_step_by_class": w.host_bytes_by_class,
+        "write_amplification": w.write_amplification,
+        "nand_bytes_written_per_step": w.host_bytes_per_step * w.write_amplification,
+        "steps_per_day": w.steps_per_day,
+        "host_bytes_written_per_day": w.host_bytes_per_day,
+        "nand_bytes_written_per_day": w.nand_bytes_per_day,
+        "pe_cycles": w.pe_cycles,
+        "pe_cycles_per_day": w.pe_cycles_per_day,
+        "drive_writes_per_day": w.drive_writes_per_day,
+        "lifetime_days": _num(w.lifetime_days),
+        "rated_total_bytes_written": w.rated_total_bytes_written,
+        "rated_lifetime_days": _num(w.rated_lifetime_days),
+        "write_s_per_step": w.write_s_per_step,
+        "write_share_of_step": w.write_s_per_step / w.step_s,
+        **_verdict_dict(a.verdict),
+        "remedies": _remedies_dict(a.remedies, w),
+    }
+
+
+def wear_section(scenario: Scenario, result: StepResult) -> dict[str, dict[str, object]]:
+    """The report's `wear` section: one entry per tier with endurance."""
+    return {name: assessment_dict(a) for name, a in assess(scenario, result).items()}
+
+
+# --- the verdict, in a sentence a planner can paste ---------------------------------------------
+
+_TIER_LABELS = {"hbf": "HBF", "nvme": "NVMe", "dram": "DRAM", "hbm": "HBM"}
+_CLASS_LABELS = {
+    "master": "master weights",
+    "optimizer": "optimizer state",
+    "checkpoint": "checkpoints",
+}
+
+
+def _days(days: float) -> str:
+    if math.isinf(days):
+        return "never"
+    years = days * DAY_S / YEAR_S
+    return f"{years:.4g} years" if years >= 1 else f"{days:.4g} days"
+
+
+def bytes_rounded_up(n: float) -> str:
+    """Decimal size rounded up in its last shown digit, so the figure pasted back still fits."""
+    for name, factor in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= factor:
+            return f"{math.ceil(n / factor * 100 - 1e-6) / 100:.2f} {name}"
+    return f"{math.ceil(n):.0f} B"
+
+
+def _classes(names: list[str]) -> str:
+    labels = [_CLASS_LABELS.get(c, c) for c in names]
+    return " and ".join([", ".join(labels[:-1]), labels[-1]] if len(labels) > 2 else labels)
+
+
+def _goal(v: Verdict) -> str:
+    if v.kind == "lifetime":
+        return f"for {_days(v.limit / DAY_S)}"
+    if v.kind == "drive_writes_per_day":
+        return f"within {v.limit:g} drive write{'s' * (v.limit != 1)}/day"
+    return f"within {fmt_bytes(v.limit)} written over {_days((v.over_s or 0.0) / DAY_S)}"
+
+
+def _fixes(r: Remedies, w: TierWear) -> list[str]:
+    fixes = []
+    top = math.floor(r.max_steps_per_day * 100) / 100
+    if top > 0:
+        fixes.append(f"<= {math.floor(top):,} steps/day" if top >= 10 else f"<= {top:g} steps/day")
+    if r.grad_accumulation is not None:
+        g = r.grad_accumulation
+        fixes.append(f"grad_accumulation {'>=' if g.at_least else '<='} {g.value}")
+    if r.capacity_bytes is not None:
+        fixes.append(f"{bytes_rounded_up(r.capacity_bytes)} of capacity")
+    if r.spare_area is not None:
+        fixes.append(f"{100 * r.spare_area:.2f} % spare area")
+    if r.move_off and len(r.move_off) < len(w.host_bytes_by_class):
+        fixes.append(
+            "with " + " and ".join(_CLASS_LABELS.get(c, c) for c in r.move_off) + " off it"
+        )
+    return fixes
+
+
+def verdict_sentence(a: Assessment) -> str:
+    """E.g. 'HBF cannot hold optimizer state for 5 years: at 900 steps/day it writes 95.26 TB/day
+    and wears out in 126 days; it would fit at <= 62 steps/day or grad_accumulation >= 120.'"""
+    w, v = a.wear, a.verdict
+    tier = _TIER_LABELS.get(w.tier, w.tier)
+    held = _classes([c for c, _ in ranked_classes(w.host_bytes_by_class)])
+    rate = f"at {w.steps_per_day:,.0f} steps/day it writes {fmt_bytes(w.host_bytes_per_day)}/day"
+    if w.write_amplification != 1.0:
+        rate += f" (write amplification {w.write_amplification:.3g})"
+    life = f"wears out in {_days(w.lifetime_days)}"
+    if v is not None and v.kind == "drive_writes_per_day":
+        life = f"that is {w.drive_writes_per_day:.3g} drive writes/day"
+    if not held:
+        return f"{tier} is written nothing per step: it never wears out."
+    if v is None:
+        return f"{tier} holding {held}: {rate} and {life} (no budget set)."
+    if v.within_budget:
+        return f"{tier} can hold {held} {_goal(v)}: {rate} and {life} (margin {v.margin:.4g}x)."
+    fixes = _fixes(a.remedies, w) if a.remedies else []
+    fit = "; it would fit at " + ", ".join(fixes[:-1]) + " or " * (len(fixes) > 1) + fixes[-1]
+    return f"{tier} cannot hold {held} {_goal(v)}: {rate} and {life}{fit if fixes else ''}."
