@@ -71,3 +71,20 @@ def test_infeasible_working_set_exits_3(tmp_path, capsys):
     )
     assert main(["run", str(scenario), "--out", str(tmp_path)]) == 3
     assert "cannot hold even one layer" in capsys.readouterr().err
+
+
+def test_placement_without_a_route_exits_2_naming_the_file_and_key(tmp_path, capsys):
+    # DRAM exists but no link joins it to HBM: optimizer state homed there cannot reach the
+    # GPU's optimizer.
+    scenario = tmp_path / "island.yaml"
+    scenario.write_text(
+        "name: island\nmodel: {preset: gpt2}\nplacement: {optimizer: dram}\n"
+        "hardware:\n  preset: none\n  gpu: {peak_flops: {bf16: 100 TFLOP/s}}\n"
+        "  tiers:\n    hbm: {kind: hbm, capacity: 80 GB, bandwidth: 2 TB/s}\n"
+        "    dram: {kind: dram, capacity: 1 TB, bandwidth: 100 GB/s}\n"
+    )
+    for command in ("run", "validate"):
+        assert main([command, str(scenario)]) == 2
+        err = capsys.readouterr().err
+        assert f"{scenario}: placement.optimizer: tier 'dram' has no route" in err
+        assert "Traceback" not in err

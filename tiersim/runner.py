@@ -15,6 +15,7 @@ from tiersim.report import run_report
 from tiersim.results import StepResult
 from tiersim.schema import Scenario
 from tiersim.simulate import simulate as _simulate
+from tiersim.topology import Topology, placement_problems
 from tiersim.wear import wear_problems
 
 
@@ -23,11 +24,19 @@ def simulate(scenario: Scenario, record: bool = False) -> StepResult:
     return _simulate(scenario, record)
 
 
-def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, Any], StepResult]:
-    scenario = loaded.scenario
-    problems = wear_problems(scenario) + checkpoint_problems(scenario)
+def check_runnable(loaded: Loaded) -> None:
+    """What only a run would otherwise find: routes for every movement the placement
+    implies, and inputs the wear and checkpoint models need. Raises InputError (exit 2)."""
+    s = loaded.scenario
+    problems = placement_problems(s, Topology(s.hardware))
+    problems += wear_problems(s) + checkpoint_problems(s)
     if problems:
         raise InputError(loaded.source, problems)
+
+
+def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, Any], StepResult]:
+    scenario = loaded.scenario
+    check_runnable(loaded)
     result = _simulate(scenario, record)
     return run_report(scenario, build_inventory(scenario), result), result
 

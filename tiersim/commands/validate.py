@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from tiersim.config import build, read_yaml
+from tiersim.runner import check_runnable
 from tiersim.sweep.check import check_points
 from tiersim.sweep.spec import is_sweep, read_sweep
 
@@ -30,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.file}: {_check_sweep(raw, path)}")
         return 0
     loaded = build(raw, path.parent, str(path))
+    check_runnable(loaded)
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
     return 0
 

@@ -7,11 +7,11 @@ import math
 
 from tiersim import __version__
 from tiersim.commands.common import add_scenario_args, load
-from tiersim.errors import InputError
 from tiersim.report import to_json
+from tiersim.runner import check_runnable, simulate
 from tiersim.table import render
 from tiersim.units import DAY_S, fmt_bytes, fmt_time
-from tiersim.wear import Assessment, assess, wear_problems
+from tiersim.wear import Assessment, assess
 from tiersim.wear_report import assessment_dict, bytes_rounded_up, verdict_sentence
 
 EXIT_BUDGET_FAILED = 1
@@ -38,11 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load(args)
-    problems = wear_problems(loaded.scenario)
-    if problems:
-        raise InputError(loaded.source, problems)
-    from tiersim.runner import simulate  # the engine's entry point
-
+    check_runnable(loaded)
     result = simulate(loaded.scenario)
     assessed = assess(loaded.scenario, result)
     if args.format == "json":
