@@ -150,6 +150,7 @@ class FlowNetwork:
         self._generation = 0
         self.wakeups = 0
         self._finite: dict[tuple, tuple] = {}
+        self._users: dict[Hashable, int] = {}
 
     def start(
         self, nbytes: float, resources: tuple, on_done: Callable[[], None], priority: float = 0
@@ -163,7 +164,37 @@ class FlowNetwork:
         for channel in self._channels_for(resources):
             self.busy.add(channel, self.env.now)
         self.flows.append(flow)
-        self._reschedule()
+        if self._claim(flow):  # shares nothing: no other flow's rate changes
+            flow.rate = min((self.capacity[r] for r in self._finite_of(flow)), default=math.inf)
+            self._plan_wake()
+        else:
+            self._reschedule()
+
+    def _finite_of(self, flow: Flow) -> tuple:
+        finite = self._finite.get(flow.resources)
+        if finite is None:
+            finite = self._finite[flow.resources] = tuple(
+                r for r in flow.resources if self.capacity[r] != math.inf
+            )
+        return finite
+
+    def _claim(self, flow: Flow) -> bool:
+        """Count the flow on its resources; True if it is alone on all of them."""
+        alone = True
+        for r in self._finite_of(flow):
+            n = self._users.get(r, 0)
+            alone = alone and n == 0
+            self._users[r] = n + 1
+        return alone
+
+    def _release(self, flow: Flow) -> bool:
+        """Uncount the flow; True if it was alone on all its resources."""
+        alone = True
+        for r in self._finite_of(flow):
+            n = self._users[r]
+            alone = alone and n == 1
+            self._users[r] = n - 1
+        return alone
 
     def _channels_for(self, resources: tuple) -> tuple[str, ...]:
         if resources not in self._channels:
@@ -181,10 +212,17 @@ class FlowNetwork:
 
     def _reschedule(self) -> None:
         rates = self.policy(self.flows, self.capacity, self._finite)
-        soonest = math.inf
         for f, rate in zip(self.flows, rates, strict=True):
             f.rate = rate
-            soonest = min(soonest, f.remaining / rate if rate > 0 else math.inf)
+        self._plan_wake()
+
+    def _plan_wake(self) -> None:
+        soonest = math.inf
+        for f in self.flows:
+            if f.rate > 0:
+                left = f.remaining / f.rate
+                if left < soonest:
+                    soonest = left
         if soonest == math.inf:
             return
         self._generation += 1
@@ -207,7 +245,11 @@ class FlowNetwork:
             soonest = min(moving, key=lambda f: f.remaining / f.rate)
             done = [soonest]
         self.flows = [f for f in self.flows if f not in done]
-        self._reschedule()
+        shared = [not self._release(f) for f in done]
+        if any(shared):
+            self._reschedule()
+        else:  # the finished flows were alone on their resources: other rates stand
+            self._plan_wake()
         for f in done:
             f.remaining = 0.0
             for channel in self._channels_for(f.resources):
