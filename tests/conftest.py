@@ -7,17 +7,25 @@ figures (with the source in a comment) or arithmetic written out in the test its
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings
 
 from tiersim.cli import main
 from tiersim.config import build
 from tiersim.inventory import Inventory, build_inventory
 from tiersim.model import build_model
 from tiersim.schema import Scenario
+
+# CI replays the same examples every run (a failure there is reproducible); local runs
+# explore new ones each time.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
