@@ -35,7 +35,7 @@ def streaming_minimum(s: Scenario, wl: Workload) -> int:
 def prefetch_depth(s: Scenario, wl: Workload, hbm_peak_without_staging: int) -> int:
     """The configured depth, reduced until the prefetched staging fits in GPU memory."""
     per_level = 0
-    if _streamed(s, "weights"):
+    if _streamed(s, "weights") or any(u.dp_weights for u in wl.units):
         per_level += max(u.weights_full for u in wl.units)
     if _streamed(s, "activations"):
         per_level += max(u.activations for u in wl.units)
