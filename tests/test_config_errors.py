@@ -256,7 +256,9 @@ def test_config_json_with_a_wrong_type(problems, write, tmp_path):
     cfg["hidden_size"] = "4096"
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     file = write({"name": "x", "model": {"hf_config": "config.json"}})
-    assert only(problems(file)).startswith(f"{file}: model.hidden: ")
+    line = only(problems(file))
+    assert line.startswith(f"{file}: model.hf_config: ")
+    assert "'hidden_size' is '4096' (expected an integer)" in line
 
 
 # --- parallel sizes that do not divide the model ---------------------------------------------
@@ -275,9 +277,17 @@ def test_layers_not_divisible_by_pipeline(problems, write):
 
 
 def test_layers_not_divisible_by_virtual_pipeline(problems, write):
-    raw = {"name": "x", "model": {"preset": "llama-2-7b"}}
+    raw = {"name": "x", "model": {"preset": "llama-2-7b"}, "training": {"grad_accumulation": 8}}
     file = write({**raw, "parallel": {"pipeline": 4, "virtual_pipeline": 3}})
     assert "(4 x 3)" in only(problems(file))
+
+
+def test_interleaving_needs_micro_batches_a_multiple_of_pipeline(problems, write):
+    raw = {"name": "x", "model": {"preset": "llama-2-7b"}, "training": {"grad_accumulation": 6}}
+    file = write({**raw, "parallel": {"pipeline": 4, "virtual_pipeline": 2}})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: training.grad_accumulation: ")
+    assert "multiple of the pipeline size (4)" in line
 
 
 def test_kv_heads_may_be_replicated_across_tensor_ranks(cli, write):

@@ -111,7 +111,10 @@ def expected_wall_s(
     if mtbf_s is None or math.isinf(mtbf_s):
         return segment * work_s / interval_s
     _check("mtbf_s", mtbf_s, allow_zero=False)
-    per_segment = mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1(segment / mtbf_s)
+    try:
+        per_segment = mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1(segment / mtbf_s)
+    except OverflowError:  # failures far more often than a segment: it practically never ends
+        return math.inf
     return per_segment * work_s / interval_s
 
 

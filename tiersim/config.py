@@ -40,9 +40,14 @@ class Loaded:
 
 def read_yaml(path: Path, source: str) -> Any:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(source, [Problem("", "file not found")]) from None
+    except IsADirectoryError:
+        raise InputError(source, [Problem("", "is a folder (expected a YAML file)")]) from None
+    except UnicodeDecodeError as exc:
+        where = f"byte {exc.start}"
+        raise InputError(source, [Problem("", f"not UTF-8 text ({where}: {exc.reason})")]) from None
     except OSError as exc:
         raise InputError(source, [Problem("", f"cannot read: {exc.strerror or exc}")]) from None
     if not text.strip():
@@ -321,7 +326,7 @@ def _tier_problems(s: Scenario) -> list[Problem]:
             check(f"hardware.links.{name}.between.{i}", tier)
         if link.between[0] == link.between[1]:
             problems.append(Problem(f"hardware.links.{name}.between", "joins a tier to itself"))
-    if s.checkpoint.every_steps is not None:
+    if s.checkpoint_simulated:
         check("checkpoint.target", s.checkpoint.target)
         if s.checkpoint.mode == "async":
             check("checkpoint.staging", s.checkpoint.staging)
@@ -368,13 +373,54 @@ def _parallel_problems(s: Scenario) -> list[Problem]:
         )
     if p.virtual_pipeline > 1 and p.pipeline == 1:
         problems.append(Problem("parallel.virtual_pipeline", "interleaving needs pipeline > 1"))
-    if s.placement.optimizer_compute == "cpu" and s.hardware.cpu.memory not in s.hardware.tiers:
-        pass  # reported by _tier_problems
+    m_b = s.training.grad_accumulation
+    if p.virtual_pipeline > 1 and m_b % p.pipeline:
+        problems.append(
+            Problem(
+                "training.grad_accumulation",
+                f"interleaving needs the micro-batches ({m_b}) to be a multiple of the pipeline "
+                f"size ({p.pipeline}) (Narayanan et al. 2021, §2.2.2)",
+            )
+        )
+    return problems
+
+
+def _precision_problems(s: Scenario) -> list[Problem]:
+    weights = s.training.precision.weights
+    if weights in s.hardware.gpu.peak_flops:
+        return []
+    have = ", ".join(s.hardware.gpu.peak_flops) or "none"
+    return [
+        Problem(
+            "training.precision.weights",
+            f"{weights} matrix multiplies need hardware.gpu.peak_flops.{weights} "
+            f"(this GPU gives: {have})",
+        )
+    ]
+
+
+def _link_pair_problems(s: Scenario) -> list[Problem]:
+    """One link per pair of tiers: routes pick links by the tiers they join."""
+    seen: dict[frozenset, str] = {}
+    problems = []
+    for name, link in s.hardware.links.items():
+        pair = frozenset(link.between)
+        if pair in seen:
+            problems.append(
+                Problem(
+                    f"hardware.links.{name}",
+                    f"joins the same tiers as '{seen[pair]}' "
+                    "(give one link per pair of tiers, with their combined bandwidth)",
+                )
+            )
+        seen.setdefault(pair, name)
     return problems
 
 
 def consistency_problems(s: Scenario) -> list[Problem]:
-    return _tier_problems(s) + _parallel_problems(s)
+    return (
+        _tier_problems(s) + _parallel_problems(s) + _precision_problems(s) + _link_pair_problems(s)
+    )
 
 
 # --- entry points ------------------------------------------------------------------------------

@@ -27,11 +27,6 @@ from tiersim.schema import Scenario
 MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
 
 
-def wants_checkpoint(s: Scenario) -> bool:
-    f = s.failures
-    return s.checkpoint.every_steps is not None or f.mtbf is not None or f.gpu_mtbf is not None
-
-
 def job_gpus(s: Scenario) -> int:
     p = s.parallel
     return p.data * p.tensor * p.pipeline

@@ -64,10 +64,33 @@ def _llama_like(cfg: dict[str, Any], family: str) -> dict[str, Any]:
     return dims
 
 
+def _integers(cfg: dict[str, Any]) -> None:
+    """Sizes must be JSON integers ("768" or 768.0 would be read as something else)."""
+    for key in (
+        "n_embd",
+        "n_layer",
+        "n_head",
+        "n_inner",
+        "n_positions",
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "intermediate_size",
+        "max_position_embeddings",
+        "head_dim",
+    ):
+        value = cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise HfConfigError(f"config.json '{key}' is {value!r} (expected an integer)")
+
+
 def dims_from_config(cfg: Any) -> dict[str, Any]:
     """Map a parsed config.json to the `model` keys of a scenario."""
     if not isinstance(cfg, dict):
         raise HfConfigError("config.json is not a JSON object")
+    _integers(cfg)
     model_type = cfg.get("model_type")
     if model_type == "gpt2":
         return _gpt2(cfg)
@@ -81,9 +104,11 @@ def dims_from_config(cfg: Any) -> dict[str, Any]:
 
 def read_hf_config(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise HfConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise HfConfigError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:

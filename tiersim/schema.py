@@ -26,6 +26,13 @@ def _positive(value: float) -> float:
     return value
 
 
+def _at_least_one(value: float) -> float:
+    """Bandwidths and rates below one unit per second are typos, and make times overflow."""
+    if not value >= 1:
+        raise ValueError(f"must be at least 1 per second (got {value:g})")
+    return value
+
+
 def _non_negative(value: float) -> float:
     if value < 0:
         raise ValueError(f"must be >= 0 (got {value:g})")
@@ -43,12 +50,12 @@ def _unit(kind: Kind, allow_unlimited: bool = False):
 
 Size = Annotated[float, _unit(Kind.SIZE), AfterValidator(_positive)]
 SizeOrZero = Annotated[float, _unit(Kind.SIZE), AfterValidator(_non_negative)]
-Bandwidth = Annotated[float, _unit(Kind.BANDWIDTH, True), AfterValidator(_positive)]
+Bandwidth = Annotated[float, _unit(Kind.BANDWIDTH, True), AfterValidator(_at_least_one)]
 Duration = Annotated[float, _unit(Kind.TIME), AfterValidator(_positive)]
 Latency = Annotated[float, _unit(Kind.TIME), AfterValidator(_non_negative)]
-FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), AfterValidator(_positive)]
-ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), AfterValidator(_positive)]
-PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), AfterValidator(_at_least_one)]
+ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), AfterValidator(_at_least_one)]
+PositiveInt = Annotated[int, Field(gt=0, le=2**40, strict=True)]
 
 
 def _integral(value: object) -> object:
@@ -65,8 +72,8 @@ def _integral(value: object) -> object:
     return value
 
 
-Count = Annotated[int, BeforeValidator(_integral), Field(gt=0, strict=True)]
-Fraction = Annotated[float, Field(gt=0, le=1)]
+Count = Annotated[int, BeforeValidator(_integral), Field(gt=0, le=10**16, strict=True)]
+Fraction = Annotated[float, Field(ge=1e-3, le=1)]
 PrecisionName = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 
 
@@ -264,7 +271,7 @@ class Simulation(Strict):
     chunk_size: Size = 64 * 2**20
     prefetch_depth: PositiveInt = 2
     staging_chunks: PositiveInt = 4
-    warmup_steps: Annotated[int, Field(ge=0)] = 1
+    warmup_steps: Annotated[int, Field(ge=1, le=100)] = 1  # the measured step needs one before it
     # How concurrent transfers share a link or port: in issue order (a queue per direction,
     # work-conserving: later transfers use what earlier ones leave), or max-min fair.
     link_sharing: Literal["issue_order", "fair"] = "issue_order"
@@ -315,8 +322,17 @@ class Budget(Strict):
         return {**rest, "tiers": tiers}
 
 
+def _folder_name(name: str) -> str:
+    if name in (".", ".."):
+        raise ValueError(f"'{name}' is not a usable folder name under results/")
+    return name
+
+
 class Scenario(Strict):
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    # a folder name under results/: letters, digits, '_', '-', '.', never '.' or '..' alone
+    name: Annotated[
+        str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$"), AfterValidator(_folder_name)
+    ]
     model: ModelSpec
     training: Training = Training()
     parallel: Parallel = Parallel()
@@ -326,6 +342,14 @@ class Scenario(Strict):
     checkpoint: Checkpoint = Checkpoint()
     failures: Failures = Failures()
     budget: Budget = Budget()
+
+    @property
+    def checkpoint_simulated(self) -> bool:
+        """A durable checkpoint is simulated when an interval or a failure rate is given."""
+        f = self.failures
+        return (
+            self.checkpoint.every_steps is not None or f.mtbf is not None or f.gpu_mtbf is not None
+        )
 
     @property
     def seq_len(self) -> int:

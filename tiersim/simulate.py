@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from tiersim.durable import measure_checkpoint, wants_checkpoint, with_checkpoint
+from tiersim.durable import measure_checkpoint, with_checkpoint
 from tiersim.engine import measure, run_engine
 from tiersim.errors import InfeasibleError, InputError
 from tiersim.inventory import build_inventory
@@ -106,7 +106,7 @@ def simulate(s: Scenario, record: bool = False) -> StepResult:
     if record:
         trace = trace_events(tuple(log.trace), schedule.ops, setup.topo)
         result = dataclasses.replace(result, trace=trace)
-    if wants_checkpoint(s):
+    if s.checkpoint_simulated:
         run = measure_checkpoint(s, setup, result, _run)
         result = with_checkpoint(result, s, run)
     return result

@@ -7,6 +7,7 @@ port. Each of those is a shared resource with a bandwidth (bytes/s).
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from dataclasses import dataclass
@@ -74,10 +75,42 @@ class Topology:
                 (tier.read_bw, tier.write_bw),
                 tier.latency,
             )
-        if not nx.has_path(self.graph, src, dst):
+        path = self._widest_path(src, dst)
+        return None if path is None else self._make_route(path)
+
+    def _widest_path(self, src: str, dst: str) -> list[str] | None:
+        """Widest bottleneck (links and the ports crossed), then fewest hops: a Dijkstra on
+        (width, -hops), both of which only get worse along a path."""
+        tiers = self.hardware.tiers
+        best: dict[str, tuple[float, int]] = {src: (tiers[src].read_bw, 0)}
+        parent: dict[str, str] = {}
+        heap = [(-tiers[src].read_bw, 0, src)]
+        done: set[str] = set()
+        while heap:
+            neg_width, hops, node = heapq.heappop(heap)
+            if node in done:
+                continue
+            done.add(node)
+            if node == dst:
+                break
+            for nxt in self.graph.neighbors(node):
+                if nxt in done:
+                    continue
+                ports = tiers[nxt].write_bw
+                if nxt != dst:  # staged through it: written, then read out again
+                    ports = min(ports, tiers[nxt].read_bw)
+                width = min(-neg_width, self.graph.edges[node, nxt]["bandwidth"], ports)
+                label = (width, -(hops + 1))
+                if nxt not in best or label > (best[nxt][0], -best[nxt][1]):
+                    best[nxt] = (width, hops + 1)
+                    parent[nxt] = node
+                    heapq.heappush(heap, (-width, hops + 1, nxt))
+        if dst not in done:
             return None
-        candidates = [self._make_route(p) for p in nx.all_simple_paths(self.graph, src, dst)]
-        return max(candidates, key=lambda r: (r.bottleneck, -len(r.links)))
+        path = [dst]
+        while path[-1] != src:
+            path.append(parent[path[-1]])
+        return path[::-1]
 
     def _make_route(self, path: list[str]) -> Route:
         tiers = self.hardware.tiers

@@ -110,8 +110,8 @@ def parse(value: object, kind: Kind) -> float:
             f"'{value}' is {found_kind.label}, but {kind.label} is needed here "
             f"(e.g. '{kind.example}')"
         )
-    if not math.isfinite(number):
-        raise UnitError(f"'{value}' is not a finite number")
+    if not math.isfinite(number * factor):
+        raise UnitError(f"'{value}' is too large to represent")
     return number * factor
 
 

@@ -243,9 +243,10 @@ def grad_accumulation_to_fit(
 
 def capacity_to_fit(w: TierWear, v: Verdict) -> float | None:
     """Capacity (same spare fraction) that fits; a total-bytes budget does not scale with it."""
-    if v.kind == "total_bytes_written" or math.isinf(v.margin):
+    if v.kind == "total_bytes_written" or math.isinf(v.margin) or v.margin <= 0:
         return None
-    return math.ceil(w.capacity_bytes / v.margin / _MB) * _MB
+    needed = w.capacity_bytes / v.margin / _MB
+    return math.ceil(needed) * _MB if math.isfinite(needed) else None
 
 
 def spare_area_to_fit(w: TierWear, v: Verdict, endurance: Endurance) -> float | None:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from tiersim.commands.common import add_scenario_args, load
+from tiersim.errors import InputError, Problem
 from tiersim.output import write_run, write_trace
 from tiersim.report import step_tables, to_json
 from tiersim.runner import report_with_result
@@ -28,13 +29,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def _why(exc: OSError) -> str:
+    return f"cannot write there: {exc.strerror or exc} (expected a writable folder path)"
+
+
 def run(args: argparse.Namespace) -> int:
     loaded = load(args)
     report, result = report_with_result(loaded, record=bool(args.trace))
     text = to_json(report)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
-    write_run(folder, loaded.resolved, text)
+    try:
+        write_run(folder, loaded.resolved, text)
+    except OSError as exc:
+        raise InputError("--out", [Problem(str(folder), _why(exc))]) from None
     if args.trace:
-        write_trace(Path(args.trace), result.trace)
+        try:
+            write_trace(Path(args.trace), result.trace)
+        except OSError as exc:
+            raise InputError("--trace", [Problem(args.trace, _why(exc))]) from None
     print(text if args.format == "json" else step_tables(report))
     return 0

@@ -133,7 +133,8 @@ def _top_level_problems(raw: dict[str, Any]) -> list[Problem]:
                 Problem(str(key), f"unknown key ({hint}expected one of: {', '.join(SWEEP_KEYS)})")
             )
     name = raw.get("name")
-    if name is not None and not (isinstance(name, str) and NAME_PATTERN.match(name)):
+    usable = isinstance(name, str) and NAME_PATTERN.match(name) and name not in (".", "..")
+    if name is not None and not usable:
         problems.append(Problem("name", f"expected letters, digits, '_', '.', '-' (got {name!r})"))
     return problems
 
@@ -226,10 +227,10 @@ def _overlap_problems(paths: list[tuple[str, str]], problems: list[Problem]) -> 
 def _schema_problems(
     base: dict[str, Any], base_path: Path, paths: list[tuple[str, str]], problems: list[Problem]
 ) -> None:
-    try:
-        resolved = resolve(base, base_path.parent, str(base_path))
-    except InputError as exc:
-        problems += [Problem("base", p.render(exc.source)) for p in exc.problems]
+    found: list[Problem] = []
+    resolved = resolve(base, base_path.parent, found)
+    if found:
+        problems += [Problem("base", p.render(str(base_path))) for p in found]
         return
     for where, path_text in paths:
         problem = path_problem(path_text.split("."), resolved)
