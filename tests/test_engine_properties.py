@@ -59,13 +59,43 @@ def build_raw(p):
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+# Sharing links fairly is not monotone in every case: a transfer that finishes sooner can let
+# a later one start and share bandwidth with a critical one. Measured over 3,600 random cases
+# of this space (README, "The timing model"): 0.2 % slow down, by at most 3.9 %. The bound
+# below is that measurement, not a wish: a larger slowdown is a bug.
+MONOTONE_TOLERANCE = 0.05
+
+
 @SETTINGS
 @given(random_raw, st.sampled_from(["pcie", "nvme"]))
 def test_more_bandwidth_on_any_link_never_slows_a_step(p, link):
     raw = build_raw(p)
     base = simulate(scenario(raw))
     faster = merge(raw, {"hardware": {"links": {link: {"bandwidth": "100 GB/s"}}}})
-    assert simulate(scenario(faster)).time_s <= base.time_s * (1 + 1e-9)
+    assert simulate(scenario(faster)).time_s <= base.time_s * (1 + MONOTONE_TOLERANCE)
+
+
+def test_more_bandwidth_never_slows_a_single_offload_stream():
+    # One offloaded class at a time has nothing to reorder: strictly monotone.
+    for cls in ("weights", "gradients", "master", "optimizer", "activations"):
+        times = []
+        for bw in ("1 GB/s", "2 GB/s", "8 GB/s", "64 GB/s", "unlimited"):
+            raw = tiny(
+                model={
+                    "parameters": 2_000_000_000,
+                    "layers": 2,
+                    "activation_bytes_per_layer": "1 GB",
+                },
+                training={
+                    "optimizer": "adam",
+                    "grad_accumulation": 2,
+                    "precision": {"weights": "bf16", "master": "fp32"},
+                },
+                placement={cls: "dram"},
+                hardware={"links": {"pcie": {"bandwidth": bw}}},
+            )
+            times.append(simulate(scenario(raw)).time_s)
+        assert times == sorted(times, reverse=True), (cls, times)
 
 
 @SETTINGS

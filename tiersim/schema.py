@@ -272,9 +272,9 @@ class Simulation(Strict):
     prefetch_depth: PositiveInt = 2
     staging_chunks: PositiveInt = 4
     warmup_steps: Annotated[int, Field(ge=1, le=100)] = 1  # the measured step needs one before it
-    # How concurrent transfers share a link or port: in issue order (a queue per direction,
-    # work-conserving: later transfers use what earlier ones leave), or max-min fair.
-    link_sharing: Literal["issue_order", "fair"] = "issue_order"
+    # How concurrent transfers share a link or port: max-min fair, or in issue order (a queue
+    # per resource, work-conserving: later transfers use what earlier ones leave).
+    link_sharing: Literal["issue_order", "fair"] = "fair"
 
 
 class Checkpoint(Strict):
