@@ -144,3 +144,17 @@ def test_full_recompute_costs_one_extra_forward(p):
     # backward = 2 x forward, so one extra forward adds a third of forward + backward
     assert math.isclose(full.compute_s, none.compute_s * 4 / 3, rel_tol=1e-9)
     assert math.isclose(full.recompute_s, none.compute_s / 3, rel_tol=1e-9)
+
+
+@SETTINGS
+@given(random_raw, st.sampled_from(["pcie", "nvme"]), st.sampled_from(["2x", "10x", "unlimited"]))
+def test_ordered_sharing_is_strictly_monotone(p, link, more):
+    # `ordered`: one transfer at a time per link direction, in issue order. Every event time
+    # is then a max-plus expression of fixed durations, so on a topology with one route per
+    # pair of tiers (a tree, like every shipped preset) more bandwidth can never slow a step.
+    raw = merge(build_raw(p), {"simulation": {"link_sharing": "ordered"}})
+    base = simulate(scenario(raw))
+    old = float(p[link].split()[0])
+    new = "unlimited" if more == "unlimited" else f"{old * int(more[:-1])} GB/s"
+    faster = merge(raw, {"hardware": {"links": {link: {"bandwidth": new}}}})
+    assert simulate(scenario(faster)).time_s <= base.time_s * (1 + 1e-9)

@@ -71,10 +71,12 @@ class Engine:
         self.net = FlowNetwork(self.env, capacity, _channel, policy)
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
         ops = schedule.ops
-        self.waiting = [len(op.deps) for op in ops]
+        self.ordered = s.simulation.link_sharing == "ordered"
+        extra = _link_order(ops, topo) if self.ordered else [[] for _ in ops]
+        self.waiting = [len(op.deps) + len(more) for op, more in zip(ops, extra, strict=True)]
         self.dependents: list[list[int]] = [[] for _ in ops]
         for i, op in enumerate(ops):
-            for d in op.deps:
+            for d in [*op.deps, *extra[i]]:
                 self.dependents[d].append(i)
         per_step = [0] * schedule.steps
         for op in ops:
@@ -107,10 +109,7 @@ class Engine:
         for tier, nbytes in op.alloc:
             self._occupy(tier, now, nbytes)
         if op.kind in ("comm", "sync"):
-            self._after(
-                op.latency,
-                lambda: self.net.start(op.nbytes, (op.resource,), lambda: self._finish(i), i),
-            )
+            self._after(op.latency, lambda: self._flow(i, op.nbytes, (op.resource,), ()))
             return
         if op.kind != "move":
             self._after(op.duration, lambda: self._finish(i))
@@ -120,9 +119,17 @@ class Engine:
         chunk = min(self.s.simulation.chunk_size, op.nbytes)
         fill = max(0, len(route.links) - 1) * chunk / route.bottleneck
         self._after(
-            route.latency_s + fill,
-            lambda: self.net.start(op.nbytes, route.resources, lambda: self._finish(i, staged), i),
+            route.latency_s + fill, lambda: self._flow(i, op.nbytes, route.resources, staged)
         )
+
+    def _flow(self, i: int, nbytes: int, resources: tuple, staged) -> None:
+        def done() -> None:
+            self._finish(i, staged)
+
+        if self.ordered:
+            self.net.run_alone(nbytes, resources, done)
+        else:
+            self.net.start(nbytes, resources, done, i)
 
     def _staging(self, tiers: tuple[str, ...], nbytes: int, now: float) -> list[tuple[str, int]]:
         sim = self.s.simulation
@@ -156,6 +163,24 @@ class Engine:
 
 
 NET_CHANNELS = {"tensor": "tensor-parallel", "data": "data-parallel", "pipeline": "pipeline"}
+
+
+def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
+    """For `ordered` sharing: each transfer also waits for the previous transfer (in issue
+    order) on every link direction or network group it uses, so none overlap on a link."""
+    last: dict[tuple, int] = {}
+    extra: list[list[int]] = []
+    for i, op in enumerate(ops):
+        if op.kind == "move":
+            keys = [("link", name, d) for name, d in topo.route(op.src, op.dst).links]
+        elif op.kind in ("comm", "sync"):
+            keys = [op.resource]
+        else:
+            keys = []
+        extra.append(sorted({last[k] for k in keys if k in last} - set(op.deps)))
+        for k in keys:
+            last[k] = i
+    return extra
 
 
 def _channel(resource: tuple) -> str | None:

@@ -170,6 +170,23 @@ class FlowNetwork:
         else:
             self._reschedule()
 
+    def run_alone(self, nbytes: float, resources: tuple, on_done: Callable[[], None]) -> None:
+        """Move `nbytes` at the full bottleneck rate, sharing nothing (the caller has ordered
+        transfers so that none overlap on a link): a fixed duration, logged as busy."""
+        rate = min((self.capacity[r] for r in resources), default=math.inf)
+        duration = nbytes / rate if rate != math.inf else 0.0
+        channels = self._channels_for(resources)
+        for channel in channels:
+            self.busy.add(channel, self.env.now)
+
+        def done(_event: object) -> None:
+            for channel in channels:
+                self.busy.remove(channel, self.env.now)
+            on_done()
+
+        self.wakeups += 1
+        self.env.timeout(duration).callbacks.append(done)
+
     def _finite_of(self, flow: Flow) -> tuple:
         finite = self._finite.get(flow.resources)
         if finite is None:

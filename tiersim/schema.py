@@ -272,9 +272,11 @@ class Simulation(Strict):
     prefetch_depth: PositiveInt = 2
     staging_chunks: PositiveInt = 4
     warmup_steps: Annotated[int, Field(ge=1, le=100)] = 1  # the measured step needs one before it
-    # How concurrent transfers share a link or port: max-min fair, or in issue order (a queue
-    # per resource, work-conserving: later transfers use what earlier ones leave).
-    link_sharing: Literal["issue_order", "fair"] = "fair"
+    # How concurrent transfers share a link or port: max-min fair; in issue order (a queue per
+    # resource, work-conserving: later transfers use what earlier ones leave); or ordered (one
+    # transfer at a time per link direction, in issue order, at full speed: not work-conserving,
+    # but a step never gets slower with more bandwidth).
+    link_sharing: Literal["fair", "issue_order", "ordered"] = "fair"
 
 
 class Checkpoint(Strict):

@@ -59,7 +59,7 @@ class Topology:
         return caps
 
     def route(self, src: str, dst: str) -> Route | None:
-        """Widest bottleneck path, then fewest hops; None when the tiers are not connected."""
+        """Widest bottleneck, then least latency, then fewest hops; None if not connected."""
         key = (src, dst)
         if key not in self._routes:
             self._routes[key] = self._find_route(src, dst)
@@ -79,32 +79,48 @@ class Topology:
         return None if path is None else self._make_route(path)
 
     def _widest_path(self, src: str, dst: str) -> list[str] | None:
-        """Widest bottleneck (links and the ports crossed), then fewest hops: a Dijkstra on
-        (width, -hops), both of which only get worse along a path."""
+        """Widest bottleneck (links and the ports crossed), then least latency, then fewest
+        hops: for each candidate width, widest first, the best path over the links and
+        tiers at least that wide (a Dijkstra on (latency, hops)); the first width with a path
+        wins."""
         tiers = self.hardware.tiers
-        best: dict[str, tuple[float, int]] = {src: (tiers[src].read_bw, 0)}
+        widths = sorted(
+            {e["bandwidth"] for *_, e in self.graph.edges(data=True)}
+            | {t.read_bw for t in tiers.values()}
+            | {t.write_bw for t in tiers.values()},
+            reverse=True,
+        )
+        for width in widths:
+            if tiers[src].read_bw < width or tiers[dst].write_bw < width:
+                continue
+            path = self._fastest_path(src, dst, width)
+            if path is not None:
+                return path
+        return None
+
+    def _fastest_path(self, src: str, dst: str, width: float) -> list[str] | None:
+        tiers = self.hardware.tiers
+        best = {src: (0.0, 0)}
         parent: dict[str, str] = {}
-        heap = [(-tiers[src].read_bw, 0, src)]
+        heap = [(0.0, 0, src)]
         done: set[str] = set()
         while heap:
-            neg_width, hops, node = heapq.heappop(heap)
+            latency, hops, node = heapq.heappop(heap)
             if node in done:
                 continue
             done.add(node)
             if node == dst:
                 break
             for nxt in self.graph.neighbors(node):
-                if nxt in done:
+                edge = self.graph.edges[node, nxt]
+                staged = nxt != dst and min(tiers[nxt].read_bw, tiers[nxt].write_bw) < width
+                if nxt in done or edge["bandwidth"] < width or staged:
                     continue
-                ports = tiers[nxt].write_bw
-                if nxt != dst:  # staged through it: written, then read out again
-                    ports = min(ports, tiers[nxt].read_bw)
-                width = min(-neg_width, self.graph.edges[node, nxt]["bandwidth"], ports)
-                label = (width, -(hops + 1))
-                if nxt not in best or label > (best[nxt][0], -best[nxt][1]):
-                    best[nxt] = (width, hops + 1)
+                label = (latency + edge["latency"], hops + 1)
+                if nxt not in best or label < best[nxt]:
+                    best[nxt] = label
                     parent[nxt] = node
-                    heapq.heappush(heap, (-width, hops + 1, nxt))
+                    heapq.heappush(heap, (*label, nxt))
         if dst not in done:
             return None
         path = [dst]
