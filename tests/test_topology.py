@@ -42,3 +42,13 @@ def test_unconnected_tiers_have_no_route():
     raw = merge(tiny(), {"hardware": {"links": {"nvme": {"between": ["dram", "hbm"]}}}})
     raw["hardware"]["links"] = {"pcie": raw["hardware"]["links"]["pcie"]}
     assert Topology(scenario(raw).hardware).route("hbm", "nvme") is None
+
+
+def test_route_depends_on_transfer_size():
+    # A direct 100 GB/s link with 1 ms latency, or hbm-dram-nvme at 5 GB/s with none.
+    # 1 MB: direct 1 ms + 10 us = 1.01 ms; via DRAM 1e6 / 5e9 = 0.2 ms -> via DRAM.
+    # 1 GB: direct 1 ms + 10 ms = 11 ms; via DRAM 200 ms -> direct.
+    t = topo({"direct": {"between": ["hbm", "nvme"], "bandwidth": "100 GB/s", "latency": "1 ms"}})
+    assert t.route("hbm", "nvme", 1e6).tiers == ("hbm", "dram", "nvme")
+    assert t.route("hbm", "nvme", 1e9).tiers == ("hbm", "nvme")
+    assert t.route("hbm", "nvme").tiers == ("hbm", "nvme")  # unsized: the widest

@@ -35,7 +35,7 @@ def job_gpus(s: Scenario) -> int:
 def _read_back_s(s: Scenario, setup, per_class: dict[str, int]) -> float:
     total = 0.0
     for cls, nbytes in per_class.items():
-        route = setup.topo.route(s.checkpoint.target, getattr(s.placement, cls))
+        route = setup.topo.route(s.checkpoint.target, getattr(s.placement, cls), nbytes)
         total += route.latency_s + nbytes / route.bottleneck
     return total
 

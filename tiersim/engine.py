@@ -114,7 +114,7 @@ class Engine:
         if op.kind != "move":
             self._after(op.duration, lambda: self._finish(i))
             return
-        route = self.topo.route(op.src, op.dst)
+        route = self.topo.route(op.src, op.dst, op.nbytes)
         staged = self._staging(route.tiers[1:-1], op.nbytes, now)
         chunk = min(self.s.simulation.chunk_size, op.nbytes)
         fill = max(0, len(route.links) - 1) * chunk / route.bottleneck
@@ -172,7 +172,8 @@ def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
     extra: list[list[int]] = []
     for i, op in enumerate(ops):
         if op.kind == "move":
-            keys = [("link", name, d) for name, d in topo.route(op.src, op.dst).links]
+            route = topo.route(op.src, op.dst, op.nbytes)
+            keys = [("link", name, d) for name, d in route.links]
         elif op.kind in ("comm", "sync"):
             keys = [op.resource]
         else:
@@ -225,7 +226,7 @@ def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[str, ...] | Non
             continue
         if op.kind != "move":
             continue
-        route = topo.route(op.src, op.dst)
+        route = topo.route(op.src, op.dst, op.nbytes)
         for name, direction in route.links:
             per = links.setdefault(name, {})
             per[direction] = per.get(direction, 0) + op.nbytes

@@ -58,14 +58,16 @@ class Topology:
             caps[("link", name, f"{b}->{a}")] = link.bandwidth
         return caps
 
-    def route(self, src: str, dst: str) -> Route | None:
-        """Widest bottleneck, then least latency, then fewest hops; None if not connected."""
-        key = (src, dst)
+    def route(self, src: str, dst: str, nbytes: float = math.inf) -> Route | None:
+        """The quickest route for a transfer of `nbytes` alone: least latency + bytes over the
+        bottleneck (for an unsized transfer: widest, then least latency), then fewest hops;
+        None if the tiers are not connected."""
+        key = (src, dst, nbytes)
         if key not in self._routes:
-            self._routes[key] = self._find_route(src, dst)
+            self._routes[key] = self._find_route(src, dst, nbytes)
         return self._routes[key]
 
-    def _find_route(self, src: str, dst: str) -> Route | None:
+    def _find_route(self, src: str, dst: str, nbytes: float) -> Route | None:
         if src == dst:  # a copy within one tier: read out and written back
             tier = self.hardware.tiers[src]
             return Route(
@@ -75,14 +77,20 @@ class Topology:
                 (tier.read_bw, tier.write_bw),
                 tier.latency,
             )
-        path = self._widest_path(src, dst)
-        return None if path is None else self._make_route(path)
+        candidates = [self._make_route(p) for p in self._candidate_paths(src, dst)]
+        if not candidates:
+            return None
 
-    def _widest_path(self, src: str, dst: str) -> list[str] | None:
-        """Widest bottleneck (links and the ports crossed), then least latency, then fewest
-        hops: for each candidate width, widest first, the best path over the links and
-        tiers at least that wide (a Dijkstra on (latency, hops)); the first width with a path
-        wins."""
+        def cost(r: Route) -> tuple:
+            alone = r.latency_s + nbytes / r.bottleneck if math.isfinite(nbytes) else 0.0
+            return (alone, -r.bottleneck, r.latency_s, len(r.links))
+
+        return min(candidates, key=cost)
+
+    def _candidate_paths(self, src: str, dst: str) -> list[list[str]]:
+        """For each width the graph offers, the least-latency (then fewest-hop) path over the
+        links and tiers at least that wide: every path worth considering, found without
+        enumerating paths (a Dijkstra on (latency, hops) per width)."""
         tiers = self.hardware.tiers
         widths = sorted(
             {e["bandwidth"] for *_, e in self.graph.edges(data=True)}
@@ -90,13 +98,14 @@ class Topology:
             | {t.write_bw for t in tiers.values()},
             reverse=True,
         )
+        paths = []
         for width in widths:
             if tiers[src].read_bw < width or tiers[dst].write_bw < width:
                 continue
             path = self._fastest_path(src, dst, width)
-            if path is not None:
-                return path
-        return None
+            if path is not None and path not in paths:
+                paths.append(path)
+        return paths
 
     def _fastest_path(self, src: str, dst: str, width: float) -> list[str] | None:
         tiers = self.hardware.tiers

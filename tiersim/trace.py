@@ -42,7 +42,7 @@ def _op_tracks(op: Op, topo: Topology) -> list[tuple[int, str]]:
         return [(_GPU, "compute")]
     if op.kind == "cpu":
         return [(_CPU, "optimizer")]
-    route = topo.route(op.src, op.dst)
+    route = topo.route(op.src, op.dst, op.nbytes)
     tracks = [(_LINKS, f"{name} {direction}") for name, direction in route.links]
     tracks.append((_PORTS, f"{route.tiers[0]} read"))
     tracks.append((_PORTS, f"{route.tiers[-1]} write"))
