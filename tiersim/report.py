@@ -212,7 +212,12 @@ def step_tables(report: dict[str, Any]) -> str:
         ]
         for n, v in report["tiers"].items()
     ]
+    sim = report["sim"]
     extras = [v["verdict"] for v in report.get("wear", {}).values()]
+    extras.append(
+        f"Simulated {sim['steps_simulated']} steps (warm-up, measured, trailing): "
+        f"{sim['events']:,} events in {fmt_time(sim['wall_s'])} of engine time."
+    )
     if report.get("checkpoint"):
         extras.append(_checkpoint_line(report["checkpoint"]))
     link_table = render(["link", "bytes/step", "busy", "utilization"], link_rows)

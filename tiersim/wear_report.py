@@ -149,7 +149,7 @@ def verdict_sentence(a: Assessment) -> str:
     if v is not None and v.kind == "drive_writes_per_day":
         life = f"that is {w.drive_writes_per_day:.3g} drive writes/day"
     if not held:
-        return f"{tier} is written nothing per step: it never wears out."
+        return f"{tier}: nothing is written to it per step, so it never wears out."
     if v is None:
         return f"{tier} holding {held}: {rate} and {life} (no budget set)."
     if v.within_budget:
