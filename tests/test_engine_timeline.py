@@ -23,17 +23,18 @@ def test_everything_in_hbm_is_the_serial_compute():
 def test_weights_streamed_from_dram_with_nothing_to_hide_behind():
     # Weights (4 GB fp32) live in DRAM behind a 10 GB/s link: 0.4 s per fetch.
     # One step: fetch 0.4 | forward 1 | refetch for backward 0.4 (the head sits between the
-    # two uses, so they are not consecutive) | backward 2 | optimizer OPT_S | updated
-    # weights back to DRAM 0.4. The next step's first fetch waits for that write.
+    # two uses, so they are not consecutive) | backward 2 | with no master copy the update
+    # reads the weights themselves: fetch 0.4 | optimizer OPT_S | updated weights back to
+    # DRAM 0.4. The next step's first fetch waits for that write.
     r = simulate(scenario(tiny(placement={"weights": "dram"})))
-    assert math.isclose(r.time_s, 0.4 + 1 + 0.4 + 2 + OPT_S + 0.4)
-    assert math.isclose(r.exposed_transfer_s, 1.2)
-    assert r.links["pcie"].bytes == 3 * 4_000_000_000
-    assert r.links["pcie"].bytes_by_direction == {"dram->hbm": 8e9, "hbm->dram": 4e9}
-    assert math.isclose(r.links["pcie"].busy_s, 1.2)
+    assert math.isclose(r.time_s, 0.4 + 1 + 0.4 + 2 + 0.4 + OPT_S + 0.4)
+    assert math.isclose(r.exposed_transfer_s, 1.6)
+    assert r.links["pcie"].bytes == 4 * 4_000_000_000
+    assert r.links["pcie"].bytes_by_direction == {"dram->hbm": 12e9, "hbm->dram": 4e9}
+    assert math.isclose(r.links["pcie"].busy_s, 1.6)
     assert r.overlap == pytest.approx(0.0, abs=1e-12)
     assert r.tiers["dram"].written_by_class == {"weights": 4_000_000_000}
-    assert r.tiers["hbm"].written_by_class == {"weights": 8_000_000_000}
+    assert r.tiers["hbm"].written_by_class == {"weights": 12_000_000_000}
 
 
 def test_stream_bound_optimizer_state_matches_bytes_over_bandwidth():
@@ -65,11 +66,12 @@ def test_full_recompute_costs_one_extra_forward():
 
 def test_cpu_optimizer_moves_gradients_and_weights_over_pcie():
     # CPU optimizer: 1e9 params at 1 Gparam/s = 1 s (memory bandwidth never binds here).
-    # Gradients (4 GB) go HBM -> DRAM after backward (0.4 s), the CPU updates (1 s), the new
-    # weights come back DRAM -> HBM (0.4 s) before the next forward.
+    # After backward the gradients (4 GB) and, with no master copy, the weights it updates in
+    # place (4 GB) go HBM -> DRAM together, sharing 10 GB/s: 0.8 s; the CPU updates (1 s);
+    # the new weights come back DRAM -> HBM (0.4 s) before the next forward.
     raw = tiny(placement={"optimizer_compute": "cpu"})
     r = simulate(scenario(raw))
-    assert math.isclose(r.time_s, 3.0 + 0.4 + 1.0 + 0.4)
+    assert math.isclose(r.time_s, 3.0 + 0.8 + 1.0 + 0.4)
     assert math.isclose(r.optimizer_s, 1.0)
     assert math.isclose(r.exposed_cpu_s, 1.0)
-    assert math.isclose(r.exposed_transfer_s, 0.8)
+    assert math.isclose(r.exposed_transfer_s, 1.2)

@@ -360,91 +360,149 @@ class _Builder:
 
     # --- optimizer -----------------------------------------------------------------------------
 
-    def fetch_state(self, cls: str, u: int, nbytes: int, step: int, gate: int | None) -> int | None:
-        """Fetch unit u's optimizer-side state once its gradient is final and the optimizer is
-        within `depth` units of it (so only a few units' state are staged at a time)."""
-        name = self.wl.units[u].name
-        deps = [self.state_ready.get((cls, u)), gate, self.grad_last[u]]
-        return self.move(
-            cls, f"fetch {cls} {name}", step, self.home[cls], self.opt_at, nbytes, deps
-        )
+    def staged(
+        self, role: str, label: str, step: int, src: str, nbytes: int, deps: list[int | None]
+    ) -> int | None:
+        """Bring something the optimizer reads to where it runs (freed by the caller)."""
+        return self.move(role, label, step, src, self.opt_at, nbytes, deps)
 
-    def optimizer(self, u: int, step: int, gate: int | None) -> int:
-        unit = self.wl.units[u]
-        at = self.opt_at
-        grads = self.move(
+    def write_back(
+        self,
+        cls: str,
+        label: str,
+        step: int,
+        nbytes: int,
+        deps: list,
+        staged: int | None,
+        held: int,
+    ) -> int | None:
+        """Move an updated class home; the staged copy is freed once it has been read out."""
+        back = self.move(
+            cls, label, step, self.opt_at, self.home[cls], nbytes, deps, alloc_dst=False
+        )
+        if staged is not None:
+            self.ops[back if back is not None else deps[0]].free.append((self.opt_at, held))
+        return back
+
+    def optimizer(self, u: int, step: int, gate: list[int], start: list[int | None]) -> list:
+        # start: [the pipeline bubble or None, then what else the gradient's finality awaits]
+        """One unit's update: what it reads is fetched once its gradient is final and the
+        optimizer is within `depth` units (gate: those units' last write-backs), what it
+        wrote goes home. Returns the ops after which this unit's staged state is freed."""
+        unit, at = self.wl.units[u], self.opt_at
+        final = [self.grad_last[u], *start[1:]]  # start[0], the bubble, holds only the update
+        grads = self.staged(
             "gradients",
             f"gradients to optimizer {unit.name}",
             step,
             self.home["gradients"],
-            at,
             unit.gradients_for_update,
-            [self.grad_last[u]],
+            [*final, *gate],
+        )
+        fetched = {}
+        for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
+            fetched[cls] = self.staged(
+                cls,
+                f"fetch {cls} {unit.name}",
+                step,
+                self.home[cls],
+                n,
+                [self.state_ready.get((cls, u)), *final, *gate],
+            )
+        in_place = unit.master_home == 0 and unit.weights_updated > 0  # no master: read weights
+        weights_in = self.staged(
+            "weights",
+            f"weights for update {unit.name}",
+            step,
+            self.home["weights"],
+            unit.weights_updated if in_place else 0,
+            [self.weights_ready[u], *final, *gate],
         )
         guard = self.snapshot_guard.pop(u, [])  # a checkpoint still reading this version
-        master = self.fetch_state("master", u, unit.master_home, step, gate)
-        state = self.fetch_state("optimizer", u, unit.optimizer_home, step, gate)
         kind = self.s.placement.optimizer_compute
-        duration = unit.optimizer_gpu_s if kind == "gpu" else unit.optimizer_cpu_s
         op = self.add(
             Op(
                 kind,
                 "optimizer",
                 f"optimizer {unit.name}",
                 step,
-                [self.grad_last[u], grads, master, state, *guard],
-                duration=duration,
+                [*final, start[0], grads, *fetched.values(), weights_in, *guard],
+                duration=unit.optimizer_gpu_s if kind == "gpu" else unit.optimizer_cpu_s,
             )
         )
-        for fetched, n in (
-            (grads, unit.gradients_for_update),
-            (master, unit.master_home),
-            (state, unit.optimizer_home),
-        ):
-            if fetched is not None:
-                self.ops[op].free.append((at, n))
+        if grads is not None:
+            self.ops[op].free.append((at, unit.gradients_for_update))
+        released = [op]
         for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
-            back = self.move(
-                cls,
-                f"write back {cls} {unit.name}",
-                step,
-                at,
-                self.home[cls],
-                n,
-                [op],
-                alloc_dst=False,
+            back = self.write_back(
+                cls, f"write back {cls} {unit.name}", step, n, [op], fetched[cls], n
             )
             self.state_ready[(cls, u)] = back if back is not None else op
-        new_w = self.move(
+            released.append(back)
+        new_w = self.write_back(
             "weights",
             f"updated weights {unit.name}",
             step,
-            at,
-            self.home["weights"],
             unit.weights_updated,
             [op],
+            weights_in,
+            unit.weights_updated,
+        )
+        released.append(new_w)
+        self.weights_ready[u] = self.gather_parameters(u, step, new_w if new_w is not None else op)
+        return [r for r in released if r is not None]
+
+    def gather_parameters(self, u: int, step: int, updated: int) -> int:
+        """ZeRO-1/2: all-gather the updated weights from every rank's shard; where the
+        weights live off the GPU, the gathered rest is written home too."""
+        unit = self.wl.units[u]
+        if unit.dp_parameters is None:
+            return updated
+        off_gpu = self.home["weights"] != self.gpu
+        gathered = self.net(
+            unit.dp_parameters,
+            step,
+            [updated],
+            alloc=[(self.gpu, unit.weights_full)] if off_gpu else [],
+        )
+        if not off_gpu:
+            return gathered
+        rest = max(0, unit.weights_full - unit.weights_updated)
+        push = self.move(
+            "weights",
+            f"gathered weights home {unit.name}",
+            step,
+            self.gpu,
+            self.home["weights"],
+            rest,
+            [gathered],
             alloc_dst=False,
         )
-        updated = new_w if new_w is not None else op
-        gathered = self.net(unit.dp_parameters, step, [updated])
-        self.weights_ready[u] = gathered if gathered is not None else updated
-        return op
+        last = push if push is not None else gathered
+        self.ops[last].free.append((self.gpu, unit.weights_full))
+        return last
 
     def optimizer_step(self, step: int) -> None:
+        """After the last backward: the pipeline's drain (stage 0 waits for the later stages'
+        backwards before the step's global synchronisation), then the update unit by unit,
+        rest first (its embedding gradient is final only after the first layer's backward)."""
         if self.use_units:
             self.use_units[-1] = -1  # weights change now: nothing staged survives the update
+        last_backward = self.last_on.get("gpu")
+        bubble = None
+        if self.wl.bubble_s > 0:  # waiting on the other pipeline stages
+            bubble = self.add(
+                Op("idle", "bubble", "pipeline bubble", step, [], duration=self.wl.bubble_s)
+            )
         n = len(self.wl.units)
-        done: list[int] = []
+        done: list[list[int]] = []
         for u in [n - 1, *range(n - 1)]:
-            gate = done[-self.depth - 1] if len(done) > self.depth else None
-            done.append(self.optimizer(u, step, gate))
+            gate = done[-self.depth - 1] if len(done) > self.depth else []
+            extra = [last_backward] if u == n - 1 else []
+            done.append(self.optimizer(u, step, gate, [bubble, *extra]))
 
     def build(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
         for step in range(steps):
-            if self.wl.bubble_s > 0:  # waiting on the other pipeline stages
-                self.add(
-                    Op("idle", "bubble", "pipeline bubble", step, [], duration=self.wl.bubble_s)
-                )
             self.micro_batches(step)
             self.optimizer_step(step)
             if step in checkpoint_steps:

@@ -1,0 +1,80 @@
+"""The optimizer step's movement and memory, computed by hand on tiny setups.
+
+tiny(): 1e9 parameters, fp32, forward 1 s and backward 2 s per 1e9-parameter layer at
+1 TFLOP/s, PCIe 10 GB/s, NVMe link 5 GB/s, tier ports at 1 PB/s.
+"""
+
+import math
+
+from engine_helpers import scenario, tiny
+
+from tiersim.simulate import simulate
+
+GB = 1_000_000_000
+
+
+def test_staged_optimizer_state_is_held_until_written_back():
+    # 4 layers, SGD momentum (1 GB per layer, fp32) homed in DRAM, prefetch depth 1: at most
+    # two units' state are staged in HBM at once (a unit's fetch waits for the write-back of
+    # the unit two before it). HBM holds weights 4 GB + gradients 4 GB + 2 x 1 GB staged.
+    raw = tiny(
+        model={"parameters": GB, "layers": 4},
+        training={"optimizer": "sgd_momentum"},
+        placement={"optimizer": "dram"},
+        simulation={"prefetch_depth": 1},
+    )
+    r = simulate(scenario(raw))
+    assert r.tiers["hbm"].resident_bytes == 8 * GB
+    assert r.tiers["hbm"].peak_bytes == 10 * GB
+
+
+def test_offloaded_gradients_come_back_only_depth_units_ahead():
+    # 8 layers, gradients (0.5 GB per layer) homed in DRAM, depth 1: the optimizer pulls
+    # two units' gradients at a time, so HBM peaks at weights 4 GB + 2 x 0.5 GB.
+    raw = tiny(
+        model={"parameters": GB, "layers": 8},
+        placement={"gradients": "dram"},
+        simulation={"prefetch_depth": 1},
+    )
+    assert simulate(scenario(raw)).tiers["hbm"].peak_bytes == 5 * GB
+
+
+def test_cpu_optimizer_is_not_hidden_by_the_pipeline_bubble():
+    # p = 4 stages of one layer, m = 4: (m + p - 1) x (1 + 2) s = 21 s of pipeline, whose
+    # 9 s bubble (stage 0 waiting for the later stages' backwards) precedes the update.
+    # CPU update of 0.25e9 parameters at 0.1 Gparam/s = 2.5 s, then the new weights
+    # (1 GB) back over PCIe: 0.1 s. Gradients and weights reach DRAM during the bubble.
+    raw = tiny(
+        model={"parameters": GB, "layers": 4},
+        parallel={"pipeline": 4},
+        training={"grad_accumulation": 4},
+        placement={"optimizer_compute": "cpu"},
+        hardware={"cpu": {"optimizer_rate": "0.1 Gparam/s"}},
+    )
+    r = simulate(scenario(raw))
+    assert math.isclose(r.time_s, 21.0 + 2.5 + 0.1)
+    assert math.isclose(r.exposed_cpu_s, 2.5)
+    assert math.isclose(r.pipeline_bubble_s, 9.0)
+
+
+def test_zero1_gathered_weights_reach_their_home():
+    # bf16 weights (2 GB) in DRAM, Adam with fp32 master, d = 4, ZeRO-1: this GPU updates
+    # its 0.5 GB shard, writes it home, the all-gather brings the other 1.5 GB into HBM and
+    # they are written home too: 2 GB over PCIe towards DRAM per step. Fetches for forward
+    # and backward bring 2 x 2 GB back.
+    raw = tiny(
+        parallel={"data": 4, "zero_stage": 1},
+        placement={"weights": "dram"},
+        training={
+            "optimizer": "adam",
+            "precision": {
+                "weights": "bf16",
+                "gradients": "bf16",
+                "master": "fp32",
+                "optimizer": "fp32",
+            },
+        },
+    )
+    r = simulate(scenario(raw))
+    assert r.links["pcie"].bytes_by_direction == {"hbm->dram": 2 * GB, "dram->hbm": 4 * GB}
+    assert r.tiers["dram"].written_by_class == {"weights": 2 * GB}
