@@ -82,3 +82,38 @@ def test_goodput_falls_as_mtbf_falls():
         s = scenario(raw)
         goodputs.append(checkpoint_report(s, simulate(s))["goodput"])
     assert goodputs[0] > goodputs[1] > goodputs[2]
+
+
+def test_checkpoint_bytes_are_conserved_and_staging_shows_in_peaks():
+    # Async every 10 steps: 8 GB snapshotted HBM -> DRAM, then drained DRAM -> NVMe. Per step
+    # on average: HBM reads 0.8 GB, DRAM writes and reads 0.8 GB, NVMe writes 0.8 GB.
+    r = simulate(scenario(momentum(checkpoint={"every_steps": 10, "mode": "async"})))
+    per_step = 800_000_000
+    assert r.tiers["hbm"].read_by_class == {"checkpoint": per_step}
+    assert r.tiers["dram"].written_by_class == {"checkpoint": per_step}
+    assert r.tiers["dram"].read_by_class == {"checkpoint": per_step}
+    assert r.tiers["nvme"].written_by_class == {"checkpoint": per_step}
+    # the DRAM staging holds both classes' snapshots (4 GB + 4 GB) at once
+    assert r.tiers["dram"].peak_bytes >= 8_000_000_000
+    assert r.links["nvme"].bytes == per_step
+
+
+def test_unreachable_checkpoint_target_is_an_input_error():
+    from tiersim.errors import InputError
+
+    raw = momentum(
+        checkpoint={"every_steps": 10, "target": "island"},
+        hardware={
+            "tiers": {
+                "island": {
+                    "kind": "flash",
+                    "capacity": "1 TB",
+                    "bandwidth": "1 GB/s",
+                    "endurance": {"pe_cycles": 1000},
+                }
+            }
+        },
+    )
+    with pytest.raises(InputError) as err:
+        simulate(scenario(raw))
+    assert "checkpoint.target: no route from 'hbm' to 'island'" in err.value.render()

@@ -68,7 +68,7 @@ def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> 
         steps = measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1))
         marks = frozenset({measured})
     _, _, base_log, _ = run(s, setup, steps)
-    schedule, _, log, _ = run(s, setup, steps, marks)
+    schedule, engine, log, _ = run(s, setup, steps, marks)
     if every == 1:
 
         def period(lg):
@@ -80,7 +80,7 @@ def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> 
         stall = log.step_end[-1] - base_log.step_end[-1]
         if isinstance(every, int):  # a drain longer than the interval holds the next snapshot
             stall += max(0.0, (end - start) - every * plain.time_s)
-    _, _, written = moved(setup.topo, schedule.ops, measured, roles=("checkpoint",))
+    links, read, written = moved(setup.topo, schedule.ops, measured, roles=("checkpoint",))
     return CheckpointRun(
         interval_steps=None,
         bytes=nbytes,
@@ -90,6 +90,9 @@ def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> 
         restart_s=s.checkpoint.restart,
         mtbf_s=scenario_mtbf(s.failures, job_gpus(s)),
         written_by_tier={t: sum(by.values()) for t, by in written.items()},
+        read_by_tier={t: sum(by.values()) for t, by in read.items()},
+        link_bytes={name: dict(per) for name, per in links.items()},
+        peak_by_tier={t: int(o.peak) for t, o in engine.occupancy.items()},
     )
 
 
@@ -102,17 +105,41 @@ def resolve_interval(s: Scenario, step_s: float, run: CheckpointRun) -> int | No
 
 
 def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> StepResult:
-    """The result with its checkpoint measured, and the checkpoint's writes per step (averaged
-    over the interval) added to each tier's written bytes."""
+    """The result with its checkpoint measured: the checkpoint's reads, writes and link bytes
+    per step (averaged over the interval) added to each tier and link, and each tier's peak
+    raised to what the checkpoint run reached (snapshots, staging)."""
     interval = resolve_interval(s, result.time_s, run)
     run = dataclasses.replace(run, interval_steps=interval)
-    tiers = dict(result.tiers)
+    tiers = {name: _tier_with(ts, run, name, interval) for name, ts in result.tiers.items()}
+    links = dict(result.links)
     if interval:
-        for name, nbytes in run.written_by_tier.items():
-            ts = tiers[name]
-            per_step = round(nbytes / interval)
-            by_class = {**ts.written_by_class, "checkpoint": per_step}
-            tiers[name] = dataclasses.replace(
-                ts, written_by_class=by_class, bytes_written=ts.bytes_written + per_step
-            )
-    return dataclasses.replace(result, tiers=tiers, checkpoint=run)
+        for name, per in run.link_bytes.items():
+            if name in links:
+                extra = {d: round(b / interval) for d, b in per.items()}
+                by_dir = dict(links[name].bytes_by_direction)
+                for d, b in extra.items():
+                    by_dir[d] = by_dir.get(d, 0) + b
+                links[name] = dataclasses.replace(
+                    links[name],
+                    bytes=links[name].bytes + sum(extra.values()),
+                    bytes_by_direction=by_dir,
+                )
+    return dataclasses.replace(result, tiers=tiers, links=links, checkpoint=run)
+
+
+def _tier_with(ts, run: CheckpointRun, name: str, interval: int | None):
+    peak = max(ts.peak_bytes, run.peak_by_tier.get(name, 0))
+    if not interval:
+        return dataclasses.replace(ts, peak_bytes=peak)
+    wrote = round(run.written_by_tier.get(name, 0) / interval)
+    read = round(run.read_by_tier.get(name, 0) / interval)
+    written_by = {**ts.written_by_class, "checkpoint": wrote} if wrote else ts.written_by_class
+    read_by = {**ts.read_by_class, "checkpoint": read} if read else ts.read_by_class
+    return dataclasses.replace(
+        ts,
+        peak_bytes=peak,
+        bytes_written=ts.bytes_written + wrote,
+        bytes_read=ts.bytes_read + read,
+        written_by_class=written_by,
+        read_by_class=read_by,
+    )

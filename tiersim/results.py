@@ -44,6 +44,9 @@ class CheckpointRun:
     restart_s: float
     mtbf_s: float | None
     written_by_tier: dict[str, int]  # bytes one checkpoint writes into each tier
+    read_by_tier: dict[str, int] = field(default_factory=dict)
+    link_bytes: dict[str, dict[str, int]] = field(default_factory=dict)  # per direction
+    peak_by_tier: dict[str, int] = field(default_factory=dict)  # occupancy with the checkpoint
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,7 @@ def placement_problems(s: Scenario, topo: Topology) -> list[Problem]:
                     f"under hardware.links or home it elsewhere",
                 )
             )
+    problems += _checkpoint_route_problems(s, topo)
     if s.placement.optimizer_compute == "cpu" and s.hardware.tiers[cpu].kind != "dram":
         problems.append(
             Problem(
@@ -191,4 +192,24 @@ def placement_problems(s: Scenario, topo: Topology) -> list[Problem]:
                 f"but tier '{cpu}' is of kind {s.hardware.tiers[cpu].kind}",
             )
         )
-    return problems
+    return list(dict.fromkeys(problems))  # the same pair can be needed twice
+
+
+def _checkpoint_route_problems(s: Scenario, topo: Topology) -> list[Problem]:
+    """A simulated checkpoint must reach its target from every class's home (through the
+    staging tier when async)."""
+    ck, tiers = s.checkpoint, s.hardware.tiers
+    if not s.checkpoint_simulated or ck.target not in tiers:
+        return []
+    hops = [(getattr(s.placement, c), ck.target) for c in ("weights", "master", "optimizer")]
+    if ck.mode == "async" and ck.staging in tiers:
+        hops = [(home, ck.staging) for home, _ in hops] + [(ck.staging, ck.target)]
+    missing = sorted({(a, b) for a, b in hops if a in tiers and not topo.route(a, b)})
+    return [
+        Problem(
+            "checkpoint.target" if b == ck.target else "checkpoint.staging",
+            f"no route from '{a}' to '{b}' for the checkpoint; add a link under "
+            "hardware.links or choose another tier",
+        )
+        for a, b in missing
+    ]
