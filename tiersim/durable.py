@@ -104,40 +104,50 @@ def resolve_interval(s: Scenario, step_s: float, run: CheckpointRun) -> int | No
     return interval_to_steps(daly_interval(run.stall_s, run.mtbf_s), step_s, cost, run.mtbf_s)
 
 
+def per_step(total_by_key: dict[str, int], interval: int) -> dict[str, int]:
+    """Whole bytes per step, averaged over the interval, apportioned by largest remainder so
+    the parts add up to the rounded whole (reads and writes then balance exactly)."""
+    exact = {k: v / interval for k, v in total_by_key.items()}
+    floors = {k: int(v) for k, v in exact.items()}
+    short = round(sum(exact.values())) - sum(floors.values())
+    for k in sorted(exact, key=lambda k: exact[k] - floors[k], reverse=True)[:short]:
+        floors[k] += 1
+    return floors
+
+
 def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> StepResult:
     """The result with its checkpoint measured: the checkpoint's reads, writes and link bytes
     per step (averaged over the interval) added to each tier and link, and each tier's peak
     raised to what the checkpoint run reached (snapshots, staging)."""
     interval = resolve_interval(s, result.time_s, run)
     run = dataclasses.replace(run, interval_steps=interval)
-    tiers = {name: _tier_with(ts, run, name, interval) for name, ts in result.tiers.items()}
+    wrote = per_step(run.written_by_tier, interval) if interval else {}
+    read = per_step(run.read_by_tier, interval) if interval else {}
+    tiers = {
+        name: _tier_with(ts, run.peak_by_tier.get(name, 0), wrote.get(name, 0), read.get(name, 0))
+        for name, ts in result.tiers.items()
+    }
     links = dict(result.links)
-    if interval:
-        for name, per in run.link_bytes.items():
-            if name in links:
-                extra = {d: round(b / interval) for d, b in per.items()}
-                by_dir = dict(links[name].bytes_by_direction)
-                for d, b in extra.items():
-                    by_dir[d] = by_dir.get(d, 0) + b
-                links[name] = dataclasses.replace(
-                    links[name],
-                    bytes=links[name].bytes + sum(extra.values()),
-                    bytes_by_direction=by_dir,
-                )
+    for name, per in run.link_bytes.items():
+        if name in links and interval:
+            extra = per_step(per, interval)
+            by_dir = dict(links[name].bytes_by_direction)
+            for d, b in extra.items():
+                by_dir[d] = by_dir.get(d, 0) + b
+            links[name] = dataclasses.replace(
+                links[name],
+                bytes=links[name].bytes + sum(extra.values()),
+                bytes_by_direction=by_dir,
+            )
     return dataclasses.replace(result, tiers=tiers, links=links, checkpoint=run)
 
 
-def _tier_with(ts, run: CheckpointRun, name: str, interval: int | None):
-    peak = max(ts.peak_bytes, run.peak_by_tier.get(name, 0))
-    if not interval:
-        return dataclasses.replace(ts, peak_bytes=peak)
-    wrote = round(run.written_by_tier.get(name, 0) / interval)
-    read = round(run.read_by_tier.get(name, 0) / interval)
+def _tier_with(ts, peak: int, wrote: int, read: int):
     written_by = {**ts.written_by_class, "checkpoint": wrote} if wrote else ts.written_by_class
     read_by = {**ts.read_by_class, "checkpoint": read} if read else ts.read_by_class
     return dataclasses.replace(
         ts,
-        peak_bytes=peak,
+        peak_bytes=max(ts.peak_bytes, peak),
         bytes_written=ts.bytes_written + wrote,
         bytes_read=ts.bytes_read + read,
         written_by_class=written_by,
