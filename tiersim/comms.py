@@ -29,8 +29,8 @@ class Comm:
     name: str
     nbytes: float  # bytes this GPU sends, all calls
     latency_s: float  # latency terms, all calls
-    resource: tuple[str, str]  # ("net", group)
-    channel: str  # "nvlink" | "network"
+    resource: tuple[str, str]  # ("net", "nvlink" | "network"): the GPU's physical channel
+    group: str  # "tensor" | "data" | "pipeline"
 
     @property
     def time_alone_s(self) -> float:
@@ -50,15 +50,21 @@ def comm(s: Scenario, name: str, group: str, op: Op, buffer: float, calls: int =
     sent = buffer * BUS_FACTOR[op](size)
     total = collective_s(op, buffer, size, link)
     latency = total - sent / link.bandwidth
-    return Comm(name, sent * calls, max(latency, 0.0) * calls, ("net", group), link.kind)
+    return Comm(name, sent * calls, max(latency, 0.0) * calls, ("net", link.kind), group)
 
 
 def capacities(s: Scenario) -> dict[tuple[str, str], float]:
-    """Bandwidth per GPU per direction of each group's link."""
-    out = {}
+    """Bandwidth per GPU per direction of its two physical channels: every group inside a node
+    shares the GPU's NVLink; groups spanning nodes share its network ports (at the widest
+    rate any of them reaches, NCCL driving one ring per NIC)."""
+    net = s.hardware.network
+    out = {("net", "nvlink"): net.intra_node_bandwidth, ("net", "network"): 0.0}
     for group in ("tensor", "data", "pipeline"):
         link, _ = _link(s, group)
-        out[("net", group)] = link.bandwidth
+        if link.kind == "network":
+            out[("net", "network")] = max(out[("net", "network")], link.bandwidth)
+    if out[("net", "network")] == 0.0:
+        out[("net", "network")] = net.inter_node_bandwidth
     return out
 
 
@@ -92,7 +98,7 @@ def tensor_comms(s: Scenario, hidden: int | None) -> tuple[Comm | None, Comm | N
 def _pair(s: Scenario, name: str, buffer: float, calls: int) -> Comm:
     rs = comm(s, name, "tensor", "reduce_scatter", buffer, calls)
     ag = comm(s, name, "tensor", "all_gather", buffer, calls)
-    return Comm(name, rs.nbytes + ag.nbytes, rs.latency_s + ag.latency_s, rs.resource, rs.channel)
+    return Comm(name, rs.nbytes + ag.nbytes, rs.latency_s + ag.latency_s, rs.resource, rs.group)
 
 
 def p2p_send_s(s: Scenario, hidden: int | None) -> float:

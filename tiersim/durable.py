@@ -22,6 +22,7 @@ from collections.abc import Callable
 from tiersim.checkpoint import CheckpointCost, daly_interval, interval_to_steps, scenario_mtbf
 from tiersim.engine import moved
 from tiersim.results import CheckpointRun, StepResult
+from tiersim.schedule_checkpoint import share
 from tiersim.schema import Scenario
 
 MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
@@ -52,8 +53,7 @@ def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> 
     measured = s.simulation.warmup_steps
     every = s.checkpoint.every_steps
     per_class = {
-        c: sum(getattr(u, f"{c}_home") for u in setup.wl.units)
-        for c in ("weights", "master", "optimizer")
+        c: sum(share(s, u, c) for u in setup.wl.units) for c in ("weights", "master", "optimizer")
     }
     nbytes = sum(per_class.values())
     if every == 1:

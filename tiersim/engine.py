@@ -162,7 +162,7 @@ class Engine:
                 self._start(j)
 
 
-NET_CHANNELS = {"tensor": "tensor-parallel", "data": "data-parallel", "pipeline": "pipeline"}
+NET_CHANNELS = ("nvlink", "network")  # the GPU's physical channels for collectives
 
 
 def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
@@ -189,7 +189,7 @@ def _channel(resource: tuple) -> str | None:
     if resource[0] == "link":
         return resource[1]
     if resource[0] == "net":
-        return NET_CHANNELS[resource[1]]
+        return resource[1]
     return None
 
 
@@ -221,8 +221,9 @@ def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[str, ...] | Non
         if op.step != step or (roles is not None and op.role not in roles):
             continue
         if op.kind in ("comm", "sync"):
-            per = links.setdefault(NET_CHANNELS[op.resource[1]], {})
-            per["sent"] = per.get("sent", 0) + op.nbytes
+            per = links.setdefault(op.resource[1], {})  # by group: tensor, data, pipeline
+            group = op.role.removesuffix("_comm")
+            per[group] = per.get(group, 0) + op.nbytes
             continue
         if op.kind != "move":
             continue
@@ -265,7 +266,7 @@ def measure(
     overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
     links_moved, read, written = moved(topo, ops, measured_step)
     links = {}
-    channels = list(s.hardware.links) + [c for c in NET_CHANNELS.values() if c in links_moved]
+    channels = list(s.hardware.links) + [c for c in NET_CHANNELS if c in links_moved]
     for name in channels:
         per_dir = links_moved.get(name, {})
         busy_s = iv.total(iv.clip(iv.union(busy.get(name, [])), lo, hi))

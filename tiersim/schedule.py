@@ -125,7 +125,7 @@ class _Builder:
         return self.add(
             Op(
                 kind,
-                c.name.split()[0] + "_comm",
+                f"{c.group}_comm",
                 c.name,
                 step,
                 list(deps),
@@ -207,13 +207,15 @@ class _Builder:
         tag = f"mb{mb}"
         w, held = self.fetch_weights(u, step, f"fwd {tag}")
         acts = unit.activations
+        # the first layer's input comes through the embedding, held in the stage's rest unit
+        embedding = self.weights_ready[-1] if u == 0 and self.wl.stage == 0 else None
         op = self.add(
             Op(
                 "gpu",
                 "forward",
                 f"forward {unit.name} {tag}",
                 step,
-                [w],
+                [w, embedding],
                 duration=unit.forward_s,
                 alloc=[(self.gpu, acts)] if acts else [],
             )

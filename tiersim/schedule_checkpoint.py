@@ -1,7 +1,8 @@
 """Durable checkpoints in a schedule: the moves one checkpoint implies, after a step's update.
 
-A checkpoint copies every unit's `weights`, `master` and `optimizer` from their homes to
-the target tier (moves of role "checkpoint", so their bytes count in the target's wear):
+A checkpoint copies every unit's `weights`, `master` and `optimizer` (this GPU's shard, or
+its 1/d share of a replicated class) from their homes to the target tier (moves of role
+"checkpoint", so their bytes count in the target's wear):
 - blocking: the copies go straight to the target and the GPU stream waits for all of them
   before the next step starts;
 - async: each class is first snapshotted into the staging tier (DRAM), then drained from
@@ -14,17 +15,32 @@ Not to be confused with activation recompute, which makes nothing durable.
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+from tiersim.inventory import sharded_classes
+from tiersim.schema import Scenario
+from tiersim.workload import Unit
 
 CLASSES = ("weights", "master", "optimizer")
 
 
+def share(s: Scenario, unit: Unit, cls: str) -> int:
+    """Bytes of a unit's class this GPU writes: its shard if the class is sharded; else its
+    1/d share of the replica, as distributed checkpointing splits replicated tensors across
+    the data-parallel ranks instead of writing d copies."""
+    held = getattr(unit, f"{cls}_home")
+    if sharded_classes(s)[cls] or s.parallel.data == 1:
+        return held
+    return math.ceil(held / s.parallel.data)
+
+
 def _sources(builder: Any, u: int) -> list[tuple[str, int, int | None]]:
-    unit = builder.wl.units[u]
+    unit, s = builder.wl.units[u], builder.s
     return [
-        ("weights", unit.weights_home, builder.weights_ready[u]),
-        ("master", unit.master_home, builder.state_ready.get(("master", u))),
-        ("optimizer", unit.optimizer_home, builder.state_ready.get(("optimizer", u))),
+        ("weights", share(s, unit, "weights"), builder.weights_ready[u]),
+        ("master", share(s, unit, "master"), builder.state_ready.get(("master", u))),
+        ("optimizer", share(s, unit, "optimizer"), builder.state_ready.get(("optimizer", u))),
     ]
 
 
