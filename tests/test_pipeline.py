@@ -189,3 +189,18 @@ def test_more_micro_batches_shrink_the_bubble_share():
               for m in (4, 8, 16, 32)]  # fmt: skip
     assert shares == sorted(shares, reverse=True)
     assert shares == pytest.approx([bubble_share(4, m) for m in (4, 8, 16, 32)])
+
+
+def test_times_per_stage_and_chunk_by_hand():
+    # p = 1, v = 2, m = 1: F chunk 0, F chunk 1, B chunk 1, B chunk 0, with c = 0.5 between
+    # virtual stages. F0 0 -> 1; F1 waits F0 + c: 1.5 -> 3.5; B1 follows its own forward (no
+    # transfer): 3.5 -> 7.5; B0 waits B1 + c: 8 -> 11.
+    t = evaluate(1, 1, 2, [[1.0, 2.0]], [[3.0, 4.0]], 0.5)
+    assert t.step_s == pytest.approx(11.0)
+    assert t.busy_s == pytest.approx((10.0,))
+    assert t.starts == ((0.0, 1.5, 3.5, 8.0),)
+
+
+def test_times_per_chunk_must_cover_every_chunk():
+    with pytest.raises(ValueError, match="one time per model chunk"):
+        evaluate(2, 2, 2, [[1.0, 1.0], [1.0]], 1.0)

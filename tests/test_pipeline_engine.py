@@ -30,3 +30,65 @@ def test_uniform_pipeline_matches_the_closed_form(layers, pipeline, virtual, mic
     expected += 12 * stage_params / 1e15
     assert math.isclose(r.time_s, expected, rel_tol=1e-9)
     assert math.isclose(r.pipeline_bubble_s, (pipeline - 1) * 3 * f, rel_tol=1e-9)
+
+
+def _transformer(vocab: int, tied: bool) -> dict:
+    # 2 layers over 2 stages, fp32 on a 1 TFLOP/s GPU at efficiency 1 (engine_helpers.tiny)
+    return {
+        "layers": 2,
+        "hidden": 64,
+        "heads": 4,
+        "ffn_hidden": 256,
+        "vocab": vocab,
+        "tied_embeddings": tied,
+        "max_positions": 1000,
+    }
+
+
+def test_the_output_head_makes_the_last_stage_the_slow_one():
+    # 1F1B, p = 2, m = 2. Stage 0 runs f0, b0 per micro-batch; stage 1 the same layer plus the
+    # head: f1 = f0 + H, b1 = b0 + 2H (H = 2·s·b·h·V / rate); sends take c. By hand:
+    #   stage 1: F(0) ends f0+c+f1, B(0) +b1, F(1) +f1 (stage 0's F(1), 2f0+c, came earlier),
+    #            B(1) ends f0+c+2f1+2b1;
+    #   stage 0: B(1) starts when that arrives, f0+2c+2f1+2b1, and ends b0 later.
+    # bubble = step - 2(f0+b0) = 2c + 2f1 + 2b1 - f0 - b0 = 2c + f0 + b0 + 6H.
+    # Only H depends on the vocabulary: 1,000 more tokens add 6 x 2·1000·1·64·1000 / 1e12 s.
+    def bubble(vocab: int) -> float:
+        raw = tiny(training={"grad_accumulation": 2}, parallel={"pipeline": 2})
+        raw["model"] = _transformer(vocab, tied=False)
+        return simulate(scenario(raw)).pipeline_bubble_s
+
+    assert bubble(2000) - bubble(1000) == pytest.approx(6 * 2 * 1000 * 64 * 1000 / 1e12, rel=1e-9)
+
+
+def test_tied_embeddings_all_reduce_their_gradients_between_first_and_last_stage():
+    # Megatron's embedding sync: one all-reduce over 2 ranks of vocab x hidden fp32 gradients
+    # per step; a 2-rank ring sends 2·(2-1)/2 = 1 buffer: 1000 x 64 x 4 bytes.
+    def embedding_bytes(tied: bool) -> int:
+        raw = tiny(parallel={"pipeline": 2})
+        raw["model"] = _transformer(1000, tied)
+        links = simulate(scenario(raw)).links
+        return sum(link.bytes_by_direction.get("embedding", 0) for link in links.values())
+
+    assert embedding_bytes(tied=True) == 1000 * 64 * 4
+    assert embedding_bytes(tied=False) == 0
+
+
+def test_unoverlapped_gradient_reduce_adds_its_whole_time_to_the_step():
+    # One 1e9-parameter layer (forward 1 s, backward 2 s), fp32 gradients all-reduced over 2
+    # GPUs of a node: a 2-rank ring sends one 4 GB buffer at 450 GB/s (the default NVLink),
+    # 2 latency terms of 2 us. Overlapped it still follows the one backward, so both cost the
+    # same here; with 2 layers, the first layer's reduce hides under the second's backward.
+    comm = 4e9 / 450e9 + 2 * 2e-6
+
+    def step(layers: int, overlap: bool) -> float:
+        raw = tiny(
+            model={"parameters": 1_000_000_000 * layers, "layers": layers},
+            parallel={"data": 2, "overlap_gradient_reduce": overlap},
+        )
+        return simulate(scenario(raw)).time_s
+
+    update = 12 * 1e9 / 1e15  # SGD: 12 bytes touched per parameter at 1 PB/s, per layer
+    assert step(1, overlap=False) == pytest.approx(3 + comm + update, rel=1e-9)
+    assert step(2, overlap=False) == pytest.approx(6 + 2 * comm + 2 * update, rel=1e-9)
+    assert step(2, overlap=True) < step(2, overlap=False) - 0.5 * comm

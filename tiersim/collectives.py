@@ -381,19 +381,30 @@ def pipeline_sends(c: _Context, scatter_gather: bool = True) -> list[Collective]
     return out
 
 
+def embedding_group_link(network: Network, parallel: Parallel) -> GroupLink:
+    """The first and last pipeline stage's pair, p - 1 pipeline strides apart."""
+    stride = rank_strides(parallel)["pipeline"] * (parallel.pipeline - 1)
+    return group_link(network, 2, stride)
+
+
+def tied_embedding_gradient_bytes(s: Scenario, model: Model, stage: int) -> int:
+    """The word-embedding gradient (vocab/t x h) the first and last stage all-reduce once per
+    step when their embeddings are tied (Megatron's `finalize_model_grads`); 0 otherwise."""
+    par = s.parallel
+    tied = isinstance(model, Transformer) and model.tied_embeddings
+    if not tied or par.pipeline == 1 or stage not in (0, par.pipeline - 1):
+        return 0
+    grad = PRECISION_BYTES[s.training.precision.gradients]
+    return math.ceil(model.vocab * model.hidden / par.tensor) * grad
+
+
 def embedding_sync(c: _Context) -> list[Collective]:
     """Tied input and output embeddings on the first and last stage: Megatron all-reduces
     their word-embedding gradients between the two once per step (`finalize_model_grads`)."""
-    par = c.s.parallel
-    model = c.model
-    tied = isinstance(model, Transformer) and model.tied_embeddings
-    if not tied or par.pipeline == 1 or c.stage not in (0, par.pipeline - 1):
+    nbytes = tied_embedding_gradient_bytes(c.s, c.model, c.stage)
+    if not nbytes:
         return []
-    stride = rank_strides(par)["pipeline"] * (par.pipeline - 1)
-    link = group_link(c.s.hardware.network, 2, stride)
-    grad = PRECISION_BYTES[c.s.training.precision.gradients]
-    nbytes = math.ceil(model.vocab * model.hidden / par.tensor) * grad
-    make = c.on("embedding", 2, link)
+    make = c.on("embedding", 2, embedding_group_link(c.s.hardware.network, c.s.parallel))
     return [make("embedding.gradients", "all_reduce", nbytes, 1, "optimizer", "step")]
 
 

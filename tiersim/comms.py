@@ -15,10 +15,13 @@ from tiersim.collectives import (
     GroupLink,
     Op,
     collective_s,
+    embedding_group_link,
     group_link,
     p2p_link,
     rank_strides,
+    tied_embedding_gradient_bytes,
 )
+from tiersim.model import Model
 from tiersim.schema import PRECISION_BYTES, Scenario
 
 
@@ -30,7 +33,7 @@ class Comm:
     nbytes: float  # bytes this GPU sends, all calls
     latency_s: float  # latency terms, all calls
     resource: tuple[str, str]  # ("net", "nvlink" | "network"): the GPU's physical channel
-    group: str  # "tensor" | "data" | "pipeline"
+    group: str  # "tensor" | "data" | "pipeline" | "embedding"
 
     @property
     def time_alone_s(self) -> float:
@@ -39,9 +42,11 @@ class Comm:
 
 def _link(s: Scenario, group: str) -> tuple[GroupLink, int]:
     par = s.parallel
-    size = {"tensor": par.tensor, "data": par.data, "pipeline": par.pipeline}[group]
     if group == "pipeline":
         return p2p_link(s.hardware.network, par), 2
+    if group == "embedding":
+        return embedding_group_link(s.hardware.network, par), 2
+    size = {"tensor": par.tensor, "data": par.data}[group]
     return group_link(s.hardware.network, size, rank_strides(par)[group]), size
 
 
@@ -109,3 +114,9 @@ def p2p_send_s(s: Scenario, hidden: int | None) -> float:
         return 0.0
     link, _ = _link(s, "pipeline")
     return collective_s("send", hidden_bytes(s, hidden) / par.tensor, 2, link)
+
+
+def embedding_sync(s: Scenario, model: Model, stage: int) -> Comm | None:
+    """The tied word-embedding gradients' all-reduce between the first and last stage."""
+    nbytes = tied_embedding_gradient_bytes(s, model, stage)
+    return comm(s, "embedding gradients", "embedding", "all_reduce", nbytes) if nbytes else None

@@ -183,13 +183,22 @@ def exposed_p2p_s(
 # --- evaluation over all stages ----------------------------------------------------------------
 
 
-def _per_stage(value: float | Sequence[float], pipeline: int, name: str) -> list[float]:
-    values = [float(value)] * pipeline if isinstance(value, int | float) else list(value)
-    if len(values) != pipeline:
-        raise ValueError(f"{name} has {len(values)} entries, expected one per stage ({pipeline})")
-    if any(v < 0 for v in values):
-        raise ValueError(f"{name}(={values}) must be >= 0")
-    return values
+Times = float | Sequence[float] | Sequence[Sequence[float]]
+
+
+def _per_chunk(value: Times, pipeline: int, virtual: int, name: str) -> list[list[float]]:
+    """One time per (stage, chunk) from one value, one per stage, or one per stage and chunk."""
+    if isinstance(value, int | float):
+        value = [float(value)] * pipeline
+    rows = list(value)
+    if len(rows) != pipeline:
+        raise ValueError(f"{name} has {len(rows)} entries, expected one per stage ({pipeline})")
+    table = [[float(r)] * virtual if isinstance(r, int | float) else list(r) for r in rows]
+    if any(len(r) != virtual for r in table):
+        raise ValueError(f"{name}: each stage needs one time per model chunk ({virtual})")
+    if any(x < 0 for r in table for x in r):
+        raise ValueError(f"{name}(={table}) must be >= 0")
+    return table
 
 
 def _dependency(op: Op, stage: int, pipeline: int, virtual: int) -> tuple[tuple, bool] | None:
@@ -211,18 +220,19 @@ def evaluate(
     pipeline: int,
     micro_batches: int,
     virtual: int,
-    forward_s: float | Sequence[float],
-    backward_s: float | Sequence[float],
+    forward_s: Times,
+    backward_s: Times,
     p2p_s: float = 0.0,
 ) -> PipelineTiming:
     """Run every stage's schedule as a dependency graph and time it (the brute-force model).
 
-    `forward_s` / `backward_s`: one micro-batch through one chunk, one value or one per
-    stage. Sends are asynchronous: a stage never waits for its own send to land, only for
-    the input it needs. Work is O(p·v·m).
+    `forward_s` / `backward_s`: one micro-batch through one chunk: one value, one per stage,
+    or one per stage and chunk (the output head makes the last stage's last chunk heavier).
+    Sends are asynchronous: a stage never waits for its own send to land, only for the input
+    it needs. Work is O(p·v·m).
     """
-    fwd = _per_stage(forward_s, pipeline, "forward_s")
-    bwd = _per_stage(backward_s, pipeline, "backward_s")
+    fwd = _per_chunk(forward_s, pipeline, virtual, "forward_s")
+    bwd = _per_chunk(backward_s, pipeline, virtual, "backward_s")
     if p2p_s < 0:
         raise ValueError(f"p2p_s(={p2p_s}) must be >= 0")
     ops = [stage_schedule(k, pipeline, micro_batches, virtual) for k in range(pipeline)]
@@ -241,7 +251,7 @@ def evaluate(
                 break
             arrive = 0.0 if dep is None else done[dep[0]] + (p2p_s if dep[1] else 0.0)
             start = max(free[k], arrive)
-            free[k] = start + (fwd[k] if op.kind == "forward" else bwd[k])
+            free[k] = start + (fwd if op.kind == "forward" else bwd)[k][op.chunk]
             starts[k].append(start)
             key = (op.kind, op.microbatch, k, op.chunk)
             done[key] = free[k]
@@ -249,10 +259,9 @@ def evaluate(
             if key in waiting:
                 ready.append(waiting.pop(key))
     assert all(position[k] == len(ops[k]) for k in range(pipeline)), "schedule deadlocked"
-    work = virtual * micro_batches
     return PipelineTiming(
         step_s=max(free),
-        busy_s=tuple(work * (fwd[k] + bwd[k]) for k in range(pipeline)),
+        busy_s=tuple(micro_batches * (sum(fwd[k]) + sum(bwd[k])) for k in range(pipeline)),
         finish_s=tuple(free),
         starts=tuple(tuple(s) for s in starts),
     )

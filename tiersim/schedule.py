@@ -320,7 +320,9 @@ class _Builder:
         unit = self.wl.units[u]
         last = mb == self.wl.micro_batches - 1
         due = self.reduce_scatters(u) or last
-        reduced = self.net(unit.dp_gradients if due else None, step, [bwd])
+        overlap = self.s.parallel.overlap_gradient_reduce
+        kind = "comm" if overlap else "sync"  # not overlapped: the GPU waits for it
+        reduced = self.net(unit.dp_gradients if due else None, step, [bwd], kind=kind)
         done = reduced if reduced is not None else bwd
         if self.home["gradients"] == self.gpu or unit.gradients_full == 0:
             if self.reduce_scatters(u):
@@ -487,7 +489,8 @@ class _Builder:
     def optimizer_step(self, step: int) -> None:
         """After the last backward: the pipeline's drain (stage 0 waits for the later stages'
         backwards before the step's global synchronisation), then the update unit by unit,
-        rest first (its embedding gradient is final only after the first layer's backward)."""
+        rest first (its embedding gradient is final only after the first layer's backward and,
+        with tied embeddings over a pipeline, the first and last stage's all-reduce of it)."""
         if self.use_units:
             self.use_units[-1] = -1  # weights change now: nothing staged survives the update
         last_backward = self.last_on.get("gpu")
@@ -497,10 +500,12 @@ class _Builder:
                 Op("idle", "bubble", "pipeline bubble", step, [], duration=self.wl.bubble_s)
             )
         n = len(self.wl.units)
+        rest = self.wl.units[-1]
+        sync = self.net(rest.embedding_sync, step, [last_backward, self.grad_last[-1]])
         done: list[list[int]] = []
         for u in [n - 1, *range(n - 1)]:
             gate = done[-self.depth - 1] if len(done) > self.depth else []
-            extra = [last_backward] if u == n - 1 else []
+            extra = [last_backward, sync] if u == n - 1 else []
             done.append(self.optimizer(u, step, gate, [bubble, *extra]))
 
     def build(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:

@@ -179,6 +179,9 @@ class Parallel(Strict):
     sequence: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
     shard: Shard = Shard()
+    # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
+    # --overlap-grad-reduce, DeepSpeed with overlap_comm off); True: as each bucket is ready.
+    overlap_gradient_reduce: bool = True
 
 
 class Placement(Strict):

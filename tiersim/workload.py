@@ -12,7 +12,15 @@ import math
 from dataclasses import dataclass
 
 from tiersim import pipeline
-from tiersim.comms import Comm, capacities, comm, hidden_bytes, p2p_send_s, tensor_comms
+from tiersim.comms import (
+    Comm,
+    capacities,
+    comm,
+    embedding_sync,
+    hidden_bytes,
+    p2p_send_s,
+    tensor_comms,
+)
 from tiersim.inventory import (
     build_inventory,
     layer_activation_bytes,
@@ -48,6 +56,7 @@ class Unit:
     dp_weights: Comm | None = None  # all-gather of sharded weights before each use
     dp_gradients: Comm | None = None  # reduce-scatter or all-reduce of the unit's gradients
     dp_parameters: Comm | None = None  # all-gather of updated weights after the optimizer
+    embedding_sync: Comm | None = None  # tied embeddings: first and last stage, before update
 
 
 @dataclass(frozen=True)
@@ -189,19 +198,44 @@ def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
     return 0.0 if c is None else c.latency_s + c.nbytes / cap[c.resource]
 
 
-def _bubble(s: Scenario, units: list[Unit], cap: dict, hidden: int | None) -> float:
-    """Pipeline idle time per step for uniform stages: the all-stage schedule's step time
-    minus this stage's own v·m·(f + b) (fill, drain and exposed point-to-point sends)."""
+def _rest_times(s: Scenario, model, hidden: int | None, stage: int, cap: dict) -> tuple:
+    """Forward and backward seconds of one stage's rest unit for one micro-batch: the output
+    head on the last stage, the tensor-parallel embedding and head all-reduces."""
+    fwd, bwd, _ = _compute_times(s, model, False, stage == s.parallel.pipeline - 1)
+    tp = _rest_tensor_comms(s, hidden, stage)
+    return fwd + _alone_s(tp.get("tp_forward"), cap), bwd + _alone_s(tp.get("tp_backward"), cap)
+
+
+def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden) -> tuple:
+    """Forward and backward seconds of one micro-batch through each (stage, chunk): stages
+    hold identical layers; the embedding joins stage 0's first chunk, the output head the
+    last stage's last chunk (Megatron's placement), so the last stage runs longest."""
+    par = s.parallel
+    p, v = par.pipeline, par.virtual_pipeline
+    f = sum(u.forward_s + _alone_s(u.tp_forward, cap) for u in layers) / v
+    b = sum(u.backward_s + u.recompute_s + _alone_s(u.tp_backward, cap) for u in layers) / v
+    fwd = [[f] * v for _ in range(p)]
+    bwd = [[b] * v for _ in range(p)]
+    for stage, chunk in ((0, 0), (p - 1, v - 1)):
+        rest_f, rest_b = _rest_times(s, model, hidden, stage, cap)
+        fwd[stage][chunk] += rest_f
+        bwd[stage][chunk] += rest_b
+    return fwd, bwd
+
+
+def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None) -> float:
+    """Pipeline idle time per step of the simulated stage: the all-stage schedule's step time
+    minus this stage's own work (fill, drain, exposed point-to-point sends, and waiting on
+    the last stage's output head)."""
     par, m = s.parallel, s.training.grad_accumulation
     if par.pipeline == 1:
         return 0.0
-    fwd = sum(u.forward_s + _alone_s(u.tp_forward, cap) for u in units) / par.virtual_pipeline
-    bwd = sum(u.backward_s + u.recompute_s + _alone_s(u.tp_backward, cap) for u in units)
-    bwd /= par.virtual_pipeline
+    fwd, bwd = _stage_chunk_times(s, model, units[:-1], cap, hidden)
     timing = pipeline.evaluate(
         par.pipeline, m, par.virtual_pipeline, fwd, bwd, p2p_send_s(s, hidden)
     )
-    return max(0.0, timing.step_s - par.virtual_pipeline * m * (fwd + bwd))
+    stage = build_inventory(s).stage
+    return max(0.0, timing.step_s - timing.busy_s[stage])
 
 
 def _chunks(n_layers: int, virtual: int) -> tuple[tuple[int, ...], ...]:
@@ -232,7 +266,10 @@ def build_workload(s: Scenario) -> Workload:
         for u in units[:-1]
     ] + [
         dataclasses.replace(
-            units[-1], **_data_comms(s, units[-1]), **_rest_tensor_comms(s, hidden, inv.stage)
+            units[-1],
+            **_data_comms(s, units[-1]),
+            **_rest_tensor_comms(s, hidden, inv.stage),
+            embedding_sync=embedding_sync(s, model, inv.stage),
         )
     ]
     cap = capacities(s)
@@ -251,7 +288,7 @@ def build_workload(s: Scenario) -> Workload:
         stage=inv.stage,
         chunks=_chunks(len(units) - 1, par.virtual_pipeline),
         gradients_every_microbatch=sharded_classes(s)["gradients"] and par.data > 1,
-        bubble_s=_bubble(s, units, cap, hidden),
+        bubble_s=_bubble(s, model, units, cap, hidden),
         net_capacity=cap,
     )
 
