@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from test_sweep_spec import write_sweep
 
@@ -62,6 +63,7 @@ def assert_one_row_per_point(outcome, out) -> None:
     assert sorted(r["key"] for r in rows) == sorted(keys)
     assert {r["status"] for r in rows} == {"ok"}
     assert (out / "results.csv").read_text().count("\n") == POINTS + 1
+    assert pq.read_table(out / "results.parquet").num_rows == POINTS
 
 
 def descendants(pid: int) -> list[int]:

@@ -69,7 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="continue a sweep in DIR: run only the points it has no result for",
+        help="continue a sweep in DIR: run the points it has no result for, and once more "
+        "those that failed with an error",
     )
     parser.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNGs")
     parser.set_defaults(handler=run)
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    _print_outcome(outcome, out)
+    _print_outcome(outcome, out, args.resume)
     rows = outcome.table.rows
     if rows and all(r["status"] == INVALID for r in rows):
         first = rows[0]
@@ -106,12 +107,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_outcome(outcome: SweepOutcome, out: Path) -> None:
-    if outcome.reused:
-        print(
-            f"resumed: {outcome.reused} points already recorded, {outcome.ran} run now",
-            file=sys.stderr,
-        )
+def _print_outcome(outcome: SweepOutcome, out: Path, resumed: bool) -> None:
     if outcome.skipped_lines:
         print(
             f"note: {outcome.skipped_lines} unreadable line(s) in {out / LOG_NAME} were "
@@ -119,7 +115,19 @@ def _print_outcome(outcome: SweepOutcome, out: Path) -> None:
             file=sys.stderr,
         )
     print(summary_text(outcome.spec, outcome.points, outcome.table))
-    print(
-        f"\nresults: {out / 'results.csv'}, {out / 'results.parquet'}, {len(outcome.plots)} "
+    lines = [_resume_line(outcome)] if resumed else []
+    if outcome.failed:
+        lines.append(f"{outcome.failed} points failed with an error; --resume retries them")
+    lines.append(
+        f"results: {out / 'results.csv'}, {out / 'results.parquet'}, {len(outcome.plots)} "
         f"plots in {out / 'plots'}"
+    )
+    print("\n" + "\n".join(lines))
+
+
+def _resume_line(outcome: SweepOutcome) -> str:
+    new = outcome.ran - outcome.retried
+    return (
+        f"resumed: {outcome.reused} points reused, {outcome.retried} failed before and retried, "
+        f"{new} run for the first time; {outcome.failed} still failed"
     )

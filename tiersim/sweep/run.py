@@ -1,4 +1,8 @@
-"""One sweep, start to finish: expand, skip what is recorded, run the rest, write the outputs."""
+"""One sweep, start to finish: expand, skip what is recorded, run the rest, write the outputs.
+
+On resume a point recorded as ok, infeasible or invalid is a result and is kept; one recorded as
+an error (a crash in the simulator, a lost worker) is run once more, its old line dropped first.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,14 @@ from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
 from tiersim.sweep.spec import Point, SweepSpec, expand
 from tiersim.sweep.store import SweepStore, tidy, write_tables
-from tiersim.sweep.worker import ERROR, PointResult, PointTask, point_key, run_point
+from tiersim.sweep.worker import (
+    ERROR,
+    PointResult,
+    PointTask,
+    point_key,
+    run_point,
+    scenario_key,
+)
 
 
 @dataclass(frozen=True)
@@ -33,8 +44,10 @@ class SweepOutcome:
     spec: SweepSpec
     points: list[Point]
     table: Table
-    ran: int  # points run now
+    ran: int  # points run now: new ones and retried ones
     reused: int  # points found already recorded (resume)
+    retried: int  # points recorded as failed (status error) and run again now
+    failed: int  # points whose latest outcome is an error
     skipped_lines: int  # unreadable log lines ignored (a torn last line, say)
     plots: list[Path]
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
@@ -57,7 +70,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
         try:
             timings["start_s"] = _lap(clock) - timings["expand_s"]
             keys = _known_keys(pool, tasks, store, options.progress)
-            todo = [i for i, key in enumerate(keys) if key is None or key not in store.entries]
+            todo, retried = _plan(keys, store)
             _run(pool, tasks, todo, keys, store, options.progress)
         finally:
             pool.close()
@@ -71,11 +84,25 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     plots = plot_sweep(options.out, spec, points, table) if options.plots else []
     timings["plots_s"] = _lap(mark)
     reused = len(points) - len(todo) if recorded else 0
-    return SweepOutcome(spec, points, table, len(todo), reused, skipped, plots, timings)
+    failed = sum(row["status"] == ERROR for row in table.rows)
+    return SweepOutcome(
+        spec, points, table, len(todo), reused, retried, failed, skipped, plots, timings
+    )
 
 
 def _lap(start: float) -> float:
     return time.perf_counter() - start
+
+
+def _plan(keys: list[str | None], store: SweepStore) -> tuple[list[int], int]:
+    """(positions to run, how many are retries): points not recorded, and failed ones again.
+
+    Only this sweep's points are dropped from the log: those of a grid since shrunk stay.
+    """
+    retry = {k for k in keys if k is not None and store.entries.get(k, {}).get("status") == ERROR}
+    store.forget(retry)
+    todo = [i for i, key in enumerate(keys) if key is None or key not in store.entries]
+    return todo, sum(keys[i] in retry for i in todo)
 
 
 def _known_keys(
@@ -89,7 +116,7 @@ def _known_keys(
     for batch in stream(pool, point_key, tasks):
         for position, outcome in batch:
             _raise_if_broken(outcome)
-            keys[position] = outcome if isinstance(outcome, str) else point_key(tasks[position])
+            keys[position] = outcome if isinstance(outcome, str) else _key_here(tasks[position])
         bar.update(sum(k is not None for k in keys))
     return keys
 
@@ -107,13 +134,16 @@ def _run(
     for batch in stream(pool, run_point, [tasks[i] for i in todo]):
         results = []
         for position, outcome in batch:
-            _raise_if_broken(outcome)
+            if isinstance(outcome, cf.BrokenExecutor):
+                continue  # raised below, once the points finished beside it are kept
             index = todo[position]
             if not isinstance(outcome, PointResult):
                 outcome = _lost(tasks[index], outcome)
             keys[index] = outcome.key
             results.append(outcome)
         store.commit(results)
+        for _, outcome in batch:
+            _raise_if_broken(outcome)
         done += len(batch)
         bar.update(done)
 
@@ -126,4 +156,15 @@ def _raise_if_broken(outcome: object) -> None:
 def _lost(task: PointTask, exc: BaseException) -> PointResult:
     """A point whose worker failed outside the point's own code (e.g. a Dask worker died)."""
     error = f"worker failed: {type(exc).__name__}: {exc}"
-    return PointResult(point_key(task), ERROR, error, {}, None, 0.0)
+    return PointResult(_key_here(task), ERROR, error, {}, None, 0.0)
+
+
+def _key_here(task: PointTask) -> str:
+    """The point's key, worked out in this process; if identifying it crashes, its raw hash.
+
+    The fallback keeps a point that crashes in the worker findable (and retried) on resume.
+    """
+    try:
+        return point_key(task)
+    except Exception:
+        return scenario_key(task.raw)

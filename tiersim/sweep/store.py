@@ -3,8 +3,11 @@
 The log (`results.jsonl`, one JSON object per finished point) is the record of truth. A batch of
 finished points is committed by writing each point's report file atomically, then appending
 their log lines and fsync-ing the log: a killed sweep loses at most the points in flight. A torn
-last line (the process died mid-write) is ignored and cut off before the next append. Tables
-and reports are derived files, each written to a temporary name and moved into place.
+last line (the process died mid-write) is ignored and cut off before the next append. Points
+to run again (failed ones, on resume) are first dropped from the log by rewriting it atomically,
+so it never holds two lines for one point. Tables and reports are derived files, each written
+to a temporary name and moved into place: a killed sweep leaves the old ones or none, and
+`--resume` rebuilds them from the log.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def read_log(path: Path) -> tuple[dict[str, dict[str, Any]], int, int]:
-    """(entries by key, first one wins; unreadable lines skipped; length of the intact part)."""
+    """(entries by key, the last line wins; unreadable lines skipped; length of the intact part)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -59,7 +62,7 @@ def read_log(path: Path) -> tuple[dict[str, dict[str, Any]], int, int]:
     for line in data[:intact].splitlines():
         try:
             entry = json.loads(line)
-            entries.setdefault(entry["key"], entry)
+            entries[entry["key"]] = entry
         except (ValueError, KeyError, TypeError):
             skipped += 1
     return entries, skipped, intact
@@ -72,32 +75,21 @@ class SweepStore:
         self.out = out
         self.points_dir = out / "points"
         self.log_path = out / LOG_NAME
-        entries, self.skipped, intact = read_log(self.log_path)
-        if entries and not resume:
-            raise InputError(
-                str(out),
-                [
-                    Problem(
-                        "--out",
-                        f"{self.log_path} already holds {len(entries)} finished points; pass "
-                        "--resume to continue that sweep, or choose another --out folder",
-                    )
-                ],
-            )
-        self.entries = entries
         self.points_dir.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - held open for the whole sweep
+        self._lock = _lock_folder(out)  # the folder, not the log: forget() replaces the log
         try:
-            fcntl.flock(self._log.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._log.close()
-            raise InputError(
-                str(out), [Problem("--out", "another sweep is writing to this folder right now")]
-            ) from None
-        self._log.truncate(intact)  # cut a torn last line before appending after it
+            self.entries, self.skipped, intact = read_log(self.log_path)
+            if self.entries and not resume:
+                raise _needs_resume(self.log_path, len(self.entries))
+            self._log = open(self.log_path, "ab")  # noqa: SIM115 - held open for the whole sweep
+            self._log.truncate(intact)  # cut a torn last line before appending after it
+        except BaseException:
+            os.close(self._lock)
+            raise
 
     def close(self) -> None:
         self._log.close()
+        os.close(self._lock)
 
     def __enter__(self) -> SweepStore:
         return self
@@ -122,11 +114,52 @@ class SweepStore:
                 "outputs": result.outputs,
             }
             self.entries[result.key] = entry
-            lines.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+            lines.append(_line(entry))
         if lines:
             self._log.write(b"".join(lines))
             self._log.flush()
             os.fsync(self._log.fileno())
+
+    def forget(self, keys: set[str]) -> None:
+        """Drop these points' entries so they can run again: the log is rewritten without them.
+
+        Atomic, so a kill leaves either the old log or the new one; in the new one a forgotten
+        point is simply missing, and the next resume runs it.
+        """
+        keys = keys & self.entries.keys()
+        if not keys:
+            return
+        for key in keys:
+            del self.entries[key]
+        kept = b"".join(_line(entry) for entry in self.entries.values())
+        self._log.close()
+        atomic_write(self.log_path, lambda handle: handle.write(kept))
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - held open for the whole sweep
+
+
+def _needs_resume(log_path: Path, count: int) -> InputError:
+    message = (
+        f"{log_path} already holds {count} finished points; pass --resume to continue that "
+        "sweep, or choose another --out folder"
+    )
+    return InputError(str(log_path.parent), [Problem("--out", message)])
+
+
+def _line(entry: dict[str, Any]) -> bytes:
+    return json.dumps(entry, separators=(",", ":")).encode() + b"\n"
+
+
+def _lock_folder(out: Path) -> int:
+    """An exclusive lock on the folder, held until the descriptor closes: one sweep at a time."""
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise InputError(
+            str(out), [Problem("--out", "another sweep is writing to this folder right now")]
+        ) from None
+    return fd
 
 
 def tidy(rows: list[dict[str, Any]], columns: list[str]) -> dict[str, list[Any]]:

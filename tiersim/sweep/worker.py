@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tiersim.config import Loaded, build, resolve
-from tiersim.errors import InfeasibleError, InputError
+from tiersim.errors import InfeasibleError, InputError, Problem
 from tiersim.report import to_json
 from tiersim.runner import report_for
 from tiersim.sweep.outputs import headline
@@ -59,11 +59,16 @@ def identify(task: PointTask) -> tuple[str, Loaded | InputError]:
     try:
         loaded = build(task.raw, base_dir, task.source)
     except InputError as exc:
-        try:
-            return scenario_key(resolve(task.raw, base_dir, task.source)), exc
-        except InputError:
-            return scenario_key(task.raw), exc
+        return _invalid_key(task.raw, base_dir), exc
     return scenario_key(loaded.scenario.model_dump()), loaded
+
+
+def _invalid_key(raw: Any, base_dir: Path) -> str:
+    if not isinstance(raw, dict):
+        return scenario_key(raw)
+    problems: list[Problem] = []  # resolve() reports what it cannot read here; it never raises
+    resolved = resolve(raw, base_dir, problems)
+    return scenario_key(raw if problems else resolved)
 
 
 def point_key(task: PointTask) -> str:
