@@ -1,8 +1,4 @@
-"""`tiersim check-published`: run every published scenario, print predicted vs published.
-
-Not yet listed in `tiersim.commands.COMMANDS`: it needs `tiersim.runner.simulate`, which the
-engine provides.
-"""
+"""`tiersim check-published`: run every published scenario, print predicted vs published."""
 
 from __future__ import annotations
 
