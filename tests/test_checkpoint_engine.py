@@ -27,6 +27,11 @@ def test_blocking_stall_is_bytes_over_the_bottleneck():
     assert math.isclose(ck.read_back_s, 1.6)
     # the checkpoint's writes count in NVMe wear, averaged over the 10-step interval
     assert r.tiers["nvme"].written_by_class == {"checkpoint": 800_000_000}
+    # and its link time: nothing else crosses the NVMe link, busy 1.6 s per checkpoint
+    nvme = r.links["nvme"]
+    assert nvme.bytes == 800_000_000
+    assert math.isclose(nvme.busy_s, 1.6 / 10, rel_tol=1e-9)
+    assert math.isclose(nvme.utilization, nvme.busy_s / r.time_s, rel_tol=1e-12)
 
 
 @pytest.mark.parametrize("every", [1, 3, 10])

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable
 
 from tiersim.checkpoint import CheckpointCost, daly_interval, interval_to_steps, scenario_mtbf
-from tiersim.engine import moved
+from tiersim.engine import link_busy_s, moved
 from tiersim.results import CheckpointRun, StepResult
 from tiersim.schedule_checkpoint import share
 from tiersim.schema import Scenario
@@ -67,7 +67,7 @@ def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> 
         drain_steps = math.ceil(nbytes / slowest / plain.time_s) if plain.time_s > 0 else 1
         steps = measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1))
         marks = frozenset({measured})
-    _, _, base_log, _ = run(s, setup, steps)
+    _, base_engine, base_log, _ = run(s, setup, steps)
     schedule, engine, log, _ = run(s, setup, steps, marks)
     if every == 1:
 
@@ -81,6 +81,10 @@ def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> 
         if isinstance(every, int):  # a drain longer than the interval holds the next snapshot
             stall += max(0.0, (end - start) - every * plain.time_s)
     links, read, written = moved(setup.topo, schedule.ops, measured, roles=("checkpoint",))
+    # the same steps with and without the checkpoint: the link time it adds (its transfers
+    # that overlap others' add only the part not already busy)
+    busy, base_busy = link_busy_s(engine), link_busy_s(base_engine)
+    added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
     return CheckpointRun(
         interval_steps=None,
         bytes=nbytes,
@@ -93,6 +97,7 @@ def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> 
         read_by_tier={t: sum(by.values()) for t, by in read.items()},
         link_bytes={name: dict(per) for name, per in links.items()},
         peak_by_tier={t: int(o.peak) for t, o in engine.occupancy.items()},
+        link_busy_s={name: b for name, b in added.items() if name in links},
     )
 
 
@@ -116,9 +121,9 @@ def per_step(total_by_key: dict[str, int], interval: int) -> dict[str, int]:
 
 
 def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> StepResult:
-    """The result with its checkpoint measured: the checkpoint's reads, writes and link bytes
-    per step (averaged over the interval) added to each tier and link, and each tier's peak
-    raised to what the checkpoint run reached (snapshots, staging)."""
+    """The result with its checkpoint measured: the checkpoint's reads, writes, link bytes and
+    link busy time per step (averaged over the interval) added to each tier and link, and each
+    tier's peak raised to what the checkpoint run reached (snapshots, staging)."""
     interval = resolve_interval(s, result.time_s, run)
     run = dataclasses.replace(run, interval_steps=interval)
     wrote = per_step(run.written_by_tier, interval) if interval else {}
@@ -134,9 +139,12 @@ def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> Step
             by_dir = dict(links[name].bytes_by_direction)
             for d, b in extra.items():
                 by_dir[d] = by_dir.get(d, 0) + b
+            busy = links[name].busy_s + run.link_busy_s.get(name, 0.0) / interval
             links[name] = dataclasses.replace(
                 links[name],
                 bytes=links[name].bytes + sum(extra.values()),
+                busy_s=busy,
+                utilization=busy / result.time_s if result.time_s > 0 else 0.0,
                 bytes_by_direction=by_dir,
             )
     return dataclasses.replace(result, tiers=tiers, links=links, checkpoint=run)

@@ -212,6 +212,15 @@ def _role_time(ops: list[Op], step: int, kind: str, roles: tuple[str, ...]) -> f
     )
 
 
+def link_busy_s(engine: Engine) -> dict[str, float]:
+    """Seconds each link (or network channel) had a transfer on it, over the whole run."""
+    return {
+        name: iv.total(iv.union(spans))
+        for name, spans in engine.net.busy.intervals.items()
+        if name != FlowNetwork.ANY
+    }
+
+
 def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[str, ...] | None = None):
     """Bytes per link direction, and read and written per tier by class, in one step."""
     links: dict[str, dict[str, int]] = {}
