@@ -9,9 +9,24 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tiersim.calibrate import Settings, calibrate
+from tiersim.calibrate import (
+    MAX_INNER,
+    Calibration,
+    Figure,
+    Settings,
+    calibrate,
+    device_times,
+    fp8_operands,
+    fp32_matmul_mode,
+    gpu_copy_figures,
+    inner_count,
+    matmul_figures,
+    matmul_flop,
+)
 from tiersim.cli import main
+from tiersim.commands.calibrate import check_preset, hardware_preset, quantity
 from tiersim.config import build, load_preset
+from tiersim.units import Kind, parse
 
 TINY = ["--size", "256 KiB", "--memory-size", "1 MiB", "--repeat", "2", "--latency-ops", "4"]
 TINY += ["--gpu-size", "1 MiB", "--matmul-size", "256"]
@@ -89,3 +104,260 @@ def test_unknown_base_preset_exit_2(tmp_path: Path, capsys):
     argv = ["calibrate", "--path", str(tmp_path), "--base", "h300", *TINY]
     assert main(argv) == 2
     assert "unknown hardware preset 'h300'" in capsys.readouterr().err
+
+
+# --- the GPU code paths, run on the CPU --------------------------------------------------------
+# `tiersim calibrate` runs them on "cuda" only; with device="cpu" the same code runs here (no
+# pinned memory, perf_counter instead of CUDA events). Arithmetic is checked with a timer that
+# still runs each operation once but reports set durations, so expected values are hand-computed.
+
+
+def set_timer(*durations: float):
+    """A timer that runs `fn` once (so the operation must work) and reports `durations`."""
+
+    def timer(fn, repeats):
+        fn()
+        return list(durations)
+
+    return timer
+
+
+def test_matmul_flop_by_hand():
+    # 8192^3 = 2^39 = 549,755,813,888 multiply-adds, 2 FLOP each
+    assert matmul_flop(8192) == 1_099_511_627_776 == 2**40
+    assert matmul_flop(3) == 54
+
+
+def test_inner_count_makes_samples_last_long_enough():
+    assert inner_count(0.001, 0.01) == 10  # 1 ms per call, 10 ms per sample
+    assert inner_count(0.003, 0.01) == 4  # 3.33 rounded up
+    assert inner_count(0.02, 0.01) == 1  # one call is already long enough
+    assert inner_count(1e-9, 0.01) == MAX_INNER
+    assert inner_count(0.0, 0.01) == MAX_INNER
+
+
+def test_device_times_runs_the_operation_on_the_cpu():
+    torch = pytest.importorskip("torch")
+    calls = []
+    times = device_times(torch, "cpu", lambda: calls.append(1), repeats=3)
+    assert len(times) == 3 and all(t > 0 for t in times)
+    assert len(calls) >= 1 + 1 + 3  # warm-up, the call that sizes a sample, 3 samples
+
+
+def test_gpu_copy_bytes_by_hand():
+    torch = pytest.importorskip("torch")
+    s = Settings(Path("."), gpu_bytes=2**20, repeats=2)
+    notes: list[str] = []
+    figures = {f.name: f for f in gpu_copy_figures(torch, s, notes, "cpu", set_timer(0.5, 0.25))}
+    assert notes == []
+    # device-to-device: 1,048,576 B read + 1,048,576 B written = 2,097,152 B per copy
+    assert figures["hbm copy bandwidth"].samples == (4_194_304.0, 8_388_608.0)
+    # host <-> device: 1,048,576 B moved once
+    assert figures["host to device bandwidth"].samples == (2_097_152.0, 4_194_304.0)
+    assert figures["device to host bandwidth"].samples == (2_097_152.0, 4_194_304.0)
+    assert all(f.unit == "B/s" for f in figures.values())
+
+
+def test_matmul_flops_by_hand_in_every_precision():
+    torch = pytest.importorskip("torch")
+    s = Settings(Path("."), matmul_size=32, repeats=2)
+    notes: list[str] = []
+    figures = {f.name: f for f in matmul_figures(torch, s, notes, "cpu", set_timer(0.5, 0.25))}
+    # 2 · 32^3 = 65,536 FLOP per matmul
+    for precision in ("fp32", "tf32", "bf16", "fp16"):
+        assert figures[f"matmul {precision}"].samples == (131_072.0, 262_144.0), precision
+        assert figures[f"matmul {precision}"].unit == "FLOP/s"
+    if "matmul fp8" in figures:  # PyTorch 2.13's CPU build runs _scaled_mm
+        assert figures["matmul fp8"].samples == (131_072.0, 262_144.0)
+    else:
+        assert any(n.startswith("matmul fp8 not measured") for n in notes)
+
+
+def test_real_timing_of_gpu_paths_on_the_cpu():
+    torch = pytest.importorskip("torch")
+    s = Settings(Path("."), gpu_bytes=2**16, matmul_size=32, repeats=2)
+    notes: list[str] = []
+    figures = gpu_copy_figures(torch, s, notes, "cpu") + matmul_figures(torch, s, notes, "cpu")
+    assert len(figures) >= 7
+    for f in figures:
+        assert len(f.samples) == 2 and f.low > 0, f.name
+
+
+def test_fp8_operands_have_the_layout_cuda_needs():
+    torch = pytest.importorskip("torch")
+    n = 32  # a multiple of 16, as the CUDA kernel requires
+    a, b, scale = fp8_operands(torch, n, "cpu")
+    assert a.dtype == b.dtype == torch.float8_e4m3fn
+    assert a.stride() == (32, 1)  # row-major
+    assert b.stride() == (1, 32)  # column-major
+    assert scale.dtype == torch.float32 and scale.numel() == 1
+    out = torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+    assert out.dtype == torch.bfloat16 and out.shape == (n, n)
+    expected = a.float() @ b.float()
+    assert torch.allclose(out.float(), expected, rtol=2e-2, atol=0.5)
+
+
+def tf32_state(torch):
+    matmul = torch.backends.cuda.matmul
+    return torch.get_float32_matmul_precision(), matmul.fp32_precision
+
+
+def test_tf32_is_set_consistently_and_restored():
+    torch = pytest.importorskip("torch")
+    before = tf32_state(torch)
+    with fp32_matmul_mode(torch, tf32=True):
+        # legacy and new API agree, so an fp32 CUDA matmul would not raise on mixed APIs
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+        assert tf32_state(torch) == ("high", "tf32")
+    assert tf32_state(torch) == before
+    with fp32_matmul_mode(torch, tf32=False):
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+        assert tf32_state(torch) == ("highest", "ieee")
+    assert tf32_state(torch) == before
+    with pytest.raises(ValueError), fp32_matmul_mode(torch, tf32=True):
+        raise ValueError("a failed measurement")
+    assert tf32_state(torch) == before
+
+
+@pytest.mark.parametrize(
+    "error, note",
+    [
+        (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore"), "CUDA out of"),
+        (RuntimeError(), "RuntimeError"),  # no message: the note names the error
+    ],
+)
+def test_failures_become_notes(error, note):
+    torch = pytest.importorskip("torch")
+
+    def failing(fn, repeats):
+        raise error
+
+    s = Settings(Path("."), gpu_bytes=1024, matmul_size=16)
+    notes: list[str] = []
+    assert matmul_figures(torch, s, notes, "cpu", failing) == []
+    assert gpu_copy_figures(torch, s, notes, "cpu", failing) == []
+    assert len(notes) == 5 + 3
+    assert all(note in n and "\n" not in n for n in notes)
+    assert notes[0].startswith("matmul fp32 not measured")
+
+
+# --- the preset a GPU machine writes -----------------------------------------------------------
+
+
+def gpu_calibration(**drop: bool) -> Calibration:
+    figures = {
+        "dram copy bandwidth": 2.0e11,
+        "storage write bandwidth": 6.0e9,
+        "storage read bandwidth": 1.2e10,
+        "storage read latency": 8.52e-5,
+        "storage write latency": 2.0e-5,
+        "hbm copy bandwidth": 4.1e12,
+        "host to device bandwidth": 5.3e10,
+        "device to host bandwidth": 4.9e10,
+        "matmul fp32": 5.1e13,
+        "matmul tf32": 3.8e14,
+        "matmul bf16": 7.5e14,
+        "matmul fp16": 7.6e14,
+        "matmul fp8": 1.2e15,
+    }
+    units = {"latency": "s", "matmul": "FLOP/s"}
+    made = {
+        name: Figure(
+            name,
+            next((u for k, u in units.items() if k in name), "B/s"),
+            (value * 0.9, value, value * 1.1),
+            "by hand",
+        )
+        for name, value in figures.items()
+        if not drop.get(name.replace(" ", "_"))
+    }
+    return Calibration(
+        figures=made,
+        notes=[],
+        host_memory_bytes=2_000_000_000_000,
+        storage_capacity_bytes=7_680_000_000_000,
+        gpu_name="NVIDIA H200",
+        gpu_memory_bytes=150_754_820_096,
+    )
+
+
+def test_quantities_are_strings_the_units_parser_reads():
+    assert quantity(4.8e12, "B/s") == "4.8 TB/s"
+    assert quantity(8.52e-5, "s") == "85.2 us"
+    assert quantity(1.979e15, "FLOP/s") == "1979 TFLOP/s"
+    assert quantity(150_754_820_096, "B") == "150.8 GB"
+    assert quantity(2.5e16, "FLOP/s") == "2.5e+04 TFLOP/s"
+    assert parse("2.5e+04 TFLOP/s", Kind.FLOP_RATE) == 2.5e16
+
+
+def test_gpu_preset_by_hand():
+    text = hardware_preset(gpu_calibration(), load_preset("hardware", "h200-hbf"), "h200-hbf")
+    check_preset(text)  # what `tiersim calibrate` checks before it writes the file
+    data = yaml.safe_load(text)
+    gpu = data["gpu"]
+    assert gpu["name"] == "NVIDIA H200" and gpu["memory"] == "hbm"
+    assert gpu["peak_flops"] == {
+        "fp32": "51 TFLOP/s",
+        "tf32": "380 TFLOP/s",
+        "bf16": "750 TFLOP/s",
+        "fp16": "760 TFLOP/s",
+        "fp8": "1200 TFLOP/s",
+    }
+    assert (gpu["efficiency"], gpu["optimizer_efficiency"]) == (0.5, 0.8)  # from the base
+    hbm = data["tiers"]["hbm"]
+    assert (hbm["capacity"], hbm["bandwidth"]) == ("150.8 GB", "4.1 TB/s")
+    assert data["links"]["pcie"]["bandwidth"] == "49 GB/s"  # the slower direction
+    raw = {"name": "gpu", "model": {"preset": "gpt2"}, "hardware": {"preset": "none", **data}}
+    hw = build(raw, Path.cwd(), "test").scenario.hardware
+    assert hw.gpu.peak_flops["bf16"] == pytest.approx(7.5e14)
+    assert hw.gpu.peak_flops["fp8"] == pytest.approx(1.2e15)
+    assert hw.tiers["hbm"].read_bw == pytest.approx(4.1e12)
+    assert hw.tiers["hbm"].capacity == pytest.approx(150.8e9)
+
+
+def test_gpu_preset_with_one_copy_direction_missing():
+    cal = gpu_calibration(device_to_host_bandwidth=True, matmul_fp8=True)
+    text = hardware_preset(cal, load_preset("hardware", "h200-hbf"), "h200-hbf")
+    check_preset(text)
+    data = yaml.safe_load(text)
+    assert data["links"]["pcie"]["bandwidth"] == "53 GB/s"
+    assert "fp8" not in data["gpu"]["peak_flops"]  # not the base H200's figure
+
+
+def test_a_gpu_that_fails_to_start_is_a_note(tmp_path: Path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    import tiersim.calibrate as cal_module
+
+    def broken(*args):
+        raise RuntimeError("CUDA driver initialization failed, you might not have a CUDA gpu.")
+
+    monkeypatch.setattr(cal_module, "_torch_with_cuda", lambda notes: torch)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", broken)
+    cal = calibrate(tiny_settings(tmp_path))
+    assert set(cal.figures) == HOST_FIGURES and cal.gpu_name is None
+    assert "GPU not measured: CUDA driver initialization failed" in cal.notes[-1]
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+def test_on_the_gpu_every_figure_is_measured(tmp_path: Path):
+    import torch
+
+    before = tf32_state(torch)
+    cal = calibrate(tiny_settings(tmp_path))
+    assert tf32_state(torch) == before
+    expected = {"hbm copy bandwidth", "host to device bandwidth", "device to host bandwidth"}
+    expected |= {f"matmul {p}" for p in ("fp32", "tf32", "bf16", "fp16")}
+    if torch.cuda.get_device_capability() >= (8, 9):  # fp8 matmuls: Ada and Hopper on
+        expected.add("matmul fp8")
+    assert expected <= set(cal.figures), cal.notes
+    assert cal.gpu_name and cal.gpu_memory_bytes
+    assert "GPU not measured" not in " ".join(cal.notes)

@@ -16,7 +16,7 @@ from tiersim.cli import main
 from tiersim.config import build
 from tiersim.errors import InputError
 from tiersim.inventory import build_inventory
-from tiersim.measure import OPTIMIZERS, Request, calibrated_preset, measure
+from tiersim.measure import OPTIMIZERS, Request, calibrated_preset, measure, report
 
 pytest.importorskip("torch", reason="tiersim measure needs PyTorch (the `measure` extra)")
 
@@ -180,3 +180,64 @@ def test_unmeasurable_input_is_an_input_error(model, seq_len, key):
 def test_cli_rejects_training_overrides(capsys):
     assert main(["measure", "--model", "gpt2", "--set", "training.seq_len=8"]) == 2
     assert "only model dimensions" in capsys.readouterr().err
+
+
+# --- the GPU code paths' decisions, checked on the CPU -----------------------------------------
+
+
+def test_gpu_fit_check_uses_free_memory(monkeypatch):
+    import torch
+
+    from tiersim.measure import _check_fits, prediction_scenario
+
+    scenario = prediction_scenario(Request(model=GPT2_TINY, seq_len=SEQ, device="cpu"))
+    # torch.cuda.mem_get_info() is (free, total): only the free bytes count
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (2**10, 2**40))
+    with pytest.raises(InputError) as err:
+        _check_fits(torch, scenario, "cuda")
+    assert err.value.problems[0].path == "model" and "this cuda has" in str(err.value)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (2**40, 2**40))
+    _check_fits(torch, scenario, "cuda")
+
+
+def test_out_of_memory_in_the_step_is_an_input_error(monkeypatch):
+    import torch
+
+    import tiersim.measure as measure_module
+
+    def out_of_memory(*args):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.\nmore")
+
+    monkeypatch.setattr(measure_module, "_train_and_measure", out_of_memory)
+    with pytest.raises(InputError) as err:
+        run_measure(GPT2_TINY)
+    problem = err.value.problems[0]
+    assert problem.path == "model" and "ran out of memory on cpu" in problem.message
+    assert "Tried to allocate 2.00 GiB." in problem.message and "more" not in problem.message
+
+
+def test_cpu_run_has_no_peak_and_no_gpu_name():
+    m = run_measure(GPT2_TINY)
+    assert m.peak_allocated_bytes is None and m.device_name is None
+    configuration = report(m)["configuration"]
+    assert configuration["device"] == "cpu" and configuration["device_name"] is None
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("model", [GPT2_TINY, LLAMA_TINY], ids=["gpt2", "llama"])
+def test_on_the_gpu_state_agrees_and_the_peak_holds_it(model):
+    request = Request(model=model, seq_len=SEQ, micro_batch_size=BATCH, device="cuda")
+    m = measure(request)
+    assert m.device == "cuda" and m.device_name
+    for cls in ("weights", "gradients", "master", "optimizer"):
+        assert m.measured[cls] == m.predicted[cls], cls
+    # everything resident through the measured step is inside the allocator's peak
+    resident = sum(m.measured[c] for c in ("weights", "gradients", "optimizer"))
+    assert m.peak_allocated_bytes is not None and m.peak_allocated_bytes >= resident
+    assert all(layer > 0 for layer in m.activations_per_layer)

@@ -100,6 +100,7 @@ class Measurement:
     activations_outside_layers: int
     optimizer_step_counters_bytes: int
     peak_allocated_bytes: int | None  # GPU only
+    device_name: str | None = None  # the GPU's name, on a GPU
 
     @property
     def predicted_peak_bytes(self) -> int:
@@ -250,6 +251,10 @@ def _train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> di
     }
 
 
+def _device_name(torch: Any, device: str) -> str | None:
+    return str(torch.cuda.get_device_name()) if device == "cuda" else None
+
+
 def _import_torch() -> Any:
     try:
         import torch
@@ -268,12 +273,21 @@ def measure(req: Request) -> Measurement:
     torch = _import_torch()
     device = _device(torch, req.device)
     _check_fits(torch, scenario, device)
-    got = _train_and_measure(torch, scenario, req, device)
+    try:
+        got = _train_and_measure(torch, scenario, req, device)
+    except torch.cuda.OutOfMemoryError as exc:  # the estimate in _check_fits was too low
+        first = (str(exc).strip().splitlines() or ["out of memory"])[0]
+        raise invalid(
+            "model",
+            f"the measured step ran out of memory on {device} ({first}): pick a smaller model "
+            "or shrink it, e.g. --set model.layers=2, or give a shorter --seq-len",
+        ) from None
     return Measurement(
         scenario=scenario,
         request=req,
         device=device,
         torch_version=torch.__version__,
+        device_name=_device_name(torch, device),
         parameters=got["parameters"],
         measured=got["measured"],
         predicted=predicted_bytes(scenario),
@@ -299,6 +313,7 @@ def report(m: Measurement) -> dict[str, Any]:
             "dtype": req.dtype,
             "attention": req.attention,
             "device": m.device,
+            "device_name": m.device_name,
             "torch_version": m.torch_version,
         },
         "classes": {

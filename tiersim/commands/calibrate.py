@@ -104,12 +104,15 @@ def _tiers(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[st
     return {"hbm": hbm, "dram": dram, "nvme": nvme, **others}
 
 
+PCIE_FIGURES = ("host to device bandwidth", "device to host bandwidth")
+
+
 def _links(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[str, Any]:
     f, links = cal.figures, dict(base.get("links", {}))
     pcie = dict(links.get("pcie", {"latency": "0 us"}), between=["hbm", "dram"])
-    if "host to device bandwidth" in f:
-        slower = min(f["host to device bandwidth"].median, f["device to host bandwidth"].median)
-        pcie["bandwidth"] = quantity(slower, "B/s")
+    directions = [f[k].median for k in PCIE_FIGURES if k in f]
+    if directions:  # a link has one bandwidth per direction: the slower direction's
+        pcie["bandwidth"] = quantity(min(directions), "B/s")
     elif "bandwidth" in pcie:
         copied.append("links.pcie")
     else:

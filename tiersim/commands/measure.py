@@ -173,9 +173,10 @@ def table(m: Measurement) -> str:
         rows.append(["peak (GPU)", fmt_bytes(peak), fmt_bytes(pred), _difference(peak, pred)])
     else:
         rows.append(["peak (GPU)", "- (no GPU)", fmt_bytes(m.predicted_peak_bytes), ""])
+    where = f"{m.device} ({m.device_name})" if m.device_name else m.device
     title = (
         f"{fmt_count(m.parameters)} parameters ({m.parameters:,}), PyTorch {m.torch_version} "
-        f"on {m.device}: seq_len {s.seq_len} tokens, micro-batch {s.training.micro_batch_size}, "
+        f"on {where}: seq_len {s.seq_len} tokens, micro-batch {s.training.micro_batch_size}, "
         f"{req.dtype}, {req.optimizer}, attention {req.attention}"
     )
     return render(["class", "measured", "predicted", "difference"], rows, title)

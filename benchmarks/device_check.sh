@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# One-call check of tiersim's CUDA code paths on a GPU machine: `tiersim calibrate`, `tiersim
+# measure` (GPT-2 and a 2-layer Llama-3-8B) on cuda, and the calibrate/measure tests (their GPU
+# tests run only where a GPU is seen). Ends within about 8 minutes (DEADLINE_S, default 450 s).
+#
+#   OUT=/some/dir bash benchmarks/device_check.sh      (from anywhere; $OUT gets every output)
+#
+# Python: the first of $PYTHON, python3, python, .venv/bin/python whose torch sees a CUDA GPU
+# (DEVICE=cpu accepts a CPU-only torch and measures on the CPU: a dry run of this script).
+# tiersim's own dependencies missing there (on the device image: simpy, pydantic and its
+# helpers) are installed from the wheels in $WHEELS (default dist/gpu-wheels) into
+# /tmp/tiersim-site, never from the network; failing that, a venv that sees the system's torch
+# is tried with `pip install -e .`. Outputs (at most 8 files): summary.txt, stderr.txt,
+# calibrate.json, calibrated-hardware.yaml, measure-gpt2.json, measure-llama.json, pytest.txt,
+# measure-extra.txt. Exit status: 0 all ran, 1 a step failed, 3 no GPU, 4 tiersim not importable.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+REPO=$PWD
+OUT=${OUT:-/tmp/tiersim-device-check}
+DEVICE=${DEVICE:-cuda}
+WHEELS=${WHEELS:-dist/gpu-wheels}
+START=$(date +%s)
+DEADLINE=$((START + ${DEADLINE_S:-450}))
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.txt
+ERR=$OUT/stderr.txt
+: >"$SUMMARY"
+: >"$ERR"
+FAILS=0
+
+say() { echo "$*" | tee -a "$SUMMARY"; }
+
+# step NAME LIMIT_S OUTFILE COMMAND...: run with a timeout that also respects the deadline;
+# stdout to OUTFILE (appended), stderr to stderr.txt; one summary line with rc and seconds.
+step() {
+  local name=$1 limit=$2 outfile=$3 left rc t0
+  shift 3
+  left=$((DEADLINE - $(date +%s) - 5))
+  if [ "$left" -lt 20 ]; then
+    say "SKIPPED $name: the ${DEADLINE_S:-450} s deadline is too close"
+    FAILS=$((FAILS + 1))
+    return 99
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "=== $name: $*" >>"$ERR"
+  t0=$(date +%s)
+  timeout -k 10 "$limit" "$@" >>"$outfile" 2>>"$ERR"
+  rc=$?
+  [ "$rc" -ne 0 ] && FAILS=$((FAILS + 1))
+  case $rc in
+    0) say "ok      $name ($(($(date +%s) - t0)) s)" ;;
+    124 | 137) say "TIMEOUT $name after ${limit} s (rc $rc)" ;;
+    *) say "FAILED  $name: rc $rc ($(($(date +%s) - t0)) s); see stderr.txt" ;;
+  esac
+  return $rc
+}
+
+say "tiersim device check, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), device $DEVICE, repo $REPO"
+
+# 1. A python whose torch sees the GPU.
+if [ "$DEVICE" = cuda ]; then
+  TORCH_OK='import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'
+else
+  TORCH_OK='import torch'
+fi
+PY=
+for cand in "${PYTHON:-}" python3 python .venv/bin/python; do
+  [ -n "$cand" ] && command -v "$cand" >/dev/null 2>&1 || continue
+  if timeout 120 "$cand" -c "$TORCH_OK" >>"$ERR" 2>&1; then
+    PY=$(command -v "$cand")
+    break
+  fi
+  say "python '$cand': no torch, or its torch sees no CUDA GPU"
+done
+command -v nvidia-smi >/dev/null 2>&1 &&
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm \
+    --format=csv >>"$SUMMARY" 2>&1
+if [ -z "$PY" ]; then
+  say "FAIL: no python here has a torch that sees a CUDA GPU; nothing was measured"
+  exit 3
+fi
+"$PY" -c 'import sys, torch
+print("python", sys.version.split()[0], sys.executable)
+print("torch", torch.__version__, "cuda", torch.version.cuda)
+if torch.cuda.is_available():
+    print("gpu", torch.cuda.get_device_name(), "capability", torch.cuda.get_device_capability())
+' >>"$SUMMARY" 2>>"$ERR"
+
+# 2. tiersim importable by that python: the source tree, plus missing dependencies.
+ORIG_PYTHONPATH=${PYTHONPATH:-}
+export PYTHONPATH="$REPO${ORIG_PYTHONPATH:+:$ORIG_PYTHONPATH}"
+IMPORTS='import tiersim.cli, tiersim.torchmodels'
+if ! "$PY" -c "$IMPORTS" >>"$ERR" 2>&1; then
+  if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+    step "install wheels from $WHEELS" 120 "$ERR" "$PY" -m pip install -q --no-index \
+      --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/tiersim-site \
+      "$WHEELS"/*.whl
+    export PYTHONPATH="$REPO:/tmp/tiersim-site${ORIG_PYTHONPATH:+:$ORIG_PYTHONPATH}"
+  fi
+fi
+if ! "$PY" -c "$IMPORTS" >>"$ERR" 2>&1; then
+  if step "venv with the system's torch" 150 "$ERR" "$PY" -m venv --system-site-packages \
+    /tmp/tiersim-venv && step "pip install -e ." 150 "$ERR" /tmp/tiersim-venv/bin/python -m \
+    pip install -q -e "$REPO"; then
+    PY=/tmp/tiersim-venv/bin/python
+  fi
+fi
+if ! "$PY" -c "$IMPORTS" >>"$ERR" 2>&1; then
+  say "FAIL: tiersim cannot be imported by $PY (see stderr.txt); missing modules:"
+  "$PY" -c 'import importlib.util as u
+print(*(m for m in ("simpy","numpy","networkx","yaml","pydantic","pyarrow","matplotlib")
+        if u.find_spec(m) is None))' 2>&1 | tee -a "$SUMMARY"
+  say "carry them as wheels in $WHEELS (see the script's header)"
+  exit 4
+fi
+TIERSIM=("$PY" -m tiersim.cli)
+
+# 3. Measurements, most valuable first.
+mkdir -p /tmp/tiersim-cal
+step "calibrate" 150 "$OUT/calibrate.json" "${TIERSIM[@]}" calibrate --path /tmp/tiersim-cal \
+  --out "$OUT/calibrated-hardware.yaml" --format json
+step "measure gpt2" 90 "$OUT/measure-gpt2.json" "${TIERSIM[@]}" measure --model gpt2 \
+  --device "$DEVICE" --format json
+step "measure llama-3-8b, 2 layers, seq 2048" 90 "$OUT/measure-llama.json" "${TIERSIM[@]}" \
+  measure --model llama-3-8b --set model.layers=2 --seq-len 2048 --device "$DEVICE" \
+  --format json
+if "$PY" -c 'import pytest, hypothesis' >/dev/null 2>&1; then
+  step "pytest calibrate + measure" 150 "$OUT/pytest.txt" "$PY" -m pytest -q -rs \
+    -p no:cacheprovider tests/test_calibrate.py tests/test_measure.py
+else
+  say "SKIPPED pytest: pytest or hypothesis is not installed for $PY"
+fi
+for extra in "--attention math" "--optimizer adafactor" "--dtype fp32"; do
+  echo "=== gpt2 $extra" >>"$OUT/measure-extra.txt"
+  # shellcheck disable=SC2086  # $extra is two words on purpose
+  step "measure gpt2 $extra" 60 "$OUT/measure-extra.txt" "${TIERSIM[@]}" measure \
+    --model gpt2 --device "$DEVICE" --format json $extra
+done
+
+say "done in $(($(date +%s) - START)) s; $FAILS step(s) failed"
+[ "$FAILS" -eq 0 ]
