@@ -64,6 +64,20 @@ def test_trace_is_chrome_trace_event_format(tmp_path, capsys):
     assert "step time" in capsys.readouterr().out
 
 
+def test_trace_shows_collectives_and_the_bubble(tmp_path):
+    # tensor (blocking the GPU), data (overlapped) and pipeline (bubble) parallelism together
+    trace = tmp_path / "trace.json"
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "gpt3-175b-tp-pp.yaml"
+    args = ["run", str(scenario), "--out", str(tmp_path), "--trace", str(trace)]
+    assert main(args) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    tracks = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"compute", "waiting", "nvlink tensor"} <= tracks
+    assert any(name.endswith(" data") for name in tracks)
+    bubble = [e for e in events if e.get("cat") == "bubble"]
+    assert bubble and all(e["dur"] > 0 for e in bubble)
+
+
 def test_infeasible_working_set_exits_3(tmp_path, capsys):
     scenario = tmp_path / "huge.yaml"
     scenario.write_text(

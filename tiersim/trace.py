@@ -38,10 +38,17 @@ class _Tracks:
 
 
 def _op_tracks(op: Op, topo: Topology) -> list[tuple[int, str]]:
+    """The tracks an op occupies: GPU stream, CPU, network channel (per group), or the links
+    and tier ports of a move's route."""
     if op.kind == "gpu":
         return [(_GPU, "compute")]
+    if op.kind == "idle":  # the pipeline bubble, a checkpoint barrier
+        return [(_GPU, "waiting")]
     if op.kind == "cpu":
         return [(_CPU, "optimizer")]
+    if op.kind in ("comm", "sync"):
+        network = (_LINKS, f"{op.resource[1]} {op.role.removesuffix('_comm')}")
+        return [(_GPU, "compute"), network] if op.kind == "sync" else [network]
     route = topo.route(op.src, op.dst, op.nbytes)
     tracks = [(_LINKS, f"{name} {direction}") for name, direction in route.links]
     tracks.append((_PORTS, f"{route.tiers[0]} read"))
@@ -56,7 +63,8 @@ def trace_events(records: tuple, ops: list[Op], topo: Topology) -> dict[str, Any
         if record[0] == "op":
             _, i, start, end = record
             op = ops[i]
-            args = {"step": op.step, "bytes": op.nbytes} if op.kind == "move" else {"step": op.step}
+            moves = op.kind in ("move", "comm", "sync")
+            args = {"step": op.step, "bytes": op.nbytes} if moves else {"step": op.step}
             for pid, name in _op_tracks(op, topo):
                 events.append(
                     {
