@@ -131,3 +131,21 @@ def test_replicated_state_is_split_across_data_parallel_ranks():
     ck = simulate(scenario(raw)).checkpoint
     assert ck.bytes == 2_000_000_000
     assert math.isclose(ck.stall_s, 0.4 + FILL, rel_tol=1e-6)
+
+
+def test_the_target_holds_the_last_checkpoint_and_two_while_writing():
+    # 8 GB per checkpoint (4 GB weights + 4 GB momentum); nothing else lives on NVMe. The last
+    # complete one is kept until the next is whole: 8 GB resident, 16 GB at the peak.
+    def nvme(capacity: str):
+        raw = momentum(
+            hardware={"tiers": {"nvme": {"capacity": capacity}}},
+            checkpoint={"every_steps": 10, "mode": "blocking"},
+        )
+        return simulate(scenario(raw)).tiers["nvme"]
+
+    roomy = nvme("100 TB")
+    assert roomy.resident_bytes == 8_000_000_000
+    assert roomy.checkpoint_bytes == 8_000_000_000
+    assert roomy.peak_bytes == 16_000_000_000
+    assert roomy.fits
+    assert not nvme("12 GB").fits  # holds one checkpoint, not two

@@ -123,7 +123,8 @@ def per_step(total_by_key: dict[str, int], interval: int) -> dict[str, int]:
 def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> StepResult:
     """The result with its checkpoint measured: the checkpoint's reads, writes, link bytes and
     link busy time per step (averaged over the interval) added to each tier and link, and each
-    tier's peak raised to what the checkpoint run reached (snapshots, staging)."""
+    tier's peak raised to what the checkpoint run reached (snapshots, staging); the target holds
+    the checkpoint's versions."""
     interval = resolve_interval(s, result.time_s, run)
     run = dataclasses.replace(run, interval_steps=interval)
     wrote = per_step(run.written_by_tier, interval) if interval else {}
@@ -132,6 +133,9 @@ def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> Step
         name: _tier_with(ts, run.peak_by_tier.get(name, 0), wrote.get(name, 0), read.get(name, 0))
         for name, ts in result.tiers.items()
     }
+    target = s.checkpoint.target
+    if interval and target in tiers:
+        tiers[target] = _holding_versions(tiers[target], run.bytes)
     links = dict(result.links)
     for name, per in run.link_bytes.items():
         if name in links and interval:
@@ -160,4 +164,16 @@ def _tier_with(ts, peak: int, wrote: int, read: int):
         bytes_read=ts.bytes_read + read,
         written_by_class=written_by,
         read_by_class=read_by,
+    )
+
+
+def _holding_versions(ts, nbytes: int):
+    """The target keeps the last complete checkpoint, and while the next one is written it
+    holds both (deleting the old one first would leave nothing to restart from): resident
+    one version, peak two on top of the rest (as if the rest peaked at the same time)."""
+    return dataclasses.replace(
+        ts,
+        resident_bytes=ts.resident_bytes + nbytes,
+        peak_bytes=ts.peak_bytes + 2 * nbytes,
+        checkpoint_bytes=nbytes,
     )

@@ -132,7 +132,9 @@ def run_tiers_section(inv: Inventory, r: StepResult) -> dict[str, Any]:
     for name, ts in r.tiers.items():
         out[name] = {
             "capacity_bytes": ts.capacity_bytes,
-            "resident_bytes": inv.tiers[name].resident_bytes,  # as `tiersim inventory` says
+            # training state as `tiersim inventory` says, plus a checkpoint target's last version
+            "resident_bytes": inv.tiers[name].resident_bytes + ts.checkpoint_bytes,
+            "checkpoint_bytes": ts.checkpoint_bytes,
             "peak_bytes": ts.peak_bytes,
             "mean_bytes": ts.mean_bytes,
             "fits": ts.fits and inv.tiers[name].fits,

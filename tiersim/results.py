@@ -26,6 +26,7 @@ class TierStats:
     bytes_written: int  # per step, all classes
     written_by_class: dict[str, int] = field(default_factory=dict)
     read_by_class: dict[str, int] = field(default_factory=dict)
+    checkpoint_bytes: int = 0  # the last durable checkpoint, held here (the target)
 
     @property
     def fits(self) -> bool:
