@@ -102,3 +102,33 @@ def test_placement_without_a_route_exits_2_naming_the_file_and_key(tmp_path, cap
         err = capsys.readouterr().err
         assert f"{scenario}: placement.optimizer: tier 'dram' has no route" in err
         assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("name", "sets"),
+    [
+        ("gpt3-175b-tp-pp.yaml", []),  # with a pipeline bubble
+        ("default.yaml", ["--set", "placement.optimizer_compute=cpu"]),  # optimizer beside
+    ],
+)
+def test_step_table_shares_add_up_to_the_step(tmp_path, capsys, name, sets):
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / name
+    assert main(["run", str(scenario), "--out", str(tmp_path), *sets]) == 0
+    table = capsys.readouterr().out.split("\n\n")[0].splitlines()[3:]  # rows after the rule
+    shares = [
+        float(line.rsplit(None, 2)[-2])
+        for line in table
+        if not line.startswith(("step time", "  of which")) and not line.endswith("-")
+    ]
+    # each share is rounded to 0.1 %: the parts are 100 % within half that per row
+    assert sum(shares) == pytest.approx(100.0, abs=0.05 * len(shares) + 1e-9)
+
+
+def test_checkpoint_line_says_when_no_failure_rate_is_set(tmp_path, capsys):
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "default.yaml"
+    assert main(["run", str(scenario), "--out", str(tmp_path)]) == 0
+    assert "no failure rate set (failures.mtbf), so no goodput" in capsys.readouterr().out
+    sets = ["--set", "failures.mtbf=1 h"]
+    assert main(["run", str(scenario), "--out", str(tmp_path), *sets]) == 0
+    out = capsys.readouterr().out
+    assert "goodput" in out and "job MTBF 60.0 min" in out and "Daly's optimum" in out

@@ -99,8 +99,9 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
 # --- the simulated step ------------------------------------------------------------------------
 
 
-def step_section(r: StepResult) -> dict[str, Any]:
+def step_section(r: StepResult, optimizer_on: str = "gpu") -> dict[str, Any]:
     return {
+        "optimizer_on": optimizer_on,  # "cpu": optimizer_s runs beside the GPU, not in its time
         "time_s": r.time_s,
         "compute_s": r.compute_s,
         "recompute_s": r.recompute_s,
@@ -162,7 +163,7 @@ def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
 def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     report = inventory_report(s, inv)
     report["tiers"] = run_tiers_section(inv, r)
-    report["step"] = step_section(r)
+    report["step"] = step_section(r, s.placement.optimizer_compute)
     report["links"] = links_section(r)
     report["wear"] = wear_section(s, r)
     report["checkpoint"] = checkpoint_report(s, r)
@@ -179,24 +180,40 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f} %" if whole > 0 else "-"
 
 
-def step_tables(report: dict[str, Any]) -> str:
-    st = report["step"]
+def _step_rows(st: dict[str, Any]) -> list[list[str]]:
+    """The step split into what the GPU did and what it waited on (the shares add up to 100 %);
+    a CPU optimizer's time is shown beside them, its exposed part among them."""
     t = st["time_s"]
+    on_cpu = st.get("optimizer_on") == "cpu"
     rows = [["step time", fmt_time(t), "100.0 %"]]
     for key, label in (
         ("compute_s", "GPU compute (fwd+bwd+recompute)"),
         ("recompute_s", "  of which recompute"),
-        ("optimizer_s", "optimizer"),
+        ("optimizer_s", "CPU optimizer (beside the GPU)" if on_cpu else "GPU optimizer"),
+        ("pipeline_bubble_s", "pipeline bubble (other stages)"),
         ("exposed_transfer_s", "exposed transfer (GPU waits)"),
         ("exposed_cpu_s", "exposed CPU optimizer"),
     ):
-        rows.append([label, fmt_time(st[key]), _pct(st[key], t)])
+        if key == "pipeline_bubble_s" and not st[key]:
+            continue
+        share = "-" if key == "optimizer_s" and on_cpu else _pct(st[key], t)
+        rows.append([label, fmt_time(st[key]), share])
+    return rows
+
+
+def _step_head(report: dict[str, Any]) -> str:
+    st = report["step"]
     overlap = "-" if st["overlap"] is None else f"{100 * st['overlap']:.1f} %"
-    head = (
-        f"{report['scenario']}: {fmt_time(t)} per step, {st['tokens_per_s']:,.0f} tokens/s, "
-        f"transfer overlapped with compute {overlap}"
+    return (
+        f"{report['scenario']}: {fmt_time(st['time_s'])} per step, "
+        f"{st['tokens_per_s']:,.0f} tokens/s over the job, transfer overlapped with compute "
+        f"{overlap}"
     )
-    step = render(["", "time", "share"], rows, head)
+
+
+def step_tables(report: dict[str, Any]) -> str:
+    st = report["step"]
+    step = render(["", "time", "share"], _step_rows(st), _step_head(report))
     links = sorted(report["links"].items(), key=lambda kv: -kv[1]["busy_s"])
     link_rows = [
         [n, fmt_bytes(v["bytes"]), fmt_time(v["busy_s"]), f"{100 * v['utilization']:.1f} %"]
@@ -230,10 +247,18 @@ def step_tables(report: dict[str, Any]) -> str:
 
 
 def _checkpoint_line(ck: dict[str, Any]) -> str:
-    goodput = "-" if ck["goodput"] is None else f"{100 * ck['goodput']:.2f} %"
     every = "not set" if ck["interval_steps"] is None else f"every {ck['interval_steps']} steps"
-    return (
+    line = (
         f"Checkpoint ({ck['mode']} to {ck['target']}, {every}): {fmt_bytes(ck['bytes'])} per "
         f"GPU, written in {fmt_time(ck['write_s'])}, training stalls {fmt_time(ck['stall_s'])}; "
-        f"recovery {fmt_time(ck['recovery_s'] or 0)}, goodput {goodput}"
+        f"recovery {fmt_time(ck['recovery_s'] or 0)}"
     )
+    if ck.get("mtbf_s") is None:
+        return line + "; no failure rate set (failures.mtbf), so no goodput"
+    goodput = "-" if ck["goodput"] is None else f"{100 * ck['goodput']:.2f} %"
+    line += f", goodput {goodput} (job MTBF {fmt_time(ck['mtbf_s'])})"
+    best, at_best = ck.get("optimal_interval_steps"), ck.get("goodput_at_optimum")
+    if isinstance(best, dict) and best.get("daly") and at_best is not None:
+        n = best["daly"]
+        line += f"; Daly's optimum every {n} step{'s' * (n != 1)}: {100 * at_best:.2f} %"
+    return line

@@ -16,6 +16,8 @@ HEADLINE = (
     "step.recompute_s",
     "step.optimizer_s",
     "step.exposed_transfer_s",
+    "step.exposed_cpu_s",
+    "step.pipeline_bubble_s",
     "step.overlap",
     "tiers.*.peak_bytes",
     "tiers.*.resident_bytes",
