@@ -327,6 +327,20 @@ def test_drive_writes_per_day_budget_on_nvme():
     ]
 
 
+def test_a_rating_that_runs_out_before_the_cycles_is_said():
+    # No budget; NVMe 7.68 TB rated 1 DWPD for 5 years = 14.016 PB written. 100 GB per step at
+    # 1,000 steps/day = 100 TB/day: the rating lasts 140.16 days; 3,000 P/E cycles at
+    # 100 TB / 7.68 TB = 13.02 cycles/day last 230.4 days, so the rating runs out first.
+    s = scenario(raw(budget={"steps_per_day": 1000}))
+    a = assess(s, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
+    assert a.wear.lifetime_days == pytest.approx(3000 / (100e12 / 7.68e12))
+    sentence = verdict_sentence(a)
+    assert (
+        "wears out in 230.4 days (its rated 14.02 PB written runs out sooner, in 140.2 days)"
+        in (sentence)
+    )
+
+
 def test_total_bytes_written_budget_spans_the_warranty():
     # 10 PB over a 5-year warranty: 10 PB / 1,825 days = 5.4795 TB/day allowed;
     # 95.256 TB/day written -> margin 0.05752; capacity does not help a byte allowance.
@@ -349,7 +363,7 @@ def test_within_budget_sentence_and_no_budget_sentence():
     assert a.remedies is None and not budget_failed({"hbf": a})
     s = scenario(raw(budget={}))
     a = assess(s, result(HBF_OPT))["hbf"]
-    assert verdict_sentence(a).endswith("(no budget set).")
+    assert verdict_sentence(a).endswith("; no budget set.")
     assert wear_section(s, result(HBF_OPT))["hbf"]["within_budget"] is None
 
 

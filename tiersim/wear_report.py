@@ -136,6 +136,17 @@ def _fixes(r: Remedies, w: TierWear) -> list[str]:
     return fixes
 
 
+def _rating_note(w: TierWear) -> str:
+    """The drive's rated endurance (rated DWPD over its warranty), where it runs out first."""
+    rated = w.rated_lifetime_days
+    if rated is None or w.rated_total_bytes_written is None or rated >= w.lifetime_days:
+        return ""
+    return (
+        f" (its rated {fmt_bytes(w.rated_total_bytes_written)} written runs out sooner, in "
+        f"{_days(rated)})"
+    )
+
+
 def verdict_sentence(a: Assessment) -> str:
     """E.g. 'HBF cannot hold optimizer state for 5 years: at 900 steps/day it writes 95.26 TB/day
     and wears out in 126 days; it would fit at <= 62 steps/day or grad_accumulation >= 120.'"""
@@ -145,13 +156,13 @@ def verdict_sentence(a: Assessment) -> str:
     rate = f"at {w.steps_per_day:,.0f} steps/day it writes {fmt_bytes(w.host_bytes_per_day)}/day"
     if w.write_amplification != 1.0:
         rate += f" (write amplification {w.write_amplification:.3g})"
-    life = f"wears out in {_days(w.lifetime_days)}"
+    life = f"wears out in {_days(w.lifetime_days)}" + _rating_note(w)
     if v is not None and v.kind == "drive_writes_per_day":
         life = f"that is {w.drive_writes_per_day:.3g} drive writes/day"
     if not held:
         return f"{tier}: nothing is written to it per step, so it never wears out."
     if v is None:
-        return f"{tier} holding {held}: {rate} and {life} (no budget set)."
+        return f"{tier} holding {held}: {rate} and {life}; no budget set."
     if v.within_budget:
         return f"{tier} can hold {held} {_goal(v)}: {rate} and {life} (margin {v.margin:.4g}x)."
     fixes = _fixes(a.remedies, w) if a.remedies else []
