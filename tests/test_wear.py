@@ -124,7 +124,12 @@ def test_hand_computed_lifetime_budget():
     assert hbf["write_share_of_step"] == pytest.approx(0.02205)
     fix = hbf["remedies"]
     assert fix["max_steps_per_day"] == pytest.approx(62.125, rel=1e-4)
-    assert fix["grad_accumulation"] == {"value": 120, "at_least": True}
+    # G = 120: a 3 + 120 x 11.625 = 1,398 s step in the same 86,400 s/day of training
+    assert fix["grad_accumulation"] == {
+        "value": 120,
+        "at_least": True,
+        "steps_per_day": pytest.approx(86_400 / 1398),
+    }
     assert fix["capacity_bytes"] == pytest.approx(57.947e12, rel=1e-4)
     assert fix["spare_area"] is None  # sequential: spare does not lower WA
     assert fix["classes_by_bytes_written"] == ["optimizer", "master"]
@@ -137,7 +142,7 @@ def test_verdict_sentence_for_the_planner():
     assert verdict_sentence(a) == (
         "HBF cannot hold optimizer state and master weights for 5 years: at 900 steps/day it "
         "writes 95.26 TB/day and wears out in 126 days; it would fit at <= 62 steps/day, "
-        "grad_accumulation >= 120 or 57.95 TB of capacity."
+        "grad_accumulation >= 120 (then 61.8 steps/day) or 57.95 TB of capacity."
     )
     table = wear_text(assess(s, result(HBF_OPT)))
     assert table.startswith("HBF cannot hold")
@@ -171,8 +176,12 @@ def test_grad_accumulation_with_steps_per_day_holds_the_training_share_of_the_da
     #   -> 3 + 11.625 G >= 695.37 s -> G >= 59.56 -> 60
     s = scenario(raw(budget={"steps_per_day": 450, "hbf": {"lifetime": "5 years"}}))
     fix = wear_section(s, result(HBF_OPT))["hbf"]["remedies"]
-    assert fix["grad_accumulation"] == {"value": 60, "at_least": True}
     step_s = 3 + 60 * 11.625  # 700.5 s, the same 43,200 s/day of training
+    assert fix["grad_accumulation"] == {
+        "value": 60,
+        "at_least": True,
+        "steps_per_day": pytest.approx(43_200 / step_s),
+    }
     back = raw(budget={"steps_per_day": 43_200 / step_s, "hbf": {"lifetime": "5 years"}})
     assert wear_section(scenario(back), grad_accumulated(60))["hbf"]["within_budget"] is True
 

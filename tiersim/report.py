@@ -92,8 +92,12 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
         ]
         for name, u in inv.tiers.items()
     ]
-    tiers = render(["tier", "resident", "capacity", "used", "fits"], tier_rows)
-    return f"{classes}\n\n{tiers}"
+    tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
+    note = (
+        "Resident state only: `tiersim run` adds what the step holds at its peak (prefetched "
+        "weights, staging, offloaded activations, checkpoint versions) and says whether that fits."
+    )
+    return f"{classes}\n\n{tiers}\n\n{note}"
 
 
 # --- the simulated step ------------------------------------------------------------------------

@@ -30,6 +30,7 @@ Model (per GPU, per optimizer step; capacities and bytes are per GPU throughout)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -213,6 +214,7 @@ def judge(w: TierWear, budget: TierBudget, warranty_s: float | None) -> Verdict:
 class GradAccumulationFit:
     value: int
     at_least: bool  # True: grad_accumulation >= value fits; False: <= value fits
+    steps_per_day: float | None = None  # at that value, training the same seconds per day
 
 
 def grad_accumulation_to_fit(
@@ -307,6 +309,10 @@ def remedies(
         active_s_per_day=w.steps_per_day * w.step_s,
         allowed_bytes_per_day=v.allowed_host_bytes_per_day,
     )
+    if fit is not None:  # the same training time per day, in longer steps
+        steps_s = max(w.step_s - compute_s, 0.0) + fit.value * compute_s / micro_batches
+        per_day = w.steps_per_day * w.step_s / steps_s if steps_s > 0 else None
+        fit = dataclasses.replace(fit, steps_per_day=per_day)
     return Remedies(
         max_steps_per_day=v.allowed_host_bytes_per_day / w.host_bytes_per_step,
         grad_accumulation=fit,

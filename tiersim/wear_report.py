@@ -40,7 +40,9 @@ def _remedies_dict(r: Remedies | None, w: TierWear) -> dict[str, object] | None:
     g = r.grad_accumulation
     return {
         "max_steps_per_day": r.max_steps_per_day,
-        "grad_accumulation": None if g is None else {"value": g.value, "at_least": g.at_least},
+        "grad_accumulation": None
+        if g is None
+        else {"value": g.value, "at_least": g.at_least, "steps_per_day": g.steps_per_day},
         "capacity_bytes": r.capacity_bytes,
         "spare_area": r.spare_area,
         "move_off": r.move_off,
@@ -124,7 +126,10 @@ def _fixes(r: Remedies, w: TierWear) -> list[str]:
         fixes.append(f"<= {math.floor(top):,} steps/day" if top >= 10 else f"<= {top:g} steps/day")
     if r.grad_accumulation is not None:
         g = r.grad_accumulation
-        fixes.append(f"grad_accumulation {'>=' if g.at_least else '<='} {g.value}")
+        fix = f"grad_accumulation {'>=' if g.at_least else '<='} {g.value}"
+        if g.steps_per_day is not None:  # fewer, longer steps in the same training hours
+            fix += f" (then {g.steps_per_day:,.4g} steps/day)"
+        fixes.append(fix)
     if r.capacity_bytes is not None:
         fixes.append(f"{bytes_rounded_up(r.capacity_bytes)} of capacity")
     if r.spare_area is not None:
