@@ -424,3 +424,41 @@ def test_bad_set_is_reported_like_a_bad_file(problems, write, override, path, wo
     lines = problems(file, "--set", override)
     assert lines[0].startswith(f"{file}: {path}: ")
     assert words in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "path", "shown"),
+    [
+        ({"failures": {"mtbf": "-3 h"}}, "failures.mtbf", "(got -3.00 h)"),
+        (
+            {"hardware": {"tiers": {"hbf": {"capacity": "-4 TB"}}}},
+            "hardware.tiers.hbf.capacity",
+            "(got -4.00 TB)",
+        ),
+        (
+            {"hardware": {"tiers": {"hbf": {"write_bandwidth": "-5 GB/s"}}}},
+            "hardware.tiers.hbf.write_bandwidth",
+            "(got -5.00 GB/s)",
+        ),
+    ],
+)
+def test_rejected_quantities_are_shown_in_units(problems, write, extra, path, shown):
+    file = write({**GPT2, **extra})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: {path}: ") and line.endswith(shown)
+
+
+def test_a_boolean_says_what_it_expects(problems, write):
+    file = write({**GPT2, "parallel": {"overlap_gradient_reduce": "maybe"}})
+    line = only(problems(file))
+    assert line == f"{file}: parallel.overlap_gradient_reduce: expected true or false (got 'maybe')"
+
+
+def test_a_set_path_with_a_typo_suggests_the_existing_key(problems, write):
+    # the default hardware preset has a tier 'hbf'; 'hbff' would create a new, incomplete one
+    file = write(GPT2)
+    lines = problems(file, "--set", "hardware.tiers.hbff.write_bandwidth=5 GB/s")
+    assert lines[0] == (
+        f"{file}: --set hardware.tiers.hbff.write_bandwidth: 'hbff' is not in hardware.tiers; "
+        "did you mean 'hbf'?"
+    )

@@ -288,6 +288,8 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         return f"unknown key '{key}' ({hint}expected one of: {', '.join(fields)})"
     if kind == "missing":
         return "required key is missing"
+    if kind == "bool_parsing":
+        return f"expected true or false (got {err.get('input')!r})"
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
         return f"{msg[0].lower()}{msg[1:]} (got {err.get('input')!r})"
@@ -465,6 +467,32 @@ def _raw_tier_names(resolved: dict[str, Any]) -> list[Problem]:
     ]
 
 
+# mappings whose keys are names the user chooses: the schema cannot call a new one unknown
+_NAMED_MAPPINGS = {("hardware", "tiers"), ("hardware", "links"), ("budget",)}
+
+
+def _override_hints(raw: dict[str, Any], overrides: list[str], base_dir: Path) -> list[Problem]:
+    """A `--set` whose path names a key the scenario (presets resolved) lacks, where one close
+    to it exists: most likely a typo that created a new, incomplete entry."""
+    base = resolve(copy.deepcopy(raw), base_dir, [])
+    hints = []
+    for text in overrides:
+        keys, _ = parse_override(text)
+        node = base
+        for depth, key in enumerate(keys):
+            if not isinstance(node, dict) or not node:
+                break
+            if key not in node:
+                close = difflib.get_close_matches(key, [str(k) for k in node], n=1)
+                if close and tuple(keys[:depth]) in _NAMED_MAPPINGS:
+                    where = ".".join(keys[:depth])
+                    what = f"'{key}' is not in {where}; did you mean '{close[0]}'?"
+                    hints.append(Problem(f"--set {'.'.join(keys)}", what))
+                break
+            node = node[key]
+    return hints
+
+
 def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> Loaded:
     """Validate an already-parsed scenario mapping (presets, overrides, checks).
 
@@ -474,7 +502,7 @@ def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> L
     top = _top_level_problem(raw)
     if top:
         raise InputError(source, [top])
-    raw = apply_overrides(raw, list(overrides), source)
+    raw_in, raw = raw, apply_overrides(raw, list(overrides), source)
     problems: list[Problem] = []
     resolved = resolve(raw, base_dir, problems)
     try:
@@ -484,6 +512,7 @@ def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> L
         problems += [p for p in validation_problems(exc) if p.path.split(".")[0] not in failed]
         seen = {p.path for p in problems}
         problems += [p for p in _raw_tier_names(resolved) if p.path not in seen]
+        problems = _override_hints(raw_in, list(overrides), base_dir) + problems
         raise InputError(source, problems) from None
     problems += consistency_problems(scenario)
     if problems:

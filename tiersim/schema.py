@@ -7,11 +7,12 @@ Quantities are read from unit strings once, here, and held as floats in base uni
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from tiersim.units import Kind, parse
+from tiersim.units import Kind, fmt_bytes, fmt_rate, fmt_time, parse
 
 STATE_CLASSES = ("weights", "gradients", "master", "optimizer", "activations", "workspace")
 PLACED_CLASSES = ("weights", "gradients", "master", "optimizer", "activations")
@@ -20,23 +21,40 @@ PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 OPTIMIZERS = ("adam", "adamw", "sgd", "sgd_momentum", "adafactor", "lion")
 
 
-def _positive(value: float) -> float:
-    if not value > 0:
-        raise ValueError(f"must be > 0 (got {value:g})")
-    return value
+def _shown(kind: Kind | None) -> Callable[[float], str]:
+    """How a rejected value is shown back: in the unit the user wrote it in, not base units."""
+    return {Kind.SIZE: fmt_bytes, Kind.BANDWIDTH: fmt_rate, Kind.TIME: fmt_time}.get(
+        kind, lambda v: f"{v:g}"
+    )
 
 
-def _at_least_one(value: float) -> float:
+def _positive(kind: Kind | None = None) -> AfterValidator:
+    def check(value: float) -> float:
+        if not value > 0:
+            raise ValueError(f"must be > 0 (got {_shown(kind)(value)})")
+        return value
+
+    return AfterValidator(check)
+
+
+def _at_least_one(kind: Kind) -> AfterValidator:
     """Bandwidths and rates below one unit per second are typos, and make times overflow."""
-    if not value >= 1:
-        raise ValueError(f"must be at least 1 per second (got {value:g})")
-    return value
+
+    def check(value: float) -> float:
+        if not value >= 1:
+            raise ValueError(f"must be at least 1 per second (got {_shown(kind)(value)})")
+        return value
+
+    return AfterValidator(check)
 
 
-def _non_negative(value: float) -> float:
-    if value < 0:
-        raise ValueError(f"must be >= 0 (got {value:g})")
-    return value
+def _non_negative(kind: Kind) -> AfterValidator:
+    def check(value: float) -> float:
+        if value < 0:
+            raise ValueError(f"must be >= 0 (got {_shown(kind)(value)})")
+        return value
+
+    return AfterValidator(check)
 
 
 def _unit(kind: Kind, allow_unlimited: bool = False):
@@ -48,13 +66,13 @@ def _unit(kind: Kind, allow_unlimited: bool = False):
     return BeforeValidator(convert)
 
 
-Size = Annotated[float, _unit(Kind.SIZE), AfterValidator(_positive)]
-SizeOrZero = Annotated[float, _unit(Kind.SIZE), AfterValidator(_non_negative)]
-Bandwidth = Annotated[float, _unit(Kind.BANDWIDTH, True), AfterValidator(_at_least_one)]
-Duration = Annotated[float, _unit(Kind.TIME), AfterValidator(_positive)]
-Latency = Annotated[float, _unit(Kind.TIME), AfterValidator(_non_negative)]
-FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), AfterValidator(_at_least_one)]
-ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), AfterValidator(_at_least_one)]
+Size = Annotated[float, _unit(Kind.SIZE), _positive(Kind.SIZE)]
+SizeOrZero = Annotated[float, _unit(Kind.SIZE), _non_negative(Kind.SIZE)]
+Bandwidth = Annotated[float, _unit(Kind.BANDWIDTH, True), _at_least_one(Kind.BANDWIDTH)]
+Duration = Annotated[float, _unit(Kind.TIME), _positive(Kind.TIME)]
+Latency = Annotated[float, _unit(Kind.TIME), _non_negative(Kind.TIME)]
+FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), _at_least_one(Kind.FLOP_RATE)]
+ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), _at_least_one(Kind.PARAM_RATE)]
 PositiveInt = Annotated[int, Field(gt=0, le=2**40, strict=True)]
 
 
