@@ -149,3 +149,21 @@ def test_the_target_holds_the_last_checkpoint_and_two_while_writing():
     assert roomy.peak_bytes == 16_000_000_000
     assert roomy.fits
     assert not nvme("12 GB").fits  # holds one checkpoint, not two
+
+
+@pytest.mark.parametrize(("dwpd", "interval", "basis"), [(0.01, 8, "wear budget"), (1, 1, "daly")])
+def test_auto_interval_keeps_the_target_within_its_write_budget(dwpd, interval, basis):
+    # 8 GB per checkpoint to NVMe (100 TB), nothing else written there; at a fixed 1,000
+    # steps/day a budget of d drive writes/day allows d x 100 TB / 1,000 = d x 100 GB per step.
+    # d = 0.01: 1 GB per step -> one checkpoint every 8 GB / 1 GB = 8 steps at least.
+    # d = 1: 100 GB per step, so Daly's optimum stands: an async stall ~0 makes it as short as
+    # the drain allows (1.6 s of drain within a 3 s step: every step).
+    raw = momentum(
+        checkpoint={"every_steps": "auto", "mode": "async"},
+        failures={"mtbf": "1 day"},
+        budget={"steps_per_day": 1000, "nvme": {"drive_writes_per_day": dwpd}},
+    )
+    r = simulate(scenario(raw))
+    assert r.checkpoint.interval_steps == interval
+    assert r.checkpoint.interval_basis == basis
+    assert r.tiers["nvme"].written_by_class == {"checkpoint": 8_000_000_000 // interval}

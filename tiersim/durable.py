@@ -24,6 +24,7 @@ from tiersim.engine import link_busy_s, moved
 from tiersim.results import CheckpointRun, StepResult
 from tiersim.schedule_checkpoint import share
 from tiersim.schema import Scenario
+from tiersim.wear import judge, steps_per_day, tier_wear
 
 MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
 
@@ -101,12 +102,36 @@ def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> 
     )
 
 
-def resolve_interval(s: Scenario, step_s: float, run: CheckpointRun) -> int | None:
+def resolve_interval(s: Scenario, result: StepResult, run: CheckpointRun) -> tuple[int | None, str]:
+    """The interval in steps and what set it: "given"; for `auto`, "daly" (Daly's optimum,
+    never shorter than the drain), or "wear budget" where the target's write budget needs a
+    longer one."""
     every = s.checkpoint.every_steps
     if every != "auto":
-        return every
+        return every, "given"
     cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
-    return interval_to_steps(daly_interval(run.stall_s, run.mtbf_s), step_s, cost, run.mtbf_s)
+    step_s = result.time_s
+    daly = interval_to_steps(daly_interval(run.stall_s, run.mtbf_s), step_s, cost, run.mtbf_s)
+    floor = budget_interval(s, result, run)
+    return (floor, "wear budget") if floor is not None and floor > daly else (daly, "daly")
+
+
+def budget_interval(s: Scenario, result: StepResult, run: CheckpointRun) -> int | None:
+    """The fewest steps between checkpoints that keep the target within its write budget, with
+    what the step itself writes there: I >= C / (allowed per step - written per step). None
+    without a budget, or when the step's own writes already exceed it (no interval helps)."""
+    target = s.checkpoint.target
+    tier, budget = s.hardware.tiers[target], s.budget.tiers.get(target)
+    checkpoint = run.written_by_tier.get(target, 0)
+    if budget is None or tier.endurance is None or checkpoint == 0:
+        return None
+    stats = result.tiers.get(target)
+    written = stats.written_by_class if stats else {}
+    per_day = steps_per_day(s, result.time_s)
+    w = tier_wear(target, tier, written, result.time_s, per_day)
+    allowed = judge(w, budget, tier.endurance.warranty).allowed_host_bytes_per_day / per_day
+    room = allowed - w.host_bytes_per_step
+    return math.ceil(checkpoint / room) if room > 0 else None
 
 
 def per_step(total_by_key: dict[str, int], interval: int) -> dict[str, int]:
@@ -125,8 +150,8 @@ def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> Step
     link busy time per step (averaged over the interval) added to each tier and link, and each
     tier's peak raised to what the checkpoint run reached (snapshots, staging); the target holds
     the checkpoint's versions."""
-    interval = resolve_interval(s, result.time_s, run)
-    run = dataclasses.replace(run, interval_steps=interval)
+    interval, basis = resolve_interval(s, result, run)
+    run = dataclasses.replace(run, interval_steps=interval, interval_basis=basis)
     wrote = per_step(run.written_by_tier, interval) if interval else {}
     read = per_step(run.read_by_tier, interval) if interval else {}
     tiers = {

@@ -161,7 +161,12 @@ def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
     cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
     every = run.interval_steps if run.interval_steps is not None else None
     section = checkpoint_section(every_steps=every, step_s=r.time_s, cost=cost, mtbf_s=run.mtbf_s)
-    return {"mode": s.checkpoint.mode, "target": s.checkpoint.target, **section}
+    return {
+        "mode": s.checkpoint.mode,
+        "target": s.checkpoint.target,
+        **section,
+        "interval_basis": run.interval_basis,
+    }
 
 
 def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
@@ -252,6 +257,9 @@ def step_tables(report: dict[str, Any]) -> str:
 
 def _checkpoint_line(ck: dict[str, Any]) -> str:
     every = "not set" if ck["interval_steps"] is None else f"every {ck['interval_steps']} steps"
+    basis = {"daly": "auto: Daly's optimum", "wear budget": f"auto: {ck['target']}'s wear budget"}
+    if ck.get("interval_basis") in basis:
+        every += f", {basis[ck['interval_basis']]}"
     line = (
         f"Checkpoint ({ck['mode']} to {ck['target']}, {every}): {fmt_bytes(ck['bytes'])} per "
         f"GPU, written in {fmt_time(ck['write_s'])}, training stalls {fmt_time(ck['stall_s'])}; "

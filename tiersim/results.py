@@ -49,6 +49,7 @@ class CheckpointRun:
     link_bytes: dict[str, dict[str, int]] = field(default_factory=dict)  # per direction
     peak_by_tier: dict[str, int] = field(default_factory=dict)  # occupancy with the checkpoint
     link_busy_s: dict[str, float] = field(default_factory=dict)  # busy time one checkpoint adds
+    interval_basis: str | None = None  # "given" | "daly" | "wear budget" (see durable)
 
 
 @dataclass(frozen=True)
