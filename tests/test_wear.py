@@ -147,6 +147,8 @@ def test_verdict_sentence_for_the_planner():
     table = wear_text(assess(s, result(HBF_OPT)))
     assert table.startswith("HBF cannot hold")
     assert "23.8 DWPD" in table and "126.0 days" in table
+    budget_row = next(line for line in table.splitlines() if line.startswith("budget "))
+    assert budget_row.split() == ["budget", "5", "years"]
 
 
 def test_steps_per_day_remedy_applied_back_fits():

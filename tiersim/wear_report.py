@@ -95,6 +95,8 @@ def _days(days: float) -> str:
     if math.isinf(days):
         return "never"
     years = days * DAY_S / YEAR_S
+    if years >= 1000:
+        return f"{years:,.0f} years"
     return f"{years:.4g} years" if years >= 1 else f"{days:.4g} days"
 
 
@@ -111,7 +113,7 @@ def _classes(names: list[str]) -> str:
     return " and ".join([", ".join(labels[:-1]), labels[-1]] if len(labels) > 2 else labels)
 
 
-def _goal(v: Verdict) -> str:
+def budget_goal(v: Verdict) -> str:
     if v.kind == "lifetime":
         return f"for {_days(v.limit / DAY_S)}"
     if v.kind == "drive_writes_per_day":
@@ -169,7 +171,9 @@ def verdict_sentence(a: Assessment) -> str:
     if v is None:
         return f"{tier} holding {held}: {rate} and {life}; no budget set."
     if v.within_budget:
-        return f"{tier} can hold {held} {_goal(v)}: {rate} and {life} (margin {v.margin:.4g}x)."
+        return (
+            f"{tier} can hold {held} {budget_goal(v)}: {rate} and {life} (margin {v.margin:.4g}x)."
+        )
     fixes = _fixes(a.remedies, w) if a.remedies else []
     fit = "; it would fit at " + ", ".join(fixes[:-1]) + " or " * (len(fixes) > 1) + fixes[-1]
-    return f"{tier} cannot hold {held} {_goal(v)}: {rate} and {life}{fit if fixes else ''}."
+    return f"{tier} cannot hold {held} {budget_goal(v)}: {rate} and {life}{fit if fixes else ''}."
