@@ -49,8 +49,13 @@ def _checkpoint_window(schedule, log, step: int) -> tuple[float, float, int]:
     return start, end, len(ops)
 
 
-def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> CheckpointRun:
-    """Simulate one checkpoint (every step if the interval is 1) and measure what it costs."""
+def measure_checkpoint(
+    s: Scenario, setup, plain: StepResult, run: Callable, plain_run: tuple | None = None
+) -> CheckpointRun:
+    """Simulate one checkpoint (every step if the interval is 1) and measure what it costs.
+
+    `plain_run`: the (engine, log) of the plain run over warm-up + 2 steps, reused as the
+    baseline when the checkpoint run is that long."""
     measured = s.simulation.warmup_steps
     every = s.checkpoint.every_steps
     per_class = {
@@ -68,23 +73,28 @@ def measure_checkpoint(s: Scenario, setup, plain: StepResult, run: Callable) -> 
         drain_steps = math.ceil(nbytes / slowest / plain.time_s) if plain.time_s > 0 else 1
         steps = measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1))
         marks = frozenset({measured})
-    _, base_engine, base_log, _ = run(s, setup, steps)
+    if plain_run is not None and steps == measured + 2:
+        base_engine, base_log = plain_run
+    else:
+        _, base_engine, base_log, _ = run(s, setup, steps)
+    base_ends, base_busy = list(base_log.step_end), link_busy_s(base_engine)
+    del base_engine, base_log  # only these figures are needed: free the run before the next
     schedule, engine, log, _ = run(s, setup, steps, marks)
     if every == 1:
 
-        def period(lg):
-            return lg.step_end[measured] - lg.step_end[measured - 1]
+        def period(ends):
+            return ends[measured] - ends[measured - 1]
 
-        stall = period(log) - period(base_log)
+        stall = period(log.step_end) - period(base_ends)
     start, end, _ = _checkpoint_window(schedule, log, measured)
     if every != 1:
-        stall = log.step_end[-1] - base_log.step_end[-1]
+        stall = log.step_end[-1] - base_ends[-1]
         if isinstance(every, int):  # a drain longer than the interval holds the next snapshot
             stall += max(0.0, (end - start) - every * plain.time_s)
     links, read, written = moved(setup.topo, schedule.ops, measured, roles=("checkpoint",))
     # the same steps with and without the checkpoint: the link time it adds (its transfers
     # that overlap others' add only the part not already busy)
-    busy, base_busy = link_busy_s(engine), link_busy_s(base_engine)
+    busy = link_busy_s(engine)
     added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
     return CheckpointRun(
         interval_steps=None,

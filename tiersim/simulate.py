@@ -106,7 +106,9 @@ def simulate(s: Scenario, record: bool = False) -> StepResult:
     if record:
         trace = trace_events(tuple(log.trace), schedule.ops, setup.topo)
         result = dataclasses.replace(result, trace=trace)
+    plain_run = (engine, log)
+    del schedule, engine, log  # the checkpoint runs need only the plain run's engine and log
     if s.checkpoint_simulated:
-        run = measure_checkpoint(s, setup, result, _run)
+        run = measure_checkpoint(s, setup, result, _run, plain_run)
         result = with_checkpoint(result, s, run)
     return result
