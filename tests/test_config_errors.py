@@ -462,3 +462,9 @@ def test_a_set_path_with_a_typo_suggests_the_existing_key(problems, write):
         f"{file}: --set hardware.tiers.hbff.write_bandwidth: 'hbff' is not in hardware.tiers; "
         "did you mean 'hbf'?"
     )
+
+
+def test_a_file_that_is_no_scenario_says_so_once(problems, write):
+    file = write({"a.yaml": {"iteration_time_s": 1.0}, "b.yaml": {"iteration_time_s": 2.0}})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: not a scenario: no section among its keys (a.yaml, b.yaml)")

@@ -448,6 +448,12 @@ def _top_level_problem(raw: Any) -> Problem | None:
         return Problem(
             "", f"top level is {got} (expected a mapping of sections: name, model, training, ...)"
         )
+    if raw and not set(map(str, raw)) & set(Scenario.model_fields):
+        keys = ", ".join(str(k) for k in list(raw)[:3]) + (", ..." if len(raw) > 3 else "")
+        sections = ", ".join(Scenario.model_fields)
+        return Problem(
+            "", f"not a scenario: no section among its keys ({keys}); expected {sections}"
+        )
     return None
 
 
