@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 from tiersim.errors import InputError, Problem
@@ -55,10 +56,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "measure",
         help="train real steps in PyTorch and compare measured state with tiersim's prediction",
-        description="Build the model in PyTorch (the `measure` extra), train a warm-up step and a "
-        "measured step in one precision, and print the bytes of weights, gradients, optimizer "
-        "state and retained activations (and the allocator peak on a GPU) beside tiersim's "
-        "prediction for the same configuration.",
+        description=textwrap.fill(  # the raw formatter keeps the epilog's layout, not this
+            "Build the model in PyTorch (the `measure` extra), train a warm-up step and a "
+            "measured step in one precision, and print the bytes of weights, gradients, optimizer "
+            "state and retained activations (and the allocator peak on a GPU) beside tiersim's "
+            "prediction for the same configuration.",
+            width=80,
+        ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
