@@ -26,14 +26,22 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def best_points(table: Table) -> list[tuple[str, str, dict[str, Any]]]:
-    """(objective, column, row) for each objective the results have."""
+TIE = 1e-6  # relative: values closer than this to the best one tie with it
+
+
+def best_points(table: Table) -> list[tuple[str, str, dict[str, Any], int]]:
+    """(objective, column, row, how many points tie with it) for each objective the results
+    have; the first of the tied points in sweep order is shown."""
     ok = [r for r in table.rows if r["status"] == OK]
     best = []
     for column, better, label in OBJECTIVES:
         candidates = [r for r in ok if _number(r.get(column))]
-        if len({r[column] for r in candidates}) > 1:  # an objective all points tie on says nothing
-            best.append((label, column, better(candidates, key=lambda r, c=column: r[c])))
+        top = better((r[column] for r in candidates), default=None)
+        if top is None:
+            continue
+        tied = [r for r in candidates if abs(r[column] - top) <= TIE * abs(top)]
+        if len(tied) < len(candidates):  # an objective all points tie on says nothing
+            best.append((label, column, tied[0], len(tied)))
     return best
 
 
@@ -88,8 +96,13 @@ def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
     best = best_points(table)
     if best:
         rows = [
-            [label, f"{column} = {row[column]:.6g}", row["point"], describe(_values(table, row))]
-            for label, column, row in best
+            [
+                label,
+                f"{column} = {row[column]:.6g}",
+                row["point"] if ties == 1 else f"{row['point']} (+{ties - 1} tied)",
+                describe(_values(table, row)),
+            ]
+            for label, column, row, ties in best
         ]
         parts.append(render(["best", "value", "point", "swept values"], rows))
     changes = verdict_changes(spec, points, table)

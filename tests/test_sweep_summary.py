@@ -1,0 +1,28 @@
+"""The sweep summary's best points: ties are said, all-tied objectives are left out."""
+
+from tiersim.sweep.rows import Table
+from tiersim.sweep.summary import best_points
+
+
+def _table(times: list[float], goodputs: list[float]) -> Table:
+    rows = [
+        {"point": i, "status": "ok", "step.time_s": t, "checkpoint.goodput": g}
+        for i, (t, g) in enumerate(zip(times, goodputs, strict=True))
+    ]
+    outputs = ["step.time_s", "checkpoint.goodput"]
+    return Table(rows, ["point", "status", *outputs], [], outputs)
+
+
+def test_best_point_counts_the_points_that_tie_with_it():
+    # points 1 and 3 both take 2 s (3 differs by 1e-9 relative: a tie); goodput all equal
+    table = _table([3.0, 2.0, 4.0, 2.0 * (1 + 1e-9)], [0.5, 0.5, 0.5, 0.5])
+    best = best_points(table)
+    assert [(label, row["point"], ties) for label, _, row, ties in best] == [
+        ("shortest step", 1, 2)
+    ]
+
+
+def test_a_failed_point_is_never_best():
+    table = _table([3.0, 1.0], [0.5, 0.9])
+    table.rows[1]["status"] = "error"
+    assert best_points(table) == []  # one ok point: nothing to compare
