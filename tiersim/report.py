@@ -6,6 +6,7 @@ Reporting reads result objects only; it never reaches into the engine's internal
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from tiersim import __version__
@@ -30,10 +31,15 @@ def inventory_section(inv: Inventory) -> dict[str, Any]:
     }
 
 
+def whole(nbytes: float) -> int | float:
+    """Byte counts as integers in JSON, like every other count (a capacity is parsed as a float)."""
+    return int(nbytes) if math.isfinite(nbytes) and float(nbytes).is_integer() else nbytes
+
+
 def tiers_section(inv: Inventory) -> dict[str, Any]:
     return {
         name: {
-            "capacity_bytes": use.capacity_bytes,
+            "capacity_bytes": whole(use.capacity_bytes),
             "resident_bytes": use.resident_bytes,
             "fits": use.fits,
             "classes": use.classes,
@@ -136,7 +142,7 @@ def run_tiers_section(inv: Inventory, r: StepResult) -> dict[str, Any]:
     out = {}
     for name, ts in r.tiers.items():
         out[name] = {
-            "capacity_bytes": ts.capacity_bytes,
+            "capacity_bytes": whole(ts.capacity_bytes),
             # training state as `tiersim inventory` says, plus a checkpoint target's last version
             "resident_bytes": inv.tiers[name].resident_bytes + ts.checkpoint_bytes,
             "checkpoint_bytes": ts.checkpoint_bytes,
