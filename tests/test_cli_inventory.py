@@ -45,6 +45,7 @@ def test_inventory_json_tiers(cli_json, write):
     for tier in tiers.values():
         assert {"capacity_bytes", "resident_bytes", "fits"} <= set(tier)
         assert isinstance(tier["fits"], bool)
+        assert isinstance(tier["capacity_bytes"], int)  # bytes are whole numbers in JSON
     assert tiers["hbf"]["resident_bytes"] == 12 * GB  # 4 GB master + 8 GB Adam
     assert tiers["hbm"]["resident_bytes"] == 2 * GB + 2 * GB + 4.8 * GB + GB
     assert tiers["hbm"]["capacity_bytes"] == 141 * GB  # the H200-class default
