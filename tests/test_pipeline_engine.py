@@ -92,3 +92,35 @@ def test_unoverlapped_gradient_reduce_adds_its_whole_time_to_the_step():
     assert step(1, overlap=False) == pytest.approx(3 + comm + update, rel=1e-9)
     assert step(2, overlap=False) == pytest.approx(6 + 2 * comm + 2 * update, rel=1e-9)
     assert step(2, overlap=True) < step(2, overlap=False) - 0.5 * comm
+
+
+def _slow_network(tied: bool, **parallel) -> dict:
+    # NVLink at 1 GB/s so that collectives are long against this tiny model's compute
+    raw = tiny(
+        parallel={"pipeline": 2, **parallel},
+        training={"grad_accumulation": 2},
+        hardware={"network": {"gpus_per_node": 2, "intra_node_bandwidth": "1 GB/s"}},
+    )
+    raw["model"] = {**_transformer(100_000, tied), "layers": 2}
+    return raw
+
+
+def test_the_embedding_all_reduce_waits_for_the_whole_pipeline():
+    # Stage 0 is simulated. Tied or not, it holds the same parameters, so the only difference
+    # is the all-reduce of the 100,000 x 64 fp32 embedding gradient with the last stage,
+    # which starts once both are done (the pipeline's end): 25.6 MB at 1 GB/s on a 2-rank
+    # ring (one buffer sent) plus 2 latency terms of 2 us, all on the critical path.
+    tied = simulate(scenario(_slow_network(True)))
+    untied = simulate(scenario(_slow_network(False)))
+    sync = 100_000 * 64 * 4 / 1e9 + 2 * 2e-6
+    assert tied.time_s - untied.time_s == pytest.approx(sync, rel=1e-6)
+
+
+def test_gradient_reduce_due_at_stage_0s_last_backward_is_exposed():
+    # Stage 0's last backward ends the pipeline, so the data-parallel reduce of its gradients
+    # (the 25.6 MB embedding among them) cannot hide under the bubble, which came before:
+    # at least the embedding's 25.6 ms, less the one layer backward it overlaps, is exposed.
+    r = simulate(scenario(_slow_network(False, data=2)))
+    layer_backward = r.compute_s / 2 * 2 / 3  # per micro-batch f + b, and b = 2f
+    assert r.exposed_transfer_s >= 100_000 * 64 * 4 / 1e9 - layer_backward
+    assert r.time_s >= r.pipeline_bubble_s + r.exposed_transfer_s + r.compute_s - 1e-12

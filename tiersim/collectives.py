@@ -388,14 +388,14 @@ def embedding_group_link(network: Network, parallel: Parallel) -> GroupLink:
 
 
 def tied_embedding_gradient_bytes(s: Scenario, model: Model, stage: int) -> int:
-    """The word-embedding gradient (vocab/t x h) the first and last stage all-reduce once per
+    """The word-embedding gradient (ceil(vocab/t) x h) the first and last stage all-reduce once per
     step when their embeddings are tied (Megatron's `finalize_model_grads`); 0 otherwise."""
     par = s.parallel
     tied = isinstance(model, Transformer) and model.tied_embeddings
     if not tied or par.pipeline == 1 or stage not in (0, par.pipeline - 1):
         return 0
     grad = PRECISION_BYTES[s.training.precision.gradients]
-    return math.ceil(model.vocab * model.hidden / par.tensor) * grad
+    return math.ceil(model.vocab / par.tensor) * model.hidden * grad  # vocab rows padded
 
 
 def embedding_sync(c: _Context) -> list[Collective]:

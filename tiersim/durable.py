@@ -77,7 +77,13 @@ def measure_checkpoint(
         base_engine, base_log = plain_run
     else:
         _, base_engine, base_log, _ = run(s, setup, steps)
-    base_ends, base_busy = list(base_log.step_end), link_busy_s(base_engine)
+
+    # every step checkpointing: the measured step alone; else the one checkpoint, whole run
+    def window(ends: list[float]) -> tuple[float, float] | None:
+        return (ends[measured - 1], ends[measured]) if every == 1 else None
+
+    base_ends = list(base_log.step_end)
+    base_busy = link_busy_s(base_engine, window(base_ends))
     del base_engine, base_log  # only these figures are needed: free the run before the next
     schedule, engine, log, _ = run(s, setup, steps, marks)
     if every == 1:
@@ -89,12 +95,14 @@ def measure_checkpoint(
     start, end, _ = _checkpoint_window(schedule, log, measured)
     if every != 1:
         stall = log.step_end[-1] - base_ends[-1]
-        if isinstance(every, int):  # a drain longer than the interval holds the next snapshot
+        if isinstance(every, int) and s.checkpoint.mode == "async":
+            # a drain longer than the interval holds the next snapshot (a blocking write has
+            # already stalled training for all of it)
             stall += max(0.0, (end - start) - every * plain.time_s)
     links, read, written = moved(setup.topo, schedule.ops, measured, roles=("checkpoint",))
     # the same steps with and without the checkpoint: the link time it adds (its transfers
     # that overlap others' add only the part not already busy)
-    busy = link_busy_s(engine)
+    busy = link_busy_s(engine, window(log.step_end))
     added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
     return CheckpointRun(
         interval_steps=None,
@@ -112,13 +120,15 @@ def measure_checkpoint(
     )
 
 
-def resolve_interval(s: Scenario, result: StepResult, run: CheckpointRun) -> tuple[int | None, str]:
+def resolve_interval(
+    s: Scenario, result: StepResult, run: CheckpointRun
+) -> tuple[int | None, str | None]:
     """The interval in steps and what set it: "given"; for `auto`, "daly" (Daly's optimum,
     never shorter than the drain), or "wear budget" where the target's write budget needs a
     longer one."""
     every = s.checkpoint.every_steps
     if every != "auto":
-        return every, "given"
+        return every, None if every is None else "given"
     cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
     step_s = result.time_s
     daly = interval_to_steps(daly_interval(run.stall_s, run.mtbf_s), step_s, cost, run.mtbf_s)
@@ -141,7 +151,12 @@ def budget_interval(s: Scenario, result: StepResult, run: CheckpointRun) -> int 
     w = tier_wear(target, tier, written, result.time_s, per_day)
     allowed = judge(w, budget, tier.endurance.warranty).allowed_host_bytes_per_day / per_day
     room = allowed - w.host_bytes_per_step
-    return math.ceil(checkpoint / room) if room > 0 else None
+    if room <= 0:
+        return None
+    interval = math.ceil(checkpoint / room)
+    while round(checkpoint / interval) > room:  # per_step rounds the bytes the report shows
+        interval += 1
+    return interval
 
 
 def per_step(total_by_key: dict[str, int], interval: int) -> dict[str, int]:
@@ -179,11 +194,12 @@ def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> Step
             for d, b in extra.items():
                 by_dir[d] = by_dir.get(d, 0) + b
             busy = links[name].busy_s + run.link_busy_s.get(name, 0.0) / interval
+            period = result.time_s + run.stall_s / interval  # the step with its stall share
             links[name] = dataclasses.replace(
                 links[name],
                 bytes=links[name].bytes + sum(extra.values()),
                 busy_s=busy,
-                utilization=busy / result.time_s if result.time_s > 0 else 0.0,
+                utilization=busy / period if period > 0 else 0.0,
                 bytes_by_direction=by_dir,
             )
     return dataclasses.replace(result, tiers=tiers, links=links, checkpoint=run)
@@ -210,5 +226,6 @@ def _holding_versions(ts, nbytes: int):
         ts,
         resident_bytes=ts.resident_bytes + nbytes,
         peak_bytes=ts.peak_bytes + 2 * nbytes,
+        mean_bytes=ts.mean_bytes + nbytes,
         checkpoint_bytes=nbytes,
     )

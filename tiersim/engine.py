@@ -212,13 +212,15 @@ def _role_time(ops: list[Op], step: int, kind: str, roles: tuple[str, ...]) -> f
     )
 
 
-def link_busy_s(engine: Engine) -> dict[str, float]:
-    """Seconds each link (or network channel) had a transfer on it, over the whole run."""
-    return {
-        name: iv.total(iv.union(spans))
-        for name, spans in engine.net.busy.intervals.items()
-        if name != FlowNetwork.ANY
-    }
+def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:
+    """Seconds each link (or network channel) had a transfer on it, over the whole run or
+    within `window` (start, end)."""
+    out = {}
+    for name, spans in engine.net.busy.intervals.items():
+        if name != FlowNetwork.ANY:
+            merged = iv.union(spans)
+            out[name] = iv.total(iv.clip(merged, *window) if window else merged)
+    return out
 
 
 def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[str, ...] | None = None):

@@ -350,8 +350,11 @@ class _Builder:
             self.wl.stage, par.pipeline, self.wl.micro_batches, par.virtual_pipeline
         )
         offloads: dict[tuple[int, int], int | None] = {}
-        for op in order:
+        waits = self.wl.bubble_s - self.wl.bubble_after_s
+        for k, op in enumerate(order):
             units = self.wl.chunks[op.chunk]
+            if k == len(order) - 1 and waits > 0:  # the other stages' work before the last op
+                self.add(Op("idle", "bubble", "pipeline bubble", step, [], duration=waits))
             if op.kind == "forward":
                 for u in units:
                     fwd = self.forward(u, op.microbatch, step)
@@ -487,21 +490,23 @@ class _Builder:
         return last
 
     def optimizer_step(self, step: int) -> None:
-        """After the last backward: the pipeline's drain (stage 0 waits for the later stages'
-        backwards before the step's global synchronisation), then the update unit by unit,
+        """After the last backward: what is left of the pipeline (a later stage waits for
+        stage 0's last backward before the step's global synchronisation), then the update
+        unit by unit,
         rest first (its embedding gradient is final only after the first layer's backward and,
         with tied embeddings over a pipeline, the first and last stage's all-reduce of it)."""
         if self.use_units:
             self.use_units[-1] = -1  # weights change now: nothing staged survives the update
         last_backward = self.last_on.get("gpu")
         bubble = None
-        if self.wl.bubble_s > 0:  # waiting on the other pipeline stages
+        if self.wl.bubble_after_s > 0:  # waiting for the pipeline's end
             bubble = self.add(
-                Op("idle", "bubble", "pipeline bubble", step, [], duration=self.wl.bubble_s)
+                Op("idle", "bubble", "pipeline end", step, [], duration=self.wl.bubble_after_s)
             )
         n = len(self.wl.units)
         rest = self.wl.units[-1]
-        sync = self.net(rest.embedding_sync, step, [last_backward, self.grad_last[-1]])
+        # the first and last stage's all-reduce: both are done only when the pipeline is
+        sync = self.net(rest.embedding_sync, step, [last_backward, self.grad_last[-1], bubble])
         done: list[list[int]] = []
         for u in [n - 1, *range(n - 1)]:
             gate = done[-self.depth - 1] if len(done) > self.depth else []

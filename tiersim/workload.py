@@ -69,6 +69,8 @@ class Workload:
     chunks: tuple[tuple[int, ...], ...]  # unit indices of each model chunk (interleaving)
     gradients_every_microbatch: bool  # sharded gradients are reduced every micro-batch
     bubble_s: float  # pipeline idle time per step (fill, drain, exposed p2p)
+    bubble_after_s: float  # the part of it after this stage's last backward (waiting for the
+    # pipeline to end); the rest comes before that backward
     net_capacity: dict[tuple[str, str], float]
 
 
@@ -223,19 +225,21 @@ def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden
     return fwd, bwd
 
 
-def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None) -> float:
-    """Pipeline idle time per step of the simulated stage: the all-stage schedule's step time
-    minus this stage's own work (fill, drain, exposed point-to-point sends, and waiting on
-    the last stage's output head)."""
+def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None) -> tuple:
+    """Pipeline idle time per step of the simulated stage, and the part of it after the
+    stage's last backward: the all-stage schedule's step time minus this stage's own work
+    (fill, drain, exposed point-to-point sends, waiting on the last stage's output head);
+    after its last backward a stage waits only for the pipeline's end (stage 0: not at all)."""
     par, m = s.parallel, s.training.grad_accumulation
     if par.pipeline == 1:
-        return 0.0
+        return 0.0, 0.0
     fwd, bwd = _stage_chunk_times(s, model, units[:-1], cap, hidden)
     timing = pipeline.evaluate(
         par.pipeline, m, par.virtual_pipeline, fwd, bwd, p2p_send_s(s, hidden)
     )
     stage = build_inventory(s).stage
-    return max(0.0, timing.step_s - timing.busy_s[stage])
+    idle = max(0.0, timing.step_s - timing.busy_s[stage])
+    return idle, min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
 
 
 def _chunks(n_layers: int, virtual: int) -> tuple[tuple[int, ...], ...]:
@@ -273,6 +277,7 @@ def build_workload(s: Scenario) -> Workload:
         )
     ]
     cap = capacities(s)
+    bubble, after = _bubble(s, model, units, cap, hidden)
     gpu = s.hardware.gpu.memory
     resident = sum(
         b
@@ -288,7 +293,8 @@ def build_workload(s: Scenario) -> Workload:
         stage=inv.stage,
         chunks=_chunks(len(units) - 1, par.virtual_pipeline),
         gradients_every_microbatch=sharded_classes(s)["gradients"] and par.data > 1,
-        bubble_s=_bubble(s, model, units, cap, hidden),
+        bubble_s=bubble,
+        bubble_after_s=after,
         net_capacity=cap,
     )
 
