@@ -13,6 +13,11 @@
 # is tried with `pip install -e .`. Outputs (at most 8 files): summary.txt, stderr.txt,
 # calibrate.json, calibrated-hardware.yaml, measure-gpt2.json, measure-llama.json, pytest.txt,
 # measure-extra.txt. Exit status: 0 all ran, 1 a step failed, 3 no GPU, 4 tiersim not importable.
+# dist/ is git-ignored: to fill $WHEELS on this machine before the device call (the device
+# image's python is 3.12; it has numpy, networkx, yaml):
+#   .venv/bin/pip download -d dist/gpu-wheels --only-binary=:all: --python-version 3.12 \
+#     --platform manylinux2014_x86_64 simpy pydantic
+# and pass carry=["dist/gpu-wheels"] to the device tool.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 REPO=$PWD
