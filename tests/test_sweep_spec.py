@@ -185,6 +185,20 @@ def test_validate_names_the_swept_value_that_is_invalid(tmp_path, cli):
     )
 
 
+def test_validate_reports_bad_paths_and_the_bad_values_of_the_other_axes(tmp_path, cli):
+    # 'write_bandwith' is no key; the other axis is sound and its -2 is checked too, over the
+    # 2 points the sound axes make
+    grid = {"hardware.tiers.hbf.write_bandwith": ["25 GB/s"], "parallel.data": [1, -2]}
+    path = write_sweep(tmp_path, {"grid": grid})
+    code, out, err = cli("validate", path)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, err
+    assert lines[0].startswith(f"{path}: grid.hardware.tiers.hbf.write_bandwith: not a scenario")
+    assert lines[1].startswith(f"{path}: grid.parallel.data: value -2: ")
+    assert lines[1].endswith("[1 of 2 points; first: point 1 (parallel.data=-2)]")
+
+
 def test_validate_reports_a_broken_base_once_for_all_points(tmp_path, cli):
     base = {**TINY, "training": {"optimizer": "adamm"}}
     path = write_sweep(tmp_path, {"grid": {"parallel.data": [1, 2, 4]}}, base=base)

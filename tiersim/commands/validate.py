@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 
 from tiersim.config import build, read_yaml
+from tiersim.errors import InputError
 from tiersim.runner import check_runnable
-from tiersim.sweep.check import check_points
-from tiersim.sweep.spec import is_sweep, read_sweep
+from tiersim.sweep.check import check_points, point_problems
+from tiersim.sweep.spec import expand, is_sweep, read_sweep_partly
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,8 +38,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_sweep(raw: dict, path: Path) -> str:
-    """Check the file, then build every point; raise InputError listing every problem."""
-    spec = read_sweep(raw, path)
+    """Check the file, then build every point (of the axes without problems, when some have
+    them); raise InputError listing every problem."""
+    spec, problems = read_sweep_partly(raw, path)
+    if problems:
+        found = point_problems(spec, expand(spec)) if spec is not None else []
+        raise InputError(str(path), problems + found)
     count = check_points(spec)
     shape = []
     if spec.grid:

@@ -90,6 +90,27 @@ def load_sweep(path: str | Path) -> SweepSpec:
 
 def read_sweep(raw: Any, path: Path) -> SweepSpec:
     """Check a parsed sweep file: keys, base scenario, lists, and every path against the schema."""
+    spec, problems = read_sweep_partly(raw, path)
+    if problems or spec is None:
+        raise InputError(str(path), problems)
+    return spec
+
+
+def read_sweep_partly(raw: Any, path: Path) -> tuple[SweepSpec | None, list[Problem]]:
+    """The file's problems, and the sweep over the axes that have none (None without a usable
+    base or axis), so that `validate` can also build its points and report their problems."""
+    try:
+        return _read_sweep(raw, path), []
+    except _Partial as partial:
+        return partial.spec, partial.problems
+
+
+class _Partial(Exception):
+    def __init__(self, spec: SweepSpec | None, problems: list[Problem]):
+        self.spec, self.problems = spec, problems
+
+
+def _read_sweep(raw: Any, path: Path) -> SweepSpec:
     source = str(path)
     if not isinstance(raw, dict):
         got = type(raw).__name__
@@ -117,10 +138,31 @@ def read_sweep(raw: Any, path: Path) -> SweepSpec:
         for path_text, value in fixed.items():
             set_path(base, path_text.split("."), copy.deepcopy(value))
         _schema_problems(base, base_path, all_paths, problems)
-    if problems:
-        raise InputError(source, problems)
     name = raw.get("name") or path.stem
-    return SweepSpec(source, str(name), base_path, base, tuple(grid), tuple(zipped))
+    if not problems:
+        return SweepSpec(source, str(name), base_path, base, tuple(grid), tuple(zipped))
+    raise _Partial(
+        _sound_part(source, str(name), base_path, base, grid, zipped, problems), problems
+    )
+
+
+def _sound_part(source, name, base_path, base, grid, zipped, problems) -> SweepSpec | None:
+    """The sweep without its faulty axes (a faulty zip drops the whole zip); None if the base
+    or the file as a whole is faulty, or nothing is left to sweep."""
+    where = {p.path for p in problems}
+    if (
+        base is None
+        or base_path is None
+        or where & {"", "base", "zip"}
+        or any(w.startswith("set.") for w in where)
+    ):
+        return None
+    grid = [a for a in grid if f"grid.{a.path}" not in where]
+    if any(f"zip.{a.path}" in where for a in zipped):
+        zipped = []
+    if not grid and not zipped:
+        return None
+    return SweepSpec(source, name, base_path, base, tuple(grid), tuple(zipped))
 
 
 def _top_level_problems(raw: dict[str, Any]) -> list[Problem]:
