@@ -87,9 +87,9 @@ class Engine:
     # --- running ---------------------------------------------------------------------------------
 
     def run(self) -> _Log:
-        for i, waiting in enumerate(self.waiting):
-            if waiting == 0:
-                self._start(i)
+        # the ready set first: an op that finishes at once starts its dependents itself
+        for i in [i for i, waiting in enumerate(self.waiting) if waiting == 0]:
+            self._start(i)
         self.env.run()
         if any(self.log.step_left):
             raise AssertionError("schedule deadlocked: some operations never became ready")

@@ -242,11 +242,16 @@ def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None
     return idle, min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
 
 
-def _chunks(n_layers: int, virtual: int) -> tuple[tuple[int, ...], ...]:
-    """Layers split evenly into `virtual` chunks; the stage's rest unit joins the last."""
+def _chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[int, ...], ...]:
+    """Layers split evenly into `virtual` chunks; the stage's rest unit (index n_layers) opens
+    the first chunk where it is only the embedding (stage 0 of a pipeline), else closes the
+    last (the output head, after the layers)."""
     per = n_layers // virtual
     chunks = [list(range(c * per, (c + 1) * per)) for c in range(virtual)]
-    chunks[-1].append(n_layers)
+    if embedding_first:
+        chunks[0].insert(0, n_layers)
+    else:
+        chunks[-1].append(n_layers)
     return tuple(tuple(c) for c in chunks)
 
 
@@ -291,7 +296,7 @@ def build_workload(s: Scenario) -> Workload:
         tokens_per_step=tokens,
         hbm_resident=resident,
         stage=inv.stage,
-        chunks=_chunks(len(units) - 1, par.virtual_pipeline),
+        chunks=_chunks(len(units) - 1, par.virtual_pipeline, inv.stage == 0 < par.pipeline - 1),
         gradients_every_microbatch=sharded_classes(s)["gradients"] and par.data > 1,
         bubble_s=bubble,
         bubble_after_s=after,
