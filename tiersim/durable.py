@@ -49,6 +49,35 @@ def _checkpoint_window(schedule, log, step: int) -> tuple[float, float, int]:
     return start, end, len(ops)
 
 
+def _run_length(s: Scenario, setup, plain: StepResult, nbytes: int) -> tuple[int, frozenset]:
+    """Steps to simulate and the steps that checkpoint: every step when the interval is 1,
+    else one checkpoint after the measured step and enough steps for its drain to end."""
+    measured = s.simulation.warmup_steps
+    if s.checkpoint.every_steps == 1:
+        return measured + 2, frozenset(range(measured + 2))
+    slowest = min(
+        setup.topo.route(getattr(s.placement, c), s.checkpoint.target).bottleneck
+        for c in ("weights", "master", "optimizer")
+    )
+    drain_steps = math.ceil(nbytes / slowest / plain.time_s) if plain.time_s > 0 else 1
+    return measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1)), frozenset({measured})
+
+
+def _stall(s: Scenario, plain: StepResult, ends: list, base_ends: list, write_s: float) -> float:
+    """How much later training ends because of the checkpoint (see the module docstring)."""
+    measured, every = s.simulation.warmup_steps, s.checkpoint.every_steps
+    if every == 1:  # the steady period's growth
+        return (ends[measured] - ends[measured - 1]) - (
+            base_ends[measured] - base_ends[measured - 1]
+        )
+    stall = ends[-1] - base_ends[-1]
+    if isinstance(every, int) and s.checkpoint.mode == "async":
+        # a drain longer than the interval holds the next snapshot (a blocking write has
+        # already stalled training for all of it)
+        stall += max(0.0, write_s - every * plain.time_s)
+    return stall
+
+
 def measure_checkpoint(
     s: Scenario, setup, plain: StepResult, run: Callable, plain_run: tuple | None = None
 ) -> CheckpointRun:
@@ -57,58 +86,35 @@ def measure_checkpoint(
     `plain_run`: the (engine, log) of the plain run over warm-up + 2 steps, reused as the
     baseline when the checkpoint run is that long."""
     measured = s.simulation.warmup_steps
-    every = s.checkpoint.every_steps
     per_class = {
         c: sum(share(s, u, c) for u in setup.wl.units) for c in ("weights", "master", "optimizer")
     }
     nbytes = sum(per_class.values())
-    if every == 1:
-        steps = measured + 2
-        marks = frozenset(range(steps))
-    else:
-        slowest = min(
-            setup.topo.route(getattr(s.placement, c), s.checkpoint.target).bottleneck
-            for c in per_class
-        )
-        drain_steps = math.ceil(nbytes / slowest / plain.time_s) if plain.time_s > 0 else 1
-        steps = measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1))
-        marks = frozenset({measured})
+    steps, marks = _run_length(s, setup, plain, nbytes)
     if plain_run is not None and steps == measured + 2:
         base_engine, base_log = plain_run
     else:
         _, base_engine, base_log, _ = run(s, setup, steps)
 
-    # every step checkpointing: the measured step alone; else the one checkpoint, whole run
+    # link time: every step checkpointing, the measured step's; else the one checkpoint's
     def window(ends: list[float]) -> tuple[float, float] | None:
-        return (ends[measured - 1], ends[measured]) if every == 1 else None
+        return (ends[measured - 1], ends[measured]) if s.checkpoint.every_steps == 1 else None
 
     base_ends = list(base_log.step_end)
     base_busy = link_busy_s(base_engine, window(base_ends))
     del base_engine, base_log  # only these figures are needed: free the run before the next
     schedule, engine, log, _ = run(s, setup, steps, marks)
-    if every == 1:
-
-        def period(ends):
-            return ends[measured] - ends[measured - 1]
-
-        stall = period(log.step_end) - period(base_ends)
     start, end, _ = _checkpoint_window(schedule, log, measured)
-    if every != 1:
-        stall = log.step_end[-1] - base_ends[-1]
-        if isinstance(every, int) and s.checkpoint.mode == "async":
-            # a drain longer than the interval holds the next snapshot (a blocking write has
-            # already stalled training for all of it)
-            stall += max(0.0, (end - start) - every * plain.time_s)
     links, read, written = moved(setup.topo, schedule.ops, measured, roles=("checkpoint",))
-    # the same steps with and without the checkpoint: the link time it adds (its transfers
-    # that overlap others' add only the part not already busy)
+    # what the checkpoint adds (its transfers overlapping others' add only the part not
+    # already busy)
     busy = link_busy_s(engine, window(log.step_end))
     added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
     return CheckpointRun(
         interval_steps=None,
         bytes=nbytes,
         write_s=end - start,
-        stall_s=max(0.0, stall),
+        stall_s=max(0.0, _stall(s, plain, log.step_end, base_ends, end - start)),
         read_back_s=_read_back_s(s, setup, per_class),
         restart_s=s.checkpoint.restart,
         mtbf_s=scenario_mtbf(s.failures, job_gpus(s)),
