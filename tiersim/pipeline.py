@@ -24,9 +24,11 @@ adjacent virtual stages.
   reads that cost off `evaluate`.
 
 The engine's reduction: simulate one representative stage in detail (its v·m forwards and
-backwards, with whatever offload stalls they carry), then add the idle time the schedule
-imposes: `bubble_s` for c = 0, plus `exposed_p2p_s` for transfers. `evaluate` is O(p·v·m)
-(p = 64, m = 512: about 0.15 s) and is also cheap enough to call directly with per-stage times.
+backwards, with whatever offload stalls they carry), then add the idle time the all-stage
+schedule imposes on it, `evaluate` run with per-(stage, chunk) times (the output head makes
+the last stage's last chunk heavier) and its sends: the stage's step time minus its own work,
+split at its last backward (`tiersim.workload`). `evaluate` is O(p·v·m) (p = 64, m = 512:
+about 0.15 s).
 """
 
 from __future__ import annotations

@@ -16,7 +16,10 @@ What moves, per class, never listed by the user:
 - the optimizer runs where `optimizer_compute` says, unit by unit (rest first, then layers in
   forward order so the next step can start early): gradients, master weights and optimizer
   state move to it, the updated state moves back to each class's home, and the new weights
-  to theirs. The next step's use of a unit waits for that unit's new weights.
+  to theirs. The next step's use of a unit waits for that unit's new weights;
+- in a pipeline, the GPU idles for the other stages (the bubble) before this stage's last
+  backward, and after it for what is left of the pipeline; gradient reductions are
+  collectives that overlap compute, or block the GPU stream when not overlapped.
 """
 
 from __future__ import annotations
