@@ -468,3 +468,8 @@ def test_a_file_that_is_no_scenario_says_so_once(problems, write):
     file = write({"a.yaml": {"iteration_time_s": 1.0}, "b.yaml": {"iteration_time_s": 2.0}})
     line = only(problems(file))
     assert line.startswith(f"{file}: not a scenario: no section among its keys (a.yaml, b.yaml)")
+
+
+def test_a_section_that_is_no_mapping_names_no_internal_class(problems, write):
+    file = write({"name": "x", "model": 5})
+    assert only(problems(file)) == f"{file}: model: input should be a valid dictionary (got 5)"

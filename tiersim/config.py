@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -291,6 +292,7 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     if kind == "bool_parsing":
         return f"expected true or false (got {err.get('input')!r})"
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
         return f"{msg[0].lower()}{msg[1:]} (got {err.get('input')!r})"
     return msg
