@@ -132,3 +132,14 @@ def test_checkpoint_line_says_when_no_failure_rate_is_set(tmp_path, capsys):
     assert main(["run", str(scenario), "--out", str(tmp_path), *sets]) == 0
     out = capsys.readouterr().out
     assert "goodput" in out and "job MTBF 60.0 min" in out and "Daly's optimum" in out
+
+
+def test_a_run_too_large_to_be_meant_exits_3_before_building_it(tmp_path, capsys):
+    # seed-1b-adam: 24 layers + the rest unit, 1 micro-batch, warm-up + 2 steps:
+    # 3 x 1 x 25 = 75 layer passes, over a limit of 74; at 75 it runs
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml"
+    args = ["run", str(scenario), "--out", str(tmp_path), "--set"]
+    assert main([*args, "simulation.max_layer_passes=74"]) == 3
+    err = capsys.readouterr().err
+    assert "75 layer passes (3 steps x 1 micro-batches x 25 units)" in err
+    assert main([*args, "simulation.max_layer_passes=75"]) == 0

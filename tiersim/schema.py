@@ -298,6 +298,9 @@ class Simulation(Strict):
     # transfer at a time per link direction, in issue order, at full speed: not work-conserving,
     # but a step never gets slower with more bandwidth).
     link_sharing: Literal["fair", "issue_order", "ordered"] = "fair"
+    # steps x micro-batches x units (layers + 1) a run may simulate: each is ~4-25 engine events
+    # and ~1 kB; a guard against runs of hours and gigabytes (raise it if that is intended)
+    max_layer_passes: PositiveInt = 1_000_000
 
 
 class Checkpoint(Strict):

@@ -9,6 +9,7 @@ from tiersim.durable import measure_checkpoint, with_checkpoint
 from tiersim.engine import measure, run_engine
 from tiersim.errors import InfeasibleError, InputError
 from tiersim.inventory import build_inventory
+from tiersim.model import build_model
 from tiersim.results import StepResult
 from tiersim.schedule import build_schedule
 from tiersim.schema import Scenario
@@ -59,6 +60,7 @@ def _prepare(s: Scenario) -> _Setup:
     problems = placement_problems(s, topo)
     if problems:
         raise InputError("scenario", problems)
+    _check_size(s)
     wl = build_workload(s)
     gpu = s.hardware.gpu.memory
     capacity = s.hardware.tiers[gpu].capacity
@@ -77,6 +79,21 @@ def _prepare(s: Scenario) -> _Setup:
     }
     hbm_acts = inv.per_gpu.activations if not _streamed(s, "activations") else 0
     return _Setup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
+
+
+def _check_size(s: Scenario) -> None:
+    """Refuse, before building anything, a run too large to be meant (exit 3)."""
+    steps, m = s.simulation.warmup_steps + 2, s.training.grad_accumulation
+    units = build_model(s.model).layers // s.parallel.pipeline + 1
+    passes = steps * m * units
+    limit = s.simulation.max_layer_passes
+    if passes > limit:
+        raise InfeasibleError(
+            f"the run would simulate {passes:,} layer passes ({steps} steps x "
+            f"{m:,} micro-batches x {units:,} units), over "
+            f"simulation.max_layer_passes ({limit:,}): minutes to hours and gigabytes of memory; "
+            "raise the limit if that is intended, or simulate fewer layers or micro-batches"
+        )
 
 
 def _run(s: Scenario, setup: _Setup, steps: int, checkpoints=frozenset(), record=False):
