@@ -10,7 +10,15 @@ import math
 from tiersim.results import StepResult
 from tiersim.schema import Scenario
 from tiersim.units import DAY_S, YEAR_S, fmt_bytes
-from tiersim.wear import Assessment, Remedies, TierWear, Verdict, assess, ranked_classes
+from tiersim.wear import (
+    Assessment,
+    GradAccumulationFit,
+    Remedies,
+    TierWear,
+    Verdict,
+    assess,
+    ranked_classes,
+)
 
 
 def _num(x: float | None) -> float | None:
@@ -121,17 +129,19 @@ def budget_goal(v: Verdict) -> str:
     return f"within {fmt_bytes(v.limit)} written over {_days((v.over_s or 0.0) / DAY_S)}"
 
 
+def grad_accumulation_fix(g: GradAccumulationFit) -> str:
+    """E.g. '>= 120 (then 61.8 steps/day)': fewer, longer steps in the same training hours."""
+    fix = f"{'>=' if g.at_least else '<='} {g.value}"
+    return fix if g.steps_per_day is None else f"{fix} (then {g.steps_per_day:,.4g} steps/day)"
+
+
 def _fixes(r: Remedies, w: TierWear) -> list[str]:
     fixes = []
     top = math.floor(r.max_steps_per_day * 100) / 100
     if top > 0:
         fixes.append(f"<= {math.floor(top):,} steps/day" if top >= 10 else f"<= {top:g} steps/day")
     if r.grad_accumulation is not None:
-        g = r.grad_accumulation
-        fix = f"grad_accumulation {'>=' if g.at_least else '<='} {g.value}"
-        if g.steps_per_day is not None:  # fewer, longer steps in the same training hours
-            fix += f" (then {g.steps_per_day:,.4g} steps/day)"
-        fixes.append(fix)
+        fixes.append(f"grad_accumulation {grad_accumulation_fix(r.grad_accumulation)}")
     if r.capacity_bytes is not None:
         fixes.append(f"{bytes_rounded_up(r.capacity_bytes)} of capacity")
     if r.spare_area is not None:

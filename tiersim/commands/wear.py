@@ -12,7 +12,13 @@ from tiersim.runner import check_runnable, simulate
 from tiersim.table import render
 from tiersim.units import DAY_S, fmt_bytes, fmt_time
 from tiersim.wear import Assessment, assess
-from tiersim.wear_report import assessment_dict, budget_goal, bytes_rounded_up, verdict_sentence
+from tiersim.wear_report import (
+    assessment_dict,
+    budget_goal,
+    bytes_rounded_up,
+    grad_accumulation_fix,
+    verdict_sentence,
+)
 
 EXIT_BUDGET_FAILED = 1
 
@@ -117,7 +123,7 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
     g = r.grad_accumulation
     rows += [
         ("fits at steps / day", f"<= {math.floor(r.max_steps_per_day * 100) / 100:,.2f} steps/day"),
-        ("fits at grad_accumulation", _grad_fix(g)),
+        ("fits at grad_accumulation", "-" if g is None else grad_accumulation_fix(g)),
         (
             "fits at capacity",
             "-" if r.capacity_bytes is None else f">= {bytes_rounded_up(r.capacity_bytes)}",
@@ -126,13 +132,6 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
         ("fits moving off", ", ".join(r.move_off) or "-"),
     ]
     return rows
-
-
-def _grad_fix(g) -> str:
-    if g is None:
-        return "-"
-    fix = f"{'>=' if g.at_least else '<='} {g.value}"
-    return fix if g.steps_per_day is None else f"{fix} (then {g.steps_per_day:,.4g} steps/day)"
 
 
 def wear_table(assessed: dict[str, Assessment]) -> str:
