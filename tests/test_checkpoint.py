@@ -235,6 +235,11 @@ def test_checkpoint_problems_name_the_key():
     assert p.path == "failures" and "not both" in p.message
     s = scenario({**base, "checkpoint": {"every_steps": "auto"}, "failures": {"mtbf": "3 h"}})
     assert checkpoint_problems(s) == []
+    same = {"every_steps": 10, "mode": "async", "target": "dram", "staging": "dram"}
+    (p,) = checkpoint_problems(scenario({**base, "checkpoint": same}))
+    assert p.path == "checkpoint.staging" and "mode: blocking" in p.message
+    blocking = {**same, "mode": "blocking"}  # a blocking copy never stages
+    assert checkpoint_problems(scenario({**base, "checkpoint": blocking})) == []
 
 
 def test_durable_checkpoints_keep_their_own_vocabulary():

@@ -93,6 +93,13 @@ def checkpoint_problems(scenario: Scenario) -> list[Problem]:
     if scenario.checkpoint.every_steps == "auto" and f.mtbf is None and f.gpu_mtbf is None:
         what = "'auto' needs a failure rate: give failures.mtbf or failures.gpu_mtbf"
         problems.append(Problem("checkpoint.every_steps", what))
+    c = scenario.checkpoint
+    if c.mode == "async" and c.staging == c.target:
+        what = (
+            f"snapshot-then-drain copies into the staging tier, then drains it to the target;"
+            f" both are '{c.target}': use mode: blocking, or another staging tier"
+        )
+        problems.append(Problem("checkpoint.staging", what))
     return problems
 
 
