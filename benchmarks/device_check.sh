@@ -9,14 +9,18 @@
 # (DEVICE=cpu accepts a CPU-only torch and measures on the CPU: a dry run of this script).
 # tiersim's own dependencies missing there (on the device image: simpy, pydantic and its
 # helpers) are installed from the wheels in $WHEELS (default dist/gpu-wheels) into
-# /tmp/tiersim-site, never from the network; failing that, a venv that sees the system's torch
-# is tried with `pip install -e .`. Outputs (at most 8 files): summary.txt, stderr.txt,
+# /tmp/tiersim-site, never from the network: with pip, or where pip is missing or refuses a wheel
+# (pydantic_core's wheel is for CPython 3.12 only), by unpacking the wheels of the modules that
+# are missing and fit this python; pytest and hypothesis likewise, when they are missing and
+# their wheels are there. Failing that, a venv that sees the system's torch is tried with
+# `pip install -e .` from $WHEELS alone (the machine has no network). Outputs (at most 8
+# files): summary.txt, stderr.txt,
 # calibrate.json, calibrated-hardware.yaml, measure-gpt2.json, measure-llama.json, pytest.txt,
 # measure-extra.txt. Exit status: 0 all ran, 1 a step failed, 3 no GPU, 4 tiersim not importable.
 # dist/ is git-ignored: to fill $WHEELS on this machine before the device call (the device
 # image's python is 3.12; it has numpy, networkx, yaml):
 #   .venv/bin/pip download -d dist/gpu-wheels --only-binary=:all: --python-version 3.12 \
-#     --platform manylinux2014_x86_64 simpy pydantic
+#     --platform manylinux2014_x86_64 simpy pydantic pytest hypothesis setuptools wheel
 # and pass carry=["dist/gpu-wheels"] to the device tool.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -96,18 +100,45 @@ if torch.cuda.is_available():
 ORIG_PYTHONPATH=${PYTHONPATH:-}
 export PYTHONPATH="$REPO${ORIG_PYTHONPATH:+:$ORIG_PYTHONPATH}"
 IMPORTS='import tiersim.cli, tiersim.torchmodels'
+SITE=/tmp/tiersim-site
+# UNPACK SITE WHEEL...: unzip each wheel whose top-level modules are not all importable yet and
+# whose tags fit this python (a wheel is a zip; these have no .data directory), so a module the
+# system already has is never shadowed, e.g. a working pydantic by one without its core.
+UNPACK='import importlib.util, platform, sys, zipfile
+site, wheels = sys.argv[1], sys.argv[2:]
+cp = "cp%d%d" % sys.version_info[:2]
+for path in wheels:
+    name = path.rsplit("/", 1)[-1][: -len(".whl")]
+    py, abi, plat = name.split("-")[-3:]
+    fits = (any(t in (cp, "py3", "py2") for t in py.split("."))
+            and any(t in (cp, "abi3", "none") for t in abi.split("."))
+            and any(t == "any" or (t.startswith(("manylinux", "linux"))
+                    and t.endswith(platform.machine())) for t in plat.split(".")))
+    with zipfile.ZipFile(path) as whl:
+        tops = {n.split("/")[0] for n in whl.namelist()}
+        mods = {t.split(".")[0] for t in tops if not t.endswith((".dist-info", ".data"))}
+        if all(importlib.util.find_spec(m) is not None for m in mods):
+            continue
+        if not fits:
+            print("not unpacked, built for another python:", name)
+            continue
+        whl.extractall(site)
+        print("unpacked", name)'
 if ! "$PY" -c "$IMPORTS" >>"$ERR" 2>&1; then
   if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-    step "install wheels from $WHEELS" 120 "$ERR" "$PY" -m pip install -q --no-index \
-      --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/tiersim-site \
-      "$WHEELS"/*.whl
-    export PYTHONPATH="$REPO:/tmp/tiersim-site${ORIG_PYTHONPATH:+:$ORIG_PYTHONPATH}"
+    export PYTHONPATH="$REPO:$SITE${ORIG_PYTHONPATH:+:$ORIG_PYTHONPATH}"
+    if ! step "install wheels from $WHEELS" 120 "$ERR" "$PY" -m pip install -q --no-index \
+      --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl; then
+      step "unpack the missing modules' wheels (pip failed)" 60 "$SUMMARY" "$PY" -c "$UNPACK" \
+        "$SITE" "$WHEELS"/*.whl && FAILS=$((FAILS - 1)) # the unpacking stands in for pip
+    fi
   fi
 fi
 if ! "$PY" -c "$IMPORTS" >>"$ERR" 2>&1; then
   if step "venv with the system's torch" 150 "$ERR" "$PY" -m venv --system-site-packages \
-    /tmp/tiersim-venv && step "pip install -e ." 150 "$ERR" /tmp/tiersim-venv/bin/python -m \
-    pip install -q -e "$REPO"; then
+    /tmp/tiersim-venv && step "pip install -e . (offline, from $WHEELS)" 90 "$ERR" \
+    /tmp/tiersim-venv/bin/python -m pip install -q --no-index --find-links "$WHEELS" -e "$REPO"
+  then
     PY=/tmp/tiersim-venv/bin/python
   fi
 fi
@@ -120,6 +151,12 @@ print(*(m for m in ("simpy","numpy","networkx","yaml","pydantic","pyarrow","matp
   exit 4
 fi
 TIERSIM=("$PY" -m tiersim.cli)
+if ! "$PY" -c 'import pytest, hypothesis' >/dev/null 2>&1 && ls "$WHEELS"/*.whl >/dev/null 2>&1
+then
+  case ":$PYTHONPATH:" in *":$SITE:"*) ;; *) export PYTHONPATH="$PYTHONPATH:$SITE" ;; esac
+  step "unpack pytest and hypothesis wheels" 60 "$SUMMARY" "$PY" -c "$UNPACK" "$SITE" \
+    "$WHEELS"/*.whl
+fi
 
 # 3. Measurements, most valuable first.
 mkdir -p /tmp/tiersim-cal

@@ -144,6 +144,65 @@ def test_device_times_runs_the_operation_on_the_cpu():
     assert len(calls) >= 1 + 1 + 3  # warm-up, the call that sizes a sample, 3 samples
 
 
+class FakeCuda:
+    """Stands in for `torch.cuda` in `device_times(..., "cuda", ...)`: every call of the timed
+    operation takes 2 ms of "GPU time", and events report milliseconds, as CUDA events do."""
+
+    def __init__(self):
+        self.clock_ms = 0.0
+        self.synchronized = 0
+        cuda = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                assert enable_timing, "an event made without enable_timing cannot be timed"
+                self.at, self.done = None, False
+
+            def record(self):
+                self.at = cuda.clock_ms
+
+            def synchronize(self):
+                self.done = True
+
+            def elapsed_time(self, end):
+                assert end.done, "end.synchronize() must come before elapsed_time"
+                return end.at - self.at  # milliseconds
+
+        self.Event = Event
+
+    def synchronize(self):
+        self.synchronized += 1
+
+    def op(self):
+        self.clock_ms += 2.0
+
+
+def test_device_times_on_cuda_events_converts_ms_to_seconds_per_call():
+    from types import SimpleNamespace
+
+    cuda = FakeCuda()
+    times = device_times(SimpleNamespace(cuda=cuda), "cuda", cuda.op, repeats=3)
+    # One call lasts 2 ms = 0.002 s; a sample must last 10 ms, so it runs ceil(10 / 2) = 5 calls
+    # (10 ms); 10 ms / 5 calls = 0.002 s per call.
+    assert times == pytest.approx([0.002, 0.002, 0.002])
+    # warm-up 1 + sizing 1 + 3 samples × 5 = 17 calls of 2 ms
+    assert cuda.clock_ms == pytest.approx(34.0)
+    assert cuda.synchronized == 1  # after the warm-up
+
+
+def test_an_fp8_value_error_is_a_note_not_a_crash():
+    # some of torch._scaled_mm's CUDA checks raise ValueError (TORCH_CHECK_VALUE)
+    torch = pytest.importorskip("torch")
+
+    def timer(fn, repeats):
+        raise ValueError("Multiplication of two Float8_e5m2 matrices is not supported")
+
+    notes: list[str] = []
+    s = Settings(Path("."), matmul_size=16)
+    assert matmul_figures(torch, s, notes, "cpu", timer) == []
+    assert len(notes) == 5 and notes[-1].startswith("matmul fp8 not measured: Multiplication")
+
+
 def test_gpu_copy_bytes_by_hand():
     torch = pytest.importorskip("torch")
     s = Settings(Path("."), gpu_bytes=2**20, repeats=2)

@@ -418,7 +418,9 @@ def matmul_figures(
         try:
             with fp32_matmul_mode(torch, tf32=precision == "tf32"):
                 times = timer(matmul_operands(torch, precision, n, device), s.repeats)
-        except (RuntimeError, AttributeError, TypeError) as exc:
+        # ValueError too: some of torch._scaled_mm's CUDA checks are TORCH_CHECK_VALUE, and an
+        # exception that escapes here would end the whole calibration, not just this precision.
+        except (RuntimeError, ValueError, AttributeError, TypeError) as exc:
             notes.append(f"matmul {precision} not measured: {_first_line(exc)}")
             continue
         extra = " (torch._scaled_mm, e4m3 inputs, bf16 output)" if precision == "fp8" else ""
