@@ -78,37 +78,49 @@ def _stall(s: Scenario, plain: StepResult, ends: list, base_ends: list, write_s:
     return stall
 
 
+def _window(s: Scenario, ends: list[float]) -> tuple[float, float] | None:
+    """The span whose link time counts: every step checkpointing, the measured step's; else
+    the whole run (the one checkpoint's)."""
+    measured = s.simulation.warmup_steps
+    return (ends[measured - 1], ends[measured]) if s.checkpoint.every_steps == 1 else None
+
+
+def checkpoint_baseline(s: Scenario, engine, log) -> tuple[list[float], dict[str, float]]:
+    """What a run without the checkpoint contributes to its measurement: the step ends and
+    each link's busy seconds (small, so a finished run's engine and schedule can be freed)."""
+    ends = list(log.step_end)
+    return ends, link_busy_s(engine, _window(s, ends))
+
+
 def measure_checkpoint(
-    s: Scenario, setup, plain: StepResult, run: Callable, plain_run: tuple | None = None
+    s: Scenario,
+    setup,
+    plain: StepResult,
+    run: Callable,
+    plain_baseline: tuple[list[float], dict[str, float]] | None = None,
 ) -> CheckpointRun:
     """Simulate one checkpoint (every step if the interval is 1) and measure what it costs.
 
-    `plain_run`: the (engine, log) of the plain run over warm-up + 2 steps, reused as the
-    baseline when the checkpoint run is that long."""
+    `plain_baseline`: `checkpoint_baseline` of the plain run over warm-up + 2 steps, reused
+    as the baseline when the checkpoint run is that long."""
     measured = s.simulation.warmup_steps
     per_class = {
         c: sum(share(s, u, c) for u in setup.wl.units) for c in ("weights", "master", "optimizer")
     }
     nbytes = sum(per_class.values())
     steps, marks = _run_length(s, setup, plain, nbytes)
-    if plain_run is not None and steps == measured + 2:
-        base_engine, base_log = plain_run
+    if plain_baseline is not None and steps == measured + 2:
+        base_ends, base_busy = plain_baseline
     else:
         _, base_engine, base_log, _ = run(s, setup, steps)
-
-    # link time: every step checkpointing, the measured step's; else the one checkpoint's
-    def window(ends: list[float]) -> tuple[float, float] | None:
-        return (ends[measured - 1], ends[measured]) if s.checkpoint.every_steps == 1 else None
-
-    base_ends = list(base_log.step_end)
-    base_busy = link_busy_s(base_engine, window(base_ends))
-    del base_engine, base_log  # only these figures are needed: free the run before the next
+        base_ends, base_busy = checkpoint_baseline(s, base_engine, base_log)
+        del base_engine, base_log  # only these figures are needed: free the run before the next
     schedule, engine, log, _ = run(s, setup, steps, marks)
     start, end, _ = _checkpoint_window(schedule, log, measured)
     links, read, written = moved(setup.topo, schedule.ops, measured, roles=("checkpoint",))
     # what the checkpoint adds (its transfers overlapping others' add only the part not
     # already busy)
-    busy = link_busy_s(engine, window(log.step_end))
+    busy = link_busy_s(engine, _window(s, log.step_end))
     added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
     return CheckpointRun(
         interval_steps=None,

@@ -11,7 +11,9 @@ in steady state), and reports the measured one. No I/O, no printing.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import simpy
 
@@ -23,7 +25,7 @@ from tiersim.schema import Scenario
 from tiersim.topology import Topology
 
 
-@dataclass
+@dataclass(slots=True)
 class _Occupancy:
     current: float
     peak: float
@@ -55,6 +57,18 @@ class _Log:
     events: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _MovePlan:
+    """What starting a move of some bytes between two tiers takes, the same for every such
+    move (so worked out once): the staging tiers and what each holds, the delay before the
+    flow starts (latency plus pipeline fill) and the resources the flow crosses."""
+
+    staging: tuple[str, ...]
+    staged_bytes: int
+    delay: float
+    resources: tuple
+
+
 class Engine:
     def __init__(
         self,
@@ -70,19 +84,14 @@ class Engine:
         capacity = {**topo.capacities, **schedule.net_capacity}
         self.net = FlowNetwork(self.env, capacity, _channel, policy)
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
-        ops = schedule.ops
         self.ordered = s.simulation.link_sharing == "ordered"
-        extra = _link_order(ops, topo) if self.ordered else [[] for _ in ops]
-        self.waiting = [len(op.deps) + len(more) for op, more in zip(ops, extra, strict=True)]
-        self.dependents: list[list[int]] = [[] for _ in ops]
-        for i, op in enumerate(ops):
-            for d in [*op.deps, *extra[i]]:
-                self.dependents[d].append(i)
+        self.waiting, self.dependents = _dependency_graph(schedule.ops, topo, self.ordered)
         per_step = [0] * schedule.steps
-        for op in ops:
+        for op in schedule.ops:
             per_step[op.step] += 1
-        n = len(ops)
+        n = len(schedule.ops)
         self.log = _Log([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
+        self._plans: dict[tuple[str, str, int], _MovePlan] = {}
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -93,14 +102,17 @@ class Engine:
         self.env.run()
         if any(self.log.step_left):
             raise AssertionError("schedule deadlocked: some operations never became ready")
+        # the graph is spent: free it (the largest part of a finished engine) for the next run
+        self.waiting, self.dependents = [], []
         return self.log
 
-    def _after(self, delay: float, then) -> None:
+    def _after(self, delay: float, then: Callable[..., None], *args: Any) -> None:
+        """`then(*args)` after `delay` (at once if none)."""
         self.log.events += 1
         if delay <= 0:
-            then()
+            then(*args)
             return
-        self.env.timeout(delay).callbacks.append(lambda _e: then())
+        self.env.timeout(delay).callbacks.append(lambda _e: then(*args))
 
     def _start(self, i: int) -> None:
         op = self.schedule.ops[i]
@@ -108,19 +120,33 @@ class Engine:
         self.log.start[i] = now
         for tier, nbytes in op.alloc:
             self._occupy(tier, now, nbytes)
-        if op.kind in ("comm", "sync"):
-            self._after(op.latency, lambda: self._flow(i, op.nbytes, (op.resource,), ()))
-            return
-        if op.kind != "move":
-            self._after(op.duration, lambda: self._finish(i))
-            return
-        route = self.topo.route(op.src, op.dst, op.nbytes)
-        staged = self._staging(route.tiers[1:-1], op.nbytes, now)
-        chunk = min(self.s.simulation.chunk_size, op.nbytes)
-        fill = max(0, len(route.links) - 1) * chunk / route.bottleneck
-        self._after(
-            route.latency_s + fill, lambda: self._flow(i, op.nbytes, route.resources, staged)
-        )
+        kind = op.kind
+        if kind == "move":
+            plan = self._move_plan(op)
+            staged = [(t, plan.staged_bytes) for t in plan.staging]
+            for tier, size in staged:
+                self._occupy(tier, now, size)
+            self._after(plan.delay, self._flow, i, op.nbytes, plan.resources, staged)
+        elif kind == "comm" or kind == "sync":
+            self._after(op.latency, self._flow, i, op.nbytes, (op.resource,), ())
+        else:
+            self._after(op.duration, self._finish, i)
+
+    def _move_plan(self, op: Op) -> _MovePlan:
+        key = (op.src, op.dst, op.nbytes)
+        plan = self._plans.get(key)
+        if plan is None:
+            route = self.topo.route(op.src, op.dst, op.nbytes)
+            sim = self.s.simulation
+            chunk = min(sim.chunk_size, op.nbytes)
+            fill = max(0, len(route.links) - 1) * chunk / route.bottleneck
+            plan = self._plans[key] = _MovePlan(
+                route.tiers[1:-1],
+                int(min(op.nbytes, sim.chunk_size * sim.staging_chunks)),
+                route.latency_s + fill,
+                route.resources,
+            )
+        return plan
 
     def _flow(self, i: int, nbytes: int, resources: tuple, staged) -> None:
         def done() -> None:
@@ -131,13 +157,6 @@ class Engine:
         else:
             self.net.start(nbytes, resources, done, i)
 
-    def _staging(self, tiers: tuple[str, ...], nbytes: int, now: float) -> list[tuple[str, int]]:
-        sim = self.s.simulation
-        size = int(min(nbytes, sim.chunk_size * sim.staging_chunks))
-        for tier in tiers:
-            self._occupy(tier, now, size)
-        return [(t, size) for t in tiers]
-
     def _occupy(self, tier: str, now: float, delta: float) -> None:
         occ = self.occupancy[tier]
         occ.change(now, delta)
@@ -146,23 +165,46 @@ class Engine:
 
     def _finish(self, i: int, staged: list[tuple[str, int]] = ()) -> None:
         op = self.schedule.ops[i]
+        log = self.log
         now = self.env.now
-        self.log.end[i] = now
-        for tier, nbytes in [*op.free, *staged]:
+        log.end[i] = now
+        for tier, nbytes in op.free:
+            self._occupy(tier, now, -nbytes)
+        for tier, nbytes in staged:
             self._occupy(tier, now, -nbytes)
         if self.record:
-            self.log.trace.append(("op", i, self.log.start[i], now))
-        self.log.step_left[op.step] -= 1
-        if self.log.step_left[op.step] == 0:
-            self.log.step_end[op.step] = now
-            self.log.snapshots[op.step] = {t: o.integral_at(now) for t, o in self.occupancy.items()}
+            log.trace.append(("op", i, log.start[i], now))
+        step = op.step
+        log.step_left[step] -= 1
+        if log.step_left[step] == 0:
+            log.step_end[step] = now
+            log.snapshots[step] = {t: o.integral_at(now) for t, o in self.occupancy.items()}
+        waiting = self.waiting
         for j in self.dependents[i]:
-            self.waiting[j] -= 1
-            if self.waiting[j] == 0:
+            waiting[j] -= 1
+            if waiting[j] == 0:
                 self._start(j)
 
 
 NET_CHANNELS = ("nvlink", "network")  # the GPU's physical channels for collectives
+
+
+def _dependency_graph(
+    ops: list[Op], topo: Topology, ordered: bool
+) -> tuple[list[int], list[list[int]]]:
+    """How many ops each op waits for, and the ops waiting for each (in index order, which
+    is the order they start in when freed together)."""
+    dependents: list[list[int]] = [[] for _ in ops]
+    if not ordered:
+        for i, op in enumerate(ops):
+            for d in op.deps:
+                dependents[d].append(i)
+        return [len(op.deps) for op in ops], dependents
+    extra = _link_order(ops, topo)
+    for i, op in enumerate(ops):
+        for d in [*op.deps, *extra[i]]:
+            dependents[d].append(i)
+    return [len(op.deps) + len(more) for op, more in zip(ops, extra, strict=True)], dependents
 
 
 def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:

@@ -150,6 +150,7 @@ class FlowNetwork:
         self._generation = 0
         self.wakeups = 0
         self._finite: dict[tuple, tuple] = {}
+        self._alone: dict[tuple, float] = {}
         self._users: dict[Hashable, int] = {}
 
     def start(
@@ -161,11 +162,12 @@ class FlowNetwork:
             return
         self._advance()
         flow = Flow(nbytes, resources, on_done, priority)
+        now = self.env.now
         for channel in self._channels_for(resources):
-            self.busy.add(channel, self.env.now)
+            self.busy.add(channel, now)
         self.flows.append(flow)
         if self._claim(flow):  # shares nothing: no other flow's rate changes
-            flow.rate = min((self.capacity[r] for r in self._finite_of(flow)), default=math.inf)
+            flow.rate = self._alone_rate(flow)
             self._plan_wake()
         else:
             self._reschedule()
@@ -195,6 +197,17 @@ class FlowNetwork:
             )
         return finite
 
+    def _alone_rate(self, flow: Flow) -> float:
+        """The rate of a flow sharing nothing: its narrowest finite resource (cached per
+        resource set, as many flows cross the same route)."""
+        rate = self._alone.get(flow.resources)
+        if rate is None:
+            finite = self._finite_of(flow)
+            rate = self._alone[flow.resources] = min(
+                (self.capacity[r] for r in finite), default=math.inf
+            )
+        return rate
+
     def _claim(self, flow: Flow) -> bool:
         """Count the flow on its resources; True if it is alone on all of them."""
         alone = True
@@ -214,10 +227,11 @@ class FlowNetwork:
         return alone
 
     def _channels_for(self, resources: tuple) -> tuple[str, ...]:
-        if resources not in self._channels:
+        channels = self._channels.get(resources)
+        if channels is None:
             names = {self._channel_of(r) for r in resources} - {None}
-            self._channels[resources] = (*sorted(names), self.ANY) if names else ()
-        return self._channels[resources]
+            channels = self._channels[resources] = (*sorted(names), self.ANY) if names else ()
+        return channels
 
     def _advance(self) -> None:
         now = self.env.now
@@ -252,23 +266,34 @@ class FlowNetwork:
         if generation != self._generation:
             return  # rates changed since this wake-up was planned
         self._advance()
-        done = [
-            f
-            for f in self.flows
-            if f.rate == math.inf or f.remaining <= _EPS_BYTES + 1e-12 * f.bytes
-        ]
+        done, left = _split_done(self.flows)
         if not done:  # round-off: the soonest flow is a hair short of its end
             moving = [f for f in self.flows if f.rate > 0]
             soonest = min(moving, key=lambda f: f.remaining / f.rate)
             done = [soonest]
-        self.flows = [f for f in self.flows if f not in done]
+            left = [f for f in self.flows if f is not soonest]
+        self.flows = left
         shared = [not self._release(f) for f in done]
         if any(shared):
             self._reschedule()
         else:  # the finished flows were alone on their resources: other rates stand
             self._plan_wake()
+        now = self.env.now
         for f in done:
             f.remaining = 0.0
             for channel in self._channels_for(f.resources):
-                self.busy.remove(channel, self.env.now)
+                self.busy.remove(channel, now)
             f.on_done()
+
+
+def _split_done(flows: list[Flow]) -> tuple[list[Flow], list[Flow]]:
+    """The flows that have landed their last byte (within round-off), and the rest, both in
+    their order."""
+    done: list[Flow] = []
+    left: list[Flow] = []
+    for f in flows:
+        if f.rate == math.inf or f.remaining <= _EPS_BYTES + 1e-12 * f.bytes:
+            done.append(f)
+        else:
+            left.append(f)
+    return done, left

@@ -24,7 +24,10 @@ What moves, per class, never listed by the user:
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from tiersim.comms import Comm
 from tiersim.pipeline import stage_schedule
@@ -80,6 +83,10 @@ class _Builder:
         self.grad_last: list[int | None] = [None] * n
         self.snapshot_guard: dict[int, list[int]] = {}
         self.last_drain: dict[tuple[str, int], int] = {}
+        self.step_ends = [0]  # ops after each built step (none before the first)
+        # ops below this index are shared with a fork: copied before their `free` changes
+        self.shared_below = 0
+        self.owned: set[int] = set()
 
     # --- primitives ----------------------------------------------------------------------------
 
@@ -90,9 +97,27 @@ class _Builder:
             if prev is not None:
                 op.deps.append(prev)
             self.last_on[stream] = len(self.ops)
-        op.deps = [d for d in dict.fromkeys(op.deps) if d is not None]
+        deps = [d for d in op.deps if d is not None]
+        op.deps = list(dict.fromkeys(deps)) if len(deps) > 1 else deps  # in order, once each
         self.ops.append(op)
         return len(self.ops) - 1
+
+    def free_after(self, i: int, tier: str, nbytes: int) -> None:
+        """Op `i` frees `nbytes` on `tier` when it ends."""
+        self._own(i).free.append((tier, nbytes))
+
+    def move_free(self, src: int, dst: int, tier: str, nbytes: int) -> None:
+        """The free of `nbytes` on `tier` moves from op `src` to a later op `dst`."""
+        self._own(src).free.remove((tier, nbytes))
+        self.free_after(dst, tier, nbytes)
+
+    def _own(self, i: int) -> Op:
+        """Op `i`, copied first if it is shared with a fork (copy on write)."""
+        if i < self.shared_below and i not in self.owned:
+            op = self.ops[i]
+            self.ops[i] = dataclasses.replace(op, free=list(op.free))
+            self.owned.add(i)
+        return self.ops[i]
 
     def move(
         self,
@@ -189,7 +214,7 @@ class _Builder:
             unit.dp_weights, step, [shard, *gate], alloc=[(self.gpu, unit.weights_full)]
         )
         if shard is not None:
-            self.ops[gather].free.append((self.gpu, unit.weights_home))
+            self.free_after(gather, self.gpu, unit.weights_home)
         return gather, False
 
     def release_weights(self, u: int, held: bool, at: int) -> None:
@@ -197,9 +222,9 @@ class _Builder:
         if not self.streamed(u):
             return
         if held:  # move the free from the previous use to this one
-            prev = self.uses[-1]
-            self.ops[prev].free.remove((self.gpu, unit.weights_full))
-        self.ops[at].free.append((self.gpu, unit.weights_full))
+            self.move_free(self.uses[-1], at, self.gpu, unit.weights_full)
+        else:
+            self.free_after(at, self.gpu, unit.weights_full)
 
     def end_use(self, u: int, op: int) -> None:
         self.uses.append(op)
@@ -241,7 +266,7 @@ class _Builder:
             [fwd],
         )
         if op is not None:
-            self.ops[op].free.append((self.gpu, unit.activations))
+            self.free_after(op, self.gpu, unit.activations)
         return op
 
     def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
@@ -259,7 +284,7 @@ class _Builder:
                 unit.activations,
                 [offloaded, self.prefetch_gate()],
             )
-            self.ops[fetch].free.append((self.home["activations"], unit.activations))
+            self.free_after(fetch, self.home["activations"], unit.activations)
             deps.append(fetch)
         grad_read = self.accumulation_read(u, mb, step)
         op = None
@@ -289,9 +314,9 @@ class _Builder:
             )
         )
         if unit.activations:
-            self.ops[op].free.append((self.gpu, unit.activations))
+            self.free_after(op, self.gpu, unit.activations)
         if grad_read is not None:
-            self.ops[op].free.append((self.gpu, unit.gradients_home))
+            self.free_after(op, self.gpu, unit.gradients_home)
         self.release_weights(u, held, op)
         self.end_use(u, op)
         self.net(unit.tp_backward, step, [op], kind="sync")
@@ -329,7 +354,7 @@ class _Builder:
         done = reduced if reduced is not None else bwd
         if self.home["gradients"] == self.gpu or unit.gradients_full == 0:
             if self.reduce_scatters(u):
-                self.ops[done].free.append((self.gpu, unit.gradients_full))
+                self.free_after(done, self.gpu, unit.gradients_full)
             self.grad_last[u] = done
             return
         op = self.move(
@@ -342,7 +367,7 @@ class _Builder:
             [done],
             alloc_dst=False,
         )
-        self.ops[op].free.append((self.gpu, unit.gradients_full))
+        self.free_after(op, self.gpu, unit.gradients_full)
         self.grad_last[u] = op
 
     def micro_batches(self, step: int) -> None:
@@ -391,7 +416,7 @@ class _Builder:
             cls, label, step, self.opt_at, self.home[cls], nbytes, deps, alloc_dst=False
         )
         if staged is not None:
-            self.ops[back if back is not None else deps[0]].free.append((self.opt_at, held))
+            self.free_after(back if back is not None else deps[0], self.opt_at, held)
         return back
 
     def optimizer(self, u: int, step: int, gate: list[int], start: list[int | None]) -> list:
@@ -441,7 +466,7 @@ class _Builder:
             )
         )
         if grads is not None:
-            self.ops[op].free.append((at, unit.gradients_for_update))
+            self.free_after(op, at, unit.gradients_for_update)
         released = [op]
         for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
             back = self.write_back(
@@ -489,7 +514,7 @@ class _Builder:
             alloc_dst=False,
         )
         last = push if push is not None else gathered
-        self.ops[last].free.append((self.gpu, unit.weights_full))
+        self.free_after(last, self.gpu, unit.weights_full)
         return last
 
     def optimizer_step(self, step: int) -> None:
@@ -516,13 +541,44 @@ class _Builder:
             extra = [last_backward, sync] if u == n - 1 else []
             done.append(self.optimizer(u, step, gate, [bubble, *extra]))
 
-    def build(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
-        for step in range(steps):
+    def extend(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> None:
+        """Build the steps not built yet, up to `steps`."""
+        for step in range(len(self.step_ends) - 1, steps):
             self.micro_batches(step)
             self.optimizer_step(step)
             if step in checkpoint_steps:
                 add_checkpoint(self, step)
-        return Schedule(self.ops, steps, self.depth, self.wl.net_capacity)
+            self.step_ends.append(len(self.ops))
+
+    def schedule(self, steps: int) -> Schedule:
+        """The first `steps` built steps (no op depends on a later one). Its ops stay as they
+        are: building on copies an op before changing it."""
+        end = self.step_ends[steps]
+        self.shared_below, self.owned = max(self.shared_below, end), set()
+        return Schedule(self.ops[:end], steps, self.depth, self.wl.net_capacity)
+
+    def build(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
+        self.extend(steps, checkpoint_steps)
+        return self.schedule(steps)
+
+    def fork(self) -> _Builder:
+        """An independent builder in this state, sharing the ops built so far. Copies every
+        list, dict and set of the state, and the lists in a dict, so that neither builder sees
+        what the other adds; a shared op that either builder changes later (a free moved to a
+        later use) is copied first, in that builder only."""
+        twin = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, list | set):
+                setattr(twin, name, type(value)(value))
+            elif isinstance(value, dict):
+                setattr(twin, name, {k: _copied(v) for k, v in value.items()})
+        for b in (self, twin):
+            b.shared_below, b.owned = len(self.ops), set()
+        return twin
+
+
+def _copied(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value
 
 
 def build_schedule(
@@ -533,3 +589,42 @@ def build_schedule(
     checkpoint_steps: frozenset[int] = frozenset(),
 ) -> Schedule:
     return _Builder(s, wl, depth).build(steps, checkpoint_steps)
+
+
+class Schedules:
+    """The schedules of one scenario's runs, sharing what they have in common instead of
+    building it again: a run of k steps without checkpoints is the first k steps of a longer
+    one, and one that checkpoints from step `fork_at` on starts with the same steps before it.
+    A step's ops depend only on earlier ops, and a built step's ops never change, so the
+    schedules are the ones `build_schedule` makes, op for op."""
+
+    def __init__(self, s: Scenario, wl: Workload, depth: int, fork_at: int | None = None):
+        self.s, self.wl, self.depth, self.fork_at = s, wl, depth, fork_at
+        self._plain: _Builder | None = None
+        self._fork: _Builder | None = None  # the plain builder as it was at step `fork_at`
+
+    def get(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
+        if not checkpoint_steps:
+            return self._plain_schedule(steps)
+        builder = self._forked(min(checkpoint_steps))
+        return builder.build(steps, checkpoint_steps)
+
+    def _plain_schedule(self, steps: int) -> Schedule:
+        # a longer build may have moved frees out of its earlier steps' last ops
+        if self._plain is None or len(self._plain.step_ends) - 1 > steps:
+            self._plain = _Builder(self.s, self.wl, self.depth)
+        plain, at = self._plain, self.fork_at
+        if self._fork is None and at is not None and len(plain.step_ends) - 1 <= at <= steps:
+            plain.extend(at)
+            self._fork = plain.fork()
+        plain.extend(steps)
+        return plain.schedule(steps)
+
+    def _forked(self, first: int) -> _Builder:
+        """A builder for a schedule whose first checkpoint is after step `first`: the fork
+        taken there if there is one, else a new builder. The checkpoint run comes last, so the
+        fork and the plain builder are let go (freeing the plain run's later steps); a later
+        request builds again from scratch."""
+        fork = self._fork if first == self.fork_at else None
+        self._fork = self._plain = None
+        return fork if fork is not None else _Builder(self.s, self.wl, self.depth)

@@ -113,5 +113,5 @@ def _async(
             alloc_dst=False,
             copy=True,
         )
-        builder.ops[drain].free.append((ck.staging, nbytes))
+        builder.free_after(drain, ck.staging, nbytes)
     builder.last_drain[(cls, u)] = drain

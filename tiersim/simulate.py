@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tiersim.durable import measure_checkpoint, with_checkpoint
+from tiersim.durable import checkpoint_baseline, measure_checkpoint, with_checkpoint
 from tiersim.engine import measure, run_engine
 from tiersim.errors import InfeasibleError, InputError
 from tiersim.inventory import build_inventory
 from tiersim.model import build_model
 from tiersim.results import StepResult
-from tiersim.schedule import build_schedule
+from tiersim.schedule import Schedules
 from tiersim.schema import Scenario
 from tiersim.topology import Topology, placement_problems
 from tiersim.trace import trace_events
@@ -96,18 +100,48 @@ def _check_size(s: Scenario) -> None:
         )
 
 
-def _run(s: Scenario, setup: _Setup, steps: int, checkpoints=frozenset(), record=False):
-    schedule = build_schedule(s, setup.wl, steps, setup.depth, frozenset(checkpoints))
+def _run(
+    schedules: Schedules,
+    s: Scenario,
+    setup: _Setup,
+    steps: int,
+    checkpoints=frozenset(),
+    record=False,
+):
+    schedule = schedules.get(steps, frozenset(checkpoints))
     engine, log, wall = run_engine(s, setup.topo, schedule, setup.baseline, record)
     return schedule, engine, log, wall
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: a run allocates around a million long-lived
+    objects (ops, dependency lists), and the collector would rescan them over and over, a
+    third of the run time, finding nothing to free (reference counting frees them; any
+    cycle left is collected once the collector resumes)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def simulate(s: Scenario, record: bool = False) -> StepResult:
     """Simulate warm-up, measured and trailing steps; return the measured step, with the
     cost of a durable checkpoint when the scenario configures one or a failure rate."""
+    with _gc_paused():
+        return _simulate(s, record)
+
+
+def _simulate(s: Scenario, record: bool) -> StepResult:
     setup = _prepare(s)
     measured = s.simulation.warmup_steps
-    schedule, engine, log, wall = _run(s, setup, measured + 2, record=record)
+    # the checkpoint runs share the plain run's steps before the measured one
+    fork_at = measured if s.checkpoint_simulated else None
+    run = functools.partial(_run, Schedules(s, setup.wl, setup.depth, fork_at))
+    schedule, engine, log, wall = run(s, setup, measured + 2, record=record)
     wl = setup.wl
     result = measure(
         s,
@@ -123,9 +157,9 @@ def simulate(s: Scenario, record: bool = False) -> StepResult:
     if record:
         trace = trace_events(tuple(log.trace), schedule.ops, setup.topo)
         result = dataclasses.replace(result, trace=trace)
-    plain_run = (engine, log)
-    del schedule, engine, log  # the checkpoint runs need only the plain run's engine and log
-    if s.checkpoint_simulated:
-        run = measure_checkpoint(s, setup, result, _run, plain_run)
-        result = with_checkpoint(result, s, run)
-    return result
+    if not s.checkpoint_simulated:
+        return result
+    plain_figures = checkpoint_baseline(s, engine, log)
+    del schedule, engine, log  # free the plain run before the checkpoint runs: a few figures do
+    checkpoint = measure_checkpoint(s, setup, result, run, plain_figures)
+    return with_checkpoint(result, s, checkpoint)

@@ -1,0 +1,63 @@
+"""Schedules shared between a scenario's runs are the ones built from scratch, op for op."""
+
+import pytest
+from conftest import SCENARIOS
+
+from tiersim.config import load_scenario
+from tiersim.schedule import Schedules, _Builder, build_schedule
+from tiersim.simulate import _prepare
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [
+        ("hbf-optimizer-state.yaml", ["training.grad_accumulation=4"]),  # async, DRAM staging
+        ("llama2-70b-zero3-nvme.yaml", ["training.grad_accumulation=2"]),  # blocking, ZeRO-3
+        ("gpt3-175b-tp-pp.yaml", []),  # pipeline: bubbles, syncs
+    ],
+)
+def test_shared_schedules_match_fresh_builds(name, overrides):
+    s = load_scenario(str(SCENARIOS / name), overrides).scenario
+    setup = _prepare(s)
+    measured = s.simulation.warmup_steps
+
+    def fresh(steps, marks=frozenset()):
+        return build_schedule(s, setup.wl, steps, setup.depth, marks)
+
+    # the order simulate asks in: the plain run, a longer one, then one checkpointing
+    shared = Schedules(s, setup.wl, setup.depth, fork_at=measured)
+    asked = [
+        (measured + 2, frozenset()),
+        (measured + 4, frozenset()),
+        (measured + 4, frozenset({measured})),
+        # every step checkpointing shares nothing; asked again, the plain run is built anew
+        (measured + 2, frozenset(range(measured + 2))),
+        (measured + 3, frozenset()),
+        (measured + 2, frozenset()),  # shorter than the one built last: built anew
+    ]
+    got = []
+    for steps, marks in asked:
+        got.append(shared.get(steps, marks))
+        assert got[-1] == fresh(steps, marks)
+    # building on never changes a schedule already handed out (ops shared between runs are
+    # copied before a later step moves a free out of them)
+    for (steps, marks), schedule in zip(asked, got, strict=True):
+        assert schedule == fresh(steps, marks)
+
+
+def test_a_fork_copies_a_shared_op_before_changing_it():
+    s = load_scenario(str(SCENARIOS / "hbf-optimizer-state.yaml"), []).scenario
+    setup = _prepare(s)
+    builder = _Builder(s, setup.wl, setup.depth)
+    builder.extend(1)
+    handed_out = builder.schedule(1)
+    twin = builder.fork()
+    i = next(k for k, op in enumerate(twin.ops) if op.free)
+    tier, nbytes = twin.ops[i].free[0]
+    before = list(builder.ops[i].free)
+    twin.free_after(i, "somewhere", 7)
+    twin.move_free(i, i, tier, nbytes)  # removed, then added at the end
+    assert twin.ops[i].free == [*before[1:], ("somewhere", 7), (tier, nbytes)]
+    assert builder.ops[i].free == before and handed_out.ops[i].free == before
+    builder.free_after(i, "elsewhere", 9)  # the original copies too: the schedule handed out
+    assert handed_out.ops[i].free == before and builder.ops[i].free == [*before, ("elsewhere", 9)]
