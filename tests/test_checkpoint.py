@@ -145,6 +145,14 @@ def test_recovery_is_restart_plus_read_back_plus_lost_work():
     )
 
 
+def test_segments_far_longer_than_the_mtbf_lose_about_one_mtbf_and_make_no_progress():
+    # T = 1,000,000 s + 10 s stall, M = 1 s: e^(T/M) overflows a float. T / (e^(T/M) - 1) is
+    # then 0 to double precision, so the work lost per failure is M itself (plus the lag).
+    assert expected_lost_work_s(1e6, 10, 1.0) == 1.0
+    assert recovery_s(600, 40, 1e6, 10, 1.0, drain_lag_s=5) == 600 + 40 + 1.0 + 5
+    assert goodput(1e6, 10, 600, 40, 1.0) == 0.0  # a segment practically never completes
+
+
 def test_blocking_stall_is_bytes_over_the_bottleneck():
     # 105.84 GB of weights, master and optimizer per GPU through a 6.6 GB/s NVMe write:
     # 105.84 / 6.6 = 16.036 s

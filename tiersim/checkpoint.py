@@ -149,7 +149,10 @@ def expected_lost_work_s(
     if mtbf_s is None or math.isinf(mtbf_s):
         return segment / 2.0 + drain_lag_s
     _check("mtbf_s", mtbf_s, allow_zero=False)
-    return mtbf_s - segment / math.expm1(segment / mtbf_s) + drain_lag_s
+    ratio = segment / mtbf_s
+    if ratio > 700:  # e^ratio overflows a float; T / (e^(T/M) - 1) is below 1e-300 of M
+        return mtbf_s + drain_lag_s
+    return mtbf_s - segment / math.expm1(ratio) + drain_lag_s
 
 
 def recovery_s(
