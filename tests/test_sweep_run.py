@@ -215,3 +215,15 @@ def test_headline_columns_follow_whatever_sections_a_report_has():
         "wear.hbf.lifetime_days": 900.5,
         "wear.hbf.within_budget": False,
     }
+
+
+def test_an_unusable_output_folder_is_an_input_error_before_any_point_runs(tmp_path, cli):
+    path = write_sweep(tmp_path, OFFLOAD)
+    a_file = tmp_path / "taken"
+    a_file.write_text("not a folder")
+    code, _, err = cli("sweep", path, "--out", a_file, "--no-plots")
+    assert code == 2 and f"--out: {a_file}: is a file (expected a folder path)" in err
+    below_a_file = a_file / "out"
+    code, _, err = cli("sweep", path, "--out", below_a_file, "--no-plots")
+    assert code == 2 and f"--out: {below_a_file}: cannot write there" in err
+    assert "Traceback" not in err and "points on" not in err  # refused before starting

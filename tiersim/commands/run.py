@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tiersim.commands.common import add_scenario_args, load
-from tiersim.errors import InputError, Problem
+from tiersim.commands.common import add_scenario_args, cannot_write, load
 from tiersim.output import write_run, write_trace
 from tiersim.report import step_tables, to_json
 from tiersim.runner import report_with_result
@@ -29,10 +28,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _why(exc: OSError) -> str:
-    return f"cannot write there: {exc.strerror or exc} (expected a writable folder path)"
-
-
 def run(args: argparse.Namespace) -> int:
     loaded = load(args)
     report, result = report_with_result(loaded, record=bool(args.trace))
@@ -41,11 +36,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         write_run(folder, loaded.resolved, text)
     except OSError as exc:
-        raise InputError("--out", [Problem(str(folder), _why(exc))]) from None
+        raise cannot_write("--out", folder, exc, "a writable folder path") from None
     if args.trace:
         try:
             write_trace(Path(args.trace), result.trace)
         except OSError as exc:
-            raise InputError("--trace", [Problem(args.trace, _why(exc))]) from None
+            raise cannot_write("--trace", args.trace, exc, "a writable file path") from None
     print(text if args.format == "json" else step_tables(report))
     return 0

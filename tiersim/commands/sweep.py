@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from tiersim.commands.common import usable_folder
 from tiersim.errors import InputError, Problem
 from tiersim.sweep.execute import SweepAborted
 from tiersim.sweep.run import SweepOptions, SweepOutcome, run_sweep
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers = args.workers or default_workers()
     where = args.scheduler or f"{workers} {'Dask ' if args.executor == 'dask' else ''}workers"
+    usable_folder("--out", out)
     print(f"sweep '{spec.name}': {spec.size} points on {where} -> {out}", file=sys.stderr)
     options = SweepOptions(out, workers, args.executor, args.scheduler, args.resume, args.plots)
     try:
