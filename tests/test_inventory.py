@@ -162,6 +162,18 @@ def test_adafactor_state_stays_factored_under_tensor_parallelism():
     assert inv.per_gpu.optimizer <= inv.dense.optimizer
 
 
+def test_a_deep_model_is_counted_exactly_without_a_value_per_layer():
+    """The tiny transformer at 10^8 layers (a closed form, not a list a layer): parameters
+    784·10^8 + 800 + 8 + 800 = 78,400,001,608; Adafactor values 160·10^8 + 108 + 8 + 108 =
+    16,000,000,224, fp32: 64,000,000,896 bytes."""
+    deep = {**TINY, "layers": 10**8}
+    inv = inventory(
+        {"name": "deep", "model": deep, "training": {"optimizer": "adafactor", **NO_WORKSPACE}}
+    )
+    assert inv.parameters == inv.stage_parameters == 78_400_001_608
+    assert inv.dense.optimizer == inv.per_gpu.optimizer == 64_000_000_896
+
+
 # --- master weights ----------------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ Sharded byte counts are rounded up (ZeRO pads partitions to equal size).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from tiersim.model import GenericModel, Matrix, Model, Transformer, build_model
 from tiersim.schema import PRECISION_BYTES, SHARDED_CLASSES, Scenario
@@ -103,10 +103,11 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     return Matrix(math.ceil(m.rows / tensor), m.cols, m.count, True, m.split_rows)
 
 
-def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:
-    """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
-    the rest (embeddings on the first stage; final norm and output head on the last)."""
-    per_stage = model.layers // pipeline
+def _layer_and_rest(
+    model: Model, stage: int, pipeline: int, tensor: int
+) -> tuple[list[Matrix], list[Matrix]]:
+    """One GPU's share of one layer's tensors, and of the stage's rest (embeddings on the
+    first stage; final norm and output head on the last)."""
     if isinstance(model, GenericModel):
         layer = [Matrix(model.layer_parameters, 1)]
         spare = model.total_parameters - model.layers * model.layer_parameters
@@ -118,13 +119,23 @@ def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[
             rest = rest + model.head_matrices()
             if model.tied_embeddings and pipeline > 1:
                 rest.append(model.embedding_matrices()[0])  # the last stage keeps its own copy
-    units = [[_split(m, tensor) for m in layer] for _ in range(per_stage)]
-    return [*units, [_split(m, tensor) for m in rest]]
+    return [_split(m, tensor) for m in layer], [_split(m, tensor) for m in rest]
+
+
+def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:
+    """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
+    the rest."""
+    layer, rest = _layer_and_rest(model, stage, pipeline, tensor)
+    return [*(list(layer) for _ in range(model.layers // pipeline)), rest]
 
 
 def stage_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
-    """Every parameter tensor one GPU of `stage` holds."""
-    return [m for unit in unit_matrices(model, stage, pipeline, tensor) for m in unit]
+    """Every parameter tensor one GPU of `stage` holds, its identical layers counted together
+    (as many values whatever the depth)."""
+    layer, rest = _layer_and_rest(model, stage, pipeline, tensor)
+    per_stage = model.layers // pipeline
+    stacked = [replace(m, count=m.count * per_stage) for m in layer]
+    return [*(m for m in stacked if m.count), *rest]
 
 
 def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches: int) -> float:
