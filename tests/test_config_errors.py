@@ -68,6 +68,24 @@ def test_tab_indentation_is_a_syntax_error(problems, write):
     assert "line 4, column 1" in only(problems(path))
 
 
+def test_a_key_given_twice_is_refused_with_both_lines(problems, write):
+    text = "name: x\nmodel: {preset: gpt2}\ntraining: {grad_accumulation: 2}\ntraining: {}\n"
+    line = only(problems(write(text)))
+    assert "line 4, column 1: duplicate key 'training' (first given on line 3)" in line
+    nested = "name: x\nmodel:\n  preset: gpt2\n  layers: 2\n  layers: 3\n"
+    assert "duplicate key 'layers' (first given on line 4)" in only(problems(write(nested)))
+
+
+def test_merge_keys_may_be_overridden_beside_them(write):
+    text = "name: x\nmodel:\n  <<: {preset: gpt2, layers: 2}\n  layers: 3\n"
+    assert load_scenario(str(write(text))).scenario.model.layers == 3
+
+
+def test_only_safe_tags_are_read(problems, write):
+    text = "name: !!python/object/apply:os.system ['echo owned']\nmodel: {preset: gpt2}\n"
+    assert "YAML syntax error" in only(problems(write(text)))
+
+
 @pytest.mark.parametrize(("text", "kind"), [("- a\n- b\n", "list"), ("just words\n", "str")])
 def test_top_level_not_a_mapping(problems, write, text, kind):
     line = only(problems(write(text)))

@@ -39,6 +39,35 @@ class Loaded:
 # --- files and presets -------------------------------------------------------------------------
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping (plain YAML keeps the last,
+    silently dropping the first: a scenario would not run what its file says)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` merges; keys given beside it override, as meant
+            key = self.construct_object(key_node, deep=True)
+            try:
+                line = first_line.setdefault(key, key_node.start_mark.line)
+            except TypeError:  # an unhashable key: the base loader says what is wrong
+                continue
+            if line != key_node.start_mark.line:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first given on line {line + 1})",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML text to Python objects: safe tags only, no key given twice."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: safe tags only
+
+
 def read_yaml(path: Path, source: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
@@ -54,7 +83,7 @@ def read_yaml(path: Path, source: str) -> Any:
     if not text.strip():
         raise InputError(source, [Problem("", "file is empty (expected a YAML mapping)")])
     try:
-        return yaml.safe_load(text)
+        return parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -66,7 +95,7 @@ def read_yaml(path: Path, source: str) -> Any:
 def _preset_data(kind: str, name: str) -> Any:
     """Shipped presets are package data and never change while running: parse each once."""
     text = (resources.files("tiersim") / "presets" / kind / f"{name}.yaml").read_text()
-    return yaml.safe_load(text)
+    return parse_yaml(text)
 
 
 @functools.cache
