@@ -352,6 +352,31 @@ def test_a_rating_that_runs_out_before_the_cycles_is_said():
     )
 
 
+def test_a_lifetime_budget_is_held_to_the_rating_where_it_runs_out_first():
+    # NVMe 7.68 TB rated 1 DWPD for 5 years = 14.016 PB; budget: 1 year (365 days).
+    #   rating:  14.016 PB / 365 days          = 38.4 TB/day allowed
+    #   cycles:  3,000 x 7.68 TB / 365 days    = 63.12 TB/day (WA 1): the rating binds
+    # 100 GB per step at 1,000 steps/day = 100 TB/day: margin 0.384, fits at <= 384 steps/day.
+    budget = {"steps_per_day": 1000, "nvme": {"lifetime": "365 days"}}
+    nvme = wear_section(scenario(raw(budget=budget)), result({"nvme": {"checkpoint": 100 * GB}}))
+    nvme = nvme["nvme"]
+    assert nvme["budget_bound_by"] == "rated" and nvme["within_budget"] is False
+    assert nvme["allowed_host_bytes_per_day"] == pytest.approx(38.4e12)
+    assert nvme["margin"] == pytest.approx(0.384)
+    assert nvme["remedies"]["max_steps_per_day"] == pytest.approx(384)
+    assert nvme["verdict"].startswith("NVMe cannot hold checkpoints for 1 year:")
+    # with no rating (no warranty given) the cycles bind: 3,000 x 7.68 TB / 3,650 days
+    # = 6.3123288 TB/day
+    nvme_unrated = {"endurance": {"warranty": None}}
+    unrated = raw(
+        budget={"steps_per_day": 1000, "nvme": {"lifetime": "3650 days"}},
+        hardware={"tiers": {"nvme": nvme_unrated}},
+    )
+    out = wear_section(scenario(unrated), result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
+    assert out["budget_bound_by"] == "pe_cycles"
+    assert out["allowed_host_bytes_per_day"] == pytest.approx(6.3123288e12)
+
+
 def test_total_bytes_written_budget_spans_the_warranty():
     # 10 PB over a 5-year warranty: 10 PB / 1,825 days = 5.4795 TB/day allowed;
     # 95.256 TB/day written -> margin 0.05752; capacity does not help a byte allowance.

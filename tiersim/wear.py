@@ -184,6 +184,9 @@ class Verdict:
     over_s: float | None  # the period a total_bytes_written budget covers (the warranty)
     allowed_host_bytes_per_day: float
     margin: float  # allowed / actual host bytes per day
+    # what limits a lifetime budget: the flash's "pe_cycles", or the drive's "rated" bytes
+    # written (rated DWPD x capacity x warranty) where those run out first
+    bound_by: str | None = None
 
     @property
     def within_budget(self) -> bool:
@@ -191,9 +194,10 @@ class Verdict:
 
 
 def judge(w: TierWear, budget: TierBudget, warranty_s: float | None) -> Verdict:
+    bound_by = None
     if budget.lifetime is not None:
         kind, limit, over = "lifetime", budget.lifetime, None
-        allowed = w.pe_cycles * w.physical_bytes / (limit / DAY_S) / w.write_amplification
+        allowed, bound_by = _lifetime_allowance(w, limit / DAY_S)
     elif budget.drive_writes_per_day is not None:
         kind, limit, over = "drive_writes_per_day", budget.drive_writes_per_day, None
         allowed = limit * w.capacity_bytes
@@ -204,7 +208,18 @@ def judge(w: TierWear, budget: TierBudget, warranty_s: float | None) -> Verdict:
         allowed = limit / (warranty_s / DAY_S)
     actual = w.host_bytes_per_day
     margin = allowed / actual if actual > 0 else math.inf
-    return Verdict(kind, limit, over, allowed, margin)
+    return Verdict(kind, limit, over, allowed, margin, bound_by)
+
+
+def _lifetime_allowance(w: TierWear, days: float) -> tuple[float, str]:
+    """Host bytes a day that last `days`: by the P/E cycles (NAND bytes over write
+    amplification), or by the drive's rated bytes written where that allows less (a drive
+    written past its rating is out of warranty, whatever its cells could still take)."""
+    by_cycles = w.pe_cycles * w.physical_bytes / days / w.write_amplification
+    rated = w.rated_total_bytes_written
+    if rated is not None and rated / days < by_cycles:
+        return rated / days, "rated"
+    return by_cycles, "pe_cycles"
 
 
 # --- remedies ----------------------------------------------------------------------------------
@@ -257,8 +272,8 @@ def spare_area_to_fit(w: TierWear, v: Verdict, endurance: Endurance) -> float | 
     lifetime = pe·C·(1 + rho) / (H·WA(rho)) grows with rho; bisect (1 + rho)/WA(rho) = k.
     """
     derived = endurance.write_amplification is None and endurance.write_pattern == "random"
-    if v.kind != "lifetime" or not derived or v.within_budget:
-        return None
+    if v.kind != "lifetime" or v.bound_by != "pe_cycles" or not derived or v.within_budget:
+        return None  # spare area buys P/E cycles, not a drive's rated bytes written
     k = (v.limit / DAY_S) * w.host_bytes_per_day / (w.pe_cycles * w.capacity_bytes)
 
     def gain(rho: float) -> float:

@@ -28,7 +28,7 @@ def _num(x: float | None) -> float | None:
 
 def _verdict_dict(v: Verdict | None) -> dict[str, object]:
     if v is None:
-        return {"budget": None, "within_budget": None, "margin": None}
+        return {"budget": None, "within_budget": None, "margin": None, "budget_bound_by": None}
     budget: dict[str, float | None] = {v.kind: v.limit}
     if v.kind == "lifetime":
         budget = {"lifetime_days": v.limit / DAY_S}
@@ -39,6 +39,7 @@ def _verdict_dict(v: Verdict | None) -> dict[str, object]:
         "allowed_host_bytes_per_day": v.allowed_host_bytes_per_day,
         "within_budget": v.within_budget,
         "margin": _num(v.margin),
+        "budget_bound_by": v.bound_by,  # lifetime budgets: "pe_cycles" or "rated"
     }
 
 
@@ -105,7 +106,9 @@ def _days(days: float) -> str:
     years = days * DAY_S / YEAR_S
     if years >= 1000:
         return f"{years:,.0f} years"
-    return f"{years:.4g} years" if years >= 1 else f"{days:.4g} days"
+    if years >= 1:
+        return f"{years:.4g} year{'s' * (f'{years:.4g}' != '1')}"
+    return f"{days:.4g} day{'s' * (f'{days:.4g}' != '1')}"
 
 
 def bytes_rounded_up(n: float) -> str:
