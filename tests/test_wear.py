@@ -352,6 +352,20 @@ def test_a_rating_that_runs_out_before_the_cycles_is_said():
     )
 
 
+def test_more_steps_per_day_than_the_step_allows_is_pointed_out():
+    # the result's step takes 96 s: 86,400 / 96 = 900 steps a day at most, back to back
+    busy = scenario(raw(budget={"steps_per_day": 1000}))
+    a = assess(busy, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
+    assert "at 1,000 steps/day (more than the 900 a 96 s step allows) it writes" in (
+        verdict_sentence(a)
+    )
+    section = wear_section(busy, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
+    assert section["steps_per_day_possible"] == 900
+    default = scenario(raw(budget={}))  # steps_per_day defaults to the 900 possible
+    a = assess(default, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
+    assert "at 900 steps/day it writes" in verdict_sentence(a)
+
+
 def test_a_lifetime_budget_is_held_to_the_rating_where_it_runs_out_first():
     # NVMe 7.68 TB rated 1 DWPD for 5 years = 14.016 PB; budget: 1 year (365 days).
     #   rating:  14.016 PB / 365 days          = 38.4 TB/day allowed

@@ -70,6 +70,7 @@ def assessment_dict(a: Assessment) -> dict[str, object]:
         "write_amplification": w.write_amplification,
         "nand_bytes_written_per_step": w.host_bytes_per_step * w.write_amplification,
         "steps_per_day": w.steps_per_day,
+        "steps_per_day_possible": DAY_S / w.step_s,  # back to back at the simulated step time
         "host_bytes_written_per_day": w.host_bytes_per_day,
         "nand_bytes_written_per_day": w.nand_bytes_per_day,
         "pe_cycles": w.pe_cycles,
@@ -167,13 +168,22 @@ def _rating_note(w: TierWear) -> str:
     )
 
 
+def _pace_note(w: TierWear) -> str:
+    """Where budget.steps_per_day asks for more steps than a day of the simulated step holds."""
+    most = DAY_S / w.step_s
+    if w.steps_per_day <= most * (1 + 1e-9):
+        return ""
+    return f" (more than the {most:,.0f} a {w.step_s:.4g} s step allows)"
+
+
 def verdict_sentence(a: Assessment) -> str:
     """E.g. 'HBF cannot hold optimizer state for 5 years: at 900 steps/day it writes 95.26 TB/day
     and wears out in 126 days; it would fit at <= 62 steps/day or grad_accumulation >= 120.'"""
     w, v = a.wear, a.verdict
     tier = _TIER_LABELS.get(w.tier, w.tier)
     held = _classes([c for c, _ in ranked_classes(w.host_bytes_by_class)])
-    rate = f"at {w.steps_per_day:,.0f} steps/day it writes {fmt_bytes(w.host_bytes_per_day)}/day"
+    rate = f"at {w.steps_per_day:,.0f} steps/day{_pace_note(w)} it writes "
+    rate += f"{fmt_bytes(w.host_bytes_per_day)}/day"
     if w.write_amplification != 1.0:
         rate += f" (write amplification {w.write_amplification:.3g})"
     life = f"wears out in {_days(w.lifetime_days)}" + _rating_note(w)
