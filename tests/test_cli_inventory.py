@@ -123,3 +123,21 @@ def test_console_script_end_to_end(write):
     assert failed.stdout == ""
     assert failed.stderr.startswith(f"{bad}: trainng: unknown key 'trainng'")
     assert "Traceback" not in failed.stderr
+
+
+def test_inventory_says_what_is_sharded_when_classes_override_the_zero_stage(cli, write):
+    over = {**SEED, "parallel": {"data": 4, "zero_stage": 1, "shard": {"weights": True}}}
+    code, out, _ = cli("inventory", write(over))
+    assert code == 0 and "data 4, ZeRO 1 + weights;" in out
+    plain = {**SEED, "parallel": {"data": 4, "zero_stage": 1}}
+    assert "data 4, ZeRO 1;" in cli("inventory", write(plain))[1]
+
+
+def test_a_generic_model_without_activation_bytes_is_told_they_are_zero(cli, write):
+    bare = {"name": "bare", "model": generic(10**9, layers=24)}
+    out = cli("inventory", write(bare))[1]
+    assert re.search(r"activations +0 B +0 B", out)
+    assert "Activations are 0 B: a generic model" in out
+    explicit = {"name": "none", "model": generic(10**9, 24, activation_bytes_per_layer="0 B")}
+    code, out, _ = cli("inventory", write(explicit))
+    assert code == 0 and "Activations are 0 B" not in out

@@ -491,3 +491,20 @@ def test_a_file_that_is_no_scenario_says_so_once(problems, write):
 def test_a_section_that_is_no_mapping_names_no_internal_class(problems, write):
     file = write({"name": "x", "model": 5})
     assert only(problems(file)) == f"{file}: model: input should be a valid dictionary (got 5)"
+
+
+def test_adafactor_needs_matrix_shapes_a_generic_model_lacks(problems, write):
+    generic_adafactor = {
+        "name": "x",
+        "model": generic(10**9, 24),
+        "training": {"optimizer": "adafactor"},
+    }
+    line = only(problems(write(generic_adafactor)))
+    assert "training.optimizer: adafactor keeps row and column statistics" in line
+    assert "'preset'" in line
+
+
+def test_a_checkpoint_in_gpu_memory_is_refused(problems, write):
+    in_hbm = {**GPT2, "checkpoint": {"every_steps": 10, "target": "hbm", "mode": "blocking"}}
+    line = only(problems(write(in_hbm)))
+    assert "checkpoint.target: 'hbm' is the GPU's own memory" in line

@@ -361,6 +361,12 @@ def _tier_problems(s: Scenario) -> list[Problem]:
             problems.append(Problem(f"hardware.links.{name}.between", "joins a tier to itself"))
     if s.checkpoint_simulated:
         check("checkpoint.target", s.checkpoint.target)
+        if s.checkpoint.target == s.hardware.gpu.memory:
+            what = (
+                f"'{s.checkpoint.target}' is the GPU's own memory, lost with the failure a "
+                "checkpoint is for (expected host memory or storage, e.g. 'nvme')"
+            )
+            problems.append(Problem("checkpoint.target", what))
         if s.checkpoint.mode == "async":
             check("checkpoint.staging", s.checkpoint.staging)
     for tier, _ in s.budget.tiers.items():
@@ -432,6 +438,18 @@ def _precision_problems(s: Scenario) -> list[Problem]:
     ]
 
 
+def _model_problems(s: Scenario) -> list[Problem]:
+    """What a generic model (a parameter count, no shapes) cannot give."""
+    if s.model.parameters is None or s.training.optimizer != "adafactor":
+        return []
+    what = (
+        "adafactor keeps row and column statistics per weight matrix, and a generic model "
+        "('parameters') has no matrix shapes (expected the transformer's dimensions, a "
+        "'preset' or an 'hf_config'; or another optimizer)"
+    )
+    return [Problem("training.optimizer", what)]
+
+
 def _link_pair_problems(s: Scenario) -> list[Problem]:
     """One link per pair of tiers: routes pick links by the tiers they join."""
     seen: dict[frozenset, str] = {}
@@ -452,7 +470,11 @@ def _link_pair_problems(s: Scenario) -> list[Problem]:
 
 def consistency_problems(s: Scenario) -> list[Problem]:
     return (
-        _tier_problems(s) + _parallel_problems(s) + _precision_problems(s) + _link_pair_problems(s)
+        _tier_problems(s)
+        + _parallel_problems(s)
+        + _precision_problems(s)
+        + _model_problems(s)
+        + _link_pair_problems(s)
     )
 
 

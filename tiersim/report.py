@@ -11,7 +11,7 @@ from typing import Any
 
 from tiersim import __version__
 from tiersim.checkpoint import CheckpointCost, checkpoint_section
-from tiersim.inventory import Inventory, model_summary
+from tiersim.inventory import ZERO_SHARDS, Inventory, model_summary
 from tiersim.model import build_model
 from tiersim.results import StepResult
 from tiersim.schema import STATE_CLASSES, Scenario
@@ -84,7 +84,7 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
     head = (
         f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}); "
         f"per GPU = stage {inv.stage} of pipeline {par.pipeline}, tensor {par.tensor}, "
-        f"data {par.data}, ZeRO {par.zero_stage}; {inv.inflight_microbatches:g} "
+        f"data {par.data}, {_sharding(s, inv)}; {inv.inflight_microbatches:g} "
         f"{'micro-batch' if inv.inflight_microbatches == 1 else 'micro-batches'} in flight"
     )
     classes = render(["class", "dense", "per GPU", "sharded", "home"], rows, head)
@@ -99,11 +99,27 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
         for name, u in inv.tiers.items()
     ]
     tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
-    note = (
+    notes = [
         "Resident state only: `tiersim run` adds what the step holds at its peak (prefetched "
         "weights, staging, offloaded activations, checkpoint versions) and says whether that fits."
-    )
-    return f"{classes}\n\n{tiers}\n\n{note}"
+    ]
+    if s.model.parameters is not None and s.model.activation_bytes_per_layer is None:
+        notes.append(
+            "Activations are 0 B: a generic model ('parameters') has no dimensions to derive "
+            "them from; give model.activation_bytes_per_layer."
+        )
+    return f"{classes}\n\n{tiers}\n\n" + "\n".join(notes)
+
+
+def _sharding(s: Scenario, inv: Inventory) -> str:
+    """'ZeRO 2', or with per-class overrides what is sharded in fact: 'ZeRO 0 + weights'."""
+    stage = s.parallel.zero_stage
+    by_stage = set(ZERO_SHARDS[stage])
+    actual = {c for c, on in inv.sharded.items() if on}
+    if actual == by_stage:
+        return f"ZeRO {stage}"
+    added, dropped = sorted(actual - by_stage), sorted(by_stage - actual)
+    return f"ZeRO {stage}" + "".join(f" + {c}" for c in added) + "".join(f" - {c}" for c in dropped)
 
 
 # --- the simulated step ------------------------------------------------------------------------

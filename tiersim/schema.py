@@ -129,7 +129,7 @@ class ModelSpec(Strict):
     position: Literal["learned", "rope", "none"] = "learned"
     # generic model: `parameters` and `layers`, optionally per-layer figures at the scenario's shape
     parameters: Count | None = None
-    activation_bytes_per_layer: Size | None = None
+    activation_bytes_per_layer: SizeOrZero | None = None  # 0 B: none kept (e.g. all recomputed)
     forward_flops_per_token_per_layer: Annotated[float, Field(gt=0)] | None = None
     activation_factor: Annotated[float, Field(gt=0)] = 1.0  # measured/predicted, from calibration
 
