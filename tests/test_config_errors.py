@@ -434,7 +434,7 @@ def test_repeated_set_applies_each(cli_json, write):
         ("hardware.links.pcie.bandwidth=32 GB", "hardware.links.pcie.bandwidth", "bandwidth"),
         ("hardware.tiers.hbm.capacity=141", "hardware.tiers.hbm.capacity", "plain number"),
         ("parallel.tensor=5", "parallel.tensor", "heads (12)"),
-        ("model.layers", "--set", "PATH=VALUE"),
+        ("model.layers", "--set model.layers", "expected PATH=VALUE"),
     ],
 )
 def test_bad_set_is_reported_like_a_bad_file(problems, write, override, path, words):
@@ -508,3 +508,21 @@ def test_a_checkpoint_in_gpu_memory_is_refused(problems, write):
     in_hbm = {**GPT2, "checkpoint": {"every_steps": 10, "target": "hbm", "mode": "blocking"}}
     line = only(problems(write(in_hbm)))
     assert "checkpoint.target: 'hbm' is the GPU's own memory" in line
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("hardware.links.pcie.bandwidth=0 GB/s", "must be at least 1 B/s (got 0 B/s)"),
+        ("hardware.gpu.efficiency=50%", "expected a number (got '50%')"),
+        ("name=münchen", "expected ASCII letters, digits, '_', '-' and '.' only"),
+    ],
+)
+def test_values_are_rejected_in_words_a_user_reads(problems, write, override, message):
+    assert message in only(problems(write(GPT2), "--set", override))
+
+
+def test_a_sweep_file_given_to_run_points_to_tiersim_sweep(cli, write):
+    sweep = write({"base": "s.yaml", "grid": {"training.grad_accumulation": [1, 2]}}, "w.yaml")
+    code, _, err = cli("run", sweep)
+    assert code == 2 and "not a scenario" in err and "run it with `tiersim sweep`" in err

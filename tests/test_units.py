@@ -170,3 +170,23 @@ def test_units_reach_the_report_as_base_units(cli_json, write):
     assert tiers["hbm"]["capacity_bytes"] == 1_073_741_824
     assert tiers["dram"]["capacity_bytes"] == 1_000_000_000
     assert tiers["nvme"]["capacity_bytes"] == 1.5 * 1_099_511_627_776
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("50 GBps", Kind.BANDWIDTH, 50e9),  # bytes: capital B
+        ("400 Gbps", Kind.BANDWIDTH, 50e9),  # bits: 400 / 8
+        ("5 yr", Kind.TIME, 5 * 365 * 86400),
+        ("2 hrs", Kind.TIME, 7200),
+        ("3 minutes", Kind.TIME, 180),
+        ("10 seconds", Kind.TIME, 10),
+    ],
+)
+def test_common_spellings_are_read(text, kind, value):
+    assert parse(text, kind) == pytest.approx(value)
+
+
+def test_an_unknown_unit_lists_the_units_of_its_kind():
+    with pytest.raises(UnitError, match=r"units: ns, us, ms, s, min, h, d, week, year\)"):
+        parse("5 fortnights", Kind.TIME)

@@ -212,7 +212,7 @@ def test_moving_the_largest_writers_off_fits():
     assert fix["move_off"] == ["optimizer", "master"]
     sentence = wear_section(s, result(written))["hbf"]["verdict"]
     assert sentence.startswith("HBF cannot hold optimizer state, master weights and gradients ")
-    assert sentence.endswith(" or with optimizer state and master weights off it.")
+    assert sentence.endswith(" or with optimizer state and master weights moved off it.")
     kept = {"hbf": {"gradients": 16 * GB}}
     assert wear_section(s, result(kept))["hbf"]["within_budget"] is True
 

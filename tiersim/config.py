@@ -139,11 +139,11 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def parse_override(text: str) -> tuple[list[str], Any]:
     """'a.b.c=VALUE' -> (['a', 'b', 'c'], value); the value is read as a YAML scalar."""
     if "=" not in text:
-        raise ValueError(f"--set {text!r}: expected PATH=VALUE, e.g. model.layers=160")
+        raise ValueError("expected PATH=VALUE, e.g. model.layers=160")
     path, _, value = text.partition("=")
     keys = [k.strip() for k in path.strip().split(".")]
     if not all(keys):
-        raise ValueError(f"--set {text!r}: empty key in path {path!r}")
+        raise ValueError(f"empty key in path {path!r} (expected keys joined by '.')")
     try:
         parsed = yaml.safe_load(value) if value.strip() else ""
     except yaml.YAMLError:
@@ -167,7 +167,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
         try:
             keys, value = parse_override(text)
         except ValueError as exc:
-            problems.append(Problem("--set", str(exc)))
+            problems.append(Problem(f"--set {text}", str(exc)))
             continue
         set_path(out, keys, value)
     if problems:
@@ -320,6 +320,13 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         return "required key is missing"
     if kind == "bool_parsing":
         return f"expected true or false (got {err.get('input')!r})"
+    if kind in ("float_parsing", "int_parsing"):
+        return f"expected a number (got {err.get('input')!r})"
+    if kind == "string_pattern_mismatch" and tuple(err["loc"]) == ("name",):
+        return (
+            "expected ASCII letters, digits, '_', '-' and '.' only: it names the results "
+            f"folder (got {err.get('input')!r})"
+        )
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
@@ -504,8 +511,10 @@ def _top_level_problem(raw: Any) -> Problem | None:
     if raw and not set(map(str, raw)) & set(Scenario.model_fields):
         keys = ", ".join(str(k) for k in list(raw)[:3]) + (", ..." if len(raw) > 3 else "")
         sections = ", ".join(Scenario.model_fields)
+        sweep = any(k in raw for k in ("base", "grid", "zip"))
+        hint = "; it looks like a sweep: run it with `tiersim sweep`" if sweep else ""
         return Problem(
-            "", f"not a scenario: no section among its keys ({keys}); expected {sections}"
+            "", f"not a scenario: no section among its keys ({keys}); expected {sections}{hint}"
         )
     return None
 

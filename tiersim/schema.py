@@ -42,7 +42,7 @@ def _at_least_one(kind: Kind) -> AfterValidator:
 
     def check(value: float) -> float:
         if not value >= 1:
-            raise ValueError(f"must be at least 1 per second (got {_shown(kind)(value)})")
+            raise ValueError(f"must be at least 1 {kind.base_unit} (got {_shown(kind)(value)})")
         return value
 
     return AfterValidator(check)

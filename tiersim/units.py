@@ -13,13 +13,19 @@ from enum import Enum
 
 
 class Kind(Enum):
-    """The kind of quantity a field takes, with an example shown in error messages."""
+    """The kind of quantity a field takes, with an example and the units it accepts (both
+    shown in error messages), and its base unit."""
 
-    SIZE = ("a size", "141 GB")
-    BANDWIDTH = ("a bandwidth", "55 GB/s")
-    TIME = ("a time", "15 us")
-    FLOP_RATE = ("a FLOP rate", "989 TFLOP/s")
-    PARAM_RATE = ("a parameter rate", "1.4 Gparam/s")
+    SIZE = ("a size", "141 GB", "B, kB, MB, GB, TB, PB or KiB, MiB, GiB, TiB, PiB", "B")
+    BANDWIDTH = (
+        "a bandwidth",
+        "55 GB/s",
+        "B/s (or Bps) and bits as b/s (or bps), with k, M, G, T, P or Ki, Mi, Gi, Ti, Pi",
+        "B/s",
+    )
+    TIME = ("a time", "15 us", "ns, us, ms, s, min, h, d, week, year", "s")
+    FLOP_RATE = ("a FLOP rate", "989 TFLOP/s", "FLOP/s or FLOPS with k, M, G, T, P", "FLOP/s")
+    PARAM_RATE = ("a parameter rate", "1.4 Gparam/s", "param/s with k, M, G, T", "param/s")
 
     @property
     def label(self) -> str:
@@ -28,6 +34,14 @@ class Kind(Enum):
     @property
     def example(self) -> str:
         return self.value[1]
+
+    @property
+    def accepted(self) -> str:
+        return self.value[2]
+
+    @property
+    def base_unit(self) -> str:
+        return self.value[3]
 
 
 _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
@@ -43,9 +57,16 @@ _TIME_UNITS = {
     "ms": 1e-3,
     "s": 1.0,
     "sec": 1.0,
+    "secs": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
     "min": 60.0,
+    "mins": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
     "h": 3600.0,
     "hr": 3600.0,
+    "hrs": 3600.0,
     "hour": 3600.0,
     "hours": 3600.0,
     "d": 86400.0,
@@ -54,6 +75,8 @@ _TIME_UNITS = {
     "week": 7 * 86400.0,
     "weeks": 7 * 86400.0,
     "y": _YEAR_S,
+    "yr": _YEAR_S,
+    "yrs": _YEAR_S,
     "year": _YEAR_S,
     "years": _YEAR_S,
 }
@@ -65,6 +88,7 @@ def _build_units() -> dict[str, tuple[Kind, float]]:
     for prefix, factor in prefixes.items():
         units[f"{prefix}B"] = (Kind.SIZE, factor)
         units[f"{prefix}B/s"] = (Kind.BANDWIDTH, factor)
+        units[f"{prefix}Bps"] = (Kind.BANDWIDTH, factor)  # bytes: the capital B, as in GB/s
         units[f"{prefix}b/s"] = (Kind.BANDWIDTH, factor / 8.0)  # bits, as networks quote them
         units[f"{prefix}bps"] = (Kind.BANDWIDTH, factor / 8.0)
     for prefix, factor in _DECIMAL.items():
@@ -103,7 +127,10 @@ def parse(value: object, kind: Kind) -> float:
             f"'{value}' has no unit: give {kind.label} with a unit, such as '{kind.example}'"
         )
     if unit not in UNITS:
-        raise UnitError(f"unknown unit '{unit}' in '{value}' (expected e.g. '{kind.example}')")
+        raise UnitError(
+            f"unknown unit '{unit}' in '{value}' (expected e.g. '{kind.example}'; "
+            f"units: {kind.accepted})"
+        )
     found_kind, factor = UNITS[unit]
     if found_kind is not kind:
         raise UnitError(

@@ -152,7 +152,7 @@ def _fixes(r: Remedies, w: TierWear) -> list[str]:
         fixes.append(f"{100 * r.spare_area:.2f} % spare area")
     if r.move_off and len(r.move_off) < len(w.host_bytes_by_class):
         fixes.append(
-            "with " + " and ".join(_CLASS_LABELS.get(c, c) for c in r.move_off) + " off it"
+            "with " + " and ".join(_CLASS_LABELS.get(c, c) for c in r.move_off) + " moved off it"
         )
     return fixes
 

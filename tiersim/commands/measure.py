@@ -192,7 +192,8 @@ def notes(m: Measurement) -> str:
         fmt_bytes(per[0]) if len(set(per)) == 1 else f"{fmt_bytes(min(per))}-{fmt_bytes(max(per))}"
     )
     lines = [
-        f"activations: the {len(per)} transformer layers only ({each} per layer); the embeddings, "
+        f"activations: the {len(per)} transformer layer{'s' * (len(per) != 1)} only ({each} "
+        "per layer); the embeddings, "
         f"final norm, logits and loss keep another {fmt_bytes(m.activations_outside_layers)}, "
         "which tiersim does not model",
         f"activations measured / tiersim's formula = {m.activation_factor():.4f} (--calibrate "
