@@ -143,3 +143,22 @@ def test_a_run_too_large_to_be_meant_exits_3_before_building_it(tmp_path, capsys
     err = capsys.readouterr().err
     assert "75 layer passes (3 steps x 1 micro-batches x 25 units)" in err
     assert main([*args, "simulation.max_layer_passes=75"]) == 0
+
+
+def test_links_report_their_bandwidth_and_the_nics_a_gpu_drives(tmp_path, capsys):
+    # h200-hbf: PCIe 50 GB/s per direction; NVLink 450 GB/s; one 400 Gb/s (50 GB/s) NIC per
+    # GPU, 8 GPUs a node. A data group of 16 consecutive ranks (tensor 1) has 8 members in
+    # each of 2 nodes: its rings drive 8 NICs, min(450, 8 x 50) = 400 GB/s per GPU.
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "name: nics\nmodel: {preset: gpt2}\nparallel: {data: 16}\nhardware: {preset: h200-hbf}\n"
+    )
+    assert main(["run", str(scenario), "--out", str(tmp_path / "out")]) == 0
+    table = capsys.readouterr().out
+    assert "network    400.00 GB/s" in table
+    assert "a group with 8 GPUs in each node drives 8 NICs at once" in table
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    links = report["links"]
+    assert links["pcie"]["bandwidth_per_direction"] == 50e9
+    assert links["network"]["bandwidth_per_direction"] == 400e9
+    assert links["network"]["nics_per_gpu"] == 8

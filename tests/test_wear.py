@@ -115,6 +115,7 @@ def test_hand_computed_lifetime_budget():
     assert hbf["host_bytes_written_per_day"] == pytest.approx(95.256e12)
     assert hbf["drive_writes_per_day"] == pytest.approx(23.814)
     assert hbf["pe_cycles_per_day"] == pytest.approx(23.814)
+    assert hbf["pe_cycles_per_step"] == pytest.approx(105.84e9 / 4e12)  # 0.02646 = 23.814 / 900
     assert hbf["lifetime_days"] == pytest.approx(125.976, rel=1e-5)
     assert hbf["budget"] == {"lifetime_days": pytest.approx(1825)}
     assert hbf["allowed_host_bytes_per_day"] == pytest.approx(6.57534e12, rel=1e-5)

@@ -11,12 +11,13 @@ from typing import Any
 
 from tiersim import __version__
 from tiersim.checkpoint import CheckpointCost, checkpoint_section
+from tiersim.comms import capacities
 from tiersim.inventory import ZERO_SHARDS, Inventory, model_summary
 from tiersim.model import build_model
 from tiersim.results import StepResult
 from tiersim.schema import STATE_CLASSES, Scenario
 from tiersim.table import render
-from tiersim.units import fmt_bytes, fmt_count, fmt_time
+from tiersim.units import fmt_bytes, fmt_count, fmt_rate, fmt_time
 from tiersim.wear_report import wear_section
 
 
@@ -142,16 +143,33 @@ def step_section(r: StepResult, optimizer_on: str = "gpu") -> dict[str, Any]:
     }
 
 
-def links_section(r: StepResult) -> dict[str, Any]:
-    return {
+def link_bandwidth(s: Scenario, name: str) -> float:
+    """Bytes per second per direction: a hardware link's, or for `nvlink` / `network` what one
+    GPU's collectives get (a group with k members per node drives k NICs: k x a NIC's)."""
+    link = s.hardware.links.get(name)
+    return link.bandwidth if link is not None else capacities(s)[("net", name)]
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) else x
+
+
+def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
         name: {
             "bytes": ls.bytes,
             "busy_s": ls.busy_s,
             "utilization": ls.utilization,
+            # JSON has no infinity: an unlimited link is null
+            "bandwidth_per_direction": _finite(link_bandwidth(s, name)),
             "bytes_by_direction": ls.bytes_by_direction,
         }
         for name, ls in r.links.items()
     }
+    if "network" in out:  # how many of the node's NICs one GPU's rings drive at once
+        nic = s.hardware.network.inter_node_bandwidth
+        out["network"]["nics_per_gpu"] = max(1, round(link_bandwidth(s, "network") / nic))
+    return out
 
 
 def run_tiers_section(inv: Inventory, r: StepResult) -> dict[str, Any]:
@@ -195,7 +213,7 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     report = inventory_report(s, inv)
     report["tiers"] = run_tiers_section(inv, r)
     report["step"] = step_section(r, s.placement.optimizer_compute)
-    report["links"] = links_section(r)
+    report["links"] = links_section(s, r)
     report["wear"] = wear_section(s, r)
     report["checkpoint"] = checkpoint_report(s, r)
     report["sim"] = {
@@ -247,7 +265,13 @@ def step_tables(report: dict[str, Any]) -> str:
     step = render(["", "time", "share"], _step_rows(st), _step_head(report))
     links = sorted(report["links"].items(), key=lambda kv: -kv[1]["busy_s"])
     link_rows = [
-        [n, fmt_bytes(v["bytes"]), fmt_time(v["busy_s"]), f"{100 * v['utilization']:.1f} %"]
+        [
+            n,
+            _bandwidth(v["bandwidth_per_direction"]),
+            fmt_bytes(v["bytes"]),
+            fmt_time(v["busy_s"]),
+            f"{100 * v['utilization']:.1f} %",
+        ]
         for n, v in links
     ]
     tier_rows = [
@@ -270,11 +294,22 @@ def step_tables(report: dict[str, Any]) -> str:
     )
     if report.get("checkpoint"):
         extras.append(_checkpoint_line(report["checkpoint"]))
-    link_table = render(["link", "bytes/step", "busy", "utilization"], link_rows)
+    link_table = render(["link", "bandwidth/dir", "bytes/step", "busy", "utilization"], link_rows)
     tier_table = render(
         ["tier", "resident", "peak", "capacity", "read/step", "written/step", "fits"], tier_rows
     )
+    nics = report["links"].get("network", {}).get("nics_per_gpu", 1)
+    if nics > 1:
+        link_table += (
+            f"\nnetwork: a group with {nics} GPUs in each node drives {nics} NICs at once (one "
+            "NCCL ring each), so one GPU's ring bytes move at up to "
+            f"{nics} x {fmt_rate(report['links']['network']['bandwidth_per_direction'] / nics)}"
+        )
     return "\n\n".join([step, link_table, tier_table, *extras])
+
+
+def _bandwidth(bw: float | None) -> str:
+    return "unlimited" if bw is None else fmt_rate(bw)
 
 
 def _checkpoint_line(ck: dict[str, Any]) -> str:

@@ -74,6 +74,7 @@ def assessment_dict(a: Assessment) -> dict[str, object]:
         "host_bytes_written_per_day": w.host_bytes_per_day,
         "nand_bytes_written_per_day": w.nand_bytes_per_day,
         "pe_cycles": w.pe_cycles,
+        "pe_cycles_per_step": w.host_bytes_per_step * w.write_amplification / w.physical_bytes,
         "pe_cycles_per_day": w.pe_cycles_per_day,
         "drive_writes_per_day": w.drive_writes_per_day,
         "lifetime_days": _num(w.lifetime_days),
