@@ -7,6 +7,8 @@ with how many points have it and the first of them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tiersim.config import build
 from tiersim.errors import InputError, Problem
 from tiersim.sweep.spec import Point, SweepSpec, describe, expand
@@ -20,6 +22,8 @@ def _where(point: Point, spec: SweepSpec, problem: Problem) -> tuple[str, str]:
         if problem.path == axis.path or problem.path.startswith(axis.path + "."):
             value = point.values[axis.path]
             return f"{axis.group}.{axis.path}", f"value {value!r}: {problem.message}"
+    if spec.base_path.resolve() != Path(spec.source).resolve():  # the value is the base's
+        return problem.path, f"{problem.message} (base scenario {spec.base_path})"
     return problem.path, problem.message
 
 
