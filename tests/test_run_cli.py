@@ -64,6 +64,14 @@ def test_trace_is_chrome_trace_event_format(tmp_path, capsys):
     assert "step time" in capsys.readouterr().out
 
 
+def test_trace_without_a_file_goes_into_the_results_folder(tmp_path, capsys):
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml"
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--out", str(out), "--trace"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "scenario.yaml", "trace.json"]
+    assert json.loads((out / "trace.json").read_text())["traceEvents"]
+
+
 def test_trace_shows_collectives_and_the_bubble(tmp_path):
     # tensor (blocking the GPU), data (overlapped) and pipeline (bubble) parallelism together
     trace = tmp_path / "trace.json"

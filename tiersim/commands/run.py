@@ -23,24 +23,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(parser)
     parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
     parser.add_argument(
-        "--trace", metavar="FILE", help="write a Chrome/Perfetto trace (Trace Event Format JSON)"
+        "--trace",
+        metavar="FILE",
+        nargs="?",
+        const="",
+        help="write a Chrome/Perfetto trace (Trace Event Format JSON) to FILE, or with no FILE "
+        "to trace.json in the results folder",
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     loaded = load(args)
-    report, result = report_with_result(loaded, record=bool(args.trace))
+    tracing = args.trace is not None
+    report, result = report_with_result(loaded, record=tracing)
     text = to_json(report)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     try:
         write_run(folder, loaded.resolved, text)
     except OSError as exc:
         raise cannot_write("--out", folder, exc, "a writable folder path") from None
-    if args.trace:
+    if tracing:
+        trace = Path(args.trace) if args.trace else folder / "trace.json"
         try:
-            write_trace(Path(args.trace), result.trace)
+            write_trace(trace, result.trace)
         except OSError as exc:
-            raise cannot_write("--trace", args.trace, exc, "a writable file path") from None
+            raise cannot_write("--trace", trace, exc, "a writable file path") from None
     print(text if args.format == "json" else step_tables(report))
     return 0
