@@ -76,6 +76,14 @@ def test_a_key_given_twice_is_refused_with_both_lines(problems, write):
     assert "duplicate key 'layers' (first given on line 4)" in only(problems(write(nested)))
 
 
+def test_a_key_given_twice_on_one_line_or_in_a_set_value_is_refused(problems, write):
+    flow = "name: x\nmodel: {preset: gpt2}\ntraining: {precision: {weights: bf16, weights: fp32}}\n"
+    assert "duplicate key 'weights' (first given on the same line)" in only(problems(write(flow)))
+    twice = "training.precision={weights: bf16, weights: fp32}"
+    line = only(problems(write(GPT2), "--set", twice))
+    assert f"--set {twice}: duplicate key 'weights'" in line
+
+
 def test_merge_keys_may_be_overridden_beside_them(write):
     text = "name: x\nmodel:\n  <<: {preset: gpt2, layers: 2}\n  layers: 3\n"
     assert load_scenario(str(write(text))).scenario.model.layers == 3

@@ -170,3 +170,11 @@ def test_links_report_their_bandwidth_and_the_nics_a_gpu_drives(tmp_path, capsys
     assert links["pcie"]["bandwidth_per_direction"] == 50e9
     assert links["network"]["bandwidth_per_direction"] == 400e9
     assert links["network"]["nics_per_gpu"] == 8
+    # 800 Gb/s NICs: 8 x 100 GB/s = 800 GB/s, capped at NVLink's 450 GB/s
+    args = ["--set", "hardware.network.inter_node_bandwidth=800 Gb/s"]
+    assert main(["run", str(scenario), "--out", str(tmp_path / "fast"), *args]) == 0
+    table = capsys.readouterr().out
+    assert "8 x 100.00 GB/s, capped at the NVLink's 450.00 GB/s" in table
+    links = json.loads((tmp_path / "fast" / "report.json").read_text())["links"]
+    assert links["network"]["bandwidth_per_direction"] == 450e9
+    assert links["network"]["nics_per_gpu"] == 8 and links["network"]["nic_bandwidth"] == 100e9

@@ -282,6 +282,19 @@ def test_derived_write_amplification_and_spare_remedy_applied_back():
     assert wear_section(less, result(light))["hbf"]["within_budget"] is False
 
 
+def test_no_spare_area_is_offered_past_the_drives_rating():
+    # The light case above (5 GB/step x 900 steps/day = 4.5 TB/day, spare 7 %: P/E cycles bind)
+    # on a drive rated 1 DWPD for 5 years: 4 TB/day over a 5-year budget, below 4.5 TB/day,
+    # so no spare area can fit it. Rated 2 DWPD (8 TB/day) leaves the 38.09 % remedy.
+    endurance = {"write_pattern": "random", "spare_area": 0.07, "warranty": "5 years"}
+    light = {"hbf": {"optimizer": 5 * GB}}
+    for dwpd, spare in ((1, None), (2, pytest.approx(0.3809, abs=1e-4))):
+        rated = {**endurance, "rated_drive_writes_per_day": dwpd}
+        hbf = wear_section(scenario(raw(hbf={"endurance": rated})), result(light))["hbf"]
+        assert hbf["budget_bound_by"] == "pe_cycles" and hbf["within_budget"] is False
+        assert hbf["remedies"]["spare_area"] == spare
+
+
 def test_fixed_write_amplification_is_used_as_given():
     s = scenario(raw(hbf={"endurance": {"write_amplification": 2.5, "write_pattern": "random"}}))
     hbf = wear_section(s, result(HBF_OPT))["hbf"]

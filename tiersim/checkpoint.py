@@ -94,7 +94,7 @@ def checkpoint_problems(scenario: Scenario) -> list[Problem]:
         what = "'auto' needs a failure rate: give failures.mtbf or failures.gpu_mtbf"
         problems.append(Problem("checkpoint.every_steps", what))
     c = scenario.checkpoint
-    if c.mode == "async" and c.staging == c.target:
+    if scenario.checkpoint_simulated and c.mode == "async" and c.staging == c.target:
         what = (
             f"snapshot-then-drain copies into the staging tier, then drains it to the target;"
             f" both are '{c.target}': use mode: blocking, or another staging tier"

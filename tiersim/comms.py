@@ -73,6 +73,17 @@ def capacities(s: Scenario) -> dict[tuple[str, str], float]:
     return out
 
 
+def network_nics(s: Scenario) -> int:
+    """NICs one GPU's rings drive at once on the network: the members per node of the group
+    that sets the network's rate in `capacities` (1 where no group spans nodes)."""
+    best = (0.0, 1)
+    for group in ("tensor", "data", "pipeline"):
+        link, _ = _link(s, group)
+        if link.kind == "network":
+            best = max(best, (link.bandwidth, link.per_node))
+    return best[1]
+
+
 def hidden_bytes(s: Scenario, hidden: int | None) -> float:
     """One micro-batch's hidden states s·b·h at the weights' precision."""
     if not hidden:

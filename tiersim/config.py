@@ -44,20 +44,22 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     silently dropping the first: a scenario would not run what its file says)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        first_line: dict[Any, int] = {}
+        first: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue  # `<<: *base` merges; keys given beside it override, as meant
             key = self.construct_object(key_node, deep=True)
             try:
-                line = first_line.setdefault(key, key_node.start_mark.line)
+                seen = first.setdefault(key, key_node)
             except TypeError:  # an unhashable key: the base loader says what is wrong
                 continue
-            if line != key_node.start_mark.line:
+            if seen is not key_node:
+                line = seen.start_mark.line + 1
+                where = "on the same line" if line == key_node.start_mark.line + 1 else ""
                 raise yaml.constructor.ConstructorError(
                     None,
                     None,
-                    f"duplicate key {key!r} (first given on line {line + 1})",
+                    f"duplicate key {key!r} (first given {where or f'on line {line}'})",
                     key_node.start_mark,
                 )
         return super().construct_mapping(node, deep)
@@ -145,7 +147,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not all(keys):
         raise ValueError(f"empty key in path {path!r} (expected keys joined by '.')")
     try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
+        parsed = parse_yaml(value) if value.strip() else ""
+    except yaml.constructor.ConstructorError as exc:  # e.g. a key given twice
+        raise ValueError(f"{exc.problem} in {value.strip()!r}") from None
     except yaml.YAMLError:
         parsed = value
     return keys, parsed

@@ -11,7 +11,7 @@ from typing import Any
 
 from tiersim import __version__
 from tiersim.checkpoint import CheckpointCost, checkpoint_section
-from tiersim.comms import capacities
+from tiersim.comms import capacities, network_nics
 from tiersim.inventory import ZERO_SHARDS, Inventory, model_summary
 from tiersim.model import build_model
 from tiersim.results import StepResult
@@ -167,8 +167,8 @@ def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
         for name, ls in r.links.items()
     }
     if "network" in out:  # how many of the node's NICs one GPU's rings drive at once
-        nic = s.hardware.network.inter_node_bandwidth
-        out["network"]["nics_per_gpu"] = max(1, round(link_bandwidth(s, "network") / nic))
+        out["network"]["nics_per_gpu"] = network_nics(s)
+        out["network"]["nic_bandwidth"] = s.hardware.network.inter_node_bandwidth
     return out
 
 
@@ -298,14 +298,25 @@ def step_tables(report: dict[str, Any]) -> str:
     tier_table = render(
         ["tier", "resident", "peak", "capacity", "read/step", "written/step", "fits"], tier_rows
     )
-    nics = report["links"].get("network", {}).get("nics_per_gpu", 1)
-    if nics > 1:
-        link_table += (
-            f"\nnetwork: a group with {nics} GPUs in each node drives {nics} NICs at once (one "
-            "NCCL ring each), so one GPU's ring bytes move at up to "
-            f"{nics} x {fmt_rate(report['links']['network']['bandwidth_per_direction'] / nics)}"
-        )
+    network = report["links"].get("network")
+    if network and network["nics_per_gpu"] > 1:
+        link_table += "\n" + _network_note(network)
     return "\n\n".join([step, link_table, tier_table, *extras])
+
+
+def _network_note(network: dict[str, Any]) -> str:
+    nics, nic, bw = (
+        network["nics_per_gpu"],
+        network["nic_bandwidth"],
+        network["bandwidth_per_direction"],
+    )
+    note = (
+        f"network: a group with {nics} GPUs in each node drives {nics} NICs at once (one NCCL "
+        f"ring each), so one GPU's ring bytes move at up to {nics} x {fmt_rate(nic)}"
+    )
+    if bw is not None and bw < nics * nic * (1 - 1e-9):
+        note += f", capped at the NVLink's {fmt_rate(bw)}"
+    return note
 
 
 def _bandwidth(bw: float | None) -> str:

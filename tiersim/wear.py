@@ -274,6 +274,9 @@ def spare_area_to_fit(w: TierWear, v: Verdict, endurance: Endurance) -> float | 
     derived = endurance.write_amplification is None and endurance.write_pattern == "random"
     if v.kind != "lifetime" or v.bound_by != "pe_cycles" or not derived or v.within_budget:
         return None  # spare area buys P/E cycles, not a drive's rated bytes written
+    rated = w.rated_total_bytes_written
+    if rated is not None and w.host_bytes_per_day > rated / (v.limit / DAY_S):
+        return None  # past the rating, however few cycles the writes would take
     k = (v.limit / DAY_S) * w.host_bytes_per_day / (w.pe_cycles * w.capacity_bytes)
 
     def gain(rho: float) -> float:
