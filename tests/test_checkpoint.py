@@ -26,6 +26,7 @@ from tiersim.checkpoint import (
     young_interval,
 )
 from tiersim.inventory import ClassBytes
+from tiersim.report import target_wear_at_optimum
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -255,3 +256,29 @@ def test_checkpoint_problems_name_the_key():
 def test_durable_checkpoints_keep_their_own_vocabulary():
     """DESIGN: 'recompute' (activation checkpointing) and durable checkpoints are never mixed."""
     assert "recompute" not in inspect.getsource(tiersim.checkpoint).lower()
+
+
+def test_target_wear_at_dalys_optimum_scales_only_the_checkpoint_writes():
+    # 10 GB written per step, 2 GB of it the checkpoint averaged over its 100-step interval;
+    # at Daly's 25 steps the checkpoint is 2 GB x 100 / 25 = 8 GB a step: 8 + 8 = 16 GB a step,
+    # x 1,000 steps/day = 16 TB/day = 2 drive writes/day of 8 TB; WA 1.5 on 12 TB physical:
+    # 16 x 1.5 / 12 = 2 P/E cycles a day, 3,000 / 2 = 1,500 days; rated 14.6 PB / 16 TB = 912.5.
+    wear = {
+        "host_bytes_written_per_step": 10e9,
+        "host_bytes_written_per_step_by_class": {"optimizer": 8e9, "checkpoint": 2e9},
+        "steps_per_day": 1000,
+        "write_amplification": 1.5,
+        "physical_bytes": 12e12,
+        "capacity_bytes": 8e12,
+        "pe_cycles": 3000,
+        "rated_total_bytes_written": 14.6e15,
+    }
+    ck = {"interval_steps": 100, "optimal_interval_steps": {"young": 24, "daly": 25}}
+    at = target_wear_at_optimum(ck, wear)
+    assert at["interval_steps"] == 25
+    assert at["host_bytes_written_per_day"] == pytest.approx(16e12)
+    assert at["drive_writes_per_day"] == pytest.approx(2.0)
+    assert at["lifetime_days"] == pytest.approx(1500)
+    assert at["rated_lifetime_days"] == pytest.approx(912.5)
+    assert target_wear_at_optimum(ck, None) is None  # the target is not flash
+    assert target_wear_at_optimum({**ck, "optimal_interval_steps": None}, wear) is None

@@ -209,6 +209,31 @@ def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
     }
 
 
+def target_wear_at_optimum(
+    ck: dict[str, Any], wear: dict[str, Any] | None
+) -> dict[str, float | None] | None:
+    """What the checkpoint target (a flash tier) would wear at Daly's optimum instead of the
+    interval simulated: its checkpoint bytes per step scale by interval / optimum, the rest of
+    what it holds is written as before."""
+    best = ck.get("optimal_interval_steps")
+    every = ck.get("interval_steps")
+    if wear is None or not isinstance(best, dict) or not best.get("daly") or not every:
+        return None
+    written = wear["host_bytes_written_per_step_by_class"]
+    checkpoint = written.get("checkpoint", 0.0) * every / best["daly"]
+    per_day = wear["host_bytes_written_per_step"] - written.get("checkpoint", 0.0) + checkpoint
+    per_day *= wear["steps_per_day"]
+    cycles_per_day = per_day * wear["write_amplification"] / wear["physical_bytes"]
+    rated = wear.get("rated_total_bytes_written")
+    return {
+        "interval_steps": best["daly"],
+        "host_bytes_written_per_day": per_day,
+        "drive_writes_per_day": per_day / wear["capacity_bytes"],
+        "lifetime_days": wear["pe_cycles"] / cycles_per_day if cycles_per_day > 0 else None,
+        "rated_lifetime_days": rated / per_day if rated is not None and per_day > 0 else None,
+    }
+
+
 def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     report = inventory_report(s, inv)
     report["tiers"] = run_tiers_section(inv, r)
@@ -216,6 +241,11 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     report["links"] = links_section(s, r)
     report["wear"] = wear_section(s, r)
     report["checkpoint"] = checkpoint_report(s, r)
+    if report["checkpoint"] is not None:
+        target_wear = report["wear"].get(s.checkpoint.target)
+        report["checkpoint"]["target_wear_at_optimum"] = target_wear_at_optimum(
+            report["checkpoint"], target_wear
+        )
     report["sim"] = {
         "events": r.events,
         "wall_s": r.wall_s,
@@ -341,4 +371,21 @@ def _checkpoint_line(ck: dict[str, Any]) -> str:
     if isinstance(best, dict) and best.get("daly") and at_best is not None:
         n = best["daly"]
         line += f"; Daly's optimum every {n} step{'s' * (n != 1)}: {100 * at_best:.2f} %"
+        at_opt = ck.get("target_wear_at_optimum")
+        if at_opt is not None and n != ck["interval_steps"]:
+            line += f" ({ck['target']} then {at_opt['drive_writes_per_day']:.3g} drive writes/day, "
+            line += _wear_out(at_opt["lifetime_days"], at_opt["rated_lifetime_days"]) + ")"
     return line
+
+
+def _wear_out(cycles_days: float | None, rated_days: float | None) -> str:
+    if rated_days is not None and (cycles_days is None or rated_days < cycles_days):
+        return f"past its rated bytes written in {_lifetime(rated_days)}"
+    return f"worn out in {_lifetime(cycles_days)}"
+
+
+def _lifetime(days: float | None) -> str:
+    if days is None:
+        return "never"
+    years = days / 365.0
+    return f"{years:.3g} years" if years >= 1 else f"{days:.3g} days"
