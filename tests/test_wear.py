@@ -347,9 +347,14 @@ def test_drive_writes_per_day_budget_on_nvme():
     assert fix["max_steps_per_day"] == pytest.approx(76.8)
     assert fix["capacity_bytes"] == pytest.approx(100e12)
     back = raw(budget={**budget, "steps_per_day": 76})
-    assert wear_section(scenario(back), result({"nvme": {"checkpoint": 100 * GB}}))["nvme"][
-        "within_budget"
-    ]
+    fits = wear_section(scenario(back), result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
+    assert fits["within_budget"]
+    # 76 x 100 GB = 7.6 TB/day = 0.9896 DWPD; the rating lasts 14.016 PB / 7.6 TB = 1,844.2 days
+    # = 5.053 years, before 3,000 cycles at 0.9896 a day; margin 7.68 / 7.6 = 1.0105
+    assert fits["verdict"].endswith(
+        "that is 0.9896 drive writes/day (its rated 14.02 PB written runs out in 5.053 years;"
+        " margin 1.011x)."
+    )
 
 
 def test_a_rating_that_runs_out_before_the_cycles_is_said():

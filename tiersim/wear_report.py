@@ -158,13 +158,14 @@ def _fixes(r: Remedies, w: TierWear) -> list[str]:
     return fixes
 
 
-def _rating_note(w: TierWear) -> str:
-    """The drive's rated endurance (rated DWPD over its warranty), where it runs out first."""
+def _rating_note(w: TierWear, sooner: str = " sooner,") -> str:
+    """The drive's rated endurance (rated DWPD over its warranty), where it runs out before
+    the P/E cycles."""
     rated = w.rated_lifetime_days
     if rated is None or w.rated_total_bytes_written is None or rated >= w.lifetime_days:
         return ""
     return (
-        f" (its rated {fmt_bytes(w.rated_total_bytes_written)} written runs out sooner, in "
+        f" (its rated {fmt_bytes(w.rated_total_bytes_written)} written runs out{sooner} in "
         f"{_days(rated)})"
     )
 
@@ -189,15 +190,15 @@ def verdict_sentence(a: Assessment) -> str:
         rate += f" (write amplification {w.write_amplification:.3g})"
     life = f"wears out in {_days(w.lifetime_days)}" + _rating_note(w)
     if v is not None and v.kind == "drive_writes_per_day":
-        life = f"that is {w.drive_writes_per_day:.3g} drive writes/day"
+        life = f"that is {w.drive_writes_per_day:.4g} drive writes/day" + _rating_note(w, "")
     if not held:
         return f"{tier}: nothing is written to it per step, so it never wears out."
     if v is None:
         return f"{tier} holding {held}: {rate} and {life}; no budget set."
     if v.within_budget:
-        return (
-            f"{tier} can hold {held} {budget_goal(v)}: {rate} and {life} (margin {v.margin:.4g}x)."
-        )
+        margin = f"margin {v.margin:.4g}x"
+        life = life[:-1] + f"; {margin})" if life.endswith(")") else f"{life} ({margin})"
+        return f"{tier} can hold {held} {budget_goal(v)}: {rate} and {life}."
     fixes = _fixes(a.remedies, w) if a.remedies else []
     fit = "; it would fit at " + ", ".join(fixes[:-1]) + " or " * (len(fixes) > 1) + fixes[-1]
     return f"{tier} cannot hold {held} {budget_goal(v)}: {rate} and {life}{fit if fixes else ''}."
