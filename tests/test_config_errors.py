@@ -450,6 +450,8 @@ def test_bad_set_is_reported_like_a_bad_file(problems, write, override, path, wo
     lines = problems(file, "--set", override)
     assert lines[0].startswith(f"{file}: {path}: ")
     assert words in lines[0]
+    if not path.startswith("--set"):  # the file may not hold the key: the message says whence
+        assert lines[0].endswith(f"(from --set {override})")
 
 
 @pytest.mark.parametrize(
@@ -534,3 +536,12 @@ def test_a_sweep_file_given_to_run_points_to_tiersim_sweep(cli, write):
     sweep = write({"base": "s.yaml", "grid": {"training.grad_accumulation": [1, 2]}}, "w.yaml")
     code, _, err = cli("run", sweep)
     assert code == 2 and "not a scenario" in err and "run it with `tiersim sweep`" in err
+
+
+def test_two_budget_kinds_say_how_to_drop_one_from_the_command_line(problems, write, cli):
+    path = write({**GPT2, "budget": {"hbf": {"lifetime": "5 years"}}})
+    line = only(problems(path, "--set", "budget.hbf.drive_writes_per_day=10"))
+    assert "(got lifetime and drive_writes_per_day; set the other to null" in line
+    assert "e.g. --set budget.hbf.lifetime=null)" in line
+    sets = ["--set", "budget.hbf.drive_writes_per_day=10", "--set", "budget.hbf.lifetime=null"]
+    assert cli("inventory", path, *sets)[0] == 0

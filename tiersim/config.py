@@ -342,8 +342,8 @@ def validation_problems(exc: ValidationError) -> list[Problem]:
     by_path: dict[str, list[str]] = {}
     for err in exc.errors():
         path, parent = _walk(tuple(err["loc"]))
-        text = _message(err, parent)
         key = ".".join(path)
+        text = _message(err, parent).replace("--set ...", f"--set {key}.")  # the full path
         if text not in by_path.setdefault(key, []):
             by_path[key].append(text)
     return [Problem(path, "; or ".join(msgs)) for path, msgs in by_path.items()]
@@ -585,11 +585,31 @@ def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> L
         seen = {p.path for p in problems}
         problems += [p for p in _raw_tier_names(resolved) if p.path not in seen]
         problems = _override_hints(raw_in, list(overrides), base_dir) + problems
-        raise InputError(source, problems) from None
+        raise InputError(source, _from_overrides(problems, overrides)) from None
     problems += consistency_problems(scenario)
     if problems:
-        raise InputError(source, problems)
+        raise InputError(source, _from_overrides(problems, overrides))
     return Loaded(scenario, resolved, source)
+
+
+def _from_overrides(problems: list[Problem], overrides: list[str]) -> list[Problem]:
+    """Say which --set a problem comes from, where its key path is the override's or holds it:
+    the file named in the message may not contain that key at all."""
+    paths = {}
+    for text in overrides:
+        try:
+            paths[".".join(parse_override(text)[0])] = text
+        except ValueError:
+            continue  # reported as a problem of its own
+    out = []
+    for p in problems:
+        text = next(
+            (t for path, t in paths.items() if p.path == path or path.startswith(p.path + ".")),
+            None,
+        )
+        skip = text is None or p.path.startswith("--set") or not p.path
+        out.append(p if skip else Problem(p.path, f"{p.message} (from --set {text})"))
+    return out
 
 
 def load_scenario(path: str | Path, overrides: list[str] = ()) -> Loaded:

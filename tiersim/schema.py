@@ -324,11 +324,12 @@ class TierBudget(Strict):
 
     @model_validator(mode="after")
     def _one(self) -> TierBudget:
-        given = [self.lifetime, self.drive_writes_per_day, self.total_bytes_written]
-        if sum(v is not None for v in given) != 1:
-            raise ValueError(
-                "give exactly one of lifetime, drive_writes_per_day, total_bytes_written"
-            )
+        kinds = ("lifetime", "drive_writes_per_day", "total_bytes_written")
+        given = [k for k in kinds if getattr(self, k) is not None]
+        if len(given) != 1:
+            got = " and ".join(given) if given else "none"
+            hint = f"; set the other to null, e.g. --set ...{given[0]}=null" if given else ""
+            raise ValueError(f"give exactly one of {', '.join(kinds)} (got {got}{hint})")
         return self
 
 
