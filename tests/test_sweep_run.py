@@ -187,6 +187,7 @@ def test_cli_sweep_prints_progress_and_summary(tmp_path, cli):
     assert "6/6 points" in stderr
     assert "sweep 's': 6 points (1 infeasible, 3 invalid, 2 ok)" in stdout
     assert (out / "results.parquet").exists() and not (out / "plots").exists()
+    assert f"results: {out / 'results.csv'}, {out / 'results.parquet'}\n" in stdout  # no plots
 
 
 def test_a_sweep_whose_every_point_is_invalid_exits_2(tmp_path, cli):
@@ -204,6 +205,7 @@ def test_headline_columns_follow_whatever_sections_a_report_has():
         "tiers": {"hbm": {"peak_bytes": 5, "fits": True, "classes": {"weights": 5}}},
         "wear": {"hbf": {"lifetime_days": 900.5, "within_budget": False, "pe_cycles": 3}},
         "links": {"pcie": {"bytes": 7, "utilization": 0.5, "bytes_by_direction": {}}},
+        "checkpoint": {"optimal_interval_steps": {"young": 3, "daly": 4}, "goodput": 0.9},
     }
     assert headline(report) == {
         "step.time_s": 2.0,
@@ -214,6 +216,8 @@ def test_headline_columns_follow_whatever_sections_a_report_has():
         "links.pcie.bytes": 7,
         "wear.hbf.lifetime_days": 900.5,
         "wear.hbf.within_budget": False,
+        "checkpoint.optimal_interval_steps.daly": 4,  # a scalar within a mapping
+        "checkpoint.goodput": 0.9,
     }
 
 

@@ -120,10 +120,8 @@ def _print_outcome(outcome: SweepOutcome, out: Path, resumed: bool) -> None:
     lines = [_resume_line(outcome)] if resumed else []
     if outcome.failed:
         lines.append(f"{outcome.failed} points failed with an error; --resume retries them")
-    lines.append(
-        f"results: {out / 'results.csv'}, {out / 'results.parquet'}, {len(outcome.plots)} "
-        f"plots in {out / 'plots'}"
-    )
+    plots = f", {len(outcome.plots)} plots in {out / 'plots'}" if outcome.plots else ""
+    lines.append(f"results: {out / 'results.csv'}, {out / 'results.parquet'}{plots}")
     print("\n" + "\n".join(lines))
 
 
