@@ -153,13 +153,14 @@ def test_the_target_holds_the_last_checkpoint_and_two_while_writing():
     assert not nvme("12 GB").fits  # holds one checkpoint, not two
 
 
-@pytest.mark.parametrize(("dwpd", "interval", "basis"), [(0.01, 8, "wear budget"), (1, 1, "daly")])
+@pytest.mark.parametrize(("dwpd", "interval", "basis"), [(0.01, 8, "wear budget"), (1, 1, "drain")])
 def test_auto_interval_keeps_the_target_within_its_write_budget(dwpd, interval, basis):
     # 8 GB per checkpoint to NVMe (100 TB), nothing else written there; at a fixed 1,000
     # steps/day a budget of d drive writes/day allows d x 100 TB / 1,000 = d x 100 GB per step.
     # d = 0.01: 1 GB per step -> one checkpoint every 8 GB / 1 GB = 8 steps at least.
-    # d = 1: 100 GB per step, so Daly's optimum stands: an async stall ~0 makes it as short as
-    # the drain allows (1.6 s of drain within a 3 s step: every step).
+    # d = 1: 100 GB per step, so the budget does not bind: an async stall ~0 makes Daly's
+    # optimum shorter than the 1.6 s drain, which sets the interval (within a 3 s step: every
+    # step; basis "drain").
     raw = momentum(
         checkpoint={"every_steps": "auto", "mode": "async"},
         failures={"mtbf": "1 day"},
@@ -169,6 +170,17 @@ def test_auto_interval_keeps_the_target_within_its_write_budget(dwpd, interval, 
     assert r.checkpoint.interval_steps == interval
     assert r.checkpoint.interval_basis == basis
     assert r.tiers["nvme"].written_by_class == {"checkpoint": 8_000_000_000 // interval}
+
+
+def test_a_blocking_auto_interval_is_dalys_optimum():
+    # blocking: the write is the stall, nothing drains after it, so nothing floors Daly's
+    # optimum: sqrt(2 x stall x 1 day) with a stall of seconds is minutes, many 3 s steps
+    raw = momentum(
+        checkpoint={"every_steps": "auto", "mode": "blocking"}, failures={"mtbf": "1 day"}
+    )
+    r = simulate(scenario(raw))
+    assert r.checkpoint.interval_basis == "daly"
+    assert r.checkpoint.interval_steps > 10
 
 
 def test_every_step_checkpoint_link_time_is_one_steps_worth():

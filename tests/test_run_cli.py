@@ -135,7 +135,11 @@ def test_step_table_shares_add_up_to_the_step(tmp_path, capsys, name, sets):
 def test_checkpoint_line_says_when_no_failure_rate_is_set(tmp_path, capsys):
     scenario = Path(__file__).resolve().parent.parent / "scenarios" / "default.yaml"
     assert main(["run", str(scenario), "--out", str(tmp_path)]) == 0
-    assert "no failure rate set (failures.mtbf), so no goodput" in capsys.readouterr().out
+    stalls_only = json.loads((tmp_path / "report.json").read_text())["checkpoint"]["goodput"]
+    assert (
+        f"no failure rate set (failures.mtbf): goodput {100 * stalls_only:.4g} % counts stalls"
+        " only" in capsys.readouterr().out
+    )
     sets = ["--set", "failures.mtbf=1 h"]
     assert main(["run", str(scenario), "--out", str(tmp_path), *sets]) == 0
     out = capsys.readouterr().out
@@ -178,3 +182,26 @@ def test_links_report_their_bandwidth_and_the_nics_a_gpu_drives(tmp_path, capsys
     links = json.loads((tmp_path / "fast" / "report.json").read_text())["links"]
     assert links["network"]["bandwidth_per_direction"] == 450e9
     assert links["network"]["nics_per_gpu"] == 8 and links["network"]["nic_bandwidth"] == 100e9
+
+
+def test_a_trace_path_that_would_overwrite_the_scenario_is_refused(tmp_path, capsys):
+    scenario = tmp_path / "s.yaml"
+    text = (Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml").read_text()
+    scenario.write_text(text)
+    assert main(["run", "--out", str(tmp_path / "o"), "--trace", str(scenario), str(scenario)]) == 2
+    assert "is the scenario file itself" in capsys.readouterr().err
+    assert scenario.read_text() == text  # untouched
+    assert main(["run", str(scenario), "--out", str(tmp_path / "o"), "--trace", "-"]) == 2
+    assert "not standard output" in capsys.readouterr().err
+
+
+def test_the_headline_gives_tokens_per_second_after_goodput_when_failures_are_set(tmp_path, capsys):
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml"
+    sets = ["--set", "failures.mtbf=10 min", "--set", "checkpoint.every_steps=1000"]
+    assert main(["run", str(scenario), "--out", str(tmp_path), *sets]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    report = json.loads((tmp_path / "report.json").read_text())
+    tokens, goodput = report["step"]["tokens_per_s"], report["checkpoint"]["goodput"]
+    assert 0 < goodput < 1
+    assert f"{tokens:,.0f} tokens/s over all the job's GPUs" in head
+    assert f"({tokens * goodput:,.0f} after checkpoints and failures)" in head

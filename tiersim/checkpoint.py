@@ -96,8 +96,9 @@ def checkpoint_problems(scenario: Scenario) -> list[Problem]:
     c = scenario.checkpoint
     if scenario.checkpoint_simulated and c.mode == "async" and c.staging == c.target:
         what = (
-            f"snapshot-then-drain copies into the staging tier, then drains it to the target;"
-            f" both are '{c.target}': use mode: blocking, or another staging tier"
+            "snapshot-then-drain copies into checkpoint.staging (default dram), then drains it "
+            f"to the target; both are '{c.target}' (expected mode: blocking, or another "
+            "staging tier or target)"
         )
         problems.append(Problem("checkpoint.staging", what))
     return problems

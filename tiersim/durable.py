@@ -141,17 +141,20 @@ def measure_checkpoint(
 def resolve_interval(
     s: Scenario, result: StepResult, run: CheckpointRun
 ) -> tuple[int | None, str | None]:
-    """The interval in steps and what set it: "given"; for `auto`, "daly" (Daly's optimum,
-    never shorter than the drain), or "wear budget" where the target's write budget needs a
-    longer one."""
+    """The interval in steps and what set it: "given"; for `auto`, "daly" (Daly's optimum),
+    "drain" (the optimum is shorter than the drain, which no interval may be), or "wear
+    budget" where the target's write budget needs a longer one."""
     every = s.checkpoint.every_steps
     if every != "auto":
         return every, None if every is None else "given"
     cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
     step_s = result.time_s
-    daly = interval_to_steps(daly_interval(run.stall_s, run.mtbf_s), step_s, cost, run.mtbf_s)
+    optimum_s = daly_interval(run.stall_s, run.mtbf_s)
+    daly = interval_to_steps(optimum_s, step_s, cost, run.mtbf_s)
     floor = budget_interval(s, result, run)
-    return (floor, "wear budget") if floor is not None and floor > daly else (daly, "daly")
+    if floor is not None and floor > daly:
+        return floor, "wear budget"
+    return daly, "drain" if optimum_s < cost.drain_lag_s else "daly"
 
 
 def budget_interval(s: Scenario, result: StepResult, run: CheckpointRun) -> int | None:

@@ -283,10 +283,13 @@ def _step_rows(st: dict[str, Any]) -> list[list[str]]:
 def _step_head(report: dict[str, Any]) -> str:
     st = report["step"]
     overlap = "-" if st["overlap"] is None else f"{100 * st['overlap']:.1f} %"
+    tokens = f"{st['tokens_per_s']:,.0f} tokens/s over all the job's GPUs"
+    ck = report.get("checkpoint") or {}
+    if ck.get("mtbf_s") is not None and ck.get("goodput") is not None:
+        tokens += f" ({st['tokens_per_s'] * ck['goodput']:,.0f} after checkpoints and failures)"
     return (
-        f"{report['scenario']}: {fmt_time(st['time_s'])} per step, "
-        f"{st['tokens_per_s']:,.0f} tokens/s over the job, transfer overlapped with compute "
-        f"{overlap}"
+        f"{report['scenario']}: {fmt_time(st['time_s'])} per step, {tokens}, transfer "
+        f"overlapped with compute {overlap}"
     )
 
 
@@ -355,7 +358,11 @@ def _bandwidth(bw: float | None) -> str:
 
 def _checkpoint_line(ck: dict[str, Any]) -> str:
     every = "not set" if ck["interval_steps"] is None else f"every {ck['interval_steps']} steps"
-    basis = {"daly": "auto: Daly's optimum", "wear budget": f"auto: {ck['target']}'s wear budget"}
+    basis = {
+        "daly": "auto: Daly's optimum",
+        "drain": "auto: the drain, longer than Daly's optimum",
+        "wear budget": f"auto: {ck['target']}'s wear budget",
+    }
     if ck.get("interval_basis") in basis:
         every += f", {basis[ck['interval_basis']]}"
     line = (
@@ -364,7 +371,8 @@ def _checkpoint_line(ck: dict[str, Any]) -> str:
         f"recovery {fmt_time(ck['recovery_s'] or 0)}"
     )
     if ck.get("mtbf_s") is None:
-        return line + "; no failure rate set (failures.mtbf), so no goodput"
+        stalls = "" if ck.get("goodput") is None else f" {100 * ck['goodput']:.4g} %"
+        return line + f"; no failure rate set (failures.mtbf): goodput{stalls} counts stalls only"
     goodput = "-" if ck["goodput"] is None else f"{100 * ck['goodput']:.2f} %"
     line += f", goodput {goodput} (job MTBF {fmt_time(ck['mtbf_s'])})"
     best, at_best = ck.get("optimal_interval_steps"), ck.get("goodput_at_optimum")

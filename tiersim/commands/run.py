@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from tiersim.commands.common import add_scenario_args, cannot_write, load
+from tiersim.errors import InputError, Problem
 from tiersim.output import write_run, write_trace
 from tiersim.report import step_tables, to_json
 from tiersim.runner import report_with_result
@@ -33,7 +34,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def _check_trace_path(args: argparse.Namespace) -> None:
+    """Refuse, before simulating, a trace path that would overwrite the scenario or is '-'."""
+    if args.trace == "-":
+        what = "the trace is written to a file, not standard output (expected a file path)"
+        raise InputError("--trace", [Problem(args.trace, what)])
+    if args.trace and Path(args.trace).resolve() == Path(args.scenario).resolve():
+        what = "is the scenario file itself (expected another file path)"
+        raise InputError("--trace", [Problem(args.trace, what)])
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_trace_path(args)
     loaded = load(args)
     tracing = args.trace is not None
     report, result = report_with_result(loaded, record=tracing)
