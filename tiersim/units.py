@@ -23,7 +23,7 @@ class Kind(Enum):
         "B/s (or Bps) and bits as b/s (or bps), with k, M, G, T, P or Ki, Mi, Gi, Ti, Pi",
         "B/s",
     )
-    TIME = ("a time", "15 us", "ns, us, ms, s, min, h, d, week, year", "s")
+    TIME = ("a time", "15 us", "ns, us, ms, s, min, h, d, week, year (or y, yr)", "s")
     FLOP_RATE = ("a FLOP rate", "989 TFLOP/s", "FLOP/s or FLOPS with k, M, G, T, P", "FLOP/s")
     PARAM_RATE = ("a parameter rate", "1.4 Gparam/s", "param/s with k, M, G, T", "param/s")
 
