@@ -242,3 +242,18 @@ def test_one_sweep_at_a_time_even_after_the_log_is_rewritten(tmp_path):
             SweepStore(out, resume=True)
     with SweepStore(out, resume=True) as store:  # released on close
         assert list(store.entries) == ["a"]
+
+
+def test_resuming_into_another_sweeps_folder_is_pointed_out(tmp_path, cli):
+    path = write_sweep(tmp_path, OFFLOAD)
+    out = tmp_path / "out"
+    code, _, err = cli("sweep", path, "--out", out, "--workers", "1", "--no-plots")
+    assert code == 0, err
+    other = {"grid": {"training.grad_accumulation": [3, 5]}}  # none of OFFLOAD's points
+    (tmp_path / "other").mkdir()
+    other_path = write_sweep(tmp_path / "other", other)
+    args = ("sweep", other_path, "--out", out, "--workers", "1", "--no-plots", "--resume")
+    code, stdout, err = cli(*args)
+    assert code == 0, err
+    assert "note: none of the 8 points already in the folder are this sweep's" in stdout
+    assert len(csv_rows(out)) == 2 and len(log_lines(out)) == 10  # the others stay logged

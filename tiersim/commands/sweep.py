@@ -127,7 +127,13 @@ def _print_outcome(outcome: SweepOutcome, out: Path, resumed: bool) -> None:
 
 def _resume_line(outcome: SweepOutcome) -> str:
     new = outcome.ran - outcome.retried
-    return (
+    line = (
         f"resumed: {outcome.reused} points reused, {outcome.retried} failed before and retried, "
         f"{new} run for the first time; {outcome.failed} still failed"
     )
+    if outcome.recorded and not outcome.reused and not outcome.retried:
+        line += (
+            f"\nnote: none of the {outcome.recorded} points already in the folder are this "
+            "sweep's (another sweep's folder? they stay in its log, not in these tables)"
+        )
+    return line

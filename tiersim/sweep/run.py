@@ -51,6 +51,7 @@ class SweepOutcome:
     skipped_lines: int  # unreadable log lines ignored (a torn last line, say)
     plots: list[Path]
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
+    recorded: int = 0  # points the folder's log held before this run (any sweep's)
 
 
 def tasks_for(spec: SweepSpec, points: list[Point]) -> list[PointTask]:
@@ -86,7 +87,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     reused = len(points) - len(todo) if recorded else 0
     failed = sum(row["status"] == ERROR for row in table.rows)
     return SweepOutcome(
-        spec, points, table, len(todo), reused, retried, failed, skipped, plots, timings
+        spec, points, table, len(todo), reused, retried, failed, skipped, plots, timings, recorded
     )
 
 
