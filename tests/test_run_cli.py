@@ -205,3 +205,17 @@ def test_the_headline_gives_tokens_per_second_after_goodput_when_failures_are_se
     assert 0 < goodput < 1
     assert f"{tokens:,.0f} tokens/s over all the job's GPUs" in head
     assert f"({tokens * goodput:,.0f} after checkpoints and failures)" in head
+
+
+def test_run_lists_wear_verdicts_in_the_order_tiersim_wear_does(tmp_path, capsys):
+    # hbf-optimizer-state: HBF fails its budget, NVMe (checkpoints) has none; the hardware lists
+    # NVMe first, both commands put the failed budget first
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "hbf-optimizer-state.yaml"
+    assert main(["run", str(scenario), "--out", str(tmp_path)]) == 0
+    run_lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith(("HBF", "NVMe"))]
+    assert main(["wear", str(scenario)]) == 0
+    wear_lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith(("HBF", "NVMe"))]
+    assert (
+        [x.split()[0] for x in run_lines] == ["HBF", "NVMe"] == [x.split()[0] for x in wear_lines]
+    )
+    assert run_lines == wear_lines

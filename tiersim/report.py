@@ -320,7 +320,12 @@ def step_tables(report: dict[str, Any]) -> str:
         for n, v in report["tiers"].items()
     ]
     sim = report["sim"]
-    extras = [v["verdict"] for v in report.get("wear", {}).values()]
+    # as `tiersim wear` orders them: budgets failed, then met, then tiers without a budget
+    wear = sorted(
+        report.get("wear", {}).values(),
+        key=lambda v: (v["within_budget"] is None, v["within_budget"] is True),
+    )
+    extras = [v["verdict"] for v in wear]
     extras.append(
         f"Simulated {sim['steps_simulated']} steps (warm-up, measured, trailing): "
         f"{sim['events']:,} events in {fmt_time(sim['wall_s'])} of engine time."
