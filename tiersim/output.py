@@ -10,6 +10,10 @@ from typing import Any
 
 import yaml
 
+from tiersim import __version__
+from tiersim.document import provenance, scenario_document
+from tiersim.schema import Scenario
+
 
 def write_atomic(path: Path, text: str) -> None:
     """Write to a temporary file beside `path`, fsync it, then rename over `path`."""
@@ -29,10 +33,21 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_run(folder: Path, resolved: dict[str, Any], report_json: str) -> None:
-    """The resolved scenario and its report, as `tiersim run` leaves them."""
-    write_atomic(folder / "scenario.yaml", yaml.safe_dump(resolved, sort_keys=False))
+def write_run(folder: Path, scenario: Scenario, source: str, report_json: str) -> None:
+    """The scenario as simulated (every value, defaults included) and its report, as
+    `tiersim run` leaves them."""
+    write_atomic(folder / "scenario.yaml", scenario_yaml(scenario, source))
     write_atomic(folder / "report.json", report_json + "\n")
+
+
+def scenario_yaml(scenario: Scenario, source: str) -> str:
+    header = [
+        f"# The scenario as tiersim {__version__} simulated it, from {source}: every value,",
+        "# defaults and presets included, so this file reruns the same simulation.",
+        *(f"# {line}" for line in provenance(scenario)),
+    ]
+    body = yaml.safe_dump(scenario_document(scenario), sort_keys=False, allow_unicode=True)
+    return "\n".join(header) + "\n" + body
 
 
 def write_trace(path: Path, trace: dict[str, Any]) -> None:

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     text = to_json(report)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     try:
-        write_run(folder, loaded.resolved, text)
+        write_run(folder, loaded.scenario, loaded.source, text)
     except OSError as exc:
         raise cannot_write("--out", folder, exc, "a writable folder path") from None
     if tracing:

@@ -1,0 +1,93 @@
+"""A validated scenario written back out whole: every value, defaults included, quantities with
+units, so the file reproduces the run even after presets or defaults change.
+
+`scenario_document(s)` loads back (tiersim.config.build) to a scenario equal to `s` but for
+`model.preset`, `model.hf_config` and `hardware.preset`: their values are all written out, so
+the document names them in `provenance` comments only (`hardware.preset: none`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, get_args, get_origin
+
+from pydantic import BaseModel, BeforeValidator
+
+from tiersim.schema import Scenario
+from tiersim.units import Kind, fmt_exact
+
+SOURCES = (("model", "preset"), ("model", "hf_config"), ("hardware", "preset"))
+
+
+def scenario_document(s: Scenario) -> dict[str, Any]:
+    """Every field of `s` as YAML-ready values, without the preset / config.json references."""
+    doc = _model(s)
+    for section, key in SOURCES:
+        doc[section].pop(key, None)
+    # every value is here: no preset under them (an absent one would mean the default preset)
+    doc["hardware"] = {"preset": "none", **doc["hardware"]}
+    return doc
+
+
+def provenance(s: Scenario) -> list[str]:
+    """Where the dimensions and the hardware came from, for a comment above the document."""
+    lines = []
+    for section, key in SOURCES:
+        value = getattr(getattr(s, section), key)
+        if value is not None:
+            lines.append(f"{section}.{key}: {value}")
+    return lines
+
+
+def _model(model: BaseModel) -> dict[str, Any]:
+    out = {}
+    for name, field in type(model).model_fields.items():
+        kind = _kind(field.annotation, field.metadata)
+        out[name] = _value(getattr(model, name), field.annotation, kind)
+    return out
+
+
+def _value(value: Any, annotation: Any, kind: Kind | None) -> Any:
+    if isinstance(value, BaseModel):
+        return _model(value)
+    if isinstance(value, dict):
+        inner = _dict_value_annotation(annotation)
+        inner_kind = _kind(inner, [])
+        return {k: _value(v, inner, inner_kind) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_value(v, None, None) for v in value]
+    if kind is not None and isinstance(value, float | int) and not isinstance(value, bool):
+        return fmt_exact(float(value), kind)
+    return value
+
+
+def _dict_value_annotation(annotation: Any) -> Any:
+    for candidate in (annotation, *get_args(annotation)):
+        if get_origin(candidate) is dict:
+            return get_args(candidate)[1]
+    return None
+
+
+def _kind(annotation: Any, metadata: list[Any]) -> Kind | None:
+    """The unit kind a field parses with: found in its validators (`schema._unit(kind)`), on the
+    field or inside an Optional / Union of annotated types."""
+    if get_origin(annotation) is Annotated:
+        metadata = [*metadata, *get_args(annotation)[1:]]
+    for item in metadata:
+        found = _kind_of_validator(item)
+        if found is not None:
+            return found
+    for arg in get_args(annotation) if annotation is not None else ():
+        if get_origin(arg) is Annotated:
+            found = _kind(None, list(get_args(arg)[1:]))
+            if found is not None:
+                return found
+    return None
+
+
+def _kind_of_validator(item: Any) -> Kind | None:
+    if not isinstance(item, BeforeValidator):
+        return None
+    for cell in getattr(item.func, "__closure__", None) or ():
+        if isinstance(cell.cell_contents, Kind):
+            return cell.cell_contents
+    return None
