@@ -526,6 +526,10 @@ def test_a_checkpoint_in_gpu_memory_is_refused(problems, write):
         ("hardware.links.pcie.bandwidth=0 GB/s", "must be at least 1 B/s (got 0 B/s)"),
         ("hardware.gpu.efficiency=50%", "expected a number (got '50%')"),
         ("name=münchen", "expected ASCII letters, digits, '_', '-' and '.' only"),
+        ("budget.steps_per_day=.inf", "expected a finite number (got inf)"),
+        ("hardware.tiers.hbf.endurance.pe_cycles=.nan", "expected a finite number (got nan)"),
+        ("training.workspace=1e400 B", "too large to represent"),
+        ("model.activation_factor=1e300", "less than or equal to 1000"),
     ],
 )
 def test_values_are_rejected_in_words_a_user_reads(problems, write, override, message):
@@ -541,7 +545,18 @@ def test_a_sweep_file_given_to_run_points_to_tiersim_sweep(cli, write):
 def test_two_budget_kinds_say_how_to_drop_one_from_the_command_line(problems, write, cli):
     path = write({**GPT2, "budget": {"hbf": {"lifetime": "5 years"}}})
     line = only(problems(path, "--set", "budget.hbf.drive_writes_per_day=10"))
-    assert "(got lifetime and drive_writes_per_day; set the other to null" in line
+    assert "(got lifetime and drive_writes_per_day; set all but one to null" in line
     assert "e.g. --set budget.hbf.lifetime=null)" in line
     sets = ["--set", "budget.hbf.drive_writes_per_day=10", "--set", "budget.hbf.lifetime=null"]
     assert cli("inventory", path, *sets)[0] == 0
+
+
+def test_a_files_own_problem_is_not_blamed_on_an_unrelated_set(problems, write):
+    incomplete = write({"name": "x", "model": {"layers": 2, "hidden": 64}})
+    line = only(problems(incomplete, "--set", "model.activation_factor=2"))
+    assert line.startswith(f"{incomplete}: model: missing heads") and "--set" not in line
+    # a problem only the --set values make, at a key no --set names: said so, without a name
+    budgeted = write({**GPT2, "budget": {"hbf": {"lifetime": "5 years"}}})
+    line = only(problems(budgeted, "--set", "hardware.tiers.hbf.endurance=null"))
+    assert line.startswith(f"{budgeted}: budget.hbf: tier 'hbf' has no endurance")
+    assert line.endswith("(after the --set values)")

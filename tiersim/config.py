@@ -326,6 +326,8 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         return f"expected true or false (got {err.get('input')!r})"
     if kind in ("float_parsing", "int_parsing"):
         return f"expected a number (got {err.get('input')!r})"
+    if kind == "finite_number":
+        return f"expected a finite number (got {err.get('input')!r})"
     if kind == "string_pattern_mismatch" and tuple(err["loc"]) == ("name",):
         return (
             "expected ASCII letters, digits, '_', '-' and '.' only: it names the results "
@@ -585,31 +587,45 @@ def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> L
         seen = {p.path for p in problems}
         problems += [p for p in _raw_tier_names(resolved) if p.path not in seen]
         problems = _override_hints(raw_in, list(overrides), base_dir) + problems
-        raise InputError(source, _from_overrides(problems, overrides)) from None
+        raise InputError(source, _from_overrides(problems, overrides, raw_in, base_dir)) from None
     problems += consistency_problems(scenario)
     if problems:
-        raise InputError(source, _from_overrides(problems, overrides))
+        raise InputError(source, _from_overrides(problems, overrides, raw_in, base_dir))
     return Loaded(scenario, resolved, source)
 
 
-def _from_overrides(problems: list[Problem], overrides: list[str]) -> list[Problem]:
-    """Say which --set a problem comes from, where its key path is the override's or holds it:
-    the file named in the message may not contain that key at all."""
+def _from_overrides(
+    problems: list[Problem], overrides: list[str], raw: Any, base_dir: Path
+) -> list[Problem]:
+    """Say which --set a problem comes from, where the file without the overrides does not have
+    it: the file named in the message may not contain that key at all."""
+    if not overrides:
+        return problems
+    try:
+        build(raw, base_dir, "", [])
+        own: set[tuple[str, str]] = set()
+    except InputError as exc:
+        own = {(p.path, p.message) for p in exc.problems}
     paths = {}
     for text in overrides:
         try:
             paths[".".join(parse_override(text)[0])] = text
         except ValueError:
             continue  # reported as a problem of its own
-    out = []
-    for p in problems:
-        text = next(
-            (t for path, t in paths.items() if p.path == path or path.startswith(p.path + ".")),
-            None,
-        )
-        skip = text is None or p.path.startswith("--set") or not p.path
-        out.append(p if skip else Problem(p.path, f"{p.message} (from --set {text})"))
-    return out
+    return [p if (p.path, p.message) in own else _blamed(p, paths) for p in problems]
+
+
+def _blamed(p: Problem, paths: dict[str, str]) -> Problem:
+    if p.path.startswith("--set") or not p.path:
+        return p
+    related = [
+        text
+        for path, text in paths.items()
+        if p.path == path or p.path.startswith(path + ".") or path.startswith(p.path + ".")
+    ]
+    if not related:
+        return Problem(p.path, f"{p.message} (after the --set values)")
+    return Problem(p.path, f"{p.message} (from --set {', --set '.join(related)})")
 
 
 def load_scenario(path: str | Path, overrides: list[str] = ()) -> Loaded:

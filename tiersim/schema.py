@@ -68,7 +68,12 @@ def _unit(kind: Kind, allow_unlimited: bool = False):
 
 Size = Annotated[float, _unit(Kind.SIZE), _positive(Kind.SIZE)]
 SizeOrZero = Annotated[float, _unit(Kind.SIZE), _non_negative(Kind.SIZE)]
-Bandwidth = Annotated[float, _unit(Kind.BANDWIDTH, True), _at_least_one(Kind.BANDWIDTH)]
+Bandwidth = Annotated[
+    float,
+    Field(allow_inf_nan=True),  # `unlimited`
+    _unit(Kind.BANDWIDTH, True),
+    _at_least_one(Kind.BANDWIDTH),
+]
 Duration = Annotated[float, _unit(Kind.TIME), _positive(Kind.TIME)]
 Latency = Annotated[float, _unit(Kind.TIME), _non_negative(Kind.TIME)]
 FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), _at_least_one(Kind.FLOP_RATE)]
@@ -96,7 +101,8 @@ PrecisionName = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # no infinity or NaN from YAML (.inf, .nan): only `unlimited` bandwidths are infinite
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # --- model -------------------------------------------------------------------------------------
@@ -131,7 +137,8 @@ class ModelSpec(Strict):
     parameters: Count | None = None
     activation_bytes_per_layer: SizeOrZero | None = None  # 0 B: none kept (e.g. all recomputed)
     forward_flops_per_token_per_layer: Annotated[float, Field(gt=0)] | None = None
-    activation_factor: Annotated[float, Field(gt=0)] = 1.0  # measured/predicted, from calibration
+    # measured / predicted activations, from calibration (tiersim measure --calibrate)
+    activation_factor: Annotated[float, Field(gt=0, le=1000)] = 1.0
 
     @model_validator(mode="after")
     def _complete(self) -> ModelSpec:
@@ -328,7 +335,7 @@ class TierBudget(Strict):
         given = [k for k in kinds if getattr(self, k) is not None]
         if len(given) != 1:
             got = " and ".join(given) if given else "none"
-            hint = f"; set the other to null, e.g. --set ...{given[0]}=null" if given else ""
+            hint = f"; set all but one to null, e.g. --set ...{given[0]}=null" if given else ""
             raise ValueError(f"give exactly one of {', '.join(kinds)} (got {got}{hint})")
         return self
 
@@ -336,15 +343,23 @@ class TierBudget(Strict):
 class Budget(Strict):
     """`steps_per_day`, plus one entry per flash tier: `budget.hbf: {lifetime: 5 years}`."""
 
-    steps_per_day: Annotated[float, Field(gt=0)] | None = None
+    steps_per_day: Annotated[float, Field(gt=0, le=1e9)] | None = None  # 1e9: one per 86 us
     tiers: dict[str, TierBudget] = {}
 
     @model_validator(mode="before")
     @classmethod
     def _gather_tiers(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or "tiers" in data:
+        """Tier entries beside `steps_per_day` (the documented form) go under `tiers`, merged
+        key by key into any `tiers` given too (a `--set budget.hbf.x` onto a written file)."""
+        if not isinstance(data, dict) or not isinstance(data.get("tiers", {}), dict):
             return data
-        tiers = {k: v for k, v in data.items() if k != "steps_per_day"}
+        tiers = dict(data.get("tiers", {}))
+        for name, entry in data.items():
+            if name in ("steps_per_day", "tiers"):
+                continue
+            known = tiers.get(name)
+            both = isinstance(known, dict) and isinstance(entry, dict)
+            tiers[name] = {**known, **entry} if both else entry
         rest = {k: v for k, v in data.items() if k == "steps_per_day"}
         return {**rest, "tiers": tiers}
 

@@ -251,10 +251,13 @@ def grad_accumulation_to_fit(
     b = active_s_per_day * step_bytes - allowed_bytes_per_day * step_s
     if b <= 0 and a >= 0:
         return GradAccumulationFit(1, True)
+    ratio = b / a if a != 0 else math.inf
+    if not math.isfinite(ratio) or abs(ratio) > 2**40:
+        return None  # no factor a scenario could take (they stop at 2^40) fits
     if a > 0:
-        return GradAccumulationFit(max(1, math.ceil(b / a * (1 - TOLERANCE))), True)
-    if a < 0 and b / a >= 1:
-        return GradAccumulationFit(math.floor(b / a * (1 + TOLERANCE)), False)
+        return GradAccumulationFit(max(1, math.ceil(ratio * (1 - TOLERANCE))), True)
+    if a < 0 and ratio >= 1:
+        return GradAccumulationFit(math.floor(ratio * (1 + TOLERANCE)), False)
     return None
 
 

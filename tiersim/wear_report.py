@@ -200,5 +200,7 @@ def verdict_sentence(a: Assessment) -> str:
         life = life[:-1] + f"; {margin})" if life.endswith(")") else f"{life} ({margin})"
         return f"{tier} can hold {held} {budget_goal(v)}: {rate} and {life}."
     fixes = _fixes(a.remedies, w) if a.remedies else []
-    fit = "; it would fit at " + ", ".join(fixes[:-1]) + " or " * (len(fixes) > 1) + fixes[-1]
-    return f"{tier} cannot hold {held} {budget_goal(v)}: {rate} and {life}{fit if fixes else ''}."
+    fit = ""
+    if fixes:
+        fit = "; it would fit at " + ", ".join(fixes[:-1]) + " or " * (len(fixes) > 1) + fixes[-1]
+    return f"{tier} cannot hold {held} {budget_goal(v)}: {rate} and {life}{fit}."
