@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
+import struct
 
 import pytest
 import yaml
-from conftest import SCENARIOS
+from conftest import SCENARIOS, scenario
 
 from tiersim.cli import main
 from tiersim.config import build, load_scenario
 from tiersim.document import SOURCES, scenario_document
+from tiersim.output import scenario_yaml
 from tiersim.units import Kind, fmt_exact, parse
 
 SHIPPED = sorted(
@@ -35,6 +38,9 @@ SHIPPED = sorted(
         (1.4e9, Kind.PARAM_RATE, "1.4 Gparam/s"),
         (0.0, Kind.SIZE, "0 B"),
         (math.inf, Kind.BANDWIDTH, "unlimited"),
+        (0.5 * 1e-6, Kind.TIME, "0.5 us"),  # not '499.99999999999994 ns': fewest digits first
+        (400e9 / 8, Kind.BANDWIDTH, "50 GB/s"),  # 400 Gb/s
+        (7 * 86400.0, Kind.TIME, "1 week"),
     ],
 )
 def test_quantities_are_written_in_the_plainest_unit_that_reads_back_exactly(value, kind, text):
@@ -43,10 +49,15 @@ def test_quantities_are_written_in_the_plainest_unit_that_reads_back_exactly(val
         assert parse(text, kind) == value
 
 
-def test_awkward_values_still_read_back_exactly():
-    for value in (123456789.123, 1 / 3, 7.3e-7, 2.0**53 + 2, 1e-300):
-        assert parse(fmt_exact(value, Kind.SIZE), Kind.SIZE) == value
-        assert parse(fmt_exact(value, Kind.TIME), Kind.TIME) == value
+def test_any_float_reads_back_exactly():
+    rng = random.Random(20261129)
+    values = [123456789.123, 1 / 3, 7.3e-7, 2.0**53 + 2, 1e-300, 5e-324, 1.7e308]
+    values += [
+        abs(struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0]) for _ in range(500)
+    ]
+    for value in (v for v in values if math.isfinite(v)):
+        for kind in Kind:
+            assert parse(fmt_exact(value, kind), kind) == value, (value, kind)
 
 
 def _without_sources(s) -> dict:
@@ -79,3 +90,35 @@ def test_a_runs_scenario_file_reruns_to_the_same_report(tmp_path, capsys):
     rerun = json.loads(capsys.readouterr().out)
     report["sim"].pop("wall_s"), rerun["sim"].pop("wall_s")
     assert rerun == report
+
+
+def test_a_line_break_in_the_source_path_stays_inside_the_comment():
+    s = load_scenario(SCENARIOS / "seed-1b-adam.yaml").scenario
+    text = scenario_yaml(s, "odd\nname: injected\n.yaml")
+    assert yaml.safe_load(text) == yaml.safe_load(yaml.safe_dump(scenario_document(s)))
+    assert "odd\\nname: injected\\n.yaml" in text.splitlines()[0]
+
+
+def test_a_written_budget_takes_the_documented_set_paths(tmp_path):
+    # budget.<tier> beside steps_per_day, as a user writes it, so --set budget.hbf.x applies
+    s = load_scenario(SCENARIOS / "default.yaml").scenario
+    path = tmp_path / "scenario.yaml"
+    path.write_text(scenario_yaml(s, "default.yaml"))
+    assert "budget:\n  steps_per_day: null\n  hbf:\n" in path.read_text()
+    again = load_scenario(path, ["budget.hbf.lifetime=3 years"]).scenario
+    assert again.budget.tiers["hbf"].lifetime == 3 * 365 * 86400
+    swapped = load_scenario(
+        path, ["budget.hbf.lifetime=null", "budget.hbf.drive_writes_per_day=2"]
+    ).scenario
+    assert swapped.budget.tiers["hbf"].drive_writes_per_day == 2
+
+
+def test_budget_tiers_given_both_ways_merge_key_by_key():
+
+    budget = {
+        "tiers": {"hbf": {"lifetime": "5 years"}, "nvme": {"drive_writes_per_day": 1}},
+        "hbf": {"lifetime": None, "drive_writes_per_day": 3},
+    }
+    tiers = scenario({"name": "b", "model": {"preset": "gpt2"}, "budget": budget}).budget.tiers
+    assert tiers["hbf"].lifetime is None and tiers["hbf"].drive_writes_per_day == 3
+    assert tiers["nvme"].drive_writes_per_day == 1

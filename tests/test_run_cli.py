@@ -184,15 +184,29 @@ def test_links_report_their_bandwidth_and_the_nics_a_gpu_drives(tmp_path, capsys
     assert links["network"]["nics_per_gpu"] == 8 and links["network"]["nic_bandwidth"] == 100e9
 
 
-def test_a_trace_path_that_would_overwrite_the_scenario_is_refused(tmp_path, capsys):
-    scenario = tmp_path / "s.yaml"
+@pytest.mark.parametrize(
+    ("trace", "why"),
+    [
+        ("s.scenario", "is the scenario file itself"),
+        ("preset.yaml", "is a YAML path: a trace is JSON"),
+        ("out/report.json", "is this run's results folder or one of its results"),
+        ("out", "is this run's results folder or one of its results"),
+        ("-", "not standard output"),
+        ("a-folder", "exists and is not a plain file"),
+    ],
+)
+def test_a_trace_path_that_would_overwrite_something_is_refused(tmp_path, capsys, trace, why):
     text = (Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml").read_text()
+    scenario = tmp_path / "s.scenario"  # any name: the file is YAML whatever it is called
     scenario.write_text(text)
-    assert main(["run", "--out", str(tmp_path / "o"), "--trace", str(scenario), str(scenario)]) == 2
-    assert "is the scenario file itself" in capsys.readouterr().err
-    assert scenario.read_text() == text  # untouched
-    assert main(["run", str(scenario), "--out", str(tmp_path / "o"), "--trace", "-"]) == 2
-    assert "not standard output" in capsys.readouterr().err
+    (tmp_path / "preset.yaml").write_text("kept")
+    (tmp_path / "a-folder").mkdir()
+    target = trace if trace == "-" else str(tmp_path / trace)
+    args = ["run", str(scenario), "--out", str(tmp_path / "out"), "--trace", target]
+    assert main(args) == 2
+    assert why in capsys.readouterr().err
+    assert scenario.read_text() == text and (tmp_path / "preset.yaml").read_text() == "kept"
+    assert not (tmp_path / "out").exists()  # refused before running
 
 
 def test_the_headline_gives_tokens_per_second_after_goodput_when_failures_are_set(tmp_path, capsys):
@@ -219,3 +233,21 @@ def test_run_lists_wear_verdicts_in_the_order_tiersim_wear_does(tmp_path, capsys
         [x.split()[0] for x in run_lines] == ["HBF", "NVMe"] == [x.split()[0] for x in wear_lines]
     )
     assert run_lines == wear_lines
+
+
+def test_an_optimum_under_the_drain_is_said_as_such(tmp_path, capsys):
+    # a 1-minute MTBF and an async checkpoint stalling ~1 ms: Daly's optimum is well under one
+    # step, but the next snapshot must wait for the 18.7 s drain, so the interval is raised
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "hbf-optimizer-state.yaml"
+    sets = ["failures.mtbf=1 min", "failures.gpu_mtbf=null", "failures.gpus=null"]
+    sets += ["training.grad_accumulation=2"]
+    args = ["run", str(scenario), "--out", str(tmp_path)] + [a for s in sets for a in ("--set", s)]
+    assert main(args) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Checkpoint"))
+    ck = json.loads((tmp_path / "report.json").read_text())["checkpoint"]
+    step_s = json.loads((tmp_path / "report.json").read_text())["step"]["time_s"]
+    n, optimum_s = ck["optimal_interval_steps"]["daly"], ck["optimal_interval_s"]["daly"]
+    assert ck["interval_basis"] == "drain" and optimum_s < step_s < n * step_s
+    assert "auto: the drain, longer than Daly's optimum" in line
+    assert f"is under the drain: every {n} steps" in line
+    assert f"{n} steps: {100 * ck['goodput_at_optimum']:.2f} %" in line

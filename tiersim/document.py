@@ -25,6 +25,8 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
         doc[section].pop(key, None)
     # every value is here: no preset under them (an absent one would mean the default preset)
     doc["hardware"] = {"preset": "none", **doc["hardware"]}
+    budget = doc["budget"]  # as documented: budget.<tier> beside steps_per_day
+    doc["budget"] = {"steps_per_day": budget["steps_per_day"], **budget["tiers"]}
     return doc
 
 

@@ -42,12 +42,17 @@ def write_run(folder: Path, scenario: Scenario, source: str, report_json: str) -
 
 def scenario_yaml(scenario: Scenario, source: str) -> str:
     header = [
-        f"# The scenario as tiersim {__version__} simulated it, from {source}: every value,",
-        "# defaults and presets included, so this file reruns the same simulation.",
-        *(f"# {line}" for line in provenance(scenario)),
+        f"# The scenario as tiersim {__version__} simulated it, from {_one_line(source)}: every",
+        "# value, defaults and presets included, so this file reruns the same simulation.",
+        *(f"# {_one_line(line)}" for line in provenance(scenario)),
     ]
     body = yaml.safe_dump(scenario_document(scenario), sort_keys=False, allow_unicode=True)
     return "\n".join(header) + "\n" + body
+
+
+def _one_line(text: str) -> str:
+    """A path inside a YAML comment: a line break in it would end the comment."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def write_trace(path: Path, trace: dict[str, Any]) -> None:

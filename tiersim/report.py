@@ -331,7 +331,7 @@ def step_tables(report: dict[str, Any]) -> str:
         f"{sim['events']:,} events in {fmt_time(sim['wall_s'])} of engine time."
     )
     if report.get("checkpoint"):
-        extras.append(_checkpoint_line(report["checkpoint"]))
+        extras.append(_checkpoint_line(report["checkpoint"], report["step"]["time_s"]))
     link_table = render(["link", "bandwidth/dir", "bytes/step", "busy", "utilization"], link_rows)
     tier_table = render(
         ["tier", "resident", "peak", "capacity", "read/step", "written/step", "fits"], tier_rows
@@ -361,7 +361,7 @@ def _bandwidth(bw: float | None) -> str:
     return "unlimited" if bw is None else fmt_rate(bw)
 
 
-def _checkpoint_line(ck: dict[str, Any]) -> str:
+def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
     every = "not set" if ck["interval_steps"] is None else f"every {ck['interval_steps']} steps"
     basis = {
         "daly": "auto: Daly's optimum",
@@ -383,7 +383,13 @@ def _checkpoint_line(ck: dict[str, Any]) -> str:
     best, at_best = ck.get("optimal_interval_steps"), ck.get("goodput_at_optimum")
     if isinstance(best, dict) and best.get("daly") and at_best is not None:
         n = best["daly"]
-        line += f"; Daly's optimum every {n} step{'s' * (n != 1)}: {100 * at_best:.2f} %"
+        every = f"every {n} step{'s' * (n != 1)}"
+        optimum_s = ck["optimal_interval_s"]["daly"]
+        if optimum_s < (n - 1) * step_s:  # raised: no interval may be shorter than the drain
+            line += f"; Daly's optimum, {fmt_time(optimum_s)}, is under the drain: {every}"
+        else:
+            line += f"; Daly's optimum {every}"
+        line += f": {100 * at_best:.2f} %"
         at_opt = ck.get("target_wear_at_optimum")
         if at_opt is not None and n != ck["interval_steps"]:
             line += f" ({ck['target']} then {at_opt['drive_writes_per_day']:.3g} drive writes/day, "

@@ -204,7 +204,7 @@ DAY_S = 86400.0
 _EXACT_UNITS = {
     Kind.SIZE: ("PB", "TB", "GB", "MB", "kB", "PiB", "TiB", "GiB", "MiB", "KiB", "B"),
     Kind.BANDWIDTH: ("TB/s", "GB/s", "MB/s", "kB/s", "TiB/s", "GiB/s", "MiB/s", "KiB/s", "B/s"),
-    Kind.TIME: ("years", "days", "h", "min", "s", "ms", "us", "ns"),
+    Kind.TIME: ("years", "weeks", "days", "h", "min", "s", "ms", "us", "ns"),
     Kind.FLOP_RATE: ("PFLOP/s", "TFLOP/s", "GFLOP/s", "MFLOP/s", "FLOP/s"),
     Kind.PARAM_RATE: ("Gparam/s", "Mparam/s", "kparam/s", "param/s"),
 }
@@ -213,19 +213,23 @@ _EXACT_UNITS = {
 def fmt_exact(value: float, kind: Kind) -> str:
     """The plainest string in `kind`'s units that `parse` reads back as exactly `value`:
     60e-6 s -> '60 us', 2**30 B -> '1 GiB'; infinity (an unlimited bandwidth) -> 'unlimited'.
-    Plainest: no exponent, then a number of at least 1, then the fewest characters."""
+    Plainest: no exponent, then the fewest significant digits, then a number of at least 1,
+    then the fewest characters."""
     if math.isinf(value) and value > 0:
         return "unlimited"
-    candidates = [(True, True, 99, f"{value!r} {kind.base_unit}")]
+    if value == 0:
+        return f"{value:g} {kind.base_unit}"
+    candidates = [(True, 99, True, 99, f"{value!r} {kind.base_unit}")]
     for unit in _EXACT_UNITS[kind]:
         factor = UNITS[unit][1]
         for digits in range(1, 18):
             text = f"{value / factor:.{digits}g}"
             if float(text) * factor == value:
-                plain = "e" not in text
-                candidates.append(
-                    (not plain, abs(float(text)) < 1 and value != 0, len(text), f"{text} {unit}")
-                )
-                if plain:
+                exponent = "e" in text
+                small = abs(float(text)) < 1
+                mantissa = text.split("e")[0].lstrip("-").replace(".", "").strip("0")
+                named = unit[:-1] if text == "1" and unit in ("years", "weeks", "days") else unit
+                candidates.append((exponent, len(mantissa), small, len(text), f"{text} {named}"))
+                if not exponent:
                     break
-    return min(candidates)[3]
+    return min(candidates)[4]

@@ -34,29 +34,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _check_trace_path(args: argparse.Namespace) -> None:
-    """Refuse, before simulating, a trace path that would overwrite the scenario or is '-'."""
-    if args.trace == "-":
-        what = "the trace is written to a file, not standard output (expected a file path)"
-        raise InputError("--trace", [Problem(args.trace, what)])
-    if args.trace and Path(args.trace).resolve() == Path(args.scenario).resolve():
-        what = "is the scenario file itself (expected another file path)"
-        raise InputError("--trace", [Problem(args.trace, what)])
+def _trace_problem(trace: Path, scenario: Path, folder: Path) -> str | None:
+    """Why a trace may not be written at `trace`, or None: it would replace the scenario, a
+    YAML file (a preset, say), this run's own results, or something not a plain file."""
+    if str(trace) == "-":
+        return "the trace is written to a file, not standard output (expected a file path)"
+    if trace.suffix.lower() in (".yaml", ".yml"):
+        return "is a YAML path: a trace is JSON (expected a .json file path)"
+    where = trace.resolve()
+    if where == scenario.resolve():
+        return "is the scenario file itself (expected another file path)"
+    if where in {(folder / name).resolve() for name in ("", "scenario.yaml", "report.json")}:
+        return "is this run's results folder or one of its results (expected another file path)"
+    if trace.exists() and not trace.is_file():
+        return "exists and is not a plain file (expected a file path)"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
-    _check_trace_path(args)
     loaded = load(args)
+    folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     tracing = args.trace is not None
+    trace = Path(args.trace) if args.trace else folder / "trace.json"
+    why = _trace_problem(trace, Path(args.scenario), folder) if tracing else None
+    if why:  # before simulating, so the mistake costs nothing
+        raise InputError("--trace", [Problem(str(trace), why)])
     report, result = report_with_result(loaded, record=tracing)
     text = to_json(report)
-    folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     try:
         write_run(folder, loaded.scenario, loaded.source, text)
     except OSError as exc:
         raise cannot_write("--out", folder, exc, "a writable folder path") from None
     if tracing:
-        trace = Path(args.trace) if args.trace else folder / "trace.json"
         try:
             write_trace(trace, result.trace)
         except OSError as exc:
