@@ -6,7 +6,8 @@ import argparse
 
 from tiersim.commands.common import add_scenario_args, load
 from tiersim.inventory import build_inventory
-from tiersim.report import inventory_report, inventory_tables, to_json
+from tiersim.report import inventory_report, to_json
+from tiersim.report_text import inventory_tables
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 from tiersim.commands.common import add_scenario_args, cannot_write, load
 from tiersim.errors import InputError, Problem
 from tiersim.output import write_run, write_trace
-from tiersim.report import step_tables, to_json
+from tiersim.report import to_json
+from tiersim.report_text import step_tables
 from tiersim.runner import report_with_result
 
 
