@@ -16,7 +16,7 @@ from tiersim.inventory import Inventory, model_summary
 from tiersim.model import build_model
 from tiersim.results import StepResult
 from tiersim.schema import Scenario
-from tiersim.wear_report import wear_section
+from tiersim.wear_report import json_number, wear_section
 
 
 def inventory_section(inv: Inventory) -> dict[str, Any]:
@@ -89,10 +89,6 @@ def link_bandwidth(s: Scenario, name: str) -> float:
     return link.bandwidth if link is not None else capacities(s)[("net", name)]
 
 
-def _finite(x: float) -> float | None:
-    return None if math.isinf(x) else x
-
-
 def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
     out: dict[str, Any] = {
         name: {
@@ -100,7 +96,7 @@ def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
             "busy_s": ls.busy_s,
             "utilization": ls.utilization,
             # JSON has no infinity: an unlimited link is null
-            "bandwidth_per_direction": _finite(link_bandwidth(s, name)),
+            "bandwidth_per_direction": json_number(link_bandwidth(s, name)),
             "bytes_by_direction": ls.bytes_by_direction,
         }
         for name, ls in r.links.items()

@@ -11,6 +11,7 @@ from tiersim.inventory import ZERO_SHARDS, Inventory
 from tiersim.schema import STATE_CLASSES, Scenario
 from tiersim.table import render
 from tiersim.units import fmt_bytes, fmt_count, fmt_rate, fmt_time
+from tiersim.wear_report import fmt_days
 
 
 def inventory_tables(s: Scenario, inv: Inventory) -> str:
@@ -227,12 +228,5 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
 
 def _wear_out(cycles_days: float | None, rated_days: float | None) -> str:
     if rated_days is not None and (cycles_days is None or rated_days < cycles_days):
-        return f"past its rated bytes written in {_lifetime(rated_days)}"
-    return f"worn out in {_lifetime(cycles_days)}"
-
-
-def _lifetime(days: float | None) -> str:
-    if days is None:
-        return "never"
-    years = days / 365.0
-    return f"{years:.3g} years" if years >= 1 else f"{days:.3g} days"
+        return f"past its rated bytes written in {fmt_days(rated_days)}"
+    return f"worn out in {fmt_days(cycles_days)}"

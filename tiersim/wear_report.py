@@ -21,8 +21,8 @@ from tiersim.wear import (
 )
 
 
-def _num(x: float | None) -> float | None:
-    """JSON has no infinity: an unbounded figure (nothing written) is null."""
+def json_number(x: float | None) -> float | None:
+    """JSON has no infinity: an unbounded figure (nothing written, no limit) is null."""
     return None if x is None or math.isinf(x) else x
 
 
@@ -38,7 +38,7 @@ def _verdict_dict(v: Verdict | None) -> dict[str, object]:
         "budget": budget,
         "allowed_host_bytes_per_day": v.allowed_host_bytes_per_day,
         "within_budget": v.within_budget,
-        "margin": _num(v.margin),
+        "margin": json_number(v.margin),
         "budget_bound_by": v.bound_by,  # lifetime budgets: "pe_cycles" or "rated"
     }
 
@@ -77,9 +77,9 @@ def assessment_dict(a: Assessment) -> dict[str, object]:
         "pe_cycles_per_step": w.host_bytes_per_step * w.write_amplification / w.physical_bytes,
         "pe_cycles_per_day": w.pe_cycles_per_day,
         "drive_writes_per_day": w.drive_writes_per_day,
-        "lifetime_days": _num(w.lifetime_days),
+        "lifetime_days": json_number(w.lifetime_days),
         "rated_total_bytes_written": w.rated_total_bytes_written,
-        "rated_lifetime_days": _num(w.rated_lifetime_days),
+        "rated_lifetime_days": json_number(w.rated_lifetime_days),
         "write_s_per_step": w.write_s_per_step,
         "write_share_of_step": w.write_s_per_step / w.step_s,
         **_verdict_dict(a.verdict),
@@ -102,8 +102,9 @@ _CLASS_LABELS = {
 }
 
 
-def _days(days: float) -> str:
-    if math.isinf(days):
+def fmt_days(days: float | None) -> str:
+    """A lifetime in days as people read it: '4.819 years', '126 days'; None or inf: never."""
+    if days is None or math.isinf(days):
         return "never"
     years = days * DAY_S / YEAR_S
     if years >= 1000:
@@ -128,10 +129,10 @@ def _classes(names: list[str]) -> str:
 
 def budget_goal(v: Verdict) -> str:
     if v.kind == "lifetime":
-        return f"for {_days(v.limit / DAY_S)}"
+        return f"for {fmt_days(v.limit / DAY_S)}"
     if v.kind == "drive_writes_per_day":
         return f"within {v.limit:g} drive write{'s' * (v.limit != 1)}/day"
-    return f"within {fmt_bytes(v.limit)} written over {_days((v.over_s or 0.0) / DAY_S)}"
+    return f"within {fmt_bytes(v.limit)} written over {fmt_days((v.over_s or 0.0) / DAY_S)}"
 
 
 def grad_accumulation_fix(g: GradAccumulationFit) -> str:
@@ -166,7 +167,7 @@ def _rating_note(w: TierWear, sooner: str = " sooner,") -> str:
         return ""
     return (
         f" (its rated {fmt_bytes(w.rated_total_bytes_written)} written runs out{sooner} in "
-        f"{_days(rated)})"
+        f"{fmt_days(rated)})"
     )
 
 
@@ -188,7 +189,7 @@ def verdict_sentence(a: Assessment) -> str:
     rate += f"{fmt_bytes(w.host_bytes_per_day)}/day"
     if w.write_amplification != 1.0:
         rate += f" (write amplification {w.write_amplification:.3g})"
-    life = f"wears out in {_days(w.lifetime_days)}" + _rating_note(w)
+    life = f"wears out in {fmt_days(w.lifetime_days)}" + _rating_note(w)
     if v is not None and v.kind == "drive_writes_per_day":
         life = f"that is {w.drive_writes_per_day:.4g} drive writes/day" + _rating_note(w, "")
     if not held:
