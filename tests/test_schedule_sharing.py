@@ -4,7 +4,8 @@ import pytest
 from conftest import SCENARIOS
 
 from tiersim.config import load_scenario
-from tiersim.schedule import Schedules, _Builder, build_schedule
+from tiersim.schedule import _Builder, build_schedule
+from tiersim.schedule_sharing import Schedules
 from tiersim.simulate import _prepare
 
 

@@ -20,7 +20,7 @@ import simpy
 from tiersim import intervals as iv
 from tiersim.flows import FlowNetwork, max_min_rates, priority_rates
 from tiersim.results import LinkStats, StepResult, TierStats
-from tiersim.schedule import Op, Schedule
+from tiersim.schedule_ops import Op, Schedule
 from tiersim.schema import Scenario
 from tiersim.topology import Topology
 

@@ -13,10 +13,9 @@ What moves, per class, never listed by the user:
   `depth` uses ahead of backward;
 - gradients not homed in GPU memory are written out after each backward; from the second
   micro-batch on, accumulation reads the partial sum back first (read-modify-write);
-- the optimizer runs where `optimizer_compute` says, unit by unit (rest first, then layers in
-  forward order so the next step can start early): gradients, master weights and optimizer
-  state move to it, the updated state moves back to each class's home, and the new weights
-  to theirs. The next step's use of a unit waits for that unit's new weights;
+- the optimizer runs where `optimizer_compute` says, unit by unit, and moves what it reads
+  and writes (`schedule_optimizer`); durable checkpoints add their copies after the update
+  (`schedule_checkpoint`);
 - in a pipeline, the GPU idles for the other stages (the bubble) before this stage's last
   backward, and after it for what is left of the pipeline; gradient reductions are
   collectives that overlap compute, or block the GPU stream when not overlapped.
@@ -26,42 +25,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any
 
 from tiersim.comms import Comm
 from tiersim.pipeline import stage_schedule
 from tiersim.schedule_checkpoint import add_checkpoint
+from tiersim.schedule_ops import STREAM, Op, Schedule
+from tiersim.schedule_optimizer import optimizer_step
 from tiersim.schema import Scenario
 from tiersim.workload import Workload
-
-_STREAM = {"gpu": "gpu", "sync": "gpu", "idle": "gpu", "cpu": "cpu"}
-
-
-@dataclass(slots=True)
-class Op:
-    kind: str  # "gpu" | "cpu" | "move" | "comm" (network) | "sync" (network, in the GPU
-    # stream: the GPU waits for it) | "idle" (GPU stream waits: pipeline bubble)
-    role: str  # forward | recompute | backward | optimizer | <state class moved>
-    label: str
-    step: int
-    deps: list[int]
-    duration: float = 0.0
-    nbytes: int = 0
-    src: str = ""
-    dst: str = ""
-    alloc: list[tuple[str, int]] = field(default_factory=list)  # at start: (tier, bytes)
-    free: list[tuple[str, int]] = field(default_factory=list)  # at end
-    resource: tuple = ()  # a network op's shared resource
-    latency: float = 0.0  # a network op's latency terms
-
-
-@dataclass(frozen=True)
-class Schedule:
-    ops: list[Op]
-    steps: int
-    prefetch_depth: int
-    net_capacity: dict
 
 
 class _Builder:
@@ -91,7 +63,7 @@ class _Builder:
     # --- primitives ----------------------------------------------------------------------------
 
     def add(self, op: Op) -> int:
-        stream = _STREAM.get(op.kind)
+        stream = STREAM.get(op.kind)
         if stream is not None:
             prev = self.last_on.get(stream)
             if prev is not None:
@@ -393,159 +365,11 @@ class _Builder:
                 for u in reversed(units):
                     self.backward(u, op.microbatch, step, offloads.pop((u, op.microbatch)))
 
-    # --- optimizer -----------------------------------------------------------------------------
-
-    def staged(
-        self, role: str, label: str, step: int, src: str, nbytes: int, deps: list[int | None]
-    ) -> int | None:
-        """Bring something the optimizer reads to where it runs (freed by the caller)."""
-        return self.move(role, label, step, src, self.opt_at, nbytes, deps)
-
-    def write_back(
-        self,
-        cls: str,
-        label: str,
-        step: int,
-        nbytes: int,
-        deps: list,
-        staged: int | None,
-        held: int,
-    ) -> int | None:
-        """Move an updated class home; the staged copy is freed once it has been read out."""
-        back = self.move(
-            cls, label, step, self.opt_at, self.home[cls], nbytes, deps, alloc_dst=False
-        )
-        if staged is not None:
-            self.free_after(back if back is not None else deps[0], self.opt_at, held)
-        return back
-
-    def optimizer(self, u: int, step: int, gate: list[int], start: list[int | None]) -> list:
-        # start: [the pipeline bubble or None, then what else the gradient's finality awaits]
-        """One unit's update: what it reads is fetched once its gradient is final and the
-        optimizer is within `depth` units (gate: those units' last write-backs), what it
-        wrote goes home. Returns the ops after which this unit's staged state is freed."""
-        unit, at = self.wl.units[u], self.opt_at
-        final = [self.grad_last[u], *start[1:]]  # start[0], the bubble, holds only the update
-        grads = self.staged(
-            "gradients",
-            f"gradients to optimizer {unit.name}",
-            step,
-            self.home["gradients"],
-            unit.gradients_for_update,
-            [*final, *gate],
-        )
-        fetched = {}
-        for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
-            fetched[cls] = self.staged(
-                cls,
-                f"fetch {cls} {unit.name}",
-                step,
-                self.home[cls],
-                n,
-                [self.state_ready.get((cls, u)), *final, *gate],
-            )
-        in_place = unit.master_home == 0 and unit.weights_updated > 0  # no master: read weights
-        weights_in = self.staged(
-            "weights",
-            f"weights for update {unit.name}",
-            step,
-            self.home["weights"],
-            unit.weights_updated if in_place else 0,
-            [self.weights_ready[u], *final, *gate],
-        )
-        guard = self.snapshot_guard.pop(u, [])  # a checkpoint still reading this version
-        kind = self.s.placement.optimizer_compute
-        op = self.add(
-            Op(
-                kind,
-                "optimizer",
-                f"optimizer {unit.name}",
-                step,
-                [*final, start[0], grads, *fetched.values(), weights_in, *guard],
-                duration=unit.optimizer_gpu_s if kind == "gpu" else unit.optimizer_cpu_s,
-            )
-        )
-        if grads is not None:
-            self.free_after(op, at, unit.gradients_for_update)
-        released = [op]
-        for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
-            back = self.write_back(
-                cls, f"write back {cls} {unit.name}", step, n, [op], fetched[cls], n
-            )
-            self.state_ready[(cls, u)] = back if back is not None else op
-            released.append(back)
-        new_w = self.write_back(
-            "weights",
-            f"updated weights {unit.name}",
-            step,
-            unit.weights_updated,
-            [op],
-            weights_in,
-            unit.weights_updated,
-        )
-        released.append(new_w)
-        self.weights_ready[u] = self.gather_parameters(u, step, new_w if new_w is not None else op)
-        return [r for r in released if r is not None]
-
-    def gather_parameters(self, u: int, step: int, updated: int) -> int:
-        """ZeRO-1/2: all-gather the updated weights from every rank's shard; where the
-        weights live off the GPU, the gathered rest is written home too."""
-        unit = self.wl.units[u]
-        if unit.dp_parameters is None:
-            return updated
-        off_gpu = self.home["weights"] != self.gpu
-        gathered = self.net(
-            unit.dp_parameters,
-            step,
-            [updated],
-            alloc=[(self.gpu, unit.weights_full)] if off_gpu else [],
-        )
-        if not off_gpu:
-            return gathered
-        rest = max(0, unit.weights_full - unit.weights_updated)
-        push = self.move(
-            "weights",
-            f"gathered weights home {unit.name}",
-            step,
-            self.gpu,
-            self.home["weights"],
-            rest,
-            [gathered],
-            alloc_dst=False,
-        )
-        last = push if push is not None else gathered
-        self.free_after(last, self.gpu, unit.weights_full)
-        return last
-
-    def optimizer_step(self, step: int) -> None:
-        """After the last backward: what is left of the pipeline (a later stage waits for
-        stage 0's last backward before the step's global synchronisation), then the update
-        unit by unit,
-        rest first (its embedding gradient is final only after the first layer's backward and,
-        with tied embeddings over a pipeline, the first and last stage's all-reduce of it)."""
-        if self.use_units:
-            self.use_units[-1] = -1  # weights change now: nothing staged survives the update
-        last_backward = self.last_on.get("gpu")
-        bubble = None
-        if self.wl.bubble_after_s > 0:  # waiting for the pipeline's end
-            bubble = self.add(
-                Op("idle", "bubble", "pipeline end", step, [], duration=self.wl.bubble_after_s)
-            )
-        n = len(self.wl.units)
-        rest = self.wl.units[-1]
-        # the first and last stage's all-reduce: both are done only when the pipeline is
-        sync = self.net(rest.embedding_sync, step, [last_backward, self.grad_last[-1], bubble])
-        done: list[list[int]] = []
-        for u in [n - 1, *range(n - 1)]:
-            gate = done[-self.depth - 1] if len(done) > self.depth else []
-            extra = [last_backward, sync] if u == n - 1 else []
-            done.append(self.optimizer(u, step, gate, [bubble, *extra]))
-
     def extend(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> None:
         """Build the steps not built yet, up to `steps`."""
         for step in range(len(self.step_ends) - 1, steps):
             self.micro_batches(step)
-            self.optimizer_step(step)
+            optimizer_step(self, step)
             if step in checkpoint_steps:
                 add_checkpoint(self, step)
             self.step_ends.append(len(self.ops))
@@ -589,42 +413,3 @@ def build_schedule(
     checkpoint_steps: frozenset[int] = frozenset(),
 ) -> Schedule:
     return _Builder(s, wl, depth).build(steps, checkpoint_steps)
-
-
-class Schedules:
-    """The schedules of one scenario's runs, sharing what they have in common instead of
-    building it again: a run of k steps without checkpoints is the first k steps of a longer
-    one, and one that checkpoints from step `fork_at` on starts with the same steps before it.
-    A step's ops depend only on earlier ops, and a built step's ops never change, so the
-    schedules are the ones `build_schedule` makes, op for op."""
-
-    def __init__(self, s: Scenario, wl: Workload, depth: int, fork_at: int | None = None):
-        self.s, self.wl, self.depth, self.fork_at = s, wl, depth, fork_at
-        self._plain: _Builder | None = None
-        self._fork: _Builder | None = None  # the plain builder as it was at step `fork_at`
-
-    def get(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
-        if not checkpoint_steps:
-            return self._plain_schedule(steps)
-        builder = self._forked(min(checkpoint_steps))
-        return builder.build(steps, checkpoint_steps)
-
-    def _plain_schedule(self, steps: int) -> Schedule:
-        # a longer build may have moved frees out of its earlier steps' last ops
-        if self._plain is None or len(self._plain.step_ends) - 1 > steps:
-            self._plain = _Builder(self.s, self.wl, self.depth)
-        plain, at = self._plain, self.fork_at
-        if self._fork is None and at is not None and len(plain.step_ends) - 1 <= at <= steps:
-            plain.extend(at)
-            self._fork = plain.fork()
-        plain.extend(steps)
-        return plain.schedule(steps)
-
-    def _forked(self, first: int) -> _Builder:
-        """A builder for a schedule whose first checkpoint is after step `first`: the fork
-        taken there if there is one, else a new builder. The checkpoint run comes last, so the
-        fork and the plain builder are let go (freeing the plain run's later steps); a later
-        request builds again from scratch."""
-        fork = self._fork if first == self.fork_at else None
-        self._fork = self._plain = None
-        return fork if fork is not None else _Builder(self.s, self.wl, self.depth)

@@ -15,7 +15,7 @@ from tiersim.errors import InfeasibleError, InputError
 from tiersim.inventory import build_inventory
 from tiersim.model import build_model
 from tiersim.results import StepResult
-from tiersim.schedule import Schedules
+from tiersim.schedule_sharing import Schedules
 from tiersim.schema import Scenario
 from tiersim.topology import Topology, placement_problems
 from tiersim.trace import trace_events

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.schedule import Op
+from tiersim.schedule_ops import Op
 from tiersim.topology import Topology
 
 _GPU, _CPU, _LINKS, _PORTS, _MEMORY = 1, 2, 3, 4, 5
