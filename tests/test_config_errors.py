@@ -482,6 +482,15 @@ def test_a_boolean_says_what_it_expects(problems, write):
     assert line == f"{file}: parallel.overlap_gradient_reduce: expected true or false (got 'maybe')"
 
 
+def test_the_optimizer_step_mode_lists_both(problems, write):
+    file = write({**GPT2, "training": {"optimizer_step": "async"}})
+    line = only(problems(file))
+    assert line == (
+        f"{file}: training.optimizer_step: input should be 'synchronous' or 'pipelined' "
+        "(got 'async')"
+    )
+
+
 def test_a_set_path_with_a_typo_suggests_the_existing_key(problems, write):
     # the default hardware preset has a tier 'hbf'; 'hbff' would create a new, incomplete one
     file = write(GPT2)

@@ -80,3 +80,35 @@ def test_zero1_gathered_weights_reach_their_home():
     r = simulate(scenario(raw))
     assert r.links["pcie"].bytes_by_direction == {"hbm->dram": 2 * GB, "dram->hbm": 4 * GB}
     assert r.tiers["dram"].written_by_class == {"weights": 2 * GB}
+
+
+def two_layer_cpu_optimizer(mode: str) -> dict:
+    """Two 0.5e9-parameter fp32 layers (forward 0.5 s, backward 1 s each), SGD on the CPU at
+    1 Gparam/s (0.5 s a layer); no master copy, so the update reads the weights themselves."""
+    return tiny(
+        model={"parameters": 1_000_000_000, "layers": 2, "forward_flops_per_token_per_layer": 5e8},
+        placement={"optimizer_compute": "cpu"},
+        training={"optimizer_step": mode},
+    )
+
+
+def test_synchronous_update_waits_for_every_gradient_and_the_next_step_for_all_of_it():
+    # Backward ends at 3 s (forwards 0.5 + 0.5, backwards 1 + 1). Only then do both layers'
+    # gradients and weights (2 GB each, 4 flows, 8 GB) cross PCIe, sharing 10 GB/s: 3.8 s.
+    # CPU: layer 0 3.8-4.3, layer 1 4.3-4.8; new weights back 2 GB at 10 GB/s: layer 0
+    # 4.3-4.5, layer 1 4.8-5.0. The next step starts when the whole update is done: 5.0 s.
+    r = simulate(scenario(two_layer_cpu_optimizer("synchronous")))
+    assert math.isclose(r.time_s, 5.0)
+    assert math.isclose(r.exposed_cpu_s, 1.0)  # 3.8-4.8
+    assert math.isclose(r.exposed_transfer_s, 1.0)  # 3.0-3.8 and 4.8-5.0
+
+
+def test_pipelined_update_overlaps_the_next_forward():
+    # Layer 1's gradient is final at 2 s (its backward ends first): its 4 GB cross alone,
+    # 2.0-2.4. Layer 0's at 3 s: 3.0-3.4. CPU: layer 0 3.4-3.9, then layer 1 3.9-4.4. New
+    # weights: layer 0 3.9-4.1, layer 1 4.4-4.6. The next step's first forward needs layer 0
+    # only: it starts at 4.1, so the period is 4.1 s and layer 1's update hides under it.
+    r = simulate(scenario(two_layer_cpu_optimizer("pipelined")))
+    assert math.isclose(r.time_s, 4.1)
+    assert math.isclose(r.exposed_cpu_s, 0.7)  # 3.4-4.1 of the GPU's idle 3.0-4.1
+    assert math.isclose(r.exposed_transfer_s, 0.4)  # 3.0-3.4

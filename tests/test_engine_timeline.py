@@ -44,16 +44,21 @@ def test_stream_bound_optimizer_state_matches_bytes_over_bandwidth():
     # the first hop at 5 GB/s before the second hop starts) and written back the same way.
     chunk = 64 * 2**20
     fill = chunk / 5e9
-    raw = tiny(training={"optimizer": "sgd_momentum"}, placement={"optimizer": "nvme"})
-    r = simulate(scenario(raw))
     opt = (12e9 + 2 * 4e9) / 1e15  # grads, weights in and out, momentum in and out
-    # The fetch waits for the unit's final gradient (end of backward); the write-back of
-    # step k then runs under step k+1's forward and backward (3 s > 0.8 s), so the period is
-    # compute 3 s + fetch + update, and the write-back is hidden.
-    expected = 3.0 + (0.8 + fill) + opt
-    assert math.isclose(r.time_s, expected, rel_tol=1e-9)
+    training = {"optimizer": "sgd_momentum", "optimizer_step": "pipelined"}
+    r = simulate(scenario(tiny(training=training, placement={"optimizer": "nvme"})))
+    # Pipelined: the fetch waits for the unit's final gradient (end of backward); the
+    # write-back of step k then runs under step k+1's forward and backward (3 s > 0.8 s), so
+    # the period is compute 3 s + fetch + update, and the write-back is hidden.
+    assert math.isclose(r.time_s, 3.0 + (0.8 + fill) + opt, rel_tol=1e-9)
     assert r.tiers["nvme"].written_by_class == {"optimizer": 4_000_000_000}
     assert r.tiers["dram"].written_by_class == {"optimizer": 8_000_000_000}  # staged both ways
+    # Synchronous (the default): the next step waits for the write-back too, the same
+    # 0.8 s + fill the other way.
+    training["optimizer_step"] = "synchronous"
+    r = simulate(scenario(tiny(training=training, placement={"optimizer": "nvme"})))
+    assert math.isclose(r.time_s, 3.0 + 2 * (0.8 + fill) + opt, rel_tol=1e-9)
+    assert math.isclose(r.exposed_transfer_s, 2 * (0.8 + fill), rel_tol=1e-9)  # opt: GPU busy
 
 
 def test_full_recompute_costs_one_extra_forward():

@@ -4,8 +4,14 @@ The optimizer runs where `optimizer_compute` says (GPU or CPU memory). For each 
 gradient is final and the update is within `depth` units: the gradients, master weights and
 optimizer state move to it (and, with no master copy, the weights it updates in place), the
 updated state moves back to each class's home, and the new weights to theirs (with ZeRO-1/2
-the all-gathered rest too). The rest unit goes first, then the layers in forward order, so the
-next step can start early; its use of a unit waits for that unit's new weights.
+the all-gathered rest too). The rest unit goes first, then the layers in forward order.
+
+`training.optimizer_step` says when: `synchronous` (DeepSpeed's and FSDP's `step()`, Megatron's
+optimizer) starts the update once every gradient of the step is final, since clipping by the
+global norm needs them all, and the next step once the update is done, its weights home and
+its state written back; `pipelined` (engines that overlap the update with the next forward)
+starts each unit's update once its own gradient is final, and the next step's use of a unit
+waits for that unit's new weights only.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ def optimizer_step(b: _Builder, step: int) -> None:
     """After the last backward: what is left of the pipeline (a later stage waits for stage
     0's last backward before the step's global synchronisation), then the update unit by
     unit, rest first (its embedding gradient is final only after the first layer's backward
-    and, with tied embeddings over a pipeline, the first and last stage's all-reduce of it)."""
+    and, with tied embeddings over a pipeline, the first and last stage's all-reduce of it).
+    Synchronous (`training.optimizer_step`): the update starts once every gradient is final
+    (the global norm clipping needs) and the next step once all of it is done."""
     if b.use_units:
         b.use_units[-1] = -1  # weights change now: nothing staged survives the update
     last_backward = b.last_on.get("gpu")
@@ -33,11 +41,20 @@ def optimizer_step(b: _Builder, step: int) -> None:
     rest = b.wl.units[-1]
     # the first and last stage's all-reduce: both are done only when the pipeline is
     sync = b.net(rest.embedding_sync, step, [last_backward, b.grad_last[-1], bubble])
+    synchronous = b.s.training.optimizer_step == "synchronous"
+    if synchronous:  # nothing is read for the update before every gradient is final
+        final = [last_backward, sync, bubble, *b.grad_last]
+        all_final = b.add(Op("idle", "optimizer", "gradients final", step, final))
     done: list[list[int]] = []
     for u in [n - 1, *range(n - 1)]:
         gate = done[-b.depth - 1] if len(done) > b.depth else []
         extra = [last_backward, sync] if u == n - 1 else []
-        done.append(_update(b, u, step, gate, [bubble, *extra]))
+        start = [all_final, all_final] if synchronous else [bubble, *extra]
+        done.append(_update(b, u, step, gate, start))
+    if synchronous:  # the next step waits for the whole update
+        every = [op for ops in done for op in ops] + b.weights_ready
+        end = b.add(Op("idle", "optimizer", "optimizer step done", step, every))
+        b.weights_ready = [end] * n
 
 
 def _staged(

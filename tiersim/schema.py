@@ -185,6 +185,9 @@ class Training(Strict):
     precision: Precision = Precision()
     recompute: Literal["none", "selective", "full"] = "none"
     workspace: SizeOrZero = Field(default=2**30, description="temporary buffers, buckets, slack")
+    # synchronous: the update waits for every gradient and the next step for the whole update
+    # (DeepSpeed, FSDP, Megatron); pipelined: unit by unit, into the next step's forward
+    optimizer_step: Literal["synchronous", "pipelined"] = "synchronous"
 
 
 class Shard(Strict):
