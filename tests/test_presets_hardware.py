@@ -23,6 +23,7 @@ from tiersim.published import (
     load_references,
     summarize,
 )
+from tiersim.simulate import simulate
 
 GB, TB = 1e9, 1e12
 TFLOPS = 1e12
@@ -175,18 +176,63 @@ def _key(name: str, table: dict) -> str:
     return key
 
 
-def published_scenarios() -> list[Path]:
-    return sorted(p for p in PUBLISHED.glob("*.yaml") if p.name != REFERENCES)
+def published_scenarios(prefix: str = "") -> list[Path]:
+    return sorted(p for p in PUBLISHED.glob(f"{prefix}*.yaml") if p.name != REFERENCES)
+
+
+def megatron_scenarios() -> list[Path]:
+    return [p for p in published_scenarios() if not p.name.startswith("ma2025")]
 
 
 def test_every_published_scenario_has_a_reference_and_back():
     refs = load_references(PUBLISHED)
     assert sorted(r.scenario.name for r in refs) == [p.name for p in published_scenarios()]
-    assert len(refs) == 21
+    assert len(refs) == 24
     assert all(r.source and r.iteration_time_s > 0 for r in refs)
+    fitted = {r.name: r.calibrates.split()[0] for r in refs if r.calibrates}
+    assert fitted == {
+        "ma2025-qwen2.5-1.5b-zero2": "gpu.efficiency",
+        "ma2025-qwen2.5-1.5b-zero-offload": "cpu.optimizer_rate",
+    }
 
 
-@pytest.mark.parametrize("path", published_scenarios(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", published_scenarios("ma2025"), ids=lambda p: p.stem)
+def test_offload_scenarios_match_the_blog(path):
+    # Ma and Wang 2025 (DeepSpeed blog zenflow-corebinding): --num_gpus=2, train_batch_size 8,
+    # gradient_accumulation_steps 1, bf16, ZeRO stage 2, AdamW; finetune_llama.py pads to 512
+    s = load_scenario(path).scenario
+    par, tr = s.parallel, s.training
+    assert s.name == path.stem and s.hardware.preset == "dgx-a100" and s.seq_len == 512
+    assert par.data * par.tensor * par.pipeline == 2 and par.zero_stage == 2
+    assert tr.micro_batch_size * tr.grad_accumulation * par.data == 8
+    assert tr.grad_accumulation == 1 and tr.optimizer == "adamw" and tr.recompute == "none"
+    assert tr.optimizer_step == "synchronous"  # DeepSpeed's step()
+    offloaded = "offload" in path.stem
+    assert (s.placement.optimizer_compute == "cpu") == offloaded
+    home = "dram" if offloaded else "hbm"
+    assert s.placement.optimizer == s.placement.master == home
+    # A100-SXM4-40GB datasheet: 40 GB HBM2 at 1,555 GB/s
+    assert s.hardware.tiers["hbm"].capacity == 40 * GB
+    assert s.hardware.tiers["hbm"].bandwidth == 1555 * GB
+    # Qwen2.5-1.5B / 3B (HF config.json): 1,543,714,304 / 3,085,938,688 parameters; by hand:
+    # per layer q (h·h + h), k and v (h·kv + kv each, kv = 2 heads x 128), o (h·h), gated
+    # MLP 3·h·f, 2 norms h; plus tied embedding V·h and the final norm h.
+    h, f, layers = (2048, 11008, 36) if "3b" in path.stem else (1536, 8960, 28)
+    kv, vocab = 2 * 128, 151936
+    layer = h * h + h + 2 * (h * kv + kv) + h * h + 3 * h * f + 2 * h
+    assert build_model(s.model).parameters == layers * layer + vocab * h + h
+
+
+def test_offload_calibration_runs_still_reproduce_what_was_fitted_to_them():
+    # A change to the timing model that moves these runs invalidates the fitted figures
+    # (gpu.efficiency 0.297, cpu.optimizer_rate 0.694 Gparam/s): fit them again.
+    for ref in load_references(PUBLISHED):
+        if ref.calibrates:
+            predicted = simulate(load_scenario(ref.scenario).scenario).time_s
+            assert predicted == pytest.approx(ref.iteration_time_s, rel=0.005), ref.name
+
+
+@pytest.mark.parametrize("path", megatron_scenarios(), ids=lambda p: p.stem)
 def test_published_scenario_matches_its_paper_and_fits(path):
     s = load_scenario(path).scenario
     par, tr = s.parallel, s.training
@@ -284,9 +330,31 @@ def test_reference_file_problems_are_reported_together(tmp_path):
     assert "missing 'source'" in text and "no scenario file b.yaml" in text
 
 
+def test_calibration_runs_are_shown_but_not_counted():
+    fit = Reference(Path("fit.yaml"), 1.0, "blog", derived=False, calibrates="cpu.optimizer_rate")
+    ref = Reference(Path("check.yaml"), 2.0, "blog", derived=False)
+    runs = [Comparison(fit, 1.0), Comparison(ref, 2.2)]
+    summary = summarize(runs)
+    assert summary.count == 1 and summary.mean_abs_error == pytest.approx(0.10)
+    text = table(runs, summary)
+    assert "+0.0% fit" in text and "over 1 runs" in text
+    assert "fit: cpu.optimizer_rate" in text
+    with pytest.raises(ValueError, match="calibration runs are not counted"):
+        summarize([Comparison(fit, 1.0)])
+
+
+def test_a_calibrates_entry_must_name_the_figure(tmp_path):
+    (tmp_path / "a.yaml").write_text("name: a\n")
+    (tmp_path / REFERENCES).write_text(
+        "a.yaml: {iteration_time_s: 1, derived: false, source: s, calibrates: 3}\n"
+    )
+    with pytest.raises(InputError, match=r"a\.yaml\.calibrates: expected the scenario figure"):
+        load_references(tmp_path)
+
+
 def test_check_published_table_shows_each_run_and_the_verdict():
     ref = Reference(Path("narayanan2021-1.7b.yaml"), 3.528, "Narayanan et al. 2021", derived=True)
     runs = [Comparison(ref, 3.7044)]
     text = table(runs, summarize(runs))
-    assert "narayanan2021-1.7b" in text and "3.53*" in text and "+5.0%" in text
+    assert "narayanan2021-1.7b" in text and "3.528*" in text and "+5.0%" in text
     assert "within the targets" in text

@@ -13,6 +13,8 @@ from tiersim.simulate import simulate
 def test_published_iteration_times_within_targets():
     errors = {}
     for ref in load_references():
+        if ref.calibrates:  # fitted to: tested in test_presets_hardware
+            continue
         predicted = simulate(load_scenario(ref.scenario).scenario).time_s
         errors[ref.name] = predicted / ref.iteration_time_s - 1.0
     assert len(errors) >= 15

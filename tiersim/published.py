@@ -2,7 +2,9 @@
 
 The runs ship as ordinary scenario files in the repository's `scenarios/published/` folder
 (the scenario schema rejects unknown keys, so the reference values live beside them, in
-`references.yaml`: scenario file -> iteration_time_s, source, derived, notes[, tflops_per_gpu]).
+`references.yaml`: scenario file -> iteration_time_s, source, derived, notes[, tflops_per_gpu,
+calibrates]). A run with `calibrates` is one a figure of its scenario was fitted to (it names
+the figure): it is shown, but not counted in the errors, which would flatter them.
 They are repository data, not package data: a source checkout or an editable install finds
 them by default; anything else passes the folder explicitly.
 
@@ -23,7 +25,7 @@ from tiersim.errors import InputError, Problem
 REFERENCES = "references.yaml"
 MEAN_ERROR_TARGET = 0.10
 MAX_ERROR_TARGET = 0.20
-_KEYS = {"iteration_time_s", "derived", "source", "notes", "tflops_per_gpu"}
+_KEYS = {"iteration_time_s", "derived", "source", "notes", "tflops_per_gpu", "calibrates"}
 _REQUIRED = {"iteration_time_s", "derived", "source"}
 
 
@@ -37,6 +39,7 @@ class Reference:
     derived: bool  # computed from a published throughput rather than read as a time
     notes: str = ""
     tflops_per_gpu: float | None = None
+    calibrates: str = ""  # the scenario figure fitted to this run, if any
 
     @property
     def name(self) -> str:
@@ -80,6 +83,10 @@ def _entry_problems(name: str, entry: Any, folder: Path) -> list[Problem]:
         isinstance(time_s, int | float) and math.isfinite(time_s) and time_s > 0
     ):
         problems.append(Problem(f"{name}.iteration_time_s", f"must be > 0 (got {time_s!r})"))
+    fitted = entry.get("calibrates")
+    if "calibrates" in entry and not (isinstance(fitted, str) and fitted.strip()):
+        what = f"expected the scenario figure fitted to this run (got {fitted!r})"
+        problems.append(Problem(f"{name}.calibrates", what))
     if not (folder / name).is_file():
         problems.append(Problem(name, f"no scenario file {name} in {folder}"))
     return problems
@@ -106,13 +113,15 @@ def load_references(folder: Path | None = None) -> list[Reference]:
             derived=bool(e["derived"]),
             notes=" ".join(str(e.get("notes", "")).split()),
             tflops_per_gpu=e.get("tflops_per_gpu"),
+            calibrates=" ".join(str(e.get("calibrates", "")).split()),
         )
         for name, e in raw.items()
     ]
 
 
 def summarize(comparisons: list[Comparison]) -> Summary:
-    if not comparisons:
-        raise ValueError("no comparisons to summarize")
-    errors = [abs(c.error) for c in comparisons]
+    """Errors over the runs nothing was fitted to."""
+    errors = [abs(c.error) for c in comparisons if not c.reference.calibrates]
+    if not errors:
+        raise ValueError("no comparisons to summarize (calibration runs are not counted)")
     return Summary(len(errors), sum(errors) / len(errors), max(errors))

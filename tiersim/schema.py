@@ -274,7 +274,8 @@ class Gpu(Strict):
 class Cpu(Strict):
     name: str = "cpu"
     memory: str = "dram"
-    optimizer_rate: ParamRate = 1.4e9
+    # DESIGN.md §4's 1.4 Gparam/s is a whole host's CPU-Adam rate: a GPU's share of 8 is 1/8
+    optimizer_rate: ParamRate = 0.175e9
     memory_bandwidth: Bandwidth | None = None  # default: the host tier's read bandwidth
 
 
