@@ -62,6 +62,7 @@ def test_any_float_reads_back_exactly():
 
 def _without_sources(s) -> dict:
     dump = s.model_dump()
+    dump["training"]["seq_len"] = s.seq_len  # written resolved
     for section, key in SOURCES:
         dump[section].pop(key)
     return dump

@@ -251,3 +251,36 @@ def test_an_optimum_under_the_drain_is_said_as_such(tmp_path, capsys):
     assert "auto: the drain, longer than Daly's optimum" in line
     assert f"is under the drain: every {n} steps" in line
     assert f"{n} steps: {100 * ck['goodput_at_optimum']:.2f} %" in line
+
+
+def test_a_run_that_does_not_fit_says_so_in_its_headline(tmp_path, capsys):
+    # Llama 2 70B (68,976,648,192 params) on one GPU, AdamW with fp32 master and moments:
+    # 16 B/param = 1.10 TB resident in HBM alone, against the preset's 141 GB.
+    path = tmp_path / "big.yaml"
+    path.write_text("name: big\nmodel: {preset: llama-2-70b}\ntraining: {seq_len: 4096}\n")
+    assert main(["run", str(path), "--out", str(tmp_path / "a"), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["fits"] is False and report["tiers"]["hbm"]["fits"] is False
+    assert report["tiers"]["hbm"]["resident_bytes"] >= 16 * 68_976_648_192
+    assert main(["run", str(path), "--out", str(tmp_path / "b")]) == 0
+    head = capsys.readouterr().out.splitlines()[:2]
+    assert head[1].startswith("DOES NOT FIT: hbm ") and "of 141.00 GB" in head[1]
+
+
+def test_the_sequence_length_is_reported_and_said_when_defaulted(tmp_path, capsys):
+    # gpt2 has 1,024 learned positions: with no training.seq_len, sequences are 1,024 tokens
+    path = tmp_path / "g.yaml"
+    path.write_text("name: g\nmodel: {preset: gpt2}\n")
+    assert main(["run", str(path), "--out", str(tmp_path / "a"), "--format", "json"]) == 0
+    step = json.loads(capsys.readouterr().out)["step"]
+    assert (step["seq_len"], step["seq_len_from"]) == (1024, "model.max_positions")
+    assert step["tokens_per_step"] == 1024  # micro-batch 1, one micro-batch, one GPU
+    assert "seq_len: 1024" in (tmp_path / "a" / "scenario.yaml").read_text()
+    assert main(["run", str(path), "--out", str(tmp_path / "b")]) == 0
+    second = capsys.readouterr().out.splitlines()[1]
+    assert second == (
+        "sequences of 1,024 tokens: the model's max_positions, as training.seq_len is not set"
+    )
+    path.write_text("name: g\nmodel: {preset: gpt2}\ntraining: {seq_len: 512}\n")
+    assert main(["run", str(path), "--out", str(tmp_path / "c")]) == 0
+    assert "sequences of" not in capsys.readouterr().out

@@ -3,7 +3,8 @@ units, so the file reproduces the run even after presets or defaults change.
 
 `scenario_document(s)` loads back (tiersim.config.build) to a scenario equal to `s` but for
 `model.preset`, `model.hf_config` and `hardware.preset`: their values are all written out, so
-the document names them in `provenance` comments only (`hardware.preset: none`).
+the document names them in `provenance` comments only (`hardware.preset: none`); and a default
+`training.seq_len` is written as the length it resolved to.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ SOURCES = (("model", "preset"), ("model", "hf_config"), ("hardware", "preset"))
 def scenario_document(s: Scenario) -> dict[str, Any]:
     """Every field of `s` as YAML-ready values, without the preset / config.json references."""
     doc = _model(s)
+    doc["training"]["seq_len"] = s.seq_len  # the default resolved: the model's max_positions
     for section, key in SOURCES:
         doc[section].pop(key, None)
     # every value is here: no preset under them (an absent one would mean the default preset)

@@ -54,6 +54,7 @@ def inventory_report(s: Scenario, inv: Inventory) -> dict[str, Any]:
         "model": model_summary(build_model(s.model)),
         "inventory": inventory_section(inv),
         "tiers": tiers_section(inv),
+        "fits": all(use.fits for use in inv.tiers.values()),
     }
 
 
@@ -65,9 +66,11 @@ def _json_default(value: object) -> object:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def step_section(r: StepResult, optimizer_on: str = "gpu") -> dict[str, Any]:
+def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:
     return {
-        "optimizer_on": optimizer_on,  # "cpu": optimizer_s runs beside the GPU, not in its time
+        # "cpu": optimizer_s runs beside the GPU, not in its time
+        "optimizer_on": s.placement.optimizer_compute,
+        "optimizer_step": s.training.optimizer_step,
         "time_s": r.time_s,
         "compute_s": r.compute_s,
         "recompute_s": r.recompute_s,
@@ -79,7 +82,15 @@ def step_section(r: StepResult, optimizer_on: str = "gpu") -> dict[str, Any]:
         "tokens_per_s": r.tokens_per_s,
         "tokens_per_step": r.tokens_per_step,
         "micro_batches": r.micro_batches,
+        "seq_len": s.seq_len,
+        "seq_len_from": _seq_len_from(s),
     }
+
+
+def _seq_len_from(s: Scenario) -> str:
+    if s.training.seq_len is not None:
+        return "training.seq_len"
+    return "model.max_positions" if s.model.max_positions else "default"
 
 
 def link_bandwidth(s: Scenario, name: str) -> float:
@@ -172,7 +183,8 @@ def target_wear_at_optimum(
 def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     report = inventory_report(s, inv)
     report["tiers"] = run_tiers_section(inv, r)
-    report["step"] = step_section(r, s.placement.optimizer_compute)
+    report["fits"] = all(t["fits"] for t in report["tiers"].values())
+    report["step"] = step_section(s, r)
     report["links"] = links_section(s, r)
     report["wear"] = wear_section(s, r)
     report["checkpoint"] = checkpoint_report(s, r)

@@ -105,10 +105,32 @@ def _step_head(report: dict[str, Any]) -> str:
     ck = report.get("checkpoint") or {}
     if ck.get("mtbf_s") is not None and ck.get("goodput") is not None:
         tokens += f" ({st['tokens_per_s'] * ck['goodput']:,.0f} after checkpoints and failures)"
-    return (
+    head = (
         f"{report['scenario']}: {fmt_time(st['time_s'])} per step, {tokens}, transfer "
         f"overlapped with compute {overlap}"
     )
+    return "\n".join([head, *_head_warnings(report)])
+
+
+def _head_warnings(report: dict[str, Any]) -> list[str]:
+    """What would make the headline's figures mislead if it went unsaid."""
+    out = []
+    over = [(n, t) for n, t in report["tiers"].items() if not t["fits"]]
+    if over:
+        held = ", ".join(
+            f"{n} {fmt_bytes(max(t['peak_bytes'], t['resident_bytes']))} of "
+            f"{fmt_bytes(t['capacity_bytes'])}"
+            for n, t in over
+        )
+        out.append(f"DOES NOT FIT: {held} (the step is timed as if it did)")
+    st = report["step"]
+    source = {"model.max_positions": "the model's max_positions", "default": "tiersim's default"}
+    if st["seq_len_from"] in source:
+        out.append(
+            f"sequences of {st['seq_len']:,} tokens: {source[st['seq_len_from']]}, as "
+            "training.seq_len is not set"
+        )
+    return out
 
 
 def step_tables(report: dict[str, Any]) -> str:
