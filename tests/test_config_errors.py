@@ -482,6 +482,25 @@ def test_a_boolean_says_what_it_expects(problems, write):
     assert line == f"{file}: parallel.overlap_gradient_reduce: expected true or false (got 'maybe')"
 
 
+@pytest.mark.parametrize(
+    ("extra", "path", "expected"),
+    [  # YAML reads true/yes/on as booleans, which would pass as 1 where a number is taken
+        ({"parallel": {"zero_stage": True}}, "parallel.zero_stage", "one of 0, 1, 2, 3"),
+        ({"hardware": {"gpu": {"efficiency": True}}}, "hardware.gpu.efficiency", "a number"),
+        ({"training": {"seq_len": True}}, "training.seq_len", "a number"),
+        ({"checkpoint": {"every_steps": False}}, "checkpoint.every_steps", "a number or 'auto'"),
+        (
+            {"hardware": {"tiers": {"hbf": {"endurance": {"pe_cycles": True}}}}},
+            "hardware.tiers.hbf.endurance.pe_cycles",
+            "a number",
+        ),
+    ],
+)
+def test_a_boolean_is_no_number(problems, write, extra, path, expected):
+    file = write({**GPT2, **extra})
+    assert only(problems(file)) == f"{file}: {path}: expected {expected}, not true or false"
+
+
 def test_the_optimizer_step_mode_lists_both(problems, write):
     file = write({**GPT2, "training": {"optimizer_step": "async"}})
     line = only(problems(file))

@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from tiersim.units import Kind, fmt_bytes, fmt_rate, fmt_time, parse
 
@@ -100,9 +109,38 @@ Fraction = Annotated[float, Field(ge=1e-3, le=1)]
 PrecisionName = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 
 
+def _takes_bool(annotation: Any) -> bool:
+    return annotation is bool or any(_takes_bool(a) for a in get_args(annotation))
+
+
 class Strict(BaseModel):
     # no infinity or NaN from YAML (.inf, .nan): only `unlimited` bandwidths are infinite
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """YAML's true/yes/on are booleans, which pydantic would read as 1 where a number is
+        expected (zero_stage: true as ZeRO 1, efficiency: yes as 1.0): only a boolean field
+        takes one."""
+        field = cls.model_fields[info.field_name]
+        if isinstance(value, bool) and not _takes_bool(field.annotation):
+            raise ValueError(f"expected {_expected(field.annotation)}, not true or false")
+        return value
+
+
+def _expected(annotation: Any) -> str:
+    """What a field takes, in words: 'a number', "one of 'a', 'b'", or both."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        names = [repr(a) for a in get_args(annotation)]
+        return names[0] if len(names) == 1 else "one of " + ", ".join(names)
+    if origin is Annotated:
+        return _expected(get_args(annotation)[0])
+    if annotation in (int, float):
+        return "a number"
+    options = [a for a in get_args(annotation) if a is not type(None)]
+    return " or ".join(dict.fromkeys(_expected(a) for a in options)) if options else "a value"
 
 
 # --- model -------------------------------------------------------------------------------------
