@@ -187,7 +187,7 @@ def test_links_report_their_bandwidth_and_the_nics_a_gpu_drives(tmp_path, capsys
 @pytest.mark.parametrize(
     ("trace", "why"),
     [
-        ("s.scenario", "is the scenario file itself"),
+        ("s.scenario", "is one of the run's input files"),
         ("preset.yaml", "is a YAML path: a trace is JSON"),
         ("out/report.json", "is this run's results folder or one of its results"),
         ("out", "is this run's results folder or one of its results"),
@@ -207,6 +207,33 @@ def test_a_trace_path_that_would_overwrite_something_is_refused(tmp_path, capsys
     assert why in capsys.readouterr().err
     assert scenario.read_text() == text and (tmp_path / "preset.yaml").read_text() == "kept"
     assert not (tmp_path / "out").exists()  # refused before running
+
+
+def test_a_trace_over_the_models_config_json_is_refused(tmp_path, capsys):
+    config = Path(__file__).resolve().parent / "fixtures" / "gpt2.config.json"
+    (tmp_path / "config.json").write_text(config.read_text())
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\nmodel: {hf_config: config.json}\ntraining: {seq_len: 128}\n")
+    args = ["run", str(scenario), "--out", str(tmp_path / "out"), "--trace"]
+    assert main([*args, str(tmp_path / "config.json")]) == 2
+    assert "is one of the run's input files" in capsys.readouterr().err
+    assert (tmp_path / "config.json").read_text() == config.read_text()
+
+
+def test_results_never_replace_the_users_scenario_but_rerun_their_own(tmp_path, capsys):
+    text = (Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml").read_text()
+    scenario = tmp_path / "scenario.yaml"  # the user's file, where --out would write its own
+    scenario.write_text(text)
+    assert main(["run", str(scenario), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: {tmp_path}: its scenario.yaml is the scenario file" in err
+    assert scenario.read_text() == text and not (tmp_path / "report.json").exists()
+    # the scenario.yaml a run wrote reruns in its own folder (written again, whole)
+    assert main(["run", str(scenario), "--out", str(tmp_path / "r")]) == 0
+    written = tmp_path / "r" / "scenario.yaml"
+    assert main(["run", str(written), "--out", str(tmp_path / "r")]) == 0
+    assert written.read_text().startswith("# The scenario as tiersim ")
+    capsys.readouterr()
 
 
 def test_the_headline_gives_tokens_per_second_after_goodput_when_failures_are_set(tmp_path, capsys):

@@ -383,6 +383,9 @@ def test_more_steps_per_day_than_the_step_allows_is_pointed_out():
     default = scenario(raw(budget={}))  # steps_per_day defaults to the 900 possible
     a = assess(default, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
     assert "at 900 steps/day it writes" in verdict_sentence(a)
+    slow = scenario(raw(budget={"steps_per_day": 0.5}))  # one step every two days: not '0'
+    a = assess(slow, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
+    assert "at 0.5 steps/day it writes 50.00 GB/day" in verdict_sentence(a)  # 0.5 x 100 GB
 
 
 def test_a_lifetime_budget_is_held_to_the_rating_where_it_runs_out_first():

@@ -40,9 +40,12 @@ def write_run(folder: Path, scenario: Scenario, source: str, report_json: str) -
     write_atomic(folder / "report.json", report_json + "\n")
 
 
+SCENARIO_HEADER = "# The scenario as tiersim "  # how a scenario.yaml tiersim wrote begins
+
+
 def scenario_yaml(scenario: Scenario, source: str) -> str:
     header = [
-        f"# The scenario as tiersim {__version__} simulated it, from {_one_line(source)}: every",
+        f"{SCENARIO_HEADER}{__version__} simulated it, from {_one_line(source)}: every",
         "# value, defaults and presets included, so this file reruns the same simulation.",
         *(f"# {_one_line(line)}" for line in provenance(scenario)),
     ]

@@ -171,6 +171,11 @@ def _rating_note(w: TierWear, sooner: str = " sooner,") -> str:
     )
 
 
+def _per_day(steps: float) -> str:
+    """Whole steps from 100 a day up; below that 3 significant digits (0.5, not 0)."""
+    return f"{steps:,.0f}" if steps >= 100 else f"{steps:.3g}"
+
+
 def _pace_note(w: TierWear) -> str:
     """Where budget.steps_per_day asks for more steps than a day of the simulated step holds."""
     most = DAY_S / w.step_s
@@ -185,7 +190,7 @@ def verdict_sentence(a: Assessment) -> str:
     w, v = a.wear, a.verdict
     tier = _TIER_LABELS.get(w.tier, w.tier)
     held = _classes([c for c, _ in ranked_classes(w.host_bytes_by_class)])
-    rate = f"at {w.steps_per_day:,.0f} steps/day{_pace_note(w)} it writes "
+    rate = f"at {_per_day(w.steps_per_day)} steps/day{_pace_note(w)} it writes "
     rate += f"{fmt_bytes(w.host_bytes_per_day)}/day"
     if w.write_amplification != 1.0:
         rate += f" (write amplification {w.write_amplification:.3g})"

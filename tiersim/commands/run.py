@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from tiersim.commands.common import add_scenario_args, cannot_write, load
+from tiersim.config import Loaded
 from tiersim.errors import InputError, Problem
-from tiersim.output import write_run, write_trace
+from tiersim.output import SCENARIO_HEADER, write_run, write_trace
 from tiersim.report import to_json
 from tiersim.report_text import step_tables
 from tiersim.runner import report_with_result
@@ -35,16 +36,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _trace_problem(trace: Path, scenario: Path, folder: Path) -> str | None:
-    """Why a trace may not be written at `trace`, or None: it would replace the scenario, a
-    YAML file (a preset, say), this run's own results, or something not a plain file."""
+def _inputs(loaded: Loaded, scenario: Path) -> set[Path]:
+    """The files a run reads: the scenario and its config.json, if any."""
+    found = {scenario.resolve()}
+    if loaded.scenario.model.hf_config is not None:
+        hf = Path(loaded.scenario.model.hf_config)
+        found.add((hf if hf.is_absolute() else scenario.parent / hf).resolve())
+    return found
+
+
+def _trace_problem(trace: Path, inputs: set[Path], folder: Path) -> str | None:
+    """Why a trace may not be written at `trace`, or None: it would replace an input (the
+    scenario, its config.json), a YAML file (a preset, say), this run's own results, or
+    something not a plain file."""
     if str(trace) == "-":
         return "the trace is written to a file, not standard output (expected a file path)"
     if trace.suffix.lower() in (".yaml", ".yml"):
         return "is a YAML path: a trace is JSON (expected a .json file path)"
     where = trace.resolve()
-    if where == scenario.resolve():
-        return "is the scenario file itself (expected another file path)"
+    if where in inputs:
+        return "is one of the run's input files (expected another file path)"
     if where in {(folder / name).resolve() for name in ("", "scenario.yaml", "report.json")}:
         return "is this run's results folder or one of its results (expected another file path)"
     if trace.exists() and not trace.is_file():
@@ -52,13 +63,31 @@ def _trace_problem(trace: Path, scenario: Path, folder: Path) -> str | None:
     return None
 
 
+def _out_problem(folder: Path, scenario: Path) -> str | None:
+    """Why the results may not go to `folder`: its scenario.yaml would replace the user's own
+    scenario file (one that tiersim wrote may be rerun in place: it is written again whole)."""
+    if (folder / "scenario.yaml").resolve() != scenario.resolve():
+        return None
+    with scenario.open(encoding="utf-8", errors="replace") as f:
+        if f.readline().startswith(SCENARIO_HEADER):
+            return None
+    return (
+        f"its scenario.yaml is the scenario file {scenario}, which the run would replace "
+        "(expected another folder)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     loaded = load(args)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
+    scenario = Path(args.scenario)
+    why = _out_problem(folder, scenario)
+    if why:  # before simulating, so the mistake costs nothing
+        raise InputError("--out", [Problem(str(folder), why)])
     tracing = args.trace is not None
     trace = Path(args.trace) if args.trace else folder / "trace.json"
-    why = _trace_problem(trace, Path(args.scenario), folder) if tracing else None
-    if why:  # before simulating, so the mistake costs nothing
+    why = _trace_problem(trace, _inputs(loaded, scenario), folder) if tracing else None
+    if why:
         raise InputError("--trace", [Problem(str(trace), why)])
     report, result = report_with_result(loaded, record=tracing)
     text = to_json(report)
