@@ -1,13 +1,16 @@
-"""A sweep killed with SIGKILL mid-run, then resumed, has exactly one row per point."""
+"""A sweep killed with SIGKILL mid-run, then resumed, has exactly one row per point; killing
+only its main process ends its workers, fork server and resource tracker too."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_sweep_spec import write_sweep
 
+from tiersim.sweep.lifeline import wait_for_exit
 from tiersim.sweep.run import SweepOptions, run_sweep
 from tiersim.sweep.spec import load_sweep
 from tiersim.sweep.store import LOG_NAME, read_log
@@ -126,3 +130,67 @@ def test_a_worker_killed_stops_the_sweep_cleanly_and_resume_finishes_it(tmp_path
     outcome = resume(path, out)
     assert outcome.reused == len(recorded)
     assert_one_row_per_point(outcome, out)
+
+
+def running(pid: int) -> bool:
+    """The process exists and has not exited (a zombie, exited but not reaped, has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def still_running(pids: list[int], limit_s: float) -> list[int]:
+    """Those of `pids` still running once all have ended or `limit_s` has passed."""
+    deadline = time.monotonic() + limit_s
+    left = [p for p in pids if running(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if running(p)]
+    return left
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killing_only_the_main_process_ends_every_process_it_started(tmp_path, sig):
+    path = write_sweep(tmp_path, LARGE)
+    out = tmp_path / "out"
+    proc = start(path, out)
+    try:
+        wait_for_lines(out / LOG_NAME, 1, proc)
+        below = descendants(proc.pid)  # resource tracker, fork server, its workers
+        assert len(below) >= 3, below
+        proc.send_signal(sig)  # the process alone, not its group: nothing can shut the pool
+        proc.wait(timeout=30)
+        left = still_running(below, limit_s=10.0)  # the workers look twice a second at most
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever is left, so no test leaks it
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == -sig
+    assert left == [], f"still running after the sweep was killed: {left}"
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polling"])
+def test_a_worker_waits_while_the_sweep_runs_and_not_once_it_has_exited(monkeypatch, pidfd):
+    if not pidfd:
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    elif not hasattr(os, "pidfd_open"):
+        pytest.skip("no os.pidfd_open here")
+    child = subprocess.Popen([sys.executable, "-c", "input()"], stdin=subprocess.PIPE)
+    waiter = threading.Thread(target=wait_for_exit, args=(child.pid,), daemon=True)
+    try:
+        waiter.start()
+        waiter.join(0.3)
+        assert waiter.is_alive()  # the child runs until its stdin closes
+        child.stdin.close()
+        if not pidfd:
+            child.wait()  # polling sees a process gone once it is reaped; a pidfd, at its exit
+        waiter.join(10.0)
+        assert not waiter.is_alive()
+    finally:
+        child.kill()
+        child.wait()

@@ -150,11 +150,15 @@ def test_an_output_folder_with_results_needs_resume(tmp_path, cli):
 
 
 def test_equal_scenarios_share_a_key_in_any_process(tmp_path):
-    spelled = {"grid": {"hardware.tiers.hbm.capacity": ["141 GB", "141000 MB", "142 GB"]}}
-    spec = load_sweep(write_sweep(tmp_path, spelled))
-    tasks = tasks_for(spec, expand(spec))
+    # 141 GB written two ways (one sweep file refuses that as a repeat: two files) and 142 GB
+    tasks = []
+    for folder, sizes in (("a", ["141 GB", "142 GB"]), ("b", ["141000 MB"])):
+        (tmp_path / folder).mkdir()
+        grid = {"grid": {"hardware.tiers.hbm.capacity": sizes}}
+        spec = load_sweep(write_sweep(tmp_path / folder, grid))
+        tasks += tasks_for(spec, expand(spec))
     here = [point_key(t) for t in tasks]
-    assert here[0] == here[1] != here[2]
+    assert here[0] == here[2] != here[1]
     assert all(len(k) == 16 and int(k, 16) >= 0 for k in here)
     pool = LocalPool(2)  # other processes, other hash seeds
     try:

@@ -127,6 +127,84 @@ def test_structural_mistakes_are_all_reported_at_once(tmp_path):
     assert found["set.training"].startswith("overlaps with 'training.")
 
 
+def test_a_grid_value_listed_twice_in_other_words_is_refused(tmp_path):
+    # 50e9 B/s = 50 GB/s; 400 Mb/s (bits) = 400e6 / 8 B/s = 50 MB/s; 50 GiB/s is another value
+    bandwidths = ["50 GB/s", "50GB/s", "50 GiB/s", "50e9 B/s", "400 Mb/s", "50 MB/s"]
+    grid = {"hardware.tiers.hbf.write_bandwidth": bandwidths, "parallel.data": [1, 2, 1.0]}
+    path = write_sweep(tmp_path, {"grid": grid})
+    with pytest.raises(InputError) as caught:
+        load_sweep(path)
+    assert [(p.path, p.message) for p in caught.value.problems] == [
+        (
+            "grid.hardware.tiers.hbf.write_bandwidth",
+            "value '50 GB/s' is listed 3 times (items 0, 1 and 3: '50 GB/s', '50GB/s' and "
+            "'50e9 B/s' are the same value); expected each value once",
+        ),
+        (
+            "grid.hardware.tiers.hbf.write_bandwidth",
+            "value '400 Mb/s' is listed twice (items 4 and 5: '400 Mb/s' and '50 MB/s' are the "
+            "same value); expected each value once",
+        ),
+        (
+            "grid.parallel.data",
+            "value 1 is listed twice (items 0 and 2: 1 and 1.0 are the same value); "
+            "expected each value once",
+        ),
+    ]
+
+
+def test_bits_and_bytes_are_compared_as_bytes(tmp_path):
+    # 50 Gb/s = 50e9 / 8 B/s = 6.25 GB/s, not 50 GB/s
+    grid = {"hardware.tiers.hbf.write_bandwidth": ["50 Gb/s", "50 GB/s", "6.25 GB/s"]}
+    found = problems(write_sweep(tmp_path, {"grid": grid}))
+    assert found == {
+        "grid.hardware.tiers.hbf.write_bandwidth": "value '50 Gb/s' is listed twice (items 0 "
+        "and 2: '50 Gb/s' and '6.25 GB/s' are the same value); expected each value once"
+    }
+
+
+def test_unlimited_and_inf_are_one_value(tmp_path):
+    grid = {"hardware.tiers.hbf.write_bandwidth": ["unlimited", "10 GB/s", "inf"]}
+    found = problems(write_sweep(tmp_path, {"grid": grid}))
+    assert (
+        "items 0 and 2: 'unlimited' and 'inf' are the same value"
+        in (found["grid.hardware.tiers.hbf.write_bandwidth"])
+    )
+
+
+def test_a_repeated_zip_row_is_refused_and_a_row_differing_in_one_column_is_not(tmp_path):
+    rows = {"training.seq_len": [1024, 1024, 2048, 1024], "training.micro_batch_size": [1, 1, 2, 2]}
+    found = problems(write_sweep(tmp_path, {"zip": rows}))
+    assert found == {
+        "zip": "rows 0 and 1 are the same point (training.seq_len=1024, "
+        "training.micro_batch_size=1); expected each row once"
+    }
+    spelt = {"hardware.tiers.hbf.write_bandwidth": ["50 GB/s", "50GB/s"], "parallel.data": [2, 2]}
+    found = problems(write_sweep(tmp_path, {"zip": spelt}))
+    assert found["zip"] == (
+        "rows 0 and 1 are the same point (row 0: hardware.tiers.hbf.write_bandwidth=50 GB/s, "
+        "parallel.data=2; row 1: hardware.tiers.hbf.write_bandwidth=50GB/s, parallel.data=2); "
+        "expected each row once"
+    )
+    distinct = {"training.seq_len": [1024, 1024], "training.micro_batch_size": [1, 2]}
+    assert load_sweep(write_sweep(tmp_path, {"zip": distinct})).size == 2
+
+
+@pytest.mark.parametrize("command", ["validate", "sweep"])
+def test_validate_and_sweep_refuse_a_repeated_value_with_exit_2(tmp_path, cli, command):
+    grid = {"hardware.tiers.hbf.write_bandwidth": ["50 GB/s", "50GB/s"]}
+    path = write_sweep(tmp_path, {"grid": grid})
+    code, out, err = cli(
+        command, path, *(["--out", tmp_path / "out"] if command == "sweep" else [])
+    )
+    assert (code, out) == (2, "")
+    assert err == (
+        f"{path}: grid.hardware.tiers.hbf.write_bandwidth: value '50 GB/s' is listed twice "
+        "(items 0 and 1: '50 GB/s' and '50GB/s' are the same value); expected each value once\n"
+    )
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
 def test_missing_base_and_nothing_to_sweep(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("name: x\n")

@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import generic
 
-from tiersim.units import Kind, UnitError, fmt_bytes, fmt_time, parse
+from tiersim.units import Kind, UnitError, fmt_bytes, fmt_time, parse, read_quantity
 
 DAY = 24 * 60 * 60
 YEAR = 365 * DAY  # tiersim's year: 365 days
@@ -191,3 +191,11 @@ def test_an_unknown_unit_lists_the_units_of_its_kind():
     listed = r"units: ns, us, ms, s, min, h, d, week, year \(or y, yr\)\)"
     with pytest.raises(UnitError, match=listed):
         parse("5 fortnights", Kind.TIME)
+
+
+def test_read_quantity_finds_the_kind_from_the_unit():
+    assert read_quantity("50GB/s") == (Kind.BANDWIDTH, 50e9)
+    assert read_quantity(" 2 KiB ") == (Kind.SIZE, 2048.0)
+    assert read_quantity("400 Mb/s") == (Kind.BANDWIDTH, 400e6 / 8)
+    for text in ("fast", "50", "50 parsecs", "1e400 B", "bf16"):
+        assert read_quantity(text) is None, text

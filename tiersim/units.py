@@ -142,6 +142,19 @@ def parse(value: object, kind: Kind) -> float:
     return number * factor
 
 
+def read_quantity(text: str) -> tuple[Kind, float] | None:
+    """The kind and base-unit value of a quantity such as '50GB/s' (None if `text` is not one),
+    for comparing values whose field is not known."""
+    match = _QUANTITY.match(text)
+    if not match or match.group(2) not in UNITS:
+        return None
+    kind = UNITS[match.group(2)][0]
+    try:
+        return kind, parse(text, kind)
+    except UnitError:
+        return None
+
+
 _SIZE_STEPS = [("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)]
 
 

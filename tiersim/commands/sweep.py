@@ -7,12 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from tiersim.commands.common import usable_folder
+from tiersim.commands.common import cannot_write, usable_folder
 from tiersim.errors import InputError, Problem
 from tiersim.sweep.execute import SweepAborted
 from tiersim.sweep.run import SweepOptions, SweepOutcome, run_sweep
 from tiersim.sweep.spec import describe, load_sweep
-from tiersim.sweep.store import LOG_NAME
+from tiersim.sweep.store import LOG_NAME, OutputError
 from tiersim.sweep.summary import summary_text
 from tiersim.sweep.worker import INVALID
 
@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    except OutputError as exc:
+        raise _unwritable(out, exc) from None
     _print_outcome(outcome, out, args.resume)
     rows = outcome.table.rows
     if rows and all(r["status"] == INVALID for r in rows):
@@ -107,6 +109,15 @@ def run(args: argparse.Namespace) -> int:
         where = f"point {first['point']} ({describe(outcome.points[0].values)})"
         raise InputError(spec.source, [Problem(where, f"every point is invalid; {first['error']}")])
     return 0
+
+
+def _unwritable(out: Path, exc: OutputError) -> InputError:
+    """A full disk, say: exit 2 as `run` does for output it cannot write, and say what is kept."""
+    error = cannot_write("--out", exc.path, exc.error, "room for the sweep's results in --out")
+    kept = Problem(
+        str(out), f"the points in {LOG_NAME} are kept; make room and rerun with --resume"
+    )
+    return InputError(error.source, [*error.problems, kept])
 
 
 def _print_outcome(outcome: SweepOutcome, out: Path, resumed: bool) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ from concurrent import futures as cf
 from typing import Any, Protocol, TextIO
 
 from tiersim.errors import InputError, Problem
+from tiersim.sweep.lifeline import watch
 
 DASK_HINT = "pip install 'tiersim[dask]'"
 
@@ -35,14 +37,19 @@ class Pool(Protocol):
 
 
 class LocalPool:
-    """A process pool on this machine: `workers` processes from a fork server (else spawned)."""
+    """A process pool on this machine: `workers` processes from a fork server (else spawned).
+
+    Each worker watches this process and exits when it is gone (see `lifeline`).
+    """
 
     def __init__(self, workers: int):
         if workers < 1:
             raise ValueError(f"workers(={workers}) must be >= 1")
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        self.pool = cf.ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=watch, initargs=(os.getpid(),)
+        )
         self.slots = workers
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> cf.Future:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tiersim.sweep.rows import Table
 from tiersim.sweep.spec import Axis, Point, SweepSpec, describe
-from tiersim.sweep.store import atomic_write
+from tiersim.sweep.store import atomic_write, writing
 from tiersim.sweep.worker import OK
 
 MAX_LINES = 8
@@ -41,7 +41,8 @@ def slug(text: str) -> str:
 def plot_sweep(out: Path, spec: SweepSpec, points: list[Point], table: Table) -> list[Path]:
     """Write `out/plots/<output>__vs__<path>.png`; return the files written."""
     folder = out / "plots"
-    folder.mkdir(parents=True, exist_ok=True)
+    with writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
     written = []
     for output in varying_outputs(table):
         for position, axis in enumerate(spec.axes):
@@ -111,4 +112,5 @@ def _plot_one(
     ax.grid(True, alpha=0.3)
     if joined and len(lines) > 1:
         ax.legend(fontsize=7)
-    atomic_write(path, lambda handle: fig.savefig(handle, format="png", dpi=100))
+    with writing(path):
+        atomic_write(path, lambda handle: fig.savefig(handle, format="png", dpi=100))

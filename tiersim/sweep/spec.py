@@ -12,7 +12,8 @@ zip:                                   # parallel lists (equal lengths), one poi
   training.micro_batch_size: [1, 2]
   training.seq_len: [4096, 2048]
 ```
-Keys are the same paths as `--set`. Points are the grid product, each with every zip row.
+Keys are the same paths as `--set`. Points are the grid product, each with every zip row. A
+grid value or a zip row given twice, compared as values (`50 GB/s` is `50GB/s`), is an error.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import copy
 import difflib
 import itertools
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 
 from tiersim.config import read_yaml, resolve, set_path
 from tiersim.errors import InputError, Problem
+from tiersim.sweep.duplicates import grid_problems, zip_problems
 from tiersim.sweep.paths import path_problem
 
 SWEEP_KEYS = ("name", "base", "set", "grid", "zip")
@@ -129,7 +130,7 @@ def _read_sweep(raw: Any, path: Path) -> SweepSpec:
     zipped = _axes(raw, "zip", problems)
     if "grid" not in raw and "zip" not in raw:
         problems.append(Problem("", "nothing to sweep: give 'grid' and/or 'zip'"))
-    _zip_length_problems(zipped, problems)
+    _zip_row_problems(zipped, problems)
     all_paths = [(f"set.{p}", p) for p in fixed] + [
         (f"{a.group}.{a.path}", a.path) for a in grid + zipped
     ]
@@ -241,23 +242,19 @@ def _axes(raw: dict[str, Any], section: str, problems: list[Problem]) -> list[Ax
         if not isinstance(values, list) or not values:
             problems.append(Problem(where, f"expected a non-empty list of values (got {values!r})"))
             continue
-        seen: dict[str, int] = {}
-        for i, value in enumerate(values):
-            text = json.dumps(value, sort_keys=True, default=str)
-            if text in seen and section == "grid":
-                problems.append(
-                    Problem(where, f"value {value!r} is listed twice (items {seen[text]} and {i})")
-                )
-            seen.setdefault(text, i)
+        if section == "grid":  # a zip's repeats are whole rows, checked once lengths agree
+            problems += grid_problems(where, values)
         axes.append(Axis(path_text, tuple(values), section))
     return axes
 
 
-def _zip_length_problems(axes: list[Axis], problems: list[Problem]) -> None:
+def _zip_row_problems(axes: list[Axis], problems: list[Problem]) -> None:
     lengths = {a.path: len(a.values) for a in axes}
     if len(set(lengths.values())) > 1:
         listed = ", ".join(f"{p} has {n}" for p, n in lengths.items())
         problems.append(Problem("zip", f"lists must have equal lengths ({listed})"))
+    elif axes:
+        problems += zip_problems({a.path: list(a.values) for a in axes})
 
 
 def _overlap_problems(paths: list[tuple[str, str]], problems: list[Problem]) -> None:

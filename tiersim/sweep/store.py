@@ -7,17 +7,19 @@ last line (the process died mid-write) is ignored and cut off before the next ap
 to run again (failed ones, on resume) are first dropped from the log by rewriting it atomically,
 so it never holds two lines for one point. Tables and reports are derived files, each written
 to a temporary name and moved into place: a killed sweep leaves the old ones or none, and
-`--resume` rebuilds them from the log.
+`--resume` rebuilds them from the log. A write that fails (a full disk) raises OutputError; a
+log append that fails is cut back off first, so the log holds only whole, committed points.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import fcntl
 import io
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +27,23 @@ from tiersim.errors import InputError, Problem
 from tiersim.sweep.worker import PointResult
 
 LOG_NAME = "results.jsonl"
+
+
+class OutputError(Exception):
+    """Writing `path` in the sweep's folder failed (a full disk, say); the log is intact."""
+
+    def __init__(self, path: Path, error: OSError):
+        self.path, self.error = path, error
+        super().__init__(f"{path}: {error}")
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Report an OSError while writing `path` as an OutputError (not, say, a lost worker's)."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(path, exc) from exc
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
@@ -75,14 +94,16 @@ class SweepStore:
         self.out = out
         self.points_dir = out / "points"
         self.log_path = out / LOG_NAME
-        self.points_dir.mkdir(parents=True, exist_ok=True)
+        with writing(self.points_dir):
+            self.points_dir.mkdir(parents=True, exist_ok=True)
         self._lock = _lock_folder(out)  # the folder, not the log: forget() replaces the log
         try:
             self.entries, self.skipped, intact = read_log(self.log_path)
             if self.entries and not resume:
                 raise _needs_resume(self.log_path, len(self.entries))
-            self._log = open(self.log_path, "ab")  # noqa: SIM115 - held open for the whole sweep
-            self._log.truncate(intact)  # cut a torn last line before appending after it
+            with writing(self.log_path):
+                self._log = _open_log(self.log_path)
+                self._log.truncate(intact)  # cut a torn last line before appending after it
         except BaseException:
             os.close(self._lock)
             raise
@@ -98,27 +119,22 @@ class SweepStore:
         self.close()
 
     def commit(self, results: Iterable[PointResult]) -> None:
-        """Make a batch of finished points durable: reports first, then one fsync'd log append."""
-        lines = []
+        """Make a batch of finished points durable: reports first, then one fsync'd log append.
+
+        The batch's points are recorded here only once the append is durable."""
+        fresh: dict[str, dict[str, Any]] = {}
         for result in results:
-            if result.key in self.entries:
+            if result.key in self.entries or result.key in fresh:
                 continue
             if result.report_json is not None:
-                text = result.report_json.encode()
-                atomic_write(self.points_dir / f"{result.key}.json", lambda h, t=text: h.write(t))
-            entry = {
-                "key": result.key,
-                "status": result.status,
-                "error": result.error,
-                "elapsed_s": round(result.elapsed_s, 6),
-                "outputs": result.outputs,
-            }
-            self.entries[result.key] = entry
-            lines.append(_line(entry))
-        if lines:
-            self._log.write(b"".join(lines))
-            self._log.flush()
-            os.fsync(self._log.fileno())
+                path, text = self.points_dir / f"{result.key}.json", result.report_json.encode()
+                with writing(path):
+                    atomic_write(path, lambda h, t=text: h.write(t))
+            fresh[result.key] = _entry(result)
+        if fresh:
+            with writing(self.log_path):
+                _append(self._log, b"".join(_line(entry) for entry in fresh.values()))
+            self.entries |= fresh
 
     def forget(self, keys: set[str]) -> None:
         """Drop these points' entries so they can run again: the log is rewritten without them.
@@ -132,9 +148,41 @@ class SweepStore:
         for key in keys:
             del self.entries[key]
         kept = b"".join(_line(entry) for entry in self.entries.values())
-        self._log.close()
-        atomic_write(self.log_path, lambda handle: handle.write(kept))
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - held open for the whole sweep
+        with writing(self.log_path):
+            atomic_write(self.log_path, lambda handle: handle.write(kept))
+            self._log.close()  # the replaced file's
+            self._log = _open_log(self.log_path)
+
+
+def _open_log(path: Path) -> io.FileIO:
+    """Held open for the whole sweep; unbuffered, so a failed append leaves nothing behind to
+    be written out on close."""
+    return open(path, "ab", buffering=0)
+
+
+def _append(log: io.FileIO, data: bytes) -> None:
+    """Append and fsync `data`, or, when that fails, cut it off again and raise."""
+    start = os.lseek(log.fileno(), 0, os.SEEK_END)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[log.write(view) :]  # a full disk may take part of it first
+        os.fsync(log.fileno())
+    except OSError:
+        with contextlib.suppress(OSError):  # truncating frees space: it fails only if all does
+            log.truncate(start)
+            os.fsync(log.fileno())
+        raise
+
+
+def _entry(result: PointResult) -> dict[str, Any]:
+    return {
+        "key": result.key,
+        "status": result.status,
+        "error": result.error,
+        "elapsed_s": round(result.elapsed_s, 6),
+        "outputs": result.outputs,
+    }
 
 
 def _needs_resume(log_path: Path, count: int) -> InputError:
@@ -192,8 +240,10 @@ def write_tables(out: Path, table: dict[str, list[Any]]) -> None:
     import pyarrow.parquet as pq
 
     arrow = pa.table(table)
-    atomic_write(out / "results.csv", lambda h: h.write(_csv_bytes(table)))
-    atomic_write(out / "results.parquet", lambda h: pq.write_table(arrow, h))
+    with writing(out / "results.csv"):
+        atomic_write(out / "results.csv", lambda h: h.write(_csv_bytes(table)))
+    with writing(out / "results.parquet"):
+        atomic_write(out / "results.parquet", lambda h: pq.write_table(arrow, h))
 
 
 def _csv_bytes(table: dict[str, list[Any]]) -> bytes:
