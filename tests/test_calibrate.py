@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from tiersim.calibrate import (
     Calibration,
     Figure,
     Settings,
+    StorageError,
     calibrate,
     device_times,
     fp8_operands,
@@ -22,6 +25,7 @@ from tiersim.calibrate import (
     inner_count,
     matmul_figures,
     matmul_flop,
+    storage_figures,
 )
 from tiersim.cli import main
 from tiersim.commands.calibrate import check_preset, hardware_preset, quantity
@@ -98,6 +102,72 @@ def test_bad_options_exit_2(tmp_path: Path, capsys, args, option):
     assert main(["calibrate", "--out", str(tmp_path / "x.yaml"), *args]) == 2
     assert option in capsys.readouterr().err
     assert not (tmp_path / "x.yaml").exists()
+
+
+def _calibrate_fails(argv: list[str], capsys) -> str:
+    """Run `tiersim calibrate`, expect exit 2, and return its one-line message."""
+    assert main(["calibrate", "--format", "json", *TINY, *argv]) == 2  # argv's options win
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    return captured.err
+
+
+def test_a_folder_where_no_file_can_be_made_exits_2(tmp_path: Path, capsys, monkeypatch):
+    # as root chmod does not stop writes: a read-only file system, as mkstemp reports it
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    err = _calibrate_fails(["--path", str(tmp_path), "--out", str(tmp_path / "x.yaml")], capsys)
+    assert f"--path: {tmp_path}: cannot create a test file there: Read-only file system" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_proc_is_no_place_for_a_test_file(tmp_path: Path, capsys):
+    err = _calibrate_fails(["--path", "/proc", "--out", str(tmp_path / "x.yaml")], capsys)
+    assert "--path: /proc: cannot create a test file there" in err
+    assert not (tmp_path / "x.yaml").exists()
+
+
+def test_a_size_over_the_free_space_exits_2_before_measuring(tmp_path: Path, capsys):
+    argv = ["--path", str(tmp_path), "--out", str(tmp_path / "x.yaml")]
+    err = _calibrate_fails([*argv, "--size", "1000 PB"], capsys)
+    assert f"--size: {tmp_path}: the 1000.00 PB test file does not fit" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_disk_filling_up_during_the_test_exits_2_and_leaves_no_file(
+    tmp_path: Path, capsys, monkeypatch
+):
+    import tiersim.calibrate as cal_module
+
+    def fill_up(probe):  # half the file written, then the disk is full
+        os.pwrite(probe.fd, probe.buf, 0)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cal_module._StorageProbe, "write_all", fill_up)
+    err = _calibrate_fails(["--path", str(tmp_path), "--out", str(tmp_path / "x.yaml")], capsys)
+    assert f"--size: {tmp_path}: no room for the 262,144 B test file" in err
+    assert "No space left on device (expected a smaller --size)" in err
+    assert list(tmp_path.iterdir()) == []  # neither the probe file nor a preset
+
+
+def test_an_io_error_in_the_storage_test_names_the_folder(tmp_path: Path, monkeypatch):
+    import tiersim.calibrate as cal_module
+
+    def broken(probe):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(cal_module._StorageProbe, "read_all", broken)
+    with pytest.raises(StorageError) as err:
+        storage_figures(tiny_settings(tmp_path))
+    assert err.value.option == "--path"
+    assert str(err.value) == (
+        f"{tmp_path}: the storage test failed: Input/output error "
+        "(expected a folder on a writable file system)"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_unknown_base_preset_exit_2(tmp_path: Path, capsys):
