@@ -27,9 +27,18 @@ from tiersim.calibrate import (
     machine,
     probe_file,
 )
+from tiersim.commands.common import cannot_write, usable_preset_path
 from tiersim.commands.measure import positive_int
-from tiersim.config import DEFAULT_HARDWARE, build, load_preset, preset_names, read_yaml
+from tiersim.config import (
+    DEFAULT_HARDWARE,
+    build,
+    is_preset_file,
+    load_preset,
+    preset_names,
+    read_yaml,
+)
 from tiersim.errors import InputError, Problem
+from tiersim.output import write_atomic
 from tiersim.table import render
 from tiersim.units import Kind, UnitError, fmt_bytes, parse
 
@@ -212,7 +221,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _base(name: str) -> dict[str, Any]:
-    if name.endswith((".yaml", ".yml")):
+    if is_preset_file(name):
         data = read_yaml(Path(name), name)
     else:
         try:
@@ -344,6 +353,8 @@ def as_json(cal: Calibration, out: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     base = _base(args.base)
+    out = Path(args.out)
+    usable_preset_path("--out", out, [Path(args.base)] if is_preset_file(args.base) else [])
     try:
         cal = calibrate(settings(args))
     except StorageError as exc:  # the checks in settings() passed, then the I/O failed
@@ -351,11 +362,9 @@ def run(args: argparse.Namespace) -> int:
     text = hardware_preset(cal, base, args.base)
     check_preset(text)
     try:
-        Path(args.out).write_text(text)
+        write_atomic(out, text)
     except OSError as exc:
-        raise InputError(
-            SOURCE, [Problem("--out", f"cannot write {args.out}: {exc.strerror or exc}")]
-        ) from None
+        raise cannot_write("--out", out, exc, "a file path in a writable folder") from None
     print(as_json(cal, args.out) if args.format == "json" else table(cal))
     print(
         f"wrote hardware preset {args.out}; use it as hardware: {{preset: {args.out}}} "
