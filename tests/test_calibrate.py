@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -14,6 +16,7 @@ from tiersim.calibrate import (
     Calibration,
     Figure,
     Settings,
+    StorageError,
     calibrate,
     device_times,
     fp8_operands,
@@ -22,6 +25,7 @@ from tiersim.calibrate import (
     inner_count,
     matmul_figures,
     matmul_flop,
+    storage_figures,
 )
 from tiersim.cli import main
 from tiersim.commands.calibrate import check_preset, hardware_preset, quantity
@@ -98,6 +102,75 @@ def test_bad_options_exit_2(tmp_path: Path, capsys, args, option):
     assert main(["calibrate", "--out", str(tmp_path / "x.yaml"), *args]) == 2
     assert option in capsys.readouterr().err
     assert not (tmp_path / "x.yaml").exists()
+
+
+def _calibrate_fails(argv: list[str], capsys) -> str:
+    """Run `tiersim calibrate`, expect exit 2, and return its one-line message."""
+    assert main(["calibrate", "--format", "json", *TINY, *argv]) == 2  # argv's options win
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    return captured.err
+
+
+def test_a_folder_where_no_file_can_be_made_exits_2(tmp_path: Path, capsys, monkeypatch):
+    # as root chmod does not stop writes: a read-only file system, as mkstemp reports it
+    import tiersim.calibrate as cal_module
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(cal_module, "tempfile", SimpleNamespace(mkstemp=read_only))
+    out = tmp_path / "out" / "x.yaml"  # another folder, which can be written
+    err = _calibrate_fails(["--path", str(tmp_path), "--out", str(out)], capsys)
+    assert f"--path: {tmp_path}: cannot create a test file there: Read-only file system" in err
+    assert list(tmp_path.iterdir()) == [out.parent] and list(out.parent.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_proc_is_no_place_for_a_test_file(tmp_path: Path, capsys):
+    err = _calibrate_fails(["--path", "/proc", "--out", str(tmp_path / "x.yaml")], capsys)
+    assert "--path: /proc: cannot create a test file there" in err
+    assert not (tmp_path / "x.yaml").exists()
+
+
+def test_a_size_over_the_free_space_exits_2_before_measuring(tmp_path: Path, capsys):
+    argv = ["--path", str(tmp_path), "--out", str(tmp_path / "x.yaml")]
+    err = _calibrate_fails([*argv, "--size", "1000 PB"], capsys)
+    assert f"--size: {tmp_path}: the 1000.00 PB test file does not fit" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_disk_filling_up_during_the_test_exits_2_and_leaves_no_file(
+    tmp_path: Path, capsys, monkeypatch
+):
+    import tiersim.calibrate as cal_module
+
+    def fill_up(probe):  # half the file written, then the disk is full
+        os.pwrite(probe.fd, probe.buf, 0)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cal_module._StorageProbe, "write_all", fill_up)
+    err = _calibrate_fails(["--path", str(tmp_path), "--out", str(tmp_path / "x.yaml")], capsys)
+    assert f"--size: {tmp_path}: no room for the 262,144 B test file" in err
+    assert "No space left on device (expected a smaller --size)" in err
+    assert list(tmp_path.iterdir()) == []  # neither the probe file nor a preset
+
+
+def test_an_io_error_in_the_storage_test_names_the_folder(tmp_path: Path, monkeypatch):
+    import tiersim.calibrate as cal_module
+
+    def broken(probe):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(cal_module._StorageProbe, "read_all", broken)
+    with pytest.raises(StorageError) as err:
+        storage_figures(tiny_settings(tmp_path))
+    assert err.value.option == "--path"
+    assert str(err.value) == (
+        f"{tmp_path}: the storage test failed: Input/output error "
+        "(expected a folder on a writable file system)"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_unknown_base_preset_exit_2(tmp_path: Path, capsys):
@@ -420,3 +493,64 @@ def test_on_the_gpu_every_figure_is_measured(tmp_path: Path):
     assert expected <= set(cal.figures), cal.notes
     assert cal.gpu_name and cal.gpu_memory_bytes
     assert "GPU not measured" not in " ".join(cal.notes)
+
+
+# --- where the preset goes: checked before measuring, written atomically -----------------------
+
+
+class FullDisk:
+    """Stands in for `os` in tiersim.output: the data never reaches the disk (fsync fails as on
+    a full one); everything else is the real module."""
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def fsync(self, fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _no_measuring(monkeypatch):
+    import tiersim.commands.calibrate as command
+
+    def measured(*args):
+        raise AssertionError("the machine was measured before the output path was checked")
+
+    monkeypatch.setattr(command, "calibrate", measured)
+
+
+@pytest.mark.parametrize(
+    "out, why",
+    [
+        ("hw.preset", "hw.preset: a preset is loaded only from a .yaml or .yml file"),
+        ("hw.YAML", "hw.YAML: a preset is loaded only from a .yaml or .yml file"),
+        ("", ": is a folder (expected a file path)"),
+        ("base.yaml", "base.yaml: is this command's own input"),
+    ],
+)
+def test_an_unusable_out_exits_2_before_measuring(tmp_path: Path, capsys, monkeypatch, out, why):
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(load_preset("hardware", "h200-hbf")))
+    _no_measuring(monkeypatch)
+    argv = ["--path", str(tmp_path), "--base", str(base), "--out", str(tmp_path / out)]
+    err = _calibrate_fails(argv, capsys)
+    assert err.startswith(f"--out: {tmp_path / out}") and why in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base.yaml"]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_an_out_in_a_folder_that_cannot_be_written_exits_2_before_measuring(capsys, monkeypatch):
+    _no_measuring(monkeypatch)
+    err = _calibrate_fails(["--out", "/proc/hw.yaml"], capsys)
+    assert err.startswith("--out: /proc/hw.yaml: cannot write there:")
+
+
+def test_a_preset_that_cannot_be_written_leaves_the_old_one(tmp_path: Path, capsys, monkeypatch):
+    import tiersim.output
+
+    out = tmp_path / "hw.yaml"
+    out.write_text("# the preset from last time\n")
+    monkeypatch.setattr(tiersim.output, "os", FullDisk())
+    err = _calibrate_fails(["--path", str(tmp_path), "--out", str(out)], capsys)
+    assert f"--out: {out}: cannot write there: No space left on device" in err
+    assert out.read_text() == "# the preset from last time\n"  # not emptied, not half-written
+    assert [p.name for p in tmp_path.iterdir()] == ["hw.yaml"]  # no temporary file either

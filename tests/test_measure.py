@@ -6,7 +6,9 @@ bf16 everywhere (2 bytes per value), so s·b = 32 tokens and s·b·h = 2,048 val
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,8 @@ from tiersim.cli import main
 from tiersim.config import build
 from tiersim.errors import InputError
 from tiersim.inventory import build_inventory
-from tiersim.measure import OPTIMIZERS, Request, calibrated_preset, measure, report
+from tiersim.measure import OPTIMIZERS, Request, measure, report
+from tiersim.measure_preset import calibrated_preset
 
 pytest.importorskip("torch", reason="tiersim measure needs PyTorch (the `measure` extra)")
 
@@ -241,3 +244,107 @@ def test_on_the_gpu_state_agrees_and_the_peak_holds_it(model):
     resident = sum(m.measured[c] for c in ("weights", "gradients", "optimizer"))
     assert m.peak_allocated_bytes is not None and m.peak_allocated_bytes >= resident
     assert all(layer > 0 for layer in m.activations_per_layer)
+
+
+# --- --calibrate: the file checked before measuring, written atomically, honest when shrunk -----
+
+
+NOT_YAML = "a preset is loaded only from a .yaml or .yml file"
+
+
+def _tiny_model(tmp_path: Path) -> Path:
+    model_file = tmp_path / "tiny.yaml"
+    model_file.write_text(yaml.safe_dump(GPT2_TINY))
+    return model_file
+
+
+def _measure_cli(model_file: Path, *extra: str) -> int:
+    args = ["measure", "--model", str(model_file), "--seq-len", str(SEQ), "--device", "cpu"]
+    return main([*args, "--micro-batch-size", str(BATCH), *extra])
+
+
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("tiny.preset", f"{NOT_YAML} (expected e.g. tiny.yaml)"),
+        ("tiny.yaml", "is this command's own input (expected another file path)"),
+    ],
+)
+def test_an_unusable_calibrate_path_exits_2_before_measuring(
+    tmp_path: Path, capsys, monkeypatch, name, why
+):
+    import tiersim.commands.measure as command
+
+    def measured(*args):
+        raise AssertionError("measured before --calibrate was checked")
+
+    monkeypatch.setattr(command, "measure", measured)
+    model_file = _tiny_model(tmp_path)
+    assert _measure_cli(model_file, "--calibrate", str(tmp_path / name)) == 2
+    err = capsys.readouterr().err
+    assert err == f"--calibrate: {tmp_path / name}: {why}\n"
+    assert model_file.read_text() == yaml.safe_dump(GPT2_TINY)
+
+
+def test_a_calibrated_preset_that_cannot_be_written_leaves_the_old_one(
+    tmp_path: Path, capsys, monkeypatch
+):
+    import tiersim.output
+
+    class FullDisk:  # tiersim.output's `os`, whose fsync fails as on a full disk
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        def fsync(self, fd):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    out = tmp_path / "calibrated.yaml"
+    out.write_text("# last time's\n")
+    monkeypatch.setattr(tiersim.output, "os", FullDisk())
+    assert _measure_cli(_tiny_model(tmp_path), "--calibrate", str(out)) == 2
+    assert f"--calibrate: {out}: cannot write there: No space left" in capsys.readouterr().err
+    assert out.read_text() == "# last time's\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calibrated.yaml", "tiny.yaml"]
+
+
+# GPT2_TINY at s = 16, b = 2 (test_gpt2_tiny_activations_by_hand): 66,304 B measured per layer
+# against the formula's 79,872 B, whatever the number of layers.
+TINY_FACTOR = round(66_304 / 79_872, 6)
+
+
+def test_a_shallower_model_calibrates_the_named_one(tmp_path: Path, capsys):
+    out = tmp_path / "calibrated.yaml"
+    model_file = _tiny_model(tmp_path)
+    assert _measure_cli(model_file, "--set", "model.layers=1", "--calibrate", str(out)) == 0
+    stdout = capsys.readouterr().out
+    text = out.read_text()
+    preset = yaml.safe_load(text)
+    assert preset["layers"] == 2 and preset["hidden"] == 64  # the named model's own
+    assert preset["activation_factor"] == TINY_FACTOR
+    said = f"measured with model.layers=1 ({model_file}: 2)"
+    assert said in stdout and said in " ".join(text.replace("#", " ").split())
+
+
+def test_a_narrower_model_is_written_as_measured_and_says_so(tmp_path: Path, capsys):
+    out = tmp_path / "calibrated.yaml"
+    model_file = _tiny_model(tmp_path)
+    shrink = ["--set", "model.hidden=32", "--set", "model.heads=2"]  # head_dim 16 as before
+    assert _measure_cli(model_file, *shrink, "--calibrate", str(out), "--format", "json") == 0
+    overridden = json.loads(capsys.readouterr().out)["overridden_dimensions"]
+    assert overridden == {
+        "hidden": {"named": 64, "measured": 32},
+        "heads": {"named": 4, "measured": 2},
+    }
+    text = out.read_text()
+    preset = yaml.safe_load(text)
+    assert (preset["hidden"], preset["heads"], preset["layers"]) == (32, 2, 2)
+    comments = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert f"model.hidden=32 ({model_file}: 64), model.heads=2 ({model_file}: 4)" in comments
+    assert f"the calibrated preset is that smaller model, NOT {model_file}" in comments
+
+
+def test_without_overrides_nothing_is_said_about_shrinking(tmp_path: Path, capsys):
+    out = tmp_path / "calibrated.yaml"
+    assert _measure_cli(_tiny_model(tmp_path), "--calibrate", str(out)) == 0
+    assert "measured with" not in capsys.readouterr().out + out.read_text()
+    assert yaml.safe_load(out.read_text())["activation_factor"] == TINY_FACTOR

@@ -19,6 +19,7 @@ Nothing here writes outside the directory it is given, and each temporary file i
 
 from __future__ import annotations
 
+import errno
 import math
 import mmap
 import os
@@ -29,7 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,13 +202,54 @@ class _StorageProbe:
         return out
 
 
+class StorageError(Exception):
+    """The storage test cannot run in its directory: `option` is the setting to change."""
+
+    def __init__(self, option: str, message: str):
+        self.option = option
+        super().__init__(message)
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def probe_file(folder: Path) -> Path:
+    """Create the (empty) temporary test file in `folder`; the caller removes it."""
+    try:
+        handle, name = tempfile.mkstemp(prefix=".tiersim-calibrate-", dir=folder)
+    except OSError as exc:
+        why = f"cannot create a test file there: {_why(exc)}"
+        raise StorageError("--path", f"{folder}: {why} (expected a writable folder)") from None
+    os.close(handle)
+    return Path(name)
+
+
+def _failure(folder: Path, size: int, exc: OSError) -> StorageError:
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        why = f"no room for the {size:,} B test file: {_why(exc)}"
+        return StorageError("--size", f"{folder}: {why} (expected a smaller --size)")
+    why = f"the storage test failed: {_why(exc)}"
+    return StorageError("--path", f"{folder}: {why} (expected a folder on a writable file system)")
+
+
 def storage_figures(s: Settings) -> tuple[list[Figure], str]:
-    """Write, read and latency figures on `s.storage_dir`, and how the I/O was done."""
+    """Write, read and latency figures on `s.storage_dir`, and how the I/O was done. An I/O
+    error is a StorageError; the test file is removed whatever happens."""
     block = min(2**20, s.storage_bytes // 16 // LATENCY_BLOCK * LATENCY_BLOCK)
     size = s.storage_bytes // block * block
-    handle, name = tempfile.mkstemp(prefix=".tiersim-calibrate-", dir=s.storage_dir)
-    os.close(handle)
-    fd, direct = _open(Path(name))
+    path = probe_file(s.storage_dir)
+    try:
+        return _storage_run(path, s, size, block)
+    except OSError as exc:
+        raise _failure(s.storage_dir, size, exc) from None
+    finally:
+        with suppress(OSError):
+            path.unlink(missing_ok=True)
+
+
+def _storage_run(path: Path, s: Settings, size: int, block: int) -> tuple[list[Figure], str]:
+    fd, direct = _open(path)
     try:
         probe = _StorageProbe(fd, direct, size, block)
         how = "O_DIRECT" if direct else "buffered I/O with fsync and page-cache drop (no O_DIRECT)"
@@ -242,7 +284,6 @@ def storage_figures(s: Settings) -> tuple[list[Figure], str]:
         ]
     finally:
         os.close(fd)
-        os.unlink(name)
     return figures, how
 
 

@@ -183,12 +183,20 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
 # --- preset resolution -------------------------------------------------------------------------
 
 
+PRESET_FILE_SUFFIXES = (".yaml", ".yml")
+
+
+def is_preset_file(name: Any) -> bool:
+    """Whether a `preset:` value names a YAML file (else a shipped preset): by its suffix."""
+    return isinstance(name, str) and name.endswith(PRESET_FILE_SUFFIXES)
+
+
 def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
     if not isinstance(model, dict):
         return model
     merged: dict[str, Any] = {}
     name = model.get("preset")
-    if isinstance(name, str) and name.endswith((".yaml", ".yml")):
+    if is_preset_file(name):
         merged = _preset_file(name, base_dir, problems, "model.preset") or {}
     elif "preset" in model:
         try:
@@ -231,7 +239,7 @@ def _resolve_hardware(hardware: Any, base_dir: Path, problems: list[Problem]) ->
     name = hardware.get("preset", DEFAULT_HARDWARE)
     if name in (None, "none"):
         return {k: v for k, v in hardware.items() if k != "preset"}
-    if isinstance(name, str) and name.endswith((".yaml", ".yml")):
+    if is_preset_file(name):
         base = _preset_file(name, base_dir, problems)
     else:
         try:

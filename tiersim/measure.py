@@ -49,11 +49,10 @@ terms scale differently, so recalibrate for a different sequence length.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from tiersim.calibrate import physical_memory
 from tiersim.config import build
@@ -101,6 +100,7 @@ class Measurement:
     optimizer_step_counters_bytes: int
     peak_allocated_bytes: int | None  # GPU only
     device_name: str | None = None  # the GPU's name, on a GPU
+    named_model: dict[str, Any] = field(default_factory=dict)  # model_dims, without --set
 
     @property
     def predicted_peak_bytes(self) -> int:
@@ -120,8 +120,28 @@ def invalid(key: str, message: str) -> InputError:
 # --- the prediction ----------------------------------------------------------------------------
 
 
+def model_dims(model: Any) -> dict[str, Any]:
+    """A scenario's model as a preset's dimensions (no preset, config path or factor)."""
+    return model.model_dump(exclude_none=True, exclude={"preset", "hf_config", "activation_factor"})
+
+
+def named_dims(req: Request) -> dict[str, Any]:
+    """The dimensions of the model as named, without the `--set` overrides ({} where it does
+    not validate without them)."""
+    try:
+        return model_dims(_scenario(dataclasses.replace(req, overrides=())).model)
+    except InputError:
+        return {}
+
+
 def prediction_scenario(req: Request) -> Scenario:
     """The tiersim scenario that describes exactly what `measure` runs."""
+    scenario = _scenario(req)
+    _check_measurable(scenario)
+    return scenario
+
+
+def _scenario(req: Request) -> Scenario:
     for name, value, allowed in (
         ("optimizer", req.optimizer, OPTIMIZERS),
         ("dtype", req.dtype, DTYPES),
@@ -141,9 +161,7 @@ def prediction_scenario(req: Request) -> Scenario:
     if req.seq_len is not None:
         training["seq_len"] = req.seq_len
     raw = {"name": "measure", "model": dict(req.model), "training": training}
-    scenario = build(raw, req.base_dir, SOURCE, list(req.overrides)).scenario
-    _check_measurable(scenario)
-    return scenario
+    return build(raw, req.base_dir, SOURCE, list(req.overrides)).scenario
 
 
 def _check_measurable(s: Scenario) -> None:
@@ -202,7 +220,8 @@ def _check_fits(torch: Any, s: Scenario, device: str) -> None:
             "model",
             f"one measured step needs about {fmt_bytes(need)} but this "
             f"{device} has {fmt_bytes(available)}: pick a smaller model or shrink it, "
-            "e.g. --set model.layers=2 --set model.hidden=256",
+            "e.g. --set model.layers=2 (fewer layers keep the activation factor --calibrate "
+            "writes valid for this model; a narrower one, --set model.hidden=256, does not)",
         )
 
 
@@ -295,10 +314,22 @@ def measure(req: Request) -> Measurement:
         activations_outside_layers=got["outside"],
         optimizer_step_counters_bytes=got["counters"],
         peak_allocated_bytes=got["peak"],
+        named_model=named_dims(req) if req.overrides else model_dims(scenario.model),
     )
 
 
 # --- results -----------------------------------------------------------------------------------
+
+
+def overridden(m: Measurement) -> dict[str, tuple[Any, Any]]:
+    """Each dimension `--set` changed: (the named model's value or None, the measured value)."""
+    measured = model_dims(m.scenario.model)
+    keys = list(measured) + [k for k in m.named_model if k not in measured]
+    return {
+        k: (m.named_model.get(k), measured.get(k))
+        for k in keys
+        if m.named_model.get(k) != measured.get(k)
+    }
 
 
 def report(m: Measurement) -> dict[str, Any]:
@@ -306,6 +337,9 @@ def report(m: Measurement) -> dict[str, Any]:
     s, req = m.scenario, m.request
     return {
         "model": {**s.model.model_dump(exclude_none=True), "parameters": m.parameters},
+        "overridden_dimensions": {  # --set model.KEY=VALUE: the model measured is not the named
+            k: {"named": old, "measured": new} for k, (old, new) in overridden(m).items()
+        },
         "configuration": {
             "seq_len": s.seq_len,
             "micro_batch_size": s.training.micro_batch_size,
@@ -329,25 +363,3 @@ def report(m: Measurement) -> dict[str, Any]:
         "peak_allocated_bytes": m.peak_allocated_bytes,
         "predicted_peak_bytes": m.predicted_peak_bytes,
     }
-
-
-def calibrated_preset(m: Measurement) -> str:
-    """A model preset (YAML text): the model's dimensions and the measured activation factor."""
-    s, req = m.scenario, m.request
-    dims = s.model.model_dump(exclude_none=True, exclude={"preset", "hf_config"})
-    dims["activation_factor"] = round(m.activation_factor(), 6)
-    uncalibrated = m.predicted["activations"] / s.model.activation_factor
-    head = [
-        f"# Model preset calibrated by `tiersim measure` (PyTorch {m.torch_version}, {m.device}).",
-        f"# Measured at seq_len {s.seq_len}, micro-batch {s.training.micro_batch_size}, "
-        f"{req.dtype}, attention {req.attention}, optimizer {req.optimizer}.",
-        f"# Activations retained by the {len(m.activations_per_layer)} layers: measured "
-        f"{m.measured['activations']:,} B, tiersim's formula {uncalibrated:,.0f} B;",
-        "# activation_factor = measured / formula. It holds for this implementation at this shape:",
-        "# the a*s^2 and s*b terms scale differently, so recalibrate for another sequence length.",
-    ]
-    if req.dtype == "fp32":
-        head.append(
-            "# Measured in fp32: the factor includes 4-byte activations (the formula's are 2)."
-        )
-    return "\n".join(head) + "\n" + yaml.safe_dump(dims, sort_keys=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -21,12 +22,23 @@ from tiersim.calibrate import (
     Calibration,
     Figure,
     Settings,
+    StorageError,
     calibrate,
     machine,
+    probe_file,
 )
+from tiersim.commands.common import cannot_write, usable_preset_path
 from tiersim.commands.measure import positive_int
-from tiersim.config import DEFAULT_HARDWARE, build, load_preset, preset_names, read_yaml
+from tiersim.config import (
+    DEFAULT_HARDWARE,
+    build,
+    is_preset_file,
+    load_preset,
+    preset_names,
+    read_yaml,
+)
 from tiersim.errors import InputError, Problem
+from tiersim.output import write_atomic
 from tiersim.table import render
 from tiersim.units import Kind, UnitError, fmt_bytes, parse
 
@@ -209,7 +221,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _base(name: str) -> dict[str, Any]:
-    if name.endswith((".yaml", ".yml")):
+    if is_preset_file(name):
         data = read_yaml(Path(name), name)
     else:
         try:
@@ -240,9 +252,28 @@ def _base(name: str) -> dict[str, Any]:
     return data
 
 
+def _storage_problems(path: Path, size: int) -> list[Problem]:
+    """Why the storage test cannot run in `path` with a `size`-byte file, found before any
+    measuring: not a folder, no test file can be created there, or too little free space."""
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        return [Problem("--path", f"{path} {what} (expected a writable folder)")]
+    try:
+        probe_file(path).unlink()
+        free = shutil.disk_usage(path).free
+    except StorageError as exc:
+        return [Problem(exc.option, str(exc))]
+    except OSError as exc:
+        return [Problem("--path", f"{path}: cannot use it: {exc.strerror or exc}")]
+    if size > free:
+        why = f"the {fmt_bytes(size)} test file does not fit: {fmt_bytes(free)} free"
+        return [Problem("--size", f"{path}: {why} (expected a smaller --size)")]
+    return []
+
+
 def settings(args: argparse.Namespace) -> Settings:
     path = Path(args.path)
-    problems = [] if path.is_dir() else [Problem("--path", f"{path} is not a directory")]
+    problems = _storage_problems(path, args.size)
     for option, value, least in (
         ("--size", args.size, MIN_STORAGE_BYTES),
         ("--memory-size", args.memory_size, 8),
@@ -322,15 +353,18 @@ def as_json(cal: Calibration, out: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     base = _base(args.base)
-    cal = calibrate(settings(args))
+    out = Path(args.out)
+    usable_preset_path("--out", out, [Path(args.base)] if is_preset_file(args.base) else [])
+    try:
+        cal = calibrate(settings(args))
+    except StorageError as exc:  # the checks in settings() passed, then the I/O failed
+        raise InputError(SOURCE, [Problem(exc.option, str(exc))]) from None
     text = hardware_preset(cal, base, args.base)
     check_preset(text)
     try:
-        Path(args.out).write_text(text)
+        write_atomic(out, text)
     except OSError as exc:
-        raise InputError(
-            SOURCE, [Problem("--out", f"cannot write {args.out}: {exc.strerror or exc}")]
-        ) from None
+        raise cannot_write("--out", out, exc, "a file path in a writable folder") from None
     print(as_json(cal, args.out) if args.format == "json" else table(cal))
     print(
         f"wrote hardware preset {args.out}; use it as hardware: {{preset: {args.out}}} "

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
-from tiersim.config import Loaded, load_scenario
+from tiersim.config import PRESET_FILE_SUFFIXES, Loaded, is_preset_file, load_scenario
 from tiersim.errors import InputError, Problem
 
 
@@ -48,3 +51,25 @@ def usable_folder(option: str, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise cannot_write(option, folder, exc, "a writable folder path") from None
+
+
+def usable_preset_path(option: str, path: Path, inputs: Iterable[Path] = ()) -> None:
+    """Before any work: a preset can be written at `path` and then loaded from it. Its name
+    ends in .yaml or .yml (the preset loader reads no other file), it is not a folder nor one
+    of the command's own `inputs`, and its folder exists (made if need be) and is writable."""
+    name = str(path)
+    if path.is_dir():
+        raise InputError(option, [Problem(name, "is a folder (expected a file path)")])
+    if not is_preset_file(name):
+        why = f"a preset is loaded only from a {' or '.join(PRESET_FILE_SUFFIXES)} file"
+        raise InputError(option, [Problem(name, f"{why} (expected e.g. {path.stem}.yaml)")])
+    if path.resolve() in {p.resolve() for p in inputs}:
+        why = "is this command's own input (expected another file path)"
+        raise InputError(option, [Problem(name, why)])
+    usable_folder(option, path.parent)
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise cannot_write(option, path, exc, "a file path in a writable folder") from None

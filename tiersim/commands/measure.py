@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tiersim.commands.common import cannot_write, usable_preset_path
+from tiersim.config import is_preset_file
 from tiersim.errors import InputError, Problem
 from tiersim.measure import (
     ATTENTION,
@@ -17,10 +19,11 @@ from tiersim.measure import (
     SOURCE,
     Measurement,
     Request,
-    calibrated_preset,
     measure,
     report,
 )
+from tiersim.measure_preset import calibrated_preset, shrink_lines
+from tiersim.output import write_atomic
 from tiersim.report import to_json
 from tiersim.table import render
 from tiersim.units import fmt_bytes, fmt_count
@@ -37,8 +40,11 @@ s*b*h*(34 + 5*a*s/h) bytes per layer (16-bit). Differences come from the impleme
   - LayerNorm keeps mean and 1/sigma; RMSNorm in bf16 computes in fp32 and keeps fp32 copies;
   - SwiGLU keeps four s*b*f tensors where the formula counts three; GeLU keeps two;
   - in fp32 every activation is 4 bytes: the formula assumes 2.
---calibrate FILE writes a model preset with activation_factor = measured / predicted, usable in a
-scenario as `model: {preset: FILE}` (a path relative to the scenario file).
+--calibrate FILE (.yaml or .yml) writes a model preset with activation_factor = measured /
+predicted, usable in a scenario as `model: {preset: FILE}` (a path relative to the scenario
+file). A model shrunk with --set model.layers or model.vocab keeps the named model's dimensions
+in the preset (the factor is per layer); one shrunk in any other dimension is written as
+measured, and the file says it is not the named model.
 """
 
 
@@ -203,29 +209,38 @@ def notes(m: Measurement) -> str:
     ]
     if m.request.dtype == "fp32":
         lines.append("fp32 activations are 4 bytes each; tiersim's formula assumes 16-bit")
+    lines += shrink_lines(m)
     return "\n".join(f"  - {line}" for line in lines)
 
 
-def _write_preset(path: str, m: Measurement) -> None:
+def _preset_inputs(args: argparse.Namespace) -> list[Path]:
+    """The model file this run reads (a config.json is no .yaml path), which --calibrate must
+    not replace."""
+    return [Path(args.model)] if is_preset_file(args.model) else []
+
+
+def _write_preset(path: Path, m: Measurement) -> None:
     try:
-        Path(path).write_text(calibrated_preset(m))
+        write_atomic(path, calibrated_preset(m))
     except OSError as exc:
-        raise InputError(
-            SOURCE, [Problem("--calibrate", f"cannot write {path}: {exc.strerror or exc}")]
-        ) from None
+        raise cannot_write("--calibrate", path, exc, "a file path in a writable folder") from None
     print(
         f"wrote model preset {path} (activation_factor {m.activation_factor():.4f}); use it in "
-        "a scenario as model: {preset: " + path + "} (relative to the scenario file)",
+        f"a scenario as model: {{preset: {path}}} (relative to the scenario file)",
         file=sys.stderr,
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    m = measure(request(args))
+    req = request(args)
+    preset = Path(args.calibrate) if args.calibrate else None
+    if preset:  # before measuring, so a mistake in it costs nothing
+        usable_preset_path("--calibrate", preset, _preset_inputs(args))
+    m = measure(req)
     if args.format == "json":
         print(to_json(report(m)))
     else:
         print(f"{table(m)}\n\nnotes:\n{notes(m)}")
-    if args.calibrate:
-        _write_preset(args.calibrate, m)
+    if preset:
+        _write_preset(preset, m)
     return 0
