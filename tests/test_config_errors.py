@@ -266,7 +266,7 @@ def test_unknown_hardware_preset(problems, write):
         ("truncated.config.json", "not valid JSON (line"),
         ("bert-base.config.json", "unsupported model_type 'bert'"),
         ("list.config.json", "not a JSON object"),
-        ("missing-layers.config.json", "no 'num_hidden_layers'"),
+        ("missing-layers.config.json", "num_hidden_layers: required key is missing"),
         ("absent.config.json", "cannot read"),
     ],
 )
@@ -284,7 +284,8 @@ def test_config_json_with_a_wrong_type(problems, write, tmp_path):
     file = write({"name": "x", "model": {"hf_config": "config.json"}})
     line = only(problems(file))
     assert line.startswith(f"{file}: model.hf_config: ")
-    assert "'hidden_size' is '4096' (expected an integer)" in line
+    config = tmp_path / "config.json"
+    assert f'{config}: hidden_size: is "4096" (expected a positive integer' in line
 
 
 # --- parallel sizes that do not divide the model ---------------------------------------------

@@ -1,0 +1,134 @@
+"""config.json values checked before they are used: JSON true/false switches, positive integer
+sizes; null or absent takes the family's default; anything else is exit 2 naming the file and key.
+
+Counts below are the published figures of test_model_counts plus the tensors a changed key
+adds or removes, written out."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FIXTURES, parameters
+
+LLAMA_3_8B = 8_030_261_248  # HF meta-llama/Meta-Llama-3-8B ("8.03B params")
+GPT2 = 124_439_808  # HF `gpt2`
+
+
+def config_with(folder: Path, fixture: str, **changes: Any) -> Path:
+    """A copy of a fixture config.json with some keys changed (None: written as null)."""
+    cfg = json.loads((FIXTURES / fixture).read_text())
+    cfg.update(changes)
+    path = folder / "config.json"
+    path.write_text(json.dumps(cfg))  # NaN and Infinity are written as Python's json writes them
+    return path
+
+
+@pytest.fixture
+def refused(cli, write, tmp_path):
+    """refused(fixture, key=value) -> the one problem line of `tiersim validate`, checked to
+    name the scenario file, model.hf_config, the config.json file and the key (or `named`)."""
+
+    def _refused(fixture: str, named: str | None = None, **changes: Any) -> str:
+        config = config_with(tmp_path, fixture, **changes)
+        scenario = write({"name": "x", "model": {"hf_config": "config.json"}})
+        code, out, err = cli("validate", scenario)
+        assert (code, out) == (2, ""), err
+        assert "Traceback" not in err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, lines
+        key = named or next(iter(changes))
+        assert lines[0].startswith(f"{scenario}: model.hf_config: {config}: {key}: "), lines[0]
+        return lines[0]
+
+    return _refused
+
+
+def count_with(tmp_path: Path, fixture: str, **changes: Any) -> int:
+    return parameters({"hf_config": str(config_with(tmp_path, fixture, **changes))})
+
+
+# --- switches --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fixture", "key", "value", "shown"),
+    [
+        ("gpt2.config.json", "tie_word_embeddings", "false", '"false"'),  # bool("false") is True
+        ("gpt2.config.json", "tie_word_embeddings", "no", '"no"'),
+        ("llama-3-8b.config.json", "attention_bias", "false", '"false"'),
+        ("llama-3-8b.config.json", "mlp_bias", 0, "0"),
+        ("llama-3-8b.config.json", "tie_word_embeddings", math.nan, "NaN"),
+        ("mistral-7b.config.json", "tie_word_embeddings", [], "[]"),
+    ],
+)
+def test_a_switch_that_is_not_true_or_false_is_refused(refused, fixture, key, value, shown):
+    line = refused(fixture, **{key: value})
+    assert f"{key}: is {shown} (expected true or false, or null for the default" in line
+
+
+def test_null_or_absent_switch_is_the_family_default(tmp_path):
+    # GPT2Config ties the head to the embedding unless told otherwise; untied adds a
+    # vocab x hidden output projection: 50257 * 768 = 38,597,376
+    assert count_with(tmp_path, "gpt2.config.json", tie_word_embeddings=None) == GPT2
+    untied = count_with(tmp_path, "gpt2.config.json", tie_word_embeddings=False)
+    assert untied == GPT2 + 50257 * 768 == 163_037_184
+    # LlamaConfig: no biases, untied
+    assert count_with(tmp_path, "llama-3-8b.config.json", attention_bias=None) == LLAMA_3_8B
+
+
+def test_true_switches_add_their_tensors(tmp_path):
+    """Llama-3-8B: h = 4096, 8 kv heads of 128 (kv width 1024), f = 14336, 32 layers."""
+    attention = 32 * (4096 + 2 * 1024 + 4096)  # q, k, v and o biases per layer: 327,680
+    assert count_with(tmp_path, "llama-3-8b.config.json", attention_bias=True) == (
+        LLAMA_3_8B + attention
+    )
+    mlp = 32 * (2 * 14336 + 4096)  # gate and up biases (f each), down bias (h): 1,048,576
+    assert count_with(tmp_path, "llama-3-8b.config.json", mlp_bias=True) == LLAMA_3_8B + mlp
+
+
+# --- sizes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "shown"),
+    [
+        ("num_key_value_heads", 0, "0"),  # was read as "absent": full multi-head attention
+        ("num_key_value_heads", -8, "-8"),
+        ("num_key_value_heads", 8.0, "8.0"),
+        ("num_key_value_heads", 8.5, "8.5"),
+        ("num_key_value_heads", "8", '"8"'),
+        ("num_key_value_heads", True, "true"),
+        ("hidden_size", math.nan, "NaN"),
+        ("hidden_size", math.inf, "Infinity"),
+        ("intermediate_size", -math.inf, "-Infinity"),
+        ("head_dim", 0, "0"),
+        ("vocab_size", 2**41, str(2**41)),
+    ],
+)
+def test_a_size_that_is_not_a_positive_integer_is_refused(refused, key, value, shown):
+    line = refused("llama-3-8b.config.json", **{key: value})
+    assert f"{key}: is {shown} (expected a positive integer" in line
+
+
+def test_gpt2_sizes_are_checked_too(refused):
+    assert "n_inner: is 0 (expected a positive integer" in refused("gpt2.config.json", n_inner=0)
+    line = refused("gpt2.config.json", named="n_head", n_embd=770)  # GPT2Attention refuses it too
+    assert "n_head: 12 does not divide n_embd (770) (expected a divisor of 770)" in line
+
+
+@pytest.mark.parametrize("kv_heads", [7, 64])
+def test_key_value_heads_must_divide_the_heads(refused, kv_heads):
+    line = refused("llama-3-8b.config.json", num_key_value_heads=kv_heads)
+    assert f"{kv_heads} does not divide num_attention_heads (32) (expected a divisor of 32)" in line
+
+
+def test_null_key_value_heads_is_multi_head_attention(tmp_path):
+    """LlamaConfig: num_key_value_heads None -> num_attention_heads. k and v grow from
+    4096 x 1024 to 4096 x 4096 in each of the 32 layers."""
+    more = 32 * 2 * 4096 * (4096 - 1024)  # 805,306,368
+    count = count_with(tmp_path, "llama-3-8b.config.json", num_key_value_heads=None)
+    assert count == LLAMA_3_8B + more == 8_835_567_616
