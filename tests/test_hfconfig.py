@@ -132,3 +132,17 @@ def test_null_key_value_heads_is_multi_head_attention(tmp_path):
     more = 32 * 2 * 4096 * (4096 - 1024)  # 805,306,368
     count = count_with(tmp_path, "llama-3-8b.config.json", num_key_value_heads=None)
     assert count == LLAMA_3_8B + more == 8_835_567_616
+
+
+@pytest.mark.parametrize(
+    ("fixture", "key"),
+    [
+        ("llama-3-8b.config.json", "num_hidden_layers"),
+        ("llama-3-8b.config.json", "vocab_size"),
+        ("gpt2.config.json", "n_positions"),
+    ],
+)
+def test_a_required_size_given_as_null_names_the_key(refused, fixture, key):
+    """Not the schema's "model: missing layers (give a 'preset', an 'hf_config', ...)": an
+    hf_config was given, and its key is what is wrong."""
+    assert f"{key}: is null (expected a positive integer" in refused(fixture, **{key: None})

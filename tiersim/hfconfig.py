@@ -35,8 +35,6 @@ def _size(cfg: dict[str, Any], key: str, default: Any = _REQUIRED) -> Any:
         return default
     if key not in cfg:
         raise HfConfigError(f"{key}: required key is missing ({_INTEGER})")
-    if value is None:
-        return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SIZE:
         raise HfConfigError(f"{key}: is {_shown(value)} ({_INTEGER}, at most 2**40)")
     return value
