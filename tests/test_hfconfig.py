@@ -146,3 +146,33 @@ def test_a_required_size_given_as_null_names_the_key(refused, fixture, key):
     """Not the schema's "model: missing layers (give a 'preset', an 'hf_config', ...)": an
     hf_config was given, and its key is what is wrong."""
     assert f"{key}: is null (expected a positive integer" in refused(fixture, **{key: None})
+
+
+# --- one source of dimensions ----------------------------------------------------------------
+
+
+def test_a_preset_and_an_hf_config_together_are_refused(cli, write):
+    """Both were merged silently (the config.json's keys winning): the file would not say
+    which model it means."""
+    gpt2 = str(FIXTURES / "gpt2.config.json")
+    file = write({"name": "x", "model": {"preset": "llama-2-7b", "hf_config": gpt2}})
+    code, out, err = cli("validate", file)
+    assert (code, out) == (2, "")
+    (line,) = err.strip().splitlines()  # not also "model: missing layers ..."
+    assert line.startswith(f"{file}: model: preset 'llama-2-7b' and hf_config '{gpt2}' are both")
+    assert "expected one of preset, hf_config or the dimensions" in line
+
+
+def test_a_preset_and_an_hf_config_from_set_say_so(cli, write):
+    file = write({"name": "x", "model": {"preset": "llama-2-7b"}})
+    gpt2 = str(FIXTURES / "gpt2.config.json")
+    code, _out, err = cli("inventory", file, "--set", f"model.hf_config={gpt2}")
+    assert code == 2
+    assert "are both given" in err and f"(from --set model.hf_config={gpt2})" in err
+
+
+def test_dimension_keys_beside_an_hf_config_override_it():
+    """GPT-2 with 2 of its 12 layers: 10 x 7,087,872 (one layer, counted by hand in
+    test_model_counts) fewer parameters."""
+    model = {"hf_config": str(FIXTURES / "gpt2.config.json"), "layers": 2}
+    assert parameters(model) == GPT2 - 10 * 7_087_872

@@ -186,6 +186,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
 def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
     if not isinstance(model, dict):
         return model
+    if "preset" in model and "hf_config" in model:  # which one's dimensions would be meant?
+        problems.append(Problem("model", _both_sources(model)))
+        return model
     merged: dict[str, Any] = {}
     name = model.get("preset")
     if isinstance(name, str) and name.endswith((".yaml", ".yml")):
@@ -203,6 +206,14 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
         except HfConfigError as exc:
             problems.append(Problem("model.hf_config", str(exc)))
     return deep_merge(merged, model)
+
+
+def _both_sources(model: dict[str, Any]) -> str:
+    given = f"preset {model['preset']!r} and hf_config {model['hf_config']!r}"
+    return (
+        f"{given} are both given (expected one of preset, hf_config or the dimensions; "
+        "dimension keys beside a preset or an hf_config override it key by key)"
+    )
 
 
 def _preset_file(
