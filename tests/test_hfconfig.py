@@ -176,3 +176,23 @@ def test_dimension_keys_beside_an_hf_config_override_it():
     test_model_counts) fewer parameters."""
     model = {"hf_config": str(FIXTURES / "gpt2.config.json"), "layers": 2}
     assert parameters(model) == GPT2 - 10 * 7_087_872
+
+
+# --- the file --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "twice"),
+    [
+        ('{"model_type": "llama", "hidden_size": 4096, "hidden_size": 2048}', "hidden_size"),
+        ('{"model_type": "llama", "rope_scaling": {"factor": 8.0, "factor": 4.0}}', "factor"),
+    ],
+)
+def test_a_key_given_twice_is_refused_naming_both_values(cli, write, tmp_path, text, twice):
+    config = tmp_path / "config.json"
+    config.write_text(text)
+    file = write({"name": "x", "model": {"hf_config": "config.json"}})
+    code, _out, err = cli("validate", file)
+    assert code == 2
+    values = {"hidden_size": "(4096, then 2048;", "factor": "(8.0, then 4.0;"}[twice]
+    assert err.startswith(f"{file}: model.hf_config: {config}: {twice}: given twice {values}")

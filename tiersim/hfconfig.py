@@ -131,9 +131,20 @@ def dims_from_config(cfg: Any) -> dict[str, Any]:
     )
 
 
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """One JSON object, refusing a key given twice (json.loads would keep the last silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            both = f"{_shown(out[key])}, then {_shown(value)}"
+            raise HfConfigError(f"{key}: given twice ({both}; expected each key once)")
+        out[key] = value
+    return out
+
+
 def _parse(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
         raise HfConfigError(f"not valid JSON ({where})") from None
