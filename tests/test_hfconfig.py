@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +197,50 @@ def test_a_key_given_twice_is_refused_naming_both_values(cli, write, tmp_path, t
     assert code == 2
     values = {"hidden_size": "(4096, then 2048;", "factor": "(8.0, then 4.0;"}[twice]
     assert err.startswith(f"{file}: model.hf_config: {config}: {twice}: given twice {values}")
+
+
+@pytest.mark.parametrize(
+    ("value", "got"), [(["a.json"], "a list"), (None, "null"), ("", "empty"), (7, "7")]
+)
+def test_an_hf_config_that_is_not_a_path_is_refused(cli, write, value, got):
+    file = write({"name": "x", "model": {"hf_config": value}})
+    code, _out, err = cli("validate", file)
+    assert code == 2
+    expected = "expected a path to a config.json file, or to a model folder holding one"
+    assert err.strip() == f"{file}: model.hf_config: is {got} ({expected})"
+
+
+def test_a_model_folder_is_read_through_its_config_json(tmp_path):
+    """As `from_pretrained(folder)` reads it."""
+    (tmp_path / "gpt2").mkdir()
+    config_with(tmp_path / "gpt2", "gpt2.config.json")
+    assert parameters({"hf_config": str(tmp_path / "gpt2")}) == GPT2
+
+
+def test_a_folder_without_a_config_json_is_refused(cli, write, tmp_path):
+    (tmp_path / "empty").mkdir()
+    file = write({"name": "x", "model": {"hf_config": "empty"}})
+    code, _out, err = cli("validate", file)
+    assert code == 2
+    assert f"model.hf_config: {tmp_path / 'empty'} is a folder with no config.json in it" in err
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_only_a_regular_file_is_read(cli, write, tmp_path, special):
+    """/dev/zero never ends and a FIFO blocks the open: both are refused at once."""
+    if special == "fifo":
+        special = str(tmp_path / "fifo")
+        os.mkfifo(special)
+    file = write({"name": "x", "model": {"hf_config": special}})
+    code, _out, err = cli("validate", file)
+    assert code == 2
+    assert f"model.hf_config: {special} is not a regular file" in err
+
+
+def test_a_file_over_16_mib_is_refused(cli, write, tmp_path):
+    with open(tmp_path / "big.json", "wb") as big:
+        big.truncate(16 * 2**20 + 1)  # sparse: nothing is written
+    file = write({"name": "x", "model": {"hf_config": "big.json"}})
+    code, _out, err = cli("validate", file)
+    assert code == 2
+    assert f"model.hf_config: {tmp_path / 'big.json'} is larger than 16 MiB" in err

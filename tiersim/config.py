@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from tiersim.consistency import consistency_problems
 from tiersim.errors import InputError, Problem
-from tiersim.hfconfig import HfConfigError, read_hf_config
+from tiersim.hfconfig import HfConfigError, hf_config_path, read_hf_config
 from tiersim.schema import Scenario
 
 DEFAULT_HARDWARE = "h200-hbf"
@@ -199,9 +199,8 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
         except (KeyError, TypeError):
             problems.append(Problem("model.preset", _unknown_preset("models", model["preset"])))
     if "hf_config" in model:
-        path = Path(str(model["hf_config"]))
-        path = path if path.is_absolute() else base_dir / path
         try:
+            path = hf_config_path(model["hf_config"], base_dir)
             merged = deep_merge(merged, read_hf_config(path))
         except HfConfigError as exc:
             problems.append(Problem("model.hf_config", str(exc)))

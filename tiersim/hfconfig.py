@@ -9,6 +9,8 @@ the family's default where its config class has one. Anything else is refused na
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ SUPPORTED = ("gpt2", "llama", "mistral", "qwen2")
 MAX_SIZE = 2**40  # the scenario schema's bound on a size (schema.PositiveInt)
 _REQUIRED = object()  # a `default` meaning "no default: the key must be given"
 _INTEGER = "expected a positive integer, written without a decimal point"
+MAX_BYTES = 16 * 2**20  # a real config.json is a few kB; anything this large is a wrong path
+_PATH = "expected a path to a config.json file, or to a model folder holding one"
 
 
 class HfConfigError(ValueError):
@@ -150,13 +154,58 @@ def _parse(text: str) -> Any:
         raise HfConfigError(f"not valid JSON ({where})") from None
 
 
-def read_hf_config(path: Path) -> dict[str, Any]:
+def hf_config_path(value: Any, base_dir: Path) -> Path:
+    """`model.hf_config` as a path, relative to the scenario file's folder."""
+    if not isinstance(value, str) or not value.strip():
+        got = {str: "empty", type(None): "null", list: "a list", dict: "a mapping"}
+        raise HfConfigError(f"is {got.get(type(value), _shown(value))} ({_PATH})")
+    path = Path(value)
+    return path if path.is_absolute() else base_dir / path
+
+
+def _config_file(path: Path) -> Path:
+    """`path`, or the config.json in it where it is a folder (as `from_pretrained` reads one)."""
+    if not path.is_dir():
+        return path
+    if not (path / "config.json").exists():
+        raise HfConfigError(f"{path} is a folder with no config.json in it ({_PATH})")
+    return path / "config.json"
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, up to MAX_BYTES + 1. Only a regular file: /dev/zero never ends, and a
+    FIFO would block (it is opened non-blocking so that it can be refused)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise HfConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise HfConfigError(f"{path} is not a regular file ({_PATH})")
+        with open(fd, "rb", closefd=False) as file:
+            return file.read(MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _read_text(path: Path) -> tuple[Path, str]:
+    """The config.json's path (the one in `path`, if that is a folder) and its text."""
+    try:
+        path = _config_file(path)
+        data = _read_bytes(path)
+    except HfConfigError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reason = getattr(exc, "strerror", None) or exc
+        raise HfConfigError(f"cannot read {path}: {reason}") from None
+    if len(data) > MAX_BYTES:
+        raise HfConfigError(f"{path} is larger than 16 MiB (a config.json is a few kB)")
+    try:
+        return path, data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise HfConfigError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+
+
+def read_hf_config(path: Path) -> dict[str, Any]:
+    """The `model` keys of the config.json at `path` (or in the folder `path`)."""
+    path, text = _read_text(path)
     try:
         return dims_from_config(_parse(text))
     except HfConfigError as exc:  # what is wrong inside the file: name the file
