@@ -244,3 +244,17 @@ def test_a_file_over_16_mib_is_refused(cli, write, tmp_path):
     code, _out, err = cli("validate", file)
     assert code == 2
     assert f"model.hf_config: {tmp_path / 'big.json'} is larger than 16 MiB" in err
+
+
+@pytest.mark.parametrize(
+    ("fixture", "published"),
+    [
+        ("mistral-7b.config.json", 7_241_732_096),  # HF mistralai/Mistral-7B-v0.1: no biases
+        ("qwen2-0.5b.config.json", 494_032_768),  # HF Qwen/Qwen2-0.5B: q/k/v biases only
+    ],
+)
+def test_bias_keys_count_for_llama_only(tmp_path, fixture, published):
+    """MistralAttention/MistralMLP and Qwen2Attention/Qwen2MLP hard-code `bias=`, never reading
+    attention_bias or mlp_bias: those keys change nothing there (they added o and MLP biases)."""
+    count = count_with(tmp_path, fixture, attention_bias=True, mlp_bias=True)
+    assert count == published

@@ -94,11 +94,21 @@ def _attention(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**dims, "head_dim": head_dim} if head_dim else dims
 
 
+# Mistral's and Qwen2's modules hard-code `bias=` and never read `attention_bias` or `mlp_bias`
+# (transformers' modular_mistral.py, modular_qwen2.py): Qwen2 has q/k/v biases, Mistral none.
+_FIXED_BIASES = {
+    "mistral": {"qkv_bias": False, "attn_out_bias": False, "mlp_bias": False},
+    "qwen2": {"qkv_bias": True, "attn_out_bias": False, "mlp_bias": False},
+}
+
+
 def _biases(cfg: dict[str, Any], family: str) -> dict[str, bool]:
+    """Llama's `attention_bias` covers q/k/v and o, `mlp_bias` gate, up and down."""
+    if family in _FIXED_BIASES:
+        return _FIXED_BIASES[family]
     attention_bias = _switch(cfg, "attention_bias", False)
     return {
-        # Qwen2 puts biases on q/k/v only; Llama's `attention_bias` covers q/k/v and o.
-        "qkv_bias": family == "qwen2" or attention_bias,
+        "qkv_bias": attention_bias,
         "attn_out_bias": attention_bias,
         "mlp_bias": _switch(cfg, "mlp_bias", False),
     }
