@@ -266,7 +266,7 @@ def test_unknown_hardware_preset(problems, write):
         ("truncated.config.json", "not valid JSON (line"),
         ("bert-base.config.json", "unsupported model_type 'bert'"),
         ("list.config.json", "not a JSON object"),
-        ("missing-layers.config.json", "no 'num_hidden_layers'"),
+        ("missing-layers.config.json", "num_hidden_layers: required key is missing"),
         ("absent.config.json", "cannot read"),
     ],
 )
@@ -284,7 +284,8 @@ def test_config_json_with_a_wrong_type(problems, write, tmp_path):
     file = write({"name": "x", "model": {"hf_config": "config.json"}})
     line = only(problems(file))
     assert line.startswith(f"{file}: model.hf_config: ")
-    assert "'hidden_size' is '4096' (expected an integer)" in line
+    config = tmp_path / "config.json"
+    assert f'{config}: hidden_size: is "4096" (expected a positive integer' in line
 
 
 # --- parallel sizes that do not divide the model ---------------------------------------------
@@ -320,6 +321,42 @@ def test_kv_heads_may_be_replicated_across_tensor_ranks(cli, write):
     """Llama-2-70B has 8 kv heads: t = 16 replicates each kv head on two ranks; valid."""
     file = write({"name": "x", "model": {"preset": "llama-2-70b"}, "parallel": {"tensor": 16}})
     assert cli("validate", file)[0] == 0
+
+
+# --- sequence length and position embeddings ------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["validate", "run", "inventory", "wear"])
+def test_a_sequence_longer_than_learned_positions_is_refused(problems, write, cli, command):
+    """GPT-2's position table has 1024 rows (n_positions): position 1024 has no embedding.
+    `measure` refused it; `run` and `validate` simulated it."""
+    file = write({**GPT2, "training": {"seq_len": 4096}})
+    if command == "validate":
+        line = only(problems(file))
+    else:
+        code, out, err = cli(command, file)
+        assert (code, out, "Traceback" in err) == (2, "", False)
+        line = err.strip()
+    assert line == (
+        f"{file}: training.seq_len: 4096 exceeds the model's 1024 learned positions "
+        "(expected at most model.max_positions, 1024)"
+    )
+
+
+def test_learned_positions_from_set_and_from_hf_config(problems, write):
+    file = write({"name": "x", "model": {"hf_config": str(FIXTURES / "gpt2.config.json")}})
+    line = only(problems(file, "--set", "training.seq_len=1025"))
+    assert line.startswith(f"{file}: training.seq_len: 1025 exceeds the model's 1024 learned")
+    assert line.endswith("(from --set training.seq_len=1025)")
+
+
+def test_rotary_positions_run_past_max_positions(cli, write):
+    """Llama-2-7B (rope, max_positions 4096) at 16384: rotary positions are computed, not a
+    table; running past the trained length is the user's choice (context extension)."""
+    file = write({"name": "x", "model": {"preset": "llama-2-7b"}, "training": {"seq_len": 16384}})
+    assert cli("validate", file)[0] == 0
+    at_limit = write({**GPT2, "training": {"seq_len": 1024}}, "at-limit.yaml")
+    assert cli("validate", at_limit)[0] == 0
 
 
 # --- several problems at once ----------------------------------------------------------------

@@ -171,7 +171,7 @@ def test_cli_hf_config_table(tmp_path: Path, capsys):
     "model, seq_len, key",
     [
         ({"parameters": 1000, "layers": 2}, 16, "model"),
-        (GPT2_TINY, 64, "seq_len"),  # learned positions stop at 32
+        (GPT2_TINY, 64, "training.seq_len"),  # learned positions stop at 32 (any scenario)
     ],
 )
 def test_unmeasurable_input_is_an_input_error(model, seq_len, key):

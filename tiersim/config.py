@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from tiersim.consistency import consistency_problems
 from tiersim.errors import InputError, Problem
-from tiersim.hfconfig import HfConfigError, read_hf_config
+from tiersim.hfconfig import HfConfigError, hf_config_path, read_hf_config
 from tiersim.schema import Scenario
 
 DEFAULT_HARDWARE = "h200-hbf"
@@ -194,6 +194,9 @@ def is_preset_file(name: Any) -> bool:
 def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
     if not isinstance(model, dict):
         return model
+    if "preset" in model and "hf_config" in model:  # which one's dimensions would be meant?
+        problems.append(Problem("model", _both_sources(model)))
+        return model
     merged: dict[str, Any] = {}
     name = model.get("preset")
     if is_preset_file(name):
@@ -204,13 +207,20 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
         except (KeyError, TypeError):
             problems.append(Problem("model.preset", _unknown_preset("models", model["preset"])))
     if "hf_config" in model:
-        path = Path(str(model["hf_config"]))
-        path = path if path.is_absolute() else base_dir / path
         try:
+            path = hf_config_path(model["hf_config"], base_dir)
             merged = deep_merge(merged, read_hf_config(path))
         except HfConfigError as exc:
             problems.append(Problem("model.hf_config", str(exc)))
     return deep_merge(merged, model)
+
+
+def _both_sources(model: dict[str, Any]) -> str:
+    given = f"preset {model['preset']!r} and hf_config {model['hf_config']!r}"
+    return (
+        f"{given} are both given (expected one of preset, hf_config or the dimensions; "
+        "dimension keys beside a preset or an hf_config override it key by key)"
+    )
 
 
 def _preset_file(

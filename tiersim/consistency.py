@@ -1,6 +1,7 @@
 """Checks across sections of a validated scenario: tier names that exist, parallel sizes that
-divide the model, a GPU that can run the weights' precision, one link per pair of tiers.
-Each returns every problem it finds (exit 2), never the first only."""
+divide the model, a sequence within learned positions, a GPU that can run the weights'
+precision, one link per pair of tiers. Each returns every problem it finds (exit 2), never
+the first only."""
 
 from __future__ import annotations
 
@@ -117,6 +118,21 @@ def _model_problems(s: Scenario) -> list[Problem]:
     return [Problem("training.optimizer", what)]
 
 
+def _position_problems(s: Scenario) -> list[Problem]:
+    """Learned position embeddings are a table of max_positions rows: no position beyond it
+    (rotary positions are computed, and run past max_positions)."""
+    m = s.model
+    if m.parameters is not None or m.position != "learned" or m.max_positions is None:
+        return []
+    if s.seq_len <= m.max_positions:
+        return []
+    what = (
+        f"{s.seq_len} exceeds the model's {m.max_positions} learned positions "
+        f"(expected at most model.max_positions, {m.max_positions})"
+    )
+    return [Problem("training.seq_len", what)]
+
+
 def _link_pair_problems(s: Scenario) -> list[Problem]:
     """One link per pair of tiers: routes pick links by the tiers they join."""
     seen: dict[frozenset, str] = {}
@@ -141,6 +157,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _parallel_problems(s)
         + _precision_problems(s)
         + _model_problems(s)
+        + _position_problems(s)
         + _link_pair_problems(s)
     )
 

@@ -172,12 +172,6 @@ def _check_measurable(s: Scenario) -> None:
             "a generic model (given by 'parameters') cannot be built in "
             "PyTorch: give a transformer by preset, hf_config or dimensions",
         )
-    if m.position == "learned" and s.seq_len > m.max_positions:
-        raise invalid(
-            "seq_len",
-            f"{s.seq_len} exceeds the model's learned positions "
-            f"(max_positions {m.max_positions}); give --seq-len <= {m.max_positions}",
-        )
     head_dim = m.head_dim or m.hidden // m.heads
     if m.position == "rope" and head_dim % 2:
         raise invalid("model.head_dim", f"rotary positions need an even head_dim, got {head_dim}")
