@@ -27,13 +27,14 @@ from tiersim.calibrate import (
     matmul_flop,
     storage_figures,
 )
+from tiersim.calibrate_cpu import optimizer_figures
 from tiersim.cli import main
 from tiersim.commands.calibrate import check_preset, hardware_preset, quantity
 from tiersim.config import build, load_preset
 from tiersim.units import Kind, parse
 
 TINY = ["--size", "256 KiB", "--memory-size", "1 MiB", "--repeat", "2", "--latency-ops", "4"]
-TINY += ["--gpu-size", "1 MiB", "--matmul-size", "256"]
+TINY += ["--gpu-size", "1 MiB", "--matmul-size", "256", "--optimizer-params", "65536"]
 HOST_FIGURES = {
     "dram copy bandwidth",
     "storage write bandwidth",
@@ -53,6 +54,7 @@ def tiny_settings(path: Path) -> Settings:
         threads=2,
         gpu_bytes=2**20,
         matmul_size=256,
+        optimizer_params=65536,
     )
 
 
@@ -467,7 +469,8 @@ def test_a_gpu_that_fails_to_start_is_a_note(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", broken)
     cal = calibrate(tiny_settings(tmp_path))
-    assert set(cal.figures) == HOST_FIGURES and cal.gpu_name is None
+    gpu_figures = {n for n in cal.figures if n not in HOST_FIGURES and not n.startswith("cpu ")}
+    assert not gpu_figures and cal.gpu_name is None
     assert "GPU not measured: CUDA driver initialization failed" in cal.notes[-1]
 
 
@@ -554,3 +557,42 @@ def test_a_preset_that_cannot_be_written_leaves_the_old_one(tmp_path: Path, caps
     assert f"--out: {out}: cannot write there: No space left on device" in err
     assert out.read_text() == "# the preset from last time\n"  # not emptied, not half-written
     assert [p.name for p in tmp_path.iterdir()] == ["hw.yaml"]  # no temporary file either
+
+
+def test_cpu_adamw_rates_are_measured_where_pytorch_is(tmp_path: Path):
+    pytest.importorskip("torch", reason="PyTorch (tiersim[measure]) measures the CPU AdamW rates")
+    cal = calibrate(tiny_settings(tmp_path))
+    for name in ("fused", "default"):
+        f = cal.figures.get(f"cpu adamw rate ({name})")
+        if f is None:  # a build without the fused CPU kernel says so
+            assert any(f"cpu adamw rate ({name}) not measured" in n for n in cal.notes)
+            continue
+        assert f.unit == "param/s" and len(f.samples) == 3 and f.low > 0
+        assert "65,536 fp32 parameters with 2 thread(s)" in f.method
+
+
+def test_without_pytorch_the_cpu_optimizer_is_skipped_and_said(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch":
+            raise ImportError("no torch here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    notes: list[str] = []
+    assert optimizer_figures(1024, 2, 1, notes) == []
+    assert notes == ["CPU optimizer not measured: PyTorch is not installed (tiersim[measure])"]
+
+
+def test_the_preset_keeps_the_base_optimizer_rate_and_says_why(tmp_path: Path):
+    fused = Figure("cpu adamw rate (fused)", "param/s", (1e9, 1.2e9, 1.1e9), "test")
+    cal = calibrate(tiny_settings(tmp_path))
+    cal = Calibration({**cal.figures, fused.name: fused}, cal.notes, 2**30, 10**12)
+    base = load_preset("hardware", "h200-hbf")
+    text = hardware_preset(cal, base, "h200-hbf")
+    assert yaml.safe_load(text)["cpu"]["optimizer_rate"] == base["cpu"]["optimizer_rate"]
+    assert "cpu.optimizer_rate is the base preset's" in text
+    assert "1.1 Gparam/s (1 Gparam/s .. 1.2 Gparam/s, 3 runs)" in text  # median, min .. max

@@ -2,6 +2,7 @@
 
 - Host memory: numpy copies between two arrays, split across threads; bandwidth counts the bytes
   read plus the bytes written (STREAM's convention for copy).
+- CPU optimizer: PyTorch AdamW steps on fp32 CPU tensors, fused and default (calibrate_cpu).
 - Storage, on a directory: sequential writes in blocks then fsync (write bandwidth), sequential
   reads (read bandwidth), 4 KiB random reads (read latency) and 4 KiB writes each followed by
   fdatasync (write latency). O_DIRECT bypasses the page cache where the platform and file system
@@ -25,7 +26,6 @@ import mmap
 import os
 import platform
 import shutil
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -37,34 +37,11 @@ from typing import Any
 
 import numpy as np
 
+from tiersim.calibrate_cpu import optimizer_figures
+from tiersim.figure import Figure, first_line, timed
+
 LATENCY_BLOCK = 4096
 MIN_STORAGE_BYTES = 16 * LATENCY_BLOCK
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One measured quantity: every sample, in base units (B/s, s or FLOP/s)."""
-
-    name: str
-    unit: str
-    samples: tuple[float, ...]
-    method: str
-
-    def __post_init__(self) -> None:
-        if not self.samples:
-            raise ValueError(f"figure {self.name!r} has no samples")
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def low(self) -> float:
-        return min(self.samples)
-
-    @property
-    def high(self) -> float:
-        return max(self.samples)
 
 
 @dataclass(frozen=True)
@@ -77,11 +54,20 @@ class Settings:
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     gpu_bytes: int = 512 * 2**20
     matmul_size: int = 8192
+    optimizer_params: int = 16 * 2**20
 
     def __post_init__(self) -> None:
         if self.storage_bytes < MIN_STORAGE_BYTES:
             raise ValueError(f"storage_bytes(={self.storage_bytes}) must be >= {MIN_STORAGE_BYTES}")
-        positive = ("memory_bytes", "repeats", "latency_ops", "threads", "gpu_bytes", "matmul_size")
+        positive = (
+            "memory_bytes",
+            "repeats",
+            "latency_ops",
+            "threads",
+            "gpu_bytes",
+            "matmul_size",
+            "optimizer_params",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}(={getattr(self, name)}) must be > 0")
@@ -97,16 +83,6 @@ class Calibration:
     gpu_memory_bytes: int | None = None
 
 
-def _timed(fn: Callable[[], object], repeats: int) -> list[float]:
-    fn()  # warm-up: page faults, caches, lazy initialisation
-    out = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - start)
-    return out
-
-
 # --- host memory -------------------------------------------------------------------------------
 
 
@@ -120,7 +96,7 @@ def host_memory_bandwidth(size: int, repeats: int, threads: int) -> Figure:
         def copy() -> None:
             list(pool.map(lambda s: np.copyto(dst[s], src[s]), slices))
 
-        times = _timed(copy, repeats)
+        times = timed(copy, repeats)
     moved = 2 * n * 8
     return Figure(
         "dram copy bandwidth",
@@ -254,8 +230,8 @@ def _storage_run(path: Path, s: Settings, size: int, block: int) -> tuple[list[F
         probe = _StorageProbe(fd, direct, size, block)
         how = "O_DIRECT" if direct else "buffered I/O with fsync and page-cache drop (no O_DIRECT)"
         where = f"{size:,} B file in {s.storage_dir} in {block:,} B blocks, {how}"
-        write = _timed(probe.write_all, s.repeats)
-        read = _timed(probe.read_all, s.repeats)
+        write = timed(probe.write_all, s.repeats)
+        read = timed(probe.read_all, s.repeats)
         figures = [
             Figure(
                 "storage write bandwidth",
@@ -301,11 +277,6 @@ Timer = Callable[[Callable[[], object], int], list[float]]
 def matmul_flop(n: int) -> int:
     """FLOP of one n x n x n matmul: n^3 multiply-adds, 2 FLOP each."""
     return 2 * n**3
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 def _span(torch: Any, device: str, fn: Callable[[], object], count: int) -> float:
@@ -361,7 +332,7 @@ def gpu_copy_figures(
         # pinned (page-locked) host memory: what makes a non_blocking copy a true async DMA
         host = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
     except (RuntimeError, MemoryError) as exc:
-        notes.append(f"GPU copies not measured: {n:,} B buffers: {_first_line(exc)}")
+        notes.append(f"GPU copies not measured: {n:,} B buffers: {first_line(exc)}")
         return []
     cases = [
         ("hbm copy bandwidth", lambda: b.copy_(a), 2 * n, "device-to-device copy; read + write"),
@@ -383,7 +354,7 @@ def gpu_copy_figures(
         try:
             times = timer(fn, s.repeats)
         except RuntimeError as exc:
-            notes.append(f"{name} not measured: {_first_line(exc)}")
+            notes.append(f"{name} not measured: {first_line(exc)}")
             continue
         figures.append(
             Figure(name, "B/s", tuple(moved / t for t in times), f"{how}, {n:,} B per copy")
@@ -462,7 +433,7 @@ def matmul_figures(
         # ValueError too: some of torch._scaled_mm's CUDA checks are TORCH_CHECK_VALUE, and an
         # exception that escapes here would end the whole calibration, not just this precision.
         except (RuntimeError, ValueError, AttributeError, TypeError) as exc:
-            notes.append(f"matmul {precision} not measured: {_first_line(exc)}")
+            notes.append(f"matmul {precision} not measured: {first_line(exc)}")
             continue
         extra = " (torch._scaled_mm, e4m3 inputs, bf16 output)" if precision == "fp8" else ""
         figures.append(
@@ -509,6 +480,7 @@ def gpu_figures(torch: Any, s: Settings, notes: list[str]) -> tuple[list[Figure]
 def calibrate(s: Settings) -> Calibration:
     notes: list[str] = []
     figures = [host_memory_bandwidth(s.memory_bytes, s.repeats, s.threads)]
+    figures += optimizer_figures(s.optimizer_params, s.repeats, s.threads, notes)
     storage, how = storage_figures(s)
     figures += storage
     if how != "O_DIRECT":
@@ -519,7 +491,7 @@ def calibrate(s: Settings) -> Calibration:
         try:
             gpu, gpu_name, gpu_memory = gpu_figures(torch, s, notes)
         except RuntimeError as exc:  # e.g. the CUDA driver fails to initialise
-            notes.append(f"GPU not measured: {_first_line(exc)}")
+            notes.append(f"GPU not measured: {first_line(exc)}")
         else:
             figures += gpu
             if any(f.unit == "FLOP/s" for f in gpu):

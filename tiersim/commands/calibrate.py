@@ -146,6 +146,13 @@ def hardware_preset(cal: Calibration, base: dict[str, Any], base_name: str) -> s
     hardware = {"gpu": _gpu_section(cal, base, copied), "cpu": cpu}
     if "optimizer_rate" in cpu:
         copied.append("cpu.optimizer_rate")
+    notes = list(cal.notes)
+    if any(name.startswith("cpu adamw rate") for name in cal.figures):
+        notes.append(
+            "cpu.optimizer_rate is the base preset's: the AdamW rates above are this whole "
+            "host's kernels (divide by the GPUs that share it) and DeepSpeed's CPU path runs "
+            "far slower per parameter (README, Validation); set it for the optimizer you run"
+        )
     hardware["tiers"] = _tiers(cal, base, copied)
     hardware["links"] = _links(cal, base, copied)
     if "network" in base:
@@ -155,7 +162,7 @@ def hardware_preset(cal: Calibration, base: dict[str, Any], base_name: str) -> s
         f"Hardware preset measured by `tiersim calibrate` on {machine()}.",
         "Figures: median of the runs (min .. max, runs); capacities are the whole machine's.",
         *(f"  {f.name}: {describe(f)} - {f.method}" for f in cal.figures.values()),
-        *cal.notes,
+        *notes,
         f"NOT measured, copied from base preset '{base_name}': {', '.join(copied)}.",
     ]
     head = "\n".join(
@@ -183,7 +190,20 @@ OPTIONS = (
     ("--matmul-size", positive_int, 8192, "N", "N for the N x N x N matmuls (default: 8192)"),
     ("--repeat", positive_int, 5, "RUNS", "timed runs per figure, after a warm-up (default: 5)"),
     ("--latency-ops", positive_int, 64, "OPS", "4 KiB operations per latency (default: 64)"),
-    ("--threads", positive_int, None, "N", "threads for the host copy (default: all CPUs)"),
+    (
+        "--threads",
+        positive_int,
+        None,
+        "N",
+        "threads for the host copy and the CPU optimizer (default: all CPUs)",
+    ),
+    (
+        "--optimizer-params",
+        positive_int,
+        16 * 2**20,
+        "N",
+        "fp32 parameters per CPU AdamW step (default: 16,777,216)",
+    ),
     (
         "--base",
         str,
@@ -205,7 +225,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "calibrate",
         help="measure this machine and write a hardware preset YAML",
-        description="Measure host memory bandwidth (numpy copies), storage read/write bandwidth "
+        description="Measure host memory bandwidth (numpy copies), CPU AdamW rates (PyTorch, "
+        "fused and default), storage read/write bandwidth "
         "and latency on a directory (O_DIRECT where allowed, else buffered with fsync), and, "
         "where PyTorch sees a CUDA GPU, HBM bandwidth, pinned host<->device bandwidth each way "
         "and matmul throughput per precision. Each figure is the median of its runs with min "
@@ -292,6 +313,7 @@ def settings(args: argparse.Namespace) -> Settings:
         args.latency_ops,
         gpu_bytes=args.gpu_size,
         matmul_size=args.matmul_size,
+        optimizer_params=args.optimizer_params,
         **extra,
     )
 
