@@ -219,6 +219,13 @@ def test_a_trace_over_the_models_config_json_is_refused(tmp_path, capsys):
     assert main([*args, str(tmp_path / "config.json")]) == 2
     assert "is one of the run's input files" in capsys.readouterr().err
     assert (tmp_path / "config.json").read_text() == config.read_text()
+    # hf_config naming the model's folder: its config.json is the input
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(config.read_text())
+    scenario.write_text("name: s\nmodel: {hf_config: m}\ntraining: {seq_len: 128}\n")
+    assert main([*args, str(tmp_path / "m" / "config.json")]) == 2
+    assert "is one of the run's input files" in capsys.readouterr().err
+    assert (tmp_path / "m" / "config.json").read_text() == config.read_text()
 
 
 def test_results_never_replace_the_users_scenario_but_rerun_their_own(tmp_path, capsys):

@@ -173,7 +173,7 @@ def hf_config_path(value: Any, base_dir: Path) -> Path:
     return path if path.is_absolute() else base_dir / path
 
 
-def _config_file(path: Path) -> Path:
+def config_file(path: Path) -> Path:
     """`path`, or the config.json in it where it is a folder (as `from_pretrained` reads one)."""
     if not path.is_dir():
         return path
@@ -198,7 +198,7 @@ def _read_bytes(path: Path) -> bytes:
 def _read_text(path: Path) -> tuple[Path, str]:
     """The config.json's path (the one in `path`, if that is a folder) and its text."""
     try:
-        path = _config_file(path)
+        path = config_file(path)
         data = _read_bytes(path)
     except HfConfigError:
         raise

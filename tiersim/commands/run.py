@@ -8,6 +8,7 @@ from pathlib import Path
 from tiersim.commands.common import add_scenario_args, cannot_write, load
 from tiersim.config import Loaded
 from tiersim.errors import InputError, Problem
+from tiersim.hfconfig import config_file, hf_config_path
 from tiersim.output import SCENARIO_HEADER, write_run, write_trace
 from tiersim.report import to_json
 from tiersim.report_text import step_tables
@@ -37,12 +38,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _inputs(loaded: Loaded, scenario: Path) -> set[Path]:
-    """The files a run reads: the scenario and its config.json, if any."""
+    """The files a run reads: the scenario and its config.json (in a model folder), if any."""
     found = {scenario.resolve()}
-    if loaded.scenario.model.hf_config is not None:
-        hf = Path(loaded.scenario.model.hf_config)
-        found.add((hf if hf.is_absolute() else scenario.parent / hf).resolve())
-    return found
+    if loaded.scenario.model.hf_config is not None:  # it loaded: these cannot fail
+        found.add(config_file(hf_config_path(loaded.scenario.model.hf_config, scenario.parent)))
+    return {p.resolve() for p in found}
 
 
 def _trace_problem(trace: Path, inputs: set[Path], folder: Path) -> str | None:
