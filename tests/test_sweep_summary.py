@@ -22,6 +22,15 @@ def test_best_point_counts_the_points_that_tie_with_it():
     ]
 
 
+def test_a_point_that_does_not_fit_is_never_best():
+    # point 1 is fastest but does not fit: point 2 is the best that can run
+    table = _table([3.0, 1.0, 2.0], [0.5, 0.9, 0.7])
+    for row, fits in zip(table.rows, [True, False, True], strict=True):
+        row["fits"] = fits
+    best = {label: row["point"] for label, _, row, _ in best_points(table)}
+    assert best == {"shortest step": 2, "highest goodput": 2}
+
+
 def test_a_failed_point_is_never_best():
     table = _table([3.0, 1.0], [0.5, 0.9])
     table.rows[1]["status"] = "error"

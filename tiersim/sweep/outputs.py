@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 HEADLINE = (
+    "fits",  # every tier holds its peak
     "step.time_s",
     "step.tokens_per_s",
     "step.compute_s",

@@ -29,10 +29,16 @@ def _number(value: Any) -> bool:
 TIE = 1e-6  # relative: values closer than this to the best one tie with it
 
 
+def _ranked(table: Table) -> list[dict[str, Any]]:
+    """The points that may be best: those that ran and fit (a point that does not fit is a
+    result, but its step time is that of a configuration that cannot run)."""
+    return [r for r in table.rows if r["status"] == OK and r.get("fits") is not False]
+
+
 def best_points(table: Table) -> list[tuple[str, str, dict[str, Any], int]]:
     """(objective, column, row, how many points tie with it) for each objective the results
-    have; the first of the tied points in sweep order is shown."""
-    ok = [r for r in table.rows if r["status"] == OK]
+    have, among the points that fit; the first of the tied points in sweep order is shown."""
+    ok = _ranked(table)
     best = []
     for column, better, label in OBJECTIVES:
         candidates = [r for r in ok if _number(r.get(column))]
@@ -105,6 +111,9 @@ def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
             for label, column, row, ties in best
         ]
         parts.append(render(["best", "value", "point", "swept values"], rows))
+    unfit = sum(1 for r in table.rows if r["status"] == OK and r.get("fits") is False)
+    if unfit:
+        parts.append(f"{unfit} point(s) do not fit a tier (column fits): not ranked as best")
     changes = verdict_changes(spec, points, table)
     if changes:
         more = len(changes) - MAX_CHANGES
