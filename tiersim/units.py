@@ -25,7 +25,7 @@ class Kind(Enum):
     )
     TIME = ("a time", "15 us", "ns, us, ms, s, min, h, d, week, year (or y, yr)", "s")
     FLOP_RATE = ("a FLOP rate", "989 TFLOP/s", "FLOP/s or FLOPS with k, M, G, T, P", "FLOP/s")
-    PARAM_RATE = ("a parameter rate", "1.4 Gparam/s", "param/s with k, M, G, T", "param/s")
+    PARAM_RATE = ("a parameter rate", "0.175 Gparam/s", "param/s with k, M, G, T", "param/s")
 
     @property
     def label(self) -> str:

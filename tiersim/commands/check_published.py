@@ -6,9 +6,11 @@ import argparse
 from pathlib import Path
 
 from tiersim.config import load_scenario
+from tiersim.errors import InputError, Problem
 from tiersim.published import (
     MAX_ERROR_TARGET,
     MEAN_ERROR_TARGET,
+    REFERENCES,
     Comparison,
     Summary,
     load_references,
@@ -58,9 +60,9 @@ def table(comparisons: list[Comparison], summary: Summary) -> str:
     rows = [
         (
             c.reference.name,
-            f"{c.predicted_s:.4g}",  # 4 significant digits: runs span 0.24 s to 112 s
-            f"{c.reference.iteration_time_s:.4g}" + ("*" if c.reference.derived else ""),
-            f"{c.error:+.1%}" + (" fit" if c.reference.calibrates else ""),
+            f"{c.predicted_s:#.4g}",  # 4 significant digits: runs span 0.24 s to 112 s
+            f"{c.reference.iteration_time_s:#.4g}" + ("*" if c.reference.derived else ""),
+            f"{round(c.error, 3) + 0.0:+.1%}" + (" fit" if c.reference.calibrates else ""),
         )
         for c in comparisons
     ]
@@ -102,6 +104,10 @@ def as_json(comparisons: list[Comparison], summary: Summary) -> str:
 
 def run(args: argparse.Namespace) -> int:
     comparisons = compare_all(args.folder)
+    if all(c.reference.calibrates for c in comparisons):
+        where = str((args.folder or published_dir()) / REFERENCES)
+        why = "every run is a calibration run: nothing left to check the model against"
+        raise InputError(where, [Problem("", f"{why} (expected a run without 'calibrates')")])
     summary = summarize(comparisons)
     print(as_json(comparisons, summary) if args.format == "json" else table(comparisons, summary))
     return EXIT_CHECK_FAILED if args.check and not summary.within_targets else 0
