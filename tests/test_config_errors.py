@@ -538,6 +538,21 @@ def test_a_boolean_is_no_number(problems, write, extra, path, expected):
     assert only(problems(file)) == f"{file}: {path}: expected {expected}, not true or false"
 
 
+def test_a_boolean_for_a_quantity_asks_for_the_unit(problems, write):
+    file = write({**GPT2, "training": {"workspace": True}})
+    assert only(problems(file)) == (
+        f"{file}: training.workspace: expected a size with a unit, such as '141 GB', "
+        "not true or false"
+    )
+
+
+@pytest.mark.parametrize("value", [1, 0, "yes"])
+def test_a_switch_takes_only_true_or_false(problems, write, value):
+    file = write({**GPT2, "parallel": {"sequence": value}})
+    line = only(problems(file))
+    assert line == f"{file}: parallel.sequence: expected true or false (got {value!r})"
+
+
 def test_the_optimizer_step_mode_lists_both(problems, write):
     file = write({**GPT2, "training": {"optimizer_step": "async"}})
     line = only(problems(file))

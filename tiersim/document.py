@@ -9,11 +9,11 @@ the document names them in `provenance` comments only (`hardware.preset: none`);
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args, get_origin
+from typing import Any, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator
+from pydantic import BaseModel
 
-from tiersim.schema import Scenario
+from tiersim.schema import Scenario, unit_kind
 from tiersim.units import Kind, fmt_exact
 
 SOURCES = (("model", "preset"), ("model", "hf_config"), ("hardware", "preset"))
@@ -45,7 +45,7 @@ def provenance(s: Scenario) -> list[str]:
 def _model(model: BaseModel) -> dict[str, Any]:
     out = {}
     for name, field in type(model).model_fields.items():
-        kind = _kind(field.annotation, field.metadata)
+        kind = unit_kind(field.annotation, field.metadata)
         out[name] = _value(getattr(model, name), field.annotation, kind)
     return out
 
@@ -55,7 +55,7 @@ def _value(value: Any, annotation: Any, kind: Kind | None) -> Any:
         return _model(value)
     if isinstance(value, dict):
         inner = _dict_value_annotation(annotation)
-        inner_kind = _kind(inner, [])
+        inner_kind = unit_kind(inner)
         return {k: _value(v, inner, inner_kind) for k, v in value.items()}
     if isinstance(value, tuple | list):
         return [_value(v, None, None) for v in value]
@@ -68,30 +68,4 @@ def _dict_value_annotation(annotation: Any) -> Any:
     for candidate in (annotation, *get_args(annotation)):
         if get_origin(candidate) is dict:
             return get_args(candidate)[1]
-    return None
-
-
-def _kind(annotation: Any, metadata: list[Any]) -> Kind | None:
-    """The unit kind a field parses with: found in its validators (`schema._unit(kind)`), on the
-    field or inside an Optional / Union of annotated types."""
-    if get_origin(annotation) is Annotated:
-        metadata = [*metadata, *get_args(annotation)[1:]]
-    for item in metadata:
-        found = _kind_of_validator(item)
-        if found is not None:
-            return found
-    for arg in get_args(annotation) if annotation is not None else ():
-        if get_origin(arg) is Annotated:
-            found = _kind(None, list(get_args(arg)[1:]))
-            if found is not None:
-                return found
-    return None
-
-
-def _kind_of_validator(item: Any) -> Kind | None:
-    if not isinstance(item, BeforeValidator):
-        return None
-    for cell in getattr(item.func, "__closure__", None) or ():
-        if isinstance(cell.cell_contents, Kind):
-            return cell.cell_contents
     return None

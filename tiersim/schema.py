@@ -72,7 +72,24 @@ def _unit(kind: Kind, allow_unlimited: bool = False):
             return math.inf
         return parse(value, kind)
 
+    convert.kind = kind  # type: ignore[attr-defined]  # what unit_kind() reads
     return BeforeValidator(convert)
+
+
+def unit_kind(annotation: Any, metadata: list[Any] = ()) -> Kind | None:
+    """The unit kind a field parses with: from its `_unit` validator, on the field or inside
+    an Optional / Union of annotated types."""
+    if get_origin(annotation) is Annotated:
+        metadata = [*metadata, *get_args(annotation)[1:]]
+    for item in metadata:
+        if isinstance(item, BeforeValidator) and hasattr(item.func, "kind"):
+            return item.func.kind
+    for arg in get_args(annotation) if annotation is not None else ():
+        if get_origin(arg) is Annotated:
+            found = unit_kind(None, list(get_args(arg)[1:]))
+            if found is not None:
+                return found
+    return None
 
 
 Size = Annotated[float, _unit(Kind.SIZE), _positive(Kind.SIZE)]
@@ -119,13 +136,18 @@ class Strict(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+    def _booleans_only_for_switches(cls, value: Any, info: ValidationInfo) -> Any:
         """YAML's true/yes/on are booleans, which pydantic would read as 1 where a number is
-        expected (zero_stage: true as ZeRO 1, efficiency: yes as 1.0): only a boolean field
-        takes one."""
+        expected (zero_stage: true as ZeRO 1, efficiency: yes as 1.0), and 1 or 0 as a
+        boolean: a boolean field takes true or false, and only a boolean field does."""
         field = cls.model_fields[info.field_name]
-        if isinstance(value, bool) and not _takes_bool(field.annotation):
-            raise ValueError(f"expected {_expected(field.annotation)}, not true or false")
+        switch = _takes_bool(field.annotation)
+        if isinstance(value, bool) and not switch:
+            kind = unit_kind(field.annotation, field.metadata)
+            what = f"{kind.label} with a unit, such as '{kind.example}'" if kind else None
+            raise ValueError(f"expected {what or _expected(field.annotation)}, not true or false")
+        if switch and value is not None and not isinstance(value, bool):
+            raise ValueError(f"expected true or false (got {value!r})")
         return value
 
 
