@@ -319,3 +319,6 @@ def test_the_sequence_length_is_reported_and_said_when_defaulted(tmp_path, capsy
     path.write_text("name: g\nmodel: {preset: gpt2}\ntraining: {seq_len: 512}\n")
     assert main(["run", str(path), "--out", str(tmp_path / "c")]) == 0
     assert "sequences of" not in capsys.readouterr().out
+    sets = ["--set", "training.optimizer_step=pipelined"]
+    assert main(["run", str(path), "--out", str(tmp_path / "d"), *sets]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("optimizer step pipelined: ")

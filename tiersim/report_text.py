@@ -124,6 +124,11 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
         )
         out.append(f"DOES NOT FIT: {held} (the step is timed as if it did)")
     st = report["step"]
+    if st["optimizer_step"] == "pipelined":
+        out.append(
+            "optimizer step pipelined: each unit's update overlaps the next step's forward "
+            "(training.optimizer_step)"
+        )
     source = {"model.max_positions": "the model's max_positions", "default": "tiersim's default"}
     if st["seq_len_from"] in source:
         out.append(

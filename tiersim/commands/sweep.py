@@ -145,6 +145,8 @@ def _resume_line(outcome: SweepOutcome) -> str:
     if outcome.recorded and not outcome.reused and not outcome.retried:
         line += (
             f"\nnote: none of the {outcome.recorded} points already in the folder are this "
-            "sweep's (another sweep's folder? they stay in its log, not in these tables)"
+            "sweep's (another sweep's folder, or one written before a tiersim release whose "
+            "scenarios have keys or defaults these do not? they stay in its log, not in these "
+            "tables)"
         )
     return line
