@@ -546,11 +546,11 @@ def test_a_boolean_for_a_quantity_asks_for_the_unit(problems, write):
     )
 
 
-@pytest.mark.parametrize("value", [1, 0, "yes"])
-def test_a_switch_takes_only_true_or_false(problems, write, value):
+@pytest.mark.parametrize(("value", "shown"), [(1, "1"), (0, "0"), ("yes", "'yes'"), (None, "null")])
+def test_a_switch_takes_only_true_or_false(problems, write, value, shown):
     file = write({**GPT2, "parallel": {"sequence": value}})
     line = only(problems(file))
-    assert line == f"{file}: parallel.sequence: expected true or false (got {value!r})"
+    assert line == f"{file}: parallel.sequence: expected true or false (got {shown})"
 
 
 def test_the_optimizer_step_mode_lists_both(problems, write):

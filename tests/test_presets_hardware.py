@@ -330,6 +330,18 @@ def test_reference_file_problems_are_reported_together(tmp_path):
     assert "missing 'source'" in text and "no scenario file b.yaml" in text
 
 
+def test_published_seconds_keep_four_significant_digits():
+    from tiersim.commands.check_published import _seconds
+
+    assert [_seconds(x) for x in (0.24, 60.1, 1.365, 111.82, 1000.0)] == [
+        "0.2400",
+        "60.10",
+        "1.365",
+        "111.8",
+        "1000",
+    ]
+
+
 def test_calibration_runs_are_shown_but_not_counted():
     fit = Reference(Path("fit.yaml"), 1.0, "blog", derived=False, calibrates="cpu.optimizer_rate")
     ref = Reference(Path("check.yaml"), 2.0, "blog", derived=False)

@@ -31,6 +31,15 @@ def test_a_point_that_does_not_fit_is_never_best():
     assert best == {"shortest step": 2, "highest goodput": 2}
 
 
+def test_a_row_from_before_the_fits_column_is_judged_by_its_tiers():
+    # a resumed folder's old rows have tiers.<tier>.fits but no top-level fits
+    table = _table([1.0, 2.0, 3.0], [0.5, 0.6, 0.7])
+    for row, hbm in zip(table.rows, [False, True, True], strict=True):
+        row["tiers.hbm.fits"], row["tiers.dram.fits"] = hbm, True
+    best = {label: row["point"] for label, _, row, _ in best_points(table)}
+    assert best == {"shortest step": 1, "highest goodput": 2}
+
+
 def test_a_failed_point_is_never_best():
     table = _table([3.0, 1.0], [0.5, 0.9])
     table.rows[1]["status"] = "error"

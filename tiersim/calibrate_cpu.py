@@ -35,7 +35,14 @@ def optimizer_figures(params: int, repeats: int, threads: int, notes: list[str])
         found = [_adamw(torch, name, kw, params, repeats, notes) for name, kw in IMPLEMENTATIONS]
     finally:
         torch.set_num_threads(previous)
-    return [f for f in found if f is not None]
+    figures = [f for f in found if f is not None]
+    if figures:
+        notes.append(
+            "the cpu adamw rates are this whole host's kernels (divide by the GPUs that share "
+            "it); DeepSpeed's CPU path runs far slower per parameter (README, Validation): set "
+            "cpu.optimizer_rate for the optimizer you run"
+        )
+    return figures
 
 
 def _adamw(

@@ -146,8 +146,10 @@ class Strict(BaseModel):
             kind = unit_kind(field.annotation, field.metadata)
             what = f"{kind.label} with a unit, such as '{kind.example}'" if kind else None
             raise ValueError(f"expected {what or _expected(field.annotation)}, not true or false")
-        if switch and value is not None and not isinstance(value, bool):
-            raise ValueError(f"expected true or false (got {value!r})")
+        optional = type(None) in get_args(field.annotation)
+        if switch and not isinstance(value, bool) and not (value is None and optional):
+            got = "null" if value is None else repr(value)
+            raise ValueError(f"expected true or false (got {got})")
         return value
 
 

@@ -148,11 +148,8 @@ def hardware_preset(cal: Calibration, base: dict[str, Any], base_name: str) -> s
         copied.append("cpu.optimizer_rate")
     notes = list(cal.notes)
     if any(name.startswith("cpu adamw rate") for name in cal.figures):
-        notes.append(
-            "cpu.optimizer_rate is the base preset's: the AdamW rates above are this whole "
-            "host's kernels (divide by the GPUs that share it) and DeepSpeed's CPU path runs "
-            "far slower per parameter (README, Validation); set it for the optimizer you run"
-        )
+        whose = "the base preset's" if "optimizer_rate" in cpu else "tiersim's default"
+        notes.append(f"cpu.optimizer_rate is {whose}, not a measured AdamW rate")
     hardware["tiers"] = _tiers(cal, base, copied)
     hardware["links"] = _links(cal, base, copied)
     if "network" in base:

@@ -29,10 +29,20 @@ def _number(value: Any) -> bool:
 TIE = 1e-6  # relative: values closer than this to the best one tie with it
 
 
+def fits(row: dict[str, Any]) -> bool:
+    """Whether a point's every tier holds its peak: its `fits` column, or for a row recorded
+    before that column existed (a resumed folder), its tiers' `fits` columns."""
+    if row.get("fits") is not None:
+        return bool(row["fits"])
+    return all(
+        v is not False for k, v in row.items() if k.startswith("tiers.") and k.endswith(".fits")
+    )
+
+
 def _ranked(table: Table) -> list[dict[str, Any]]:
     """The points that may be best: those that ran and fit (a point that does not fit is a
     result, but its step time is that of a configuration that cannot run)."""
-    return [r for r in table.rows if r["status"] == OK and r.get("fits") is not False]
+    return [r for r in table.rows if r["status"] == OK and fits(r)]
 
 
 def best_points(table: Table) -> list[tuple[str, str, dict[str, Any], int]]:
@@ -111,7 +121,7 @@ def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
             for label, column, row, ties in best
         ]
         parts.append(render(["best", "value", "point", "swept values"], rows))
-    unfit = sum(1 for r in table.rows if r["status"] == OK and r.get("fits") is False)
+    unfit = sum(1 for r in table.rows if r["status"] == OK and not fits(r))
     if unfit:
         parts.append(f"{unfit} point(s) do not fit a tier (column fits): not ranked as best")
     changes = verdict_changes(spec, points, table)
