@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from tiersim.units import Kind, fmt_bytes, fmt_rate, fmt_time, parse
+from tiersim.units import UNLIMITED, Kind, fmt_bytes, fmt_rate, fmt_time, parse
 
 STATE_CLASSES = ("weights", "gradients", "master", "optimizer", "activations", "workspace")
 PLACED_CLASSES = ("weights", "gradients", "master", "optimizer", "activations")
@@ -68,7 +68,7 @@ def _non_negative(kind: Kind) -> AfterValidator:
 
 def _unit(kind: Kind, allow_unlimited: bool = False):
     def convert(value: object) -> float:
-        if allow_unlimited and isinstance(value, str) and value.strip() in ("unlimited", "inf"):
+        if allow_unlimited and isinstance(value, str) and value.strip() in UNLIMITED:
             return math.inf
         return parse(value, kind)
 

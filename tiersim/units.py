@@ -109,6 +109,9 @@ class UnitError(ValueError):
     """A quantity that cannot be read as the kind a field needs."""
 
 
+UNLIMITED = ("unlimited", "inf")  # the spellings of an unbounded bandwidth
+
+
 def parse(value: object, kind: Kind) -> float:
     """Convert `value` (a string such as '55 GB/s') to a float in `kind`'s base unit."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):

@@ -8,9 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.errors import Problem
-from tiersim.units import read_quantity
-
-UNLIMITED = ("unlimited", "inf")  # the spellings of an unbounded bandwidth (schema.Bandwidth)
+from tiersim.units import UNLIMITED, read_quantity
 
 
 def same_value(value: Any) -> Any:
