@@ -13,8 +13,8 @@ import resource
 import time
 from pathlib import Path
 
-from tiersim.config import build
-from tiersim.simulate import simulate
+from tiersim.config.load import build
+from tiersim.engine.simulate import simulate
 
 NVME_OFFLOAD = {
     "weights": "nvme",

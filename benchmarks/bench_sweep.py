@@ -23,10 +23,10 @@ from pathlib import Path
 
 import yaml
 
+from tiersim.report.table import render
 from tiersim.sweep.run import SweepOptions, SweepOutcome, run_sweep
 from tiersim.sweep.spec import load_sweep
 from tiersim.sweep.store import LOG_NAME
-from tiersim.table import render
 
 BASE = {
     "name": "bench-7b",

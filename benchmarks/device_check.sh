@@ -99,7 +99,7 @@ if torch.cuda.is_available():
 # 2. tiersim importable by that python: the source tree, plus missing dependencies.
 ORIG_PYTHONPATH=${PYTHONPATH:-}
 export PYTHONPATH="$REPO${ORIG_PYTHONPATH:+:$ORIG_PYTHONPATH}"
-IMPORTS='import tiersim.cli, tiersim.torchmodels'
+IMPORTS='import tiersim.cli, tiersim.groundtruth.torchmodels'
 SITE=/tmp/tiersim-site
 # UNPACK SITE WHEEL...: unzip each wheel whose top-level modules are not all importable yet and
 # whose tags fit this python (a wheel is a zip; these have no .data directory), so a module the

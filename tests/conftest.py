@@ -16,10 +16,10 @@ import yaml
 from hypothesis import settings
 
 from tiersim.cli import main
-from tiersim.config import build
-from tiersim.inventory import Inventory, build_inventory
-from tiersim.model import build_model
-from tiersim.schema import Scenario
+from tiersim.config.load import build
+from tiersim.config.schema import Scenario
+from tiersim.state.inventory import Inventory, build_inventory
+from tiersim.state.model import build_model
 
 # CI replays the same examples every run (a failure there is reproducible); local runs
 # explore new ones each time.

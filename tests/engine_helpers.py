@@ -6,7 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from tiersim.config import build
+from tiersim.config.load import build
 
 FAST = "1000 TB/s"  # tier ports this fast never bind in these tests
 

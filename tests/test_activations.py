@@ -18,8 +18,8 @@ from __future__ import annotations
 import pytest
 from conftest import scenario
 
-from tiersim.inventory import build_inventory
-from tiersim.model import build_model
+from tiersim.state.inventory import build_inventory
+from tiersim.state.model import build_model
 
 SEQ = 2048  # the paper's sequence length for all four models
 # Table 3: name -> (heads a, hidden h, layers L, tensor t, pipeline p)

@@ -11,7 +11,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from tiersim.calibrate import (
+from tiersim.cli import main
+from tiersim.cli.commands.calibrate import check_preset, hardware_preset, quantity
+from tiersim.config.load import build, load_preset
+from tiersim.core.units import Kind, parse
+from tiersim.groundtruth.calibrate import (
     MAX_INNER,
     Calibration,
     Figure,
@@ -27,11 +31,7 @@ from tiersim.calibrate import (
     matmul_flop,
     storage_figures,
 )
-from tiersim.calibrate_cpu import optimizer_figures
-from tiersim.cli import main
-from tiersim.commands.calibrate import check_preset, hardware_preset, quantity
-from tiersim.config import build, load_preset
-from tiersim.units import Kind, parse
+from tiersim.groundtruth.calibrate_cpu import optimizer_figures
 
 TINY = ["--size", "256 KiB", "--memory-size", "1 MiB", "--repeat", "2", "--latency-ops", "4"]
 TINY += ["--gpu-size", "1 MiB", "--matmul-size", "256", "--optimizer-params", "65536"]
@@ -116,7 +116,7 @@ def _calibrate_fails(argv: list[str], capsys) -> str:
 
 def test_a_folder_where_no_file_can_be_made_exits_2(tmp_path: Path, capsys, monkeypatch):
     # as root chmod does not stop writes: a read-only file system, as mkstemp reports it
-    import tiersim.calibrate as cal_module
+    import tiersim.groundtruth.calibrate as cal_module
 
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
@@ -145,7 +145,7 @@ def test_a_size_over_the_free_space_exits_2_before_measuring(tmp_path: Path, cap
 def test_a_disk_filling_up_during_the_test_exits_2_and_leaves_no_file(
     tmp_path: Path, capsys, monkeypatch
 ):
-    import tiersim.calibrate as cal_module
+    import tiersim.groundtruth.calibrate as cal_module
 
     def fill_up(probe):  # half the file written, then the disk is full
         os.pwrite(probe.fd, probe.buf, 0)
@@ -159,7 +159,7 @@ def test_a_disk_filling_up_during_the_test_exits_2_and_leaves_no_file(
 
 
 def test_an_io_error_in_the_storage_test_names_the_folder(tmp_path: Path, monkeypatch):
-    import tiersim.calibrate as cal_module
+    import tiersim.groundtruth.calibrate as cal_module
 
     def broken(probe):
         raise OSError(errno.EIO, "Input/output error")
@@ -460,7 +460,7 @@ def test_gpu_preset_with_one_copy_direction_missing():
 
 def test_a_gpu_that_fails_to_start_is_a_note(tmp_path: Path, monkeypatch):
     torch = pytest.importorskip("torch")
-    import tiersim.calibrate as cal_module
+    import tiersim.groundtruth.calibrate as cal_module
 
     def broken(*args):
         raise RuntimeError("CUDA driver initialization failed, you might not have a CUDA gpu.")
@@ -502,8 +502,8 @@ def test_on_the_gpu_every_figure_is_measured(tmp_path: Path):
 
 
 class FullDisk:
-    """Stands in for `os` in tiersim.output: the data never reaches the disk (fsync fails as on
-    a full one); everything else is the real module."""
+    """Stands in for `os` in tiersim.report.output: the data never reaches the disk (fsync fails
+    as on a full one); everything else is the real module."""
 
     def __getattr__(self, name):
         return getattr(os, name)
@@ -513,7 +513,7 @@ class FullDisk:
 
 
 def _no_measuring(monkeypatch):
-    import tiersim.commands.calibrate as command
+    import tiersim.cli.commands.calibrate as command
 
     def measured(*args):
         raise AssertionError("the machine was measured before the output path was checked")
@@ -548,11 +548,11 @@ def test_an_out_in_a_folder_that_cannot_be_written_exits_2_before_measuring(caps
 
 
 def test_a_preset_that_cannot_be_written_leaves_the_old_one(tmp_path: Path, capsys, monkeypatch):
-    import tiersim.output
+    import tiersim.report.output
 
     out = tmp_path / "hw.yaml"
     out.write_text("# the preset from last time\n")
-    monkeypatch.setattr(tiersim.output, "os", FullDisk())
+    monkeypatch.setattr(tiersim.report.output, "os", FullDisk())
     err = _calibrate_fails(["--path", str(tmp_path), "--out", str(out)], capsys)
     assert f"--out: {out}: cannot write there: No space left on device" in err
     assert out.read_text() == "# the preset from last time\n"  # not emptied, not half-written

@@ -8,8 +8,8 @@ import math
 import pytest
 from conftest import generic, scenario
 
-import tiersim.checkpoint
-from tiersim.checkpoint import (
+import tiersim.analysis.checkpoint
+from tiersim.analysis.checkpoint import (
     CheckpointCost,
     blocking_stall_s,
     checkpoint_bytes,
@@ -25,8 +25,8 @@ from tiersim.checkpoint import (
     scenario_mtbf,
     young_interval,
 )
-from tiersim.inventory import ClassBytes
-from tiersim.report import target_wear_at_optimum
+from tiersim.report.json_report import target_wear_at_optimum
+from tiersim.state.inventory import ClassBytes
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -255,7 +255,7 @@ def test_checkpoint_problems_name_the_key():
 
 def test_durable_checkpoints_keep_their_own_vocabulary():
     """DESIGN: 'recompute' (activation checkpointing) and durable checkpoints are never mixed."""
-    assert "recompute" not in inspect.getsource(tiersim.checkpoint).lower()
+    assert "recompute" not in inspect.getsource(tiersim.analysis.checkpoint).lower()
 
 
 def test_target_wear_at_dalys_optimum_scales_only_the_checkpoint_writes():

@@ -5,9 +5,9 @@ import math
 import pytest
 from engine_helpers import scenario, tiny
 
-from tiersim.report import checkpoint_report
-from tiersim.simulate import simulate
-from tiersim.wear_report import wear_section
+from tiersim.engine.simulate import simulate
+from tiersim.report.json_report import checkpoint_report
+from tiersim.report.wear import wear_section
 
 FILL = 64 * 2**20 / 5e9  # the first 64 MiB chunk crossing DRAM before the NVMe hop starts
 
@@ -106,7 +106,7 @@ def test_checkpoint_bytes_are_conserved_and_staging_shows_in_peaks():
 
 
 def test_unreachable_checkpoint_target_is_an_input_error():
-    from tiersim.errors import InputError
+    from tiersim.core.errors import InputError
 
     raw = momentum(
         checkpoint={"every_steps": 10, "target": "island"},

@@ -12,7 +12,8 @@ import math
 import pytest
 from conftest import scenario
 
-from tiersim.collectives import (
+from tiersim.config.schema import Network, Parallel
+from tiersim.hardware.collectives import (
     bus_bandwidth,
     group_link,
     hierarchical_all_reduce_s,
@@ -25,8 +26,7 @@ from tiersim.collectives import (
     step_collectives,
     tree_all_reduce_s,
 )
-from tiersim.model import build_model
-from tiersim.schema import Network, Parallel
+from tiersim.state.model import build_model
 
 GB = 1e9
 US = 1e-6

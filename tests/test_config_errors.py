@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import FIXTURES, generic
 
-from tiersim.config import load_scenario
+from tiersim.config.load import load_scenario
 
 GPT2 = {"name": "x", "model": {"preset": "gpt2"}}
 

@@ -13,10 +13,10 @@ import yaml
 from conftest import SCENARIOS, scenario
 
 from tiersim.cli import main
-from tiersim.config import build, load_scenario
-from tiersim.document import SOURCES, scenario_document
-from tiersim.output import scenario_yaml
-from tiersim.units import Kind, fmt_exact, parse
+from tiersim.config.document import SOURCES, scenario_document
+from tiersim.config.load import build, load_scenario
+from tiersim.core.units import Kind, fmt_exact, parse
+from tiersim.report.output import scenario_yaml
 
 SHIPPED = sorted(
     p

@@ -6,7 +6,7 @@ from engine_helpers import merge, scenario, tiny
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiersim.simulate import simulate
+from tiersim.engine.simulate import simulate
 
 TIERS = ["hbm", "dram", "nvme"]
 

@@ -6,7 +6,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiersim.flows import Flow, FlowNetwork, max_min_rates, priority_rates
+from tiersim.engine.flows import Flow, FlowNetwork, max_min_rates, priority_rates
 
 
 def _run(capacity, starts):

@@ -35,9 +35,12 @@ def differences(want: Any, got: Any, path: str = "") -> list[str]:
             for i, (w, g) in enumerate(zip(want, got, strict=True))
             for d in differences(w, g, f"{path}[{i}]")
         ]
+    if isinstance(want, bool) or isinstance(got, bool):
+        same = type(want) is type(got) and want == got
+        return [] if same else [f"{path}: {got!r} (expected {want!r})"]
     numbers = (int, float)
-    if isinstance(want, numbers) and isinstance(got, numbers) and not isinstance(want, bool):
-        if isinstance(got, bool) or not math.isclose(want, got, rel_tol=REL, abs_tol=1e-300):
+    if isinstance(want, numbers) and isinstance(got, numbers):
+        if not math.isclose(want, got, rel_tol=REL, abs_tol=1e-300):
             return [f"{path}: {got!r} (expected {want!r})"]
         return []
     return [] if want == got else [f"{path}: {got!r} (expected {want!r})"]

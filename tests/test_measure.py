@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from tiersim.cli import main
-from tiersim.config import build
-from tiersim.errors import InputError
-from tiersim.inventory import build_inventory
-from tiersim.measure import OPTIMIZERS, Request, measure, report
-from tiersim.measure_preset import calibrated_preset
+from tiersim.config.load import build
+from tiersim.core.errors import InputError
+from tiersim.groundtruth.measure import OPTIMIZERS, Request, measure, report
+from tiersim.groundtruth.measure_preset import calibrated_preset
+from tiersim.state.inventory import build_inventory
 
 pytest.importorskip("torch", reason="tiersim measure needs PyTorch (the `measure` extra)")
 
@@ -115,7 +115,7 @@ def test_gpt2_tiny_math_attention_by_hand():
 
 
 def test_llama_tiny_activations_by_hand():
-    # Korthikanti generalised (tiersim.model): 10·s·b·h + 2·s·b·q + 4·s·b·kv + 2·s·b·q
+    # Korthikanti generalised (tiersim.state.model): 10·s·b·h + 2·s·b·q + 4·s·b·kv + 2·s·b·q
     #   + 6·s·b·f + 5·a·s²·b = 20,480 + 4,096 + 4,096 + 4,096 + 30,720 + 10,240 = 73,728.
     # Measured per layer:
     #   each RMSNorm computes in fp32: an fp32 copy of its input and the fp32 normalised value
@@ -191,7 +191,7 @@ def test_cli_rejects_training_overrides(capsys):
 def test_gpu_fit_check_uses_free_memory(monkeypatch):
     import torch
 
-    from tiersim.measure import _check_fits, prediction_scenario
+    from tiersim.groundtruth.measure import _check_fits, prediction_scenario
 
     scenario = prediction_scenario(Request(model=GPT2_TINY, seq_len=SEQ, device="cpu"))
     # torch.cuda.mem_get_info() is (free, total): only the free bytes count
@@ -206,7 +206,7 @@ def test_gpu_fit_check_uses_free_memory(monkeypatch):
 def test_out_of_memory_in_the_step_is_an_input_error(monkeypatch):
     import torch
 
-    import tiersim.measure as measure_module
+    import tiersim.groundtruth.measure as measure_module
 
     def out_of_memory(*args):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.\nmore")
@@ -273,7 +273,7 @@ def _measure_cli(model_file: Path, *extra: str) -> int:
 def test_an_unusable_calibrate_path_exits_2_before_measuring(
     tmp_path: Path, capsys, monkeypatch, name, why
 ):
-    import tiersim.commands.measure as command
+    import tiersim.cli.commands.measure as command
 
     def measured(*args):
         raise AssertionError("measured before --calibrate was checked")
@@ -289,9 +289,9 @@ def test_an_unusable_calibrate_path_exits_2_before_measuring(
 def test_a_calibrated_preset_that_cannot_be_written_leaves_the_old_one(
     tmp_path: Path, capsys, monkeypatch
 ):
-    import tiersim.output
+    import tiersim.report.output
 
-    class FullDisk:  # tiersim.output's `os`, whose fsync fails as on a full disk
+    class FullDisk:  # tiersim.report.output's `os`, whose fsync fails as on a full disk
         def __getattr__(self, name):
             return getattr(os, name)
 
@@ -300,7 +300,7 @@ def test_a_calibrated_preset_that_cannot_be_written_leaves_the_old_one(
 
     out = tmp_path / "calibrated.yaml"
     out.write_text("# last time's\n")
-    monkeypatch.setattr(tiersim.output, "os", FullDisk())
+    monkeypatch.setattr(tiersim.report.output, "os", FullDisk())
     assert _measure_cli(_tiny_model(tmp_path), "--calibrate", str(out)) == 2
     assert f"--calibrate: {out}: cannot write there: No space left" in capsys.readouterr().err
     assert out.read_text() == "# last time's\n"

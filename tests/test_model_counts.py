@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURES, parameters, scenario
 
-from tiersim.model import Transformer, build_model
+from tiersim.state.model import Transformer, build_model
 
 # name -> exact parameter count, source in the comment
 PUBLISHED = {

@@ -6,9 +6,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiersim.config import build
-from tiersim.inventory import build_inventory
-from tiersim.simulate import simulate
+from tiersim.config.load import build
+from tiersim.engine.simulate import simulate
+from tiersim.state.inventory import build_inventory
 
 SMALL = {
     "layers": 4,

@@ -12,8 +12,8 @@ import itertools
 
 import pytest
 
-from tiersim.inventory import inflight_microbatches
-from tiersim.pipeline import (
+from tiersim.state.inventory import inflight_microbatches
+from tiersim.workload.pipeline import (
     Op,
     bubble_fraction,
     bubble_s,

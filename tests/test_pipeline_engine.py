@@ -7,7 +7,7 @@ import math
 import pytest
 from engine_helpers import scenario, tiny
 
-from tiersim.simulate import simulate
+from tiersim.engine.simulate import simulate
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,7 @@ def test_stage_0s_embedding_opens_its_first_chunk():
     # p = 2, v = 2, 4 layers: stage 0 holds L0 and L1 (units 0 and 1) and the embedding (unit 2),
     # which runs before L0 in the first chunk; its forward takes no time, so the engine
     # must also start an op that finishes at once without starting its dependents twice.
-    from tiersim.workload import build_workload
+    from tiersim.workload.work import build_workload
 
     raw = tiny(parallel={"pipeline": 2, "virtual_pipeline": 2}, training={"grad_accumulation": 2})
     raw["model"] = {**_transformer(1000, tied=True), "layers": 4}

@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 from conftest import SCENARIOS, scenario
 
-from tiersim.commands.check_published import table
-from tiersim.config import load_scenario
-from tiersim.errors import InputError
-from tiersim.model import build_model
-from tiersim.published import (
+from tiersim.cli.commands.check_published import table
+from tiersim.config.load import load_scenario
+from tiersim.core.errors import InputError
+from tiersim.engine.simulate import simulate
+from tiersim.groundtruth.published import (
     REFERENCES,
     Comparison,
     Reference,
     load_references,
     summarize,
 )
-from tiersim.simulate import simulate
+from tiersim.state.model import build_model
 
 GB, TB = 1e9, 1e12
 TFLOPS = 1e12
@@ -331,7 +331,7 @@ def test_reference_file_problems_are_reported_together(tmp_path):
 
 
 def test_published_seconds_keep_four_significant_digits():
-    from tiersim.commands.check_published import _seconds
+    from tiersim.cli.commands.check_published import _seconds
 
     assert [_seconds(x) for x in (0.24, 60.1, 1.365, 111.82, 1000.0)] == [
         "0.2400",

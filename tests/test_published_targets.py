@@ -5,9 +5,9 @@ al. 2022 Table 5, Narayanan et al. 2021 Table 1, Smith et al. 2022). Target: mea
 error within 10 %, none above 20 %.
 """
 
-from tiersim.config import load_scenario
-from tiersim.published import load_references
-from tiersim.simulate import simulate
+from tiersim.config.load import load_scenario
+from tiersim.engine.simulate import simulate
+from tiersim.groundtruth.published import load_references
 
 
 def test_published_iteration_times_within_targets():

@@ -20,11 +20,11 @@ from conftest import SCENARIOS, scenario
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiersim.config import build
-from tiersim.errors import InfeasibleError, InputError
+from tiersim.config.load import build
+from tiersim.core.errors import InfeasibleError, InputError
+from tiersim.engine.simulate import simulate
+from tiersim.hardware.topology import Topology
 from tiersim.runner import report_with_result
-from tiersim.simulate import simulate
-from tiersim.topology import Topology
 
 SEED = SCENARIOS / "seed-1b-adam.yaml"  # 1e9 generic parameters, 24 layers, h200-hbf
 

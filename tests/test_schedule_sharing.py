@@ -3,10 +3,10 @@
 import pytest
 from conftest import SCENARIOS
 
-from tiersim.config import load_scenario
-from tiersim.schedule import _Builder, build_schedule
-from tiersim.schedule_sharing import Schedules
-from tiersim.simulate import _prepare
+from tiersim.config.load import load_scenario
+from tiersim.engine.schedule import _Builder, build_schedule
+from tiersim.engine.schedule_sharing import Schedules
+from tiersim.engine.simulate import _prepare
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import sys
 import pytest
 from test_sweep_spec import write_sweep
 
-from tiersim.errors import InputError
+from tiersim.core.errors import InputError
 from tiersim.sweep.run import SweepOptions, run_sweep
 from tiersim.sweep.spec import load_sweep
 

@@ -22,7 +22,7 @@ from test_sweep_spec import write_sweep
 
 import tiersim.sweep.run as run_module
 import tiersim.sweep.worker as worker_module
-from tiersim.errors import InputError
+from tiersim.core.errors import InputError
 from tiersim.sweep.execute import LocalPool
 from tiersim.sweep.store import LOG_NAME, SweepStore, atomic_write
 

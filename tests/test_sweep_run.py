@@ -12,8 +12,8 @@ import pytest
 import yaml
 from test_sweep_spec import TINY, write_sweep
 
-from tiersim.config import build
-from tiersim.errors import InputError
+from tiersim.config.load import build
+from tiersim.core.errors import InputError
 from tiersim.runner import report_for
 from tiersim.sweep.execute import LocalPool, stream
 from tiersim.sweep.outputs import headline

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tiersim.config import build
-from tiersim.errors import InputError
+from tiersim.config.load import build
+from tiersim.core.errors import InputError
 from tiersim.sweep.spec import expand, load_sweep
 
 TINY = {

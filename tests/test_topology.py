@@ -2,7 +2,7 @@
 
 from engine_helpers import merge, scenario, tiny
 
-from tiersim.topology import Topology
+from tiersim.hardware.topology import Topology
 
 
 def topo(links, tiers=None):

@@ -10,8 +10,8 @@ import pytest
 from conftest import SCENARIOS
 
 from tiersim.cli import main
-from tiersim.schedule_ops import Op
-from tiersim.trace import lanes, trace_events
+from tiersim.engine.ops import Op
+from tiersim.report.trace import lanes, trace_events
 
 LLAMA2_7B = 6_738_415_616  # parameters (Touvron et al. 2023; README)
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import generic
 
-from tiersim.units import Kind, UnitError, fmt_bytes, fmt_time, parse, read_quantity
+from tiersim.core.units import Kind, UnitError, fmt_bytes, fmt_time, parse, read_quantity
 
 DAY = 24 * 60 * 60
 YEAR = 365 * DAY  # tiersim's year: 365 days

@@ -14,18 +14,18 @@ import pytest
 import yaml
 from conftest import SCENARIOS, generic, scenario
 
-from tiersim.commands.wear import budget_failed, wear_text
-from tiersim.config import load_scenario
-from tiersim.inventory import build_inventory
-from tiersim.results import StepResult, TierStats
-from tiersim.wear import (
+from tiersim.analysis.wear import (
     assess,
     grad_accumulation_to_fit,
     lambert_w0,
     random_write_amplification,
     wear_problems,
 )
-from tiersim.wear_report import verdict_sentence, wear_section
+from tiersim.cli.commands.wear import budget_failed, wear_text
+from tiersim.config.load import load_scenario
+from tiersim.engine.results import StepResult, TierStats
+from tiersim.report.wear import verdict_sentence, wear_section
+from tiersim.state.inventory import build_inventory
 
 TB = 10**12
 GB = 10**9

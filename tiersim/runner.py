@@ -7,20 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.checkpoint import checkpoint_problems
-from tiersim.config import Loaded
-from tiersim.errors import InputError
-from tiersim.inventory import build_inventory
-from tiersim.report import run_report
-from tiersim.results import StepResult
-from tiersim.schema import Scenario
-from tiersim.simulate import simulate as _simulate
-from tiersim.topology import Topology, placement_problems
-from tiersim.wear import wear_problems
+from tiersim.analysis.checkpoint import checkpoint_problems
+from tiersim.analysis.wear import wear_problems
+from tiersim.config.load import Loaded
+from tiersim.config.schema import Scenario
+from tiersim.core.errors import InputError
+from tiersim.engine.results import StepResult
+from tiersim.engine.simulate import simulate as _simulate
+from tiersim.hardware.topology import Topology, placement_problems
+from tiersim.report.json_report import run_report
+from tiersim.state.inventory import build_inventory
 
 
 def simulate(scenario: Scenario, record: bool = False) -> StepResult:
-    """The measured steady step of one scenario (see tiersim.simulate)."""
+    """The measured steady step of one scenario (see tiersim.engine.simulate)."""
     return _simulate(scenario, record)
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tiersim.config import build
-from tiersim.errors import InputError, Problem
+from tiersim.config.load import build
+from tiersim.core.errors import InputError, Problem
 from tiersim.sweep.spec import Point, SweepSpec, describe, expand
 
 MAX_LISTED = 30

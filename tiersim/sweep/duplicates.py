@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.errors import Problem
-from tiersim.units import UNLIMITED, read_quantity
+from tiersim.core.errors import Problem
+from tiersim.core.units import UNLIMITED, read_quantity
 
 
 def same_value(value: Any) -> Any:

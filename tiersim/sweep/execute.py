@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from concurrent import futures as cf
 from typing import Any, Protocol, TextIO
 
-from tiersim.errors import InputError, Problem
+from tiersim.core.errors import InputError, Problem
 from tiersim.sweep.lifeline import watch
 
 DASK_HINT = "pip install 'tiersim[dask]'"

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tiersim.schema import Budget, Scenario, TierBudget
+from tiersim.config.schema import Budget, Scenario, TierBudget
 
 
 def _unwrap(tp: Any) -> Any:

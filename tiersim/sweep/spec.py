@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiersim.config import read_yaml, resolve, set_path
-from tiersim.errors import InputError, Problem
+from tiersim.config.load import read_yaml, resolve, set_path
+from tiersim.core.errors import InputError, Problem
 from tiersim.sweep.duplicates import grid_problems, zip_problems
 from tiersim.sweep.paths import path_problem
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from tiersim.errors import InputError, Problem
+from tiersim.core.errors import InputError, Problem
 from tiersim.sweep.worker import PointResult
 
 LOG_NAME = "results.jsonl"

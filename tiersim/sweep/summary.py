@@ -6,10 +6,10 @@ from collections import Counter, defaultdict
 from itertools import pairwise
 from typing import Any
 
+from tiersim.report.table import render
 from tiersim.sweep.rows import Table
 from tiersim.sweep.spec import Point, SweepSpec, describe
 from tiersim.sweep.worker import OK
-from tiersim.table import render
 
 # (column, better when, how the summary names it)
 OBJECTIVES = (

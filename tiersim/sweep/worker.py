@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiersim.config import Loaded, build, resolve
-from tiersim.errors import InfeasibleError, InputError, Problem
-from tiersim.report import to_json
+from tiersim.config.load import Loaded, build, resolve
+from tiersim.core.errors import InfeasibleError, InputError, Problem
+from tiersim.report.json_report import to_json
 from tiersim.runner import report_for
 from tiersim.sweep.outputs import headline
 

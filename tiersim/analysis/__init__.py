@@ -1,0 +1,1 @@
+"""Flash wear and durable-checkpoint policy from simulated results."""

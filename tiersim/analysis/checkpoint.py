@@ -1,0 +1,260 @@
+"""Durable checkpoints: how often to write one, what recovery costs, and the goodput that results.
+
+Pure functions of explicit inputs (the engine measures a checkpoint's bytes, write, stall and
+read-back times; the scenario gives the restart cost and the failure rate). No I/O. Times in
+seconds. "Checkpoint" here is only ever the durable copy of `weights`, `master` and `optimizer`
+(plus small run state) from one step, from which a run restarts.
+
+Model (Daly 2006, "A higher order estimate of the optimum checkpoint interval for restart
+dumps", Future Generation Computer Systems 22(3), doi:10.1016/j.future.2004.11.016):
+- Failures arrive as a Poisson process with mean time between failures M (job-level; from a
+  per-GPU MTBF, M = gpu_mtbf / gpus for independent GPUs).
+- Training runs for tau seconds between checkpoints, then pays delta seconds of stall
+  (blocking: the whole write, delta = bytes / bottleneck bandwidth; async: only the snapshot
+  stall the engine reports). A failure costs R = restart + reading the checkpoint back, and the
+  work since the last durable checkpoint is done again.
+- Expected wall time for T_s seconds of training (Daly's eq. for the complete cost function):
+      T_w = M·e^(R/M)·(e^((tau + delta)/M) - 1)·T_s / tau,
+  so goodput (useful, recoverable training time over wall time) = tau / (M·e^(R/M)·(e^((tau +
+  delta)/M) - 1)); with no failures it is tau / (tau + delta).
+- Async drain lag: a snapshot becomes durable only `write_s - stall_s` after it is taken. A
+  failure during that window (probability lag / (tau + delta), failure time uniform) falls back
+  one more interval (tau + delta), so each failure loses `lag` more work on average; we add it
+  to R. For blocking checkpoints the lag is 0.
+- Optimal interval: Young 1974 (CACM 17(9)), tau = sqrt(2·delta·M); Daly 2006:
+      tau = sqrt(2·delta·M)·[1 + (1/3)·sqrt(delta/(2M)) + (1/9)·(delta/(2M))] - delta  (delta < 2M)
+      tau = M                                                                         (delta >= 2M)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tiersim.config.schema import Failures, Scenario
+from tiersim.core.errors import Problem
+from tiersim.state.inventory import ClassBytes
+
+CHECKPOINT_CLASSES = ("weights", "master", "optimizer")
+
+
+def _check(name: str, value: float, allow_zero: bool = True) -> None:
+    if value < 0 or (value == 0 and not allow_zero) or math.isnan(value):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name}(={value!r}) must be {bound}")
+
+
+# --- the optimal interval ----------------------------------------------------------------------
+
+
+def young_interval(checkpoint_s: float, mtbf_s: float) -> float:
+    """Young 1974: the first-order optimum sqrt(2·delta·M), in seconds of work between them."""
+    _check("checkpoint_s", checkpoint_s)
+    _check("mtbf_s", mtbf_s, allow_zero=False)
+    return math.sqrt(2.0 * checkpoint_s * mtbf_s)
+
+
+def daly_interval(checkpoint_s: float, mtbf_s: float) -> float:
+    """Daly 2006 higher-order optimum, in seconds of work between checkpoints."""
+    _check("checkpoint_s", checkpoint_s)
+    _check("mtbf_s", mtbf_s, allow_zero=False)
+    d, m = checkpoint_s, mtbf_s
+    if d >= 2.0 * m:
+        return m
+    x = d / (2.0 * m)
+    return math.sqrt(2.0 * d * m) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - d
+
+
+# --- failures ----------------------------------------------------------------------------------
+
+
+def job_mtbf(gpu_mtbf_s: float, gpus: int) -> float:
+    """Job MTBF of `gpus` GPUs that fail independently, each with mean time `gpu_mtbf_s`."""
+    _check("gpu_mtbf_s", gpu_mtbf_s, allow_zero=False)
+    if gpus < 1:
+        raise ValueError(f"gpus(={gpus!r}) must be >= 1")
+    return gpu_mtbf_s / gpus
+
+
+def scenario_mtbf(failures: Failures, job_gpus: int) -> float | None:
+    """`failures.mtbf`, else per-GPU MTBF over `failures.gpus` (default: the job's GPUs)."""
+    if failures.mtbf is not None:
+        return failures.mtbf
+    if failures.gpu_mtbf is not None:
+        return job_mtbf(failures.gpu_mtbf, failures.gpus or job_gpus)
+    return None
+
+
+def checkpoint_problems(scenario: Scenario) -> list[Problem]:
+    """Inputs the checkpoint model cannot use (exit 2), beyond what the scenario loader checks."""
+    f, problems = scenario.failures, []
+    if f.mtbf is not None and f.gpu_mtbf is not None:
+        problems.append(Problem("failures", "give mtbf (the job's) or gpu_mtbf, not both"))
+    if scenario.checkpoint.every_steps == "auto" and f.mtbf is None and f.gpu_mtbf is None:
+        what = "'auto' needs a failure rate: give failures.mtbf or failures.gpu_mtbf"
+        problems.append(Problem("checkpoint.every_steps", what))
+    c = scenario.checkpoint
+    if scenario.checkpoint_simulated and c.mode == "async" and c.staging == c.target:
+        what = (
+            "snapshot-then-drain copies into checkpoint.staging (default dram), then drains it "
+            f"to the target; both are '{c.target}' (expected mode: blocking, or another "
+            "staging tier or target)"
+        )
+        problems.append(Problem("checkpoint.staging", what))
+    return problems
+
+
+# --- cost of one interval ----------------------------------------------------------------------
+
+
+def expected_wall_s(
+    work_s: float, interval_s: float, stall_s: float, restart_s: float, mtbf_s: float | None
+) -> float:
+    """Daly's expected wall time to complete `work_s` of training, checkpointing every interval."""
+    _check("work_s", work_s)
+    _check("interval_s", interval_s, allow_zero=False)
+    _check("stall_s", stall_s)
+    _check("restart_s", restart_s)
+    segment = interval_s + stall_s
+    if mtbf_s is None or math.isinf(mtbf_s):
+        return segment * work_s / interval_s
+    _check("mtbf_s", mtbf_s, allow_zero=False)
+    try:
+        per_segment = mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1(segment / mtbf_s)
+    except OverflowError:  # failures far more often than a segment: it practically never ends
+        return math.inf
+    return per_segment * work_s / interval_s
+
+
+def goodput(
+    interval_s: float,
+    stall_s: float,
+    restart_s: float,
+    read_back_s: float,
+    mtbf_s: float | None,
+    drain_lag_s: float = 0.0,
+) -> float:
+    """Useful, recoverable training time over wall time, in (0, 1]."""
+    _check("read_back_s", read_back_s)
+    _check("drain_lag_s", drain_lag_s)
+    failure_cost = restart_s + read_back_s + drain_lag_s
+    return interval_s / expected_wall_s(interval_s, interval_s, stall_s, failure_cost, mtbf_s)
+
+
+def expected_lost_work_s(
+    interval_s: float, stall_s: float, mtbf_s: float | None, drain_lag_s: float = 0.0
+) -> float:
+    """Work done again after a failure: the mean time since the segment began, given a failure
+    within it (exponential, truncated at tau + delta: M - T/(e^(T/M) - 1)), plus the drain lag."""
+    segment = interval_s + stall_s
+    if mtbf_s is None or math.isinf(mtbf_s):
+        return segment / 2.0 + drain_lag_s
+    _check("mtbf_s", mtbf_s, allow_zero=False)
+    ratio = segment / mtbf_s
+    if ratio > 700:  # e^ratio overflows a float; T / (e^(T/M) - 1) is below 1e-300 of M
+        return mtbf_s + drain_lag_s
+    return mtbf_s - segment / math.expm1(ratio) + drain_lag_s
+
+
+def recovery_s(
+    restart_s: float,
+    read_back_s: float,
+    interval_s: float,
+    stall_s: float,
+    mtbf_s: float | None,
+    drain_lag_s: float = 0.0,
+) -> float:
+    """Expected time from a failure back to where training was: restart + read back + redo."""
+    lost = expected_lost_work_s(interval_s, stall_s, mtbf_s, drain_lag_s)
+    return restart_s + read_back_s + lost
+
+
+def blocking_stall_s(checkpoint_bytes: float, bottleneck_bytes_per_s: float) -> float:
+    """A blocking checkpoint stalls training for its bytes over the slowest link or tier."""
+    _check("checkpoint_bytes", checkpoint_bytes)
+    _check("bottleneck_bytes_per_s", bottleneck_bytes_per_s, allow_zero=False)
+    return checkpoint_bytes / bottleneck_bytes_per_s
+
+
+def checkpoint_bytes(per_gpu: ClassBytes) -> int:
+    """Bytes one GPU writes per checkpoint: its `weights`, `master` and `optimizer` state."""
+    return sum(getattr(per_gpu, c) for c in CHECKPOINT_CLASSES)
+
+
+# --- the report section ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointCost:
+    """One checkpoint as the engine measured it (per GPU), and the scenario's restart cost."""
+
+    bytes: float
+    write_s: float  # until the copy is durable
+    stall_s: float  # training time lost to it (blocking: write_s)
+    read_back_s: float  # reading it back to where each class lives
+    restart_s: float
+
+    @property
+    def drain_lag_s(self) -> float:
+        return max(self.write_s - self.stall_s, 0.0)
+
+
+def _goodput_at(steps: int, step_s: float, cost: CheckpointCost, mtbf_s: float | None) -> float:
+    return goodput(
+        steps * step_s, cost.stall_s, cost.restart_s, cost.read_back_s, mtbf_s, cost.drain_lag_s
+    )
+
+
+def interval_to_steps(
+    interval_s: float, step_s: float, cost: CheckpointCost, mtbf_s: float | None
+) -> int:
+    """Whole steps nearest an interval in seconds: floor or ceiling, whichever has the higher
+    goodput; never shorter than the drain, so one snapshot is durable before the next."""
+    least = max(1, math.ceil(cost.drain_lag_s / step_s))
+    low = max(least, math.floor(interval_s / step_s))
+    return max((low, low + 1), key=lambda n: (_goodput_at(n, step_s, cost, mtbf_s), -n))
+
+
+def checkpoint_section(
+    *, every_steps: int | str | None, step_s: float, cost: CheckpointCost, mtbf_s: float | None
+) -> dict[str, object]:
+    """The report's `checkpoint` section. `every_steps` may be 'auto' (Daly's optimum)."""
+    _check("step_s", step_s, allow_zero=False)
+    optimum_s = optimum_steps = None
+    if mtbf_s is not None:
+        optimum_s = {
+            "young": young_interval(cost.stall_s, mtbf_s),
+            "daly": daly_interval(cost.stall_s, mtbf_s),
+        }
+        optimum_steps = {
+            k: interval_to_steps(v, step_s, cost, mtbf_s) for k, v in optimum_s.items()
+        }
+    steps = every_steps
+    if every_steps == "auto":
+        if optimum_steps is None:
+            raise ValueError("every_steps 'auto' needs a failure rate (mtbf_s)")
+        steps = optimum_steps["daly"]
+    section: dict[str, object] = {
+        "interval_steps": steps,
+        "interval_s": None if steps is None else steps * step_s,
+        "bytes": cost.bytes,
+        "write_s": cost.write_s,
+        "stall_s": cost.stall_s,
+        "read_back_s": cost.read_back_s,
+        "restart_s": cost.restart_s,
+        "mtbf_s": mtbf_s,
+        "recovery_s": None,
+        "goodput": None if mtbf_s is not None else 1.0,  # no checkpoint, no failures: no cost
+        "optimal_interval_s": optimum_s,
+        "optimal_interval_steps": optimum_steps,
+        "goodput_at_optimum": None,
+    }
+    if isinstance(steps, int):
+        interval = steps * step_s
+        section["recovery_s"] = recovery_s(
+            cost.restart_s, cost.read_back_s, interval, cost.stall_s, mtbf_s, cost.drain_lag_s
+        )
+        section["goodput"] = _goodput_at(steps, step_s, cost, mtbf_s)
+    if optimum_steps is not None:
+        section["goodput_at_optimum"] = _goodput_at(optimum_steps["daly"], step_s, cost, mtbf_s)
+    return section

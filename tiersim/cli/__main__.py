@@ -1,0 +1,7 @@
+"""`python -m tiersim.cli`."""
+
+import sys
+
+from tiersim.cli import main
+
+sys.exit(main())

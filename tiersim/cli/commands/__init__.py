@@ -1,0 +1,14 @@
+"""One module per CLI command; each offers `add_parser(subparsers)` and sets `handler`."""
+
+from tiersim.cli.commands import (
+    calibrate,
+    check_published,
+    inventory,
+    measure,
+    run,
+    sweep,
+    validate,
+    wear,
+)
+
+COMMANDS = [run, inventory, wear, sweep, validate, check_published, measure, calibrate]

@@ -1,0 +1,118 @@
+"""`tiersim check-published`: run every published scenario, print predicted vs published."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tiersim.config.load import load_scenario
+from tiersim.core.errors import InputError, Problem
+from tiersim.groundtruth.published import (
+    MAX_ERROR_TARGET,
+    MEAN_ERROR_TARGET,
+    REFERENCES,
+    Comparison,
+    Summary,
+    load_references,
+    published_dir,
+    summarize,
+)
+from tiersim.report.json_report import to_json
+from tiersim.report.table import render
+
+EXIT_CHECK_FAILED = 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "check-published",
+        help="run the published scenarios and compare predicted with measured step times",
+        description="Simulate every scenario in scenarios/published/ and print its predicted "
+        "iteration time against the published measurement, with the relative error. Targets: "
+        f"mean error within {MEAN_ERROR_TARGET:.0%}, none above {MAX_ERROR_TARGET:.0%}.",
+    )
+    parser.add_argument(
+        "--folder",
+        type=Path,
+        default=None,
+        help=f"folder with references.yaml and the scenarios (default: {published_dir()})",
+    )
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit with code {EXIT_CHECK_FAILED} when the error targets are missed",
+    )
+    parser.set_defaults(handler=run)
+
+
+def compare_all(folder: Path | None) -> list[Comparison]:
+    from tiersim.runner import simulate  # the engine's entry point
+
+    out = []
+    for ref in load_references(folder):
+        scenario = load_scenario(ref.scenario).scenario
+        out.append(Comparison(ref, simulate(scenario).time_s))
+    return out
+
+
+def _seconds(value: float) -> str:
+    """4 significant digits, zeros kept (runs span 0.24 s to 112 s): 0.2400, 60.10, 1000."""
+    return f"{value:#.4g}".rstrip(".")
+
+
+def table(comparisons: list[Comparison], summary: Summary) -> str:
+    rows = [
+        (
+            c.reference.name,
+            _seconds(c.predicted_s),
+            _seconds(c.reference.iteration_time_s) + ("*" if c.reference.derived else ""),
+            f"{round(c.error, 3) + 0.0:+.1%}" + (" fit" if c.reference.calibrates else ""),
+        )
+        for c in comparisons
+    ]
+    verdict = "within" if summary.within_targets else "MISSES"
+    fitted = [c.reference for c in comparisons if c.reference.calibrates]
+    notes = "".join(f"\n  {r.name}: {r.calibrates}" for r in fitted)
+    return (
+        render(["scenario", "predicted s", "published s", "error"], rows)
+        + f"\n\nmean |error| {summary.mean_abs_error:.1%}, max |error| "
+        f"{summary.max_abs_error:.1%} over {summary.count} runs: {verdict} the targets (mean <= "
+        f"{MEAN_ERROR_TARGET:.0%}, max <= {MAX_ERROR_TARGET:.0%})\n* derived from a published "
+        "throughput (scenarios/published/references.yaml)"
+        + (f"\nfit: a calibration run, not counted; what was fitted to it:{notes}" if notes else "")
+    )
+
+
+def as_json(comparisons: list[Comparison], summary: Summary) -> str:
+    return to_json(
+        {
+            "runs": [
+                {
+                    "scenario": c.reference.name,
+                    "predicted_s": c.predicted_s,
+                    "published_s": c.reference.iteration_time_s,
+                    "error": c.error,
+                    "derived": c.reference.derived,
+                    "calibrates": c.reference.calibrates or None,
+                    "source": c.reference.source,
+                }
+                for c in comparisons
+            ],
+            "counted_runs": summary.count,
+            "mean_abs_error": summary.mean_abs_error,
+            "max_abs_error": summary.max_abs_error,
+            "within_targets": summary.within_targets,
+        }
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    comparisons = compare_all(args.folder)
+    if all(c.reference.calibrates for c in comparisons):
+        where = str((args.folder or published_dir()) / REFERENCES)
+        why = "every run is a calibration run: nothing left to check the model against"
+        raise InputError(where, [Problem("", f"{why} (expected a run without 'calibrates')")])
+    summary = summarize(comparisons)
+    print(as_json(comparisons, summary) if args.format == "json" else table(comparisons, summary))
+    return EXIT_CHECK_FAILED if args.check and not summary.within_targets else 0

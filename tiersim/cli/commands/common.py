@@ -1,0 +1,75 @@
+"""Arguments shared by the commands that take a scenario file, and output-path checks."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from tiersim.config.load import PRESET_FILE_SUFFIXES, Loaded, is_preset_file, load_scenario
+from tiersim.core.errors import InputError, Problem
+
+
+def add_scenario_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
+    parser.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="output format (default: table)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override one scenario value by its key path, e.g. "
+        "--set hardware.tiers.hbf.write_bandwidth='50 GB/s' (repeatable)",
+    )
+
+
+def load(args: argparse.Namespace) -> Loaded:
+    return load_scenario(args.scenario, args.overrides)
+
+
+def cannot_write(option: str, path: str | Path, exc: OSError, expected: str) -> InputError:
+    """The exit-2 error for an output path the user gave that cannot be written."""
+    why = f"cannot write there: {exc.strerror or exc} (expected {expected})"
+    return InputError(option, [Problem(str(path), why)])
+
+
+def usable_folder(option: str, folder: Path) -> None:
+    """Create `folder` (and its parents) now, so an unusable one is an input error before any
+    work is done, not a failure after it."""
+    if folder.exists() and not folder.is_dir():
+        why = "is a file (expected a folder path)"
+        raise InputError(option, [Problem(str(folder), why)])
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(option, folder, exc, "a writable folder path") from None
+
+
+def usable_preset_path(option: str, path: Path, inputs: Iterable[Path] = ()) -> None:
+    """Before any work: a preset can be written at `path` and then loaded from it. Its name
+    ends in .yaml or .yml (the preset loader reads no other file), it is not a folder nor one
+    of the command's own `inputs`, and its folder exists (made if need be) and is writable."""
+    name = str(path)
+    if path.is_dir():
+        raise InputError(option, [Problem(name, "is a folder (expected a file path)")])
+    if not is_preset_file(name):
+        why = f"a preset is loaded only from a {' or '.join(PRESET_FILE_SUFFIXES)} file"
+        raise InputError(option, [Problem(name, f"{why} (expected e.g. {path.stem}.yaml)")])
+    if path.resolve() in {p.resolve() for p in inputs}:
+        why = "is this command's own input (expected another file path)"
+        raise InputError(option, [Problem(name, why)])
+    usable_folder(option, path.parent)
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise cannot_write(option, path, exc, "a file path in a writable folder") from None

@@ -1,0 +1,32 @@
+"""`tiersim inventory`: bytes of every class of state, dense and per GPU, and tier fit."""
+
+from __future__ import annotations
+
+import argparse
+
+from tiersim.cli.commands.common import add_scenario_args, load
+from tiersim.report.json_report import inventory_report, to_json
+from tiersim.report.text import inventory_tables
+from tiersim.state.inventory import build_inventory
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "inventory",
+        help="bytes per class of training state, dense and per GPU, and tier fit",
+        description="Exact inventory of training state (no simulation): weights, gradients, "
+        "master weights, optimizer state, activations and workspace, for the whole model and "
+        "per GPU after parallelism and sharding, and whether each tier holds what is homed there.",
+    )
+    add_scenario_args(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load(args)
+    inv = build_inventory(loaded.scenario)
+    if args.format == "json":
+        print(to_json(inventory_report(loaded.scenario, inv)))
+    else:
+        print(inventory_tables(loaded.scenario, inv))
+    return 0

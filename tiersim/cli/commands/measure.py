@@ -1,0 +1,246 @@
+"""`tiersim measure`: train real steps in PyTorch and compare each class of state with tiersim."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+
+from tiersim.cli.commands.common import cannot_write, usable_preset_path
+from tiersim.config.load import is_preset_file
+from tiersim.core.errors import InputError, Problem
+from tiersim.core.units import fmt_bytes, fmt_count
+from tiersim.groundtruth.measure import (
+    ATTENTION,
+    CLASSES,
+    DEVICES,
+    DTYPES,
+    OPTIMIZERS,
+    SOURCE,
+    Measurement,
+    Request,
+    measure,
+    report,
+)
+from tiersim.groundtruth.measure_preset import calibrated_preset, shrink_lines
+from tiersim.report.json_report import to_json
+from tiersim.report.output import write_atomic
+from tiersim.report.table import render
+
+EPILOG = """\
+weights, gradients and optimizer state are the bytes of the real tensors and must equal
+tiersim's prediction exactly (Adam's and Adafactor's 4-byte scalar `step` counters are reported
+apart, not as optimizer state). Activations are the storages autograd saves for backward inside
+the transformer layers, each counted once; tiersim predicts them with Korthikanti et al.'s
+s*b*h*(34 + 5*a*s/h) bytes per layer (16-bit). Differences come from the implementation:
+  - no dropout: the formula's dropout masks (2sbh) and attention dropout (3*a*s^2*b) are absent;
+  - sdpa (flash) attention keeps no s x s softmax (2*a*s^2*b absent) but a 4*a*s*b fp32
+    log-sum-exp; --attention math keeps an fp32 softmax and matmul copies instead;
+  - LayerNorm keeps mean and 1/sigma; RMSNorm in bf16 computes in fp32 and keeps fp32 copies;
+  - SwiGLU keeps four s*b*f tensors where the formula counts three; GeLU keeps two;
+  - in fp32 every activation is 4 bytes: the formula assumes 2.
+--calibrate FILE (.yaml or .yml) writes a model preset with activation_factor = measured /
+predicted, usable in a scenario as `model: {preset: FILE}` (a path relative to the scenario
+file). A model shrunk with --set model.layers or model.vocab keeps the named model's dimensions
+in the preset (the factor is per layer); one shrunk in any other dimension is written as
+measured, and the file says it is not the named model.
+"""
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number > 0, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number > 0, got {value}")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "measure",
+        help="train real steps in PyTorch and compare measured state with tiersim's prediction",
+        description=textwrap.fill(  # the raw formatter keeps the epilog's layout, not this
+            "Build the model in PyTorch (the `measure` extra), train a warm-up step and a "
+            "measured step in one precision, and print the bytes of weights, gradients, optimizer "
+            "state and retained activations (and the allocator peak on a GPU) beside tiersim's "
+            "prediction for the same configuration.",
+            width=80,
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--model", metavar="PRESET", help="a model preset name (e.g. gpt2) or a model YAML file"
+    )
+    which.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json")
+    parser.add_argument(
+        "--seq-len",
+        type=positive_int,
+        metavar="TOKENS",
+        help="sequence length in tokens (default: the model's max_positions, else 2048)",
+    )
+    parser.add_argument(
+        "--micro-batch-size",
+        type=positive_int,
+        default=1,
+        metavar="SEQUENCES",
+        help="sequences per micro-batch (default: 1)",
+    )
+    parser.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        default="adamw",
+        help="optimizer trained with; its state is measured (default: adamw)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="bf16",
+        help="precision of weights, gradients, optimizer state and activations (default: bf16)",
+    )
+    parser.add_argument(
+        "--attention",
+        choices=ATTENTION,
+        default="sdpa",
+        help="sdpa: torch's scaled_dot_product_attention (flash kernels); math: explicit "
+        "softmax (default: sdpa)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="auto",
+        help="where to train; auto: cuda when PyTorch sees a GPU, else cpu (default: auto)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="model.KEY=VALUE",
+        help="override one model dimension, e.g. --set model.layers=2 (repeatable)",
+    )
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="(default: table)"
+    )
+    parser.add_argument(
+        "--calibrate", metavar="FILE", help="write a model preset YAML with the activation factor"
+    )
+    parser.set_defaults(handler=run)
+
+
+def request(args: argparse.Namespace) -> Request:
+    bad = [o for o in args.overrides if not o.strip().startswith("model.")]
+    if bad:
+        raise InputError(
+            SOURCE,
+            [
+                Problem(
+                    "--set",
+                    f"{o!r}: only model dimensions can be overridden here "
+                    "(model.KEY=VALUE); use the other options for the training shape",
+                )
+                for o in bad
+            ],
+        )
+    model = {"preset": args.model} if args.model else {"hf_config": args.hf_config}
+    return Request(
+        model=model,
+        seq_len=args.seq_len,
+        micro_batch_size=args.micro_batch_size,
+        optimizer=args.optimizer,
+        dtype=args.dtype,
+        attention=args.attention,
+        device=args.device,
+        overrides=tuple(args.overrides),
+        base_dir=Path.cwd(),
+    )
+
+
+def _difference(measured: int, predicted: int) -> str:
+    diff = measured - predicted
+    sign = "+" if diff > 0 else ""
+    share = f" ({100 * diff / predicted:+.1f} %)" if predicted else ""
+    return f"{sign}{fmt_bytes(diff)}{share}"
+
+
+def table(m: Measurement) -> str:
+    s, req = m.scenario, m.request
+    rows = [
+        [
+            cls,
+            fmt_bytes(m.measured[cls]),
+            fmt_bytes(m.predicted[cls]),
+            _difference(m.measured[cls], m.predicted[cls]),
+        ]
+        for cls in CLASSES
+    ]
+    if m.peak_allocated_bytes is not None:
+        peak, pred = m.peak_allocated_bytes, m.predicted_peak_bytes
+        rows.append(["peak (GPU)", fmt_bytes(peak), fmt_bytes(pred), _difference(peak, pred)])
+    else:
+        rows.append(["peak (GPU)", "- (no GPU)", fmt_bytes(m.predicted_peak_bytes), ""])
+    where = f"{m.device} ({m.device_name})" if m.device_name else m.device
+    title = (
+        f"{fmt_count(m.parameters)} parameters ({m.parameters:,}), PyTorch {m.torch_version} "
+        f"on {where}: seq_len {s.seq_len} tokens, micro-batch {s.training.micro_batch_size}, "
+        f"{req.dtype}, {req.optimizer}, attention {req.attention}"
+    )
+    return render(["class", "measured", "predicted", "difference"], rows, title)
+
+
+def notes(m: Measurement) -> str:
+    per = m.activations_per_layer
+    each = (
+        fmt_bytes(per[0]) if len(set(per)) == 1 else f"{fmt_bytes(min(per))}-{fmt_bytes(max(per))}"
+    )
+    lines = [
+        f"activations: the {len(per)} transformer layer{'s' * (len(per) != 1)} only ({each} "
+        "per layer); the embeddings, "
+        f"final norm, logits and loss keep another {fmt_bytes(m.activations_outside_layers)}, "
+        "which tiersim does not model",
+        f"activations measured / tiersim's formula = {m.activation_factor():.4f} (--calibrate "
+        "FILE writes it into a model preset; `tiersim measure --help` explains the terms)",
+        f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of scalar step counters",
+        "master: one precision throughout, so no separate master copy exists or is predicted",
+    ]
+    if m.request.dtype == "fp32":
+        lines.append("fp32 activations are 4 bytes each; tiersim's formula assumes 16-bit")
+    lines += shrink_lines(m)
+    return "\n".join(f"  - {line}" for line in lines)
+
+
+def _preset_inputs(args: argparse.Namespace) -> list[Path]:
+    """The model file this run reads (a config.json is no .yaml path), which --calibrate must
+    not replace."""
+    return [Path(args.model)] if is_preset_file(args.model) else []
+
+
+def _write_preset(path: Path, m: Measurement) -> None:
+    try:
+        write_atomic(path, calibrated_preset(m))
+    except OSError as exc:
+        raise cannot_write("--calibrate", path, exc, "a file path in a writable folder") from None
+    print(
+        f"wrote model preset {path} (activation_factor {m.activation_factor():.4f}); use it in "
+        f"a scenario as model: {{preset: {path}}} (relative to the scenario file)",
+        file=sys.stderr,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    req = request(args)
+    preset = Path(args.calibrate) if args.calibrate else None
+    if preset:  # before measuring, so a mistake in it costs nothing
+        usable_preset_path("--calibrate", preset, _preset_inputs(args))
+    m = measure(req)
+    if args.format == "json":
+        print(to_json(report(m)))
+    else:
+        print(f"{table(m)}\n\nnotes:\n{notes(m)}")
+    if preset:
+        _write_preset(preset, m)
+    return 0

@@ -1,0 +1,104 @@
+"""`tiersim run`: simulate a scenario's steady training step and report it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tiersim.cli.commands.common import add_scenario_args, cannot_write, load
+from tiersim.config.hfconfig import config_file, hf_config_path
+from tiersim.config.load import Loaded
+from tiersim.core.errors import InputError, Problem
+from tiersim.report.json_report import to_json
+from tiersim.report.output import SCENARIO_HEADER, write_run, write_trace
+from tiersim.report.text import step_tables
+from tiersim.runner import report_with_result
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "run",
+        help="simulate a training step: time, overlap, bytes moved, tier peaks",
+        description="Simulate warm-up, measured and trailing training steps of one GPU as "
+        "discrete events, moving each class of state as its placement implies, and report the "
+        "measured step. Writes the resolved scenario and report.json to results/<name>/ "
+        "(or --out).",
+    )
+    add_scenario_args(parser)
+    parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
+    parser.add_argument(
+        "--trace",
+        metavar="FILE",
+        nargs="?",
+        const="",
+        help="write a Chrome/Perfetto trace (Trace Event Format JSON) to FILE, or with no FILE "
+        "to trace.json in the results folder",
+    )
+    parser.set_defaults(handler=run)
+
+
+def _inputs(loaded: Loaded, scenario: Path) -> set[Path]:
+    """The files a run reads: the scenario and its config.json (in a model folder), if any."""
+    found = {scenario.resolve()}
+    if loaded.scenario.model.hf_config is not None:  # it loaded: these cannot fail
+        found.add(config_file(hf_config_path(loaded.scenario.model.hf_config, scenario.parent)))
+    return {p.resolve() for p in found}
+
+
+def _trace_problem(trace: Path, inputs: set[Path], folder: Path) -> str | None:
+    """Why a trace may not be written at `trace`, or None: it would replace an input (the
+    scenario, its config.json), a YAML file (a preset, say), this run's own results, or
+    something not a plain file."""
+    if str(trace) == "-":
+        return "the trace is written to a file, not standard output (expected a file path)"
+    if trace.suffix.lower() in (".yaml", ".yml"):
+        return "is a YAML path: a trace is JSON (expected a .json file path)"
+    where = trace.resolve()
+    if where in inputs:
+        return "is one of the run's input files (expected another file path)"
+    if where in {(folder / name).resolve() for name in ("", "scenario.yaml", "report.json")}:
+        return "is this run's results folder or one of its results (expected another file path)"
+    if trace.exists() and not trace.is_file():
+        return "exists and is not a plain file (expected a file path)"
+    return None
+
+
+def _out_problem(folder: Path, scenario: Path) -> str | None:
+    """Why the results may not go to `folder`: its scenario.yaml would replace the user's own
+    scenario file (one that tiersim wrote may be rerun in place: it is written again whole)."""
+    if (folder / "scenario.yaml").resolve() != scenario.resolve():
+        return None
+    with scenario.open(encoding="utf-8", errors="replace") as f:
+        if f.readline().startswith(SCENARIO_HEADER):
+            return None
+    return (
+        f"its scenario.yaml is the scenario file {scenario}, which the run would replace "
+        "(expected another folder)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load(args)
+    folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
+    scenario = Path(args.scenario)
+    why = _out_problem(folder, scenario)
+    if why:  # before simulating, so the mistake costs nothing
+        raise InputError("--out", [Problem(str(folder), why)])
+    tracing = args.trace is not None
+    trace = Path(args.trace) if args.trace else folder / "trace.json"
+    why = _trace_problem(trace, _inputs(loaded, scenario), folder) if tracing else None
+    if why:
+        raise InputError("--trace", [Problem(str(trace), why)])
+    report, result = report_with_result(loaded, record=tracing)
+    text = to_json(report)
+    try:
+        write_run(folder, loaded.scenario, loaded.source, text)
+    except OSError as exc:
+        raise cannot_write("--out", folder, exc, "a writable folder path") from None
+    if tracing:
+        try:
+            write_trace(trace, result.trace)
+        except OSError as exc:
+            raise cannot_write("--trace", trace, exc, "a writable file path") from None
+    print(text if args.format == "json" else step_tables(report))
+    return 0

@@ -1,0 +1,152 @@
+"""`tiersim sweep`: run a scenario over a grid and/or zip of key paths; keep every result."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tiersim.cli.commands.common import cannot_write, usable_folder
+from tiersim.core.errors import InputError, Problem
+from tiersim.sweep.execute import SweepAborted
+from tiersim.sweep.run import SweepOptions, SweepOutcome, run_sweep
+from tiersim.sweep.spec import describe, load_sweep
+from tiersim.sweep.store import LOG_NAME, OutputError
+from tiersim.sweep.summary import summary_text
+from tiersim.sweep.worker import INVALID
+
+EXIT_ABORTED = 1
+EXIT_INTERRUPTED = 130
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number (got {text!r})") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "sweep",
+        help="run a scenario over a grid of parameters (local processes or a Dask cluster)",
+        description="Run every point of a sweep file (a base scenario, and grid: and/or zip: "
+        "lists of values by key path) and write one row per point to DIR/results.csv and "
+        "DIR/results.parquet, each point's report.json to DIR/points/, and plots to DIR/plots/. "
+        "Points that are invalid or fail are recorded with their error; the sweep goes on.",
+    )
+    parser.add_argument("sweep", metavar="SWEEP.yaml", help="sweep file")
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="worker processes (default: all cores); for a new local Dask cluster, its workers",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "dask"),
+        default="local",
+        help="local process pool (default) or Dask (needs tiersim[dask])",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: start a local "
+        "cluster); its workers need tiersim installed and the scenario's files",
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", default=None, help="output folder (default: results/<sweep name>)"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a sweep in DIR: run the points it has no result for, and once more "
+        "those that failed with an error",
+    )
+    parser.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNGs")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = load_sweep(args.sweep)
+    out = Path(args.out) if args.out else Path("results") / spec.name
+    workers = args.workers or default_workers()
+    where = args.scheduler or f"{workers} {'Dask ' if args.executor == 'dask' else ''}workers"
+    usable_folder("--out", out)
+    print(f"sweep '{spec.name}': {spec.size} points on {where} -> {out}", file=sys.stderr)
+    options = SweepOptions(out, workers, args.executor, args.scheduler, args.resume, args.plots)
+    try:
+        outcome = run_sweep(spec, options)
+    except SweepAborted as exc:
+        print(
+            f"tiersim: sweep stopped: {exc}; finished points are kept in {out}; "
+            "rerun with --resume",
+            file=sys.stderr,
+        )
+        return EXIT_ABORTED
+    except KeyboardInterrupt:
+        print(
+            f"\ntiersim: interrupted; finished points are kept in {out}; rerun with --resume",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    except OutputError as exc:
+        raise _unwritable(out, exc) from None
+    _print_outcome(outcome, out, args.resume)
+    rows = outcome.table.rows
+    if rows and all(r["status"] == INVALID for r in rows):
+        first = rows[0]
+        where = f"point {first['point']} ({describe(outcome.points[0].values)})"
+        raise InputError(spec.source, [Problem(where, f"every point is invalid; {first['error']}")])
+    return 0
+
+
+def _unwritable(out: Path, exc: OutputError) -> InputError:
+    """A full disk, say: exit 2 as `run` does for output it cannot write, and say what is kept."""
+    error = cannot_write("--out", exc.path, exc.error, "room for the sweep's results in --out")
+    kept = Problem(
+        str(out), f"the points in {LOG_NAME} are kept; make room and rerun with --resume"
+    )
+    return InputError(error.source, [*error.problems, kept])
+
+
+def _print_outcome(outcome: SweepOutcome, out: Path, resumed: bool) -> None:
+    if outcome.skipped_lines:
+        print(
+            f"note: {outcome.skipped_lines} unreadable line(s) in {out / LOG_NAME} were "
+            "ignored (a line cut off when a sweep was killed); their points were run again",
+            file=sys.stderr,
+        )
+    print(summary_text(outcome.spec, outcome.points, outcome.table))
+    lines = [_resume_line(outcome)] if resumed else []
+    if outcome.failed:
+        lines.append(f"{outcome.failed} points failed with an error; --resume retries them")
+    plots = f", {len(outcome.plots)} plots in {out / 'plots'}" if outcome.plots else ""
+    lines.append(f"results: {out / 'results.csv'}, {out / 'results.parquet'}{plots}")
+    print("\n" + "\n".join(lines))
+
+
+def _resume_line(outcome: SweepOutcome) -> str:
+    new = outcome.ran - outcome.retried
+    line = (
+        f"resumed: {outcome.reused} points reused, {outcome.retried} failed before and retried, "
+        f"{new} run for the first time; {outcome.failed} still failed"
+    )
+    if outcome.recorded and not outcome.reused and not outcome.retried:
+        line += (
+            f"\nnote: none of the {outcome.recorded} points already in the folder are this "
+            "sweep's (another sweep's folder, or one written before a tiersim release whose "
+            "scenarios have keys or defaults these do not? they stay in its log, not in these "
+            "tables)"
+        )
+    return line

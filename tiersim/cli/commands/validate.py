@@ -1,0 +1,53 @@
+"""`tiersim validate`: check a scenario or a sweep file without running it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tiersim.config.load import build, read_yaml
+from tiersim.core.errors import InputError
+from tiersim.runner import check_runnable
+from tiersim.sweep.check import check_points, point_problems
+from tiersim.sweep.spec import expand, is_sweep, read_sweep_partly
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "validate",
+        help="check a scenario or sweep file without running it",
+        description="Check a scenario file: YAML syntax, keys, types, units, presets, tier names "
+        "and parallel sizes. A sweep file (one with base:, grid: or zip:) is checked too: its "
+        "keys, that every swept path exists, and that every point builds into a valid scenario. "
+        "Every problem is reported at once; exit code 2 if any.",
+    )
+    parser.add_argument("file", metavar="FILE.yaml", help="scenario or sweep file")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    raw = read_yaml(path, str(path))
+    if is_sweep(raw):
+        print(f"{args.file}: {_check_sweep(raw, path)}")
+        return 0
+    loaded = build(raw, path.parent, str(path))
+    check_runnable(loaded)
+    print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
+    return 0
+
+
+def _check_sweep(raw: dict, path: Path) -> str:
+    """Check the file, then build every point (of the axes without problems, when some have
+    them); raise InputError listing every problem."""
+    spec, problems = read_sweep_partly(raw, path)
+    if problems:
+        found = point_problems(spec, expand(spec)) if spec is not None else []
+        raise InputError(str(path), problems + found)
+    count = check_points(spec)
+    shape = []
+    if spec.grid:
+        shape.append("grid " + " x ".join(str(len(a.values)) for a in spec.grid))
+    if spec.zip:
+        shape.append(f"zip {len(spec.zip[0].values)}")
+    return f"valid sweep '{spec.name}': {count} points ({', '.join(shape)}) over {spec.base_path}"

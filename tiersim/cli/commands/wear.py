@@ -1,0 +1,146 @@
+"""`tiersim wear`: how fast each flash tier wears, whether that fits its budget, what would."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from tiersim import __version__
+from tiersim.analysis.wear import Assessment, assess
+from tiersim.cli.commands.common import add_scenario_args, load
+from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
+from tiersim.report.json_report import to_json
+from tiersim.report.table import render
+from tiersim.report.wear import (
+    assessment_dict,
+    budget_goal,
+    bytes_rounded_up,
+    grad_accumulation_fix,
+    verdict_sentence,
+)
+from tiersim.runner import check_runnable, simulate
+
+EXIT_BUDGET_FAILED = 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "wear",
+        help="flash wear per tier, the write-budget verdict, and what would make it fit",
+        description="Simulate one step, then for every tier with endurance: host and NAND bytes "
+        "written per step, drive writes per day, P/E cycles per day, projected lifetime and the "
+        "share of the step its writes take; against budget.<tier>, the verdict and, where it "
+        "fails, the most steps per day, the gradient-accumulation factor, the capacity (or spare "
+        "area) and the classes to move off that would fit. Reads never wear.",
+    )
+    add_scenario_args(parser)
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit {EXIT_BUDGET_FAILED} when any tier's write budget fails (for batch jobs)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load(args)
+    check_runnable(loaded)
+    result = simulate(loaded.scenario)
+    assessed = assess(loaded.scenario, result)
+    if args.format == "json":
+        wear = {name: assessment_dict(a) for name, a in assessed.items()}
+        print(
+            to_json(
+                {"scenario": loaded.scenario.name, "tiersim_version": __version__, "wear": wear}
+            )
+        )
+    else:
+        print(wear_text(assessed))
+    return EXIT_BUDGET_FAILED if args.check and budget_failed(assessed) else 0
+
+
+def budget_failed(assessed: dict[str, Assessment]) -> bool:
+    return any(a.verdict is not None and not a.verdict.within_budget for a in assessed.values())
+
+
+def wear_text(assessed: dict[str, Assessment]) -> str:
+    """Verdict sentences first, then one column per tier."""
+    if not assessed:
+        return "No tier has endurance (hardware.tiers.<tier>.endurance): nothing wears."
+
+    def order(a: Assessment) -> tuple[bool, bool]:  # failing budgets, then met, then none
+        return (a.verdict is None, a.verdict is not None and a.verdict.within_budget)
+
+    sentences = "\n".join(verdict_sentence(a) for a in sorted(assessed.values(), key=order))
+    return f"{sentences}\n\n{wear_table(assessed)}"
+
+
+def _days(days: float | None) -> str:
+    if days is None:
+        return "-"
+    return "never" if math.isinf(days) else fmt_time(days * DAY_S)
+
+
+def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
+    w, d = a.wear, assessment_dict(a)
+    rows = [
+        (
+            "capacity (user / physical)",
+            f"{fmt_bytes(w.capacity_bytes)} / {fmt_bytes(w.physical_bytes)}",
+        ),
+        ("host written / step", fmt_bytes(w.host_bytes_per_step)),
+        *[(f"  {c}", fmt_bytes(w.host_bytes_by_class.get(c, 0))) for c in classes],
+        ("write amplification", f"{w.write_amplification:.3g}x"),
+        ("NAND written / step", fmt_bytes(d["nand_bytes_written_per_step"])),
+        ("steps / day", f"{w.steps_per_day:,.1f} steps/day"),
+        ("host written / day", fmt_bytes(w.host_bytes_per_day) + "/day"),
+        ("drive writes / day", f"{w.drive_writes_per_day:.3g} DWPD"),
+        ("P/E cycles used / day", f"{w.pe_cycles_per_day:.3g}/day of {w.pe_cycles:,.0f}"),
+        ("lifetime", _days(w.lifetime_days)),
+        (
+            "flash write time / step",
+            f"{fmt_time(w.write_s_per_step)} ({100 * d['write_share_of_step']:.1f} % of step)",
+        ),
+    ]
+    if w.rated_total_bytes_written is not None:
+        rated = f"{fmt_bytes(w.rated_total_bytes_written)} ({_days(w.rated_lifetime_days)})"
+        rows.append(("rated TBW (lasts)", rated))
+    return rows + _budget_rows(a)
+
+
+def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
+    v, r = a.verdict, a.remedies
+    if v is None:
+        return [("budget", "none")]
+    rows = [
+        ("budget", budget_goal(v).removeprefix("for ").removeprefix("within ")),
+        ("allowed host writes / day", fmt_bytes(v.allowed_host_bytes_per_day) + "/day"),
+        ("margin (allowed / written)", "unbounded" if math.isinf(v.margin) else f"{v.margin:.4g}x"),
+        ("within budget", "yes" if v.within_budget else "NO"),
+    ]
+    if r is None:
+        return rows
+    g = r.grad_accumulation
+    rows += [
+        ("fits at steps / day", f"<= {math.floor(r.max_steps_per_day * 100) / 100:,.2f} steps/day"),
+        ("fits at grad_accumulation", "-" if g is None else grad_accumulation_fix(g)),
+        (
+            "fits at capacity",
+            "-" if r.capacity_bytes is None else f">= {bytes_rounded_up(r.capacity_bytes)}",
+        ),
+        ("fits at spare area", "-" if r.spare_area is None else f">= {100 * r.spare_area:.2f} %"),
+        ("fits moving off", ", ".join(r.move_off) or "-"),
+    ]
+    return rows
+
+
+def wear_table(assessed: dict[str, Assessment]) -> str:
+    classes: list[str] = []
+    for a in assessed.values():
+        classes += [c for c in a.wear.host_bytes_by_class if c not in classes]
+    columns = {name: dict(_rows(a, classes)) for name, a in assessed.items()}
+    labels: list[str] = []
+    for rows in columns.values():
+        labels += [k for k in rows if k not in labels]
+    body = [[label, *(rows.get(label, "") for rows in columns.values())] for label in labels]
+    return render(["per GPU", *columns], body)

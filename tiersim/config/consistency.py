@@ -1,0 +1,165 @@
+"""Checks across sections of a validated scenario: tier names that exist, parallel sizes that
+divide the model, a sequence within learned positions, a GPU that can run the weights'
+precision, one link per pair of tiers. Each returns every problem it finds (exit 2), never
+the first only."""
+
+from __future__ import annotations
+
+from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem
+
+
+def _tier_problems(s: Scenario) -> list[Problem]:
+    tiers = s.hardware.tiers
+    names = ", ".join(tiers)
+    problems = []
+
+    def check(path: str, tier: str) -> None:
+        if tier not in tiers:
+            problems.append(Problem(path, f"tier '{tier}' does not exist (tiers: {names})"))
+
+    for cls in ("weights", "gradients", "master", "optimizer", "activations"):
+        check(f"placement.{cls}", getattr(s.placement, cls))
+    check("hardware.gpu.memory", s.hardware.gpu.memory)
+    check("hardware.cpu.memory", s.hardware.cpu.memory)
+    for name, link in s.hardware.links.items():
+        for i, tier in enumerate(link.between):
+            check(f"hardware.links.{name}.between.{i}", tier)
+        if link.between[0] == link.between[1]:
+            problems.append(Problem(f"hardware.links.{name}.between", "joins a tier to itself"))
+    if s.checkpoint_simulated:
+        check("checkpoint.target", s.checkpoint.target)
+        if s.checkpoint.target == s.hardware.gpu.memory:
+            what = (
+                f"'{s.checkpoint.target}' is the GPU's own memory, lost with the failure a "
+                "checkpoint is for (expected host memory or storage, e.g. 'nvme')"
+            )
+            problems.append(Problem("checkpoint.target", what))
+        if s.checkpoint.mode == "async":
+            check("checkpoint.staging", s.checkpoint.staging)
+    for tier, _ in s.budget.tiers.items():
+        check(f"budget.{tier}", tier)
+        if tier in tiers and tiers[tier].endurance is None:
+            problems.append(
+                Problem(
+                    f"budget.{tier}",
+                    f"tier '{tier}' has no endurance (give "
+                    f"hardware.tiers.{tier}.endurance, or budget only flash tiers)",
+                )
+            )
+    return problems
+
+
+def _parallel_problems(s: Scenario) -> list[Problem]:
+    p, m = s.parallel, s.model
+    problems = []
+    if m.heads is not None and m.heads % p.tensor:
+        problems.append(
+            Problem(
+                "parallel.tensor",
+                f"heads ({m.heads}) are not divisible by the tensor-parallel size ({p.tensor})",
+            )
+        )
+    kv = m.kv_heads or m.heads
+    if kv is not None and kv % p.tensor and p.tensor % kv:
+        problems.append(
+            Problem(
+                "parallel.tensor",
+                f"kv_heads ({kv}) and the tensor-parallel "
+                f"size ({p.tensor}) must divide one another",
+            )
+        )
+    chunks = p.pipeline * p.virtual_pipeline
+    if m.layers % chunks:
+        problems.append(
+            Problem(
+                "parallel.pipeline",
+                f"layers ({m.layers}) are not divisible by "
+                f"pipeline x virtual_pipeline ({p.pipeline} x {p.virtual_pipeline})",
+            )
+        )
+    if p.virtual_pipeline > 1 and p.pipeline == 1:
+        problems.append(Problem("parallel.virtual_pipeline", "interleaving needs pipeline > 1"))
+    m_b = s.training.grad_accumulation
+    if p.virtual_pipeline > 1 and m_b % p.pipeline:
+        problems.append(
+            Problem(
+                "training.grad_accumulation",
+                f"interleaving needs the micro-batches ({m_b}) to be a multiple of the pipeline "
+                f"size ({p.pipeline}) (Narayanan et al. 2021, §2.2.2)",
+            )
+        )
+    return problems
+
+
+def _precision_problems(s: Scenario) -> list[Problem]:
+    weights = s.training.precision.weights
+    if weights in s.hardware.gpu.peak_flops:
+        return []
+    have = ", ".join(s.hardware.gpu.peak_flops) or "none"
+    return [
+        Problem(
+            "training.precision.weights",
+            f"{weights} matrix multiplies need hardware.gpu.peak_flops.{weights} "
+            f"(this GPU gives: {have})",
+        )
+    ]
+
+
+def _model_problems(s: Scenario) -> list[Problem]:
+    """What a generic model (a parameter count, no shapes) cannot give."""
+    if s.model.parameters is None or s.training.optimizer != "adafactor":
+        return []
+    what = (
+        "adafactor keeps row and column statistics per weight matrix, and a generic model "
+        "('parameters') has no matrix shapes (expected the transformer's dimensions, a "
+        "'preset' or an 'hf_config'; or another optimizer)"
+    )
+    return [Problem("training.optimizer", what)]
+
+
+def _position_problems(s: Scenario) -> list[Problem]:
+    """Learned position embeddings are a table of max_positions rows: no position beyond it
+    (rotary positions are computed, and run past max_positions)."""
+    m = s.model
+    if m.parameters is not None or m.position != "learned" or m.max_positions is None:
+        return []
+    if s.seq_len <= m.max_positions:
+        return []
+    what = (
+        f"{s.seq_len} exceeds the model's {m.max_positions} learned positions "
+        f"(expected at most model.max_positions, {m.max_positions})"
+    )
+    return [Problem("training.seq_len", what)]
+
+
+def _link_pair_problems(s: Scenario) -> list[Problem]:
+    """One link per pair of tiers: routes pick links by the tiers they join."""
+    seen: dict[frozenset, str] = {}
+    problems = []
+    for name, link in s.hardware.links.items():
+        pair = frozenset(link.between)
+        if pair in seen:
+            problems.append(
+                Problem(
+                    f"hardware.links.{name}",
+                    f"joins the same tiers as '{seen[pair]}' "
+                    "(give one link per pair of tiers, with their combined bandwidth)",
+                )
+            )
+        seen.setdefault(pair, name)
+    return problems
+
+
+def consistency_problems(s: Scenario) -> list[Problem]:
+    return (
+        _tier_problems(s)
+        + _parallel_problems(s)
+        + _precision_problems(s)
+        + _model_problems(s)
+        + _position_problems(s)
+        + _link_pair_problems(s)
+    )
+
+
+# --- entry points ------------------------------------------------------------------------------

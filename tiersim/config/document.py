@@ -1,0 +1,71 @@
+"""A validated scenario written back out whole: every value, defaults included, quantities with
+units, so the file reproduces the run even after presets or defaults change.
+
+`scenario_document(s)` loads back (tiersim.config.load.build) to a scenario equal to `s` but for
+`model.preset`, `model.hf_config` and `hardware.preset`: their values are all written out, so
+the document names them in `provenance` comments only (`hardware.preset: none`); and a default
+`training.seq_len` is written as the length it resolved to.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel
+
+from tiersim.config.schema import Scenario, unit_kind
+from tiersim.core.units import Kind, fmt_exact
+
+SOURCES = (("model", "preset"), ("model", "hf_config"), ("hardware", "preset"))
+
+
+def scenario_document(s: Scenario) -> dict[str, Any]:
+    """Every field of `s` as YAML-ready values, without the preset / config.json references."""
+    doc = _model(s)
+    doc["training"]["seq_len"] = s.seq_len  # the default resolved: the model's max_positions
+    for section, key in SOURCES:
+        doc[section].pop(key, None)
+    # every value is here: no preset under them (an absent one would mean the default preset)
+    doc["hardware"] = {"preset": "none", **doc["hardware"]}
+    budget = doc["budget"]  # as documented: budget.<tier> beside steps_per_day
+    doc["budget"] = {"steps_per_day": budget["steps_per_day"], **budget["tiers"]}
+    return doc
+
+
+def provenance(s: Scenario) -> list[str]:
+    """Where the dimensions and the hardware came from, for a comment above the document."""
+    lines = []
+    for section, key in SOURCES:
+        value = getattr(getattr(s, section), key)
+        if value is not None:
+            lines.append(f"{section}.{key}: {value}")
+    return lines
+
+
+def _model(model: BaseModel) -> dict[str, Any]:
+    out = {}
+    for name, field in type(model).model_fields.items():
+        kind = unit_kind(field.annotation, field.metadata)
+        out[name] = _value(getattr(model, name), field.annotation, kind)
+    return out
+
+
+def _value(value: Any, annotation: Any, kind: Kind | None) -> Any:
+    if isinstance(value, BaseModel):
+        return _model(value)
+    if isinstance(value, dict):
+        inner = _dict_value_annotation(annotation)
+        inner_kind = unit_kind(inner)
+        return {k: _value(v, inner, inner_kind) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_value(v, None, None) for v in value]
+    if kind is not None and isinstance(value, float | int) and not isinstance(value, bool):
+        return fmt_exact(float(value), kind)
+    return value
+
+
+def _dict_value_annotation(annotation: Any) -> Any:
+    for candidate in (annotation, *get_args(annotation)):
+        if get_origin(candidate) is dict:
+            return get_args(candidate)[1]
+    return None

@@ -1,0 +1,1 @@
+"""Units, errors and interval arithmetic: what every layer uses."""

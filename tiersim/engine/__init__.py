@@ -1,0 +1,1 @@
+"""The ordered operations of a step and their discrete-event simulation (SimPy)."""

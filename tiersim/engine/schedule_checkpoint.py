@@ -1,0 +1,117 @@
+"""Durable checkpoints in a schedule: the moves one checkpoint implies, after a step's update.
+
+A checkpoint copies every unit's `weights`, `master` and `optimizer` (this GPU's shard, or
+its 1/d share of a replicated class) from their homes to the target tier (moves of role
+"checkpoint", so their bytes count in the target's wear):
+- blocking: the copies go straight to the target and the GPU stream waits for all of them
+  before the next step starts;
+- async: each class is first snapshotted into the staging tier (DRAM), then drained from
+  there to the target in the background, sharing links with everything else. The next
+  update of a unit waits until that unit's snapshot is taken (version consistency); a class
+  homed in the staging tier is drained from its home, so its next update waits for the
+  drain. A snapshot waits for the previous checkpoint's drain to free its staging space.
+Not to be confused with activation recompute, which makes nothing durable.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tiersim.config.schema import Scenario
+from tiersim.state.inventory import sharded_classes
+from tiersim.workload.work import Unit
+
+CLASSES = ("weights", "master", "optimizer")
+
+
+def share(s: Scenario, unit: Unit, cls: str) -> int:
+    """Bytes of a unit's class this GPU writes: its shard if the class is sharded; else its
+    1/d share of the replica, as distributed checkpointing splits replicated tensors across
+    the data-parallel ranks instead of writing d copies."""
+    held = getattr(unit, f"{cls}_home")
+    if sharded_classes(s)[cls] or s.parallel.data == 1:
+        return held
+    return math.ceil(held / s.parallel.data)
+
+
+def _sources(builder: Any, u: int) -> list[tuple[str, int, int | None]]:
+    unit, s = builder.wl.units[u], builder.s
+    return [
+        ("weights", share(s, unit, "weights"), builder.weights_ready[u]),
+        ("master", share(s, unit, "master"), builder.state_ready.get(("master", u))),
+        ("optimizer", share(s, unit, "optimizer"), builder.state_ready.get(("optimizer", u))),
+    ]
+
+
+def add_checkpoint(builder: Any, step: int) -> None:
+    ck = builder.s.checkpoint
+    done: list[int] = []
+    for u, unit in enumerate(builder.wl.units):
+        for cls, nbytes, ready in _sources(builder, u):
+            if nbytes <= 0:
+                continue
+            label = f"{cls} {unit.name}"
+            if ck.mode == "blocking":
+                op = builder.move(
+                    "checkpoint",
+                    f"checkpoint {label}",
+                    step,
+                    builder.home[cls],
+                    ck.target,
+                    nbytes,
+                    [ready],
+                    alloc_dst=False,
+                    copy=True,
+                )
+                done.append(op)
+            else:
+                _async(builder, step, u, cls, nbytes, ready, label)
+    if done:
+        builder.barrier("blocking checkpoint", step, done)
+
+
+def _async(
+    builder: Any, step: int, u: int, cls: str, nbytes: int, ready: int | None, label: str
+) -> None:
+    ck = builder.s.checkpoint
+    home = builder.home[cls]
+    previous = builder.last_drain.get((cls, u))
+    if home == ck.staging:  # no separate snapshot: drain the live copy, hold the next update
+        drain = builder.move(
+            "checkpoint",
+            f"drain {label}",
+            step,
+            home,
+            ck.target,
+            nbytes,
+            [ready, previous],
+            alloc_dst=False,
+            copy=True,
+        )
+        builder.snapshot_guard.setdefault(u, []).append(drain)
+    else:
+        snap = builder.move(
+            "checkpoint",
+            f"snapshot {label}",
+            step,
+            home,
+            ck.staging,
+            nbytes,
+            [ready, previous],
+            copy=True,
+        )
+        builder.snapshot_guard.setdefault(u, []).append(snap)
+        drain = builder.move(
+            "checkpoint",
+            f"drain {label}",
+            step,
+            ck.staging,
+            ck.target,
+            nbytes,
+            [snap],
+            alloc_dst=False,
+            copy=True,
+        )
+        builder.free_after(drain, ck.staging, nbytes)
+    builder.last_drain[(cls, u)] = drain

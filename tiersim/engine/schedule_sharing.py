@@ -1,0 +1,47 @@
+"""Schedules shared between a scenario's runs (plain, checkpoint baseline, checkpointed)."""
+
+from __future__ import annotations
+
+from tiersim.config.schema import Scenario
+from tiersim.engine.ops import Schedule
+from tiersim.engine.schedule import _Builder
+from tiersim.workload.work import Workload
+
+
+class Schedules:
+    """The schedules of one scenario's runs, sharing what they have in common instead of
+    building it again: a run of k steps without checkpoints is the first k steps of a longer
+    one, and one that checkpoints from step `fork_at` on starts with the same steps before it.
+    A step's ops depend only on earlier ops, and a built step's ops never change, so the
+    schedules are the ones `build_schedule` makes, op for op."""
+
+    def __init__(self, s: Scenario, wl: Workload, depth: int, fork_at: int | None = None):
+        self.s, self.wl, self.depth, self.fork_at = s, wl, depth, fork_at
+        self._plain: _Builder | None = None
+        self._fork: _Builder | None = None  # the plain builder as it was at step `fork_at`
+
+    def get(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
+        if not checkpoint_steps:
+            return self._plain_schedule(steps)
+        builder = self._forked(min(checkpoint_steps))
+        return builder.build(steps, checkpoint_steps)
+
+    def _plain_schedule(self, steps: int) -> Schedule:
+        # a longer build may have moved frees out of its earlier steps' last ops
+        if self._plain is None or len(self._plain.step_ends) - 1 > steps:
+            self._plain = _Builder(self.s, self.wl, self.depth)
+        plain, at = self._plain, self.fork_at
+        if self._fork is None and at is not None and len(plain.step_ends) - 1 <= at <= steps:
+            plain.extend(at)
+            self._fork = plain.fork()
+        plain.extend(steps)
+        return plain.schedule(steps)
+
+    def _forked(self, first: int) -> _Builder:
+        """A builder for a schedule whose first checkpoint is after step `first`: the fork
+        taken there if there is one, else a new builder. The checkpoint run comes last, so the
+        fork and the plain builder are let go (freeing the plain run's later steps); a later
+        request builds again from scratch."""
+        fork = self._fork if first == self.fork_at else None
+        self._fork = self._plain = None
+        return fork if fork is not None else _Builder(self.s, self.wl, self.depth)

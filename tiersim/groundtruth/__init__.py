@@ -1,0 +1,1 @@
+"""Checks against reality: real PyTorch runs, this machine's rates, published runs."""

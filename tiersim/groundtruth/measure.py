@@ -1,0 +1,359 @@
+"""Ground truth: train real steps in PyTorch and measure every class of state tiersim predicts.
+
+The model is built from tiersim's own dimensions (`tiersim.groundtruth.torchmodels`), trained in one
+precision throughout (bf16 or fp32: weights, gradients and optimizer state all in it, no master
+copy), one warm-up step and then the measured step, so optimizer state already exists while the
+measured step runs, as it does in steady-state training. Per class:
+
+- weights, gradients, optimizer: bytes of the real tensors (each storage once: the tied output
+  projection is the embedding tensor). Adam's and Adafactor's scalar `step` counters (one 4-byte
+  0-d tensor per parameter tensor) are NOT counted as optimizer state, because tiersim counts
+  optimizer state per parameter; they are reported apart as `optimizer_step_counters_bytes`.
+  With that, these three classes must equal tiersim's prediction exactly.
+- master: pure-precision training keeps no master copy; both sides are 0.
+- activations: every storage autograd saves for backward during the measured forward pass
+  (`torch.autograd.graph.saved_tensors_hooks`), each storage counted once, parameters and
+  buffers (RoPE tables, the causal mask) excluded, attributed to the transformer layer that saved
+  it first. The class compares the layers' total with tiersim's `layers × layer_activation_bytes`;
+  what the embedding, final norm, logits and loss retain is reported apart (tiersim does not
+  model it).
+- peak: the allocator's peak during the measured step, on a GPU only.
+
+Why measured activations differ from Korthikanti et al.'s s·b·h·(34 + 5·a·s/h) (16-bit), for
+these modules (s sequence, b micro-batch, h hidden, a heads, f MLP width, q = a·head_dim,
+kv = kv_heads·head_dim; byte counts for bf16):
+
+- No dropout (p = 0, as in current LLM pre-training): the formula's two dropout masks (sbh)
+  and attention dropout's mask and output (3·a·s²·b) are absent.
+- Attention through `scaled_dot_product_attention` (flash kernels, on CPU and GPU) keeps no s×s
+  matrix: the softmax output (2·a·s²·b) is absent; it keeps q, k, v and its output (as the
+  formula does) plus a log-sum-exp of 4·a·s·b bytes (fp32). With `--attention math` (explicit
+  scores, softmax in fp32 as Hugging Face Llama's eager attention) the fp32 softmax output
+  (4·a·s²·b), its bf16 copy (2·a·s²·b) and contiguous copies of q, kᵀ, v and the output made by
+  batched matmuls appear instead.
+- Norm statistics: LayerNorm keeps its mean and 1/σ (2 × s·b values per norm); the formula
+  ignores them.
+- RMSNorm (`torch.nn.RMSNorm`) computes in fp32 for bf16 input: each norm keeps an fp32 copy of
+  its input and of the normalised value (4sbh + 4sbh) and 1/rms (4sb), instead of the bf16 input
+  (2sbh) the formula counts.
+- SwiGLU keeps the gate projection's output, SiLU's output, the up projection's output and their
+  product (4 × 2sbf) where the formula counts three (6sbf); GeLU keeps its input and output (4sbf).
+- GQA: k and v are 2·s·b·kv bytes each, as the formula (generalised in tiersim.state.model) counts.
+- Rotary positions add no retained tensors here (the tables are buffers; multiplying by a
+  constant keeps only the constant).
+
+`activation_factor` = measured / predicted, written by `--calibrate` into a model preset,
+scales tiersim's per-layer activations to this implementation at this shape; the a·s² and s·b
+terms scale differently, so recalibrate for a different sequence length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tiersim.config.load import build
+from tiersim.config.schema import Scenario
+from tiersim.core.errors import InputError, Problem
+from tiersim.core.units import fmt_bytes
+from tiersim.groundtruth.calibrate import physical_memory
+from tiersim.state.inventory import build_inventory
+from tiersim.state.model import Transformer, build_model
+
+DTYPES = ("bf16", "fp32")
+OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "adafactor")
+ATTENTION = ("sdpa", "math")
+DEVICES = ("auto", "cpu", "cuda")
+CLASSES = ("weights", "gradients", "master", "optimizer", "activations")
+SOURCE = "tiersim measure"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to measure; `model` is a scenario's `model` mapping (preset, hf_config or dims)."""
+
+    model: dict[str, Any]
+    seq_len: int | None = None
+    micro_batch_size: int = 1
+    optimizer: str = "adamw"
+    dtype: str = "bf16"
+    attention: str = "sdpa"
+    device: str = "auto"
+    overrides: tuple[str, ...] = ()
+    base_dir: Path = field(default_factory=Path.cwd)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    scenario: Scenario
+    request: Request
+    device: str
+    torch_version: str
+    parameters: int  # counted on the PyTorch model
+    measured: dict[str, int]  # bytes per class
+    predicted: dict[str, int]
+    activations_per_layer: list[int]
+    activations_outside_layers: int
+    optimizer_step_counters_bytes: int
+    peak_allocated_bytes: int | None  # GPU only
+    device_name: str | None = None  # the GPU's name, on a GPU
+    named_model: dict[str, Any] = field(default_factory=dict)  # model_dims, without --set
+
+    @property
+    def predicted_peak_bytes(self) -> int:
+        return sum(self.predicted.values())
+
+    def activation_factor(self) -> float:
+        """Measured / predicted layer activations, against tiersim's uncalibrated formula."""
+        uncalibrated = self.predicted["activations"] / self.scenario.model.activation_factor
+        return self.measured["activations"] / uncalibrated
+
+
+def invalid(key: str, message: str) -> InputError:
+    """Bad input to `tiersim measure`, at `key` (an option or a scenario key path)."""
+    return InputError(SOURCE, [Problem(key, message)])
+
+
+# --- the prediction ----------------------------------------------------------------------------
+
+
+def model_dims(model: Any) -> dict[str, Any]:
+    """A scenario's model as a preset's dimensions (no preset, config path or factor)."""
+    return model.model_dump(exclude_none=True, exclude={"preset", "hf_config", "activation_factor"})
+
+
+def named_dims(req: Request) -> dict[str, Any]:
+    """The dimensions of the model as named, without the `--set` overrides ({} where it does
+    not validate without them)."""
+    try:
+        return model_dims(_scenario(dataclasses.replace(req, overrides=())).model)
+    except InputError:
+        return {}
+
+
+def prediction_scenario(req: Request) -> Scenario:
+    """The tiersim scenario that describes exactly what `measure` runs."""
+    scenario = _scenario(req)
+    _check_measurable(scenario)
+    return scenario
+
+
+def _scenario(req: Request) -> Scenario:
+    for name, value, allowed in (
+        ("optimizer", req.optimizer, OPTIMIZERS),
+        ("dtype", req.dtype, DTYPES),
+        ("attention", req.attention, ATTENTION),
+        ("device", req.device, DEVICES),
+    ):
+        if value not in allowed:
+            expected = ", ".join(allowed)
+            raise invalid(name, f"{value!r} is not one of: {expected}")
+    training: dict[str, Any] = {
+        "micro_batch_size": req.micro_batch_size,
+        "optimizer": req.optimizer,
+        "precision": {k: req.dtype for k in ("weights", "gradients", "optimizer")},
+        "workspace": "0 B",
+    }
+    training["precision"]["master"] = "none"
+    if req.seq_len is not None:
+        training["seq_len"] = req.seq_len
+    raw = {"name": "measure", "model": dict(req.model), "training": training}
+    return build(raw, req.base_dir, SOURCE, list(req.overrides)).scenario
+
+
+def _check_measurable(s: Scenario) -> None:
+    m = s.model
+    if m.parameters is not None:
+        raise invalid(
+            "model",
+            "a generic model (given by 'parameters') cannot be built in "
+            "PyTorch: give a transformer by preset, hf_config or dimensions",
+        )
+    head_dim = m.head_dim or m.hidden // m.heads
+    if m.position == "rope" and head_dim % 2:
+        raise invalid("model.head_dim", f"rotary positions need an even head_dim, got {head_dim}")
+
+
+def predicted_bytes(s: Scenario) -> dict[str, int]:
+    per_gpu = build_inventory(s).per_gpu
+    return {cls: getattr(per_gpu, cls) for cls in CLASSES}
+
+
+def needed_bytes(s: Scenario) -> int:
+    """Rough memory a measured step needs: state, twice the layer activations (for what the
+    embeddings and norms keep), and the logits with their fp32 copy and loss (~12 B per value)."""
+    p = predicted_bytes(s)
+    logits = 12 * s.seq_len * s.training.micro_batch_size * s.model.vocab
+    return p["weights"] + p["gradients"] + p["optimizer"] + 2 * p["activations"] + logits
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+def _device(torch: Any, name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise invalid(
+            "device", "'cuda' requested but PyTorch sees no GPU (use --device cpu or auto)"
+        )
+    return name
+
+
+def _check_fits(torch: Any, s: Scenario, device: str) -> None:
+    if device == "cuda":
+        available: int | None = torch.cuda.mem_get_info()[0]
+    else:
+        available = physical_memory()
+    need = needed_bytes(s)
+    if available is not None and need > 0.8 * available:
+        raise invalid(
+            "model",
+            f"one measured step needs about {fmt_bytes(need)} but this "
+            f"{device} has {fmt_bytes(available)}: pick a smaller model or shrink it, "
+            "e.g. --set model.layers=2 (fewer layers keep the activation factor --calibrate "
+            "writes valid for this model; a narrower one, --set model.hidden=256, does not)",
+        )
+
+
+def _train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> dict[str, Any]:
+    from tiersim.groundtruth import torchmodels as tm
+
+    model = build_model(s.model)
+    assert isinstance(model, Transformer)
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[req.dtype]
+    shape = (s.training.micro_batch_size, s.seq_len)
+    rng_devices = [torch.cuda.current_device()] if device == "cuda" else []
+    with torch.random.fork_rng(devices=rng_devices), torch.device(device):
+        torch.manual_seed(req.seed)
+        net = tm.Decoder(model, s.seq_len, req.attention).to(dtype)
+        ids = [torch.randint(0, model.vocab, shape) for _ in range(2)]
+    params = list(net.parameters())
+    optimizer = tm.make_optimizer(req.optimizer, params)
+    tm.train_step(net, optimizer, ids)  # warm-up: creates the optimizer state
+    saved = tm.SavedTensors(model.layers, [*params, *net.buffers()])
+    handles = saved.watch(net.layers)
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    tm.train_step(net, optimizer, ids, saved)
+    peak = None
+    if device == "cuda":
+        torch.cuda.synchronize()
+        peak = int(torch.cuda.max_memory_allocated())
+    for h in handles:
+        h.remove()
+    state, counters = tm.optimizer_bytes(optimizer)
+    measured = {
+        "weights": tm.storage_bytes(params),
+        "gradients": tm.storage_bytes(p.grad for p in params if p.grad is not None),
+        "master": 0,
+        "optimizer": state,
+        "activations": sum(saved.per_layer),
+    }
+    return {
+        "parameters": sum(p.numel() for p in params),
+        "measured": measured,
+        "per_layer": saved.per_layer,
+        "outside": saved.outside,
+        "counters": counters,
+        "peak": peak,
+    }
+
+
+def _device_name(torch: Any, device: str) -> str | None:
+    return str(torch.cuda.get_device_name()) if device == "cuda" else None
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise invalid(
+            "",
+            "PyTorch is not installed: install the measure extra, "
+            "pip install 'tiersim[measure]' (a pinned CPU build)",
+        ) from None
+    return torch
+
+
+def measure(req: Request) -> Measurement:
+    """Build the model, train a warm-up and a measured step, and compare with the prediction."""
+    scenario = prediction_scenario(req)
+    torch = _import_torch()
+    device = _device(torch, req.device)
+    _check_fits(torch, scenario, device)
+    try:
+        got = _train_and_measure(torch, scenario, req, device)
+    except torch.cuda.OutOfMemoryError as exc:  # the estimate in _check_fits was too low
+        first = (str(exc).strip().splitlines() or ["out of memory"])[0]
+        raise invalid(
+            "model",
+            f"the measured step ran out of memory on {device} ({first}): pick a smaller model "
+            "or shrink it, e.g. --set model.layers=2, or give a shorter --seq-len",
+        ) from None
+    return Measurement(
+        scenario=scenario,
+        request=req,
+        device=device,
+        torch_version=torch.__version__,
+        device_name=_device_name(torch, device),
+        parameters=got["parameters"],
+        measured=got["measured"],
+        predicted=predicted_bytes(scenario),
+        activations_per_layer=got["per_layer"],
+        activations_outside_layers=got["outside"],
+        optimizer_step_counters_bytes=got["counters"],
+        peak_allocated_bytes=got["peak"],
+        named_model=named_dims(req) if req.overrides else model_dims(scenario.model),
+    )
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+def overridden(m: Measurement) -> dict[str, tuple[Any, Any]]:
+    """Each dimension `--set` changed: (the named model's value or None, the measured value)."""
+    measured = model_dims(m.scenario.model)
+    keys = list(measured) + [k for k in m.named_model if k not in measured]
+    return {
+        k: (m.named_model.get(k), measured.get(k))
+        for k in keys
+        if m.named_model.get(k) != measured.get(k)
+    }
+
+
+def report(m: Measurement) -> dict[str, Any]:
+    """The JSON form: `classes: {<class>: {measured_bytes, predicted_bytes}}` and the details."""
+    s, req = m.scenario, m.request
+    return {
+        "model": {**s.model.model_dump(exclude_none=True), "parameters": m.parameters},
+        "overridden_dimensions": {  # --set model.KEY=VALUE: the model measured is not the named
+            k: {"named": old, "measured": new} for k, (old, new) in overridden(m).items()
+        },
+        "configuration": {
+            "seq_len": s.seq_len,
+            "micro_batch_size": s.training.micro_batch_size,
+            "optimizer": req.optimizer,
+            "dtype": req.dtype,
+            "attention": req.attention,
+            "device": m.device,
+            "device_name": m.device_name,
+            "torch_version": m.torch_version,
+        },
+        "classes": {
+            cls: {"measured_bytes": m.measured[cls], "predicted_bytes": m.predicted[cls]}
+            for cls in CLASSES
+        },
+        "activations": {
+            "per_layer_bytes": m.activations_per_layer,
+            "outside_layers_bytes": m.activations_outside_layers,
+            "activation_factor": m.activation_factor(),  # measured / uncalibrated formula
+        },
+        "optimizer_step_counters_bytes": m.optimizer_step_counters_bytes,
+        "peak_allocated_bytes": m.peak_allocated_bytes,
+        "predicted_peak_bytes": m.predicted_peak_bytes,
+    }

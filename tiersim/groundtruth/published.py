@@ -1,0 +1,127 @@
+"""Published measurements of large training runs, and how far a prediction lands from them.
+
+The runs ship as ordinary scenario files in the repository's `scenarios/published/` folder
+(the scenario schema rejects unknown keys, so the reference values live beside them, in
+`references.yaml`: scenario file -> iteration_time_s, source, derived, notes[, tflops_per_gpu,
+calibrates]). A run with `calibrates` is one a figure of its scenario was fitted to (it names
+the figure): it is shown, but not counted in the errors, which would flatter them.
+They are repository data, not package data: a source checkout or an editable install finds
+them by default; anything else passes the folder explicitly.
+
+Targets (issue 5): mean absolute relative error within 10 %, none above 20 %.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiersim.core.errors import InputError, Problem
+
+REFERENCES = "references.yaml"
+MEAN_ERROR_TARGET = 0.10
+MAX_ERROR_TARGET = 0.20
+_KEYS = {"iteration_time_s", "derived", "source", "notes", "tflops_per_gpu", "calibrates"}
+_REQUIRED = {"iteration_time_s", "derived", "source"}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One published run: its scenario file and measured iteration time."""
+
+    scenario: Path
+    iteration_time_s: float
+    source: str
+    derived: bool  # computed from a published throughput rather than read as a time
+    notes: str = ""
+    tflops_per_gpu: float | None = None
+    calibrates: str = ""  # the scenario figure fitted to this run, if any
+
+    @property
+    def name(self) -> str:
+        return self.scenario.stem
+
+
+@dataclass(frozen=True)
+class Comparison:
+    reference: Reference
+    predicted_s: float
+
+    @property
+    def error(self) -> float:
+        """Signed relative error: predicted / published - 1."""
+        return self.predicted_s / self.reference.iteration_time_s - 1.0
+
+
+@dataclass(frozen=True)
+class Summary:
+    count: int
+    mean_abs_error: float
+    max_abs_error: float
+
+    @property
+    def within_targets(self) -> bool:
+        return self.mean_abs_error <= MEAN_ERROR_TARGET and self.max_abs_error <= MAX_ERROR_TARGET
+
+
+def published_dir() -> Path:
+    """The repository's scenarios/published folder (source checkouts and editable installs)."""
+    return Path(__file__).resolve().parents[2] / "scenarios" / "published"
+
+
+def _entry_problems(name: str, entry: Any, folder: Path) -> list[Problem]:
+    if not isinstance(entry, dict):
+        return [Problem(name, "expected a mapping with iteration_time_s, derived, source")]
+    problems = [Problem(name, f"unknown key '{k}'") for k in sorted(set(entry) - _KEYS)]
+    problems += [Problem(name, f"missing '{k}'") for k in sorted(_REQUIRED - set(entry))]
+    time_s = entry.get("iteration_time_s")
+    if "iteration_time_s" in entry and not (
+        isinstance(time_s, int | float) and math.isfinite(time_s) and time_s > 0
+    ):
+        problems.append(Problem(f"{name}.iteration_time_s", f"must be > 0 (got {time_s!r})"))
+    fitted = entry.get("calibrates")
+    if "calibrates" in entry and not (isinstance(fitted, str) and fitted.strip()):
+        what = f"expected the scenario figure fitted to this run (got {fitted!r})"
+        problems.append(Problem(f"{name}.calibrates", what))
+    if not (folder / name).is_file():
+        problems.append(Problem(name, f"no scenario file {name} in {folder}"))
+    return problems
+
+
+def load_references(folder: Path | None = None) -> list[Reference]:
+    """Every reference in `folder`/references.yaml, in file order; all problems at once."""
+    folder = Path(folder) if folder is not None else published_dir()
+    path = folder / REFERENCES
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise InputError(str(path), [Problem("", "file not found")]) from None
+    if not isinstance(raw, dict) or not raw:
+        raise InputError(str(path), [Problem("", "expected a mapping: scenario file -> entry")])
+    problems = [p for name, entry in raw.items() for p in _entry_problems(name, entry, folder)]
+    if problems:
+        raise InputError(str(path), problems)
+    return [
+        Reference(
+            scenario=folder / name,
+            iteration_time_s=float(e["iteration_time_s"]),
+            source=" ".join(str(e["source"]).split()),
+            derived=bool(e["derived"]),
+            notes=" ".join(str(e.get("notes", "")).split()),
+            tflops_per_gpu=e.get("tflops_per_gpu"),
+            calibrates=" ".join(str(e.get("calibrates", "")).split()),
+        )
+        for name, e in raw.items()
+    ]
+
+
+def summarize(comparisons: list[Comparison]) -> Summary:
+    """Errors over the runs nothing was fitted to."""
+    errors = [abs(c.error) for c in comparisons if not c.reference.calibrates]
+    if not errors:
+        raise ValueError("no comparisons to summarize (calibration runs are not counted)")
+    return Summary(len(errors), sum(errors) / len(errors), max(errors))

@@ -1,0 +1,1 @@
+"""Tiers, links, routes and what collectives cost on them."""

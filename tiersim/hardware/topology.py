@@ -1,0 +1,215 @@
+"""Tiers and links as a graph, and the route a transfer between two tiers takes.
+
+A transfer from tier A to tier B crosses, in order: A's read port, each link direction
+on its route, the read and write ports of every tier it is staged through, and B's write
+port. Each of those is a shared resource with a bandwidth (bytes/s).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import networkx as nx
+
+from tiersim.config.schema import Hardware, Scenario
+from tiersim.core.errors import Problem
+
+Resource = tuple[str, ...]  # ("read", tier) | ("write", tier) | ("link", name, "a->b") | ...
+
+
+@dataclass(frozen=True)
+class Route:
+    tiers: tuple[str, ...]  # source, staging tiers..., destination
+    links: tuple[tuple[str, str], ...]  # (link name, "a->b") per hop
+    resources: tuple[Resource, ...]
+    hop_bandwidths: tuple[float, ...]  # nominal bandwidth of each hop (link, ports)
+    latency_s: float  # access latency of the source + every link's latency
+
+    @property
+    def bottleneck(self) -> float:
+        return min(self.hop_bandwidths) if self.hop_bandwidths else math.inf
+
+
+class Topology:
+    """The tiers and links of one GPU's view of the machine."""
+
+    def __init__(self, hardware: Hardware):
+        self.hardware = hardware
+        self.graph = nx.Graph()
+        self.graph.add_nodes_from(hardware.tiers)
+        for name, link in hardware.links.items():
+            a, b = link.between
+            self.graph.add_edge(a, b, name=name, bandwidth=link.bandwidth, latency=link.latency)
+        self._routes: dict[tuple[str, str], Route | None] = {}
+
+    @cached_property
+    def capacities(self) -> dict[Resource, float]:
+        caps: dict[Resource, float] = {}
+        for name, tier in self.hardware.tiers.items():
+            caps[("read", name)] = tier.read_bw
+            caps[("write", name)] = tier.write_bw
+        for name, link in self.hardware.links.items():
+            a, b = link.between
+            caps[("link", name, f"{a}->{b}")] = link.bandwidth
+            caps[("link", name, f"{b}->{a}")] = link.bandwidth
+        return caps
+
+    def route(self, src: str, dst: str, nbytes: float = math.inf) -> Route | None:
+        """The quickest route for a transfer of `nbytes` alone: least latency + bytes over the
+        bottleneck (for an unsized transfer: widest, then least latency), then fewest hops;
+        None if the tiers are not connected."""
+        key = (src, dst, nbytes)
+        if key not in self._routes:
+            self._routes[key] = self._find_route(src, dst, nbytes)
+        return self._routes[key]
+
+    def _find_route(self, src: str, dst: str, nbytes: float) -> Route | None:
+        if src == dst:  # a copy within one tier: read out and written back
+            tier = self.hardware.tiers[src]
+            return Route(
+                (src, src),
+                (),
+                (("read", src), ("write", src)),
+                (tier.read_bw, tier.write_bw),
+                tier.latency,
+            )
+        candidates = [self._make_route(p) for p in self._candidate_paths(src, dst)]
+        if not candidates:
+            return None
+
+        def cost(r: Route) -> tuple:
+            alone = r.latency_s + nbytes / r.bottleneck if math.isfinite(nbytes) else 0.0
+            return (alone, -r.bottleneck, r.latency_s, len(r.links))
+
+        return min(candidates, key=cost)
+
+    def _candidate_paths(self, src: str, dst: str) -> list[list[str]]:
+        """For each width the graph offers, the least-latency (then fewest-hop) path over the
+        links and tiers at least that wide: every path worth considering, found without
+        enumerating paths (a Dijkstra on (latency, hops) per width)."""
+        tiers = self.hardware.tiers
+        widths = sorted(
+            {e["bandwidth"] for *_, e in self.graph.edges(data=True)}
+            | {t.read_bw for t in tiers.values()}
+            | {t.write_bw for t in tiers.values()},
+            reverse=True,
+        )
+        paths = []
+        for width in widths:
+            if tiers[src].read_bw < width or tiers[dst].write_bw < width:
+                continue
+            path = self._fastest_path(src, dst, width)
+            if path is not None and path not in paths:
+                paths.append(path)
+        return paths
+
+    def _fastest_path(self, src: str, dst: str, width: float) -> list[str] | None:
+        tiers = self.hardware.tiers
+        best = {src: (0.0, 0)}
+        parent: dict[str, str] = {}
+        heap = [(0.0, 0, src)]
+        done: set[str] = set()
+        while heap:
+            latency, hops, node = heapq.heappop(heap)
+            if node in done:
+                continue
+            done.add(node)
+            if node == dst:
+                break
+            for nxt in self.graph.neighbors(node):
+                edge = self.graph.edges[node, nxt]
+                staged = nxt != dst and min(tiers[nxt].read_bw, tiers[nxt].write_bw) < width
+                if nxt in done or edge["bandwidth"] < width or staged:
+                    continue
+                label = (latency + edge["latency"], hops + 1)
+                if nxt not in best or label < best[nxt]:
+                    best[nxt] = label
+                    parent[nxt] = node
+                    heapq.heappush(heap, (*label, nxt))
+        if dst not in done:
+            return None
+        path = [dst]
+        while path[-1] != src:
+            path.append(parent[path[-1]])
+        return path[::-1]
+
+    def _make_route(self, path: list[str]) -> Route:
+        tiers = self.hardware.tiers
+        resources: list[Resource] = [("read", path[0])]
+        bandwidths = [tiers[path[0]].read_bw]
+        links, latency = [], tiers[path[0]].latency
+        for i, (a, b) in enumerate(itertools.pairwise(path)):
+            edge = self.graph.edges[a, b]
+            links.append((edge["name"], f"{a}->{b}"))
+            resources.append(("link", edge["name"], f"{a}->{b}"))
+            bandwidths.append(edge["bandwidth"])
+            latency += edge["latency"]
+            resources.append(("write", b))
+            bandwidths.append(tiers[b].write_bw)
+            if i < len(path) - 2:  # staged through b: written, then read out again
+                resources.append(("read", b))
+                bandwidths.append(tiers[b].read_bw)
+        return Route(tuple(path), tuple(links), tuple(resources), tuple(bandwidths), latency)
+
+
+def placement_problems(s: Scenario, topo: Topology) -> list[Problem]:
+    """Every movement the placement implies must have a route (else exit 2, with the reason)."""
+    gpu, cpu = s.hardware.gpu.memory, s.hardware.cpu.memory
+    where = gpu if s.placement.optimizer_compute == "gpu" else cpu
+    needs = [
+        (f"placement.{c}", getattr(s.placement, c), gpu, f"the GPU ({gpu})")
+        for c in ("weights", "gradients", "activations")
+    ]
+    needs += [
+        (
+            f"placement.{c}",
+            getattr(s.placement, c),
+            where,
+            f"where the optimizer runs ({s.placement.optimizer_compute}: {where})",
+        )
+        for c in ("weights", "gradients", "master", "optimizer")
+    ]
+    problems = []
+    for path, home, other, what in needs:
+        if home in s.hardware.tiers and other in s.hardware.tiers and not topo.route(home, other):
+            problems.append(
+                Problem(
+                    path,
+                    f"tier '{home}' has no route to {what}; add a link "
+                    f"under hardware.links or home it elsewhere",
+                )
+            )
+    problems += _checkpoint_route_problems(s, topo)
+    if s.placement.optimizer_compute == "cpu" and s.hardware.tiers[cpu].kind != "dram":
+        problems.append(
+            Problem(
+                "hardware.cpu.memory",
+                f"the CPU optimizer runs in host memory, "
+                f"but tier '{cpu}' is of kind {s.hardware.tiers[cpu].kind}",
+            )
+        )
+    return list(dict.fromkeys(problems))  # the same pair can be needed twice
+
+
+def _checkpoint_route_problems(s: Scenario, topo: Topology) -> list[Problem]:
+    """A simulated checkpoint must reach its target from every class's home (through the
+    staging tier when async)."""
+    ck, tiers = s.checkpoint, s.hardware.tiers
+    if not s.checkpoint_simulated or ck.target not in tiers:
+        return []
+    hops = [(getattr(s.placement, c), ck.target) for c in ("weights", "master", "optimizer")]
+    if ck.mode == "async" and ck.staging in tiers:
+        hops = [(home, ck.staging) for home, _ in hops] + [(ck.staging, ck.target)]
+    missing = sorted({(a, b) for a, b in hops if a in tiers and not topo.route(a, b)})
+    return [
+        Problem(
+            "checkpoint.target" if b == ck.target else "checkpoint.staging",
+            f"no route from '{a}' to '{b}' for the checkpoint; add a link under "
+            "hardware.links or choose another tier",
+        )
+        for a, b in missing
+    ]

@@ -1,0 +1,1 @@
+"""JSON reports, tables, traces and writing results."""

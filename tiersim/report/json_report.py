@@ -1,0 +1,202 @@
+"""Turning results into the JSON report (DESIGN.md §2) and terminal tables.
+
+Reporting reads result objects only; it never reaches into the engine's internals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from tiersim import __version__
+from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
+from tiersim.config.schema import Scenario
+from tiersim.engine.results import StepResult
+from tiersim.report.wear import json_number, wear_section
+from tiersim.state.inventory import Inventory, model_summary
+from tiersim.state.model import build_model
+from tiersim.workload.comms import capacities, network_nics
+
+
+def inventory_section(inv: Inventory) -> dict[str, Any]:
+    return {
+        "dense": inv.dense.as_dict(),
+        "per_gpu": inv.per_gpu.as_dict(),
+        "pipeline_stage": inv.stage,
+        "stage_parameters_per_gpu": inv.stage_parameters,
+        "inflight_microbatches": inv.inflight_microbatches,
+        "sharded": inv.sharded,
+    }
+
+
+def whole(nbytes: float) -> int | float:
+    """Byte counts as integers in JSON, like every other count (a capacity is parsed as a float)."""
+    return int(nbytes) if math.isfinite(nbytes) and float(nbytes).is_integer() else nbytes
+
+
+def tiers_section(inv: Inventory) -> dict[str, Any]:
+    return {
+        name: {
+            "capacity_bytes": whole(use.capacity_bytes),
+            "resident_bytes": use.resident_bytes,
+            "fits": use.fits,
+            "classes": use.classes,
+        }
+        for name, use in inv.tiers.items()
+    }
+
+
+def inventory_report(s: Scenario, inv: Inventory) -> dict[str, Any]:
+    return {
+        "scenario": s.name,
+        "tiersim_version": __version__,
+        "model": model_summary(build_model(s.model)),
+        "inventory": inventory_section(inv),
+        "tiers": tiers_section(inv),
+        "fits": all(use.fits for use in inv.tiers.values()),
+    }
+
+
+def to_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, sort_keys=False, allow_nan=False, default=_json_default)
+
+
+def _json_default(value: object) -> object:
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:
+    return {
+        # "cpu": optimizer_s runs beside the GPU, not in its time
+        "optimizer_on": s.placement.optimizer_compute,
+        "optimizer_step": s.training.optimizer_step,
+        "time_s": r.time_s,
+        "compute_s": r.compute_s,
+        "recompute_s": r.recompute_s,
+        "optimizer_s": r.optimizer_s,
+        "exposed_transfer_s": r.exposed_transfer_s,
+        "exposed_cpu_s": r.exposed_cpu_s,
+        "pipeline_bubble_s": r.pipeline_bubble_s,
+        "overlap": r.overlap,
+        "tokens_per_s": r.tokens_per_s,
+        "tokens_per_step": r.tokens_per_step,
+        "micro_batches": r.micro_batches,
+        "seq_len": s.seq_len,
+        "seq_len_from": _seq_len_from(s),
+    }
+
+
+def _seq_len_from(s: Scenario) -> str:
+    if s.training.seq_len is not None:
+        return "training.seq_len"
+    return "model.max_positions" if s.model.max_positions else "default"
+
+
+def link_bandwidth(s: Scenario, name: str) -> float:
+    """Bytes per second per direction: a hardware link's, or for `nvlink` / `network` what one
+    GPU's collectives get (a group with k members per node drives k NICs: k x a NIC's)."""
+    link = s.hardware.links.get(name)
+    return link.bandwidth if link is not None else capacities(s)[("net", name)]
+
+
+def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        name: {
+            "bytes": ls.bytes,
+            "busy_s": ls.busy_s,
+            "utilization": ls.utilization,
+            # JSON has no infinity: an unlimited link is null
+            "bandwidth_per_direction": json_number(link_bandwidth(s, name)),
+            "bytes_by_direction": ls.bytes_by_direction,
+        }
+        for name, ls in r.links.items()
+    }
+    if "network" in out:  # how many of the node's NICs one GPU's rings drive at once
+        out["network"]["nics_per_gpu"] = network_nics(s)
+        out["network"]["nic_bandwidth"] = s.hardware.network.inter_node_bandwidth
+    return out
+
+
+def run_tiers_section(inv: Inventory, r: StepResult) -> dict[str, Any]:
+    out = {}
+    for name, ts in r.tiers.items():
+        out[name] = {
+            "capacity_bytes": whole(ts.capacity_bytes),
+            # training state as `tiersim inventory` says, plus a checkpoint target's last version
+            "resident_bytes": inv.tiers[name].resident_bytes + ts.checkpoint_bytes,
+            "checkpoint_bytes": ts.checkpoint_bytes,
+            "peak_bytes": ts.peak_bytes,
+            "mean_bytes": ts.mean_bytes,
+            "fits": ts.fits and inv.tiers[name].fits,
+            "bytes_read_per_step": ts.bytes_read,
+            "bytes_written_per_step": ts.bytes_written,
+            "read_by_class": ts.read_by_class,
+            "written_by_class": ts.written_by_class,
+            "classes": inv.tiers[name].classes,
+        }
+    return out
+
+
+def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
+    """The durable-checkpoint section (none when neither an interval nor a failure rate is
+    configured)."""
+    run = r.checkpoint
+    if run is None:
+        return None
+    cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
+    every = run.interval_steps if run.interval_steps is not None else None
+    section = checkpoint_section(every_steps=every, step_s=r.time_s, cost=cost, mtbf_s=run.mtbf_s)
+    return {
+        "mode": s.checkpoint.mode,
+        "target": s.checkpoint.target,
+        **section,
+        "interval_basis": run.interval_basis,
+    }
+
+
+def target_wear_at_optimum(
+    ck: dict[str, Any], wear: dict[str, Any] | None
+) -> dict[str, float | None] | None:
+    """What the checkpoint target (a flash tier) would wear at Daly's optimum instead of the
+    interval simulated: its checkpoint bytes per step scale by interval / optimum, the rest of
+    what it holds is written as before."""
+    best = ck.get("optimal_interval_steps")
+    every = ck.get("interval_steps")
+    if wear is None or not isinstance(best, dict) or not best.get("daly") or not every:
+        return None
+    written = wear["host_bytes_written_per_step_by_class"]
+    checkpoint = written.get("checkpoint", 0.0) * every / best["daly"]
+    per_day = wear["host_bytes_written_per_step"] - written.get("checkpoint", 0.0) + checkpoint
+    per_day *= wear["steps_per_day"]
+    cycles_per_day = per_day * wear["write_amplification"] / wear["physical_bytes"]
+    rated = wear.get("rated_total_bytes_written")
+    return {
+        "interval_steps": best["daly"],
+        "host_bytes_written_per_day": per_day,
+        "drive_writes_per_day": per_day / wear["capacity_bytes"],
+        "lifetime_days": wear["pe_cycles"] / cycles_per_day if cycles_per_day > 0 else None,
+        "rated_lifetime_days": rated / per_day if rated is not None and per_day > 0 else None,
+    }
+
+
+def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
+    report = inventory_report(s, inv)
+    report["tiers"] = run_tiers_section(inv, r)
+    report["fits"] = all(t["fits"] for t in report["tiers"].values())
+    report["step"] = step_section(s, r)
+    report["links"] = links_section(s, r)
+    report["wear"] = wear_section(s, r)
+    report["checkpoint"] = checkpoint_report(s, r)
+    if report["checkpoint"] is not None:
+        target_wear = report["wear"].get(s.checkpoint.target)
+        report["checkpoint"]["target_wear_at_optimum"] = target_wear_at_optimum(
+            report["checkpoint"], target_wear
+        )
+    report["sim"] = {
+        "events": r.events,
+        "wall_s": r.wall_s,
+        "prefetch_depth": r.prefetch_depth,
+        "steps_simulated": s.simulation.warmup_steps + 2,
+    }
+    return report

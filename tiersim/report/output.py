@@ -1,0 +1,62 @@
+"""Writing results to disk, atomically: a reader never sees a half-written file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiersim import __version__
+from tiersim.config.document import provenance, scenario_document
+from tiersim.config.schema import Scenario
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, fsync it, then rename over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_run(folder: Path, scenario: Scenario, source: str, report_json: str) -> None:
+    """The scenario as simulated (every value, defaults included) and its report, as
+    `tiersim run` leaves them."""
+    write_atomic(folder / "scenario.yaml", scenario_yaml(scenario, source))
+    write_atomic(folder / "report.json", report_json + "\n")
+
+
+SCENARIO_HEADER = "# The scenario as tiersim "  # how a scenario.yaml tiersim wrote begins
+
+
+def scenario_yaml(scenario: Scenario, source: str) -> str:
+    header = [
+        f"{SCENARIO_HEADER}{__version__} simulated it, from {_one_line(source)}: every",
+        "# value, defaults and presets included, so this file reruns the same simulation.",
+        *(f"# {_one_line(line)}" for line in provenance(scenario)),
+    ]
+    body = yaml.safe_dump(scenario_document(scenario), sort_keys=False, allow_unicode=True)
+    return "\n".join(header) + "\n" + body
+
+
+def _one_line(text: str) -> str:
+    """A path inside a YAML comment: a line break in it would end the comment."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def write_trace(path: Path, trace: dict[str, Any]) -> None:
+    write_atomic(path, json.dumps(trace))

@@ -1,0 +1,259 @@
+"""The report for people: the inventory and run tables, and the sentences under them.
+
+Reads only the JSON-ready report (tiersim.report.json_report) and the scenario, never the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.config.schema import STATE_CLASSES, Scenario
+from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate, fmt_time
+from tiersim.report.table import render
+from tiersim.report.wear import fmt_days
+from tiersim.state.inventory import ZERO_SHARDS, Inventory
+
+
+def inventory_tables(s: Scenario, inv: Inventory) -> str:
+    homes = {c: getattr(s.placement, c) for c in STATE_CLASSES if c != "workspace"}
+    homes["workspace"] = s.hardware.gpu.memory
+    rows = [
+        [
+            cls,
+            fmt_bytes(getattr(inv.dense, cls)),
+            fmt_bytes(getattr(inv.per_gpu, cls)),
+            "yes" if inv.sharded.get(cls) else "no",
+            homes[cls],
+        ]
+        for cls in STATE_CLASSES
+    ]
+    rows.append(["total", fmt_bytes(inv.dense.total), fmt_bytes(inv.per_gpu.total), "", ""])
+    par = s.parallel
+    head = (
+        f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}); "
+        f"per GPU = stage {inv.stage} of pipeline {par.pipeline}, tensor {par.tensor}, "
+        f"data {par.data}, {_sharding(s, inv)}; {inv.inflight_microbatches:g} "
+        f"{'micro-batch' if inv.inflight_microbatches == 1 else 'micro-batches'} in flight"
+    )
+    classes = render(["class", "dense", "per GPU", "sharded", "home"], rows, head)
+    tier_rows = [
+        [
+            name,
+            fmt_bytes(u.resident_bytes),
+            fmt_bytes(u.capacity_bytes),
+            f"{100 * u.resident_bytes / u.capacity_bytes:.1f} %",
+            "yes" if u.fits else "NO",
+        ]
+        for name, u in inv.tiers.items()
+    ]
+    tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
+    notes = [
+        "Resident state only: `tiersim run` adds what the step holds at its peak (prefetched "
+        "weights, staging, offloaded activations, checkpoint versions) and says whether that fits."
+    ]
+    if s.model.parameters is not None and s.model.activation_bytes_per_layer is None:
+        notes.append(
+            "Activations are 0 B: a generic model ('parameters') has no dimensions to derive "
+            "them from; give model.activation_bytes_per_layer."
+        )
+    return f"{classes}\n\n{tiers}\n\n" + "\n".join(notes)
+
+
+def _sharding(s: Scenario, inv: Inventory) -> str:
+    """'ZeRO 2', or with per-class overrides what is sharded in fact: 'ZeRO 0 + weights'."""
+    stage = s.parallel.zero_stage
+    by_stage = set(ZERO_SHARDS[stage])
+    actual = {c for c, on in inv.sharded.items() if on}
+    if actual == by_stage:
+        return f"ZeRO {stage}"
+    added, dropped = sorted(actual - by_stage), sorted(by_stage - actual)
+    return f"ZeRO {stage}" + "".join(f" + {c}" for c in added) + "".join(f" - {c}" for c in dropped)
+
+
+# --- the simulated step ------------------------------------------------------------------------
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f} %" if whole > 0 else "-"
+
+
+def _step_rows(st: dict[str, Any]) -> list[list[str]]:
+    """The step split into what the GPU did and what it waited on (the shares add up to 100 %);
+    a CPU optimizer's time is shown beside them, its exposed part among them."""
+    t = st["time_s"]
+    on_cpu = st.get("optimizer_on") == "cpu"
+    rows = [["step time", fmt_time(t), "100.0 %"]]
+    for key, label in (
+        ("compute_s", "GPU compute (fwd+bwd+recompute)"),
+        ("recompute_s", "  of which recompute"),
+        ("optimizer_s", "CPU optimizer (beside the GPU)" if on_cpu else "GPU optimizer"),
+        ("pipeline_bubble_s", "pipeline bubble (other stages)"),
+        ("exposed_transfer_s", "exposed transfer (GPU waits)"),
+        ("exposed_cpu_s", "exposed CPU optimizer"),
+    ):
+        if key == "pipeline_bubble_s" and not st[key]:
+            continue
+        share = "-" if key == "optimizer_s" and on_cpu else _pct(st[key], t)
+        rows.append([label, fmt_time(st[key]), share])
+    return rows
+
+
+def _step_head(report: dict[str, Any]) -> str:
+    st = report["step"]
+    overlap = "-" if st["overlap"] is None else f"{100 * st['overlap']:.1f} %"
+    tokens = f"{st['tokens_per_s']:,.0f} tokens/s over all the job's GPUs"
+    ck = report.get("checkpoint") or {}
+    if ck.get("mtbf_s") is not None and ck.get("goodput") is not None:
+        tokens += f" ({st['tokens_per_s'] * ck['goodput']:,.0f} after checkpoints and failures)"
+    head = (
+        f"{report['scenario']}: {fmt_time(st['time_s'])} per step, {tokens}, transfer "
+        f"overlapped with compute {overlap}"
+    )
+    return "\n".join([head, *_head_warnings(report)])
+
+
+def _head_warnings(report: dict[str, Any]) -> list[str]:
+    """What would make the headline's figures mislead if it went unsaid."""
+    out = []
+    over = [(n, t) for n, t in report["tiers"].items() if not t["fits"]]
+    if over:
+        held = ", ".join(
+            f"{n} {fmt_bytes(max(t['peak_bytes'], t['resident_bytes']))} of "
+            f"{fmt_bytes(t['capacity_bytes'])}"
+            for n, t in over
+        )
+        out.append(f"DOES NOT FIT: {held} (the step is timed as if it did)")
+    st = report["step"]
+    if st["optimizer_step"] == "pipelined":
+        out.append(
+            "optimizer step pipelined: each unit's update overlaps the next step's forward "
+            "(training.optimizer_step)"
+        )
+    source = {"model.max_positions": "the model's max_positions", "default": "tiersim's default"}
+    if st["seq_len_from"] in source:
+        out.append(
+            f"sequences of {st['seq_len']:,} tokens: {source[st['seq_len_from']]}, as "
+            "training.seq_len is not set"
+        )
+    return out
+
+
+def step_tables(report: dict[str, Any]) -> str:
+    """`tiersim run`'s table output: the step, links, tiers, then the sentences."""
+    step = render(["", "time", "share"], _step_rows(report["step"]), _step_head(report))
+    return "\n\n".join([step, _link_table(report), _tier_table(report), *_sentences(report)])
+
+
+def _link_table(report: dict[str, Any]) -> str:
+    links = sorted(report["links"].items(), key=lambda kv: -kv[1]["busy_s"])
+    rows = [
+        [
+            n,
+            _bandwidth(v["bandwidth_per_direction"]),
+            fmt_bytes(v["bytes"]),
+            fmt_time(v["busy_s"]),
+            f"{100 * v['utilization']:.1f} %",
+        ]
+        for n, v in links
+    ]
+    table = render(["link", "bandwidth/dir", "bytes/step", "busy", "utilization"], rows)
+    network = report["links"].get("network")
+    if network and network["nics_per_gpu"] > 1:
+        table += "\n" + _network_note(network)
+    return table
+
+
+def _tier_table(report: dict[str, Any]) -> str:
+    rows = [
+        [
+            n,
+            fmt_bytes(v["resident_bytes"]),
+            fmt_bytes(v["peak_bytes"]),
+            fmt_bytes(v["capacity_bytes"]),
+            fmt_bytes(v["bytes_read_per_step"]),
+            fmt_bytes(v["bytes_written_per_step"]),
+            "yes" if v["fits"] else "NO",
+        ]
+        for n, v in report["tiers"].items()
+    ]
+    header = ["tier", "resident", "peak", "capacity", "read/step", "written/step", "fits"]
+    return render(header, rows)
+
+
+def _sentences(report: dict[str, Any]) -> list[str]:
+    """Wear verdicts (as `tiersim wear` orders them: budgets failed, then met, then tiers
+    without a budget), what was simulated, and the checkpoint."""
+    wear = sorted(
+        report.get("wear", {}).values(),
+        key=lambda v: (v["within_budget"] is None, v["within_budget"] is True),
+    )
+    sim = report["sim"]
+    lines = [v["verdict"] for v in wear]
+    lines.append(
+        f"Simulated {sim['steps_simulated']} steps (warm-up, measured, trailing): "
+        f"{sim['events']:,} events in {fmt_time(sim['wall_s'])} of engine time."
+    )
+    if report.get("checkpoint"):
+        lines.append(_checkpoint_line(report["checkpoint"], report["step"]["time_s"]))
+    return lines
+
+
+def _network_note(network: dict[str, Any]) -> str:
+    nics, nic, bw = (
+        network["nics_per_gpu"],
+        network["nic_bandwidth"],
+        network["bandwidth_per_direction"],
+    )
+    note = (
+        f"network: a group with {nics} GPUs in each node drives {nics} NICs at once (one NCCL "
+        f"ring each), so one GPU's ring bytes move at up to {nics} x {fmt_rate(nic)}"
+    )
+    if bw is not None and bw < nics * nic * (1 - 1e-9):
+        note += f", capped at the NVLink's {fmt_rate(bw)}"
+    return note
+
+
+def _bandwidth(bw: float | None) -> str:
+    return "unlimited" if bw is None else fmt_rate(bw)
+
+
+def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
+    every = "not set" if ck["interval_steps"] is None else f"every {ck['interval_steps']} steps"
+    basis = {
+        "daly": "auto: Daly's optimum",
+        "drain": "auto: the drain, longer than Daly's optimum",
+        "wear budget": f"auto: {ck['target']}'s wear budget",
+    }
+    if ck.get("interval_basis") in basis:
+        every += f", {basis[ck['interval_basis']]}"
+    line = (
+        f"Checkpoint ({ck['mode']} to {ck['target']}, {every}): {fmt_bytes(ck['bytes'])} per "
+        f"GPU, written in {fmt_time(ck['write_s'])}, training stalls {fmt_time(ck['stall_s'])}; "
+        f"recovery {fmt_time(ck['recovery_s'] or 0)}"
+    )
+    if ck.get("mtbf_s") is None:
+        stalls = "" if ck.get("goodput") is None else f" {100 * ck['goodput']:.4g} %"
+        return line + f"; no failure rate set (failures.mtbf): goodput{stalls} counts stalls only"
+    goodput = "-" if ck["goodput"] is None else f"{100 * ck['goodput']:.2f} %"
+    line += f", goodput {goodput} (job MTBF {fmt_time(ck['mtbf_s'])})"
+    best, at_best = ck.get("optimal_interval_steps"), ck.get("goodput_at_optimum")
+    if isinstance(best, dict) and best.get("daly") and at_best is not None:
+        n = best["daly"]
+        every = f"every {n} step{'s' * (n != 1)}"
+        optimum_s = ck["optimal_interval_s"]["daly"]
+        if optimum_s < (n - 1) * step_s:  # raised: no interval may be shorter than the drain
+            line += f"; Daly's optimum, {fmt_time(optimum_s)}, is under the drain: {every}"
+        else:
+            line += f"; Daly's optimum {every}"
+        line += f": {100 * at_best:.2f} %"
+        at_opt = ck.get("target_wear_at_optimum")
+        if at_opt is not None and n != ck["interval_steps"]:
+            line += f" ({ck['target']} then {at_opt['drive_writes_per_day']:.3g} drive writes/day, "
+            line += _wear_out(at_opt["lifetime_days"], at_opt["rated_lifetime_days"]) + ")"
+    return line
+
+
+def _wear_out(cycles_days: float | None, rated_days: float | None) -> str:
+    if rated_days is not None and (cycles_days is None or rated_days < cycles_days):
+        return f"past its rated bytes written in {fmt_days(rated_days)}"
+    return f"worn out in {fmt_days(cycles_days)}"

@@ -1,0 +1,124 @@
+"""Chrome/Perfetto traces (Trace Event Format) from an engine run's records.
+
+One track per GPU and CPU stream, per link direction, per network group and per tier port
+(complete events, ph "X"), and a counter track per tier's occupancy (ph "C"). Times are in
+microseconds. The format requires the complete events of one thread to nest, but transfers
+share a link direction or port concurrently: each such track is split into lanes (threads
+"hbf hbf->hbm", "hbf hbf->hbm (2)", ...), an event going to the first lane free at its start,
+so no two events of a lane overlap. The GPU stream runs one op at a time: one lane.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from tiersim.engine.ops import Op
+from tiersim.hardware.topology import Topology
+
+_GPU, _CPU, _LINKS, _PORTS, _MEMORY = 1, 2, 3, 4, 5
+_PROCESSES = {_GPU: "GPU", _CPU: "CPU", _LINKS: "links", _PORTS: "tier ports", _MEMORY: "tiers"}
+
+Track = tuple[int, str]  # (pid, name)
+Span = tuple[float, float, dict[str, Any]]  # start s, end s, the event without pid/tid/times
+
+
+class _Threads:
+    """Thread ids, allocated track by track so that a track's lanes are adjacent."""
+
+    def __init__(self) -> None:
+        self.meta: list[dict[str, Any]] = [
+            {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}}
+            for pid, name in _PROCESSES.items()
+        ]
+        self.count = 0
+
+    def lanes(self, track: Track, n: int) -> list[int]:
+        pid, name = track
+        tids = list(range(self.count + 1, self.count + n + 1))
+        self.count += n
+        for lane, tid in enumerate(tids):
+            label = name if lane == 0 else f"{name} ({lane + 1})"
+            self.meta.append(_meta(pid, tid, "thread_name", {"name": label}))
+            self.meta.append(_meta(pid, tid, "thread_sort_index", {"sort_index": tid}))
+        return tids
+
+
+def _meta(pid: int, tid: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}
+
+
+def lanes(spans: list[tuple[float, float]]) -> list[int]:
+    """Greedy interval partitioning: in order of start, each span goes to the lowest-numbered
+    lane whose last span ended at or before its start (a new lane when none has)."""
+    lane = [0] * len(spans)
+    busy: list[tuple[float, int]] = []  # (end, lane) of each lane's last span
+    free: list[int] = []
+    for k in sorted(range(len(spans)), key=lambda k: spans[k]):
+        start, end = spans[k]
+        while busy and busy[0][0] <= start:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        lane[k] = heapq.heappop(free) if free else len(busy) + len(free)
+        heapq.heappush(busy, (end, lane[k]))
+    return lane
+
+
+def _op_tracks(op: Op, topo: Topology) -> list[Track]:
+    """The tracks an op occupies: GPU stream, CPU, network channel (per group), or the links
+    and tier ports of a move's route."""
+    if op.kind == "gpu":
+        return [(_GPU, "compute")]
+    if op.kind == "idle":  # the pipeline bubble, a checkpoint barrier
+        return [(_GPU, "waiting")]
+    if op.kind == "cpu":
+        return [(_CPU, "optimizer")]
+    if op.kind in ("comm", "sync"):
+        network = (_LINKS, f"{op.resource[1]} {op.role.removesuffix('_comm')}")
+        return [(_GPU, "compute"), network] if op.kind == "sync" else [network]
+    route = topo.route(op.src, op.dst, op.nbytes)
+    tracks = [(_LINKS, f"{name} {direction}") for name, direction in route.links]
+    tracks.append((_PORTS, f"{route.tiers[0]} read"))
+    tracks.append((_PORTS, f"{route.tiers[-1]} write"))
+    return tracks
+
+
+def _complete(op: Op) -> dict[str, Any]:
+    moves = op.kind in ("move", "comm", "sync")
+    args = {"step": op.step, "bytes": op.nbytes} if moves else {"step": op.step}
+    return {"ph": "X", "name": op.label, "cat": op.role, "args": args}
+
+
+def _placed(track: Track, spans: list[Span], threads: _Threads) -> list[dict[str, Any]]:
+    """The track's complete events, each on its lane's thread."""
+    pid = track[0]
+    lane = [0] * len(spans) if pid == _GPU else lanes([(s, e) for s, e, _ in spans])
+    tids = threads.lanes(track, max(lane, default=0) + 1)
+    events = []
+    for (start, end, event), k in zip(spans, lane, strict=True):
+        ts = start * 1e6  # dur as a difference of the scaled times: ts + dur is end, exactly
+        events.append({**event, "pid": pid, "tid": tids[k], "ts": ts, "dur": end * 1e6 - ts})
+    return events
+
+
+def trace_events(records: tuple, ops: list[Op], topo: Topology) -> dict[str, Any]:
+    spans: dict[Track, list[Span]] = {}
+    counters: list[dict[str, Any]] = []
+    for record in records:
+        if record[0] == "op":
+            _, i, start, end = record
+            for track in _op_tracks(ops[i], topo):
+                spans.setdefault(track, []).append((start, end, _complete(ops[i])))
+        elif record[0] == "mem":
+            _, tier, now, value = record
+            counters.append(
+                {
+                    "ph": "C",
+                    "name": f"{tier} occupancy",
+                    "pid": _MEMORY,
+                    "ts": now * 1e6,
+                    "args": {"bytes": value},
+                }
+            )
+    threads = _Threads()
+    events = [e for track, items in spans.items() for e in _placed(track, items, threads)]
+    return {"traceEvents": threads.meta + events + counters, "displayTimeUnit": "ms"}

@@ -1,0 +1,212 @@
+"""The wear report: the JSON `wear` section and the verdict sentence a planner can paste.
+
+Built from `tiersim.analysis.wear`'s assessments; no arithmetic of its own beyond presentation.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tiersim.analysis.wear import (
+    Assessment,
+    GradAccumulationFit,
+    Remedies,
+    TierWear,
+    Verdict,
+    assess,
+    ranked_classes,
+)
+from tiersim.config.schema import Scenario
+from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes
+from tiersim.engine.results import StepResult
+
+
+def json_number(x: float | None) -> float | None:
+    """JSON has no infinity: an unbounded figure (nothing written, no limit) is null."""
+    return None if x is None or math.isinf(x) else x
+
+
+def _verdict_dict(v: Verdict | None) -> dict[str, object]:
+    if v is None:
+        return {"budget": None, "within_budget": None, "margin": None, "budget_bound_by": None}
+    budget: dict[str, float | None] = {v.kind: v.limit}
+    if v.kind == "lifetime":
+        budget = {"lifetime_days": v.limit / DAY_S}
+    if v.over_s is not None:
+        budget["over_days"] = v.over_s / DAY_S
+    return {
+        "budget": budget,
+        "allowed_host_bytes_per_day": v.allowed_host_bytes_per_day,
+        "within_budget": v.within_budget,
+        "margin": json_number(v.margin),
+        "budget_bound_by": v.bound_by,  # lifetime budgets: "pe_cycles" or "rated"
+    }
+
+
+def _remedies_dict(r: Remedies | None, w: TierWear) -> dict[str, object] | None:
+    if r is None:
+        return None
+    g = r.grad_accumulation
+    return {
+        "max_steps_per_day": r.max_steps_per_day,
+        "grad_accumulation": None
+        if g is None
+        else {"value": g.value, "at_least": g.at_least, "steps_per_day": g.steps_per_day},
+        "capacity_bytes": r.capacity_bytes,
+        "spare_area": r.spare_area,
+        "move_off": r.move_off,
+        "classes_by_bytes_written": [c for c, _ in ranked_classes(w.host_bytes_by_class)],
+    }
+
+
+def assessment_dict(a: Assessment) -> dict[str, object]:
+    w = a.wear
+    return {
+        "verdict": verdict_sentence(a),
+        "capacity_bytes": w.capacity_bytes,
+        "physical_bytes": w.physical_bytes,
+        "host_bytes_written_per_step": w.host_bytes_per_step,
+        "host_bytes_written_per_step_by_class": w.host_bytes_by_class,
+        "write_amplification": w.write_amplification,
+        "nand_bytes_written_per_step": w.host_bytes_per_step * w.write_amplification,
+        "steps_per_day": w.steps_per_day,
+        "steps_per_day_possible": DAY_S / w.step_s,  # back to back at the simulated step time
+        "host_bytes_written_per_day": w.host_bytes_per_day,
+        "nand_bytes_written_per_day": w.nand_bytes_per_day,
+        "pe_cycles": w.pe_cycles,
+        "pe_cycles_per_step": w.host_bytes_per_step * w.write_amplification / w.physical_bytes,
+        "pe_cycles_per_day": w.pe_cycles_per_day,
+        "drive_writes_per_day": w.drive_writes_per_day,
+        "lifetime_days": json_number(w.lifetime_days),
+        "rated_total_bytes_written": w.rated_total_bytes_written,
+        "rated_lifetime_days": json_number(w.rated_lifetime_days),
+        "write_s_per_step": w.write_s_per_step,
+        "write_share_of_step": w.write_s_per_step / w.step_s,
+        **_verdict_dict(a.verdict),
+        "remedies": _remedies_dict(a.remedies, w),
+    }
+
+
+def wear_section(scenario: Scenario, result: StepResult) -> dict[str, dict[str, object]]:
+    """The report's `wear` section: one entry per tier with endurance."""
+    return {name: assessment_dict(a) for name, a in assess(scenario, result).items()}
+
+
+# --- the verdict, in a sentence a planner can paste ---------------------------------------------
+
+_TIER_LABELS = {"hbf": "HBF", "nvme": "NVMe", "dram": "DRAM", "hbm": "HBM"}
+_CLASS_LABELS = {
+    "master": "master weights",
+    "optimizer": "optimizer state",
+    "checkpoint": "checkpoints",
+}
+
+
+def fmt_days(days: float | None) -> str:
+    """A lifetime in days as people read it: '4.819 years', '126 days'; None or inf: never."""
+    if days is None or math.isinf(days):
+        return "never"
+    years = days * DAY_S / YEAR_S
+    if years >= 1000:
+        return f"{years:,.0f} years"
+    if years >= 1:
+        return f"{years:.4g} year{'s' * (f'{years:.4g}' != '1')}"
+    return f"{days:.4g} day{'s' * (f'{days:.4g}' != '1')}"
+
+
+def bytes_rounded_up(n: float) -> str:
+    """Decimal size rounded up in its last shown digit, so the figure pasted back still fits."""
+    for name, factor in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= factor:
+            return f"{math.ceil(n / factor * 100 - 1e-6) / 100:.2f} {name}"
+    return f"{math.ceil(n):.0f} B"
+
+
+def _classes(names: list[str]) -> str:
+    labels = [_CLASS_LABELS.get(c, c) for c in names]
+    return " and ".join([", ".join(labels[:-1]), labels[-1]] if len(labels) > 2 else labels)
+
+
+def budget_goal(v: Verdict) -> str:
+    if v.kind == "lifetime":
+        return f"for {fmt_days(v.limit / DAY_S)}"
+    if v.kind == "drive_writes_per_day":
+        return f"within {v.limit:g} drive write{'s' * (v.limit != 1)}/day"
+    return f"within {fmt_bytes(v.limit)} written over {fmt_days((v.over_s or 0.0) / DAY_S)}"
+
+
+def grad_accumulation_fix(g: GradAccumulationFit) -> str:
+    """E.g. '>= 120 (then 61.8 steps/day)': fewer, longer steps in the same training hours."""
+    fix = f"{'>=' if g.at_least else '<='} {g.value}"
+    return fix if g.steps_per_day is None else f"{fix} (then {g.steps_per_day:,.4g} steps/day)"
+
+
+def _fixes(r: Remedies, w: TierWear) -> list[str]:
+    fixes = []
+    top = math.floor(r.max_steps_per_day * 100) / 100
+    if top > 0:
+        fixes.append(f"<= {math.floor(top):,} steps/day" if top >= 10 else f"<= {top:g} steps/day")
+    if r.grad_accumulation is not None:
+        fixes.append(f"grad_accumulation {grad_accumulation_fix(r.grad_accumulation)}")
+    if r.capacity_bytes is not None:
+        fixes.append(f"{bytes_rounded_up(r.capacity_bytes)} of capacity")
+    if r.spare_area is not None:
+        fixes.append(f"{100 * r.spare_area:.2f} % spare area")
+    if r.move_off and len(r.move_off) < len(w.host_bytes_by_class):
+        fixes.append(
+            "with " + " and ".join(_CLASS_LABELS.get(c, c) for c in r.move_off) + " moved off it"
+        )
+    return fixes
+
+
+def _rating_note(w: TierWear, sooner: str = " sooner,") -> str:
+    """The drive's rated endurance (rated DWPD over its warranty), where it runs out before
+    the P/E cycles."""
+    rated = w.rated_lifetime_days
+    if rated is None or w.rated_total_bytes_written is None or rated >= w.lifetime_days:
+        return ""
+    return (
+        f" (its rated {fmt_bytes(w.rated_total_bytes_written)} written runs out{sooner} in "
+        f"{fmt_days(rated)})"
+    )
+
+
+def _per_day(steps: float) -> str:
+    """Whole steps from 100 a day up; below that 3 significant digits (0.5, not 0)."""
+    return f"{steps:,.0f}" if steps >= 100 else f"{steps:.3g}"
+
+
+def _pace_note(w: TierWear) -> str:
+    """Where budget.steps_per_day asks for more steps than a day of the simulated step holds."""
+    most = DAY_S / w.step_s
+    if w.steps_per_day <= most * (1 + 1e-9):
+        return ""
+    return f" (more than the {most:,.0f} a {w.step_s:.4g} s step allows)"
+
+
+def verdict_sentence(a: Assessment) -> str:
+    """E.g. 'HBF cannot hold optimizer state for 5 years: at 900 steps/day it writes 95.26 TB/day
+    and wears out in 126 days; it would fit at <= 62 steps/day or grad_accumulation >= 120.'"""
+    w, v = a.wear, a.verdict
+    tier = _TIER_LABELS.get(w.tier, w.tier)
+    held = _classes([c for c, _ in ranked_classes(w.host_bytes_by_class)])
+    rate = f"at {_per_day(w.steps_per_day)} steps/day{_pace_note(w)} it writes "
+    rate += f"{fmt_bytes(w.host_bytes_per_day)}/day"
+    if w.write_amplification != 1.0:
+        rate += f" (write amplification {w.write_amplification:.3g})"
+    life = f"wears out in {fmt_days(w.lifetime_days)}" + _rating_note(w)
+    if v is not None and v.kind == "drive_writes_per_day":
+        life = f"that is {w.drive_writes_per_day:.4g} drive writes/day" + _rating_note(w, "")
+    if not held:
+        return f"{tier}: nothing is written to it per step, so it never wears out."
+    if v is None:
+        return f"{tier} holding {held}: {rate} and {life}; no budget set."
+    if v.within_budget:
+        margin = f"margin {v.margin:.4g}x"
+        life = life[:-1] + f"; {margin})" if life.endswith(")") else f"{life} ({margin})"
+        return f"{tier} can hold {held} {budget_goal(v)}: {rate} and {life}."
+    fixes = _fixes(a.remedies, w) if a.remedies else []
+    fit = ""
+    if fixes:
+        fit = "; it would fit at " + ", ".join(fixes[:-1]) + " or " * (len(fixes) > 1) + fixes[-1]
+    return f"{tier} cannot hold {held} {budget_goal(v)}: {rate} and {life}{fit}."

@@ -1,0 +1,1 @@
+"""The model's shape and the exact bytes of every state class."""

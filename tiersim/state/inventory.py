@@ -1,0 +1,243 @@
+"""The state inventory: exact bytes of every class of training state, dense and per GPU.
+
+Pure functions of a validated scenario; no simulation. Per GPU means one GPU of the
+most-loaded pipeline stage after tensor/pipeline division and data-parallel sharding.
+Sharded byte counts are rounded up (ZeRO pads partitions to equal size).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+from tiersim.config.schema import PRECISION_BYTES, SHARDED_CLASSES, Scenario
+from tiersim.state.model import GenericModel, Matrix, Model, Transformer, build_model
+
+ZERO_SHARDS = {
+    0: (),
+    1: ("optimizer", "master"),
+    2: ("optimizer", "master", "gradients"),
+    3: ("optimizer", "master", "gradients", "weights"),
+}
+OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "sgd": 0, "sgd_momentum": 1, "lion": 1}
+
+
+@dataclass(frozen=True)
+class ClassBytes:
+    weights: int
+    gradients: int
+    master: int
+    optimizer: int
+    activations: int
+    workspace: int
+
+    @property
+    def total(self) -> int:
+        return sum(asdict(self).values())
+
+    def as_dict(self) -> dict[str, int]:
+        return {**asdict(self), "total": self.total}
+
+
+@dataclass(frozen=True)
+class TierUse:
+    capacity_bytes: float
+    resident_bytes: int
+    classes: dict[str, int]
+
+    @property
+    def fits(self) -> bool:
+        return self.resident_bytes <= self.capacity_bytes
+
+
+@dataclass(frozen=True)
+class Inventory:
+    parameters: int
+    dense: ClassBytes
+    per_gpu: ClassBytes
+    stage: int
+    stage_parameters: int  # parameters held by one GPU of that stage, after tensor division
+    inflight_microbatches: float
+    sharded: dict[str, bool]
+    tiers: dict[str, TierUse]
+
+
+# --- bytes per value ---------------------------------------------------------------------------
+
+
+def master_bytes(s: Scenario) -> int:
+    """A separate master copy is absent when configured off or when weights are fp32 already."""
+    prec = s.training.precision
+    if prec.master == "none" or prec.weights in ("fp32", "tf32"):
+        return 0
+    return PRECISION_BYTES[prec.master]
+
+
+def optimizer_values(optimizer: str, matrices: list[Matrix]) -> int:
+    """Optimizer state values for these tensors (Adafactor keeps row + column statistics)."""
+    if optimizer == "adafactor":
+        return sum((m.rows + m.cols if m.cols > 1 else m.rows) * m.count for m in matrices)
+    return OPTIMIZER_STATES[optimizer] * sum(m.size for m in matrices)
+
+
+def sharded_classes(s: Scenario) -> dict[str, bool]:
+    by_stage = ZERO_SHARDS[s.parallel.zero_stage]
+    out = {}
+    for cls in SHARDED_CLASSES:
+        override = getattr(s.parallel.shard, cls)
+        out[cls] = (cls in by_stage) if override is None else override
+    return out
+
+
+# --- pipeline stages ---------------------------------------------------------------------------
+
+
+def _split(m: Matrix, tensor: int) -> Matrix:
+    """One GPU's share of a tensor-parallel matrix: the split dimension divided by t, rounded
+    up as padding does, the matrix kept 2-D (Adafactor's row and column statistics need it).
+    Column-parallel tensors split their output columns; row- and vocab-parallel ones, rows."""
+    if not m.tensor_split or tensor == 1:
+        return m
+    if m.cols > 1 and not m.split_rows:
+        return Matrix(m.rows, math.ceil(m.cols / tensor), m.count, True)
+    return Matrix(math.ceil(m.rows / tensor), m.cols, m.count, True, m.split_rows)
+
+
+def _layer_and_rest(
+    model: Model, stage: int, pipeline: int, tensor: int
+) -> tuple[list[Matrix], list[Matrix]]:
+    """One GPU's share of one layer's tensors, and of the stage's rest (embeddings on the
+    first stage; final norm and output head on the last)."""
+    if isinstance(model, GenericModel):
+        layer = [Matrix(model.layer_parameters, 1)]
+        spare = model.total_parameters - model.layers * model.layer_parameters
+        rest = [Matrix(spare, 1)] if stage == 0 and spare else []
+    else:
+        layer = model.layer_matrices()
+        rest = model.embedding_matrices() if stage == 0 else []
+        if stage == pipeline - 1:
+            rest = rest + model.head_matrices()
+            if model.tied_embeddings and pipeline > 1:
+                rest.append(model.embedding_matrices()[0])  # the last stage keeps its own copy
+    return [_split(m, tensor) for m in layer], [_split(m, tensor) for m in rest]
+
+
+def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:
+    """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
+    the rest."""
+    layer, rest = _layer_and_rest(model, stage, pipeline, tensor)
+    return [*(list(layer) for _ in range(model.layers // pipeline)), rest]
+
+
+def stage_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
+    """Every parameter tensor one GPU of `stage` holds, its identical layers counted together
+    (as many values whatever the depth)."""
+    layer, rest = _layer_and_rest(model, stage, pipeline, tensor)
+    per_stage = model.layers // pipeline
+    stacked = [replace(m, count=m.count * per_stage) for m in layer]
+    return [*(m for m in stacked if m.count), *rest]
+
+
+def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches: int) -> float:
+    """Micro-batches of activations a stage holds at its peak, in units of its layers.
+
+    1F1B: stage k holds p - k. Interleaved (Megatron): (v-1)p + 2(p-k-1) + 1 model chunks of
+    L/(pv) layers; for k = 0 that is p·(1 + (p-1)/(pv)), Korthikanti et al. eq. in §4.2.3.
+    """
+    if virtual == 1:
+        return float(min(pipeline - stage, micro_batches))
+    chunks = (virtual - 1) * pipeline + 2 * (pipeline - stage - 1) + 1
+    return min(chunks, micro_batches * virtual) / virtual
+
+
+def layer_activation_bytes(s: Scenario, model: Model) -> float:
+    return model.layer_activation_bytes(
+        s.seq_len,
+        s.training.micro_batch_size,
+        s.parallel.tensor,
+        s.parallel.sequence,
+        s.training.recompute,
+    )
+
+
+# --- the inventory -----------------------------------------------------------------------------
+
+
+def _class_bytes(
+    s: Scenario, mats: list[Matrix], activations: int, shards: dict[str, bool], data: int
+) -> ClassBytes:
+    prec = s.training.precision
+    params = sum(m.size for m in mats)
+    raw = {
+        "weights": params * PRECISION_BYTES[prec.weights],
+        "gradients": params * PRECISION_BYTES[prec.gradients],
+        "master": params * master_bytes(s),
+        "optimizer": optimizer_values(s.training.optimizer, mats) * PRECISION_BYTES[prec.optimizer],
+    }
+    sharded = {k: math.ceil(v / data) if shards.get(k) else v for k, v in raw.items()}
+    return ClassBytes(**sharded, activations=activations, workspace=int(s.training.workspace))
+
+
+def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
+    """The whole model on one device: P·b per class, one micro-batch of activations."""
+    mats = stage_matrices(model, 0, 1, 1)
+    acts = model.layers * model.layer_activation_bytes(
+        s.seq_len, s.training.micro_batch_size, 1, False, s.training.recompute
+    )
+    return _class_bytes(s, mats, math.ceil(acts), {}, 1)
+
+
+def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, float, int]:
+    par = s.parallel
+    mats = stage_matrices(model, stage, par.pipeline, par.tensor)
+    inflight = inflight_microbatches(
+        stage, par.pipeline, par.virtual_pipeline, s.training.grad_accumulation
+    )
+    layers = model.layers // par.pipeline
+    acts = math.ceil(layers * layer_activation_bytes(s, model) * inflight)
+    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data)
+    return per_gpu, inflight, sum(m.size for m in mats)
+
+
+def tier_use(s: Scenario, per_gpu: ClassBytes) -> dict[str, TierUse]:
+    homes = {
+        cls: getattr(s.placement, cls)
+        for cls in ("weights", "gradients", "master", "optimizer", "activations")
+    }
+    homes["workspace"] = s.hardware.gpu.memory
+    out = {}
+    for name, tier in s.hardware.tiers.items():
+        classes = {c: getattr(per_gpu, c) for c, home in homes.items() if home == name}
+        out[name] = TierUse(tier.capacity, sum(classes.values()), classes)
+    return out
+
+
+def build_inventory(s: Scenario) -> Inventory:
+    model = build_model(s.model)
+    stages = [_stage_bytes(s, model, k) for k in range(s.parallel.pipeline)]
+    stage = max(range(len(stages)), key=lambda k: stages[k][0].total)
+    per_gpu, inflight, params = stages[stage]
+    return Inventory(
+        parameters=model.parameters,
+        dense=dense_inventory(s, model),
+        per_gpu=per_gpu,
+        stage=stage,
+        stage_parameters=params,
+        inflight_microbatches=inflight,
+        sharded=sharded_classes(s),
+        tiers=tier_use(s, per_gpu),
+    )
+
+
+def model_summary(model: Model) -> dict[str, object]:
+    if isinstance(model, Transformer):
+        return {
+            "parameters": model.parameters,
+            "layers": model.layers,
+            "hidden": model.hidden,
+            "heads": model.heads,
+            "kv_heads": model.kv_heads,
+            "ffn_hidden": model.ffn_hidden,
+            "vocab": model.vocab,
+        }
+    return {"parameters": model.parameters, "layers": model.layers}

@@ -1,0 +1,231 @@
+"""Model arithmetic: exact parameter counts, per-layer FLOPs and retained activation bytes.
+
+Counts follow the real architectures: tied embeddings, biases, gated MLPs, grouped-query
+attention and norms are all counted the way PyTorch implementations allocate them.
+Activation bytes follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+Large Transformer Models", §4), generalised to any MLP width, gated MLPs and grouped-query
+attention; for the paper's shapes (ffn = 4h, kv_heads = heads) they reduce to its formulas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tiersim.config.schema import ModelSpec
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """`count` parameter tensors of shape (rows, cols); cols == 1 for vectors."""
+
+    rows: int
+    cols: int
+    count: int = 1
+    tensor_split: bool = True  # divided by the tensor-parallel size under Megatron TP
+    split_rows: bool = False  # row-parallel (and vocab-parallel) tensors split rows, not cols
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.cols * self.count
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """A decoder-only transformer; `parameters` of a generic model skips the dimensions."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn_hidden: int
+    vocab: int
+    max_positions: int | None
+    gated_mlp: bool
+    tied_embeddings: bool
+    qkv_bias: bool
+    attn_out_bias: bool
+    mlp_bias: bool
+    norm: str
+    position: str
+    activation_factor: float = 1.0
+
+    @classmethod
+    def from_spec(cls, spec: ModelSpec) -> Transformer:
+        return cls(
+            layers=spec.layers,
+            hidden=spec.hidden,
+            heads=spec.heads,
+            kv_heads=spec.kv_heads or spec.heads,
+            head_dim=spec.head_dim or spec.hidden // spec.heads,
+            ffn_hidden=spec.ffn_hidden,
+            vocab=spec.vocab,
+            max_positions=spec.max_positions,
+            gated_mlp=spec.gated_mlp,
+            tied_embeddings=spec.tied_embeddings,
+            qkv_bias=spec.qkv_bias,
+            attn_out_bias=spec.attn_out_bias,
+            mlp_bias=spec.mlp_bias,
+            norm=spec.norm,
+            position=spec.position,
+            activation_factor=spec.activation_factor,
+        )
+
+    # --- parameters ----------------------------------------------------------------------------
+
+    def _norm(self, count: int) -> list[Matrix]:
+        per = 2 if self.norm == "layernorm" else 1  # layernorm has a bias, RMSNorm does not
+        return [Matrix(self.hidden, 1, per * count, tensor_split=False)]
+
+    def layer_matrices(self) -> list[Matrix]:
+        """Every parameter tensor of one transformer layer."""
+        h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
+        f = self.ffn_hidden
+        mats = [Matrix(h, q), Matrix(h, kv, 2), Matrix(q, h, split_rows=True)]
+        if self.qkv_bias:
+            mats += [Matrix(q, 1), Matrix(kv, 1, 2)]
+        if self.attn_out_bias:
+            mats.append(Matrix(h, 1, tensor_split=False))  # row-parallel bias is replicated
+        mats += [Matrix(h, f, 3 if self.gated_mlp else 2)]
+        if self.mlp_bias:
+            mats += [Matrix(f, 1, 2 if self.gated_mlp else 1), Matrix(h, 1, tensor_split=False)]
+        return mats + self._norm(2)
+
+    def embedding_matrices(self) -> list[Matrix]:
+        mats = [Matrix(self.vocab, self.hidden, split_rows=True)]
+        if self.position == "learned":
+            mats.append(Matrix(self.max_positions, self.hidden, tensor_split=False))
+        return mats
+
+    def head_matrices(self) -> list[Matrix]:
+        """Final norm and, when untied, the output projection."""
+        mats = self._norm(1)
+        if not self.tied_embeddings:
+            mats.append(Matrix(self.vocab, self.hidden, split_rows=True))
+        return mats
+
+    def all_matrices(self) -> list[Matrix]:
+        layer = [
+            Matrix(m.rows, m.cols, m.count * self.layers, m.tensor_split, m.split_rows)
+            for m in self.layer_matrices()
+        ]
+        return self.embedding_matrices() + layer + self.head_matrices()
+
+    @property
+    def layer_parameters(self) -> int:
+        return sum(m.size for m in self.layer_matrices())
+
+    @property
+    def parameters(self) -> int:
+        return sum(m.size for m in self.all_matrices())
+
+    # --- FLOPs ---------------------------------------------------------------------------------
+
+    def _linear_weights_per_layer(self) -> int:
+        return sum(m.size for m in self.layer_matrices() if m.cols > 1)
+
+    def layer_forward_flops(self, seq: int, batch: int) -> float:
+        """Matrix multiplies (2 FLOPs per multiply-add) plus attention scores and values."""
+        tokens = seq * batch
+        linear = 2.0 * tokens * self._linear_weights_per_layer()
+        attention = 4.0 * batch * seq * seq * self.heads * self.head_dim  # QK^T and AV
+        return linear + attention
+
+    def head_forward_flops(self, seq: int, batch: int) -> float:
+        """The output projection to the vocabulary (logits)."""
+        return 2.0 * seq * batch * self.hidden * self.vocab
+
+    # --- activations ---------------------------------------------------------------------------
+
+    def layer_activation_bytes(
+        self,
+        seq: int,
+        batch: int,
+        tensor: int = 1,
+        sequence_parallel: bool = False,
+        recompute: str = "none",
+    ) -> float:
+        """Bytes one layer retains for backward, 16-bit activations (Korthikanti et al. §4).
+
+        Replicated across tensor-parallel ranks (unless sequence parallel): the two norm inputs
+        (4sbh), the attention and MLP inputs (2sbh each) and two dropout masks (sbh each) = 10sbh.
+        Split by t: Q (2sbh), K and V (2sb·kv each), the out-projection input (2sbh), the MLP's
+        wide tensors (4sbf, or 6sbf gated), and attention's 5as²b (softmax, mask, dropout).
+        With f = 4h and kv = h this is s·b·h·(10 + 24/t + 5as/(ht)).
+        """
+        s, b, h = seq, batch, self.hidden
+        t = tensor
+        if recompute == "full":  # only the layer input survives the forward pass
+            kept = 2.0 * s * b * h
+            return self.activation_factor * (kept / t if sequence_parallel else kept)
+        kv = self.kv_heads * self.head_dim
+        q = self.heads * self.head_dim
+        replicated = 10.0 * s * b * h
+        mlp_wide = (6.0 if self.gated_mlp else 4.0) * s * b * self.ffn_hidden
+        split = 2.0 * s * b * q + 4.0 * s * b * kv + 2.0 * s * b * q + mlp_wide
+        # The out-projection input has width heads·head_dim; with head_dim·heads = h, 2sbh.
+        if recompute != "selective":
+            split += 5.0 * self.heads * s * s * b
+        total = (replicated + split) / t if sequence_parallel else replicated + split / t
+        return self.activation_factor * total
+
+
+@dataclass(frozen=True)
+class GenericModel:
+    """A model known only by its parameter count and layer count (uniform layers)."""
+
+    total_parameters: int
+    layers: int
+    activation_bytes_per_layer: float | None
+    forward_flops_per_token_per_layer: float | None
+    hidden: int | None = None
+    activation_factor: float = 1.0
+
+    @property
+    def parameters(self) -> int:
+        return self.total_parameters
+
+    @property
+    def layer_parameters(self) -> int:
+        return self.total_parameters // self.layers
+
+    def layer_forward_flops(self, seq: int, batch: int) -> float:
+        per_token = self.forward_flops_per_token_per_layer
+        if per_token is None:
+            per_token = 2.0 * self.total_parameters / self.layers
+        return per_token * seq * batch
+
+    def head_forward_flops(self, seq: int, batch: int) -> float:
+        return 0.0
+
+    def layer_activation_bytes(
+        self,
+        seq: int,
+        batch: int,
+        tensor: int = 1,
+        sequence_parallel: bool = False,
+        recompute: str = "none",
+    ) -> float:
+        """The given per-layer bytes, divided by t; full recompute keeps the layer input 2sbh
+        when `hidden` is known, otherwise nothing (the input size of a generic layer is unknown)."""
+        if recompute == "full":
+            kept = 2.0 * seq * batch * self.hidden if self.hidden else 0.0
+        else:
+            kept = self.activation_bytes_per_layer or 0.0
+        return self.activation_factor * kept / tensor
+
+
+Model = Transformer | GenericModel
+
+
+def build_model(spec: ModelSpec) -> Model:
+    if spec.parameters is not None:
+        return GenericModel(
+            total_parameters=spec.parameters,
+            layers=spec.layers,
+            activation_bytes_per_layer=spec.activation_bytes_per_layer,
+            forward_flops_per_token_per_layer=spec.forward_flops_per_token_per_layer,
+            hidden=spec.hidden,
+            activation_factor=spec.activation_factor,
+        )
+    return Transformer.from_spec(spec)

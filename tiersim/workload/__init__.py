@@ -1,0 +1,1 @@
+"""The work of a step per unit: compute, communication, the pipeline schedule."""

@@ -1,0 +1,269 @@
+"""Pipeline schedules: 1F1B and interleaved 1F1B, their bubble, and the step time they imply.
+
+Notation (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+Clusters Using Megatron-LM", §2.2): `p` pipeline stages, `m` micro-batches per step, `v` model
+chunks per stage (virtual pipeline; v = 1 is plain 1F1B), `f` and `b` the forward and backward
+time of one micro-batch through one model chunk, `c` one point-to-point transfer between
+adjacent virtual stages.
+
+- Bubble fraction, bubble time over ideal time: (p - 1) / m for 1F1B (PipeDream-Flush),
+  (p - 1) / (v·m) interleaved (§2.2.1, §2.2.2).
+- Stage order, as Megatron-LM runs it (`megatron/core/pipeline_parallel/schedules.py`):
+  warm-up forwards, a steady phase of one forward then one backward, cool-down backwards.
+  1F1B: stage k runs min(p - k - 1, m) warm-up forwards. Interleaved: (p - k - 1)·2 +
+  (v - 1)·p warm-up forwards over the m·v (micro-batch, chunk) pairs, all of them when m = p;
+  the k-th pair is micro-batch (k // pv)·p + k % p on chunk (k % pv) // p, backwards visit the
+  chunks in reverse.
+- Step time: `evaluate` runs every stage's order as a dependency graph (a forward waits for
+  the previous virtual stage's forward plus c, a backward for the next virtual stage's backward
+  plus c; sends never block the sender) and returns each stage's timeline. For uniform stages
+  and c = 0 it equals the closed form `step_time` = (v·m + p - 1)·(f + b) (tests check this).
+  Transfers are not a constant: interleaved 1F1B hides them in steady state behind its extra
+  warm-up and pays 2·(v·p - 1)·c while c is small against f; plain 1F1B has no warm-up slack
+  and exposes part of every steady-state exchange, so its cost grows with m. `exposed_p2p_s`
+  reads that cost off `evaluate`.
+
+The engine's reduction: simulate one representative stage in detail (its v·m forwards and
+backwards, with whatever offload stalls they carry), then add the idle time the all-stage
+schedule imposes on it, `evaluate` run with per-(stage, chunk) times (the output head makes
+the last stage's last chunk heavier) and its sends: the stage's step time minus its own work,
+split at its last backward (`tiersim.workload.work`). `evaluate` is O(p·v·m) (p = 64, m = 512:
+about 0.15 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["forward", "backward"]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One micro-batch through one model chunk of a stage, forward or backward."""
+
+    microbatch: int
+    chunk: int
+    kind: Kind
+
+
+@dataclass(frozen=True)
+class PipelineTiming:
+    """The timeline of every stage under one schedule (seconds from the step's start)."""
+
+    step_s: float  # when the last stage finishes its last backward
+    busy_s: tuple[float, ...]  # compute time per stage
+    finish_s: tuple[float, ...]  # last operation's end per stage
+    starts: tuple[tuple[float, ...], ...]  # start of each op, per stage, in schedule order
+
+    @property
+    def idle_s(self) -> tuple[float, ...]:
+        """Time each stage waits within the step (the bubble and exposed transfers)."""
+        return tuple(self.step_s - b for b in self.busy_s)
+
+
+def _check(pipeline: int, micro_batches: int, virtual: int) -> None:
+    if pipeline < 1:
+        raise ValueError(f"pipeline(={pipeline}) must be >= 1")
+    if micro_batches < 1:
+        raise ValueError(f"micro_batches(={micro_batches}) must be >= 1")
+    if virtual < 1:
+        raise ValueError(f"virtual(={virtual}) must be >= 1")
+    if virtual > 1 and micro_batches % pipeline:
+        raise ValueError(
+            f"interleaving needs micro_batches(={micro_batches}) to be a multiple of "
+            f"pipeline(={pipeline}) (Narayanan et al. 2021, §2.2.2)"
+        )
+
+
+# --- bubble ------------------------------------------------------------------------------------
+
+
+def bubble_fraction(pipeline: int, micro_batches: int, virtual: int = 1) -> float:
+    """Bubble time over ideal compute time: (p - 1) / (v·m) (Narayanan et al. 2021, §2.2)."""
+    _check(pipeline, micro_batches, virtual)
+    return (pipeline - 1) / (virtual * micro_batches)
+
+
+def bubble_share(pipeline: int, micro_batches: int, virtual: int = 1) -> float:
+    """The bubble's share of the step's wall-clock time: (p - 1) / (v·m + p - 1)."""
+    _check(pipeline, micro_batches, virtual)
+    return (pipeline - 1) / (virtual * micro_batches + pipeline - 1)
+
+
+def bubble_s(pipeline: int, forward_s: float, backward_s: float) -> float:
+    """Idle time the schedule adds to a stage's own v·m·(f + b): (p - 1)·(f + b).
+
+    f and b are one micro-batch through one chunk. Exact for uniform stages with no p2p
+    time (the tests check it against `evaluate`); see `exposed_p2p_s` for transfers.
+    """
+    return (pipeline - 1) * (forward_s + backward_s)
+
+
+def step_time(
+    pipeline: int, micro_batches: int, virtual: int, forward_s: float, backward_s: float
+) -> float:
+    """Closed form for uniform stages, no p2p time: (v·m + p - 1)·(f + b)."""
+    _check(pipeline, micro_batches, virtual)
+    work = virtual * micro_batches * (forward_s + backward_s)
+    return work + bubble_s(pipeline, forward_s, backward_s)
+
+
+# --- schedules ---------------------------------------------------------------------------------
+
+
+def _one_f_one_b(stage: int, pipeline: int, micro_batches: int) -> list[Op]:
+    warmup = min(pipeline - stage - 1, micro_batches)
+    ops = [Op(i, 0, "forward") for i in range(warmup)]
+    for i in range(micro_batches - warmup):
+        ops += [Op(warmup + i, 0, "forward"), Op(i, 0, "backward")]
+    ops += [Op(i, 0, "backward") for i in range(micro_batches - warmup, micro_batches)]
+    return ops
+
+
+def _virtual_op(k: int, pipeline: int, virtual: int, kind: Kind) -> Op:
+    """The k-th (micro-batch, chunk) pair a stage visits (Megatron's get_model_chunk_id)."""
+    group, within = divmod(k, pipeline * virtual)
+    chunk = within // pipeline
+    if kind == "backward":
+        chunk = virtual - chunk - 1
+    return Op(group * pipeline + k % pipeline, chunk, kind)
+
+
+def _interleaved(stage: int, pipeline: int, micro_batches: int, virtual: int) -> list[Op]:
+    total = micro_batches * virtual
+    if micro_batches == pipeline:
+        warmup = total
+    else:
+        warmup = min((pipeline - stage - 1) * 2 + (virtual - 1) * pipeline, total)
+    ops = [_virtual_op(k, pipeline, virtual, "forward") for k in range(warmup)]
+    for i in range(total - warmup):
+        ops.append(_virtual_op(warmup + i, pipeline, virtual, "forward"))
+        ops.append(_virtual_op(i, pipeline, virtual, "backward"))
+    ops += [_virtual_op(k, pipeline, virtual, "backward") for k in range(total - warmup, total)]
+    return ops
+
+
+def stage_schedule(stage: int, pipeline: int, micro_batches: int, virtual: int = 1) -> list[Op]:
+    """The ordered operations of one stage for one step, as Megatron-LM orders them."""
+    _check(pipeline, micro_batches, virtual)
+    if not 0 <= stage < pipeline:
+        raise ValueError(f"stage(={stage}) must be in [0, {pipeline})")
+    if virtual == 1:
+        return _one_f_one_b(stage, pipeline, micro_batches)
+    return _interleaved(stage, pipeline, micro_batches, virtual)
+
+
+def peak_inflight(ops: Sequence[Op]) -> int:
+    """Most (micro-batch, chunk) forwards whose backward has not run yet, at any point.
+
+    Divided by v, this is the stage's peak activation memory in micro-batches of its
+    layers (`tiersim.state.inventory.inflight_microbatches`).
+    """
+    live = peak = 0
+    for op in ops:
+        live += 1 if op.kind == "forward" else -1
+        peak = max(peak, live)
+    return peak
+
+
+def exposed_p2p_s(
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    forward_s: float,
+    backward_s: float,
+    p2p_s: float,
+) -> float:
+    """Step time that point-to-point transfers of p2p_s each add to a uniform pipeline."""
+    timed = evaluate(pipeline, micro_batches, virtual, forward_s, backward_s, p2p_s).step_s
+    return timed - step_time(pipeline, micro_batches, virtual, forward_s, backward_s)
+
+
+# --- evaluation over all stages ----------------------------------------------------------------
+
+
+Times = float | Sequence[float] | Sequence[Sequence[float]]
+
+
+def _per_chunk(value: Times, pipeline: int, virtual: int, name: str) -> list[list[float]]:
+    """One time per (stage, chunk) from one value, one per stage, or one per stage and chunk."""
+    if isinstance(value, int | float):
+        value = [float(value)] * pipeline
+    rows = list(value)
+    if len(rows) != pipeline:
+        raise ValueError(f"{name} has {len(rows)} entries, expected one per stage ({pipeline})")
+    table = [[float(r)] * virtual if isinstance(r, int | float) else list(r) for r in rows]
+    if any(len(r) != virtual for r in table):
+        raise ValueError(f"{name}: each stage needs one time per model chunk ({virtual})")
+    if any(x < 0 for r in table for x in r):
+        raise ValueError(f"{name}(={table}) must be >= 0")
+    return table
+
+
+def _dependency(op: Op, stage: int, pipeline: int, virtual: int) -> tuple[tuple, bool] | None:
+    """The op this one waits for, as (key, crosses a p2p link); None for the first forward."""
+    if op.kind == "forward":
+        if stage > 0:
+            return ("forward", op.microbatch, stage - 1, op.chunk), True
+        if op.chunk > 0:
+            return ("forward", op.microbatch, pipeline - 1, op.chunk - 1), True
+        return None
+    if stage < pipeline - 1:
+        return ("backward", op.microbatch, stage + 1, op.chunk), True
+    if op.chunk < virtual - 1:
+        return ("backward", op.microbatch, 0, op.chunk + 1), True
+    return ("forward", op.microbatch, stage, op.chunk), False
+
+
+def evaluate(
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    forward_s: Times,
+    backward_s: Times,
+    p2p_s: float = 0.0,
+) -> PipelineTiming:
+    """Run every stage's schedule as a dependency graph and time it (the brute-force model).
+
+    `forward_s` / `backward_s`: one micro-batch through one chunk: one value, one per stage,
+    or one per stage and chunk (the output head makes the last stage's last chunk heavier).
+    Sends are asynchronous: a stage never waits for its own send to land, only for the input
+    it needs. Work is O(p·v·m).
+    """
+    fwd = _per_chunk(forward_s, pipeline, virtual, "forward_s")
+    bwd = _per_chunk(backward_s, pipeline, virtual, "backward_s")
+    if p2p_s < 0:
+        raise ValueError(f"p2p_s(={p2p_s}) must be >= 0")
+    ops = [stage_schedule(k, pipeline, micro_batches, virtual) for k in range(pipeline)]
+    done: dict[tuple, float] = {}
+    waiting: dict[tuple, int] = {}
+    position, free = [0] * pipeline, [0.0] * pipeline
+    starts: list[list[float]] = [[] for _ in range(pipeline)]
+    ready = list(range(pipeline))
+    while ready:
+        k = ready.pop()
+        while position[k] < len(ops[k]):
+            op = ops[k][position[k]]
+            dep = _dependency(op, k, pipeline, virtual)
+            if dep is not None and dep[0] not in done:
+                waiting[dep[0]] = k
+                break
+            arrive = 0.0 if dep is None else done[dep[0]] + (p2p_s if dep[1] else 0.0)
+            start = max(free[k], arrive)
+            free[k] = start + (fwd if op.kind == "forward" else bwd)[k][op.chunk]
+            starts[k].append(start)
+            key = (op.kind, op.microbatch, k, op.chunk)
+            done[key] = free[k]
+            position[k] += 1
+            if key in waiting:
+                ready.append(waiting.pop(key))
+    assert all(position[k] == len(ops[k]) for k in range(pipeline)), "schedule deadlocked"
+    return PipelineTiming(
+        step_s=max(free),
+        busy_s=tuple(micro_batches * (sum(fwd[k]) + sum(bwd[k])) for k in range(pipeline)),
+        finish_s=tuple(free),
+        starts=tuple(tuple(s) for s in starts),
+    )

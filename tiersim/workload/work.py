@@ -1,0 +1,308 @@
+"""The work of one training step on one GPU, unit by unit: bytes per class and compute times.
+
+A unit is one transformer layer of the simulated pipeline stage, or the stage's 'rest'
+(embeddings, final norm, output head). Every figure is per GPU, after tensor division and
+data-parallel sharding, so the engine only schedules and times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.state.inventory import (
+    build_inventory,
+    layer_activation_bytes,
+    master_bytes,
+    optimizer_values,
+    sharded_classes,
+    unit_matrices,
+)
+from tiersim.state.model import Transformer, build_model
+from tiersim.workload import pipeline
+from tiersim.workload.comms import (
+    Comm,
+    capacities,
+    comm,
+    embedding_sync,
+    hidden_bytes,
+    p2p_send_s,
+    tensor_comms,
+)
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str
+    params: int  # parameters this GPU holds for the unit (after tensor division)
+    weights_full: int  # bytes compute needs in HBM
+    weights_home: int  # bytes homed per GPU (a shard under ZeRO-3)
+    gradients_full: int  # bytes backward produces
+    gradients_home: int
+    master_home: int
+    optimizer_home: int
+    gradients_for_update: int  # gradient bytes the optimizer reads (its shard)
+    weights_updated: int  # weight bytes the optimizer produces (its shard)
+    activations: int  # bytes retained per micro-batch
+    forward_s: float
+    backward_s: float
+    recompute_s: float
+    optimizer_gpu_s: float
+    optimizer_cpu_s: float
+    tp_forward: Comm | None = None  # blocking, in the GPU stream, per micro-batch
+    tp_backward: Comm | None = None
+    dp_weights: Comm | None = None  # all-gather of sharded weights before each use
+    dp_gradients: Comm | None = None  # reduce-scatter or all-reduce of the unit's gradients
+    dp_parameters: Comm | None = None  # all-gather of updated weights after the optimizer
+    embedding_sync: Comm | None = None  # tied embeddings: first and last stage, before update
+
+
+@dataclass(frozen=True)
+class Workload:
+    units: tuple[Unit, ...]
+    micro_batches: int
+    tokens_per_step: int  # over the whole data-parallel job
+    hbm_resident: int  # bytes homed in GPU memory for the whole step (not activations)
+    stage: int
+    chunks: tuple[tuple[int, ...], ...]  # unit indices of each model chunk (interleaving)
+    gradients_every_microbatch: bool  # sharded gradients are reduced every micro-batch
+    bubble_s: float  # pipeline idle time per step (fill, drain, exposed p2p)
+    bubble_after_s: float  # the part of it after this stage's last backward (waiting for the
+    # pipeline to end); the rest comes before that backward
+    net_capacity: dict[tuple[str, str], float]
+
+
+def _gpu_rate(s: Scenario) -> float:
+    peak = s.hardware.gpu.peak_flops[s.training.precision.weights]
+    return peak * s.hardware.gpu.efficiency
+
+
+def _memory_bound_s(s: Scenario, model, bytes_moved: float) -> float:
+    hbm = s.hardware.tiers[s.hardware.gpu.memory]
+    return bytes_moved / min(hbm.read_bw, hbm.write_bw)
+
+
+def _compute_times(s: Scenario, model, is_layer: bool, last_stage: bool) -> tuple[float, ...]:
+    """Forward, backward and recompute seconds of one unit for one micro-batch.
+
+    Matrix multiplies run at peak x efficiency. The memory-bound kernels between them (norms,
+    softmax, dropout, activation functions, residual adds) are timed at HBM bandwidth: they
+    move each activation byte a layer keeps (Korthikanti et al., no recompute) once in the
+    forward pass and twice in the backward pass (read it, write its gradient).
+    """
+    seq, mbs, t, rate = s.seq_len, s.training.micro_batch_size, s.parallel.tensor, _gpu_rate(s)
+    if not is_layer:
+        fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
+        return fwd, 2.0 * fwd, 0.0
+    kept = model.layer_activation_bytes(seq, mbs, t, s.parallel.sequence, "none")
+    elementwise = _memory_bound_s(s, model, kept)
+    fwd = model.layer_forward_flops(seq, mbs) / t / rate + elementwise
+    recompute = {"none": 0.0, "full": fwd}.get(s.training.recompute)
+    if recompute is None:  # selective: QK^T, softmax, dropout and attention over V again
+        heads = model.heads if isinstance(model, Transformer) else 0
+        heads_dim = heads * model.head_dim if isinstance(model, Transformer) else 0
+        scores = 5.0 * heads * seq * seq * mbs / t  # softmax, its mask and dropout output
+        recompute = 4.0 * mbs * seq * seq * heads_dim / t / rate
+        recompute += _memory_bound_s(s, model, scores)
+    bwd = 2.0 * model.layer_forward_flops(seq, mbs) / t / rate + 2.0 * elementwise
+    return fwd, bwd, recompute
+
+
+def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tuple[float, float]:
+    """GPU: bound by HBM bandwidth over the bytes touched. CPU: parameter rate or host memory
+    bandwidth, whichever binds."""
+    hw = s.hardware
+    hbm = hw.tiers[hw.gpu.memory]
+    gpu_s = touched / (min(hbm.read_bw, hbm.write_bw) * hw.gpu.optimizer_efficiency)
+    host_bw = hw.cpu.memory_bandwidth or hw.tiers[hw.cpu.memory].read_bw
+    cpu_s = max(updated_params / hw.cpu.optimizer_rate, touched / host_bw)
+    return gpu_s, cpu_s
+
+
+def _unit(s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts: int) -> Unit:
+    prec, d = s.training.precision, s.parallel.data
+    shard = sharded_classes(s)
+    params = sum(m.size for m in mats)
+
+    def home(raw: int, cls: str) -> int:
+        return math.ceil(raw / d) if shard[cls] else raw
+
+    w_full = params * PRECISION_BYTES[prec.weights]
+    g_full = params * PRECISION_BYTES[prec.gradients]
+    updated = params / d if shard["optimizer"] else float(params)
+    master = home(params * master_bytes(s), "master")
+    opt = home(
+        optimizer_values(s.training.optimizer, mats) * PRECISION_BYTES[prec.optimizer], "optimizer"
+    )
+    g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
+    w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
+    weights_read = 0 if master_bytes(s) else w_updated  # no master: update weights in place
+    touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
+    gpu_opt, cpu_opt = _optimizer_times(s, touched, updated)
+    fwd, bwd, rec = _compute_times(s, model, is_layer, last)
+    return Unit(
+        name,
+        params,
+        w_full,
+        home(w_full, "weights"),
+        g_full,
+        home(g_full, "gradients"),
+        master,
+        opt,
+        g_update,
+        w_updated,
+        acts if is_layer else 0,
+        fwd,
+        bwd,
+        rec,
+        gpu_opt if params else 0.0,
+        cpu_opt if params else 0.0,
+    )
+
+
+def _data_comms(s: Scenario, unit: Unit) -> dict[str, Comm | None]:
+    """ZeRO traffic of one unit (Rajbhandari et al. 2020, §7.2): sharded weights are
+    all-gathered before every use; sharded gradients reduce-scattered every micro-batch;
+    otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
+    all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
+    after the update."""
+    shard = sharded_classes(s)
+    if s.parallel.data == 1 or unit.params == 0:
+        return {}
+    out: dict[str, Comm | None] = {}
+    if shard["weights"]:
+        out["dp_weights"] = comm(s, "dp weights", "data", "all_gather", unit.weights_full)
+    sharded_update = shard["optimizer"] or shard["master"]
+    op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
+    out["dp_gradients"] = comm(s, "dp gradients", "data", op, unit.gradients_full)
+    if not shard["weights"] and sharded_update:
+        out["dp_parameters"] = comm(s, "dp parameters", "data", "all_gather", unit.weights_full)
+    return out
+
+
+def _rest_tensor_comms(s: Scenario, hidden: int | None, stage: int) -> dict[str, Comm | None]:
+    """The vocabulary-parallel embedding's all-reduce (first stage, forward) and the output
+    layer's input-gradient all-reduce (last stage, backward)."""
+    if s.parallel.tensor == 1 or not hidden:
+        return {}
+    buffer = hidden_bytes(s, hidden)
+    out: dict[str, Comm | None] = {}
+    if stage == 0:
+        out["tp_forward"] = comm(s, "tp embedding", "tensor", "all_reduce", buffer)
+    if stage == s.parallel.pipeline - 1:
+        out["tp_backward"] = comm(s, "tp head", "tensor", "all_reduce", buffer)
+    return out
+
+
+def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
+    return 0.0 if c is None else c.latency_s + c.nbytes / cap[c.resource]
+
+
+def _rest_times(s: Scenario, model, hidden: int | None, stage: int, cap: dict) -> tuple:
+    """Forward and backward seconds of one stage's rest unit for one micro-batch: the output
+    head on the last stage, the tensor-parallel embedding and head all-reduces."""
+    fwd, bwd, _ = _compute_times(s, model, False, stage == s.parallel.pipeline - 1)
+    tp = _rest_tensor_comms(s, hidden, stage)
+    return fwd + _alone_s(tp.get("tp_forward"), cap), bwd + _alone_s(tp.get("tp_backward"), cap)
+
+
+def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden) -> tuple:
+    """Forward and backward seconds of one micro-batch through each (stage, chunk): stages
+    hold identical layers; the embedding joins stage 0's first chunk, the output head the
+    last stage's last chunk (Megatron's placement), so the last stage runs longest."""
+    par = s.parallel
+    p, v = par.pipeline, par.virtual_pipeline
+    f = sum(u.forward_s + _alone_s(u.tp_forward, cap) for u in layers) / v
+    b = sum(u.backward_s + u.recompute_s + _alone_s(u.tp_backward, cap) for u in layers) / v
+    fwd = [[f] * v for _ in range(p)]
+    bwd = [[b] * v for _ in range(p)]
+    for stage, chunk in ((0, 0), (p - 1, v - 1)):
+        rest_f, rest_b = _rest_times(s, model, hidden, stage, cap)
+        fwd[stage][chunk] += rest_f
+        bwd[stage][chunk] += rest_b
+    return fwd, bwd
+
+
+def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None) -> tuple:
+    """Pipeline idle time per step of the simulated stage, and the part of it after the
+    stage's last backward: the all-stage schedule's step time minus this stage's own work
+    (fill, drain, exposed point-to-point sends, waiting on the last stage's output head);
+    after its last backward a stage waits only for the pipeline's end (stage 0: not at all)."""
+    par, m = s.parallel, s.training.grad_accumulation
+    if par.pipeline == 1:
+        return 0.0, 0.0
+    fwd, bwd = _stage_chunk_times(s, model, units[:-1], cap, hidden)
+    timing = pipeline.evaluate(
+        par.pipeline, m, par.virtual_pipeline, fwd, bwd, p2p_send_s(s, hidden)
+    )
+    stage = build_inventory(s).stage
+    idle = max(0.0, timing.step_s - timing.busy_s[stage])
+    return idle, min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
+
+
+def _chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[int, ...], ...]:
+    """Layers split evenly into `virtual` chunks; the stage's rest unit (index n_layers) opens
+    the first chunk where it is only the embedding (stage 0 of a pipeline), else closes the
+    last (the output head, after the layers)."""
+    per = n_layers // virtual
+    chunks = [list(range(c * per, (c + 1) * per)) for c in range(virtual)]
+    if embedding_first:
+        chunks[0].insert(0, n_layers)
+    else:
+        chunks[-1].append(n_layers)
+    return tuple(tuple(c) for c in chunks)
+
+
+def build_workload(s: Scenario) -> Workload:
+    model = build_model(s.model)
+    inv = build_inventory(s)
+    par = s.parallel
+    groups = unit_matrices(model, inv.stage, par.pipeline, par.tensor)
+    last = inv.stage == par.pipeline - 1
+    acts = math.ceil(layer_activation_bytes(s, model))
+    first = inv.stage * (model.layers // par.pipeline)
+    units = [
+        _unit(s, model, f"L{first + i}", mats, True, last, acts)
+        for i, mats in enumerate(groups[:-1])
+    ]
+    units.append(_unit(s, model, "rest", groups[-1], False, last, 0))
+    hidden = getattr(model, "hidden", None)
+    tp_fwd, tp_bwd = tensor_comms(s, hidden)
+    units = [
+        dataclasses.replace(u, **_data_comms(s, u), tp_forward=tp_fwd, tp_backward=tp_bwd)
+        for u in units[:-1]
+    ] + [
+        dataclasses.replace(
+            units[-1],
+            **_data_comms(s, units[-1]),
+            **_rest_tensor_comms(s, hidden, inv.stage),
+            embedding_sync=embedding_sync(s, model, inv.stage),
+        )
+    ]
+    cap = capacities(s)
+    bubble, after = _bubble(s, model, units, cap, hidden)
+    gpu = s.hardware.gpu.memory
+    resident = sum(
+        b
+        for cls, b in inv.per_gpu.as_dict().items()
+        if cls not in ("activations", "total") and _home(s, cls) == gpu
+    )
+    tokens = s.seq_len * s.training.micro_batch_size * s.training.grad_accumulation * par.data
+    return Workload(
+        units=tuple(units),
+        micro_batches=s.training.grad_accumulation,
+        tokens_per_step=tokens,
+        hbm_resident=resident,
+        stage=inv.stage,
+        chunks=_chunks(len(units) - 1, par.virtual_pipeline, inv.stage == 0 < par.pipeline - 1),
+        gradients_every_microbatch=sharded_classes(s)["gradients"] and par.data > 1,
+        bubble_s=bubble,
+        bubble_after_s=after,
+        net_capacity=cap,
+    )
+
+
+def _home(s: Scenario, cls: str) -> str:
+    return s.hardware.gpu.memory if cls == "workspace" else getattr(s.placement, cls)
