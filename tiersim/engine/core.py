@@ -306,7 +306,11 @@ def measure(
     wall_s: float,
 ) -> StepResult:
     ops = engine.schedule.ops
-    lo, hi = log.step_end[measured_step - 1], log.step_end[measured_step]
+    # a measured first step (steps independent: see steady.steps_to_simulate) starts at 0
+    lo = log.step_end[measured_step - 1] if measured_step else 0.0
+    hi = log.step_end[measured_step]
+    zero = dict.fromkeys(log.snapshots[measured_step], 0.0)
+    before = log.snapshots[measured_step - 1] if measured_step else zero
     step_s = hi - lo
     gpu = iv.clip(_busy(log, ops, "gpu"), lo, hi)
     bubble = iv.clip(_busy(log, ops, "idle"), lo, hi)
@@ -329,7 +333,7 @@ def measure(
     tiers = {}
     for name, tier in s.hardware.tiers.items():
         occ = engine.occupancy[name]
-        integral = log.snapshots[measured_step][name] - log.snapshots[measured_step - 1][name]
+        integral = log.snapshots[measured_step][name] - before[name]
         tiers[name] = TierStats(
             capacity_bytes=tier.capacity,
             resident_bytes=baseline[name],

@@ -56,6 +56,7 @@ class _Builder:
         self.snapshot_guard: dict[int, list[int]] = {}
         self.last_drain: dict[tuple[str, int], int] = {}
         self.step_ends = [0]  # ops after each built step (none before the first)
+        self.order_starts: list[list[int]] = []  # per step: op index of each order element
         # ops below this index are shared with a fork: copied before their `free` changes
         self.shared_below = 0
         self.owned: set[int] = set()
@@ -351,7 +352,9 @@ class _Builder:
         )
         offloads: dict[tuple[int, int], int | None] = {}
         waits = self.wl.bubble_s - self.wl.bubble_after_s
+        self.order_starts.append([])
         for k, op in enumerate(order):
+            self.order_starts[-1].append(len(self.ops))
             units = self.wl.chunks[op.chunk]
             if k == len(order) - 1 and waits > 0:  # the other stages' work before the last op
                 self.add(Op("idle", "bubble", "pipeline bubble", step, [], duration=waits))
@@ -379,7 +382,8 @@ class _Builder:
         are: building on copies an op before changing it."""
         end = self.step_ends[steps]
         self.shared_below, self.owned = max(self.shared_below, end), set()
-        return Schedule(self.ops[:end], steps, self.depth, self.wl.net_capacity)
+        starts = tuple(tuple(marks) for marks in self.order_starts[:steps])
+        return Schedule(self.ops[:end], steps, self.depth, self.wl.net_capacity, starts)
 
     def build(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
         self.extend(steps, checkpoint_steps)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
+from tiersim.engine import steady
 from tiersim.engine.core import measure, run_engine
 from tiersim.engine.durable import checkpoint_baseline, measure_checkpoint, with_checkpoint
 from tiersim.engine.results import StepResult
@@ -64,7 +65,6 @@ def _prepare(s: Scenario) -> _Setup:
     problems = placement_problems(s, topo)
     if problems:
         raise InputError("scenario", problems)
-    _check_size(s)
     wl = build_workload(s)
     gpu = s.hardware.gpu.memory
     capacity = s.hardware.tiers[gpu].capacity
@@ -85,16 +85,15 @@ def _prepare(s: Scenario) -> _Setup:
     return _Setup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
 
 
-def _check_size(s: Scenario) -> None:
+def _check_size(s: Scenario, steps: int, micro_batches: int) -> None:
     """Refuse, before building anything, a run too large to be meant (exit 3)."""
-    steps, m = s.simulation.warmup_steps + 2, s.training.grad_accumulation
     units = build_model(s.model).layers // s.parallel.pipeline + 1
-    passes = steps * m * units
+    passes = steps * micro_batches * units
     limit = s.simulation.max_layer_passes
     if passes > limit:
         raise InfeasibleError(
             f"the run would simulate {passes:,} layer passes ({steps} steps x "
-            f"{m:,} micro-batches x {units:,} units), over "
+            f"{micro_batches:,} micro-batches x {units:,} units), over "
             f"simulation.max_layer_passes ({limit:,}): minutes to hours and gigabytes of memory; "
             "raise the limit if that is intended, or simulate fewer layers or micro-batches"
         )
@@ -137,11 +136,29 @@ def simulate(s: Scenario, record: bool = False) -> StepResult:
 
 def _simulate(s: Scenario, record: bool) -> StepResult:
     setup = _prepare(s)
-    measured = s.simulation.warmup_steps
+    runs = steady.samples(s)
+    if runs is not None:
+        steps = steady.steps_to_simulate(s)[0]
+        _check_size(s, steps, max(runs))
+        result = _extrapolated(s, setup, runs, record)
+        if result is not None:
+            return result
+    _check_size(s, steady.steps_to_simulate(s)[0], s.training.grad_accumulation)
+    result, _, ck = _measured(s, setup, record)
+    if ck is not None:
+        result = with_checkpoint(result, s, ck(result))
+    note = "full" if runs is None else "full (no repetition found)"
+    return dataclasses.replace(result, steady_state=note)
+
+
+def _measured(s: Scenario, setup: _Setup, record: bool) -> tuple:
+    """One run as configured: the measured step, the plain run's checkpoint baseline figures,
+    and (with a checkpoint) a function of the plain result that measures the checkpoint."""
+    steps, measured = steady.steps_to_simulate(s)
     # the checkpoint runs share the plain run's steps before the measured one
     fork_at = measured if s.checkpoint_simulated else None
     run = functools.partial(_run, Schedules(s, setup.wl, setup.depth, fork_at))
-    schedule, engine, log, wall = run(s, setup, measured + 2, record=record)
+    schedule, engine, log, wall = run(s, setup, steps, record=record)
     wl = setup.wl
     result = measure(
         s,
@@ -151,15 +168,50 @@ def _simulate(s: Scenario, record: bool) -> StepResult:
         measured,
         setup.baseline,
         wl.tokens_per_step,
-        wl.micro_batches,
+        s.training.grad_accumulation,
         wall,
     )
+    result = dataclasses.replace(result, steps_simulated=steps)
+    repeats = steady.repeats(s, wl.stage, schedule, log, measured)
     if record:
         trace = trace_events(tuple(log.trace), schedule.ops, setup.topo)
         result = dataclasses.replace(result, trace=trace)
+    link_time = steady.any_link_s(engine, log, measured)
     if not s.checkpoint_simulated:
-        return result
+        return result, (link_time, repeats), None
     plain_figures = checkpoint_baseline(s, engine, log)
     del schedule, engine, log  # free the plain run before the checkpoint runs: a few figures do
-    checkpoint = measure_checkpoint(s, setup, result, run, plain_figures)
-    return with_checkpoint(result, s, checkpoint)
+
+    def checkpoint(plain: StepResult):
+        return measure_checkpoint(s, setup, plain, run, plain_figures)
+
+    return result, (link_time, repeats), checkpoint
+
+
+def _extrapolated(
+    s: Scenario, setup: _Setup, runs: tuple[int, ...], record: bool
+) -> StepResult | None:
+    """The step of m micro-batches from three runs of fewer, a period apart, once they are
+    seen to repeat (tiersim.engine.steady); None where they do not."""
+    samples = []
+    for n in runs:
+        shorter = dataclasses.replace(setup, wl=dataclasses.replace(setup.wl, micro_batches=n))
+        samples.append(_measured(s, shorter, record and n == runs[-1]))
+    results = [r for r, _, _ in samples]
+    if not samples[-1][1][1]:  # the longest run's last periods are not shifted copies
+        return None
+    periods = (s.training.grad_accumulation - runs[-1]) // steady.period(s)
+    plain = steady.grow(results, [lt for _, (lt, _), _ in samples], periods)
+    if plain is None:
+        return None
+    plain = dataclasses.replace(
+        plain,
+        micro_batches=s.training.grad_accumulation,
+        steady_state="extrapolated",
+        micro_batches_simulated=runs,
+        trace=steady.marked(results[-1].trace, runs[-1], s.training.grad_accumulation),
+    )
+    if not s.checkpoint_simulated:
+        return plain
+    checkpoint = steady.grow_checkpoint([ck(plain) for _, _, ck in samples], periods)
+    return None if checkpoint is None else with_checkpoint(plain, s, checkpoint)
