@@ -38,8 +38,8 @@ from tiersim.config.schema import Endurance, Scenario, Tier, TierBudget
 from tiersim.core.errors import Problem
 from tiersim.core.units import DAY_S
 from tiersim.engine.results import StepResult
+from tiersim.state.classes import PER_MICRO_BATCH
 
-PER_MICRO_BATCH_CLASSES = ("gradients", "activations")
 TOLERANCE = 1e-9  # relative: a margin of 1 - 1e-9 is float rounding, not a failed budget
 _MB = 1e6
 
@@ -321,7 +321,7 @@ class Remedies:
 def remedies(
     w: TierWear, v: Verdict, endurance: Endurance, micro_batches: int, compute_s: float
 ) -> Remedies:
-    per_mb = sum(w.host_bytes_by_class.get(c, 0.0) for c in PER_MICRO_BATCH_CLASSES)
+    per_mb = sum(w.host_bytes_by_class.get(c, 0.0) for c in PER_MICRO_BATCH)
     fit = grad_accumulation_to_fit(
         step_bytes=w.host_bytes_per_step - per_mb,
         micro_batch_bytes=per_mb / micro_batches,
@@ -380,7 +380,7 @@ def assess(scenario: Scenario, result: StepResult) -> dict[str, Assessment]:
         stats = result.tiers.get(name)
         if tier.endurance is None or stats is None:
             continue
-        w = tier_wear(name, tier, stats.written_by_class, result.time_s, per_day)
+        w = tier_wear(name, tier, stats.written_by_source, result.time_s, per_day)
         budget = scenario.budget.tiers.get(name)
         v = judge(w, budget, tier.endurance.warranty) if budget else None
         fix = None
