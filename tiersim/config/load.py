@@ -66,7 +66,18 @@ def load_preset(kind: str, name: str) -> dict[str, Any]:
     return copy.deepcopy(_preset_data(kind, name))
 
 
-def _unknown_preset(kind: str, name: Any) -> str:
+def _unknown_preset(kind: str, name: Any, base_dir: Path) -> str:
+    kind_of = _path_kind(_as_path(name, base_dir))
+    if kind_of == "folder":
+        return (
+            f"{shown(name)} is a folder (expected a shipped preset's name, or a {_SUFFIXES} file)"
+        )
+    if kind_of == "file":
+        path = Path(name)
+        return (
+            f"{shown(name)} is a file without a {_SUFFIXES} suffix (a preset file is known by its "
+            f"suffix: expected e.g. {path.stem}.yaml)"
+        )
     names = preset_names(kind)
     close = difflib.get_close_matches(str(name), names, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
@@ -138,6 +149,25 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
 
 
 PRESET_FILE_SUFFIXES = (".yaml", ".yml")
+_SUFFIXES = " or ".join(PRESET_FILE_SUFFIXES)
+
+
+def _path_kind(path: Path | None) -> str | None:
+    """'folder', 'file' (anything else that exists) or None."""
+    try:
+        if path is None or not path.exists():
+            return None
+        return "folder" if path.is_dir() else "file"
+    except (OSError, ValueError):  # a name too long for a path, say
+        return None
+
+
+def _as_path(name: Any, base_dir: Path) -> Path | None:
+    """A `preset:` value that is not a shipped name, as the path it may mean (None if it
+    cannot be one)."""
+    if not isinstance(name, str) or not name.strip() or "\0" in name:
+        return None
+    return Path(name) if Path(name).is_absolute() else base_dir / name
 
 
 def is_preset_file(name: Any) -> bool:
@@ -159,7 +189,8 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
         try:
             merged = load_preset("models", model["preset"])
         except (KeyError, TypeError):
-            problems.append(Problem("model.preset", _unknown_preset("models", model["preset"])))
+            what = _unknown_preset("models", model["preset"], base_dir)
+            problems.append(Problem("model.preset", what))
     if "hf_config" in model:
         try:
             path = hf_config_path(model["hf_config"], base_dir)
@@ -209,7 +240,7 @@ def _resolve_hardware(hardware: Any, base_dir: Path, problems: list[Problem]) ->
         try:
             base = load_preset("hardware", name)
         except (KeyError, TypeError):
-            problems.append(Problem("hardware.preset", _unknown_preset("hardware", name)))
+            problems.append(Problem("hardware.preset", _unknown_preset("hardware", name, base_dir)))
             base = None
     if base is None:
         return hardware
@@ -301,6 +332,12 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         return f"expected a number (got {shown(err.get('input'))})"
     if kind == "finite_number":
         return f"expected a finite number (got {shown(err.get('input'))})"
+    if kind == "string_too_long" and tuple(err["loc"]) == ("name",):
+        size = len(err.get("input") or "")
+        limit = err.get("ctx", {}).get("max_length")
+        return (
+            f"a name of {size} characters (expected at most {limit}: it names the results folder)"
+        )
     if kind == "string_pattern_mismatch" and tuple(err["loc"]) == ("name",):
         return (
             "expected ASCII letters, digits, '_', '-' and '.' only: it names the results "
