@@ -436,7 +436,9 @@ def _folder_name(name: str) -> str:
 class Scenario(Strict):
     # a folder name under results/: letters, digits, '_', '-', '.', never '.' or '..' alone
     name: Annotated[
-        str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$"), AfterValidator(_folder_name)
+        str,
+        Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.\-]+$"),  # 255: NAME_MAX
+        AfterValidator(_folder_name),
     ]
     model: ModelSpec
     training: Training = Training()
