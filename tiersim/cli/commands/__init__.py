@@ -5,10 +5,11 @@ from tiersim.cli.commands import (
     check_published,
     inventory,
     measure,
+    presets,
     run,
     sweep,
     validate,
     wear,
 )
 
-COMMANDS = [run, inventory, wear, sweep, validate, check_published, measure, calibrate]
+COMMANDS = [run, inventory, wear, sweep, validate, check_published, measure, calibrate, presets]
