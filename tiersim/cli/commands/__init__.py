@@ -3,6 +3,7 @@
 from tiersim.cli.commands import (
     calibrate,
     check_published,
+    compare,
     inventory,
     measure,
     presets,
@@ -12,4 +13,15 @@ from tiersim.cli.commands import (
     wear,
 )
 
-COMMANDS = [run, inventory, wear, sweep, validate, check_published, measure, calibrate, presets]
+COMMANDS = [
+    run,
+    inventory,
+    wear,
+    sweep,
+    validate,
+    check_published,
+    measure,
+    calibrate,
+    presets,
+    compare,
+]
