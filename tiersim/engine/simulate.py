@@ -213,5 +213,5 @@ def _extrapolated(
     )
     if not s.checkpoint_simulated:
         return plain
-    checkpoint = steady.grow_checkpoint([ck(plain) for _, _, ck in samples], periods)
+    checkpoint = steady.grow_checkpoint([ck(plain) for _, _, ck in samples], periods, plain.time_s)
     return None if checkpoint is None else with_checkpoint(plain, s, checkpoint)

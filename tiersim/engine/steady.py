@@ -31,6 +31,7 @@ from tiersim.engine.results import CheckpointRun, LinkStats, StepResult
 from tiersim.workload.pipeline import stage_schedule
 
 REL = 1e-10  # a figure's growth per period must agree to this share of its scale
+ROUND_OFF = 1e-12  # of a step: what runs of different lengths may differ by in sums
 
 
 def independent_steps(s: Scenario) -> bool:
@@ -185,9 +186,12 @@ def _result(last: StepResult, f: dict[tuple, float], runs: list[StepResult]) -> 
     )
 
 
-def grow_checkpoint(runs: list[CheckpointRun], periods: int) -> CheckpointRun | None:
+def grow_checkpoint(runs: list[CheckpointRun], periods: int, step_s: float) -> CheckpointRun | None:
     """A checkpoint measured at three micro-batch counts a period apart, extrapolated: its
-    bytes and peaks must not change, its write, stall and added busy seconds grow alike."""
+    bytes and peaks must not change, its write, stall and added busy seconds grow alike. A
+    figure that moves by no more than the runs' round-off (1e-12 of a step per period) is
+    constant: its growth is that round-off (a stall is the difference of two run ends), and
+    extrapolating it would multiply it by the periods."""
     fixed = [dataclasses.replace(r, write_s=0.0, stall_s=0.0, link_busy_s={}) for r in runs]
     if not fixed[0] == fixed[1] == fixed[2]:
         return None
@@ -196,7 +200,11 @@ def grow_checkpoint(runs: list[CheckpointRun], periods: int) -> CheckpointRun | 
     step = _growth([{("s", k): v for k, v in f.items()} for f in seconds], {"s": scale})
     if step is None:
         return None
-    out = {k[1]: seconds[-1][k[1]] + periods * v for k, v in step.items()}
+    noise = ROUND_OFF * step_s
+    out = {}
+    for (_, name), growth in step.items():
+        flat = all(abs(f[name] - seconds[0][name]) <= noise for f in seconds)
+        out[name] = seconds[-1][name] + (0.0 if flat else periods * growth)
     busy = {name: out[name] for name in runs[-1].link_busy_s}
     return dataclasses.replace(
         runs[-1], write_s=out["write"], stall_s=max(0.0, out["stall"]), link_busy_s=busy
