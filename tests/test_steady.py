@@ -22,6 +22,7 @@ from tiersim.config.load import load_scenario
 from tiersim.engine import steady
 from tiersim.engine.simulate import simulate
 from tiersim.runner import report_for
+from tiersim.state.inventory import build_inventory
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "scenarios").glob("*.yaml")) + sorted(
@@ -66,12 +67,12 @@ def _more_micro_batches(path: Path) -> list[str]:
     """Enough micro-batches for the samples to cost less than a full run (scenarios shipped
     with few); a pipeline's count stays a multiple of its stages."""
     s = load_scenario(path).scenario
-    per = steady.period(s)
-    if steady.samples(s) is not None:
+    per, stage = steady.period(s), build_inventory(s).stage
+    if steady.samples(s, stage) is not None:
         return []
     m = s.training.grad_accumulation
     while steady.samples(s.model_copy(update={"training": s.training.model_copy(update={
-            "grad_accumulation": m})})) is None:  # fmt: skip
+            "grad_accumulation": m})}), stage) is None:  # fmt: skip
         m += per
     return [f"training.grad_accumulation={m}"]
 

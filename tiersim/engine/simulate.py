@@ -136,7 +136,7 @@ def simulate(s: Scenario, record: bool = False) -> StepResult:
 
 def _simulate(s: Scenario, record: bool) -> StepResult:
     setup = _prepare(s)
-    runs = steady.samples(s)
+    runs = steady.samples(s, setup.wl.stage)
     if runs is not None:
         steps = steady.steps_to_simulate(s)[0]
         _check_size(s, steps, max(runs))

@@ -53,16 +53,19 @@ def period(s: Scenario) -> int:
     return par.pipeline if par.virtual_pipeline > 1 else 1
 
 
-def samples(s: Scenario) -> tuple[int, int, int] | None:
+def samples(s: Scenario, stage: int) -> tuple[int, int, int] | None:
     """The micro-batch counts of the three runs that measure a period, or None to simulate m
-    in full (asked for, or too few micro-batches for the samples to cost less)."""
+    in full (asked for, or too few micro-batches for the samples to cost less). The shortest
+    run has the stage's warm-up forwards and two micro-batches more (the first is the one
+    without a partial gradient to read back; the last carries the step's reductions)."""
     m, per = s.training.grad_accumulation, period(s)
     if s.simulation.steady_state == "full":
         return None
     par = s.parallel
-    warmup = par.pipeline * (2 if par.virtual_pipeline > 1 else 1)  # at most this many in flight
+    p, v = par.pipeline, par.virtual_pipeline
+    warmup = (p - stage - 1) * 2 + (v - 1) * p if v > 1 else p - stage - 1
     n = m % per or per
-    while n < warmup + 2 or (par.virtual_pipeline > 1 and n <= par.pipeline):
+    while n < warmup + 3 or (v > 1 and n <= p):
         n += per
     runs = (n, n + per, n + 2 * per)
     return runs if sum(runs) < m else None
