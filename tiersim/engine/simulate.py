@@ -156,7 +156,7 @@ def _measured(s: Scenario, setup: _Setup, record: bool) -> tuple:
     and (with a checkpoint) a function of the plain result that measures the checkpoint."""
     steps, measured = steady.steps_to_simulate(s)
     # the checkpoint runs share the plain run's steps before the measured one
-    fork_at = measured if s.checkpoint_simulated else None
+    fork_at = measured if s.checkpoint_simulated else None  # (0 where steps are independent)
     run = functools.partial(_run, Schedules(s, setup.wl, setup.depth, fork_at))
     schedule, engine, log, wall = run(s, setup, steps, record=record)
     wl = setup.wl
