@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -74,7 +75,7 @@ def run_case(accumulation: int, checkpoint: bool) -> dict:
         capture_output=True,
         text=True,
         check=True,
-        cwd=ROOT,
+        cwd=tempfile.gettempdir(),  # not the repository: PYTHONPATH picks the tree measured
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 

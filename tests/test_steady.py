@@ -21,6 +21,7 @@ from test_engine_properties import build_raw, random_raw
 from tiersim.config.load import load_scenario
 from tiersim.engine import steady
 from tiersim.engine.simulate import simulate
+from tiersim.report.text import step_tables
 from tiersim.runner import report_for
 from tiersim.state.inventory import build_inventory
 
@@ -114,6 +115,8 @@ def test_no_repetition_found_means_a_full_simulation_and_says_so(monkeypatch):
     monkeypatch.setattr(steady, "REL", 0.0)
     fast = report_for(load_scenario(path, ["training.grad_accumulation=40"]))
     assert fast["sim"]["steady_state"] == "full (no repetition found)"
+    said = "steady state: the step was not seen to repeat micro-batch to micro-batch, so all "
+    assert said + "40 micro-batches were simulated" in step_tables(fast)
     monkeypatch.undo()
     full = report_for(
         load_scenario(path, ["training.grad_accumulation=40", "simulation.steady_state=full"])

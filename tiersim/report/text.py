@@ -135,6 +135,11 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
             f"sequences of {st['seq_len']:,} tokens: {source[st['seq_len_from']]}, as "
             "training.seq_len is not set"
         )
+    if report.get("sim", {}).get("steady_state") == "full (no repetition found)":
+        out.append(
+            f"steady state: the step was not seen to repeat micro-batch to micro-batch, so all "
+            f"{st['micro_batches']:,} micro-batches were simulated (simulation.steady_state)"
+        )
     return out
 
 
