@@ -75,9 +75,7 @@ def main() -> None:
         )
     print("\nscaling (llama-2-70b offload case): layers x micro-batches")
     base = CASES["llama-2-70b, ZeRO-3, NVMe offload, CPU optimizer"]
-    print(
-        f"{'layers':>6} {'micro-batches':>13} {'events':>8} {'s/step':>9} {'s per (L x m)':>14}"
-    )
+    print(f"{'layers':>6} {'micro-batches':>13} {'events':>8} {'s/step':>9} {'s per (L x m)':>14}")
     for layers, mbs in ((40, 4), (80, 4), (80, 8), (160, 8), (160, 16)):
         raw = {
             **base,
