@@ -78,20 +78,28 @@ def _more_micro_batches(path: Path) -> list[str]:
     return [f"training.grad_accumulation={m}"]
 
 
+# an async checkpoint drains over up to 10 simulated steps: a quarter of the layers keeps the
+# full simulation of this one short (the same ops per layer)
+SHRUNK = {"hbf-optimizer-state": ["model.layers=20"]}
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_every_shipped_scenario_extrapolates_to_its_full_simulation(path):
-    full, fast = both_ways(path, _more_micro_batches(path))
+    full, fast = both_ways(path, SHRUNK.get(path.stem, []) + _more_micro_batches(path))
     assert fast["sim"]["steady_state"] == "extrapolated"
     assert full["sim"]["steady_state"] == "full"
     assert differences(full, fast, full["step"]["time_s"]) == []
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(random_raw, st.integers(13, 20))
-def test_random_scenarios_extrapolate_to_their_full_simulation(p, m):
+@given(random_raw, st.integers(13, 20), st.sampled_from(["fair", "issue_order", "ordered"]))
+def test_random_scenarios_extrapolate_to_their_full_simulation(p, m, sharing):
     raw = build_raw({**p, "mb": m})
+    raw["simulation"] = {"link_sharing": sharing}
     fast = simulate(scenario(raw))
-    full = simulate(scenario({**raw, "simulation": {"steady_state": "full"}}))
+    full = simulate(
+        scenario({**raw, "simulation": {"link_sharing": sharing, "steady_state": "full"}})
+    )
     assert full.steady_state == "full"
     assert fast.steady_state in ("extrapolated", "full (no repetition found)")
     assert math.isclose(fast.time_s, full.time_s, rel_tol=REL)
