@@ -132,11 +132,16 @@ def test_no_repetition_found_means_a_full_simulation_and_says_so(monkeypatch):
     assert differences(full, fast, full["step"]["time_s"]) == []
 
 
-def test_synchronous_steps_are_independent_one_step_is_the_measured_one(monkeypatch):
+TOP_LEVEL = sorted((ROOT / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", TOP_LEVEL, ids=lambda p: p.stem)
+def test_synchronous_steps_are_independent_one_step_is_the_measured_one(path, monkeypatch):
     # the default update: the one simulated step equals the measured step of warm-up,
-    # measured and trailing steps
-    path = ROOT / "scenarios" / "llama2-7b-hbf-optimizer.yaml"
-    overrides = ["checkpoint.every_steps=null", "simulation.steady_state=full"]
+    # measured and trailing steps (without the scenario's checkpoint: that is simulated from
+    # the measured step on, or with the warm-up step, durable.measure_checkpoint)
+    overrides = ["checkpoint.every_steps=null", "failures.mtbf=null", "failures.gpu_mtbf=null"]
+    overrides += ["simulation.steady_state=full", "training.optimizer_step=synchronous"]
     one = report_for(load_scenario(path, overrides))
     assert one["sim"]["steps_simulated"] == 1
     monkeypatch.setattr(steady, "independent_steps", lambda s: False)
@@ -161,3 +166,20 @@ def test_an_extrapolated_trace_marks_what_it_does_not_show():
     result = simulate(s, record=True)
     notes = [e for e in result.trace["traceEvents"] if e.get("name", "").startswith("steady")]
     assert len(notes) == 1 and notes[0]["args"]["micro_batches_extrapolated"] == 40 - 5
+
+
+def test_a_checkpoint_forked_at_the_measured_step_costs_what_the_shared_warm_up_does(
+    monkeypatch,
+):
+    # llama2-70b-zero3-nvme: a blocking checkpoint every 500 steps. Forked: one plain step,
+    # then the checkpoint run from the measured step on against that step repeated; shared:
+    # warm-up, measured and trailing plain steps and a checkpoint run sharing the warm-up
+    path = ROOT / "scenarios" / "llama2-70b-zero3-nvme.yaml"
+    overrides = ["simulation.steady_state=full"]
+    forked = report_for(load_scenario(path, overrides))
+    assert forked["sim"]["steps_simulated"] == 1
+    monkeypatch.setattr(steady, "independent_steps", lambda s: False)
+    shared = report_for(load_scenario(path, overrides))
+    assert shared["sim"]["steps_simulated"] == 3
+    assert forked["checkpoint"]["stall_s"] > 0.1  # the blocking copy: a real figure
+    assert differences(shared, forked, shared["step"]["time_s"]) == []
