@@ -3,9 +3,10 @@
 Compute ops take their duration on their stream (GPU or CPU, program order). A move first
 pays its route's latency plus the pipeline fill of its first chunk through the staging
 tiers, then streams as a fluid flow sharing every link direction and tier port it crosses
-(max-min fair, `flows.py`). The engine simulates warm-up steps, the measured step and one
-trailing step (so that the measured step's tail contends with the next step's prefetch as
-in steady state), and reports the measured one. No I/O, no printing.
+(max-min fair, `flows.py`). The engine simulates the steps it is given (warm-up steps, the
+measured step and one trailing step, so that the measured step's tail contends with the next
+step's prefetch as in steady state; or one step where steps are independent,
+`tiersim.engine.steady`), and `measure` reports the measured one. No I/O, no printing.
 """
 
 from __future__ import annotations

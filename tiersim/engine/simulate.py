@@ -128,8 +128,11 @@ def _gc_paused() -> Iterator[None]:
 
 
 def simulate(s: Scenario, record: bool = False) -> StepResult:
-    """Simulate warm-up, measured and trailing steps; return the measured step, with the
-    cost of a durable checkpoint when the scenario configures one or a failure rate."""
+    """Simulate the steps and micro-batches the report needs (`tiersim.engine.steady`: one
+    step where steps are independent, else warm-up, measured and trailing steps; a few
+    micro-batches extrapolated once the step is verified to repeat); return the measured
+    step, with the cost of a durable checkpoint when the scenario configures one or a
+    failure rate."""
     with _gc_paused():
         return _simulate(s, record)
 
