@@ -23,12 +23,15 @@ full, and the report says so.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from tiersim.config.schema import Scenario
 from tiersim.core import intervals as iv
+from tiersim.engine.core import Engine
 from tiersim.engine.flows import FlowNetwork
+from tiersim.engine.ops import Schedule
 from tiersim.engine.results import CheckpointRun, LinkStats, StepResult
-from tiersim.workload.pipeline import stage_schedule
+from tiersim.workload.pipeline import warmup_forwards
 
 REL = 1e-10  # a figure's growth per period must agree to this share of its scale
 ROUND_OFF = 1e-12  # of a step: what runs of different lengths may differ by in sums
@@ -220,22 +223,18 @@ def grow_checkpoint(runs: list[CheckpointRun], periods: int, step_s: float) -> C
     )
 
 
-def repeats(s: Scenario, stage: int, schedule, log, measured: int) -> bool:
+def repeats(s: Scenario, stage: int, schedule: Schedule, log: Any, measured: int) -> bool:
     """The ops of the measured step's last full steady periods before its final one start and
-    end exactly one period after those of the period before (the same events, shifted)."""
+    end exactly one period after those of the period before (the same events, shifted).
+    `log`: the engine's record of each op's start and end."""
     par = s.parallel
-    order = stage_schedule(
-        stage,
-        par.pipeline,
-        len(schedule.order_starts[measured]) // (2 * par.virtual_pipeline),
-        par.virtual_pipeline,
-    )
-    warmup = next(i for i, op in enumerate(order) if op.kind == "backward") - 1
-    span = 2 * period(s) * par.virtual_pipeline  # order elements per period
-    end = warmup + 2 * (len(order) // 2 - warmup)  # the steady pairs end here
+    v, marks = par.virtual_pipeline, schedule.order_starts[measured]
+    m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
+    warmup = warmup_forwards(stage, par.pipeline, m, v)
+    span = 2 * period(s) * v  # order elements per period
+    end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
     if end - 3 * span < warmup:
         return False
-    marks = schedule.order_starts[measured]
     blocks = [marks[end - 3 * span], marks[end - 2 * span], marks[end - span]]
     return _shifted_alike(log.start, log.end, blocks)
 
@@ -253,7 +252,7 @@ def _shifted_alike(starts: list[float], ends: list[float], blocks: list[int]) ->
     )
 
 
-def any_link_s(engine, log, measured: int) -> float:
+def any_link_s(engine: Engine, log: Any, measured: int) -> float:
     """Seconds of the measured step during which any link or network channel was busy."""
     lo = log.step_end[measured - 1] if measured else 0.0
     spans = iv.union(engine.net.busy.intervals.get(FlowNetwork.ANY, []))
