@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from tiersim.config.load import build
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.engine.simulate import simulate
+from tiersim.hardware.resources import LinkDirection
 from tiersim.hardware.topology import Topology
 from tiersim.runner import report_with_result
 
@@ -310,7 +311,7 @@ def test_route_search_is_not_exponential(monkeypatch):
     monkeypatch.setattr(Topology, "_make_route", counted, raising=False)
     route = topo.route("hbm", "t0")
     assert route is not None
-    assert route.links == (("l-hbm-t0", "hbm->t0"),)
+    assert route.links == (LinkDirection("l-hbm-t0", "hbm", "t0"),)
 
 
 def test_more_pcie_bandwidth_never_slows_a_step():

@@ -20,9 +20,13 @@ import simpy
 from tiersim.config.schema import Scenario
 from tiersim.core import intervals as iv
 from tiersim.engine.flows import FlowNetwork, max_min_rates, priority_rates
-from tiersim.engine.ops import Op, Schedule
+from tiersim.engine.ops import COMPUTE_ROLES, Op, OpKind, Role, Schedule
 from tiersim.engine.results import LinkStats, StepResult, TierStats
+from tiersim.hardware.resources import Resource
 from tiersim.hardware.topology import Topology
+from tiersim.state.classes import CHECKPOINT_WRITES
+
+MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 
 
 @dataclass(slots=True)
@@ -121,13 +125,13 @@ class Engine:
         for tier, nbytes in op.alloc:
             self._occupy(tier, now, nbytes)
         kind = op.kind
-        if kind == "move":
+        if kind is MOVE:
             plan = self._move_plan(op)
             staged = [(t, plan.staged_bytes) for t in plan.staging]
             for tier, size in staged:
                 self._occupy(tier, now, size)
             self._after(plan.delay, self._flow, i, op.nbytes, plan.resources, staged)
-        elif kind == "comm" or kind == "sync":
+        elif kind is COMM or kind is SYNC:
             self._after(op.latency, self._flow, i, op.nbytes, (op.resource,), ())
         else:
             self._after(op.duration, self._finish, i)
@@ -213,10 +217,9 @@ def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
     last: dict[tuple, int] = {}
     extra: list[list[int]] = []
     for i, op in enumerate(ops):
-        if op.kind == "move":
-            route = topo.route(op.src, op.dst, op.nbytes)
-            keys = [("link", name, d) for name, d in route.links]
-        elif op.kind in ("comm", "sync"):
+        if op.kind is MOVE:
+            keys = list(topo.route(op.src, op.dst, op.nbytes).links)
+        elif op.kind.network:
             keys = [op.resource]
         else:
             keys = []
@@ -226,31 +229,27 @@ def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
     return extra
 
 
-def _channel(resource: tuple) -> str | None:
-    """Links by name; network groups as '<group>-parallel' channels."""
-    if resource[0] == "link":
-        return resource[1]
-    if resource[0] == "net":
-        return resource[1]
-    return None
+def _channel(resource: Resource) -> str | None:
+    """Links by name, network channels by theirs; tier ports belong to none."""
+    return resource.channel
 
 
 # --- measuring the step ----------------------------------------------------------------------
 
 
-def _busy(log: _Log, ops: list[Op], kind: str) -> iv.Intervals:
+def _busy(log: _Log, ops: list[Op], kind: OpKind) -> iv.Intervals:
     return iv.union(
         [
             (log.start[i], log.end[i])
             for i, op in enumerate(ops)
-            if op.kind == kind and log.end[i] > log.start[i]
+            if op.kind is kind and log.end[i] > log.start[i]
         ]
     )
 
 
-def _role_time(ops: list[Op], step: int, kind: str, roles: tuple[str, ...]) -> float:
+def _role_time(ops: list[Op], step: int, kind: OpKind, roles: tuple[Role, ...]) -> float:
     return sum(
-        op.duration for op in ops if op.step == step and op.kind == kind and op.role in roles
+        op.duration for op in ops if op.step == step and op.kind is kind and op.role in roles
     )
 
 
@@ -265,32 +264,33 @@ def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> di
     return out
 
 
-def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[str, ...] | None = None):
-    """Bytes per link direction, and read and written per tier by class, in one step."""
+def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[Role, ...] | None = None):
+    """Bytes per link direction (per group on a network channel), and read and written per
+    tier by class (a checkpoint's copies as `CHECKPOINT_WRITES`), in one step."""
     links: dict[str, dict[str, int]] = {}
     read: dict[str, dict[str, int]] = {}
     written: dict[str, dict[str, int]] = {}
     for op in ops:
         if op.step != step or (roles is not None and op.role not in roles):
             continue
-        if op.kind in ("comm", "sync"):
-            per = links.setdefault(op.resource[1], {})  # by group: tensor, data, pipeline
-            group = op.role.removesuffix("_comm")
-            per[group] = per.get(group, 0) + op.nbytes
+        if op.kind.network:
+            per = links.setdefault(op.resource.channel, {})  # by group: tensor, data, pipeline
+            per[op.subject] = per.get(op.subject, 0) + op.nbytes
             continue
-        if op.kind != "move":
+        if op.kind is not MOVE:
             continue
         route = topo.route(op.src, op.dst, op.nbytes)
-        for name, direction in route.links:
-            per = links.setdefault(name, {})
-            per[direction] = per.get(direction, 0) + op.nbytes
+        for hop in route.links:
+            per = links.setdefault(hop.link, {})
+            per[hop.direction] = per.get(hop.direction, 0) + op.nbytes
+        source = CHECKPOINT_WRITES if op.role is Role.CHECKPOINT else op.subject
         for k, tier in enumerate(route.tiers):
             if k > 0:
-                written.setdefault(tier, {}).setdefault(op.role, 0)
-                written[tier][op.role] += op.nbytes
+                written.setdefault(tier, {}).setdefault(source, 0)
+                written[tier][source] += op.nbytes
             if k < len(route.tiers) - 1:
-                read.setdefault(tier, {}).setdefault(op.role, 0)
-                read[tier][op.role] += op.nbytes
+                read.setdefault(tier, {}).setdefault(source, 0)
+                read[tier][source] += op.nbytes
     return links, read, written
 
 
@@ -308,10 +308,10 @@ def measure(
     ops = engine.schedule.ops
     lo, hi = log.step_end[measured_step - 1], log.step_end[measured_step]
     step_s = hi - lo
-    gpu = iv.clip(_busy(log, ops, "gpu"), lo, hi)
-    bubble = iv.clip(_busy(log, ops, "idle"), lo, hi)
+    gpu = iv.clip(_busy(log, ops, OpKind.GPU), lo, hi)
+    bubble = iv.clip(_busy(log, ops, OpKind.IDLE), lo, hi)
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)
-    cpu = iv.clip(_busy(log, ops, "cpu"), lo, hi)
+    cpu = iv.clip(_busy(log, ops, OpKind.CPU), lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
     busy = engine.net.busy.intervals
     any_link = iv.clip(iv.union(busy.get(FlowNetwork.ANY, [])), lo, hi)
@@ -341,11 +341,12 @@ def measure(
             written_by_class=written.get(name, {}),
             read_by_class=read.get(name, {}),
         )
+    optimizer_kind = OpKind.GPU if s.placement.optimizer_compute == "gpu" else OpKind.CPU
     result = StepResult(
         time_s=step_s,
-        compute_s=_role_time(ops, measured_step, "gpu", ("forward", "backward", "recompute")),
-        recompute_s=_role_time(ops, measured_step, "gpu", ("recompute",)),
-        optimizer_s=_role_time(ops, measured_step, s.placement.optimizer_compute, ("optimizer",)),
+        compute_s=_role_time(ops, measured_step, OpKind.GPU, COMPUTE_ROLES),
+        recompute_s=_role_time(ops, measured_step, OpKind.GPU, (Role.RECOMPUTE,)),
+        optimizer_s=_role_time(ops, measured_step, optimizer_kind, (Role.OPTIMIZER,)),
         exposed_transfer_s=max(0.0, iv.total(idle) - exposed_cpu),
         overlap=overlap,
         tokens_per_step=tokens,

@@ -28,6 +28,7 @@ from tiersim.analysis.checkpoint import (
 from tiersim.analysis.wear import judge, steps_per_day, tier_wear
 from tiersim.config.schema import Scenario
 from tiersim.engine.core import link_busy_s, moved
+from tiersim.engine.ops import Role
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share
 from tiersim.state.classes import CHECKPOINTED
@@ -51,7 +52,7 @@ def _read_back_s(s: Scenario, setup, per_class: dict[str, int]) -> float:
 
 
 def _checkpoint_window(schedule, log, step: int) -> tuple[float, float, int]:
-    ops = [i for i, op in enumerate(schedule.ops) if op.role == "checkpoint" and op.step == step]
+    ops = [i for i, op in enumerate(schedule.ops) if op.role is Role.CHECKPOINT and op.step == step]
     start = min(log.start[i] for i in ops)
     end = max(log.end[i] for i in ops)
     return start, end, len(ops)
@@ -121,7 +122,7 @@ def measure_checkpoint(
         del base_engine, base_log  # only these figures are needed: free the run before the next
     schedule, engine, log, _ = run(s, setup, steps, marks)
     start, end, _ = _checkpoint_window(schedule, log, measured)
-    links, read, written = moved(setup.topo, schedule.ops, measured, roles=("checkpoint",))
+    links, read, written = moved(setup.topo, schedule.ops, measured, roles=(Role.CHECKPOINT,))
     # what the checkpoint adds (its transfers overlapping others' add only the part not
     # already busy)
     busy = link_busy_s(engine, _window(s, log.step_end))

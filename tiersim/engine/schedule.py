@@ -28,9 +28,10 @@ import dataclasses
 from typing import Any
 
 from tiersim.config.schema import Scenario
-from tiersim.engine.ops import STREAM, Op, Schedule
+from tiersim.engine.ops import Op, OpKind, Role, Schedule
 from tiersim.engine.schedule_checkpoint import add_checkpoint
 from tiersim.engine.schedule_optimizer import optimizer_step
+from tiersim.state.classes import BY_NAME
 from tiersim.state.inventory import homes
 from tiersim.workload.comms import Comm
 from tiersim.workload.pipeline import stage_schedule
@@ -61,7 +62,7 @@ class _Builder:
     # --- primitives ----------------------------------------------------------------------------
 
     def add(self, op: Op) -> int:
-        stream = STREAM.get(op.kind)
+        stream = op.kind.stream
         if stream is not None:
             prev = self.last_on.get(stream)
             if prev is not None:
@@ -91,7 +92,7 @@ class _Builder:
 
     def move(
         self,
-        role: str,
+        cls: str,
         label: str,
         step: int,
         src: str,
@@ -100,13 +101,27 @@ class _Builder:
         deps: list[int | None],
         alloc_dst: bool = True,
         copy: bool = False,
+        role: Role = Role.STATE,
     ) -> int | None:
         """Move `nbytes` of a class between tiers; a no-op within one tier unless `copy`."""
+        if cls not in BY_NAME:
+            raise ValueError(f"no state class {cls!r} to move")
         if (src == dst and not copy) or nbytes <= 0:
             return None
         alloc = [(dst, nbytes)] if alloc_dst else []
         return self.add(
-            Op("move", role, label, step, list(deps), nbytes=nbytes, src=src, dst=dst, alloc=alloc)
+            Op(
+                OpKind.MOVE,
+                role,
+                label,
+                step,
+                list(deps),
+                nbytes=nbytes,
+                src=src,
+                dst=dst,
+                alloc=alloc,
+                subject=cls,
+            )
         )
 
     def net(
@@ -114,7 +129,7 @@ class _Builder:
         c: Comm | None,
         step: int,
         deps: list[int | None],
-        kind: str = "comm",
+        kind: OpKind = OpKind.COMM,
         alloc: list | None = None,
     ) -> int | None:
         """A collective as a network flow; "sync" ones block the GPU stream."""
@@ -123,7 +138,7 @@ class _Builder:
         return self.add(
             Op(
                 kind,
-                f"{c.group}_comm",
+                Role.COLLECTIVE,
                 c.name,
                 step,
                 list(deps),
@@ -131,12 +146,13 @@ class _Builder:
                 resource=c.resource,
                 latency=c.latency_s,
                 alloc=alloc or [],
+                subject=c.group,
             )
         )
 
     def barrier(self, label: str, step: int, deps: list[int]) -> int:
         """The GPU stream waits here until `deps` are done."""
-        return self.add(Op("idle", "checkpoint", label, step, list(deps)))
+        return self.add(Op(OpKind.IDLE, Role.CHECKPOINT, label, step, list(deps)))
 
     def prefetch_gate(self) -> int | None:
         """The op after which a fetch for the next use may be issued (`depth` uses ahead)."""
@@ -209,8 +225,8 @@ class _Builder:
         embedding = self.weights_ready[-1] if u == 0 and self.wl.stage == 0 else None
         op = self.add(
             Op(
-                "gpu",
-                "forward",
+                OpKind.GPU,
+                Role.FORWARD,
                 f"forward {unit.name} {tag}",
                 step,
                 [w, embedding],
@@ -220,7 +236,7 @@ class _Builder:
         )
         self.release_weights(u, held, op)
         self.end_use(u, op)
-        self.net(unit.tp_forward, step, [op], kind="sync")
+        self.net(unit.tp_forward, step, [op], kind=OpKind.SYNC)
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
@@ -261,8 +277,8 @@ class _Builder:
         if unit.recompute_s > 0:
             op = self.add(
                 Op(
-                    "gpu",
-                    "recompute",
+                    OpKind.GPU,
+                    Role.RECOMPUTE,
                     f"recompute {unit.name} {tag}",
                     step,
                     list(deps),
@@ -274,8 +290,8 @@ class _Builder:
         )
         op = self.add(
             Op(
-                "gpu",
-                "backward",
+                OpKind.GPU,
+                Role.BACKWARD,
                 f"backward {unit.name} {tag}",
                 step,
                 [*deps, grad_read, op],
@@ -289,7 +305,7 @@ class _Builder:
             self.free_after(op, self.gpu, unit.homed["gradients"])
         self.release_weights(u, held, op)
         self.end_use(u, op)
-        self.net(unit.tp_backward, step, [op], kind="sync")
+        self.net(unit.tp_backward, step, [op], kind=OpKind.SYNC)
         self.write_gradients(u, mb, step, op)
         return op
 
@@ -319,7 +335,7 @@ class _Builder:
         last = mb == self.wl.micro_batches - 1
         due = self.reduce_scatters(u) or last
         overlap = self.s.parallel.overlap_gradient_reduce
-        kind = "comm" if overlap else "sync"  # not overlapped: the GPU waits for it
+        kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: the GPU waits for it
         reduced = self.net(unit.dp_gradients if due else None, step, [bwd], kind=kind)
         done = reduced if reduced is not None else bwd
         if self.home["gradients"] == self.gpu or unit.gradients_full == 0:
@@ -352,7 +368,7 @@ class _Builder:
         for k, op in enumerate(order):
             units = self.wl.chunks[op.chunk]
             if k == len(order) - 1 and waits > 0:  # the other stages' work before the last op
-                self.add(Op("idle", "bubble", "pipeline bubble", step, [], duration=waits))
+                self.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", step, [], duration=waits))
             if op.kind == "forward":
                 for u in units:
                     fwd = self.forward(u, op.microbatch, step)

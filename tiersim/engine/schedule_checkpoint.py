@@ -2,7 +2,7 @@
 
 A checkpoint copies every unit's `weights`, `master` and `optimizer` (this GPU's shard, or
 its 1/d share of a replicated class) from their homes to the target tier (moves of role
-"checkpoint", so their bytes count in the target's wear):
+`Role.CHECKPOINT`, so their bytes count in the target's wear):
 - blocking: the copies go straight to the target and the GPU stream waits for all of them
   before the next step starts;
 - async: each class is first snapshotted into the staging tier (DRAM), then drained from
@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 from tiersim.config.schema import Scenario
+from tiersim.engine.ops import Role
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.inventory import sharded_classes
 from tiersim.workload.work import Unit
@@ -56,7 +57,7 @@ def add_checkpoint(builder: Any, step: int) -> None:
             label = f"{cls} {unit.name}"
             if ck.mode == "blocking":
                 op = builder.move(
-                    "checkpoint",
+                    cls,
                     f"checkpoint {label}",
                     step,
                     builder.home[cls],
@@ -65,6 +66,7 @@ def add_checkpoint(builder: Any, step: int) -> None:
                     [ready],
                     alloc_dst=False,
                     copy=True,
+                    role=Role.CHECKPOINT,
                 )
                 done.append(op)
             else:
@@ -81,7 +83,7 @@ def _async(
     previous = builder.last_drain.get((cls, u))
     if home == ck.staging:  # no separate snapshot: drain the live copy, hold the next update
         drain = builder.move(
-            "checkpoint",
+            cls,
             f"drain {label}",
             step,
             home,
@@ -90,11 +92,12 @@ def _async(
             [ready, previous],
             alloc_dst=False,
             copy=True,
+            role=Role.CHECKPOINT,
         )
         builder.snapshot_guard.setdefault(u, []).append(drain)
     else:
         snap = builder.move(
-            "checkpoint",
+            cls,
             f"snapshot {label}",
             step,
             home,
@@ -102,10 +105,11 @@ def _async(
             nbytes,
             [ready, previous],
             copy=True,
+            role=Role.CHECKPOINT,
         )
         builder.snapshot_guard.setdefault(u, []).append(snap)
         drain = builder.move(
-            "checkpoint",
+            cls,
             f"drain {label}",
             step,
             ck.staging,
@@ -114,6 +118,7 @@ def _async(
             [snap],
             alloc_dst=False,
             copy=True,
+            role=Role.CHECKPOINT,
         )
         builder.free_after(drain, ck.staging, nbytes)
     builder.last_drain[(cls, u)] = drain

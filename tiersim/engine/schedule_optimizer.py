@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tiersim.engine.ops import Op
+from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.state.classes import OPTIMIZER_KEPT
 
 if TYPE_CHECKING:
@@ -37,7 +37,9 @@ def optimizer_step(b: _Builder, step: int) -> None:
     last_backward = b.last_on.get("gpu")
     bubble = None
     if b.wl.bubble_after_s > 0:  # waiting for the pipeline's end
-        bubble = b.add(Op("idle", "bubble", "pipeline end", step, [], duration=b.wl.bubble_after_s))
+        bubble = b.add(
+            Op(OpKind.IDLE, Role.BUBBLE, "pipeline end", step, [], duration=b.wl.bubble_after_s)
+        )
     n = len(b.wl.units)
     rest = b.wl.units[-1]
     # the first and last stage's all-reduce: both are done only when the pipeline is
@@ -45,7 +47,7 @@ def optimizer_step(b: _Builder, step: int) -> None:
     synchronous = b.s.training.optimizer_step == "synchronous"
     if synchronous:  # nothing is read for the update before every gradient is final
         final = [last_backward, sync, bubble, *b.grad_last]
-        all_final = b.add(Op("idle", "optimizer", "gradients final", step, final))
+        all_final = b.add(Op(OpKind.IDLE, Role.OPTIMIZER, "gradients final", step, final))
     done: list[list[int]] = []
     for u in [n - 1, *range(n - 1)]:
         gate = done[-b.depth - 1] if len(done) > b.depth else []
@@ -54,15 +56,15 @@ def optimizer_step(b: _Builder, step: int) -> None:
         done.append(_update(b, u, step, gate, start))
     if synchronous:  # the next step waits for the whole update
         every = [op for ops in done for op in ops] + b.weights_ready
-        end = b.add(Op("idle", "optimizer", "optimizer step done", step, every))
+        end = b.add(Op(OpKind.IDLE, Role.OPTIMIZER, "optimizer step done", step, every))
         b.weights_ready = [end] * n
 
 
 def _staged(
-    b: _Builder, role: str, label: str, step: int, src: str, nbytes: int, deps: list[int | None]
+    b: _Builder, cls: str, label: str, step: int, src: str, nbytes: int, deps: list[int | None]
 ) -> int | None:
     """Bring something the optimizer reads to where it runs (freed by the caller)."""
-    return b.move(role, label, step, src, b.opt_at, nbytes, deps)
+    return b.move(cls, label, step, src, b.opt_at, nbytes, deps)
 
 
 def _write_back(
@@ -124,15 +126,15 @@ def _update(b: _Builder, u: int, step: int, gate: list[int], start: list[int | N
     final = [b.grad_last[u], *start[1:]]  # start[0], the bubble, holds only the update
     grads, fetched, weights_in = _fetch_state(b, u, step, [*final, *gate])
     guard = b.snapshot_guard.pop(u, [])  # a checkpoint still reading this version
-    kind = b.s.placement.optimizer_compute
+    on_gpu = b.s.placement.optimizer_compute == "gpu"
     op = b.add(
         Op(
-            kind,
-            "optimizer",
+            OpKind.GPU if on_gpu else OpKind.CPU,
+            Role.OPTIMIZER,
             f"optimizer {unit.name}",
             step,
             [*final, start[0], grads, *fetched.values(), weights_in, *guard],
-            duration=unit.optimizer_gpu_s if kind == "gpu" else unit.optimizer_cpu_s,
+            duration=unit.optimizer_gpu_s if on_gpu else unit.optimizer_cpu_s,
         )
     )
     if grads is not None:

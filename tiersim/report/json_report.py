@@ -13,6 +13,7 @@ from tiersim import __version__
 from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.config.schema import Scenario
 from tiersim.engine.results import StepResult
+from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.wear import json_number, wear_section
 from tiersim.state.inventory import Inventory, model_summary
 from tiersim.state.model import build_model
@@ -97,7 +98,7 @@ def link_bandwidth(s: Scenario, name: str) -> float:
     """Bytes per second per direction: a hardware link's, or for `nvlink` / `network` what one
     GPU's collectives get (a group with k members per node drives k NICs: k x a NIC's)."""
     link = s.hardware.links.get(name)
-    return link.bandwidth if link is not None else capacities(s)[("net", name)]
+    return link.bandwidth if link is not None else capacities(s)[Network(NetChannel(name))]
 
 
 def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:

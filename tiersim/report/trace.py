@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from tiersim.engine.ops import Op
+from tiersim.engine.ops import Op, OpKind
 from tiersim.hardware.topology import Topology
 
 _GPU, _CPU, _LINKS, _PORTS, _MEMORY = 1, 2, 3, 4, 5
@@ -66,26 +66,26 @@ def lanes(spans: list[tuple[float, float]]) -> list[int]:
 def _op_tracks(op: Op, topo: Topology) -> list[Track]:
     """The tracks an op occupies: GPU stream, CPU, network channel (per group), or the links
     and tier ports of a move's route."""
-    if op.kind == "gpu":
+    if op.kind is OpKind.GPU:
         return [(_GPU, "compute")]
-    if op.kind == "idle":  # the pipeline bubble, a checkpoint barrier
+    if op.kind is OpKind.IDLE:  # the pipeline bubble, a checkpoint barrier
         return [(_GPU, "waiting")]
-    if op.kind == "cpu":
+    if op.kind is OpKind.CPU:
         return [(_CPU, "optimizer")]
-    if op.kind in ("comm", "sync"):
-        network = (_LINKS, f"{op.resource[1]} {op.role.removesuffix('_comm')}")
-        return [(_GPU, "compute"), network] if op.kind == "sync" else [network]
+    if op.kind.network:
+        network = (_LINKS, f"{op.resource.channel} {op.subject}")
+        return [(_GPU, "compute"), network] if op.kind is OpKind.SYNC else [network]
     route = topo.route(op.src, op.dst, op.nbytes)
-    tracks = [(_LINKS, f"{name} {direction}") for name, direction in route.links]
+    tracks = [(_LINKS, f"{hop.link} {hop.direction}") for hop in route.links]
     tracks.append((_PORTS, f"{route.tiers[0]} read"))
     tracks.append((_PORTS, f"{route.tiers[-1]} write"))
     return tracks
 
 
 def _complete(op: Op) -> dict[str, Any]:
-    moves = op.kind in ("move", "comm", "sync")
+    moves = op.kind is OpKind.MOVE or op.kind.network
     args = {"step": op.step, "bytes": op.nbytes} if moves else {"step": op.step}
-    return {"ph": "X", "name": op.label, "cat": op.role, "args": args}
+    return {"ph": "X", "name": op.label, "cat": op.category, "args": args}
 
 
 def _placed(track: Track, spans: list[Span], threads: _Threads) -> list[dict[str, Any]]:

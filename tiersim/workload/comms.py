@@ -22,6 +22,7 @@ from tiersim.hardware.collectives import (
     rank_strides,
     tied_embedding_gradient_bytes,
 )
+from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
 
 
@@ -32,7 +33,7 @@ class Comm:
     name: str
     nbytes: float  # bytes this GPU sends, all calls
     latency_s: float  # latency terms, all calls
-    resource: tuple[str, str]  # ("net", "nvlink" | "network"): the GPU's physical channel
+    resource: Network  # the GPU's physical channel it crosses
     group: str  # "tensor" | "data" | "pipeline" | "embedding"
 
     @property
@@ -55,21 +56,25 @@ def comm(s: Scenario, name: str, group: str, op: Op, buffer: float, calls: int =
     sent = buffer * BUS_FACTOR[op](size)
     total = collective_s(op, buffer, size, link)
     latency = total - sent / link.bandwidth
-    return Comm(name, sent * calls, max(latency, 0.0) * calls, ("net", link.kind), group)
+    channel = Network(NetChannel(link.kind))
+    return Comm(name, sent * calls, max(latency, 0.0) * calls, channel, group)
 
 
-def capacities(s: Scenario) -> dict[tuple[str, str], float]:
+NVLINK, NETWORK = Network(NetChannel.NVLINK), Network(NetChannel.NETWORK)
+
+
+def capacities(s: Scenario) -> dict[Network, float]:
     """Bandwidth per GPU per direction of its two physical channels: every group inside a node
     shares the GPU's NVLink; groups spanning nodes share its network ports (at the widest
     rate any of them reaches, NCCL driving one ring per NIC)."""
     net = s.hardware.network
-    out = {("net", "nvlink"): net.intra_node_bandwidth, ("net", "network"): 0.0}
+    out = {NVLINK: net.intra_node_bandwidth, NETWORK: 0.0}
     for group in ("tensor", "data", "pipeline"):
         link, _ = _link(s, group)
         if link.kind == "network":
-            out[("net", "network")] = max(out[("net", "network")], link.bandwidth)
-    if out[("net", "network")] == 0.0:
-        out[("net", "network")] = net.inter_node_bandwidth
+            out[NETWORK] = max(out[NETWORK], link.bandwidth)
+    if out[NETWORK] == 0.0:
+        out[NETWORK] = net.inter_node_bandwidth
     return out
 
 
