@@ -24,7 +24,6 @@ from tiersim.state.inventory import (
     unit_matrices,
 )
 from tiersim.state.model import Transformer, build_model
-from tiersim.workload import pipeline
 from tiersim.workload.comms import (
     Comm,
     capacities,
@@ -34,6 +33,7 @@ from tiersim.workload.comms import (
     p2p_send_s,
     tensor_comms,
 )
+from tiersim.workload.pipeline_steady import evaluate_steady
 
 
 @dataclass(frozen=True)
@@ -226,9 +226,7 @@ def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None
     if par.pipeline == 1:
         return 0.0, 0.0
     fwd, bwd = _stage_chunk_times(s, model, units[:-1], cap, hidden)
-    timing = pipeline.evaluate(
-        par.pipeline, m, par.virtual_pipeline, fwd, bwd, p2p_send_s(s, hidden)
-    )
+    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd, p2p_send_s(s, hidden))
     stage = build_inventory(s).stage
     idle = max(0.0, timing.step_s - timing.busy_s[stage])
     return idle, min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
