@@ -247,7 +247,6 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
         )
     report["sim"] = {
         "events": r.events,
-        "wall_s": r.wall_s,
         "prefetch_depth": r.prefetch_depth,
         "steps_simulated": s.simulation.warmup_steps + 2,
     }
