@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
 
 from tiersim.hardware.resources import Network
@@ -50,13 +51,13 @@ class Op:
     role: Role
     label: str
     step: int
-    deps: list[int]
+    deps: Sequence[int]  # a tuple once scheduled
     duration: float = 0.0
     nbytes: int = 0
     src: str = ""
     dst: str = ""
-    alloc: list[tuple[str, int]] = field(default_factory=list)  # at start: (tier, bytes)
-    free: list[tuple[str, int]] = field(default_factory=list)  # at end
+    alloc: Sequence[tuple[str, int]] = ()  # at start: (tier, bytes)
+    free: tuple[tuple[str, int], ...] = ()  # at end
     resource: Network | None = None  # a network op's channel
     latency: float = 0.0  # a network op's latency terms
     subject: str = ""  # the state class a move carries, or the group of a collective

@@ -62,31 +62,37 @@ class _Builder:
     # --- primitives ----------------------------------------------------------------------------
 
     def add(self, op: Op) -> int:
+        deps = [d for d in op.deps if d is not None]
         stream = op.kind.stream
         if stream is not None:
             prev = self.last_on.get(stream)
             if prev is not None:
-                op.deps.append(prev)
+                deps.append(prev)
             self.last_on[stream] = len(self.ops)
-        deps = [d for d in op.deps if d is not None]
-        op.deps = list(dict.fromkeys(deps)) if len(deps) > 1 else deps  # in order, once each
+        # in order, once each; tuples, which hold no references the garbage collector must
+        # trace (a run builds around a million ops)
+        op.deps = tuple(dict.fromkeys(deps)) if len(deps) > 1 else tuple(deps)
+        op.alloc = tuple(op.alloc)
         self.ops.append(op)
         return len(self.ops) - 1
 
     def free_after(self, i: int, tier: str, nbytes: int) -> None:
         """Op `i` frees `nbytes` on `tier` when it ends."""
-        self._own(i).free.append((tier, nbytes))
+        op = self._own(i)
+        op.free = (*op.free, (tier, nbytes))
 
     def move_free(self, src: int, dst: int, tier: str, nbytes: int) -> None:
         """The free of `nbytes` on `tier` moves from op `src` to a later op `dst`."""
-        self._own(src).free.remove((tier, nbytes))
+        op = self._own(src)
+        k = op.free.index((tier, nbytes))
+        op.free = op.free[:k] + op.free[k + 1 :]
         self.free_after(dst, tier, nbytes)
 
     def _own(self, i: int) -> Op:
         """Op `i`, copied first if it is shared with a fork (copy on write)."""
         if i < self.shared_below and i not in self.owned:
             op = self.ops[i]
-            self.ops[i] = dataclasses.replace(op, free=list(op.free))
+            self.ops[i] = dataclasses.replace(op)
             self.owned.add(i)
         return self.ops[i]
 

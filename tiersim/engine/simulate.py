@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tiersim.config.schema import Scenario
@@ -113,29 +110,9 @@ def _run(
     return schedule, engine, log, wall
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: a run allocates around a million long-lived
-    objects (ops, dependency lists), and the collector would rescan them over and over, a
-    third of the run time, finding nothing to free (reference counting frees them; any
-    cycle left is collected once the collector resumes)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def simulate(s: Scenario, record: bool = False) -> StepResult:
     """Simulate warm-up, measured and trailing steps; return the measured step, with the
     cost of a durable checkpoint when the scenario configures one or a failure rate."""
-    with _gc_paused():
-        return _simulate(s, record)
-
-
-def _simulate(s: Scenario, record: bool) -> StepResult:
     setup = _prepare(s)
     measured = s.simulation.warmup_steps
     # the checkpoint runs share the plain run's steps before the measured one
