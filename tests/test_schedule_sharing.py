@@ -55,10 +55,10 @@ def test_a_fork_copies_a_shared_op_before_changing_it():
     twin = builder.fork()
     i = next(k for k, op in enumerate(twin.ops) if op.free)
     tier, nbytes = twin.ops[i].free[0]
-    before = list(builder.ops[i].free)
+    before = builder.ops[i].free
     twin.free_after(i, "somewhere", 7)
     twin.move_free(i, i, tier, nbytes)  # removed, then added at the end
-    assert twin.ops[i].free == [*before[1:], ("somewhere", 7), (tier, nbytes)]
+    assert twin.ops[i].free == (*before[1:], ("somewhere", 7), (tier, nbytes))
     assert builder.ops[i].free == before and handed_out.ops[i].free == before
     builder.free_after(i, "elsewhere", 9)  # the original copies too: the schedule handed out
-    assert handed_out.ops[i].free == before and builder.ops[i].free == [*before, ("elsewhere", 9)]
+    assert handed_out.ops[i].free == before and builder.ops[i].free == (*before, ("elsewhere", 9))
