@@ -7,6 +7,7 @@ from tiersim.config.load import load_scenario
 from tiersim.engine.schedule import _Builder, build_schedule
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.engine.simulate import _prepare
+from tiersim.state.inventory import build_inventory
 
 
 @pytest.mark.parametrize(
@@ -19,7 +20,7 @@ from tiersim.engine.simulate import _prepare
 )
 def test_shared_schedules_match_fresh_builds(name, overrides):
     s = load_scenario(str(SCENARIOS / name), overrides).scenario
-    setup = _prepare(s)
+    setup = _prepare(s, build_inventory(s))
     measured = s.simulation.warmup_steps
 
     def fresh(steps, marks=frozenset()):
@@ -48,7 +49,7 @@ def test_shared_schedules_match_fresh_builds(name, overrides):
 
 def test_a_fork_copies_a_shared_op_before_changing_it():
     s = load_scenario(str(SCENARIOS / "hbf-optimizer-state.yaml"), []).scenario
-    setup = _prepare(s)
+    setup = _prepare(s, build_inventory(s))
     builder = _Builder(s, setup.wl, setup.depth)
     builder.extend(1)
     handed_out = builder.schedule(1)

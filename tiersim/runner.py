@@ -37,8 +37,9 @@ def check_runnable(loaded: Loaded) -> None:
 def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, Any], StepResult]:
     scenario = loaded.scenario
     check_runnable(loaded)
-    result = _simulate(scenario, record)
-    return run_report(scenario, build_inventory(scenario), result), result
+    inventory = build_inventory(scenario)  # once: the run and its report share it
+    result = _simulate(scenario, record, inventory)
+    return run_report(scenario, inventory, result), result
 
 
 def report_for(loaded: Loaded) -> dict[str, Any]:

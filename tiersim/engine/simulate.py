@@ -15,7 +15,7 @@ from tiersim.engine.results import StepResult
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.trace import trace_events
-from tiersim.state.inventory import build_inventory
+from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import build_model
 from tiersim.workload.work import Workload, build_workload
 
@@ -56,13 +56,13 @@ class _Setup:
     depth: int
 
 
-def _prepare(s: Scenario) -> _Setup:
+def _prepare(s: Scenario, inv: Inventory) -> _Setup:
     topo = Topology(s.hardware)
     problems = placement_problems(s, topo)
     if problems:
         raise InputError("scenario", problems)
     _check_size(s)
-    wl = build_workload(s)
+    wl = build_workload(s, inv)
     gpu = s.hardware.gpu.memory
     capacity = s.hardware.tiers[gpu].capacity
     need = streaming_minimum(s, wl)
@@ -73,7 +73,6 @@ def _prepare(s: Scenario) -> _Setup:
             "weights, gradients and activations); lower the micro-batch size or sequence "
             "length, recompute, or add tensor/sequence parallelism"
         )
-    inv = build_inventory(s)
     baseline = {
         t: sum(b for c, b in use.classes.items() if c != "activations")
         for t, use in inv.tiers.items()
@@ -110,10 +109,11 @@ def _run(
     return schedule, engine, log, wall
 
 
-def simulate(s: Scenario, record: bool = False) -> StepResult:
+def simulate(s: Scenario, record: bool = False, inventory: Inventory | None = None) -> StepResult:
     """Simulate warm-up, measured and trailing steps; return the measured step, with the
-    cost of a durable checkpoint when the scenario configures one or a failure rate."""
-    setup = _prepare(s)
+    cost of a durable checkpoint when the scenario configures one or a failure rate.
+    `inventory`: the scenario's, where the caller has it already (else built here)."""
+    setup = _prepare(s, build_inventory(s) if inventory is None else inventory)
     measured = s.simulation.warmup_steps
     # the checkpoint runs share the plain run's steps before the measured one
     fork_at = measured if s.checkpoint_simulated else None

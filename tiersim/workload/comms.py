@@ -3,11 +3,13 @@
 Each collective becomes one flow of the bytes this GPU puts on its link (NCCL's bus factor
 times the buffer) on a shared per-group network resource, after its latency term (hops x
 per-hop latency), so that its time alone is exactly `collectives.collective_s`, and
-concurrent collectives on the same group share the link.
+concurrent collectives on the same group share the link. This is the one model of a step's
+communication: which collectives run, on which group, with how many bytes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tiersim.config.schema import PRECISION_BYTES, Scenario
@@ -20,7 +22,6 @@ from tiersim.hardware.collectives import (
     group_link,
     p2p_link,
     rank_strides,
-    tied_embedding_gradient_bytes,
 )
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
@@ -130,6 +131,16 @@ def p2p_send_s(s: Scenario, hidden: int | None) -> float:
         return 0.0
     link, _ = _link(s, "pipeline")
     return collective_s("send", hidden_bytes(s, hidden) / par.tensor, 2, link)
+
+
+def tied_embedding_gradient_bytes(s: Scenario, model: Model, stage: int) -> int:
+    """The word-embedding gradient (ceil(vocab/t) x h) the first and last stage all-reduce once
+    per step when their embeddings are tied (Megatron's `finalize_model_grads`); 0 otherwise."""
+    par = s.parallel
+    if not model.tied_embeddings or par.pipeline == 1 or stage not in (0, par.pipeline - 1):
+        return 0
+    grad = PRECISION_BYTES[s.training.precision.gradients]
+    return math.ceil(model.vocab / par.tensor) * model.hidden * grad  # vocab rows padded
 
 
 def embedding_sync(s: Scenario, model: Model, stage: int) -> Comm | None:
