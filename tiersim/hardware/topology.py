@@ -77,7 +77,7 @@ class Topology:
                 (tier.read_bw, tier.write_bw),
                 tier.latency,
             )
-        candidates = [self._make_route(p) for p in self._candidate_paths(src, dst)]
+        candidates = [self._make_route(p) for p in self.candidate_paths(src, dst)]
         if not candidates:
             return None
 
@@ -87,7 +87,7 @@ class Topology:
 
         return min(candidates, key=cost)
 
-    def _candidate_paths(self, src: str, dst: str) -> list[list[str]]:
+    def candidate_paths(self, src: str, dst: str) -> list[list[str]]:
         """For each width the graph offers, the least-latency (then fewest-hop) path over the
         links and tiers at least that wide: every path worth considering, found without
         enumerating paths (a Dijkstra on (latency, hops) per width)."""
