@@ -331,9 +331,9 @@ def test_reference_file_problems_are_reported_together(tmp_path):
 
 
 def test_published_seconds_keep_four_significant_digits():
-    from tiersim.cli.commands.check_published import _seconds
+    from tiersim.cli.commands.check_published import fmt_seconds
 
-    assert [_seconds(x) for x in (0.24, 60.1, 1.365, 111.82, 1000.0)] == [
+    assert [fmt_seconds(x) for x in (0.24, 60.1, 1.365, 111.82, 1000.0)] == [
         "0.2400",
         "60.10",
         "1.365",

@@ -4,9 +4,9 @@ import pytest
 from conftest import SCENARIOS
 
 from tiersim.config.load import load_scenario
-from tiersim.engine.schedule import _Builder, build_schedule
+from tiersim.engine.schedule import ScheduleBuilder, build_schedule
 from tiersim.engine.schedule_sharing import Schedules
-from tiersim.engine.simulate import _prepare
+from tiersim.engine.simulate import prepare
 from tiersim.state.inventory import build_inventory
 
 
@@ -20,7 +20,7 @@ from tiersim.state.inventory import build_inventory
 )
 def test_shared_schedules_match_fresh_builds(name, overrides):
     s = load_scenario(str(SCENARIOS / name), overrides).scenario
-    setup = _prepare(s, build_inventory(s))
+    setup = prepare(s, build_inventory(s))
     measured = s.simulation.warmup_steps
 
     def fresh(steps, marks=frozenset()):
@@ -49,8 +49,8 @@ def test_shared_schedules_match_fresh_builds(name, overrides):
 
 def test_a_fork_copies_a_shared_op_before_changing_it():
     s = load_scenario(str(SCENARIOS / "hbf-optimizer-state.yaml"), []).scenario
-    setup = _prepare(s, build_inventory(s))
-    builder = _Builder(s, setup.wl, setup.depth)
+    setup = prepare(s, build_inventory(s))
+    builder = ScheduleBuilder(s, setup.wl, setup.depth)
     builder.extend(1)
     handed_out = builder.schedule(1)
     twin = builder.fork()

@@ -38,7 +38,7 @@ from tiersim.workload.pipeline import stage_schedule
 from tiersim.workload.work import Workload
 
 
-class _Builder:
+class ScheduleBuilder:
     def __init__(self, s: Scenario, wl: Workload, depth: int):
         self.s, self.wl, self.depth = s, wl, depth
         self.ops: list[Op] = []
@@ -405,7 +405,7 @@ class _Builder:
         self.extend(steps, checkpoint_steps)
         return self.schedule(steps)
 
-    def fork(self) -> _Builder:
+    def fork(self) -> ScheduleBuilder:
         """An independent builder in this state, sharing the ops built so far. Copies every
         list, dict and set of the state, and the lists in a dict, so that neither builder sees
         what the other adds; a shared op that either builder changes later (a free moved to a
@@ -432,4 +432,4 @@ def build_schedule(
     depth: int,
     checkpoint_steps: frozenset[int] = frozenset(),
 ) -> Schedule:
-    return _Builder(s, wl, depth).build(steps, checkpoint_steps)
+    return ScheduleBuilder(s, wl, depth).build(steps, checkpoint_steps)

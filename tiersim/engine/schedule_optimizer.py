@@ -22,10 +22,10 @@ from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.state.classes import OPTIMIZER_KEPT
 
 if TYPE_CHECKING:
-    from tiersim.engine.schedule import _Builder
+    from tiersim.engine.schedule import ScheduleBuilder
 
 
-def optimizer_step(b: _Builder, step: int) -> None:
+def optimizer_step(b: ScheduleBuilder, step: int) -> None:
     """After the last backward: what is left of the pipeline (a later stage waits for stage
     0's last backward before the step's global synchronisation), then the update unit by
     unit, rest first (its embedding gradient is final only after the first layer's backward
@@ -61,14 +61,20 @@ def optimizer_step(b: _Builder, step: int) -> None:
 
 
 def _staged(
-    b: _Builder, cls: str, label: str, step: int, src: str, nbytes: int, deps: list[int | None]
+    b: ScheduleBuilder,
+    cls: str,
+    label: str,
+    step: int,
+    src: str,
+    nbytes: int,
+    deps: list[int | None],
 ) -> int | None:
     """Bring something the optimizer reads to where it runs (freed by the caller)."""
     return b.move(cls, label, step, src, b.opt_at, nbytes, deps)
 
 
 def _write_back(
-    b: _Builder,
+    b: ScheduleBuilder,
     cls: str,
     label: str,
     step: int,
@@ -85,7 +91,7 @@ def _write_back(
 
 
 def _fetch_state(
-    b: _Builder, u: int, step: int, ready: list[int | None]
+    b: ScheduleBuilder, u: int, step: int, ready: list[int | None]
 ) -> tuple[int | None, dict[str, int | None], int | None]:
     """The unit's gradients, master weights and optimizer state (and, with no master copy,
     the weights it updates in place), brought to where the optimizer runs."""
@@ -117,7 +123,9 @@ def _fetch_state(
     return grads, fetched, weights_in
 
 
-def _update(b: _Builder, u: int, step: int, gate: list[int], start: list[int | None]) -> list:
+def _update(
+    b: ScheduleBuilder, u: int, step: int, gate: list[int], start: list[int | None]
+) -> list:
     """One unit's update: what it reads is fetched once its gradient is final and the
     optimizer is within `depth` units (gate: those units' last write-backs), what it wrote
     goes home. start: [the pipeline bubble or None, then what else the gradient's finality
@@ -160,7 +168,7 @@ def _update(b: _Builder, u: int, step: int, gate: list[int], start: list[int | N
     return [r for r in released if r is not None]
 
 
-def _gather_parameters(b: _Builder, u: int, step: int, updated: int) -> int:
+def _gather_parameters(b: ScheduleBuilder, u: int, step: int, updated: int) -> int:
     """ZeRO-1/2: all-gather the updated weights from every rank's shard; where the weights
     live off the GPU, the gathered rest is written home too."""
     unit = b.wl.units[u]

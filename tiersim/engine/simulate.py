@@ -49,14 +49,14 @@ def prefetch_depth(s: Scenario, wl: Workload, hbm_peak_without_staging: int) -> 
 
 
 @dataclass(frozen=True)
-class _Setup:
+class RunSetup:
     topo: Topology
     wl: Workload
     baseline: dict[str, int]
     depth: int
 
 
-def _prepare(s: Scenario, inv: Inventory) -> _Setup:
+def prepare(s: Scenario, inv: Inventory) -> RunSetup:
     topo = Topology(s.hardware)
     problems = placement_problems(s, topo)
     if problems:
@@ -78,7 +78,7 @@ def _prepare(s: Scenario, inv: Inventory) -> _Setup:
         for t, use in inv.tiers.items()
     }
     hbm_acts = inv.per_gpu["activations"] if not _streamed(s, "activations") else 0
-    return _Setup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
+    return RunSetup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
 
 
 def _check_size(s: Scenario) -> None:
@@ -99,7 +99,7 @@ def _check_size(s: Scenario) -> None:
 def _run(
     schedules: Schedules,
     s: Scenario,
-    setup: _Setup,
+    setup: RunSetup,
     steps: int,
     checkpoints=frozenset(),
     record=False,
@@ -113,7 +113,7 @@ def simulate(s: Scenario, record: bool = False, inventory: Inventory | None = No
     """Simulate warm-up, measured and trailing steps; return the measured step, with the
     cost of a durable checkpoint when the scenario configures one or a failure rate.
     `inventory`: the scenario's, where the caller has it already (else built here)."""
-    setup = _prepare(s, build_inventory(s) if inventory is None else inventory)
+    setup = prepare(s, build_inventory(s) if inventory is None else inventory)
     measured = s.simulation.warmup_steps
     # the checkpoint runs share the plain run's steps before the measured one
     fork_at = measured if s.checkpoint_simulated else None
