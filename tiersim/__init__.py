@@ -24,7 +24,7 @@ _API = {
     "load_scenario": ("tiersim.config.load", "load_scenario"),
     "build_scenario": ("tiersim.config.load", "build"),
     "inventory": ("tiersim.state.inventory", "build_inventory"),
-    "simulate": ("tiersim.engine.simulate", "simulate"),
+    "simulate": ("tiersim.runner", "simulate"),
     "report_for": ("tiersim.runner", "report_for"),
     "Loaded": ("tiersim.config.load", "Loaded"),
     "Scenario": ("tiersim.config.schema", "Scenario"),

@@ -5,6 +5,7 @@ build from a validated scenario -> simulate -> collect a result -> report (a JSO
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tiersim.analysis.checkpoint import checkpoint_problems
@@ -16,12 +17,18 @@ from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate as _simulate
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.json_report import run_report
-from tiersim.state.inventory import build_inventory
+from tiersim.report.trace import TraceRecorder
+from tiersim.state.inventory import Inventory, build_inventory
 
 
-def simulate(scenario: Scenario, record: bool = False) -> StepResult:
-    """The measured steady step of one scenario (see tiersim.engine.simulate)."""
-    return _simulate(scenario, record)
+def simulate(
+    scenario: Scenario, record: bool = False, inventory: Inventory | None = None
+) -> StepResult:
+    """The measured steady step of one scenario (see tiersim.engine.simulate); `record`: with
+    its Chrome/Perfetto trace (`trace`)."""
+    recorder = TraceRecorder(Topology(scenario.hardware)) if record else None
+    result = _simulate(scenario, inventory, recorder)
+    return dataclasses.replace(result, trace=recorder.trace()) if recorder else result
 
 
 def check_runnable(loaded: Loaded) -> None:
@@ -38,7 +45,7 @@ def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, 
     scenario = loaded.scenario
     check_runnable(loaded)
     inventory = build_inventory(scenario)  # once: the run and its report share it
-    result = _simulate(scenario, record, inventory)
+    result = simulate(scenario, record, inventory)
     return run_report(scenario, inventory, result), result
 
 

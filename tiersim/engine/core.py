@@ -14,7 +14,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import simpy
 
@@ -28,6 +28,15 @@ from tiersim.hardware.topology import Topology
 from tiersim.state.classes import CHECKPOINT_WRITES
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
+
+
+class Recorder(Protocol):
+    """Told of every op as it ends and of every change of a tier's occupancy, in time order
+    (a trace is one; the engine never knows what it does with them)."""
+
+    def op(self, op: Op, start: float, end: float) -> None: ...
+
+    def memory(self, tier: str, now: float, occupied: float) -> None: ...
 
 
 @dataclass(slots=True)
@@ -58,7 +67,6 @@ class _Log:
     step_end: list[float]
     step_left: list[int]
     snapshots: dict[int, dict[str, float]] = field(default_factory=dict)
-    trace: list[tuple] = field(default_factory=list)
     events: int = 0
 
 
@@ -81,9 +89,9 @@ class Engine:
         topo: Topology,
         schedule: Schedule,
         baseline: dict[str, int],
-        record: bool = False,
+        recorder: Recorder | None = None,
     ):
-        self.s, self.topo, self.schedule, self.record = s, topo, schedule, record
+        self.s, self.topo, self.schedule, self.recorder = s, topo, schedule, recorder
         self.env = simpy.Environment()
         policy = priority_rates if s.simulation.link_sharing == "issue_order" else max_min_rates
         capacity = {**topo.capacities, **schedule.net_capacity}
@@ -165,8 +173,8 @@ class Engine:
     def _occupy(self, tier: str, now: float, delta: float) -> None:
         occ = self.occupancy[tier]
         occ.change(now, delta)
-        if self.record:
-            self.log.trace.append(("mem", tier, now, occ.current))
+        if self.recorder is not None:
+            self.recorder.memory(tier, now, occ.current)
 
     def _finish(self, i: int, staged: list[tuple[str, int]] = ()) -> None:
         op = self.schedule.ops[i]
@@ -177,8 +185,8 @@ class Engine:
             self._occupy(tier, now, -nbytes)
         for tier, nbytes in staged:
             self._occupy(tier, now, -nbytes)
-        if self.record:
-            log.trace.append(("op", i, log.start[i], now))
+        if self.recorder is not None:
+            self.recorder.op(op, log.start[i], now)
         step = op.step
         log.step_left[step] -= 1
         if log.step_left[step] == 0:
@@ -373,9 +381,13 @@ def measure(
 
 
 def run_engine(
-    s: Scenario, topo: Topology, schedule: Schedule, baseline: dict[str, int], record: bool = False
+    s: Scenario,
+    topo: Topology,
+    schedule: Schedule,
+    baseline: dict[str, int],
+    recorder: Recorder | None = None,
 ) -> tuple[Engine, _Log, float]:
     started = time.perf_counter()
-    engine = Engine(s, topo, schedule, baseline, record)
+    engine = Engine(s, topo, schedule, baseline, recorder)
     log = engine.run()
     return engine, log, time.perf_counter() - started

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
-from tiersim.engine.core import measure, run_engine
+from tiersim.engine.core import Recorder, measure, run_engine
 from tiersim.engine.durable import checkpoint_baseline, measure_checkpoint, with_checkpoint
 from tiersim.engine.results import StepResult
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.hardware.topology import Topology, placement_problems
-from tiersim.report.trace import trace_events
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import build_model
 from tiersim.workload.work import Workload, build_workload
@@ -102,23 +100,26 @@ def _run(
     setup: RunSetup,
     steps: int,
     checkpoints=frozenset(),
-    record=False,
+    recorder: Recorder | None = None,
 ):
     schedule = schedules.get(steps, frozenset(checkpoints))
-    engine, log, wall = run_engine(s, setup.topo, schedule, setup.baseline, record)
+    engine, log, wall = run_engine(s, setup.topo, schedule, setup.baseline, recorder)
     return schedule, engine, log, wall
 
 
-def simulate(s: Scenario, record: bool = False, inventory: Inventory | None = None) -> StepResult:
+def simulate(
+    s: Scenario, inventory: Inventory | None = None, recorder: Recorder | None = None
+) -> StepResult:
     """Simulate warm-up, measured and trailing steps; return the measured step, with the
     cost of a durable checkpoint when the scenario configures one or a failure rate.
-    `inventory`: the scenario's, where the caller has it already (else built here)."""
+    `inventory`: the scenario's, where the caller has it already (else built here);
+    `recorder`: told of every op and occupancy change of the run measured (for a trace)."""
     setup = prepare(s, build_inventory(s) if inventory is None else inventory)
     measured = s.simulation.warmup_steps
     # the checkpoint runs share the plain run's steps before the measured one
     fork_at = measured if s.checkpoint_simulated else None
     run = functools.partial(_run, Schedules(s, setup.wl, setup.depth, fork_at))
-    schedule, engine, log, wall = run(s, setup, measured + 2, record=record)
+    schedule, engine, log, wall = run(s, setup, measured + 2, recorder=recorder)
     wl = setup.wl
     result = measure(
         s,
@@ -131,9 +132,6 @@ def simulate(s: Scenario, record: bool = False, inventory: Inventory | None = No
         wl.micro_batches,
         wall,
     )
-    if record:
-        trace = trace_events(tuple(log.trace), schedule.ops, setup.topo)
-        result = dataclasses.replace(result, trace=trace)
     if not s.checkpoint_simulated:
         return result
     plain_figures = checkpoint_baseline(s, engine, log)

@@ -100,6 +100,25 @@ def _placed(track: Track, spans: list[Span], threads: _Threads) -> list[dict[str
     return events
 
 
+class TraceRecorder:
+    """Records an engine run for its trace (an engine Recorder): `trace()` once it ran."""
+
+    def __init__(self, topo: Topology):
+        self.topo = topo
+        self.records: list[tuple] = []
+        self.ops: list[Op] = []
+
+    def op(self, op: Op, start: float, end: float) -> None:
+        self.records.append(("op", len(self.ops), start, end))
+        self.ops.append(op)
+
+    def memory(self, tier: str, now: float, occupied: float) -> None:
+        self.records.append(("mem", tier, now, occupied))
+
+    def trace(self) -> dict[str, Any]:
+        return trace_events(tuple(self.records), self.ops, self.topo)
+
+
 def trace_events(records: tuple, ops: list[Op], topo: Topology) -> dict[str, Any]:
     spans: dict[Track, list[Span]] = {}
     counters: list[dict[str, Any]] = []
