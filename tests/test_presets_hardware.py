@@ -15,7 +15,6 @@ from conftest import SCENARIOS, scenario
 from tiersim.cli.commands.check_published import table
 from tiersim.config.load import load_scenario
 from tiersim.core.errors import InputError
-from tiersim.engine.simulate import simulate
 from tiersim.groundtruth.published import (
     REFERENCES,
     Comparison,
@@ -23,6 +22,7 @@ from tiersim.groundtruth.published import (
     load_references,
     summarize,
 )
+from tiersim.runner import simulate
 from tiersim.state.model import build_model
 
 GB, TB = 1e9, 1e12

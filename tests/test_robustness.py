@@ -22,10 +22,9 @@ from hypothesis import strategies as st
 
 from tiersim.config.load import build
 from tiersim.core.errors import InfeasibleError, InputError
-from tiersim.engine.simulate import simulate
 from tiersim.hardware.resources import LinkDirection
 from tiersim.hardware.topology import Topology
-from tiersim.runner import report_with_result
+from tiersim.runner import report_with_result, simulate
 
 SEED = SCENARIOS / "seed-1b-adam.yaml"  # 1e9 generic parameters, 24 layers, h200-hbf
 

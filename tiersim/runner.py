@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any
 
 from tiersim.analysis.checkpoint import checkpoint_problems
+from tiersim.analysis.checkpoint_interval import with_checkpoint
 from tiersim.analysis.wear import wear_problems
 from tiersim.config.load import Loaded
 from tiersim.config.schema import Scenario
@@ -28,6 +29,8 @@ def simulate(
     its Chrome/Perfetto trace (`trace`)."""
     recorder = TraceRecorder(Topology(scenario.hardware)) if record else None
     result = _simulate(scenario, inventory, recorder)
+    if result.checkpoint is not None:  # the interval, and the checkpoint's share of each step
+        result = with_checkpoint(result, scenario, result.checkpoint)
     return dataclasses.replace(result, trace=recorder.trace()) if recorder else result
 
 
