@@ -19,13 +19,10 @@ from typing import Any, Protocol
 import simpy
 
 from tiersim.config.schema import Scenario
-from tiersim.core import intervals as iv
 from tiersim.engine.flows import FlowNetwork, max_min_rates, priority_rates
-from tiersim.engine.ops import COMPUTE_ROLES, Op, OpKind, Role, Schedule
-from tiersim.engine.results import LinkStats, StepResult, TierStats
+from tiersim.engine.ops import Op, OpKind, Schedule
 from tiersim.hardware.resources import Resource
 from tiersim.hardware.topology import Topology
-from tiersim.state.classes import CHECKPOINT_WRITES
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 
@@ -61,7 +58,7 @@ class _Occupancy:
 
 
 @dataclass
-class _Log:
+class RunLog:
     start: list[float]
     end: list[float]
     step_end: list[float]
@@ -92,6 +89,7 @@ class Engine:
         recorder: Recorder | None = None,
     ):
         self.s, self.topo, self.schedule, self.recorder = s, topo, schedule, recorder
+        self.baseline = baseline
         self.env = simpy.Environment()
         policy = priority_rates if s.simulation.link_sharing == "issue_order" else max_min_rates
         capacity = {**topo.capacities, **schedule.net_capacity}
@@ -103,12 +101,12 @@ class Engine:
         for op in schedule.ops:
             per_step[op.step] += 1
         n = len(schedule.ops)
-        self.log = _Log([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
+        self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
 
     # --- running ---------------------------------------------------------------------------------
 
-    def run(self) -> _Log:
+    def run(self) -> RunLog:
         # the ready set first: an op that finishes at once starts its dependents itself
         for i in [i for i, waiting in enumerate(self.waiting) if waiting == 0]:
             self._start(i)
@@ -252,141 +250,13 @@ def _channel(resource: Resource) -> str | None:
     return resource.channel
 
 
-# --- measuring the step ----------------------------------------------------------------------
-
-
-def _busy(log: _Log, ops: list[Op], kind: OpKind) -> iv.Intervals:
-    return iv.union(
-        [
-            (log.start[i], log.end[i])
-            for i, op in enumerate(ops)
-            if op.kind is kind and log.end[i] > log.start[i]
-        ]
-    )
-
-
-def _role_time(ops: list[Op], step: int, kind: OpKind, roles: tuple[Role, ...]) -> float:
-    return sum(
-        op.duration for op in ops if op.step == step and op.kind is kind and op.role in roles
-    )
-
-
-def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:
-    """Seconds each link (or network channel) had a transfer on it, over the whole run or
-    within `window` (start, end)."""
-    out = {}
-    for name, spans in engine.net.busy.intervals.items():
-        if name != FlowNetwork.ANY:
-            merged = iv.union(spans)
-            out[name] = iv.total(iv.clip(merged, *window) if window else merged)
-    return out
-
-
-def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[Role, ...] | None = None):
-    """Bytes per link direction (per group on a network channel), and read and written per
-    tier by class (a checkpoint's copies as `CHECKPOINT_WRITES`), in one step."""
-    links: dict[str, dict[str, int]] = {}
-    read: dict[str, dict[str, int]] = {}
-    written: dict[str, dict[str, int]] = {}
-    for op in ops:
-        if op.step != step or (roles is not None and op.role not in roles):
-            continue
-        if op.kind.network:
-            per = links.setdefault(op.resource.channel, {})  # by group: tensor, data, pipeline
-            per[op.subject] = per.get(op.subject, 0) + op.nbytes
-            continue
-        if op.kind is not MOVE:
-            continue
-        route = topo.route(op.src, op.dst, op.nbytes)
-        for hop in route.links:
-            per = links.setdefault(hop.link, {})
-            per[hop.direction] = per.get(hop.direction, 0) + op.nbytes
-        source = CHECKPOINT_WRITES if op.role is Role.CHECKPOINT else op.subject
-        for k, tier in enumerate(route.tiers):
-            if k > 0:
-                written.setdefault(tier, {}).setdefault(source, 0)
-                written[tier][source] += op.nbytes
-            if k < len(route.tiers) - 1:
-                read.setdefault(tier, {}).setdefault(source, 0)
-                read[tier][source] += op.nbytes
-    return links, read, written
-
-
-def measure(
-    s: Scenario,
-    topo: Topology,
-    engine: Engine,
-    log: _Log,
-    measured_step: int,
-    baseline: dict[str, int],
-    tokens: int,
-    micro_batches: int,
-    wall_s: float,
-) -> StepResult:
-    ops = engine.schedule.ops
-    lo, hi = log.step_end[measured_step - 1], log.step_end[measured_step]
-    step_s = hi - lo
-    gpu = iv.clip(_busy(log, ops, OpKind.GPU), lo, hi)
-    bubble = iv.clip(_busy(log, ops, OpKind.IDLE), lo, hi)
-    idle = iv.complement(iv.union(gpu + bubble), lo, hi)
-    cpu = iv.clip(_busy(log, ops, OpKind.CPU), lo, hi)
-    exposed_cpu = iv.total(iv.intersect(idle, cpu))
-    busy = engine.net.busy.intervals
-    any_link = iv.clip(iv.union(busy.get(FlowNetwork.ANY, [])), lo, hi)
-    link_time = iv.total(any_link)
-    overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
-    links_moved, read, written = moved(topo, ops, measured_step)
-    links = {}
-    channels = list(s.hardware.links) + [c for c in NET_CHANNELS if c in links_moved]
-    for name in channels:
-        per_dir = links_moved.get(name, {})
-        busy_s = iv.total(iv.clip(iv.union(busy.get(name, [])), lo, hi))
-        links[name] = LinkStats(
-            sum(per_dir.values()), busy_s, busy_s / step_s if step_s > 0 else 0.0, per_dir
-        )
-    tiers = {}
-    for name, tier in s.hardware.tiers.items():
-        occ = engine.occupancy[name]
-        integral = log.snapshots[measured_step][name] - log.snapshots[measured_step - 1][name]
-        tiers[name] = TierStats(
-            capacity_bytes=tier.capacity,
-            resident_bytes=baseline[name],
-            peak_bytes=int(occ.peak),
-            low_bytes=int(occ.low),
-            mean_bytes=integral / step_s if step_s > 0 else occ.current,
-            bytes_read=sum(read.get(name, {}).values()),
-            bytes_written=sum(written.get(name, {}).values()),
-            written_by_class=written.get(name, {}),
-            read_by_class=read.get(name, {}),
-        )
-    optimizer_kind = OpKind.GPU if s.placement.optimizer_compute == "gpu" else OpKind.CPU
-    result = StepResult(
-        time_s=step_s,
-        compute_s=_role_time(ops, measured_step, OpKind.GPU, COMPUTE_ROLES),
-        recompute_s=_role_time(ops, measured_step, OpKind.GPU, (Role.RECOMPUTE,)),
-        optimizer_s=_role_time(ops, measured_step, optimizer_kind, (Role.OPTIMIZER,)),
-        exposed_transfer_s=max(0.0, iv.total(idle) - exposed_cpu),
-        overlap=overlap,
-        tokens_per_step=tokens,
-        micro_batches=micro_batches,
-        links=links,
-        tiers=tiers,
-        events=log.events + engine.net.wakeups,
-        wall_s=wall_s,
-        exposed_cpu_s=exposed_cpu,
-        pipeline_bubble_s=iv.total(bubble),
-        prefetch_depth=engine.schedule.prefetch_depth,
-    )
-    return result
-
-
 def run_engine(
     s: Scenario,
     topo: Topology,
     schedule: Schedule,
     baseline: dict[str, int],
     recorder: Recorder | None = None,
-) -> tuple[Engine, _Log, float]:
+) -> tuple[Engine, RunLog, float]:
     started = time.perf_counter()
     engine = Engine(s, topo, schedule, baseline, recorder)
     log = engine.run()

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable
 
 from tiersim.config.schema import Scenario
-from tiersim.engine.core import link_busy_s, moved
+from tiersim.engine.metrics import link_busy_s, moved
 from tiersim.engine.ops import Role
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
-from tiersim.engine.core import Recorder, measure, run_engine
+from tiersim.engine.core import Recorder, run_engine
 from tiersim.engine.durable import checkpoint_baseline, measure_checkpoint
+from tiersim.engine.metrics import measure
 from tiersim.engine.results import StepResult
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.hardware.topology import Topology, placement_problems
@@ -121,18 +122,7 @@ def simulate(
     fork_at = measured if s.checkpoint_simulated else None
     run = functools.partial(_run, Schedules(s, setup.wl, setup.depth, fork_at))
     schedule, engine, log, wall = run(s, setup, measured + 2, recorder=recorder)
-    wl = setup.wl
-    result = measure(
-        s,
-        setup.topo,
-        engine,
-        log,
-        measured,
-        setup.baseline,
-        wl.tokens_per_step,
-        wl.micro_batches,
-        wall,
-    )
+    result = measure(engine, measured, setup.wl.tokens_per_step, setup.wl.micro_batches, wall)
     if not s.checkpoint_simulated:
         return result
     plain_figures = checkpoint_baseline(s, engine, log)
