@@ -136,19 +136,7 @@ class TrainingPasses:
         unit = self.c.wl.units[u]
         tag = f"mb{mb}"
         w, held = self.fetch_weights(u, step, f"bwd {tag}")
-        deps = [w]
-        if offloaded is not None:
-            fetch = self.ops.move(
-                "activations",
-                f"fetch activations {unit.name} {tag}",
-                step,
-                self.c.home["activations"],
-                self.c.gpu,
-                unit.activations,
-                [offloaded, self.prefetch_gate()],
-            )
-            self.ops.free_after(fetch, self.c.home["activations"], unit.activations)
-            deps.append(fetch)
+        deps = [w, self.fetch_activations(u, mb, step, offloaded)]
         grad_read = self.accumulation_read(u, mb, step)
         op = None
         if unit.recompute_s > 0:
@@ -185,6 +173,23 @@ class TrainingPasses:
         self.ops.net(unit.tp_backward, step, [op], kind=OpKind.SYNC)
         self.write_gradients(u, mb, step, op)
         return op
+
+    def fetch_activations(self, u: int, mb: int, step: int, offloaded: int | None) -> int | None:
+        """Offloaded activations back into GPU memory for the backward, `depth` uses ahead."""
+        if offloaded is None:
+            return None
+        unit, home = self.c.wl.units[u], self.c.home["activations"]
+        fetch = self.ops.move(
+            "activations",
+            f"fetch activations {unit.name} mb{mb}",
+            step,
+            home,
+            self.c.gpu,
+            unit.activations,
+            [offloaded, self.prefetch_gate()],
+        )
+        self.ops.free_after(fetch, home, unit.activations)
+        return fetch
 
     def reduce_scatters(self, u: int) -> bool:
         """Sharded gradients leave GPU memory as a reduce-scatter every micro-batch, so the
