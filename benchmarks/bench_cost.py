@@ -100,7 +100,7 @@ def bare_simpy_s_per_event(n: int = SIMPY_EVENTS) -> float:
 
 def one_t_s(repeats: int = 5) -> tuple[float, int]:
     from tiersim.config.load import load_scenario
-    from tiersim.engine.simulate import simulate
+    from tiersim.runner import simulate
 
     best, events = float("inf"), 0
     for _ in range(repeats):
@@ -115,7 +115,7 @@ def engine_s_per_event(repeats: int = 5) -> tuple[float, int]:
     """Engine seconds per engine event, best of `repeats`, on the 70B run with 32
     micro-batches all simulated (about 50,000 events: long enough to time)."""
     from tiersim.config.load import load_scenario
-    from tiersim.engine.simulate import simulate
+    from tiersim.runner import simulate
 
     overrides = [
         "checkpoint.every_steps=null",

@@ -13,7 +13,7 @@ import resource
 from pathlib import Path
 
 from tiersim.config.load import build
-from tiersim.engine.simulate import simulate
+from tiersim.runner import simulate
 
 NVME_OFFLOAD = {
     "weights": "nvme",

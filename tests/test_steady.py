@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_engine_properties import build_raw, random_raw
 
+from tiersim import runner
 from tiersim.config.load import load_scenario
 from tiersim.engine import steady
 from tiersim.engine.simulate import simulate
@@ -163,7 +164,7 @@ def test_steady_state_is_a_checked_key(tmp_path):
 def test_an_extrapolated_trace_marks_what_it_does_not_show():
     path = ROOT / "scenarios" / "seed-1b-adam.yaml"
     s = load_scenario(path, ["training.grad_accumulation=40"]).scenario
-    result = simulate(s, record=True)
+    result = runner.simulate(s, record=True)
     notes = [e for e in result.trace["traceEvents"] if e.get("name", "").startswith("steady")]
     assert len(notes) == 1 and notes[0]["args"]["micro_batches_extrapolated"] == 40 - 5
 

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
 from tiersim.engine import steady
-from tiersim.engine.core import measure, run_engine
-from tiersim.engine.durable import checkpoint_baseline, measure_checkpoint, with_checkpoint
+from tiersim.engine.core import Recorder, run_engine
+from tiersim.engine.durable import checkpoint_baseline, measure_checkpoint
+from tiersim.engine.metrics import measure
 from tiersim.engine.results import StepResult
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.hardware.topology import Topology, placement_problems
-from tiersim.report.trace import trace_events
-from tiersim.state.inventory import build_inventory
+from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import build_model
 from tiersim.workload.work import Workload, build_workload
 
@@ -53,19 +50,19 @@ def prefetch_depth(s: Scenario, wl: Workload, hbm_peak_without_staging: int) -> 
 
 
 @dataclass(frozen=True)
-class _Setup:
+class RunSetup:
     topo: Topology
     wl: Workload
     baseline: dict[str, int]
     depth: int
 
 
-def _prepare(s: Scenario) -> _Setup:
+def prepare(s: Scenario, inv: Inventory) -> RunSetup:
     topo = Topology(s.hardware)
     problems = placement_problems(s, topo)
     if problems:
         raise InputError("scenario", problems)
-    wl = build_workload(s)
+    wl = build_workload(s, inv)
     gpu = s.hardware.gpu.memory
     capacity = s.hardware.tiers[gpu].capacity
     need = streaming_minimum(s, wl)
@@ -76,17 +73,16 @@ def _prepare(s: Scenario) -> _Setup:
             "weights, gradients and activations); lower the micro-batch size or sequence "
             "length, recompute, or add tensor/sequence parallelism"
         )
-    inv = build_inventory(s)
     baseline = {
         t: sum(b for c, b in use.classes.items() if c != "activations")
         for t, use in inv.tiers.items()
     }
     hbm_acts = inv.per_gpu["activations"] if not _streamed(s, "activations") else 0
-    return _Setup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
+    return RunSetup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
 
 
 def _check_size(s: Scenario, steps: int, micro_batches: int) -> None:
-    """Refuse, before building anything, a run too large to be meant (exit 3)."""
+    """Refuse, before simulating, a run too large to be meant (exit 3)."""
     units = build_model(s.model).layers // s.parallel.pipeline + 1
     passes = steps * micro_batches * units
     limit = s.simulation.max_layer_passes
@@ -102,119 +98,96 @@ def _check_size(s: Scenario, steps: int, micro_batches: int) -> None:
 def _run(
     schedules: Schedules,
     s: Scenario,
-    setup: _Setup,
+    setup: RunSetup,
     steps: int,
     checkpoints=frozenset(),
-    record=False,
+    recorder: Recorder | None = None,
 ):
     schedule = schedules.get(steps, frozenset(checkpoints))
-    engine, log, wall = run_engine(s, setup.topo, schedule, setup.baseline, record)
+    engine, log, wall = run_engine(s, setup.topo, schedule, setup.baseline, recorder)
     return schedule, engine, log, wall
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: a run allocates around a million long-lived
-    objects (ops, dependency lists), and the collector would rescan them over and over, a
-    third of the run time, finding nothing to free (reference counting frees them; any
-    cycle left is collected once the collector resumes)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def simulate(s: Scenario, record: bool = False) -> StepResult:
+def simulate(
+    s: Scenario, inventory: Inventory | None = None, recorder: Recorder | None = None
+) -> StepResult:
     """Simulate the steps and micro-batches the report needs (`tiersim.engine.steady`: one
     step where steps are independent, else warm-up, measured and trailing steps; a few
     micro-batches extrapolated once the step is verified to repeat); return the measured
     step, with the cost of a durable checkpoint when the scenario configures one or a
-    failure rate."""
-    with _gc_paused():
-        return _simulate(s, record)
-
-
-def _simulate(s: Scenario, record: bool) -> StepResult:
-    setup = _prepare(s)
+    failure rate (its interval not yet applied).
+    `inventory`: the scenario's, where the caller has it already (else built here);
+    `recorder`: told of every op and occupancy change of the run shown (for a trace)."""
+    setup = prepare(s, build_inventory(s) if inventory is None else inventory)
+    steps = steady.steps_to_simulate(s)[0]
     runs = steady.samples(s, setup.wl.stage)
     if runs is not None:
-        steps = steady.steps_to_simulate(s)[0]
         _check_size(s, steps, max(runs))
-        result = _extrapolated(s, setup, runs, record)
+        result = _extrapolated(s, setup, runs, recorder)
         if result is not None:
             return result
-    _check_size(s, steady.steps_to_simulate(s)[0], s.training.grad_accumulation)
-    result, _, ck = _measured(s, setup, record)
-    if ck is not None:
-        result = with_checkpoint(result, s, ck(result))
+    _check_size(s, steps, s.training.grad_accumulation)
+    result, _, checkpoint = _measured(s, setup, recorder)
+    if checkpoint is not None:
+        result = dataclasses.replace(result, checkpoint=checkpoint(result))
     note = "full" if runs is None else "full (no repetition found)"
     return dataclasses.replace(result, steady_state=note)
 
 
-def _measured(s: Scenario, setup: _Setup, record: bool) -> tuple:
-    """One run as configured: the measured step, the plain run's checkpoint baseline figures,
-    and (with a checkpoint) a function of the plain result that measures the checkpoint."""
+def _measured(s: Scenario, setup: RunSetup, recorder: Recorder | None) -> tuple:
+    """One run as configured: the measured step, what checks its repetition (the time any
+    link is busy in it, whether its last periods repeat), and with a checkpoint a function
+    of the plain result that measures the checkpoint."""
     steps, measured = steady.steps_to_simulate(s)
     # the checkpoint runs share the plain run's steps before the measured one
     fork_at = measured if s.checkpoint_simulated else None  # (0 where steps are independent)
     run = functools.partial(_run, Schedules(s, setup.wl, setup.depth, fork_at))
-    schedule, engine, log, wall = run(s, setup, steps, record=record)
-    wl = setup.wl
-    result = measure(
-        s,
-        setup.topo,
-        engine,
-        log,
-        measured,
-        setup.baseline,
-        wl.tokens_per_step,
-        s.training.grad_accumulation,
-        wall,
-    )
+    schedule, engine, log, wall = run(s, setup, steps, recorder=recorder)
+    result = measure(engine, measured, setup.wl.tokens_per_step, s.training.grad_accumulation, wall)
     result = dataclasses.replace(result, steps_simulated=steps)
-    repeats = steady.repeats(s, wl.stage, schedule, log, measured)
-    if record:
-        trace = trace_events(tuple(log.trace), schedule.ops, setup.topo)
-        result = dataclasses.replace(result, trace=trace)
-    link_time = steady.any_link_s(engine, log, measured)
+    verify = (
+        steady.any_link_s(engine, log, measured),
+        steady.repeats(s, setup.wl.stage, schedule, log, measured),
+    )
     if not s.checkpoint_simulated:
-        return result, (link_time, repeats), None
+        return result, verify, None
     plain_figures = checkpoint_baseline(s, engine, log)
     del schedule, engine, log  # free the plain run before the checkpoint runs: a few figures do
 
     def checkpoint(plain: StepResult):
         return measure_checkpoint(s, setup, plain, run, plain_figures)
 
-    return result, (link_time, repeats), checkpoint
+    return result, verify, checkpoint
+
+
+def _shorter(setup: RunSetup, micro_batches: int) -> RunSetup:
+    return dataclasses.replace(setup, wl=dataclasses.replace(setup.wl, micro_batches=micro_batches))
 
 
 def _extrapolated(
-    s: Scenario, setup: _Setup, runs: tuple[int, ...], record: bool
+    s: Scenario, setup: RunSetup, runs: tuple[int, ...], recorder: Recorder | None
 ) -> StepResult | None:
     """The step of m micro-batches from three runs of fewer, a period apart, once they are
-    seen to repeat (tiersim.engine.steady); None where they do not."""
-    samples = []
-    for n in runs:
-        shorter = dataclasses.replace(setup, wl=dataclasses.replace(setup.wl, micro_batches=n))
-        samples.append(_measured(s, shorter, record and n == runs[-1]))
+    seen to repeat (tiersim.engine.steady); None where they do not. A recorder is shown the
+    longest run, once the repetition holds."""
+    samples = [_measured(s, _shorter(setup, n), None) for n in runs]
     results = [r for r, _, _ in samples]
     if not samples[-1][1][1]:  # the longest run's last periods are not shifted copies
         return None
-    periods = (s.training.grad_accumulation - runs[-1]) // steady.period(s)
-    plain = steady.grow(results, [lt for _, (lt, _), _ in samples], periods)
+    m = s.training.grad_accumulation
+    periods = (m - runs[-1]) // steady.period(s)
+    plain = steady.grow(results, [link_time for _, (link_time, _), _ in samples], periods)
     if plain is None:
         return None
     plain = dataclasses.replace(
-        plain,
-        micro_batches=s.training.grad_accumulation,
-        steady_state="extrapolated",
-        micro_batches_simulated=runs,
-        trace=steady.marked(results[-1].trace, runs[-1], s.training.grad_accumulation),
+        plain, micro_batches=m, steady_state="extrapolated", micro_batches_simulated=runs
     )
-    if not s.checkpoint_simulated:
-        return plain
-    checkpoint = steady.grow_checkpoint([ck(plain) for _, _, ck in samples], periods, plain.time_s)
-    return None if checkpoint is None else with_checkpoint(plain, s, checkpoint)
+    if s.checkpoint_simulated:
+        runs_checkpoint = [ck(plain) for _, _, ck in samples]
+        checkpoint = steady.grow_checkpoint(runs_checkpoint, periods, plain.time_s)
+        if checkpoint is None:
+            return None
+        plain = dataclasses.replace(plain, checkpoint=checkpoint)
+    if recorder is not None:  # only now: a run that falls back to full records that one
+        _measured(s, _shorter(setup, runs[-1]), recorder)
+    return plain

@@ -257,24 +257,3 @@ def any_link_s(engine: Engine, log: Any, measured: int) -> float:
     lo = log.step_end[measured - 1] if measured else 0.0
     spans = iv.union(engine.net.busy.intervals.get(FlowNetwork.ANY, []))
     return iv.total(iv.clip(spans, lo, log.step_end[measured]))
-
-
-def marked(trace: dict | None, simulated: int, micro_batches: int) -> dict | None:
-    """The longest run's trace, saying which micro-batches it shows and which it does not."""
-    if trace is None:
-        return None
-    note = {
-        "ph": "i",
-        "s": "g",
-        "name": f"steady state: {simulated} of {micro_batches} micro-batches simulated",
-        "pid": 1,
-        "tid": 0,
-        "ts": 0.0,
-        "args": {
-            "micro_batches_simulated": simulated,
-            "micro_batches_extrapolated": micro_batches - simulated,
-            "why": "the step repeats each period exactly (verified); the report's figures "
-            "add the periods not drawn here",
-        },
-    }
-    return {**trace, "traceEvents": [*trace["traceEvents"], note]}
