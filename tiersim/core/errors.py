@@ -15,7 +15,15 @@ class Problem:
 
     def render(self, source: str) -> str:
         where = f"{source}: {self.path}" if self.path else source
-        return f"{where}: {self.message}"
+        return one_line(f"{where}: {self.message}")
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break and control character escaped ('\\n', '\\x1e'): a
+    problem is one line, whatever characters a key or a file name holds."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 class InputError(Exception):
