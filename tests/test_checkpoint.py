@@ -249,8 +249,11 @@ def test_checkpoint_problems_name_the_key():
     assert p.path == "checkpoint.staging" and "mode: blocking" in p.message
     blocking = {**same, "mode": "blocking"}  # a blocking copy never stages
     assert checkpoint_problems(scenario({**base, "checkpoint": blocking})) == []
-    unused = {**same, "every_steps": None}  # no interval, no failure rate: nothing to check
-    assert checkpoint_problems(scenario({**base, "checkpoint": unused})) == []
+    # no interval, no failure rate: nothing simulated now, but the pair is wrong all the same
+    # (issue 14: it passed validate, then failed once a --set gave an interval)
+    unused = {**same, "every_steps": None}
+    (p,) = checkpoint_problems(scenario({**base, "checkpoint": unused}))
+    assert p.path == "checkpoint.staging"
 
 
 def test_durable_checkpoints_keep_their_own_vocabulary():
