@@ -39,8 +39,8 @@ from tiersim.config.schema import Endurance, Scenario, Tier, TierBudget
 from tiersim.core.errors import Problem
 from tiersim.core.units import DAY_S
 from tiersim.engine.results import StepResult
+from tiersim.state.classes import PER_MICRO_BATCH
 
-PER_MICRO_BATCH_CLASSES = ("gradients", "activations")
 TOLERANCE = 1e-9  # relative: a margin of 1 - 1e-9 is float rounding, not a failed budget
 _MB = 1e6
 
@@ -322,7 +322,7 @@ class Remedies:
 def remedies(
     w: TierWear, v: Verdict, endurance: Endurance, micro_batches: int, compute_s: float
 ) -> Remedies:
-    per_mb = sum(w.host_bytes_by_class.get(c, 0.0) for c in PER_MICRO_BATCH_CLASSES)
+    per_mb = sum(w.host_bytes_by_class.get(c, 0.0) for c in PER_MICRO_BATCH)
     # the training seconds per day held as G changes: never more than a day, whatever
     # budget.steps_per_day says (a changed step must be able to run as often as it assumes)
     active_s = min(w.steps_per_day * w.step_s, DAY_S)
@@ -384,7 +384,7 @@ def assess(scenario: Scenario, result: StepResult) -> dict[str, Assessment]:
         stats = result.tiers.get(name)
         if tier.endurance is None or stats is None:
             continue
-        w = tier_wear(name, tier, stats.written_by_class, result.time_s, per_day)
+        w = tier_wear(name, tier, stats.written_by_source, result.time_s, per_day)
         budget = scenario.budget.tiers.get(name)
         v = judge(w, budget, tier.endurance.warranty) if budget else None
         fix = None

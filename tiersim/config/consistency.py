@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
+from tiersim.state.classes import PLACED
 
 
 def _tier_problems(s: Scenario) -> list[Problem]:
@@ -18,8 +19,9 @@ def _tier_problems(s: Scenario) -> list[Problem]:
         if tier not in tiers:
             problems.append(Problem(path, f"tier '{tier}' does not exist (tiers: {names})"))
 
-    for cls in ("weights", "gradients", "master", "optimizer", "activations"):
-        check(f"placement.{cls}", getattr(s.placement, cls))
+    placement = s.placement.model_dump()
+    for cls in PLACED:
+        check(f"placement.{cls}", placement[cls])
     check("hardware.gpu.memory", s.hardware.gpu.memory)
     check("hardware.cpu.memory", s.hardware.cpu.memory)
     for name, link in s.hardware.links.items():
