@@ -203,7 +203,7 @@ def _lock_folder(out: Path) -> int:
     try:
         return lock_folder(out)
     except FolderBusy:
-        what = "another sweep is writing to this folder right now (or a tiersim run --out is)"
+        what = "another sweep (or a tiersim run) is writing to this folder right now"
         raise InputError(str(out), [Problem("--out", what)]) from None
 
 
