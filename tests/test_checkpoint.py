@@ -251,9 +251,7 @@ def test_checkpoint_problems_name_the_key():
     assert p.path == "checkpoint.staging" and "mode: blocking" in p.message
     blocking = {**same, "mode": "blocking"}  # a blocking copy never stages
     assert checkpoint_problems(scenario({**base, "checkpoint": blocking})) == []
-    # no interval, no failure rate: nothing simulated now, but the pair is wrong all the same
-    # (issue 14: it passed validate, then failed once a --set gave an interval)
-    unused = {**same, "every_steps": None}
+    unused = {**same, "every_steps": None}  # refused even where no checkpoint is simulated
     (p,) = checkpoint_problems(scenario({**base, "checkpoint": unused}))
     assert p.path == "checkpoint.staging"
 
