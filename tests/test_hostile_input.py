@@ -261,3 +261,23 @@ def test_a_value_in_a_message_is_shortened_however_large():
 def test_json_hf_config_error_quotes_are_short(cli, write, tmp_path):
     code, _, err = _hf(cli, write, tmp_path, json.dumps({"model_type": "x" * 10_000}))
     assert code == 2 and "unsupported model_type" in err
+
+
+def test_a_special_file_as_a_sweeps_log_is_refused(cli, write, tmp_path):
+    sweep = write(
+        {"base": str(write(SMALL)), "grid": {"training.grad_accumulation": [1, 2]}}, "w.yaml"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.jsonl").symlink_to("/dev/zero")
+    code, _, err = run(
+        cli, "sweep", sweep, "--out", out, "--resume", "--no-plots", "--workers", "1"
+    )
+    assert code == 2 and "results.jsonl: is not a regular file (a device" in err
+
+
+def test_a_bad_bound_in_the_environment_is_named(cli, write, monkeypatch):
+    monkeypatch.setenv("TIERSIM_MAX_NESTING", "lots")
+    code, _, err = run(cli, "validate", write(SMALL))
+    assert code == 2
+    assert err.startswith("TIERSIM_MAX_NESTING: is 'lots' (expected a whole number of levels")
