@@ -348,3 +348,12 @@ def test_json_report_of_a_locked_run_is_whole(tmp_path, cli):
     assert cli("run", SCENARIOS / "default.yaml", "--out", out, "--format", "json")[0] == 0
     json.loads((out / "report.json").read_text())
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []  # no temporaries
+
+
+def test_a_run_that_cannot_run_leaves_no_folder(tmp_path, cli):
+    out = tmp_path / "new"
+    code, _, err = cli(
+        "run", SCENARIOS / "default.yaml", "--set", "simulation.max_layer_passes=1", "--out", out
+    )
+    assert code == 3 and "cannot run" in err
+    assert not out.exists()  # made to be locked, removed again: nothing was written
