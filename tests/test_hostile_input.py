@@ -281,3 +281,9 @@ def test_a_bad_bound_in_the_environment_is_named(cli, write, monkeypatch):
     code, _, err = run(cli, "validate", write(SMALL))
     assert code == 2
     assert err.startswith("TIERSIM_MAX_NESTING: is 'lots' (expected a whole number of levels")
+
+
+def test_a_long_string_quoted_in_a_message_stays_one_short_line(cli, write):
+    code, _, err = cli("validate", write({**SMALL, "placement": {"weights": "t" * 500_000}}))
+    assert code == 2 and "placement.weights:" in err
+    assert max(len(line) for line in err.splitlines()) <= 2000
