@@ -95,6 +95,7 @@ class StepResult:
     prefetch_depth: int = 0  # uses ahead that fetches are issued (after the HBM budget)
     checkpoint: CheckpointRun | None = None
     trace: dict | None = None  # Trace Event Format, only when asked for
+    breakdown: dict[str, float] | None = None  # the model's prices (workload.breakdown)
 
     @property
     def tokens_per_s(self) -> float:

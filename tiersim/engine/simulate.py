@@ -154,6 +154,8 @@ def _simulate(s: Scenario, record: bool) -> StepResult:
         wl.micro_batches,
         wall,
     )
+    if wl.breakdown is not None:
+        result = dataclasses.replace(result, breakdown=wl.breakdown.as_dict())
     if record:
         trace = trace_events(tuple(log.trace), schedule.ops, setup.topo)
         result = dataclasses.replace(result, trace=trace)

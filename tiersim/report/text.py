@@ -95,6 +95,28 @@ def _step_rows(st: dict[str, Any]) -> list[list[str]]:
             continue
         share = "-" if key == "optimizer_s" and on_cpu else _pct(st[key], t)
         rows.append([label, fmt_time(st[key]), share])
+    return rows + _breakdown_rows(st.get("breakdown"), t)
+
+
+BREAKDOWN_LABELS = (
+    ("gemm_s", "GEMM"),
+    ("memory_bound_s", "memory-bound kernels"),
+    ("framework_s", "framework overhead"),
+    ("collectives_s", "blocking collectives"),
+    ("bubble_s", "pipeline fill and drain"),
+    ("imbalance_s", "stage imbalance"),
+)
+
+
+def _breakdown_rows(parts: dict[str, float] | None, t: float) -> list[list[str]]:
+    """The model's prices of the step's parts (`step.breakdown`), under the measured split."""
+    if not parts:
+        return []
+    rows = [["model's prices:", "", ""]]
+    for key, label in BREAKDOWN_LABELS:
+        if key in ("framework_s", "bubble_s", "imbalance_s") and not parts[key]:
+            continue
+        rows.append([f"  {label}", fmt_time(parts[key]), _pct(parts[key], t)])
     return rows
 
 
