@@ -95,7 +95,7 @@ def _step_rows(st: dict[str, Any]) -> list[list[str]]:
             continue
         share = "-" if key == "optimizer_s" and on_cpu else _pct(st[key], t)
         rows.append([label, fmt_time(st[key]), share])
-    return rows + _breakdown_rows(st.get("breakdown"), t)
+    return rows
 
 
 BREAKDOWN_LABELS = (
@@ -108,16 +108,17 @@ BREAKDOWN_LABELS = (
 )
 
 
-def _breakdown_rows(parts: dict[str, float] | None, t: float) -> list[list[str]]:
-    """The model's prices of the step's parts (`step.breakdown`), under the measured split."""
+def _breakdown_table(st: dict[str, Any]) -> list[str]:
+    """The model's prices of the step's parts (`step.breakdown`), beside the measured split."""
+    parts, t = st.get("breakdown"), st["time_s"]
     if not parts:
         return []
-    rows = [["model's prices:", "", ""]]
-    for key, label in BREAKDOWN_LABELS:
-        if key in ("framework_s", "bubble_s", "imbalance_s") and not parts[key]:
-            continue
-        rows.append([f"  {label}", fmt_time(parts[key]), _pct(parts[key], t)])
-    return rows
+    rows = [
+        [label, fmt_time(parts[key]), _pct(parts[key], t)]
+        for key, label in BREAKDOWN_LABELS
+        if parts[key] or key not in ("framework_s", "bubble_s", "imbalance_s")
+    ]
+    return [render(["model's prices", "time", "of step"], rows)]
 
 
 def _step_head(report: dict[str, Any]) -> str:
@@ -163,7 +164,8 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
 def step_tables(report: dict[str, Any]) -> str:
     """`tiersim run`'s table output: the step, links, tiers, then the sentences."""
     step = render(["", "time", "share"], _step_rows(report["step"]), _step_head(report))
-    return "\n\n".join([step, _link_table(report), _tier_table(report), *_sentences(report)])
+    parts = [step, *_breakdown_table(report["step"]), _link_table(report), _tier_table(report)]
+    return "\n\n".join([*parts, *_sentences(report)])
 
 
 def _link_table(report: dict[str, Any]) -> str:
