@@ -93,7 +93,7 @@ def checkpoint_problems(scenario: Scenario) -> list[Problem]:
         what = "'auto' needs a failure rate: give failures.mtbf or failures.gpu_mtbf"
         problems.append(Problem("checkpoint.every_steps", what))
     c = scenario.checkpoint
-    if scenario.checkpoint_simulated and c.mode == "async" and c.staging == c.target:
+    if c.mode == "async" and c.staging == c.target:  # wrong whether simulated now or not
         what = (
             "snapshot-then-drain copies into checkpoint.staging (default dram), then drains it "
             f"to the target; both are '{c.target}' (expected mode: blocking, or another "

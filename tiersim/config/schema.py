@@ -369,6 +369,10 @@ class Hardware(Strict):
     tiers: dict[str, Tier]
     links: dict[str, Link] = {}
     network: Network = Network()
+    # what one GPU of this machine costs per hour, its share of the host included (any
+    # currency): `tiersim plan --objective cost` ranks by it; no part of a simulation, so left
+    # out of model_dump (a sweep point's key)
+    price_per_gpu_hour: Annotated[float, Field(gt=0)] | None = Field(default=None, exclude=True)
 
 
 # --- simulation, checkpoint, failures, budget --------------------------------------------------
@@ -452,7 +456,9 @@ def _folder_name(name: str) -> str:
 class Scenario(Strict):
     # a folder name under results/: letters, digits, '_', '-', '.', never '.' or '..' alone
     name: Annotated[
-        str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$"), AfterValidator(_folder_name)
+        str,
+        Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.\-]+$"),  # 255: NAME_MAX
+        AfterValidator(_folder_name),
     ]
     model: ModelSpec
     training: Training = Training()
@@ -463,6 +469,11 @@ class Scenario(Strict):
     checkpoint: Checkpoint = Checkpoint()
     failures: Failures = Failures()
     budget: Budget = Budget()
+    # `tiersim plan`'s search space: key path -> the values to consider. It describes a search,
+    # not a simulation: left out of model_dump (a sweep point's key)
+    plan: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = Field(
+        default=None, exclude=True
+    )
 
     @property
     def checkpoint_simulated(self) -> bool:

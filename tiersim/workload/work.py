@@ -36,6 +36,7 @@ from tiersim.workload.comms import (
     sm_share_s,
     tensor_comms,
 )
+from tiersim.workload.pipeline_steady import evaluate_steady
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None
     fwd, bwd = _stage_chunk_times(s, model, units[:-1], cap, hidden)
     fwd = [[x + p2p for x in row] for row in fwd]
     bwd = [[x + p2p for x in row] for row in bwd]
-    timing = pipeline.evaluate(par.pipeline, m, par.virtual_pipeline, fwd, bwd)
+    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd)
     stage = build_inventory(s).stage
     own = timing.busy_s[stage] - 2.0 * p2p * m * par.virtual_pipeline
     idle = max(0.0, timing.step_s - own)
