@@ -138,3 +138,27 @@ def test_breakdown_adds_up_to_the_simulated_step(name):
     total = sum(parts.values()) + r.optimizer_s
     assert total == pytest.approx(r.time_s, rel=1e-6)
     assert parts["gemm_s"] > parts["memory_bound_s"] > 0
+
+
+def test_unlimited_collective_links_expose_no_transfer_and_cost_nothing():
+    # tensor, pipeline and data parallelism on dgx-a100 with its measured NVLink curve, both
+    # channels unlimited and without latency: no collective, exchange or reduction takes time
+    raw = {
+        "name": "u",
+        "model": {"preset": "megatron-22b", "layers": 4},
+        "training": {"micro_batch_size": 1, "seq_len": 512, "grad_accumulation": 4},
+        "parallel": {"tensor": 2, "pipeline": 2, "data": 2, "overlap_gradient_reduce": False},
+        "hardware": {
+            "preset": "dgx-a100",
+            "network": {
+                "intra_node_bandwidth": "unlimited",
+                "inter_node_bandwidth": "unlimited",
+                "intra_node_latency": "0 s",
+                "inter_node_latency": "0 s",
+            },
+        },
+    }
+    r = simulate(scenario(raw))
+    assert r.exposed_transfer_s == 0.0
+    assert r.breakdown["collectives_s"] == 0.0
+    assert r.breakdown["bubble_s"] > 0  # the pipeline's fill and drain remain
