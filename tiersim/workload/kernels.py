@@ -24,8 +24,9 @@ e_a = b·(heads/t)·s² attention scores:
 - selective recompute: the attention core's 13·e_a again.
 Output head (last stage): the final LayerNorm fwd + bwd 16·e, the fp32 vocabulary-parallel
 cross-entropy 50 B per logit (T·V/t: the logits cast, max, exp, sum, the loss and its
-gradient), a third of those bytes counted in forward and two thirds in backward. Embedding (first stage): lookup, position add and dropout, fwd + bwd, 16·e on the
-full hidden states.
+gradient), a third of those bytes counted in forward and two thirds in backward.
+Embedding (first stage): lookup, position add and dropout, fwd + bwd, 16·e on the full
+hidden states.
 """
 
 from __future__ import annotations
