@@ -15,7 +15,6 @@ from conftest import SCENARIOS, scenario
 from tiersim.cli.commands.check_published import table
 from tiersim.config.load import load_scenario
 from tiersim.core.errors import InputError
-from tiersim.engine.simulate import simulate
 from tiersim.groundtruth.published import (
     REFERENCES,
     Comparison,
@@ -23,6 +22,7 @@ from tiersim.groundtruth.published import (
     load_references,
     summarize,
 )
+from tiersim.runner import simulate
 from tiersim.state.model import build_model
 
 GB, TB = 1e9, 1e12
@@ -110,15 +110,21 @@ def test_presets_are_overridable_key_by_key(preset):
     assert hw.tiers["nvme"].endurance.rated_drive_writes_per_day == 1
 
 
+def _layer_flops(b: int, s: int, h: int) -> float:
+    """Forward FLOPs of one GPT layer, Narayanan et al. 2021 appendix: 24bsh² + 4bs²h."""
+    return 24 * b * s * h * h + 4 * b * s * s * h
+
+
 def test_a100_gemm_efficiency_lies_below_its_end_to_end_bounds():
     # Korthikanti et al. 2022 Table 4, one 22B layer (h = 6144, t = 8, b = 4, s = 2048), no
-    # recompute: forward + backward 19.6 ms, all-reduces included, for 3x the forward FLOPs
-    # (Narayanan et al. 2021 appendix: 24bsh^2 + 4bs^2h): 48 % of peak end to end. The GEMMs
-    # alone (0.781, fitted to that layer in tests/test_step_model.py) must run faster than the
-    # whole layer, and not faster than the hardware allows.
-    b, s, h = 4, 2048, 6144
-    per_gpu = 3 * (24 * b * s * h * h + 4 * b * s * s * h) / 8
-    table4 = per_gpu / 19.6e-3 / (312 * TFLOPS)
+    # recompute: forward + backward 19.6 ms, all-reduces included, for 3x the forward FLOPs:
+    # 48 % of peak end to end. The GEMMs alone (0.781, fitted to that layer in
+    # tests/test_step_model.py) must run faster than the whole layer, and not faster than the
+    # hardware allows.
+    layer = build_model(scenario({"name": "t", "model": {"preset": "megatron-22b"}}).model)
+    forward = layer.layer_forward_flops(2048, 4)
+    assert forward == _layer_flops(4, 2048, 6144)  # Narayanan et al. 2021: 24bsh^2 + 4bs^2h
+    table4 = 3 * forward / 8 / 19.6e-3 / (312 * TFLOPS)
     assert table4 == pytest.approx(0.48, abs=0.005)
     assert table4 < hardware("dgx-a100").gpu.efficiency < 1.0
 
@@ -328,9 +334,9 @@ def test_reference_file_problems_are_reported_together(tmp_path):
 
 
 def test_published_seconds_keep_four_significant_digits():
-    from tiersim.cli.commands.check_published import _seconds
+    from tiersim.cli.commands.check_published import fmt_seconds
 
-    assert [_seconds(x) for x in (0.24, 60.1, 1.365, 111.82, 1000.0)] == [
+    assert [fmt_seconds(x) for x in (0.24, 60.1, 1.365, 111.82, 1000.0)] == [
         "0.2400",
         "60.10",
         "1.365",

@@ -11,8 +11,8 @@ Narayanan, Smith) within 5 % mean, none above 10 %; everything within 10 % mean,
 import pytest
 
 from tiersim.config.load import load_scenario
-from tiersim.engine.simulate import simulate
 from tiersim.groundtruth.published import load_references
+from tiersim.runner import simulate
 
 
 @pytest.fixture(scope="module")

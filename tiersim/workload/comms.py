@@ -6,11 +6,13 @@ concurrent collectives on the same group share the link. The latency term holds 
 per-hop latency and what NCCL loses to the link's rate at this buffer size
 (`tiersim.hardware.nccl`: sent / rate · (1/fraction - 1), which shrinks as the rate grows);
 alone, a collective takes sent / (rate · fraction) (+ the hops where no measured curve holds
-them).
+them). This is the one model of a step's communication: which collectives run, on which
+group, with how many bytes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tiersim.config.schema import PRECISION_BYTES, Scenario
@@ -24,8 +26,8 @@ from tiersim.hardware.collectives import (
     group_link,
     p2p_link,
     rank_strides,
-    tied_embedding_gradient_bytes,
 )
+from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
 
 
@@ -36,7 +38,7 @@ class Comm:
     name: str
     nbytes: float  # bytes this GPU sends, all calls
     latency_s: float  # latency terms, all calls
-    resource: tuple[str, str]  # ("net", "nvlink" | "network"): the GPU's physical channel
+    resource: Network  # the GPU's physical channel it crosses
     group: str  # "tensor" | "data" | "pipeline" | "embedding"
 
     @property
@@ -74,7 +76,8 @@ def comm(s: Scenario, name: str, group: str, op: Op, buffer: float, calls: int =
     link, size = _link(s, group)
     sent = buffer * BUS_FACTOR[op](size)
     latency = _latency_s(s, op, buffer, size, link)
-    return Comm(name, sent * calls, latency * calls, ("net", link.kind), group)
+    channel = Network(NetChannel(link.kind))
+    return Comm(name, sent * calls, latency * calls, channel, group)
 
 
 def alone_s(s: Scenario, c: Comm | None) -> float:
@@ -82,21 +85,24 @@ def alone_s(s: Scenario, c: Comm | None) -> float:
     if c is None:
         return 0.0
     rate = capacities(s)[c.resource]
-    return c.latency_s + (c.nbytes / rate if rate != float("inf") else 0.0)
+    return c.latency_s + (c.nbytes / rate if rate != math.inf else 0.0)
 
 
-def capacities(s: Scenario) -> dict[tuple[str, str], float]:
+NVLINK, NETWORK = Network(NetChannel.NVLINK), Network(NetChannel.NETWORK)
+
+
+def capacities(s: Scenario) -> dict[Network, float]:
     """Bandwidth per GPU per direction of its two physical channels: every group inside a node
     shares the GPU's NVLink; groups spanning nodes share its network ports (at the widest
     rate any of them reaches, NCCL driving one ring per NIC)."""
     net = s.hardware.network
-    out = {("net", "nvlink"): net.intra_node_bandwidth, ("net", "network"): 0.0}
+    out = {NVLINK: net.intra_node_bandwidth, NETWORK: 0.0}
     for group in ("tensor", "data", "pipeline"):
         link, _ = _link(s, group)
         if link.kind == "network":
-            out[("net", "network")] = max(out[("net", "network")], link.bandwidth)
-    if out[("net", "network")] == 0.0:
-        out[("net", "network")] = net.inter_node_bandwidth
+            out[NETWORK] = max(out[NETWORK], link.bandwidth)
+    if out[NETWORK] == 0.0:
+        out[NETWORK] = net.inter_node_bandwidth
     return out
 
 
@@ -183,6 +189,16 @@ def p2p_send_s(s: Scenario, hidden: int | None) -> float:
     if par.tensor == 1 or par.sequence:
         return send
     return send + alone_s(s, comm(s, "pp gather", "tensor", "all_gather", full))
+
+
+def tied_embedding_gradient_bytes(s: Scenario, model: Model, stage: int) -> int:
+    """The word-embedding gradient (ceil(vocab/t) x h) the first and last stage all-reduce once
+    per step when their embeddings are tied (Megatron's `finalize_model_grads`); 0 otherwise."""
+    par = s.parallel
+    if not model.tied_embeddings or par.pipeline == 1 or stage not in (0, par.pipeline - 1):
+        return 0
+    grad = PRECISION_BYTES[s.training.precision.gradients]
+    return math.ceil(model.vocab / par.tensor) * model.hidden * grad  # vocab rows padded
 
 
 def embedding_sync(s: Scenario, model: Model, stage: int) -> Comm | None:

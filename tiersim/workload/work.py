@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from tiersim.config.schema import PRECISION_BYTES, Scenario
 from tiersim.state.classes import NAMES
 from tiersim.state.inventory import (
+    Inventory,
     build_inventory,
     homes,
     layer_activation_bytes,
@@ -212,7 +213,9 @@ def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden
     return fwd, bwd
 
 
-def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None) -> tuple:
+def _bubble(
+    s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None, stage: int
+) -> tuple:
     """Pipeline idle time per step of the simulated stage, the part of it after the stage's
     last backward, and the uniform pipeline's fill and drain within it: the all-stage
     schedule's step time minus this stage's own work (fill, drain, the point-to-point
@@ -228,7 +231,6 @@ def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None
     fwd = [[x + p2p for x in row] for row in fwd]
     bwd = [[x + p2p for x in row] for row in bwd]
     timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd)
-    stage = build_inventory(s).stage
     own = timing.busy_s[stage] - 2.0 * p2p * m * par.virtual_pipeline
     idle = max(0.0, timing.step_s - own)
     mean = (sum(fwd[stage]) + sum(bwd[stage])) / par.virtual_pipeline
@@ -250,9 +252,10 @@ def _chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[i
     return tuple(tuple(c) for c in chunks)
 
 
-def build_workload(s: Scenario) -> Workload:
+def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
+    """The step's work unit by unit; `inv`: the scenario's inventory, where the caller has it."""
     model = build_model(s.model)
-    inv = build_inventory(s)
+    inv = build_inventory(s) if inv is None else inv
     par = s.parallel
     groups = unit_matrices(model, inv.stage, par.pipeline, par.tensor)
     last = inv.stage == par.pipeline - 1
@@ -264,7 +267,7 @@ def build_workload(s: Scenario) -> Workload:
         for i, mats in enumerate(groups[:-1])
     ]
     units.append(_unit(s, model, "rest", groups[-1], False, ends, 0))
-    hidden = getattr(model, "hidden", None)
+    hidden = model.hidden
     tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, hidden)
     rest_f, rest_b, rest_hidden = rest_tensor_comms(s, hidden, inv.stage)
     units = [
@@ -287,7 +290,7 @@ def build_workload(s: Scenario) -> Workload:
         )
     ]
     cap = capacities(s)
-    bubble, after, fill, p2p = _bubble(s, model, units, cap, hidden)
+    bubble, after, fill, p2p = _bubble(s, model, units, cap, hidden, inv.stage)
     every_mb = sharded_classes(s)["gradients"] and par.data > 1
     gpu = s.hardware.gpu.memory
     home_of = homes(s)

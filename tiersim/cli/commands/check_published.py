@@ -71,7 +71,7 @@ BREAKDOWN = (
 def _parts(c: Comparison) -> tuple[str, ...]:
     if c.breakdown is None:
         return ("-",) * len(BREAKDOWN)
-    return tuple(_seconds(c.breakdown[key]) for key, _ in BREAKDOWN)
+    return tuple(fmt_seconds(c.breakdown[key]) for key, _ in BREAKDOWN)
 
 
 def _by_source(comparisons: list[Comparison]) -> str:
@@ -92,7 +92,7 @@ def _by_source(comparisons: list[Comparison]) -> str:
     return "\n".join(lines)
 
 
-def _seconds(value: float) -> str:
+def fmt_seconds(value: float) -> str:
     """4 significant digits, zeros kept (runs span 0.24 s to 112 s): 0.2400, 60.10, 1000."""
     return f"{value:#.4g}".rstrip(".")
 
@@ -101,8 +101,8 @@ def table(comparisons: list[Comparison], summary: Summary) -> str:
     rows = [
         (
             c.reference.name,
-            _seconds(c.predicted_s),
-            _seconds(c.reference.iteration_time_s) + ("*" if c.reference.derived else ""),
+            fmt_seconds(c.predicted_s),
+            fmt_seconds(c.reference.iteration_time_s) + ("*" if c.reference.derived else ""),
             f"{round(c.error, 3) + 0.0:+.1%}" + (" fit" if c.reference.calibrates else ""),
             *_parts(c),
         )
