@@ -85,6 +85,7 @@ def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:
         "micro_batches": r.micro_batches,
         "seq_len": s.seq_len,
         "seq_len_from": _seq_len_from(s),
+        "breakdown": r.breakdown,
     }
 
 
