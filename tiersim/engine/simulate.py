@@ -155,7 +155,9 @@ def _simulate(s: Scenario, record: bool) -> StepResult:
         wall,
     )
     if record:
-        trace = trace_events(tuple(log.trace), schedule.ops, setup.topo)
+        ends = tuple(log.step_end)
+        records, ops, topo = tuple(log.trace), schedule.ops, setup.topo
+        trace = trace_events(records, ops, topo, ends, measured, setup.baseline)
         result = dataclasses.replace(result, trace=trace)
     if not s.checkpoint_simulated:
         return result

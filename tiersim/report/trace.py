@@ -16,8 +16,15 @@ from typing import Any
 from tiersim.engine.ops import Op
 from tiersim.hardware.topology import Topology
 
-_GPU, _CPU, _LINKS, _PORTS, _MEMORY = 1, 2, 3, 4, 5
-_PROCESSES = {_GPU: "GPU", _CPU: "CPU", _LINKS: "links", _PORTS: "tier ports", _MEMORY: "tiers"}
+_GPU, _CPU, _LINKS, _PORTS, _MEMORY, _STEPS = 1, 2, 3, 4, 5, 6
+_PROCESSES = {
+    _GPU: "GPU",
+    _CPU: "CPU",
+    _LINKS: "links",
+    _PORTS: "tier ports",
+    _MEMORY: "tiers",
+    _STEPS: "steps",
+}
 
 Track = tuple[int, str]  # (pid, name)
 Span = tuple[float, float, dict[str, Any]]  # start s, end s, the event without pid/tid/times
@@ -100,9 +107,57 @@ def _placed(track: Track, spans: list[Span], threads: _Threads) -> list[dict[str
     return events
 
 
-def trace_events(records: tuple, ops: list[Op], topo: Topology) -> dict[str, Any]:
+def _counter(tier: str, now: float, value: float) -> dict[str, Any]:
+    return {
+        "ph": "C",
+        "name": f"{tier} occupancy",
+        "pid": _MEMORY,
+        "ts": now * 1e6,
+        "args": {"bytes": value},
+    }
+
+
+def _steps(step_ends: tuple[float, ...], measured: int | None, threads: _Threads) -> list:
+    """One event per simulated step on a track of its own, the measured one named so."""
+    if not step_ends:
+        return []
+    (tid,) = threads.lanes((_STEPS, "steps"), 1)
+    events = []
+    for k, end in enumerate(step_ends):
+        start = step_ends[k - 1] if k else 0.0
+        name = f"step {k}" + (" (measured)" if k == measured else "")
+        ts = start * 1e6
+        events.append(
+            {
+                "ph": "X",
+                "name": name,
+                "cat": "step",
+                "pid": _STEPS,
+                "tid": tid,
+                "ts": ts,
+                "dur": end * 1e6 - ts,
+                "args": {"step": k},
+            }
+        )
+    return events
+
+
+def trace_events(
+    records: tuple,
+    ops: list[Op],
+    topo: Topology,
+    step_ends: tuple[float, ...] = (),
+    measured: int | None = None,
+    initial: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """The run's events; with `step_ends` (each step's end, s) a track of the steps, and the
+    measured one's start and end under "otherData" (the format's place for metadata); with
+    `initial`, each tier's occupancy at time 0 (a tier whose occupancy never changes has no
+    other counter event)."""
     spans: dict[Track, list[Span]] = {}
-    counters: list[dict[str, Any]] = []
+    counters: list[dict[str, Any]] = [
+        _counter(tier, 0.0, value) for tier, value in (initial or {}).items()
+    ]
     for record in records:
         if record[0] == "op":
             _, i, start, end = record
@@ -110,15 +165,16 @@ def trace_events(records: tuple, ops: list[Op], topo: Topology) -> dict[str, Any
                 spans.setdefault(track, []).append((start, end, _complete(ops[i])))
         elif record[0] == "mem":
             _, tier, now, value = record
-            counters.append(
-                {
-                    "ph": "C",
-                    "name": f"{tier} occupancy",
-                    "pid": _MEMORY,
-                    "ts": now * 1e6,
-                    "args": {"bytes": value},
-                }
-            )
+            counters.append(_counter(tier, now, value))
     threads = _Threads()
-    events = [e for track, items in spans.items() for e in _placed(track, items, threads)]
-    return {"traceEvents": threads.meta + events + counters, "displayTimeUnit": "ms"}
+    events = _steps(step_ends, measured, threads)
+    events += [e for track, items in spans.items() for e in _placed(track, items, threads)]
+    trace = {"traceEvents": threads.meta + events + counters, "displayTimeUnit": "ms"}
+    if step_ends and measured is not None:
+        start = step_ends[measured - 1] if measured else 0.0
+        trace["otherData"] = {
+            "measured_step": measured,
+            "measured_start_s": start,
+            "measured_end_s": step_ends[measured],
+        }
+    return trace
