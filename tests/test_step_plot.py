@@ -62,7 +62,7 @@ def test_rows_are_clipped_to_the_measured_step(default_run):
 
 
 def test_run_plot_writes_a_png(cli, tmp_path):
-    code, out, err = cli("run", SCENARIOS / "seed-1b-adam.yaml", "--plot", "--out", tmp_path)
+    code, _, err = cli("run", SCENARIOS / "seed-1b-adam.yaml", "--plot", "--out", tmp_path)
     assert code == 0, err
     png = (tmp_path / "step.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
