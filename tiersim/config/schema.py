@@ -22,12 +22,9 @@ from pydantic import (
 )
 
 from tiersim.core.units import UNLIMITED, Kind, fmt_bytes, fmt_rate, fmt_time, parse
+from tiersim.state.classes import OPTIMIZER_NAMES
 
-STATE_CLASSES = ("weights", "gradients", "master", "optimizer", "activations", "workspace")
-PLACED_CLASSES = ("weights", "gradients", "master", "optimizer", "activations")
-SHARDED_CLASSES = ("weights", "gradients", "master", "optimizer")
 PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-OPTIMIZERS = ("adam", "adamw", "sgd", "sgd_momentum", "adafactor", "lion")
 
 
 def _shown(kind: Kind | None) -> Callable[[float], str]:
@@ -243,7 +240,7 @@ class Training(Strict):
     micro_batch_size: PositiveInt = 1
     grad_accumulation: PositiveInt = 1
     seq_len: PositiveInt | None = None  # default: the model's max_positions, else 2048
-    optimizer: Literal["adam", "adamw", "sgd", "sgd_momentum", "adafactor", "lion"] = "adamw"
+    optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
     precision: Precision = Precision()
     recompute: Literal["none", "selective", "full"] = "none"
     workspace: SizeOrZero = Field(default=2**30, description="temporary buffers, buckets, slack")
@@ -443,7 +440,9 @@ def _folder_name(name: str) -> str:
 class Scenario(Strict):
     # a folder name under results/: letters, digits, '_', '-', '.', never '.' or '..' alone
     name: Annotated[
-        str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$"), AfterValidator(_folder_name)
+        str,
+        Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.\-]+$"),  # 255: NAME_MAX
+        AfterValidator(_folder_name),
     ]
     model: ModelSpec
     training: Training = Training()

@@ -143,8 +143,8 @@ def run_tiers_section(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, A
             "fits": ts.fits and inv.tiers[name].fits,
             "bytes_read_per_step": ts.bytes_read,
             "bytes_written_per_step": ts.bytes_written,
-            "read_by_class": ts.read_by_class,
-            "written_by_class": ts.written_by_class,
+            "read_by_class": ts.read_by_source,
+            "written_by_class": ts.written_by_source,
             "classes": inv.tiers[name].classes,
             "ports": ports_section(s.hardware.tiers[name], ts, r.time_s),
         }

@@ -7,25 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.config.schema import STATE_CLASSES, Scenario
+from tiersim.config.schema import Scenario
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate, fmt_time
 from tiersim.report.table import render
 from tiersim.report.wear import fmt_days
-from tiersim.state.inventory import ZERO_SHARDS, Inventory
+from tiersim.state.classes import NAMES, zero_sharded
+from tiersim.state.inventory import Inventory, homes
 
 
 def inventory_tables(s: Scenario, inv: Inventory) -> str:
-    homes = {c: getattr(s.placement, c) for c in STATE_CLASSES if c != "workspace"}
-    homes["workspace"] = s.hardware.gpu.memory
+    home_of = homes(s)
     rows = [
         [
             cls,
-            fmt_bytes(getattr(inv.dense, cls)),
-            fmt_bytes(getattr(inv.per_gpu, cls)),
+            fmt_bytes(inv.dense[cls]),
+            fmt_bytes(inv.per_gpu[cls]),
             "yes" if inv.sharded.get(cls) else "no",
-            homes[cls],
+            home_of[cls],
         ]
-        for cls in STATE_CLASSES
+        for cls in NAMES
     ]
     rows.append(["total", fmt_bytes(inv.dense.total), fmt_bytes(inv.per_gpu.total), "", ""])
     par = s.parallel
@@ -62,7 +62,7 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
 def _sharding(s: Scenario, inv: Inventory) -> str:
     """'ZeRO 2', or with per-class overrides what is sharded in fact: 'ZeRO 0 + weights'."""
     stage = s.parallel.zero_stage
-    by_stage = set(ZERO_SHARDS[stage])
+    by_stage = set(zero_sharded(stage))
     actual = {c for c, on in inv.sharded.items() if on}
     if actual == by_stage:
         return f"ZeRO {stage}"
