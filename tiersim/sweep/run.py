@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from tiersim.core.units import fmt_time
 from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, stream
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
@@ -72,7 +73,8 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
             timings["start_s"] = _lap(clock) - timings["expand_s"]
             keys = _known_keys(pool, tasks, store, options.progress)
             todo, retried = _plan(keys, store)
-            _run(pool, tasks, todo, keys, store, options.progress)
+            rest = _first(tasks, todo, keys, store, pool.slots, options.progress)
+            _run(pool, tasks, rest, keys, store, options.progress)
         finally:
             pool.close()
         timings["run_s"] = _lap(clock) - timings["expand_s"] - timings["start_s"]
@@ -89,6 +91,30 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     return SweepOutcome(
         spec, points, table, len(todo), reused, retried, failed, skipped, plots, timings, recorded
     )
+
+
+def _first(
+    tasks: list[PointTask],
+    todo: list[int],
+    keys: list[str | None],
+    store: SweepStore,
+    workers: int,
+    progress: TextIO | None,
+) -> list[int]:
+    """Run the first point to run here, before the rest, and say from it how long the sweep
+    will take; return the positions left to run."""
+    if not todo:
+        return []
+    result = run_point(tasks[todo[0]])
+    store.commit([result])
+    keys[todo[0]] = result.key
+    left = len(todo) - 1
+    line = f"the first of {len(todo)} points to run took {fmt_time(result.elapsed_s)}"
+    if left:
+        estimate = left * result.elapsed_s / max(1, workers)
+        line += f": the other {left} on {workers} workers, about {fmt_time(estimate)}"
+    print(line, file=progress or sys.stderr)
+    return todo[1:]
 
 
 def _lap(start: float) -> float:
