@@ -74,7 +74,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
             keys = _known_keys(pool, tasks, store, options.progress)
             todo, retried = _plan(keys, store)
             rest = _first(tasks, todo, keys, store, pool.slots, options.progress)
-            _run(pool, tasks, rest, keys, store, options.progress)
+            _run(pool, tasks, rest, keys, store, options.progress, len(todo))
         finally:
             pool.close()
         timings["run_s"] = _lap(clock) - timings["expand_s"] - timings["start_s"]
@@ -155,9 +155,11 @@ def _run(
     keys: list[str | None],
     store: SweepStore,
     progress: TextIO | None,
+    total: int,
 ) -> None:
-    bar = Progress(len(todo), progress or sys.stderr)
-    done = 0
+    """Run the points at `todo`, of `total` to run (the others ran before, the first one)."""
+    done = total - len(todo)
+    bar = Progress(total, progress or sys.stderr, done=done)
     for batch in stream(pool, run_point, [tasks[i] for i in todo]):
         results = []
         for position, outcome in batch:
