@@ -188,3 +188,14 @@ def test_batch_pairs_stay_at_the_batch_per_gpu():
 def test_overrides_read_back_as_given(value, text):
     assert override_text("p", value) == text
     assert override_text("p", "2") == "p='2'"  # a string that YAML would read as a number
+
+
+def test_validate_checks_the_plan_section(tmp_path):
+    bad = _with_plan(tmp_path, "default.yaml", "plan:\n  placement.optimiser: [hbm]\n")
+    code, _, err = _cli("validate", bad)
+    assert code == 2 and "plan.placement.optimiser: unknown key 'optimiser'" in err
+    empty = _with_plan(tmp_path, "default.yaml", "plan:\n  placement.optimizer: []\n")
+    code, _, err = _cli("validate", empty)
+    assert code == 2 and "plan.placement.optimizer" in err and "Traceback" not in err
+    good = _with_plan(tmp_path, "default.yaml", DEFAULT_PLAN)
+    assert _cli("validate", good)[0] == 0
