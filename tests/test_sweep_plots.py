@@ -109,3 +109,15 @@ def test_resume_removes_a_killed_sweeps_temporary_files(tmp_path):
     resumed = SweepOptions(out, 1, resume=True, plots=False, progress=io.StringIO())
     run_sweep(load_sweep(path), resumed)
     assert not any(p.exists() for p in stale)
+
+
+def test_estimate_scales_the_first_point_by_layer_passes():
+    from conftest import SCENARIOS
+
+    from tiersim.config.load import load_scenario
+    from tiersim.sweep.estimate import estimate_s, layer_passes
+
+    # default: 1 warm-up + measured + trailing = 3 steps x 16 micro-batches x (32 layers + 1)
+    assert layer_passes(load_scenario(SCENARIOS / "default.yaml").scenario) == 3 * 16 * 33
+    # the first took 2 s for 100 passes: 0.02 s a pass; 250 more on 2 workers is 2.5 s
+    assert estimate_s(2.0, 100, [200, 50], 2) == 2.5

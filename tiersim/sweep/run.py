@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tiersim.core.units import fmt_time
+from tiersim.sweep.estimate import sweep_estimate
 from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, stream
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
@@ -111,8 +112,12 @@ def _first(
     left = len(todo) - 1
     line = f"the first of {len(todo)} points to run took {fmt_time(result.elapsed_s)}"
     if left:
-        estimate = left * result.elapsed_s / max(1, workers)
-        line += f": the other {left} on {workers} workers, about {fmt_time(estimate)}"
+        others = [tasks[i] for i in todo[1:]]
+        estimate = sweep_estimate(result.elapsed_s, tasks[todo[0]], others, workers)
+        line += (
+            f": the other {left} on {workers} workers, about {fmt_time(estimate)} (scaled by "
+            "the layer passes each simulates)"
+        )
     print(line, file=progress or sys.stderr)
     return todo[1:]
 
