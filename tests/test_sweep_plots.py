@@ -47,7 +47,8 @@ def test_three_axes_make_one_figure_of_small_multiples(tmp_path):
     assert series.label == "hardware.tiers.hbf.write_bandwidth"
     assert [d.label for d in panels] == ["hardware.tiers.hbf.endurance.pe_cycles"]
     ga = "training.grad_accumulation"
-    table = _table(points, {"step.time_s": lambda p: 1.0 + p.values[ga]})
+    # a made-up output that depends on all three directions
+    table = _table(points, {"step.time_s": lambda p: 1.0 + p.values[ga] + sum(p.coords[:2])})
     fig = sweep_figure(spec, points, table, "step.time_s", {})
     assert len(fig.axes) == 4  # one panel per P/E-cycle value
     first = fig.axes[0]
@@ -60,6 +61,18 @@ def test_three_axes_make_one_figure_of_small_multiples(tmp_path):
     assert [t.get_text() for t in first.get_xticklabels()] == ["1", "8", "32", "128", "512"]
     assert first.get_ylabel() == "step.time_s (s)"
     assert first.get_xlabel() == "training.grad_accumulation (log scale)"
+
+
+def test_directions_the_output_does_not_depend_on_are_left_out(tmp_path):
+    spec, points = _spec(tmp_path)
+    ga = "training.grad_accumulation"
+    table = _table(points, {"links.hbf.utilization": lambda p: 1 / p.values[ga]})
+    fig = sweep_figure(spec, points, table, "links.hbf.utilization", {})
+    (ax,) = fig.axes  # no panels, no series: only grad_accumulation moves it
+    assert [len(ln.get_xdata()) for ln in ax.get_lines()] == [5]
+    title = fig._suptitle.get_text().replace("\n", " ")
+    assert "the same for every hardware.tiers.hbf.write_bandwidth" in title
+    assert ax.get_ylabel() == "links.hbf.utilization (%)"
 
 
 def test_quantities_are_numeric_axes_ticked_as_written(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,39 @@ def _series_of(
     return found
 
 
+def depends_on(points: list[Point], table: Table, output: str, dim: Dim) -> bool:
+    """Whether the output changes along `dim` anywhere (points equal in every other direction
+    with different values; to 12 significant digits)."""
+    groups: dict[tuple[int, ...], set[Any]] = {}
+    for point, row in zip(points, table.rows, strict=True):
+        value = row[output]
+        if row["status"] != OK or value is None:
+            continue
+        rest = tuple(c for i, c in enumerate(point.coords) if i != dim.coord)
+        groups.setdefault(rest, set()).add(value if isinstance(value, bool) else f"{value:.12g}")
+    return any(len(values) > 1 for values in groups.values())
+
+
+def _restricted(points: list[Point], table: Table, fixed: list[Dim]) -> tuple[list, Table]:
+    """The points at the first value of each direction in `fixed` (the output is the same
+    along those: one value stands for them all)."""
+    if not fixed:
+        return points, table
+    kept = [all(p.coords[d.coord] == 0 for d in fixed) for p in points]
+    rows = [r for r, k in zip(table.rows, kept, strict=True) if k]
+    chosen = [p for p, k in zip(points, kept, strict=True) if k]
+    return chosen, Table(rows, table.columns, table.swept, table.outputs)
+
+
+def _legend(fig: Any, ax: Any, series: Dim | None, budget: float | None) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    if handles and (series is not None or budget is not None):
+        title = series.label if series is not None else None
+        fig.legend(
+            handles, labels, loc="outside right upper", fontsize=8, title=title, title_fontsize=8
+        )
+
+
 def sweep_figure(
     spec: SweepSpec,
     points: list[Point],
@@ -127,35 +161,37 @@ def sweep_figure(
 ) -> Any:
     from matplotlib.figure import Figure
 
-    x, series, panel_dims = layout(dims(spec))
+    found = dims(spec)
+    used = [d for d in found if depends_on(points, table, output, d)] or found[:1]
+    fixed = [d for d in found if d not in used]
+    points, table = _restricted(points, table, fixed)
+    x, series, panel_dims = layout(used)
     data = _series_of(points, table, output, x, series, panel_dims)
     panels = [p for p in itertools.product(*(range(d.size) for d in panel_dims)) if p in data]
     shown = panels[:MAX_PANELS]
-    scale = output_scale(output, [v for p in data.values() for s in p.values() for _, v in s])
+    values = [v for p in data.values() for s in p.values() for _, v in s]
+    scale = output_scale(output, values)
     cols = min(4, len(shown))
-    rows = math.ceil(len(shown) / cols)
-    fig = Figure(figsize=(4.6 * cols + 1.8, 3.4 * rows + 0.9), layout="constrained")
+    nrows = math.ceil(len(shown) / cols)
+    fig = Figure(figsize=(4.6 * cols + 1.8, 3.4 * nrows + 0.9), layout="constrained")
     title = f"{spec.name}: {output}"
+    if fixed:
+        title += f" (the same for every {' and every '.join(d.label for d in fixed)})"
     if len(panels) > len(shown):
         title += f" (first {len(shown)} of {len(panels)} panels)"
-    fig.suptitle(title, fontsize=11, x=0.01, ha="left")
+    width = int(11 * (4.6 * cols + 1.8))  # characters that fit beside the legend, about
+    fig.suptitle(textwrap.fill(title, width), fontsize=10, x=0.01, ha="left")
     budget = budget_line(output, budgets)
-    axes = [fig.add_subplot(rows, cols, k + 1) for k in range(len(shown))]
+    ys = [float(v) * scale.factor for v in values] + ([budget * scale.factor] if budget else [])
+    log_y = not scale.boolean and spans_decades(ys)
+    axes = [fig.add_subplot(nrows, cols, 1)]
+    axes += [fig.add_subplot(nrows, cols, k + 1, sharey=axes[0]) for k in range(1, len(shown))]
     for ax, panel in zip(axes, shown, strict=True):
-        _panel(ax, data[panel], x, series, scale, budget)
+        _panel(ax, data[panel], x, series, scale, budget, log_y)
         name = ", ".join(f"{d.label}={d.ticks[i]}" for d, i in zip(panel_dims, panel, strict=True))
         if name:
             ax.set_title(name, fontsize=8)
-    handles, labels = axes[0].get_legend_handles_labels()
-    if handles and (series is not None or budget is not None):
-        fig.legend(
-            handles,
-            labels,
-            loc="outside right upper",
-            fontsize=8,
-            title=series.label if series is not None else None,
-            title_fontsize=8,
-        )
+    _legend(fig, axes[0], series, budget)
     return fig
 
 
@@ -166,6 +202,7 @@ def _panel(
     series: Dim | None,
     scale: Scale,
     budget: float | None,
+    log_y: bool,
 ) -> None:
     positions = list(x.at) if x.at is not None else [float(i) for i in range(x.size)]
     log_x = x.at is not None and spans_decades(positions)
@@ -176,7 +213,7 @@ def _panel(
         ys = [float(v) * scale.factor for _, v in line]
         label = series.ticks[k] if series is not None else "all points"
         if scale.boolean:  # markers on a yes/no axis, offset per series so none hides another
-            offset = 0.05 * (k - (len(lines) - 1) / 2) if len(lines) > 1 else 0.0
+            offset = 0.08 * (k - (len(lines) - 1) / 2) if len(lines) > 1 else 0.0
             ax.plot(xs, [y + offset for y in ys], linestyle="none", marker="o", label=label)
         else:
             ax.plot(xs, ys, marker="o", markersize=4, label=label)
@@ -193,7 +230,7 @@ def _panel(
     if scale.boolean:
         ax.set_yticks([0, 1], ["no", "yes"])
         ax.set_ylim(-0.5, 1.5)
-    elif spans_decades(ys_all):
+    elif log_y:
         ax.set_yscale("log")
     ax.set_xlabel(x.label + (" (log scale)" if log_x else ""), fontsize=8)
     ax.set_ylabel(scale.label, fontsize=8)
