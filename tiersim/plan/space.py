@@ -21,7 +21,7 @@ from tiersim.state.classes import PLACED
 from tiersim.sweep.paths import path_problem
 
 MBS, GA = "training.micro_batch_size", "training.grad_accumulation"
-HOMES = PLACED  # the classes with a home tier of their own
+HOMES = list(PLACED)  # the classes with a home tier of their own
 MICRO_BATCHES = (1, 2, 4, 8)
 PREFETCH = (1, 2, 4)
 
