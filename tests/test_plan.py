@@ -199,3 +199,22 @@ def test_validate_checks_the_plan_section(tmp_path):
     assert code == 2 and "plan.placement.optimizer" in err and "Traceback" not in err
     good = _with_plan(tmp_path, "default.yaml", DEFAULT_PLAN)
     assert _cli("validate", good)[0] == 0
+
+
+def test_goodput_objective_counts_checkpoints_and_failures(tmp_path):
+    extra = (  # state off HBF (it would fail its wear budget), a failure every 3 hours
+        "failures: {mtbf: 3 h}\nplan:\n  checkpoint.every_steps: [10, 1000]\n"
+        "  placement.optimizer: [hbm]\n  placement.master: [hbm]\n"
+    )
+    path = _with_plan(tmp_path, "default.yaml", extra)
+    code, out, err = _cli("plan", path, "--objective", "goodput", "--format", "json")
+    assert code == 0, err
+    plans = json.loads(out)["plans"]
+    goodputs = [p["goodput_tokens_per_s"] for p in plans]
+    assert goodputs == sorted(goodputs, reverse=True) and len(plans) == 2
+    for entry in plans:  # tokens/s x the checkpoint's goodput share, from the rerun's report
+        sets = [a for o in entry["overrides"] for a in ("--set", o)]
+        code, out, err = _cli("run", path, "--format", "json", "--out", tmp_path / "r", *sets)
+        report = json.loads(out)
+        share = report["checkpoint"]["goodput"]
+        assert entry["goodput_tokens_per_s"] == report["step"]["tokens_per_s"] * share
