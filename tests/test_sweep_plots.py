@@ -134,3 +134,14 @@ def test_estimate_scales_the_first_point_by_layer_passes():
     assert layer_passes(load_scenario(SCENARIOS / "default.yaml").scenario) == 3 * 16 * 33
     # the first took 2 s for 100 passes: 0.02 s a pass; 250 more on 2 workers is 2.5 s
     assert estimate_s(2.0, 100, [200, 50], 2) == 2.5
+
+
+def test_point_plots_draw_each_points_step_beside_its_report(tmp_path):
+    path = write_sweep(tmp_path, {"grid": {"training.grad_accumulation": [1, 2]}})
+    out = tmp_path / "out"
+    options = SweepOptions(out, 1, plots=False, point_plots=True, progress=io.StringIO())
+    outcome = run_sweep(load_sweep(path), options)
+    for row in outcome.table.rows:
+        png = (out / "points" / f"{row['key']}.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+        assert (out / "points" / f"{row['key']}.json").exists()

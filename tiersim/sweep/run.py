@@ -38,6 +38,7 @@ class SweepOptions:
     scheduler: str | None = None  # a Dask scheduler address; None starts a local cluster
     resume: bool = False
     plots: bool = True
+    point_plots: bool = False  # a step.png per point beside its report (each point traced)
     progress: TextIO | None = None  # default: stderr
 
 
@@ -56,16 +57,16 @@ class SweepOutcome:
     recorded: int = 0  # points the folder's log held before this run (any sweep's)
 
 
-def tasks_for(spec: SweepSpec, points: list[Point]) -> list[PointTask]:
+def tasks_for(spec: SweepSpec, points: list[Point], plot: bool = False) -> list[PointTask]:
     base_dir = str(spec.base_path.parent.resolve())
-    return [PointTask(p.raw, base_dir, f"{spec.source} point {p.index}") for p in points]
+    return [PointTask(p.raw, base_dir, f"{spec.source} point {p.index}", plot) for p in points]
 
 
 def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     timings: dict[str, float] = {}
     clock = time.perf_counter()
     points = expand(spec)
-    tasks = tasks_for(spec, points)
+    tasks = tasks_for(spec, points, options.point_plots)
     timings["expand_s"] = _lap(clock)
     with SweepStore(options.out, options.resume) as store:
         recorded = len(store.entries)

@@ -132,6 +132,10 @@ class SweepStore:
                 path, text = self.points_dir / f"{result.key}.json", result.report_json.encode()
                 with writing(path):
                     atomic_write(path, lambda h, t=text: h.write(t))
+            if result.png is not None:
+                path, png = self.points_dir / f"{result.key}.png", result.png
+                with writing(path):
+                    atomic_write(path, lambda h, b=png: h.write(b))
             fresh[result.key] = _entry(result)
         if fresh:
             with writing(self.log_path):
