@@ -17,7 +17,7 @@ from typing import Any
 from tiersim.config.load import Loaded, build, resolve
 from tiersim.core.errors import InfeasibleError, InputError, Problem
 from tiersim.report.json_report import to_json
-from tiersim.runner import report_with_result
+from tiersim.runner import report_for, report_with_result
 from tiersim.sweep.outputs import headline
 
 OK, INVALID, INFEASIBLE, ERROR = "ok", "invalid", "infeasible", "error"
@@ -88,7 +88,11 @@ def run_point(task: PointTask) -> PointResult:
     if isinstance(built, InputError):
         return PointResult(key, INVALID, problems_text(built), {}, None, _since(start))
     try:
-        report, result = report_with_result(built, record=task.plot)
+        if task.plot:  # traced, to draw
+            report, result = report_with_result(built, record=True)
+            png = _picture(report, result.trace)
+        else:
+            report, png = report_for(built), None
         text = to_json(report)
     except InputError as exc:  # found only when simulating, e.g. an inconsistent placement
         return PointResult(key, INVALID, problems_text(exc), {}, None, _since(start))
@@ -98,7 +102,6 @@ def run_point(task: PointTask) -> PointResult:
         where = traceback.extract_tb(exc.__traceback__)[-1]
         error = f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})"
         return PointResult(key, ERROR, error, {}, None, _since(start))
-    png = _picture(report, result.trace) if task.plot else None
     return PointResult(key, OK, None, headline(report), text, _since(start), png)
 
 
