@@ -36,6 +36,7 @@ class Pruned:
     checked: int = 0
     invalid: Counter = field(default_factory=Counter)  # reason -> candidates
     unfit: Counter = field(default_factory=Counter)  # tier -> candidates it cannot hold
+    unfit_candidates: int = 0  # candidates some tier cannot hold
     duplicates: int = 0
 
 
@@ -70,6 +71,7 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
     over = [name for name, use in inv.tiers.items() if not use.fits]
     if over:
         out.unfit.update(over)
+        out.unfit_candidates += 1
         return None
     key = scenario_key(loaded.scenario.model_dump())
     if key in seen:
