@@ -127,11 +127,8 @@ def binds(r: dict[str, Any]) -> dict[str, str]:
     budgets = [(w["margin"], n, w) for n, w in r.get("wear", {}).items() if w.get("margin")]
     if budgets:
         margin, name, w = min(budgets, key=lambda b: b[0])
-        life = (
-            min(x for x in (w.get("lifetime_days"), w.get("rated_lifetime_days")) if x)
-            if (w.get("lifetime_days") or w.get("rated_lifetime_days"))
-            else None
-        )
+        lives = [x for x in (w.get("lifetime_days"), w.get("rated_lifetime_days")) if x]
+        life = min(lives) if lives else None  # whichever runs out first
         out["wear"] = (
             f"{name} lasts {fmt_days(life)} against its budget (margin {margin:.3g}: "
             f"{'holds' if w['within_budget'] else 'fails'})"
