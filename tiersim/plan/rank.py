@@ -137,7 +137,9 @@ def binds(r: dict[str, Any]) -> dict[str, str]:
 
 
 def optimizer_on(sim: Simulated, tier: str) -> bool:
-    return sim.candidate.task.raw.get("placement", {}).get("optimizer") == tier
+    """Whether the plan homes optimizer state on `tier` (its report: the tier holds it)."""
+    held = sim.report["tiers"].get(tier, {}).get("classes", {}) if sim.report else {}
+    return held.get("optimizer", 0) > 0
 
 
 def hbf_question(sims: list[Simulated], objective: str, scenario: str) -> dict[str, Any] | None:
