@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from tiersim.engine.ops import Op
+from tiersim.engine.ops import Op, OpKind
 from tiersim.hardware.topology import Topology
 
 _GPU, _CPU, _LINKS, _PORTS, _MEMORY, _STEPS = 1, 2, 3, 4, 5, 6
@@ -73,26 +73,26 @@ def lanes(spans: list[tuple[float, float]]) -> list[int]:
 def _op_tracks(op: Op, topo: Topology) -> list[Track]:
     """The tracks an op occupies: GPU stream, CPU, network channel (per group), or the links
     and tier ports of a move's route."""
-    if op.kind == "gpu":
+    if op.kind is OpKind.GPU:
         return [(_GPU, "compute")]
-    if op.kind == "idle":  # the pipeline bubble, a checkpoint barrier
+    if op.kind is OpKind.IDLE:  # the pipeline bubble, a checkpoint barrier
         return [(_GPU, "waiting")]
-    if op.kind == "cpu":
+    if op.kind is OpKind.CPU:
         return [(_CPU, "optimizer")]
-    if op.kind in ("comm", "sync"):
-        network = (_LINKS, f"{op.resource[1]} {op.role.removesuffix('_comm')}")
-        return [(_GPU, "compute"), network] if op.kind == "sync" else [network]
+    if op.kind.network:
+        network = (_LINKS, f"{op.resource.channel} {op.subject}")
+        return [(_GPU, "compute"), network] if op.kind is OpKind.SYNC else [network]
     route = topo.route(op.src, op.dst, op.nbytes)
-    tracks = [(_LINKS, f"{name} {direction}") for name, direction in route.links]
+    tracks = [(_LINKS, f"{hop.link} {hop.direction}") for hop in route.links]
     tracks.append((_PORTS, f"{route.tiers[0]} read"))
     tracks.append((_PORTS, f"{route.tiers[-1]} write"))
     return tracks
 
 
 def _complete(op: Op) -> dict[str, Any]:
-    moves = op.kind in ("move", "comm", "sync")
+    moves = op.kind is OpKind.MOVE or op.kind.network
     args = {"step": op.step, "bytes": op.nbytes} if moves else {"step": op.step}
-    return {"ph": "X", "name": op.label, "cat": op.role, "args": args}
+    return {"ph": "X", "name": op.label, "cat": op.category, "args": args}
 
 
 def _placed(track: Track, spans: list[Span], threads: _Threads) -> list[dict[str, Any]]:
@@ -142,22 +142,42 @@ def _steps(step_ends: tuple[float, ...], measured: int | None, threads: _Threads
     return events
 
 
+class TraceRecorder:
+    """Records an engine run for its trace (an engine Recorder): `trace()` once it ran. Each
+    step ends when its last op does (as the engine counts it), so the recorder knows the steps'
+    ends from the ops alone."""
+
+    def __init__(self, topo: Topology, measured: int | None = None):
+        self.topo, self.measured = topo, measured
+        self.records: list[tuple] = []
+        self.ops: list[Op] = []
+        self.step_ends: dict[int, float] = {}
+
+    def op(self, op: Op, start: float, end: float) -> None:
+        self.records.append(("op", len(self.ops), start, end))
+        self.ops.append(op)
+        if end > self.step_ends.get(op.step, -1.0):
+            self.step_ends[op.step] = end
+
+    def memory(self, tier: str, now: float, occupied: float) -> None:
+        self.records.append(("mem", tier, now, occupied))
+
+    def trace(self) -> dict[str, Any]:
+        ends = tuple(self.step_ends[k] for k in sorted(self.step_ends))
+        return trace_events(tuple(self.records), self.ops, self.topo, ends, self.measured)
+
+
 def trace_events(
     records: tuple,
     ops: list[Op],
     topo: Topology,
     step_ends: tuple[float, ...] = (),
     measured: int | None = None,
-    initial: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The run's events; with `step_ends` (each step's end, s) a track of the steps, and the
-    measured one's start and end under "otherData" (the format's place for metadata); with
-    `initial`, each tier's occupancy at time 0 (a tier whose occupancy never changes has no
-    other counter event)."""
+    measured one's start and end under "otherData" (the format's place for metadata)."""
     spans: dict[Track, list[Span]] = {}
-    counters: list[dict[str, Any]] = [
-        _counter(tier, 0.0, value) for tier, value in (initial or {}).items()
-    ]
+    counters: list[dict[str, Any]] = []
     for record in records:
         if record[0] == "op":
             _, i, start, end = record

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
                 raise cannot_write("--trace", trace, exc, "a writable file path") from None
         if args.plot:
             _write_plot(folder / PLOT_NAME, report, result.trace)
-    print(text if args.format == "json" else step_tables(report))
+    print(text if args.format == "json" else step_tables(report, engine_s=result.wall_s))
     return 0
 
 
@@ -140,7 +140,9 @@ def _write_plot(path: Path, report: dict, trace: dict) -> None:
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     """The results folder, made and locked as a sweep locks its own: a second `run` into it,
-    or a sweep writing there, is refused before anything is simulated."""
+    or a sweep writing there, is refused before anything is simulated. A folder made here and
+    left empty (the scenario cannot run: exit 3) is removed again."""
+    made = not folder.exists()
     usable_folder("--out", folder)
     try:
         with locked_folder(folder):
@@ -150,3 +152,7 @@ def _locked(folder: Path) -> Iterator[None]:
         raise InputError(
             "--out", [Problem(str(folder), f"{why} (expected another folder)")]
         ) from None
+    finally:
+        if made:
+            with contextlib.suppress(OSError):  # not empty: results were written, keep them
+                folder.rmdir()
