@@ -126,10 +126,11 @@ def too_large(source: str, space: Space, what: str, more: str = "") -> InputErro
     options = dict(zip(space.keys, space.values, strict=True))
     keep = {k: options[k] for k in SUGGESTED if k in options} or dict(list(options.items())[:2])
     size = math.prod(len(v) for v in keep.values())
-    lines = "".join(f"\n    {k}: [{', '.join(str(v) for v in vs)}]" for k, vs in keep.items())
-    advice = (
+    section = ", ".join(f"{k}: [{', '.join(str(v) for v in vs)}]" for k, vs in keep.items())
+    advice = (  # one line, as every problem is: the section in YAML's flow style
         f"search space too large: {what}. It is {where}: {space.shape()}. Narrow it with a "
         "plan: section listing only the keys and values to consider (fixing the keys with the "
-        f"most values divides it most); this one has {size:,} candidates:\n  plan:{lines}{more}"
+        f"most values divides it most); this one has {size:,} candidates: "
+        f"plan: {{{section}}}{more}"
     )
     return InputError(source, [Problem("plan", advice)])
