@@ -131,14 +131,24 @@ def step_figure(report: dict[str, Any], trace: dict[str, Any]) -> Any:
         title += f"; busiest: {neck['resource']} ({share:.1f} % of its bandwidth)"
     fig.suptitle(title, fontsize=12)
     unit = time_unit(st["time_s"])
-    _timeline(fig.add_subplot(grid[0, :]), rows, st["time_s"], unit)
+    other = trace["otherData"]
+    drawn_s = other["measured_end_s"] - other["measured_start_s"]  # the traced run's step
+    _timeline(fig.add_subplot(grid[0, :]), rows, drawn_s, unit, extrapolated_note(trace))
     for k, tier in enumerate(tiers):
         _occupancy(fig.add_subplot(grid[1, k]), trace, tier, report["tiers"][tier], unit)
     _time_bar(fig.add_subplot(grid[2, :]), st, unit)
     return fig
 
 
-def _timeline(ax: Any, rows: list, step_s: float, unit: tuple[float, str]) -> None:
+def extrapolated_note(trace: dict[str, Any]) -> str:
+    """What the trace shows where the step was extrapolated from a shorter run (else '')."""
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "i" and str(e.get("name", "")).startswith("steady state"):
+            return f"; {e['name']}, drawn (the report adds the rest)"
+    return ""
+
+
+def _timeline(ax: Any, rows: list, step_s: float, unit: tuple[float, str], note: str = "") -> None:
     from matplotlib.patches import Patch
 
     used: set[str] = set()
@@ -160,7 +170,7 @@ def _timeline(ax: Any, rows: list, step_s: float, unit: tuple[float, str]) -> No
     ax.set_xlabel(f"time in the measured step ({unit[1]})")
     ax.set_title(
         "timeline: GPU stream, link directions and tier ports (concurrent transfers "
-        "side by side in a row)",
+        f"side by side in a row){note}",
         fontsize=9,
     )
     ax.grid(True, axis="x", alpha=0.3)
