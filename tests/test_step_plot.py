@@ -3,6 +3,7 @@ PNG written; and the trace's mark of the measured step."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 
@@ -11,14 +12,19 @@ from conftest import SCENARIOS
 
 from tiersim.config.load import load_scenario
 from tiersim.report.plot import step_figure, timeline_rows
-from tiersim.runner import report_with_result
+from tiersim.runner import full_trace, report_with_result
 
 P7B = 6_738_415_616
 
 
 @pytest.fixture(scope="module")
 def default_run():
-    return report_with_result(load_scenario(SCENARIOS / "default.yaml"), record=True)
+    """The default scenario's report and the trace its picture is drawn from: its step is
+    extrapolated from shorter runs, so the picture's trace is of a full run."""
+    loaded = load_scenario(SCENARIOS / "default.yaml")
+    report, result = report_with_result(loaded, record=True)
+    assert result.steady_state == "extrapolated"
+    return report, dataclasses.replace(result, trace=full_trace(loaded.scenario, result))
 
 
 def test_trace_marks_the_measured_step(default_run):

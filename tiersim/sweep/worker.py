@@ -17,7 +17,7 @@ from typing import Any
 from tiersim.config.load import Loaded, build, resolve
 from tiersim.core.errors import InfeasibleError, InputError, Problem
 from tiersim.report.json_report import to_json
-from tiersim.runner import report_for, report_with_result
+from tiersim.runner import full_trace, report_for, report_with_result
 from tiersim.sweep.outputs import headline
 
 OK, INVALID, INFEASIBLE, ERROR = "ok", "invalid", "infeasible", "error"
@@ -90,7 +90,7 @@ def run_point(task: PointTask) -> PointResult:
     try:
         if task.plot:  # traced, to draw
             report, result = report_with_result(built, record=True)
-            png = _picture(report, result.trace)
+            png = _picture(report, full_trace(built.scenario, result))
         else:
             report, png = report_for(built), None
         text = to_json(report)

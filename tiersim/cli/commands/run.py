@@ -21,7 +21,7 @@ from tiersim.report.output import (
     write_trace,
 )
 from tiersim.report.text import step_tables
-from tiersim.runner import report_with_result
+from tiersim.runner import full_trace, report_with_result
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise cannot_write("--trace", trace, exc, "a writable file path") from None
         if args.plot:
-            _write_plot(folder / PLOT_NAME, report, result.trace)
+            _write_plot(folder / PLOT_NAME, report, full_trace(loaded.scenario, result))
     print(text if args.format == "json" else step_tables(report, engine_s=result.wall_s))
     return 0
 
