@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from tiersim.config.schema import PRECISION_BYTES, SHARDED_CLASSES, Scenario
+from tiersim.state.activations import Item, accounting_for, divided, outside_items
 from tiersim.state.model import GenericModel, Matrix, Model, Transformer, build_model
 
 ZERO_SHARDS = {
@@ -157,7 +158,23 @@ def layer_activation_bytes(s: Scenario, model: Model) -> float:
         s.parallel.tensor,
         s.parallel.sequence,
         s.training.recompute,
+        accounting_for(s),
     )
+
+
+def stage_outside_items(s: Scenario, model: Model, stage: int) -> list[Item]:
+    """What a stage keeps outside its layers: the first stage's ids and embeddings, the last
+    stage's final norm, output head input and loss (none under `megatron`)."""
+    if not isinstance(model, Transformer):
+        return []
+    last = stage == s.parallel.pipeline - 1
+    mbs = s.training.micro_batch_size
+    return outside_items(model, s.seq_len, mbs, accounting_for(s), stage == 0, last)
+
+
+def outside_activation_bytes(s: Scenario, model: Model, stage: int) -> float:
+    items = stage_outside_items(s, model, stage)
+    return divided(items, s.parallel.tensor, s.parallel.sequence)
 
 
 # --- the inventory -----------------------------------------------------------------------------
@@ -181,9 +198,11 @@ def _class_bytes(
 def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
     """The whole model on one device: P·b per class, one micro-batch of activations."""
     mats = stage_matrices(model, 0, 1, 1)
-    acts = model.layers * model.layer_activation_bytes(
-        s.seq_len, s.training.micro_batch_size, 1, False, s.training.recompute
-    )
+    seq, mbs, acc = s.seq_len, s.training.micro_batch_size, accounting_for(s)
+    per_layer = model.layer_activation_bytes(seq, mbs, 1, False, s.training.recompute, acc)
+    acts = model.layers * per_layer
+    if isinstance(model, Transformer):
+        acts += divided(outside_items(model, seq, mbs, acc), 1, False)
     return _class_bytes(s, mats, math.ceil(acts), {}, 1)
 
 
@@ -194,7 +213,8 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, flo
         stage, par.pipeline, par.virtual_pipeline, s.training.grad_accumulation
     )
     layers = model.layers // par.pipeline
-    acts = math.ceil(layers * layer_activation_bytes(s, model) * inflight)
+    per_microbatch = layers * layer_activation_bytes(s, model)
+    acts = math.ceil((per_microbatch + outside_activation_bytes(s, model, stage)) * inflight)
     per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data)
     return per_gpu, inflight, sum(m.size for m in mats)
 

@@ -17,6 +17,7 @@ from tiersim.state.inventory import (
     layer_activation_bytes,
     master_bytes,
     optimizer_values,
+    outside_activation_bytes,
     sharded_classes,
     unit_matrices,
 )
@@ -75,7 +76,7 @@ class Workload:
 
 
 def _gpu_rate(s: Scenario) -> float:
-    peak = s.hardware.gpu.peak_flops[s.training.precision.weights]
+    peak = s.hardware.gpu.peak_flops[s.training.precision.compute_precision]
     return peak * s.hardware.gpu.efficiency
 
 
@@ -129,7 +130,7 @@ def _unit(s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts:
     def home(raw: int, cls: str) -> int:
         return math.ceil(raw / d) if shard[cls] else raw
 
-    w_full = params * PRECISION_BYTES[prec.weights]
+    w_full = params * PRECISION_BYTES[prec.compute_precision]  # the copy compute uses
     g_full = params * PRECISION_BYTES[prec.gradients]
     updated = params / d if shard["optimizer"] else float(params)
     master = home(params * master_bytes(s), "master")
@@ -146,14 +147,14 @@ def _unit(s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts:
         name,
         params,
         w_full,
-        home(w_full, "weights"),
+        home(params * PRECISION_BYTES[prec.weights], "weights"),  # at rest, in its precision
         g_full,
         home(g_full, "gradients"),
         master,
         opt,
         g_update,
         w_updated,
-        acts if is_layer else 0,
+        acts,
         fwd,
         bwd,
         rec,
@@ -267,7 +268,8 @@ def build_workload(s: Scenario) -> Workload:
         _unit(s, model, f"L{first + i}", mats, True, last, acts)
         for i, mats in enumerate(groups[:-1])
     ]
-    units.append(_unit(s, model, "rest", groups[-1], False, last, 0))
+    outside = math.ceil(outside_activation_bytes(s, model, inv.stage))
+    units.append(_unit(s, model, "rest", groups[-1], False, last, outside))
     hidden = getattr(model, "hidden", None)
     tp_fwd, tp_bwd = tensor_comms(s, hidden)
     units = [
