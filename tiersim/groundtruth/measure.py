@@ -59,12 +59,14 @@ from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes
 from tiersim.groundtruth.calibrate import physical_memory
+from tiersim.state.activations import Accounting, accounting_for, layer_bytes, outside_items
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import Transformer, build_model
 
 DTYPES = ("bf16", "fp32")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "adafactor")
-ATTENTION = ("sdpa", "math")
+ATTENTION = ("sdpa", "eager", "math")  # math: tiersim's own eager attention (eager is the same)
+IMPLEMENTATIONS = ("tiersim", "huggingface")  # the modules run: tiersim's own, or transformers
 DEVICES = ("auto", "cpu", "cuda")
 CLASSES = ("weights", "gradients", "master", "optimizer", "activations")
 SOURCE = "tiersim measure"
@@ -81,6 +83,8 @@ class Request:
     dtype: str = "bf16"
     attention: str = "sdpa"
     device: str = "auto"
+    implementation: str = "tiersim"  # tiersim's own modules, or a transformers model
+    dropout: float | None = None  # attention and hidden dropout (default: the model's)
     overrides: tuple[str, ...] = ()
     base_dir: Path = field(default_factory=Path.cwd)
     seed: int = 0
@@ -101,6 +105,13 @@ class Measurement:
     peak_allocated_bytes: int | None  # GPU only
     device_name: str | None = None  # the GPU's name, on a GPU
     named_model: dict[str, Any] = field(default_factory=dict)  # model_dims, without --set
+    predicted_per_layer: int | None = None  # huggingface: the accounting for this device
+    predicted_outside: int | None = None
+    family: str | None = None  # the transformers class run
+
+    @property
+    def hf(self) -> bool:
+        return self.request.implementation == "huggingface"
 
     @property
     def predicted_peak_bytes(self) -> int:
@@ -108,6 +119,8 @@ class Measurement:
 
     def activation_factor(self) -> float:
         """Measured / predicted layer activations, against tiersim's uncalibrated formula."""
+        if self.hf:  # the transformers accounting, layers and outside
+            return self.measured["activations"] / self.predicted["activations"]
         uncalibrated = self.predicted["activations"] / self.scenario.model.activation_factor
         return self.measured["activations"] / uncalibrated
 
@@ -147,6 +160,7 @@ def _scenario(req: Request) -> Scenario:
         ("dtype", req.dtype, DTYPES),
         ("attention", req.attention, ATTENTION),
         ("device", req.device, DEVICES),
+        ("implementation", req.implementation, IMPLEMENTATIONS),
     ):
         if value not in allowed:
             expected = ", ".join(allowed)
@@ -160,7 +174,14 @@ def _scenario(req: Request) -> Scenario:
     training["precision"]["master"] = "none"
     if req.seq_len is not None:
         training["seq_len"] = req.seq_len
-    raw = {"name": "measure", "model": dict(req.model), "training": training}
+    model = dict(req.model)
+    if req.implementation == "huggingface":
+        if req.attention == "math":
+            raise invalid("attention", "'math' is tiersim's own; transformers runs eager or sdpa")
+        training |= {"implementation": "huggingface", "attention_kernel": req.attention}
+    if req.dropout is not None:
+        model |= {"attention_dropout": req.dropout, "hidden_dropout": req.dropout}
+    raw = {"name": "measure", "model": model, "training": training}
     return build(raw, req.base_dir, SOURCE, list(req.overrides)).scenario
 
 
@@ -180,6 +201,16 @@ def _check_measurable(s: Scenario) -> None:
 def predicted_bytes(s: Scenario) -> dict[str, int]:
     per_gpu = build_inventory(s).per_gpu
     return {cls: getattr(per_gpu, cls) for cls in CLASSES}
+
+
+def _predicted(s: Scenario, got: dict[str, Any]) -> dict[str, int]:
+    """The inventory's classes; measured transformers activations: layers and outside, for the
+    device measured on."""
+    out = predicted_bytes(s)
+    if "per_layer_predicted" in got:
+        layers = s.model.layers * got["per_layer_predicted"]
+        out["activations"] = layers + got["outside_predicted"]
+    return out
 
 
 def needed_bytes(s: Scenario) -> int:
@@ -264,6 +295,40 @@ def _train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> di
     }
 
 
+def _hf_accounting(s: Scenario, device: str) -> tuple[Transformer, Accounting]:
+    model = build_model(s.model)
+    assert isinstance(model, Transformer)
+    return model, accounting_for(s, device)
+
+
+def _hf_prediction(s: Scenario, device: str) -> dict[str, int]:
+    """Per layer and outside, for the device measured on (the inventory predicts for a GPU)."""
+    m, acc = _hf_accounting(s, device)
+    seq, mbs = s.seq_len, s.training.micro_batch_size
+    return {
+        "per_layer_predicted": round(layer_bytes(m, seq, mbs, acc)),
+        "outside_predicted": round(sum(i.nbytes for i in outside_items(m, seq, mbs, acc))),
+    }
+
+
+def _train_and_measure_hf(s: Scenario, req: Request, device: str) -> dict[str, Any]:
+    try:
+        from tiersim.groundtruth import hfmodels
+    except ImportError:
+        raise invalid(
+            "implementation",
+            "transformers is not installed: install the measure extra, "
+            "pip install 'tiersim[measure]'",
+        ) from None
+    m, acc = _hf_accounting(s, device)
+    try:
+        family = hfmodels.family_of(m, s.model.family)
+    except ValueError as exc:
+        raise invalid("model", f"{exc} (or measure tiersim's own modules)") from None
+    got = hfmodels.run(m, family, acc, req, s.seq_len, device)
+    return {**got, "family": family, **_hf_prediction(s, device)}
+
+
 def _device_name(torch: Any, device: str) -> str | None:
     return str(torch.cuda.get_device_name()) if device == "cuda" else None
 
@@ -287,7 +352,10 @@ def measure(req: Request) -> Measurement:
     device = _device(torch, req.device)
     _check_fits(torch, scenario, device)
     try:
-        got = _train_and_measure(torch, scenario, req, device)
+        if req.implementation == "huggingface":
+            got = _train_and_measure_hf(scenario, req, device)
+        else:
+            got = _train_and_measure(torch, scenario, req, device)
     except torch.cuda.OutOfMemoryError as exc:  # the estimate in _check_fits was too low
         first = (str(exc).strip().splitlines() or ["out of memory"])[0]
         raise invalid(
@@ -303,7 +371,10 @@ def measure(req: Request) -> Measurement:
         device_name=_device_name(torch, device),
         parameters=got["parameters"],
         measured=got["measured"],
-        predicted=predicted_bytes(scenario),
+        predicted=_predicted(scenario, got),
+        predicted_per_layer=got.get("per_layer_predicted"),
+        predicted_outside=got.get("outside_predicted"),
+        family=got.get("family"),
         activations_per_layer=got["per_layer"],
         activations_outside_layers=got["outside"],
         optimizer_step_counters_bytes=got["counters"],
@@ -340,6 +411,8 @@ def report(m: Measurement) -> dict[str, Any]:
             "optimizer": req.optimizer,
             "dtype": req.dtype,
             "attention": req.attention,
+            "implementation": req.implementation,
+            "family": m.family,  # the transformers class run (huggingface)
             "device": m.device,
             "device_name": m.device_name,
             "torch_version": m.torch_version,
@@ -351,6 +424,8 @@ def report(m: Measurement) -> dict[str, Any]:
         "activations": {
             "per_layer_bytes": m.activations_per_layer,
             "outside_layers_bytes": m.activations_outside_layers,
+            "predicted_per_layer_bytes": m.predicted_per_layer,  # huggingface, for this device
+            "predicted_outside_layers_bytes": m.predicted_outside,
             "activation_factor": m.activation_factor(),  # measured / uncalibrated formula
         },
         "optimizer_step_counters_bytes": m.optimizer_step_counters_bytes,
