@@ -47,6 +47,7 @@ GROUPS = (
     "dropout_masks",
     "embeddings",
     "logits_and_loss",
+    "layer_inputs",  # all a layer keeps under full recompute
 )
 IMPLEMENTATIONS = ("megatron", "huggingface")
 KERNELS = ("eager", "sdpa", "flash")

@@ -11,7 +11,14 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from tiersim.config.schema import PRECISION_BYTES, SHARDED_CLASSES, Scenario
-from tiersim.state.activations import Item, accounting_for, divided, outside_items
+from tiersim.state.activations import (
+    Item,
+    accounting_for,
+    divided,
+    kept,
+    layer_items,
+    outside_items,
+)
 from tiersim.state.model import GenericModel, Matrix, Model, Transformer, build_model
 
 ZERO_SHARDS = {
@@ -175,6 +182,50 @@ def stage_outside_items(s: Scenario, model: Model, stage: int) -> list[Item]:
 def outside_activation_bytes(s: Scenario, model: Model, stage: int) -> float:
     items = stage_outside_items(s, model, stage)
     return divided(items, s.parallel.tensor, s.parallel.sequence)
+
+
+@dataclass(frozen=True)
+class ActivationItem:
+    group: str
+    name: str
+    per_gpu_bytes: float  # the stage's layers and micro-batches in flight, after division
+    per_layer: bool  # kept by every layer (else outside the layers)
+
+
+def activation_items(s: Scenario, inv: Inventory) -> list[ActivationItem]:
+    """One GPU's activation bytes of the inventory's stage, tensor by tensor, largest first
+    (a generic model has none: its per-layer bytes are given whole)."""
+    model = build_model(s.model)
+    if not isinstance(model, Transformer):
+        return []
+    par, acc = s.parallel, accounting_for(s)
+    seq, mbs, recompute = s.seq_len, s.training.micro_batch_size, s.training.recompute
+    if recompute == "full":
+        layer = [
+            Item(
+                "layer_inputs",
+                "layer input (full recompute)",
+                acc.compute_bytes * seq * mbs * model.hidden,
+                False,
+            )
+        ]
+    else:
+        layer = kept(layer_items(model, seq, mbs, acc), recompute)
+    times = model.layers // par.pipeline * inv.inflight_microbatches * model.activation_factor
+    out = [
+        ActivationItem(i.group, i.name, divided([i], par.tensor, par.sequence) * times, True)
+        for i in layer
+    ]
+    out += [
+        ActivationItem(
+            i.group,
+            i.name,
+            divided([i], par.tensor, par.sequence) * inv.inflight_microbatches,
+            False,
+        )
+        for i in stage_outside_items(s, model, inv.stage)
+    ]
+    return sorted(out, key=lambda i: -i.per_gpu_bytes)
 
 
 # --- the inventory -----------------------------------------------------------------------------
