@@ -433,3 +433,23 @@ def report(m: Measurement) -> dict[str, Any]:
         "peak_allocated_bytes": m.peak_allocated_bytes,
         "predicted_peak_bytes": m.predicted_peak_bytes,
     }
+
+
+def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
+    """FSDP2 on `world` CPU ranks: each rank's bytes, measured and predicted (state/fsdp.py)."""
+    if not 2 <= world <= 16:
+        raise invalid("--fsdp", f"{world} ranks (expected 2 to 16 processes on this host)")
+    if req.optimizer not in ("adamw", "adam"):
+        raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected adamw or adam)")
+    if req.implementation != "tiersim":
+        raise invalid("implementation", "--fsdp runs tiersim's own modules (expected tiersim)")
+    scenario = prediction_scenario(req)
+    _import_torch()
+    from tiersim.groundtruth import fsdp2
+
+    model = build_model(scenario.model)
+    assert isinstance(model, Transformer)
+    seq, mbs = scenario.seq_len, scenario.training.micro_batch_size
+    got = fsdp2.measure_fsdp(model, world, req.dtype, seq, mbs)
+    config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype, "optimizer": "adamw"}
+    return {"model": model_dims(scenario.model), "configuration": config, **got}

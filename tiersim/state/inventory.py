@@ -28,6 +28,7 @@ from tiersim.state.classes import (
     STATE_CLASSES,
     zero_sharded,
 )
+from tiersim.state.fsdp import model_shapes, padded_values
 from tiersim.state.model import GenericModel, Matrix, Model, Transformer, build_model
 
 
@@ -250,11 +251,37 @@ def activation_items(s: Scenario, inv: Inventory) -> list[ActivationItem]:
 # --- the inventory -----------------------------------------------------------------------------
 
 
+def fsdp2_padded_values(s: Scenario, model: Model) -> int | None:
+    """Values per class one GPU stores under FSDP2 (rank 0, the largest): every parameter
+    padded to ceil(d0 / data) rows (state/fsdp.py); None where that rule is not applied (no
+    `framework: fsdp`, a generic model, tensor or pipeline parallelism)."""
+    par = s.parallel
+    if s.training.framework != "fsdp" or not isinstance(model, Transformer):
+        return None
+    if par.tensor > 1 or par.pipeline > 1:
+        return None
+    return padded_values(model_shapes(model), par.data)
+
+
+def _shard(raw: int, params: int, data: int, padded: int | None) -> int:
+    """One GPU's share: FSDP2's padded rows where known and the class is per value, else the
+    flat total divided and rounded up (ZeRO pads partitions to equal size)."""
+    if padded is not None and params and raw % params == 0:
+        return raw // params * padded
+    return math.ceil(raw / data)
+
+
 def _class_bytes(
-    s: Scenario, mats: list[Matrix], activations: int, shards: dict[str, bool], data: int
+    s: Scenario,
+    mats: list[Matrix],
+    activations: int,
+    shards: dict[str, bool],
+    data: int,
+    padded: int | None = None,
 ) -> ClassBytes:
     raw = raw_parameter_bytes(s, mats)
-    sharded = {k: math.ceil(v / data) if shards.get(k) else v for k, v in raw.items()}
+    params = sum(m.size for m in mats)
+    sharded = {k: _shard(v, params, data, padded) if shards.get(k) else v for k, v in raw.items()}
     other = {"activations": activations, "workspace": int(s.training.workspace)}
     return ClassBytes({c: sharded[c] if c in sharded else other[c] for c in NAMES})
 
@@ -279,7 +306,8 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, flo
     layers = model.layers // par.pipeline
     per_microbatch = layers * layer_activation_bytes(s, model)
     acts = math.ceil((per_microbatch + outside_activation_bytes(s, model, stage)) * inflight)
-    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data)
+    padded = fsdp2_padded_values(s, model)
+    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data, padded)
     return per_gpu, inflight, sum(m.size for m in mats)
 
 

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 from tiersim.cli.commands.common import cannot_write, usable_preset_path
+from tiersim.cli.commands.measure_fsdp import run_fsdp
 from tiersim.config.load import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
@@ -158,6 +159,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--format", choices=("table", "json"), default="table", help="(default: table)"
     )
     parser.add_argument(
+        "--fsdp",
+        type=positive_int,
+        metavar="N",
+        help="run FSDP2 (fully_shard) on N CPU processes (gloo, 127.0.0.1) with tiersim's own "
+        "modules and AdamW, and compare each rank's shard bytes with the prediction",
+    )
+    parser.add_argument(
         "--calibrate", metavar="FILE", help="write a model preset YAML with the activation factor"
     )
     parser.set_defaults(handler=run)
@@ -287,6 +295,10 @@ def _write_preset(path: Path, m: Measurement) -> None:
 
 def run(args: argparse.Namespace) -> int:
     req = request(args)
+    if args.fsdp is not None:
+        if args.calibrate:
+            raise InputError(SOURCE, [Problem("--calibrate", "not with --fsdp (measure alone)")])
+        return run_fsdp(req, args.fsdp, args.format)
     preset = Path(args.calibrate) if args.calibrate else None
     if preset:  # before measuring, so a mistake in it costs nothing
         usable_preset_path("--calibrate", preset, _preset_inputs(args))
