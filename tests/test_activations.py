@@ -287,3 +287,23 @@ def test_flash_keeps_no_score_matrix_and_no_dropout_drops_the_masks():
 
     got = layer_activation_bytes(sc, build_model(sc.model))
     assert got == pytest.approx(no_scores - 2 * sbh + 4 * a * s, rel=1e-12)
+
+
+# The measurements in issue 16 (transformers on CPU, saved_tensors_hooks, storages once, bf16,
+# b = 1): MB per layer. `huggingface` for the CPU reproduces them; megatron is the paper's.
+ISSUE_16 = [
+    ("llama-2-7b", 4096, "sdpa", 0.0, "763.9"),
+    ("llama-2-7b", 1024, "sdpa", 0.0, "191.0"),
+    ("gpt2", 1024, "sdpa", 0.0, "44.10"),
+    ("gpt2", 1024, "eager", 0.1, "122.69"),
+]
+
+
+@pytest.mark.parametrize(("preset", "seq", "kernel", "dropout", "mb"), ISSUE_16)
+def test_issue_16_measurements_per_layer(preset, seq, kernel, dropout, mb):
+    from tiersim.state.activations import Accounting, layer_bytes
+
+    model = build_model(scenario({"name": "m", "model": {"preset": preset}}).model)
+    acc = Accounting("huggingface", kernel, dropout, dropout, 2, "cpu")
+    half_digit = 0.5 * 10 ** -len(mb.split(".")[1])  # the figure as rounded in the issue
+    assert layer_bytes(model, seq, 1, acc) / 1e6 == pytest.approx(float(mb), abs=half_digit)
