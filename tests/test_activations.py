@@ -307,3 +307,31 @@ def test_issue_16_measurements_per_layer(preset, seq, kernel, dropout, mb):
     acc = Accounting("huggingface", kernel, dropout, dropout, 2, "cpu")
     half_digit = 0.5 * 10 ** -len(mb.split(".")[1])  # the figure as rounded in the issue
     assert layer_bytes(model, seq, 1, acc) / 1e6 == pytest.approx(float(mb), abs=half_digit)
+
+
+def _model_from_config(tmp_path, fixture: str, **changes):
+    import json
+
+    from conftest import FIXTURES
+
+    cfg = {**json.loads((FIXTURES / fixture).read_text()), **changes}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return scenario({"name": "c", "model": {"hf_config": str(tmp_path / "config.json")}}).model
+
+
+def test_dropout_is_read_from_config_json(tmp_path):
+    """GPT-2: attn_pdrop and resid_pdrop; Llama: attention_dropout (no other dropout in its
+    code); absent: GPT2Config's 0.1, LlamaConfig's 0.0."""
+    gpt2 = _model_from_config(tmp_path, "gpt2.config.json", attn_pdrop=0.2, resid_pdrop=0.05)
+    assert (gpt2.attention_dropout, gpt2.hidden_dropout) == (0.2, 0.05)
+    llama = _model_from_config(tmp_path, "llama-3-8b.config.json", attention_dropout=0.3)
+    assert (llama.attention_dropout, llama.hidden_dropout) == (0.3, 0.0)
+    absent = _model_from_config(tmp_path, "gpt2.config.json", attn_pdrop=None, resid_pdrop=None)
+    assert (absent.attention_dropout, absent.hidden_dropout) == (0.1, 0.1)
+
+
+def test_a_dropout_that_is_no_probability_is_refused(tmp_path):
+    from tiersim.core.errors import InputError
+
+    with pytest.raises(InputError, match=r"attn_pdrop: is 1.5 \(expected a probability"):
+        _model_from_config(tmp_path, "gpt2.config.json", attn_pdrop=1.5)
