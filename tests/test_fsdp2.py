@@ -127,3 +127,24 @@ def test_fsdp_needs_adam(capsys):
 
     assert main(["measure", "--model", "gpt2", "--optimizer", "sgd", "--fsdp", "2"]) == 2
     assert "adamw or adam" in capsys.readouterr().err
+
+
+def test_the_step_homes_each_unit_padded_as_fsdp2_does():
+    """Under framework fsdp the step's units hold FSDP2's padded shards too: 2 layers and the
+    rest add up to the inventory's rank-0 bytes (4 ranks, fp32)."""
+    from tiersim.workload.work import build_workload
+
+    raw = {
+        "name": "f",
+        "model": DIMS,
+        "training": {
+            "seq_len": 16,
+            "framework": "fsdp",
+            "precision": {"weights": "fp32", "gradients": "fp32", "master": "none"},
+        },
+        "parallel": {"data": 4, "zero_stage": 3},
+    }
+    s = scenario(raw)
+    units = build_workload(s).units
+    assert sum(u.homed["weights"] for u in units) == rank_bytes(MODEL, 4, 0, 4).weights_stored
+    assert sum(u.homed["weights"] for u in units) == build_inventory(s).per_gpu["weights"]

@@ -28,7 +28,7 @@ from tiersim.state.classes import (
     STATE_CLASSES,
     zero_sharded,
 )
-from tiersim.state.fsdp import model_shapes, padded_values
+from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
 from tiersim.state.model import GenericModel, Matrix, Model, Transformer, build_model
 
 
@@ -251,19 +251,21 @@ def activation_items(s: Scenario, inv: Inventory) -> list[ActivationItem]:
 # --- the inventory -----------------------------------------------------------------------------
 
 
-def fsdp2_padded_values(s: Scenario, model: Model) -> int | None:
-    """Values per class one GPU stores under FSDP2 (rank 0, the largest): every parameter
-    padded to ceil(d0 / data) rows (state/fsdp.py); None where that rule is not applied (no
-    `framework: fsdp`, a generic model, tensor or pipeline parallelism)."""
+def fsdp2_padded_values(s: Scenario, model: Model, unit: str = "model") -> int | None:
+    """Values per class one GPU stores under FSDP2 (rank 0, the largest) for the whole model,
+    one `layer` or the `rest`: every parameter padded to ceil(d0 / data) rows (state/fsdp.py);
+    None where that rule is not applied (no `framework: fsdp`, a generic model, tensor or
+    pipeline parallelism)."""
     par = s.parallel
     if s.training.framework != "fsdp" or not isinstance(model, Transformer):
         return None
     if par.tensor > 1 or par.pipeline > 1:
         return None
-    return padded_values(model_shapes(model), par.data)
+    shapes = {"model": model_shapes, "layer": layer_shapes, "rest": rest_shapes}[unit](model)
+    return padded_values(shapes, par.data)
 
 
-def _shard(raw: int, params: int, data: int, padded: int | None) -> int:
+def shard_bytes(raw: int, params: int, data: int, padded: int | None) -> int:
     """One GPU's share: FSDP2's padded rows where known and the class is per value, else the
     flat total divided and rounded up (ZeRO pads partitions to equal size)."""
     if padded is not None and params and raw % params == 0:
@@ -281,7 +283,9 @@ def _class_bytes(
 ) -> ClassBytes:
     raw = raw_parameter_bytes(s, mats)
     params = sum(m.size for m in mats)
-    sharded = {k: _shard(v, params, data, padded) if shards.get(k) else v for k, v in raw.items()}
+    sharded = {
+        k: shard_bytes(v, params, data, padded) if shards.get(k) else v for k, v in raw.items()
+    }
     other = {"activations": activations, "workspace": int(s.training.workspace)}
     return ClassBytes({c: sharded[c] if c in sharded else other[c] for c in NAMES})
 

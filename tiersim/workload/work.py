@@ -16,11 +16,13 @@ from tiersim.config.schema import PRECISION_BYTES, Scenario
 from tiersim.state.classes import NAMES
 from tiersim.state.inventory import (
     build_inventory,
+    fsdp2_padded_values,
     homes,
     layer_activation_bytes,
     master_bytes,
     outside_activation_bytes,
     raw_parameter_bytes,
+    shard_bytes,
     sharded_classes,
     unit_matrices,
 )
@@ -128,7 +130,8 @@ def _unit(s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts:
     shard = sharded_classes(s)
     params = sum(m.size for m in mats)
     full = raw_parameter_bytes(s, mats)
-    homed = {c: math.ceil(b / d) if shard[c] else b for c, b in full.items()}  # at rest
+    padded = fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
+    homed = {c: shard_bytes(b, params, d, padded) if shard[c] else b for c, b in full.items()}
     w_full = params * PRECISION_BYTES[prec.compute_precision]  # the copy compute uses
     g_full = full["gradients"]
     updated = params / d if shard["optimizer"] else float(params)
