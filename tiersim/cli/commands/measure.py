@@ -295,9 +295,14 @@ def _write_preset(path: Path, m: Measurement) -> None:
 
 def run(args: argparse.Namespace) -> int:
     req = request(args)
+    if args.calibrate and (args.fsdp is not None or args.implementation == "huggingface"):
+        why = (
+            "not with --fsdp"
+            if args.fsdp is not None
+            else "huggingface's accounting needs no factor (set training.implementation)"
+        )
+        raise InputError(SOURCE, [Problem("--calibrate", f"{why} (expected tiersim's modules)")])
     if args.fsdp is not None:
-        if args.calibrate:
-            raise InputError(SOURCE, [Problem("--calibrate", "not with --fsdp (measure alone)")])
         return run_fsdp(req, args.fsdp, args.format)
     preset = Path(args.calibrate) if args.calibrate else None
     if preset:  # before measuring, so a mistake in it costs nothing
