@@ -59,7 +59,6 @@ from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes
 from tiersim.groundtruth.calibrate import physical_memory
-from tiersim.state.activations import Accounting, accounting_for, layer_bytes, outside_items
 from tiersim.state.classes import OPTIMIZER_NAMES, PLACED
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import Transformer, build_model
@@ -296,40 +295,6 @@ def _train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> di
     }
 
 
-def _hf_accounting(s: Scenario, device: str) -> tuple[Transformer, Accounting]:
-    model = build_model(s.model)
-    assert isinstance(model, Transformer)
-    return model, accounting_for(s, device)
-
-
-def _hf_prediction(s: Scenario, device: str) -> dict[str, int]:
-    """Per layer and outside, for the device measured on (the inventory predicts for a GPU)."""
-    m, acc = _hf_accounting(s, device)
-    seq, mbs = s.seq_len, s.training.micro_batch_size
-    return {
-        "per_layer_predicted": round(layer_bytes(m, seq, mbs, acc)),
-        "outside_predicted": round(sum(i.nbytes for i in outside_items(m, seq, mbs, acc))),
-    }
-
-
-def _train_and_measure_hf(s: Scenario, req: Request, device: str) -> dict[str, Any]:
-    try:
-        from tiersim.groundtruth import hfmodels
-    except ImportError:
-        raise invalid(
-            "implementation",
-            "transformers is not installed: install the measure extra, "
-            "pip install 'tiersim[measure]'",
-        ) from None
-    m, acc = _hf_accounting(s, device)
-    try:
-        family = hfmodels.family_of(m, s.model.family)
-    except ValueError as exc:
-        raise invalid("model", f"{exc} (or measure tiersim's own modules)") from None
-    got = hfmodels.run(m, family, acc, req, s.seq_len, device)
-    return {**got, "family": family, **_hf_prediction(s, device)}
-
-
 def _device_name(torch: Any, device: str) -> str | None:
     return str(torch.cuda.get_device_name()) if device == "cuda" else None
 
@@ -354,7 +319,9 @@ def measure(req: Request) -> Measurement:
     _check_fits(torch, scenario, device)
     try:
         if req.implementation == "huggingface":
-            got = _train_and_measure_hf(scenario, req, device)
+            from tiersim.groundtruth.measure_hf import train_and_measure_hf
+
+            got = train_and_measure_hf(scenario, req, device)
         else:
             got = _train_and_measure(torch, scenario, req, device)
     except torch.cuda.OutOfMemoryError as exc:  # the estimate in _check_fits was too low
@@ -433,23 +400,3 @@ def report(m: Measurement) -> dict[str, Any]:
         "peak_allocated_bytes": m.peak_allocated_bytes,
         "predicted_peak_bytes": m.predicted_peak_bytes,
     }
-
-
-def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
-    """FSDP2 on `world` CPU ranks: each rank's bytes, measured and predicted (state/fsdp.py)."""
-    if not 2 <= world <= 16:
-        raise invalid("--fsdp", f"{world} ranks (expected 2 to 16 processes on this host)")
-    if req.optimizer not in ("adamw", "adam"):
-        raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected adamw or adam)")
-    if req.implementation != "tiersim":
-        raise invalid("implementation", "--fsdp runs tiersim's own modules (expected tiersim)")
-    scenario = prediction_scenario(req)
-    _import_torch()
-    from tiersim.groundtruth import fsdp2
-
-    model = build_model(scenario.model)
-    assert isinstance(model, Transformer)
-    seq, mbs = scenario.seq_len, scenario.training.micro_batch_size
-    got = fsdp2.measure_fsdp(model, world, req.dtype, seq, mbs)
-    config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype, "optimizer": "adamw"}
-    return {"model": model_dims(scenario.model), "configuration": config, **got}

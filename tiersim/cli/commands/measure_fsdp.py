@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_bytes
-from tiersim.groundtruth.measure import Request, measure_fsdp
+from tiersim.groundtruth.measure import Request
+from tiersim.groundtruth.measure_hf import measure_fsdp
 from tiersim.report.json_report import to_json
 from tiersim.report.table import render
 
