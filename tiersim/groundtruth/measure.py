@@ -1,6 +1,9 @@
 """Ground truth: train real steps in PyTorch and measure every class of state tiersim predicts.
 
-The model is built from tiersim's own dimensions (`tiersim.groundtruth.torchmodels`), trained in one
+The model is tiersim's own modules built from its dimensions (`tiersim.groundtruth.torchmodels`,
+compared with the `megatron` accounting), or with `implementation="huggingface"` a transformers
+model (`tiersim.groundtruth.hfmodels`, compared with the `huggingface` accounting for the device,
+layers and outside them: measure_hf.py); trained in one
 precision throughout (bf16 or fp32: weights, gradients and optimizer state all in it, no master
 copy), one warm-up step and then the measured step, so optimizer state already exists while the
 measured step runs, as it does in steady-state training. Per class:
@@ -15,8 +18,8 @@ measured step runs, as it does in steady-state training. Per class:
   (`torch.autograd.graph.saved_tensors_hooks`), each storage counted once, parameters and
   buffers (RoPE tables, the causal mask) excluded, attributed to the transformer layer that saved
   it first. The class compares the layers' total with tiersim's `layers × layer_activation_bytes`;
-  what the embedding, final norm, logits and loss retain is reported apart (tiersim does not
-  model it).
+  what the embedding, final norm, logits and loss retain is reported apart (the megatron
+  accounting does not count it; the huggingface one does, and its class includes it).
 - peak: the allocator's peak during the measured step, on a GPU only.
 
 Why measured activations differ from Korthikanti et al.'s s·b·h·(34 + 5·a·s/h) (16-bit), for
