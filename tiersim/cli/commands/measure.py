@@ -265,7 +265,7 @@ def notes(m: Measurement) -> str:
         f"activations: the {len(per)} transformer layer{'s' * (len(per) != 1)} only ({each} "
         "per layer); the embeddings, "
         f"final norm, logits and loss keep another {fmt_bytes(m.activations_outside_layers)}, "
-        "which tiersim does not model",
+        "which the megatron accounting does not count (the huggingface one does)",
         f"activations measured / tiersim's formula = {m.activation_factor():.4f} (--calibrate "
         "FILE writes it into a model preset; `tiersim measure --help` explains the terms)",
         f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of scalar step counters",
