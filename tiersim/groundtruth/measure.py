@@ -237,7 +237,7 @@ def _device(torch: Any, name: str) -> str:
     return name
 
 
-def _check_fits(torch: Any, s: Scenario, device: str) -> None:
+def check_fits(torch: Any, s: Scenario, device: str) -> None:
     if device == "cuda":
         available: int | None = torch.cuda.mem_get_info()[0]
     else:
@@ -253,7 +253,7 @@ def _check_fits(torch: Any, s: Scenario, device: str) -> None:
         )
 
 
-def _train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> dict[str, Any]:
+def train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> dict[str, Any]:
     from tiersim.groundtruth import torchmodels as tm
 
     model = build_model(s.model)
@@ -302,7 +302,7 @@ def _device_name(torch: Any, device: str) -> str | None:
     return str(torch.cuda.get_device_name()) if device == "cuda" else None
 
 
-def _import_torch() -> Any:
+def import_torch() -> Any:
     try:
         import torch
     except ImportError:
@@ -317,17 +317,17 @@ def _import_torch() -> Any:
 def measure(req: Request) -> Measurement:
     """Build the model, train a warm-up and a measured step, and compare with the prediction."""
     scenario = prediction_scenario(req)
-    torch = _import_torch()
+    torch = import_torch()
     device = _device(torch, req.device)
-    _check_fits(torch, scenario, device)
+    check_fits(torch, scenario, device)
     try:
         if req.implementation == "huggingface":
             from tiersim.groundtruth.measure_hf import train_and_measure_hf
 
             got = train_and_measure_hf(scenario, req, device)
         else:
-            got = _train_and_measure(torch, scenario, req, device)
-    except torch.cuda.OutOfMemoryError as exc:  # the estimate in _check_fits was too low
+            got = train_and_measure(torch, scenario, req, device)
+    except torch.cuda.OutOfMemoryError as exc:  # the estimate in check_fits was too low
         first = (str(exc).strip().splitlines() or ["out of memory"])[0]
         raise invalid(
             "model",

@@ -9,7 +9,7 @@ from typing import Any
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth.measure import (
     Request,
-    _import_torch,
+    import_torch,
     invalid,
     model_dims,
     prediction_scenario,
@@ -61,7 +61,7 @@ def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
     if req.implementation != "tiersim":
         raise invalid("implementation", "--fsdp runs tiersim's own modules (expected tiersim)")
     scenario = prediction_scenario(req)
-    _import_torch()
+    import_torch()
     from tiersim.groundtruth import fsdp2
 
     model = build_model(scenario.model)
