@@ -553,12 +553,21 @@ def test_a_switch_takes_only_true_or_false(problems, write, value, shown):
     assert line == f"{file}: parallel.sequence: expected true or false (got {shown})"
 
 
-def test_the_optimizer_step_mode_lists_both(problems, write):
+def test_the_optimizer_step_mode_lists_all_three(problems, write):
     file = write({**GPT2, "training": {"optimizer_step": "async"}})
     line = only(problems(file))
     assert line == (
-        f"{file}: training.optimizer_step: input should be 'synchronous' or 'pipelined' "
-        "(got 'async')"
+        f"{file}: training.optimizer_step: input should be 'synchronous', 'pipelined' or "
+        "'delayed' (got 'async')"
+    )
+
+
+def test_an_unknown_framework_lists_the_three(problems, write):
+    file = write({**GPT2, "training": {"framework": "colossalai"}})
+    line = only(problems(file))
+    assert line == (
+        f"{file}: training.framework: input should be 'deepspeed', 'fsdp' or 'megatron' "
+        "(got 'colossalai')"
     )
 
 

@@ -27,9 +27,11 @@ import copy
 import dataclasses
 from typing import Any
 
+from tiersim.config.framework import offload_plan
 from tiersim.config.schema import Scenario
 from tiersim.engine.ops import STREAM, Op, Schedule
 from tiersim.engine.schedule_checkpoint import add_checkpoint
+from tiersim.engine.schedule_offload import after_boundary_write, boundary_bytes
 from tiersim.engine.schedule_optimizer import optimizer_step
 from tiersim.workload.comms import Comm
 from tiersim.workload.pipeline import stage_schedule
@@ -56,6 +58,12 @@ class _Builder:
         self.snapshot_guard: dict[int, list[int]] = {}
         self.last_drain: dict[tuple[str, int], int] = {}
         self.step_ends = [0]  # ops after each built step (none before the first)
+        self.plan = offload_plan(s)
+        # fp32 gradient copies awaiting the update: unit -> (tier, bytes, op they wait for)
+        self.fp32_pending: dict[int, tuple[str, int, int | None]] = {}
+        self.previous_update: list[int | None] | None = None  # delayed update (DPU)
+        self.update_reads: dict[int, int] = {}  # gradient bytes each unit's update staged
+        self.update_frees: dict[int, tuple[str, int] | None] = {}
         # ops below this index are shared with a fork: copied before their `free` changes
         self.shared_below = 0
         self.owned: set[int] = set()
@@ -335,12 +343,14 @@ class _Builder:
             step,
             self.gpu,
             self.home["gradients"],
-            unit.gradients_home,
+            boundary_bytes(self, u, last),
             [done],
             alloc_dst=False,
         )
         self.free_after(op, self.gpu, unit.gradients_full)
         self.grad_last[u] = op
+        if last:
+            after_boundary_write(self, u, step, op)
 
     def micro_batches(self, step: int) -> None:
         """This stage's forwards and backwards in its pipeline schedule's order (1F1B or

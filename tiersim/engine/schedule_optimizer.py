@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tiersim.engine.ops import Op
+from tiersim.engine.schedule_offload import update_gradients
 
 if TYPE_CHECKING:
     from tiersim.engine.schedule import _Builder
@@ -41,13 +42,15 @@ def optimizer_step(b: _Builder, step: int) -> None:
     rest = b.wl.units[-1]
     # the first and last stage's all-reduce: both are done only when the pipeline is
     sync = b.net(rest.embedding_sync, step, [last_backward, b.grad_last[-1], bubble])
-    synchronous = b.s.training.optimizer_step == "synchronous"
+    mode = b.s.training.optimizer_step
+    synchronous = mode in ("synchronous", "delayed")  # delayed: as synchronous, one step late
     if synchronous:  # nothing is read for the update before every gradient is final
         final = [last_backward, sync, bubble, *b.grad_last]
         all_final = b.add(Op("idle", "optimizer", "gradients final", step, final))
     done: list[list[int]] = []
+    depth = update_depth(b)
     for u in [n - 1, *range(n - 1)]:
-        gate = done[-b.depth - 1] if len(done) > b.depth else []
+        gate = done[-depth - 1] if len(done) > depth else []
         extra = [last_backward, sync] if u == n - 1 else []
         start = [all_final, all_final] if synchronous else [bubble, *extra]
         done.append(_update(b, u, step, gate, start))
@@ -55,6 +58,18 @@ def optimizer_step(b: _Builder, step: int) -> None:
         every = [op for ops in done for op in ops] + b.weights_ready
         end = b.add(Op("idle", "optimizer", "optimizer step done", step, every))
         b.weights_ready = [end] * n
+    if mode == "delayed":  # the next step runs on the weights before: it waits for this one
+        b.weights_ready, b.previous_update = b.previous_update or [None] * n, b.weights_ready
+
+
+def update_depth(b: _Builder) -> int:
+    """Units of the update in flight beside the one computing: DeepSpeed with neither
+    pipeline_read nor pipeline_write reads, updates and writes each tile in turn; with
+    either, the next tile's read (or this one's write) overlaps the update; the generic
+    engine keeps `prefetch_depth` units in flight."""
+    if b.plan.pipeline_read and b.plan.pipeline_write and b.plan.framework != "deepspeed":
+        return b.depth
+    return 1 if b.plan.pipeline_read or b.plan.pipeline_write else 0
 
 
 def _staged(
@@ -87,15 +102,17 @@ def _fetch_state(
     """The unit's gradients, master weights and optimizer state (and, with no master copy,
     the weights it updates in place), brought to where the optimizer runs."""
     unit, home = b.wl.units[u], b.home
+    src, nbytes, swapped_out, b.update_frees[u] = update_gradients(b, u)
     grads = _staged(
         b,
         "gradients",
         f"gradients to optimizer {unit.name}",
         step,
-        home["gradients"],
-        unit.gradients_for_update,
-        ready,
+        src,
+        nbytes,
+        [*ready, swapped_out],
     )
+    b.update_reads[u] = nbytes
     fetched = {}
     for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
         deps = [b.state_ready.get((cls, u)), *ready]
@@ -134,7 +151,10 @@ def _update(b: _Builder, u: int, step: int, gate: list[int], start: list[int | N
         )
     )
     if grads is not None:
-        b.free_after(op, b.opt_at, unit.gradients_for_update)
+        b.free_after(op, b.opt_at, b.update_reads.pop(u))
+    frees = b.update_frees.pop(u, None)
+    if frees is not None:
+        b.free_after(op, *frees)
     released = [op]
     for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
         back = _write_back(b, cls, f"write back {cls} {unit.name}", step, n, [op], fetched[cls], n)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from tiersim.config.framework import offload_plan
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
@@ -20,6 +21,8 @@ from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.trace import trace_events
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import build_model
+from tiersim.workload.fetch import fetch_depth
+from tiersim.workload.pinned import pinned_host_bytes
 from tiersim.workload.work import Workload, build_workload
 
 
@@ -44,11 +47,12 @@ def prefetch_depth(s: Scenario, wl: Workload, hbm_peak_without_staging: int) -> 
         per_level += max(u.weights_full for u in wl.units)
     if _streamed(s, "activations"):
         per_level += max(u.activations for u in wl.units)
+    configured = fetch_depth(offload_plan(s), wl.units, s.simulation.prefetch_depth)
     if per_level == 0:
-        return s.simulation.prefetch_depth
+        return configured
     capacity = s.hardware.tiers[s.hardware.gpu.memory].capacity
     room = capacity - hbm_peak_without_staging - per_level
-    return max(0, min(s.simulation.prefetch_depth, int(room // per_level)))
+    return max(0, min(configured, int(room // per_level)))
 
 
 @dataclass(frozen=True)
@@ -64,8 +68,8 @@ def _prepare(s: Scenario) -> _Setup:
     problems = placement_problems(s, topo)
     if problems:
         raise InputError("scenario", problems)
-    _check_size(s)
     wl = build_workload(s)
+    _check_size(s, wl.parts_per_layer)
     gpu = s.hardware.gpu.memory
     capacity = s.hardware.tiers[gpu].capacity
     need = streaming_minimum(s, wl)
@@ -81,14 +85,16 @@ def _prepare(s: Scenario) -> _Setup:
         t: sum(b for c, b in use.classes.items() if c != "activations")
         for t, use in inv.tiers.items()
     }
+    for tier, extra in pinned_host_bytes(s, wl).items():  # pinned buffers, as allocated
+        baseline[tier] = baseline.get(tier, 0) + extra
     hbm_acts = inv.per_gpu.activations if not _streamed(s, "activations") else 0
     return _Setup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
 
 
-def _check_size(s: Scenario) -> None:
-    """Refuse, before building anything, a run too large to be meant (exit 3)."""
+def _check_size(s: Scenario, parts_per_layer: int = 1) -> None:
+    """Refuse, before building a schedule, a run too large to be meant (exit 3)."""
     steps, m = s.simulation.warmup_steps + 2, s.training.grad_accumulation
-    units = build_model(s.model).layers // s.parallel.pipeline + 1
+    units = build_model(s.model).layers // s.parallel.pipeline * parts_per_layer + 1
     passes = steps * m * units
     limit = s.simulation.max_layer_passes
     if passes > limit:

@@ -13,6 +13,7 @@ from tiersim import __version__
 from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.config.schema import Scenario
 from tiersim.engine.results import StepResult
+from tiersim.report.offload import offload_section
 from tiersim.report.wear import json_number, wear_section
 from tiersim.state.inventory import Inventory, model_summary
 from tiersim.state.model import build_model
@@ -193,6 +194,9 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
         report["checkpoint"]["target_wear_at_optimum"] = target_wear_at_optimum(
             report["checkpoint"], target_wear
         )
+    offload = offload_section(s)
+    if offload is not None:
+        report["offload"] = offload
     report["sim"] = {
         "events": r.events,
         "wall_s": r.wall_s,

@@ -11,6 +11,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from tiersim.config.framework import offload_plan
 from tiersim.config.schema import PRECISION_BYTES, Scenario
 from tiersim.state.inventory import (
     build_inventory,
@@ -31,6 +32,7 @@ from tiersim.workload.comms import (
     p2p_send_s,
     tensor_comms,
 )
+from tiersim.workload.fetch import fetch_units
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class Workload:
     bubble_after_s: float  # the part of it after this stage's last backward (waiting for the
     # pipeline to end); the rest comes before that backward
     net_capacity: dict[tuple[str, str], float]
+    tiling: tuple = ()  # fetch.Tiling of each operator run as tiles (one layer's)
+    parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
 
 
 def _gpu_rate(s: Scenario) -> float:
@@ -282,13 +286,17 @@ def build_workload(s: Scenario) -> Workload:
         )
     ]
     cap = capacities(s)
-    bubble, after = _bubble(s, model, units, cap, hidden)
     gpu = s.hardware.gpu.memory
     resident = sum(
         b
         for cls, b in inv.per_gpu.as_dict().items()
         if cls not in ("activations", "total") and _home(s, cls) == gpu
     )
+    besides = resident - inv.per_gpu.workspace  # what the tiles share GPU memory with
+    layers, tiling = fetch_units(s, offload_plan(s), units[:-1], groups[0], besides)
+    parts = len(layers) // max(1, len(units) - 1)
+    units = [*layers, units[-1]]
+    bubble, after = _bubble(s, model, units, cap, hidden)
     tokens = s.seq_len * s.training.micro_batch_size * s.training.grad_accumulation * par.data
     return Workload(
         units=tuple(units),
@@ -301,6 +309,8 @@ def build_workload(s: Scenario) -> Workload:
         bubble_s=bubble,
         bubble_after_s=after,
         net_capacity=cap,
+        tiling=tiling,
+        parts_per_layer=parts,
     )
 
 
