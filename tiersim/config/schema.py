@@ -374,6 +374,8 @@ class Cpu(Strict):
     # the CPU-Adam kernel alone (ZeRO-Offload Table 4's measurement), used with a framework
     # whose CPU path is modelled in parts (workload/cpu_optimizer.py); default: optimizer_rate
     adam_kernel_rate: ParamRate | None = None
+    # the rest of that path no part modelled explains, as a rate (fitted; null: none)
+    path_overhead_rate: ParamRate | None = None
     memory_bandwidth: Bandwidth | None = None  # default: the host tier's read bandwidth
 
 

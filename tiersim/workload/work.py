@@ -32,6 +32,7 @@ from tiersim.workload.comms import (
     p2p_send_s,
     tensor_comms,
 )
+from tiersim.workload.cpu_optimizer import cpu_update_s
 from tiersim.workload.fetch import fetch_units
 
 
@@ -115,14 +116,11 @@ def _compute_times(s: Scenario, model, is_layer: bool, last_stage: bool) -> tupl
 
 
 def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tuple[float, float]:
-    """GPU: bound by HBM bandwidth over the bytes touched. CPU: parameter rate or host memory
-    bandwidth, whichever binds."""
+    """GPU: bound by HBM bandwidth over the bytes touched. CPU: workload/cpu_optimizer.py."""
     hw = s.hardware
     hbm = hw.tiers[hw.gpu.memory]
     gpu_s = touched / (min(hbm.read_bw, hbm.write_bw) * hw.gpu.optimizer_efficiency)
-    host_bw = hw.cpu.memory_bandwidth or hw.tiers[hw.cpu.memory].read_bw
-    cpu_s = max(updated_params / hw.cpu.optimizer_rate, touched / host_bw)
-    return gpu_s, cpu_s
+    return gpu_s, cpu_update_s(s, offload_plan(s), updated_params, touched)
 
 
 def _unit(s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts: int) -> Unit:

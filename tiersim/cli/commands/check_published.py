@@ -52,7 +52,7 @@ def compare_all(folder: Path | None) -> list[Comparison]:
     out = []
     for ref in load_references(folder):
         scenario = load_scenario(ref.scenario).scenario
-        out.append(Comparison(ref, simulate(scenario).time_s))
+        out.append(Comparison(ref, getattr(simulate(scenario), ref.metric)))
     return out
 
 
