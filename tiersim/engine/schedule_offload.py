@@ -53,8 +53,8 @@ def boundary_bytes(b: _Builder, u: int, last: bool) -> int:
     """Gradient bytes the write of this micro-batch moves home."""
     unit = b.wl.units[u]
     if not (last and fp32_boundary(b)):
-        return unit.gradients_home
-    return unit.gradients_home * FP32 // PRECISION_BYTES[b.s.training.precision.gradients]
+        return unit.homed["gradients"]
+    return unit.homed["gradients"] * FP32 // PRECISION_BYTES[b.s.training.precision.gradients]
 
 
 def after_boundary_write(b: _Builder, u: int, step: int, write: int | None) -> None:
@@ -64,7 +64,7 @@ def after_boundary_write(b: _Builder, u: int, step: int, write: int | None) -> N
         return
     unit = b.wl.units[u]
     fp32 = boundary_bytes(b, u, True)
-    extra = fp32 - unit.gradients_home
+    extra = fp32 - unit.homed["gradients"]
     host = b.home["gradients"]
     b.ops[write].alloc.append((host, extra))
     if not swapped(b):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from tiersim.engine.ops import Op
 from tiersim.engine.schedule_offload import update_gradients
+from tiersim.state.classes import OPTIMIZER_KEPT
 
 if TYPE_CHECKING:
     from tiersim.engine.schedule import _Builder
@@ -114,10 +115,11 @@ def _fetch_state(
     )
     b.update_reads[u] = nbytes
     fetched = {}
-    for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
+    for cls in OPTIMIZER_KEPT:
+        n = unit.homed[cls]
         deps = [b.state_ready.get((cls, u)), *ready]
         fetched[cls] = _staged(b, cls, f"fetch {cls} {unit.name}", step, home[cls], n, deps)
-    in_place = unit.master_home == 0 and unit.weights_updated > 0  # no master: read weights
+    in_place = unit.homed["master"] == 0 and unit.weights_updated > 0  # no master: read weights
     weights_in = _staged(
         b,
         "weights",
@@ -156,7 +158,8 @@ def _update(b: _Builder, u: int, step: int, gate: list[int], start: list[int | N
     if frees is not None:
         b.free_after(op, *frees)
     released = [op]
-    for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
+    for cls in OPTIMIZER_KEPT:
+        n = unit.homed[cls]
         back = _write_back(b, cls, f"write back {cls} {unit.name}", step, n, [op], fetched[cls], n)
         b.state_ready[(cls, u)] = back if back is not None else op
         released.append(back)

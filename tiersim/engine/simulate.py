@@ -87,7 +87,7 @@ def _prepare(s: Scenario) -> _Setup:
     }
     for tier, extra in pinned_host_bytes(s, wl).items():  # pinned buffers, as allocated
         baseline[tier] = baseline.get(tier, 0) + extra
-    hbm_acts = inv.per_gpu.activations if not _streamed(s, "activations") else 0
+    hbm_acts = inv.per_gpu["activations"] if not _streamed(s, "activations") else 0
     return _Setup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
 
 

@@ -27,16 +27,7 @@ from tiersim.config.schema import Scenario
 from tiersim.state.model import Matrix
 from tiersim.workload.comms import Comm
 
-_SPLIT_BYTES = (
-    "weights_full",
-    "weights_home",
-    "gradients_full",
-    "gradients_home",
-    "master_home",
-    "optimizer_home",
-    "gradients_for_update",
-    "weights_updated",
-)
+_SPLIT_BYTES = ("weights_full", "gradients_full", "gradients_for_update", "weights_updated")
 _SPLIT_TIMES = ("forward_s", "backward_s", "recompute_s", "optimizer_gpu_s", "optimizer_cpu_s")
 _SPLIT_COMMS = ("dp_weights", "dp_gradients", "dp_parameters")
 
@@ -92,6 +83,7 @@ def split_unit(unit, parts: list[int], name_of) -> list:
         hi = lo + n
         f = n / total
         changes = {b: _share(getattr(unit, b), lo, hi, total) for b in _SPLIT_BYTES}
+        changes["homed"] = {c: _share(v, lo, hi, total) for c, v in unit.homed.items()}
         changes |= {t: getattr(unit, t) * f for t in _SPLIT_TIMES}
         changes |= {c: _comm_part(getattr(unit, c), f) for c in _SPLIT_COMMS}
         first, last = k == 0, k == len(parts) - 1
@@ -118,7 +110,7 @@ def fetch_units(s: Scenario, plan: OffloadPlan, layers: list, mats: list[Matrix]
     units and the tiling applied (one entry per tiled operator of the first layer: every
     layer is the same)."""
     gpu = s.hardware.tiers[s.hardware.gpu.memory]
-    streamed = any(u.weights_full > u.weights_home or u.dp_weights for u in layers) or (
+    streamed = any(u.weights_full > u.homed["weights"] or u.dp_weights for u in layers) or (
         s.placement.weights != s.hardware.gpu.memory
     )
     submodule = plan.fetch == "submodule" and streamed
