@@ -57,7 +57,11 @@ def optimizer_step(b: _Builder, step: int) -> None:
         done.append(_update(b, u, step, gate, start))
     if synchronous:  # the next step waits for the whole update
         every = [op for ops in done for op in ops] + b.weights_ready
-        end = b.add(Op("idle", "optimizer", "optimizer step done", step, every))
+        # delayed on the CPU: the GPU stream goes on; the mark is the CPU's
+        off_gpu = mode == "delayed" and b.s.placement.optimizer_compute == "cpu"
+        end = b.add(
+            Op("cpu" if off_gpu else "idle", "optimizer", "optimizer step done", step, every)
+        )
         b.weights_ready = [end] * n
     if mode == "delayed":  # the next step runs on the weights before: it waits for this one
         b.weights_ready, b.previous_update = b.previous_update or [None] * n, b.weights_ready
