@@ -110,6 +110,8 @@ def test_an_operator_too_large_for_gpu_memory_runs_in_tiles():
     assert tiles == [("L0.4", 2), ("L0.5", 2)]
     assert r["offload"]["fetch_units_per_layer"] == 8
     assert r["tiers"]["hbm"]["peak_bytes"] <= 10 * GB
+    # its cost: against the same step untiled on a GPU memory that holds the operators whole
+    assert 0 <= r["offload"]["tiling_cost_s"] < 0.05 * r["step"]["time_s"]
 
 
 # --- DeepSpeed's gradients ----------------------------------------------------------------------

@@ -245,7 +245,7 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
         report["checkpoint"]["target_wear_at_optimum"] = target_wear_at_optimum(
             report["checkpoint"], target_wear
         )
-    offload = offload_section(s)
+    offload = offload_section(s, r.time_s)
     if offload is not None:
         report["offload"] = offload
     report["sim"] = {

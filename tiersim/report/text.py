@@ -137,7 +137,8 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
     tiled = (report.get("offload") or {}).get("tiling") or []
     if tiled:
         ops = ", ".join(f"{t['operator']} in {t['tiles']} tiles" for t in tiled)
-        out.append(f"memory-centric tiling (each layer alike): {ops}")
+        cost = fmt_time(report["offload"]["tiling_cost_s"])
+        out.append(f"memory-centric tiling (each layer alike): {ops}; it costs {cost} a step")
     source = {"model.max_positions": "the model's max_positions", "default": "tiersim's default"}
     if st["seq_len_from"] in source:
         out.append(
