@@ -649,3 +649,17 @@ def test_a_files_own_problem_is_not_blamed_on_an_unrelated_set(problems, write):
     line = only(problems(budgeted, "--set", "hardware.tiers.hbf.endurance=null"))
     assert line.startswith(f"{budgeted}: budget.hbf: tier 'hbf' has no endurance")
     assert line.endswith("(after the --set values)")
+
+
+def test_offload_keys_are_checked_like_every_other(problems, write):
+    offload = {"sub_group_sise": 10**9, "fetch": "operator", "prefetch_bucket_size": 0}
+    file = write({**GPT2, "training": {"framework": "deepspeed", "offload": offload}})
+    lines = problems(file)
+    assert any(
+        line.startswith(f"{file}: training.offload.sub_group_sise: unknown key")
+        and "did you mean 'sub_group_size'?" in line
+        for line in lines
+    ), lines
+    fetch = f"{file}: training.offload.fetch: input should be 'layer' or 'submodule' (got "
+    assert fetch + "'operator')" in lines, lines
+    assert any(line.startswith(f"{file}: training.offload.prefetch_bucket_size:") for line in lines)

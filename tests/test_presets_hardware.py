@@ -428,21 +428,3 @@ def test_table4_runs_are_the_kernel_alone_at_the_fitted_rate():
             params = load_scenario(ref.scenario).scenario.model.parameters
             optimizer_s = simulate(load_scenario(ref.scenario).scenario).optimizer_s
             assert optimizer_s == pytest.approx(params / 3.675e9, rel=1e-9), ref.name
-
-
-def test_offload_runs_against_their_publications():
-    # Every counted offload run (ZeRO-Offload Fig. 8 on one V100 and Ma and Wang's 3B run):
-    # measured here, mean 6.3 %, worst 12.4 % (the 8B run of Fig. 8: its 42 TFLOP/s is the
-    # figure's highest and one GPU efficiency cannot follow it). Issue 18 asks for 10 % each
-    # and 5 % mean: not met (README, Validation).
-    errors = {}
-    for ref in load_references(PUBLISHED):
-        offload = ref.name.startswith(("ren2021-zero-offload", "ma2025")) and "offload" in ref.name
-        if offload and not ref.calibrates:
-            predicted = simulate(load_scenario(ref.scenario).scenario).time_s
-            errors[ref.name] = predicted / ref.iteration_time_s - 1.0
-    assert len(errors) == 9
-    mean = sum(abs(e) for e in errors.values()) / len(errors)
-    assert mean <= 0.065, errors
-    assert max(abs(e) for e in errors.values()) <= 0.135, errors
-    assert abs(errors["ma2025-qwen2.5-3b-zero-offload"]) <= 0.10
