@@ -178,6 +178,14 @@ def test_delayed_update_hides_the_cpu_step_under_the_next_forward_and_backward()
     assert r.exposed_cpu_s == 0.0
 
 
+def test_a_delayed_update_holds_a_second_gradient_buffer():
+    # gradients homed in DRAM: 1e9 fp32 values, 4 GB, held twice with DPU
+    raw = merge(two_layer("synchronous"), {"placement": {"gradients": "dram"}})
+    sync = simulate(scenario(raw)).tiers["dram"].peak_bytes
+    dpu = merge(raw, {"training": {"optimizer_step": "delayed"}})
+    assert simulate(scenario(dpu)).tiers["dram"].peak_bytes == sync + 4 * GB
+
+
 def test_deepspeed_tiles_read_update_and_write_in_turn():
     # Each layer's 2 GB of gradients and weights cross PCIe (10 GB/s) only after the previous
     # layer's new weights are back (pipeline_read and pipeline_write off): layer 1 (the rest

@@ -22,7 +22,7 @@ from tiersim.report.trace import trace_events
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import build_model
 from tiersim.workload.fetch import fetch_depth
-from tiersim.workload.pinned import pinned_host_bytes
+from tiersim.workload.pinned import delayed_update_bytes, pinned_host_bytes
 from tiersim.workload.work import Workload, build_workload
 
 
@@ -85,7 +85,8 @@ def _prepare(s: Scenario) -> _Setup:
         t: sum(b for c, b in use.classes.items() if c != "activations")
         for t, use in inv.tiers.items()
     }
-    for tier, extra in pinned_host_bytes(s, wl).items():  # pinned buffers, as allocated
+    extras = [pinned_host_bytes(s, wl), delayed_update_bytes(s, wl)]
+    for tier, extra in (kv for e in extras for kv in e.items()):  # beyond the state itself
         baseline[tier] = baseline.get(tier, 0) + extra
     hbm_acts = inv.per_gpu["activations"] if not _streamed(s, "activations") else 0
     return _Setup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))

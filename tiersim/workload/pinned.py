@@ -1,4 +1,5 @@
-"""Pinned host memory the offload engine holds beyond the state itself, as allocated.
+"""Host memory the offload engine holds beyond the state itself: pinned buffers as allocated,
+and a delayed update's second gradient buffer.
 
 PyTorch's caching host allocator (aten/src/ATen/core/CachingHostAllocator.h) rounds every
 pinned block up to a power of two and keeps it; `tensor.pin_memory()` allocates through it.
@@ -91,6 +92,15 @@ def rounding_bytes(s: Scenario, plan: OffloadPlan) -> int:
         else:
             extra += pinned_size(inv[cls]) - inv[cls]
     return extra
+
+
+def delayed_update_bytes(s: Scenario, wl) -> dict[str, int]:
+    """A delayed parameter update (DPU) reads step k's gradients while step k+1 writes its
+    own: a second gradient buffer where gradients live off the GPU (ZeRO-Offload §5.3)."""
+    home = s.placement.gradients
+    if s.training.optimizer_step != "delayed" or home == s.hardware.gpu.memory:
+        return {}
+    return {home: sum(u.homed["gradients"] for u in wl.units)}
 
 
 def pinned_host_bytes(s: Scenario, wl) -> dict[str, int]:
