@@ -109,14 +109,16 @@ def fetch_units(s: Scenario, plan: OffloadPlan, layers: list, mats: list[Matrix]
     """The layer units as fetched: whole, or split into submodules (and tiles). Returns the
     units and the tiling applied (one entry per tiled operator of the first layer: every
     layer is the same)."""
+    if not layers:
+        return layers, ()
     gpu = s.hardware.tiers[s.hardware.gpu.memory]
     streamed = any(u.weights_full > u.homed["weights"] or u.dp_weights for u in layers) or (
         s.placement.weights != s.hardware.gpu.memory
     )
     submodule = plan.fetch == "submodule" and streamed
-    sizes = submodule_sizes(mats) if submodule else [layers[0].params] if layers else []
-    if not layers or sum(sizes) != layers[0].params:
-        sizes = [layers[0].params] if layers else []  # a generic model's layer: one part
+    sizes = submodule_sizes(mats) if submodule else [layers[0].params]
+    if sum(sizes) != layers[0].params:
+        sizes = [layers[0].params]  # not the layer's tensors as listed: one part
     parts = bucketed(sizes, plan.prefetch_bucket_size if submodule else None)
     room = gpu.capacity - s.training.workspace - layers[0].activations - resident
     tiles = _tiles(s, layers[0], parts, room) if plan.tiling and streamed else [1] * len(parts)
