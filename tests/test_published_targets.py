@@ -7,8 +7,8 @@ what the offload runs reach against issue 18's targets, below.
 """
 
 from tiersim.config.load import load_scenario
-from tiersim.engine.simulate import simulate
 from tiersim.groundtruth.published import load_references
+from tiersim.runner import simulate
 
 
 def test_published_iteration_times_within_targets():

@@ -13,85 +13,75 @@ framework does what).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tiersim.config.schema import PRECISION_BYTES
-
-if TYPE_CHECKING:
-    from tiersim.engine.schedule import _Builder
+from tiersim.engine.oplist import OpList
+from tiersim.engine.phases import Context, Readiness
 
 FP32 = 4
 
 
-def _cpu_update(b: _Builder) -> bool:
-    return b.s.placement.optimizer_compute == "cpu"
+def _stored(c: Context) -> int:
+    return PRECISION_BYTES[c.s.training.precision.gradients]
 
 
-def fp32_boundary(b: _Builder) -> bool:
+def fp32_boundary(c: Context) -> bool:
     """The accumulated gradients cross to a CPU optimizer as fp32."""
-    stored = PRECISION_BYTES[b.s.training.precision.gradients]
     return (
-        b.plan.boundary_gradients == "fp32"
-        and _cpu_update(b)
-        and b.home["gradients"] != b.gpu
-        and stored < FP32
+        c.plan.boundary_gradients == "fp32"
+        and c.s.placement.optimizer_compute == "cpu"
+        and c.home["gradients"] != c.gpu
+        and _stored(c) < FP32
     )
 
 
-def swapped(b: _Builder) -> bool:
+def swapped(c: Context) -> bool:
     """The fp32 gradients go through the optimizer state's flash tier."""
-    host, opt_home = b.s.hardware.cpu.memory, b.home["optimizer"]
     return (
-        b.plan.swap_gradients
-        and _cpu_update(b)
-        and b.home["gradients"] == host
-        and b.s.hardware.tiers[opt_home].kind == "flash"
+        c.plan.swap_gradients
+        and c.s.placement.optimizer_compute == "cpu"
+        and c.home["gradients"] == c.s.hardware.cpu.memory
+        and c.s.hardware.tiers[c.home["optimizer"]].kind == "flash"
     )
 
 
-def boundary_bytes(b: _Builder, u: int, last: bool) -> int:
+def boundary_bytes(c: Context, u: int, last: bool) -> int:
     """Gradient bytes the write of this micro-batch moves home."""
-    unit = b.wl.units[u]
-    if not (last and fp32_boundary(b)):
-        return unit.homed["gradients"]
-    return unit.homed["gradients"] * FP32 // PRECISION_BYTES[b.s.training.precision.gradients]
+    stored = c.wl.units[u].homed["gradients"]
+    return stored * FP32 // _stored(c) if last and fp32_boundary(c) else stored
 
 
-def after_boundary_write(b: _Builder, u: int, step: int, write: int | None) -> None:
+def after_boundary_write(
+    c: Context, ops: OpList, ready: Readiness, u: int, step: int, write: int | None
+) -> None:
     """The host holds the fp32 copy's extra bytes (freed by the update); swapped, the copy
     goes on to the flash tier and the host's extra is freed once it is out."""
-    if write is None or not fp32_boundary(b):
+    if write is None or not fp32_boundary(c):
         return
-    unit = b.wl.units[u]
-    fp32 = boundary_bytes(b, u, True)
-    extra = fp32 - unit.homed["gradients"]
-    host = b.home["gradients"]
-    b.ops[write].alloc.append((host, extra))
-    if not swapped(b):
-        b.fp32_pending[u] = (host, extra, None)
+    unit = c.wl.units[u]
+    fp32 = boundary_bytes(c, u, True)
+    extra, host = fp32 - unit.homed["gradients"], c.home["gradients"]
+    op = ops.ops[write]  # just added by the caller: not shared with a fork
+    op.alloc = (*op.alloc, (host, extra))
+    if not swapped(c):
+        ready.fp32_gradients[u] = (host, extra, None)
         return
-    out = b.move(
-        "gradients",
-        f"swap out gradients {unit.name}",
-        step,
-        host,
-        b.home["optimizer"],
-        fp32,
-        [write],
-    )
-    b.free_after(out, host, extra)
-    b.fp32_pending[u] = (b.home["optimizer"], fp32, out)
+    label = f"swap out gradients {unit.name}"
+    out = ops.move("gradients", label, step, host, c.home["optimizer"], fp32, [write])
+    ops.free_after(out, host, extra)
+    ready.fp32_gradients[u] = (c.home["optimizer"], fp32, out)
 
 
-def update_gradients(b: _Builder, u: int) -> tuple[str, int, int | None, tuple | None]:
+def update_gradients(
+    c: Context, ready: Readiness, u: int
+) -> tuple[str, int, int | None, tuple[str, int] | None]:
     """Where the update reads the unit's gradients from, how many bytes, after which op, and
     what to free once the update is done ((tier, bytes) or None)."""
-    unit = b.wl.units[u]
-    pending = b.fp32_pending.pop(u, None)
+    unit = c.wl.units[u]
+    pending = ready.fp32_gradients.pop(u, None)
     if pending is None:
-        return b.home["gradients"], unit.gradients_for_update, None, None
+        return c.home["gradients"], unit.gradients_for_update, None, None
     tier, nbytes, after = pending
     if after is None:  # the fp32 copy waits in host memory
-        fp32 = unit.gradients_for_update * FP32 // PRECISION_BYTES[b.s.training.precision.gradients]
-        return b.home["gradients"], fp32, None, (tier, nbytes)
+        fp32 = unit.gradients_for_update * FP32 // _stored(c)
+        return c.home["gradients"], fp32, None, (tier, nbytes)
     return tier, nbytes, after, (tier, nbytes)

@@ -20,7 +20,7 @@ from tiersim.state.classes import (
     STATE_CLASSES,
     zero_sharded,
 )
-from tiersim.state.model import GenericModel, Matrix, Model, Transformer, build_model
+from tiersim.state.model import Matrix, Model, build_model
 
 
 @dataclass(frozen=True)
@@ -127,17 +127,8 @@ def _layer_and_rest(
 ) -> tuple[list[Matrix], list[Matrix]]:
     """One GPU's share of one layer's tensors, and of the stage's rest (embeddings on the
     first stage; final norm and output head on the last)."""
-    if isinstance(model, GenericModel):
-        layer = [Matrix(model.layer_parameters, 1)]
-        spare = model.total_parameters - model.layers * model.layer_parameters
-        rest = [Matrix(spare, 1)] if stage == 0 and spare else []
-    else:
-        layer = model.layer_matrices()
-        rest = model.embedding_matrices() if stage == 0 else []
-        if stage == pipeline - 1:
-            rest = rest + model.head_matrices()
-            if model.tied_embeddings and pipeline > 1:
-                rest.append(model.embedding_matrices()[0])  # the last stage keeps its own copy
+    layer = model.layer_matrices()
+    rest = model.rest_matrices(stage, pipeline)
     return [_split(m, tensor) for m in layer], [_split(m, tensor) for m in rest]
 
 
@@ -246,14 +237,4 @@ def build_inventory(s: Scenario) -> Inventory:
 
 
 def model_summary(model: Model) -> dict[str, object]:
-    if isinstance(model, Transformer):
-        return {
-            "parameters": model.parameters,
-            "layers": model.layers,
-            "hidden": model.hidden,
-            "heads": model.heads,
-            "kv_heads": model.kv_heads,
-            "ffn_hidden": model.ffn_hidden,
-            "vocab": model.vocab,
-        }
-    return {"parameters": model.parameters, "layers": model.layers}
+    return model.summary()
