@@ -8,9 +8,13 @@ Each is found by bisection so that the simulated figure equals one published mea
 - `parallel.pipeline_engine_overhead` of the MT-NLG scenarios (DeepSpeed's pipeline engine):
   scenarios/published/smith2022-mtnlg-530b-280nodes.yaml, 60.1 s;
 - the Ma and Wang 2025 offload runs' `gpu.efficiency` (ma2025-qwen2.5-1.5b-zero2, 240 ms) and
-  then `cpu.optimizer_rate` (ma2025-qwen2.5-1.5b-zero-offload, 1,365 ms).
+  then `cpu.path_overhead_rate` (ma2025-qwen2.5-1.5b-zero-offload, 1,365 ms: DeepSpeed's CPU
+  path in parts, what its modelled parts leave, for the 64 cores of one EPYC 7742);
+- the dgx2 preset's `gpu.efficiency` (ren2021-zero-offload-1b, ZeRO-Offload Fig. 8's 1B run on
+  one V100, 136.05 s), with that run's path_overhead_rate scaled from the fit above by cores
+  (48 of 64).
 
-Run: .venv/bin/python benchmarks/fit_step_model.py  (about a minute; prints each value)
+Run: .venv/bin/python benchmarks/fit_step_model.py  (a few minutes; prints each value)
 """
 
 from __future__ import annotations
@@ -75,15 +79,27 @@ def main() -> None:
     print(f"Ma 2025 gpu.efficiency (1.5B ZeRO-2, 240 ms): {ma_eta:.4f}")
     offload = "ma2025-qwen2.5-1.5b-zero-offload.yaml"
     rate = bisect(
-        lambda x: step_s(offload, "hardware.cpu.optimizer_rate", f"{x} Gparam/s"),
+        lambda x: step_s(offload, "hardware.cpu.path_overhead_rate", f"{x} Gparam/s"),
         1.365,
-        0.1,
-        5.0,
+        0.2,
+        10.0,
     )
     print(
-        f"Ma 2025 cpu.optimizer_rate (1.5B offload, 1,365 ms; with the efficiency set in "
+        f"Ma 2025 cpu.path_overhead_rate (1.5B offload, 1,365 ms; with the efficiency set in "
         f"the scenario): {rate:.4f} Gparam/s"
     )
+    print(
+        f"  scaled by cores: x 48/64 {rate * 48 / 64:.4f}, x 16/64 {rate * 16 / 64:.4f}, "
+        f"x 3/64 {rate * 3 / 64:.4f} Gparam/s"
+    )
+    fig8 = PUBLISHED / "ren2021-zero-offload-1b.yaml"
+    path = f"hardware.cpu.path_overhead_rate={rate * 48 / 64} Gparam/s"
+
+    def fig8_s(x: float) -> float:
+        return simulate(_scenario(fig8, [path, f"hardware.gpu.efficiency={x}"])).time_s
+
+    v100 = bisect(fig8_s, 136.05, 0.1, 1.0)
+    print(f"dgx2 gpu.efficiency (ZeRO-Offload Fig. 8 1B, 136.05 s): {v100:.4f}")
 
 
 if __name__ == "__main__":

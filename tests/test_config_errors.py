@@ -553,12 +553,21 @@ def test_a_switch_takes_only_true_or_false(problems, write, value, shown):
     assert line == f"{file}: parallel.sequence: expected true or false (got {shown})"
 
 
-def test_the_optimizer_step_mode_lists_both(problems, write):
+def test_the_optimizer_step_mode_lists_all_three(problems, write):
     file = write({**GPT2, "training": {"optimizer_step": "async"}})
     line = only(problems(file))
     assert line == (
-        f"{file}: training.optimizer_step: input should be 'synchronous' or 'pipelined' "
-        "(got 'async')"
+        f"{file}: training.optimizer_step: input should be 'synchronous', 'pipelined' or "
+        "'delayed' (got 'async')"
+    )
+
+
+def test_an_unknown_framework_lists_the_three(problems, write):
+    file = write({**GPT2, "training": {"framework": "colossalai"}})
+    line = only(problems(file))
+    assert line == (
+        f"{file}: training.framework: input should be 'deepspeed', 'fsdp' or 'megatron' "
+        "(got 'colossalai')"
     )
 
 
@@ -640,3 +649,17 @@ def test_a_files_own_problem_is_not_blamed_on_an_unrelated_set(problems, write):
     line = only(problems(budgeted, "--set", "hardware.tiers.hbf.endurance=null"))
     assert line.startswith(f"{budgeted}: budget.hbf: tier 'hbf' has no endurance")
     assert line.endswith("(after the --set values)")
+
+
+def test_offload_keys_are_checked_like_every_other(problems, write):
+    offload = {"sub_group_sise": 10**9, "fetch": "operator", "prefetch_bucket_size": 0}
+    file = write({**GPT2, "training": {"framework": "deepspeed", "offload": offload}})
+    lines = problems(file)
+    assert any(
+        line.startswith(f"{file}: training.offload.sub_group_sise: unknown key")
+        and "did you mean 'sub_group_size'?" in line
+        for line in lines
+    ), lines
+    fetch = f"{file}: training.offload.fetch: input should be 'layer' or 'submodule' (got "
+    assert fetch + "'operator')" in lines, lines
+    assert any(line.startswith(f"{file}: training.offload.prefetch_bucket_size:") for line in lines)

@@ -248,6 +248,34 @@ class Precision(Strict):
         return self.compute or self.weights
 
 
+FRAMEWORKS = ("deepspeed", "fsdp", "megatron")
+
+
+class Offload(Strict):
+    """How the framework's offload engine moves state (`training.offload`). Every key left out
+    (null) takes the default of `training.framework` (tiersim/config/framework.py); without a
+    framework, tiersim's generic engine (a whole layer at a time, nothing of the below)."""
+
+    # fetch unit of sharded or offloaded weights: a whole layer (FSDP2's fully_shard per block,
+    # Megatron) or each submodule (DeepSpeed ZeRO-3), bucketed by the two DeepSpeed keys below
+    fetch: Literal["layer", "submodule"] | None = None
+    prefetch_bucket_size: Count | None = None  # parameters (stage3_prefetch_bucket_size)
+    max_live_parameters: Count | None = None  # parameters (stage3_max_live_parameters)
+    # an operator too large for GPU memory runs as sequential tiles (ZeRO-Infinity)
+    tiling: bool | None = None
+    # precision gradients cross to a CPU optimizer at the accumulation boundary
+    boundary_gradients: Literal["fp32", "stored"] | None = None
+    # with the optimizer state on flash, the fp32 gradients are swapped through it too
+    swap_gradients: bool | None = None
+    sub_group_size: Count | None = None  # parameters per optimizer tile (sub_group_size)
+    pipeline_read: bool | None = None  # the next tile's swap-in overlaps this tile's update
+    pipeline_write: bool | None = None  # this tile's swap-out overlaps the next tile's update
+    buffer_count: PositiveInt | None = None  # pinned swap buffers of one tile each
+    # pinned host buffers as PyTorch's caching host allocator holds them (rounded up to a
+    # power of two), counted as allocated in the host tier's peak
+    pin_memory: bool | None = None
+
+
 class Training(Strict):
     micro_batch_size: PositiveInt = 1
     grad_accumulation: PositiveInt = 1
@@ -258,9 +286,12 @@ class Training(Strict):
     workspace: SizeOrZero = Field(default=2**30, description="temporary buffers, buckets, slack")
     # synchronous: the update waits for every gradient and the next step for the whole update
     # (DeepSpeed, FSDP, Megatron); pipelined: unit by unit, into the next step's forward
-    optimizer_step: Literal["synchronous", "pipelined"] = "synchronous"
+    # delayed: ZeRO-Offload's delayed parameter update (DPU): step k's CPU update overlaps step
+    # k+1's forward and backward, which use the weights of step k-1 (one step stale)
+    optimizer_step: Literal["synchronous", "pipelined", "delayed"] = "synchronous"
     # the parallel/offload engine: how it moves state (DESIGN.md Extensions); null: generic
     framework: Literal["deepspeed", "fsdp", "megatron"] | None = None
+    offload: Offload = Offload()
     # the modelling code, which decides what each op keeps for backward (state/activations.py)
     implementation: Literal["megatron", "huggingface"] = "megatron"
     # None: the implementation's default (megatron: eager, Korthikanti et al.'s stored scores;
@@ -366,6 +397,11 @@ class Cpu(Strict):
     memory: str = "dram"
     # DESIGN.md §4's 1.4 Gparam/s is a whole host's CPU-Adam rate: a GPU's share of 8 is 1/8
     optimizer_rate: ParamRate = 0.175e9
+    # the CPU-Adam kernel alone (ZeRO-Offload Table 4's measurement), used with a framework
+    # whose CPU path is modelled in parts (workload/cpu_optimizer.py); default: optimizer_rate
+    adam_kernel_rate: ParamRate | None = None
+    # the rest of that path no part modelled explains, as a rate (fitted; null: none)
+    path_overhead_rate: ParamRate | None = None
     memory_bandwidth: Bandwidth | None = None  # default: the host tier's read bandwidth
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tiersim.config.framework import OffloadPlan, offload_plan
 from tiersim.config.schema import Scenario
 from tiersim.engine.oplist import OpList
 from tiersim.state.inventory import homes
@@ -29,12 +30,13 @@ class Context:
     gpu: str  # the GPU's memory tier
     opt_at: str  # the tier the optimizer runs in
     home: dict[str, str]  # each class's home tier
+    plan: OffloadPlan  # how the framework moves state (config/framework.py)
 
     @classmethod
     def of(cls, s: Scenario, wl: Workload, depth: int) -> Context:
         gpu = s.hardware.gpu.memory
         opt_at = gpu if s.placement.optimizer_compute == "gpu" else s.hardware.cpu.memory
-        return cls(s, wl, depth, gpu, opt_at, homes(s))
+        return cls(s, wl, depth, gpu, opt_at, homes(s), offload_plan(s))
 
 
 @dataclass
@@ -47,6 +49,9 @@ class Readiness:
     # back by the optimizer
     snapshot_guard: dict[int, list[int]] = field(default_factory=dict)  # a checkpoint still
     # reading the unit's current version: its next update waits for these
+    # fp32 gradient copies awaiting the update: unit -> (tier, bytes, op they wait for)
+    fp32_gradients: dict[int, tuple[str, int, int | None]] = field(default_factory=dict)
+    previous_weights: list[int | None] | None = None  # a delayed update's: one step back
 
     @classmethod
     def empty(cls, units: int) -> Readiness:
@@ -58,6 +63,8 @@ class Readiness:
             list(self.gradients),
             dict(self.state),
             {u: list(ops) for u, ops in self.snapshot_guard.items()},
+            dict(self.fp32_gradients),
+            None if self.previous_weights is None else list(self.previous_weights),
         )
 
 

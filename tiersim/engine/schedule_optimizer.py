@@ -11,7 +11,8 @@ optimizer) starts the update once every gradient of the step is final, since cli
 global norm needs them all, and the next step once the update is done, its weights home and
 its state written back; `pipelined` (engines that overlap the update with the next forward)
 starts each unit's update once its own gradient is final, and the next step's use of a unit
-waits for that unit's new weights only.
+waits for that unit's new weights only; `delayed` (ZeRO-Offload's DPU) is synchronous one step
+late: the next step runs on the weights of the step before this one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
+from tiersim.engine.schedule_offload import update_gradients
 from tiersim.state.classes import OPTIMIZER_KEPT
 
 
@@ -57,22 +59,43 @@ class OptimizerStep:
         sync = self.ops.net(
             rest.embedding_sync, step, [last_backward, self.ready.gradients[-1], bubble]
         )
-        synchronous = self.c.s.training.optimizer_step == "synchronous"
+        mode = self.c.s.training.optimizer_step
+        synchronous = mode in ("synchronous", "delayed")  # delayed: as synchronous, a step late
         if synchronous:  # nothing is read for the update before every gradient is final
             final = [last_backward, sync, bubble, *self.ready.gradients]
             all_final = self.ops.add(
                 Op(OpKind.IDLE, Role.OPTIMIZER, "gradients final", step, final)
             )
         done: list[list[int]] = []
+        depth = self._depth()
         for u in [n - 1, *range(n - 1)]:
-            gate = done[-self.c.depth - 1] if len(done) > self.c.depth else []
+            gate = done[-depth - 1] if len(done) > depth else []
             extra = [last_backward, sync] if u == n - 1 else []
             start = [all_final, all_final] if synchronous else [bubble, *extra]
             done.append(self._update(u, step, gate, start))
         if synchronous:  # the next step waits for the whole update
             every = [op for ops in done for op in ops] + self.ready.weights
-            end = self.ops.add(Op(OpKind.IDLE, Role.OPTIMIZER, "optimizer step done", step, every))
+            # delayed on the CPU: the GPU stream goes on; the mark is the CPU's
+            off_gpu = mode == "delayed" and self.c.s.placement.optimizer_compute == "cpu"
+            kind = OpKind.CPU if off_gpu else OpKind.IDLE
+            end = self.ops.add(Op(kind, Role.OPTIMIZER, "optimizer step done", step, every))
             self.ready.weights = [end] * n
+        if mode == "delayed":  # the next step runs on the weights before: it waits for this one
+            ready = self.ready
+            ready.weights, ready.previous_weights = (
+                ready.previous_weights or [None] * n,
+                ready.weights,
+            )
+
+    def _depth(self) -> int:
+        """Units of the update in flight beside the one computing: DeepSpeed with neither
+        pipeline_read nor pipeline_write reads, updates and writes each tile in turn; with
+        either, the next tile's read (or this one's write) overlaps the update; the generic
+        engine keeps `prefetch_depth` units in flight."""
+        plan = self.c.plan
+        if plan.pipeline_read and plan.pipeline_write and plan.framework != "deepspeed":
+            return self.c.depth
+        return 1 if plan.pipeline_read or plan.pipeline_write else 0
 
     def _staged(
         self,
@@ -104,20 +127,20 @@ class OptimizerStep:
             self.ops.free_after(back if back is not None else deps[0], self.c.opt_at, held)
         return back
 
+    def _fetch_gradients(self, u: int, step: int, ready: list[int | None]) -> tuple:
+        """The unit's gradients brought to the optimizer (from where the framework left them:
+        schedule_offload.py); returns the move, the bytes staged and what to free after."""
+        src, nbytes, swapped_out, frees = update_gradients(self.c, self.ready, u)
+        label = f"gradients to optimizer {self.c.wl.units[u].name}"
+        grads = self._staged("gradients", label, step, src, nbytes, [*ready, swapped_out])
+        return grads, nbytes, frees
+
     def _fetch_state(
         self, u: int, step: int, ready: list[int | None]
-    ) -> tuple[int | None, dict[str, int | None], int | None]:
-        """The unit's gradients, master weights and optimizer state (and, with no master copy,
-        the weights it updates in place), brought to where the optimizer runs."""
+    ) -> tuple[dict[str, int | None], int | None]:
+        """The unit's master weights and optimizer state (and, with no master copy, the
+        weights it updates in place), brought to where the optimizer runs."""
         unit, home = self.c.wl.units[u], self.c.home
-        grads = self._staged(
-            "gradients",
-            f"gradients to optimizer {unit.name}",
-            step,
-            home["gradients"],
-            unit.gradients_for_update,
-            ready,
-        )
         fetched = {}
         for cls in OPTIMIZER_KEPT:
             n = unit.homed[cls]
@@ -132,7 +155,7 @@ class OptimizerStep:
             unit.weights_updated if in_place else 0,
             [self.ready.weights[u], *ready],
         )
-        return grads, fetched, weights_in
+        return fetched, weights_in
 
     def _update(self, u: int, step: int, gate: list[int], start: list[int | None]) -> list:
         """One unit's update: what it reads is fetched once its gradient is final and the
@@ -141,7 +164,8 @@ class OptimizerStep:
         awaits]. Returns the ops after which this unit's staged state is freed."""
         unit = self.c.wl.units[u]
         final = [self.ready.gradients[u], *start[1:]]  # start[0], the bubble, holds only the update
-        grads, fetched, weights_in = self._fetch_state(u, step, [*final, *gate])
+        grads, staged_bytes, frees = self._fetch_gradients(u, step, [*final, *gate])
+        fetched, weights_in = self._fetch_state(u, step, [*final, *gate])
         guard = self.ready.snapshot_guard.pop(u, [])  # a checkpoint still reading this version
         on_gpu = self.c.s.placement.optimizer_compute == "gpu"
         op = self.ops.add(
@@ -155,7 +179,9 @@ class OptimizerStep:
             )
         )
         if grads is not None:
-            self.ops.free_after(op, self.c.opt_at, unit.gradients_for_update)
+            self.ops.free_after(op, self.c.opt_at, staged_bytes)
+        if frees is not None:
+            self.ops.free_after(op, *frees)
         released = [op]
         for cls in OPTIMIZER_KEPT:
             n = unit.homed[cls]

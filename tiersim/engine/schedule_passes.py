@@ -9,6 +9,7 @@ from __future__ import annotations
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
+from tiersim.engine.schedule_offload import after_boundary_write, boundary_bytes
 from tiersim.workload.pipeline import stage_schedule
 
 
@@ -235,12 +236,14 @@ class TrainingPasses:
             step,
             self.c.gpu,
             self.c.home["gradients"],
-            unit.homed["gradients"],
+            boundary_bytes(self.c, u, last),
             [done],
             alloc_dst=False,
         )
         self.ops.free_after(op, self.c.gpu, unit.gradients_full)
         self.ready.gradients[u] = op
+        if last:
+            after_boundary_write(self.c, self.ops, self.ready, u, step, op)
 
     def micro_batches(self, step: int) -> None:
         """This stage's forwards and backwards in its pipeline schedule's order (1F1B or

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
+from tiersim.config.framework import offload_plan
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
@@ -18,6 +19,8 @@ from tiersim.engine.schedule_sharing import Schedules
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import build_model
+from tiersim.workload.fetch import fetch_depth
+from tiersim.workload.pinned import delayed_update_bytes, pinned_host_bytes
 from tiersim.workload.work import Workload, build_workload
 
 
@@ -42,11 +45,12 @@ def prefetch_depth(s: Scenario, wl: Workload, hbm_peak_without_staging: int) -> 
         per_level += max(u.weights_full for u in wl.units)
     if _streamed(s, "activations"):
         per_level += max(u.activations for u in wl.units)
+    configured = fetch_depth(offload_plan(s), wl.units, s.simulation.prefetch_depth)
     if per_level == 0:
-        return s.simulation.prefetch_depth
+        return configured
     capacity = s.hardware.tiers[s.hardware.gpu.memory].capacity
     room = capacity - hbm_peak_without_staging - per_level
-    return max(0, min(s.simulation.prefetch_depth, int(room // per_level)))
+    return max(0, min(configured, int(room // per_level)))
 
 
 @dataclass(frozen=True)
@@ -77,13 +81,17 @@ def prepare(s: Scenario, inv: Inventory) -> RunSetup:
         t: sum(b for c, b in use.classes.items() if c != "activations")
         for t, use in inv.tiers.items()
     }
+    extras = [pinned_host_bytes(s, wl), delayed_update_bytes(s, wl)]
+    for tier, extra in (kv for e in extras for kv in e.items()):  # beyond the state itself
+        baseline[tier] = baseline.get(tier, 0) + extra
     hbm_acts = inv.per_gpu["activations"] if not _streamed(s, "activations") else 0
     return RunSetup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
 
 
-def _check_size(s: Scenario, steps: int, micro_batches: int) -> None:
-    """Refuse, before simulating, a run too large to be meant (exit 3)."""
-    units = build_model(s.model).layers // s.parallel.pipeline + 1
+def _check_size(s: Scenario, steps: int, micro_batches: int, parts_per_layer: int = 1) -> None:
+    """Refuse, before simulating, a run too large to be meant (exit 3); `parts_per_layer`:
+    fetch units per layer (DeepSpeed: its submodules)."""
+    units = build_model(s.model).layers // s.parallel.pipeline * parts_per_layer + 1
     passes = steps * micro_batches * units
     limit = s.simulation.max_layer_passes
     if passes > limit:
@@ -133,11 +141,11 @@ def _simulate(s: Scenario, setup: RunSetup, recorder: Recorder | None) -> StepRe
     steps = steady.steps_to_simulate(s)[0]
     runs = steady.samples(s, setup.wl.stage)
     if runs is not None:
-        _check_size(s, steps, max(runs))
+        _check_size(s, steps, max(runs), setup.wl.parts_per_layer)
         result = _extrapolated(s, setup, runs, recorder)
         if result is not None:
             return result
-    _check_size(s, steps, s.training.grad_accumulation)
+    _check_size(s, steps, s.training.grad_accumulation, setup.wl.parts_per_layer)
     result, _, checkpoint = _measured(s, setup, recorder)
     if checkpoint is not None:
         result = dataclasses.replace(result, checkpoint=checkpoint(result))

@@ -24,7 +24,10 @@ from tiersim.core.errors import InputError, Problem, shown
 REFERENCES = "references.yaml"
 MEAN_ERROR_TARGET = 0.10
 MAX_ERROR_TARGET = 0.20
-_KEYS = {"iteration_time_s", "derived", "source", "notes", "tflops_per_gpu", "calibrates"}
+_KEYS = {"iteration_time_s", "derived", "source", "notes", "tflops_per_gpu", "calibrates", "metric"}
+# what a published time is compared with: the step, or (a table of optimizer times) the
+# optimizer's own time in the step
+METRICS = ("time_s", "optimizer_s")
 _REQUIRED = {"iteration_time_s", "derived", "source"}
 
 
@@ -39,6 +42,7 @@ class Reference:
     notes: str = ""
     tflops_per_gpu: float | None = None
     calibrates: str = ""  # the scenario figure fitted to this run, if any
+    metric: str = "time_s"  # the simulated figure compared: StepResult.time_s or optimizer_s
 
     @property
     def name(self) -> str:
@@ -89,6 +93,10 @@ def _entry_problems(name: Any, entry: Any, folder: Path) -> list[Problem]:
     if "calibrates" in entry and not (isinstance(fitted, str) and fitted.strip()):
         what = f"expected the scenario figure fitted to this run (got {fitted!r})"
         problems.append(Problem(f"{name}.calibrates", what))
+    metric = entry.get("metric", "time_s")
+    if metric not in METRICS:
+        expected = " or ".join(repr(m) for m in METRICS)
+        problems.append(Problem(f"{name}.metric", f"expected {expected} (got {metric!r})"))
     if not (folder / name).is_file():
         problems.append(Problem(name, f"no scenario file {name} in {folder}"))
     return problems
@@ -117,6 +125,7 @@ def load_references(folder: Path | None = None) -> list[Reference]:
             notes=" ".join(str(e.get("notes", "")).split()),
             tflops_per_gpu=e.get("tflops_per_gpu"),
             calibrates=" ".join(str(e.get("calibrates", "")).split()),
+            metric=e.get("metric", "time_s"),
         )
         for name, e in raw.items()
     ]

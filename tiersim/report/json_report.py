@@ -14,6 +14,7 @@ from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.config.schema import Scenario, Tier
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
+from tiersim.report.offload import offload_section
 from tiersim.report.wear import json_number, wear_section
 from tiersim.state.activations import GROUPS, accounting_for
 from tiersim.state.inventory import Inventory, activation_items, model_summary
@@ -286,6 +287,9 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
         report["checkpoint"]["target_wear_at_optimum"] = target_wear_at_optimum(
             report["checkpoint"], target_wear
         )
+    offload = offload_section(s, r.time_s)
+    if offload is not None:
+        report["offload"] = offload
     report["sim"] = {
         "events": r.events,
         "prefetch_depth": r.prefetch_depth,

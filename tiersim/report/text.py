@@ -173,6 +173,16 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
             "optimizer step pipelined: each unit's update overlaps the next step's forward "
             "(training.optimizer_step)"
         )
+    if st["optimizer_step"] == "delayed":
+        out.append(
+            "optimizer step delayed (DPU): each step runs on the weights of the step before "
+            "last while the CPU updates (training.optimizer_step)"
+        )
+    tiled = (report.get("offload") or {}).get("tiling") or []
+    if tiled:
+        ops = ", ".join(f"{t['operator']} in {t['tiles']} tiles" for t in tiled)
+        cost = fmt_time(report["offload"]["tiling_cost_s"])
+        out.append(f"memory-centric tiling (each layer alike): {ops}; it costs {cost} a step")
     source = {"model.max_positions": "the model's max_positions", "default": "tiersim's default"}
     if st["seq_len_from"] in source:
         out.append(

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tiersim.config.framework import offload_plan
 from tiersim.config.schema import PRECISION_BYTES, Scenario
 from tiersim.state.classes import NAMES
 from tiersim.state.inventory import (
@@ -40,6 +41,8 @@ from tiersim.workload.comms import (
     sm_share_s,
     tensor_comms,
 )
+from tiersim.workload.cpu_optimizer import cpu_update_s
+from tiersim.workload.fetch import fetch_units
 from tiersim.workload.pipeline_steady import evaluate_steady
 
 
@@ -81,6 +84,8 @@ class Workload:
     # pipeline to end); the rest comes before that backward
     net_capacity: dict[tuple[str, str], float]
     breakdown: StepBreakdown | None = None  # the model's prices of the step's parts
+    tiling: tuple = ()  # fetch.Tiling of each operator run as tiles (one layer's)
+    parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
 
 
 def _gpu_rate(s: Scenario) -> float:
@@ -119,14 +124,11 @@ def _compute_times(
 
 
 def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tuple[float, float]:
-    """GPU: bound by HBM bandwidth over the bytes touched. CPU: parameter rate or host memory
-    bandwidth, whichever binds."""
+    """GPU: bound by HBM bandwidth over the bytes touched. CPU: workload/cpu_optimizer.py."""
     hw = s.hardware
     hbm = hw.tiers[hw.gpu.memory]
     gpu_s = touched / (min(hbm.read_bw, hbm.write_bw) * hw.gpu.optimizer_efficiency)
-    host_bw = hw.cpu.memory_bandwidth or hw.tiers[hw.cpu.memory].read_bw
-    cpu_s = max(updated_params / hw.cpu.optimizer_rate, touched / host_bw)
-    return gpu_s, cpu_s
+    return gpu_s, cpu_update_s(s, offload_plan(s), updated_params, touched)
 
 
 def _unit(
@@ -296,11 +298,16 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
         )
     ]
     cap = capacities(s)
-    bubble, after, fill, p2p = _bubble(s, model, units, cap, hidden, inv.stage)
     every_mb = sharded_classes(s)["gradients"] and par.data > 1
     gpu = s.hardware.gpu.memory
     home_of = homes(s)
     resident = sum(inv.per_gpu[c] for c in NAMES if c != "activations" and home_of[c] == gpu)
+    besides = resident - inv.per_gpu["workspace"]  # what the tiles share GPU memory with
+    layers, tiling = fetch_units(s, offload_plan(s), units[:-1], groups[0], besides)
+    parts = len(layers) // max(1, len(units) - 1)
+    whole = units  # one unit a layer: the kernels' prices are by layer (workload.breakdown)
+    units = [*layers, units[-1]]
+    bubble, after, fill, p2p = _bubble(s, model, units, cap, hidden, inv.stage)
     tokens = s.seq_len * s.training.micro_batch_size * s.training.grad_accumulation * par.data
     return Workload(
         units=tuple(units),
@@ -313,5 +320,7 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
         bubble_s=bubble,
         bubble_after_s=after,
         net_capacity=cap,
-        breakdown=step_breakdown(s, model, units, inv.stage, (bubble, fill, p2p), every_mb),
+        breakdown=step_breakdown(s, model, whole, inv.stage, (bubble, fill, p2p), every_mb),
+        tiling=tiling,
+        parts_per_layer=parts,
     )

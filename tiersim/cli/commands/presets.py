@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.load import build, preset_names
+from tiersim.config.load import build, load_preset, preset_names
 from tiersim.config.schema import Hardware
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate
 from tiersim.report.table import render
@@ -44,6 +44,9 @@ def hardware_presets() -> dict[str, dict[str, Any]]:
     out = {}
     for name in preset_names("hardware"):
         raw = {"name": "preset", "model": {"preset": "gpt2"}, "hardware": {"preset": name}}
+        if "bf16" not in load_preset("hardware", name)["gpu"]["peak_flops"]:  # V100: fp16
+            half = {"weights": "fp16", "gradients": "fp16"}
+            raw["training"] = {"precision": half}
         out[name] = _hardware(build(raw, HERE, f"preset {name}").scenario.hardware)
     return out
 

@@ -1,0 +1,221 @@
+"""training.framework: how DeepSpeed (ZeRO-3 / ZeRO-Offload / ZeRO-Infinity) and FSDP2 move
+state, on tiny scenarios with round numbers and on the 1T model of ZeRO-Infinity. Every
+expected figure is worked out here by hand from the behaviour described in
+tiersim/config/framework.py (and the DeepSpeed source it cites)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import SCENARIOS
+from engine_helpers import merge, scenario, tiny
+
+from tiersim.config.framework import offload_plan
+from tiersim.config.load import load_scenario
+from tiersim.core.errors import InfeasibleError
+from tiersim.engine.simulate import simulate
+from tiersim.report.json_report import run_report
+from tiersim.state.inventory import build_inventory
+from tiersim.state.model import Matrix
+from tiersim.workload.cpu_optimizer import cpu_update_s
+from tiersim.workload.fetch import bucketed, submodule_sizes
+from tiersim.workload.pinned import pinned_size
+
+GB = 1e9
+MIXED = {"weights": "bf16", "gradients": "bf16", "master": "fp32", "optimizer": "fp32"}
+
+
+def report(raw_or_scenario):
+    s = raw_or_scenario if not isinstance(raw_or_scenario, dict) else scenario(raw_or_scenario)
+    return run_report(s, build_inventory(s), simulate(s))
+
+
+# --- defaults per framework ---------------------------------------------------------------------
+
+
+def test_each_framework_sets_its_defaults_and_a_given_key_wins():
+    base = tiny()
+    generic = offload_plan(scenario(base))
+    assert (generic.framework, generic.fetch, generic.boundary_gradients) == (
+        "generic",
+        "layer",
+        "stored",
+    )
+    assert not generic.pin_memory and not generic.tiling and not generic.swap_gradients
+    ds = offload_plan(scenario(merge(base, {"training": {"framework": "deepspeed"}})))
+    # DeepSpeed's config defaults: stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters
+    # 1e9, sub_group_size 1e9, offload buffer_count 4, pipeline_read/write and pin_memory off
+    assert (ds.fetch, ds.prefetch_bucket_size, ds.max_live_parameters) == ("submodule", 5e7, 1e9)
+    assert (ds.sub_group_size, ds.buffer_count, ds.boundary_gradients) == (1e9, 4, "fp32")
+    assert not (ds.pipeline_read or ds.pipeline_write or ds.pin_memory)
+    fsdp = offload_plan(scenario(merge(base, {"training": {"framework": "fsdp"}})))
+    assert fsdp.fetch == "layer" and fsdp.pin_memory and fsdp.pinned_per_tensor  # CPUOffloadPolicy
+    given = {"training": {"framework": "deepspeed", "offload": {"fetch": "layer", "tiling": False}}}
+    over = offload_plan(scenario(merge(base, given)))
+    assert (over.fetch, over.tiling, over.boundary_gradients) == ("layer", False, "fp32")
+
+
+# --- fetch granularity --------------------------------------------------------------------------
+
+
+def test_a_layer_splits_into_its_submodules_bucketed():
+    # q (4x4), k and v (4x2 each), o (4x4), then a bias of 4 (joins o), MLP 4x8 twice, norms
+    # 4 x 2 (join the last MLP matrix): 16, 8, 8, 16 + 4, 32, 32 + 8
+    mats = [Matrix(4, 4), Matrix(4, 2, 2), Matrix(4, 4), Matrix(4, 1), Matrix(4, 8, 2)]
+    mats.append(Matrix(4, 1, 2))
+    assert submodule_sizes(mats) == [16, 8, 8, 20, 32, 40]
+    # a bucket of 32 parameters gathers 16 + 8 + 8, then 20, 32, 40 each alone
+    assert bucketed([16, 8, 8, 20, 32, 40], 32) == [32, 20, 32, 40]
+    assert bucketed([16, 8], None) == [16, 8]
+
+
+ONE_T = SCENARIOS / "zero-infinity-1t-dgx2.yaml"
+
+
+def test_the_1t_model_is_refused_a_layer_at_a_time_and_runs_by_submodule():
+    # h = 25,600, f = 102,400: one layer is 12h^2 + 13h = 7,864,652,800 parameters, fp16
+    # weights and gradients 4 x that = 31.46 GB, with the 1 GiB workspace and the
+    # checkpointed layer input over the V100's 32 GB: the generic engine refuses it.
+    with pytest.raises(InfeasibleError, match="cannot hold even one layer"):
+        simulate(load_scenario(ONE_T, ["training.framework=null"]).scenario)
+    s = load_scenario(ONE_T, ["model.layers=2"]).scenario  # two layers: the same operators
+    r = report(s)
+    # Per layer: q, k, v (h^2 each), o with the attention biases (h^2 + 4h), the MLP's first
+    # matrix (hf + bias f... listed after it: joined to the second) and the second with the
+    # biases and norms: hf and hf + f + h + 4h. Largest: 2,621,440,000 + 102,400 + 128,000.
+    h, f = 25_600, 102_400
+    assert r["offload"]["fetch_units_per_layer"] == 6
+    assert r["offload"]["largest_fetch_parameters"] == h * f + f + 5 * h == 2_621_670_400
+    assert r["offload"]["tiling"] == []
+    assert r["tiers"]["hbm"]["peak_bytes"] <= 32 * GB and r["fits"]
+    # pinned: 4 swap buffers of one sub-group (1e9 fp32 values: 4e9 B -> 2^32) and the
+    # parameter swapper's 5 x 1e8 fp16 (2e8 B -> 2^28)
+    assert r["offload"]["pinned_host_extra_bytes"] == 4 * 2**32 + 5 * 2**28
+    # NVMe wear: fp32 gradients swapped with the optimizer state. Per GPU, 16-way: master
+    # 4 B, moments 8 B, fp32 gradients 4 B a parameter of its shard: gradients are a third
+    # of what the state writes
+    written = r["tiers"]["nvme"]["written_by_class"]
+    assert written["gradients"] == pytest.approx((written["master"] + written["optimizer"]) / 3)
+    assert r["wear"]["nvme"]["lifetime_days"] > 0
+
+
+def test_an_operator_too_large_for_gpu_memory_runs_in_tiles():
+    # 10 GB of GPU memory: room = 10e9 - 1 GiB - the layer input (2 s b h = 2 x 1024 x 7 x
+    # 25,600 = 367,001,600 B) = 8,559,256,576 B. The MLP matrices, fp16 weights and
+    # gradients 4 B a parameter (10.49 GB), need 2 tiles each; q, k, v, o (2.6 GB) none.
+    over = ["model.layers=2", "hardware.tiers.hbm.capacity=10 GB"]
+    r = report(load_scenario(ONE_T, over).scenario)
+    tiles = [(t["operator"], t["tiles"]) for t in r["offload"]["tiling"]]
+    assert tiles == [("L0.4", 2), ("L0.5", 2)]
+    assert r["offload"]["fetch_units_per_layer"] == 8
+    assert r["tiers"]["hbm"]["peak_bytes"] <= 10 * GB
+    # its cost: against the same step untiled on a GPU memory that holds the operators whole
+    assert 0 <= r["offload"]["tiling_cost_s"] < 0.05 * r["step"]["time_s"]
+
+
+# --- DeepSpeed's gradients ----------------------------------------------------------------------
+
+
+def offloaded(framework: str | None, **over) -> dict:
+    """1e9 parameters, bf16 weights and gradients, fp32 master and Adam moments, gradients,
+    master and moments on the host, the update on the CPU."""
+    raw = tiny(
+        training={"optimizer": "adam", "precision": MIXED, "framework": framework},
+        placement={
+            "gradients": "dram",
+            "master": "dram",
+            "optimizer": "dram",
+            "optimizer_compute": "cpu",
+        },
+    )
+    return merge(raw, over)
+
+
+def test_the_cpu_optimizer_reads_fp32_gradients_across_pcie():
+    # generic: the bf16 gradient, 2 B x 1e9 = 2 GB; DeepSpeed: cast to fp32 first, 4 GB
+    assert report(offloaded(None))["tiers"]["dram"]["written_by_class"]["gradients"] == 2 * GB
+    ds = report(offloaded("deepspeed"))
+    assert ds["tiers"]["dram"]["written_by_class"]["gradients"] == 4 * GB
+    assert ds["links"]["pcie"]["bytes_by_direction"]["hbm->dram"] == 4 * GB
+
+
+def test_with_the_state_on_nvme_the_fp32_gradients_go_through_it():
+    raw = offloaded("deepspeed", placement={"master": "nvme", "optimizer": "nvme"})
+    r = report(raw)
+    nvme = r["tiers"]["nvme"]
+    # written: master 4 GB, moments 8 GB, gradients 4 GB (a third more); read back the same
+    assert nvme["written_by_class"] == {"gradients": 4 * GB, "master": 4 * GB, "optimizer": 8 * GB}
+    assert nvme["read_by_class"] == nvme["written_by_class"]
+    # the DRAM peak holds 4 pinned swap buffers of 1e9 fp32 values, 2^32 B each
+    assert r["offload"]["pinned_host_extra_bytes"] == 4 * 2**32
+    assert r["tiers"]["dram"]["peak_bytes"] >= 4 * 2**32
+
+
+def test_pinned_blocks_round_up_to_a_power_of_two():
+    assert [pinned_size(n) for n in (0, 1, 3, 4, 5, 4 * 10**9)] == [0, 1, 4, 4, 8, 2**32]
+
+
+# --- the update: tiles not pipelined, delayed parameter update -----------------------------------
+
+
+def two_layer(mode: str, framework: str | None = None) -> dict:
+    """Two 0.5e9-parameter fp32 layers (forward 0.5 s, backward 1 s each), SGD on the CPU at
+    1 Gparam/s (0.5 s a layer); the update reads and writes the weights in place."""
+    return tiny(
+        model={"parameters": 1_000_000_000, "layers": 2, "forward_flops_per_token_per_layer": 5e8},
+        placement={"optimizer_compute": "cpu"},
+        training={"optimizer_step": mode, "framework": framework},
+    )
+
+
+def test_delayed_update_hides_the_cpu_step_under_the_next_forward_and_backward():
+    # Synchronous (tests/test_engine_optimizer.py): 5.0 s, the update after backward. With
+    # DPU the next step runs on the weights of the step before: its forward starts as soon
+    # as this backward ends, so the period is the GPU's 3.0 s; the update (3.0-5.0) hides.
+    r = simulate(scenario(two_layer("delayed")))
+    assert math.isclose(r.time_s, 3.0)
+    assert r.exposed_cpu_s == 0.0
+
+
+def test_a_delayed_update_holds_a_second_gradient_buffer():
+    # gradients homed in DRAM: 1e9 fp32 values, 4 GB, held twice with DPU
+    raw = merge(two_layer("synchronous"), {"placement": {"gradients": "dram"}})
+    sync = simulate(scenario(raw)).tiers["dram"].peak_bytes
+    dpu = merge(raw, {"training": {"optimizer_step": "delayed"}})
+    assert simulate(scenario(dpu)).tiers["dram"].peak_bytes == sync + 4 * GB
+
+
+def test_deepspeed_tiles_read_update_and_write_in_turn():
+    # Each layer's 2 GB of gradients and weights cross PCIe (10 GB/s) only after the previous
+    # layer's new weights are back (pipeline_read and pipeline_write off): layer 1 (the rest
+    # unit is empty) 3.0-3.4 in, 3.4-3.9 CPU, 3.9-4.1 out; layer 0 4.1-4.5, 4.5-5.0, 5.0-5.2.
+    # DeepSpeed's CPU path adds its host passes to each update: clipping (8 B a parameter) and
+    # the copy back (fp32 read, fp32 written): 16 B x 0.5e9 / 1000 TB/s = 8 us a layer.
+    r = simulate(scenario(two_layer("synchronous", "deepspeed")))
+    assert math.isclose(r.time_s, 5.2 + 2 * 16 * 0.5e9 / 1e15)
+
+
+# --- the CPU path in parts ------------------------------------------------------------------------
+
+
+def test_the_cpu_path_is_the_kernel_clipping_copy_back_and_the_rest():
+    # Ma and Wang's 1.5B run, one rank: 771,857,152 parameters; kernel 2.042 Gparam/s;
+    # clipping 8 B and the fp32 -> bf16 copy back 4 + 2 B a parameter at 204.8 GB/s; the
+    # rest at 1.313 Gparam/s (the kernel's 28 B a parameter, 0.106 s, does not bind).
+    s = load_scenario(SCENARIOS / "published" / "ma2025-qwen2.5-1.5b-zero-offload.yaml").scenario
+    p = 771_857_152
+    by_hand = p / 2.042e9 + p * 14 / 204.8e9 + p / 1.313e9
+    assert by_hand == pytest.approx(1.0186, abs=1e-4)
+    assert cpu_update_s(s, offload_plan(s), p, 28 * p) == pytest.approx(by_hand, rel=1e-12)
+    assert simulate(s).optimizer_s == pytest.approx(by_hand, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["zero-offload-10b-dgx2.yaml", "fsdp2-cpu-offload-llama2-7b.yaml"])
+def test_the_shipped_offload_scenarios_fit_and_say_what_their_framework_did(name):
+    s = load_scenario(SCENARIOS / name).scenario
+    r = report(s)
+    assert r["fits"] and r["offload"]["framework"] == s.training.framework
+    if s.training.framework == "fsdp":  # every sharded host tensor pinned on its own
+        assert r["offload"]["fetch_units_per_layer"] == 1
+        assert r["offload"]["pinned_host_extra_bytes"] > 0

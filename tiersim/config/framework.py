@@ -1,0 +1,105 @@
+"""What `training.framework` implies for how state moves: each `training.offload` key left out
+takes its framework's default here, once, into a resolved, frozen plan.
+
+Defaults and where they come from:
+- deepspeed (ZeRO-3 / ZeRO-Offload / ZeRO-Infinity; deepspeed/runtime/zero/config.py and
+  offload_config.py): parameters gathered per submodule (stage3/partition_parameters.py
+  registers a fetch hook on every module with parameters of its own), prefetched up to
+  stage3_prefetch_bucket_size = 5e7 parameters, at most stage3_max_live_parameters = 1e9
+  live; the CPU optimizer reads fp32 gradients (stage_1_and_2.py
+  async_inplace_copy_grad_to_fp32_buffer_from_gpu: `.float()` on the GPU, then the copy),
+  swapped through NVMe with the optimizer state when that is on NVMe
+  (swap_tensor/partitioned_optimizer_swapper.py swaps the fp32 gradients in and out with each
+  sub-group); the optimizer runs sub_group_size = 1e9 parameters at a time through
+  buffer_count = 4 pinned swap buffers, pipeline_read and pipeline_write off, pin_memory off;
+  memory-centric tiling (ZeRO-Infinity's TiledLinear) where an operator does not fit.
+- fsdp (FSDP2, torch.distributed.fsdp.fully_shard): one fetch per fully_shard unit (a
+  transformer block), gradients offloaded as reduced, CPUOffloadPolicy(pin_memory=True): every
+  sharded parameter and gradient on the host is its own pinned tensor; no tiling, no swapping.
+- megatron and no framework: tiersim's generic engine (a layer at a time, gradients as stored,
+  the update within `simulation.prefetch_depth` units); nothing pinned counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tiersim.config.schema import Scenario
+
+
+@dataclass(frozen=True)
+class OffloadPlan:
+    framework: str  # "deepspeed" | "fsdp" | "megatron" | "generic"
+    fetch: str  # "layer" | "submodule"
+    prefetch_bucket_size: int | None  # parameters
+    max_live_parameters: int | None
+    tiling: bool
+    boundary_gradients: str  # "fp32" | "stored"
+    swap_gradients: bool
+    sub_group_size: int | None
+    pipeline_read: bool
+    pipeline_write: bool
+    buffer_count: int
+    pin_memory: bool
+    pinned_per_tensor: bool  # FSDP2 pins each sharded tensor; DeepSpeed one flat buffer
+
+    @property
+    def cpu_path_in_parts(self) -> bool:
+        """The CPU optimizer's time as DeepSpeed's path in parts (kernel + host passes)."""
+        return self.framework == "deepspeed"
+
+
+# DeepSpeed's parameter swapper (offload_param): buffer_count 5 x buffer_size 1e8 elements
+DEEPSPEED_PARAM_BUFFERS = 5
+DEEPSPEED_PARAM_BUFFER_ELEMENTS = 100_000_000
+
+_DEFAULTS = {
+    "generic": dict(
+        fetch="layer",
+        prefetch_bucket_size=None,
+        max_live_parameters=None,
+        tiling=False,
+        boundary_gradients="stored",
+        swap_gradients=False,
+        sub_group_size=None,
+        pipeline_read=True,
+        pipeline_write=True,
+        buffer_count=0,
+        pin_memory=False,
+    ),
+    "deepspeed": dict(
+        fetch="submodule",
+        prefetch_bucket_size=50_000_000,
+        max_live_parameters=1_000_000_000,
+        tiling=True,
+        boundary_gradients="fp32",
+        swap_gradients=True,
+        sub_group_size=1_000_000_000,
+        pipeline_read=False,
+        pipeline_write=False,
+        buffer_count=4,
+        pin_memory=False,
+    ),
+    "fsdp": dict(
+        fetch="layer",
+        prefetch_bucket_size=None,
+        max_live_parameters=None,
+        tiling=False,
+        boundary_gradients="stored",
+        swap_gradients=False,
+        sub_group_size=None,
+        pipeline_read=True,
+        pipeline_write=True,
+        buffer_count=0,
+        pin_memory=True,
+    ),
+}
+_DEFAULTS["megatron"] = _DEFAULTS["generic"]
+
+
+def offload_plan(s: Scenario) -> OffloadPlan:
+    """The scenario's offload behaviour: its keys where given, its framework's defaults else."""
+    framework = s.training.framework or "generic"
+    given = s.training.offload.model_dump()
+    chosen = {k: (given[k] if given[k] is not None else v) for k, v in _DEFAULTS[framework].items()}
+    return OffloadPlan(framework=framework, pinned_per_tensor=framework == "fsdp", **chosen)

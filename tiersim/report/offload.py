@@ -1,0 +1,52 @@
+"""The report's `offload` section: what the scenario's framework did with state (present only
+when `training.framework` is given, so reports of scenarios without one are unchanged)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.config.framework import offload_plan
+from tiersim.config.schema import Scenario
+from tiersim.engine.simulate import simulate
+from tiersim.workload.pinned import pinned_host_bytes
+from tiersim.workload.work import build_workload
+
+
+def tiling_cost_s(s: Scenario, step_s: float) -> float:
+    """What tiling costs: the step against the same step untiled, on a GPU memory large enough
+    to hold every operator whole (and prefetch as deep as `simulation.prefetch_depth` asks)."""
+    gpu = s.hardware.gpu.memory
+    tier = s.hardware.tiers[gpu]
+    big = tier.model_copy(update={"capacity": tier.capacity * 1e3})
+    hardware = s.hardware.model_copy(update={"tiers": {**s.hardware.tiers, gpu: big}})
+    offload = s.training.offload.model_copy(update={"tiling": False})
+    training = s.training.model_copy(update={"offload": offload})
+    untiled = s.model_copy(update={"hardware": hardware, "training": training})
+    return step_s - simulate(untiled).time_s
+
+
+def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
+    if s.training.framework is None:
+        return None
+    plan = offload_plan(s)
+    wl = build_workload(s)
+    return {
+        "framework": plan.framework,
+        "fetch": plan.fetch,
+        "fetch_units_per_layer": wl.parts_per_layer,
+        "largest_fetch_parameters": max((u.params for u in wl.units[:-1]), default=0),
+        # operators run as sequential tiles because they do not fit in GPU memory (one
+        # layer's; every layer alike); their cost (transfer and collective latency per tile,
+        # overlap lost between tiles) is in the step time, and tiling_cost_s says how much
+        "tiling": [
+            {"operator": t.operator, "tiles": t.tiles, "parameters": t.parameters}
+            for t in wl.tiling
+        ],
+        "tiling_cost_s": tiling_cost_s(s, step_s) if wl.tiling else 0.0,
+        "boundary_gradients": plan.boundary_gradients,
+        "swap_gradients": plan.swap_gradients,
+        "optimizer_tile_parameters": plan.sub_group_size,
+        "pipeline_read": plan.pipeline_read,
+        "pipeline_write": plan.pipeline_write,
+        "pinned_host_extra_bytes": pinned_host_bytes(s, wl).get(s.hardware.cpu.memory, 0),
+    }

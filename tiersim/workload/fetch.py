@@ -1,0 +1,146 @@
+"""Fetch granularity: the units weights are gathered, used and released in.
+
+tiersim's generic unit is a whole layer. DeepSpeed ZeRO-3 gathers each submodule's parameters
+just before that submodule runs and releases them after (stage3 partition_parameters.py and
+partitioned_param_coordinator.py), so the GPU holds a few operators, not a layer: here a layer
+becomes its submodules (each matrix with the biases after it), consecutive small ones merged
+up to `prefetch_bucket_size` parameters, as the coordinator's prefetch bucket gathers them.
+The layer's compute, bytes and collectives are divided among the parts by parameters (a
+linear layer's FLOPs are proportional to them); its retained activations go with the first
+part (the layer input, held until the layer's last backward); each part's collective pays
+its own latency. FSDP2 fetches per `fully_shard` unit, a layer: no split.
+
+Memory-centric tiling (ZeRO-Infinity §5.1.3, TiledLinear): an operator whose weights and
+gradients do not fit in GPU memory beside the workspace, a micro-batch of activations and
+what is resident runs as sequential tiles, each fetched, used and released on its own; the
+cost is each tile's transfer and collective latency and the overlap lost between tiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from tiersim.config.framework import OffloadPlan
+from tiersim.config.schema import Scenario
+from tiersim.state.model import Matrix
+from tiersim.workload.comms import Comm
+
+_SPLIT_BYTES = ("weights_full", "gradients_full", "gradients_for_update", "weights_updated")
+_SPLIT_TIMES = ("forward_s", "backward_s", "recompute_s", "optimizer_gpu_s", "optimizer_cpu_s")
+_SPLIT_COMMS = ("dp_weights", "dp_gradients", "dp_parameters")
+
+
+@dataclass(frozen=True)
+class Tiling:
+    operator: str  # the part's name, e.g. L0.4
+    tiles: int
+    parameters: int
+
+
+def submodule_sizes(mats: list[Matrix]) -> list[int]:
+    """Parameters of each submodule of a layer, in the order listed: every matrix one module,
+    each vector (a bias, a norm) joined to the module before it."""
+    sizes: list[int] = []
+    for m in mats:
+        for _ in range(m.count):
+            if m.cols == 1 and sizes:
+                sizes[-1] += m.rows
+            else:
+                sizes.append(m.rows * m.cols)
+    return [n for n in sizes if n > 0]
+
+
+def bucketed(sizes: list[int], bucket: int | None) -> list[int]:
+    """Consecutive submodules gathered together while they stay within `bucket` parameters."""
+    if bucket is None:
+        return list(sizes)
+    out: list[int] = []
+    for n in sizes:
+        if out and out[-1] + n <= bucket:
+            out[-1] += n
+        else:
+            out.append(n)
+    return out
+
+
+def _share(value: int, lo: int, hi: int, total: int) -> int:
+    """The part [lo, hi) of `total` parameters gets of an integer `value`: cumulative floors,
+    so the parts add up to the whole exactly."""
+    return value * hi // total - value * lo // total
+
+
+def _comm_part(c: Comm | None, fraction: float) -> Comm | None:
+    return None if c is None else dataclasses.replace(c, nbytes=c.nbytes * fraction)
+
+
+def split_unit(unit, parts: list[int], name_of) -> list:
+    """The unit as consecutive parts of `parts` parameters each (they sum to unit.params)."""
+    total = sum(parts)
+    out, lo = [], 0
+    for k, n in enumerate(parts):
+        hi = lo + n
+        f = n / total
+        changes = {b: _share(getattr(unit, b), lo, hi, total) for b in _SPLIT_BYTES}
+        changes["homed"] = {c: _share(v, lo, hi, total) for c, v in unit.homed.items()}
+        changes |= {t: getattr(unit, t) * f for t in _SPLIT_TIMES}
+        changes |= {c: _comm_part(getattr(unit, c), f) for c in _SPLIT_COMMS}
+        first, last = k == 0, k == len(parts) - 1
+        changes |= dict(
+            name=name_of(k),
+            params=n,
+            activations=unit.activations if first else 0,
+            tp_forward=unit.tp_forward if last else None,
+            tp_backward=unit.tp_backward if first else None,
+        )
+        out.append(dataclasses.replace(unit, **changes))
+        lo = hi
+    return out
+
+
+def _tiles(s: Scenario, unit, parts: list[int], room: float) -> list[int]:
+    """Tile counts per part: enough that one tile's weights and gradients fit in `room`."""
+    per_param = (unit.weights_full + unit.gradients_full) / max(unit.params, 1)
+    return [max(1, math.ceil(n * per_param / room)) if room > 0 else 1 for n in parts]
+
+
+def fetch_units(s: Scenario, plan: OffloadPlan, layers: list, mats: list[Matrix], resident: int):
+    """The layer units as fetched: whole, or split into submodules (and tiles). Returns the
+    units and the tiling applied (one entry per tiled operator of the first layer: every
+    layer is the same)."""
+    if not layers:
+        return layers, ()
+    gpu = s.hardware.tiers[s.hardware.gpu.memory]
+    streamed = any(u.weights_full > u.homed["weights"] or u.dp_weights for u in layers) or (
+        s.placement.weights != s.hardware.gpu.memory
+    )
+    submodule = plan.fetch == "submodule" and streamed
+    sizes = submodule_sizes(mats) if submodule else [layers[0].params]
+    if sum(sizes) != layers[0].params:
+        sizes = [layers[0].params]  # not the layer's tensors as listed: one part
+    parts = bucketed(sizes, plan.prefetch_bucket_size if submodule else None)
+    room = gpu.capacity - s.training.workspace - layers[0].activations - resident
+    tiles = _tiles(s, layers[0], parts, room) if plan.tiling and streamed else [1] * len(parts)
+    cut = list(zip(parts, tiles, strict=True))
+    pieces = [n // t + (1 if j < n % t else 0) for n, t in cut for j in range(t)]
+    if len(pieces) == 1:
+        return layers, ()
+    names = [f".{k}" + (f"t{j}" if t > 1 else "") for k, t in enumerate(tiles) for j in range(t)]
+    out = [p for u in layers for p in split_unit(u, pieces, lambda k, u=u: u.name + names[k])]
+    tiling = tuple(Tiling(f"{layers[0].name}.{k}", t, n) for k, (n, t) in enumerate(cut) if t > 1)
+    return out, tiling
+
+
+def fetch_depth(plan: OffloadPlan, units: list, configured: int) -> int:
+    """Uses ahead a fetch may be issued: DeepSpeed prefetches the next parts up to its bucket
+    (at least one) while no more than `max_live_parameters` are gathered; else as configured."""
+    if plan.fetch != "submodule" or plan.max_live_parameters is None:
+        return configured
+    sizes = [u.params for u in units if u.params]
+    if not sizes:
+        return configured
+    live = max(0, plan.max_live_parameters // max(sizes) - 1)
+    bucket = plan.prefetch_bucket_size or max(sizes)
+    ahead = max(1, bucket // max(1, min(sizes)))
+    return min(live, ahead, configured)
