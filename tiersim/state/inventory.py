@@ -8,6 +8,7 @@ Sharded byte counts are rounded up (ZeRO pads partitions to equal size).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -20,7 +21,7 @@ from tiersim.state.classes import (
     STATE_CLASSES,
     zero_sharded,
 )
-from tiersim.state.model import Matrix, Model, build_model
+from tiersim.state.model import LayerShape, Matrix, Model, ModelUnit, UnitKind, build_model
 
 
 @dataclass(frozen=True)
@@ -122,30 +123,57 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     return Matrix(math.ceil(m.rows / tensor), m.cols, m.count, True, m.split_rows)
 
 
-def _layer_and_rest(
-    model: Model, stage: int, pipeline: int, tensor: int
-) -> tuple[list[Matrix], list[Matrix]]:
-    """One GPU's share of one layer's tensors, and of the stage's rest (embeddings on the
-    first stage; final norm and output head on the last)."""
-    layer = model.layer_matrices()
-    rest = model.rest_matrices(stage, pipeline)
-    return [_split(m, tensor) for m in layer], [_split(m, tensor) for m in rest]
+def stage_layers(model: Model, stage: int, pipeline: int) -> list[ModelUnit]:
+    """The layers of `stage`: an even share of the model's, in order."""
+    layers = [u for u in model.units() if u.kind is UnitKind.LAYER]
+    per = len(layers) // pipeline
+    return layers[stage * per : (stage + 1) * per]
+
+
+def _rest(model: Model, stage: int, pipeline: int) -> list[Matrix]:
+    """What a stage holds beside its layers: the embeddings on the first, the head on the
+    last (and there a copy of tied embeddings, which the last stage keeps for itself)."""
+    units = model.units()
+    embedding = next(u for u in units if u.kind is UnitKind.EMBEDDING).matrices
+    rest = list(embedding) if stage == 0 else []
+    if stage == pipeline - 1:
+        rest += next(u for u in units if u.kind is UnitKind.HEAD).matrices
+        if model.tied_embeddings and pipeline > 1:
+            rest.append(embedding[0])
+    return rest
 
 
 def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
     the rest."""
-    layer, rest = _layer_and_rest(model, stage, pipeline, tensor)
-    return [*(list(layer) for _ in range(model.layers // pipeline)), rest]
+    layers = [[_split(m, tensor) for m in u.matrices] for u in stage_layers(model, stage, pipeline)]
+    return [*layers, [_split(m, tensor) for m in _rest(model, stage, pipeline)]]
 
 
 def stage_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
-    """Every parameter tensor one GPU of `stage` holds, its identical layers counted together
-    (as many values whatever the depth)."""
-    layer, rest = _layer_and_rest(model, stage, pipeline, tensor)
-    per_stage = model.layers // pipeline
-    stacked = [replace(m, count=m.count * per_stage) for m in layer]
-    return [*(m for m in stacked if m.count), *rest]
+    """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
+    many values whatever the depth)."""
+    alike = Counter(u.matrices for u in stage_layers(model, stage, pipeline))
+    stacked = [
+        replace(_split(m, tensor), count=m.count * n) for mats, n in alike.items() for m in mats
+    ]
+    return [
+        *(m for m in stacked if m.count),
+        *(_split(m, tensor) for m in _rest(model, stage, pipeline)),
+    ]
+
+
+def layers_activation_bytes(
+    s: Scenario, layers: list[ModelUnit], tensor: int, sequence: bool
+) -> float:
+    """Bytes these layers retain for backward, one micro-batch (alike layers counted together)."""
+    alike = Counter(id(u.shape) for u in layers)
+    shapes = {id(u.shape): u.shape for u in layers}
+    mbs, recompute = s.training.micro_batch_size, s.training.recompute
+    return sum(
+        n * shapes[k].layer_activation_bytes(s.seq_len, mbs, tensor, sequence, recompute)
+        for k, n in alike.items()
+    )
 
 
 def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches: int) -> float:
@@ -160,8 +188,9 @@ def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches
     return min(chunks, micro_batches * virtual) / virtual
 
 
-def layer_activation_bytes(s: Scenario, model: Model) -> float:
-    return model.layer_activation_bytes(
+def layer_activation_bytes(s: Scenario, layer: LayerShape) -> float:
+    """Bytes one layer of this shape retains for backward, one micro-batch."""
+    return layer.layer_activation_bytes(
         s.seq_len,
         s.training.micro_batch_size,
         s.parallel.tensor,
@@ -185,9 +214,7 @@ def _class_bytes(
 def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
     """The whole model on one device: P·b per class, one micro-batch of activations."""
     mats = stage_matrices(model, 0, 1, 1)
-    acts = model.layers * model.layer_activation_bytes(
-        s.seq_len, s.training.micro_batch_size, 1, False, s.training.recompute
-    )
+    acts = layers_activation_bytes(s, stage_layers(model, 0, 1), 1, False)
     return _class_bytes(s, mats, math.ceil(acts), {}, 1)
 
 
@@ -197,8 +224,8 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, flo
     inflight = inflight_microbatches(
         stage, par.pipeline, par.virtual_pipeline, s.training.grad_accumulation
     )
-    layers = model.layers // par.pipeline
-    acts = math.ceil(layers * layer_activation_bytes(s, model) * inflight)
+    layers = stage_layers(model, stage, par.pipeline)
+    acts = math.ceil(layers_activation_bytes(s, layers, par.tensor, par.sequence) * inflight)
     per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data)
     return per_gpu, inflight, sum(m.size for m in mats)
 

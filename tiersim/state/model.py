@@ -10,6 +10,7 @@ attention; for the paper's shapes (ffn = 4h, kv_heads = heads) they reduce to it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 from tiersim.config.schema import ModelSpec
@@ -28,6 +29,24 @@ class Matrix:
     @property
     def size(self) -> int:
         return self.rows * self.cols * self.count
+
+
+class UnitKind(Enum):
+    EMBEDDING = "embedding"
+    LAYER = "layer"
+    HEAD = "head"
+
+
+@dataclass(frozen=True)
+class ModelUnit:
+    """One unit of the model's depth: its embeddings, one layer, or its head (final norm and
+    output projection). A layer carries its own `shape` (what its FLOPs, activations and
+    attention follow: any `LayerShape`), so the layers of one model need not be alike."""
+
+    name: str  # "embedding", "L0", "L1", ..., "head"
+    kind: UnitKind
+    matrices: tuple[Matrix, ...]
+    shape: LayerShape | None = None  # a layer's; None for the embedding and head
 
 
 @dataclass(frozen=True)
@@ -105,15 +124,14 @@ class Transformer:
             mats.append(Matrix(self.vocab, self.hidden, split_rows=True))
         return mats
 
-    def rest_matrices(self, stage: int, pipeline: int) -> list[Matrix]:
-        """What a pipeline stage holds beside its layers: the embeddings on the first, the
-        final norm and output head on the last (and there a copy of tied embeddings)."""
-        rest = self.embedding_matrices() if stage == 0 else []
-        if stage == pipeline - 1:
-            rest = rest + self.head_matrices()
-            if self.tied_embeddings and pipeline > 1:
-                rest.append(self.embedding_matrices()[0])  # the last stage keeps its own copy
-        return rest
+    def units(self) -> tuple[ModelUnit, ...]:
+        """The embeddings, each layer (all of this model's dimensions), the head."""
+        layer = tuple(self.layer_matrices())
+        return (
+            ModelUnit("embedding", UnitKind.EMBEDDING, tuple(self.embedding_matrices())),
+            *(ModelUnit(f"L{i}", UnitKind.LAYER, layer, self) for i in range(self.layers)),
+            ModelUnit("head", UnitKind.HEAD, tuple(self.head_matrices())),
+        )
 
     @property
     def attention_heads(self) -> int:
@@ -227,10 +245,16 @@ class GenericModel:
     def layer_matrices(self) -> list[Matrix]:
         return [Matrix(self.layer_parameters, 1)]
 
-    def rest_matrices(self, stage: int, pipeline: int) -> list[Matrix]:
-        """What the layers' even split leaves over, on the first stage."""
+    def units(self) -> tuple[ModelUnit, ...]:
+        """Uniform layers; what their even split leaves over counts with the first stage's
+        embedding unit (no head is known)."""
         spare = self.total_parameters - self.layers * self.layer_parameters
-        return [Matrix(spare, 1)] if stage == 0 and spare else []
+        layer = tuple(self.layer_matrices())
+        return (
+            ModelUnit("embedding", UnitKind.EMBEDDING, (Matrix(spare, 1),) if spare else ()),
+            *(ModelUnit(f"L{i}", UnitKind.LAYER, layer, self) for i in range(self.layers)),
+            ModelUnit("head", UnitKind.HEAD, ()),
+        )
 
     def summary(self) -> dict[str, object]:
         return {"parameters": self.parameters, "layers": self.layers}
@@ -261,8 +285,25 @@ class GenericModel:
         return self.activation_factor * kept / tensor
 
 
-class Model(Protocol):
-    """What the layers below the scenario use of a model, whichever kind it is."""
+class LayerShape(Protocol):
+    """What one layer's compute, activations and attention follow."""
+
+    @property
+    def attention_heads(self) -> int: ...
+
+    @property
+    def attention_width(self) -> int: ...
+
+    def layer_forward_flops(self, seq: int, batch: int) -> float: ...
+
+    def layer_activation_bytes(
+        self, seq: int, batch: int, tensor: int, sequence_parallel: bool, recompute: str
+    ) -> float: ...
+
+
+class Model(LayerShape, Protocol):
+    """What the layers below the scenario use of a model, whichever kind it is: its units
+    (embedding, each layer, head) and the figures of the whole."""
 
     layers: int
     hidden: int | None
@@ -273,26 +314,9 @@ class Model(Protocol):
     @property
     def parameters(self) -> int: ...
 
-    @property
-    def layer_parameters(self) -> int: ...
-
-    @property
-    def attention_heads(self) -> int: ...
-
-    @property
-    def attention_width(self) -> int: ...
-
-    def layer_matrices(self) -> list[Matrix]: ...
-
-    def rest_matrices(self, stage: int, pipeline: int) -> list[Matrix]: ...
-
-    def layer_forward_flops(self, seq: int, batch: int) -> float: ...
+    def units(self) -> tuple[ModelUnit, ...]: ...
 
     def head_forward_flops(self, seq: int, batch: int) -> float: ...
-
-    def layer_activation_bytes(
-        self, seq: int, batch: int, tensor: int, sequence_parallel: bool, recompute: str
-    ) -> float: ...
 
     def summary(self) -> dict[str, object]: ...
 

@@ -22,6 +22,7 @@ from tiersim.state.inventory import (
     master_bytes,
     raw_parameter_bytes,
     sharded_classes,
+    stage_layers,
     unit_matrices,
 )
 from tiersim.state.model import build_model
@@ -252,11 +253,10 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
     par = s.parallel
     groups = unit_matrices(model, inv.stage, par.pipeline, par.tensor)
     last = inv.stage == par.pipeline - 1
-    acts = math.ceil(layer_activation_bytes(s, model))
-    first = inv.stage * (model.layers // par.pipeline)
+    layers = stage_layers(model, inv.stage, par.pipeline)  # each with its own shape
     units = [
-        _unit(s, model, f"L{first + i}", mats, True, last, acts)
-        for i, mats in enumerate(groups[:-1])
+        _unit(s, u.shape, u.name, mats, True, last, math.ceil(layer_activation_bytes(s, u.shape)))
+        for u, mats in zip(layers, groups[:-1], strict=True)
     ]
     units.append(_unit(s, model, "rest", groups[-1], False, last, 0))
     hidden = model.hidden
