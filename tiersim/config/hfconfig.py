@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tiersim.core import limits
+from tiersim.core.errors import shown
 from tiersim.core.files import FileProblem, read_regular_file
 
 SUPPORTED = ("gpt2", "llama", "mistral", "qwen2")
@@ -140,7 +141,7 @@ def dims_from_config(cfg: Any) -> dict[str, Any]:
     if model_type in ("llama", "mistral", "qwen2"):
         return _llama_like(cfg, model_type)
     raise HfConfigError(
-        f"unsupported model_type {model_type!r} (supported: {', '.join(SUPPORTED)}; "
+        f"unsupported model_type {shown(model_type)} (supported: {', '.join(SUPPORTED)}; "
         "for other models give the dimensions explicitly)"
     )
 
