@@ -20,22 +20,32 @@ class WideFirstLayer(Transformer):
     """GPT-2 with its first layer's MLP twice as wide: a model whose layers differ."""
 
     def units(self) -> tuple[ModelUnit, ...]:
-        units = list(Transformer.units(self))
+        embedding, rest, head = Transformer.units(self)
         wide = Transformer(**{**vars(self), "ffn_hidden": 2 * self.ffn_hidden})
-        units[1] = ModelUnit("L0", UnitKind.LAYER, tuple(wide.layer_matrices()), wide)
-        return tuple(units)
+        first = ModelUnit("L0", UnitKind.LAYER, tuple(wide.layer_matrices()), wide)
+        others = dataclasses.replace(rest, name="L1", first=1, count=self.layers - 1)
+        return (embedding, first, others, head)
 
 
 def test_a_transformer_is_its_embedding_layers_and_head():
     model = build_model(scenario(GPT2).model)
     units = model.units()
-    assert [u.kind for u in units] == [
-        UnitKind.EMBEDDING,
-        *[UnitKind.LAYER] * 12,
-        UnitKind.HEAD,
+    # twelve alike layers are one run of them
+    assert [(u.kind, u.count) for u in units] == [
+        (UnitKind.EMBEDDING, 1),
+        (UnitKind.LAYER, 12),
+        (UnitKind.HEAD, 1),
     ]
-    assert [u.name for u in units[1:4]] == ["L0", "L1", "L2"]
-    assert sum(m.size for u in units for m in u.matrices) == GPT2_PARAMETERS
+    assert sum(m.size * u.count for u in units for m in u.matrices) == GPT2_PARAMETERS
+    # a stage's layers: the run cut at its ends (4 stages of 3 layers)
+    [third] = stage_layers(model, 2, 4)
+    assert (third.name, third.first, third.count) == ("L6", 6, 3)
+
+
+def test_a_model_of_any_depth_is_a_few_units():
+    deep = build_model(scenario({**GPT2, "model": {"preset": "gpt2", "layers": 2**40}}).model)
+    assert len(deep.units()) == 3
+    assert sum(m.size for m in stage_matrices(deep, 0, 1, 1)) > 2**40 * 7_000_000
 
 
 def test_layers_that_differ_are_counted_each_as_it_is():

@@ -124,10 +124,17 @@ def _split(m: Matrix, tensor: int) -> Matrix:
 
 
 def stage_layers(model: Model, stage: int, pipeline: int) -> list[ModelUnit]:
-    """The layers of `stage`: an even share of the model's, in order."""
-    layers = [u for u in model.units() if u.kind is UnitKind.LAYER]
-    per = len(layers) // pipeline
-    return layers[stage * per : (stage + 1) * per]
+    """The layers of `stage`, an even share of the model's in order: its runs of alike
+    layers, cut at the stage's ends."""
+    runs = [u for u in model.units() if u.kind is UnitKind.LAYER]
+    per = sum(u.count for u in runs) // pipeline
+    lo, hi = stage * per, (stage + 1) * per
+    out = []
+    for u in runs:
+        a, b = max(lo, u.first), min(hi, u.first + u.count)
+        if a < b:
+            out.append(replace(u, name=f"L{a}", first=a, count=b - a))
+    return out
 
 
 def _rest(model: Model, stage: int, pipeline: int) -> list[Matrix]:
@@ -146,14 +153,20 @@ def _rest(model: Model, stage: int, pipeline: int) -> list[Matrix]:
 def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
     the rest."""
-    layers = [[_split(m, tensor) for m in u.matrices] for u in stage_layers(model, stage, pipeline)]
+    layers = [
+        [_split(m, tensor) for m in u.matrices]
+        for u in stage_layers(model, stage, pipeline)
+        for _ in range(u.count)
+    ]
     return [*layers, [_split(m, tensor) for m in _rest(model, stage, pipeline)]]
 
 
 def stage_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
     """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
     many values whatever the depth)."""
-    alike = Counter(u.matrices for u in stage_layers(model, stage, pipeline))
+    alike: Counter = Counter()
+    for u in stage_layers(model, stage, pipeline):
+        alike[u.matrices] += u.count
     stacked = [
         replace(_split(m, tensor), count=m.count * n) for mats, n in alike.items() for m in mats
     ]
@@ -167,7 +180,9 @@ def layers_activation_bytes(
     s: Scenario, layers: list[ModelUnit], tensor: int, sequence: bool
 ) -> float:
     """Bytes these layers retain for backward, one micro-batch (alike layers counted together)."""
-    alike = Counter(id(u.shape) for u in layers)
+    alike: Counter = Counter()
+    for u in layers:
+        alike[id(u.shape)] += u.count
     shapes = {id(u.shape): u.shape for u in layers}
     mbs, recompute = s.training.micro_batch_size, s.training.recompute
     return sum(

@@ -39,14 +39,17 @@ class UnitKind(Enum):
 
 @dataclass(frozen=True)
 class ModelUnit:
-    """One unit of the model's depth: its embeddings, one layer, or its head (final norm and
-    output projection). A layer carries its own `shape` (what its FLOPs, activations and
-    attention follow: any `LayerShape`), so the layers of one model need not be alike."""
+    """One unit of the model's depth: its embeddings, a run of `count` alike layers, or its
+    head (final norm and output projection). Layers carry their own `shape` (what their FLOPs,
+    activations and attention follow: any `LayerShape`), so the layers of one model need not
+    be alike; alike layers in a row are one unit, so a model of any depth is a few units."""
 
-    name: str  # "embedding", "L0", "L1", ..., "head"
+    name: str  # "embedding", "L0" (the first of the run), ..., "head"
     kind: UnitKind
-    matrices: tuple[Matrix, ...]
-    shape: LayerShape | None = None  # a layer's; None for the embedding and head
+    matrices: tuple[Matrix, ...]  # of one layer of the run
+    shape: LayerShape | None = None  # the layers'; None for the embedding and head
+    count: int = 1  # layers in the run
+    first: int = 0  # the index of its first layer
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ class Transformer:
         layer = tuple(self.layer_matrices())
         return (
             ModelUnit("embedding", UnitKind.EMBEDDING, tuple(self.embedding_matrices())),
-            *(ModelUnit(f"L{i}", UnitKind.LAYER, layer, self) for i in range(self.layers)),
+            ModelUnit("L0", UnitKind.LAYER, layer, self, count=self.layers),
             ModelUnit("head", UnitKind.HEAD, tuple(self.head_matrices())),
         )
 
@@ -252,7 +255,7 @@ class GenericModel:
         layer = tuple(self.layer_matrices())
         return (
             ModelUnit("embedding", UnitKind.EMBEDDING, (Matrix(spare, 1),) if spare else ()),
-            *(ModelUnit(f"L{i}", UnitKind.LAYER, layer, self) for i in range(self.layers)),
+            ModelUnit("L0", UnitKind.LAYER, layer, self, count=self.layers),
             ModelUnit("head", UnitKind.HEAD, ()),
         )
 

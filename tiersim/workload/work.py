@@ -253,10 +253,15 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
     par = s.parallel
     groups = unit_matrices(model, inv.stage, par.pipeline, par.tensor)
     last = inv.stage == par.pipeline - 1
-    layers = stage_layers(model, inv.stage, par.pipeline)  # each with its own shape
+    # each layer with its run's shape (the run was checked against max_layer_passes)
+    layers = [
+        (f"L{u.first + i}", u.shape)
+        for u in stage_layers(model, inv.stage, par.pipeline)
+        for i in range(u.count)
+    ]
     units = [
-        _unit(s, u.shape, u.name, mats, True, last, math.ceil(layer_activation_bytes(s, u.shape)))
-        for u, mats in zip(layers, groups[:-1], strict=True)
+        _unit(s, shape, name, mats, True, last, math.ceil(layer_activation_bytes(s, shape)))
+        for (name, shape), mats in zip(layers, groups[:-1], strict=True)
     ]
     units.append(_unit(s, model, "rest", groups[-1], False, last, 0))
     hidden = model.hidden
