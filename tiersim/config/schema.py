@@ -269,6 +269,13 @@ class Parallel(Strict):
     # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
     # --overlap-grad-reduce, DeepSpeed with overlap_comm off); True: as each bucket is ready.
     overlap_gradient_reduce: bool = True
+    # True: backward's tensor-parallel collectives run beside the weight-gradient GEMMs
+    # (Megatron-LM since late 2021, --async-tensor-model-parallel-allreduce); False: they
+    # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).
+    overlap_tensor_backward: bool = False
+    # Extra share of compute time a framework's pipeline engine adds beyond the kernels (a
+    # fitted per-framework figure; 0 for Megatron-LM): compute times x (1 + this)
+    pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
 
 
 class Placement(Strict):
@@ -326,8 +333,13 @@ class Gpu(Strict):
     name: str = "gpu"
     memory: str = "hbm"
     peak_flops: dict[PrecisionName, FlopRate]
-    efficiency: Fraction = 0.5
+    efficiency: Fraction = 0.5  # share of peak a full wave of GEMM tiles reaches
     optimizer_efficiency: Fraction = 0.8  # share of HBM bandwidth a fused optimizer reaches
+    # streaming multiprocessors, for GEMM wave quantization (none: no quantization)
+    sm_count: PositiveInt | None = None
+    memory_efficiency: Fraction = 1.0  # share of HBM bandwidth memory-bound kernels reach
+    # compute slowdown while a collective runs beside it (NCCL's kernels take SMs)
+    collective_sm_share: Annotated[float, Field(ge=0, lt=1)] = 0.0
 
 
 class Cpu(Strict):
@@ -344,6 +356,10 @@ class Network(Strict):
     inter_node_bandwidth: Bandwidth = 50e9
     intra_node_latency: Latency = 2e-6
     inter_node_latency: Latency = 5e-6
+    # busbw / link rate NCCL reaches: one fraction, or {buffer size: fraction} measured
+    # (tiersim.hardware.nccl)
+    intra_node_efficiency: Fraction | dict[Size, Fraction] = 1.0
+    inter_node_efficiency: Fraction | dict[Size, Fraction] = 1.0
 
 
 class Hardware(Strict):
@@ -375,6 +391,9 @@ class Simulation(Strict):
     # steps x micro-batches x units (layers + 1) a run may simulate: each is ~4-25 engine events
     # and ~1 kB; a guard against runs of hours and gigabytes (raise it if that is intended)
     max_layer_passes: PositiveInt = 1_000_000
+    # extrapolate: simulate a few micro-batches, verify that the step repeats micro-batch to
+    # micro-batch (or over a pipeline's period) and extrapolate the rest; full: simulate all
+    steady_state: Literal["extrapolate", "full"] = "extrapolate"
 
 
 class Checkpoint(Strict):

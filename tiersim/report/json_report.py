@@ -85,6 +85,7 @@ def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:
         "micro_batches": r.micro_batches,
         "seq_len": s.seq_len,
         "seq_len_from": _seq_len_from(s),
+        "breakdown": r.breakdown,
     }
 
 
@@ -248,6 +249,8 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     report["sim"] = {
         "events": r.events,
         "prefetch_depth": r.prefetch_depth,
-        "steps_simulated": s.simulation.warmup_steps + 2,
+        "steps_simulated": r.steps_simulated,
+        "steady_state": r.steady_state,
+        "micro_batches_simulated": list(r.micro_batches_simulated),
     }
     return report

@@ -98,6 +98,29 @@ def _step_rows(st: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+BREAKDOWN_LABELS = (
+    ("gemm_s", "GEMM"),
+    ("memory_bound_s", "memory-bound kernels"),
+    ("framework_s", "framework overhead"),
+    ("collectives_s", "blocking collectives"),
+    ("bubble_s", "pipeline fill and drain"),
+    ("imbalance_s", "stage imbalance"),
+)
+
+
+def _breakdown_table(st: dict[str, Any]) -> list[str]:
+    """The model's prices of the step's parts (`step.breakdown`), beside the measured split."""
+    parts, t = st.get("breakdown"), st["time_s"]
+    if not parts:
+        return []
+    rows = [
+        [label, fmt_time(parts[key]), _pct(parts[key], t)]
+        for key, label in BREAKDOWN_LABELS
+        if parts[key] or key not in ("framework_s", "bubble_s", "imbalance_s")
+    ]
+    return [render(["model's prices", "time", "of step"], rows)]
+
+
 def _step_head(report: dict[str, Any]) -> str:
     st = report["step"]
     overlap = "-" if st["overlap"] is None else f"{100 * st['overlap']:.1f} %"
@@ -135,6 +158,11 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
             f"sequences of {st['seq_len']:,} tokens: {source[st['seq_len_from']]}, as "
             "training.seq_len is not set"
         )
+    if report.get("sim", {}).get("steady_state") == "full (no repetition found)":
+        out.append(
+            f"steady state: the step was not seen to repeat micro-batch to micro-batch, so all "
+            f"{st['micro_batches']:,} micro-batches were simulated (simulation.steady_state)"
+        )
     return out
 
 
@@ -143,7 +171,13 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
     the engine's wall-clock time, is a measurement of this machine: said when given, never
     part of the report."""
     step = render(["", "time", "share"], _step_rows(report["step"]), _step_head(report))
-    tables = [step, _link_table(report), _tier_table(report), _port_table(report)]
+    tables = [
+        step,
+        *_breakdown_table(report["step"]),
+        _link_table(report),
+        _tier_table(report),
+        _port_table(report),
+    ]
     return "\n\n".join([*tables, *_sentences(report, engine_s)])
 
 
@@ -230,10 +264,18 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
     sim = report["sim"]
     lines = [v["verdict"] for v in wear]
     took = f" in {fmt_time(engine_s)} of engine time (measured)" if engine_s is not None else ""
-    lines.append(
-        f"Simulated {sim['steps_simulated']} steps (warm-up, measured, trailing): "
-        f"{sim['events']:,} events{took}."
+    steps = (
+        "1 step (the synchronous update makes steps independent)"
+        if sim["steps_simulated"] == 1
+        else f"{sim['steps_simulated']} steps (warm-up, measured, trailing)"
     )
+    if sim.get("steady_state") == "extrapolated":
+        counts = ", ".join(f"{n:,}" for n in sim["micro_batches_simulated"])
+        steps += (
+            f" of {counts} micro-batches, extrapolated to {report['step']['micro_batches']:,} "
+            "once the step repeated"
+        )
+    lines.append(f"Simulated {steps}: {sim['events']:,} events{took}.")
     if report.get("checkpoint"):
         lines.append(_checkpoint_line(report["checkpoint"], report["step"]["time_s"]))
     return lines

@@ -263,8 +263,11 @@ def tier_use(s: Scenario, per_gpu: ClassBytes) -> dict[str, TierUse]:
 
 def build_inventory(s: Scenario) -> Inventory:
     model = build_model(s.model)
-    stages = [_stage_bytes(s, model, k) for k in range(s.parallel.pipeline)]
-    stage = max(range(len(stages)), key=lambda k: stages[k][0].total)
+    # stages 1 .. p - 2 hold the same tensors and no more in flight than stage 1: the most
+    # loaded stage (the first of equals) is among 0, 1 and p - 1
+    candidates = sorted({0, 1, s.parallel.pipeline - 1} & set(range(s.parallel.pipeline)))
+    stages = {k: _stage_bytes(s, model, k) for k in candidates}
+    stage = max(candidates, key=lambda k: stages[k][0].total)
     per_gpu, inflight, params = stages[stage]
     return Inventory(
         parameters=model.parameters,
