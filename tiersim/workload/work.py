@@ -253,18 +253,15 @@ def _chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[i
     return tuple(tuple(c) for c in chunks)
 
 
-def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
-    """The step's work unit by unit; `inv`: the scenario's inventory, where the caller has it."""
-    model = build_model(s.model)
-    inv = build_inventory(s) if inv is None else inv
+def _stage_units(s: Scenario, model, stage: int) -> list[Unit]:
+    """The stage's units with their communication: each layer (with its run's shape; the run
+    was checked against max_layer_passes), then the rest (embedding, head)."""
     par = s.parallel
-    groups = unit_matrices(model, inv.stage, par.pipeline, par.tensor)
-    last = inv.stage == par.pipeline - 1
-    ends = (inv.stage == 0, last)
-    # each layer with its run's shape (the run was checked against max_layer_passes)
+    groups = unit_matrices(model, stage, par.pipeline, par.tensor)
+    ends = (stage == 0, stage == par.pipeline - 1)
     layers = [
         (f"L{u.first + i}", u.shape)
-        for u in stage_layers(model, inv.stage, par.pipeline)
+        for u in stage_layers(model, stage, par.pipeline)
         for i in range(u.count)
     ]
     units = [
@@ -272,10 +269,9 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
         for (name, shape), mats in zip(layers, groups[:-1], strict=True)
     ]
     units.append(_unit(s, model, "rest", groups[-1], False, ends, 0))
-    hidden = model.hidden
-    tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, hidden)
-    rest_f, rest_b, rest_hidden = rest_tensor_comms(s, hidden, inv.stage)
-    units = [
+    tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, model.hidden)
+    rest_f, rest_b, rest_hidden = rest_tensor_comms(s, model.hidden, stage)
+    return [
         dataclasses.replace(
             u,
             **_data_comms(s, u),
@@ -291,9 +287,18 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
             tp_forward=rest_f,
             tp_backward=rest_b,
             backward_s=units[-1].backward_s + sm_share_s(s, rest_hidden),
-            embedding_sync=embedding_sync(s, model, inv.stage),
+            embedding_sync=embedding_sync(s, model, stage),
         )
     ]
+
+
+def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
+    """The step's work unit by unit; `inv`: the scenario's inventory, where the caller has it."""
+    model = build_model(s.model)
+    inv = build_inventory(s) if inv is None else inv
+    par = s.parallel
+    units = _stage_units(s, model, inv.stage)
+    hidden = model.hidden
     cap = capacities(s)
     bubble, after, fill, p2p = _bubble(s, model, units, cap, hidden, inv.stage)
     every_mb = sharded_classes(s)["gradients"] and par.data > 1
