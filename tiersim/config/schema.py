@@ -474,9 +474,8 @@ class Scenario(Strict):
     budget: Budget = Budget()
     # `tiersim plan`'s search space: key path -> the values to consider. It describes a search,
     # not a simulation: left out of model_dump (a sweep point's key)
-    plan: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = Field(
-        default=None, exclude=True
-    )
+    # (its paths and lists are checked by tiersim.plan.space, which knows the scenario)
+    plan: dict[str, Any] | None = Field(default=None, exclude=True)
 
     @property
     def checkpoint_simulated(self) -> bool:

@@ -247,9 +247,9 @@ def _port_table(report: dict[str, Any]) -> str:
     neck = report["step"].get("bottleneck")
     if neck:
         table += (
-            f"\nbottleneck: the {neck['resource']}, {_share(neck['bandwidth_utilization'])} of "
-            "its bandwidth over the step (bandwidth used = bytes / (bandwidth x step time); "
-            "links' utilization is the time they are busy)"
+            f"\nbusiest (step.bottleneck): the {neck['resource']}, "
+            f"{_share(neck['bandwidth_utilization'])} of its bandwidth over the step (bandwidth "
+            "used = bytes / (bandwidth x step time); a link's utilization is the time it is busy)"
         )
     return table
 

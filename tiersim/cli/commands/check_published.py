@@ -39,7 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"folder with references.yaml and the scenarios (default: {published_dir()})",
     )
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="output (default: table)"
+    )
     parser.add_argument(
         "--check",
         action="store_true",
