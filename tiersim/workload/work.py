@@ -17,10 +17,13 @@ from tiersim.state.classes import NAMES
 from tiersim.state.inventory import (
     Inventory,
     build_inventory,
+    fsdp2_padded_values,
     homes,
     layer_activation_bytes,
     master_bytes,
+    outside_activation_bytes,
     raw_parameter_bytes,
+    shard_bytes,
     sharded_classes,
     stage_layers,
     unit_matrices,
@@ -82,7 +85,7 @@ class Workload:
 
 
 def _gpu_rate(s: Scenario) -> float:
-    peak = s.hardware.gpu.peak_flops[s.training.precision.weights]
+    peak = s.hardware.gpu.peak_flops[s.training.precision.compute_precision]
     return peak * s.hardware.gpu.efficiency
 
 
@@ -135,8 +138,10 @@ def _unit(
     shard = sharded_classes(s)
     params = sum(m.size for m in mats)
     full = raw_parameter_bytes(s, mats)
-    homed = {c: math.ceil(b / d) if shard[c] else b for c, b in full.items()}
-    w_full, g_full = full["weights"], full["gradients"]
+    padded = fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
+    homed = {c: shard_bytes(b, params, d, padded) if shard[c] else b for c, b in full.items()}
+    w_full = params * PRECISION_BYTES[prec.compute_precision]  # the copy compute uses
+    g_full = full["gradients"]
     updated = params / d if shard["optimizer"] else float(params)
     master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
@@ -155,7 +160,7 @@ def _unit(
         homed,
         g_update,
         w_updated,
-        acts if is_layer else 0,
+        acts,
         fwd,
         bwd,
         rec,
@@ -268,7 +273,8 @@ def _stage_units(s: Scenario, model, stage: int) -> list[Unit]:
         _unit(s, shape, name, mats, True, ends, math.ceil(layer_activation_bytes(s, shape)))
         for (name, shape), mats in zip(layers, groups[:-1], strict=True)
     ]
-    units.append(_unit(s, model, "rest", groups[-1], False, ends, 0))
+    outside = math.ceil(outside_activation_bytes(s, model, stage))
+    units.append(_unit(s, model, "rest", groups[-1], False, ends, outside))
     tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, model.hidden)
     rest_f, rest_b, rest_hidden = rest_tensor_comms(s, model.hidden, stage)
     return [
