@@ -198,3 +198,143 @@ def test_generic_model_activations_are_given_per_layer():
     inv = build_inventory(scenario(raw))
     assert inv.dense["activations"] == 24 * 200_000_000
     assert inv.per_gpu["activations"] == 24 * 200_000_000
+
+
+# --- accounting by implementation, kernel, dropout and precision (tiersim.state.activations) --
+
+
+def inventory_json(capsys, tmp_path, **training) -> dict:
+    """`tiersim inventory --format json` of GPT-2 small at s = 1024, b = 1, one GPU."""
+    import json
+
+    import yaml
+
+    from tiersim.cli import main
+
+    raw = {
+        "name": "g",
+        "model": {"preset": "gpt2"},
+        "training": {"seq_len": 1024, **training},
+        "hardware": {"preset": "dgx-h100"},
+    }
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["inventory", str(path), "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_inventory_json_groups_gpt2_small_megatron_by_hand(capsys, tmp_path):
+    """GPT-2 small (L = 12, h = 768, a = 12), s = 1024, b = 1, Korthikanti et al.: norms
+    12·2·2sbh = 37,748,736 B; dropout masks 12·(2·sbh + a·s²·b) = 12·(1,572,864 + 12,582,912)
+    = 169,869,312 B; all groups 12·sbh·(34 + 5as/h) = 1,075,838,976 B."""
+    got = inventory_json(capsys, tmp_path)
+    groups = got["activations"]["per_gpu_bytes_by_group"]
+    assert groups["norms"] == 37_748_736
+    assert groups["dropout_masks"] == 169_869_312
+    assert groups["logits_and_loss"] == 0  # the paper counts the layers only
+    assert sum(groups.values()) == 1_075_838_976 == got["inventory"]["per_gpu"]["activations"]
+    assert got["activations"]["accounting"]["attention_kernel"] == "eager"
+
+
+def test_huggingface_counts_the_loss_outside_the_layers(capsys, tmp_path):
+    """huggingface on a GPU: the fp32 log-softmax 4·s·b·V = 4·1024·50,257 = 205,852,672 B, the
+    head input 2·sbh = 1,572,864 B and the shifted labels (b = 1: the padded (s+1) int64
+    storage, 8,200 B) with the loss's 4-byte total weight: 207,433,740 B."""
+    got = inventory_json(capsys, tmp_path, implementation="huggingface")
+    groups = got["activations"]["per_gpu_bytes_by_group"]
+    assert groups["logits_and_loss"] == 205_852_672 + 1_572_864 + 8 * 1025 + 4
+    assert sum(groups.values()) == pytest.approx(got["inventory"]["per_gpu"]["activations"], abs=1)
+
+
+def llama_7b_layer(**training) -> float:
+    raw = {
+        "name": "l",
+        "model": {"preset": "llama-2-7b"},
+        "training": {"seq_len": 4096, **training},
+    }
+    s = scenario(raw)
+    from tiersim.state.inventory import layer_activation_bytes
+
+    return layer_activation_bytes(s, build_model(s.model))
+
+
+def test_megatron_follows_the_compute_precision_masks_stay_one_byte():
+    """Llama-2-7B (h = 4096, a = 32, f = 11008), s = 4096, b = 1. bf16: sbh·(10 + 24·...) as
+    generalised; fp32 doubles every element but the two sbh masks and the a·s²·b mask (1 B)."""
+    s, h, a, f = 4096, 4096, 32, 11008
+    sbh, n = s * h, a * s * s
+    masks = 2 * sbh + n
+    bf16 = 10 * sbh + 2 * sbh + 4 * sbh + 2 * sbh + 6 * s * f + 5 * n
+    assert llama_7b_layer() == pytest.approx(bf16, rel=1e-12)
+    fp32 = llama_7b_layer(precision={"weights": "fp32", "master": "none"})
+    assert fp32 == pytest.approx(2 * (bf16 - masks) + masks, rel=1e-12)
+
+
+def test_flash_keeps_no_score_matrix_and_no_dropout_drops_the_masks():
+    """Flash: the 5as²b term becomes an fp32 log-sum-exp 4·a·s·b; dropout 0 drops the 2sbh
+    masks too: Llama-2-7B, s = 4096: 34sbh-style terms only (10 + 2·... as above)."""
+    s, h, a, f = 4096, 4096, 32, 11008
+    sbh = s * h
+    no_scores = 10 * sbh + 2 * sbh + 4 * sbh + 2 * sbh + 6 * s * f
+    assert llama_7b_layer(attention_kernel="flash") == pytest.approx(
+        no_scores + 4 * a * s, rel=1e-12
+    )
+    dropless = {"attention_kernel": "flash"}
+    raw = {
+        "name": "l",
+        "model": {"preset": "llama-2-7b", "attention_dropout": 0, "hidden_dropout": 0},
+        "training": {"seq_len": 4096, **dropless},
+    }
+    sc = scenario(raw)
+    from tiersim.state.inventory import layer_activation_bytes
+
+    got = layer_activation_bytes(sc, build_model(sc.model))
+    assert got == pytest.approx(no_scores - 2 * sbh + 4 * a * s, rel=1e-12)
+
+
+# The measurements in issue 16 (transformers on CPU, saved_tensors_hooks, storages once, bf16,
+# b = 1): MB per layer. `huggingface` for the CPU reproduces them; megatron is the paper's.
+ISSUE_16 = [
+    ("llama-2-7b", 4096, "sdpa", 0.0, "763.9"),
+    ("llama-2-7b", 1024, "sdpa", 0.0, "191.0"),
+    ("gpt2", 1024, "sdpa", 0.0, "44.10"),
+    ("gpt2", 1024, "eager", 0.1, "122.69"),
+]
+
+
+@pytest.mark.parametrize(("preset", "seq", "kernel", "dropout", "mb"), ISSUE_16)
+def test_issue_16_measurements_per_layer(preset, seq, kernel, dropout, mb):
+    from tiersim.state.activations import Accounting, layer_bytes
+
+    model = build_model(scenario({"name": "m", "model": {"preset": preset}}).model)
+    acc = Accounting("huggingface", kernel, dropout, dropout, 2, "cpu")
+    half_digit = 0.5 * 10 ** -len(mb.split(".")[1])  # the figure as rounded in the issue
+    assert layer_bytes(model, seq, 1, acc) / 1e6 == pytest.approx(float(mb), abs=half_digit)
+
+
+def _model_from_config(tmp_path, fixture: str, **changes):
+    import json
+
+    from conftest import FIXTURES
+
+    cfg = {**json.loads((FIXTURES / fixture).read_text()), **changes}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return scenario({"name": "c", "model": {"hf_config": str(tmp_path / "config.json")}}).model
+
+
+def test_dropout_is_read_from_config_json(tmp_path):
+    """GPT-2: attn_pdrop and resid_pdrop; Llama: attention_dropout (no other dropout in its
+    code); absent: GPT2Config's 0.1, LlamaConfig's 0.0."""
+    gpt2 = _model_from_config(tmp_path, "gpt2.config.json", attn_pdrop=0.2, resid_pdrop=0.05)
+    assert (gpt2.attention_dropout, gpt2.hidden_dropout) == (0.2, 0.05)
+    llama = _model_from_config(tmp_path, "llama-3-8b.config.json", attention_dropout=0.3)
+    assert (llama.attention_dropout, llama.hidden_dropout) == (0.3, 0.0)
+    absent = _model_from_config(tmp_path, "gpt2.config.json", attn_pdrop=None, resid_pdrop=None)
+    assert (absent.attention_dropout, absent.hidden_dropout) == (0.1, 0.1)
+
+
+def test_a_dropout_that_is_no_probability_is_refused(tmp_path):
+    from tiersim.core.errors import InputError
+
+    with pytest.raises(InputError, match=r"attn_pdrop: is 1.5 \(expected a probability"):
+        _model_from_config(tmp_path, "gpt2.config.json", attn_pdrop=1.5)

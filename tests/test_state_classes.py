@@ -15,7 +15,8 @@ def test_the_format_has_a_key_for_each_class_that_needs_one():
     shardable = [c.name for c in classes.STATE_CLASSES if c.shardable]
     assert list(Shard.model_fields) == shardable
     keys = [c.precision for c in classes.STATE_CLASSES if c.precision]
-    assert list(Precision.model_fields) == keys
+    # and `compute`: the precision the layers run in (all-gathered, activations), no class
+    assert list(Precision.model_fields) == [*keys, "compute"]
 
 
 def test_zero_stages_shard_as_the_zero_paper_says():

@@ -56,6 +56,16 @@ def _switch(cfg: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
+def _probability(cfg: dict[str, Any], key: str, default: float) -> float:
+    """A dropout probability at `key`: a JSON number in [0, 1); absent or null: the default."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise HfConfigError(f"{key}: is {_shown(value)} (expected a probability, 0 <= p < 1)")
+    return float(value)
+
+
 def _divides(key: str, value: int, of_key: str, of: int, hint: str = "") -> None:
     if of % value:
         raise HfConfigError(
@@ -80,6 +90,9 @@ def _gpt2(cfg: dict[str, Any]) -> dict[str, Any]:
         "mlp_bias": True,
         "norm": "layernorm",
         "position": "learned",
+        # GPT2Config's defaults; embd_pdrop is taken as resid_pdrop (tiersim has one hidden p)
+        "attention_dropout": _probability(cfg, "attn_pdrop", 0.1),
+        "hidden_dropout": _probability(cfg, "resid_pdrop", 0.1),
     }
 
 
@@ -128,6 +141,8 @@ def _llama_like(cfg: dict[str, Any], family: str) -> dict[str, Any]:
         **_biases(cfg, family),
         "norm": "rmsnorm",
         "position": "rope",
+        "attention_dropout": _probability(cfg, "attention_dropout", 0.0),
+        "hidden_dropout": 0.0,  # the Llama, Mistral and Qwen2 modelling code has no other dropout
     }
 
 

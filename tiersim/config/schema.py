@@ -196,6 +196,10 @@ class ModelSpec(Strict):
     parameters: Count | None = None
     activation_bytes_per_layer: SizeOrZero | None = None  # 0 B: none kept (e.g. all recomputed)
     forward_flops_per_token_per_layer: Annotated[float, Field(gt=0)] | None = None
+    # dropout probabilities (None: the implementation's default, tiersim/state/activations.py);
+    # from config.json where it has them (GPT-2 attn_pdrop / resid_pdrop, Llama attention_dropout)
+    attention_dropout: Annotated[float, Field(ge=0, lt=1)] | None = None
+    hidden_dropout: Annotated[float, Field(ge=0, lt=1)] | None = None
     # measured / predicted activations, from calibration (tiersim measure --calibrate)
     activation_factor: Annotated[float, Field(gt=0, le=1000)] = 1.0
 
@@ -234,6 +238,14 @@ class Precision(Strict):
     gradients: PrecisionName = "bf16"
     master: PrecisionName | Literal["none"] = "fp32"
     optimizer: PrecisionName = "fp32"
+    # the copy the layers compute with (all-gathered, kept while a unit runs; activations are
+    # in it); None: the weights' precision. FSDP2 mixed precision: weights fp32 (the sharded
+    # master), master none, compute bf16. DeepSpeed: weights bf16 + master fp32.
+    compute: PrecisionName | None = None
+
+    @property
+    def compute_precision(self) -> str:
+        return self.compute or self.weights
 
 
 class Training(Strict):
@@ -247,6 +259,13 @@ class Training(Strict):
     # synchronous: the update waits for every gradient and the next step for the whole update
     # (DeepSpeed, FSDP, Megatron); pipelined: unit by unit, into the next step's forward
     optimizer_step: Literal["synchronous", "pipelined"] = "synchronous"
+    # the parallel/offload engine: how it moves state (DESIGN.md Extensions); null: generic
+    framework: Literal["deepspeed", "fsdp", "megatron"] | None = None
+    # the modelling code, which decides what each op keeps for backward (state/activations.py)
+    implementation: Literal["megatron", "huggingface"] = "megatron"
+    # None: the implementation's default (megatron: eager, Korthikanti et al.'s stored scores;
+    # huggingface: sdpa, transformers' default attn_implementation)
+    attention_kernel: Literal["eager", "sdpa", "flash"] | None = None
 
 
 class Shard(Strict):

@@ -1,6 +1,9 @@
 """Ground truth: train real steps in PyTorch and measure every class of state tiersim predicts.
 
-The model is built from tiersim's own dimensions (`tiersim.groundtruth.torchmodels`), trained in one
+The model is tiersim's own modules built from its dimensions (`tiersim.groundtruth.torchmodels`,
+compared with the `megatron` accounting), or with `implementation="huggingface"` a transformers
+model (`tiersim.groundtruth.hfmodels`, compared with the `huggingface` accounting for the device,
+layers and outside them: measure_hf.py); trained in one
 precision throughout (bf16 or fp32: weights, gradients and optimizer state all in it, no master
 copy), one warm-up step and then the measured step, so optimizer state already exists while the
 measured step runs, as it does in steady-state training. Per class:
@@ -15,8 +18,8 @@ measured step runs, as it does in steady-state training. Per class:
   (`torch.autograd.graph.saved_tensors_hooks`), each storage counted once, parameters and
   buffers (RoPE tables, the causal mask) excluded, attributed to the transformer layer that saved
   it first. The class compares the layers' total with tiersim's `layers × layer_activation_bytes`;
-  what the embedding, final norm, logits and loss retain is reported apart (tiersim does not
-  model it).
+  what the embedding, final norm, logits and loss retain is reported apart (the megatron
+  accounting does not count it; the huggingface one does, and its class includes it).
 - peak: the allocator's peak during the measured step, on a GPU only.
 
 Why measured activations differ from Korthikanti et al.'s s·b·h·(34 + 5·a·s/h) (16-bit), for
@@ -65,7 +68,8 @@ from tiersim.state.model import Transformer, build_model
 
 DTYPES = ("bf16", "fp32")
 OPTIMIZERS = tuple(n for n in OPTIMIZER_NAMES if n != "lion")  # torch.optim has no Lion
-ATTENTION = ("sdpa", "math")
+ATTENTION = ("sdpa", "eager", "math")  # math: tiersim's own eager attention (eager is the same)
+IMPLEMENTATIONS = ("tiersim", "huggingface")  # the modules run: tiersim's own, or transformers
 DEVICES = ("auto", "cpu", "cuda")
 CLASSES = PLACED  # what a real training step holds and measure compares (no workspace)
 SOURCE = "tiersim measure"
@@ -82,6 +86,8 @@ class Request:
     dtype: str = "bf16"
     attention: str = "sdpa"
     device: str = "auto"
+    implementation: str = "tiersim"  # tiersim's own modules, or a transformers model
+    dropout: float | None = None  # attention and hidden dropout (default: the model's)
     overrides: tuple[str, ...] = ()
     base_dir: Path = field(default_factory=Path.cwd)
     seed: int = 0
@@ -102,6 +108,13 @@ class Measurement:
     peak_allocated_bytes: int | None  # GPU only
     device_name: str | None = None  # the GPU's name, on a GPU
     named_model: dict[str, Any] = field(default_factory=dict)  # model_dims, without --set
+    predicted_per_layer: int | None = None  # huggingface: the accounting for this device
+    predicted_outside: int | None = None
+    family: str | None = None  # the transformers class run
+
+    @property
+    def hf(self) -> bool:
+        return self.request.implementation == "huggingface"
 
     @property
     def predicted_peak_bytes(self) -> int:
@@ -109,6 +122,8 @@ class Measurement:
 
     def activation_factor(self) -> float:
         """Measured / predicted layer activations, against tiersim's uncalibrated formula."""
+        if self.hf:  # the transformers accounting, layers and outside
+            return self.measured["activations"] / self.predicted["activations"]
         uncalibrated = self.predicted["activations"] / self.scenario.model.activation_factor
         return self.measured["activations"] / uncalibrated
 
@@ -148,6 +163,7 @@ def _scenario(req: Request) -> Scenario:
         ("dtype", req.dtype, DTYPES),
         ("attention", req.attention, ATTENTION),
         ("device", req.device, DEVICES),
+        ("implementation", req.implementation, IMPLEMENTATIONS),
     ):
         if value not in allowed:
             expected = ", ".join(allowed)
@@ -161,7 +177,14 @@ def _scenario(req: Request) -> Scenario:
     training["precision"]["master"] = "none"
     if req.seq_len is not None:
         training["seq_len"] = req.seq_len
-    raw = {"name": "measure", "model": dict(req.model), "training": training}
+    model = dict(req.model)
+    if req.implementation == "huggingface":
+        if req.attention == "math":
+            raise invalid("attention", "'math' is tiersim's own; transformers runs eager or sdpa")
+        training |= {"implementation": "huggingface", "attention_kernel": req.attention}
+    if req.dropout is not None:
+        model |= {"attention_dropout": req.dropout, "hidden_dropout": req.dropout}
+    raw = {"name": "measure", "model": model, "training": training}
     return build(raw, req.base_dir, SOURCE, list(req.overrides)).scenario
 
 
@@ -181,6 +204,16 @@ def _check_measurable(s: Scenario) -> None:
 def predicted_bytes(s: Scenario) -> dict[str, int]:
     per_gpu = build_inventory(s).per_gpu
     return {cls: per_gpu[cls] for cls in CLASSES}
+
+
+def _predicted(s: Scenario, got: dict[str, Any]) -> dict[str, int]:
+    """The inventory's classes; measured transformers activations: layers and outside, for the
+    device measured on."""
+    out = predicted_bytes(s)
+    if "per_layer_predicted" in got:
+        layers = s.model.layers * got["per_layer_predicted"]
+        out["activations"] = layers + got["outside_predicted"]
+    return out
 
 
 def needed_bytes(s: Scenario) -> int:
@@ -269,7 +302,7 @@ def _device_name(torch: Any, device: str) -> str | None:
     return str(torch.cuda.get_device_name()) if device == "cuda" else None
 
 
-def _import_torch() -> Any:
+def import_torch() -> Any:
     try:
         import torch
     except ImportError:
@@ -284,11 +317,16 @@ def _import_torch() -> Any:
 def measure(req: Request) -> Measurement:
     """Build the model, train a warm-up and a measured step, and compare with the prediction."""
     scenario = prediction_scenario(req)
-    torch = _import_torch()
+    torch = import_torch()
     device = _device(torch, req.device)
     check_fits(torch, scenario, device)
     try:
-        got = train_and_measure(torch, scenario, req, device)
+        if req.implementation == "huggingface":
+            from tiersim.groundtruth.measure_hf import train_and_measure_hf
+
+            got = train_and_measure_hf(scenario, req, device)
+        else:
+            got = train_and_measure(torch, scenario, req, device)
     except torch.cuda.OutOfMemoryError as exc:  # the estimate in check_fits was too low
         first = (str(exc).strip().splitlines() or ["out of memory"])[0]
         raise invalid(
@@ -304,7 +342,10 @@ def measure(req: Request) -> Measurement:
         device_name=_device_name(torch, device),
         parameters=got["parameters"],
         measured=got["measured"],
-        predicted=predicted_bytes(scenario),
+        predicted=_predicted(scenario, got),
+        predicted_per_layer=got.get("per_layer_predicted"),
+        predicted_outside=got.get("outside_predicted"),
+        family=got.get("family"),
         activations_per_layer=got["per_layer"],
         activations_outside_layers=got["outside"],
         optimizer_step_counters_bytes=got["counters"],
@@ -341,6 +382,8 @@ def report(m: Measurement) -> dict[str, Any]:
             "optimizer": req.optimizer,
             "dtype": req.dtype,
             "attention": req.attention,
+            "implementation": req.implementation,
+            "family": m.family,  # the transformers class run (huggingface)
             "device": m.device,
             "device_name": m.device_name,
             "torch_version": m.torch_version,
@@ -352,6 +395,8 @@ def report(m: Measurement) -> dict[str, Any]:
         "activations": {
             "per_layer_bytes": m.activations_per_layer,
             "outside_layers_bytes": m.activations_outside_layers,
+            "predicted_per_layer_bytes": m.predicted_per_layer,  # huggingface, for this device
+            "predicted_outside_layers_bytes": m.predicted_outside,
             "activation_factor": m.activation_factor(),  # measured / uncalibrated formula
         },
         "optimizer_step_counters_bytes": m.optimizer_step_counters_bytes,

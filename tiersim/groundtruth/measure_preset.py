@@ -70,10 +70,6 @@ def calibrated_preset(m: Measurement) -> str:
         "# the a*s^2 and s*b terms scale differently, so recalibrate for another sequence length.",
         *(_comment(line) for line in shrink_lines(m)),
     ]
-    if req.dtype == "fp32":
-        head.append(
-            "# Measured in fp32: the factor includes 4-byte activations (the formula's are 2)."
-        )
     return "\n".join(head) + "\n" + yaml.safe_dump(dims, sort_keys=False)
 
 

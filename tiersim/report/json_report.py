@@ -15,7 +15,8 @@ from tiersim.config.schema import Scenario, Tier
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.wear import json_number, wear_section
-from tiersim.state.inventory import Inventory, model_summary
+from tiersim.state.activations import GROUPS, accounting_for
+from tiersim.state.inventory import Inventory, activation_items, model_summary
 from tiersim.state.model import build_model
 from tiersim.workload.comms import capacities, network_nics
 
@@ -45,6 +46,36 @@ def tiers_section(inv: Inventory) -> dict[str, Any]:
             "classes": use.classes,
         }
         for name, use in inv.tiers.items()
+    }
+
+
+def activations_section(s: Scenario, inv: Inventory) -> dict[str, Any]:
+    """How activations are counted and one GPU's bytes by tensor group and tensor, largest
+    first (`tiersim inventory --format json`)."""
+    acc = accounting_for(s)
+    items = activation_items(s, inv)
+    groups = dict.fromkeys(GROUPS, 0.0)
+    for i in items:
+        groups[i.group] += i.per_gpu_bytes
+    return {
+        "accounting": {
+            "implementation": acc.implementation,
+            "attention_kernel": acc.kernel,
+            "attention_dropout": acc.attention_dropout,
+            "hidden_dropout": acc.hidden_dropout,
+            "compute_bytes_per_value": acc.compute_bytes,
+            "device": acc.device,
+        },
+        "per_gpu_bytes_by_group": {g: round(v) for g, v in groups.items()},
+        "items": [
+            {
+                "group": i.group,
+                "name": i.name,
+                "per_gpu_bytes": round(i.per_gpu_bytes),
+                "in_every_layer": i.per_layer,
+            }
+            for i in items
+        ],
     }
 
 

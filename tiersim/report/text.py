@@ -11,8 +11,9 @@ from tiersim.config.schema import Scenario
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate, fmt_time
 from tiersim.report.table import render
 from tiersim.report.wear import fmt_days
+from tiersim.state.activations import accounting_for
 from tiersim.state.classes import NAMES, zero_sharded
-from tiersim.state.inventory import Inventory, homes
+from tiersim.state.inventory import Inventory, activation_items, homes
 
 
 def inventory_tables(s: Scenario, inv: Inventory) -> str:
@@ -47,6 +48,7 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
         for name, u in inv.tiers.items()
     ]
     tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
+    acts = _activation_table(s, inv)
     notes = [
         "Resident state only: `tiersim run` adds what the step holds at its peak (prefetched "
         "weights, staging, offloaded activations, checkpoint versions) and says whether that fits."
@@ -56,7 +58,26 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
             "Activations are 0 B: a generic model ('parameters') has no dimensions to derive "
             "them from; give model.activation_bytes_per_layer."
         )
-    return f"{classes}\n\n{tiers}\n\n" + "\n".join(notes)
+    return f"{classes}\n\n{acts}{tiers}\n\n" + "\n".join(notes)
+
+
+def _activation_table(s: Scenario, inv: Inventory, top: int = 6) -> str:
+    """The largest activation tensors per GPU (all of them: `inventory --format json`)."""
+    items = activation_items(s, inv)
+    total = sum(i.per_gpu_bytes for i in items)
+    if not total:
+        return ""
+    rows = [
+        [i.name, i.group, fmt_bytes(i.per_gpu_bytes), _pct(i.per_gpu_bytes, total)]
+        for i in items[:top]
+    ]
+    acc = accounting_for(s)
+    head = (
+        f"activations per GPU, largest of {len(items)} tensor kinds ({acc.implementation}, "
+        f"{acc.kernel} attention, dropout {acc.attention_dropout:g} / {acc.hidden_dropout:g}, "
+        f"{acc.compute_bytes} B values)"
+    )
+    return render(["tensor", "group", "per GPU", "share"], rows, head) + "\n\n"
 
 
 def _sharding(s: Scenario, inv: Inventory) -> str:

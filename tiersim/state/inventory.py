@@ -12,6 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.state.activations import (
+    Item,
+    accounting_for,
+    divided,
+    kept,
+    layer_items,
+    outside_items,
+)
 from tiersim.state.classes import (
     NAMES,
     OPTIMIZER_BY_NAME,
@@ -20,7 +28,8 @@ from tiersim.state.classes import (
     STATE_CLASSES,
     zero_sharded,
 )
-from tiersim.state.model import Matrix, Model, build_model
+from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
+from tiersim.state.model import Matrix, Model, Transformer, build_model
 
 
 @dataclass(frozen=True)
@@ -167,17 +176,107 @@ def layer_activation_bytes(s: Scenario, model: Model) -> float:
         s.parallel.tensor,
         s.parallel.sequence,
         s.training.recompute,
+        accounting_for(s),
     )
+
+
+def stage_outside_items(s: Scenario, model: Model, stage: int) -> list[Item]:
+    """What a stage keeps outside its layers: the first stage's ids and embeddings, the last
+    stage's final norm, output head input and loss (none under `megatron`)."""
+    if not isinstance(model, Transformer):
+        return []
+    last = stage == s.parallel.pipeline - 1
+    mbs = s.training.micro_batch_size
+    return outside_items(model, s.seq_len, mbs, accounting_for(s), stage == 0, last)
+
+
+def outside_activation_bytes(s: Scenario, model: Model, stage: int) -> float:
+    items = stage_outside_items(s, model, stage)
+    return divided(items, s.parallel.tensor, s.parallel.sequence)
+
+
+@dataclass(frozen=True)
+class ActivationItem:
+    group: str
+    name: str
+    per_gpu_bytes: float  # the stage's layers and micro-batches in flight, after division
+    per_layer: bool  # kept by every layer (else outside the layers)
+
+
+def activation_items(s: Scenario, inv: Inventory) -> list[ActivationItem]:
+    """One GPU's activation bytes of the inventory's stage, tensor by tensor, largest first
+    (a generic model has none: its per-layer bytes are given whole)."""
+    model = build_model(s.model)
+    if not isinstance(model, Transformer):
+        return []
+    par, acc = s.parallel, accounting_for(s)
+    seq, mbs, recompute = s.seq_len, s.training.micro_batch_size, s.training.recompute
+    if recompute == "full":
+        layer = [
+            Item(
+                "layer_inputs",
+                "layer input (full recompute)",
+                acc.compute_bytes * seq * mbs * model.hidden,
+                False,
+            )
+        ]
+    else:
+        layer = kept(layer_items(model, seq, mbs, acc), recompute)
+    times = model.layers // par.pipeline * inv.inflight_microbatches * model.activation_factor
+    out = [
+        ActivationItem(i.group, i.name, divided([i], par.tensor, par.sequence) * times, True)
+        for i in layer
+    ]
+    out += [
+        ActivationItem(
+            i.group,
+            i.name,
+            divided([i], par.tensor, par.sequence) * inv.inflight_microbatches,
+            False,
+        )
+        for i in stage_outside_items(s, model, inv.stage)
+    ]
+    return sorted(out, key=lambda i: -i.per_gpu_bytes)
 
 
 # --- the inventory -----------------------------------------------------------------------------
 
 
+def fsdp2_padded_values(s: Scenario, model: Model, unit: str = "model") -> int | None:
+    """Values per class one GPU stores under FSDP2 (rank 0, the largest) for the whole model,
+    one `layer` or the `rest`: every parameter padded to ceil(d0 / data) rows (state/fsdp.py);
+    None where that rule is not applied (no `framework: fsdp`, a generic model, tensor or
+    pipeline parallelism)."""
+    par = s.parallel
+    if s.training.framework != "fsdp" or not isinstance(model, Transformer):
+        return None
+    if par.tensor > 1 or par.pipeline > 1:
+        return None
+    shapes = {"model": model_shapes, "layer": layer_shapes, "rest": rest_shapes}[unit](model)
+    return padded_values(shapes, par.data)
+
+
+def shard_bytes(raw: int, params: int, data: int, padded: int | None) -> int:
+    """One GPU's share: FSDP2's padded rows where known and the class is per value, else the
+    flat total divided and rounded up (ZeRO pads partitions to equal size)."""
+    if padded is not None and params and raw % params == 0:
+        return raw // params * padded
+    return math.ceil(raw / data)
+
+
 def _class_bytes(
-    s: Scenario, mats: list[Matrix], activations: int, shards: dict[str, bool], data: int
+    s: Scenario,
+    mats: list[Matrix],
+    activations: int,
+    shards: dict[str, bool],
+    data: int,
+    padded: int | None = None,
 ) -> ClassBytes:
     raw = raw_parameter_bytes(s, mats)
-    sharded = {k: math.ceil(v / data) if shards.get(k) else v for k, v in raw.items()}
+    params = sum(m.size for m in mats)
+    sharded = {
+        k: shard_bytes(v, params, data, padded) if shards.get(k) else v for k, v in raw.items()
+    }
     other = {"activations": activations, "workspace": int(s.training.workspace)}
     return ClassBytes({c: sharded[c] if c in sharded else other[c] for c in NAMES})
 
@@ -185,9 +284,11 @@ def _class_bytes(
 def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
     """The whole model on one device: P·b per class, one micro-batch of activations."""
     mats = stage_matrices(model, 0, 1, 1)
-    acts = model.layers * model.layer_activation_bytes(
-        s.seq_len, s.training.micro_batch_size, 1, False, s.training.recompute
-    )
+    seq, mbs, acc = s.seq_len, s.training.micro_batch_size, accounting_for(s)
+    per_layer = model.layer_activation_bytes(seq, mbs, 1, False, s.training.recompute, acc)
+    acts = model.layers * per_layer
+    if isinstance(model, Transformer):
+        acts += divided(outside_items(model, seq, mbs, acc), 1, False)
     return _class_bytes(s, mats, math.ceil(acts), {}, 1)
 
 
@@ -198,8 +299,10 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, flo
         stage, par.pipeline, par.virtual_pipeline, s.training.grad_accumulation
     )
     layers = model.layers // par.pipeline
-    acts = math.ceil(layers * layer_activation_bytes(s, model) * inflight)
-    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data)
+    per_microbatch = layers * layer_activation_bytes(s, model)
+    acts = math.ceil((per_microbatch + outside_activation_bytes(s, model, stage)) * inflight)
+    padded = fsdp2_padded_values(s, model)
+    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data, padded)
     return per_gpu, inflight, sum(m.size for m in mats)
 
 

@@ -2,9 +2,8 @@
 
 Counts follow the real architectures: tied embeddings, biases, gated MLPs, grouped-query
 attention and norms are all counted the way PyTorch implementations allocate them.
-Activation bytes follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in
-Large Transformer Models", §4), generalised to any MLP width, gated MLPs and grouped-query
-attention; for the paper's shapes (ffn = 4h, kv_heads = heads) they reduce to its formulas.
+Activation bytes are tiersim.state.activations' (Korthikanti et al. 2022 under `megatron`,
+the transformers modelling code under `huggingface`).
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tiersim.config.schema import ModelSpec
+from tiersim.state.activations import MEGATRON, Accounting, layer_bytes
 
 
 @dataclass(frozen=True)
@@ -175,30 +175,19 @@ class Transformer:
         tensor: int = 1,
         sequence_parallel: bool = False,
         recompute: str = "none",
+        accounting: Accounting = MEGATRON,
     ) -> float:
-        """Bytes one layer retains for backward, 16-bit activations (Korthikanti et al. §4).
+        """Bytes one layer retains for backward on one GPU (tiersim.state.activations).
 
-        Replicated across tensor-parallel ranks (unless sequence parallel): the two norm inputs
-        (4sbh), the attention and MLP inputs (2sbh each) and two dropout masks (sbh each) = 10sbh.
-        Split by t: Q (2sbh), K and V (2sb·kv each), the out-projection input (2sbh), the MLP's
-        wide tensors (4sbf, or 6sbf gated), and attention's 5as²b (softmax, mask, dropout).
-        With f = 4h and kv = h this is s·b·h·(10 + 24/t + 5as/(ht)).
+        Under `megatron` (Korthikanti et al. §4, 16-bit): replicated across tensor-parallel
+        ranks (unless sequence parallel) the two norm inputs (4sbh), the attention and MLP
+        inputs (2sbh each) and two dropout masks (sbh each) = 10sbh; split by t: Q (2sbh), K
+        and V (2sb·kv each), the out-projection input (2sbh), the MLP's wide tensors (4sbf, or
+        6sbf gated), and attention's 5as²b (softmax, mask, dropout). With f = 4h and kv = h
+        this is s·b·h·(10 + 24/t + 5as/(ht)).
         """
-        s, b, h = seq, batch, self.hidden
-        t = tensor
-        if recompute == "full":  # only the layer input survives the forward pass
-            kept = 2.0 * s * b * h
-            return self.activation_factor * (kept / t if sequence_parallel else kept)
-        kv = self.kv_heads * self.head_dim
-        q = self.heads * self.head_dim
-        replicated = 10.0 * s * b * h
-        mlp_wide = (6.0 if self.gated_mlp else 4.0) * s * b * self.ffn_hidden
-        split = 2.0 * s * b * q + 4.0 * s * b * kv + 2.0 * s * b * q + mlp_wide
-        # The out-projection input has width heads·head_dim; with head_dim·heads = h, 2sbh.
-        if recompute != "selective":
-            split += 5.0 * self.heads * s * s * b
-        total = (replicated + split) / t if sequence_parallel else replicated + split / t
-        return self.activation_factor * total
+        kept = layer_bytes(self, seq, batch, accounting, tensor, sequence_parallel, recompute)
+        return self.activation_factor * kept
 
 
 @dataclass(frozen=True)
@@ -251,11 +240,13 @@ class GenericModel:
         tensor: int = 1,
         sequence_parallel: bool = False,
         recompute: str = "none",
+        accounting: Accounting = MEGATRON,
     ) -> float:
         """The given per-layer bytes, divided by t; full recompute keeps the layer input 2sbh
         when `hidden` is known, otherwise nothing (the input size of a generic layer is unknown)."""
         if recompute == "full":
-            kept = 2.0 * seq * batch * self.hidden if self.hidden else 0.0
+            width = accounting.compute_bytes
+            kept = width * seq * batch * self.hidden if self.hidden else 0.0
         else:
             kept = self.activation_bytes_per_layer or 0.0
         return self.activation_factor * kept / tensor
@@ -291,7 +282,13 @@ class Model(Protocol):
     def head_forward_flops(self, seq: int, batch: int) -> float: ...
 
     def layer_activation_bytes(
-        self, seq: int, batch: int, tensor: int, sequence_parallel: bool, recompute: str
+        self,
+        seq: int,
+        batch: int,
+        tensor: int,
+        sequence_parallel: bool,
+        recompute: str,
+        accounting: Accounting = MEGATRON,
     ) -> float: ...
 
     def summary(self) -> dict[str, object]: ...

@@ -17,10 +17,13 @@ from tiersim.state.classes import NAMES
 from tiersim.state.inventory import (
     Inventory,
     build_inventory,
+    fsdp2_padded_values,
     homes,
     layer_activation_bytes,
     master_bytes,
+    outside_activation_bytes,
     raw_parameter_bytes,
+    shard_bytes,
     sharded_classes,
     unit_matrices,
 )
@@ -81,7 +84,7 @@ class Workload:
 
 
 def _gpu_rate(s: Scenario) -> float:
-    peak = s.hardware.gpu.peak_flops[s.training.precision.weights]
+    peak = s.hardware.gpu.peak_flops[s.training.precision.compute_precision]
     return peak * s.hardware.gpu.efficiency
 
 
@@ -134,8 +137,10 @@ def _unit(
     shard = sharded_classes(s)
     params = sum(m.size for m in mats)
     full = raw_parameter_bytes(s, mats)
-    homed = {c: math.ceil(b / d) if shard[c] else b for c, b in full.items()}
-    w_full, g_full = full["weights"], full["gradients"]
+    padded = fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
+    homed = {c: shard_bytes(b, params, d, padded) if shard[c] else b for c, b in full.items()}
+    w_full = params * PRECISION_BYTES[prec.compute_precision]  # the copy compute uses
+    g_full = full["gradients"]
     updated = params / d if shard["optimizer"] else float(params)
     master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
@@ -154,7 +159,7 @@ def _unit(
         homed,
         g_update,
         w_updated,
-        acts if is_layer else 0,
+        acts,
         fwd,
         bwd,
         rec,
@@ -266,7 +271,8 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
         _unit(s, model, f"L{first + i}", mats, True, ends, acts)
         for i, mats in enumerate(groups[:-1])
     ]
-    units.append(_unit(s, model, "rest", groups[-1], False, ends, 0))
+    outside = math.ceil(outside_activation_bytes(s, model, inv.stage))
+    units.append(_unit(s, model, "rest", groups[-1], False, ends, outside))
     hidden = model.hidden
     tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, hidden)
     rest_f, rest_b, rest_hidden = rest_tensor_comms(s, hidden, inv.stage)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tiersim.cli.commands.common import add_scenario_args, load
-from tiersim.report.json_report import inventory_report, to_json
+from tiersim.report.json_report import activations_section, inventory_report, to_json
 from tiersim.report.text import inventory_tables
 from tiersim.state.inventory import build_inventory
 
@@ -26,7 +26,9 @@ def run(args: argparse.Namespace) -> int:
     loaded = load(args)
     inv = build_inventory(loaded.scenario)
     if args.format == "json":
-        print(to_json(inventory_report(loaded.scenario, inv)))
+        report = inventory_report(loaded.scenario, inv)
+        report["activations"] = activations_section(loaded.scenario, inv)
+        print(to_json(report))
     else:
         print(inventory_tables(loaded.scenario, inv))
     return 0

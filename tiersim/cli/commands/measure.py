@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 from tiersim.cli.commands.common import cannot_write, usable_preset_path
+from tiersim.cli.commands.measure_fsdp import run_fsdp
 from tiersim.config.load import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
@@ -16,6 +17,7 @@ from tiersim.groundtruth.measure import (
     CLASSES,
     DEVICES,
     DTYPES,
+    IMPLEMENTATIONS,
     OPTIMIZERS,
     SOURCE,
     Measurement,
@@ -27,8 +29,13 @@ from tiersim.groundtruth.measure_preset import calibrated_preset, shrink_lines
 from tiersim.report.json_report import to_json
 from tiersim.report.output import write_atomic
 from tiersim.report.table import render
+from tiersim.state.activations import DEVICE_TERMS, accounting_for
 
 EPILOG = """\
+--implementation huggingface trains a transformers model (GPT-2, Llama, Mistral or Qwen2 code,
+chosen by the model's norm, MLP and biases) and predicts with training.implementation
+huggingface for the device it runs on: every class, the layers and what lies outside them.
+With the default (tiersim's own modules):
 weights, gradients and optimizer state are the bytes of the real tensors and must equal
 tiersim's prediction exactly (Adam's and Adafactor's 4-byte scalar `step` counters are reported
 apart, not as optimizer state). Activations are the storages autograd saves for backward inside
@@ -39,7 +46,7 @@ s*b*h*(34 + 5*a*s/h) bytes per layer (16-bit). Differences come from the impleme
     log-sum-exp; --attention math keeps an fp32 softmax and matmul copies instead;
   - LayerNorm keeps mean and 1/sigma; RMSNorm in bf16 computes in fp32 and keeps fp32 copies;
   - SwiGLU keeps four s*b*f tensors where the formula counts three; GeLU keeps two;
-  - in fp32 every activation is 4 bytes: the formula assumes 2.
+  - the formula counts elements in the compute precision (4 bytes in fp32), masks 1 byte.
 --calibrate FILE (.yaml or .yml) writes a model preset with activation_factor = measured /
 predicted, usable in a scenario as `model: {preset: FILE}` (a path relative to the scenario
 file). A model shrunk with --set model.layers or model.vocab keeps the named model's dimensions
@@ -55,6 +62,16 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number > 0, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a whole number > 0, got {value}")
+    return value
+
+
+def probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number 0 <= p < 1, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number 0 <= p < 1, got {value:g}")
     return value
 
 
@@ -103,11 +120,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="precision of weights, gradients, optimizer state and activations (default: bf16)",
     )
     parser.add_argument(
+        "--implementation",
+        choices=IMPLEMENTATIONS,
+        default="tiersim",
+        help="the modules trained: tiersim's own (compared with the megatron formula, for "
+        "--calibrate) or a transformers model built from the dimensions, random weights, "
+        "nothing downloaded (compared with the huggingface accounting) (default: tiersim)",
+    )
+    parser.add_argument(
         "--attention",
         choices=ATTENTION,
         default="sdpa",
-        help="sdpa: torch's scaled_dot_product_attention (flash kernels); math: explicit "
-        "softmax (default: sdpa)",
+        help="sdpa: torch's scaled_dot_product_attention (flash kernels); eager (or math): "
+        "explicit softmax (default: sdpa)",
+    )
+    parser.add_argument(
+        "--dropout",
+        type=probability,
+        metavar="P",
+        help="attention and hidden dropout probability of a transformers model (default: the "
+        "model's, from its config.json, else the family's: GPT-2 0.1, Llama 0.0)",
     )
     parser.add_argument(
         "--device",
@@ -125,6 +157,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="(default: table)"
+    )
+    parser.add_argument(
+        "--fsdp",
+        type=positive_int,
+        metavar="N",
+        help="run FSDP2 (fully_shard) on N CPU processes (gloo, 127.0.0.1) with tiersim's own "
+        "modules and AdamW, and compare each rank's shard bytes with the prediction",
     )
     parser.add_argument(
         "--calibrate", metavar="FILE", help="write a model preset YAML with the activation factor"
@@ -155,6 +194,8 @@ def request(args: argparse.Namespace) -> Request:
         dtype=args.dtype,
         attention=args.attention,
         device=args.device,
+        implementation=args.implementation,
+        dropout=args.dropout,
         overrides=tuple(args.overrides),
         base_dir=Path.cwd(),
     )
@@ -187,12 +228,35 @@ def table(m: Measurement) -> str:
     title = (
         f"{fmt_count(m.parameters)} parameters ({m.parameters:,}), PyTorch {m.torch_version} "
         f"on {where}: seq_len {s.seq_len} tokens, micro-batch {s.training.micro_batch_size}, "
-        f"{req.dtype}, {req.optimizer}, attention {req.attention}"
+        f"{req.dtype}, {req.optimizer}, attention {req.attention}, {req.implementation}"
     )
     return render(["class", "measured", "predicted", "difference"], rows, title)
 
 
+def hf_notes(m: Measurement) -> list[str]:
+    """What ran, per layer and outside against the prediction, and what a GPU keeps otherwise."""
+    per, acc = m.activations_per_layer, accounting_for(m.scenario, m.device)
+    outside, predicted_outside = m.activations_outside_layers, m.predicted_outside or 0
+    lines = [
+        f"ran transformers' {m.family} model (random weights), attn_implementation "
+        f"{acc.kernel}, attention dropout {acc.attention_dropout:g}, hidden dropout "
+        f"{acc.hidden_dropout:g}, use_cache=False; predicted with training.implementation "
+        f"huggingface for the {m.device}",
+        f"activations per layer: measured {fmt_bytes(per[0])}"
+        + ("" if len(set(per)) == 1 else f" to {fmt_bytes(max(per))}")
+        + f", predicted {fmt_bytes(m.predicted_per_layer or 0)}; outside the {len(per)} layers "
+        f"(ids, rotary tables, final norm, head input, fp32 log-softmax, labels): measured "
+        f"{fmt_bytes(outside)}, predicted {fmt_bytes(predicted_outside)}",
+        f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of scalar step counters",
+    ]
+    if m.device == "cpu":
+        lines += [f"on a GPU this differs: {term}" for term in DEVICE_TERMS]
+    return lines
+
+
 def notes(m: Measurement) -> str:
+    if m.hf:
+        return "\n".join(f"  - {line}" for line in hf_notes(m) + shrink_lines(m))
     per = m.activations_per_layer
     each = (
         fmt_bytes(per[0]) if len(set(per)) == 1 else f"{fmt_bytes(min(per))}-{fmt_bytes(max(per))}"
@@ -201,14 +265,12 @@ def notes(m: Measurement) -> str:
         f"activations: the {len(per)} transformer layer{'s' * (len(per) != 1)} only ({each} "
         "per layer); the embeddings, "
         f"final norm, logits and loss keep another {fmt_bytes(m.activations_outside_layers)}, "
-        "which tiersim does not model",
+        "which the megatron accounting does not count (the huggingface one does)",
         f"activations measured / tiersim's formula = {m.activation_factor():.4f} (--calibrate "
         "FILE writes it into a model preset; `tiersim measure --help` explains the terms)",
         f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of scalar step counters",
         "master: one precision throughout, so no separate master copy exists or is predicted",
     ]
-    if m.request.dtype == "fp32":
-        lines.append("fp32 activations are 4 bytes each; tiersim's formula assumes 16-bit")
     lines += shrink_lines(m)
     return "\n".join(f"  - {line}" for line in lines)
 
@@ -233,6 +295,15 @@ def _write_preset(path: Path, m: Measurement) -> None:
 
 def run(args: argparse.Namespace) -> int:
     req = request(args)
+    if args.calibrate and (args.fsdp is not None or args.implementation == "huggingface"):
+        why = (
+            "not with --fsdp"
+            if args.fsdp is not None
+            else "huggingface's accounting needs no factor (set training.implementation)"
+        )
+        raise InputError(SOURCE, [Problem("--calibrate", f"{why} (expected tiersim's modules)")])
+    if args.fsdp is not None:
+        return run_fsdp(req, args.fsdp, args.format)
     preset = Path(args.calibrate) if args.calibrate else None
     if preset:  # before measuring, so a mistake in it costs nothing
         usable_preset_path("--calibrate", preset, _preset_inputs(args))

@@ -1,0 +1,59 @@
+"""Storage versus compute precision (`training.precision.compute`).
+
+FSDP2 mixed precision keeps fp32 sharded parameters (the master copy: weights fp32, master
+none), all-gathers and computes in bf16 and holds the unsharded bf16 copy only while a unit
+runs; DeepSpeed keeps bf16 parameters and a separate fp32 master. Llama-2-7B on 8 GPUs, ZeRO 3.
+One layer: 4·4096² (q, k, v, o) + 3·4096·11008 (MLP) + 2·4096 (norms) = 202,383,360 values.
+"""
+
+from __future__ import annotations
+
+from conftest import scenario
+
+from tiersim.state.inventory import build_inventory
+from tiersim.workload.work import build_workload
+
+LAYER = 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096
+assert LAYER == 202_383_360
+
+
+def llama(precision: dict, framework: str | None = None):
+    raw = {
+        "name": "p",
+        "model": {"preset": "llama-2-7b"},
+        "training": {"seq_len": 1024, "precision": precision, "framework": framework},
+        "parallel": {"data": 8, "zero_stage": 3},
+        "hardware": {"preset": "dgx-h100"},
+    }
+    return scenario(raw)
+
+
+def test_fsdp_mixed_precision_rests_in_fp32_and_gathers_bf16():
+    s = llama({"weights": "fp32", "gradients": "fp32", "master": "none", "compute": "bf16"}, "fsdp")
+    layer = build_workload(s).units[0]
+    assert layer.homed["weights"] == LAYER * 4 // 8  # the fp32 shard at rest (4096 rows / 8)
+    assert layer.homed["master"] == 0  # the fp32 shard is the master copy
+    assert layer.weights_full == LAYER * 2  # the bf16 copy all-gathered and computed with
+    # a ring all-gather sends (N-1)/N of the gathered bf16 buffer per GPU
+    assert layer.dp_weights is not None and layer.dp_weights.nbytes == LAYER * 2 * 7 / 8
+
+
+def test_deepspeed_rests_in_bf16_with_an_fp32_master():
+    s = llama({"weights": "bf16", "gradients": "bf16", "master": "fp32"}, "deepspeed")
+    layer = build_workload(s).units[0]
+    assert layer.homed["weights"] == LAYER * 2 // 8
+    assert layer.homed["master"] == LAYER * 4 // 8
+    assert layer.weights_full == LAYER * 2
+
+
+def test_activations_follow_the_compute_copy_not_the_stored_weights():
+    bf16 = build_inventory(llama({"weights": "bf16"})).per_gpu["activations"]
+    fsdp_mixed = {"weights": "fp32", "master": "none", "compute": "bf16"}
+    assert build_inventory(llama(fsdp_mixed, "fsdp")).per_gpu["activations"] == bf16
+    fp32 = build_inventory(llama({"weights": "fp32", "master": "none"})).per_gpu["activations"]
+    # Korthikanti et al. per layer, s = 1024, b = 1, h = 4096, a = 32, f = 11008: values
+    # 16sbh + 6sbf + 4as² bytes in bf16 (twice that in fp32), 1-byte masks 2sbh + as²
+    s, h, a, f = 1024, 4096, 32, 11008
+    values, masks = 16 * s * h + 6 * s * f + 4 * a * s * s, 2 * s * h + a * s * s
+    assert bf16 == 32 * (values + masks)
+    assert fp32 == 32 * (2 * values + masks)

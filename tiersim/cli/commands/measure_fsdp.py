@@ -1,0 +1,51 @@
+"""`tiersim measure --fsdp N`: each FSDP2 rank's shard bytes beside tiersim's prediction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.core.units import fmt_bytes
+from tiersim.groundtruth.measure import Request
+from tiersim.groundtruth.measure_hf import measure_fsdp
+from tiersim.report.json_report import to_json
+from tiersim.report.table import render
+
+ROWS = (
+    ("weights_local", "weights (local shard)"),
+    ("weights_stored", "weights (padded storage)"),
+    ("gradients", "gradients (reduce-scatter buffers)"),
+    ("optimizer", "optimizer (exp_avg, exp_avg_sq)"),
+    ("step_counters", "Adam step counters"),
+)
+
+
+def table(got: dict[str, Any]) -> str:
+    world = got["world_size"]
+    rows = []
+    for rank in got["ranks"]:
+        for key, label in ROWS:
+            meas, pred = rank["measured"][key], rank["predicted"][key]
+            same = "equal" if meas == pred else f"{meas - pred:+,} B"
+            rows.append([str(rank["rank"]), label, fmt_bytes(meas), fmt_bytes(pred), same])
+    c = got["configuration"]
+    title = (
+        f"FSDP2 (fully_shard per layer and root) on {world} CPU ranks, gloo: "
+        f"{c['dtype']}, AdamW, seq_len {c['seq_len']} tokens, micro-batch {c['micro_batch_size']}"
+    )
+    return render(["rank", "what", "measured", "predicted", "difference"], rows, title)
+
+
+NOTES = (
+    "each parameter is sharded on dim 0 in ceil(d0/N) rows per rank (trailing ranks may hold "
+    "fewer, or none), stored padded to ceil(d0/N) rows on every rank; gradients are the padded "
+    "buffers on every rank; tiersim's per-GPU figures under training.framework fsdp are rank 0's"
+)
+
+
+def run_fsdp(req: Request, world: int, fmt: str) -> int:
+    got = measure_fsdp(req, world)
+    if fmt == "json":
+        print(to_json(got))
+    else:
+        print(f"{table(got)}\n\nnotes:\n  - {NOTES}")
+    return 0

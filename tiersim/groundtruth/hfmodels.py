@@ -1,0 +1,201 @@
+"""Real `transformers` models (GPT-2, Llama, Mistral, Qwen2) built from tiersim's dimensions,
+random weights, nothing downloaded, and one measured training step on them.
+
+The model's parameter tensors are those tiersim counts (GPT-2's fused c_attn holds q, k and v
+in one tensor: the same values). What autograd saves is recorded per storage, each once; a
+storage saved by more than one layer (Llama's rotary cos and sin, computed once by the model)
+counts outside the layers, as tiersim.state.activations does. Training runs without a KV cache
+(`use_cache=False`, as training loops pass it): GPT-2 with a cache keeps K and V copies more.
+
+Nothing here is imported unless PyTorch and transformers are installed (the `measure` extra).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import transformers
+from torch import nn
+
+from tiersim.groundtruth.torchmodels import storage_key
+from tiersim.state.activations import Accounting, hf_style
+from tiersim.state.model import Transformer
+
+KERNELS = {"eager": "eager", "sdpa": "sdpa"}  # transformers' attn_implementation names
+FAMILIES = ("gpt2", "llama", "mistral", "qwen2")
+
+
+def _biases_fit(m: Transformer, family: str) -> bool:
+    """Mistral has no biases, Qwen2 q/k/v biases only; Llama's attention_bias covers q, k, v
+    and o together and mlp_bias the MLP."""
+    biases = (m.qkv_bias, m.attn_out_bias, m.mlp_bias)
+    if family == "mistral":
+        return not any(biases)
+    if family == "qwen2":
+        return biases == (True, False, False)
+    return m.qkv_bias == m.attn_out_bias
+
+
+def family_of(m: Transformer, family: str | None) -> str:
+    """The transformers class that builds exactly this model (the named family where it can),
+    or ValueError saying why none does."""
+    if hf_style(m) == "gpt2":
+        gpt2 = m.qkv_bias and m.attn_out_bias and m.mlp_bias and not m.gated_mlp
+        if not gpt2 or m.position != "learned" or m.head_dim * m.heads != m.hidden:
+            raise ValueError(
+                "a LayerNorm model is built as GPT-2, which has biases everywhere, a GeLU MLP, "
+                "learned positions and head_dim = hidden / heads"
+            )
+        return "gpt2"
+    if m.position != "rope" or not m.gated_mlp:
+        raise ValueError("an RMSNorm model is built as Llama, with rotary positions and SwiGLU")
+    for name in (family, "llama", "qwen2"):
+        if name in FAMILIES[1:] and _biases_fit(m, name):
+            return name
+    raise ValueError(
+        "no transformers family has these biases (Llama's attention_bias covers q, k, v and o "
+        "together; Qwen2 has q, k, v biases only)"
+    )
+
+
+def hf_config(m: Transformer, family: str, acc: Accounting, seq_len: int) -> Any:
+    if family == "gpt2":
+        return transformers.GPT2Config(
+            n_embd=m.hidden,
+            n_head=m.heads,
+            n_layer=m.layers,
+            n_positions=max(m.max_positions or seq_len, seq_len),
+            n_inner=m.ffn_hidden,
+            vocab_size=m.vocab,
+            attn_pdrop=acc.attention_dropout,
+            resid_pdrop=acc.hidden_dropout,
+            embd_pdrop=acc.hidden_dropout,
+            tie_word_embeddings=m.tied_embeddings,
+            bos_token_id=None,
+            eos_token_id=None,
+        )
+    cls = {
+        "llama": transformers.LlamaConfig,
+        "mistral": transformers.MistralConfig,
+        "qwen2": transformers.Qwen2Config,
+    }[family]
+    extra = {"attention_bias": m.qkv_bias, "mlp_bias": m.mlp_bias} if family == "llama" else {}
+    return cls(
+        hidden_size=m.hidden,
+        num_attention_heads=m.heads,
+        num_key_value_heads=m.kv_heads,
+        head_dim=m.head_dim,
+        intermediate_size=m.ffn_hidden,
+        num_hidden_layers=m.layers,
+        vocab_size=m.vocab,
+        max_position_embeddings=max(m.max_positions or seq_len, seq_len),
+        attention_dropout=acc.attention_dropout,
+        tie_word_embeddings=m.tied_embeddings,
+        **extra,
+    )
+
+
+def build(m: Transformer, family: str, acc: Accounting, seq_len: int, dtype: Any) -> nn.Module:
+    transformers.logging.set_verbosity_error()  # config notes about random, tiny models
+    cfg = hf_config(m, family, acc, seq_len)
+    cfg._attn_implementation = KERNELS[acc.kernel]
+    cls = transformers.GPT2LMHeadModel if family == "gpt2" else transformers.AutoModelForCausalLM
+    net = cls(cfg) if family == "gpt2" else cls.from_config(cfg)
+    net.config._attn_implementation = KERNELS[acc.kernel]
+    return net.to(dtype).train()
+
+
+def layers_of(net: nn.Module) -> nn.ModuleList:
+    return net.transformer.h if hasattr(net, "transformer") else net.model.layers
+
+
+class SavedStorages:
+    """Each storage autograd saves, once, with the layers that saved it (-1: outside)."""
+
+    def __init__(self, layers: int, excluded: list[torch.Tensor]):
+        self.layers = layers
+        self.excluded = {storage_key(t) for t in excluded}
+        self.seen: dict[tuple[str, int], tuple[int, set[int]]] = {}
+        self.current = -1
+
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        key = storage_key(t)
+        if key not in self.excluded:
+            _, where = self.seen.setdefault(key, (t.untyped_storage().nbytes(), set()))
+            where.add(self.current)
+        return t
+
+    @staticmethod
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def watch(self, layers: nn.ModuleList) -> list[Any]:
+        handles = []
+        for i, layer in enumerate(layers):
+            handles.append(layer.register_forward_pre_hook(lambda *_, i=i: self._enter(i)))
+            handles.append(layer.register_forward_hook(lambda *_: self._enter(-1)))
+        return handles
+
+    def _enter(self, index: int) -> None:
+        self.current = index
+
+    @property
+    def per_layer(self) -> list[int]:
+        out = [0] * self.layers
+        for nbytes, where in self.seen.values():
+            if len(where) == 1 and min(where) >= 0:
+                out[min(where)] += nbytes
+        return out
+
+    @property
+    def outside(self) -> int:
+        return sum(n for n, where in self.seen.values() if len(where) > 1 or min(where) < 0)
+
+
+def train_step(net: nn.Module, optimizer: Any, ids: Any, saved: SavedStorages | None) -> None:
+    optimizer.zero_grad(set_to_none=False)
+    if saved is None:
+        loss = net(input_ids=ids, labels=ids, use_cache=False).loss
+    else:
+        with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+            loss = net(input_ids=ids, labels=ids, use_cache=False).loss
+    loss.backward()
+    optimizer.step()
+
+
+def run(m: Transformer, family: str, acc: Accounting, req: Any, seq: int, device: str) -> dict:
+    """Warm-up and measured step of the transformers model; bytes of every class."""
+    from tiersim.groundtruth import torchmodels as tm
+
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[req.dtype]
+    shape = (req.micro_batch_size, seq)
+    rng_devices = [torch.cuda.current_device()] if device == "cuda" else []
+    with torch.random.fork_rng(devices=rng_devices), torch.device(device):
+        torch.manual_seed(req.seed)
+        net = build(m, family, acc, seq, dtype)
+        ids = torch.randint(0, m.vocab, shape)
+    params = list(net.parameters())
+    optimizer = tm.make_optimizer(req.optimizer, params)
+    train_step(net, optimizer, ids, None)  # warm-up: creates the optimizer state
+    saved = SavedStorages(m.layers, [*params, *net.buffers()])
+    handles = saved.watch(layers_of(net))
+    train_step(net, optimizer, ids, saved)
+    for h in handles:
+        h.remove()
+    state, counters = tm.optimizer_bytes(optimizer)
+    per_layer, outside = saved.per_layer, saved.outside
+    return {
+        "parameters": sum(p.numel() for p in params),
+        "measured": {
+            "weights": tm.storage_bytes(params),
+            "gradients": tm.storage_bytes(p.grad for p in params if p.grad is not None),
+            "master": 0,
+            "optimizer": state,
+            "activations": sum(per_layer) + outside,
+        },
+        "per_layer": per_layer,
+        "outside": outside,
+        "counters": counters,
+        "peak": None,
+    }

@@ -1,0 +1,72 @@
+"""The transformers side of `tiersim measure` (`--implementation huggingface`) and `--fsdp N`:
+the prediction for the device measured on, and the runs (tiersim.groundtruth.hfmodels, fsdp2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.config.schema import Scenario
+from tiersim.groundtruth.measure import (
+    Request,
+    import_torch,
+    invalid,
+    model_dims,
+    prediction_scenario,
+)
+from tiersim.state.activations import Accounting, accounting_for, layer_bytes, outside_items
+from tiersim.state.model import Transformer, build_model
+
+
+def _hf_accounting(s: Scenario, device: str) -> tuple[Transformer, Accounting]:
+    model = build_model(s.model)
+    assert isinstance(model, Transformer)
+    return model, accounting_for(s, device)
+
+
+def _hf_prediction(s: Scenario, device: str) -> dict[str, int]:
+    """Per layer and outside, for the device measured on (the inventory predicts for a GPU)."""
+    m, acc = _hf_accounting(s, device)
+    seq, mbs = s.seq_len, s.training.micro_batch_size
+    return {
+        "per_layer_predicted": round(layer_bytes(m, seq, mbs, acc)),
+        "outside_predicted": round(sum(i.nbytes for i in outside_items(m, seq, mbs, acc))),
+    }
+
+
+def train_and_measure_hf(s: Scenario, req: Request, device: str) -> dict[str, Any]:
+    try:
+        from tiersim.groundtruth import hfmodels
+    except ImportError:
+        raise invalid(
+            "implementation",
+            "transformers is not installed: install the measure extra, "
+            "pip install 'tiersim[measure]'",
+        ) from None
+    m, acc = _hf_accounting(s, device)
+    try:
+        family = hfmodels.family_of(m, s.model.family)
+    except ValueError as exc:
+        raise invalid("model", f"{exc} (or measure tiersim's own modules)") from None
+    got = hfmodels.run(m, family, acc, req, s.seq_len, device)
+    return {**got, "family": family, **_hf_prediction(s, device)}
+
+
+def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
+    """FSDP2 on `world` CPU ranks: each rank's bytes, measured and predicted (state/fsdp.py)."""
+    if not 2 <= world <= 16:
+        raise invalid("--fsdp", f"{world} ranks (expected 2 to 16 processes on this host)")
+    if req.optimizer not in ("adamw", "adam"):
+        raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected adamw or adam)")
+    if req.implementation != "tiersim":
+        raise invalid("implementation", "--fsdp runs tiersim's own modules (expected tiersim)")
+    scenario = prediction_scenario(req)
+    import_torch()
+    from tiersim.groundtruth import fsdp2
+
+    model = build_model(scenario.model)
+    assert isinstance(model, Transformer)
+    seq, mbs = scenario.seq_len, scenario.training.micro_batch_size
+    got = fsdp2.measure_fsdp(model, world, req.dtype, seq, mbs)
+    config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype, "optimizer": "adamw"}
+    return {"model": model_dims(scenario.model), "configuration": config, **got}

@@ -1,0 +1,371 @@
+"""Activation bytes kept for backward, tensor by tensor, as the modelling code keeps them.
+
+Which tensors each op saves is a property of the implementation (`training.implementation`),
+the attention kernel (`training.attention_kernel`), the dropout probabilities, the compute
+precision and the device:
+
+- megatron: Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+  Models", §4), Megatron-LM's fused kernels: s·b·h·(34 + 5·a·s/h) bytes per layer in 16 bits,
+  generalised to any MLP width, gated MLPs and grouped-query attention. Elements are in the
+  compute precision, dropout masks 1 byte. The paper counts the layers only (§4.3 calls the
+  embedding and output-layer extras small); so does tiersim under `megatron`.
+- huggingface: `transformers` (5.x) GPT-2 and Llama / Mistral / Qwen2 modelling code on
+  torch 2.13, measured with saved_tensors_hooks (storages counted once) and exact to the byte
+  on CPU (tests/test_hf_activations.py runs the matrix): HF RMSNorm keeps its input upcast to
+  fp32, an fp32 1/rms and the normalised value; SwiGLU keeps four s·b·f tensors, GPT-2's
+  gelu_new five; eager Llama attention keeps an fp32 softmax and K, V repeated to every head.
+  The layers and what lies outside them (token ids, rotary tables, final norm, the output
+  head's input, the loss's fp32 log-softmax, the shifted labels) are counted.
+
+Kernels: eager keeps the s×s scores; flash (FlashAttention-2, cuDNN, SDPA's flash backend)
+keeps q, k, v, the output and an fp32 log-sum-exp (4·a·s·b bytes), no s² term; sdpa is what
+PyTorch dispatches: on CUDA flash for bf16/fp16, the memory-efficient kernel for fp32 (its
+log-sum-exp padded to 32 rows); on CPU its flash kernel without dropout and the math path
+(fp32 scores, mask and dropped probabilities, 3·4·a·s²·b) with dropout.
+
+Devices: tiersim's scenarios simulate GPUs (`cuda`). `tiersim measure` on a CPU predicts for
+the CPU: CPU dropout keeps a mask in the model's dtype (CUDA: 1-byte bool), CPU LayerNorm
+keeps its mean and 1/σ in the model's dtype (CUDA: fp32), SDPA with dropout takes the math path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tiersim.config.schema import PRECISION_BYTES, Scenario
+
+if TYPE_CHECKING:
+    from tiersim.state.model import Transformer
+
+GROUPS = (
+    "norms",
+    "attention_inputs",
+    "attention_core",
+    "mlp",
+    "dropout_masks",
+    "embeddings",
+    "logits_and_loss",
+    "layer_inputs",  # all a layer keeps under full recompute
+)
+IMPLEMENTATIONS = ("megatron", "huggingface")
+KERNELS = ("eager", "sdpa", "flash")
+DEFAULT_KERNEL = {"megatron": "eager", "huggingface": "sdpa"}
+MEGATRON_DROPOUT = 0.1  # Megatron-LM's --attention-dropout and --hidden-dropout defaults
+DEVICE_TERMS = (  # what a GPU keeps differently from a CPU (measure says so)
+    "dropout masks: 1-byte bool on CUDA, the model's dtype on CPU",
+    "LayerNorm mean and 1/sigma: fp32 on CUDA, the model's dtype on CPU",
+    "SDPA with dropout: flash (bf16/fp16) or memory-efficient (fp32) kernel on CUDA, keeping no "
+    "s x s tensor; the math path on CPU keeps fp32 scores, mask and dropped probabilities",
+)
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """What decides the bytes: the modelling code, the kernel, dropout, precision, device."""
+
+    implementation: str = "megatron"
+    kernel: str = "eager"
+    attention_dropout: float = MEGATRON_DROPOUT
+    hidden_dropout: float = MEGATRON_DROPOUT
+    compute_bytes: int = 2  # bytes per element of the compute copy (4 fp32, 2 bf16)
+    device: str = "cuda"
+
+    def __post_init__(self) -> None:
+        if self.implementation not in IMPLEMENTATIONS:
+            raise ValueError(f"implementation(={self.implementation!r}) not in {IMPLEMENTATIONS}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel(={self.kernel!r}) not in {KERNELS}")
+        if self.device not in ("cuda", "cpu"):
+            raise ValueError(f"device(={self.device!r}) must be 'cuda' or 'cpu'")
+
+
+MEGATRON = Accounting()
+
+
+@dataclass(frozen=True)
+class Item:
+    """One kept tensor (or a few of one kind): bytes for the whole tensor-parallel group."""
+
+    group: str
+    name: str
+    nbytes: float
+    split: bool  # divided over tensor parallelism (else replicated unless sequence parallel)
+    scores: bool = False  # an s×s term, recomputed under selective recompute
+
+
+def hf_style(m: Transformer) -> str:
+    """Which transformers modelling code a model follows: GPT-2 (LayerNorm) or Llama."""
+    return "gpt2" if m.norm == "layernorm" else "llama"
+
+
+def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
+    """The scenario's accounting; unset kernel and dropout take the implementation's defaults
+    (a generic model, without norm or dimensions, is read as Llama-style code)."""
+    impl, spec = s.training.implementation, s.model
+    gpt2 = spec.norm == "layernorm" and spec.parameters is None
+    fallback = MEGATRON_DROPOUT if impl == "megatron" or gpt2 else 0.0
+    attn, hidden = spec.attention_dropout, spec.hidden_dropout
+    return Accounting(
+        implementation=impl,
+        kernel=s.training.attention_kernel or DEFAULT_KERNEL[impl],
+        attention_dropout=fallback if attn is None else attn,
+        hidden_dropout=fallback if hidden is None else hidden,
+        compute_bytes=PRECISION_BYTES[s.training.precision.compute_precision],
+        device=device,
+    )
+
+
+# --- megatron ----------------------------------------------------------------------------------
+
+
+def _megatron_core(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+    dt, n = acc.compute_bytes, b * m.heads * s * s
+    if acc.kernel != "eager":  # flash / sdpa on a GPU: the output and an fp32 log-sum-exp
+        return [Item("attention_core", "logsumexp (fp32)", 4.0 * b * m.heads * s, True)]
+    out = [Item("attention_core", "softmax output", dt * n, True, True)]
+    if acc.attention_dropout > 0:
+        out += [
+            Item("dropout_masks", "attention dropout mask", 1.0 * n, True, True),
+            Item("attention_core", "attention dropout output", dt * n, True, True),
+        ]
+    return out
+
+
+def megatron_layer(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+    """Korthikanti et al. §4.1 per layer: norms 4sbh, QKV input 2sbh, Q, K, V, out-projection
+    input, MLP input 2sbh, MLP wide tensors 4sbf (6sbf gated), 5as²b, two 1-byte masks."""
+    dt, t = acc.compute_bytes, s * b
+    q, kv, h, f = m.heads * m.head_dim, m.kv_heads * m.head_dim, m.hidden, m.ffn_hidden
+    items = [
+        Item("norms", "input norm input", dt * t * h, False),
+        Item("norms", "post-attention norm input", dt * t * h, False),
+        Item("attention_inputs", "qkv projection input", dt * t * h, False),
+        Item("attention_inputs", "q", dt * t * q, True),
+        Item("attention_inputs", "k, v", 2.0 * dt * t * kv, True),
+        Item("attention_inputs", "out-projection input", dt * t * q, True),
+        Item("mlp", "mlp input", dt * t * h, False),
+        Item("mlp", "mlp wide tensors", (3 if m.gated_mlp else 2) * dt * t * f, True),
+        *_megatron_core(m, s, b, acc),
+    ]
+    if acc.hidden_dropout > 0:
+        items.append(Item("dropout_masks", "attention and mlp output masks", 2.0 * t * h, False))
+    return items
+
+
+# --- huggingface -------------------------------------------------------------------------------
+
+
+def _mask_bytes(acc: Accounting) -> int:
+    """F.dropout on CPU keeps the float noise tensor; CUDA's native_dropout a bool mask."""
+    return 1 if acc.device == "cuda" else acc.compute_bytes
+
+
+def _kernel_path(acc: Accounting) -> str:
+    """eager, flash or math: what runs (sdpa with dropout on CPU takes the math path)."""
+    if acc.kernel == "sdpa" and acc.device == "cpu" and acc.attention_dropout > 0:
+        return "math"
+    return "eager" if acc.kernel == "eager" else "flash"
+
+
+def _logsumexp(m: Transformer, s: int, b: int, acc: Accounting) -> Item:
+    """Flash keeps (b, a, s) fp32; CUDA's memory-efficient kernel (SDPA in fp32) pads s to 32."""
+    rows = s
+    if acc.device == "cuda" and acc.kernel == "sdpa" and acc.compute_bytes == 4:
+        rows = 32 * math.ceil(s / 32)
+    return Item("attention_core", "logsumexp (fp32)", 4.0 * b * m.heads * rows, True)
+
+
+def _math_core(m: Transformer, s: int, b: int, qkv: float) -> list[Item]:
+    """CPU math SDPA with dropout: fp32 even for bf16 (it upcasts): q, k, v, scores, mask, drop."""
+    n = b * m.heads * s * s
+    return [
+        Item("attention_core", "math sdpa q, k, v (fp32, every head)", qkv, True),
+        Item("attention_core", "math sdpa softmax and dropped probs (fp32)", 8.0 * n, True, True),
+        Item("dropout_masks", "math sdpa dropout mask (fp32)", 4.0 * n, True, True),
+    ]
+
+
+def _eager_scores(acc: Accounting, n: int, softmax_bytes: int, cast: bool) -> list[Item]:
+    """The softmax output, and with dropout its mask and the dropped probabilities; Llama's
+    fp32 softmax is cast back to the model dtype (a second copy) when that is not fp32."""
+    dt = acc.compute_bytes
+    items = [Item("attention_core", "softmax output", float(softmax_bytes * n), True, True)]
+    if acc.attention_dropout > 0:
+        mask = float(_mask_bytes(acc) * n)
+        items += [
+            Item("dropout_masks", "attention dropout mask", mask, True, True),
+            Item("attention_core", "dropped probabilities", float(dt * n), True, True),
+        ]
+    elif cast:
+        items.append(Item("attention_core", "probabilities cast to the dtype", dt * n, True, True))
+    return items
+
+
+def _llama_core(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+    dt, t, n = acc.compute_bytes, s * b, b * m.heads * s * s
+    ad, a, k, d = m.heads * m.head_dim, m.heads, m.kv_heads, m.head_dim
+    path = _kernel_path(acc)
+    if path == "math":
+        return _math_core(m, s, b, 12.0 * t * ad)
+    if path == "flash":
+        kv_heads = k if d <= 256 else a  # transformers passes enable_gqa only up to head_dim 256
+        return [
+            Item("attention_core", "q after rotary", dt * t * ad, True),
+            Item("attention_core", "k, v", 2.0 * dt * t * kv_heads * d, True),
+            _logsumexp(m, s, b, acc),
+        ]
+    kv_heads = 1 if k == 1 and b == 1 else a  # repeat_kv: a stride-0 view only for MQA at b = 1
+    return [
+        Item("attention_core", "q after rotary", dt * t * ad, True),
+        Item("attention_core", "k, v repeated to every head", 2.0 * dt * t * kv_heads * d, True),
+        *_eager_scores(acc, n, 4, dt != 4),
+    ]
+
+
+def _rmsnorm(name: str, t: int, h: int, dt: int) -> list[Item]:
+    return [
+        Item("norms", f"{name} input (fp32)", 4.0 * t * h, False),
+        Item("norms", f"{name} 1/rms (fp32)", 4.0 * t, False),
+        Item("norms", f"{name} normalised", dt * t * h, False),
+    ]
+
+
+def hf_llama_layer(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+    dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.ffn_hidden
+    mlp = 4 if m.gated_mlp else 2  # SwiGLU: gate out, SiLU out, up out, down input
+    return [
+        *_rmsnorm("input norm", t, h, dt),
+        *_rmsnorm("post-attention norm", t, h, dt),
+        Item("attention_inputs", "q, k, v projection input", dt * t * h, False),
+        Item("attention_inputs", "o_proj input", dt * t * m.heads * m.head_dim, True),
+        *_llama_core(m, s, b, acc),
+        Item("mlp", "mlp input", dt * t * h, False),
+        Item("mlp", "gate, SiLU, up outputs and down input", mlp * dt * t * f, True),
+    ]
+
+
+def _layernorm(name: str, t: int, h: int, acc: Accounting) -> list[Item]:
+    stats = 4 if acc.device == "cuda" else acc.compute_bytes
+    return [
+        Item("norms", f"{name} input", acc.compute_bytes * t * h, False),
+        Item("norms", f"{name} mean and 1/sigma", 2.0 * stats * t, False),
+    ]
+
+
+def _gpt2_core(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+    dt, t, h, n = acc.compute_bytes, s * b, m.hidden, b * m.heads * s * s
+    path = _kernel_path(acc)
+    if path == "math":
+        # scaled q and k copies; V a copy, or (b = 1, fp32) a view pinning the whole c_attn output
+        v = 3.0 * dt * t * h if b == 1 and dt == 4 else 4.0 * t * h
+        return _math_core(m, s, b, 8.0 * t * h + v)
+    if path == "flash":
+        return [
+            Item("attention_core", "c_attn output (q, k, v views)", 3.0 * dt * t * h, True),
+            _logsumexp(m, s, b, acc),
+        ]
+    return [
+        Item("attention_core", "q, k, v", 3.0 * dt * t * h, True),
+        *_eager_scores(acc, n, dt, False),  # GPT-2's softmax stays in the model dtype
+    ]
+
+
+def hf_gpt2_layer(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+    dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.ffn_hidden
+    mlp = 4 if m.gated_mlp else 5  # gelu_new: x, tanh, 1 + tanh, 0.5x; and c_proj's input
+    items = [
+        *_layernorm("ln_1", t, h, acc),
+        *_layernorm("ln_2", t, h, acc),
+        Item("attention_inputs", "c_attn input", dt * t * h, False),
+        Item("attention_inputs", "c_proj input", dt * t * h, True),
+        *_gpt2_core(m, s, b, acc),
+        Item("mlp", "c_fc input", dt * t * h, False),
+        Item("mlp", "gelu_new tensors and c_proj input", mlp * dt * t * f, True),
+    ]
+    if acc.hidden_dropout > 0:
+        mask = 2.0 * _mask_bytes(acc) * t * h
+        items.append(Item("dropout_masks", "attention and mlp residual dropout masks", mask, False))
+    return items
+
+
+def hf_outside(m: Transformer, s: int, b: int, acc: Accounting, first: bool, last: bool):
+    """Outside the layers: ids and positions (first stage), rotary tables (every stage), the
+    final norm, the output head's input and the loss (last stage)."""
+    dt, t, h = acc.compute_bytes, s * b, m.hidden
+    items: list[Item] = []
+    gpt2 = hf_style(m) == "gpt2"
+    if first:
+        items.append(Item("embeddings", "input ids (int64)", 8.0 * t, False))
+        if m.position == "learned":
+            items.append(Item("embeddings", "position ids (int64)", 8.0 * s, False))
+        if gpt2 and acc.hidden_dropout > 0:
+            mask = _mask_bytes(acc) * t * h
+            items.append(Item("dropout_masks", "embedding dropout mask", mask, False))
+    if m.position == "rope":  # cos and sin, (1, s, head_dim), shared by every layer
+        items.append(Item("embeddings", "rotary cos and sin", 2.0 * s * m.head_dim * dt, False))
+    if last:
+        norm = _layernorm("final norm", t, h, acc) if gpt2 else _rmsnorm("final norm", t, h, dt)
+        labels = 8.0 * (s + 1) if b == 1 else 8.0 * t  # b = 1 keeps the padded (s+1) storage
+        items += [
+            *norm,
+            Item("logits_and_loss", "output head input", dt * t * h, False),
+            Item("logits_and_loss", "log-softmax of the logits (fp32)", 4.0 * t * m.vocab, True),
+            Item("logits_and_loss", "shifted labels (int64) and total weight", labels + 4, False),
+        ]
+    return items
+
+
+# --- totals ------------------------------------------------------------------------------------
+
+
+def layer_items(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+    if acc.implementation == "megatron":
+        return megatron_layer(m, s, b, acc)
+    if hf_style(m) == "gpt2":
+        return hf_gpt2_layer(m, s, b, acc)
+    return hf_llama_layer(m, s, b, acc)
+
+
+def outside_items(
+    m: Transformer, s: int, b: int, acc: Accounting, first: bool = True, last: bool = True
+) -> list[Item]:
+    """What lies outside the layers; none under `megatron` (Korthikanti et al. count layers)."""
+    if acc.implementation == "megatron":
+        return []
+    return hf_outside(m, s, b, acc, first, last)
+
+
+def divided(items: list[Item], tensor: int, sequence_parallel: bool) -> float:
+    """One GPU's bytes: split items over t; replicated ones too under sequence parallelism."""
+    return sum(i.nbytes / tensor if i.split or sequence_parallel else i.nbytes for i in items)
+
+
+def kept(items: list[Item], recompute: str) -> list[Item]:
+    """Selective recompute (Korthikanti et al. §5) recomputes the s×s terms."""
+    return [i for i in items if not (recompute == "selective" and i.scores)]
+
+
+def layer_bytes(
+    m: Transformer,
+    s: int,
+    b: int,
+    acc: Accounting,
+    tensor: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+) -> float:
+    """Bytes one layer keeps on one GPU. Full recompute keeps only the layer input."""
+    if recompute == "full":
+        layer_input = acc.compute_bytes * s * b * m.hidden
+        return layer_input / tensor if sequence_parallel else layer_input
+    return divided(kept(layer_items(m, s, b, acc), recompute), tensor, sequence_parallel)
+
+
+def by_group(items: list[Item], tensor: int = 1, sequence_parallel: bool = False) -> dict:
+    """Bytes per group (GROUPS order), after tensor division."""
+    out = {g: 0.0 for g in GROUPS}
+    for i in items:
+        out[i.group] += divided([i], tensor, sequence_parallel)
+    return out

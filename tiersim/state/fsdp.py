@@ -1,0 +1,101 @@
+"""FSDP2's sharding (torch.distributed.fsdp.fully_shard), exact per rank.
+
+Measured on torch 2.13 (gloo, 2 and 4 CPU ranks; tests/test_fsdp2.py runs it): every parameter
+is sharded on its first dimension with torch.chunk's rule, c = ceil(d0 / W) rows per rank, so
+rank r holds max(0, min(c, d0 - r·c)) rows (9 rows on 4 ranks: 3, 3, 3, 0). Each parameter's
+local shard sits in its own storage padded to c rows on every rank (also a rank with 0 rows).
+Gradients after backward are views into a per-group reduce-scatter buffer of the padded sizes:
+every rank holds the padded total. Adam's exp_avg and exp_avg_sq have the unpadded local shape;
+its `step` is one fp32 scalar per parameter tensor (tiersim's optimizer class leaves it out).
+
+Shapes are the PyTorch layout of tiersim's modules and of transformers' Llama: nn.Linear's
+weight is (out, in), an embedding (vocab, hidden), a norm's weight and bias (hidden,).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tiersim.state.model import Transformer
+
+
+@dataclass(frozen=True)
+class Shape:
+    rows: int  # dim 0, the dimension FSDP2 shards
+    row_values: int  # values per row (the product of the other dimensions; 1 for a vector)
+
+
+def _linear(out: int, inp: int, bias: bool) -> list[Shape]:
+    return [Shape(out, inp), *([Shape(out, 1)] if bias else [])]
+
+
+def _norm(m: Transformer) -> list[Shape]:
+    return [Shape(m.hidden, 1)] * (2 if m.norm == "layernorm" else 1)
+
+
+def layer_shapes(m: Transformer) -> list[Shape]:
+    """One decoder layer: norms, q/k/v/o projections, the MLP (gate, up, down)."""
+    q, kv, h, f = m.heads * m.head_dim, m.kv_heads * m.head_dim, m.hidden, m.ffn_hidden
+    mlp = [*_linear(f, h, m.mlp_bias)] * (2 if m.gated_mlp else 1) + _linear(h, f, m.mlp_bias)
+    return [
+        *_norm(m),
+        *_linear(q, h, m.qkv_bias),
+        *_linear(kv, h, m.qkv_bias),
+        *_linear(kv, h, m.qkv_bias),
+        *_linear(h, q, m.attn_out_bias),
+        *_norm(m),
+        *mlp,
+    ]
+
+
+def rest_shapes(m: Transformer) -> list[Shape]:
+    """Embeddings, final norm and (untied) output projection: the root FSDP group."""
+    shapes = [Shape(m.vocab, m.hidden)]
+    if m.position == "learned":
+        shapes.append(Shape(m.max_positions or 0, m.hidden))
+    shapes += _norm(m)
+    if not m.tied_embeddings:
+        shapes.append(Shape(m.vocab, m.hidden))
+    return shapes
+
+
+def model_shapes(m: Transformer) -> list[Shape]:
+    return [*rest_shapes(m), *(s for _ in range(m.layers) for s in layer_shapes(m))]
+
+
+def rows_on_rank(rows: int, world: int, rank: int) -> int:
+    chunk = math.ceil(rows / world)
+    return max(0, min(chunk, rows - rank * chunk))
+
+
+def padded_values(shapes: list[Shape], world: int) -> int:
+    """Values every rank stores per parameter class: each parameter padded to ceil(d0/W) rows."""
+    return sum(math.ceil(s.rows / world) * s.row_values for s in shapes)
+
+
+def local_values(shapes: list[Shape], world: int, rank: int) -> int:
+    """Values of rank `rank`'s shards (DTensor.to_local()), without padding."""
+    return sum(rows_on_rank(s.rows, world, rank) * s.row_values for s in shapes)
+
+
+@dataclass(frozen=True)
+class RankBytes:
+    """One rank's bytes after a training step with Adam (or AdamW)."""
+
+    weights_local: int
+    weights_stored: int  # padded storage
+    gradients: int  # the padded reduce-scatter buffers
+    optimizer: int  # exp_avg and exp_avg_sq, unpadded local shape
+    step_counters: int  # one 4-byte `step` per parameter tensor
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def rank_bytes(m: Transformer, world: int, rank: int, value_bytes: int) -> RankBytes:
+    """Parameters, gradients and Adam state in `value_bytes` (the model's dtype)."""
+    shapes = model_shapes(m)
+    local = local_values(shapes, world, rank) * value_bytes
+    padded = padded_values(shapes, world) * value_bytes
+    return RankBytes(local, padded, padded, 2 * local, 4 * len(shapes))
