@@ -73,13 +73,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _time_limit(text: str) -> float:
+    """--time-limit in seconds; refused at once unless a time above zero (a zero or negative
+    limit would only be found out after every candidate had been checked)."""
     try:
-        limit = parse(args.time_limit, Kind.TIME)
+        limit = parse(text, Kind.TIME)
     except ValueError as exc:
-        raise InputError(
-            "--time-limit", [Problem(args.time_limit, f"{exc} (expected e.g. 10 min)")]
-        ) from None
+        raise InputError("--time-limit", [Problem(text, str(exc))]) from None
+    if not limit > 0:
+        why = "must be longer than 0 s (expected e.g. 10 min)"
+        raise InputError("--time-limit", [Problem(text, why)])
+    return limit
+
+
+def run(args: argparse.Namespace) -> int:
+    limit = _time_limit(args.time_limit)
     workers = args.workers or default_workers()
     options = PlanOptions(args.objective, args.top, workers, args.executor, args.scheduler, limit)
     try:
