@@ -232,3 +232,12 @@ def test_time_limit_unreadable_says_what_is_expected_once():
     code, _, err = _cli("plan", SCENARIOS / "default.yaml", "--time-limit", "soon")
     assert code == 2
     assert err.count("(expected") == 1 and err.startswith("--time-limit: soon: ")
+
+
+def test_the_estimate_times_candidates_spread_over_the_space():
+    from tiersim.plan.run import spread
+
+    # 10 candidates, 5 timed: i * 9 / 4 for i = 0..4 is 0, 2.25, 4.5, 6.75, 9 -> 0, 2, 4, 7, 9
+    assert spread(10, 5) == [0, 2, 4, 7, 9]
+    assert spread(3, 5) == [0, 1, 2]  # fewer than the sample: every one
+    assert spread(1, 5) == [0]
