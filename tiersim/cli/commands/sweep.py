@@ -119,6 +119,11 @@ def run(args: argparse.Namespace) -> int:
     spec = load_sweep(args.sweep, args.max_points)
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers, where = _workers(args, spec.size)
+    if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
+        print(
+            f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
+            file=sys.stderr,
+        )
     usable_folder("--out", out)
     print(f"sweep '{spec.name}': {spec.size} points on {where} -> {out}", file=sys.stderr)
     options = SweepOptions(
