@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tiersim.cli.commands.sweep import _positive_int, default_workers
+from tiersim.cli.commands.common import add_executor_args, positive_int
+from tiersim.cli.commands.sweep import default_workers
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, parse
 from tiersim.plan.rank import OBJECTIVES
@@ -39,30 +40,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "cost per token (needs hardware.price_per_gpu_hour)",
     )
     parser.add_argument(
-        "--top", type=_positive_int, default=5, metavar="K", help="plans to report (default: 5)"
+        "--top", type=positive_int, default=5, metavar="K", help="plans to report (default: 5)"
     )
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="output (default: table)"
     )
-    parser.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="worker processes (default: all cores); for a new local Dask cluster, its workers",
-    )
-    parser.add_argument(
-        "--executor",
-        choices=("local", "dask"),
-        default="local",
-        help="local process pool (default) or Dask (needs tiersim[dask])",
-    )
-    parser.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        default=None,
-        help="Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: start a local cluster)",
-    )
+    add_executor_args(parser)
     parser.add_argument(
         "--time-limit",
         default="10 min",
