@@ -69,6 +69,7 @@ def test_bad_sides_exit_2(cli, tmp_path):
     (tmp_path / "empty").mkdir()
     code, _, err = cli("compare", DEFAULT, tmp_path / "empty")
     assert code == 2 and "has no scenario.yaml or report.json" in err
+    assert "simulating" not in err  # B is checked before A is simulated
     folder = tmp_path / "bad"
     folder.mkdir()
     (folder / "scenario.yaml").write_text(DEFAULT.read_text())

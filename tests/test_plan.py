@@ -219,3 +219,25 @@ def test_goodput_objective_counts_checkpoints_and_failures(tmp_path):
         report = json.loads(out)
         share = report["checkpoint"]["goodput"]
         assert entry["goodput_tokens_per_s"] == report["step"]["tokens_per_s"] * share
+
+
+@pytest.mark.parametrize("limit", ["0 s", "-5 s"])
+def test_time_limit_not_above_zero_is_refused_before_any_candidate(limit):
+    code, _, err = _cli("plan", SCENARIOS / "default.yaml", "--time-limit", limit)
+    assert code == 2
+    assert err.strip() == f"--time-limit: {limit}: must be longer than 0 s (expected e.g. 10 min)"
+
+
+def test_time_limit_unreadable_says_what_is_expected_once():
+    code, _, err = _cli("plan", SCENARIOS / "default.yaml", "--time-limit", "soon")
+    assert code == 2
+    assert err.count("(expected") == 1 and err.startswith("--time-limit: soon: ")
+
+
+def test_the_estimate_times_candidates_spread_over_the_space():
+    from tiersim.plan.run import spread
+
+    # 10 candidates, 5 timed: i * 9 / 4 for i = 0..4 is 0, 2.25, 4.5, 6.75, 9 -> 0, 2, 4, 7, 9
+    assert spread(10, 5) == [0, 2, 4, 7, 9]
+    assert spread(3, 5) == [0, 1, 2]  # fewer than the sample: every one
+    assert spread(1, 5) == [0]

@@ -6,6 +6,7 @@ import pytest
 
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.hardware.resources import LinkDirection, NetChannel, Network, Port, TierPort
+from tiersim.workload.comms import Comm
 
 
 def test_a_misspelt_resource_is_an_error():
@@ -15,6 +16,8 @@ def test_a_misspelt_resource_is_an_error():
         Network("nvlnk")
     with pytest.raises(AttributeError):
         OpKind.MOEV  # noqa: B018
+    with pytest.raises(ValueError, match="no parallel group 'dta'"):
+        Comm("dp gradients", 1.0, 0.0, Network(NetChannel.NVLINK), "dta")
 
 
 def test_resources_are_values_with_their_channel():

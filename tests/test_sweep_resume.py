@@ -159,6 +159,9 @@ def test_cli_resume_counts_reused_retried_new_and_still_failed(
         "2 still failed"
     ) in stdout
     assert len(csv_rows(out)) == 10 and len(log_lines(out)) == 10
+    assert "holds no sweep yet" not in stderr
+    code, _, stderr = cli("sweep", path, "--out", tmp_path / "typo", "--no-plots", "--resume")
+    assert code == 0 and "--resume: " in stderr and "holds no sweep yet" in stderr
 
 
 def test_results_that_are_not_failures_are_kept_on_resume(tmp_path):

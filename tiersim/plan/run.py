@@ -1,5 +1,6 @@
-"""One plan, start to finish: the space, pruning by inventory, an estimate from a first point,
-the rest simulated on the sweep's executor, then the ranking. Nothing printed but progress."""
+"""One plan, start to finish: the space, pruning by inventory, an estimate from a sample of
+points spread over the candidates, the rest simulated on the sweep's executor, then the
+ranking. Nothing printed but progress."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from tiersim.sweep.estimate import estimate_s
 from tiersim.sweep.execute import Progress, SweepAborted, open_pool, stream
 from tiersim.sweep.worker import PointResult, run_point
 
-MAX_CANDIDATES = 20_000  # checking one against the inventory takes about a millisecond
+MAX_CANDIDATES = 20_000  # checking one against the inventory takes a few milliseconds
+SAMPLE = 5  # candidates timed, spread over the space, before the estimate is made
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class PlanOutcome:
     space: Space
     pruned: Pruned
     sims: list[Simulated]
-    estimate_s: float | None  # the simulation's estimated wall time, from the first point
+    estimate_s: float | None  # the simulation's estimated wall time, from a sample of points
 
 
 def plan(path: Path, options: PlanOptions) -> PlanOutcome:
@@ -65,37 +67,71 @@ def plan(path: Path, options: PlanOptions) -> PlanOutcome:
     bar.update(pruned.checked)
     if not pruned.kept:
         return PlanOutcome(source, space, pruned, [], None)
-    first = run_point(pruned.kept[0].task)
-    estimate = _estimate(source, space, pruned, first, options)
+    sampled = _sample(pruned)
+    estimate = _estimate(source, space, pruned, sampled, options)
+    mean = sum(r.elapsed_s for r in sampled.values()) / len(sampled)
     print(
         f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit and are simulated; "
         f"about {fmt_time(estimate)} on {options.workers} workers "
-        f"(the first took {fmt_time(first.elapsed_s)})",
+        f"({len(sampled)} spread over them took {fmt_time(mean)} each on average)",
         file=stream_to,
     )
-    results = [first, *_simulate_rest(pruned, options, stream_to)]
+    results = _simulate_rest(pruned, sampled, options, stream_to)
     sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True)]
     return PlanOutcome(source, space, pruned, sims, estimate)
 
 
+def _sample(pruned: Pruned) -> dict[int, PointResult]:
+    """Up to SAMPLE candidates evenly spread over those kept, simulated here: a first
+    candidate alone can be far cheaper than the rest (a small model's first choices)."""
+    return {i: run_point(pruned.kept[i].task) for i in spread(len(pruned.kept), SAMPLE)}
+
+
+def spread(n: int, k: int) -> list[int]:
+    """k positions (all n where n <= k) evenly spread over 0..n-1, both ends included."""
+    k = min(k, n)
+    return sorted({round(i * (n - 1) / max(1, k - 1)) for i in range(k)})
+
+
 def _estimate(
-    source: str, space: Space, pruned: Pruned, first: PointResult, options: PlanOptions
+    source: str,
+    space: Space,
+    pruned: Pruned,
+    sampled: dict[int, PointResult],
+    options: PlanOptions,
 ) -> float:
-    """The rest's time from the first's, scaled by layer passes; over --time-limit, refused."""
+    """The rest's time from the sample's mean, scaled by layer passes (the sample's passes
+    against the rest's, so a space of longer runs is priced as such); over --time-limit,
+    refused."""
     passes = [c.passes for c in pruned.kept]
-    estimate = estimate_s(first.elapsed_s, passes[0], passes[1:], options.workers)
+    rest = [p for i, p in enumerate(passes) if i not in sampled]
+    sample_s = sum(r.elapsed_s for r in sampled.values())
+    sample_passes = sum(passes[i] for i in sampled)
+    estimate = estimate_s(sample_s, sample_passes, rest, options.workers)
     if estimate > options.time_limit_s:
         what = (
-            f"{len(pruned.kept):,} candidates fit; from the first ({fmt_time(first.elapsed_s)}) "
-            f"they take about {fmt_time(estimate)} on {options.workers} workers, over "
-            f"--time-limit {fmt_time(options.time_limit_s)}"
+            f"{len(pruned.kept):,} candidates fit; from {len(sampled)} spread over them "
+            f"({fmt_time(sample_s)} in all) they take about {fmt_time(estimate)} on "
+            f"{options.workers} workers, over --time-limit {fmt_time(options.time_limit_s)}"
         )
         raise too_large(source, space, what, "; or raise --time-limit")
     return estimate
 
 
-def _simulate_rest(pruned: Pruned, options: PlanOptions, to: TextIO) -> list[PointResult]:
-    tasks = [c.task for c in pruned.kept[1:]]
+def _simulate_rest(
+    pruned: Pruned, sampled: dict[int, PointResult], options: PlanOptions, to: TextIO
+) -> list[PointResult]:
+    """Every kept candidate's result, in order: the sampled ones as they are, the rest on
+    the executor."""
+    at = [i for i in range(len(pruned.kept)) if i not in sampled]
+    tasks = [pruned.kept[i].task for i in at]
+    results: list[Any] = [sampled.get(i) for i in range(len(pruned.kept))]
+    for i, outcome in zip(at, _simulate(tasks, options, to), strict=True):
+        results[i] = outcome
+    return results
+
+
+def _simulate(tasks: list[Any], options: PlanOptions, to: TextIO) -> list[PointResult]:
     if not tasks:
         return []
     out: list[Any] = [None] * len(tasks)

@@ -8,6 +8,7 @@ Sharded byte counts are rounded up (ZeRO pads partitions to equal size).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -29,7 +30,15 @@ from tiersim.state.classes import (
     zero_sharded,
 )
 from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
-from tiersim.state.model import Matrix, Model, Transformer, build_model
+from tiersim.state.model import (
+    LayerShape,
+    Matrix,
+    Model,
+    ModelUnit,
+    Transformer,
+    UnitKind,
+    build_model,
+)
 
 
 @dataclass(frozen=True)
@@ -131,30 +140,72 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     return Matrix(math.ceil(m.rows / tensor), m.cols, m.count, True, m.split_rows)
 
 
-def _layer_and_rest(
-    model: Model, stage: int, pipeline: int, tensor: int
-) -> tuple[list[Matrix], list[Matrix]]:
-    """One GPU's share of one layer's tensors, and of the stage's rest (embeddings on the
-    first stage; final norm and output head on the last)."""
-    layer = model.layer_matrices()
-    rest = model.rest_matrices(stage, pipeline)
-    return [_split(m, tensor) for m in layer], [_split(m, tensor) for m in rest]
+def stage_layers(model: Model, stage: int, pipeline: int) -> list[ModelUnit]:
+    """The layers of `stage`, an even share of the model's in order: its runs of alike
+    layers, cut at the stage's ends."""
+    runs = [u for u in model.units() if u.kind is UnitKind.LAYER]
+    per = sum(u.count for u in runs) // pipeline
+    lo, hi = stage * per, (stage + 1) * per
+    out = []
+    for u in runs:
+        a, b = max(lo, u.first), min(hi, u.first + u.count)
+        if a < b:
+            out.append(replace(u, name=f"L{a}", first=a, count=b - a))
+    return out
+
+
+def _rest(model: Model, stage: int, pipeline: int) -> list[Matrix]:
+    """What a stage holds beside its layers: the embeddings on the first, the head on the
+    last (and there a copy of tied embeddings, which the last stage keeps for itself)."""
+    units = model.units()
+    embedding = next(u for u in units if u.kind is UnitKind.EMBEDDING).matrices
+    rest = list(embedding) if stage == 0 else []
+    if stage == pipeline - 1:
+        rest += next(u for u in units if u.kind is UnitKind.HEAD).matrices
+        if model.tied_embeddings and pipeline > 1:
+            rest.append(embedding[0])
+    return rest
 
 
 def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
     the rest."""
-    layer, rest = _layer_and_rest(model, stage, pipeline, tensor)
-    return [*(list(layer) for _ in range(model.layers // pipeline)), rest]
+    layers = [
+        [_split(m, tensor) for m in u.matrices]
+        for u in stage_layers(model, stage, pipeline)
+        for _ in range(u.count)
+    ]
+    return [*layers, [_split(m, tensor) for m in _rest(model, stage, pipeline)]]
 
 
 def stage_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
-    """Every parameter tensor one GPU of `stage` holds, its identical layers counted together
-    (as many values whatever the depth)."""
-    layer, rest = _layer_and_rest(model, stage, pipeline, tensor)
-    per_stage = model.layers // pipeline
-    stacked = [replace(m, count=m.count * per_stage) for m in layer]
-    return [*(m for m in stacked if m.count), *rest]
+    """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
+    many values whatever the depth)."""
+    alike: Counter = Counter()
+    for u in stage_layers(model, stage, pipeline):
+        alike[u.matrices] += u.count
+    stacked = [
+        replace(_split(m, tensor), count=m.count * n) for mats, n in alike.items() for m in mats
+    ]
+    return [
+        *(m for m in stacked if m.count),
+        *(_split(m, tensor) for m in _rest(model, stage, pipeline)),
+    ]
+
+
+def layers_activation_bytes(
+    s: Scenario, layers: list[ModelUnit], tensor: int, sequence: bool
+) -> float:
+    """Bytes these layers retain for backward, one micro-batch (alike layers counted together)."""
+    alike: Counter = Counter()
+    for u in layers:
+        alike[id(u.shape)] += u.count
+    shapes = {id(u.shape): u.shape for u in layers}
+    mbs, recompute, acc = s.training.micro_batch_size, s.training.recompute, accounting_for(s)
+    return sum(
+        n * shapes[k].layer_activation_bytes(s.seq_len, mbs, tensor, sequence, recompute, acc)
+        for k, n in alike.items()
+    )
 
 
 def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches: int) -> float:
@@ -169,8 +220,9 @@ def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches
     return min(chunks, micro_batches * virtual) / virtual
 
 
-def layer_activation_bytes(s: Scenario, model: Model) -> float:
-    return model.layer_activation_bytes(
+def layer_activation_bytes(s: Scenario, layer: LayerShape) -> float:
+    """Bytes one layer of this shape retains for backward, one micro-batch."""
+    return layer.layer_activation_bytes(
         s.seq_len,
         s.training.micro_batch_size,
         s.parallel.tensor,
@@ -285,8 +337,7 @@ def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
     """The whole model on one device: P·b per class, one micro-batch of activations."""
     mats = stage_matrices(model, 0, 1, 1)
     seq, mbs, acc = s.seq_len, s.training.micro_batch_size, accounting_for(s)
-    per_layer = model.layer_activation_bytes(seq, mbs, 1, False, s.training.recompute, acc)
-    acts = model.layers * per_layer
+    acts = layers_activation_bytes(s, stage_layers(model, 0, 1), 1, False)
     if isinstance(model, Transformer):
         acts += divided(outside_items(model, seq, mbs, acc), 1, False)
     return _class_bytes(s, mats, math.ceil(acts), {}, 1)
@@ -298,8 +349,8 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, flo
     inflight = inflight_microbatches(
         stage, par.pipeline, par.virtual_pipeline, s.training.grad_accumulation
     )
-    layers = model.layers // par.pipeline
-    per_microbatch = layers * layer_activation_bytes(s, model)
+    layers = stage_layers(model, stage, par.pipeline)
+    per_microbatch = layers_activation_bytes(s, layers, par.tensor, par.sequence)
     acts = math.ceil((per_microbatch + outside_activation_bytes(s, model, stage)) * inflight)
     padded = fsdp2_padded_values(s, model)
     per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data, padded)

@@ -9,6 +9,7 @@ the transformers modelling code under `huggingface`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 from tiersim.config.schema import ModelSpec
@@ -28,6 +29,27 @@ class Matrix:
     @property
     def size(self) -> int:
         return self.rows * self.cols * self.count
+
+
+class UnitKind(Enum):
+    EMBEDDING = "embedding"
+    LAYER = "layer"
+    HEAD = "head"
+
+
+@dataclass(frozen=True)
+class ModelUnit:
+    """One unit of the model's depth: its embeddings, a run of `count` alike layers, or its
+    head (final norm and output projection). Layers carry their own `shape` (what their FLOPs,
+    activations and attention follow: any `LayerShape`), so the layers of one model need not
+    be alike; alike layers in a row are one unit, so a model of any depth is a few units."""
+
+    name: str  # "embedding", "L0" (the first of the run), ..., "head"
+    kind: UnitKind
+    matrices: tuple[Matrix, ...]  # of one layer of the run
+    shape: LayerShape | None = None  # the layers'; None for the embedding and head
+    count: int = 1  # layers in the run
+    first: int = 0  # the index of its first layer
 
 
 @dataclass(frozen=True)
@@ -105,15 +127,14 @@ class Transformer:
             mats.append(Matrix(self.vocab, self.hidden, split_rows=True))
         return mats
 
-    def rest_matrices(self, stage: int, pipeline: int) -> list[Matrix]:
-        """What a pipeline stage holds beside its layers: the embeddings on the first, the
-        final norm and output head on the last (and there a copy of tied embeddings)."""
-        rest = self.embedding_matrices() if stage == 0 else []
-        if stage == pipeline - 1:
-            rest = rest + self.head_matrices()
-            if self.tied_embeddings and pipeline > 1:
-                rest.append(self.embedding_matrices()[0])  # the last stage keeps its own copy
-        return rest
+    def units(self) -> tuple[ModelUnit, ...]:
+        """The embeddings, each layer (all of this model's dimensions), the head."""
+        layer = tuple(self.layer_matrices())
+        return (
+            ModelUnit("embedding", UnitKind.EMBEDDING, tuple(self.embedding_matrices())),
+            ModelUnit("L0", UnitKind.LAYER, layer, self, count=self.layers),
+            ModelUnit("head", UnitKind.HEAD, tuple(self.head_matrices())),
+        )
 
     @property
     def attention_heads(self) -> int:
@@ -216,10 +237,16 @@ class GenericModel:
     def layer_matrices(self) -> list[Matrix]:
         return [Matrix(self.layer_parameters, 1)]
 
-    def rest_matrices(self, stage: int, pipeline: int) -> list[Matrix]:
-        """What the layers' even split leaves over, on the first stage."""
+    def units(self) -> tuple[ModelUnit, ...]:
+        """Uniform layers; what their even split leaves over counts with the first stage's
+        embedding unit (no head is known)."""
         spare = self.total_parameters - self.layers * self.layer_parameters
-        return [Matrix(spare, 1)] if stage == 0 and spare else []
+        layer = tuple(self.layer_matrices())
+        return (
+            ModelUnit("embedding", UnitKind.EMBEDDING, (Matrix(spare, 1),) if spare else ()),
+            ModelUnit("L0", UnitKind.LAYER, layer, self, count=self.layers),
+            ModelUnit("head", UnitKind.HEAD, ()),
+        )
 
     def summary(self) -> dict[str, object]:
         return {"parameters": self.parameters, "layers": self.layers}
@@ -252,20 +279,8 @@ class GenericModel:
         return self.activation_factor * kept / tensor
 
 
-class Model(Protocol):
-    """What the layers below the scenario use of a model, whichever kind it is."""
-
-    layers: int
-    hidden: int | None
-    tied_embeddings: bool
-    vocab: int | None
-    activation_factor: float
-
-    @property
-    def parameters(self) -> int: ...
-
-    @property
-    def layer_parameters(self) -> int: ...
+class LayerShape(Protocol):
+    """What one layer's compute, activations and attention follow."""
 
     @property
     def attention_heads(self) -> int: ...
@@ -273,13 +288,7 @@ class Model(Protocol):
     @property
     def attention_width(self) -> int: ...
 
-    def layer_matrices(self) -> list[Matrix]: ...
-
-    def rest_matrices(self, stage: int, pipeline: int) -> list[Matrix]: ...
-
     def layer_forward_flops(self, seq: int, batch: int) -> float: ...
-
-    def head_forward_flops(self, seq: int, batch: int) -> float: ...
 
     def layer_activation_bytes(
         self,
@@ -290,6 +299,24 @@ class Model(Protocol):
         recompute: str,
         accounting: Accounting = MEGATRON,
     ) -> float: ...
+
+
+class Model(LayerShape, Protocol):
+    """What the layers below the scenario use of a model, whichever kind it is: its units
+    (embedding, each layer, head) and the figures of the whole."""
+
+    layers: int
+    hidden: int | None
+    tied_embeddings: bool
+    vocab: int | None
+    activation_factor: float
+
+    @property
+    def parameters(self) -> int: ...
+
+    def units(self) -> tuple[ModelUnit, ...]: ...
+
+    def head_forward_flops(self, seq: int, batch: int) -> float: ...
 
     def summary(self) -> dict[str, object]: ...
 

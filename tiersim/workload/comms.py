@@ -30,6 +30,8 @@ from tiersim.hardware.collectives import (
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
 
+GROUPS = ("tensor", "data", "pipeline", "embedding")  # the parallel groups that communicate
+
 
 @dataclass(frozen=True)
 class Comm:
@@ -39,7 +41,11 @@ class Comm:
     nbytes: float  # bytes this GPU sends, all calls
     latency_s: float  # latency terms, all calls
     resource: Network  # the GPU's physical channel it crosses
-    group: str  # "tensor" | "data" | "pipeline" | "embedding"
+    group: str  # one of GROUPS
+
+    def __post_init__(self) -> None:
+        if self.group not in GROUPS:
+            raise ValueError(f"no parallel group {self.group!r} (expected one of {GROUPS})")
 
     @property
     def time_alone_s(self) -> float:

@@ -26,6 +26,7 @@ from tiersim.state.inventory import (
     raw_parameter_bytes,
     shard_bytes,
     sharded_classes,
+    stage_layers,
     unit_matrices,
 )
 from tiersim.state.model import Transformer, build_model
@@ -259,26 +260,26 @@ def _chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[i
     return tuple(tuple(c) for c in chunks)
 
 
-def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
-    """The step's work unit by unit; `inv`: the scenario's inventory, where the caller has it."""
-    model = build_model(s.model)
-    inv = build_inventory(s) if inv is None else inv
+def _stage_units(s: Scenario, model, stage: int) -> list[Unit]:
+    """The stage's units with their communication: each layer (with its run's shape; the run
+    was checked against max_layer_passes), then the rest (embedding, head)."""
     par = s.parallel
-    groups = unit_matrices(model, inv.stage, par.pipeline, par.tensor)
-    last = inv.stage == par.pipeline - 1
-    acts = math.ceil(layer_activation_bytes(s, model))
-    first = inv.stage * (model.layers // par.pipeline)
-    ends = (inv.stage == 0, last)
-    units = [
-        _unit(s, model, f"L{first + i}", mats, True, ends, acts)
-        for i, mats in enumerate(groups[:-1])
+    groups = unit_matrices(model, stage, par.pipeline, par.tensor)
+    ends = (stage == 0, stage == par.pipeline - 1)
+    layers = [
+        (f"L{u.first + i}", u.shape)
+        for u in stage_layers(model, stage, par.pipeline)
+        for i in range(u.count)
     ]
-    outside = math.ceil(outside_activation_bytes(s, model, inv.stage))
-    units.append(_unit(s, model, "rest", groups[-1], False, ends, outside))
-    hidden = model.hidden
-    tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, hidden)
-    rest_f, rest_b, rest_hidden = rest_tensor_comms(s, hidden, inv.stage)
     units = [
+        _unit(s, shape, name, mats, True, ends, math.ceil(layer_activation_bytes(s, shape)))
+        for (name, shape), mats in zip(layers, groups[:-1], strict=True)
+    ]
+    outside = math.ceil(outside_activation_bytes(s, model, stage))
+    units.append(_unit(s, model, "rest", groups[-1], False, ends, outside))
+    tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, model.hidden)
+    rest_f, rest_b, rest_hidden = rest_tensor_comms(s, model.hidden, stage)
+    return [
         dataclasses.replace(
             u,
             **_data_comms(s, u),
@@ -294,9 +295,18 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
             tp_forward=rest_f,
             tp_backward=rest_b,
             backward_s=units[-1].backward_s + sm_share_s(s, rest_hidden),
-            embedding_sync=embedding_sync(s, model, inv.stage),
+            embedding_sync=embedding_sync(s, model, stage),
         )
     ]
+
+
+def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
+    """The step's work unit by unit; `inv`: the scenario's inventory, where the caller has it."""
+    model = build_model(s.model)
+    inv = build_inventory(s) if inv is None else inv
+    par = s.parallel
+    units = _stage_units(s, model, inv.stage)
+    hidden = model.hidden
     cap = capacities(s)
     every_mb = sharded_classes(s)["gradients"] and par.data > 1
     gpu = s.hardware.gpu.memory

@@ -31,6 +31,41 @@ def add_scenario_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def positive_int(text: str) -> int:
+    """argparse's type for a count of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number (got {text!r})") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
+    return value
+
+
+def add_executor_args(parser: argparse.ArgumentParser) -> None:
+    """--workers, --executor and --scheduler: where the points of a sweep or plan run."""
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="worker processes (default: all cores); for a new local Dask cluster, its workers",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "dask"),
+        default="local",
+        help="local process pool (default) or Dask (needs tiersim[dask])",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: start a local "
+        "cluster); its workers need tiersim installed and the scenario's files",
+    )
+
+
 def load(args: argparse.Namespace) -> Loaded:
     return load_scenario(args.scenario, args.overrides)
 

@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="PATH=VALUE",
-        help="override a value of B (of A when B is not given), e.g. "
+        help="override a value of B (without B, B is A with these overrides), e.g. "
         "--set hardware.tiers.hbf.write_bandwidth='100 GB/s' (repeatable)",
     )
     parser.set_defaults(handler=run)
@@ -60,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
     if args.b is None and not args.overrides:
         problem = Problem("", "give B, or --set overrides to compare A with (expected A B)")
         raise InputError("compare", [problem])
-    a = side(Path(args.a), [])
-    b = side(Path(args.b if args.b is not None else args.a), args.overrides)
+    # both sides read and checked before either is simulated: a bad B fails at once
+    pending = [load_side(Path(args.a), []), load_side(Path(args.b or args.a), args.overrides)]
+    a, b = (side(*p) for p in pending)
     result = compare(a.document, b.document, a.report, b.report)
     if args.format == "json":
         print(to_json({"a": a.label, "b": b.label, **result}))
@@ -70,16 +71,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def side(path: Path, overrides: list[str]) -> Side:
-    """One side: a results folder as written, or a scenario file simulated now."""
+def load_side(path: Path, overrides: list[str]) -> tuple[str, Any, dict[str, Any] | None]:
+    """One side read and checked: its label, its scenario, and its report where a results
+    folder has one (None: the scenario is simulated, a file or a folder with --set)."""
     label = str(path) + "".join(f" --set {o}" for o in overrides)
     if path.is_dir():
         scenario, report = _folder(path, overrides)
-        if report is not None:
-            return Side(label, scenario_document(scenario.scenario), report)
-        loaded = scenario  # a folder with --set: its scenario.yaml rerun with the overrides
-    else:
-        loaded = load_scenario(path, overrides)
+        return label, scenario, report
+    return label, load_scenario(path, overrides), None
+
+
+def side(label: str, loaded: Any, report: dict[str, Any] | None) -> Side:
+    """One side's document and report: a results folder's as written, else simulated now."""
+    if report is not None:
+        return Side(label, scenario_document(loaded.scenario), report)
     print(f"simulating {label} ...", file=sys.stderr)
     return Side(label, scenario_document(loaded.scenario), report_for(loaded))
 

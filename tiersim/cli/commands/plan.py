@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tiersim.cli.commands.sweep import _positive_int, default_workers
+from tiersim.cli.commands.common import add_executor_args, positive_int
+from tiersim.cli.commands.sweep import default_workers
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, parse
 from tiersim.plan.rank import OBJECTIVES
@@ -39,30 +40,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "cost per token (needs hardware.price_per_gpu_hour)",
     )
     parser.add_argument(
-        "--top", type=_positive_int, default=5, metavar="K", help="plans to report (default: 5)"
+        "--top", type=positive_int, default=5, metavar="K", help="plans to report (default: 5)"
     )
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="output (default: table)"
     )
-    parser.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="worker processes (default: all cores); for a new local Dask cluster, its workers",
-    )
-    parser.add_argument(
-        "--executor",
-        choices=("local", "dask"),
-        default="local",
-        help="local process pool (default) or Dask (needs tiersim[dask])",
-    )
-    parser.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        default=None,
-        help="Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: start a local cluster)",
-    )
+    add_executor_args(parser)
     parser.add_argument(
         "--time-limit",
         default="10 min",
@@ -73,13 +56,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _time_limit(text: str) -> float:
+    """--time-limit in seconds; refused at once unless a time above zero (a zero or negative
+    limit would only be found out after every candidate had been checked)."""
     try:
-        limit = parse(args.time_limit, Kind.TIME)
+        limit = parse(text, Kind.TIME)
     except ValueError as exc:
-        raise InputError(
-            "--time-limit", [Problem(args.time_limit, f"{exc} (expected e.g. 10 min)")]
-        ) from None
+        raise InputError("--time-limit", [Problem(text, str(exc))]) from None
+    if not limit > 0:
+        why = "must be longer than 0 s (expected e.g. 10 min)"
+        raise InputError("--time-limit", [Problem(text, why)])
+    return limit
+
+
+def run(args: argparse.Namespace) -> int:
+    limit = _time_limit(args.time_limit)
     workers = args.workers or default_workers()
     options = PlanOptions(args.objective, args.top, workers, args.executor, args.scheduler, limit)
     try:

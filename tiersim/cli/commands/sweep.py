@@ -7,7 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from tiersim.cli.commands.common import cannot_write, usable_folder
+from tiersim.cli.commands.common import (
+    add_executor_args,
+    cannot_write,
+    positive_int,
+    usable_folder,
+)
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem
 from tiersim.sweep.execute import SweepAborted
@@ -25,16 +30,6 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number (got {text!r})") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
-    return value
-
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "sweep",
@@ -45,26 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Points that are invalid or fail are recorded with their error; the sweep goes on.",
     )
     parser.add_argument("sweep", metavar="SWEEP.yaml", help="sweep file")
-    parser.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="worker processes (default: all cores); for a new local Dask cluster, its workers",
-    )
-    parser.add_argument(
-        "--executor",
-        choices=("local", "dask"),
-        default="local",
-        help="local process pool (default) or Dask (needs tiersim[dask])",
-    )
-    parser.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        default=None,
-        help="Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: start a local "
-        "cluster); its workers need tiersim installed and the scenario's files",
-    )
+    add_executor_args(parser)
     parser.add_argument(
         "--out", metavar="DIR", default=None, help="output folder (default: results/<sweep name>)"
     )
@@ -88,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def add_max_points(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-points",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help=f"refuse a sweep of more than N points before making any (default: the sweep "
@@ -119,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
     spec = load_sweep(args.sweep, args.max_points)
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers, where = _workers(args, spec.size)
+    if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
+        print(
+            f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
+            file=sys.stderr,
+        )
     usable_folder("--out", out)
     print(f"sweep '{spec.name}': {spec.size} points on {where} -> {out}", file=sys.stderr)
     options = SweepOptions(
