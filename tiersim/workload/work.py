@@ -260,9 +260,10 @@ def _chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[i
     return tuple(tuple(c) for c in chunks)
 
 
-def _stage_units(s: Scenario, model, stage: int) -> list[Unit]:
+def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
     """The stage's units with their communication: each layer (with its run's shape; the run
-    was checked against max_layer_passes), then the rest (embedding, head)."""
+    was checked against max_layer_passes), then the rest (embedding, head); and the first
+    unit's parameter tensors (what DeepSpeed's submodule fetch splits)."""
     par = s.parallel
     groups = unit_matrices(model, stage, par.pipeline, par.tensor)
     ends = (stage == 0, stage == par.pipeline - 1)
@@ -297,7 +298,7 @@ def _stage_units(s: Scenario, model, stage: int) -> list[Unit]:
             backward_s=units[-1].backward_s + sm_share_s(s, rest_hidden),
             embedding_sync=embedding_sync(s, model, stage),
         )
-    ]
+    ], groups[0]
 
 
 def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
@@ -305,7 +306,7 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
     model = build_model(s.model)
     inv = build_inventory(s) if inv is None else inv
     par = s.parallel
-    units = _stage_units(s, model, inv.stage)
+    units, first_mats = _stage_units(s, model, inv.stage)  # and the first layer's tensors
     hidden = model.hidden
     cap = capacities(s)
     every_mb = sharded_classes(s)["gradients"] and par.data > 1
@@ -313,7 +314,7 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
     home_of = homes(s)
     resident = sum(inv.per_gpu[c] for c in NAMES if c != "activations" and home_of[c] == gpu)
     besides = resident - inv.per_gpu["workspace"]  # what the tiles share GPU memory with
-    layers, tiling = fetch_units(s, offload_plan(s), units[:-1], groups[0], besides)
+    layers, tiling = fetch_units(s, offload_plan(s), units[:-1], first_mats, besides)
     parts = len(layers) // max(1, len(units) - 1)
     whole = units  # one unit a layer: the kernels' prices are by layer (workload.breakdown)
     units = [*layers, units[-1]]
