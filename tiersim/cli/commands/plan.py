@@ -50,8 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--time-limit",
         default="10 min",
         metavar="TIME",
-        help="refuse a search whose simulation would take longer, estimated from its first "
-        "candidate (default: 10 min)",
+        help="refuse a search whose simulation would take longer, estimated from five "
+        "candidates spread over it (default: 10 min)",
     )
     parser.set_defaults(handler=run)
 
