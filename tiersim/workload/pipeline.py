@@ -270,10 +270,12 @@ def timeline(
     fwd: list[list[float]],
     bwd: list[list[float]],
     p2p_s: float,
+    keep_starts: bool = True,
 ) -> tuple[list[list[float]], list[list[float]]]:
     """Start and end of every op of every stage, in each stage's schedule order (times per
-    (stage, chunk) already checked). Ops are numbered (kind, stage, chunk, micro-batch) so
-    that what each waits for is an index, not a key to hash."""
+    (stage, chunk) already checked; starts empty unless `keep_starts`). Ops are numbered
+    (kind, stage, chunk, micro-batch) so that what each waits for is an index, not a key to
+    hash."""
     programs = [_program(k, pipeline, micro_batches, virtual, fwd, bwd) for k in range(pipeline)]
     done: list[float | None] = [None] * (2 * pipeline * virtual * micro_batches)
     waiting: dict[int, int] = {}
@@ -284,7 +286,9 @@ def timeline(
     while ready:
         k = ready.pop()
         program, at, now = programs[k], position[k], free[k]
-        while at < len(program):
+        started, ended = starts[k].append if keep_starts else None, ends[k].append
+        size = len(program)
+        while at < size:
             own, dep, sent, duration = program[at]
             if dep >= 0:
                 arrived = done[dep]
@@ -296,11 +300,12 @@ def timeline(
             else:
                 start = now
             now = start + duration
-            starts[k].append(start)
-            ends[k].append(now)
+            if started is not None:
+                started(start)
+            ended(now)
             done[own] = now
             at += 1
-            if own in waiting:
+            if waiting and own in waiting:
                 ready.append(waiting.pop(own))
         position[k], free[k] = at, now
     assert all(position[k] == len(programs[k]) for k in range(pipeline)), "schedule deadlocked"
