@@ -324,6 +324,8 @@ def _program(
     crosses a p2p link, its duration); op (kind, stage, chunk, micro-batch) is numbered
     ((kind·p + stage)·v + chunk)·m + micro-batch, kind 0 forward, 1 backward."""
     p, v, m = pipeline, virtual, micro_batches
+    if v == 1:
+        return _program_1f1b(stage, p, m, fwd[stage][0], bwd[stage][0])
     out = []
     for mb, chunk, kind in stage_schedule(stage, p, m, v):
         if kind == "forward":
@@ -345,4 +347,32 @@ def _program(
             else:
                 dep, sent = own - p * v * m, False  # its own forward
         out.append((own, dep, sent, duration))
+    return out
+
+
+def _program_1f1b(
+    stage: int, pipeline: int, micro_batches: int, fwd: float, bwd: float
+) -> list[tuple[int, int, bool, float]]:
+    """`_program` without interleaving, built directly in 1F1B order (`_one_f_one_b`): the
+    warm-up's forwards, forward-backward pairs, the cool-down's backwards."""
+    p, m = pipeline, micro_batches
+    base_f, base_b = stage * m, (p + stage) * m
+    last = stage == p - 1
+    prev_f = (stage - 1) * m if stage > 0 else -1  # the forward of the stage before
+    next_b = (p + stage + 1) * m  # the backward of the stage after
+
+    def forward(mb: int) -> tuple[int, int, bool, float]:
+        return (base_f + mb, prev_f + mb if stage else -1, stage > 0, fwd)
+
+    def backward(mb: int) -> tuple[int, int, bool, float]:
+        if last:  # waits for its own forward
+            return (base_b + mb, base_f + mb, False, bwd)
+        return (base_b + mb, next_b + mb, True, bwd)
+
+    warmup = warmup_forwards(stage, p, m)
+    out = [forward(mb) for mb in range(warmup)]
+    for i in range(m - warmup):
+        out.append(forward(warmup + i))
+        out.append(backward(i))
+    out += [backward(mb) for mb in range(m - warmup, m)]
     return out
