@@ -20,14 +20,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from tiersim.config import DEFAULT_HARDWARE
 from tiersim.config.consistency import consistency_problems
 from tiersim.config.hfconfig import HfConfigError, hf_config_path, read_hf_config
 from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import YamlLimitError, parse_yaml, read_yaml
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem, shown
-
-DEFAULT_HARDWARE = "h200-hbf"
 
 
 @dataclass(frozen=True)

@@ -13,35 +13,18 @@ import shutil
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from tiersim.cli.commands.common import cannot_write, usable_preset_path
 from tiersim.cli.commands.measure import positive_int
-from tiersim.config.load import (
-    DEFAULT_HARDWARE,
-    build,
-    is_preset_file,
-    load_preset,
-    preset_names,
-    read_yaml,
-)
+from tiersim.config import DEFAULT_HARDWARE
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, UnitError, fmt_bytes, parse
-from tiersim.groundtruth.calibrate import (
-    MIN_STORAGE_BYTES,
-    Calibration,
-    Figure,
-    Settings,
-    StorageError,
-    available_memory,
-    calibrate,
-    machine,
-    probe_file,
-)
-from tiersim.report.output import write_atomic
-from tiersim.report.table import render
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.groundtruth.calibrate import Calibration, Figure, Settings
 
 SOURCE = "tiersim calibrate"
 
@@ -141,6 +124,8 @@ def _links(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[st
 
 def hardware_preset(cal: Calibration, base: dict[str, Any], base_name: str) -> str:
     """The hardware preset YAML text; what was not measured comes from `base`, and says so."""
+    from tiersim.groundtruth.calibrate import machine
+
     copied: list[str] = []
     cpu = {**base.get("cpu", {}), "name": machine(), "memory": "dram"}
     cpu["memory_bandwidth"] = quantity(cal.figures["dram copy bandwidth"].median, "B/s")
@@ -240,6 +225,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _base(name: str) -> dict[str, Any]:
+    from tiersim.config.load import is_preset_file, load_preset, preset_names, read_yaml
+
     if is_preset_file(name):
         data = read_yaml(Path(name), name)
     else:
@@ -274,6 +261,8 @@ def _base(name: str) -> dict[str, Any]:
 def _storage_problems(path: Path, size: int) -> list[Problem]:
     """Why the storage test cannot run in `path` with a `size`-byte file, found before any
     measuring: not a folder, no test file can be created there, or too little free space."""
+    from tiersim.groundtruth.calibrate import StorageError, probe_file
+
     if not path.is_dir():
         what = "is not a folder" if path.exists() else "does not exist"
         return [Problem("--path", f"{path} {what} (expected a writable folder)")]
@@ -293,6 +282,8 @@ def _storage_problems(path: Path, size: int) -> list[Problem]:
 def _memory_problems(size: int, available: int | None = None) -> list[Problem]:
     """The host copy allocates two arrays of `size` bytes: refused before allocating when the
     host has less memory available than that (it would fail, or swap and measure the disk)."""
+    from tiersim.groundtruth.calibrate import available_memory
+
     available = available_memory() if available is None else available
     if available is None or 2 * size <= available:
         return []
@@ -304,6 +295,8 @@ def _memory_problems(size: int, available: int | None = None) -> list[Problem]:
 
 
 def settings(args: argparse.Namespace) -> Settings:
+    from tiersim.groundtruth.calibrate import MIN_STORAGE_BYTES, Settings
+
     path = Path(args.path)
     problems = _storage_problems(path, args.size)
     for option, value, least in (
@@ -332,6 +325,8 @@ def settings(args: argparse.Namespace) -> Settings:
 
 def check_preset(text: str) -> None:
     """The preset must validate as a scenario's hardware, or it is not written."""
+    from tiersim.config.load import build
+
     raw = {
         "name": "calibrate-check",
         "model": {"preset": "gpt2"},
@@ -341,6 +336,9 @@ def check_preset(text: str) -> None:
 
 
 def table(cal: Calibration) -> str:
+    from tiersim.groundtruth.calibrate import machine
+    from tiersim.report.table import render
+
     rows = [
         [
             name,
@@ -360,6 +358,8 @@ def table(cal: Calibration) -> str:
 
 
 def as_json(cal: Calibration, out: str) -> str:
+    from tiersim.groundtruth.calibrate import machine
+
     figures = {
         f.name: {
             "unit": f.unit,
@@ -386,6 +386,10 @@ def as_json(cal: Calibration, out: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.config.load import is_preset_file
+    from tiersim.groundtruth.calibrate import StorageError, calibrate
+    from tiersim.report.output import write_atomic
+
     base = _base(args.base)
     out = Path(args.out)
     usable_preset_path("--out", out, [Path(args.base)] if is_preset_file(args.base) else [])

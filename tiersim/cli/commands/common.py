@@ -7,9 +7,12 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tiersim.config.load import PRESET_FILE_SUFFIXES, Loaded, is_preset_file, load_scenario
 from tiersim.core.errors import InputError, Problem
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.config.load import Loaded
 
 
 def add_scenario_args(parser: argparse.ArgumentParser) -> None:
@@ -67,6 +70,8 @@ def add_executor_args(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace) -> Loaded:
+    from tiersim.config.load import load_scenario
+
     return load_scenario(args.scenario, args.overrides)
 
 
@@ -92,6 +97,8 @@ def usable_preset_path(option: str, path: Path, inputs: Iterable[Path] = ()) -> 
     """Before any work: a preset can be written at `path` and then loaded from it. Its name
     ends in .yaml or .yml (the preset loader reads no other file), it is not a folder nor one
     of the command's own `inputs`, and its folder exists (made if need be) and is writable."""
+    from tiersim.config.load import PRESET_FILE_SUFFIXES, is_preset_file
+
     name = str(path)
     if path.is_dir():
         raise InputError(option, [Problem(name, "is a folder (expected a file path)")])

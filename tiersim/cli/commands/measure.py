@@ -6,30 +6,16 @@ import argparse
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tiersim.cli.commands.common import cannot_write, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
-from tiersim.config.load import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
-from tiersim.groundtruth.measure import (
-    ATTENTION,
-    CLASSES,
-    DEVICES,
-    DTYPES,
-    IMPLEMENTATIONS,
-    OPTIMIZERS,
-    SOURCE,
-    Measurement,
-    Request,
-    measure,
-    report,
-)
-from tiersim.groundtruth.measure_preset import calibrated_preset, shrink_lines
-from tiersim.report.json_report import to_json
-from tiersim.report.output import write_atomic
-from tiersim.report.table import render
-from tiersim.state.activations import DEVICE_TERMS, accounting_for
+from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.groundtruth.measure import Measurement, Request
 
 EPILOG = """\
 --implementation huggingface trains a transformers model (GPT-2, Llama, Mistral or Qwen2 code,
@@ -76,6 +62,7 @@ def probability(text: str) -> float:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+
     parser = sub.add_parser(
         "measure",
         help="train real steps in PyTorch and compare measured state with tiersim's prediction",
@@ -172,6 +159,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def request(args: argparse.Namespace) -> Request:
+    from tiersim.groundtruth.measure import SOURCE, Request
+
     bad = [o for o in args.overrides if not o.strip().startswith("model.")]
     if bad:
         raise InputError(
@@ -209,6 +198,9 @@ def _difference(measured: int, predicted: int) -> str:
 
 
 def table(m: Measurement) -> str:
+    from tiersim.groundtruth.measure import CLASSES
+    from tiersim.report.table import render
+
     s, req = m.scenario, m.request
     rows = [
         [
@@ -235,6 +227,8 @@ def table(m: Measurement) -> str:
 
 def hf_notes(m: Measurement) -> list[str]:
     """What ran, per layer and outside against the prediction, and what a GPU keeps otherwise."""
+    from tiersim.state.activations import DEVICE_TERMS, accounting_for
+
     per, acc = m.activations_per_layer, accounting_for(m.scenario, m.device)
     outside, predicted_outside = m.activations_outside_layers, m.predicted_outside or 0
     lines = [
@@ -255,6 +249,8 @@ def hf_notes(m: Measurement) -> list[str]:
 
 
 def notes(m: Measurement) -> str:
+    from tiersim.groundtruth.measure_preset import shrink_lines
+
     if m.hf:
         return "\n".join(f"  - {line}" for line in hf_notes(m) + shrink_lines(m))
     per = m.activations_per_layer
@@ -278,10 +274,15 @@ def notes(m: Measurement) -> str:
 def _preset_inputs(args: argparse.Namespace) -> list[Path]:
     """The model file this run reads (a config.json is no .yaml path), which --calibrate must
     not replace."""
+    from tiersim.config.load import is_preset_file
+
     return [Path(args.model)] if is_preset_file(args.model) else []
 
 
 def _write_preset(path: Path, m: Measurement) -> None:
+    from tiersim.groundtruth.measure_preset import calibrated_preset
+    from tiersim.report.output import write_atomic
+
     try:
         write_atomic(path, calibrated_preset(m))
     except OSError as exc:
@@ -294,6 +295,9 @@ def _write_preset(path: Path, m: Measurement) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.groundtruth.measure import SOURCE, measure, report
+    from tiersim.report.json_report import to_json
+
     req = request(args)
     if args.calibrate and (args.fsdp is not None or args.implementation == "huggingface"):
         why = (
