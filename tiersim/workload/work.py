@@ -133,8 +133,17 @@ def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tupl
 
 
 def _unit(
-    s: Scenario, model, name: str, mats, is_layer: bool, ends: tuple[bool, bool], acts: int
+    s: Scenario,
+    model,
+    name: str,
+    mats,
+    is_layer: bool,
+    ends: tuple[bool, bool],
+    acts: int,
+    timed: dict | None = None,
 ) -> Unit:
+    """One unit; `timed`: compute times already worked out, by (shape, is_layer) (a stage's
+    layers mostly share one shape, and timing one means timing every kernel)."""
     first, last = ends
     prec, d = s.training.precision, s.parallel.data
     shard = sharded_classes(s)
@@ -155,7 +164,13 @@ def _unit(
     gpu_touched = touched + kernels.mixed_precision_bytes(s, updated)
     gpu_opt, _ = _optimizer_times(s, gpu_touched, updated)
     _, cpu_opt = _optimizer_times(s, touched, updated)
-    fwd, bwd, rec = _compute_times(s, model, is_layer, last, first)
+    key = (model, is_layer)
+    if timed is None or key not in timed:
+        times = _compute_times(s, model, is_layer, last, first)
+        if timed is None:
+            timed = {}
+        timed[key] = times
+    fwd, bwd, rec = timed[key]
     return Unit(
         name,
         params,
@@ -274,8 +289,9 @@ def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
         for u in stage_layers(model, stage, par.pipeline)
         for i in range(u.count)
     ]
+    timed: dict = {}
     units = [
-        _unit(s, shape, name, mats, True, ends, math.ceil(layer_activation_bytes(s, shape)))
+        _unit(s, shape, name, mats, True, ends, math.ceil(layer_activation_bytes(s, shape)), timed)
         for (name, shape), mats in zip(layers, groups[:-1], strict=True)
     ]
     outside = math.ceil(outside_activation_bytes(s, model, stage))
