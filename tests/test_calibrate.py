@@ -13,7 +13,8 @@ import yaml
 
 from tiersim.cli import main
 from tiersim.cli.commands.calibrate import check_preset, hardware_preset, quantity
-from tiersim.config.load import build, load_preset
+from tiersim.config.load import build
+from tiersim.config.presets import load_preset
 from tiersim.core.units import Kind, parse
 from tiersim.groundtruth.calibrate import (
     MAX_INNER,

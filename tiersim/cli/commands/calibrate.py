@@ -19,14 +19,9 @@ import yaml
 
 from tiersim.cli.commands.common import cannot_write, usable_preset_path
 from tiersim.cli.commands.measure import positive_int
-from tiersim.config.load import (
-    DEFAULT_HARDWARE,
-    build,
-    is_preset_file,
-    load_preset,
-    preset_names,
-    read_yaml,
-)
+from tiersim.config.load import build
+from tiersim.config.presets import DEFAULT_HARDWARE, is_preset_file, load_preset, preset_names
+from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, UnitError, fmt_bytes, parse
 from tiersim.groundtruth.calibrate import (

@@ -8,7 +8,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from tiersim.config.load import PRESET_FILE_SUFFIXES, Loaded, is_preset_file, load_scenario
+from tiersim.config.load import Loaded, load_scenario
+from tiersim.config.presets import PRESET_FILE_SUFFIXES, is_preset_file
 from tiersim.core.errors import InputError, Problem
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tiersim.cli.commands.common import cannot_write, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
-from tiersim.config.load import is_preset_file
+from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
 from tiersim.groundtruth.measure import (

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.load import build, load_preset, preset_names
+from tiersim.config.load import build
+from tiersim.config.presets import load_preset, preset_names
 from tiersim.config.schema import Hardware
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate
 from tiersim.report.table import render
