@@ -23,9 +23,9 @@ from tiersim.groundtruth.measure import (
     Measurement,
     Request,
     measure,
-    report,
 )
 from tiersim.groundtruth.measure_preset import calibrated_preset, shrink_lines
+from tiersim.groundtruth.measure_report import report
 from tiersim.report.json_report import to_json
 from tiersim.report.output import write_atomic
 from tiersim.report.table import render
@@ -89,6 +89,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _training_options(parser)
+    _run_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def _training_options(parser: argparse.ArgumentParser) -> None:
+    """What is trained: the model, the shape of a step, the optimizer and the modules."""
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--model", metavar="PRESET", help="a model preset name (e.g. gpt2) or a model YAML file"
@@ -141,6 +148,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="attention and hidden dropout probability of a transformers model (default: the "
         "model's, from its config.json, else the family's: GPT-2 0.1, Llama 0.0)",
     )
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    """Where it trains, the overrides, and what is written."""
     parser.add_argument(
         "--device",
         choices=DEVICES,
@@ -168,7 +179,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--calibrate", metavar="FILE", help="write a model preset YAML with the activation factor"
     )
-    parser.set_defaults(handler=run)
 
 
 def request(args: argparse.Namespace) -> Request:
