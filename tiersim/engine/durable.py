@@ -87,6 +87,30 @@ def checkpoint_baseline(s: Scenario, engine, log) -> tuple[list[float], dict[str
     return ends, link_busy_s(engine, _window(s, ends))
 
 
+def _baseline(
+    s: Scenario,
+    setup,
+    run: Callable,
+    steps: int,
+    marks: frozenset[int],
+    plain_baseline: tuple[list[float], dict[str, float]] | None,
+) -> tuple[int, frozenset[int], int, tuple[list[float], dict[str, float]]]:
+    """(steps, marks, measured step, the plain run's step ends and link busy time) for the
+    checkpoint run: from `plain_baseline` where it serves (see measure_checkpoint), else from a
+    plain run of the same length."""
+    measured = s.simulation.warmup_steps
+    if plain_baseline is not None and len(plain_baseline[0]) == 1:
+        steps = steps - measured
+        (step_s,), busy_s = plain_baseline
+        base_ends = [(k + 1) * step_s for k in range(steps)]
+        return steps, frozenset({0}), 0, (base_ends, {n: b * steps for n, b in busy_s.items()})
+    if plain_baseline is not None and steps == measured + 2:
+        return steps, marks, measured, plain_baseline
+    _, base_engine, base_log, _ = run(s, setup, steps)
+    # only these figures are needed: the run is freed before the next
+    return steps, marks, measured, checkpoint_baseline(s, base_engine, base_log)
+
+
 def measure_checkpoint(
     s: Scenario,
     setup,
@@ -102,21 +126,12 @@ def measure_checkpoint(
     plain steps from the same quiescent state, so the checkpoint run starts at the measured
     step (forks there instead of simulating them again) and the baseline is that one step
     repeated (its ends k·T, its links' busy time k times the step's)."""
-    measured = s.simulation.warmup_steps
     per_class = {c: sum(share(s, u, c) for u in setup.wl.units) for c in CHECKPOINTED}
     nbytes = sum(per_class.values())
     steps, marks = _run_length(s, setup, plain, nbytes)
-    if plain_baseline is not None and len(plain_baseline[0]) == 1:
-        steps, marks, measured = steps - measured, frozenset({0}), 0
-        (step_s,), busy_s = plain_baseline
-        base_ends = [(k + 1) * step_s for k in range(steps)]
-        base_busy = {name: b * steps for name, b in busy_s.items()}
-    elif plain_baseline is not None and steps == measured + 2:
-        base_ends, base_busy = plain_baseline
-    else:
-        _, base_engine, base_log, _ = run(s, setup, steps)
-        base_ends, base_busy = checkpoint_baseline(s, base_engine, base_log)
-        del base_engine, base_log  # only these figures are needed: free the run before the next
+    steps, marks, measured, (base_ends, base_busy) = _baseline(
+        s, setup, run, steps, marks, plain_baseline
+    )
     schedule, engine, log, _ = run(s, setup, steps, marks)
     start, end, _ = _checkpoint_window(schedule, log, measured)
     links, read, written = moved(setup.topo, schedule.ops, measured, roles=(Role.CHECKPOINT,))

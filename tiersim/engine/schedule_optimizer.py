@@ -41,18 +41,7 @@ class OptimizerStep:
         Synchronous (`training.optimizer_step`): the update starts once every gradient is final
         (the global norm clipping needs) and the next step once all of it is done."""
         last_backward = self.ops.last("gpu")
-        bubble = None
-        if self.c.wl.bubble_after_s > 0:  # waiting for the pipeline's end
-            bubble = self.ops.add(
-                Op(
-                    OpKind.IDLE,
-                    Role.BUBBLE,
-                    "pipeline end",
-                    step,
-                    [],
-                    duration=self.c.wl.bubble_after_s,
-                )
-            )
+        bubble = self._pipeline_end(step)
         n = len(self.c.wl.units)
         rest = self.c.wl.units[-1]
         # the first and last stage's all-reduce: both are done only when the pipeline is
@@ -86,6 +75,14 @@ class OptimizerStep:
                 ready.previous_weights or [None] * n,
                 ready.weights,
             )
+
+    def _pipeline_end(self, step: int) -> int | None:
+        """The wait for the pipeline's end before the step's global synchronisation (None
+        without a pipeline bubble)."""
+        if self.c.wl.bubble_after_s <= 0:
+            return None
+        wait_s = self.c.wl.bubble_after_s
+        return self.ops.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline end", step, [], wait_s))
 
     def _depth(self) -> int:
         """Units of the update in flight beside the one computing: DeepSpeed with neither

@@ -90,12 +90,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _training_options(parser)
+    _module_options(parser)
     _run_options(parser)
     parser.set_defaults(handler=run)
 
 
 def _training_options(parser: argparse.ArgumentParser) -> None:
-    """What is trained: the model, the shape of a step, the optimizer and the modules."""
+    """What is trained: the model, the shape of a step, the optimizer and the precision."""
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--model", metavar="PRESET", help="a model preset name (e.g. gpt2) or a model YAML file"
@@ -126,6 +127,10 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
         default="bf16",
         help="precision of weights, gradients, optimizer state and activations (default: bf16)",
     )
+
+
+def _module_options(parser: argparse.ArgumentParser) -> None:
+    """Which modules run: tiersim's own or a transformers model, its attention and dropout."""
     parser.add_argument(
         "--implementation",
         choices=IMPLEMENTATIONS,
