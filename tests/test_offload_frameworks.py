@@ -196,6 +196,33 @@ def test_deepspeed_tiles_read_update_and_write_in_turn():
     assert math.isclose(r.time_s, 5.2 + 2 * 16 * 0.5e9 / 1e15)
 
 
+# --- FSDP2: gradients accumulated on the host ---------------------------------------------------
+
+
+def test_fsdp2_adds_gradients_on_the_host_and_backward_waits_for_the_copy():
+    # One 1e9-parameter fp32 layer (forward 1 s, backward 2 s), 3 micro-batches, gradients on
+    # the host (4 GB a copy over 10 GB/s PCIe: 0.4 s), host memory 100 GB/s, SGD on the GPU.
+    # FSDP2 (torch 2.13 _fsdp_collectives.py foreach_reduce): micro-batch 0's copy to pinned
+    # memory overlaps (F0 0-1, B0 1-3, copy 3-3.4 beside F1 3-4); from micro-batch 1 on the
+    # copy is blocking and the CPU adds it to the host's gradient (read two, write one:
+    # 12 GB / 100 GB/s = 0.12 s) before the next kernel is launched: B1 4-6, copy 6-6.4, add
+    # 6.4-6.52, F2 6.52-7.52, B2 7.52-9.52, copy 9.52-9.92, add 9.92-10.04; the update reads
+    # the gradients back (10.04-10.44) and takes 12 B a parameter at 1000 TB/s (12 us).
+    raw = tiny(
+        training={"grad_accumulation": 3, "framework": "fsdp"},
+        placement={"gradients": "dram"},
+        hardware={"cpu": {"memory_bandwidth": "100 GB/s"}},
+    )
+    r = simulate(scenario(raw))
+    assert math.isclose(r.time_s, 10.44 + 12e9 / 1e15)
+    assert math.isclose(r.exposed_transfer_s, 3 * 0.4)  # two blocking copies, the update's read
+    assert math.isclose(r.exposed_cpu_s, 2 * 0.12)
+    # nothing read back to the GPU to accumulate: only the update's 4 GB cross to it
+    assert r.links["pcie"].bytes_by_direction == {"hbm->dram": 12 * GB, "dram->hbm": 4 * GB}
+    generic = simulate(scenario(merge(raw, {"training": {"framework": None}})))
+    assert generic.links["pcie"].bytes_by_direction["dram->hbm"] == 12 * GB  # read back twice
+
+
 # --- the CPU path in parts ------------------------------------------------------------------------
 
 

@@ -9,13 +9,23 @@ framework does what).
 - swapped through flash: with the optimizer state on NVMe, DeepSpeed swaps those fp32
   gradients out with it and back in with each sub-group (swap_tensor/
   partitioned_optimizer_swapper.py): gradient bytes written to and read from the drive.
+- accumulated on the host: FSDP2 with CPUOffloadPolicy casts each reduced gradient shard to
+  the sharded parameter's dtype on the GPU, copies it to the host and, from the second
+  micro-batch on, adds it to the host's gradient there (torch 2.13,
+  _fsdp_collectives.py foreach_reduce: `sharded_param.grad._local_tensor += new_sharded_grad`
+  on CPU tensors). Nothing is read back to the GPU, but that copy is blocking
+  (`non_blocking = pin_memory and not to_accumulate_grad`) and runs in the backward's
+  post-hook on the CPU thread that launches the GPU's kernels, so the next backward waits for
+  the copy and the add: read two gradients, write one, at host memory bandwidth.
 """
 
 from __future__ import annotations
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.engine.oplist import OpList
+from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
+from tiersim.workload.cpu_optimizer import host_bandwidth
 
 FP32 = 4
 
@@ -42,6 +52,27 @@ def swapped(c: Context) -> bool:
         and c.home["gradients"] == c.s.hardware.cpu.memory
         and c.s.hardware.tiers[c.home["optimizer"]].kind == "flash"
     )
+
+
+def host_accumulates(c: Context) -> bool:
+    """FSDP2 with the gradients offloaded adds them on the host, not through the GPU."""
+    return c.plan.framework == "fsdp" and c.home["gradients"] == c.s.hardware.cpu.memory
+
+
+def host_accumulation(
+    c: Context, ops: OpList, u: int, mb: int, step: int, write: int | None
+) -> int | None:
+    """FSDP2's blocking copy and host add after a micro-batch's gradient write (the first
+    micro-batch's pinned copy overlaps: nothing to add to yet); the GPU stream waits."""
+    if write is None or not host_accumulates(c) or (mb == 0 and c.plan.pin_memory):
+        return write
+    unit, done = c.wl.units[u], write
+    if mb > 0:
+        add_s = 3 * unit.homed["gradients"] / host_bandwidth(c.s)  # read two, write one
+        label = f"accumulate gradients on host {unit.name} mb{mb}"
+        done = ops.add(Op(OpKind.CPU, Role.STATE, label, step, [write], duration=add_s))
+    ops.barrier(f"blocking gradient copy {unit.name} mb{mb}", step, [done], Role.STATE)
+    return done
 
 
 def boundary_bytes(c: Context, u: int, last: bool) -> int:

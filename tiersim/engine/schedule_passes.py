@@ -9,7 +9,12 @@ from __future__ import annotations
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
-from tiersim.engine.schedule_offload import after_boundary_write, boundary_bytes
+from tiersim.engine.schedule_offload import (
+    after_boundary_write,
+    boundary_bytes,
+    host_accumulates,
+    host_accumulation,
+)
 from tiersim.workload.pipeline import stage_schedule
 
 
@@ -142,7 +147,7 @@ class TrainingPasses:
         tag = f"mb{mb}"
         w, held = self.fetch_weights(u, step, f"bwd {tag}")
         deps = [w, self.fetch_activations(u, mb, step, offloaded)]
-        grad_read = self.accumulation_read(u, mb, step)
+        grad_read = None if host_accumulates(self.c) else self.accumulation_read(u, mb, step)
         op = None
         if unit.recompute_s > 0:
             op = self.ops.add(
@@ -241,7 +246,7 @@ class TrainingPasses:
             alloc_dst=False,
         )
         self.ops.free_after(op, self.c.gpu, unit.gradients_full)
-        self.ready.gradients[u] = op
+        self.ready.gradients[u] = host_accumulation(self.c, self.ops, u, mb, step, op)
         if last:
             after_boundary_write(self.c, self.ops, self.ready, u, step, op)
 

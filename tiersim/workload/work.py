@@ -144,6 +144,8 @@ def _unit(
     homed = {c: shard_bytes(b, params, d, padded) if shard[c] else b for c, b in full.items()}
     w_full = params * PRECISION_BYTES[prec.compute_precision]  # the copy compute uses
     g_full = full["gradients"]
+    if s.training.framework == "fsdp":  # autograd's gradient, reduce-scattered, is in
+        g_full = params * PRECISION_BYTES[prec.compute_precision]  # param_dtype (FSDP2)
     updated = params / d if shard["optimizer"] else float(params)
     master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
