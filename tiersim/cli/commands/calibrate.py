@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from tiersim.cli.commands.common import cannot_write, usable_preset_path
+from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
 from tiersim.cli.commands.measure import positive_int
 from tiersim.config.load import build
 from tiersim.config.presets import DEFAULT_HARDWARE, is_preset_file, load_preset, preset_names
@@ -97,9 +97,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     for option, kind, default, metavar, text in OPTIONS:
         parser.add_argument(option, type=kind, default=default, metavar=metavar, help=text)
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="(default: table)"
-    )
+    add_format_arg(parser)
     parser.set_defaults(handler=run)
 
 

@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tiersim.cli.commands.common import cannot_write, usable_preset_path
+from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
 from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
@@ -171,9 +171,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         metavar="model.KEY=VALUE",
         help="override one model dimension, e.g. --set model.layers=2 (repeatable)",
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="(default: table)"
-    )
+    add_format_arg(parser)
     parser.add_argument(
         "--fsdp",
         type=positive_int,
