@@ -111,3 +111,22 @@ def test_no_module_or_function_over_the_size_limits():
     assert any(f.startswith("tiersim.engine.simulate.simulate:") for f in functions)
     assert {m: n for m, n in modules.items() if n > MODULE_LINES} == {}
     assert {f: n for f, n in functions.items() if n > FUNCTION_LINES} == {}
+
+
+def _private_imports(root: Path) -> list[str]:
+    """`from tiersim.x import _name` anywhere under `root`: a private name used across modules."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tiersim"):
+                names = [a.name for a in node.names if a.name.startswith("_")]
+                found += [f"{path.name}: {node.module}.{n}" for n in names if n[:2] != "__"]
+    return found
+
+
+def test_no_private_name_imported_across_modules(tmp_path):
+    # the check sees one where there is one
+    (tmp_path / "probe.py").write_text("from tiersim.workload.pipeline import _hidden\n")
+    assert _private_imports(tmp_path) == ["probe.py: tiersim.workload.pipeline._hidden"]
+    roots = [PACKAGE, PACKAGE.parent / "tests", PACKAGE.parent / "benchmarks"]
+    assert [hit for root in roots for hit in _private_imports(root)] == []

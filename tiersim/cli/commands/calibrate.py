@@ -152,7 +152,7 @@ def _storage_problems(path: Path, size: int) -> list[Problem]:
     return []
 
 
-def _memory_problems(size: int, available: int | None = None) -> list[Problem]:
+def memory_problems(size: int, available: int | None = None) -> list[Problem]:
     """The host copy allocates two arrays of `size` bytes: refused before allocating when the
     host has less memory available than that (it would fail, or swap and measure the disk)."""
     available = available_memory() if available is None else available
@@ -175,7 +175,7 @@ def settings(args: argparse.Namespace) -> Settings:
     ):
         if value < least:
             problems.append(Problem(option, f"must be at least {least:,} B (got {value:,} B)"))
-    problems += _memory_problems(args.memory_size)
+    problems += memory_problems(args.memory_size)
     if problems:
         raise InputError(SOURCE, problems)
     extra = {"threads": args.threads} if args.threads else {}
