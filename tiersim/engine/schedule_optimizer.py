@@ -48,7 +48,7 @@ class OptimizerStep:
         sync = self.ops.net(
             rest.embedding_sync, step, [last_backward, self.ready.gradients[-1], bubble]
         )
-        mode = self.c.s.training.optimizer_step
+        mode = self.c.res.execution.training.optimizer_step
         synchronous = mode in ("synchronous", "delayed")  # delayed: as synchronous, a step late
         if synchronous:  # nothing is read for the update before every gradient is final
             final = [last_backward, sync, bubble, *self.ready.gradients]
@@ -65,7 +65,9 @@ class OptimizerStep:
         if synchronous:  # the next step waits for the whole update
             every = [op for ops in done for op in ops] + self.ready.weights
             # delayed on the CPU: the GPU stream goes on; the mark is the CPU's
-            off_gpu = mode == "delayed" and self.c.s.placement.optimizer_compute == "cpu"
+            off_gpu = (
+                mode == "delayed" and self.c.res.execution.placement.optimizer_compute == "cpu"
+            )
             kind = OpKind.CPU if off_gpu else OpKind.IDLE
             end = self.ops.add(Op(kind, Role.OPTIMIZER, "optimizer step done", step, every))
             self.ready.weights = [end] * n
@@ -164,7 +166,7 @@ class OptimizerStep:
         grads, staged_bytes, frees = self._fetch_gradients(u, step, [*final, *gate])
         fetched, weights_in = self._fetch_state(u, step, [*final, *gate])
         guard = self.ready.snapshot_guard.pop(u, [])  # a checkpoint still reading this version
-        on_gpu = self.c.s.placement.optimizer_compute == "gpu"
+        on_gpu = self.c.res.execution.placement.optimizer_compute == "gpu"
         op = self.ops.add(
             Op(
                 OpKind.GPU if on_gpu else OpKind.CPU,
