@@ -11,6 +11,7 @@ from typing import Any
 from tiersim.analysis.checkpoint import checkpoint_problems
 from tiersim.analysis.checkpoint_interval import with_checkpoint
 from tiersim.analysis.wear import wear_problems
+from tiersim.config.execution import execution_plan
 from tiersim.config.load import Loaded
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError
@@ -59,7 +60,7 @@ def check_runnable(loaded: Loaded) -> None:
     """What only a run would otherwise find: routes for every movement the placement
     implies, and inputs the wear and checkpoint models need. Raises InputError (exit 2)."""
     s = loaded.scenario
-    problems = placement_problems(s, Topology(s.hardware))
+    problems = placement_problems(execution_plan(s), s.hardware, Topology(s.hardware))
     problems += wear_problems(s) + checkpoint_problems(s)
     if problems:
         raise InputError(loaded.source, problems)

@@ -64,7 +64,7 @@ class RunSetup:
 
 def prepare(res: Resolved, inv: Inventory) -> RunSetup:
     topo = Topology(res.machine)
-    problems = placement_problems(res.scenario, topo)
+    problems = placement_problems(res.execution, res.machine, topo)
     if problems:
         raise InputError("scenario", problems)
     wl = build_workload(res.scenario, inv)

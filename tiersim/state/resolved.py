@@ -13,34 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tiersim.config.framework import OffloadPlan, offload_plan
+from tiersim.config.execution import Execution, execution_plan
 from tiersim.config.hardware_schema import Hardware
-from tiersim.config.schema import (
-    Checkpoint,
-    Failures,
-    Parallel,
-    Placement,
-    Scenario,
-    Simulation,
-    Training,
-)
+from tiersim.config.schema import Scenario
 from tiersim.state.model import Model, build_model
-
-
-@dataclass(frozen=True)
-class Execution:
-    """How the model is run: what the scenario's training, parallel, placement, simulation,
-    checkpoint and failures sections say, with the defaults they leave resolved."""
-
-    training: Training
-    parallel: Parallel
-    placement: Placement
-    simulation: Simulation
-    checkpoint: Checkpoint
-    failures: Failures
-    seq_len: int  # tokens: training.seq_len, else the model's max_positions, else 2048
-    offload: OffloadPlan  # how the framework moves state (config/framework.py)
-    checkpoint_simulated: bool  # an interval or a failure rate is given
 
 
 @dataclass(frozen=True)
@@ -56,15 +32,4 @@ class Resolved:
 
 def resolve(s: Scenario) -> Resolved:
     """The scenario's model built and its execution plan read, once."""
-    execution = Execution(
-        training=s.training,
-        parallel=s.parallel,
-        placement=s.placement,
-        simulation=s.simulation,
-        checkpoint=s.checkpoint,
-        failures=s.failures,
-        seq_len=s.seq_len,
-        offload=offload_plan(s),
-        checkpoint_simulated=s.checkpoint_simulated,
-    )
-    return Resolved(s.name, build_model(s.model), execution, s.hardware, s)
+    return Resolved(s.name, build_model(s.model), execution_plan(s), s.hardware, s)
