@@ -31,7 +31,7 @@ MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to fi
 
 
 def _read_back_s(res: Resolved, setup, per_class: dict[str, int]) -> float:
-    home = homes(res.scenario)
+    home = homes(res.execution.placement, res.machine)
     total = 0.0
     for cls, nbytes in per_class.items():
         route = setup.topo.route(res.execution.checkpoint.target, home[cls], nbytes)
@@ -52,7 +52,7 @@ def _run_length(res: Resolved, setup, plain: StepResult, nbytes: int) -> tuple[i
     measured = res.execution.simulation.warmup_steps
     if res.execution.checkpoint.every_steps == 1:
         return measured + 2, frozenset(range(measured + 2))
-    home = homes(res.scenario)
+    home = homes(res.execution.placement, res.machine)
     slowest = min(
         setup.topo.route(home[c], res.execution.checkpoint.target).bottleneck for c in CHECKPOINTED
     )

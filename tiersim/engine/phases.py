@@ -38,7 +38,15 @@ class Context:
         opt_at = (
             gpu if res.execution.placement.optimizer_compute == "gpu" else res.machine.cpu.memory
         )
-        return cls(res, wl, depth, gpu, opt_at, homes(res.scenario), res.execution.offload)
+        return cls(
+            res,
+            wl,
+            depth,
+            gpu,
+            opt_at,
+            homes(res.execution.placement, res.machine),
+            res.execution.offload,
+        )
 
 
 @dataclass

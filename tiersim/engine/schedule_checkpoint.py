@@ -31,7 +31,7 @@ def share(res: Resolved, unit: Unit, cls: str) -> int:
     1/d share of the replica, as distributed checkpointing splits replicated tensors across
     the data-parallel ranks instead of writing d copies."""
     held = unit.homed[cls]
-    if sharded_classes(res.scenario)[cls] or res.execution.parallel.data == 1:
+    if sharded_classes(res.execution.parallel)[cls] or res.execution.parallel.data == 1:
         return held
     return math.ceil(held / res.execution.parallel.data)
 

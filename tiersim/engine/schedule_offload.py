@@ -68,7 +68,7 @@ def host_accumulation(
         return write
     unit, done = c.wl.units[u], write
     if mb > 0:
-        add_s = 3 * unit.homed["gradients"] / host_bandwidth(c.res.scenario)  # read two, write one
+        add_s = 3 * unit.homed["gradients"] / host_bandwidth(c.res.machine)  # read two, write one
         label = f"accumulate gradients on host {unit.name} mb{mb}"
         done = ops.add(Op(OpKind.CPU, Role.STATE, label, step, [write], duration=add_s))
     ops.barrier(f"blocking gradient copy {unit.name} mb{mb}", step, [done], Role.STATE)
