@@ -186,14 +186,35 @@ def test_a_delayed_update_holds_a_second_gradient_buffer():
     assert simulate(scenario(dpu)).tiers["dram"].peak_bytes == sync + 4 * GB
 
 
-def test_deepspeed_tiles_read_update_and_write_in_turn():
-    # Each layer's 2 GB of gradients and weights cross PCIe (10 GB/s) only after the previous
-    # layer's new weights are back (pipeline_read and pipeline_write off): layer 1 (the rest
-    # unit is empty) 3.0-3.4 in, 3.4-3.9 CPU, 3.9-4.1 out; layer 0 4.1-4.5, 4.5-5.0, 5.0-5.2.
+def deepspeed_tiles(zero_stage: int, sub_group_size: int | None = None):
+    raw = merge(
+        two_layer("synchronous", "deepspeed"),
+        {"parallel": {"zero_stage": zero_stage}, "training": {"offload": {}}},
+    )
+    if sub_group_size is not None:
+        raw["training"]["offload"]["sub_group_size"] = sub_group_size
+    return simulate(scenario(raw))
+
+
+def test_deepspeed_sub_groups_are_read_updated_and_written_in_turn():
+    # Each layer's 2 GB of gradients and 2 GB of weights cross PCIe (10 GB/s) to the CPU and
+    # its 2 GB of new weights come back (SGD keeps no state). ZeRO-3 with sub_group_size
+    # 0.5e9: each layer is its own sub-group (stage3.py closes a group once its partitions
+    # reach the size; the empty rest unit joins the first), read, updated and written back
+    # before the next is read (pipeline_read and pipeline_write off): 3.0-3.4 in, 3.4-3.9
+    # CPU, 3.9-4.1 out; then 4.1-4.5, 4.5-5.0, 5.0-5.2.
     # DeepSpeed's CPU path adds its host passes to each update: clipping (8 B a parameter) and
     # the copy back (fp32 read, fp32 written): 16 B x 0.5e9 / 1000 TB/s = 8 us a layer.
-    r = simulate(scenario(two_layer("synchronous", "deepspeed")))
-    assert math.isclose(r.time_s, 5.2 + 2 * 16 * 0.5e9 / 1e15)
+    host_passes = 2 * 16 * 0.5e9 / 1e15
+    one_each = deepspeed_tiles(3, 500_000_000)
+    assert math.isclose(one_each.time_s, 5.2 + host_passes)
+    assert one_each.tiers["dram"].peak_bytes == 4 * GB  # one layer's 4 GB swapped in at once
+    # The default sub_group_size (1e9) holds both layers: both are read in (8 GB, 3.0-3.8),
+    # updated (3.8-4.3-4.8), then written back (4 GB of weights, 4.8-5.2): the host holds all
+    # 8 GB at once. ZeRO-1/2 step the whole partition in one optimizer.step() likewise.
+    for whole in (deepspeed_tiles(3), deepspeed_tiles(2)):
+        assert math.isclose(whole.time_s, 5.2 + host_passes)
+        assert whole.tiers["dram"].peak_bytes == 8 * GB
 
 
 # --- FSDP2: gradients accumulated on the host ---------------------------------------------------
@@ -229,11 +250,11 @@ def test_fsdp2_adds_gradients_on_the_host_and_backward_waits_for_the_copy():
 def test_the_cpu_path_is_the_kernel_clipping_copy_back_and_the_rest():
     # Ma and Wang's 1.5B run, one rank: 771,857,152 parameters; kernel 2.042 Gparam/s;
     # clipping 8 B and the fp32 -> bf16 copy back 4 + 2 B a parameter at 204.8 GB/s; the
-    # rest at 1.313 Gparam/s (the kernel's 28 B a parameter, 0.106 s, does not bind).
+    # rest at 1.651 Gparam/s (the kernel's 28 B a parameter, 0.106 s, does not bind).
     s = load_scenario(SCENARIOS / "published" / "ma2025-qwen2.5-1.5b-zero-offload.yaml").scenario
     p = 771_857_152
-    by_hand = p / 2.042e9 + p * 14 / 204.8e9 + p / 1.313e9
-    assert by_hand == pytest.approx(1.0186, abs=1e-4)
+    by_hand = p / 2.042e9 + p * 14 / 204.8e9 + p / 1.651e9
+    assert by_hand == pytest.approx(0.8983, abs=1e-4)
     assert cpu_update_s(s, offload_plan(s), p, 28 * p) == pytest.approx(by_hand, rel=1e-12)
     assert simulate(s).optimizer_s == pytest.approx(by_hand, rel=1e-9)
 
