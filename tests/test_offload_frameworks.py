@@ -244,6 +244,10 @@ def test_deepspeed_zero2_copies_gradients_on_the_compute_stream_by_default():
     # nothing earlier to prefetch under) and costs 0.4 s before backward, but the copies out
     # hide under the next forward: 0.8 s less
     assert math.isclose(run(True).time_s, 10.6 + 12e9 / 1e15)
+    # what the report says it did: DeepSpeed's rule, off below ZeRO-3, on at ZeRO-3
+    zero2 = tiny(training={"framework": "deepspeed"}, parallel={"zero_stage": 2})
+    assert report(zero2)["offload"]["overlap_comm"] is False
+    assert report(merge(zero2, {"parallel": {"zero_stage": 3}}))["offload"]["overlap_comm"]
 
 
 # --- FSDP2: gradients accumulated on the host ---------------------------------------------------

@@ -47,6 +47,9 @@ def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
         "tiling_cost_s": tiling_cost_s(s, step_s) if wl.tiling else 0.0,
         "boundary_gradients": plan.boundary_gradients,
         "swap_gradients": plan.swap_gradients,
+        # gradient copies to and from the host beside backward, or on its stream (DeepSpeed
+        # ZeRO-1/2 without overlap_comm: backward waits for them)
+        "overlap_comm": plan.overlap_comm,
         # the update's tiles as the optimizer steps them (DeepSpeed ZeRO-3: sub-groups of
         # sub_group_size; ZeRO-1/2: the whole partition at once; otherwise unit by unit)
         "optimizer_tiles": len(tiles),
