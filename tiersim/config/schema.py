@@ -148,6 +148,9 @@ class Offload(Strict):
     # pinned host buffers as PyTorch's caching host allocator holds them (rounded up to a
     # power of two), counted as allocated in the host tier's peak
     pin_memory: bool | None = None
+    # DeepSpeed's overlap_comm (default: on with ZeRO-3, off with ZeRO-1/2): off, ZeRO-1/2's
+    # gradient copies to and from the host run on the compute stream, so backward waits
+    overlap_comm: bool | None = None
 
 
 class Training(Strict):

@@ -9,6 +9,8 @@ framework does what).
 - swapped through flash: with the optimizer state on NVMe, DeepSpeed swaps those fp32
   gradients out with it and back in with each sub-group (swap_tensor/
   partitioned_optimizer_swapper.py): gradient bytes written to and read from the drive.
+- on the compute stream: DeepSpeed ZeRO-1/2 without overlap_comm (its default there) copies
+  the gradients in and out on the stream backward runs on (blocking_copies below).
 - accumulated on the host: FSDP2 with CPUOffloadPolicy casts each reduced gradient shard to
   the sharded parameter's dtype on the GPU, copies it to the host and, from the second
   micro-batch on, adds it to the host's gradient there (torch 2.13,
@@ -51,6 +53,21 @@ def swapped(c: Context) -> bool:
         and c.res.execution.placement.optimizer_compute == "cpu"
         and c.home["gradients"] == c.res.machine.cpu.memory
         and c.res.machine.tiers[c.home["optimizer"]].kind == "flash"
+    )
+
+
+def blocking_copies(c: Context) -> bool:
+    """DeepSpeed ZeRO-1/2 without overlap_comm: the gradient copies to and from the host run
+    on the compute stream (stage_1_and_2.py reduce_ipg_grads), in each parameter's backward
+    hook: from the second micro-batch the host's sum is read back and added on the GPU, then
+    copied out (async_accumulate_grad_in_cpu_via_gpu), at the boundary as fp32; the next
+    backward waits for them."""
+    plan = c.plan
+    return (
+        plan.framework == "deepspeed"
+        and not plan.overlap_comm
+        and c.res.execution.parallel.zero_stage < 3
+        and c.home["gradients"] != c.gpu
     )
 
 
