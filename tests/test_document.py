@@ -108,6 +108,9 @@ def test_a_framework_scenario_is_written_with_the_offload_it_resolved_to():
     assert offload["buffer_count"] == 4
     assert offload["pipeline_read"] is False and offload["pipeline_write"] is False
     assert offload["boundary_gradients"] == "fp32" and offload["swap_gradients"] is True
+    assert offload["overlap_comm"] is True  # on at ZeRO-3 (zero/config.py overlap_comm_valid)
+    zero2 = load_scenario(SCENARIOS / "zero-offload-10b-dgx2.yaml").scenario
+    assert scenario_document(zero2)["training"]["offload"]["overlap_comm"] is False
     given = load_scenario(
         SCENARIOS / "zero-infinity-1t-dgx2.yaml", ["training.offload.buffer_count=2"]
     ).scenario

@@ -9,6 +9,8 @@ framework does what).
 - swapped through flash: with the optimizer state on NVMe, DeepSpeed swaps those fp32
   gradients out with it and back in with each sub-group (swap_tensor/
   partitioned_optimizer_swapper.py): gradient bytes written to and read from the drive.
+- on the compute stream: DeepSpeed ZeRO-1/2 without overlap_comm (its default there) copies
+  the gradients in and out on the stream backward runs on (blocking_copies below).
 - accumulated on the host: FSDP2 with CPUOffloadPolicy casts each reduced gradient shard to
   the sharded parameter's dtype on the GPU, copies it to the host and, from the second
   micro-batch on, adds it to the host's gradient there (torch 2.13,
@@ -31,14 +33,14 @@ FP32 = 4
 
 
 def _stored(c: Context) -> int:
-    return PRECISION_BYTES[c.s.training.precision.gradients]
+    return PRECISION_BYTES[c.res.execution.training.precision.gradients]
 
 
 def fp32_boundary(c: Context) -> bool:
     """The accumulated gradients cross to a CPU optimizer as fp32."""
     return (
         c.plan.boundary_gradients == "fp32"
-        and c.s.placement.optimizer_compute == "cpu"
+        and c.res.execution.placement.optimizer_compute == "cpu"
         and c.home["gradients"] != c.gpu
         and _stored(c) < FP32
     )
@@ -48,15 +50,30 @@ def swapped(c: Context) -> bool:
     """The fp32 gradients go through the optimizer state's flash tier."""
     return (
         c.plan.swap_gradients
-        and c.s.placement.optimizer_compute == "cpu"
-        and c.home["gradients"] == c.s.hardware.cpu.memory
-        and c.s.hardware.tiers[c.home["optimizer"]].kind == "flash"
+        and c.res.execution.placement.optimizer_compute == "cpu"
+        and c.home["gradients"] == c.res.machine.cpu.memory
+        and c.res.machine.tiers[c.home["optimizer"]].kind == "flash"
+    )
+
+
+def blocking_copies(c: Context) -> bool:
+    """DeepSpeed ZeRO-1/2 without overlap_comm: the gradient copies to and from the host run
+    on the compute stream (stage_1_and_2.py reduce_ipg_grads), in each parameter's backward
+    hook: from the second micro-batch the host's sum is read back and added on the GPU, then
+    copied out (async_accumulate_grad_in_cpu_via_gpu), at the boundary as fp32; the next
+    backward waits for them."""
+    plan = c.plan
+    return (
+        plan.framework == "deepspeed"
+        and not plan.overlap_comm
+        and c.res.execution.parallel.zero_stage < 3
+        and c.home["gradients"] != c.gpu
     )
 
 
 def host_accumulates(c: Context) -> bool:
     """FSDP2 with the gradients offloaded adds them on the host, not through the GPU."""
-    return c.plan.framework == "fsdp" and c.home["gradients"] == c.s.hardware.cpu.memory
+    return c.plan.framework == "fsdp" and c.home["gradients"] == c.res.machine.cpu.memory
 
 
 def host_accumulation(
@@ -68,7 +85,7 @@ def host_accumulation(
         return write
     unit, done = c.wl.units[u], write
     if mb > 0:
-        add_s = 3 * unit.homed["gradients"] / host_bandwidth(c.s)  # read two, write one
+        add_s = 3 * unit.homed["gradients"] / host_bandwidth(c.res.machine)  # read two, write one
         label = f"accumulate gradients on host {unit.name} mb{mb}"
         done = ops.add(Op(OpKind.CPU, Role.STATE, label, step, [write], duration=add_s))
     ops.barrier(f"blocking gradient copy {unit.name} mb{mb}", step, [done], Role.STATE)

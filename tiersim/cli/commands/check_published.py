@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from tiersim.cli.commands.common import add_check_arg, add_format_arg
 from tiersim.core.errors import InputError, Problem
-from tiersim.groundtruth.published import MAX_ERROR_TARGET, MEAN_ERROR_TARGET, published_dir
-
-if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
-    from tiersim.groundtruth.published import Comparison, Summary
+from tiersim.groundtruth.published import (
+    MAX_ERROR_TARGET,
+    MEAN_ERROR_TARGET,
+    REFERENCES,
+    Comparison,
+    Summary,
+    load_references,
+    published_dir,
+    source_of,
+    summarize,
+    summarize_by_source,
+)
 
 EXIT_CHECK_FAILED = 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-
     parser = sub.add_parser(
         "check-published",
         help="run the published scenarios and compare predicted with measured step times",
@@ -30,20 +37,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"folder with references.yaml and the scenarios (default: {published_dir()})",
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output (default: table)"
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help=f"exit with code {EXIT_CHECK_FAILED} when the error targets are missed",
-    )
+    add_format_arg(parser)
+    add_check_arg(parser, EXIT_CHECK_FAILED, "the error targets are missed")
     parser.set_defaults(handler=run)
 
 
 def compare_all(folder: Path | None) -> list[Comparison]:
     from tiersim.config.load import load_scenario
-    from tiersim.groundtruth.published import Comparison, load_references
     from tiersim.runner import simulate  # the engine's entry point
 
     out = []
@@ -70,8 +70,6 @@ def _parts(c: Comparison) -> tuple[str, ...]:
 
 
 def _by_source(comparisons: list[Comparison]) -> str:
-    from tiersim.groundtruth.published import source_of, summarize_by_source
-
     lines = ["per source (runs nothing was fitted to):"]
     for source, summary in summarize_by_source(comparisons).items():
         fitted = sum(
@@ -95,7 +93,6 @@ def fmt_seconds(value: float) -> str:
 
 
 def table(comparisons: list[Comparison], summary: Summary) -> str:
-    from tiersim.groundtruth.published import MAX_ERROR_TARGET, MEAN_ERROR_TARGET
     from tiersim.report.table import render
 
     rows = [
@@ -133,7 +130,6 @@ def table(comparisons: list[Comparison], summary: Summary) -> str:
 
 
 def as_json(comparisons: list[Comparison], summary: Summary) -> str:
-    from tiersim.groundtruth.published import summarize_by_source
     from tiersim.report.json_report import to_json
 
     return to_json(
@@ -164,8 +160,6 @@ def as_json(comparisons: list[Comparison], summary: Summary) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.groundtruth.published import REFERENCES, published_dir, summarize
-
     comparisons = compare_all(args.folder)
     if all(c.reference.calibrates for c in comparisons):
         where = str((args.folder or published_dir()) / REFERENCES)

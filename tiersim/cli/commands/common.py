@@ -9,20 +9,32 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.core.errors import InputError, Problem
-
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.config.load import Loaded
+from tiersim.config.presets import PRESET_FILE_SUFFIXES, is_preset_file
+from tiersim.core.errors import InputError, Problem
 
 
-def add_scenario_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
+def add_format_arg(parser: argparse.ArgumentParser) -> None:
+    """--format: a table for people (default) or JSON for programs."""
     parser.add_argument(
         "--format",
         choices=("table", "json"),
         default="table",
         help="output format (default: table)",
     )
+
+
+def add_check_arg(parser: argparse.ArgumentParser, exit_code: int, when: str) -> None:
+    """--check: exit with `exit_code` when `when` (for batch jobs)."""
+    parser.add_argument(
+        "--check", action="store_true", help=f"exit with code {exit_code} when {when}"
+    )
+
+
+def add_scenario_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
+    add_format_arg(parser)
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -97,8 +109,6 @@ def usable_preset_path(option: str, path: Path, inputs: Iterable[Path] = ()) -> 
     """Before any work: a preset can be written at `path` and then loaded from it. Its name
     ends in .yaml or .yml (the preset loader reads no other file), it is not a folder nor one
     of the command's own `inputs`, and its folder exists (made if need be) and is writable."""
-    from tiersim.config.load import PRESET_FILE_SUFFIXES, is_preset_file
-
     name = str(path)
     if path.is_dir():
         raise InputError(option, [Problem(name, "is a folder (expected a file path)")])

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tiersim.cli.commands.common import add_format_arg
 from tiersim.core.errors import InputError, Problem
 
 MAX_REPORT_BYTES = 64 * 2**20  # a report.json is tens of kB; anything this large is not one
@@ -36,9 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "b", metavar="B", nargs="?", help="scenario file or results folder (default: A + --set)"
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output (default: table)"
-    )
+    add_format_arg(parser)
     parser.add_argument(
         "--set",
         dest="overrides",

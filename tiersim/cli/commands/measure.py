@@ -8,8 +8,9 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import cannot_write, usable_preset_path
+from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
+from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
 from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
@@ -62,7 +63,6 @@ def probability(text: str) -> float:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-
     parser = sub.add_parser(
         "measure",
         help="train real steps in PyTorch and compare measured state with tiersim's prediction",
@@ -76,6 +76,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _training_options(parser)
+    _module_options(parser)
+    _run_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def _training_options(parser: argparse.ArgumentParser) -> None:
+    """What is trained: the model, the shape of a step, the optimizer and the precision."""
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--model", metavar="PRESET", help="a model preset name (e.g. gpt2) or a model YAML file"
@@ -106,6 +114,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="bf16",
         help="precision of weights, gradients, optimizer state and activations (default: bf16)",
     )
+
+
+def _module_options(parser: argparse.ArgumentParser) -> None:
+    """Which modules run: tiersim's own or a transformers model, its attention and dropout."""
     parser.add_argument(
         "--implementation",
         choices=IMPLEMENTATIONS,
@@ -128,6 +140,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="attention and hidden dropout probability of a transformers model (default: the "
         "model's, from its config.json, else the family's: GPT-2 0.1, Llama 0.0)",
     )
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    """Where it trains, the overrides, and what is written."""
     parser.add_argument(
         "--device",
         choices=DEVICES,
@@ -142,9 +158,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="model.KEY=VALUE",
         help="override one model dimension, e.g. --set model.layers=2 (repeatable)",
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="(default: table)"
-    )
+    add_format_arg(parser)
     parser.add_argument(
         "--fsdp",
         type=positive_int,
@@ -155,7 +169,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--calibrate", metavar="FILE", help="write a model preset YAML with the activation factor"
     )
-    parser.set_defaults(handler=run)
 
 
 def request(args: argparse.Namespace) -> Request:
@@ -274,8 +287,6 @@ def notes(m: Measurement) -> str:
 def _preset_inputs(args: argparse.Namespace) -> list[Path]:
     """The model file this run reads (a config.json is no .yaml path), which --calibrate must
     not replace."""
-    from tiersim.config.load import is_preset_file
-
     return [Path(args.model)] if is_preset_file(args.model) else []
 
 
@@ -295,7 +306,8 @@ def _write_preset(path: Path, m: Measurement) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.groundtruth.measure import SOURCE, measure, report
+    from tiersim.groundtruth.measure import SOURCE, measure
+    from tiersim.groundtruth.measure_report import report
     from tiersim.report.json_report import to_json
 
     req = request(args)

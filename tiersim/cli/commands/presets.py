@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate
+from tiersim.cli.commands.common import add_format_arg
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.config.schema import Hardware
+from tiersim.config.presets import load_preset, preset_names
+from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate
 
 HERE = Path(".")
 
@@ -23,14 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "counts and shapes, and the hardware presets (hardware.preset: NAME) with their GPU, "
         "memory tiers and links. Any key of a preset can be overridden in a scenario.",
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output (default: table)"
-    )
+    add_format_arg(parser)
     parser.set_defaults(handler=run)
 
 
 def model_presets() -> dict[str, dict[str, Any]]:
-    from tiersim.config.load import build, preset_names
+    from tiersim.config.load import build
     from tiersim.state.inventory import model_summary
     from tiersim.state.model import build_model
 
@@ -43,7 +43,7 @@ def model_presets() -> dict[str, dict[str, Any]]:
 
 
 def hardware_presets() -> dict[str, dict[str, Any]]:
-    from tiersim.config.load import build, load_preset, preset_names
+    from tiersim.config.load import build
 
     out = {}
     for name in preset_names("hardware"):

@@ -24,7 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.config.load import build, read_yaml
+    from tiersim.config.load import build
+    from tiersim.config.yamlfile import read_yaml
     from tiersim.plan.space import build_space
     from tiersim.runner import check_runnable
     from tiersim.sweep.spec import is_sweep

@@ -7,11 +7,11 @@ import math
 from typing import TYPE_CHECKING
 
 from tiersim import __version__
-from tiersim.cli.commands.common import add_scenario_args, load
-from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.analysis.wear import Assessment
+from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load
+from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 
 EXIT_BUDGET_FAILED = 1
 
@@ -27,11 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "area) and the classes to move off that would fit. Reads never wear.",
     )
     add_scenario_args(parser)
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help=f"exit {EXIT_BUDGET_FAILED} when any tier's write budget fails (for batch jobs)",
-    )
+    add_check_arg(parser, EXIT_BUDGET_FAILED, "any tier's write budget fails (for batch jobs)")
     parser.set_defaults(handler=run)
 
 
