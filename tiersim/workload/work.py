@@ -132,6 +132,14 @@ def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tupl
     return gpu_s, cpu_update_s(s, offload_plan(s), updated_params, touched)
 
 
+def _timed(s: Scenario, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:
+    """`_compute_times`, worked out once per (shape, is_layer) into `timed`."""
+    key = (model, is_layer)
+    if key not in timed:
+        timed[key] = _compute_times(s, model, is_layer, ends[1], ends[0])
+    return timed[key]
+
+
 def _unit(
     s: Scenario,
     model,
@@ -144,7 +152,6 @@ def _unit(
 ) -> Unit:
     """One unit; `timed`: compute times already worked out, by (shape, is_layer) (a stage's
     layers mostly share one shape, and timing one means timing every kernel)."""
-    first, last = ends
     prec, d = s.training.precision, s.parallel.data
     shard = sharded_classes(s.parallel)
     params = sum(m.size for m in mats)
@@ -164,13 +171,7 @@ def _unit(
     gpu_touched = touched + kernels.mixed_precision_bytes(s, updated)
     gpu_opt, _ = _optimizer_times(s, gpu_touched, updated)
     _, cpu_opt = _optimizer_times(s, touched, updated)
-    key = (model, is_layer)
-    if timed is None or key not in timed:
-        times = _compute_times(s, model, is_layer, last, first)
-        if timed is None:
-            timed = {}
-        timed[key] = times
-    fwd, bwd, rec = timed[key]
+    fwd, bwd, rec = _timed(s, model, is_layer, ends, {} if timed is None else timed)
     return Unit(
         name,
         params,
