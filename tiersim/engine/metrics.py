@@ -16,14 +16,15 @@ from tiersim.state.classes import CHECKPOINT_WRITES
 MOVE = OpKind.MOVE
 
 
-def _busy(log: RunLog, ops: list[Op], kind: OpKind) -> iv.Intervals:
-    return iv.union(
-        [
-            (log.start[i], log.end[i])
-            for i, op in enumerate(ops)
-            if op.kind is kind and log.end[i] > log.start[i]
-        ]
-    )
+def _busy(log: RunLog, ops: list[Op], kinds: tuple[OpKind, ...]) -> list[iv.Intervals]:
+    """The time ops of each kind ran, one pass over the ops."""
+    spans: dict[OpKind, iv.Intervals] = {kind: [] for kind in kinds}
+    for op, start, end in zip(ops, log.start, log.end, strict=True):
+        if end > start:
+            out = spans.get(op.kind)
+            if out is not None:
+                out.append((start, end))
+    return [iv.union(spans[kind]) for kind in kinds]
 
 
 def _role_time(ops: list[Op], step: int, kind: OpKind, roles: tuple[Role, ...]) -> float:
@@ -83,10 +84,10 @@ def measure(
     lo = log.step_end[measured_step - 1] if measured_step else 0.0
     hi = log.step_end[measured_step]
     step_s = hi - lo
-    gpu = iv.clip(_busy(log, ops, OpKind.GPU), lo, hi)
-    bubble = iv.clip(_busy(log, ops, OpKind.IDLE), lo, hi)
+    gpu, bubble, cpu = (
+        iv.clip(spans, lo, hi) for spans in _busy(log, ops, (OpKind.GPU, OpKind.IDLE, OpKind.CPU))
+    )
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)
-    cpu = iv.clip(_busy(log, ops, OpKind.CPU), lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
     any_link = iv.clip(iv.union(engine.net.busy.intervals.get(FlowNetwork.ANY, [])), lo, hi)
     link_time = iv.total(any_link)

@@ -270,10 +270,12 @@ def timeline(
     fwd: list[list[float]],
     bwd: list[list[float]],
     p2p_s: float,
+    keep_starts: bool = True,
 ) -> tuple[list[list[float]], list[list[float]]]:
     """Start and end of every op of every stage, in each stage's schedule order (times per
-    (stage, chunk) already checked). Ops are numbered (kind, stage, chunk, micro-batch) so
-    that what each waits for is an index, not a key to hash."""
+    (stage, chunk) already checked; starts empty unless `keep_starts`). Ops are numbered
+    (kind, stage, chunk, micro-batch) so that what each waits for is an index, not a key to
+    hash."""
     programs = [_program(k, pipeline, micro_batches, virtual, fwd, bwd) for k in range(pipeline)]
     done: list[float | None] = [None] * (2 * pipeline * virtual * micro_batches)
     waiting: dict[int, int] = {}
@@ -284,7 +286,9 @@ def timeline(
     while ready:
         k = ready.pop()
         program, at, now = programs[k], position[k], free[k]
-        while at < len(program):
+        started, ended = starts[k].append if keep_starts else None, ends[k].append
+        size = len(program)
+        while at < size:
             own, dep, sent, duration = program[at]
             if dep >= 0:
                 arrived = done[dep]
@@ -296,11 +300,12 @@ def timeline(
             else:
                 start = now
             now = start + duration
-            starts[k].append(start)
-            ends[k].append(now)
+            if started is not None:
+                started(start)
+            ended(now)
             done[own] = now
             at += 1
-            if own in waiting:
+            if waiting and own in waiting:
                 ready.append(waiting.pop(own))
         position[k], free[k] = at, now
     assert all(position[k] == len(programs[k]) for k in range(pipeline)), "schedule deadlocked"
@@ -319,6 +324,8 @@ def _program(
     crosses a p2p link, its duration); op (kind, stage, chunk, micro-batch) is numbered
     ((kind·p + stage)·v + chunk)·m + micro-batch, kind 0 forward, 1 backward."""
     p, v, m = pipeline, virtual, micro_batches
+    if v == 1:
+        return _program_1f1b(stage, p, m, fwd[stage][0], bwd[stage][0])
     out = []
     for mb, chunk, kind in stage_schedule(stage, p, m, v):
         if kind == "forward":
@@ -340,4 +347,32 @@ def _program(
             else:
                 dep, sent = own - p * v * m, False  # its own forward
         out.append((own, dep, sent, duration))
+    return out
+
+
+def _program_1f1b(
+    stage: int, pipeline: int, micro_batches: int, fwd: float, bwd: float
+) -> list[tuple[int, int, bool, float]]:
+    """`_program` without interleaving, built directly in 1F1B order (`_one_f_one_b`): the
+    warm-up's forwards, forward-backward pairs, the cool-down's backwards."""
+    p, m = pipeline, micro_batches
+    base_f, base_b = stage * m, (p + stage) * m
+    last = stage == p - 1
+    prev_f = (stage - 1) * m if stage > 0 else -1  # the forward of the stage before
+    next_b = (p + stage + 1) * m  # the backward of the stage after
+
+    def forward(mb: int) -> tuple[int, int, bool, float]:
+        return (base_f + mb, prev_f + mb if stage else -1, stage > 0, fwd)
+
+    def backward(mb: int) -> tuple[int, int, bool, float]:
+        if last:  # waits for its own forward
+            return (base_b + mb, base_f + mb, False, bwd)
+        return (base_b + mb, next_b + mb, True, bwd)
+
+    warmup = warmup_forwards(stage, p, m)
+    out = [forward(mb) for mb in range(warmup)]
+    for i in range(m - warmup):
+        out.append(forward(warmup + i))
+        out.append(backward(i))
+    out += [backward(mb) for mb in range(m - warmup, m)]
     return out

@@ -55,7 +55,7 @@ def evaluate_steady(
     per = 1 if virtual == 1 else pipeline  # micro-batches per period
     n = _shortest(pipeline, micro_batches, virtual, per)
     while n < micro_batches:
-        _, ends = timeline(pipeline, n, virtual, fwd, bwd, p2p_s)
+        _, ends = timeline(pipeline, n, virtual, fwd, bwd, p2p_s, keep_starts=False)
         shift = _repetition(pipeline, n, virtual, ends)
         if shift is not None:
             later = (micro_batches - n) // per * shift
