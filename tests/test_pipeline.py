@@ -252,10 +252,10 @@ def test_steady_evaluation_equals_the_full_one(p, v, periods, data):
 
 
 def test_the_direct_1f1b_program_is_the_schedule_order_with_its_dependencies():
-    """`_program_1f1b` against the program written out from `stage_schedule`: forward of
+    """`program_1f1b` against the program written out from `stage_schedule`: forward of
     micro-batch i on stage k waits for stage k - 1's (sent), backward for stage k + 1's
     (sent), the last stage's backward for its own forward."""
-    from tiersim.workload.pipeline import _program_1f1b
+    from tiersim.workload.pipeline import program_1f1b
 
     for p, m in ((1, 3), (2, 1), (3, 5), (4, 9), (8, 17)):
         for k in range(p):
@@ -270,4 +270,4 @@ def test_the_direct_1f1b_program_is_the_schedule_order_with_its_dependencies():
                     if k == p - 1:
                         dep, sent = k * m + mb, False
                 want.append((own, dep, sent, d))
-            assert _program_1f1b(k, p, m, 1.5, 2.5) == want
+            assert program_1f1b(k, p, m, 1.5, 2.5) == want

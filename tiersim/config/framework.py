@@ -84,21 +84,10 @@ _DEFAULTS = {
         buffer_count=4,
         pin_memory=False,
     ),
-    "fsdp": dict(
-        fetch="layer",
-        prefetch_bucket_size=None,
-        max_live_parameters=None,
-        tiling=False,
-        boundary_gradients="stored",
-        swap_gradients=False,
-        sub_group_size=None,
-        pipeline_read=True,
-        pipeline_write=True,
-        buffer_count=0,
-        pin_memory=True,
-    ),
 }
 _DEFAULTS["megatron"] = _DEFAULTS["generic"]
+# FSDP offloads as the generic path does, from pinned host memory (CPUOffload pins its tensors)
+_DEFAULTS["fsdp"] = {**_DEFAULTS["generic"], "pin_memory": True}
 
 
 def offload_plan(s: Scenario) -> OffloadPlan:

@@ -17,11 +17,11 @@ from typing import Protocol
 
 import simpy
 
-from tiersim.config.schema import Scenario
 from tiersim.engine.flows import FlowNetwork, max_min_rates, priority_rates
 from tiersim.engine.ops import Op, OpKind, Schedule
 from tiersim.hardware.resources import Resource
 from tiersim.hardware.topology import Topology
+from tiersim.state.resolved import Resolved
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 
@@ -80,20 +80,24 @@ class _MovePlan:
 class Engine:
     def __init__(
         self,
-        s: Scenario,
+        res: Resolved,
         topo: Topology,
         schedule: Schedule,
         baseline: dict[str, int],
         recorder: Recorder | None = None,
     ):
-        self.s, self.topo, self.schedule, self.recorder = s, topo, schedule, recorder
+        self.res, self.topo, self.schedule, self.recorder = res, topo, schedule, recorder
         self.baseline = baseline
         self.env = simpy.Environment()
-        policy = priority_rates if s.simulation.link_sharing == "issue_order" else max_min_rates
+        policy = (
+            priority_rates
+            if res.execution.simulation.link_sharing == "issue_order"
+            else max_min_rates
+        )
         capacity = {**topo.capacities, **schedule.net_capacity}
         self.net = FlowNetwork(self.env, capacity, _channel, policy)
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
-        self.ordered = s.simulation.link_sharing == "ordered"
+        self.ordered = res.execution.simulation.link_sharing == "ordered"
         self.waiting, self.targets, self.first = _dependency_graph(schedule.ops, topo, self.ordered)
         per_step = [0] * schedule.steps
         for op in schedule.ops:
@@ -153,7 +157,7 @@ class Engine:
         plan = self._plans.get(key)
         if plan is None:
             route = self.topo.route(op.src, op.dst, op.nbytes)
-            sim = self.s.simulation
+            sim = self.res.execution.simulation
             chunk = min(sim.chunk_size, op.nbytes)
             fill = max(0, len(route.links) - 1) * chunk / route.bottleneck
             staged = int(min(op.nbytes, sim.chunk_size * sim.staging_chunks))
@@ -257,13 +261,13 @@ def _channel(resource: Resource) -> str | None:
 
 
 def run_engine(
-    s: Scenario,
+    res: Resolved,
     topo: Topology,
     schedule: Schedule,
     baseline: dict[str, int],
     recorder: Recorder | None = None,
 ) -> tuple[Engine, RunLog, float]:
     started = time.perf_counter()
-    engine = Engine(s, topo, schedule, baseline, recorder)
+    engine = Engine(res, topo, schedule, baseline, recorder)
     log = engine.run()
     return engine, log, time.perf_counter() - started

@@ -78,7 +78,7 @@ def measure(
     engine: Engine, measured_step: int, tokens: int, micro_batches: int, wall_s: float
 ) -> StepResult:
     """The measured step of a finished run: time and its breakdown, links and tiers."""
-    s, log = engine.s, engine.log
+    res, log = engine.res, engine.log
     ops = engine.schedule.ops
     # a measured first step (steps independent: tiersim.engine.steady) starts at 0
     lo = log.step_end[measured_step - 1] if measured_step else 0.0
@@ -95,7 +95,9 @@ def measure(
     links_moved, read, written = moved(engine.topo, ops, measured_step)
     links = _link_stats(engine, links_moved, lo, hi)
     tiers = _tier_stats(engine, measured_step, read, written)
-    optimizer_kind = OpKind.GPU if s.placement.optimizer_compute == "gpu" else OpKind.CPU
+    optimizer_kind = (
+        OpKind.GPU if res.execution.placement.optimizer_compute == "gpu" else OpKind.CPU
+    )
     result = StepResult(
         time_s=step_s,
         compute_s=_role_time(ops, measured_step, OpKind.GPU, COMPUTE_ROLES),
@@ -119,7 +121,7 @@ def measure(
 def _link_stats(engine: Engine, links_moved: dict, lo: float, hi: float) -> dict[str, LinkStats]:
     """Each hardware link and network channel: bytes per direction, busy time in [lo, hi]."""
     busy, step_s = engine.net.busy.intervals, hi - lo
-    channels = list(engine.s.hardware.links) + [c for c in NET_CHANNELS if c in links_moved]
+    channels = list(engine.res.machine.links) + [c for c in NET_CHANNELS if c in links_moved]
     links = {}
     for name in channels:
         per_dir = links_moved.get(name, {})
@@ -137,7 +139,7 @@ def _tier_stats(engine: Engine, step: int, read: dict, written: dict) -> dict[st
     before = log.snapshots[step - 1] if step else zero  # a first step is measured from 0
     step_s = log.step_end[step] - (log.step_end[step - 1] if step else 0.0)
     tiers = {}
-    for name, tier in engine.s.hardware.tiers.items():
+    for name, tier in engine.res.machine.tiers.items():
         occ = engine.occupancy[name]
         integral = log.snapshots[step][name] - before[name]
         tiers[name] = TierStats(

@@ -35,14 +35,14 @@ FP32 = 4
 
 
 def _stored(c: Context) -> int:
-    return PRECISION_BYTES[c.s.training.precision.gradients]
+    return PRECISION_BYTES[c.res.execution.training.precision.gradients]
 
 
 def fp32_boundary(c: Context) -> bool:
     """The accumulated gradients cross to a CPU optimizer as fp32."""
     return (
         c.plan.boundary_gradients == "fp32"
-        and c.s.placement.optimizer_compute == "cpu"
+        and c.res.execution.placement.optimizer_compute == "cpu"
         and c.home["gradients"] != c.gpu
         and _stored(c) < FP32
     )
@@ -52,9 +52,9 @@ def swapped(c: Context) -> bool:
     """The fp32 gradients go through the optimizer state's flash tier."""
     return (
         c.plan.swap_gradients
-        and c.s.placement.optimizer_compute == "cpu"
-        and c.home["gradients"] == c.s.hardware.cpu.memory
-        and c.s.hardware.tiers[c.home["optimizer"]].kind == "flash"
+        and c.res.execution.placement.optimizer_compute == "cpu"
+        and c.home["gradients"] == c.res.machine.cpu.memory
+        and c.res.machine.tiers[c.home["optimizer"]].kind == "flash"
     )
 
 
@@ -68,7 +68,7 @@ def blocking_copies(c: Context) -> bool:
     return (
         plan.framework == "deepspeed"
         and not plan.overlap_comm
-        and c.s.parallel.zero_stage < 3
+        and c.res.execution.parallel.zero_stage < 3
         and c.home["gradients"] != c.gpu
     )
 
@@ -83,7 +83,7 @@ def blocking_checkpoints(c: Context) -> bool:
 
 def host_accumulates(c: Context) -> bool:
     """FSDP2 with the gradients offloaded adds them on the host, not through the GPU."""
-    return c.plan.framework == "fsdp" and c.home["gradients"] == c.s.hardware.cpu.memory
+    return c.plan.framework == "fsdp" and c.home["gradients"] == c.res.machine.cpu.memory
 
 
 def host_accumulation(
@@ -95,7 +95,7 @@ def host_accumulation(
         return write
     unit, done = c.wl.units[u], write
     if mb > 0:
-        add_s = 3 * unit.homed["gradients"] / host_bandwidth(c.s)  # read two, write one
+        add_s = 3 * unit.homed["gradients"] / host_bandwidth(c.res.machine)  # read two, write one
         label = f"accumulate gradients on host {unit.name} mb{mb}"
         done = ops.add(Op(OpKind.CPU, Role.STATE, label, step, [write], duration=add_s))
     ops.barrier(f"blocking gradient copy {unit.name} mb{mb}", step, [done], Role.STATE)

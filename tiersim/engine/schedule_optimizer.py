@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tiersim.config.framework import OffloadPlan
-from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.config.execution import Execution
+from tiersim.config.schema import PRECISION_BYTES
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
@@ -45,7 +45,7 @@ class _Fetched:
         return [op for op in moved if op is not None]
 
 
-def update_tiles(s: Scenario, plan: OffloadPlan, units: list) -> list[list[int]]:
+def update_tiles(execution: Execution, units: list) -> list[list[int]]:
     """The units in update order (rest first, then the layers), grouped as the optimizer steps
     them. DeepSpeed's CPU optimizer: ZeRO-3 steps sub-groups, runs of consecutive parameters
     whose partitions sum to at least `sub_group_size` values (stage3.py
@@ -53,25 +53,25 @@ def update_tiles(s: Scenario, plan: OffloadPlan, units: list) -> list[list[int]]
     stepped, then swapped out; ZeRO-1/2 steps the whole partition at once
     (stage_1_and_2.py step: one optimizer.step(), then the bit16 copy back). Otherwise each
     unit is its own tile."""
-    n = len(units)
+    n, plan = len(units), execution.offload
     order = [n - 1, *range(n - 1)]
-    if plan.framework != "deepspeed" or s.placement.optimizer_compute != "cpu":
+    if plan.framework != "deepspeed" or execution.placement.optimizer_compute != "cpu":
         return [[u] for u in order]
-    if s.parallel.zero_stage < 3 or plan.sub_group_size is None:
+    if execution.parallel.zero_stage < 3 or plan.sub_group_size is None:
         return [order]
     tiles, tile, size = [], [], 0
     for u in order:
         tile.append(u)
-        size += tile_parameters(s, units[u])
+        size += tile_parameters(execution, units[u])
         if size >= plan.sub_group_size:
             tiles.append(tile)
             tile, size = [], 0
     return [*tiles, tile] if tile else tiles
 
 
-def tile_parameters(s: Scenario, unit) -> int:
+def tile_parameters(execution: Execution, unit) -> int:
     """Parameters of the unit this GPU's optimizer updates (its partition)."""
-    return unit.weights_updated // PRECISION_BYTES[s.training.precision.weights]
+    return unit.weights_updated // PRECISION_BYTES[execution.training.precision.weights]
 
 
 class OptimizerStep:
@@ -91,25 +91,14 @@ class OptimizerStep:
         Synchronous (`training.optimizer_step`): the update starts once every gradient is final
         (the global norm clipping needs) and the next step once all of it is done."""
         last_backward = self.ops.last("gpu")
-        bubble = None
-        if self.c.wl.bubble_after_s > 0:  # waiting for the pipeline's end
-            bubble = self.ops.add(
-                Op(
-                    OpKind.IDLE,
-                    Role.BUBBLE,
-                    "pipeline end",
-                    step,
-                    [],
-                    duration=self.c.wl.bubble_after_s,
-                )
-            )
+        bubble = self._pipeline_end(step)
         n = len(self.c.wl.units)
         rest = self.c.wl.units[-1]
         # the first and last stage's all-reduce: both are done only when the pipeline is
         sync = self.ops.net(
             rest.embedding_sync, step, [last_backward, self.ready.gradients[-1], bubble]
         )
-        mode = self.c.s.training.optimizer_step
+        mode = self.c.res.execution.training.optimizer_step
         synchronous = mode in ("synchronous", "delayed")  # delayed: as synchronous, a step late
         if synchronous:  # nothing is read for the update before every gradient is final
             final = [last_backward, sync, bubble, *self.ready.gradients]
@@ -118,7 +107,7 @@ class OptimizerStep:
             )
         done: list[list[int]] = []
         depth = self._depth()
-        for tile in update_tiles(self.c.s, self.c.plan, self.c.wl.units):
+        for tile in update_tiles(self.c.res.execution, self.c.wl.units):
             gate = done[-depth - 1] if len(done) > depth else []
             starts = {
                 u: [all_final, all_final]
@@ -130,7 +119,9 @@ class OptimizerStep:
         if synchronous:  # the next step waits for the whole update
             every = [op for ops in done for op in ops] + self.ready.weights
             # delayed on the CPU: the GPU stream goes on; the mark is the CPU's
-            off_gpu = mode == "delayed" and self.c.s.placement.optimizer_compute == "cpu"
+            off_gpu = (
+                mode == "delayed" and self.c.res.execution.placement.optimizer_compute == "cpu"
+            )
             kind = OpKind.CPU if off_gpu else OpKind.IDLE
             end = self.ops.add(Op(kind, Role.OPTIMIZER, "optimizer step done", step, every))
             self.ready.weights = [end] * n
@@ -140,6 +131,14 @@ class OptimizerStep:
                 ready.previous_weights or [None] * n,
                 ready.weights,
             )
+
+    def _pipeline_end(self, step: int) -> int | None:
+        """The wait for the pipeline's end before the step's global synchronisation (None
+        without a pipeline bubble)."""
+        if self.c.wl.bubble_after_s <= 0:
+            return None
+        wait_s = self.c.wl.bubble_after_s
+        return self.ops.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline end", step, [], wait_s))
 
     def _depth(self) -> int:
         """Units of the update in flight beside the one computing: DeepSpeed with neither
@@ -238,7 +237,7 @@ class OptimizerStep:
         """The unit's update op, once all of its tile is in; staged gradients freed after."""
         unit = self.c.wl.units[f.u]
         guard = self.ready.snapshot_guard.pop(f.u, [])  # a checkpoint still reading this version
-        on_gpu = self.c.s.placement.optimizer_compute == "gpu"
+        on_gpu = self.c.res.execution.placement.optimizer_compute == "gpu"
         op = self.ops.add(
             Op(
                 OpKind.GPU if on_gpu else OpKind.CPU,

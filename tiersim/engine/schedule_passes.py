@@ -243,7 +243,7 @@ class TrainingPasses:
         unit = self.c.wl.units[u]
         last = mb == self.c.wl.micro_batches - 1
         due = self.reduce_scatters(u) or last
-        overlap = self.c.s.parallel.overlap_gradient_reduce
+        overlap = self.c.res.execution.parallel.overlap_gradient_reduce
         kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: the GPU waits for it
         reduced = self.ops.net(unit.dp_gradients if due else None, step, [bwd], kind=kind)
         done = reduced if reduced is not None else bwd
@@ -271,7 +271,7 @@ class TrainingPasses:
     def micro_batches(self, step: int) -> None:
         """This stage's forwards and backwards in its pipeline schedule's order (1F1B or
         interleaved), each over the units of one model chunk."""
-        par = self.c.s.parallel
+        par = self.c.res.execution.parallel
         order = stage_schedule(
             self.c.wl.stage, par.pipeline, self.c.wl.micro_batches, par.virtual_pipeline
         )

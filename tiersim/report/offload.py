@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.config.framework import offload_plan
+from tiersim.config.execution import execution_plan
 from tiersim.config.schema import Scenario
 from tiersim.engine.schedule_optimizer import tile_parameters, update_tiles
 from tiersim.engine.simulate import simulate
@@ -29,9 +29,10 @@ def tiling_cost_s(s: Scenario, step_s: float) -> float:
 def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
     if s.training.framework is None:
         return None
-    plan = offload_plan(s)
+    execution = execution_plan(s)
+    plan = execution.offload
     wl = build_workload(s)
-    tiles = update_tiles(s, plan, wl.units)
+    tiles = update_tiles(execution, wl.units)
     return {
         "framework": plan.framework,
         "fetch": plan.fetch,
@@ -54,7 +55,8 @@ def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
         # sub_group_size; ZeRO-1/2: the whole partition at once; otherwise unit by unit)
         "optimizer_tiles": len(tiles),
         "optimizer_tile_parameters": max(
-            (sum(tile_parameters(s, wl.units[u]) for u in tile) for tile in tiles), default=0
+            (sum(tile_parameters(execution, wl.units[u]) for u in tile) for tile in tiles),
+            default=0,
         ),
         "pipeline_read": plan.pipeline_read,
         "pipeline_write": plan.pipeline_write,

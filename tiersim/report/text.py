@@ -17,7 +17,7 @@ from tiersim.state.inventory import Inventory, activation_items, homes
 
 
 def inventory_tables(s: Scenario, inv: Inventory) -> str:
-    home_of = homes(s)
+    home_of = homes(s.placement, s.hardware)
     rows = [
         [
             cls,

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.config.schema import PRECISION_BYTES, Hardware, Parallel, Placement, Scenario
 from tiersim.state.activations import (
     Item,
     accounting_for,
@@ -115,10 +115,10 @@ def optimizer_values(optimizer: str, matrices: list[Matrix]) -> int:
     return per_parameter * sum(m.size for m in matrices)
 
 
-def sharded_classes(s: Scenario) -> dict[str, bool]:
+def sharded_classes(parallel: Parallel) -> dict[str, bool]:
     """Whether each shardable class is sharded: as the ZeRO stage says, or as `shard` sets."""
-    by_stage = zero_sharded(s.parallel.zero_stage)
-    overrides = s.parallel.shard.model_dump()
+    by_stage = zero_sharded(parallel.zero_stage)
+    overrides = parallel.shard.model_dump()
     out = {}
     for cls in SHARDABLE:
         override = overrides[cls]
@@ -353,19 +353,19 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, flo
     per_microbatch = layers_activation_bytes(s, layers, par.tensor, par.sequence)
     acts = math.ceil((per_microbatch + outside_activation_bytes(s, model, stage)) * inflight)
     padded = fsdp2_padded_values(s, model)
-    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data, padded)
+    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s.parallel), par.data, padded)
     return per_gpu, inflight, sum(m.size for m in mats)
 
 
-def homes(s: Scenario) -> dict[str, str]:
+def homes(placement: Placement, machine: Hardware) -> dict[str, str]:
     """The tier each state class lives in: its placement, or GPU memory for one not placed."""
-    placement = s.placement.model_dump()
-    gpu = s.hardware.gpu.memory
-    return {c.name: placement[c.name] if c.placed else gpu for c in STATE_CLASSES}
+    placed = placement.model_dump()
+    gpu = machine.gpu.memory
+    return {c.name: placed[c.name] if c.placed else gpu for c in STATE_CLASSES}
 
 
 def tier_use(s: Scenario, per_gpu: ClassBytes) -> dict[str, TierUse]:
-    home_of = homes(s)
+    home_of = homes(s.placement, s.hardware)
     out = {}
     for name, tier in s.hardware.tiers.items():
         classes = {c: per_gpu[c] for c, home in home_of.items() if home == name}
@@ -388,7 +388,7 @@ def build_inventory(s: Scenario) -> Inventory:
         stage=stage,
         stage_parameters=params,
         inflight_microbatches=inflight,
-        sharded=sharded_classes(s),
+        sharded=sharded_classes(s.parallel),
         tiers=tier_use(s, per_gpu),
     )
 

@@ -66,7 +66,7 @@ class PipelineTiming:
         return tuple(self.step_s - b for b in self.busy_s)
 
 
-def _check(pipeline: int, micro_batches: int, virtual: int) -> None:
+def check_schedule(pipeline: int, micro_batches: int, virtual: int) -> None:
     if pipeline < 1:
         raise ValueError(f"pipeline(={pipeline}) must be >= 1")
     if micro_batches < 1:
@@ -85,13 +85,13 @@ def _check(pipeline: int, micro_batches: int, virtual: int) -> None:
 
 def bubble_fraction(pipeline: int, micro_batches: int, virtual: int = 1) -> float:
     """Bubble time over ideal compute time: (p - 1) / (v·m) (Narayanan et al. 2021, §2.2)."""
-    _check(pipeline, micro_batches, virtual)
+    check_schedule(pipeline, micro_batches, virtual)
     return (pipeline - 1) / (virtual * micro_batches)
 
 
 def bubble_share(pipeline: int, micro_batches: int, virtual: int = 1) -> float:
     """The bubble's share of the step's wall-clock time: (p - 1) / (v·m + p - 1)."""
-    _check(pipeline, micro_batches, virtual)
+    check_schedule(pipeline, micro_batches, virtual)
     return (pipeline - 1) / (virtual * micro_batches + pipeline - 1)
 
 
@@ -108,7 +108,7 @@ def step_time(
     pipeline: int, micro_batches: int, virtual: int, forward_s: float, backward_s: float
 ) -> float:
     """Closed form for uniform stages, no p2p time: (v·m + p - 1)·(f + b)."""
-    _check(pipeline, micro_batches, virtual)
+    check_schedule(pipeline, micro_batches, virtual)
     work = virtual * micro_batches * (forward_s + backward_s)
     return work + bubble_s(pipeline, forward_s, backward_s)
 
@@ -157,7 +157,7 @@ def _interleaved(stage: int, pipeline: int, micro_batches: int, virtual: int) ->
 
 def stage_schedule(stage: int, pipeline: int, micro_batches: int, virtual: int = 1) -> list[Op]:
     """The ordered operations of one stage for one step, as Megatron-LM orders them."""
-    _check(pipeline, micro_batches, virtual)
+    check_schedule(pipeline, micro_batches, virtual)
     if not 0 <= stage < pipeline:
         raise ValueError(f"stage(={stage}) must be in [0, {pipeline})")
     if virtual == 1:
@@ -199,7 +199,7 @@ def exposed_p2p_s(
 Times = float | Sequence[float] | Sequence[Sequence[float]]
 
 
-def _per_chunk(value: Times, pipeline: int, virtual: int, name: str) -> list[list[float]]:
+def per_chunk(value: Times, pipeline: int, virtual: int, name: str) -> list[list[float]]:
     """One time per (stage, chunk) from one value, one per stage, or one per stage and chunk."""
     if isinstance(value, int | float):
         value = [float(value)] * pipeline
@@ -245,8 +245,8 @@ def evaluate(
     it needs. Work is O(p·v·m); `tiersim.workload.pipeline_steady.evaluate_steady` gives the
     same step and finishes at a cost independent of m.
     """
-    fwd = _per_chunk(forward_s, pipeline, virtual, "forward_s")
-    bwd = _per_chunk(backward_s, pipeline, virtual, "backward_s")
+    fwd = per_chunk(forward_s, pipeline, virtual, "forward_s")
+    bwd = per_chunk(backward_s, pipeline, virtual, "backward_s")
     if p2p_s < 0:
         raise ValueError(f"p2p_s(={p2p_s}) must be >= 0")
     starts, ends = timeline(pipeline, micro_batches, virtual, fwd, bwd, p2p_s)
@@ -325,7 +325,7 @@ def _program(
     ((kind·p + stage)·v + chunk)·m + micro-batch, kind 0 forward, 1 backward."""
     p, v, m = pipeline, virtual, micro_batches
     if v == 1:
-        return _program_1f1b(stage, p, m, fwd[stage][0], bwd[stage][0])
+        return program_1f1b(stage, p, m, fwd[stage][0], bwd[stage][0])
     out = []
     for mb, chunk, kind in stage_schedule(stage, p, m, v):
         if kind == "forward":
@@ -350,7 +350,7 @@ def _program(
     return out
 
 
-def _program_1f1b(
+def program_1f1b(
     stage: int, pipeline: int, micro_batches: int, fwd: float, bwd: float
 ) -> list[tuple[int, int, bool, float]]:
     """`_program` without interleaving, built directly in 1F1B order (`_one_f_one_b`): the

@@ -137,7 +137,7 @@ def _unit(
 ) -> Unit:
     first, last = ends
     prec, d = s.training.precision, s.parallel.data
-    shard = sharded_classes(s)
+    shard = sharded_classes(s.parallel)
     params = sum(m.size for m in mats)
     full = raw_parameter_bytes(s, mats)
     padded = fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
@@ -179,7 +179,7 @@ def _data_comms(s: Scenario, unit: Unit) -> dict[str, Comm | None]:
     otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
     all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
     after the update."""
-    shard = sharded_classes(s)
+    shard = sharded_classes(s.parallel)
     if s.parallel.data == 1 or unit.params == 0:
         return {}
     out: dict[str, Comm | None] = {}
@@ -311,9 +311,9 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
     units, first_mats = _stage_units(s, model, inv.stage)  # and the first layer's tensors
     hidden = model.hidden
     cap = capacities(s)
-    every_mb = sharded_classes(s)["gradients"] and par.data > 1
+    every_mb = sharded_classes(s.parallel)["gradients"] and par.data > 1
     gpu = s.hardware.gpu.memory
-    home_of = homes(s)
+    home_of = homes(s.placement, s.hardware)
     resident = sum(inv.per_gpu[c] for c in NAMES if c != "activations" and home_of[c] == gpu)
     besides = resident - inv.per_gpu["workspace"]  # what the tiles share GPU memory with
     layers, tiling = fetch_units(s, offload_plan(s), units[:-1], first_mats, besides)
