@@ -18,12 +18,12 @@ import yaml
 
 from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
 from tiersim.cli.commands.measure import positive_int
-
-if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
-    from tiersim.groundtruth.calibrate_settings import Calibration, Settings
 from tiersim.config.presets import DEFAULT_HARDWARE, is_preset_file, load_preset, preset_names
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, UnitError, fmt_bytes, parse
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.groundtruth.calibrate_settings import Calibration, Settings
 
 SOURCE = "tiersim calibrate"
 

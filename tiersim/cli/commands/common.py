@@ -9,10 +9,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
-    from tiersim.config.load import Loaded
 from tiersim.config.presets import PRESET_FILE_SUFFIXES, is_preset_file
 from tiersim.core.errors import InputError, Problem
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.config.load import Loaded
 
 
 def add_format_arg(parser: argparse.ArgumentParser) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiersim.cli.commands.common import add_format_arg
+from tiersim.config.presets import load_preset, preset_names
+from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.config.schema import Hardware
-from tiersim.config.presets import load_preset, preset_names
-from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate
 
 HERE = Path(".")
 

@@ -7,11 +7,11 @@ import math
 from typing import TYPE_CHECKING
 
 from tiersim import __version__
+from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load
+from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.analysis.wear import Assessment
-from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load
-from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 
 EXIT_BUDGET_FAILED = 1
 
