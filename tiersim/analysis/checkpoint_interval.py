@@ -15,13 +15,12 @@ from tiersim.analysis.checkpoint import (
     scenario_mtbf,
 )
 from tiersim.analysis.wear import judge, steps_per_day, tier_wear
-from tiersim.config.schema import Scenario
+from tiersim.config.schema import Parallel, Scenario
 from tiersim.engine.results import CheckpointRun, StepResult
 
 
-def job_gpus(s: Scenario) -> int:
-    p = s.parallel
-    return p.data * p.tensor * p.pipeline
+def job_gpus(parallel: Parallel) -> int:
+    return parallel.data * parallel.tensor * parallel.pipeline
 
 
 def resolve_interval(
@@ -82,7 +81,7 @@ def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> Step
     link busy time per step (averaged over the interval) added to each tier and link, and each
     tier's peak raised to what the checkpoint run reached (snapshots, staging); the target holds
     the checkpoint's versions."""
-    run = dataclasses.replace(run, mtbf_s=scenario_mtbf(s.failures, job_gpus(s)))
+    run = dataclasses.replace(run, mtbf_s=scenario_mtbf(s.failures, job_gpus(s.parallel)))
     interval, basis = resolve_interval(s, result, run)
     run = dataclasses.replace(run, interval_steps=interval, interval_basis=basis)
     wrote = per_step(run.written_by_tier, interval) if interval else {}

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 
+from tiersim.config.execution import Execution
 from tiersim.config.framework import (
     DEEPSPEED_PARAM_BUFFER_ELEMENTS,
     DEEPSPEED_PARAM_BUFFERS,
     OffloadPlan,
     offload_plan,
 )
-from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.config.schema import PRECISION_BYTES, Hardware, Scenario
 from tiersim.state.inventory import build_inventory, master_bytes, sharded_classes, stage_matrices
 from tiersim.state.model import build_model
 
@@ -94,11 +95,11 @@ def rounding_bytes(s: Scenario, plan: OffloadPlan) -> int:
     return extra
 
 
-def delayed_update_bytes(s: Scenario, wl) -> dict[str, int]:
+def delayed_update_bytes(execution: Execution, machine: Hardware, wl) -> dict[str, int]:
     """A delayed parameter update (DPU) reads step k's gradients while step k+1 writes its
     own: a second gradient buffer where gradients live off the GPU (ZeRO-Offload §5.3)."""
-    home = s.placement.gradients
-    if s.training.optimizer_step != "delayed" or home == s.hardware.gpu.memory:
+    home = execution.placement.gradients
+    if execution.training.optimizer_step != "delayed" or home == machine.gpu.memory:
         return {}
     return {home: sum(u.homed["gradients"] for u in wl.units)}
 
