@@ -28,7 +28,7 @@ from tiersim.config.framework import (
     offload_plan,
 )
 from tiersim.config.schema import PRECISION_BYTES, Hardware, Scenario
-from tiersim.state.inventory import build_inventory, master_bytes, sharded_classes, stage_matrices
+from tiersim.state.inventory import Inventory, master_bytes, sharded_classes, stage_matrices
 from tiersim.state.model import build_model
 
 FP32 = 4
@@ -61,7 +61,7 @@ def swap_buffer_bytes(s: Scenario, plan: OffloadPlan, wl) -> int:
     return total
 
 
-def _class_tensor_bytes(s: Scenario, cls: str) -> list[int]:
+def _class_tensor_bytes(s: Scenario, inv: Inventory, cls: str) -> list[int]:
     """Bytes of each host tensor of a class for one GPU: its shard of every parameter tensor."""
     prec = s.training.precision
     per_value = {
@@ -71,27 +71,26 @@ def _class_tensor_bytes(s: Scenario, cls: str) -> list[int]:
     }[cls]
     d = s.parallel.data if sharded_classes(s.parallel)[cls] else 1
     par = s.parallel
-    inv = build_inventory(s)
     mats = stage_matrices(build_model(s.model), inv.stage, par.pipeline, par.tensor)
     per_layer = [m for m in mats for _ in range(m.count)]
     return [math.ceil(m.rows * m.cols / d) * per_value for m in per_layer if per_value]
 
 
-def rounding_bytes(s: Scenario, plan: OffloadPlan) -> int:
+def rounding_bytes(s: Scenario, plan: OffloadPlan, inv: Inventory) -> int:
     """What rounding pinned host copies of weights, gradients and master weights adds."""
     if not plan.pin_memory:
         return 0
     host = s.hardware.cpu.memory
-    inv = build_inventory(s).per_gpu.as_dict()
+    per_gpu = inv.per_gpu.as_dict()
     extra = 0
     for cls in ("weights", "gradients", "master"):
-        if getattr(s.placement, cls) != host or not inv[cls]:
+        if getattr(s.placement, cls) != host or not per_gpu[cls]:
             continue
         if plan.pinned_per_tensor:
-            sizes = _class_tensor_bytes(s, cls)
+            sizes = _class_tensor_bytes(s, inv, cls)
             extra += sum(pinned_size(n) - n for n in sizes)
         else:
-            extra += pinned_size(inv[cls]) - inv[cls]
+            extra += pinned_size(per_gpu[cls]) - per_gpu[cls]
     return extra
 
 
@@ -104,8 +103,9 @@ def delayed_update_bytes(execution: Execution, machine: Hardware, wl) -> dict[st
     return {home: sum(u.homed["gradients"] for u in wl.units)}
 
 
-def pinned_host_bytes(s: Scenario, wl) -> dict[str, int]:
-    """Host-tier bytes to add to what the state occupies (empty when nothing is pinned)."""
+def pinned_host_bytes(s: Scenario, wl, inv: Inventory) -> dict[str, int]:
+    """Host-tier bytes to add to what the state occupies (empty when nothing is pinned);
+    `inv`: the scenario's inventory."""
     plan = offload_plan(s)
-    extra = swap_buffer_bytes(s, plan, wl) + rounding_bytes(s, plan)
+    extra = swap_buffer_bytes(s, plan, wl) + rounding_bytes(s, plan, inv)
     return {s.hardware.cpu.memory: extra} if extra else {}
