@@ -250,6 +250,34 @@ def test_deepspeed_zero2_copies_gradients_on_the_compute_stream_by_default():
     assert report(merge(zero2, {"parallel": {"zero_stage": 3}}))["offload"]["overlap_comm"]
 
 
+def test_deepspeed_copies_activation_checkpoints_to_the_host_in_stream_order():
+    # Two 0.5e9-parameter layers (forward 0.5 s, backward 1 s each), 2 GB of checkpoints a
+    # layer kept on the host (0.2 s each way over 10 GB/s). DeepSpeed's cpu_checkpointing
+    # copies them with plain .to() calls (activation_checkpointing/checkpointing.py), so the
+    # GPU waits: F0 0-0.5, out 0.5-0.7, F1 0.7-1.2, out 1.2-1.4, back 1.4-1.6, B1 1.6-2.6,
+    # back 2.6-2.8, B0 2.8-3.8. The generic engine copies beside compute: F0 0-0.5 (out
+    # 0.5-0.7 beside F1), F1 0.5-1.0, out 1.0-1.2, back 1.2-1.4, B1 1.4-2.4 (layer 0's
+    # checkpoint back beside it), B0 2.4-3.4. Both then take the same update.
+    def run(framework):
+        raw = tiny(
+            model={
+                "parameters": 1_000_000_000,
+                "layers": 2,
+                "forward_flops_per_token_per_layer": 5e8,
+                "activation_bytes_per_layer": "2 GB",
+            },
+            training={"framework": framework},
+            parallel={"zero_stage": 2},
+            placement={"activations": "dram"},
+        )
+        return simulate(scenario(raw))
+
+    deepspeed, generic = run("deepspeed"), run(None)
+    assert math.isclose(deepspeed.time_s - generic.time_s, 3.8 - 3.4)
+    assert math.isclose(deepspeed.exposed_transfer_s, 4 * 0.2)
+    assert math.isclose(generic.exposed_transfer_s, 2 * 0.2)
+
+
 # --- FSDP2: gradients accumulated on the host ---------------------------------------------------
 
 

@@ -17,10 +17,13 @@ Defaults and where they come from:
   off, ZeRO-1/2's CPU-offload gradient copies run on the compute stream (stage_1_and_2.py
   reduce_ipg_grads: `elif self.cpu_offload: stream = current_stream()`).
 - fsdp (FSDP2, torch.distributed.fsdp.fully_shard): one fetch per fully_shard unit (a
-  transformer block), gradients offloaded as reduced, CPUOffloadPolicy(pin_memory=True): every
-  sharded parameter and gradient on the host is its own pinned tensor; no tiling, no swapping.
+  transformer block), gradients reduce-scattered in the compute precision and offloaded as
+  the shard's dtype, accumulated on the host (engine/schedule_offload.py),
+  CPUOffloadPolicy(pin_memory=True): every sharded parameter and gradient on the host is its
+  own pinned tensor; no tiling, no swapping.
 - megatron and no framework: tiersim's generic engine (a layer at a time, gradients as stored,
-  the update within `simulation.prefetch_depth` units); nothing pinned counted.
+  the update within `simulation.prefetch_depth` units); nothing pinned counted. Megatron with
+  any offload is refused (config/consistency.py): its own CPU offload is not modelled.
 """
 
 from __future__ import annotations

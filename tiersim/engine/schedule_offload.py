@@ -9,6 +9,8 @@ framework does what).
 - swapped through flash: with the optimizer state on NVMe, DeepSpeed swaps those fp32
   gradients out with it and back in with each sub-group (swap_tensor/
   partitioned_optimizer_swapper.py): gradient bytes written to and read from the drive.
+- activation checkpoints on the host: DeepSpeed copies them out and back synchronously
+  (blocking_checkpoints below).
 - on the compute stream: DeepSpeed ZeRO-1/2 without overlap_comm (its default there) copies
   the gradients in and out on the stream backward runs on (blocking_copies below).
 - accumulated on the host: FSDP2 with CPUOffloadPolicy casts each reduced gradient shard to
@@ -69,6 +71,14 @@ def blocking_copies(c: Context) -> bool:
         and c.res.execution.parallel.zero_stage < 3
         and c.home["gradients"] != c.gpu
     )
+
+
+def blocking_checkpoints(c: Context) -> bool:
+    """DeepSpeed's activation checkpoints on the host (cpu_checkpointing) are copied with
+    plain `.to()` calls in the checkpoint function (runtime/activation_checkpointing/
+    checkpointing.py: out in forward, back before the recompute), synchronous and in stream
+    order: the GPU waits for each."""
+    return c.plan.framework == "deepspeed" and c.home["activations"] != c.gpu
 
 
 def host_accumulates(c: Context) -> bool:

@@ -11,6 +11,7 @@ from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
 from tiersim.engine.schedule_offload import (
     after_boundary_write,
+    blocking_checkpoints,
     blocking_copies,
     boundary_bytes,
     host_accumulates,
@@ -141,6 +142,8 @@ class TrainingPasses:
         )
         if op is not None:
             self.ops.free_after(op, self.c.gpu, unit.activations)
+            if blocking_checkpoints(self.c):
+                self.ops.barrier(f"checkpoint out {unit.name} mb{mb}", step, [op], Role.STATE)
         return op
 
     def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
@@ -196,6 +199,8 @@ class TrainingPasses:
         if offloaded is None:
             return None
         unit, home = self.c.wl.units[u], self.c.home["activations"]
+        # DeepSpeed's: in stream order, after what the GPU ran before, not ahead of it
+        gate = self.ops.last("gpu") if blocking_checkpoints(self.c) else self.prefetch_gate()
         fetch = self.ops.move(
             "activations",
             f"fetch activations {unit.name} mb{mb}",
@@ -203,7 +208,7 @@ class TrainingPasses:
             home,
             self.c.gpu,
             unit.activations,
-            [offloaded, self.prefetch_gate()],
+            [offloaded, gate],
         )
         self.ops.free_after(fetch, home, unit.activations)
         return fetch
