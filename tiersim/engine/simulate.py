@@ -84,7 +84,7 @@ def prepare(res: Resolved, inv: Inventory) -> RunSetup:
         for t, use in inv.tiers.items()
     }
     extras = [
-        pinned_host_bytes(res.scenario, wl, inv),
+        pinned_host_bytes(res, wl, inv),
         delayed_update_bytes(res.execution, res.machine, wl),
     ]
     for tier, extra in (kv for e in extras for kv in e.items()):  # beyond the state itself
