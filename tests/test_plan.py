@@ -5,6 +5,7 @@ rerun with `tiersim run --set` to the same figures."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from conftest import SCENARIOS
 
 from tiersim.cli import main
+from tiersim.plan.report import plan_text
 from tiersim.plan.space import Space, candidates, override_text
 
 P7B = 6_738_415_616  # Llama-2-7B parameters
@@ -115,6 +117,29 @@ def test_hbf_cannot_hold_optimizer_state_for_five_years(default_plan):
     assert worn["fits"] and worn["wear"]["hbf"]["within_budget"] is False
     assert worn["remedies"]["max_steps_per_day"] < 122
     assert q["without"]["overrides"] == plan["plans"][0]["overrides"]
+
+
+def test_remedies_are_rounded_so_that_they_still_hold(default_plan):
+    # A plan's "would hold" says the same as the wear verdict: the most steps a day rounded
+    # down (121.9 a day holds, 122 does not), the capacity rounded up, spare area in percent.
+    plan = copy.deepcopy(default_plan[1])  # the fixture is shared
+    worn = plan["hbf_optimizer"]["worn"]
+    worn["remedies"] |= {
+        "max_steps_per_day": 121.9,
+        "grad_accumulation": {"value": 1552, "at_least": True, "steps_per_day": 121.3},
+        "capacity_bytes": 337_871_000_000_001,
+        "spare_area": 0.2834,
+        "move_off": ["optimizer"],
+    }
+    line = next(ln for ln in plan_text(plan).splitlines() if "would hold:" in ln)
+    assert line.split("would hold: ")[1] == (
+        "at most 121 steps/day; grad_accumulation >= 1,552; 337.88 TB of capacity; "
+        "28.34 % spare area; move optimizer off HBF"
+    )
+    worn["remedies"] |= {"max_steps_per_day": 2.579, "grad_accumulation": None}
+    worn["remedies"] |= {"capacity_bytes": None, "spare_area": None, "move_off": []}
+    line = next(ln for ln in plan_text(plan).splitlines() if "would hold:" in ln)
+    assert line.split("would hold: ")[1] == "at most 2.57 steps/day"
 
 
 def test_nvme_plan_best_fits_holds_and_reruns(nvme_plan):

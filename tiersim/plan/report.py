@@ -8,7 +8,7 @@ from typing import Any
 from tiersim.core.units import fmt_bytes, fmt_time
 from tiersim.plan.rank import entry, feasible, hbf_question, ranked
 from tiersim.plan.run import PlanOutcome
-from tiersim.report.wear import fmt_days
+from tiersim.report.wear import bytes_rounded_up, fmt_days, steps_per_day_cap
 
 LABELS = {"tokens_per_s": "tokens/s", "goodput": "goodput tokens/s", "cost": "cost per 1M tokens"}
 
@@ -140,15 +140,17 @@ def _remedies(rem: dict[str, Any] | None) -> str:
     if not rem:
         return "-"
     out = []
-    if rem.get("max_steps_per_day") is not None:
-        out.append(f"at most {rem['max_steps_per_day']:,.0f} steps/day")
+    top = rem.get("max_steps_per_day")
+    top = None if top is None else steps_per_day_cap(top)  # rounded down: it still holds
+    if top is not None:
+        out.append(f"at most {top} steps/day")
     ga = rem.get("grad_accumulation")
     if ga:
-        out.append(f"grad_accumulation >= {ga['value']:,}")
+        out.append(f"grad_accumulation {'>=' if ga['at_least'] else '<='} {ga['value']:,}")
     if rem.get("capacity_bytes"):
-        out.append(f"{fmt_bytes(rem['capacity_bytes'])} of capacity")
+        out.append(f"{bytes_rounded_up(rem['capacity_bytes'])} of capacity")
     if rem.get("spare_area"):
-        out.append(f"spare area {rem['spare_area']:.3g}")
+        out.append(f"{100 * rem['spare_area']:.2f} % spare area")
     if rem.get("move_off"):
         out.append(f"move {', '.join(rem['move_off'])} off HBF")
     return "; ".join(out)

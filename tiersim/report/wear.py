@@ -138,11 +138,20 @@ def grad_accumulation_fix(g: GradAccumulationFit) -> str:
     return fix if g.steps_per_day is None else f"{fix} (then {g.steps_per_day:,.4g} steps/day)"
 
 
+def steps_per_day_cap(max_steps_per_day: float) -> str | None:
+    """The most steps per day that hold a budget, rounded down so that it still holds:
+    '81' from 81.31, '2.57' from 2.579; None where not even 0.01 a day holds it."""
+    top = math.floor(max_steps_per_day * 100) / 100
+    if top <= 0:
+        return None
+    return f"{math.floor(top):,}" if top >= 10 else f"{top:g}"
+
+
 def _fixes(r: Remedies, w: TierWear) -> list[str]:
     fixes = []
-    top = math.floor(r.max_steps_per_day * 100) / 100
-    if top > 0:
-        fixes.append(f"<= {math.floor(top):,} steps/day" if top >= 10 else f"<= {top:g} steps/day")
+    top = steps_per_day_cap(r.max_steps_per_day)
+    if top is not None:
+        fixes.append(f"<= {top} steps/day")
     if r.grad_accumulation is not None:
         fixes.append(f"grad_accumulation {grad_accumulation_fix(r.grad_accumulation)}")
     if r.capacity_bytes is not None:
