@@ -158,6 +158,9 @@ def test_table_output(default_plan, tmp_path):
     assert "#1 " in out and "tokens/s" in out and "rerun:  tiersim run" in out
     assert "Can HBF hold optimizer state? No:" in out
     assert "candidates checked against the inventory" in err and "plans simulated" in err
+    # 12 candidates, 1 over HBM; five spread over the 11 kept time the search, 6 are left
+    assert "plan: 11 of 12 candidates fit and are simulated: 5 spread over them took " in err
+    assert "each on average; the other 6 on 1 worker, about " in err
 
 
 def test_default_space_is_too_large_and_says_how_to_narrow(tmp_path):

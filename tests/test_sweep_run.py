@@ -197,6 +197,14 @@ def test_estimate_from_the_first_point(tmp_path):
     assert "the other 7 on 2 workers, about" in progress.getvalue()
 
 
+def test_estimate_on_one_worker_says_worker(tmp_path):
+    spec = {"grid": {"hardware.tiers.hbf.write_bandwidth": ["10 GB/s", "100 GB/s"]}}
+    progress = io.StringIO()
+    options = SweepOptions(tmp_path / "out", 1, plots=False, progress=progress)
+    run_sweep(load_sweep(write_sweep(tmp_path, spec)), options)
+    assert "the other 1 on 1 worker, about" in progress.getvalue()
+
+
 def test_cli_sweep_prints_progress_and_summary(tmp_path, cli):
     path = write_sweep(tmp_path, MIXED)
     out = tmp_path / "out"

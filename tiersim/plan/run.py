@@ -71,15 +71,21 @@ def plan(path: Path, options: PlanOptions) -> PlanOutcome:
     sampled = _sample(pruned)
     estimate = _estimate(source, space, pruned, sampled, options)
     mean = sum(r.elapsed_s for r in sampled.values()) / len(sampled)
+    left = len(pruned.kept) - len(sampled)
+    rest = f"the other {left:,} on {_workers(options.workers)}, about {fmt_time(estimate)}"
     print(
-        f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit and are simulated; "
-        f"about {fmt_time(estimate)} on {options.workers} workers "
-        f"({len(sampled)} spread over them took {fmt_time(mean)} each on average)",
+        f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit and are simulated: "
+        f"{len(sampled)} spread over them took {fmt_time(mean)} each on average; "
+        + (rest if left else "none left"),
         file=stream_to,
     )
     results = _simulate_rest(pruned, sampled, options, stream_to)
     sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True)]
     return PlanOutcome(source, space, pruned, sims, estimate)
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker{'s' * (n != 1)}"
 
 
 def _sample(pruned: Pruned) -> dict[int, PointResult]:
@@ -113,7 +119,7 @@ def _estimate(
         what = (
             f"{len(pruned.kept):,} candidates fit; from {len(sampled)} spread over them "
             f"({fmt_time(sample_s)} in all) they take about {fmt_time(estimate)} on "
-            f"{options.workers} workers, over --time-limit {fmt_time(options.time_limit_s)}"
+            f"{_workers(options.workers)}, over --time-limit {fmt_time(options.time_limit_s)}"
         )
         raise too_large(source, space, what, "; or raise --time-limit")
     return estimate

@@ -116,7 +116,8 @@ def _first(
         others = [tasks[i] for i in todo[1:]]
         estimate = sweep_estimate(result.elapsed_s, tasks[todo[0]], others, workers)
         line += (
-            f": the other {left} on {workers} workers, about {fmt_time(estimate)} (scaled by "
+            f": the other {left} on {workers} worker{'s' * (workers != 1)}, about "
+            f"{fmt_time(estimate)} (scaled by "
             "the layer passes each simulates)"
         )
     print(line, file=progress or sys.stderr)
