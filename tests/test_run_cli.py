@@ -341,3 +341,15 @@ def test_the_sequence_length_is_reported_and_said_when_defaulted(tmp_path, capsy
     sets = ["--set", "training.optimizer_step=pipelined"]
     assert main(["run", str(path), "--out", str(tmp_path / "d"), *sets]) == 0
     assert capsys.readouterr().out.splitlines()[1].startswith("optimizer step pipelined: ")
+
+
+def test_run_says_where_it_wrote(tmp_path, cli):
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml"
+    out, trace = tmp_path / "out", tmp_path / "t.json"
+    code, stdout, stderr = cli("run", scenario, "--out", out, "--trace", trace)
+    assert code == 0, stderr
+    assert stdout.endswith(f"\n\nresults: {out}/scenario.yaml, {out}/report.json, {trace}\n")
+    code, stdout, stderr = cli("run", scenario, "--out", out, "--format", "json")
+    assert code == 0, stderr
+    json.loads(stdout)  # standard output stays the report alone; the files go to stderr
+    assert stderr == f"results: {out}/scenario.yaml, {out}/report.json\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -122,7 +123,15 @@ def run(args: argparse.Namespace) -> int:
                 raise cannot_write("--trace", trace, exc, "a writable file path") from None
         if args.plot:
             _write_plot(folder / PLOT_NAME, report, full_trace(loaded.scenario, result))
-    print(text if args.format == "json" else step_tables(report, engine_s=result.wall_s))
+    written = [folder / "scenario.yaml", folder / "report.json"]
+    written += [trace] if tracing else []
+    written += [folder / PLOT_NAME] if args.plot else []
+    where = "results: " + ", ".join(str(p) for p in written)
+    if args.format == "json":  # standard output is the report alone
+        print(text)
+        print(where, file=sys.stderr)
+    else:
+        print(step_tables(report, engine_s=result.wall_s) + "\n\n" + where)
     return 0
 
 
