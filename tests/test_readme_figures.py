@@ -1,0 +1,56 @@
+"""The figures README.md quotes for the default scenario are what tiersim prints now: the
+compare example (HBF writing at 100 GB/s instead of 50) and the tier ports' paragraph."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = " ".join((ROOT / "README.md").read_text().split())  # lines rewrapped: one space
+DEFAULT = ROOT / "scenarios" / "default.yaml"
+
+
+def _moved(compare: dict, path: str) -> dict:
+    (row,) = [r for r in compare["outputs"] if r["path"] == path]
+    return row
+
+
+def test_compare_example_figures(cli):
+    code, out, err = cli(
+        "compare",
+        DEFAULT,
+        "--set",
+        "hardware.tiers.hbf.write_bandwidth=100 GB/s",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    compare = json.loads(out)
+    step = _moved(compare, "step.time_s")
+    exposed = _moved(compare, "step.exposed_transfer_s")
+    port = _moved(compare, "tiers.hbf.ports.write.bandwidth_utilization")
+    quoted = (
+        f"step {step['a']:.3f} s -> {step['b']:.3f} s (x{step['ratio']:.4f}), exposed transfer "
+        f"x{exposed['ratio']:.4f}, the HBF write port's share of its bandwidth "
+        f"{100 * port['a']:.1f} % -> {100 * port['b']:.1f} %"
+    )
+    assert quoted in README
+
+
+def test_tier_ports_paragraph_figures(cli, tmp_path):
+    code, out, err = cli("run", DEFAULT, "--format", "json", "--out", tmp_path)
+    assert code == 0, err
+    report = json.loads(out)
+    write = report["tiers"]["hbf"]["ports"]["write"]
+    link = report["links"]["hbf"]
+    quoted = (
+        f"the HBF write port carries {write['bytes_per_step'] / 1e9:.2f} GB per step at "
+        f"{write['bandwidth'] / 1e9:.0f} GB/s, {write['full_rate_s']:.3f} s, "
+        f"{100 * write['bandwidth_utilization']:.1f} % of its bandwidth over the "
+        f"{report['step']['time_s']:.3f} s step, while the "
+        f"{link['bandwidth_per_direction'] / 1e12:.1f} TB/s HBF link under it is busy "
+        f"{100 * link['utilization']:.1f} % of the step at "
+        f"{100 * max(link['bandwidth_utilization_by_direction'].values()):.1f} % of its bandwidth"
+    )
+    assert quoted in README
