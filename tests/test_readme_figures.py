@@ -1,5 +1,6 @@
-"""The figures README.md quotes for the default scenario are what tiersim prints now: the
-compare example (HBF writing at 100 GB/s instead of 50) and the tier ports' paragraph."""
+"""README.md's examples still work and the figures it quotes for the default scenario are what
+tiersim prints now: the scenario file example, the compare example (HBF writing at 100 GB/s
+instead of 50) and the tier ports' paragraph."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-README = " ".join((ROOT / "README.md").read_text().split())  # lines rewrapped: one space
+TEXT = (ROOT / "README.md").read_text()
+README = " ".join(TEXT.split())  # lines rewrapped: one space
 DEFAULT = ROOT / "scenarios" / "default.yaml"
 
 
@@ -54,3 +56,14 @@ def test_tier_ports_paragraph_figures(cli, tmp_path):
         f"{100 * max(link['bandwidth_utilization_by_direction'].values()):.1f} % of its bandwidth"
     )
     assert quoted in README
+
+
+def test_scenario_file_example_is_valid(cli, tmp_path):
+    # the first YAML block under "## Scenario files", as a newcomer would copy it
+    block = TEXT.split("## Scenario files", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert block.startswith("name: my-run")
+    path = tmp_path / "my-run.yaml"
+    path.write_text(block)
+    code, out, err = cli("validate", path)
+    assert (code, err) == (0, ""), err
+    assert out == f"{path}: valid scenario 'my-run'\n"
