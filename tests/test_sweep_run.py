@@ -223,6 +223,7 @@ def test_a_sweep_whose_every_point_is_invalid_exits_2(tmp_path, cli):
     code, _, err = cli("sweep", path, "--out", tmp_path / "out", "--no-plots")
     assert code == 2
     assert f"{path}: point 0 (parallel.data=1): every point is invalid; training.optimizer" in err
+    assert f"(`tiersim validate {path}` lists every problem and the file it is in)\n" in err
     assert len(csv_rows(tmp_path / "out")) == 2
 
 

@@ -127,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
     if rows and all(r["status"] == INVALID for r in rows):
         first = rows[0]
         where = f"point {first['point']} ({describe(outcome.points[0].values)})"
-        raise InputError(spec.source, [Problem(where, f"every point is invalid; {first['error']}")])
+        hint = f"`tiersim validate {spec.source}` lists every problem and the file it is in"
+        what = f"every point is invalid; {first['error']} ({hint})"
+        raise InputError(spec.source, [Problem(where, what)])
     return 0
 
 
