@@ -5,6 +5,8 @@ instead of 50) and the tier ports' paragraph."""
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,3 +69,22 @@ def test_scenario_file_example_is_valid(cli, tmp_path):
     code, out, err = cli("validate", path)
     assert (code, err) == (0, ""), err
     assert out == f"{path}: valid scenario 'my-run'\n"
+
+
+def test_first_session_runs_as_written(cli, tmp_path, monkeypatch):
+    # "A first session": each line as written, in a folder holding the shipped default
+    block = TEXT.split("A first session:", 1)[1].split("```\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "scenarios" / "default.yaml").write_text((DEFAULT).read_text())
+    monkeypatch.chdir(tmp_path)
+    lines = [ln.split(" # ")[0].strip() for ln in block.splitlines() if ln.strip()]
+    for line in lines:
+        if not line.startswith(".venv/bin/tiersim "):
+            subprocess.run(["bash", "-c", line], check=True)
+            continue
+        args = shlex.split(line)[1:]
+        args += ["--workers", "1"] if args[0] == "plan" else []
+        code, out, err = cli(*args)
+        assert code == 0, f"{line}: {err}"
+        assert out, line
+    assert (tmp_path / "results" / "default" / "step.png").exists()
