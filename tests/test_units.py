@@ -149,6 +149,8 @@ def test_formatting_for_people():
     assert fmt_bytes(512) == "512 B"
     assert fmt_time(120e-6) == "120.0 us"
     assert fmt_time(2.5) == "2.500 s"
+    assert fmt_time(3 * 365 * 86400) == "3.00 years"
+    assert fmt_time(7227.54 * 365 * 86400) == "7,228 years"  # a recovery of 1e9 micro-batches
 
 
 def test_units_reach_the_report_as_base_units(cli_json, write):

@@ -201,7 +201,9 @@ def fmt_time(s: float) -> str:
         return f"{s / 3600:.2f} h"
     if a < 2 * _YEAR_S:
         return f"{s / 86400:.1f} days"
-    return f"{s / _YEAR_S:.2f} years"
+    if a < 1000 * _YEAR_S:
+        return f"{s / _YEAR_S:.2f} years"
+    return f"{s / _YEAR_S:,.0f} years"  # 7,228 years, not 7227.54: digits past the sense
 
 
 def fmt_count(n: float) -> str:
