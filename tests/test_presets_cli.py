@@ -25,3 +25,16 @@ def test_presets_table_has_units(cli):
     assert code == 0, err
     assert "llama-2-7b" in out and "6.74 B (6,738,415,616)" in out
     assert "h200-hbf          hbf  flash    4.00 TB    1.60 TB/s   50.00 GB/s" in out
+
+
+def test_presets_give_the_network_in_the_node_and_across_nodes(cli):
+    # h200-hbf: NVLink 4 at 450 GB/s per direction (run's `nvlink` link), and one 400 Gb/s
+    # NIC per GPU, 50 GB/s: the table used to give only the second, as "network"
+    code, out, err = cli("presets")
+    assert code == 0, err
+    assert "in node/dir  across nodes/dir" in out
+    (row,) = [ln for ln in out.splitlines() if ln.startswith("h200-hbf ") and "H200" in ln]
+    assert row.endswith("450.00 GB/s        50.00 GB/s")
+    code, out, err = cli("presets", "--format", "json")
+    h200 = json.loads(out)["hardware"]["h200-hbf"]
+    assert (h200["intra_node_bandwidth"], h200["inter_node_bandwidth"]) == (450e9, 400e9 / 8)

@@ -73,6 +73,7 @@ def _hardware(hw: Hardware) -> dict[str, Any]:
         "links": {
             n: {"between": list(k.between), "bandwidth": k.bandwidth} for n, k in hw.links.items()
         },
+        "intra_node_bandwidth": hw.network.intra_node_bandwidth,
         "inter_node_bandwidth": hw.network.inter_node_bandwidth,
     }
 
@@ -122,6 +123,7 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
                 f"{bf16 / 1e12:,.0f} TFLOP/s" if bf16 else "-",
                 f"{h['efficiency']:g}",
                 f"{h['cpu_optimizer_rate'] / 1e9:.3g} Gparam/s",
+                fmt_rate(h["intra_node_bandwidth"]),
                 fmt_rate(h["inter_node_bandwidth"]),
             ]
         )
@@ -130,7 +132,8 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
             tiers.append([name, tier, t["kind"], fmt_bytes(t["capacity_bytes"]), read, write])
         for link, k in h["links"].items():
             links.append([name, link, " - ".join(k["between"]), fmt_rate(k["bandwidth"])])
-    head = ["hardware preset", "GPU", "bf16 peak", "efficiency", "CPU optimizer", "network"]
+    head = ["hardware preset", "GPU", "bf16 peak", "efficiency", "CPU optimizer"]
+    head += ["in node/dir", "across nodes/dir"]  # the network: run's `nvlink` link, then NICs
     title = "Hardware presets (hardware.preset), as one GPU sees its node:"
     return "\n\n".join(
         [
