@@ -132,10 +132,26 @@ def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tupl
     return gpu_s, cpu_update_s(s, offload_plan(s), updated_params, touched)
 
 
+def _timed(s: Scenario, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:
+    """`_compute_times`, worked out once per (shape, is_layer) into `timed`."""
+    key = (model, is_layer)
+    if key not in timed:
+        timed[key] = _compute_times(s, model, is_layer, ends[1], ends[0])
+    return timed[key]
+
+
 def _unit(
-    s: Scenario, model, name: str, mats, is_layer: bool, ends: tuple[bool, bool], acts: int
+    s: Scenario,
+    model,
+    name: str,
+    mats,
+    is_layer: bool,
+    ends: tuple[bool, bool],
+    acts: int,
+    timed: dict | None = None,
 ) -> Unit:
-    first, last = ends
+    """One unit; `timed`: compute times already worked out, by (shape, is_layer) (a stage's
+    layers mostly share one shape, and timing one means timing every kernel)."""
     prec, d = s.training.precision, s.parallel.data
     shard = sharded_classes(s.parallel)
     params = sum(m.size for m in mats)
@@ -155,7 +171,7 @@ def _unit(
     gpu_touched = touched + kernels.mixed_precision_bytes(s, updated)
     gpu_opt, _ = _optimizer_times(s, gpu_touched, updated)
     _, cpu_opt = _optimizer_times(s, touched, updated)
-    fwd, bwd, rec = _compute_times(s, model, is_layer, last, first)
+    fwd, bwd, rec = _timed(s, model, is_layer, ends, {} if timed is None else timed)
     return Unit(
         name,
         params,
@@ -274,8 +290,9 @@ def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
         for u in stage_layers(model, stage, par.pipeline)
         for i in range(u.count)
     ]
+    timed: dict = {}
     units = [
-        _unit(s, shape, name, mats, True, ends, math.ceil(layer_activation_bytes(s, shape)))
+        _unit(s, shape, name, mats, True, ends, math.ceil(layer_activation_bytes(s, shape)), timed)
         for (name, shape), mats in zip(layers, groups[:-1], strict=True)
     ]
     outside = math.ceil(outside_activation_bytes(s, model, stage))

@@ -7,10 +7,13 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tiersim.config.load import Loaded, load_scenario
 from tiersim.config.presets import PRESET_FILE_SUFFIXES, is_preset_file
 from tiersim.core.errors import InputError, Problem
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.config.load import Loaded
 
 
 def add_format_arg(parser: argparse.ArgumentParser) -> None:
@@ -80,6 +83,8 @@ def add_executor_args(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace) -> Loaded:
+    from tiersim.config.load import load_scenario
+
     return load_scenario(args.scenario, args.overrides)
 
 
