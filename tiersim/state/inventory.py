@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from tiersim.config.schema import PRECISION_BYTES, Hardware, Parallel, Placement, Scenario
+from tiersim.config.hardware_schema import Hardware
+from tiersim.config.schema import PRECISION_BYTES, Parallel, Placement, Precision, Scenario
 from tiersim.state.activations import (
     Item,
     accounting_for,
@@ -88,9 +89,8 @@ class Inventory:
 # --- bytes per value ---------------------------------------------------------------------------
 
 
-def master_bytes(s: Scenario) -> int:
+def master_bytes(prec: Precision) -> int:
     """A separate master copy is absent when configured off or when weights are fp32 already."""
-    prec = s.training.precision
     if prec.master == "none" or prec.weights in ("fp32", "tf32"):
         return 0
     return PRECISION_BYTES[prec.master]
@@ -101,7 +101,7 @@ def raw_parameter_bytes(s: Scenario, mats: list[Matrix]) -> dict[str, int]:
     prec = s.training.precision.model_dump()
     params = sum(m.size for m in mats)
     per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}
-    per_value["master"] = master_bytes(s)
+    per_value["master"] = master_bytes(s.training.precision)
     values = {c: params for c in PER_PARAMETER}
     values["optimizer"] = optimizer_values(s.training.optimizer, mats)
     return {c: values[c] * per_value[c] for c in PER_PARAMETER}

@@ -166,7 +166,7 @@ def _unit(
     master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
-    weights_read = 0 if master_bytes(s) else w_updated  # no master: update weights in place
+    weights_read = 0 if master_bytes(prec) else w_updated  # no master: update weights in place
     touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
     gpu_touched = touched + kernels.mixed_precision_bytes(s, updated)
     gpu_opt, _ = _optimizer_times(s, gpu_touched, updated)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiersim.cli.commands.common import add_format_arg
+from tiersim.cli.commands.common import add_format_arg, add_set_arg
 from tiersim.core.errors import InputError, Problem
 
 MAX_REPORT_BYTES = 64 * 2**20  # a report.json is tens of kB; anything this large is not one
@@ -38,15 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "b", metavar="B", nargs="?", help="scenario file or results folder (default: A + --set)"
     )
     add_format_arg(parser)
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="PATH=VALUE",
-        help="override a value of B (without B, B is A with these overrides), e.g. "
-        "--set hardware.tiers.hbf.write_bandwidth='100 GB/s' (repeatable)",
-    )
+    add_set_arg(parser, "a value of B (without B, B is A with these overrides)", "100 GB/s")
     parser.set_defaults(handler=run)
 
 
