@@ -353,3 +353,19 @@ def test_run_says_where_it_wrote(tmp_path, cli):
     assert code == 0, stderr
     json.loads(stdout)  # standard output stays the report alone; the files go to stderr
     assert stderr == f"results: {out}/scenario.yaml, {out}/report.json\n"
+
+
+def test_headline_says_when_no_link_carried_a_transfer(tmp_path, cli):
+    # GPT-2 on one GPU, every class in HBM by default: no link is busy in the step, so there
+    # is no overlap share to give (the headline said "overlapped with compute -")
+    path = tmp_path / "x.yaml"
+    path.write_text("name: x\nmodel: {preset: gpt2}\n")
+    code, out, err = cli("run", path, "--out", tmp_path / "out")
+    assert code == 0, err
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["step"]["overlap"] is None
+    assert out.splitlines()[0].endswith(
+        " tokens/s over all the job's GPUs, no link carried a transfer"
+    )
+    code, out, err = cli("run", SCENARIOS[0], "--out", tmp_path / "default")
+    assert "transfer overlapped with compute " in out.splitlines()[0]

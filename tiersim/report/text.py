@@ -144,15 +144,16 @@ def _breakdown_table(st: dict[str, Any]) -> list[str]:
 
 def _step_head(report: dict[str, Any]) -> str:
     st = report["step"]
-    overlap = "-" if st["overlap"] is None else f"{100 * st['overlap']:.1f} %"
+    overlap = (  # None: no link was busy, so there is no share to give
+        "no link carried a transfer"
+        if st["overlap"] is None
+        else f"transfer overlapped with compute {100 * st['overlap']:.1f} %"
+    )
     tokens = f"{st['tokens_per_s']:,.0f} tokens/s over all the job's GPUs"
     ck = report.get("checkpoint") or {}
     if ck.get("mtbf_s") is not None and ck.get("goodput") is not None:
         tokens += f" ({st['tokens_per_s'] * ck['goodput']:,.0f} after checkpoints and failures)"
-    head = (
-        f"{report['scenario']}: {fmt_time(st['time_s'])} per step, {tokens}, transfer "
-        f"overlapped with compute {overlap}"
-    )
+    head = f"{report['scenario']}: {fmt_time(st['time_s'])} per step, {tokens}, {overlap}"
     return "\n".join([head, *_head_warnings(report)])
 
 
