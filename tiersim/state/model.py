@@ -12,21 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tiersim.config.schema import ModelSpec
+from tiersim.state import layers as ly
+from tiersim.state.layers import Latent, Matrix, Moe
 
-
-@dataclass(frozen=True)
-class Matrix:
-    """`count` parameter tensors of shape (rows, cols); cols == 1 for vectors."""
-
-    rows: int
-    cols: int
-    count: int = 1
-    tensor_split: bool = True  # divided by the tensor-parallel size under Megatron TP
-    split_rows: bool = False  # row-parallel (and vocab-parallel) tensors split rows, not cols
-
-    @property
-    def size(self) -> int:
-        return self.rows * self.cols * self.count
+__all__ = ["GenericModel", "Matrix", "Model", "Transformer", "build_model"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +38,12 @@ class Transformer:
     norm: str
     position: str
     activation_factor: float = 1.0
+    qk_norm: bool = False
+    post_norms: bool = False
+    mla: Latent | None = None
+    moe: Moe | None = None
+    sliding_window: int | None = None
+    sliding_window_layers: tuple[int, ...] | None = None  # None: all, where a window is given
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> Transformer:
@@ -69,7 +64,22 @@ class Transformer:
             norm=spec.norm,
             position=spec.position,
             activation_factor=spec.activation_factor,
+            qk_norm=spec.qk_norm,
+            post_norms=spec.post_norms,
+            mla=_latent(spec),
+            moe=_moe(spec),
+            sliding_window=spec.sliding_window,
+            sliding_window_layers=spec.sliding_window_layers,
         )
+
+    # --- layers --------------------------------------------------------------------------------
+
+    def is_moe(self, index: int) -> bool:
+        return self.moe is not None and self.moe.is_moe(index)
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(self.is_moe(i) for i in range(self.layers))
 
     # --- parameters ----------------------------------------------------------------------------
 
@@ -77,19 +87,27 @@ class Transformer:
         per = 2 if self.norm == "layernorm" else 1  # layernorm has a bias, RMSNorm does not
         return [Matrix(self.hidden, 1, per * count, tensor_split=False)]
 
-    def layer_matrices(self) -> list[Matrix]:
-        """Every parameter tensor of one transformer layer."""
+    def attention_matrices(self) -> list[Matrix]:
         h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
-        f = self.ffn_hidden
+        if self.mla is not None:
+            return ly.latent_matrices(h, self.heads, self.mla, self.qkv_bias or self.attn_out_bias)
         mats = [Matrix(h, q), Matrix(h, kv, 2), Matrix(q, h, split_rows=True)]
         if self.qkv_bias:
             mats += [Matrix(q, 1), Matrix(kv, 1, 2)]
         if self.attn_out_bias:
             mats.append(Matrix(h, 1, tensor_split=False))  # row-parallel bias is replicated
-        mats += [Matrix(h, f, 3 if self.gated_mlp else 2)]
-        if self.mlp_bias:
-            mats += [Matrix(f, 1, 2 if self.gated_mlp else 1), Matrix(h, 1, tensor_split=False)]
-        return mats + self._norm(2)
+        if self.qk_norm:  # one RMSNorm over head_dim each for queries and keys
+            mats.append(Matrix(self.head_dim, 1, 2, tensor_split=False))
+        return mats
+
+    def layer_matrices(self, index: int = 0) -> list[Matrix]:
+        """Every parameter tensor of layer `index` (all layers alike unless MoE)."""
+        h, gated, bias = self.hidden, self.gated_mlp, self.mlp_bias
+        if self.is_moe(index):
+            mlp = ly.moe_matrices(h, self.moe, gated, bias)
+        else:
+            mlp = ly.mlp_matrices(h, self.ffn_hidden, gated, bias)
+        return self.attention_matrices() + mlp + self._norm(4 if self.post_norms else 2)
 
     def embedding_matrices(self) -> list[Matrix]:
         mats = [Matrix(self.vocab, self.hidden, split_rows=True)]
@@ -105,14 +123,21 @@ class Transformer:
         return mats
 
     def all_matrices(self) -> list[Matrix]:
+        moe = self.moe_layers
         layer = [
-            Matrix(m.rows, m.cols, m.count * self.layers, m.tensor_split, m.split_rows)
-            for m in self.layer_matrices()
+            Matrix(m.rows, m.cols, m.count * n, m.tensor_split, m.split_rows, m.expert)
+            for kind, n in ((0, self.layers - moe), (1, moe))
+            if n
+            for m in self.layer_matrices(self._first_of_kind(kind))
         ]
         return self.embedding_matrices() + layer + self.head_matrices()
 
+    def _first_of_kind(self, moe: int) -> int:
+        return next(i for i in range(self.layers) if self.is_moe(i) == bool(moe))
+
     @property
     def layer_parameters(self) -> int:
+        """Parameters of the first layer (of every layer, where all are alike)."""
         return sum(m.size for m in self.layer_matrices())
 
     @property
@@ -121,13 +146,21 @@ class Transformer:
 
     # --- FLOPs ---------------------------------------------------------------------------------
 
-    def _linear_weights_per_layer(self) -> int:
-        return sum(m.size for m in self.layer_matrices() if m.cols > 1)
+    def _linear_weights_per_token(self, index: int) -> float:
+        """Weights one token multiplies in layer `index`: only its routed experts in an MoE."""
+        attention = sum(m.size for m in self.attention_matrices() if m.cols > 1)
+        if self.is_moe(index):
+            return attention + ly.moe_linear_weights_per_token(
+                self.hidden, self.moe, self.gated_mlp
+            )
+        return attention + (3 if self.gated_mlp else 2) * self.hidden * self.ffn_hidden
 
-    def layer_forward_flops(self, seq: int, batch: int) -> float:
+    def layer_forward_flops(self, seq: int, batch: int, index: int = 0) -> float:
         """Matrix multiplies (2 FLOPs per multiply-add) plus attention scores and values."""
         tokens = seq * batch
-        linear = 2.0 * tokens * self._linear_weights_per_layer()
+        linear = 2.0 * tokens * self._linear_weights_per_token(index)
+        if self.mla is not None:
+            return linear + ly.latent_attention_flops(batch, seq, self.heads, self.mla)
         attention = 4.0 * batch * seq * seq * self.heads * self.head_dim  # QK^T and AV
         return linear + attention
 
@@ -144,30 +177,78 @@ class Transformer:
         tensor: int = 1,
         sequence_parallel: bool = False,
         recompute: str = "none",
+        index: int = 0,
     ) -> float:
-        """Bytes one layer retains for backward, 16-bit activations (Korthikanti et al. §4).
+        """Bytes layer `index` retains for backward, 16-bit activations (Korthikanti et al. §4).
 
         Replicated across tensor-parallel ranks (unless sequence parallel): the two norm inputs
         (4sbh), the attention and MLP inputs (2sbh each) and two dropout masks (sbh each) = 10sbh.
         Split by t: Q (2sbh), K and V (2sb·kv each), the out-projection input (2sbh), the MLP's
         wide tensors (4sbf, or 6sbf gated), and attention's 5as²b (softmax, mask, dropout).
-        With f = 4h and kv = h this is s·b·h·(10 + 24/t + 5as/(ht)).
+        With f = 4h and kv = h this is s·b·h·(10 + 24/t + 5as/(ht)). Gemma's post-norms add
+        their inputs (4sbh), q/k norms theirs (2sb·q + 2sb·kv); MLA and MoE layers replace the
+        attention and MLP terms (tiersim.state.layers).
         """
         s, b, h = seq, batch, self.hidden
         t = tensor
         if recompute == "full":  # only the layer input survives the forward pass
             kept = 2.0 * s * b * h
             return self.activation_factor * (kept / t if sequence_parallel else kept)
-        kv = self.kv_heads * self.head_dim
-        q = self.heads * self.head_dim
-        replicated = 10.0 * s * b * h
-        mlp_wide = (6.0 if self.gated_mlp else 4.0) * s * b * self.ffn_hidden
-        split = 2.0 * s * b * q + 4.0 * s * b * kv + 2.0 * s * b * q + mlp_wide
-        # The out-projection input has width heads·head_dim; with head_dim·heads = h, 2sbh.
+        replicated = (14.0 if self.post_norms else 10.0) * s * b * h
+        attention_rep, split = self._attention_activations(s, b)
+        mlp_rep, mlp_split = self._mlp_activations(s, b, index)
+        replicated += attention_rep + mlp_rep
+        split += mlp_split
         if recompute != "selective":
             split += 5.0 * self.heads * s * s * b
         total = (replicated + split) / t if sequence_parallel else replicated + split / t
         return self.activation_factor * total
+
+    def _attention_activations(self, s: int, b: int) -> tuple[float, float]:
+        if self.mla is not None:
+            return ly.latent_activation_bytes(s, b, self.heads, self.mla)
+        kv = self.kv_heads * self.head_dim
+        q = self.heads * self.head_dim
+        # Q, K, V and the out-projection input (width heads·head_dim; 2sbh where that is h)
+        split = 2.0 * s * b * q + 4.0 * s * b * kv + 2.0 * s * b * q
+        if self.qk_norm:  # the norms' inputs, besides the normed Q and K
+            split += 2.0 * s * b * q + 2.0 * s * b * kv
+        return 0.0, split
+
+    def _mlp_activations(self, s: int, b: int, index: int) -> tuple[float, float]:
+        if self.is_moe(index):
+            return ly.moe_activation_bytes(s, b, self.hidden, self.moe, self.gated_mlp)
+        return 0.0, (6.0 if self.gated_mlp else 4.0) * s * b * self.ffn_hidden
+
+
+def _latent(spec: ModelSpec) -> Latent | None:
+    if spec.kv_lora_rank is None:
+        return None
+    return Latent(
+        q_rank=spec.q_lora_rank,
+        kv_rank=spec.kv_lora_rank,
+        rope=spec.qk_rope_head_dim,
+        nope=spec.qk_nope_head_dim,
+        v=spec.v_head_dim,
+    )
+
+
+def _moe(spec: ModelSpec) -> Moe | None:
+    if spec.experts is None:
+        return None
+    width = spec.expert_ffn_hidden or spec.ffn_hidden
+    return Moe(
+        experts=spec.experts,
+        per_token=spec.experts_per_token,
+        ffn_hidden=width,
+        shared=spec.shared_experts,
+        shared_ffn_hidden=spec.shared_expert_ffn_hidden or width,
+        shared_gate=spec.shared_expert_gate,
+        first_dense=spec.first_dense_layers,
+        every=spec.moe_every,
+        dense_layers=tuple(spec.dense_layers),
+        capacity_factor=spec.capacity_factor,
+    )
 
 
 @dataclass(frozen=True)
