@@ -135,14 +135,14 @@ def test_first_stage_holds_all_layers_worth_under_1f1b(preset):
     inv = first_stage(preset, tensor=t, pipeline=p, sequence=True)
     assert inv.stage == 0
     assert inv.inflight_microbatches == p
-    assert inv.per_gpu.activations == pytest.approx(expected, rel=1e-12)
+    assert inv.per_gpu["activations"] == pytest.approx(expected, rel=1e-12)
 
 
 def test_first_stage_without_recompute_tensor_parallel_only():
     """175B, t = 8, p = 8: L · s·b·h·(10 + 24/t + 5as/(ht)) = 96·25,165,824·23."""
     inv = first_stage("megatron-175b", tensor=8, pipeline=8, recompute="none")
     assert 5 * 96 * SEQ / (12288 * 8) == 10
-    assert inv.per_gpu.activations == pytest.approx(96 * SEQ * 12288 * 23, rel=1e-12)
+    assert inv.per_gpu["activations"] == pytest.approx(96 * SEQ * 12288 * 23, rel=1e-12)
 
 
 @pytest.mark.parametrize("virtual", [2, 3, 4])
@@ -154,7 +154,7 @@ def test_interleaving_factor(virtual):
     )
     factor = 1 + (p - 1) / (p * virtual)  # m=2: 1.4375, m=3: 1.2917, m=4: 1.21875
     expected = FIRST_STAGE_SP_SELECTIVE["megatron-175b"] * factor
-    assert inv.per_gpu.activations == pytest.approx(expected, rel=1e-12)
+    assert inv.per_gpu["activations"] == pytest.approx(expected, rel=1e-12)
 
 
 def test_fewer_micro_batches_than_stages():
@@ -162,7 +162,7 @@ def test_fewer_micro_batches_than_stages():
     inv = first_stage("megatron-175b", tensor=8, pipeline=8, sequence=True, micro_batches=4)
     per_layer_bytes = SEQ * 12288 * 34 / 8
     assert inv.inflight_microbatches == 4
-    assert inv.per_gpu.activations == pytest.approx(12 * 4 * per_layer_bytes, rel=1e-12)
+    assert inv.per_gpu["activations"] == pytest.approx(12 * 4 * per_layer_bytes, rel=1e-12)
 
 
 def test_dense_inventory_is_one_unparallelised_micro_batch():
@@ -170,7 +170,7 @@ def test_dense_inventory_is_one_unparallelised_micro_batch():
     raw = {"name": "g", "model": {"preset": "gpt2"}, "training": {"seq_len": 1024}}
     inv = build_inventory(scenario(raw))
     assert 5 * 12 * 1024 / 768 == 80
-    assert inv.dense.activations == 12 * 1024 * 768 * 114 == 1_075_838_976
+    assert inv.dense["activations"] == 12 * 1024 * 768 * 114 == 1_075_838_976
 
 
 def test_grouped_query_attention_and_gated_mlp():
@@ -193,5 +193,5 @@ def test_generic_model_activations_are_given_per_layer():
         "model": {"parameters": 10**9, "layers": 24, "activation_bytes_per_layer": "200 MB"},
     }
     inv = build_inventory(scenario(raw))
-    assert inv.dense.activations == 24 * 200_000_000
-    assert inv.per_gpu.activations == 24 * 200_000_000
+    assert inv.dense["activations"] == 24 * 200_000_000
+    assert inv.per_gpu["activations"] == 24 * 200_000_000

@@ -159,12 +159,14 @@ def test_blocking_stall_is_bytes_over_the_bottleneck():
     # 105.84 / 6.6 = 16.036 s
     assert blocking_stall_s(105.84e9, 6.6e9) == pytest.approx(16.03636, abs=1e-5)
     per_gpu = ClassBytes(
-        weights=17_640_000_000,
-        gradients=17_640_000_000,
-        master=35_280_000_000,
-        optimizer=70_560_000_000,
-        activations=10**10,
-        workspace=2**30,
+        {
+            "weights": 17_640_000_000,
+            "gradients": 17_640_000_000,
+            "master": 35_280_000_000,
+            "optimizer": 70_560_000_000,
+            "activations": 10**10,
+            "workspace": 2**30,
+        }
     )
     assert checkpoint_bytes(per_gpu) == 123_480_000_000  # weights + master + optimizer
 

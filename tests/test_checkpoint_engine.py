@@ -27,7 +27,7 @@ def test_blocking_stall_is_bytes_over_the_bottleneck():
     # read back NVMe -> DRAM -> HBM, class by class: 2 x 4e9 / 5e9
     assert math.isclose(ck.read_back_s, 1.6)
     # the checkpoint's writes count in NVMe wear, averaged over the 10-step interval
-    assert r.tiers["nvme"].written_by_class == {"checkpoint": 800_000_000}
+    assert r.tiers["nvme"].written_by_source == {"checkpoint": 800_000_000}
     # and its link time: nothing else crosses the NVMe link, busy 1.6 s per checkpoint
     nvme = r.links["nvme"]
     assert nvme.bytes == 800_000_000
@@ -96,10 +96,10 @@ def test_checkpoint_bytes_are_conserved_and_staging_shows_in_peaks():
     # on average: HBM reads 0.8 GB, DRAM writes and reads 0.8 GB, NVMe writes 0.8 GB.
     r = simulate(scenario(momentum(checkpoint={"every_steps": 10, "mode": "async"})))
     per_step = 800_000_000
-    assert r.tiers["hbm"].read_by_class == {"checkpoint": per_step}
-    assert r.tiers["dram"].written_by_class == {"checkpoint": per_step}
-    assert r.tiers["dram"].read_by_class == {"checkpoint": per_step}
-    assert r.tiers["nvme"].written_by_class == {"checkpoint": per_step}
+    assert r.tiers["hbm"].read_by_source == {"checkpoint": per_step}
+    assert r.tiers["dram"].written_by_source == {"checkpoint": per_step}
+    assert r.tiers["dram"].read_by_source == {"checkpoint": per_step}
+    assert r.tiers["nvme"].written_by_source == {"checkpoint": per_step}
     # the DRAM staging holds both classes' snapshots (4 GB + 4 GB) at once
     assert r.tiers["dram"].peak_bytes >= 8_000_000_000
     assert r.links["nvme"].bytes == per_step
@@ -169,7 +169,7 @@ def test_auto_interval_keeps_the_target_within_its_write_budget(dwpd, interval, 
     r = simulate(scenario(raw))
     assert r.checkpoint.interval_steps == interval
     assert r.checkpoint.interval_basis == basis
-    assert r.tiers["nvme"].written_by_class == {"checkpoint": 8_000_000_000 // interval}
+    assert r.tiers["nvme"].written_by_source == {"checkpoint": 8_000_000_000 // interval}
 
 
 def test_a_blocking_auto_interval_is_dalys_optimum():

@@ -124,10 +124,10 @@ def test_bytes_are_conserved_and_links_never_exceed_bandwidth(p):
     raw = build_raw(p)
     s = scenario(raw)
     r = simulate(s)
-    classes = {c for t in r.tiers.values() for c in [*t.read_by_class, *t.written_by_class]}
+    classes = {c for t in r.tiers.values() for c in [*t.read_by_source, *t.written_by_source]}
     for c in classes:  # every byte read out of a tier is written into another
-        read = sum(t.read_by_class.get(c, 0) for t in r.tiers.values())
-        written = sum(t.written_by_class.get(c, 0) for t in r.tiers.values())
+        read = sum(t.read_by_source.get(c, 0) for t in r.tiers.values())
+        written = sum(t.written_by_source.get(c, 0) for t in r.tiers.values())
         assert read == written
     for name, link in r.links.items():
         bw = s.hardware.links[name].bandwidth

@@ -10,7 +10,7 @@ ADAM_MIXED = {"weights": "bf16", "gradients": "bf16", "master": "fp32", "optimiz
 
 
 def model_states(classes) -> int:
-    return classes.weights + classes.gradients + classes.master + classes.optimizer
+    return classes["weights"] + classes["gradients"] + classes["master"] + classes["optimizer"]
 
 
 # --- the design brief's example ----------------------------------------------------------------
@@ -26,15 +26,20 @@ def test_seed_example_is_16_gb_before_activations():
         }
     )
     d = inv.dense
-    assert (d.weights, d.gradients, d.master, d.optimizer) == (2 * GB, 2 * GB, 4 * GB, 8 * GB)
-    assert d.activations == 0 and d.workspace == 0
+    assert (d["weights"], d["gradients"], d["master"], d["optimizer"]) == (
+        2 * GB,
+        2 * GB,
+        4 * GB,
+        8 * GB,
+    )
+    assert d["activations"] == 0 and d["workspace"] == 0
     assert d.total == 16 * GB
     assert inv.per_gpu == inv.dense  # no parallelism
 
 
 def test_workspace_is_its_own_class():
     inv = inventory({"name": "w", "model": generic(10**9), "training": {"workspace": "3 GiB"}})
-    assert inv.per_gpu.workspace == 3 * 2**30
+    assert inv.per_gpu["workspace"] == 3 * 2**30
     assert inv.per_gpu.total == 16 * GB + 3 * 2**30
 
 
@@ -99,7 +104,7 @@ def test_zero_stages_shard_the_classes_the_paper_names():
 )
 def test_optimizer_state_per_parameter(optimizer, states):
     inv = inventory({"name": "o", "model": generic(10**9), "training": {"optimizer": optimizer}})
-    assert inv.dense.optimizer == states * 4 * 10**9  # fp32 state by default
+    assert inv.dense["optimizer"] == states * 4 * 10**9  # fp32 state by default
 
 
 def test_optimizer_state_precision():
@@ -110,7 +115,7 @@ def test_optimizer_state_precision():
             "training": {"optimizer": "adam", "precision": {"optimizer": "bf16"}},
         }
     )
-    assert inv.dense.optimizer == 2 * 2 * 10**9
+    assert inv.dense["optimizer"] == 2 * 2 * 10**9
 
 
 # A tiny transformer for Adafactor (Shazeer & Stern 2018): a weight matrix of r x c keeps r row
@@ -141,8 +146,8 @@ def test_adafactor_factored_state_for_a_tiny_transformer():
         }
     )
     assert inv.parameters == TINY_PARAMETERS
-    assert inv.dense.optimizer == 4 * TINY_ADAFACTOR_VALUES  # fp32: 2,176 bytes
-    assert inv.per_gpu.optimizer == 4 * TINY_ADAFACTOR_VALUES
+    assert inv.dense["optimizer"] == 4 * TINY_ADAFACTOR_VALUES  # fp32: 2,176 bytes
+    assert inv.per_gpu["optimizer"] == 4 * TINY_ADAFACTOR_VALUES
 
 
 def test_adafactor_state_stays_factored_under_tensor_parallelism():
@@ -158,8 +163,8 @@ def test_adafactor_state_stays_factored_under_tensor_parallelism():
             "parallel": {"tensor": 2},
         }
     )
-    assert inv.per_gpu.optimizer == 4 * 348
-    assert inv.per_gpu.optimizer <= inv.dense.optimizer
+    assert inv.per_gpu["optimizer"] == 4 * 348
+    assert inv.per_gpu["optimizer"] <= inv.dense["optimizer"]
 
 
 def test_a_deep_model_is_counted_exactly_without_a_value_per_layer():
@@ -171,7 +176,7 @@ def test_a_deep_model_is_counted_exactly_without_a_value_per_layer():
         {"name": "deep", "model": deep, "training": {"optimizer": "adafactor", **NO_WORKSPACE}}
     )
     assert inv.parameters == inv.stage_parameters == 78_400_001_608
-    assert inv.dense.optimizer == inv.per_gpu.optimizer == 64_000_000_896
+    assert inv.dense["optimizer"] == inv.per_gpu["optimizer"] == 64_000_000_896
 
 
 # --- master weights ----------------------------------------------------------------------------
@@ -189,7 +194,7 @@ def test_a_deep_model_is_counted_exactly_without_a_value_per_layer():
 )
 def test_master_copy_present_only_when_separate(precision, master_bytes):
     inv = inventory({"name": "m", "model": generic(10**9), "training": {"precision": precision}})
-    assert inv.dense.master == master_bytes * 10**9
+    assert inv.dense["master"] == master_bytes * 10**9
 
 
 # --- per-class sharding overrides ----------------------------------------------------------
@@ -204,7 +209,12 @@ def test_shard_override_without_a_zero_stage():
         }
     )
     p = inv.per_gpu
-    assert (p.weights, p.gradients, p.master, p.optimizer) == (2 * GB, 2 * GB, 4 * GB, 1 * GB)
+    assert (p["weights"], p["gradients"], p["master"], p["optimizer"]) == (
+        2 * GB,
+        2 * GB,
+        4 * GB,
+        1 * GB,
+    )
 
 
 def test_shard_override_keeps_weights_whole_under_zero_3():
@@ -216,7 +226,12 @@ def test_shard_override_keeps_weights_whole_under_zero_3():
         }
     )
     p = inv.per_gpu
-    assert (p.weights, p.gradients, p.master, p.optimizer) == (2 * GB, GB // 4, GB // 2, 1 * GB)
+    assert (p["weights"], p["gradients"], p["master"], p["optimizer"]) == (
+        2 * GB,
+        GB // 4,
+        GB // 2,
+        1 * GB,
+    )
     assert inv.sharded == {"weights": False, "gradients": True, "master": True, "optimizer": True}
 
 
@@ -225,7 +240,7 @@ def test_sharding_rounds_partitions_up():
     inv = inventory(
         {"name": "r", "model": generic(10**9 + 1), "parallel": {"data": 8, "zero_stage": 3}}
     )
-    assert inv.per_gpu.weights == 250_000_001  # (2,000,000,002 / 8 = 250,000,000.25)
+    assert inv.per_gpu["weights"] == 250_000_001  # (2,000,000,002 / 8 = 250,000,000.25)
 
 
 # --- tensor and pipeline division ----------------------------------------------------------
@@ -242,8 +257,8 @@ def test_tensor_parallel_llama_2_7b_by_hand():
     assert expected == 3_369_340_928
     inv = inventory({"name": "tp", "model": {"preset": "llama-2-7b"}, "parallel": {"tensor": 2}})
     assert inv.stage_parameters == expected
-    assert inv.per_gpu.weights == 2 * expected
-    assert inv.dense.weights == 2 * 6_738_415_616
+    assert inv.per_gpu["weights"] == 2 * expected
+    assert inv.dense["weights"] == 2 * 6_738_415_616
 
 
 def test_tensor_and_pipeline_megatron_175b_by_hand():
@@ -270,9 +285,9 @@ def test_tensor_and_pipeline_megatron_175b_by_hand():
     )
     assert inv.stage == 0
     assert inv.stage_parameters == first
-    assert inv.per_gpu.weights == 2 * first
-    assert inv.per_gpu.master == 4 * first
-    assert inv.per_gpu.optimizer == 8 * first
+    assert inv.per_gpu["weights"] == 2 * first
+    assert inv.per_gpu["master"] == 4 * first
+    assert inv.per_gpu["optimizer"] == 8 * first
 
 
 def test_tensor_pipeline_and_zero_together():
@@ -288,7 +303,12 @@ def test_tensor_pipeline_and_zero_together():
     )
     p = inv.per_gpu
     assert inv.stage_parameters == 10**9
-    assert (p.weights, p.gradients, p.master, p.optimizer) == (2 * GB, 2 * GB, GB, 2 * GB)
+    assert (p["weights"], p["gradients"], p["master"], p["optimizer"]) == (
+        2 * GB,
+        2 * GB,
+        GB,
+        2 * GB,
+    )
 
 
 # --- tiers -----------------------------------------------------------------------------------

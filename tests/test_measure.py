@@ -140,7 +140,7 @@ def test_calibrated_preset_makes_the_prediction_match(tmp_path: Path):
     }
     scenario = build(raw, tmp_path, "test").scenario
     assert scenario.model.activation_factor == pytest.approx(94_976 / 73_728, rel=1e-6)
-    predicted = build_inventory(scenario).per_gpu.activations
+    predicted = build_inventory(scenario).per_gpu["activations"]
     assert abs(predicted - m.measured["activations"]) <= 1
 
 

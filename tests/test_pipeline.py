@@ -11,6 +11,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiersim.state.inventory import inflight_microbatches
 from tiersim.workload.pipeline import (
@@ -24,6 +26,7 @@ from tiersim.workload.pipeline import (
     stage_schedule,
     step_time,
 )
+from tiersim.workload.pipeline_steady import evaluate_steady
 
 
 def F(mb: int, chunk: int = 0) -> Op:
@@ -204,3 +207,45 @@ def test_times_per_stage_and_chunk_by_hand():
 def test_times_per_chunk_must_cover_every_chunk():
     with pytest.raises(ValueError, match="one time per model chunk"):
         evaluate(2, 2, 2, [[1.0, 1.0], [1.0]], 1.0)
+
+
+# --- the steady-state evaluation (cost independent of m) ---------------------------------------
+
+
+def test_steady_evaluation_of_many_micro_batches_equals_the_closed_form():
+    # uniform stages, no transfer time: (v·m + p - 1)·(f + b), computed here by hand:
+    # p = 8, m = 1000, v = 1: (1000 + 7)·3 = 3021; v = 2: (2000 + 7)·3 = 6021
+    assert evaluate_steady(8, 1000, 1, 1.0, 2.0).step_s == pytest.approx(3021.0, rel=1e-12)
+    assert evaluate_steady(8, 1000, 2, 1.0, 2.0).step_s == pytest.approx(6021.0, rel=1e-12)
+
+
+def test_steady_evaluation_of_a_1f1b_transfer_per_micro_batch_by_hand():
+    # p = 2, f = 1, b = 2, transfer c = 0.25: test_1f1b_exposes_... works m = 3 out as
+    # 12 + 4c. In steady state the cycle stage 0 F(j+1) -> c -> stage 1 F(j+1), B(j+1) ->
+    # c -> stage 0 B(j+1) -> stage 0 F(j+2)... spans two micro-batches of one stage's work,
+    # 2(f + b), plus two transfers: f + b + c per micro-batch, so m = 1003 takes
+    # 12 + 4c + 1000·(3 + c) = 3263
+    t = evaluate_steady(2, 1003, 1, 1.0, 2.0, 0.25)
+    assert t.step_s == pytest.approx(12 + 4 * 0.25 + 1000 * (3 + 0.25), rel=1e-12)
+
+
+stage_times = st.floats(0.05, 4.0, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    p=st.integers(1, 6),
+    v=st.integers(1, 3),
+    periods=st.integers(1, 30),
+    data=st.data(),
+)
+def test_steady_evaluation_equals_the_full_one(p, v, periods, data):
+    v = 1 if p == 1 else v
+    m = periods * (p if v > 1 else 1)
+    fwd = [[data.draw(stage_times) for _ in range(v)] for _ in range(p)]
+    bwd = [[data.draw(stage_times) for _ in range(v)] for _ in range(p)]
+    c = data.draw(st.sampled_from([0.0, 0.01]) | st.floats(0.0, 2.0))
+    full, steady = evaluate(p, m, v, fwd, bwd, c), evaluate_steady(p, m, v, fwd, bwd, c)
+    assert steady.step_s == pytest.approx(full.step_s, rel=1e-9)
+    assert steady.finish_s == pytest.approx(full.finish_s, rel=1e-9)
+    assert steady.busy_s == pytest.approx(full.busy_s, rel=1e-12)

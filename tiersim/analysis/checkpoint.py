@@ -33,9 +33,8 @@ from dataclasses import dataclass
 
 from tiersim.config.schema import Failures, Scenario
 from tiersim.core.errors import Problem
+from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.inventory import ClassBytes
-
-CHECKPOINT_CLASSES = ("weights", "master", "optimizer")
 
 
 def _check(name: str, value: float, allow_zero: bool = True) -> None:
@@ -94,7 +93,7 @@ def checkpoint_problems(scenario: Scenario) -> list[Problem]:
         what = "'auto' needs a failure rate: give failures.mtbf or failures.gpu_mtbf"
         problems.append(Problem("checkpoint.every_steps", what))
     c = scenario.checkpoint
-    if scenario.checkpoint_simulated and c.mode == "async" and c.staging == c.target:
+    if c.mode == "async" and c.staging == c.target:  # wrong whether simulated now or not
         what = (
             "snapshot-then-drain copies into checkpoint.staging (default dram), then drains it "
             f"to the target; both are '{c.target}' (expected mode: blocking, or another "
@@ -178,7 +177,7 @@ def blocking_stall_s(checkpoint_bytes: float, bottleneck_bytes_per_s: float) -> 
 
 def checkpoint_bytes(per_gpu: ClassBytes) -> int:
     """Bytes one GPU writes per checkpoint: its `weights`, `master` and `optimizer` state."""
-    return sum(getattr(per_gpu, c) for c in CHECKPOINT_CLASSES)
+    return sum(per_gpu[c] for c in CHECKPOINTED)
 
 
 # --- the report section ------------------------------------------------------------------------

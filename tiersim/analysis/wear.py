@@ -25,7 +25,8 @@ Model (per GPU, per optimizer step; capacities and bytes are per GPU throughout)
   written to the tier scale with G, everything else (optimizer, master, weights, checkpoints)
   is written once per optimizer step. Step time = t_step + G x t_micro with t_micro =
   compute_s / G and t_step = time_s - compute_s (optimizer, exposed transfers). The share of the
-  day spent training (steps/day x step time) is held as G changes.
+  day spent training (steps/day x step time, at most the whole day: a `budget.steps_per_day`
+  above 86,400 / step time cannot be run, nor can the changed step) is held as G changes.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from tiersim.config.schema import Endurance, Scenario, Tier, TierBudget
 from tiersim.core.errors import Problem
 from tiersim.core.units import DAY_S
 from tiersim.engine.results import StepResult
+from tiersim.state.classes import PER_MICRO_BATCH
 
-PER_MICRO_BATCH_CLASSES = ("gradients", "activations")
 TOLERANCE = 1e-9  # relative: a margin of 1 - 1e-9 is float rounding, not a failed budget
 _MB = 1e6
 
@@ -321,18 +322,21 @@ class Remedies:
 def remedies(
     w: TierWear, v: Verdict, endurance: Endurance, micro_batches: int, compute_s: float
 ) -> Remedies:
-    per_mb = sum(w.host_bytes_by_class.get(c, 0.0) for c in PER_MICRO_BATCH_CLASSES)
+    per_mb = sum(w.host_bytes_by_class.get(c, 0.0) for c in PER_MICRO_BATCH)
+    # the training seconds per day held as G changes: never more than a day, whatever
+    # budget.steps_per_day says (a changed step must be able to run as often as it assumes)
+    active_s = min(w.steps_per_day * w.step_s, DAY_S)
     fit = grad_accumulation_to_fit(
         step_bytes=w.host_bytes_per_step - per_mb,
         micro_batch_bytes=per_mb / micro_batches,
         step_s=max(w.step_s - compute_s, 0.0),
         micro_batch_s=compute_s / micro_batches,
-        active_s_per_day=w.steps_per_day * w.step_s,
+        active_s_per_day=active_s,
         allowed_bytes_per_day=v.allowed_host_bytes_per_day,
     )
     if fit is not None:  # the same training time per day, in longer steps
         steps_s = max(w.step_s - compute_s, 0.0) + fit.value * compute_s / micro_batches
-        per_day = w.steps_per_day * w.step_s / steps_s if steps_s > 0 else None
+        per_day = active_s / steps_s if steps_s > 0 else None
         fit = dataclasses.replace(fit, steps_per_day=per_day)
     return Remedies(
         max_steps_per_day=v.allowed_host_bytes_per_day / w.host_bytes_per_step,
@@ -380,7 +384,7 @@ def assess(scenario: Scenario, result: StepResult) -> dict[str, Assessment]:
         stats = result.tiers.get(name)
         if tier.endurance is None or stats is None:
             continue
-        w = tier_wear(name, tier, stats.written_by_class, result.time_s, per_day)
+        w = tier_wear(name, tier, stats.written_by_source, result.time_s, per_day)
         budget = scenario.budget.tiers.get(name)
         v = judge(w, budget, tier.endurance.warranty) if budget else None
         fix = None

@@ -29,9 +29,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's own usage, not the top-level one, says what it takes
+        command = _subparsers(parser).choices[args.command]
+        shown = " ".join(a if len(a) <= 80 else f"{a[:77]}..." for a in unknown[:5])
+        more = f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else ""
+        command.error(f"unrecognized arguments: {shown}{more}")
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

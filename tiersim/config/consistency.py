@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
+from tiersim.state.classes import PLACED
 
 
 def _tier_problems(s: Scenario) -> list[Problem]:
@@ -18,8 +19,9 @@ def _tier_problems(s: Scenario) -> list[Problem]:
         if tier not in tiers:
             problems.append(Problem(path, f"tier '{tier}' does not exist (tiers: {names})"))
 
-    for cls in ("weights", "gradients", "master", "optimizer", "activations"):
-        check(f"placement.{cls}", getattr(s.placement, cls))
+    placement = s.placement.model_dump()
+    for cls in PLACED:
+        check(f"placement.{cls}", placement[cls])
     check("hardware.gpu.memory", s.hardware.gpu.memory)
     check("hardware.cpu.memory", s.hardware.cpu.memory)
     for name, link in s.hardware.links.items():
@@ -27,14 +29,14 @@ def _tier_problems(s: Scenario) -> list[Problem]:
             check(f"hardware.links.{name}.between.{i}", tier)
         if link.between[0] == link.between[1]:
             problems.append(Problem(f"hardware.links.{name}.between", "joins a tier to itself"))
-    if s.checkpoint_simulated:
+    if s.checkpoint.target == s.hardware.gpu.memory:  # wrong whether simulated now or not
+        what = (
+            f"'{s.checkpoint.target}' is the GPU's own memory, lost with the failure a "
+            "checkpoint is for (expected host memory or storage, e.g. 'nvme')"
+        )
+        problems.append(Problem("checkpoint.target", what))
+    if s.checkpoint_simulated:  # the default target (nvme) need not exist if none is written
         check("checkpoint.target", s.checkpoint.target)
-        if s.checkpoint.target == s.hardware.gpu.memory:
-            what = (
-                f"'{s.checkpoint.target}' is the GPU's own memory, lost with the failure a "
-                "checkpoint is for (expected host memory or storage, e.g. 'nvme')"
-            )
-            problems.append(Problem("checkpoint.target", what))
         if s.checkpoint.mode == "async":
             check("checkpoint.staging", s.checkpoint.staging)
     for tier, _ in s.budget.tiers.items():

@@ -29,6 +29,10 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
     doc["hardware"] = {"preset": "none", **doc["hardware"]}
     budget = doc["budget"]  # as documented: budget.<tier> beside steps_per_day
     doc["budget"] = {"steps_per_day": budget["steps_per_day"], **budget["tiers"]}
+    for section, key in (("", "plan"), ("hardware", "price_per_gpu_hour")):  # optional extras
+        where = doc[section] if section else doc
+        if where.get(key) is None:
+            where.pop(key, None)
     return doc
 
 

@@ -9,8 +9,6 @@ the family's default where its config class has one. Anything else is refused na
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +21,13 @@ from tiersim.config.hfvalues import (
     size_at,
     switch_at,
 )
+from tiersim.core import limits
+from tiersim.core.files import FileProblem, read_regular_file
 
 __all__ = ["HfConfigError", "config_file", "dims_from_config", "hf_config_path", "read_hf_config"]
 
 SUPPORTED = ("gpt2", "llama", "mistral", "qwen2", *FAMILIES)
-MAX_BYTES = 16 * 2**20  # a real config.json is a few kB; anything this large is a wrong path
+_INTEGER = "expected a positive integer, written without a decimal point"
 _PATH = "expected a path to a config.json file, or to a model folder holding one"
 
 
@@ -115,12 +115,26 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _integer(text: str) -> int:
+    """A JSON integer, refused past INT_DIGITS digits (Python will not convert 4,300 or more)."""
+    digits = len(text.lstrip("-"))
+    if digits > limits.INT_DIGITS:
+        what = f"an integer of {digits:,} digits"
+        raise HfConfigError(f"{what} ({_INTEGER} of at most {limits.INT_DIGITS} digits)")
+    return int(text)
+
+
 def _parse(text: str) -> Any:
     try:
-        return json.loads(text, object_pairs_hook=_unique)
+        return json.loads(text, object_pairs_hook=_unique, parse_int=_integer)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
         raise HfConfigError(f"not valid JSON ({where})") from None
+    except RecursionError:  # json's reader stops at the interpreter's recursion limit
+        raise HfConfigError(
+            "nested too deeply to read (a config.json is an object of numbers and strings, "
+            "1-3 levels deep)"
+        ) from None
 
 
 def hf_config_path(value: Any, base_dir: Path) -> Path:
@@ -141,31 +155,19 @@ def config_file(path: Path) -> Path:
     return path / "config.json"
 
 
-def _read_bytes(path: Path) -> bytes:
-    """The file's bytes, up to MAX_BYTES + 1. Only a regular file: /dev/zero never ends, and a
-    FIFO would block (it is opened non-blocking so that it can be refused)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise HfConfigError(f"{path} is not a regular file ({_PATH})")
-        with open(fd, "rb", closefd=False) as file:
-            return file.read(MAX_BYTES + 1)
-    finally:
-        os.close(fd)
-
-
 def _read_text(path: Path) -> tuple[Path, str]:
     """The config.json's path (the one in `path`, if that is a folder) and its text."""
     try:
         path = config_file(path)
-        data = _read_bytes(path)
+        data = read_regular_file(path, limits.JSON_BYTES.value(), "a config.json file")
     except HfConfigError:
         raise
+    except FileProblem as exc:
+        hint = f"; {limits.JSON_BYTES.env} raises the bound" if "larger" in str(exc) else ""
+        raise HfConfigError(f"{path} {exc}{hint}") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         reason = getattr(exc, "strerror", None) or exc
         raise HfConfigError(f"cannot read {path}: {reason}") from None
-    if len(data) > MAX_BYTES:
-        raise HfConfigError(f"{path} is larger than 16 MiB (a config.json is a few kB)")
     try:
         return path, data.decode("utf-8")
     except UnicodeDecodeError as exc:

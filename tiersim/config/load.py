@@ -23,7 +23,9 @@ from pydantic import BaseModel, ValidationError
 from tiersim.config.consistency import consistency_problems
 from tiersim.config.hfconfig import HfConfigError, hf_config_path, read_hf_config
 from tiersim.config.schema import Scenario
-from tiersim.core.errors import InputError, Problem
+from tiersim.config.yamlfile import YamlLimitError, parse_yaml, read_yaml
+from tiersim.core import limits
+from tiersim.core.errors import InputError, Problem, shown
 
 DEFAULT_HARDWARE = "h200-hbf"
 
@@ -38,60 +40,6 @@ class Loaded:
 
 
 # --- files and presets -------------------------------------------------------------------------
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """The safe loader, refusing a key given twice in one mapping (plain YAML keeps the last,
-    silently dropping the first: a scenario would not run what its file says)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        first: dict[Any, yaml.Node] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *base` merges; keys given beside it override, as meant
-            key = self.construct_object(key_node, deep=True)
-            try:
-                seen = first.setdefault(key, key_node)
-            except TypeError:  # an unhashable key: the base loader says what is wrong
-                continue
-            if seen is not key_node:
-                line = seen.start_mark.line + 1
-                where = "on the same line" if line == key_node.start_mark.line + 1 else ""
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key {key!r} (first given {where or f'on line {line}'})",
-                    key_node.start_mark,
-                )
-        return super().construct_mapping(node, deep)
-
-
-def parse_yaml(text: str) -> Any:
-    """YAML text to Python objects: safe tags only, no key given twice."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: safe tags only
-
-
-def read_yaml(path: Path, source: str) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(source, [Problem("", "file not found")]) from None
-    except IsADirectoryError:
-        raise InputError(source, [Problem("", "is a folder (expected a YAML file)")]) from None
-    except UnicodeDecodeError as exc:
-        where = f"byte {exc.start}"
-        raise InputError(source, [Problem("", f"not UTF-8 text ({where}: {exc.reason})")]) from None
-    except OSError as exc:
-        raise InputError(source, [Problem("", f"cannot read: {exc.strerror or exc}")]) from None
-    if not text.strip():
-        raise InputError(source, [Problem("", "file is empty (expected a YAML mapping)")])
-    try:
-        return parse_yaml(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        what = getattr(exc, "problem", None) or str(exc)
-        raise InputError(source, [Problem("", f"YAML syntax error at {where}{what}")]) from None
 
 
 @functools.cache
@@ -118,11 +66,22 @@ def load_preset(kind: str, name: str) -> dict[str, Any]:
     return copy.deepcopy(_preset_data(kind, name))
 
 
-def _unknown_preset(kind: str, name: Any) -> str:
+def _unknown_preset(kind: str, name: Any, base_dir: Path) -> str:
+    kind_of = _path_kind(_as_path(name, base_dir))
+    if kind_of == "folder":
+        return (
+            f"{shown(name)} is a folder (expected a shipped preset's name, or a {_SUFFIXES} file)"
+        )
+    if kind_of == "file":
+        path = Path(name)
+        return (
+            f"{shown(name)} is a file without a {_SUFFIXES} suffix (a preset file is known by its "
+            f"suffix: expected e.g. {path.stem}.yaml)"
+        )
     names = preset_names(kind)
     close = difflib.get_close_matches(str(name), names, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
-    return f"unknown preset {name!r} ({hint}available: {', '.join(names)})"
+    return f"unknown preset {shown(name)} ({hint}available: {', '.join(names)})"
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -146,13 +105,19 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     path, _, value = text.partition("=")
     keys = [k.strip() for k in path.strip().split(".")]
     if not all(keys):
-        raise ValueError(f"empty key in path {path!r} (expected keys joined by '.')")
+        raise ValueError(f"empty key in path {shown(path)} (expected keys joined by '.')")
+    if len(keys) > limits.NESTING.value():
+        raise ValueError(f"a key path of {len(keys):,} keys (a scenario is 5 deep)")
     try:
         parsed = parse_yaml(value) if value.strip() else ""
+    except YamlLimitError as exc:  # too deep, too many values, too many digits
+        raise ValueError(f"in the value: {exc.problem}") from None
     except yaml.constructor.ConstructorError as exc:  # e.g. a key given twice
-        raise ValueError(f"{exc.problem} in {value.strip()!r}") from None
+        raise ValueError(f"{exc.problem} in {shown(value.strip())}") from None
     except yaml.YAMLError:
         parsed = value
+    except RecursionError:  # a nesting bound raised past what the interpreter's stack takes
+        raise ValueError("the value is nested too deeply to read") from None
     return keys, parsed
 
 
@@ -172,7 +137,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
         try:
             keys, value = parse_override(text)
         except ValueError as exc:
-            problems.append(Problem(f"--set {text}", str(exc)))
+            problems.append(Problem(f"--set {_clipped(text)}", str(exc)))
             continue
         set_path(out, keys, value)
     if problems:
@@ -184,6 +149,25 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
 
 
 PRESET_FILE_SUFFIXES = (".yaml", ".yml")
+_SUFFIXES = " or ".join(PRESET_FILE_SUFFIXES)
+
+
+def _path_kind(path: Path | None) -> str | None:
+    """'folder', 'file' (anything else that exists) or None."""
+    try:
+        if path is None or not path.exists():
+            return None
+        return "folder" if path.is_dir() else "file"
+    except (OSError, ValueError):  # a name too long for a path, say
+        return None
+
+
+def _as_path(name: Any, base_dir: Path) -> Path | None:
+    """A `preset:` value that is not a shipped name, as the path it may mean (None if it
+    cannot be one)."""
+    if not isinstance(name, str) or not name.strip() or "\0" in name:
+        return None
+    return Path(name) if Path(name).is_absolute() else base_dir / name
 
 
 def is_preset_file(name: Any) -> bool:
@@ -205,7 +189,8 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
         try:
             merged = load_preset("models", model["preset"])
         except (KeyError, TypeError):
-            problems.append(Problem("model.preset", _unknown_preset("models", model["preset"])))
+            what = _unknown_preset("models", model["preset"], base_dir)
+            problems.append(Problem("model.preset", what))
     if "hf_config" in model:
         try:
             path = hf_config_path(model["hf_config"], base_dir)
@@ -216,7 +201,7 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
 
 
 def _both_sources(model: dict[str, Any]) -> str:
-    given = f"preset {model['preset']!r} and hf_config {model['hf_config']!r}"
+    given = f"preset {shown(model['preset'])} and hf_config {shown(model['hf_config'])}"
     return (
         f"{given} are both given (expected one of preset, hf_config or the dimensions; "
         "dimension keys beside a preset or an hf_config override it key by key)"
@@ -255,7 +240,7 @@ def _resolve_hardware(hardware: Any, base_dir: Path, problems: list[Problem]) ->
         try:
             base = load_preset("hardware", name)
         except (KeyError, TypeError):
-            problems.append(Problem("hardware.preset", _unknown_preset("hardware", name)))
+            problems.append(Problem("hardware.preset", _unknown_preset("hardware", name, base_dir)))
             base = None
     if base is None:
         return hardware
@@ -342,20 +327,26 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     if kind == "missing":
         return "required key is missing"
     if kind == "bool_parsing":
-        return f"expected true or false (got {err.get('input')!r})"
+        return f"expected true or false (got {shown(err.get('input'))})"
     if kind in ("float_parsing", "int_parsing"):
-        return f"expected a number (got {err.get('input')!r})"
+        return f"expected a number (got {shown(err.get('input'))})"
     if kind == "finite_number":
-        return f"expected a finite number (got {err.get('input')!r})"
+        return f"expected a finite number (got {shown(err.get('input'))})"
+    if kind == "string_too_long" and tuple(err["loc"]) == ("name",):
+        size = len(err.get("input") or "")
+        limit = err.get("ctx", {}).get("max_length")
+        return (
+            f"a name of {size} characters (expected at most {limit}: it names the results folder)"
+        )
     if kind == "string_pattern_mismatch" and tuple(err["loc"]) == ("name",):
         return (
             "expected ASCII letters, digits, '_', '-' and '.' only: it names the results "
-            f"folder (got {err.get('input')!r})"
+            f"folder (got {shown(err.get('input'))})"
         )
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
-        return f"{msg[0].lower()}{msg[1:]} (got {err.get('input')!r})"
+        return f"{msg[0].lower()}{msg[1:]} (got {shown(err.get('input'))})"
     return msg
 
 
@@ -501,7 +492,13 @@ def _blamed(p: Problem, paths: dict[str, str]) -> Problem:
     ]
     if not related:
         return Problem(p.path, f"{p.message} (after the --set values)")
-    return Problem(p.path, f"{p.message} (from --set {', --set '.join(related)})")
+    given = ", --set ".join(_clipped(text) for text in related)
+    return Problem(p.path, f"{p.message} (from --set {given})")
+
+
+def _clipped(text: str, chars: int = 80) -> str:
+    """A --set as the user gave it, cut short: a message never grows with the input."""
+    return text if len(text) <= chars else f"{text[: chars - 3]}..."
 
 
 def load_scenario(path: str | Path, overrides: list[str] = ()) -> Loaded:

@@ -23,12 +23,9 @@ from pydantic import (
 
 from tiersim.config.variants import check_layer_variants
 from tiersim.core.units import UNLIMITED, Kind, fmt_bytes, fmt_rate, fmt_time, parse
+from tiersim.state.classes import OPTIMIZER_NAMES
 
-STATE_CLASSES = ("weights", "gradients", "master", "optimizer", "activations", "workspace")
-PLACED_CLASSES = ("weights", "gradients", "master", "optimizer", "activations")
-SHARDED_CLASSES = ("weights", "gradients", "master", "optimizer")
 PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-OPTIMIZERS = ("adam", "adamw", "sgd", "sgd_momentum", "adafactor", "lion")
 
 
 def _shown(kind: Kind | None) -> Callable[[float], str]:
@@ -266,7 +263,7 @@ class Training(Strict):
     micro_batch_size: PositiveInt = 1
     grad_accumulation: PositiveInt = 1
     seq_len: PositiveInt | None = None  # default: the model's max_positions, else 2048
-    optimizer: Literal["adam", "adamw", "sgd", "sgd_momentum", "adafactor", "lion"] = "adamw"
+    optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
     precision: Precision = Precision()
     recompute: Literal["none", "selective", "full"] = "none"
     workspace: SizeOrZero = Field(default=2**30, description="temporary buffers, buckets, slack")
@@ -379,6 +376,10 @@ class Hardware(Strict):
     tiers: dict[str, Tier]
     links: dict[str, Link] = {}
     network: Network = Network()
+    # what one GPU of this machine costs per hour, its share of the host included (any
+    # currency): `tiersim plan --objective cost` ranks by it; no part of a simulation, so left
+    # out of model_dump (a sweep point's key)
+    price_per_gpu_hour: Annotated[float, Field(gt=0)] | None = Field(default=None, exclude=True)
 
 
 # --- simulation, checkpoint, failures, budget --------------------------------------------------
@@ -462,7 +463,9 @@ def _folder_name(name: str) -> str:
 class Scenario(Strict):
     # a folder name under results/: letters, digits, '_', '-', '.', never '.' or '..' alone
     name: Annotated[
-        str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$"), AfterValidator(_folder_name)
+        str,
+        Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.\-]+$"),  # 255: NAME_MAX
+        AfterValidator(_folder_name),
     ]
     model: ModelSpec
     training: Training = Training()
@@ -473,6 +476,11 @@ class Scenario(Strict):
     checkpoint: Checkpoint = Checkpoint()
     failures: Failures = Failures()
     budget: Budget = Budget()
+    # `tiersim plan`'s search space: key path -> the values to consider. It describes a search,
+    # not a simulation: left out of model_dump (a sweep point's key)
+    plan: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = Field(
+        default=None, exclude=True
+    )
 
     @property
     def checkpoint_simulated(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 
 
@@ -31,3 +32,26 @@ class InputError(Exception):
 
 class InfeasibleError(Exception):
     """A scenario that is valid but cannot run at all (CLI exit code 3); the message says why."""
+
+
+class _Shown(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 3300:  # ~1,000 digits; repr() refuses 4,300 (int_max_str_digits)
+            return f"<an integer of about {int(x.bit_length() * 0.30103)} digits>"
+        return super().repr_int(x, level)
+
+
+_SHOWN = _Shown()
+_SHOWN.maxstring = _SHOWN.maxother = 60
+_SHOWN.maxlong = 40
+_SHOWN.maxlevel = 2
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = 4
+SHOWN_CHARS = 120
+
+
+def shown(value: object) -> str:
+    """`repr(value)`, shortened: a message quotes what the user gave without growing with it
+    (a YAML alias bomb's value, a 5,000-digit number); reprlib looks at the first few items of
+    a collection only, so the work is bounded too."""
+    text = _SHOWN.repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."

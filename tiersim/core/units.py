@@ -229,8 +229,8 @@ _EXACT_UNITS = {
 def fmt_exact(value: float, kind: Kind) -> str:
     """The plainest string in `kind`'s units that `parse` reads back as exactly `value`:
     60e-6 s -> '60 us', 2**30 B -> '1 GiB'; infinity (an unlimited bandwidth) -> 'unlimited'.
-    Plainest: no exponent, then the fewest significant digits, then a number of at least 1,
-    then the fewest characters."""
+    Plainest: no exponent, then the fewest digits (256 GB, not 250000000 KiB), then a number
+    of at least 1, then the fewest characters."""
     if math.isinf(value) and value > 0:
         return "unlimited"
     if value == 0:
@@ -243,9 +243,9 @@ def fmt_exact(value: float, kind: Kind) -> str:
             if float(text) * factor == value:
                 exponent = "e" in text
                 small = abs(float(text)) < 1
-                mantissa = text.split("e")[0].lstrip("-").replace(".", "").strip("0")
+                digits = sum(c.isdigit() for c in text.split("e")[0])
                 named = unit[:-1] if text == "1" and unit in ("years", "weeks", "days") else unit
-                candidates.append((exponent, len(mantissa), small, len(text), f"{text} {named}"))
+                candidates.append((exponent, digits, small, len(text), f"{text} {named}"))
                 if not exponent:
                     break
     return min(candidates)[4]

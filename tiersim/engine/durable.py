@@ -30,6 +30,8 @@ from tiersim.config.schema import Scenario
 from tiersim.engine.core import link_busy_s, moved
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share
+from tiersim.state.classes import CHECKPOINTED
+from tiersim.state.inventory import homes
 
 MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
 
@@ -40,9 +42,10 @@ def job_gpus(s: Scenario) -> int:
 
 
 def _read_back_s(s: Scenario, setup, per_class: dict[str, int]) -> float:
+    home = homes(s)
     total = 0.0
     for cls, nbytes in per_class.items():
-        route = setup.topo.route(s.checkpoint.target, getattr(s.placement, cls), nbytes)
+        route = setup.topo.route(s.checkpoint.target, home[cls], nbytes)
         total += route.latency_s + nbytes / route.bottleneck
     return total
 
@@ -60,10 +63,8 @@ def _run_length(s: Scenario, setup, plain: StepResult, nbytes: int) -> tuple[int
     measured = s.simulation.warmup_steps
     if s.checkpoint.every_steps == 1:
         return measured + 2, frozenset(range(measured + 2))
-    slowest = min(
-        setup.topo.route(getattr(s.placement, c), s.checkpoint.target).bottleneck
-        for c in ("weights", "master", "optimizer")
-    )
+    home = homes(s)
+    slowest = min(setup.topo.route(home[c], s.checkpoint.target).bottleneck for c in CHECKPOINTED)
     drain_steps = math.ceil(nbytes / slowest / plain.time_s) if plain.time_s > 0 else 1
     return measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1)), frozenset({measured})
 
@@ -109,9 +110,7 @@ def measure_checkpoint(
     `plain_baseline`: `checkpoint_baseline` of the plain run over warm-up + 2 steps, reused
     as the baseline when the checkpoint run is that long."""
     measured = s.simulation.warmup_steps
-    per_class = {
-        c: sum(share(s, u, c) for u in setup.wl.units) for c in ("weights", "master", "optimizer")
-    }
+    per_class = {c: sum(share(s, u, c) for u in setup.wl.units) for c in CHECKPOINTED}
     nbytes = sum(per_class.values())
     steps, marks = _run_length(s, setup, plain, nbytes)
     if plain_baseline is not None and steps == measured + 2:
@@ -172,7 +171,7 @@ def budget_interval(s: Scenario, result: StepResult, run: CheckpointRun) -> int 
     if budget is None or tier.endurance is None or checkpoint == 0:
         return None
     stats = result.tiers.get(target)
-    written = stats.written_by_class if stats else {}
+    written = stats.written_by_source if stats else {}
     per_day = steps_per_day(s, result.time_s)
     w = tier_wear(target, tier, written, result.time_s, per_day)
     allowed = judge(w, budget, tier.endurance.warranty).allowed_host_bytes_per_day / per_day
@@ -232,15 +231,13 @@ def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> Step
 
 
 def _tier_with(ts, peak: int, wrote: int, read: int):
-    written_by = {**ts.written_by_class, "checkpoint": wrote} if wrote else ts.written_by_class
-    read_by = {**ts.read_by_class, "checkpoint": read} if read else ts.read_by_class
     return dataclasses.replace(
         ts,
         peak_bytes=max(ts.peak_bytes, peak),
         bytes_written=ts.bytes_written + wrote,
         bytes_read=ts.bytes_read + read,
-        written_by_class=written_by,
-        read_by_class=read_by,
+        checkpoint_written=wrote,
+        checkpoint_read=read,
     )
 
 

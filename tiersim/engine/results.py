@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tiersim.state.classes import CHECKPOINT_WRITES, state_class
+
 
 @dataclass(frozen=True)
 class LinkStats:
@@ -24,13 +26,32 @@ class TierStats:
     low_bytes: int  # lowest occupancy seen (a check: never below zero)
     bytes_read: int  # per step, all classes
     bytes_written: int  # per step, all classes
-    written_by_class: dict[str, int] = field(default_factory=dict)
+    written_by_class: dict[str, int] = field(default_factory=dict)  # state classes only
     read_by_class: dict[str, int] = field(default_factory=dict)
     checkpoint_bytes: int = 0  # the last durable checkpoint, held here (the target)
+    checkpoint_written: int = 0  # per step, a durable checkpoint's copies (interval-averaged)
+    checkpoint_read: int = 0
+
+    def __post_init__(self) -> None:
+        for name in (*self.written_by_class, *self.read_by_class):
+            state_class(name)  # a name that is no class is an error, not a silent figure
 
     @property
     def fits(self) -> bool:
         return self.peak_bytes <= self.capacity_bytes
+
+    @property
+    def written_by_source(self) -> dict[str, int]:
+        """Bytes written per step by each class, and by checkpoints where any (what wears)."""
+        return _with_checkpoint(self.written_by_class, self.checkpoint_written)
+
+    @property
+    def read_by_source(self) -> dict[str, int]:
+        return _with_checkpoint(self.read_by_class, self.checkpoint_read)
+
+
+def _with_checkpoint(by_class: dict[str, int], checkpoint: int) -> dict[str, int]:
+    return {**by_class, CHECKPOINT_WRITES: checkpoint} if checkpoint else dict(by_class)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from tiersim.config.schema import Scenario
 from tiersim.engine.ops import STREAM, Op, Schedule
 from tiersim.engine.schedule_checkpoint import add_checkpoint
 from tiersim.engine.schedule_optimizer import optimizer_step
+from tiersim.state.inventory import homes
 from tiersim.workload.comms import Comm
 from tiersim.workload.pipeline import stage_schedule
 from tiersim.workload.work import Workload
@@ -42,10 +43,7 @@ class _Builder:
         self.ops: list[Op] = []
         self.gpu = s.hardware.gpu.memory
         self.opt_at = self.gpu if s.placement.optimizer_compute == "gpu" else s.hardware.cpu.memory
-        self.home = {
-            c: getattr(s.placement, c)
-            for c in ("weights", "gradients", "master", "optimizer", "activations")
-        }
+        self.home = homes(s)
         self.last_on: dict[str, int] = {}
         self.uses: list[int] = []  # GPU op index that ends each use, across all steps
         self.use_units: list[int] = []
@@ -179,14 +177,14 @@ class _Builder:
             step,
             self.home["weights"],
             self.gpu,
-            unit.weights_home,
+            unit.homed["weights"],
             gate,
         )
         gather = self.net(
             unit.dp_weights, step, [shard, *gate], alloc=[(self.gpu, unit.weights_full)]
         )
         if shard is not None:
-            self.free_after(gather, self.gpu, unit.weights_home)
+            self.free_after(gather, self.gpu, unit.homed["weights"])
         return gather, False
 
     def release_weights(self, u: int, held: bool, at: int) -> None:
@@ -288,7 +286,7 @@ class _Builder:
         if unit.activations:
             self.free_after(op, self.gpu, unit.activations)
         if grad_read is not None:
-            self.free_after(op, self.gpu, unit.gradients_home)
+            self.free_after(op, self.gpu, unit.homed["gradients"])
         self.release_weights(u, held, op)
         self.end_use(u, op)
         self.net(unit.tp_backward, step, [op], kind="sync")
@@ -310,7 +308,7 @@ class _Builder:
             step,
             self.home["gradients"],
             self.gpu,
-            unit.gradients_home,
+            unit.homed["gradients"],
             [self.grad_last[u], self.prefetch_gate()],
         )
 
@@ -335,7 +333,7 @@ class _Builder:
             step,
             self.gpu,
             self.home["gradients"],
-            unit.gradients_home,
+            unit.homed["gradients"],
             [done],
             alloc_dst=False,
         )

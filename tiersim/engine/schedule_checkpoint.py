@@ -19,29 +19,31 @@ import math
 from typing import Any
 
 from tiersim.config.schema import Scenario
+from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.inventory import sharded_classes
 from tiersim.workload.work import Unit
-
-CLASSES = ("weights", "master", "optimizer")
 
 
 def share(s: Scenario, unit: Unit, cls: str) -> int:
     """Bytes of a unit's class this GPU writes: its shard if the class is sharded; else its
     1/d share of the replica, as distributed checkpointing splits replicated tensors across
     the data-parallel ranks instead of writing d copies."""
-    held = getattr(unit, f"{cls}_home")
+    held = unit.homed[cls]
     if sharded_classes(s)[cls] or s.parallel.data == 1:
         return held
     return math.ceil(held / s.parallel.data)
 
 
 def _sources(builder: Any, u: int) -> list[tuple[str, int, int | None]]:
+    """Each checkpointed class of unit u: its bytes and the op its current version awaits."""
     unit, s = builder.wl.units[u], builder.s
-    return [
-        ("weights", share(s, unit, "weights"), builder.weights_ready[u]),
-        ("master", share(s, unit, "master"), builder.state_ready.get(("master", u))),
-        ("optimizer", share(s, unit, "optimizer"), builder.state_ready.get(("optimizer", u))),
-    ]
+
+    def ready(cls: str) -> int | None:
+        if cls == "weights":
+            return builder.weights_ready[u]
+        return builder.state_ready.get((cls, u))
+
+    return [(c, share(s, unit, c), ready(c)) for c in CHECKPOINTED]
 
 
 def add_checkpoint(builder: Any, step: int) -> None:

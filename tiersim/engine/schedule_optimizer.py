@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tiersim.engine.ops import Op
+from tiersim.state.classes import OPTIMIZER_KEPT
 
 if TYPE_CHECKING:
     from tiersim.engine.schedule import _Builder
@@ -97,10 +98,11 @@ def _fetch_state(
         ready,
     )
     fetched = {}
-    for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
+    for cls in OPTIMIZER_KEPT:
+        n = unit.homed[cls]
         deps = [b.state_ready.get((cls, u)), *ready]
         fetched[cls] = _staged(b, cls, f"fetch {cls} {unit.name}", step, home[cls], n, deps)
-    in_place = unit.master_home == 0 and unit.weights_updated > 0  # no master: read weights
+    in_place = unit.homed["master"] == 0 and unit.weights_updated > 0  # no master: read weights
     weights_in = _staged(
         b,
         "weights",
@@ -136,7 +138,8 @@ def _update(b: _Builder, u: int, step: int, gate: list[int], start: list[int | N
     if grads is not None:
         b.free_after(op, b.opt_at, unit.gradients_for_update)
     released = [op]
-    for cls, n in (("master", unit.master_home), ("optimizer", unit.optimizer_home)):
+    for cls in OPTIMIZER_KEPT:
+        n = unit.homed[cls]
         back = _write_back(b, cls, f"write back {cls} {unit.name}", step, n, [op], fetched[cls], n)
         b.state_ready[(cls, u)] = back if back is not None else op
         released.append(back)

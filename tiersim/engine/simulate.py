@@ -81,7 +81,7 @@ def _prepare(s: Scenario) -> _Setup:
         t: sum(b for c, b in use.classes.items() if c != "activations")
         for t, use in inv.tiers.items()
     }
-    hbm_acts = inv.per_gpu.activations if not _streamed(s, "activations") else 0
+    hbm_acts = inv.per_gpu["activations"] if not _streamed(s, "activations") else 0
     return _Setup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
 
 

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tiersim.core.files import read_regular_file
 from tiersim.groundtruth.calibrate_cpu import optimizer_figures
 from tiersim.groundtruth.figure import Figure, first_line, timed
 
@@ -104,6 +105,22 @@ def host_memory_bandwidth(size: int, repeats: int, threads: int) -> Figure:
         tuple(moved / t for t in times),
         f"numpy copy of {n * 8:,} B with {threads} thread(s); read + write bytes per second",
     )
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the host can give a new allocation now without swapping: Linux's
+    MemAvailable, else the free pages; None where neither can be read."""
+    try:
+        text = read_regular_file(Path("/proc/meminfo"), 2**16, "meminfo").decode()
+        for line in text.splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # the kernel writes kB for KiB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def physical_memory() -> int | None:

@@ -59,14 +59,15 @@ from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes
 from tiersim.groundtruth.calibrate import physical_memory
+from tiersim.state.classes import OPTIMIZER_NAMES, PLACED
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import Transformer, build_model
 
 DTYPES = ("bf16", "fp32")
-OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "adafactor")
+OPTIMIZERS = tuple(n for n in OPTIMIZER_NAMES if n != "lion")  # torch.optim has no Lion
 ATTENTION = ("sdpa", "math")
 DEVICES = ("auto", "cpu", "cuda")
-CLASSES = ("weights", "gradients", "master", "optimizer", "activations")
+CLASSES = PLACED  # what a real training step holds and measure compares (no workspace)
 SOURCE = "tiersim measure"
 
 
@@ -179,7 +180,7 @@ def _check_measurable(s: Scenario) -> None:
 
 def predicted_bytes(s: Scenario) -> dict[str, int]:
     per_gpu = build_inventory(s).per_gpu
-    return {cls: getattr(per_gpu, cls) for cls in CLASSES}
+    return {cls: per_gpu[cls] for cls in CLASSES}
 
 
 def needed_bytes(s: Scenario) -> int:

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tiersim.core.errors import InputError, Problem
+from tiersim.config.yamlfile import read_yaml
+from tiersim.core.errors import InputError, Problem, shown
 
 REFERENCES = "references.yaml"
 MEAN_ERROR_TARGET = 0.10
@@ -73,7 +72,9 @@ def published_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "scenarios" / "published"
 
 
-def _entry_problems(name: str, entry: Any, folder: Path) -> list[Problem]:
+def _entry_problems(name: Any, entry: Any, folder: Path) -> list[Problem]:
+    if not isinstance(name, str) or not name.strip():
+        return [Problem(shown(name), "expected a scenario file name as the key")]
     if not isinstance(entry, dict):
         return [Problem(name, "expected a mapping with iteration_time_s, derived, source")]
     problems = [Problem(name, f"unknown key '{k}'") for k in sorted(set(entry) - _KEYS)]
@@ -95,11 +96,12 @@ def _entry_problems(name: str, entry: Any, folder: Path) -> list[Problem]:
 def load_references(folder: Path | None = None) -> list[Reference]:
     """Every reference in `folder`/references.yaml, in file order; all problems at once."""
     folder = Path(folder) if folder is not None else published_dir()
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        why = f"{what} (expected a folder holding {REFERENCES} and its scenarios)"
+        raise InputError("--folder", [Problem(str(folder), why)])
     path = folder / REFERENCES
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise InputError(str(path), [Problem("", "file not found")]) from None
+    raw = read_yaml(path, str(path))
     if not isinstance(raw, dict) or not raw:
         raise InputError(str(path), [Problem("", "expected a mapping: scenario file -> entry")])
     problems = [p for name, entry in raw.items() for p in _entry_problems(name, entry, folder)]

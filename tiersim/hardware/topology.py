@@ -17,6 +17,7 @@ import networkx as nx
 
 from tiersim.config.schema import Hardware, Scenario
 from tiersim.core.errors import Problem
+from tiersim.state.classes import CHECKPOINTED, STATE_CLASSES
 
 Resource = tuple[str, ...]  # ("read", tier) | ("write", tier) | ("link", name, "a->b") | ...
 
@@ -160,18 +161,21 @@ def placement_problems(s: Scenario, topo: Topology) -> list[Problem]:
     """Every movement the placement implies must have a route (else exit 2, with the reason)."""
     gpu, cpu = s.hardware.gpu.memory, s.hardware.cpu.memory
     where = gpu if s.placement.optimizer_compute == "gpu" else cpu
+    home = s.placement.model_dump()
     needs = [
-        (f"placement.{c}", getattr(s.placement, c), gpu, f"the GPU ({gpu})")
-        for c in ("weights", "gradients", "activations")
+        (f"placement.{c.name}", home[c.name], gpu, f"the GPU ({gpu})")
+        for c in STATE_CLASSES
+        if c.placed and c.compute
     ]
     needs += [
         (
-            f"placement.{c}",
-            getattr(s.placement, c),
+            f"placement.{c.name}",
+            home[c.name],
             where,
             f"where the optimizer runs ({s.placement.optimizer_compute}: {where})",
         )
-        for c in ("weights", "gradients", "master", "optimizer")
+        for c in STATE_CLASSES
+        if c.placed and c.precision is not None
     ]
     problems = []
     for path, home, other, what in needs:
@@ -201,7 +205,8 @@ def _checkpoint_route_problems(s: Scenario, topo: Topology) -> list[Problem]:
     ck, tiers = s.checkpoint, s.hardware.tiers
     if not s.checkpoint_simulated or ck.target not in tiers:
         return []
-    hops = [(getattr(s.placement, c), ck.target) for c in ("weights", "master", "optimizer")]
+    home = s.placement.model_dump()
+    hops = [(home[c], ck.target) for c in CHECKPOINTED]
     if ck.mode == "async" and ck.staging in tiers:
         hops = [(home, ck.staging) for home, _ in hops] + [(ck.staging, ck.target)]
     missing = sorted({(a, b) for a, b in hops if a in tiers and not topo.route(a, b)})

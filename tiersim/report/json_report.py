@@ -11,8 +11,8 @@ from typing import Any
 
 from tiersim import __version__
 from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
-from tiersim.config.schema import Scenario
-from tiersim.engine.results import StepResult
+from tiersim.config.schema import Scenario, Tier
+from tiersim.engine.results import StepResult, TierStats
 from tiersim.report.wear import json_number, wear_section
 from tiersim.state.inventory import Inventory, model_summary
 from tiersim.state.model import build_model
@@ -100,25 +100,37 @@ def link_bandwidth(s: Scenario, name: str) -> float:
     return link.bandwidth if link is not None else capacities(s)[("net", name)]
 
 
+def bandwidth_share(nbytes: float, bandwidth: float, step_s: float) -> float | None:
+    """The share of a resource's bandwidth used over the step: bytes / (bandwidth x step time);
+    None for an unlimited resource or a step of no time."""
+    if not math.isfinite(bandwidth) or step_s <= 0:
+        return None
+    return nbytes / (bandwidth * step_s)
+
+
 def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        name: {
+    out: dict[str, Any] = {}
+    for name, ls in r.links.items():
+        bw = link_bandwidth(s, name)
+        out[name] = {
             "bytes": ls.bytes,
             "busy_s": ls.busy_s,
             "utilization": ls.utilization,
             # JSON has no infinity: an unlimited link is null
-            "bandwidth_per_direction": json_number(link_bandwidth(s, name)),
+            "bandwidth_per_direction": json_number(bw),
             "bytes_by_direction": ls.bytes_by_direction,
+            # bytes / (bandwidth x step) per direction: `utilization` is the time it is busy
+            "bandwidth_utilization_by_direction": {
+                d: bandwidth_share(n, bw, r.time_s) for d, n in ls.bytes_by_direction.items()
+            },
         }
-        for name, ls in r.links.items()
-    }
     if "network" in out:  # how many of the node's NICs one GPU's rings drive at once
         out["network"]["nics_per_gpu"] = network_nics(s)
         out["network"]["nic_bandwidth"] = s.hardware.network.inter_node_bandwidth
     return out
 
 
-def run_tiers_section(inv: Inventory, r: StepResult) -> dict[str, Any]:
+def run_tiers_section(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     out = {}
     for name, ts in r.tiers.items():
         out[name] = {
@@ -131,11 +143,49 @@ def run_tiers_section(inv: Inventory, r: StepResult) -> dict[str, Any]:
             "fits": ts.fits and inv.tiers[name].fits,
             "bytes_read_per_step": ts.bytes_read,
             "bytes_written_per_step": ts.bytes_written,
-            "read_by_class": ts.read_by_class,
-            "written_by_class": ts.written_by_class,
+            "read_by_class": ts.read_by_source,
+            "written_by_class": ts.written_by_source,
             "classes": inv.tiers[name].classes,
+            "ports": ports_section(s.hardware.tiers[name], ts, r.time_s),
         }
     return out
+
+
+def ports_section(tier: Tier, ts: TierStats, step_s: float) -> dict[str, Any]:
+    """A tier's read and write ports over the step: what crossed each (transfers only, not the
+    GPU's kernels reading its own memory), the time that takes at the port's full bandwidth,
+    and the share of its bandwidth used (a port is what binds a transfer slower than its link:
+    HBF's write port under the HBF link)."""
+    out = {}
+    for port, bw, nbytes in (
+        ("read", tier.read_bw, ts.bytes_read),
+        ("write", tier.write_bw, ts.bytes_written),
+    ):
+        out[port] = {
+            "bandwidth": json_number(bw),
+            "bytes_per_step": nbytes,
+            "full_rate_s": nbytes / bw if math.isfinite(bw) else 0.0,
+            "bandwidth_utilization": bandwidth_share(nbytes, bw, step_s),
+        }
+    return out
+
+
+def bottleneck(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The tier port or link direction whose bandwidth the step uses most (None when nothing
+    with a finite bandwidth moved anything)."""
+    found: list[tuple[float, str, str]] = []
+    for name, tier in report["tiers"].items():
+        for port, figures in tier["ports"].items():
+            if figures["bandwidth_utilization"]:
+                found.append((figures["bandwidth_utilization"], f"{name} {port} port", "port"))
+    for name, link in report["links"].items():
+        for direction, share in link["bandwidth_utilization_by_direction"].items():
+            if share:
+                found.append((share, f"{name} link {direction}", "link"))
+    if not found:
+        return None
+    share, resource, kind = max(found)
+    return {"resource": resource, "kind": kind, "bandwidth_utilization": share}
 
 
 def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
@@ -182,10 +232,11 @@ def target_wear_at_optimum(
 
 def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     report = inventory_report(s, inv)
-    report["tiers"] = run_tiers_section(inv, r)
+    report["tiers"] = run_tiers_section(s, inv, r)
     report["fits"] = all(t["fits"] for t in report["tiers"].values())
     report["step"] = step_section(s, r)
     report["links"] = links_section(s, r)
+    report["step"]["bottleneck"] = bottleneck(report)
     report["wear"] = wear_section(s, r)
     report["checkpoint"] = checkpoint_report(s, r)
     if report["checkpoint"] is not None:

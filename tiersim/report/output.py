@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,33 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class FolderBusy(Exception):
+    """Another tiersim process holds the folder's lock: a run or a sweep is writing there."""
+
+
+def lock_folder(folder: Path) -> int:
+    """An exclusive lock on the folder (which must exist), held until the returned descriptor
+    is closed: one writer at a time, whether a `run --out` or a sweep. Raises FolderBusy."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise FolderBusy(str(folder)) from None
+    return fd
+
+
+@contextlib.contextmanager
+def locked_folder(folder: Path) -> Iterator[None]:
+    """`folder`, made if need be, locked for the duration (see lock_folder)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = lock_folder(folder)
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_run(folder: Path, scenario: Scenario, source: str, report_json: str) -> None:

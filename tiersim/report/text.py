@@ -7,25 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.config.schema import STATE_CLASSES, Scenario
+from tiersim.config.schema import Scenario
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate, fmt_time
 from tiersim.report.table import render
 from tiersim.report.wear import fmt_days
-from tiersim.state.inventory import ZERO_SHARDS, Inventory
+from tiersim.state.classes import NAMES, zero_sharded
+from tiersim.state.inventory import Inventory, homes
 
 
 def inventory_tables(s: Scenario, inv: Inventory) -> str:
-    homes = {c: getattr(s.placement, c) for c in STATE_CLASSES if c != "workspace"}
-    homes["workspace"] = s.hardware.gpu.memory
+    home_of = homes(s)
     rows = [
         [
             cls,
-            fmt_bytes(getattr(inv.dense, cls)),
-            fmt_bytes(getattr(inv.per_gpu, cls)),
+            fmt_bytes(inv.dense[cls]),
+            fmt_bytes(inv.per_gpu[cls]),
             "yes" if inv.sharded.get(cls) else "no",
-            homes[cls],
+            home_of[cls],
         ]
-        for cls in STATE_CLASSES
+        for cls in NAMES
     ]
     rows.append(["total", fmt_bytes(inv.dense.total), fmt_bytes(inv.per_gpu.total), "", ""])
     par = s.parallel
@@ -62,7 +62,7 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
 def _sharding(s: Scenario, inv: Inventory) -> str:
     """'ZeRO 2', or with per-class overrides what is sharded in fact: 'ZeRO 0 + weights'."""
     stage = s.parallel.zero_stage
-    by_stage = set(ZERO_SHARDS[stage])
+    by_stage = set(zero_sharded(stage))
     actual = {c for c, on in inv.sharded.items() if on}
     if actual == by_stage:
         return f"ZeRO {stage}"
@@ -141,7 +141,8 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
 def step_tables(report: dict[str, Any]) -> str:
     """`tiersim run`'s table output: the step, links, tiers, then the sentences."""
     step = render(["", "time", "share"], _step_rows(report["step"]), _step_head(report))
-    return "\n\n".join([step, _link_table(report), _tier_table(report), *_sentences(report)])
+    tables = [step, _link_table(report), _tier_table(report), _port_table(report)]
+    return "\n\n".join([*tables, *_sentences(report)])
 
 
 def _link_table(report: dict[str, Any]) -> str:
@@ -153,10 +154,12 @@ def _link_table(report: dict[str, Any]) -> str:
             fmt_bytes(v["bytes"]),
             fmt_time(v["busy_s"]),
             f"{100 * v['utilization']:.1f} %",
+            _share(max(v["bandwidth_utilization_by_direction"].values(), key=_or_zero, default=0)),
         ]
         for n, v in links
     ]
-    table = render(["link", "bandwidth/dir", "bytes/step", "busy", "utilization"], rows)
+    header = ["link", "bandwidth/dir", "bytes/step", "busy", "utilization", "bandwidth used"]
+    table = render(header, rows)
     network = report["links"].get("network")
     if network and network["nics_per_gpu"] > 1:
         table += "\n" + _network_note(network)
@@ -178,6 +181,41 @@ def _tier_table(report: dict[str, Any]) -> str:
     ]
     header = ["tier", "resident", "peak", "capacity", "read/step", "written/step", "fits"]
     return render(header, rows)
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def _or_zero(x: float | None) -> float:
+    return 0.0 if x is None else x
+
+
+def _port_table(report: dict[str, Any]) -> str:
+    """Every tier port something crossed: a port slower than its link is what binds (HBF's
+    write port), which the link's busy time alone does not show."""
+    rows = [
+        [
+            f"{n} {port}",
+            _bandwidth(p["bandwidth"]),
+            fmt_bytes(p["bytes_per_step"]),
+            fmt_time(p["full_rate_s"]),
+            _share(p["bandwidth_utilization"]),
+        ]
+        for n, v in report["tiers"].items()
+        for port, p in v["ports"].items()
+        if p["bytes_per_step"]
+    ]
+    header = ["tier port", "bandwidth", "bytes/step", "at full rate", "bandwidth used"]
+    table = render(header, rows)
+    neck = report["step"].get("bottleneck")
+    if neck:
+        table += (
+            f"\nbottleneck: the {neck['resource']}, {_share(neck['bandwidth_utilization'])} of "
+            "its bandwidth over the step (bandwidth used = bytes / (bandwidth x step time); "
+            "links' utilization is the time they are busy)"
+        )
+    return table
 
 
 def _sentences(report: dict[str, Any]) -> list[str]:

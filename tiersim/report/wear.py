@@ -19,6 +19,7 @@ from tiersim.analysis.wear import (
 from tiersim.config.schema import Scenario
 from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes
 from tiersim.engine.results import StepResult
+from tiersim.state.classes import CHECKPOINT_WRITES, STATE_CLASSES
 
 
 def json_number(x: float | None) -> float | None:
@@ -95,11 +96,7 @@ def wear_section(scenario: Scenario, result: StepResult) -> dict[str, dict[str, 
 # --- the verdict, in a sentence a planner can paste ---------------------------------------------
 
 _TIER_LABELS = {"hbf": "HBF", "nvme": "NVMe", "dram": "DRAM", "hbm": "HBM"}
-_CLASS_LABELS = {
-    "master": "master weights",
-    "optimizer": "optimizer state",
-    "checkpoint": "checkpoints",
-}
+_CLASS_LABELS = {c.name: c.what for c in STATE_CLASSES} | {CHECKPOINT_WRITES: "checkpoints"}
 
 
 def fmt_days(days: float | None) -> str:

@@ -8,35 +8,40 @@ Sharded byte counts are rounded up (ZeRO pads partitions to equal size).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
-from tiersim.config.schema import PRECISION_BYTES, SHARDED_CLASSES, Scenario
+from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.state.classes import (
+    NAMES,
+    OPTIMIZER_BY_NAME,
+    PER_PARAMETER,
+    SHARDABLE,
+    STATE_CLASSES,
+    zero_sharded,
+)
 from tiersim.state.model import GenericModel, Matrix, Model, Transformer, build_model
-
-ZERO_SHARDS = {
-    0: (),
-    1: ("optimizer", "master"),
-    2: ("optimizer", "master", "gradients"),
-    3: ("optimizer", "master", "gradients", "weights"),
-}
-OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "sgd": 0, "sgd_momentum": 1, "lion": 1}
 
 
 @dataclass(frozen=True)
 class ClassBytes:
-    weights: int
-    gradients: int
-    master: int
-    optimizer: int
-    activations: int
-    workspace: int
+    """Bytes of every state class, in the table's order (`bytes["weights"]`)."""
+
+    by_class: Mapping[str, int]
+
+    def __post_init__(self) -> None:
+        if tuple(self.by_class) != NAMES:
+            raise ValueError(f"bytes for {tuple(self.by_class)} (expected {NAMES})")
+
+    def __getitem__(self, name: str) -> int:
+        return self.by_class[name]
 
     @property
     def total(self) -> int:
-        return sum(asdict(self).values())
+        return sum(self.by_class.values())
 
     def as_dict(self) -> dict[str, int]:
-        return {**asdict(self), "total": self.total}
+        return {**self.by_class, "total": self.total}
 
 
 @dataclass(frozen=True)
@@ -73,18 +78,32 @@ def master_bytes(s: Scenario) -> int:
     return PRECISION_BYTES[prec.master]
 
 
+def raw_parameter_bytes(s: Scenario, mats: list[Matrix]) -> dict[str, int]:
+    """Bytes of each per-parameter class for these tensors, before sharding."""
+    prec = s.training.precision.model_dump()
+    params = sum(m.size for m in mats)
+    per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}
+    per_value["master"] = master_bytes(s)
+    values = {c: params for c in PER_PARAMETER}
+    values["optimizer"] = optimizer_values(s.training.optimizer, mats)
+    return {c: values[c] * per_value[c] for c in PER_PARAMETER}
+
+
 def optimizer_values(optimizer: str, matrices: list[Matrix]) -> int:
     """Optimizer state values for these tensors (Adafactor keeps row + column statistics)."""
-    if optimizer == "adafactor":
+    per_parameter = OPTIMIZER_BY_NAME[optimizer].values_per_parameter
+    if per_parameter is None:  # factored (Adafactor)
         return sum((m.rows + m.cols if m.cols > 1 else m.rows) * m.count for m in matrices)
-    return OPTIMIZER_STATES[optimizer] * sum(m.size for m in matrices)
+    return per_parameter * sum(m.size for m in matrices)
 
 
 def sharded_classes(s: Scenario) -> dict[str, bool]:
-    by_stage = ZERO_SHARDS[s.parallel.zero_stage]
+    """Whether each shardable class is sharded: as the ZeRO stage says, or as `shard` sets."""
+    by_stage = zero_sharded(s.parallel.zero_stage)
+    overrides = s.parallel.shard.model_dump()
     out = {}
-    for cls in SHARDED_CLASSES:
-        override = getattr(s.parallel.shard, cls)
+    for cls in SHARDABLE:
+        override = overrides[cls]
         out[cls] = (cls in by_stage) if override is None else override
     return out
 
@@ -166,16 +185,10 @@ def layer_activation_bytes(s: Scenario, model: Model) -> float:
 def _class_bytes(
     s: Scenario, mats: list[Matrix], activations: int, shards: dict[str, bool], data: int
 ) -> ClassBytes:
-    prec = s.training.precision
-    params = sum(m.size for m in mats)
-    raw = {
-        "weights": params * PRECISION_BYTES[prec.weights],
-        "gradients": params * PRECISION_BYTES[prec.gradients],
-        "master": params * master_bytes(s),
-        "optimizer": optimizer_values(s.training.optimizer, mats) * PRECISION_BYTES[prec.optimizer],
-    }
+    raw = raw_parameter_bytes(s, mats)
     sharded = {k: math.ceil(v / data) if shards.get(k) else v for k, v in raw.items()}
-    return ClassBytes(**sharded, activations=activations, workspace=int(s.training.workspace))
+    other = {"activations": activations, "workspace": int(s.training.workspace)}
+    return ClassBytes({c: sharded[c] if c in sharded else other[c] for c in NAMES})
 
 
 def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
@@ -199,15 +212,18 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, flo
     return per_gpu, inflight, sum(m.size for m in mats)
 
 
+def homes(s: Scenario) -> dict[str, str]:
+    """The tier each state class lives in: its placement, or GPU memory for one not placed."""
+    placement = s.placement.model_dump()
+    gpu = s.hardware.gpu.memory
+    return {c.name: placement[c.name] if c.placed else gpu for c in STATE_CLASSES}
+
+
 def tier_use(s: Scenario, per_gpu: ClassBytes) -> dict[str, TierUse]:
-    homes = {
-        cls: getattr(s.placement, cls)
-        for cls in ("weights", "gradients", "master", "optimizer", "activations")
-    }
-    homes["workspace"] = s.hardware.gpu.memory
+    home_of = homes(s)
     out = {}
     for name, tier in s.hardware.tiers.items():
-        classes = {c: getattr(per_gpu, c) for c, home in homes.items() if home == name}
+        classes = {c: per_gpu[c] for c, home in home_of.items() if home == name}
         out[name] = TierUse(tier.capacity, sum(classes.values()), classes)
     return out
 

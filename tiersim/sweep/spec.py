@@ -21,18 +21,21 @@ from __future__ import annotations
 import copy
 import difflib
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tiersim.config.load import read_yaml, resolve, set_path
-from tiersim.core.errors import InputError, Problem
+from tiersim.core import limits
+from tiersim.core.errors import InputError, Problem, shown
 from tiersim.sweep.duplicates import grid_problems, zip_problems
 from tiersim.sweep.paths import path_problem
 
-SWEEP_KEYS = ("name", "base", "set", "grid", "zip")
+SWEEP_KEYS = ("name", "base", "set", "grid", "zip", "max_points")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
+MAX_NAME_CHARS = 255  # a file name's limit on common file systems (NAME_MAX)
 
 
 @dataclass(frozen=True)
@@ -84,24 +87,30 @@ def is_sweep(raw: Any) -> bool:
     return isinstance(raw, dict) and any(k in raw for k in ("base", "grid", "zip"))
 
 
-def load_sweep(path: str | Path) -> SweepSpec:
+def load_sweep(path: str | Path, max_points: int | None = None) -> SweepSpec:
     path = Path(path)
-    return read_sweep(read_yaml(path, str(path)), path)
+    return read_sweep(read_yaml(path, str(path)), path, max_points)
 
 
-def read_sweep(raw: Any, path: Path) -> SweepSpec:
-    """Check a parsed sweep file: keys, base scenario, lists, and every path against the schema."""
-    spec, problems = read_sweep_partly(raw, path)
+def read_sweep(raw: Any, path: Path, max_points: int | None = None) -> SweepSpec:
+    """Check a parsed sweep file: keys, base scenario, lists, and every path against the schema.
+
+    `max_points` (`--max-points`) bounds the points, over the file's `max_points:` and the
+    default, limits.SWEEP_POINTS; a sweep over it is refused before any point is made."""
+    spec, problems = read_sweep_partly(raw, path, max_points)
     if problems or spec is None:
         raise InputError(str(path), problems)
     return spec
 
 
-def read_sweep_partly(raw: Any, path: Path) -> tuple[SweepSpec | None, list[Problem]]:
+def read_sweep_partly(
+    raw: Any, path: Path, max_points: int | None = None
+) -> tuple[SweepSpec | None, list[Problem]]:
     """The file's problems, and the sweep over the axes that have none (None without a usable
-    base or axis), so that `validate` can also build its points and report their problems."""
+    base or axis, or over the point limit), so that `validate` can also build its points and
+    report their problems."""
     try:
-        return _read_sweep(raw, path), []
+        return _read_sweep(raw, path, max_points), []
     except _Partial as partial:
         return partial.spec, partial.problems
 
@@ -111,7 +120,7 @@ class _Partial(Exception):
         self.spec, self.problems = spec, problems
 
 
-def _read_sweep(raw: Any, path: Path) -> SweepSpec:
+def _read_sweep(raw: Any, path: Path, max_points: int | None) -> SweepSpec:
     source = str(path)
     if not isinstance(raw, dict):
         got = type(raw).__name__
@@ -131,6 +140,9 @@ def _read_sweep(raw: Any, path: Path) -> SweepSpec:
     if "grid" not in raw and "zip" not in raw:
         problems.append(Problem("", "nothing to sweep: give 'grid' and/or 'zip'"))
     _zip_row_problems(zipped, problems)
+    too_many = _count_problem(grid, zipped, _point_limit(raw, max_points, problems))
+    if too_many:  # before anything is made per point: 10^9 of them would fill the memory
+        raise _Partial(None, [*problems, too_many])
     all_paths = [(f"set.{p}", p) for p in fixed] + [
         (f"{a.group}.{a.path}", a.path) for a in grid + zipped
     ]
@@ -166,6 +178,33 @@ def _sound_part(source, name, base_path, base, grid, zipped, problems) -> SweepS
     return SweepSpec(source, name, base_path, base, tuple(grid), tuple(zipped))
 
 
+def _point_limit(raw: dict[str, Any], given: int | None, problems: list[Problem]) -> int:
+    """--max-points, else the file's `max_points:`, else the default."""
+    in_file = raw.get("max_points")
+    usable = isinstance(in_file, int) and not isinstance(in_file, bool) and in_file >= 1
+    if in_file is not None and not usable:
+        what = f"expected a whole number of points >= 1 (got {shown(in_file)})"
+        problems.append(Problem("max_points", what))
+    if given is not None:
+        return given
+    return in_file if usable else limits.SWEEP_POINTS
+
+
+def _count_problem(grid: list[Axis], zipped: list[Axis], limit: int) -> Problem | None:
+    """The grid product (times the zip rows) counted, not made, against the limit."""
+    count = math.prod(len(a.values) for a in grid) * max((len(a.values) for a in zipped), default=1)
+    if count <= limit:
+        return None
+    shape = [" x ".join(str(len(a.values)) for a in grid)] if grid else []
+    shape += [f"zip {max(len(a.values) for a in zipped)}"] if zipped else []
+    what = (
+        f"{count:,} points ({' and '.join(shape)}) are more than the {limit:,} a sweep may have "
+        "(expected fewer values; to run that many, raise the bound with --max-points N or "
+        "max_points: N in the sweep file)"
+    )
+    return Problem("grid" if grid else "zip", what)
+
+
 def _top_level_problems(raw: dict[str, Any]) -> list[Problem]:
     problems = []
     for key in raw:
@@ -178,7 +217,13 @@ def _top_level_problems(raw: dict[str, Any]) -> list[Problem]:
     name = raw.get("name")
     usable = isinstance(name, str) and NAME_PATTERN.match(name) and name not in (".", "..")
     if name is not None and not usable:
-        problems.append(Problem("name", f"expected letters, digits, '_', '.', '-' (got {name!r})"))
+        problems.append(
+            Problem("name", f"expected letters, digits, '_', '.', '-' (got {shown(name)})")
+        )
+    elif usable and len(name) > MAX_NAME_CHARS:
+        limit = f"expected at most {MAX_NAME_CHARS}: it names the results folder"
+        what = f"a name of {len(name)} characters ({limit})"
+        problems.append(Problem("name", what))
     return problems
 
 
@@ -189,7 +234,9 @@ def _read_base(value: Any, folder: Path, problems: list[Problem]) -> tuple[Path,
         )
         return folder, None
     if not isinstance(value, str) or not value.strip():
-        problems.append(Problem("base", f"expected the path of a scenario file (got {value!r})"))
+        problems.append(
+            Problem("base", f"expected the path of a scenario file (got {shown(value)})")
+        )
         return folder, None
     base_path = Path(value) if Path(value).is_absolute() else folder / value
     try:
@@ -240,7 +287,9 @@ def _axes(raw: dict[str, Any], section: str, problems: list[Problem]) -> list[Ax
     for path_text, values in _entries(raw, section, problems, want_list=True).items():
         where = f"{section}.{path_text}"
         if not isinstance(values, list) or not values:
-            problems.append(Problem(where, f"expected a non-empty list of values (got {values!r})"))
+            problems.append(
+                Problem(where, f"expected a non-empty list of values (got {shown(values)})")
+            )
             continue
         if section == "grid":  # a zip's repeats are whole rows, checked once lengths agree
             problems += grid_problems(where, values)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import fcntl
 import io
 import json
 import os
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tiersim.core.errors import InputError, Problem
+from tiersim.report.output import FolderBusy, lock_folder
 from tiersim.sweep.worker import PointResult
 
 LOG_NAME = "results.jsonl"
@@ -198,16 +198,13 @@ def _line(entry: dict[str, Any]) -> bytes:
 
 
 def _lock_folder(out: Path) -> int:
-    """An exclusive lock on the folder, held until the descriptor closes: one sweep at a time."""
-    fd = os.open(out, os.O_RDONLY)
+    """An exclusive lock on the folder, held until the descriptor closes: one writer at a time
+    (a `tiersim run --out` takes the same lock)."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise InputError(
-            str(out), [Problem("--out", "another sweep is writing to this folder right now")]
-        ) from None
-    return fd
+        return lock_folder(out)
+    except FolderBusy:
+        what = "another sweep (or a tiersim run) is writing to this folder right now"
+        raise InputError(str(out), [Problem("--out", what)]) from None
 
 
 def tidy(rows: list[dict[str, Any]], columns: list[str]) -> dict[str, list[Any]]:

@@ -19,6 +19,8 @@ OBJECTIVES = (
     ("checkpoint.goodput", max, "highest goodput"),
     ("inventory.per_gpu.total", min, "least state per GPU"),
 )
+# seconds per step: comparable only between steps that process the same number of tokens
+PER_STEP = ("step.time_s", "step.exposed_transfer_s")
 MAX_CHANGES = 12
 
 
@@ -39,18 +41,45 @@ def fits(row: dict[str, Any]) -> bool:
     )
 
 
+def within_budgets(row: dict[str, Any]) -> bool:
+    """Whether a point holds every flash write budget it has (`wear.<tier>.within_budget`)."""
+    return all(
+        v is not False
+        for k, v in row.items()
+        if k.startswith("wear.") and k.endswith(".within_budget")
+    )
+
+
 def _ranked(table: Table) -> list[dict[str, Any]]:
-    """The points that may be best: those that ran and fit (a point that does not fit is a
-    result, but its step time is that of a configuration that cannot run)."""
-    return [r for r in table.rows if r["status"] == OK and fits(r)]
+    """The points that may be best: those that ran, fit and hold every write budget (a point
+    that does not fit, or wears its flash out too soon, is a result, but not a configuration
+    to run)."""
+    return [r for r in table.rows if r["status"] == OK and fits(r) and within_budgets(r)]
+
+
+def tokens_per_step(row: dict[str, Any]) -> float | None:
+    rate, time_s = row.get("step.tokens_per_s"), row.get("step.time_s")
+    return rate * time_s if _number(rate) and _number(time_s) else None
+
+
+def same_tokens(rows: list[dict[str, Any]]) -> bool:
+    """Whether the steps of the rows that say (tokens/s and step time) process the same number
+    of tokens, so that seconds per step compare the same work."""
+    known = [c for c in map(tokens_per_step, rows) if c is not None]
+    return not known or max(known) - min(known) <= TIE * max(known)
 
 
 def best_points(table: Table) -> list[tuple[str, str, dict[str, Any], int]]:
     """(objective, column, row, how many points tie with it) for each objective the results
-    have, among the points that fit; the first of the tied points in sweep order is shown."""
+    have, among the points that fit and hold their budgets; the first of the tied points in
+    sweep order is shown. Seconds per step are ranked only where every step does the same
+    tokens (else tokens/s compares them)."""
     ok = _ranked(table)
+    comparable = same_tokens(ok)
     best = []
     for column, better, label in OBJECTIVES:
+        if column in PER_STEP and not comparable:
+            continue
         candidates = [r for r in ok if _number(r.get(column))]
         top = better((r[column] for r in candidates), default=None)
         if top is None:
@@ -121,9 +150,7 @@ def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
             for label, column, row, ties in best
         ]
         parts.append(render(["best", "value", "point", "swept values"], rows))
-    unfit = sum(1 for r in table.rows if r["status"] == OK and not fits(r))
-    if unfit:
-        parts.append(f"{unfit} point(s) do not fit a tier (column fits): not ranked as best")
+    parts += _left_out(table)
     changes = verdict_changes(spec, points, table)
     if changes:
         more = len(changes) - MAX_CHANGES
@@ -136,6 +163,25 @@ def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
         first = failed[0]
         parts.append(f"first failed point: {first['point']} ({first['status']}): {first['error']}")
     return "\n\n".join(parts)
+
+
+def _left_out(table: Table) -> list[str]:
+    """Lines saying which points that ran were not ranked, and why; and per-step objectives
+    left out because the steps do different work."""
+    ran = [r for r in table.rows if r["status"] == OK]
+    unfit = sum(not fits(r) for r in ran)
+    over = sum(fits(r) and not within_budgets(r) for r in ran)
+    reasons = [f"{unfit} do not fit a tier (column fits)"] if unfit else []
+    if over:
+        reasons.append(f"{over} fit but exceed a flash write budget (wear.<tier>.within_budget)")
+    lines = [f"not ranked as best: {'; '.join(reasons)}"] if reasons else []
+    counts = [c for c in map(tokens_per_step, _ranked(table)) if c is not None]
+    if not same_tokens(_ranked(table)) and counts:
+        lines.append(
+            f"shortest step and least exposed transfer not ranked: the steps process "
+            f"{min(counts):,.0f} to {max(counts):,.0f} tokens (most tokens/s compares them)"
+        )
+    return lines
 
 
 def _values(table: Table, row: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,9 @@ backwards, with whatever offload stalls they carry), then add the idle time the 
 schedule imposes on it, `evaluate` run with per-(stage, chunk) times (the output head makes
 the last stage's last chunk heavier) and its sends: the stage's step time minus its own work,
 split at its last backward (`tiersim.workload.work`). `evaluate` is O(p·v·m) (p = 64, m = 512:
-about 0.15 s).
+about 0.15 s); the engine uses `pipeline_steady.evaluate_steady`, the same figures from a
+schedule of about p + 4 micro-batches (3p + 2p interleaved) whose steady phase is verified to
+repeat, whatever m.
 """
 
 from __future__ import annotations
@@ -178,7 +180,9 @@ def exposed_p2p_s(
     p2p_s: float,
 ) -> float:
     """Step time that point-to-point transfers of p2p_s each add to a uniform pipeline."""
-    timed = evaluate(pipeline, micro_batches, virtual, forward_s, backward_s, p2p_s).step_s
+    from tiersim.workload.pipeline_steady import evaluate_steady  # it builds on this module
+
+    timed = evaluate_steady(pipeline, micro_batches, virtual, forward_s, backward_s, p2p_s).step_s
     return timed - step_time(pipeline, micro_batches, virtual, forward_s, backward_s)
 
 
@@ -231,17 +235,43 @@ def evaluate(
     `forward_s` / `backward_s`: one micro-batch through one chunk: one value, one per stage,
     or one per stage and chunk (the output head makes the last stage's last chunk heavier).
     Sends are asynchronous: a stage never waits for its own send to land, only for the input
-    it needs. Work is O(p·v·m).
+    it needs. Work is O(p·v·m); `tiersim.workload.pipeline_steady.evaluate_steady` gives the
+    same step and finishes at a cost independent of m.
     """
     fwd = _per_chunk(forward_s, pipeline, virtual, "forward_s")
     bwd = _per_chunk(backward_s, pipeline, virtual, "backward_s")
     if p2p_s < 0:
         raise ValueError(f"p2p_s(={p2p_s}) must be >= 0")
+    starts, ends = timeline(pipeline, micro_batches, virtual, fwd, bwd, p2p_s)
+    return PipelineTiming(
+        step_s=max(e[-1] for e in ends),
+        busy_s=busy(micro_batches, fwd, bwd),
+        finish_s=tuple(e[-1] for e in ends),
+        starts=tuple(tuple(s) for s in starts),
+    )
+
+
+def busy(micro_batches: int, fwd: list[list[float]], bwd: list[list[float]]) -> tuple:
+    """Compute time per stage: m micro-batches through each of its chunks."""
+    return tuple(micro_batches * (sum(f) + sum(b)) for f, b in zip(fwd, bwd, strict=True))
+
+
+def timeline(
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    fwd: list[list[float]],
+    bwd: list[list[float]],
+    p2p_s: float,
+) -> tuple[list[list[float]], list[list[float]]]:
+    """Start and end of every op of every stage, in each stage's schedule order (times per
+    (stage, chunk) already checked)."""
     ops = [stage_schedule(k, pipeline, micro_batches, virtual) for k in range(pipeline)]
     done: dict[tuple, float] = {}
     waiting: dict[tuple, int] = {}
     position, free = [0] * pipeline, [0.0] * pipeline
     starts: list[list[float]] = [[] for _ in range(pipeline)]
+    ends: list[list[float]] = [[] for _ in range(pipeline)]
     ready = list(range(pipeline))
     while ready:
         k = ready.pop()
@@ -255,15 +285,11 @@ def evaluate(
             start = max(free[k], arrive)
             free[k] = start + (fwd if op.kind == "forward" else bwd)[k][op.chunk]
             starts[k].append(start)
+            ends[k].append(free[k])
             key = (op.kind, op.microbatch, k, op.chunk)
             done[key] = free[k]
             position[k] += 1
             if key in waiting:
                 ready.append(waiting.pop(key))
     assert all(position[k] == len(ops[k]) for k in range(pipeline)), "schedule deadlocked"
-    return PipelineTiming(
-        step_s=max(free),
-        busy_s=tuple(micro_batches * (sum(fwd[k]) + sum(bwd[k])) for k in range(pipeline)),
-        finish_s=tuple(free),
-        starts=tuple(tuple(s) for s in starts),
-    )
+    return starts, ends

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.state.classes import NAMES
 from tiersim.state.inventory import (
     build_inventory,
+    homes,
     layer_activation_bytes,
     master_bytes,
-    optimizer_values,
+    raw_parameter_bytes,
     sharded_classes,
     unit_matrices,
 )
 from tiersim.state.model import Transformer, build_model
-from tiersim.workload import pipeline
 from tiersim.workload.comms import (
     Comm,
     capacities,
@@ -31,6 +33,7 @@ from tiersim.workload.comms import (
     p2p_send_s,
     tensor_comms,
 )
+from tiersim.workload.pipeline_steady import evaluate_steady
 
 
 @dataclass(frozen=True)
@@ -38,11 +41,9 @@ class Unit:
     name: str
     params: int  # parameters this GPU holds for the unit (after tensor division)
     weights_full: int  # bytes compute needs in HBM
-    weights_home: int  # bytes homed per GPU (a shard under ZeRO-3)
     gradients_full: int  # bytes backward produces
-    gradients_home: int
-    master_home: int
-    optimizer_home: int
+    homed: Mapping[str, int]  # bytes of each per-parameter class homed per GPU (its shard
+    # where sharded)
     gradients_for_update: int  # gradient bytes the optimizer reads (its shard)
     weights_updated: int  # weight bytes the optimizer produces (its shard)
     activations: int  # bytes retained per micro-batch
@@ -125,17 +126,11 @@ def _unit(s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts:
     prec, d = s.training.precision, s.parallel.data
     shard = sharded_classes(s)
     params = sum(m.size for m in mats)
-
-    def home(raw: int, cls: str) -> int:
-        return math.ceil(raw / d) if shard[cls] else raw
-
-    w_full = params * PRECISION_BYTES[prec.weights]
-    g_full = params * PRECISION_BYTES[prec.gradients]
+    full = raw_parameter_bytes(s, mats)
+    homed = {c: math.ceil(b / d) if shard[c] else b for c, b in full.items()}
+    w_full, g_full = full["weights"], full["gradients"]
     updated = params / d if shard["optimizer"] else float(params)
-    master = home(params * master_bytes(s), "master")
-    opt = home(
-        optimizer_values(s.training.optimizer, mats) * PRECISION_BYTES[prec.optimizer], "optimizer"
-    )
+    master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
     weights_read = 0 if master_bytes(s) else w_updated  # no master: update weights in place
@@ -146,11 +141,8 @@ def _unit(s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts:
         name,
         params,
         w_full,
-        home(w_full, "weights"),
         g_full,
-        home(g_full, "gradients"),
-        master,
-        opt,
+        homed,
         g_update,
         w_updated,
         acts if is_layer else 0,
@@ -234,9 +226,7 @@ def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None
     if par.pipeline == 1:
         return 0.0, 0.0
     fwd, bwd = _stage_chunk_times(s, model, units[:-1], cap, hidden)
-    timing = pipeline.evaluate(
-        par.pipeline, m, par.virtual_pipeline, fwd, bwd, p2p_send_s(s, hidden)
-    )
+    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd, p2p_send_s(s, hidden))
     stage = build_inventory(s).stage
     idle = max(0.0, timing.step_s - timing.busy_s[stage])
     return idle, min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
@@ -284,11 +274,8 @@ def build_workload(s: Scenario) -> Workload:
     cap = capacities(s)
     bubble, after = _bubble(s, model, units, cap, hidden)
     gpu = s.hardware.gpu.memory
-    resident = sum(
-        b
-        for cls, b in inv.per_gpu.as_dict().items()
-        if cls not in ("activations", "total") and _home(s, cls) == gpu
-    )
+    home_of = homes(s)
+    resident = sum(inv.per_gpu[c] for c in NAMES if c != "activations" and home_of[c] == gpu)
     tokens = s.seq_len * s.training.micro_batch_size * s.training.grad_accumulation * par.data
     return Workload(
         units=tuple(units),
@@ -302,7 +289,3 @@ def build_workload(s: Scenario) -> Workload:
         bubble_after_s=after,
         net_capacity=cap,
     )
-
-
-def _home(s: Scenario, cls: str) -> str:
-    return s.hardware.gpu.memory if cls == "workspace" else getattr(s.placement, cls)

@@ -3,12 +3,27 @@
 from tiersim.cli.commands import (
     calibrate,
     check_published,
+    compare,
     inventory,
     measure,
+    plan,
+    presets,
     run,
     sweep,
     validate,
     wear,
 )
 
-COMMANDS = [run, inventory, wear, sweep, validate, check_published, measure, calibrate]
+COMMANDS = [
+    run,
+    inventory,
+    wear,
+    sweep,
+    validate,
+    check_published,
+    measure,
+    plan,
+    calibrate,
+    presets,
+    compare,
+]

@@ -35,6 +35,7 @@ from tiersim.groundtruth.calibrate import (
     Figure,
     Settings,
     StorageError,
+    available_memory,
     calibrate,
     machine,
     probe_file,
@@ -289,6 +290,19 @@ def _storage_problems(path: Path, size: int) -> list[Problem]:
     return []
 
 
+def _memory_problems(size: int, available: int | None = None) -> list[Problem]:
+    """The host copy allocates two arrays of `size` bytes: refused before allocating when the
+    host has less memory available than that (it would fail, or swap and measure the disk)."""
+    available = available_memory() if available is None else available
+    if available is None or 2 * size <= available:
+        return []
+    why = (
+        f"the copy needs two arrays of {fmt_bytes(size)}, {fmt_bytes(2 * size)} in all: "
+        f"{fmt_bytes(available)} is available (expected a smaller --memory-size)"
+    )
+    return [Problem("--memory-size", why)]
+
+
 def settings(args: argparse.Namespace) -> Settings:
     path = Path(args.path)
     problems = _storage_problems(path, args.size)
@@ -299,6 +313,7 @@ def settings(args: argparse.Namespace) -> Settings:
     ):
         if value < least:
             problems.append(Problem(option, f"must be at least {least:,} B (got {value:,} B)"))
+    problems += _memory_problems(args.memory_size)
     if problems:
         raise InputError(SOURCE, problems)
     extra = {"threads": args.threads} if args.threads else {}

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
-from tiersim.cli.commands.common import add_scenario_args, cannot_write, load
+from tiersim.cli.commands.common import add_scenario_args, cannot_write, load, usable_folder
 from tiersim.config.hfconfig import config_file, hf_config_path
 from tiersim.config.load import Loaded
 from tiersim.core.errors import InputError, Problem
 from tiersim.report.json_report import to_json
-from tiersim.report.output import SCENARIO_HEADER, write_run, write_trace
+from tiersim.report.output import (
+    SCENARIO_HEADER,
+    FolderBusy,
+    locked_folder,
+    write_run,
+    write_trace,
+)
 from tiersim.report.text import step_tables
 from tiersim.runner import report_with_result
 
@@ -89,16 +97,32 @@ def run(args: argparse.Namespace) -> int:
     why = _trace_problem(trace, _inputs(loaded, scenario), folder) if tracing else None
     if why:
         raise InputError("--trace", [Problem(str(trace), why)])
-    report, result = report_with_result(loaded, record=tracing)
-    text = to_json(report)
-    try:
-        write_run(folder, loaded.scenario, loaded.source, text)
-    except OSError as exc:
-        raise cannot_write("--out", folder, exc, "a writable folder path") from None
-    if tracing:
+    with _locked(folder):  # one writer: two runs must not leave one's scenario, the other's report
+        report, result = report_with_result(loaded, record=tracing)
+        text = to_json(report)
         try:
-            write_trace(trace, result.trace)
+            write_run(folder, loaded.scenario, loaded.source, text)
         except OSError as exc:
-            raise cannot_write("--trace", trace, exc, "a writable file path") from None
+            raise cannot_write("--out", folder, exc, "a writable folder path") from None
+        if tracing:
+            try:
+                write_trace(trace, result.trace)
+            except OSError as exc:
+                raise cannot_write("--trace", trace, exc, "a writable file path") from None
     print(text if args.format == "json" else step_tables(report))
     return 0
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """The results folder, made and locked as a sweep locks its own: a second `run` into it,
+    or a sweep writing there, is refused before anything is simulated."""
+    usable_folder("--out", folder)
+    try:
+        with locked_folder(folder):
+            yield
+    except FolderBusy:
+        why = "another tiersim run or sweep is writing to this folder right now"
+        raise InputError(
+            "--out", [Problem(str(folder), f"{why} (expected another folder)")]
+        ) from None

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tiersim.cli.commands.common import cannot_write, usable_folder
+from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem
 from tiersim.sweep.execute import SweepAborted
 from tiersim.sweep.run import SweepOptions, SweepOutcome, run_sweep
@@ -74,14 +75,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "those that failed with an error",
     )
     parser.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNGs")
+    add_max_points(parser)
     parser.set_defaults(handler=run)
 
 
+def add_max_points(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-points",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"refuse a sweep of more than N points before making any (default: the sweep "
+        f"file's max_points, else {limits.SWEEP_POINTS:,})",
+    )
+
+
+def _workers(args: argparse.Namespace, points: int) -> tuple[int, str]:
+    """(worker processes to start, how the header says where the points run): never more
+    workers than points, and with --scheduler, the cluster's own."""
+    if args.scheduler is not None:
+        if args.executor != "dask":
+            problem = Problem("", "is for --executor dask (the local executor needs no scheduler)")
+            raise InputError("--scheduler", [problem])
+        unused = " (--workers is not used: the cluster's workers run the points)"
+        return 1, args.scheduler + (unused if args.workers else "")
+    asked = args.workers or default_workers()
+    workers = min(asked, max(points, 1))
+    kind = "Dask " if args.executor == "dask" else ""
+    where = f"{workers} {kind}worker{'s' if workers != 1 else ''}"
+    if workers < asked:
+        source = f"--workers {asked}" if args.workers else f"{asked} cores"
+        where += f" ({source}: no more workers than points)"
+    return workers, where
+
+
 def run(args: argparse.Namespace) -> int:
-    spec = load_sweep(args.sweep)
+    spec = load_sweep(args.sweep, args.max_points)
     out = Path(args.out) if args.out else Path("results") / spec.name
-    workers = args.workers or default_workers()
-    where = args.scheduler or f"{workers} {'Dask ' if args.executor == 'dask' else ''}workers"
+    workers, where = _workers(args, spec.size)
     usable_folder("--out", out)
     print(f"sweep '{spec.name}': {spec.size} points on {where} -> {out}", file=sys.stderr)
     options = SweepOptions(out, workers, args.executor, args.scheduler, args.resume, args.plots)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tiersim.cli.commands.sweep import add_max_points
 from tiersim.config.load import build, read_yaml
 from tiersim.core.errors import InputError
 from tiersim.runner import check_runnable
@@ -22,6 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Every problem is reported at once; exit code 2 if any.",
     )
     parser.add_argument("file", metavar="FILE.yaml", help="scenario or sweep file")
+    add_max_points(parser)
     parser.set_defaults(handler=run)
 
 
@@ -29,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     raw = read_yaml(path, str(path))
     if is_sweep(raw):
-        print(f"{args.file}: {_check_sweep(raw, path)}")
+        print(f"{args.file}: {_check_sweep(raw, path, args.max_points)}")
         return 0
     loaded = build(raw, path.parent, str(path))
     check_runnable(loaded)
@@ -37,10 +39,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_sweep(raw: dict, path: Path) -> str:
+def _check_sweep(raw: dict, path: Path, max_points: int | None = None) -> str:
     """Check the file, then build every point (of the axes without problems, when some have
     them); raise InputError listing every problem."""
-    spec, problems = read_sweep_partly(raw, path)
+    spec, problems = read_sweep_partly(raw, path, max_points)
     if problems:
         found = point_problems(spec, expand(spec)) if spec is not None else []
         raise InputError(str(path), problems + found)

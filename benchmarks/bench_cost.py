@@ -1,0 +1,164 @@
+"""Simulation cost against micro-batches, engine cost per event, the 1T in-process time.
+
+    .venv/bin/python benchmarks/bench_cost.py [--accumulation 8 256 1024 4096] [--quick]
+
+Printed, all measured in this one run:
+- scenarios/llama2-70b-zero3-nvme.yaml at each `training.grad_accumulation`, without a durable
+  checkpoint (`checkpoint.every_steps` null) and with the scenario's own (every 500 steps,
+  blocking): wall time of the in-process run phase (build + simulate + report) and its peak
+  memory (the resident set's high-water mark over the run, above the resident set before it),
+  each as a ratio to the 8 micro-batch case. Targets (issue 19): 1024 and 4096 within 2x the
+  time and 1.5x the peak memory of 8. Each case runs in a fresh interpreter, so one case's
+  memory never counts in another's.
+- engine cost per event (wall seconds / engine events of the 70B run) against a bare SimPy
+  timeout with a callback measured in the same process. Target: within 3x.
+- the 1T Korthikanti et al. Table 5 configuration
+  (scenarios/published/korthikanti2022-1t-selective-sp.yaml) evaluated in-process, best of 5,
+  against Calculon's time for the same configuration (a reference figure measured separately
+  on this machine, not by this script). Target: within 2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "scenarios" / "llama2-70b-zero3-nvme.yaml"
+ONE_T = ROOT / "scenarios" / "published" / "korthikanti2022-1t-selective-sp.yaml"
+CALCULON_1T_S = 0.014  # Calculon on the same 1T configuration, this 2-core VM (issue 19)
+SIMPY_EVENTS = 200_000
+
+# One case in a fresh interpreter: prints {"time_s", "peak_bytes", "events", "steps"}.
+_CASE = r"""
+import json, sys, time
+from pathlib import Path
+from tiersim.config.load import load_scenario
+from tiersim.runner import report_with_result
+
+def rss(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+path, overrides = sys.argv[1], json.loads(sys.argv[2])
+try:  # reset the high-water mark to the present resident set (Linux >= 4.0)
+    Path("/proc/self/clear_refs").write_text("5")
+except OSError:
+    pass
+before = rss("VmRSS")
+started = time.perf_counter()
+loaded = load_scenario(Path(path), overrides)
+report, result = report_with_result(loaded)
+elapsed = time.perf_counter() - started
+print(json.dumps({"time_s": elapsed, "peak_bytes": rss("VmHWM") - before,
+                  "events": result.events, "steps": report["sim"]["steps_simulated"],
+                  "step_s": result.time_s}))
+"""
+
+
+def run_case(accumulation: int, checkpoint: bool) -> dict:
+    overrides = [
+        f"training.grad_accumulation={accumulation}",
+        "simulation.max_layer_passes=100000000",
+    ]
+    if not checkpoint:
+        overrides.append("checkpoint.every_steps=null")
+    out = subprocess.run(
+        [sys.executable, "-c", _CASE, str(SCENARIO), json.dumps(overrides)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bare_simpy_s_per_event(n: int = SIMPY_EVENTS) -> float:
+    """A chain of n SimPy timeouts, each scheduling the next from its callback."""
+    import simpy
+
+    env = simpy.Environment()
+    left = [n]
+
+    def tick(_event: object) -> None:
+        left[0] -= 1
+        if left[0]:
+            env.timeout(1e-6).callbacks.append(tick)
+
+    env.timeout(1e-6).callbacks.append(tick)
+    started = time.perf_counter()
+    env.run()
+    return (time.perf_counter() - started) / n
+
+
+def one_t_s(repeats: int = 5) -> tuple[float, int]:
+    from tiersim.config.load import load_scenario
+    from tiersim.engine.simulate import simulate
+
+    best, events = float("inf"), 0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = simulate(load_scenario(ONE_T, []).scenario)
+        best = min(best, time.perf_counter() - started)
+        events = result.events
+    return best, events
+
+
+def engine_s_per_event() -> tuple[float, int]:
+    from tiersim.config.load import load_scenario
+    from tiersim.engine.simulate import simulate
+
+    scenario = load_scenario(SCENARIO, ["checkpoint.every_steps=null"]).scenario
+    best = min(simulate(scenario).wall_s for _ in range(3))
+    return best / simulate(scenario).events, simulate(scenario).events
+
+
+def cost_table(accumulations: list[int]) -> None:
+    print(f"{SCENARIO.name}: in-process run phase, ratios to grad_accumulation 8")
+    head = f"{'m':>6} {'checkpoint':>10} {'time s':>8} {'x8':>6} {'peak MB':>8} {'x8':>6}"
+    print(f"{head} {'events':>9} {'steps':>5}")
+    for checkpoint in (False, True):
+        base = None
+        for m in accumulations:
+            case = run_case(m, checkpoint)
+            base = base or case
+            print(
+                f"{m:6d} {'on' if checkpoint else 'off':>10} {case['time_s']:8.2f} "
+                f"{case['time_s'] / base['time_s']:6.2f} {case['peak_bytes'] / 1e6:8.0f} "
+                f"{case['peak_bytes'] / max(base['peak_bytes'], 1):6.2f} "
+                f"{case['events']:9d} {case['steps']:5d}",
+                flush=True,
+            )
+    print("targets: 1024 and 4096 within 2x the time and 1.5x the peak memory of 8\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--accumulation", type=int, nargs="+", default=[8, 256, 1024, 4096])
+    parser.add_argument("--quick", action="store_true", help="skip the micro-batch table")
+    args = parser.parse_args()
+    if not args.quick:
+        cost_table(args.accumulation)
+    bare = bare_simpy_s_per_event()
+    per_event, events = engine_s_per_event()
+    print(
+        f"engine cost per event: {1e6 * per_event:.2f} us ({events:,} events, 70B, 8 "
+        f"micro-batches); bare SimPy timeout {1e6 * bare:.2f} us: {per_event / bare:.1f}x "
+        "(target: within 3x)"
+    )
+    t, events = one_t_s()
+    print(
+        f"1T Korthikanti Table 5 in-process: {1e3 * t:.1f} ms ({events:,} engine events); "
+        f"Calculon {1e3 * CALCULON_1T_S:.0f} ms (reference, measured separately): "
+        f"{t / CALCULON_1T_S:.1f}x (target: within 2x)"
+    )
+
+
+if __name__ == "__main__":
+    main()

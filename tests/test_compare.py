@@ -1,0 +1,77 @@
+"""`tiersim compare`: changed inputs and moved outputs, from scenarios and results folders."""
+
+import json
+import math
+
+from conftest import SCENARIOS
+
+DEFAULT = SCENARIOS / "default.yaml"
+FASTER = "hardware.tiers.hbf.write_bandwidth=100 GB/s"
+
+
+def _json(cli, *args):
+    code, out, err = cli("compare", *args, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _run(cli, tmp_path, name, *overrides):
+    folder = tmp_path / name
+    sets = [a for o in overrides for a in ("--set", o)]
+    code, out, err = cli("run", DEFAULT, "--format", "json", "--out", folder, *sets)
+    assert code == 0, err
+    return folder, json.loads(out)
+
+
+def test_scenario_and_set_against_two_run_folders(cli, tmp_path):
+    folder_a, report_a = _run(cli, tmp_path, "a")
+    folder_b, report_b = _run(cli, tmp_path, "b", FASTER)
+    from_set = _json(cli, DEFAULT, "--set", FASTER)
+    from_folders = _json(cli, folder_a, folder_b)
+    # one input changed, written as the scenario document writes it
+    want_input = {
+        "path": "hardware.tiers.hbf.write_bandwidth",
+        "a": "50 GB/s",
+        "b": "100 GB/s",
+        "delta": None,
+        "ratio": None,
+    }
+    assert from_set["inputs"] == [want_input]
+    assert from_folders["inputs"] == [want_input]
+    assert from_set["outputs"] == from_folders["outputs"]
+    moved = {r["path"]: r for r in from_set["outputs"]}
+    a, b = report_a["step"]["time_s"], report_b["step"]["time_s"]
+    assert moved["step.time_s"]["a"] == a and moved["step.time_s"]["b"] == b
+    assert moved["step.time_s"]["delta"] == b - a and moved["step.time_s"]["ratio"] == b / a
+    assert "links.hbf.busy_s" in moved and "wear.hbf.lifetime_days" in moved
+    # the bytes HBF writes do not depend on its speed: unchanged, so not listed
+    assert "tiers.hbf.ports.write.bytes_per_step" not in moved
+    sizes = [abs(math.log(r["ratio"])) for r in from_set["outputs"] if r["ratio"]]
+    assert sizes == sorted(sizes, reverse=True)  # largest change first
+
+
+def test_table_has_units_and_ratio(cli):
+    code, out, err = cli("compare", DEFAULT, "--set", FASTER)
+    assert code == 0, err
+    assert "hardware.tiers.hbf.write_bandwidth  50 GB/s  100 GB/s" in out
+    line = next(x for x in out.splitlines() if x.startswith("step.time_s"))
+    assert " s " in line and line.rstrip().split()[-1].startswith("x0.")
+
+
+def test_same_scenario_moves_nothing(cli):
+    got = _json(cli, SCENARIOS / "seed-1b-adam.yaml", SCENARIOS / "seed-1b-adam.yaml")
+    assert got["inputs"] == [] and got["outputs"] == []
+
+
+def test_bad_sides_exit_2(cli, tmp_path):
+    code, _, err = cli("compare", DEFAULT)
+    assert code == 2 and "give B, or --set" in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = cli("compare", DEFAULT, tmp_path / "empty")
+    assert code == 2 and "has no scenario.yaml or report.json" in err
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "scenario.yaml").write_text(DEFAULT.read_text())
+    (folder / "report.json").write_text("{not json")
+    code, _, err = cli("compare", DEFAULT, folder)
+    assert code == 2 and "report.json: not JSON" in err and "Traceback" not in err

@@ -1,0 +1,115 @@
+"""`tiersim compare A B`: what changed between two designs, inputs and outputs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tiersim.config.document import scenario_document
+from tiersim.config.load import load_scenario
+from tiersim.core.errors import InputError, Problem
+from tiersim.report.compare import compare, compare_tables
+from tiersim.report.json_report import to_json
+from tiersim.runner import report_for
+
+MAX_REPORT_BYTES = 64 * 2**20  # a report.json is tens of kB; anything this large is not one
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str
+    document: dict[str, Any]
+    report: dict[str, Any]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "compare",
+        help="what changed between two scenarios or results folders, inputs and outputs",
+        description="Compare two designs: A and B are scenario files (simulated now) or results "
+        "folders that `tiersim run` wrote (their scenario.yaml and report.json are read), or "
+        "give only A and --set overrides: B is A with them. Lists every input that differs and "
+        "every output that moved (step time and its breakdown, exposed transfer, per-link "
+        "bytes and busy time, per-tier peaks and ports, wear lifetime and verdicts, goodput), "
+        "with B - A and B / A, largest change first.",
+    )
+    parser.add_argument("a", metavar="A", help="scenario file or results folder")
+    parser.add_argument(
+        "b", metavar="B", nargs="?", help="scenario file or results folder (default: A + --set)"
+    )
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="output (default: table)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override a value of B (of A when B is not given), e.g. "
+        "--set hardware.tiers.hbf.write_bandwidth='100 GB/s' (repeatable)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.b is None and not args.overrides:
+        problem = Problem("", "give B, or --set overrides to compare A with (expected A B)")
+        raise InputError("compare", [problem])
+    a = side(Path(args.a), [])
+    b = side(Path(args.b if args.b is not None else args.a), args.overrides)
+    result = compare(a.document, b.document, a.report, b.report)
+    if args.format == "json":
+        print(to_json({"a": a.label, "b": b.label, **result}))
+    else:
+        print(compare_tables(result, a.label, b.label))
+    return 0
+
+
+def side(path: Path, overrides: list[str]) -> Side:
+    """One side: a results folder as written, or a scenario file simulated now."""
+    label = str(path) + "".join(f" --set {o}" for o in overrides)
+    if path.is_dir():
+        scenario, report = _folder(path, overrides)
+        if report is not None:
+            return Side(label, scenario_document(scenario.scenario), report)
+        loaded = scenario  # a folder with --set: its scenario.yaml rerun with the overrides
+    else:
+        loaded = load_scenario(path, overrides)
+    print(f"simulating {label} ...", file=sys.stderr)
+    return Side(label, scenario_document(loaded.scenario), report_for(loaded))
+
+
+def _folder(path: Path, overrides: list[str]):
+    """(the folder's scenario, its report; None when --set asks for a new run)."""
+    scenario_file, report_file = path / "scenario.yaml", path / "report.json"
+    missing = [f.name for f in (scenario_file, report_file) if not f.is_file()]
+    if missing:
+        why = f"has no {' or '.join(missing)} (expected a folder `tiersim run` wrote, or a file)"
+        raise InputError(str(path), [Problem("", why)])
+    loaded = load_scenario(scenario_file, overrides)
+    return loaded, (None if overrides else read_report(report_file))
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    def bad(why: str) -> InputError:
+        return InputError(str(path), [Problem("", f"{why} (expected a report.json tiersim wrote)")])
+
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_REPORT_BYTES + 1)
+    except OSError as exc:
+        raise bad(f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_REPORT_BYTES:
+        raise bad(f"larger than {MAX_REPORT_BYTES // 2**20} MiB")
+    try:
+        report = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad(f"not JSON: {exc}") from None
+    if not isinstance(report, dict) or not isinstance(report.get("step"), dict):
+        raise bad("not a run report: no 'step' section")
+    return report

@@ -1,0 +1,130 @@
+"""`tiersim presets`: the shipped model and hardware presets, with their key figures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from tiersim.config.load import build, preset_names
+from tiersim.config.schema import Hardware
+from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate
+from tiersim.report.table import render
+from tiersim.state.inventory import model_summary
+from tiersim.state.model import build_model
+
+HERE = Path(".")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "presets",
+        help="list the shipped model and hardware presets with their key figures",
+        description="List the model presets (model.preset: NAME) with their exact parameter "
+        "counts and shapes, and the hardware presets (hardware.preset: NAME) with their GPU, "
+        "memory tiers and links. Any key of a preset can be overridden in a scenario.",
+    )
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="output (default: table)"
+    )
+    parser.set_defaults(handler=run)
+
+
+def model_presets() -> dict[str, dict[str, Any]]:
+    out = {}
+    for name in preset_names("models"):
+        loaded = build({"name": "preset", "model": {"preset": name}}, HERE, f"preset {name}")
+        spec = loaded.scenario.model
+        out[name] = {**model_summary(build_model(spec)), "max_positions": spec.max_positions}
+    return out
+
+
+def hardware_presets() -> dict[str, dict[str, Any]]:
+    out = {}
+    for name in preset_names("hardware"):
+        raw = {"name": "preset", "model": {"preset": "gpt2"}, "hardware": {"preset": name}}
+        out[name] = _hardware(build(raw, HERE, f"preset {name}").scenario.hardware)
+    return out
+
+
+def _hardware(hw: Hardware) -> dict[str, Any]:
+    return {
+        "gpu": hw.gpu.name,
+        "peak_flops": dict(hw.gpu.peak_flops),
+        "efficiency": hw.gpu.efficiency,
+        "cpu_optimizer_rate": hw.cpu.optimizer_rate,
+        "tiers": {
+            n: {
+                "kind": t.kind,
+                "capacity_bytes": t.capacity,
+                "read_bandwidth": t.read_bw,
+                "write_bandwidth": t.write_bw,
+            }
+            for n, t in hw.tiers.items()
+        },
+        "links": {
+            n: {"between": list(k.between), "bandwidth": k.bandwidth} for n, k in hw.links.items()
+        },
+        "inter_node_bandwidth": hw.network.inter_node_bandwidth,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    models, hardware = model_presets(), hardware_presets()
+    if args.format == "json":
+        print(json.dumps({"models": models, "hardware": hardware}, indent=2))
+        return 0
+    print(_model_table(models))
+    print()
+    print(_hardware_table(hardware))
+    return 0
+
+
+def _model_table(models: dict[str, dict[str, Any]]) -> str:
+    rows = [
+        [
+            name,
+            f"{fmt_count(m['parameters'])} ({m['parameters']:,})",
+            m["layers"],
+            m.get("hidden", "-"),
+            m.get("heads", "-"),
+            m.get("kv_heads", "-"),
+            m.get("ffn_hidden", "-"),
+            m.get("vocab", "-"),
+            m["max_positions"] or "-",
+        ]
+        for name, m in models.items()
+    ]
+    header = ["model preset", "parameters", "layers", "hidden", "heads", "kv heads", "ffn"]
+    return render([*header, "vocab", "max positions"], rows, "Model presets (model.preset):")
+
+
+def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
+    gpus, tiers, links = [], [], []
+    for name, h in hardware.items():
+        bf16 = h["peak_flops"].get("bf16")
+        gpus.append(
+            [
+                name,
+                h["gpu"],
+                f"{bf16 / 1e12:,.0f} TFLOP/s" if bf16 else "-",
+                f"{h['efficiency']:g}",
+                f"{h['cpu_optimizer_rate'] / 1e9:.3g} Gparam/s",
+                fmt_rate(h["inter_node_bandwidth"]),
+            ]
+        )
+        for tier, t in h["tiers"].items():
+            read, write = fmt_rate(t["read_bandwidth"]), fmt_rate(t["write_bandwidth"])
+            tiers.append([name, tier, t["kind"], fmt_bytes(t["capacity_bytes"]), read, write])
+        for link, k in h["links"].items():
+            links.append([name, link, " - ".join(k["between"]), fmt_rate(k["bandwidth"])])
+    head = ["hardware preset", "GPU", "bf16 peak", "efficiency", "CPU optimizer", "network"]
+    title = "Hardware presets (hardware.preset), as one GPU sees its node:"
+    return "\n\n".join(
+        [
+            render(head, gpus, title),
+            render(["hardware preset", "tier", "kind", "capacity", "read", "write"], tiers),
+            render(["hardware preset", "link", "between", "bandwidth/dir"], links),
+        ]
+    )

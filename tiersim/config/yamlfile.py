@@ -1,0 +1,174 @@
+"""YAML input, bounded: the safe loader only, no key given twice, and limits on what is read.
+
+A file is read only if it is a regular file of at most `limits.YAML_BYTES`; while it is
+composed its nesting is bounded (`limits.NESTING`: every reader after this one recurses), and
+before any value is built the size it would have with every alias expanded is counted
+(`limits.YAML_NODES`: nine levels of nine aliases are 9^9 values, "billion laughs") and an
+alias inside its own anchor (a recursive structure) is refused. An integer literal of more
+than `limits.INT_DIGITS` digits is refused too (Python will not convert 4,300 or more).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiersim.core import limits
+from tiersim.core.errors import InputError, Problem, shown
+from tiersim.core.files import FileProblem, read_regular_file
+
+
+class YamlLimitError(yaml.MarkedYAMLError):
+    """A YAML document over one of the bounds above (not a syntax error: the text may be valid)."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping (plain YAML keeps the last,
+    silently dropping the first: a scenario would not run what its file says), and bounded."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+        self._max_depth = limits.NESTING.value()
+        self._max_nodes = limits.YAML_NODES.value()
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self._depth += 1
+        try:
+            if self._depth > self._max_depth:
+                raise YamlLimitError(
+                    problem=_too_deep(self._max_depth), problem_mark=self.peek_event().start_mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_expanded(node, self._max_nodes, self._max_depth)
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` merges; keys given beside it override, as meant
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: the base loader says what is wrong
+                continue
+            if seen is not key_node:
+                line = seen.start_mark.line + 1
+                where = "on the same line" if line == key_node.start_mark.line + 1 else ""
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {shown(key)} (first given {where or f'on line {line}'})",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep)
+
+
+def _bounded_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    digits = sum(c.isdigit() for c in node.value)
+    if digits > limits.INT_DIGITS:
+        what = f"an integer of {digits:,} digits (expected at most {limits.INT_DIGITS} digits)"
+        raise YamlLimitError(problem=what, problem_mark=node.start_mark)
+    return loader.construct_yaml_int(node)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
+
+
+def _too_deep(levels: int) -> str:
+    return (
+        f"nested more than {levels} levels deep (a scenario is 5 deep; "
+        f"{limits.NESTING.env} raises the bound)"
+    )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _check_expanded(root: yaml.Node, max_nodes: int, max_depth: int) -> None:
+    """Refuse a document whose values, aliases expanded, exceed `max_nodes` values or
+    `max_depth` levels, or that holds an alias to a collection it is inside of. Each node is
+    visited once (sizes of shared nodes are remembered), without recursion."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_now: set[int] = set()  # the nodes on the current path from the root
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            open_now.discard(key)
+            if size[key] > max_nodes:
+                what = (
+                    f"{size[key]:,}+ values once its aliases are expanded (expected at most "
+                    f"{max_nodes:,}; {limits.YAML_NODES.env} raises the bound)"
+                )
+                raise YamlLimitError(problem=what, problem_mark=node.start_mark)
+            if depth[key] > max_depth:
+                raise YamlLimitError(problem=_too_deep(max_depth), problem_mark=node.start_mark)
+            continue
+        if key in size:
+            continue
+        if key in open_now:
+            what = "an alias refers to a collection it is inside of (a recursive structure)"
+            raise YamlLimitError(problem=what, problem_mark=node.start_mark)
+        open_now.add(key)
+        stack.append((node, True))
+        stack.extend((k, False) for k in _children(node) if id(k) not in size)
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML text to Python objects: safe tags only, no key given twice, bounded."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: safe tags only
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong, where: `YAML syntax error at line 3, column 5: ...`."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    what = getattr(exc, "problem", None) or str(exc)
+    if isinstance(exc, YamlLimitError):
+        return f"at {where}{what}"
+    return f"YAML syntax error at {where}{what}"
+
+
+def read_yaml(path: Path, source: str) -> Any:
+    """The YAML file at `path` as Python objects; InputError (naming `source`) otherwise."""
+    try:
+        data = read_regular_file(path, limits.YAML_BYTES.value(), "a YAML file")
+    except FileProblem as exc:
+        hint = f"; {limits.YAML_BYTES.env} raises the bound" if "larger" in str(exc) else ""
+        raise InputError(source, [Problem("", f"{exc}{hint}")]) from None
+    except FileNotFoundError:
+        raise InputError(source, [Problem("", "file not found")]) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        why = getattr(exc, "strerror", None) or exc
+        raise InputError(source, [Problem("", f"cannot read: {why}")]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte {exc.start}"
+        raise InputError(source, [Problem("", f"not UTF-8 text ({where}: {exc.reason})")]) from None
+    if not text.strip():
+        raise InputError(source, [Problem("", "file is empty (expected a YAML mapping)")])
+    try:
+        return parse_yaml(text)
+    except yaml.YAMLError as exc:
+        raise InputError(source, [Problem("", yaml_problem(exc))]) from None
+    except RecursionError:  # a bound raised past what this interpreter's stack takes
+        raise InputError(source, [Problem("", _too_deep(limits.NESTING.value()))]) from None

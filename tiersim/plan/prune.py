@@ -1,0 +1,84 @@
+"""Pruning with the exact inventory: a candidate that is not a valid scenario, has no route for
+a movement its placement implies, or whose resident state does not fit a tier is never
+simulated. Equal scenarios (written differently) are simulated once."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tiersim.config.load import apply_overrides, build
+from tiersim.core.errors import InputError
+from tiersim.plan.space import override_text
+from tiersim.runner import check_runnable
+from tiersim.state.inventory import build_inventory
+from tiersim.sweep.worker import PointTask, scenario_key
+
+
+@dataclass(frozen=True)
+class Candidate:
+    overrides: tuple[str, ...]  # `path=value`, as `tiersim run --set` takes them
+    values: dict[str, Any]  # path -> value
+    task: PointTask  # the scenario mapping with the overrides applied, for a worker
+    gpus: int  # data x tensor x pipeline: the job's GPUs
+    price_per_gpu_hour: float | None
+
+
+@dataclass
+class Pruned:
+    kept: list[Candidate] = field(default_factory=list)
+    checked: int = 0
+    invalid: Counter = field(default_factory=Counter)  # reason -> candidates
+    unfit: Counter = field(default_factory=Counter)  # tier -> candidates it cannot hold
+    duplicates: int = 0
+
+
+def prune(
+    raw: dict[str, Any],
+    base_dir: Path,
+    source: str,
+    combos: Iterable[tuple[tuple[str, Any], ...]],
+    progress: Callable[[int], None] = lambda n: None,
+) -> Pruned:
+    out = Pruned()
+    seen: set[str] = set()
+    for combo in combos:
+        out.checked += 1
+        overrides = tuple(override_text(p, v) for p, v in combo)
+        candidate = _candidate(raw, base_dir, source, combo, overrides, out, seen)
+        if candidate is not None:
+            out.kept.append(candidate)
+        if out.checked % 100 == 0:
+            progress(out.checked)
+    progress(out.checked)
+    return out
+
+
+def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[str]):
+    try:
+        loaded = build(raw, base_dir, source, list(overrides))
+        check_runnable(loaded)
+    except InputError as exc:
+        out.invalid[exc.problems[0].message if exc.problems else "invalid"] += 1
+        return None
+    inv = build_inventory(loaded.scenario)
+    over = [name for name, use in inv.tiers.items() if not use.fits]
+    if over:
+        out.unfit.update(over)
+        return None
+    key = scenario_key(loaded.scenario.model_dump())
+    if key in seen:
+        out.duplicates += 1
+        return None
+    seen.add(key)
+    mapping = apply_overrides(copy.deepcopy(raw), list(overrides), source)
+    task = PointTask(
+        mapping, str(base_dir.resolve()), f"{source} --set {' --set '.join(overrides)}"
+    )
+    s = loaded.scenario
+    gpus = s.parallel.data * s.parallel.tensor * s.parallel.pipeline
+    return Candidate(overrides, dict(combo), task, gpus, s.hardware.price_per_gpu_hour)

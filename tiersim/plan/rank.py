@@ -1,0 +1,187 @@
+"""Ranking simulated candidates: those that fit every tier and hold every wear budget, best
+first by the objective, each with what binds it; and "can HBF hold optimizer state?"."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tiersim.core.units import fmt_bytes, fmt_time
+from tiersim.plan.prune import Candidate
+from tiersim.report.wear import fmt_days
+from tiersim.sweep.worker import PointResult
+
+OBJECTIVES = ("tokens_per_s", "goodput", "cost")
+HBF = "hbf"  # the tier the optimizer-state question is about
+
+
+@dataclass(frozen=True)
+class Simulated:
+    candidate: Candidate
+    result: PointResult
+    report: dict[str, Any] | None  # None unless the point ran (status ok)
+
+
+def simulated(candidate: Candidate, result: PointResult) -> Simulated:
+    report = json.loads(result.report_json) if result.report_json else None
+    return Simulated(candidate, result, report)
+
+
+def holds_budgets(report: dict[str, Any]) -> bool:
+    return all(w.get("within_budget") is not False for w in report.get("wear", {}).values())
+
+
+def feasible(sim: Simulated) -> bool:
+    return sim.report is not None and sim.report["fits"] and holds_budgets(sim.report)
+
+
+def goodput_tokens_per_s(report: dict[str, Any]) -> float:
+    """Tokens per second after checkpoint stalls and, with a failure rate, lost work."""
+    ck = report.get("checkpoint") or {}
+    share = ck.get("goodput")
+    return report["step"]["tokens_per_s"] * (1.0 if share is None else share)
+
+
+def cost_per_million_tokens(sim: Simulated) -> float | None:
+    price = sim.candidate.price_per_gpu_hour
+    if price is None or sim.report is None:
+        return None
+    per_s = goodput_tokens_per_s(sim.report)
+    return price * sim.candidate.gpus / 3600 / per_s * 1e6 if per_s > 0 else math.inf
+
+
+def score(sim: Simulated, objective: str) -> float:
+    """Higher is better: tokens/s, goodput tokens/s, or minus the cost."""
+    if objective == "tokens_per_s":
+        return sim.report["step"]["tokens_per_s"]
+    if objective == "goodput":
+        return goodput_tokens_per_s(sim.report)
+    cost = cost_per_million_tokens(sim)
+    return -math.inf if cost is None else -cost
+
+
+def ranked(sims: list[Simulated], objective: str) -> list[Simulated]:
+    """Feasible plans, best first; ties keep the order of the search space."""
+    return sorted((s for s in sims if feasible(s)), key=lambda s: -score(s, objective))
+
+
+def entry(sim: Simulated, objective: str, scenario: str) -> dict[str, Any]:
+    """One plan as reported: its overrides, figures, and what binds it."""
+    r = sim.report
+    sets = " ".join(f"--set {_quoted(o)}" for o in sim.candidate.overrides)
+    return {
+        "overrides": list(sim.candidate.overrides),
+        "rerun": f"tiersim run {scenario} {sets}".rstrip(),
+        "objective": objective,
+        "score": score(sim, objective) if objective != "cost" else cost_per_million_tokens(sim),
+        "fits": r["fits"],
+        "within_budgets": holds_budgets(r),
+        "step_time_s": r["step"]["time_s"],
+        "tokens_per_s": r["step"]["tokens_per_s"],
+        "goodput_tokens_per_s": goodput_tokens_per_s(r),
+        "cost_per_million_tokens": cost_per_million_tokens(sim),
+        "peaks": {
+            n: {"peak_bytes": t["peak_bytes"], "capacity_bytes": t["capacity_bytes"]}
+            for n, t in r["tiers"].items()
+        },
+        "wear": {
+            n: {k: w.get(k) for k in ("lifetime_days", "drive_writes_per_day", "within_budget")}
+            | {"margin": w.get("margin")}
+            for n, w in r.get("wear", {}).items()
+        },
+        "binds": binds(r),
+    }
+
+
+def _quoted(override: str) -> str:
+    return f"'{override}'" if any(c in override for c in " '\"*?$") else override
+
+
+def binds(r: dict[str, Any]) -> dict[str, str]:
+    """What limits the plan: where its step time goes, the fullest tier, the tightest budget."""
+    st = r["step"]
+    t = st["time_s"]
+    parts = {
+        "compute": st["compute_s"],
+        "exposed transfer": st["exposed_transfer_s"],
+        "exposed CPU optimizer": st["exposed_cpu_s"],
+        "pipeline bubble": st["pipeline_bubble_s"],
+    }
+    if st.get("optimizer_on") == "gpu":
+        parts["GPU optimizer"] = st["optimizer_s"]
+    shares = sorted(((v / t if t > 0 else 0.0), k) for k, v in parts.items() if v > 0)[::-1]
+    time = ", ".join(f"{k} {100 * v:.1f} %" for v, k in shares[:3]) + f" of {fmt_time(t)}"
+    neck = st.get("bottleneck")
+    if neck and t > 0 and st["exposed_transfer_s"] > 0.01 * t:  # transfer matters
+        time += f"; busiest: {neck['resource']} at {100 * neck['bandwidth_utilization']:.1f} %"
+    out = {"time": time}
+    fullest = max(r["tiers"].items(), key=lambda kv: kv[1]["peak_bytes"] / kv[1]["capacity_bytes"])
+    name, tier = fullest
+    share = tier["peak_bytes"] / tier["capacity_bytes"]
+    out["capacity"] = (
+        f"{name} peak {fmt_bytes(tier['peak_bytes'])} of {fmt_bytes(tier['capacity_bytes'])} "
+        f"({100 * share:.1f} %)"
+    )
+    budgets = [(w["margin"], n, w) for n, w in r.get("wear", {}).items() if w.get("margin")]
+    if budgets:
+        margin, name, w = min(budgets, key=lambda b: b[0])
+        life = (
+            min(x for x in (w.get("lifetime_days"), w.get("rated_lifetime_days")) if x)
+            if (w.get("lifetime_days") or w.get("rated_lifetime_days"))
+            else None
+        )
+        out["wear"] = (
+            f"{name} lasts {fmt_days(life)} against its budget (margin {margin:.3g}: "
+            f"{'holds' if w['within_budget'] else 'fails'})"
+        )
+    return out
+
+
+def optimizer_on(sim: Simulated, tier: str) -> bool:
+    return sim.candidate.task.raw.get("placement", {}).get("optimizer") == tier
+
+
+def hbf_question(sims: list[Simulated], objective: str, scenario: str) -> dict[str, Any] | None:
+    """Best plan with optimizer state on HBF, best without, and, where none on HBF holds the
+    budget, the best that fits but wears too fast and what would make it hold."""
+    on = [s for s in sims if s.report is not None and optimizer_on(s, HBF)]
+    if not on:
+        return None
+    best_on = ranked(on, objective)
+    best_off = ranked(
+        [s for s in sims if s.report is not None and not optimizer_on(s, HBF)], objective
+    )
+    out: dict[str, Any] = {
+        "tier": HBF,
+        "with": entry(best_on[0], objective, scenario) if best_on else None,
+        "without": entry(best_off[0], objective, scenario) if best_off else None,
+        "worn": None,
+    }
+    if not best_on:
+        worn = sorted((s for s in on if s.report["fits"]), key=lambda s: -score(s, objective))
+        if worn:
+            wear = worn[0].report["wear"].get(HBF, {})
+            out["worn"] = entry(worn[0], objective, scenario) | {
+                "verdict": wear.get("verdict"),
+                "remedies": wear.get("remedies"),
+            }
+    out["answer"] = _answer(out, objective)
+    return out
+
+
+def _answer(q: dict[str, Any], objective: str) -> str:
+    with_, without = q["with"], q["without"]
+    if with_ is not None:
+        line = "Yes: the best plan with optimizer state on HBF fits and holds every budget"
+        if without is not None:
+            ratio = with_["tokens_per_s"] / without["tokens_per_s"]
+            line += f", at {ratio:.3g} x the tokens/s of the best plan without it"
+        return line + "."
+    if q["worn"] is not None:
+        return (
+            "No: every plan with optimizer state on HBF that fits wears HBF past its budget; "
+            f"the best of them: {q['worn']['verdict']}"
+        )
+    return "No: no plan with optimizer state on HBF fits every tier."

@@ -1,0 +1,153 @@
+"""The plan's answer as JSON-ready data and as text for the terminal."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tiersim.core.units import fmt_bytes, fmt_time
+from tiersim.plan.rank import entry, feasible, hbf_question, ranked
+from tiersim.plan.run import PlanOutcome
+from tiersim.report.wear import fmt_days
+
+LABELS = {"tokens_per_s": "tokens/s", "goodput": "goodput tokens/s", "cost": "cost per 1M tokens"}
+
+
+def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any]:
+    sims, pruned, space = outcome.sims, outcome.pruned, outcome.space
+    best = ranked(sims, objective)[:top]
+    statuses = Counter(s.result.status for s in sims)
+    fit_but_worn = sum(1 for s in sims if s.report and s.report["fits"] and not feasible(s))
+    return {
+        "scenario": outcome.source,
+        "objective": objective,
+        "space": {
+            "from": "plan section" if space.from_file else "default",
+            "keys": {k: list(v) for k, v in zip(space.keys, space.values, strict=True)},
+            "size": space.size,
+        },
+        "candidates": {
+            "checked": pruned.checked,
+            "invalid": sum(pruned.invalid.values()),
+            "invalid_reasons": dict(pruned.invalid.most_common(5)),
+            "do_not_fit": dict(pruned.unfit),
+            "duplicates": pruned.duplicates,
+            "simulated": len(sims),
+            "simulated_by_status": dict(statuses),
+            "peak_does_not_fit": sum(1 for s in sims if s.report and not s.report["fits"]),
+            "fail_a_wear_budget": fit_but_worn,
+            "feasible": sum(1 for s in sims if feasible(s)),
+        },
+        "plans": [
+            {"rank": i + 1, **entry(s, objective, outcome.source)} for i, s in enumerate(best)
+        ],
+        "hbf_optimizer": hbf_question(sims, objective, outcome.source),
+    }
+
+
+def plan_text(report: dict[str, Any]) -> str:
+    c = report["candidates"]
+    label = LABELS[report["objective"]]
+    head = [
+        f"plan for {report['scenario']}, best by {label}; search space ({report['space']['from']}):"
+        f" {report['space']['size']:,} candidates",
+        f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
+        f"{sum(c['do_not_fit'].values()):,} tier overflows by the inventory"
+        f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicates; {c['simulated']:,} "
+        f"simulated: {c['feasible']:,} fit and hold every budget, {c['peak_does_not_fit']:,} "
+        f"overflow at their peak, {c['fail_a_wear_budget']:,} fail a wear budget"
+        + _not_ok(c["simulated_by_status"]),
+    ]
+    blocks = ["\n".join(head)]
+    if not report["plans"]:
+        blocks.append("No plan fits every tier and holds every wear budget.")
+    for plan in report["plans"]:
+        blocks.append(_plan_block(plan, f"#{plan['rank']}"))
+    question = report.get("hbf_optimizer")
+    if question is not None:
+        ranks = {tuple(p["overrides"]): p["rank"] for p in report["plans"]}
+        blocks.append(_hbf_block(question, ranks))
+    return "\n\n".join(blocks)
+
+
+def _reasons(c: dict[str, Any]) -> str:
+    if not c["invalid_reasons"]:
+        return ""
+    first, n = next(iter(c["invalid_reasons"].items()))
+    return f" (most often: {first}: {n:,})"
+
+
+def _unfit(unfit: dict[str, int]) -> str:
+    return f" ({', '.join(f'{t} {n:,}' for t, n in unfit.items())})" if unfit else ""
+
+
+def _not_ok(by_status: dict[str, int]) -> str:
+    other = {k: n for k, n in by_status.items() if k != "ok"}
+    return "".join(f", {n:,} {k}" for k, n in other.items())
+
+
+def _plan_block(plan: dict[str, Any], title: str) -> str:
+    figures = (
+        f"{title}  {plan['tokens_per_s']:,.0f} tokens/s, {fmt_time(plan['step_time_s'])} per step"
+    )
+    if plan["goodput_tokens_per_s"] < 0.9995 * plan["tokens_per_s"]:
+        figures += f", {plan['goodput_tokens_per_s']:,.0f} goodput tokens/s"
+    if plan["cost_per_million_tokens"] is not None:
+        figures += f", {plan['cost_per_million_tokens']:.4g} per 1M tokens"
+    peaks = ", ".join(
+        f"{n} {fmt_bytes(p['peak_bytes'])} / {fmt_bytes(p['capacity_bytes'])}"
+        for n, p in plan["peaks"].items()
+    )
+    lines = [figures, f"    set:    {' '.join(plan['overrides']) or '(the scenario as it is)'}"]
+    lines += [f"    binds:  {plan['binds']['time']}", f"            {plan['binds']['capacity']}"]
+    if "wear" in plan["binds"]:
+        lines.append(f"            {plan['binds']['wear']}")
+    lines.append(f"    peaks:  {peaks}")
+    wear = [
+        f"{n} {fmt_days(w['lifetime_days'])}" + _verdict(w["within_budget"])
+        for n, w in plan["wear"].items()
+    ]
+    if wear:
+        lines.append(f"    wear:   {', '.join(wear)}")
+    lines.append(f"    rerun:  {plan['rerun']}")
+    return "\n".join(lines)
+
+
+def _verdict(within: bool | None) -> str:
+    return "" if within is None else " (holds its budget)" if within else " (FAILS its budget)"
+
+
+def _hbf_block(q: dict[str, Any], ranks: dict[tuple[str, ...], int]) -> str:
+    lines = [f"Can HBF hold optimizer state? {q['answer']}"]
+    for key, title in (("with", "best with optimizer state on HBF"), ("without", "best without")):
+        plan = q[key]
+        if plan is None:
+            lines.append(f"{title}: none fits and holds every budget")
+        elif tuple(plan["overrides"]) in ranks:
+            lines.append(f"{title}: #{ranks[tuple(plan['overrides'])]} above")
+        else:
+            lines.append(f"{title}:\n" + _plan_block(plan, " "))
+    worn = q.get("worn")
+    if worn is not None:
+        lines.append("best with optimizer state on HBF that fits but wears out:")
+        lines.append(_plan_block(worn, " "))
+        lines.append(f"    would hold: {_remedies(worn.get('remedies'))}")
+    return "\n".join(lines)
+
+
+def _remedies(rem: dict[str, Any] | None) -> str:
+    if not rem:
+        return "-"
+    out = []
+    if rem.get("max_steps_per_day") is not None:
+        out.append(f"at most {rem['max_steps_per_day']:,.0f} steps/day")
+    ga = rem.get("grad_accumulation")
+    if ga:
+        out.append(f"grad_accumulation >= {ga['value']:,}")
+    if rem.get("capacity_bytes"):
+        out.append(f"{fmt_bytes(rem['capacity_bytes'])} of capacity")
+    if rem.get("spare_area"):
+        out.append(f"spare area {rem['spare_area']:.3g}")
+    if rem.get("move_off"):
+        out.append(f"move {', '.join(rem['move_off'])} off HBF")
+    return "; ".join(out)

@@ -1,0 +1,127 @@
+"""The search space of `tiersim plan`: which key paths take which values, and its candidates.
+
+The space is the scenario's `plan:` section (key path -> values), or by default the choices a
+planner usually leaves open (DEFAULT_KEYS). Micro-batch size and gradient accumulation vary
+together at the scenario's batch per GPU (micro_batch_size x grad_accumulation): a value of
+one fixes the other, and a pair off that batch is not a candidate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tiersim.config.load import parse_override
+from tiersim.config.schema import STATE_CLASSES, Scenario
+from tiersim.core.errors import Problem
+from tiersim.sweep.paths import path_problem
+
+MBS, GA = "training.micro_batch_size", "training.grad_accumulation"
+HOMES = [c for c in STATE_CLASSES if c != "workspace"]  # classes with a home tier
+MICRO_BATCHES = (1, 2, 4, 8)
+PREFETCH = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class Space:
+    keys: tuple[str, ...]
+    values: tuple[tuple[Any, ...], ...]
+    batch: int  # micro_batch_size x grad_accumulation, held fixed
+    from_file: bool  # the scenario's plan: section (else the default space)
+
+    @property
+    def size(self) -> int:
+        """Candidates before anything is pruned (the product of the value counts)."""
+        return math.prod(len(v) for v in self.values)
+
+    def shape(self) -> str:
+        """'placement.weights 4 x training.recompute 3 x ...', the most values first."""
+        pairs = sorted(zip(self.keys, self.values, strict=True), key=lambda kv: -len(kv[1]))
+        return " x ".join(f"{k} {len(v)}" for k, v in pairs)
+
+
+def default_space(s: Scenario) -> dict[str, list[Any]]:
+    """Each class's home among the machine's tiers, where the optimizer runs, the ZeRO stage
+    (with data parallelism), recompute, the micro-batch size at the batch per GPU, prefetch
+    depth and, where failures are modelled, the checkpoint interval (as given, or Daly's)."""
+    tiers = list(s.hardware.tiers)
+    space: dict[str, list[Any]] = {f"placement.{c}": tiers for c in HOMES}
+    space["placement.optimizer_compute"] = ["gpu", "cpu"]
+    if s.parallel.data > 1:
+        space["parallel.zero_stage"] = [0, 1, 2, 3]
+    space["training.recompute"] = ["none", "selective", "full"]
+    batch = s.training.micro_batch_size * s.training.grad_accumulation
+    space[MBS] = [m for m in MICRO_BATCHES if batch % m == 0]
+    space["simulation.prefetch_depth"] = list(PREFETCH)
+    failures = s.failures.mtbf is not None or s.failures.gpu_mtbf is not None
+    if failures and s.checkpoint.every_steps not in (None, "auto"):
+        space["checkpoint.every_steps"] = [s.checkpoint.every_steps, "auto"]
+    return space
+
+
+def build_space(s: Scenario, resolved: dict[str, Any]) -> tuple[Space, list[Problem]]:
+    """The scenario's space, and the problems of its plan: section (unknown paths)."""
+    given = s.plan
+    chosen = dict(given) if given else default_space(s)
+    problems = []
+    for path in chosen:
+        keys = path.split(".")
+        why = "a plan cannot search its own plan: section" if keys[0] == "plan" else None
+        why = why or path_problem(keys, resolved)
+        if why:
+            problems.append(Problem(f"plan.{path}", why))
+    values = tuple(tuple(_unique(v)) for v in chosen.values())
+    batch = s.training.micro_batch_size * s.training.grad_accumulation
+    return Space(tuple(chosen), values, batch, bool(given)), problems
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def candidates(space: Space) -> Iterator[tuple[tuple[str, Any], ...]]:
+    """Every combination as (path, value) pairs, the coupled batch pair completed; combinations
+    off the batch per GPU are skipped."""
+    for combo in itertools.product(*space.values):
+        chosen = dict(zip(space.keys, combo, strict=True))
+        pairs = _batch_pair(chosen, space.batch)
+        if pairs is None:
+            continue
+        yield tuple((k, v) for k, v in chosen.items() if k not in (MBS, GA)) + pairs
+
+
+def _batch_pair(chosen: dict[str, Any], batch: int) -> tuple[tuple[str, Any], ...] | None:
+    mbs, ga = chosen.get(MBS), chosen.get(GA)
+    if mbs is None and ga is None:
+        return ()
+    if mbs is not None and ga is not None:
+        return ((MBS, mbs), (GA, ga)) if _int(mbs) and _int(ga) and mbs * ga == batch else None
+    known = mbs if mbs is not None else ga
+    if not _int(known) or known < 1 or batch % known:
+        return None
+    other = batch // known
+    return ((MBS, known), (GA, other)) if mbs is not None else ((MBS, other), (GA, known))
+
+
+def _int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def override_text(path: str, value: Any) -> str:
+    """`path=value` as --set reads it back to the same value."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif value is None:
+        text = "null"
+    else:
+        text = str(value)
+    if parse_override(f"{path}={text}")[1] != value:
+        text = repr(str(value)) if isinstance(value, str) else text
+    return f"{path}={text}"

@@ -1,0 +1,210 @@
+"""Two runs side by side: every input that differs, every output that moved, largest first.
+
+Pure functions of two scenario documents (tiersim.config.document) and two JSON reports; no
+simulation and no files here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tiersim.core.units import fmt_bytes, fmt_count, fmt_time
+from tiersim.report.table import render
+from tiersim.report.wear import fmt_days
+
+# The outputs compared, as dotted paths in the report (`*`: every tier, link or direction).
+COMPARED = (
+    "fits",
+    "step.time_s",
+    "step.tokens_per_s",
+    "step.compute_s",
+    "step.recompute_s",
+    "step.optimizer_s",
+    "step.exposed_transfer_s",
+    "step.exposed_cpu_s",
+    "step.pipeline_bubble_s",
+    "step.overlap",
+    "step.bottleneck.resource",
+    "links.*.bytes",
+    "links.*.busy_s",
+    "links.*.bytes_by_direction.*",
+    "tiers.*.peak_bytes",
+    "tiers.*.resident_bytes",
+    "tiers.*.fits",
+    "tiers.*.ports.*.bytes_per_step",
+    "tiers.*.ports.*.bandwidth_utilization",
+    "wear.*.lifetime_days",
+    "wear.*.rated_lifetime_days",
+    "wear.*.drive_writes_per_day",
+    "wear.*.within_budget",
+    "wear.*.margin",
+    "checkpoint.interval_steps",
+    "checkpoint.write_s",
+    "checkpoint.stall_s",
+    "checkpoint.recovery_s",
+    "checkpoint.goodput",
+    "inventory.per_gpu.*",
+)
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    a: Any
+    b: Any
+
+    @property
+    def delta(self) -> float | None:
+        if _number(self.a) and _number(self.b):
+            return self.b - self.a
+        return None
+
+    @property
+    def ratio(self) -> float | None:
+        if _number(self.a) and _number(self.b) and self.a != 0:
+            return self.b / self.a
+        return None
+
+    def size(self) -> float:
+        """How far it moved, for ordering: a verdict or text that changed first, then by
+        |log ratio| (a value from or to zero counts as infinitely far)."""
+        if not (_number(self.a) and _number(self.b)):
+            return math.inf
+        if self.a == 0 or self.b == 0 or (self.a < 0) != (self.b < 0):
+            return 1e300
+        return abs(math.log(self.b / self.a))
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Every leaf of nested mappings by dotted path (lists as one leaf)."""
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out |= flatten(value, f"{prefix}.{key}" if prefix else str(key))
+        return out
+    return {prefix: node}
+
+
+def _picked(report: dict[str, Any]) -> dict[str, Any]:
+    flat = flatten(report)
+    patterns = [p.split(".") for p in COMPARED]
+    return {
+        path: value
+        for path, value in flat.items()
+        if any(_matches(pattern, path.split(".")) for pattern in patterns)
+    }
+
+
+def _matches(pattern: list[str], parts: list[str]) -> bool:
+    return len(pattern) == len(parts) and all(
+        p in ("*", k) for p, k in zip(pattern, parts, strict=True)
+    )
+
+
+def changed(a: dict[str, Any], b: dict[str, Any], close: float = 0.0) -> list[Change]:
+    """Leaves that differ between `a` and `b` (numbers by more than `close`, relative), the
+    largest change first; a leaf only one side has is a change from or to None."""
+    out = []
+    for path in sorted(a.keys() | b.keys()):
+        x, y = a.get(path), b.get(path)
+        if _number(x) and _number(y) and math.isclose(x, y, rel_tol=close, abs_tol=0.0):
+            continue
+        if x != y:
+            out.append(Change(path, x, y))
+    return sorted(out, key=lambda c: -c.size())
+
+
+def compare(
+    doc_a: dict[str, Any], doc_b: dict[str, Any], rep_a: dict[str, Any], rep_b: dict[str, Any]
+) -> dict[str, Any]:
+    """The inputs that differ and the outputs that moved (beyond 1e-9 relative: round-off)."""
+    inputs = changed(flatten(doc_a), flatten(doc_b))
+    outputs = changed(_picked(rep_a), _picked(rep_b), close=1e-9)
+    return {
+        "inputs": [_row(c) for c in inputs],
+        "outputs": [_row(c) for c in outputs],
+    }
+
+
+def _row(c: Change) -> dict[str, Any]:
+    return {"path": c.path, "a": c.a, "b": c.b, "delta": c.delta, "ratio": c.ratio}
+
+
+# --- the table -------------------------------------------------------------------------------
+
+
+def fmt_value(path: str, value: Any) -> str:
+    """A report value with its unit, chosen by the field's name."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not _number(value):
+        return str(value)
+    last = path.rsplit(".", 1)[-1]
+    if last.endswith("_s") and last != "tokens_per_s":
+        return fmt_time(value)
+    if last.endswith("_days"):
+        return fmt_days(value)
+    if last == "tokens_per_s":
+        return f"{value:,.0f} tokens/s"
+    if "bytes" in path or path.startswith("inventory."):
+        return fmt_bytes(value)
+    if last in ("overlap", "goodput", "bandwidth_utilization", "margin"):
+        return f"{100 * value:.2f} %"
+    if last == "drive_writes_per_day":
+        return f"{value:.3g} /day"
+    return fmt_count(value) if abs(value) >= 1000 else f"{value:g}"
+
+
+def fmt_delta(path: str, delta: float | None) -> str:
+    """B - A with its sign and unit; a difference of shares in percentage points."""
+    if delta is None:
+        return "-"
+    sign = "+" if delta > 0 else "-" if delta < 0 else ""
+    text = fmt_value(path, abs(delta))
+    return sign + (text.replace(" %", " pp") if text.endswith(" %") else text)
+
+
+def _ratio(r: float | None) -> str:
+    return "-" if r is None else f"x{r:.4g}"
+
+
+def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
+    inputs = result["inputs"]
+    rows = [[r["path"], _text(r["a"]), _text(r["b"])] for r in inputs]
+    n = len(inputs)
+    head = f"A = {label_a}\nB = {label_b}\n\n"
+    head += f"{n} input{'s differ' if n != 1 else ' differs'}" + (":" if n else "")
+    parts = [render(["input", "A", "B"], rows, head) if rows else head]
+    outputs = result["outputs"]
+    rows = [
+        [
+            r["path"],
+            fmt_value(r["path"], r["a"]),
+            fmt_value(r["path"], r["b"]),
+            fmt_delta(r["path"], r["delta"]),
+            _ratio(r["ratio"]),
+        ]
+        for r in outputs
+    ]
+    n = len(outputs)
+    title = f"{n} output{'s' if n != 1 else ''} moved, largest change first (ratio = B / A):"
+    parts.append(
+        render(["output", "A", "B", "B - A", "ratio"], rows, title) if rows else "no output moved"
+    )
+    return "\n\n".join(parts)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
