@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiersim.config.load import parse_override
-from tiersim.config.schema import STATE_CLASSES, Scenario
+from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
+from tiersim.state.classes import PLACED
 from tiersim.sweep.paths import path_problem
 
 MBS, GA = "training.micro_batch_size", "training.grad_accumulation"
-HOMES = [c for c in STATE_CLASSES if c != "workspace"]  # classes with a home tier
+HOMES = list(PLACED)  # classes with a home tier
 MICRO_BATCHES = (1, 2, 4, 8)
 PREFETCH = (1, 2, 4)
 
