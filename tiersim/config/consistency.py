@@ -94,6 +94,24 @@ def _parallel_problems(s: Scenario) -> list[Problem]:
     return problems
 
 
+def _expert_problems(s: Scenario) -> list[Problem]:
+    """Expert parallelism splits the routed experts over ranks of the data-parallel group."""
+    e, experts = s.parallel.expert, s.model.experts
+    if e == 1:
+        return []
+    if experts is None:
+        what = "expert parallelism needs a mixture-of-experts model (model.experts)"
+        return [Problem("parallel.expert", f"is {e}, but {what}")]
+    problems = []
+    if s.parallel.data % e:
+        why = f"the data-parallel size ({s.parallel.data}) is not a multiple of it"
+        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
+    if experts % e:
+        why = f"the experts ({experts}) do not split evenly over it"
+        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
+    return problems
+
+
 def _precision_problems(s: Scenario) -> list[Problem]:
     weights = s.training.precision.weights
     if weights in s.hardware.gpu.peak_flops:
@@ -157,6 +175,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
     return (
         _tier_problems(s)
         + _parallel_problems(s)
+        + _expert_problems(s)
         + _precision_problems(s)
         + _model_problems(s)
         + _position_problems(s)

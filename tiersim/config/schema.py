@@ -292,6 +292,11 @@ class Parallel(Strict):
     # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
     # --overlap-grad-reduce, DeepSpeed with overlap_comm off); True: as each bucket is ready.
     overlap_gradient_reduce: bool = True
+    # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
+    # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
+    # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform)
+    expert: PositiveInt = 1
+    expert_imbalance: Annotated[float, Field(ge=1, le=1000)] = 1.0
 
 
 class Placement(Strict):

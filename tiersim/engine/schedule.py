@@ -221,6 +221,7 @@ class _Builder:
         self.release_weights(u, held, op)
         self.end_use(u, op)
         self.net(unit.tp_forward, step, [op], kind="sync")
+        self.net(unit.ep_forward, step, [op], kind="sync")
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
@@ -290,6 +291,7 @@ class _Builder:
         self.release_weights(u, held, op)
         self.end_use(u, op)
         self.net(unit.tp_backward, step, [op], kind="sync")
+        self.net(unit.ep_backward, step, [op], kind="sync")
         self.write_gradients(u, mb, step, op)
         return op
 

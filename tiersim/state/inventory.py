@@ -65,6 +65,7 @@ class Inventory:
     inflight_microbatches: float
     sharded: dict[str, bool]
     tiers: dict[str, TierUse]
+    experts_per_gpu: ClassBytes | None = None  # the routed experts' share of per_gpu (MoE)
 
 
 # --- bytes per value ---------------------------------------------------------------------------
@@ -118,43 +119,69 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     if not m.tensor_split or tensor == 1:
         return m
     if m.cols > 1 and not m.split_rows:
-        return Matrix(m.rows, math.ceil(m.cols / tensor), m.count, True)
-    return Matrix(math.ceil(m.rows / tensor), m.cols, m.count, True, m.split_rows)
+        return replace(m, cols=math.ceil(m.cols / tensor))
+    return replace(m, rows=math.ceil(m.rows / tensor))
 
 
-def _layer_and_rest(
-    model: Model, stage: int, pipeline: int, tensor: int
-) -> tuple[list[Matrix], list[Matrix]]:
-    """One GPU's share of one layer's tensors, and of the stage's rest (embeddings on the
-    first stage; final norm and output head on the last)."""
+def stage_layers(model: Model, stage: int, pipeline: int) -> range:
+    """The indices of the layers pipeline stage `stage` holds (L // p each)."""
+    per = model.layers // pipeline
+    return range(stage * per, (stage + 1) * per)
+
+
+def _layer_kinds(model: Model, layers: range) -> dict[bool, list[int]]:
+    """The stage's layers by kind (MoE or not), in order: layers of one kind are alike."""
+    kinds: dict[bool, list[int]] = {}
+    for i in layers:
+        kinds.setdefault(model.is_moe(i), []).append(i)
+    return kinds
+
+
+def _expert_split(m: Matrix, expert: int) -> Matrix:
+    """One GPU's share of the routed experts' tensors: 1/e of them (e divides the experts)."""
+    return replace(m, count=m.count // expert) if m.expert else m
+
+
+def _layer(model: Model, index: int, tensor: int, expert: int = 1) -> list[Matrix]:
+    """One GPU's share of layer `index`'s tensors, under tensor and expert parallelism."""
     if isinstance(model, GenericModel):
-        layer = [Matrix(model.layer_parameters, 1)]
+        return [_split(Matrix(model.layer_parameters, 1), tensor)]
+    return [_expert_split(_split(m, tensor), expert) for m in model.layer_matrices(index)]
+
+
+def _rest(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
+    """One GPU's share of the stage's rest: embeddings on the first stage; final norm and
+    output head on the last."""
+    if isinstance(model, GenericModel):
         spare = model.total_parameters - model.layers * model.layer_parameters
-        rest = [Matrix(spare, 1)] if stage == 0 and spare else []
-    else:
-        layer = model.layer_matrices()
-        rest = model.embedding_matrices() if stage == 0 else []
-        if stage == pipeline - 1:
-            rest = rest + model.head_matrices()
-            if model.tied_embeddings and pipeline > 1:
-                rest.append(model.embedding_matrices()[0])  # the last stage keeps its own copy
-    return [_split(m, tensor) for m in layer], [_split(m, tensor) for m in rest]
+        return [_split(Matrix(spare, 1), tensor)] if stage == 0 and spare else []
+    rest = model.embedding_matrices() if stage == 0 else []
+    if stage == pipeline - 1:
+        rest = rest + model.head_matrices()
+        if model.tied_embeddings and pipeline > 1:
+            rest.append(model.embedding_matrices()[0])  # the last stage keeps its own copy
+    return [_split(m, tensor) for m in rest]
 
 
-def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:
+def unit_matrices(
+    model: Model, stage: int, pipeline: int, tensor: int, expert: int = 1
+) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
     the rest."""
-    layer, rest = _layer_and_rest(model, stage, pipeline, tensor)
-    return [*(list(layer) for _ in range(model.layers // pipeline)), rest]
+    layers = [_layer(model, i, tensor, expert) for i in stage_layers(model, stage, pipeline)]
+    return [*layers, _rest(model, stage, pipeline, tensor)]
 
 
-def stage_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
-    """Every parameter tensor one GPU of `stage` holds, its identical layers counted together
+def stage_matrices(
+    model: Model, stage: int, pipeline: int, tensor: int, expert: int = 1
+) -> list[Matrix]:
+    """Every parameter tensor one GPU of `stage` holds, its alike layers counted together
     (as many values whatever the depth)."""
-    layer, rest = _layer_and_rest(model, stage, pipeline, tensor)
-    per_stage = model.layers // pipeline
-    stacked = [replace(m, count=m.count * per_stage) for m in layer]
-    return [*(m for m in stacked if m.count), *rest]
+    stacked = []
+    for indices in _layer_kinds(model, stage_layers(model, stage, pipeline)).values():
+        layer = _layer(model, indices[0], tensor, expert)
+        stacked += [replace(m, count=m.count * len(indices)) for m in layer]
+    return [*(m for m in stacked if m.count), *_rest(model, stage, pipeline, tensor)]
 
 
 def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches: int) -> float:
@@ -169,46 +196,84 @@ def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches
     return min(chunks, micro_batches * virtual) / virtual
 
 
-def layer_activation_bytes(s: Scenario, model: Model) -> float:
+def layer_activation_bytes(s: Scenario, model: Model, index: int = 0) -> float:
     return model.layer_activation_bytes(
         s.seq_len,
         s.training.micro_batch_size,
         s.parallel.tensor,
         s.parallel.sequence,
         s.training.recompute,
+        index,
     )
+
+
+def _layers_activation_bytes(model: Model, layers: range, per_layer) -> float:
+    """Activation bytes of these layers, `per_layer(index)` each: n x bytes per kind."""
+    kinds = _layer_kinds(model, layers).values()
+    return sum(len(indices) * per_layer(indices[0]) for indices in kinds)
 
 
 # --- the inventory -----------------------------------------------------------------------------
 
 
-def _class_bytes(
-    s: Scenario, mats: list[Matrix], activations: int, shards: dict[str, bool], data: int
-) -> ClassBytes:
+def shard_divisors(s: Scenario) -> tuple[int, int]:
+    """Ranks dense and routed-expert state is ZeRO-sharded over: the data-parallel group, and
+    its expert-data-parallel part (the ranks holding the same experts: data / expert)."""
+    return s.parallel.data, s.parallel.data // s.parallel.expert
+
+
+def sharded_parameter_bytes(
+    s: Scenario, mats: list[Matrix], shards: dict[str, bool], divisor: int
+) -> dict[str, int]:
     raw = raw_parameter_bytes(s, mats)
-    sharded = {k: math.ceil(v / data) if shards.get(k) else v for k, v in raw.items()}
+    return {k: math.ceil(v / divisor) if shards.get(k) else v for k, v in raw.items()}
+
+
+def _parameter_bytes(
+    s: Scenario, mats: list[Matrix], shards: dict[str, bool], dense_only: bool = False
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(dense, routed experts) bytes per per-parameter class, each sharded over its ranks."""
+    dense_div, expert_div = (1, 1) if dense_only else shard_divisors(s)
+    dense = sharded_parameter_bytes(s, [m for m in mats if not m.expert], shards, dense_div)
+    experts = sharded_parameter_bytes(s, [m for m in mats if m.expert], shards, expert_div)
+    return dense, experts
+
+
+def _class_bytes(
+    s: Scenario, mats: list[Matrix], activations: int, shards: dict[str, bool], single: bool
+) -> tuple[ClassBytes, ClassBytes]:
+    """Every class's bytes, and the routed experts' share of them (no activations or
+    workspace of their own)."""
+    dense, experts = _parameter_bytes(s, mats, shards, single)
     other = {"activations": activations, "workspace": int(s.training.workspace)}
-    return ClassBytes({c: sharded[c] if c in sharded else other[c] for c in NAMES})
+    total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
+    return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
 
 
 def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
     """The whole model on one device: P·b per class, one micro-batch of activations."""
     mats = stage_matrices(model, 0, 1, 1)
-    acts = model.layers * model.layer_activation_bytes(
-        s.seq_len, s.training.micro_batch_size, 1, False, s.training.recompute
+    seq, mbs, recompute = s.seq_len, s.training.micro_batch_size, s.training.recompute
+    acts = _layers_activation_bytes(
+        model,
+        range(model.layers),
+        lambda i: model.layer_activation_bytes(seq, mbs, 1, False, recompute, i),
     )
-    return _class_bytes(s, mats, math.ceil(acts), {}, 1)
+    return _class_bytes(s, mats, math.ceil(acts), {}, True)[0]
 
 
-def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, float, int]:
+def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[tuple, float, int]:
     par = s.parallel
-    mats = stage_matrices(model, stage, par.pipeline, par.tensor)
+    mats = stage_matrices(model, stage, par.pipeline, par.tensor, par.expert)
     inflight = inflight_microbatches(
         stage, par.pipeline, par.virtual_pipeline, s.training.grad_accumulation
     )
-    layers = model.layers // par.pipeline
-    acts = math.ceil(layers * layer_activation_bytes(s, model) * inflight)
-    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data)
+    layers = stage_layers(model, stage, par.pipeline)
+    per_layer = _layers_activation_bytes(
+        model, layers, lambda i: layer_activation_bytes(s, model, i)
+    )
+    acts = math.ceil(per_layer * inflight)
+    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), False)
     return per_gpu, inflight, sum(m.size for m in mats)
 
 
@@ -231,8 +296,8 @@ def tier_use(s: Scenario, per_gpu: ClassBytes) -> dict[str, TierUse]:
 def build_inventory(s: Scenario) -> Inventory:
     model = build_model(s.model)
     stages = [_stage_bytes(s, model, k) for k in range(s.parallel.pipeline)]
-    stage = max(range(len(stages)), key=lambda k: stages[k][0].total)
-    per_gpu, inflight, params = stages[stage]
+    stage = max(range(len(stages)), key=lambda k: stages[k][0][0].total)
+    (per_gpu, experts), inflight, params = stages[stage]
     return Inventory(
         parameters=model.parameters,
         dense=dense_inventory(s, model),
@@ -242,6 +307,7 @@ def build_inventory(s: Scenario) -> Inventory:
         inflight_microbatches=inflight,
         sharded=sharded_classes(s),
         tiers=tier_use(s, per_gpu),
+        experts_per_gpu=experts if model.is_moe_model else None,
     )
 
 

@@ -78,6 +78,10 @@ class Transformer:
         return self.moe is not None and self.moe.is_moe(index)
 
     @property
+    def is_moe_model(self) -> bool:
+        return self.moe is not None
+
+    @property
     def moe_layers(self) -> int:
         return sum(self.is_moe(i) for i in range(self.layers))
 
@@ -270,7 +274,12 @@ class GenericModel:
     def layer_parameters(self) -> int:
         return self.total_parameters // self.layers
 
-    def layer_forward_flops(self, seq: int, batch: int) -> float:
+    def is_moe(self, index: int) -> bool:
+        return False
+
+    is_moe_model = False
+
+    def layer_forward_flops(self, seq: int, batch: int, index: int = 0) -> float:
         per_token = self.forward_flops_per_token_per_layer
         if per_token is None:
             per_token = 2.0 * self.total_parameters / self.layers
@@ -286,6 +295,7 @@ class GenericModel:
         tensor: int = 1,
         sequence_parallel: bool = False,
         recompute: str = "none",
+        index: int = 0,
     ) -> float:
         """The given per-layer bytes, divided by t; full recompute keeps the layer input 2sbh
         when `hidden` is known, otherwise nothing (the input size of a generic layer is unknown)."""

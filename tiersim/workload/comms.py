@@ -46,7 +46,8 @@ def _link(s: Scenario, group: str) -> tuple[GroupLink, int]:
         return p2p_link(s.hardware.network, par), 2
     if group == "embedding":
         return embedding_group_link(s.hardware.network, par), 2
-    size = {"tensor": par.tensor, "data": par.data}[group]
+    sizes = {"tensor": par.tensor, "data": par.data, "expert": par.expert}
+    size = sizes[group] if group in sizes else par.data // par.expert  # expert_data
     return group_link(s.hardware.network, size, rank_strides(par)[group]), size
 
 
@@ -58,13 +59,16 @@ def comm(s: Scenario, name: str, group: str, op: Op, buffer: float, calls: int =
     return Comm(name, sent * calls, max(latency, 0.0) * calls, ("net", link.kind), group)
 
 
+GROUPS = ("tensor", "data", "pipeline", "expert", "expert_data")
+
+
 def capacities(s: Scenario) -> dict[tuple[str, str], float]:
     """Bandwidth per GPU per direction of its two physical channels: every group inside a node
     shares the GPU's NVLink; groups spanning nodes share its network ports (at the widest
     rate any of them reaches, NCCL driving one ring per NIC)."""
     net = s.hardware.network
     out = {("net", "nvlink"): net.intra_node_bandwidth, ("net", "network"): 0.0}
-    for group in ("tensor", "data", "pipeline"):
+    for group in GROUPS:
         link, _ = _link(s, group)
         if link.kind == "network":
             out[("net", "network")] = max(out[("net", "network")], link.bandwidth)
@@ -77,7 +81,7 @@ def network_nics(s: Scenario) -> int:
     """NICs one GPU's rings drive at once on the network: the members per node of the group
     that sets the network's rate in `capacities` (1 where no group spans nodes)."""
     best = (0.0, 1)
-    for group in ("tensor", "data", "pipeline"):
+    for group in GROUPS:
         link, _ = _link(s, group)
         if link.kind == "network":
             best = max(best, (link.bandwidth, link.per_node))

@@ -20,7 +20,10 @@ from tiersim.state.inventory import (
     layer_activation_bytes,
     master_bytes,
     raw_parameter_bytes,
+    shard_divisors,
     sharded_classes,
+    sharded_parameter_bytes,
+    stage_layers,
     unit_matrices,
 )
 from tiersim.state.model import Transformer, build_model
@@ -33,6 +36,7 @@ from tiersim.workload.comms import (
     p2p_send_s,
     tensor_comms,
 )
+from tiersim.workload.experts import expert_comms
 from tiersim.workload.pipeline_steady import evaluate_steady
 
 
@@ -58,6 +62,10 @@ class Unit:
     dp_gradients: Comm | None = None  # reduce-scatter or all-reduce of the unit's gradients
     dp_parameters: Comm | None = None  # all-gather of updated weights after the optimizer
     embedding_sync: Comm | None = None  # tied embeddings: first and last stage, before update
+    expert_weights_full: int = 0  # the routed experts' share of weights_full
+    expert_gradients_full: int = 0
+    ep_forward: Comm | None = None  # expert parallelism's all-to-alls, blocking, per micro-batch
+    ep_backward: Comm | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,9 @@ def _memory_bound_s(s: Scenario, model, bytes_moved: float) -> float:
     return bytes_moved / min(hbm.read_bw, hbm.write_bw)
 
 
-def _compute_times(s: Scenario, model, is_layer: bool, last_stage: bool) -> tuple[float, ...]:
+def _compute_times(
+    s: Scenario, model, is_layer: bool, last_stage: bool, index: int = 0
+) -> tuple[float, ...]:
     """Forward, backward and recompute seconds of one unit for one micro-batch.
 
     Matrix multiplies run at peak x efficiency. The memory-bound kernels between them (norms,
@@ -97,9 +107,9 @@ def _compute_times(s: Scenario, model, is_layer: bool, last_stage: bool) -> tupl
     if not is_layer:
         fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
         return fwd, 2.0 * fwd, 0.0
-    kept = model.layer_activation_bytes(seq, mbs, t, s.parallel.sequence, "none")
+    kept = model.layer_activation_bytes(seq, mbs, t, s.parallel.sequence, "none", index)
     elementwise = _memory_bound_s(s, model, kept)
-    fwd = model.layer_forward_flops(seq, mbs) / t / rate + elementwise
+    fwd = model.layer_forward_flops(seq, mbs, index) / t / rate + elementwise
     recompute = {"none": 0.0, "full": fwd}.get(s.training.recompute)
     if recompute is None:  # selective: QK^T, softmax, dropout and attention over V again
         heads = model.heads if isinstance(model, Transformer) else 0
@@ -107,7 +117,7 @@ def _compute_times(s: Scenario, model, is_layer: bool, last_stage: bool) -> tupl
         scores = 5.0 * heads * seq * seq * mbs / t  # softmax, its mask and dropout output
         recompute = 4.0 * mbs * seq * seq * heads_dim / t / rate
         recompute += _memory_bound_s(s, model, scores)
-    bwd = 2.0 * model.layer_forward_flops(seq, mbs) / t / rate + 2.0 * elementwise
+    bwd = 2.0 * model.layer_forward_flops(seq, mbs, index) / t / rate + 2.0 * elementwise
     return fwd, bwd, recompute
 
 
@@ -122,21 +132,39 @@ def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tupl
     return gpu_s, cpu_s
 
 
-def _unit(s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts: int) -> Unit:
-    prec, d = s.training.precision, s.parallel.data
+def _homed(s: Scenario, mats) -> tuple[dict[str, int], float, int, int]:
+    """Bytes homed per GPU of each per-parameter class (dense state sharded over the data-
+    parallel group, routed experts' over their expert-data-parallel part), the parameters the
+    optimizer updates here, and the routed experts' weight and gradient bytes."""
     shard = sharded_classes(s)
+    dense_div, expert_div = shard_divisors(s)
+    dense, experts = [m for m in mats if not m.expert], [m for m in mats if m.expert]
+    dense_b = sharded_parameter_bytes(s, dense, shard, dense_div)
+    expert_b = sharded_parameter_bytes(s, experts, shard, expert_div)
+    homed = {c: dense_b[c] + expert_b[c] for c in dense_b}
+    p_dense, p_experts = sum(m.size for m in dense), sum(m.size for m in experts)
+    updated = float(p_dense + p_experts)
+    if shard["optimizer"]:
+        updated = p_dense / dense_div + p_experts / expert_div
+    expert_raw = raw_parameter_bytes(s, experts)
+    return homed, updated, expert_raw["weights"], expert_raw["gradients"]
+
+
+def _unit(
+    s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts: int, index: int = 0
+) -> Unit:
+    prec = s.training.precision
     params = sum(m.size for m in mats)
     full = raw_parameter_bytes(s, mats)
-    homed = {c: math.ceil(b / d) if shard[c] else b for c, b in full.items()}
+    homed, updated, expert_w, expert_g = _homed(s, mats)
     w_full, g_full = full["weights"], full["gradients"]
-    updated = params / d if shard["optimizer"] else float(params)
     master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
     weights_read = 0 if master_bytes(s) else w_updated  # no master: update weights in place
     touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
     gpu_opt, cpu_opt = _optimizer_times(s, touched, updated)
-    fwd, bwd, rec = _compute_times(s, model, is_layer, last)
+    fwd, bwd, rec = _compute_times(s, model, is_layer, last, index)
     return Unit(
         name,
         params,
@@ -151,6 +179,9 @@ def _unit(s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts:
         rec,
         gpu_opt if params else 0.0,
         cpu_opt if params else 0.0,
+        expert_weights_full=expert_w,
+        expert_gradients_full=expert_g,
+        **(expert_comms(s, model, index) if is_layer else {}),
     )
 
 
@@ -159,19 +190,37 @@ def _data_comms(s: Scenario, unit: Unit) -> dict[str, Comm | None]:
     all-gathered before every use; sharded gradients reduce-scattered every micro-batch;
     otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
     all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
-    after the update."""
+    after the update. Routed experts do the same over their expert-data-parallel group."""
     shard = sharded_classes(s)
     if s.parallel.data == 1 or unit.params == 0:
         return {}
+    sharded_update = shard["optimizer"] or shard["master"]
+    gradient_op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
     out: dict[str, Comm | None] = {}
     if shard["weights"]:
-        out["dp_weights"] = comm(s, "dp weights", "data", "all_gather", unit.weights_full)
-    sharded_update = shard["optimizer"] or shard["master"]
-    op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
-    out["dp_gradients"] = comm(s, "dp gradients", "data", op, unit.gradients_full)
+        out["dp_weights"] = _dense_and_experts(s, "dp weights", "all_gather", unit, "weights")
+    out["dp_gradients"] = _dense_and_experts(s, "dp gradients", gradient_op, unit, "gradients")
     if not shard["weights"] and sharded_update:
-        out["dp_parameters"] = comm(s, "dp parameters", "data", "all_gather", unit.weights_full)
+        out["dp_parameters"] = _dense_and_experts(s, "dp parameters", "all_gather", unit, "weights")
     return out
+
+
+def _dense_and_experts(s: Scenario, name: str, op, unit: Unit, cls: str) -> Comm | None:
+    """One collective of the unit's dense tensors over the data-parallel group and one of its
+    routed experts over theirs, as one flow (on the slower channel where they differ)."""
+    full = unit.weights_full if cls == "weights" else unit.gradients_full
+    experts = unit.expert_weights_full if cls == "weights" else unit.expert_gradients_full
+    if s.parallel.expert == 1:  # the experts' data-parallel group is the data-parallel group
+        return comm(s, name, "data", op, full)
+    dense = comm(s, name, "data", op, full - experts) if full - experts else None
+    routed = None
+    if experts and s.parallel.data // s.parallel.expert > 1:
+        routed = comm(s, name, "expert_data", op, experts)
+    if dense is None or routed is None:
+        return dense or routed
+    resource = max(dense.resource, routed.resource, key=lambda r: r[1] == "network")
+    latency = dense.latency_s + routed.latency_s
+    return Comm(name, dense.nbytes + routed.nbytes, latency, resource, "data")
 
 
 def _rest_tensor_comms(s: Scenario, hidden: int | None, stage: int) -> dict[str, Comm | None]:
@@ -206,8 +255,12 @@ def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden
     last stage's last chunk (Megatron's placement), so the last stage runs longest."""
     par = s.parallel
     p, v = par.pipeline, par.virtual_pipeline
-    f = sum(u.forward_s + _alone_s(u.tp_forward, cap) for u in layers) / v
-    b = sum(u.backward_s + u.recompute_s + _alone_s(u.tp_backward, cap) for u in layers) / v
+    f = sum(u.forward_s + _alone_s(u.tp_forward, cap) + _alone_s(u.ep_forward, cap) for u in layers)
+    b = sum(
+        u.backward_s + u.recompute_s + _alone_s(u.tp_backward, cap) + _alone_s(u.ep_backward, cap)
+        for u in layers
+    )
+    f, b = f / v, b / v
     fwd = [[f] * v for _ in range(p)]
     bwd = [[b] * v for _ in range(p)]
     for stage, chunk in ((0, 0), (p - 1, v - 1)):
@@ -249,13 +302,12 @@ def build_workload(s: Scenario) -> Workload:
     model = build_model(s.model)
     inv = build_inventory(s)
     par = s.parallel
-    groups = unit_matrices(model, inv.stage, par.pipeline, par.tensor)
+    groups = unit_matrices(model, inv.stage, par.pipeline, par.tensor, par.expert)
     last = inv.stage == par.pipeline - 1
-    acts = math.ceil(layer_activation_bytes(s, model))
-    first = inv.stage * (model.layers // par.pipeline)
+    layers = stage_layers(model, inv.stage, par.pipeline)
     units = [
-        _unit(s, model, f"L{first + i}", mats, True, last, acts)
-        for i, mats in enumerate(groups[:-1])
+        _unit(s, model, f"L{i}", mats, True, last, _activations(s, model, i), i)
+        for i, mats in zip(layers, groups[:-1], strict=True)
     ]
     units.append(_unit(s, model, "rest", groups[-1], False, last, 0))
     hidden = getattr(model, "hidden", None)
@@ -289,3 +341,7 @@ def build_workload(s: Scenario) -> Workload:
         bubble_after_s=after,
         net_capacity=cap,
     )
+
+
+def _activations(s: Scenario, model, index: int) -> int:
+    return math.ceil(layer_activation_bytes(s, model, index))
