@@ -4,10 +4,11 @@ arithmetic written out here."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
-from conftest import inventory
+from conftest import SCENARIOS, inventory
 from engine_helpers import merge, scenario
 
 from tiersim.engine.simulate import simulate
@@ -176,3 +177,20 @@ def test_moe_bytes_are_conserved():
 def test_more_bandwidth_never_slows_an_moe_step_when_ordered(faster):
     base = simulate(scenario(_offloaded())).time_s
     assert simulate(scenario(merge(_offloaded(), faster))).time_s <= base * (1 + 1e-9)
+
+
+def test_the_shipped_expert_parallel_scenario_by_hand(cli, tmp_path):
+    path = SCENARIOS / "mixtral-8x7b-ep-dgx-h100.yaml"
+    code, out, err = cli("run", path, "--format", "json", "--out", tmp_path / "out")
+    assert code == 0, err
+    report = json.loads(out)
+    routed, other = 45_097_156_608 // 8, 1_605_636_096
+    inv = report["inventory"]
+    assert inv["per_gpu"]["weights"] == 2 * (routed + other)
+    assert inv["per_gpu_routed_experts"]["optimizer"] == 8 * routed // 2
+    assert inv["per_gpu_other"]["master"] == 4 * other // 16
+    assert report["tiers"]["dram"]["resident_bytes"] == 12 * routed // 2 + 12 * other // 16
+    # one all-to-all: 2 experts x 4096 tokens x 4096 x bf16, 7/8 of it to the other GPUs;
+    # 6 per layer and micro-batch with full recompute, 32 layers, 8 micro-batches
+    one = 2 * 4096 * 4096 * 2 * 7 // 8
+    assert report["links"]["nvlink"]["bytes_by_direction"]["expert"] == one * 6 * 32 * 8
