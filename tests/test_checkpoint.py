@@ -251,8 +251,9 @@ def test_checkpoint_problems_name_the_key():
     assert p.path == "checkpoint.staging" and "mode: blocking" in p.message
     blocking = {**same, "mode": "blocking"}  # a blocking copy never stages
     assert checkpoint_problems(scenario({**base, "checkpoint": blocking})) == []
-    unused = {**same, "every_steps": None}  # no interval, no failure rate: nothing to check
-    assert checkpoint_problems(scenario({**base, "checkpoint": unused})) == []
+    unused = {**same, "every_steps": None}  # refused even where no checkpoint is simulated
+    (p,) = checkpoint_problems(scenario({**base, "checkpoint": unused}))
+    assert p.path == "checkpoint.staging"
 
 
 def test_durable_checkpoints_keep_their_own_vocabulary():

@@ -238,7 +238,9 @@ def test_one_sweep_at_a_time_even_after_the_log_is_rewritten(tmp_path):
     with SweepStore(out, resume=True) as store:
         store.forget({"b"})  # replaces the log file: the lock must not go with the old one
         assert [e["key"] for e in log_entries(out)] == ["a"]
-        with pytest.raises(InputError, match="another sweep is writing to this folder"):
+        with pytest.raises(
+            InputError, match=r"another sweep \(or a tiersim run\) is writing to this folder"
+        ):
             SweepStore(out, resume=True)
     with SweepStore(out, resume=True) as store:  # released on close
         assert list(store.entries) == ["a"]

@@ -229,13 +229,14 @@ _EXACT_UNITS = {
 def fmt_exact(value: float, kind: Kind) -> str:
     """The plainest string in `kind`'s units that `parse` reads back as exactly `value`:
     60e-6 s -> '60 us', 2**30 B -> '1 GiB'; infinity (an unlimited bandwidth) -> 'unlimited'.
-    Plainest: no exponent, then the fewest digits (256 GB, not 250000000 KiB), then a number
-    of at least 1, then the fewest characters."""
+    Plainest: no exponent, then the fewest digits written (256 GB, not 250000000 KiB), a
+    number below 1 counting two more (100 GB/s, not 0.1 TB/s; 0.5 us, not 499.99999999999994
+    ns), then the fewest characters."""
     if math.isinf(value) and value > 0:
         return "unlimited"
     if value == 0:
         return f"{value:g} {kind.base_unit}"
-    candidates = [(True, 99, True, 99, f"{value!r} {kind.base_unit}")]
+    candidates = [(True, 99, 99, f"{value!r} {kind.base_unit}")]
     for unit in _EXACT_UNITS[kind]:
         factor = UNITS[unit][1]
         for digits in range(1, 18):
@@ -245,7 +246,8 @@ def fmt_exact(value: float, kind: Kind) -> str:
                 small = abs(float(text)) < 1
                 digits = sum(c.isdigit() for c in text.split("e")[0])
                 named = unit[:-1] if text == "1" and unit in ("years", "weeks", "days") else unit
-                candidates.append((exponent, digits, small, len(text), f"{text} {named}"))
+                weight = digits + (2 if small else 0)
+                candidates.append((exponent, weight, len(text), f"{text} {named}"))
                 if not exponent:
                     break
-    return min(candidates)[4]
+    return min(candidates)[3]
