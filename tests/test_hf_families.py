@@ -221,3 +221,32 @@ def test_inconsistent_moe_and_attention_keys_are_refused(cli, write, model, says
     code, out, err = cli("validate", scenario_file)
     assert (code, out) == (2, ""), err
     assert says in err and "Traceback" not in err, err
+
+
+# --- any other architecture transformers knows ---------------------------------------------------
+
+
+def test_another_architecture_is_counted_by_transformers_on_the_meta_device():
+    pytest.importorskip("transformers", reason="the measure extra is not installed")
+    # BERT-base as AutoModelForCausalLM builds it (BertLMHeadModel: no pooler, the MLM head),
+    # by hand: embeddings (word, position, token type, LayerNorm)
+    embeddings = 30522 * 768 + 512 * 768 + 2 * 768 + 2 * 768
+    layer = 3 * (768 * 768 + 768) + (768 * 768 + 768) + 2 * 768  # q, k, v, out, LayerNorm
+    layer += (768 * 3072 + 3072) + (3072 * 768 + 768) + 2 * 768  # MLP and its LayerNorm
+    head = 768 * 768 + 768 + 2 * 768 + 30522  # transform, LayerNorm, decoder bias (tied)
+    model = build_model(
+        scenario({"name": "x", "model": {"hf_config": str(fixture("bert-base"))}}).model
+    )
+    assert model.parameters == embeddings + 12 * layer + head == 109_514_298
+    assert model.layers == 12  # its encoder's layer list; each taken as total / 12
+
+
+def test_a_file_transformers_refuses_is_exit_2_in_its_words(cli, write, tmp_path):
+    pytest.importorskip("transformers", reason="the measure extra is not installed")
+    cfg = json.loads(fixture("bert-base").read_text()) | {"hidden_size": "768"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = cli("validate", write({"name": "x", "model": {"hf_config": "config.json"}}))
+    assert (code, out) == (2, "") and "Traceback" not in err
+    assert f"{path}: model_type 'bert': transformers cannot build it (" in err
+    assert "hidden_size" in err

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tiersim.config import hfmeta
 from tiersim.config.hffamilies import FAMILIES, read_family
 from tiersim.config.hfvalues import (
     HfConfigError,
@@ -98,9 +99,13 @@ def dims_from_config(cfg: Any) -> dict[str, Any]:
         return _llama_like(cfg, model_type)
     if model_type in FAMILIES:
         return read_family(cfg, model_type)
+    if hfmeta.known(model_type):  # counted by transformers itself, as a generic model
+        return hfmeta.dims_from_transformers(cfg)
+    other = "any other that transformers knows, with the measure extra installed, or "
     raise HfConfigError(
         f"unsupported model_type {model_type!r} (supported: {', '.join(SUPPORTED)}; "
-        "for other models give the dimensions explicitly)"
+        f"{other if not hfmeta.available() else ''}for other models give the dimensions "
+        "explicitly)"
     )
 
 

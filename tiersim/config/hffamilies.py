@@ -141,9 +141,9 @@ def _experts(cfg: dict[str, Any], keys: tuple[str, str], default: int) -> tuple[
 
 def _moe_core(cfg, keys: tuple[str, ...], experts: int, per_token: int, width: int) -> dict:
     key, n = _experts(cfg, keys if len(keys) == 2 else (keys[0], keys[0]), experts)
+    k = class_size(cfg, "num_experts_per_tok", per_token)  # checked even where unused
     if n == 0:
         return {}
-    k = class_size(cfg, "num_experts_per_tok", per_token)
     if k > n:
         raise HfConfigError(f"num_experts_per_tok: {k} is more than {key} ({n})")
     return {"experts": n, "experts_per_token": k, "expert_ffn_hidden": width}
