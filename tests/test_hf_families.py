@@ -250,3 +250,18 @@ def test_a_file_transformers_refuses_is_exit_2_in_its_words(cli, write, tmp_path
     assert (code, out) == (2, "") and "Traceback" not in err
     assert f"{path}: model_type 'bert': transformers cannot build it (" in err
     assert "hidden_size" in err
+
+
+@pytest.mark.parametrize(
+    ("preset", "idle", "published"),
+    [
+        # (MoE layers x idle experts x 3·h·f) off the total; published active counts
+        ("mixtral-8x7b", 32 * 6 * 3 * 4096 * 14336, 12.9e9),  # Mistral AI: 12.9B active
+        ("qwen3-30b-a3b", 48 * 120 * 3 * 2048 * 768, 3.3e9),  # Qwen: 3.3B activated
+        ("deepseek-v3", 58 * 248 * 3 * 7168 * 2048, 37e9),  # DeepSeek: 37B (embeddings apart)
+    ],
+)
+def test_active_parameters_per_token(preset, idle, published):
+    model = build_model(scenario({"name": "x", "model": {"preset": preset}}).model)
+    assert model.active_parameters == TRANSFORMERS_COUNT[preset] - idle
+    assert model.active_parameters == pytest.approx(published, rel=0.03)

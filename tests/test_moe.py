@@ -194,3 +194,9 @@ def test_the_shipped_expert_parallel_scenario_by_hand(cli, tmp_path):
     # 6 per layer and micro-batch with full recompute, 32 layers, 8 micro-batches
     one = 2 * 4096 * 4096 * 2 * 7 // 8
     assert report["links"]["nvlink"]["bytes_by_direction"]["expert"] == one * 6 * 32 * 8
+
+
+def test_measure_refuses_layers_it_does_not_build(cli):
+    code, out, err = cli("measure", "--model", "mixtral-8x7b")
+    assert code == 2 and "Traceback" not in err
+    assert "experts, experts_per_token, expert_ffn_hidden: tiersim measure builds" in err

@@ -17,6 +17,24 @@ _MOE_ONLY = {
     "capacity_factor": None,
 }
 _MLA_DIMS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+# every layer-variant key with its default: a model with all of these is all-alike layers
+VARIANT_DEFAULTS: dict[str, Any] = {
+    "qk_norm": False,
+    "post_norms": False,
+    "q_lora_rank": None,
+    "kv_lora_rank": None,
+    **dict.fromkeys(_MLA_DIMS),
+    "sliding_window": None,
+    "sliding_window_layers": None,
+    "experts": None,
+    "experts_per_token": None,
+    **_MOE_ONLY,
+}
+
+
+def given_variants(spec: Any) -> list[str]:
+    """The layer-variant keys `spec` sets to other than their defaults."""
+    return _given(spec, VARIANT_DEFAULTS)
 
 
 def _given(spec: Any, defaults: dict[str, Any]) -> list[str]:

@@ -321,5 +321,17 @@ def model_summary(model: Model) -> dict[str, object]:
             "kv_heads": model.kv_heads,
             "ffn_hidden": model.ffn_hidden,
             "vocab": model.vocab,
+            **_moe_summary(model),
         }
     return {"parameters": model.parameters, "layers": model.layers}
+
+
+def _moe_summary(model: Transformer) -> dict[str, object]:
+    if model.moe is None:
+        return {}
+    return {
+        "experts": model.moe.experts,
+        "experts_per_token": model.moe.per_token,
+        "moe_layers": model.moe_layers,
+        "active_parameters": model.active_parameters,
+    }

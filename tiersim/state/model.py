@@ -85,6 +85,16 @@ class Transformer:
     def moe_layers(self) -> int:
         return sum(self.is_moe(i) for i in range(self.layers))
 
+    @property
+    def active_parameters(self) -> int:
+        """Parameters one token computes with: all but the routed experts it is not sent to
+        (the capacity factor's padding aside)."""
+        if self.moe is None:
+            return self.parameters
+        per_expert = (3 if self.gated_mlp else 2) * self.hidden * self.moe.ffn_hidden
+        idle = self.moe.experts - self.moe.per_token
+        return self.parameters - self.moe_layers * idle * per_expert
+
     # --- parameters ----------------------------------------------------------------------------
 
     def _norm(self, count: int) -> list[Matrix]:
