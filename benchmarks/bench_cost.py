@@ -99,7 +99,7 @@ def bare_simpy_s_per_event(n: int = SIMPY_EVENTS) -> float:
 
 def one_t_s(repeats: int = 5) -> tuple[float, int]:
     from tiersim.config.load import load_scenario
-    from tiersim.engine.simulate import simulate
+    from tiersim.runner import simulate
 
     best, events = float("inf"), 0
     for _ in range(repeats):
@@ -112,7 +112,7 @@ def one_t_s(repeats: int = 5) -> tuple[float, int]:
 
 def engine_s_per_event() -> tuple[float, int]:
     from tiersim.config.load import load_scenario
-    from tiersim.engine.simulate import simulate
+    from tiersim.runner import simulate
 
     scenario = load_scenario(SCENARIO, ["checkpoint.every_steps=null"]).scenario
     best = min(simulate(scenario).wall_s for _ in range(3))

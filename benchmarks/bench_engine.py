@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from tiersim.config.load import build
-from tiersim.engine.simulate import simulate
+from tiersim.runner import simulate
 
 NVME_OFFLOAD = {
     "weights": "nvme",

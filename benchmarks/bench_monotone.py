@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from engine_helpers import merge, scenario
 from test_engine_properties import TIERS, build_raw
 
-from tiersim.engine.simulate import simulate
 from tiersim.report.table import render
+from tiersim.runner import simulate
 
 CHOICES = {
     "layers": [1, 2, 3],

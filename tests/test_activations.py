@@ -141,8 +141,10 @@ def test_first_stage_holds_all_layers_worth_under_1f1b(preset):
 def test_first_stage_without_recompute_tensor_parallel_only():
     """175B, t = 8, p = 8: L · s·b·h·(10 + 24/t + 5as/(ht)) = 96·25,165,824·23."""
     inv = first_stage("megatron-175b", tensor=8, pipeline=8, recompute="none")
-    assert 5 * 96 * SEQ / (12288 * 8) == 10
-    assert inv.per_gpu["activations"] == pytest.approx(96 * SEQ * 12288 * 23, rel=1e-12)
+    a, h, t = 96, 12288, 8  # heads, hidden, tensor
+    per_layer = SEQ * h * (10 + 24 / t + 5 * a * SEQ / (h * t))  # 10 + 3 + 10 = 23 sbh
+    # 12 layers on the first of 8 stages, 8 micro-batches in flight (1F1B)
+    assert inv.per_gpu["activations"] == pytest.approx(12 * 8 * per_layer, rel=1e-12)
 
 
 @pytest.mark.parametrize("virtual", [2, 3, 4])
@@ -169,8 +171,9 @@ def test_dense_inventory_is_one_unparallelised_micro_batch():
     """GPT-2 small at s = 1024, b = 1: 12 · s·b·h·(34 + 5as/h) = 12·786,432·114."""
     raw = {"name": "g", "model": {"preset": "gpt2"}, "training": {"seq_len": 1024}}
     inv = build_inventory(scenario(raw))
-    assert 5 * 12 * 1024 / 768 == 80
-    assert inv.dense["activations"] == 12 * 1024 * 768 * 114 == 1_075_838_976
+    a, s, h = 12, 1024, 768
+    per_layer = s * h * (34 + 5 * a * s / h)  # 34 + 80 = 114 sbh
+    assert inv.dense["activations"] == 12 * per_layer == 1_075_838_976
 
 
 def test_grouped_query_attention_and_gated_mlp():

@@ -201,9 +201,13 @@ def test_section_with_auto_interval_by_hand():
     assert out["optimal_interval_s"]["daly"] == pytest.approx(1098.77, abs=0.01)
     assert out["optimal_interval_steps"] == {"young": 113, "daly": 110}
     assert out["interval_steps"] == 110 and out["interval_s"] == 1100
-    expected = goodput(1100, 60, 600, 40, 3 * HOUR)
-    assert out["goodput"] == pytest.approx(expected) and out["goodput_at_optimum"] == out["goodput"]
-    assert out["recovery_s"] == pytest.approx(recovery_s(600, 40, 1100, 60, 3 * HOUR))
+    # Daly: goodput = tau / (M e^(R/M) (e^((tau + delta)/M) - 1)), R = restart + read-back:
+    #   1,100 / (10,800 x e^(640/10,800) x (e^(1,160/10,800) - 1)) = 1,100 / 1,299.35 = 0.84658
+    assert out["goodput"] == pytest.approx(0.846578, abs=1e-6)
+    assert out["goodput_at_optimum"] == out["goodput"]
+    # recovery = restart + read-back + lost work M - T/(e^(T/M) - 1), T = 1,160 s:
+    #   600 + 40 + 10,800 - 1,160 / 0.113386 = 1,209.62 s
+    assert out["recovery_s"] == pytest.approx(1209.62, abs=0.01)
     assert {"bytes", "write_s", "stall_s", "recovery_s", "goodput"} <= set(out)
     # a fixed interval away from the optimum has lower goodput than the optimum
     fixed = checkpoint_section(every_steps=1000, step_s=10, cost=cost, mtbf_s=3 * HOUR)

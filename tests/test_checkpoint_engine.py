@@ -5,9 +5,9 @@ import math
 import pytest
 from engine_helpers import scenario, tiny
 
-from tiersim.engine.simulate import simulate
 from tiersim.report.json_report import checkpoint_report
 from tiersim.report.wear import wear_section
+from tiersim.runner import simulate
 
 FILL = 64 * 2**20 / 5e9  # the first 64 MiB chunk crossing DRAM before the NVMe hop starts
 

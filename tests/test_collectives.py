@@ -23,10 +23,13 @@ from tiersim.hardware.collectives import (
     ring_all_reduce_s,
     ring_reduce_scatter_s,
     send_s,
-    step_collectives,
     tree_all_reduce_s,
 )
+from tiersim.hardware.resources import NetChannel
+from tiersim.hardware.resources import Network as Network_
 from tiersim.state.model import build_model
+from tiersim.workload.comms import capacities, embedding_sync, p2p_send_s
+from tiersim.workload.work import build_workload
 
 GB = 1e9
 US = 1e-6
@@ -163,127 +166,138 @@ def test_more_network_bandwidth_never_slows_a_collective():
     assert times == sorted(times, reverse=True)
 
 
-# --- one step's collectives --------------------------------------------------------------------
+# --- one step's collectives: the workload's, which the engine runs -----------------------------
 
 
-def _step(model, parallel, training=None, hardware="dgx-a100", stage=None):
+def _setup(model, parallel, training=None, hardware="dgx-a100"):
     raw = {"name": "t", "model": model, "parallel": parallel, "hardware": {"preset": hardware}}
     if training:
         raw["training"] = training
-    return step_collectives(scenario(raw), stage)
+    return scenario(raw)
 
 
-def _by_name(collectives):
-    return {c.name: c for c in collectives}
+def _work(model, parallel, training=None, hardware="dgx-a100"):
+    return build_workload(_setup(model, parallel, training, hardware))
 
 
-GPT = {"preset": "megatron-22b"}  # 48 layers, h = 6144, tied embeddings
+def _comms(unit):
+    fields = ("tp_forward", "tp_backward", "dp_weights", "dp_gradients", "dp_parameters")
+    return {f: getattr(unit, f) for f in (*fields, "embedding_sync") if getattr(unit, f)}
+
+
+GPT = {"preset": "megatron-22b"}  # 48 layers, h = 6144, vocab 51,200, tied embeddings
 SBH = 2048 * 4 * 6144 * 2  # s·b·h activations at bf16 for micro-batch 4
+NVLINK = Network_(NetChannel.NVLINK)
 
 
-def test_data_parallel_size_one_has_no_gradient_collective():
-    assert _step(GPT, {"data": 1}, {"seq_len": 2048}) == []
+def test_data_parallel_size_one_has_no_collective():
+    wl = _work(GPT, {"data": 1}, {"seq_len": 2048})
+    assert all(_comms(u) == {} for u in wl.units)
 
 
 def test_plain_data_parallel_all_reduces_the_gradients_once_per_step():
-    (grad,) = _step(GPT, {"data": 2}, {"seq_len": 2048, "grad_accumulation": 4})
+    wl = _work(GPT, {"data": 2}, {"seq_len": 2048, "grad_accumulation": 4})
+    assert not wl.gradients_every_microbatch  # reduced once, after the last micro-batch
+    grads = [u.dp_gradients for u in wl.units]
+    assert all(c.group == "data" and c.resource == NVLINK for c in grads)  # one node
+    # ring all-reduce of bf16 gradients over 2 ranks: 2(n-1)/n = 1 x the buffer per GPU
     count = build_model(scenario({"name": "t", "model": GPT}).model).parameters
-    assert (grad.name, grad.op, grad.count, grad.per) == ("dp.gradients", "all_reduce", 1, "step")
-    assert grad.bytes == count * 2  # bf16 gradients of every parameter
-    assert grad.link == "nvlink"  # two ranks in one node
+    assert sum(c.nbytes for c in grads) == count * 2
+    assert all(_comms(u).keys() == {"dp_gradients"} for u in wl.units)
 
 
 def test_megatron_tensor_parallel_all_reduces_per_layer():
-    # Narayanan et al. 2021 §3.2: 2 all-reduces of s·b·h in forward and 2 in backward per layer.
+    # Narayanan et al. 2021 §3.2: 2 all-reduces of s·b·h in forward and 2 in backward per layer
+    # and micro-batch; ring all-reduce over 8 ranks sends 2 x 7/8 of the buffer each.
     tr = {"seq_len": 2048, "micro_batch_size": 4, "grad_accumulation": 2}
-    got = _by_name(_step(GPT, {"tensor": 8}, tr))
-    for name, phase in (("tp.forward", "forward"), ("tp.backward", "backward")):
-        c = got[name]
-        assert (c.op, c.bytes, c.count, c.phase, c.group_size) == (
-            "all_reduce",
-            SBH,
-            2 * 48 * 2,  # 2 per layer, 48 layers, 2 micro-batches
-            phase,
-            8,
-        )
-    assert got["tp.embedding"].count == 2 and got["tp.head"].count == 2  # p = 1: both ends
-    assert "tp.recompute" not in got
-    full = _by_name(_step(GPT, {"tensor": 8}, {**tr, "recompute": "full"}))
-    assert full["tp.recompute"].count == 2 * 48 * 2  # full recompute reruns the forward's
+    layer, *_, rest = _work(GPT, {"tensor": 8}, tr).units
+    for c in (layer.tp_forward, layer.tp_backward):
+        assert (c.group, c.nbytes) == ("tensor", pytest.approx(2 * 2 * 7 / 8 * SBH))
+    # p = 1: the embedding's all-reduce in forward and the head's in backward, one each
+    assert rest.tp_forward.nbytes == rest.tp_backward.nbytes == pytest.approx(2 * 7 / 8 * SBH)
+    full = _work(GPT, {"tensor": 8}, {**tr, "recompute": "full"}).units[0]
+    assert full.tp_backward.nbytes == pytest.approx(2 * layer.tp_backward.nbytes)  # reruns
 
 
 def test_sequence_parallelism_moves_the_same_bytes_as_all_reduces():
-    # Korthikanti et al. 2022 §4.2.2: reduce-scatter + all-gather replace each all-reduce.
+    # Korthikanti et al. 2022 §4.2.2: reduce-scatter + all-gather replace each all-reduce,
+    # (n-1)/n + (n-1)/n of the buffer = 2(n-1)/n, with as many latency hops.
     tr = {"seq_len": 2048, "micro_batch_size": 4}
-    plain = _step(GPT, {"tensor": 8}, tr)
-    sp = _step(GPT, {"tensor": 8, "sequence": True}, tr)
-    assert {c.op for c in sp} == {"reduce_scatter", "all_gather"}
-    sent = sum(c.sent_bytes * c.count for c in plain)
-    assert sum(c.sent_bytes * c.count for c in sp) == pytest.approx(sent)
-    assert sum(c.total_time_s for c in sp) == pytest.approx(sum(c.total_time_s for c in plain))
+    plain = _work(GPT, {"tensor": 8}, tr).units[0]
+    sp = _work(GPT, {"tensor": 8, "sequence": True}, tr).units[0]
+    for a, b in ((plain.tp_forward, sp.tp_forward), (plain.tp_backward, sp.tp_backward)):
+        assert b.nbytes == pytest.approx(a.nbytes)
+        assert b.latency_s == pytest.approx(a.latency_s)
+
+
+def _sent_per_step(wl) -> float:
+    """Bytes one GPU sends per step: sharded weights gathered for forward and backward."""
+    total = 0.0
+    for u in wl.units:
+        every = wl.micro_batches if wl.gradients_every_microbatch else 1
+        total += 2 * wl.micro_batches * (u.dp_weights.nbytes if u.dp_weights else 0)
+        total += every * u.dp_gradients.nbytes
+        total += u.dp_parameters.nbytes if u.dp_parameters else 0
+    return total
 
 
 def test_zero_volumes_follow_the_zero_paper():
     # Rajbhandari et al. 2020 §7.2: with Ψ gradient bytes, plain DP and ZeRO-1/2 send 2Ψ·(n-1)/n
     # per GPU per step (reduce-scatter + all-gather == all-reduce), ZeRO-3 3Ψ·(n-1)/n (1.5x).
+    count = build_model(scenario({"name": "t", "model": GPT}).model).parameters
+    psi = 2 * count  # bf16
     tr = {"seq_len": 2048, "grad_accumulation": 1}
-    sent = {}
-    for stage in (0, 1, 2, 3):
-        steps = _step(GPT, {"data": 16, "zero_stage": stage}, tr)
-        sent[stage] = sum(c.sent_bytes * c.count for c in steps)
-    assert sent[1] == pytest.approx(sent[0])
-    assert sent[2] == pytest.approx(sent[0])
-    assert sent[3] == pytest.approx(1.5 * sent[0])
+    sent = {z: _sent_per_step(_work(GPT, {"data": 16, "zero_stage": z}, tr)) for z in range(4)}
+    assert sent[0] == pytest.approx(2 * psi * 15 / 16)
+    assert sent[1] == pytest.approx(2 * psi * 15 / 16)
+    assert sent[2] == pytest.approx(2 * psi * 15 / 16)
+    assert sent[3] == pytest.approx(3 * psi * 15 / 16)
 
 
-def test_zero3_gathers_each_layer_before_forward_and_backward_every_micro_batch():
-    got = _by_name(_step(GPT, {"data": 4, "zero_stage": 3}, {"grad_accumulation": 3}))
-    for name in ("dp.weights.layer.forward", "dp.weights.layer.backward", "dp.gradients.layer"):
-        assert got[name].count == 48 * 3
-    assert got["dp.weights.rest.forward"].count == 3
-    assert "dp.parameters" not in got  # weights stay sharded: nothing to gather after the step
+def test_zero3_gathers_each_unit_before_use_and_reduce_scatters_every_micro_batch():
+    wl = _work(GPT, {"data": 4, "zero_stage": 3}, {"grad_accumulation": 3})
+    assert wl.gradients_every_microbatch
+    for u in wl.units:
+        assert u.dp_weights.nbytes == pytest.approx(3 / 4 * u.weights_full)  # all-gather
+        assert u.dp_gradients.nbytes == pytest.approx(3 / 4 * u.gradients_full)  # r-scatter
+        assert u.dp_parameters is None  # weights stay sharded: nothing to gather after
 
 
 def test_zero1_reduce_scatters_once_and_gathers_the_updated_weights():
-    got = _by_name(_step(GPT, {"data": 4, "zero_stage": 1}, {"grad_accumulation": 3}))
-    assert (got["dp.gradients"].op, got["dp.gradients"].count) == ("reduce_scatter", 1)
-    assert (got["dp.parameters"].op, got["dp.parameters"].phase) == ("all_gather", "optimizer")
+    wl = _work(GPT, {"data": 4, "zero_stage": 1}, {"grad_accumulation": 3})
+    assert not wl.gradients_every_microbatch
+    for u in wl.units:
+        assert u.dp_weights is None
+        assert u.dp_gradients.nbytes == pytest.approx(3 / 4 * u.gradients_full)
+        assert u.dp_parameters.nbytes == pytest.approx(3 / 4 * u.weights_full)
 
 
-def test_pipeline_sends_per_micro_batch_and_chunk():
-    # p = 4, v = 2, m = 8, t = 8: the first stage sends v = 2 activations per micro-batch forward
-    # and v - 1 = 1 gradient backward; 1/t of s·b·h each (Narayanan §4.1 scatter/gather), then
-    # the receiver all-gathers the full tensor over NVLink.
+def test_a_pipeline_send_is_a_slice_of_the_activations_over_one_nic():
+    # p = 4, t = 8: each stage fills a node, so neighbours send over the network, one NIC
+    # (200 Gb/s = 25 GB/s, 14 us); 1/t of s·b·h each (Narayanan §4.1 scatter/gather).
     model = {"preset": "megatron-22b", "layers": 48}
     par = {"tensor": 8, "pipeline": 4, "virtual_pipeline": 2}
-    tr = {"seq_len": 2048, "micro_batch_size": 4, "grad_accumulation": 8}
-    got = _by_name(_step(model, par, tr, stage=0))
-    assert got["pp.forward"].count == 2 * 8 and got["pp.backward"].count == 1 * 8
-    assert got["pp.forward"].bytes == SBH / 8
-    assert got["pp.forward"].link == "network"  # t = 8 fills a node: stages are nodes apart
-    assert got["pp.backward.gather"].count == 2 * 8  # gradients arrive from both chunks
-    assert "pp.forward.gather" in got and got["pp.forward.gather"].count == 1 * 8
-    last = _by_name(_step(model, par, tr, stage=3))
-    assert last["pp.forward"].count == 1 * 8 and last["pp.backward"].count == 2 * 8
+    s = _setup(model, par, {"seq_len": 2048, "micro_batch_size": 4, "grad_accumulation": 8})
+    s = s.model_copy(update={"hardware": s.hardware.model_copy(update={"network": DGX_A100})})
+    assert p2p_send_s(s, 6144) == pytest.approx(SBH / 8 / 25e9 + 14e-6)
 
 
 def test_tied_embeddings_sync_their_gradients_between_first_and_last_stage():
-    model = {"preset": "megatron-22b"}
-    par = {"tensor": 8, "pipeline": 4}
-    (sync,) = [c for c in _step(model, par, stage=0) if c.group == "embedding"]
-    assert sync.bytes == math.ceil(51200 * 6144 / 8) * 2 and sync.group_size == 2
-    assert not [c for c in _step(model, par, stage=1) if c.group == "embedding"]
+    s = _setup(GPT, {"tensor": 8, "pipeline": 4})
+    model = build_model(s.model)
+    sync = embedding_sync(s, model, 0)
+    # ceil(51,200 / 8) x 6144 bf16 gradients, all-reduced by two ranks: 2(2-1)/2 = 1 x buffer
+    assert sync.group == "embedding" and sync.nbytes == math.ceil(51200 / 8) * 6144 * 2
+    assert embedding_sync(s, model, 3) is not None and embedding_sync(s, model, 1) is None
 
 
 def test_more_network_bandwidth_never_slows_the_step_collectives():
     par = {"data": 4, "tensor": 8, "pipeline": 2, "zero_stage": 1}
     totals = []
     for nic in ("100 Gb/s", "200 Gb/s", "400 Gb/s", "800 Gb/s"):
-        raw = {
-            "name": "t",
-            "model": GPT,
-            "parallel": par,
-            "hardware": {"preset": "dgx-a100", "network": {"inter_node_bandwidth": nic}},
-        }
-        totals.append(sum(c.total_time_s for c in step_collectives(scenario(raw))))
+        hw = {"preset": "dgx-a100", "network": {"inter_node_bandwidth": nic}}
+        s = scenario({"name": "t", "model": GPT, "parallel": par, "hardware": hw})
+        cap = capacities(s)
+        comms = [c for u in build_workload(s).units for c in _comms(u).values()]
+        totals.append(sum(c.latency_s + c.nbytes / cap[c.resource] for c in comms))
     assert totals == sorted(totals, reverse=True) and totals[0] > totals[-1]

@@ -8,7 +8,7 @@ import math
 
 from engine_helpers import scenario, tiny
 
-from tiersim.engine.simulate import simulate
+from tiersim.runner import simulate
 
 GB = 1_000_000_000
 

@@ -6,7 +6,7 @@ from engine_helpers import merge, scenario, tiny
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiersim.engine.simulate import simulate
+from tiersim.runner import simulate
 
 TIERS = ["hbm", "dram", "nvme"]
 

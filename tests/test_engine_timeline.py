@@ -5,7 +5,7 @@ import math
 import pytest
 from engine_helpers import scenario, tiny
 
-from tiersim.engine.simulate import simulate
+from tiersim.runner import simulate
 
 OPT_S = 12e9 / 1e15  # GPU SGD touches grads + weights read + weights written: 3 x 4 GB at 1 PB/s
 

@@ -191,16 +191,16 @@ def test_cli_rejects_training_overrides(capsys):
 def test_gpu_fit_check_uses_free_memory(monkeypatch):
     import torch
 
-    from tiersim.groundtruth.measure import _check_fits, prediction_scenario
+    from tiersim.groundtruth.measure import check_fits, prediction_scenario
 
     scenario = prediction_scenario(Request(model=GPT2_TINY, seq_len=SEQ, device="cpu"))
     # torch.cuda.mem_get_info() is (free, total): only the free bytes count
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (2**10, 2**40))
     with pytest.raises(InputError) as err:
-        _check_fits(torch, scenario, "cuda")
+        check_fits(torch, scenario, "cuda")
     assert err.value.problems[0].path == "model" and "this cuda has" in str(err.value)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (2**40, 2**40))
-    _check_fits(torch, scenario, "cuda")
+    check_fits(torch, scenario, "cuda")
 
 
 def test_out_of_memory_in_the_step_is_an_input_error(monkeypatch):
@@ -211,7 +211,7 @@ def test_out_of_memory_in_the_step_is_an_input_error(monkeypatch):
     def out_of_memory(*args):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.\nmore")
 
-    monkeypatch.setattr(measure_module, "_train_and_measure", out_of_memory)
+    monkeypatch.setattr(measure_module, "train_and_measure", out_of_memory)
     with pytest.raises(InputError) as err:
         run_measure(GPT2_TINY)
     problem = err.value.problems[0]

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tiersim.config.load import build
-from tiersim.engine.simulate import simulate
+from tiersim.runner import simulate
 from tiersim.state.inventory import build_inventory
 
 SMALL = {

@@ -7,7 +7,7 @@ import math
 import pytest
 from engine_helpers import scenario, tiny
 
-from tiersim.engine.simulate import simulate
+from tiersim.runner import simulate
 
 
 @pytest.mark.parametrize(

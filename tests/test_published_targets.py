@@ -6,8 +6,8 @@ error within 10 %, none above 20 %.
 """
 
 from tiersim.config.load import load_scenario
-from tiersim.engine.simulate import simulate
 from tiersim.groundtruth.published import load_references
+from tiersim.runner import simulate
 
 
 def test_published_iteration_times_within_targets():

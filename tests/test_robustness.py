@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 from conftest import SCENARIOS, scenario
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from tiersim.config.load import build
 from tiersim.core.errors import InfeasibleError, InputError
-from tiersim.engine.simulate import simulate
+from tiersim.hardware.resources import LinkDirection
 from tiersim.hardware.topology import Topology
-from tiersim.runner import report_with_result
+from tiersim.runner import report_with_result, simulate
 
 SEED = SCENARIOS / "seed-1b-adam.yaml"  # 1e9 generic parameters, 24 layers, h200-hbf
 
@@ -268,23 +268,24 @@ def _two_tier(links: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_a_parallel_link_never_slows_the_step():
-    # Topology uses nx.Graph: the later link overwrites the earlier edge, so the fast link
-    # carries nothing and the step runs over the slow one (86x slower here).
+def test_a_parallel_link_is_refused_not_silently_dropped():
+    # Topology uses nx.Graph: a later link between the same tiers would overwrite the earlier
+    # edge, so the fast link would carry nothing and the step run over the slow one (86x
+    # slower here). Such a pair is refused, naming both links.
     fast = {"fast": {"between": ["hbm", "dram"], "bandwidth": "100 GB/s"}}
     both = {**fast, "slow": {"between": ["dram", "hbm"], "bandwidth": "1 GB/s"}}
-    one = simulate(scenario(_two_tier(fast)))
-    try:
-        two = simulate(scenario(_two_tier(both)))
-    except InputError:
-        return  # rejecting parallel links is a fix too
-    assert two.time_s <= one.time_s * (1 + 1e-9)
-    assert two.links["fast"].bytes > 0
+    assert simulate(scenario(_two_tier(fast))).links["fast"].bytes > 0
+    with pytest.raises(InputError) as caught:
+        scenario(_two_tier(both))
+    [problem] = caught.value.problems
+    assert problem.path == "hardware.links.slow"
+    assert problem.message.startswith("joins the same tiers as 'fast'")
 
 
-def test_route_search_is_not_exponential(monkeypatch):
-    # topology._find_route builds a Route for every simple path (nx.all_simple_paths): a
-    # 12-tier full mesh has ~10 million of them (10 tiers already take ~20 s).
+def test_route_search_is_not_exponential():
+    # Building a Route for every simple path (nx.all_simple_paths) would make ~10 million on a
+    # 12-tier full mesh (10 tiers already took ~20 s). The search considers one path per
+    # width the graph offers: here links of 10 GB/s and tier ports of 3 TB/s and 200 GB/s.
     tiers = {"hbm": {"kind": "hbm", "capacity": "80 GB", "bandwidth": "3 TB/s"}}
     for i in range(11):
         tiers[f"t{i}"] = {"kind": "dram", "capacity": "512 GB", "bandwidth": "200 GB/s"}
@@ -297,20 +298,9 @@ def test_route_search_is_not_exponential(monkeypatch):
     raw["hardware"]["cpu"] = {"memory": "t0"}
     raw["placement"] = {"weights": "t0"}
     topo = Topology(scenario(raw).hardware)
-    original = getattr(Topology, "_make_route", None)
-    calls = 0
-
-    def counted(self, path):
-        nonlocal calls
-        calls += 1
-        if calls > 10_000:
-            raise AssertionError("more than 10,000 candidate routes for one route")
-        return original(self, path)
-
-    monkeypatch.setattr(Topology, "_make_route", counted, raising=False)
+    assert 1 <= len(topo.candidate_paths("hbm", "t0")) <= 3
     route = topo.route("hbm", "t0")
-    assert route is not None
-    assert route.links == (("l-hbm-t0", "hbm->t0"),)
+    assert route.links == (LinkDirection("l-hbm-t0", "hbm", "t0"),)
 
 
 def test_more_pcie_bandwidth_never_slows_a_step():
@@ -433,7 +423,9 @@ def test_random_valid_scenarios_raise_only_tiersim_errors(raw):
         loaded = build(raw, SCENARIOS, "hypo.yaml")
         report, result = report_with_result(loaded)
     except (InputError, InfeasibleError):
-        return
+        # a refusal is allowed, but not as the only outcome: hypothesis fails the test
+        # (Unsatisfiable) when too few drawn scenarios run, so the checks below are reached
+        reject()
     json.dumps(report, allow_nan=False)
     assert not _sane_numbers(report)
     step = report["step"]

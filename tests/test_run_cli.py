@@ -49,6 +49,20 @@ def test_every_shipped_scenario_runs(path, tmp_path, capsys):
     assert (tmp_path / "scenario.yaml").exists()
 
 
+def test_two_runs_of_a_scenario_write_byte_identical_reports(tmp_path, capsys):
+    # a checkpointed run (three engine runs) with a trace: nothing of the machine's timing
+    # gets into report.json; the table says the engine time, as a measurement
+    path = Path(__file__).resolve().parent.parent / "scenarios" / "default.yaml"
+    for name in ("a", "b"):
+        args = ["run", str(path), "--out", str(tmp_path / name), "--trace"]
+        assert main(args) == 0
+        table = capsys.readouterr().out
+        assert "of engine time (measured)." in table
+    first = (tmp_path / "a" / "report.json").read_bytes()
+    assert first == (tmp_path / "b" / "report.json").read_bytes()
+    assert b"wall_s" not in first
+
+
 def test_trace_is_chrome_trace_event_format(tmp_path, capsys):
     trace = tmp_path / "trace.json"
     scenario = Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml"

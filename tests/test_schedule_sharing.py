@@ -4,9 +4,10 @@ import pytest
 from conftest import SCENARIOS
 
 from tiersim.config.load import load_scenario
-from tiersim.engine.schedule import _Builder, build_schedule
+from tiersim.engine.schedule import ScheduleBuilder, build_schedule
 from tiersim.engine.schedule_sharing import Schedules
-from tiersim.engine.simulate import _prepare
+from tiersim.engine.simulate import prepare
+from tiersim.state.inventory import build_inventory
 
 
 @pytest.mark.parametrize(
@@ -19,7 +20,7 @@ from tiersim.engine.simulate import _prepare
 )
 def test_shared_schedules_match_fresh_builds(name, overrides):
     s = load_scenario(str(SCENARIOS / name), overrides).scenario
-    setup = _prepare(s)
+    setup = prepare(s, build_inventory(s))
     measured = s.simulation.warmup_steps
 
     def fresh(steps, marks=frozenset()):
@@ -48,17 +49,21 @@ def test_shared_schedules_match_fresh_builds(name, overrides):
 
 def test_a_fork_copies_a_shared_op_before_changing_it():
     s = load_scenario(str(SCENARIOS / "hbf-optimizer-state.yaml"), []).scenario
-    setup = _prepare(s)
-    builder = _Builder(s, setup.wl, setup.depth)
+    setup = prepare(s, build_inventory(s))
+    builder = ScheduleBuilder(s, setup.wl, setup.depth)
     builder.extend(1)
     handed_out = builder.schedule(1)
     twin = builder.fork()
-    i = next(k for k, op in enumerate(twin.ops) if op.free)
-    tier, nbytes = twin.ops[i].free[0]
-    before = list(builder.ops[i].free)
-    twin.free_after(i, "somewhere", 7)
-    twin.move_free(i, i, tier, nbytes)  # removed, then added at the end
-    assert twin.ops[i].free == [*before[1:], ("somewhere", 7), (tier, nbytes)]
-    assert builder.ops[i].free == before and handed_out.ops[i].free == before
-    builder.free_after(i, "elsewhere", 9)  # the original copies too: the schedule handed out
-    assert handed_out.ops[i].free == before and builder.ops[i].free == [*before, ("elsewhere", 9)]
+    ops, twin_ops = builder.ops, twin.ops
+    i = next(k for k, op in enumerate(twin_ops.ops) if op.free)
+    tier, nbytes = twin_ops.ops[i].free[0]
+    before = ops.ops[i].free
+    twin_ops.free_after(i, "somewhere", 7)
+    twin_ops.move_free(i, i, tier, nbytes)  # removed, then added at the end
+    assert twin_ops.ops[i].free == (*before[1:], ("somewhere", 7), (tier, nbytes))
+    assert ops.ops[i].free == before and handed_out.ops[i].free == before
+    ops.free_after(i, "elsewhere", 9)  # the original copies too: the schedule handed out
+    assert handed_out.ops[i].free == before and ops.ops[i].free == (*before, ("elsewhere", 9))
+    # each phase forked its own state: the twin's readiness is a copy, not the same lists
+    assert twin.ready.weights == builder.ready.weights
+    assert twin.ready.weights is not builder.ready.weights

@@ -2,6 +2,7 @@
 
 from engine_helpers import merge, scenario, tiny
 
+from tiersim.hardware.resources import Port, TierPort
 from tiersim.hardware.topology import Topology
 
 
@@ -17,7 +18,8 @@ def test_widest_route_wins_even_with_more_hops():
     assert route.tiers == ("hbm", "dram", "nvme")
     assert route.bottleneck == 5e9
     # staged through DRAM: its write and read ports are crossed too
-    assert ("write", "dram") in route.resources and ("read", "dram") in route.resources
+    assert TierPort("dram", Port.WRITE) in route.resources
+    assert TierPort("dram", Port.READ) in route.resources
 
 
 def test_equal_width_prefers_less_latency_then_fewer_hops():

@@ -10,7 +10,8 @@ import pytest
 from conftest import SCENARIOS
 
 from tiersim.cli import main
-from tiersim.engine.ops import Op
+from tiersim.engine.ops import Op, OpKind, Role
+from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.trace import lanes, trace_events
 
 LLAMA2_7B = 6_738_415_616  # parameters (Touvron et al. 2023; README)
@@ -31,7 +32,10 @@ def test_each_span_takes_the_first_lane_free_at_its_start(spans, expected):
 
 
 def _comm(label: str, nbytes: int) -> Op:
-    return Op("comm", "data_comm", label, 1, [], nbytes=nbytes, resource=("net", "nvlink"))
+    channel = Network(NetChannel.NVLINK)
+    return Op(
+        OpKind.COMM, Role.COLLECTIVE, label, 1, [], nbytes=nbytes, resource=channel, subject="data"
+    )
 
 
 def test_concurrent_transfers_on_one_track_get_numbered_adjacent_lanes():

@@ -247,8 +247,9 @@ def test_random_write_amplification_matches_the_published_figure():
     # Xiang & Kurkoski 2012 (arXiv:1110.4245), abstract: at over-provisioning 0.3 their
     # expression gives 2.36 (simulation 2.35); Agarwal & Marrow's (1 + rho)/(2 rho) gives 2.17.
     assert random_write_amplification(0.3) == pytest.approx(2.36, abs=0.005)
-    agarwal = (1 + 0.3) / (2 * 0.3)
-    assert agarwal == pytest.approx(2.17, abs=0.005)
+    # ... and 0.19 above Agarwal & Marrow's (1 + 0.3) / (2 x 0.3) = 2.1667
+    gap = random_write_amplification(0.3) - (1 + 0.3) / (2 * 0.3)
+    assert gap == pytest.approx(2.36 - 2.17, abs=0.01)
     for spare in (0.07, 0.1, 0.28, 0.3, 0.5, 0.9):
         expected = fixed_point_write_amplification(spare)
         assert random_write_amplification(spare) == pytest.approx(expected, rel=1e-9)
@@ -563,13 +564,16 @@ def test_remedies_applied_back_to_the_shipped_scenario_fit(cli):
     assert wear_json(cli, "--set", capacity)[0] == 0
 
 
-@pytest.mark.slow
 def test_grad_accumulation_remedy_applied_back_through_the_engine(cli):
     # The remedy assumes step time = t_step + G x t_micro; the engine simulates the new G.
-    _, report = wear_json(cli)
+    # The shipped scenario's remedy is G = 888 (a minute of simulation); the same path on 8
+    # layers held to 60 days asks for G = 32.
+    small = ("--set", "model.layers=8", "--set", "budget.hbf.lifetime=60 d")
+    code, report = wear_json(cli, *small)
+    assert code == 1  # the budget fails as it is
     g = report["wear"]["hbf"]["remedies"]["grad_accumulation"]
-    assert g["at_least"] is True
-    code, report = wear_json(cli, "--set", f"training.grad_accumulation={g['value']}")
+    assert g["at_least"] is True and 8 < g["value"] < 100
+    code, report = wear_json(cli, *small, "--set", f"training.grad_accumulation={g['value']}")
     assert code == 0, report["wear"]["hbf"]["verdict"]
 
 
@@ -581,8 +585,13 @@ def test_the_engine_writes_gradients_once_per_micro_batch(cli):
         extra = ["--set", f"training.grad_accumulation={g}", "--set", "placement.gradients=hbf"]
         _, report = wear_json(cli, *extra)
         written[g] = report["wear"]["hbf"]["host_bytes_written_per_step_by_class"]
-    per_gpu = build_inventory(load_scenario(SHIPPED).scenario).per_gpu
+    # per GPU parameter P: bf16 gradients 2P per micro-batch, fp32 master 4P and AdamW's two
+    # fp32 moments 8P once per optimizer step
+    gradients_per_micro_batch = written[2]["gradients"] / 2
+    assert written[4]["gradients"] == 4 * gradients_per_micro_batch
     for g in (2, 4):
-        assert written[g]["gradients"] == g * per_gpu["gradients"]
-        assert written[g]["optimizer"] == per_gpu["optimizer"]
-        assert written[g]["master"] == per_gpu["master"]
+        assert written[g]["master"] == 2 * gradients_per_micro_batch
+        assert written[g]["optimizer"] == 4 * gradients_per_micro_batch
+    # Llama 3 70B: 70.6 billion parameters (Meta's model card), 1/8 each under t = 8 (the
+    # replicated norms add a little)
+    assert written[2]["master"] == pytest.approx(4 * 70.6e9 / 8, rel=0.01)

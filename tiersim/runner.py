@@ -5,9 +5,11 @@ build from a validated scenario -> simulate -> collect a result -> report (a JSO
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tiersim.analysis.checkpoint import checkpoint_problems
+from tiersim.analysis.checkpoint_interval import with_checkpoint
 from tiersim.analysis.wear import wear_problems
 from tiersim.config.load import Loaded
 from tiersim.config.schema import Scenario
@@ -16,12 +18,20 @@ from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate as _simulate
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.json_report import run_report
-from tiersim.state.inventory import build_inventory
+from tiersim.report.trace import TraceRecorder
+from tiersim.state.inventory import Inventory, build_inventory
 
 
-def simulate(scenario: Scenario, record: bool = False) -> StepResult:
-    """The measured steady step of one scenario (see tiersim.engine.simulate)."""
-    return _simulate(scenario, record)
+def simulate(
+    scenario: Scenario, record: bool = False, inventory: Inventory | None = None
+) -> StepResult:
+    """The measured steady step of one scenario (see tiersim.engine.simulate); `record`: with
+    its Chrome/Perfetto trace (`trace`)."""
+    recorder = TraceRecorder(Topology(scenario.hardware)) if record else None
+    result = _simulate(scenario, inventory, recorder)
+    if result.checkpoint is not None:  # the interval, and the checkpoint's share of each step
+        result = with_checkpoint(result, scenario, result.checkpoint)
+    return dataclasses.replace(result, trace=recorder.trace()) if recorder else result
 
 
 def check_runnable(loaded: Loaded) -> None:
@@ -37,8 +47,9 @@ def check_runnable(loaded: Loaded) -> None:
 def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, Any], StepResult]:
     scenario = loaded.scenario
     check_runnable(loaded)
-    result = _simulate(scenario, record)
-    return run_report(scenario, build_inventory(scenario), result), result
+    inventory = build_inventory(scenario)  # once: the run and its report share it
+    result = simulate(scenario, record, inventory)
+    return run_report(scenario, inventory, result), result
 
 
 def report_for(loaded: Loaded) -> dict[str, Any]:

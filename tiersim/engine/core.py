@@ -10,19 +10,30 @@ in steady state), and reports the measured one. No I/O, no printing.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import simpy
 
 from tiersim.config.schema import Scenario
-from tiersim.core import intervals as iv
 from tiersim.engine.flows import FlowNetwork, max_min_rates, priority_rates
-from tiersim.engine.ops import Op, Schedule
-from tiersim.engine.results import LinkStats, StepResult, TierStats
+from tiersim.engine.ops import Op, OpKind, Schedule
+from tiersim.hardware.resources import Resource
 from tiersim.hardware.topology import Topology
+
+MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
+
+
+class Recorder(Protocol):
+    """Told of every op as it ends and of every change of a tier's occupancy, in time order
+    (a trace is one; the engine never knows what it does with them)."""
+
+    def op(self, op: Op, start: float, end: float) -> None: ...
+
+    def memory(self, tier: str, now: float, occupied: float) -> None: ...
 
 
 @dataclass(slots=True)
@@ -47,13 +58,12 @@ class _Occupancy:
 
 
 @dataclass
-class _Log:
+class RunLog:
     start: list[float]
     end: list[float]
     step_end: list[float]
     step_left: list[int]
     snapshots: dict[int, dict[str, float]] = field(default_factory=dict)
-    trace: list[tuple] = field(default_factory=list)
     events: int = 0
 
 
@@ -76,26 +86,27 @@ class Engine:
         topo: Topology,
         schedule: Schedule,
         baseline: dict[str, int],
-        record: bool = False,
+        recorder: Recorder | None = None,
     ):
-        self.s, self.topo, self.schedule, self.record = s, topo, schedule, record
+        self.s, self.topo, self.schedule, self.recorder = s, topo, schedule, recorder
+        self.baseline = baseline
         self.env = simpy.Environment()
         policy = priority_rates if s.simulation.link_sharing == "issue_order" else max_min_rates
         capacity = {**topo.capacities, **schedule.net_capacity}
         self.net = FlowNetwork(self.env, capacity, _channel, policy)
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
         self.ordered = s.simulation.link_sharing == "ordered"
-        self.waiting, self.dependents = _dependency_graph(schedule.ops, topo, self.ordered)
+        self.waiting, self.targets, self.first = _dependency_graph(schedule.ops, topo, self.ordered)
         per_step = [0] * schedule.steps
         for op in schedule.ops:
             per_step[op.step] += 1
         n = len(schedule.ops)
-        self.log = _Log([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
+        self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
 
     # --- running ---------------------------------------------------------------------------------
 
-    def run(self) -> _Log:
+    def run(self) -> RunLog:
         # the ready set first: an op that finishes at once starts its dependents itself
         for i in [i for i, waiting in enumerate(self.waiting) if waiting == 0]:
             self._start(i)
@@ -103,7 +114,7 @@ class Engine:
         if any(self.log.step_left):
             raise AssertionError("schedule deadlocked: some operations never became ready")
         # the graph is spent: free it (the largest part of a finished engine) for the next run
-        self.waiting, self.dependents = [], []
+        self.waiting, self.targets, self.first = [], [], []
         return self.log
 
     def _after(self, delay: float, then: Callable[..., None], *args: Any) -> None:
@@ -121,13 +132,13 @@ class Engine:
         for tier, nbytes in op.alloc:
             self._occupy(tier, now, nbytes)
         kind = op.kind
-        if kind == "move":
+        if kind is MOVE:
             plan = self._move_plan(op)
             staged = [(t, plan.staged_bytes) for t in plan.staging]
             for tier, size in staged:
                 self._occupy(tier, now, size)
             self._after(plan.delay, self._flow, i, op.nbytes, plan.resources, staged)
-        elif kind == "comm" or kind == "sync":
+        elif kind is COMM or kind is SYNC:
             self._after(op.latency, self._flow, i, op.nbytes, (op.resource,), ())
         else:
             self._after(op.duration, self._finish, i)
@@ -160,8 +171,8 @@ class Engine:
     def _occupy(self, tier: str, now: float, delta: float) -> None:
         occ = self.occupancy[tier]
         occ.change(now, delta)
-        if self.record:
-            self.log.trace.append(("mem", tier, now, occ.current))
+        if self.recorder is not None:
+            self.recorder.memory(tier, now, occ.current)
 
     def _finish(self, i: int, staged: list[tuple[str, int]] = ()) -> None:
         op = self.schedule.ops[i]
@@ -172,15 +183,16 @@ class Engine:
             self._occupy(tier, now, -nbytes)
         for tier, nbytes in staged:
             self._occupy(tier, now, -nbytes)
-        if self.record:
-            log.trace.append(("op", i, log.start[i], now))
+        if self.recorder is not None:
+            self.recorder.op(op, log.start[i], now)
         step = op.step
         log.step_left[step] -= 1
         if log.step_left[step] == 0:
             log.step_end[step] = now
             log.snapshots[step] = {t: o.integral_at(now) for t, o in self.occupancy.items()}
-        waiting = self.waiting
-        for j in self.dependents[i]:
+        waiting, targets = self.waiting, self.targets
+        for k in range(self.first[i], self.first[i + 1]):
+            j = targets[k]
             waiting[j] -= 1
             if waiting[j] == 0:
                 self._start(j)
@@ -191,20 +203,28 @@ NET_CHANNELS = ("nvlink", "network")  # the GPU's physical channels for collecti
 
 def _dependency_graph(
     ops: list[Op], topo: Topology, ordered: bool
-) -> tuple[list[int], list[list[int]]]:
-    """How many ops each op waits for, and the ops waiting for each (in index order, which
-    is the order they start in when freed together)."""
-    dependents: list[list[int]] = [[] for _ in ops]
-    if not ordered:
-        for i, op in enumerate(ops):
-            for d in op.deps:
-                dependents[d].append(i)
-        return [len(op.deps) for op in ops], dependents
-    extra = _link_order(ops, topo)
+) -> tuple[list[int], list[int], list[int]]:
+    """How many ops each op waits for, and the ops waiting for each, as compressed rows:
+    those waiting for op i are `targets[first[i]:first[i + 1]]`, in index order (the order
+    they start in when freed together). Two flat lists rather than one per op: the garbage
+    collector has a million fewer containers to trace."""
+    extra = _link_order(ops, topo) if ordered else None
+    n = len(ops)
+    waiting = [0] * n
+    counts = [0] * (n + 1)
     for i, op in enumerate(ops):
-        for d in [*op.deps, *extra[i]]:
-            dependents[d].append(i)
-    return [len(op.deps) + len(more) for op, more in zip(ops, extra, strict=True)], dependents
+        deps = op.deps if extra is None else (*op.deps, *extra[i])
+        waiting[i] = len(deps)
+        for d in deps:
+            counts[d + 1] += 1
+    first = list(itertools.accumulate(counts))
+    fill = first[:-1]
+    targets = [0] * first[-1]
+    for i, op in enumerate(ops):
+        for d in op.deps if extra is None else (*op.deps, *extra[i]):
+            targets[fill[d]] = i
+            fill[d] += 1
+    return waiting, targets, first
 
 
 def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
@@ -213,10 +233,9 @@ def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
     last: dict[tuple, int] = {}
     extra: list[list[int]] = []
     for i, op in enumerate(ops):
-        if op.kind == "move":
-            route = topo.route(op.src, op.dst, op.nbytes)
-            keys = [("link", name, d) for name, d in route.links]
-        elif op.kind in ("comm", "sync"):
+        if op.kind is MOVE:
+            keys = list(topo.route(op.src, op.dst, op.nbytes).links)
+        elif op.kind.network:
             keys = [op.resource]
         else:
             keys = []
@@ -226,145 +245,19 @@ def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
     return extra
 
 
-def _channel(resource: tuple) -> str | None:
-    """Links by name; network groups as '<group>-parallel' channels."""
-    if resource[0] == "link":
-        return resource[1]
-    if resource[0] == "net":
-        return resource[1]
-    return None
-
-
-# --- measuring the step ----------------------------------------------------------------------
-
-
-def _busy(log: _Log, ops: list[Op], kind: str) -> iv.Intervals:
-    return iv.union(
-        [
-            (log.start[i], log.end[i])
-            for i, op in enumerate(ops)
-            if op.kind == kind and log.end[i] > log.start[i]
-        ]
-    )
-
-
-def _role_time(ops: list[Op], step: int, kind: str, roles: tuple[str, ...]) -> float:
-    return sum(
-        op.duration for op in ops if op.step == step and op.kind == kind and op.role in roles
-    )
-
-
-def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:
-    """Seconds each link (or network channel) had a transfer on it, over the whole run or
-    within `window` (start, end)."""
-    out = {}
-    for name, spans in engine.net.busy.intervals.items():
-        if name != FlowNetwork.ANY:
-            merged = iv.union(spans)
-            out[name] = iv.total(iv.clip(merged, *window) if window else merged)
-    return out
-
-
-def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[str, ...] | None = None):
-    """Bytes per link direction, and read and written per tier by class, in one step."""
-    links: dict[str, dict[str, int]] = {}
-    read: dict[str, dict[str, int]] = {}
-    written: dict[str, dict[str, int]] = {}
-    for op in ops:
-        if op.step != step or (roles is not None and op.role not in roles):
-            continue
-        if op.kind in ("comm", "sync"):
-            per = links.setdefault(op.resource[1], {})  # by group: tensor, data, pipeline
-            group = op.role.removesuffix("_comm")
-            per[group] = per.get(group, 0) + op.nbytes
-            continue
-        if op.kind != "move":
-            continue
-        route = topo.route(op.src, op.dst, op.nbytes)
-        for name, direction in route.links:
-            per = links.setdefault(name, {})
-            per[direction] = per.get(direction, 0) + op.nbytes
-        for k, tier in enumerate(route.tiers):
-            if k > 0:
-                written.setdefault(tier, {}).setdefault(op.role, 0)
-                written[tier][op.role] += op.nbytes
-            if k < len(route.tiers) - 1:
-                read.setdefault(tier, {}).setdefault(op.role, 0)
-                read[tier][op.role] += op.nbytes
-    return links, read, written
-
-
-def measure(
-    s: Scenario,
-    topo: Topology,
-    engine: Engine,
-    log: _Log,
-    measured_step: int,
-    baseline: dict[str, int],
-    tokens: int,
-    micro_batches: int,
-    wall_s: float,
-) -> StepResult:
-    ops = engine.schedule.ops
-    lo, hi = log.step_end[measured_step - 1], log.step_end[measured_step]
-    step_s = hi - lo
-    gpu = iv.clip(_busy(log, ops, "gpu"), lo, hi)
-    bubble = iv.clip(_busy(log, ops, "idle"), lo, hi)
-    idle = iv.complement(iv.union(gpu + bubble), lo, hi)
-    cpu = iv.clip(_busy(log, ops, "cpu"), lo, hi)
-    exposed_cpu = iv.total(iv.intersect(idle, cpu))
-    busy = engine.net.busy.intervals
-    any_link = iv.clip(iv.union(busy.get(FlowNetwork.ANY, [])), lo, hi)
-    link_time = iv.total(any_link)
-    overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
-    links_moved, read, written = moved(topo, ops, measured_step)
-    links = {}
-    channels = list(s.hardware.links) + [c for c in NET_CHANNELS if c in links_moved]
-    for name in channels:
-        per_dir = links_moved.get(name, {})
-        busy_s = iv.total(iv.clip(iv.union(busy.get(name, [])), lo, hi))
-        links[name] = LinkStats(
-            sum(per_dir.values()), busy_s, busy_s / step_s if step_s > 0 else 0.0, per_dir
-        )
-    tiers = {}
-    for name, tier in s.hardware.tiers.items():
-        occ = engine.occupancy[name]
-        integral = log.snapshots[measured_step][name] - log.snapshots[measured_step - 1][name]
-        tiers[name] = TierStats(
-            capacity_bytes=tier.capacity,
-            resident_bytes=baseline[name],
-            peak_bytes=int(occ.peak),
-            low_bytes=int(occ.low),
-            mean_bytes=integral / step_s if step_s > 0 else occ.current,
-            bytes_read=sum(read.get(name, {}).values()),
-            bytes_written=sum(written.get(name, {}).values()),
-            written_by_class=written.get(name, {}),
-            read_by_class=read.get(name, {}),
-        )
-    result = StepResult(
-        time_s=step_s,
-        compute_s=_role_time(ops, measured_step, "gpu", ("forward", "backward", "recompute")),
-        recompute_s=_role_time(ops, measured_step, "gpu", ("recompute",)),
-        optimizer_s=_role_time(ops, measured_step, s.placement.optimizer_compute, ("optimizer",)),
-        exposed_transfer_s=max(0.0, iv.total(idle) - exposed_cpu),
-        overlap=overlap,
-        tokens_per_step=tokens,
-        micro_batches=micro_batches,
-        links=links,
-        tiers=tiers,
-        events=log.events + engine.net.wakeups,
-        wall_s=wall_s,
-        exposed_cpu_s=exposed_cpu,
-        pipeline_bubble_s=iv.total(bubble),
-        prefetch_depth=engine.schedule.prefetch_depth,
-    )
-    return result
+def _channel(resource: Resource) -> str | None:
+    """Links by name, network channels by theirs; tier ports belong to none."""
+    return resource.channel
 
 
 def run_engine(
-    s: Scenario, topo: Topology, schedule: Schedule, baseline: dict[str, int], record: bool = False
-) -> tuple[Engine, _Log, float]:
+    s: Scenario,
+    topo: Topology,
+    schedule: Schedule,
+    baseline: dict[str, int],
+    recorder: Recorder | None = None,
+) -> tuple[Engine, RunLog, float]:
     started = time.perf_counter()
-    engine = Engine(s, topo, schedule, baseline, record)
+    engine = Engine(s, topo, schedule, baseline, recorder)
     log = engine.run()
     return engine, log, time.perf_counter() - started

@@ -2,27 +2,74 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
 
-STREAM = {"gpu": "gpu", "sync": "gpu", "idle": "gpu", "cpu": "cpu"}
+from tiersim.hardware.resources import Network
+
+
+class OpKind(Enum):
+    """What runs an op, and the stream it runs on in program order (None: none, it starts
+    once its dependencies are done)."""
+
+    GPU = ("gpu", "gpu")  # compute on the GPU
+    CPU = ("cpu", "cpu")  # compute on the CPU (its optimizer)
+    MOVE = ("move", None)  # bytes of a class moved between tiers
+    COMM = ("comm", None)  # a collective, a flow on a network channel
+    SYNC = ("sync", "gpu")  # a collective the GPU stream waits for
+    IDLE = ("idle", "gpu")  # the GPU stream waits (pipeline bubble, barrier)
+
+    def __init__(self, label: str, stream: str | None):
+        self.label = label
+        self.stream = stream
+
+    @property
+    def network(self) -> bool:
+        return self is OpKind.COMM or self is OpKind.SYNC
+
+
+class Role(Enum):
+    """What an op is for."""
+
+    FORWARD = "forward"
+    RECOMPUTE = "recompute"
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
+    BUBBLE = "bubble"  # waiting for the other pipeline stages
+    CHECKPOINT = "checkpoint"  # a durable checkpoint's copy of a class, or its barrier
+    STATE = "state"  # a class of state moved for training
+    COLLECTIVE = "collective"  # a parallel group's communication
+
+
+COMPUTE_ROLES = (Role.FORWARD, Role.BACKWARD, Role.RECOMPUTE)
 
 
 @dataclass(slots=True)
 class Op:
-    kind: str  # "gpu" | "cpu" | "move" | "comm" (network) | "sync" (network, in the GPU
-    # stream: the GPU waits for it) | "idle" (GPU stream waits: pipeline bubble)
-    role: str  # forward | recompute | backward | optimizer | <state class moved>
+    kind: OpKind
+    role: Role
     label: str
     step: int
-    deps: list[int]
+    deps: Sequence[int]  # a tuple once scheduled
     duration: float = 0.0
     nbytes: int = 0
     src: str = ""
     dst: str = ""
-    alloc: list[tuple[str, int]] = field(default_factory=list)  # at start: (tier, bytes)
-    free: list[tuple[str, int]] = field(default_factory=list)  # at end
-    resource: tuple = ()  # a network op's shared resource
+    alloc: Sequence[tuple[str, int]] = ()  # at start: (tier, bytes)
+    free: tuple[tuple[str, int], ...] = ()  # at end
+    resource: Network | None = None  # a network op's channel
     latency: float = 0.0  # a network op's latency terms
+    subject: str = ""  # the state class a move carries, or the group of a collective
+
+    @property
+    def category(self) -> str:
+        """In words, as traces show it: the class moved, '<group>_comm', or the role."""
+        if self.role is Role.STATE:
+            return self.subject
+        if self.role is Role.COLLECTIVE:
+            return f"{self.subject}_comm"
+        return self.role.value
 
 
 @dataclass(frozen=True)

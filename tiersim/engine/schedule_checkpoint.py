@@ -2,7 +2,7 @@
 
 A checkpoint copies every unit's `weights`, `master` and `optimizer` (this GPU's shard, or
 its 1/d share of a replicated class) from their homes to the target tier (moves of role
-"checkpoint", so their bytes count in the target's wear):
+`Role.CHECKPOINT`, so their bytes count in the target's wear):
 - blocking: the copies go straight to the target and the GPU stream waits for all of them
   before the next step starts;
 - async: each class is first snapshotted into the staging tier (DRAM), then drained from
@@ -16,9 +16,11 @@ Not to be confused with activation recompute, which makes nothing durable.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from tiersim.config.schema import Scenario
+from tiersim.engine.oplist import OpList
+from tiersim.engine.ops import Role
+from tiersim.engine.phases import Context, Readiness
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.inventory import sharded_classes
 from tiersim.workload.work import Unit
@@ -34,86 +36,101 @@ def share(s: Scenario, unit: Unit, cls: str) -> int:
     return math.ceil(held / s.parallel.data)
 
 
-def _sources(builder: Any, u: int) -> list[tuple[str, int, int | None]]:
-    """Each checkpointed class of unit u: its bytes and the op its current version awaits."""
-    unit, s = builder.wl.units[u], builder.s
+class CheckpointPhase:
+    """The durable checkpoint phase; it owns the last drain of each (class, unit), which the
+    next checkpoint's snapshot waits for."""
 
-    def ready(cls: str) -> int | None:
-        if cls == "weights":
-            return builder.weights_ready[u]
-        return builder.state_ready.get((cls, u))
+    def __init__(self, c: Context, ops: OpList, ready: Readiness):
+        self.c, self.ops, self.ready = c, ops, ready
+        self.last_drain: dict[tuple[str, int], int] = {}
 
-    return [(c, share(s, unit, c), ready(c)) for c in CHECKPOINTED]
+    def fork(self, ops: OpList, ready: Readiness) -> CheckpointPhase:
+        twin = CheckpointPhase(self.c, ops, ready)
+        twin.last_drain = dict(self.last_drain)
+        return twin
 
+    def _sources(self, u: int) -> list[tuple[str, int, int | None]]:
+        """Each checkpointed class of unit u: its bytes and the op its current version awaits."""
+        unit, s = self.c.wl.units[u], self.c.s
 
-def add_checkpoint(builder: Any, step: int) -> None:
-    ck = builder.s.checkpoint
-    done: list[int] = []
-    for u, unit in enumerate(builder.wl.units):
-        for cls, nbytes, ready in _sources(builder, u):
-            if nbytes <= 0:
-                continue
-            label = f"{cls} {unit.name}"
-            if ck.mode == "blocking":
-                op = builder.move(
-                    "checkpoint",
-                    f"checkpoint {label}",
-                    step,
-                    builder.home[cls],
-                    ck.target,
-                    nbytes,
-                    [ready],
-                    alloc_dst=False,
-                    copy=True,
-                )
-                done.append(op)
-            else:
-                _async(builder, step, u, cls, nbytes, ready, label)
-    if done:
-        builder.barrier("blocking checkpoint", step, done)
+        def ready(cls: str) -> int | None:
+            if cls == "weights":
+                return self.ready.weights[u]
+            return self.ready.state.get((cls, u))
 
+        return [(c, share(s, unit, c), ready(c)) for c in CHECKPOINTED]
 
-def _async(
-    builder: Any, step: int, u: int, cls: str, nbytes: int, ready: int | None, label: str
-) -> None:
-    ck = builder.s.checkpoint
-    home = builder.home[cls]
-    previous = builder.last_drain.get((cls, u))
-    if home == ck.staging:  # no separate snapshot: drain the live copy, hold the next update
-        drain = builder.move(
-            "checkpoint",
-            f"drain {label}",
-            step,
-            home,
-            ck.target,
-            nbytes,
-            [ready, previous],
-            alloc_dst=False,
-            copy=True,
-        )
-        builder.snapshot_guard.setdefault(u, []).append(drain)
-    else:
-        snap = builder.move(
-            "checkpoint",
-            f"snapshot {label}",
-            step,
-            home,
-            ck.staging,
-            nbytes,
-            [ready, previous],
-            copy=True,
-        )
-        builder.snapshot_guard.setdefault(u, []).append(snap)
-        drain = builder.move(
-            "checkpoint",
-            f"drain {label}",
-            step,
-            ck.staging,
-            ck.target,
-            nbytes,
-            [snap],
-            alloc_dst=False,
-            copy=True,
-        )
-        builder.free_after(drain, ck.staging, nbytes)
-    builder.last_drain[(cls, u)] = drain
+    def step(self, step: int) -> None:
+        ck = self.c.s.checkpoint
+        done: list[int] = []
+        for u, unit in enumerate(self.c.wl.units):
+            for cls, nbytes, ready in self._sources(u):
+                if nbytes <= 0:
+                    continue
+                label = f"{cls} {unit.name}"
+                if ck.mode == "blocking":
+                    op = self.ops.move(
+                        cls,
+                        f"checkpoint {label}",
+                        step,
+                        self.c.home[cls],
+                        ck.target,
+                        nbytes,
+                        [ready],
+                        alloc_dst=False,
+                        copy=True,
+                        role=Role.CHECKPOINT,
+                    )
+                    done.append(op)
+                else:
+                    self._async(step, u, cls, nbytes, ready, label)
+        if done:
+            self.ops.barrier("blocking checkpoint", step, done)
+
+    def _async(
+        self, step: int, u: int, cls: str, nbytes: int, ready: int | None, label: str
+    ) -> None:
+        ck = self.c.s.checkpoint
+        home = self.c.home[cls]
+        previous = self.last_drain.get((cls, u))
+        if home == ck.staging:  # no separate snapshot: drain the live copy, hold the next update
+            drain = self.ops.move(
+                cls,
+                f"drain {label}",
+                step,
+                home,
+                ck.target,
+                nbytes,
+                [ready, previous],
+                alloc_dst=False,
+                copy=True,
+                role=Role.CHECKPOINT,
+            )
+            self.ready.snapshot_guard.setdefault(u, []).append(drain)
+        else:
+            snap = self.ops.move(
+                cls,
+                f"snapshot {label}",
+                step,
+                home,
+                ck.staging,
+                nbytes,
+                [ready, previous],
+                copy=True,
+                role=Role.CHECKPOINT,
+            )
+            self.ready.snapshot_guard.setdefault(u, []).append(snap)
+            drain = self.ops.move(
+                cls,
+                f"drain {label}",
+                step,
+                ck.staging,
+                ck.target,
+                nbytes,
+                [snap],
+                alloc_dst=False,
+                copy=True,
+                role=Role.CHECKPOINT,
+            )
+            self.ops.free_after(drain, ck.staging, nbytes)
+        self.last_drain[(cls, u)] = drain

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tiersim.config.schema import Scenario
 from tiersim.engine.ops import Schedule
-from tiersim.engine.schedule import _Builder
+from tiersim.engine.schedule import ScheduleBuilder
 from tiersim.workload.work import Workload
 
 
@@ -17,8 +17,8 @@ class Schedules:
 
     def __init__(self, s: Scenario, wl: Workload, depth: int, fork_at: int | None = None):
         self.s, self.wl, self.depth, self.fork_at = s, wl, depth, fork_at
-        self._plain: _Builder | None = None
-        self._fork: _Builder | None = None  # the plain builder as it was at step `fork_at`
+        self._plain: ScheduleBuilder | None = None
+        self._fork: ScheduleBuilder | None = None  # the plain builder as it was at step `fork_at`
 
     def get(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
         if not checkpoint_steps:
@@ -29,7 +29,7 @@ class Schedules:
     def _plain_schedule(self, steps: int) -> Schedule:
         # a longer build may have moved frees out of its earlier steps' last ops
         if self._plain is None or len(self._plain.step_ends) - 1 > steps:
-            self._plain = _Builder(self.s, self.wl, self.depth)
+            self._plain = ScheduleBuilder(self.s, self.wl, self.depth)
         plain, at = self._plain, self.fork_at
         if self._fork is None and at is not None and len(plain.step_ends) - 1 <= at <= steps:
             plain.extend(at)
@@ -37,11 +37,11 @@ class Schedules:
         plain.extend(steps)
         return plain.schedule(steps)
 
-    def _forked(self, first: int) -> _Builder:
+    def _forked(self, first: int) -> ScheduleBuilder:
         """A builder for a schedule whose first checkpoint is after step `first`: the fork
         taken there if there is one, else a new builder. The checkpoint run comes last, so the
         fork and the plain builder are let go (freeing the plain run's later steps); a later
         request builds again from scratch."""
         fork = self._fork if first == self.fork_at else None
         self._fork = self._plain = None
-        return fork if fork is not None else _Builder(self.s, self.wl, self.depth)
+        return fork if fork is not None else ScheduleBuilder(self.s, self.wl, self.depth)

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
-from tiersim.engine.core import measure, run_engine
-from tiersim.engine.durable import checkpoint_baseline, measure_checkpoint, with_checkpoint
+from tiersim.engine.core import Recorder, run_engine
+from tiersim.engine.durable import checkpoint_baseline, measure_checkpoint
+from tiersim.engine.metrics import measure
 from tiersim.engine.results import StepResult
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.hardware.topology import Topology, placement_problems
-from tiersim.report.trace import trace_events
-from tiersim.state.inventory import build_inventory
+from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import build_model
 from tiersim.workload.work import Workload, build_workload
 
@@ -52,20 +49,20 @@ def prefetch_depth(s: Scenario, wl: Workload, hbm_peak_without_staging: int) -> 
 
 
 @dataclass(frozen=True)
-class _Setup:
+class RunSetup:
     topo: Topology
     wl: Workload
     baseline: dict[str, int]
     depth: int
 
 
-def _prepare(s: Scenario) -> _Setup:
+def prepare(s: Scenario, inv: Inventory) -> RunSetup:
     topo = Topology(s.hardware)
     problems = placement_problems(s, topo)
     if problems:
         raise InputError("scenario", problems)
     _check_size(s)
-    wl = build_workload(s)
+    wl = build_workload(s, inv)
     gpu = s.hardware.gpu.memory
     capacity = s.hardware.tiers[gpu].capacity
     need = streaming_minimum(s, wl)
@@ -76,13 +73,12 @@ def _prepare(s: Scenario) -> _Setup:
             "weights, gradients and activations); lower the micro-batch size or sequence "
             "length, recompute, or add tensor/sequence parallelism"
         )
-    inv = build_inventory(s)
     baseline = {
         t: sum(b for c, b in use.classes.items() if c != "activations")
         for t, use in inv.tiers.items()
     }
     hbm_acts = inv.per_gpu["activations"] if not _streamed(s, "activations") else 0
-    return _Setup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
+    return RunSetup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
 
 
 def _check_size(s: Scenario) -> None:
@@ -103,63 +99,33 @@ def _check_size(s: Scenario) -> None:
 def _run(
     schedules: Schedules,
     s: Scenario,
-    setup: _Setup,
+    setup: RunSetup,
     steps: int,
     checkpoints=frozenset(),
-    record=False,
+    recorder: Recorder | None = None,
 ):
     schedule = schedules.get(steps, frozenset(checkpoints))
-    engine, log, wall = run_engine(s, setup.topo, schedule, setup.baseline, record)
+    engine, log, wall = run_engine(s, setup.topo, schedule, setup.baseline, recorder)
     return schedule, engine, log, wall
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: a run allocates around a million long-lived
-    objects (ops, dependency lists), and the collector would rescan them over and over, a
-    third of the run time, finding nothing to free (reference counting frees them; any
-    cycle left is collected once the collector resumes)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def simulate(s: Scenario, record: bool = False) -> StepResult:
+def simulate(
+    s: Scenario, inventory: Inventory | None = None, recorder: Recorder | None = None
+) -> StepResult:
     """Simulate warm-up, measured and trailing steps; return the measured step, with the
-    cost of a durable checkpoint when the scenario configures one or a failure rate."""
-    with _gc_paused():
-        return _simulate(s, record)
-
-
-def _simulate(s: Scenario, record: bool) -> StepResult:
-    setup = _prepare(s)
+    cost of a durable checkpoint when the scenario configures one or a failure rate.
+    `inventory`: the scenario's, where the caller has it already (else built here);
+    `recorder`: told of every op and occupancy change of the run measured (for a trace)."""
+    setup = prepare(s, build_inventory(s) if inventory is None else inventory)
     measured = s.simulation.warmup_steps
     # the checkpoint runs share the plain run's steps before the measured one
     fork_at = measured if s.checkpoint_simulated else None
     run = functools.partial(_run, Schedules(s, setup.wl, setup.depth, fork_at))
-    schedule, engine, log, wall = run(s, setup, measured + 2, record=record)
-    wl = setup.wl
-    result = measure(
-        s,
-        setup.topo,
-        engine,
-        log,
-        measured,
-        setup.baseline,
-        wl.tokens_per_step,
-        wl.micro_batches,
-        wall,
-    )
-    if record:
-        trace = trace_events(tuple(log.trace), schedule.ops, setup.topo)
-        result = dataclasses.replace(result, trace=trace)
+    schedule, engine, log, wall = run(s, setup, measured + 2, recorder=recorder)
+    result = measure(engine, measured, setup.wl.tokens_per_step, setup.wl.micro_batches, wall)
     if not s.checkpoint_simulated:
         return result
     plain_figures = checkpoint_baseline(s, engine, log)
     del schedule, engine, log  # free the plain run before the checkpoint runs: a few figures do
     checkpoint = measure_checkpoint(s, setup, result, run, plain_figures)
-    return with_checkpoint(result, s, checkpoint)
+    return dataclasses.replace(result, checkpoint=checkpoint)  # its interval not yet applied

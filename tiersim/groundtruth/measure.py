@@ -216,7 +216,7 @@ def _device(torch: Any, name: str) -> str:
     return name
 
 
-def _check_fits(torch: Any, s: Scenario, device: str) -> None:
+def check_fits(torch: Any, s: Scenario, device: str) -> None:
     if device == "cuda":
         available: int | None = torch.cuda.mem_get_info()[0]
     else:
@@ -232,7 +232,7 @@ def _check_fits(torch: Any, s: Scenario, device: str) -> None:
         )
 
 
-def _train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> dict[str, Any]:
+def train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> dict[str, Any]:
     from tiersim.groundtruth import torchmodels as tm
 
     model = build_model(s.model)
@@ -298,10 +298,10 @@ def measure(req: Request) -> Measurement:
     scenario = prediction_scenario(req)
     torch = _import_torch()
     device = _device(torch, req.device)
-    _check_fits(torch, scenario, device)
+    check_fits(torch, scenario, device)
     try:
-        got = _train_and_measure(torch, scenario, req, device)
-    except torch.cuda.OutOfMemoryError as exc:  # the estimate in _check_fits was too low
+        got = train_and_measure(torch, scenario, req, device)
+    except torch.cuda.OutOfMemoryError as exc:  # the estimate in check_fits was too low
         first = (str(exc).strip().splitlines() or ["out of memory"])[0]
         raise invalid(
             "model",

@@ -17,15 +17,14 @@ import networkx as nx
 
 from tiersim.config.schema import Hardware, Scenario
 from tiersim.core.errors import Problem
+from tiersim.hardware.resources import LinkDirection, Port, Resource, TierPort
 from tiersim.state.classes import CHECKPOINTED, STATE_CLASSES
-
-Resource = tuple[str, ...]  # ("read", tier) | ("write", tier) | ("link", name, "a->b") | ...
 
 
 @dataclass(frozen=True)
 class Route:
     tiers: tuple[str, ...]  # source, staging tiers..., destination
-    links: tuple[tuple[str, str], ...]  # (link name, "a->b") per hop
+    links: tuple[LinkDirection, ...]  # per hop
     resources: tuple[Resource, ...]
     hop_bandwidths: tuple[float, ...]  # nominal bandwidth of each hop (link, ports)
     latency_s: float  # access latency of the source + every link's latency
@@ -51,12 +50,12 @@ class Topology:
     def capacities(self) -> dict[Resource, float]:
         caps: dict[Resource, float] = {}
         for name, tier in self.hardware.tiers.items():
-            caps[("read", name)] = tier.read_bw
-            caps[("write", name)] = tier.write_bw
+            caps[TierPort(name, Port.READ)] = tier.read_bw
+            caps[TierPort(name, Port.WRITE)] = tier.write_bw
         for name, link in self.hardware.links.items():
             a, b = link.between
-            caps[("link", name, f"{a}->{b}")] = link.bandwidth
-            caps[("link", name, f"{b}->{a}")] = link.bandwidth
+            caps[LinkDirection(name, a, b)] = link.bandwidth
+            caps[LinkDirection(name, b, a)] = link.bandwidth
         return caps
 
     def route(self, src: str, dst: str, nbytes: float = math.inf) -> Route | None:
@@ -74,11 +73,11 @@ class Topology:
             return Route(
                 (src, src),
                 (),
-                (("read", src), ("write", src)),
+                (TierPort(src, Port.READ), TierPort(src, Port.WRITE)),
                 (tier.read_bw, tier.write_bw),
                 tier.latency,
             )
-        candidates = [self._make_route(p) for p in self._candidate_paths(src, dst)]
+        candidates = [self._make_route(p) for p in self.candidate_paths(src, dst)]
         if not candidates:
             return None
 
@@ -88,7 +87,7 @@ class Topology:
 
         return min(candidates, key=cost)
 
-    def _candidate_paths(self, src: str, dst: str) -> list[list[str]]:
+    def candidate_paths(self, src: str, dst: str) -> list[list[str]]:
         """For each width the graph offers, the least-latency (then fewest-hop) path over the
         links and tiers at least that wide: every path worth considering, found without
         enumerating paths (a Dijkstra on (latency, hops) per width)."""
@@ -140,19 +139,20 @@ class Topology:
 
     def _make_route(self, path: list[str]) -> Route:
         tiers = self.hardware.tiers
-        resources: list[Resource] = [("read", path[0])]
+        resources: list[Resource] = [TierPort(path[0], Port.READ)]
         bandwidths = [tiers[path[0]].read_bw]
         links, latency = [], tiers[path[0]].latency
         for i, (a, b) in enumerate(itertools.pairwise(path)):
             edge = self.graph.edges[a, b]
-            links.append((edge["name"], f"{a}->{b}"))
-            resources.append(("link", edge["name"], f"{a}->{b}"))
+            hop = LinkDirection(edge["name"], a, b)
+            links.append(hop)
+            resources.append(hop)
             bandwidths.append(edge["bandwidth"])
             latency += edge["latency"]
-            resources.append(("write", b))
+            resources.append(TierPort(b, Port.WRITE))
             bandwidths.append(tiers[b].write_bw)
             if i < len(path) - 2:  # staged through b: written, then read out again
-                resources.append(("read", b))
+                resources.append(TierPort(b, Port.READ))
                 bandwidths.append(tiers[b].read_bw)
         return Route(tuple(path), tuple(links), tuple(resources), tuple(bandwidths), latency)
 

@@ -13,6 +13,7 @@ from tiersim import __version__
 from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.config.schema import Scenario, Tier
 from tiersim.engine.results import StepResult, TierStats
+from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.wear import json_number, wear_section
 from tiersim.state.inventory import Inventory, model_summary
 from tiersim.state.model import build_model
@@ -102,7 +103,7 @@ def link_bandwidth(s: Scenario, name: str) -> float:
     """Bytes per second per direction: a hardware link's, or for `nvlink` / `network` what one
     GPU's collectives get (a group with k members per node drives k NICs: k x a NIC's)."""
     link = s.hardware.links.get(name)
-    return link.bandwidth if link is not None else capacities(s)[("net", name)]
+    return link.bandwidth if link is not None else capacities(s)[Network(NetChannel(name))]
 
 
 def bandwidth_share(nbytes: float, bandwidth: float, step_s: float) -> float | None:
@@ -251,7 +252,6 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
         )
     report["sim"] = {
         "events": r.events,
-        "wall_s": r.wall_s,
         "prefetch_depth": r.prefetch_depth,
         "steps_simulated": s.simulation.warmup_steps + 2,
     }

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from tiersim.engine.ops import Op
+from tiersim.engine.ops import Op, OpKind
 from tiersim.hardware.topology import Topology
 
 _GPU, _CPU, _LINKS, _PORTS, _MEMORY = 1, 2, 3, 4, 5
@@ -66,26 +66,26 @@ def lanes(spans: list[tuple[float, float]]) -> list[int]:
 def _op_tracks(op: Op, topo: Topology) -> list[Track]:
     """The tracks an op occupies: GPU stream, CPU, network channel (per group), or the links
     and tier ports of a move's route."""
-    if op.kind == "gpu":
+    if op.kind is OpKind.GPU:
         return [(_GPU, "compute")]
-    if op.kind == "idle":  # the pipeline bubble, a checkpoint barrier
+    if op.kind is OpKind.IDLE:  # the pipeline bubble, a checkpoint barrier
         return [(_GPU, "waiting")]
-    if op.kind == "cpu":
+    if op.kind is OpKind.CPU:
         return [(_CPU, "optimizer")]
-    if op.kind in ("comm", "sync"):
-        network = (_LINKS, f"{op.resource[1]} {op.role.removesuffix('_comm')}")
-        return [(_GPU, "compute"), network] if op.kind == "sync" else [network]
+    if op.kind.network:
+        network = (_LINKS, f"{op.resource.channel} {op.subject}")
+        return [(_GPU, "compute"), network] if op.kind is OpKind.SYNC else [network]
     route = topo.route(op.src, op.dst, op.nbytes)
-    tracks = [(_LINKS, f"{name} {direction}") for name, direction in route.links]
+    tracks = [(_LINKS, f"{hop.link} {hop.direction}") for hop in route.links]
     tracks.append((_PORTS, f"{route.tiers[0]} read"))
     tracks.append((_PORTS, f"{route.tiers[-1]} write"))
     return tracks
 
 
 def _complete(op: Op) -> dict[str, Any]:
-    moves = op.kind in ("move", "comm", "sync")
+    moves = op.kind is OpKind.MOVE or op.kind.network
     args = {"step": op.step, "bytes": op.nbytes} if moves else {"step": op.step}
-    return {"ph": "X", "name": op.label, "cat": op.role, "args": args}
+    return {"ph": "X", "name": op.label, "cat": op.category, "args": args}
 
 
 def _placed(track: Track, spans: list[Span], threads: _Threads) -> list[dict[str, Any]]:
@@ -98,6 +98,25 @@ def _placed(track: Track, spans: list[Span], threads: _Threads) -> list[dict[str
         ts = start * 1e6  # dur as a difference of the scaled times: ts + dur is end, exactly
         events.append({**event, "pid": pid, "tid": tids[k], "ts": ts, "dur": end * 1e6 - ts})
     return events
+
+
+class TraceRecorder:
+    """Records an engine run for its trace (an engine Recorder): `trace()` once it ran."""
+
+    def __init__(self, topo: Topology):
+        self.topo = topo
+        self.records: list[tuple] = []
+        self.ops: list[Op] = []
+
+    def op(self, op: Op, start: float, end: float) -> None:
+        self.records.append(("op", len(self.ops), start, end))
+        self.ops.append(op)
+
+    def memory(self, tier: str, now: float, occupied: float) -> None:
+        self.records.append(("mem", tier, now, occupied))
+
+    def trace(self) -> dict[str, Any]:
+        return trace_events(tuple(self.records), self.ops, self.topo)
 
 
 def trace_events(records: tuple, ops: list[Op], topo: Topology) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from tiersim.state.classes import (
     STATE_CLASSES,
     zero_sharded,
 )
-from tiersim.state.model import GenericModel, Matrix, Model, Transformer, build_model
+from tiersim.state.model import Matrix, Model, build_model
 
 
 @dataclass(frozen=True)
@@ -144,23 +144,13 @@ def _expert_split(m: Matrix, expert: int) -> Matrix:
 
 def _layer(model: Model, index: int, tensor: int, expert: int = 1) -> list[Matrix]:
     """One GPU's share of layer `index`'s tensors, under tensor and expert parallelism."""
-    if isinstance(model, GenericModel):
-        return [_split(Matrix(model.layer_parameters, 1), tensor)]
     return [_expert_split(_split(m, tensor), expert) for m in model.layer_matrices(index)]
 
 
 def _rest(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
     """One GPU's share of the stage's rest: embeddings on the first stage; final norm and
     output head on the last."""
-    if isinstance(model, GenericModel):
-        spare = model.total_parameters - model.layers * model.layer_parameters
-        return [_split(Matrix(spare, 1), tensor)] if stage == 0 and spare else []
-    rest = model.embedding_matrices() if stage == 0 else []
-    if stage == pipeline - 1:
-        rest = rest + model.head_matrices()
-        if model.tied_embeddings and pipeline > 1:
-            rest.append(model.embedding_matrices()[0])  # the last stage keeps its own copy
-    return [_split(m, tensor) for m in rest]
+    return [_split(m, tensor) for m in model.rest_matrices(stage, pipeline)]
 
 
 def unit_matrices(
@@ -312,26 +302,4 @@ def build_inventory(s: Scenario) -> Inventory:
 
 
 def model_summary(model: Model) -> dict[str, object]:
-    if isinstance(model, Transformer):
-        return {
-            "parameters": model.parameters,
-            "layers": model.layers,
-            "hidden": model.hidden,
-            "heads": model.heads,
-            "kv_heads": model.kv_heads,
-            "ffn_hidden": model.ffn_hidden,
-            "vocab": model.vocab,
-            **_moe_summary(model),
-        }
-    return {"parameters": model.parameters, "layers": model.layers}
-
-
-def _moe_summary(model: Transformer) -> dict[str, object]:
-    if model.moe is None:
-        return {}
-    return {
-        "experts": model.moe.experts,
-        "experts_per_token": model.moe.per_token,
-        "moe_layers": model.moe_layers,
-        "active_parameters": model.active_parameters,
-    }
+    return model.summary()

@@ -10,6 +10,7 @@ attention; for the paper's shapes (ffn = 4h, kv_heads = heads) they reduce to it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from tiersim.config.schema import ModelSpec
 from tiersim.state import layers as ly
@@ -135,6 +136,47 @@ class Transformer:
         if not self.tied_embeddings:
             mats.append(Matrix(self.vocab, self.hidden, split_rows=True))
         return mats
+
+    def rest_matrices(self, stage: int, pipeline: int) -> list[Matrix]:
+        """What a pipeline stage holds beside its layers: the embeddings on the first, the
+        final norm and output head on the last (and there a copy of tied embeddings)."""
+        rest = self.embedding_matrices() if stage == 0 else []
+        if stage == pipeline - 1:
+            rest = rest + self.head_matrices()
+            if self.tied_embeddings and pipeline > 1:
+                rest.append(self.embedding_matrices()[0])  # the last stage keeps its own copy
+        return rest
+
+    @property
+    def attention_heads(self) -> int:
+        return self.heads
+
+    @property
+    def attention_width(self) -> int:
+        """Width of the attention's queries (heads x head_dim)."""
+        return self.heads * self.head_dim
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "parameters": self.parameters,
+            "layers": self.layers,
+            "hidden": self.hidden,
+            "heads": self.heads,
+            "kv_heads": self.kv_heads,
+            "ffn_hidden": self.ffn_hidden,
+            "vocab": self.vocab,
+            **self._moe_summary(),
+        }
+
+    def _moe_summary(self) -> dict[str, object]:
+        if self.moe is None:
+            return {}
+        return {
+            "experts": self.moe.experts,
+            "experts_per_token": self.moe.per_token,
+            "moe_layers": self.moe_layers,
+            "active_parameters": self.active_parameters,
+        }
 
     def all_matrices(self) -> list[Matrix]:
         moe = self.moe_layers
@@ -275,6 +317,10 @@ class GenericModel:
     forward_flops_per_token_per_layer: float | None
     hidden: int | None = None
     activation_factor: float = 1.0
+    tied_embeddings = False  # no embeddings known apart from the layers
+    vocab = None
+    attention_heads = 0  # nothing known of its attention (no selective recompute to time)
+    attention_width = 0
 
     @property
     def parameters(self) -> int:
@@ -288,6 +334,17 @@ class GenericModel:
         return False
 
     is_moe_model = False
+
+    def layer_matrices(self, index: int = 0) -> list[Matrix]:
+        return [Matrix(self.layer_parameters, 1)]
+
+    def rest_matrices(self, stage: int, pipeline: int) -> list[Matrix]:
+        """What the layers' even split leaves over, on the first stage."""
+        spare = self.total_parameters - self.layers * self.layer_parameters
+        return [Matrix(spare, 1)] if stage == 0 and spare else []
+
+    def summary(self) -> dict[str, object]:
+        return {"parameters": self.parameters, "layers": self.layers}
 
     def layer_forward_flops(self, seq: int, batch: int, index: int = 0) -> float:
         per_token = self.forward_flops_per_token_per_layer
@@ -316,7 +373,51 @@ class GenericModel:
         return self.activation_factor * kept / tensor
 
 
-Model = Transformer | GenericModel
+class Model(Protocol):
+    """What the layers below the scenario use of a model, whichever kind it is."""
+
+    layers: int
+    hidden: int | None
+    tied_embeddings: bool
+    vocab: int | None
+    activation_factor: float
+
+    @property
+    def parameters(self) -> int: ...
+
+    @property
+    def layer_parameters(self) -> int: ...
+
+    @property
+    def attention_heads(self) -> int: ...
+
+    @property
+    def attention_width(self) -> int: ...
+
+    @property
+    def is_moe_model(self) -> bool: ...
+
+    def is_moe(self, index: int) -> bool: ...
+
+    def layer_matrices(self, index: int = 0) -> list[Matrix]: ...
+
+    def rest_matrices(self, stage: int, pipeline: int) -> list[Matrix]: ...
+
+    def layer_forward_flops(self, seq: int, batch: int, index: int = 0) -> float: ...
+
+    def head_forward_flops(self, seq: int, batch: int) -> float: ...
+
+    def layer_activation_bytes(
+        self,
+        seq: int,
+        batch: int,
+        tensor: int,
+        sequence_parallel: bool,
+        recompute: str,
+        index: int = 0,
+    ) -> float: ...
+
+    def summary(self) -> dict[str, object]: ...
 
 
 def build_model(spec: ModelSpec) -> Model:

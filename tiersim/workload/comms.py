@@ -3,11 +3,13 @@
 Each collective becomes one flow of the bytes this GPU puts on its link (NCCL's bus factor
 times the buffer) on a shared per-group network resource, after its latency term (hops x
 per-hop latency), so that its time alone is exactly `collectives.collective_s`, and
-concurrent collectives on the same group share the link.
+concurrent collectives on the same group share the link. This is the one model of a step's
+communication: which collectives run, on which group, with how many bytes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tiersim.config.schema import PRECISION_BYTES, Scenario
@@ -20,8 +22,8 @@ from tiersim.hardware.collectives import (
     group_link,
     p2p_link,
     rank_strides,
-    tied_embedding_gradient_bytes,
 )
+from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
 
 
@@ -32,7 +34,7 @@ class Comm:
     name: str
     nbytes: float  # bytes this GPU sends, all calls
     latency_s: float  # latency terms, all calls
-    resource: tuple[str, str]  # ("net", "nvlink" | "network"): the GPU's physical channel
+    resource: Network  # the GPU's physical channel it crosses
     group: str  # "tensor" | "data" | "pipeline" | "embedding"
 
     @property
@@ -56,24 +58,26 @@ def comm(s: Scenario, name: str, group: str, op: Op, buffer: float, calls: int =
     sent = buffer * BUS_FACTOR[op](size)
     total = collective_s(op, buffer, size, link)
     latency = total - sent / link.bandwidth
-    return Comm(name, sent * calls, max(latency, 0.0) * calls, ("net", link.kind), group)
+    channel = Network(NetChannel(link.kind))
+    return Comm(name, sent * calls, max(latency, 0.0) * calls, channel, group)
 
 
 GROUPS = ("tensor", "data", "pipeline", "expert", "expert_data")
+NVLINK, NETWORK = Network(NetChannel.NVLINK), Network(NetChannel.NETWORK)
 
 
-def capacities(s: Scenario) -> dict[tuple[str, str], float]:
+def capacities(s: Scenario) -> dict[Network, float]:
     """Bandwidth per GPU per direction of its two physical channels: every group inside a node
     shares the GPU's NVLink; groups spanning nodes share its network ports (at the widest
     rate any of them reaches, NCCL driving one ring per NIC)."""
     net = s.hardware.network
-    out = {("net", "nvlink"): net.intra_node_bandwidth, ("net", "network"): 0.0}
+    out = {NVLINK: net.intra_node_bandwidth, NETWORK: 0.0}
     for group in GROUPS:
         link, _ = _link(s, group)
         if link.kind == "network":
-            out[("net", "network")] = max(out[("net", "network")], link.bandwidth)
-    if out[("net", "network")] == 0.0:
-        out[("net", "network")] = net.inter_node_bandwidth
+            out[NETWORK] = max(out[NETWORK], link.bandwidth)
+    if out[NETWORK] == 0.0:
+        out[NETWORK] = net.inter_node_bandwidth
     return out
 
 
@@ -129,6 +133,16 @@ def p2p_send_s(s: Scenario, hidden: int | None) -> float:
         return 0.0
     link, _ = _link(s, "pipeline")
     return collective_s("send", hidden_bytes(s, hidden) / par.tensor, 2, link)
+
+
+def tied_embedding_gradient_bytes(s: Scenario, model: Model, stage: int) -> int:
+    """The word-embedding gradient (ceil(vocab/t) x h) the first and last stage all-reduce once
+    per step when their embeddings are tied (Megatron's `finalize_model_grads`); 0 otherwise."""
+    par = s.parallel
+    if not model.tied_embeddings or par.pipeline == 1 or stage not in (0, par.pipeline - 1):
+        return 0
+    grad = PRECISION_BYTES[s.training.precision.gradients]
+    return math.ceil(model.vocab / par.tensor) * model.hidden * grad  # vocab rows padded
 
 
 def embedding_sync(s: Scenario, model: Model, stage: int) -> Comm | None:

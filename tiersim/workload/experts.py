@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from tiersim.config.schema import PRECISION_BYTES, Scenario
 from tiersim.hardware.collectives import GroupLink, group_link, rank_strides
+from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
 from tiersim.workload.comms import Comm
 
@@ -50,7 +51,8 @@ def expert_comms(s: Scenario, model: Model, index: int) -> dict[str, Comm]:
     backward_calls = 4 if s.training.recompute == "full" else 2
 
     def calls(name: str, n: int) -> Comm:
-        return Comm(name, one * n, (e - 1) * link.latency * n, ("net", link.kind), "expert")
+        channel = Network(NetChannel(link.kind))
+        return Comm(name, one * n, (e - 1) * link.latency * n, channel, "expert")
 
     return {
         "ep_forward": calls("ep dispatch+combine", 2),

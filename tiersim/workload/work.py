@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from tiersim.config.schema import PRECISION_BYTES, Scenario
 from tiersim.state.classes import NAMES
 from tiersim.state.inventory import (
+    Inventory,
     build_inventory,
     homes,
     layer_activation_bytes,
@@ -26,7 +27,7 @@ from tiersim.state.inventory import (
     stage_layers,
     unit_matrices,
 )
-from tiersim.state.model import Transformer, build_model
+from tiersim.state.model import build_model
 from tiersim.workload.comms import (
     Comm,
     capacities,
@@ -112,10 +113,8 @@ def _compute_times(
     fwd = model.layer_forward_flops(seq, mbs, index) / t / rate + elementwise
     recompute = {"none": 0.0, "full": fwd}.get(s.training.recompute)
     if recompute is None:  # selective: QK^T, softmax, dropout and attention over V again
-        heads = model.heads if isinstance(model, Transformer) else 0
-        heads_dim = heads * model.head_dim if isinstance(model, Transformer) else 0
-        scores = 5.0 * heads * seq * seq * mbs / t  # softmax, its mask and dropout output
-        recompute = 4.0 * mbs * seq * seq * heads_dim / t / rate
+        scores = 5.0 * model.attention_heads * seq * seq * mbs / t  # softmax, mask, dropout
+        recompute = 4.0 * mbs * seq * seq * model.attention_width / t / rate
         recompute += _memory_bound_s(s, model, scores)
     bwd = 2.0 * model.layer_forward_flops(seq, mbs, index) / t / rate + 2.0 * elementwise
     return fwd, bwd, recompute
@@ -218,7 +217,7 @@ def _dense_and_experts(s: Scenario, name: str, op, unit: Unit, cls: str) -> Comm
         routed = comm(s, name, "expert_data", op, experts)
     if dense is None or routed is None:
         return dense or routed
-    resource = max(dense.resource, routed.resource, key=lambda r: r[1] == "network")
+    resource = max(dense.resource, routed.resource, key=lambda r: r.channel == "network")
     latency = dense.latency_s + routed.latency_s
     return Comm(name, dense.nbytes + routed.nbytes, latency, resource, "data")
 
@@ -270,7 +269,9 @@ def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden
     return fwd, bwd
 
 
-def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None) -> tuple:
+def _bubble(
+    s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None, stage: int
+) -> tuple:
     """Pipeline idle time per step of the simulated stage, and the part of it after the
     stage's last backward: the all-stage schedule's step time minus this stage's own work
     (fill, drain, exposed point-to-point sends, waiting on the last stage's output head);
@@ -280,7 +281,6 @@ def _bubble(s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None
         return 0.0, 0.0
     fwd, bwd = _stage_chunk_times(s, model, units[:-1], cap, hidden)
     timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd, p2p_send_s(s, hidden))
-    stage = build_inventory(s).stage
     idle = max(0.0, timing.step_s - timing.busy_s[stage])
     return idle, min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
 
@@ -298,9 +298,10 @@ def _chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[i
     return tuple(tuple(c) for c in chunks)
 
 
-def build_workload(s: Scenario) -> Workload:
+def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
+    """The step's work unit by unit; `inv`: the scenario's inventory, where the caller has it."""
     model = build_model(s.model)
-    inv = build_inventory(s)
+    inv = build_inventory(s) if inv is None else inv
     par = s.parallel
     groups = unit_matrices(model, inv.stage, par.pipeline, par.tensor, par.expert)
     last = inv.stage == par.pipeline - 1
@@ -310,7 +311,7 @@ def build_workload(s: Scenario) -> Workload:
         for i, mats in zip(layers, groups[:-1], strict=True)
     ]
     units.append(_unit(s, model, "rest", groups[-1], False, last, 0))
-    hidden = getattr(model, "hidden", None)
+    hidden = model.hidden
     tp_fwd, tp_bwd = tensor_comms(s, hidden)
     units = [
         dataclasses.replace(u, **_data_comms(s, u), tp_forward=tp_fwd, tp_backward=tp_bwd)
@@ -324,7 +325,7 @@ def build_workload(s: Scenario) -> Workload:
         )
     ]
     cap = capacities(s)
-    bubble, after = _bubble(s, model, units, cap, hidden)
+    bubble, after = _bubble(s, model, units, cap, hidden, inv.stage)
     gpu = s.hardware.gpu.memory
     home_of = homes(s)
     resident = sum(inv.per_gpu[c] for c in NAMES if c != "activations" and home_of[c] == gpu)

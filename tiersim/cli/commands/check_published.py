@@ -56,7 +56,7 @@ def compare_all(folder: Path | None) -> list[Comparison]:
     return out
 
 
-def _seconds(value: float) -> str:
+def fmt_seconds(value: float) -> str:
     """4 significant digits, zeros kept (runs span 0.24 s to 112 s): 0.2400, 60.10, 1000."""
     return f"{value:#.4g}".rstrip(".")
 
@@ -65,8 +65,8 @@ def table(comparisons: list[Comparison], summary: Summary) -> str:
     rows = [
         (
             c.reference.name,
-            _seconds(c.predicted_s),
-            _seconds(c.reference.iteration_time_s) + ("*" if c.reference.derived else ""),
+            fmt_seconds(c.predicted_s),
+            fmt_seconds(c.reference.iteration_time_s) + ("*" if c.reference.derived else ""),
             f"{round(c.error, 3) + 0.0:+.1%}" + (" fit" if c.reference.calibrates else ""),
         )
         for c in comparisons

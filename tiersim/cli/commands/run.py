@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                 write_trace(trace, result.trace)
             except OSError as exc:
                 raise cannot_write("--trace", trace, exc, "a writable file path") from None
-    print(text if args.format == "json" else step_tables(report))
+    print(text if args.format == "json" else step_tables(report, engine_s=result.wall_s))
     return 0
 
 

@@ -1,0 +1,149 @@
+"""What a finished engine run measured: the steady step's time and its breakdown, bytes per
+link direction and per tier by class, link busy time, tier occupancy. Reads the engine's run
+log and flow network, never changes them.
+"""
+
+from __future__ import annotations
+
+from tiersim.core import intervals as iv
+from tiersim.engine.core import NET_CHANNELS, Engine, RunLog
+from tiersim.engine.flows import FlowNetwork
+from tiersim.engine.ops import COMPUTE_ROLES, Op, OpKind, Role
+from tiersim.engine.results import LinkStats, StepResult, TierStats
+from tiersim.hardware.topology import Topology
+from tiersim.state.classes import CHECKPOINT_WRITES
+
+MOVE = OpKind.MOVE
+
+
+def _busy(log: RunLog, ops: list[Op], kind: OpKind) -> iv.Intervals:
+    return iv.union(
+        [
+            (log.start[i], log.end[i])
+            for i, op in enumerate(ops)
+            if op.kind is kind and log.end[i] > log.start[i]
+        ]
+    )
+
+
+def _role_time(ops: list[Op], step: int, kind: OpKind, roles: tuple[Role, ...]) -> float:
+    return sum(
+        op.duration for op in ops if op.step == step and op.kind is kind and op.role in roles
+    )
+
+
+def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:
+    """Seconds each link (or network channel) had a transfer on it, over the whole run or
+    within `window` (start, end)."""
+    out = {}
+    for name, spans in engine.net.busy.intervals.items():
+        if name != FlowNetwork.ANY:
+            merged = iv.union(spans)
+            out[name] = iv.total(iv.clip(merged, *window) if window else merged)
+    return out
+
+
+def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[Role, ...] | None = None):
+    """Bytes per link direction (per group on a network channel), and read and written per
+    tier by class (a checkpoint's copies as `CHECKPOINT_WRITES`), in one step."""
+    links: dict[str, dict[str, int]] = {}
+    read: dict[str, dict[str, int]] = {}
+    written: dict[str, dict[str, int]] = {}
+    for op in ops:
+        if op.step != step or (roles is not None and op.role not in roles):
+            continue
+        if op.kind.network:
+            per = links.setdefault(op.resource.channel, {})  # by group: tensor, data, pipeline
+            per[op.subject] = per.get(op.subject, 0) + op.nbytes
+            continue
+        if op.kind is not MOVE:
+            continue
+        route = topo.route(op.src, op.dst, op.nbytes)
+        for hop in route.links:
+            per = links.setdefault(hop.link, {})
+            per[hop.direction] = per.get(hop.direction, 0) + op.nbytes
+        source = CHECKPOINT_WRITES if op.role is Role.CHECKPOINT else op.subject
+        for k, tier in enumerate(route.tiers):
+            if k > 0:
+                written.setdefault(tier, {}).setdefault(source, 0)
+                written[tier][source] += op.nbytes
+            if k < len(route.tiers) - 1:
+                read.setdefault(tier, {}).setdefault(source, 0)
+                read[tier][source] += op.nbytes
+    return links, read, written
+
+
+def measure(
+    engine: Engine, measured_step: int, tokens: int, micro_batches: int, wall_s: float
+) -> StepResult:
+    """The measured step of a finished run: time and its breakdown, links and tiers."""
+    s, log = engine.s, engine.log
+    ops = engine.schedule.ops
+    lo, hi = log.step_end[measured_step - 1], log.step_end[measured_step]
+    step_s = hi - lo
+    gpu = iv.clip(_busy(log, ops, OpKind.GPU), lo, hi)
+    bubble = iv.clip(_busy(log, ops, OpKind.IDLE), lo, hi)
+    idle = iv.complement(iv.union(gpu + bubble), lo, hi)
+    cpu = iv.clip(_busy(log, ops, OpKind.CPU), lo, hi)
+    exposed_cpu = iv.total(iv.intersect(idle, cpu))
+    any_link = iv.clip(iv.union(engine.net.busy.intervals.get(FlowNetwork.ANY, [])), lo, hi)
+    link_time = iv.total(any_link)
+    overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
+    links_moved, read, written = moved(engine.topo, ops, measured_step)
+    links = _link_stats(engine, links_moved, lo, hi)
+    tiers = _tier_stats(engine, measured_step, read, written)
+    optimizer_kind = OpKind.GPU if s.placement.optimizer_compute == "gpu" else OpKind.CPU
+    result = StepResult(
+        time_s=step_s,
+        compute_s=_role_time(ops, measured_step, OpKind.GPU, COMPUTE_ROLES),
+        recompute_s=_role_time(ops, measured_step, OpKind.GPU, (Role.RECOMPUTE,)),
+        optimizer_s=_role_time(ops, measured_step, optimizer_kind, (Role.OPTIMIZER,)),
+        exposed_transfer_s=max(0.0, iv.total(idle) - exposed_cpu),
+        overlap=overlap,
+        tokens_per_step=tokens,
+        micro_batches=micro_batches,
+        links=links,
+        tiers=tiers,
+        events=log.events + engine.net.wakeups,
+        wall_s=wall_s,
+        exposed_cpu_s=exposed_cpu,
+        pipeline_bubble_s=iv.total(bubble),
+        prefetch_depth=engine.schedule.prefetch_depth,
+    )
+    return result
+
+
+def _link_stats(engine: Engine, links_moved: dict, lo: float, hi: float) -> dict[str, LinkStats]:
+    """Each hardware link and network channel: bytes per direction, busy time in [lo, hi]."""
+    busy, step_s = engine.net.busy.intervals, hi - lo
+    channels = list(engine.s.hardware.links) + [c for c in NET_CHANNELS if c in links_moved]
+    links = {}
+    for name in channels:
+        per_dir = links_moved.get(name, {})
+        busy_s = iv.total(iv.clip(iv.union(busy.get(name, [])), lo, hi))
+        links[name] = LinkStats(
+            sum(per_dir.values()), busy_s, busy_s / step_s if step_s > 0 else 0.0, per_dir
+        )
+    return links
+
+
+def _tier_stats(engine: Engine, step: int, read: dict, written: dict) -> dict[str, TierStats]:
+    """Each tier over the measured step: resident, peak, lowest and mean occupancy, bytes."""
+    log = engine.log
+    step_s = log.step_end[step] - log.step_end[step - 1]
+    tiers = {}
+    for name, tier in engine.s.hardware.tiers.items():
+        occ = engine.occupancy[name]
+        integral = log.snapshots[step][name] - log.snapshots[step - 1][name]
+        tiers[name] = TierStats(
+            capacity_bytes=tier.capacity,
+            resident_bytes=engine.baseline[name],
+            peak_bytes=int(occ.peak),
+            low_bytes=int(occ.low),
+            mean_bytes=integral / step_s if step_s > 0 else occ.current,
+            bytes_read=sum(read.get(name, {}).values()),
+            bytes_written=sum(written.get(name, {}).values()),
+            written_by_class=written.get(name, {}),
+            read_by_class=read.get(name, {}),
+        )
+    return tiers

@@ -1,0 +1,141 @@
+"""The growing list of a schedule's operations and what building it needs: program order on
+each stream, frees moved between ops, and ops shared with a fork copied before they change.
+
+Every schedule phase (the passes, the optimizer step, checkpoints) adds its ops through an
+OpList; none reaches into another's state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tiersim.engine.ops import Op, OpKind, Role
+from tiersim.state.classes import BY_NAME
+from tiersim.workload.comms import Comm
+
+
+class OpList:
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.last_on: dict[str, int] = {}  # the last op on each stream
+        # ops below this index are shared with a fork: copied before their `free` changes
+        self.shared_below = 0
+        self.owned: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def last(self, stream: str) -> int | None:
+        return self.last_on.get(stream)
+
+    def share(self, below: int) -> None:
+        """The ops below `below` are handed out (or shared with a fork): copy them before
+        changing them from now on."""
+        self.shared_below, self.owned = max(self.shared_below, below), set()
+
+    def fork(self) -> OpList:
+        """An independent list sharing the ops built so far (each copied on its next change)."""
+        twin = OpList()
+        twin.ops, twin.last_on = list(self.ops), dict(self.last_on)
+        for ops in (self, twin):
+            ops.shared_below, ops.owned = len(self.ops), set()
+        return twin
+
+    def add(self, op: Op) -> int:
+        deps = [d for d in op.deps if d is not None]
+        stream = op.kind.stream
+        if stream is not None:
+            prev = self.last_on.get(stream)
+            if prev is not None:
+                deps.append(prev)
+            self.last_on[stream] = len(self.ops)
+        # in order, once each; tuples, which hold no references the garbage collector must
+        # trace (a run builds around a million ops)
+        op.deps = tuple(dict.fromkeys(deps)) if len(deps) > 1 else tuple(deps)
+        op.alloc = tuple(op.alloc)
+        self.ops.append(op)
+        return len(self.ops) - 1
+
+    def free_after(self, i: int, tier: str, nbytes: int) -> None:
+        """Op `i` frees `nbytes` on `tier` when it ends."""
+        op = self._own(i)
+        op.free = (*op.free, (tier, nbytes))
+
+    def move_free(self, src: int, dst: int, tier: str, nbytes: int) -> None:
+        """The free of `nbytes` on `tier` moves from op `src` to a later op `dst`."""
+        op = self._own(src)
+        k = op.free.index((tier, nbytes))
+        op.free = op.free[:k] + op.free[k + 1 :]
+        self.free_after(dst, tier, nbytes)
+
+    def _own(self, i: int) -> Op:
+        """Op `i`, copied first if it is shared with a fork (copy on write)."""
+        if i < self.shared_below and i not in self.owned:
+            op = self.ops[i]
+            self.ops[i] = dataclasses.replace(op)
+            self.owned.add(i)
+        return self.ops[i]
+
+    def move(
+        self,
+        cls: str,
+        label: str,
+        step: int,
+        src: str,
+        dst: str,
+        nbytes: int,
+        deps: list[int | None],
+        alloc_dst: bool = True,
+        copy: bool = False,
+        role: Role = Role.STATE,
+    ) -> int | None:
+        """Move `nbytes` of a class between tiers; a no-op within one tier unless `copy`."""
+        if cls not in BY_NAME:
+            raise ValueError(f"no state class {cls!r} to move")
+        if (src == dst and not copy) or nbytes <= 0:
+            return None
+        alloc = [(dst, nbytes)] if alloc_dst else []
+        return self.add(
+            Op(
+                OpKind.MOVE,
+                role,
+                label,
+                step,
+                list(deps),
+                nbytes=nbytes,
+                src=src,
+                dst=dst,
+                alloc=alloc,
+                subject=cls,
+            )
+        )
+
+    def net(
+        self,
+        c: Comm | None,
+        step: int,
+        deps: list[int | None],
+        kind: OpKind = OpKind.COMM,
+        alloc: list | None = None,
+    ) -> int | None:
+        """A collective as a network flow; "sync" ones block the GPU stream."""
+        if c is None:
+            return None
+        return self.add(
+            Op(
+                kind,
+                Role.COLLECTIVE,
+                c.name,
+                step,
+                list(deps),
+                nbytes=int(c.nbytes),
+                resource=c.resource,
+                latency=c.latency_s,
+                alloc=alloc or [],
+                subject=c.group,
+            )
+        )
+
+    def barrier(self, label: str, step: int, deps: list[int]) -> int:
+        """The GPU stream waits here until `deps` are done."""
+        return self.add(Op(OpKind.IDLE, Role.CHECKPOINT, label, step, list(deps)))

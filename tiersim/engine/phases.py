@@ -1,0 +1,68 @@
+"""What the phases of a schedule share, and the one protocol each phase follows.
+
+A step is built by phases in turn: the training passes (forwards and backwards in the
+pipeline's order), the optimizer step, and on some steps a durable checkpoint. Each phase
+owns its own state and adds ops through the OpList; what one phase hands the next (the op
+each unit's current weights, gradients and optimizer state await) is the Readiness, the
+only state they share. Forking a builder forks each phase explicitly: no state is copied by
+reflection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tiersim.config.schema import Scenario
+from tiersim.engine.oplist import OpList
+from tiersim.state.inventory import homes
+from tiersim.workload.work import Workload
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every phase reads and none changes."""
+
+    s: Scenario
+    wl: Workload
+    depth: int  # prefetch depth: uses (and optimizer units) ahead
+    gpu: str  # the GPU's memory tier
+    opt_at: str  # the tier the optimizer runs in
+    home: dict[str, str]  # each class's home tier
+
+    @classmethod
+    def of(cls, s: Scenario, wl: Workload, depth: int) -> Context:
+        gpu = s.hardware.gpu.memory
+        opt_at = gpu if s.placement.optimizer_compute == "gpu" else s.hardware.cpu.memory
+        return cls(s, wl, depth, gpu, opt_at, homes(s))
+
+
+@dataclass
+class Readiness:
+    """The op each unit's current version of a class awaits, as phases hand it on."""
+
+    weights: list[int | None]  # the unit's weights are home (after its last update)
+    gradients: list[int | None]  # the unit's gradients are final for this micro-batch
+    state: dict[tuple[str, int], int] = field(default_factory=dict)  # (class, unit): written
+    # back by the optimizer
+    snapshot_guard: dict[int, list[int]] = field(default_factory=dict)  # a checkpoint still
+    # reading the unit's current version: its next update waits for these
+
+    @classmethod
+    def empty(cls, units: int) -> Readiness:
+        return cls([None] * units, [None] * units)
+
+    def fork(self) -> Readiness:
+        return Readiness(
+            list(self.weights),
+            list(self.gradients),
+            dict(self.state),
+            {u: list(ops) for u, ops in self.snapshot_guard.items()},
+        )
+
+
+class Phase(Protocol):
+    """One phase of a step's schedule: it owns its state, adds ops through `ops`, reads and
+    updates `ready`, and forks into an independent copy bound to a forked list."""
+
+    def fork(self, ops: OpList, ready: Readiness) -> Phase: ...

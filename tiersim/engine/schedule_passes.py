@@ -1,0 +1,266 @@
+"""The training passes of a step: this stage's forwards and backwards in its pipeline
+schedule's order, with the movement placement implies around them (module docstring of
+tiersim.engine.schedule): weights fetched `depth` uses ahead and released after, activations
+offloaded and fetched back, gradients written home, reduced and read back to accumulate.
+"""
+
+from __future__ import annotations
+
+from tiersim.engine.oplist import OpList
+from tiersim.engine.ops import Op, OpKind, Role
+from tiersim.engine.phases import Context, Readiness
+from tiersim.workload.pipeline import stage_schedule
+
+
+class TrainingPasses:
+    """The forward and backward phase; it owns the window of uses that prefetching looks
+    back over."""
+
+    def __init__(self, c: Context, ops: OpList, ready: Readiness):
+        self.c, self.ops, self.ready = c, ops, ready
+        self.uses: list[int] = []  # GPU op index that ends each use, across all steps
+        self.use_units: list[int] = []
+
+    def fork(self, ops: OpList, ready: Readiness) -> TrainingPasses:
+        twin = TrainingPasses(self.c, ops, ready)
+        twin.uses, twin.use_units = list(self.uses), list(self.use_units)
+        return twin
+
+    def forget_held(self) -> None:
+        """The weights change now (the update): nothing staged survives into the next use."""
+        if self.use_units:
+            self.use_units[-1] = -1
+
+    def prefetch_gate(self) -> int | None:
+        """The op after which a fetch for the next use may be issued (`depth` uses ahead)."""
+        back = self.c.depth + 1
+        return self.uses[-back] if len(self.uses) >= back else None
+
+    # --- forward and backward ------------------------------------------------------------------
+
+    def streamed(self, u: int) -> bool:
+        unit = self.c.wl.units[u]
+        return unit.weights_full > 0 and (
+            self.c.home["weights"] != self.c.gpu or unit.dp_weights is not None
+        )
+
+    def fetch_weights(self, u: int, step: int, tag: str) -> tuple[int | None, bool]:
+        """Bring unit u's full weights into GPU memory for the next use, unless still held:
+        its home shard (or all of it) over the tiers, then the all-gather of the rest."""
+        unit = self.c.wl.units[u]
+        if not self.streamed(u):
+            return self.ready.weights[u], False
+        if self.use_units and self.use_units[-1] == u:
+            return None, True  # still held from the previous use
+        gate = [self.ready.weights[u], self.prefetch_gate()]
+        if unit.dp_weights is None:
+            op = self.ops.move(
+                "weights",
+                f"fetch weights {unit.name} {tag}",
+                step,
+                self.c.home["weights"],
+                self.c.gpu,
+                unit.weights_full,
+                gate,
+            )
+            return op, False
+        shard = self.ops.move(
+            "weights",
+            f"fetch weights shard {unit.name} {tag}",
+            step,
+            self.c.home["weights"],
+            self.c.gpu,
+            unit.homed["weights"],
+            gate,
+        )
+        gather = self.ops.net(
+            unit.dp_weights, step, [shard, *gate], alloc=[(self.c.gpu, unit.weights_full)]
+        )
+        if shard is not None:
+            self.ops.free_after(gather, self.c.gpu, unit.homed["weights"])
+        return gather, False
+
+    def release_weights(self, u: int, held: bool, at: int) -> None:
+        unit = self.c.wl.units[u]
+        if not self.streamed(u):
+            return
+        if held:  # move the free from the previous use to this one
+            self.ops.move_free(self.uses[-1], at, self.c.gpu, unit.weights_full)
+        else:
+            self.ops.free_after(at, self.c.gpu, unit.weights_full)
+
+    def end_use(self, u: int, op: int) -> None:
+        self.uses.append(op)
+        self.use_units.append(u)
+
+    def forward(self, u: int, mb: int, step: int) -> int:
+        unit = self.c.wl.units[u]
+        tag = f"mb{mb}"
+        w, held = self.fetch_weights(u, step, f"fwd {tag}")
+        acts = unit.activations
+        # the first layer's input comes through the embedding, held in the stage's rest unit
+        embedding = self.ready.weights[-1] if u == 0 and self.c.wl.stage == 0 else None
+        op = self.ops.add(
+            Op(
+                OpKind.GPU,
+                Role.FORWARD,
+                f"forward {unit.name} {tag}",
+                step,
+                [w, embedding],
+                duration=unit.forward_s,
+                alloc=[(self.c.gpu, acts)] if acts else [],
+            )
+        )
+        self.release_weights(u, held, op)
+        self.end_use(u, op)
+        self.ops.net(unit.tp_forward, step, [op], kind=OpKind.SYNC)
+        self.ops.net(unit.ep_forward, step, [op], kind=OpKind.SYNC)
+        return op
+
+    def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
+        unit = self.c.wl.units[u]
+        home = self.c.home["activations"]
+        op = self.ops.move(
+            "activations",
+            f"offload activations {unit.name} mb{mb}",
+            step,
+            self.c.gpu,
+            home,
+            unit.activations,
+            [fwd],
+        )
+        if op is not None:
+            self.ops.free_after(op, self.c.gpu, unit.activations)
+        return op
+
+    def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
+        unit = self.c.wl.units[u]
+        tag = f"mb{mb}"
+        w, held = self.fetch_weights(u, step, f"bwd {tag}")
+        deps = [w, self.fetch_activations(u, mb, step, offloaded)]
+        grad_read = self.accumulation_read(u, mb, step)
+        op = None
+        if unit.recompute_s > 0:
+            op = self.ops.add(
+                Op(
+                    OpKind.GPU,
+                    Role.RECOMPUTE,
+                    f"recompute {unit.name} {tag}",
+                    step,
+                    list(deps),
+                    duration=unit.recompute_s,
+                )
+            )
+        grads_off = unit.gradients_full > 0 and (
+            self.c.home["gradients"] != self.c.gpu or self.reduce_scatters(u)
+        )
+        op = self.ops.add(
+            Op(
+                OpKind.GPU,
+                Role.BACKWARD,
+                f"backward {unit.name} {tag}",
+                step,
+                [*deps, grad_read, op],
+                duration=unit.backward_s,
+                alloc=[(self.c.gpu, unit.gradients_full)] if grads_off else [],
+            )
+        )
+        if unit.activations:
+            self.ops.free_after(op, self.c.gpu, unit.activations)
+        if grad_read is not None:
+            self.ops.free_after(op, self.c.gpu, unit.homed["gradients"])
+        self.release_weights(u, held, op)
+        self.end_use(u, op)
+        self.ops.net(unit.tp_backward, step, [op], kind=OpKind.SYNC)
+        self.ops.net(unit.ep_backward, step, [op], kind=OpKind.SYNC)
+        self.write_gradients(u, mb, step, op)
+        return op
+
+    def fetch_activations(self, u: int, mb: int, step: int, offloaded: int | None) -> int | None:
+        """Offloaded activations back into GPU memory for the backward, `depth` uses ahead."""
+        if offloaded is None:
+            return None
+        unit, home = self.c.wl.units[u], self.c.home["activations"]
+        fetch = self.ops.move(
+            "activations",
+            f"fetch activations {unit.name} mb{mb}",
+            step,
+            home,
+            self.c.gpu,
+            unit.activations,
+            [offloaded, self.prefetch_gate()],
+        )
+        self.ops.free_after(fetch, home, unit.activations)
+        return fetch
+
+    def reduce_scatters(self, u: int) -> bool:
+        """Sharded gradients leave GPU memory as a reduce-scatter every micro-batch, so the
+        full gradient buffer is transient."""
+        return self.c.wl.gradients_every_microbatch and self.c.wl.units[u].dp_gradients is not None
+
+    def accumulation_read(self, u: int, mb: int, step: int) -> int | None:
+        unit = self.c.wl.units[u]
+        if mb == 0 or self.c.home["gradients"] == self.c.gpu:
+            return None
+        return self.ops.move(
+            "gradients",
+            f"accumulate-read gradients {unit.name} mb{mb}",
+            step,
+            self.c.home["gradients"],
+            self.c.gpu,
+            unit.homed["gradients"],
+            [self.ready.gradients[u], self.prefetch_gate()],
+        )
+
+    def write_gradients(self, u: int, mb: int, step: int, bwd: int) -> None:
+        """Reduce the gradients over data parallelism when due (every micro-batch when
+        sharded, else after the last), then write what this GPU keeps to its home."""
+        unit = self.c.wl.units[u]
+        last = mb == self.c.wl.micro_batches - 1
+        due = self.reduce_scatters(u) or last
+        overlap = self.c.s.parallel.overlap_gradient_reduce
+        kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: the GPU waits for it
+        reduced = self.ops.net(unit.dp_gradients if due else None, step, [bwd], kind=kind)
+        done = reduced if reduced is not None else bwd
+        if self.c.home["gradients"] == self.c.gpu or unit.gradients_full == 0:
+            if self.reduce_scatters(u):
+                self.ops.free_after(done, self.c.gpu, unit.gradients_full)
+            self.ready.gradients[u] = done
+            return
+        op = self.ops.move(
+            "gradients",
+            f"write gradients {unit.name} mb{mb}",
+            step,
+            self.c.gpu,
+            self.c.home["gradients"],
+            unit.homed["gradients"],
+            [done],
+            alloc_dst=False,
+        )
+        self.ops.free_after(op, self.c.gpu, unit.gradients_full)
+        self.ready.gradients[u] = op
+
+    def micro_batches(self, step: int) -> None:
+        """This stage's forwards and backwards in its pipeline schedule's order (1F1B or
+        interleaved), each over the units of one model chunk."""
+        par = self.c.s.parallel
+        order = stage_schedule(
+            self.c.wl.stage, par.pipeline, self.c.wl.micro_batches, par.virtual_pipeline
+        )
+        offloads: dict[tuple[int, int], int | None] = {}
+        waits = self.c.wl.bubble_s - self.c.wl.bubble_after_s
+        for k, op in enumerate(order):
+            units = self.c.wl.chunks[op.chunk]
+            if k == len(order) - 1 and waits > 0:  # the other stages' work before the last op
+                self.ops.add(
+                    Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", step, [], duration=waits)
+                )
+            if op.kind == "forward":
+                for u in units:
+                    fwd = self.forward(u, op.microbatch, step)
+                    offloads[(u, op.microbatch)] = self.offload_activations(
+                        u, op.microbatch, step, fwd
+                    )
+            else:
+                for u in reversed(units):
+                    self.backward(u, op.microbatch, step, offloads.pop((u, op.microbatch)))
