@@ -23,6 +23,7 @@ from tiersim.config.hfvalues import (
     switch_at,
 )
 from tiersim.core import limits
+from tiersim.core.errors import shown as shown_repr
 from tiersim.core.files import FileProblem, read_regular_file
 
 __all__ = ["HfConfigError", "config_file", "dims_from_config", "hf_config_path", "read_hf_config"]
@@ -103,7 +104,7 @@ def dims_from_config(cfg: Any) -> dict[str, Any]:
         return hfmeta.dims_from_transformers(cfg)
     other = "any other that transformers knows, with the measure extra installed, or "
     raise HfConfigError(
-        f"unsupported model_type {model_type!r} (supported: {', '.join(SUPPORTED)}; "
+        f"unsupported model_type {shown_repr(model_type)} (supported: {', '.join(SUPPORTED)}; "
         f"{other if not hfmeta.available() else ''}for other models give the dimensions "
         "explicitly)"
     )

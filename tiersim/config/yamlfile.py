@@ -139,9 +139,11 @@ def parse_yaml(text: str) -> Any:
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
     """What is wrong, where: `YAML syntax error at line 3, column 5: ...`."""
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow
+        return f"YAML syntax error at character {exc.position + 1}: {exc.reason}"
     mark = getattr(exc, "problem_mark", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-    what = getattr(exc, "problem", None) or str(exc)
+    what = getattr(exc, "problem", None) or "; ".join(str(exc).split("\n"))
     if isinstance(exc, YamlLimitError):
         return f"at {where}{what}"
     return f"YAML syntax error at {where}{what}"

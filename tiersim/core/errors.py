@@ -5,6 +5,8 @@ from __future__ import annotations
 import reprlib
 from dataclasses import dataclass
 
+PROBLEM_CHARS = 2000
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -15,7 +17,17 @@ class Problem:
 
     def render(self, source: str) -> str:
         where = f"{source}: {self.path}" if self.path else source
-        return f"{where}: {self.message}"
+        text = one_line(f"{where}: {self.message}")
+        # a last guard: a value quoted without shown() (a tier name of 1 MB) stays one line
+        return text if len(text) <= PROBLEM_CHARS else f"{text[: PROBLEM_CHARS - 3]}..."
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break and control character escaped ('\\n', '\\x1e'): a
+    problem is one line, whatever characters a key or a file name holds."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 class InputError(Exception):

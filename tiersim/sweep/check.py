@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tiersim.config.load import build
-from tiersim.core.errors import InputError, Problem
+from tiersim.core.errors import InputError, Problem, shown
 from tiersim.sweep.spec import Point, SweepSpec, describe, expand
 
 MAX_LISTED = 30
@@ -21,7 +21,7 @@ def _where(point: Point, spec: SweepSpec, problem: Problem) -> tuple[str, str]:
     for axis in spec.axes:
         if problem.path == axis.path or problem.path.startswith(axis.path + "."):
             value = point.values[axis.path]
-            return f"{axis.group}.{axis.path}", f"value {value!r}: {problem.message}"
+            return f"{axis.group}.{axis.path}", f"value {shown(value)}: {problem.message}"
     if spec.base_path.resolve() != Path(spec.source).resolve():  # the value is the base's
         return problem.path, f"{problem.message} (base scenario {spec.base_path})"
     return problem.path, problem.message

@@ -344,5 +344,10 @@ def expand(spec: SweepSpec) -> list[Point]:
 
 
 def describe(values: dict[str, Any]) -> str:
-    """`a=1, b=50 GB/s`: a point's swept values in one line."""
-    return ", ".join(f"{path}={value}" for path, value in values.items())
+    """`a=1, b=50 GB/s`: a point's swept values in one line (a long one shortened)."""
+    return ", ".join(f"{path}={_plain(value)}" for path, value in values.items())
+
+
+def _plain(value: Any) -> str:
+    text = str(value) if isinstance(value, str | int | float | bool | None) else shown(value)
+    return text if len(text) <= 80 else shown(value)

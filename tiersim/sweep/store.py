@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from tiersim.core.errors import InputError, Problem
+from tiersim.core.files import FileProblem, read_regular_file
 from tiersim.report.output import FolderBusy, lock_folder
 from tiersim.sweep.worker import PointResult
 
 LOG_NAME = "results.jsonl"
+MAX_LOG_BYTES = 2**32  # a point's line is ~1-3 kB: over a million points
 
 
 class OutputError(Exception):
@@ -72,9 +74,11 @@ def _fsync_dir(folder: Path) -> None:
 def read_log(path: Path) -> tuple[dict[str, dict[str, Any]], int, int]:
     """(entries by key, the last line wins; unreadable lines skipped; length of the intact part)."""
     try:
-        data = path.read_bytes()
+        data = read_regular_file(path, MAX_LOG_BYTES, "the sweep's log, a regular file")
     except FileNotFoundError:
         return {}, 0, 0
+    except FileProblem as exc:  # a FIFO or /dev/zero in its place would never end
+        raise InputError(str(path), [Problem("", str(exc))]) from None
     intact = data.rfind(b"\n") + 1  # a last line without its newline is torn
     entries: dict[str, dict[str, Any]] = {}
     skipped = 0 if intact == len(data) else 1

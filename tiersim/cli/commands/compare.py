@@ -110,6 +110,8 @@ def read_report(path: Path) -> dict[str, Any]:
         report = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad(f"not JSON: {exc}") from None
+    except RecursionError:  # nested past json's reader (a report is a few levels deep)
+        raise bad("nested too deeply to read") from None
     if not isinstance(report, dict) or not isinstance(report.get("step"), dict):
         raise bad("not a run report: no 'step' section")
     return report

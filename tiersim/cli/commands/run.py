@@ -116,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     """The results folder, made and locked as a sweep locks its own: a second `run` into it,
-    or a sweep writing there, is refused before anything is simulated."""
+    or a sweep writing there, is refused before anything is simulated. A folder made here and
+    left empty (the scenario cannot run: exit 3) is removed again."""
+    made = not folder.exists()
     usable_folder("--out", folder)
     try:
         with locked_folder(folder):
@@ -126,3 +128,7 @@ def _locked(folder: Path) -> Iterator[None]:
         raise InputError(
             "--out", [Problem(str(folder), f"{why} (expected another folder)")]
         ) from None
+    finally:
+        if made:
+            with contextlib.suppress(OSError):  # not empty: results were written, keep them
+                folder.rmdir()
