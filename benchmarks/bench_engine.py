@@ -10,7 +10,6 @@ linear in layers x micro-batches; peak process memory under 500 MB.
 from __future__ import annotations
 
 import resource
-import time
 from pathlib import Path
 
 from tiersim.config.load import build
@@ -56,32 +55,35 @@ CASES = {
 }
 
 
-def run(raw: dict) -> tuple[float, int, float]:
+def run(raw: dict) -> tuple[float, int, int]:
+    """Engine seconds, events and simulated steps, every micro-batch simulated (the cost of
+    a step; `benchmarks/bench_cost.py` measures what steady-state extrapolation saves)."""
+    raw = {**raw, "simulation": {"steady_state": "full"}}
     scenario = build({"name": "bench", **raw}, Path("."), "bench").scenario
-    started = time.perf_counter()
     result = simulate(scenario)
-    total = time.perf_counter() - started
-    return result.wall_s, result.events, total
+    return result.wall_s, result.events, result.steps_simulated
 
 
 def main() -> None:
-    steps = 3  # warm-up, measured, trailing
-    print(f"{'scenario':52} {'events':>8} {'engine s':>9} {'s/step':>8} {'events/s':>10}")
+    head = f"{'scenario':52} {'events':>8} {'steps':>5} {'engine s':>9} {'s/step':>8}"
+    print(f"{head} {'events/s':>10}")
     for name, raw in CASES.items():
-        wall, events, _ = run(raw)
-        print(f"{name:52} {events:8d} {wall:9.3f} {wall / steps:8.3f} {events / wall:10.0f}")
+        wall, events, steps = run(raw)
+        print(
+            f"{name:52} {events:8d} {steps:5d} {wall:9.3f} {wall / steps:8.3f} "
+            f"{events / wall:10.0f}"
+        )
     print("\nscaling (llama-2-70b offload case): layers x micro-batches")
     base = CASES["llama-2-70b, ZeRO-3, NVMe offload, CPU optimizer"]
-    print(
-        f"{'layers':>6} {'micro-batches':>13} {'events':>8} {'engine s':>9} {'s per (L x m)':>14}"
-    )
+    print(f"{'layers':>6} {'micro-batches':>13} {'events':>8} {'s/step':>9} {'s per (L x m)':>14}")
     for layers, mbs in ((40, 4), (80, 4), (80, 8), (160, 8), (160, 16)):
         raw = {
             **base,
             "model": {"preset": "llama-2-70b", "layers": layers},
             "training": {**base["training"], "grad_accumulation": mbs},
         }
-        wall, events, _ = run(raw)
+        wall, events, steps = run(raw)
+        wall /= steps
         print(f"{layers:6d} {mbs:13d} {events:8d} {wall:9.3f} {wall / (layers * mbs):14.2e}")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak process memory (max RSS): {peak_mb:.0f} MB")

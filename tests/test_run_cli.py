@@ -162,14 +162,19 @@ def test_checkpoint_line_says_when_no_failure_rate_is_set(tmp_path, capsys):
 
 
 def test_a_run_too_large_to_be_meant_exits_3_before_building_it(tmp_path, capsys):
-    # seed-1b-adam: 24 layers + the rest unit, 1 micro-batch, warm-up + 2 steps:
-    # 3 x 1 x 25 = 75 layer passes, over a limit of 74; at 75 it runs
+    # seed-1b-adam: 24 layers + the rest unit, 1 micro-batch; the synchronous update makes
+    # steps independent, so one step: 1 x 1 x 25 = 25 layer passes, over a limit of 24; at 25
+    # it runs. With a pipelined update, warm-up + 2 steps: 3 x 1 x 25 = 75
     scenario = Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml"
     args = ["run", str(scenario), "--out", str(tmp_path), "--set"]
-    assert main([*args, "simulation.max_layer_passes=74"]) == 3
+    assert main([*args, "simulation.max_layer_passes=24"]) == 3
     err = capsys.readouterr().err
-    assert "75 layer passes (3 steps x 1 micro-batches x 25 units)" in err
-    assert main([*args, "simulation.max_layer_passes=75"]) == 0
+    assert "25 layer passes (1 steps x 1 micro-batches x 25 units)" in err
+    assert main([*args, "simulation.max_layer_passes=25"]) == 0
+    pipelined = [*args, "training.optimizer_step=pipelined", "--set"]
+    assert main([*pipelined, "simulation.max_layer_passes=74"]) == 3
+    assert "75 layer passes (3 steps x 1 micro-batches x 25 units)" in capsys.readouterr().err
+    assert main([*pipelined, "simulation.max_layer_passes=75"]) == 0
 
 
 def test_links_report_their_bandwidth_and_the_nics_a_gpu_drives(tmp_path, capsys):

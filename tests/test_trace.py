@@ -57,9 +57,11 @@ def test_concurrent_transfers_on_one_track_get_numbered_adjacent_lanes():
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):
     """scenarios/default.yaml without its checkpoint (so the report's bytes are the step's
-    own transfers), traced."""
+    own transfers), traced, every micro-batch simulated (an extrapolated trace shows the
+    simulated ones: tests/test_steady.py)."""
     out = tmp_path_factory.mktemp("trace")
     args = ["run", str(SCENARIOS / "default.yaml"), "--out", str(out), "--format", "json"]
+    args += ["--set", "simulation.steady_state=full"]
     assert main([*args, "--trace", "--set", "checkpoint.every_steps=null"]) == 0
     report = json.loads((out / "report.json").read_text())
     return json.loads((out / "trace.json").read_text())["traceEvents"], report
@@ -76,6 +78,12 @@ def _threads(events):
         if e["ph"] == "X":
             by_thread[(e["pid"], e["tid"])].append(e)
     return names, by_thread
+
+
+def _measured(report) -> int:
+    """The measured step's index: 0 where one step is simulated (steps independent), else
+    the one after the warm-up step."""
+    return 0 if report["sim"]["steps_simulated"] == 1 else 1
 
 
 def _base(name: str) -> str:
@@ -107,7 +115,7 @@ def test_lanes_keep_every_byte_and_second_of_the_step(default_run):
     measured = defaultdict(int)  # bytes per track, lanes together, in the measured step
     for thread, items in by_thread.items():
         for e in items:
-            if e["args"]["step"] == 1 and e["pid"] == 3:  # links
+            if e["args"]["step"] == _measured(report) and e["pid"] == 3:  # links
                 measured[_base(names[thread])] += e["args"]["bytes"]
     # master (fp32, 4 B) and Adam moments (2 x fp32) of every parameter, each way per step;
     # the bf16 gradients' ring all-reduce over 8 GPUs: 2 x 7/8 of 2 B per parameter
@@ -134,11 +142,13 @@ def test_the_gpu_stream_stays_one_lane_with_the_steps_compute(default_run):
     gpu = [t for t in by_thread if t[0] == 1]
     assert sorted(names[t] for t in gpu) == ["compute", "waiting"]  # no "compute (2)"
     stream = next(t for t in gpu if names[t] == "compute")
-    compute = [e for e in by_thread[stream] if e["args"]["step"] == 1]
+    step = _measured(report)
+    compute = [e for e in by_thread[stream] if e["args"]["step"] == step]
     worked = sum(e["dur"] for e in compute if e["cat"] in ("forward", "backward", "recompute"))
     assert worked / 1e6 == pytest.approx(report["step"]["compute_s"], rel=1e-9)
     ends = defaultdict(float)  # the measured step ends when its last op does
     for items in by_thread.values():
         for e in items:
             ends[e["args"]["step"]] = max(ends[e["args"]["step"]], e["ts"] + e["dur"])
-    assert (ends[1] - ends[0]) / 1e6 == pytest.approx(report["step"]["time_s"], rel=1e-9)
+    begins = ends[step - 1] if step else 0.0
+    assert (ends[step] - begins) / 1e6 == pytest.approx(report["step"]["time_s"], rel=1e-9)

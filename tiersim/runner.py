@@ -18,7 +18,7 @@ from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate as _simulate
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.json_report import run_report
-from tiersim.report.trace import TraceRecorder
+from tiersim.report.trace import TraceRecorder, mark_extrapolated
 from tiersim.state.inventory import Inventory, build_inventory
 
 
@@ -31,7 +31,13 @@ def simulate(
     result = _simulate(scenario, inventory, recorder)
     if result.checkpoint is not None:  # the interval, and the checkpoint's share of each step
         result = with_checkpoint(result, scenario, result.checkpoint)
-    return dataclasses.replace(result, trace=recorder.trace()) if recorder else result
+    if recorder is None:
+        return result
+    trace = recorder.trace()
+    if result.steady_state == "extrapolated":
+        simulated = result.micro_batches_simulated[-1]
+        trace = mark_extrapolated(trace, simulated, result.micro_batches)
+    return dataclasses.replace(result, trace=trace)
 
 
 def check_runnable(loaded: Loaded) -> None:

@@ -403,6 +403,9 @@ class Simulation(Strict):
     # steps x micro-batches x units (layers + 1) a run may simulate: each is ~4-25 engine events
     # and ~1 kB; a guard against runs of hours and gigabytes (raise it if that is intended)
     max_layer_passes: PositiveInt = 1_000_000
+    # extrapolate: simulate a few micro-batches, verify that the step repeats micro-batch to
+    # micro-batch (or over a pipeline's period) and extrapolate the rest; full: simulate all
+    steady_state: Literal["extrapolate", "full"] = "extrapolate"
 
 
 class Checkpoint(Strict):

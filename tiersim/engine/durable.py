@@ -97,12 +97,21 @@ def measure_checkpoint(
     """Simulate one checkpoint (every step if the interval is 1) and measure what it costs.
 
     `plain_baseline`: `checkpoint_baseline` of the plain run over warm-up + 2 steps, reused
-    as the baseline when the checkpoint run is that long."""
+    as the baseline when the checkpoint run is that long; or of one step, where steps are
+    independent (tiersim.engine.steady): then the steps before the measured one are the same
+    plain steps from the same quiescent state, so the checkpoint run starts at the measured
+    step (forks there instead of simulating them again) and the baseline is that one step
+    repeated (its ends k·T, its links' busy time k times the step's)."""
     measured = s.simulation.warmup_steps
     per_class = {c: sum(share(s, u, c) for u in setup.wl.units) for c in CHECKPOINTED}
     nbytes = sum(per_class.values())
     steps, marks = _run_length(s, setup, plain, nbytes)
-    if plain_baseline is not None and steps == measured + 2:
+    if plain_baseline is not None and len(plain_baseline[0]) == 1:
+        steps, marks, measured = steps - measured, frozenset({0}), 0
+        (step_s,), busy_s = plain_baseline
+        base_ends = [(k + 1) * step_s for k in range(steps)]
+        base_busy = {name: b * steps for name, b in busy_s.items()}
+    elif plain_baseline is not None and steps == measured + 2:
         base_ends, base_busy = plain_baseline
     else:
         _, base_engine, base_log, _ = run(s, setup, steps)

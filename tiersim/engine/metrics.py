@@ -79,7 +79,9 @@ def measure(
     """The measured step of a finished run: time and its breakdown, links and tiers."""
     s, log = engine.s, engine.log
     ops = engine.schedule.ops
-    lo, hi = log.step_end[measured_step - 1], log.step_end[measured_step]
+    # a measured first step (steps independent: tiersim.engine.steady) starts at 0
+    lo = log.step_end[measured_step - 1] if measured_step else 0.0
+    hi = log.step_end[measured_step]
     step_s = hi - lo
     gpu = iv.clip(_busy(log, ops, OpKind.GPU), lo, hi)
     bubble = iv.clip(_busy(log, ops, OpKind.IDLE), lo, hi)
@@ -130,11 +132,13 @@ def _link_stats(engine: Engine, links_moved: dict, lo: float, hi: float) -> dict
 def _tier_stats(engine: Engine, step: int, read: dict, written: dict) -> dict[str, TierStats]:
     """Each tier over the measured step: resident, peak, lowest and mean occupancy, bytes."""
     log = engine.log
-    step_s = log.step_end[step] - log.step_end[step - 1]
+    zero = dict.fromkeys(log.snapshots[step], 0.0)
+    before = log.snapshots[step - 1] if step else zero  # a first step is measured from 0
+    step_s = log.step_end[step] - (log.step_end[step - 1] if step else 0.0)
     tiers = {}
     for name, tier in engine.s.hardware.tiers.items():
         occ = engine.occupancy[name]
-        integral = log.snapshots[step][name] - log.snapshots[step - 1][name]
+        integral = log.snapshots[step][name] - before[name]
         tiers[name] = TierStats(
             capacity_bytes=tier.capacity,
             resident_bytes=engine.baseline[name],

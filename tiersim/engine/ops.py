@@ -78,3 +78,6 @@ class Schedule:
     steps: int
     prefetch_depth: int
     net_capacity: dict
+    # op index where each (step, micro-batch, chunk) forward or backward of the stage's order
+    # begins, per step (tiersim.engine.steady checks that periods repeat)
+    order_starts: tuple[tuple[int, ...], ...] = ()

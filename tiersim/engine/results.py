@@ -95,6 +95,10 @@ class StepResult:
     prefetch_depth: int = 0  # uses ahead that fetches are issued (after the HBM budget)
     checkpoint: CheckpointRun | None = None
     trace: dict | None = None  # Trace Event Format, only when asked for
+    steps_simulated: int = 0
+    # "full", "extrapolated" or "full (no repetition found)" (tiersim.engine.steady)
+    steady_state: str = "full"
+    micro_batches_simulated: tuple[int, ...] = ()  # per run, where extrapolated
 
     @property
     def tokens_per_s(self) -> float:

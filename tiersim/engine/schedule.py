@@ -62,7 +62,8 @@ class ScheduleBuilder:
         end = self.step_ends[steps]
         self.ops.share(end)
         wl = self.c.wl
-        return Schedule(self.ops.ops[:end], steps, self.c.depth, wl.net_capacity)
+        starts = tuple(tuple(marks) for marks in self.passes.order_starts[:steps])
+        return Schedule(self.ops.ops[:end], steps, self.c.depth, wl.net_capacity, starts)
 
     def build(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
         self.extend(steps, checkpoint_steps)

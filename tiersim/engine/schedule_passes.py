@@ -20,10 +20,14 @@ class TrainingPasses:
         self.c, self.ops, self.ready = c, ops, ready
         self.uses: list[int] = []  # GPU op index that ends each use, across all steps
         self.use_units: list[int] = []
+        # per step: the op index where each forward or backward of the stage's order begins
+        # (tiersim.engine.steady checks that periods repeat)
+        self.order_starts: list[list[int]] = []
 
     def fork(self, ops: OpList, ready: Readiness) -> TrainingPasses:
         twin = TrainingPasses(self.c, ops, ready)
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
+        twin.order_starts = list(self.order_starts)  # built steps' marks never change
         return twin
 
     def forget_held(self) -> None:
@@ -249,7 +253,9 @@ class TrainingPasses:
         )
         offloads: dict[tuple[int, int], int | None] = {}
         waits = self.c.wl.bubble_s - self.c.wl.bubble_after_s
+        self.order_starts.append([])
         for k, op in enumerate(order):
+            self.order_starts[-1].append(len(self.ops))
             units = self.c.wl.chunks[op.chunk]
             if k == len(order) - 1 and waits > 0:  # the other stages' work before the last op
                 self.ops.add(

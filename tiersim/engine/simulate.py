@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
+from tiersim.engine import steady
 from tiersim.engine.core import Recorder, run_engine
 from tiersim.engine.durable import checkpoint_baseline, measure_checkpoint
 from tiersim.engine.metrics import measure
@@ -61,7 +62,6 @@ def prepare(s: Scenario, inv: Inventory) -> RunSetup:
     problems = placement_problems(s, topo)
     if problems:
         raise InputError("scenario", problems)
-    _check_size(s)
     wl = build_workload(s, inv)
     gpu = s.hardware.gpu.memory
     capacity = s.hardware.tiers[gpu].capacity
@@ -81,16 +81,15 @@ def prepare(s: Scenario, inv: Inventory) -> RunSetup:
     return RunSetup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
 
 
-def _check_size(s: Scenario) -> None:
-    """Refuse, before building anything, a run too large to be meant (exit 3)."""
-    steps, m = s.simulation.warmup_steps + 2, s.training.grad_accumulation
+def _check_size(s: Scenario, steps: int, micro_batches: int) -> None:
+    """Refuse, before simulating, a run too large to be meant (exit 3)."""
     units = build_model(s.model).layers // s.parallel.pipeline + 1
-    passes = steps * m * units
+    passes = steps * micro_batches * units
     limit = s.simulation.max_layer_passes
     if passes > limit:
         raise InfeasibleError(
             f"the run would simulate {passes:,} layer passes ({steps} steps x "
-            f"{m:,} micro-batches x {units:,} units), over "
+            f"{micro_batches:,} micro-batches x {units:,} units), over "
             f"simulation.max_layer_passes ({limit:,}): minutes to hours and gigabytes of memory; "
             "raise the limit if that is intended, or simulate fewer layers or micro-batches"
         )
@@ -112,20 +111,83 @@ def _run(
 def simulate(
     s: Scenario, inventory: Inventory | None = None, recorder: Recorder | None = None
 ) -> StepResult:
-    """Simulate warm-up, measured and trailing steps; return the measured step, with the
-    cost of a durable checkpoint when the scenario configures one or a failure rate.
+    """Simulate the steps and micro-batches the report needs (`tiersim.engine.steady`: one
+    step where steps are independent, else warm-up, measured and trailing steps; a few
+    micro-batches extrapolated once the step is verified to repeat); return the measured
+    step, with the cost of a durable checkpoint when the scenario configures one or a
+    failure rate (its interval not yet applied).
     `inventory`: the scenario's, where the caller has it already (else built here);
-    `recorder`: told of every op and occupancy change of the run measured (for a trace)."""
+    `recorder`: told of every op and occupancy change of the run shown (for a trace)."""
     setup = prepare(s, build_inventory(s) if inventory is None else inventory)
-    measured = s.simulation.warmup_steps
+    steps = steady.steps_to_simulate(s)[0]
+    runs = steady.samples(s, setup.wl.stage)
+    if runs is not None:
+        _check_size(s, steps, max(runs))
+        result = _extrapolated(s, setup, runs, recorder)
+        if result is not None:
+            return result
+    _check_size(s, steps, s.training.grad_accumulation)
+    result, _, checkpoint = _measured(s, setup, recorder)
+    if checkpoint is not None:
+        result = dataclasses.replace(result, checkpoint=checkpoint(result))
+    note = "full" if runs is None else "full (no repetition found)"
+    return dataclasses.replace(result, steady_state=note)
+
+
+def _measured(s: Scenario, setup: RunSetup, recorder: Recorder | None) -> tuple:
+    """One run as configured: the measured step, what checks its repetition (the time any
+    link is busy in it, whether its last periods repeat), and with a checkpoint a function
+    of the plain result that measures the checkpoint."""
+    steps, measured = steady.steps_to_simulate(s)
     # the checkpoint runs share the plain run's steps before the measured one
-    fork_at = measured if s.checkpoint_simulated else None
+    fork_at = measured if s.checkpoint_simulated else None  # (0 where steps are independent)
     run = functools.partial(_run, Schedules(s, setup.wl, setup.depth, fork_at))
-    schedule, engine, log, wall = run(s, setup, measured + 2, recorder=recorder)
-    result = measure(engine, measured, setup.wl.tokens_per_step, setup.wl.micro_batches, wall)
+    schedule, engine, log, wall = run(s, setup, steps, recorder=recorder)
+    result = measure(engine, measured, setup.wl.tokens_per_step, s.training.grad_accumulation, wall)
+    result = dataclasses.replace(result, steps_simulated=steps)
+    verify = (
+        steady.any_link_s(engine, log, measured),
+        steady.repeats(s, setup.wl.stage, schedule, log, measured),
+    )
     if not s.checkpoint_simulated:
-        return result
+        return result, verify, None
     plain_figures = checkpoint_baseline(s, engine, log)
     del schedule, engine, log  # free the plain run before the checkpoint runs: a few figures do
-    checkpoint = measure_checkpoint(s, setup, result, run, plain_figures)
-    return dataclasses.replace(result, checkpoint=checkpoint)  # its interval not yet applied
+
+    def checkpoint(plain: StepResult):
+        return measure_checkpoint(s, setup, plain, run, plain_figures)
+
+    return result, verify, checkpoint
+
+
+def _shorter(setup: RunSetup, micro_batches: int) -> RunSetup:
+    return dataclasses.replace(setup, wl=dataclasses.replace(setup.wl, micro_batches=micro_batches))
+
+
+def _extrapolated(
+    s: Scenario, setup: RunSetup, runs: tuple[int, ...], recorder: Recorder | None
+) -> StepResult | None:
+    """The step of m micro-batches from three runs of fewer, a period apart, once they are
+    seen to repeat (tiersim.engine.steady); None where they do not. A recorder is shown the
+    longest run, once the repetition holds."""
+    samples = [_measured(s, _shorter(setup, n), None) for n in runs]
+    results = [r for r, _, _ in samples]
+    if not samples[-1][1][1]:  # the longest run's last periods are not shifted copies
+        return None
+    m = s.training.grad_accumulation
+    periods = (m - runs[-1]) // steady.period(s)
+    plain = steady.grow(results, [link_time for _, (link_time, _), _ in samples], periods)
+    if plain is None:
+        return None
+    plain = dataclasses.replace(
+        plain, micro_batches=m, steady_state="extrapolated", micro_batches_simulated=runs
+    )
+    if s.checkpoint_simulated:
+        runs_checkpoint = [ck(plain) for _, _, ck in samples]
+        checkpoint = steady.grow_checkpoint(runs_checkpoint, periods, plain.time_s)
+        if checkpoint is None:
+            return None
+        plain = dataclasses.replace(plain, checkpoint=checkpoint)
+    if recorder is not None:  # only now: a run that falls back to full records that one
+        _measured(s, _shorter(setup, runs[-1]), recorder)
+    return plain

@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tiersim.core.files import read_regular_file
 from tiersim.groundtruth.calibrate_cpu import optimizer_figures
 from tiersim.groundtruth.figure import Figure, first_line, timed
@@ -89,6 +87,8 @@ class Calibration:
 
 def host_memory_bandwidth(size: int, repeats: int, threads: int) -> Figure:
     """Copy `size` bytes between two float64 arrays, split into one slice per thread."""
+    import numpy as np  # only for measuring: not at import
+
     n = max(size // 8, threads)
     src, dst = np.ones(n), np.zeros(n)
     slices = [slice(i * n // threads, (i + 1) * n // threads) for i in range(threads)]
@@ -154,6 +154,8 @@ class _StorageProbe:
     """Sequential and 4 KiB random I/O on one temporary file; aligned buffers from mmap."""
 
     def __init__(self, fd: int, direct: bool, size: int, block: int):
+        import numpy as np  # only for measuring: not at import
+
         self.fd, self.direct, self.size, self.block = fd, direct, size, block
         self.buf = mmap.mmap(-1, block)
         self.buf.write(np.random.default_rng(0).bytes(block))

@@ -13,8 +13,6 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-import networkx as nx
-
 from tiersim.config.schema import Hardware, Scenario
 from tiersim.core.errors import Problem
 from tiersim.hardware.resources import LinkDirection, Port, Resource, TierPort
@@ -39,11 +37,18 @@ class Topology:
 
     def __init__(self, hardware: Hardware):
         self.hardware = hardware
-        self.graph = nx.Graph()
-        self.graph.add_nodes_from(hardware.tiers)
+        # an undirected graph: tier -> neighbour -> the link (one per pair, the last given),
+        # neighbours in the order their links are listed
+        self.adjacent: dict[str, dict[str, dict]] = {t: {} for t in hardware.tiers}
         for name, link in hardware.links.items():
             a, b = link.between
-            self.graph.add_edge(a, b, name=name, bandwidth=link.bandwidth, latency=link.latency)
+            edge = {"name": name, "bandwidth": link.bandwidth, "latency": link.latency}
+            previous = self.adjacent.setdefault(a, {}).get(b)
+            if previous is not None:  # a second link between the same tiers replaces it
+                previous.update(edge)
+                continue
+            self.adjacent[a][b] = edge
+            self.adjacent.setdefault(b, {})[a] = edge
         self._routes: dict[tuple[str, str], Route | None] = {}
 
     @cached_property
@@ -93,7 +98,7 @@ class Topology:
         enumerating paths (a Dijkstra on (latency, hops) per width)."""
         tiers = self.hardware.tiers
         widths = sorted(
-            {e["bandwidth"] for *_, e in self.graph.edges(data=True)}
+            {e["bandwidth"] for near in self.adjacent.values() for e in near.values()}
             | {t.read_bw for t in tiers.values()}
             | {t.write_bw for t in tiers.values()},
             reverse=True,
@@ -120,8 +125,7 @@ class Topology:
             done.add(node)
             if node == dst:
                 break
-            for nxt in self.graph.neighbors(node):
-                edge = self.graph.edges[node, nxt]
+            for nxt, edge in self.adjacent[node].items():
                 staged = nxt != dst and min(tiers[nxt].read_bw, tiers[nxt].write_bw) < width
                 if nxt in done or edge["bandwidth"] < width or staged:
                     continue
@@ -143,7 +147,7 @@ class Topology:
         bandwidths = [tiers[path[0]].read_bw]
         links, latency = [], tiers[path[0]].latency
         for i, (a, b) in enumerate(itertools.pairwise(path)):
-            edge = self.graph.edges[a, b]
+            edge = self.adjacent[a][b]
             hop = LinkDirection(edge["name"], a, b)
             links.append(hop)
             resources.append(hop)

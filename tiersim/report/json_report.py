@@ -253,6 +253,8 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     report["sim"] = {
         "events": r.events,
         "prefetch_depth": r.prefetch_depth,
-        "steps_simulated": s.simulation.warmup_steps + 2,
+        "steps_simulated": r.steps_simulated,
+        "steady_state": r.steady_state,
+        "micro_batches_simulated": list(r.micro_batches_simulated),
     }
     return report

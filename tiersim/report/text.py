@@ -162,6 +162,11 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
             f"sequences of {st['seq_len']:,} tokens: {source[st['seq_len_from']]}, as "
             "training.seq_len is not set"
         )
+    if report.get("sim", {}).get("steady_state") == "full (no repetition found)":
+        out.append(
+            f"steady state: the step was not seen to repeat micro-batch to micro-batch, so all "
+            f"{st['micro_batches']:,} micro-batches were simulated (simulation.steady_state)"
+        )
     return out
 
 
@@ -257,10 +262,18 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
     sim = report["sim"]
     lines = [v["verdict"] for v in wear]
     took = f" in {fmt_time(engine_s)} of engine time (measured)" if engine_s is not None else ""
-    lines.append(
-        f"Simulated {sim['steps_simulated']} steps (warm-up, measured, trailing): "
-        f"{sim['events']:,} events{took}."
+    steps = (
+        "1 step (the synchronous update makes steps independent)"
+        if sim["steps_simulated"] == 1
+        else f"{sim['steps_simulated']} steps (warm-up, measured, trailing)"
     )
+    if sim.get("steady_state") == "extrapolated":
+        counts = ", ".join(f"{n:,}" for n in sim["micro_batches_simulated"])
+        steps += (
+            f" of {counts} micro-batches, extrapolated to {report['step']['micro_batches']:,} "
+            "once the step repeated"
+        )
+    lines.append(f"Simulated {steps}: {sim['events']:,} events{took}.")
     if report.get("checkpoint"):
         lines.append(_checkpoint_line(report["checkpoint"], report["step"]["time_s"]))
     return lines

@@ -141,3 +141,23 @@ def trace_events(records: tuple, ops: list[Op], topo: Topology) -> dict[str, Any
     threads = _Threads()
     events = [e for track, items in spans.items() for e in _placed(track, items, threads)]
     return {"traceEvents": threads.meta + events + counters, "displayTimeUnit": "ms"}
+
+
+def mark_extrapolated(trace: dict[str, Any], simulated: int, micro_batches: int) -> dict:
+    """A trace of the longest of the runs a steady state was extrapolated from, saying which
+    micro-batches it shows and how many it does not (tiersim.engine.steady)."""
+    note = {
+        "ph": "i",
+        "s": "g",
+        "name": f"steady state: {simulated} of {micro_batches} micro-batches simulated",
+        "pid": _GPU,
+        "tid": 0,
+        "ts": 0.0,
+        "args": {
+            "micro_batches_simulated": simulated,
+            "micro_batches_extrapolated": micro_batches - simulated,
+            "why": "the step repeats each period exactly (verified); the report's figures "
+            "add the periods not drawn here",
+        },
+    }
+    return {**trace, "traceEvents": [*trace["traceEvents"], note]}

@@ -285,8 +285,12 @@ def tier_use(s: Scenario, per_gpu: ClassBytes) -> dict[str, TierUse]:
 
 def build_inventory(s: Scenario) -> Inventory:
     model = build_model(s.model)
-    stages = [_stage_bytes(s, model, k) for k in range(s.parallel.pipeline)]
-    stage = max(range(len(stages)), key=lambda k: stages[k][0][0].total)
+    # stages 1 .. p - 2 hold the same tensors and no more in flight than stage 1: the most
+    # loaded stage (the first of equals) is among 0, 1 and p - 1 -- where layers are alike
+    p = s.parallel.pipeline
+    candidates = sorted({0, 1, p - 1} & set(range(p))) if not model.is_moe_model else range(p)
+    stages = {k: _stage_bytes(s, model, k) for k in candidates}
+    stage = max(candidates, key=lambda k: stages[k][0][0].total)
     (per_gpu, experts), inflight, params = stages[stage]
     return Inventory(
         parameters=model.parameters,

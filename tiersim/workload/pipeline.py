@@ -37,14 +37,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Kind = Literal["forward", "backward"]
 
 
-@dataclass(frozen=True)
-class Op:
-    """One micro-batch through one model chunk of a stage, forward or backward."""
+class Op(NamedTuple):
+    """One micro-batch through one model chunk of a stage, forward or backward (a tuple:
+    a schedule of thousands is built per evaluation)."""
 
     microbatch: int
     chunk: int
@@ -116,8 +116,18 @@ def step_time(
 # --- schedules ---------------------------------------------------------------------------------
 
 
+def warmup_forwards(stage: int, pipeline: int, micro_batches: int, virtual: int = 1) -> int:
+    """Forwards a stage runs before its first backward (Megatron-LM's warm-up)."""
+    if virtual == 1:
+        return min(pipeline - stage - 1, micro_batches)
+    total = micro_batches * virtual
+    if micro_batches == pipeline:
+        return total
+    return min((pipeline - stage - 1) * 2 + (virtual - 1) * pipeline, total)
+
+
 def _one_f_one_b(stage: int, pipeline: int, micro_batches: int) -> list[Op]:
-    warmup = min(pipeline - stage - 1, micro_batches)
+    warmup = warmup_forwards(stage, pipeline, micro_batches)
     ops = [Op(i, 0, "forward") for i in range(warmup)]
     for i in range(micro_batches - warmup):
         ops += [Op(warmup + i, 0, "forward"), Op(i, 0, "backward")]
@@ -136,10 +146,7 @@ def _virtual_op(k: int, pipeline: int, virtual: int, kind: Kind) -> Op:
 
 def _interleaved(stage: int, pipeline: int, micro_batches: int, virtual: int) -> list[Op]:
     total = micro_batches * virtual
-    if micro_batches == pipeline:
-        warmup = total
-    else:
-        warmup = min((pipeline - stage - 1) * 2 + (virtual - 1) * pipeline, total)
+    warmup = warmup_forwards(stage, pipeline, micro_batches, virtual)
     ops = [_virtual_op(k, pipeline, virtual, "forward") for k in range(warmup)]
     for i in range(total - warmup):
         ops.append(_virtual_op(warmup + i, pipeline, virtual, "forward"))
@@ -265,31 +272,72 @@ def timeline(
     p2p_s: float,
 ) -> tuple[list[list[float]], list[list[float]]]:
     """Start and end of every op of every stage, in each stage's schedule order (times per
-    (stage, chunk) already checked)."""
-    ops = [stage_schedule(k, pipeline, micro_batches, virtual) for k in range(pipeline)]
-    done: dict[tuple, float] = {}
-    waiting: dict[tuple, int] = {}
+    (stage, chunk) already checked). Ops are numbered (kind, stage, chunk, micro-batch) so
+    that what each waits for is an index, not a key to hash."""
+    programs = [_program(k, pipeline, micro_batches, virtual, fwd, bwd) for k in range(pipeline)]
+    done: list[float | None] = [None] * (2 * pipeline * virtual * micro_batches)
+    waiting: dict[int, int] = {}
     position, free = [0] * pipeline, [0.0] * pipeline
     starts: list[list[float]] = [[] for _ in range(pipeline)]
     ends: list[list[float]] = [[] for _ in range(pipeline)]
     ready = list(range(pipeline))
     while ready:
         k = ready.pop()
-        while position[k] < len(ops[k]):
-            op = ops[k][position[k]]
-            dep = _dependency(op, k, pipeline, virtual)
-            if dep is not None and dep[0] not in done:
-                waiting[dep[0]] = k
-                break
-            arrive = 0.0 if dep is None else done[dep[0]] + (p2p_s if dep[1] else 0.0)
-            start = max(free[k], arrive)
-            free[k] = start + (fwd if op.kind == "forward" else bwd)[k][op.chunk]
+        program, at, now = programs[k], position[k], free[k]
+        while at < len(program):
+            own, dep, sent, duration = program[at]
+            if dep >= 0:
+                arrived = done[dep]
+                if arrived is None:
+                    waiting[dep] = k
+                    break
+                arrive = arrived + p2p_s if sent else arrived
+                start = now if now >= arrive else arrive
+            else:
+                start = now
+            now = start + duration
             starts[k].append(start)
-            ends[k].append(free[k])
-            key = (op.kind, op.microbatch, k, op.chunk)
-            done[key] = free[k]
-            position[k] += 1
-            if key in waiting:
-                ready.append(waiting.pop(key))
-    assert all(position[k] == len(ops[k]) for k in range(pipeline)), "schedule deadlocked"
+            ends[k].append(now)
+            done[own] = now
+            at += 1
+            if own in waiting:
+                ready.append(waiting.pop(own))
+        position[k], free[k] = at, now
+    assert all(position[k] == len(programs[k]) for k in range(pipeline)), "schedule deadlocked"
     return starts, ends
+
+
+def _program(
+    stage: int,
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    fwd: list[list[float]],
+    bwd: list[list[float]],
+) -> list[tuple[int, int, bool, float]]:
+    """One stage's ops in order: (its index, the index it waits for or -1, whether that
+    crosses a p2p link, its duration); op (kind, stage, chunk, micro-batch) is numbered
+    ((kind·p + stage)·v + chunk)·m + micro-batch, kind 0 forward, 1 backward."""
+    p, v, m = pipeline, virtual, micro_batches
+    out = []
+    for mb, chunk, kind in stage_schedule(stage, p, m, v):
+        if kind == "forward":
+            own = (stage * v + chunk) * m + mb
+            duration = fwd[stage][chunk]
+            if stage > 0:
+                dep, sent = ((stage - 1) * v + chunk) * m + mb, True
+            elif chunk > 0:
+                dep, sent = ((p - 1) * v + chunk - 1) * m + mb, True
+            else:
+                dep, sent = -1, False
+        else:
+            own = ((p + stage) * v + chunk) * m + mb
+            duration = bwd[stage][chunk]
+            if stage < p - 1:
+                dep, sent = ((p + stage + 1) * v + chunk) * m + mb, True
+            elif chunk < v - 1:
+                dep, sent = (p * v + chunk + 1) * m + mb, True  # stage 0, next chunk
+            else:
+                dep, sent = own - p * v * m, False  # its own forward
+        out.append((own, dep, sent, duration))
+    return out

@@ -30,8 +30,8 @@ from tiersim.workload.pipeline import (
     _per_chunk,
     busy,
     evaluate,
-    stage_schedule,
     timeline,
+    warmup_forwards,
 )
 
 REL = 1e-12  # the repetition's tolerance, relative to the block's times
@@ -78,11 +78,7 @@ def _shortest(pipeline: int, micro_batches: int, virtual: int, per: int) -> int:
 
 def _warmups(pipeline: int, n: int, virtual: int) -> list[int]:
     """Forwards before each stage's first backward."""
-    out = []
-    for k in range(pipeline):
-        ops = stage_schedule(k, pipeline, n, virtual)
-        out.append(next(i for i, op in enumerate(ops) if op.kind == "backward") - 1)
-    return out
+    return [warmup_forwards(k, pipeline, n, virtual) for k in range(pipeline)]
 
 
 def _block(ends: list[list[float]], warmups: list[int], block: int) -> list[float]:

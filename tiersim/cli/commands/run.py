@@ -27,10 +27,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "run",
         help="simulate a training step: time, overlap, bytes moved, tier peaks",
-        description="Simulate warm-up, measured and trailing training steps of one GPU as "
-        "discrete events, moving each class of state as its placement implies, and report the "
-        "measured step. Writes the resolved scenario and report.json to results/<name>/ "
-        "(or --out).",
+        description="Simulate training steps of one GPU as discrete events, moving each class "
+        "of state as its placement implies, and report the measured step (one step where the "
+        "synchronous update makes steps independent, else warm-up, measured and trailing "
+        "steps; with simulation.steady_state: extrapolate, a few micro-batches, extrapolated "
+        "once the step is verified to repeat). Writes the resolved scenario and report.json "
+        "to results/<name>/ (or --out).",
     )
     add_scenario_args(parser)
     parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")

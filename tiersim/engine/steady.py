@@ -1,0 +1,259 @@
+"""Simulating only what the report needs: one step where steps are independent, and a few
+micro-batches where the step repeats micro-batch to micro-batch (`simulation.steady_state`).
+
+Steps. With the synchronous optimizer step (the default) nothing of a step is read before the
+previous step's whole update is done, its state written back and its weights home, and no op
+of a step outlives that update: every step starts from the same quiescent state and repeats
+the first one, shifted. One step is simulated, and measured from time 0. With a pipelined
+update a step's head overlaps the previous step's tail: warm-up, measured and trailing steps.
+
+Micro-batches. After its warm-up a stage repeats the same ops every period (one micro-batch;
+p micro-batches with interleaving) with the same durations, the same bytes, the same
+contention: a step of m micro-batches is one of n micro-batches with m - n periods more, each
+adding the same time, bytes, busy time, occupancy integral and events. Three runs of n, n + P
+and n + 2P micro-batches (n ≡ m modulo P) measure what a period adds; the repetition is
+verified, not assumed: every figure of the three runs must grow by exactly the same amount
+from one to the next (to 1e-10 of its scale, floating-point sums aside), every peak and
+lowest occupancy be the same, and in the longest run the ops of the last simulated periods
+must start and end exactly one period apart. Then each figure is the longest run's plus
+(m - n - 2P)/P times that growth. Where it does not hold, m micro-batches are simulated in
+full, and the report says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tiersim.config.schema import Scenario
+from tiersim.core import intervals as iv
+from tiersim.engine.core import Engine
+from tiersim.engine.flows import FlowNetwork
+from tiersim.engine.ops import Schedule
+from tiersim.engine.results import CheckpointRun, LinkStats, StepResult
+from tiersim.workload.pipeline import warmup_forwards
+
+REL = 1e-10  # a figure's growth per period must agree to this share of its scale
+ROUND_OFF = 1e-12  # of a step: what runs of different lengths may differ by in sums
+
+
+def independent_steps(s: Scenario) -> bool:
+    """Steps repeat from a quiescent state: the synchronous update, and no checkpoint or a
+    blocking one less often than every step (simulated from the measured step on,
+    `durable.measure_checkpoint`). An async checkpoint's drain runs on into later steps and
+    its stall is the small difference of two runs' ends: there the checkpoint run shares the
+    plain run's warm-up steps op for op, so that the difference holds no round-off."""
+    if s.training.optimizer_step != "synchronous":
+        return False
+    ck = s.checkpoint
+    return not s.checkpoint_simulated or (ck.mode == "blocking" and ck.every_steps != 1)
+
+
+def steps_to_simulate(s: Scenario) -> tuple[int, int]:
+    """Steps to simulate and the index of the measured one."""
+    if independent_steps(s):
+        return 1, 0
+    return s.simulation.warmup_steps + 2, s.simulation.warmup_steps
+
+
+def period(s: Scenario) -> int:
+    """Micro-batches after which the simulated stage's order repeats."""
+    par = s.parallel
+    return par.pipeline if par.virtual_pipeline > 1 else 1
+
+
+def samples(s: Scenario, stage: int) -> tuple[int, int, int] | None:
+    """The micro-batch counts of the three runs that measure a period, or None to simulate m
+    in full (asked for, or too few micro-batches for the samples to cost less). The shortest
+    run has the stage's warm-up forwards and two micro-batches more (the first is the one
+    without a partial gradient to read back; the last carries the step's reductions)."""
+    m, per = s.training.grad_accumulation, period(s)
+    if s.simulation.steady_state == "full":
+        return None
+    par = s.parallel
+    p, v = par.pipeline, par.virtual_pipeline
+    warmup = (p - stage - 1) * 2 + (v - 1) * p if v > 1 else p - stage - 1
+    n = m % per or per
+    while n < warmup + 3 or (v > 1 and n <= p):
+        n += per
+    runs = (n, n + per, n + 2 * per)
+    return runs if sum(runs) < m else None
+
+
+# --- the figures that grow by a period -------------------------------------------------------
+
+
+def _figures(r: StepResult, link_time: float) -> dict[tuple, float]:
+    """Every additive figure of a result, by name: seconds, bytes, byte-seconds, events."""
+    f: dict[tuple, float] = {
+        ("s", "time"): r.time_s,
+        ("s", "compute"): r.compute_s,
+        ("s", "recompute"): r.recompute_s,
+        ("s", "optimizer"): r.optimizer_s,
+        ("s", "exposed"): r.exposed_transfer_s,
+        ("s", "cpu"): r.exposed_cpu_s,
+        ("s", "bubble"): r.pipeline_bubble_s,
+        ("s", "link_time"): link_time,
+        ("s", "overlap"): (r.overlap or 0.0) * link_time,
+    }
+    for name, ls in r.links.items():
+        f[("s", "busy", name)] = ls.busy_s
+        f[("n", "bytes", name)] = ls.bytes
+        for d, b in ls.bytes_by_direction.items():
+            f[("n", "dir", name, d)] = b
+    for name, ts in r.tiers.items():
+        f[("bs", "integral", name)] = ts.mean_bytes * r.time_s
+        f[("n", "read", name)] = ts.bytes_read
+        f[("n", "written", name)] = ts.bytes_written
+        for c, b in ts.written_by_class.items():
+            f[("n", "wclass", name, c)] = b
+        for c, b in ts.read_by_class.items():
+            f[("n", "rclass", name, c)] = b
+    return f
+
+
+def _constant(r: StepResult) -> dict[tuple, float]:
+    """What must not change with the micro-batch count: peaks, lowest occupancy, depth."""
+    f: dict[tuple, float] = {("depth",): r.prefetch_depth}
+    for name, ts in r.tiers.items():
+        f[("peak", name)] = ts.peak_bytes
+        f[("low", name)] = ts.low_bytes
+    return f
+
+
+def _growth(runs: list[dict[tuple, float]], scale: dict[str, float]) -> dict[tuple, float] | None:
+    """Per figure, what one period adds, if the three runs grow by the same amount."""
+    if not runs[0].keys() == runs[1].keys() == runs[2].keys():
+        return None
+    out = {}
+    for key, a in runs[0].items():
+        b, c = runs[1][key], runs[2][key]
+        if key[0] == "n":
+            if c - b != b - a:
+                return None
+        elif abs((c - b) - (b - a)) > REL * max(abs(c), scale[key[0]]):
+            return None
+        out[key] = c - b
+    return out
+
+
+def grow(results: list[StepResult], link_times: list[float], periods: int) -> StepResult | None:
+    """The result `periods` periods longer than the last of three runs a period apart, or
+    None if they do not grow alike (module docstring)."""
+    if not _constant(results[0]) == _constant(results[1]) == _constant(results[2]):
+        return None
+    figs = [_figures(r, lt) for r, lt in zip(results, link_times, strict=True)]
+    last = results[-1]
+    peak = max([ts.peak_bytes for ts in last.tiers.values()] + [1])
+    scale = {"s": last.time_s * 1e-3, "bs": last.time_s * peak * 1e-3}
+    step = _growth(figs, scale)
+    if step is None:
+        return None
+    f = {k: v + periods * step[k] for k, v in figs[-1].items()}
+    for key, v in f.items():
+        if key[0] == "n":
+            f[key] = int(v)
+    return _result(last, f, results)
+
+
+def _result(last: StepResult, f: dict[tuple, float], runs: list[StepResult]) -> StepResult:
+    """`last` with the extrapolated figures; events and wall time are the simulation's own:
+    what the runs cost together."""
+    t = f[("s", "time")]
+    links = {
+        name: LinkStats(
+            f[("n", "bytes", name)],
+            f[("s", "busy", name)],
+            f[("s", "busy", name)] / t if t > 0 else 0.0,
+            {d: f[("n", "dir", name, d)] for d in ls.bytes_by_direction},
+        )
+        for name, ls in last.links.items()
+    }
+    tiers = {
+        name: dataclasses.replace(
+            ts,
+            mean_bytes=f[("bs", "integral", name)] / t if t > 0 else ts.mean_bytes,
+            bytes_read=f[("n", "read", name)],
+            bytes_written=f[("n", "written", name)],
+            written_by_class={c: f[("n", "wclass", name, c)] for c in ts.written_by_class},
+            read_by_class={c: f[("n", "rclass", name, c)] for c in ts.read_by_class},
+        )
+        for name, ts in last.tiers.items()
+    }
+    link_time = f[("s", "link_time")]
+    return dataclasses.replace(
+        last,
+        time_s=t,
+        compute_s=f[("s", "compute")],
+        recompute_s=f[("s", "recompute")],
+        optimizer_s=f[("s", "optimizer")],
+        exposed_transfer_s=f[("s", "exposed")],
+        exposed_cpu_s=f[("s", "cpu")],
+        pipeline_bubble_s=f[("s", "bubble")],
+        overlap=f[("s", "overlap")] / link_time if link_time > 0 else None,
+        links=links,
+        tiers=tiers,
+        events=sum(r.events for r in runs),
+        wall_s=sum(r.wall_s for r in runs),
+    )
+
+
+def grow_checkpoint(runs: list[CheckpointRun], periods: int, step_s: float) -> CheckpointRun | None:
+    """A checkpoint measured at three micro-batch counts a period apart, extrapolated: its
+    bytes and peaks must not change, its write, stall and added busy seconds grow alike. A
+    figure that moves by no more than the runs' round-off (1e-12 of a step per period) is
+    constant: its growth is that round-off (a stall is the difference of two run ends), and
+    extrapolating it would multiply it by the periods."""
+    fixed = [dataclasses.replace(r, write_s=0.0, stall_s=0.0, link_busy_s={}) for r in runs]
+    if not fixed[0] == fixed[1] == fixed[2]:
+        return None
+    seconds = [{"write": r.write_s, "stall": r.stall_s, **r.link_busy_s} for r in runs]
+    scale = max(1e-300, *(abs(v) for v in seconds[-1].values())) * 1e-3
+    step = _growth([{("s", k): v for k, v in f.items()} for f in seconds], {"s": scale})
+    if step is None:
+        return None
+    noise = ROUND_OFF * step_s
+    out = {}
+    for (_, name), growth in step.items():
+        flat = all(abs(f[name] - seconds[0][name]) <= noise for f in seconds)
+        out[name] = seconds[-1][name] + (0.0 if flat else periods * growth)
+    busy = {name: out[name] for name in runs[-1].link_busy_s}
+    return dataclasses.replace(
+        runs[-1], write_s=out["write"], stall_s=max(0.0, out["stall"]), link_busy_s=busy
+    )
+
+
+def repeats(s: Scenario, stage: int, schedule: Schedule, log: Any, measured: int) -> bool:
+    """The ops of the measured step's last full steady periods before its final one start and
+    end exactly one period after those of the period before (the same events, shifted).
+    `log`: the engine's record of each op's start and end."""
+    par = s.parallel
+    v, marks = par.virtual_pipeline, schedule.order_starts[measured]
+    m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
+    warmup = warmup_forwards(stage, par.pipeline, m, v)
+    span = 2 * period(s) * v  # order elements per period
+    end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
+    if end - 3 * span < warmup:
+        return False
+    blocks = [marks[end - 3 * span], marks[end - 2 * span], marks[end - span]]
+    return _shifted_alike(log.start, log.end, blocks)
+
+
+def _shifted_alike(starts: list[float], ends: list[float], blocks: list[int]) -> bool:
+    first, second, end = blocks
+    if second - first != end - second or second == first:
+        return False
+    shift = starts[second] - starts[first]
+    tol = REL * max(1e-300, abs(ends[end - 1]))
+    pairs = zip(range(first, second), range(second, end), strict=True)
+    return all(
+        abs(starts[j] - starts[i] - shift) <= tol and abs(ends[j] - ends[i] - shift) <= tol
+        for i, j in pairs
+    )
+
+
+def any_link_s(engine: Engine, log: Any, measured: int) -> float:
+    """Seconds of the measured step during which any link or network channel was busy."""
+    lo = log.step_end[measured - 1] if measured else 0.0
+    spans = iv.union(engine.net.busy.intervals.get(FlowNetwork.ANY, []))
+    return iv.total(iv.clip(spans, lo, log.step_end[measured]))
