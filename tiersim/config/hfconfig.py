@@ -29,6 +29,11 @@ from tiersim.core.files import FileProblem, read_regular_file
 __all__ = ["HfConfigError", "config_file", "dims_from_config", "hf_config_path", "read_hf_config"]
 
 SUPPORTED = ("gpt2", "llama", "mistral", "qwen2", *FAMILIES)
+_SUPPORTED_SHORT = (  # every family, spelled short enough for a one-line message
+    " ".join(SUPPORTED)
+    .replace("deepseek_v2 deepseek_v3", "deepseek_v2/v3")
+    .replace("qwen2_moe qwen3_moe", "qwen2/3_moe")
+)
 _INTEGER = "expected a positive integer, written without a decimal point"
 _PATH = "expected a path to a config.json file, or to a model folder holding one"
 
@@ -102,11 +107,10 @@ def dims_from_config(cfg: Any) -> dict[str, Any]:
         return read_family(cfg, model_type)
     if hfmeta.known(model_type):  # counted by transformers itself, as a generic model
         return hfmeta.dims_from_transformers(cfg)
-    other = "any other that transformers knows, with the measure extra installed, or "
+    more = "" if hfmeta.available() else "; more with measure extra"
     raise HfConfigError(
-        f"unsupported model_type {shown_repr(model_type)} (supported: {', '.join(SUPPORTED)}; "
-        f"{other if not hfmeta.available() else ''}for other models give the dimensions "
-        "explicitly)"
+        f"unsupported model_type {shown_repr(model_type)} (known: {_SUPPORTED_SHORT}{more}; "
+        "else give the dimensions)"
     )
 
 
