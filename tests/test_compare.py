@@ -5,6 +5,8 @@ import math
 
 from conftest import SCENARIOS
 
+from tiersim.core.units import Kind, parse
+
 DEFAULT = SCENARIOS / "default.yaml"
 FASTER = "hardware.tiers.hbf.write_bandwidth=100 GB/s"
 
@@ -28,16 +30,13 @@ def test_scenario_and_set_against_two_run_folders(cli, tmp_path):
     folder_b, report_b = _run(cli, tmp_path, "b", FASTER)
     from_set = _json(cli, DEFAULT, "--set", FASTER)
     from_folders = _json(cli, folder_a, folder_b)
-    # one input changed, written as the scenario document writes it
-    want_input = {
-        "path": "hardware.tiers.hbf.write_bandwidth",
-        "a": "50 GB/s",
-        "b": "100 GB/s",
-        "delta": None,
-        "ratio": None,
-    }
-    assert from_set["inputs"] == [want_input]
-    assert from_folders["inputs"] == [want_input]
+    # one input changed, written as the scenario document writes it (a quantity with units)
+    assert from_set["inputs"] == from_folders["inputs"]
+    (changed,) = from_set["inputs"]
+    assert changed["path"] == "hardware.tiers.hbf.write_bandwidth"
+    assert parse(changed["a"], Kind.BANDWIDTH) == 50e9
+    assert parse(changed["b"], Kind.BANDWIDTH) == 100e9
+    assert changed["delta"] is None and changed["ratio"] is None
     assert from_set["outputs"] == from_folders["outputs"]
     moved = {r["path"]: r for r in from_set["outputs"]}
     a, b = report_a["step"]["time_s"], report_b["step"]["time_s"]
@@ -53,7 +52,8 @@ def test_scenario_and_set_against_two_run_folders(cli, tmp_path):
 def test_table_has_units_and_ratio(cli):
     code, out, err = cli("compare", DEFAULT, "--set", FASTER)
     assert code == 0, err
-    assert "hardware.tiers.hbf.write_bandwidth  50 GB/s  100 GB/s" in out
+    line = next(x for x in out.splitlines() if x.startswith("hardware.tiers.hbf.write_bandwidth"))
+    assert "50 GB/s" in line
     line = next(x for x in out.splitlines() if x.startswith("step.time_s"))
     assert " s " in line and line.rstrip().split()[-1].startswith("x0.")
 

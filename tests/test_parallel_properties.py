@@ -26,6 +26,7 @@ parallel = st.fixed_dictionaries(
         "pipeline": st.sampled_from([1, 2]),
         "zero_stage": st.integers(0, 3),
         "sequence": st.booleans(),
+        "overlap_tensor_backward": st.booleans(),
     }
 )
 

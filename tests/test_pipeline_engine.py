@@ -47,18 +47,22 @@ def _transformer(vocab: int, tied: bool) -> dict:
 
 def test_the_output_head_makes_the_last_stage_the_slow_one():
     # 1F1B, p = 2, m = 2. Stage 0 runs f0, b0 per micro-batch; stage 1 the same layer plus the
-    # head: f1 = f0 + H, b1 = b0 + 2H (H = 2·s·b·h·V / rate); sends take c. By hand:
+    # head: f1 = f0 + G + M/3, b1 = b0 + 2G + 2M/3 (the logits GEMM G = 2·s·b·h·V / rate,
+    # the memory-bound cross-entropy M = 50 B per logit s·b·V at HBM bandwidth, split a third
+    # forward, two backward); sends take c. Write H = G + M/3. By hand:
     #   stage 1: F(0) ends f0+c+f1, B(0) +b1, F(1) +f1 (stage 0's F(1), 2f0+c, came earlier),
     #            B(1) ends f0+c+2f1+2b1;
     #   stage 0: B(1) starts when that arrives, f0+2c+2f1+2b1, and ends b0 later.
     # bubble = step - 2(f0+b0) = 2c + 2f1 + 2b1 - f0 - b0 = 2c + f0 + b0 + 6H.
-    # Only H depends on the vocabulary: 1,000 more tokens add 6 x 2·1000·1·64·1000 / 1e12 s.
+    # Only G and M depend on the vocabulary: 6H = 6G + 2M; 1,000 more tokens add
+    # 6 x 2·1000·1·64·1000 / 1e12 s + 2 x 50·1000·1000 B / 1 PB/s.
     def bubble(vocab: int) -> float:
         raw = tiny(training={"grad_accumulation": 2}, parallel={"pipeline": 2})
         raw["model"] = _transformer(vocab, tied=False)
         return simulate(scenario(raw)).pipeline_bubble_s
 
-    assert bubble(2000) - bubble(1000) == pytest.approx(6 * 2 * 1000 * 64 * 1000 / 1e12, rel=1e-9)
+    gemm, memory = 2 * 1000 * 64 * 1000 / 1e12, 50 * 1000 * 1000 / 1e15
+    assert bubble(2000) - bubble(1000) == pytest.approx(6 * gemm + 2 * memory, rel=1e-9)
 
 
 def test_tied_embeddings_all_reduce_their_gradients_between_first_and_last_stage():

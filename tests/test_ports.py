@@ -38,4 +38,4 @@ def test_port_table_names_the_bottleneck(cli, tmp_path):
     code, out, err = cli("run", SCENARIOS / "default.yaml", "--out", tmp_path)
     assert code == 0, err
     assert "hbf write    50.00 GB/s    80.86 GB       1.617 s" in out
-    assert "bottleneck: the hbf write port" in out
+    assert "busiest (step.bottleneck): the hbf write port, 17.3 % of its bandwidth" in out

@@ -115,17 +115,18 @@ def _layer_flops(b: int, s: int, h: int) -> float:
     return 24 * b * s * h * h + 4 * b * s * s * h
 
 
-def test_a100_efficiency_lies_between_its_published_bounds():
-    # Lower: Korthikanti et al. 2022 Table 4, one 22B layer (h = 6144, t = 8, b = 4, s = 2048),
-    # no recompute: forward + backward 19.6 ms, all-reduces included, for 3x the forward FLOPs.
+def test_a100_gemm_efficiency_lies_below_its_end_to_end_bounds():
+    # Korthikanti et al. 2022 Table 4, one 22B layer (h = 6144, t = 8, b = 4, s = 2048), no
+    # recompute: forward + backward 19.6 ms, all-reduces included, for 3x the forward FLOPs:
+    # 48 % of peak end to end. The GEMMs alone (0.781, fitted to that layer in
+    # tests/test_step_model.py) must run faster than the whole layer, and not faster than the
+    # hardware allows.
     layer = build_model(scenario({"name": "t", "model": {"preset": "megatron-22b"}}).model)
     forward = layer.layer_forward_flops(2048, 4)
     assert forward == _layer_flops(4, 2048, 6144)  # Narayanan et al. 2021: 24bsh^2 + 4bs^2h
     table4 = 3 * forward / 8 / 19.6e-3 / (312 * TFLOPS)
-    # Upper: Table 5, 1T: 57.0 % hardware-FLOPs utilisation end to end, with a 1F1B bubble of
-    # (p - 1)/(m + p - 1) = 63/575 of the step (p = 64, m = 512) idle.
-    busy = 0.570 / (1 - 63 / 575)  # 0.640
-    assert table4 < hardware("dgx-a100").gpu.efficiency < busy
+    assert table4 == pytest.approx(0.48, abs=0.005)
+    assert table4 < hardware("dgx-a100").gpu.efficiency < 1.0
 
 
 # --- published scenarios -----------------------------------------------------------------------
@@ -191,6 +192,7 @@ def test_every_published_scenario_has_a_reference_and_back():
     assert all(r.source and r.iteration_time_s > 0 for r in refs)
     fitted = {r.name: r.calibrates.split()[0] for r in refs if r.calibrates}
     assert fitted == {
+        "smith2022-mtnlg-530b-280nodes": "parallel.pipeline_engine_overhead",
         "ma2025-qwen2.5-1.5b-zero2": "gpu.efficiency",
         "ma2025-qwen2.5-1.5b-zero-offload": "cpu.optimizer_rate",
     }
@@ -223,9 +225,10 @@ def test_offload_scenarios_match_the_blog(path):
     assert build_model(s.model).parameters == layers * layer + vocab * h + h
 
 
-def test_offload_calibration_runs_still_reproduce_what_was_fitted_to_them():
+def test_calibration_runs_still_reproduce_what_was_fitted_to_them():
     # A change to the timing model that moves these runs invalidates the fitted figures
-    # (gpu.efficiency 0.297, cpu.optimizer_rate 0.680 Gparam/s): fit them again.
+    # (gpu.efficiency 0.389, cpu.optimizer_rate 0.676 Gparam/s, pipeline_engine_overhead 0.327):
+    # fit them again (benchmarks/fit_step_model.py).
     for ref in load_references(PUBLISHED):
         if ref.calibrates:
             predicted = simulate(load_scenario(ref.scenario).scenario).time_s

@@ -1,24 +1,50 @@
-"""Step time against published measured iteration times (issue 5's accuracy target).
+"""Step time against published measured iteration times (issues 5 and 17's accuracy targets).
 
 The references and their sources are in scenarios/published/references.yaml (Korthikanti et
-al. 2022 Table 5, Narayanan et al. 2021 Table 1, Smith et al. 2022). Target: mean absolute
-error within 10 %, none above 20 %.
+al. 2022 Table 5, Narayanan et al. 2021 Table 1, Smith et al. 2022, Ma and Wang 2025). Runs a
+constant was fitted to (`calibrates`) are left out: tested in test_presets_hardware.
+Targets: Korthikanti Table 5 mean absolute error within 3 %, none above 6 % (Calculon, an
+analytic model run on the same table: 3.65 % and 8.9 %); every Megatron-LM run (Korthikanti,
+Narayanan, Smith) within 5 % mean, none above 10 %; everything within 10 % mean, none above 20 %.
 """
+
+import pytest
 
 from tiersim.config.load import load_scenario
 from tiersim.groundtruth.published import load_references
 from tiersim.runner import simulate
 
 
-def test_published_iteration_times_within_targets():
-    errors = {}
+@pytest.fixture(scope="module")
+def errors() -> dict[str, float]:
+    out = {}
     for ref in load_references():
-        if ref.calibrates:  # fitted to: tested in test_presets_hardware
+        if ref.calibrates:
             continue
         predicted = simulate(load_scenario(ref.scenario).scenario).time_s
-        errors[ref.name] = predicted / ref.iteration_time_s - 1.0
-    assert len(errors) >= 15
+        out[ref.name] = predicted / ref.iteration_time_s - 1.0
+    return out
+
+
+def _within(errors: dict[str, float], mean_target: float, max_target: float) -> None:
     mean = sum(abs(e) for e in errors.values()) / len(errors)
     worst = max(errors, key=lambda k: abs(errors[k]))
-    assert mean <= 0.10, errors
-    assert abs(errors[worst]) <= 0.20, (worst, errors[worst])
+    assert mean <= mean_target, errors
+    assert abs(errors[worst]) <= max_target, (worst, errors[worst])
+
+
+def test_korthikanti_table5_within_3_percent_mean_6_max(errors):
+    table5 = {k: e for k, e in errors.items() if k.startswith("korthikanti2022")}
+    assert len(table5) == 8
+    _within(table5, 0.03, 0.06)
+
+
+def test_every_megatron_run_within_5_percent_mean_10_max(errors):
+    megatron = {k: e for k, e in errors.items() if not k.startswith("ma2025")}
+    assert len(megatron) == 20  # 21 runs, less the MT-NLG run the DeepSpeed figure was fitted to
+    _within(megatron, 0.05, 0.10)
+
+
+def test_published_iteration_times_within_targets(errors):
+    assert len(errors) >= 15
+    _within(errors, 0.10, 0.20)

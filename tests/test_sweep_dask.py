@@ -91,3 +91,24 @@ def test_a_scheduler_needs_the_dask_executor(tmp_path, cli):
     path = write_sweep(tmp_path, SMALL)
     code, _, err = cli("sweep", path, "--scheduler", "tcp://127.0.0.1:8786")
     assert code == 2 and "--scheduler: is for --executor dask" in err
+
+
+@pytest.mark.slow
+def test_plan_on_a_dask_cluster_ranks_as_the_local_pool(tmp_path, scheduler, cli):
+    import json
+
+    import yaml
+    from test_sweep_spec import TINY
+
+    path = tmp_path / "plan.yaml"
+    space = {"placement.optimizer": ["hbm", "hbf", "dram"], "placement.master": ["hbm", "hbf"]}
+    path.write_text(yaml.safe_dump({**TINY, "plan": space}))
+    runs = {}
+    for executor in ("local", "dask"):
+        extra = ["--scheduler", scheduler] if executor == "dask" else []
+        args = ["plan", path, "--format", "json", "--workers", "2", "--executor", executor]
+        code, out, err = cli(*args, *extra)
+        assert code == 0, err
+        runs[executor] = json.loads(out)
+    assert runs["dask"] == runs["local"]
+    assert runs["local"]["candidates"]["simulated"] == 6

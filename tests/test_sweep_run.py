@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import struct
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -166,18 +167,34 @@ def test_equal_scenarios_share_a_key_in_any_process(tmp_path):
     assert [there[i] for i in range(3)] == here
 
 
-def test_plots_one_png_per_changing_output_and_swept_path(tmp_path):
+def test_plots_one_png_per_changing_output(tmp_path):
     path = write_sweep(tmp_path, OFFLOAD)
     out = tmp_path / "out"
     outcome = sweep(path, out, plots=True)
     names = {p.name for p in (out / "plots").iterdir()}
     assert names == {p.name for p in outcome.plots}
-    assert "step.time_s__vs__hardware.tiers.hbf.write_bandwidth.png" in names
-    assert "step.time_s__vs__training.grad_accumulation.png" in names
-    assert "model.parameters__vs__training.grad_accumulation.png" not in names  # constant
-    assert len(names) % 2 == 0
+    assert "step.time_s.png" in names and "links.hbf.busy_s.png" in names
+    assert "model.parameters.png" not in names  # constant
     for plot in outcome.plots:
-        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        png = plot.read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = struct.unpack(">II", png[16:24])
+        assert (width, height) == (640, 430)  # (4.6 + 1.8) x (3.4 + 0.9) inches at 100 dpi
+    # the SI column beside the swept bandwidth, and the estimate before the rest ran
+    rows = csv_rows(out)
+    assert {r["hardware.tiers.hbf.write_bandwidth_bytes_per_s"] for r in rows} == {
+        "10000000000.0",
+        "100000000000.0",
+    }
+
+
+def test_estimate_from_the_first_point(tmp_path):
+    path = write_sweep(tmp_path, OFFLOAD)
+    progress = io.StringIO()
+    options = SweepOptions(tmp_path / "out", 2, plots=False, progress=progress)
+    run_sweep(load_sweep(path), options)
+    assert "the first of 8 points to run took" in progress.getvalue()
+    assert "the other 7 on 2 workers, about" in progress.getvalue()
 
 
 def test_cli_sweep_prints_progress_and_summary(tmp_path, cli):

@@ -16,6 +16,7 @@ from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError
 from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate as _simulate
+from tiersim.engine.steady import steps_to_simulate
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.json_report import run_report
 from tiersim.report.trace import TraceRecorder, mark_extrapolated
@@ -27,7 +28,8 @@ def simulate(
 ) -> StepResult:
     """The measured steady step of one scenario (see tiersim.engine.simulate); `record`: with
     its Chrome/Perfetto trace (`trace`)."""
-    recorder = TraceRecorder(Topology(scenario.hardware)) if record else None
+    measured = steps_to_simulate(scenario)[1]  # 0 where steps are independent: one simulated
+    recorder = TraceRecorder(Topology(scenario.hardware), measured) if record else None
     result = _simulate(scenario, inventory, recorder)
     if result.checkpoint is not None:  # the interval, and the checkpoint's share of each step
         result = with_checkpoint(result, scenario, result.checkpoint)
@@ -38,6 +40,17 @@ def simulate(
         simulated = result.micro_batches_simulated[-1]
         trace = mark_extrapolated(trace, simulated, result.micro_batches)
     return dataclasses.replace(result, trace=trace)
+
+
+def full_trace(scenario: Scenario, result: StepResult) -> dict[str, Any]:
+    """The trace of the measured step as simulated micro-batch by micro-batch: `result`'s own
+    where it was (its trace, or one recorded now), else a full run's (an extrapolated step's
+    trace is a shorter sample; `tiersim run --plot` draws the step the report gives)."""
+    if result.trace is not None and result.steady_state != "extrapolated":
+        return result.trace
+    simulation = scenario.simulation.model_copy(update={"steady_state": "full"})
+    full = scenario.model_copy(update={"simulation": simulation})
+    return simulate(full, record=True).trace
 
 
 def check_runnable(loaded: Loaded) -> None:

@@ -58,9 +58,9 @@ def _value(value: Any, annotation: Any, kind: Kind | None) -> Any:
     if isinstance(value, BaseModel):
         return _model(value)
     if isinstance(value, dict):
-        inner = _dict_value_annotation(annotation)
-        inner_kind = unit_kind(inner)
-        return {k: _value(v, inner, inner_kind) for k, v in value.items()}
+        key, inner = _dict_annotations(annotation)
+        key_kind, inner_kind = unit_kind(key), unit_kind(inner)
+        return {_value(k, key, key_kind): _value(v, inner, inner_kind) for k, v in value.items()}
     if isinstance(value, tuple | list):
         return [_value(v, None, None) for v in value]
     if kind is not None and isinstance(value, float | int) and not isinstance(value, bool):
@@ -68,8 +68,9 @@ def _value(value: Any, annotation: Any, kind: Kind | None) -> Any:
     return value
 
 
-def _dict_value_annotation(annotation: Any) -> Any:
+def _dict_annotations(annotation: Any) -> tuple[Any, Any]:
+    """(key, value) annotations of a mapping field (keys with units: a size curve)."""
     for candidate in (annotation, *get_args(annotation)):
         if get_origin(candidate) is dict:
-            return get_args(candidate)[1]
-    return None
+            return get_args(candidate)
+    return None, None

@@ -297,6 +297,13 @@ class Parallel(Strict):
     # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform)
     expert: PositiveInt = 1
     expert_imbalance: Annotated[float, Field(ge=1, le=1000)] = 1.0
+    # True: backward's tensor-parallel collectives run beside the weight-gradient GEMMs
+    # (Megatron-LM since late 2021, --async-tensor-model-parallel-allreduce); False: they
+    # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).
+    overlap_tensor_backward: bool = False
+    # Extra share of compute time a framework's pipeline engine adds beyond the kernels (a
+    # fitted per-framework figure; 0 for Megatron-LM): compute times x (1 + this)
+    pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
 
 
 class Placement(Strict):
@@ -354,8 +361,13 @@ class Gpu(Strict):
     name: str = "gpu"
     memory: str = "hbm"
     peak_flops: dict[PrecisionName, FlopRate]
-    efficiency: Fraction = 0.5
+    efficiency: Fraction = 0.5  # share of peak a full wave of GEMM tiles reaches
     optimizer_efficiency: Fraction = 0.8  # share of HBM bandwidth a fused optimizer reaches
+    # streaming multiprocessors, for GEMM wave quantization (none: no quantization)
+    sm_count: PositiveInt | None = None
+    memory_efficiency: Fraction = 1.0  # share of HBM bandwidth memory-bound kernels reach
+    # compute slowdown while a collective runs beside it (NCCL's kernels take SMs)
+    collective_sm_share: Annotated[float, Field(ge=0, lt=1)] = 0.0
 
 
 class Cpu(Strict):
@@ -372,6 +384,10 @@ class Network(Strict):
     inter_node_bandwidth: Bandwidth = 50e9
     intra_node_latency: Latency = 2e-6
     inter_node_latency: Latency = 5e-6
+    # busbw / link rate NCCL reaches: one fraction, or {buffer size: fraction} measured
+    # (tiersim.hardware.nccl)
+    intra_node_efficiency: Fraction | dict[Size, Fraction] = 1.0
+    inter_node_efficiency: Fraction | dict[Size, Fraction] = 1.0
 
 
 class Hardware(Strict):
@@ -486,9 +502,8 @@ class Scenario(Strict):
     budget: Budget = Budget()
     # `tiersim plan`'s search space: key path -> the values to consider. It describes a search,
     # not a simulation: left out of model_dump (a sweep point's key)
-    plan: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = Field(
-        default=None, exclude=True
-    )
+    # (its paths and lists are checked by tiersim.plan.space, which knows the scenario)
+    plan: dict[str, Any] | None = Field(default=None, exclude=True)
 
     @property
     def checkpoint_simulated(self) -> bool:

@@ -28,8 +28,8 @@ MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 
 
 class Recorder(Protocol):
-    """Told of every op as it ends and of every change of a tier's occupancy, in time order
-    (a trace is one; the engine never knows what it does with them)."""
+    """Told of every op as it ends and of every change of a tier's occupancy, in time order,
+    each tier's first at time 0 (a trace is one; the engine never knows what it does with them)."""
 
     def op(self, op: Op, start: float, end: float) -> None: ...
 
@@ -107,6 +107,9 @@ class Engine:
     # --- running ---------------------------------------------------------------------------------
 
     def run(self) -> RunLog:
+        if self.recorder is not None:  # what each tier holds before anything moves
+            for tier, occ in self.occupancy.items():
+                self.recorder.memory(tier, 0.0, occ.current)
         # the ready set first: an op that finishes at once starts its dependents itself
         for i in [i for i, waiting in enumerate(self.waiting) if waiting == 0]:
             self._start(i)

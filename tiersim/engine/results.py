@@ -99,6 +99,7 @@ class StepResult:
     # "full", "extrapolated" or "full (no repetition found)" (tiersim.engine.steady)
     steady_state: str = "full"
     micro_batches_simulated: tuple[int, ...] = ()  # per run, where extrapolated
+    breakdown: dict[str, float] | None = None  # the model's prices (workload.breakdown)
 
     @property
     def tokens_per_s(self) -> float:

@@ -119,6 +119,17 @@ def simulate(
     `inventory`: the scenario's, where the caller has it already (else built here);
     `recorder`: told of every op and occupancy change of the run shown (for a trace)."""
     setup = prepare(s, build_inventory(s) if inventory is None else inventory)
+    return _with_breakdown(_simulate(s, setup, recorder), setup)
+
+
+def _with_breakdown(result: StepResult, setup: RunSetup) -> StepResult:
+    """The step-time model's prices of the whole step (workload.breakdown), when it has them."""
+    if setup.wl.breakdown is None:
+        return result
+    return dataclasses.replace(result, breakdown=setup.wl.breakdown.as_dict())
+
+
+def _simulate(s: Scenario, setup: RunSetup, recorder: Recorder | None) -> StepResult:
     steps = steady.steps_to_simulate(s)[0]
     runs = steady.samples(s, setup.wl.stage)
     if runs is not None:

@@ -49,6 +49,7 @@ class Reference:
 class Comparison:
     reference: Reference
     predicted_s: float
+    breakdown: dict[str, float] | None = None  # the model's prices (step.breakdown)
 
     @property
     def error(self) -> float:
@@ -119,6 +120,22 @@ def load_references(folder: Path | None = None) -> list[Reference]:
         )
         for name, e in raw.items()
     ]
+
+
+def source_of(ref: Reference) -> str:
+    """The publication a run comes from: its source up to the first comma ('Smith et al.
+    2022')."""
+    return ref.source.split(",")[0].strip()
+
+
+def summarize_by_source(comparisons: list[Comparison]) -> dict[str, Summary | None]:
+    """Errors per publication over its runs nothing was fitted to (None: all were fitted)."""
+    out: dict[str, Summary | None] = {}
+    for source in dict.fromkeys(source_of(c.reference) for c in comparisons):
+        mine = [c for c in comparisons if source_of(c.reference) == source]
+        counted = [c for c in mine if not c.reference.calibrates]
+        out[source] = summarize(counted) if counted else None
+    return out
 
 
 def summarize(comparisons: list[Comparison]) -> Summary:

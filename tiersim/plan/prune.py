@@ -16,6 +16,7 @@ from tiersim.core.errors import InputError
 from tiersim.plan.space import override_text
 from tiersim.runner import check_runnable
 from tiersim.state.inventory import build_inventory
+from tiersim.sweep.estimate import layer_passes
 from tiersim.sweep.worker import PointTask, scenario_key
 
 
@@ -26,6 +27,7 @@ class Candidate:
     task: PointTask  # the scenario mapping with the overrides applied, for a worker
     gpus: int  # data x tensor x pipeline: the job's GPUs
     price_per_gpu_hour: float | None
+    passes: int  # layer passes it simulates, to estimate its time by
 
 
 @dataclass
@@ -34,6 +36,7 @@ class Pruned:
     checked: int = 0
     invalid: Counter = field(default_factory=Counter)  # reason -> candidates
     unfit: Counter = field(default_factory=Counter)  # tier -> candidates it cannot hold
+    unfit_candidates: int = 0  # candidates some tier cannot hold
     duplicates: int = 0
 
 
@@ -54,7 +57,6 @@ def prune(
             out.kept.append(candidate)
         if out.checked % 100 == 0:
             progress(out.checked)
-    progress(out.checked)
     return out
 
 
@@ -69,6 +71,7 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
     over = [name for name, use in inv.tiers.items() if not use.fits]
     if over:
         out.unfit.update(over)
+        out.unfit_candidates += 1
         return None
     key = scenario_key(loaded.scenario.model_dump())
     if key in seen:
@@ -81,4 +84,5 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
     )
     s = loaded.scenario
     gpus = s.parallel.data * s.parallel.tensor * s.parallel.pipeline
-    return Candidate(overrides, dict(combo), task, gpus, s.hardware.price_per_gpu_hour)
+    price = s.hardware.price_per_gpu_hour
+    return Candidate(overrides, dict(combo), task, gpus, price, layer_passes(s))

@@ -127,11 +127,8 @@ def binds(r: dict[str, Any]) -> dict[str, str]:
     budgets = [(w["margin"], n, w) for n, w in r.get("wear", {}).items() if w.get("margin")]
     if budgets:
         margin, name, w = min(budgets, key=lambda b: b[0])
-        life = (
-            min(x for x in (w.get("lifetime_days"), w.get("rated_lifetime_days")) if x)
-            if (w.get("lifetime_days") or w.get("rated_lifetime_days"))
-            else None
-        )
+        lives = [x for x in (w.get("lifetime_days"), w.get("rated_lifetime_days")) if x]
+        life = min(lives) if lives else None  # whichever runs out first
         out["wear"] = (
             f"{name} lasts {fmt_days(life)} against its budget (margin {margin:.3g}: "
             f"{'holds' if w['within_budget'] else 'fails'})"
@@ -140,7 +137,9 @@ def binds(r: dict[str, Any]) -> dict[str, str]:
 
 
 def optimizer_on(sim: Simulated, tier: str) -> bool:
-    return sim.candidate.task.raw.get("placement", {}).get("optimizer") == tier
+    """Whether the plan homes optimizer state on `tier` (its report: the tier holds it)."""
+    held = sim.report["tiers"].get(tier, {}).get("classes", {}) if sim.report else {}
+    return held.get("optimizer", 0) > 0
 
 
 def hbf_question(sims: list[Simulated], objective: str, scenario: str) -> dict[str, Any] | None:

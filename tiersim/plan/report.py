@@ -31,6 +31,7 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             "invalid": sum(pruned.invalid.values()),
             "invalid_reasons": dict(pruned.invalid.most_common(5)),
             "do_not_fit": dict(pruned.unfit),
+            "do_not_fit_candidates": pruned.unfit_candidates,
             "duplicates": pruned.duplicates,
             "simulated": len(sims),
             "simulated_by_status": dict(statuses),
@@ -52,7 +53,7 @@ def plan_text(report: dict[str, Any]) -> str:
         f"plan for {report['scenario']}, best by {label}; search space ({report['space']['from']}):"
         f" {report['space']['size']:,} candidates",
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
-        f"{sum(c['do_not_fit'].values()):,} tier overflows by the inventory"
+        f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
         f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicates; {c['simulated']:,} "
         f"simulated: {c['feasible']:,} fit and hold every budget, {c['peak_does_not_fit']:,} "
         f"overflow at their peak, {c['fail_a_wear_budget']:,} fail a wear budget"
@@ -78,7 +79,7 @@ def _reasons(c: dict[str, Any]) -> str:
 
 
 def _unfit(unfit: dict[str, int]) -> str:
-    return f" ({', '.join(f'{t} {n:,}' for t, n in unfit.items())})" if unfit else ""
+    return f" (over {', '.join(f'{t} in {n:,}' for t, n in unfit.items())})" if unfit else ""
 
 
 def _not_ok(by_status: dict[str, int]) -> str:

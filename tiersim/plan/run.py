@@ -15,6 +15,7 @@ from tiersim.core.units import fmt_time
 from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, simulated
 from tiersim.plan.space import MBS, Space, build_space, candidates
+from tiersim.sweep.estimate import estimate_s
 from tiersim.sweep.execute import Progress, SweepAborted, open_pool, stream
 from tiersim.sweep.worker import PointResult, run_point
 
@@ -60,18 +61,12 @@ def plan(path: Path, options: PlanOptions) -> PlanOutcome:
     stream_to = options.progress or sys.stderr
     bar = Progress(space.size, stream_to, label="candidates checked against the inventory")
     pruned = prune(raw, path.parent, source, candidates(space), bar.update)
+    bar.total = pruned.checked  # the batch pairs off the batch per GPU were never candidates
+    bar.update(pruned.checked)
     if not pruned.kept:
         return PlanOutcome(source, space, pruned, [], None)
     first = run_point(pruned.kept[0].task)
-    left = len(pruned.kept) - 1
-    estimate = left * first.elapsed_s / max(1, options.workers)
-    if estimate > options.time_limit_s:
-        what = (
-            f"{len(pruned.kept):,} candidates fit; at {fmt_time(first.elapsed_s)} each (the first) "
-            f"on {options.workers} workers that is about {fmt_time(estimate)}, over --time-limit "
-            f"{fmt_time(options.time_limit_s)}"
-        )
-        raise too_large(source, space, what, "; or raise --time-limit")
+    estimate = _estimate(source, space, pruned, first, options)
     print(
         f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit and are simulated; "
         f"about {fmt_time(estimate)} on {options.workers} workers "
@@ -81,6 +76,22 @@ def plan(path: Path, options: PlanOptions) -> PlanOutcome:
     results = [first, *_simulate_rest(pruned, options, stream_to)]
     sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True)]
     return PlanOutcome(source, space, pruned, sims, estimate)
+
+
+def _estimate(
+    source: str, space: Space, pruned: Pruned, first: PointResult, options: PlanOptions
+) -> float:
+    """The rest's time from the first's, scaled by layer passes; over --time-limit, refused."""
+    passes = [c.passes for c in pruned.kept]
+    estimate = estimate_s(first.elapsed_s, passes[0], passes[1:], options.workers)
+    if estimate > options.time_limit_s:
+        what = (
+            f"{len(pruned.kept):,} candidates fit; from the first ({fmt_time(first.elapsed_s)}) "
+            f"they take about {fmt_time(estimate)} on {options.workers} workers, over "
+            f"--time-limit {fmt_time(options.time_limit_s)}"
+        )
+        raise too_large(source, space, what, "; or raise --time-limit")
+    return estimate
 
 
 def _simulate_rest(pruned: Pruned, options: PlanOptions, to: TextIO) -> list[PointResult]:
@@ -115,10 +126,11 @@ def too_large(source: str, space: Space, what: str, more: str = "") -> InputErro
     options = dict(zip(space.keys, space.values, strict=True))
     keep = {k: options[k] for k in SUGGESTED if k in options} or dict(list(options.items())[:2])
     size = math.prod(len(v) for v in keep.values())
-    lines = "".join(f"\n    {k}: [{', '.join(str(v) for v in vs)}]" for k, vs in keep.items())
-    advice = (
+    section = ", ".join(f"{k}: [{', '.join(str(v) for v in vs)}]" for k, vs in keep.items())
+    advice = (  # one line, as every problem is: the section in YAML's flow style
         f"search space too large: {what}. It is {where}: {space.shape()}. Narrow it with a "
         "plan: section listing only the keys and values to consider (fixing the keys with the "
-        f"most values divides it most); this one has {size:,} candidates:\n  plan:{lines}{more}"
+        f"most values divides it most); this one has {size:,} candidates: "
+        f"plan: {{{section}}}{more}"
     )
     return InputError(source, [Problem("plan", advice)])

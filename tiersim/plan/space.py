@@ -21,7 +21,7 @@ from tiersim.state.classes import PLACED
 from tiersim.sweep.paths import path_problem
 
 MBS, GA = "training.micro_batch_size", "training.grad_accumulation"
-HOMES = list(PLACED)  # classes with a home tier
+HOMES = list(PLACED)  # the classes with a home tier of their own
 MICRO_BATCHES = (1, 2, 4, 8)
 PREFETCH = (1, 2, 4)
 
@@ -68,15 +68,27 @@ def build_space(s: Scenario, resolved: dict[str, Any]) -> tuple[Space, list[Prob
     given = s.plan
     chosen = dict(given) if given else default_space(s)
     problems = []
-    for path in chosen:
+    for path, values in chosen.items():
         keys = path.split(".")
         why = "a plan cannot search its own plan: section" if keys[0] == "plan" else None
-        why = why or path_problem(keys, resolved)
+        why = why or path_problem(keys, resolved) or _values_problem(values)
         if why:
             problems.append(Problem(f"plan.{path}", why))
+    if problems:
+        return Space((), (), 1, True), problems
     values = tuple(tuple(_unique(v)) for v in chosen.values())
     batch = s.training.micro_batch_size * s.training.grad_accumulation
     return Space(tuple(chosen), values, batch, bool(given)), problems
+
+
+def _values_problem(values: Any) -> str | None:
+    if not isinstance(values, list):
+        return f"is {values!r} (expected a list of the values to consider, e.g. [hbm, hbf])"
+    if not values:
+        return "is an empty list (expected at least one value to consider)"
+    if any(isinstance(v, dict | list) for v in values):
+        return "holds a mapping or a list (expected single values, e.g. [1, 2, 4])"
+    return None
 
 
 def _unique(values: list[Any]) -> list[Any]:

@@ -25,6 +25,7 @@ COMPARED = (
     "step.exposed_transfer_s",
     "step.exposed_cpu_s",
     "step.pipeline_bubble_s",
+    "step.breakdown.*",
     "step.overlap",
     "step.bottleneck.resource",
     "links.*.bytes",

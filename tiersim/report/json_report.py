@@ -90,6 +90,7 @@ def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:
         "micro_batches": r.micro_batches,
         "seq_len": s.seq_len,
         "seq_len_from": _seq_len_from(s),
+        "breakdown": r.breakdown,
     }
 
 
@@ -176,6 +177,9 @@ def ports_section(tier: Tier, ts: TierStats, step_s: float) -> dict[str, Any]:
     return out
 
 
+COLLECTIVE_CHANNELS = ("nvlink", "network")
+
+
 def bottleneck(report: dict[str, Any]) -> dict[str, Any] | None:
     """The tier port or link direction whose bandwidth the step uses most (None when nothing
     with a finite bandwidth moved anything)."""
@@ -187,7 +191,13 @@ def bottleneck(report: dict[str, Any]) -> dict[str, Any] | None:
     for name, link in report["links"].items():
         for direction, share in link["bandwidth_utilization_by_direction"].items():
             if share:
-                found.append((share, f"{name} link {direction}", "link"))
+                # a collective channel is shared by groups (tensor, data, ...), not directions
+                what = (
+                    f"{name} ({direction} group)"
+                    if name in COLLECTIVE_CHANNELS
+                    else (f"{name} link {direction}")
+                )
+                found.append((share, what, "link"))
     if not found:
         return None
     share, resource, kind = max(found)

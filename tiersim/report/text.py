@@ -125,6 +125,29 @@ def _step_rows(st: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+BREAKDOWN_LABELS = (
+    ("gemm_s", "GEMM"),
+    ("memory_bound_s", "memory-bound kernels"),
+    ("framework_s", "framework overhead"),
+    ("collectives_s", "blocking collectives"),
+    ("bubble_s", "pipeline fill and drain"),
+    ("imbalance_s", "stage imbalance"),
+)
+
+
+def _breakdown_table(st: dict[str, Any]) -> list[str]:
+    """The model's prices of the step's parts (`step.breakdown`), beside the measured split."""
+    parts, t = st.get("breakdown"), st["time_s"]
+    if not parts:
+        return []
+    rows = [
+        [label, fmt_time(parts[key]), _pct(parts[key], t)]
+        for key, label in BREAKDOWN_LABELS
+        if parts[key] or key not in ("framework_s", "bubble_s", "imbalance_s")
+    ]
+    return [render(["model's prices", "time", "of step"], rows)]
+
+
 def _step_head(report: dict[str, Any]) -> str:
     st = report["step"]
     overlap = "-" if st["overlap"] is None else f"{100 * st['overlap']:.1f} %"
@@ -175,7 +198,13 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
     the engine's wall-clock time, is a measurement of this machine: said when given, never
     part of the report."""
     step = render(["", "time", "share"], _step_rows(report["step"]), _step_head(report))
-    tables = [step, _link_table(report), _tier_table(report), _port_table(report)]
+    tables = [
+        step,
+        *_breakdown_table(report["step"]),
+        _link_table(report),
+        _tier_table(report),
+        _port_table(report),
+    ]
     return "\n\n".join([*tables, *_sentences(report, engine_s)])
 
 
@@ -245,9 +274,9 @@ def _port_table(report: dict[str, Any]) -> str:
     neck = report["step"].get("bottleneck")
     if neck:
         table += (
-            f"\nbottleneck: the {neck['resource']}, {_share(neck['bandwidth_utilization'])} of "
-            "its bandwidth over the step (bandwidth used = bytes / (bandwidth x step time); "
-            "links' utilization is the time they are busy)"
+            f"\nbusiest (step.bottleneck): the {neck['resource']}, "
+            f"{_share(neck['bandwidth_utilization'])} of its bandwidth over the step (bandwidth "
+            "used = bytes / (bandwidth x step time); a link's utilization is the time it is busy)"
         )
     return table
 

@@ -16,8 +16,15 @@ from typing import Any
 from tiersim.engine.ops import Op, OpKind
 from tiersim.hardware.topology import Topology
 
-_GPU, _CPU, _LINKS, _PORTS, _MEMORY = 1, 2, 3, 4, 5
-_PROCESSES = {_GPU: "GPU", _CPU: "CPU", _LINKS: "links", _PORTS: "tier ports", _MEMORY: "tiers"}
+_GPU, _CPU, _LINKS, _PORTS, _MEMORY, _STEPS = 1, 2, 3, 4, 5, 6
+_PROCESSES = {
+    _GPU: "GPU",
+    _CPU: "CPU",
+    _LINKS: "links",
+    _PORTS: "tier ports",
+    _MEMORY: "tiers",
+    _STEPS: "steps",
+}
 
 Track = tuple[int, str]  # (pid, name)
 Span = tuple[float, float, dict[str, Any]]  # start s, end s, the event without pid/tid/times
@@ -100,26 +107,75 @@ def _placed(track: Track, spans: list[Span], threads: _Threads) -> list[dict[str
     return events
 
 
-class TraceRecorder:
-    """Records an engine run for its trace (an engine Recorder): `trace()` once it ran."""
+def _counter(tier: str, now: float, value: float) -> dict[str, Any]:
+    return {
+        "ph": "C",
+        "name": f"{tier} occupancy",
+        "pid": _MEMORY,
+        "ts": now * 1e6,
+        "args": {"bytes": value},
+    }
 
-    def __init__(self, topo: Topology):
-        self.topo = topo
+
+def _steps(step_ends: tuple[float, ...], measured: int | None, threads: _Threads) -> list:
+    """One event per simulated step on a track of its own, the measured one named so."""
+    if not step_ends:
+        return []
+    (tid,) = threads.lanes((_STEPS, "steps"), 1)
+    events = []
+    for k, end in enumerate(step_ends):
+        start = step_ends[k - 1] if k else 0.0
+        name = f"step {k}" + (" (measured)" if k == measured else "")
+        ts = start * 1e6
+        events.append(
+            {
+                "ph": "X",
+                "name": name,
+                "cat": "step",
+                "pid": _STEPS,
+                "tid": tid,
+                "ts": ts,
+                "dur": end * 1e6 - ts,
+                "args": {"step": k},
+            }
+        )
+    return events
+
+
+class TraceRecorder:
+    """Records an engine run for its trace (an engine Recorder): `trace()` once it ran. Each
+    step ends when its last op does (as the engine counts it), so the recorder knows the steps'
+    ends from the ops alone."""
+
+    def __init__(self, topo: Topology, measured: int | None = None):
+        self.topo, self.measured = topo, measured
         self.records: list[tuple] = []
         self.ops: list[Op] = []
+        self.step_ends: dict[int, float] = {}
 
     def op(self, op: Op, start: float, end: float) -> None:
         self.records.append(("op", len(self.ops), start, end))
         self.ops.append(op)
+        if end > self.step_ends.get(op.step, -1.0):
+            self.step_ends[op.step] = end
 
     def memory(self, tier: str, now: float, occupied: float) -> None:
         self.records.append(("mem", tier, now, occupied))
 
     def trace(self) -> dict[str, Any]:
-        return trace_events(tuple(self.records), self.ops, self.topo)
+        ends = tuple(self.step_ends[k] for k in sorted(self.step_ends))
+        return trace_events(tuple(self.records), self.ops, self.topo, ends, self.measured)
 
 
-def trace_events(records: tuple, ops: list[Op], topo: Topology) -> dict[str, Any]:
+def trace_events(
+    records: tuple,
+    ops: list[Op],
+    topo: Topology,
+    step_ends: tuple[float, ...] = (),
+    measured: int | None = None,
+) -> dict[str, Any]:
+    """The run's events; with `step_ends` (each step's end, s) a track of the steps, and the
+    measured one's start and end under "otherData" (the format's place for metadata)."""
     spans: dict[Track, list[Span]] = {}
     counters: list[dict[str, Any]] = []
     for record in records:
@@ -129,18 +185,19 @@ def trace_events(records: tuple, ops: list[Op], topo: Topology) -> dict[str, Any
                 spans.setdefault(track, []).append((start, end, _complete(ops[i])))
         elif record[0] == "mem":
             _, tier, now, value = record
-            counters.append(
-                {
-                    "ph": "C",
-                    "name": f"{tier} occupancy",
-                    "pid": _MEMORY,
-                    "ts": now * 1e6,
-                    "args": {"bytes": value},
-                }
-            )
+            counters.append(_counter(tier, now, value))
     threads = _Threads()
-    events = [e for track, items in spans.items() for e in _placed(track, items, threads)]
-    return {"traceEvents": threads.meta + events + counters, "displayTimeUnit": "ms"}
+    events = _steps(step_ends, measured, threads)
+    events += [e for track, items in spans.items() for e in _placed(track, items, threads)]
+    trace = {"traceEvents": threads.meta + events + counters, "displayTimeUnit": "ms"}
+    if step_ends and measured is not None:
+        start = step_ends[measured - 1] if measured else 0.0
+        trace["otherData"] = {
+            "measured_step": measured,
+            "measured_start_s": start,
+            "measured_end_s": step_ends[measured],
+        }
+    return trace
 
 
 def mark_extrapolated(trace: dict[str, Any], simulated: int, micro_batches: int) -> dict:

@@ -166,12 +166,14 @@ def _outcome(future: Any) -> Any:
 class Progress:
     """Points done, rate and time left: one line redrawn on a terminal, else a line now and then."""
 
-    def __init__(self, total: int, stream: TextIO | None = None, label: str = "points"):
+    def __init__(
+        self, total: int, stream: TextIO | None = None, label: str = "points", done: int = 0
+    ):
         self.total, self.label = total, label
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty()
         self.start = self.last = time.monotonic()
-        self.done = 0
+        self.done = self.before = done  # `before`: done when the bar started, not in its rate
 
     def update(self, done: int) -> None:
         self.done = done
@@ -184,7 +186,7 @@ class Progress:
 
     def line(self, now: float) -> str:
         elapsed = now - self.start
-        rate = self.done / elapsed if elapsed > 0 else 0.0
+        rate = (self.done - self.before) / elapsed if elapsed > 0 else 0.0
         left = (self.total - self.done) / rate if rate > 0 else math.inf
         width = 24
         filled = width * self.done // max(self.total, 1)

@@ -20,9 +20,12 @@ HEADLINE = (
     "step.exposed_cpu_s",
     "step.pipeline_bubble_s",
     "step.overlap",
+    "step.bottleneck.resource",  # the tier port or link direction whose bandwidth binds most
+    "step.bottleneck.bandwidth_utilization",
     "tiers.*.peak_bytes",
     "tiers.*.resident_bytes",
     "tiers.*.fits",
+    "tiers.*.ports.*.bandwidth_utilization",
     "links.*.utilization",
     "links.*.busy_s",
     "links.*.bytes",

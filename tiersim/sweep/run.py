@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from tiersim.core.units import fmt_time
+from tiersim.sweep.estimate import sweep_estimate
 from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, stream
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
@@ -36,6 +38,7 @@ class SweepOptions:
     scheduler: str | None = None  # a Dask scheduler address; None starts a local cluster
     resume: bool = False
     plots: bool = True
+    point_plots: bool = False  # a step.png per point beside its report (each point traced)
     progress: TextIO | None = None  # default: stderr
 
 
@@ -54,16 +57,16 @@ class SweepOutcome:
     recorded: int = 0  # points the folder's log held before this run (any sweep's)
 
 
-def tasks_for(spec: SweepSpec, points: list[Point]) -> list[PointTask]:
+def tasks_for(spec: SweepSpec, points: list[Point], plot: bool = False) -> list[PointTask]:
     base_dir = str(spec.base_path.parent.resolve())
-    return [PointTask(p.raw, base_dir, f"{spec.source} point {p.index}") for p in points]
+    return [PointTask(p.raw, base_dir, f"{spec.source} point {p.index}", plot) for p in points]
 
 
 def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     timings: dict[str, float] = {}
     clock = time.perf_counter()
     points = expand(spec)
-    tasks = tasks_for(spec, points)
+    tasks = tasks_for(spec, points, options.point_plots)
     timings["expand_s"] = _lap(clock)
     with SweepStore(options.out, options.resume) as store:
         recorded = len(store.entries)
@@ -72,7 +75,8 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
             timings["start_s"] = _lap(clock) - timings["expand_s"]
             keys = _known_keys(pool, tasks, store, options.progress)
             todo, retried = _plan(keys, store)
-            _run(pool, tasks, todo, keys, store, options.progress)
+            rest = _first(tasks, todo, keys, store, pool.slots, options.progress)
+            _run(pool, tasks, rest, keys, store, options.progress, len(todo))
         finally:
             pool.close()
         timings["run_s"] = _lap(clock) - timings["expand_s"] - timings["start_s"]
@@ -89,6 +93,34 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     return SweepOutcome(
         spec, points, table, len(todo), reused, retried, failed, skipped, plots, timings, recorded
     )
+
+
+def _first(
+    tasks: list[PointTask],
+    todo: list[int],
+    keys: list[str | None],
+    store: SweepStore,
+    workers: int,
+    progress: TextIO | None,
+) -> list[int]:
+    """Run the first point to run here, before the rest, and say from it how long the sweep
+    will take; return the positions left to run."""
+    if not todo:
+        return []
+    result = run_point(tasks[todo[0]])
+    store.commit([result])
+    keys[todo[0]] = result.key
+    left = len(todo) - 1
+    line = f"the first of {len(todo)} points to run took {fmt_time(result.elapsed_s)}"
+    if left:
+        others = [tasks[i] for i in todo[1:]]
+        estimate = sweep_estimate(result.elapsed_s, tasks[todo[0]], others, workers)
+        line += (
+            f": the other {left} on {workers} workers, about {fmt_time(estimate)} (scaled by "
+            "the layer passes each simulates)"
+        )
+    print(line, file=progress or sys.stderr)
+    return todo[1:]
 
 
 def _lap(start: float) -> float:
@@ -129,9 +161,11 @@ def _run(
     keys: list[str | None],
     store: SweepStore,
     progress: TextIO | None,
+    total: int,
 ) -> None:
-    bar = Progress(len(todo), progress or sys.stderr)
-    done = 0
+    """Run the points at `todo`, of `total` to run (the others ran before, the first one)."""
+    done = total - len(todo)
+    bar = Progress(total, progress or sys.stderr, done=done)
     for batch in stream(pool, run_point, [tasks[i] for i in todo]):
         results = []
         for position, outcome in batch:

@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -102,6 +103,7 @@ class SweepStore:
             self.points_dir.mkdir(parents=True, exist_ok=True)
         self._lock = _lock_folder(out)  # the folder, not the log: forget() replaces the log
         try:
+            remove_temporary(out)
             self.entries, self.skipped, intact = read_log(self.log_path)
             if self.entries and not resume:
                 raise _needs_resume(self.log_path, len(self.entries))
@@ -134,6 +136,10 @@ class SweepStore:
                 path, text = self.points_dir / f"{result.key}.json", result.report_json.encode()
                 with writing(path):
                     atomic_write(path, lambda h, t=text: h.write(t))
+            if result.png is not None:
+                path, png = self.points_dir / f"{result.key}.png", result.png
+                with writing(path):
+                    atomic_write(path, lambda h, b=png: h.write(b))
             fresh[result.key] = _entry(result)
         if fresh:
             with writing(self.log_path):
@@ -156,6 +162,21 @@ class SweepStore:
             atomic_write(self.log_path, lambda handle: handle.write(kept))
             self._log.close()  # the replaced file's
             self._log = _open_log(self.log_path)
+
+
+TEMPORARY = re.compile(r"^\..+\.\d+\.tmp$")  # atomic_write's name for a file being written
+
+
+def remove_temporary(out: Path) -> None:
+    """Temporary files a killed sweep left in its folder (0-byte or partial plots, reports,
+    tables): with the folder locked no other sweep is writing them."""
+    for folder in (out, out / "points", out / "plots"):
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            if TEMPORARY.match(path.name) and path.is_file():
+                with writing(path):
+                    path.unlink(missing_ok=True)
 
 
 def _open_log(path: Path) -> io.FileIO:

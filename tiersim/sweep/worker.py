@@ -17,7 +17,7 @@ from typing import Any
 from tiersim.config.load import Loaded, build, resolve
 from tiersim.core.errors import InfeasibleError, InputError, Problem
 from tiersim.report.json_report import to_json
-from tiersim.runner import report_for
+from tiersim.runner import full_trace, report_for, report_with_result
 from tiersim.sweep.outputs import headline
 
 OK, INVALID, INFEASIBLE, ERROR = "ok", "invalid", "infeasible", "error"
@@ -30,6 +30,7 @@ class PointTask:
     raw: dict[str, Any]
     base_dir: str
     source: str
+    plot: bool = False  # also draw the point's step (tiersim run --plot's picture)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class PointResult:
     outputs: dict[str, Any]  # headline outputs (empty unless ok)
     report_json: str | None  # the full report.json text (None unless ok)
     elapsed_s: float  # build + simulate + report, in the worker
+    png: bytes | None = None  # the step's picture, when the task asked for it
 
 
 def scenario_key(mapping: Any) -> str:
@@ -86,7 +88,11 @@ def run_point(task: PointTask) -> PointResult:
     if isinstance(built, InputError):
         return PointResult(key, INVALID, problems_text(built), {}, None, _since(start))
     try:
-        report = report_for(built)
+        if task.plot:  # traced, to draw
+            report, result = report_with_result(built, record=True)
+            png = _picture(report, full_trace(built.scenario, result))
+        else:
+            report, png = report_for(built), None
         text = to_json(report)
     except InputError as exc:  # found only when simulating, e.g. an inconsistent placement
         return PointResult(key, INVALID, problems_text(exc), {}, None, _since(start))
@@ -96,7 +102,13 @@ def run_point(task: PointTask) -> PointResult:
         where = traceback.extract_tb(exc.__traceback__)[-1]
         error = f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})"
         return PointResult(key, ERROR, error, {}, None, _since(start))
-    return PointResult(key, OK, None, headline(report), text, _since(start))
+    return PointResult(key, OK, None, headline(report), text, _since(start), png)
+
+
+def _picture(report: dict[str, Any], trace: dict[str, Any]) -> bytes:
+    from tiersim.report.plot import png_bytes, step_figure  # matplotlib: only when asked
+
+    return png_bytes(step_figure(report, trace))
 
 
 def _since(start: float) -> float:

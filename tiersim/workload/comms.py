@@ -1,10 +1,13 @@
 """Communication one unit of work implies on one GPU, as flows the engine can schedule.
 
 Each collective becomes one flow of the bytes this GPU puts on its link (NCCL's bus factor
-times the buffer) on a shared per-group network resource, after its latency term (hops x
-per-hop latency), so that its time alone is exactly `collectives.collective_s`, and
-concurrent collectives on the same group share the link. This is the one model of a step's
-communication: which collectives run, on which group, with how many bytes.
+times the buffer) on a shared per-group network resource, after its latency term, so that
+concurrent collectives on the same group share the link. The latency term holds the ring's
+per-hop latency and what NCCL loses to the link's rate at this buffer size
+(`tiersim.hardware.nccl`: sent / rate · (1/fraction - 1), which shrinks as the rate grows);
+alone, a collective takes sent / (rate · fraction) (+ the hops where no measured curve holds
+them). This is the one model of a step's communication: which collectives run, on which
+group, with how many bytes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.hardware import nccl
 from tiersim.hardware.collectives import (
     BUS_FACTOR,
     GroupLink,
@@ -53,13 +57,36 @@ def _link(s: Scenario, group: str) -> tuple[GroupLink, int]:
     return group_link(s.hardware.network, size, rank_strides(par)[group]), size
 
 
+def link_efficiency(s: Scenario, kind: str) -> nccl.Efficiency:
+    net = s.hardware.network
+    return net.intra_node_efficiency if kind == "nvlink" else net.inter_node_efficiency
+
+
+def _latency_s(s: Scenario, op: Op, buffer: float, size: int, link: GroupLink) -> float:
+    """One call's time beyond sent / rate: the hops (unless a measured curve holds them)
+    and NCCL's shortfall from the link's rate at this buffer size."""
+    sent = buffer * BUS_FACTOR[op](size)
+    efficiency = link_efficiency(s, link.kind)
+    hops = 0.0
+    if not nccl.is_curve(efficiency):
+        hops = max(collective_s(op, buffer, size, link) - sent / link.bandwidth, 0.0)
+    return hops + nccl.slowdown_s(sent, link.bandwidth, efficiency, buffer)
+
+
 def comm(s: Scenario, name: str, group: str, op: Op, buffer: float, calls: int = 1) -> Comm:
     link, size = _link(s, group)
     sent = buffer * BUS_FACTOR[op](size)
-    total = collective_s(op, buffer, size, link)
-    latency = total - sent / link.bandwidth
+    latency = _latency_s(s, op, buffer, size, link)
     channel = Network(NetChannel(link.kind))
-    return Comm(name, sent * calls, max(latency, 0.0) * calls, channel, group)
+    return Comm(name, sent * calls, latency * calls, channel, group)
+
+
+def alone_s(s: Scenario, c: Comm | None) -> float:
+    """A collective's time with its link to itself."""
+    if c is None:
+        return 0.0
+    rate = capacities(s)[c.resource]
+    return c.latency_s + (c.nbytes / rate if rate != math.inf else 0.0)
 
 
 GROUPS = ("tensor", "data", "pipeline", "expert", "expert_data")
@@ -100,22 +127,46 @@ def hidden_bytes(s: Scenario, hidden: int | None) -> float:
     return float(s.seq_len * s.training.micro_batch_size * hidden * act)
 
 
-def tensor_comms(s: Scenario, hidden: int | None) -> tuple[Comm | None, Comm | None]:
-    """Megatron TP per layer and micro-batch: 2 all-reduces in forward, 2 in backward (2 more
-    when full recompute reruns the forward); under sequence parallelism each is a
-    reduce-scatter plus an all-gather of the same buffer (same bytes on the wire)."""
+def tensor_comms(s: Scenario, hidden: int | None) -> tuple[Comm | None, ...]:
+    """Megatron TP per layer and micro-batch as (forward, backward blocking, backward hidden).
+
+    Without sequence parallelism: 2 all-reduces forward (attention and MLP outputs), 2
+    backward (their inputs' gradients). With it (Korthikanti et al. 2022, §4.2.2): 2
+    all-gathers and 2 reduce-scatters forward; backward, the 2 all-gathers of the gradients
+    entering the row-parallel linears, then the all-gathers of the inputs again (not kept)
+    and the reduce-scatters of the column-parallel linears' input gradients. With
+    `parallel.overlap_tensor_backward` the backward collectives that run beside the
+    weight-gradient GEMMs (all but the sequence-parallel gradient all-gathers) are hidden,
+    costing only the SM share they take. Full recompute reruns the forward's collectives,
+    blocking, before backward."""
     t = s.parallel.tensor
     if t == 1 or not hidden:
-        return None, None
+        return None, None, None
     buffer = hidden_bytes(s, hidden)
-    backward_calls = 4 if s.training.recompute == "full" else 2
+    redo = 1 if s.training.recompute == "full" else 0
+    overlap = s.parallel.overlap_tensor_backward
     if s.parallel.sequence:
         fwd = _pair(s, "tp forward", buffer, 2)
-        bwd = _pair(s, "tp backward", buffer, backward_calls)
-        return fwd, bwd
-    return (
-        comm(s, "tp forward", "tensor", "all_reduce", buffer, 2),
-        comm(s, "tp backward", "tensor", "all_reduce", buffer, backward_calls),
+        hidden_pairs = 0 if not overlap else 2
+        blocking = _sequence_backward(s, buffer, 2 - hidden_pairs + 2 * redo, 2)
+        hidden_c = _pair(s, "tp backward (overlapped)", buffer, 2) if hidden_pairs else None
+        return fwd, blocking, hidden_c
+    fwd = comm(s, "tp forward", "tensor", "all_reduce", buffer, 2)
+    calls = (0 if overlap else 2) + 2 * redo
+    blocking = comm(s, "tp backward", "tensor", "all_reduce", buffer, calls) if calls else None
+    hidden_c = comm(s, "tp backward (overlapped)", "tensor", "all_reduce", buffer, 2)
+    return fwd, blocking, hidden_c if overlap else None
+
+
+def _sequence_backward(s: Scenario, buffer: float, pairs: int, gathers: int) -> Comm:
+    """Blocking backward collectives under sequence parallelism: `pairs` reduce-scatter +
+    all-gather pairs (recomputed forward's, not hidden ones) and `gathers` all-gathers."""
+    ag = comm(s, "tp backward", "tensor", "all_gather", buffer, gathers)
+    if not pairs:
+        return ag
+    pair = _pair(s, "tp backward", buffer, pairs)
+    return Comm(
+        "tp backward", pair.nbytes + ag.nbytes, pair.latency_s + ag.latency_s, ag.resource, "tensor"
     )
 
 
@@ -127,12 +178,19 @@ def _pair(s: Scenario, name: str, buffer: float, calls: int) -> Comm:
 
 def p2p_send_s(s: Scenario, hidden: int | None) -> float:
     """One activation (or its gradient) sent to the next stage: 1/t of s·b·h per rank
-    (Megatron's scatter/gather, or already split under sequence parallelism)."""
+    (Megatron's scatter/gather, or already split under sequence parallelism), at the link's
+    achievable rate; without sequence parallelism the receiver all-gathers the t pieces
+    over the tensor group (Narayanan et al. 2021, §4.1)."""
     par = s.parallel
     if par.pipeline == 1 or not hidden:
         return 0.0
     link, _ = _link(s, "pipeline")
-    return collective_s("send", hidden_bytes(s, hidden) / par.tensor, 2, link)
+    full = hidden_bytes(s, hidden)
+    piece = full / par.tensor
+    send = piece / link.bandwidth + _latency_s(s, "send", piece, 2, link)
+    if par.tensor == 1 or par.sequence:
+        return send
+    return send + alone_s(s, comm(s, "pp gather", "tensor", "all_gather", full))
 
 
 def tied_embedding_gradient_bytes(s: Scenario, model: Model, stage: int) -> int:
@@ -149,3 +207,46 @@ def embedding_sync(s: Scenario, model: Model, stage: int) -> Comm | None:
     """The tied word-embedding gradients' all-reduce between the first and last stage."""
     nbytes = tied_embedding_gradient_bytes(s, model, stage)
     return comm(s, "embedding gradients", "embedding", "all_reduce", nbytes) if nbytes else None
+
+
+def joined(name: str, comms: list[Comm | None]) -> Comm | None:
+    """Collectives of one group run back to back, as one flow."""
+    real = [c for c in comms if c is not None]
+    if not real:
+        return None
+    nbytes, latency = sum(c.nbytes for c in real), sum(c.latency_s for c in real)
+    return Comm(name, nbytes, latency, real[0].resource, real[0].group)
+
+
+def rest_tensor_comms(s: Scenario, hidden: int | None, stage: int) -> tuple[Comm | None, ...]:
+    """(forward, backward blocking, backward hidden) of a stage's rest unit: the
+    vocabulary-parallel embedding's all-reduce (first stage, forward; a reduce-scatter into
+    the sequence shards under sequence parallelism); the output layer's input-gradient
+    all-reduce (last stage, backward; hidden behind its weight-gradient GEMM with
+    `overlap_tensor_backward`), and under sequence parallelism the all-gather of the final
+    norm's output before the logits and the reduce-scatter of its gradient."""
+    if s.parallel.tensor == 1 or not hidden:
+        return None, None, None
+    buffer, sp = hidden_bytes(s, hidden), s.parallel.sequence
+    fwd: list[Comm | None] = []
+    bwd: list[Comm | None] = []
+    hidden_c = None
+    if stage == 0:
+        op = "reduce_scatter" if sp else "all_reduce"
+        fwd.append(comm(s, "tp embedding", "tensor", op, buffer))
+    if stage == s.parallel.pipeline - 1:
+        head = comm(s, "tp head", "tensor", "all_reduce", buffer)
+        if s.parallel.overlap_tensor_backward:
+            hidden_c = head
+        else:
+            bwd.append(head)
+        if sp:
+            fwd.append(comm(s, "tp head gather", "tensor", "all_gather", buffer))
+            bwd.append(comm(s, "tp head scatter", "tensor", "reduce_scatter", buffer))
+    return joined("tp rest", fwd), joined("tp rest", bwd), hidden_c
+
+
+def sm_share_s(s: Scenario, hidden: Comm | None) -> float:
+    """Compute time lost while a hidden collective runs beside it: the share of the GPU
+    NCCL's kernels take (`gpu.collective_sm_share`) times the collective's time."""
+    return s.hardware.gpu.collective_sm_share * alone_s(s, hidden)

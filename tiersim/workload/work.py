@@ -27,14 +27,17 @@ from tiersim.state.inventory import (
     stage_layers,
     unit_matrices,
 )
-from tiersim.state.model import build_model
+from tiersim.state.model import Transformer, build_model
+from tiersim.workload import kernels, pipeline
+from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
     Comm,
     capacities,
     comm,
     embedding_sync,
-    hidden_bytes,
     p2p_send_s,
+    rest_tensor_comms,
+    sm_share_s,
     tensor_comms,
 )
 from tiersim.workload.experts import expert_comms
@@ -82,6 +85,7 @@ class Workload:
     bubble_after_s: float  # the part of it after this stage's last backward (waiting for the
     # pipeline to end); the rest comes before that backward
     net_capacity: dict[tuple[str, str], float]
+    breakdown: StepBreakdown | None = None  # the model's prices of the step's parts
 
 
 def _gpu_rate(s: Scenario) -> float:
@@ -95,15 +99,21 @@ def _memory_bound_s(s: Scenario, model, bytes_moved: float) -> float:
 
 
 def _compute_times(
-    s: Scenario, model, is_layer: bool, last_stage: bool, index: int = 0
+    s: Scenario, model, is_layer: bool, last_stage: bool, first_stage: bool = False, index: int = 0
 ) -> tuple[float, ...]:
     """Forward, backward and recompute seconds of one unit for one micro-batch.
 
-    Matrix multiplies run at peak x efficiency. The memory-bound kernels between them (norms,
-    softmax, dropout, activation functions, residual adds) are timed at HBM bandwidth: they
-    move each activation byte a layer keeps (Korthikanti et al., no recompute) once in the
-    forward pass and twice in the backward pass (read it, write its gradient).
+    A transformer's kernels are timed one by one (`tiersim.workload.kernels`). A model known
+    only by its parameter count: its FLOPs at peak x efficiency, and each activation byte a
+    layer keeps moved once in forward and twice in backward at HBM bandwidth (its
+    memory-bound kernels); full recompute reruns the forward, selective has no attention to
+    rerun. Layers the kernel model does not know yet (MoE, latent attention) are timed the
+    second way, layer `index` by its own FLOPs and bytes, selective recompute rerunning QK^T,
+    softmax and AV.
     """
+    plain = isinstance(model, Transformer) and model.moe is None and model.mla is None
+    if plain:
+        return kernels.unit_times(s, model, is_layer, first_stage, last_stage)
     seq, mbs, t, rate = s.seq_len, s.training.micro_batch_size, s.parallel.tensor, _gpu_rate(s)
     if not is_layer:
         fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
@@ -111,8 +121,8 @@ def _compute_times(
     kept = model.layer_activation_bytes(seq, mbs, t, s.parallel.sequence, "none", index)
     elementwise = _memory_bound_s(s, model, kept)
     fwd = model.layer_forward_flops(seq, mbs, index) / t / rate + elementwise
-    recompute = {"none": 0.0, "full": fwd}.get(s.training.recompute)
-    if recompute is None:  # selective: QK^T, softmax, dropout and attention over V again
+    recompute = fwd if s.training.recompute == "full" else 0.0
+    if s.training.recompute == "selective" and isinstance(model, Transformer):
         scores = 5.0 * model.attention_heads * seq * seq * mbs / t  # softmax, mask, dropout
         recompute = 4.0 * mbs * seq * seq * model.attention_width / t / rate
         recompute += _memory_bound_s(s, model, scores)
@@ -150,8 +160,16 @@ def _homed(s: Scenario, mats) -> tuple[dict[str, int], float, int, int]:
 
 
 def _unit(
-    s: Scenario, model, name: str, mats, is_layer: bool, last: bool, acts: int, index: int = 0
+    s: Scenario,
+    model,
+    name: str,
+    mats,
+    is_layer: bool,
+    ends: tuple[bool, bool],
+    acts: int,
+    index: int = 0,
 ) -> Unit:
+    first, last = ends
     prec = s.training.precision
     params = sum(m.size for m in mats)
     full = raw_parameter_bytes(s, mats)
@@ -162,8 +180,10 @@ def _unit(
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
     weights_read = 0 if master_bytes(s) else w_updated  # no master: update weights in place
     touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
-    gpu_opt, cpu_opt = _optimizer_times(s, touched, updated)
-    fwd, bwd, rec = _compute_times(s, model, is_layer, last, index)
+    gpu_touched = touched + kernels.mixed_precision_bytes(s, updated)
+    gpu_opt, _ = _optimizer_times(s, gpu_touched, updated)
+    _, cpu_opt = _optimizer_times(s, touched, updated)
+    fwd, bwd, rec = _compute_times(s, model, is_layer, last, first, index)
     return Unit(
         name,
         params,
@@ -222,30 +242,17 @@ def _dense_and_experts(s: Scenario, name: str, op, unit: Unit, cls: str) -> Comm
     return Comm(name, dense.nbytes + routed.nbytes, latency, resource, "data")
 
 
-def _rest_tensor_comms(s: Scenario, hidden: int | None, stage: int) -> dict[str, Comm | None]:
-    """The vocabulary-parallel embedding's all-reduce (first stage, forward) and the output
-    layer's input-gradient all-reduce (last stage, backward)."""
-    if s.parallel.tensor == 1 or not hidden:
-        return {}
-    buffer = hidden_bytes(s, hidden)
-    out: dict[str, Comm | None] = {}
-    if stage == 0:
-        out["tp_forward"] = comm(s, "tp embedding", "tensor", "all_reduce", buffer)
-    if stage == s.parallel.pipeline - 1:
-        out["tp_backward"] = comm(s, "tp head", "tensor", "all_reduce", buffer)
-    return out
-
-
 def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
     return 0.0 if c is None else c.latency_s + c.nbytes / cap[c.resource]
 
 
 def _rest_times(s: Scenario, model, hidden: int | None, stage: int, cap: dict) -> tuple:
     """Forward and backward seconds of one stage's rest unit for one micro-batch: the output
-    head on the last stage, the tensor-parallel embedding and head all-reduces."""
-    fwd, bwd, _ = _compute_times(s, model, False, stage == s.parallel.pipeline - 1)
-    tp = _rest_tensor_comms(s, hidden, stage)
-    return fwd + _alone_s(tp.get("tp_forward"), cap), bwd + _alone_s(tp.get("tp_backward"), cap)
+    head on the last stage, the tensor-parallel embedding and head collectives."""
+    fwd, bwd, _ = _compute_times(s, model, False, stage == s.parallel.pipeline - 1, stage == 0)
+    tp_f, tp_b, hidden_c = rest_tensor_comms(s, hidden, stage)
+    bwd += sm_share_s(s, hidden_c)
+    return fwd + _alone_s(tp_f, cap), bwd + _alone_s(tp_b, cap)
 
 
 def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden) -> tuple:
@@ -272,17 +279,27 @@ def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden
 def _bubble(
     s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None, stage: int
 ) -> tuple:
-    """Pipeline idle time per step of the simulated stage, and the part of it after the
-    stage's last backward: the all-stage schedule's step time minus this stage's own work
-    (fill, drain, exposed point-to-point sends, waiting on the last stage's output head);
-    after its last backward a stage waits only for the pipeline's end (stage 0: not at all)."""
+    """Pipeline idle time per step of the simulated stage, the part of it after the stage's
+    last backward, and the uniform pipeline's fill and drain within it: the all-stage
+    schedule's step time minus this stage's own work (fill, drain, the point-to-point
+    exchanges, waiting on the last stage's output head); after its last backward a stage
+    waits only for the pipeline's end (stage 0: not at all). Megatron's exchange with the
+    next stage blocks both (batched send and receive, then wait): each forward and each
+    backward of a chunk carries one transfer's time."""
     par, m = s.parallel, s.training.grad_accumulation
     if par.pipeline == 1:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0
+    p2p = p2p_send_s(s, hidden)
     fwd, bwd = _stage_chunk_times(s, model, units[:-1], cap, hidden)
-    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd, p2p_send_s(s, hidden))
-    idle = max(0.0, timing.step_s - timing.busy_s[stage])
-    return idle, min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
+    fwd = [[x + p2p for x in row] for row in fwd]
+    bwd = [[x + p2p for x in row] for row in bwd]
+    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd)
+    own = timing.busy_s[stage] - 2.0 * p2p * m * par.virtual_pipeline
+    idle = max(0.0, timing.step_s - own)
+    mean = (sum(fwd[stage]) + sum(bwd[stage])) / par.virtual_pipeline
+    fill = pipeline.bubble_s(par.pipeline, mean, 0.0)
+    after = min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
+    return idle, after, fill, 2.0 * p2p * par.virtual_pipeline
 
 
 def _chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[int, ...], ...]:
@@ -305,27 +322,38 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
     par = s.parallel
     groups = unit_matrices(model, inv.stage, par.pipeline, par.tensor, par.expert)
     last = inv.stage == par.pipeline - 1
+    ends = (inv.stage == 0, last)
     layers = stage_layers(model, inv.stage, par.pipeline)
     units = [
-        _unit(s, model, f"L{i}", mats, True, last, _activations(s, model, i), i)
+        _unit(s, model, f"L{i}", mats, True, ends, _activations(s, model, i), i)
         for i, mats in zip(layers, groups[:-1], strict=True)
     ]
-    units.append(_unit(s, model, "rest", groups[-1], False, last, 0))
+    units.append(_unit(s, model, "rest", groups[-1], False, ends, 0))
     hidden = model.hidden
-    tp_fwd, tp_bwd = tensor_comms(s, hidden)
+    tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, hidden)
+    rest_f, rest_b, rest_hidden = rest_tensor_comms(s, hidden, inv.stage)
     units = [
-        dataclasses.replace(u, **_data_comms(s, u), tp_forward=tp_fwd, tp_backward=tp_bwd)
+        dataclasses.replace(
+            u,
+            **_data_comms(s, u),
+            tp_forward=tp_fwd,
+            tp_backward=tp_bwd,
+            backward_s=u.backward_s + sm_share_s(s, tp_hidden),
+        )
         for u in units[:-1]
     ] + [
         dataclasses.replace(
             units[-1],
             **_data_comms(s, units[-1]),
-            **_rest_tensor_comms(s, hidden, inv.stage),
+            tp_forward=rest_f,
+            tp_backward=rest_b,
+            backward_s=units[-1].backward_s + sm_share_s(s, rest_hidden),
             embedding_sync=embedding_sync(s, model, inv.stage),
         )
     ]
     cap = capacities(s)
-    bubble, after = _bubble(s, model, units, cap, hidden, inv.stage)
+    bubble, after, fill, p2p = _bubble(s, model, units, cap, hidden, inv.stage)
+    every_mb = sharded_classes(s)["gradients"] and par.data > 1
     gpu = s.hardware.gpu.memory
     home_of = homes(s)
     resident = sum(inv.per_gpu[c] for c in NAMES if c != "activations" and home_of[c] == gpu)
@@ -337,10 +365,11 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
         hbm_resident=resident,
         stage=inv.stage,
         chunks=_chunks(len(units) - 1, par.virtual_pipeline, inv.stage == 0 < par.pipeline - 1),
-        gradients_every_microbatch=sharded_classes(s)["gradients"] and par.data > 1,
+        gradients_every_microbatch=every_mb,
         bubble_s=bubble,
         bubble_after_s=after,
         net_capacity=cap,
+        breakdown=step_breakdown(s, model, units, inv.stage, (bubble, fill, p2p), every_mb),
     )
 
 

@@ -15,7 +15,9 @@ from tiersim.groundtruth.published import (
     Summary,
     load_references,
     published_dir,
+    source_of,
     summarize,
+    summarize_by_source,
 )
 from tiersim.report.json_report import to_json
 from tiersim.report.table import render
@@ -37,7 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"folder with references.yaml and the scenarios (default: {published_dir()})",
     )
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="output (default: table)"
+    )
     parser.add_argument(
         "--check",
         action="store_true",
@@ -52,8 +56,42 @@ def compare_all(folder: Path | None) -> list[Comparison]:
     out = []
     for ref in load_references(folder):
         scenario = load_scenario(ref.scenario).scenario
-        out.append(Comparison(ref, simulate(scenario).time_s))
+        result = simulate(scenario)
+        out.append(Comparison(ref, result.time_s, result.breakdown))
     return out
+
+
+BREAKDOWN = (
+    ("gemm_s", "GEMM s"),
+    ("memory_bound_s", "memory s"),
+    ("collectives_s", "collect. s"),
+    ("bubble_s", "bubble s"),
+    ("imbalance_s", "imbal. s"),
+)
+
+
+def _parts(c: Comparison) -> tuple[str, ...]:
+    if c.breakdown is None:
+        return ("-",) * len(BREAKDOWN)
+    return tuple(fmt_seconds(c.breakdown[key]) for key, _ in BREAKDOWN)
+
+
+def _by_source(comparisons: list[Comparison]) -> str:
+    lines = ["per source (runs nothing was fitted to):"]
+    for source, summary in summarize_by_source(comparisons).items():
+        fitted = sum(
+            1 for c in comparisons if source_of(c.reference) == source and c.reference.calibrates
+        )
+        also = f" ({fitted} fitted run{'s' if fitted > 1 else ''} not counted)" if fitted else ""
+        if summary is None:
+            lines.append(f"  {source}: only fitted runs{also}")
+            continue
+        runs = f"{summary.count} run{'s' if summary.count > 1 else ''}"
+        lines.append(
+            f"  {source}: {runs}, mean |error| {summary.mean_abs_error:.1%}, max "
+            f"{summary.max_abs_error:.1%}{also}"
+        )
+    return "\n".join(lines)
 
 
 def fmt_seconds(value: float) -> str:
@@ -68,6 +106,7 @@ def table(comparisons: list[Comparison], summary: Summary) -> str:
             fmt_seconds(c.predicted_s),
             fmt_seconds(c.reference.iteration_time_s) + ("*" if c.reference.derived else ""),
             f"{round(c.error, 3) + 0.0:+.1%}" + (" fit" if c.reference.calibrates else ""),
+            *_parts(c),
         )
         for c in comparisons
     ]
@@ -75,8 +114,12 @@ def table(comparisons: list[Comparison], summary: Summary) -> str:
     fitted = [c.reference for c in comparisons if c.reference.calibrates]
     notes = "".join(f"\n  {r.name}: {r.calibrates}" for r in fitted)
     return (
-        render(["scenario", "predicted s", "published s", "error"], rows)
-        + f"\n\nmean |error| {summary.mean_abs_error:.1%}, max |error| "
+        render(
+            ["scenario", "predicted s", "published s", "error", *(h for _, h in BREAKDOWN)], rows
+        )
+        + "\n\n"
+        + _by_source(comparisons)
+        + f"\nall: mean |error| {summary.mean_abs_error:.1%}, max |error| "
         f"{summary.max_abs_error:.1%} over {summary.count} runs: {verdict} the targets (mean <= "
         f"{MEAN_ERROR_TARGET:.0%}, max <= {MAX_ERROR_TARGET:.0%})\n* derived from a published "
         "throughput (scenarios/published/references.yaml)"
@@ -96,6 +139,7 @@ def as_json(comparisons: list[Comparison], summary: Summary) -> str:
                     "derived": c.reference.derived,
                     "calibrates": c.reference.calibrates or None,
                     "source": c.reference.source,
+                    "breakdown": c.breakdown,
                 }
                 for c in comparisons
             ],
@@ -103,6 +147,10 @@ def as_json(comparisons: list[Comparison], summary: Summary) -> str:
             "mean_abs_error": summary.mean_abs_error,
             "max_abs_error": summary.max_abs_error,
             "within_targets": summary.within_targets,
+            "by_source": {
+                source: None if x is None else vars(x)
+                for source, x in summarize_by_source(comparisons).items()
+            },
         }
     )
 

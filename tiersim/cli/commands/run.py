@@ -16,11 +16,12 @@ from tiersim.report.output import (
     SCENARIO_HEADER,
     FolderBusy,
     locked_folder,
+    write_atomic,
     write_run,
     write_trace,
 )
 from tiersim.report.text import step_tables
-from tiersim.runner import report_with_result
+from tiersim.runner import full_trace, report_with_result
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +45,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="write a Chrome/Perfetto trace (Trace Event Format JSON) to FILE, or with no FILE "
         "to trace.json in the results folder",
     )
+    parser.add_argument(
+        "--plot",
+        action="store_true",
+        help="also write step.png beside report.json: a timeline of the measured step (GPU "
+        "stream, link directions, tier ports, coloured by state class), each tier's occupancy "
+        "against its capacity, and where the step time goes (needs matplotlib)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -66,7 +74,8 @@ def _trace_problem(trace: Path, inputs: set[Path], folder: Path) -> str | None:
     where = trace.resolve()
     if where in inputs:
         return "is one of the run's input files (expected another file path)"
-    if where in {(folder / name).resolve() for name in ("", "scenario.yaml", "report.json")}:
+    own = ("", "scenario.yaml", "report.json", "step.png")
+    if where in {(folder / name).resolve() for name in own}:
         return "is this run's results folder or one of its results (expected another file path)"
     if trace.exists() and not trace.is_file():
         return "exists and is not a plain file (expected a file path)"
@@ -100,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if why:
         raise InputError("--trace", [Problem(str(trace), why)])
     with _locked(folder):  # one writer: two runs must not leave one's scenario, the other's report
-        report, result = report_with_result(loaded, record=tracing)
+        report, result = report_with_result(loaded, record=tracing or args.plot)
         text = to_json(report)
         try:
             write_run(folder, loaded.scenario, loaded.source, text)
@@ -111,8 +120,23 @@ def run(args: argparse.Namespace) -> int:
                 write_trace(trace, result.trace)
             except OSError as exc:
                 raise cannot_write("--trace", trace, exc, "a writable file path") from None
+        if args.plot:
+            _write_plot(folder / PLOT_NAME, report, full_trace(loaded.scenario, result))
     print(text if args.format == "json" else step_tables(report, engine_s=result.wall_s))
     return 0
+
+
+PLOT_NAME = "step.png"
+
+
+def _write_plot(path: Path, report: dict, trace: dict) -> None:
+    from tiersim.report.plot import png_bytes, step_figure  # matplotlib: only when asked
+
+    png = png_bytes(step_figure(report, trace))
+    try:
+        write_atomic(path, png)
+    except OSError as exc:
+        raise cannot_write("--out", path, exc, "a writable folder path") from None
 
 
 @contextlib.contextmanager

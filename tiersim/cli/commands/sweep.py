@@ -75,6 +75,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "those that failed with an error",
     )
     parser.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNGs")
+    parser.add_argument(
+        "--point-plots",
+        action="store_true",
+        help="also draw each point's step as `run --plot` does, DIR/points/<key>.png beside "
+        "its report (slower: every point is traced)",
+    )
     add_max_points(parser)
     parser.set_defaults(handler=run)
 
@@ -115,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
     workers, where = _workers(args, spec.size)
     usable_folder("--out", out)
     print(f"sweep '{spec.name}': {spec.size} points on {where} -> {out}", file=sys.stderr)
-    options = SweepOptions(out, workers, args.executor, args.scheduler, args.resume, args.plots)
+    options = SweepOptions(
+        out, workers, args.executor, args.scheduler, args.resume, args.plots, args.point_plots
+    )
     try:
         outcome = run_sweep(spec, options)
     except SweepAborted as exc:

@@ -8,6 +8,7 @@ from pathlib import Path
 from tiersim.cli.commands.sweep import add_max_points
 from tiersim.config.load import build, read_yaml
 from tiersim.core.errors import InputError
+from tiersim.plan.space import build_space
 from tiersim.runner import check_runnable
 from tiersim.sweep.check import check_points, point_problems
 from tiersim.sweep.spec import expand, is_sweep, read_sweep_partly
@@ -35,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     loaded = build(raw, path.parent, str(path))
     check_runnable(loaded)
+    if loaded.scenario.plan is not None:  # its paths, as `tiersim plan` would check them
+        problems = build_space(loaded.scenario, loaded.resolved)[1]
+        if problems:
+            raise InputError(str(path), problems)
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
     return 0
 

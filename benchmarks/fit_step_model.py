@@ -1,0 +1,90 @@
+"""How the step-time model's fitted constants were obtained (README "The timing model").
+
+Each is found by bisection so that the simulated figure equals one published measurement:
+
+- dgx-a100 `gpu.efficiency`: Korthikanti et al. 2022 Table 4, one 22B layer (h 6144, 64 heads,
+  t 8, micro-batch 4, s 2048), no recompute: forward + backward 19.6 ms (the layer's kernels
+  and its blocking tensor-parallel collectives, as `tiersim run` times them);
+- `parallel.pipeline_engine_overhead` of the MT-NLG scenarios (DeepSpeed's pipeline engine):
+  scenarios/published/smith2022-mtnlg-530b-280nodes.yaml, 60.1 s;
+- the Ma and Wang 2025 offload runs' `gpu.efficiency` (ma2025-qwen2.5-1.5b-zero2, 240 ms) and
+  then `cpu.optimizer_rate` (ma2025-qwen2.5-1.5b-zero-offload, 1,365 ms).
+
+Run: .venv/bin/python benchmarks/fit_step_model.py  (about a minute; prints each value)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tiersim.config.load import load_scenario
+from tiersim.engine.simulate import simulate
+from tiersim.workload.comms import alone_s
+from tiersim.workload.work import build_workload
+
+PUBLISHED = Path(__file__).resolve().parents[1] / "scenarios" / "published"
+TABLE4_LAYER_S = 19.6e-3  # Korthikanti et al. 2022, Table 4, 22B, no recompute
+
+
+def bisect(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
+    """The x in [lo, hi] with f(x) = target, f monotone."""
+    rising = f(hi) > f(lo)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if (f(mid) < target) == rising:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _scenario(path: Path, sets: list[str]):
+    return load_scenario(path, sets).scenario
+
+
+def table4_layer_s(efficiency: float) -> float:
+    sets = [
+        "training.recompute=none",
+        "parallel.sequence=false",
+        f"hardware.gpu.efficiency={efficiency}",
+    ]
+    s = _scenario(PUBLISHED / "korthikanti2022-22b-full-recompute.yaml", sets)
+    layer = build_workload(s).units[0]
+    return (
+        layer.forward_s
+        + layer.backward_s
+        + alone_s(s, layer.tp_forward)
+        + alone_s(s, layer.tp_backward)
+    )
+
+
+def step_s(name: str, key: str, value: float) -> float:
+    return simulate(_scenario(PUBLISHED / name, [f"{key}={value}"])).time_s
+
+
+def main() -> None:
+    eta = bisect(table4_layer_s, TABLE4_LAYER_S, 0.3, 1.0)
+    print(f"dgx-a100 gpu.efficiency (Table 4, 22B layer 19.6 ms): {eta:.4f}")
+    smith = "smith2022-mtnlg-530b-280nodes.yaml"
+    key = "parallel.pipeline_engine_overhead"
+    over = bisect(lambda x: step_s(smith, key, x), 60.1, 0.0, 1.0)
+    print(f"MT-NLG {key} (Smith 280 nodes, 60.1 s): {over:.4f}")
+    zero2 = "ma2025-qwen2.5-1.5b-zero2.yaml"
+    ma_eta = bisect(lambda x: step_s(zero2, "hardware.gpu.efficiency", x), 0.240, 0.05, 1.0)
+    print(f"Ma 2025 gpu.efficiency (1.5B ZeRO-2, 240 ms): {ma_eta:.4f}")
+    offload = "ma2025-qwen2.5-1.5b-zero-offload.yaml"
+    rate = bisect(
+        lambda x: step_s(offload, "hardware.cpu.optimizer_rate", f"{x} Gparam/s"),
+        1.365,
+        0.1,
+        5.0,
+    )
+    print(
+        f"Ma 2025 cpu.optimizer_rate (1.5B offload, 1,365 ms; with the efficiency set in "
+        f"the scenario): {rate:.4f} Gparam/s"
+    )
+
+
+if __name__ == "__main__":
+    main()

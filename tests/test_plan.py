@@ -1,0 +1,221 @@
+"""`tiersim plan` end to end on the default and the 70B NVMe scenarios, with narrow plan:
+sections (the default space is too large to simulate, and says so), and every reported plan
+rerun with `tiersim run --set` to the same figures."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+from conftest import SCENARIOS
+
+from tiersim.cli import main
+from tiersim.plan.space import Space, candidates, override_text
+
+P7B = 6_738_415_616  # Llama-2-7B parameters
+
+
+def _cli(*args: object) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _with_plan(tmp: Path, scenario: str, extra: str) -> Path:
+    path = tmp / scenario
+    path.write_text((SCENARIOS / scenario).read_text() + "\n" + extra)
+    return path
+
+
+DEFAULT_PLAN = """plan:
+  placement.optimizer: [hbm, dram, hbf]
+  placement.master: [hbm, hbf]
+  training.micro_batch_size: [1, 2]
+"""
+NVME_PLAN = """budget:
+  hbf: {lifetime: 5 years}
+plan:
+  placement.optimizer: [nvme, hbf]
+  placement.optimizer_compute: [cpu, gpu]
+"""
+
+
+@pytest.fixture(scope="module")
+def default_plan(tmp_path_factory):
+    path = _with_plan(tmp_path_factory.mktemp("plan"), "default.yaml", DEFAULT_PLAN)
+    code, out, err = _cli("plan", path, "--format", "json", "--workers", "1", "--top", "3")
+    assert code == 0, err
+    return path, json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def nvme_plan(tmp_path_factory):
+    path = _with_plan(tmp_path_factory.mktemp("plan"), "llama2-70b-zero3-nvme.yaml", NVME_PLAN)
+    code, out, err = _cli("plan", path, "--format", "json", "--workers", "1")
+    assert code == 0, err
+    return path, json.loads(out)
+
+
+def _reported(plan: dict) -> list[dict]:
+    q = plan["hbf_optimizer"] or {}
+    return plan["plans"] + [q[k] for k in ("with", "without", "worn") if q.get(k)]
+
+
+def _rerun_matches(path: Path, entry: dict) -> None:
+    sets = [a for o in entry["overrides"] for a in ("--set", o)]
+    code, out, err = _cli("run", path, "--format", "json", "--out", path.parent / "rerun", *sets)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["step"]["time_s"] == entry["step_time_s"]
+    assert report["step"]["tokens_per_s"] == entry["tokens_per_s"]
+    assert {n: t["peak_bytes"] for n, t in report["tiers"].items()} == {
+        n: p["peak_bytes"] for n, p in entry["peaks"].items()
+    }
+    for tier, wear in entry["wear"].items():
+        assert report["wear"][tier]["lifetime_days"] == wear["lifetime_days"]
+        assert report["wear"][tier]["within_budget"] == wear["within_budget"]
+
+
+def test_default_plan_ranks_what_fits_and_holds(default_plan):
+    _, plan = default_plan
+    c = plan["candidates"]
+    # 3 x 2 x 2 = 12; all in HBM at 2 sequences per micro-batch does not fit: 16 bytes per
+    # parameter (107.8 GB) + two micro-batches of activations (2 x 18 GB) + 1 GiB > 141 GB
+    assert plan["space"]["size"] == 12 and c["checked"] == 12
+    assert c["do_not_fit"] == {"hbm": 1} and c["simulated"] == 11
+    assert 16 * P7B + 2 * 18e9 + 2**30 > 141e9
+    scores = [p["tokens_per_s"] for p in plan["plans"]]
+    assert scores == sorted(scores, reverse=True) and len(scores) == 3
+    for entry in plan["plans"]:
+        assert entry["fits"] and entry["within_budgets"]
+        assert all(w["within_budget"] is not False for w in entry["wear"].values())
+
+
+def test_default_plan_every_reported_plan_reruns(default_plan):
+    path, plan = default_plan
+    for entry in _reported(plan):
+        _rerun_matches(path, entry)
+
+
+def test_hbf_cannot_hold_optimizer_state_for_five_years(default_plan):
+    _, plan = default_plan
+    q = plan["hbf_optimizer"]
+    # By hand: Adam moments alone are 8 bytes per parameter, 53.9 GB written per step; HBF's
+    # 4 TB x 3,000 P/E cycles over 5 years allow 6.58 TB a day: under 122 steps a day, while a
+    # step of ~9 s runs ~9,800 a day. No plan with it on HBF holds; the best one fails wear.
+    allowed_per_day = 4e12 * 3000 / (5 * 365)
+    assert allowed_per_day / (8 * P7B) < 122
+    assert q["with"] is None and q["answer"].startswith("No:")
+    worn = q["worn"]
+    assert "placement.optimizer=hbf" in worn["overrides"]
+    assert worn["fits"] and worn["wear"]["hbf"]["within_budget"] is False
+    assert worn["remedies"]["max_steps_per_day"] < 122
+    assert q["without"]["overrides"] == plan["plans"][0]["overrides"]
+
+
+def test_nvme_plan_best_fits_holds_and_reruns(nvme_plan):
+    path, plan = nvme_plan
+    assert plan["space"]["size"] == 4
+    best = plan["plans"][0]
+    assert best["fits"] and best["within_budgets"]
+    for entry in _reported(plan):
+        _rerun_matches(path, entry)
+
+
+def test_table_output(default_plan, tmp_path):
+    path, _ = default_plan
+    code, out, err = _cli("plan", path, "--workers", "1", "--top", "1")
+    assert code == 0, err
+    assert "#1 " in out and "tokens/s" in out and "rerun:  tiersim run" in out
+    assert "Can HBF hold optimizer state? No:" in out
+    assert "candidates checked against the inventory" in err and "plans simulated" in err
+
+
+def test_default_space_is_too_large_and_says_how_to_narrow(tmp_path):
+    code, _, err = _cli("plan", SCENARIOS / "default.yaml")
+    # 4 tiers for each of 5 classes, 4 ZeRO stages, micro-batch 1/2/4/8 (divide 16),
+    # 3 recompute modes, prefetch 1/2/4, optimizer on GPU or CPU
+    assert 4**5 * 4 * 4 * 3 * 3 * 2 == 294_912
+    assert code == 2
+    assert "search space too large: 294,912 candidates" in err
+    assert "192 candidates: plan: {placement.optimizer: [hbm, dram, nvme, hbf], " in err
+    assert len(err.strip().splitlines()) == 1  # a problem is one line
+    assert "Traceback" not in err
+
+
+def test_time_limit_and_bad_inputs_exit_2(default_plan, tmp_path):
+    path, _ = default_plan
+    code, _, err = _cli("plan", path, "--time-limit", "1 us", "--workers", "1")
+    assert code == 2 and "over --time-limit" in err
+    code, _, err = _cli("plan", path, "--time-limit", "soon")
+    assert code == 2 and "--time-limit" in err
+    code, _, err = _cli("plan", path, "--objective", "cost")
+    assert code == 2 and "hardware.price_per_gpu_hour" in err
+    bad = _with_plan(tmp_path, "default.yaml", "plan:\n  placement.optimiser: [hbm]\n")
+    code, _, err = _cli("plan", bad)
+    assert code == 2 and "plan.placement.optimiser: unknown key 'optimiser'" in err
+
+
+def test_cost_objective_is_price_over_goodput(tmp_path):
+    text = "hardware:\n  preset: h200-hbf\n  price_per_gpu_hour: 3.6\n"
+    path = tmp_path / "s.yaml"
+    body = (SCENARIOS / "default.yaml").read_text().replace("hardware:\n  preset: h200-hbf\n", text)
+    path.write_text(body + "plan:\n  placement.optimizer: [hbm, dram]\n")
+    code, out, err = _cli("plan", path, "--objective", "cost", "--format", "json", "--workers", "1")
+    assert code == 0, err
+    plans = json.loads(out)["plans"]
+    for p in plans:  # 8 GPUs x 3.6 an hour = 0.008 a second, over the tokens made in it
+        assert abs(p["cost_per_million_tokens"] - 0.008 / p["goodput_tokens_per_s"] * 1e6) < 1e-9
+    costs = [p["cost_per_million_tokens"] for p in plans]
+    assert costs == sorted(costs)
+
+
+def test_batch_pairs_stay_at_the_batch_per_gpu():
+    space = Space(("training.micro_batch_size",), ((1, 2, 3),), 16, True)
+    got = [dict(c) for c in candidates(space)]
+    assert got == [
+        {"training.micro_batch_size": 1, "training.grad_accumulation": 16},
+        {"training.micro_batch_size": 2, "training.grad_accumulation": 8},
+    ]
+
+
+@pytest.mark.parametrize(
+    "value, text", [("hbm", "p=hbm"), (2, "p=2"), (True, "p=true"), ("50 GB/s", "p=50 GB/s")]
+)
+def test_overrides_read_back_as_given(value, text):
+    assert override_text("p", value) == text
+    assert override_text("p", "2") == "p='2'"  # a string that YAML would read as a number
+
+
+def test_validate_checks_the_plan_section(tmp_path):
+    bad = _with_plan(tmp_path, "default.yaml", "plan:\n  placement.optimiser: [hbm]\n")
+    code, _, err = _cli("validate", bad)
+    assert code == 2 and "plan.placement.optimiser: unknown key 'optimiser'" in err
+    empty = _with_plan(tmp_path, "default.yaml", "plan:\n  placement.optimizer: []\n")
+    code, _, err = _cli("validate", empty)
+    assert code == 2 and "plan.placement.optimizer" in err and "Traceback" not in err
+    good = _with_plan(tmp_path, "default.yaml", DEFAULT_PLAN)
+    assert _cli("validate", good)[0] == 0
+
+
+def test_goodput_objective_counts_checkpoints_and_failures(tmp_path):
+    extra = (  # state off HBF (it would fail its wear budget), a failure every 3 hours
+        "failures: {mtbf: 3 h}\nplan:\n  checkpoint.every_steps: [10, 1000]\n"
+        "  placement.optimizer: [hbm]\n  placement.master: [hbm]\n"
+    )
+    path = _with_plan(tmp_path, "default.yaml", extra)
+    code, out, err = _cli("plan", path, "--objective", "goodput", "--format", "json")
+    assert code == 0, err
+    plans = json.loads(out)["plans"]
+    goodputs = [p["goodput_tokens_per_s"] for p in plans]
+    assert goodputs == sorted(goodputs, reverse=True) and len(plans) == 2
+    for entry in plans:  # tokens/s x the checkpoint's goodput share, from the rerun's report
+        sets = [a for o in entry["overrides"] for a in ("--set", o)]
+        code, out, err = _cli("run", path, "--format", "json", "--out", tmp_path / "r", *sets)
+        report = json.loads(out)
+        share = report["checkpoint"]["goodput"]
+        assert entry["goodput_tokens_per_s"] == report["step"]["tokens_per_s"] * share

@@ -1,0 +1,25 @@
+"""README.md lists every command and every one of its options, and each has help text."""
+
+from pathlib import Path
+
+from tiersim.cli import build_parser
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def _commands():
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    return sub.choices.items()
+
+
+def test_every_command_and_option_is_in_the_readme_with_help():
+    for name, command in _commands():
+        assert f"`tiersim {name}" in README, name
+        assert command.description, name
+        for action in command._actions:
+            if "-h" in action.option_strings:
+                continue
+            assert action.help, f"{name} {action.option_strings or action.dest}: no help text"
+            for option in action.option_strings:
+                assert option in README, f"tiersim {name} {option}"

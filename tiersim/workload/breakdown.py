@@ -1,0 +1,89 @@
+"""Where the simulated stage's step time goes, as the model prices it (per GPU, per step).
+
+- `gemm_s`: matrix multiplies (forward, backward, recompute; the embedding and head too);
+- `memory_bound_s`: the elementwise kernels between them (norms, softmax, dropout,
+  activations, residuals, cross-entropy);
+- `framework_s`: what `parallel.pipeline_engine_overhead` adds to those;
+- `collectives_s`: collectives that block the GPU stream (tensor-parallel ones, the pipeline's
+  point-to-point exchanges, data-parallel gradients with `overlap_gradient_reduce: false`,
+  the tied-embedding sync), each at its time alone, plus the slowdown hidden tensor-parallel
+  collectives cause (`gpu.collective_sm_share`);
+- `bubble_s`: the pipeline's fill and drain with every stage like this one, (p - 1) x one
+  micro-batch's forward and backward through a chunk;
+- `imbalance_s`: the rest of the pipeline wait: stages heavier than this one (the first
+  stage's embedding, the last stage's output head and loss).
+The engine's own figures (`exposed_transfer_s`, `pipeline_bubble_s`) are what the simulation
+saw; these are the model's prices, from which they result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tiersim.config.schema import Scenario
+from tiersim.state.model import Transformer
+from tiersim.workload import kernels
+from tiersim.workload.comms import alone_s
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    gemm_s: float
+    memory_bound_s: float
+    framework_s: float
+    collectives_s: float
+    bubble_s: float
+    imbalance_s: float
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(vars(self))
+
+
+def _kernel_totals(s: Scenario, model, units, stage: int) -> tuple[float, float]:
+    """(GEMM, memory-bound) seconds of one micro-batch through the stage's units."""
+    if not isinstance(model, Transformer):  # no shapes: all of compute counted as GEMM
+        return sum(u.forward_s + u.backward_s + u.recompute_s for u in units), 0.0
+    first, last = stage == 0, stage == s.parallel.pipeline - 1
+    gemm = memory = 0.0
+    for i, _ in enumerate(units):
+        for k in kernels.unit_kernels(s, model, i < len(units) - 1, first, last):
+            gemm, memory = gemm + k.gemm_s, memory + k.memory_s
+    return gemm, memory
+
+
+def _blocking_s(s: Scenario, units, dp_per_microbatch: bool) -> float:
+    """The step's blocking collectives over the stage's units, each at its time alone."""
+    m = s.training.grad_accumulation
+    total = m * sum(alone_s(s, u.tp_forward) + alone_s(s, u.tp_backward) for u in units)
+    for u in units:
+        if not s.parallel.overlap_gradient_reduce:
+            total += alone_s(s, u.dp_gradients) * (m if dp_per_microbatch else 1)
+        total += alone_s(s, u.embedding_sync)
+    return total
+
+
+def step_breakdown(
+    s: Scenario,
+    model,
+    units,
+    stage: int,
+    pipeline_idle: tuple[float, float, float],
+    dp_per_microbatch: bool,
+) -> StepBreakdown:
+    """`pipeline_idle`: (the stage's pipeline idle time, the uniform fill and drain within
+    it, one micro-batch's point-to-point time on this stage)."""
+    m = s.training.grad_accumulation
+    gemm, memory = _kernel_totals(s, model, units, stage)
+    scale = kernels.overhead(s) if isinstance(model, Transformer) else 1.0
+    compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
+    sm_share = max(0.0, compute - m * scale * (gemm + memory))
+    idle, fill, p2p = pipeline_idle
+    blocking = _blocking_s(s, units, dp_per_microbatch) + m * p2p + sm_share
+    return StepBreakdown(
+        gemm_s=m * gemm,
+        memory_bound_s=m * memory,
+        framework_s=m * (scale - 1.0) * (gemm + memory),
+        collectives_s=blocking,
+        bubble_s=fill,
+        imbalance_s=max(0.0, idle - fill - m * p2p),
+    )

@@ -1,0 +1,195 @@
+"""The kernels of one transformer layer, and of the embedding and output head, for one
+micro-batch on one GPU: every GEMM by its shape, every memory-bound kernel by its bytes.
+
+GEMMs (`tiersim.hardware.gemm`: peak x `gpu.efficiency` x wave quantization), with T = s·b
+tokens, tensor-parallel size t, q = heads·head_dim, kv = kv_heads·head_dim, f = ffn_hidden:
+- forward: QKV (T x (q+2kv)/t, K = h), attention projection (T x h, K = q/t), FC1
+  (T x f/t, or 2f/t gated, K = h), FC2 (T x h, K = f/t); attention QK^T (s x s, K = head_dim)
+  and PV (s x head_dim, K = s), batched over b·heads/t;
+- backward: each linear's input gradient (T x K by N) and weight gradient (K x N by T), and
+  attention's four batched products (dQ, dK, dP, dV);
+- recompute: full, the whole forward again; selective, attention's QK^T and PV again.
+
+Memory-bound kernels (Megatron-LM's fused GPT kernels, fp16/bf16), bytes read + written per
+element, at HBM bandwidth x `gpu.memory_efficiency`; e = T·h hidden elements (e/t under
+sequence parallelism: norms, dropouts and residuals run on the shard), e_f = T·f/t, and
+e_a = b·(heads/t)·s² attention scores:
+- forward: 2 LayerNorms (read, write: 4 B), 2 bias-dropout-adds (2 reads, a write, a 1-byte
+  mask: 7 B) = 22·e; bias-GeLU 4·e_f (gated: the two halves read, one written, 6·e_f);
+  scale-mask-softmax 4, attention dropout 5, the QK^T output written and PV's probabilities
+  read 4 = 13·e_a;
+- backward: LayerNorms 6 B x 2, residual-gradient adds 6 x 2, dropout + bias gradient 7 x 2
+  = 38·e; GeLU 8·e_f (gated 10·e_f); softmax 6, attention dropout 5, the batched GEMMs'
+  gradient reads and writes 8 = 19·e_a;
+- selective recompute: the attention core's 13·e_a again.
+Output head (last stage): the final LayerNorm fwd + bwd 16·e, the fp32 vocabulary-parallel
+cross-entropy 50 B per logit (T·V/t: the logits cast, max, exp, sum, the loss and its
+gradient), a third of those bytes counted in forward and two thirds in backward.
+Embedding (first stage): lookup, position add and dropout, fwd + bwd, 16·e on the full
+hidden states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.hardware.gemm import gemm_s
+from tiersim.state.inventory import master_bytes
+from tiersim.state.model import Transformer
+
+FWD_HIDDEN_B, BWD_HIDDEN_B = 22.0, 38.0  # per element of the hidden states (e)
+FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), GeLU
+FWD_GATED_B, BWD_GATED_B = 6.0, 10.0  # the same with a gated MLP (SwiGLU)
+FWD_SCORES_B, BWD_SCORES_B = 13.0, 19.0  # per attention score (e_a)
+HEAD_NORM_B, LOGIT_B, EMBEDDING_B = 16.0, 50.0, 16.0
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """Seconds of one pass over one micro-batch, matrix multiplies and memory-bound apart."""
+
+    gemm_s: float = 0.0
+    memory_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.gemm_s + self.memory_s
+
+    def __add__(self, other: Kernels) -> Kernels:
+        return Kernels(self.gemm_s + other.gemm_s, self.memory_s + other.memory_s)
+
+
+@dataclass(frozen=True)
+class LayerKernels:
+    forward: Kernels
+    backward: Kernels
+    recompute: Kernels
+
+
+class _Shape:
+    """The per-GPU sizes of one micro-batch (see the module docstring's names)."""
+
+    def __init__(self, s: Scenario, model: Transformer) -> None:
+        par, gpu = s.parallel, s.hardware.gpu
+        self.t = par.tensor
+        self.seq, self.b = s.seq_len, s.training.micro_batch_size
+        self.tokens = self.seq * self.b
+        self.model = model
+        self.peak = gpu.peak_flops[s.training.precision.weights]
+        self.eta, self.sms = gpu.efficiency, gpu.sm_count
+        hbm = s.hardware.tiers[gpu.memory]
+        self.hbm_bw = min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency
+        hidden = float(self.tokens * model.hidden)
+        self.e = hidden / self.t if par.sequence else hidden
+        self.e_full = hidden
+        self.e_f = self.tokens * model.ffn_hidden / self.t
+        self.heads = max(1, model.heads // self.t)
+        self.e_a = float(self.b * self.heads * self.seq * self.seq)
+
+    def gemm(self, m: int, n: int, k: int, batch: int = 1) -> float:
+        return gemm_s(m, n, k, self.peak, self.eta, self.sms, batch)
+
+    def memory(self, nbytes: float) -> float:
+        return nbytes / self.hbm_bw
+
+    def linears(self) -> list[tuple[int, int, int]]:
+        """(M, N, K) of the layer's four forward linears."""
+        m, t, T = self.model, self.t, self.tokens
+        q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+        fc1 = (2 if m.gated_mlp else 1) * m.ffn_hidden
+        return [
+            (T, max(1, (q + 2 * kv) // t), m.hidden),
+            (T, m.hidden, max(1, q // t)),
+            (T, max(1, fc1 // t), m.hidden),
+            (T, m.hidden, max(1, m.ffn_hidden // t)),
+        ]
+
+    def attention_forward(self) -> float:
+        s, d, batch = self.seq, self.model.head_dim, self.b * self.heads
+        return self.gemm(s, s, d, batch) + self.gemm(s, d, s, batch)
+
+
+def layer_kernels(s: Scenario, model: Transformer) -> LayerKernels:
+    """One layer's forward, backward and recompute kernels for one micro-batch."""
+    sh = _Shape(s, model)
+    attention = sh.attention_forward()
+    lin_f = sum(sh.gemm(m, n, k) for m, n, k in sh.linears())
+    lin_b = sum(sh.gemm(m, k, n) + sh.gemm(k, n, m) for m, n, k in sh.linears())
+    att_b = 2.0 * attention  # dQ, dK (as QK^T's shapes) and dP, dV (as PV's)
+    gated = model.gated_mlp
+    ffn_f, ffn_b = (FWD_GATED_B, BWD_GATED_B) if gated else (FWD_FFN_B, BWD_FFN_B)
+    scores_f = FWD_SCORES_B * sh.e_a
+    forward = Kernels(lin_f + attention, sh.memory(FWD_HIDDEN_B * sh.e + ffn_f * sh.e_f + scores_f))
+    backward = Kernels(
+        lin_b + att_b,
+        sh.memory(BWD_HIDDEN_B * sh.e + ffn_b * sh.e_f + BWD_SCORES_B * sh.e_a),
+    )
+    recompute = {
+        "none": Kernels(),
+        "full": forward,
+        "selective": Kernels(attention, sh.memory(scores_f)),
+    }[s.training.recompute]
+    return LayerKernels(forward, backward, recompute)
+
+
+def head_kernels(s: Scenario, model: Transformer) -> tuple[Kernels, Kernels]:
+    """The output head's forward and backward: final norm, logits GEMM, cross-entropy."""
+    sh = _Shape(s, model)
+    T, h, vt = sh.tokens, model.hidden, max(1, -(-model.vocab // sh.t))
+    memory = sh.memory(HEAD_NORM_B * sh.e + LOGIT_B * T * vt)
+    forward = Kernels(sh.gemm(T, vt, h), memory / 3.0)
+    backward = Kernels(sh.gemm(T, h, vt) + sh.gemm(h, vt, T), memory * 2.0 / 3.0)
+    return forward, backward
+
+
+def embedding_kernels(s: Scenario, model: Transformer) -> tuple[Kernels, Kernels]:
+    """The embedding's lookup, position add and dropout, forward and backward."""
+    sh = _Shape(s, model)
+    memory = sh.memory(EMBEDDING_B * sh.e_full)
+    return Kernels(memory_s=memory / 2.0), Kernels(memory_s=memory / 2.0)
+
+
+def overhead(s: Scenario) -> float:
+    """The compute-time multiplier of the framework's pipeline engine (1 for Megatron-LM)."""
+    return 1.0 + s.parallel.pipeline_engine_overhead
+
+
+def unit_kernels(
+    s: Scenario, model: Transformer, is_layer: bool, first_stage: bool, last_stage: bool
+) -> tuple[Kernels, Kernels, Kernels]:
+    """Forward, backward and recompute kernels of one unit (a layer, or the stage's rest:
+    the embedding on the first stage, the output head on the last)."""
+    if is_layer:
+        k = layer_kernels(s, model)
+        return k.forward, k.backward, k.recompute
+    fwd, bwd = Kernels(), Kernels()
+    if first_stage:
+        e_f, e_b = embedding_kernels(s, model)
+        fwd, bwd = fwd + e_f, bwd + e_b
+    if last_stage:
+        h_f, h_b = head_kernels(s, model)
+        fwd, bwd = fwd + h_f, bwd + h_b
+    return fwd, bwd, Kernels()
+
+
+def unit_times(
+    s: Scenario, model: Transformer, is_layer: bool, first_stage: bool, last_stage: bool
+) -> tuple[float, float, float]:
+    """Forward, backward and recompute seconds of one unit for one micro-batch."""
+    scale = overhead(s)
+    kernels = unit_kernels(s, model, is_layer, first_stage, last_stage)
+    fwd, bwd, rec = (scale * k.total_s for k in kernels)
+    return fwd, bwd, rec
+
+
+def mixed_precision_bytes(s: Scenario, params: float) -> float:
+    """Elementwise bytes a GPU optimizer step moves beyond the update itself when it keeps a
+    master copy (Megatron-LM's fp16/bf16 optimizer, per parameter): the gradient copied to
+    fp32 (read g, write 4), unscaled (8), its norm taken (4), clipped (8), the new weights
+    copied back (read 4, write w) and the gradient buffer zeroed (g)."""
+    if not master_bytes(s):
+        return 0.0
+    prec = s.training.precision
+    g, w = PRECISION_BYTES[prec.gradients], PRECISION_BYTES[prec.weights]
+    return params * (g + 4 + 8 + 4 + 8 + 4 + w + g)
