@@ -58,7 +58,8 @@ def _link(s: Scenario, group: str) -> tuple[GroupLink, int]:
         return p2p_link(s.hardware.network, par), 2
     if group == "embedding":
         return embedding_group_link(s.hardware.network, par), 2
-    size = {"tensor": par.tensor, "data": par.data}[group]
+    sizes = {"tensor": par.tensor, "data": par.data, "expert": par.expert}
+    size = sizes[group] if group in sizes else par.data // par.expert  # expert_data
     return group_link(s.hardware.network, size, rank_strides(par)[group]), size
 
 
@@ -94,6 +95,7 @@ def alone_s(s: Scenario, c: Comm | None) -> float:
     return c.latency_s + (c.nbytes / rate if rate != math.inf else 0.0)
 
 
+GROUPS = ("tensor", "data", "pipeline", "expert", "expert_data")
 NVLINK, NETWORK = Network(NetChannel.NVLINK), Network(NetChannel.NETWORK)
 
 
@@ -103,7 +105,7 @@ def capacities(s: Scenario) -> dict[Network, float]:
     rate any of them reaches, NCCL driving one ring per NIC)."""
     net = s.hardware.network
     out = {NVLINK: net.intra_node_bandwidth, NETWORK: 0.0}
-    for group in ("tensor", "data", "pipeline"):
+    for group in GROUPS:
         link, _ = _link(s, group)
         if link.kind == "network":
             out[NETWORK] = max(out[NETWORK], link.bandwidth)
@@ -116,7 +118,7 @@ def network_nics(s: Scenario) -> int:
     """NICs one GPU's rings drive at once on the network: the members per node of the group
     that sets the network's rate in `capacities` (1 where no group spans nodes)."""
     best = (0.0, 1)
-    for group in ("tensor", "data", "pipeline"):
+    for group in GROUPS:
         link, _ = _link(s, group)
         if link.kind == "network":
             best = max(best, (link.bandwidth, link.per_node))
