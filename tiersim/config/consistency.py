@@ -6,6 +6,7 @@ the first only."""
 from __future__ import annotations
 
 from tiersim.config.schema import Scenario
+from tiersim.config.variants import given_variants
 from tiersim.core.errors import Problem
 from tiersim.state.classes import PLACED
 
@@ -94,6 +95,24 @@ def _parallel_problems(s: Scenario) -> list[Problem]:
     return problems
 
 
+def _expert_problems(s: Scenario) -> list[Problem]:
+    """Expert parallelism splits the routed experts over ranks of the data-parallel group."""
+    e, experts = s.parallel.expert, s.model.experts
+    if e == 1:
+        return []
+    if experts is None:
+        what = "expert parallelism needs a mixture-of-experts model (model.experts)"
+        return [Problem("parallel.expert", f"is {e}, but {what}")]
+    problems = []
+    if s.parallel.data % e:
+        why = f"the data-parallel size ({s.parallel.data}) is not a multiple of it"
+        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
+    if experts % e:
+        why = f"the experts ({experts}) do not split evenly over it"
+        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
+    return problems
+
+
 def _precision_problems(s: Scenario) -> list[Problem]:
     weights = s.training.precision.weights
     if weights in s.hardware.gpu.peak_flops:
@@ -153,12 +172,27 @@ def _link_pair_problems(s: Scenario) -> list[Problem]:
     return problems
 
 
+def _implementation_problems(s: Scenario) -> list[Problem]:
+    """The huggingface accounting measured GPT-2- and Llama-style layers only."""
+    variants = [k for k in given_variants(s.model) if not k.startswith("sliding_window")]
+    if s.training.implementation != "huggingface" or not variants:
+        return []
+    what = (
+        f"huggingface activation accounting knows GPT-2- and Llama-style layers only, and the "
+        f"model gives {', '.join(variants)} (expected implementation: megatron for "
+        "mixture-of-experts, latent attention, q/k norms or post-norms)"
+    )
+    return [Problem("training.implementation", what)]
+
+
 def consistency_problems(s: Scenario) -> list[Problem]:
     return (
         _tier_problems(s)
         + _parallel_problems(s)
+        + _expert_problems(s)
         + _precision_problems(s)
         + _model_problems(s)
+        + _implementation_problems(s)
         + _position_problems(s)
         + _link_pair_problems(s)
     )

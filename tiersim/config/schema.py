@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from tiersim.config.variants import check_layer_variants
 from tiersim.core.units import UNLIMITED, Kind, fmt_bytes, fmt_rate, fmt_time, parse
 from tiersim.state.classes import OPTIMIZER_NAMES
 
@@ -102,6 +103,7 @@ Latency = Annotated[float, _unit(Kind.TIME), _non_negative(Kind.TIME)]
 FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), _at_least_one(Kind.FLOP_RATE)]
 ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), _at_least_one(Kind.PARAM_RATE)]
 PositiveInt = Annotated[int, Field(gt=0, le=2**40, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=2**40, strict=True)]
 
 
 def _integral(value: object) -> object:
@@ -192,6 +194,26 @@ class ModelSpec(Strict):
     mlp_bias: bool = False
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     position: Literal["learned", "rope", "none"] = "learned"
+    # layers not all alike (tiersim.state.layers): attention variants and mixture-of-experts
+    qk_norm: bool = False  # RMSNorm over each head's queries and keys (Qwen3, Gemma 3)
+    post_norms: bool = False  # a norm after attention and after the MLP too (Gemma 2, Gemma 3)
+    q_lora_rank: PositiveInt | None = None  # multi-head latent attention (DeepSeek V2/V3) ...
+    kv_lora_rank: PositiveInt | None = None  # ... is on when kv_lora_rank is given
+    qk_rope_head_dim: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
+    sliding_window: PositiveInt | None = None  # recorded: changes no parameter
+    sliding_window_layers: tuple[NonNegativeInt, ...] | None = None  # None: every layer
+    experts: PositiveInt | None = None  # routed experts per MoE layer; None: a dense model
+    experts_per_token: PositiveInt | None = None
+    expert_ffn_hidden: PositiveInt | None = None  # default: ffn_hidden
+    shared_experts: NonNegativeInt = 0
+    shared_expert_ffn_hidden: PositiveInt | None = None  # each; default: expert_ffn_hidden
+    shared_expert_gate: bool = False  # a sigmoid gate on the shared experts (Qwen2-MoE)
+    first_dense_layers: NonNegativeInt = 0  # DeepSeek's first_k_dense_replace
+    moe_every: PositiveInt = 1  # layer i is MoE when (i + 1) % moe_every == 0 (Qwen's step)
+    dense_layers: tuple[NonNegativeInt, ...] = ()  # dense whatever the rules above say
+    capacity_factor: Annotated[float, Field(ge=1, le=1000)] | None = None  # None: dropless
     # generic model: `parameters` and `layers`, optionally per-layer figures at the scenario's shape
     parameters: Count | None = None
     activation_bytes_per_layer: SizeOrZero | None = None  # 0 B: none kept (e.g. all recomputed)
@@ -227,6 +249,7 @@ class ModelSpec(Strict):
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
         if self.position == "learned" and self.max_positions is None:
             raise ValueError("learned position embeddings need 'max_positions'")
+        check_layer_variants(self)
         return self
 
 
@@ -319,6 +342,11 @@ class Parallel(Strict):
     # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
     # --overlap-grad-reduce, DeepSpeed with overlap_comm off); True: as each bucket is ready.
     overlap_gradient_reduce: bool = True
+    # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
+    # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
+    # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform)
+    expert: PositiveInt = 1
+    expert_imbalance: Annotated[float, Field(ge=1, le=1000)] = 1.0
     # True: backward's tensor-parallel collectives run beside the weight-gradient GEMMs
     # (Megatron-LM since late 2021, --async-tensor-model-parallel-allreduce); False: they
     # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).

@@ -119,6 +119,7 @@ class TrainingPasses:
         self.release_weights(u, held, op)
         self.end_use(u, op)
         self.ops.net(unit.tp_forward, step, [op], kind=OpKind.SYNC)
+        self.ops.net(unit.ep_forward, step, [op], kind=OpKind.SYNC)
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
@@ -176,6 +177,7 @@ class TrainingPasses:
         self.release_weights(u, held, op)
         self.end_use(u, op)
         self.ops.net(unit.tp_backward, step, [op], kind=OpKind.SYNC)
+        self.ops.net(unit.ep_backward, step, [op], kind=OpKind.SYNC)
         self.write_gradients(u, mb, step, op)
         return op
 

@@ -124,8 +124,8 @@ class GroupLink:
 
 def rank_strides(parallel: Parallel) -> dict[str, int]:
     """Distance between consecutive members of each group (Megatron-Core order tp-dp-pp)."""
-    t, d = parallel.tensor, parallel.data
-    return {"tensor": 1, "data": t, "pipeline": t * d}
+    t, d, e = parallel.tensor, parallel.data, parallel.expert
+    return {"tensor": 1, "data": t, "pipeline": t * d, "expert": t, "expert_data": t * e}
 
 
 def _placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:

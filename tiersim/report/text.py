@@ -16,27 +16,45 @@ from tiersim.state.classes import NAMES, zero_sharded
 from tiersim.state.inventory import Inventory, activation_items, homes
 
 
-def inventory_tables(s: Scenario, inv: Inventory) -> str:
-    home_of = homes(s)
+def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]]:
+    """One row per class: dense, per GPU (for an MoE model, also its two parts: the routed
+    experts' state and the rest), sharded, home."""
+    home_of, experts = homes(s), inv.experts_per_gpu
+
+    def split(cls: str | None) -> list[str]:
+        if experts is None:
+            return []
+        whole = inv.per_gpu.total if cls is None else inv.per_gpu[cls]
+        routed = experts.total if cls is None else experts[cls]
+        return [fmt_bytes(whole - routed), fmt_bytes(routed)]
+
     rows = [
         [
             cls,
             fmt_bytes(inv.dense[cls]),
             fmt_bytes(inv.per_gpu[cls]),
+            *split(cls),
             "yes" if inv.sharded.get(cls) else "no",
             home_of[cls],
         ]
         for cls in NAMES
     ]
-    rows.append(["total", fmt_bytes(inv.dense.total), fmt_bytes(inv.per_gpu.total), "", ""])
+    rows.append(["total", fmt_bytes(inv.dense.total), fmt_bytes(inv.per_gpu.total)])
+    rows[-1] += [*split(None), "", ""]
+    parts = ["per GPU: other", "per GPU: experts"] if experts is not None else []
+    return ["class", "dense", "per GPU", *parts, "sharded", "home"], rows
+
+
+def inventory_tables(s: Scenario, inv: Inventory) -> str:
+    columns, rows = _class_rows(s, inv)
     par = s.parallel
     head = (
         f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}); "
         f"per GPU = stage {inv.stage} of pipeline {par.pipeline}, tensor {par.tensor}, "
-        f"data {par.data}, {_sharding(s, inv)}; {inv.inflight_microbatches:g} "
+        f"data {par.data}{_experts(s)}, {_sharding(s, inv)}; {inv.inflight_microbatches:g} "
         f"{'micro-batch' if inv.inflight_microbatches == 1 else 'micro-batches'} in flight"
     )
-    classes = render(["class", "dense", "per GPU", "sharded", "home"], rows, head)
+    classes = render(columns, rows, head)
     tier_rows = [
         [
             name,
@@ -78,6 +96,15 @@ def _activation_table(s: Scenario, inv: Inventory, top: int = 6) -> str:
         f"{acc.compute_bytes} B values)"
     )
     return render(["tensor", "group", "per GPU", "share"], rows, head) + "\n\n"
+
+
+def _experts(s: Scenario) -> str:
+    """', expert 8 (8 of 64 routed experts per GPU)' under expert parallelism."""
+    e, experts = s.parallel.expert, s.model.experts
+    if experts is None:
+        return ""
+    routed = f"{experts // e} of {experts} routed experts per GPU"
+    return f", expert {e} ({routed})" if e > 1 else f" ({routed})"
 
 
 def _sharding(s: Scenario, inv: Inventory) -> str:

@@ -83,6 +83,7 @@ class Inventory:
     inflight_microbatches: float
     sharded: dict[str, bool]
     tiers: dict[str, TierUse]
+    experts_per_gpu: ClassBytes | None = None  # the routed experts' share of per_gpu (MoE)
 
 
 # --- bytes per value ---------------------------------------------------------------------------
@@ -136,8 +137,8 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     if not m.tensor_split or tensor == 1:
         return m
     if m.cols > 1 and not m.split_rows:
-        return Matrix(m.rows, math.ceil(m.cols / tensor), m.count, True)
-    return Matrix(math.ceil(m.rows / tensor), m.cols, m.count, True, m.split_rows)
+        return replace(m, cols=math.ceil(m.cols / tensor))
+    return replace(m, rows=math.ceil(m.rows / tensor))
 
 
 def stage_layers(model: Model, stage: int, pipeline: int) -> list[ModelUnit]:
@@ -167,25 +168,40 @@ def _rest(model: Model, stage: int, pipeline: int) -> list[Matrix]:
     return rest
 
 
-def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:
+def _expert_split(m: Matrix, expert: int) -> Matrix:
+    """One GPU's share of the routed experts' tensors: 1/e of them (e divides the experts)."""
+    return replace(m, count=m.count // expert) if m.expert else m
+
+
+def _layer_split(m: Matrix, tensor: int, expert: int) -> Matrix:
+    return _expert_split(_split(m, tensor), expert)
+
+
+def unit_matrices(
+    model: Model, stage: int, pipeline: int, tensor: int, expert: int = 1
+) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
     the rest."""
     layers = [
-        [_split(m, tensor) for m in u.matrices]
+        [_layer_split(m, tensor, expert) for m in u.matrices]
         for u in stage_layers(model, stage, pipeline)
         for _ in range(u.count)
     ]
     return [*layers, [_split(m, tensor) for m in _rest(model, stage, pipeline)]]
 
 
-def stage_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
+def stage_matrices(
+    model: Model, stage: int, pipeline: int, tensor: int, expert: int = 1
+) -> list[Matrix]:
     """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
     many values whatever the depth)."""
     alike: Counter = Counter()
     for u in stage_layers(model, stage, pipeline):
         alike[u.matrices] += u.count
     stacked = [
-        replace(_split(m, tensor), count=m.count * n) for mats, n in alike.items() for m in mats
+        replace(m2, count=m2.count * n)
+        for mats, n in alike.items()
+        for m2 in (_layer_split(m, tensor, expert) for m in mats)
     ]
     return [
         *(m for m in stacked if m.count),
@@ -202,7 +218,7 @@ def layers_activation_bytes(
         alike[id(u.shape)] += u.count
     shapes = {id(u.shape): u.shape for u in layers}
     mbs, recompute, acc = s.training.micro_batch_size, s.training.recompute, accounting_for(s)
-    return sum(
+    return sum(  # a model whose layers differ gives each run its own shape (its first layer)
         n * shapes[k].layer_activation_bytes(s.seq_len, mbs, tensor, sequence, recompute, acc)
         for k, n in alike.items()
     )
@@ -272,13 +288,22 @@ def activation_items(s: Scenario, inv: Inventory) -> list[ActivationItem]:
                 False,
             )
         ]
-    else:
-        layer = kept(layer_items(model, seq, mbs, acc), recompute)
-    times = model.layers // par.pipeline * inv.inflight_microbatches * model.activation_factor
-    out = [
-        ActivationItem(i.group, i.name, divided([i], par.tensor, par.sequence) * times, True)
-        for i in layer
-    ]
+        runs = [(layer, model.layers // par.pipeline)]
+    else:  # each run of alike layers (dense or MoE) with its own items
+        runs = [
+            (
+                kept(layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)), recompute),
+                u.count,
+            )
+            for u in stage_layers(model, inv.stage, par.pipeline)
+        ]
+    per: dict[tuple[str, str], float] = {}
+    for items, count in runs:
+        times = count * inv.inflight_microbatches * model.activation_factor
+        for i in items:
+            key = (i.group, i.name)
+            per[key] = per.get(key, 0.0) + divided([i], par.tensor, par.sequence) * times
+    out = [ActivationItem(g, n, b, True) for (g, n), b in per.items()]
     out += [
         ActivationItem(
             i.group,
@@ -316,21 +341,45 @@ def shard_bytes(raw: int, params: int, data: int, padded: int | None) -> int:
     return math.ceil(raw / data)
 
 
+def shard_divisors(s: Scenario) -> tuple[int, int]:
+    """Ranks dense and routed-expert state is ZeRO-sharded over: the data-parallel group, and
+    its expert-data-parallel part (the ranks holding the same experts: data / expert)."""
+    return s.parallel.data, s.parallel.data // s.parallel.expert
+
+
+def sharded_parameter_bytes(
+    s: Scenario,
+    mats: list[Matrix],
+    shards: dict[str, bool],
+    divisor: int,
+    padded: int | None = None,
+) -> dict[str, int]:
+    """Bytes per per-parameter class of these tensors, the sharded classes over `divisor`."""
+    raw = raw_parameter_bytes(s, mats)
+    params = sum(m.size for m in mats)
+    return {
+        k: shard_bytes(v, params, divisor, padded) if shards.get(k) else v for k, v in raw.items()
+    }
+
+
 def _class_bytes(
     s: Scenario,
     mats: list[Matrix],
     activations: int,
     shards: dict[str, bool],
-    data: int,
+    single: bool,
     padded: int | None = None,
-) -> ClassBytes:
-    raw = raw_parameter_bytes(s, mats)
-    params = sum(m.size for m in mats)
-    sharded = {
-        k: shard_bytes(v, params, data, padded) if shards.get(k) else v for k, v in raw.items()
-    }
+) -> tuple[ClassBytes, ClassBytes]:
+    """Every class's bytes (dense state sharded over the data-parallel group, routed experts'
+    over their expert-data-parallel part), and the routed experts' share of them."""
+    dense_div, expert_div = (1, 1) if single else shard_divisors(s)
+    experts_m = [m for m in mats if m.expert]
+    padded = padded if not experts_m else None  # FSDP2's padding is known for dense models
+    dense = sharded_parameter_bytes(s, [m for m in mats if not m.expert], shards, dense_div, padded)
+    experts = sharded_parameter_bytes(s, experts_m, shards, expert_div)
     other = {"activations": activations, "workspace": int(s.training.workspace)}
-    return ClassBytes({c: sharded[c] if c in sharded else other[c] for c in NAMES})
+    total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
+    return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
 
 
 def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
@@ -340,12 +389,12 @@ def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
     acts = layers_activation_bytes(s, stage_layers(model, 0, 1), 1, False)
     if isinstance(model, Transformer):
         acts += divided(outside_items(model, seq, mbs, acc), 1, False)
-    return _class_bytes(s, mats, math.ceil(acts), {}, 1)
+    return _class_bytes(s, mats, math.ceil(acts), {}, True)[0]
 
 
-def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, float, int]:
+def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[tuple, float, int]:
     par = s.parallel
-    mats = stage_matrices(model, stage, par.pipeline, par.tensor)
+    mats = stage_matrices(model, stage, par.pipeline, par.tensor, par.expert)
     inflight = inflight_microbatches(
         stage, par.pipeline, par.virtual_pipeline, s.training.grad_accumulation
     )
@@ -353,7 +402,7 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, flo
     per_microbatch = layers_activation_bytes(s, layers, par.tensor, par.sequence)
     acts = math.ceil((per_microbatch + outside_activation_bytes(s, model, stage)) * inflight)
     padded = fsdp2_padded_values(s, model)
-    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), par.data, padded)
+    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s), False, padded)
     return per_gpu, inflight, sum(m.size for m in mats)
 
 
@@ -376,11 +425,12 @@ def tier_use(s: Scenario, per_gpu: ClassBytes) -> dict[str, TierUse]:
 def build_inventory(s: Scenario) -> Inventory:
     model = build_model(s.model)
     # stages 1 .. p - 2 hold the same tensors and no more in flight than stage 1: the most
-    # loaded stage (the first of equals) is among 0, 1 and p - 1
-    candidates = sorted({0, 1, s.parallel.pipeline - 1} & set(range(s.parallel.pipeline)))
+    # loaded stage (the first of equals) is among 0, 1 and p - 1 -- where layers are alike
+    p = s.parallel.pipeline
+    candidates = sorted({0, 1, p - 1} & set(range(p))) if not model.is_moe_model else range(p)
     stages = {k: _stage_bytes(s, model, k) for k in candidates}
-    stage = max(candidates, key=lambda k: stages[k][0].total)
-    per_gpu, inflight, params = stages[stage]
+    stage = max(candidates, key=lambda k: stages[k][0][0].total)
+    (per_gpu, experts), inflight, params = stages[stage]
     return Inventory(
         parameters=model.parameters,
         dense=dense_inventory(s, model),
@@ -390,6 +440,7 @@ def build_inventory(s: Scenario) -> Inventory:
         inflight_microbatches=inflight,
         sharded=sharded_classes(s),
         tiers=tier_use(s, per_gpu),
+        experts_per_gpu=experts if model.is_moe_model else None,
     )
 
 

@@ -24,12 +24,13 @@ from tiersim.state.inventory import (
     master_bytes,
     outside_activation_bytes,
     raw_parameter_bytes,
-    shard_bytes,
+    shard_divisors,
     sharded_classes,
+    sharded_parameter_bytes,
     stage_layers,
     unit_matrices,
 )
-from tiersim.state.model import Transformer, build_model
+from tiersim.state.model import LayerView, Transformer, build_model
 from tiersim.workload import kernels, pipeline
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
@@ -43,6 +44,7 @@ from tiersim.workload.comms import (
     tensor_comms,
 )
 from tiersim.workload.cpu_optimizer import cpu_update_s
+from tiersim.workload.experts import expert_comms
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.pipeline_steady import evaluate_steady
 
@@ -69,6 +71,10 @@ class Unit:
     dp_gradients: Comm | None = None  # reduce-scatter or all-reduce of the unit's gradients
     dp_parameters: Comm | None = None  # all-gather of updated weights after the optimizer
     embedding_sync: Comm | None = None  # tied embeddings: first and last stage, before update
+    expert_weights_full: int = 0  # the routed experts' share of weights_full
+    expert_gradients_full: int = 0
+    ep_forward: Comm | None = None  # expert parallelism's all-to-alls, blocking, per micro-batch
+    ep_backward: Comm | None = None
 
 
 @dataclass(frozen=True)
@@ -108,9 +114,12 @@ def _compute_times(
     only by its parameter count: its FLOPs at peak x efficiency, and each activation byte a
     layer keeps moved once in forward and twice in backward at HBM bandwidth (its
     memory-bound kernels); full recompute reruns the forward, selective has no attention to
-    rerun.
+    rerun. Layers the kernel model does not know yet (MoE, latent attention; a `LayerView`
+    of a model whose layers differ) are timed the second way, by their own FLOPs and bytes,
+    selective recompute rerunning QK^T, softmax and AV.
     """
-    if isinstance(model, Transformer):
+    plain = isinstance(model, Transformer) and model.moe is None and model.mla is None
+    if plain:
         return kernels.unit_times(s, model, is_layer, first_stage, last_stage)
     seq, mbs, t, rate = s.seq_len, s.training.micro_batch_size, s.parallel.tensor, _gpu_rate(s)
     if not is_layer:
@@ -120,6 +129,10 @@ def _compute_times(
     elementwise = _memory_bound_s(s, model, kept)
     fwd = model.layer_forward_flops(seq, mbs) / t / rate + elementwise
     recompute = fwd if s.training.recompute == "full" else 0.0
+    if s.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
+        scores = 5.0 * model.attention_heads * seq * seq * mbs / t  # softmax, mask, dropout
+        recompute = 4.0 * mbs * seq * seq * model.attention_width / t / rate
+        recompute += _memory_bound_s(s, model, scores)
     bwd = 2.0 * model.layer_forward_flops(seq, mbs) / t / rate + 2.0 * elementwise
     return fwd, bwd, recompute
 
@@ -132,19 +145,43 @@ def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tupl
     return gpu_s, cpu_update_s(s, offload_plan(s), updated_params, touched)
 
 
+def _homed(s: Scenario, mats, padded: int | None) -> tuple[dict[str, int], float, int, int]:
+    """Bytes homed per GPU of each per-parameter class (dense state sharded over the data-
+    parallel group, routed experts' over their expert-data-parallel part), the parameters the
+    optimizer updates here, and the routed experts' parameters and gradient bytes."""
+    shard = sharded_classes(s)
+    dense_div, expert_div = shard_divisors(s)
+    dense, experts = [m for m in mats if not m.expert], [m for m in mats if m.expert]
+    padded = padded if not experts else None  # FSDP2's padding is known for dense models
+    dense_b = sharded_parameter_bytes(s, dense, shard, dense_div, padded)
+    expert_b = sharded_parameter_bytes(s, experts, shard, expert_div)
+    homed = {c: dense_b[c] + expert_b[c] for c in dense_b}
+    p_dense, p_experts = sum(m.size for m in dense), sum(m.size for m in experts)
+    updated = float(p_dense + p_experts)
+    if shard["optimizer"]:
+        updated = p_dense / dense_div + p_experts / expert_div
+    return homed, updated, p_experts, raw_parameter_bytes(s, experts)["gradients"]
+
+
 def _unit(
-    s: Scenario, model, name: str, mats, is_layer: bool, ends: tuple[bool, bool], acts: int
+    s: Scenario,
+    model,
+    name: str,
+    mats,
+    is_layer: bool,
+    ends: tuple[bool, bool],
+    acts: int,
+    comms: Mapping[str, Comm] | None = None,
 ) -> Unit:
     first, last = ends
-    prec, d = s.training.precision, s.parallel.data
-    shard = sharded_classes(s)
+    prec = s.training.precision
     params = sum(m.size for m in mats)
     full = raw_parameter_bytes(s, mats)
     padded = fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
-    homed = {c: shard_bytes(b, params, d, padded) if shard[c] else b for c, b in full.items()}
-    w_full = params * PRECISION_BYTES[prec.compute_precision]  # the copy compute uses
+    homed, updated, expert_params, expert_g = _homed(s, mats, padded)
+    compute_bytes = PRECISION_BYTES[prec.compute_precision]
+    w_full = params * compute_bytes  # the copy compute uses
     g_full = full["gradients"]
-    updated = params / d if shard["optimizer"] else float(params)
     master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
@@ -168,6 +205,9 @@ def _unit(
         rec,
         gpu_opt if params else 0.0,
         cpu_opt if params else 0.0,
+        expert_weights_full=expert_params * compute_bytes,
+        expert_gradients_full=expert_g,
+        **(comms or {}),
     )
 
 
@@ -176,19 +216,37 @@ def _data_comms(s: Scenario, unit: Unit) -> dict[str, Comm | None]:
     all-gathered before every use; sharded gradients reduce-scattered every micro-batch;
     otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
     all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
-    after the update."""
+    after the update. Routed experts do the same over their expert-data-parallel group."""
     shard = sharded_classes(s)
     if s.parallel.data == 1 or unit.params == 0:
         return {}
+    sharded_update = shard["optimizer"] or shard["master"]
+    gradient_op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
     out: dict[str, Comm | None] = {}
     if shard["weights"]:
-        out["dp_weights"] = comm(s, "dp weights", "data", "all_gather", unit.weights_full)
-    sharded_update = shard["optimizer"] or shard["master"]
-    op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
-    out["dp_gradients"] = comm(s, "dp gradients", "data", op, unit.gradients_full)
+        out["dp_weights"] = _dense_and_experts(s, "dp weights", "all_gather", unit, "weights")
+    out["dp_gradients"] = _dense_and_experts(s, "dp gradients", gradient_op, unit, "gradients")
     if not shard["weights"] and sharded_update:
-        out["dp_parameters"] = comm(s, "dp parameters", "data", "all_gather", unit.weights_full)
+        out["dp_parameters"] = _dense_and_experts(s, "dp parameters", "all_gather", unit, "weights")
     return out
+
+
+def _dense_and_experts(s: Scenario, name: str, op, unit: Unit, cls: str) -> Comm | None:
+    """One collective of the unit's dense tensors over the data-parallel group and one of its
+    routed experts over theirs, as one flow (on the slower channel where they differ)."""
+    full = unit.weights_full if cls == "weights" else unit.gradients_full
+    experts = unit.expert_weights_full if cls == "weights" else unit.expert_gradients_full
+    if s.parallel.expert == 1:  # the experts' data-parallel group is the data-parallel group
+        return comm(s, name, "data", op, full)
+    dense = comm(s, name, "data", op, full - experts) if full - experts else None
+    routed = None
+    if experts and s.parallel.data // s.parallel.expert > 1:
+        routed = comm(s, name, "expert_data", op, experts)
+    if dense is None or routed is None:
+        return dense or routed
+    resource = max(dense.resource, routed.resource, key=lambda r: r.channel == "network")
+    latency = dense.latency_s + routed.latency_s
+    return Comm(name, dense.nbytes + routed.nbytes, latency, resource, "data")
 
 
 def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
@@ -210,8 +268,12 @@ def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden
     last stage's last chunk (Megatron's placement), so the last stage runs longest."""
     par = s.parallel
     p, v = par.pipeline, par.virtual_pipeline
-    f = sum(u.forward_s + _alone_s(u.tp_forward, cap) for u in layers) / v
-    b = sum(u.backward_s + u.recompute_s + _alone_s(u.tp_backward, cap) for u in layers) / v
+    f = sum(u.forward_s + _alone_s(u.tp_forward, cap) + _alone_s(u.ep_forward, cap) for u in layers)
+    b = sum(
+        u.backward_s + u.recompute_s + _alone_s(u.tp_backward, cap) + _alone_s(u.ep_backward, cap)
+        for u in layers
+    )
+    f, b = f / v, b / v
     fwd = [[f] * v for _ in range(p)]
     bwd = [[b] * v for _ in range(p)]
     for stage, chunk in ((0, 0), (p - 1, v - 1)):
@@ -265,16 +327,25 @@ def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
     was checked against max_layer_passes), then the rest (embedding, head); and the first
     unit's parameter tensors (what DeepSpeed's submodule fetch splits)."""
     par = s.parallel
-    groups = unit_matrices(model, stage, par.pipeline, par.tensor)
+    groups = unit_matrices(model, stage, par.pipeline, par.tensor, par.expert)
     ends = (stage == 0, stage == par.pipeline - 1)
     layers = [
-        (f"L{u.first + i}", u.shape)
+        (u.first + i, u.shape)
         for u in stage_layers(model, stage, par.pipeline)
         for i in range(u.count)
     ]
     units = [
-        _unit(s, shape, name, mats, True, ends, math.ceil(layer_activation_bytes(s, shape)))
-        for (name, shape), mats in zip(layers, groups[:-1], strict=True)
+        _unit(
+            s,
+            shape,
+            f"L{index}",
+            mats,
+            True,
+            ends,
+            math.ceil(layer_activation_bytes(s, shape)),
+            expert_comms(s, model, index),
+        )
+        for (index, shape), mats in zip(layers, groups[:-1], strict=True)
     ]
     outside = math.ceil(outside_activation_bytes(s, model, stage))
     units.append(_unit(s, model, "rest", groups[-1], False, ends, outside))
