@@ -13,6 +13,7 @@ from engine_helpers import merge, scenario
 
 from tiersim.engine.simulate import simulate
 from tiersim.state.model import build_model
+from tiersim.workload.comms import p2p_send_s
 from tiersim.workload.work import build_workload
 
 # 4 layers, h = 64, 4 heads of 16, gated MLP of 128; layers 1-3 MoE: 8 experts of width 32,
@@ -258,3 +259,19 @@ def test_an_hf_mixtral_moe_block_measured_and_its_difference_explained():
         + 6 * T * 128
     )  # the dense layer's MLP (f = 128) out, the MoE block in
     assert moe_part == counted
+
+
+def test_a_pipeline_of_unlike_stages_waits_on_the_other_stages_own_layers():
+    """Pipeline 2, one micro-batch: stage 0 holds the dense L0 and the MoE L1 (and the
+    embedding), stage 1 the MoE L2 and L3 (and the head). Stage 1 (more experts, the most
+    bytes) is simulated; with one micro-batch the step is stage 0's forward, stage 1's forward
+    and backward, stage 0's backward in turn, each with one point-to-point send x, so the idle
+    time of stage 1 is stage 0's own work (not a copy of stage 1's) plus four sends."""
+    s = scenario(small(parallel={"pipeline": 2}, training={"grad_accumulation": 1}))
+    wl = build_workload(s)
+    assert wl.stage == 1 and [u.name for u in wl.units] == ["L2", "L3", "rest"]
+    rate, hbm = 989e12 * 0.781, 3.35e12  # as test_workload_units_follow_their_layers
+    flops, kept = 2_752_512 + 1_998_848, 71_680 + 77_568  # L0 (dense) and L1 (MoE)
+    stage0 = 3 * flops / rate + 3 * kept / hbm  # forward once, backward twice
+    x = p2p_send_s(s, 64)
+    assert wl.bubble_s == pytest.approx(stage0 + 4 * x, rel=1e-9)

@@ -23,6 +23,9 @@ def _tier_problems(s: Scenario) -> list[Problem]:
     placement = s.placement.model_dump()
     for cls in PLACED:
         check(f"placement.{cls}", placement[cls])
+    for cls, tier in placement["experts"].items():
+        if tier is not None:
+            check(f"placement.experts.{cls}", tier)
     check("hardware.gpu.memory", s.hardware.gpu.memory)
     check("hardware.cpu.memory", s.hardware.cpu.memory)
     for name, link in s.hardware.links.items():
@@ -98,6 +101,10 @@ def _parallel_problems(s: Scenario) -> list[Problem]:
 def _expert_problems(s: Scenario) -> list[Problem]:
     """Expert parallelism splits the routed experts over ranks of the data-parallel group."""
     e, experts = s.parallel.expert, s.model.experts
+    apart = [c for c, tier in s.placement.experts.model_dump().items() if tier is not None]
+    if apart and experts is None:
+        what = "a home for the routed experts' state needs a mixture-of-experts model"
+        return [Problem(f"placement.experts.{apart[0]}", f"is set, but {what} (model.experts)")]
     if e == 1:
         return []
     if experts is None:

@@ -356,6 +356,16 @@ class Parallel(Strict):
     pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
 
 
+class ExpertPlacement(Strict):
+    """A mixture-of-experts model's routed experts' own home tier of each per-parameter class
+    (their weights, gradients, master copy, optimizer state); unset: the dense state's."""
+
+    weights: str | None = None
+    gradients: str | None = None
+    master: str | None = None
+    optimizer: str | None = None
+
+
 class Placement(Strict):
     weights: str = "hbm"
     gradients: str = "hbm"
@@ -363,6 +373,7 @@ class Placement(Strict):
     optimizer: str = "hbm"
     activations: str = "hbm"
     optimizer_compute: Literal["gpu", "cpu"] = "gpu"
+    experts: ExpertPlacement = ExpertPlacement()
 
 
 # --- hardware ----------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ adds per step over it are applied above the engine (tiersim.analysis.checkpoint_
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 
 from tiersim.config.schema import Scenario
@@ -25,16 +26,21 @@ from tiersim.engine.ops import Role
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share
 from tiersim.state.classes import CHECKPOINTED
-from tiersim.state.inventory import homes
+from tiersim.state.placement import expert_homes, homes
 
 MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
 
 
-def _read_back_s(s: Scenario, setup, per_class: dict[str, int]) -> float:
-    home = homes(s)
+def _read_back_s(s: Scenario, setup) -> float:
+    """Each class read back from the target to its home, unit by unit's home (a layer's
+    routed experts may be homed apart), one home's bytes as one transfer."""
+    home, per_home = homes(s), Counter()
+    for u in setup.wl.units:
+        for cls in CHECKPOINTED:
+            per_home[(cls, (u.home or home)[cls])] += share(s, u, cls)
     total = 0.0
-    for cls, nbytes in per_class.items():
-        route = setup.topo.route(s.checkpoint.target, home[cls], nbytes)
+    for (_, tier), nbytes in per_home.items():
+        route = setup.topo.route(s.checkpoint.target, tier, nbytes)
         total += route.latency_s + nbytes / route.bottleneck
     return total
 
@@ -52,8 +58,12 @@ def _run_length(s: Scenario, setup, plain: StepResult, nbytes: int) -> tuple[int
     measured = s.simulation.warmup_steps
     if s.checkpoint.every_steps == 1:
         return measured + 2, frozenset(range(measured + 2))
-    home = homes(s)
-    slowest = min(setup.topo.route(home[c], s.checkpoint.target).bottleneck for c in CHECKPOINTED)
+    home, own = homes(s), expert_homes(s)
+    slowest = min(
+        setup.topo.route(where[c], s.checkpoint.target).bottleneck
+        for c in CHECKPOINTED
+        for where in (home, own)
+    )
     drain_steps = math.ceil(nbytes / slowest / plain.time_s) if plain.time_s > 0 else 1
     return measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1)), frozenset({measured})
 
@@ -129,7 +139,7 @@ def measure_checkpoint(
         bytes=nbytes,
         write_s=end - start,
         stall_s=max(0.0, _stall(s, plain, log.step_end, base_ends, end - start)),
-        read_back_s=_read_back_s(s, setup, per_class),
+        read_back_s=_read_back_s(s, setup),
         restart_s=s.checkpoint.restart,
         mtbf_s=None,  # the failure model's, applied with the interval
         written_by_tier={t: sum(by.values()) for t, by in written.items()},

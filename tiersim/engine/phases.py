@@ -10,6 +10,7 @@ reflection.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,6 +38,12 @@ class Context:
         gpu = s.hardware.gpu.memory
         opt_at = gpu if s.placement.optimizer_compute == "gpu" else s.hardware.cpu.memory
         return cls(s, wl, depth, gpu, opt_at, homes(s), offload_plan(s))
+
+    def home_of(self, u: int) -> Mapping[str, str]:
+        """Unit u's home of each class: its own (a layer's routed experts placed apart), else
+        the scenario's."""
+        own = self.wl.units[u].home
+        return self.home if own is None else own
 
 
 @dataclass

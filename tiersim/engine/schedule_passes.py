@@ -46,7 +46,7 @@ class TrainingPasses:
     def streamed(self, u: int) -> bool:
         unit = self.c.wl.units[u]
         return unit.weights_full > 0 and (
-            self.c.home["weights"] != self.c.gpu or unit.dp_weights is not None
+            self.c.home_of(u)["weights"] != self.c.gpu or unit.dp_weights is not None
         )
 
     def fetch_weights(self, u: int, step: int, tag: str) -> tuple[int | None, bool]:
@@ -63,7 +63,7 @@ class TrainingPasses:
                 "weights",
                 f"fetch weights {unit.name} {tag}",
                 step,
-                self.c.home["weights"],
+                self.c.home_of(u)["weights"],
                 self.c.gpu,
                 unit.weights_full,
                 gate,
@@ -73,7 +73,7 @@ class TrainingPasses:
             "weights",
             f"fetch weights shard {unit.name} {tag}",
             step,
-            self.c.home["weights"],
+            self.c.home_of(u)["weights"],
             self.c.gpu,
             unit.homed["weights"],
             gate,
@@ -124,7 +124,7 @@ class TrainingPasses:
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
         unit = self.c.wl.units[u]
-        home = self.c.home["activations"]
+        home = self.c.home_of(u)["activations"]
         op = self.ops.move(
             "activations",
             f"offload activations {unit.name} mb{mb}",
@@ -157,7 +157,7 @@ class TrainingPasses:
                 )
             )
         grads_off = unit.gradients_full > 0 and (
-            self.c.home["gradients"] != self.c.gpu or self.reduce_scatters(u)
+            self.c.home_of(u)["gradients"] != self.c.gpu or self.reduce_scatters(u)
         )
         op = self.ops.add(
             Op(
@@ -185,7 +185,7 @@ class TrainingPasses:
         """Offloaded activations back into GPU memory for the backward, `depth` uses ahead."""
         if offloaded is None:
             return None
-        unit, home = self.c.wl.units[u], self.c.home["activations"]
+        unit, home = self.c.wl.units[u], self.c.home_of(u)["activations"]
         fetch = self.ops.move(
             "activations",
             f"fetch activations {unit.name} mb{mb}",
@@ -205,13 +205,13 @@ class TrainingPasses:
 
     def accumulation_read(self, u: int, mb: int, step: int) -> int | None:
         unit = self.c.wl.units[u]
-        if mb == 0 or self.c.home["gradients"] == self.c.gpu:
+        if mb == 0 or self.c.home_of(u)["gradients"] == self.c.gpu:
             return None
         return self.ops.move(
             "gradients",
             f"accumulate-read gradients {unit.name} mb{mb}",
             step,
-            self.c.home["gradients"],
+            self.c.home_of(u)["gradients"],
             self.c.gpu,
             unit.homed["gradients"],
             [self.ready.gradients[u], self.prefetch_gate()],
@@ -227,7 +227,7 @@ class TrainingPasses:
         kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: the GPU waits for it
         reduced = self.ops.net(unit.dp_gradients if due else None, step, [bwd], kind=kind)
         done = reduced if reduced is not None else bwd
-        if self.c.home["gradients"] == self.c.gpu or unit.gradients_full == 0:
+        if self.c.home_of(u)["gradients"] == self.c.gpu or unit.gradients_full == 0:
             if self.reduce_scatters(u):
                 self.ops.free_after(done, self.c.gpu, unit.gradients_full)
             self.ready.gradients[u] = done
@@ -237,7 +237,7 @@ class TrainingPasses:
             f"write gradients {unit.name} mb{mb}",
             step,
             self.c.gpu,
-            self.c.home["gradients"],
+            self.c.home_of(u)["gradients"],
             boundary_bytes(self.c, u, last),
             [done],
             alloc_dst=False,

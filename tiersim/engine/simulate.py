@@ -19,13 +19,16 @@ from tiersim.engine.schedule_sharing import Schedules
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import build_model
+from tiersim.state.placement import expert_homes, homes
 from tiersim.workload.fetch import fetch_depth
 from tiersim.workload.pinned import delayed_update_bytes, pinned_host_bytes
 from tiersim.workload.work import Workload, build_workload
 
 
 def _streamed(s: Scenario, cls: str) -> bool:
-    return getattr(s.placement, cls) != s.hardware.gpu.memory
+    """Some of the class (the dense state's, or the routed experts') lives off the GPU."""
+    gpu = s.hardware.gpu.memory
+    return homes(s)[cls] != gpu or expert_homes(s)[cls] != gpu
 
 
 def streaming_minimum(s: Scenario, wl: Workload) -> int:

@@ -181,6 +181,11 @@ def placement_problems(s: Scenario, topo: Topology) -> list[Problem]:
         for c in STATE_CLASSES
         if c.placed and c.precision is not None
     ]
+    own = s.placement.experts.model_dump()  # the routed experts' homes need the same routes
+    for path, _, other, what in list(needs):
+        cls = path.removeprefix("placement.")
+        if own.get(cls) is not None:
+            needs.append((f"placement.experts.{cls}", own[cls], other, what))
     problems = []
     for path, home, other, what in needs:
         if home in s.hardware.tiers and other in s.hardware.tiers and not topo.route(home, other):
@@ -209,8 +214,9 @@ def _checkpoint_route_problems(s: Scenario, topo: Topology) -> list[Problem]:
     ck, tiers = s.checkpoint, s.hardware.tiers
     if not s.checkpoint_simulated or ck.target not in tiers:
         return []
-    home = s.placement.model_dump()
+    home, own = s.placement.model_dump(), s.placement.experts.model_dump()
     hops = [(home[c], ck.target) for c in CHECKPOINTED]
+    hops += [(own[c], ck.target) for c in CHECKPOINTED if own.get(c) is not None]
     if ck.mode == "async" and ck.staging in tiers:
         hops = [(home, ck.staging) for home, _ in hops] + [(ck.staging, ck.target)]
     missing = sorted({(a, b) for a, b in hops if a in tiers and not topo.route(a, b)})

@@ -13,13 +13,14 @@ from tiersim.report.table import render
 from tiersim.report.wear import fmt_days
 from tiersim.state.activations import accounting_for
 from tiersim.state.classes import NAMES, zero_sharded
-from tiersim.state.inventory import Inventory, activation_items, homes
+from tiersim.state.inventory import Inventory, activation_items
+from tiersim.state.placement import expert_homes, homes
 
 
 def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]]:
     """One row per class: dense, per GPU (for an MoE model, also its two parts: the routed
     experts' state and the rest), sharded, home."""
-    home_of, experts = homes(s), inv.experts_per_gpu
+    home_of, expert_home, experts = homes(s), expert_homes(s), inv.experts_per_gpu
 
     def split(cls: str | None) -> list[str]:
         if experts is None:
@@ -35,7 +36,8 @@ def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]
             fmt_bytes(inv.per_gpu[cls]),
             *split(cls),
             "yes" if inv.sharded.get(cls) else "no",
-            home_of[cls],
+            home_of[cls]
+            + (f" (experts: {expert_home[cls]})" if expert_home[cls] != home_of[cls] else ""),
         ]
         for cls in NAMES
     ]

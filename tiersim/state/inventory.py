@@ -26,7 +26,6 @@ from tiersim.state.classes import (
     OPTIMIZER_BY_NAME,
     PER_PARAMETER,
     SHARDABLE,
-    STATE_CLASSES,
     zero_sharded,
 )
 from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
@@ -39,6 +38,7 @@ from tiersim.state.model import (
     UnitKind,
     build_model,
 )
+from tiersim.state.placement import expert_homes, homes
 
 
 @dataclass(frozen=True)
@@ -406,20 +406,22 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[tuple, float, i
     return per_gpu, inflight, sum(m.size for m in mats)
 
 
-def homes(s: Scenario) -> dict[str, str]:
-    """The tier each state class lives in: its placement, or GPU memory for one not placed."""
-    placement = s.placement.model_dump()
-    gpu = s.hardware.gpu.memory
-    return {c.name: placement[c.name] if c.placed else gpu for c in STATE_CLASSES}
-
-
-def tier_use(s: Scenario, per_gpu: ClassBytes) -> dict[str, TierUse]:
-    home_of = homes(s)
-    out = {}
-    for name, tier in s.hardware.tiers.items():
-        classes = {c: per_gpu[c] for c, home in home_of.items() if home == name}
-        out[name] = TierUse(tier.capacity, sum(classes.values()), classes)
-    return out
+def tier_use(
+    s: Scenario, per_gpu: ClassBytes, experts: ClassBytes | None = None
+) -> dict[str, TierUse]:
+    """Bytes each tier holds per GPU, by class: each class at its home, the routed experts'
+    part of it (`experts`) at theirs (state/placement.py)."""
+    held: dict[str, Counter] = {name: Counter() for name in s.hardware.tiers}
+    expert_home = expert_homes(s)
+    for cls, home in homes(s).items():
+        apart = experts[cls] if experts is not None and expert_home[cls] != home else 0
+        held[home][cls] += per_gpu[cls] - apart
+        if apart:
+            held[expert_home[cls]][cls] += apart
+    return {
+        name: TierUse(tier.capacity, sum(held[name].values()), dict(held[name]))
+        for name, tier in s.hardware.tiers.items()
+    }
 
 
 def build_inventory(s: Scenario) -> Inventory:
@@ -439,7 +441,7 @@ def build_inventory(s: Scenario) -> Inventory:
         stage_parameters=params,
         inflight_microbatches=inflight,
         sharded=sharded_classes(s),
-        tiers=tier_use(s, per_gpu),
+        tiers=tier_use(s, per_gpu, experts if model.is_moe_model else None),
         experts_per_gpu=experts if model.is_moe_model else None,
     )
 

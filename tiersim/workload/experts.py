@@ -58,3 +58,13 @@ def expert_comms(s: Scenario, model: Model, index: int) -> dict[str, Comm]:
         "ep_forward": calls("ep dispatch+combine", 2),
         "ep_backward": calls("ep backward", backward_calls),
     }
+
+
+def routed_flops_share(s: Scenario, shape) -> float:
+    """The routed experts' share of an MoE layer's forward FLOPs: each token's k experts
+    (times the capacity factor) over the whole layer (attention, router, shared experts too)."""
+    model = shape.model
+    moe, tokens = model.moe, s.seq_len * s.training.micro_batch_size
+    per_expert = (3 if model.gated_mlp else 2) * model.hidden * moe.ffn_hidden
+    routed = 2.0 * tokens * moe.per_token * moe.padding * per_expert
+    return routed / shape.layer_forward_flops(s.seq_len, s.training.micro_batch_size)

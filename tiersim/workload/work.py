@@ -14,12 +14,10 @@ from dataclasses import dataclass
 
 from tiersim.config.framework import offload_plan
 from tiersim.config.schema import PRECISION_BYTES, Scenario
-from tiersim.state.classes import NAMES
 from tiersim.state.inventory import (
     Inventory,
     build_inventory,
     fsdp2_padded_values,
-    homes,
     layer_activation_bytes,
     master_bytes,
     outside_activation_bytes,
@@ -31,6 +29,7 @@ from tiersim.state.inventory import (
     unit_matrices,
 )
 from tiersim.state.model import LayerView, Transformer, build_model
+from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.workload import kernels, pipeline
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
@@ -44,7 +43,7 @@ from tiersim.workload.comms import (
     tensor_comms,
 )
 from tiersim.workload.cpu_optimizer import cpu_update_s
-from tiersim.workload.experts import expert_comms
+from tiersim.workload.experts import expert_comms, routed_flops_share
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.pipeline_steady import evaluate_steady
 
@@ -75,6 +74,8 @@ class Unit:
     expert_gradients_full: int = 0
     ep_forward: Comm | None = None  # expert parallelism's all-to-alls, blocking, per micro-batch
     ep_backward: Comm | None = None
+    home: Mapping[str, str] | None = None  # the unit's own home of each class (a layer's
+    # routed experts placed apart: placement.experts); None: the scenario's homes
 
 
 @dataclass(frozen=True)
@@ -172,12 +173,14 @@ def _unit(
     ends: tuple[bool, bool],
     acts: int,
     comms: Mapping[str, Comm] | None = None,
+    part: bool = False,
 ) -> Unit:
+    """`part`: `mats` are a part of the layer's tensors (FSDP2's padding is the whole's)."""
     first, last = ends
     prec = s.training.precision
     params = sum(m.size for m in mats)
     full = raw_parameter_bytes(s, mats)
-    padded = fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
+    padded = None if part else fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
     homed, updated, expert_params, expert_g = _homed(s, mats, padded)
     compute_bytes = PRECISION_BYTES[prec.compute_precision]
     w_full = params * compute_bytes  # the copy compute uses
@@ -209,6 +212,29 @@ def _unit(
         expert_gradients_full=expert_g,
         **(comms or {}),
     )
+
+
+def _layer_units(s: Scenario, model, index: int, shape, mats, ends) -> list[Unit]:
+    """Layer `index` as one unit; or, where its routed experts' state has homes of its own
+    (placement.experts), as two in a row: the rest of the layer (attention, router, shared
+    experts, norms; its activations and tensor-parallel collectives) and the routed experts
+    (their all-to-alls, homed apart), the layer's times divided by the experts' FLOP share."""
+    acts = math.ceil(layer_activation_bytes(s, shape))
+    comms = expert_comms(s, model, index)
+    whole = _unit(s, shape, f"L{index}", mats, True, ends, acts, comms)
+    routed = [m for m in mats if m.expert]
+    if not routed or not experts_placed_apart(s):
+        return [whole]
+    dense = [m for m in mats if not m.expert]
+    rest = _unit(s, shape, f"L{index}", dense, True, ends, acts, part=True)
+    experts = _unit(s, shape, f"L{index}.experts", routed, True, ends, 0, comms, part=True)
+    share = routed_flops_share(s, shape)
+    times = ("forward_s", "backward_s", "recompute_s")
+    rest = dataclasses.replace(rest, **{t: getattr(whole, t) * (1 - share) for t in times})
+    experts = dataclasses.replace(
+        experts, home=expert_homes(s), **{t: getattr(whole, t) * share for t in times}
+    )
+    return [rest, experts]
 
 
 def _data_comms(s: Scenario, unit: Unit) -> dict[str, Comm | None]:
@@ -262,25 +288,43 @@ def _rest_times(s: Scenario, model, hidden: int | None, stage: int, cap: dict) -
     return fwd + _alone_s(tp_f, cap), bwd + _alone_s(tp_b, cap)
 
 
-def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden) -> tuple:
-    """Forward and backward seconds of one micro-batch through each (stage, chunk): stages
-    hold identical layers; the embedding joins stage 0's first chunk, the output head the
-    last stage's last chunk (Megatron's placement), so the last stage runs longest."""
+def _stage_chunk_times(
+    s: Scenario, model, stage_layers: list[list[Unit]], cap: dict, hidden
+) -> tuple:
+    """Forward and backward seconds of one micro-batch through each (stage, chunk), from each
+    stage's own layers (`stage_layers[k]`: alike where the model's layers are, else a
+    DeepSeek's first dense layers make its first stage unlike the rest); the embedding joins
+    stage 0's first chunk, the output head the last stage's last chunk (Megatron's placement)."""
     par = s.parallel
     p, v = par.pipeline, par.virtual_pipeline
-    f = sum(u.forward_s + _alone_s(u.tp_forward, cap) + _alone_s(u.ep_forward, cap) for u in layers)
-    b = sum(
-        u.backward_s + u.recompute_s + _alone_s(u.tp_backward, cap) + _alone_s(u.ep_backward, cap)
-        for u in layers
-    )
-    f, b = f / v, b / v
-    fwd = [[f] * v for _ in range(p)]
-    bwd = [[b] * v for _ in range(p)]
+    fwd, bwd = [], []
+    for layers in stage_layers:
+        f = sum(
+            u.forward_s + _alone_s(u.tp_forward, cap) + _alone_s(u.ep_forward, cap) for u in layers
+        )
+        b = sum(
+            u.backward_s
+            + u.recompute_s
+            + _alone_s(u.tp_backward, cap)
+            + _alone_s(u.ep_backward, cap)
+            for u in layers
+        )
+        fwd.append([f / v] * v)
+        bwd.append([b / v] * v)
     for stage, chunk in ((0, 0), (p - 1, v - 1)):
         rest_f, rest_b = _rest_times(s, model, hidden, stage, cap)
         fwd[stage][chunk] += rest_f
         bwd[stage][chunk] += rest_b
     return fwd, bwd
+
+
+def _each_stage_layers(s: Scenario, model, units: list[Unit], stage: int) -> list[list[Unit]]:
+    """The layer units of every pipeline stage: the simulated stage's for all where layers are
+    alike, else each stage's own (built as the simulated one's are)."""
+    p = s.parallel.pipeline
+    if not model.is_moe_model:
+        return [units[:-1]] * p
+    return [units[:-1] if k == stage else _stage_units(s, model, k)[0][:-1] for k in range(p)]
 
 
 def _bubble(
@@ -297,7 +341,7 @@ def _bubble(
     if par.pipeline == 1:
         return 0.0, 0.0, 0.0, 0.0
     p2p = p2p_send_s(s, hidden)
-    fwd, bwd = _stage_chunk_times(s, model, units[:-1], cap, hidden)
+    fwd, bwd = _stage_chunk_times(s, model, _each_stage_layers(s, model, units, stage), cap, hidden)
     fwd = [[x + p2p for x in row] for row in fwd]
     bwd = [[x + p2p for x in row] for row in bwd]
     timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd)
@@ -335,31 +379,26 @@ def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
         for i in range(u.count)
     ]
     units = [
-        _unit(
-            s,
-            shape,
-            f"L{index}",
-            mats,
-            True,
-            ends,
-            math.ceil(layer_activation_bytes(s, shape)),
-            expert_comms(s, model, index),
-        )
+        part
         for (index, shape), mats in zip(layers, groups[:-1], strict=True)
+        for part in _layer_units(s, model, index, shape, mats, ends)
     ]
     outside = math.ceil(outside_activation_bytes(s, model, stage))
     units.append(_unit(s, model, "rest", groups[-1], False, ends, outside))
     tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, model.hidden)
     rest_f, rest_b, rest_hidden = rest_tensor_comms(s, model.hidden, stage)
+    experts_part = [u.home is not None for u in units[:-1]]  # no tensor collectives of its own
     return [
-        dataclasses.replace(
+        dataclasses.replace(u, **_data_comms(s, u))
+        if apart
+        else dataclasses.replace(
             u,
             **_data_comms(s, u),
             tp_forward=tp_fwd,
             tp_backward=tp_bwd,
             backward_s=u.backward_s + sm_share_s(s, tp_hidden),
         )
-        for u in units[:-1]
+        for u, apart in zip(units[:-1], experts_part, strict=True)
     ] + [
         dataclasses.replace(
             units[-1],
@@ -381,9 +420,8 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
     hidden = model.hidden
     cap = capacities(s)
     every_mb = sharded_classes(s)["gradients"] and par.data > 1
-    gpu = s.hardware.gpu.memory
-    home_of = homes(s)
-    resident = sum(inv.per_gpu[c] for c in NAMES if c != "activations" and home_of[c] == gpu)
+    held = inv.tiers[s.hardware.gpu.memory].classes  # each class's part homed in GPU memory
+    resident = sum(n for c, n in held.items() if c != "activations")
     besides = resident - inv.per_gpu["workspace"]  # what the tiles share GPU memory with
     layers, tiling = fetch_units(s, offload_plan(s), units[:-1], first_mats, besides)
     parts = len(layers) // max(1, len(units) - 1)
