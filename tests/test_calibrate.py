@@ -12,16 +12,14 @@ import pytest
 import yaml
 
 from tiersim.cli import main
-from tiersim.cli.commands.calibrate import check_preset, hardware_preset, quantity
-from tiersim.config.load import build, load_preset
+from tiersim.cli.commands.calibrate import check_preset
+from tiersim.config.load import build
+from tiersim.config.presets import load_preset
 from tiersim.core.units import Kind, parse
-from tiersim.groundtruth.calibrate import (
+from tiersim.groundtruth.calibrate import calibrate
+from tiersim.groundtruth.calibrate_cpu import optimizer_figures
+from tiersim.groundtruth.calibrate_gpu import (
     MAX_INNER,
-    Calibration,
-    Figure,
-    Settings,
-    StorageError,
-    calibrate,
     device_times,
     fp8_operands,
     fp32_matmul_mode,
@@ -29,9 +27,11 @@ from tiersim.groundtruth.calibrate import (
     inner_count,
     matmul_figures,
     matmul_flop,
-    storage_figures,
 )
-from tiersim.groundtruth.calibrate_cpu import optimizer_figures
+from tiersim.groundtruth.calibrate_settings import Calibration, Settings
+from tiersim.groundtruth.calibrate_storage import StorageError, storage_figures
+from tiersim.groundtruth.calibrated_preset import hardware_preset, quantity
+from tiersim.groundtruth.figure import Figure
 
 TINY = ["--size", "256 KiB", "--memory-size", "1 MiB", "--repeat", "2", "--latency-ops", "4"]
 TINY += ["--gpu-size", "1 MiB", "--matmul-size", "256", "--optimizer-params", "65536"]
@@ -116,12 +116,12 @@ def _calibrate_fails(argv: list[str], capsys) -> str:
 
 def test_a_folder_where_no_file_can_be_made_exits_2(tmp_path: Path, capsys, monkeypatch):
     # as root chmod does not stop writes: a read-only file system, as mkstemp reports it
-    import tiersim.groundtruth.calibrate as cal_module
+    import tiersim.groundtruth.calibrate_storage as storage_module
 
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(cal_module, "tempfile", SimpleNamespace(mkstemp=read_only))
+    monkeypatch.setattr(storage_module, "tempfile", SimpleNamespace(mkstemp=read_only))
     out = tmp_path / "out" / "x.yaml"  # another folder, which can be written
     err = _calibrate_fails(["--path", str(tmp_path), "--out", str(out)], capsys)
     assert f"--path: {tmp_path}: cannot create a test file there: Read-only file system" in err
@@ -145,13 +145,13 @@ def test_a_size_over_the_free_space_exits_2_before_measuring(tmp_path: Path, cap
 def test_a_disk_filling_up_during_the_test_exits_2_and_leaves_no_file(
     tmp_path: Path, capsys, monkeypatch
 ):
-    import tiersim.groundtruth.calibrate as cal_module
+    import tiersim.groundtruth.calibrate_storage as storage_module
 
     def fill_up(probe):  # half the file written, then the disk is full
         os.pwrite(probe.fd, probe.buf, 0)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(cal_module._StorageProbe, "write_all", fill_up)
+    monkeypatch.setattr(storage_module.StorageProbe, "write_all", fill_up)
     err = _calibrate_fails(["--path", str(tmp_path), "--out", str(tmp_path / "x.yaml")], capsys)
     assert f"--size: {tmp_path}: no room for the 262,144 B test file" in err
     assert "No space left on device (expected a smaller --size)" in err
@@ -159,12 +159,12 @@ def test_a_disk_filling_up_during_the_test_exits_2_and_leaves_no_file(
 
 
 def test_an_io_error_in_the_storage_test_names_the_folder(tmp_path: Path, monkeypatch):
-    import tiersim.groundtruth.calibrate as cal_module
+    import tiersim.groundtruth.calibrate_storage as storage_module
 
     def broken(probe):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(cal_module._StorageProbe, "read_all", broken)
+    monkeypatch.setattr(storage_module.StorageProbe, "read_all", broken)
     with pytest.raises(StorageError) as err:
         storage_figures(tiny_settings(tmp_path))
     assert err.value.option == "--path"
@@ -465,7 +465,7 @@ def test_a_gpu_that_fails_to_start_is_a_note(tmp_path: Path, monkeypatch):
     def broken(*args):
         raise RuntimeError("CUDA driver initialization failed, you might not have a CUDA gpu.")
 
-    monkeypatch.setattr(cal_module, "_torch_with_cuda", lambda notes: torch)
+    monkeypatch.setattr(cal_module, "torch_with_cuda", lambda notes: torch)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", broken)
     cal = calibrate(tiny_settings(tmp_path))

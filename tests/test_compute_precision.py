@@ -38,6 +38,26 @@ def test_fsdp_mixed_precision_rests_in_fp32_and_gathers_bf16():
     assert layer.dp_weights is not None and layer.dp_weights.nbytes == LAYER * 2 * 7 / 8
 
 
+def test_fsdp_reduce_scatters_the_gradient_in_the_compute_precision():
+    # FSDP2's MixedPrecisionPolicy: autograd's gradient is bf16 (param_dtype) and, with
+    # reduce_dtype unset, reduced in bf16; the reduced shard is cast to the fp32 sharded
+    # parameter's dtype after (torch 2.13 _fsdp_collectives.py foreach_reduce). A ring
+    # reduce-scatter sends (N-1)/N of the buffer: bf16 LAYER * 2 * 7/8; fp32 without FSDP.
+    mixed = {"weights": "fp32", "gradients": "fp32", "master": "none", "compute": "bf16"}
+    layer = build_workload(llama(mixed, "fsdp")).units[0]
+    assert layer.dp_gradients is not None and layer.dp_gradients.nbytes == LAYER * 2 * 7 / 8
+    assert layer.homed["gradients"] == LAYER * 4 // 8  # the fp32 shard kept
+    generic = build_workload(llama(mixed)).units[0]
+    assert generic.dp_gradients is not None and generic.dp_gradients.nbytes == LAYER * 4 * 7 / 8
+
+
+def test_gemms_run_at_the_compute_precisions_peak():
+    # dgx-h100: fp32 weights computed in bf16 take the bf16 peak, as bf16 weights do
+    mixed = {"weights": "fp32", "gradients": "fp32", "master": "none", "compute": "bf16"}
+    fp32_at_rest = build_workload(llama(mixed, "fsdp")).units[0].forward_s
+    assert fp32_at_rest == build_workload(llama({"weights": "bf16"}, "fsdp")).units[0].forward_s
+
+
 def test_deepspeed_rests_in_bf16_with_an_fp32_master():
     s = llama({"weights": "bf16", "gradients": "bf16", "master": "fp32"}, "deepspeed")
     wl = build_workload(s)

@@ -571,6 +571,40 @@ def test_an_unknown_framework_lists_the_three(problems, write):
     )
 
 
+MEGATRON_OFFLOAD = (
+    "training.framework: megatron models Megatron-LM without offload; its "
+    "--optimizer-cpu-offload is not modelled (expected {want}, or framework deepspeed or fsdp, "
+    "or no framework for tiersim's generic offload engine)"
+)
+
+
+def test_megatron_with_offload_is_refused_at_each_key_that_offloads(problems, write):
+    scenario = {
+        **GPT2,
+        "training": {"framework": "megatron", "offload": {"tiling": True}},
+        "placement": {"optimizer": "dram", "optimizer_compute": "cpu"},
+    }
+    file = write(scenario)
+    assert problems(file) == [
+        f"{file}: placement.optimizer: 'dram': " + MEGATRON_OFFLOAD.format(want="'hbm'"),
+        f"{file}: placement.optimizer_compute: 'cpu': " + MEGATRON_OFFLOAD.format(want="'gpu'"),
+        f"{file}: training.offload.tiling: "
+        + MEGATRON_OFFLOAD.format(
+            want="the key left out: it describes DeepSpeed's and FSDP2's offload engines"
+        ),
+    ]
+
+
+def test_megatron_without_offload_and_offload_without_a_framework_are_accepted(cli, write):
+    on_gpu = write({**GPT2, "training": {"framework": "megatron"}}, "megatron.yaml")
+    generic = write(
+        {**GPT2, "placement": {"optimizer": "dram", "optimizer_compute": "cpu"}}, "generic.yaml"
+    )
+    for file in (on_gpu, generic):
+        code, _out, err = cli("validate", file)
+        assert code == 0, err
+
+
 def test_a_set_path_with_a_typo_suggests_the_existing_key(problems, write):
     # the default hardware preset has a tier 'hbf'; 'hbff' would create a new, incomplete one
     file = write(GPT2)

@@ -14,6 +14,7 @@ from conftest import SCENARIOS, scenario
 
 from tiersim.cli import main
 from tiersim.config.document import SOURCES, scenario_document
+from tiersim.config.framework import offload_plan
 from tiersim.config.load import build, load_scenario
 from tiersim.core.units import Kind, fmt_exact, parse
 from tiersim.report.output import scenario_yaml
@@ -63,6 +64,8 @@ def test_any_float_reads_back_exactly():
 def _without_sources(s) -> dict:
     dump = s.model_dump()
     dump["training"]["seq_len"] = s.seq_len  # written resolved
+    if s.training.framework is not None:  # written resolved: the framework's defaults
+        dump["training"]["offload"] = offload_plan(s)
     for section, key in SOURCES:
         dump[section].pop(key)
     return dump
@@ -91,6 +94,32 @@ def test_a_runs_scenario_file_reruns_to_the_same_report(tmp_path, capsys):
     rerun = json.loads(capsys.readouterr().out)
     assert rerun == report
     assert (again / "report.json").read_bytes() == (first / "report.json").read_bytes()
+
+
+def test_a_framework_scenario_is_written_with_the_offload_it_resolved_to():
+    # DeepSpeed's defaults (deepspeed/runtime/zero/config.py, offload_config.py), written
+    # out where the scenario left them to the framework; a key it gave stays as given
+    s = load_scenario(SCENARIOS / "zero-infinity-1t-dgx2.yaml").scenario
+    offload = scenario_document(s)["training"]["offload"]
+    assert offload["fetch"] == "submodule"
+    assert offload["prefetch_bucket_size"] == 50_000_000  # stage3_prefetch_bucket_size
+    assert offload["max_live_parameters"] == 1_000_000_000  # stage3_max_live_parameters
+    assert offload["sub_group_size"] == 1_000_000_000
+    assert offload["buffer_count"] == 4
+    assert offload["pipeline_read"] is False and offload["pipeline_write"] is False
+    assert offload["boundary_gradients"] == "fp32" and offload["swap_gradients"] is True
+    assert offload["overlap_comm"] is True  # on at ZeRO-3 (zero/config.py overlap_comm_valid)
+    zero2 = load_scenario(SCENARIOS / "zero-offload-10b-dgx2.yaml").scenario
+    assert scenario_document(zero2)["training"]["offload"]["overlap_comm"] is False
+    given = load_scenario(
+        SCENARIOS / "zero-infinity-1t-dgx2.yaml", ["training.offload.buffer_count=2"]
+    ).scenario
+    assert scenario_document(given)["training"]["offload"]["buffer_count"] == 2
+    # FSDP2 has no swap buffers, tiles or buckets: null there, not a made-up count
+    fsdp = load_scenario(SCENARIOS / "fsdp2-cpu-offload-llama2-7b.yaml").scenario
+    offload = scenario_document(fsdp)["training"]["offload"]
+    assert offload["pin_memory"] is True and offload["fetch"] == "layer"
+    assert offload["buffer_count"] is None and offload["sub_group_size"] is None
 
 
 def test_a_line_break_in_the_source_path_stays_inside_the_comment():

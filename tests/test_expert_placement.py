@@ -133,3 +133,9 @@ def test_bytes_are_conserved_with_the_experts_apart():
 def test_more_bandwidth_never_slows_a_step_with_the_experts_apart(faster):
     base = simulate(scenario(_small_apart())).time_s
     assert simulate(scenario(merge(_small_apart(), faster))).time_s <= base * (1 + 1e-9)
+
+
+def test_megatron_keeps_the_experts_state_on_the_gpu_too(cli, write):
+    off = merge(APART, {"training": {"framework": "megatron"}})
+    code, _, err = cli("validate", write(off))
+    assert code == 2 and "placement.experts.master: 'dram': training.framework: megatron" in err

@@ -116,3 +116,45 @@ def test_issue_order_timeline():
     )
     env.run()
     assert log == [("a", 5.0), ("b", 7.0)]
+
+
+def _run_delayed(capacity, starts):
+    """starts: (time, name, bytes, resources, delay). Returns ([(name, end)], network)."""
+    env = simpy.Environment()
+    net = FlowNetwork(env, capacity, channel_of=lambda r: r)
+    log = []
+
+    def begin(name, nbytes, resources, delay):
+        net.start(nbytes, resources, lambda: log.append((name, env.now)), delay=delay)
+
+    for at, *args in starts:
+        env.timeout(at).callbacks.append(lambda _e, a=args: begin(*a))
+    env.run()
+    return log, net
+
+
+def test_a_delayed_flow_alone_costs_one_event_and_is_busy_only_after_its_latency():
+    # 50 B at 10 B/s after 3 s of latency: ends at 3 + 5 = 8 s; the link is busy [3, 8).
+    log, net = _run_delayed({"L": 10.0}, [(0, "a", 50, ("L",), 3.0)])
+    assert log == [("a", 8.0)]
+    assert net.wakeups == 1  # the latency needs no wake-up of its own
+    assert net.busy.intervals["L"] == [(3.0, 8.0)]
+
+
+def test_a_delayed_flow_shares_only_from_its_begin():
+    # As two_transfers_share_one_link, b delayed 2 s instead of started at 2 s: a alone at
+    # 10 B/s until 2 s (80 B left), then 5 B/s each: b's 40 B end at 10 s, a's 40 B at 14 s.
+    log, _ = _run_delayed({"L": 10.0}, [(0, "a", 100, ("L",), 0.0), (0, "b", 40, ("L",), 2.0)])
+    assert log == [("b", 10.0), ("a", 14.0)]
+
+
+def test_a_flow_that_arrives_during_anothers_latency_runs_alone_until_it_begins():
+    # c: 60 B after 4 s. d: 50 B at 1 s, alone at 10 B/s until c begins at 4 s (20 B left),
+    # then 5 B/s each: d ends at 4 + 20/5 = 8 s; c has 60 - 20 = 40 B, alone: 8 + 4 = 12 s.
+    starts = [(0, "c", 60, ("L",), 4.0), (1, "d", 50, ("L",), 0.0)]
+    log, _ = _run_delayed({"L": 10.0}, starts)
+    assert log == [("d", 8.0), ("c", 12.0)]
+    # d of 20 B ends (at 1 + 2 = 3 s) before c begins: c then runs alone, 4 + 6 = 10 s
+    starts = [(0, "c", 60, ("L",), 4.0), (1, "d", 20, ("L",), 0.0)]
+    log, _ = _run_delayed({"L": 10.0}, starts)
+    assert log == [("d", 3.0), ("c", 10.0)]

@@ -15,8 +15,8 @@ from conftest import SCENARIOS, scenario
 from test_sweep_spec import TINY, write_sweep
 from test_wear import HBF_OPT, raw, result
 
-from tiersim.cli.commands.calibrate import _memory_problems
-from tiersim.cli.commands.sweep import _workers
+from tiersim.cli.commands.calibrate import memory_problems
+from tiersim.cli.commands.sweep import workers_and_where
 from tiersim.core.units import Kind, fmt_exact
 from tiersim.report.output import lock_folder
 from tiersim.report.wear import wear_section
@@ -205,12 +205,12 @@ def _args(**over) -> argparse.Namespace:
 
 
 def test_workers_above_the_points_say_what_really_starts():
-    assert _workers(_args(workers=40), 16) == (
+    assert workers_and_where(_args(workers=40), 16) == (
         16,
         "16 workers (--workers 40: no more workers than points)",
     )
-    assert _workers(_args(workers=4), 16) == (4, "4 workers")
-    assert _workers(_args(workers=2), 1) == (
+    assert workers_and_where(_args(workers=4), 16) == (4, "4 workers")
+    assert workers_and_where(_args(workers=2), 1) == (
         1,
         "1 worker (--workers 2: no more workers than points)",
     )
@@ -328,10 +328,10 @@ def test_check_published_with_a_key_that_is_not_a_file_name(tmp_path, cli):
 
 def test_calibrate_memory_size_beyond_available_memory_is_refused_before_allocating():
     # two arrays of 10 GB need 20 GB: with 16 GB available, refused; with 32 GB, not
-    (problem,) = _memory_problems(10 * 10**9, available=16 * 10**9)
+    (problem,) = memory_problems(10 * 10**9, available=16 * 10**9)
     assert problem.path == "--memory-size"
     assert "20.00 GB in all: 16.00 GB is available" in problem.message
-    assert _memory_problems(10 * 10**9, available=32 * 10**9) == []
+    assert memory_problems(10 * 10**9, available=32 * 10**9) == []
 
 
 def test_calibrate_memory_size_of_a_petabyte_is_exit_2(tmp_path, cli):

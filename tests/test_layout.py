@@ -86,3 +86,47 @@ def test_no_import_cycle():
 
     for module in sorted(graph):
         visit(module, [])
+
+
+MODULE_LINES = 400  # STYLE.md: modules under ~400 lines
+FUNCTION_LINES = 50  # and functions under ~50, decorators included
+
+
+def _sizes() -> tuple[dict[str, int], dict[str, int]]:
+    modules, functions = {}, {}
+    for name, path in _modules().items():
+        text = path.read_text()
+        modules[name] = len(text.splitlines())
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                functions[f"{name}.{node.name}:{start}"] = node.end_lineno - start + 1
+    return modules, functions
+
+
+def test_no_module_or_function_over_the_size_limits():
+    modules, functions = _sizes()
+    # the count is the real one: the engine's core module and its run function were read
+    assert modules["tiersim.engine.core"] > 100
+    assert any(f.startswith("tiersim.engine.simulate.simulate:") for f in functions)
+    assert {m: n for m, n in modules.items() if n > MODULE_LINES} == {}
+    assert {f: n for f, n in functions.items() if n > FUNCTION_LINES} == {}
+
+
+def _private_imports(root: Path) -> list[str]:
+    """`from tiersim.x import _name` anywhere under `root`: a private name used across modules."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tiersim"):
+                names = [a.name for a in node.names if a.name.startswith("_")]
+                found += [f"{path.name}: {node.module}.{n}" for n in names if n[:2] != "__"]
+    return found
+
+
+def test_no_private_name_imported_across_modules(tmp_path):
+    # the check sees one where there is one
+    (tmp_path / "probe.py").write_text("from tiersim.workload.pipeline import _hidden\n")
+    assert _private_imports(tmp_path) == ["probe.py: tiersim.workload.pipeline._hidden"]
+    roots = [PACKAGE, PACKAGE.parent / "tests", PACKAGE.parent / "benchmarks"]
+    assert [hit for root in roots for hit in _private_imports(root)] == []

@@ -17,8 +17,9 @@ import yaml
 from tiersim.cli import main
 from tiersim.config.load import build
 from tiersim.core.errors import InputError
-from tiersim.groundtruth.measure import OPTIMIZERS, Request, measure, report
+from tiersim.groundtruth.measure import OPTIMIZERS, Request, measure
 from tiersim.groundtruth.measure_preset import calibrated_preset
+from tiersim.groundtruth.measure_report import report
 from tiersim.state.inventory import build_inventory
 
 pytest.importorskip("torch", reason="tiersim measure needs PyTorch (the `measure` extra)")

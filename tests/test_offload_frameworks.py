@@ -186,14 +186,123 @@ def test_a_delayed_update_holds_a_second_gradient_buffer():
     assert simulate(scenario(dpu)).tiers["dram"].peak_bytes == sync + 4 * GB
 
 
-def test_deepspeed_tiles_read_update_and_write_in_turn():
-    # Each layer's 2 GB of gradients and weights cross PCIe (10 GB/s) only after the previous
-    # layer's new weights are back (pipeline_read and pipeline_write off): layer 1 (the rest
-    # unit is empty) 3.0-3.4 in, 3.4-3.9 CPU, 3.9-4.1 out; layer 0 4.1-4.5, 4.5-5.0, 5.0-5.2.
+def deepspeed_tiles(zero_stage: int, sub_group_size: int | None = None):
+    raw = merge(
+        two_layer("synchronous", "deepspeed"),
+        {"parallel": {"zero_stage": zero_stage}, "training": {"offload": {}}},
+    )
+    if sub_group_size is not None:
+        raw["training"]["offload"]["sub_group_size"] = sub_group_size
+    return simulate(scenario(raw))
+
+
+def test_deepspeed_sub_groups_are_read_updated_and_written_in_turn():
+    # Each layer's 2 GB of gradients and 2 GB of weights cross PCIe (10 GB/s) to the CPU and
+    # its 2 GB of new weights come back (SGD keeps no state). ZeRO-3 with sub_group_size
+    # 0.5e9: each layer is its own sub-group (stage3.py closes a group once its partitions
+    # reach the size; the empty rest unit joins the first), read, updated and written back
+    # before the next is read (pipeline_read and pipeline_write off): 3.0-3.4 in, 3.4-3.9
+    # CPU, 3.9-4.1 out; then 4.1-4.5, 4.5-5.0, 5.0-5.2.
     # DeepSpeed's CPU path adds its host passes to each update: clipping (8 B a parameter) and
     # the copy back (fp32 read, fp32 written): 16 B x 0.5e9 / 1000 TB/s = 8 us a layer.
-    r = simulate(scenario(two_layer("synchronous", "deepspeed")))
-    assert math.isclose(r.time_s, 5.2 + 2 * 16 * 0.5e9 / 1e15)
+    host_passes = 2 * 16 * 0.5e9 / 1e15
+    one_each = deepspeed_tiles(3, 500_000_000)
+    assert math.isclose(one_each.time_s, 5.2 + host_passes)
+    assert one_each.tiers["dram"].peak_bytes == 4 * GB  # one layer's 4 GB swapped in at once
+    # The default sub_group_size (1e9) holds both layers: both are read in (8 GB, 3.0-3.8),
+    # updated (3.8-4.3-4.8), then written back (4 GB of weights, 4.8-5.2): the host holds all
+    # 8 GB at once. ZeRO-1/2 step the whole partition in one optimizer.step() likewise.
+    for whole in (deepspeed_tiles(3), deepspeed_tiles(2)):
+        assert math.isclose(whole.time_s, 5.2 + host_passes)
+        assert whole.tiers["dram"].peak_bytes == 8 * GB
+
+
+# --- DeepSpeed ZeRO-1/2 without overlap_comm: gradient copies on the compute stream -----------
+
+
+def test_deepspeed_zero2_copies_gradients_on_the_compute_stream_by_default():
+    # One 1e9-parameter fp32 layer (forward 1 s, backward 2 s), 3 micro-batches, gradients
+    # on the host (4 GB a copy over 10 GB/s PCIe: 0.4 s), SGD on the GPU. DeepSpeed's
+    # ZeRO-2 default overlap_comm false (zero/config.py) puts the copies on the compute
+    # stream (stage_1_and_2.py reduce_ipg_grads), after each backward: F0 0-1, B0 1-3, out
+    # 3-3.4; F1 3.4-4.4, B1 4.4-6.4, the host's sum in 6.4-6.8 (added on the GPU), out
+    # 6.8-7.2; F2 7.2-8.2, B2 8.2-10.2, in 10.2-10.6, out 10.6-11.0; the update reads the
+    # gradients (11.0-11.4) and takes 12 B a parameter at 1000 TB/s (12 us).
+    def run(overlap_comm):
+        offload = {} if overlap_comm is None else {"overlap_comm": overlap_comm}
+        raw = tiny(
+            training={"grad_accumulation": 3, "framework": "deepspeed", "offload": offload},
+            parallel={"zero_stage": 2},
+            placement={"gradients": "dram"},
+        )
+        return simulate(scenario(raw))
+
+    default = run(None)
+    assert math.isclose(default.time_s, 11.4 + 12e9 / 1e15)
+    assert math.isclose(default.exposed_transfer_s, 0.4 + 0.8 + 0.8 + 0.4)
+    # overlap_comm on: each read-back still waits for its micro-batch's forward (one layer:
+    # nothing earlier to prefetch under) and costs 0.4 s before backward, but the copies out
+    # hide under the next forward: 0.8 s less
+    assert math.isclose(run(True).time_s, 10.6 + 12e9 / 1e15)
+    # what the report says it did: DeepSpeed's rule, off below ZeRO-3, on at ZeRO-3
+    zero2 = tiny(training={"framework": "deepspeed"}, parallel={"zero_stage": 2})
+    assert report(zero2)["offload"]["overlap_comm"] is False
+    assert report(merge(zero2, {"parallel": {"zero_stage": 3}}))["offload"]["overlap_comm"]
+
+
+def test_deepspeed_copies_activation_checkpoints_to_the_host_in_stream_order():
+    # Two 0.5e9-parameter layers (forward 0.5 s, backward 1 s each), 2 GB of checkpoints a
+    # layer kept on the host (0.2 s each way over 10 GB/s). DeepSpeed's cpu_checkpointing
+    # copies them with plain .to() calls (activation_checkpointing/checkpointing.py), so the
+    # GPU waits: F0 0-0.5, out 0.5-0.7, F1 0.7-1.2, out 1.2-1.4, back 1.4-1.6, B1 1.6-2.6,
+    # back 2.6-2.8, B0 2.8-3.8. The generic engine copies beside compute: F0 0-0.5 (out
+    # 0.5-0.7 beside F1), F1 0.5-1.0, out 1.0-1.2, back 1.2-1.4, B1 1.4-2.4 (layer 0's
+    # checkpoint back beside it), B0 2.4-3.4. Both then take the same update.
+    def run(framework):
+        raw = tiny(
+            model={
+                "parameters": 1_000_000_000,
+                "layers": 2,
+                "forward_flops_per_token_per_layer": 5e8,
+                "activation_bytes_per_layer": "2 GB",
+            },
+            training={"framework": framework},
+            parallel={"zero_stage": 2},
+            placement={"activations": "dram"},
+        )
+        return simulate(scenario(raw))
+
+    deepspeed, generic = run("deepspeed"), run(None)
+    assert math.isclose(deepspeed.time_s - generic.time_s, 3.8 - 3.4)
+    assert math.isclose(deepspeed.exposed_transfer_s, 4 * 0.2)
+    assert math.isclose(generic.exposed_transfer_s, 2 * 0.2)
+
+
+# --- FSDP2: gradients accumulated on the host ---------------------------------------------------
+
+
+def test_fsdp2_adds_gradients_on_the_host_and_backward_waits_for_the_copy():
+    # One 1e9-parameter fp32 layer (forward 1 s, backward 2 s), 3 micro-batches, gradients on
+    # the host (4 GB a copy over 10 GB/s PCIe: 0.4 s), host memory 100 GB/s, SGD on the GPU.
+    # FSDP2 (torch 2.13 _fsdp_collectives.py foreach_reduce): micro-batch 0's copy to pinned
+    # memory overlaps (F0 0-1, B0 1-3, copy 3-3.4 beside F1 3-4); from micro-batch 1 on the
+    # copy is blocking and the CPU adds it to the host's gradient (read two, write one:
+    # 12 GB / 100 GB/s = 0.12 s) before the next kernel is launched: B1 4-6, copy 6-6.4, add
+    # 6.4-6.52, F2 6.52-7.52, B2 7.52-9.52, copy 9.52-9.92, add 9.92-10.04; the update reads
+    # the gradients back (10.04-10.44) and takes 12 B a parameter at 1000 TB/s (12 us).
+    raw = tiny(
+        training={"grad_accumulation": 3, "framework": "fsdp"},
+        placement={"gradients": "dram"},
+        hardware={"cpu": {"memory_bandwidth": "100 GB/s"}},
+    )
+    r = simulate(scenario(raw))
+    assert math.isclose(r.time_s, 10.44 + 12e9 / 1e15)
+    assert math.isclose(r.exposed_transfer_s, 3 * 0.4)  # two blocking copies, the update's read
+    assert math.isclose(r.exposed_cpu_s, 2 * 0.12)
+    # nothing read back to the GPU to accumulate: only the update's 4 GB cross to it
+    assert r.links["pcie"].bytes_by_direction == {"hbm->dram": 12 * GB, "dram->hbm": 4 * GB}
+    generic = simulate(scenario(merge(raw, {"training": {"framework": None}})))
+    assert generic.links["pcie"].bytes_by_direction["dram->hbm"] == 12 * GB  # read back twice
 
 
 # --- the CPU path in parts ------------------------------------------------------------------------
@@ -202,11 +311,11 @@ def test_deepspeed_tiles_read_update_and_write_in_turn():
 def test_the_cpu_path_is_the_kernel_clipping_copy_back_and_the_rest():
     # Ma and Wang's 1.5B run, one rank: 771,857,152 parameters; kernel 2.042 Gparam/s;
     # clipping 8 B and the fp32 -> bf16 copy back 4 + 2 B a parameter at 204.8 GB/s; the
-    # rest at 1.313 Gparam/s (the kernel's 28 B a parameter, 0.106 s, does not bind).
+    # rest at 2.212 Gparam/s (the kernel's 28 B a parameter, 0.106 s, does not bind).
     s = load_scenario(SCENARIOS / "published" / "ma2025-qwen2.5-1.5b-zero-offload.yaml").scenario
     p = 771_857_152
-    by_hand = p / 2.042e9 + p * 14 / 204.8e9 + p / 1.313e9
-    assert by_hand == pytest.approx(1.0186, abs=1e-4)
+    by_hand = p / 2.042e9 + p * 14 / 204.8e9 + p / 2.212e9
+    assert by_hand == pytest.approx(0.7797, abs=1e-4)
     assert cpu_update_s(s, offload_plan(s), p, 28 * p) == pytest.approx(by_hand, rel=1e-12)
     assert simulate(s).optimizer_s == pytest.approx(by_hand, rel=1e-9)
 

@@ -249,3 +249,25 @@ def test_steady_evaluation_equals_the_full_one(p, v, periods, data):
     assert steady.step_s == pytest.approx(full.step_s, rel=1e-9)
     assert steady.finish_s == pytest.approx(full.finish_s, rel=1e-9)
     assert steady.busy_s == pytest.approx(full.busy_s, rel=1e-12)
+
+
+def test_the_direct_1f1b_program_is_the_schedule_order_with_its_dependencies():
+    """`program_1f1b` against the program written out from `stage_schedule`: forward of
+    micro-batch i on stage k waits for stage k - 1's (sent), backward for stage k + 1's
+    (sent), the last stage's backward for its own forward."""
+    from tiersim.workload.pipeline import program_1f1b
+
+    for p, m in ((1, 3), (2, 1), (3, 5), (4, 9), (8, 17)):
+        for k in range(p):
+            want = []
+            for mb, _chunk, kind in stage_schedule(k, p, m, 1):
+                if kind == "forward":
+                    own, dep, sent, d = k * m + mb, (k - 1) * m + mb, True, 1.5
+                    if k == 0:
+                        dep, sent = -1, False
+                else:
+                    own, dep, sent, d = (p + k) * m + mb, (p + k + 1) * m + mb, True, 2.5
+                    if k == p - 1:
+                        dep, sent = k * m + mb, False
+                want.append((own, dep, sent, d))
+            assert program_1f1b(k, p, m, 1.5, 2.5) == want

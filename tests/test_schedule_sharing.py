@@ -8,6 +8,7 @@ from tiersim.engine.schedule import ScheduleBuilder, build_schedule
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.engine.simulate import prepare
 from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 
 
 @pytest.mark.parametrize(
@@ -20,14 +21,15 @@ from tiersim.state.inventory import build_inventory
 )
 def test_shared_schedules_match_fresh_builds(name, overrides):
     s = load_scenario(str(SCENARIOS / name), overrides).scenario
-    setup = prepare(s, build_inventory(s))
+    res = resolve(s)
+    setup = prepare(res, build_inventory(s))
     measured = s.simulation.warmup_steps
 
     def fresh(steps, marks=frozenset()):
-        return build_schedule(s, setup.wl, steps, setup.depth, marks)
+        return build_schedule(res, setup.wl, steps, setup.depth, marks)
 
     # the order simulate asks in: the plain run, a longer one, then one checkpointing
-    shared = Schedules(s, setup.wl, setup.depth, fork_at=measured)
+    shared = Schedules(res, setup.wl, setup.depth, fork_at=measured)
     asked = [
         (measured + 2, frozenset()),
         (measured + 4, frozenset()),
@@ -49,8 +51,9 @@ def test_shared_schedules_match_fresh_builds(name, overrides):
 
 def test_a_fork_copies_a_shared_op_before_changing_it():
     s = load_scenario(str(SCENARIOS / "hbf-optimizer-state.yaml"), []).scenario
-    setup = prepare(s, build_inventory(s))
-    builder = ScheduleBuilder(s, setup.wl, setup.depth)
+    res = resolve(s)
+    setup = prepare(res, build_inventory(s))
+    builder = ScheduleBuilder(res, setup.wl, setup.depth)
     builder.extend(1)
     handed_out = builder.schedule(1)
     twin = builder.fork()

@@ -25,6 +25,7 @@ from tiersim.engine.simulate import simulate
 from tiersim.report.text import step_tables
 from tiersim.runner import report_for
 from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "scenarios").glob("*.yaml")) + sorted(
@@ -69,12 +70,12 @@ def _more_micro_batches(path: Path) -> list[str]:
     """Enough micro-batches for the samples to cost less than a full run (scenarios shipped
     with few); a pipeline's count stays a multiple of its stages."""
     s = load_scenario(path).scenario
-    per, stage = steady.period(s), build_inventory(s).stage
-    if steady.samples(s, stage) is not None:
+    per, stage = steady.period(resolve(s)), build_inventory(s).stage
+    if steady.samples(resolve(s), stage) is not None:
         return []
     m = s.training.grad_accumulation
-    while steady.samples(s.model_copy(update={"training": s.training.model_copy(update={
-            "grad_accumulation": m})}), stage) is None:  # fmt: skip
+    while steady.samples(resolve(s.model_copy(update={"training": s.training.model_copy(update={
+            "grad_accumulation": m})})), stage) is None:  # fmt: skip
         m += per
     return [f"training.grad_accumulation={m}"]
 
@@ -145,7 +146,7 @@ def test_synchronous_steps_are_independent_one_step_is_the_measured_one(path, mo
     overrides += ["simulation.steady_state=full", "training.optimizer_step=synchronous"]
     one = report_for(load_scenario(path, overrides))
     assert one["sim"]["steps_simulated"] == 1
-    monkeypatch.setattr(steady, "independent_steps", lambda s: False)
+    monkeypatch.setattr(steady, "independent_steps", lambda res: False)
     three = report_for(load_scenario(path, overrides))
     assert three["sim"]["steps_simulated"] == 3
     assert differences(three, one, three["step"]["time_s"]) == []
@@ -179,7 +180,7 @@ def test_a_checkpoint_forked_at_the_measured_step_costs_what_the_shared_warm_up_
     overrides = ["simulation.steady_state=full"]
     forked = report_for(load_scenario(path, overrides))
     assert forked["sim"]["steps_simulated"] == 1
-    monkeypatch.setattr(steady, "independent_steps", lambda s: False)
+    monkeypatch.setattr(steady, "independent_steps", lambda res: False)
     shared = report_for(load_scenario(path, overrides))
     assert shared["sim"]["steps_simulated"] == 3
     assert forked["checkpoint"]["stall_s"] > 0.1  # the blocking copy: a real figure

@@ -11,16 +11,18 @@ from typing import Any
 from tiersim.analysis.checkpoint import checkpoint_problems
 from tiersim.analysis.checkpoint_interval import with_checkpoint
 from tiersim.analysis.wear import wear_problems
+from tiersim.config.execution import execution_plan
 from tiersim.config.load import Loaded
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError
 from tiersim.engine.results import StepResult
-from tiersim.engine.simulate import simulate as _simulate
+from tiersim.engine.simulate import simulate_resolved
 from tiersim.engine.steady import steps_to_simulate
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.json_report import run_report
 from tiersim.report.trace import TraceRecorder, mark_extrapolated
 from tiersim.state.inventory import Inventory, build_inventory
+from tiersim.state.resolved import resolve
 
 
 def simulate(
@@ -28,9 +30,10 @@ def simulate(
 ) -> StepResult:
     """The measured steady step of one scenario (see tiersim.engine.simulate); `record`: with
     its Chrome/Perfetto trace (`trace`)."""
-    measured = steps_to_simulate(scenario)[1]  # 0 where steps are independent: one simulated
-    recorder = TraceRecorder(Topology(scenario.hardware), measured) if record else None
-    result = _simulate(scenario, inventory, recorder)
+    res = resolve(scenario)
+    measured = steps_to_simulate(res)[1]  # 0 where steps are independent: one simulated
+    recorder = TraceRecorder(Topology(res.machine), measured) if record else None
+    result = simulate_resolved(res, inventory, recorder)
     if result.checkpoint is not None:  # the interval, and the checkpoint's share of each step
         result = with_checkpoint(result, scenario, result.checkpoint)
     if recorder is None:
@@ -57,7 +60,7 @@ def check_runnable(loaded: Loaded) -> None:
     """What only a run would otherwise find: routes for every movement the placement
     implies, and inputs the wear and checkpoint models need. Raises InputError (exit 2)."""
     s = loaded.scenario
-    problems = placement_problems(s, Topology(s.hardware))
+    problems = placement_problems(execution_plan(s), s.hardware, Topology(s.hardware))
     problems += wear_problems(s) + checkpoint_problems(s)
     if problems:
         raise InputError(loaded.source, problems)

@@ -192,6 +192,38 @@ def _implementation_problems(s: Scenario) -> list[Problem]:
     return [Problem("training.implementation", what)]
 
 
+def _framework_problems(s: Scenario) -> list[Problem]:
+    """Megatron-LM's own offload (its --optimizer-cpu-offload hybrid optimizer) is not
+    modelled: with `framework: megatron` nothing may leave the GPU, rather than run as some
+    other engine's offload under Megatron's name."""
+    if s.training.framework != "megatron":
+        return []
+    instead = (
+        "training.framework: megatron models Megatron-LM without offload; its "
+        "--optimizer-cpu-offload is not modelled (expected {want}, or framework deepspeed "
+        "or fsdp, or no framework for tiersim's generic offload engine)"
+    )
+    gpu, placement = s.hardware.gpu.memory, s.placement
+    problems = [
+        Problem(f"placement.{cls}", f"'{tier}': " + instead.format(want=f"'{gpu}'"))
+        for cls in PLACED
+        if (tier := getattr(placement, cls)) != gpu
+    ]
+    problems += [
+        Problem(f"placement.experts.{cls}", f"'{tier}': " + instead.format(want=f"'{gpu}'"))
+        for cls, tier in placement.experts.model_dump().items()
+        if tier is not None and tier != gpu
+    ]
+    if placement.optimizer_compute != "gpu":
+        what = f"'{placement.optimizer_compute}': " + instead.format(want="'gpu'")
+        problems.append(Problem("placement.optimizer_compute", what))
+    for key, value in s.training.offload.model_dump().items():
+        if value is not None:
+            want = "the key left out: it describes DeepSpeed's and FSDP2's offload engines"
+            problems.append(Problem(f"training.offload.{key}", instead.format(want=want)))
+    return problems
+
+
 def consistency_problems(s: Scenario) -> list[Problem]:
     return (
         _tier_problems(s)
@@ -202,6 +234,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _implementation_problems(s)
         + _position_problems(s)
         + _link_pair_problems(s)
+        + _framework_problems(s)
     )
 
 

@@ -3,8 +3,10 @@ units, so the file reproduces the run even after presets or defaults change.
 
 `scenario_document(s)` loads back (tiersim.config.load.build) to a scenario equal to `s` but for
 `model.preset`, `model.hf_config` and `hardware.preset`: their values are all written out, so
-the document names them in `provenance` comments only (`hardware.preset: none`); and a default
-`training.seq_len` is written as the length it resolved to.
+the document names them in `provenance` comments only (`hardware.preset: none`); a default
+`training.seq_len` is written as the length it resolved to; and with a `training.framework`,
+each `training.offload` key left out is written as the framework's default it resolved to
+(tiersim.config.framework), so the file says what the run did and reruns it the same.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
-from tiersim.config.schema import Scenario, unit_kind
+from tiersim.config.framework import offload_plan
+from tiersim.config.schema import Offload, Scenario, unit_kind
 from tiersim.core.units import Kind, fmt_exact
 
 SOURCES = (("model", "preset"), ("model", "hf_config"), ("hardware", "preset"))
@@ -23,6 +26,8 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
     """Every field of `s` as YAML-ready values, without the preset / config.json references."""
     doc = _model(s)
     doc["training"]["seq_len"] = s.seq_len  # the default resolved: the model's max_positions
+    if s.training.framework is not None:
+        doc["training"]["offload"] = _model(resolved_offload(s))
     for section, key in SOURCES:
         doc[section].pop(key, None)
     # every value is here: no preset under them (an absent one would mean the default preset)
@@ -34,6 +39,16 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
         if where.get(key) is None:
             where.pop(key, None)
     return doc
+
+
+def resolved_offload(s: Scenario) -> Offload:
+    """`training.offload` with every key its framework left to its default filled in; null
+    where the framework has no such thing (FSDP2's swap buffers, a generic engine's buckets)."""
+    plan = offload_plan(s)
+    values = {key: getattr(plan, key) for key in Offload.model_fields}
+    if values["buffer_count"] == 0:  # no swap buffers: the schema's count starts at 1
+        values["buffer_count"] = None
+    return Offload(**values)
 
 
 def provenance(s: Scenario) -> list[str]:

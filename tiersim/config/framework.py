@@ -12,12 +12,18 @@ Defaults and where they come from:
   (swap_tensor/partitioned_optimizer_swapper.py swaps the fp32 gradients in and out with each
   sub-group); the optimizer runs sub_group_size = 1e9 parameters at a time through
   buffer_count = 4 pinned swap buffers, pipeline_read and pipeline_write off, pin_memory off;
-  memory-centric tiling (ZeRO-Infinity's TiledLinear) where an operator does not fit.
+  memory-centric tiling (ZeRO-Infinity's TiledLinear) where an operator does not fit;
+  overlap_comm on with ZeRO-3 and off with ZeRO-1/2 (zero/config.py overlap_comm_valid), and
+  off, ZeRO-1/2's CPU-offload gradient copies run on the compute stream (stage_1_and_2.py
+  reduce_ipg_grads: `elif self.cpu_offload: stream = current_stream()`).
 - fsdp (FSDP2, torch.distributed.fsdp.fully_shard): one fetch per fully_shard unit (a
-  transformer block), gradients offloaded as reduced, CPUOffloadPolicy(pin_memory=True): every
-  sharded parameter and gradient on the host is its own pinned tensor; no tiling, no swapping.
+  transformer block), gradients reduce-scattered in the compute precision and offloaded as
+  the shard's dtype, accumulated on the host (engine/schedule_offload.py),
+  CPUOffloadPolicy(pin_memory=True): every sharded parameter and gradient on the host is its
+  own pinned tensor; no tiling, no swapping.
 - megatron and no framework: tiersim's generic engine (a layer at a time, gradients as stored,
-  the update within `simulation.prefetch_depth` units); nothing pinned counted.
+  the update within `simulation.prefetch_depth` units); nothing pinned counted. Megatron with
+  any offload is refused (config/consistency.py): its own CPU offload is not modelled.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class OffloadPlan:
     buffer_count: int
     pin_memory: bool
     pinned_per_tensor: bool  # FSDP2 pins each sharded tensor; DeepSpeed one flat buffer
+    overlap_comm: bool  # gradient copies beside backward, else on its stream (DeepSpeed)
 
     @property
     def cpu_path_in_parts(self) -> bool:
@@ -80,21 +87,10 @@ _DEFAULTS = {
         buffer_count=4,
         pin_memory=False,
     ),
-    "fsdp": dict(
-        fetch="layer",
-        prefetch_bucket_size=None,
-        max_live_parameters=None,
-        tiling=False,
-        boundary_gradients="stored",
-        swap_gradients=False,
-        sub_group_size=None,
-        pipeline_read=True,
-        pipeline_write=True,
-        buffer_count=0,
-        pin_memory=True,
-    ),
 }
 _DEFAULTS["megatron"] = _DEFAULTS["generic"]
+# FSDP offloads as the generic path does, from pinned host memory (CPUOffload pins its tensors)
+_DEFAULTS["fsdp"] = {**_DEFAULTS["generic"], "pin_memory": True}
 
 
 def offload_plan(s: Scenario) -> OffloadPlan:
@@ -102,4 +98,12 @@ def offload_plan(s: Scenario) -> OffloadPlan:
     framework = s.training.framework or "generic"
     given = s.training.offload.model_dump()
     chosen = {k: (given[k] if given[k] is not None else v) for k, v in _DEFAULTS[framework].items()}
-    return OffloadPlan(framework=framework, pinned_per_tensor=framework == "fsdp", **chosen)
+    overlap = given["overlap_comm"]
+    if overlap is None:  # DeepSpeed's rule (zero/config.py overlap_comm_valid): on at stage 3
+        overlap = framework != "deepspeed" or s.parallel.zero_stage == 3
+    return OffloadPlan(
+        framework=framework,
+        pinned_per_tensor=framework == "fsdp",
+        overlap_comm=overlap,
+        **chosen,
+    )

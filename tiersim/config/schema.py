@@ -1,170 +1,44 @@
 """The scenario format: typed, frozen models that reject unknown keys.
 
 Field names here are the public YAML format (DESIGN.md §2): extend, never rename.
-Quantities are read from unit strings once, here, and held as floats in base units.
+Quantities are read from unit strings once (config/fields.py), and held as floats in base units.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
+from pydantic import AfterValidator, Field, model_validator
+
+from tiersim.config.fields import (
+    PRECISION_BYTES,
+    Count,
+    Duration,
+    Latency,
+    NonNegativeInt,
+    PositiveInt,
+    PrecisionName,
+    Size,
+    SizeOrZero,
+    Strict,
+    unit_kind,
 )
-
+from tiersim.config.hardware_schema import Cpu, Endurance, Gpu, Hardware, Link, Network, Tier
 from tiersim.config.variants import check_layer_variants
-from tiersim.core.units import UNLIMITED, Kind, fmt_bytes, fmt_rate, fmt_time, parse
 from tiersim.state.classes import OPTIMIZER_NAMES
 
-PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-
-
-def _shown(kind: Kind | None) -> Callable[[float], str]:
-    """How a rejected value is shown back: in the unit the user wrote it in, not base units."""
-    return {Kind.SIZE: fmt_bytes, Kind.BANDWIDTH: fmt_rate, Kind.TIME: fmt_time}.get(
-        kind, lambda v: f"{v:g}"
-    )
-
-
-def _positive(kind: Kind | None = None) -> AfterValidator:
-    def check(value: float) -> float:
-        if not value > 0:
-            raise ValueError(f"must be > 0 (got {_shown(kind)(value)})")
-        return value
-
-    return AfterValidator(check)
-
-
-def _at_least_one(kind: Kind) -> AfterValidator:
-    """Bandwidths and rates below one unit per second are typos, and make times overflow."""
-
-    def check(value: float) -> float:
-        if not value >= 1:
-            raise ValueError(f"must be at least 1 {kind.base_unit} (got {_shown(kind)(value)})")
-        return value
-
-    return AfterValidator(check)
-
-
-def _non_negative(kind: Kind) -> AfterValidator:
-    def check(value: float) -> float:
-        if value < 0:
-            raise ValueError(f"must be >= 0 (got {_shown(kind)(value)})")
-        return value
-
-    return AfterValidator(check)
-
-
-def _unit(kind: Kind, allow_unlimited: bool = False):
-    def convert(value: object) -> float:
-        if allow_unlimited and isinstance(value, str) and value.strip() in UNLIMITED:
-            return math.inf
-        return parse(value, kind)
-
-    convert.kind = kind  # type: ignore[attr-defined]  # what unit_kind() reads
-    return BeforeValidator(convert)
-
-
-def unit_kind(annotation: Any, metadata: list[Any] = ()) -> Kind | None:
-    """The unit kind a field parses with: from its `_unit` validator, on the field or inside
-    an Optional / Union of annotated types."""
-    if get_origin(annotation) is Annotated:
-        metadata = [*metadata, *get_args(annotation)[1:]]
-    for item in metadata:
-        if isinstance(item, BeforeValidator) and hasattr(item.func, "kind"):
-            return item.func.kind
-    for arg in get_args(annotation) if annotation is not None else ():
-        if get_origin(arg) is Annotated:
-            found = unit_kind(None, list(get_args(arg)[1:]))
-            if found is not None:
-                return found
-    return None
-
-
-Size = Annotated[float, _unit(Kind.SIZE), _positive(Kind.SIZE)]
-SizeOrZero = Annotated[float, _unit(Kind.SIZE), _non_negative(Kind.SIZE)]
-Bandwidth = Annotated[
-    float,
-    Field(allow_inf_nan=True),  # `unlimited`
-    _unit(Kind.BANDWIDTH, True),
-    _at_least_one(Kind.BANDWIDTH),
+# re-exported: the format's public names (the hardware section lives in hardware_schema.py)
+__all__ = [
+    "PRECISION_BYTES",
+    "Cpu",
+    "Endurance",
+    "Gpu",
+    "Hardware",
+    "Link",
+    "Network",
+    "Tier",
+    "unit_kind",
 ]
-Duration = Annotated[float, _unit(Kind.TIME), _positive(Kind.TIME)]
-Latency = Annotated[float, _unit(Kind.TIME), _non_negative(Kind.TIME)]
-FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), _at_least_one(Kind.FLOP_RATE)]
-ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), _at_least_one(Kind.PARAM_RATE)]
-PositiveInt = Annotated[int, Field(gt=0, le=2**40, strict=True)]
-NonNegativeInt = Annotated[int, Field(ge=0, le=2**40, strict=True)]
-
-
-def _integral(value: object) -> object:
-    """Accept 7.5e9 or '7.5e9' for a count (YAML reads the latter as a string)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-Count = Annotated[int, BeforeValidator(_integral), Field(gt=0, le=10**16, strict=True)]
-Fraction = Annotated[float, Field(ge=1e-3, le=1)]
-PrecisionName = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
-
-
-def _takes_bool(annotation: Any) -> bool:
-    return annotation is bool or any(_takes_bool(a) for a in get_args(annotation))
-
-
-class Strict(BaseModel):
-    # no infinity or NaN from YAML (.inf, .nan): only `unlimited` bandwidths are infinite
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _booleans_only_for_switches(cls, value: Any, info: ValidationInfo) -> Any:
-        """YAML's true/yes/on are booleans, which pydantic would read as 1 where a number is
-        expected (zero_stage: true as ZeRO 1, efficiency: yes as 1.0), and 1 or 0 as a
-        boolean: a boolean field takes true or false, and only a boolean field does."""
-        field = cls.model_fields[info.field_name]
-        switch = _takes_bool(field.annotation)
-        if isinstance(value, bool) and not switch:
-            kind = unit_kind(field.annotation, field.metadata)
-            what = f"{kind.label} with a unit, such as '{kind.example}'" if kind else None
-            raise ValueError(f"expected {what or _expected(field.annotation)}, not true or false")
-        optional = type(None) in get_args(field.annotation)
-        if switch and not isinstance(value, bool) and not (value is None and optional):
-            got = "null" if value is None else repr(value)
-            raise ValueError(f"expected true or false (got {got})")
-        return value
-
-
-def _expected(annotation: Any) -> str:
-    """What a field takes, in words: 'a number', "one of 'a', 'b'", or both."""
-    origin = get_origin(annotation)
-    if origin is Literal:
-        names = [repr(a) for a in get_args(annotation)]
-        return names[0] if len(names) == 1 else "one of " + ", ".join(names)
-    if origin is Annotated:
-        return _expected(get_args(annotation)[0])
-    if annotation in (int, float):
-        return "a number"
-    options = [a for a in get_args(annotation) if a is not type(None)]
-    return " or ".join(dict.fromkeys(_expected(a) for a in options)) if options else "a value"
-
 
 # --- model -------------------------------------------------------------------------------------
 
@@ -297,6 +171,9 @@ class Offload(Strict):
     # pinned host buffers as PyTorch's caching host allocator holds them (rounded up to a
     # power of two), counted as allocated in the host tier's peak
     pin_memory: bool | None = None
+    # DeepSpeed's overlap_comm (default: on with ZeRO-3, off with ZeRO-1/2): off, ZeRO-1/2's
+    # gradient copies to and from the host run on the compute stream, so backward waits
+    overlap_comm: bool | None = None
 
 
 class Training(Strict):
@@ -376,99 +253,6 @@ class Placement(Strict):
     experts: ExpertPlacement = ExpertPlacement()
 
 
-# --- hardware ----------------------------------------------------------------------------------
-
-
-class Endurance(Strict):
-    pe_cycles: Annotated[float, Field(gt=0)]
-    write_amplification: Annotated[float, Field(ge=1)] | None = None
-    spare_area: Annotated[float, Field(gt=0, lt=1)] | None = None
-    write_pattern: Literal["sequential", "random"] = "sequential"
-    rated_drive_writes_per_day: Annotated[float, Field(gt=0)] | None = None
-    warranty: Duration | None = None
-
-
-class Tier(Strict):
-    kind: Literal["hbm", "dram", "flash", "remote"]
-    capacity: Size
-    bandwidth: Bandwidth | None = None
-    read_bandwidth: Bandwidth | None = None
-    write_bandwidth: Bandwidth | None = None
-    latency: Latency = 0.0
-    endurance: Endurance | None = None
-
-    @model_validator(mode="after")
-    def _has_bandwidth(self) -> Tier:
-        if self.read_bw is None or self.write_bw is None:
-            raise ValueError("needs 'bandwidth' or both 'read_bandwidth' and 'write_bandwidth'")
-        return self
-
-    @property
-    def read_bw(self) -> float:
-        return self.read_bandwidth if self.read_bandwidth is not None else self.bandwidth
-
-    @property
-    def write_bw(self) -> float:
-        return self.write_bandwidth if self.write_bandwidth is not None else self.bandwidth
-
-
-class Link(Strict):
-    between: tuple[str, str]
-    bandwidth: Bandwidth  # per direction
-    latency: Latency = 0.0
-
-
-class Gpu(Strict):
-    name: str = "gpu"
-    memory: str = "hbm"
-    peak_flops: dict[PrecisionName, FlopRate]
-    efficiency: Fraction = 0.5  # share of peak a full wave of GEMM tiles reaches
-    optimizer_efficiency: Fraction = 0.8  # share of HBM bandwidth a fused optimizer reaches
-    # streaming multiprocessors, for GEMM wave quantization (none: no quantization)
-    sm_count: PositiveInt | None = None
-    memory_efficiency: Fraction = 1.0  # share of HBM bandwidth memory-bound kernels reach
-    # compute slowdown while a collective runs beside it (NCCL's kernels take SMs)
-    collective_sm_share: Annotated[float, Field(ge=0, lt=1)] = 0.0
-
-
-class Cpu(Strict):
-    name: str = "cpu"
-    memory: str = "dram"
-    # DESIGN.md §4's 1.4 Gparam/s is a whole host's CPU-Adam rate: a GPU's share of 8 is 1/8
-    optimizer_rate: ParamRate = 0.175e9
-    # the CPU-Adam kernel alone (ZeRO-Offload Table 4's measurement), used with a framework
-    # whose CPU path is modelled in parts (workload/cpu_optimizer.py); default: optimizer_rate
-    adam_kernel_rate: ParamRate | None = None
-    # the rest of that path no part modelled explains, as a rate (fitted; null: none)
-    path_overhead_rate: ParamRate | None = None
-    memory_bandwidth: Bandwidth | None = None  # default: the host tier's read bandwidth
-
-
-class Network(Strict):
-    gpus_per_node: PositiveInt = 8
-    intra_node_bandwidth: Bandwidth = 450e9
-    inter_node_bandwidth: Bandwidth = 50e9
-    intra_node_latency: Latency = 2e-6
-    inter_node_latency: Latency = 5e-6
-    # busbw / link rate NCCL reaches: one fraction, or {buffer size: fraction} measured
-    # (tiersim.hardware.nccl)
-    intra_node_efficiency: Fraction | dict[Size, Fraction] = 1.0
-    inter_node_efficiency: Fraction | dict[Size, Fraction] = 1.0
-
-
-class Hardware(Strict):
-    preset: str | None = None
-    gpu: Gpu
-    cpu: Cpu = Cpu()
-    tiers: dict[str, Tier]
-    links: dict[str, Link] = {}
-    network: Network = Network()
-    # what one GPU of this machine costs per hour, its share of the host included (any
-    # currency): `tiersim plan --objective cost` ranks by it; no part of a simulation, so left
-    # out of model_dump (a sweep point's key)
-    price_per_gpu_hour: Annotated[float, Field(gt=0)] | None = Field(default=None, exclude=True)
-
-
 # --- simulation, checkpoint, failures, budget --------------------------------------------------
 
 
@@ -524,7 +308,7 @@ class Budget(Strict):
     """`steps_per_day`, plus one entry per flash tier: `budget.hbf: {lifetime: 5 years}`."""
 
     steps_per_day: Annotated[float, Field(gt=0, le=1e9)] | None = None  # 1e9: one per 86 us
-    tiers: dict[str, TierBudget] = {}
+    tiers: dict[str, TierBudget] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod

@@ -17,7 +17,8 @@ def union(intervals: Intervals) -> Intervals:
 
 
 def clip(intervals: Intervals, lo: float, hi: float) -> Intervals:
-    return [(max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi]
+    # conditional expressions, not max/min: a clip runs over every op of a run
+    return [(s if s > lo else lo, e if e < hi else hi) for s, e in intervals if e > lo and s < hi]
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:

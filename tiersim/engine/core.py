@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import simpy
 
-from tiersim.config.schema import Scenario
 from tiersim.engine.flows import FlowNetwork, max_min_rates, priority_rates
 from tiersim.engine.ops import Op, OpKind, Schedule
 from tiersim.hardware.resources import Resource
 from tiersim.hardware.topology import Topology
+from tiersim.state.resolved import Resolved
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 
@@ -73,8 +72,7 @@ class _MovePlan:
     move (so worked out once): the staging tiers and what each holds, the delay before the
     flow starts (latency plus pipeline fill) and the resources the flow crosses."""
 
-    staging: tuple[str, ...]
-    staged_bytes: int
+    staged: tuple[tuple[str, int], ...]  # (staging tier, bytes it holds)
     delay: float
     resources: tuple
 
@@ -82,20 +80,24 @@ class _MovePlan:
 class Engine:
     def __init__(
         self,
-        s: Scenario,
+        res: Resolved,
         topo: Topology,
         schedule: Schedule,
         baseline: dict[str, int],
         recorder: Recorder | None = None,
     ):
-        self.s, self.topo, self.schedule, self.recorder = s, topo, schedule, recorder
+        self.res, self.topo, self.schedule, self.recorder = res, topo, schedule, recorder
         self.baseline = baseline
         self.env = simpy.Environment()
-        policy = priority_rates if s.simulation.link_sharing == "issue_order" else max_min_rates
+        policy = (
+            priority_rates
+            if res.execution.simulation.link_sharing == "issue_order"
+            else max_min_rates
+        )
         capacity = {**topo.capacities, **schedule.net_capacity}
         self.net = FlowNetwork(self.env, capacity, _channel, policy)
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
-        self.ordered = s.simulation.link_sharing == "ordered"
+        self.ordered = res.execution.simulation.link_sharing == "ordered"
         self.waiting, self.targets, self.first = _dependency_graph(schedule.ops, topo, self.ordered)
         per_step = [0] * schedule.steps
         for op in schedule.ops:
@@ -103,6 +105,8 @@ class Engine:
         n = len(schedule.ops)
         self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
+        self._on_timer = self._timer_done  # bound once: one per op otherwise
+        self._ops = schedule.ops
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -112,7 +116,7 @@ class Engine:
                 self.recorder.memory(tier, 0.0, occ.current)
         # the ready set first: an op that finishes at once starts its dependents itself
         for i in [i for i, waiting in enumerate(self.waiting) if waiting == 0]:
-            self._start(i)
+            self._start(i, 0.0)
         self.env.run()
         if any(self.log.step_left):
             raise AssertionError("schedule deadlocked: some operations never became ready")
@@ -120,56 +124,61 @@ class Engine:
         self.waiting, self.targets, self.first = [], [], []
         return self.log
 
-    def _after(self, delay: float, then: Callable[..., None], *args: Any) -> None:
-        """`then(*args)` after `delay` (at once if none)."""
-        self.log.events += 1
+    def _after(self, delay: float, i: int, now: float) -> None:
+        """Op i's end after `delay` (at once if none)."""
         if delay <= 0:
-            then(*args)
+            self._finish(i, now)
             return
-        self.env.timeout(delay).callbacks.append(lambda _e: then(*args))
+        self.log.events += 1
+        self.env.timeout(delay, i).callbacks.append(self._on_timer)
 
-    def _start(self, i: int) -> None:
-        op = self.schedule.ops[i]
-        now = self.env.now
+    def _timer_done(self, event: simpy.Timeout) -> None:
+        self._finish(event.value, self.env.now)
+
+    def _start(self, i: int, now: float) -> None:
+        op = self._ops[i]
         self.log.start[i] = now
-        for tier, nbytes in op.alloc:
-            self._occupy(tier, now, nbytes)
+        if op.alloc:
+            for tier, nbytes in op.alloc:
+                self._occupy(tier, now, nbytes)
         kind = op.kind
         if kind is MOVE:
             plan = self._move_plan(op)
-            staged = [(t, plan.staged_bytes) for t in plan.staging]
-            for tier, size in staged:
+            for tier, size in plan.staged:
                 self._occupy(tier, now, size)
-            self._after(plan.delay, self._flow, i, op.nbytes, plan.resources, staged)
+            self._flow(i, op.nbytes, plan.resources, plan.delay, plan.staged)
         elif kind is COMM or kind is SYNC:
-            self._after(op.latency, self._flow, i, op.nbytes, (op.resource,), ())
+            self._flow(i, op.nbytes, (op.resource,), op.latency, ())
         else:
-            self._after(op.duration, self._finish, i)
+            self._after(op.duration, i, now)
 
     def _move_plan(self, op: Op) -> _MovePlan:
         key = (op.src, op.dst, op.nbytes)
         plan = self._plans.get(key)
         if plan is None:
             route = self.topo.route(op.src, op.dst, op.nbytes)
-            sim = self.s.simulation
+            sim = self.res.execution.simulation
             chunk = min(sim.chunk_size, op.nbytes)
             fill = max(0, len(route.links) - 1) * chunk / route.bottleneck
+            staged = int(min(op.nbytes, sim.chunk_size * sim.staging_chunks))
             plan = self._plans[key] = _MovePlan(
-                route.tiers[1:-1],
-                int(min(op.nbytes, sim.chunk_size * sim.staging_chunks)),
+                tuple((t, staged) for t in route.tiers[1:-1]),
                 route.latency_s + fill,
                 route.resources,
             )
         return plan
 
-    def _flow(self, i: int, nbytes: int, resources: tuple, staged) -> None:
+    def _flow(self, i: int, nbytes: int, resources: tuple, delay: float, staged: tuple) -> None:
+        """Op i's bytes across `resources` after `delay` (latency, pipeline fill): the
+        network starts the flow at its time, so the delay is no event of its own."""
+
         def done() -> None:
-            self._finish(i, staged)
+            self._finish(i, self.env.now, staged)
 
         if self.ordered:
-            self.net.run_alone(nbytes, resources, done)
+            self.net.run_alone(nbytes, resources, done, delay)
         else:
-            self.net.start(nbytes, resources, done, i)
+            self.net.start(nbytes, resources, done, i, delay)
 
     def _occupy(self, tier: str, now: float, delta: float) -> None:
         occ = self.occupancy[tier]
@@ -177,15 +186,13 @@ class Engine:
         if self.recorder is not None:
             self.recorder.memory(tier, now, occ.current)
 
-    def _finish(self, i: int, staged: list[tuple[str, int]] = ()) -> None:
-        op = self.schedule.ops[i]
+    def _finish(self, i: int, now: float, staged: tuple[tuple[str, int], ...] = ()) -> None:
+        op = self._ops[i]
         log = self.log
-        now = self.env.now
         log.end[i] = now
-        for tier, nbytes in op.free:
-            self._occupy(tier, now, -nbytes)
-        for tier, nbytes in staged:
-            self._occupy(tier, now, -nbytes)
+        if op.free or staged:
+            for tier, nbytes in (*op.free, *staged):
+                self._occupy(tier, now, -nbytes)
         if self.recorder is not None:
             self.recorder.op(op, log.start[i], now)
         step = op.step
@@ -198,7 +205,7 @@ class Engine:
             j = targets[k]
             waiting[j] -= 1
             if waiting[j] == 0:
-                self._start(j)
+                self._start(j, now)
 
 
 NET_CHANNELS = ("nvlink", "network")  # the GPU's physical channels for collectives
@@ -254,13 +261,13 @@ def _channel(resource: Resource) -> str | None:
 
 
 def run_engine(
-    s: Scenario,
+    res: Resolved,
     topo: Topology,
     schedule: Schedule,
     baseline: dict[str, int],
     recorder: Recorder | None = None,
 ) -> tuple[Engine, RunLog, float]:
     started = time.perf_counter()
-    engine = Engine(s, topo, schedule, baseline, recorder)
+    engine = Engine(res, topo, schedule, baseline, recorder)
     log = engine.run()
     return engine, log, time.perf_counter() - started

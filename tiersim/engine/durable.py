@@ -20,27 +20,27 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
-from tiersim.config.schema import Scenario
 from tiersim.engine.metrics import link_busy_s, moved
 from tiersim.engine.ops import Role
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.placement import expert_homes, homes
+from tiersim.state.resolved import Resolved
 
 MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
 
 
-def _read_back_s(s: Scenario, setup) -> float:
+def _read_back_s(res: Resolved, setup) -> float:
     """Each class read back from the target to its home, unit by unit's home (a layer's
     routed experts may be homed apart), one home's bytes as one transfer."""
-    home, per_home = homes(s), Counter()
+    home, per_home = homes(res.execution.placement, res.machine), Counter()
     for u in setup.wl.units:
         for cls in CHECKPOINTED:
-            per_home[(cls, (u.home or home)[cls])] += share(s, u, cls)
+            per_home[(cls, (u.home or home)[cls])] += share(res, u, cls)
     total = 0.0
     for (_, tier), nbytes in per_home.items():
-        route = setup.topo.route(s.checkpoint.target, tier, nbytes)
+        route = setup.topo.route(res.execution.checkpoint.target, tier, nbytes)
         total += route.latency_s + nbytes / route.bottleneck
     return total
 
@@ -52,15 +52,16 @@ def _checkpoint_window(schedule, log, step: int) -> tuple[float, float, int]:
     return start, end, len(ops)
 
 
-def _run_length(s: Scenario, setup, plain: StepResult, nbytes: int) -> tuple[int, frozenset]:
+def _run_length(res: Resolved, setup, plain: StepResult, nbytes: int) -> tuple[int, frozenset]:
     """Steps to simulate and the steps that checkpoint: every step when the interval is 1,
     else one checkpoint after the measured step and enough steps for its drain to end."""
-    measured = s.simulation.warmup_steps
-    if s.checkpoint.every_steps == 1:
+    measured = res.execution.simulation.warmup_steps
+    if res.execution.checkpoint.every_steps == 1:
         return measured + 2, frozenset(range(measured + 2))
-    home, own = homes(s), expert_homes(s)
+    placement = res.execution.placement
+    home, own = homes(placement, res.machine), expert_homes(placement, res.machine)
     slowest = min(
-        setup.topo.route(where[c], s.checkpoint.target).bottleneck
+        setup.topo.route(where[c], res.execution.checkpoint.target).bottleneck
         for c in CHECKPOINTED
         for where in (home, own)
     )
@@ -68,37 +69,63 @@ def _run_length(s: Scenario, setup, plain: StepResult, nbytes: int) -> tuple[int
     return measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1)), frozenset({measured})
 
 
-def _stall(s: Scenario, plain: StepResult, ends: list, base_ends: list, write_s: float) -> float:
+def _stall(res: Resolved, plain: StepResult, ends: list, base_ends: list, write_s: float) -> float:
     """How much later training ends because of the checkpoint (see the module docstring)."""
-    measured, every = s.simulation.warmup_steps, s.checkpoint.every_steps
+    measured, every = res.execution.simulation.warmup_steps, res.execution.checkpoint.every_steps
     if every == 1:  # the steady period's growth
         return (ends[measured] - ends[measured - 1]) - (
             base_ends[measured] - base_ends[measured - 1]
         )
     stall = ends[-1] - base_ends[-1]
-    if isinstance(every, int) and s.checkpoint.mode == "async":
+    if isinstance(every, int) and res.execution.checkpoint.mode == "async":
         # a drain longer than the interval holds the next snapshot (a blocking write has
         # already stalled training for all of it)
         stall += max(0.0, write_s - every * plain.time_s)
     return stall
 
 
-def _window(s: Scenario, ends: list[float]) -> tuple[float, float] | None:
+def _window(res: Resolved, ends: list[float]) -> tuple[float, float] | None:
     """The span whose link time counts: every step checkpointing, the measured step's; else
     the whole run (the one checkpoint's)."""
-    measured = s.simulation.warmup_steps
-    return (ends[measured - 1], ends[measured]) if s.checkpoint.every_steps == 1 else None
+    measured = res.execution.simulation.warmup_steps
+    return (
+        (ends[measured - 1], ends[measured]) if res.execution.checkpoint.every_steps == 1 else None
+    )
 
 
-def checkpoint_baseline(s: Scenario, engine, log) -> tuple[list[float], dict[str, float]]:
+def checkpoint_baseline(res: Resolved, engine, log) -> tuple[list[float], dict[str, float]]:
     """What a run without the checkpoint contributes to its measurement: the step ends and
     each link's busy seconds (small, so a finished run's engine and schedule can be freed)."""
     ends = list(log.step_end)
-    return ends, link_busy_s(engine, _window(s, ends))
+    return ends, link_busy_s(engine, _window(res, ends))
+
+
+def _baseline(
+    res: Resolved,
+    setup,
+    run: Callable,
+    steps: int,
+    marks: frozenset[int],
+    plain_baseline: tuple[list[float], dict[str, float]] | None,
+) -> tuple[int, frozenset[int], int, tuple[list[float], dict[str, float]]]:
+    """(steps, marks, measured step, the plain run's step ends and link busy time) for the
+    checkpoint run: from `plain_baseline` where it serves (see measure_checkpoint), else from a
+    plain run of the same length."""
+    measured = res.execution.simulation.warmup_steps
+    if plain_baseline is not None and len(plain_baseline[0]) == 1:
+        steps = steps - measured
+        (step_s,), busy_s = plain_baseline
+        base_ends = [(k + 1) * step_s for k in range(steps)]
+        return steps, frozenset({0}), 0, (base_ends, {n: b * steps for n, b in busy_s.items()})
+    if plain_baseline is not None and steps == measured + 2:
+        return steps, marks, measured, plain_baseline
+    _, base_engine, base_log, _ = run(res, setup, steps)
+    # only these figures are needed: the run is freed before the next
+    return steps, marks, measured, checkpoint_baseline(res, base_engine, base_log)
 
 
 def measure_checkpoint(
-    s: Scenario,
+    res: Resolved,
     setup,
     plain: StepResult,
     run: Callable,
@@ -112,35 +139,26 @@ def measure_checkpoint(
     plain steps from the same quiescent state, so the checkpoint run starts at the measured
     step (forks there instead of simulating them again) and the baseline is that one step
     repeated (its ends k·T, its links' busy time k times the step's)."""
-    measured = s.simulation.warmup_steps
-    per_class = {c: sum(share(s, u, c) for u in setup.wl.units) for c in CHECKPOINTED}
+    per_class = {c: sum(share(res, u, c) for u in setup.wl.units) for c in CHECKPOINTED}
     nbytes = sum(per_class.values())
-    steps, marks = _run_length(s, setup, plain, nbytes)
-    if plain_baseline is not None and len(plain_baseline[0]) == 1:
-        steps, marks, measured = steps - measured, frozenset({0}), 0
-        (step_s,), busy_s = plain_baseline
-        base_ends = [(k + 1) * step_s for k in range(steps)]
-        base_busy = {name: b * steps for name, b in busy_s.items()}
-    elif plain_baseline is not None and steps == measured + 2:
-        base_ends, base_busy = plain_baseline
-    else:
-        _, base_engine, base_log, _ = run(s, setup, steps)
-        base_ends, base_busy = checkpoint_baseline(s, base_engine, base_log)
-        del base_engine, base_log  # only these figures are needed: free the run before the next
-    schedule, engine, log, _ = run(s, setup, steps, marks)
+    steps, marks = _run_length(res, setup, plain, nbytes)
+    steps, marks, measured, (base_ends, base_busy) = _baseline(
+        res, setup, run, steps, marks, plain_baseline
+    )
+    schedule, engine, log, _ = run(res, setup, steps, marks)
     start, end, _ = _checkpoint_window(schedule, log, measured)
     links, read, written = moved(setup.topo, schedule.ops, measured, roles=(Role.CHECKPOINT,))
     # what the checkpoint adds (its transfers overlapping others' add only the part not
     # already busy)
-    busy = link_busy_s(engine, _window(s, log.step_end))
+    busy = link_busy_s(engine, _window(res, log.step_end))
     added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
     return CheckpointRun(
         interval_steps=None,
         bytes=nbytes,
         write_s=end - start,
-        stall_s=max(0.0, _stall(s, plain, log.step_end, base_ends, end - start)),
-        read_back_s=_read_back_s(s, setup),
-        restart_s=s.checkpoint.restart,
+        stall_s=max(0.0, _stall(res, plain, log.step_end, base_ends, end - start)),
+        read_back_s=_read_back_s(res, setup),
+        restart_s=res.execution.checkpoint.restart,
         mtbf_s=None,  # the failure model's, applied with the interval
         written_by_tier={t: sum(by.values()) for t, by in written.items()},
         read_by_tier={t: sum(by.values()) for t, by in read.items()},

@@ -4,6 +4,11 @@ Each active flow moves its bytes across a set of resources (link directions, tie
 each with a capacity in bytes/s. Rates are the max-min fair allocation (progressive
 filling): whenever a flow starts or finishes, every flow's progress is brought up to date
 and the rates are recomputed. A resource of infinite capacity never constrains a flow.
+
+A flow may begin after a delay (its route's latency): it is registered at once and starts
+moving bytes at its begin time. The network keeps one pending wake-up, at the soonest end
+or begin that changes a rate; a flow alone on its resources from registration on needs no
+wake-up at its begin (no other rate changes then), so its latency costs no event.
 """
 
 from __future__ import annotations
@@ -13,14 +18,33 @@ from collections.abc import Callable, Hashable, Sequence
 
 import simpy
 
+from tiersim.core.intervals import union
+
 _EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
 
 
 class Flow:
-    __slots__ = ("bytes", "on_done", "priority", "rate", "remaining", "resources")
+    """Bytes on their way across `resources`, from `begin` (seconds) at `rate` (bytes/s).
+    `latent`: not moving yet and left out of the present rates (a wake-up at `begin`)."""
+
+    __slots__ = (
+        "begin",
+        "bytes",
+        "latent",
+        "on_done",
+        "priority",
+        "rate",
+        "remaining",
+        "resources",
+    )
 
     def __init__(
-        self, nbytes: float, resources: tuple, on_done: Callable[[], None], priority: float = 0
+        self,
+        nbytes: float,
+        resources: tuple,
+        on_done: Callable[[], None],
+        priority: float = 0,
+        begin: float = 0.0,
     ):
         self.priority = priority
         self.bytes = nbytes
@@ -28,6 +52,8 @@ class Flow:
         self.resources = resources
         self.on_done = on_done
         self.rate = 0.0
+        self.begin = begin
+        self.latent = False
 
 
 def max_min_rates(
@@ -102,25 +128,33 @@ def priority_rates(
 
 
 class BusyLog:
-    """Intervals during which at least one flow uses a named channel (a link, say)."""
+    """Intervals during which at least one flow used a named channel (a link, say): each
+    flow's span is added as it ends, merged with the last where they touch, and the union
+    is taken on reading (a flow may end after one that began later)."""
 
     def __init__(self) -> None:
-        self.active: dict[str, int] = {}
-        self.opened: dict[str, float] = {}
-        self.intervals: dict[str, list[tuple[float, float]]] = {}
+        self._spans: dict[str, list[tuple[float, float]]] = {}
+        self._merged: dict[str, list[tuple[float, float]]] | None = None
 
-    def add(self, key: str, now: float) -> None:
-        count = self.active.get(key, 0)
-        if count == 0:
-            self.opened[key] = now
-        self.active[key] = count + 1
+    def add_span(self, key: str, start: float, end: float) -> None:
+        if end <= start:
+            return
+        self._merged = None
+        spans = self._spans.get(key)
+        if spans is None:
+            self._spans[key] = [(start, end)]
+        elif start <= spans[-1][1]:  # ends come in time order: only the start can be earlier
+            last = spans[-1]
+            spans[-1] = (start if start < last[0] else last[0], end)
+        else:
+            spans.append((start, end))
 
-    def remove(self, key: str, now: float) -> None:
-        self.active[key] -= 1
-        if self.active[key] == 0:
-            start = self.opened.pop(key)
-            if now > start:
-                self.intervals.setdefault(key, []).append((start, now))
+    @property
+    def intervals(self) -> dict[str, list[tuple[float, float]]]:
+        """Each channel's busy time as disjoint, sorted intervals."""
+        if self._merged is None:
+            self._merged = {key: union(spans) for key, spans in self._spans.items()}
+        return self._merged
 
 
 class FlowNetwork:
@@ -128,6 +162,8 @@ class FlowNetwork:
 
     `channel_of(resource)` names the channel a resource belongs to (a link's name, or None);
     busy intervals per channel, and of any channel, are logged for utilisation and overlap.
+    `wakeups`: the SimPy events the network scheduled (a superseded wake-up is dropped from
+    its callbacks but still popped, so it counts).
     """
 
     ANY = "*"
@@ -147,63 +183,82 @@ class FlowNetwork:
         self._channel_of = channel_of
         self._channels: dict[tuple, tuple[str, ...]] = {}
         self._last = 0.0
-        self._generation = 0
         self.wakeups = 0
         self._finite: dict[tuple, tuple] = {}
         self._alone: dict[tuple, float] = {}
         self._users: dict[Hashable, int] = {}
+        self._pending: simpy.Timeout | None = None  # the one wake-up planned
+        self._pending_at = math.inf
+        self._pending_for: Flow | None = None  # the flow it ends or begins
+        self._on_wake = [self._wake]
 
     def start(
-        self, nbytes: float, resources: tuple, on_done: Callable[[], None], priority: float = 0
+        self,
+        nbytes: float,
+        resources: tuple,
+        on_done: Callable[[], None],
+        priority: float = 0,
+        delay: float = 0.0,
     ) -> None:
-        """Begin moving `nbytes` across `resources`; `on_done()` runs when the last byte lands."""
+        """Begin moving `nbytes` across `resources` after `delay` seconds; `on_done()` runs
+        when the last byte lands."""
         if nbytes <= 0:
-            on_done()
+            self._after(delay, on_done)
             return
-        self._advance()
-        flow = Flow(nbytes, resources, on_done, priority)
         now = self.env.now
-        for channel in self._channels_for(resources):
-            self.busy.add(channel, now)
+        self._advance(now)
+        flow = Flow(nbytes, resources, on_done, priority, now + delay if delay > 0 else now)
         self.flows.append(flow)
-        if self._claim(flow):  # shares nothing: no other flow's rate changes
-            flow.rate = self._alone_rate(flow)
-            self._plan_wake()
+        if self._claim(flow):  # shares nothing, now or at its begin: no other rate changes
+            flow.rate = self._alone_rate(resources)
+            self._plan_wake(now)
+        elif delay > 0:  # joins the sharing at its begin: nothing changes before
+            flow.latent = True
+            self._plan_wake(now)
         else:
-            self._reschedule()
+            self._reschedule(now)
 
-    def run_alone(self, nbytes: float, resources: tuple, on_done: Callable[[], None]) -> None:
-        """Move `nbytes` at the full bottleneck rate, sharing nothing (the caller has ordered
-        transfers so that none overlap on a link): a fixed duration, logged as busy."""
+    def run_alone(
+        self, nbytes: float, resources: tuple, on_done: Callable[[], None], delay: float = 0.0
+    ) -> None:
+        """Move `nbytes` at the full bottleneck rate after `delay` seconds, sharing nothing
+        (the caller has ordered transfers so that none overlap on a link): a fixed duration,
+        logged as busy."""
         rate = min((self.capacity[r] for r in resources), default=math.inf)
         duration = nbytes / rate if rate != math.inf else 0.0
         channels = self._channels_for(resources)
-        for channel in channels:
-            self.busy.add(channel, self.env.now)
+        begin = self.env.now + delay
 
-        def done(_event: object) -> None:
+        def done() -> None:
             for channel in channels:
-                self.busy.remove(channel, self.env.now)
+                self.busy.add_span(channel, begin, self.env.now)
             on_done()
 
-        self.wakeups += 1
-        self.env.timeout(duration).callbacks.append(done)
+        self._after(delay + duration, done)
 
-    def _finite_of(self, flow: Flow) -> tuple:
-        finite = self._finite.get(flow.resources)
+    def _after(self, delay: float, then: Callable[[], None]) -> None:
+        if delay <= 0:
+            then()
+            return
+        self.wakeups += 1
+        self.env.timeout(delay).callbacks.append(lambda _e: then())
+
+    def _finite_of(self, resources: tuple) -> tuple:
+        """The resources of finite capacity (cached per resource set)."""
+        finite = self._finite.get(resources)
         if finite is None:
-            finite = self._finite[flow.resources] = tuple(
-                r for r in flow.resources if self.capacity[r] != math.inf
+            finite = self._finite[resources] = tuple(
+                r for r in resources if self.capacity[r] != math.inf
             )
         return finite
 
-    def _alone_rate(self, flow: Flow) -> float:
+    def _alone_rate(self, resources: tuple) -> float:
         """The rate of a flow sharing nothing: its narrowest finite resource (cached per
         resource set, as many flows cross the same route)."""
-        rate = self._alone.get(flow.resources)
+        rate = self._alone.get(resources)
         if rate is None:
-            finite = self._finite_of(flow)
-            rate = self._alone[flow.resources] = min(
+            finite = self._finite_of(resources)
+            rate = self._alone[resources] = min(
                 (self.capacity[r] for r in finite), default=math.inf
             )
         return rate
@@ -211,19 +266,23 @@ class FlowNetwork:
     def _claim(self, flow: Flow) -> bool:
         """Count the flow on its resources; True if it is alone on all of them."""
         alone = True
-        for r in self._finite_of(flow):
-            n = self._users.get(r, 0)
-            alone = alone and n == 0
-            self._users[r] = n + 1
+        users = self._users
+        for r in self._finite_of(flow.resources):
+            n = users.get(r, 0)
+            if n:
+                alone = False
+            users[r] = n + 1
         return alone
 
     def _release(self, flow: Flow) -> bool:
         """Uncount the flow; True if it was alone on all its resources."""
         alone = True
-        for r in self._finite_of(flow):
-            n = self._users[r]
-            alone = alone and n == 1
-            self._users[r] = n - 1
+        users = self._users
+        for r in self._finite[flow.resources]:  # claimed, so cached
+            n = users[r]
+            if n != 1:
+                alone = False
+            users[r] = n - 1
         return alone
 
     def _channels_for(self, resources: tuple) -> tuple[str, ...]:
@@ -233,67 +292,108 @@ class FlowNetwork:
             channels = self._channels[resources] = (*sorted(names), self.ANY) if names else ()
         return channels
 
-    def _advance(self) -> None:
-        now = self.env.now
-        dt = now - self._last
-        if dt > 0:
+    def _advance(self, now: float) -> None:
+        """Every moving flow's bytes brought up to now (a flow moves from its begin)."""
+        last = self._last
+        if now > last:
             for f in self.flows:
-                f.remaining -= f.rate * dt
+                if f.rate:
+                    since = f.begin if f.begin > last else last
+                    if now > since:
+                        f.remaining -= f.rate * (now - since)
         self._last = now
 
-    def _reschedule(self) -> None:
-        rates = self.policy(self.flows, self.capacity, self._finite)
-        for f, rate in zip(self.flows, rates, strict=True):
-            f.rate = rate
-        self._plan_wake()
+    def _reschedule(self, now: float) -> None:
+        """Rates for the flows that have begun; those still to begin wait, out of them."""
+        flows = self.flows
+        active = [f for f in flows if f.begin <= now]
+        if len(active) < len(flows):
+            for f in flows:
+                if f.begin > now:
+                    f.rate = 0.0
+                    f.latent = True
+        if len(active) == 1:  # the common case: alone now, at its narrowest resource's rate
+            active[0].rate = self._alone_rate(active[0].resources)
+        else:
+            rates = self.policy(active, self.capacity, self._finite)
+            for f, rate in zip(active, rates, strict=True):
+                f.rate = rate
+        self._plan_wake(now)
 
-    def _plan_wake(self) -> None:
-        soonest = math.inf
+    def _plan_wake(self, now: float) -> None:
+        """One wake-up at the soonest end of a moving flow or begin of a latent one; the one
+        planned before is dropped unless it falls at the same time."""
+        soonest, which = math.inf, None
         for f in self.flows:
-            if f.rate > 0:
-                left = f.remaining / f.rate
-                if left < soonest:
-                    soonest = left
-        if soonest == math.inf:
+            rate = f.rate
+            if rate > 0:
+                left = f.remaining / rate
+                if f.begin > now:
+                    left += f.begin - now
+            elif f.latent:
+                left = f.begin - now
+            else:
+                continue
+            if left < soonest:
+                soonest, which = left, f
+        if soonest < 0.0:
+            soonest = 0.0
+        pending = self._pending
+        if pending is not None:
+            if now + soonest == self._pending_at:
+                self._pending_for = which
+                return
+            pending.callbacks.clear()  # superseded: popped at its time, it runs nothing
+            self._pending = None
+        if which is None:
+            self._pending_at = math.inf
             return
-        self._generation += 1
-        generation = self._generation
-        wake = self.env.timeout(max(soonest, 0.0))
-        wake.callbacks.append(lambda _e: self._wake(generation))
-
-    def _wake(self, generation: int) -> None:
         self.wakeups += 1
-        if generation != self._generation:
-            return  # rates changed since this wake-up was planned
-        self._advance()
-        done, left = _split_done(self.flows)
-        if not done:  # round-off: the soonest flow is a hair short of its end
-            moving = [f for f in self.flows if f.rate > 0]
-            soonest = min(moving, key=lambda f: f.remaining / f.rate)
-            done = [soonest]
-            left = [f for f in self.flows if f is not soonest]
-        self.flows = left
-        shared = [not self._release(f) for f in done]
-        if any(shared):
-            self._reschedule()
-        else:  # the finished flows were alone on their resources: other rates stand
-            self._plan_wake()
+        wake = self._pending = self.env.timeout(soonest)
+        wake.callbacks.extend(self._on_wake)
+        self._pending_at, self._pending_for = now + soonest, which
+
+    def _wake(self, _event: object) -> None:
+        which = self._pending_for
+        self._pending, self._pending_at, self._pending_for = None, math.inf, None
         now = self.env.now
+        self._advance(now)
+        done, left, begun = _split(self.flows, now, which)
+        if not done and not begun:  # round-off: the soonest flow is a hair short of its end
+            done = [which]
+            left = [f for f in self.flows if f is not which]
+        self.flows = left
+        shared = False
+        for f in done:
+            if not self._release(f):
+                shared = True
+        if begun or shared:
+            self._reschedule(now)
+        else:  # the finished flows were alone on their resources: other rates stand
+            self._plan_wake(now)
         for f in done:
             f.remaining = 0.0
             for channel in self._channels_for(f.resources):
-                self.busy.remove(channel, now)
+                self.busy.add_span(channel, f.begin, now)
             f.on_done()
 
 
-def _split_done(flows: list[Flow]) -> tuple[list[Flow], list[Flow]]:
-    """The flows that have landed their last byte (within round-off), and the rest, both in
-    their order."""
+def _split(flows: list[Flow], now: float, which: Flow | None) -> tuple[list, list, bool]:
+    """The flows that have landed their last byte (within round-off) and the rest, both in
+    their order, and whether a latent flow begins now (`which`, the one woken for, even if a
+    hair early: it is then begun now)."""
     done: list[Flow] = []
     left: list[Flow] = []
+    begun = False
     for f in flows:
-        if f.rate == math.inf or f.remaining <= _EPS_BYTES + 1e-12 * f.bytes:
+        if f.latent:
+            if f.begin <= now or f is which:
+                f.latent = False
+                f.begin = now if f.begin > now else f.begin
+                begun = True
+            left.append(f)
+        elif f.begin <= now and (f.rate == math.inf or f.remaining <= _EPS_BYTES + 1e-12 * f.bytes):
             done.append(f)
         else:
             left.append(f)
-    return done, left
+    return done, left, begun

@@ -16,14 +16,15 @@ from tiersim.state.classes import CHECKPOINT_WRITES
 MOVE = OpKind.MOVE
 
 
-def _busy(log: RunLog, ops: list[Op], kind: OpKind) -> iv.Intervals:
-    return iv.union(
-        [
-            (log.start[i], log.end[i])
-            for i, op in enumerate(ops)
-            if op.kind is kind and log.end[i] > log.start[i]
-        ]
-    )
+def _busy(log: RunLog, ops: list[Op], kinds: tuple[OpKind, ...]) -> list[iv.Intervals]:
+    """The time ops of each kind ran, one pass over the ops."""
+    spans: dict[OpKind, iv.Intervals] = {kind: [] for kind in kinds}
+    for op, start, end in zip(ops, log.start, log.end, strict=True):
+        if end > start:
+            out = spans.get(op.kind)
+            if out is not None:
+                out.append((start, end))
+    return [iv.union(spans[kind]) for kind in kinds]
 
 
 def _role_time(ops: list[Op], step: int, kind: OpKind, roles: tuple[Role, ...]) -> float:
@@ -77,16 +78,16 @@ def measure(
     engine: Engine, measured_step: int, tokens: int, micro_batches: int, wall_s: float
 ) -> StepResult:
     """The measured step of a finished run: time and its breakdown, links and tiers."""
-    s, log = engine.s, engine.log
+    res, log = engine.res, engine.log
     ops = engine.schedule.ops
     # a measured first step (steps independent: tiersim.engine.steady) starts at 0
     lo = log.step_end[measured_step - 1] if measured_step else 0.0
     hi = log.step_end[measured_step]
     step_s = hi - lo
-    gpu = iv.clip(_busy(log, ops, OpKind.GPU), lo, hi)
-    bubble = iv.clip(_busy(log, ops, OpKind.IDLE), lo, hi)
+    gpu, bubble, cpu = (
+        iv.clip(spans, lo, hi) for spans in _busy(log, ops, (OpKind.GPU, OpKind.IDLE, OpKind.CPU))
+    )
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)
-    cpu = iv.clip(_busy(log, ops, OpKind.CPU), lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
     any_link = iv.clip(iv.union(engine.net.busy.intervals.get(FlowNetwork.ANY, [])), lo, hi)
     link_time = iv.total(any_link)
@@ -94,7 +95,9 @@ def measure(
     links_moved, read, written = moved(engine.topo, ops, measured_step)
     links = _link_stats(engine, links_moved, lo, hi)
     tiers = _tier_stats(engine, measured_step, read, written)
-    optimizer_kind = OpKind.GPU if s.placement.optimizer_compute == "gpu" else OpKind.CPU
+    optimizer_kind = (
+        OpKind.GPU if res.execution.placement.optimizer_compute == "gpu" else OpKind.CPU
+    )
     result = StepResult(
         time_s=step_s,
         compute_s=_role_time(ops, measured_step, OpKind.GPU, COMPUTE_ROLES),
@@ -118,7 +121,7 @@ def measure(
 def _link_stats(engine: Engine, links_moved: dict, lo: float, hi: float) -> dict[str, LinkStats]:
     """Each hardware link and network channel: bytes per direction, busy time in [lo, hi]."""
     busy, step_s = engine.net.busy.intervals, hi - lo
-    channels = list(engine.s.hardware.links) + [c for c in NET_CHANNELS if c in links_moved]
+    channels = list(engine.res.machine.links) + [c for c in NET_CHANNELS if c in links_moved]
     links = {}
     for name in channels:
         per_dir = links_moved.get(name, {})
@@ -136,7 +139,7 @@ def _tier_stats(engine: Engine, step: int, read: dict, written: dict) -> dict[st
     before = log.snapshots[step - 1] if step else zero  # a first step is measured from 0
     step_s = log.step_end[step] - (log.step_end[step - 1] if step else 0.0)
     tiers = {}
-    for name, tier in engine.s.hardware.tiers.items():
+    for name, tier in engine.res.machine.tiers.items():
         occ = engine.occupancy[name]
         integral = log.snapshots[step][name] - before[name]
         tiers[name] = TierStats(

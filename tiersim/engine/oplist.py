@@ -136,6 +136,6 @@ class OpList:
             )
         )
 
-    def barrier(self, label: str, step: int, deps: list[int]) -> int:
+    def barrier(self, label: str, step: int, deps: list[int], role: Role = Role.CHECKPOINT) -> int:
         """The GPU stream waits here until `deps` are done."""
-        return self.add(Op(OpKind.IDLE, Role.CHECKPOINT, label, step, list(deps)))
+        return self.add(Op(OpKind.IDLE, role, label, step, list(deps)))

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tiersim.config.framework import OffloadPlan, offload_plan
-from tiersim.config.schema import Scenario
+from tiersim.config.framework import OffloadPlan
 from tiersim.engine.oplist import OpList
 from tiersim.state.inventory import homes
+from tiersim.state.resolved import Resolved
 from tiersim.workload.work import Workload
 
 
@@ -25,7 +25,7 @@ from tiersim.workload.work import Workload
 class Context:
     """What every phase reads and none changes."""
 
-    s: Scenario
+    res: Resolved
     wl: Workload
     depth: int  # prefetch depth: uses (and optimizer units) ahead
     gpu: str  # the GPU's memory tier
@@ -34,10 +34,20 @@ class Context:
     plan: OffloadPlan  # how the framework moves state (config/framework.py)
 
     @classmethod
-    def of(cls, s: Scenario, wl: Workload, depth: int) -> Context:
-        gpu = s.hardware.gpu.memory
-        opt_at = gpu if s.placement.optimizer_compute == "gpu" else s.hardware.cpu.memory
-        return cls(s, wl, depth, gpu, opt_at, homes(s), offload_plan(s))
+    def of(cls, res: Resolved, wl: Workload, depth: int) -> Context:
+        gpu = res.machine.gpu.memory
+        opt_at = (
+            gpu if res.execution.placement.optimizer_compute == "gpu" else res.machine.cpu.memory
+        )
+        return cls(
+            res,
+            wl,
+            depth,
+            gpu,
+            opt_at,
+            homes(res.execution.placement, res.machine),
+            res.execution.offload,
+        )
 
     def home_of(self, u: int) -> Mapping[str, str]:
         """Unit u's home of each class: its own (a layer's routed experts placed apart), else

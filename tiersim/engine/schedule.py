@@ -23,13 +23,13 @@ What moves, per class, never listed by the user:
 
 from __future__ import annotations
 
-from tiersim.config.schema import Scenario
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Schedule
 from tiersim.engine.phases import Context, Readiness
 from tiersim.engine.schedule_checkpoint import CheckpointPhase
 from tiersim.engine.schedule_optimizer import OptimizerStep
 from tiersim.engine.schedule_passes import TrainingPasses
+from tiersim.state.resolved import Resolved
 from tiersim.workload.work import Workload
 
 
@@ -37,8 +37,8 @@ class ScheduleBuilder:
     """Builds a schedule step by step, each step by its phases in turn: the training passes,
     the optimizer step and, on the steps asked for, a durable checkpoint."""
 
-    def __init__(self, s: Scenario, wl: Workload, depth: int):
-        self.c = Context.of(s, wl, depth)
+    def __init__(self, res: Resolved, wl: Workload, depth: int):
+        self.c = Context.of(res, wl, depth)
         self.ops = OpList()
         self.ready = Readiness.empty(len(wl.units))
         self.passes = TrainingPasses(self.c, self.ops, self.ready)
@@ -84,10 +84,10 @@ class ScheduleBuilder:
 
 
 def build_schedule(
-    s: Scenario,
+    res: Resolved,
     wl: Workload,
     steps: int,
     depth: int,
     checkpoint_steps: frozenset[int] = frozenset(),
 ) -> Schedule:
-    return ScheduleBuilder(s, wl, depth).build(steps, checkpoint_steps)
+    return ScheduleBuilder(res, wl, depth).build(steps, checkpoint_steps)

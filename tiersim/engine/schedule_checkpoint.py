@@ -17,23 +17,23 @@ from __future__ import annotations
 
 import math
 
-from tiersim.config.schema import Scenario
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Role
 from tiersim.engine.phases import Context, Readiness
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.inventory import sharded_classes
+from tiersim.state.resolved import Resolved
 from tiersim.workload.work import Unit
 
 
-def share(s: Scenario, unit: Unit, cls: str) -> int:
+def share(res: Resolved, unit: Unit, cls: str) -> int:
     """Bytes of a unit's class this GPU writes: its shard if the class is sharded; else its
     1/d share of the replica, as distributed checkpointing splits replicated tensors across
     the data-parallel ranks instead of writing d copies."""
     held = unit.homed[cls]
-    if sharded_classes(s)[cls] or s.parallel.data == 1:
+    if sharded_classes(res.execution.parallel)[cls] or res.execution.parallel.data == 1:
         return held
-    return math.ceil(held / s.parallel.data)
+    return math.ceil(held / res.execution.parallel.data)
 
 
 class CheckpointPhase:
@@ -51,17 +51,17 @@ class CheckpointPhase:
 
     def _sources(self, u: int) -> list[tuple[str, int, int | None]]:
         """Each checkpointed class of unit u: its bytes and the op its current version awaits."""
-        unit, s = self.c.wl.units[u], self.c.s
+        unit, res = self.c.wl.units[u], self.c.res
 
         def ready(cls: str) -> int | None:
             if cls == "weights":
                 return self.ready.weights[u]
             return self.ready.state.get((cls, u))
 
-        return [(c, share(s, unit, c), ready(c)) for c in CHECKPOINTED]
+        return [(c, share(res, unit, c), ready(c)) for c in CHECKPOINTED]
 
     def step(self, step: int) -> None:
-        ck = self.c.s.checkpoint
+        ck = self.c.res.execution.checkpoint
         done: list[int] = []
         for u, unit in enumerate(self.c.wl.units):
             for cls, nbytes, ready in self._sources(u):
@@ -90,7 +90,7 @@ class CheckpointPhase:
     def _async(
         self, step: int, u: int, cls: str, nbytes: int, ready: int | None, label: str
     ) -> None:
-        ck = self.c.s.checkpoint
+        ck = self.c.res.execution.checkpoint
         home = self.c.home_of(u)[cls]
         previous = self.last_drain.get((cls, u))
         if home == ck.staging:  # no separate snapshot: drain the live copy, hold the next update

@@ -9,26 +9,40 @@ framework does what).
 - swapped through flash: with the optimizer state on NVMe, DeepSpeed swaps those fp32
   gradients out with it and back in with each sub-group (swap_tensor/
   partitioned_optimizer_swapper.py): gradient bytes written to and read from the drive.
+- activation checkpoints on the host: DeepSpeed copies them out and back synchronously
+  (blocking_checkpoints below).
+- on the compute stream: DeepSpeed ZeRO-1/2 without overlap_comm (its default there) copies
+  the gradients in and out on the stream backward runs on (blocking_copies below).
+- accumulated on the host: FSDP2 with CPUOffloadPolicy casts each reduced gradient shard to
+  the sharded parameter's dtype on the GPU, copies it to the host and, from the second
+  micro-batch on, adds it to the host's gradient there (torch 2.13,
+  _fsdp_collectives.py foreach_reduce: `sharded_param.grad._local_tensor += new_sharded_grad`
+  on CPU tensors). Nothing is read back to the GPU, but that copy is blocking
+  (`non_blocking = pin_memory and not to_accumulate_grad`) and runs in the backward's
+  post-hook on the CPU thread that launches the GPU's kernels, so the next backward waits for
+  the copy and the add: read two gradients, write one, at host memory bandwidth.
 """
 
 from __future__ import annotations
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.engine.oplist import OpList
+from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
+from tiersim.workload.cpu_optimizer import host_bandwidth
 
 FP32 = 4
 
 
 def _stored(c: Context) -> int:
-    return PRECISION_BYTES[c.s.training.precision.gradients]
+    return PRECISION_BYTES[c.res.execution.training.precision.gradients]
 
 
 def fp32_boundary(c: Context, u: int) -> bool:
     """Unit u's accumulated gradients cross to a CPU optimizer as fp32."""
     return (
         c.plan.boundary_gradients == "fp32"
-        and c.s.placement.optimizer_compute == "cpu"
+        and c.res.execution.placement.optimizer_compute == "cpu"
         and c.home_of(u)["gradients"] != c.gpu
         and _stored(c) < FP32
     )
@@ -39,10 +53,54 @@ def swapped(c: Context, u: int) -> bool:
     home = c.home_of(u)
     return (
         c.plan.swap_gradients
-        and c.s.placement.optimizer_compute == "cpu"
-        and home["gradients"] == c.s.hardware.cpu.memory
-        and c.s.hardware.tiers[home["optimizer"]].kind == "flash"
+        and c.res.execution.placement.optimizer_compute == "cpu"
+        and home["gradients"] == c.res.machine.cpu.memory
+        and c.res.machine.tiers[home["optimizer"]].kind == "flash"
     )
+
+
+def blocking_copies(c: Context) -> bool:
+    """DeepSpeed ZeRO-1/2 without overlap_comm: the gradient copies to and from the host run
+    on the compute stream (stage_1_and_2.py reduce_ipg_grads), in each parameter's backward
+    hook: from the second micro-batch the host's sum is read back and added on the GPU, then
+    copied out (async_accumulate_grad_in_cpu_via_gpu), at the boundary as fp32; the next
+    backward waits for them."""
+    plan = c.plan
+    return (
+        plan.framework == "deepspeed"
+        and not plan.overlap_comm
+        and c.res.execution.parallel.zero_stage < 3
+        and c.home["gradients"] != c.gpu
+    )
+
+
+def blocking_checkpoints(c: Context) -> bool:
+    """DeepSpeed's activation checkpoints on the host (cpu_checkpointing) are copied with
+    plain `.to()` calls in the checkpoint function (runtime/activation_checkpointing/
+    checkpointing.py: out in forward, back before the recompute), synchronous and in stream
+    order: the GPU waits for each."""
+    return c.plan.framework == "deepspeed" and c.home["activations"] != c.gpu
+
+
+def host_accumulates(c: Context) -> bool:
+    """FSDP2 with the gradients offloaded adds them on the host, not through the GPU."""
+    return c.plan.framework == "fsdp" and c.home["gradients"] == c.res.machine.cpu.memory
+
+
+def host_accumulation(
+    c: Context, ops: OpList, u: int, mb: int, step: int, write: int | None
+) -> int | None:
+    """FSDP2's blocking copy and host add after a micro-batch's gradient write (the first
+    micro-batch's pinned copy overlaps: nothing to add to yet); the GPU stream waits."""
+    if write is None or not host_accumulates(c) or (mb == 0 and c.plan.pin_memory):
+        return write
+    unit, done = c.wl.units[u], write
+    if mb > 0:
+        add_s = 3 * unit.homed["gradients"] / host_bandwidth(c.res.machine)  # read two, write one
+        label = f"accumulate gradients on host {unit.name} mb{mb}"
+        done = ops.add(Op(OpKind.CPU, Role.STATE, label, step, [write], duration=add_s))
+    ops.barrier(f"blocking gradient copy {unit.name} mb{mb}", step, [done], Role.STATE)
+    return done
 
 
 def boundary_bytes(c: Context, u: int, last: bool) -> int:

@@ -17,11 +17,61 @@ late: the next step runs on the weights of the step before this one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from tiersim.config.execution import Execution
+from tiersim.config.schema import PRECISION_BYTES
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
 from tiersim.engine.schedule_offload import update_gradients
 from tiersim.state.classes import OPTIMIZER_KEPT
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """What one unit's update reads, as fetched: the ops it waits for."""
+
+    u: int
+    final: list[int | None]  # the unit's gradient final (and what else that awaits)
+    grads: int | None
+    staged_bytes: int
+    frees: tuple[str, int] | None
+    state: dict[str, int | None]
+    weights_in: int | None
+
+    def ops(self) -> list[int]:
+        moved = [self.grads, *self.state.values(), self.weights_in]
+        return [op for op in moved if op is not None]
+
+
+def update_tiles(execution: Execution, units: list) -> list[list[int]]:
+    """The units in update order (rest first, then the layers), grouped as the optimizer steps
+    them. DeepSpeed's CPU optimizer: ZeRO-3 steps sub-groups, runs of consecutive parameters
+    whose partitions sum to at least `sub_group_size` values (stage3.py
+    _create_fp16_sub_groups closes a group once it reaches the size), each swapped in whole,
+    stepped, then swapped out; ZeRO-1/2 steps the whole partition at once
+    (stage_1_and_2.py step: one optimizer.step(), then the bit16 copy back). Otherwise each
+    unit is its own tile."""
+    n, plan = len(units), execution.offload
+    order = [n - 1, *range(n - 1)]
+    if plan.framework != "deepspeed" or execution.placement.optimizer_compute != "cpu":
+        return [[u] for u in order]
+    if execution.parallel.zero_stage < 3 or plan.sub_group_size is None:
+        return [order]
+    tiles, tile, size = [], [], 0
+    for u in order:
+        tile.append(u)
+        size += tile_parameters(execution, units[u])
+        if size >= plan.sub_group_size:
+            tiles.append(tile)
+            tile, size = [], 0
+    return [*tiles, tile] if tile else tiles
+
+
+def tile_parameters(execution: Execution, unit) -> int:
+    """Parameters of the unit this GPU's optimizer updates (its partition)."""
+    return unit.weights_updated // PRECISION_BYTES[execution.training.precision.weights]
 
 
 class OptimizerStep:
@@ -41,25 +91,14 @@ class OptimizerStep:
         Synchronous (`training.optimizer_step`): the update starts once every gradient is final
         (the global norm clipping needs) and the next step once all of it is done."""
         last_backward = self.ops.last("gpu")
-        bubble = None
-        if self.c.wl.bubble_after_s > 0:  # waiting for the pipeline's end
-            bubble = self.ops.add(
-                Op(
-                    OpKind.IDLE,
-                    Role.BUBBLE,
-                    "pipeline end",
-                    step,
-                    [],
-                    duration=self.c.wl.bubble_after_s,
-                )
-            )
+        bubble = self._pipeline_end(step)
         n = len(self.c.wl.units)
         rest = self.c.wl.units[-1]
         # the first and last stage's all-reduce: both are done only when the pipeline is
         sync = self.ops.net(
             rest.embedding_sync, step, [last_backward, self.ready.gradients[-1], bubble]
         )
-        mode = self.c.s.training.optimizer_step
+        mode = self.c.res.execution.training.optimizer_step
         synchronous = mode in ("synchronous", "delayed")  # delayed: as synchronous, a step late
         if synchronous:  # nothing is read for the update before every gradient is final
             final = [last_backward, sync, bubble, *self.ready.gradients]
@@ -68,15 +107,21 @@ class OptimizerStep:
             )
         done: list[list[int]] = []
         depth = self._depth()
-        for u in [n - 1, *range(n - 1)]:
+        for tile in update_tiles(self.c.res.execution, self.c.wl.units):
             gate = done[-depth - 1] if len(done) > depth else []
-            extra = [last_backward, sync] if u == n - 1 else []
-            start = [all_final, all_final] if synchronous else [bubble, *extra]
-            done.append(self._update(u, step, gate, start))
+            starts = {
+                u: [all_final, all_final]
+                if synchronous
+                else [bubble, *([last_backward, sync] if u == n - 1 else [])]
+                for u in tile
+            }
+            done.append(self._update_tile(tile, step, gate, starts))
         if synchronous:  # the next step waits for the whole update
             every = [op for ops in done for op in ops] + self.ready.weights
             # delayed on the CPU: the GPU stream goes on; the mark is the CPU's
-            off_gpu = mode == "delayed" and self.c.s.placement.optimizer_compute == "cpu"
+            off_gpu = (
+                mode == "delayed" and self.c.res.execution.placement.optimizer_compute == "cpu"
+            )
             kind = OpKind.CPU if off_gpu else OpKind.IDLE
             end = self.ops.add(Op(kind, Role.OPTIMIZER, "optimizer step done", step, every))
             self.ready.weights = [end] * n
@@ -86,6 +131,14 @@ class OptimizerStep:
                 ready.previous_weights or [None] * n,
                 ready.weights,
             )
+
+    def _pipeline_end(self, step: int) -> int | None:
+        """The wait for the pipeline's end before the step's global synchronisation (None
+        without a pipeline bubble)."""
+        if self.c.wl.bubble_after_s <= 0:
+            return None
+        wait_s = self.c.wl.bubble_after_s
+        return self.ops.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline end", step, [], wait_s))
 
     def _depth(self) -> int:
         """Units of the update in flight beside the one computing: DeepSpeed with neither
@@ -158,38 +211,60 @@ class OptimizerStep:
         )
         return fetched, weights_in
 
-    def _update(self, u: int, step: int, gate: list[int], start: list[int | None]) -> list:
-        """One unit's update: what it reads is fetched once its gradient is final and the
-        optimizer is within `depth` units (gate: those units' last write-backs), what it wrote
-        goes home. start: [the pipeline bubble or None, then what else the gradient's finality
-        awaits]. Returns the ops after which this unit's staged state is freed."""
-        unit = self.c.wl.units[u]
+    def _update_tile(
+        self, tile: list[int], step: int, gate: list[int], starts: dict[int, list]
+    ) -> list:
+        """One tile's update (a unit, or DeepSpeed's sub-group of units): everything it reads
+        is fetched once the gradients are final and the optimizer is within `depth` tiles
+        (gate: those tiles' last write-backs); its units update in turn once all of it is in;
+        then what they wrote goes home. starts: per unit, [the pipeline bubble or None, then
+        what else the gradient's finality awaits]. Returns the ops after which the tile's
+        staged state is freed."""
+        fetched = [self._fetch_unit(u, step, gate, starts[u]) for u in tile]
+        tile_in = [op for f in fetched for op in f.ops()]
+        ops = [self._compute(f, step, starts[f.u][0], tile_in) for f in fetched]
+        released = []
+        for f, op in zip(fetched, ops, strict=True):
+            released += self._write_unit(f, step, ops[-1], op)
+        return released
+
+    def _fetch_unit(self, u: int, step: int, gate: list[int], start: list) -> _Fetched:
         final = [self.ready.gradients[u], *start[1:]]  # start[0], the bubble, holds only the update
         grads, staged_bytes, frees = self._fetch_gradients(u, step, [*final, *gate])
         fetched, weights_in = self._fetch_state(u, step, [*final, *gate])
-        guard = self.ready.snapshot_guard.pop(u, [])  # a checkpoint still reading this version
-        on_gpu = self.c.s.placement.optimizer_compute == "gpu"
+        return _Fetched(u, final, grads, staged_bytes, frees, fetched, weights_in)
+
+    def _compute(self, f: _Fetched, step: int, bubble: int | None, tile_in: list[int]) -> int:
+        """The unit's update op, once all of its tile is in; staged gradients freed after."""
+        unit = self.c.wl.units[f.u]
+        guard = self.ready.snapshot_guard.pop(f.u, [])  # a checkpoint still reading this version
+        on_gpu = self.c.res.execution.placement.optimizer_compute == "gpu"
         op = self.ops.add(
             Op(
                 OpKind.GPU if on_gpu else OpKind.CPU,
                 Role.OPTIMIZER,
                 f"optimizer {unit.name}",
                 step,
-                [*final, start[0], grads, *fetched.values(), weights_in, *guard],
+                [*f.final, bubble, *tile_in, *guard],
                 duration=unit.optimizer_gpu_s if on_gpu else unit.optimizer_cpu_s,
             )
         )
-        if grads is not None:
-            self.ops.free_after(op, self.c.opt_at, staged_bytes)
-        if frees is not None:
-            self.ops.free_after(op, *frees)
-        released = [op]
+        if f.grads is not None:
+            self.ops.free_after(op, self.c.opt_at, f.staged_bytes)
+        if f.frees is not None:
+            self.ops.free_after(op, *f.frees)
+        return op
+
+    def _write_unit(self, f: _Fetched, step: int, tile_done: int, updated: int) -> list:
+        """The unit's updated state home once its tile's update is done (`tile_done`), its new
+        weights to theirs; returns the ops after which its staged state is freed."""
+        u, unit = f.u, self.c.wl.units[f.u]
+        released = [updated]
         for cls in OPTIMIZER_KEPT:
             n = unit.homed[cls]
-            back = self._write_back(
-                u, cls, f"write back {cls} {unit.name}", step, n, [op], fetched[cls], n
-            )
-            self.ready.state[(cls, u)] = back if back is not None else op
+            label = f"write back {cls} {unit.name}"
+            back = self._write_back(u, cls, label, step, n, [tile_done], f.state[cls], n)
+            self.ready.state[(cls, u)] = back if back is not None else tile_done
             released.append(back)
         new_w = self._write_back(
             u,
@@ -197,12 +272,13 @@ class OptimizerStep:
             f"updated weights {unit.name}",
             step,
             unit.weights_updated,
-            [op],
-            weights_in,
+            [tile_done],
+            f.weights_in,
             unit.weights_updated,
         )
         released.append(new_w)
-        self.ready.weights[u] = self._gather_parameters(u, step, new_w if new_w is not None else op)
+        done = new_w if new_w is not None else tile_done
+        self.ready.weights[u] = self._gather_parameters(u, step, done)
         return [r for r in released if r is not None]
 
     def _gather_parameters(self, u: int, step: int, updated: int) -> int:

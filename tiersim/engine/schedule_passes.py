@@ -9,7 +9,14 @@ from __future__ import annotations
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
-from tiersim.engine.schedule_offload import after_boundary_write, boundary_bytes
+from tiersim.engine.schedule_offload import (
+    after_boundary_write,
+    blocking_checkpoints,
+    blocking_copies,
+    boundary_bytes,
+    host_accumulates,
+    host_accumulation,
+)
 from tiersim.workload.pipeline import stage_schedule
 
 
@@ -136,6 +143,8 @@ class TrainingPasses:
         )
         if op is not None:
             self.ops.free_after(op, self.c.gpu, unit.activations)
+            if blocking_checkpoints(self.c):
+                self.ops.barrier(f"checkpoint out {unit.name} mb{mb}", step, [op], Role.STATE)
         return op
 
     def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
@@ -143,7 +152,9 @@ class TrainingPasses:
         tag = f"mb{mb}"
         w, held = self.fetch_weights(u, step, f"bwd {tag}")
         deps = [w, self.fetch_activations(u, mb, step, offloaded)]
-        grad_read = self.accumulation_read(u, mb, step)
+        in_stream = blocking_copies(self.c)  # read back after this backward, on its stream
+        prefetch = not (in_stream or host_accumulates(self.c))
+        grad_read = self.accumulation_read(u, mb, step, []) if prefetch else None
         op = None
         if unit.recompute_s > 0:
             op = self.ops.add(
@@ -172,13 +183,17 @@ class TrainingPasses:
         )
         if unit.activations:
             self.ops.free_after(op, self.c.gpu, unit.activations)
-        if grad_read is not None:
-            self.ops.free_after(op, self.c.gpu, unit.homed["gradients"])
         self.release_weights(u, held, op)
         self.end_use(u, op)
         self.ops.net(unit.tp_backward, step, [op], kind=OpKind.SYNC)
         self.ops.net(unit.ep_backward, step, [op], kind=OpKind.SYNC)
-        self.write_gradients(u, mb, step, op)
+        if in_stream:
+            grad_read = self.accumulation_read(u, mb, step, [op])
+        if grad_read is not None:
+            self.ops.free_after(grad_read if in_stream else op, self.c.gpu, unit.homed["gradients"])
+        write = self.write_gradients(u, mb, step, op, grad_read)
+        if in_stream and write is not None:
+            self.ops.barrier(f"gradient copies {unit.name} mb{mb}", step, [write], Role.STATE)
         return op
 
     def fetch_activations(self, u: int, mb: int, step: int, offloaded: int | None) -> int | None:
@@ -186,6 +201,8 @@ class TrainingPasses:
         if offloaded is None:
             return None
         unit, home = self.c.wl.units[u], self.c.home_of(u)["activations"]
+        # DeepSpeed's: in stream order, after what the GPU ran before, not ahead of it
+        gate = self.ops.last("gpu") if blocking_checkpoints(self.c) else self.prefetch_gate()
         fetch = self.ops.move(
             "activations",
             f"fetch activations {unit.name} mb{mb}",
@@ -193,7 +210,7 @@ class TrainingPasses:
             home,
             self.c.gpu,
             unit.activations,
-            [offloaded, self.prefetch_gate()],
+            [offloaded, gate],
         )
         self.ops.free_after(fetch, home, unit.activations)
         return fetch
@@ -203,10 +220,13 @@ class TrainingPasses:
         full gradient buffer is transient."""
         return self.c.wl.gradients_every_microbatch and self.c.wl.units[u].dp_gradients is not None
 
-    def accumulation_read(self, u: int, mb: int, step: int) -> int | None:
+    def accumulation_read(self, u: int, mb: int, step: int, after: list[int | None]) -> int | None:
+        """The gradients accumulated so far back into GPU memory: prefetched before the
+        backward, or on its stream `after` it."""
         unit = self.c.wl.units[u]
         if mb == 0 or self.c.home_of(u)["gradients"] == self.c.gpu:
             return None
+        gate = after or [self.prefetch_gate()]
         return self.ops.move(
             "gradients",
             f"accumulate-read gradients {unit.name} mb{mb}",
@@ -214,16 +234,18 @@ class TrainingPasses:
             self.c.home_of(u)["gradients"],
             self.c.gpu,
             unit.homed["gradients"],
-            [self.ready.gradients[u], self.prefetch_gate()],
+            [self.ready.gradients[u], *gate],
         )
 
-    def write_gradients(self, u: int, mb: int, step: int, bwd: int) -> None:
+    def write_gradients(
+        self, u: int, mb: int, step: int, bwd: int, read: int | None = None
+    ) -> int | None:
         """Reduce the gradients over data parallelism when due (every micro-batch when
         sharded, else after the last), then write what this GPU keeps to its home."""
         unit = self.c.wl.units[u]
         last = mb == self.c.wl.micro_batches - 1
         due = self.reduce_scatters(u) or last
-        overlap = self.c.s.parallel.overlap_gradient_reduce
+        overlap = self.c.res.execution.parallel.overlap_gradient_reduce
         kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: the GPU waits for it
         reduced = self.ops.net(unit.dp_gradients if due else None, step, [bwd], kind=kind)
         done = reduced if reduced is not None else bwd
@@ -231,7 +253,7 @@ class TrainingPasses:
             if self.reduce_scatters(u):
                 self.ops.free_after(done, self.c.gpu, unit.gradients_full)
             self.ready.gradients[u] = done
-            return
+            return None
         op = self.ops.move(
             "gradients",
             f"write gradients {unit.name} mb{mb}",
@@ -239,18 +261,19 @@ class TrainingPasses:
             self.c.gpu,
             self.c.home_of(u)["gradients"],
             boundary_bytes(self.c, u, last),
-            [done],
+            [done, read],
             alloc_dst=False,
         )
         self.ops.free_after(op, self.c.gpu, unit.gradients_full)
-        self.ready.gradients[u] = op
+        self.ready.gradients[u] = host_accumulation(self.c, self.ops, u, mb, step, op)
         if last:
             after_boundary_write(self.c, self.ops, self.ready, u, step, op)
+        return op
 
     def micro_batches(self, step: int) -> None:
         """This stage's forwards and backwards in its pipeline schedule's order (1F1B or
         interleaved), each over the units of one model chunk."""
-        par = self.c.s.parallel
+        par = self.c.res.execution.parallel
         order = stage_schedule(
             self.c.wl.stage, par.pipeline, self.c.wl.micro_batches, par.virtual_pipeline
         )

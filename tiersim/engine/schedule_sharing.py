@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tiersim.config.schema import Scenario
 from tiersim.engine.ops import Schedule
 from tiersim.engine.schedule import ScheduleBuilder
+from tiersim.state.resolved import Resolved
 from tiersim.workload.work import Workload
 
 
@@ -15,8 +15,8 @@ class Schedules:
     A step's ops depend only on earlier ops, and a built step's ops never change, so the
     schedules are the ones `build_schedule` makes, op for op."""
 
-    def __init__(self, s: Scenario, wl: Workload, depth: int, fork_at: int | None = None):
-        self.s, self.wl, self.depth, self.fork_at = s, wl, depth, fork_at
+    def __init__(self, res: Resolved, wl: Workload, depth: int, fork_at: int | None = None):
+        self.res, self.wl, self.depth, self.fork_at = res, wl, depth, fork_at
         self._plain: ScheduleBuilder | None = None
         self._fork: ScheduleBuilder | None = None  # the plain builder as it was at step `fork_at`
 
@@ -29,7 +29,7 @@ class Schedules:
     def _plain_schedule(self, steps: int) -> Schedule:
         # a longer build may have moved frees out of its earlier steps' last ops
         if self._plain is None or len(self._plain.step_ends) - 1 > steps:
-            self._plain = ScheduleBuilder(self.s, self.wl, self.depth)
+            self._plain = ScheduleBuilder(self.res, self.wl, self.depth)
         plain, at = self._plain, self.fork_at
         if self._fork is None and at is not None and len(plain.step_ends) - 1 <= at <= steps:
             plain.extend(at)
@@ -44,4 +44,4 @@ class Schedules:
         request builds again from scratch."""
         fork = self._fork if first == self.fork_at else None
         self._fork = self._plain = None
-        return fork if fork is not None else ScheduleBuilder(self.s, self.wl, self.depth)
+        return fork if fork is not None else ScheduleBuilder(self.res, self.wl, self.depth)

@@ -6,7 +6,6 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
-from tiersim.config.framework import offload_plan
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
@@ -18,40 +17,43 @@ from tiersim.engine.results import StepResult
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
-from tiersim.state.model import build_model
 from tiersim.state.placement import expert_homes, homes
+from tiersim.state.resolved import Resolved, resolve
 from tiersim.workload.fetch import fetch_depth
 from tiersim.workload.pinned import delayed_update_bytes, pinned_host_bytes
 from tiersim.workload.work import Workload, build_workload
 
 
-def _streamed(s: Scenario, cls: str) -> bool:
+def _streamed(res: Resolved, cls: str) -> bool:
     """Some of the class (the dense state's, or the routed experts') lives off the GPU."""
-    gpu = s.hardware.gpu.memory
-    return homes(s)[cls] != gpu or expert_homes(s)[cls] != gpu
+    gpu, placement = res.machine.gpu.memory, res.execution.placement
+    dense, experts = homes(placement, res.machine), expert_homes(placement, res.machine)
+    return dense[cls] != gpu or experts[cls] != gpu
 
 
-def streaming_minimum(s: Scenario, wl: Workload) -> int:
+def streaming_minimum(res: Resolved, wl: Workload) -> int:
     """GPU memory that streaming layer by layer needs even with every class homed elsewhere:
     workspace, one unit's full weights and gradients, one micro-batch of one layer's
     activations."""
     big_w = max(u.weights_full for u in wl.units)
     big_g = max(u.gradients_full for u in wl.units)
     big_a = max(u.activations for u in wl.units)
-    return int(s.training.workspace) + big_w + big_g + big_a
+    return int(res.execution.training.workspace) + big_w + big_g + big_a
 
 
-def prefetch_depth(s: Scenario, wl: Workload, hbm_peak_without_staging: int) -> int:
+def prefetch_depth(res: Resolved, wl: Workload, hbm_peak_without_staging: int) -> int:
     """The configured depth, reduced until the prefetched staging fits in GPU memory."""
     per_level = 0
-    if _streamed(s, "weights") or any(u.dp_weights for u in wl.units):
+    if _streamed(res, "weights") or any(u.dp_weights for u in wl.units):
         per_level += max(u.weights_full for u in wl.units)
-    if _streamed(s, "activations"):
+    if _streamed(res, "activations"):
         per_level += max(u.activations for u in wl.units)
-    configured = fetch_depth(offload_plan(s), wl.units, s.simulation.prefetch_depth)
+    configured = fetch_depth(
+        res.execution.offload, wl.units, res.execution.simulation.prefetch_depth
+    )
     if per_level == 0:
         return configured
-    capacity = s.hardware.tiers[s.hardware.gpu.memory].capacity
+    capacity = res.machine.tiers[res.machine.gpu.memory].capacity
     room = capacity - hbm_peak_without_staging - per_level
     return max(0, min(configured, int(room // per_level)))
 
@@ -64,19 +66,20 @@ class RunSetup:
     depth: int
 
 
-def prepare(s: Scenario, inv: Inventory) -> RunSetup:
-    topo = Topology(s.hardware)
-    problems = placement_problems(s, topo)
+def prepare(res: Resolved, inv: Inventory) -> RunSetup:
+    topo = Topology(res.machine)
+    problems = placement_problems(res.execution, res.machine, topo)
     if problems:
         raise InputError("scenario", problems)
-    wl = build_workload(s, inv)
-    gpu = s.hardware.gpu.memory
-    capacity = s.hardware.tiers[gpu].capacity
-    need = streaming_minimum(s, wl)
+    wl = build_workload(res.scenario, inv)
+    gpu = res.machine.gpu.memory
+    capacity = res.machine.tiers[gpu].capacity
+    need = streaming_minimum(res, wl)
+    workspace = res.execution.training.workspace
     if need > capacity:
         raise InfeasibleError(
             f"GPU memory ({fmt_bytes(capacity)}) cannot hold even one layer's working set "
-            f"({fmt_bytes(need)}: workspace {fmt_bytes(s.training.workspace)} + one layer's "
+            f"({fmt_bytes(need)}: workspace {fmt_bytes(workspace)} + one layer's "
             "weights, gradients and activations); lower the micro-batch size or sequence "
             "length, recompute, or add tensor/sequence parallelism"
         )
@@ -84,19 +87,19 @@ def prepare(s: Scenario, inv: Inventory) -> RunSetup:
         t: sum(b for c, b in use.classes.items() if c != "activations")
         for t, use in inv.tiers.items()
     }
-    extras = [pinned_host_bytes(s, wl), delayed_update_bytes(s, wl)]
+    extras = [pinned_host_bytes(res.scenario, wl), delayed_update_bytes(res.scenario, wl)]
     for tier, extra in (kv for e in extras for kv in e.items()):  # beyond the state itself
         baseline[tier] = baseline.get(tier, 0) + extra
-    hbm_acts = inv.per_gpu["activations"] if not _streamed(s, "activations") else 0
-    return RunSetup(topo, wl, baseline, prefetch_depth(s, wl, baseline[gpu] + hbm_acts))
+    hbm_acts = inv.per_gpu["activations"] if not _streamed(res, "activations") else 0
+    return RunSetup(topo, wl, baseline, prefetch_depth(res, wl, baseline[gpu] + hbm_acts))
 
 
-def _check_size(s: Scenario, steps: int, micro_batches: int, parts_per_layer: int = 1) -> None:
+def _check_size(res: Resolved, steps: int, micro_batches: int, parts_per_layer: int = 1) -> None:
     """Refuse, before simulating, a run too large to be meant (exit 3); `parts_per_layer`:
     fetch units per layer (DeepSpeed: its submodules)."""
-    units = build_model(s.model).layers // s.parallel.pipeline * parts_per_layer + 1
+    units = res.model.layers // res.execution.parallel.pipeline * parts_per_layer + 1
     passes = steps * micro_batches * units
-    limit = s.simulation.max_layer_passes
+    limit = res.execution.simulation.max_layer_passes
     if passes > limit:
         raise InfeasibleError(
             f"the run would simulate {passes:,} layer passes ({steps} steps x "
@@ -108,14 +111,14 @@ def _check_size(s: Scenario, steps: int, micro_batches: int, parts_per_layer: in
 
 def _run(
     schedules: Schedules,
-    s: Scenario,
+    res: Resolved,
     setup: RunSetup,
     steps: int,
     checkpoints=frozenset(),
     recorder: Recorder | None = None,
 ):
     schedule = schedules.get(steps, frozenset(checkpoints))
-    engine, log, wall = run_engine(s, setup.topo, schedule, setup.baseline, recorder)
+    engine, log, wall = run_engine(res, setup.topo, schedule, setup.baseline, recorder)
     return schedule, engine, log, wall
 
 
@@ -129,8 +132,16 @@ def simulate(
     failure rate (its interval not yet applied).
     `inventory`: the scenario's, where the caller has it already (else built here);
     `recorder`: told of every op and occupancy change of the run shown (for a trace)."""
-    setup = prepare(s, build_inventory(s) if inventory is None else inventory)
-    return _with_breakdown(_simulate(s, setup, recorder), setup)
+    return simulate_resolved(resolve(s), inventory, recorder)
+
+
+def simulate_resolved(
+    res: Resolved, inventory: Inventory | None = None, recorder: Recorder | None = None
+) -> StepResult:
+    """`simulate` of a scenario already resolved (tiersim.state.resolved): the engine below
+    reads its model, execution plan and machine."""
+    setup = prepare(res, build_inventory(res.scenario) if inventory is None else inventory)
+    return _with_breakdown(_simulate(res, setup, recorder), setup)
 
 
 def _with_breakdown(result: StepResult, setup: RunSetup) -> StepResult:
@@ -140,44 +151,48 @@ def _with_breakdown(result: StepResult, setup: RunSetup) -> StepResult:
     return dataclasses.replace(result, breakdown=setup.wl.breakdown.as_dict())
 
 
-def _simulate(s: Scenario, setup: RunSetup, recorder: Recorder | None) -> StepResult:
-    steps = steady.steps_to_simulate(s)[0]
-    runs = steady.samples(s, setup.wl.stage)
+def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> StepResult:
+    steps = steady.steps_to_simulate(res)[0]
+    runs = steady.samples(res, setup.wl.stage)
     if runs is not None:
-        _check_size(s, steps, max(runs), setup.wl.parts_per_layer)
-        result = _extrapolated(s, setup, runs, recorder)
+        _check_size(res, steps, max(runs), setup.wl.parts_per_layer)
+        result = _extrapolated(res, setup, runs, recorder)
         if result is not None:
             return result
-    _check_size(s, steps, s.training.grad_accumulation, setup.wl.parts_per_layer)
-    result, _, checkpoint = _measured(s, setup, recorder)
+    _check_size(res, steps, res.execution.training.grad_accumulation, setup.wl.parts_per_layer)
+    result, _, checkpoint = _measured(res, setup, recorder)
     if checkpoint is not None:
         result = dataclasses.replace(result, checkpoint=checkpoint(result))
     note = "full" if runs is None else "full (no repetition found)"
     return dataclasses.replace(result, steady_state=note)
 
 
-def _measured(s: Scenario, setup: RunSetup, recorder: Recorder | None) -> tuple:
+def _measured(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> tuple:
     """One run as configured: the measured step, what checks its repetition (the time any
     link is busy in it, whether its last periods repeat), and with a checkpoint a function
     of the plain result that measures the checkpoint."""
-    steps, measured = steady.steps_to_simulate(s)
+    steps, measured = steady.steps_to_simulate(res)
     # the checkpoint runs share the plain run's steps before the measured one
-    fork_at = measured if s.checkpoint_simulated else None  # (0 where steps are independent)
-    run = functools.partial(_run, Schedules(s, setup.wl, setup.depth, fork_at))
-    schedule, engine, log, wall = run(s, setup, steps, recorder=recorder)
-    result = measure(engine, measured, setup.wl.tokens_per_step, s.training.grad_accumulation, wall)
+    fork_at = (
+        measured if res.execution.checkpoint_simulated else None
+    )  # (0 where steps are independent)
+    run = functools.partial(_run, Schedules(res, setup.wl, setup.depth, fork_at))
+    schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
+    result = measure(
+        engine, measured, setup.wl.tokens_per_step, res.execution.training.grad_accumulation, wall
+    )
     result = dataclasses.replace(result, steps_simulated=steps)
     verify = (
         steady.any_link_s(engine, log, measured),
-        steady.repeats(s, setup.wl.stage, schedule, log, measured),
+        steady.repeats(res, setup.wl.stage, schedule, log, measured),
     )
-    if not s.checkpoint_simulated:
+    if not res.execution.checkpoint_simulated:
         return result, verify, None
-    plain_figures = checkpoint_baseline(s, engine, log)
+    plain_figures = checkpoint_baseline(res, engine, log)
     del schedule, engine, log  # free the plain run before the checkpoint runs: a few figures do
 
     def checkpoint(plain: StepResult):
-        return measure_checkpoint(s, setup, plain, run, plain_figures)
+        return measure_checkpoint(res, setup, plain, run, plain_figures)
 
     return result, verify, checkpoint
 
@@ -187,29 +202,29 @@ def _shorter(setup: RunSetup, micro_batches: int) -> RunSetup:
 
 
 def _extrapolated(
-    s: Scenario, setup: RunSetup, runs: tuple[int, ...], recorder: Recorder | None
+    res: Resolved, setup: RunSetup, runs: tuple[int, ...], recorder: Recorder | None
 ) -> StepResult | None:
     """The step of m micro-batches from three runs of fewer, a period apart, once they are
     seen to repeat (tiersim.engine.steady); None where they do not. A recorder is shown the
     longest run, once the repetition holds."""
-    samples = [_measured(s, _shorter(setup, n), None) for n in runs]
+    samples = [_measured(res, _shorter(setup, n), None) for n in runs]
     results = [r for r, _, _ in samples]
     if not samples[-1][1][1]:  # the longest run's last periods are not shifted copies
         return None
-    m = s.training.grad_accumulation
-    periods = (m - runs[-1]) // steady.period(s)
+    m = res.execution.training.grad_accumulation
+    periods = (m - runs[-1]) // steady.period(res)
     plain = steady.grow(results, [link_time for _, (link_time, _), _ in samples], periods)
     if plain is None:
         return None
     plain = dataclasses.replace(
         plain, micro_batches=m, steady_state="extrapolated", micro_batches_simulated=runs
     )
-    if s.checkpoint_simulated:
+    if res.execution.checkpoint_simulated:
         runs_checkpoint = [ck(plain) for _, _, ck in samples]
         checkpoint = steady.grow_checkpoint(runs_checkpoint, periods, plain.time_s)
         if checkpoint is None:
             return None
         plain = dataclasses.replace(plain, checkpoint=checkpoint)
     if recorder is not None:  # only now: a run that falls back to full records that one
-        _measured(s, _shorter(setup, runs[-1]), recorder)
+        _measured(res, _shorter(setup, runs[-1]), recorder)
     return plain

@@ -25,52 +25,52 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tiersim.config.schema import Scenario
 from tiersim.core import intervals as iv
 from tiersim.engine.core import Engine
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import Schedule
 from tiersim.engine.results import CheckpointRun, LinkStats, StepResult
+from tiersim.state.resolved import Resolved
 from tiersim.workload.pipeline import warmup_forwards
 
 REL = 1e-10  # a figure's growth per period must agree to this share of its scale
 ROUND_OFF = 1e-12  # of a step: what runs of different lengths may differ by in sums
 
 
-def independent_steps(s: Scenario) -> bool:
+def independent_steps(res: Resolved) -> bool:
     """Steps repeat from a quiescent state: the synchronous update, and no checkpoint or a
     blocking one less often than every step (simulated from the measured step on,
     `durable.measure_checkpoint`). An async checkpoint's drain runs on into later steps and
     its stall is the small difference of two runs' ends: there the checkpoint run shares the
     plain run's warm-up steps op for op, so that the difference holds no round-off."""
-    if s.training.optimizer_step != "synchronous":
+    if res.execution.training.optimizer_step != "synchronous":
         return False
-    ck = s.checkpoint
-    return not s.checkpoint_simulated or (ck.mode == "blocking" and ck.every_steps != 1)
+    ck = res.execution.checkpoint
+    return not res.execution.checkpoint_simulated or (ck.mode == "blocking" and ck.every_steps != 1)
 
 
-def steps_to_simulate(s: Scenario) -> tuple[int, int]:
+def steps_to_simulate(res: Resolved) -> tuple[int, int]:
     """Steps to simulate and the index of the measured one."""
-    if independent_steps(s):
+    if independent_steps(res):
         return 1, 0
-    return s.simulation.warmup_steps + 2, s.simulation.warmup_steps
+    return res.execution.simulation.warmup_steps + 2, res.execution.simulation.warmup_steps
 
 
-def period(s: Scenario) -> int:
+def period(res: Resolved) -> int:
     """Micro-batches after which the simulated stage's order repeats."""
-    par = s.parallel
+    par = res.execution.parallel
     return par.pipeline if par.virtual_pipeline > 1 else 1
 
 
-def samples(s: Scenario, stage: int) -> tuple[int, int, int] | None:
+def samples(res: Resolved, stage: int) -> tuple[int, int, int] | None:
     """The micro-batch counts of the three runs that measure a period, or None to simulate m
     in full (asked for, or too few micro-batches for the samples to cost less). The shortest
     run has the stage's warm-up forwards and two micro-batches more (the first is the one
     without a partial gradient to read back; the last carries the step's reductions)."""
-    m, per = s.training.grad_accumulation, period(s)
-    if s.simulation.steady_state == "full":
+    m, per = res.execution.training.grad_accumulation, period(res)
+    if res.execution.simulation.steady_state == "full":
         return None
-    par = s.parallel
+    par = res.execution.parallel
     p, v = par.pipeline, par.virtual_pipeline
     warmup = (p - stage - 1) * 2 + (v - 1) * p if v > 1 else p - stage - 1
     n = m % per or per
@@ -223,15 +223,15 @@ def grow_checkpoint(runs: list[CheckpointRun], periods: int, step_s: float) -> C
     )
 
 
-def repeats(s: Scenario, stage: int, schedule: Schedule, log: Any, measured: int) -> bool:
+def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int) -> bool:
     """The ops of the measured step's last full steady periods before its final one start and
     end exactly one period after those of the period before (the same events, shifted).
     `log`: the engine's record of each op's start and end."""
-    par = s.parallel
+    par = res.execution.parallel
     v, marks = par.virtual_pipeline, schedule.order_starts[measured]
     m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
     warmup = warmup_forwards(stage, par.pipeline, m, v)
-    span = 2 * period(s) * v  # order elements per period
+    span = 2 * period(res) * v  # order elements per period
     end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
     if end - 3 * span < warmup:
         return False

@@ -18,7 +18,7 @@ import torch
 import transformers
 from torch import nn
 
-from tiersim.groundtruth.torchmodels import storage_key
+from tiersim.groundtruth.torchmodels import LayerWatch, storage_key
 from tiersim.state.activations import Accounting, hf_style
 from tiersim.state.model import Transformer
 
@@ -110,7 +110,7 @@ def layers_of(net: nn.Module) -> nn.ModuleList:
     return net.transformer.h if hasattr(net, "transformer") else net.model.layers
 
 
-class SavedStorages:
+class SavedStorages(LayerWatch):
     """Each storage autograd saves, once, with the layers that saved it (-1: outside)."""
 
     def __init__(self, layers: int, excluded: list[torch.Tensor]):
@@ -125,20 +125,6 @@ class SavedStorages:
             _, where = self.seen.setdefault(key, (t.untyped_storage().nbytes(), set()))
             where.add(self.current)
         return t
-
-    @staticmethod
-    def unpack(t: torch.Tensor) -> torch.Tensor:
-        return t
-
-    def watch(self, layers: nn.ModuleList) -> list[Any]:
-        handles = []
-        for i, layer in enumerate(layers):
-            handles.append(layer.register_forward_pre_hook(lambda *_, i=i: self._enter(i)))
-            handles.append(layer.register_forward_hook(lambda *_: self._enter(-1)))
-        return handles
-
-    def _enter(self, index: int) -> None:
-        self.current = index
 
     @property
     def per_layer(self) -> list[int]:

@@ -15,7 +15,8 @@ import textwrap
 
 import yaml
 
-from tiersim.groundtruth.measure import Measurement, model_dims, overridden
+from tiersim.groundtruth.measure import Measurement, model_dims
+from tiersim.groundtruth.measure_report import overridden
 
 SHAPE_FREE = frozenset({"layers", "vocab"})  # per-layer activations do not depend on them
 

@@ -193,7 +193,30 @@ def optimizer_bytes(optimizer: torch.optim.Optimizer) -> tuple[int, int]:
     return storage_bytes(state), storage_bytes(counters)
 
 
-class SavedTensors:
+class LayerWatch:
+    """Which transformer layer is running (`current`: its index; -1 outside every layer), for
+    `torch.autograd.graph.saved_tensors_hooks`: subclasses count what `pack` is given; `unpack`
+    hands the tensor back as it was saved."""
+
+    current = -1
+
+    @staticmethod
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def watch(self, layers: nn.ModuleList) -> list[Any]:
+        """Forward hooks on each layer; returns their handles (call `.remove()` when done)."""
+        handles = []
+        for i, layer in enumerate(layers):
+            handles.append(layer.register_forward_pre_hook(lambda *_, i=i: self._enter(i)))
+            handles.append(layer.register_forward_hook(lambda *_: self._enter(-1)))
+        return handles
+
+    def _enter(self, index: int) -> None:
+        self.current = index
+
+
+class SavedTensors(LayerWatch):
     """Storages autograd saves for backward, each counted once, by the layer that saved it first.
 
     Use `pack`/`unpack` with `torch.autograd.graph.saved_tensors_hooks`; `watch(layers)` adds
@@ -218,21 +241,6 @@ class SavedTensors:
             else:
                 self.per_layer[self.current] += nbytes
         return t  # holding the tensor keeps its storage (and address) alive until backward
-
-    @staticmethod
-    def unpack(t: torch.Tensor) -> torch.Tensor:
-        return t
-
-    def watch(self, layers: nn.ModuleList) -> list[Any]:
-        """Forward hooks on each layer; returns their handles (call `.remove()` when done)."""
-        handles = []
-        for i, layer in enumerate(layers):
-            handles.append(layer.register_forward_pre_hook(lambda *_, i=i: self._enter(i)))
-            handles.append(layer.register_forward_hook(lambda *_: self._enter(-1)))
-        return handles
-
-    def _enter(self, index: int) -> None:
-        self.current = index
 
 
 def train_step(

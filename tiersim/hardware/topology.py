@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from tiersim.config.schema import Hardware, Scenario
+from tiersim.config.execution import Execution
+from tiersim.config.schema import Hardware, Tier
 from tiersim.core.errors import Problem
 from tiersim.hardware.resources import LinkDirection, Port, Resource, TierPort
 from tiersim.state.classes import CHECKPOINTED, STATE_CLASSES
@@ -161,11 +162,11 @@ class Topology:
         return Route(tuple(path), tuple(links), tuple(resources), tuple(bandwidths), latency)
 
 
-def placement_problems(s: Scenario, topo: Topology) -> list[Problem]:
+def placement_problems(execution: Execution, machine: Hardware, topo: Topology) -> list[Problem]:
     """Every movement the placement implies must have a route (else exit 2, with the reason)."""
-    gpu, cpu = s.hardware.gpu.memory, s.hardware.cpu.memory
-    where = gpu if s.placement.optimizer_compute == "gpu" else cpu
-    home = s.placement.model_dump()
+    gpu, cpu = machine.gpu.memory, machine.cpu.memory
+    where = gpu if execution.placement.optimizer_compute == "gpu" else cpu
+    home = execution.placement.model_dump()
     needs = [
         (f"placement.{c.name}", home[c.name], gpu, f"the GPU ({gpu})")
         for c in STATE_CLASSES
@@ -176,19 +177,19 @@ def placement_problems(s: Scenario, topo: Topology) -> list[Problem]:
             f"placement.{c.name}",
             home[c.name],
             where,
-            f"where the optimizer runs ({s.placement.optimizer_compute}: {where})",
+            f"where the optimizer runs ({execution.placement.optimizer_compute}: {where})",
         )
         for c in STATE_CLASSES
         if c.placed and c.precision is not None
     ]
-    own = s.placement.experts.model_dump()  # the routed experts' homes need the same routes
+    own = execution.placement.experts.model_dump()  # the routed experts' homes: same routes
     for path, _, other, what in list(needs):
         cls = path.removeprefix("placement.")
         if own.get(cls) is not None:
             needs.append((f"placement.experts.{cls}", own[cls], other, what))
     problems = []
     for path, home, other, what in needs:
-        if home in s.hardware.tiers and other in s.hardware.tiers and not topo.route(home, other):
+        if home in machine.tiers and other in machine.tiers and not topo.route(home, other):
             problems.append(
                 Problem(
                     path,
@@ -196,25 +197,27 @@ def placement_problems(s: Scenario, topo: Topology) -> list[Problem]:
                     f"under hardware.links or home it elsewhere",
                 )
             )
-    problems += _checkpoint_route_problems(s, topo)
-    if s.placement.optimizer_compute == "cpu" and s.hardware.tiers[cpu].kind != "dram":
+    problems += _checkpoint_route_problems(execution, machine.tiers, topo)
+    if execution.placement.optimizer_compute == "cpu" and machine.tiers[cpu].kind != "dram":
         problems.append(
             Problem(
                 "hardware.cpu.memory",
                 f"the CPU optimizer runs in host memory, "
-                f"but tier '{cpu}' is of kind {s.hardware.tiers[cpu].kind}",
+                f"but tier '{cpu}' is of kind {machine.tiers[cpu].kind}",
             )
         )
     return list(dict.fromkeys(problems))  # the same pair can be needed twice
 
 
-def _checkpoint_route_problems(s: Scenario, topo: Topology) -> list[Problem]:
+def _checkpoint_route_problems(
+    execution: Execution, tiers: dict[str, Tier], topo: Topology
+) -> list[Problem]:
     """A simulated checkpoint must reach its target from every class's home (through the
     staging tier when async)."""
-    ck, tiers = s.checkpoint, s.hardware.tiers
-    if not s.checkpoint_simulated or ck.target not in tiers:
+    ck = execution.checkpoint
+    if not execution.checkpoint_simulated or ck.target not in tiers:
         return []
-    home, own = s.placement.model_dump(), s.placement.experts.model_dump()
+    home, own = execution.placement.model_dump(), execution.placement.experts.model_dump()
     hops = [(home[c], ck.target) for c in CHECKPOINTED]
     hops += [(own[c], ck.target) for c in CHECKPOINTED if own.get(c) is not None]
     if ck.mode == "async" and ck.staging in tiers:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.load import apply_overrides, build
+from tiersim.config.load import build
+from tiersim.config.overrides import apply_overrides
 from tiersim.core.errors import InputError
 from tiersim.plan.space import override_text
 from tiersim.runner import check_runnable

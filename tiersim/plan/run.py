@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from tiersim.config.load import load_scenario, read_yaml
+from tiersim.config.load import load_scenario
+from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_time
 from tiersim.plan.prune import Pruned, prune

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tiersim.config.load import parse_override
+from tiersim.config.overrides import parse_override
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 from tiersim.state.classes import PLACED

@@ -11,20 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_time
+from tiersim.report.json_report import STEP_FIGURES
 from tiersim.report.table import render
 from tiersim.report.wear import fmt_days
 
 # The outputs compared, as dotted paths in the report (`*`: every tier, link or direction).
 COMPARED = (
     "fits",
-    "step.time_s",
-    "step.tokens_per_s",
-    "step.compute_s",
-    "step.recompute_s",
-    "step.optimizer_s",
-    "step.exposed_transfer_s",
-    "step.exposed_cpu_s",
-    "step.pipeline_bubble_s",
+    *STEP_FIGURES,
     "step.breakdown.*",
     "step.overlap",
     "step.bottleneck.resource",

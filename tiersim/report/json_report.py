@@ -21,6 +21,19 @@ from tiersim.state.inventory import Inventory, activation_items, model_summary
 from tiersim.state.model import build_model
 from tiersim.workload.comms import capacities, network_nics
 
+# The step's scalar figures, as dotted paths in the report: what a comparison and a sweep's
+# results table both show first, after `fits`
+STEP_FIGURES = (
+    "step.time_s",
+    "step.tokens_per_s",
+    "step.compute_s",
+    "step.recompute_s",
+    "step.optimizer_s",
+    "step.exposed_transfer_s",
+    "step.exposed_cpu_s",
+    "step.pipeline_bubble_s",
+)
+
 
 def inventory_section(inv: Inventory) -> dict[str, Any]:
     out = {

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.config.framework import offload_plan
+from tiersim.config.execution import execution_plan
 from tiersim.config.schema import Scenario
+from tiersim.engine.schedule_optimizer import tile_parameters, update_tiles
 from tiersim.engine.simulate import simulate
 from tiersim.workload.pinned import pinned_host_bytes
 from tiersim.workload.work import build_workload
@@ -28,8 +29,10 @@ def tiling_cost_s(s: Scenario, step_s: float) -> float:
 def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
     if s.training.framework is None:
         return None
-    plan = offload_plan(s)
+    execution = execution_plan(s)
+    plan = execution.offload
     wl = build_workload(s)
+    tiles = update_tiles(execution, wl.units)
     return {
         "framework": plan.framework,
         "fetch": plan.fetch,
@@ -45,7 +48,16 @@ def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
         "tiling_cost_s": tiling_cost_s(s, step_s) if wl.tiling else 0.0,
         "boundary_gradients": plan.boundary_gradients,
         "swap_gradients": plan.swap_gradients,
-        "optimizer_tile_parameters": plan.sub_group_size,
+        # gradient copies to and from the host beside backward, or on its stream (DeepSpeed
+        # ZeRO-1/2 without overlap_comm: backward waits for them)
+        "overlap_comm": plan.overlap_comm,
+        # the update's tiles as the optimizer steps them (DeepSpeed ZeRO-3: sub-groups of
+        # sub_group_size; ZeRO-1/2: the whole partition at once; otherwise unit by unit)
+        "optimizer_tiles": len(tiles),
+        "optimizer_tile_parameters": max(
+            (sum(tile_parameters(execution, wl.units[u]) for u in tile) for tile in tiles),
+            default=0,
+        ),
         "pipeline_read": plan.pipeline_read,
         "pipeline_write": plan.pipeline_write,
         "pinned_host_extra_bytes": pinned_host_bytes(s, wl).get(s.hardware.cpu.memory, 0),

@@ -9,36 +9,32 @@ the transformers modelling code under `huggingface`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum
-from typing import Protocol
 
 from tiersim.config.schema import ModelSpec
 from tiersim.state import layers as ly
 from tiersim.state.activations import MEGATRON, Accounting, layer_bytes
 from tiersim.state.layers import Latent, Matrix, Moe
+from tiersim.state.model_shapes import (  # re-exported: the model's shapes
+    LayerShape as LayerShape,
+)
+from tiersim.state.model_shapes import (
+    LayerView as LayerView,
+)
+from tiersim.state.model_shapes import (
+    Model as Model,
+)
+from tiersim.state.model_shapes import (
+    ModelUnit as ModelUnit,
+)
+from tiersim.state.model_shapes import (
+    UnitKind as UnitKind,
+)
+from tiersim.state.model_shapes import (
+    latent_of,
+    moe_of,
+)
 
 __all__ = ["GenericModel", "Matrix", "Model", "ModelUnit", "Transformer", "build_model"]
-
-
-class UnitKind(Enum):
-    EMBEDDING = "embedding"
-    LAYER = "layer"
-    HEAD = "head"
-
-
-@dataclass(frozen=True)
-class ModelUnit:
-    """One unit of the model's depth: its embeddings, a run of `count` alike layers, or its
-    head (final norm and output projection). Layers carry their own `shape` (what their FLOPs,
-    activations and attention follow: any `LayerShape`), so the layers of one model need not
-    be alike; alike layers in a row are one unit, so a model of any depth is a few units."""
-
-    name: str  # "embedding", "L0" (the first of the run), ..., "head"
-    kind: UnitKind
-    matrices: tuple[Matrix, ...]  # of one layer of the run
-    shape: LayerShape | None = None  # the layers'; None for the embedding and head
-    count: int = 1  # layers in the run
-    first: int = 0  # the index of its first layer
 
 
 @dataclass(frozen=True)
@@ -89,8 +85,8 @@ class Transformer:
             activation_factor=spec.activation_factor,
             qk_norm=spec.qk_norm,
             post_norms=spec.post_norms,
-            mla=_latent(spec),
-            moe=_moe(spec),
+            mla=latent_of(spec),
+            moe=moe_of(spec),
             sliding_window=spec.sliding_window,
             sliding_window_layers=spec.sliding_window_layers,
         )
@@ -286,72 +282,6 @@ class Transformer:
         return self.activation_factor * kept
 
 
-def _latent(spec: ModelSpec) -> Latent | None:
-    if spec.kv_lora_rank is None:
-        return None
-    return Latent(
-        q_rank=spec.q_lora_rank,
-        kv_rank=spec.kv_lora_rank,
-        rope=spec.qk_rope_head_dim,
-        nope=spec.qk_nope_head_dim,
-        v=spec.v_head_dim,
-    )
-
-
-def _moe(spec: ModelSpec) -> Moe | None:
-    if spec.experts is None:
-        return None
-    width = spec.expert_ffn_hidden or spec.ffn_hidden
-    return Moe(
-        experts=spec.experts,
-        per_token=spec.experts_per_token,
-        ffn_hidden=width,
-        shared=spec.shared_experts,
-        shared_ffn_hidden=spec.shared_expert_ffn_hidden or width,
-        shared_gate=spec.shared_expert_gate,
-        first_dense=spec.first_dense_layers,
-        every=spec.moe_every,
-        dense_layers=tuple(spec.dense_layers),
-        capacity_factor=spec.capacity_factor,
-    )
-
-
-@dataclass(frozen=True)
-class LayerView:
-    """Layer `index` of a model whose layers differ (dense or MoE): a unit's `shape`."""
-
-    model: Transformer
-    index: int
-
-    @property
-    def attention_heads(self) -> int:
-        return self.model.attention_heads
-
-    @property
-    def attention_width(self) -> int:
-        return self.model.attention_width
-
-    @property
-    def is_moe_layer(self) -> bool:
-        return self.model.is_moe(self.index)
-
-    def layer_forward_flops(self, seq: int, batch: int) -> float:
-        return self.model.layer_forward_flops(seq, batch, self.index)
-
-    def layer_activation_bytes(
-        self,
-        seq: int,
-        batch: int,
-        tensor: int = 1,
-        sequence_parallel: bool = False,
-        recompute: str = "none",
-        accounting: Accounting = MEGATRON,
-    ) -> float:
-        return self.model.layer_activation_bytes(
-            seq, batch, tensor, sequence_parallel, recompute, accounting, self.index
-        )
-
-
 @dataclass(frozen=True)
 class GenericModel:
     """A model known only by its parameter count and layer count (uniform layers)."""
@@ -423,53 +353,6 @@ class GenericModel:
         else:
             kept = self.activation_bytes_per_layer or 0.0
         return self.activation_factor * kept / tensor
-
-
-class LayerShape(Protocol):
-    """What one layer's compute, activations and attention follow."""
-
-    @property
-    def attention_heads(self) -> int: ...
-
-    @property
-    def attention_width(self) -> int: ...
-
-    def layer_forward_flops(self, seq: int, batch: int) -> float: ...
-
-    def layer_activation_bytes(
-        self,
-        seq: int,
-        batch: int,
-        tensor: int,
-        sequence_parallel: bool,
-        recompute: str,
-        accounting: Accounting = MEGATRON,
-    ) -> float: ...
-
-
-class Model(LayerShape, Protocol):
-    """What the layers below the scenario use of a model, whichever kind it is: its units
-    (embedding, each layer, head) and the figures of the whole."""
-
-    layers: int
-    hidden: int | None
-    tied_embeddings: bool
-    vocab: int | None
-    activation_factor: float
-
-    @property
-    def parameters(self) -> int: ...
-
-    @property
-    def is_moe_model(self) -> bool: ...
-
-    def is_moe(self, index: int) -> bool: ...
-
-    def units(self) -> tuple[ModelUnit, ...]: ...
-
-    def head_forward_flops(self, seq: int, batch: int) -> float: ...
-
-    def summary(self) -> dict[str, object]: ...
 
 
 def build_model(spec: ModelSpec) -> Model:

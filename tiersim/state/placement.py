@@ -5,24 +5,24 @@ norms, shared experts, embeddings and head)."""
 
 from __future__ import annotations
 
-from tiersim.config.schema import Scenario
+from tiersim.config.schema import Hardware, Placement
 from tiersim.state.classes import STATE_CLASSES
 
 
-def homes(s: Scenario) -> dict[str, str]:
+def homes(placement: Placement, machine: Hardware) -> dict[str, str]:
     """The tier each state class lives in: its placement, or GPU memory for one not placed."""
-    placement = s.placement.model_dump()
-    gpu = s.hardware.gpu.memory
-    return {c.name: placement[c.name] if c.placed else gpu for c in STATE_CLASSES}
+    placed = placement.model_dump()
+    gpu = machine.gpu.memory
+    return {c.name: placed[c.name] if c.placed else gpu for c in STATE_CLASSES}
 
 
-def expert_homes(s: Scenario) -> dict[str, str]:
+def expert_homes(placement: Placement, machine: Hardware) -> dict[str, str]:
     """The tier the routed experts' part of each class lives in: `placement.experts.<class>`
     where set, else the class's home."""
-    own = s.placement.experts.model_dump()
-    return {c: own.get(c) or home for c, home in homes(s).items()}
+    own = placement.experts.model_dump()
+    return {c: own.get(c) or home for c, home in homes(placement, machine).items()}
 
 
-def experts_placed_apart(s: Scenario) -> bool:
+def experts_placed_apart(placement: Placement, machine: Hardware) -> bool:
     """Some class of the routed experts' state has a home of its own."""
-    return expert_homes(s) != homes(s)
+    return expert_homes(placement, machine) != homes(placement, machine)

@@ -9,16 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiersim.report.json_report import STEP_FIGURES
+
 HEADLINE = (
     "fits",  # every tier holds its peak
-    "step.time_s",
-    "step.tokens_per_s",
-    "step.compute_s",
-    "step.recompute_s",
-    "step.optimizer_s",
-    "step.exposed_transfer_s",
-    "step.exposed_cpu_s",
-    "step.pipeline_bubble_s",
+    *STEP_FIGURES,
     "step.overlap",
     "step.bottleneck.resource",  # the tier port or link direction whose bandwidth binds most
     "step.bottleneck.bandwidth_utilization",

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.load import read_yaml, resolve, set_path
+from tiersim.config.overrides import set_path
+from tiersim.config.presets import resolve
+from tiersim.config.yamlfile import read_yaml
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem, shown
 from tiersim.sweep.duplicates import grid_problems, zip_problems

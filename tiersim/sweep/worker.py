@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.load import Loaded, build, resolve
+from tiersim.config.load import Loaded, build
+from tiersim.config.presets import resolve
 from tiersim.core.errors import InfeasibleError, InputError, Problem
 from tiersim.report.json_report import to_json
 from tiersim.runner import full_trace, report_for, report_with_result

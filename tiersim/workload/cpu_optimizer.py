@@ -22,28 +22,27 @@ explained by one set of figures:
 from __future__ import annotations
 
 from tiersim.config.framework import OffloadPlan
-from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.config.schema import PRECISION_BYTES, Hardware, Scenario
 
 CLIP_BYTES = 8  # read and write the fp32 gradient
 FP32 = 4
 
 
-def host_bandwidth(s: Scenario) -> float:
-    hw = s.hardware
-    return hw.cpu.memory_bandwidth or hw.tiers[hw.cpu.memory].read_bw
+def host_bandwidth(machine: Hardware) -> float:
+    return machine.cpu.memory_bandwidth or machine.tiers[machine.cpu.memory].read_bw
 
 
-def kernel_rate(s: Scenario) -> float:
-    cpu = s.hardware.cpu
+def kernel_rate(machine: Hardware) -> float:
+    cpu = machine.cpu
     return cpu.adam_kernel_rate or cpu.optimizer_rate
 
 
 def cpu_update_s(s: Scenario, plan: OffloadPlan, params: float, touched: float) -> float:
     """Seconds one unit's update takes on the host (`touched`: bytes the kernel touches)."""
-    bw = host_bandwidth(s)
+    bw = host_bandwidth(s.hardware)
     if not plan.cpu_path_in_parts:
         return max(params / s.hardware.cpu.optimizer_rate, touched / bw)
-    kernel = max(params / kernel_rate(s), touched / bw)
+    kernel = max(params / kernel_rate(s.hardware), touched / bw)
     copy_back = FP32 + PRECISION_BYTES[s.training.precision.weights]
     overhead = s.hardware.cpu.path_overhead_rate
     rest = params / overhead if overhead else 0.0

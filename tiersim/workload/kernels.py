@@ -76,7 +76,7 @@ class _Shape:
         self.seq, self.b = s.seq_len, s.training.micro_batch_size
         self.tokens = self.seq * self.b
         self.model = model
-        self.peak = gpu.peak_flops[s.training.precision.weights]
+        self.peak = gpu.peak_flops[s.training.precision.compute_precision]  # the copy used
         self.eta, self.sms = gpu.efficiency, gpu.sm_count
         hbm = s.hardware.tiers[gpu.memory]
         self.hbm_bw = min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency

@@ -68,7 +68,7 @@ def _class_tensor_bytes(s: Scenario, cls: str) -> list[int]:
         "gradients": PRECISION_BYTES[prec.gradients],
         "master": master_bytes(s),
     }[cls]
-    d = s.parallel.data if sharded_classes(s)[cls] else 1
+    d = s.parallel.data if sharded_classes(s.parallel)[cls] else 1
     par = s.parallel
     inv = build_inventory(s)
     mats = stage_matrices(build_model(s.model), inv.stage, par.pipeline, par.tensor)

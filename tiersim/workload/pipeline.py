@@ -66,7 +66,7 @@ class PipelineTiming:
         return tuple(self.step_s - b for b in self.busy_s)
 
 
-def _check(pipeline: int, micro_batches: int, virtual: int) -> None:
+def check_schedule(pipeline: int, micro_batches: int, virtual: int) -> None:
     if pipeline < 1:
         raise ValueError(f"pipeline(={pipeline}) must be >= 1")
     if micro_batches < 1:
@@ -85,13 +85,13 @@ def _check(pipeline: int, micro_batches: int, virtual: int) -> None:
 
 def bubble_fraction(pipeline: int, micro_batches: int, virtual: int = 1) -> float:
     """Bubble time over ideal compute time: (p - 1) / (v·m) (Narayanan et al. 2021, §2.2)."""
-    _check(pipeline, micro_batches, virtual)
+    check_schedule(pipeline, micro_batches, virtual)
     return (pipeline - 1) / (virtual * micro_batches)
 
 
 def bubble_share(pipeline: int, micro_batches: int, virtual: int = 1) -> float:
     """The bubble's share of the step's wall-clock time: (p - 1) / (v·m + p - 1)."""
-    _check(pipeline, micro_batches, virtual)
+    check_schedule(pipeline, micro_batches, virtual)
     return (pipeline - 1) / (virtual * micro_batches + pipeline - 1)
 
 
@@ -108,7 +108,7 @@ def step_time(
     pipeline: int, micro_batches: int, virtual: int, forward_s: float, backward_s: float
 ) -> float:
     """Closed form for uniform stages, no p2p time: (v·m + p - 1)·(f + b)."""
-    _check(pipeline, micro_batches, virtual)
+    check_schedule(pipeline, micro_batches, virtual)
     work = virtual * micro_batches * (forward_s + backward_s)
     return work + bubble_s(pipeline, forward_s, backward_s)
 
@@ -157,7 +157,7 @@ def _interleaved(stage: int, pipeline: int, micro_batches: int, virtual: int) ->
 
 def stage_schedule(stage: int, pipeline: int, micro_batches: int, virtual: int = 1) -> list[Op]:
     """The ordered operations of one stage for one step, as Megatron-LM orders them."""
-    _check(pipeline, micro_batches, virtual)
+    check_schedule(pipeline, micro_batches, virtual)
     if not 0 <= stage < pipeline:
         raise ValueError(f"stage(={stage}) must be in [0, {pipeline})")
     if virtual == 1:
@@ -199,7 +199,7 @@ def exposed_p2p_s(
 Times = float | Sequence[float] | Sequence[Sequence[float]]
 
 
-def _per_chunk(value: Times, pipeline: int, virtual: int, name: str) -> list[list[float]]:
+def per_chunk(value: Times, pipeline: int, virtual: int, name: str) -> list[list[float]]:
     """One time per (stage, chunk) from one value, one per stage, or one per stage and chunk."""
     if isinstance(value, int | float):
         value = [float(value)] * pipeline
@@ -245,8 +245,8 @@ def evaluate(
     it needs. Work is O(p·v·m); `tiersim.workload.pipeline_steady.evaluate_steady` gives the
     same step and finishes at a cost independent of m.
     """
-    fwd = _per_chunk(forward_s, pipeline, virtual, "forward_s")
-    bwd = _per_chunk(backward_s, pipeline, virtual, "backward_s")
+    fwd = per_chunk(forward_s, pipeline, virtual, "forward_s")
+    bwd = per_chunk(backward_s, pipeline, virtual, "backward_s")
     if p2p_s < 0:
         raise ValueError(f"p2p_s(={p2p_s}) must be >= 0")
     starts, ends = timeline(pipeline, micro_batches, virtual, fwd, bwd, p2p_s)
@@ -270,10 +270,12 @@ def timeline(
     fwd: list[list[float]],
     bwd: list[list[float]],
     p2p_s: float,
+    keep_starts: bool = True,
 ) -> tuple[list[list[float]], list[list[float]]]:
     """Start and end of every op of every stage, in each stage's schedule order (times per
-    (stage, chunk) already checked). Ops are numbered (kind, stage, chunk, micro-batch) so
-    that what each waits for is an index, not a key to hash."""
+    (stage, chunk) already checked; starts empty unless `keep_starts`). Ops are numbered
+    (kind, stage, chunk, micro-batch) so that what each waits for is an index, not a key to
+    hash."""
     programs = [_program(k, pipeline, micro_batches, virtual, fwd, bwd) for k in range(pipeline)]
     done: list[float | None] = [None] * (2 * pipeline * virtual * micro_batches)
     waiting: dict[int, int] = {}
@@ -284,7 +286,9 @@ def timeline(
     while ready:
         k = ready.pop()
         program, at, now = programs[k], position[k], free[k]
-        while at < len(program):
+        started, ended = starts[k].append if keep_starts else None, ends[k].append
+        size = len(program)
+        while at < size:
             own, dep, sent, duration = program[at]
             if dep >= 0:
                 arrived = done[dep]
@@ -296,11 +300,12 @@ def timeline(
             else:
                 start = now
             now = start + duration
-            starts[k].append(start)
-            ends[k].append(now)
+            if started is not None:
+                started(start)
+            ended(now)
             done[own] = now
             at += 1
-            if own in waiting:
+            if waiting and own in waiting:
                 ready.append(waiting.pop(own))
         position[k], free[k] = at, now
     assert all(position[k] == len(programs[k]) for k in range(pipeline)), "schedule deadlocked"
@@ -319,6 +324,8 @@ def _program(
     crosses a p2p link, its duration); op (kind, stage, chunk, micro-batch) is numbered
     ((kind·p + stage)·v + chunk)·m + micro-batch, kind 0 forward, 1 backward."""
     p, v, m = pipeline, virtual, micro_batches
+    if v == 1:
+        return program_1f1b(stage, p, m, fwd[stage][0], bwd[stage][0])
     out = []
     for mb, chunk, kind in stage_schedule(stage, p, m, v):
         if kind == "forward":
@@ -340,4 +347,32 @@ def _program(
             else:
                 dep, sent = own - p * v * m, False  # its own forward
         out.append((own, dep, sent, duration))
+    return out
+
+
+def program_1f1b(
+    stage: int, pipeline: int, micro_batches: int, fwd: float, bwd: float
+) -> list[tuple[int, int, bool, float]]:
+    """`_program` without interleaving, built directly in 1F1B order (`_one_f_one_b`): the
+    warm-up's forwards, forward-backward pairs, the cool-down's backwards."""
+    p, m = pipeline, micro_batches
+    base_f, base_b = stage * m, (p + stage) * m
+    last = stage == p - 1
+    prev_f = (stage - 1) * m if stage > 0 else -1  # the forward of the stage before
+    next_b = (p + stage + 1) * m  # the backward of the stage after
+
+    def forward(mb: int) -> tuple[int, int, bool, float]:
+        return (base_f + mb, prev_f + mb if stage else -1, stage > 0, fwd)
+
+    def backward(mb: int) -> tuple[int, int, bool, float]:
+        if last:  # waits for its own forward
+            return (base_b + mb, base_f + mb, False, bwd)
+        return (base_b + mb, next_b + mb, True, bwd)
+
+    warmup = warmup_forwards(stage, p, m)
+    out = [forward(mb) for mb in range(warmup)]
+    for i in range(m - warmup):
+        out.append(forward(warmup + i))
+        out.append(backward(i))
+    out += [backward(mb) for mb in range(m - warmup, m)]
     return out

@@ -26,10 +26,10 @@ from __future__ import annotations
 from tiersim.workload.pipeline import (
     PipelineTiming,
     Times,
-    _check,
-    _per_chunk,
     busy,
+    check_schedule,
     evaluate,
+    per_chunk,
     timeline,
     warmup_forwards,
 )
@@ -47,15 +47,15 @@ def evaluate_steady(
 ) -> PipelineTiming:
     """`pipeline.evaluate`'s step, busy and finish times (no per-op starts), extrapolated from
     a shorter schedule once its steady phase is seen to repeat (module docstring)."""
-    _check(pipeline, micro_batches, virtual)
-    fwd = _per_chunk(forward_s, pipeline, virtual, "forward_s")
-    bwd = _per_chunk(backward_s, pipeline, virtual, "backward_s")
+    check_schedule(pipeline, micro_batches, virtual)
+    fwd = per_chunk(forward_s, pipeline, virtual, "forward_s")
+    bwd = per_chunk(backward_s, pipeline, virtual, "backward_s")
     if p2p_s < 0:
         raise ValueError(f"p2p_s(={p2p_s}) must be >= 0")
     per = 1 if virtual == 1 else pipeline  # micro-batches per period
     n = _shortest(pipeline, micro_batches, virtual, per)
     while n < micro_batches:
-        _, ends = timeline(pipeline, n, virtual, fwd, bwd, p2p_s)
+        _, ends = timeline(pipeline, n, virtual, fwd, bwd, p2p_s, keep_starts=False)
         shift = _repetition(pipeline, n, virtual, ends)
         if shift is not None:
             later = (micro_batches - n) // per * shift

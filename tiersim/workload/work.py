@@ -28,16 +28,15 @@ from tiersim.state.inventory import (
     stage_layers,
     unit_matrices,
 )
-from tiersim.state.model import LayerView, Transformer, build_model
+from tiersim.state.model import build_model
 from tiersim.state.placement import expert_homes, experts_placed_apart
-from tiersim.workload import kernels, pipeline
+from tiersim.workload import kernels
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
     Comm,
     capacities,
     comm,
     embedding_sync,
-    p2p_send_s,
     rest_tensor_comms,
     sm_share_s,
     tensor_comms,
@@ -45,7 +44,8 @@ from tiersim.workload.comms import (
 from tiersim.workload.cpu_optimizer import cpu_update_s
 from tiersim.workload.experts import expert_comms, routed_flops_share
 from tiersim.workload.fetch import fetch_units
-from tiersim.workload.pipeline_steady import evaluate_steady
+from tiersim.workload.stage_times import bubble as stage_bubble
+from tiersim.workload.stage_times import chunks, compute_times
 
 
 @dataclass(frozen=True)
@@ -96,48 +96,6 @@ class Workload:
     parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
 
 
-def _gpu_rate(s: Scenario) -> float:
-    peak = s.hardware.gpu.peak_flops[s.training.precision.compute_precision]
-    return peak * s.hardware.gpu.efficiency
-
-
-def _memory_bound_s(s: Scenario, model, bytes_moved: float) -> float:
-    hbm = s.hardware.tiers[s.hardware.gpu.memory]
-    return bytes_moved / min(hbm.read_bw, hbm.write_bw)
-
-
-def _compute_times(
-    s: Scenario, model, is_layer: bool, last_stage: bool, first_stage: bool = False
-) -> tuple[float, ...]:
-    """Forward, backward and recompute seconds of one unit for one micro-batch.
-
-    A transformer's kernels are timed one by one (`tiersim.workload.kernels`). A model known
-    only by its parameter count: its FLOPs at peak x efficiency, and each activation byte a
-    layer keeps moved once in forward and twice in backward at HBM bandwidth (its
-    memory-bound kernels); full recompute reruns the forward, selective has no attention to
-    rerun. Layers the kernel model does not know yet (MoE, latent attention; a `LayerView`
-    of a model whose layers differ) are timed the second way, by their own FLOPs and bytes,
-    selective recompute rerunning QK^T, softmax and AV.
-    """
-    plain = isinstance(model, Transformer) and model.moe is None and model.mla is None
-    if plain:
-        return kernels.unit_times(s, model, is_layer, first_stage, last_stage)
-    seq, mbs, t, rate = s.seq_len, s.training.micro_batch_size, s.parallel.tensor, _gpu_rate(s)
-    if not is_layer:
-        fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
-        return fwd, 2.0 * fwd, 0.0
-    kept = model.layer_activation_bytes(seq, mbs, t, s.parallel.sequence, "none")
-    elementwise = _memory_bound_s(s, model, kept)
-    fwd = model.layer_forward_flops(seq, mbs) / t / rate + elementwise
-    recompute = fwd if s.training.recompute == "full" else 0.0
-    if s.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
-        scores = 5.0 * model.attention_heads * seq * seq * mbs / t  # softmax, mask, dropout
-        recompute = 4.0 * mbs * seq * seq * model.attention_width / t / rate
-        recompute += _memory_bound_s(s, model, scores)
-    bwd = 2.0 * model.layer_forward_flops(seq, mbs) / t / rate + 2.0 * elementwise
-    return fwd, bwd, recompute
-
-
 def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tuple[float, float]:
     """GPU: bound by HBM bandwidth over the bytes touched. CPU: workload/cpu_optimizer.py."""
     hw = s.hardware
@@ -150,7 +108,7 @@ def _homed(s: Scenario, mats, padded: int | None) -> tuple[dict[str, int], float
     """Bytes homed per GPU of each per-parameter class (dense state sharded over the data-
     parallel group, routed experts' over their expert-data-parallel part), the parameters the
     optimizer updates here, and the routed experts' parameters and gradient bytes."""
-    shard = sharded_classes(s)
+    shard = sharded_classes(s.parallel)
     dense_div, expert_div = shard_divisors(s)
     dense, experts = [m for m in mats if not m.expert], [m for m in mats if m.expert]
     padded = padded if not experts else None  # FSDP2's padding is known for dense models
@@ -184,7 +142,9 @@ def _unit(
     homed, updated, expert_params, expert_g = _homed(s, mats, padded)
     compute_bytes = PRECISION_BYTES[prec.compute_precision]
     w_full = params * compute_bytes  # the copy compute uses
-    g_full = full["gradients"]
+    fsdp = s.training.framework == "fsdp"  # autograd's gradient, reduce-scattered, is in
+    g_full = params * compute_bytes if fsdp else full["gradients"]  # param_dtype (FSDP2)
+    expert_g = expert_params * compute_bytes if fsdp else expert_g
     master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
@@ -193,7 +153,7 @@ def _unit(
     gpu_touched = touched + kernels.mixed_precision_bytes(s, updated)
     gpu_opt, _ = _optimizer_times(s, gpu_touched, updated)
     _, cpu_opt = _optimizer_times(s, touched, updated)
-    fwd, bwd, rec = _compute_times(s, model, is_layer, last, first)
+    fwd, bwd, rec = compute_times(s, model, is_layer, last, first)
     return Unit(
         name,
         params,
@@ -223,7 +183,7 @@ def _layer_units(s: Scenario, model, index: int, shape, mats, ends) -> list[Unit
     comms = expert_comms(s, model, index)
     whole = _unit(s, shape, f"L{index}", mats, True, ends, acts, comms)
     routed = [m for m in mats if m.expert]
-    if not routed or not experts_placed_apart(s):
+    if not routed or not experts_placed_apart(s.placement, s.hardware):
         return [whole]
     dense = [m for m in mats if not m.expert]
     rest = _unit(s, shape, f"L{index}", dense, True, ends, acts, part=True)
@@ -232,7 +192,9 @@ def _layer_units(s: Scenario, model, index: int, shape, mats, ends) -> list[Unit
     times = ("forward_s", "backward_s", "recompute_s")
     rest = dataclasses.replace(rest, **{t: getattr(whole, t) * (1 - share) for t in times})
     experts = dataclasses.replace(
-        experts, home=expert_homes(s), **{t: getattr(whole, t) * share for t in times}
+        experts,
+        home=expert_homes(s.placement, s.hardware),
+        **{t: getattr(whole, t) * share for t in times},
     )
     return [rest, experts]
 
@@ -243,7 +205,7 @@ def _data_comms(s: Scenario, unit: Unit) -> dict[str, Comm | None]:
     otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
     all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
     after the update. Routed experts do the same over their expert-data-parallel group."""
-    shard = sharded_classes(s)
+    shard = sharded_classes(s.parallel)
     if s.parallel.data == 1 or unit.params == 0:
         return {}
     sharded_update = shard["optimizer"] or shard["master"]
@@ -273,97 +235,6 @@ def _dense_and_experts(s: Scenario, name: str, op, unit: Unit, cls: str) -> Comm
     resource = max(dense.resource, routed.resource, key=lambda r: r.channel == "network")
     latency = dense.latency_s + routed.latency_s
     return Comm(name, dense.nbytes + routed.nbytes, latency, resource, "data")
-
-
-def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
-    return 0.0 if c is None else c.latency_s + c.nbytes / cap[c.resource]
-
-
-def _rest_times(s: Scenario, model, hidden: int | None, stage: int, cap: dict) -> tuple:
-    """Forward and backward seconds of one stage's rest unit for one micro-batch: the output
-    head on the last stage, the tensor-parallel embedding and head collectives."""
-    fwd, bwd, _ = _compute_times(s, model, False, stage == s.parallel.pipeline - 1, stage == 0)
-    tp_f, tp_b, hidden_c = rest_tensor_comms(s, hidden, stage)
-    bwd += sm_share_s(s, hidden_c)
-    return fwd + _alone_s(tp_f, cap), bwd + _alone_s(tp_b, cap)
-
-
-def _stage_chunk_times(
-    s: Scenario, model, stage_layers: list[list[Unit]], cap: dict, hidden
-) -> tuple:
-    """Forward and backward seconds of one micro-batch through each (stage, chunk), from each
-    stage's own layers (`stage_layers[k]`: alike where the model's layers are, else a
-    DeepSeek's first dense layers make its first stage unlike the rest); the embedding joins
-    stage 0's first chunk, the output head the last stage's last chunk (Megatron's placement)."""
-    par = s.parallel
-    p, v = par.pipeline, par.virtual_pipeline
-    fwd, bwd = [], []
-    for layers in stage_layers:
-        f = sum(
-            u.forward_s + _alone_s(u.tp_forward, cap) + _alone_s(u.ep_forward, cap) for u in layers
-        )
-        b = sum(
-            u.backward_s
-            + u.recompute_s
-            + _alone_s(u.tp_backward, cap)
-            + _alone_s(u.ep_backward, cap)
-            for u in layers
-        )
-        fwd.append([f / v] * v)
-        bwd.append([b / v] * v)
-    for stage, chunk in ((0, 0), (p - 1, v - 1)):
-        rest_f, rest_b = _rest_times(s, model, hidden, stage, cap)
-        fwd[stage][chunk] += rest_f
-        bwd[stage][chunk] += rest_b
-    return fwd, bwd
-
-
-def _each_stage_layers(s: Scenario, model, units: list[Unit], stage: int) -> list[list[Unit]]:
-    """The layer units of every pipeline stage: the simulated stage's for all where layers are
-    alike, else each stage's own (built as the simulated one's are)."""
-    p = s.parallel.pipeline
-    if not model.is_moe_model:
-        return [units[:-1]] * p
-    return [units[:-1] if k == stage else _stage_units(s, model, k)[0][:-1] for k in range(p)]
-
-
-def _bubble(
-    s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None, stage: int
-) -> tuple:
-    """Pipeline idle time per step of the simulated stage, the part of it after the stage's
-    last backward, and the uniform pipeline's fill and drain within it: the all-stage
-    schedule's step time minus this stage's own work (fill, drain, the point-to-point
-    exchanges, waiting on the last stage's output head); after its last backward a stage
-    waits only for the pipeline's end (stage 0: not at all). Megatron's exchange with the
-    next stage blocks both (batched send and receive, then wait): each forward and each
-    backward of a chunk carries one transfer's time."""
-    par, m = s.parallel, s.training.grad_accumulation
-    if par.pipeline == 1:
-        return 0.0, 0.0, 0.0, 0.0
-    p2p = p2p_send_s(s, hidden)
-    fwd, bwd = _stage_chunk_times(s, model, _each_stage_layers(s, model, units, stage), cap, hidden)
-    fwd = [[x + p2p for x in row] for row in fwd]
-    bwd = [[x + p2p for x in row] for row in bwd]
-    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd)
-    own = timing.busy_s[stage] - 2.0 * p2p * m * par.virtual_pipeline
-    idle = max(0.0, timing.step_s - own)
-    mean = (sum(fwd[stage]) + sum(bwd[stage])) / par.virtual_pipeline
-    fill = pipeline.bubble_s(par.pipeline, mean, 0.0)
-    after = min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
-    return idle, after, fill, 2.0 * p2p * par.virtual_pipeline
-
-
-def _chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[int, ...], ...]:
-    """Layers split evenly into `virtual` chunks; the stage's rest unit (index n_layers) opens
-    the first chunk where it is only the embedding (stage 0 of a pipeline), else closes the
-    last (the output head, after the layers)."""
-    per = n_layers // virtual
-    chunks = [list(range(c * per, (c + 1) * per)) for c in range(virtual)]
-    if embedding_first:
-        chunks[0].insert(0, n_layers)
-    else:
-        chunks[-1].append(n_layers)
-    return tuple(tuple(c) for c in chunks)
 
 
 def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
@@ -419,7 +290,7 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
     units, first_mats = _stage_units(s, model, inv.stage)  # and the first layer's tensors
     hidden = model.hidden
     cap = capacities(s)
-    every_mb = sharded_classes(s)["gradients"] and par.data > 1
+    every_mb = sharded_classes(s.parallel)["gradients"] and par.data > 1
     held = inv.tiers[s.hardware.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")
     besides = resident - inv.per_gpu["workspace"]  # what the tiles share GPU memory with
@@ -427,7 +298,9 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
     parts = len(layers) // max(1, len(units) - 1)
     whole = units  # one unit a layer: the kernels' prices are by layer (workload.breakdown)
     units = [*layers, units[-1]]
-    bubble, after, fill, p2p = _bubble(s, model, units, cap, hidden, inv.stage)
+    bubble, after, fill, p2p = stage_bubble(
+        s, model, units, cap, hidden, inv.stage, lambda k: _stage_units(s, model, k)[0]
+    )
     tokens = s.seq_len * s.training.micro_batch_size * s.training.grad_accumulation * par.data
     return Workload(
         units=tuple(units),
@@ -435,7 +308,7 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
         tokens_per_step=tokens,
         hbm_resident=resident,
         stage=inv.stage,
-        chunks=_chunks(len(units) - 1, par.virtual_pipeline, inv.stage == 0 < par.pipeline - 1),
+        chunks=chunks(len(units) - 1, par.virtual_pipeline, inv.stage == 0 < par.pipeline - 1),
         gradients_every_microbatch=every_mb,
         bubble_s=bubble,
         bubble_after_s=after,

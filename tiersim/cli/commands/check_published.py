@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tiersim.cli.commands.common import add_check_arg, add_format_arg
 from tiersim.config.load import load_scenario
 from tiersim.core.errors import InputError, Problem
 from tiersim.groundtruth.published import (
@@ -39,14 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"folder with references.yaml and the scenarios (default: {published_dir()})",
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output (default: table)"
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help=f"exit with code {EXIT_CHECK_FAILED} when the error targets are missed",
-    )
+    add_format_arg(parser)
+    add_check_arg(parser, EXIT_CHECK_FAILED, "the error targets are missed")
     parser.set_defaults(handler=run)
 
 

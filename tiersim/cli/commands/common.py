@@ -8,18 +8,31 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from tiersim.config.load import PRESET_FILE_SUFFIXES, Loaded, is_preset_file, load_scenario
+from tiersim.config.load import Loaded, load_scenario
+from tiersim.config.presets import PRESET_FILE_SUFFIXES, is_preset_file
 from tiersim.core.errors import InputError, Problem
 
 
-def add_scenario_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
+def add_format_arg(parser: argparse.ArgumentParser) -> None:
+    """--format: a table for people (default) or JSON for programs."""
     parser.add_argument(
         "--format",
         choices=("table", "json"),
         default="table",
         help="output format (default: table)",
     )
+
+
+def add_check_arg(parser: argparse.ArgumentParser, exit_code: int, when: str) -> None:
+    """--check: exit with `exit_code` when `when` (for batch jobs)."""
+    parser.add_argument(
+        "--check", action="store_true", help=f"exit with code {exit_code} when {when}"
+    )
+
+
+def add_scenario_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
+    add_format_arg(parser)
     parser.add_argument(
         "--set",
         dest="overrides",

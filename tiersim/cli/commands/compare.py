@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tiersim.cli.commands.common import add_format_arg
 from tiersim.config.document import scenario_document
 from tiersim.config.load import load_scenario
 from tiersim.core.errors import InputError, Problem
@@ -41,9 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "b", metavar="B", nargs="?", help="scenario file or results folder (default: A + --set)"
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output (default: table)"
-    )
+    add_format_arg(parser)
     parser.add_argument(
         "--set",
         dest="overrides",

@@ -7,9 +7,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tiersim.cli.commands.common import cannot_write, usable_preset_path
+from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
-from tiersim.config.load import is_preset_file
+from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
 from tiersim.groundtruth.measure import (
@@ -23,9 +23,9 @@ from tiersim.groundtruth.measure import (
     Measurement,
     Request,
     measure,
-    report,
 )
 from tiersim.groundtruth.measure_preset import calibrated_preset, shrink_lines
+from tiersim.groundtruth.measure_report import report
 from tiersim.report.json_report import to_json
 from tiersim.report.output import write_atomic
 from tiersim.report.table import render
@@ -89,6 +89,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _training_options(parser)
+    _module_options(parser)
+    _run_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def _training_options(parser: argparse.ArgumentParser) -> None:
+    """What is trained: the model, the shape of a step, the optimizer and the precision."""
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--model", metavar="PRESET", help="a model preset name (e.g. gpt2) or a model YAML file"
@@ -119,6 +127,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="bf16",
         help="precision of weights, gradients, optimizer state and activations (default: bf16)",
     )
+
+
+def _module_options(parser: argparse.ArgumentParser) -> None:
+    """Which modules run: tiersim's own or a transformers model, its attention and dropout."""
     parser.add_argument(
         "--implementation",
         choices=IMPLEMENTATIONS,
@@ -141,6 +153,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="attention and hidden dropout probability of a transformers model (default: the "
         "model's, from its config.json, else the family's: GPT-2 0.1, Llama 0.0)",
     )
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    """Where it trains, the overrides, and what is written."""
     parser.add_argument(
         "--device",
         choices=DEVICES,
@@ -155,9 +171,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="model.KEY=VALUE",
         help="override one model dimension, e.g. --set model.layers=2 (repeatable)",
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="(default: table)"
-    )
+    add_format_arg(parser)
     parser.add_argument(
         "--fsdp",
         type=positive_int,
@@ -168,7 +182,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--calibrate", metavar="FILE", help="write a model preset YAML with the activation factor"
     )
-    parser.set_defaults(handler=run)
 
 
 def request(args: argparse.Namespace) -> Request:

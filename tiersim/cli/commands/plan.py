@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tiersim.cli.commands.common import add_executor_args, positive_int
+from tiersim.cli.commands.common import add_executor_args, add_format_arg, positive_int
 from tiersim.cli.commands.sweep import default_workers
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, parse
@@ -42,9 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--top", type=positive_int, default=5, metavar="K", help="plans to report (default: 5)"
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output (default: table)"
-    )
+    add_format_arg(parser)
     add_executor_args(parser)
     parser.add_argument(
         "--time-limit",

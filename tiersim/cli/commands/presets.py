@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.load import build, load_preset, preset_names
+from tiersim.cli.commands.common import add_format_arg
+from tiersim.config.load import build
+from tiersim.config.presets import load_preset, preset_names
 from tiersim.config.schema import Hardware
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate
 from tiersim.report.table import render
@@ -25,9 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "counts and shapes, and the hardware presets (hardware.preset: NAME) with their GPU, "
         "memory tiers and links. Any key of a preset can be overridden in a scenario.",
     )
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output (default: table)"
-    )
+    add_format_arg(parser)
     parser.set_defaults(handler=run)
 
 

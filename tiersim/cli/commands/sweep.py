@@ -72,7 +72,7 @@ def add_max_points(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _workers(args: argparse.Namespace, points: int) -> tuple[int, str]:
+def workers_and_where(args: argparse.Namespace, points: int) -> tuple[int, str]:
     """(worker processes to start, how the header says where the points run): never more
     workers than points, and with --scheduler, the cluster's own."""
     if args.scheduler is not None:
@@ -94,7 +94,7 @@ def _workers(args: argparse.Namespace, points: int) -> tuple[int, str]:
 def run(args: argparse.Namespace) -> int:
     spec = load_sweep(args.sweep, args.max_points)
     out = Path(args.out) if args.out else Path("results") / spec.name
-    workers, where = _workers(args, spec.size)
+    workers, where = workers_and_where(args, spec.size)
     if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
         print(
             f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",

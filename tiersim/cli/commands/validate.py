@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from tiersim.cli.commands.sweep import add_max_points
-from tiersim.config.load import build, read_yaml
+from tiersim.config.load import build
+from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import InputError
 from tiersim.plan.space import build_space
 from tiersim.runner import check_runnable

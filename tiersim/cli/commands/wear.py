@@ -7,7 +7,7 @@ import math
 
 from tiersim import __version__
 from tiersim.analysis.wear import Assessment, assess
-from tiersim.cli.commands.common import add_scenario_args, load
+from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load
 from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 from tiersim.report.json_report import to_json
 from tiersim.report.table import render
@@ -34,11 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "area) and the classes to move off that would fit. Reads never wear.",
     )
     add_scenario_args(parser)
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help=f"exit {EXIT_BUDGET_FAILED} when any tier's write budget fails (for batch jobs)",
-    )
+    add_check_arg(parser, EXIT_BUDGET_FAILED, "any tier's write budget fails (for batch jobs)")
     parser.set_defaults(handler=run)
 
 

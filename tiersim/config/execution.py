@@ -1,0 +1,49 @@
+"""A scenario's execution plan: how the model is run, apart from the model and the machine
+(as Calculon separates them). Read from the scenario once (tiersim.state.resolved.resolve);
+the layers below the file format take it instead of the scenario."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tiersim.config.framework import OffloadPlan, offload_plan
+from tiersim.config.schema import (
+    Checkpoint,
+    Failures,
+    Parallel,
+    Placement,
+    Scenario,
+    Simulation,
+    Training,
+)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the model is run: what the scenario's training, parallel, placement, simulation,
+    checkpoint and failures sections say, with the defaults they leave resolved."""
+
+    training: Training
+    parallel: Parallel
+    placement: Placement
+    simulation: Simulation
+    checkpoint: Checkpoint
+    failures: Failures
+    seq_len: int  # tokens: training.seq_len, else the model's max_positions, else 2048
+    offload: OffloadPlan  # how the framework moves state (config/framework.py)
+    checkpoint_simulated: bool  # an interval or a failure rate is given
+
+
+def execution_plan(s: Scenario) -> Execution:
+    """The scenario's execution plan, its defaults resolved."""
+    return Execution(
+        training=s.training,
+        parallel=s.parallel,
+        placement=s.placement,
+        simulation=s.simulation,
+        checkpoint=s.checkpoint,
+        failures=s.failures,
+        seq_len=s.seq_len,
+        offload=offload_plan(s),
+        checkpoint_simulated=s.checkpoint_simulated,
+    )

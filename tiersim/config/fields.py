@@ -1,0 +1,161 @@
+"""The scenario format's field types: quantities read from unit strings once (held as floats in
+base units), counts, fractions, and the strict frozen base model every section derives from.
+A rejected value is shown back in the unit the user wrote it in."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
+
+from tiersim.core.units import UNLIMITED, Kind, fmt_bytes, fmt_rate, fmt_time, parse
+
+PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+def _shown(kind: Kind | None) -> Callable[[float], str]:
+    """How a rejected value is shown back: in the unit the user wrote it in, not base units."""
+    return {Kind.SIZE: fmt_bytes, Kind.BANDWIDTH: fmt_rate, Kind.TIME: fmt_time}.get(
+        kind, lambda v: f"{v:g}"
+    )
+
+
+def _positive(kind: Kind | None = None) -> AfterValidator:
+    def check(value: float) -> float:
+        if not value > 0:
+            raise ValueError(f"must be > 0 (got {_shown(kind)(value)})")
+        return value
+
+    return AfterValidator(check)
+
+
+def _at_least_one(kind: Kind) -> AfterValidator:
+    """Bandwidths and rates below one unit per second are typos, and make times overflow."""
+
+    def check(value: float) -> float:
+        if not value >= 1:
+            raise ValueError(f"must be at least 1 {kind.base_unit} (got {_shown(kind)(value)})")
+        return value
+
+    return AfterValidator(check)
+
+
+def _non_negative(kind: Kind) -> AfterValidator:
+    def check(value: float) -> float:
+        if value < 0:
+            raise ValueError(f"must be >= 0 (got {_shown(kind)(value)})")
+        return value
+
+    return AfterValidator(check)
+
+
+def _unit(kind: Kind, allow_unlimited: bool = False):
+    def convert(value: object) -> float:
+        if allow_unlimited and isinstance(value, str) and value.strip() in UNLIMITED:
+            return math.inf
+        return parse(value, kind)
+
+    convert.kind = kind  # type: ignore[attr-defined]  # what unit_kind() reads
+    return BeforeValidator(convert)
+
+
+def unit_kind(annotation: Any, metadata: list[Any] = ()) -> Kind | None:
+    """The unit kind a field parses with: from its `_unit` validator, on the field or inside
+    an Optional / Union of annotated types."""
+    if get_origin(annotation) is Annotated:
+        metadata = [*metadata, *get_args(annotation)[1:]]
+    for item in metadata:
+        if isinstance(item, BeforeValidator) and hasattr(item.func, "kind"):
+            return item.func.kind
+    for arg in get_args(annotation) if annotation is not None else ():
+        if get_origin(arg) is Annotated:
+            found = unit_kind(None, list(get_args(arg)[1:]))
+            if found is not None:
+                return found
+    return None
+
+
+Size = Annotated[float, _unit(Kind.SIZE), _positive(Kind.SIZE)]
+SizeOrZero = Annotated[float, _unit(Kind.SIZE), _non_negative(Kind.SIZE)]
+Bandwidth = Annotated[
+    float,
+    Field(allow_inf_nan=True),  # `unlimited`
+    _unit(Kind.BANDWIDTH, True),
+    _at_least_one(Kind.BANDWIDTH),
+]
+Duration = Annotated[float, _unit(Kind.TIME), _positive(Kind.TIME)]
+Latency = Annotated[float, _unit(Kind.TIME), _non_negative(Kind.TIME)]
+FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), _at_least_one(Kind.FLOP_RATE)]
+ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), _at_least_one(Kind.PARAM_RATE)]
+PositiveInt = Annotated[int, Field(gt=0, le=2**40, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=2**40, strict=True)]
+
+
+def _integral(value: object) -> object:
+    """Accept 7.5e9 or '7.5e9' for a count (YAML reads the latter as a string)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_integral), Field(gt=0, le=10**16, strict=True)]
+Fraction = Annotated[float, Field(ge=1e-3, le=1)]
+PrecisionName = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+
+
+def _takes_bool(annotation: Any) -> bool:
+    return annotation is bool or any(_takes_bool(a) for a in get_args(annotation))
+
+
+class Strict(BaseModel):
+    # no infinity or NaN from YAML (.inf, .nan): only `unlimited` bandwidths are infinite
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _booleans_only_for_switches(cls, value: Any, info: ValidationInfo) -> Any:
+        """YAML's true/yes/on are booleans, which pydantic would read as 1 where a number is
+        expected (zero_stage: true as ZeRO 1, efficiency: yes as 1.0), and 1 or 0 as a
+        boolean: a boolean field takes true or false, and only a boolean field does."""
+        field = cls.model_fields[info.field_name]
+        switch = _takes_bool(field.annotation)
+        if isinstance(value, bool) and not switch:
+            kind = unit_kind(field.annotation, field.metadata)
+            what = f"{kind.label} with a unit, such as '{kind.example}'" if kind else None
+            raise ValueError(f"expected {what or _expected(field.annotation)}, not true or false")
+        optional = type(None) in get_args(field.annotation)
+        if switch and not isinstance(value, bool) and not (value is None and optional):
+            got = "null" if value is None else repr(value)
+            raise ValueError(f"expected true or false (got {got})")
+        return value
+
+
+def _expected(annotation: Any) -> str:
+    """What a field takes, in words: 'a number', "one of 'a', 'b'", or both."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        names = [repr(a) for a in get_args(annotation)]
+        return names[0] if len(names) == 1 else "one of " + ", ".join(names)
+    if origin is Annotated:
+        return _expected(get_args(annotation)[0])
+    if annotation in (int, float):
+        return "a number"
+    options = [a for a in get_args(annotation) if a is not type(None)]
+    return " or ".join(dict.fromkeys(_expected(a) for a in options)) if options else "a value"

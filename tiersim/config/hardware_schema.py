@@ -1,0 +1,111 @@
+"""The scenario format's `hardware` section: tiers, links, GPU, CPU and network (DESIGN.md §2).
+Field names are the public YAML format: extend, never rename."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from tiersim.config.fields import (
+    Bandwidth,
+    Duration,
+    FlopRate,
+    Fraction,
+    Latency,
+    ParamRate,
+    PositiveInt,
+    PrecisionName,
+    Size,
+    Strict,
+)
+
+
+class Endurance(Strict):
+    pe_cycles: Annotated[float, Field(gt=0)]
+    write_amplification: Annotated[float, Field(ge=1)] | None = None
+    spare_area: Annotated[float, Field(gt=0, lt=1)] | None = None
+    write_pattern: Literal["sequential", "random"] = "sequential"
+    rated_drive_writes_per_day: Annotated[float, Field(gt=0)] | None = None
+    warranty: Duration | None = None
+
+
+class Tier(Strict):
+    kind: Literal["hbm", "dram", "flash", "remote"]
+    capacity: Size
+    bandwidth: Bandwidth | None = None
+    read_bandwidth: Bandwidth | None = None
+    write_bandwidth: Bandwidth | None = None
+    latency: Latency = 0.0
+    endurance: Endurance | None = None
+
+    @model_validator(mode="after")
+    def _has_bandwidth(self) -> Tier:
+        if self.read_bw is None or self.write_bw is None:
+            raise ValueError("needs 'bandwidth' or both 'read_bandwidth' and 'write_bandwidth'")
+        return self
+
+    @property
+    def read_bw(self) -> float:
+        return self.read_bandwidth if self.read_bandwidth is not None else self.bandwidth
+
+    @property
+    def write_bw(self) -> float:
+        return self.write_bandwidth if self.write_bandwidth is not None else self.bandwidth
+
+
+class Link(Strict):
+    between: tuple[str, str]
+    bandwidth: Bandwidth  # per direction
+    latency: Latency = 0.0
+
+
+class Gpu(Strict):
+    name: str = "gpu"
+    memory: str = "hbm"
+    peak_flops: dict[PrecisionName, FlopRate]
+    efficiency: Fraction = 0.5  # share of peak a full wave of GEMM tiles reaches
+    optimizer_efficiency: Fraction = 0.8  # share of HBM bandwidth a fused optimizer reaches
+    # streaming multiprocessors, for GEMM wave quantization (none: no quantization)
+    sm_count: PositiveInt | None = None
+    memory_efficiency: Fraction = 1.0  # share of HBM bandwidth memory-bound kernels reach
+    # compute slowdown while a collective runs beside it (NCCL's kernels take SMs)
+    collective_sm_share: Annotated[float, Field(ge=0, lt=1)] = 0.0
+
+
+class Cpu(Strict):
+    name: str = "cpu"
+    memory: str = "dram"
+    # DESIGN.md §4's 1.4 Gparam/s is a whole host's CPU-Adam rate: a GPU's share of 8 is 1/8
+    optimizer_rate: ParamRate = 0.175e9
+    # the CPU-Adam kernel alone (ZeRO-Offload Table 4's measurement), used with a framework
+    # whose CPU path is modelled in parts (workload/cpu_optimizer.py); default: optimizer_rate
+    adam_kernel_rate: ParamRate | None = None
+    # the rest of that path no part modelled explains, as a rate (fitted; null: none)
+    path_overhead_rate: ParamRate | None = None
+    memory_bandwidth: Bandwidth | None = None  # default: the host tier's read bandwidth
+
+
+class Network(Strict):
+    gpus_per_node: PositiveInt = 8
+    intra_node_bandwidth: Bandwidth = 450e9
+    inter_node_bandwidth: Bandwidth = 50e9
+    intra_node_latency: Latency = 2e-6
+    inter_node_latency: Latency = 5e-6
+    # busbw / link rate NCCL reaches: one fraction, or {buffer size: fraction} measured
+    # (tiersim.hardware.nccl)
+    intra_node_efficiency: Fraction | dict[Size, Fraction] = 1.0
+    inter_node_efficiency: Fraction | dict[Size, Fraction] = 1.0
+
+
+class Hardware(Strict):
+    preset: str | None = None
+    gpu: Gpu
+    cpu: Cpu = Cpu()
+    tiers: dict[str, Tier]
+    links: dict[str, Link] = Field(default_factory=dict)
+    network: Network = Network()
+    # what one GPU of this machine costs per hour, its share of the host included (any
+    # currency): `tiersim plan --objective cost` ranks by it; no part of a simulation, so left
+    # out of model_dump (a sweep point's key)
+    price_per_gpu_hour: Annotated[float, Field(gt=0)] | None = Field(default=None, exclude=True)

@@ -1,0 +1,117 @@
+"""pydantic's validation errors said in the user's words: the key path as written in the file
+(union-branch tags dropped) and a message that says what is expected."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem, shown
+
+
+def _unwrap(tp: Any) -> Any:
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    return tp
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+
+
+def _model_class(tp: Any) -> type[BaseModel] | None:
+    """The single model class inside `tp` (through Optional), if there is one."""
+    tp = _unwrap(tp)
+    if _is_union(tp):
+        models = [
+            a for a in typing.get_args(tp) if isinstance(a, type) and issubclass(a, BaseModel)
+        ]
+        return models[0] if len(models) == 1 else None
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _walk(loc: tuple[Any, ...]) -> tuple[list[str], type[BaseModel] | None]:
+    """Turn pydantic's loc into the user's key path, dropping union-branch tags.
+
+    Also returns the model that holds the last key (for 'did you mean' suggestions).
+    """
+    path: list[str] = []
+    cur: Any = Scenario
+    parent: type[BaseModel] | None = None
+    for part in loc:
+        model = _model_class(cur)
+        if model is not None:
+            parent = model
+            path.append(str(part))
+            field = model.model_fields.get(str(part))
+            cur = field.annotation if field else None
+            continue
+        tp = _unwrap(cur)
+        origin = typing.get_origin(tp)
+        if origin is dict:
+            path.append(str(part))
+            cur = typing.get_args(tp)[1]
+        elif origin in (tuple, list):
+            path.append(str(part))
+            cur = typing.get_args(tp)[0]
+        elif _is_union(tp) or cur is None:
+            cur = None  # a union-branch tag such as 'int' or "literal['auto']"
+        else:
+            path.append(str(part))
+    if path[:2] == ["budget", "tiers"]:
+        path = ["budget", *path[2:]]
+    return path, parent
+
+
+def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        key = str(err["loc"][-1])
+        fields = list(parent.model_fields) if parent else []
+        close = (
+            difflib.get_close_matches(key, fields, n=1)
+            or [f for f in fields if f.startswith(key) or key.startswith(f)][:1]
+        )
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return f"unknown key '{key}' ({hint}expected one of: {', '.join(fields)})"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "bool_parsing":
+        return f"expected true or false (got {shown(err.get('input'))})"
+    if kind in ("float_parsing", "int_parsing"):
+        return f"expected a number (got {shown(err.get('input'))})"
+    if kind == "finite_number":
+        return f"expected a finite number (got {shown(err.get('input'))})"
+    if kind == "string_too_long" and tuple(err["loc"]) == ("name",):
+        size = len(err.get("input") or "")
+        limit = err.get("ctx", {}).get("max_length")
+        return (
+            f"a name of {size} characters (expected at most {limit}: it names the results folder)"
+        )
+    if kind == "string_pattern_mismatch" and tuple(err["loc"]) == ("name",):
+        return (
+            "expected ASCII letters, digits, '_', '-' and '.' only: it names the results "
+            f"folder (got {shown(err.get('input'))})"
+        )
+    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
+    if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
+        return f"{msg[0].lower()}{msg[1:]} (got {shown(err.get('input'))})"
+    return msg
+
+
+def validation_problems(exc: ValidationError) -> list[Problem]:
+    by_path: dict[str, list[str]] = {}
+    for err in exc.errors():
+        path, parent = _walk(tuple(err["loc"]))
+        key = ".".join(path)
+        text = _message(err, parent).replace("--set ...", f"--set {key}.")  # the full path
+        if text not in by_path.setdefault(key, []):
+            by_path[key].append(text)
+    return [Problem(path, "; or ".join(msgs)) for path, msgs in by_path.items()]

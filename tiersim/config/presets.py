@@ -1,0 +1,178 @@
+"""Shipped presets (package data, parsed once) and the resolution of a scenario's `preset:`,
+`hf_config:` and preset-file values into one mapping. Reads only the files it is given."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import functools
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tiersim.config.hfconfig import HfConfigError, hf_config_path, read_hf_config
+from tiersim.config.yamlfile import parse_yaml, read_yaml
+from tiersim.core.errors import InputError, Problem, shown
+
+DEFAULT_HARDWARE = "h200-hbf"
+
+
+@functools.cache
+def _preset_data(kind: str, name: str) -> Any:
+    """Shipped presets are package data and never change while running: parse each once."""
+    text = (resources.files("tiersim") / "presets" / kind / f"{name}.yaml").read_text()
+    return parse_yaml(text)
+
+
+@functools.cache
+def _preset_names(kind: str) -> tuple[str, ...]:
+    folder = resources.files("tiersim") / "presets" / kind
+    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml")))
+
+
+def preset_names(kind: str) -> list[str]:
+    return list(_preset_names(kind))
+
+
+def load_preset(kind: str, name: str) -> dict[str, Any]:
+    """A shipped preset as a mapping; raises KeyError for an unknown name."""
+    if not isinstance(name, str) or name not in _preset_names(kind):
+        raise KeyError(name)
+    return copy.deepcopy(_preset_data(kind, name))
+
+
+def _unknown_preset(kind: str, name: Any, base_dir: Path) -> str:
+    kind_of = _path_kind(_as_path(name, base_dir))
+    if kind_of == "folder":
+        return (
+            f"{shown(name)} is a folder (expected a shipped preset's name, or a {_SUFFIXES} file)"
+        )
+    if kind_of == "file":
+        path = Path(name)
+        return (
+            f"{shown(name)} is a file without a {_SUFFIXES} suffix (a preset file is known by its "
+            f"suffix: expected e.g. {path.stem}.yaml)"
+        )
+    names = preset_names(kind)
+    close = difflib.get_close_matches(str(name), names, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"unknown preset {shown(name)} ({hint}available: {', '.join(names)})"
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` wins key by key; nested mappings merge rather than replace."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+PRESET_FILE_SUFFIXES = (".yaml", ".yml")
+_SUFFIXES = " or ".join(PRESET_FILE_SUFFIXES)
+
+
+def _path_kind(path: Path | None) -> str | None:
+    """'folder', 'file' (anything else that exists) or None."""
+    try:
+        if path is None or not path.exists():
+            return None
+        return "folder" if path.is_dir() else "file"
+    except (OSError, ValueError):  # a name too long for a path, say
+        return None
+
+
+def _as_path(name: Any, base_dir: Path) -> Path | None:
+    """A `preset:` value that is not a shipped name, as the path it may mean (None if it
+    cannot be one)."""
+    if not isinstance(name, str) or not name.strip() or "\0" in name:
+        return None
+    return Path(name) if Path(name).is_absolute() else base_dir / name
+
+
+def is_preset_file(name: Any) -> bool:
+    """Whether a `preset:` value names a YAML file (else a shipped preset): by its suffix."""
+    return isinstance(name, str) and name.endswith(PRESET_FILE_SUFFIXES)
+
+
+def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
+    if not isinstance(model, dict):
+        return model
+    if "preset" in model and "hf_config" in model:  # which one's dimensions would be meant?
+        problems.append(Problem("model", _both_sources(model)))
+        return model
+    merged: dict[str, Any] = {}
+    name = model.get("preset")
+    if is_preset_file(name):
+        merged = _preset_file(name, base_dir, problems, "model.preset") or {}
+    elif "preset" in model:
+        try:
+            merged = load_preset("models", model["preset"])
+        except (KeyError, TypeError):
+            what = _unknown_preset("models", model["preset"], base_dir)
+            problems.append(Problem("model.preset", what))
+    if "hf_config" in model:
+        try:
+            path = hf_config_path(model["hf_config"], base_dir)
+            merged = deep_merge(merged, read_hf_config(path))
+        except HfConfigError as exc:
+            problems.append(Problem("model.hf_config", str(exc)))
+    return deep_merge(merged, model)
+
+
+def _both_sources(model: dict[str, Any]) -> str:
+    given = f"preset {shown(model['preset'])} and hf_config {shown(model['hf_config'])}"
+    return (
+        f"{given} are both given (expected one of preset, hf_config or the dimensions; "
+        "dimension keys beside a preset or an hf_config override it key by key)"
+    )
+
+
+def _preset_file(
+    name: str, base_dir: Path, problems: list[Problem], key: str = "hardware.preset"
+) -> dict[str, Any] | None:
+    """A preset given as a YAML file path relative to the scenario (e.g. written by
+    `tiersim calibrate` for hardware or `tiersim measure --calibrate` for a model)."""
+    path = Path(name) if Path(name).is_absolute() else base_dir / name
+    try:
+        data = read_yaml(path, str(path))
+    except InputError as exc:
+        problems += [Problem(key, p.render(str(path))) for p in exc.problems]
+        return None
+    if not isinstance(data, dict):
+        problems.append(Problem(key, f"{path} is not a YAML mapping"))
+        return None
+    return data
+
+
+def _resolve_hardware(hardware: Any, base_dir: Path, problems: list[Problem]) -> Any:
+    """Merge inline hardware keys onto a preset: a shipped name, a YAML path, or `none`."""
+    if hardware is None:
+        hardware = {}
+    if not isinstance(hardware, dict):
+        return hardware
+    name = hardware.get("preset", DEFAULT_HARDWARE)
+    if name in (None, "none"):
+        return {k: v for k, v in hardware.items() if k != "preset"}
+    if is_preset_file(name):
+        base = _preset_file(name, base_dir, problems)
+    else:
+        try:
+            base = load_preset("hardware", name)
+        except (KeyError, TypeError):
+            problems.append(Problem("hardware.preset", _unknown_preset("hardware", name, base_dir)))
+            base = None
+    if base is None:
+        return hardware
+    return deep_merge(base, {**hardware, "preset": name})
+
+
+def resolve(raw: dict[str, Any], base_dir: Path, problems: list[Problem]) -> dict[str, Any]:
+    """Presets and config.json merged in; what cannot be resolved is added to `problems`."""
+    out = dict(raw)
+    if "model" in out:
+        out["model"] = _resolve_model(out["model"], base_dir, problems)
+    out["hardware"] = _resolve_hardware(out.get("hardware"), base_dir, problems)
+    return out

@@ -1,0 +1,132 @@
+"""A calibration turned into a hardware preset's YAML text: the measured figures as scenario
+quantities, and what was not measured copied from a base preset, listed in the file's header."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import yaml
+
+from tiersim.groundtruth.calibrate import machine
+from tiersim.groundtruth.calibrate_settings import Calibration
+from tiersim.groundtruth.figure import Figure
+
+DECIMAL = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0))
+
+
+def quantity(value: float, unit: str) -> str:
+    """A figure as a scenario quantity string with 4 significant digits: '12.34 GB/s',
+    '85.2 us', '812.3 TFLOP/s', '25.28 GB'."""
+    if unit == "s":
+        return f"{value * 1e6:.4g} us"
+    if unit == "FLOP/s":
+        return f"{value / 1e12:.4g} TFLOP/s"
+    prefix, factor = next(((p, f) for p, f in DECIMAL if value >= f), DECIMAL[-1])
+    return f"{value / factor:.4g} {prefix}{unit}"
+
+
+def describe(f: Figure) -> str:
+    spread = f"{quantity(f.low, f.unit)} .. {quantity(f.high, f.unit)}"
+    return f"{quantity(f.median, f.unit)} ({spread}, {len(f.samples)} runs)"
+
+
+def _gpu_section(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[str, Any]:
+    flops = {k[7:]: v for k, v in cal.figures.items() if k.startswith("matmul ")}
+    if cal.gpu_name is None or not flops:
+        copied.append("gpu (no GPU measured)")
+        return dict(base["gpu"])
+    copied.append("gpu.efficiency and gpu.optimizer_efficiency")
+    gpu = {k: v for k, v in base["gpu"].items() if k in ("efficiency", "optimizer_efficiency")}
+    peak = {p: quantity(f.median, f.unit) for p, f in flops.items()}
+    return {"name": cal.gpu_name, "memory": "hbm", "peak_flops": peak, **gpu}
+
+
+def _tiers(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[str, Any]:
+    f, tiers = cal.figures, base.get("tiers", {})
+    latency = {name: tiers.get(name, {}).get("latency", "0 us") for name in ("hbm", "dram")}
+    copied.append("tier latencies of hbm and dram")
+    if "hbm copy bandwidth" in f and cal.gpu_memory_bytes:
+        hbm = {
+            "kind": "hbm",
+            "capacity": quantity(cal.gpu_memory_bytes, "B"),
+            "latency": latency["hbm"],
+            "bandwidth": quantity(f["hbm copy bandwidth"].median, "B/s"),
+        }
+    else:
+        copied.append("tiers.hbm")
+        hbm = dict(tiers["hbm"])
+    dram_capacity = cal.host_memory_bytes
+    if dram_capacity is None:
+        copied.append("tiers.dram.capacity")
+    dram = {
+        "kind": "dram",
+        "capacity": quantity(dram_capacity, "B") if dram_capacity else tiers["dram"]["capacity"],
+        "bandwidth": quantity(f["dram copy bandwidth"].median, "B/s"),
+        "latency": latency["dram"],
+    }
+    nvme = {
+        "kind": "flash",
+        "capacity": quantity(cal.storage_capacity_bytes, "B"),
+        "read_bandwidth": quantity(f["storage read bandwidth"].median, "B/s"),
+        "write_bandwidth": quantity(f["storage write bandwidth"].median, "B/s"),
+        "latency": quantity(f["storage read latency"].median, "s"),
+    }
+    if "endurance" in tiers.get("nvme", {}):
+        nvme["endurance"] = tiers["nvme"]["endurance"]
+        copied.append("tiers.nvme.endurance")
+    others = {k: v for k, v in tiers.items() if k not in ("hbm", "dram", "nvme")}
+    copied += [f"tiers.{k}" for k in others]
+    return {"hbm": hbm, "dram": dram, "nvme": nvme, **others}
+
+
+PCIE_FIGURES = ("host to device bandwidth", "device to host bandwidth")
+
+
+def _links(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[str, Any]:
+    f, links = cal.figures, dict(base.get("links", {}))
+    pcie = dict(links.get("pcie", {"latency": "0 us"}), between=["hbm", "dram"])
+    directions = [f[k].median for k in PCIE_FIGURES if k in f]
+    if directions:  # a link has one bandwidth per direction: the slower direction's
+        pcie["bandwidth"] = quantity(min(directions), "B/s")
+    elif "bandwidth" in pcie:
+        copied.append("links.pcie")
+    else:
+        pcie = {}
+    storage = max(f["storage read bandwidth"].median, f["storage write bandwidth"].median)
+    nvme = dict(links.get("nvme", {"latency": "0 us"}), between=["dram", "nvme"])
+    nvme["bandwidth"] = quantity(storage, "B/s")
+    copied.append("link latencies")
+    others = {k: v for k, v in links.items() if k not in ("pcie", "nvme")}
+    copied += [f"links.{k}" for k in others]
+    return {**({"pcie": pcie} if pcie else {}), "nvme": nvme, **others}
+
+
+def hardware_preset(cal: Calibration, base: dict[str, Any], base_name: str) -> str:
+    """The hardware preset YAML text; what was not measured comes from `base`, and says so."""
+    copied: list[str] = []
+    cpu = {**base.get("cpu", {}), "name": machine(), "memory": "dram"}
+    cpu["memory_bandwidth"] = quantity(cal.figures["dram copy bandwidth"].median, "B/s")
+    hardware = {"gpu": _gpu_section(cal, base, copied), "cpu": cpu}
+    if "optimizer_rate" in cpu:
+        copied.append("cpu.optimizer_rate")
+    notes = list(cal.notes)
+    if any(name.startswith("cpu adamw rate") for name in cal.figures):
+        whose = "the base preset's" if "optimizer_rate" in cpu else "tiersim's default"
+        notes.append(f"cpu.optimizer_rate is {whose}, not a measured AdamW rate")
+    hardware["tiers"] = _tiers(cal, base, copied)
+    hardware["links"] = _links(cal, base, copied)
+    if "network" in base:
+        hardware["network"] = base["network"]
+        copied.append("network")
+    lines = [
+        f"Hardware preset measured by `tiersim calibrate` on {machine()}.",
+        "Figures: median of the runs (min .. max, runs); capacities are the whole machine's.",
+        *(f"  {f.name}: {describe(f)} - {f.method}" for f in cal.figures.values()),
+        *notes,
+        f"NOT measured, copied from base preset '{base_name}': {', '.join(copied)}.",
+    ]
+    head = "\n".join(
+        textwrap.fill(line, 98, initial_indent="# ", subsequent_indent="#     ") for line in lines
+    )
+    return head + "\n" + yaml.safe_dump(hardware, sort_keys=False)
