@@ -16,6 +16,9 @@ Printed, all measured in this one run:
   (scenarios/published/korthikanti2022-1t-selective-sp.yaml) evaluated in-process, best of 5,
   against Calculon's time for the same configuration (a reference figure measured separately
   on this machine, not by this script). Target: within 2x.
+- start-up: `tiersim --help` and `tiersim run --help` as whole processes, best of 5, against
+  a bare `python -c pass`, and whether the heavy libraries (pydantic, SimPy, NumPy) were
+  imported.
 """
 
 from __future__ import annotations
@@ -126,9 +129,57 @@ def engine_s_per_event(repeats: int = 5) -> tuple[float, int]:
         scenario = load_scenario(SCENARIO, overrides).scenario
     except Exception:  # a tree from before simulation.steady_state: every micro-batch anyway
         scenario = load_scenario(SCENARIO, overrides[:2]).scenario
-    runs = [simulate(scenario) for _ in range(repeats)]
+    from tiersim.engine import core
+
+    ops: list[int] = []
+    run = core.Engine.run
+
+    def counted(engine: core.Engine):  # the schedule's ops, whatever a tree counts as events
+        ops.append(len(engine.schedule.ops))
+        return run(engine)
+
+    core.Engine.run = counted
+    try:
+        runs = [simulate(scenario) for _ in range(repeats)]
+    finally:
+        core.Engine.run = run
     best = min(runs, key=lambda r: r.wall_s / r.events)
-    return best.wall_s / best.events, best.events
+    return best.wall_s / best.events, best.events, ops[-1]
+
+
+def startup_s(args: list[str], repeats: int = 5) -> float:
+    """Best wall time of a whole `python args...` process."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, *args], capture_output=True, check=True)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+_HEAVY_AT_HELP = r"""
+import contextlib, io, sys
+from tiersim.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main(sys.argv[1:] + ["--help"])
+    except SystemExit:
+        pass
+print(",".join(m for m in ("pydantic", "simpy", "numpy") if m in sys.modules) or "none")
+"""
+
+
+def startup() -> None:
+    bare = startup_s(["-c", "pass"])
+    for args in ([], ["run"]):
+        t = startup_s(["-m", "tiersim.cli", *args, "--help"])
+        heavy = subprocess.run(
+            [sys.executable, "-c", _HEAVY_AT_HELP, *args], capture_output=True, text=True
+        ).stdout.strip()
+        print(
+            f"start-up: tiersim {' '.join([*args, '--help'])}: {1e3 * t:.0f} ms, bare python "
+            f"{1e3 * bare:.0f} ms ({t / bare:.1f}x); heavy libraries imported: {heavy}"
+        )
 
 
 def cost_table(accumulations: list[int]) -> None:
@@ -158,12 +209,15 @@ def main() -> None:
     if not args.quick:
         cost_table(args.accumulation)
     bare = min(bare_simpy_s_per_event() for _ in range(5))
-    per_event, events = engine_s_per_event()
+    per_event, events, ops = engine_s_per_event()
+    per_op = per_event * events / ops
     print(
         f"engine cost per event: {1e6 * per_event:.2f} us ({events:,} events, 70B, 32 "
         f"micro-batches, best of 5); bare SimPy timeout {1e6 * bare:.2f} us (best of 5): "
-        f"{per_event / bare:.1f}x (target: within 3x)"
+        f"{per_event / bare:.1f}x (target: within 3x); per op of the schedule "
+        f"{1e6 * per_op:.2f} us ({ops:,} ops), {per_op / bare:.1f}x"
     )
+    startup()
     t, events = one_t_s()
     print(
         f"1T Korthikanti Table 5 in-process: {1e3 * t:.1f} ms ({events:,} engine events); "

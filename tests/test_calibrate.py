@@ -513,12 +513,13 @@ class FullDisk:
 
 
 def _no_measuring(monkeypatch):
-    import tiersim.cli.commands.calibrate as command
+    # the command imports its measuring code when it runs: patched where it is defined
+    import tiersim.groundtruth.calibrate as measuring
 
     def measured(*args):
         raise AssertionError("the machine was measured before the output path was checked")
 
-    monkeypatch.setattr(command, "calibrate", measured)
+    monkeypatch.setattr(measuring, "calibrate", measured)
 
 
 @pytest.mark.parametrize(

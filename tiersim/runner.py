@@ -35,7 +35,7 @@ def simulate(
     recorder = TraceRecorder(Topology(res.machine), measured) if record else None
     result = simulate_resolved(res, inventory, recorder)
     if result.checkpoint is not None:  # the interval, and the checkpoint's share of each step
-        result = with_checkpoint(result, scenario, result.checkpoint)
+        result = with_checkpoint(result, res, result.checkpoint)
     if recorder is None:
         return result
     trace = recorder.trace()

@@ -15,46 +15,46 @@ from tiersim.analysis.checkpoint import (
     scenario_mtbf,
 )
 from tiersim.analysis.wear import judge, steps_per_day, tier_wear
-from tiersim.config.schema import Scenario
+from tiersim.config.schema import Parallel
 from tiersim.engine.results import CheckpointRun, StepResult
+from tiersim.state.resolved import Resolved
 
 
-def job_gpus(s: Scenario) -> int:
-    p = s.parallel
-    return p.data * p.tensor * p.pipeline
+def job_gpus(parallel: Parallel) -> int:
+    return parallel.data * parallel.tensor * parallel.pipeline
 
 
 def resolve_interval(
-    s: Scenario, result: StepResult, run: CheckpointRun
+    res: Resolved, result: StepResult, run: CheckpointRun
 ) -> tuple[int | None, str | None]:
     """The interval in steps and what set it: "given"; for `auto`, "daly" (Daly's optimum),
     "drain" (the optimum is shorter than the drain, which no interval may be), or "wear
     budget" where the target's write budget needs a longer one."""
-    every = s.checkpoint.every_steps
+    every = res.execution.checkpoint.every_steps
     if every != "auto":
         return every, None if every is None else "given"
     cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
     step_s = result.time_s
     optimum_s = daly_interval(run.stall_s, run.mtbf_s)
     daly = interval_to_steps(optimum_s, step_s, cost, run.mtbf_s)
-    floor = budget_interval(s, result, run)
+    floor = budget_interval(res, result, run)
     if floor is not None and floor > daly:
         return floor, "wear budget"
     return daly, "drain" if optimum_s < cost.drain_lag_s else "daly"
 
 
-def budget_interval(s: Scenario, result: StepResult, run: CheckpointRun) -> int | None:
+def budget_interval(res: Resolved, result: StepResult, run: CheckpointRun) -> int | None:
     """The fewest steps between checkpoints that keep the target within its write budget, with
     what the step itself writes there: I >= C / (allowed per step - written per step). None
     without a budget, or when the step's own writes already exceed it (no interval helps)."""
-    target = s.checkpoint.target
-    tier, budget = s.hardware.tiers[target], s.budget.tiers.get(target)
+    target = res.execution.checkpoint.target
+    tier, budget = res.machine.tiers[target], res.budget.tiers.get(target)
     checkpoint = run.written_by_tier.get(target, 0)
     if budget is None or tier.endurance is None or checkpoint == 0:
         return None
     stats = result.tiers.get(target)
     written = stats.written_by_source if stats else {}
-    per_day = steps_per_day(s, result.time_s)
+    per_day = steps_per_day(res.budget, result.time_s)
     w = tier_wear(target, tier, written, result.time_s, per_day)
     allowed = judge(w, budget, tier.endurance.warranty).allowed_host_bytes_per_day / per_day
     room = allowed - w.host_bytes_per_step
@@ -77,13 +77,15 @@ def per_step(total_by_key: dict[str, int], interval: int) -> dict[str, int]:
     return floors
 
 
-def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> StepResult:
+def with_checkpoint(result: StepResult, res: Resolved, run: CheckpointRun) -> StepResult:
     """The result with its checkpoint measured: the checkpoint's reads, writes, link bytes and
     link busy time per step (averaged over the interval) added to each tier and link, and each
     tier's peak raised to what the checkpoint run reached (snapshots, staging); the target holds
     the checkpoint's versions."""
-    run = dataclasses.replace(run, mtbf_s=scenario_mtbf(s.failures, job_gpus(s)))
-    interval, basis = resolve_interval(s, result, run)
+    run = dataclasses.replace(
+        run, mtbf_s=scenario_mtbf(res.execution.failures, job_gpus(res.execution.parallel))
+    )
+    interval, basis = resolve_interval(res, result, run)
     run = dataclasses.replace(run, interval_steps=interval, interval_basis=basis)
     wrote = per_step(run.written_by_tier, interval) if interval else {}
     read = per_step(run.read_by_tier, interval) if interval else {}
@@ -91,7 +93,7 @@ def with_checkpoint(result: StepResult, s: Scenario, run: CheckpointRun) -> Step
         name: _tier_with(ts, run.peak_by_tier.get(name, 0), wrote.get(name, 0), read.get(name, 0))
         for name, ts in result.tiers.items()
     }
-    target = s.checkpoint.target
+    target = res.execution.checkpoint.target
     if interval and target in tiers:
         tiers[target] = _holding_versions(tiers[target], run.bytes)
     links = dict(result.links)

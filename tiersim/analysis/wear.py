@@ -35,7 +35,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from tiersim.config.schema import Endurance, Scenario, Tier, TierBudget
+from tiersim.config.schema import Budget, Endurance, Scenario, Tier, TierBudget
 from tiersim.core.errors import Problem
 from tiersim.core.units import DAY_S
 from tiersim.engine.results import StepResult
@@ -170,8 +170,8 @@ def tier_wear(
     )
 
 
-def steps_per_day(scenario: Scenario, step_s: float) -> float:
-    given = scenario.budget.steps_per_day
+def steps_per_day(budget: Budget, step_s: float) -> float:
+    given = budget.steps_per_day
     return given if given is not None else DAY_S / step_s
 
 
@@ -378,7 +378,7 @@ def wear_problems(scenario: Scenario) -> list[Problem]:
 
 def assess(scenario: Scenario, result: StepResult) -> dict[str, Assessment]:
     """Every tier with endurance that the result covers, judged against its budget if any."""
-    per_day = steps_per_day(scenario, result.time_s)
+    per_day = steps_per_day(scenario.budget, result.time_s)
     out = {}
     for name, tier in scenario.hardware.tiers.items():
         stats = result.tiers.get(name)

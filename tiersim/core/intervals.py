@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 Intervals = list[tuple[float, float]]
 
 
@@ -17,8 +19,27 @@ def union(intervals: Intervals) -> Intervals:
 
 
 def clip(intervals: Intervals, lo: float, hi: float) -> Intervals:
-    # conditional expressions, not max/min: a clip runs over every op of a run
-    return [(s if s > lo else lo, e if e < hi else hi) for s, e in intervals if e > lo and s < hi]
+    """The parts of the (disjoint, sorted) intervals within [lo, hi): a slice found by
+    bisection with its two ends trimmed (a clip runs over every op of a run)."""
+    first = bisect.bisect_right(intervals, lo, key=_end)  # the first ending after lo
+    stop = bisect.bisect_left(intervals, hi, lo=first, key=_start)  # the first from hi on
+    out = intervals[first:stop]
+    if out:
+        start, end = out[0]
+        if start < lo:
+            out[0] = (lo, end)
+        start, end = out[-1]
+        if end > hi:
+            out[-1] = (start, hi)
+    return out
+
+
+def _start(interval: tuple[float, float]) -> float:
+    return interval[0]
+
+
+def _end(interval: tuple[float, float]) -> float:
+    return interval[1]
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:

@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from tiersim.engine.core import Engine, RunLog
 from tiersim.engine.metrics import link_busy_s, moved
 from tiersim.engine.ops import Role
 from tiersim.engine.results import CheckpointRun, StepResult
@@ -28,10 +30,13 @@ from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 
+if TYPE_CHECKING:  # simulate, which calls this module, defines the run's setup
+    from tiersim.engine.simulate import RunSetup
+
 MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
 
 
-def _read_back_s(res: Resolved, setup) -> float:
+def _read_back_s(res: Resolved, setup: RunSetup) -> float:
     """Each class read back from the target to its home, unit by unit's home (a layer's
     routed experts may be homed apart), one home's bytes as one transfer."""
     home, per_home = homes(res.execution.placement, res.machine), Counter()
@@ -52,7 +57,9 @@ def _checkpoint_window(schedule, log, step: int) -> tuple[float, float, int]:
     return start, end, len(ops)
 
 
-def _run_length(res: Resolved, setup, plain: StepResult, nbytes: int) -> tuple[int, frozenset]:
+def _run_length(
+    res: Resolved, setup: RunSetup, plain: StepResult, nbytes: int
+) -> tuple[int, frozenset]:
     """Steps to simulate and the steps that checkpoint: every step when the interval is 1,
     else one checkpoint after the measured step and enough steps for its drain to end."""
     measured = res.execution.simulation.warmup_steps
@@ -93,7 +100,9 @@ def _window(res: Resolved, ends: list[float]) -> tuple[float, float] | None:
     )
 
 
-def checkpoint_baseline(res: Resolved, engine, log) -> tuple[list[float], dict[str, float]]:
+def checkpoint_baseline(
+    res: Resolved, engine: Engine, log: RunLog
+) -> tuple[list[float], dict[str, float]]:
     """What a run without the checkpoint contributes to its measurement: the step ends and
     each link's busy seconds (small, so a finished run's engine and schedule can be freed)."""
     ends = list(log.step_end)
@@ -102,7 +111,7 @@ def checkpoint_baseline(res: Resolved, engine, log) -> tuple[list[float], dict[s
 
 def _baseline(
     res: Resolved,
-    setup,
+    setup: RunSetup,
     run: Callable,
     steps: int,
     marks: frozenset[int],
@@ -126,7 +135,7 @@ def _baseline(
 
 def measure_checkpoint(
     res: Resolved,
-    setup,
+    setup: RunSetup,
     plain: StepResult,
     run: Callable,
     plain_baseline: tuple[list[float], dict[str, float]] | None = None,

@@ -87,7 +87,10 @@ def prepare(res: Resolved, inv: Inventory) -> RunSetup:
         t: sum(b for c, b in use.classes.items() if c != "activations")
         for t, use in inv.tiers.items()
     }
-    extras = [pinned_host_bytes(res.scenario, wl), delayed_update_bytes(res.scenario, wl)]
+    extras = [
+        pinned_host_bytes(res, wl, inv),
+        delayed_update_bytes(res.execution, res.machine, wl),
+    ]
     for tier, extra in (kv for e in extras for kv in e.items()):  # beyond the state itself
         baseline[tier] = baseline.get(tier, 0) + extra
     hbm_acts = inv.per_gpu["activations"] if not _streamed(res, "activations") else 0

@@ -63,15 +63,17 @@ from tiersim.config.variants import VARIANT_DEFAULTS, given_variants
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes
 from tiersim.groundtruth.calibrate import physical_memory
-from tiersim.state.classes import OPTIMIZER_NAMES, PLACED
+from tiersim.groundtruth.choices import (
+    ATTENTION,
+    DEVICES,
+    DTYPES,
+    IMPLEMENTATIONS,
+    OPTIMIZERS,
+)
+from tiersim.state.classes import PLACED
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import Transformer, build_model
 
-DTYPES = ("bf16", "fp32")
-OPTIMIZERS = tuple(n for n in OPTIMIZER_NAMES if n != "lion")  # torch.optim has no Lion
-ATTENTION = ("sdpa", "eager", "math")  # math: tiersim's own eager attention (eager is the same)
-IMPLEMENTATIONS = ("tiersim", "huggingface")  # the modules run: tiersim's own, or transformers
-DEVICES = ("auto", "cpu", "cuda")
 CLASSES = PLACED  # what a real training step holds and measure compares (no workspace)
 SOURCE = "tiersim measure"
 

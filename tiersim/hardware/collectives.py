@@ -30,6 +30,7 @@ Which collectives a step runs, and how many bytes each moves, is the workload's
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -128,6 +129,7 @@ def rank_strides(parallel: Parallel) -> dict[str, int]:
     return {"tensor": 1, "data": t, "pipeline": t * d, "expert": t, "expert_data": t * e}
 
 
+@functools.cache  # a pure function of three counts, asked for by every unit's every group
 def _placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
     """(fewest members any group has in one node, most nodes any group spans), over every
     group of the layout (groups repeat every lcm(size·stride, gpus_per_node) ranks)."""

@@ -13,7 +13,6 @@ from tiersim.plan.prune import Candidate
 from tiersim.report.wear import fmt_days
 from tiersim.sweep.worker import PointResult
 
-OBJECTIVES = ("tokens_per_s", "goodput", "cost")
 HBF = "hbf"  # the tier the optimizer-state question is about
 
 

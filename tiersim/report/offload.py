@@ -9,6 +9,8 @@ from tiersim.config.execution import execution_plan
 from tiersim.config.schema import Scenario
 from tiersim.engine.schedule_optimizer import tile_parameters, update_tiles
 from tiersim.engine.simulate import simulate
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 from tiersim.workload.pinned import pinned_host_bytes
 from tiersim.workload.work import build_workload
 
@@ -31,8 +33,10 @@ def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
         return None
     execution = execution_plan(s)
     plan = execution.offload
-    wl = build_workload(s)
+    inv = build_inventory(s)
+    wl = build_workload(s, inv)
     tiles = update_tiles(execution, wl.units)
+    pinned = pinned_host_bytes(resolve(s), wl, inv)
     return {
         "framework": plan.framework,
         "fetch": plan.fetch,
@@ -60,5 +64,5 @@ def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
         ),
         "pipeline_read": plan.pipeline_read,
         "pipeline_write": plan.pipeline_write,
-        "pinned_host_extra_bytes": pinned_host_bytes(s, wl).get(s.hardware.cpu.memory, 0),
+        "pinned_host_extra_bytes": pinned.get(s.hardware.cpu.memory, 0),
     }

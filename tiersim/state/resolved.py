@@ -2,7 +2,7 @@
 (as Calculon separates model, execution and system): the model (its units: embedding, each
 layer, head), the execution plan (parallelism, placement, precision and training choices, the
 simulation's and the checkpoint's settings, the framework's offload behaviour) and the machine
-(tiers, links, network, GPU, CPU).
+(tiers, links, network, GPU, CPU), with the budgets the run is judged against.
 
 The engine takes a `Resolved`; the layers below it (workload, state, hardware's placement
 check) still take the scenario, reached through `Resolved.scenario` until they are moved to
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tiersim.config.execution import Execution, execution_plan
 from tiersim.config.hardware_schema import Hardware
-from tiersim.config.schema import Scenario
+from tiersim.config.schema import Budget, Scenario
 from tiersim.state.model import Model, build_model
 
 
@@ -27,9 +27,10 @@ class Resolved:
     model: Model
     execution: Execution
     machine: Hardware
+    budget: Budget  # what the run is judged against (flash write budgets, steps per day)
     scenario: Scenario  # the file's form, for the layers not yet moved to the parts above
 
 
 def resolve(s: Scenario) -> Resolved:
     """The scenario's model built and its execution plan read, once."""
-    return Resolved(s.name, build_model(s.model), execution_plan(s), s.hardware, s)
+    return Resolved(s.name, build_model(s.model), execution_plan(s), s.hardware, s.budget, s)

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import math
 
-from tiersim.config.schema import PRECISION_BYTES, Parallel, Scenario
+from tiersim.config.schema import PRECISION_BYTES, Parallel, Precision, Scenario
 from tiersim.state.classes import OPTIMIZER_BY_NAME, PER_PARAMETER, SHARDABLE, zero_sharded
 from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
 from tiersim.state.model import Matrix, Model, Transformer
 
 
-def master_bytes(s: Scenario) -> int:
+def master_bytes(prec: Precision) -> int:
     """A separate master copy is absent when configured off or when weights are fp32 already."""
-    prec = s.training.precision
     if prec.master == "none" or prec.weights in ("fp32", "tf32"):
         return 0
     return PRECISION_BYTES[prec.master]
@@ -25,7 +24,7 @@ def raw_parameter_bytes(s: Scenario, mats: list[Matrix]) -> dict[str, int]:
     prec = s.training.precision.model_dump()
     params = sum(m.size for m in mats)
     per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}
-    per_value["master"] = master_bytes(s)
+    per_value["master"] = master_bytes(s.training.precision)
     values = {c: params for c in PER_PARAMETER}
     values["optimizer"] = optimizer_values(s.training.optimizer, mats)
     return {c: values[c] * per_value[c] for c in PER_PARAMETER}

@@ -50,9 +50,13 @@ def _kernel_totals(s: Scenario, model, units, stage: int) -> tuple[float, float]
     if not _kernel_model(model):  # no shapes, or none the kernels know: compute as GEMM
         return sum(u.forward_s + u.backward_s + u.recompute_s for u in units), 0.0
     first, last = stage == 0, stage == s.parallel.pipeline - 1
+    per_unit = {
+        is_layer: kernels.unit_kernels(s, model, is_layer, first, last)
+        for is_layer in (True, False)
+    }
     gemm = memory = 0.0
-    for i, _ in enumerate(units):
-        for k in kernels.unit_kernels(s, model, i < len(units) - 1, first, last):
+    for i, _ in enumerate(units):  # summed unit by unit, in order (each layer's are alike)
+        for k in per_unit[i < len(units) - 1]:
             gemm, memory = gemm + k.gemm_s, memory + k.memory_s
     return gemm, memory
 

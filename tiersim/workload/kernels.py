@@ -188,7 +188,7 @@ def mixed_precision_bytes(s: Scenario, params: float) -> float:
     master copy (Megatron-LM's fp16/bf16 optimizer, per parameter): the gradient copied to
     fp32 (read g, write 4), unscaled (8), its norm taken (4), clipped (8), the new weights
     copied back (read 4, write w) and the gradient buffer zeroed (g)."""
-    if not master_bytes(s):
+    if not master_bytes(s.training.precision):
         return 0.0
     prec = s.training.precision
     g, w = PRECISION_BYTES[prec.gradients], PRECISION_BYTES[prec.weights]

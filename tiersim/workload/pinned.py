@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import math
 
+from tiersim.config.execution import Execution
 from tiersim.config.framework import (
     DEEPSPEED_PARAM_BUFFER_ELEMENTS,
     DEEPSPEED_PARAM_BUFFERS,
     OffloadPlan,
-    offload_plan,
 )
-from tiersim.config.schema import PRECISION_BYTES, Scenario
-from tiersim.state.inventory import build_inventory, master_bytes, sharded_classes, stage_matrices
-from tiersim.state.model import build_model
+from tiersim.config.schema import PRECISION_BYTES, Hardware
+from tiersim.state.inventory import Inventory, master_bytes, sharded_classes, stage_matrices
+from tiersim.state.resolved import Resolved
 
 FP32 = 4
 
@@ -38,73 +38,71 @@ def pinned_size(nbytes: int) -> int:
     return 0 if nbytes <= 0 else 1 << (int(nbytes) - 1).bit_length()
 
 
-def _on_flash(s: Scenario, cls: str) -> bool:
-    return s.hardware.tiers[getattr(s.placement, cls)].kind == "flash"
+def _on_flash(res: Resolved, cls: str) -> bool:
+    return res.machine.tiers[getattr(res.execution.placement, cls)].kind == "flash"
 
 
-def swap_buffer_bytes(s: Scenario, plan: OffloadPlan, wl) -> int:
+def swap_buffer_bytes(res: Resolved, plan: OffloadPlan, wl) -> int:
     """DeepSpeed's pinned swap buffers for state on flash, rounded."""
     if plan.framework != "deepspeed":
         return 0
     total = 0
-    if s.placement.optimizer_compute == "cpu" and _on_flash(s, "optimizer"):
-        updated = (
-            sum(u.weights_updated for u in wl.units)
-            // PRECISION_BYTES[s.training.precision.weights]
-        )
+    weight_bytes = PRECISION_BYTES[res.execution.training.precision.weights]
+    if res.execution.placement.optimizer_compute == "cpu" and _on_flash(res, "optimizer"):
+        updated = sum(u.weights_updated for u in wl.units) // weight_bytes
         tile = min(plan.sub_group_size or updated, updated)
         total += plan.buffer_count * pinned_size(tile * FP32)
-    if _on_flash(s, "weights"):
-        size = DEEPSPEED_PARAM_BUFFER_ELEMENTS * PRECISION_BYTES[s.training.precision.weights]
+    if _on_flash(res, "weights"):
+        size = DEEPSPEED_PARAM_BUFFER_ELEMENTS * weight_bytes
         total += DEEPSPEED_PARAM_BUFFERS * pinned_size(size)
     return total
 
 
-def _class_tensor_bytes(s: Scenario, cls: str) -> list[int]:
+def _class_tensor_bytes(res: Resolved, inv: Inventory, cls: str) -> list[int]:
     """Bytes of each host tensor of a class for one GPU: its shard of every parameter tensor."""
-    prec = s.training.precision
+    prec = res.execution.training.precision
     per_value = {
         "weights": PRECISION_BYTES[prec.weights],
         "gradients": PRECISION_BYTES[prec.gradients],
-        "master": master_bytes(s),
+        "master": master_bytes(prec),
     }[cls]
-    d = s.parallel.data if sharded_classes(s.parallel)[cls] else 1
-    par = s.parallel
-    inv = build_inventory(s)
-    mats = stage_matrices(build_model(s.model), inv.stage, par.pipeline, par.tensor)
+    d = res.execution.parallel.data if sharded_classes(res.execution.parallel)[cls] else 1
+    par = res.execution.parallel
+    mats = stage_matrices(res.model, inv.stage, par.pipeline, par.tensor)
     per_layer = [m for m in mats for _ in range(m.count)]
     return [math.ceil(m.rows * m.cols / d) * per_value for m in per_layer if per_value]
 
 
-def rounding_bytes(s: Scenario, plan: OffloadPlan) -> int:
+def rounding_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:
     """What rounding pinned host copies of weights, gradients and master weights adds."""
     if not plan.pin_memory:
         return 0
-    host = s.hardware.cpu.memory
-    inv = build_inventory(s).per_gpu.as_dict()
+    host = res.machine.cpu.memory
+    per_gpu = inv.per_gpu.as_dict()
     extra = 0
     for cls in ("weights", "gradients", "master"):
-        if getattr(s.placement, cls) != host or not inv[cls]:
+        if getattr(res.execution.placement, cls) != host or not per_gpu[cls]:
             continue
         if plan.pinned_per_tensor:
-            sizes = _class_tensor_bytes(s, cls)
+            sizes = _class_tensor_bytes(res, inv, cls)
             extra += sum(pinned_size(n) - n for n in sizes)
         else:
-            extra += pinned_size(inv[cls]) - inv[cls]
+            extra += pinned_size(per_gpu[cls]) - per_gpu[cls]
     return extra
 
 
-def delayed_update_bytes(s: Scenario, wl) -> dict[str, int]:
+def delayed_update_bytes(execution: Execution, machine: Hardware, wl) -> dict[str, int]:
     """A delayed parameter update (DPU) reads step k's gradients while step k+1 writes its
     own: a second gradient buffer where gradients live off the GPU (ZeRO-Offload §5.3)."""
-    home = s.placement.gradients
-    if s.training.optimizer_step != "delayed" or home == s.hardware.gpu.memory:
+    home = execution.placement.gradients
+    if execution.training.optimizer_step != "delayed" or home == machine.gpu.memory:
         return {}
     return {home: sum(u.homed["gradients"] for u in wl.units)}
 
 
-def pinned_host_bytes(s: Scenario, wl) -> dict[str, int]:
-    """Host-tier bytes to add to what the state occupies (empty when nothing is pinned)."""
-    plan = offload_plan(s)
-    extra = swap_buffer_bytes(s, plan, wl) + rounding_bytes(s, plan)
-    return {s.hardware.cpu.memory: extra} if extra else {}
+def pinned_host_bytes(res: Resolved, wl, inv: Inventory) -> dict[str, int]:
+    """Host-tier bytes to add to what the state occupies (empty when nothing is pinned);
+    `inv`: the scenario's inventory."""
+    plan = res.execution.offload
+    extra = swap_buffer_bytes(res, plan, wl) + rounding_bytes(res, plan, inv)
+    return {res.machine.cpu.memory: extra} if extra else {}

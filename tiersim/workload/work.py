@@ -104,6 +104,14 @@ def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tupl
     return gpu_s, cpu_update_s(s, offload_plan(s), updated_params, touched)
 
 
+def _timed(s: Scenario, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:
+    """`compute_times`, worked out once per (shape, is_layer) into `timed`."""
+    key = (model, is_layer)
+    if key not in timed:
+        timed[key] = compute_times(s, model, is_layer, ends[1], ends[0])
+    return timed[key]
+
+
 def _homed(s: Scenario, mats, padded: int | None) -> tuple[dict[str, int], float, int, int]:
     """Bytes homed per GPU of each per-parameter class (dense state sharded over the data-
     parallel group, routed experts' over their expert-data-parallel part), the parameters the
@@ -132,28 +140,28 @@ def _unit(
     acts: int,
     comms: Mapping[str, Comm] | None = None,
     part: bool = False,
+    timed: dict | None = None,
 ) -> Unit:
-    """`part`: `mats` are a part of the layer's tensors (FSDP2's padding is the whole's)."""
-    first, last = ends
+    """One unit; `part`: `mats` are a part of a layer's tensors (FSDP2 pads the whole);
+    `timed`: compute times by (shape, is_layer), worked out once (timing means every kernel)."""
     prec = s.training.precision
     params = sum(m.size for m in mats)
-    full = raw_parameter_bytes(s, mats)
     padded = None if part else fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
     homed, updated, expert_params, expert_g = _homed(s, mats, padded)
     compute_bytes = PRECISION_BYTES[prec.compute_precision]
     w_full = params * compute_bytes  # the copy compute uses
-    fsdp = s.training.framework == "fsdp"  # autograd's gradient, reduce-scattered, is in
-    g_full = params * compute_bytes if fsdp else full["gradients"]  # param_dtype (FSDP2)
-    expert_g = expert_params * compute_bytes if fsdp else expert_g
+    g_full = raw_parameter_bytes(s, mats)["gradients"]
+    if s.training.framework == "fsdp":  # autograd's gradient, reduce-scattered: param_dtype
+        g_full, expert_g = params * compute_bytes, expert_params * compute_bytes
     master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
-    weights_read = 0 if master_bytes(s) else w_updated  # no master: update weights in place
+    weights_read = 0 if master_bytes(prec) else w_updated  # no master: update weights in place
     touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
     gpu_touched = touched + kernels.mixed_precision_bytes(s, updated)
     gpu_opt, _ = _optimizer_times(s, gpu_touched, updated)
     _, cpu_opt = _optimizer_times(s, touched, updated)
-    fwd, bwd, rec = compute_times(s, model, is_layer, last, first)
+    fwd, bwd, rec = _timed(s, model, is_layer, ends, {} if timed is None else timed)
     return Unit(
         name,
         params,
@@ -174,14 +182,14 @@ def _unit(
     )
 
 
-def _layer_units(s: Scenario, model, index: int, shape, mats, ends) -> list[Unit]:
+def _layer_units(s: Scenario, model, index: int, shape, mats, ends, timed: dict) -> list[Unit]:
     """Layer `index` as one unit; or, where its routed experts' state has homes of its own
     (placement.experts), as two in a row: the rest of the layer (attention, router, shared
     experts, norms; its activations and tensor-parallel collectives) and the routed experts
     (their all-to-alls, homed apart), the layer's times divided by the experts' FLOP share."""
     acts = math.ceil(layer_activation_bytes(s, shape))
     comms = expert_comms(s, model, index)
-    whole = _unit(s, shape, f"L{index}", mats, True, ends, acts, comms)
+    whole = _unit(s, shape, f"L{index}", mats, True, ends, acts, comms, timed=timed)
     routed = [m for m in mats if m.expert]
     if not routed or not experts_placed_apart(s.placement, s.hardware):
         return [whole]
@@ -249,10 +257,11 @@ def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
         for u in stage_layers(model, stage, par.pipeline)
         for i in range(u.count)
     ]
+    timed: dict = {}
     units = [
         part
         for (index, shape), mats in zip(layers, groups[:-1], strict=True)
-        for part in _layer_units(s, model, index, shape, mats, ends)
+        for part in _layer_units(s, model, index, shape, mats, ends, timed)
     ]
     outside = math.ceil(outside_activation_bytes(s, model, stage))
     units.append(_unit(s, model, "rest", groups[-1], False, ends, outside))

@@ -12,23 +12,18 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
 from tiersim.cli.commands.measure import positive_int
-from tiersim.config.load import build
 from tiersim.config.presets import DEFAULT_HARDWARE, is_preset_file, load_preset, preset_names
-from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, UnitError, fmt_bytes, parse
-from tiersim.groundtruth.calibrate import available_memory, calibrate, machine
-from tiersim.groundtruth.calibrate_settings import MIN_STORAGE_BYTES, Calibration, Settings
-from tiersim.groundtruth.calibrate_storage import StorageError, probe_file
-from tiersim.groundtruth.calibrated_preset import hardware_preset, quantity
-from tiersim.report.output import write_atomic
-from tiersim.report.table import render
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.groundtruth.calibrate_settings import Calibration, Settings
 
 SOURCE = "tiersim calibrate"
 
@@ -102,6 +97,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _base(name: str) -> dict[str, Any]:
+    from tiersim.config.yamlfile import read_yaml
+
     if is_preset_file(name):
         data = read_yaml(Path(name), name)
     else:
@@ -136,6 +133,8 @@ def _base(name: str) -> dict[str, Any]:
 def _storage_problems(path: Path, size: int) -> list[Problem]:
     """Why the storage test cannot run in `path` with a `size`-byte file, found before any
     measuring: not a folder, no test file can be created there, or too little free space."""
+    from tiersim.groundtruth.calibrate_storage import StorageError, probe_file
+
     if not path.is_dir():
         what = "is not a folder" if path.exists() else "does not exist"
         return [Problem("--path", f"{path} {what} (expected a writable folder)")]
@@ -155,6 +154,8 @@ def _storage_problems(path: Path, size: int) -> list[Problem]:
 def memory_problems(size: int, available: int | None = None) -> list[Problem]:
     """The host copy allocates two arrays of `size` bytes: refused before allocating when the
     host has less memory available than that (it would fail, or swap and measure the disk)."""
+    from tiersim.groundtruth.calibrate import available_memory
+
     available = available_memory() if available is None else available
     if available is None or 2 * size <= available:
         return []
@@ -166,6 +167,8 @@ def memory_problems(size: int, available: int | None = None) -> list[Problem]:
 
 
 def settings(args: argparse.Namespace) -> Settings:
+    from tiersim.groundtruth.calibrate_settings import MIN_STORAGE_BYTES, Settings
+
     path = Path(args.path)
     problems = _storage_problems(path, args.size)
     for option, value, least in (
@@ -194,6 +197,8 @@ def settings(args: argparse.Namespace) -> Settings:
 
 def check_preset(text: str) -> None:
     """The preset must validate as a scenario's hardware, or it is not written."""
+    from tiersim.config.load import build
+
     raw = {
         "name": "calibrate-check",
         "model": {"preset": "gpt2"},
@@ -203,6 +208,10 @@ def check_preset(text: str) -> None:
 
 
 def table(cal: Calibration) -> str:
+    from tiersim.groundtruth.calibrate import machine
+    from tiersim.groundtruth.calibrated_preset import quantity
+    from tiersim.report.table import render
+
     rows = [
         [
             name,
@@ -222,6 +231,8 @@ def table(cal: Calibration) -> str:
 
 
 def as_json(cal: Calibration, out: str) -> str:
+    from tiersim.groundtruth.calibrate import machine
+
     figures = {
         f.name: {
             "unit": f.unit,
@@ -248,6 +259,11 @@ def as_json(cal: Calibration, out: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.groundtruth.calibrate import calibrate
+    from tiersim.groundtruth.calibrate_storage import StorageError
+    from tiersim.groundtruth.calibrated_preset import hardware_preset
+    from tiersim.report.output import write_atomic
+
     base = _base(args.base)
     out = Path(args.out)
     usable_preset_path("--out", out, [Path(args.base)] if is_preset_file(args.base) else [])

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from tiersim.cli.commands.common import add_check_arg, add_format_arg
-from tiersim.config.load import load_scenario
 from tiersim.core.errors import InputError, Problem
 from tiersim.groundtruth.published import (
     MAX_ERROR_TARGET,
@@ -20,8 +19,6 @@ from tiersim.groundtruth.published import (
     summarize,
     summarize_by_source,
 )
-from tiersim.report.json_report import to_json
-from tiersim.report.table import render
 
 EXIT_CHECK_FAILED = 1
 
@@ -46,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def compare_all(folder: Path | None) -> list[Comparison]:
+    from tiersim.config.load import load_scenario
     from tiersim.runner import simulate  # the engine's entry point
 
     out = []
@@ -95,6 +93,8 @@ def fmt_seconds(value: float) -> str:
 
 
 def table(comparisons: list[Comparison], summary: Summary) -> str:
+    from tiersim.report.table import render
+
     rows = [
         (
             c.reference.name,
@@ -130,6 +130,8 @@ def table(comparisons: list[Comparison], summary: Summary) -> str:
 
 
 def as_json(comparisons: list[Comparison], summary: Summary) -> str:
+    from tiersim.report.json_report import to_json
+
     return to_json(
         {
             "runs": [

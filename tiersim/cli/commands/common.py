@@ -7,10 +7,13 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tiersim.config.load import Loaded, load_scenario
 from tiersim.config.presets import PRESET_FILE_SUFFIXES, is_preset_file
 from tiersim.core.errors import InputError, Problem
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.config.load import Loaded
 
 
 def add_format_arg(parser: argparse.ArgumentParser) -> None:
@@ -33,14 +36,19 @@ def add_check_arg(parser: argparse.ArgumentParser, exit_code: int, when: str) ->
 def add_scenario_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
     add_format_arg(parser)
+    add_set_arg(parser, "one scenario value by its key path", "50 GB/s")
+
+
+def add_set_arg(parser: argparse.ArgumentParser, what: str, example: str) -> None:
+    """--set PATH=VALUE, repeatable, into `args.overrides`: `what` it overrides."""
     parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="PATH=VALUE",
-        help="override one scenario value by its key path, e.g. "
-        "--set hardware.tiers.hbf.write_bandwidth='50 GB/s' (repeatable)",
+        help=f"override {what}, e.g. "
+        f"--set hardware.tiers.hbf.write_bandwidth='{example}' (repeatable)",
     )
 
 
@@ -80,6 +88,8 @@ def add_executor_args(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace) -> Loaded:
+    from tiersim.config.load import load_scenario
+
     return load_scenario(args.scenario, args.overrides)
 
 

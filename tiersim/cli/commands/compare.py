@@ -9,13 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiersim.cli.commands.common import add_format_arg
-from tiersim.config.document import scenario_document
-from tiersim.config.load import load_scenario
+from tiersim.cli.commands.common import add_format_arg, add_set_arg
 from tiersim.core.errors import InputError, Problem
-from tiersim.report.compare import compare, compare_tables
-from tiersim.report.json_report import to_json
-from tiersim.runner import report_for
 
 MAX_REPORT_BYTES = 64 * 2**20  # a report.json is tens of kB; anything this large is not one
 
@@ -43,19 +38,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "b", metavar="B", nargs="?", help="scenario file or results folder (default: A + --set)"
     )
     add_format_arg(parser)
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="PATH=VALUE",
-        help="override a value of B (without B, B is A with these overrides), e.g. "
-        "--set hardware.tiers.hbf.write_bandwidth='100 GB/s' (repeatable)",
-    )
+    add_set_arg(parser, "a value of B (without B, B is A with these overrides)", "100 GB/s")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.report.compare import compare, compare_tables
+    from tiersim.report.json_report import to_json
+
     if args.b is None and not args.overrides:
         problem = Problem("", "give B, or --set overrides to compare A with (expected A B)")
         raise InputError("compare", [problem])
@@ -73,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
 def load_side(path: Path, overrides: list[str]) -> tuple[str, Any, dict[str, Any] | None]:
     """One side read and checked: its label, its scenario, and its report where a results
     folder has one (None: the scenario is simulated, a file or a folder with --set)."""
+    from tiersim.config.load import load_scenario
+
     label = str(path) + "".join(f" --set {o}" for o in overrides)
     if path.is_dir():
         scenario, report = _folder(path, overrides)
@@ -82,6 +74,9 @@ def load_side(path: Path, overrides: list[str]) -> tuple[str, Any, dict[str, Any
 
 def side(label: str, loaded: Any, report: dict[str, Any] | None) -> Side:
     """One side's document and report: a results folder's as written, else simulated now."""
+    from tiersim.config.document import scenario_document
+    from tiersim.runner import report_for
+
     if report is not None:
         return Side(label, scenario_document(loaded.scenario), report)
     print(f"simulating {label} ...", file=sys.stderr)
@@ -90,6 +85,8 @@ def side(label: str, loaded: Any, report: dict[str, Any] | None) -> Side:
 
 def _folder(path: Path, overrides: list[str]):
     """(the folder's scenario, its report; None when --set asks for a new run)."""
+    from tiersim.config.load import load_scenario
+
     scenario_file, report_file = path / "scenario.yaml", path / "report.json"
     missing = [f.name for f in (scenario_file, report_file) if not f.is_file()]
     if missing:

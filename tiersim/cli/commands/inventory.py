@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 
 from tiersim.cli.commands.common import add_scenario_args, load
-from tiersim.report.json_report import activations_section, inventory_report, to_json
-from tiersim.report.text import inventory_tables
-from tiersim.state.inventory import build_inventory
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,6 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.report.json_report import activations_section, inventory_report, to_json
+    from tiersim.report.text import inventory_tables
+    from tiersim.state.inventory import build_inventory
+
     loaded = load(args)
     inv = build_inventory(loaded.scenario)
     if args.format == "json":

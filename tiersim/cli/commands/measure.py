@@ -6,30 +6,17 @@ import argparse
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
 from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
-from tiersim.groundtruth.measure import (
-    ATTENTION,
-    CLASSES,
-    DEVICES,
-    DTYPES,
-    IMPLEMENTATIONS,
-    OPTIMIZERS,
-    SOURCE,
-    Measurement,
-    Request,
-    measure,
-)
-from tiersim.groundtruth.measure_preset import calibrated_preset, shrink_lines
-from tiersim.groundtruth.measure_report import report
-from tiersim.report.json_report import to_json
-from tiersim.report.output import write_atomic
-from tiersim.report.table import render
-from tiersim.state.activations import DEVICE_TERMS, accounting_for
+from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.groundtruth.measure import Measurement, Request
 
 EPILOG = """\
 --implementation huggingface trains a transformers model (GPT-2, Llama, Mistral or Qwen2 code,
@@ -185,6 +172,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def request(args: argparse.Namespace) -> Request:
+    from tiersim.groundtruth.measure import SOURCE, Request
+
     bad = [o for o in args.overrides if not o.strip().startswith("model.")]
     if bad:
         raise InputError(
@@ -222,6 +211,9 @@ def _difference(measured: int, predicted: int) -> str:
 
 
 def table(m: Measurement) -> str:
+    from tiersim.groundtruth.measure import CLASSES
+    from tiersim.report.table import render
+
     s, req = m.scenario, m.request
     rows = [
         [
@@ -248,6 +240,8 @@ def table(m: Measurement) -> str:
 
 def hf_notes(m: Measurement) -> list[str]:
     """What ran, per layer and outside against the prediction, and what a GPU keeps otherwise."""
+    from tiersim.state.activations import DEVICE_TERMS, accounting_for
+
     per, acc = m.activations_per_layer, accounting_for(m.scenario, m.device)
     outside, predicted_outside = m.activations_outside_layers, m.predicted_outside or 0
     lines = [
@@ -268,6 +262,8 @@ def hf_notes(m: Measurement) -> list[str]:
 
 
 def notes(m: Measurement) -> str:
+    from tiersim.groundtruth.measure_preset import shrink_lines
+
     if m.hf:
         return "\n".join(f"  - {line}" for line in hf_notes(m) + shrink_lines(m))
     per = m.activations_per_layer
@@ -295,6 +291,9 @@ def _preset_inputs(args: argparse.Namespace) -> list[Path]:
 
 
 def _write_preset(path: Path, m: Measurement) -> None:
+    from tiersim.groundtruth.measure_preset import calibrated_preset
+    from tiersim.report.output import write_atomic
+
     try:
         write_atomic(path, calibrated_preset(m))
     except OSError as exc:
@@ -307,6 +306,10 @@ def _write_preset(path: Path, m: Measurement) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.groundtruth.measure import SOURCE, measure
+    from tiersim.groundtruth.measure_report import report
+    from tiersim.report.json_report import to_json
+
     req = request(args)
     if args.calibrate and (args.fsdp is not None or args.implementation == "huggingface"):
         why = (

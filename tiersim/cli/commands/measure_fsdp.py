@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiersim.core.units import fmt_bytes
-from tiersim.groundtruth.measure import Request
-from tiersim.groundtruth.measure_hf import measure_fsdp
-from tiersim.report.json_report import to_json
-from tiersim.report.table import render
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.groundtruth.measure import Request
 
 ROWS = (
     ("weights_local", "weights (local shard)"),
@@ -20,6 +19,8 @@ ROWS = (
 
 
 def table(got: dict[str, Any]) -> str:
+    from tiersim.report.table import render
+
     world = got["world_size"]
     rows = []
     for rank in got["ranks"]:
@@ -43,6 +44,9 @@ NOTES = (
 
 
 def run_fsdp(req: Request, world: int, fmt: str) -> int:
+    from tiersim.groundtruth.measure_hf import measure_fsdp
+    from tiersim.report.json_report import to_json
+
     got = measure_fsdp(req, world)
     if fmt == "json":
         print(to_json(got))

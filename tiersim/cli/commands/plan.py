@@ -10,11 +10,7 @@ from tiersim.cli.commands.common import add_executor_args, add_format_arg, posit
 from tiersim.cli.commands.sweep import default_workers
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, parse
-from tiersim.plan.rank import OBJECTIVES
-from tiersim.plan.report import plan_report, plan_text
-from tiersim.plan.run import PlanOptions, plan
-from tiersim.report.json_report import to_json
-from tiersim.sweep.execute import SweepAborted
+from tiersim.plan import OBJECTIVES
 
 EXIT_ABORTED = 1
 
@@ -68,6 +64,11 @@ def _time_limit(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.plan.report import plan_report, plan_text
+    from tiersim.plan.run import PlanOptions, plan
+    from tiersim.report.json_report import to_json
+    from tiersim.sweep.execute import SweepAborted
+
     limit = _time_limit(args.time_limit)
     workers = args.workers or default_workers()
     options = PlanOptions(args.objective, args.top, workers, args.executor, args.scheduler, limit)

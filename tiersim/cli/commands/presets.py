@@ -5,16 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiersim.cli.commands.common import add_format_arg
-from tiersim.config.load import build
 from tiersim.config.presets import load_preset, preset_names
-from tiersim.config.schema import Hardware
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate
-from tiersim.report.table import render
-from tiersim.state.inventory import model_summary
-from tiersim.state.model import build_model
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.config.schema import Hardware
 
 HERE = Path(".")
 
@@ -32,6 +30,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def model_presets() -> dict[str, dict[str, Any]]:
+    from tiersim.config.load import build
+    from tiersim.state.inventory import model_summary
+    from tiersim.state.model import build_model
+
     out = {}
     for name in preset_names("models"):
         loaded = build({"name": "preset", "model": {"preset": name}}, HERE, f"preset {name}")
@@ -41,6 +43,8 @@ def model_presets() -> dict[str, dict[str, Any]]:
 
 
 def hardware_presets() -> dict[str, dict[str, Any]]:
+    from tiersim.config.load import build
+
     out = {}
     for name in preset_names("hardware"):
         raw = {"name": "preset", "model": {"preset": "gpt2"}, "hardware": {"preset": name}}
@@ -85,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _model_table(models: dict[str, dict[str, Any]]) -> str:
+    from tiersim.report.table import render
+
     rows = [
         [
             name,
@@ -104,6 +110,8 @@ def _model_table(models: dict[str, dict[str, Any]]) -> str:
 
 
 def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
+    from tiersim.report.table import render
+
     gpus, tiers, links = [], [], []
     for name, h in hardware.items():
         bf16 = h["peak_flops"].get("bf16")

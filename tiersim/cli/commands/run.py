@@ -6,22 +6,13 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tiersim.cli.commands.common import add_scenario_args, cannot_write, load, usable_folder
-from tiersim.config.hfconfig import config_file, hf_config_path
-from tiersim.config.load import Loaded
 from tiersim.core.errors import InputError, Problem
-from tiersim.report.json_report import to_json
-from tiersim.report.output import (
-    SCENARIO_HEADER,
-    FolderBusy,
-    locked_folder,
-    write_atomic,
-    write_run,
-    write_trace,
-)
-from tiersim.report.text import step_tables
-from tiersim.runner import full_trace, report_with_result
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.config.load import Loaded
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -57,6 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _inputs(loaded: Loaded, scenario: Path) -> set[Path]:
     """The files a run reads: the scenario and its config.json (in a model folder), if any."""
+    from tiersim.config.hfconfig import config_file, hf_config_path
+
     found = {scenario.resolve()}
     if loaded.scenario.model.hf_config is not None:  # it loaded: these cannot fail
         found.add(config_file(hf_config_path(loaded.scenario.model.hf_config, scenario.parent)))
@@ -85,6 +78,8 @@ def _trace_problem(trace: Path, inputs: set[Path], folder: Path) -> str | None:
 def _out_problem(folder: Path, scenario: Path) -> str | None:
     """Why the results may not go to `folder`: its scenario.yaml would replace the user's own
     scenario file (one that tiersim wrote may be rerun in place: it is written again whole)."""
+    from tiersim.report.output import SCENARIO_HEADER
+
     if (folder / "scenario.yaml").resolve() != scenario.resolve():
         return None
     with scenario.open(encoding="utf-8", errors="replace") as f:
@@ -97,6 +92,11 @@ def _out_problem(folder: Path, scenario: Path) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.report.json_report import to_json
+    from tiersim.report.output import write_run, write_trace
+    from tiersim.report.text import step_tables
+    from tiersim.runner import full_trace, report_with_result
+
     loaded = load(args)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     scenario = Path(args.scenario)
@@ -130,6 +130,7 @@ PLOT_NAME = "step.png"
 
 
 def _write_plot(path: Path, report: dict, trace: dict) -> None:
+    from tiersim.report.output import write_atomic
     from tiersim.report.plot import png_bytes, step_figure  # matplotlib: only when asked
 
     png = png_bytes(step_figure(report, trace))
@@ -144,6 +145,8 @@ def _locked(folder: Path) -> Iterator[None]:
     """The results folder, made and locked as a sweep locks its own: a second `run` into it,
     or a sweep writing there, is refused before anything is simulated. A folder made here and
     left empty (the scenario cannot run: exit 3) is removed again."""
+    from tiersim.report.output import FolderBusy, locked_folder
+
     made = not folder.exists()
     usable_folder("--out", folder)
     try:

@@ -6,21 +6,15 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import (
-    add_executor_args,
-    cannot_write,
-    positive_int,
-    usable_folder,
-)
+from tiersim.cli.commands.common import add_executor_args, cannot_write, positive_int, usable_folder
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem
-from tiersim.sweep.execute import SweepAborted
-from tiersim.sweep.run import SweepOptions, SweepOutcome, run_sweep
-from tiersim.sweep.spec import describe, load_sweep
-from tiersim.sweep.store import LOG_NAME, OutputError
-from tiersim.sweep.summary import summary_text
-from tiersim.sweep.worker import INVALID
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.sweep.run import SweepOutcome
+    from tiersim.sweep.store import OutputError
 
 EXIT_ABORTED = 1
 EXIT_INTERRUPTED = 130
@@ -92,6 +86,12 @@ def workers_and_where(args: argparse.Namespace, points: int) -> tuple[int, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.sweep.execute import SweepAborted
+    from tiersim.sweep.run import SweepOptions, run_sweep
+    from tiersim.sweep.spec import describe, load_sweep
+    from tiersim.sweep.store import LOG_NAME, OutputError
+    from tiersim.sweep.worker import INVALID
+
     spec = load_sweep(args.sweep, args.max_points)
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers, where = workers_and_where(args, spec.size)
@@ -133,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _unwritable(out: Path, exc: OutputError) -> InputError:
     """A full disk, say: exit 2 as `run` does for output it cannot write, and say what is kept."""
+    from tiersim.sweep.store import LOG_NAME
+
     error = cannot_write("--out", exc.path, exc.error, "room for the sweep's results in --out")
     kept = Problem(
         str(out), f"the points in {LOG_NAME} are kept; make room and rerun with --resume"
@@ -141,6 +143,9 @@ def _unwritable(out: Path, exc: OutputError) -> InputError:
 
 
 def _print_outcome(outcome: SweepOutcome, out: Path, resumed: bool) -> None:
+    from tiersim.sweep.store import LOG_NAME
+    from tiersim.sweep.summary import summary_text
+
     if outcome.skipped_lines:
         print(
             f"note: {outcome.skipped_lines} unreadable line(s) in {out / LOG_NAME} were "

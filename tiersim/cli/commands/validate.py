@@ -6,13 +6,7 @@ import argparse
 from pathlib import Path
 
 from tiersim.cli.commands.sweep import add_max_points
-from tiersim.config.load import build
-from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import InputError
-from tiersim.plan.space import build_space
-from tiersim.runner import check_runnable
-from tiersim.sweep.check import check_points, point_problems
-from tiersim.sweep.spec import expand, is_sweep, read_sweep_partly
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +24,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.config.load import build
+    from tiersim.config.yamlfile import read_yaml
+    from tiersim.plan.space import build_space
+    from tiersim.runner import check_runnable
+    from tiersim.sweep.spec import is_sweep
+
     path = Path(args.file)
     raw = read_yaml(path, str(path))
     if is_sweep(raw):
@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
 def _check_sweep(raw: dict, path: Path, max_points: int | None = None) -> str:
     """Check the file, then build every point (of the axes without problems, when some have
     them); raise InputError listing every problem."""
+    from tiersim.sweep.check import check_points, point_problems
+    from tiersim.sweep.spec import expand, read_sweep_partly
+
     spec, problems = read_sweep_partly(raw, path, max_points)
     if problems:
         found = point_problems(spec, expand(spec)) if spec is not None else []

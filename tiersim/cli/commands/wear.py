@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
 from tiersim import __version__
-from tiersim.analysis.wear import Assessment, assess
 from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load
 from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
-from tiersim.report.json_report import to_json
-from tiersim.report.table import render
-from tiersim.report.wear import (
-    assessment_dict,
-    budget_goal,
-    bytes_rounded_up,
-    grad_accumulation_fix,
-    verdict_sentence,
-)
-from tiersim.runner import check_runnable, simulate
+
+if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
+    from tiersim.analysis.wear import Assessment
 
 EXIT_BUDGET_FAILED = 1
 
@@ -39,6 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.analysis.wear import assess
+    from tiersim.report.json_report import to_json
+    from tiersim.report.wear import assessment_dict
+    from tiersim.runner import check_runnable, simulate
+
     loaded = load(args)
     check_runnable(loaded)
     result = simulate(loaded.scenario)
@@ -61,6 +59,8 @@ def budget_failed(assessed: dict[str, Assessment]) -> bool:
 
 def wear_text(assessed: dict[str, Assessment]) -> str:
     """Verdict sentences first, then one column per tier."""
+    from tiersim.report.wear import verdict_sentence
+
     if not assessed:
         return "No tier has endurance (hardware.tiers.<tier>.endurance): nothing wears."
 
@@ -78,6 +78,8 @@ def _days(days: float | None) -> str:
 
 
 def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
+    from tiersim.report.wear import assessment_dict
+
     w, d = a.wear, assessment_dict(a)
     rows = [
         (
@@ -105,6 +107,8 @@ def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
 
 
 def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
+    from tiersim.report.wear import budget_goal, bytes_rounded_up, grad_accumulation_fix
+
     v, r = a.verdict, a.remedies
     if v is None:
         return [("budget", "none")]
@@ -131,6 +135,8 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
 
 
 def wear_table(assessed: dict[str, Assessment]) -> str:
+    from tiersim.report.table import render
+
     classes: list[str] = []
     for a in assessed.values():
         classes += [c for c in a.wear.host_bytes_by_class if c not in classes]
