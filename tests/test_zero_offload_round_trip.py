@@ -1,0 +1,34 @@
+"""ZeRO-Offload Fig. 8's 13B run moves what DeepSpeed's ZeRO-2 code of the paper's time moves
+across PCIe, and the GPU waits for all of it (README, Validation: why the 12B and 13B runs stay
+slow).
+
+DeepSpeed (stage2.py, cpu_offload, overlap_comm off) per parameter and step of 128
+micro-batches: micro-batch 0 copies its fp16 gradient out (2 B); 1 to 126 read the host's fp16
+sum back (2 B), add and copy it out (2 B); 127 reads it back (2 B) and copies it out as fp32
+(4 B); after the update the fp16 weights come back (2 B). Every layer's checkpoint (the fp16
+layer input, micro-batch 4 x 1,024 tokens x hidden 4,096) goes out in forward and back before
+the recompute (cpu_checkpointing). All of it on the compute stream.
+"""
+
+import pytest
+
+from tiersim.config.load import load_scenario
+from tiersim.runner import simulate
+
+L, H, V, S, B, MB = 65, 4096, 50257, 1024, 4, 128  # Table 3's 13B shape, batch 512 = 4 x 128
+PARAMS = L * (12 * H * H + 13 * H) + V * H + S * H + 2 * H  # GPT-2: layers, embeddings, norm
+CHECKPOINTS = MB * L * B * S * H * 2  # one way, fp16, per step
+
+
+def test_the_13b_run_moves_deepspeeds_round_trip_to_the_byte_and_waits_for_it():
+    r = simulate(load_scenario("scenarios/published/ren2021-zero-offload-13b.yaml").scenario)
+    out = (2 + 126 * 2 + 4) * PARAMS + CHECKPOINTS
+    back = (127 * 2 + 2) * PARAMS + CHECKPOINTS
+    assert PARAMS == 13_299_744_768
+    pcie = r.links["pcie"]
+    assert pcie.bytes_by_direction == {"hbm->dram": out, "dram->hbm": back}
+    assert pcie.busy_s == pytest.approx(
+        (out + back) / 12e9, rel=1e-12
+    )  # one direction at a time, 12 GB/s
+    assert r.overlap == 0.0
+    assert pcie.busy_s <= r.exposed_transfer_s < pcie.busy_s + 1.0  # latencies only beyond it
