@@ -114,8 +114,14 @@ def test_invalid_arguments_name_the_value():
 def test_megatron_rank_order_puts_tensor_innermost():
     # Megatron-Core initialize_model_parallel(order="tp-cp-ep-dp-pp"): t consecutive ranks form
     # a tensor group, data groups are t apart, pipeline groups t·d apart.
+    # Expert groups are consecutive data-parallel ranks (t apart); the ranks holding the
+    # same experts are t·e apart.
     par = Parallel(tensor=8, data=4, pipeline=2)
-    assert rank_strides(par) == {"tensor": 1, "data": 8, "pipeline": 32}
+    expected = {"tensor": 1, "data": 8, "pipeline": 32, "expert": 8, "expert_data": 8}
+    assert rank_strides(par) == expected
+    par = Parallel(tensor=2, data=8, pipeline=2, expert=4)
+    expected = {"tensor": 1, "data": 2, "pipeline": 16, "expert": 2, "expert_data": 8}
+    assert rank_strides(par) == expected
 
 
 def test_tensor_group_inside_a_node_uses_nvlink():

@@ -264,7 +264,7 @@ def test_unknown_hardware_preset(problems, write):
     ("fixture", "words"),
     [
         ("truncated.config.json", "not valid JSON (line"),
-        ("bert-base.config.json", "unsupported model_type 'bert'"),
+        ("unknown-type.config.json", "unsupported model_type 'tiersim-no-such-model'"),
         ("list.config.json", "not a JSON object"),
         ("missing-layers.config.json", "num_hidden_layers: required key is missing"),
         ("absent.config.json", "cannot read"),

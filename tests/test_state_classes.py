@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tiersim.config.schema import Parallel, Placement, Precision, Shard, Training
+from tiersim.config.schema import ExpertPlacement, Parallel, Placement, Precision, Shard, Training
 from tiersim.engine.results import TierStats
 from tiersim.state import classes
 
 
 def test_the_format_has_a_key_for_each_class_that_needs_one():
     placed = [c.name for c in classes.STATE_CLASSES if c.placed]
-    assert list(Placement.model_fields) == [*placed, "optimizer_compute"]
+    assert list(Placement.model_fields) == [*placed, "optimizer_compute", "experts"]
+    # the routed experts' own homes: the per-parameter classes
+    per_parameter = [c.name for c in classes.STATE_CLASSES if c.precision]
+    assert list(ExpertPlacement.model_fields) == per_parameter
     shardable = [c.name for c in classes.STATE_CLASSES if c.shardable]
     assert list(Shard.model_fields) == shardable
     keys = [c.precision for c in classes.STATE_CLASSES if c.precision]

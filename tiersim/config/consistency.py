@@ -6,6 +6,7 @@ the first only."""
 from __future__ import annotations
 
 from tiersim.config.schema import Scenario
+from tiersim.config.variants import given_variants
 from tiersim.core.errors import Problem
 from tiersim.state.classes import PLACED
 
@@ -22,6 +23,9 @@ def _tier_problems(s: Scenario) -> list[Problem]:
     placement = s.placement.model_dump()
     for cls in PLACED:
         check(f"placement.{cls}", placement[cls])
+    for cls, tier in placement["experts"].items():
+        if tier is not None:
+            check(f"placement.experts.{cls}", tier)
     check("hardware.gpu.memory", s.hardware.gpu.memory)
     check("hardware.cpu.memory", s.hardware.cpu.memory)
     for name, link in s.hardware.links.items():
@@ -94,6 +98,28 @@ def _parallel_problems(s: Scenario) -> list[Problem]:
     return problems
 
 
+def _expert_problems(s: Scenario) -> list[Problem]:
+    """Expert parallelism splits the routed experts over ranks of the data-parallel group."""
+    e, experts = s.parallel.expert, s.model.experts
+    apart = [c for c, tier in s.placement.experts.model_dump().items() if tier is not None]
+    if apart and experts is None:
+        what = "a home for the routed experts' state needs a mixture-of-experts model"
+        return [Problem(f"placement.experts.{apart[0]}", f"is set, but {what} (model.experts)")]
+    if e == 1:
+        return []
+    if experts is None:
+        what = "expert parallelism needs a mixture-of-experts model (model.experts)"
+        return [Problem("parallel.expert", f"is {e}, but {what}")]
+    problems = []
+    if s.parallel.data % e:
+        why = f"the data-parallel size ({s.parallel.data}) is not a multiple of it"
+        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
+    if experts % e:
+        why = f"the experts ({experts}) do not split evenly over it"
+        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
+    return problems
+
+
 def _precision_problems(s: Scenario) -> list[Problem]:
     weights = s.training.precision.weights
     if weights in s.hardware.gpu.peak_flops:
@@ -153,6 +179,19 @@ def _link_pair_problems(s: Scenario) -> list[Problem]:
     return problems
 
 
+def _implementation_problems(s: Scenario) -> list[Problem]:
+    """The huggingface accounting measured GPT-2- and Llama-style layers only."""
+    variants = [k for k in given_variants(s.model) if not k.startswith("sliding_window")]
+    if s.training.implementation != "huggingface" or not variants:
+        return []
+    what = (
+        f"huggingface activation accounting knows GPT-2- and Llama-style layers only, and the "
+        f"model gives {', '.join(variants)} (expected implementation: megatron for "
+        "mixture-of-experts, latent attention, q/k norms or post-norms)"
+    )
+    return [Problem("training.implementation", what)]
+
+
 def _framework_problems(s: Scenario) -> list[Problem]:
     """Megatron-LM's own offload (its --optimizer-cpu-offload hybrid optimizer) is not
     modelled: with `framework: megatron` nothing may leave the GPU, rather than run as some
@@ -170,6 +209,11 @@ def _framework_problems(s: Scenario) -> list[Problem]:
         for cls in PLACED
         if (tier := getattr(placement, cls)) != gpu
     ]
+    problems += [
+        Problem(f"placement.experts.{cls}", f"'{tier}': " + instead.format(want=f"'{gpu}'"))
+        for cls, tier in placement.experts.model_dump().items()
+        if tier is not None and tier != gpu
+    ]
     if placement.optimizer_compute != "gpu":
         what = f"'{placement.optimizer_compute}': " + instead.format(want="'gpu'")
         problems.append(Problem("placement.optimizer_compute", what))
@@ -184,8 +228,10 @@ def consistency_problems(s: Scenario) -> list[Problem]:
     return (
         _tier_problems(s)
         + _parallel_problems(s)
+        + _expert_problems(s)
         + _precision_problems(s)
         + _model_problems(s)
+        + _implementation_problems(s)
         + _position_problems(s)
         + _link_pair_problems(s)
         + _framework_problems(s)

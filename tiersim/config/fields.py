@@ -98,6 +98,7 @@ Latency = Annotated[float, _unit(Kind.TIME), _non_negative(Kind.TIME)]
 FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), _at_least_one(Kind.FLOP_RATE)]
 ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), _at_least_one(Kind.PARAM_RATE)]
 PositiveInt = Annotated[int, Field(gt=0, le=2**40, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=2**40, strict=True)]
 
 
 def _integral(value: object) -> object:

@@ -12,100 +12,54 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tiersim.config import hfmeta
+from tiersim.config.hffamilies import FAMILIES, read_family
+from tiersim.config.hfvalues import (
+    HfConfigError,
+    attention_dims,
+    divides,
+    probability_at,
+    shown,
+    size_at,
+    switch_at,
+)
 from tiersim.core import limits
-from tiersim.core.errors import shown
+from tiersim.core.errors import shown as shown_repr
 from tiersim.core.files import FileProblem, read_regular_file
 
-SUPPORTED = ("gpt2", "llama", "mistral", "qwen2")
-MAX_SIZE = 2**40  # the scenario schema's bound on a size (schema.PositiveInt)
-_REQUIRED = object()  # a `default` meaning "no default: the key must be given"
+__all__ = ["HfConfigError", "config_file", "dims_from_config", "hf_config_path", "read_hf_config"]
+
+SUPPORTED = ("gpt2", "llama", "mistral", "qwen2", *FAMILIES)
+_SUPPORTED_SHORT = (  # every family, spelled short enough for a one-line message
+    " ".join(SUPPORTED)
+    .replace("deepseek_v2 deepseek_v3", "deepseek_v2/v3")
+    .replace("qwen2_moe qwen3_moe", "qwen2/3_moe")
+)
 _INTEGER = "expected a positive integer, written without a decimal point"
 _PATH = "expected a path to a config.json file, or to a model folder holding one"
 
 
-class HfConfigError(ValueError):
-    """A config.json that is missing, malformed or of an unsupported model type."""
-
-
-def _shown(value: Any) -> str:
-    """A value as the file writes it (JSON: true, null, "false", NaN), shortened."""
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _size(cfg: dict[str, Any], key: str, default: Any = _REQUIRED) -> Any:
-    """A positive JSON integer at `key`; absent or null gives `default`, if there is one."""
-    value = cfg.get(key)
-    if value is None and default is not _REQUIRED:
-        return default
-    if key not in cfg:
-        raise HfConfigError(f"{key}: required key is missing ({_INTEGER})")
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SIZE:
-        raise HfConfigError(f"{key}: is {_shown(value)} ({_INTEGER}, at most 2**40)")
-    return value
-
-
-def _switch(cfg: dict[str, Any], key: str, default: bool) -> bool:
-    """JSON true or false at `key`; absent or null gives the family's default."""
-    value = cfg.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        expected = f"true or false, or null for the default, {_shown(default)}"
-        raise HfConfigError(f"{key}: is {_shown(value)} (expected {expected})")
-    return value
-
-
-def _probability(cfg: dict[str, Any], key: str, default: float) -> float:
-    """A dropout probability at `key`: a JSON number in [0, 1); absent or null: the default."""
-    value = cfg.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
-        raise HfConfigError(f"{key}: is {_shown(value)} (expected a probability, 0 <= p < 1)")
-    return float(value)
-
-
-def _divides(key: str, value: int, of_key: str, of: int, hint: str = "") -> None:
-    if of % value:
-        raise HfConfigError(
-            f"{key}: {value} does not divide {of_key} ({of}) (expected a divisor of {of}{hint})"
-        )
-
-
 def _gpt2(cfg: dict[str, Any]) -> dict[str, Any]:
-    hidden, heads = _size(cfg, "n_embd"), _size(cfg, "n_head")
-    _divides("n_head", heads, "n_embd", hidden)  # GPT2Attention refuses anything else
+    hidden, heads = size_at(cfg, "n_embd"), size_at(cfg, "n_head")
+    divides("n_head", heads, "n_embd", hidden)  # GPT2Attention refuses anything else
     return {
         "family": "gpt2",
-        "layers": _size(cfg, "n_layer"),
+        "layers": size_at(cfg, "n_layer"),
         "hidden": hidden,
         "heads": heads,
-        "ffn_hidden": _size(cfg, "n_inner", 4 * hidden),
-        "vocab": _size(cfg, "vocab_size"),
-        "max_positions": _size(cfg, "n_positions"),
-        "tied_embeddings": _switch(cfg, "tie_word_embeddings", True),
+        "ffn_hidden": size_at(cfg, "n_inner", 4 * hidden),
+        "vocab": size_at(cfg, "vocab_size"),
+        "max_positions": size_at(cfg, "n_positions"),
+        "tied_embeddings": switch_at(cfg, "tie_word_embeddings", True),
         "qkv_bias": True,
         "attn_out_bias": True,
         "mlp_bias": True,
         "norm": "layernorm",
         "position": "learned",
         # GPT2Config's defaults; embd_pdrop is taken as resid_pdrop (tiersim has one hidden p)
-        "attention_dropout": _probability(cfg, "attn_pdrop", 0.1),
-        "hidden_dropout": _probability(cfg, "resid_pdrop", 0.1),
+        "attention_dropout": probability_at(cfg, "attn_pdrop", 0.1),
+        "hidden_dropout": probability_at(cfg, "resid_pdrop", 0.1),
     }
-
-
-def _attention(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Heads, key/value heads (grouped-query attention) and the head width."""
-    hidden, heads = _size(cfg, "hidden_size"), _size(cfg, "num_attention_heads")
-    kv_heads = _size(cfg, "num_key_value_heads", heads)  # null: multi-head, as in LlamaConfig
-    _divides("num_key_value_heads", kv_heads, "num_attention_heads", heads)
-    head_dim = _size(cfg, "head_dim", None)
-    if head_dim is None:
-        _divides("num_attention_heads", heads, "hidden_size", hidden, ", or give head_dim")
-    dims = {"hidden": hidden, "heads": heads, "kv_heads": kv_heads}
-    return {**dims, "head_dim": head_dim} if head_dim else dims
 
 
 # Mistral's and Qwen2's modules hard-code `bias=` and never read `attention_bias` or `mlp_bias`
@@ -120,28 +74,28 @@ def _biases(cfg: dict[str, Any], family: str) -> dict[str, bool]:
     """Llama's `attention_bias` covers q/k/v and o, `mlp_bias` gate, up and down."""
     if family in _FIXED_BIASES:
         return _FIXED_BIASES[family]
-    attention_bias = _switch(cfg, "attention_bias", False)
+    attention_bias = switch_at(cfg, "attention_bias", False)
     return {
         "qkv_bias": attention_bias,
         "attn_out_bias": attention_bias,
-        "mlp_bias": _switch(cfg, "mlp_bias", False),
+        "mlp_bias": switch_at(cfg, "mlp_bias", False),
     }
 
 
 def _llama_like(cfg: dict[str, Any], family: str) -> dict[str, Any]:
     return {
         "family": family,
-        "layers": _size(cfg, "num_hidden_layers"),
-        **_attention(cfg),
-        "ffn_hidden": _size(cfg, "intermediate_size"),
-        "vocab": _size(cfg, "vocab_size"),
-        "max_positions": _size(cfg, "max_position_embeddings", None),
+        "layers": size_at(cfg, "num_hidden_layers"),
+        **attention_dims(cfg),
+        "ffn_hidden": size_at(cfg, "intermediate_size"),
+        "vocab": size_at(cfg, "vocab_size"),
+        "max_positions": size_at(cfg, "max_position_embeddings", None),
         "gated_mlp": True,
-        "tied_embeddings": _switch(cfg, "tie_word_embeddings", False),
+        "tied_embeddings": switch_at(cfg, "tie_word_embeddings", False),
         **_biases(cfg, family),
         "norm": "rmsnorm",
         "position": "rope",
-        "attention_dropout": _probability(cfg, "attention_dropout", 0.0),
+        "attention_dropout": probability_at(cfg, "attention_dropout", 0.0),
         "hidden_dropout": 0.0,  # the Llama, Mistral and Qwen2 modelling code has no other dropout
     }
 
@@ -155,9 +109,14 @@ def dims_from_config(cfg: Any) -> dict[str, Any]:
         return _gpt2(cfg)
     if model_type in ("llama", "mistral", "qwen2"):
         return _llama_like(cfg, model_type)
+    if model_type in FAMILIES:
+        return read_family(cfg, model_type)
+    if hfmeta.known(model_type):  # counted by transformers itself, as a generic model
+        return hfmeta.dims_from_transformers(cfg)
+    more = "" if hfmeta.available() else "; more with measure extra"
     raise HfConfigError(
-        f"unsupported model_type {shown(model_type)} (supported: {', '.join(SUPPORTED)}; "
-        "for other models give the dimensions explicitly)"
+        f"unsupported model_type {shown_repr(model_type)} (known: {_SUPPORTED_SHORT}{more}; "
+        "else give the dimensions)"
     )
 
 
@@ -166,7 +125,7 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            both = f"{_shown(out[key])}, then {_shown(value)}"
+            both = f"{shown(out[key])}, then {shown(value)}"
             raise HfConfigError(f"{key}: given twice ({both}; expected each key once)")
         out[key] = value
     return out
@@ -198,7 +157,7 @@ def hf_config_path(value: Any, base_dir: Path) -> Path:
     """`model.hf_config` as a path, relative to the scenario file's folder."""
     if not isinstance(value, str) or not value.strip():
         got = {str: "empty", type(None): "null", list: "a list", dict: "a mapping"}
-        raise HfConfigError(f"is {got.get(type(value), _shown(value))} ({_PATH})")
+        raise HfConfigError(f"is {got.get(type(value), shown(value))} ({_PATH})")
     path = Path(value)
     return path if path.is_absolute() else base_dir / path
 

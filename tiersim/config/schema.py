@@ -15,6 +15,7 @@ from tiersim.config.fields import (
     Count,
     Duration,
     Latency,
+    NonNegativeInt,
     PositiveInt,
     PrecisionName,
     Size,
@@ -23,6 +24,7 @@ from tiersim.config.fields import (
     unit_kind,
 )
 from tiersim.config.hardware_schema import Cpu, Endurance, Gpu, Hardware, Link, Network, Tier
+from tiersim.config.variants import check_layer_variants
 from tiersim.state.classes import OPTIMIZER_NAMES
 
 # re-exported: the format's public names (the hardware section lives in hardware_schema.py)
@@ -66,6 +68,26 @@ class ModelSpec(Strict):
     mlp_bias: bool = False
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     position: Literal["learned", "rope", "none"] = "learned"
+    # layers not all alike (tiersim.state.layers): attention variants and mixture-of-experts
+    qk_norm: bool = False  # RMSNorm over each head's queries and keys (Qwen3, Gemma 3)
+    post_norms: bool = False  # a norm after attention and after the MLP too (Gemma 2, Gemma 3)
+    q_lora_rank: PositiveInt | None = None  # multi-head latent attention (DeepSeek V2/V3) ...
+    kv_lora_rank: PositiveInt | None = None  # ... is on when kv_lora_rank is given
+    qk_rope_head_dim: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
+    sliding_window: PositiveInt | None = None  # recorded: changes no parameter
+    sliding_window_layers: tuple[NonNegativeInt, ...] | None = None  # None: every layer
+    experts: PositiveInt | None = None  # routed experts per MoE layer; None: a dense model
+    experts_per_token: PositiveInt | None = None
+    expert_ffn_hidden: PositiveInt | None = None  # default: ffn_hidden
+    shared_experts: NonNegativeInt = 0
+    shared_expert_ffn_hidden: PositiveInt | None = None  # each; default: expert_ffn_hidden
+    shared_expert_gate: bool = False  # a sigmoid gate on the shared experts (Qwen2-MoE)
+    first_dense_layers: NonNegativeInt = 0  # DeepSeek's first_k_dense_replace
+    moe_every: PositiveInt = 1  # layer i is MoE when (i + 1) % moe_every == 0 (Qwen's step)
+    dense_layers: tuple[NonNegativeInt, ...] = ()  # dense whatever the rules above say
+    capacity_factor: Annotated[float, Field(ge=1, le=1000)] | None = None  # None: dropless
     # generic model: `parameters` and `layers`, optionally per-layer figures at the scenario's shape
     parameters: Count | None = None
     activation_bytes_per_layer: SizeOrZero | None = None  # 0 B: none kept (e.g. all recomputed)
@@ -101,6 +123,7 @@ class ModelSpec(Strict):
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
         if self.position == "learned" and self.max_positions is None:
             raise ValueError("learned position embeddings need 'max_positions'")
+        check_layer_variants(self)
         return self
 
 
@@ -196,6 +219,11 @@ class Parallel(Strict):
     # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
     # --overlap-grad-reduce, DeepSpeed with overlap_comm off); True: as each bucket is ready.
     overlap_gradient_reduce: bool = True
+    # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
+    # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
+    # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform)
+    expert: PositiveInt = 1
+    expert_imbalance: Annotated[float, Field(ge=1, le=1000)] = 1.0
     # True: backward's tensor-parallel collectives run beside the weight-gradient GEMMs
     # (Megatron-LM since late 2021, --async-tensor-model-parallel-allreduce); False: they
     # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).
@@ -205,6 +233,16 @@ class Parallel(Strict):
     pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
 
 
+class ExpertPlacement(Strict):
+    """A mixture-of-experts model's routed experts' own home tier of each per-parameter class
+    (their weights, gradients, master copy, optimizer state); unset: the dense state's."""
+
+    weights: str | None = None
+    gradients: str | None = None
+    master: str | None = None
+    optimizer: str | None = None
+
+
 class Placement(Strict):
     weights: str = "hbm"
     gradients: str = "hbm"
@@ -212,6 +250,7 @@ class Placement(Strict):
     optimizer: str = "hbm"
     activations: str = "hbm"
     optimizer_compute: Literal["gpu", "cpu"] = "gpu"
+    experts: ExpertPlacement = ExpertPlacement()
 
 
 # --- simulation, checkpoint, failures, budget --------------------------------------------------

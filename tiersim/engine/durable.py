@@ -17,6 +17,7 @@ adds per step over it are applied above the engine (tiersim.analysis.checkpoint_
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ from tiersim.engine.ops import Role
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share
 from tiersim.state.classes import CHECKPOINTED
-from tiersim.state.inventory import homes
+from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 
 if TYPE_CHECKING:  # simulate, which calls this module, defines the run's setup
@@ -35,11 +36,16 @@ if TYPE_CHECKING:  # simulate, which calls this module, defines the run's setup
 MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
 
 
-def _read_back_s(res: Resolved, setup: RunSetup, per_class: dict[str, int]) -> float:
-    home = homes(res.execution.placement, res.machine)
+def _read_back_s(res: Resolved, setup: RunSetup) -> float:
+    """Each class read back from the target to its home, unit by unit's home (a layer's
+    routed experts may be homed apart), one home's bytes as one transfer."""
+    home, per_home = homes(res.execution.placement, res.machine), Counter()
+    for u in setup.wl.units:
+        for cls in CHECKPOINTED:
+            per_home[(cls, (u.home or home)[cls])] += share(res, u, cls)
     total = 0.0
-    for cls, nbytes in per_class.items():
-        route = setup.topo.route(res.execution.checkpoint.target, home[cls], nbytes)
+    for (_, tier), nbytes in per_home.items():
+        route = setup.topo.route(res.execution.checkpoint.target, tier, nbytes)
         total += route.latency_s + nbytes / route.bottleneck
     return total
 
@@ -59,9 +65,12 @@ def _run_length(
     measured = res.execution.simulation.warmup_steps
     if res.execution.checkpoint.every_steps == 1:
         return measured + 2, frozenset(range(measured + 2))
-    home = homes(res.execution.placement, res.machine)
+    placement = res.execution.placement
+    home, own = homes(placement, res.machine), expert_homes(placement, res.machine)
     slowest = min(
-        setup.topo.route(home[c], res.execution.checkpoint.target).bottleneck for c in CHECKPOINTED
+        setup.topo.route(where[c], res.execution.checkpoint.target).bottleneck
+        for c in CHECKPOINTED
+        for where in (home, own)
     )
     drain_steps = math.ceil(nbytes / slowest / plain.time_s) if plain.time_s > 0 else 1
     return measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1)), frozenset({measured})
@@ -157,7 +166,7 @@ def measure_checkpoint(
         bytes=nbytes,
         write_s=end - start,
         stall_s=max(0.0, _stall(res, plain, log.step_end, base_ends, end - start)),
-        read_back_s=_read_back_s(res, setup, per_class),
+        read_back_s=_read_back_s(res, setup),
         restart_s=res.execution.checkpoint.restart,
         mtbf_s=None,  # the failure model's, applied with the interval
         written_by_tier={t: sum(by.values()) for t, by in written.items()},

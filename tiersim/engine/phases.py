@@ -10,6 +10,7 @@ reflection.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -47,6 +48,12 @@ class Context:
             homes(res.execution.placement, res.machine),
             res.execution.offload,
         )
+
+    def home_of(self, u: int) -> Mapping[str, str]:
+        """Unit u's home of each class: its own (a layer's routed experts placed apart), else
+        the scenario's."""
+        own = self.wl.units[u].home
+        return self.home if own is None else own
 
 
 @dataclass

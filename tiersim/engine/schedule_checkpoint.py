@@ -73,7 +73,7 @@ class CheckpointPhase:
                         cls,
                         f"checkpoint {label}",
                         step,
-                        self.c.home[cls],
+                        self.c.home_of(u)[cls],
                         ck.target,
                         nbytes,
                         [ready],
@@ -91,7 +91,7 @@ class CheckpointPhase:
         self, step: int, u: int, cls: str, nbytes: int, ready: int | None, label: str
     ) -> None:
         ck = self.c.res.execution.checkpoint
-        home = self.c.home[cls]
+        home = self.c.home_of(u)[cls]
         previous = self.last_drain.get((cls, u))
         if home == ck.staging:  # no separate snapshot: drain the live copy, hold the next update
             drain = self.ops.move(

@@ -38,23 +38,24 @@ def _stored(c: Context) -> int:
     return PRECISION_BYTES[c.res.execution.training.precision.gradients]
 
 
-def fp32_boundary(c: Context) -> bool:
-    """The accumulated gradients cross to a CPU optimizer as fp32."""
+def fp32_boundary(c: Context, u: int) -> bool:
+    """Unit u's accumulated gradients cross to a CPU optimizer as fp32."""
     return (
         c.plan.boundary_gradients == "fp32"
         and c.res.execution.placement.optimizer_compute == "cpu"
-        and c.home["gradients"] != c.gpu
+        and c.home_of(u)["gradients"] != c.gpu
         and _stored(c) < FP32
     )
 
 
-def swapped(c: Context) -> bool:
-    """The fp32 gradients go through the optimizer state's flash tier."""
+def swapped(c: Context, u: int) -> bool:
+    """Unit u's fp32 gradients go through its optimizer state's flash tier."""
+    home = c.home_of(u)
     return (
         c.plan.swap_gradients
         and c.res.execution.placement.optimizer_compute == "cpu"
-        and c.home["gradients"] == c.res.machine.cpu.memory
-        and c.res.machine.tiers[c.home["optimizer"]].kind == "flash"
+        and home["gradients"] == c.res.machine.cpu.memory
+        and c.res.machine.tiers[home["optimizer"]].kind == "flash"
     )
 
 
@@ -105,7 +106,7 @@ def host_accumulation(
 def boundary_bytes(c: Context, u: int, last: bool) -> int:
     """Gradient bytes the write of this micro-batch moves home."""
     stored = c.wl.units[u].homed["gradients"]
-    return stored * FP32 // _stored(c) if last and fp32_boundary(c) else stored
+    return stored * FP32 // _stored(c) if last and fp32_boundary(c, u) else stored
 
 
 def after_boundary_write(
@@ -113,20 +114,20 @@ def after_boundary_write(
 ) -> None:
     """The host holds the fp32 copy's extra bytes (freed by the update); swapped, the copy
     goes on to the flash tier and the host's extra is freed once it is out."""
-    if write is None or not fp32_boundary(c):
+    if write is None or not fp32_boundary(c, u):
         return
     unit = c.wl.units[u]
     fp32 = boundary_bytes(c, u, True)
-    extra, host = fp32 - unit.homed["gradients"], c.home["gradients"]
+    extra, host = fp32 - unit.homed["gradients"], c.home_of(u)["gradients"]
     op = ops.ops[write]  # just added by the caller: not shared with a fork
     op.alloc = (*op.alloc, (host, extra))
-    if not swapped(c):
+    if not swapped(c, u):
         ready.fp32_gradients[u] = (host, extra, None)
         return
     label = f"swap out gradients {unit.name}"
-    out = ops.move("gradients", label, step, host, c.home["optimizer"], fp32, [write])
+    out = ops.move("gradients", label, step, host, c.home_of(u)["optimizer"], fp32, [write])
     ops.free_after(out, host, extra)
-    ready.fp32_gradients[u] = (c.home["optimizer"], fp32, out)
+    ready.fp32_gradients[u] = (c.home_of(u)["optimizer"], fp32, out)
 
 
 def update_gradients(
@@ -137,9 +138,9 @@ def update_gradients(
     unit = c.wl.units[u]
     pending = ready.fp32_gradients.pop(u, None)
     if pending is None:
-        return c.home["gradients"], unit.gradients_for_update, None, None
+        return c.home_of(u)["gradients"], unit.gradients_for_update, None, None
     tier, nbytes, after = pending
     if after is None:  # the fp32 copy waits in host memory
         fp32 = unit.gradients_for_update * FP32 // _stored(c)
-        return c.home["gradients"], fp32, None, (tier, nbytes)
+        return c.home_of(u)["gradients"], fp32, None, (tier, nbytes)
     return tier, nbytes, after, (tier, nbytes)

@@ -164,6 +164,7 @@ class OptimizerStep:
 
     def _write_back(
         self,
+        u: int,
         cls: str,
         label: str,
         step: int,
@@ -174,7 +175,7 @@ class OptimizerStep:
     ) -> int | None:
         """Move an updated class home; the staged copy is freed once it has been read out."""
         back = self.ops.move(
-            cls, label, step, self.c.opt_at, self.c.home[cls], nbytes, deps, alloc_dst=False
+            cls, label, step, self.c.opt_at, self.c.home_of(u)[cls], nbytes, deps, alloc_dst=False
         )
         if staged is not None:
             self.ops.free_after(back if back is not None else deps[0], self.c.opt_at, held)
@@ -193,7 +194,7 @@ class OptimizerStep:
     ) -> tuple[dict[str, int | None], int | None]:
         """The unit's master weights and optimizer state (and, with no master copy, the
         weights it updates in place), brought to where the optimizer runs."""
-        unit, home = self.c.wl.units[u], self.c.home
+        unit, home = self.c.wl.units[u], self.c.home_of(u)
         fetched = {}
         for cls in OPTIMIZER_KEPT:
             n = unit.homed[cls]
@@ -262,10 +263,11 @@ class OptimizerStep:
         for cls in OPTIMIZER_KEPT:
             n = unit.homed[cls]
             label = f"write back {cls} {unit.name}"
-            back = self._write_back(cls, label, step, n, [tile_done], f.state[cls], n)
+            back = self._write_back(u, cls, label, step, n, [tile_done], f.state[cls], n)
             self.ready.state[(cls, u)] = back if back is not None else tile_done
             released.append(back)
         new_w = self._write_back(
+            u,
             "weights",
             f"updated weights {unit.name}",
             step,
@@ -285,7 +287,7 @@ class OptimizerStep:
         unit = self.c.wl.units[u]
         if unit.dp_parameters is None:
             return updated
-        off_gpu = self.c.home["weights"] != self.c.gpu
+        off_gpu = self.c.home_of(u)["weights"] != self.c.gpu
         gathered = self.ops.net(
             unit.dp_parameters,
             step,
@@ -300,7 +302,7 @@ class OptimizerStep:
             f"gathered weights home {unit.name}",
             step,
             self.c.gpu,
-            self.c.home["weights"],
+            self.c.home_of(u)["weights"],
             rest,
             [gathered],
             alloc_dst=False,

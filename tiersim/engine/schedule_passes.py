@@ -53,7 +53,7 @@ class TrainingPasses:
     def streamed(self, u: int) -> bool:
         unit = self.c.wl.units[u]
         return unit.weights_full > 0 and (
-            self.c.home["weights"] != self.c.gpu or unit.dp_weights is not None
+            self.c.home_of(u)["weights"] != self.c.gpu or unit.dp_weights is not None
         )
 
     def fetch_weights(self, u: int, step: int, tag: str) -> tuple[int | None, bool]:
@@ -70,7 +70,7 @@ class TrainingPasses:
                 "weights",
                 f"fetch weights {unit.name} {tag}",
                 step,
-                self.c.home["weights"],
+                self.c.home_of(u)["weights"],
                 self.c.gpu,
                 unit.weights_full,
                 gate,
@@ -80,7 +80,7 @@ class TrainingPasses:
             "weights",
             f"fetch weights shard {unit.name} {tag}",
             step,
-            self.c.home["weights"],
+            self.c.home_of(u)["weights"],
             self.c.gpu,
             unit.homed["weights"],
             gate,
@@ -126,11 +126,12 @@ class TrainingPasses:
         self.release_weights(u, held, op)
         self.end_use(u, op)
         self.ops.net(unit.tp_forward, step, [op], kind=OpKind.SYNC)
+        self.ops.net(unit.ep_forward, step, [op], kind=OpKind.SYNC)
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
         unit = self.c.wl.units[u]
-        home = self.c.home["activations"]
+        home = self.c.home_of(u)["activations"]
         op = self.ops.move(
             "activations",
             f"offload activations {unit.name} mb{mb}",
@@ -167,7 +168,7 @@ class TrainingPasses:
                 )
             )
         grads_off = unit.gradients_full > 0 and (
-            self.c.home["gradients"] != self.c.gpu or self.reduce_scatters(u)
+            self.c.home_of(u)["gradients"] != self.c.gpu or self.reduce_scatters(u)
         )
         op = self.ops.add(
             Op(
@@ -185,6 +186,7 @@ class TrainingPasses:
         self.release_weights(u, held, op)
         self.end_use(u, op)
         self.ops.net(unit.tp_backward, step, [op], kind=OpKind.SYNC)
+        self.ops.net(unit.ep_backward, step, [op], kind=OpKind.SYNC)
         if in_stream:
             grad_read = self.accumulation_read(u, mb, step, [op])
         if grad_read is not None:
@@ -198,7 +200,7 @@ class TrainingPasses:
         """Offloaded activations back into GPU memory for the backward, `depth` uses ahead."""
         if offloaded is None:
             return None
-        unit, home = self.c.wl.units[u], self.c.home["activations"]
+        unit, home = self.c.wl.units[u], self.c.home_of(u)["activations"]
         # DeepSpeed's: in stream order, after what the GPU ran before, not ahead of it
         gate = self.ops.last("gpu") if blocking_checkpoints(self.c) else self.prefetch_gate()
         fetch = self.ops.move(
@@ -222,14 +224,14 @@ class TrainingPasses:
         """The gradients accumulated so far back into GPU memory: prefetched before the
         backward, or on its stream `after` it."""
         unit = self.c.wl.units[u]
-        if mb == 0 or self.c.home["gradients"] == self.c.gpu:
+        if mb == 0 or self.c.home_of(u)["gradients"] == self.c.gpu:
             return None
         gate = after or [self.prefetch_gate()]
         return self.ops.move(
             "gradients",
             f"accumulate-read gradients {unit.name} mb{mb}",
             step,
-            self.c.home["gradients"],
+            self.c.home_of(u)["gradients"],
             self.c.gpu,
             unit.homed["gradients"],
             [self.ready.gradients[u], *gate],
@@ -247,7 +249,7 @@ class TrainingPasses:
         kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: the GPU waits for it
         reduced = self.ops.net(unit.dp_gradients if due else None, step, [bwd], kind=kind)
         done = reduced if reduced is not None else bwd
-        if self.c.home["gradients"] == self.c.gpu or unit.gradients_full == 0:
+        if self.c.home_of(u)["gradients"] == self.c.gpu or unit.gradients_full == 0:
             if self.reduce_scatters(u):
                 self.ops.free_after(done, self.c.gpu, unit.gradients_full)
             self.ready.gradients[u] = done
@@ -257,7 +259,7 @@ class TrainingPasses:
             f"write gradients {unit.name} mb{mb}",
             step,
             self.c.gpu,
-            self.c.home["gradients"],
+            self.c.home_of(u)["gradients"],
             boundary_bytes(self.c, u, last),
             [done, read],
             alloc_dst=False,

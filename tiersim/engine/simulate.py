@@ -17,6 +17,7 @@ from tiersim.engine.results import StepResult
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
+from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.workload.fetch import fetch_depth
 from tiersim.workload.pinned import delayed_update_bytes, pinned_host_bytes
@@ -24,7 +25,10 @@ from tiersim.workload.work import Workload, build_workload
 
 
 def _streamed(res: Resolved, cls: str) -> bool:
-    return getattr(res.execution.placement, cls) != res.machine.gpu.memory
+    """Some of the class (the dense state's, or the routed experts') lives off the GPU."""
+    gpu, placement = res.machine.gpu.memory, res.execution.placement
+    dense, experts = homes(placement, res.machine), expert_homes(placement, res.machine)
+    return dense[cls] != gpu or experts[cls] != gpu
 
 
 def streaming_minimum(res: Resolved, wl: Workload) -> int:

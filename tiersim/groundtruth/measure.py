@@ -59,6 +59,7 @@ from typing import Any
 
 from tiersim.config.load import build
 from tiersim.config.schema import Scenario
+from tiersim.config.variants import VARIANT_DEFAULTS, given_variants
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes
 from tiersim.groundtruth.calibrate import physical_memory
@@ -139,8 +140,12 @@ def invalid(key: str, message: str) -> InputError:
 
 
 def model_dims(model: Any) -> dict[str, Any]:
-    """A scenario's model as a preset's dimensions (no preset, config path or factor)."""
-    return model.model_dump(exclude_none=True, exclude={"preset", "hf_config", "activation_factor"})
+    """A scenario's model as a preset's dimensions (no preset, config path or factor; layer
+    variants only where set, lists as lists)."""
+    dims = model.model_dump(exclude_none=True, exclude={"preset", "hf_config", "activation_factor"})
+    set_variants = given_variants(model)
+    out = {k: v for k, v in dims.items() if k not in VARIANT_DEFAULTS or k in set_variants}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
 def named_dims(req: Request) -> dict[str, Any]:
@@ -197,6 +202,13 @@ def _check_measurable(s: Scenario) -> None:
             "model",
             "a generic model (given by 'parameters') cannot be built in "
             "PyTorch: give a transformer by preset, hf_config or dimensions",
+        )
+    variants = [k for k in given_variants(m) if not k.startswith("sliding_window")]
+    if variants:
+        raise invalid(
+            "model",
+            f"{', '.join(variants)}: tiersim measure builds GPT-2- and Llama-style layers only "
+            "(no mixture-of-experts, latent attention, q/k norms or post-norms yet)",
         )
     head_dim = m.head_dim or m.hidden // m.heads
     if m.position == "rope" and head_dim % 2:

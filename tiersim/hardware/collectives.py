@@ -125,8 +125,8 @@ class GroupLink:
 
 def rank_strides(parallel: Parallel) -> dict[str, int]:
     """Distance between consecutive members of each group (Megatron-Core order tp-dp-pp)."""
-    t, d = parallel.tensor, parallel.data
-    return {"tensor": 1, "data": t, "pipeline": t * d}
+    t, d, e = parallel.tensor, parallel.data, parallel.expert
+    return {"tensor": 1, "data": t, "pipeline": t * d, "expert": t, "expert_data": t * e}
 
 
 @functools.cache  # a pure function of three counts, asked for by every unit's every group

@@ -182,6 +182,11 @@ def placement_problems(execution: Execution, machine: Hardware, topo: Topology) 
         for c in STATE_CLASSES
         if c.placed and c.precision is not None
     ]
+    own = execution.placement.experts.model_dump()  # the routed experts' homes: same routes
+    for path, _, other, what in list(needs):
+        cls = path.removeprefix("placement.")
+        if own.get(cls) is not None:
+            needs.append((f"placement.experts.{cls}", own[cls], other, what))
     problems = []
     for path, home, other, what in needs:
         if home in machine.tiers and other in machine.tiers and not topo.route(home, other):
@@ -212,8 +217,9 @@ def _checkpoint_route_problems(
     ck = execution.checkpoint
     if not execution.checkpoint_simulated or ck.target not in tiers:
         return []
-    home = execution.placement.model_dump()
+    home, own = execution.placement.model_dump(), execution.placement.experts.model_dump()
     hops = [(home[c], ck.target) for c in CHECKPOINTED]
+    hops += [(own[c], ck.target) for c in CHECKPOINTED if own.get(c) is not None]
     if ck.mode == "async" and ck.staging in tiers:
         hops = [(home, ck.staging) for home, _ in hops] + [(ck.staging, ck.target)]
     missing = sorted({(a, b) for a, b in hops if a in tiers and not topo.route(a, b)})

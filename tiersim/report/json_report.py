@@ -36,7 +36,7 @@ STEP_FIGURES = (
 
 
 def inventory_section(inv: Inventory) -> dict[str, Any]:
-    return {
+    out = {
         "dense": inv.dense.as_dict(),
         "per_gpu": inv.per_gpu.as_dict(),
         "pipeline_stage": inv.stage,
@@ -44,6 +44,11 @@ def inventory_section(inv: Inventory) -> dict[str, Any]:
         "inflight_microbatches": inv.inflight_microbatches,
         "sharded": inv.sharded,
     }
+    if inv.experts_per_gpu is not None:  # a mixture-of-experts model: per_gpu in two parts
+        experts = inv.experts_per_gpu.as_dict()
+        out["per_gpu_routed_experts"] = experts
+        out["per_gpu_other"] = {c: b - experts[c] for c, b in inv.per_gpu.as_dict().items()}
+    return out
 
 
 def whole(nbytes: float) -> int | float:

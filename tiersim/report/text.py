@@ -7,89 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.config.schema import Scenario
-from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate, fmt_time
+from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time
+from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
 from tiersim.report.table import render
 from tiersim.report.wear import fmt_days
-from tiersim.state.activations import accounting_for
-from tiersim.state.classes import NAMES, zero_sharded
-from tiersim.state.inventory import Inventory, activation_items, homes
-
-
-def inventory_tables(s: Scenario, inv: Inventory) -> str:
-    home_of = homes(s.placement, s.hardware)
-    rows = [
-        [
-            cls,
-            fmt_bytes(inv.dense[cls]),
-            fmt_bytes(inv.per_gpu[cls]),
-            "yes" if inv.sharded.get(cls) else "no",
-            home_of[cls],
-        ]
-        for cls in NAMES
-    ]
-    rows.append(["total", fmt_bytes(inv.dense.total), fmt_bytes(inv.per_gpu.total), "", ""])
-    par = s.parallel
-    head = (
-        f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}); "
-        f"per GPU = stage {inv.stage} of pipeline {par.pipeline}, tensor {par.tensor}, "
-        f"data {par.data}, {_sharding(s, inv)}; {inv.inflight_microbatches:g} "
-        f"{'micro-batch' if inv.inflight_microbatches == 1 else 'micro-batches'} in flight"
-    )
-    classes = render(["class", "dense", "per GPU", "sharded", "home"], rows, head)
-    tier_rows = [
-        [
-            name,
-            fmt_bytes(u.resident_bytes),
-            fmt_bytes(u.capacity_bytes),
-            f"{100 * u.resident_bytes / u.capacity_bytes:.1f} %",
-            "yes" if u.fits else "NO",
-        ]
-        for name, u in inv.tiers.items()
-    ]
-    tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
-    acts = _activation_table(s, inv)
-    notes = [
-        "Resident state only: `tiersim run` adds what the step holds at its peak (prefetched "
-        "weights, staging, offloaded activations, checkpoint versions) and says whether that fits."
-    ]
-    if s.model.parameters is not None and s.model.activation_bytes_per_layer is None:
-        notes.append(
-            "Activations are 0 B: a generic model ('parameters') has no dimensions to derive "
-            "them from; give model.activation_bytes_per_layer."
-        )
-    return f"{classes}\n\n{acts}{tiers}\n\n" + "\n".join(notes)
-
-
-def _activation_table(s: Scenario, inv: Inventory, top: int = 6) -> str:
-    """The largest activation tensors per GPU (all of them: `inventory --format json`)."""
-    items = activation_items(s, inv)
-    total = sum(i.per_gpu_bytes for i in items)
-    if not total:
-        return ""
-    rows = [
-        [i.name, i.group, fmt_bytes(i.per_gpu_bytes), _pct(i.per_gpu_bytes, total)]
-        for i in items[:top]
-    ]
-    acc = accounting_for(s)
-    head = (
-        f"activations per GPU, largest of {len(items)} tensor kinds ({acc.implementation}, "
-        f"{acc.kernel} attention, dropout {acc.attention_dropout:g} / {acc.hidden_dropout:g}, "
-        f"{acc.compute_bytes} B values)"
-    )
-    return render(["tensor", "group", "per GPU", "share"], rows, head) + "\n\n"
-
-
-def _sharding(s: Scenario, inv: Inventory) -> str:
-    """'ZeRO 2', or with per-class overrides what is sharded in fact: 'ZeRO 0 + weights'."""
-    stage = s.parallel.zero_stage
-    by_stage = set(zero_sharded(stage))
-    actual = {c for c, on in inv.sharded.items() if on}
-    if actual == by_stage:
-        return f"ZeRO {stage}"
-    added, dropped = sorted(actual - by_stage), sorted(by_stage - actual)
-    return f"ZeRO {stage}" + "".join(f" + {c}" for c in added) + "".join(f" - {c}" for c in dropped)
-
 
 # --- the simulated step ------------------------------------------------------------------------
 

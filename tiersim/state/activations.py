@@ -31,68 +31,40 @@ keeps its mean and 1/σ in the model's dtype (CUDA: fp32), SDPA with dropout tak
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.state import layers as ly
+from tiersim.state.activation_kinds import (
+    DEFAULT_KERNEL as DEFAULT_KERNEL,
+)
+from tiersim.state.activation_kinds import (
+    DEVICE_TERMS as DEVICE_TERMS,
+)
+from tiersim.state.activation_kinds import (  # re-exported: the accounting's public names
+    GROUPS as GROUPS,
+)
+from tiersim.state.activation_kinds import (
+    IMPLEMENTATIONS as IMPLEMENTATIONS,
+)
+from tiersim.state.activation_kinds import (
+    KERNELS as KERNELS,
+)
+from tiersim.state.activation_kinds import (
+    MEGATRON as MEGATRON,
+)
+from tiersim.state.activation_kinds import (
+    MEGATRON_DROPOUT as MEGATRON_DROPOUT,
+)
+from tiersim.state.activation_kinds import (
+    Accounting as Accounting,
+)
+from tiersim.state.activation_kinds import (
+    Item as Item,
+)
 
 if TYPE_CHECKING:
     from tiersim.state.model import Transformer
-
-GROUPS = (
-    "norms",
-    "attention_inputs",
-    "attention_core",
-    "mlp",
-    "dropout_masks",
-    "embeddings",
-    "logits_and_loss",
-    "layer_inputs",  # all a layer keeps under full recompute
-)
-IMPLEMENTATIONS = ("megatron", "huggingface")
-KERNELS = ("eager", "sdpa", "flash")
-DEFAULT_KERNEL = {"megatron": "eager", "huggingface": "sdpa"}
-MEGATRON_DROPOUT = 0.1  # Megatron-LM's --attention-dropout and --hidden-dropout defaults
-DEVICE_TERMS = (  # what a GPU keeps differently from a CPU (measure says so)
-    "dropout masks: 1-byte bool on CUDA, the model's dtype on CPU",
-    "LayerNorm mean and 1/sigma: fp32 on CUDA, the model's dtype on CPU",
-    "SDPA with dropout: flash (bf16/fp16) or memory-efficient (fp32) kernel on CUDA, keeping no "
-    "s x s tensor; the math path on CPU keeps fp32 scores, mask and dropped probabilities",
-)
-
-
-@dataclass(frozen=True)
-class Accounting:
-    """What decides the bytes: the modelling code, the kernel, dropout, precision, device."""
-
-    implementation: str = "megatron"
-    kernel: str = "eager"
-    attention_dropout: float = MEGATRON_DROPOUT
-    hidden_dropout: float = MEGATRON_DROPOUT
-    compute_bytes: int = 2  # bytes per element of the compute copy (4 fp32, 2 bf16)
-    device: str = "cuda"
-
-    def __post_init__(self) -> None:
-        if self.implementation not in IMPLEMENTATIONS:
-            raise ValueError(f"implementation(={self.implementation!r}) not in {IMPLEMENTATIONS}")
-        if self.kernel not in KERNELS:
-            raise ValueError(f"kernel(={self.kernel!r}) not in {KERNELS}")
-        if self.device not in ("cuda", "cpu"):
-            raise ValueError(f"device(={self.device!r}) must be 'cuda' or 'cpu'")
-
-
-MEGATRON = Accounting()
-
-
-@dataclass(frozen=True)
-class Item:
-    """One kept tensor (or a few of one kind): bytes for the whole tensor-parallel group."""
-
-    group: str
-    name: str
-    nbytes: float
-    split: bool  # divided over tensor parallelism (else replicated unless sequence parallel)
-    scores: bool = False  # an s×s term, recomputed under selective recompute
 
 
 def hf_style(m: Transformer) -> str:
@@ -133,22 +105,55 @@ def _megatron_core(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item
     return out
 
 
-def megatron_layer(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+def _megatron_attention(m: Transformer, t: int, dt: int) -> list[Item]:
+    """Q, K, V and the out-projection input; q/k norms keep their inputs too; latent
+    attention (tiersim.state.layers) its latents (replicated) and wider Q, K, V (split)."""
+    if m.mla is not None:
+        rep, split = ly.latent_activation_bytes(t, 1, m.heads, m.mla)
+        return [
+            Item("attention_inputs", "q and kv latents and shared rope key", rep * dt / 2, False),
+            Item("attention_inputs", "q, k, v and out-projection input", split * dt / 2, True),
+        ]
+    q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+    items = [
+        Item("attention_inputs", "q", dt * t * q, True),
+        Item("attention_inputs", "k, v", 2.0 * dt * t * kv, True),
+        Item("attention_inputs", "out-projection input", dt * t * q, True),
+    ]
+    if m.qk_norm:
+        items.append(Item("norms", "q and k norm inputs", dt * t * (q + kv), True))
+    return items
+
+
+def _megatron_mlp(m: Transformer, s: int, b: int, dt: int, index: int) -> list[Item]:
+    """The MLP's wide tensors, or an MoE's router, dispatched rows and experts' tensors."""
+    if not m.is_moe(index):
+        wide = (3 if m.gated_mlp else 2) * dt * s * b * m.ffn_hidden
+        return [Item("mlp", "mlp wide tensors", wide, True)]
+    router, experts = ly.moe_activation_bytes(s, b, m.hidden, m.moe, m.gated_mlp)
+    routed_16bit = experts * dt / 2  # the router's fp32 and int64 tensors do not follow dt
+    return [
+        Item("mlp", "router probabilities, top-k weights and indices", router, False),
+        Item("mlp", "dispatched rows, experts' wide tensors and outputs", routed_16bit, True),
+    ]
+
+
+def megatron_layer(m: Transformer, s: int, b: int, acc: Accounting, index: int = 0) -> list[Item]:
     """Korthikanti et al. §4.1 per layer: norms 4sbh, QKV input 2sbh, Q, K, V, out-projection
-    input, MLP input 2sbh, MLP wide tensors 4sbf (6sbf gated), 5as²b, two 1-byte masks."""
-    dt, t = acc.compute_bytes, s * b
-    q, kv, h, f = m.heads * m.head_dim, m.kv_heads * m.head_dim, m.hidden, m.ffn_hidden
+    input, MLP input 2sbh, MLP wide tensors 4sbf (6sbf gated), 5as²b, two 1-byte masks;
+    Gemma's post-norms add their inputs (4sbh)."""
+    dt, t, h = acc.compute_bytes, s * b, m.hidden
     items = [
         Item("norms", "input norm input", dt * t * h, False),
         Item("norms", "post-attention norm input", dt * t * h, False),
         Item("attention_inputs", "qkv projection input", dt * t * h, False),
-        Item("attention_inputs", "q", dt * t * q, True),
-        Item("attention_inputs", "k, v", 2.0 * dt * t * kv, True),
-        Item("attention_inputs", "out-projection input", dt * t * q, True),
+        *_megatron_attention(m, t, dt),
         Item("mlp", "mlp input", dt * t * h, False),
-        Item("mlp", "mlp wide tensors", (3 if m.gated_mlp else 2) * dt * t * f, True),
+        *_megatron_mlp(m, s, b, dt, index),
         *_megatron_core(m, s, b, acc),
     ]
+    if m.post_norms:
+        items.append(Item("norms", "post-norm inputs", 2.0 * dt * t * h, False))
     if acc.hidden_dropout > 0:
         items.append(Item("dropout_masks", "attention and mlp output masks", 2.0 * t * h, False))
     return items
@@ -320,9 +325,25 @@ def hf_outside(m: Transformer, s: int, b: int, acc: Accounting, first: bool, las
 # --- totals ------------------------------------------------------------------------------------
 
 
-def layer_items(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+def hf_unsupported(m: Transformer) -> str | None:
+    """What of the model the huggingface accounting does not know (it measured GPT-2 and
+    Llama-style layers only), or None."""
+    for known, what in (
+        (m.moe is None, "mixture-of-experts layers"),
+        (m.mla is None, "latent attention"),
+        (not m.qk_norm, "q/k norms"),
+        (not m.post_norms, "post-norms"),
+    ):
+        if not known:
+            return what
+    return None
+
+
+def layer_items(m: Transformer, s: int, b: int, acc: Accounting, index: int = 0) -> list[Item]:
     if acc.implementation == "megatron":
-        return megatron_layer(m, s, b, acc)
+        return megatron_layer(m, s, b, acc, index)
+    if hf_unsupported(m):
+        raise ValueError(f"huggingface accounting does not know {hf_unsupported(m)}")
     if hf_style(m) == "gpt2":
         return hf_gpt2_layer(m, s, b, acc)
     return hf_llama_layer(m, s, b, acc)
@@ -355,12 +376,13 @@ def layer_bytes(
     tensor: int = 1,
     sequence_parallel: bool = False,
     recompute: str = "none",
+    index: int = 0,
 ) -> float:
-    """Bytes one layer keeps on one GPU. Full recompute keeps only the layer input."""
+    """Bytes layer `index` keeps on one GPU. Full recompute keeps only the layer input."""
     if recompute == "full":
         layer_input = acc.compute_bytes * s * b * m.hidden
         return layer_input / tensor if sequence_parallel else layer_input
-    return divided(kept(layer_items(m, s, b, acc), recompute), tensor, sequence_parallel)
+    return divided(kept(layer_items(m, s, b, acc, index), recompute), tensor, sequence_parallel)
 
 
 def by_group(items: list[Item], tensor: int = 1, sequence_parallel: bool = False) -> dict:

@@ -12,8 +12,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from tiersim.config.hardware_schema import Hardware
-from tiersim.config.schema import PRECISION_BYTES, Parallel, Placement, Precision, Scenario
+from tiersim.config.schema import Scenario
 from tiersim.state.activations import (
     Item,
     accounting_for,
@@ -24,13 +23,7 @@ from tiersim.state.activations import (
 )
 from tiersim.state.classes import (
     NAMES,
-    OPTIMIZER_BY_NAME,
-    PER_PARAMETER,
-    SHARDABLE,
-    STATE_CLASSES,
-    zero_sharded,
 )
-from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
 from tiersim.state.model import (
     LayerShape,
     Matrix,
@@ -39,6 +32,31 @@ from tiersim.state.model import (
     Transformer,
     UnitKind,
     build_model,
+)
+from tiersim.state.placement import expert_homes, homes
+from tiersim.state.sharding import (
+    fsdp2_padded_values as fsdp2_padded_values,
+)
+from tiersim.state.sharding import (  # re-exported: bytes per value and their shards
+    master_bytes as master_bytes,
+)
+from tiersim.state.sharding import (
+    optimizer_values as optimizer_values,
+)
+from tiersim.state.sharding import (
+    raw_parameter_bytes as raw_parameter_bytes,
+)
+from tiersim.state.sharding import (
+    shard_bytes as shard_bytes,
+)
+from tiersim.state.sharding import (
+    shard_divisors as shard_divisors,
+)
+from tiersim.state.sharding import (
+    sharded_classes as sharded_classes,
+)
+from tiersim.state.sharding import (
+    sharded_parameter_bytes as sharded_parameter_bytes,
 )
 
 
@@ -84,46 +102,10 @@ class Inventory:
     inflight_microbatches: float
     sharded: dict[str, bool]
     tiers: dict[str, TierUse]
+    experts_per_gpu: ClassBytes | None = None  # the routed experts' share of per_gpu (MoE)
 
 
 # --- bytes per value ---------------------------------------------------------------------------
-
-
-def master_bytes(prec: Precision) -> int:
-    """A separate master copy is absent when configured off or when weights are fp32 already."""
-    if prec.master == "none" or prec.weights in ("fp32", "tf32"):
-        return 0
-    return PRECISION_BYTES[prec.master]
-
-
-def raw_parameter_bytes(s: Scenario, mats: list[Matrix]) -> dict[str, int]:
-    """Bytes of each per-parameter class for these tensors, before sharding."""
-    prec = s.training.precision.model_dump()
-    params = sum(m.size for m in mats)
-    per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}
-    per_value["master"] = master_bytes(s.training.precision)
-    values = {c: params for c in PER_PARAMETER}
-    values["optimizer"] = optimizer_values(s.training.optimizer, mats)
-    return {c: values[c] * per_value[c] for c in PER_PARAMETER}
-
-
-def optimizer_values(optimizer: str, matrices: list[Matrix]) -> int:
-    """Optimizer state values for these tensors (Adafactor keeps row + column statistics)."""
-    per_parameter = OPTIMIZER_BY_NAME[optimizer].values_per_parameter
-    if per_parameter is None:  # factored (Adafactor)
-        return sum((m.rows + m.cols if m.cols > 1 else m.rows) * m.count for m in matrices)
-    return per_parameter * sum(m.size for m in matrices)
-
-
-def sharded_classes(parallel: Parallel) -> dict[str, bool]:
-    """Whether each shardable class is sharded: as the ZeRO stage says, or as `shard` sets."""
-    by_stage = zero_sharded(parallel.zero_stage)
-    overrides = parallel.shard.model_dump()
-    out = {}
-    for cls in SHARDABLE:
-        override = overrides[cls]
-        out[cls] = (cls in by_stage) if override is None else override
-    return out
 
 
 # --- pipeline stages ---------------------------------------------------------------------------
@@ -136,8 +118,8 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     if not m.tensor_split or tensor == 1:
         return m
     if m.cols > 1 and not m.split_rows:
-        return Matrix(m.rows, math.ceil(m.cols / tensor), m.count, True)
-    return Matrix(math.ceil(m.rows / tensor), m.cols, m.count, True, m.split_rows)
+        return replace(m, cols=math.ceil(m.cols / tensor))
+    return replace(m, rows=math.ceil(m.rows / tensor))
 
 
 def stage_layers(model: Model, stage: int, pipeline: int) -> list[ModelUnit]:
@@ -167,25 +149,40 @@ def _rest(model: Model, stage: int, pipeline: int) -> list[Matrix]:
     return rest
 
 
-def unit_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[list[Matrix]]:
+def _expert_split(m: Matrix, expert: int) -> Matrix:
+    """One GPU's share of the routed experts' tensors: 1/e of them (e divides the experts)."""
+    return replace(m, count=m.count // expert) if m.expert else m
+
+
+def _layer_split(m: Matrix, tensor: int, expert: int) -> Matrix:
+    return _expert_split(_split(m, tensor), expert)
+
+
+def unit_matrices(
+    model: Model, stage: int, pipeline: int, tensor: int, expert: int = 1
+) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
     the rest."""
     layers = [
-        [_split(m, tensor) for m in u.matrices]
+        [_layer_split(m, tensor, expert) for m in u.matrices]
         for u in stage_layers(model, stage, pipeline)
         for _ in range(u.count)
     ]
     return [*layers, [_split(m, tensor) for m in _rest(model, stage, pipeline)]]
 
 
-def stage_matrices(model: Model, stage: int, pipeline: int, tensor: int) -> list[Matrix]:
+def stage_matrices(
+    model: Model, stage: int, pipeline: int, tensor: int, expert: int = 1
+) -> list[Matrix]:
     """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
     many values whatever the depth)."""
     alike: Counter = Counter()
     for u in stage_layers(model, stage, pipeline):
         alike[u.matrices] += u.count
     stacked = [
-        replace(_split(m, tensor), count=m.count * n) for mats, n in alike.items() for m in mats
+        replace(m2, count=m2.count * n)
+        for mats, n in alike.items()
+        for m2 in (_layer_split(m, tensor, expert) for m in mats)
     ]
     return [
         *(m for m in stacked if m.count),
@@ -202,7 +199,7 @@ def layers_activation_bytes(
         alike[id(u.shape)] += u.count
     shapes = {id(u.shape): u.shape for u in layers}
     mbs, recompute, acc = s.training.micro_batch_size, s.training.recompute, accounting_for(s)
-    return sum(
+    return sum(  # a model whose layers differ gives each run its own shape (its first layer)
         n * shapes[k].layer_activation_bytes(s.seq_len, mbs, tensor, sequence, recompute, acc)
         for k, n in alike.items()
     )
@@ -272,13 +269,22 @@ def activation_items(s: Scenario, inv: Inventory) -> list[ActivationItem]:
                 False,
             )
         ]
-    else:
-        layer = kept(layer_items(model, seq, mbs, acc), recompute)
-    times = model.layers // par.pipeline * inv.inflight_microbatches * model.activation_factor
-    out = [
-        ActivationItem(i.group, i.name, divided([i], par.tensor, par.sequence) * times, True)
-        for i in layer
-    ]
+        runs = [(layer, model.layers // par.pipeline)]
+    else:  # each run of alike layers (dense or MoE) with its own items
+        runs = [
+            (
+                kept(layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)), recompute),
+                u.count,
+            )
+            for u in stage_layers(model, inv.stage, par.pipeline)
+        ]
+    per: dict[tuple[str, str], float] = {}
+    for items, count in runs:
+        times = count * inv.inflight_microbatches * model.activation_factor
+        for i in items:
+            key = (i.group, i.name)
+            per[key] = per.get(key, 0.0) + divided([i], par.tensor, par.sequence) * times
+    out = [ActivationItem(g, n, b, True) for (g, n), b in per.items()]
     out += [
         ActivationItem(
             i.group,
@@ -294,43 +300,24 @@ def activation_items(s: Scenario, inv: Inventory) -> list[ActivationItem]:
 # --- the inventory -----------------------------------------------------------------------------
 
 
-def fsdp2_padded_values(s: Scenario, model: Model, unit: str = "model") -> int | None:
-    """Values per class one GPU stores under FSDP2 (rank 0, the largest) for the whole model,
-    one `layer` or the `rest`: every parameter padded to ceil(d0 / data) rows (state/fsdp.py);
-    None where that rule is not applied (no `framework: fsdp`, a generic model, tensor or
-    pipeline parallelism)."""
-    par = s.parallel
-    if s.training.framework != "fsdp" or not isinstance(model, Transformer):
-        return None
-    if par.tensor > 1 or par.pipeline > 1:
-        return None
-    shapes = {"model": model_shapes, "layer": layer_shapes, "rest": rest_shapes}[unit](model)
-    return padded_values(shapes, par.data)
-
-
-def shard_bytes(raw: int, params: int, data: int, padded: int | None) -> int:
-    """One GPU's share: FSDP2's padded rows where known and the class is per value, else the
-    flat total divided and rounded up (ZeRO pads partitions to equal size)."""
-    if padded is not None and params and raw % params == 0:
-        return raw // params * padded
-    return math.ceil(raw / data)
-
-
 def _class_bytes(
     s: Scenario,
     mats: list[Matrix],
     activations: int,
     shards: dict[str, bool],
-    data: int,
+    single: bool,
     padded: int | None = None,
-) -> ClassBytes:
-    raw = raw_parameter_bytes(s, mats)
-    params = sum(m.size for m in mats)
-    sharded = {
-        k: shard_bytes(v, params, data, padded) if shards.get(k) else v for k, v in raw.items()
-    }
+) -> tuple[ClassBytes, ClassBytes]:
+    """Every class's bytes (dense state sharded over the data-parallel group, routed experts'
+    over their expert-data-parallel part), and the routed experts' share of them."""
+    dense_div, expert_div = (1, 1) if single else shard_divisors(s)
+    experts_m = [m for m in mats if m.expert]
+    padded = padded if not experts_m else None  # FSDP2's padding is known for dense models
+    dense = sharded_parameter_bytes(s, [m for m in mats if not m.expert], shards, dense_div, padded)
+    experts = sharded_parameter_bytes(s, experts_m, shards, expert_div)
     other = {"activations": activations, "workspace": int(s.training.workspace)}
-    return ClassBytes({c: sharded[c] if c in sharded else other[c] for c in NAMES})
+    total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
+    return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
 
 
 def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
@@ -340,12 +327,12 @@ def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
     acts = layers_activation_bytes(s, stage_layers(model, 0, 1), 1, False)
     if isinstance(model, Transformer):
         acts += divided(outside_items(model, seq, mbs, acc), 1, False)
-    return _class_bytes(s, mats, math.ceil(acts), {}, 1)
+    return _class_bytes(s, mats, math.ceil(acts), {}, True)[0]
 
 
-def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, float, int]:
+def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[tuple, float, int]:
     par = s.parallel
-    mats = stage_matrices(model, stage, par.pipeline, par.tensor)
+    mats = stage_matrices(model, stage, par.pipeline, par.tensor, par.expert)
     inflight = inflight_microbatches(
         stage, par.pipeline, par.virtual_pipeline, s.training.grad_accumulation
     )
@@ -353,34 +340,37 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[ClassBytes, flo
     per_microbatch = layers_activation_bytes(s, layers, par.tensor, par.sequence)
     acts = math.ceil((per_microbatch + outside_activation_bytes(s, model, stage)) * inflight)
     padded = fsdp2_padded_values(s, model)
-    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s.parallel), par.data, padded)
+    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s.parallel), False, padded)
     return per_gpu, inflight, sum(m.size for m in mats)
 
 
-def homes(placement: Placement, machine: Hardware) -> dict[str, str]:
-    """The tier each state class lives in: its placement, or GPU memory for one not placed."""
-    placed = placement.model_dump()
-    gpu = machine.gpu.memory
-    return {c.name: placed[c.name] if c.placed else gpu for c in STATE_CLASSES}
-
-
-def tier_use(s: Scenario, per_gpu: ClassBytes) -> dict[str, TierUse]:
-    home_of = homes(s.placement, s.hardware)
-    out = {}
-    for name, tier in s.hardware.tiers.items():
-        classes = {c: per_gpu[c] for c, home in home_of.items() if home == name}
-        out[name] = TierUse(tier.capacity, sum(classes.values()), classes)
-    return out
+def tier_use(
+    s: Scenario, per_gpu: ClassBytes, experts: ClassBytes | None = None
+) -> dict[str, TierUse]:
+    """Bytes each tier holds per GPU, by class: each class at its home, the routed experts'
+    part of it (`experts`) at theirs (state/placement.py)."""
+    held: dict[str, Counter] = {name: Counter() for name in s.hardware.tiers}
+    expert_home = expert_homes(s.placement, s.hardware)
+    for cls, home in homes(s.placement, s.hardware).items():
+        apart = experts[cls] if experts is not None and expert_home[cls] != home else 0
+        held[home][cls] += per_gpu[cls] - apart
+        if apart:
+            held[expert_home[cls]][cls] += apart
+    return {
+        name: TierUse(tier.capacity, sum(held[name].values()), dict(held[name]))
+        for name, tier in s.hardware.tiers.items()
+    }
 
 
 def build_inventory(s: Scenario) -> Inventory:
     model = build_model(s.model)
     # stages 1 .. p - 2 hold the same tensors and no more in flight than stage 1: the most
-    # loaded stage (the first of equals) is among 0, 1 and p - 1
-    candidates = sorted({0, 1, s.parallel.pipeline - 1} & set(range(s.parallel.pipeline)))
+    # loaded stage (the first of equals) is among 0, 1 and p - 1 -- where layers are alike
+    p = s.parallel.pipeline
+    candidates = sorted({0, 1, p - 1} & set(range(p))) if not model.is_moe_model else range(p)
     stages = {k: _stage_bytes(s, model, k) for k in candidates}
-    stage = max(candidates, key=lambda k: stages[k][0].total)
-    per_gpu, inflight, params = stages[stage]
+    stage = max(candidates, key=lambda k: stages[k][0][0].total)
+    (per_gpu, experts), inflight, params = stages[stage]
     return Inventory(
         parameters=model.parameters,
         dense=dense_inventory(s, model),
@@ -389,7 +379,8 @@ def build_inventory(s: Scenario) -> Inventory:
         stage_parameters=params,
         inflight_microbatches=inflight,
         sharded=sharded_classes(s.parallel),
-        tiers=tier_use(s, per_gpu),
+        tiers=tier_use(s, per_gpu, experts if model.is_moe_model else None),
+        experts_per_gpu=experts if model.is_moe_model else None,
     )
 
 

@@ -8,48 +8,33 @@ the transformers modelling code under `huggingface`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
-from typing import Protocol
+from dataclasses import dataclass, replace
 
 from tiersim.config.schema import ModelSpec
+from tiersim.state import layers as ly
 from tiersim.state.activations import MEGATRON, Accounting, layer_bytes
+from tiersim.state.layers import Latent, Matrix, Moe
+from tiersim.state.model_shapes import (  # re-exported: the model's shapes
+    LayerShape as LayerShape,
+)
+from tiersim.state.model_shapes import (
+    LayerView as LayerView,
+)
+from tiersim.state.model_shapes import (
+    Model as Model,
+)
+from tiersim.state.model_shapes import (
+    ModelUnit as ModelUnit,
+)
+from tiersim.state.model_shapes import (
+    UnitKind as UnitKind,
+)
+from tiersim.state.model_shapes import (
+    latent_of,
+    moe_of,
+)
 
-
-@dataclass(frozen=True)
-class Matrix:
-    """`count` parameter tensors of shape (rows, cols); cols == 1 for vectors."""
-
-    rows: int
-    cols: int
-    count: int = 1
-    tensor_split: bool = True  # divided by the tensor-parallel size under Megatron TP
-    split_rows: bool = False  # row-parallel (and vocab-parallel) tensors split rows, not cols
-
-    @property
-    def size(self) -> int:
-        return self.rows * self.cols * self.count
-
-
-class UnitKind(Enum):
-    EMBEDDING = "embedding"
-    LAYER = "layer"
-    HEAD = "head"
-
-
-@dataclass(frozen=True)
-class ModelUnit:
-    """One unit of the model's depth: its embeddings, a run of `count` alike layers, or its
-    head (final norm and output projection). Layers carry their own `shape` (what their FLOPs,
-    activations and attention follow: any `LayerShape`), so the layers of one model need not
-    be alike; alike layers in a row are one unit, so a model of any depth is a few units."""
-
-    name: str  # "embedding", "L0" (the first of the run), ..., "head"
-    kind: UnitKind
-    matrices: tuple[Matrix, ...]  # of one layer of the run
-    shape: LayerShape | None = None  # the layers'; None for the embedding and head
-    count: int = 1  # layers in the run
-    first: int = 0  # the index of its first layer
+__all__ = ["GenericModel", "Matrix", "Model", "ModelUnit", "Transformer", "build_model"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +57,12 @@ class Transformer:
     norm: str
     position: str
     activation_factor: float = 1.0
+    qk_norm: bool = False
+    post_norms: bool = False
+    mla: Latent | None = None
+    moe: Moe | None = None
+    sliding_window: int | None = None
+    sliding_window_layers: tuple[int, ...] | None = None  # None: all, where a window is given
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> Transformer:
@@ -92,7 +83,36 @@ class Transformer:
             norm=spec.norm,
             position=spec.position,
             activation_factor=spec.activation_factor,
+            qk_norm=spec.qk_norm,
+            post_norms=spec.post_norms,
+            mla=latent_of(spec),
+            moe=moe_of(spec),
+            sliding_window=spec.sliding_window,
+            sliding_window_layers=spec.sliding_window_layers,
         )
+
+    # --- layers --------------------------------------------------------------------------------
+
+    def is_moe(self, index: int) -> bool:
+        return self.moe is not None and self.moe.is_moe(index)
+
+    @property
+    def is_moe_model(self) -> bool:
+        return self.moe is not None
+
+    @property
+    def moe_layers(self) -> int:
+        return 0 if self.moe is None else sum(self.is_moe(i) for i in range(self.layers))
+
+    @property
+    def active_parameters(self) -> int:
+        """Parameters one token computes with: all but the routed experts it is not sent to
+        (the capacity factor's padding aside)."""
+        if self.moe is None:
+            return self.parameters
+        per_expert = (3 if self.gated_mlp else 2) * self.hidden * self.moe.ffn_hidden
+        idle = self.moe.experts - self.moe.per_token
+        return self.parameters - self.moe_layers * idle * per_expert
 
     # --- parameters ----------------------------------------------------------------------------
 
@@ -100,19 +120,27 @@ class Transformer:
         per = 2 if self.norm == "layernorm" else 1  # layernorm has a bias, RMSNorm does not
         return [Matrix(self.hidden, 1, per * count, tensor_split=False)]
 
-    def layer_matrices(self) -> list[Matrix]:
-        """Every parameter tensor of one transformer layer."""
+    def attention_matrices(self) -> list[Matrix]:
         h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
-        f = self.ffn_hidden
+        if self.mla is not None:
+            return ly.latent_matrices(h, self.heads, self.mla, self.qkv_bias or self.attn_out_bias)
         mats = [Matrix(h, q), Matrix(h, kv, 2), Matrix(q, h, split_rows=True)]
         if self.qkv_bias:
             mats += [Matrix(q, 1), Matrix(kv, 1, 2)]
         if self.attn_out_bias:
             mats.append(Matrix(h, 1, tensor_split=False))  # row-parallel bias is replicated
-        mats += [Matrix(h, f, 3 if self.gated_mlp else 2)]
-        if self.mlp_bias:
-            mats += [Matrix(f, 1, 2 if self.gated_mlp else 1), Matrix(h, 1, tensor_split=False)]
-        return mats + self._norm(2)
+        if self.qk_norm:  # one RMSNorm over head_dim each for queries and keys
+            mats.append(Matrix(self.head_dim, 1, 2, tensor_split=False))
+        return mats
+
+    def layer_matrices(self, index: int = 0) -> list[Matrix]:
+        """Every parameter tensor of layer `index` (all layers alike unless MoE)."""
+        h, gated, bias = self.hidden, self.gated_mlp, self.mlp_bias
+        if self.is_moe(index):
+            mlp = ly.moe_matrices(h, self.moe, gated, bias)
+        else:
+            mlp = ly.mlp_matrices(h, self.ffn_hidden, gated, bias)
+        return self.attention_matrices() + mlp + self._norm(4 if self.post_norms else 2)
 
     def embedding_matrices(self) -> list[Matrix]:
         mats = [Matrix(self.vocab, self.hidden, split_rows=True)]
@@ -128,11 +156,24 @@ class Transformer:
         return mats
 
     def units(self) -> tuple[ModelUnit, ...]:
-        """The embeddings, each layer (all of this model's dimensions), the head."""
-        layer = tuple(self.layer_matrices())
+        """The embeddings, the runs of alike layers (dense or MoE, each run's layers with its
+        first layer's shape), the head. Alike layers make one run without a loop over them
+        (a model may have 10^8 layers); an MoE's runs follow its pattern layer by layer."""
+        runs: list[ModelUnit] = []
+        if self.moe is None:
+            layer = tuple(self.layer_matrices(0))
+            runs.append(ModelUnit("L0", UnitKind.LAYER, layer, self, self.layers, 0))
+        for i in range(self.layers if self.moe is not None else 0):
+            if runs and self.is_moe(i) == self.is_moe(runs[-1].first):
+                runs[-1] = replace(runs[-1], count=runs[-1].count + 1)
+                continue
+            shape = LayerView(self, i) if self.moe is not None else self
+            runs.append(
+                ModelUnit(f"L{i}", UnitKind.LAYER, tuple(self.layer_matrices(i)), shape, 1, i)
+            )
         return (
             ModelUnit("embedding", UnitKind.EMBEDDING, tuple(self.embedding_matrices())),
-            ModelUnit("L0", UnitKind.LAYER, layer, self, count=self.layers),
+            *runs,
             ModelUnit("head", UnitKind.HEAD, tuple(self.head_matrices())),
         )
 
@@ -154,17 +195,35 @@ class Transformer:
             "kv_heads": self.kv_heads,
             "ffn_hidden": self.ffn_hidden,
             "vocab": self.vocab,
+            **self._moe_summary(),
+        }
+
+    def _moe_summary(self) -> dict[str, object]:
+        if self.moe is None:
+            return {}
+        return {
+            "experts": self.moe.experts,
+            "experts_per_token": self.moe.per_token,
+            "moe_layers": self.moe_layers,
+            "active_parameters": self.active_parameters,
         }
 
     def all_matrices(self) -> list[Matrix]:
+        moe = self.moe_layers
         layer = [
-            Matrix(m.rows, m.cols, m.count * self.layers, m.tensor_split, m.split_rows)
-            for m in self.layer_matrices()
+            Matrix(m.rows, m.cols, m.count * n, m.tensor_split, m.split_rows, m.expert)
+            for kind, n in ((0, self.layers - moe), (1, moe))
+            if n
+            for m in self.layer_matrices(self._first_of_kind(kind))
         ]
         return self.embedding_matrices() + layer + self.head_matrices()
 
+    def _first_of_kind(self, moe: int) -> int:
+        return next(i for i in range(self.layers) if self.is_moe(i) == bool(moe))
+
     @property
     def layer_parameters(self) -> int:
+        """Parameters of the first layer (of every layer, where all are alike)."""
         return sum(m.size for m in self.layer_matrices())
 
     @property
@@ -173,13 +232,21 @@ class Transformer:
 
     # --- FLOPs ---------------------------------------------------------------------------------
 
-    def _linear_weights_per_layer(self) -> int:
-        return sum(m.size for m in self.layer_matrices() if m.cols > 1)
+    def _linear_weights_per_token(self, index: int) -> float:
+        """Weights one token multiplies in layer `index`: only its routed experts in an MoE."""
+        attention = sum(m.size for m in self.attention_matrices() if m.cols > 1)
+        if self.is_moe(index):
+            return attention + ly.moe_linear_weights_per_token(
+                self.hidden, self.moe, self.gated_mlp
+            )
+        return attention + (3 if self.gated_mlp else 2) * self.hidden * self.ffn_hidden
 
-    def layer_forward_flops(self, seq: int, batch: int) -> float:
+    def layer_forward_flops(self, seq: int, batch: int, index: int = 0) -> float:
         """Matrix multiplies (2 FLOPs per multiply-add) plus attention scores and values."""
         tokens = seq * batch
-        linear = 2.0 * tokens * self._linear_weights_per_layer()
+        linear = 2.0 * tokens * self._linear_weights_per_token(index)
+        if self.mla is not None:
+            return linear + ly.latent_attention_flops(batch, seq, self.heads, self.mla)
         attention = 4.0 * batch * seq * seq * self.heads * self.head_dim  # QK^T and AV
         return linear + attention
 
@@ -197,17 +264,21 @@ class Transformer:
         sequence_parallel: bool = False,
         recompute: str = "none",
         accounting: Accounting = MEGATRON,
+        index: int = 0,
     ) -> float:
-        """Bytes one layer retains for backward on one GPU (tiersim.state.activations).
+        """Bytes layer `index` retains for backward on one GPU (tiersim.state.activations).
 
         Under `megatron` (Korthikanti et al. §4, 16-bit): replicated across tensor-parallel
         ranks (unless sequence parallel) the two norm inputs (4sbh), the attention and MLP
         inputs (2sbh each) and two dropout masks (sbh each) = 10sbh; split by t: Q (2sbh), K
         and V (2sb·kv each), the out-projection input (2sbh), the MLP's wide tensors (4sbf, or
         6sbf gated), and attention's 5as²b (softmax, mask, dropout). With f = 4h and kv = h
-        this is s·b·h·(10 + 24/t + 5as/(ht)).
+        this is s·b·h·(10 + 24/t + 5as/(ht)). Gemma's post-norms, q/k norms, latent attention
+        and MoE layers add or replace terms (tiersim.state.layers).
         """
-        kept = layer_bytes(self, seq, batch, accounting, tensor, sequence_parallel, recompute)
+        kept = layer_bytes(
+            self, seq, batch, accounting, tensor, sequence_parallel, recompute, index
+        )
         return self.activation_factor * kept
 
 
@@ -234,7 +305,12 @@ class GenericModel:
     def layer_parameters(self) -> int:
         return self.total_parameters // self.layers
 
-    def layer_matrices(self) -> list[Matrix]:
+    def is_moe(self, index: int) -> bool:
+        return False
+
+    is_moe_model = False
+
+    def layer_matrices(self, index: int = 0) -> list[Matrix]:
         return [Matrix(self.layer_parameters, 1)]
 
     def units(self) -> tuple[ModelUnit, ...]:
@@ -251,7 +327,7 @@ class GenericModel:
     def summary(self) -> dict[str, object]:
         return {"parameters": self.parameters, "layers": self.layers}
 
-    def layer_forward_flops(self, seq: int, batch: int) -> float:
+    def layer_forward_flops(self, seq: int, batch: int, index: int = 0) -> float:
         per_token = self.forward_flops_per_token_per_layer
         if per_token is None:
             per_token = 2.0 * self.total_parameters / self.layers
@@ -277,48 +353,6 @@ class GenericModel:
         else:
             kept = self.activation_bytes_per_layer or 0.0
         return self.activation_factor * kept / tensor
-
-
-class LayerShape(Protocol):
-    """What one layer's compute, activations and attention follow."""
-
-    @property
-    def attention_heads(self) -> int: ...
-
-    @property
-    def attention_width(self) -> int: ...
-
-    def layer_forward_flops(self, seq: int, batch: int) -> float: ...
-
-    def layer_activation_bytes(
-        self,
-        seq: int,
-        batch: int,
-        tensor: int,
-        sequence_parallel: bool,
-        recompute: str,
-        accounting: Accounting = MEGATRON,
-    ) -> float: ...
-
-
-class Model(LayerShape, Protocol):
-    """What the layers below the scenario use of a model, whichever kind it is: its units
-    (embedding, each layer, head) and the figures of the whole."""
-
-    layers: int
-    hidden: int | None
-    tied_embeddings: bool
-    vocab: int | None
-    activation_factor: float
-
-    @property
-    def parameters(self) -> int: ...
-
-    def units(self) -> tuple[ModelUnit, ...]: ...
-
-    def head_forward_flops(self, seq: int, batch: int) -> float: ...
-
-    def summary(self) -> dict[str, object]: ...
 
 
 def build_model(spec: ModelSpec) -> Model:

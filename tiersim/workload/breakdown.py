@@ -39,9 +39,15 @@ class StepBreakdown:
         return dict(vars(self))
 
 
+def _kernel_model(model) -> bool:
+    """Whether the kernel model times this model's units (not yet MoE or latent attention:
+    those are timed by FLOPs, tiersim.workload.work)."""
+    return isinstance(model, Transformer) and model.moe is None and model.mla is None
+
+
 def _kernel_totals(s: Scenario, model, units, stage: int) -> tuple[float, float]:
     """(GEMM, memory-bound) seconds of one micro-batch through the stage's units."""
-    if not isinstance(model, Transformer):  # no shapes: all of compute counted as GEMM
+    if not _kernel_model(model):  # no shapes, or none the kernels know: compute as GEMM
         return sum(u.forward_s + u.backward_s + u.recompute_s for u in units), 0.0
     first, last = stage == 0, stage == s.parallel.pipeline - 1
     per_unit = {
@@ -59,6 +65,7 @@ def _blocking_s(s: Scenario, units, dp_per_microbatch: bool) -> float:
     """The step's blocking collectives over the stage's units, each at its time alone."""
     m = s.training.grad_accumulation
     total = m * sum(alone_s(s, u.tp_forward) + alone_s(s, u.tp_backward) for u in units)
+    total += m * sum(alone_s(s, u.ep_forward) + alone_s(s, u.ep_backward) for u in units)
     for u in units:
         if not s.parallel.overlap_gradient_reduce:
             total += alone_s(s, u.dp_gradients) * (m if dp_per_microbatch else 1)
@@ -78,7 +85,7 @@ def step_breakdown(
     it, one micro-batch's point-to-point time on this stage)."""
     m = s.training.grad_accumulation
     gemm, memory = _kernel_totals(s, model, units, stage)
-    scale = kernels.overhead(s) if isinstance(model, Transformer) else 1.0
+    scale = kernels.overhead(s) if _kernel_model(model) else 1.0
     compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
     sm_share = max(0.0, compute - m * scale * (gemm + memory))
     idle, fill, p2p = pipeline_idle

@@ -30,7 +30,9 @@ from tiersim.hardware.collectives import (
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
 
-GROUPS = ("tensor", "data", "pipeline", "embedding")  # the parallel groups that communicate
+# the parallel groups that communicate; the ring groups set the network's rate (capacities)
+RING_GROUPS = ("tensor", "data", "pipeline", "expert", "expert_data")
+GROUPS = (*RING_GROUPS, "embedding")
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,8 @@ def _link(s: Scenario, group: str) -> tuple[GroupLink, int]:
         return p2p_link(s.hardware.network, par), 2
     if group == "embedding":
         return embedding_group_link(s.hardware.network, par), 2
-    size = {"tensor": par.tensor, "data": par.data}[group]
+    sizes = {"tensor": par.tensor, "data": par.data, "expert": par.expert}
+    size = sizes[group] if group in sizes else par.data // par.expert  # expert_data
     return group_link(s.hardware.network, size, rank_strides(par)[group]), size
 
 
@@ -103,7 +106,7 @@ def capacities(s: Scenario) -> dict[Network, float]:
     rate any of them reaches, NCCL driving one ring per NIC)."""
     net = s.hardware.network
     out = {NVLINK: net.intra_node_bandwidth, NETWORK: 0.0}
-    for group in ("tensor", "data", "pipeline"):
+    for group in RING_GROUPS:
         link, _ = _link(s, group)
         if link.kind == "network":
             out[NETWORK] = max(out[NETWORK], link.bandwidth)
@@ -116,7 +119,7 @@ def network_nics(s: Scenario) -> int:
     """NICs one GPU's rings drive at once on the network: the members per node of the group
     that sets the network's rate in `capacities` (1 where no group spans nodes)."""
     best = (0.0, 1)
-    for group in ("tensor", "data", "pipeline"):
+    for group in RING_GROUPS:
         link, _ = _link(s, group)
         if link.kind == "network":
             best = max(best, (link.bandwidth, link.per_node))

@@ -109,8 +109,8 @@ def fetch_units(s: Scenario, plan: OffloadPlan, layers: list, mats: list[Matrix]
     """The layer units as fetched: whole, or split into submodules (and tiles). Returns the
     units and the tiling applied (one entry per tiled operator of the first layer: every
     layer is the same)."""
-    if not layers:
-        return layers, ()
+    if not layers or any(u.params != layers[0].params for u in layers):
+        return layers, ()  # a split of unlike layers (dense and MoE, or parts) is not modelled
     gpu = s.hardware.tiers[s.hardware.gpu.memory]
     streamed = any(u.weights_full > u.homed["weights"] or u.dp_weights for u in layers) or (
         s.placement.weights != s.hardware.gpu.memory

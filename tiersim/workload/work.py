@@ -14,37 +14,38 @@ from dataclasses import dataclass
 
 from tiersim.config.framework import offload_plan
 from tiersim.config.schema import PRECISION_BYTES, Scenario
-from tiersim.state.classes import NAMES
 from tiersim.state.inventory import (
     Inventory,
     build_inventory,
     fsdp2_padded_values,
-    homes,
     layer_activation_bytes,
     master_bytes,
     outside_activation_bytes,
     raw_parameter_bytes,
-    shard_bytes,
+    shard_divisors,
     sharded_classes,
+    sharded_parameter_bytes,
     stage_layers,
     unit_matrices,
 )
-from tiersim.state.model import Transformer, build_model
-from tiersim.workload import kernels, pipeline
+from tiersim.state.model import build_model
+from tiersim.state.placement import expert_homes, experts_placed_apart
+from tiersim.workload import kernels
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
     Comm,
     capacities,
     comm,
     embedding_sync,
-    p2p_send_s,
     rest_tensor_comms,
     sm_share_s,
     tensor_comms,
 )
 from tiersim.workload.cpu_optimizer import cpu_update_s
+from tiersim.workload.experts import expert_comms, routed_flops_share
 from tiersim.workload.fetch import fetch_units
-from tiersim.workload.pipeline_steady import evaluate_steady
+from tiersim.workload.stage_times import bubble as stage_bubble
+from tiersim.workload.stage_times import chunks, compute_times
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,12 @@ class Unit:
     dp_gradients: Comm | None = None  # reduce-scatter or all-reduce of the unit's gradients
     dp_parameters: Comm | None = None  # all-gather of updated weights after the optimizer
     embedding_sync: Comm | None = None  # tied embeddings: first and last stage, before update
+    expert_weights_full: int = 0  # the routed experts' share of weights_full
+    expert_gradients_full: int = 0
+    ep_forward: Comm | None = None  # expert parallelism's all-to-alls, blocking, per micro-batch
+    ep_backward: Comm | None = None
+    home: Mapping[str, str] | None = None  # the unit's own home of each class (a layer's
+    # routed experts placed apart: placement.experts); None: the scenario's homes
 
 
 @dataclass(frozen=True)
@@ -89,41 +96,6 @@ class Workload:
     parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
 
 
-def _gpu_rate(s: Scenario) -> float:
-    peak = s.hardware.gpu.peak_flops[s.training.precision.compute_precision]
-    return peak * s.hardware.gpu.efficiency
-
-
-def _memory_bound_s(s: Scenario, model, bytes_moved: float) -> float:
-    hbm = s.hardware.tiers[s.hardware.gpu.memory]
-    return bytes_moved / min(hbm.read_bw, hbm.write_bw)
-
-
-def _compute_times(
-    s: Scenario, model, is_layer: bool, last_stage: bool, first_stage: bool = False
-) -> tuple[float, ...]:
-    """Forward, backward and recompute seconds of one unit for one micro-batch.
-
-    A transformer's kernels are timed one by one (`tiersim.workload.kernels`). A model known
-    only by its parameter count: its FLOPs at peak x efficiency, and each activation byte a
-    layer keeps moved once in forward and twice in backward at HBM bandwidth (its
-    memory-bound kernels); full recompute reruns the forward, selective has no attention to
-    rerun.
-    """
-    if isinstance(model, Transformer):
-        return kernels.unit_times(s, model, is_layer, first_stage, last_stage)
-    seq, mbs, t, rate = s.seq_len, s.training.micro_batch_size, s.parallel.tensor, _gpu_rate(s)
-    if not is_layer:
-        fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
-        return fwd, 2.0 * fwd, 0.0
-    kept = model.layer_activation_bytes(seq, mbs, t, s.parallel.sequence, "none")
-    elementwise = _memory_bound_s(s, model, kept)
-    fwd = model.layer_forward_flops(seq, mbs) / t / rate + elementwise
-    recompute = fwd if s.training.recompute == "full" else 0.0
-    bwd = 2.0 * model.layer_forward_flops(seq, mbs) / t / rate + 2.0 * elementwise
-    return fwd, bwd, recompute
-
-
 def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tuple[float, float]:
     """GPU: bound by HBM bandwidth over the bytes touched. CPU: workload/cpu_optimizer.py."""
     hw = s.hardware
@@ -133,11 +105,29 @@ def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tupl
 
 
 def _timed(s: Scenario, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:
-    """`_compute_times`, worked out once per (shape, is_layer) into `timed`."""
+    """`compute_times`, worked out once per (shape, is_layer) into `timed`."""
     key = (model, is_layer)
     if key not in timed:
-        timed[key] = _compute_times(s, model, is_layer, ends[1], ends[0])
+        timed[key] = compute_times(s, model, is_layer, ends[1], ends[0])
     return timed[key]
+
+
+def _homed(s: Scenario, mats, padded: int | None) -> tuple[dict[str, int], float, int, int]:
+    """Bytes homed per GPU of each per-parameter class (dense state sharded over the data-
+    parallel group, routed experts' over their expert-data-parallel part), the parameters the
+    optimizer updates here, and the routed experts' parameters and gradient bytes."""
+    shard = sharded_classes(s.parallel)
+    dense_div, expert_div = shard_divisors(s)
+    dense, experts = [m for m in mats if not m.expert], [m for m in mats if m.expert]
+    padded = padded if not experts else None  # FSDP2's padding is known for dense models
+    dense_b = sharded_parameter_bytes(s, dense, shard, dense_div, padded)
+    expert_b = sharded_parameter_bytes(s, experts, shard, expert_div)
+    homed = {c: dense_b[c] + expert_b[c] for c in dense_b}
+    p_dense, p_experts = sum(m.size for m in dense), sum(m.size for m in experts)
+    updated = float(p_dense + p_experts)
+    if shard["optimizer"]:
+        updated = p_dense / dense_div + p_experts / expert_div
+    return homed, updated, p_experts, raw_parameter_bytes(s, experts)["gradients"]
 
 
 def _unit(
@@ -148,21 +138,21 @@ def _unit(
     is_layer: bool,
     ends: tuple[bool, bool],
     acts: int,
+    comms: Mapping[str, Comm] | None = None,
+    part: bool = False,
     timed: dict | None = None,
 ) -> Unit:
-    """One unit; `timed`: compute times already worked out, by (shape, is_layer) (a stage's
-    layers mostly share one shape, and timing one means timing every kernel)."""
-    prec, d = s.training.precision, s.parallel.data
-    shard = sharded_classes(s.parallel)
+    """One unit; `part`: `mats` are a part of a layer's tensors (FSDP2 pads the whole);
+    `timed`: compute times by (shape, is_layer), worked out once (timing means every kernel)."""
+    prec = s.training.precision
     params = sum(m.size for m in mats)
-    full = raw_parameter_bytes(s, mats)
-    padded = fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
-    homed = {c: shard_bytes(b, params, d, padded) if shard[c] else b for c, b in full.items()}
-    w_full = params * PRECISION_BYTES[prec.compute_precision]  # the copy compute uses
-    g_full = full["gradients"]
-    if s.training.framework == "fsdp":  # autograd's gradient, reduce-scattered, is in
-        g_full = params * PRECISION_BYTES[prec.compute_precision]  # param_dtype (FSDP2)
-    updated = params / d if shard["optimizer"] else float(params)
+    padded = None if part else fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
+    homed, updated, expert_params, expert_g = _homed(s, mats, padded)
+    compute_bytes = PRECISION_BYTES[prec.compute_precision]
+    w_full = params * compute_bytes  # the copy compute uses
+    g_full = raw_parameter_bytes(s, mats)["gradients"]
+    if s.training.framework == "fsdp":  # autograd's gradient, reduce-scattered: param_dtype
+        g_full, expert_g = params * compute_bytes, expert_params * compute_bytes
     master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
@@ -186,7 +176,35 @@ def _unit(
         rec,
         gpu_opt if params else 0.0,
         cpu_opt if params else 0.0,
+        expert_weights_full=expert_params * compute_bytes,
+        expert_gradients_full=expert_g,
+        **(comms or {}),
     )
+
+
+def _layer_units(s: Scenario, model, index: int, shape, mats, ends, timed: dict) -> list[Unit]:
+    """Layer `index` as one unit; or, where its routed experts' state has homes of its own
+    (placement.experts), as two in a row: the rest of the layer (attention, router, shared
+    experts, norms; its activations and tensor-parallel collectives) and the routed experts
+    (their all-to-alls, homed apart), the layer's times divided by the experts' FLOP share."""
+    acts = math.ceil(layer_activation_bytes(s, shape))
+    comms = expert_comms(s, model, index)
+    whole = _unit(s, shape, f"L{index}", mats, True, ends, acts, comms, timed=timed)
+    routed = [m for m in mats if m.expert]
+    if not routed or not experts_placed_apart(s.placement, s.hardware):
+        return [whole]
+    dense = [m for m in mats if not m.expert]
+    rest = _unit(s, shape, f"L{index}", dense, True, ends, acts, part=True)
+    experts = _unit(s, shape, f"L{index}.experts", routed, True, ends, 0, comms, part=True)
+    share = routed_flops_share(s, shape)
+    times = ("forward_s", "backward_s", "recompute_s")
+    rest = dataclasses.replace(rest, **{t: getattr(whole, t) * (1 - share) for t in times})
+    experts = dataclasses.replace(
+        experts,
+        home=expert_homes(s.placement, s.hardware),
+        **{t: getattr(whole, t) * share for t in times},
+    )
+    return [rest, experts]
 
 
 def _data_comms(s: Scenario, unit: Unit) -> dict[str, Comm | None]:
@@ -194,88 +212,37 @@ def _data_comms(s: Scenario, unit: Unit) -> dict[str, Comm | None]:
     all-gathered before every use; sharded gradients reduce-scattered every micro-batch;
     otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
     all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
-    after the update."""
+    after the update. Routed experts do the same over their expert-data-parallel group."""
     shard = sharded_classes(s.parallel)
     if s.parallel.data == 1 or unit.params == 0:
         return {}
+    sharded_update = shard["optimizer"] or shard["master"]
+    gradient_op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
     out: dict[str, Comm | None] = {}
     if shard["weights"]:
-        out["dp_weights"] = comm(s, "dp weights", "data", "all_gather", unit.weights_full)
-    sharded_update = shard["optimizer"] or shard["master"]
-    op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
-    out["dp_gradients"] = comm(s, "dp gradients", "data", op, unit.gradients_full)
+        out["dp_weights"] = _dense_and_experts(s, "dp weights", "all_gather", unit, "weights")
+    out["dp_gradients"] = _dense_and_experts(s, "dp gradients", gradient_op, unit, "gradients")
     if not shard["weights"] and sharded_update:
-        out["dp_parameters"] = comm(s, "dp parameters", "data", "all_gather", unit.weights_full)
+        out["dp_parameters"] = _dense_and_experts(s, "dp parameters", "all_gather", unit, "weights")
     return out
 
 
-def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
-    return 0.0 if c is None else c.latency_s + c.nbytes / cap[c.resource]
-
-
-def _rest_times(s: Scenario, model, hidden: int | None, stage: int, cap: dict) -> tuple:
-    """Forward and backward seconds of one stage's rest unit for one micro-batch: the output
-    head on the last stage, the tensor-parallel embedding and head collectives."""
-    fwd, bwd, _ = _compute_times(s, model, False, stage == s.parallel.pipeline - 1, stage == 0)
-    tp_f, tp_b, hidden_c = rest_tensor_comms(s, hidden, stage)
-    bwd += sm_share_s(s, hidden_c)
-    return fwd + _alone_s(tp_f, cap), bwd + _alone_s(tp_b, cap)
-
-
-def _stage_chunk_times(s: Scenario, model, layers: list[Unit], cap: dict, hidden) -> tuple:
-    """Forward and backward seconds of one micro-batch through each (stage, chunk): stages
-    hold identical layers; the embedding joins stage 0's first chunk, the output head the
-    last stage's last chunk (Megatron's placement), so the last stage runs longest."""
-    par = s.parallel
-    p, v = par.pipeline, par.virtual_pipeline
-    f = sum(u.forward_s + _alone_s(u.tp_forward, cap) for u in layers) / v
-    b = sum(u.backward_s + u.recompute_s + _alone_s(u.tp_backward, cap) for u in layers) / v
-    fwd = [[f] * v for _ in range(p)]
-    bwd = [[b] * v for _ in range(p)]
-    for stage, chunk in ((0, 0), (p - 1, v - 1)):
-        rest_f, rest_b = _rest_times(s, model, hidden, stage, cap)
-        fwd[stage][chunk] += rest_f
-        bwd[stage][chunk] += rest_b
-    return fwd, bwd
-
-
-def _bubble(
-    s: Scenario, model, units: list[Unit], cap: dict, hidden: int | None, stage: int
-) -> tuple:
-    """Pipeline idle time per step of the simulated stage, the part of it after the stage's
-    last backward, and the uniform pipeline's fill and drain within it: the all-stage
-    schedule's step time minus this stage's own work (fill, drain, the point-to-point
-    exchanges, waiting on the last stage's output head); after its last backward a stage
-    waits only for the pipeline's end (stage 0: not at all). Megatron's exchange with the
-    next stage blocks both (batched send and receive, then wait): each forward and each
-    backward of a chunk carries one transfer's time."""
-    par, m = s.parallel, s.training.grad_accumulation
-    if par.pipeline == 1:
-        return 0.0, 0.0, 0.0, 0.0
-    p2p = p2p_send_s(s, hidden)
-    fwd, bwd = _stage_chunk_times(s, model, units[:-1], cap, hidden)
-    fwd = [[x + p2p for x in row] for row in fwd]
-    bwd = [[x + p2p for x in row] for row in bwd]
-    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd)
-    own = timing.busy_s[stage] - 2.0 * p2p * m * par.virtual_pipeline
-    idle = max(0.0, timing.step_s - own)
-    mean = (sum(fwd[stage]) + sum(bwd[stage])) / par.virtual_pipeline
-    fill = pipeline.bubble_s(par.pipeline, mean, 0.0)
-    after = min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
-    return idle, after, fill, 2.0 * p2p * par.virtual_pipeline
-
-
-def _chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[int, ...], ...]:
-    """Layers split evenly into `virtual` chunks; the stage's rest unit (index n_layers) opens
-    the first chunk where it is only the embedding (stage 0 of a pipeline), else closes the
-    last (the output head, after the layers)."""
-    per = n_layers // virtual
-    chunks = [list(range(c * per, (c + 1) * per)) for c in range(virtual)]
-    if embedding_first:
-        chunks[0].insert(0, n_layers)
-    else:
-        chunks[-1].append(n_layers)
-    return tuple(tuple(c) for c in chunks)
+def _dense_and_experts(s: Scenario, name: str, op, unit: Unit, cls: str) -> Comm | None:
+    """One collective of the unit's dense tensors over the data-parallel group and one of its
+    routed experts over theirs, as one flow (on the slower channel where they differ)."""
+    full = unit.weights_full if cls == "weights" else unit.gradients_full
+    experts = unit.expert_weights_full if cls == "weights" else unit.expert_gradients_full
+    if s.parallel.expert == 1:  # the experts' data-parallel group is the data-parallel group
+        return comm(s, name, "data", op, full)
+    dense = comm(s, name, "data", op, full - experts) if full - experts else None
+    routed = None
+    if experts and s.parallel.data // s.parallel.expert > 1:
+        routed = comm(s, name, "expert_data", op, experts)
+    if dense is None or routed is None:
+        return dense or routed
+    resource = max(dense.resource, routed.resource, key=lambda r: r.channel == "network")
+    latency = dense.latency_s + routed.latency_s
+    return Comm(name, dense.nbytes + routed.nbytes, latency, resource, "data")
 
 
 def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
@@ -283,31 +250,35 @@ def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
     was checked against max_layer_passes), then the rest (embedding, head); and the first
     unit's parameter tensors (what DeepSpeed's submodule fetch splits)."""
     par = s.parallel
-    groups = unit_matrices(model, stage, par.pipeline, par.tensor)
+    groups = unit_matrices(model, stage, par.pipeline, par.tensor, par.expert)
     ends = (stage == 0, stage == par.pipeline - 1)
     layers = [
-        (f"L{u.first + i}", u.shape)
+        (u.first + i, u.shape)
         for u in stage_layers(model, stage, par.pipeline)
         for i in range(u.count)
     ]
     timed: dict = {}
     units = [
-        _unit(s, shape, name, mats, True, ends, math.ceil(layer_activation_bytes(s, shape)), timed)
-        for (name, shape), mats in zip(layers, groups[:-1], strict=True)
+        part
+        for (index, shape), mats in zip(layers, groups[:-1], strict=True)
+        for part in _layer_units(s, model, index, shape, mats, ends, timed)
     ]
     outside = math.ceil(outside_activation_bytes(s, model, stage))
     units.append(_unit(s, model, "rest", groups[-1], False, ends, outside))
     tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, model.hidden)
     rest_f, rest_b, rest_hidden = rest_tensor_comms(s, model.hidden, stage)
+    experts_part = [u.home is not None for u in units[:-1]]  # no tensor collectives of its own
     return [
-        dataclasses.replace(
+        dataclasses.replace(u, **_data_comms(s, u))
+        if apart
+        else dataclasses.replace(
             u,
             **_data_comms(s, u),
             tp_forward=tp_fwd,
             tp_backward=tp_bwd,
             backward_s=u.backward_s + sm_share_s(s, tp_hidden),
         )
-        for u in units[:-1]
+        for u, apart in zip(units[:-1], experts_part, strict=True)
     ] + [
         dataclasses.replace(
             units[-1],
@@ -329,15 +300,16 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
     hidden = model.hidden
     cap = capacities(s)
     every_mb = sharded_classes(s.parallel)["gradients"] and par.data > 1
-    gpu = s.hardware.gpu.memory
-    home_of = homes(s.placement, s.hardware)
-    resident = sum(inv.per_gpu[c] for c in NAMES if c != "activations" and home_of[c] == gpu)
+    held = inv.tiers[s.hardware.gpu.memory].classes  # each class's part homed in GPU memory
+    resident = sum(n for c, n in held.items() if c != "activations")
     besides = resident - inv.per_gpu["workspace"]  # what the tiles share GPU memory with
     layers, tiling = fetch_units(s, offload_plan(s), units[:-1], first_mats, besides)
     parts = len(layers) // max(1, len(units) - 1)
     whole = units  # one unit a layer: the kernels' prices are by layer (workload.breakdown)
     units = [*layers, units[-1]]
-    bubble, after, fill, p2p = _bubble(s, model, units, cap, hidden, inv.stage)
+    bubble, after, fill, p2p = stage_bubble(
+        s, model, units, cap, hidden, inv.stage, lambda k: _stage_units(s, model, k)[0]
+    )
     tokens = s.seq_len * s.training.micro_batch_size * s.training.grad_accumulation * par.data
     return Workload(
         units=tuple(units),
@@ -345,7 +317,7 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
         tokens_per_step=tokens,
         hbm_resident=resident,
         stage=inv.stage,
-        chunks=_chunks(len(units) - 1, par.virtual_pipeline, inv.stage == 0 < par.pipeline - 1),
+        chunks=chunks(len(units) - 1, par.virtual_pipeline, inv.stage == 0 < par.pipeline - 1),
         gradients_every_microbatch=every_mb,
         bubble_s=bubble,
         bubble_after_s=after,

@@ -1,0 +1,123 @@
+"""The inventory for people: each class's bytes (dense, per GPU, the routed experts' part),
+where it lives, the largest activation tensors, each tier's fit.
+
+Reads only the scenario and the inventory, never the engine.
+"""
+
+from __future__ import annotations
+
+from tiersim.config.schema import Scenario
+from tiersim.core.units import fmt_bytes, fmt_count
+from tiersim.report.table import render
+from tiersim.state.activations import accounting_for
+from tiersim.state.classes import NAMES, zero_sharded
+from tiersim.state.inventory import Inventory, activation_items
+from tiersim.state.placement import expert_homes, homes
+
+
+def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]]:
+    """One row per class: dense, per GPU (for an MoE model, also its two parts: the routed
+    experts' state and the rest), sharded, home."""
+    home_of = homes(s.placement, s.hardware)
+    expert_home, experts = expert_homes(s.placement, s.hardware), inv.experts_per_gpu
+
+    def split(cls: str | None) -> list[str]:
+        if experts is None:
+            return []
+        whole = inv.per_gpu.total if cls is None else inv.per_gpu[cls]
+        routed = experts.total if cls is None else experts[cls]
+        return [fmt_bytes(whole - routed), fmt_bytes(routed)]
+
+    rows = [
+        [
+            cls,
+            fmt_bytes(inv.dense[cls]),
+            fmt_bytes(inv.per_gpu[cls]),
+            *split(cls),
+            "yes" if inv.sharded.get(cls) else "no",
+            home_of[cls]
+            + (f" (experts: {expert_home[cls]})" if expert_home[cls] != home_of[cls] else ""),
+        ]
+        for cls in NAMES
+    ]
+    rows.append(["total", fmt_bytes(inv.dense.total), fmt_bytes(inv.per_gpu.total)])
+    rows[-1] += [*split(None), "", ""]
+    parts = ["per GPU: other", "per GPU: experts"] if experts is not None else []
+    return ["class", "dense", "per GPU", *parts, "sharded", "home"], rows
+
+
+def inventory_tables(s: Scenario, inv: Inventory) -> str:
+    columns, rows = _class_rows(s, inv)
+    par = s.parallel
+    head = (
+        f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}); "
+        f"per GPU = stage {inv.stage} of pipeline {par.pipeline}, tensor {par.tensor}, "
+        f"data {par.data}{_experts(s)}, {_sharding(s, inv)}; {inv.inflight_microbatches:g} "
+        f"{'micro-batch' if inv.inflight_microbatches == 1 else 'micro-batches'} in flight"
+    )
+    classes = render(columns, rows, head)
+    tier_rows = [
+        [
+            name,
+            fmt_bytes(u.resident_bytes),
+            fmt_bytes(u.capacity_bytes),
+            f"{100 * u.resident_bytes / u.capacity_bytes:.1f} %",
+            "yes" if u.fits else "NO",
+        ]
+        for name, u in inv.tiers.items()
+    ]
+    tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
+    acts = _activation_table(s, inv)
+    notes = [
+        "Resident state only: `tiersim run` adds what the step holds at its peak (prefetched "
+        "weights, staging, offloaded activations, checkpoint versions) and says whether that fits."
+    ]
+    if s.model.parameters is not None and s.model.activation_bytes_per_layer is None:
+        notes.append(
+            "Activations are 0 B: a generic model ('parameters') has no dimensions to derive "
+            "them from; give model.activation_bytes_per_layer."
+        )
+    return f"{classes}\n\n{acts}{tiers}\n\n" + "\n".join(notes)
+
+
+def _activation_table(s: Scenario, inv: Inventory, top: int = 6) -> str:
+    """The largest activation tensors per GPU (all of them: `inventory --format json`)."""
+    items = activation_items(s, inv)
+    total = sum(i.per_gpu_bytes for i in items)
+    if not total:
+        return ""
+    rows = [
+        [i.name, i.group, fmt_bytes(i.per_gpu_bytes), _pct(i.per_gpu_bytes, total)]
+        for i in items[:top]
+    ]
+    acc = accounting_for(s)
+    head = (
+        f"activations per GPU, largest of {len(items)} tensor kinds ({acc.implementation}, "
+        f"{acc.kernel} attention, dropout {acc.attention_dropout:g} / {acc.hidden_dropout:g}, "
+        f"{acc.compute_bytes} B values)"
+    )
+    return render(["tensor", "group", "per GPU", "share"], rows, head) + "\n\n"
+
+
+def _experts(s: Scenario) -> str:
+    """', expert 8 (8 of 64 routed experts per GPU)' under expert parallelism."""
+    e, experts = s.parallel.expert, s.model.experts
+    if experts is None:
+        return ""
+    routed = f"{experts // e} of {experts} routed experts per GPU"
+    return f", expert {e} ({routed})" if e > 1 else f" ({routed})"
+
+
+def _sharding(s: Scenario, inv: Inventory) -> str:
+    """'ZeRO 2', or with per-class overrides what is sharded in fact: 'ZeRO 0 + weights'."""
+    stage = s.parallel.zero_stage
+    by_stage = set(zero_sharded(stage))
+    actual = {c for c, on in inv.sharded.items() if on}
+    if actual == by_stage:
+        return f"ZeRO {stage}"
+    added, dropped = sorted(actual - by_stage), sorted(by_stage - actual)
+    return f"ZeRO {stage}" + "".join(f" + {c}" for c in added) + "".join(f" - {c}" for c in dropped)
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f} %" if whole > 0 else "-"

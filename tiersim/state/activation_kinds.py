@@ -1,0 +1,62 @@
+"""The vocabulary of activation accounting (tiersim/state/activations.py): the groups a kept
+tensor is reported under, the implementations and kernels, what decides the bytes
+(`Accounting`) and one kept tensor (`Item`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUPS = (
+    "norms",
+    "attention_inputs",
+    "attention_core",
+    "mlp",
+    "dropout_masks",
+    "embeddings",
+    "logits_and_loss",
+    "layer_inputs",  # all a layer keeps under full recompute
+)
+IMPLEMENTATIONS = ("megatron", "huggingface")
+KERNELS = ("eager", "sdpa", "flash")
+DEFAULT_KERNEL = {"megatron": "eager", "huggingface": "sdpa"}
+MEGATRON_DROPOUT = 0.1  # Megatron-LM's --attention-dropout and --hidden-dropout defaults
+DEVICE_TERMS = (  # what a GPU keeps differently from a CPU (measure says so)
+    "dropout masks: 1-byte bool on CUDA, the model's dtype on CPU",
+    "LayerNorm mean and 1/sigma: fp32 on CUDA, the model's dtype on CPU",
+    "SDPA with dropout: flash (bf16/fp16) or memory-efficient (fp32) kernel on CUDA, keeping no "
+    "s x s tensor; the math path on CPU keeps fp32 scores, mask and dropped probabilities",
+)
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """What decides the bytes: the modelling code, the kernel, dropout, precision, device."""
+
+    implementation: str = "megatron"
+    kernel: str = "eager"
+    attention_dropout: float = MEGATRON_DROPOUT
+    hidden_dropout: float = MEGATRON_DROPOUT
+    compute_bytes: int = 2  # bytes per element of the compute copy (4 fp32, 2 bf16)
+    device: str = "cuda"
+
+    def __post_init__(self) -> None:
+        if self.implementation not in IMPLEMENTATIONS:
+            raise ValueError(f"implementation(={self.implementation!r}) not in {IMPLEMENTATIONS}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel(={self.kernel!r}) not in {KERNELS}")
+        if self.device not in ("cuda", "cpu"):
+            raise ValueError(f"device(={self.device!r}) must be 'cuda' or 'cpu'")
+
+
+MEGATRON = Accounting()
+
+
+@dataclass(frozen=True)
+class Item:
+    """One kept tensor (or a few of one kind): bytes for the whole tensor-parallel group."""
+
+    group: str
+    name: str
+    nbytes: float
+    split: bool  # divided over tensor parallelism (else replicated unless sequence parallel)
+    scores: bool = False  # an s×s term, recomputed under selective recompute

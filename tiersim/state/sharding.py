@@ -1,0 +1,92 @@
+"""Bytes per value of each per-parameter class and their data-parallel shards: the master
+copy's presence, the optimizer's values (Adafactor factored), which classes ZeRO shards,
+FSDP2's padded rows, the dense and routed-expert divisors."""
+
+from __future__ import annotations
+
+import math
+
+from tiersim.config.schema import PRECISION_BYTES, Parallel, Precision, Scenario
+from tiersim.state.classes import OPTIMIZER_BY_NAME, PER_PARAMETER, SHARDABLE, zero_sharded
+from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
+from tiersim.state.model import Matrix, Model, Transformer
+
+
+def master_bytes(prec: Precision) -> int:
+    """A separate master copy is absent when configured off or when weights are fp32 already."""
+    if prec.master == "none" or prec.weights in ("fp32", "tf32"):
+        return 0
+    return PRECISION_BYTES[prec.master]
+
+
+def raw_parameter_bytes(s: Scenario, mats: list[Matrix]) -> dict[str, int]:
+    """Bytes of each per-parameter class for these tensors, before sharding."""
+    prec = s.training.precision.model_dump()
+    params = sum(m.size for m in mats)
+    per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}
+    per_value["master"] = master_bytes(s.training.precision)
+    values = {c: params for c in PER_PARAMETER}
+    values["optimizer"] = optimizer_values(s.training.optimizer, mats)
+    return {c: values[c] * per_value[c] for c in PER_PARAMETER}
+
+
+def optimizer_values(optimizer: str, matrices: list[Matrix]) -> int:
+    """Optimizer state values for these tensors (Adafactor keeps row + column statistics)."""
+    per_parameter = OPTIMIZER_BY_NAME[optimizer].values_per_parameter
+    if per_parameter is None:  # factored (Adafactor)
+        return sum((m.rows + m.cols if m.cols > 1 else m.rows) * m.count for m in matrices)
+    return per_parameter * sum(m.size for m in matrices)
+
+
+def sharded_classes(parallel: Parallel) -> dict[str, bool]:
+    """Whether each shardable class is sharded: as the ZeRO stage says, or as `shard` sets."""
+    by_stage = zero_sharded(parallel.zero_stage)
+    overrides = parallel.shard.model_dump()
+    out = {}
+    for cls in SHARDABLE:
+        override = overrides[cls]
+        out[cls] = (cls in by_stage) if override is None else override
+    return out
+
+
+def fsdp2_padded_values(s: Scenario, model: Model, unit: str = "model") -> int | None:
+    """Values per class one GPU stores under FSDP2 (rank 0, the largest) for the whole model,
+    one `layer` or the `rest`: every parameter padded to ceil(d0 / data) rows (state/fsdp.py);
+    None where that rule is not applied (no `framework: fsdp`, a generic model, tensor or
+    pipeline parallelism)."""
+    par = s.parallel
+    if s.training.framework != "fsdp" or not isinstance(model, Transformer):
+        return None
+    if par.tensor > 1 or par.pipeline > 1:
+        return None
+    shapes = {"model": model_shapes, "layer": layer_shapes, "rest": rest_shapes}[unit](model)
+    return padded_values(shapes, par.data)
+
+
+def shard_bytes(raw: int, params: int, data: int, padded: int | None) -> int:
+    """One GPU's share: FSDP2's padded rows where known and the class is per value, else the
+    flat total divided and rounded up (ZeRO pads partitions to equal size)."""
+    if padded is not None and params and raw % params == 0:
+        return raw // params * padded
+    return math.ceil(raw / data)
+
+
+def shard_divisors(s: Scenario) -> tuple[int, int]:
+    """Ranks dense and routed-expert state is ZeRO-sharded over: the data-parallel group, and
+    its expert-data-parallel part (the ranks holding the same experts: data / expert)."""
+    return s.parallel.data, s.parallel.data // s.parallel.expert
+
+
+def sharded_parameter_bytes(
+    s: Scenario,
+    mats: list[Matrix],
+    shards: dict[str, bool],
+    divisor: int,
+    padded: int | None = None,
+) -> dict[str, int]:
+    """Bytes per per-parameter class of these tensors, the sharded classes over `divisor`."""
+    raw = raw_parameter_bytes(s, mats)
+    params = sum(m.size for m in mats)
+    return {
+        k: shard_bytes(v, params, divisor, padded) if shards.get(k) else v for k, v in raw.items()
+    }

@@ -1,0 +1,145 @@
+"""One unit's compute times and the pipeline's schedule around the simulated stage: forward,
+backward and recompute seconds of a unit for one micro-batch, each stage's chunk times (from
+its own layers where the model's differ), the bubble and the chunks of interleaving.
+"""
+
+from __future__ import annotations
+
+from tiersim.config.schema import Scenario
+from tiersim.state.model import LayerView, Transformer
+from tiersim.workload import kernels, pipeline
+from tiersim.workload.comms import Comm, p2p_send_s, rest_tensor_comms, sm_share_s
+from tiersim.workload.pipeline_steady import evaluate_steady
+
+
+def _gpu_rate(s: Scenario) -> float:
+    peak = s.hardware.gpu.peak_flops[s.training.precision.compute_precision]
+    return peak * s.hardware.gpu.efficiency
+
+
+def _memory_bound_s(s: Scenario, model, bytes_moved: float) -> float:
+    hbm = s.hardware.tiers[s.hardware.gpu.memory]
+    return bytes_moved / min(hbm.read_bw, hbm.write_bw)
+
+
+def compute_times(
+    s: Scenario, model, is_layer: bool, last_stage: bool, first_stage: bool = False
+) -> tuple[float, ...]:
+    """Forward, backward and recompute seconds of one unit for one micro-batch.
+
+    A transformer's kernels are timed one by one (`tiersim.workload.kernels`). A model known
+    only by its parameter count: its FLOPs at peak x efficiency, and each activation byte a
+    layer keeps moved once in forward and twice in backward at HBM bandwidth (its
+    memory-bound kernels); full recompute reruns the forward, selective has no attention to
+    rerun. Layers the kernel model does not know yet (MoE, latent attention; a `LayerView`
+    of a model whose layers differ) are timed the second way, by their own FLOPs and bytes,
+    selective recompute rerunning QK^T, softmax and AV.
+    """
+    plain = isinstance(model, Transformer) and model.moe is None and model.mla is None
+    if plain:
+        return kernels.unit_times(s, model, is_layer, first_stage, last_stage)
+    seq, mbs, t, rate = s.seq_len, s.training.micro_batch_size, s.parallel.tensor, _gpu_rate(s)
+    if not is_layer:
+        fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
+        return fwd, 2.0 * fwd, 0.0
+    kept = model.layer_activation_bytes(seq, mbs, t, s.parallel.sequence, "none")
+    elementwise = _memory_bound_s(s, model, kept)
+    fwd = model.layer_forward_flops(seq, mbs) / t / rate + elementwise
+    recompute = fwd if s.training.recompute == "full" else 0.0
+    if s.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
+        scores = 5.0 * model.attention_heads * seq * seq * mbs / t  # softmax, mask, dropout
+        recompute = 4.0 * mbs * seq * seq * model.attention_width / t / rate
+        recompute += _memory_bound_s(s, model, scores)
+    bwd = 2.0 * model.layer_forward_flops(seq, mbs) / t / rate + 2.0 * elementwise
+    return fwd, bwd, recompute
+
+
+def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
+    return 0.0 if c is None else c.latency_s + c.nbytes / cap[c.resource]
+
+
+def _rest_times(s: Scenario, model, hidden: int | None, stage: int, cap: dict) -> tuple:
+    """Forward and backward seconds of one stage's rest unit for one micro-batch: the output
+    head on the last stage, the tensor-parallel embedding and head collectives."""
+    fwd, bwd, _ = compute_times(s, model, False, stage == s.parallel.pipeline - 1, stage == 0)
+    tp_f, tp_b, hidden_c = rest_tensor_comms(s, hidden, stage)
+    bwd += sm_share_s(s, hidden_c)
+    return fwd + _alone_s(tp_f, cap), bwd + _alone_s(tp_b, cap)
+
+
+def _stage_chunk_times(s: Scenario, model, stage_layers: list[list], cap: dict, hidden) -> tuple:
+    """Forward and backward seconds of one micro-batch through each (stage, chunk), from each
+    stage's own layers (`stage_layers[k]`: alike where the model's layers are, else a
+    DeepSeek's first dense layers make its first stage unlike the rest); the embedding joins
+    stage 0's first chunk, the output head the last stage's last chunk (Megatron's placement)."""
+    par = s.parallel
+    p, v = par.pipeline, par.virtual_pipeline
+    fwd, bwd = [], []
+    for layers in stage_layers:
+        f = sum(
+            u.forward_s + _alone_s(u.tp_forward, cap) + _alone_s(u.ep_forward, cap) for u in layers
+        )
+        b = sum(
+            u.backward_s
+            + u.recompute_s
+            + _alone_s(u.tp_backward, cap)
+            + _alone_s(u.ep_backward, cap)
+            for u in layers
+        )
+        fwd.append([f / v] * v)
+        bwd.append([b / v] * v)
+    for stage, chunk in ((0, 0), (p - 1, v - 1)):
+        rest_f, rest_b = _rest_times(s, model, hidden, stage, cap)
+        fwd[stage][chunk] += rest_f
+        bwd[stage][chunk] += rest_b
+    return fwd, bwd
+
+
+def _each_stage_layers(s: Scenario, model, units: list, stage: int, stage_units) -> list[list]:
+    """The layer units of every pipeline stage: the simulated stage's for all where layers are
+    alike, else each stage's own (`stage_units(k)`: stage k's, built as the simulated one's)."""
+    p = s.parallel.pipeline
+    if not model.is_moe_model:
+        return [units[:-1]] * p
+    return [units[:-1] if k == stage else stage_units(k)[:-1] for k in range(p)]
+
+
+def bubble(
+    s: Scenario, model, units: list, cap: dict, hidden: int | None, stage: int, stage_units
+) -> tuple:
+    """Pipeline idle time per step of the simulated stage, the part of it after the stage's
+    last backward, and the uniform pipeline's fill and drain within it: the all-stage
+    schedule's step time minus this stage's own work (fill, drain, the point-to-point
+    exchanges, waiting on the last stage's output head); after its last backward a stage
+    waits only for the pipeline's end (stage 0: not at all). Megatron's exchange with the
+    next stage blocks both (batched send and receive, then wait): each forward and each
+    backward of a chunk carries one transfer's time."""
+    par, m = s.parallel, s.training.grad_accumulation
+    if par.pipeline == 1:
+        return 0.0, 0.0, 0.0, 0.0
+    p2p = p2p_send_s(s, hidden)
+    fwd, bwd = _stage_chunk_times(
+        s, model, _each_stage_layers(s, model, units, stage, stage_units), cap, hidden
+    )
+    fwd = [[x + p2p for x in row] for row in fwd]
+    bwd = [[x + p2p for x in row] for row in bwd]
+    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd)
+    own = timing.busy_s[stage] - 2.0 * p2p * m * par.virtual_pipeline
+    idle = max(0.0, timing.step_s - own)
+    mean = (sum(fwd[stage]) + sum(bwd[stage])) / par.virtual_pipeline
+    fill = pipeline.bubble_s(par.pipeline, mean, 0.0)
+    after = min(idle, max(0.0, timing.step_s - timing.finish_s[stage]))
+    return idle, after, fill, 2.0 * p2p * par.virtual_pipeline
+
+
+def chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[int, ...], ...]:
+    """Layers split evenly into `virtual` chunks; the stage's rest unit (index n_layers) opens
+    the first chunk where it is only the embedding (stage 0 of a pipeline), else closes the
+    last (the output head, after the layers)."""
+    per = n_layers // virtual
+    chunks = [list(range(c * per, (c + 1) * per)) for c in range(virtual)]
+    if embedding_first:
+        chunks[0].insert(0, n_layers)
+    else:
+        chunks[-1].append(n_layers)
+    return tuple(tuple(c) for c in chunks)
