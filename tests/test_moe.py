@@ -12,6 +12,8 @@ from conftest import SCENARIOS, inventory
 from engine_helpers import merge, scenario
 
 from tiersim.engine.simulate import simulate
+from tiersim.state.activations import Accounting
+from tiersim.state.activations_moe import hf_moe_mlp
 from tiersim.state.model import build_model
 from tiersim.workload.comms import p2p_send_s
 from tiersim.workload.work import build_workload
@@ -259,6 +261,9 @@ def test_an_hf_mixtral_moe_block_measured_and_its_difference_explained():
         + 6 * T * 128
     )  # the dense layer's MLP (f = 128) out, the MoE block in
     assert moe_part == counted
+    # the huggingface accounting (tiersim/state/activations_moe.py) counts every term
+    hf = hf_moe_mlp(predicted, s, b, Accounting("huggingface", "sdpa", 0.0, 0.0, 2, "cpu"))
+    assert sum(i.nbytes for i in hf) == mlp_input + counted + not_counted
 
 
 def test_a_pipeline_of_unlike_stages_waits_on_the_other_stages_own_layers():

@@ -6,7 +6,7 @@ the first only."""
 from __future__ import annotations
 
 from tiersim.config.schema import Scenario
-from tiersim.config.variants import given_variants
+from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
 from tiersim.core.errors import Problem
 from tiersim.state.classes import PLACED
 
@@ -180,14 +180,18 @@ def _link_pair_problems(s: Scenario) -> list[Problem]:
 
 
 def _implementation_problems(s: Scenario) -> list[Problem]:
-    """The huggingface accounting measured GPT-2- and Llama-style layers only."""
+    """The huggingface accounting measured GPT-2- and Llama-style layers and Mixtral's MoE."""
     variants = [k for k in given_variants(s.model) if not k.startswith("sliding_window")]
+    variants = [k for k in variants if k not in MIXTRAL_VARIANTS]
+    if s.model.experts is not None and s.model.norm == "layernorm":
+        variants.append("experts with norm: layernorm")
     if s.training.implementation != "huggingface" or not variants:
         return []
     what = (
-        f"huggingface activation accounting knows GPT-2- and Llama-style layers only, and the "
-        f"model gives {', '.join(variants)} (expected implementation: megatron for "
-        "mixture-of-experts, latent attention, q/k norms or post-norms)"
+        f"huggingface activation accounting knows GPT-2- and Llama-style layers and "
+        f"Mixtral's mixture-of-experts only, and the model gives {', '.join(variants)} "
+        "(expected implementation: megatron for other mixture-of-experts, latent attention, "
+        "q/k norms or post-norms)"
     )
     return [Problem("training.implementation", what)]
 

@@ -32,6 +32,11 @@ VARIANT_DEFAULTS: dict[str, Any] = {
 }
 
 
+# what the huggingface accounting and `tiersim measure` know of MoE: Mixtral's block (every
+# layer MoE, no shared experts, dropless); any other MoE key is refused with them
+MIXTRAL_VARIANTS = ("experts", "experts_per_token", "expert_ffn_hidden")
+
+
 def given_variants(spec: Any) -> list[str]:
     """The layer-variant keys `spec` sets to other than their defaults."""
     return _given(spec, VARIANT_DEFAULTS)

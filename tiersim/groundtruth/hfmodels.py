@@ -1,5 +1,5 @@
-"""Real `transformers` models (GPT-2, Llama, Mistral, Qwen2) built from tiersim's dimensions,
-random weights, nothing downloaded, and one measured training step on them.
+"""Real `transformers` models (GPT-2, Llama, Mistral, Qwen2, Mixtral) built from tiersim's
+dimensions, random weights, nothing downloaded, and one measured training step on them.
 
 The model's parameter tensors are those tiersim counts (GPT-2's fused c_attn holds q, k and v
 in one tensor: the same values). What autograd saves is recorded per storage, each once; a
@@ -19,11 +19,11 @@ import transformers
 from torch import nn
 
 from tiersim.groundtruth.torchmodels import LayerWatch, storage_key
-from tiersim.state.activations import Accounting, hf_style
+from tiersim.state.activations import Accounting, hf_style, hf_unsupported
 from tiersim.state.model import Transformer
 
 KERNELS = {"eager": "eager", "sdpa": "sdpa"}  # transformers' attn_implementation names
-FAMILIES = ("gpt2", "llama", "mistral", "qwen2")
+FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "mixtral")
 
 
 def _biases_fit(m: Transformer, family: str) -> bool:
@@ -50,6 +50,8 @@ def family_of(m: Transformer, family: str | None) -> str:
         return "gpt2"
     if m.position != "rope" or not m.gated_mlp:
         raise ValueError("an RMSNorm model is built as Llama, with rotary positions and SwiGLU")
+    if m.moe is not None:
+        return _mixtral_fits(m)
     for name in (family, "llama", "qwen2"):
         if name in FAMILIES[1:] and _biases_fit(m, name):
             return name
@@ -59,7 +61,48 @@ def family_of(m: Transformer, family: str | None) -> str:
     )
 
 
+def _mixtral_fits(m: Transformer) -> str:
+    """An MoE model is built as Mixtral: every layer MoE, no shared experts, dropless, no
+    biases (activations_moe says what else its accounting needs)."""
+    moe = m.moe
+    assert moe is not None
+    if not all(m.is_moe(i) for i in range(m.layers)) or hf_unsupported(m):
+        raise ValueError(
+            "a mixture-of-experts model is built as Mixtral: every layer MoE, no shared "
+            "experts, dropless (no capacity factor)"
+        )
+    if any((m.qkv_bias, m.attn_out_bias, m.mlp_bias)):
+        raise ValueError("a mixture-of-experts model is built as Mixtral, which has no biases")
+    return "mixtral"
+
+
+def _mixtral_config(m: Transformer, acc: Accounting, seq_len: int) -> Any:
+    """Mixtral's config; router jitter off and no router logits (no auxiliary loss), the
+    experts on transformers' default grouped_mm path (the accounting's)."""
+    assert m.moe is not None
+    cfg = transformers.MixtralConfig(
+        hidden_size=m.hidden,
+        num_attention_heads=m.heads,
+        num_key_value_heads=m.kv_heads,
+        head_dim=m.head_dim,
+        intermediate_size=m.moe.ffn_hidden,
+        num_local_experts=m.moe.experts,
+        num_experts_per_tok=m.moe.per_token,
+        num_hidden_layers=m.layers,
+        vocab_size=m.vocab,
+        max_position_embeddings=max(m.max_positions or seq_len, seq_len),
+        attention_dropout=acc.attention_dropout,
+        tie_word_embeddings=m.tied_embeddings,
+        router_jitter_noise=0.0,
+        output_router_logits=False,
+    )
+    cfg._experts_implementation = "grouped_mm"
+    return cfg
+
+
 def hf_config(m: Transformer, family: str, acc: Accounting, seq_len: int) -> Any:
+    if family == "mixtral":
+        return _mixtral_config(m, acc, seq_len)
     if family == "gpt2":
         return transformers.GPT2Config(
             n_embd=m.hidden,

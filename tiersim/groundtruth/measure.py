@@ -59,7 +59,7 @@ from typing import Any
 
 from tiersim.config.load import build
 from tiersim.config.schema import Scenario
-from tiersim.config.variants import VARIANT_DEFAULTS, given_variants
+from tiersim.config.variants import MIXTRAL_VARIANTS, VARIANT_DEFAULTS, given_variants
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes
 from tiersim.groundtruth.calibrate import physical_memory
@@ -204,11 +204,14 @@ def _check_measurable(s: Scenario) -> None:
             "PyTorch: give a transformer by preset, hf_config or dimensions",
         )
     variants = [k for k in given_variants(m) if not k.startswith("sliding_window")]
+    if s.training.implementation == "huggingface":  # transformers builds Mixtral's MoE too
+        variants = [k for k in variants if k not in MIXTRAL_VARIANTS]
     if variants:
         raise invalid(
             "model",
             f"{', '.join(variants)}: tiersim measure builds GPT-2- and Llama-style layers only "
-            "(no mixture-of-experts, latent attention, q/k norms or post-norms yet)",
+            "(and with --implementation huggingface Mixtral's mixture-of-experts; no latent "
+            "attention, q/k norms or post-norms yet)",
         )
     head_dim = m.head_dim or m.hidden // m.heads
     if m.position == "rope" and head_dim % 2:

@@ -62,6 +62,7 @@ from tiersim.state.activation_kinds import (
 from tiersim.state.activation_kinds import (
     Item as Item,
 )
+from tiersim.state.activations_moe import hf_moe_mlp, hf_moe_unsupported
 
 if TYPE_CHECKING:
     from tiersim.state.model import Transformer
@@ -237,17 +238,21 @@ def _rmsnorm(name: str, t: int, h: int, dt: int) -> list[Item]:
     ]
 
 
-def hf_llama_layer(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+def hf_llama_layer(m: Transformer, s: int, b: int, acc: Accounting, index: int = 0) -> list:
+    """Llama's layer; an MoE layer's MLP is Mixtral's sparse block (activations_moe)."""
     dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.ffn_hidden
     mlp = 4 if m.gated_mlp else 2  # SwiGLU: gate out, SiLU out, up out, down input
+    dense = [
+        Item("mlp", "mlp input", dt * t * h, False),
+        Item("mlp", "gate, SiLU, up outputs and down input", mlp * dt * t * f, True),
+    ]
     return [
         *_rmsnorm("input norm", t, h, dt),
         *_rmsnorm("post-attention norm", t, h, dt),
         Item("attention_inputs", "q, k, v projection input", dt * t * h, False),
         Item("attention_inputs", "o_proj input", dt * t * m.heads * m.head_dim, True),
         *_llama_core(m, s, b, acc),
-        Item("mlp", "mlp input", dt * t * h, False),
-        Item("mlp", "gate, SiLU, up outputs and down input", mlp * dt * t * f, True),
+        *(hf_moe_mlp(m, s, b, acc) if m.is_moe(index) else dense),
     ]
 
 
@@ -327,9 +332,10 @@ def hf_outside(m: Transformer, s: int, b: int, acc: Accounting, first: bool, las
 
 def hf_unsupported(m: Transformer) -> str | None:
     """What of the model the huggingface accounting does not know (it measured GPT-2 and
-    Llama-style layers only), or None."""
+    Llama-style layers and Mixtral's MoE block only), or None."""
+    if m.moe is not None and (hf_style(m) == "gpt2" or hf_moe_unsupported(m.moe)):
+        return f"mixture-of-experts layers with {hf_moe_unsupported(m.moe) or 'LayerNorm'}"
     for known, what in (
-        (m.moe is None, "mixture-of-experts layers"),
         (m.mla is None, "latent attention"),
         (not m.qk_norm, "q/k norms"),
         (not m.post_norms, "post-norms"),
@@ -346,7 +352,7 @@ def layer_items(m: Transformer, s: int, b: int, acc: Accounting, index: int = 0)
         raise ValueError(f"huggingface accounting does not know {hf_unsupported(m)}")
     if hf_style(m) == "gpt2":
         return hf_gpt2_layer(m, s, b, acc)
-    return hf_llama_layer(m, s, b, acc)
+    return hf_llama_layer(m, s, b, acc, index)
 
 
 def outside_items(

@@ -1,0 +1,61 @@
+"""The `huggingface` accounting of a mixture-of-experts MLP: what transformers 5 Mixtral's
+sparse MoE block (MixtralTopKRouter and the experts' default `grouped_mm` implementation,
+transformers.integrations.moe) keeps for backward, measured with saved_tensors_hooks, each
+storage once (tests/test_moe_measure.py).
+
+T = s·b tokens, R = k·T routed rows (dropless), dt the compute precision's bytes:
+
+- the router: its input (dt·T·h), the fp32 softmax probabilities (4·T·E), the top-k indices
+  (int64) and weights (fp32) (12·T·k), and the weights' fp32 sum, divided by in place (4·T);
+- the dispatch: the sort order, token row (order // k) and inverse order, int64 (24·R), and
+  the int32 cumulative rows per expert that `grouped_mm` takes (4·E);
+- per routed row: the dispatched token (dt·h), the gate/up output kept whole (2f), SiLU's
+  output and the product (f each), so 4f·dt, the down projection's output (dt·h) and the
+  row's fp32 routing weight (4).
+
+Routing is data dependent, but nothing here depends on how the R rows split over the experts:
+`grouped_mm` runs every expert over one tensor of R rows sorted by expert, and the per-expert
+row counts are one (E,) tensor. (transformers' `eager` experts loop over the experts hit and
+keep per-expert index tensors: not this accounting.)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tiersim.state.activation_kinds import Accounting, Item
+
+if TYPE_CHECKING:
+    from tiersim.state.layers import Moe
+    from tiersim.state.model import Transformer
+
+
+def hf_moe_unsupported(moe: Moe) -> str | None:
+    """What of an MoE the accounting (Mixtral's block) does not know, or None."""
+    for known, what in (
+        (not moe.shared and not moe.shared_gate, "shared experts"),
+        (moe.capacity_factor in (None, 1.0), "a capacity factor (Mixtral is dropless)"),
+    ):
+        if not known:
+            return what
+    return None
+
+
+def hf_moe_mlp(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+    """Mixtral's sparse MoE block, router input included (the dense MLP's "mlp input")."""
+    assert m.moe is not None
+    dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.moe.ffn_hidden
+    e, k = m.moe.experts, m.moe.per_token
+    rows = k * t
+    return [
+        Item("mlp", "router input", dt * t * h, False),
+        Item("mlp", "router probabilities (fp32)", 4.0 * t * e, False),
+        Item("mlp", "top-k indices (int64) and weights (fp32)", 12.0 * t * k, False),
+        Item("mlp", "top-k weights' sum (fp32)", 4.0 * t, False),
+        Item("mlp", "sort order, token rows and inverse order (int64)", 24.0 * rows, False),
+        Item("mlp", "cumulative rows per expert (int32)", 4.0 * e, False),
+        Item("mlp", "dispatched rows", dt * rows * h, True),
+        Item("mlp", "gate/up output, SiLU output and product", 4.0 * dt * rows * f, True),
+        Item("mlp", "experts' outputs", dt * rows * h, True),
+        Item("mlp", "routing weight per row (fp32)", 4.0 * rows, False),
+    ]
