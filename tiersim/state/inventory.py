@@ -310,11 +310,13 @@ def _class_bytes(
 ) -> tuple[ClassBytes, ClassBytes]:
     """Every class's bytes (dense state sharded over the data-parallel group, routed experts'
     over their expert-data-parallel part), and the routed experts' share of them."""
-    dense_div, expert_div = (1, 1) if single else shard_divisors(s)
+    dense_div, expert_div = (1, 1) if single else shard_divisors(s.parallel)
     experts_m = [m for m in mats if m.expert]
     padded = padded if not experts_m else None  # FSDP2's padding is known for dense models
-    dense = sharded_parameter_bytes(s, [m for m in mats if not m.expert], shards, dense_div, padded)
-    experts = sharded_parameter_bytes(s, experts_m, shards, expert_div)
+    dense = sharded_parameter_bytes(
+        s.training, [m for m in mats if not m.expert], shards, dense_div, padded
+    )
+    experts = sharded_parameter_bytes(s.training, experts_m, shards, expert_div)
     other = {"activations": activations, "workspace": int(s.training.workspace)}
     total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
     return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
@@ -339,7 +341,7 @@ def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[tuple, float, i
     layers = stage_layers(model, stage, par.pipeline)
     per_microbatch = layers_activation_bytes(s, layers, par.tensor, par.sequence)
     acts = math.ceil((per_microbatch + outside_activation_bytes(s, model, stage)) * inflight)
-    padded = fsdp2_padded_values(s, model)
+    padded = fsdp2_padded_values(s.training, s.parallel, model)
     per_gpu = _class_bytes(s, mats, acts, sharded_classes(s.parallel), False, padded)
     return per_gpu, inflight, sum(m.size for m in mats)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from tiersim.config.schema import PRECISION_BYTES, Parallel, Precision, Scenario
+from tiersim.config.schema import PRECISION_BYTES, Parallel, Precision, Training
 from tiersim.state.classes import OPTIMIZER_BY_NAME, PER_PARAMETER, SHARDABLE, zero_sharded
 from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
 from tiersim.state.model import Matrix, Model, Transformer
@@ -19,14 +19,14 @@ def master_bytes(prec: Precision) -> int:
     return PRECISION_BYTES[prec.master]
 
 
-def raw_parameter_bytes(s: Scenario, mats: list[Matrix]) -> dict[str, int]:
+def raw_parameter_bytes(training: Training, mats: list[Matrix]) -> dict[str, int]:
     """Bytes of each per-parameter class for these tensors, before sharding."""
-    prec = s.training.precision.model_dump()
+    prec = training.precision.model_dump()
     params = sum(m.size for m in mats)
     per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}
-    per_value["master"] = master_bytes(s.training.precision)
+    per_value["master"] = master_bytes(training.precision)
     values = {c: params for c in PER_PARAMETER}
-    values["optimizer"] = optimizer_values(s.training.optimizer, mats)
+    values["optimizer"] = optimizer_values(training.optimizer, mats)
     return {c: values[c] * per_value[c] for c in PER_PARAMETER}
 
 
@@ -49,13 +49,14 @@ def sharded_classes(parallel: Parallel) -> dict[str, bool]:
     return out
 
 
-def fsdp2_padded_values(s: Scenario, model: Model, unit: str = "model") -> int | None:
+def fsdp2_padded_values(
+    training: Training, par: Parallel, model: Model, unit: str = "model"
+) -> int | None:
     """Values per class one GPU stores under FSDP2 (rank 0, the largest) for the whole model,
     one `layer` or the `rest`: every parameter padded to ceil(d0 / data) rows (state/fsdp.py);
     None where that rule is not applied (no `framework: fsdp`, a generic model, tensor or
     pipeline parallelism)."""
-    par = s.parallel
-    if s.training.framework != "fsdp" or not isinstance(model, Transformer):
+    if training.framework != "fsdp" or not isinstance(model, Transformer):
         return None
     if par.tensor > 1 or par.pipeline > 1:
         return None
@@ -71,21 +72,21 @@ def shard_bytes(raw: int, params: int, data: int, padded: int | None) -> int:
     return math.ceil(raw / data)
 
 
-def shard_divisors(s: Scenario) -> tuple[int, int]:
+def shard_divisors(par: Parallel) -> tuple[int, int]:
     """Ranks dense and routed-expert state is ZeRO-sharded over: the data-parallel group, and
     its expert-data-parallel part (the ranks holding the same experts: data / expert)."""
-    return s.parallel.data, s.parallel.data // s.parallel.expert
+    return par.data, par.data // par.expert
 
 
 def sharded_parameter_bytes(
-    s: Scenario,
+    training: Training,
     mats: list[Matrix],
     shards: dict[str, bool],
     divisor: int,
     padded: int | None = None,
 ) -> dict[str, int]:
     """Bytes per per-parameter class of these tensors, the sharded classes over `divisor`."""
-    raw = raw_parameter_bytes(s, mats)
+    raw = raw_parameter_bytes(training, mats)
     params = sum(m.size for m in mats)
     return {
         k: shard_bytes(v, params, divisor, padded) if shards.get(k) else v for k, v in raw.items()

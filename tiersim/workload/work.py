@@ -117,17 +117,17 @@ def _homed(s: Scenario, mats, padded: int | None) -> tuple[dict[str, int], float
     parallel group, routed experts' over their expert-data-parallel part), the parameters the
     optimizer updates here, and the routed experts' parameters and gradient bytes."""
     shard = sharded_classes(s.parallel)
-    dense_div, expert_div = shard_divisors(s)
+    dense_div, expert_div = shard_divisors(s.parallel)
     dense, experts = [m for m in mats if not m.expert], [m for m in mats if m.expert]
     padded = padded if not experts else None  # FSDP2's padding is known for dense models
-    dense_b = sharded_parameter_bytes(s, dense, shard, dense_div, padded)
-    expert_b = sharded_parameter_bytes(s, experts, shard, expert_div)
+    dense_b = sharded_parameter_bytes(s.training, dense, shard, dense_div, padded)
+    expert_b = sharded_parameter_bytes(s.training, experts, shard, expert_div)
     homed = {c: dense_b[c] + expert_b[c] for c in dense_b}
     p_dense, p_experts = sum(m.size for m in dense), sum(m.size for m in experts)
     updated = float(p_dense + p_experts)
     if shard["optimizer"]:
         updated = p_dense / dense_div + p_experts / expert_div
-    return homed, updated, p_experts, raw_parameter_bytes(s, experts)["gradients"]
+    return homed, updated, p_experts, raw_parameter_bytes(s.training, experts)["gradients"]
 
 
 def _unit(
@@ -142,15 +142,15 @@ def _unit(
     part: bool = False,
     timed: dict | None = None,
 ) -> Unit:
-    """One unit; `part`: `mats` are a part of a layer's tensors (FSDP2 pads the whole);
-    `timed`: compute times by (shape, is_layer), worked out once (timing means every kernel)."""
+    """One unit; `part`: `mats` are part of a layer (FSDP2 pads the whole); `timed`: see _timed."""
     prec = s.training.precision
     params = sum(m.size for m in mats)
-    padded = None if part else fsdp2_padded_values(s, model, "layer" if is_layer else "rest")
+    unit = "layer" if is_layer else "rest"
+    padded = None if part else fsdp2_padded_values(s.training, s.parallel, model, unit)
     homed, updated, expert_params, expert_g = _homed(s, mats, padded)
     compute_bytes = PRECISION_BYTES[prec.compute_precision]
     w_full = params * compute_bytes  # the copy compute uses
-    g_full = raw_parameter_bytes(s, mats)["gradients"]
+    g_full = raw_parameter_bytes(s.training, mats)["gradients"]
     if s.training.framework == "fsdp":  # autograd's gradient, reduce-scattered: param_dtype
         g_full, expert_g = params * compute_bytes, expert_params * compute_bytes
     master, opt = homed["master"], homed["optimizer"]
