@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tiersim.config.load import load_scenario
 from tiersim.engine.simulate import simulate
+from tiersim.state.resolved import resolve
 from tiersim.workload.comms import alone_s
 from tiersim.workload.work import build_workload
 
@@ -54,7 +55,7 @@ def table4_layer_s(efficiency: float) -> float:
         f"hardware.gpu.efficiency={efficiency}",
     ]
     s = _scenario(PUBLISHED / "korthikanti2022-22b-full-recompute.yaml", sets)
-    layer = build_workload(s).units[0]
+    layer = build_workload(resolve(s)).units[0]
     return (
         layer.forward_s
         + layer.backward_s

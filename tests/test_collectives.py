@@ -28,6 +28,7 @@ from tiersim.hardware.collectives import (
 from tiersim.hardware.resources import NetChannel
 from tiersim.hardware.resources import Network as Network_
 from tiersim.state.model import build_model
+from tiersim.state.resolved import resolve
 from tiersim.workload.comms import capacities, embedding_sync, p2p_send_s
 from tiersim.workload.work import build_workload
 
@@ -177,7 +178,7 @@ def _setup(model, parallel, training=None, hardware="dgx-a100"):
 
 
 def _work(model, parallel, training=None, hardware="dgx-a100"):
-    return build_workload(_setup(model, parallel, training, hardware))
+    return build_workload(resolve(_setup(model, parallel, training, hardware)))
 
 
 def _comms(unit):
@@ -304,6 +305,6 @@ def test_more_network_bandwidth_never_slows_the_step_collectives():
         hw = {"preset": "dgx-a100", "network": {"inter_node_bandwidth": nic}}
         s = scenario({"name": "t", "model": GPT, "parallel": par, "hardware": hw})
         cap = capacities(s)
-        comms = [c for u in build_workload(s).units for c in _comms(u).values()]
+        comms = [c for u in build_workload(resolve(s)).units for c in _comms(u).values()]
         totals.append(sum(c.latency_s + c.nbytes / cap[c.resource] for c in comms))
     assert totals == sorted(totals, reverse=True) and totals[0] > totals[-1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from conftest import scenario
 
 from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 from tiersim.workload.work import build_workload
 
 LAYER = 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096
@@ -30,7 +31,7 @@ def llama(precision: dict, framework: str | None = None):
 
 def test_fsdp_mixed_precision_rests_in_fp32_and_gathers_bf16():
     s = llama({"weights": "fp32", "gradients": "fp32", "master": "none", "compute": "bf16"}, "fsdp")
-    layer = build_workload(s).units[0]
+    layer = build_workload(resolve(s)).units[0]
     assert layer.homed["weights"] == LAYER * 4 // 8  # the fp32 shard at rest (4096 rows / 8)
     assert layer.homed["master"] == 0  # the fp32 shard is the master copy
     assert layer.weights_full == LAYER * 2  # the bf16 copy all-gathered and computed with
@@ -44,23 +45,26 @@ def test_fsdp_reduce_scatters_the_gradient_in_the_compute_precision():
     # parameter's dtype after (torch 2.13 _fsdp_collectives.py foreach_reduce). A ring
     # reduce-scatter sends (N-1)/N of the buffer: bf16 LAYER * 2 * 7/8; fp32 without FSDP.
     mixed = {"weights": "fp32", "gradients": "fp32", "master": "none", "compute": "bf16"}
-    layer = build_workload(llama(mixed, "fsdp")).units[0]
+    layer = build_workload(resolve(llama(mixed, "fsdp"))).units[0]
     assert layer.dp_gradients is not None and layer.dp_gradients.nbytes == LAYER * 2 * 7 / 8
     assert layer.homed["gradients"] == LAYER * 4 // 8  # the fp32 shard kept
-    generic = build_workload(llama(mixed)).units[0]
+    generic = build_workload(resolve(llama(mixed))).units[0]
     assert generic.dp_gradients is not None and generic.dp_gradients.nbytes == LAYER * 4 * 7 / 8
 
 
 def test_gemms_run_at_the_compute_precisions_peak():
     # dgx-h100: fp32 weights computed in bf16 take the bf16 peak, as bf16 weights do
     mixed = {"weights": "fp32", "gradients": "fp32", "master": "none", "compute": "bf16"}
-    fp32_at_rest = build_workload(llama(mixed, "fsdp")).units[0].forward_s
-    assert fp32_at_rest == build_workload(llama({"weights": "bf16"}, "fsdp")).units[0].forward_s
+    fp32_at_rest = build_workload(resolve(llama(mixed, "fsdp"))).units[0].forward_s
+    assert (
+        fp32_at_rest
+        == build_workload(resolve(llama({"weights": "bf16"}, "fsdp"))).units[0].forward_s
+    )
 
 
 def test_deepspeed_rests_in_bf16_with_an_fp32_master():
     s = llama({"weights": "bf16", "gradients": "bf16", "master": "fp32"}, "deepspeed")
-    wl = build_workload(s)
+    wl = build_workload(resolve(s))
     parts = wl.units[: wl.parts_per_layer]  # DeepSpeed fetches a layer by its submodules
     assert wl.parts_per_layer > 1
     assert sum(u.homed["weights"] for u in parts) == LAYER * 2 // 8

@@ -13,6 +13,7 @@ from engine_helpers import merge, scenario
 from test_moe import small
 
 from tiersim.engine.simulate import simulate
+from tiersim.state.resolved import resolve
 from tiersim.workload.work import build_workload
 
 ROUTED = 45_097_156_608 // 8  # per GPU: 1 of the 8 experts of every layer (parallel.expert 8)
@@ -46,8 +47,8 @@ def test_each_tier_holds_the_dense_or_the_experts_part_of_a_class():
 
 def test_an_moe_layer_becomes_its_rest_and_its_experts_with_the_flops_split():
     s = scenario(small(placement={"experts": {"optimizer": "dram"}}))
-    whole = build_workload(scenario(small())).units
-    parts = build_workload(s).units
+    whole = build_workload(resolve(scenario(small()))).units
+    parts = build_workload(resolve(s)).units
     names = [u.name for u in parts[:-1]]
     assert names == ["L0", "L1", "L1.experts", "L2", "L2.experts", "L3", "L3.experts"]
     rest, experts = parts[1], parts[2]

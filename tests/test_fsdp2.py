@@ -132,6 +132,7 @@ def test_fsdp_needs_adam(capsys):
 def test_the_step_homes_each_unit_padded_as_fsdp2_does():
     """Under framework fsdp the step's units hold FSDP2's padded shards too: 2 layers and the
     rest add up to the inventory's rank-0 bytes (4 ranks, fp32)."""
+    from tiersim.state.resolved import resolve
     from tiersim.workload.work import build_workload
 
     raw = {
@@ -145,6 +146,6 @@ def test_the_step_homes_each_unit_padded_as_fsdp2_does():
         "parallel": {"data": 4, "zero_stage": 3},
     }
     s = scenario(raw)
-    units = build_workload(s).units
+    units = build_workload(resolve(s)).units
     assert sum(u.homed["weights"] for u in units) == rank_bytes(MODEL, 4, 0, 4).weights_stored
     assert sum(u.homed["weights"] for u in units) == build_inventory(s).per_gpu["weights"]

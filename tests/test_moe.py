@@ -15,6 +15,7 @@ from tiersim.engine.simulate import simulate
 from tiersim.state.activations import Accounting
 from tiersim.state.activations_moe import hf_moe_mlp
 from tiersim.state.model import build_model
+from tiersim.state.resolved import resolve
 from tiersim.workload.comms import p2p_send_s
 from tiersim.workload.work import build_workload
 
@@ -84,7 +85,7 @@ def test_activations_of_a_dense_and_an_moe_layer_by_hand():
 
 
 def test_workload_units_follow_their_layers():
-    wl = build_workload(scenario(small()))
+    wl = build_workload(resolve(scenario(small())))
     layers = wl.units[:-1]
     assert [u.name for u in layers] == ["L0", "L1", "L2", "L3"]
     assert layers[0].activations == 71_680 and layers[1].activations == 77_568
@@ -273,7 +274,7 @@ def test_a_pipeline_of_unlike_stages_waits_on_the_other_stages_own_layers():
     and backward, stage 0's backward in turn, each with one point-to-point send x, so the idle
     time of stage 1 is stage 0's own work (not a copy of stage 1's) plus four sends."""
     s = scenario(small(parallel={"pipeline": 2}, training={"grad_accumulation": 1}))
-    wl = build_workload(s)
+    wl = build_workload(resolve(s))
     assert wl.stage == 1 and [u.name for u in wl.units] == ["L2", "L3", "rest"]
     rate, hbm = 989e12 * 0.781, 3.35e12  # as test_workload_units_follow_their_layers
     flops, kept = 2_752_512 + 1_998_848, 71_680 + 77_568  # L0 (dense) and L1 (MoE)

@@ -134,10 +134,11 @@ def test_stage_0s_embedding_opens_its_first_chunk():
     # p = 2, v = 2, 4 layers: stage 0 holds L0 and L1 (units 0 and 1) and the embedding (unit 2),
     # which runs before L0 in the first chunk; its forward takes no time, so the engine
     # must also start an op that finishes at once without starting its dependents twice.
+    from tiersim.state.resolved import resolve
     from tiersim.workload.work import build_workload
 
     raw = tiny(parallel={"pipeline": 2, "virtual_pipeline": 2}, training={"grad_accumulation": 2})
     raw["model"] = {**_transformer(1000, tied=True), "layers": 4}
     s = scenario(raw)
-    assert build_workload(s).chunks == ((2, 0), (1,))
+    assert build_workload(resolve(s)).chunks == ((2, 0), (1,))
     assert simulate(s).time_s > 0

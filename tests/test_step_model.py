@@ -13,6 +13,7 @@ from tiersim.config.load import load_scenario
 from tiersim.engine.simulate import simulate
 from tiersim.hardware import gemm, nccl
 from tiersim.state.model import build_model
+from tiersim.state.resolved import resolve
 from tiersim.workload.comms import alone_s
 from tiersim.workload.kernels import layer_kernels
 from tiersim.workload.work import build_workload
@@ -53,7 +54,7 @@ def test_korthikanti_table4_layer_with_the_fitted_efficiency():
         PUBLISHED / "korthikanti2022-22b-full-recompute.yaml",
         ["training.recompute=none"],
     ).scenario
-    layer = build_workload(s).units[0]
+    layer = build_workload(resolve(s)).units[0]
     blocking = alone_s(s, layer.tp_forward) + alone_s(s, layer.tp_backward)
     assert layer.recompute_s == 0.0 and layer.tp_backward is None  # hidden: async backward
     assert layer.forward_s + layer.backward_s + blocking == pytest.approx(19.6e-3, rel=0.005)
@@ -96,13 +97,16 @@ def test_tensor_all_reduce_at_the_measured_busbw():
     w = math.log2(buffer / 2**26)
     share = 0.594 + w * (0.622 - 0.594)
     expected = 2 * 7 / 8 * buffer / (300e9 * share)
-    fwd = build_workload(s).units[0].tp_forward  # two per layer
+    fwd = build_workload(resolve(s)).units[0].tp_forward  # two per layer
     assert alone_s(s, fwd) == pytest.approx(2 * expected)
 
 
 def test_hidden_backward_collectives_cost_their_sm_share():
     blocking, hidden = _megatron(), _megatron(overlap_tensor_backward=True)
-    b_layer, h_layer = build_workload(blocking).units[0], build_workload(hidden).units[0]
+    b_layer, h_layer = (
+        build_workload(resolve(blocking)).units[0],
+        build_workload(resolve(hidden)).units[0],
+    )
     all_reduces = alone_s(blocking, b_layer.tp_backward)  # the two, blocking
     assert h_layer.tp_backward is None
     # Calculon's a100_80g processor_usage 0.15 (dgx-a100's collective_sm_share)

@@ -71,7 +71,7 @@ def prepare(res: Resolved, inv: Inventory) -> RunSetup:
     problems = placement_problems(res.execution, res.machine, topo)
     if problems:
         raise InputError("scenario", problems)
-    wl = build_workload(res.scenario, inv)
+    wl = build_workload(res, inv)
     gpu = res.machine.gpu.memory
     capacity = res.machine.tiers[gpu].capacity
     need = streaming_minimum(res, wl)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.config.execution import execution_plan
 from tiersim.config.schema import Scenario
 from tiersim.engine.schedule_optimizer import tile_parameters, update_tiles
 from tiersim.engine.simulate import simulate
@@ -31,12 +30,13 @@ def tiling_cost_s(s: Scenario, step_s: float) -> float:
 def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
     if s.training.framework is None:
         return None
-    execution = execution_plan(s)
+    res = resolve(s)
+    execution = res.execution
     plan = execution.offload
     inv = build_inventory(s)
-    wl = build_workload(s, inv)
+    wl = build_workload(res, inv)
     tiles = update_tiles(execution, wl.units)
-    pinned = pinned_host_bytes(resolve(s), wl, inv)
+    pinned = pinned_host_bytes(res, wl, inv)
     return {
         "framework": plan.framework,
         "fetch": plan.fetch,

@@ -12,8 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tiersim.config.framework import offload_plan
-from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state.inventory import (
     Inventory,
     build_inventory,
@@ -28,8 +27,8 @@ from tiersim.state.inventory import (
     stage_layers,
     unit_matrices,
 )
-from tiersim.state.model import build_model
 from tiersim.state.placement import expert_homes, experts_placed_apart
+from tiersim.state.resolved import Resolved
 from tiersim.workload import kernels
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
@@ -96,42 +95,47 @@ class Workload:
     parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
 
 
-def _optimizer_times(s: Scenario, touched: float, updated_params: float) -> tuple[float, float]:
+def _optimizer_times(r: Resolved, touched: float, updated_params: float) -> tuple[float, float]:
     """GPU: bound by HBM bandwidth over the bytes touched. CPU: workload/cpu_optimizer.py."""
-    hw = s.hardware
+    hw = r.machine
     hbm = hw.tiers[hw.gpu.memory]
     gpu_s = touched / (min(hbm.read_bw, hbm.write_bw) * hw.gpu.optimizer_efficiency)
-    return gpu_s, cpu_update_s(s, offload_plan(s), updated_params, touched)
+    return gpu_s, cpu_update_s(r.scenario, r.execution.offload, updated_params, touched)
 
 
-def _timed(s: Scenario, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:
+def _timed(r: Resolved, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:
     """`compute_times`, worked out once per (shape, is_layer) into `timed`."""
     key = (model, is_layer)
     if key not in timed:
-        timed[key] = compute_times(s, model, is_layer, ends[1], ends[0])
+        timed[key] = compute_times(r.scenario, model, is_layer, ends[1], ends[0])
     return timed[key]
 
 
-def _homed(s: Scenario, mats, padded: int | None) -> tuple[dict[str, int], float, int, int]:
+def _homed(r: Resolved, mats, padded: int | None) -> tuple[dict[str, int], float, int, int]:
     """Bytes homed per GPU of each per-parameter class (dense state sharded over the data-
     parallel group, routed experts' over their expert-data-parallel part), the parameters the
     optimizer updates here, and the routed experts' parameters and gradient bytes."""
-    shard = sharded_classes(s.parallel)
-    dense_div, expert_div = shard_divisors(s.parallel)
+    shard = sharded_classes(r.execution.parallel)
+    dense_div, expert_div = shard_divisors(r.execution.parallel)
     dense, experts = [m for m in mats if not m.expert], [m for m in mats if m.expert]
     padded = padded if not experts else None  # FSDP2's padding is known for dense models
-    dense_b = sharded_parameter_bytes(s.training, dense, shard, dense_div, padded)
-    expert_b = sharded_parameter_bytes(s.training, experts, shard, expert_div)
+    dense_b = sharded_parameter_bytes(r.execution.training, dense, shard, dense_div, padded)
+    expert_b = sharded_parameter_bytes(r.execution.training, experts, shard, expert_div)
     homed = {c: dense_b[c] + expert_b[c] for c in dense_b}
     p_dense, p_experts = sum(m.size for m in dense), sum(m.size for m in experts)
     updated = float(p_dense + p_experts)
     if shard["optimizer"]:
         updated = p_dense / dense_div + p_experts / expert_div
-    return homed, updated, p_experts, raw_parameter_bytes(s.training, experts)["gradients"]
+    return (
+        homed,
+        updated,
+        p_experts,
+        raw_parameter_bytes(r.execution.training, experts)["gradients"],
+    )
 
 
 def _unit(
-    s: Scenario,
+    r: Resolved,
     model,
     name: str,
     mats,
@@ -143,25 +147,24 @@ def _unit(
     timed: dict | None = None,
 ) -> Unit:
     """One unit; `part`: `mats` are part of a layer (FSDP2 pads the whole); `timed`: see _timed."""
-    prec = s.training.precision
-    params = sum(m.size for m in mats)
-    unit = "layer" if is_layer else "rest"
-    padded = None if part else fsdp2_padded_values(s.training, s.parallel, model, unit)
-    homed, updated, expert_params, expert_g = _homed(s, mats, padded)
+    tr, unit = r.execution.training, "layer" if is_layer else "rest"
+    prec, params = tr.precision, sum(m.size for m in mats)
+    padded = None if part else fsdp2_padded_values(tr, r.execution.parallel, model, unit)
+    homed, updated, expert_params, expert_g = _homed(r, mats, padded)
     compute_bytes = PRECISION_BYTES[prec.compute_precision]
     w_full = params * compute_bytes  # the copy compute uses
-    g_full = raw_parameter_bytes(s.training, mats)["gradients"]
-    if s.training.framework == "fsdp":  # autograd's gradient, reduce-scattered: param_dtype
+    g_full = raw_parameter_bytes(tr, mats)["gradients"]
+    if tr.framework == "fsdp":  # autograd's, reduce-scattered: param_dtype
         g_full, expert_g = params * compute_bytes, expert_params * compute_bytes
     master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
     weights_read = 0 if master_bytes(prec) else w_updated  # no master: update weights in place
     touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
-    gpu_touched = touched + kernels.mixed_precision_bytes(s, updated)
-    gpu_opt, _ = _optimizer_times(s, gpu_touched, updated)
-    _, cpu_opt = _optimizer_times(s, touched, updated)
-    fwd, bwd, rec = _timed(s, model, is_layer, ends, {} if timed is None else timed)
+    gpu_touched = touched + kernels.mixed_precision_bytes(r.scenario, updated)
+    gpu_opt, _ = _optimizer_times(r, gpu_touched, updated)
+    _, cpu_opt = _optimizer_times(r, touched, updated)
+    fwd, bwd, rec = _timed(r, model, is_layer, ends, {} if timed is None else timed)
     return Unit(
         name,
         params,
@@ -182,62 +185,64 @@ def _unit(
     )
 
 
-def _layer_units(s: Scenario, model, index: int, shape, mats, ends, timed: dict) -> list[Unit]:
+def _layer_units(r: Resolved, model, index: int, shape, mats, ends, timed: dict) -> list[Unit]:
     """Layer `index` as one unit; or, where its routed experts' state has homes of its own
     (placement.experts), as two in a row: the rest of the layer (attention, router, shared
     experts, norms; its activations and tensor-parallel collectives) and the routed experts
     (their all-to-alls, homed apart), the layer's times divided by the experts' FLOP share."""
-    acts = math.ceil(layer_activation_bytes(s, shape))
-    comms = expert_comms(s, model, index)
-    whole = _unit(s, shape, f"L{index}", mats, True, ends, acts, comms, timed=timed)
+    acts = math.ceil(layer_activation_bytes(r.scenario, shape))
+    comms = expert_comms(r.scenario, model, index)
+    whole = _unit(r, shape, f"L{index}", mats, True, ends, acts, comms, timed=timed)
     routed = [m for m in mats if m.expert]
-    if not routed or not experts_placed_apart(s.placement, s.hardware):
+    if not routed or not experts_placed_apart(r.execution.placement, r.machine):
         return [whole]
     dense = [m for m in mats if not m.expert]
-    rest = _unit(s, shape, f"L{index}", dense, True, ends, acts, part=True)
-    experts = _unit(s, shape, f"L{index}.experts", routed, True, ends, 0, comms, part=True)
-    share = routed_flops_share(s, shape)
+    rest = _unit(r, shape, f"L{index}", dense, True, ends, acts, part=True)
+    experts = _unit(r, shape, f"L{index}.experts", routed, True, ends, 0, comms, part=True)
+    share = routed_flops_share(r.scenario, shape)
     times = ("forward_s", "backward_s", "recompute_s")
     rest = dataclasses.replace(rest, **{t: getattr(whole, t) * (1 - share) for t in times})
     experts = dataclasses.replace(
         experts,
-        home=expert_homes(s.placement, s.hardware),
+        home=expert_homes(r.execution.placement, r.machine),
         **{t: getattr(whole, t) * share for t in times},
     )
     return [rest, experts]
 
 
-def _data_comms(s: Scenario, unit: Unit) -> dict[str, Comm | None]:
+def _data_comms(r: Resolved, unit: Unit) -> dict[str, Comm | None]:
     """ZeRO traffic of one unit (Rajbhandari et al. 2020, §7.2): sharded weights are
     all-gathered before every use; sharded gradients reduce-scattered every micro-batch;
     otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
     all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
     after the update. Routed experts do the same over their expert-data-parallel group."""
-    shard = sharded_classes(s.parallel)
-    if s.parallel.data == 1 or unit.params == 0:
+    shard = sharded_classes(r.execution.parallel)
+    if r.execution.parallel.data == 1 or unit.params == 0:
         return {}
     sharded_update = shard["optimizer"] or shard["master"]
     gradient_op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
     out: dict[str, Comm | None] = {}
     if shard["weights"]:
-        out["dp_weights"] = _dense_and_experts(s, "dp weights", "all_gather", unit, "weights")
-    out["dp_gradients"] = _dense_and_experts(s, "dp gradients", gradient_op, unit, "gradients")
+        out["dp_weights"] = _dense_and_experts(r, "dp weights", "all_gather", unit, "weights")
+    out["dp_gradients"] = _dense_and_experts(r, "dp gradients", gradient_op, unit, "gradients")
     if not shard["weights"] and sharded_update:
-        out["dp_parameters"] = _dense_and_experts(s, "dp parameters", "all_gather", unit, "weights")
+        out["dp_parameters"] = _dense_and_experts(r, "dp parameters", "all_gather", unit, "weights")
     return out
 
 
-def _dense_and_experts(s: Scenario, name: str, op, unit: Unit, cls: str) -> Comm | None:
+def _dense_and_experts(r: Resolved, name: str, op, unit: Unit, cls: str) -> Comm | None:
     """One collective of the unit's dense tensors over the data-parallel group and one of its
     routed experts over theirs, as one flow (on the slower channel where they differ)."""
     full = unit.weights_full if cls == "weights" else unit.gradients_full
     experts = unit.expert_weights_full if cls == "weights" else unit.expert_gradients_full
-    if s.parallel.expert == 1:  # the experts' data-parallel group is the data-parallel group
-        return comm(s, name, "data", op, full)
-    dense = comm(s, name, "data", op, full - experts) if full - experts else None
+    if (
+        r.execution.parallel.expert == 1
+    ):  # the experts' data-parallel group is the data-parallel group
+        return comm(r.scenario, name, "data", op, full)
+    dense = comm(r.scenario, name, "data", op, full - experts) if full - experts else None
     routed = None
-    if experts and s.parallel.data // s.parallel.expert > 1:
-        routed = comm(s, name, "expert_data", op, experts)
+    if experts and r.execution.parallel.data // r.execution.parallel.expert > 1:
+        routed = comm(r.scenario, name, "expert_data", op, experts)
     if dense is None or routed is None:
         return dense or routed
     resource = max(dense.resource, routed.resource, key=lambda r: r.channel == "network")
@@ -245,11 +250,11 @@ def _dense_and_experts(s: Scenario, name: str, op, unit: Unit, cls: str) -> Comm
     return Comm(name, dense.nbytes + routed.nbytes, latency, resource, "data")
 
 
-def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
+def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     """The stage's units with their communication: each layer (with its run's shape; the run
     was checked against max_layer_passes), then the rest (embedding, head); and the first
     unit's parameter tensors (what DeepSpeed's submodule fetch splits)."""
-    par = s.parallel
+    par = r.execution.parallel
     groups = unit_matrices(model, stage, par.pipeline, par.tensor, par.expert)
     ends = (stage == 0, stage == par.pipeline - 1)
     layers = [
@@ -261,59 +266,60 @@ def _stage_units(s: Scenario, model, stage: int) -> tuple[list[Unit], list]:
     units = [
         part
         for (index, shape), mats in zip(layers, groups[:-1], strict=True)
-        for part in _layer_units(s, model, index, shape, mats, ends, timed)
+        for part in _layer_units(r, model, index, shape, mats, ends, timed)
     ]
-    outside = math.ceil(outside_activation_bytes(s, model, stage))
-    units.append(_unit(s, model, "rest", groups[-1], False, ends, outside))
-    tp_fwd, tp_bwd, tp_hidden = tensor_comms(s, model.hidden)
-    rest_f, rest_b, rest_hidden = rest_tensor_comms(s, model.hidden, stage)
+    outside = math.ceil(outside_activation_bytes(r.scenario, model, stage))
+    units.append(_unit(r, model, "rest", groups[-1], False, ends, outside))
+    tp_fwd, tp_bwd, tp_hidden = tensor_comms(r.scenario, model.hidden)
+    rest_f, rest_b, rest_hidden = rest_tensor_comms(r.scenario, model.hidden, stage)
     experts_part = [u.home is not None for u in units[:-1]]  # no tensor collectives of its own
     return [
-        dataclasses.replace(u, **_data_comms(s, u))
+        dataclasses.replace(u, **_data_comms(r, u))
         if apart
         else dataclasses.replace(
             u,
-            **_data_comms(s, u),
+            **_data_comms(r, u),
             tp_forward=tp_fwd,
             tp_backward=tp_bwd,
-            backward_s=u.backward_s + sm_share_s(s, tp_hidden),
+            backward_s=u.backward_s + sm_share_s(r.scenario, tp_hidden),
         )
         for u, apart in zip(units[:-1], experts_part, strict=True)
     ] + [
         dataclasses.replace(
             units[-1],
-            **_data_comms(s, units[-1]),
+            **_data_comms(r, units[-1]),
             tp_forward=rest_f,
             tp_backward=rest_b,
-            backward_s=units[-1].backward_s + sm_share_s(s, rest_hidden),
-            embedding_sync=embedding_sync(s, model, stage),
+            backward_s=units[-1].backward_s + sm_share_s(r.scenario, rest_hidden),
+            embedding_sync=embedding_sync(r.scenario, model, stage),
         )
     ], groups[0]
 
 
-def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
-    """The step's work unit by unit; `inv`: the scenario's inventory, where the caller has it."""
-    model = build_model(s.model)
-    inv = build_inventory(s) if inv is None else inv
-    par = s.parallel
-    units, first_mats = _stage_units(s, model, inv.stage)  # and the first layer's tensors
+def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
+    """The step's work unit by unit; `inv`: its inventory, where the caller has it."""
+    model = r.model
+    inv = build_inventory(r.scenario) if inv is None else inv
+    par = r.execution.parallel
+    units, first_mats = _stage_units(r, model, inv.stage)  # and the first layer's tensors
     hidden = model.hidden
-    cap = capacities(s)
-    every_mb = sharded_classes(s.parallel)["gradients"] and par.data > 1
-    held = inv.tiers[s.hardware.gpu.memory].classes  # each class's part homed in GPU memory
+    cap = capacities(r.scenario)
+    every_mb = sharded_classes(r.execution.parallel)["gradients"] and par.data > 1
+    held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")
     besides = resident - inv.per_gpu["workspace"]  # what the tiles share GPU memory with
-    layers, tiling = fetch_units(s, offload_plan(s), units[:-1], first_mats, besides)
+    layers, tiling = fetch_units(r.scenario, r.execution.offload, units[:-1], first_mats, besides)
     parts = len(layers) // max(1, len(units) - 1)
     whole = units  # one unit a layer: the kernels' prices are by layer (workload.breakdown)
     units = [*layers, units[-1]]
     bubble, after, fill, p2p = stage_bubble(
-        s, model, units, cap, hidden, inv.stage, lambda k: _stage_units(s, model, k)[0]
+        r.scenario, model, units, cap, hidden, inv.stage, lambda k: _stage_units(r, model, k)[0]
     )
-    tokens = s.seq_len * s.training.micro_batch_size * s.training.grad_accumulation * par.data
+    tr = r.execution.training
+    tokens = r.execution.seq_len * tr.micro_batch_size * tr.grad_accumulation * par.data
     return Workload(
         units=tuple(units),
-        micro_batches=s.training.grad_accumulation,
+        micro_batches=tr.grad_accumulation,
         tokens_per_step=tokens,
         hbm_resident=resident,
         stage=inv.stage,
@@ -322,7 +328,9 @@ def build_workload(s: Scenario, inv: Inventory | None = None) -> Workload:
         bubble_s=bubble,
         bubble_after_s=after,
         net_capacity=cap,
-        breakdown=step_breakdown(s, model, whole, inv.stage, (bubble, fill, p2p), every_mb),
+        breakdown=step_breakdown(
+            r.scenario, model, whole, inv.stage, (bubble, fill, p2p), every_mb
+        ),
         tiling=tiling,
         parts_per_layer=parts,
     )
