@@ -18,6 +18,7 @@ from tiersim.engine.simulate import simulate
 from tiersim.report.json_report import run_report
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import Matrix
+from tiersim.state.resolved import resolve
 from tiersim.workload.cpu_optimizer import cpu_update_s
 from tiersim.workload.fetch import bucketed, submodule_sizes
 from tiersim.workload.pinned import pinned_size
@@ -316,7 +317,7 @@ def test_the_cpu_path_is_the_kernel_clipping_copy_back_and_the_rest():
     p = 771_857_152
     by_hand = p / 2.042e9 + p * 14 / 204.8e9 + p / 2.212e9
     assert by_hand == pytest.approx(0.7797, abs=1e-4)
-    assert cpu_update_s(s, offload_plan(s), p, 28 * p) == pytest.approx(by_hand, rel=1e-12)
+    assert cpu_update_s(resolve(s), offload_plan(s), p, 28 * p) == pytest.approx(by_hand, rel=1e-12)
     assert simulate(s).optimizer_s == pytest.approx(by_hand, rel=1e-9)
 
 

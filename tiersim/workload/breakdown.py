@@ -19,11 +19,14 @@ saw; these are the model's prices, from which they result.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from tiersim.config.schema import Scenario
 from tiersim.state.model import Transformer
 from tiersim.workload import kernels
 from tiersim.workload.comms import alone_s
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
 
 
 @dataclass(frozen=True)
@@ -45,13 +48,13 @@ def _kernel_model(model) -> bool:
     return isinstance(model, Transformer) and model.moe is None and model.mla is None
 
 
-def _kernel_totals(s: Scenario, model, units, stage: int) -> tuple[float, float]:
+def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]:
     """(GEMM, memory-bound) seconds of one micro-batch through the stage's units."""
     if not _kernel_model(model):  # no shapes, or none the kernels know: compute as GEMM
         return sum(u.forward_s + u.backward_s + u.recompute_s for u in units), 0.0
-    first, last = stage == 0, stage == s.parallel.pipeline - 1
+    first, last = stage == 0, stage == r.execution.parallel.pipeline - 1
     per_unit = {
-        is_layer: kernels.unit_kernels(s, model, is_layer, first, last)
+        is_layer: kernels.unit_kernels(r.scenario, model, is_layer, first, last)
         for is_layer in (True, False)
     }
     gemm = memory = 0.0
@@ -61,20 +64,24 @@ def _kernel_totals(s: Scenario, model, units, stage: int) -> tuple[float, float]
     return gemm, memory
 
 
-def _blocking_s(s: Scenario, units, dp_per_microbatch: bool) -> float:
+def _blocking_s(r: Resolved, units, dp_per_microbatch: bool) -> float:
     """The step's blocking collectives over the stage's units, each at its time alone."""
-    m = s.training.grad_accumulation
-    total = m * sum(alone_s(s, u.tp_forward) + alone_s(s, u.tp_backward) for u in units)
-    total += m * sum(alone_s(s, u.ep_forward) + alone_s(s, u.ep_backward) for u in units)
+    m = r.execution.training.grad_accumulation
+    total = m * sum(
+        alone_s(r.scenario, u.tp_forward) + alone_s(r.scenario, u.tp_backward) for u in units
+    )
+    total += m * sum(
+        alone_s(r.scenario, u.ep_forward) + alone_s(r.scenario, u.ep_backward) for u in units
+    )
     for u in units:
-        if not s.parallel.overlap_gradient_reduce:
-            total += alone_s(s, u.dp_gradients) * (m if dp_per_microbatch else 1)
-        total += alone_s(s, u.embedding_sync)
+        if not r.execution.parallel.overlap_gradient_reduce:
+            total += alone_s(r.scenario, u.dp_gradients) * (m if dp_per_microbatch else 1)
+        total += alone_s(r.scenario, u.embedding_sync)
     return total
 
 
 def step_breakdown(
-    s: Scenario,
+    r: Resolved,
     model,
     units,
     stage: int,
@@ -83,13 +90,13 @@ def step_breakdown(
 ) -> StepBreakdown:
     """`pipeline_idle`: (the stage's pipeline idle time, the uniform fill and drain within
     it, one micro-batch's point-to-point time on this stage)."""
-    m = s.training.grad_accumulation
-    gemm, memory = _kernel_totals(s, model, units, stage)
-    scale = kernels.overhead(s) if _kernel_model(model) else 1.0
+    m = r.execution.training.grad_accumulation
+    gemm, memory = _kernel_totals(r, model, units, stage)
+    scale = kernels.overhead(r.scenario) if _kernel_model(model) else 1.0
     compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
     sm_share = max(0.0, compute - m * scale * (gemm + memory))
     idle, fill, p2p = pipeline_idle
-    blocking = _blocking_s(s, units, dp_per_microbatch) + m * p2p + sm_share
+    blocking = _blocking_s(r, units, dp_per_microbatch) + m * p2p + sm_share
     return StepBreakdown(
         gemm_s=m * gemm,
         memory_bound_s=m * memory,

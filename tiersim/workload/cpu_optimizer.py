@@ -21,8 +21,13 @@ explained by one set of figures:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tiersim.config.framework import OffloadPlan
-from tiersim.config.schema import PRECISION_BYTES, Hardware, Scenario
+from tiersim.config.schema import PRECISION_BYTES, Hardware
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
 
 CLIP_BYTES = 8  # read and write the fp32 gradient
 FP32 = 4
@@ -37,13 +42,13 @@ def kernel_rate(machine: Hardware) -> float:
     return cpu.adam_kernel_rate or cpu.optimizer_rate
 
 
-def cpu_update_s(s: Scenario, plan: OffloadPlan, params: float, touched: float) -> float:
+def cpu_update_s(r: Resolved, plan: OffloadPlan, params: float, touched: float) -> float:
     """Seconds one unit's update takes on the host (`touched`: bytes the kernel touches)."""
-    bw = host_bandwidth(s.hardware)
+    bw = host_bandwidth(r.machine)
     if not plan.cpu_path_in_parts:
-        return max(params / s.hardware.cpu.optimizer_rate, touched / bw)
-    kernel = max(params / kernel_rate(s.hardware), touched / bw)
-    copy_back = FP32 + PRECISION_BYTES[s.training.precision.weights]
-    overhead = s.hardware.cpu.path_overhead_rate
+        return max(params / r.machine.cpu.optimizer_rate, touched / bw)
+    kernel = max(params / kernel_rate(r.machine), touched / bw)
+    copy_back = FP32 + PRECISION_BYTES[r.execution.training.precision.weights]
+    overhead = r.machine.cpu.path_overhead_rate
     rest = params / overhead if overhead else 0.0
     return kernel + params * (CLIP_BYTES + copy_back) / bw + rest

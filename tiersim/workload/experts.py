@@ -17,38 +17,43 @@ combines again.
 
 from __future__ import annotations
 
-from tiersim.config.schema import PRECISION_BYTES, Scenario
+from typing import TYPE_CHECKING
+
+from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.collectives import GroupLink, group_link, rank_strides
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
 from tiersim.workload.comms import Comm
 
-
-def expert_group_link(s: Scenario) -> GroupLink:
-    par = s.parallel
-    return group_link(s.hardware.network, par.expert, rank_strides(par)["expert"])
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
 
 
-def all_to_all_bytes(s: Scenario, model: Model) -> float:
+def expert_group_link(r: Resolved) -> GroupLink:
+    par = r.execution.parallel
+    return group_link(r.machine.network, par.expert, rank_strides(par)["expert"])
+
+
+def all_to_all_bytes(r: Resolved, model: Model) -> float:
     """Bytes one GPU sends in one all-to-all (dispatch or combine) of one MoE layer and
     micro-batch, for the busiest rank."""
-    par, moe = s.parallel, model.moe
-    tokens = s.seq_len * s.training.micro_batch_size / par.tensor
+    par, moe = r.execution.parallel, model.moe
+    tokens = r.execution.seq_len * r.execution.training.micro_batch_size / par.tensor
     rows = moe.per_token * tokens * moe.padding
-    value = PRECISION_BYTES[s.training.precision.weights]
+    value = PRECISION_BYTES[r.execution.training.precision.weights]
     leaving = (par.expert - 1) / par.expert
     return rows * model.hidden * value * leaving * par.expert_imbalance
 
 
-def expert_comms(s: Scenario, model: Model, index: int) -> dict[str, Comm]:
+def expert_comms(r: Resolved, model: Model, index: int) -> dict[str, Comm]:
     """The all-to-alls of layer `index` per micro-batch, forward and backward (none for a
     dense layer or without expert parallelism)."""
-    e = s.parallel.expert
+    e = r.execution.parallel.expert
     if e == 1 or not model.is_moe(index):
         return {}
-    link = expert_group_link(s)
-    one = all_to_all_bytes(s, model)
-    backward_calls = 4 if s.training.recompute == "full" else 2
+    link = expert_group_link(r)
+    one = all_to_all_bytes(r, model)
+    backward_calls = 4 if r.execution.training.recompute == "full" else 2
 
     def calls(name: str, n: int) -> Comm:
         channel = Network(NetChannel(link.kind))
@@ -60,11 +65,13 @@ def expert_comms(s: Scenario, model: Model, index: int) -> dict[str, Comm]:
     }
 
 
-def routed_flops_share(s: Scenario, shape) -> float:
+def routed_flops_share(r: Resolved, shape) -> float:
     """The routed experts' share of an MoE layer's forward FLOPs: each token's k experts
     (times the capacity factor) over the whole layer (attention, router, shared experts too)."""
     model = shape.model
-    moe, tokens = model.moe, s.seq_len * s.training.micro_batch_size
+    moe, tokens = model.moe, r.execution.seq_len * r.execution.training.micro_batch_size
     per_expert = (3 if model.gated_mlp else 2) * model.hidden * moe.ffn_hidden
     routed = 2.0 * tokens * moe.per_token * moe.padding * per_expert
-    return routed / shape.layer_forward_flops(s.seq_len, s.training.micro_batch_size)
+    return routed / shape.layer_forward_flops(
+        r.execution.seq_len, r.execution.training.micro_batch_size
+    )

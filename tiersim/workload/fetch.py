@@ -21,11 +21,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tiersim.config.framework import OffloadPlan
-from tiersim.config.schema import Scenario
 from tiersim.state.model import Matrix
 from tiersim.workload.comms import Comm
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
 
 _SPLIT_BYTES = ("weights_full", "gradients_full", "gradients_for_update", "weights_updated")
 _SPLIT_TIMES = ("forward_s", "backward_s", "recompute_s", "optimizer_gpu_s", "optimizer_cpu_s")
@@ -99,29 +102,29 @@ def split_unit(unit, parts: list[int], name_of) -> list:
     return out
 
 
-def _tiles(s: Scenario, unit, parts: list[int], room: float) -> list[int]:
+def _tiles(r: Resolved, unit, parts: list[int], room: float) -> list[int]:
     """Tile counts per part: enough that one tile's weights and gradients fit in `room`."""
     per_param = (unit.weights_full + unit.gradients_full) / max(unit.params, 1)
     return [max(1, math.ceil(n * per_param / room)) if room > 0 else 1 for n in parts]
 
 
-def fetch_units(s: Scenario, plan: OffloadPlan, layers: list, mats: list[Matrix], resident: int):
+def fetch_units(r: Resolved, plan: OffloadPlan, layers: list, mats: list[Matrix], resident: int):
     """The layer units as fetched: whole, or split into submodules (and tiles). Returns the
     units and the tiling applied (one entry per tiled operator of the first layer: every
     layer is the same)."""
     if not layers or any(u.params != layers[0].params for u in layers):
         return layers, ()  # a split of unlike layers (dense and MoE, or parts) is not modelled
-    gpu = s.hardware.tiers[s.hardware.gpu.memory]
+    gpu = r.machine.tiers[r.machine.gpu.memory]
     streamed = any(u.weights_full > u.homed["weights"] or u.dp_weights for u in layers) or (
-        s.placement.weights != s.hardware.gpu.memory
+        r.execution.placement.weights != r.machine.gpu.memory
     )
     submodule = plan.fetch == "submodule" and streamed
     sizes = submodule_sizes(mats) if submodule else [layers[0].params]
     if sum(sizes) != layers[0].params:
         sizes = [layers[0].params]  # not the layer's tensors as listed: one part
     parts = bucketed(sizes, plan.prefetch_bucket_size if submodule else None)
-    room = gpu.capacity - s.training.workspace - layers[0].activations - resident
-    tiles = _tiles(s, layers[0], parts, room) if plan.tiling and streamed else [1] * len(parts)
+    room = gpu.capacity - r.execution.training.workspace - layers[0].activations - resident
+    tiles = _tiles(r, layers[0], parts, room) if plan.tiling and streamed else [1] * len(parts)
     cut = list(zip(parts, tiles, strict=True))
     pieces = [n // t + (1 if j < n % t else 0) for n, t in cut for j in range(t)]
     if len(pieces) == 1:

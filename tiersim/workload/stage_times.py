@@ -5,25 +5,29 @@ its own layers where the model's differ), the bubble and the chunks of interleav
 
 from __future__ import annotations
 
-from tiersim.config.schema import Scenario
+from typing import TYPE_CHECKING
+
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
 from tiersim.workload.comms import Comm, p2p_send_s, rest_tensor_comms, sm_share_s
 from tiersim.workload.pipeline_steady import evaluate_steady
 
-
-def _gpu_rate(s: Scenario) -> float:
-    peak = s.hardware.gpu.peak_flops[s.training.precision.compute_precision]
-    return peak * s.hardware.gpu.efficiency
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
 
 
-def _memory_bound_s(s: Scenario, model, bytes_moved: float) -> float:
-    hbm = s.hardware.tiers[s.hardware.gpu.memory]
+def _gpu_rate(r: Resolved) -> float:
+    peak = r.machine.gpu.peak_flops[r.execution.training.precision.compute_precision]
+    return peak * r.machine.gpu.efficiency
+
+
+def _memory_bound_s(r: Resolved, model, bytes_moved: float) -> float:
+    hbm = r.machine.tiers[r.machine.gpu.memory]
     return bytes_moved / min(hbm.read_bw, hbm.write_bw)
 
 
 def compute_times(
-    s: Scenario, model, is_layer: bool, last_stage: bool, first_stage: bool = False
+    r: Resolved, model, is_layer: bool, last_stage: bool, first_stage: bool = False
 ) -> tuple[float, ...]:
     """Forward, backward and recompute seconds of one unit for one micro-batch.
 
@@ -37,19 +41,24 @@ def compute_times(
     """
     plain = isinstance(model, Transformer) and model.moe is None and model.mla is None
     if plain:
-        return kernels.unit_times(s, model, is_layer, first_stage, last_stage)
-    seq, mbs, t, rate = s.seq_len, s.training.micro_batch_size, s.parallel.tensor, _gpu_rate(s)
+        return kernels.unit_times(r.scenario, model, is_layer, first_stage, last_stage)
+    seq, mbs, t, rate = (
+        r.execution.seq_len,
+        r.execution.training.micro_batch_size,
+        r.execution.parallel.tensor,
+        _gpu_rate(r),
+    )
     if not is_layer:
         fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
         return fwd, 2.0 * fwd, 0.0
-    kept = model.layer_activation_bytes(seq, mbs, t, s.parallel.sequence, "none")
-    elementwise = _memory_bound_s(s, model, kept)
+    kept = model.layer_activation_bytes(seq, mbs, t, r.execution.parallel.sequence, "none")
+    elementwise = _memory_bound_s(r, model, kept)
     fwd = model.layer_forward_flops(seq, mbs) / t / rate + elementwise
-    recompute = fwd if s.training.recompute == "full" else 0.0
-    if s.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
+    recompute = fwd if r.execution.training.recompute == "full" else 0.0
+    if r.execution.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
         scores = 5.0 * model.attention_heads * seq * seq * mbs / t  # softmax, mask, dropout
         recompute = 4.0 * mbs * seq * seq * model.attention_width / t / rate
-        recompute += _memory_bound_s(s, model, scores)
+        recompute += _memory_bound_s(r, model, scores)
     bwd = 2.0 * model.layer_forward_flops(seq, mbs) / t / rate + 2.0 * elementwise
     return fwd, bwd, recompute
 
@@ -58,21 +67,23 @@ def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
     return 0.0 if c is None else c.latency_s + c.nbytes / cap[c.resource]
 
 
-def _rest_times(s: Scenario, model, hidden: int | None, stage: int, cap: dict) -> tuple:
+def _rest_times(r: Resolved, model, hidden: int | None, stage: int, cap: dict) -> tuple:
     """Forward and backward seconds of one stage's rest unit for one micro-batch: the output
     head on the last stage, the tensor-parallel embedding and head collectives."""
-    fwd, bwd, _ = compute_times(s, model, False, stage == s.parallel.pipeline - 1, stage == 0)
-    tp_f, tp_b, hidden_c = rest_tensor_comms(s, hidden, stage)
-    bwd += sm_share_s(s, hidden_c)
+    fwd, bwd, _ = compute_times(
+        r, model, False, stage == r.execution.parallel.pipeline - 1, stage == 0
+    )
+    tp_f, tp_b, hidden_c = rest_tensor_comms(r.scenario, hidden, stage)
+    bwd += sm_share_s(r.scenario, hidden_c)
     return fwd + _alone_s(tp_f, cap), bwd + _alone_s(tp_b, cap)
 
 
-def _stage_chunk_times(s: Scenario, model, stage_layers: list[list], cap: dict, hidden) -> tuple:
+def _stage_chunk_times(r: Resolved, model, stage_layers: list[list], cap: dict, hidden) -> tuple:
     """Forward and backward seconds of one micro-batch through each (stage, chunk), from each
     stage's own layers (`stage_layers[k]`: alike where the model's layers are, else a
     DeepSeek's first dense layers make its first stage unlike the rest); the embedding joins
     stage 0's first chunk, the output head the last stage's last chunk (Megatron's placement)."""
-    par = s.parallel
+    par = r.execution.parallel
     p, v = par.pipeline, par.virtual_pipeline
     fwd, bwd = [], []
     for layers in stage_layers:
@@ -89,23 +100,23 @@ def _stage_chunk_times(s: Scenario, model, stage_layers: list[list], cap: dict, 
         fwd.append([f / v] * v)
         bwd.append([b / v] * v)
     for stage, chunk in ((0, 0), (p - 1, v - 1)):
-        rest_f, rest_b = _rest_times(s, model, hidden, stage, cap)
+        rest_f, rest_b = _rest_times(r, model, hidden, stage, cap)
         fwd[stage][chunk] += rest_f
         bwd[stage][chunk] += rest_b
     return fwd, bwd
 
 
-def _each_stage_layers(s: Scenario, model, units: list, stage: int, stage_units) -> list[list]:
+def _each_stage_layers(r: Resolved, model, units: list, stage: int, stage_units) -> list[list]:
     """The layer units of every pipeline stage: the simulated stage's for all where layers are
     alike, else each stage's own (`stage_units(k)`: stage k's, built as the simulated one's)."""
-    p = s.parallel.pipeline
+    p = r.execution.parallel.pipeline
     if not model.is_moe_model:
         return [units[:-1]] * p
     return [units[:-1] if k == stage else stage_units(k)[:-1] for k in range(p)]
 
 
 def bubble(
-    s: Scenario, model, units: list, cap: dict, hidden: int | None, stage: int, stage_units
+    r: Resolved, model, units: list, cap: dict, hidden: int | None, stage: int, stage_units
 ) -> tuple:
     """Pipeline idle time per step of the simulated stage, the part of it after the stage's
     last backward, and the uniform pipeline's fill and drain within it: the all-stage
@@ -114,12 +125,12 @@ def bubble(
     waits only for the pipeline's end (stage 0: not at all). Megatron's exchange with the
     next stage blocks both (batched send and receive, then wait): each forward and each
     backward of a chunk carries one transfer's time."""
-    par, m = s.parallel, s.training.grad_accumulation
+    par, m = r.execution.parallel, r.execution.training.grad_accumulation
     if par.pipeline == 1:
         return 0.0, 0.0, 0.0, 0.0
-    p2p = p2p_send_s(s, hidden)
+    p2p = p2p_send_s(r.scenario, hidden)
     fwd, bwd = _stage_chunk_times(
-        s, model, _each_stage_layers(s, model, units, stage, stage_units), cap, hidden
+        r, model, _each_stage_layers(r, model, units, stage, stage_units), cap, hidden
     )
     fwd = [[x + p2p for x in row] for row in fwd]
     bwd = [[x + p2p for x in row] for row in bwd]

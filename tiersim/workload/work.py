@@ -100,14 +100,14 @@ def _optimizer_times(r: Resolved, touched: float, updated_params: float) -> tupl
     hw = r.machine
     hbm = hw.tiers[hw.gpu.memory]
     gpu_s = touched / (min(hbm.read_bw, hbm.write_bw) * hw.gpu.optimizer_efficiency)
-    return gpu_s, cpu_update_s(r.scenario, r.execution.offload, updated_params, touched)
+    return gpu_s, cpu_update_s(r, r.execution.offload, updated_params, touched)
 
 
 def _timed(r: Resolved, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:
     """`compute_times`, worked out once per (shape, is_layer) into `timed`."""
     key = (model, is_layer)
     if key not in timed:
-        timed[key] = compute_times(r.scenario, model, is_layer, ends[1], ends[0])
+        timed[key] = compute_times(r, model, is_layer, ends[1], ends[0])
     return timed[key]
 
 
@@ -191,7 +191,7 @@ def _layer_units(r: Resolved, model, index: int, shape, mats, ends, timed: dict)
     experts, norms; its activations and tensor-parallel collectives) and the routed experts
     (their all-to-alls, homed apart), the layer's times divided by the experts' FLOP share."""
     acts = math.ceil(layer_activation_bytes(r.scenario, shape))
-    comms = expert_comms(r.scenario, model, index)
+    comms = expert_comms(r, model, index)
     whole = _unit(r, shape, f"L{index}", mats, True, ends, acts, comms, timed=timed)
     routed = [m for m in mats if m.expert]
     if not routed or not experts_placed_apart(r.execution.placement, r.machine):
@@ -199,7 +199,7 @@ def _layer_units(r: Resolved, model, index: int, shape, mats, ends, timed: dict)
     dense = [m for m in mats if not m.expert]
     rest = _unit(r, shape, f"L{index}", dense, True, ends, acts, part=True)
     experts = _unit(r, shape, f"L{index}.experts", routed, True, ends, 0, comms, part=True)
-    share = routed_flops_share(r.scenario, shape)
+    share = routed_flops_share(r, shape)
     times = ("forward_s", "backward_s", "recompute_s")
     rest = dataclasses.replace(rest, **{t: getattr(whole, t) * (1 - share) for t in times})
     experts = dataclasses.replace(
@@ -308,12 +308,12 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
     held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")
     besides = resident - inv.per_gpu["workspace"]  # what the tiles share GPU memory with
-    layers, tiling = fetch_units(r.scenario, r.execution.offload, units[:-1], first_mats, besides)
+    layers, tiling = fetch_units(r, r.execution.offload, units[:-1], first_mats, besides)
     parts = len(layers) // max(1, len(units) - 1)
     whole = units  # one unit a layer: the kernels' prices are by layer (workload.breakdown)
     units = [*layers, units[-1]]
     bubble, after, fill, p2p = stage_bubble(
-        r.scenario, model, units, cap, hidden, inv.stage, lambda k: _stage_units(r, model, k)[0]
+        r, model, units, cap, hidden, inv.stage, lambda k: _stage_units(r, model, k)[0]
     )
     tr = r.execution.training
     tokens = r.execution.seq_len * tr.micro_batch_size * tr.grad_accumulation * par.data
@@ -328,9 +328,7 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
         bubble_s=bubble,
         bubble_after_s=after,
         net_capacity=cap,
-        breakdown=step_breakdown(
-            r.scenario, model, whole, inv.stage, (bubble, fill, p2p), every_mb
-        ),
+        breakdown=step_breakdown(r, model, whole, inv.stage, (bubble, fill, p2p), every_mb),
         tiling=tiling,
         parts_per_layer=parts,
     )
