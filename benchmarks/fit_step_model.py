@@ -59,8 +59,8 @@ def table4_layer_s(efficiency: float) -> float:
     return (
         layer.forward_s
         + layer.backward_s
-        + alone_s(s, layer.tp_forward)
-        + alone_s(s, layer.tp_backward)
+        + alone_s(resolve(s), layer.tp_forward)
+        + alone_s(resolve(s), layer.tp_backward)
     )
 
 

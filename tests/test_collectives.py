@@ -286,16 +286,17 @@ def test_a_pipeline_send_is_a_slice_of_the_activations_over_one_nic():
     s = _setup(model, par, {"seq_len": 2048, "micro_batch_size": 4, "grad_accumulation": 8})
     s = s.model_copy(update={"hardware": s.hardware.model_copy(update={"network": DGX_A100})})
     gather = 7 / 8 * SBH / 300e9 + 7 * 3.4e-6
-    assert p2p_send_s(s, 6144) == pytest.approx(SBH / 8 / 25e9 + 14e-6 + gather)
+    assert p2p_send_s(resolve(s), 6144) == pytest.approx(SBH / 8 / 25e9 + 14e-6 + gather)
 
 
 def test_tied_embeddings_sync_their_gradients_between_first_and_last_stage():
     s = _setup(GPT, {"tensor": 8, "pipeline": 4})
     model = build_model(s.model)
-    sync = embedding_sync(s, model, 0)
+    res = resolve(s)
+    sync = embedding_sync(res, model, 0)
     # ceil(51,200 / 8) x 6144 bf16 gradients, all-reduced by two ranks: 2(2-1)/2 = 1 x buffer
     assert sync.group == "embedding" and sync.nbytes == math.ceil(51200 / 8) * 6144 * 2
-    assert embedding_sync(s, model, 3) is not None and embedding_sync(s, model, 1) is None
+    assert embedding_sync(res, model, 3) is not None and embedding_sync(res, model, 1) is None
 
 
 def test_more_network_bandwidth_never_slows_the_step_collectives():
@@ -304,7 +305,7 @@ def test_more_network_bandwidth_never_slows_the_step_collectives():
     for nic in ("100 Gb/s", "200 Gb/s", "400 Gb/s", "800 Gb/s"):
         hw = {"preset": "dgx-a100", "network": {"inter_node_bandwidth": nic}}
         s = scenario({"name": "t", "model": GPT, "parallel": par, "hardware": hw})
-        cap = capacities(s)
+        cap = capacities(resolve(s))
         comms = [c for u in build_workload(resolve(s)).units for c in _comms(u).values()]
         totals.append(sum(c.latency_s + c.nbytes / cap[c.resource] for c in comms))
     assert totals == sorted(totals, reverse=True) and totals[0] > totals[-1]

@@ -55,7 +55,7 @@ def test_korthikanti_table4_layer_with_the_fitted_efficiency():
         ["training.recompute=none"],
     ).scenario
     layer = build_workload(resolve(s)).units[0]
-    blocking = alone_s(s, layer.tp_forward) + alone_s(s, layer.tp_backward)
+    blocking = alone_s(resolve(s), layer.tp_forward) + alone_s(resolve(s), layer.tp_backward)
     assert layer.recompute_s == 0.0 and layer.tp_backward is None  # hidden: async backward
     assert layer.forward_s + layer.backward_s + blocking == pytest.approx(19.6e-3, rel=0.005)
 
@@ -98,7 +98,7 @@ def test_tensor_all_reduce_at_the_measured_busbw():
     share = 0.594 + w * (0.622 - 0.594)
     expected = 2 * 7 / 8 * buffer / (300e9 * share)
     fwd = build_workload(resolve(s)).units[0].tp_forward  # two per layer
-    assert alone_s(s, fwd) == pytest.approx(2 * expected)
+    assert alone_s(resolve(s), fwd) == pytest.approx(2 * expected)
 
 
 def test_hidden_backward_collectives_cost_their_sm_share():
@@ -107,7 +107,7 @@ def test_hidden_backward_collectives_cost_their_sm_share():
         build_workload(resolve(blocking)).units[0],
         build_workload(resolve(hidden)).units[0],
     )
-    all_reduces = alone_s(blocking, b_layer.tp_backward)  # the two, blocking
+    all_reduces = alone_s(resolve(blocking), b_layer.tp_backward)  # the two, blocking
     assert h_layer.tp_backward is None
     # Calculon's a100_80g processor_usage 0.15 (dgx-a100's collective_sm_share)
     assert h_layer.backward_s - b_layer.backward_s == pytest.approx(0.15 * all_reduces)

@@ -19,6 +19,7 @@ from tiersim.report.wear import json_number, wear_section
 from tiersim.state.activations import GROUPS, accounting_for
 from tiersim.state.inventory import Inventory, activation_items, model_summary
 from tiersim.state.model import build_model
+from tiersim.state.resolved import resolve
 from tiersim.workload.comms import capacities, network_nics
 
 # The step's scalar figures, as dotted paths in the report: what a comparison and a sweep's
@@ -149,7 +150,7 @@ def link_bandwidth(s: Scenario, name: str) -> float:
     """Bytes per second per direction: a hardware link's, or for `nvlink` / `network` what one
     GPU's collectives get (a group with k members per node drives k NICs: k x a NIC's)."""
     link = s.hardware.links.get(name)
-    return link.bandwidth if link is not None else capacities(s)[Network(NetChannel(name))]
+    return link.bandwidth if link is not None else capacities(resolve(s))[Network(NetChannel(name))]
 
 
 def bandwidth_share(nbytes: float, bandwidth: float, step_s: float) -> float | None:
@@ -177,7 +178,7 @@ def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
             },
         }
     if "network" in out:  # how many of the node's NICs one GPU's rings drive at once
-        out["network"]["nics_per_gpu"] = network_nics(s)
+        out["network"]["nics_per_gpu"] = network_nics(resolve(s))
         out["network"]["nic_bandwidth"] = s.hardware.network.inter_node_bandwidth
     return out
 

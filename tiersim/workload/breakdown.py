@@ -67,16 +67,12 @@ def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]
 def _blocking_s(r: Resolved, units, dp_per_microbatch: bool) -> float:
     """The step's blocking collectives over the stage's units, each at its time alone."""
     m = r.execution.training.grad_accumulation
-    total = m * sum(
-        alone_s(r.scenario, u.tp_forward) + alone_s(r.scenario, u.tp_backward) for u in units
-    )
-    total += m * sum(
-        alone_s(r.scenario, u.ep_forward) + alone_s(r.scenario, u.ep_backward) for u in units
-    )
+    total = m * sum(alone_s(r, u.tp_forward) + alone_s(r, u.tp_backward) for u in units)
+    total += m * sum(alone_s(r, u.ep_forward) + alone_s(r, u.ep_backward) for u in units)
     for u in units:
         if not r.execution.parallel.overlap_gradient_reduce:
-            total += alone_s(r.scenario, u.dp_gradients) * (m if dp_per_microbatch else 1)
-        total += alone_s(r.scenario, u.embedding_sync)
+            total += alone_s(r, u.dp_gradients) * (m if dp_per_microbatch else 1)
+        total += alone_s(r, u.embedding_sync)
     return total
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware import nccl
 from tiersim.hardware.collectives import (
     BUS_FACTOR,
@@ -29,6 +30,9 @@ from tiersim.hardware.collectives import (
 )
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
 
 # the parallel groups that communicate; the ring groups set the network's rate (capacities)
 RING_GROUPS = ("tensor", "data", "pipeline", "expert", "expert_data")
@@ -54,60 +58,60 @@ class Comm:
         return self.latency_s  # plus nbytes / bandwidth, which the engine adds
 
 
-def _link(s: Scenario, group: str) -> tuple[GroupLink, int]:
-    par = s.parallel
+def _link(r: Resolved, group: str) -> tuple[GroupLink, int]:
+    par = r.execution.parallel
     if group == "pipeline":
-        return p2p_link(s.hardware.network, par), 2
+        return p2p_link(r.machine.network, par), 2
     if group == "embedding":
-        return embedding_group_link(s.hardware.network, par), 2
+        return embedding_group_link(r.machine.network, par), 2
     sizes = {"tensor": par.tensor, "data": par.data, "expert": par.expert}
     size = sizes[group] if group in sizes else par.data // par.expert  # expert_data
-    return group_link(s.hardware.network, size, rank_strides(par)[group]), size
+    return group_link(r.machine.network, size, rank_strides(par)[group]), size
 
 
-def link_efficiency(s: Scenario, kind: str) -> nccl.Efficiency:
-    net = s.hardware.network
+def link_efficiency(r: Resolved, kind: str) -> nccl.Efficiency:
+    net = r.machine.network
     return net.intra_node_efficiency if kind == "nvlink" else net.inter_node_efficiency
 
 
-def _latency_s(s: Scenario, op: Op, buffer: float, size: int, link: GroupLink) -> float:
+def _latency_s(r: Resolved, op: Op, buffer: float, size: int, link: GroupLink) -> float:
     """One call's time beyond sent / rate: the hops (unless a measured curve holds them)
     and NCCL's shortfall from the link's rate at this buffer size."""
     sent = buffer * BUS_FACTOR[op](size)
-    efficiency = link_efficiency(s, link.kind)
+    efficiency = link_efficiency(r, link.kind)
     hops = 0.0
     if not nccl.is_curve(efficiency):
         hops = max(collective_s(op, buffer, size, link) - sent / link.bandwidth, 0.0)
     return hops + nccl.slowdown_s(sent, link.bandwidth, efficiency, buffer)
 
 
-def comm(s: Scenario, name: str, group: str, op: Op, buffer: float, calls: int = 1) -> Comm:
-    link, size = _link(s, group)
+def comm(r: Resolved, name: str, group: str, op: Op, buffer: float, calls: int = 1) -> Comm:
+    link, size = _link(r, group)
     sent = buffer * BUS_FACTOR[op](size)
-    latency = _latency_s(s, op, buffer, size, link)
+    latency = _latency_s(r, op, buffer, size, link)
     channel = Network(NetChannel(link.kind))
     return Comm(name, sent * calls, latency * calls, channel, group)
 
 
-def alone_s(s: Scenario, c: Comm | None) -> float:
+def alone_s(r: Resolved, c: Comm | None) -> float:
     """A collective's time with its link to itself."""
     if c is None:
         return 0.0
-    rate = capacities(s)[c.resource]
+    rate = capacities(r)[c.resource]
     return c.latency_s + (c.nbytes / rate if rate != math.inf else 0.0)
 
 
 NVLINK, NETWORK = Network(NetChannel.NVLINK), Network(NetChannel.NETWORK)
 
 
-def capacities(s: Scenario) -> dict[Network, float]:
+def capacities(r: Resolved) -> dict[Network, float]:
     """Bandwidth per GPU per direction of its two physical channels: every group inside a node
     shares the GPU's NVLink; groups spanning nodes share its network ports (at the widest
     rate any of them reaches, NCCL driving one ring per NIC)."""
-    net = s.hardware.network
+    net = r.machine.network
     out = {NVLINK: net.intra_node_bandwidth, NETWORK: 0.0}
     for group in RING_GROUPS:
-        link, _ = _link(s, group)
+        link, _ = _link(r, group)
         if link.kind == "network":
             out[NETWORK] = max(out[NETWORK], link.bandwidth)
     if out[NETWORK] == 0.0:
@@ -115,26 +119,26 @@ def capacities(s: Scenario) -> dict[Network, float]:
     return out
 
 
-def network_nics(s: Scenario) -> int:
+def network_nics(r: Resolved) -> int:
     """NICs one GPU's rings drive at once on the network: the members per node of the group
     that sets the network's rate in `capacities` (1 where no group spans nodes)."""
     best = (0.0, 1)
     for group in RING_GROUPS:
-        link, _ = _link(s, group)
+        link, _ = _link(r, group)
         if link.kind == "network":
             best = max(best, (link.bandwidth, link.per_node))
     return best[1]
 
 
-def hidden_bytes(s: Scenario, hidden: int | None) -> float:
+def hidden_bytes(r: Resolved, hidden: int | None) -> float:
     """One micro-batch's hidden states s·b·h at the weights' precision."""
     if not hidden:
         return 0.0
-    act = PRECISION_BYTES[s.training.precision.weights]
-    return float(s.seq_len * s.training.micro_batch_size * hidden * act)
+    act = PRECISION_BYTES[r.execution.training.precision.weights]
+    return float(r.execution.seq_len * r.execution.training.micro_batch_size * hidden * act)
 
 
-def tensor_comms(s: Scenario, hidden: int | None) -> tuple[Comm | None, ...]:
+def tensor_comms(r: Resolved, hidden: int | None) -> tuple[Comm | None, ...]:
     """Megatron TP per layer and micro-batch as (forward, backward blocking, backward hidden).
 
     Without sequence parallelism: 2 all-reduces forward (attention and MLP outputs), 2
@@ -146,74 +150,74 @@ def tensor_comms(s: Scenario, hidden: int | None) -> tuple[Comm | None, ...]:
     weight-gradient GEMMs (all but the sequence-parallel gradient all-gathers) are hidden,
     costing only the SM share they take. Full recompute reruns the forward's collectives,
     blocking, before backward."""
-    t = s.parallel.tensor
+    t = r.execution.parallel.tensor
     if t == 1 or not hidden:
         return None, None, None
-    buffer = hidden_bytes(s, hidden)
-    redo = 1 if s.training.recompute == "full" else 0
-    overlap = s.parallel.overlap_tensor_backward
-    if s.parallel.sequence:
-        fwd = _pair(s, "tp forward", buffer, 2)
+    buffer = hidden_bytes(r, hidden)
+    redo = 1 if r.execution.training.recompute == "full" else 0
+    overlap = r.execution.parallel.overlap_tensor_backward
+    if r.execution.parallel.sequence:
+        fwd = _pair(r, "tp forward", buffer, 2)
         hidden_pairs = 0 if not overlap else 2
-        blocking = _sequence_backward(s, buffer, 2 - hidden_pairs + 2 * redo, 2)
-        hidden_c = _pair(s, "tp backward (overlapped)", buffer, 2) if hidden_pairs else None
+        blocking = _sequence_backward(r, buffer, 2 - hidden_pairs + 2 * redo, 2)
+        hidden_c = _pair(r, "tp backward (overlapped)", buffer, 2) if hidden_pairs else None
         return fwd, blocking, hidden_c
-    fwd = comm(s, "tp forward", "tensor", "all_reduce", buffer, 2)
+    fwd = comm(r, "tp forward", "tensor", "all_reduce", buffer, 2)
     calls = (0 if overlap else 2) + 2 * redo
-    blocking = comm(s, "tp backward", "tensor", "all_reduce", buffer, calls) if calls else None
-    hidden_c = comm(s, "tp backward (overlapped)", "tensor", "all_reduce", buffer, 2)
+    blocking = comm(r, "tp backward", "tensor", "all_reduce", buffer, calls) if calls else None
+    hidden_c = comm(r, "tp backward (overlapped)", "tensor", "all_reduce", buffer, 2)
     return fwd, blocking, hidden_c if overlap else None
 
 
-def _sequence_backward(s: Scenario, buffer: float, pairs: int, gathers: int) -> Comm:
+def _sequence_backward(r: Resolved, buffer: float, pairs: int, gathers: int) -> Comm:
     """Blocking backward collectives under sequence parallelism: `pairs` reduce-scatter +
     all-gather pairs (recomputed forward's, not hidden ones) and `gathers` all-gathers."""
-    ag = comm(s, "tp backward", "tensor", "all_gather", buffer, gathers)
+    ag = comm(r, "tp backward", "tensor", "all_gather", buffer, gathers)
     if not pairs:
         return ag
-    pair = _pair(s, "tp backward", buffer, pairs)
+    pair = _pair(r, "tp backward", buffer, pairs)
     return Comm(
         "tp backward", pair.nbytes + ag.nbytes, pair.latency_s + ag.latency_s, ag.resource, "tensor"
     )
 
 
-def _pair(s: Scenario, name: str, buffer: float, calls: int) -> Comm:
-    rs = comm(s, name, "tensor", "reduce_scatter", buffer, calls)
-    ag = comm(s, name, "tensor", "all_gather", buffer, calls)
+def _pair(r: Resolved, name: str, buffer: float, calls: int) -> Comm:
+    rs = comm(r, name, "tensor", "reduce_scatter", buffer, calls)
+    ag = comm(r, name, "tensor", "all_gather", buffer, calls)
     return Comm(name, rs.nbytes + ag.nbytes, rs.latency_s + ag.latency_s, rs.resource, rs.group)
 
 
-def p2p_send_s(s: Scenario, hidden: int | None) -> float:
+def p2p_send_s(r: Resolved, hidden: int | None) -> float:
     """One activation (or its gradient) sent to the next stage: 1/t of s·b·h per rank
     (Megatron's scatter/gather, or already split under sequence parallelism), at the link's
     achievable rate; without sequence parallelism the receiver all-gathers the t pieces
     over the tensor group (Narayanan et al. 2021, §4.1)."""
-    par = s.parallel
+    par = r.execution.parallel
     if par.pipeline == 1 or not hidden:
         return 0.0
-    link, _ = _link(s, "pipeline")
-    full = hidden_bytes(s, hidden)
+    link, _ = _link(r, "pipeline")
+    full = hidden_bytes(r, hidden)
     piece = full / par.tensor
-    send = piece / link.bandwidth + _latency_s(s, "send", piece, 2, link)
+    send = piece / link.bandwidth + _latency_s(r, "send", piece, 2, link)
     if par.tensor == 1 or par.sequence:
         return send
-    return send + alone_s(s, comm(s, "pp gather", "tensor", "all_gather", full))
+    return send + alone_s(r, comm(r, "pp gather", "tensor", "all_gather", full))
 
 
-def tied_embedding_gradient_bytes(s: Scenario, model: Model, stage: int) -> int:
+def tied_embedding_gradient_bytes(r: Resolved, model: Model, stage: int) -> int:
     """The word-embedding gradient (ceil(vocab/t) x h) the first and last stage all-reduce once
     per step when their embeddings are tied (Megatron's `finalize_model_grads`); 0 otherwise."""
-    par = s.parallel
+    par = r.execution.parallel
     if not model.tied_embeddings or par.pipeline == 1 or stage not in (0, par.pipeline - 1):
         return 0
-    grad = PRECISION_BYTES[s.training.precision.gradients]
+    grad = PRECISION_BYTES[r.execution.training.precision.gradients]
     return math.ceil(model.vocab / par.tensor) * model.hidden * grad  # vocab rows padded
 
 
-def embedding_sync(s: Scenario, model: Model, stage: int) -> Comm | None:
+def embedding_sync(r: Resolved, model: Model, stage: int) -> Comm | None:
     """The tied word-embedding gradients' all-reduce between the first and last stage."""
-    nbytes = tied_embedding_gradient_bytes(s, model, stage)
-    return comm(s, "embedding gradients", "embedding", "all_reduce", nbytes) if nbytes else None
+    nbytes = tied_embedding_gradient_bytes(r, model, stage)
+    return comm(r, "embedding gradients", "embedding", "all_reduce", nbytes) if nbytes else None
 
 
 def joined(name: str, comms: list[Comm | None]) -> Comm | None:
@@ -225,35 +229,35 @@ def joined(name: str, comms: list[Comm | None]) -> Comm | None:
     return Comm(name, nbytes, latency, real[0].resource, real[0].group)
 
 
-def rest_tensor_comms(s: Scenario, hidden: int | None, stage: int) -> tuple[Comm | None, ...]:
+def rest_tensor_comms(r: Resolved, hidden: int | None, stage: int) -> tuple[Comm | None, ...]:
     """(forward, backward blocking, backward hidden) of a stage's rest unit: the
     vocabulary-parallel embedding's all-reduce (first stage, forward; a reduce-scatter into
     the sequence shards under sequence parallelism); the output layer's input-gradient
     all-reduce (last stage, backward; hidden behind its weight-gradient GEMM with
     `overlap_tensor_backward`), and under sequence parallelism the all-gather of the final
     norm's output before the logits and the reduce-scatter of its gradient."""
-    if s.parallel.tensor == 1 or not hidden:
+    if r.execution.parallel.tensor == 1 or not hidden:
         return None, None, None
-    buffer, sp = hidden_bytes(s, hidden), s.parallel.sequence
+    buffer, sp = hidden_bytes(r, hidden), r.execution.parallel.sequence
     fwd: list[Comm | None] = []
     bwd: list[Comm | None] = []
     hidden_c = None
     if stage == 0:
         op = "reduce_scatter" if sp else "all_reduce"
-        fwd.append(comm(s, "tp embedding", "tensor", op, buffer))
-    if stage == s.parallel.pipeline - 1:
-        head = comm(s, "tp head", "tensor", "all_reduce", buffer)
-        if s.parallel.overlap_tensor_backward:
+        fwd.append(comm(r, "tp embedding", "tensor", op, buffer))
+    if stage == r.execution.parallel.pipeline - 1:
+        head = comm(r, "tp head", "tensor", "all_reduce", buffer)
+        if r.execution.parallel.overlap_tensor_backward:
             hidden_c = head
         else:
             bwd.append(head)
         if sp:
-            fwd.append(comm(s, "tp head gather", "tensor", "all_gather", buffer))
-            bwd.append(comm(s, "tp head scatter", "tensor", "reduce_scatter", buffer))
+            fwd.append(comm(r, "tp head gather", "tensor", "all_gather", buffer))
+            bwd.append(comm(r, "tp head scatter", "tensor", "reduce_scatter", buffer))
     return joined("tp rest", fwd), joined("tp rest", bwd), hidden_c
 
 
-def sm_share_s(s: Scenario, hidden: Comm | None) -> float:
+def sm_share_s(r: Resolved, hidden: Comm | None) -> float:
     """Compute time lost while a hidden collective runs beside it: the share of the GPU
     NCCL's kernels take (`gpu.collective_sm_share`) times the collective's time."""
-    return s.hardware.gpu.collective_sm_share * alone_s(s, hidden)
+    return r.machine.gpu.collective_sm_share * alone_s(r, hidden)

@@ -73,8 +73,8 @@ def _rest_times(r: Resolved, model, hidden: int | None, stage: int, cap: dict) -
     fwd, bwd, _ = compute_times(
         r, model, False, stage == r.execution.parallel.pipeline - 1, stage == 0
     )
-    tp_f, tp_b, hidden_c = rest_tensor_comms(r.scenario, hidden, stage)
-    bwd += sm_share_s(r.scenario, hidden_c)
+    tp_f, tp_b, hidden_c = rest_tensor_comms(r, hidden, stage)
+    bwd += sm_share_s(r, hidden_c)
     return fwd + _alone_s(tp_f, cap), bwd + _alone_s(tp_b, cap)
 
 
@@ -128,7 +128,7 @@ def bubble(
     par, m = r.execution.parallel, r.execution.training.grad_accumulation
     if par.pipeline == 1:
         return 0.0, 0.0, 0.0, 0.0
-    p2p = p2p_send_s(r.scenario, hidden)
+    p2p = p2p_send_s(r, hidden)
     fwd, bwd = _stage_chunk_times(
         r, model, _each_stage_layers(r, model, units, stage, stage_units), cap, hidden
     )

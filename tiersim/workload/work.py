@@ -238,11 +238,11 @@ def _dense_and_experts(r: Resolved, name: str, op, unit: Unit, cls: str) -> Comm
     if (
         r.execution.parallel.expert == 1
     ):  # the experts' data-parallel group is the data-parallel group
-        return comm(r.scenario, name, "data", op, full)
-    dense = comm(r.scenario, name, "data", op, full - experts) if full - experts else None
+        return comm(r, name, "data", op, full)
+    dense = comm(r, name, "data", op, full - experts) if full - experts else None
     routed = None
     if experts and r.execution.parallel.data // r.execution.parallel.expert > 1:
-        routed = comm(r.scenario, name, "expert_data", op, experts)
+        routed = comm(r, name, "expert_data", op, experts)
     if dense is None or routed is None:
         return dense or routed
     resource = max(dense.resource, routed.resource, key=lambda r: r.channel == "network")
@@ -270,8 +270,8 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     ]
     outside = math.ceil(outside_activation_bytes(r.scenario, model, stage))
     units.append(_unit(r, model, "rest", groups[-1], False, ends, outside))
-    tp_fwd, tp_bwd, tp_hidden = tensor_comms(r.scenario, model.hidden)
-    rest_f, rest_b, rest_hidden = rest_tensor_comms(r.scenario, model.hidden, stage)
+    tp_fwd, tp_bwd, tp_hidden = tensor_comms(r, model.hidden)
+    rest_f, rest_b, rest_hidden = rest_tensor_comms(r, model.hidden, stage)
     experts_part = [u.home is not None for u in units[:-1]]  # no tensor collectives of its own
     return [
         dataclasses.replace(u, **_data_comms(r, u))
@@ -281,7 +281,7 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
             **_data_comms(r, u),
             tp_forward=tp_fwd,
             tp_backward=tp_bwd,
-            backward_s=u.backward_s + sm_share_s(r.scenario, tp_hidden),
+            backward_s=u.backward_s + sm_share_s(r, tp_hidden),
         )
         for u, apart in zip(units[:-1], experts_part, strict=True)
     ] + [
@@ -290,8 +290,8 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
             **_data_comms(r, units[-1]),
             tp_forward=rest_f,
             tp_backward=rest_b,
-            backward_s=units[-1].backward_s + sm_share_s(r.scenario, rest_hidden),
-            embedding_sync=embedding_sync(r.scenario, model, stage),
+            backward_s=units[-1].backward_s + sm_share_s(r, rest_hidden),
+            embedding_sync=embedding_sync(r, model, stage),
         )
     ], groups[0]
 
@@ -303,7 +303,7 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
     par = r.execution.parallel
     units, first_mats = _stage_units(r, model, inv.stage)  # and the first layer's tensors
     hidden = model.hidden
-    cap = capacities(r.scenario)
+    cap = capacities(r)
     every_mb = sharded_classes(r.execution.parallel)["gradients"] and par.data > 1
     held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")
