@@ -20,6 +20,7 @@ from tiersim.config.load import build
 from tiersim.config.schema import Scenario
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import build_model
+from tiersim.state.resolved import resolve
 
 # CI replays the same examples every run (a failure there is reproducible); local runs
 # explore new ones each time.
@@ -41,7 +42,7 @@ def scenario(raw: dict[str, Any], base_dir: Path = FIXTURES) -> Scenario:
 
 
 def inventory(raw: dict[str, Any]) -> Inventory:
-    return build_inventory(scenario(raw))
+    return build_inventory(resolve(scenario(raw)))
 
 
 def parameters(model: dict[str, Any]) -> int:

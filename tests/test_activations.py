@@ -20,6 +20,7 @@ from conftest import scenario
 
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import build_model
+from tiersim.state.resolved import resolve
 
 SEQ = 2048  # the paper's sequence length for all four models
 # Table 3: name -> (heads a, hidden h, layers L, tensor t, pipeline p)
@@ -111,7 +112,7 @@ def first_stage(preset: str, **parallel):
         },
         "parallel": parallel,
     }
-    return build_inventory(scenario(raw))
+    return build_inventory(resolve(scenario(raw)))
 
 
 # Per GPU of the first stage, sequence parallel + selective: L · s·b·h·34/t bytes
@@ -170,7 +171,7 @@ def test_fewer_micro_batches_than_stages():
 def test_dense_inventory_is_one_unparallelised_micro_batch():
     """GPT-2 small at s = 1024, b = 1: 12 · s·b·h·(34 + 5as/h) = 12·786,432·114."""
     raw = {"name": "g", "model": {"preset": "gpt2"}, "training": {"seq_len": 1024}}
-    inv = build_inventory(scenario(raw))
+    inv = build_inventory(resolve(scenario(raw)))
     a, s, h = 12, 1024, 768
     per_layer = s * h * (34 + 5 * a * s / h)  # 34 + 80 = 114 sbh
     assert inv.dense["activations"] == 12 * per_layer == 1_075_838_976
@@ -195,7 +196,7 @@ def test_generic_model_activations_are_given_per_layer():
         "name": "seed",
         "model": {"parameters": 10**9, "layers": 24, "activation_bytes_per_layer": "200 MB"},
     }
-    inv = build_inventory(scenario(raw))
+    inv = build_inventory(resolve(scenario(raw)))
     assert inv.dense["activations"] == 24 * 200_000_000
     assert inv.per_gpu["activations"] == 24 * 200_000_000
 
@@ -255,7 +256,7 @@ def llama_7b_layer(**training) -> float:
     s = scenario(raw)
     from tiersim.state.inventory import layer_activation_bytes
 
-    return layer_activation_bytes(s, build_model(s.model))
+    return layer_activation_bytes(resolve(s), build_model(s.model))
 
 
 def test_megatron_follows_the_compute_precision_masks_stay_one_byte():
@@ -288,7 +289,7 @@ def test_flash_keeps_no_score_matrix_and_no_dropout_drops_the_masks():
     sc = scenario(raw)
     from tiersim.state.inventory import layer_activation_bytes
 
-    got = layer_activation_bytes(sc, build_model(sc.model))
+    got = layer_activation_bytes(resolve(sc), build_model(sc.model))
     assert got == pytest.approx(no_scores - 2 * sbh + 4 * a * s, rel=1e-12)
 
 

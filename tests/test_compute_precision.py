@@ -73,10 +73,12 @@ def test_deepspeed_rests_in_bf16_with_an_fp32_master():
 
 
 def test_activations_follow_the_compute_copy_not_the_stored_weights():
-    bf16 = build_inventory(llama({"weights": "bf16"})).per_gpu["activations"]
+    bf16 = build_inventory(resolve(llama({"weights": "bf16"}))).per_gpu["activations"]
     fsdp_mixed = {"weights": "fp32", "master": "none", "compute": "bf16"}
-    assert build_inventory(llama(fsdp_mixed, "fsdp")).per_gpu["activations"] == bf16
-    fp32 = build_inventory(llama({"weights": "fp32", "master": "none"})).per_gpu["activations"]
+    assert build_inventory(resolve(llama(fsdp_mixed, "fsdp"))).per_gpu["activations"] == bf16
+    fp32 = build_inventory(resolve(llama({"weights": "fp32", "master": "none"}))).per_gpu[
+        "activations"
+    ]
     # Korthikanti et al. per layer, s = 1024, b = 1, h = 4096, a = 32, f = 11008: values
     # 16sbh + 6sbf + 4as² bytes in bf16 (twice that in fp32), 1-byte masks 2sbh + as²
     s, h, a, f = 1024, 4096, 32, 11008

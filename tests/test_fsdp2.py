@@ -26,6 +26,7 @@ from tiersim.groundtruth.torchmodels import Decoder
 from tiersim.state.fsdp import rank_bytes
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import Transformer
+from tiersim.state.resolved import resolve
 
 DIMS = {
     "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "ffn_hidden": 99, "vocab": 101,
@@ -102,7 +103,7 @@ def test_every_rank_holds_what_tiersim_predicts(world, tmp_path):
         },
         "parallel": {"data": world, "zero_stage": 3},
     }
-    per_gpu = build_inventory(scenario(raw)).per_gpu
+    per_gpu = build_inventory(resolve(scenario(raw))).per_gpu
     assert per_gpu["weights"] == measured[0]["weights_stored"]
     assert per_gpu["gradients"] == measured[0]["gradients"]
     assert per_gpu["optimizer"] == measured[0]["optimizer"]
@@ -132,7 +133,6 @@ def test_fsdp_needs_adam(capsys):
 def test_the_step_homes_each_unit_padded_as_fsdp2_does():
     """Under framework fsdp the step's units hold FSDP2's padded shards too: 2 layers and the
     rest add up to the inventory's rank-0 bytes (4 ranks, fp32)."""
-    from tiersim.state.resolved import resolve
     from tiersim.workload.work import build_workload
 
     raw = {
@@ -148,4 +148,4 @@ def test_the_step_homes_each_unit_padded_as_fsdp2_does():
     s = scenario(raw)
     units = build_workload(resolve(s)).units
     assert sum(u.homed["weights"] for u in units) == rank_bytes(MODEL, 4, 0, 4).weights_stored
-    assert sum(u.homed["weights"] for u in units) == build_inventory(s).per_gpu["weights"]
+    assert sum(u.homed["weights"] for u in units) == build_inventory(resolve(s)).per_gpu["weights"]

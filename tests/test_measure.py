@@ -21,6 +21,7 @@ from tiersim.groundtruth.measure import OPTIMIZERS, Request, measure
 from tiersim.groundtruth.measure_preset import calibrated_preset
 from tiersim.groundtruth.measure_report import report
 from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 
 pytest.importorskip("torch", reason="tiersim measure needs PyTorch (the `measure` extra)")
 
@@ -141,7 +142,7 @@ def test_calibrated_preset_makes_the_prediction_match(tmp_path: Path):
     }
     scenario = build(raw, tmp_path, "test").scenario
     assert scenario.model.activation_factor == pytest.approx(94_976 / 73_728, rel=1e-6)
-    predicted = build_inventory(scenario).per_gpu["activations"]
+    predicted = build_inventory(resolve(scenario)).per_gpu["activations"]
     assert abs(predicted - m.measured["activations"]) <= 1
 
 

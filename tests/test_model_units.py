@@ -10,6 +10,7 @@ from conftest import scenario
 
 from tiersim.state.inventory import layers_activation_bytes, stage_layers, stage_matrices
 from tiersim.state.model import ModelUnit, Transformer, UnitKind, build_model
+from tiersim.state.resolved import resolve
 
 GPT2 = {"name": "g", "model": {"preset": "gpt2"}, "training": {"seq_len": 1024}}
 GPT2_PARAMETERS = 124_439_808  # Radford et al. 2019, as Hugging Face's GPT-2 small counts
@@ -56,8 +57,8 @@ def test_layers_that_differ_are_counted_each_as_it_is():
     extra = 2 * 768 * 3072 + 3072
     assert sum(m.size for m in stage_matrices(mixed, 0, 1, 1)) == GPT2_PARAMETERS + extra
     # the MLP's wide tensors keep 4·s·b·f bytes (Korthikanti et al.): 4 x 1,024 x 3,072 more
-    plain = layers_activation_bytes(s, stage_layers(base, 0, 1), 1, False)
-    wider = layers_activation_bytes(s, stage_layers(mixed, 0, 1), 1, False)
+    plain = layers_activation_bytes(resolve(s), stage_layers(base, 0, 1), 1, False)
+    wider = layers_activation_bytes(resolve(s), stage_layers(mixed, 0, 1), 1, False)
     assert wider - plain == pytest.approx(4 * 1024 * 3072, rel=1e-12)
     # over two pipeline stages, only the first stage holds the wide layer
     first, second = (stage_matrices(mixed, k, 2, 1) for k in (0, 1))

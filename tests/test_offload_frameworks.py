@@ -29,7 +29,7 @@ MIXED = {"weights": "bf16", "gradients": "bf16", "master": "fp32", "optimizer": 
 
 def report(raw_or_scenario):
     s = raw_or_scenario if not isinstance(raw_or_scenario, dict) else scenario(raw_or_scenario)
-    return run_report(s, build_inventory(s), simulate(s))
+    return run_report(s, build_inventory(resolve(s)), simulate(s))
 
 
 # --- defaults per framework ---------------------------------------------------------------------

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from tiersim.config.load import build
 from tiersim.runner import simulate
 from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 
 SMALL = {
     "layers": 4,
@@ -71,7 +72,9 @@ def test_data_parallel_size_one_moves_no_gradients_over_the_network(par):
 @SETTINGS
 @given(parallel)
 def test_sharding_never_raises_per_gpu_memory(par):
-    totals = [build_inventory(scenario({**par, "zero_stage": z})).per_gpu for z in range(4)]
+    totals = [
+        build_inventory(resolve(scenario({**par, "zero_stage": z}))).per_gpu for z in range(4)
+    ]
     for lower, higher in itertools.pairwise(totals):
         for cls in ("weights", "gradients", "master", "optimizer"):
             assert higher[cls] <= lower[cls]

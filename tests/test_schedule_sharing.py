@@ -22,7 +22,7 @@ from tiersim.state.resolved import resolve
 def test_shared_schedules_match_fresh_builds(name, overrides):
     s = load_scenario(str(SCENARIOS / name), overrides).scenario
     res = resolve(s)
-    setup = prepare(res, build_inventory(s))
+    setup = prepare(res, build_inventory(resolve(s)))
     measured = s.simulation.warmup_steps
 
     def fresh(steps, marks=frozenset()):
@@ -52,7 +52,7 @@ def test_shared_schedules_match_fresh_builds(name, overrides):
 def test_a_fork_copies_a_shared_op_before_changing_it():
     s = load_scenario(str(SCENARIOS / "hbf-optimizer-state.yaml"), []).scenario
     res = resolve(s)
-    setup = prepare(res, build_inventory(s))
+    setup = prepare(res, build_inventory(resolve(s)))
     builder = ScheduleBuilder(res, setup.wl, setup.depth)
     builder.extend(1)
     handed_out = builder.schedule(1)

@@ -70,7 +70,7 @@ def _more_micro_batches(path: Path) -> list[str]:
     """Enough micro-batches for the samples to cost less than a full run (scenarios shipped
     with few); a pipeline's count stays a multiple of its stages."""
     s = load_scenario(path).scenario
-    per, stage = steady.period(resolve(s)), build_inventory(s).stage
+    per, stage = steady.period(resolve(s)), build_inventory(resolve(s)).stage
     if steady.samples(resolve(s), stage) is not None:
         return []
     m = s.training.grad_accumulation

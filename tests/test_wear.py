@@ -26,6 +26,7 @@ from tiersim.config.load import load_scenario
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.report.wear import verdict_sentence, wear_section
 from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 
 TB = 10**12
 GB = 10**9
@@ -546,7 +547,7 @@ def test_wear_command_on_the_shipped_scenario(cli):
     assert code == 1  # --check: the HBF budget fails
     hbf = report["wear"]["hbf"]
     # every byte of the HBF-homed classes is rewritten once per optimizer step
-    per_gpu = build_inventory(load_scenario(SHIPPED).scenario).per_gpu
+    per_gpu = build_inventory(resolve(load_scenario(SHIPPED).scenario)).per_gpu
     assert hbf["host_bytes_written_per_step_by_class"] == {
         "master": per_gpu["master"],
         "optimizer": per_gpu["optimizer"],

@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 _API = {
     "load_scenario": ("tiersim.config.load", "load_scenario"),
     "build_scenario": ("tiersim.config.load", "build"),
-    "inventory": ("tiersim.state.inventory", "build_inventory"),
+    "inventory": ("tiersim.runner", "inventory"),
     "simulate": ("tiersim.runner", "simulate"),
     "report_for": ("tiersim.runner", "report_for"),
     "Loaded": ("tiersim.config.load", "Loaded"),

@@ -66,10 +66,15 @@ def check_runnable(loaded: Loaded) -> None:
         raise InputError(loaded.source, problems)
 
 
+def inventory(scenario: Scenario) -> Inventory:
+    """The scenario's per-GPU state inventory (the public `tiersim.inventory`), resolved here."""
+    return build_inventory(resolve(scenario))
+
+
 def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, Any], StepResult]:
     scenario = loaded.scenario
     check_runnable(loaded)
-    inventory = build_inventory(scenario)  # once: the run and its report share it
+    inventory = build_inventory(resolve(scenario))  # once: the run and its report share it
     result = simulate(scenario, record, inventory)
     return run_report(scenario, inventory, result), result
 

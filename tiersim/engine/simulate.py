@@ -143,7 +143,7 @@ def simulate_resolved(
 ) -> StepResult:
     """`simulate` of a scenario already resolved (tiersim.state.resolved): the engine below
     reads its model, execution plan and machine."""
-    setup = prepare(res, build_inventory(res.scenario) if inventory is None else inventory)
+    setup = prepare(res, build_inventory(res) if inventory is None else inventory)
     return _with_breakdown(_simulate(res, setup, recorder), setup)
 
 

@@ -73,6 +73,7 @@ from tiersim.groundtruth.choices import (
 from tiersim.state.classes import PLACED
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import Transformer, build_model
+from tiersim.state.resolved import resolve
 
 CLASSES = PLACED  # what a real training step holds and measure compares (no workspace)
 SOURCE = "tiersim measure"
@@ -219,7 +220,7 @@ def _check_measurable(s: Scenario) -> None:
 
 
 def predicted_bytes(s: Scenario) -> dict[str, int]:
-    per_gpu = build_inventory(s).per_gpu
+    per_gpu = build_inventory(resolve(s)).per_gpu
     return {cls: per_gpu[cls] for cls in CLASSES}
 
 

@@ -17,6 +17,7 @@ from tiersim.core.errors import InputError
 from tiersim.plan.space import override_text
 from tiersim.runner import check_runnable
 from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 from tiersim.sweep.estimate import layer_passes
 from tiersim.sweep.worker import PointTask, scenario_key
 
@@ -68,7 +69,7 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
     except InputError as exc:
         out.invalid[exc.problems[0].message if exc.problems else "invalid"] += 1
         return None
-    inv = build_inventory(loaded.scenario)
+    inv = build_inventory(resolve(loaded.scenario))
     over = [name for name, use in inv.tiers.items() if not use.fits]
     if over:
         out.unfit.update(over)

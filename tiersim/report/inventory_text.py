@@ -13,6 +13,7 @@ from tiersim.state.activations import accounting_for
 from tiersim.state.classes import NAMES, zero_sharded
 from tiersim.state.inventory import Inventory, activation_items
 from tiersim.state.placement import expert_homes, homes
+from tiersim.state.resolved import resolve
 
 
 def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]]:
@@ -82,7 +83,7 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
 
 def _activation_table(s: Scenario, inv: Inventory, top: int = 6) -> str:
     """The largest activation tensors per GPU (all of them: `inventory --format json`)."""
-    items = activation_items(s, inv)
+    items = activation_items(resolve(s), inv)
     total = sum(i.per_gpu_bytes for i in items)
     if not total:
         return ""

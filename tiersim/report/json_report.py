@@ -73,7 +73,7 @@ def activations_section(s: Scenario, inv: Inventory) -> dict[str, Any]:
     """How activations are counted and one GPU's bytes by tensor group and tensor, largest
     first (`tiersim inventory --format json`)."""
     acc = accounting_for(s)
-    items = activation_items(s, inv)
+    items = activation_items(resolve(s), inv)
     groups = dict.fromkeys(GROUPS, 0.0)
     for i in items:
         groups[i.group] += i.per_gpu_bytes

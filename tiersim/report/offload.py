@@ -33,7 +33,7 @@ def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
     res = resolve(s)
     execution = res.execution
     plan = execution.offload
-    inv = build_inventory(s)
+    inv = build_inventory(res)
     wl = build_workload(res, inv)
     tiles = update_tiles(execution, wl.units)
     pinned = pinned_host_bytes(res, wl, inv)

@@ -11,8 +11,8 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from tiersim.config.schema import Scenario
 from tiersim.state.activations import (
     Item,
     accounting_for,
@@ -31,7 +31,6 @@ from tiersim.state.model import (
     ModelUnit,
     Transformer,
     UnitKind,
-    build_model,
 )
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.sharding import (
@@ -58,6 +57,9 @@ from tiersim.state.sharding import (
 from tiersim.state.sharding import (
     sharded_parameter_bytes as sharded_parameter_bytes,
 )
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
 
 
 @dataclass(frozen=True)
@@ -191,16 +193,17 @@ def stage_matrices(
 
 
 def layers_activation_bytes(
-    s: Scenario, layers: list[ModelUnit], tensor: int, sequence: bool
+    r: Resolved, layers: list[ModelUnit], tensor: int, sequence: bool
 ) -> float:
     """Bytes these layers retain for backward, one micro-batch (alike layers counted together)."""
     alike: Counter = Counter()
     for u in layers:
         alike[id(u.shape)] += u.count
     shapes = {id(u.shape): u.shape for u in layers}
-    mbs, recompute, acc = s.training.micro_batch_size, s.training.recompute, accounting_for(s)
+    ex, acc = r.execution, accounting_for(r.scenario)
+    mbs, recompute = ex.training.micro_batch_size, ex.training.recompute
     return sum(  # a model whose layers differ gives each run its own shape (its first layer)
-        n * shapes[k].layer_activation_bytes(s.seq_len, mbs, tensor, sequence, recompute, acc)
+        n * shapes[k].layer_activation_bytes(ex.seq_len, mbs, tensor, sequence, recompute, acc)
         for k, n in alike.items()
     )
 
@@ -217,31 +220,28 @@ def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches
     return min(chunks, micro_batches * virtual) / virtual
 
 
-def layer_activation_bytes(s: Scenario, layer: LayerShape) -> float:
+def layer_activation_bytes(r: Resolved, layer: LayerShape) -> float:
     """Bytes one layer of this shape retains for backward, one micro-batch."""
+    tr, par = r.execution.training, r.execution.parallel
+    seq, acc = r.execution.seq_len, accounting_for(r.scenario)
     return layer.layer_activation_bytes(
-        s.seq_len,
-        s.training.micro_batch_size,
-        s.parallel.tensor,
-        s.parallel.sequence,
-        s.training.recompute,
-        accounting_for(s),
+        seq, tr.micro_batch_size, par.tensor, par.sequence, tr.recompute, acc
     )
 
 
-def stage_outside_items(s: Scenario, model: Model, stage: int) -> list[Item]:
+def stage_outside_items(r: Resolved, model: Model, stage: int) -> list[Item]:
     """What a stage keeps outside its layers: the first stage's ids and embeddings, the last
     stage's final norm, output head input and loss (none under `megatron`)."""
     if not isinstance(model, Transformer):
         return []
-    last = stage == s.parallel.pipeline - 1
-    mbs = s.training.micro_batch_size
-    return outside_items(model, s.seq_len, mbs, accounting_for(s), stage == 0, last)
+    last = stage == r.execution.parallel.pipeline - 1
+    seq, mbs = r.execution.seq_len, r.execution.training.micro_batch_size
+    return outside_items(model, seq, mbs, accounting_for(r.scenario), stage == 0, last)
 
 
-def outside_activation_bytes(s: Scenario, model: Model, stage: int) -> float:
-    items = stage_outside_items(s, model, stage)
-    return divided(items, s.parallel.tensor, s.parallel.sequence)
+def outside_activation_bytes(r: Resolved, model: Model, stage: int) -> float:
+    items = stage_outside_items(r, model, stage)
+    return divided(items, r.execution.parallel.tensor, r.execution.parallel.sequence)
 
 
 @dataclass(frozen=True)
@@ -252,14 +252,18 @@ class ActivationItem:
     per_layer: bool  # kept by every layer (else outside the layers)
 
 
-def activation_items(s: Scenario, inv: Inventory) -> list[ActivationItem]:
+def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
     """One GPU's activation bytes of the inventory's stage, tensor by tensor, largest first
     (a generic model has none: its per-layer bytes are given whole)."""
-    model = build_model(s.model)
+    model = r.model
     if not isinstance(model, Transformer):
         return []
-    par, acc = s.parallel, accounting_for(s)
-    seq, mbs, recompute = s.seq_len, s.training.micro_batch_size, s.training.recompute
+    par, acc = r.execution.parallel, accounting_for(r.scenario)
+    seq, mbs, recompute = (
+        r.execution.seq_len,
+        r.execution.training.micro_batch_size,
+        r.execution.training.recompute,
+    )
     if recompute == "full":
         layer = [
             Item(
@@ -292,7 +296,7 @@ def activation_items(s: Scenario, inv: Inventory) -> list[ActivationItem]:
             divided([i], par.tensor, par.sequence) * inv.inflight_microbatches,
             False,
         )
-        for i in stage_outside_items(s, model, inv.stage)
+        for i in stage_outside_items(r, model, inv.stage)
     ]
     return sorted(out, key=lambda i: -i.per_gpu_bytes)
 
@@ -301,7 +305,7 @@ def activation_items(s: Scenario, inv: Inventory) -> list[ActivationItem]:
 
 
 def _class_bytes(
-    s: Scenario,
+    r: Resolved,
     mats: list[Matrix],
     activations: int,
     shards: dict[str, bool],
@@ -310,78 +314,82 @@ def _class_bytes(
 ) -> tuple[ClassBytes, ClassBytes]:
     """Every class's bytes (dense state sharded over the data-parallel group, routed experts'
     over their expert-data-parallel part), and the routed experts' share of them."""
-    dense_div, expert_div = (1, 1) if single else shard_divisors(s.parallel)
+    dense_div, expert_div = (1, 1) if single else shard_divisors(r.execution.parallel)
     experts_m = [m for m in mats if m.expert]
     padded = padded if not experts_m else None  # FSDP2's padding is known for dense models
     dense = sharded_parameter_bytes(
-        s.training, [m for m in mats if not m.expert], shards, dense_div, padded
+        r.execution.training, [m for m in mats if not m.expert], shards, dense_div, padded
     )
-    experts = sharded_parameter_bytes(s.training, experts_m, shards, expert_div)
-    other = {"activations": activations, "workspace": int(s.training.workspace)}
+    experts = sharded_parameter_bytes(r.execution.training, experts_m, shards, expert_div)
+    other = {"activations": activations, "workspace": int(r.execution.training.workspace)}
     total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
     return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
 
 
-def dense_inventory(s: Scenario, model: Model) -> ClassBytes:
+def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
     """The whole model on one device: P·b per class, one micro-batch of activations."""
     mats = stage_matrices(model, 0, 1, 1)
-    seq, mbs, acc = s.seq_len, s.training.micro_batch_size, accounting_for(s)
-    acts = layers_activation_bytes(s, stage_layers(model, 0, 1), 1, False)
+    seq, mbs, acc = (
+        r.execution.seq_len,
+        r.execution.training.micro_batch_size,
+        accounting_for(r.scenario),
+    )
+    acts = layers_activation_bytes(r, stage_layers(model, 0, 1), 1, False)
     if isinstance(model, Transformer):
         acts += divided(outside_items(model, seq, mbs, acc), 1, False)
-    return _class_bytes(s, mats, math.ceil(acts), {}, True)[0]
+    return _class_bytes(r, mats, math.ceil(acts), {}, True)[0]
 
 
-def _stage_bytes(s: Scenario, model: Model, stage: int) -> tuple[tuple, float, int]:
-    par = s.parallel
+def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
+    par = r.execution.parallel
     mats = stage_matrices(model, stage, par.pipeline, par.tensor, par.expert)
     inflight = inflight_microbatches(
-        stage, par.pipeline, par.virtual_pipeline, s.training.grad_accumulation
+        stage, par.pipeline, par.virtual_pipeline, r.execution.training.grad_accumulation
     )
     layers = stage_layers(model, stage, par.pipeline)
-    per_microbatch = layers_activation_bytes(s, layers, par.tensor, par.sequence)
-    acts = math.ceil((per_microbatch + outside_activation_bytes(s, model, stage)) * inflight)
-    padded = fsdp2_padded_values(s.training, s.parallel, model)
-    per_gpu = _class_bytes(s, mats, acts, sharded_classes(s.parallel), False, padded)
+    per_microbatch = layers_activation_bytes(r, layers, par.tensor, par.sequence)
+    acts = math.ceil((per_microbatch + outside_activation_bytes(r, model, stage)) * inflight)
+    padded = fsdp2_padded_values(r.execution.training, r.execution.parallel, model)
+    per_gpu = _class_bytes(r, mats, acts, sharded_classes(r.execution.parallel), False, padded)
     return per_gpu, inflight, sum(m.size for m in mats)
 
 
 def tier_use(
-    s: Scenario, per_gpu: ClassBytes, experts: ClassBytes | None = None
+    r: Resolved, per_gpu: ClassBytes, experts: ClassBytes | None = None
 ) -> dict[str, TierUse]:
     """Bytes each tier holds per GPU, by class: each class at its home, the routed experts'
     part of it (`experts`) at theirs (state/placement.py)."""
-    held: dict[str, Counter] = {name: Counter() for name in s.hardware.tiers}
-    expert_home = expert_homes(s.placement, s.hardware)
-    for cls, home in homes(s.placement, s.hardware).items():
+    held: dict[str, Counter] = {name: Counter() for name in r.machine.tiers}
+    expert_home = expert_homes(r.execution.placement, r.machine)
+    for cls, home in homes(r.execution.placement, r.machine).items():
         apart = experts[cls] if experts is not None and expert_home[cls] != home else 0
         held[home][cls] += per_gpu[cls] - apart
         if apart:
             held[expert_home[cls]][cls] += apart
     return {
         name: TierUse(tier.capacity, sum(held[name].values()), dict(held[name]))
-        for name, tier in s.hardware.tiers.items()
+        for name, tier in r.machine.tiers.items()
     }
 
 
-def build_inventory(s: Scenario) -> Inventory:
-    model = build_model(s.model)
+def build_inventory(r: Resolved) -> Inventory:
+    model = r.model
     # stages 1 .. p - 2 hold the same tensors and no more in flight than stage 1: the most
     # loaded stage (the first of equals) is among 0, 1 and p - 1 -- where layers are alike
-    p = s.parallel.pipeline
+    p = r.execution.parallel.pipeline
     candidates = sorted({0, 1, p - 1} & set(range(p))) if not model.is_moe_model else range(p)
-    stages = {k: _stage_bytes(s, model, k) for k in candidates}
+    stages = {k: _stage_bytes(r, model, k) for k in candidates}
     stage = max(candidates, key=lambda k: stages[k][0][0].total)
     (per_gpu, experts), inflight, params = stages[stage]
     return Inventory(
         parameters=model.parameters,
-        dense=dense_inventory(s, model),
+        dense=dense_inventory(r, model),
         per_gpu=per_gpu,
         stage=stage,
         stage_parameters=params,
         inflight_microbatches=inflight,
-        sharded=sharded_classes(s.parallel),
-        tiers=tier_use(s, per_gpu, experts if model.is_moe_model else None),
+        sharded=sharded_classes(r.execution.parallel),
+        tiers=tier_use(r, per_gpu, experts if model.is_moe_model else None),
         experts_per_gpu=experts if model.is_moe_model else None,
     )
 

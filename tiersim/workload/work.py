@@ -190,7 +190,7 @@ def _layer_units(r: Resolved, model, index: int, shape, mats, ends, timed: dict)
     (placement.experts), as two in a row: the rest of the layer (attention, router, shared
     experts, norms; its activations and tensor-parallel collectives) and the routed experts
     (their all-to-alls, homed apart), the layer's times divided by the experts' FLOP share."""
-    acts = math.ceil(layer_activation_bytes(r.scenario, shape))
+    acts = math.ceil(layer_activation_bytes(r, shape))
     comms = expert_comms(r, model, index)
     whole = _unit(r, shape, f"L{index}", mats, True, ends, acts, comms, timed=timed)
     routed = [m for m in mats if m.expert]
@@ -268,7 +268,7 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
         for (index, shape), mats in zip(layers, groups[:-1], strict=True)
         for part in _layer_units(r, model, index, shape, mats, ends, timed)
     ]
-    outside = math.ceil(outside_activation_bytes(r.scenario, model, stage))
+    outside = math.ceil(outside_activation_bytes(r, model, stage))
     units.append(_unit(r, model, "rest", groups[-1], False, ends, outside))
     tp_fwd, tp_bwd, tp_hidden = tensor_comms(r, model.hidden)
     rest_f, rest_b, rest_hidden = rest_tensor_comms(r, model.hidden, stage)
@@ -299,7 +299,7 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
 def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
     """The step's work unit by unit; `inv`: its inventory, where the caller has it."""
     model = r.model
-    inv = build_inventory(r.scenario) if inv is None else inv
+    inv = build_inventory(r) if inv is None else inv
     par = r.execution.parallel
     units, first_mats = _stage_units(r, model, inv.stage)  # and the first layer's tensors
     hidden = model.hidden

@@ -23,9 +23,10 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.report.json_report import activations_section, inventory_report, to_json
     from tiersim.report.text import inventory_tables
     from tiersim.state.inventory import build_inventory
+    from tiersim.state.resolved import resolve
 
     loaded = load(args)
-    inv = build_inventory(loaded.scenario)
+    inv = build_inventory(resolve(loaded.scenario))
     if args.format == "json":
         report = inventory_report(loaded.scenario, inv)
         report["activations"] = activations_section(loaded.scenario, inv)
