@@ -4,9 +4,9 @@ layer, head), the execution plan (parallelism, placement, precision and training
 simulation's and the checkpoint's settings, the framework's offload behaviour) and the machine
 (tiers, links, network, GPU, CPU), with the budgets the run is judged against.
 
-The engine takes a `Resolved`; the layers below it (workload, state, hardware's placement
-check) still take the scenario, reached through `Resolved.scenario` until they are moved to
-the three parts too.
+The engine, `build_workload` and `build_inventory` take a `Resolved` (or the part they read);
+only `workload/kernels` and `state/activations.accounting_for` still take the scenario,
+reached through `Resolved.scenario` until they are moved to the three parts too.
 """
 
 from __future__ import annotations
