@@ -35,9 +35,10 @@ def compute_times(
     of a model whose layers differ) are timed the second way, by their own FLOPs and bytes,
     selective recompute rerunning QK^T, softmax and AV.
     """
-    plain = isinstance(model, Transformer) and model.moe is None and model.mla is None
-    if plain:
-        return kernels.unit_times(s, model, is_layer, first_stage, last_stage)
+    whole, index = (model.model, model.index) if isinstance(model, LayerView) else (model, 0)
+    plain = isinstance(whole, Transformer) and whole.moe is None and whole.mla is None
+    if plain:  # a LayerView of one: a layer of a model whose windows differ by layer
+        return kernels.unit_times(s, whole, is_layer, first_stage, last_stage, index)
     seq, mbs, t, rate = s.seq_len, s.training.micro_batch_size, s.parallel.tensor, _gpu_rate(s)
     if not is_layer:
         fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
