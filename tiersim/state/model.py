@@ -96,6 +96,25 @@ class Transformer:
     def is_moe(self, index: int) -> bool:
         return self.moe is not None and self.moe.is_moe(index)
 
+    def is_sliding(self, index: int) -> bool:
+        """Whether layer `index` attends over a sliding window."""
+        if self.sliding_window is None:
+            return False
+        return self.sliding_window_layers is None or index in self.sliding_window_layers
+
+    def attention_keys(self, seq: int, index: int = 0) -> int:
+        """Keys each query attends to: s (full, as Megatron counts), min(s, w) in a window."""
+        return min(seq, self.sliding_window) if self.is_sliding(index) else seq
+
+    def _alike(self, i: int, j: int) -> bool:
+        return self.is_moe(i) == self.is_moe(j) and self.is_sliding(i) == self.is_sliding(j)
+
+    @property
+    def _layers_differ(self) -> bool:
+        """Whether the layers may differ (MoE pattern, or a window on some layers only)."""
+        some = self.sliding_window is not None and self.sliding_window_layers is not None
+        return self.moe is not None or some
+
     @property
     def is_moe_model(self) -> bool:
         return self.moe is not None
@@ -158,16 +177,18 @@ class Transformer:
     def units(self) -> tuple[ModelUnit, ...]:
         """The embeddings, the runs of alike layers (dense or MoE, each run's layers with its
         first layer's shape), the head. Alike layers make one run without a loop over them
-        (a model may have 10^8 layers); an MoE's runs follow its pattern layer by layer."""
+        (a model may have 10^8 layers); an MoE's runs (and a window on
+        some layers only) follow the pattern layer by layer."""
         runs: list[ModelUnit] = []
-        if self.moe is None:
+        differ = self._layers_differ
+        if not differ:
             layer = tuple(self.layer_matrices(0))
             runs.append(ModelUnit("L0", UnitKind.LAYER, layer, self, self.layers, 0))
-        for i in range(self.layers if self.moe is not None else 0):
-            if runs and self.is_moe(i) == self.is_moe(runs[-1].first):
+        for i in range(self.layers if differ else 0):
+            if runs and self._alike(i, runs[-1].first):
                 runs[-1] = replace(runs[-1], count=runs[-1].count + 1)
                 continue
-            shape = LayerView(self, i) if self.moe is not None else self
+            shape = LayerView(self, i)
             runs.append(
                 ModelUnit(f"L{i}", UnitKind.LAYER, tuple(self.layer_matrices(i)), shape, 1, i)
             )
@@ -247,7 +268,8 @@ class Transformer:
         linear = 2.0 * tokens * self._linear_weights_per_token(index)
         if self.mla is not None:
             return linear + ly.latent_attention_flops(batch, seq, self.heads, self.mla)
-        attention = 4.0 * batch * seq * seq * self.heads * self.head_dim  # QK^T and AV
+        keys = self.attention_keys(seq, index)
+        attention = 4.0 * batch * seq * keys * self.heads * self.head_dim  # QK^T and AV
         return linear + attention
 
     def head_forward_flops(self, seq: int, batch: int) -> float:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tiersim.state.inventory import stage_layers
 from tiersim.state.model import Transformer
 from tiersim.workload import kernels
 from tiersim.workload.comms import alone_s
@@ -52,14 +53,18 @@ def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]
     """(GEMM, memory-bound) seconds of one micro-batch through the stage's units."""
     if not _kernel_model(model):  # no shapes, or none the kernels know: compute as GEMM
         return sum(u.forward_s + u.backward_s + u.recompute_s for u in units), 0.0
-    first, last = stage == 0, stage == r.execution.parallel.pipeline - 1
-    per_unit = {
-        is_layer: kernels.unit_kernels(r.scenario, model, is_layer, first, last)
-        for is_layer in (True, False)
-    }
+    par = r.execution.parallel
+    first, last = stage == 0, stage == par.pipeline - 1
+    runs = stage_layers(model, stage, par.pipeline)
+    indices = [u.first + i for u in runs for i in range(u.count)]
+    per_kind: dict = {}  # layers differ only by their window here
     gemm = memory = 0.0
-    for i, _ in enumerate(units):  # summed unit by unit, in order (each layer's are alike)
-        for k in per_unit[i < len(units) - 1]:
+    for i in [*indices, None]:  # summed unit by unit, in order, the rest unit last
+        key = None if i is None else model.is_sliding(i)
+        if key not in per_kind:
+            is_layer = i is not None
+            per_kind[key] = kernels.unit_kernels(r.scenario, model, is_layer, first, last, i or 0)
+        for k in per_kind[key]:
             gemm, memory = gemm + k.gemm_s, memory + k.memory_s
     return gemm, memory
 

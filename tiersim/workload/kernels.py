@@ -4,8 +4,9 @@ micro-batch on one GPU: every GEMM by its shape, every memory-bound kernel by it
 GEMMs (`tiersim.hardware.gemm`: peak x `gpu.efficiency` x wave quantization), with T = s·b
 tokens, tensor-parallel size t, q = heads·head_dim, kv = kv_heads·head_dim, f = ffn_hidden:
 - forward: QKV (T x (q+2kv)/t, K = h), attention projection (T x h, K = q/t), FC1
-  (T x f/t, or 2f/t gated, K = h), FC2 (T x h, K = f/t); attention QK^T (s x s, K = head_dim)
-  and PV (s x head_dim, K = s), batched over b·heads/t;
+  (T x f/t, or 2f/t gated, K = h), FC2 (T x h, K = f/t); attention QK^T (s x k, K = head_dim)
+  and PV (s x head_dim, K = k), batched over b·heads/t, k the keys a query attends to (s; a
+  sliding-window layer's min(s, w));
 - backward: each linear's input gradient (T x K by N) and weight gradient (K x N by T), and
   attention's four batched products (dQ, dK, dP, dV);
 - recompute: full, the whole forward again; selective, attention's QK^T and PV again.
@@ -13,7 +14,7 @@ tokens, tensor-parallel size t, q = heads·head_dim, kv = kv_heads·head_dim, f 
 Memory-bound kernels (Megatron-LM's fused GPT kernels, fp16/bf16), bytes read + written per
 element, at HBM bandwidth x `gpu.memory_efficiency`; e = T·h hidden elements (e/t under
 sequence parallelism: norms, dropouts and residuals run on the shard), e_f = T·f/t, and
-e_a = b·(heads/t)·s² attention scores:
+e_a = b·(heads/t)·s·k attention scores:
 - forward: 2 LayerNorms (read, write: 4 B), 2 bias-dropout-adds (2 reads, a write, a 1-byte
   mask: 7 B) = 22·e; bias-GeLU 4·e_f (gated: the two halves read, one written, 6·e_f);
   scale-mask-softmax 4, attention dropout 5, the QK^T output written and PV's probabilities
@@ -70,7 +71,7 @@ class LayerKernels:
 class _Shape:
     """The per-GPU sizes of one micro-batch (see the module docstring's names)."""
 
-    def __init__(self, s: Scenario, model: Transformer) -> None:
+    def __init__(self, s: Scenario, model: Transformer, index: int = 0) -> None:
         par, gpu = s.parallel, s.hardware.gpu
         self.t = par.tensor
         self.seq, self.b = s.seq_len, s.training.micro_batch_size
@@ -85,7 +86,8 @@ class _Shape:
         self.e_full = hidden
         self.e_f = self.tokens * model.ffn_hidden / self.t
         self.heads = max(1, model.heads // self.t)
-        self.e_a = float(self.b * self.heads * self.seq * self.seq)
+        self.keys = model.attention_keys(self.seq, index)  # layer `index`'s
+        self.e_a = float(self.b * self.heads * self.seq * self.keys)
 
     def gemm(self, m: int, n: int, k: int, batch: int = 1) -> float:
         return gemm_s(m, n, k, self.peak, self.eta, self.sms, batch)
@@ -106,13 +108,13 @@ class _Shape:
         ]
 
     def attention_forward(self) -> float:
-        s, d, batch = self.seq, self.model.head_dim, self.b * self.heads
-        return self.gemm(s, s, d, batch) + self.gemm(s, d, s, batch)
+        s, k, d, batch = self.seq, self.keys, self.model.head_dim, self.b * self.heads
+        return self.gemm(s, k, d, batch) + self.gemm(s, d, k, batch)
 
 
-def layer_kernels(s: Scenario, model: Transformer) -> LayerKernels:
-    """One layer's forward, backward and recompute kernels for one micro-batch."""
-    sh = _Shape(s, model)
+def layer_kernels(s: Scenario, model: Transformer, index: int = 0) -> LayerKernels:
+    """Layer `index`'s forward, backward and recompute kernels for one micro-batch."""
+    sh = _Shape(s, model, index)
     attention = sh.attention_forward()
     lin_f = sum(sh.gemm(m, n, k) for m, n, k in sh.linears())
     lin_b = sum(sh.gemm(m, k, n) + sh.gemm(k, n, m) for m, n, k in sh.linears())
@@ -156,12 +158,17 @@ def overhead(s: Scenario) -> float:
 
 
 def unit_kernels(
-    s: Scenario, model: Transformer, is_layer: bool, first_stage: bool, last_stage: bool
+    s: Scenario,
+    model: Transformer,
+    is_layer: bool,
+    first_stage: bool,
+    last_stage: bool,
+    index: int = 0,
 ) -> tuple[Kernels, Kernels, Kernels]:
-    """Forward, backward and recompute kernels of one unit (a layer, or the stage's rest:
-    the embedding on the first stage, the output head on the last)."""
+    """Forward, backward and recompute kernels of one unit (layer `index`, or the stage's
+    rest: the embedding on the first stage, the output head on the last)."""
     if is_layer:
-        k = layer_kernels(s, model)
+        k = layer_kernels(s, model, index)
         return k.forward, k.backward, k.recompute
     fwd, bwd = Kernels(), Kernels()
     if first_stage:
@@ -174,11 +181,17 @@ def unit_kernels(
 
 
 def unit_times(
-    s: Scenario, model: Transformer, is_layer: bool, first_stage: bool, last_stage: bool
+    s: Scenario,
+    model: Transformer,
+    is_layer: bool,
+    first_stage: bool,
+    last_stage: bool,
+    index: int = 0,
 ) -> tuple[float, float, float]:
-    """Forward, backward and recompute seconds of one unit for one micro-batch."""
+    """Forward, backward and recompute seconds of one unit (layer `index`) for one
+    micro-batch."""
     scale = overhead(s)
-    kernels = unit_kernels(s, model, is_layer, first_stage, last_stage)
+    kernels = unit_kernels(s, model, is_layer, first_stage, last_stage, index)
     fwd, bwd, rec = (scale * k.total_s for k in kernels)
     return fwd, bwd, rec
 

@@ -39,15 +39,12 @@ def compute_times(
     of a model whose layers differ) are timed the second way, by their own FLOPs and bytes,
     selective recompute rerunning QK^T, softmax and AV.
     """
-    plain = isinstance(model, Transformer) and model.moe is None and model.mla is None
-    if plain:
-        return kernels.unit_times(r.scenario, model, is_layer, first_stage, last_stage)
-    seq, mbs, t, rate = (
-        r.execution.seq_len,
-        r.execution.training.micro_batch_size,
-        r.execution.parallel.tensor,
-        _gpu_rate(r),
-    )
+    whole, index = (model.model, model.index) if isinstance(model, LayerView) else (model, 0)
+    plain = isinstance(whole, Transformer) and whole.moe is None and whole.mla is None
+    if plain:  # a LayerView of one: a layer of a model whose windows differ by layer
+        return kernels.unit_times(r.scenario, whole, is_layer, first_stage, last_stage, index)
+    ex = r.execution
+    seq, mbs, t, rate = ex.seq_len, ex.training.micro_batch_size, ex.parallel.tensor, _gpu_rate(r)
     if not is_layer:
         fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
         return fwd, 2.0 * fwd, 0.0
