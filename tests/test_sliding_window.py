@@ -51,7 +51,7 @@ def test_a_window_no_shorter_than_the_sequence_changes_nothing():
     full, win = _mistral(W), _mistral(W, sliding_window=W)
     m_full, m_win = build_model(full.model), build_model(win.model)
     assert m_win.layer_forward_flops(W, 1) == m_full.layer_forward_flops(W, 1)
-    assert layer_kernels(win, m_win) == layer_kernels(full, m_full)
+    assert layer_kernels(resolve(win), m_win) == layer_kernels(resolve(full), m_full)
     assert simulate(win).time_s == simulate(full).time_s
 
 
@@ -67,7 +67,7 @@ def test_alternating_layers_give_the_per_layer_mix():
     units = build_workload(resolve(s)).units[:-1]
     fwd = [u.forward_s for u in units]
     assert fwd[0] < fwd[1] and fwd[0::2] == [fwd[0]] * 21 and fwd[1::2] == [fwd[1]] * 21
-    k0, k1 = layer_kernels(s, m, 0), layer_kernels(s, m, 1)
+    k0, k1 = layer_kernels(resolve(s), m, 0), layer_kernels(resolve(s), m, 1)
     assert units[0].forward_s == pytest.approx(k0.forward.total_s)
     assert units[1].forward_s == pytest.approx(k1.forward.total_s)
     # the attention scores' memory-bound bytes halve too: 13 B per score, b·heads·s·keys

@@ -123,7 +123,7 @@ def test_a_layers_memory_bound_bytes_by_hand():
     sq, b, h, a = 2048, 4, 6144, 64
     e, e_f, e_a = sq * b * h, sq * b * 4 * h, b * a * sq * sq
     bw = 2039e9 * 0.90
-    k = layer_kernels(s, build_model(s.model))
+    k = layer_kernels(resolve(s), build_model(s.model))
     assert k.forward.memory_s == pytest.approx((22 * e + 4 * e_f + 13 * e_a) / bw)
     assert k.backward.memory_s == pytest.approx((38 * e + 8 * e_f + 19 * e_a) / bw)
 

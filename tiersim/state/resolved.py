@@ -5,7 +5,7 @@ simulation's and the checkpoint's settings, the framework's offload behaviour) a
 (tiers, links, network, GPU, CPU), with the budgets the run is judged against.
 
 The engine, `build_workload` and `build_inventory` take a `Resolved` (or the part they read);
-only `workload/kernels` and `state/activations.accounting_for` still take the scenario,
+only `state/activations.accounting_for` still takes the scenario (it reads the model spec),
 reached through `Resolved.scenario` until they are moved to the three parts too.
 """
 

@@ -63,7 +63,7 @@ def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]
         key = None if i is None else model.is_sliding(i)
         if key not in per_kind:
             is_layer = i is not None
-            per_kind[key] = kernels.unit_kernels(r.scenario, model, is_layer, first, last, i or 0)
+            per_kind[key] = kernels.unit_kernels(r, model, is_layer, first, last, i or 0)
         for k in per_kind[key]:
             gemm, memory = gemm + k.gemm_s, memory + k.memory_s
     return gemm, memory
@@ -93,7 +93,7 @@ def step_breakdown(
     it, one micro-batch's point-to-point time on this stage)."""
     m = r.execution.training.grad_accumulation
     gemm, memory = _kernel_totals(r, model, units, stage)
-    scale = kernels.overhead(r.scenario) if _kernel_model(model) else 1.0
+    scale = kernels.overhead(r) if _kernel_model(model) else 1.0
     compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
     sm_share = max(0.0, compute - m * scale * (gemm + memory))
     idle, fill, p2p = pipeline_idle

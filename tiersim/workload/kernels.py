@@ -34,10 +34,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.gemm import gemm_s
 from tiersim.state.inventory import master_bytes
 from tiersim.state.model import Transformer
+from tiersim.state.resolved import Resolved
 
 FWD_HIDDEN_B, BWD_HIDDEN_B = 22.0, 38.0  # per element of the hidden states (e)
 FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), GeLU
@@ -71,15 +72,16 @@ class LayerKernels:
 class _Shape:
     """The per-GPU sizes of one micro-batch (see the module docstring's names)."""
 
-    def __init__(self, s: Scenario, model: Transformer, index: int = 0) -> None:
-        par, gpu = s.parallel, s.hardware.gpu
+    def __init__(self, r: Resolved, model: Transformer, index: int = 0) -> None:
+        x, hw = r.execution, r.machine
+        par, gpu = x.parallel, hw.gpu
         self.t = par.tensor
-        self.seq, self.b = s.seq_len, s.training.micro_batch_size
+        self.seq, self.b = x.seq_len, x.training.micro_batch_size
         self.tokens = self.seq * self.b
         self.model = model
-        self.peak = gpu.peak_flops[s.training.precision.compute_precision]  # the copy used
+        self.peak = gpu.peak_flops[x.training.precision.compute_precision]  # the copy used
         self.eta, self.sms = gpu.efficiency, gpu.sm_count
-        hbm = s.hardware.tiers[gpu.memory]
+        hbm = hw.tiers[gpu.memory]
         self.hbm_bw = min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency
         hidden = float(self.tokens * model.hidden)
         self.e = hidden / self.t if par.sequence else hidden
@@ -112,9 +114,9 @@ class _Shape:
         return self.gemm(s, k, d, batch) + self.gemm(s, d, k, batch)
 
 
-def layer_kernels(s: Scenario, model: Transformer, index: int = 0) -> LayerKernels:
+def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKernels:
     """Layer `index`'s forward, backward and recompute kernels for one micro-batch."""
-    sh = _Shape(s, model, index)
+    sh = _Shape(r, model, index)
     attention = sh.attention_forward()
     lin_f = sum(sh.gemm(m, n, k) for m, n, k in sh.linears())
     lin_b = sum(sh.gemm(m, k, n) + sh.gemm(k, n, m) for m, n, k in sh.linears())
@@ -131,13 +133,13 @@ def layer_kernels(s: Scenario, model: Transformer, index: int = 0) -> LayerKerne
         "none": Kernels(),
         "full": forward,
         "selective": Kernels(attention, sh.memory(scores_f)),
-    }[s.training.recompute]
+    }[r.execution.training.recompute]
     return LayerKernels(forward, backward, recompute)
 
 
-def head_kernels(s: Scenario, model: Transformer) -> tuple[Kernels, Kernels]:
+def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
     """The output head's forward and backward: final norm, logits GEMM, cross-entropy."""
-    sh = _Shape(s, model)
+    sh = _Shape(r, model)
     T, h, vt = sh.tokens, model.hidden, max(1, -(-model.vocab // sh.t))
     memory = sh.memory(HEAD_NORM_B * sh.e + LOGIT_B * T * vt)
     forward = Kernels(sh.gemm(T, vt, h), memory / 3.0)
@@ -145,20 +147,20 @@ def head_kernels(s: Scenario, model: Transformer) -> tuple[Kernels, Kernels]:
     return forward, backward
 
 
-def embedding_kernels(s: Scenario, model: Transformer) -> tuple[Kernels, Kernels]:
+def embedding_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
     """The embedding's lookup, position add and dropout, forward and backward."""
-    sh = _Shape(s, model)
+    sh = _Shape(r, model)
     memory = sh.memory(EMBEDDING_B * sh.e_full)
     return Kernels(memory_s=memory / 2.0), Kernels(memory_s=memory / 2.0)
 
 
-def overhead(s: Scenario) -> float:
+def overhead(r: Resolved) -> float:
     """The compute-time multiplier of the framework's pipeline engine (1 for Megatron-LM)."""
-    return 1.0 + s.parallel.pipeline_engine_overhead
+    return 1.0 + r.execution.parallel.pipeline_engine_overhead
 
 
 def unit_kernels(
-    s: Scenario,
+    r: Resolved,
     model: Transformer,
     is_layer: bool,
     first_stage: bool,
@@ -168,20 +170,20 @@ def unit_kernels(
     """Forward, backward and recompute kernels of one unit (layer `index`, or the stage's
     rest: the embedding on the first stage, the output head on the last)."""
     if is_layer:
-        k = layer_kernels(s, model, index)
+        k = layer_kernels(r, model, index)
         return k.forward, k.backward, k.recompute
     fwd, bwd = Kernels(), Kernels()
     if first_stage:
-        e_f, e_b = embedding_kernels(s, model)
+        e_f, e_b = embedding_kernels(r, model)
         fwd, bwd = fwd + e_f, bwd + e_b
     if last_stage:
-        h_f, h_b = head_kernels(s, model)
+        h_f, h_b = head_kernels(r, model)
         fwd, bwd = fwd + h_f, bwd + h_b
     return fwd, bwd, Kernels()
 
 
 def unit_times(
-    s: Scenario,
+    r: Resolved,
     model: Transformer,
     is_layer: bool,
     first_stage: bool,
@@ -190,19 +192,19 @@ def unit_times(
 ) -> tuple[float, float, float]:
     """Forward, backward and recompute seconds of one unit (layer `index`) for one
     micro-batch."""
-    scale = overhead(s)
-    kernels = unit_kernels(s, model, is_layer, first_stage, last_stage, index)
+    scale = overhead(r)
+    kernels = unit_kernels(r, model, is_layer, first_stage, last_stage, index)
     fwd, bwd, rec = (scale * k.total_s for k in kernels)
     return fwd, bwd, rec
 
 
-def mixed_precision_bytes(s: Scenario, params: float) -> float:
+def mixed_precision_bytes(r: Resolved, params: float) -> float:
     """Elementwise bytes a GPU optimizer step moves beyond the update itself when it keeps a
     master copy (Megatron-LM's fp16/bf16 optimizer, per parameter): the gradient copied to
     fp32 (read g, write 4), unscaled (8), its norm taken (4), clipped (8), the new weights
     copied back (read 4, write w) and the gradient buffer zeroed (g)."""
-    if not master_bytes(s.training.precision):
+    prec = r.execution.training.precision
+    if not master_bytes(prec):
         return 0.0
-    prec = s.training.precision
     g, w = PRECISION_BYTES[prec.gradients], PRECISION_BYTES[prec.weights]
     return params * (g + 4 + 8 + 4 + 8 + 4 + w + g)

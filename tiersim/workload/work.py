@@ -161,7 +161,7 @@ def _unit(
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
     weights_read = 0 if master_bytes(prec) else w_updated  # no master: update weights in place
     touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
-    gpu_touched = touched + kernels.mixed_precision_bytes(r.scenario, updated)
+    gpu_touched = touched + kernels.mixed_precision_bytes(r, updated)
     gpu_opt, _ = _optimizer_times(r, gpu_touched, updated)
     _, cpu_opt = _optimizer_times(r, touched, updated)
     fwd, bwd, rec = _timed(r, model, is_layer, ends, {} if timed is None else timed)
