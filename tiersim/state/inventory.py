@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from tiersim.state.activations import (
     Item,
-    accounting_for,
     divided,
     kept,
     layer_items,
@@ -200,7 +199,7 @@ def layers_activation_bytes(
     for u in layers:
         alike[id(u.shape)] += u.count
     shapes = {id(u.shape): u.shape for u in layers}
-    ex, acc = r.execution, accounting_for(r.scenario)
+    ex, acc = r.execution, r.accounting
     mbs, recompute = ex.training.micro_batch_size, ex.training.recompute
     return sum(  # a model whose layers differ gives each run its own shape (its first layer)
         n * shapes[k].layer_activation_bytes(ex.seq_len, mbs, tensor, sequence, recompute, acc)
@@ -223,7 +222,7 @@ def inflight_microbatches(stage: int, pipeline: int, virtual: int, micro_batches
 def layer_activation_bytes(r: Resolved, layer: LayerShape) -> float:
     """Bytes one layer of this shape retains for backward, one micro-batch."""
     tr, par = r.execution.training, r.execution.parallel
-    seq, acc = r.execution.seq_len, accounting_for(r.scenario)
+    seq, acc = r.execution.seq_len, r.accounting
     return layer.layer_activation_bytes(
         seq, tr.micro_batch_size, par.tensor, par.sequence, tr.recompute, acc
     )
@@ -236,7 +235,7 @@ def stage_outside_items(r: Resolved, model: Model, stage: int) -> list[Item]:
         return []
     last = stage == r.execution.parallel.pipeline - 1
     seq, mbs = r.execution.seq_len, r.execution.training.micro_batch_size
-    return outside_items(model, seq, mbs, accounting_for(r.scenario), stage == 0, last)
+    return outside_items(model, seq, mbs, r.accounting, stage == 0, last)
 
 
 def outside_activation_bytes(r: Resolved, model: Model, stage: int) -> float:
@@ -258,7 +257,7 @@ def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
     model = r.model
     if not isinstance(model, Transformer):
         return []
-    par, acc = r.execution.parallel, accounting_for(r.scenario)
+    par, acc = r.execution.parallel, r.accounting
     seq, mbs, recompute = (
         r.execution.seq_len,
         r.execution.training.micro_batch_size,
@@ -332,7 +331,7 @@ def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
     seq, mbs, acc = (
         r.execution.seq_len,
         r.execution.training.micro_batch_size,
-        accounting_for(r.scenario),
+        r.accounting,
     )
     acts = layers_activation_bytes(r, stage_layers(model, 0, 1), 1, False)
     if isinstance(model, Transformer):

@@ -5,8 +5,8 @@ simulation's and the checkpoint's settings, the framework's offload behaviour) a
 (tiers, links, network, GPU, CPU), with the budgets the run is judged against.
 
 The engine, `build_workload` and `build_inventory` take a `Resolved` (or the part they read);
-only `state/activations.accounting_for` still takes the scenario (it reads the model spec),
-reached through `Resolved.scenario` until they are moved to the three parts too.
+the activation accounting (`state/activations.accounting_for`, which reads the model as the
+file gives it) is resolved here too, so nothing below the edge reads `Resolved.scenario`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from tiersim.config.execution import Execution, execution_plan
 from tiersim.config.hardware_schema import Hardware
 from tiersim.config.schema import Budget, Scenario
+from tiersim.state.activations import Accounting, accounting_for
 from tiersim.state.model import Model, build_model
 
 
@@ -28,9 +29,11 @@ class Resolved:
     execution: Execution
     machine: Hardware
     budget: Budget  # what the run is judged against (flash write budgets, steps per day)
-    scenario: Scenario  # the file's form, for the layers not yet moved to the parts above
+    accounting: Accounting  # how activations are counted (implementation, kernel, dropout)
+    scenario: Scenario  # the file's form, for the edges above (reports, traces); not read below
 
 
 def resolve(s: Scenario) -> Resolved:
     """The scenario's model built and its execution plan read, once."""
-    return Resolved(s.name, build_model(s.model), execution_plan(s), s.hardware, s.budget, s)
+    model, plan, acc = build_model(s.model), execution_plan(s), accounting_for(s)
+    return Resolved(s.name, model, plan, s.hardware, s.budget, acc, s)
