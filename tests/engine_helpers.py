@@ -76,3 +76,15 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 def scenario(raw: dict[str, Any]):
     return build(raw, Path("."), "test.yaml").scenario
+
+
+def assert_bytes_conserved(result) -> None:
+    """Every byte of each source read out of a tier is written into another, and the run moved
+    something."""
+    tiers = result.tiers.values()
+    classes = {c for t in tiers for c in [*t.read_by_source, *t.written_by_source]}
+    assert classes
+    for c in classes:
+        read = sum(t.read_by_source.get(c, 0) for t in tiers)
+        written = sum(t.written_by_source.get(c, 0) for t in tiers)
+        assert read == written, c

@@ -9,7 +9,7 @@ import json
 
 import pytest
 from conftest import SCENARIOS, inventory
-from engine_helpers import merge, scenario
+from engine_helpers import assert_bytes_conserved, merge, scenario
 from test_moe import small
 
 from tiersim.engine.simulate import simulate
@@ -118,10 +118,7 @@ def _small_apart(**over):
 def test_bytes_are_conserved_with_the_experts_apart():
     r = simulate(scenario(_small_apart()))
     assert r.tiers["nvme"].written_by_class  # the experts' moments went there
-    for c in {c for t in r.tiers.values() for c in [*t.read_by_source, *t.written_by_source]}:
-        read = sum(t.read_by_source.get(c, 0) for t in r.tiers.values())
-        written = sum(t.written_by_source.get(c, 0) for t in r.tiers.values())
-        assert read == written, c
+    assert_bytes_conserved(r)
 
 
 @pytest.mark.parametrize(

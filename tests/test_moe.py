@@ -9,7 +9,7 @@ import math
 
 import pytest
 from conftest import SCENARIOS, inventory
-from engine_helpers import merge, scenario
+from engine_helpers import assert_bytes_conserved, merge, scenario
 
 from tiersim.engine.simulate import simulate
 from tiersim.state.activations import Accounting
@@ -163,13 +163,7 @@ def _offloaded(**over):
 
 
 def test_moe_bytes_are_conserved():
-    r = simulate(scenario(_offloaded()))
-    classes = {c for t in r.tiers.values() for c in [*t.read_by_source, *t.written_by_source]}
-    assert classes
-    for c in classes:
-        read = sum(t.read_by_source.get(c, 0) for t in r.tiers.values())
-        written = sum(t.written_by_source.get(c, 0) for t in r.tiers.values())
-        assert read == written, c
+    assert_bytes_conserved(simulate(scenario(_offloaded())))
 
 
 @pytest.mark.parametrize(
