@@ -4,6 +4,7 @@ A rejected value is shown back in the unit the user wrote it in."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -124,6 +125,14 @@ def _takes_bool(annotation: Any) -> bool:
     return annotation is bool or any(_takes_bool(a) for a in get_args(annotation))
 
 
+@functools.cache
+def _switch(model: type[BaseModel], name: str) -> tuple[bool, bool]:
+    """(whether the field takes a boolean, whether it takes null): fixed per field, and asked
+    for every field of every scenario validated, so worked out once."""
+    annotation = model.model_fields[name].annotation
+    return _takes_bool(annotation), type(None) in get_args(annotation)
+
+
 class Strict(BaseModel):
     # no infinity or NaN from YAML (.inf, .nan): only `unlimited` bandwidths are infinite
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -134,13 +143,12 @@ class Strict(BaseModel):
         """YAML's true/yes/on are booleans, which pydantic would read as 1 where a number is
         expected (zero_stage: true as ZeRO 1, efficiency: yes as 1.0), and 1 or 0 as a
         boolean: a boolean field takes true or false, and only a boolean field does."""
-        field = cls.model_fields[info.field_name]
-        switch = _takes_bool(field.annotation)
+        switch, optional = _switch(cls, info.field_name)
         if isinstance(value, bool) and not switch:
+            field = cls.model_fields[info.field_name]
             kind = unit_kind(field.annotation, field.metadata)
             what = f"{kind.label} with a unit, such as '{kind.example}'" if kind else None
             raise ValueError(f"expected {what or _expected(field.annotation)}, not true or false")
-        optional = type(None) in get_args(field.annotation)
         if switch and not isinstance(value, bool) and not (value is None and optional):
             got = "null" if value is None else repr(value)
             raise ValueError(f"expected true or false (got {got})")

@@ -35,10 +35,30 @@ def preset_names(kind: str) -> list[str]:
 
 
 def load_preset(kind: str, name: str) -> dict[str, Any]:
-    """A shipped preset as a mapping; raises KeyError for an unknown name."""
+    """A shipped preset as a mapping (the caller's own copy); raises KeyError for an unknown
+    name."""
+    return plain_copy(_shipped(kind, name))
+
+
+def _shipped(kind: str, name: str) -> dict[str, Any]:
+    """The parsed preset itself, shared: to be copied (deep_merge copies), never changed."""
     if not isinstance(name, str) or name not in _preset_names(kind):
         raise KeyError(name)
-    return copy.deepcopy(_preset_data(kind, name))
+    return _preset_data(kind, name)
+
+
+def plain_copy(value: Any) -> Any:
+    """A deep copy of YAML-shaped data: mappings and lists copied, scalars shared (immutable),
+    anything else by copy.deepcopy. About 10x cheaper than copy.deepcopy on a preset, which
+    every point of a sweep merges; unlike it, a value reached twice (a YAML alias) is copied
+    twice, which only a mutation could tell apart."""
+    if isinstance(value, dict):
+        return {key: plain_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain_copy(item) for item in value]
+    if value is None or isinstance(value, str | int | float):  # bool is an int
+        return value
+    return copy.deepcopy(value)
 
 
 def _unknown_preset(kind: str, name: Any, base_dir: Path) -> str:
@@ -60,13 +80,19 @@ def _unknown_preset(kind: str, name: Any, base_dir: Path) -> str:
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """`over` wins key by key; nested mappings merge rather than replace."""
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
+    """`over` wins key by key; nested mappings merge rather than replace. A new mapping,
+    sharing nothing mutable with either (base's keys first, in order, then over's new ones)."""
+    out = {}
+    for key, value in base.items():
+        if key not in over:
+            out[key] = plain_copy(value)
+        elif isinstance(over[key], dict) and isinstance(value, dict):
+            out[key] = deep_merge(value, over[key])
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = plain_copy(over[key])
+    for key, value in over.items():
+        if key not in base:
+            out[key] = plain_copy(value)
     return out
 
 
@@ -109,7 +135,7 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
         merged = _preset_file(name, base_dir, problems, "model.preset") or {}
     elif "preset" in model:
         try:
-            merged = load_preset("models", model["preset"])
+            merged = _shipped("models", model["preset"])  # deep_merge below copies it
         except (KeyError, TypeError):
             what = _unknown_preset("models", model["preset"], base_dir)
             problems.append(Problem("model.preset", what))
@@ -160,7 +186,7 @@ def _resolve_hardware(hardware: Any, base_dir: Path, problems: list[Problem]) ->
         base = _preset_file(name, base_dir, problems)
     else:
         try:
-            base = load_preset("hardware", name)
+            base = _shipped("hardware", name)  # deep_merge below copies it
         except (KeyError, TypeError):
             problems.append(Problem("hardware.preset", _unknown_preset("hardware", name, base_dir)))
             base = None
