@@ -32,12 +32,12 @@ def fail_writes(monkeypatch: pytest.MonkeyPatch, name: str, after: int = 0) -> N
     real = store_module.atomic_write
     made = []
 
-    def write(path: Path, fill) -> None:
+    def write(path: Path, fill, **options) -> None:
         if name in path.name:
             if len(made) >= after:
                 raise full_disk()
             made.append(path)
-        real(path, fill)
+        real(path, fill, **options)
 
     monkeypatch.setattr(store_module, "atomic_write", write)
 

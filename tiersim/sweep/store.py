@@ -49,8 +49,10 @@ def writing(path: Path) -> Iterator[None]:
         raise OutputError(path, exc) from exc
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write `path` through a temporary file, fsync it, and move it into place."""
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None], sync_folder: bool = True) -> None:
+    """Write `path` through a temporary file, fsync it, and move it into place; then fsync the
+    folder, making the move durable (unless `sync_folder` is false: the caller does, once for
+    several files)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as handle:
@@ -61,7 +63,8 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
-    _fsync_dir(path.parent)
+    if sync_folder:
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -125,22 +128,25 @@ class SweepStore:
         self.close()
 
     def commit(self, results: Iterable[PointResult]) -> None:
-        """Make a batch of finished points durable: reports first, then one fsync'd log append.
+        """Make a batch of finished points durable: reports first (each file fsync'd and moved
+        into place, then their folder fsync'd once, so every move is durable), then one fsync'd
+        log append: a log line never names a report that a crash could still lose.
 
         The batch's points are recorded here only once the append is durable."""
         fresh: dict[str, dict[str, Any]] = {}
+        moved = False
         for result in results:
             if result.key in self.entries or result.key in fresh:
                 continue
-            if result.report_json is not None:
-                path, text = self.points_dir / f"{result.key}.json", result.report_json.encode()
+            for name, data in _point_files(result):
+                path = self.points_dir / name
                 with writing(path):
-                    atomic_write(path, lambda h, t=text: h.write(t))
-            if result.png is not None:
-                path, png = self.points_dir / f"{result.key}.png", result.png
-                with writing(path):
-                    atomic_write(path, lambda h, b=png: h.write(b))
+                    atomic_write(path, lambda h, d=data: h.write(d), sync_folder=False)
+                moved = True
             fresh[result.key] = _entry(result)
+        if moved:
+            with writing(self.points_dir):
+                _fsync_dir(self.points_dir)
         if fresh:
             with writing(self.log_path):
                 _append(self._log, b"".join(_line(entry) for entry in fresh.values()))
@@ -198,6 +204,16 @@ def _append(log: io.FileIO, data: bytes) -> None:
             log.truncate(start)
             os.fsync(log.fileno())
         raise
+
+
+def _point_files(result: PointResult) -> list[tuple[str, bytes]]:
+    """(file name, contents) of what a point keeps beside the log: its report, its picture."""
+    files = []
+    if result.report_json is not None:
+        files.append((f"{result.key}.json", result.report_json.encode()))
+    if result.png is not None:
+        files.append((f"{result.key}.png", result.png))
+    return files
 
 
 def _entry(result: PointResult) -> dict[str, Any]:
