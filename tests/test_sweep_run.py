@@ -259,3 +259,13 @@ def test_an_unusable_output_folder_is_an_input_error_before_any_point_runs(tmp_p
     code, _, err = cli("sweep", path, "--out", below_a_file, "--no-plots")
     assert code == 2 and f"--out: {below_a_file}: cannot write there" in err
     assert "Traceback" not in err and "points on" not in err  # refused before starting
+
+
+def test_points_per_call_keeps_four_calls_per_worker_up_to_eight_points():
+    from tiersim.sweep.run import points_per_call
+
+    assert points_per_call(999, 2) == 8  # 999 // 8 = 124, capped at 8
+    assert points_per_call(20, 1) == 5  # 20 // 4
+    assert points_per_call(19, 2) == 2  # 19 // 8
+    assert points_per_call(7, 2) == 1  # fewer than four per worker: one at a time
+    assert points_per_call(0, 4) == 1
