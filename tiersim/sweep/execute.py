@@ -8,6 +8,7 @@ Dask is imported only when asked for, so the core does not need it.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import math
 import multiprocessing
@@ -47,6 +48,7 @@ def start_worker(sweep_pid: int) -> None:
     imported (where the fork server did not already) before the first point arrives."""
     watch(sweep_pid)
     importlib.import_module(WORKER_MODULE)
+    gc.freeze()  # what is loaded now lives as long as the worker: the collector skips it
 
 
 class LocalPool:
