@@ -7,6 +7,7 @@ an error (a crash in the simulator, a lost worker) is run once more, its old lin
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from concurrent import futures as cf
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, strea
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
 from tiersim.sweep.spec import Point, SweepSpec, expand
-from tiersim.sweep.store import SweepStore, tidy, write_tables
+from tiersim.sweep.store import SweepStore, import_table_writers, tidy, write_tables
 from tiersim.sweep.worker import (
     ERROR,
     PointResult,
@@ -77,7 +78,10 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
             keys = _known_keys(pool, tasks, store, options.progress)
             todo, retried = _plan(keys, store)
             rest = _first(tasks, todo, keys, store, pool.slots, options.progress)
+            tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
+            tables.start()  # while the points run, where this process has time to spare
             _run(pool, tasks, rest, keys, store, options.progress, len(todo))
+            tables.join()
         finally:
             pool.close()
         timings["run_s"] = _lap(clock) - timings["expand_s"] - timings["start_s"]

@@ -272,6 +272,13 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
+def import_table_writers() -> None:
+    """Import what write_tables needs (pyarrow: about 0.1 s of CPU), so that a thread can do
+    it while the points run; a missing module is left for write_tables to report."""
+    with contextlib.suppress(ImportError):
+        import pyarrow.parquet  # noqa: F401
+
+
 def write_tables(out: Path, table: dict[str, list[Any]]) -> None:
     """`results.csv` and `results.parquet`, each replaced atomically."""
     import pyarrow as pa
