@@ -269,3 +269,21 @@ def test_points_per_call_keeps_four_calls_per_worker_up_to_eight_points():
     assert points_per_call(19, 2) == 2  # 19 // 8
     assert points_per_call(7, 2) == 1  # fewer than four per worker: one at a time
     assert points_per_call(0, 4) == 1
+
+
+def worker_state(_: object) -> tuple[bool, bool]:
+    """In a pool worker: whether the points' code is loaded, and whether the collector was
+    told to skip what was loaded (gc.freeze)."""
+    import gc
+    import sys
+
+    return "tiersim.sweep.worker" in sys.modules, gc.get_freeze_count() > 0
+
+
+def test_a_local_worker_starts_with_the_points_code_loaded_and_frozen():
+    pool = LocalPool(1)
+    try:
+        ((_, state),) = next(stream(pool, worker_state, [None]))
+    finally:
+        pool.close()
+    assert state == (True, True)
