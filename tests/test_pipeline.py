@@ -271,3 +271,24 @@ def test_the_direct_1f1b_program_is_the_schedule_order_with_its_dependencies():
                         dep, sent = k * m + mb, False
                 want.append((own, dep, sent, d))
             assert program_1f1b(k, p, m, 1.5, 2.5) == want
+
+
+@settings(max_examples=200)
+@given(
+    p=st.integers(1, 9),
+    extra=st.integers(0, 20),
+    keep_starts=st.booleans(),
+    data=st.data(),
+)
+def test_the_tick_ordered_1f1b_timeline_is_the_dependency_graph_walk(p, extra, keep_starts, data):
+    """The 1F1B timeline taken tick by tick (no dependency graph) against the graph walk of
+    every stage's program: the same starts and ends, to the bit, for every m >= p - 1."""
+    from tiersim.workload.pipeline import _timeline_1f1b, _timeline_graph
+
+    m = max(1, p - 1 + extra)
+    fwd = [data.draw(stage_times) for _ in range(p)]
+    bwd = [data.draw(stage_times) for _ in range(p)]
+    c = data.draw(st.sampled_from([0.0, 0.01]) | st.floats(0.0, 2.0))
+    fast = _timeline_1f1b(p, m, fwd, bwd, c, keep_starts)
+    graph = _timeline_graph(p, m, 1, [[f] for f in fwd], [[b] for b in bwd], c, keep_starts)
+    assert fast == graph

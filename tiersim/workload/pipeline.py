@@ -276,6 +276,67 @@ def timeline(
     (stage, chunk) already checked; starts empty unless `keep_starts`). Ops are numbered
     (kind, stage, chunk, micro-batch) so that what each waits for is an index, not a key to
     hash."""
+    if virtual == 1 and micro_batches >= pipeline - 1:
+        f, b = [row[0] for row in fwd], [row[0] for row in bwd]
+        return _timeline_1f1b(pipeline, micro_batches, f, b, p2p_s, keep_starts)
+    return _timeline_graph(pipeline, micro_batches, virtual, fwd, bwd, p2p_s, keep_starts)
+
+
+def _timeline_1f1b(
+    p: int, m: int, f: list[float], b: list[float], p2p_s: float, keep_starts: bool
+) -> tuple[list[list[float]], list[list[float]]]:
+    """`timeline` of plain 1F1B with every stage's full warm-up (m >= p - 1), without the
+    dependency graph: each op has a tick, forward i of stage k 2i + k, backward i
+    2i + 2p - 1 - k, that is above the ticks of what it waits for (stage k - 1's forward i,
+    stage k + 1's backward i, the last stage's own forward i) and rises along each stage's
+    order (warm-up forwards, then forward w + i before backward i, w = p - 1 - k), with at
+    most one op per stage per tick: ops taken tick by tick find what they wait for done.
+    The same sums and comparisons as the graph walk, so the same times to the bit."""
+    fwd_end = [[0.0] * m for _ in range(p)]
+    bwd_end = [[0.0] * m for _ in range(p)]
+    free = [0.0] * p
+    starts: list[list[float]] = [[] for _ in range(p)]
+    ends: list[list[float]] = [[] for _ in range(p)]
+    last = p - 1
+    for t in range(2 * m + 2 * p - 2):
+        # forwards at tick t: k = t - 2i, i in [0, m); backwards: k = 2i + 2p - 1 - t
+        for k in range(max(t - 2 * (m - 1), t % 2), min(t, last) + 1, 2):
+            i = (t - k) >> 1
+            now = free[k]
+            if k:
+                arrive = fwd_end[k - 1][i] + p2p_s
+                if now < arrive:
+                    now = arrive
+            if keep_starts:
+                starts[k].append(now)
+            now += f[k]
+            fwd_end[k][i] = free[k] = now
+            ends[k].append(now)
+        for k in range(max(2 * p - 1 - t, (t + 1) % 2), min(last, 2 * p + 2 * m - 3 - t) + 1, 2):
+            i = (t + k + 1 - 2 * p) >> 1
+            now = free[k]
+            arrive = bwd_end[k + 1][i] + p2p_s if k < last else fwd_end[k][i]
+            if now < arrive:
+                now = arrive
+            if keep_starts:
+                starts[k].append(now)
+            now += b[k]
+            bwd_end[k][i] = free[k] = now
+            ends[k].append(now)
+    return starts, ends
+
+
+def _timeline_graph(
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    fwd: list[list[float]],
+    bwd: list[list[float]],
+    p2p_s: float,
+    keep_starts: bool = True,
+) -> tuple[list[list[float]], list[list[float]]]:
+    """`timeline` by walking every stage's program as a dependency graph: an op whose
+    input is not done yet parks its stage until it is."""
     programs = [_program(k, pipeline, micro_batches, virtual, fwd, bwd) for k in range(pipeline)]
     done: list[float | None] = [None] * (2 * pipeline * virtual * micro_batches)
     waiting: dict[int, int] = {}
