@@ -42,19 +42,22 @@ class OpList:
         return twin
 
     def add(self, op: Op) -> int:
+        index = len(self.ops)
         deps = [d for d in op.deps if d is not None]
         stream = op.kind.stream
         if stream is not None:
-            prev = self.last_on.get(stream)
+            last_on = self.last_on
+            prev = last_on.get(stream)
             if prev is not None:
                 deps.append(prev)
-            self.last_on[stream] = len(self.ops)
+            last_on[stream] = index
         # in order, once each; tuples, which hold no references the garbage collector must
         # trace (a run builds around a million ops)
         op.deps = tuple(dict.fromkeys(deps)) if len(deps) > 1 else tuple(deps)
-        op.alloc = tuple(op.alloc)
+        if type(op.alloc) is not tuple:
+            op.alloc = tuple(op.alloc)
         self.ops.append(op)
-        return len(self.ops) - 1
+        return index
 
     def free_after(self, i: int, tier: str, nbytes: int) -> None:
         """Op `i` frees `nbytes` on `tier` when it ends."""
