@@ -54,9 +54,8 @@ def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> di
     """Seconds each link (or network channel) had a transfer on it, over the whole run or
     within `window` (start, end)."""
     out = {}
-    for name, spans in engine.net.busy.intervals.items():
+    for name, merged in engine.net.busy.intervals.items():  # disjoint and sorted (BusyLog)
         if name != FlowNetwork.ANY:
-            merged = iv.union(spans)
             out[name] = iv.total(iv.clip(merged, *window) if window else merged)
     return out
 
@@ -109,7 +108,8 @@ def measure(
     gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
-    any_link = iv.clip(iv.union(engine.net.busy.intervals.get(FlowNetwork.ANY, [])), lo, hi)
+    # the network's busy intervals are disjoint and sorted already (flows.BusyLog.intervals)
+    any_link = iv.clip(engine.net.busy.intervals.get(FlowNetwork.ANY, []), lo, hi)
     link_time = iv.total(any_link)
     overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
     links_moved, read, written = moved(engine.topo, ops, measured_step)
@@ -142,7 +142,7 @@ def _link_stats(engine: Engine, links_moved: dict, lo: float, hi: float) -> dict
     links = {}
     for name in channels:
         per_dir = links_moved.get(name, {})
-        busy_s = iv.total(iv.clip(iv.union(busy.get(name, [])), lo, hi))
+        busy_s = iv.total(iv.clip(busy.get(name, []), lo, hi))  # disjoint, sorted (BusyLog)
         links[name] = LinkStats(
             sum(per_dir.values()), busy_s, busy_s / step_s if step_s > 0 else 0.0, per_dir
         )
