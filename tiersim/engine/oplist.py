@@ -82,7 +82,7 @@ class OpList:
     def move(
         self,
         cls: str,
-        label: str,
+        label: str | tuple,  # or (format, *args): Op.what
         step: int,
         src: str,
         dst: str,
@@ -97,21 +97,12 @@ class OpList:
             raise ValueError(f"no state class {cls!r} to move")
         if (src == dst and not copy) or nbytes <= 0:
             return None
-        alloc = [(dst, nbytes)] if alloc_dst else []
-        return self.add(
-            Op(
-                OpKind.MOVE,
-                role,
-                label,
-                step,
-                list(deps),
-                nbytes=nbytes,
-                src=src,
-                dst=dst,
-                alloc=alloc,
-                subject=cls,
-            )
+        alloc = ((dst, nbytes),) if alloc_dst else ()
+        # Op's fields in order, as in `net`
+        op = Op(
+            OpKind.MOVE, role, label, step, deps, 0.0, nbytes, src, dst, alloc, (), None, 0.0, cls
         )
+        return self.add(op)
 
     def net(
         self,
@@ -124,21 +115,28 @@ class OpList:
         """A collective as a network flow; "sync" ones block the GPU stream."""
         if c is None:
             return None
-        return self.add(
-            Op(
-                kind,
-                Role.COLLECTIVE,
-                c.name,
-                step,
-                list(deps),
-                nbytes=int(c.nbytes),
-                resource=c.resource,
-                latency=c.latency_s,
-                alloc=alloc or [],
-                subject=c.group,
-            )
+        # Op's fields in order (kind, role, what, step, deps, duration, nbytes, src, dst, alloc,
+        # free, resource, latency, subject): keywords cost a third of an Op's construction
+        op = Op(
+            kind,
+            Role.COLLECTIVE,
+            c.name,
+            step,
+            deps,
+            0.0,
+            int(c.nbytes),
+            "",
+            "",
+            alloc or (),
+            (),
+            c.resource,
+            c.latency_s,
+            c.group,
         )
+        return self.add(op)
 
-    def barrier(self, label: str, step: int, deps: list[int], role: Role = Role.CHECKPOINT) -> int:
+    def barrier(
+        self, label: str | tuple, step: int, deps: list[int], role: Role = Role.CHECKPOINT
+    ) -> int:
         """The GPU stream waits here until `deps` are done."""
         return self.add(Op(OpKind.IDLE, role, label, step, list(deps)))

@@ -115,21 +115,19 @@ class TrainingPasses:
         acts = unit.activations
         # the first layer's input comes through the embedding, held in the stage's rest unit
         embedding = self.ready.weights[-1] if u == 0 and self.c.wl.stage == 0 else None
+        alloc = ((gpu, acts),) if acts else ()
+        # Op's first fields in order (`OpList.net`): kind, role, what, step, deps, duration,
+        # nbytes, src, dst, alloc
+        label, deps = ("forward {} mb{}", unit.name, mb), (w, embedding)
         op = self.ops.add(
-            Op(
-                OpKind.GPU,
-                Role.FORWARD,
-                ("forward {} mb{}", unit.name, mb),
-                step,
-                (w, embedding),
-                duration=unit.forward_s,
-                alloc=((gpu, acts),) if acts else (),
-            )
+            Op(OpKind.GPU, Role.FORWARD, label, step, deps, unit.forward_s, 0, "", "", alloc)
         )
         self.release_weights(u, held, op)
         self.end_use(u, op)
-        self.ops.net(unit.tp_forward, step, (op,), kind=OpKind.SYNC)
-        self.ops.net(unit.ep_forward, step, (op,), kind=OpKind.SYNC)
+        if unit.tp_forward is not None:
+            self.ops.net(unit.tp_forward, step, (op,), kind=OpKind.SYNC)
+        if unit.ep_forward is not None:
+            self.ops.net(unit.ep_forward, step, (op,), kind=OpKind.SYNC)
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
@@ -161,36 +159,24 @@ class TrainingPasses:
         grad_read = self.accumulation_read(u, mb, step, []) if prefetch else None
         op = None
         if unit.recompute_s > 0:
-            op = ops.add(
-                Op(
-                    OpKind.GPU,
-                    Role.RECOMPUTE,
-                    ("recompute {} mb{}", unit.name, mb),
-                    step,
-                    (w, acts),
-                    duration=unit.recompute_s,
-                )
-            )
+            label = ("recompute {} mb{}", unit.name, mb)  # Op's fields in order, as in forward
+            op = ops.add(Op(OpKind.GPU, Role.RECOMPUTE, label, step, (w, acts), unit.recompute_s))
         grads_off = unit.gradients_full > 0 and (
             self.homes[u]["gradients"] != gpu or self.scatters[u]
         )
+        alloc = ((gpu, unit.gradients_full),) if grads_off else ()
+        label, deps = ("backward {} mb{}", unit.name, mb), (w, acts, grad_read, op)
         op = ops.add(
-            Op(
-                OpKind.GPU,
-                Role.BACKWARD,
-                ("backward {} mb{}", unit.name, mb),
-                step,
-                (w, acts, grad_read, op),
-                duration=unit.backward_s,
-                alloc=((gpu, unit.gradients_full),) if grads_off else (),
-            )
+            Op(OpKind.GPU, Role.BACKWARD, label, step, deps, unit.backward_s, 0, "", "", alloc)
         )
         if unit.activations:
             ops.free_after(op, gpu, unit.activations)
         self.release_weights(u, held, op)
         self.end_use(u, op)
-        ops.net(unit.tp_backward, step, (op,), kind=OpKind.SYNC)
-        ops.net(unit.ep_backward, step, (op,), kind=OpKind.SYNC)
+        if unit.tp_backward is not None:
+            ops.net(unit.tp_backward, step, (op,), kind=OpKind.SYNC)
+        if unit.ep_backward is not None:
+            ops.net(unit.ep_backward, step, (op,), kind=OpKind.SYNC)
         if in_stream:
             grad_read = self.accumulation_read(u, mb, step, [op])
         if grad_read is not None:
