@@ -52,8 +52,15 @@ class OpList:
                 deps.append(prev)
             last_on[stream] = index
         # in order, once each; tuples, which hold no references the garbage collector must
-        # trace (a run builds around a million ops)
-        op.deps = tuple(dict.fromkeys(deps)) if len(deps) > 1 else tuple(deps)
+        # trace (a run builds around a million ops); two, the common case, without a dict
+        n = len(deps)
+        if n > 2:
+            op.deps = tuple(dict.fromkeys(deps))
+        elif n == 2:
+            a, b = deps
+            op.deps = (a, b) if a != b else (a,)
+        else:
+            op.deps = tuple(deps)
         if type(op.alloc) is not tuple:
             op.alloc = tuple(op.alloc)
         self.ops.append(op)
