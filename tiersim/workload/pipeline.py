@@ -291,12 +291,12 @@ def _timeline_1f1b(
     stage k + 1's backward i, the last stage's own forward i) and rises along each stage's
     order (warm-up forwards, then forward w + i before backward i, w = p - 1 - k), with at
     most one op per stage per tick: ops taken tick by tick find what they wait for done.
-    The same sums and comparisons as the graph walk, so the same times to the bit."""
+    The same sums and comparisons as the graph walk, so the same times to the bit; the ends
+    are put in each stage's order at the end, by slices."""
     fwd_end = [[0.0] * m for _ in range(p)]
     bwd_end = [[0.0] * m for _ in range(p)]
     free = [0.0] * p
     starts: list[list[float]] = [[] for _ in range(p)]
-    ends: list[list[float]] = [[] for _ in range(p)]
     last = p - 1
     for t in range(2 * m + 2 * p - 2):
         # forwards at tick t: k = t - 2i, i in [0, m); backwards: k = 2i + 2p - 1 - t
@@ -311,7 +311,6 @@ def _timeline_1f1b(
                 starts[k].append(now)
             now += f[k]
             fwd_end[k][i] = free[k] = now
-            ends[k].append(now)
         for k in range(max(2 * p - 1 - t, (t + 1) % 2), min(last, 2 * p + 2 * m - 3 - t) + 1, 2):
             i = (t + k + 1 - 2 * p) >> 1
             now = free[k]
@@ -322,8 +321,19 @@ def _timeline_1f1b(
                 starts[k].append(now)
             now += b[k]
             bwd_end[k][i] = free[k] = now
-            ends[k].append(now)
-    return starts, ends
+    return starts, [_in_order(p - 1 - k, fwd_end[k], bwd_end[k]) for k in range(p)]
+
+
+def _in_order(warmup: int, fwd: list[float], bwd: list[float]) -> list[float]:
+    """A 1F1B stage's op times in its order, from its forwards' and backwards' (`warmup`
+    forwards, then forward warmup + i before backward i, then the cool-down's backwards)."""
+    m, w = len(fwd), warmup
+    out = [0.0] * (2 * m)
+    out[:w] = fwd[:w]
+    out[w : 2 * m - w : 2] = fwd[w:]
+    out[w + 1 : 2 * m - w : 2] = bwd[: m - w]
+    out[2 * m - w :] = bwd[m - w :]
+    return out
 
 
 def _timeline_graph(
