@@ -30,22 +30,25 @@ def _step_ops(log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind) -> 
     gpu, idle, cpu = OpKind.GPU, OpKind.IDLE, OpKind.CPU
     for op, start, end in zip(ops, log.start, log.end, strict=True):
         kind = op.kind
-        if end > start:
-            if kind is gpu:
+        if kind is gpu:
+            if end > start:
                 gpu_spans.append((start, end))
-            elif kind is idle:
+            if op.step == step:
+                role = op.role
+                if role in COMPUTE_ROLES:
+                    compute.append(op.duration)
+                    if role is Role.RECOMPUTE:
+                        recompute.append(op.duration)
+                elif role is Role.OPTIMIZER and optimizer_kind is gpu:
+                    optimizer.append(op.duration)
+        elif kind is idle:
+            if end > start:
                 idle_spans.append((start, end))
-            elif kind is cpu:
+        elif kind is cpu:
+            if end > start:
                 cpu_spans.append((start, end))
-        if op.step != step:
-            continue
-        role = op.role
-        if kind is gpu and role in COMPUTE_ROLES:
-            compute.append(op.duration)
-            if role is Role.RECOMPUTE:
-                recompute.append(op.duration)
-        if kind is optimizer_kind and role is Role.OPTIMIZER:
-            optimizer.append(op.duration)
+            if op.step == step and op.role is Role.OPTIMIZER and optimizer_kind is cpu:
+                optimizer.append(op.duration)
     busy = (iv.union(gpu_spans), iv.union(idle_spans), iv.union(cpu_spans))
     return busy, sum(compute), sum(recompute), sum(optimizer)
 
