@@ -1,5 +1,6 @@
 """Fluid bandwidth sharing: small timelines computed by hand, and invariants."""
 
+import itertools
 import math
 
 import simpy
@@ -158,3 +159,25 @@ def test_a_flow_that_arrives_during_anothers_latency_runs_alone_until_it_begins(
     starts = [(0, "c", 60, ("L",), 4.0), (1, "d", 20, ("L",), 0.0)]
     log, _ = _run_delayed({"L": 10.0}, starts)
     assert log == [("d", 3.0), ("c", 10.0)]
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 39), st.integers(1, 40)).filter(lambda se: se[0] < se[1]),
+        max_size=15,
+    )
+)
+def test_busy_intervals_are_disjoint_sorted_and_cover_every_span(spans):
+    """Spans added as flows end (in order of end, starts in any order): read back as disjoint,
+    sorted intervals, touching ones merged, covering the same unit cells (metrics reads them
+    as they are, without merging again)."""
+    from tiersim.engine.flows import BusyLog
+
+    log = BusyLog()
+    for start, end in sorted(spans, key=lambda se: se[1]):
+        log.add_span("L", float(start), float(end))
+    merged = log.intervals.get("L", [])
+    cells = {c for s, e in spans for c in range(s, e)}
+    assert {c for s, e in merged for c in range(int(s), int(e))} == cells
+    assert all(s < e for s, e in merged)
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(merged))

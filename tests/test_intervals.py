@@ -1,6 +1,49 @@
-"""Interval arithmetic on small cases worked by hand."""
+"""Interval arithmetic on small cases worked by hand, and union and intersection against
+the unit cells they cover (integer ends: a brute-force count, not the code under test)."""
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tiersim.core import intervals as iv
+
+# [start, end) with integer ends in [0, 40], start < end
+_span = st.tuples(st.integers(0, 39), st.integers(1, 40)).filter(lambda se: se[0] < se[1])
+_spans = st.lists(_span, max_size=12).map(lambda xs: [(float(s), float(e)) for s, e in xs])
+
+
+def _cells(spans) -> set[int]:
+    return {c for s, e in spans for c in range(int(s), int(e))}
+
+
+def _disjoint_sorted(spans) -> bool:
+    """Sorted, each non-empty, and apart from the next (touching ones are merged)."""
+    ok = all(s < e for s, e in spans)
+    return ok and all(a[1] < b[0] for a, b in itertools.pairwise(spans))
+
+
+@given(_spans)
+def test_union_covers_what_its_inputs_cover_in_disjoint_sorted_intervals(spans):
+    merged = iv.union(spans)
+    assert _cells(merged) == _cells(spans)
+    assert _disjoint_sorted(merged)
+
+
+@given(_spans, _spans)
+def test_intersect_covers_what_both_cover(a, b):
+    a, b = iv.union(a), iv.union(b)
+    both = iv.intersect(a, b)
+    assert _cells(both) == _cells(a) & _cells(b)
+    assert all(s < e for s, e in both)
+    assert all(x[1] <= y[0] for x, y in itertools.pairwise(both))
+
+
+def test_union_and_intersect_by_hand():
+    # (0, 2) and (1, 3) overlap, (3, 4) touches: one interval; (5, 6) apart; input unsorted
+    assert iv.union([(5.0, 6.0), (1.0, 3.0), (0.0, 2.0), (3.0, 4.0)]) == [(0.0, 4.0), (5.0, 6.0)]
+    assert iv.union([]) == []
+    assert iv.intersect([(0.0, 4.0), (5.0, 6.0)], [(1.0, 5.5)]) == [(1.0, 4.0), (5.0, 5.5)]
 
 
 def test_clip_keeps_what_lies_within_and_trims_the_ends():

@@ -255,7 +255,7 @@ def test_the_direct_1f1b_program_is_the_schedule_order_with_its_dependencies():
     """`program_1f1b` against the program written out from `stage_schedule`: forward of
     micro-batch i on stage k waits for stage k - 1's (sent), backward for stage k + 1's
     (sent), the last stage's backward for its own forward."""
-    from tiersim.workload.pipeline import program_1f1b
+    from tiersim.workload.pipeline_timeline import program_1f1b
 
     for p, m in ((1, 3), (2, 1), (3, 5), (4, 9), (8, 17)):
         for k in range(p):
@@ -271,3 +271,24 @@ def test_the_direct_1f1b_program_is_the_schedule_order_with_its_dependencies():
                         dep, sent = k * m + mb, False
                 want.append((own, dep, sent, d))
             assert program_1f1b(k, p, m, 1.5, 2.5) == want
+
+
+@settings(max_examples=200)
+@given(
+    p=st.integers(1, 9),
+    extra=st.integers(0, 20),
+    keep_starts=st.booleans(),
+    data=st.data(),
+)
+def test_the_tick_ordered_1f1b_timeline_is_the_dependency_graph_walk(p, extra, keep_starts, data):
+    """The 1F1B timeline taken tick by tick (no dependency graph) against the graph walk of
+    every stage's program: the same starts and ends, to the bit, for every m >= p - 1."""
+    from tiersim.workload.pipeline_timeline import timeline_1f1b, timeline_graph
+
+    m = max(1, p - 1 + extra)
+    fwd = [data.draw(stage_times) for _ in range(p)]
+    bwd = [data.draw(stage_times) for _ in range(p)]
+    c = data.draw(st.sampled_from([0.0, 0.01]) | st.floats(0.0, 2.0))
+    fast = timeline_1f1b(p, m, fwd, bwd, c, keep_starts)
+    graph = timeline_graph(p, m, 1, [[f] for f in fwd], [[b] for b in bwd], c, keep_starts)
+    assert fast == graph

@@ -152,3 +152,20 @@ def test_the_gpu_stream_stays_one_lane_with_the_steps_compute(default_run):
             ends[e["args"]["step"]] = max(ends[e["args"]["step"]], e["ts"] + e["dur"])
     begins = ends[step - 1] if step else 0.0
     assert (ends[step] - begins) / 1e6 == pytest.approx(report["step"]["time_s"], rel=1e-9)
+
+
+def test_ops_are_named_in_words_each_layer_and_micro_batch(default_run):
+    """Labels are built only when read (Op.label formats the schedule's (format, *args)):
+    the trace still names every forward, recompute and backward by layer and micro-batch."""
+    events, _ = default_run
+    names = {e["name"] for e in events if e["ph"] == "X"}
+    for mb in range(16):  # scenarios/default.yaml: grad_accumulation 16, 32 layers
+        for layer in (0, 31):
+            for what in ("forward", "recompute", "backward"):
+                assert f"{what} L{layer} mb{mb}" in names
+
+
+def test_a_deferred_label_reads_as_its_words():
+    op = Op(OpKind.MOVE, Role.STATE, ("fetch weights {} {} mb{}", "L3", "bwd", 7), 0, [])
+    assert op.label == "fetch weights L3 bwd mb7"
+    assert Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", 0, []).label == "pipeline bubble"

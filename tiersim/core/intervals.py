@@ -9,12 +9,16 @@ Intervals = list[tuple[float, float]]
 
 def union(intervals: Intervals) -> Intervals:
     out: Intervals = []
-    for start, end in sorted(intervals):
-        if out and start <= out[-1][1]:
-            if end > out[-1][1]:
-                out[-1] = (out[-1][0], end)
-        else:
-            out.append((start, end))
+    ordered = iter(sorted(intervals))
+    for lo, hi in ordered:  # the first interval opens the run being merged
+        for start, end in ordered:
+            if start <= hi:
+                if end > hi:
+                    hi = end
+            else:
+                out.append((lo, hi))
+                lo, hi = start, end
+        out.append((lo, hi))
     return out
 
 
@@ -46,11 +50,14 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
     """Both inputs disjoint and sorted (as `union` returns them)."""
     out: Intervals = []
     i = j = 0
-    while i < len(a) and j < len(b):
-        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+    na, nb = len(a), len(b)
+    while i < na and j < nb:
+        (a0, a1), (b0, b1) = a[i], b[j]
+        start = b0 if b0 > a0 else a0  # max(a0, b0), min(a1, b1), as the builtins pick
+        end = b1 if b1 < a1 else a1
         if start < end:
             out.append((start, end))
-        if a[i][1] < b[j][1]:
+        if a1 < b1:
             i += 1
         else:
             j += 1

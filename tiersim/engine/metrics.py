@@ -13,33 +13,52 @@ from tiersim.engine.results import LinkStats, StepResult, TierStats
 from tiersim.hardware.topology import Topology
 from tiersim.state.classes import CHECKPOINT_WRITES
 
-MOVE = OpKind.MOVE
+MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 
 
-def _busy(log: RunLog, ops: list[Op], kinds: tuple[OpKind, ...]) -> list[iv.Intervals]:
-    """The time ops of each kind ran, one pass over the ops."""
-    spans: dict[OpKind, iv.Intervals] = {kind: [] for kind in kinds}
+def _step_ops(log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind) -> tuple:
+    """One pass over a run's ops: the time GPU, bubble (IDLE) and CPU ops ran over the whole
+    run, and the durations of the `step`'s compute, recompute and optimizer ops (each list in
+    op order, so that summing it is `sum` over the ops, as before)."""
+    gpu_spans: iv.Intervals = []
+    idle_spans: iv.Intervals = []
+    cpu_spans: iv.Intervals = []
+    compute: list[float] = []
+    recompute: list[float] = []
+    optimizer: list[float] = []
+    # kinds compared by identity: an enum's hash (a dict key) is a Python call per op
+    gpu, idle, cpu = OpKind.GPU, OpKind.IDLE, OpKind.CPU
     for op, start, end in zip(ops, log.start, log.end, strict=True):
-        if end > start:
-            out = spans.get(op.kind)
-            if out is not None:
-                out.append((start, end))
-    return [iv.union(spans[kind]) for kind in kinds]
-
-
-def _role_time(ops: list[Op], step: int, kind: OpKind, roles: tuple[Role, ...]) -> float:
-    return sum(
-        op.duration for op in ops if op.step == step and op.kind is kind and op.role in roles
-    )
+        kind = op.kind
+        if kind is gpu:
+            if end > start:
+                gpu_spans.append((start, end))
+            if op.step == step:
+                role = op.role
+                if role in COMPUTE_ROLES:
+                    compute.append(op.duration)
+                    if role is Role.RECOMPUTE:
+                        recompute.append(op.duration)
+                elif role is Role.OPTIMIZER and optimizer_kind is gpu:
+                    optimizer.append(op.duration)
+        elif kind is idle:
+            if end > start:
+                idle_spans.append((start, end))
+        elif kind is cpu:
+            if end > start:
+                cpu_spans.append((start, end))
+            if op.step == step and op.role is Role.OPTIMIZER and optimizer_kind is cpu:
+                optimizer.append(op.duration)
+    busy = (iv.union(gpu_spans), iv.union(idle_spans), iv.union(cpu_spans))
+    return busy, sum(compute), sum(recompute), sum(optimizer)
 
 
 def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:
     """Seconds each link (or network channel) had a transfer on it, over the whole run or
     within `window` (start, end)."""
     out = {}
-    for name, spans in engine.net.busy.intervals.items():
+    for name, merged in engine.net.busy.intervals.items():  # disjoint and sorted (BusyLog)
         if name != FlowNetwork.ANY:
-            merged = iv.union(spans)
             out[name] = iv.total(iv.clip(merged, *window) if window else merged)
     return out
 
@@ -53,11 +72,12 @@ def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[Role, ...] | No
     for op in ops:
         if op.step != step or (roles is not None and op.role not in roles):
             continue
-        if op.kind.network:
+        kind = op.kind
+        if kind is COMM or kind is SYNC:  # OpKind.network, without a property call per op
             per = links.setdefault(op.resource.channel, {})  # by group: tensor, data, pipeline
             per[op.subject] = per.get(op.subject, 0) + op.nbytes
             continue
-        if op.kind is not MOVE:
+        if kind is not MOVE:
             continue
         route = topo.route(op.src, op.dst, op.nbytes)
         for hop in route.links:
@@ -84,25 +104,25 @@ def measure(
     lo = log.step_end[measured_step - 1] if measured_step else 0.0
     hi = log.step_end[measured_step]
     step_s = hi - lo
-    gpu, bubble, cpu = (
-        iv.clip(spans, lo, hi) for spans in _busy(log, ops, (OpKind.GPU, OpKind.IDLE, OpKind.CPU))
+    optimizer_kind = (
+        OpKind.GPU if res.execution.placement.optimizer_compute == "gpu" else OpKind.CPU
     )
+    busy, compute_s, recompute_s, optimizer_s = _step_ops(log, ops, measured_step, optimizer_kind)
+    gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
-    any_link = iv.clip(iv.union(engine.net.busy.intervals.get(FlowNetwork.ANY, [])), lo, hi)
+    # the network's busy intervals are disjoint and sorted already (flows.BusyLog.intervals)
+    any_link = iv.clip(engine.net.busy.intervals.get(FlowNetwork.ANY, []), lo, hi)
     link_time = iv.total(any_link)
     overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
     links_moved, read, written = moved(engine.topo, ops, measured_step)
     links = _link_stats(engine, links_moved, lo, hi)
     tiers = _tier_stats(engine, measured_step, read, written)
-    optimizer_kind = (
-        OpKind.GPU if res.execution.placement.optimizer_compute == "gpu" else OpKind.CPU
-    )
     result = StepResult(
         time_s=step_s,
-        compute_s=_role_time(ops, measured_step, OpKind.GPU, COMPUTE_ROLES),
-        recompute_s=_role_time(ops, measured_step, OpKind.GPU, (Role.RECOMPUTE,)),
-        optimizer_s=_role_time(ops, measured_step, optimizer_kind, (Role.OPTIMIZER,)),
+        compute_s=compute_s,
+        recompute_s=recompute_s,
+        optimizer_s=optimizer_s,
         exposed_transfer_s=max(0.0, iv.total(idle) - exposed_cpu),
         overlap=overlap,
         tokens_per_step=tokens,
@@ -125,7 +145,7 @@ def _link_stats(engine: Engine, links_moved: dict, lo: float, hi: float) -> dict
     links = {}
     for name in channels:
         per_dir = links_moved.get(name, {})
-        busy_s = iv.total(iv.clip(iv.union(busy.get(name, [])), lo, hi))
+        busy_s = iv.total(iv.clip(busy.get(name, []), lo, hi))  # disjoint, sorted (BusyLog)
         links[name] = LinkStats(
             sum(per_dir.values()), busy_s, busy_s / step_s if step_s > 0 else 0.0, per_dir
         )

@@ -42,19 +42,29 @@ class OpList:
         return twin
 
     def add(self, op: Op) -> int:
+        index = len(self.ops)
         deps = [d for d in op.deps if d is not None]
         stream = op.kind.stream
         if stream is not None:
-            prev = self.last_on.get(stream)
+            last_on = self.last_on
+            prev = last_on.get(stream)
             if prev is not None:
                 deps.append(prev)
-            self.last_on[stream] = len(self.ops)
+            last_on[stream] = index
         # in order, once each; tuples, which hold no references the garbage collector must
-        # trace (a run builds around a million ops)
-        op.deps = tuple(dict.fromkeys(deps)) if len(deps) > 1 else tuple(deps)
-        op.alloc = tuple(op.alloc)
+        # trace (a run builds around a million ops); two, the common case, without a dict
+        n = len(deps)
+        if n > 2:
+            op.deps = tuple(dict.fromkeys(deps))
+        elif n == 2:
+            a, b = deps
+            op.deps = (a, b) if a != b else (a,)
+        else:
+            op.deps = tuple(deps)
+        if type(op.alloc) is not tuple:
+            op.alloc = tuple(op.alloc)
         self.ops.append(op)
-        return len(self.ops) - 1
+        return index
 
     def free_after(self, i: int, tier: str, nbytes: int) -> None:
         """Op `i` frees `nbytes` on `tier` when it ends."""
@@ -79,7 +89,7 @@ class OpList:
     def move(
         self,
         cls: str,
-        label: str,
+        label: str | tuple,  # or (format, *args): Op.what
         step: int,
         src: str,
         dst: str,
@@ -94,21 +104,12 @@ class OpList:
             raise ValueError(f"no state class {cls!r} to move")
         if (src == dst and not copy) or nbytes <= 0:
             return None
-        alloc = [(dst, nbytes)] if alloc_dst else []
-        return self.add(
-            Op(
-                OpKind.MOVE,
-                role,
-                label,
-                step,
-                list(deps),
-                nbytes=nbytes,
-                src=src,
-                dst=dst,
-                alloc=alloc,
-                subject=cls,
-            )
+        alloc = ((dst, nbytes),) if alloc_dst else ()
+        # Op's fields in order, as in `net`
+        op = Op(
+            OpKind.MOVE, role, label, step, deps, 0.0, nbytes, src, dst, alloc, (), None, 0.0, cls
         )
+        return self.add(op)
 
     def net(
         self,
@@ -121,21 +122,28 @@ class OpList:
         """A collective as a network flow; "sync" ones block the GPU stream."""
         if c is None:
             return None
-        return self.add(
-            Op(
-                kind,
-                Role.COLLECTIVE,
-                c.name,
-                step,
-                list(deps),
-                nbytes=int(c.nbytes),
-                resource=c.resource,
-                latency=c.latency_s,
-                alloc=alloc or [],
-                subject=c.group,
-            )
+        # Op's fields in order (kind, role, what, step, deps, duration, nbytes, src, dst, alloc,
+        # free, resource, latency, subject): keywords cost a third of an Op's construction
+        op = Op(
+            kind,
+            Role.COLLECTIVE,
+            c.name,
+            step,
+            deps,
+            0.0,
+            int(c.nbytes),
+            "",
+            "",
+            alloc or (),
+            (),
+            c.resource,
+            c.latency_s,
+            c.group,
         )
+        return self.add(op)
 
-    def barrier(self, label: str, step: int, deps: list[int], role: Role = Role.CHECKPOINT) -> int:
+    def barrier(
+        self, label: str | tuple, step: int, deps: list[int], role: Role = Role.CHECKPOINT
+    ) -> int:
         """The GPU stream waits here until `deps` are done."""
         return self.add(Op(OpKind.IDLE, role, label, step, list(deps)))

@@ -49,7 +49,9 @@ COMPUTE_ROLES = (Role.FORWARD, Role.BACKWARD, Role.RECOMPUTE)
 class Op:
     kind: OpKind
     role: Role
-    label: str
+    # what the op is, in words: the label, or (format, *args) formatted only when read (`label`):
+    # a run builds thousands of ops and only a trace reads their labels
+    what: str | tuple
     step: int
     deps: Sequence[int]  # a tuple once scheduled
     duration: float = 0.0
@@ -61,6 +63,11 @@ class Op:
     resource: Network | None = None  # a network op's channel
     latency: float = 0.0  # a network op's latency terms
     subject: str = ""  # the state class a move carries, or the group of a collective
+
+    @property
+    def label(self) -> str:
+        what = self.what
+        return what if isinstance(what, str) else what[0].format(*what[1:])
 
     @property
     def category(self) -> str:

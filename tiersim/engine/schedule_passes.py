@@ -31,6 +31,16 @@ class TrainingPasses:
         # per step: the op index where each forward or backward of the stage's order begins
         # (tiersim.engine.steady checks that periods repeat)
         self.order_starts: list[list[int]] = []
+        # what every micro-batch asks of the context and the units, worked out once
+        n = len(c.wl.units)
+        self.homes = [c.home_of(u) for u in range(n)]
+        self.is_streamed = [self._streamed(u) for u in range(n)]
+        self.scatters = [self._reduce_scatters(u) for u in range(n)]
+        self.in_stream = blocking_copies(c)  # gradients read back after a backward, on its stream
+        self.host_adds = host_accumulates(c)
+        self.blocking_out = blocking_checkpoints(c)
+        overlap = c.res.execution.parallel.overlap_gradient_reduce
+        self.reduce_kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: GPU waits
 
     def fork(self, ops: OpList, ready: Readiness) -> TrainingPasses:
         twin = TrainingPasses(self.c, ops, ready)
@@ -50,37 +60,31 @@ class TrainingPasses:
 
     # --- forward and backward ------------------------------------------------------------------
 
-    def streamed(self, u: int) -> bool:
+    def _streamed(self, u: int) -> bool:
         unit = self.c.wl.units[u]
         return unit.weights_full > 0 and (
             self.c.home_of(u)["weights"] != self.c.gpu or unit.dp_weights is not None
         )
 
-    def fetch_weights(self, u: int, step: int, tag: str) -> tuple[int | None, bool]:
-        """Bring unit u's full weights into GPU memory for the next use, unless still held:
-        its home shard (or all of it) over the tiers, then the all-gather of the rest."""
-        unit = self.c.wl.units[u]
-        if not self.streamed(u):
+    def fetch_weights(self, u: int, step: int, tag: str, mb: int) -> tuple[int | None, bool]:
+        """Bring unit u's full weights into GPU memory for the next use (`tag`: fwd or bwd,
+        of micro-batch `mb`), unless still held: its home shard (or all of it) over the
+        tiers, then the all-gather of the rest."""
+        if not self.is_streamed[u]:
             return self.ready.weights[u], False
         if self.use_units and self.use_units[-1] == u:
             return None, True  # still held from the previous use
+        unit, home = self.c.wl.units[u], self.homes[u]["weights"]
         gate = [self.ready.weights[u], self.prefetch_gate()]
         if unit.dp_weights is None:
-            op = self.ops.move(
-                "weights",
-                f"fetch weights {unit.name} {tag}",
-                step,
-                self.c.home_of(u)["weights"],
-                self.c.gpu,
-                unit.weights_full,
-                gate,
-            )
+            label = ("fetch weights {} {} mb{}", unit.name, tag, mb)
+            op = self.ops.move("weights", label, step, home, self.c.gpu, unit.weights_full, gate)
             return op, False
         shard = self.ops.move(
             "weights",
-            f"fetch weights shard {unit.name} {tag}",
+            ("fetch weights shard {} {} mb{}", unit.name, tag, mb),
             step,
-            self.c.home_of(u)["weights"],
+            home,
             self.c.gpu,
             unit.homed["weights"],
             gate,
@@ -93,9 +97,9 @@ class TrainingPasses:
         return gather, False
 
     def release_weights(self, u: int, held: bool, at: int) -> None:
-        unit = self.c.wl.units[u]
-        if not self.streamed(u):
+        if not self.is_streamed[u]:
             return
+        unit = self.c.wl.units[u]
         if held:  # move the free from the previous use to this one
             self.ops.move_free(self.uses[-1], at, self.c.gpu, unit.weights_full)
         else:
@@ -106,35 +110,33 @@ class TrainingPasses:
         self.use_units.append(u)
 
     def forward(self, u: int, mb: int, step: int) -> int:
-        unit = self.c.wl.units[u]
-        tag = f"mb{mb}"
-        w, held = self.fetch_weights(u, step, f"fwd {tag}")
+        unit, gpu = self.c.wl.units[u], self.c.gpu
+        w, held = self.fetch_weights(u, step, "fwd", mb)
         acts = unit.activations
         # the first layer's input comes through the embedding, held in the stage's rest unit
         embedding = self.ready.weights[-1] if u == 0 and self.c.wl.stage == 0 else None
+        alloc = ((gpu, acts),) if acts else ()
+        # Op's first fields in order (`OpList.net`): kind, role, what, step, deps, duration,
+        # nbytes, src, dst, alloc
+        label, deps = ("forward {} mb{}", unit.name, mb), (w, embedding)
         op = self.ops.add(
-            Op(
-                OpKind.GPU,
-                Role.FORWARD,
-                f"forward {unit.name} {tag}",
-                step,
-                [w, embedding],
-                duration=unit.forward_s,
-                alloc=[(self.c.gpu, acts)] if acts else [],
-            )
+            Op(OpKind.GPU, Role.FORWARD, label, step, deps, unit.forward_s, 0, "", "", alloc)
         )
         self.release_weights(u, held, op)
         self.end_use(u, op)
-        self.ops.net(unit.tp_forward, step, [op], kind=OpKind.SYNC)
-        self.ops.net(unit.ep_forward, step, [op], kind=OpKind.SYNC)
+        if unit.tp_forward is not None:
+            self.ops.net(unit.tp_forward, step, (op,), kind=OpKind.SYNC)
+        if unit.ep_forward is not None:
+            self.ops.net(unit.ep_forward, step, (op,), kind=OpKind.SYNC)
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
-        unit = self.c.wl.units[u]
-        home = self.c.home_of(u)["activations"]
+        unit, home = self.c.wl.units[u], self.homes[u]["activations"]
+        if home == self.c.gpu or unit.activations <= 0:
+            return None  # nothing to move (`OpList.move`)
         op = self.ops.move(
             "activations",
-            f"offload activations {unit.name} mb{mb}",
+            ("offload activations {} mb{}", unit.name, mb),
             step,
             self.c.gpu,
             home,
@@ -143,69 +145,58 @@ class TrainingPasses:
         )
         if op is not None:
             self.ops.free_after(op, self.c.gpu, unit.activations)
-            if blocking_checkpoints(self.c):
-                self.ops.barrier(f"checkpoint out {unit.name} mb{mb}", step, [op], Role.STATE)
+            if self.blocking_out:
+                label = ("checkpoint out {} mb{}", unit.name, mb)
+                self.ops.barrier(label, step, [op], Role.STATE)
         return op
 
     def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
-        unit = self.c.wl.units[u]
-        tag = f"mb{mb}"
-        w, held = self.fetch_weights(u, step, f"bwd {tag}")
-        deps = [w, self.fetch_activations(u, mb, step, offloaded)]
-        in_stream = blocking_copies(self.c)  # read back after this backward, on its stream
-        prefetch = not (in_stream or host_accumulates(self.c))
+        unit, gpu, ops = self.c.wl.units[u], self.c.gpu, self.ops
+        w, held = self.fetch_weights(u, step, "bwd", mb)
+        acts = self.fetch_activations(u, mb, step, offloaded)
+        in_stream = self.in_stream  # read back after this backward, on its stream
+        prefetch = not (in_stream or self.host_adds)
         grad_read = self.accumulation_read(u, mb, step, []) if prefetch else None
         op = None
         if unit.recompute_s > 0:
-            op = self.ops.add(
-                Op(
-                    OpKind.GPU,
-                    Role.RECOMPUTE,
-                    f"recompute {unit.name} {tag}",
-                    step,
-                    list(deps),
-                    duration=unit.recompute_s,
-                )
-            )
+            label = ("recompute {} mb{}", unit.name, mb)  # Op's fields in order, as in forward
+            op = ops.add(Op(OpKind.GPU, Role.RECOMPUTE, label, step, (w, acts), unit.recompute_s))
         grads_off = unit.gradients_full > 0 and (
-            self.c.home_of(u)["gradients"] != self.c.gpu or self.reduce_scatters(u)
+            self.homes[u]["gradients"] != gpu or self.scatters[u]
         )
-        op = self.ops.add(
-            Op(
-                OpKind.GPU,
-                Role.BACKWARD,
-                f"backward {unit.name} {tag}",
-                step,
-                [*deps, grad_read, op],
-                duration=unit.backward_s,
-                alloc=[(self.c.gpu, unit.gradients_full)] if grads_off else [],
-            )
+        alloc = ((gpu, unit.gradients_full),) if grads_off else ()
+        label, deps = ("backward {} mb{}", unit.name, mb), (w, acts, grad_read, op)
+        op = ops.add(
+            Op(OpKind.GPU, Role.BACKWARD, label, step, deps, unit.backward_s, 0, "", "", alloc)
         )
         if unit.activations:
-            self.ops.free_after(op, self.c.gpu, unit.activations)
+            ops.free_after(op, gpu, unit.activations)
         self.release_weights(u, held, op)
         self.end_use(u, op)
-        self.ops.net(unit.tp_backward, step, [op], kind=OpKind.SYNC)
-        self.ops.net(unit.ep_backward, step, [op], kind=OpKind.SYNC)
+        if unit.tp_backward is not None:
+            ops.net(unit.tp_backward, step, (op,), kind=OpKind.SYNC)
+        if unit.ep_backward is not None:
+            ops.net(unit.ep_backward, step, (op,), kind=OpKind.SYNC)
         if in_stream:
             grad_read = self.accumulation_read(u, mb, step, [op])
         if grad_read is not None:
-            self.ops.free_after(grad_read if in_stream else op, self.c.gpu, unit.homed["gradients"])
+            ops.free_after(grad_read if in_stream else op, gpu, unit.homed["gradients"])
         write = self.write_gradients(u, mb, step, op, grad_read)
         if in_stream and write is not None:
-            self.ops.barrier(f"gradient copies {unit.name} mb{mb}", step, [write], Role.STATE)
+            label = ("gradient copies {} mb{}", unit.name, mb)
+            ops.barrier(label, step, [write], Role.STATE)
         return op
 
     def fetch_activations(self, u: int, mb: int, step: int, offloaded: int | None) -> int | None:
         """Offloaded activations back into GPU memory for the backward, `depth` uses ahead."""
         if offloaded is None:
             return None
-        unit, home = self.c.wl.units[u], self.c.home_of(u)["activations"]
+        unit, home = self.c.wl.units[u], self.homes[u]["activations"]
         # DeepSpeed's: in stream order, after what the GPU ran before, not ahead of it
-        gate = self.ops.last("gpu") if blocking_checkpoints(self.c) else self.prefetch_gate()
+        gate = self.ops.last("gpu") if self.blocking_out else self.prefetch_gate()
         fetch = self.ops.move(
             "activations",
-            f"fetch activations {unit.name} mb{mb}",
+            ("fetch activations {} mb{}", unit.name, mb),
             step,
             home,
             self.c.gpu,
@@ -215,7 +206,7 @@ class TrainingPasses:
         self.ops.free_after(fetch, home, unit.activations)
         return fetch
 
-    def reduce_scatters(self, u: int) -> bool:
+    def _reduce_scatters(self, u: int) -> bool:
         """Sharded gradients leave GPU memory as a reduce-scatter every micro-batch, so the
         full gradient buffer is transient."""
         return self.c.wl.gradients_every_microbatch and self.c.wl.units[u].dp_gradients is not None
@@ -223,15 +214,16 @@ class TrainingPasses:
     def accumulation_read(self, u: int, mb: int, step: int, after: list[int | None]) -> int | None:
         """The gradients accumulated so far back into GPU memory: prefetched before the
         backward, or on its stream `after` it."""
-        unit = self.c.wl.units[u]
-        if mb == 0 or self.c.home_of(u)["gradients"] == self.c.gpu:
+        home = self.homes[u]["gradients"]
+        if mb == 0 or home == self.c.gpu:
             return None
+        unit = self.c.wl.units[u]
         gate = after or [self.prefetch_gate()]
         return self.ops.move(
             "gradients",
-            f"accumulate-read gradients {unit.name} mb{mb}",
+            ("accumulate-read gradients {} mb{}", unit.name, mb),
             step,
-            self.c.home_of(u)["gradients"],
+            home,
             self.c.gpu,
             unit.homed["gradients"],
             [self.ready.gradients[u], *gate],
@@ -242,29 +234,30 @@ class TrainingPasses:
     ) -> int | None:
         """Reduce the gradients over data parallelism when due (every micro-batch when
         sharded, else after the last), then write what this GPU keeps to its home."""
-        unit = self.c.wl.units[u]
+        unit, gpu, home = self.c.wl.units[u], self.c.gpu, self.homes[u]["gradients"]
         last = mb == self.c.wl.micro_batches - 1
-        due = self.reduce_scatters(u) or last
-        overlap = self.c.res.execution.parallel.overlap_gradient_reduce
-        kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: the GPU waits for it
-        reduced = self.ops.net(unit.dp_gradients if due else None, step, [bwd], kind=kind)
-        done = reduced if reduced is not None else bwd
-        if self.c.home_of(u)["gradients"] == self.c.gpu or unit.gradients_full == 0:
-            if self.reduce_scatters(u):
-                self.ops.free_after(done, self.c.gpu, unit.gradients_full)
+        scatters = self.scatters[u]
+        if scatters or last:
+            reduced = self.ops.net(unit.dp_gradients, step, (bwd,), kind=self.reduce_kind)
+            done = reduced if reduced is not None else bwd
+        else:
+            done = bwd
+        if home == gpu or unit.gradients_full == 0:
+            if scatters:
+                self.ops.free_after(done, gpu, unit.gradients_full)
             self.ready.gradients[u] = done
             return None
         op = self.ops.move(
             "gradients",
-            f"write gradients {unit.name} mb{mb}",
+            ("write gradients {} mb{}", unit.name, mb),
             step,
-            self.c.gpu,
-            self.c.home_of(u)["gradients"],
+            gpu,
+            home,
             boundary_bytes(self.c, u, last),
             [done, read],
             alloc_dst=False,
         )
-        self.ops.free_after(op, self.c.gpu, unit.gradients_full)
+        self.ops.free_after(op, gpu, unit.gradients_full)
         self.ready.gradients[u] = host_accumulation(self.c, self.ops, u, mb, step, op)
         if last:
             after_boundary_write(self.c, self.ops, self.ready, u, step, op)

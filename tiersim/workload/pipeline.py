@@ -249,6 +249,8 @@ def evaluate(
     bwd = per_chunk(backward_s, pipeline, virtual, "backward_s")
     if p2p_s < 0:
         raise ValueError(f"p2p_s(={p2p_s}) must be >= 0")
+    from tiersim.workload.pipeline_timeline import timeline  # it builds on this module
+
     starts, ends = timeline(pipeline, micro_batches, virtual, fwd, bwd, p2p_s)
     return PipelineTiming(
         step_s=max(e[-1] for e in ends),
@@ -261,118 +263,3 @@ def evaluate(
 def busy(micro_batches: int, fwd: list[list[float]], bwd: list[list[float]]) -> tuple:
     """Compute time per stage: m micro-batches through each of its chunks."""
     return tuple(micro_batches * (sum(f) + sum(b)) for f, b in zip(fwd, bwd, strict=True))
-
-
-def timeline(
-    pipeline: int,
-    micro_batches: int,
-    virtual: int,
-    fwd: list[list[float]],
-    bwd: list[list[float]],
-    p2p_s: float,
-    keep_starts: bool = True,
-) -> tuple[list[list[float]], list[list[float]]]:
-    """Start and end of every op of every stage, in each stage's schedule order (times per
-    (stage, chunk) already checked; starts empty unless `keep_starts`). Ops are numbered
-    (kind, stage, chunk, micro-batch) so that what each waits for is an index, not a key to
-    hash."""
-    programs = [_program(k, pipeline, micro_batches, virtual, fwd, bwd) for k in range(pipeline)]
-    done: list[float | None] = [None] * (2 * pipeline * virtual * micro_batches)
-    waiting: dict[int, int] = {}
-    position, free = [0] * pipeline, [0.0] * pipeline
-    starts: list[list[float]] = [[] for _ in range(pipeline)]
-    ends: list[list[float]] = [[] for _ in range(pipeline)]
-    ready = list(range(pipeline))
-    while ready:
-        k = ready.pop()
-        program, at, now = programs[k], position[k], free[k]
-        started, ended = starts[k].append if keep_starts else None, ends[k].append
-        size = len(program)
-        while at < size:
-            own, dep, sent, duration = program[at]
-            if dep >= 0:
-                arrived = done[dep]
-                if arrived is None:
-                    waiting[dep] = k
-                    break
-                arrive = arrived + p2p_s if sent else arrived
-                start = now if now >= arrive else arrive
-            else:
-                start = now
-            now = start + duration
-            if started is not None:
-                started(start)
-            ended(now)
-            done[own] = now
-            at += 1
-            if waiting and own in waiting:
-                ready.append(waiting.pop(own))
-        position[k], free[k] = at, now
-    assert all(position[k] == len(programs[k]) for k in range(pipeline)), "schedule deadlocked"
-    return starts, ends
-
-
-def _program(
-    stage: int,
-    pipeline: int,
-    micro_batches: int,
-    virtual: int,
-    fwd: list[list[float]],
-    bwd: list[list[float]],
-) -> list[tuple[int, int, bool, float]]:
-    """One stage's ops in order: (its index, the index it waits for or -1, whether that
-    crosses a p2p link, its duration); op (kind, stage, chunk, micro-batch) is numbered
-    ((kind·p + stage)·v + chunk)·m + micro-batch, kind 0 forward, 1 backward."""
-    p, v, m = pipeline, virtual, micro_batches
-    if v == 1:
-        return program_1f1b(stage, p, m, fwd[stage][0], bwd[stage][0])
-    out = []
-    for mb, chunk, kind in stage_schedule(stage, p, m, v):
-        if kind == "forward":
-            own = (stage * v + chunk) * m + mb
-            duration = fwd[stage][chunk]
-            if stage > 0:
-                dep, sent = ((stage - 1) * v + chunk) * m + mb, True
-            elif chunk > 0:
-                dep, sent = ((p - 1) * v + chunk - 1) * m + mb, True
-            else:
-                dep, sent = -1, False
-        else:
-            own = ((p + stage) * v + chunk) * m + mb
-            duration = bwd[stage][chunk]
-            if stage < p - 1:
-                dep, sent = ((p + stage + 1) * v + chunk) * m + mb, True
-            elif chunk < v - 1:
-                dep, sent = (p * v + chunk + 1) * m + mb, True  # stage 0, next chunk
-            else:
-                dep, sent = own - p * v * m, False  # its own forward
-        out.append((own, dep, sent, duration))
-    return out
-
-
-def program_1f1b(
-    stage: int, pipeline: int, micro_batches: int, fwd: float, bwd: float
-) -> list[tuple[int, int, bool, float]]:
-    """`_program` without interleaving, built directly in 1F1B order (`_one_f_one_b`): the
-    warm-up's forwards, forward-backward pairs, the cool-down's backwards."""
-    p, m = pipeline, micro_batches
-    base_f, base_b = stage * m, (p + stage) * m
-    last = stage == p - 1
-    prev_f = (stage - 1) * m if stage > 0 else -1  # the forward of the stage before
-    next_b = (p + stage + 1) * m  # the backward of the stage after
-
-    def forward(mb: int) -> tuple[int, int, bool, float]:
-        return (base_f + mb, prev_f + mb if stage else -1, stage > 0, fwd)
-
-    def backward(mb: int) -> tuple[int, int, bool, float]:
-        if last:  # waits for its own forward
-            return (base_b + mb, base_f + mb, False, bwd)
-        return (base_b + mb, next_b + mb, True, bwd)
-
-    warmup = warmup_forwards(stage, p, m)
-    out = [forward(mb) for mb in range(warmup)]
-    for i in range(m - warmup):
-        out.append(forward(warmup + i))
-        out.append(backward(i))
-    out += [backward(mb) for mb in range(m - warmup, m)]
-    return out

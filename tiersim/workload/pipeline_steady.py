@@ -30,9 +30,9 @@ from tiersim.workload.pipeline import (
     check_schedule,
     evaluate,
     per_chunk,
-    timeline,
     warmup_forwards,
 )
+from tiersim.workload.pipeline_timeline import timeline
 
 REL = 1e-12  # the repetition's tolerance, relative to the block's times
 

@@ -1,0 +1,197 @@
+"""Every stage's ops of a pipeline schedule timed as a dependency graph (`pipeline.evaluate`,
+`pipeline_steady.evaluate_steady`): a forward waits for the previous virtual stage's forward
+plus the send, a backward for the next virtual stage's backward plus the send, and each op for
+its stage's previous op. Plain 1F1B with every stage's full warm-up is taken tick by tick
+(`timeline_1f1b`), anything else by walking the graph (`timeline_graph`): the same sums, so the
+same times to the bit.
+"""
+
+from __future__ import annotations
+
+from tiersim.workload.pipeline import stage_schedule, warmup_forwards
+
+
+def timeline(
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    fwd: list[list[float]],
+    bwd: list[list[float]],
+    p2p_s: float,
+    keep_starts: bool = True,
+) -> tuple[list[list[float]], list[list[float]]]:
+    """Start and end of every op of every stage, in each stage's schedule order (times per
+    (stage, chunk) already checked; starts empty unless `keep_starts`). Ops are numbered
+    (kind, stage, chunk, micro-batch) so that what each waits for is an index, not a key to
+    hash."""
+    if virtual == 1 and micro_batches >= pipeline - 1:
+        f, b = [row[0] for row in fwd], [row[0] for row in bwd]
+        return timeline_1f1b(pipeline, micro_batches, f, b, p2p_s, keep_starts)
+    return timeline_graph(pipeline, micro_batches, virtual, fwd, bwd, p2p_s, keep_starts)
+
+
+def timeline_1f1b(
+    p: int, m: int, f: list[float], b: list[float], p2p_s: float, keep_starts: bool
+) -> tuple[list[list[float]], list[list[float]]]:
+    """`timeline` of plain 1F1B with every stage's full warm-up (m >= p - 1), without the
+    dependency graph: each op has a tick, forward i of stage k 2i + k, backward i
+    2i + 2p - 1 - k, that is above the ticks of what it waits for (stage k - 1's forward i,
+    stage k + 1's backward i, the last stage's own forward i) and rises along each stage's
+    order (warm-up forwards, then forward w + i before backward i, w = p - 1 - k), with at
+    most one op per stage per tick: ops taken tick by tick find what they wait for done.
+    The same sums and comparisons as the graph walk, so the same times to the bit; the ends
+    are put in each stage's order at the end, by slices."""
+    fwd_end = [[0.0] * m for _ in range(p)]
+    bwd_end = [[0.0] * m for _ in range(p)]
+    free = [0.0] * p
+    starts: list[list[float]] = [[] for _ in range(p)]
+    last = p - 1
+    for t in range(2 * m + 2 * p - 2):
+        # forwards at tick t: k = t - 2i, i in [0, m); backwards: k = 2i + 2p - 1 - t
+        for k in range(max(t - 2 * (m - 1), t % 2), min(t, last) + 1, 2):
+            i = (t - k) >> 1
+            now = free[k]
+            if k:
+                arrive = fwd_end[k - 1][i] + p2p_s
+                if now < arrive:
+                    now = arrive
+            if keep_starts:
+                starts[k].append(now)
+            now += f[k]
+            fwd_end[k][i] = free[k] = now
+        for k in range(max(2 * p - 1 - t, (t + 1) % 2), min(last, 2 * p + 2 * m - 3 - t) + 1, 2):
+            i = (t + k + 1 - 2 * p) >> 1
+            now = free[k]
+            arrive = bwd_end[k + 1][i] + p2p_s if k < last else fwd_end[k][i]
+            if now < arrive:
+                now = arrive
+            if keep_starts:
+                starts[k].append(now)
+            now += b[k]
+            bwd_end[k][i] = free[k] = now
+    return starts, [_in_order(p - 1 - k, fwd_end[k], bwd_end[k]) for k in range(p)]
+
+
+def _in_order(warmup: int, fwd: list[float], bwd: list[float]) -> list[float]:
+    """A 1F1B stage's op times in its order, from its forwards' and backwards' (`warmup`
+    forwards, then forward warmup + i before backward i, then the cool-down's backwards)."""
+    m, w = len(fwd), warmup
+    out = [0.0] * (2 * m)
+    out[:w] = fwd[:w]
+    out[w : 2 * m - w : 2] = fwd[w:]
+    out[w + 1 : 2 * m - w : 2] = bwd[: m - w]
+    out[2 * m - w :] = bwd[m - w :]
+    return out
+
+
+def timeline_graph(
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    fwd: list[list[float]],
+    bwd: list[list[float]],
+    p2p_s: float,
+    keep_starts: bool = True,
+) -> tuple[list[list[float]], list[list[float]]]:
+    """`timeline` by walking every stage's program as a dependency graph: an op whose
+    input is not done yet parks its stage until it is."""
+    programs = [_program(k, pipeline, micro_batches, virtual, fwd, bwd) for k in range(pipeline)]
+    done: list[float | None] = [None] * (2 * pipeline * virtual * micro_batches)
+    waiting: dict[int, int] = {}
+    position, free = [0] * pipeline, [0.0] * pipeline
+    starts: list[list[float]] = [[] for _ in range(pipeline)]
+    ends: list[list[float]] = [[] for _ in range(pipeline)]
+    ready = list(range(pipeline))
+    while ready:
+        k = ready.pop()
+        program, at, now = programs[k], position[k], free[k]
+        started, ended = starts[k].append if keep_starts else None, ends[k].append
+        size = len(program)
+        while at < size:
+            own, dep, sent, duration = program[at]
+            if dep >= 0:
+                arrived = done[dep]
+                if arrived is None:
+                    waiting[dep] = k
+                    break
+                arrive = arrived + p2p_s if sent else arrived
+                start = now if now >= arrive else arrive
+            else:
+                start = now
+            now = start + duration
+            if started is not None:
+                started(start)
+            ended(now)
+            done[own] = now
+            at += 1
+            if waiting and own in waiting:
+                ready.append(waiting.pop(own))
+        position[k], free[k] = at, now
+    assert all(position[k] == len(programs[k]) for k in range(pipeline)), "schedule deadlocked"
+    return starts, ends
+
+
+def _program(
+    stage: int,
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    fwd: list[list[float]],
+    bwd: list[list[float]],
+) -> list[tuple[int, int, bool, float]]:
+    """One stage's ops in order: (its index, the index it waits for or -1, whether that
+    crosses a p2p link, its duration); op (kind, stage, chunk, micro-batch) is numbered
+    ((kind·p + stage)·v + chunk)·m + micro-batch, kind 0 forward, 1 backward."""
+    p, v, m = pipeline, virtual, micro_batches
+    if v == 1:
+        return program_1f1b(stage, p, m, fwd[stage][0], bwd[stage][0])
+    out = []
+    for mb, chunk, kind in stage_schedule(stage, p, m, v):
+        if kind == "forward":
+            own = (stage * v + chunk) * m + mb
+            duration = fwd[stage][chunk]
+            if stage > 0:
+                dep, sent = ((stage - 1) * v + chunk) * m + mb, True
+            elif chunk > 0:
+                dep, sent = ((p - 1) * v + chunk - 1) * m + mb, True
+            else:
+                dep, sent = -1, False
+        else:
+            own = ((p + stage) * v + chunk) * m + mb
+            duration = bwd[stage][chunk]
+            if stage < p - 1:
+                dep, sent = ((p + stage + 1) * v + chunk) * m + mb, True
+            elif chunk < v - 1:
+                dep, sent = (p * v + chunk + 1) * m + mb, True  # stage 0, next chunk
+            else:
+                dep, sent = own - p * v * m, False  # its own forward
+        out.append((own, dep, sent, duration))
+    return out
+
+
+def program_1f1b(
+    stage: int, pipeline: int, micro_batches: int, fwd: float, bwd: float
+) -> list[tuple[int, int, bool, float]]:
+    """`_program` without interleaving, built directly in 1F1B order (`_one_f_one_b`): the
+    warm-up's forwards, forward-backward pairs, the cool-down's backwards."""
+    p, m = pipeline, micro_batches
+    base_f, base_b = stage * m, (p + stage) * m
+    last = stage == p - 1
+    prev_f = (stage - 1) * m if stage > 0 else -1  # the forward of the stage before
+    next_b = (p + stage + 1) * m  # the backward of the stage after
+
+    def forward(mb: int) -> tuple[int, int, bool, float]:
+        return (base_f + mb, prev_f + mb if stage else -1, stage > 0, fwd)
+
+    def backward(mb: int) -> tuple[int, int, bool, float]:
+        if last:  # waits for its own forward
+            return (base_b + mb, base_f + mb, False, bwd)
+        return (base_b + mb, next_b + mb, True, bwd)
+
+    warmup = warmup_forwards(stage, p, m)
+    out = [forward(mb) for mb in range(warmup)]
+    for i in range(m - warmup):
+        out.append(forward(warmup + i))
+        out.append(backward(i))
+    out += [backward(mb) for mb in range(m - warmup, m)]
+    return out
