@@ -52,9 +52,8 @@ class Crash:
             real_report = worker_module.report_for
             monkeypatch.setattr(worker_module, "report_for", lambda b: self._report(real_report, b))
         else:  # the worker call itself fails, as when a Dask worker is lost
-            real = worker_module.run_points  # the sweep's first point runs alone, here
-            monkeypatch.setattr(run_module, "run_point", lambda t: self._run(real, [t])[0])
-            monkeypatch.setattr(run_module, "run_points", lambda ts: self._run(real, ts))
+            real_run = worker_module.run_point
+            monkeypatch.setattr(run_module, "run_point", lambda t: self._run(real_run, t))
 
     def _report(self, real: Any, built: Any) -> Any:
         self.runs += 1
@@ -62,12 +61,11 @@ class Crash:
             raise RuntimeError("simulated crash")
         return real(built)
 
-    def _run(self, real: Any, tasks: Any) -> Any:
-        """A call of a worker (a point each here: a sweep this small gives one per call)."""
-        self.runs += len(tasks)
-        if self.on and any(t.raw["training"]["grad_accumulation"] == BROKEN_GA for t in tasks):
+    def _run(self, real: Any, task: Any) -> Any:
+        self.runs += 1
+        if self.on and task.raw["training"]["grad_accumulation"] == BROKEN_GA:
             raise ConnectionError("simulated lost worker")
-        return real(tasks)
+        return real(task)
 
 
 @pytest.fixture
@@ -118,37 +116,6 @@ def test_resume_retries_only_the_failed_points_and_keeps_one_line_each(
         pq.read_table(tmp_path / "clean" / "results.parquet")
     )
     assert [r["key"] for r in resumed.table.rows] == [r["key"] for r in clean.table.rows]
-
-
-# 20 points: point i is write bandwidth i // 10 and grad_accumulation [1, 2, 4, ...][i % 10]
-ACCUMULATIONS = [1, 2, *range(4, 12)]
-CALLS = {**OFFLOAD, "grid": {**OFFLOAD["grid"], "training.grad_accumulation": ACCUMULATIONS}}
-
-
-def test_a_lost_call_of_several_points_loses_each_of_them_and_resume_reruns_them(
-    tmp_path, monkeypatch, in_process
-):
-    from tiersim.sweep.run import points_per_call
-
-    # after the first point, 19 to run on 2 workers: 19 // (4 x 2) = 2 points per call, so
-    # the calls are [1, 2], [3, 4], ...; grad_accumulation 4 is at points 2 and 12, so the
-    # calls [1, 2] and [11, 12] are lost
-    assert points_per_call(19, 2) == 2
-    path = write_sweep(tmp_path, CALLS)
-    out = tmp_path / "out"
-    broken = crash(monkeypatch, "worker")
-    first = sweep(path, out)
-    rows = first.table.rows
-    assert [i for i, r in enumerate(rows) if r["status"] == "error"] == [1, 2, 11, 12]
-    assert all(rows[i]["error"].startswith("worker failed: ConnectionError") for i in (1, 11))
-    assert first.failed == 4 and len(log_lines(out)) == 20
-
-    broken.on, broken.runs = False, 0
-    resumed = sweep(path, out, resume=True)
-    assert counts(resumed) == (4, 16, 4, 0) and broken.runs == 4
-    entries = log_entries(out)
-    assert len(entries) == len({e["key"] for e in entries}) == 20
-    assert {e["status"] for e in entries} == {"ok"}
 
 
 def test_a_point_that_fails_again_is_retried_once_and_keeps_one_row(

@@ -261,16 +261,6 @@ def test_an_unusable_output_folder_is_an_input_error_before_any_point_runs(tmp_p
     assert "Traceback" not in err and "points on" not in err  # refused before starting
 
 
-def test_points_per_call_keeps_four_calls_per_worker_up_to_eight_points():
-    from tiersim.sweep.run import points_per_call
-
-    assert points_per_call(999, 2) == 8  # 999 // 8 = 124, capped at 8
-    assert points_per_call(20, 1) == 5  # 20 // 4
-    assert points_per_call(19, 2) == 2  # 19 // 8
-    assert points_per_call(7, 2) == 1  # fewer than four per worker: one at a time
-    assert points_per_call(0, 4) == 1
-
-
 def worker_state(_: object) -> tuple[bool, bool]:
     """In a pool worker: whether the points' code is loaded, and whether the collector was
     told to skip what was loaded (gc.freeze)."""

@@ -27,7 +27,6 @@ from tiersim.sweep.worker import (
     PointTask,
     point_key,
     run_point,
-    run_points,
     scenario_key,
 )
 
@@ -169,37 +168,24 @@ def _run(
     progress: TextIO | None,
     total: int,
 ) -> None:
-    """Run the points at `todo`, of `total` to run (the others ran before, the first one),
-    a few to each call of a worker."""
+    """Run the points at `todo`, of `total` to run (the others ran before, the first one)."""
     done = total - len(todo)
     bar = Progress(total, progress or sys.stderr, done=done)
-    size = points_per_call(len(todo), pool.slots)
-    calls = [todo[i : i + size] for i in range(0, len(todo), size)]
-    for batch in stream(pool, run_points, [[tasks[i] for i in call] for call in calls]):
+    for batch in stream(pool, run_point, [tasks[i] for i in todo]):
         results = []
         for position, outcome in batch:
             if isinstance(outcome, cf.BrokenExecutor):
                 continue  # raised below, once the points finished beside it are kept
-            call = calls[position]
-            if not isinstance(outcome, list):  # the call failed: each of its points is lost
-                outcome = [_lost(tasks[index], outcome) for index in call]
-            for index, result in zip(call, outcome, strict=True):
-                keys[index] = result.key
-                results.append(result)
+            index = todo[position]
+            if not isinstance(outcome, PointResult):
+                outcome = _lost(tasks[index], outcome)
+            keys[index] = outcome.key
+            results.append(outcome)
         store.commit(results)
         for _, outcome in batch:
             _raise_if_broken(outcome)
-        done += sum(len(calls[position]) for position, _ in batch)
+        done += len(batch)
         bar.update(done)
-
-
-POINTS_PER_CALL = 8  # at most; beyond it the round trip's share is small (see run_points)
-
-
-def points_per_call(points: int, workers: int) -> int:
-    """How many points each call of a worker runs: up to POINTS_PER_CALL, while every worker
-    still gets four calls or more, so that they finish together and the progress moves."""
-    return max(1, min(POINTS_PER_CALL, points // (4 * workers)))
 
 
 def _raise_if_broken(outcome: object) -> None:

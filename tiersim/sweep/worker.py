@@ -106,13 +106,6 @@ def run_point(task: PointTask) -> PointResult:
     return PointResult(key, OK, None, headline(report), text, _since(start), png)
 
 
-def run_points(tasks: list[PointTask]) -> list[PointResult]:
-    """Several points in one call: one round trip to a worker, and one batch to commit, for
-    them all (a point costs a worker process about 0.1 ms to receive and answer, and the sweep
-    process as much again)."""
-    return [run_point(task) for task in tasks]
-
-
 def _picture(report: dict[str, Any], trace: dict[str, Any]) -> bytes:
     from tiersim.report.plot import png_bytes, step_figure  # matplotlib: only when asked
 
