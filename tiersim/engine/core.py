@@ -10,6 +10,7 @@ in steady state), and reports the measured one. No I/O, no printing.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -107,6 +108,8 @@ class Engine:
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
         self._on_timer = self._timer_done  # bound once: one per op otherwise
         self._ops = schedule.ops
+        self._timeout = self.env.timeout
+        self._starts, self._ends, self._step_left = self.log.start, self.log.end, self.log.step_left
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -124,23 +127,28 @@ class Engine:
         self.waiting, self.targets, self.first = [], [], []
         return self.log
 
-    def _after(self, delay: float, i: int, now: float) -> None:
-        """Op i's end after `delay` (at once if none)."""
-        if delay <= 0:
-            self._finish(i, now)
-            return
-        self.log.events += 1
-        self.env.timeout(delay, i).callbacks.append(self._on_timer)
+    # The methods below run once per op (tens of thousands of times a run): they keep what
+    # they read in locals and change occupancy without the recorder's indirection when there
+    # is no recorder.
 
     def _timer_done(self, event: simpy.Timeout) -> None:
         self._finish(event.value, self.env.now)
 
+    def _flow_done(self, i: int, staged: tuple[tuple[str, int], ...]) -> None:
+        self._finish(i, self.env.now, staged)
+
     def _start(self, i: int, now: float) -> None:
         op = self._ops[i]
-        self.log.start[i] = now
-        if op.alloc:
-            for tier, nbytes in op.alloc:
-                self._occupy(tier, now, nbytes)
+        self._starts[i] = now
+        alloc = op.alloc
+        if alloc:
+            if self.recorder is None:
+                occupancy = self.occupancy
+                for tier, nbytes in alloc:
+                    occupancy[tier].change(now, nbytes)
+            else:
+                for tier, nbytes in alloc:
+                    self._occupy(tier, now, nbytes)
         kind = op.kind
         if kind is MOVE:
             plan = self._move_plan(op)
@@ -149,8 +157,11 @@ class Engine:
             self._flow(i, op.nbytes, plan.resources, plan.delay, plan.staged)
         elif kind is COMM or kind is SYNC:
             self._flow(i, op.nbytes, (op.resource,), op.latency, ())
+        elif op.duration > 0:  # compute: its end after its duration
+            self.log.events += 1
+            self._timeout(op.duration, i).callbacks.append(self._on_timer)
         else:
-            self._after(op.duration, i, now)
+            self._finish(i, now)
 
     def _move_plan(self, op: Op) -> _MovePlan:
         key = (op.src, op.dst, op.nbytes)
@@ -171,10 +182,7 @@ class Engine:
     def _flow(self, i: int, nbytes: int, resources: tuple, delay: float, staged: tuple) -> None:
         """Op i's bytes across `resources` after `delay` (latency, pipeline fill): the
         network starts the flow at its time, so the delay is no event of its own."""
-
-        def done() -> None:
-            self._finish(i, self.env.now, staged)
-
+        done = functools.partial(self._flow_done, i, staged)
         if self.ordered:
             self.net.run_alone(nbytes, resources, done, delay)
         else:
@@ -188,23 +196,36 @@ class Engine:
 
     def _finish(self, i: int, now: float, staged: tuple[tuple[str, int], ...] = ()) -> None:
         op = self._ops[i]
-        log = self.log
-        log.end[i] = now
-        if op.free or staged:
-            for tier, nbytes in (*op.free, *staged):
-                self._occupy(tier, now, -nbytes)
+        self._ends[i] = now
+        free = op.free
+        if staged:
+            free = (*free, *staged)
+        if free:
+            if self.recorder is None:
+                occupancy = self.occupancy
+                for tier, nbytes in free:
+                    occupancy[tier].change(now, -nbytes)
+            else:
+                for tier, nbytes in free:
+                    self._occupy(tier, now, -nbytes)
         if self.recorder is not None:
-            self.recorder.op(op, log.start[i], now)
+            self.recorder.op(op, self._starts[i], now)
         step = op.step
-        log.step_left[step] -= 1
-        if log.step_left[step] == 0:
-            log.step_end[step] = now
-            log.snapshots[step] = {t: o.integral_at(now) for t, o in self.occupancy.items()}
-        waiting, targets = self.waiting, self.targets
-        for k in range(self.first[i], self.first[i + 1]):
-            j = targets[k]
-            waiting[j] -= 1
-            if waiting[j] == 0:
+        step_left = self._step_left
+        left = step_left[step] - 1
+        step_left[step] = left
+        if not left:
+            self.log.step_end[step] = now
+            self.log.snapshots[step] = {t: o.integral_at(now) for t, o in self.occupancy.items()}
+        first = self.first
+        lo, hi = first[i], first[i + 1]
+        if lo == hi:
+            return
+        waiting = self.waiting
+        for j in self.targets[lo:hi]:
+            w = waiting[j] - 1
+            waiting[j] = w
+            if not w:
                 self._start(j, now)
 
 
