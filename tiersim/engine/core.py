@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -99,10 +100,9 @@ class Engine:
         self.net = FlowNetwork(self.env, capacity, _channel, policy)
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
         self.ordered = res.execution.simulation.link_sharing == "ordered"
-        self.waiting, self.targets, self.first = _dependency_graph(schedule.ops, topo, self.ordered)
-        per_step = [0] * schedule.steps
-        for op in schedule.ops:
-            per_step[op.step] += 1
+        self.waiting, self.dependents, per_step = _dependency_graph(
+            schedule.ops, topo, self.ordered, schedule.steps
+        )
         n = len(schedule.ops)
         self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
@@ -118,13 +118,15 @@ class Engine:
             for tier, occ in self.occupancy.items():
                 self.recorder.memory(tier, 0.0, occ.current)
         # the ready set first: an op that finishes at once starts its dependents itself
-        for i in [i for i, waiting in enumerate(self.waiting) if waiting == 0]:
+        for i in list(
+            itertools.compress(range(len(self.waiting)), map(operator.not_, self.waiting))
+        ):
             self._start(i, 0.0)
         self.env.run()
         if any(self.log.step_left):
             raise AssertionError("schedule deadlocked: some operations never became ready")
         # the graph is spent: free it (the largest part of a finished engine) for the next run
-        self.waiting, self.targets, self.first = [], [], []
+        self.waiting, self.dependents = [], []
         return self.log
 
     # The methods below run once per op (tens of thousands of times a run): they keep what
@@ -140,15 +142,8 @@ class Engine:
     def _start(self, i: int, now: float) -> None:
         op = self._ops[i]
         self._starts[i] = now
-        alloc = op.alloc
-        if alloc:
-            if self.recorder is None:
-                occupancy = self.occupancy
-                for tier, nbytes in alloc:
-                    occupancy[tier].change(now, nbytes)
-            else:
-                for tier, nbytes in alloc:
-                    self._occupy(tier, now, nbytes)
+        if op.alloc:
+            self._occupy_all(op.alloc, now, 1)
         kind = op.kind
         if kind is MOVE:
             plan = self._move_plan(op)
@@ -156,7 +151,11 @@ class Engine:
                 self._occupy(tier, now, size)
             self._flow(i, op.nbytes, plan.resources, plan.delay, plan.staged)
         elif kind is COMM or kind is SYNC:
-            self._flow(i, op.nbytes, (op.resource,), op.latency, ())
+            if self.ordered:
+                self._flow(i, op.nbytes, (op.resource,), op.latency, ())
+            else:  # _flow, inline: half of all ops are collectives
+                done = functools.partial(self._flow_done, i, ())
+                self.net.start(op.nbytes, (op.resource,), done, i, op.latency)
         elif op.duration > 0:  # compute: its end after its duration
             self.log.events += 1
             self._timeout(op.duration, i).callbacks.append(self._on_timer)
@@ -188,6 +187,26 @@ class Engine:
         else:
             self.net.start(nbytes, resources, done, i, delay)
 
+    def _occupy_all(self, changes: tuple[tuple[str, int], ...], now: float, sign: int) -> None:
+        """Each (tier, bytes) of `changes` taken (sign 1) or given back (-1) at `now`: the
+        arithmetic of _Occupancy.change, inline (one call per op, not per change)."""
+        if self.recorder is not None:
+            for tier, nbytes in changes:
+                self._occupy(tier, now, sign * nbytes)
+            return
+        occupancy = self.occupancy
+        for tier, nbytes in changes:
+            occ = occupancy[tier]
+            current = occ.current
+            occ.integral += current * (now - occ.last)
+            occ.last = now
+            current += sign * nbytes
+            occ.current = current
+            if current > occ.peak:
+                occ.peak = current
+            elif current < occ.low:
+                occ.low = current
+
     def _occupy(self, tier: str, now: float, delta: float) -> None:
         occ = self.occupancy[tier]
         occ.change(now, delta)
@@ -201,13 +220,7 @@ class Engine:
         if staged:
             free = (*free, *staged)
         if free:
-            if self.recorder is None:
-                occupancy = self.occupancy
-                for tier, nbytes in free:
-                    occupancy[tier].change(now, -nbytes)
-            else:
-                for tier, nbytes in free:
-                    self._occupy(tier, now, -nbytes)
+            self._occupy_all(free, now, -1)
         if self.recorder is not None:
             self.recorder.op(op, self._starts[i], now)
         step = op.step
@@ -217,12 +230,8 @@ class Engine:
         if not left:
             self.log.step_end[step] = now
             self.log.snapshots[step] = {t: o.integral_at(now) for t, o in self.occupancy.items()}
-        first = self.first
-        lo, hi = first[i], first[i + 1]
-        if lo == hi:
-            return
         waiting = self.waiting
-        for j in self.targets[lo:hi]:
+        for j in self.dependents[i]:
             w = waiting[j] - 1
             waiting[j] = w
             if not w:
@@ -233,29 +242,24 @@ NET_CHANNELS = ("nvlink", "network")  # the GPU's physical channels for collecti
 
 
 def _dependency_graph(
-    ops: list[Op], topo: Topology, ordered: bool
-) -> tuple[list[int], list[int], list[int]]:
-    """How many ops each op waits for, and the ops waiting for each, as compressed rows:
-    those waiting for op i are `targets[first[i]:first[i + 1]]`, in index order (the order
-    they start in when freed together). Two flat lists rather than one per op: the garbage
-    collector has a million fewer containers to trace."""
+    ops: list[Op], topo: Topology, ordered: bool, steps: int
+) -> tuple[list[int], list[list[int]], list[int]]:
+    """How many ops each op waits for, the ops waiting for each (in index order: the order
+    they start in when freed together) and how many ops each step has: one pass over the
+    ops, the cheapest in Python (a list per op; compressed rows cost two passes)."""
     extra = _link_order(ops, topo) if ordered else None
-    n = len(ops)
-    waiting = [0] * n
-    counts = [0] * (n + 1)
+    waiting = [len(op.deps) for op in ops] if extra is None else [0] * len(ops)
+    dependents: list[list[int]] = [[] for _ in ops]
+    per_step = [0] * steps
     for i, op in enumerate(ops):
-        deps = op.deps if extra is None else (*op.deps, *extra[i])
-        waiting[i] = len(deps)
+        per_step[op.step] += 1
+        deps = op.deps
+        if extra is not None:
+            deps = (*deps, *extra[i])
+            waiting[i] = len(deps)
         for d in deps:
-            counts[d + 1] += 1
-    first = list(itertools.accumulate(counts))
-    fill = first[:-1]
-    targets = [0] * first[-1]
-    for i, op in enumerate(ops):
-        for d in op.deps if extra is None else (*op.deps, *extra[i]):
-            targets[fill[d]] = i
-            fill[d] += 1
-    return waiting, targets, first
+            dependents[d].append(i)
+    return waiting, dependents, per_step
 
 
 def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:

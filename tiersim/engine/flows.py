@@ -168,8 +168,20 @@ class BusyLog:
             spans.append((start, end))
 
     def add_spans(self, keys: tuple[str, ...], start: float, end: float) -> None:
+        """`add_span` for each key (a flow's channels and ANY): one call per flow."""
+        if end <= start:
+            return
+        self._merged = None
+        all_spans = self._spans
         for key in keys:
-            self.add_span(key, start, end)
+            spans = all_spans.get(key)
+            if spans is None:
+                all_spans[key] = [(start, end)]
+            elif start <= spans[-1][1]:
+                last = spans[-1]
+                spans[-1] = (start if start < last[0] else last[0], end)
+            else:
+                spans.append((start, end))
 
     @property
     def intervals(self) -> dict[str, list[tuple[float, float]]]:
