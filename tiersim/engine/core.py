@@ -26,6 +26,7 @@ from tiersim.hardware.topology import Topology
 from tiersim.state.resolved import Resolved
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
+GPU, CPU, IDLE = OpKind.GPU, OpKind.CPU, OpKind.IDLE
 
 
 class Recorder(Protocol):
@@ -107,6 +108,7 @@ class Engine:
         self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
         self._on_timer = self._timer_done  # bound once: one per op otherwise
+        self._on_flow = self._flow_done
         self._ops = schedule.ops
         self._timeout = self.env.timeout
         self._starts, self._ends, self._step_left = self.log.start, self.log.end, self.log.step_left
@@ -145,22 +147,22 @@ class Engine:
         if op.alloc:
             self._occupy_all(op.alloc, now, 1)
         kind = op.kind
-        if kind is MOVE:
+        if kind is GPU or kind is CPU or kind is IDLE:  # compute: its end after its duration
+            if op.duration > 0:
+                self.log.events += 1
+                self._timeout(op.duration, i).callbacks.append(self._on_timer)
+            else:
+                self._finish(i, now)
+        elif kind is MOVE:
             plan = self._move_plan(op)
             for tier, size in plan.staged:
                 self._occupy(tier, now, size)
             self._flow(i, op.nbytes, plan.resources, plan.delay, plan.staged)
-        elif kind is COMM or kind is SYNC:
-            if self.ordered:
-                self._flow(i, op.nbytes, (op.resource,), op.latency, ())
-            else:  # _flow, inline: half of all ops are collectives
-                done = functools.partial(self._flow_done, i, ())
-                self.net.start(op.nbytes, (op.resource,), done, i, op.latency)
-        elif op.duration > 0:  # compute: its end after its duration
-            self.log.events += 1
-            self._timeout(op.duration, i).callbacks.append(self._on_timer)
-        else:
-            self._finish(i, now)
+        elif self.ordered:
+            self._flow(i, op.nbytes, (op.resource,), op.latency, ())
+        else:  # a collective (COMM, SYNC): _flow, inline, as half of all ops are
+            done = functools.partial(self._on_flow, i, ())
+            self.net.start(op.nbytes, (op.resource,), done, i, op.latency)
 
     def _move_plan(self, op: Op) -> _MovePlan:
         key = (op.src, op.dst, op.nbytes)
@@ -181,7 +183,7 @@ class Engine:
     def _flow(self, i: int, nbytes: int, resources: tuple, delay: float, staged: tuple) -> None:
         """Op i's bytes across `resources` after `delay` (latency, pipeline fill): the
         network starts the flow at its time, so the delay is no event of its own."""
-        done = functools.partial(self._flow_done, i, staged)
+        done = functools.partial(self._on_flow, i, staged)
         if self.ordered:
             self.net.run_alone(nbytes, resources, done, delay)
         else:

@@ -14,11 +14,14 @@ wake-up at its begin (no other rate changes then), so its latency costs no event
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 
 import simpy
 
 from tiersim.core.intervals import union
+from tiersim.engine.rates import max_min_rates, narrowest, priority_rates
+
+__all__ = ["BusyLog", "Flow", "FlowNetwork", "max_min_rates", "priority_rates"]
 
 _EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
 
@@ -54,95 +57,6 @@ class Flow:
         self.rate = 0.0
         self.begin = begin
         self.latent = False
-
-
-def max_min_rates(
-    flows: Sequence[Flow], capacity: dict[Hashable, float], finite_cache: dict | None = None
-) -> list[float]:
-    """Progressive filling: raise every unfrozen flow's rate together until a resource is
-    full, freeze the flows on it, repeat. Returns one rate per flow (inf if unconstrained).
-
-    Flows on the same set of resources always get the same rate, so the filling runs over
-    groups of them (a route used by many flows is one group), which keeps it cheap.
-    """
-    cache = {} if finite_cache is None else finite_cache
-    if not flows:
-        return []
-    key = flows[0].resources
-    for f in flows:
-        if f.resources != key:
-            break
-    else:  # one group (the common case): its narrowest resource shared evenly
-        return [_narrowest(key, capacity, cache) / len(flows)] * len(flows)
-    groups: dict[tuple, list[int]] = {}
-    for i, f in enumerate(flows):
-        groups.setdefault(f.resources, []).append(i)
-    left: dict[Hashable, float] = {}
-    active: dict[Hashable, int] = {}
-    users: dict[Hashable, list[tuple]] = {}
-    for key, members in groups.items():
-        finite = cache.get(key)
-        if finite is None:
-            finite = cache[key] = tuple(r for r in key if capacity[r] != math.inf)
-        for r in finite:
-            left[r] = capacity[r]
-            active[r] = active.get(r, 0) + len(members)
-            users.setdefault(r, []).append(key)
-    group_rate = dict.fromkeys(groups, math.inf)
-    while active:
-        share, res = min((left[r] / n, r) for r, n in active.items())
-        for key in users[res]:
-            if group_rate[key] != math.inf:
-                continue
-            group_rate[key] = share
-            n = len(groups[key])
-            for r in cache[key]:
-                if r in active:
-                    left[r] -= share * n
-                    active[r] -= n
-                    if active[r] == 0:
-                        del active[r]
-    rates = [0.0] * len(flows)
-    for key, members in groups.items():
-        for i in members:
-            rates[i] = group_rate[key]
-    return rates
-
-
-def _narrowest(key: tuple, capacity: dict[Hashable, float], cache: dict) -> float:
-    """The least capacity among `key`'s finite resources (inf if none). Divided by a group's
-    n flows it is what the filling gives them when no other group shares their resources:
-    rounding is monotone, so min(c) / n is min(c / n) to the bit."""
-    finite = cache.get(key)
-    if finite is None:
-        finite = cache[key] = tuple(r for r in key if capacity[r] != math.inf)
-    return min((capacity[r] for r in finite), default=math.inf)
-
-
-def priority_rates(
-    flows: Sequence[Flow], capacity: dict[Hashable, float], finite_cache: dict | None = None
-) -> list[float]:
-    """Strict priority (lower first), work-conserving: each flow takes what its resources
-    have left after every flow ahead of it."""
-    cache = {} if finite_cache is None else finite_cache
-    left: dict[Hashable, float] = {}
-    rates = [0.0] * len(flows)
-    for i in sorted(range(len(flows)), key=lambda k: flows[k].priority):
-        key = flows[i].resources
-        finite = cache.get(key)
-        if finite is None:
-            finite = cache[key] = tuple(r for r in key if capacity[r] != math.inf)
-        rate = math.inf
-        for r in finite:
-            room = left.get(r, capacity[r])
-            if room < rate:
-                rate = room
-        rate = max(rate, 0.0)
-        rates[i] = rate
-        if rate != math.inf:
-            for r in finite:
-                left[r] = left.get(r, capacity[r]) - rate
-    return rates
 
 
 class BusyLog:
@@ -249,20 +163,10 @@ class FlowNetwork:
         finite = self._finite.get(resources)
         if finite is None:
             finite = self._finite_of(resources)
-        users = self._users
-        if not flows:  # the common case: an empty network, no wake-up pending
-            self._last = now
-            flows.append(flow)
-            for r in finite:
-                users[r] = 1
-            rate = self._alone.get(resources)
-            rate = flow.rate = self._alone_rate(resources) if rate is None else rate
-            if rate > 0:  # its end, as _plan_wake works it out for one flow
-                soonest = flow.remaining / rate
-                if delay > 0:
-                    soonest += flow.begin - now
-                self._wake_after(now, soonest if soonest > 0.0 else 0.0, flow)
+        if not flows:  # the common case
+            self._into_empty(flow, finite, now)
             return
+        users = self._users
         if now > self._last:
             self._advance(now)
         flows.append(flow)
@@ -283,6 +187,22 @@ class FlowNetwork:
             self._plan_wake(now)
         else:
             self._reschedule(now)
+
+    def _into_empty(self, flow: Flow, finite: tuple, now: float) -> None:
+        """`flow` into an empty network (no wake-up pending): alone, at its narrowest
+        resource's rate, its end planned as _plan_wake plans one flow's."""
+        self._last = now
+        self.flows.append(flow)
+        users = self._users
+        for r in finite:
+            users[r] = 1
+        rate = self._alone.get(flow.resources)
+        rate = flow.rate = self._alone_rate(flow.resources) if rate is None else rate
+        if rate > 0:
+            soonest = flow.remaining / rate
+            if flow.begin > now:
+                soonest += flow.begin - now
+            self._wake_after(now, soonest if soonest > 0.0 else 0.0, flow)
 
     def run_alone(
         self, nbytes: float, resources: tuple, on_done: Callable[[], None], delay: float = 0.0
@@ -322,7 +242,7 @@ class FlowNetwork:
         resource set, as many flows cross the same route)."""
         rate = self._alone.get(resources)
         if rate is None:
-            rate = self._alone[resources] = _narrowest(resources, self.capacity, self._finite)
+            rate = self._alone[resources] = narrowest(resources, self.capacity, self._finite)
         return rate
 
     def _channels_for(self, resources: tuple) -> tuple[str, ...]:
