@@ -148,11 +148,11 @@ class Engine:
             self._occupy_all(op.alloc, now, 1)
         kind = op.kind
         if kind is GPU or kind is CPU or kind is IDLE:  # compute: its end after its duration
-            if op.duration > 0:
+            if op.duration <= 0:
+                self._finish(i, now)
+            else:
                 self.log.events += 1
                 self._timeout(op.duration, i).callbacks.append(self._on_timer)
-            else:
-                self._finish(i, now)
         elif kind is MOVE:
             plan = self._move_plan(op)
             for tier, size in plan.staged:

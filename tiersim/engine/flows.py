@@ -69,20 +69,10 @@ class BusyLog:
         self._merged: dict[str, list[tuple[float, float]]] | None = None
 
     def add_span(self, key: str, start: float, end: float) -> None:
-        if end <= start:
-            return
-        self._merged = None
-        spans = self._spans.get(key)
-        if spans is None:
-            self._spans[key] = [(start, end)]
-        elif start <= spans[-1][1]:  # ends come in time order: only the start can be earlier
-            last = spans[-1]
-            spans[-1] = (start if start < last[0] else last[0], end)
-        else:
-            spans.append((start, end))
+        self.add_spans((key,), start, end)
 
     def add_spans(self, keys: tuple[str, ...], start: float, end: float) -> None:
-        """`add_span` for each key (a flow's channels and ANY): one call per flow."""
+        """[start, end) on each key's channel (a flow's channels and ANY: one call a flow)."""
         if end <= start:
             return
         self._merged = None
@@ -91,7 +81,7 @@ class BusyLog:
             spans = all_spans.get(key)
             if spans is None:
                 all_spans[key] = [(start, end)]
-            elif start <= spans[-1][1]:
+            elif start <= spans[-1][1]:  # ends come in time order: only the start is earlier
                 last = spans[-1]
                 spans[-1] = (start if start < last[0] else last[0], end)
             else:
