@@ -1,6 +1,9 @@
 """Simulation cost against micro-batches, engine cost per event, the 1T in-process time.
 
-    .venv/bin/python benchmarks/bench_cost.py [--accumulation 8 256 1024 4096] [--quick] [--one-t]
+    .venv/bin/python benchmarks/bench_cost.py [--accumulation 8 256 1024 4096] [--quick]
+    .venv/bin/python benchmarks/bench_cost.py --one-t     # only the 1T in-process time
+    .venv/bin/python benchmarks/bench_cost.py --engine    # only the engine's cost per event
+    .venv/bin/python benchmarks/bench_cost.py --profile   # where the engine's time goes
 
 Printed, all measured in this one run:
 - scenarios/llama2-70b-zero3-nvme.yaml at each `training.grad_accumulation`, without a durable
@@ -10,8 +13,11 @@ Printed, all measured in this one run:
   each as a ratio to the 8 micro-batch case. Targets (issue 19): 1024 and 4096 within 2x the
   time and 1.5x the peak memory of 8. Each case runs in a fresh interpreter, so one case's
   memory never counts in another's.
-- engine cost per event (wall seconds / engine events of the 70B run) against a bare SimPy
-  timeout with a callback measured in the same process. Target: within 3x.
+- engine cost per event (CPU seconds of building and running the engine / the SimPy events
+  it scheduled, on the 70B run with 32 micro-batches all simulated) against a bare SimPy
+  timeout with a callback measured in the same process, in turn with it (best of 11 each;
+  `--engine`: only this line). Target: within 3x. `--profile`: where the engine's time goes,
+  by module and function (cProfile).
 - the 1T Korthikanti et al. Table 5 configuration
   (scenarios/published/korthikanti2022-1t-selective-sp.yaml) evaluated in-process (load +
   simulate), best of 10, in wall time and in this process's CPU time, against Calculon's time
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -37,6 +44,7 @@ SCENARIO = ROOT / "scenarios" / "llama2-70b-zero3-nvme.yaml"
 ONE_T = ROOT / "scenarios" / "published" / "korthikanti2022-1t-selective-sp.yaml"
 CALCULON_1T_S = 0.014  # Calculon on the same 1T configuration, this 2-core VM (issue 19)
 SIMPY_EVENTS = 200_000
+ENGINE_REPEATS = 11  # engine runs and bare chains, in turn: best of each (a shared VM)
 
 # One case in a fresh interpreter: prints {"time_s", "peak_bytes", "events", "steps"}.
 _CASE = r"""
@@ -85,7 +93,8 @@ def run_case(accumulation: int, checkpoint: bool) -> dict:
 
 
 def bare_simpy_s_per_event(n: int = SIMPY_EVENTS) -> float:
-    """A chain of n SimPy timeouts, each scheduling the next from its callback."""
+    """A chain of n SimPy timeouts, each scheduling the next from its callback: CPU
+    seconds per timeout (`time.process_time`, as the engine's below)."""
     import simpy
 
     env = simpy.Environment()
@@ -97,9 +106,9 @@ def bare_simpy_s_per_event(n: int = SIMPY_EVENTS) -> float:
             env.timeout(1e-6).callbacks.append(tick)
 
     env.timeout(1e-6).callbacks.append(tick)
-    started = time.perf_counter()
+    started = time.process_time()
     env.run()
-    return (time.perf_counter() - started) / n
+    return (time.process_time() - started) / n
 
 
 def one_t_s(repeats: int = 10) -> tuple[float, float, int]:
@@ -130,11 +139,9 @@ def print_one_t() -> None:
     )
 
 
-def engine_s_per_event(repeats: int = 5) -> tuple[float, int]:
-    """Engine seconds per engine event, best of `repeats`, on the 70B run with 32
-    micro-batches all simulated (about 50,000 events: long enough to time)."""
+def _engine_case():
+    """The 70B run with 32 micro-batches all simulated (about 20,000 events)."""
     from tiersim.config.load import load_scenario
-    from tiersim.runner import simulate
 
     overrides = [
         "checkpoint.every_steps=null",
@@ -142,25 +149,83 @@ def engine_s_per_event(repeats: int = 5) -> tuple[float, int]:
         "simulation.steady_state=full",
     ]
     try:
-        scenario = load_scenario(SCENARIO, overrides).scenario
+        return load_scenario(SCENARIO, overrides).scenario
     except Exception:  # a tree from before simulation.steady_state: every micro-batch anyway
-        scenario = load_scenario(SCENARIO, overrides[:2]).scenario
-    from tiersim.engine import core
+        return load_scenario(SCENARIO, overrides[:2]).scenario
 
-    ops: list[int] = []
-    run = core.Engine.run
 
-    def counted(engine: core.Engine):  # the schedule's ops, whatever a tree counts as events
-        ops.append(len(engine.schedule.ops))
-        return run(engine)
+def engine_s_per_event(repeats: int = ENGINE_REPEATS) -> tuple[float, float, int, int]:
+    """CPU seconds per engine event on the engine case (the engine's own span, as
+    `StepResult.wall_s` times it: building the engine and running it), and per bare SimPy
+    timeout, each the best of `repeats`, measured in turn (one bare chain, one engine run,
+    ...) so that both see the same load. Returns (engine s/event, bare s/event, events,
+    ops of the schedule)."""
+    from tiersim.engine import simulate as engine_simulate
+    from tiersim.runner import simulate
 
-    core.Engine.run = counted
+    scenario = _engine_case()
+    spans: list[tuple[float, int]] = []  # (CPU seconds, ops of the schedule)
+    run_engine = engine_simulate.run_engine
+
+    def timed(res, topo, schedule, *args, **kwargs):
+        started = time.process_time()
+        out = run_engine(res, topo, schedule, *args, **kwargs)
+        spans.append((time.process_time() - started, len(schedule.ops)))
+        return out
+
+    engine_simulate.run_engine = timed
+    bare, best = math.inf, math.inf
     try:
-        runs = [simulate(scenario) for _ in range(repeats)]
+        for _ in range(repeats):
+            bare = min(bare, bare_simpy_s_per_event())
+            result = simulate(scenario)  # one engine run (steady_state full)
+            best = min(best, spans[-1][0] / result.events)
     finally:
-        core.Engine.run = run
-    best = min(runs, key=lambda r: r.wall_s / r.events)
-    return best.wall_s / best.events, best.events, ops[-1]
+        engine_simulate.run_engine = run_engine
+    return best, bare, result.events, spans[-1][1]
+
+
+def engine_profile(top: int = 12) -> None:
+    """Where the engine's time goes on the engine case, under cProfile (which inflates
+    code that makes many small calls: read the shares, not the seconds): the time spent in
+    each module's own code, and the functions that spend most."""
+    import cProfile
+    import pstats
+
+    from tiersim.engine import simulate as engine_simulate
+    from tiersim.runner import simulate
+
+    scenario = _engine_case()
+    simulate(scenario)  # warm: caches, imports
+    profile = cProfile.Profile()
+    run = engine_simulate.run_engine
+
+    def profiled(*args, **kwargs):
+        profile.enable()
+        try:
+            return run(*args, **kwargs)
+        finally:
+            profile.disable()
+
+    engine_simulate.run_engine = profiled
+    try:
+        simulate(scenario)
+    finally:
+        engine_simulate.run_engine = run
+    stats = pstats.Stats(profile).stats  # (file, line, name) -> (cc, calls, tottime, cumtime, _)
+    total = sum(v[2] for v in stats.values())
+    by_module: dict[str, float] = {}
+    for (path, _, _), v in stats.items():
+        module = "simpy" if "simpy" in path else Path(path).name if "/" in path else "builtins"
+        by_module[module] = by_module.get(module, 0.0) + v[2]
+    shares = ", ".join(
+        f"{m} {100 * t / total:.0f} %" for m, t in sorted(by_module.items(), key=lambda x: -x[1])
+    )
+    print(f"engine profile (own time by module, {1e3 * total:.0f} ms profiled): {shares}")
+    ranked = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    for (path, line, name), v in ranked:
+        where = f"{Path(path).name}:{line}({name})" if line else name
+        print(f"  {100 * v[2] / total:5.1f} %  {v[1]:7d} calls  {where}")
 
 
 def startup_s(args: list[str], repeats: int = 5) -> float:
@@ -222,21 +287,29 @@ def main() -> None:
     parser.add_argument("--accumulation", type=int, nargs="+", default=[8, 256, 1024, 4096])
     parser.add_argument("--quick", action="store_true", help="skip the micro-batch table")
     parser.add_argument("--one-t", action="store_true", help="only the 1T in-process time")
+    parser.add_argument(
+        "--profile", action="store_true", help="only: where the engine's time goes (cProfile)"
+    )
+    parser.add_argument("--engine", action="store_true", help="only the engine's cost per event")
     args = parser.parse_args()
     if args.one_t:
         print_one_t()
         return
-    if not args.quick:
+    if args.profile:
+        engine_profile()
+        return
+    if not (args.quick or args.engine):
         cost_table(args.accumulation)
-    bare = min(bare_simpy_s_per_event() for _ in range(5))
-    per_event, events, ops = engine_s_per_event()
+    per_event, bare, events, ops = engine_s_per_event()
     per_op = per_event * events / ops
     print(
-        f"engine cost per event: {1e6 * per_event:.2f} us ({events:,} events, 70B, 32 "
-        f"micro-batches, best of 5); bare SimPy timeout {1e6 * bare:.2f} us (best of 5): "
-        f"{per_event / bare:.1f}x (target: within 3x); per op of the schedule "
-        f"{1e6 * per_op:.2f} us ({ops:,} ops), {per_op / bare:.1f}x"
+        f"engine cost per event: {1e6 * per_event:.2f} us of CPU ({events:,} events, 70B, 32 "
+        f"micro-batches); bare SimPy timeout {1e6 * bare:.3f} us (each the best of "
+        f"{ENGINE_REPEATS}, in turn): {per_event / bare:.1f}x (target: within 3x); per op of "
+        f"the schedule {1e6 * per_op:.2f} us ({ops:,} ops), {per_op / bare:.1f}x"
     )
+    if args.engine:
+        return
     startup()
     print_one_t()
 
