@@ -102,6 +102,18 @@ def bucket_kernels_s(c: Context, u: int, mb: int) -> float:
     return nbytes / (min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency)
 
 
+def bucket_kernels(
+    c: Context, ops: OpList, u: int, mb: int, step: int, bwd: int, read: int | None
+) -> int:
+    """The gradient-path kernels as a GPU op after the backward and the read-back, in the
+    compute stream; without them (0 s) the backward stands."""
+    seconds = bucket_kernels_s(c, u, mb)
+    if seconds <= 0:
+        return bwd
+    label = f"gradient bucket kernels {c.wl.units[u].name} mb{mb}"
+    return ops.add(Op(OpKind.GPU, Role.BACKWARD, label, step, [bwd, read], duration=seconds))
+
+
 def blocking_checkpoints(c: Context) -> bool:
     """DeepSpeed's activation checkpoints on the host (cpu_checkpointing) are copied with
     plain `.to()` calls in the checkpoint function (runtime/activation_checkpointing/

@@ -14,7 +14,7 @@ from tiersim.engine.schedule_offload import (
     blocking_checkpoints,
     blocking_copies,
     boundary_bytes,
-    bucket_kernels_s,
+    bucket_kernels,
     host_accumulates,
     host_accumulation,
 )
@@ -192,10 +192,7 @@ class TrainingPasses:
             grad_read = self.accumulation_read(u, mb, step, [op])
         if grad_read is not None:
             self.ops.free_after(grad_read if in_stream else op, self.c.gpu, unit.homed["gradients"])
-        if in_stream and (kernels_s := bucket_kernels_s(self.c, u, mb)) > 0:
-            label = f"gradient bucket kernels {unit.name} {tag}"
-            deps = [op, grad_read]
-            op = self.ops.add(Op(OpKind.GPU, Role.BACKWARD, label, step, deps, duration=kernels_s))
+        op = bucket_kernels(self.c, self.ops, u, mb, step, op, grad_read) if in_stream else op
         write = self.write_gradients(u, mb, step, op, grad_read)
         if in_stream and write is not None:
             self.ops.barrier(f"gradient copies {unit.name} mb{mb}", step, [write], Role.STATE)
