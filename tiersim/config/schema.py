@@ -197,6 +197,10 @@ class Training(Strict):
     # None: the implementation's default (megatron: eager, Korthikanti et al.'s stored scores;
     # huggingface: sdpa, transformers' default attn_implementation)
     attention_kernel: Literal["eager", "sdpa", "flash"] | None = None
+    # true: Megatron-LM's fused elementwise kernels (bias-GeLU, bias-dropout-add, scale-mask-
+    # softmax); false: the separate PyTorch ops of Megatron-LM v1's GPT-2 (DeepSpeedExamples'
+    # Megatron-LM, which ZeRO-Offload ran): more bytes per element (workload/kernels.py)
+    fused_kernels: bool = True
 
 
 class Shard(Strict):

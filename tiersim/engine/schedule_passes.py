@@ -14,6 +14,7 @@ from tiersim.engine.schedule_offload import (
     blocking_checkpoints,
     blocking_copies,
     boundary_bytes,
+    bucket_kernels,
     host_accumulates,
     host_accumulation,
 )
@@ -181,6 +182,7 @@ class TrainingPasses:
             grad_read = self.accumulation_read(u, mb, step, [op])
         if grad_read is not None:
             ops.free_after(grad_read if in_stream else op, gpu, unit.homed["gradients"])
+        op = bucket_kernels(self.c, ops, u, mb, step, op, grad_read) if in_stream else op
         write = self.write_gradients(u, mb, step, op, grad_read)
         if in_stream and write is not None:
             label = ("gradient copies {} mb{}", unit.name, mb)
