@@ -24,7 +24,7 @@ simulates the longer schedule from its first step.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import time
 
 from tiersim.engine.core import Engine, Recorder, RunLog
@@ -95,10 +95,10 @@ def go_on(
     log.start[:n], log.end[:n] = done.start, done.end
     log.step_end[:steps] = done.step_end
     log.step_left[:steps] = [0] * steps
-    log.snapshots = copy.deepcopy(done.snapshots)
+    log.snapshots = {step: dict(integrals) for step, integrals in done.snapshots.items()}
     log.events = done.events
-    engine.occupancy = copy.deepcopy(prior.occupancy)
-    engine.net.busy = copy.deepcopy(prior.net.busy)
+    engine.occupancy = {tier: dataclasses.replace(o) for tier, o in prior.occupancy.items()}
+    engine.net.busy = prior.net.busy.copy()
     engine.net.wakeups = prior.net.wakeups
     engine.run(after=after)
     return engine, log, time.perf_counter() - started
