@@ -10,7 +10,7 @@ from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
 from tiersim.engine import steady
 from tiersim.engine.core import Recorder
-from tiersim.engine.durable import checkpoint_baseline, measure_checkpoint
+from tiersim.engine.durable import checkpoint_baseline, first_checkpointed, measure_checkpoint
 from tiersim.engine.metrics import measure
 from tiersim.engine.results import StepResult
 from tiersim.engine.runs import Runs
@@ -163,7 +163,8 @@ def _measured(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> tupl
     steps, measured = steady.steps_to_simulate(res)
     # the checkpoint runs go on from the plain run's steps before the measured one (0 where
     # steps are independent: then the checkpoint run starts at the measured step)
-    run = Runs(res, setup, measured if res.execution.checkpoint_simulated else None)
+    checkpointed = res.execution.checkpoint_simulated
+    run = Runs(res, setup, first_checkpointed(res, measured) if checkpointed else None)
     schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     result = measure(
         engine, measured, setup.wl.tokens_per_step, res.execution.training.grad_accumulation, wall
