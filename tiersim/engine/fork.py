@@ -46,7 +46,7 @@ def fork_point(shorter: Schedule, longer: Schedule) -> int | None:
     for op in longer.ops[n:]:
         if op.step < shorter.steps:
             return None
-        if last not in op.deps and all(d < n for d in op.deps):
+        if last not in op.deps and max(op.deps, default=-1) < n:
             return None  # would start before the last op ends (or at time 0)
     return last
 
