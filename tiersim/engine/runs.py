@@ -34,8 +34,8 @@ class Runs:
         self.schedules = Schedules(res, setup.wl, setup.depth, fork_at)
         self.fork_at = fork_at or 0
         self._warm_up: Engine | None = None  # the plain run's first `fork_at` steps
-        self._plain: Engine | None = None  # the longest plain run so far
-        self.forked = 0  # runs gone on from an earlier one (what tests and benchmarks read)
+        self._plain: Engine | None = None  # the longest plain run gone on from the warm-up
+        self._first = True  # no plain run yet
 
     def __call__(
         self,
@@ -48,7 +48,8 @@ class Runs:
         marks = frozenset(checkpoint_steps)
         if marks:
             return self._checkpointed(res, setup, steps, marks)
-        if self._plain is None and 0 < self.fork_at < steps:
+        if self._first and 0 < self.fork_at < steps:
+            self._first = False
             return self._first_plain(res, setup, steps, recorder)
         return self._longer_plain(res, setup, steps, recorder)
 
@@ -94,7 +95,6 @@ class Runs:
         if warm_up is not None and min(marks) >= self.fork_at:
             after = fork_point(warm_up.schedule, schedule)
             if after is not None:  # (the warm-up was seen to end cleanly)
-                self.forked += 1
                 engine, log, wall = go_on(res, setup.topo, schedule, setup.baseline, warm_up, after)
                 return schedule, engine, log, wall
         engine, log, wall = run_engine(res, setup.topo, schedule, setup.baseline)
@@ -112,7 +112,6 @@ class Runs:
     ) -> Run:
         """`schedule` gone on from `prior`'s end; `wall_before`: what `prior` cost where it
         was run for this one alone."""
-        self.forked += 1
         engine, log, wall = go_on(res, setup.topo, schedule, setup.baseline, prior, after, recorder)
         self._plain = engine
         return schedule, engine, log, wall_before + wall
@@ -120,8 +119,9 @@ class Runs:
     def _fresh(
         self, res: Resolved, setup: RunSetup, schedule: Schedule, recorder: Recorder | None
     ) -> Run:
+        """From step 0; not kept: a run that could not go on from another is no clean
+        boundary for a longer one either (the caller frees it before the next)."""
         engine, log, wall = run_engine(res, setup.topo, schedule, setup.baseline, recorder)
-        self._plain = engine
         return schedule, engine, log, wall
 
 
