@@ -149,13 +149,6 @@ class BusyLog:
         else:
             spans.append((start, end))
 
-    def copy(self) -> BusyLog:
-        """An independent log of the same spans (a run going on from this one's end:
-        tiersim.engine.fork)."""
-        twin = BusyLog()
-        twin._spans = {key: list(spans) for key, spans in self._spans.items()}
-        return twin
-
     @property
     def intervals(self) -> dict[str, list[tuple[float, float]]]:
         """Each channel's busy time as disjoint, sorted intervals."""

@@ -98,7 +98,10 @@ def go_on(
     log.snapshots = {step: dict(integrals) for step, integrals in done.snapshots.items()}
     log.events = done.events
     engine.occupancy = {tier: dataclasses.replace(o) for tier, o in prior.occupancy.items()}
-    engine.net.busy = prior.net.busy.copy()
+    busy = engine.net.busy  # the spans so far, merged: the union read at the end is the same
+    for channel, spans in prior.net.busy.intervals.items():
+        for start, end in spans:
+            busy.add_span(channel, start, end)
     engine.net.wakeups = prior.net.wakeups
     engine.run(after=after)
     return engine, log, time.perf_counter() - started
