@@ -88,10 +88,13 @@ class Engine:
         schedule: Schedule,
         baseline: dict[str, int],
         recorder: Recorder | None = None,
+        start_s: float = 0.0,
     ):
+        """`start_s`: the clock at the start (a run going on from an earlier one's end,
+        tiersim.engine.fork)."""
         self.res, self.topo, self.schedule, self.recorder = res, topo, schedule, recorder
         self.baseline = baseline
-        self.env = simpy.Environment()
+        self.env = simpy.Environment(initial_time=start_s)
         policy = (
             priority_rates
             if res.execution.simulation.link_sharing == "issue_order"
@@ -115,15 +118,21 @@ class Engine:
 
     # --- running ---------------------------------------------------------------------------------
 
-    def run(self) -> RunLog:
-        if self.recorder is not None:  # what each tier holds before anything moves
-            for tier, occ in self.occupancy.items():
-                self.recorder.memory(tier, 0.0, occ.current)
-        # the ready set first: an op that finishes at once starts its dependents itself
-        for i in list(
-            itertools.compress(range(len(self.waiting)), map(operator.not_, self.waiting))
-        ):
-            self._start(i, 0.0)
+    def run(self, after: int | None = None) -> RunLog:
+        """Run the schedule to its end. `after`: go on from the end of that op of an earlier
+        run, whose state this engine was given (tiersim.engine.fork): its dependents start
+        as they did when it ended."""
+        if after is not None:
+            self._release(after, self.env.now)
+        else:
+            if self.recorder is not None:  # what each tier holds before anything moves
+                for tier, occ in self.occupancy.items():
+                    self.recorder.memory(tier, 0.0, occ.current)
+            # the ready set first: an op that finishes at once starts its dependents itself
+            for i in list(
+                itertools.compress(range(len(self.waiting)), map(operator.not_, self.waiting))
+            ):
+                self._start(i, 0.0)
         self.env.run()
         if any(self.log.step_left):
             raise AssertionError("schedule deadlocked: some operations never became ready")
@@ -237,6 +246,15 @@ class Engine:
             w = waiting[j] - 1
             waiting[j] = w
             if not w:
+                self._start(j, now)
+
+    def _release(self, i: int, now: float) -> None:
+        """Op i's dependents, one wait fewer each; those left with none start (as `_finish`
+        does, inlined there: it runs for every op)."""
+        waiting = self.waiting
+        for j in self.dependents[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
                 self._start(j, now)
 
 
