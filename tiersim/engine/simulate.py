@@ -129,6 +129,9 @@ def simulate_resolved(
 ) -> StepResult:
     """`simulate` of a scenario already resolved (tiersim.state.resolved): the engine below
     reads its model, execution plan and machine."""
+    # the fewest passes any run takes (one step, one micro-batch, one unit a layer), checked
+    # before the workload is built: building it is itself linear in the layers
+    _check_size(res, 1, 1)
     setup = prepare(res, build_inventory(res) if inventory is None else inventory)
     return _with_breakdown(_simulate(res, setup, recorder), setup)
 
