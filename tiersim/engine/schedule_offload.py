@@ -32,8 +32,10 @@ from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
 from tiersim.workload.cpu_optimizer import host_bandwidth
+from tiersim.workload.reduce_buckets import reduce_buffer_elements
 
 FP32 = 4
+FP16 = 2
 
 
 def _stored(c: Context) -> int:
@@ -85,6 +87,19 @@ def blocking_copies(c: Context) -> bool:
 # read g, write 8, read 8), the overflow check (`.float().sum()`: read g, write 4, read 4)
 # and the fp32 cast before the copy out (read g, write 4): 3g + 28. (fp16: 8, 6 and 34 B.)
 BUCKET_G, ADD_G, BOUNDARY_G, BOUNDARY_B = 4, 3, 3, 28
+# With offload.reduce_bucket_size given, the division is of the whole reduce buffer at each of
+# the unit's reduces instead (v0.3's average_tensor: workload/reduce_buckets.py): the copy in
+# stays per element, the division reads and writes the buffer.
+COPY_G, DIVIDE_G = 2, 2
+
+
+def _bucket_bytes(c: Context, u: int) -> float:
+    """GPU bytes of the bucket's copy and division for unit u's gradients, per micro-batch."""
+    unit, reduces = c.wl.units[u], c.wl.bucket_reduces
+    if not reduces:
+        return BUCKET_G * unit.gradients_full
+    buffer = reduce_buffer_elements(c.plan.reduce_bucket_size) * FP16  # torch.half, as allocated
+    return COPY_G * unit.gradients_full + reduces[u] * DIVIDE_G * buffer
 
 
 def bucket_kernels_s(c: Context, u: int, mb: int) -> float:
@@ -96,7 +111,7 @@ def bucket_kernels_s(c: Context, u: int, mb: int) -> float:
     share = ADD_G * g if mb > 0 else 0
     if mb == c.wl.micro_batches - 1:
         share += BOUNDARY_G * g + BOUNDARY_B
-    nbytes = BUCKET_G * unit.gradients_full + share * unit.homed["gradients"] / g
+    nbytes = _bucket_bytes(c, u) + share * unit.homed["gradients"] / g
     gpu = c.res.machine.gpu
     hbm = c.res.machine.tiers[gpu.memory]
     return nbytes / (min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency)

@@ -43,6 +43,7 @@ from tiersim.workload.comms import (
 from tiersim.workload.cpu_optimizer import cpu_update_s
 from tiersim.workload.experts import expert_comms, routed_flops_share
 from tiersim.workload.fetch import fetch_units
+from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunks, compute_times
 
@@ -93,6 +94,8 @@ class Workload:
     breakdown: StepBreakdown | None = None  # the model's prices of the step's parts
     tiling: tuple = ()  # fetch.Tiling of each operator run as tiles (one layer's)
     parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
+    bucket_reduces: tuple[int, ...] = ()  # ZeRO-1/2 bucket reduces per unit and micro-batch
+    # (workload/reduce_buckets.py; empty: offload.reduce_bucket_size not given)
 
 
 def _optimizer_times(r: Resolved, touched: float, updated_params: float) -> tuple[float, float]:
@@ -331,4 +334,20 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
         breakdown=step_breakdown(r, model, whole, inv.stage, (bubble, fill, p2p), every_mb),
         tiling=tiling,
         parts_per_layer=parts,
+        bucket_reduces=_bucket_reduces(r, model, inv.stage, len(units)),
     )
+
+
+def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ...]:
+    """Each unit's bucket reduces, its tensors in reverse (backward's order), the layers last
+    to first, then the rest (the tied embedding's gradient completes last); () without a
+    bucket size, or where units are not whole layers (submodules, experts apart)."""
+    bucket = r.execution.offload.reduce_bucket_size
+    par = r.execution.parallel
+    groups = unit_matrices(model, stage, par.pipeline, par.tensor, par.expert)
+    if bucket is None or len(groups) != count:
+        return ()
+    sizes = [[m.rows * m.cols for m in reversed(g) for _ in range(m.count)] for g in groups]
+    order = [*reversed(sizes[:-1]), sizes[-1]]
+    counts = reduces_per_unit(order, bucket)
+    return (*reversed(counts[:-1]), counts[-1])
