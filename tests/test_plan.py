@@ -276,6 +276,9 @@ def test_time_limit_unreadable_says_what_is_expected_once():
     code, _, err = _cli("plan", SCENARIOS / "default.yaml", "--time-limit", "soon")
     assert code == 2
     assert err.count("(expected") == 1 and err.startswith("--time-limit: soon: ")
+    assert "'10 min'" in err  # a search time as the example, not the unit table's '15 us'
+    code, _, err = _cli("plan", SCENARIOS / "default.yaml", "--time-limit", "5")
+    assert code == 2 and "'5' has no unit" in err and "'10 min'" in err
 
 
 def test_the_estimate_times_candidates_spread_over_the_space():
