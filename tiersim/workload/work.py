@@ -258,13 +258,13 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     of alike layers differ only in their names: each run's first is worked out, the others
     are renamed copies of it."""
     par = r.execution.parallel
-    groups = unit_matrices(model, stage, par.pipeline, par.tensor, par.expert)
+    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
     ends = (stage == 0, stage == par.pipeline - 1)
     tp = tensor_comms(r, model.hidden)
     timed: dict = {}
     units: list[Unit] = []
     at = 0  # the run's first layer among the stage's (groups: one per layer)
-    for run in stage_layers(model, stage, par.pipeline):
+    for run in stage_layers(r.units, stage, par.pipeline):
         first = [
             _with_layer_comms(r, u, tp)
             for u in _layer_units(r, model, run.first, run.shape, groups[at], ends, timed)
