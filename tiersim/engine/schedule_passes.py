@@ -42,6 +42,13 @@ class TrainingPasses:
         ]
         self.reads_back = [h["gradients"] != gpu for h in self.homes]
         self.scatters = [self._reduce_scatters(u) for u in range(n)]
+        # each unit's GPU memory taken and given back by its forward and backward, one tuple
+        # shared by every micro-batch's op (a changed op gets a new one: `OpList.free_after`)
+        self.forward_alloc = [self._held(u.activations) for u in c.wl.units]
+        self.backward_alloc = [
+            self._held(u.gradients_full if self._gradients_leave(i) else 0)
+            for i, u in enumerate(c.wl.units)
+        ]
         self.in_stream = blocking_copies(c)  # gradients read back after a backward, on its stream
         self.host_adds = host_accumulates(c)
         self.blocking_out = blocking_checkpoints(c)
@@ -53,6 +60,17 @@ class TrainingPasses:
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
         twin.order_starts = list(self.order_starts)  # built steps' marks never change
         return twin
+
+    def _held(self, nbytes: int) -> tuple[tuple[str, int], ...]:
+        return ((self.c.gpu, nbytes),) if nbytes else ()
+
+    def _gradients_leave(self, u: int) -> bool:
+        """The unit's gradients leave GPU memory after each backward (homed elsewhere, or
+        reduce-scattered every micro-batch): the backward allocates their full buffer."""
+        unit = self.c.wl.units[u]
+        return unit.gradients_full > 0 and (
+            self.homes[u]["gradients"] != self.c.gpu or self.scatters[u]
+        )
 
     def forget_held(self) -> None:
         """The weights change now (the update): nothing staged survives into the next use."""
@@ -116,15 +134,14 @@ class TrainingPasses:
         self.use_units.append(u)
 
     def forward(self, u: int, mb: int, step: int) -> int:
-        unit, gpu = self.c.wl.units[u], self.c.gpu
+        unit = self.c.wl.units[u]
         streamed = self.is_streamed[u]  # else the weights stay put: no fetch, no release
         w, held = (
             self.fetch_weights(u, step, "fwd", mb) if streamed else (self.ready.weights[u], False)
         )
-        acts = unit.activations
         # the first layer's input comes through the embedding, held in the stage's rest unit
         embedding = self.ready.weights[-1] if u == 0 and self.c.wl.stage == 0 else None
-        alloc = ((gpu, acts),) if acts else ()
+        alloc = self.forward_alloc[u]
         # Op's first fields in order (`OpList.net`): kind, role, what, step, deps, duration,
         # nbytes, src, dst, alloc
         label, deps = ("forward {} mb{}", unit.name, mb), (w, embedding)
@@ -175,11 +192,8 @@ class TrainingPasses:
         if unit.recompute_s > 0:
             label = ("recompute {} mb{}", unit.name, mb)  # Op's fields in order, as in forward
             op = ops.add(Op(OpKind.GPU, Role.RECOMPUTE, label, step, (w, acts), unit.recompute_s))
-        grads_off = unit.gradients_full > 0 and (
-            self.homes[u]["gradients"] != gpu or self.scatters[u]
-        )
-        alloc = ((gpu, unit.gradients_full),) if grads_off else ()
-        free = ((gpu, unit.activations),) if unit.activations else ()  # as `free_after` would
+        alloc = self.backward_alloc[u]
+        free = self.forward_alloc[u]  # the forward's activations, as `free_after` would
         label, deps = ("backward {} mb{}", unit.name, mb), (w, acts, grad_read, op)
         op = ops.add(
             Op(
