@@ -60,6 +60,8 @@ from tiersim.state.sharding import (
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
 
+Units = Sequence[ModelUnit]  # a model's units: Model.units(), as Resolved.units holds them
+
 
 @dataclass(frozen=True)
 class ClassBytes:
@@ -123,10 +125,9 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     return replace(m, rows=math.ceil(m.rows / tensor))
 
 
-def stage_layers(units: Sequence[ModelUnit], stage: int, pipeline: int) -> list[ModelUnit]:
+def stage_layers(units: Units, stage: int, pipeline: int) -> list[ModelUnit]:
     """The layers of `stage`, an even share of the model's in order: its runs of alike
-    layers, cut at the stage's ends. `units`: the model's (`Model.units()`, as
-    `Resolved.units` holds them)."""
+    layers, cut at the stage's ends."""
     runs = [u for u in units if u.kind is UnitKind.LAYER]
     per = sum(u.count for u in runs) // pipeline
     lo, hi = stage * per, (stage + 1) * per
@@ -138,7 +139,7 @@ def stage_layers(units: Sequence[ModelUnit], stage: int, pipeline: int) -> list[
     return out
 
 
-def _rest(model: Model, units: Sequence[ModelUnit], stage: int, pipeline: int) -> list[Matrix]:
+def _rest(model: Model, units: Units, stage: int, pipeline: int) -> list[Matrix]:
     """What a stage holds beside its layers: the embeddings on the first, the head on the
     last (and there a copy of tied embeddings, which the last stage keeps for itself)."""
     embedding = next(u for u in units if u.kind is UnitKind.EMBEDDING).matrices
@@ -160,15 +161,10 @@ def _layer_split(m: Matrix, tensor: int, expert: int) -> Matrix:
 
 
 def unit_matrices(
-    model: Model,
-    units: Sequence[ModelUnit],
-    stage: int,
-    pipeline: int,
-    tensor: int,
-    expert: int = 1,
+    model: Model, units: Units, stage: int, pipeline: int, tensor: int, expert: int = 1
 ) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
-    the rest. `units`: the model's (`Resolved.units`)."""
+    the rest."""
     layers = [
         [_layer_split(m, tensor, expert) for m in u.matrices]
         for u in stage_layers(units, stage, pipeline)
@@ -178,15 +174,10 @@ def unit_matrices(
 
 
 def stage_matrices(
-    model: Model,
-    units: Sequence[ModelUnit],
-    stage: int,
-    pipeline: int,
-    tensor: int,
-    expert: int = 1,
+    model: Model, units: Units, stage: int, pipeline: int, tensor: int, expert: int = 1
 ) -> list[Matrix]:
     """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
-    many values whatever the depth). `units`: the model's (`Resolved.units`)."""
+    many values whatever the depth)."""
     alike: Counter = Counter()
     for u in stage_layers(units, stage, pipeline):
         alike[u.matrices] += u.count
