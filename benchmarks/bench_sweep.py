@@ -1,6 +1,6 @@
 """Sweep throughput: points per second for 1, 2 and N workers, parallel efficiency, overhead.
 
-    .venv/bin/python benchmarks/bench_sweep.py [--points 1000] [--workers 1 2 8]
+    .venv/bin/python benchmarks/bench_sweep.py [--points 1000] [--workers 1 2 8] [--simulate-only]
 
 A 1,000-point Llama 2 7B sweep (HBF write bandwidth x gradient accumulation x HBF read
 bandwidth, optimizer state and master weights on HBF) runs on the local process pool once per
@@ -8,6 +8,10 @@ worker count, each into a fresh folder (no resume, no plots). Reported per worke
 wall time, points per second (whole sweep, and the run phase alone), parallel efficiency
 against one worker, and the overhead per point: worker-seconds spent per point minus the
 simulation's own time per point (build + simulate + report, timed inside the workers).
+
+First, in this process: one 7B point's `tiersim.runner.simulate` (the base scenario at
+grad_accumulation 1, 5 and 10), CPU time (time.process_time), best of 20; `--simulate-only`
+prints only that (for before/after runs back to back, another tree on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from pathlib import Path
 
 import yaml
 
+from tiersim.config.load import build
 from tiersim.report.table import render
+from tiersim.runner import simulate
 from tiersim.sweep.run import SweepOptions, SweepOutcome, run_sweep
 from tiersim.sweep.spec import load_sweep
 from tiersim.sweep.store import LOG_NAME
@@ -105,11 +111,33 @@ def report(results: list[tuple[int, SweepOutcome, float, list[float]]], points: 
     return render(headers, rows, f"{points}-point Llama 2 7B sweep, {os.cpu_count()} cores")
 
 
+def simulate_cpu_ms(grad_accumulation: int, repeats: int = 20) -> float:
+    """One base point's simulate (no build, no report), CPU milliseconds, best of `repeats`."""
+    overrides = [f"training.grad_accumulation={grad_accumulation}"]
+    scenario = build(BASE, Path("."), "bench-7b", overrides).scenario
+    simulate(scenario)  # warm: first-call imports and caches
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        simulate(scenario)
+        best = min(best, time.process_time() - start)
+    return 1e3 * best
+
+
+def print_simulate_cpu() -> None:
+    figures = ", ".join(f"GA {m} {simulate_cpu_ms(m):.2f}" for m in (1, 5, 10))
+    print(f"7B point simulate, CPU ms best of 20: {figures}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=1000)
     parser.add_argument("--workers", type=int, nargs="+", default=None)
+    parser.add_argument("--simulate-only", action="store_true", help="only the in-process line")
     args = parser.parse_args()
+    print_simulate_cpu()
+    if args.simulate_only:
+        return
     cores = len(os.sched_getaffinity(0))
     counts = args.workers or sorted({1, 2, cores})
     with tempfile.TemporaryDirectory() as tmp:

@@ -55,7 +55,7 @@ def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]
         return sum(u.forward_s + u.backward_s + u.recompute_s for u in units), 0.0
     par = r.execution.parallel
     first, last = stage == 0, stage == par.pipeline - 1
-    runs = stage_layers(model, stage, par.pipeline)
+    runs = stage_layers(r.units, stage, par.pipeline)
     indices = [u.first + i for u in runs for i in range(u.count)]
     per_kind: dict = {}  # layers differ only by their window here
     gemm = memory = 0.0
