@@ -357,9 +357,11 @@ def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ..
     to first, then the rest (the tied embedding's gradient completes last); () without a
     bucket size, or where units are not whole layers (submodules, experts apart)."""
     bucket = r.execution.offload.reduce_bucket_size
+    if bucket is None:
+        return ()
     par = r.execution.parallel
-    groups = unit_matrices(model, stage, par.pipeline, par.tensor, par.expert)
-    if bucket is None or len(groups) != count:
+    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
+    if len(groups) != count:
         return ()
     sizes = [[m.rows * m.cols for m in reversed(g) for _ in range(m.count)] for g in groups]
     order = [*reversed(sizes[:-1]), sizes[-1]]
