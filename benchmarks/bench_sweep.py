@@ -1,6 +1,7 @@
 """Sweep throughput: points per second for 1, 2 and N workers, parallel efficiency, overhead.
 
     .venv/bin/python benchmarks/bench_sweep.py [--points 1000] [--workers 1 2 8] [--repeat 3]
+        [--simulate-only]
 
 A 1,000-point Llama 2 7B sweep (HBF write bandwidth x gradient accumulation x HBF read
 bandwidth, optimizer state and master weights on HBF) runs on the local process pool once per
@@ -11,6 +12,10 @@ simulation's own time per point (build + simulate + report, timed inside the wor
 the CPU time the sweep process itself spends per point (it competes with the workers for the
 cores). With --repeat N each worker count runs N times, the counts taking turns (1, 2, 1, 2,
 ...), and the fastest run of each is reported: other work on a shared machine only slows runs.
+
+First, in this process: one 7B point's `tiersim.runner.simulate` (the base scenario at
+grad_accumulation 1, 5 and 10), CPU time (time.process_time), best of 20; `--simulate-only`
+prints only that (for before/after runs back to back, another tree on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from pathlib import Path
 
 import yaml
 
+from tiersim.config.load import build
 from tiersim.report.table import render
+from tiersim.runner import simulate
 from tiersim.sweep.run import SweepOptions, SweepOutcome, run_sweep
 from tiersim.sweep.spec import load_sweep
 from tiersim.sweep.store import LOG_NAME
@@ -119,12 +126,34 @@ def report(results: list[Measured], points: int) -> str:
     return render(headers, rows, f"{points}-point Llama 2 7B sweep, {os.cpu_count()} cores")
 
 
+def simulate_cpu_ms(grad_accumulation: int, repeats: int = 20) -> float:
+    """One base point's simulate (no build, no report), CPU milliseconds, best of `repeats`."""
+    overrides = [f"training.grad_accumulation={grad_accumulation}"]
+    scenario = build(BASE, Path("."), "bench-7b", overrides).scenario
+    simulate(scenario)  # warm: first-call imports and caches
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        simulate(scenario)
+        best = min(best, time.process_time() - start)
+    return 1e3 * best
+
+
+def print_simulate_cpu() -> None:
+    figures = ", ".join(f"GA {m} {simulate_cpu_ms(m):.2f}" for m in (1, 5, 10))
+    print(f"7B point simulate, CPU ms best of 20: {figures}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=1000)
     parser.add_argument("--workers", type=int, nargs="+", default=None)
     parser.add_argument("--repeat", type=int, default=1, help="runs per worker count (fastest)")
+    parser.add_argument("--simulate-only", action="store_true", help="only the in-process line")
     args = parser.parse_args()
+    print_simulate_cpu()
+    if args.simulate_only:
+        return
     cores = len(os.sched_getaffinity(0))
     counts = args.workers or sorted({1, 2, cores})
     with tempfile.TemporaryDirectory() as tmp:

@@ -181,3 +181,44 @@ def test_busy_intervals_are_disjoint_sorted_and_cover_every_span(spans):
     assert {c for s, e in merged for c in range(int(s), int(e))} == cells
     assert all(s < e for s, e in merged)
     assert all(a[1] < b[0] for a, b in itertools.pairwise(merged))
+
+
+def test_one_group_shares_its_narrowest_resource_evenly():
+    # Three flows on the same route (a: 9 B/s, b: 6 B/s, c: unlimited): b binds, 6 / 3 each.
+    flows = [Flow(1, ("a", "b", "c"), lambda: None) for _ in range(3)]
+    assert max_min_rates(flows, {"a": 9.0, "b": 6.0, "c": math.inf}) == [2.0, 2.0, 2.0]
+    # no finite resource at all: unconstrained
+    assert max_min_rates(flows[:2], {"a": math.inf, "b": math.inf, "c": math.inf}) == [
+        math.inf,
+        math.inf,
+    ]
+
+
+def test_a_resource_listed_twice_counts_twice_in_the_filling():
+    # Two flows each crossing "a" (10 B/s) twice: the filling counts 4 users of a: 10 / 4.
+    flows = [Flow(1, ("a", "a"), lambda: None) for _ in range(2)]
+    assert max_min_rates(flows, {"a": 10.0}) == [2.5, 2.5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.lists(st.floats(0.5, 1e12), min_size=1, max_size=4))
+def test_one_group_rate_is_the_least_capacity_over_the_flow_count(n, caps):
+    # to the bit, alone and beside a flow on a resource of its own (the full filling)
+    names = [f"r{k}" for k in range(len(caps))]
+    capacity = {**dict(zip(names, caps, strict=True)), "z": 1.0}
+    flows = [Flow(1, tuple(names), lambda: None) for _ in range(n)]
+    assert max_min_rates(flows, capacity) == [min(caps) / n] * n
+    other = Flow(1, ("z",), lambda: None)
+    assert max_min_rates([*flows, other], capacity) == [min(caps) / n] * n + [1.0]
+
+
+def test_a_flow_into_an_emptied_network_runs_alone_and_costs_one_wake_up():
+    # a: 50 B at 10 B/s, alone: ends at 5 s. b (40 B) at 6 s into the empty network, 1 s of
+    # latency: moves from 7 s, alone until c (30 B, no latency) joins at 9 s with 40 - 20 = 20
+    # B left; 5 B/s each: b ends at 9 + 4 = 13 s, c then has 30 - 20 = 10 B alone: 14 s.
+    starts = [(0, "a", 50, ("L",), 0.0), (6, "b", 40, ("L",), 1.0), (9, "c", 30, ("L",), 0.0)]
+    log, net = _run_delayed({"L": 10.0}, starts)
+    assert log == [("a", 5.0), ("b", 13.0), ("c", 14.0)]
+    assert net.busy.intervals["L"] == [(0, 5.0), (7.0, 14.0)]
+    # a's end, b's end (planned at its start, superseded when c joins), b's end again, c's end
+    assert net.wakeups == 4

@@ -39,14 +39,14 @@ def test_a_transformer_is_its_embedding_layers_and_head():
     ]
     assert sum(m.size * u.count for u in units for m in u.matrices) == GPT2_PARAMETERS
     # a stage's layers: the run cut at its ends (4 stages of 3 layers)
-    [third] = stage_layers(model, 2, 4)
+    [third] = stage_layers(model.units(), 2, 4)
     assert (third.name, third.first, third.count) == ("L6", 6, 3)
 
 
 def test_a_model_of_any_depth_is_a_few_units():
     deep = build_model(scenario({**GPT2, "model": {"preset": "gpt2", "layers": 2**40}}).model)
     assert len(deep.units()) == 3
-    assert sum(m.size for m in stage_matrices(deep, 0, 1, 1)) > 2**40 * 7_000_000
+    assert sum(m.size for m in stage_matrices(deep, deep.units(), 0, 1, 1)) > 2**40 * 7_000_000
 
 
 def test_layers_that_differ_are_counted_each_as_it_is():
@@ -55,12 +55,21 @@ def test_layers_that_differ_are_counted_each_as_it_is():
     mixed = WideFirstLayer(**vars(base))
     # the wider MLP: up and down projections 2 x 768 x 3,072 more, and 3,072 more bias
     extra = 2 * 768 * 3072 + 3072
-    assert sum(m.size for m in stage_matrices(mixed, 0, 1, 1)) == GPT2_PARAMETERS + extra
+    assert (
+        sum(m.size for m in stage_matrices(mixed, mixed.units(), 0, 1, 1))
+        == GPT2_PARAMETERS + extra
+    )
     # the MLP's wide tensors keep 4·s·b·f bytes (Korthikanti et al.): 4 x 1,024 x 3,072 more
-    plain = layers_activation_bytes(resolve(s), stage_layers(base, 0, 1), 1, False)
-    wider = layers_activation_bytes(resolve(s), stage_layers(mixed, 0, 1), 1, False)
+    plain = layers_activation_bytes(resolve(s), stage_layers(base.units(), 0, 1), 1, False)
+    wider = layers_activation_bytes(resolve(s), stage_layers(mixed.units(), 0, 1), 1, False)
     assert wider - plain == pytest.approx(4 * 1024 * 3072, rel=1e-12)
     # over two pipeline stages, only the first stage holds the wide layer
-    first, second = (stage_matrices(mixed, k, 2, 1) for k in (0, 1))
-    assert sum(m.size for m in first) - sum(m.size for m in stage_matrices(base, 0, 2, 1)) == extra
-    assert sum(m.size for m in second) == sum(m.size for m in stage_matrices(base, 1, 2, 1))
+    first, second = (stage_matrices(mixed, mixed.units(), k, 2, 1) for k in (0, 1))
+    assert (
+        sum(m.size for m in first)
+        - sum(m.size for m in stage_matrices(base, base.units(), 0, 2, 1))
+        == extra
+    )
+    assert sum(m.size for m in second) == sum(
+        m.size for m in stage_matrices(base, base.units(), 1, 2, 1)
+    )

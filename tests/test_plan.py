@@ -79,6 +79,7 @@ def _rerun_matches(path: Path, entry: dict) -> None:
     }
     for tier, wear in entry["wear"].items():
         assert report["wear"][tier]["lifetime_days"] == wear["lifetime_days"]
+        assert report["wear"][tier]["rated_lifetime_days"] == wear["rated_lifetime_days"]
         assert report["wear"][tier]["within_budget"] == wear["within_budget"]
 
 
@@ -161,6 +162,21 @@ def test_table_output(default_plan, tmp_path):
     # 12 candidates, 1 over HBM; five spread over the 11 kept time the search, 6 are left
     assert "plan: 11 of 12 candidates fit and are simulated: 5 spread over them took " in err
     assert "each on average; the other 6 on 1 worker, about " in err
+
+
+def test_table_wear_is_the_limit_that_runs_out_first(default_plan):
+    # default.yaml's NVMe (checkpoints) wears out by its rated bytes written before its flash's
+    # cycles: the plan's wear line must give the rated lifetime, as `run` does
+    from tiersim.report.wear import fmt_days
+
+    path, plan = default_plan
+    nvme = plan["plans"][0]["wear"]["nvme"]
+    assert nvme["rated_lifetime_days"] < nvme["lifetime_days"]
+    code, out, err = _cli("plan", path, "--workers", "1", "--top", "1")
+    assert code == 0, err
+    wear_line = next(line for line in out.splitlines() if line.strip().startswith("wear:"))
+    assert f"nvme {fmt_days(nvme['rated_lifetime_days'])}" in wear_line
+    assert fmt_days(nvme["lifetime_days"]) not in wear_line
 
 
 def test_default_space_is_too_large_and_says_how_to_narrow(tmp_path):
@@ -260,6 +276,9 @@ def test_time_limit_unreadable_says_what_is_expected_once():
     code, _, err = _cli("plan", SCENARIOS / "default.yaml", "--time-limit", "soon")
     assert code == 2
     assert err.count("(expected") == 1 and err.startswith("--time-limit: soon: ")
+    assert "'10 min'" in err  # a search time as the example, not the unit table's '15 us'
+    code, _, err = _cli("plan", SCENARIOS / "default.yaml", "--time-limit", "5")
+    assert code == 2 and "'5' has no unit" in err and "'10 min'" in err
 
 
 def test_the_estimate_times_candidates_spread_over_the_space():

@@ -55,13 +55,17 @@ def test_published_iteration_times_within_targets(errors):
 
 def test_offload_runs_against_issue_18(errors):
     # Issue 18, the offload runs counted (ZeRO-Offload Fig. 8 on one V100, Ma and Wang's 3B):
-    # measured mean 6.3 %, worst 12.6 % (Fig. 8's 13B run; 12B +11.0 %, Ma and Wang's 3B
-    # +10.9 %, 8B +9.3 %), with ZeRO-2's gradient copies on the compute stream and Fig. 8's
-    # checkpoints copied to the host in stream order, as both runs' configs leave DeepSpeed.
-    # Before those: mean 7.5 %, worst 15.7 % (the 12B run, -15.7 %; the 3B +9.0 %, bounded by
-    # 10 % then). The issue asks for 10 % each and a 5 % mean: not met (README, Validation).
+    # measured mean 6.15 %, worst 10.9 % (Ma and Wang's 3B; Fig. 8's worst the 11B, -9.4 %),
+    # with Megatron-LM v1's unfused kernels, ZeRO-2's gradient copies and the gradient path's
+    # kernels on the compute stream, each bucket reduce dividing DeepSpeed v0.3's whole reduce
+    # buffer, and Fig. 8's checkpoints copied to the host in stream order, as those runs' code
+    # and configs have it. Before this issue's kernels: mean 6.3 %, worst 12.6 % (the 13B).
+    # The issue asks for 10 % each and a 5 % mean: every Fig. 8 run within 10 %; not met:
+    # the 3B, the mean (README, Validation).
     offload = {k: e for k, e in errors.items() if k.startswith(("ren2021-zero", "ma2025"))}
     assert len(offload) == 9
-    assert sum(abs(e) for e in offload.values()) / len(offload) <= 0.063, offload
-    assert max(abs(e) for e in offload.values()) <= 0.127, offload
+    assert sum(abs(e) for e in offload.values()) / len(offload) <= 0.062, offload
+    figure8 = {k: e for k, e in offload.items() if k.startswith("ren2021")}
+    assert max(abs(e) for e in figure8.values()) <= 0.10, figure8
+    assert sum(abs(e) for e in figure8.values()) / len(figure8) <= 0.056, figure8
     assert abs(offload["ma2025-qwen2.5-3b-zero-offload"]) <= 0.11

@@ -177,6 +177,24 @@ def test_a_run_too_large_to_be_meant_exits_3_before_building_it(tmp_path, capsys
     assert main([*pipelined, "simulation.max_layer_passes=75"]) == 0
 
 
+def test_far_too_many_layers_are_refused_before_the_workload_is_built(
+    tmp_path, capsys, monkeypatch
+):
+    # 100,000,000 layers + the rest unit: one step of one micro-batch is already 100,000,001
+    # layer passes, over the default 1,000,000; building the workload (linear in the layers)
+    # would take minutes first, so it must never be reached
+    from tiersim.engine import simulate as engine_simulate
+
+    def never(*_args, **_kwargs):
+        raise AssertionError("the workload was built before the size check")
+
+    monkeypatch.setattr(engine_simulate, "prepare", never)
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "default.yaml"
+    args = ["run", str(scenario), "--out", str(tmp_path), "--set", "model.layers=100000000"]
+    assert main(args) == 3
+    assert "100,000,001 layer passes (1 steps x 1 micro-batches" in capsys.readouterr().err
+
+
 def test_links_report_their_bandwidth_and_the_nics_a_gpu_drives(tmp_path, capsys):
     # h200-hbf: PCIe 50 GB/s per direction; NVLink 450 GB/s; one 400 Gb/s (50 GB/s) NIC per
     # GPU, 8 GPUs a node. A data group of 16 consecutive ranks (tensor 1) has 8 members in

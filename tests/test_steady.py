@@ -168,6 +168,13 @@ def test_an_extrapolated_trace_marks_what_it_does_not_show():
     result = runner.simulate(s, record=True)
     notes = [e for e in result.trace["traceEvents"] if e.get("name", "").startswith("steady")]
     assert len(notes) == 1 and notes[0]["args"]["micro_batches_extrapolated"] == 40 - 5
+    # the measured step's bar draws 5 micro-batches: its name says so and gives the step the
+    # report gives, so that its length is not read as the step
+    bars = [e for e in result.trace["traceEvents"] if e.get("cat") == "step"]
+    (measured,) = [e for e in bars if "measured" in e["name"]]
+    assert "(measured: 5 of 40 micro-batches drawn" in measured["name"]
+    assert measured["args"]["reported_step_s"] == result.time_s
+    assert measured["dur"] < 1e6 * result.time_s
 
 
 def test_a_checkpoint_forked_at_the_measured_step_costs_what_the_shared_warm_up_does(

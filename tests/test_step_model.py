@@ -10,6 +10,7 @@ import pytest
 from conftest import SCENARIOS, scenario
 
 from tiersim.config.load import load_scenario
+from tiersim.core.errors import InputError
 from tiersim.engine.simulate import simulate
 from tiersim.hardware import gemm, nccl
 from tiersim.state.model import build_model
@@ -128,6 +129,46 @@ def test_a_layers_memory_bound_bytes_by_hand():
     assert k.backward.memory_s == pytest.approx((38 * e + 8 * e_f + 19 * e_a) / bw)
 
 
+def test_megatron_v1_unfused_kernels_bytes_by_hand():
+    # ZeRO-Offload's 13B run (one V100, h 4096, 32 heads, b 4, s 1024), Megatron-LM v1's ops
+    # each a kernel (DeepSpeedExamples Megatron-LM/mpu/transformer.py), bytes per element:
+    # forward, hidden: LayerNorms 4 + 4, bias adds 4 x 3 (QKV) + 4 (projection) + 4 (FC2),
+    # q/k/v made contiguous 4 x 3, context made contiguous 4, dropouts 5 + 5, residuals 6 + 6;
+    # MLP-wide: bias add 4, GeLU 4; per score: QK^T out 2, scale 4, mask multiply 4, mask
+    # subtract 4, softmax 4, dropout 5, PV's read 2
+    fwd_e = 4 + 4 + 4 * 3 + 4 + 4 + 4 * 3 + 4 + 5 + 5 + 6 + 6
+    fwd_f, fwd_a = 4 + 4, 2 + 4 + 4 + 4 + 4 + 5 + 2
+    # backward, hidden: LayerNorms 6 + 6, residual-gradient adds 6 + 6, dropouts 5 + 5, bias
+    # gradients read 2 x 3 + 2 + 2, context gradient copy 4, q/k/v gradients copied back to
+    # token-major 4 x 3 and concatenated into QKV's 4 x 3;
+    # MLP-wide: GeLU 6, bias gradient 2; per score: dP out + P read 4, dropout 5, softmax 6,
+    # mask multiply 4, scale 4, dQ/dK reads 4
+    bwd_e = 6 + 6 + 6 + 6 + 5 + 5 + 2 * 3 + 2 + 2 + 4 + 4 * 3 + 4 * 3
+    bwd_f, bwd_a = 6 + 2, 4 + 5 + 6 + 4 + 4 + 4
+    assert (fwd_e, fwd_f, fwd_a, bwd_e, bwd_f, bwd_a) == (66, 8, 25, 72, 8, 27)
+    path = PUBLISHED / "ren2021-zero-offload-13b.yaml"
+    s = load_scenario(path).scenario
+    assert s.training.fused_kernels is False
+    sq, b, h, a = 1024, 4, 4096, 32
+    e, e_f, e_a = sq * b * h, sq * b * 4 * h, b * a * sq * sq
+    bw = 900e9 * 0.90  # V100 HBM2 x the assumed memory efficiency
+    k = layer_kernels(resolve(s), build_model(s.model))
+    assert k.forward.memory_s == pytest.approx((fwd_e * e + fwd_f * e_f + fwd_a * e_a) / bw)
+    assert k.backward.memory_s == pytest.approx((bwd_e * e + bwd_f * e_f + bwd_a * e_a) / bw)
+    assert k.recompute == k.forward  # full recompute reruns the same ops
+    as_fused = load_scenario(path, ["training.fused_kernels=true"]).scenario
+    fused = layer_kernels(resolve(as_fused), build_model(s.model))
+    assert fused.forward.memory_s == pytest.approx((22 * e + 4 * e_f + 13 * e_a) / bw)
+    assert fused.forward.gemm_s == k.forward.gemm_s  # the GEMMs do not depend on fusion
+
+
+def test_unfused_kernels_are_refused_for_layers_other_than_gpt2s():
+    path = PUBLISHED / "ma2025-qwen2.5-3b-zero-offload.yaml"
+    with pytest.raises(InputError) as err:
+        load_scenario(path, ["training.fused_kernels=false"])
+    assert "training.fused_kernels" in str(err.value) and "gated MLP, RMSNorm" in str(err.value)
+
+
 # --- the breakdown -----------------------------------------------------------------------------
 
 
@@ -166,3 +207,14 @@ def test_unlimited_collective_links_expose_no_transfer_and_cost_nothing():
     assert r.exposed_transfer_s == 0.0
     assert r.breakdown["collectives_s"] == 0.0
     assert r.breakdown["bubble_s"] > 0  # the pipeline's fill and drain remain
+
+
+@pytest.mark.parametrize("name", ["zero-offload-10b-dgx2.yaml", "default.yaml"])
+def test_a_step_with_no_blocking_collective_reports_exactly_none(name):
+    # zero-offload-10b-dgx2: one GPU (no tensor, pipeline or data group): nothing to
+    # communicate. default.yaml: data parallel only, its gradient reduce overlapped with
+    # backward (no tensor or pipeline group): nothing blocks the stream. Both kernel sums
+    # then leave no SM share: exactly 0 s, not the sums' rounding (it was 9.2e-14 s and
+    # 1.07e-14 s)
+    result = simulate(load_scenario(SCENARIOS / name, []).scenario)
+    assert result.breakdown["collectives_s"] == 0.0

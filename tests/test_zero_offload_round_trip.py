@@ -14,6 +14,8 @@ import pytest
 
 from tiersim.config.load import load_scenario
 from tiersim.runner import simulate
+from tiersim.state.resolved import resolve
+from tiersim.workload.work import build_workload
 
 L, H, V, S, B, MB = 65, 4096, 50257, 1024, 4, 128  # Table 3's 13B shape, batch 512 = 4 x 128
 PARAMS = L * (12 * H * H + 13 * H) + V * H + S * H + 2 * H  # GPT-2: layers, embeddings, norm
@@ -32,3 +34,29 @@ def test_the_13b_run_moves_deepspeeds_round_trip_to_the_byte_and_waits_for_it():
     )  # one direction at a time, 12 GB/s
     assert r.overlap == 0.0
     assert pcie.busy_s <= r.exposed_transfer_s < pcie.busy_s + 1.0  # latencies only beyond it
+
+
+def test_the_13b_runs_gradient_path_kernels_run_in_stream_at_hbm_speed():
+    # The same code's GPU work per parameter (fp16 gradients): every micro-batch the gradient
+    # is copied into the reduce bucket (read 2, write 2); from the second micro-batch the
+    # read-back sum is added (read 4, write 2); at the boundary the norm in double (read 2,
+    # write 8, read 8), the overflow check in float (read 2, write 4, read 4) and the fp32
+    # cast (read 2, write 4). Each bucket reduce divides the whole reduce buffer in place:
+    # 4.5 x 5e7 fp16 elements read and written (stage2.py backward() and average_tensor).
+    # Reduces per micro-batch with the 5e7 bucket, each layer's tensors in reverse (norms and
+    # biases 40,960 elements, the MLP's two 4096 x 16384 = 67.1M, 4 biases, dense 16.8M, v, k,
+    # q 16.8M each): entering a layer with q and k's 33.6M in the bucket, the first MLP
+    # matrix overflows it (1), the second (2), the next bias after it (3), v after dense and
+    # k (4), leaving k and q: 4 a layer from the first on (it enters with 0 + 40,960, the
+    # same four). The rest: the norm, the positions (4.2M) fit, the embedding (205.9M)
+    # overflows (1), the epilogue (2). 65 x 4 + 2 = 262. On the compute stream: they add to
+    # the GPU's time at V100 HBM 900 GB/s x 0.90.
+    s = load_scenario("scenarios/published/ren2021-zero-offload-13b.yaml").scenario
+    r = simulate(s)
+    units = build_workload(resolve(s)).units
+    kernels = MB * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
+    per_param = 4 * MB + 6 * (MB - 1) + (18 + 10 + 6)
+    division = MB * (65 * 4 + 2) * 2 * (45 * 5_000_000 * 2)
+    bucket = (PARAMS * per_param + division) / (900e9 * 0.90)
+    assert r.compute_s == pytest.approx(kernels + bucket, rel=1e-9)
+    assert 58.0 < bucket < 59.5  # seconds a step, of about 1,800

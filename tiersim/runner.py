@@ -41,7 +41,7 @@ def simulate(
     trace = recorder.trace()
     if result.steady_state == "extrapolated":
         simulated = result.micro_batches_simulated[-1]
-        trace = mark_extrapolated(trace, simulated, result.micro_batches)
+        trace = mark_extrapolated(trace, simulated, result.micro_batches, result.time_s)
     return dataclasses.replace(result, trace=trace)
 
 

@@ -196,6 +196,29 @@ def _implementation_problems(s: Scenario) -> list[Problem]:
     return [Problem("training.implementation", what)]
 
 
+def _kernel_problems(s: Scenario) -> list[Problem]:
+    """The unfused kernels' bytes are counted for Megatron-LM v1's GPT-2 layer only."""
+    m = s.model
+    other = [
+        what
+        for what, given in (
+            ("a gated MLP", m.gated_mlp),
+            ("RMSNorm", m.norm == "rmsnorm"),
+            ("mixture-of-experts", m.experts is not None),
+            ("latent attention", m.kv_lora_rank is not None),
+            ("no dimensions (a parameter count)", m.hidden is None),
+        )
+        if given
+    ]
+    if s.training.fused_kernels or not other:
+        return []
+    what = (
+        f"false: the unfused kernels are those of Megatron-LM v1's GPT-2 layer (LayerNorm, "
+        f"a GeLU MLP, dense attention), and the model has {', '.join(other)} (expected true)"
+    )
+    return [Problem("training.fused_kernels", what)]
+
+
 def _framework_problems(s: Scenario) -> list[Problem]:
     """Megatron-LM's own offload (its --optimizer-cpu-offload hybrid optimizer) is not
     modelled: with `framework: megatron` nothing may leave the GPU, rather than run as some
@@ -236,6 +259,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _precision_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)
+        + _kernel_problems(s)
         + _position_problems(s)
         + _link_pair_problems(s)
         + _framework_problems(s)

@@ -49,6 +49,7 @@ class OffloadPlan:
     pin_memory: bool
     pinned_per_tensor: bool  # FSDP2 pins each sharded tensor; DeepSpeed one flat buffer
     overlap_comm: bool  # gradient copies beside backward, else on its stream (DeepSpeed)
+    reduce_bucket_size: int | None = None  # elements; None: the whole-buffer division not charged
 
     @property
     def cpu_path_in_parts(self) -> bool:
@@ -105,5 +106,6 @@ def offload_plan(s: Scenario) -> OffloadPlan:
         framework=framework,
         pinned_per_tensor=framework == "fsdp",
         overlap_comm=overlap,
+        reduce_bucket_size=given["reduce_bucket_size"],
         **chosen,
     )

@@ -174,6 +174,9 @@ class Offload(Strict):
     # DeepSpeed's overlap_comm (default: on with ZeRO-3, off with ZeRO-1/2): off, ZeRO-1/2's
     # gradient copies to and from the host run on the compute stream, so backward waits
     overlap_comm: bool | None = None
+    # elements per ZeRO-1/2 reduce bucket (DeepSpeed's reduce_bucket_size); given, each reduce
+    # divides the whole reduce buffer as DeepSpeed v0.3's stage2.py does (schedule_offload.py)
+    reduce_bucket_size: Count | None = None
 
 
 class Training(Strict):
@@ -197,6 +200,10 @@ class Training(Strict):
     # None: the implementation's default (megatron: eager, Korthikanti et al.'s stored scores;
     # huggingface: sdpa, transformers' default attn_implementation)
     attention_kernel: Literal["eager", "sdpa", "flash"] | None = None
+    # true: Megatron-LM's fused elementwise kernels (bias-GeLU, bias-dropout-add, scale-mask-
+    # softmax); false: the separate PyTorch ops of Megatron-LM v1's GPT-2 (DeepSpeedExamples'
+    # Megatron-LM, which ZeRO-Offload ran): more bytes per element (workload/kernels.py)
+    fused_kernels: bool = True
 
 
 class Shard(Strict):

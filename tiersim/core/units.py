@@ -112,33 +112,34 @@ class UnitError(ValueError):
 UNLIMITED = ("unlimited", "inf")  # the spellings of an unbounded bandwidth
 
 
-def parse(value: object, kind: Kind) -> float:
-    """Convert `value` (a string such as '55 GB/s') to a float in `kind`'s base unit."""
+def parse(value: object, kind: Kind, example: str | None = None) -> float:
+    """Convert `value` (a string such as '55 GB/s') to a float in `kind`'s base unit;
+    `example`: the value messages suggest (else the kind's own, e.g. '15 us')."""
+    example = example or kind.example
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise UnitError(f"expected {kind.label} with a unit, such as '{kind.example}'")
+        raise UnitError(f"expected {kind.label} with a unit, such as '{example}'")
     if not isinstance(value, str):
         raise UnitError(
             f"a plain number ({value}) is ambiguous here: give {kind.label} with a unit, "
-            f"such as '{kind.example}'"
+            f"such as '{example}'"
         )
     match = _QUANTITY.match(value)
     if not match:
-        raise UnitError(f"cannot read '{value}' as {kind.label} (expected e.g. '{kind.example}')")
+        raise UnitError(f"cannot read '{value}' as {kind.label} (expected e.g. '{example}')")
     number, unit = float(match.group(1)), (match.group(2) or "")
     if not unit:
         raise UnitError(
-            f"'{value}' has no unit: give {kind.label} with a unit, such as '{kind.example}'"
+            f"'{value}' has no unit: give {kind.label} with a unit, such as '{example}'"
         )
     if unit not in UNITS:
         raise UnitError(
-            f"unknown unit '{unit}' in '{value}' (expected e.g. '{kind.example}'; "
+            f"unknown unit '{unit}' in '{value}' (expected e.g. '{example}'; "
             f"units: {kind.accepted})"
         )
     found_kind, factor = UNITS[unit]
     if found_kind is not kind:
         raise UnitError(
-            f"'{value}' is {found_kind.label}, but {kind.label} is needed here "
-            f"(e.g. '{kind.example}')"
+            f"'{value}' is {found_kind.label}, but {kind.label} is needed here (e.g. '{example}')"
         )
     if not math.isfinite(number * factor):
         raise UnitError(f"'{value}' is too large to represent")

@@ -10,7 +10,9 @@ in steady state), and reports the measured one. No I/O, no printing.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -24,6 +26,7 @@ from tiersim.hardware.topology import Topology
 from tiersim.state.resolved import Resolved
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
+GPU, CPU, IDLE = OpKind.GPU, OpKind.CPU, OpKind.IDLE
 
 
 class Recorder(Protocol):
@@ -85,10 +88,13 @@ class Engine:
         schedule: Schedule,
         baseline: dict[str, int],
         recorder: Recorder | None = None,
+        start_s: float = 0.0,
     ):
+        """`start_s`: the clock at the start (a run going on from an earlier one's end,
+        tiersim.engine.fork)."""
         self.res, self.topo, self.schedule, self.recorder = res, topo, schedule, recorder
         self.baseline = baseline
-        self.env = simpy.Environment()
+        self.env = simpy.Environment(initial_time=start_s)
         policy = (
             priority_rates
             if res.execution.simulation.link_sharing == "issue_order"
@@ -98,59 +104,74 @@ class Engine:
         self.net = FlowNetwork(self.env, capacity, _channel, policy)
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
         self.ordered = res.execution.simulation.link_sharing == "ordered"
-        self.waiting, self.targets, self.first = _dependency_graph(schedule.ops, topo, self.ordered)
-        per_step = [0] * schedule.steps
-        for op in schedule.ops:
-            per_step[op.step] += 1
+        self.waiting, self.dependents, per_step = _dependency_graph(
+            schedule.ops, topo, self.ordered, schedule.steps
+        )
         n = len(schedule.ops)
         self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
         self._on_timer = self._timer_done  # bound once: one per op otherwise
+        self._on_flow = self._flow_done
         self._ops = schedule.ops
+        self._timeout = self.env.timeout
+        self._starts, self._ends, self._step_left = self.log.start, self.log.end, self.log.step_left
 
     # --- running ---------------------------------------------------------------------------------
 
-    def run(self) -> RunLog:
-        if self.recorder is not None:  # what each tier holds before anything moves
-            for tier, occ in self.occupancy.items():
-                self.recorder.memory(tier, 0.0, occ.current)
-        # the ready set first: an op that finishes at once starts its dependents itself
-        for i in [i for i, waiting in enumerate(self.waiting) if waiting == 0]:
-            self._start(i, 0.0)
+    def run(self, after: int | None = None) -> RunLog:
+        """Run the schedule to its end. `after`: go on from the end of that op of an earlier
+        run, whose state this engine was given (tiersim.engine.fork): its dependents start
+        as they did when it ended."""
+        if after is not None:
+            self._release(after, self.env.now)
+        else:
+            if self.recorder is not None:  # what each tier holds before anything moves
+                for tier, occ in self.occupancy.items():
+                    self.recorder.memory(tier, 0.0, occ.current)
+            # the ready set first: an op that finishes at once starts its dependents itself
+            for i in list(
+                itertools.compress(range(len(self.waiting)), map(operator.not_, self.waiting))
+            ):
+                self._start(i, 0.0)
         self.env.run()
         if any(self.log.step_left):
             raise AssertionError("schedule deadlocked: some operations never became ready")
         # the graph is spent: free it (the largest part of a finished engine) for the next run
-        self.waiting, self.targets, self.first = [], [], []
+        self.waiting, self.dependents = [], []
         return self.log
 
-    def _after(self, delay: float, i: int, now: float) -> None:
-        """Op i's end after `delay` (at once if none)."""
-        if delay <= 0:
-            self._finish(i, now)
-            return
-        self.log.events += 1
-        self.env.timeout(delay, i).callbacks.append(self._on_timer)
+    # The methods below run once per op (tens of thousands of times a run): they keep what
+    # they read in locals and change occupancy without the recorder's indirection when there
+    # is no recorder.
 
     def _timer_done(self, event: simpy.Timeout) -> None:
         self._finish(event.value, self.env.now)
 
+    def _flow_done(self, i: int, staged: tuple[tuple[str, int], ...]) -> None:
+        self._finish(i, self.env.now, staged)
+
     def _start(self, i: int, now: float) -> None:
         op = self._ops[i]
-        self.log.start[i] = now
+        self._starts[i] = now
         if op.alloc:
-            for tier, nbytes in op.alloc:
-                self._occupy(tier, now, nbytes)
+            self._occupy_all(op.alloc, now, 1)
         kind = op.kind
-        if kind is MOVE:
+        if kind is GPU or kind is CPU or kind is IDLE:  # compute: its end after its duration
+            if op.duration <= 0:
+                self._finish(i, now)
+            else:
+                self.log.events += 1
+                self._timeout(op.duration, i).callbacks.append(self._on_timer)
+        elif kind is MOVE:
             plan = self._move_plan(op)
             for tier, size in plan.staged:
                 self._occupy(tier, now, size)
             self._flow(i, op.nbytes, plan.resources, plan.delay, plan.staged)
-        elif kind is COMM or kind is SYNC:
+        elif self.ordered:
             self._flow(i, op.nbytes, (op.resource,), op.latency, ())
-        else:
-            self._after(op.duration, i, now)
+        else:  # a collective (COMM, SYNC): _flow, inline, as half of all ops are
+            done = functools.partial(self._on_flow, i, ())
+            self.net.start(op.nbytes, (op.resource,), done, i, op.latency)
 
     def _move_plan(self, op: Op) -> _MovePlan:
         key = (op.src, op.dst, op.nbytes)
@@ -171,14 +192,31 @@ class Engine:
     def _flow(self, i: int, nbytes: int, resources: tuple, delay: float, staged: tuple) -> None:
         """Op i's bytes across `resources` after `delay` (latency, pipeline fill): the
         network starts the flow at its time, so the delay is no event of its own."""
-
-        def done() -> None:
-            self._finish(i, self.env.now, staged)
-
+        done = functools.partial(self._on_flow, i, staged)
         if self.ordered:
             self.net.run_alone(nbytes, resources, done, delay)
         else:
             self.net.start(nbytes, resources, done, i, delay)
+
+    def _occupy_all(self, changes: tuple[tuple[str, int], ...], now: float, sign: int) -> None:
+        """Each (tier, bytes) of `changes` taken (sign 1) or given back (-1) at `now`: the
+        arithmetic of _Occupancy.change, inline (one call per op, not per change)."""
+        if self.recorder is not None:
+            for tier, nbytes in changes:
+                self._occupy(tier, now, sign * nbytes)
+            return
+        occupancy = self.occupancy
+        for tier, nbytes in changes:
+            occ = occupancy[tier]
+            current = occ.current
+            occ.integral += current * (now - occ.last)
+            occ.last = now
+            current += sign * nbytes
+            occ.current = current
+            if current > occ.peak:
+                occ.peak = current
+            elif current < occ.low:
+                occ.low = current
 
     def _occupy(self, tier: str, now: float, delta: float) -> None:
         occ = self.occupancy[tier]
@@ -188,21 +226,33 @@ class Engine:
 
     def _finish(self, i: int, now: float, staged: tuple[tuple[str, int], ...] = ()) -> None:
         op = self._ops[i]
-        log = self.log
-        log.end[i] = now
-        if op.free or staged:
-            for tier, nbytes in (*op.free, *staged):
-                self._occupy(tier, now, -nbytes)
+        self._ends[i] = now
+        free = op.free
+        if staged:
+            free = (*free, *staged)
+        if free:
+            self._occupy_all(free, now, -1)
         if self.recorder is not None:
-            self.recorder.op(op, log.start[i], now)
+            self.recorder.op(op, self._starts[i], now)
         step = op.step
-        log.step_left[step] -= 1
-        if log.step_left[step] == 0:
-            log.step_end[step] = now
-            log.snapshots[step] = {t: o.integral_at(now) for t, o in self.occupancy.items()}
-        waiting, targets = self.waiting, self.targets
-        for k in range(self.first[i], self.first[i + 1]):
-            j = targets[k]
+        step_left = self._step_left
+        left = step_left[step] - 1
+        step_left[step] = left
+        if not left:
+            self.log.step_end[step] = now
+            self.log.snapshots[step] = {t: o.integral_at(now) for t, o in self.occupancy.items()}
+        waiting = self.waiting
+        for j in self.dependents[i]:
+            w = waiting[j] - 1
+            waiting[j] = w
+            if not w:
+                self._start(j, now)
+
+    def _release(self, i: int, now: float) -> None:
+        """Op i's dependents, one wait fewer each; those left with none start (as `_finish`
+        does, inlined there: it runs for every op)."""
+        waiting = self.waiting
+        for j in self.dependents[i]:
             waiting[j] -= 1
             if waiting[j] == 0:
                 self._start(j, now)
@@ -212,29 +262,24 @@ NET_CHANNELS = ("nvlink", "network")  # the GPU's physical channels for collecti
 
 
 def _dependency_graph(
-    ops: list[Op], topo: Topology, ordered: bool
-) -> tuple[list[int], list[int], list[int]]:
-    """How many ops each op waits for, and the ops waiting for each, as compressed rows:
-    those waiting for op i are `targets[first[i]:first[i + 1]]`, in index order (the order
-    they start in when freed together). Two flat lists rather than one per op: the garbage
-    collector has a million fewer containers to trace."""
+    ops: list[Op], topo: Topology, ordered: bool, steps: int
+) -> tuple[list[int], list[list[int]], list[int]]:
+    """How many ops each op waits for, the ops waiting for each (in index order: the order
+    they start in when freed together) and how many ops each step has: one pass over the
+    ops, the cheapest in Python (a list per op; compressed rows cost two passes)."""
     extra = _link_order(ops, topo) if ordered else None
-    n = len(ops)
-    waiting = [0] * n
-    counts = [0] * (n + 1)
+    waiting = [len(op.deps) for op in ops] if extra is None else [0] * len(ops)
+    dependents: list[list[int]] = [[] for _ in ops]
+    per_step = [0] * steps
     for i, op in enumerate(ops):
-        deps = op.deps if extra is None else (*op.deps, *extra[i])
-        waiting[i] = len(deps)
+        per_step[op.step] += 1
+        deps = op.deps
+        if extra is not None:
+            deps = (*deps, *extra[i])
+            waiting[i] = len(deps)
         for d in deps:
-            counts[d + 1] += 1
-    first = list(itertools.accumulate(counts))
-    fill = first[:-1]
-    targets = [0] * first[-1]
-    for i, op in enumerate(ops):
-        for d in op.deps if extra is None else (*op.deps, *extra[i]):
-            targets[fill[d]] = i
-            fill[d] += 1
-    return waiting, targets, first
+            dependents[d].append(i)
+    return waiting, dependents, per_step
 
 
 def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:

@@ -1,7 +1,11 @@
 """Measuring a durable checkpoint in the engine: its bytes, write time, stall and read-back.
 
-A checkpoint run repeats the simulation with the checkpoint's moves added after the measured
-step's update (every step when `every_steps` is 1) and compares it with the plain run:
+A checkpoint run is the simulation with the checkpoint's moves added after the measured
+step's update (every step when `every_steps` is 1), compared with the plain run. It does not
+simulate the plain run's warm-up steps again: it goes on from the plain run's state at the
+measured step (`run` is tiersim.engine.runs.Runs, forking at a clean step boundary, to the
+bit the run from step 0; where the boundary is not clean, a pipelined or delayed update, it
+is simulated from step 0), or, where steps are independent, starts at the measured step.
 - stall: how much later the run ends because of the checkpoint (blocking: the whole copy;
   async: the snapshot, plus whatever the drain's contention and version holds cost). With an
   interval of one step every step checkpoints and the stall is the steady period's growth;
@@ -55,6 +59,13 @@ def _checkpoint_window(schedule, log, step: int) -> tuple[float, float, int]:
     start = min(log.start[i] for i in ops)
     end = max(log.end[i] for i in ops)
     return start, end, len(ops)
+
+
+def first_checkpointed(res: Resolved, measured: int) -> int:
+    """The first step whose checkpoint run differs from the plain run: the measured one, or
+    the first where every step checkpoints (then there is nothing of the plain run to go
+    on from: tiersim.engine.runs)."""
+    return 0 if res.execution.checkpoint.every_steps == 1 else measured
 
 
 def _run_length(
@@ -142,6 +153,8 @@ def measure_checkpoint(
 ) -> CheckpointRun:
     """Simulate one checkpoint (every step if the interval is 1) and measure what it costs.
 
+    `run`: runs a schedule of the first `steps` steps (tiersim.engine.runs.Runs: the
+    checkpoint run and a longer baseline go on from the plain run's warm-up and end).
     `plain_baseline`: `checkpoint_baseline` of the plain run over warm-up + 2 steps, reused
     as the baseline when the checkpoint run is that long; or of one step, where steps are
     independent (tiersim.engine.steady): then the steps before the measured one are the same

@@ -14,11 +14,14 @@ wake-up at its begin (no other rate changes then), so its latency costs no event
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 
 import simpy
 
 from tiersim.core.intervals import union
+from tiersim.engine.rates import max_min_rates, narrowest, priority_rates
+
+__all__ = ["BusyLog", "Flow", "FlowNetwork", "max_min_rates", "priority_rates"]
 
 _EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
 
@@ -56,77 +59,6 @@ class Flow:
         self.latent = False
 
 
-def max_min_rates(
-    flows: Sequence[Flow], capacity: dict[Hashable, float], finite_cache: dict | None = None
-) -> list[float]:
-    """Progressive filling: raise every unfrozen flow's rate together until a resource is
-    full, freeze the flows on it, repeat. Returns one rate per flow (inf if unconstrained).
-
-    Flows on the same set of resources always get the same rate, so the filling runs over
-    groups of them (a route used by many flows is one group), which keeps it cheap.
-    """
-    cache = {} if finite_cache is None else finite_cache
-    groups: dict[tuple, list[int]] = {}
-    for i, f in enumerate(flows):
-        groups.setdefault(f.resources, []).append(i)
-    left: dict[Hashable, float] = {}
-    active: dict[Hashable, int] = {}
-    users: dict[Hashable, list[tuple]] = {}
-    for key, members in groups.items():
-        finite = cache.get(key)
-        if finite is None:
-            finite = cache[key] = tuple(r for r in key if capacity[r] != math.inf)
-        for r in finite:
-            left[r] = capacity[r]
-            active[r] = active.get(r, 0) + len(members)
-            users.setdefault(r, []).append(key)
-    group_rate = dict.fromkeys(groups, math.inf)
-    while active:
-        share, res = min((left[r] / n, r) for r, n in active.items())
-        for key in users[res]:
-            if group_rate[key] != math.inf:
-                continue
-            group_rate[key] = share
-            n = len(groups[key])
-            for r in cache[key]:
-                if r in active:
-                    left[r] -= share * n
-                    active[r] -= n
-                    if active[r] == 0:
-                        del active[r]
-    rates = [0.0] * len(flows)
-    for key, members in groups.items():
-        for i in members:
-            rates[i] = group_rate[key]
-    return rates
-
-
-def priority_rates(
-    flows: Sequence[Flow], capacity: dict[Hashable, float], finite_cache: dict | None = None
-) -> list[float]:
-    """Strict priority (lower first), work-conserving: each flow takes what its resources
-    have left after every flow ahead of it."""
-    cache = {} if finite_cache is None else finite_cache
-    left: dict[Hashable, float] = {}
-    rates = [0.0] * len(flows)
-    for i in sorted(range(len(flows)), key=lambda k: flows[k].priority):
-        key = flows[i].resources
-        finite = cache.get(key)
-        if finite is None:
-            finite = cache[key] = tuple(r for r in key if capacity[r] != math.inf)
-        rate = math.inf
-        for r in finite:
-            room = left.get(r, capacity[r])
-            if room < rate:
-                rate = room
-        rate = max(rate, 0.0)
-        rates[i] = rate
-        if rate != math.inf:
-            for r in finite:
-                left[r] = left.get(r, capacity[r]) - rate
-    return rates
-
-
 class BusyLog:
     """Intervals during which at least one flow used a named channel (a link, say): each
     flow's span is added as it ends, merged with the last where they touch, and the union
@@ -137,17 +69,23 @@ class BusyLog:
         self._merged: dict[str, list[tuple[float, float]]] | None = None
 
     def add_span(self, key: str, start: float, end: float) -> None:
+        self.add_spans((key,), start, end)
+
+    def add_spans(self, keys: tuple[str, ...], start: float, end: float) -> None:
+        """[start, end) on each key's channel (a flow's channels and ANY: one call a flow)."""
         if end <= start:
             return
         self._merged = None
-        spans = self._spans.get(key)
-        if spans is None:
-            self._spans[key] = [(start, end)]
-        elif start <= spans[-1][1]:  # ends come in time order: only the start can be earlier
-            last = spans[-1]
-            spans[-1] = (start if start < last[0] else last[0], end)
-        else:
-            spans.append((start, end))
+        all_spans = self._spans
+        for key in keys:
+            spans = all_spans.get(key)
+            if spans is None:
+                all_spans[key] = [(start, end)]
+            elif start <= spans[-1][1]:  # ends come in time order: only the start is earlier
+                last = spans[-1]
+                spans[-1] = (start if start < last[0] else last[0], end)
+            else:
+                spans.append((start, end))
 
     @property
     def intervals(self) -> dict[str, list[tuple[float, float]]]:
@@ -164,6 +102,9 @@ class FlowNetwork:
     busy intervals per channel, and of any channel, are logged for utilisation and overlap.
     `wakeups`: the SimPy events the network scheduled (a superseded wake-up is dropped from
     its callbacks but still popped, so it counts).
+
+    The methods below run once or more per flow (tens of thousands of times a run): they
+    keep what they read in locals and look each resource set's derived figures up in caches.
     """
 
     ANY = "*"
@@ -190,7 +131,8 @@ class FlowNetwork:
         self._pending: simpy.Timeout | None = None  # the one wake-up planned
         self._pending_at = math.inf
         self._pending_for: Flow | None = None  # the flow it ends or begins
-        self._on_wake = [self._wake]
+        self._on_wake = self._wake
+        self._timeout = env.timeout
 
     def start(
         self,
@@ -206,17 +148,51 @@ class FlowNetwork:
             self._after(delay, on_done)
             return
         now = self.env.now
-        self._advance(now)
+        flows = self.flows
         flow = Flow(nbytes, resources, on_done, priority, now + delay if delay > 0 else now)
-        self.flows.append(flow)
-        if self._claim(flow):  # shares nothing, now or at its begin: no other rate changes
-            flow.rate = self._alone_rate(resources)
+        finite = self._finite.get(resources)
+        if finite is None:
+            finite = self._finite_of(resources)
+        if not flows:  # the common case
+            self._into_empty(flow, finite, now)
+            return
+        users = self._users
+        if now > self._last:
+            self._advance(now)
+        flows.append(flow)
+        # count the flow on its resources: alone on all of them, now and at its begin, it
+        # changes no other rate
+        alone = True
+        for r in finite:
+            n = users.get(r, 0)
+            if n:
+                alone = False
+            users[r] = n + 1
+        if alone:
+            rate = self._alone.get(resources)
+            flow.rate = self._alone_rate(resources) if rate is None else rate
             self._plan_wake(now)
         elif delay > 0:  # joins the sharing at its begin: nothing changes before
             flow.latent = True
             self._plan_wake(now)
         else:
             self._reschedule(now)
+
+    def _into_empty(self, flow: Flow, finite: tuple, now: float) -> None:
+        """`flow` into an empty network (no wake-up pending): alone, at its narrowest
+        resource's rate, its end planned as _plan_wake plans one flow's."""
+        self._last = now
+        self.flows.append(flow)
+        users = self._users
+        for r in finite:
+            users[r] = 1
+        rate = self._alone.get(flow.resources)
+        rate = flow.rate = self._alone_rate(flow.resources) if rate is None else rate
+        if rate > 0:
+            soonest = flow.remaining / rate
+            if flow.begin > now:
+                soonest += flow.begin - now
+            self._wake_after(now, soonest if soonest > 0.0 else 0.0, flow)
 
     def run_alone(
         self, nbytes: float, resources: tuple, on_done: Callable[[], None], delay: float = 0.0
@@ -230,8 +206,7 @@ class FlowNetwork:
         begin = self.env.now + delay
 
         def done() -> None:
-            for channel in channels:
-                self.busy.add_span(channel, begin, self.env.now)
+            self.busy.add_spans(channels, begin, self.env.now)
             on_done()
 
         self._after(delay + duration, done)
@@ -241,7 +216,7 @@ class FlowNetwork:
             then()
             return
         self.wakeups += 1
-        self.env.timeout(delay).callbacks.append(lambda _e: then())
+        self._timeout(delay).callbacks.append(lambda _e: then())
 
     def _finite_of(self, resources: tuple) -> tuple:
         """The resources of finite capacity (cached per resource set)."""
@@ -257,33 +232,8 @@ class FlowNetwork:
         resource set, as many flows cross the same route)."""
         rate = self._alone.get(resources)
         if rate is None:
-            finite = self._finite_of(resources)
-            rate = self._alone[resources] = min(
-                (self.capacity[r] for r in finite), default=math.inf
-            )
+            rate = self._alone[resources] = narrowest(resources, self.capacity, self._finite)
         return rate
-
-    def _claim(self, flow: Flow) -> bool:
-        """Count the flow on its resources; True if it is alone on all of them."""
-        alone = True
-        users = self._users
-        for r in self._finite_of(flow.resources):
-            n = users.get(r, 0)
-            if n:
-                alone = False
-            users[r] = n + 1
-        return alone
-
-    def _release(self, flow: Flow) -> bool:
-        """Uncount the flow; True if it was alone on all its resources."""
-        alone = True
-        users = self._users
-        for r in self._finite[flow.resources]:  # claimed, so cached
-            n = users[r]
-            if n != 1:
-                alone = False
-            users[r] = n - 1
-        return alone
 
     def _channels_for(self, resources: tuple) -> tuple[str, ...]:
         channels = self._channels.get(resources)
@@ -295,12 +245,13 @@ class FlowNetwork:
     def _advance(self, now: float) -> None:
         """Every moving flow's bytes brought up to now (a flow moves from its begin)."""
         last = self._last
-        if now > last:
-            for f in self.flows:
-                if f.rate:
-                    since = f.begin if f.begin > last else last
-                    if now > since:
-                        f.remaining -= f.rate * (now - since)
+        for f in self.flows:
+            rate = f.rate
+            if rate:
+                begin = f.begin
+                since = begin if begin > last else last
+                if now > since:
+                    f.remaining -= rate * (now - since)
         self._last = now
 
     def _reschedule(self, now: float) -> None:
@@ -313,8 +264,10 @@ class FlowNetwork:
                     f.rate = 0.0
                     f.latent = True
         if len(active) == 1:  # the common case: alone now, at its narrowest resource's rate
-            active[0].rate = self._alone_rate(active[0].resources)
-        else:
+            f = active[0]
+            rate = self._alone.get(f.resources)
+            f.rate = self._alone_rate(f.resources) if rate is None else rate
+        elif active:
             rates = self.policy(active, self.capacity, self._finite)
             for f, rate in zip(active, rates, strict=True):
                 f.rate = rate
@@ -328,8 +281,9 @@ class FlowNetwork:
             rate = f.rate
             if rate > 0:
                 left = f.remaining / rate
-                if f.begin > now:
-                    left += f.begin - now
+                begin = f.begin
+                if begin > now:
+                    left += begin - now
             elif f.latent:
                 left = f.begin - now
             else:
@@ -348,34 +302,60 @@ class FlowNetwork:
         if which is None:
             self._pending_at = math.inf
             return
+        self._wake_after(now, soonest, which)
+
+    def _wake_after(self, now: float, soonest: float, which: Flow) -> None:
+        """The wake-up `soonest` seconds from now, for `which` (none is pending)."""
         self.wakeups += 1
-        wake = self._pending = self.env.timeout(soonest)
-        wake.callbacks.extend(self._on_wake)
+        wake = self._pending = self._timeout(soonest)
+        wake.callbacks.append(self._on_wake)
         self._pending_at, self._pending_for = now + soonest, which
 
     def _wake(self, _event: object) -> None:
         which = self._pending_for
         self._pending, self._pending_at, self._pending_for = None, math.inf, None
         now = self.env.now
-        self._advance(now)
-        done, left, begun = _split(self.flows, now, which)
+        flows = self.flows
+        if len(flows) == 1 and not which.latent:  # the common case: the one flow ends
+            self._last = now
+            self.flows = []
+            users = self._users
+            for r in self._finite[which.resources]:
+                users[r] -= 1
+            self._landed(which, now)
+            return
+        if now > self._last:
+            self._advance(now)
+        done, left, begun = _split(flows, now, which)
         if not done and not begun:  # round-off: the soonest flow is a hair short of its end
             done = [which]
-            left = [f for f in self.flows if f is not which]
+            left = [f for f in flows if f is not which]
         self.flows = left
+        # uncount the finished flows; if each was alone on all its resources, other rates stand
         shared = False
+        users, finite = self._users, self._finite
         for f in done:
-            if not self._release(f):
-                shared = True
+            for r in finite[f.resources]:  # counted at its start, so cached
+                n = users[r]
+                if n != 1:
+                    shared = True
+                users[r] = n - 1
         if begun or shared:
             self._reschedule(now)
-        else:  # the finished flows were alone on their resources: other rates stand
+        else:
             self._plan_wake(now)
         for f in done:
-            f.remaining = 0.0
-            for channel in self._channels_for(f.resources):
-                self.busy.add_span(channel, f.begin, now)
-            f.on_done()
+            self._landed(f, now)
+
+    def _landed(self, f: Flow, now: float) -> None:
+        """A flow's last byte is in: its busy span logged, its owner told."""
+        f.remaining = 0.0
+        channels = self._channels.get(f.resources)
+        if channels is None:
+            channels = self._channels_for(f.resources)
+        if channels:
+            self.busy.add_spans(channels, f.begin, now)
+        f.on_done()
 
 
 def _split(flows: list[Flow], now: float, which: Flow | None) -> tuple[list, list, bool]:

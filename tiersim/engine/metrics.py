@@ -69,29 +69,45 @@ def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[Role, ...] | No
     links: dict[str, dict[str, int]] = {}
     read: dict[str, dict[str, int]] = {}
     written: dict[str, dict[str, int]] = {}
+    for key, nbytes in _moved_by_kind(ops, step, roles).items():
+        if key[0] == "net":
+            per = links.setdefault(key[1], {})  # by group: tensor, data, pipeline
+            per[key[2]] = per.get(key[2], 0) + nbytes
+            continue
+        _, src, dst, size, source = key
+        route = topo.route(src, dst, size)
+        for hop in route.links:
+            per = links.setdefault(hop.link, {})
+            per[hop.direction] = per.get(hop.direction, 0) + nbytes
+        for k, tier in enumerate(route.tiers):
+            if k > 0:
+                written.setdefault(tier, {}).setdefault(source, 0)
+                written[tier][source] += nbytes
+            if k < len(route.tiers) - 1:
+                read.setdefault(tier, {}).setdefault(source, 0)
+                read[tier][source] += nbytes
+    return links, read, written
+
+
+def _moved_by_kind(ops: list[Op], step: int, roles: tuple[Role, ...] | None) -> dict:
+    """The step's bytes per kind of transfer, in the order each kind first appears: a
+    collective's (channel, group), a move's (src, dst, size, class). A step's moves are a few
+    kinds repeated, so `moved` walks each kind's route once; byte counts are integers, so the
+    totals, and the order each figure first appears in, are those of walking every op."""
+    kinds: dict[tuple, int] = {}
     for op in ops:
         if op.step != step or (roles is not None and op.role not in roles):
             continue
         kind = op.kind
         if kind is COMM or kind is SYNC:  # OpKind.network, without a property call per op
-            per = links.setdefault(op.resource.channel, {})  # by group: tensor, data, pipeline
-            per[op.subject] = per.get(op.subject, 0) + op.nbytes
+            key: tuple = ("net", op.resource.channel, op.subject)
+        elif kind is MOVE:
+            source = CHECKPOINT_WRITES if op.role is Role.CHECKPOINT else op.subject
+            key = ("move", op.src, op.dst, op.nbytes, source)
+        else:
             continue
-        if kind is not MOVE:
-            continue
-        route = topo.route(op.src, op.dst, op.nbytes)
-        for hop in route.links:
-            per = links.setdefault(hop.link, {})
-            per[hop.direction] = per.get(hop.direction, 0) + op.nbytes
-        source = CHECKPOINT_WRITES if op.role is Role.CHECKPOINT else op.subject
-        for k, tier in enumerate(route.tiers):
-            if k > 0:
-                written.setdefault(tier, {}).setdefault(source, 0)
-                written[tier][source] += op.nbytes
-            if k < len(route.tiers) - 1:
-                read.setdefault(tier, {}).setdefault(source, 0)
-                read[tier][source] += op.nbytes
-    return links, read, written
+        kinds[key] = kinds.get(key, 0) + op.nbytes
+    return kinds
 
 
 def measure(

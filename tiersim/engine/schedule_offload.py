@@ -13,6 +13,8 @@ framework does what).
   (blocking_checkpoints below).
 - on the compute stream: DeepSpeed ZeRO-1/2 without overlap_comm (its default there) copies
   the gradients in and out on the stream backward runs on (blocking_copies below).
+- the bucket's kernels on the compute stream: with those copies, the GPU work of the same
+  path runs in stream order too (bucket_kernels below).
 - accumulated on the host: FSDP2 with CPUOffloadPolicy casts each reduced gradient shard to
   the sharded parameter's dtype on the GPU, copies it to the host and, from the second
   micro-batch on, adds it to the host's gradient there (torch 2.13,
@@ -30,8 +32,10 @@ from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
 from tiersim.workload.cpu_optimizer import host_bandwidth
+from tiersim.workload.reduce_buckets import reduce_buffer_elements
 
 FP32 = 4
+FP16 = 2
 
 
 def _stored(c: Context) -> int:
@@ -72,6 +76,57 @@ def blocking_copies(c: Context) -> bool:
         and c.res.execution.parallel.zero_stage < 3
         and c.home["gradients"] != c.gpu
     )
+
+
+# What DeepSpeed's ZeRO-1/2 gradient path reads and writes on the GPU per gradient element of
+# g bytes (deepspeed/runtime/zero/stage2.py of ZeRO-Offload's time, stage_1_and_2.py today):
+# contiguous_gradients copies each gradient into the bucket (read g, write g) and
+# average_tensor divides the bucket by the group size in place (g + g): 4g of the full
+# gradient; from the second micro-batch the host's sum, read back, is added to it (read two,
+# write one: 3g of this rank's share); at the boundary the share's norm (`.double().norm(2)`:
+# read g, write 8, read 8), the overflow check (`.float().sum()`: read g, write 4, read 4)
+# and the fp32 cast before the copy out (read g, write 4): 3g + 28. (fp16: 8, 6 and 34 B.)
+BUCKET_G, ADD_G, BOUNDARY_G, BOUNDARY_B = 4, 3, 3, 28
+# With offload.reduce_bucket_size given, the division is of the whole reduce buffer at each of
+# the unit's reduces instead (v0.3's average_tensor: workload/reduce_buckets.py): the copy in
+# stays per element, the division reads and writes the buffer.
+COPY_G, DIVIDE_G = 2, 2
+
+
+def _bucket_bytes(c: Context, u: int) -> float:
+    """GPU bytes of the bucket's copy and division for unit u's gradients, per micro-batch."""
+    unit, reduces = c.wl.units[u], c.wl.bucket_reduces
+    if not reduces:
+        return BUCKET_G * unit.gradients_full
+    buffer = reduce_buffer_elements(c.plan.reduce_bucket_size) * FP16  # torch.half, as allocated
+    return COPY_G * unit.gradients_full + reduces[u] * DIVIDE_G * buffer
+
+
+def bucket_kernels_s(c: Context, u: int, mb: int) -> float:
+    """Seconds of DeepSpeed's gradient-path kernels for unit u in micro-batch mb, at the GPU's
+    memory bandwidth for elementwise kernels (0 unless they run on the compute stream)."""
+    if not blocking_copies(c):
+        return 0.0
+    unit, g = c.wl.units[u], _stored(c)
+    share = ADD_G * g if mb > 0 else 0
+    if mb == c.wl.micro_batches - 1:
+        share += BOUNDARY_G * g + BOUNDARY_B
+    nbytes = _bucket_bytes(c, u) + share * unit.homed["gradients"] / g
+    gpu = c.res.machine.gpu
+    hbm = c.res.machine.tiers[gpu.memory]
+    return nbytes / (min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency)
+
+
+def bucket_kernels(
+    c: Context, ops: OpList, u: int, mb: int, step: int, bwd: int, read: int | None
+) -> int:
+    """The gradient-path kernels as a GPU op after the backward and the read-back, in the
+    compute stream; without them (0 s) the backward stands."""
+    seconds = bucket_kernels_s(c, u, mb)
+    if seconds <= 0:
+        return bwd
+    label = f"gradient bucket kernels {c.wl.units[u].name} mb{mb}"
+    return ops.add(Op(OpKind.GPU, Role.BACKWARD, label, step, [bwd, read], duration=seconds))
 
 
 def blocking_checkpoints(c: Context) -> bool:

@@ -17,7 +17,7 @@ late: the next step runs on the weights of the step before this one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tiersim.config.execution import Execution
 from tiersim.config.schema import PRECISION_BYTES
@@ -28,9 +28,9 @@ from tiersim.engine.schedule_offload import update_gradients
 from tiersim.state.classes import OPTIMIZER_KEPT
 
 
-@dataclass(frozen=True)
-class _Fetched:
-    """What one unit's update reads, as fetched: the ops it waits for."""
+class _Fetched(NamedTuple):
+    """What one unit's update reads, as fetched: the ops it waits for. (A named tuple: a
+    frozen dataclass's construction costs about twice as much, once a unit a step.)"""
 
     u: int
     final: list[int | None]  # the unit's gradient final (and what else that awaits)
@@ -153,7 +153,7 @@ class OptimizerStep:
     def _staged(
         self,
         cls: str,
-        label: str,
+        label: str | tuple,  # or (format, *args): Op.what
         step: int,
         src: str,
         nbytes: int,
@@ -166,7 +166,7 @@ class OptimizerStep:
         self,
         u: int,
         cls: str,
-        label: str,
+        label: str | tuple,  # or (format, *args): Op.what
         step: int,
         nbytes: int,
         deps: list,
@@ -185,7 +185,7 @@ class OptimizerStep:
         """The unit's gradients brought to the optimizer (from where the framework left them:
         schedule_offload.py); returns the move, the bytes staged and what to free after."""
         src, nbytes, swapped_out, frees = update_gradients(self.c, self.ready, u)
-        label = f"gradients to optimizer {self.c.wl.units[u].name}"
+        label = ("gradients to optimizer {}", self.c.wl.units[u].name)
         grads = self._staged("gradients", label, step, src, nbytes, [*ready, swapped_out])
         return grads, nbytes, frees
 
@@ -199,11 +199,13 @@ class OptimizerStep:
         for cls in OPTIMIZER_KEPT:
             n = unit.homed[cls]
             deps = [self.ready.state.get((cls, u)), *ready]
-            fetched[cls] = self._staged(cls, f"fetch {cls} {unit.name}", step, home[cls], n, deps)
+            fetched[cls] = self._staged(
+                cls, ("fetch {} {}", cls, unit.name), step, home[cls], n, deps
+            )
         in_place = unit.homed["master"] == 0 and unit.weights_updated > 0  # no master: read weights
         weights_in = self._staged(
             "weights",
-            f"weights for update {unit.name}",
+            ("weights for update {}", unit.name),
             step,
             home["weights"],
             unit.weights_updated if in_place else 0,
@@ -243,7 +245,7 @@ class OptimizerStep:
             Op(
                 OpKind.GPU if on_gpu else OpKind.CPU,
                 Role.OPTIMIZER,
-                f"optimizer {unit.name}",
+                ("optimizer {}", unit.name),
                 step,
                 [*f.final, bubble, *tile_in, *guard],
                 duration=unit.optimizer_gpu_s if on_gpu else unit.optimizer_cpu_s,
@@ -262,14 +264,14 @@ class OptimizerStep:
         released = [updated]
         for cls in OPTIMIZER_KEPT:
             n = unit.homed[cls]
-            label = f"write back {cls} {unit.name}"
+            label = ("write back {} {}", cls, unit.name)
             back = self._write_back(u, cls, label, step, n, [tile_done], f.state[cls], n)
             self.ready.state[(cls, u)] = back if back is not None else tile_done
             released.append(back)
         new_w = self._write_back(
             u,
             "weights",
-            f"updated weights {unit.name}",
+            ("updated weights {}", unit.name),
             step,
             unit.weights_updated,
             [tile_done],
@@ -299,7 +301,7 @@ class OptimizerStep:
         rest = max(0, unit.weights_full - unit.weights_updated)
         push = self.ops.move(
             "weights",
-            f"gathered weights home {unit.name}",
+            ("gathered weights home {}", unit.name),
             step,
             self.c.gpu,
             self.c.home_of(u)["weights"],

@@ -14,6 +14,7 @@ from tiersim.engine.schedule_offload import (
     blocking_checkpoints,
     blocking_copies,
     boundary_bytes,
+    bucket_kernels,
     host_accumulates,
     host_accumulation,
 )
@@ -35,7 +36,20 @@ class TrainingPasses:
         n = len(c.wl.units)
         self.homes = [c.home_of(u) for u in range(n)]
         self.is_streamed = [self._streamed(u) for u in range(n)]
+        gpu = c.gpu  # activations written out after forward; gradients read back to accumulate
+        self.offloads = [
+            h["activations"] != gpu and c.wl.units[u].activations > 0
+            for u, h in enumerate(self.homes)
+        ]
+        self.reads_back = [h["gradients"] != gpu for h in self.homes]
         self.scatters = [self._reduce_scatters(u) for u in range(n)]
+        # each unit's GPU memory taken and given back by its forward and backward, one tuple
+        # shared by every micro-batch's op (a changed op gets a new one: `OpList.free_after`)
+        self.forward_alloc = [self._held(u.activations) for u in c.wl.units]
+        self.backward_alloc = [
+            self._held(u.gradients_full if self._gradients_leave(i) else 0)
+            for i, u in enumerate(c.wl.units)
+        ]
         self.in_stream = blocking_copies(c)  # gradients read back after a backward, on its stream
         self.host_adds = host_accumulates(c)
         self.blocking_out = blocking_checkpoints(c)
@@ -47,6 +61,17 @@ class TrainingPasses:
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
         twin.order_starts = list(self.order_starts)  # built steps' marks never change
         return twin
+
+    def _held(self, nbytes: int) -> tuple[tuple[str, int], ...]:
+        return ((self.c.gpu, nbytes),) if nbytes else ()
+
+    def _gradients_leave(self, u: int) -> bool:
+        """The unit's gradients leave GPU memory after each backward (homed elsewhere, or
+        reduce-scattered every micro-batch): the backward allocates their full buffer."""
+        unit = self.c.wl.units[u]
+        return unit.gradients_full > 0 and (
+            self.homes[u]["gradients"] != self.c.gpu or self.scatters[u]
+        )
 
     def forget_held(self) -> None:
         """The weights change now (the update): nothing staged survives into the next use."""
@@ -110,19 +135,22 @@ class TrainingPasses:
         self.use_units.append(u)
 
     def forward(self, u: int, mb: int, step: int) -> int:
-        unit, gpu = self.c.wl.units[u], self.c.gpu
-        w, held = self.fetch_weights(u, step, "fwd", mb)
-        acts = unit.activations
+        unit = self.c.wl.units[u]
+        streamed = self.is_streamed[u]  # else the weights stay put: no fetch, no release
+        w, held = (
+            self.fetch_weights(u, step, "fwd", mb) if streamed else (self.ready.weights[u], False)
+        )
         # the first layer's input comes through the embedding, held in the stage's rest unit
         embedding = self.ready.weights[-1] if u == 0 and self.c.wl.stage == 0 else None
-        alloc = ((gpu, acts),) if acts else ()
+        alloc = self.forward_alloc[u]
         # Op's first fields in order (`OpList.net`): kind, role, what, step, deps, duration,
         # nbytes, src, dst, alloc
         label, deps = ("forward {} mb{}", unit.name, mb), (w, embedding)
         op = self.ops.add(
             Op(OpKind.GPU, Role.FORWARD, label, step, deps, unit.forward_s, 0, "", "", alloc)
         )
-        self.release_weights(u, held, op)
+        if streamed:
+            self.release_weights(u, held, op)
         self.end_use(u, op)
         if unit.tp_forward is not None:
             self.ops.net(unit.tp_forward, step, (op,), kind=OpKind.SYNC)
@@ -131,9 +159,9 @@ class TrainingPasses:
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
-        unit, home = self.c.wl.units[u], self.homes[u]["activations"]
-        if home == self.c.gpu or unit.activations <= 0:
+        if not self.offloads[u]:
             return None  # nothing to move (`OpList.move`)
+        unit, home = self.c.wl.units[u], self.homes[u]["activations"]
         op = self.ops.move(
             "activations",
             ("offload activations {} mb{}", unit.name, mb),
@@ -152,35 +180,49 @@ class TrainingPasses:
 
     def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
         unit, gpu, ops = self.c.wl.units[u], self.c.gpu, self.ops
-        w, held = self.fetch_weights(u, step, "bwd", mb)
-        acts = self.fetch_activations(u, mb, step, offloaded)
+        streamed = self.is_streamed[u]  # else the weights stay put: no fetch, no release
+        w, held = (
+            self.fetch_weights(u, step, "bwd", mb) if streamed else (self.ready.weights[u], False)
+        )
+        acts = None if offloaded is None else self.fetch_activations(u, mb, step, offloaded)
         in_stream = self.in_stream  # read back after this backward, on its stream
-        prefetch = not (in_stream or self.host_adds)
+        reads = mb > 0 and self.reads_back[u]  # the partial sum so far, to accumulate into
+        prefetch = reads and not (in_stream or self.host_adds)
         grad_read = self.accumulation_read(u, mb, step, []) if prefetch else None
         op = None
         if unit.recompute_s > 0:
             label = ("recompute {} mb{}", unit.name, mb)  # Op's fields in order, as in forward
             op = ops.add(Op(OpKind.GPU, Role.RECOMPUTE, label, step, (w, acts), unit.recompute_s))
-        grads_off = unit.gradients_full > 0 and (
-            self.homes[u]["gradients"] != gpu or self.scatters[u]
-        )
-        alloc = ((gpu, unit.gradients_full),) if grads_off else ()
+        alloc = self.backward_alloc[u]
+        free = self.forward_alloc[u]  # the forward's activations, as `free_after` would
         label, deps = ("backward {} mb{}", unit.name, mb), (w, acts, grad_read, op)
         op = ops.add(
-            Op(OpKind.GPU, Role.BACKWARD, label, step, deps, unit.backward_s, 0, "", "", alloc)
+            Op(
+                OpKind.GPU,
+                Role.BACKWARD,
+                label,
+                step,
+                deps,
+                unit.backward_s,
+                0,
+                "",
+                "",
+                alloc,
+                free,
+            )
         )
-        if unit.activations:
-            ops.free_after(op, gpu, unit.activations)
-        self.release_weights(u, held, op)
+        if streamed:
+            self.release_weights(u, held, op)
         self.end_use(u, op)
         if unit.tp_backward is not None:
             ops.net(unit.tp_backward, step, (op,), kind=OpKind.SYNC)
         if unit.ep_backward is not None:
             ops.net(unit.ep_backward, step, (op,), kind=OpKind.SYNC)
-        if in_stream:
+        if in_stream and reads:
             grad_read = self.accumulation_read(u, mb, step, [op])
         if grad_read is not None:
             ops.free_after(grad_read if in_stream else op, gpu, unit.homed["gradients"])
+        op = bucket_kernels(self.c, ops, u, mb, step, op, grad_read) if in_stream else op
         write = self.write_gradients(u, mb, step, op, grad_read)
         if in_stream and write is not None:
             label = ("gradient copies {} mb{}", unit.name, mb)

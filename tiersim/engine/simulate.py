@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
 from tiersim.engine import steady
-from tiersim.engine.core import Recorder, run_engine
-from tiersim.engine.durable import checkpoint_baseline, measure_checkpoint
+from tiersim.engine.core import Recorder
+from tiersim.engine.durable import checkpoint_baseline, first_checkpointed, measure_checkpoint
 from tiersim.engine.metrics import measure
 from tiersim.engine.results import StepResult
-from tiersim.engine.schedule_sharing import Schedules
+from tiersim.engine.runs import Runs
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.placement import expert_homes, homes
@@ -112,19 +111,6 @@ def _check_size(res: Resolved, steps: int, micro_batches: int, parts_per_layer: 
         )
 
 
-def _run(
-    schedules: Schedules,
-    res: Resolved,
-    setup: RunSetup,
-    steps: int,
-    checkpoints=frozenset(),
-    recorder: Recorder | None = None,
-):
-    schedule = schedules.get(steps, frozenset(checkpoints))
-    engine, log, wall = run_engine(res, setup.topo, schedule, setup.baseline, recorder)
-    return schedule, engine, log, wall
-
-
 def simulate(
     s: Scenario, inventory: Inventory | None = None, recorder: Recorder | None = None
 ) -> StepResult:
@@ -143,6 +129,9 @@ def simulate_resolved(
 ) -> StepResult:
     """`simulate` of a scenario already resolved (tiersim.state.resolved): the engine below
     reads its model, execution plan and machine."""
+    # the fewest passes any run takes (one step, one micro-batch, one unit a layer), checked
+    # before the workload is built: building it is itself linear in the layers
+    _check_size(res, 1, 1)
     setup = prepare(res, build_inventory(res) if inventory is None else inventory)
     return _with_breakdown(_simulate(res, setup, recorder), setup)
 
@@ -175,11 +164,10 @@ def _measured(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> tupl
     link is busy in it, whether its last periods repeat), and with a checkpoint a function
     of the plain result that measures the checkpoint."""
     steps, measured = steady.steps_to_simulate(res)
-    # the checkpoint runs share the plain run's steps before the measured one
-    fork_at = (
-        measured if res.execution.checkpoint_simulated else None
-    )  # (0 where steps are independent)
-    run = functools.partial(_run, Schedules(res, setup.wl, setup.depth, fork_at))
+    # the checkpoint runs go on from the plain run's steps before the measured one (0 where
+    # steps are independent: then the checkpoint run starts at the measured step)
+    checkpointed = res.execution.checkpoint_simulated
+    run = Runs(res, setup, first_checkpointed(res, measured) if checkpointed else None)
     schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     result = measure(
         engine, measured, setup.wl.tokens_per_step, res.execution.training.grad_accumulation, wall

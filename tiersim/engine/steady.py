@@ -41,8 +41,9 @@ def independent_steps(res: Resolved) -> bool:
     """Steps repeat from a quiescent state: the synchronous update, and no checkpoint or a
     blocking one less often than every step (simulated from the measured step on,
     `durable.measure_checkpoint`). An async checkpoint's drain runs on into later steps and
-    its stall is the small difference of two runs' ends: there the checkpoint run shares the
-    plain run's warm-up steps op for op, so that the difference holds no round-off."""
+    its stall is the small difference of two runs' ends: there the plain run keeps its
+    warm-up steps and the checkpoint run goes on from them (tiersim.engine.fork, not
+    simulating them again), so that both ends hold the same round-off."""
     if res.execution.training.optimizer_step != "synchronous":
         return False
     ck = res.execution.checkpoint

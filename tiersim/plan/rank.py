@@ -86,12 +86,21 @@ def entry(sim: Simulated, objective: str, scenario: str) -> dict[str, Any]:
             for n, t in r["tiers"].items()
         },
         "wear": {
-            n: {k: w.get(k) for k in ("lifetime_days", "drive_writes_per_day", "within_budget")}
-            | {"margin": w.get("margin")}
+            n: {k: w.get(k) for k in WEAR_KEYS} | {"margin": w.get("margin")}
             for n, w in r.get("wear", {}).items()
         },
         "binds": binds(r),
     }
+
+
+WEAR_KEYS = ("lifetime_days", "rated_lifetime_days", "drive_writes_per_day", "within_budget")
+
+
+def first_worn_out_days(wear: dict[str, Any]) -> float | None:
+    """Days until the flash's cycles or the drive's rated bytes run out, whichever is first
+    (None: neither is known or neither wears)."""
+    lives = [x for x in (wear.get("lifetime_days"), wear.get("rated_lifetime_days")) if x]
+    return min(lives) if lives else None
 
 
 def _quoted(override: str) -> str:
@@ -126,8 +135,7 @@ def binds(r: dict[str, Any]) -> dict[str, str]:
     budgets = [(w["margin"], n, w) for n, w in r.get("wear", {}).items() if w.get("margin")]
     if budgets:
         margin, name, w = min(budgets, key=lambda b: b[0])
-        lives = [x for x in (w.get("lifetime_days"), w.get("rated_lifetime_days")) if x]
-        life = min(lives) if lives else None  # whichever runs out first
+        life = first_worn_out_days(w)
         out["wear"] = (
             f"{name} lasts {fmt_days(life)} against its budget (margin {margin:.3g}: "
             f"{'holds' if w['within_budget'] else 'fails'})"

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_time
-from tiersim.plan.rank import entry, feasible, hbf_question, ranked
+from tiersim.plan.rank import entry, feasible, first_worn_out_days, hbf_question, ranked
 from tiersim.plan.run import PlanOutcome
 from tiersim.report.wear import bytes_rounded_up, fmt_days, steps_per_day_cap
 
@@ -105,7 +105,7 @@ def _plan_block(plan: dict[str, Any], title: str) -> str:
         lines.append(f"            {plan['binds']['wear']}")
     lines.append(f"    peaks:  {peaks}")
     wear = [
-        f"{n} {fmt_days(w['lifetime_days'])}" + _verdict(w["within_budget"])
+        f"{n} {fmt_days(first_worn_out_days(w))}" + _verdict(w["within_budget"])
         for n, w in plan["wear"].items()
     ]
     if wear:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
+from tiersim.core.units import fmt_time
 from tiersim.engine.ops import Op, OpKind
 from tiersim.hardware.topology import Topology
 
@@ -200,9 +201,17 @@ def trace_events(
     return trace
 
 
-def mark_extrapolated(trace: dict[str, Any], simulated: int, micro_batches: int) -> dict:
+def mark_extrapolated(
+    trace: dict[str, Any], simulated: int, micro_batches: int, step_s: float
+) -> dict:
     """A trace of the longest of the runs a steady state was extrapolated from, saying which
-    micro-batches it shows and how many it does not (tiersim.engine.steady)."""
+    micro-batches it shows and how many it does not (tiersim.engine.steady): a note at its
+    start, and the measured step's bar named with what it draws and the step the report
+    gives (`step_s`), so the bar's shorter length is not read as the step."""
+    why = (
+        "the step repeats each period exactly (verified); the report's figures add the "
+        "periods not drawn here"
+    )
     note = {
         "ph": "i",
         "s": "g",
@@ -213,8 +222,22 @@ def mark_extrapolated(trace: dict[str, Any], simulated: int, micro_batches: int)
         "args": {
             "micro_batches_simulated": simulated,
             "micro_batches_extrapolated": micro_batches - simulated,
-            "why": "the step repeats each period exactly (verified); the report's figures "
-            "add the periods not drawn here",
+            "reported_step_s": step_s,
+            "why": why,
         },
     }
-    return {**trace, "traceEvents": [*trace["traceEvents"], note]}
+    events = [_extrapolated_bar(e, simulated, micro_batches, step_s) for e in trace["traceEvents"]]
+    return {**trace, "traceEvents": [*events, note]}
+
+
+def _extrapolated_bar(
+    event: dict[str, Any], simulated: int, micro_batches: int, step_s: float
+) -> dict[str, Any]:
+    if event.get("cat") != "step" or not event["name"].endswith(" (measured)"):
+        return event
+    name = event["name"].removesuffix(" (measured)") + (
+        f" (measured: {simulated} of {micro_batches} micro-batches drawn; "
+        f"the report's step, {fmt_time(step_s)}, adds the rest)"
+    )
+    args = {**event["args"], "micro_batches_drawn": simulated, "reported_step_s": step_s}
+    return {**event, "name": name, "args": args}

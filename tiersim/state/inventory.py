@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -59,6 +59,8 @@ from tiersim.state.sharding import (
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
+
+Units = Sequence[ModelUnit]  # a model's units: Model.units(), as Resolved.units holds them
 
 
 @dataclass(frozen=True)
@@ -123,10 +125,10 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     return replace(m, rows=math.ceil(m.rows / tensor))
 
 
-def stage_layers(model: Model, stage: int, pipeline: int) -> list[ModelUnit]:
+def stage_layers(units: Units, stage: int, pipeline: int) -> list[ModelUnit]:
     """The layers of `stage`, an even share of the model's in order: its runs of alike
     layers, cut at the stage's ends."""
-    runs = [u for u in model.units() if u.kind is UnitKind.LAYER]
+    runs = [u for u in units if u.kind is UnitKind.LAYER]
     per = sum(u.count for u in runs) // pipeline
     lo, hi = stage * per, (stage + 1) * per
     out = []
@@ -137,10 +139,9 @@ def stage_layers(model: Model, stage: int, pipeline: int) -> list[ModelUnit]:
     return out
 
 
-def _rest(model: Model, stage: int, pipeline: int) -> list[Matrix]:
+def _rest(model: Model, units: Units, stage: int, pipeline: int) -> list[Matrix]:
     """What a stage holds beside its layers: the embeddings on the first, the head on the
     last (and there a copy of tied embeddings, which the last stage keeps for itself)."""
-    units = model.units()
     embedding = next(u for u in units if u.kind is UnitKind.EMBEDDING).matrices
     rest = list(embedding) if stage == 0 else []
     if stage == pipeline - 1:
@@ -160,25 +161,25 @@ def _layer_split(m: Matrix, tensor: int, expert: int) -> Matrix:
 
 
 def unit_matrices(
-    model: Model, stage: int, pipeline: int, tensor: int, expert: int = 1
+    model: Model, units: Units, stage: int, pipeline: int, tensor: int, expert: int = 1
 ) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
     the rest."""
     layers = [
         [_layer_split(m, tensor, expert) for m in u.matrices]
-        for u in stage_layers(model, stage, pipeline)
+        for u in stage_layers(units, stage, pipeline)
         for _ in range(u.count)
     ]
-    return [*layers, [_split(m, tensor) for m in _rest(model, stage, pipeline)]]
+    return [*layers, [_split(m, tensor) for m in _rest(model, units, stage, pipeline)]]
 
 
 def stage_matrices(
-    model: Model, stage: int, pipeline: int, tensor: int, expert: int = 1
+    model: Model, units: Units, stage: int, pipeline: int, tensor: int, expert: int = 1
 ) -> list[Matrix]:
     """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
     many values whatever the depth)."""
     alike: Counter = Counter()
-    for u in stage_layers(model, stage, pipeline):
+    for u in stage_layers(units, stage, pipeline):
         alike[u.matrices] += u.count
     stacked = [
         replace(m2, count=m2.count * n)
@@ -187,7 +188,7 @@ def stage_matrices(
     ]
     return [
         *(m for m in stacked if m.count),
-        *(_split(m, tensor) for m in _rest(model, stage, pipeline)),
+        *(_split(m, tensor) for m in _rest(model, units, stage, pipeline)),
     ]
 
 
@@ -279,7 +280,7 @@ def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
                 kept(layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)), recompute),
                 u.count,
             )
-            for u in stage_layers(model, inv.stage, par.pipeline)
+            for u in stage_layers(r.units, inv.stage, par.pipeline)
         ]
     per: dict[tuple[str, str], float] = {}
     for items, count in runs:
@@ -327,13 +328,13 @@ def _class_bytes(
 
 def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
     """The whole model on one device: P·b per class, one micro-batch of activations."""
-    mats = stage_matrices(model, 0, 1, 1)
+    mats = stage_matrices(model, r.units, 0, 1, 1)
     seq, mbs, acc = (
         r.execution.seq_len,
         r.execution.training.micro_batch_size,
         r.accounting,
     )
-    acts = layers_activation_bytes(r, stage_layers(model, 0, 1), 1, False)
+    acts = layers_activation_bytes(r, stage_layers(r.units, 0, 1), 1, False)
     if isinstance(model, Transformer):
         acts += divided(outside_items(model, seq, mbs, acc), 1, False)
     return _class_bytes(r, mats, math.ceil(acts), {}, True)[0]
@@ -341,11 +342,11 @@ def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
 
 def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
     par = r.execution.parallel
-    mats = stage_matrices(model, stage, par.pipeline, par.tensor, par.expert)
+    mats = stage_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
     inflight = inflight_microbatches(
         stage, par.pipeline, par.virtual_pipeline, r.execution.training.grad_accumulation
     )
-    layers = stage_layers(model, stage, par.pipeline)
+    layers = stage_layers(r.units, stage, par.pipeline)
     per_microbatch = layers_activation_bytes(r, layers, par.tensor, par.sequence)
     acts = math.ceil((per_microbatch + outside_activation_bytes(r, model, stage)) * inflight)
     padded = fsdp2_padded_values(r.execution.training, r.execution.parallel, model)

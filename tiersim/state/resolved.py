@@ -18,6 +18,7 @@ from tiersim.config.hardware_schema import Hardware
 from tiersim.config.schema import Budget, Scenario
 from tiersim.state.activations import Accounting, accounting_for
 from tiersim.state.model import Model, build_model
+from tiersim.state.model_shapes import ModelUnit
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,11 @@ class Resolved:
     budget: Budget  # what the run is judged against (flash write budgets, steps per day)
     accounting: Accounting  # how activations are counted (implementation, kernel, dropout)
     scenario: Scenario  # the file's form, for the edges above (reports, traces); not read below
+    units: tuple[ModelUnit, ...]  # model.units(), worked out once here: a run reads them a
+    # dozen times (the inventory, the workload, its breakdown), each a few dozen Matrix objects
 
 
 def resolve(s: Scenario) -> Resolved:
     """The scenario's model built and its execution plan read, once."""
     model, plan, acc = build_model(s.model), execution_plan(s), accounting_for(s)
-    return Resolved(s.name, model, plan, s.hardware, s.budget, acc, s)
+    return Resolved(s.name, model, plan, s.hardware, s.budget, acc, s, model.units())

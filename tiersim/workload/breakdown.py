@@ -55,7 +55,7 @@ def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]
         return sum(u.forward_s + u.backward_s + u.recompute_s for u in units), 0.0
     par = r.execution.parallel
     first, last = stage == 0, stage == par.pipeline - 1
-    runs = stage_layers(model, stage, par.pipeline)
+    runs = stage_layers(r.units, stage, par.pipeline)
     indices = [u.first + i for u in runs for i in range(u.count)]
     per_kind: dict = {}  # layers differ only by their window here
     gemm = memory = 0.0
@@ -95,7 +95,10 @@ def step_breakdown(
     gemm, memory = _kernel_totals(r, model, units, stage)
     scale = kernels.overhead(r) if _kernel_model(model) else 1.0
     compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
-    sm_share = max(0.0, compute - m * scale * (gemm + memory))
+    sm_share = compute - m * scale * (gemm + memory)
+    # the two sums add the same kernels in different orders: a difference within their
+    # rounding (relative 1e-9, far below any real share) is no time at all
+    sm_share = sm_share if sm_share > 1e-9 * compute else 0.0
     idle, fill, p2p = pipeline_idle
     blocking = _blocking_s(r, units, dp_per_microbatch) + m * p2p + sm_share
     return StepBreakdown(

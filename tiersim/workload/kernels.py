@@ -23,6 +23,24 @@ e_a = b·(heads/t)·s·k attention scores:
   = 38·e; GeLU 8·e_f (gated 10·e_f); softmax 6, attention dropout 5, the batched GEMMs'
   gradient reads and writes 8 = 19·e_a;
 - selective recompute: the attention core's 13·e_a again.
+Unfused (`training.fused_kernels: false`): Megatron-LM v1's GPT-2 layer as DeepSpeedExamples
+ran it (Megatron-LM/mpu/transformer.py, layers.py; what ZeRO-Offload's runs used), every op a
+PyTorch kernel of its own (fp16, read + written per element):
+- forward: LayerNorms (apex's fused: 4 B) x 2; the linears' bias added apart (F.linear on a
+  3-D input is a matmul then `output += bias`, 4 B per output: 3 e for QKV, e, e_f, e); query,
+  key and value copied to batch-contiguous for torch.matmul (4 B x 3) and the context copied
+  back by `.contiguous()` (4); output dropouts (5) and residual adds (6) x 2 = 66·e; GeLU (a
+  torch.jit.script function, fused: 4) after the bias add = 8·e_f; per score: QK^T written 2,
+  `/ sqrt(head_dim)` 4, `torch.mul(scores, mask)` 4, `- 10000 * (1 - mask)` 4 (the [s, s]
+  mask itself is once per layer, not counted), softmax 4, dropout 5, PV's read 2 = 25·e_a;
+- backward: LayerNorms 6 x 2, the residual-gradient adds 6 x 2, dropouts 5 x 2, the bias
+  gradients' reads (2 B per output: 3 e + e + e, and 2 e_f), the context gradient copied for
+  PV's backward (4), and q's, k's and v's gradients, head-major, each copied back to the
+  token-major view (4; `view` backward on a permuted gradient reshapes) and concatenated
+  into QKV's (4): 4 x 3 + 4 x 3 = 72·e;
+  GeLU's fused backward 6 and FC1's bias gradient 2 = 8·e_f; per score: dP written and P read
+  4, dropout 5, softmax 6, the mask multiply's gradient 4 and the scale's 4, dQ's and dK's
+  reads 4 = 27·e_a.
 Output head (last stage): the final LayerNorm fwd + bwd 16·e, the fp32 vocabulary-parallel
 cross-entropy 50 B per logit (T·V/t: the logits cast, max, exp, sum, the loss and its
 gradient), a third of those bytes counted in forward and two thirds in backward.
@@ -45,6 +63,33 @@ FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), G
 FWD_GATED_B, BWD_GATED_B = 6.0, 10.0  # the same with a gated MLP (SwiGLU)
 FWD_SCORES_B, BWD_SCORES_B = 13.0, 19.0  # per attention score (e_a)
 HEAD_NORM_B, LOGIT_B, EMBEDDING_B = 16.0, 50.0, 16.0
+
+
+@dataclass(frozen=True)
+class ElementBytes:
+    """Bytes the memory-bound kernels of one layer read and write per element, forward and
+    backward: of the hidden states (e), the MLP's wide tensor (e_f), the attention scores."""
+
+    hidden: tuple[float, float]
+    ffn: tuple[float, float]
+    scores: tuple[float, float]
+
+
+FUSED = ElementBytes(
+    (FWD_HIDDEN_B, BWD_HIDDEN_B), (FWD_FFN_B, BWD_FFN_B), (FWD_SCORES_B, BWD_SCORES_B)
+)
+FUSED_GATED = ElementBytes(
+    (FWD_HIDDEN_B, BWD_HIDDEN_B), (FWD_GATED_B, BWD_GATED_B), (FWD_SCORES_B, BWD_SCORES_B)
+)
+UNFUSED_GPT2 = ElementBytes((66.0, 72.0), (8.0, 8.0), (25.0, 27.0))  # Megatron-LM v1's
+
+
+def element_bytes(r: Resolved, model: Transformer) -> ElementBytes:
+    """The layer's memory-bound bytes per element: fused kernels, or Megatron-LM v1's
+    separate ops (a GPT-2 layer only: the config refuses others)."""
+    if not r.execution.training.fused_kernels:
+        return UNFUSED_GPT2
+    return FUSED_GATED if model.gated_mlp else FUSED
 
 
 @dataclass(frozen=True)
@@ -121,13 +166,14 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     lin_f = sum(sh.gemm(m, n, k) for m, n, k in sh.linears())
     lin_b = sum(sh.gemm(m, k, n) + sh.gemm(k, n, m) for m, n, k in sh.linears())
     att_b = 2.0 * attention  # dQ, dK (as QK^T's shapes) and dP, dV (as PV's)
-    gated = model.gated_mlp
-    ffn_f, ffn_b = (FWD_GATED_B, BWD_GATED_B) if gated else (FWD_FFN_B, BWD_FFN_B)
-    scores_f = FWD_SCORES_B * sh.e_a
-    forward = Kernels(lin_f + attention, sh.memory(FWD_HIDDEN_B * sh.e + ffn_f * sh.e_f + scores_f))
+    b = element_bytes(r, model)
+    scores_f = b.scores[0] * sh.e_a
+    forward = Kernels(
+        lin_f + attention, sh.memory(b.hidden[0] * sh.e + b.ffn[0] * sh.e_f + scores_f)
+    )
     backward = Kernels(
         lin_b + att_b,
-        sh.memory(BWD_HIDDEN_B * sh.e + ffn_b * sh.e_f + BWD_SCORES_B * sh.e_a),
+        sh.memory(b.hidden[1] * sh.e + b.ffn[1] * sh.e_f + b.scores[1] * sh.e_a),
     )
     recompute = {
         "none": Kernels(),

@@ -68,7 +68,7 @@ def _class_tensor_bytes(res: Resolved, inv: Inventory, cls: str) -> list[int]:
     }[cls]
     d = res.execution.parallel.data if sharded_classes(res.execution.parallel)[cls] else 1
     par = res.execution.parallel
-    mats = stage_matrices(res.model, inv.stage, par.pipeline, par.tensor)
+    mats = stage_matrices(res.model, res.units, inv.stage, par.pipeline, par.tensor)
     per_layer = [m for m in mats for _ in range(m.count)]
     return [math.ceil(m.rows * m.cols / d) * per_value for m in per_layer if per_value]
 

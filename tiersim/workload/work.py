@@ -7,6 +7,7 @@ data-parallel sharding, so the engine only schedules and times.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Mapping
@@ -43,6 +44,7 @@ from tiersim.workload.comms import (
 from tiersim.workload.cpu_optimizer import cpu_update_s
 from tiersim.workload.experts import expert_comms, routed_flops_share
 from tiersim.workload.fetch import fetch_units
+from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunks, compute_times
 
@@ -93,6 +95,8 @@ class Workload:
     breakdown: StepBreakdown | None = None  # the model's prices of the step's parts
     tiling: tuple = ()  # fetch.Tiling of each operator run as tiles (one layer's)
     parts_per_layer: int = 1  # fetch units per layer (DeepSpeed: its submodules)
+    bucket_reduces: tuple[int, ...] = ()  # ZeRO-1/2 bucket reduces per unit and micro-batch
+    # (workload/reduce_buckets.py; empty: offload.reduce_bucket_size not given)
 
 
 def _optimizer_times(r: Resolved, touched: float, updated_params: float) -> tuple[float, float]:
@@ -253,47 +257,60 @@ def _dense_and_experts(r: Resolved, name: str, op, unit: Unit, cls: str) -> Comm
 def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     """The stage's units with their communication: each layer (with its run's shape; the run
     was checked against max_layer_passes), then the rest (embedding, head); and the first
-    unit's parameter tensors (what DeepSpeed's submodule fetch splits)."""
+    unit's parameter tensors (what DeepSpeed's submodule fetch splits). The layers of a run
+    of alike layers differ only in their names: each run's first is worked out, the others
+    are renamed copies of it."""
     par = r.execution.parallel
-    groups = unit_matrices(model, stage, par.pipeline, par.tensor, par.expert)
+    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
     ends = (stage == 0, stage == par.pipeline - 1)
-    layers = [
-        (u.first + i, u.shape)
-        for u in stage_layers(model, stage, par.pipeline)
-        for i in range(u.count)
-    ]
+    tp = tensor_comms(r, model.hidden)
     timed: dict = {}
-    units = [
-        part
-        for (index, shape), mats in zip(layers, groups[:-1], strict=True)
-        for part in _layer_units(r, model, index, shape, mats, ends, timed)
-    ]
+    units: list[Unit] = []
+    at = 0  # the run's first layer among the stage's (groups: one per layer)
+    for run in stage_layers(r.units, stage, par.pipeline):
+        first = [
+            _with_layer_comms(r, u, tp)
+            for u in _layer_units(r, model, run.first, run.shape, groups[at], ends, timed)
+        ]
+        units += first
+        units += [_renamed(u, run.first, run.first + i) for i in range(1, run.count) for u in first]
+        at += run.count
     outside = math.ceil(outside_activation_bytes(r, model, stage))
-    units.append(_unit(r, model, "rest", groups[-1], False, ends, outside))
-    tp_fwd, tp_bwd, tp_hidden = tensor_comms(r, model.hidden)
+    rest = _unit(r, model, "rest", groups[-1], False, ends, outside)
     rest_f, rest_b, rest_hidden = rest_tensor_comms(r, model.hidden, stage)
-    experts_part = [u.home is not None for u in units[:-1]]  # no tensor collectives of its own
-    return [
-        dataclasses.replace(u, **_data_comms(r, u))
-        if apart
-        else dataclasses.replace(
-            u,
-            **_data_comms(r, u),
-            tp_forward=tp_fwd,
-            tp_backward=tp_bwd,
-            backward_s=u.backward_s + sm_share_s(r, tp_hidden),
-        )
-        for u, apart in zip(units[:-1], experts_part, strict=True)
-    ] + [
-        dataclasses.replace(
-            units[-1],
-            **_data_comms(r, units[-1]),
-            tp_forward=rest_f,
-            tp_backward=rest_b,
-            backward_s=units[-1].backward_s + sm_share_s(r, rest_hidden),
-            embedding_sync=embedding_sync(r, model, stage),
-        )
-    ], groups[0]
+    rest = dataclasses.replace(
+        rest,
+        **_data_comms(r, rest),
+        tp_forward=rest_f,
+        tp_backward=rest_b,
+        backward_s=rest.backward_s + sm_share_s(r, rest_hidden),
+        embedding_sync=embedding_sync(r, model, stage),
+    )
+    return [*units, rest], groups[0]
+
+
+def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:
+    """A layer's unit with its data-parallel collectives and, unless it is a layer's routed
+    experts placed apart (no tensor collectives of their own), its tensor-parallel ones."""
+    if u.home is not None:
+        return dataclasses.replace(u, **_data_comms(r, u))
+    tp_fwd, tp_bwd, tp_hidden = tp
+    return dataclasses.replace(
+        u,
+        **_data_comms(r, u),
+        tp_forward=tp_fwd,
+        tp_backward=tp_bwd,
+        backward_s=u.backward_s + sm_share_s(r, tp_hidden),
+    )
+
+
+def _renamed(u: Unit, first: int, index: int) -> Unit:
+    """Unit `u` of layer `first` as layer `index`'s ("L3" -> "L7", "L3.experts" -> "L7.experts").
+    A copy with its name set, not `dataclasses.replace`, which runs `__init__` (a fifth of
+    the 7B workload's cost)."""
+    twin = copy.copy(u)
+    object.__setattr__(twin, "name", f"L{index}{u.name[len(f'L{first}') :]}")
+    return twin
 
 
 def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
@@ -331,4 +348,22 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
         breakdown=step_breakdown(r, model, whole, inv.stage, (bubble, fill, p2p), every_mb),
         tiling=tiling,
         parts_per_layer=parts,
+        bucket_reduces=_bucket_reduces(r, model, inv.stage, len(units)),
     )
+
+
+def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ...]:
+    """Each unit's bucket reduces, its tensors in reverse (backward's order), the layers last
+    to first, then the rest (the tied embedding's gradient completes last); () without a
+    bucket size, or where units are not whole layers (submodules, experts apart)."""
+    bucket = r.execution.offload.reduce_bucket_size
+    if bucket is None:
+        return ()
+    par = r.execution.parallel
+    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
+    if len(groups) != count:
+        return ()
+    sizes = [[m.rows * m.cols for m in reversed(g) for _ in range(m.count)] for g in groups]
+    order = [*reversed(sizes[:-1]), sizes[-1]]
+    counts = reduces_per_unit(order, bucket)
+    return (*reversed(counts[:-1]), counts[-1])

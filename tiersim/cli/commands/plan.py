@@ -45,7 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="10 min",
         metavar="TIME",
         help="refuse a search whose simulation would take longer, estimated from five "
-        "candidates spread over it (default: 10 min)",
+        "candidates spread over it: a time with its unit, quoted if it has a space, e.g. "
+        "'90 s', '10 min', '2 h' (default: 10 min)",
     )
     parser.set_defaults(handler=run)
 
@@ -54,7 +55,7 @@ def _time_limit(text: str) -> float:
     """--time-limit in seconds; refused at once unless a time above zero (a zero or negative
     limit would only be found out after every candidate had been checked)."""
     try:
-        limit = parse(text, Kind.TIME)
+        limit = parse(text, Kind.TIME, example="10 min")
     except ValueError as exc:
         raise InputError("--time-limit", [Problem(text, str(exc))]) from None
     if not limit > 0:

@@ -1,0 +1,44 @@
+"""How many times DeepSpeed's ZeRO-1/2 reduces its gradient bucket while each unit's gradients
+come in (deepspeed/runtime/zero/stage2.py of v0.3, the code ZeRO-Offload ran).
+
+`reduce_independent_p_g_buckets_and_remove_grads` runs in each parameter's backward hook: when
+the bucket's elements plus the new gradient's would exceed `reduce_bucket_size`, it first
+reduces the bucket (`reduce_ipg_grads`), even an empty one (a gradient larger than the bucket
+alone), then copies the gradient in; the backward's epilogue reduces what is left. Every reduce
+calls `average_tensor` on the whole reduce buffer (`ipg_buffer[ipg_index]`, allocated in
+`backward()` as `reduce_bucket_size * 4.5` fp16 elements), whose `tensor.div_(world_size)`
+reads and writes all of it however little the bucket holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# stage2.py backward(): `torch.empty(int(self.reduce_bucket_size * 4.5), ...)` (its comment:
+# "TODO: we need to revist this and remove the magic 4.5x multiplier here")
+REDUCE_BUFFER_FACTOR = 4.5
+
+
+def reduce_buffer_elements(bucket: int) -> int:
+    """Elements of the reduce buffer every reduce divides."""
+    return int(bucket * REDUCE_BUFFER_FACTOR)
+
+
+def reduces_per_unit(tensors: Sequence[Sequence[int]], bucket: int) -> tuple[int, ...]:
+    """Reduces triggered while each unit's gradients arrive; `tensors`: each unit's gradient
+    tensor sizes (elements) in the order backward produces them, units in that order too. The
+    epilogue's reduce counts on the last unit."""
+    if bucket < 1:
+        raise ValueError(f"reduce_bucket_size (={bucket}) must be >= 1")
+    filled, counts = 0, []
+    for sizes in tensors:
+        reduces = 0
+        for size in sizes:
+            if filled + size > bucket:
+                reduces += 1
+                filled = 0
+            filled += size
+        counts.append(reduces)
+    if counts:
+        counts[-1] += 1
+    return tuple(counts)
