@@ -124,14 +124,26 @@ def test_resume_removes_a_killed_sweeps_temporary_files(tmp_path):
     assert not any(p.exists() for p in stale)
 
 
-def test_estimate_scales_the_first_point_by_layer_passes():
+def test_estimate_scales_the_first_point_by_the_layer_passes_it_simulates():
     from conftest import SCENARIOS
 
     from tiersim.config.load import load_scenario
     from tiersim.sweep.estimate import estimate_s, layer_passes
 
-    # default: 1 warm-up + measured + trailing = 3 steps x 16 micro-batches x (32 layers + 1)
-    assert layer_passes(load_scenario(SCENARIOS / "default.yaml").scenario) == 3 * 16 * 33
+    def passes(*overrides):
+        return layer_passes(load_scenario(SCENARIOS / "default.yaml", list(overrides)).scenario)
+
+    # default (its async checkpoint ties steps together): 1 warm-up + measured + trailing = 3
+    # steps x (32 layers + 1); its 16 micro-batches are extrapolated from runs of 3, 4 and 5
+    # (one period each, no pipeline: the shortest has 0 warm-up forwards + 3), 12 < 16
+    assert passes() == 3 * (3 + 4 + 5) * 33
+    # so 1,024 costs the same three runs; simulated in full it costs all of them
+    assert passes("training.grad_accumulation=1024") == 3 * (3 + 4 + 5) * 33
+    assert passes("training.grad_accumulation=1024", "simulation.steady_state=full") == (
+        3 * 1024 * 33
+    )
+    # 10 micro-batches: the runs (12 of them) would cost more than the 10: all simulated
+    assert passes("training.grad_accumulation=10") == 3 * 10 * 33
     # the first took 2 s for 100 passes: 0.02 s a pass; 250 more on 2 workers is 2.5 s
     assert estimate_s(2.0, 100, [200, 50], 2) == 2.5
 

@@ -1,8 +1,10 @@
 """How long the points of a sweep or plan will take, from the time of the first one.
 
 A point's engine time grows about linearly with the layer passes it simulates (steps x
-micro-batches x units: README, Benchmarks), so the others are scaled from the first by that;
-a durable checkpoint's extra runs are not counted (an estimate errs short there).
+micro-batches x units: README, Benchmarks), so the others are scaled from the first by that:
+the steps the optimizer-step mode needs, and the micro-batches of the three sample runs where
+the steady state is extrapolated (tiersim.engine.steady), else all of them. A durable
+checkpoint's extra runs are not counted (an estimate errs short there).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from pathlib import Path
 from tiersim.config.load import build
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError
-from tiersim.state.model import build_model
+from tiersim.engine import steady
+from tiersim.state.resolved import resolve
 from tiersim.sweep.worker import PointTask
 
 # At most about this many points are built to weigh them (about 0.5-1 ms each, in this process
@@ -22,8 +25,11 @@ SAMPLE = 50
 
 
 def layer_passes(s: Scenario) -> int:
-    units = build_model(s.model).layers // s.parallel.pipeline + 1
-    return (s.simulation.warmup_steps + 2) * s.training.grad_accumulation * units
+    res = resolve(s)
+    units = res.model.layers // s.parallel.pipeline + 1
+    runs = steady.samples(res, 0)  # stage 0's: the one with the longest warm-up
+    micro_batches = sum(runs) if runs is not None else s.training.grad_accumulation
+    return steady.steps_to_simulate(res)[0] * micro_batches * units
 
 
 def task_passes(task: PointTask) -> int:
