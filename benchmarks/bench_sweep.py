@@ -16,6 +16,12 @@ cores). With --repeat N each worker count runs N times, the counts taking turns 
 First, in this process: one 7B point's `tiersim.runner.simulate` (the base scenario at
 grad_accumulation 1, 5 and 10), CPU time (time.process_time), best of 20; `--simulate-only`
 prints only that (for before/after runs back to back, another tree on PYTHONPATH).
+
+Columns: each run's phases in seconds of wall time (expand_s: the grid made into points;
+start_s: the pool opened; run_s: the points run; tables_s: results.csv and .parquet written;
+plots_s: the sweep's plots, 0 here as none are drawn); "efficiency" is whole-sweep points/s
+over (one worker's x workers); "overhead ms/point" is worker wall time per point beyond the
+point's own build + simulate + report.
 """
 
 from __future__ import annotations
@@ -168,7 +174,10 @@ def main() -> None:
                     fastest[workers] = measured
                 phases = ", ".join(f"{k} {v:.2f}" for k, v in measured[1].timings.items())
                 load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-                print(f"{workers} workers: {phases} (load average {load})", flush=True)
+                print(
+                    f"{workers} worker{'s' * (workers != 1)}: {phases} (load average {load})",
+                    flush=True,
+                )
         print(report([fastest[w] for w in counts], points))
 
 
