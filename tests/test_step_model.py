@@ -169,6 +169,25 @@ def test_unfused_kernels_are_refused_for_layers_other_than_gpt2s():
     assert "training.fused_kernels" in str(err.value) and "gated MLP, RMSNorm" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("training.attention_kernel=flash", "attention_kernel flash"),
+        ("training.attention_kernel=sdpa", "attention_kernel sdpa"),
+        ("training.implementation=huggingface", "implementation huggingface"),
+    ],
+)
+def test_unfused_kernels_are_refused_beside_fused_attention_or_other_modelling_code(
+    override, named
+):
+    # zero-offload-10b-dgx2 has fused_kernels false (Megatron-LM v1's ops, attention op by
+    # op): a fused attention kernel or transformers' modelling code contradicts it
+    with pytest.raises(InputError) as err:
+        load_scenario(SCENARIOS / "zero-offload-10b-dgx2.yaml", [override])
+    assert "training.fused_kernels" in str(err.value) and named in str(err.value)
+    load_scenario(SCENARIOS / "zero-offload-10b-dgx2.yaml", ["training.attention_kernel=eager"])
+
+
 # --- the breakdown -----------------------------------------------------------------------------
 
 

@@ -197,11 +197,17 @@ def _implementation_problems(s: Scenario) -> list[Problem]:
 
 
 def _kernel_problems(s: Scenario) -> list[Problem]:
-    """The unfused kernels' bytes are counted for Megatron-LM v1's GPT-2 layer only."""
-    m = s.model
+    """The unfused kernels' bytes are counted for Megatron-LM v1's GPT-2 layer only (its own
+    modelling code, dense attention computed op by op)."""
+    m, t = s.model, s.training
     other = [
         what
         for what, given in (
+            ("implementation huggingface", t.implementation == "huggingface"),
+            (
+                f"attention_kernel {t.attention_kernel} (one fused kernel)",
+                t.attention_kernel in ("sdpa", "flash"),
+            ),
             ("a gated MLP", m.gated_mlp),
             ("RMSNorm", m.norm == "rmsnorm"),
             ("mixture-of-experts", m.experts is not None),
@@ -214,7 +220,8 @@ def _kernel_problems(s: Scenario) -> list[Problem]:
         return []
     what = (
         f"false: the unfused kernels are those of Megatron-LM v1's GPT-2 layer (LayerNorm, "
-        f"a GeLU MLP, dense attention), and the model has {', '.join(other)} (expected true)"
+        f"a GeLU MLP, dense attention op by op), and the scenario has {', '.join(other)} "
+        "(expected true)"
     )
     return [Problem("training.fused_kernels", what)]
 
