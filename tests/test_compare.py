@@ -76,3 +76,19 @@ def test_bad_sides_exit_2(cli, tmp_path):
     (folder / "report.json").write_text("{not json")
     code, _, err = cli("compare", DEFAULT, folder)
     assert code == 2 and "report.json: not JSON" in err and "Traceback" not in err
+
+
+def test_shares_that_would_read_the_same_are_shown_with_the_digits_that_differ():
+    from tiersim.report.compare import _ratio, fmt_delta, fmt_pair
+
+    # 99.9991 % and 99.9999 % both read 100.00 % at 2 decimals; at 3: 99.999 and 100.000
+    assert fmt_pair("checkpoint.goodput", 0.999991, 0.999999) == ("99.999 %", "100.000 %")
+    # 0.0012 % and 0.0013 %: 0.001 and 0.001 at 3 decimals, 0.0012 and 0.0013 at 4
+    assert fmt_pair("links.pcie.bandwidth_utilization", 1.2e-5, 1.3e-5) == ("0.0012 %", "0.0013 %")
+    # a share that reads differently at 2 decimals keeps them
+    assert fmt_pair("checkpoint.goodput", 0.5, 0.25) == ("50.00 %", "25.00 %")
+    # 1.149e-5 -> 1.263e-5 (0.001149 % -> 0.001263 %): +0.000114 percentage points
+    assert fmt_delta("tiers.dram.ports.read.bandwidth_utilization", 1.14e-6) == "+0.000114 pp"
+    assert fmt_delta("checkpoint.goodput", -0.0816) == "-8.16 pp"
+    # a ratio within 5e-5 of 1 is shown to 9 digits, not as x1
+    assert _ratio(1.0000003) == "x1.0000003" and _ratio(1.0) == "x1" and _ratio(0.5) == "x0.5"

@@ -151,11 +151,28 @@ def fmt_value(path: str, value: Any) -> str:
         return f"{value:,.0f} tokens/s"
     if "bytes" in path or path.startswith("inventory."):
         return fmt_bytes(value)
-    if last in ("overlap", "goodput", "bandwidth_utilization", "margin"):
+    if last in SHARES:
         return f"{100 * value:.2f} %"
     if last == "drive_writes_per_day":
         return f"{value:.3g} /day"
     return fmt_count(value) if abs(value) >= 1000 else f"{value:g}"
+
+
+SHARES = ("overlap", "goodput", "bandwidth_utilization", "margin")
+
+
+def fmt_pair(path: str, a: Any, b: Any) -> tuple[str, str]:
+    """A and B as fmt_value shows them; shares that would read the same shown with the
+    decimals that tell them apart (a goodput of 99.9991 % against 99.9999 %)."""
+    text_a, text_b = fmt_value(path, a), fmt_value(path, b)
+    if text_a != text_b or not (_number(a) and _number(b)):
+        return text_a, text_b
+    if path.rsplit(".", 1)[-1] in SHARES:
+        for decimals in range(3, 13):  # the same decimals for both, as few as tell them apart
+            text_a, text_b = f"{100 * a:.{decimals}f} %", f"{100 * b:.{decimals}f} %"
+            if text_a != text_b:
+                break
+    return text_a, text_b
 
 
 def fmt_delta(path: str, delta: float | None) -> str:
@@ -164,11 +181,17 @@ def fmt_delta(path: str, delta: float | None) -> str:
         return "-"
     sign = "+" if delta > 0 else "-" if delta < 0 else ""
     text = fmt_value(path, abs(delta))
-    return sign + (text.replace(" %", " pp") if text.endswith(" %") else text)
+    if text.endswith(" %"):  # a difference of shares: percentage points, to 3 digits if small
+        points = 100 * abs(delta)
+        text = f"{points:.2f} pp" if points >= 0.01 or points == 0 else f"{points:.3g} pp"
+    return sign + text
 
 
 def _ratio(r: float | None) -> str:
-    return "-" if r is None else f"x{r:.4g}"
+    if r is None:
+        return "-"
+    text = f"x{r:.4g}"
+    return f"x{r:.9g}" if text == "x1" and r != 1 else text  # a change too small for 4 digits
 
 
 def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
@@ -182,8 +205,7 @@ def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
     rows = [
         [
             r["path"],
-            fmt_value(r["path"], r["a"]),
-            fmt_value(r["path"], r["b"]),
+            *fmt_pair(r["path"], r["a"], r["b"]),
             fmt_delta(r["path"], r["delta"]),
             _ratio(r["ratio"]),
         ]
