@@ -6,6 +6,7 @@ from collections import Counter, defaultdict
 from itertools import pairwise
 from typing import Any
 
+from tiersim.report.compare import fmt_value
 from tiersim.report.table import render
 from tiersim.sweep.rows import Table
 from tiersim.sweep.spec import Point, SweepSpec, describe
@@ -143,7 +144,7 @@ def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
         rows = [
             [
                 label,
-                f"{column} = {row[column]:.6g}",
+                f"{column} = {fmt_value(column, row[column])}",
                 row["point"] if ties == 1 else f"{row['point']} (+{ties - 1} tied)",
                 describe(_values(table, row)),
             ]
