@@ -35,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         nargs="?",
         const="",
         help="write a Chrome/Perfetto trace (Trace Event Format JSON) to FILE, or with no FILE "
-        "to trace.json in the results folder",
+        "to trace.json in the results folder (give SCENARIO first: in 'run --trace x.yaml' "
+        "the scenario would be taken as FILE)",
     )
     parser.add_argument(
         "--plot",
