@@ -79,7 +79,7 @@ def test_bad_sides_exit_2(cli, tmp_path):
 
 
 def test_shares_that_would_read_the_same_are_shown_with_the_digits_that_differ():
-    from tiersim.report.compare import _ratio, fmt_delta, fmt_pair
+    from tiersim.report.compare import fmt_delta, fmt_pair, fmt_ratio
 
     # 99.9991 % and 99.9999 % both read 100.00 % at 2 decimals; at 3: 99.999 and 100.000
     assert fmt_pair("checkpoint.goodput", 0.999991, 0.999999) == ("99.999 %", "100.000 %")
@@ -91,4 +91,6 @@ def test_shares_that_would_read_the_same_are_shown_with_the_digits_that_differ()
     assert fmt_delta("tiers.dram.ports.read.bandwidth_utilization", 1.14e-6) == "+0.000114 pp"
     assert fmt_delta("checkpoint.goodput", -0.0816) == "-8.16 pp"
     # a ratio within 5e-5 of 1 is shown to 9 digits, not as x1
-    assert _ratio(1.0000003) == "x1.0000003" and _ratio(1.0) == "x1" and _ratio(0.5) == "x0.5"
+    assert (
+        fmt_ratio(1.0000003) == "x1.0000003" and fmt_ratio(1.0) == "x1" and fmt_ratio(0.5) == "x0.5"
+    )

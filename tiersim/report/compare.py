@@ -187,7 +187,7 @@ def fmt_delta(path: str, delta: float | None) -> str:
     return sign + text
 
 
-def _ratio(r: float | None) -> str:
+def fmt_ratio(r: float | None) -> str:
     if r is None:
         return "-"
     text = f"x{r:.4g}"
@@ -207,7 +207,7 @@ def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
             r["path"],
             *fmt_pair(r["path"], r["a"], r["b"]),
             fmt_delta(r["path"], r["delta"]),
-            _ratio(r["ratio"]),
+            fmt_ratio(r["ratio"]),
         ]
         for r in outputs
     ]
