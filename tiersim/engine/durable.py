@@ -8,9 +8,12 @@ bit the run from step 0; where the boundary is not clean, a pipelined or delayed
 is simulated from step 0), or, where steps are independent, starts at the measured step.
 - stall: how much later the run ends because of the checkpoint (blocking: the whole copy;
   async: the snapshot, plus whatever the drain's contention and version holds cost). With an
-  interval of one step every step checkpoints and the stall is the steady period's growth;
-  with a longer interval one checkpoint is simulated, and a drain longer than the interval
-  adds its excess (the next snapshot would wait for it);
+  interval of one step every step checkpoints and the stall is the steady period's growth:
+  a drain longer than a step holds the next checkpoint, so the periods settle only after a
+  few steps, and the run goes on (to MAX_STEADY_STEPS) until a checkpointed step and the
+  next agree (`_repeating`), and reports that step; with a longer interval one checkpoint
+  is simulated, and a drain longer than the interval adds its excess (the next snapshot
+  would wait for it);
 - write: from the first checkpoint move to the last byte landing on the target;
 - read-back: each class's bytes over its route from the target to its home (the routes are
   read one after another, as a restart does before training resumes).
@@ -38,6 +41,8 @@ if TYPE_CHECKING:  # simulate, which calls this module, defines the run's setup
     from tiersim.engine.simulate import RunSetup
 
 MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
+MAX_STEADY_STEPS = 64  # every step checkpointing: steps simulated at most for it to settle
+SAME = 1e-9  # relative: a checkpointed step repeats when its figures agree with the next's
 
 
 def _read_back_s(res: Resolved, setup: RunSetup) -> float:
@@ -54,11 +59,38 @@ def _read_back_s(res: Resolved, setup: RunSetup) -> float:
     return total
 
 
-def _checkpoint_window(schedule, log, step: int) -> tuple[float, float, int]:
-    ops = [i for i, op in enumerate(schedule.ops) if op.role is Role.CHECKPOINT and op.step == step]
-    start = min(log.start[i] for i in ops)
-    end = max(log.end[i] for i in ops)
-    return start, end, len(ops)
+def _checkpoint_windows(schedule, log) -> dict[int, tuple[float, float]]:
+    """Each checkpointed step's first checkpoint move's start and last one's end."""
+    windows: dict[int, tuple[float, float]] = {}
+    for i, op in enumerate(schedule.ops):
+        if op.role is Role.CHECKPOINT:
+            start, end = windows.get(op.step, (math.inf, -math.inf))
+            windows[op.step] = (min(start, log.start[i]), max(end, log.end[i]))
+    return windows
+
+
+def _repeating(schedule, log, first: int) -> int | None:
+    """The first checkpointed step from `first` on whose duration and checkpoint write time
+    agree (to SAME) with the next step's, which may be the run's last; None if none does."""
+    ends, windows = log.step_end, _checkpoint_windows(schedule, log)
+
+    def figures(k: int) -> tuple[float, float]:
+        start, end = windows[k]
+        return ends[k] - ends[k - 1], end - start
+
+    for k in range(max(1, first), len(ends) - 1):
+        pairs = zip(figures(k), figures(k + 1), strict=True)
+        if all(math.isclose(a, b, rel_tol=SAME) for a, b in pairs):
+            return k
+    return None
+
+
+def _steady_bound(res: Resolved, setup: RunSetup) -> int:
+    """The most steps a run checkpointing every step may simulate: MAX_STEADY_STEPS, and
+    within simulation.max_layer_passes (counted as tiersim.engine.simulate does)."""
+    units = res.model.layers // res.execution.parallel.pipeline * setup.wl.parts_per_layer + 1
+    passes = setup.wl.micro_batches * units
+    return min(MAX_STEADY_STEPS, res.execution.simulation.max_layer_passes // passes)
 
 
 def first_checkpointed(res: Resolved, measured: int) -> int:
@@ -87,9 +119,11 @@ def _run_length(
     return measured + 1 + min(MAX_TRAILING_STEPS, max(1, drain_steps + 1)), frozenset({measured})
 
 
-def _stall(res: Resolved, plain: StepResult, ends: list, base_ends: list, write_s: float) -> float:
+def _stall(
+    res: Resolved, plain: StepResult, ends: list, base_ends: list, write_s: float, measured: int
+) -> float:
     """How much later training ends because of the checkpoint (see the module docstring)."""
-    measured, every = res.execution.simulation.warmup_steps, res.execution.checkpoint.every_steps
+    every = res.execution.checkpoint.every_steps
     if every == 1:  # the steady period's growth
         return (ends[measured] - ends[measured - 1]) - (
             base_ends[measured] - base_ends[measured - 1]
@@ -102,22 +136,25 @@ def _stall(res: Resolved, plain: StepResult, ends: list, base_ends: list, write_
     return stall
 
 
-def _window(res: Resolved, ends: list[float]) -> tuple[float, float] | None:
-    """The span whose link time counts: every step checkpointing, the measured step's; else
-    the whole run (the one checkpoint's)."""
-    measured = res.execution.simulation.warmup_steps
+def _window(
+    res: Resolved, ends: list[float], measured: int | None = None
+) -> tuple[float, float] | None:
+    """The span whose link time counts: every step checkpointing, the measured step's
+    (warm-up's, unless given); else the whole run (the one checkpoint's)."""
+    if measured is None:
+        measured = res.execution.simulation.warmup_steps
     return (
         (ends[measured - 1], ends[measured]) if res.execution.checkpoint.every_steps == 1 else None
     )
 
 
 def checkpoint_baseline(
-    res: Resolved, engine: Engine, log: RunLog
+    res: Resolved, engine: Engine, log: RunLog, measured: int | None = None
 ) -> tuple[list[float], dict[str, float]]:
     """What a run without the checkpoint contributes to its measurement: the step ends and
     each link's busy seconds (small, so a finished run's engine and schedule can be freed)."""
     ends = list(log.step_end)
-    return ends, link_busy_s(engine, _window(res, ends))
+    return ends, link_busy_s(engine, _window(res, ends, measured))
 
 
 def _baseline(
@@ -168,17 +205,22 @@ def measure_checkpoint(
         res, setup, run, steps, marks, plain_baseline
     )
     schedule, engine, log, _ = run(res, setup, steps, marks)
-    start, end, _ = _checkpoint_window(schedule, log, measured)
+    steady = res.execution.checkpoint.every_steps != 1 or _repeating(schedule, log, measured)
+    if not steady and steps < (bound := _steady_bound(res, setup)):  # not settled: go on
+        del engine, log  # freed first
+        settled = _settled(res, setup, run, steps, bound, measured)
+        schedule, engine, log, measured, steady, (base_ends, base_busy) = settled
+    start, end = _checkpoint_windows(schedule, log)[measured]
     links, read, written = moved(setup.topo, schedule.ops, measured, roles=(Role.CHECKPOINT,))
     # what the checkpoint adds (its transfers overlapping others' add only the part not
     # already busy)
-    busy = link_busy_s(engine, _window(res, log.step_end))
+    busy = link_busy_s(engine, _window(res, log.step_end, measured))
     added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
     return CheckpointRun(
         interval_steps=None,
         bytes=nbytes,
         write_s=end - start,
-        stall_s=max(0.0, _stall(res, plain, log.step_end, base_ends, end - start)),
+        stall_s=max(0.0, _stall(res, plain, log.step_end, base_ends, end - start, measured)),
         read_back_s=_read_back_s(res, setup),
         restart_s=res.execution.checkpoint.restart,
         mtbf_s=None,  # the failure model's, applied with the interval
@@ -187,4 +229,24 @@ def measure_checkpoint(
         link_bytes={name: dict(per) for name, per in links.items()},
         peak_by_tier={t: int(o.peak) for t, o in engine.occupancy.items()},
         link_busy_s={name: b for name, b in added.items() if name in links},
+        steady=bool(steady),
     )
+
+
+def _settled(
+    res: Resolved, setup: RunSetup, run: Callable, steps: int, bound: int, measured: int
+) -> tuple:
+    """Every step checkpointing, the run of `steps` not settled at the measured step: runs
+    twice as long each time up to `bound`, until a step repeats. (schedule, engine, log, the
+    step reported, whether it repeats, a plain baseline as long); a step not seen to repeat
+    is the last one followed by another."""
+    while True:
+        steps = min(bound, 2 * steps)
+        schedule, engine, log, _ = run(res, setup, steps, frozenset(range(steps)))
+        repeating = _repeating(schedule, log, measured)
+        if repeating is not None or steps == bound:
+            break
+    reported = len(log.step_end) - 2 if repeating is None else repeating
+    _, base_engine, base_log, _ = run(res, setup, steps)  # only its figures are kept
+    baseline = checkpoint_baseline(res, base_engine, base_log, reported)
+    return schedule, engine, log, reported, repeating is not None, baseline

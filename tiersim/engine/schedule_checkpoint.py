@@ -9,7 +9,11 @@ its 1/d share of a replicated class) from their homes to the target tier (moves 
   there to the target in the background, sharing links with everything else. The next
   update of a unit waits until that unit's snapshot is taken (version consistency); a class
   homed in the staging tier is drained from its home, so its next update waits for the
-  drain. A snapshot waits for the previous checkpoint's drain to free its staging space.
+  drain. A checkpoint starts once the previous one is durable, every class of every unit
+  drained: one checkpoint in flight, as PyTorch's async_save is used (torchtitan waits for
+  the previous save's future before the next) and as one staging copy allows. Waiting only
+  for the same (class, unit)'s drain let consecutive drains overlap and share the target,
+  and the measured step never settled (a cycle of several steps).
 Not to be confused with activation recompute, which makes nothing durable.
 """
 
@@ -37,16 +41,16 @@ def share(res: Resolved, unit: Unit, cls: str) -> int:
 
 
 class CheckpointPhase:
-    """The durable checkpoint phase; it owns the last drain of each (class, unit), which the
-    next checkpoint's snapshot waits for."""
+    """The durable checkpoint phase; it owns the last checkpoint's drains, which the next
+    checkpoint's first moves wait for."""
 
     def __init__(self, c: Context, ops: OpList, ready: Readiness):
         self.c, self.ops, self.ready = c, ops, ready
-        self.last_drain: dict[tuple[str, int], int] = {}
+        self.last_drains: list[int] = []
 
     def fork(self, ops: OpList, ready: Readiness) -> CheckpointPhase:
         twin = CheckpointPhase(self.c, ops, ready)
-        twin.last_drain = dict(self.last_drain)
+        twin.last_drains = list(self.last_drains)
         return twin
 
     def _sources(self, u: int) -> list[tuple[str, int, int | None]]:
@@ -63,6 +67,7 @@ class CheckpointPhase:
     def step(self, step: int) -> None:
         ck = self.c.res.execution.checkpoint
         done: list[int] = []
+        previous, self.last_drains = self.last_drains, []
         for u, unit in enumerate(self.c.wl.units):
             for cls, nbytes, ready in self._sources(u):
                 if nbytes <= 0:
@@ -83,16 +88,16 @@ class CheckpointPhase:
                     )
                     done.append(op)
                 else:
-                    self._async(step, u, cls, nbytes, ready, label)
+                    self._async(step, u, cls, nbytes, [ready, *previous], label)
         if done:
             self.ops.barrier("blocking checkpoint", step, done)
 
     def _async(
-        self, step: int, u: int, cls: str, nbytes: int, ready: int | None, label: str
+        self, step: int, u: int, cls: str, nbytes: int, deps: list[int | None], label: str
     ) -> None:
+        """`deps`: the class's current version and the previous checkpoint's drains."""
         ck = self.c.res.execution.checkpoint
         home = self.c.home_of(u)[cls]
-        previous = self.last_drain.get((cls, u))
         if home == ck.staging:  # no separate snapshot: drain the live copy, hold the next update
             drain = self.ops.move(
                 cls,
@@ -101,7 +106,7 @@ class CheckpointPhase:
                 home,
                 ck.target,
                 nbytes,
-                [ready, previous],
+                deps,
                 alloc_dst=False,
                 copy=True,
                 role=Role.CHECKPOINT,
@@ -115,7 +120,7 @@ class CheckpointPhase:
                 home,
                 ck.staging,
                 nbytes,
-                [ready, previous],
+                deps,
                 copy=True,
                 role=Role.CHECKPOINT,
             )
@@ -133,4 +138,4 @@ class CheckpointPhase:
                 role=Role.CHECKPOINT,
             )
             self.ops.free_after(drain, ck.staging, nbytes)
-        self.last_drain[(cls, u)] = drain
+        self.last_drains.append(drain)

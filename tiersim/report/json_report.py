@@ -264,6 +264,8 @@ def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
         "target": s.checkpoint.target,
         **section,
         "interval_basis": run.interval_basis,
+        # only where it did not settle: a settled run's section is as it was
+        **({} if run.steady else {"steady": False}),
     }
 
 

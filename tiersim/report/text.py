@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time
+from tiersim.engine.durable import MAX_STEADY_STEPS
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
 from tiersim.report.table import render
 from tiersim.report.wear import fmt_days
@@ -110,6 +111,12 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
         out.append(
             f"sequences of {st['seq_len']:,} tokens: {source[st['seq_len_from']]}, as "
             "training.seq_len is not set"
+        )
+    if (report.get("checkpoint") or {}).get("steady") is False:
+        out.append(
+            "checkpoint: with every step checkpointing, the step was not seen to repeat "
+            f"within {MAX_STEADY_STEPS} steps (or simulation.max_layer_passes); the last one "
+            "simulated is reported"
         )
     if report.get("sim", {}).get("steady_state") == "full (no repetition found)":
         out.append(

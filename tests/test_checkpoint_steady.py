@@ -1,0 +1,131 @@
+"""Every step checkpointing, the step reported is one that repeats (tiersim.engine.durable):
+a drain longer than a step holds the next checkpoint, and the figures must not depend on how
+many warm-up steps were simulated."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import pytest
+from engine_helpers import scenario, tiny
+
+from tiersim.config.load import Loaded, load_scenario
+from tiersim.engine import durable
+from tiersim.engine import simulate as simulate_module
+from tiersim.engine.runs import Runs
+from tiersim.report.text import step_tables
+from tiersim.runner import report_for, simulate
+
+# Llama 2 7B (scenarios/default.yaml): 6,738,415,616 parameters replicated over 8 data-parallel
+# GPUs; each writes its 1/8 share: bf16 weights (2 B) + fp32 master (4 B) + fp32 Adam moments
+# (8 B) = 14 B a parameter.
+CHECKPOINT_BYTES = 6_738_415_616 // 8 * (2 + 4 + 8)  # 11,792,227,328 B
+SLOW_NVME = 1e9  # B/s, the reviewer's hardware.tiers.nvme.write_bandwidth
+PCIE = 50e9  # B/s, the h200-hbf preset's HBM/HBF -> DRAM link every snapshot crosses
+
+
+def reviewer_case(warmup: int, *extra: str):
+    return load_scenario(
+        "scenarios/default.yaml",
+        [
+            "checkpoint.every_steps=1",
+            "training.grad_accumulation=1",
+            "hardware.tiers.nvme.write_bandwidth=1 GB/s",
+            f"simulation.warmup_steps={warmup}",
+            *extra,
+        ],
+    ).scenario
+
+
+class RunLengths(Runs):
+    """Runs that note each run's length and whether it checkpoints."""
+
+    calls: ClassVar[list[tuple[int, bool]]] = []
+
+    def __call__(self, res, setup, steps, checkpoint_steps=frozenset(), recorder=None):
+        RunLengths.calls.append((steps, bool(checkpoint_steps)))
+        return super().__call__(res, setup, steps, checkpoint_steps, recorder)
+
+
+@pytest.fixture
+def run_lengths(monkeypatch):
+    RunLengths.calls = []
+    monkeypatch.setattr(simulate_module, "Runs", RunLengths)
+    return RunLengths.calls
+
+
+def test_a_drain_longer_than_a_step_reports_the_same_checkpoint_whatever_the_warm_up():
+    # One checkpoint drains 11.79 GB at 1 GB/s, over five 2.09 s steps: it holds the next
+    # checkpoint, so in steady state a step lasts as long as one checkpoint's write.
+    results = [simulate(reviewer_case(n)) for n in (1, 2, 3, 5)]
+    first = results[0].checkpoint
+    for r in results[1:]:
+        assert math.isclose(r.checkpoint.stall_s, first.stall_s, rel_tol=1e-9)
+        assert math.isclose(r.checkpoint.write_s, first.write_s, rel_tol=1e-9)
+    for r in results:
+        ck = r.checkpoint
+        assert ck.steady and ck.bytes == CHECKPOINT_BYTES
+        # the drains keep the NVMe link busy for the bytes over its bandwidth, 11.792 s ...
+        drain_s = CHECKPOINT_BYTES / SLOW_NVME
+        assert math.isclose(ck.link_busy_s["nvme"], drain_s, rel_tol=1e-9)
+        # ... and a checkpoint starts when the previous one is durable while the step ends
+        # with its checkpoint's last drain: step + stall is the write time exactly
+        assert math.isclose(r.time_s + ck.stall_s, ck.write_s, rel_tol=1e-9)
+        # The write is the drain plus the wait for the first snapshot to land in DRAM before
+        # the NVMe link starts (~0.1 s, and before every snapshot has crossed PCIe, 0.236 s):
+        # the hand estimate, 11.8 s, to within that.
+        assert 0 < ck.write_s - drain_s < CHECKPOINT_BYTES / PCIE
+
+
+def test_a_drain_shorter_than_a_step_simulates_no_extra_step(run_lengths):
+    # The preset's NVMe writes 6.6 GB/s: 11.79 GB / 6.6 GB/s = 1.79 s, within a 2.09 s step:
+    # the warm-up step already repeats, and the runs are the plain run and the checkpoint
+    # run of warm-up + 2 steps, as before.
+    s = load_scenario(
+        "scenarios/default.yaml", ["checkpoint.every_steps=1", "training.grad_accumulation=1"]
+    ).scenario
+    r = simulate(s)
+    assert r.time_s > CHECKPOINT_BYTES / 6.6e9
+    assert run_lengths == [(3, False), (3, True)]
+    assert r.checkpoint.steady
+
+
+def test_a_step_not_seen_to_repeat_is_the_last_one_and_said(run_lengths, monkeypatch):
+    # tiny: 8 GB (weights + momentum) drained at 1 GB/s every 3 s step; its steady period,
+    # worked out in test_checkpoint_engine, is 0.8 s of snapshots + 8 s of drain. With no
+    # repetition seen (the check switched off) the runs double up to the bound: 2 units a
+    # step (the layer and the rest) at 1 micro-batch, 12 passes allowed -> 6 steps; the step
+    # reported is the last one followed by another, still the steady one, and said so.
+    monkeypatch.setattr(durable, "_repeating", lambda schedule, log, first: None)
+    raw = tiny(
+        training={"optimizer": "sgd_momentum"},
+        hardware={"links": {"nvme": {"bandwidth": "1 GB/s"}}},
+        checkpoint={"every_steps": 1, "mode": "async"},
+        simulation={"max_layer_passes": 12},
+    )
+    s = scenario(raw)
+    r = simulate(s)
+    assert run_lengths == [(3, False), (3, True), (6, True), (6, False)]
+    step = 3.0 + (12e9 + 8e9) / 1e15  # compute + SGD-momentum update at 1 PB/s
+    assert not r.checkpoint.steady
+    assert math.isclose(r.checkpoint.stall_s, 0.8 + 8.0 - step, rel_tol=1e-6)
+    assert math.isclose(r.checkpoint.write_s, 0.8 + 8.0, rel_tol=1e-6)
+    report = report_for_scenario(s)
+    assert report["checkpoint"]["steady"] is False
+    assert "not seen to repeat within 64 steps" in step_tables(report)
+
+
+def test_a_settled_checkpoint_section_has_no_steady_key():
+    raw = tiny(
+        training={"optimizer": "sgd_momentum"},
+        hardware={"links": {"nvme": {"bandwidth": "1 GB/s"}}},
+        checkpoint={"every_steps": 1, "mode": "async"},
+    )
+    report = report_for_scenario(scenario(raw))
+    assert "steady" not in report["checkpoint"]
+    assert "not seen to repeat" not in step_tables(report)
+
+
+def report_for_scenario(s):
+    return report_for(Loaded(s, {}, "test.yaml"))
