@@ -5,6 +5,7 @@ many warm-up steps were simulated."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -129,3 +130,25 @@ def test_a_settled_checkpoint_section_has_no_steady_key():
 
 def report_for_scenario(s):
     return report_for(Loaded(s, {}, "test.yaml"))
+
+
+def test_a_checkpoint_waits_for_the_previous_one_through_one_join():
+    # default.yaml, an async checkpoint every step: each checkpoint's moves wait for the
+    # previous checkpoint's drains through one join op (the drains, 33 units x 3 classes), not
+    # each move for every drain (which grows as units squared)
+    from tiersim.engine.ops import OpKind, Role
+    from tiersim.engine.schedule import build_schedule
+    from tiersim.engine.simulate import prepare
+    from tiersim.state.inventory import build_inventory
+    from tiersim.state.resolved import resolve
+
+    path = Path(__file__).resolve().parent.parent / "scenarios" / "default.yaml"
+    res = resolve(load_scenario(path, ["checkpoint.every_steps=1"]).scenario)
+    setup = prepare(res, build_inventory(res))
+    ops = build_schedule(res, setup.wl, 3, setup.depth, frozenset({0, 1, 2})).ops
+    joins = [op for op in ops if op.kind is OpKind.JOIN]
+    assert len(joins) == 2  # before the second and the third checkpoint
+    drains = [op for op in ops if op.role is Role.CHECKPOINT and op.label.startswith("drain")]
+    assert all(len(j.deps) == len(drains) // 3 for j in joins)
+    moves = [op for op in ops if op.role is Role.CHECKPOINT and op.kind is OpKind.MOVE]
+    assert max(len(op.deps) for op in moves) <= 2  # its class's version, and the join

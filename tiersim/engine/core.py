@@ -26,7 +26,7 @@ from tiersim.hardware.topology import Topology
 from tiersim.state.resolved import Resolved
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
-GPU, CPU, IDLE = OpKind.GPU, OpKind.CPU, OpKind.IDLE
+GPU, CPU, IDLE, JOIN = OpKind.GPU, OpKind.CPU, OpKind.IDLE, OpKind.JOIN
 
 
 class Recorder(Protocol):
@@ -156,7 +156,7 @@ class Engine:
         if op.alloc:
             self._occupy_all(op.alloc, now, 1)
         kind = op.kind
-        if kind is GPU or kind is CPU or kind is IDLE:  # compute: its end after its duration
+        if kind is GPU or kind is CPU or kind is IDLE or kind is JOIN:  # after its duration
             if op.duration <= 0:
                 self._finish(i, now)
             else:

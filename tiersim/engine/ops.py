@@ -19,6 +19,8 @@ class OpKind(Enum):
     COMM = ("comm", None)  # a collective, a flow on a network channel
     SYNC = ("sync", "gpu")  # a collective the GPU stream waits for
     IDLE = ("idle", "gpu")  # the GPU stream waits (pipeline bubble, barrier)
+    JOIN = ("join", None)  # no work, on no stream: done once its dependencies are (one op
+    # others wait for instead of each waiting for all of them)
 
     def __init__(self, label: str, stream: str | None):
         self.label = label

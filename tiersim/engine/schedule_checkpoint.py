@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from tiersim.engine.oplist import OpList
-from tiersim.engine.ops import Role
+from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.inventory import sharded_classes
@@ -68,6 +68,9 @@ class CheckpointPhase:
         ck = self.c.res.execution.checkpoint
         done: list[int] = []
         previous, self.last_drains = self.last_drains, []
+        if previous:  # one op the next checkpoint's moves wait for, not each for every drain
+            label = "previous checkpoint durable"
+            previous = [self.ops.add(Op(OpKind.JOIN, Role.CHECKPOINT, label, step, previous))]
         for u, unit in enumerate(self.c.wl.units):
             for cls, nbytes, ready in self._sources(u):
                 if nbytes <= 0:

@@ -80,6 +80,8 @@ def _op_tracks(op: Op, topo: Topology) -> list[Track]:
         return [(_GPU, "waiting")]
     if op.kind is OpKind.CPU:
         return [(_CPU, "optimizer")]
+    if op.kind is OpKind.JOIN:  # no work anywhere: nothing to draw
+        return []
     if op.kind.network:
         network = (_LINKS, f"{op.resource.channel} {op.subject}")
         return [(_GPU, "compute"), network] if op.kind is OpKind.SYNC else [network]
