@@ -4,6 +4,7 @@ only when a command runs."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -39,3 +40,14 @@ def test_help_imports_none_of_the_heavy_libraries():
         got = _help([*args, "--help"])
         assert got["heavy"] == [], (args, got["heavy"])
         assert "usage: tiersim" in got["help"]
+
+
+def test_every_commands_help_ends_with_the_exit_codes(capsys):
+    from tiersim.cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in [("tiersim", parser), *subparsers.choices.items()]:
+        text = " ".join(command.format_help().split())
+        assert "exit codes: 0 done; 1 a --check failed; 2 invalid input" in text, name
+        assert "3 a scenario that cannot run at all" in text, name

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Callable
 
 from tiersim import __version__
@@ -13,6 +14,12 @@ from tiersim.core.errors import InfeasibleError, InputError
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
+EXIT_CODES = textwrap.fill(  # wrapped here for a raw formatter; the default one rewraps it
+    "exit codes: 0 done; 1 a --check failed; 2 invalid input (each problem as FILE: key.path: "
+    "what is wrong (what is expected)); 3 a scenario that cannot run at all (the message says "
+    "why)",
+    79,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,11 +28,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tiered-memory offload simulator for large-model training: where every class "
         "of training state lives, how long a step takes as it moves between HBM, DRAM, NVMe "
         "and HBF, how fast flash wears, and what checkpoints cost.",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"tiersim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.add_parser(sub)
+    for command in sub.choices.values():  # each command's help ends with them too
+        command.epilog = f"{command.epilog}\n\n{EXIT_CODES}" if command.epilog else EXIT_CODES
     return parser
 
 
