@@ -48,7 +48,9 @@ def add_set_arg(parser: argparse.ArgumentParser, what: str, example: str) -> Non
         default=[],
         metavar="PATH=VALUE",
         help=f"override {what}, e.g. "
-        f"--set hardware.tiers.hbf.write_bandwidth='{example}' (repeatable)",
+        f"--set hardware.tiers.hbf.write_bandwidth='{example}' (repeatable; VALUE is read as "
+        "YAML: 8 a number, true/false a yes or no, [a, b] a list, null none; a quantity "
+        "with its unit, quoted for the shell where it has a space)",
     )
 
 
