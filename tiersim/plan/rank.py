@@ -66,10 +66,13 @@ def ranked(sims: list[Simulated], objective: str) -> list[Simulated]:
     return sorted((s for s in sims if feasible(s)), key=lambda s: -score(s, objective))
 
 
-def entry(sim: Simulated, objective: str, scenario: str) -> dict[str, Any]:
-    """One plan as reported: its overrides, figures, and what binds it."""
+def entry(
+    sim: Simulated, objective: str, scenario: str, base: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """One plan as reported: its overrides, figures, and what binds it. `base`: the
+    plan's own --set overrides, which its rerun line repeats before the candidate's."""
     r = sim.report
-    sets = " ".join(f"--set {_quoted(o)}" for o in sim.candidate.overrides)
+    sets = " ".join(f"--set {_quoted(o)}" for o in (*base, *sim.candidate.overrides))
     return {
         "overrides": list(sim.candidate.overrides),
         "rerun": f"tiersim run {scenario} {sets}".rstrip(),
@@ -149,7 +152,9 @@ def optimizer_on(sim: Simulated, tier: str) -> bool:
     return held.get("optimizer", 0) > 0
 
 
-def hbf_question(sims: list[Simulated], objective: str, scenario: str) -> dict[str, Any] | None:
+def hbf_question(
+    sims: list[Simulated], objective: str, scenario: str, base: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
     """Best plan with optimizer state on HBF, best without, and, where none on HBF holds the
     budget, the best that fits but wears too fast and what would make it hold."""
     on = [s for s in sims if s.report is not None and optimizer_on(s, HBF)]
@@ -161,15 +166,15 @@ def hbf_question(sims: list[Simulated], objective: str, scenario: str) -> dict[s
     )
     out: dict[str, Any] = {
         "tier": HBF,
-        "with": entry(best_on[0], objective, scenario) if best_on else None,
-        "without": entry(best_off[0], objective, scenario) if best_off else None,
+        "with": entry(best_on[0], objective, scenario, base) if best_on else None,
+        "without": entry(best_off[0], objective, scenario, base) if best_off else None,
         "worn": None,
     }
     if not best_on:
         worn = sorted((s for s in on if s.report["fits"]), key=lambda s: -score(s, objective))
         if worn:
             wear = worn[0].report["wear"].get(HBF, {})
-            out["worn"] = entry(worn[0], objective, scenario) | {
+            out["worn"] = entry(worn[0], objective, scenario, base) | {
                 "verdict": wear.get("verdict"),
                 "remedies": wear.get("remedies"),
             }

@@ -15,11 +15,13 @@ LABELS = {"tokens_per_s": "tokens/s", "goodput": "goodput tokens/s", "cost": "co
 
 def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any]:
     sims, pruned, space = outcome.sims, outcome.pruned, outcome.space
+    base = outcome.base_overrides
     best = ranked(sims, objective)[:top]
     statuses = Counter(s.result.status for s in sims)
     fit_but_worn = sum(1 for s in sims if s.report and s.report["fits"] and not feasible(s))
     return {
         "scenario": outcome.source,
+        "base_overrides": list(base),  # the plan's --set, applied to every candidate
         "objective": objective,
         "space": {
             "from": "plan section" if space.from_file else "default",
@@ -40,18 +42,22 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             "feasible": sum(1 for s in sims if feasible(s)),
         },
         "plans": [
-            {"rank": i + 1, **entry(s, objective, outcome.source)} for i, s in enumerate(best)
+            {"rank": i + 1, **entry(s, objective, outcome.source, base)} for i, s in enumerate(best)
         ],
-        "hbf_optimizer": hbf_question(sims, objective, outcome.source),
+        "hbf_optimizer": hbf_question(sims, objective, outcome.source, base),
     }
+
+
+def _with(base: list[str]) -> str:
+    return f" (with --set {', '.join(base)})" if base else ""
 
 
 def plan_text(report: dict[str, Any]) -> str:
     c = report["candidates"]
     label = LABELS[report["objective"]]
     head = [
-        f"plan for {report['scenario']}, best by {label}; search space ({report['space']['from']}):"
-        f" {report['space']['size']:,} candidates",
+        f"plan for {report['scenario']}{_with(report['base_overrides'])}, best by {label}; "
+        f"search space ({report['space']['from']}): {report['space']['size']:,} candidates",
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
         f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
         f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicates; {c['simulated']:,} "

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tiersim.config.load import load_scenario
+from tiersim.config.overrides import apply_overrides
 from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_time
@@ -43,11 +44,14 @@ class PlanOutcome:
     pruned: Pruned
     sims: list[Simulated]
     estimate_s: float | None  # the simulation's estimated wall time, from a sample of points
+    base_overrides: tuple[str, ...] = ()  # --set given to the plan, under every candidate
 
 
-def plan(path: Path, options: PlanOptions) -> PlanOutcome:
+def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> PlanOutcome:
+    """`overrides`: `path=value` texts (as `--set` takes them) applied to the scenario before
+    the search; a candidate's own choice of the same key wins."""
     source = str(path)
-    loaded = load_scenario(path)
+    loaded = load_scenario(path, list(overrides))
     space, problems = build_space(loaded.scenario, loaded.resolved)
     if problems:
         raise InputError(source, problems)
@@ -60,14 +64,14 @@ def plan(path: Path, options: PlanOptions) -> PlanOutcome:
     if options.objective == "cost" and loaded.scenario.hardware.price_per_gpu_hour is None:
         why = "--objective cost needs a price (expected hardware.price_per_gpu_hour, e.g. 4.5)"
         raise InputError(source, [Problem("hardware.price_per_gpu_hour", why)])
-    raw = read_yaml(path, source)
+    raw = apply_overrides(read_yaml(path, source), list(overrides), source)
     stream_to = options.progress or sys.stderr
     bar = Progress(space.size, stream_to, label="candidates checked against the inventory")
     pruned = prune(raw, path.parent, source, candidates(space), bar.update)
     bar.total = pruned.checked  # the batch pairs off the batch per GPU were never candidates
     bar.update(pruned.checked)
     if not pruned.kept:
-        return PlanOutcome(source, space, pruned, [], None)
+        return PlanOutcome(source, space, pruned, [], None, overrides)
     sampled = _sample(pruned)
     estimate = _estimate(source, space, pruned, sampled, options)
     mean = sum(r.elapsed_s for r in sampled.values()) / len(sampled)
@@ -81,7 +85,7 @@ def plan(path: Path, options: PlanOptions) -> PlanOutcome:
     )
     results = _simulate_rest(pruned, sampled, options, stream_to)
     sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True)]
-    return PlanOutcome(source, space, pruned, sims, estimate)
+    return PlanOutcome(source, space, pruned, sims, estimate, overrides)
 
 
 def _workers(n: int) -> str:

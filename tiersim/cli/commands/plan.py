@@ -6,7 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from tiersim.cli.commands.common import add_executor_args, add_format_arg, positive_int
+from tiersim.cli.commands.common import (
+    add_executor_args,
+    add_format_arg,
+    add_set_arg,
+    positive_int,
+)
 from tiersim.cli.commands.sweep import default_workers
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, parse
@@ -39,6 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--top", type=positive_int, default=5, metavar="K", help="plans to report (default: 5)"
     )
     add_format_arg(parser)
+    add_set_arg(
+        parser, "a scenario value before the search (a candidate's own choice wins)", "50 GB/s"
+    )
     add_executor_args(parser)
     parser.add_argument(
         "--time-limit",
@@ -74,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     workers = args.workers or default_workers()
     options = PlanOptions(args.objective, args.top, workers, args.executor, args.scheduler, limit)
     try:
-        outcome = plan(Path(args.scenario), options)
+        outcome = plan(Path(args.scenario), options, tuple(args.overrides))
     except SweepAborted as exc:
         print(f"tiersim: plan stopped: {exc}", file=sys.stderr)
         return EXIT_ABORTED

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tiersim.cli.commands.common import add_set_arg
 from tiersim.cli.commands.sweep import add_max_points
-from tiersim.core.errors import InputError
+from tiersim.core.errors import InputError, Problem
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("file", metavar="FILE.yaml", help="scenario or sweep file")
     add_max_points(parser)
+    add_set_arg(parser, "one scenario value by its key path (scenario files only)", "50 GB/s")
     parser.set_defaults(handler=run)
 
 
@@ -33,9 +35,12 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     raw = read_yaml(path, str(path))
     if is_sweep(raw):
+        if args.overrides:
+            why = "applies to a scenario file (expected the value in the sweep's base or grid)"
+            raise InputError(str(path), [Problem(f"--set {args.overrides[0]}", why)])
         print(f"{args.file}: {_check_sweep(raw, path, args.max_points)}")
         return 0
-    loaded = build(raw, path.parent, str(path))
+    loaded = build(raw, path.parent, str(path), args.overrides)
     check_runnable(loaded)
     if loaded.scenario.plan is not None:  # its paths, as `tiersim plan` would check them
         problems = build_space(loaded.scenario, loaded.resolved)[1]
