@@ -61,11 +61,13 @@ def test_offload_runs_against_issue_18(errors):
     # buffer, and Fig. 8's checkpoints copied to the host in stream order, as those runs' code
     # and configs have it. Before this issue's kernels: mean 6.3 %, worst 12.6 % (the 13B).
     # The issue asks for 10 % each and a 5 % mean: every Fig. 8 run within 10 %; not met:
-    # the 3B, the mean (README, Validation).
+    # the 3B, the mean (README, Validation). Attention timed as sdpa runs it (no score bytes,
+    # QK^T recomputed; gpu.efficiency refitted 0.389 -> 0.374 on the 1.5B run) moves the 3B
+    # from +10.92 % to +11.10 %: its bound 11 % -> 11.2 %, the mean 6.15 % -> 6.17 %.
     offload = {k: e for k, e in errors.items() if k.startswith(("ren2021-zero", "ma2025"))}
     assert len(offload) == 9
     assert sum(abs(e) for e in offload.values()) / len(offload) <= 0.062, offload
     figure8 = {k: e for k, e in offload.items() if k.startswith("ren2021")}
     assert max(abs(e) for e in figure8.values()) <= 0.10, figure8
     assert sum(abs(e) for e in figure8.values()) / len(figure8) <= 0.056, figure8
-    assert abs(offload["ma2025-qwen2.5-3b-zero-offload"]) <= 0.11
+    assert abs(offload["ma2025-qwen2.5-3b-zero-offload"]) <= 0.112

@@ -10,6 +10,10 @@ tokens, tensor-parallel size t, q = heads·head_dim, kv = kv_heads·head_dim, f 
 - backward: each linear's input gradient (T x K by N) and weight gradient (K x N by T), and
   attention's four batched products (dQ, dK, dP, dV);
 - recompute: full, the whole forward again; selective, attention's QK^T and PV again.
+Attention's products as `training.attention_kernel` runs them (tiersim/workload/attention.py):
+eager all s x k scores, backward twice the forward; flash (and sdpa without a padding mask)
+the causal tiles only, (n + 1) / 2n of them at n = ceil(s / 128), backward 2.5x the forward
+(QK^T recomputed); sdpa behind a padding mask (huggingface) every tile, backward 2.5x.
 
 Memory-bound kernels (Megatron-LM's fused GPT kernels, fp16/bf16), bytes read + written per
 element, at HBM bandwidth x `gpu.memory_efficiency`; e = T·h hidden elements (e/t under
@@ -23,6 +27,10 @@ e_a = b·(heads/t)·s·k attention scores:
   = 38·e; GeLU 8·e_f (gated 10·e_f); softmax 6, attention dropout 5, the batched GEMMs'
   gradient reads and writes 8 = 19·e_a;
 - selective recompute: the attention core's 13·e_a again.
+The score bytes are eager attention's (Megatron-LM's fused softmax keeps the scores in HBM):
+flash and sdpa move none (S and P stay on chip); sdpa behind a padding mask converts the
+boolean mask to bf16 (3 B) and reads it forward and backward (2 B each) per mask element,
+e_a / (heads/t), the mask being one per sequence shared by the heads.
 Unfused (`training.fused_kernels: false`): Megatron-LM v1's GPT-2 layer as DeepSpeedExamples
 ran it (Megatron-LM/mpu/transformer.py, layers.py; what ZeRO-Offload's runs used), every op a
 PyTorch kernel of its own (fp16, read + written per element):
@@ -57,6 +65,7 @@ from tiersim.hardware.gemm import gemm_s
 from tiersim.state.inventory import master_bytes
 from tiersim.state.model import Transformer
 from tiersim.state.resolved import Resolved
+from tiersim.workload.attention import AttentionCore, attention_core
 
 FWD_HIDDEN_B, BWD_HIDDEN_B = 22.0, 38.0  # per element of the hidden states (e)
 FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), GeLU
@@ -155,25 +164,40 @@ class _Shape:
         ]
 
     def attention_forward(self) -> float:
+        """QK^T and PV over all s x k scores (the eager kernel's; a fused one scales them)."""
         s, k, d, batch = self.seq, self.keys, self.model.head_dim, self.b * self.heads
         return self.gemm(s, k, d, batch) + self.gemm(s, d, k, batch)
+
+    def attention_core(self, r: Resolved, eager_bytes: tuple[float, float]) -> AttentionCore:
+        window = self.keys if self.keys < self.seq else None
+        acc = r.accounting
+        return attention_core(
+            acc.kernel, acc.implementation, self.seq, self.keys, window, eager_bytes
+        )
+
+    def core_bytes(self, core: AttentionCore, direction: int) -> float:
+        """The core's HBM bytes in one pass (0 forward, 1 backward): per score, per mask
+        element (the mask is one per sequence, shared by the heads)."""
+        scores = core.computed * self.e_a
+        per_mask = core.mask_bytes[direction] / self.heads
+        return scores * (core.score_bytes[direction] + per_mask)
 
 
 def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKernels:
     """Layer `index`'s forward, backward and recompute kernels for one micro-batch."""
     sh = _Shape(r, model, index)
-    attention = sh.attention_forward()
+    b = element_bytes(r, model)
+    core = sh.attention_core(r, b.scores)
+    attention = core.computed * sh.attention_forward()
     lin_f = sum(sh.gemm(m, n, k) for m, n, k in sh.linears())
     lin_b = sum(sh.gemm(m, k, n) + sh.gemm(k, n, m) for m, n, k in sh.linears())
-    att_b = 2.0 * attention  # dQ, dK (as QK^T's shapes) and dP, dV (as PV's)
-    b = element_bytes(r, model)
-    scores_f = b.scores[0] * sh.e_a
+    scores_f, scores_b = (sh.core_bytes(core, i) for i in (0, 1))
     forward = Kernels(
         lin_f + attention, sh.memory(b.hidden[0] * sh.e + b.ffn[0] * sh.e_f + scores_f)
     )
     backward = Kernels(
-        lin_b + att_b,
-        sh.memory(b.hidden[1] * sh.e + b.ffn[1] * sh.e_f + b.scores[1] * sh.e_a),
+        lin_b + core.backward_products * attention,
+        sh.memory(b.hidden[1] * sh.e + b.ffn[1] * sh.e_f + scores_b),
     )
     recompute = {
         "none": Kernels(),
