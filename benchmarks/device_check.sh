@@ -13,10 +13,11 @@
 # (pydantic_core's wheel is for CPython 3.12 only), by unpacking the wheels of the modules that
 # are missing and fit this python; pytest and hypothesis likewise, when they are missing and
 # their wheels are there. Failing that, a venv that sees the system's torch is tried with
-# `pip install -e .` from $WHEELS alone (the machine has no network). Outputs (at most 8
+# `pip install -e .` from $WHEELS alone (the machine has no network). Outputs (at most 9
 # files): summary.txt, stderr.txt,
 # calibrate.json, calibrated-hardware.yaml, measure-gpt2.json, measure-llama.json, pytest.txt,
-# measure-extra.txt. Exit status: 0 all ran, 1 a step failed, 3 no GPU, 4 tiersim not importable.
+# gemm-waves.txt (benchmarks/gemm_waves.py: measured GEMM throughput across wave boundaries
+# against the model's), measure-extra.txt. Exit status: 0 all ran, 1 a step failed, 3 no GPU, 4 tiersim not importable.
 # dist/ is git-ignored: to fill $WHEELS on this machine before the device call (the device
 # image's python is 3.12; it has numpy, networkx, yaml):
 #   .venv/bin/pip download -d dist/gpu-wheels --only-binary=:all: --python-version 3.12 \
@@ -173,6 +174,7 @@ if "$PY" -c 'import pytest, hypothesis' >/dev/null 2>&1; then
 else
   say "SKIPPED pytest: pytest or hypothesis is not installed for $PY"
 fi
+step "gemm waves" 90 "$OUT/gemm-waves.txt" "$PY" benchmarks/gemm_waves.py --device "$DEVICE"
 for extra in "--attention math" "--optimizer adafactor" "--dtype fp32"; do
   echo "=== gpt2 $extra" >>"$OUT/measure-extra.txt"
   # shellcheck disable=SC2086  # $extra is two words on purpose
