@@ -13,7 +13,7 @@ from engine_helpers import merge, scenario, tiny
 
 from tiersim.config.framework import offload_plan
 from tiersim.config.load import load_scenario
-from tiersim.core.errors import InfeasibleError
+from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.engine.simulate import simulate
 from tiersim.report.json_report import run_report
 from tiersim.state.inventory import build_inventory
@@ -190,7 +190,11 @@ def test_a_delayed_update_holds_a_second_gradient_buffer():
 def deepspeed_tiles(zero_stage: int, sub_group_size: int | None = None):
     raw = merge(
         two_layer("synchronous", "deepspeed"),
-        {"parallel": {"zero_stage": zero_stage}, "training": {"offload": {}}},
+        {
+            "parallel": {"zero_stage": zero_stage},
+            "training": {"offload": {}},
+            "placement": {"gradients": "dram"},  # DeepSpeed's CPU optimizer takes them there
+        },
     )
     if sub_group_size is not None:
         raw["training"]["offload"]["sub_group_size"] = sub_group_size
@@ -198,24 +202,42 @@ def deepspeed_tiles(zero_stage: int, sub_group_size: int | None = None):
 
 
 def test_deepspeed_sub_groups_are_read_updated_and_written_in_turn():
-    # Each layer's 2 GB of gradients and 2 GB of weights cross PCIe (10 GB/s) to the CPU and
-    # its 2 GB of new weights come back (SGD keeps no state). ZeRO-3 with sub_group_size
-    # 0.5e9: each layer is its own sub-group (stage3.py closes a group once its partitions
-    # reach the size; the empty rest unit joins the first), read, updated and written back
-    # before the next is read (pipeline_read and pipeline_write off): 3.0-3.4 in, 3.4-3.9
-    # CPU, 3.9-4.1 out; then 4.1-4.5, 4.5-5.0, 5.0-5.2.
+    # Forward 0-1, backward 1-3. Each layer's 2 GB of fp32 gradients goes to host memory as
+    # its backward ends (PCIe 10 GB/s, 0.2 s; ZeRO-3's overlap_comm default: beside the next
+    # backward): the second layer's 2.0-2.2, the first's from 3.0. ZeRO-3 with sub_group_size
+    # 0.5e9: each layer is its own sub-group, its 2 GB of weights read, updated (SGD on the
+    # CPU, 0.5 s) and written back before the next is read (pipeline_read/write off): the
+    # first group's read shares PCIe's direction with the last gradient copy (4 GB at 10
+    # GB/s: 3.0-3.4), update 3.4-3.9, written 3.9-4.1; then 4.1-4.3, 4.3-4.8, 4.8-5.0.
     # DeepSpeed's CPU path adds its host passes to each update: clipping (8 B a parameter) and
     # the copy back (fp32 read, fp32 written): 16 B x 0.5e9 / 1000 TB/s = 8 us a layer.
     host_passes = 2 * 16 * 0.5e9 / 1e15
     one_each = deepspeed_tiles(3, 500_000_000)
-    assert math.isclose(one_each.time_s, 5.2 + host_passes)
-    assert one_each.tiers["dram"].peak_bytes == 4 * GB  # one layer's 4 GB swapped in at once
-    # The default sub_group_size (1e9) holds both layers: both are read in (8 GB, 3.0-3.8),
-    # updated (3.8-4.3-4.8), then written back (4 GB of weights, 4.8-5.2): the host holds all
-    # 8 GB at once. ZeRO-1/2 step the whole partition in one optimizer.step() likewise.
-    for whole in (deepspeed_tiles(3), deepspeed_tiles(2)):
-        assert math.isclose(whole.time_s, 5.2 + host_passes)
-        assert whole.tiers["dram"].peak_bytes == 8 * GB
+    assert math.isclose(one_each.time_s, 5.0 + host_passes)
+    # the host holds both layers' gradients (4 GB) and one layer's weights (2 GB) at once
+    assert one_each.tiers["dram"].peak_bytes == 6 * GB
+    # The default sub_group_size (1e9) holds both layers: both read in (4 GB, 3.0-3.6 beside
+    # the last gradient copy: 6 GB at 10 GB/s), updated (3.6-4.6), written back (4.6-5.0):
+    # the same 5.0 s, and the host holds all 8 GB at once.
+    whole = deepspeed_tiles(3)
+    assert math.isclose(whole.time_s, 5.0 + host_passes)
+    assert whole.tiers["dram"].peak_bytes == 8 * GB
+    # ZeRO-1/2 step the whole partition in one optimizer.step() likewise; without
+    # overlap_comm (ZeRO-2's default) the copies run after each backward on the compute
+    # stream: 1-2, 2.0-2.2, 2.2-3.2, 3.2-3.4, then 3.4-3.8 in, 3.8-4.8, 4.8-5.2 out (and the
+    # gradient path's GPU kernels, tens of microseconds here)
+    zero2 = deepspeed_tiles(2)
+    assert math.isclose(zero2.time_s, 5.2, rel_tol=1e-4) and zero2.time_s > 5.2 + host_passes
+    assert zero2.tiers["dram"].peak_bytes == 8 * GB
+
+
+def test_deepspeed_cpu_optimizer_refuses_gradients_on_the_gpu():
+    raw = merge(two_layer("synchronous", "deepspeed"), {"placement": {"gradients": "hbm"}})
+    with pytest.raises(InputError) as err:
+        scenario(raw)
+    assert "placement.gradients" in str(err.value) and "expected 'dram'" in str(err.value)
+    # on the GPU's own optimizer they may stay
+    scenario(merge(raw, {"placement": {"optimizer_compute": "gpu"}}))
 
 
 # --- DeepSpeed ZeRO-1/2 without overlap_comm: gradient copies on the compute stream -----------

@@ -258,6 +258,30 @@ def _framework_problems(s: Scenario) -> list[Problem]:
     return problems
 
 
+def _deepspeed_problems(s: Scenario) -> list[Problem]:
+    """DeepSpeed's CPU optimizer (offload_optimizer) copies each reduced gradient into host
+    memory, where its fp32 accumulation buffer lives: no DeepSpeed mode keeps the gradients on
+    the GPU for it, so that placement would run as no engine does (and without DeepSpeed's
+    fp32 boundary copies and gradient swaps)."""
+    placement, gpu = s.placement, s.hardware.gpu.memory
+    if s.training.framework != "deepspeed" or placement.optimizer_compute != "cpu":
+        return []
+    host = s.hardware.cpu.memory
+    why = (
+        "DeepSpeed's CPU optimizer takes every gradient into host memory (its offload_optimizer "
+        f"accumulates them there); expected '{host}', or placement.optimizer_compute: gpu"
+    )
+    homes = {"placement.gradients": placement.gradients}
+    experts = placement.experts.model_dump().get("gradients")
+    if experts is not None:
+        homes["placement.experts.gradients"] = experts
+    return [
+        Problem(path, f"'{tier}' is the GPU's: {why}")
+        for path, tier in homes.items()
+        if tier == gpu
+    ]
+
+
 def consistency_problems(s: Scenario) -> list[Problem]:
     return (
         _tier_problems(s)
@@ -270,6 +294,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _position_problems(s)
         + _link_pair_problems(s)
         + _framework_problems(s)
+        + _deepspeed_problems(s)
     )
 
 
