@@ -80,6 +80,24 @@ def test_dgx_h100_matches_the_datasheets():
     assert hw.links["pcie"].bandwidth < 63 * GB  # below PCIe 5.0 x16's 63 GB/s
 
 
+@pytest.mark.parametrize("preset", ["dgx-a100", "dgx-h100", "h200-hbf"])
+def test_x86_hosts_model_deepspeeds_cpu_path_in_the_same_parts(preset):
+    # DeepSpeed's CPU-Adam kernel: ZeRO-Offload Table 4, 76.6 Mparam/s per Xeon 8168 core
+    # (AVX-512 at 2.7 GHz); the rest of the path: Ma and Wang's fitted 2.402 Gparam/s for 64
+    # cores. Scaled by vector width, base clock and the cores of one GPU's rank:
+    # DGX A100, 2 x EPYC 7742 (AVX2: 256 of 512 bits, 2.25 GHz), 128 cores / 8 = 16;
+    # DGX H100 / H200, 2 x Xeon 8480C (AVX-512, 2.0 GHz), 112 cores / 8 = 14.
+    width, clock, cores = {
+        "dgx-a100": (256 / 512, 2.25, 16),
+        "dgx-h100": (1.0, 2.0, 14),
+        "h200-hbf": (1.0, 2.0, 14),
+    }[preset]
+    cpu = hardware(preset).cpu
+    kernel = 76.6e6 * width * clock / 2.7 * cores
+    assert cpu.adam_kernel_rate == pytest.approx(kernel, rel=2e-3)
+    assert cpu.path_overhead_rate == pytest.approx(2.402e9 * cores / 64, rel=2e-3)
+
+
 def test_gh200_matches_the_datasheet():
     hw = hardware("gh200")
     # NVIDIA GH200 datasheet/whitepaper: 96 GB HBM3 at 4 TB/s; 480 GB LPDDR5X at up to 546 GB/s;
