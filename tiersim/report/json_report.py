@@ -15,6 +15,7 @@ from tiersim.config.schema import Scenario, Tier
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.offload import offload_section
+from tiersim.report.utilization import utilization
 from tiersim.report.wear import json_number, wear_section
 from tiersim.state.activations import GROUPS, accounting_for
 from tiersim.state.inventory import Inventory, activation_items, model_summary
@@ -133,6 +134,7 @@ def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:
         "overlap": r.overlap,
         "tokens_per_s": r.tokens_per_s,
         "tokens_per_step": r.tokens_per_step,
+        **utilization(s, r),  # model FLOPs per token, per second per GPU, MFU
         "micro_batches": r.micro_batches,
         "seq_len": s.seq_len,
         "seq_len_from": _seq_len_from(s),

@@ -72,6 +72,11 @@ def _step_head(report: dict[str, Any]) -> str:
         else f"transfer overlapped with compute {100 * st['overlap']:.1f} %"
     )
     tokens = f"{st['tokens_per_s']:,.0f} tokens/s over all the job's GPUs"
+    if st.get("mfu") is not None:  # PaLM's MFU: the model's FLOPs, not recompute's
+        tokens += (
+            f", {st['model_flops_per_s_per_gpu'] / 1e12:,.1f} model TFLOP/s per GPU "
+            f"(MFU {100 * st['mfu']:.1f} %)"
+        )
     ck = report.get("checkpoint") or {}
     if ck.get("mtbf_s") is not None and ck.get("goodput") is not None:
         tokens += f" ({st['tokens_per_s'] * ck['goodput']:,.0f} after checkpoints and failures)"

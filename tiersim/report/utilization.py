@@ -1,0 +1,34 @@
+"""Model FLOPs utilization (MFU, PaLM's definition, Chowdhery et al. 2022, Appendix B): the
+model's own FLOPs per token (forward and backward, 3x the forward's matrix multiplies and
+attention scores and values; no recompute, which is work the hardware does but the model does
+not need) times the tokens trained per second, over the job's GPUs' dense peak at the compute
+precision. Attention counts every key a query attends to (s for full attention, as Megatron's
+formula does), whatever the kernel skips."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.analysis.checkpoint_interval import job_gpus
+from tiersim.config.schema import Scenario
+from tiersim.engine.results import StepResult
+from tiersim.state.model import build_model
+
+
+def model_flops_per_token(s: Scenario) -> float:
+    """3 x (every layer's forward + the output head's) for one sequence, per token."""
+    model, seq = build_model(s.model), s.seq_len
+    forward = sum(model.layer_forward_flops(seq, 1, i) for i in range(model.layers))
+    return 3.0 * (forward + model.head_forward_flops(seq, 1)) / seq
+
+
+def utilization(s: Scenario, r: StepResult) -> dict[str, Any]:
+    """The step's model FLOPs per token, per second per GPU, and that over the GPU's peak."""
+    per_token = model_flops_per_token(s)
+    per_gpu = per_token * r.tokens_per_s / job_gpus(s.parallel)
+    peak = s.hardware.gpu.peak_flops.get(s.training.precision.compute_precision)
+    return {
+        "model_flops_per_token": per_token,
+        "model_flops_per_s_per_gpu": per_gpu,
+        "mfu": per_gpu / peak if peak else None,
+    }
