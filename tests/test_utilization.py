@@ -27,8 +27,8 @@ def test_mfu_follows_the_closed_form(tmp_path):
     step = json.loads(_run(tmp_path, "--format", "json"))["step"]
     # Korthikanti et al. 2022 Table 3, 22B: h 6144, l 48, s 2048, V 51,200; 8 A100s (t 8),
     # dense bf16 peak 312 TFLOP/s. Recompute is the hardware's work, not the model's: 72, not 96.
-    h, l, s, v = 6144, 48, 2048, 51200
-    per_token = 72 * l * h**2 * (1 + s / (6 * h) + v / (12 * h * l))
+    h, layers, s, v = 6144, 48, 2048, 51200
+    per_token = 72 * layers * h**2 * (1 + s / (6 * h) + v / (12 * h * layers))
     assert step["model_flops_per_token"] == pytest.approx(per_token, rel=1e-12)
     per_gpu = per_token * step["tokens_per_s"] / 8
     assert step["model_flops_per_s_per_gpu"] == pytest.approx(per_gpu, rel=1e-12)
