@@ -386,3 +386,16 @@ def test_headline_says_when_no_link_carried_a_transfer(tmp_path, cli):
     assert out.splitlines()[0].endswith(" %), no link carried a transfer")
     code, out, err = cli("run", SCENARIOS[0], "--out", tmp_path / "default")
     assert "transfer overlapped with compute " in out.splitlines()[0]
+
+
+def test_table_says_when_no_checkpoint_is_modelled(tmp_path, cli):
+    path = tmp_path / "x.yaml"
+    path.write_text("name: x\nmodel: {preset: gpt2}\n")  # checkpoint.every_steps: null
+    code, out, err = cli("run", path, "--out", tmp_path / "out")
+    assert code == 0, err
+    assert "No checkpoint modelled (checkpoint.every_steps unset)" in out
+    with_one = tmp_path / "y.yaml"
+    with_one.write_text(path.read_text() + "checkpoint: {every_steps: 100, target: dram}\n")
+    code, out, err = cli("run", with_one, "--out", tmp_path / "out2")
+    assert code == 0, err
+    assert "No checkpoint modelled" not in out and "Checkpoint (blocking to dram" in out

@@ -243,6 +243,11 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
     lines.append(f"Simulated {steps}: {sim['events']:,} events{took}.")
     if report.get("checkpoint"):
         lines.append(_checkpoint_line(report["checkpoint"], report["step"]["time_s"]))
+    else:
+        lines.append(
+            "No checkpoint modelled (checkpoint.every_steps unset): no checkpoint writes, "
+            "stalls, recovery or goodput in these figures."
+        )
     return lines
 
 
