@@ -14,12 +14,31 @@ from tiersim.core.errors import InfeasibleError, InputError
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
-EXIT_CODES = textwrap.fill(  # wrapped here for a raw formatter; the default one rewraps it
-    "exit codes: 0 done; 1 a --check failed; 2 invalid input (each problem as FILE: key.path: "
-    "what is wrong (what is expected)); 3 a scenario that cannot run at all (the message says "
-    "why)",
-    79,
-)
+# what exit code 1 means, by command (commands without one never return it)
+STOPPED = {
+    "sweep": "the sweep stopped, 130 if interrupted (finished points kept for --resume)",
+    "plan": "the search stopped",
+}
+
+
+def exit_codes(one: str | None = "a --check failed") -> str:
+    """The exit codes a help text ends with, wrapped here for a raw formatter (the default one
+    rewraps it); `one`: what 1 means for the command, None where it never exits 1."""
+    codes = "exit codes: 0 done; " + (f"1 {one}; " if one else "")
+    return textwrap.fill(
+        codes + "2 invalid input (each problem as FILE: key.path: what is wrong (what is "
+        "expected)); 3 a scenario that cannot run at all (the message says why)",
+        79,
+    )
+
+
+EXIT_CODES = exit_codes("a --check failed, a sweep or search stopped")
+
+
+def _one_means(name: str, command: argparse.ArgumentParser) -> str | None:
+    if name in STOPPED:
+        return STOPPED[name]
+    return "a --check failed" if "--check" in command._option_string_actions else None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.add_parser(sub)
-    for command in sub.choices.values():  # each command's help ends with them too
-        command.epilog = f"{command.epilog}\n\n{EXIT_CODES}" if command.epilog else EXIT_CODES
+    for name, command in sub.choices.items():  # each command's help ends with its own
+        codes = exit_codes(_one_means(name, command))
+        command.epilog = f"{command.epilog}\n\n{codes}" if command.epilog else codes
     return parser
 
 
