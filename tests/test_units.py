@@ -201,3 +201,14 @@ def test_read_quantity_finds_the_kind_from_the_unit():
     assert read_quantity("400 Mb/s") == (Kind.BANDWIDTH, 400e6 / 8)
     for text in ("fast", "50", "50 parsecs", "1e400 B", "bf16"):
         assert read_quantity(text) is None, text
+
+
+def test_huge_sizes_and_lifetimes_print_three_significant_digits():
+    from tiersim.core.units import fmt_bytes
+    from tiersim.report.wear import fmt_days
+
+    assert fmt_bytes(5e18) == "5000.00 PB"  # below 10,000 of the largest unit: as before
+    assert fmt_bytes(1_578_637.77e15) == "1.58e+06 PB"
+    assert fmt_bytes(-2e20) == "-2e+05 PB"
+    assert fmt_days(4000 * 365) == "4,000 years"
+    assert fmt_days(365 * 1.05e24) == "1.05e+24 years"

@@ -170,7 +170,9 @@ def fmt_bytes(n: float) -> str:
     n = abs(n)
     for name, factor in _SIZE_STEPS:
         if n >= factor:
-            return f"{sign}{n / factor:.2f} {name}"
+            scaled = n / factor
+            # past a thousand of the largest unit, three significant digits, not 24 of them
+            return f"{sign}{scaled:.3g} {name}" if scaled >= 1e4 else f"{sign}{scaled:.2f} {name}"
     return f"{sign}{n:.0f} B"
 
 

@@ -104,6 +104,8 @@ def fmt_days(days: float | None) -> str:
     if days is None or math.isinf(days):
         return "never"
     years = days * DAY_S / YEAR_S
+    if years >= 1e6:  # a digit string longer than the sentence says nothing more
+        return f"{years:.3g} years"
     if years >= 1000:
         return f"{years:,.0f} years"
     if years >= 1:
