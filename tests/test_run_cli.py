@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 from tiersim.cli import main
+from tiersim.core.units import fmt_time
 
-SCENARIOS = sorted(Path(__file__).resolve().parent.parent.glob("scenarios/*.yaml"))
+SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIOS = sorted(SCENARIOS_DIR.glob("*.yaml"))
 REPORT_KEYS = {
     "scenario",
     "tiersim_version",
@@ -399,3 +401,15 @@ def test_table_says_when_no_checkpoint_is_modelled(tmp_path, cli):
     code, out, err = cli("run", with_one, "--out", tmp_path / "out2")
     assert code == 0, err
     assert "No checkpoint modelled" not in out and "Checkpoint (blocking to dram" in out
+
+
+def test_prices_table_adds_up_to_the_step(tmp_path, cli):
+    # GPT-3 175B on TP x PP x DP: the data-parallel reduction's exposed tail is in no price
+    code, out, err = cli("run", SCENARIOS_DIR / "gpt3-175b-tp-pp.yaml", "--out", tmp_path / "o")
+    assert code == 0, err
+    st = json.loads((tmp_path / "o" / "report.json").read_text())["step"]
+    priced = sum(st["breakdown"].values()) + st["optimizer_s"]
+    rest = st["time_s"] - priced
+    assert rest > 0.01 * st["time_s"]
+    row = next(line for line in out.splitlines() if line.startswith("exposed waits (not priced)"))
+    assert fmt_time(rest) in row

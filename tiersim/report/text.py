@@ -61,6 +61,14 @@ def _breakdown_table(st: dict[str, Any]) -> list[str]:
         for key, label in BREAKDOWN_LABELS
         if parts[key] or key not in ("framework_s", "bubble_s", "imbalance_s")
     ]
+    # what no price covers: waits on links (an overlapped reduction's exposed tail, offload
+    # transfers, contention) and on a CPU optimizer; the GPU optimizer's step is its own row
+    optimizer = st["optimizer_s"] if st["optimizer_on"] == "gpu" else 0.0
+    if optimizer:
+        rows.append(["GPU optimizer", fmt_time(optimizer), _pct(optimizer, t)])
+    rest = t - sum(parts[key] for key, _ in BREAKDOWN_LABELS) - optimizer
+    if rest > 1e-9 * t:
+        rows.append(["exposed waits (not priced)", fmt_time(rest), _pct(rest, t)])
     return [render(["model's prices", "time", "of step"], rows)]
 
 
