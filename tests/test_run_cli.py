@@ -413,3 +413,14 @@ def test_prices_table_adds_up_to_the_step(tmp_path, cli):
     assert rest > 0.01 * st["time_s"]
     row = next(line for line in out.splitlines() if line.startswith("exposed waits (not priced)"))
     assert fmt_time(rest) in row
+
+
+def test_run_refuses_a_sweeps_results_folder(tmp_path, cli):
+    path = tmp_path / "x.yaml"
+    path.write_text("name: x\nmodel: {preset: gpt2}\n")
+    sweep_out = tmp_path / "sweep"
+    sweep_out.mkdir()
+    (sweep_out / "results.jsonl").write_text("")
+    code, _, err = cli("run", path, "--out", sweep_out)
+    assert code == 2 and "a sweep's results folder" in err
+    assert not (sweep_out / "report.json").exists()

@@ -82,6 +82,9 @@ def _out_problem(folder: Path, scenario: Path) -> str | None:
     scenario file (one that tiersim wrote may be rerun in place: it is written again whole)."""
     from tiersim.report.output import SCENARIO_HEADER
 
+    # a sweep's folder: the run's files would sit among its points, mistaken for one of them
+    if (folder / "results.jsonl").exists() or (folder / "results.csv").exists():
+        return "is a sweep's results folder (it has results.jsonl/.csv; expected another folder)"
     if (folder / "scenario.yaml").resolve() != scenario.resolve():
         return None
     with scenario.open(encoding="utf-8", errors="replace") as f:
