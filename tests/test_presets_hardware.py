@@ -374,7 +374,7 @@ def test_calibration_runs_are_shown_but_not_counted():
     summary = summarize(runs)
     assert summary.count == 1 and summary.mean_abs_error == pytest.approx(0.10)
     text = table(runs, summary)
-    assert "+0.0% fit" in text and "over 1 runs" in text
+    assert "+0.0% fit" in text and "all runs: 1 run, mean |error| 10.0%" in text
     assert "fit: cpu.optimizer_rate" in text
     with pytest.raises(ValueError, match="calibration runs are not counted"):
         summarize([Comparison(fit, 1.0)])

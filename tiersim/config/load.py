@@ -21,7 +21,8 @@ from tiersim.config.messages import validation_problems
 from tiersim.config.overrides import apply_overrides, clipped, parse_override
 from tiersim.config.presets import resolve
 from tiersim.config.schema import Scenario
-from tiersim.config.yamlfile import read_yaml
+from tiersim.config.yamlfile import read_yaml_and_text
+from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
 
 
@@ -171,5 +172,8 @@ def _blamed(p: Problem, paths: dict[str, str]) -> Problem:
 
 def load_scenario(path: str | Path, overrides: list[str] = ()) -> Loaded:
     path = Path(path)
-    raw = read_yaml(path, str(path))
-    return build(raw, path.parent, str(path), overrides)
+    raw, text = read_yaml_and_text(path, str(path))
+    try:
+        return build(raw, path.parent, str(path), overrides)
+    except InputError as exc:  # each problem says the line its key is on, where it has one
+        raise with_lines(exc, text) from None

@@ -151,6 +151,12 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
 
 def read_yaml(path: Path, source: str) -> Any:
     """The YAML file at `path` as Python objects; InputError (naming `source`) otherwise."""
+    return read_yaml_and_text(path, source)[0]
+
+
+def read_yaml_and_text(path: Path, source: str) -> tuple[Any, str]:
+    """The YAML file at `path` as Python objects, and its text (for the lines of keys an
+    error names: tiersim.config.yamllines)."""
     try:
         data = read_regular_file(path, limits.YAML_BYTES.value(), "a YAML file")
     except FileProblem as exc:
@@ -169,7 +175,7 @@ def read_yaml(path: Path, source: str) -> Any:
     if not text.strip():
         raise InputError(source, [Problem("", "file is empty (expected a YAML mapping)")])
     try:
-        return parse_yaml(text)
+        return parse_yaml(text), text
     except yaml.YAMLError as exc:
         raise InputError(source, [Problem("", yaml_problem(exc))]) from None
     except RecursionError:  # a bound raised past what this interpreter's stack takes
