@@ -45,7 +45,17 @@ def test_scenario_and_set_against_two_run_folders(cli, tmp_path):
     assert "links.hbf.busy_s" in moved and "wear.hbf.lifetime_days" in moved
     # the bytes HBF writes do not depend on its speed: unchanged, so not listed
     assert "tiers.hbf.ports.write.bytes_per_step" not in moved
-    sizes = [abs(math.log(r["ratio"])) for r in from_set["outputs"] if r["ratio"]]
+    # the headline figures first (fits, then the step's: time, tokens/s, MFU, ...), in that
+    # order; the rest by how far they moved, largest first
+    headline = ["fits", "step.time_s", "step.tokens_per_s", "step.mfu", "step.compute_s"]
+    headline += ["step.recompute_s", "step.optimizer_s", "step.exposed_transfer_s"]
+    headline += ["step.exposed_cpu_s", "step.pipeline_bubble_s"]
+    paths = [r["path"] for r in from_set["outputs"]]
+    first = [p for p in paths if p in headline]
+    assert paths[: len(first)] == first == [p for p in headline if p in first]
+    assert paths[0] == "step.time_s"  # fits did not change
+    rest = from_set["outputs"][len(first) :]
+    sizes = [abs(math.log(r["ratio"])) for r in rest if r["ratio"]]
     assert sizes == sorted(sizes, reverse=True)  # largest change first
 
 

@@ -28,6 +28,7 @@ from tiersim.workload.comms import capacities, network_nics
 STEP_FIGURES = (
     "step.time_s",
     "step.tokens_per_s",
+    "step.mfu",
     "step.compute_s",
     "step.recompute_s",
     "step.optimizer_s",
