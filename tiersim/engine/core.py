@@ -167,10 +167,18 @@ class Engine:
                 self._timers += 1
                 self._timeout(duration, i).callbacks.append(self._on_timer)
         elif kind is MOVE:
-            plan = self._move_plan(op)
-            for tier, size in plan.staged:
-                self._occupy(tier, now, size)
-            self._flow(i, op.nbytes, plan.resources, plan.delay, plan.staged)
+            key = (op.src, op.dst, op.nbytes)
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._move_plan(op)
+            staged = plan.staged
+            if staged:
+                self._occupy_all(staged, now, 1)
+            done = functools.partial(self._on_flow, i, staged)
+            if self.ordered:
+                self.net.run_alone(op.nbytes, plan.resources, done, plan.delay)
+            else:
+                self.net.start(op.nbytes, plan.resources, done, i, plan.delay)
         elif self.ordered:
             self._flow(i, op.nbytes, (op.resource,), op.latency, ())
         else:  # a collective (COMM, SYNC): _flow, inline, as half of all ops are
@@ -182,6 +190,7 @@ class Engine:
             self.net.start(op.nbytes, alone, done, i, op.latency)
 
     def _move_plan(self, op: Op) -> _MovePlan:
+        """The plan of a move like `op` (looked up in `_plans` by `_start` first)."""
         key = (op.src, op.dst, op.nbytes)
         plan = self._plans.get(key)
         if plan is None:
