@@ -54,3 +54,15 @@ def test_route_depends_on_transfer_size():
     assert t.route("hbm", "nvme", 1e6).tiers == ("hbm", "dram", "nvme")
     assert t.route("hbm", "nvme", 1e9).tiers == ("hbm", "nvme")
     assert t.route("hbm", "nvme").tiers == ("hbm", "nvme")  # unsized: the widest
+
+
+def test_topologies_of_different_graphs_never_share_a_route():
+    # Routes are remembered across Topology objects of the same graph (a sweep builds one a
+    # point): built in turn, a narrow and a wide direct link must each keep their own route.
+    # 2 GB/s direct is narrower than hbm-dram-nvme's 5 GB/s; 8 GB/s direct is wider.
+    for _ in range(2):
+        narrow = topo({"direct": {"between": ["hbm", "nvme"], "bandwidth": "2 GB/s"}})
+        wide = topo({"direct": {"between": ["hbm", "nvme"], "bandwidth": "8 GB/s"}})
+        assert narrow.route("hbm", "nvme").tiers == ("hbm", "dram", "nvme")
+        assert wide.route("hbm", "nvme").tiers == ("hbm", "nvme")
+        assert wide.route("hbm", "nvme").bottleneck == 8e9

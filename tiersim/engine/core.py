@@ -26,7 +26,6 @@ from tiersim.hardware.topology import Topology
 from tiersim.state.resolved import Resolved
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
-GPU, CPU, IDLE, JOIN = OpKind.GPU, OpKind.CPU, OpKind.IDLE, OpKind.JOIN
 
 
 class Recorder(Protocol):
@@ -115,6 +114,8 @@ class Engine:
         self._ops = schedule.ops
         self._timeout = self.env.timeout
         self._starts, self._ends, self._step_left = self.log.start, self.log.end, self.log.step_left
+        self._timers = 0  # timers started by this run (added to the log's events at its end)
+        self._alone_sets: dict = {}  # each network channel's resource set, (channel,)
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -134,6 +135,8 @@ class Engine:
             ):
                 self._start(i, 0.0)
         self.env.run()
+        self.log.events += self._timers
+        self._timers = 0
         if any(self.log.step_left):
             raise AssertionError("schedule deadlocked: some operations never became ready")
         # the graph is spent: free it (the largest part of a finished engine) for the next run
@@ -156,24 +159,38 @@ class Engine:
         if op.alloc:
             self._occupy_all(op.alloc, now, 1)
         kind = op.kind
-        if kind is GPU or kind is CPU or kind is IDLE or kind is JOIN:  # after its duration
-            if op.duration <= 0:
+        if kind.timed:  # after its duration
+            duration = op.duration
+            if duration <= 0:
                 self._finish(i, now)
             else:
-                self.log.events += 1
-                self._timeout(op.duration, i).callbacks.append(self._on_timer)
+                self._timers += 1
+                self._timeout(duration, i).callbacks.append(self._on_timer)
         elif kind is MOVE:
-            plan = self._move_plan(op)
-            for tier, size in plan.staged:
-                self._occupy(tier, now, size)
-            self._flow(i, op.nbytes, plan.resources, plan.delay, plan.staged)
+            key = (op.src, op.dst, op.nbytes)
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._move_plan(op)
+            staged = plan.staged
+            if staged:
+                self._occupy_all(staged, now, 1)
+            done = functools.partial(self._on_flow, i, staged)
+            if self.ordered:
+                self.net.run_alone(op.nbytes, plan.resources, done, plan.delay)
+            else:
+                self.net.start(op.nbytes, plan.resources, done, i, plan.delay)
         elif self.ordered:
             self._flow(i, op.nbytes, (op.resource,), op.latency, ())
         else:  # a collective (COMM, SYNC): _flow, inline, as half of all ops are
+            resource = op.resource
+            alone = self._alone_sets.get(resource)
+            if alone is None:  # one tuple per channel: the network looks it up by identity
+                alone = self._alone_sets[resource] = (resource,)
             done = functools.partial(self._on_flow, i, ())
-            self.net.start(op.nbytes, (op.resource,), done, i, op.latency)
+            self.net.start(op.nbytes, alone, done, i, op.latency)
 
     def _move_plan(self, op: Op) -> _MovePlan:
+        """The plan of a move like `op` (looked up in `_plans` by `_start` first)."""
         key = (op.src, op.dst, op.nbytes)
         plan = self._plans.get(key)
         if plan is None:

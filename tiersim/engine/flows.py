@@ -18,12 +18,13 @@ from collections.abc import Callable, Hashable
 
 import simpy
 
-from tiersim.core.intervals import union
+from tiersim.engine.busy import BusyLog
 from tiersim.engine.rates import max_min_rates, narrowest, priority_rates
 
 __all__ = ["BusyLog", "Flow", "FlowNetwork", "max_min_rates", "priority_rates"]
 
 _EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
+_RATES_KEPT = 4096  # memoized max-min allocations kept at most (a run has a few dozen)
 
 
 class Flow:
@@ -39,6 +40,7 @@ class Flow:
         "rate",
         "remaining",
         "resources",
+        "shares",
     )
 
     def __init__(
@@ -57,42 +59,19 @@ class Flow:
         self.rate = 0.0
         self.begin = begin
         self.latent = False
+        self.shares: _Shares | None = None  # its resource set's figures, once in a network
 
 
-class BusyLog:
-    """Intervals during which at least one flow used a named channel (a link, say): each
-    flow's span is added as it ends, merged with the last where they touch, and the union
-    is taken on reading (a flow may end after one that began later)."""
+class _Shares:
+    """What the network derives from one resource set, looked up once per flow (hashing a
+    tuple of resources costs more than the lookup): an index naming the set, its resources
+    of finite capacity, the rate of a flow alone on it, the channels it is logged on."""
 
-    def __init__(self) -> None:
-        self._spans: dict[str, list[tuple[float, float]]] = {}
-        self._merged: dict[str, list[tuple[float, float]]] | None = None
+    __slots__ = ("alone", "channels", "finite", "index", "resources")
 
-    def add_span(self, key: str, start: float, end: float) -> None:
-        self.add_spans((key,), start, end)
-
-    def add_spans(self, keys: tuple[str, ...], start: float, end: float) -> None:
-        """[start, end) on each key's channel (a flow's channels and ANY: one call a flow)."""
-        if end <= start:
-            return
-        self._merged = None
-        all_spans = self._spans
-        for key in keys:
-            spans = all_spans.get(key)
-            if spans is None:
-                all_spans[key] = [(start, end)]
-            elif start <= spans[-1][1]:  # ends come in time order: only the start is earlier
-                last = spans[-1]
-                spans[-1] = (start if start < last[0] else last[0], end)
-            else:
-                spans.append((start, end))
-
-    @property
-    def intervals(self) -> dict[str, list[tuple[float, float]]]:
-        """Each channel's busy time as disjoint, sorted intervals."""
-        if self._merged is None:
-            self._merged = {key: union(spans) for key, spans in self._spans.items()}
-        return self._merged
+    def __init__(self, resources: tuple, index: int, finite: tuple, alone: float, channels: tuple):
+        self.resources, self.index, self.finite = resources, index, finite
+        self.alone, self.channels = alone, channels
 
 
 class FlowNetwork:
@@ -127,6 +106,12 @@ class FlowNetwork:
         self.wakeups = 0
         self._finite: dict[tuple, tuple] = {}
         self._alone: dict[tuple, float] = {}
+        # each resource set's _Shares, by the set and by the id of the first tuple seen of it
+        # (kept alive here, so its id is not reused): most flows cross a route's own tuple
+        self._shares: dict[tuple, _Shares] = {}
+        self._shares_by_id: dict[int, _Shares] = {}
+        # max-min rates by the sequence of the active flows' resource sets (see _reschedule)
+        self._rates: dict[tuple[int, ...], list[float]] = {}
         self._users: dict[Hashable, int] = {}
         self._pending: simpy.Timeout | None = None  # the one wake-up planned
         self._pending_at = math.inf
@@ -150,11 +135,12 @@ class FlowNetwork:
         now = self.env.now
         flows = self.flows
         flow = Flow(nbytes, resources, on_done, priority, now + delay if delay > 0 else now)
-        finite = self._finite.get(resources)
-        if finite is None:
-            finite = self._finite_of(resources)
+        shares = self._shares_by_id.get(id(resources))
+        if shares is None or shares.resources is not resources:
+            shares = self._shares_of(resources)
+        flow.shares = shares
         if not flows:  # the common case
-            self._into_empty(flow, finite, now)
+            self._into_empty(flow, shares, now)
             return
         users = self._users
         if now > self._last:
@@ -163,14 +149,13 @@ class FlowNetwork:
         # count the flow on its resources: alone on all of them, now and at its begin, it
         # changes no other rate
         alone = True
-        for r in finite:
+        for r in shares.finite:
             n = users.get(r, 0)
             if n:
                 alone = False
             users[r] = n + 1
         if alone:
-            rate = self._alone.get(resources)
-            flow.rate = self._alone_rate(resources) if rate is None else rate
+            flow.rate = shares.alone
             self._plan_wake(now)
         elif delay > 0:  # joins the sharing at its begin: nothing changes before
             flow.latent = True
@@ -178,21 +163,35 @@ class FlowNetwork:
         else:
             self._reschedule(now)
 
-    def _into_empty(self, flow: Flow, finite: tuple, now: float) -> None:
+    def _into_empty(self, flow: Flow, shares: _Shares, now: float) -> None:
         """`flow` into an empty network (no wake-up pending): alone, at its narrowest
         resource's rate, its end planned as _plan_wake plans one flow's."""
         self._last = now
         self.flows.append(flow)
         users = self._users
-        for r in finite:
+        for r in shares.finite:
             users[r] = 1
-        rate = self._alone.get(flow.resources)
-        rate = flow.rate = self._alone_rate(flow.resources) if rate is None else rate
+        rate = flow.rate = shares.alone
         if rate > 0:
             soonest = flow.remaining / rate
             if flow.begin > now:
                 soonest += flow.begin - now
             self._wake_after(now, soonest if soonest > 0.0 else 0.0, flow)
+
+    def _shares_of(self, resources: tuple) -> _Shares:
+        """The _Shares of a resource set (made on its first flow)."""
+        shares = self._shares.get(resources)
+        if shares is None:
+            finite = self._finite_of(resources)
+            shares = self._shares[resources] = _Shares(
+                resources,
+                len(self._shares),
+                finite,
+                self._alone_rate(resources),
+                self._channels_for(resources),
+            )
+            self._shares_by_id[id(resources)] = shares
+        return shares
 
     def run_alone(
         self, nbytes: float, resources: tuple, on_done: Callable[[], None], delay: float = 0.0
@@ -264,11 +263,19 @@ class FlowNetwork:
                     f.rate = 0.0
                     f.latent = True
         if len(active) == 1:  # the common case: alone now, at its narrowest resource's rate
-            f = active[0]
-            rate = self._alone.get(f.resources)
-            f.rate = self._alone_rate(f.resources) if rate is None else rate
+            active[0].rate = active[0].shares.alone
         elif active:
-            rates = self.policy(active, self.capacity, self._finite)
+            if self.policy is max_min_rates:
+                # a function of the sequence of resource sets alone (capacities are fixed), and
+                # the same few sequences recur: each computed once (the same floats, to the bit)
+                key = tuple([f.shares.index for f in active])
+                rates = self._rates.get(key)
+                if rates is None:
+                    if len(self._rates) >= _RATES_KEPT:
+                        self._rates.clear()
+                    rates = self._rates[key] = max_min_rates(active, self.capacity, self._finite)
+            else:  # priorities order the flows: not a function of their resources alone
+                rates = self.policy(active, self.capacity, self._finite)
             for f, rate in zip(active, rates, strict=True):
                 f.rate = rate
         self._plan_wake(now)
@@ -320,7 +327,7 @@ class FlowNetwork:
             self._last = now
             self.flows = []
             users = self._users
-            for r in self._finite[which.resources]:
+            for r in which.shares.finite:
                 users[r] -= 1
             self._landed(which, now)
             return
@@ -333,9 +340,9 @@ class FlowNetwork:
         self.flows = left
         # uncount the finished flows; if each was alone on all its resources, other rates stand
         shared = False
-        users, finite = self._users, self._finite
+        users = self._users
         for f in done:
-            for r in finite[f.resources]:  # counted at its start, so cached
+            for r in f.shares.finite:
                 n = users[r]
                 if n != 1:
                     shared = True
@@ -350,9 +357,7 @@ class FlowNetwork:
     def _landed(self, f: Flow, now: float) -> None:
         """A flow's last byte is in: its busy span logged, its owner told."""
         f.remaining = 0.0
-        channels = self._channels.get(f.resources)
-        if channels is None:
-            channels = self._channels_for(f.resources)
+        channels = f.shares.channels
         if channels:
             self.busy.add_spans(channels, f.begin, now)
         f.on_done()

@@ -42,28 +42,32 @@ class OpList:
         return twin
 
     def add(self, op: Op) -> int:
-        index = len(self.ops)
-        deps = [d for d in op.deps if d is not None]
+        ops = self.ops
+        index = len(ops)
+        deps = op.deps
+        if None in deps:  # a C-level scan: most ops' deps have no None to drop
+            deps = [d for d in deps if d is not None]
         stream = op.kind.stream
         if stream is not None:
             last_on = self.last_on
             prev = last_on.get(stream)
-            if prev is not None:
-                deps.append(prev)
             last_on[stream] = index
+            if prev is not None:
+                deps = (*deps, prev)
         # in order, once each; tuples, which hold no references the garbage collector must
         # trace (a run builds around a million ops); two, the common case, without a dict
         n = len(deps)
         if n > 2:
-            op.deps = tuple(dict.fromkeys(deps))
+            deps = tuple(dict.fromkeys(deps))
         elif n == 2:
             a, b = deps
-            op.deps = (a, b) if a != b else (a,)
-        else:
-            op.deps = tuple(deps)
+            deps = (a, b) if a != b else (a,)
+        elif type(deps) is not tuple:
+            deps = tuple(deps)
+        op.deps = deps
         if type(op.alloc) is not tuple:
             op.alloc = tuple(op.alloc)
-        self.ops.append(op)
+        ops.append(op)
         return index
 
     def free_after(self, i: int, tier: str, nbytes: int) -> None:

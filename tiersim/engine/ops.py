@@ -25,6 +25,9 @@ class OpKind(Enum):
     def __init__(self, label: str, stream: str | None):
         self.label = label
         self.stream = stream
+        # taken its duration on a timer (compute, idle, join): an attribute, not a set of
+        # kinds, as an enum's hash is a Python call and the engine asks once per op
+        self.timed = label in ("gpu", "cpu", "idle", "join")
 
     @property
     def network(self) -> bool:

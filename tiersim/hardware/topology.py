@@ -33,6 +33,27 @@ class Route:
         return min(self.hop_bandwidths) if self.hop_bandwidths else math.inf
 
 
+# Routes found, shared by every Topology of the same graph: a sweep builds one per point, and
+# its points share a few graphs. A route is a function of the graph's figures alone (the tiers'
+# bandwidths and latencies, the links in order), which key it; Routes are immutable.
+_ROUTES: dict[tuple, dict[tuple[str, str, float], Route | None]] = {}
+_GRAPHS_KEPT = 64
+
+
+def _routes_of(hardware: Hardware) -> dict[tuple[str, str, float], Route | None]:
+    """The routes found so far on `hardware`'s graph (filled as they are asked for)."""
+    key = (
+        tuple((n, t.read_bw, t.write_bw, t.latency) for n, t in hardware.tiers.items()),
+        tuple((n, lk.between, lk.bandwidth, lk.latency) for n, lk in hardware.links.items()),
+    )
+    routes = _ROUTES.get(key)
+    if routes is None:
+        if len(_ROUTES) >= _GRAPHS_KEPT:
+            del _ROUTES[next(iter(_ROUTES))]  # the oldest graph
+        routes = _ROUTES[key] = {}
+    return routes
+
+
 class Topology:
     """The tiers and links of one GPU's view of the machine."""
 
@@ -50,7 +71,7 @@ class Topology:
                 continue
             self.adjacent[a][b] = edge
             self.adjacent.setdefault(b, {})[a] = edge
-        self._routes: dict[tuple[str, str], Route | None] = {}
+        self._routes = _routes_of(hardware)
 
     @cached_property
     def capacities(self) -> dict[Resource, float]:
