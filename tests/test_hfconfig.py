@@ -207,7 +207,9 @@ def test_an_hf_config_that_is_not_a_path_is_refused(cli, write, value, got):
     code, _out, err = cli("validate", file)
     assert code == 2
     expected = "expected a path to a config.json file, or to a model folder holding one"
-    assert err.strip() == f"{file}: model.hf_config: is {got} ({expected})"
+    # the message, then the line of the key in the file (model.hf_config: line 3)
+    at = next(i for i, text in enumerate(file.read_text().splitlines(), 1) if "hf_config" in text)
+    assert err.strip() == f"{file}: model.hf_config: is {got} ({expected}) (line {at})"
 
 
 def test_a_model_folder_is_read_through_its_config_json(tmp_path):
