@@ -34,11 +34,12 @@ OFFLOAD_POINTS = 8
 
 
 class ThreadPool(LocalPool):
-    """LocalPool's submit / wait / close on threads of this process, so patches apply."""
+    """LocalPool's submit / wait / close on threads of this process, so patches apply; the
+    outcomes come back as a local worker's do (through `handoff`, via files in `folder`)."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, folder: Path):
         self.pool = cf.ThreadPoolExecutor(max_workers=workers)
-        self.slots = workers
+        self.slots, self.folder = workers, str(folder)
 
 
 class Crash:
@@ -70,7 +71,9 @@ class Crash:
 
 @pytest.fixture
 def in_process(monkeypatch):
-    monkeypatch.setattr(run_module, "open_pool", lambda executor, workers, sched: ThreadPool(2))
+    monkeypatch.setattr(
+        run_module, "open_pool", lambda executor, workers, scheduler, folder: ThreadPool(2, folder)
+    )
 
 
 def crash(monkeypatch: pytest.MonkeyPatch, where: str = "simulator") -> Crash:

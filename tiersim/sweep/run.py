@@ -71,7 +71,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     timings["expand_s"] = _lap(clock)
     with SweepStore(options.out, options.resume) as store:
         recorded = len(store.entries)
-        pool = open_pool(options.executor, options.workers, options.scheduler)
+        pool = open_pool(options.executor, options.workers, options.scheduler, store.points_dir)
         try:
             timings["start_s"] = _lap(clock) - timings["expand_s"]
             keys = _known_keys(pool, tasks, store, options.progress)
