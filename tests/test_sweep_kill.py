@@ -152,21 +152,34 @@ def send_then_die(connection, data, write=os.write) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run_point_then_die_sending(task):
-    """run_point; in a pool worker, on point DYING, its result's message is cut by a kill."""
-    result = real_run_point(task)
+def die_sending_after(task) -> None:
+    """In a pool worker, on point DYING: the next message it sends is cut by a kill."""
     if multiprocessing.parent_process() is not None and task.source.endswith(f" point {DYING}"):
         multiprocessing.connection.Connection._send = send_then_die
+
+
+def keep_then_die_sending(job):
+    result = real_keep(job)  # the local pool's function: its worker writes the report
+    die_sending_after(job[0])
+    return result
+
+
+def run_point_then_die_sending(task):
+    result = real_run_point(task)  # where the points' function is run_point (main's tree)
+    die_sending_after(task)
     return result
 
 
 real_run_point = run_module.run_point
+real_keep = getattr(run_module, "run_and_keep", None)
 
 
 def sweep_with_a_worker_dying_while_sending(argv: list[str]) -> None:
     """The sweep command in a process of its own (run by the test below): the points'
     function is this module's, so its workers import it and one of them dies as above."""
     run_module.run_point = run_point_then_die_sending
+    if real_keep is not None:
+        run_module.run_and_keep = keep_then_die_sending
     sys.exit(main(argv))
 
 

@@ -4,9 +4,17 @@ them appended and synced; a line in the log never names a report a crash could s
 
 from __future__ import annotations
 
+import json
+from multiprocessing.reduction import ForkingPickler
+
+from test_sweep_spec import write_sweep
+
 import tiersim.sweep.store as store_module
-from tiersim.sweep.store import SweepStore, read_log
-from tiersim.sweep.worker import INVALID, OK, PointResult
+from tiersim.sweep import handoff
+from tiersim.sweep.run import tasks_for
+from tiersim.sweep.spec import expand, load_sweep
+from tiersim.sweep.store import SweepStore, read_log, run_and_keep
+from tiersim.sweep.worker import INVALID, OK, PointResult, run_point
 
 
 def result(key: str, report: str | None = None, png: bytes | None = None) -> PointResult:
@@ -55,3 +63,36 @@ def test_reports_then_one_folder_sync_then_one_log_append(tmp_path, monkeypatch)
     assert sorted(entries) == ["a", "b", "c", "d"]
     assert (tmp_path / "points" / "b.png").read_bytes() == b"png"
     assert sorted(p.name for p in (tmp_path / "points").iterdir()) == ["a.json", "b.json", "b.png"]
+
+
+def test_a_report_a_worker_kept_is_made_durable_by_the_folder_sync_before_the_append(
+    tmp_path, monkeypatch
+):
+    with SweepStore(tmp_path, resume=False) as store:
+        kept = PointResult("k", OK, None, {"step.time_s": 1.0}, None, 0.5, None, kept=True)
+        (tmp_path / "points" / "k.json").write_text("{}")  # as run_and_keep leaves it
+        events = record(monkeypatch)
+        store.commit([kept, result("e")])
+        assert events == [("sync", "points"), ("append", 2)]
+    assert sorted(read_log(tmp_path / "results.jsonl")[0]) == ["e", "k"]
+
+
+def test_a_worker_writes_the_report_itself_and_hands_back_only_the_small_rest(tmp_path):
+    path = write_sweep(tmp_path, {"grid": {"training.grad_accumulation": [1, 2]}})
+    spec = load_sweep(path)
+    task = tasks_for(spec, expand(spec))[1]
+    points = tmp_path / "points"
+    points.mkdir()
+    kept = run_and_keep((task, str(points)))
+    whole = run_point(task)
+    assert (kept.key, kept.status, kept.report_json, kept.png, kept.kept) == (
+        whole.key,
+        OK,
+        None,
+        None,
+        True,
+    )
+    assert [p.name for p in points.iterdir()] == [f"{whole.key}.json"]
+    report = json.loads((points / f"{whole.key}.json").read_text())
+    assert report == json.loads(whole.report_json)
+    assert len(ForkingPickler.dumps(kept)) <= handoff.INLINE_BYTES  # handed back inline

@@ -36,6 +36,7 @@ class SweepAborted(Exception):
 
 class Pool(Protocol):
     slots: int
+    same_files: bool  # its workers see this process's files (so may write the sweep's)
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any: ...
 
@@ -44,7 +45,7 @@ class Pool(Protocol):
     def close(self) -> None: ...
 
 
-WORKER_MODULE = "tiersim.sweep.worker"  # what every point runs: imported before the first
+WORKER_MODULE = "tiersim.sweep.store"  # what points run (run_and_keep, run_point): imported first
 
 
 def start_worker(sweep_pid: int) -> None:
@@ -70,6 +71,7 @@ class LocalPool:
 
     _starting: threading.Thread | None = None
     _own_folder: str | None = None
+    same_files = True
 
     def __init__(self, workers: int, folder: Path | None = None):
         if workers < 1:
@@ -129,6 +131,8 @@ class LocalPool:
 
 class DaskPool:
     """A dask.distributed client: to the scheduler at `address`, or to a new local cluster."""
+
+    same_files = False  # a scheduler's workers may be on other machines
 
     def __init__(self, address: str | None, workers: int):
         try:

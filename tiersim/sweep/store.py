@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -26,7 +27,7 @@ from typing import IO, Any
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.files import FileProblem, read_regular_file
 from tiersim.report.output import FolderBusy, lock_folder
-from tiersim.sweep.worker import PointResult
+from tiersim.sweep.worker import PointResult, PointTask, run_point
 
 LOG_NAME = "results.jsonl"
 MAX_LOG_BYTES = 2**32  # a point's line is ~1-3 kB: over a million points
@@ -38,6 +39,9 @@ class OutputError(Exception):
     def __init__(self, path: Path, error: OSError):
         self.path, self.error = path, error
         super().__init__(f"{path}: {error}")
+
+    def __reduce__(self) -> tuple[type, tuple[Path, OSError]]:  # raised in a worker too
+        return OutputError, (self.path, self.error)
 
 
 @contextlib.contextmanager
@@ -132,17 +136,16 @@ class SweepStore:
         into place, then their folder fsync'd once, so every move is durable), then one fsync'd
         log append: a log line never names a report that a crash could still lose.
 
+        A point a worker kept (`run_and_keep`) has its files in place already, each fsync'd:
+        the folder's sync here makes their moves durable too, before the append.
+
         The batch's points are recorded here only once the append is durable."""
         fresh: dict[str, dict[str, Any]] = {}
         moved = False
         for result in results:
             if result.key in self.entries or result.key in fresh:
                 continue
-            for name, data in _point_files(result):
-                path = self.points_dir / name
-                with writing(path):
-                    atomic_write(path, lambda h, d=data: h.write(d), sync_folder=False)
-                moved = True
+            moved |= write_point_files(self.points_dir, result) or result.kept
             fresh[result.key] = _entry(result)
         if moved:
             with writing(self.points_dir):
@@ -204,6 +207,29 @@ def _append(log: io.FileIO, data: bytes) -> None:
             log.truncate(start)
             os.fsync(log.fileno())
         raise
+
+
+def run_and_keep(job: tuple[PointTask, str]) -> PointResult:
+    """In a local worker: run the point, and write its report (and picture) into the sweep's
+    points folder (`job`'s second part) here, each fsync'd and moved into place; return the
+    result without them, so what goes back to the sweep process is small (see `handoff`).
+
+    The sweep's commit syncs the folder before the point's log line is appended."""
+    task, points_dir = job
+    result = run_point(task)
+    if write_point_files(Path(points_dir), result):
+        result = dataclasses.replace(result, report_json=None, png=None, kept=True)
+    return result
+
+
+def write_point_files(points_dir: Path, result: PointResult) -> bool:
+    """Write the point's files atomically (the folder left to sync); whether there were any."""
+    files = _point_files(result)
+    for name, data in files:
+        path = points_dir / name
+        with writing(path):
+            atomic_write(path, lambda h, d=data: h.write(d), sync_folder=False)
+    return bool(files)
 
 
 def _point_files(result: PointResult) -> list[tuple[str, bytes]]:
