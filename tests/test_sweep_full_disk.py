@@ -32,7 +32,8 @@ def full_disk() -> OSError:
 
 
 def fail_writes(monkeypatch: pytest.MonkeyPatch, name: str, after: int = 0) -> None:
-    """Make atomic writes of files named like `name` fail once `after` of them have been made."""
+    """Make writes of files named like `name` fail once `after` of them have been made: the
+    sweep process's atomic writes, and a worker's temporary ones."""
     real = store_module.atomic_write
     made = []
 
@@ -43,6 +44,16 @@ def fail_writes(monkeypatch: pytest.MonkeyPatch, name: str, after: int = 0) -> N
             made.append(path)
         real(path, fill, **options)
 
+    real_temporary = store_module.write_temporary  # where a local worker writes a report
+
+    def write_temporary(path: Path, data: bytes) -> Path:
+        if name in path.name:
+            if len(made) >= after:
+                raise full_disk()
+            made.append(path)
+        return real_temporary(path, data)
+
+    monkeypatch.setattr(store_module, "write_temporary", write_temporary)
     monkeypatch.setattr(store_module, "atomic_write", write)
 
 

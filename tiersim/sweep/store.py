@@ -136,16 +136,18 @@ class SweepStore:
         into place, then their folder fsync'd once, so every move is durable), then one fsync'd
         log append: a log line never names a report that a crash could still lose.
 
-        A point a worker kept (`run_and_keep`) has its files in place already, each fsync'd:
-        the folder's sync here makes their moves durable too, before the append.
+        A point a local worker ran (`run_and_keep`) has its files written under temporary
+        names: each is fsync'd and moved into place here, like the ones written here.
 
         The batch's points are recorded here only once the append is durable."""
         fresh: dict[str, dict[str, Any]] = {}
         moved = False
         for result in results:
             if result.key in self.entries or result.key in fresh:
+                drop_written(self.points_dir, result.kept)
                 continue
-            moved |= write_point_files(self.points_dir, result) or result.kept
+            keep_written(self.points_dir, result.kept)
+            moved |= write_point_files(self.points_dir, result) or bool(result.kept)
             fresh[result.key] = _entry(result)
         if moved:
             with writing(self.points_dir):
@@ -210,16 +212,55 @@ def _append(log: io.FileIO, data: bytes) -> None:
 
 
 def run_and_keep(job: tuple[PointTask, str]) -> PointResult:
-    """In a local worker: run the point, and write its report (and picture) into the sweep's
-    points folder (`job`'s second part) here, each fsync'd and moved into place; return the
-    result without them, so what goes back to the sweep process is small (see `handoff`).
-
-    The sweep's commit syncs the folder before the point's log line is appended."""
+    """In a local worker: run the point and write its report (and picture) into the sweep's
+    points folder (`job`'s second part) under temporary names; return the result without
+    them, naming them instead, so what goes back to the sweep process is small (see
+    `handoff`). The sweep's commit fsyncs each and moves it into place (`keep_written`): the
+    worker goes on to its next point instead of waiting on the disk, and no file it wrote
+    replaces one a log line names before it is durable."""
     task, points_dir = job
     result = run_point(task)
-    if write_point_files(Path(points_dir), result):
-        result = dataclasses.replace(result, report_json=None, png=None, kept=True)
+    kept = []
+    for name, data in _point_files(result):
+        path = Path(points_dir) / name
+        with writing(path):
+            kept.append((write_temporary(path, data).name, name))
+    if kept:
+        result = dataclasses.replace(result, report_json=None, png=None, kept=tuple(kept))
     return result
+
+
+def write_temporary(path: Path, data: bytes) -> Path:
+    """`data` in `path`'s temporary file (atomic_write's name, so a resume removes it), not
+    synced; removed again if writing it fails."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def keep_written(points_dir: Path, kept: tuple[tuple[str, str], ...]) -> None:
+    """fsync each file a worker wrote and move it into place (the folder left to sync)."""
+    for temporary, name in kept:
+        path, tmp = points_dir / name, points_dir / Path(temporary).name
+        with writing(path):
+            fd = os.open(tmp, os.O_RDONLY)  # any descriptor of a file flushes all its data
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+
+
+def drop_written(points_dir: Path, kept: tuple[tuple[str, str], ...]) -> None:
+    """Remove what a worker wrote for a point already recorded (its key ran twice)."""
+    for temporary, _ in kept:
+        with writing(points_dir / temporary):
+            (points_dir / Path(temporary).name).unlink(missing_ok=True)
 
 
 def write_point_files(points_dir: Path, result: PointResult) -> bool:
