@@ -1,7 +1,9 @@
 """A full disk during a sweep: exit 2 naming the file, no traceback, a log `--resume` continues.
 
-The disk is made to fill by patching the store's writes in this process (where the sweep's
-results are written; its points still run on the real process pool).
+The disk is made to fill by patching the store's writes in this process: the tables and the
+log are written here; the reports are written where the points run, a local pool's workers, so
+the test of a report's write runs its points on threads of this process that hand their
+outcomes back as those workers do (test_sweep_resume.ThreadPool).
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import os
 from pathlib import Path
 
 import pytest
+from test_sweep_resume import ThreadPool
 from test_sweep_run import OFFLOAD, csv_rows, sweep
 from test_sweep_spec import write_sweep
 
+import tiersim.sweep.run as run_module
 import tiersim.sweep.store as store_module
 from tiersim.sweep.store import LOG_NAME, OutputError, SweepStore, read_log
 from tiersim.sweep.worker import OK, PointResult
@@ -28,7 +32,8 @@ def full_disk() -> OSError:
 
 
 def fail_writes(monkeypatch: pytest.MonkeyPatch, name: str, after: int = 0) -> None:
-    """Make atomic writes of files named like `name` fail once `after` of them have been made."""
+    """Make writes of files named like `name` fail once `after` of them have been made: the
+    sweep process's atomic writes, and a worker's temporary ones."""
     real = store_module.atomic_write
     made = []
 
@@ -39,6 +44,16 @@ def fail_writes(monkeypatch: pytest.MonkeyPatch, name: str, after: int = 0) -> N
             made.append(path)
         real(path, fill, **options)
 
+    real_temporary = store_module.write_temporary  # where a local worker writes a report
+
+    def write_temporary(path: Path, data: bytes) -> Path:
+        if name in path.name:
+            if len(made) >= after:
+                raise full_disk()
+            made.append(path)
+        return real_temporary(path, data)
+
+    monkeypatch.setattr(store_module, "write_temporary", write_temporary)
     monkeypatch.setattr(store_module, "atomic_write", write)
 
 
@@ -83,6 +98,7 @@ def test_a_full_disk_while_writing_reports_exits_2_and_resume_finishes(tmp_path,
     path = write_sweep(tmp_path, OFFLOAD)
     out = tmp_path / "out"
     with monkeypatch.context() as patch:
+        patch.setattr(run_module, "open_pool", lambda *args: ThreadPool(1, args[3]))
         fail_writes(patch, ".json", after=3)  # the 4th report finds the disk full
         code, stdout, err = cli("sweep", path, "--out", out, "--workers", "1", "--no-plots")
     assert (code, stdout) == (2, "")

@@ -1,11 +1,13 @@
-"""A sweep killed with SIGKILL mid-run, then resumed, has exactly one row per point; killing
-only its main process ends its workers, fork server and resource tracker too."""
+"""A sweep killed with SIGKILL mid-run, then resumed, has exactly one row per point; a worker
+killed, even while it sends a result, stops the sweep cleanly (never a hang); killing only its
+main process ends its workers, fork server and resource tracker too."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -18,6 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 from test_sweep_spec import write_sweep
 
+import tiersim.sweep.run as run_module
+from tiersim.cli import main
 from tiersim.sweep.lifeline import wait_for_exit
 from tiersim.sweep.run import SweepOptions, run_sweep
 from tiersim.sweep.spec import load_sweep
@@ -130,6 +134,95 @@ def test_a_worker_killed_stops_the_sweep_cleanly_and_resume_finishes_it(tmp_path
     outcome = resume(path, out)
     assert outcome.reused == len(recorded)
     assert_one_row_per_point(outcome, out)
+
+
+PIPE_BUF = 4096  # Linux (pipe(7)): a pipe write of at most this many bytes is never split
+SMALL = {"grid": {"training.grad_accumulation": list(range(1, 11)), "parallel.data": [1, 2, 4, 8]}}
+SMALL_POINTS = 10 * 4
+DYING = 8  # the point whose worker is killed while sending its result
+
+
+def send_then_die(connection, data, write=os.write) -> None:
+    """Connection._send for a worker killed while its message is being written, the message
+    left as Linux leaves a pipe write cut short: one of at most PIPE_BUF bytes whole, a longer
+    one split where the pipe filled (here: half of it)."""
+    view = memoryview(data)[: len(data) if len(data) <= PIPE_BUF else len(data) // 2]
+    while view:
+        view = view[write(connection._handle, view) :]
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def die_sending_after(task) -> None:
+    """In a pool worker, on point DYING: the next message it sends is cut by a kill."""
+    if multiprocessing.parent_process() is not None and task.source.endswith(f" point {DYING}"):
+        multiprocessing.connection.Connection._send = send_then_die
+
+
+def keep_then_die_sending(job):
+    result = real_keep(job)  # the local pool's function: its worker writes the report
+    die_sending_after(job[0])
+    return result
+
+
+def run_point_then_die_sending(task):
+    result = real_run_point(task)  # where the points' function is run_point (main's tree)
+    die_sending_after(task)
+    return result
+
+
+real_run_point = run_module.run_point
+real_keep = getattr(run_module, "run_and_keep", None)
+
+
+def sweep_with_a_worker_dying_while_sending(argv: list[str]) -> None:
+    """The sweep command in a process of its own (run by the test below): the points'
+    function is this module's, so its workers import it and one of them dies as above."""
+    run_module.run_point = run_point_then_die_sending
+    if real_keep is not None:
+        run_module.run_and_keep = keep_then_die_sending
+    sys.exit(main(argv))
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_sending_a_result_stops_the_sweep_and_resume_finishes(tmp_path):
+    path = write_sweep(tmp_path, SMALL)
+    out = tmp_path / "out"
+    argv = ["sweep", str(path), "--out", str(out), "--workers", "2", "--no-plots"]
+    here = str(Path(__file__).parent)
+    driver = (
+        f"import sys; sys.path.insert(0, {here!r}); import test_sweep_kill as t; "
+        f"t.sweep_with_a_worker_dying_while_sending({argv!r})"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver],
+        cwd=tmp_path,  # not the checkout: `-c` puts the working folder first on sys.path
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        _, stderr = proc.communicate(timeout=60)  # a torn message hangs it: this fails then
+    except subprocess.TimeoutExpired:
+        pytest.fail("the sweep hung after its worker died while sending a result")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.wait()
+    assert proc.returncode == 1, stderr
+    assert b"sweep stopped: the worker pool broke" in stderr
+    assert b"rerun with --resume" in stderr and b"Traceback" not in stderr
+    recorded, torn, _ = read_log(out / LOG_NAME)
+    assert 1 <= len(recorded) < SMALL_POINTS and torn == 0
+    assert {entry["status"] for entry in recorded.values()} == {"ok"}
+    options = SweepOptions(out, 2, resume=True, plots=False, progress=io.StringIO())
+    outcome = run_sweep(load_sweep(path), options)
+    assert (outcome.reused, outcome.ran) == (len(recorded), SMALL_POINTS - len(recorded))
+    keys = [json.loads(line)["key"] for line in (out / LOG_NAME).read_bytes().splitlines()]
+    assert len(keys) == len(set(keys)) == SMALL_POINTS
+    assert [r["point"] for r in outcome.table.rows] == list(range(SMALL_POINTS))
+    assert {r["status"] for r in outcome.table.rows} == {"ok"}
+    assert sorted(p.name for p in (out / "points").iterdir()) == sorted(f"{k}.json" for k in keys)
 
 
 def running(pid: int) -> bool:

@@ -21,6 +21,7 @@ from test_sweep_run import MIXED, OFFLOAD, csv_rows, log_lines, sweep
 from test_sweep_spec import write_sweep
 
 import tiersim.sweep.run as run_module
+import tiersim.sweep.store as store_module
 import tiersim.sweep.worker as worker_module
 from tiersim.core.errors import InputError
 from tiersim.sweep.execute import LocalPool
@@ -34,11 +35,12 @@ OFFLOAD_POINTS = 8
 
 
 class ThreadPool(LocalPool):
-    """LocalPool's submit / wait / close on threads of this process, so patches apply."""
+    """LocalPool's submit / wait / close on threads of this process, so patches apply; the
+    outcomes come back as a local worker's do (through `handoff`, via files in `folder`)."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, folder: Path):
         self.pool = cf.ThreadPoolExecutor(max_workers=workers)
-        self.slots = workers
+        self.slots, self.folder = workers, str(folder)
 
 
 class Crash:
@@ -54,6 +56,7 @@ class Crash:
         else:  # the worker call itself fails, as when a Dask worker is lost
             real_run = worker_module.run_point
             monkeypatch.setattr(run_module, "run_point", lambda t: self._run(real_run, t))
+            monkeypatch.setattr(store_module, "run_point", lambda t: self._run(real_run, t))
 
     def _report(self, real: Any, built: Any) -> Any:
         self.runs += 1
@@ -70,7 +73,9 @@ class Crash:
 
 @pytest.fixture
 def in_process(monkeypatch):
-    monkeypatch.setattr(run_module, "open_pool", lambda executor, workers, sched: ThreadPool(2))
+    monkeypatch.setattr(
+        run_module, "open_pool", lambda executor, workers, scheduler, folder: ThreadPool(2, folder)
+    )
 
 
 def crash(monkeypatch: pytest.MonkeyPatch, where: str = "simulator") -> Crash:

@@ -13,14 +13,18 @@ import importlib
 import math
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures as cf
+from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from tiersim.core.errors import InputError, Problem
+from tiersim.sweep import handoff
 from tiersim.sweep.lifeline import watch
 
 DASK_HINT = "pip install 'tiersim[dask]'"
@@ -32,6 +36,7 @@ class SweepAborted(Exception):
 
 class Pool(Protocol):
     slots: int
+    same_files: bool  # its workers see this process's files (so may write the sweep's)
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any: ...
 
@@ -40,7 +45,7 @@ class Pool(Protocol):
     def close(self) -> None: ...
 
 
-WORKER_MODULE = "tiersim.sweep.worker"  # what every point runs: imported before the first
+WORKER_MODULE = "tiersim.sweep.store"  # what points run (run_and_keep, run_point): imported first
 
 
 def start_worker(sweep_pid: int) -> None:
@@ -58,13 +63,22 @@ class LocalPool:
     server imports the points' code once, so each worker starts with it; every worker is
     started at once, in the background: the first start waits for the server's imports
     (about 0.3 s), which this process's own first point and estimate hide.
+
+    Every call's outcome comes back through `handoff`: a message too small for a killed worker
+    to tear, any larger outcome in a file in `folder` (a temporary folder of the pool's own
+    when none is given), so a worker's death breaks the pool (SweepAborted) and never hangs it.
     """
 
     _starting: threading.Thread | None = None
+    _own_folder: str | None = None
+    same_files = True
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, folder: Path | None = None):
         if workers < 1:
             raise ValueError(f"workers(={workers}) must be >= 1")
+        if folder is None:
+            self._own_folder = tempfile.mkdtemp(prefix="tiersim-pool-")
+        self.folder = str(folder) if folder is not None else self._own_folder
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if context.get_start_method() == "forkserver":  # a server already running keeps its own
@@ -87,9 +101,22 @@ class LocalPool:
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> cf.Future:
         try:
-            return self.pool.submit(fn, arg)
+            sent = self.pool.submit(handoff.call, self.folder, fn, arg)
         except cf.BrokenExecutor as exc:
             raise SweepAborted(f"the worker pool broke ({exc})") from None
+        received: cf.Future = cf.Future()
+        received.set_running_or_notify_cancel()
+        sent.add_done_callback(lambda done: self._receive(done, received))
+        return received
+
+    def _receive(self, sent: cf.Future, received: cf.Future) -> None:
+        """`received` gets what `sent` handed back (run by the pool's manager thread)."""
+        try:
+            if sent.cancelled():
+                raise cf.CancelledError()
+            received.set_result(handoff.receive(self.folder, sent.result()))
+        except BaseException as exc:  # the point's own exception, or a broken pool's
+            received.set_exception(exc)
 
     def wait(self, pending: set[Any]) -> set[Any]:
         return cf.wait(pending, return_when=cf.FIRST_COMPLETED).done
@@ -98,10 +125,14 @@ class LocalPool:
         if self._starting is not None:
             self._starting.join()
         self.pool.shutdown(wait=True, cancel_futures=True)
+        if self._own_folder is not None:
+            shutil.rmtree(self._own_folder, ignore_errors=True)
 
 
 class DaskPool:
     """A dask.distributed client: to the scheduler at `address`, or to a new local cluster."""
+
+    same_files = False  # a scheduler's workers may be on other machines
 
     def __init__(self, address: str | None, workers: int):
         try:
@@ -159,12 +190,16 @@ def _connect(distributed: Any, address: str) -> Any:
         raise InputError("--scheduler", [problem]) from None
 
 
-def open_pool(executor: str, workers: int, scheduler: str | None) -> Pool:
+def open_pool(
+    executor: str, workers: int, scheduler: str | None, folder: Path | None = None
+) -> Pool:
+    """`folder`: where a local worker may leave an outcome too large for a message (see
+    `handoff`); the sweep's own, so that `--resume` removes what a killed sweep left there."""
     if executor == "local":
         if scheduler is not None:
             problem = Problem("", "is for --executor dask (the local executor needs no scheduler)")
             raise InputError("--scheduler", [problem])
-        return LocalPool(workers)
+        return LocalPool(workers, folder)
     if executor == "dask":
         return DaskPool(scheduler, workers)
     raise ValueError(f"executor(={executor!r}) must be 'local' or 'dask'")

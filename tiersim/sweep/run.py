@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures as cf
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,14 @@ from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, strea
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
 from tiersim.sweep.spec import Point, SweepSpec, expand
-from tiersim.sweep.store import SweepStore, import_table_writers, tidy, write_tables
+from tiersim.sweep.store import (
+    OutputError,
+    SweepStore,
+    import_table_writers,
+    run_and_keep,
+    tidy,
+    write_tables,
+)
 from tiersim.sweep.worker import (
     ERROR,
     PointResult,
@@ -71,7 +79,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     timings["expand_s"] = _lap(clock)
     with SweepStore(options.out, options.resume) as store:
         recorded = len(store.entries)
-        pool = open_pool(options.executor, options.workers, options.scheduler)
+        pool = open_pool(options.executor, options.workers, options.scheduler, store.points_dir)
         try:
             timings["start_s"] = _lap(clock) - timings["expand_s"]
             keys = _known_keys(pool, tasks, store, options.progress)
@@ -171,10 +179,10 @@ def _run(
     """Run the points at `todo`, of `total` to run (the others ran before, the first one)."""
     done = total - len(todo)
     bar = Progress(total, progress or sys.stderr, done=done)
-    for batch in stream(pool, run_point, [tasks[i] for i in todo]):
+    for batch in _points(pool, [tasks[i] for i in todo], store):
         results = []
         for position, outcome in batch:
-            if isinstance(outcome, cf.BrokenExecutor):
+            if isinstance(outcome, cf.BrokenExecutor | OutputError):
                 continue  # raised below, once the points finished beside it are kept
             index = todo[position]
             if not isinstance(outcome, PointResult):
@@ -184,8 +192,21 @@ def _run(
         store.commit(results)
         for _, outcome in batch:
             _raise_if_broken(outcome)
+            if isinstance(outcome, OutputError):  # a worker could not write a report
+                raise outcome
         done += len(batch)
         bar.update(done)
+
+
+def _points(
+    pool: Pool, tasks: list[PointTask], store: SweepStore
+) -> Iterator[list[tuple[int, object]]]:
+    """The points' outcomes; a local worker writes each point's report itself, so that only a
+    small result comes back (and the sweep process spends no time writing it)."""
+    if pool.same_files:
+        folder = str(store.points_dir)
+        return stream(pool, run_and_keep, [(task, folder) for task in tasks])
+    return stream(pool, run_point, tasks)
 
 
 def _raise_if_broken(outcome: object) -> None:

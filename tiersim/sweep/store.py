@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -26,7 +27,7 @@ from typing import IO, Any
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.files import FileProblem, read_regular_file
 from tiersim.report.output import FolderBusy, lock_folder
-from tiersim.sweep.worker import PointResult
+from tiersim.sweep.worker import PointResult, PointTask, run_point
 
 LOG_NAME = "results.jsonl"
 MAX_LOG_BYTES = 2**32  # a point's line is ~1-3 kB: over a million points
@@ -38,6 +39,9 @@ class OutputError(Exception):
     def __init__(self, path: Path, error: OSError):
         self.path, self.error = path, error
         super().__init__(f"{path}: {error}")
+
+    def __reduce__(self) -> tuple[type, tuple[Path, OSError]]:  # raised in a worker too
+        return OutputError, (self.path, self.error)
 
 
 @contextlib.contextmanager
@@ -132,17 +136,18 @@ class SweepStore:
         into place, then their folder fsync'd once, so every move is durable), then one fsync'd
         log append: a log line never names a report that a crash could still lose.
 
+        A point a local worker ran (`run_and_keep`) has its files written under temporary
+        names: each is fsync'd and moved into place here, like the ones written here.
+
         The batch's points are recorded here only once the append is durable."""
         fresh: dict[str, dict[str, Any]] = {}
         moved = False
         for result in results:
             if result.key in self.entries or result.key in fresh:
+                drop_written(self.points_dir, result.kept)
                 continue
-            for name, data in _point_files(result):
-                path = self.points_dir / name
-                with writing(path):
-                    atomic_write(path, lambda h, d=data: h.write(d), sync_folder=False)
-                moved = True
+            keep_written(self.points_dir, result.kept)
+            moved |= write_point_files(self.points_dir, result) or bool(result.kept)
             fresh[result.key] = _entry(result)
         if moved:
             with writing(self.points_dir):
@@ -204,6 +209,68 @@ def _append(log: io.FileIO, data: bytes) -> None:
             log.truncate(start)
             os.fsync(log.fileno())
         raise
+
+
+def run_and_keep(job: tuple[PointTask, str]) -> PointResult:
+    """In a local worker: run the point and write its report (and picture) into the sweep's
+    points folder (`job`'s second part) under temporary names; return the result without
+    them, naming them instead, so what goes back to the sweep process is small (see
+    `handoff`). The sweep's commit fsyncs each and moves it into place (`keep_written`): the
+    worker goes on to its next point instead of waiting on the disk, and no file it wrote
+    replaces one a log line names before it is durable."""
+    task, points_dir = job
+    result = run_point(task)
+    kept = []
+    for name, data in _point_files(result):
+        path = Path(points_dir) / name
+        with writing(path):
+            kept.append((write_temporary(path, data).name, name))
+    if kept:
+        result = dataclasses.replace(result, report_json=None, png=None, kept=tuple(kept))
+    return result
+
+
+def write_temporary(path: Path, data: bytes) -> Path:
+    """`data` in `path`'s temporary file (atomic_write's name, so a resume removes it), not
+    synced; removed again if writing it fails."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def keep_written(points_dir: Path, kept: tuple[tuple[str, str], ...]) -> None:
+    """fsync each file a worker wrote and move it into place (the folder left to sync)."""
+    for temporary, name in kept:
+        path, tmp = points_dir / name, points_dir / Path(temporary).name
+        with writing(path):
+            fd = os.open(tmp, os.O_RDONLY)  # any descriptor of a file flushes all its data
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+
+
+def drop_written(points_dir: Path, kept: tuple[tuple[str, str], ...]) -> None:
+    """Remove what a worker wrote for a point already recorded (its key ran twice)."""
+    for temporary, _ in kept:
+        with writing(points_dir / temporary):
+            (points_dir / Path(temporary).name).unlink(missing_ok=True)
+
+
+def write_point_files(points_dir: Path, result: PointResult) -> bool:
+    """Write the point's files atomically (the folder left to sync); whether there were any."""
+    files = _point_files(result)
+    for name, data in files:
+        path = points_dir / name
+        with writing(path):
+            atomic_write(path, lambda h, d=data: h.write(d), sync_folder=False)
+    return bool(files)
 
 
 def _point_files(result: PointResult) -> list[tuple[str, bytes]]:

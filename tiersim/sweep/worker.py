@@ -43,6 +43,8 @@ class PointResult:
     report_json: str | None  # the full report.json text (None unless ok)
     elapsed_s: float  # build + simulate + report, in the worker
     png: bytes | None = None  # the step's picture, when the task asked for it
+    # (temporary, final) names of its files a worker wrote in points/, unsynced (run_and_keep)
+    kept: tuple[tuple[str, str], ...] = ()
 
 
 def scenario_key(mapping: Any) -> str:
