@@ -205,16 +205,40 @@ def test_estimate_on_one_worker_says_worker(tmp_path):
     assert "the other 1 on 1 worker, about" in progress.getvalue()
 
 
+# 8 points: pipeline 2 does not divide 25 layers (2 invalid points), 1 GB of HBM cannot hold a
+# layer (3 infeasible), 3 run; no value is wrong on its own (pipeline 2 runs with 24 layers)
+COMBINED = {
+    "grid": {
+        "hardware.tiers.hbm.capacity": ["1 GB", "40 GB"],
+        "model.layers": [24, 25],
+        "parallel.pipeline": [1, 2],
+    }
+}
+
+
 def test_cli_sweep_prints_progress_and_summary(tmp_path, cli):
-    path = write_sweep(tmp_path, MIXED)
+    path = write_sweep(tmp_path, COMBINED)
     out = tmp_path / "out"
     code, stdout, stderr = cli("sweep", path, "--out", out, "--workers", "2", "--no-plots")
     assert code == 0, stderr
-    assert f"sweep 's': 6 points on 2 workers -> {out}" in stderr
-    assert "6/6 points" in stderr
-    assert "sweep 's': 6 points (1 infeasible, 3 invalid, 2 ok)" in stdout
+    assert f"sweep 's': 8 points on 2 workers -> {out}" in stderr
+    assert "8/8 points" in stderr
+    assert "sweep 's': 8 points (3 infeasible, 2 invalid, 3 ok)" in stdout
     assert (out / "results.parquet").exists() and not (out / "plots").exists()
     assert f"results: {out / 'results.csv'}, {out / 'results.parquet'}\n" in stdout  # no plots
+
+
+def test_cli_sweep_refuses_a_value_wrong_on_its_own_before_any_point(tmp_path, cli):
+    # pipeline 5 cannot divide the base's 24 layers in any point; '5 GB' is no bandwidth
+    grid = {"parallel.pipeline": [1, 5], "hardware.tiers.hbm.bandwidth": ["5 GB", "100 GB/s"]}
+    path = write_sweep(tmp_path, {"grid": grid})
+    code, out, err = cli("sweep", path, "--out", tmp_path / "out", "--no-plots")
+    assert code == 2 and out == "" and "Traceback" not in err
+    lines = sorted(err.strip().splitlines())
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{path}: grid.hardware.tiers.hbm.bandwidth: value '5 GB': ")
+    assert lines[1].startswith(f"{path}: grid.parallel.pipeline: value 5: layers (24)")
+    assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
 def test_a_sweep_whose_every_point_is_invalid_exits_2(tmp_path, cli):

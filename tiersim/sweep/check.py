@@ -7,11 +7,14 @@ with how many points have it and the first of them.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
 from tiersim.config.load import build
+from tiersim.config.overrides import set_path
 from tiersim.core.errors import InputError, Problem, shown
-from tiersim.sweep.spec import Point, SweepSpec, describe, expand
+from tiersim.sweep.spec import Axis, Point, SweepSpec, describe, expand
 
 MAX_LISTED = 30
 
@@ -56,3 +59,62 @@ def check_points(spec: SweepSpec) -> int:
     if problems:
         raise InputError(spec.source, problems)
     return len(points)
+
+
+def lone_value_problems(spec: SweepSpec) -> list[Problem]:
+    """Swept values that are wrong whatever the other axes hold (a size where a bandwidth is
+    needed, a negative length): each grid value (each zip row) is built into the base alone,
+    and where that fails at the value's own key path, again beside the first value of every
+    other axis that is right alone; failing there the same way, the value is the problem. A
+    point invalid only in combination is left to run (an invalid result)."""
+    base_dir = spec.base_path.parent
+    settings = _lone_settings(spec)
+    alone = [
+        _own_problems(_with(spec.base, dict(zip(paths, values, strict=True))), base_dir, spec, axes)
+        for axes, paths, values in settings
+    ]
+    good: dict[str, object] = {}  # an axis's first value that is right alone
+    for (_axes, paths, values), own in zip(settings, alone, strict=True):
+        if not own:
+            for path, value in zip(paths, values, strict=True):
+                good.setdefault(path, value)
+    out: list[Problem] = []
+    for (axes, paths, values), own in zip(settings, alone, strict=True):
+        if not own:
+            continue
+        beside = good | dict(zip(paths, values, strict=True))
+        if own == _own_problems(_with(spec.base, beside), base_dir, spec, axes):
+            for axis, message in own:
+                value = values[axes.index(axis)]
+                out.append(Problem(f"{axis.group}.{axis.path}", f"value {shown(value)}: {message}"))
+    return out
+
+
+def _with(base: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    raw = copy.deepcopy(base)
+    for path, value in values.items():
+        set_path(raw, path.split("."), copy.deepcopy(value))
+    return raw
+
+
+def _lone_settings(spec: SweepSpec) -> list[tuple[tuple[Axis, ...], tuple[str, ...], tuple]]:
+    """(axes, their paths, values) to try alone: each grid value, each zip row whole."""
+    settings = [((a,), (a.path,), (v,)) for a in spec.grid for v in a.values]
+    if spec.zip:
+        paths = tuple(a.path for a in spec.zip)
+        rows = zip(*(a.values for a in spec.zip), strict=True)
+        settings += [(spec.zip, paths, tuple(row)) for row in rows]
+    return settings
+
+
+def _own_problems(raw, base_dir, spec: SweepSpec, axes: tuple[Axis, ...]) -> list[tuple[Axis, str]]:
+    try:
+        build(raw, base_dir, spec.source)
+    except InputError as exc:
+        return [
+            (axis, p.message)
+            for p in exc.problems
+            for axis in axes
+            if p.path == axis.path or p.path.startswith(axis.path + ".")
+        ]
+    return []

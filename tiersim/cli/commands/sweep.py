@@ -86,6 +86,7 @@ def workers_and_where(args: argparse.Namespace, points: int) -> tuple[int, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.sweep.check import lone_value_problems
     from tiersim.sweep.execute import SweepAborted
     from tiersim.sweep.run import SweepOptions, run_sweep
     from tiersim.sweep.spec import describe, load_sweep
@@ -95,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
     spec = load_sweep(args.sweep, args.max_points)
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers, where = workers_and_where(args, spec.size)
+    wrong = lone_value_problems(spec)  # a value wrong on its own: before any point runs
+    if wrong:
+        raise InputError(spec.source, wrong)
     if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
         print(
             f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
