@@ -238,6 +238,15 @@ def test_deepspeed_cpu_optimizer_refuses_gradients_on_the_gpu():
     assert "placement.gradients" in str(err.value) and "expected 'dram'" in str(err.value)
     # on the GPU's own optimizer they may stay
     scenario(merge(raw, {"placement": {"optimizer_compute": "gpu"}}))
+    # nor on a GPU-side flash tier (h200-hbf's HBF links to HBM only)
+    sets = ["training.framework=deepspeed", "placement.optimizer_compute=cpu"]
+    sets += ["placement.optimizer=dram", "placement.master=dram"]
+    with pytest.raises(InputError) as err:
+        load_scenario(SCENARIOS / "default.yaml", [*sets, "placement.gradients=hbf"])
+    assert "placement.gradients: 'hbf': DeepSpeed's CPU optimizer" in err.value.render()
+    # host memory, or a drive behind it (ZeRO-Infinity's NVMe) is where DeepSpeed keeps them
+    load_scenario(SCENARIOS / "default.yaml", [*sets, "placement.gradients=dram"])
+    load_scenario(SCENARIOS / "zero-infinity-1t-dgx2.yaml")  # gradients: nvme
 
 
 # --- DeepSpeed ZeRO-1/2 without overlap_comm: gradient copies on the compute stream -----------

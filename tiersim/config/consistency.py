@@ -260,25 +260,29 @@ def _framework_problems(s: Scenario) -> list[Problem]:
 
 def _deepspeed_problems(s: Scenario) -> list[Problem]:
     """DeepSpeed's CPU optimizer (offload_optimizer) copies each reduced gradient into host
-    memory, where its fp32 accumulation buffer lives: no DeepSpeed mode keeps the gradients on
-    the GPU for it, so that placement would run as no engine does (and without DeepSpeed's
-    fp32 boundary copies and gradient swaps)."""
-    placement, gpu = s.placement, s.hardware.gpu.memory
+    memory, where its fp32 accumulation buffer lives (ZeRO-Infinity swaps them on to NVMe with
+    the optimizer state): no DeepSpeed mode keeps them on a GPU-side tier (its HBM, an HBF)
+    for it, so that placement would run as no engine does, without the host copies."""
+    placement, tiers = s.placement, s.hardware.tiers
     if s.training.framework != "deepspeed" or placement.optimizer_compute != "cpu":
         return []
     host = s.hardware.cpu.memory
+    links = [set(link.between) for link in s.hardware.links.values()]
+    behind_host = {n for n, t in tiers.items() if t.kind == "flash" and {n, host} in links}
+    allowed = {host} | behind_host  # host memory, or drives on the host (not a GPU's HBF)
     why = (
         "DeepSpeed's CPU optimizer takes every gradient into host memory (its offload_optimizer "
-        f"accumulates them there); expected '{host}', or placement.optimizer_compute: gpu"
+        f"accumulates them there); expected '{host}' (or an NVMe tier, where ZeRO-Infinity "
+        "swaps them), or placement.optimizer_compute: gpu"
     )
     homes = {"placement.gradients": placement.gradients}
     experts = placement.experts.model_dump().get("gradients")
     if experts is not None:
         homes["placement.experts.gradients"] = experts
     return [
-        Problem(path, f"'{tier}' is the GPU's: {why}")
+        Problem(path, f"'{tier}': {why}")
         for path, tier in homes.items()
-        if tier == gpu
+        if tier in tiers and tier not in allowed
     ]
 
 
