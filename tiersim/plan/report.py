@@ -57,7 +57,8 @@ def plan_text(report: dict[str, Any]) -> str:
     label = LABELS[report["objective"]]
     head = [
         f"plan for {report['scenario']}{_with(report['base_overrides'])}, best by {label}; "
-        f"search space ({report['space']['from']}): {report['space']['size']:,} candidates",
+        f"search space ({report['space']['from']}): {report['space']['size']:,} candidate"
+        + ("s" if report["space"]["size"] != 1 else ""),
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
         f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
         f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicates; {c['simulated']:,} "

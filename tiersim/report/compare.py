@@ -164,7 +164,7 @@ def fmt_value(path: str, value: Any) -> str:
     return fmt_count(value) if abs(value) >= 1000 else f"{value:g}"
 
 
-SHARES = ("overlap", "goodput", "bandwidth_utilization", "margin")
+SHARES = ("overlap", "goodput", "bandwidth_utilization", "margin", "mfu")
 
 
 def fmt_pair(path: str, a: Any, b: Any) -> tuple[str, str]:

@@ -119,7 +119,11 @@ def table(comparisons: list[Comparison], summary: Summary) -> str:
         + _by_source(comparisons)
         + "\n"
         + _targets(verdicts(comparisons))
-        + "\n* derived from a published throughput (scenarios/published/references.yaml)"
+        + (
+            "\n* derived from a published throughput (see references.yaml)"
+            if any(c.reference.derived for c in comparisons)
+            else ""
+        )
         + (
             "\n+ the optimizer's time in the step, not the step (a table of optimizer times)"
             if any(c.reference.metric == "optimizer_s" for c in comparisons)
