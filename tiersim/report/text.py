@@ -51,7 +51,7 @@ BREAKDOWN_LABELS = (
 )
 
 
-def _breakdown_table(st: dict[str, Any]) -> list[str]:
+def _breakdown_table(st: dict[str, Any], framework: str | None = None) -> list[str]:
     """The model's prices of the step's parts (`step.breakdown`), beside the measured split."""
     parts, t = st.get("breakdown"), st["time_s"]
     if not parts:
@@ -68,7 +68,10 @@ def _breakdown_table(st: dict[str, Any]) -> list[str]:
         rows.append(["GPU optimizer", fmt_time(optimizer), _pct(optimizer, t)])
     rest = t - sum(parts[key] for key, _ in BREAKDOWN_LABELS) - optimizer
     if rest > 1e-9 * t:
-        rows.append(["exposed waits (not priced)", fmt_time(rest), _pct(rest, t)])
+        # DeepSpeed's gradient-path kernels (bucket copies, division, norm) run in the step
+        # but are priced in no part of it
+        label = "waits, gradient-path kernels" if framework == "deepspeed" else "exposed waits"
+        rows.append([f"{label} (not priced)", fmt_time(rest), _pct(rest, t)])
     return [render(["model's prices", "time", "of step"], rows)]
 
 
@@ -146,7 +149,7 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
     step = render(["", "time", "share"], _step_rows(report["step"]), _step_head(report))
     tables = [
         step,
-        *_breakdown_table(report["step"]),
+        *_breakdown_table(report["step"], (report.get("offload") or {}).get("framework")),
         _link_table(report),
         _tier_table(report),
         _port_table(report),
