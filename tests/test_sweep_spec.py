@@ -292,3 +292,17 @@ def test_validate_still_checks_scenarios(tmp_path, cli):
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text(yaml.safe_dump(TINY))
     assert cli("validate", scenario)[:2] == (0, f"{scenario}: valid scenario 'tiny'\n")
+
+
+def test_validate_lists_points_invalid_only_in_combination_and_exits_0(tmp_path, cli):
+    # pipeline 2 runs with 24 layers and fails only with 25: the sweep runs it as an invalid
+    # row, so validate passes the file and says which points will be invalid
+    grid = {"model.layers": [24, 25], "parallel.pipeline": [1, 2]}
+    path = write_sweep(tmp_path, {"grid": grid})
+    code, out, err = cli("validate", path)
+    assert (code, err) == (0, "")
+    head, note = out.strip().splitlines()
+    assert head.startswith(f"{path}: valid sweep 's': 4 points (grid 2 x 2) over ")
+    assert head.endswith("some points are invalid in combination and will run as invalid rows:")
+    assert note.startswith(f"  {path}: grid.parallel.pipeline: value 2: layers (25) ")
+    assert note.endswith("[1 of 4 points; first: point 3 (model.layers=25, parallel.pipeline=2)]")

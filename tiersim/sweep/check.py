@@ -31,12 +31,20 @@ def _where(point: Point, spec: SweepSpec, problem: Problem) -> tuple[str, str]:
 
 
 def point_problems(spec: SweepSpec, points: list[Point]) -> list[Problem]:
+    return point_check(spec, points)[0]
+
+
+def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], int]:
+    """Every distinct problem of the points (listed once, with how many points have it and
+    the first of them), and how many points have any."""
     base_dir = spec.base_path.parent
     found: dict[tuple[str, str], list[Point]] = {}
+    invalid = 0
     for point in points:
         try:
             build(point.raw, base_dir, f"{spec.source} point {point.index}")
         except InputError as exc:
+            invalid += 1
             for problem in exc.problems:
                 found.setdefault(_where(point, spec, problem), []).append(point)
     problems = []
@@ -49,16 +57,18 @@ def point_problems(spec: SweepSpec, points: list[Point]) -> list[Problem]:
     if len(problems) > MAX_LISTED:
         more = len(problems) - MAX_LISTED
         problems = [*problems[:MAX_LISTED], Problem("", f"... and {more} more problems")]
-    return problems
+    return problems, invalid
 
 
-def check_points(spec: SweepSpec) -> int:
-    """The number of points, once every one of them builds; else InputError with every problem."""
+def check_points(spec: SweepSpec) -> tuple[int, list[Problem]]:
+    """(points, the problems of points invalid only in combination: they run as invalid rows)
+    once the sweep can run; InputError with every problem where a swept value is wrong on its
+    own or every point is invalid (as `tiersim sweep` refuses them)."""
     points = expand(spec)
-    problems = point_problems(spec, points)
-    if problems:
+    problems, invalid = point_check(spec, points)
+    if problems and (invalid == len(points) or lone_value_problems(spec)):
         raise InputError(spec.source, problems)
-    return len(points)
+    return len(points), problems
 
 
 def lone_value_problems(spec: SweepSpec) -> list[Problem]:

@@ -56,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_sweep(raw: dict, path: Path, max_points: int | None = None) -> str:
     """Check the file, then build every point (of the axes without problems, when some have
-    them); raise InputError listing every problem."""
+    them); raise InputError listing every problem where `tiersim sweep` would refuse the file
+    (a value wrong on its own, every point invalid); points invalid only in combination are
+    listed as notes."""
     from tiersim.sweep.check import check_points, point_problems
     from tiersim.sweep.spec import expand, read_sweep_partly
 
@@ -64,10 +66,15 @@ def _check_sweep(raw: dict, path: Path, max_points: int | None = None) -> str:
     if problems:
         found = point_problems(spec, expand(spec)) if spec is not None else []
         raise InputError(str(path), problems + found)
-    count = check_points(spec)
+    count, combined = check_points(spec)
     shape = []
     if spec.grid:
         shape.append("grid " + " x ".join(str(len(a.values)) for a in spec.grid))
     if spec.zip:
         shape.append(f"zip {len(spec.zip[0].values)}")
-    return f"valid sweep '{spec.name}': {count} points ({', '.join(shape)}) over {spec.base_path}"
+    head = f"valid sweep '{spec.name}': {count} points ({', '.join(shape)}) over {spec.base_path}"
+    if not combined:
+        return head
+    # invalid only in combination: `tiersim sweep` runs them as invalid rows
+    notes = "\n".join(f"  {p.render(str(path))}" for p in combined)
+    return f"{head}; some points are invalid in combination and will run as invalid rows:\n{notes}"
