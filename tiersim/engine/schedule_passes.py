@@ -49,6 +49,11 @@ class TrainingPasses:
         ]
         self.reads_back = [h["gradients"] != gpu for h in self.homes]
         self.scatters = [self._reduce_scatters(u) for u in range(n)]
+        self.gradients_stay = [  # nothing to write home after a backward
+            h["gradients"] == gpu or c.wl.units[u].gradients_full == 0
+            for u, h in enumerate(self.homes)
+        ]
+        self.last_microbatch = c.wl.micro_batches - 1
         # each unit's GPU memory taken and given back by its forward and backward, one tuple
         # shared by every micro-batch's op (a changed op gets a new one: `OpList.free_after`)
         self.forward_alloc = [self._held(u.activations) for u in c.wl.units]
@@ -280,15 +285,15 @@ class TrainingPasses:
     ) -> int | None:
         """Reduce the gradients over data parallelism when due (every micro-batch when
         sharded, else after the last), then write what this GPU keeps to its home."""
-        unit, gpu, home = self.c.wl.units[u], self.c.gpu, self.homes[u]["gradients"]
-        last = mb == self.c.wl.micro_batches - 1
+        unit, gpu, home = self.units[u], self.c.gpu, self.homes[u]["gradients"]
+        last = mb == self.last_microbatch
         scatters = self.scatters[u]
         if scatters or last:
             reduced = self.ops.net(unit.dp_gradients, step, (bwd,), kind=self.reduce_kind)
             done = reduced if reduced is not None else bwd
         else:
             done = bwd
-        if home == gpu or unit.gradients_full == 0:
+        if self.gradients_stay[u]:
             if scatters:
                 self.ops.free_after(done, gpu, unit.gradients_full)
             self.ready.gradients[u] = done
