@@ -18,14 +18,16 @@ MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 
 def _step_ops(log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind) -> tuple:
     """One pass over a run's ops: the time GPU, bubble (IDLE) and CPU ops ran over the whole
-    run, and the durations of the `step`'s compute, recompute and optimizer ops (each list in
-    op order, so that summing it is `sum` over the ops, as before)."""
+    run, the durations of the `step`'s compute, recompute and optimizer ops (each list in
+    op order, so that summing it is `sum` over the ops, as before), and the step's bytes per
+    kind of transfer (`_moved_by_kind`)."""
     gpu_spans: iv.Intervals = []
     idle_spans: iv.Intervals = []
     cpu_spans: iv.Intervals = []
     compute: list[float] = []
     recompute: list[float] = []
     optimizer: list[float] = []
+    kinds: dict[tuple, int] = {}
     # kinds compared by identity: an enum's hash (a dict key) is a Python call per op
     gpu, idle, cpu = OpKind.GPU, OpKind.IDLE, OpKind.CPU
     for op, start, end in zip(ops, log.start, log.end, strict=True):
@@ -49,8 +51,12 @@ def _step_ops(log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind) -> 
                 cpu_spans.append((start, end))
             if op.step == step and op.role is Role.OPTIMIZER and optimizer_kind is cpu:
                 optimizer.append(op.duration)
+        elif op.step == step:  # a move or a collective: as `_moved_by_kind` counts it
+            key = _transfer_kind(op)
+            if key is not None:
+                kinds[key] = kinds.get(key, 0) + op.nbytes
     busy = (iv.union(gpu_spans), iv.union(idle_spans), iv.union(cpu_spans))
-    return busy, sum(compute), sum(recompute), sum(optimizer)
+    return busy, sum(compute), sum(recompute), sum(optimizer), kinds
 
 
 def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:
@@ -66,10 +72,15 @@ def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> di
 def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[Role, ...] | None = None):
     """Bytes per link direction (per group on a network channel), and read and written per
     tier by class (a checkpoint's copies as `CHECKPOINT_WRITES`), in one step."""
+    return _routed(topo, _moved_by_kind(ops, step, roles))
+
+
+def _routed(topo: Topology, kinds: dict[tuple, int]):
+    """`moved`'s figures from the step's bytes per kind of transfer (`_moved_by_kind`)."""
     links: dict[str, dict[str, int]] = {}
     read: dict[str, dict[str, int]] = {}
     written: dict[str, dict[str, int]] = {}
-    for key, nbytes in _moved_by_kind(ops, step, roles).items():
+    for key, nbytes in kinds.items():
         if key[0] == "net":
             per = links.setdefault(key[1], {})  # by group: tensor, data, pipeline
             per[key[2]] = per.get(key[2], 0) + nbytes
@@ -98,16 +109,22 @@ def _moved_by_kind(ops: list[Op], step: int, roles: tuple[Role, ...] | None) -> 
     for op in ops:
         if op.step != step or (roles is not None and op.role not in roles):
             continue
-        kind = op.kind
-        if kind is COMM or kind is SYNC:  # OpKind.network, without a property call per op
-            key: tuple = ("net", op.resource.channel, op.subject)
-        elif kind is MOVE:
-            source = CHECKPOINT_WRITES if op.role is Role.CHECKPOINT else op.subject
-            key = ("move", op.src, op.dst, op.nbytes, source)
-        else:
-            continue
-        kinds[key] = kinds.get(key, 0) + op.nbytes
+        key = _transfer_kind(op)
+        if key is not None:
+            kinds[key] = kinds.get(key, 0) + op.nbytes
     return kinds
+
+
+def _transfer_kind(op: Op) -> tuple | None:
+    """A collective's ("net", channel, group), a move's ("move", src, dst, size, class), else
+    None."""
+    kind = op.kind
+    if kind is COMM or kind is SYNC:  # OpKind.network, without a property call per op
+        return ("net", op.resource.channel, op.subject)
+    if kind is MOVE:
+        source = CHECKPOINT_WRITES if op.role is Role.CHECKPOINT else op.subject
+        return ("move", op.src, op.dst, op.nbytes, source)
+    return None
 
 
 def measure(
@@ -123,7 +140,9 @@ def measure(
     optimizer_kind = (
         OpKind.GPU if res.execution.placement.optimizer_compute == "gpu" else OpKind.CPU
     )
-    busy, compute_s, recompute_s, optimizer_s = _step_ops(log, ops, measured_step, optimizer_kind)
+    busy, compute_s, recompute_s, optimizer_s, kinds = _step_ops(
+        log, ops, measured_step, optimizer_kind
+    )
     gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
@@ -131,7 +150,7 @@ def measure(
     any_link = iv.clip(engine.net.busy.intervals.get(FlowNetwork.ANY, []), lo, hi)
     link_time = iv.total(any_link)
     overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
-    links_moved, read, written = moved(engine.topo, ops, measured_step)
+    links_moved, read, written = _routed(engine.topo, kinds)
     links = _link_stats(engine, links_moved, lo, hi)
     tiers = _tier_stats(engine, measured_step, read, written)
     result = StepResult(

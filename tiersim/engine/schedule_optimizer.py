@@ -79,6 +79,7 @@ class OptimizerStep:
 
     def __init__(self, c: Context, ops: OpList, ready: Readiness):
         self.c, self.ops, self.ready = c, ops, ready
+        self.on_gpu = c.res.execution.placement.optimizer_compute == "gpu"
 
     def fork(self, ops: OpList, ready: Readiness) -> OptimizerStep:
         return OptimizerStep(self.c, ops, ready)
@@ -164,7 +165,7 @@ class OptimizerStep:
 
     def _write_back(
         self,
-        u: int,
+        home: str,
         cls: str,
         label: str | tuple,  # or (format, *args): Op.what
         step: int,
@@ -173,10 +174,9 @@ class OptimizerStep:
         staged: int | None,
         held: int,
     ) -> int | None:
-        """Move an updated class home; the staged copy is freed once it has been read out."""
-        back = self.ops.move(
-            cls, label, step, self.c.opt_at, self.c.home_of(u)[cls], nbytes, deps, alloc_dst=False
-        )
+        """Move an updated class to its `home` tier; the staged copy is freed once it has been
+        read out."""
+        back = self.ops.move(cls, label, step, self.c.opt_at, home, nbytes, deps, alloc_dst=False)
         if staged is not None:
             self.ops.free_after(back if back is not None else deps[0], self.c.opt_at, held)
         return back
@@ -194,23 +194,23 @@ class OptimizerStep:
     ) -> tuple[dict[str, int | None], int | None]:
         """The unit's master weights and optimizer state (and, with no master copy, the
         weights it updates in place), brought to where the optimizer runs."""
-        unit, home = self.c.wl.units[u], self.c.home_of(u)
+        unit, home, homed = self.c.wl.units[u], self.c.home_of(u), self.c.wl.units[u].homed
+        state, move, opt_at = self.ready.state, self.ops.move, self.c.opt_at  # (`_staged`)
         fetched = {}
         for cls in OPTIMIZER_KEPT:
-            n = unit.homed[cls]
-            deps = [self.ready.state.get((cls, u)), *ready]
-            fetched[cls] = self._staged(
-                cls, ("fetch {} {}", cls, unit.name), step, home[cls], n, deps
+            deps = [state.get((cls, u)), *ready]
+            label = ("fetch {} {}", cls, unit.name)
+            fetched[cls] = move(cls, label, step, home[cls], opt_at, homed[cls], deps)
+        weights_in = None
+        if homed["master"] == 0 and unit.weights_updated > 0:  # no master: read the weights
+            weights_in = self._staged(
+                "weights",
+                ("weights for update {}", unit.name),
+                step,
+                home["weights"],
+                unit.weights_updated,
+                [self.ready.weights[u], *ready],
             )
-        in_place = unit.homed["master"] == 0 and unit.weights_updated > 0  # no master: read weights
-        weights_in = self._staged(
-            "weights",
-            ("weights for update {}", unit.name),
-            step,
-            home["weights"],
-            unit.weights_updated if in_place else 0,
-            [self.ready.weights[u], *ready],
-        )
         return fetched, weights_in
 
     def _update_tile(
@@ -240,15 +240,15 @@ class OptimizerStep:
         """The unit's update op, once all of its tile is in; staged gradients freed after."""
         unit = self.c.wl.units[f.u]
         guard = self.ready.snapshot_guard.pop(f.u, [])  # a checkpoint still reading this version
-        on_gpu = self.c.res.execution.placement.optimizer_compute == "gpu"
+        on_gpu = self.on_gpu
         op = self.ops.add(
-            Op(
+            Op(  # Op's first fields in order: kind, role, what, step, deps, duration
                 OpKind.GPU if on_gpu else OpKind.CPU,
                 Role.OPTIMIZER,
                 ("optimizer {}", unit.name),
                 step,
                 [*f.final, bubble, *tile_in, *guard],
-                duration=unit.optimizer_gpu_s if on_gpu else unit.optimizer_cpu_s,
+                unit.optimizer_gpu_s if on_gpu else unit.optimizer_cpu_s,
             )
         )
         if f.grads is not None:
@@ -260,16 +260,16 @@ class OptimizerStep:
     def _write_unit(self, f: _Fetched, step: int, tile_done: int, updated: int) -> list:
         """The unit's updated state home once its tile's update is done (`tile_done`), its new
         weights to theirs; returns the ops after which its staged state is freed."""
-        u, unit = f.u, self.c.wl.units[f.u]
-        released = [updated]
+        u, unit, home = f.u, self.c.wl.units[f.u], self.c.home_of(f.u)
+        released, state = [updated], self.ready.state
         for cls in OPTIMIZER_KEPT:
             n = unit.homed[cls]
             label = ("write back {} {}", cls, unit.name)
-            back = self._write_back(u, cls, label, step, n, [tile_done], f.state[cls], n)
-            self.ready.state[(cls, u)] = back if back is not None else tile_done
+            back = self._write_back(home[cls], cls, label, step, n, [tile_done], f.state[cls], n)
+            state[(cls, u)] = back if back is not None else tile_done
             released.append(back)
         new_w = self._write_back(
-            u,
+            home["weights"],
             "weights",
             ("updated weights {}", unit.name),
             step,

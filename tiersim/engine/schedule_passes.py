@@ -20,6 +20,10 @@ from tiersim.engine.schedule_offload import (
 )
 from tiersim.workload.pipeline import stage_schedule
 
+# the kinds and roles of the passes' ops, looked up once: an enum member is a class attribute
+GPU, SYNC = OpKind.GPU, OpKind.SYNC
+FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
+
 
 class TrainingPasses:
     """The forward and backward phase; it owns the window of uses that prefetching looks
@@ -34,6 +38,8 @@ class TrainingPasses:
         self.order_starts: list[list[int]] = []
         # what every micro-batch asks of the context and the units, worked out once
         n = len(c.wl.units)
+        self.units = c.wl.units
+        self.first_stage = c.wl.stage == 0
         self.homes = [c.home_of(u) for u in range(n)]
         self.is_streamed = [self._streamed(u) for u in range(n)]
         gpu = c.gpu  # activations written out after forward; gradients read back to accumulate
@@ -43,6 +49,11 @@ class TrainingPasses:
         ]
         self.reads_back = [h["gradients"] != gpu for h in self.homes]
         self.scatters = [self._reduce_scatters(u) for u in range(n)]
+        self.gradients_stay = [  # nothing to write home after a backward
+            h["gradients"] == gpu or c.wl.units[u].gradients_full == 0
+            for u, h in enumerate(self.homes)
+        ]
+        self.last_microbatch = c.wl.micro_batches - 1
         # each unit's GPU memory taken and given back by its forward and backward, one tuple
         # shared by every micro-batch's op (a changed op gets a new one: `OpList.free_after`)
         self.forward_alloc = [self._held(u.activations) for u in c.wl.units]
@@ -130,32 +141,39 @@ class TrainingPasses:
         else:
             self.ops.free_after(at, self.c.gpu, unit.weights_full)
 
-    def end_use(self, u: int, op: int) -> None:
-        self.uses.append(op)
-        self.use_units.append(u)
-
     def forward(self, u: int, mb: int, step: int) -> int:
-        unit = self.c.wl.units[u]
-        streamed = self.is_streamed[u]  # else the weights stay put: no fetch, no release
-        w, held = (
-            self.fetch_weights(u, step, "fwd", mb) if streamed else (self.ready.weights[u], False)
-        )
+        unit = self.units[u]
+        ops = self.ops
+        if self.is_streamed[u]:
+            w, held = self.fetch_weights(u, step, "fwd", mb)
+        else:  # the weights stay put: no fetch, no release
+            w, held = self.ready.weights[u], False
         # the first layer's input comes through the embedding, held in the stage's rest unit
-        embedding = self.ready.weights[-1] if u == 0 and self.c.wl.stage == 0 else None
-        alloc = self.forward_alloc[u]
+        embedding = self.ready.weights[-1] if u == 0 and self.first_stage else None
         # Op's first fields in order (`OpList.net`): kind, role, what, step, deps, duration,
         # nbytes, src, dst, alloc
-        label, deps = ("forward {} mb{}", unit.name, mb), (w, embedding)
-        op = self.ops.add(
-            Op(OpKind.GPU, Role.FORWARD, label, step, deps, unit.forward_s, 0, "", "", alloc)
+        op = ops.add(
+            Op(
+                GPU,
+                FORWARD,
+                ("forward {} mb{}", unit.name, mb),
+                step,
+                (w, embedding),
+                unit.forward_s,
+                0,
+                "",
+                "",
+                self.forward_alloc[u],
+            )
         )
-        if streamed:
+        if self.is_streamed[u]:
             self.release_weights(u, held, op)
-        self.end_use(u, op)
+        self.uses.append(op)  # the use ends here (inline: a call per op costs)
+        self.use_units.append(u)
         if unit.tp_forward is not None:
-            self.ops.net(unit.tp_forward, step, (op,), kind=OpKind.SYNC)
+            ops.net(unit.tp_forward, step, (op,), kind=SYNC)
         if unit.ep_forward is not None:
-            self.ops.net(unit.ep_forward, step, (op,), kind=OpKind.SYNC)
+            ops.net(unit.ep_forward, step, (op,), kind=SYNC)
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
@@ -179,50 +197,41 @@ class TrainingPasses:
         return op
 
     def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
-        unit, gpu, ops = self.c.wl.units[u], self.c.gpu, self.ops
+        unit, ops = self.units[u], self.ops
         streamed = self.is_streamed[u]  # else the weights stay put: no fetch, no release
-        w, held = (
-            self.fetch_weights(u, step, "bwd", mb) if streamed else (self.ready.weights[u], False)
-        )
+        if streamed:
+            w, held = self.fetch_weights(u, step, "bwd", mb)
+        else:
+            w, held = self.ready.weights[u], False
         acts = None if offloaded is None else self.fetch_activations(u, mb, step, offloaded)
         in_stream = self.in_stream  # read back after this backward, on its stream
         reads = mb > 0 and self.reads_back[u]  # the partial sum so far, to accumulate into
         prefetch = reads and not (in_stream or self.host_adds)
         grad_read = self.accumulation_read(u, mb, step, []) if prefetch else None
         op = None
-        if unit.recompute_s > 0:
-            label = ("recompute {} mb{}", unit.name, mb)  # Op's fields in order, as in forward
-            op = ops.add(Op(OpKind.GPU, Role.RECOMPUTE, label, step, (w, acts), unit.recompute_s))
-        alloc = self.backward_alloc[u]
-        free = self.forward_alloc[u]  # the forward's activations, as `free_after` would
+        if unit.recompute_s > 0:  # Op's fields in order, as in forward
+            label = ("recompute {} mb{}", unit.name, mb)
+            op = ops.add(Op(GPU, RECOMPUTE, label, step, (w, acts), unit.recompute_s))
+        # frees the forward's activations, as `free_after` would
         label, deps = ("backward {} mb{}", unit.name, mb), (w, acts, grad_read, op)
-        op = ops.add(
-            Op(
-                OpKind.GPU,
-                Role.BACKWARD,
-                label,
-                step,
-                deps,
-                unit.backward_s,
-                0,
-                "",
-                "",
-                alloc,
-                free,
-            )
-        )
+        alloc, free = self.backward_alloc[u], self.forward_alloc[u]
+        op = ops.add(Op(GPU, BACKWARD, label, step, deps, unit.backward_s, 0, "", "", alloc, free))
         if streamed:
             self.release_weights(u, held, op)
-        self.end_use(u, op)
+        self.uses.append(op)  # the use ends here (inline: a call per op costs)
+        self.use_units.append(u)
         if unit.tp_backward is not None:
-            ops.net(unit.tp_backward, step, (op,), kind=OpKind.SYNC)
+            ops.net(unit.tp_backward, step, (op,), kind=SYNC)
         if unit.ep_backward is not None:
-            ops.net(unit.ep_backward, step, (op,), kind=OpKind.SYNC)
-        if in_stream and reads:
-            grad_read = self.accumulation_read(u, mb, step, [op])
-        if grad_read is not None:
-            ops.free_after(grad_read if in_stream else op, gpu, unit.homed["gradients"])
-        op = bucket_kernels(self.c, ops, u, mb, step, op, grad_read) if in_stream else op
+            ops.net(unit.ep_backward, step, (op,), kind=SYNC)
+        if in_stream:
+            if reads:
+                grad_read = self.accumulation_read(u, mb, step, [op])
+            if grad_read is not None:
+                ops.free_after(grad_read, self.c.gpu, unit.homed["gradients"])
+            op = bucket_kernels(self.c, ops, u, mb, step, op, grad_read)
+        elif grad_read is not None:
+            ops.free_after(op, self.c.gpu, unit.homed["gradients"])
         write = self.write_gradients(u, mb, step, op, grad_read)
         if in_stream and write is not None:
             label = ("gradient copies {} mb{}", unit.name, mb)
@@ -276,15 +285,15 @@ class TrainingPasses:
     ) -> int | None:
         """Reduce the gradients over data parallelism when due (every micro-batch when
         sharded, else after the last), then write what this GPU keeps to its home."""
-        unit, gpu, home = self.c.wl.units[u], self.c.gpu, self.homes[u]["gradients"]
-        last = mb == self.c.wl.micro_batches - 1
+        unit, gpu, home = self.units[u], self.c.gpu, self.homes[u]["gradients"]
+        last = mb == self.last_microbatch
         scatters = self.scatters[u]
         if scatters or last:
             reduced = self.ops.net(unit.dp_gradients, step, (bwd,), kind=self.reduce_kind)
             done = reduced if reduced is not None else bwd
         else:
             done = bwd
-        if home == gpu or unit.gradients_full == 0:
+        if self.gradients_stay[u]:
             if scatters:
                 self.ops.free_after(done, gpu, unit.gradients_full)
             self.ready.gradients[u] = done
@@ -314,20 +323,18 @@ class TrainingPasses:
         )
         offloads: dict[tuple[int, int], int | None] = {}
         waits = self.c.wl.bubble_s - self.c.wl.bubble_after_s
-        self.order_starts.append([])
+        marks: list[int] = []
+        self.order_starts.append(marks)
+        ops, chunks, last = self.ops, self.c.wl.chunks, len(order) - 1
+        forward, backward, offload = self.forward, self.backward, self.offload_activations
         for k, op in enumerate(order):
-            self.order_starts[-1].append(len(self.ops))
-            units = self.c.wl.chunks[op.chunk]
-            if k == len(order) - 1 and waits > 0:  # the other stages' work before the last op
-                self.ops.add(
-                    Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", step, [], duration=waits)
-                )
+            marks.append(len(ops))
+            units, mb = chunks[op.chunk], op.microbatch
+            if k == last and waits > 0:  # the other stages' work before the last op
+                ops.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", step, [], duration=waits))
             if op.kind == "forward":
                 for u in units:
-                    fwd = self.forward(u, op.microbatch, step)
-                    offloads[(u, op.microbatch)] = self.offload_activations(
-                        u, op.microbatch, step, fwd
-                    )
+                    offloads[(u, mb)] = offload(u, mb, step, forward(u, mb, step))
             else:
                 for u in reversed(units):
-                    self.backward(u, op.microbatch, step, offloads.pop((u, op.microbatch)))
+                    backward(u, mb, step, offloads.pop((u, mb)))

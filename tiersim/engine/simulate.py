@@ -152,17 +152,20 @@ def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> Step
         if result is not None:
             return result
     _check_size(res, steps, res.execution.training.grad_accumulation, setup.wl.parts_per_layer)
-    result, _, checkpoint = _measured(res, setup, recorder)
+    result, _, checkpoint = _measured(res, setup, recorder, verify=False)
     if checkpoint is not None:
         result = dataclasses.replace(result, checkpoint=checkpoint(result))
     note = "full" if runs is None else "full (no repetition found)"
     return dataclasses.replace(result, steady_state=note)
 
 
-def _measured(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> tuple:
+def _measured(
+    res: Resolved, setup: RunSetup, recorder: Recorder | None, verify: bool = True
+) -> tuple:
     """One run as configured: the measured step, what checks its repetition (the time any
-    link is busy in it, whether its last periods repeat), and with a checkpoint a function
-    of the plain result that measures the checkpoint."""
+    link is busy in it, whether its last periods repeat; None unless `verify`: a run
+    simulated in full extrapolates nothing), and with a checkpoint a function of the plain
+    result that measures the checkpoint."""
     steps, measured = steady.steps_to_simulate(res)
     # the checkpoint runs go on from the plain run's steps before the measured one (0 where
     # steps are independent: then the checkpoint run starts at the measured step)
@@ -173,19 +176,21 @@ def _measured(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> tupl
         engine, measured, setup.wl.tokens_per_step, res.execution.training.grad_accumulation, wall
     )
     result = dataclasses.replace(result, steps_simulated=steps)
-    verify = (
-        steady.any_link_s(engine, log, measured),
-        steady.repeats(res, setup.wl.stage, schedule, log, measured),
-    )
+    repetition = None
+    if verify:
+        repetition = (
+            steady.any_link_s(engine, log, measured),
+            steady.repeats(res, setup.wl.stage, schedule, log, measured),
+        )
     if not res.execution.checkpoint_simulated:
-        return result, verify, None
+        return result, repetition, None
     plain_figures = checkpoint_baseline(res, engine, log)
     del schedule, engine, log  # free the plain run before the checkpoint runs: a few figures do
 
     def checkpoint(plain: StepResult):
         return measure_checkpoint(res, setup, plain, run, plain_figures)
 
-    return result, verify, checkpoint
+    return result, repetition, checkpoint
 
 
 def _shorter(setup: RunSetup, micro_batches: int) -> RunSetup:
@@ -217,5 +222,5 @@ def _extrapolated(
             return None
         plain = dataclasses.replace(plain, checkpoint=checkpoint)
     if recorder is not None:  # only now: a run that falls back to full records that one
-        _measured(res, _shorter(setup, runs[-1]), recorder)
+        _measured(res, _shorter(setup, runs[-1]), recorder, verify=False)
     return plain
