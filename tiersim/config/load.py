@@ -173,7 +173,13 @@ def _blamed(p: Problem, paths: dict[str, str]) -> Problem:
 def load_scenario(path: str | Path, overrides: list[str] = ()) -> Loaded:
     path = Path(path)
     raw, text = read_yaml_and_text(path, str(path))
+    return build_file(raw, text, path, overrides)
+
+
+def build_file(raw: Any, text: str, path: Path, overrides: list[str] = ()) -> Loaded:
+    """`build` of a scenario read from `path` (`raw` parsed from `text`): each problem says
+    the line its key is on in the file, where it has one."""
     try:
         return build(raw, path.parent, str(path), overrides)
-    except InputError as exc:  # each problem says the line its key is on, where it has one
+    except InputError as exc:
         raise with_lines(exc, text) from None

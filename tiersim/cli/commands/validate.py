@@ -26,9 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.config.load import build
+    from tiersim.config.load import build_file
     from tiersim.config.yamlfile import read_yaml_and_text
-    from tiersim.config.yamllines import with_lines
     from tiersim.plan.space import build_space
     from tiersim.runner import check_runnable
     from tiersim.sweep.spec import is_sweep
@@ -41,10 +40,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(str(path), [Problem(f"--set {args.overrides[0]}", why)])
         print(f"{args.file}: {_check_sweep(raw, path, args.max_points)}")
         return 0
-    try:
-        loaded = build(raw, path.parent, str(path), args.overrides)
-    except InputError as exc:  # each problem with the line its key is on
-        raise with_lines(exc, text) from None
+    loaded = build_file(raw, text, path, args.overrides)
     check_runnable(loaded)
     if loaded.scenario.plan is not None:  # its paths, as `tiersim plan` would check them
         problems = build_space(loaded.scenario, loaded.resolved)[1]
