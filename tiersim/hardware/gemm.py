@@ -34,6 +34,7 @@ reaches: per GPU, fitted or measured (see the presets).
 
 from __future__ import annotations
 
+import functools
 import math
 
 LARGEST_TILES = ((256, 128), (128, 256))  # (rows, cols) of one thread block's output tile
@@ -69,13 +70,19 @@ def _check_shape(m: int, n: int, batch: int, sm_count: int) -> None:
         raise ValueError(f"GEMM shape (m={m}, n={n}, batch={batch}) and SMs(={sm_count}) >= 1")
 
 
-def wave_share(m: int, n: int, batch: int, sm_count: int, tm: int, tn: int) -> float:
-    """Useful share of the waves an M x N output's tm x tn tiles run in."""
-    _check_shape(m, n, batch, sm_count)
+def _waves(m: int, n: int, batch: int, sm_count: int, tm: int, tn: int) -> float:
     waves = math.ceil(m / tm) * math.ceil(n / tn) * batch / sm_count
     return waves / math.ceil(waves)
 
 
+def wave_share(m: int, n: int, batch: int, sm_count: int, tm: int, tn: int) -> float:
+    """Useful share of the waves an M x N output's tm x tn tiles run in."""
+    _check_shape(m, n, batch, sm_count)
+    return _waves(m, n, batch, sm_count, tm, tn)
+
+
+# pure, and asked for the same few shapes many times over (every layer, every sweep point)
+@functools.lru_cache(maxsize=4096)
 def wave_efficiency(
     m: int,
     n: int,
@@ -92,10 +99,10 @@ def wave_efficiency(
         return 1.0
     _check_shape(m, n, batch, sm_count)
     if l2_bandwidth is None or peak_flops is None:
-        return max(wave_share(m, n, batch, sm_count, tm, tn) for tm, tn in LARGEST_TILES)
+        return max(_waves(m, n, batch, sm_count, tm, tn) for tm, tn in LARGEST_TILES)
     return max(
         tile_rate(tm, tn, peak_flops, l2_bandwidth, operand_bytes)
-        * wave_share(m, n, batch, sm_count, tm, tn)
+        * _waves(m, n, batch, sm_count, tm, tn)
         for tm, tn in TILES
     )
 
