@@ -14,7 +14,12 @@ Each is found by bisection so that the simulated figure equals one published mea
   one V100, 136.05 s), with that run's path_overhead_rate scaled from the fit above by cores
   (48 of 64).
 
-Run: .venv/bin/python benchmarks/fit_step_model.py  (a few minutes; prints each value)
+Each is fitted under the shipped GEMM model (each GEMM on the best of cuBLAS's tiles at the
+rate the preset's measured `gpu.l2_bandwidth` feeds it: sourced, not fitted). Last run
+(2026-12-02): 0.7361, 0.2832, 0.3660, 2.4025 Gparam/s, 0.5041; with the two largest tiles
+only: 0.7809, 0.3266, 0.3740, 2.4023, 0.5110.
+
+Run: .venv/bin/python benchmarks/fit_step_model.py  (a few seconds; prints each value)
 """
 
 from __future__ import annotations

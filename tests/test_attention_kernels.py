@@ -15,7 +15,8 @@ from tiersim.state.resolved import resolve
 from tiersim.workload.attention import flash_computed
 from tiersim.workload.kernels import layer_kernels
 
-A100_PEAK, A100_ETA, A100_SMS = 312e12, 0.781, 108  # dgx-a100: bf16 dense peak, fitted, SMs
+A100_PEAK, A100_ETA, A100_SMS = 312e12, 0.736, 108  # dgx-a100: bf16 dense peak, fitted, SMs
+A100_L2 = 5.4e12  # dgx-a100: measured L2 bandwidth, for the GEMM model's choice of tile
 HBM_BW = 2039e9 * 0.90  # dgx-a100: A100 80 GB HBM2e x memory_efficiency
 S, B, H, HEADS, D = 1024, 2, 1024, 8, 128  # the small layer below
 E, E_F, E_A = S * B * H, S * B * 4 * H, B * HEADS * S * S  # hidden, MLP-wide, scores
@@ -54,12 +55,15 @@ def _layer(kernel: str, implementation: str = "megatron", recompute: str = "none
 
 def _eager_attention_gemm_s() -> float:
     """QK^T (1024 x 1024, K 128) and PV (1024 x 128, K 1024), batched over b·heads = 16, as
-    the GEMM model times them. Waves: QK^T 4 x 8 tiles of 256 x 128 x 16 = 512 on 108 SMs,
-    4.74 -> 5 waves; PV 4 x 1 x 16 = 64 tiles (or 8 x 1 x 16 = 128 as 128 x 256: 1.19 -> 2),
-    0.593 -> 1 wave: 64 / 108 of it useful either way."""
+    the GEMM model times them. QK^T: 4 x 8 tiles of 256 x 128 x 16 = 512 on 108 SMs, 4.74 ->
+    5 waves (128 x 128: 1,024, 9.48 -> 10, the same share; the smaller tiles lose more to
+    L2 than they gain). PV: 256 x 128 tiles 4 x 1 x 16 = 64, 0.593 of one wave; 64 x 256
+    tiles 16 x 1 x 16 = 256, 2.37 -> 3 waves, at L2's 5.4 TB/s of the 312e12 x 320 / 16384 =
+    6.094 TB/s they ask: 0.790 x 0.886 = 0.700, the best."""
     flops = 2.0 * S * S * D * B * HEADS  # each product
     qk = flops / (A100_PEAK * A100_ETA * (512 / 108 / 5))
-    pv = flops / (A100_PEAK * A100_ETA * (64 / 108))
+    pv_share = (256 / 108 / 3) * (A100_L2 / (A100_PEAK * 320 / 16384))
+    pv = flops / (A100_PEAK * A100_ETA * pv_share)
     return qk + pv
 
 

@@ -55,19 +55,18 @@ def test_published_iteration_times_within_targets(errors):
 
 def test_offload_runs_against_issue_18(errors):
     # Issue 18, the offload runs counted (ZeRO-Offload Fig. 8 on one V100, Ma and Wang's 3B):
-    # measured mean 6.15 %, worst 10.9 % (Ma and Wang's 3B; Fig. 8's worst the 11B, -9.4 %),
-    # with Megatron-LM v1's unfused kernels, ZeRO-2's gradient copies and the gradient path's
-    # kernels on the compute stream, each bucket reduce dividing DeepSpeed v0.3's whole reduce
-    # buffer, and Fig. 8's checkpoints copied to the host in stream order, as those runs' code
-    # and configs have it. Before this issue's kernels: mean 6.3 %, worst 12.6 % (the 13B).
-    # The issue asks for 10 % each and a 5 % mean: every Fig. 8 run within 10 %; not met:
-    # the 3B, the mean (README, Validation). Attention timed as sdpa runs it (no score bytes,
-    # QK^T recomputed; gpu.efficiency refitted 0.389 -> 0.374 on the 1.5B run) moves the 3B
-    # from +10.92 % to +11.10 %: its bound 11 % -> 11.2 %, the mean 6.15 % -> 6.17 %.
+    # measured mean 5.62 %, worst 9.30 % (Fig. 8's 6B; the 3B +9.04 %), with Megatron-LM v1's
+    # unfused kernels, ZeRO-2's gradient copies and the gradient path's kernels on the compute
+    # stream, each bucket reduce dividing DeepSpeed v0.3's whole reduce buffer, Fig. 8's
+    # checkpoints copied to the host in stream order, and the GEMMs on the best of cuBLAS's
+    # tiles at the rate L2 feeds each (every constant refitted). With the two largest tiles
+    # only: mean 6.17 %, the 3B +11.10 % (Fig. 8 mean 5.6 %, worst the 11B, -9.4 %); before
+    # this issue's kernels: mean 6.3 %, worst 12.6 % (the 13B). The issue asks for 10 % each
+    # and a 5 % mean: every run within 10 %; not met: the mean (README, Validation).
     offload = {k: e for k, e in errors.items() if k.startswith(("ren2021-zero", "ma2025"))}
     assert len(offload) == 9
-    assert sum(abs(e) for e in offload.values()) / len(offload) <= 0.062, offload
+    assert sum(abs(e) for e in offload.values()) / len(offload) <= 0.0565, offload
     figure8 = {k: e for k, e in offload.items() if k.startswith("ren2021")}
-    assert max(abs(e) for e in figure8.values()) <= 0.10, figure8
-    assert sum(abs(e) for e in figure8.values()) / len(figure8) <= 0.056, figure8
-    assert abs(offload["ma2025-qwen2.5-3b-zero-offload"]) <= 0.112
+    assert max(abs(e) for e in figure8.values()) <= 0.094, figure8
+    assert sum(abs(e) for e in figure8.values()) / len(figure8) <= 0.0525, figure8
+    assert abs(offload["ma2025-qwen2.5-3b-zero-offload"]) <= 0.092

@@ -68,6 +68,9 @@ class Gpu(Strict):
     optimizer_efficiency: Fraction = 0.8  # share of HBM bandwidth a fused optimizer reaches
     # streaming multiprocessors, for GEMM wave quantization (none: no quantization)
     sm_count: PositiveInt | None = None
+    # measured L2 read bandwidth: lets the GEMM model pick among cuBLAS's smaller tiles, each
+    # at the rate L2 can feed it (tiersim.hardware.gemm); none: the two largest tiles only
+    l2_bandwidth: Bandwidth | None = None
     memory_efficiency: Fraction = 1.0  # share of HBM bandwidth memory-bound kernels reach
     # compute slowdown while a collective runs beside it (NCCL's kernels take SMs)
     collective_sm_share: Annotated[float, Field(ge=0, lt=1)] = 0.0

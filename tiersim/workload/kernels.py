@@ -1,7 +1,8 @@
 """The kernels of one transformer layer, and of the embedding and output head, for one
 micro-batch on one GPU: every GEMM by its shape, every memory-bound kernel by its bytes.
 
-GEMMs (`tiersim.hardware.gemm`: peak x `gpu.efficiency` x wave quantization), with T = s·b
+GEMMs (`tiersim.hardware.gemm`: peak x `gpu.efficiency` x the best tile's wave quantization
+and L2 feed, at the compute precision's operand bytes), with T = s·b
 tokens, tensor-parallel size t, q = heads·head_dim, kv = kv_heads·head_dim, f = ffn_hidden:
 - forward: QKV (T x (q+2kv)/t, K = h), attention projection (T x h, K = q/t), FC1
   (T x f/t, or 2f/t gated, K = h), FC2 (T x h, K = f/t); attention QK^T (s x k, K = head_dim)
@@ -133,8 +134,9 @@ class _Shape:
         self.seq, self.b = x.seq_len, x.training.micro_batch_size
         self.tokens = self.seq * self.b
         self.model = model
-        self.peak = gpu.peak_flops[x.training.precision.compute_precision]  # the copy used
-        self.eta, self.sms = gpu.efficiency, gpu.sm_count
+        compute = x.training.precision.compute_precision  # the copy the GEMMs use
+        self.peak, self.operand_bytes = gpu.peak_flops[compute], PRECISION_BYTES[compute]
+        self.eta, self.sms, self.l2_bw = gpu.efficiency, gpu.sm_count, gpu.l2_bandwidth
         hbm = hw.tiers[gpu.memory]
         self.hbm_bw = min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency
         hidden = float(self.tokens * model.hidden)
@@ -146,7 +148,7 @@ class _Shape:
         self.e_a = float(self.b * self.heads * self.seq * self.keys)
 
     def gemm(self, m: int, n: int, k: int, batch: int = 1) -> float:
-        return gemm_s(m, n, k, self.peak, self.eta, self.sms, batch)
+        return gemm_s(m, n, k, self.peak, self.eta, self.sms, batch, self.l2_bw, self.operand_bytes)
 
     def memory(self, nbytes: float) -> float:
         return nbytes / self.hbm_bw
