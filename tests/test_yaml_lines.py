@@ -54,3 +54,62 @@ def test_key_lines_do_not_follow_aliases():
     lines = key_lines(text)
     assert lines["a9"] == 10 and lines["a0.8"] == 1
     assert len(lines) < 200  # not 9 ** 9
+
+
+BASE = "name: b\nmodel: {preset: gpt2}\ntraining: {seq_len: 512}\n"
+SWEEP_BAD = """name: s
+base: base.yaml
+grid:
+  training.micro_batch_sise: [1, 2]
+  parallel.data: [1, 1]
+zip:
+  training.seq_len: [256, 512]
+  training.grad_accumulation: [1]
+"""
+
+
+def test_each_problem_of_a_sweep_file_names_the_line_of_its_key(tmp_path):
+    (tmp_path / "base.yaml").write_text(BASE)
+    path = tmp_path / "s.yaml"
+    path.write_text(SWEEP_BAD)
+    for command in ("validate", "sweep"):
+        code, err = _err(command, path, *(["--out", tmp_path / "o"] if command == "sweep" else []))
+        assert code == 2, err
+        lines = sorted(err.strip().splitlines(), key=lambda x: x.split(": ")[1])
+        assert len(lines) == 3, err
+        # lines 5, 4 and 6 of SWEEP_BAD, counted from 1
+        assert lines[0].startswith(f"{path}: grid.parallel.data: value 1 is listed twice")
+        assert lines[0].endswith(" (line 5)")
+        assert lines[1].startswith(f"{path}: grid.training.micro_batch_sise: not a scenario key")
+        assert lines[1].endswith(" (line 4)")
+        assert lines[2].startswith(f"{path}: zip: lists must have equal lengths")
+        assert lines[2].endswith(" (line 6)")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_swept_value_wrong_on_its_own_names_its_line_in_validate_and_sweep(tmp_path):
+    (tmp_path / "base.yaml").write_text(BASE)
+    path = tmp_path / "s.yaml"
+    # a size where a bandwidth is expected, on line 4
+    path.write_text(
+        "base: base.yaml\ngrid:\n  parallel.data: [1, 2]\n"
+        "  hardware.tiers.hbm.bandwidth: [50 GB/s, 50 GB]\n"
+    )
+    for command in ("validate", "sweep"):
+        code, err = _err(command, path, *(["--out", tmp_path / "o"] if command == "sweep" else []))
+        assert code == 2, err
+        (line,) = err.strip().splitlines()
+        assert line.startswith(f"{path}: grid.hardware.tiers.hbm.bandwidth: value '50 GB': ")
+        assert line.endswith(" (line 4)")
+
+
+def test_a_problem_of_a_sweeps_base_scenario_has_no_line_of_the_sweep_file(tmp_path):
+    # the wrong name is in base.yaml; the sweep file's own `name:` (line 1) is not where it is
+    (tmp_path / "base.yaml").write_text("name: ../x\nmodel: {preset: gpt2}\n")
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nbase: base.yaml\ngrid: {parallel.data: [1, 2]}\n")
+    code, err = _err("validate", path)
+    assert code == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"{path}: name: ")
+    assert f"(base scenario {tmp_path / 'base.yaml'})" in line and "(line " not in line

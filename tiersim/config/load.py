@@ -22,7 +22,7 @@ from tiersim.config.overrides import apply_overrides, clipped, parse_override
 from tiersim.config.presets import resolve
 from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml_and_text
-from tiersim.config.yamllines import with_lines
+from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
 
 
@@ -179,7 +179,5 @@ def load_scenario(path: str | Path, overrides: list[str] = ()) -> Loaded:
 def build_file(raw: Any, text: str, path: Path, overrides: list[str] = ()) -> Loaded:
     """`build` of a scenario read from `path` (`raw` parsed from `text`): each problem says
     the line its key is on in the file, where it has one."""
-    try:
+    with lines_from(text):
         return build(raw, path.parent, str(path), overrides)
-    except InputError as exc:
-        raise with_lines(exc, text) from None

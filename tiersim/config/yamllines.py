@@ -5,7 +5,9 @@ document costs no more than its text."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
+from collections.abc import Iterator
 
 import yaml
 
@@ -41,17 +43,33 @@ def key_lines(text: str) -> dict[str, int]:
     return lines
 
 
+# problems about a value written elsewhere: a --set override, or a sweep's base scenario
+_NOT_IN_THIS_FILE = ("--set", "(base scenario ")
+
+
 def with_lines(exc: InputError, text: str) -> InputError:
     """`exc` with each problem's line added where its key path (or the nearest key above it)
-    is written in `text`; problems from --set overrides are left as they are."""
+    is written in `text`; problems from --set overrides or a sweep's base scenario are left
+    as they are."""
     lines = key_lines(text)
     if not lines:
         return exc
     problems = []
     for p in exc.problems:
-        line = _line_of(p.path, lines) if "--set" not in p.message else None
+        elsewhere = any(mark in p.message for mark in _NOT_IN_THIS_FILE)
+        line = None if elsewhere else _line_of(p.path, lines)
         problems.append(p if line is None else Problem(p.path, f"{p.message} (line {line})"))
     return InputError(exc.source, problems)
+
+
+@contextlib.contextmanager
+def lines_from(text: str) -> Iterator[None]:
+    """Within it, an InputError about the file whose text is `text` is raised again with
+    the line of each problem's key (`with_lines`)."""
+    try:
+        yield
+    except InputError as exc:
+        raise with_lines(exc, text) from None
 
 
 def _line_of(path: str, lines: dict[str, int]) -> int | None:

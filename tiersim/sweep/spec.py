@@ -29,7 +29,8 @@ from typing import Any
 
 from tiersim.config.overrides import set_path
 from tiersim.config.presets import resolve
-from tiersim.config.yamlfile import read_yaml
+from tiersim.config.yamlfile import read_yaml, read_yaml_and_text
+from tiersim.config.yamllines import lines_from
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem, shown
 from tiersim.sweep.duplicates import grid_problems, zip_problems
@@ -90,8 +91,11 @@ def is_sweep(raw: Any) -> bool:
 
 
 def load_sweep(path: str | Path, max_points: int | None = None) -> SweepSpec:
+    """The sweep file at `path`, checked; each problem ends with the line its key is on."""
     path = Path(path)
-    return read_sweep(read_yaml(path, str(path)), path, max_points)
+    raw, text = read_yaml_and_text(path, str(path))
+    with lines_from(text):
+        return read_sweep(raw, path, max_points)
 
 
 def read_sweep(raw: Any, path: Path, max_points: int | None = None) -> SweepSpec:

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         if args.overrides:
             why = "applies to a scenario file (expected the value in the sweep's base or grid)"
             raise InputError(str(path), [Problem(f"--set {args.overrides[0]}", why)])
-        print(f"{args.file}: {_check_sweep(raw, path, args.max_points)}")
+        print(f"{args.file}: {_check_sweep(raw, text, path, args.max_points)}")
         return 0
     loaded = build_file(raw, text, path, args.overrides)
     check_runnable(loaded)
@@ -50,19 +50,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_sweep(raw: dict, path: Path, max_points: int | None = None) -> str:
+def _check_sweep(raw: dict, text: str, path: Path, max_points: int | None = None) -> str:
     """Check the file, then build every point (of the axes without problems, when some have
     them); raise InputError listing every problem where `tiersim sweep` would refuse the file
     (a value wrong on its own, every point invalid); points invalid only in combination are
-    listed as notes."""
+    listed as notes. Each problem ends with the line of its key in the file (`text`)."""
+    from tiersim.config.yamllines import lines_from, with_lines
     from tiersim.sweep.check import check_points, point_problems
     from tiersim.sweep.spec import expand, read_sweep_partly
 
     spec, problems = read_sweep_partly(raw, path, max_points)
-    if problems:
-        found = point_problems(spec, expand(spec)) if spec is not None else []
-        raise InputError(str(path), problems + found)
-    count, combined = check_points(spec)
+    with lines_from(text):
+        if problems:
+            found = point_problems(spec, expand(spec)) if spec is not None else []
+            raise InputError(str(path), problems + found)
+        count, combined = check_points(spec)
+    combined = with_lines(InputError(str(path), combined), text).problems
     shape = []
     if spec.grid:
         shape.append("grid " + " x ".join(str(len(a.values)) for a in spec.grid))
