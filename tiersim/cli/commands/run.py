@@ -61,7 +61,7 @@ def _inputs(loaded: Loaded, scenario: Path) -> set[Path]:
 def _trace_problem(trace: Path, inputs: set[Path], folder: Path) -> str | None:
     """Why a trace may not be written at `trace`, or None: it would replace an input (the
     scenario, its config.json), a YAML file (a preset, say), this run's own results, or
-    something not a plain file."""
+    something not a plain file, or sit in a sweep's folders."""
     if str(trace) == "-":
         return "the trace is written to a file, not standard output (expected a file path)"
     if trace.suffix.lower() in (".yaml", ".yml"):
@@ -74,7 +74,8 @@ def _trace_problem(trace: Path, inputs: set[Path], folder: Path) -> str | None:
         return "is this run's results folder or one of its results (expected another file path)"
     if trace.exists() and not trace.is_file():
         return "exists and is not a plain file (expected a file path)"
-    return None
+    in_sweep = _sweep_folder_problem(trace.parent)  # beside a sweep's points, as if one
+    return f"its folder {trace.parent} {in_sweep}" if in_sweep else None
 
 
 def _out_problem(folder: Path, scenario: Path) -> str | None:
@@ -82,9 +83,9 @@ def _out_problem(folder: Path, scenario: Path) -> str | None:
     scenario file (one that tiersim wrote may be rerun in place: it is written again whole)."""
     from tiersim.report.output import SCENARIO_HEADER
 
-    # a sweep's folder: the run's files would sit among its points, mistaken for one of them
-    if (folder / "results.jsonl").exists() or (folder / "results.csv").exists():
-        return "is a sweep's results folder (it has results.jsonl/.csv; expected another folder)"
+    why = _sweep_folder_problem(folder)
+    if why:
+        return why
     if (folder / "scenario.yaml").resolve() != scenario.resolve():
         return None
     with scenario.open(encoding="utf-8", errors="replace") as f:
@@ -94,6 +95,33 @@ def _out_problem(folder: Path, scenario: Path) -> str | None:
         f"its scenario.yaml is the scenario file {scenario}, which the run would replace "
         "(expected another folder)"
     )
+
+
+SWEEP_MARKS = ("results.jsonl", "results.csv")  # what a sweep's folder holds
+SWEEP_PARTS = ("points", "plots")  # the folders a sweep writes and tidies inside its own
+
+
+def _is_sweep_folder(folder: Path) -> bool:
+    return any((folder / name).exists() for name in SWEEP_MARKS)
+
+
+def _sweep_folder_problem(folder: Path) -> str | None:
+    """Why `folder` is a sweep's: its own folder or one of the folders it writes in (the
+    run's files would sit among its points, mistaken for one of them, or be tidied away by
+    its --resume). A folder beside those, inside the sweep's, is left alone."""
+    if _is_sweep_folder(folder):
+        return "is a sweep's results folder (it has results.jsonl/.csv; expected another folder)"
+    where = folder.resolve()
+    for above in where.parents:
+        if _is_sweep_folder(above):
+            part = where.relative_to(above).parts[0]
+            if part not in SWEEP_PARTS:
+                return None
+            return (
+                f"is inside the {part}/ folder of the sweep in {above} (expected a folder "
+                "outside the sweep's points/ and plots/)"
+            )
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
