@@ -21,15 +21,25 @@ STOPPED = {
 }
 
 
-def exit_codes(one: str | None = "a --check failed") -> str:
+# the commands that simulate a scenario themselves, so that one too large to simulate
+# (InfeasibleError) stops them; sweep and plan record such a point and go on, and the others
+# simulate nothing
+SIMULATING = ("run", "wear", "compare", "check-published")
+# the commands that read no file: their only invalid input is on the command line
+NO_FILES = ("presets",)
+INPUT_PROBLEM = "each problem as FILE: key.path: what is wrong (what is expected)"
+
+
+def exit_codes(one: str | None = "a --check failed", three: bool = True, files: bool = True) -> str:
     """The exit codes a help text ends with, wrapped here for a raw formatter (the default one
-    rewraps it); `one`: what 1 means for the command, None where it never exits 1."""
+    rewraps it); `one`: what 1 means for the command, None where it never exits 1; `three`:
+    whether it can exit 3; `files`: whether it reads input files (else only its options can
+    be invalid)."""
     codes = "exit codes: 0 done; " + (f"1 {one}; " if one else "")
-    return textwrap.fill(
-        codes + "2 invalid input (each problem as FILE: key.path: what is wrong (what is "
-        "expected)); 3 a scenario that cannot run at all (the message says why)",
-        79,
-    )
+    codes += f"2 invalid input ({INPUT_PROBLEM if files else 'an unknown option or value'})"
+    if three:
+        codes += "; 3 a scenario that cannot run at all (the message says why)"
+    return textwrap.fill(codes, 79)
 
 
 EXIT_CODES = exit_codes("a --check failed, a sweep or search stopped")
@@ -54,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMANDS:
         module.add_parser(sub)
     for name, command in sub.choices.items():  # each command's help ends with its own
-        codes = exit_codes(_one_means(name, command))
+        codes = exit_codes(_one_means(name, command), name in SIMULATING, name not in NO_FILES)
         command.epilog = f"{command.epilog}\n\n{codes}" if command.epilog else codes
     return parser
 
