@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -93,6 +94,15 @@ def load(args: argparse.Namespace) -> Loaded:
     from tiersim.config.load import load_scenario
 
     return load_scenario(args.scenario, args.overrides)
+
+
+def print_notes(loaded: Loaded) -> None:
+    """The scenario's notes (what it sets that the models do not use), on standard error:
+    `note: FILE: key.path: why`."""
+    from tiersim.runner import scenario_notes
+
+    for note in scenario_notes(loaded.scenario):
+        print(f"note: {note.render(loaded.source)}", file=sys.stderr)
 
 
 def cannot_write(option: str, path: str | Path, exc: OSError, expected: str) -> InputError:

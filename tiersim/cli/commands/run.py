@@ -9,7 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import add_scenario_args, cannot_write, load, usable_folder
+from tiersim.cli.commands.common import (
+    add_scenario_args,
+    cannot_write,
+    load,
+    print_notes,
+    usable_folder,
+)
 from tiersim.core.errors import InputError, Problem
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
@@ -131,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.runner import full_trace, report_with_result
 
     loaded = load(args)
+    print_notes(loaded)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     scenario = Path(args.scenario)
     why = _out_problem(folder, scenario)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tiersim.cli.commands.common import add_set_arg
+from tiersim.cli.commands.common import add_set_arg, print_notes
 from tiersim.cli.commands.sweep import add_max_points
 from tiersim.core.errors import InputError, Problem
 
@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         if problems:
             raise InputError(str(path), problems)
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
+    print_notes(loaded)
     return 0
 
 
