@@ -71,7 +71,27 @@ def test_yaml_syntax_error_gives_line_and_column(problems, write):
 
 def test_tab_indentation_is_a_syntax_error(problems, write):
     path = write("name: x\nmodel:\n  preset: gpt2\n\tlayers: 3\n")
-    assert "line 4, column 1" in only(problems(path))
+    line = only(problems(path))
+    assert "line 4, column 1" in line
+    assert line.endswith("(a tab where YAML allows only spaces: indent with spaces)")
+
+
+def test_a_colon_in_a_value_or_a_key_indented_wrongly_says_which_it_may_be(problems, write):
+    hint = "(expected a key indented as the keys beside it, or a value holding ': ' in quotes)"
+    for text in (
+        "name: a: b\nmodel: {preset: gpt2}\n",
+        "name: x\nmodel:\n  preset: gpt2\n   layers: 3\n",
+    ):
+        assert only(problems(write(text))).endswith(f"mapping values are not allowed here {hint}")
+
+
+def test_an_unclosed_brace_names_the_line_it_opens_on(problems, write):
+    line = only(problems(write("name: x\nmodel: {preset: gpt2\n")))
+    # found at the end of the file (line 3), opened on line 2 at column 8
+    assert line.endswith(
+        "line 3, column 1: expected ',' or '}', but got '<stream end>' (while parsing a flow "
+        "mapping that starts at line 2, column 8)"
+    )
 
 
 def test_a_key_given_twice_is_refused_with_both_lines(problems, write):
