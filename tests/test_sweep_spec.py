@@ -314,3 +314,19 @@ def test_validate_lists_points_invalid_only_in_combination_and_exits_0(tmp_path,
     assert note.endswith(
         "[1 of 4 points; first: point 3 (model.layers=25, parallel.pipeline=2)] (line 6)"
     )
+
+
+def test_sweep_refuses_a_faulty_file_with_every_problem_validate_lists(tmp_path, cli):
+    # a key path that does not exist, and a bad unit on the sound axis: both at once
+    grid = {"training.micro_batchsize": [1, 2], "hardware.tiers.hbf.write_bandwidth": ["20 GBs"]}
+    path = write_sweep(tmp_path, {"grid": grid})
+    code, _, validated = cli("validate", path)
+    assert code == 2
+    code, out, swept = cli("sweep", path, "--out", tmp_path / "out")
+    assert (code, out) == (2, "")
+    assert swept == validated
+    lines = swept.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{path}: grid.training.micro_batchsize: not a scenario key path")
+    assert lines[1].startswith(f"{path}: grid.hardware.tiers.hbf.write_bandwidth: value '20 GBs'")
+    assert not (tmp_path / "out").exists()

@@ -34,6 +34,12 @@ def point_problems(spec: SweepSpec, points: list[Point]) -> list[Problem]:
     return point_check(spec, points)[0]
 
 
+def file_refusal(spec: SweepSpec | None, problems: list[Problem]) -> list[Problem]:
+    """Every problem of a faulty sweep file (`read_sweep_partly`'s): its own, then those of
+    the points its sound axes make, so that `sweep` and `validate` list the same ones."""
+    return problems + (point_problems(spec, expand(spec)) if spec is not None else [])
+
+
 def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], int]:
     """Every distinct problem of the points (listed once, with how many points have it and
     the first of them), and how many points have any."""

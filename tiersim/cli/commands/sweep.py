@@ -139,12 +139,14 @@ def _checked_sweep(path: Path, max_points: int | None) -> SweepSpec:
     on its own, before any point runs."""
     from tiersim.config.yamlfile import read_yaml_and_text
     from tiersim.config.yamllines import lines_from
-    from tiersim.sweep.check import lone_value_problems
-    from tiersim.sweep.spec import read_sweep
+    from tiersim.sweep.check import file_refusal, lone_value_problems
+    from tiersim.sweep.spec import read_sweep_partly
 
     raw, text = read_yaml_and_text(path, str(path))
+    spec, problems = read_sweep_partly(raw, path, max_points)
     with lines_from(text):
-        spec = read_sweep(raw, path, max_points)
+        if problems or spec is None:  # as validate lists them
+            raise InputError(str(path), file_refusal(spec, problems))
         wrong = lone_value_problems(spec)
         if wrong:
             raise InputError(spec.source, wrong)

@@ -57,14 +57,13 @@ def _check_sweep(raw: dict, text: str, path: Path, max_points: int | None = None
     (a value wrong on its own, every point invalid); points invalid only in combination are
     listed as notes. Each problem ends with the line of its key in the file (`text`)."""
     from tiersim.config.yamllines import lines_from, with_lines
-    from tiersim.sweep.check import check_points, point_problems
-    from tiersim.sweep.spec import expand, read_sweep_partly
+    from tiersim.sweep.check import check_points, file_refusal
+    from tiersim.sweep.spec import read_sweep_partly
 
     spec, problems = read_sweep_partly(raw, path, max_points)
     with lines_from(text):
         if problems:
-            found = point_problems(spec, expand(spec)) if spec is not None else []
-            raise InputError(str(path), problems + found)
+            raise InputError(str(path), file_refusal(spec, problems))
         count, combined = check_points(spec)
     combined = with_lines(InputError(str(path), combined), text).problems
     shape = []
