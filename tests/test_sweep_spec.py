@@ -330,3 +330,14 @@ def test_sweep_refuses_a_faulty_file_with_every_problem_validate_lists(tmp_path,
     assert lines[0].startswith(f"{path}: grid.training.micro_batchsize: not a scenario key path")
     assert lines[1].startswith(f"{path}: grid.hardware.tiers.hbf.write_bandwidth: value '20 GBs'")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_scenario_given_to_sweep_is_refused_in_one_line(tmp_path, cli):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(TINY))  # name, model, training
+    code, out, err = cli("sweep", path, "--out", tmp_path / "out")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"{path}: a scenario file, not a sweep (sections model, training; no base, grid or "
+        "zip): run it with `tiersim run`, or sweep it from a sweep file whose base: names it\n"
+    )

@@ -29,6 +29,7 @@ from typing import Any
 
 from tiersim.config.overrides import set_path
 from tiersim.config.presets import resolve
+from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml, read_yaml_and_text
 from tiersim.config.yamllines import lines_from
 from tiersim.core import limits
@@ -138,6 +139,14 @@ def _read_sweep(raw: Any, path: Path, max_points: int | None) -> SweepSpec:
                 )
             ],
         )
+    scenario_keys = [str(k) for k in raw if k in Scenario.model_fields and k != "name"]
+    if scenario_keys and not is_sweep(raw):  # one line, not one per section
+        what = (
+            f"a scenario file, not a sweep (sections {', '.join(scenario_keys[:3])}"
+            f"{', ...' if len(scenario_keys) > 3 else ''}; no base, grid or zip): run it with "
+            "`tiersim run`, or sweep it from a sweep file whose base: names it"
+        )
+        raise InputError(source, [Problem("", what)])
     problems = _top_level_problems(raw)
     base_path, base = _read_base(raw.get("base"), path.parent, problems)
     fixed = _entries(raw, "set", problems, want_list=False)
