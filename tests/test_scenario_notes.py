@@ -103,3 +103,31 @@ def test_no_shipped_scenario_sets_a_kernel_that_does_not_apply(cli):
     for path in files:
         code, _, err = cli("validate", path)
         assert (code, err) == (0, ""), path
+
+
+def test_validate_notes_a_swept_kernel_that_does_not_apply_once_per_value(tmp_path, cli):
+    base = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
+    sweep = tmp_path / "sweep.yaml"
+    # the kernel axis is on line 3
+    sweep.write_text(
+        f"base: {base.name}\ngrid:\n  training.attention_kernel: [eager, flash]\n"
+        "  parallel.data: [1, 2]\n"
+    )
+    code, out, err = cli("validate", sweep)
+    assert code == 0 and out.startswith(f"{sweep}: valid sweep 'sweep': 4 points"), err
+    notes = err.strip().splitlines()
+    assert len(notes) == 2, err
+    assert notes[1] == (
+        f"note: {sweep}: grid.training.attention_kernel: value 'flash': "
+        + MOE_NOTE.removeprefix("training.attention_kernel: ")
+        + " [2 of 4 points; first: point 2 (training.attention_kernel=flash, parallel.data=1)]"
+        " (line 3)"
+    )
+
+
+def test_validate_of_a_sweep_without_a_kernel_has_no_note(tmp_path, cli):
+    base = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"base: {base.name}\ngrid: {{parallel.data: [1, 2]}}\n")
+    code, _, err = cli("validate", sweep)
+    assert (code, err) == (0, "")

@@ -53,17 +53,43 @@ def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], in
             invalid += 1
             for problem in exc.problems:
                 found.setdefault(_where(point, spec, problem), []).append(point)
-    problems = []
-    for (where, what), failing in found.items():
-        first = failing[0]
-        text = f"point {first.index}" + (f" ({describe(first.values)})" if first.values else "")
-        problems.append(
-            Problem(where, f"{what} [{len(failing)} of {len(points)} points; first: {text}]")
-        )
+    problems = [
+        _listed(where, what, failing, len(points)) for (where, what), failing in found.items()
+    ]
     if len(problems) > MAX_LISTED:
         more = len(problems) - MAX_LISTED
         problems = [*problems[:MAX_LISTED], Problem("", f"... and {more} more problems")]
     return problems, invalid
+
+
+KERNEL = "training.attention_kernel"
+
+
+def point_notes(spec: SweepSpec) -> list[Problem]:
+    """The notes `tiersim run` would give the valid points (tiersim.runner.scenario_notes),
+    each listed once as `point_check` lists problems; only for a sweep that sets an attention
+    kernel (the one setting a note is about), so that others cost nothing more."""
+    from tiersim.runner import scenario_notes  # the engine's side: only when needed
+
+    swept = any(a.path == KERNEL for a in spec.axes)
+    if not swept and (spec.base.get("training") or {}).get("attention_kernel") is None:
+        return []
+    points = expand(spec)
+    found: dict[tuple[str, str], list[Point]] = {}
+    for point in points:
+        try:
+            loaded = build(point.raw, spec.base_path.parent, spec.source)
+        except InputError:
+            continue  # an invalid point is a problem, listed apart
+        for note in scenario_notes(loaded.scenario):
+            found.setdefault(_where(point, spec, note), []).append(point)
+    return [_listed(where, what, failing, len(points)) for (where, what), failing in found.items()]
+
+
+def _listed(where: str, what: str, points: list[Point], total: int) -> Problem:
+    first = points[0]
+    text = f"point {first.index}" + (f" ({describe(first.values)})" if first.values else "")
+    return Problem(where, f"{what} [{len(points)} of {total} points; first: {text}]")
 
 
 def check_points(spec: SweepSpec) -> tuple[int, list[Problem]]:
