@@ -341,3 +341,20 @@ def test_a_scenario_given_to_sweep_is_refused_in_one_line(tmp_path, cli):
         f"{path}: a scenario file, not a sweep (sections model, training; no base, grid or "
         "zip): run it with `tiersim run`, or sweep it from a sweep file whose base: names it\n"
     )
+
+
+def test_a_wrong_set_value_is_named_in_the_sweep_file_and_refused_before_any_point(tmp_path, cli):
+    path = write_sweep(
+        tmp_path, {"set": {"placement.optimizer": "ssd"}, "grid": {"parallel.data": [1, 2]}}
+    )
+    code, _, err = cli("validate", path)
+    assert code == 2
+    # base (line 1), set (2), its entry (3): the value is the sweep file's, not the base's
+    assert err.startswith(
+        f"{path}: set.placement.optimizer: value 'ssd': tier 'ssd' does not exist (tiers: "
+    )
+    assert "(base scenario" not in err and err.rstrip().endswith("(line 3)")
+    code, out, err = cli("sweep", path, "--out", tmp_path / "out", "--workers", "1")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"{path}: set.placement.optimizer: value 'ssd': tier 'ssd' does not ")
+    assert not (tmp_path / "out").exists()  # refused before any point ran

@@ -25,6 +25,9 @@ def _where(point: Point, spec: SweepSpec, problem: Problem) -> tuple[str, str]:
         if problem.path == axis.path or problem.path.startswith(axis.path + "."):
             value = point.values[axis.path]
             return f"{axis.group}.{axis.path}", f"value {shown(value)}: {problem.message}"
+    for path, value in spec.fixed:  # a `set:` entry of the sweep file, not the base's value
+        if problem.path == path or problem.path.startswith(path + "."):
+            return f"set.{path}", f"value {shown(value)}: {problem.message}"
     if spec.base_path.resolve() != Path(spec.source).resolve():  # the value is the base's
         return problem.path, f"{problem.message} (base scenario {spec.base_path})"
     return problem.path, problem.message
@@ -129,7 +132,24 @@ def lone_value_problems(spec: SweepSpec) -> list[Problem]:
             for axis, message in own:
                 value = values[axes.index(axis)]
                 out.append(Problem(f"{axis.group}.{axis.path}", f"value {shown(value)}: {message}"))
-    return out
+    return out + _fixed_problems(spec, good)
+
+
+def _fixed_problems(spec: SweepSpec, good: dict[str, object]) -> list[Problem]:
+    """`set:` values wrong beside a value of every axis that is right alone (one on each
+    point, as far as these tell)."""
+    if not spec.fixed:
+        return []
+    try:
+        build(_with(spec.base, good), spec.base_path.parent, spec.source)
+    except InputError as exc:
+        return [
+            Problem(f"set.{path}", f"value {shown(value)}: {p.message}")
+            for p in exc.problems
+            for path, value in spec.fixed
+            if p.path == path or p.path.startswith(path + ".")
+        ]
+    return []
 
 
 def _with(base: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ grid value or a zip row given twice, compared as values (`50 GB/s` is `50GB/s`),
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import itertools
 import math
@@ -63,6 +64,7 @@ class SweepSpec:
     base: dict[str, Any]  # the base scenario mapping as read, `set:` applied
     grid: tuple[Axis, ...]
     zip: tuple[Axis, ...]
+    fixed: tuple[tuple[str, Any], ...] = ()  # the `set:` entries as written, applied to base
 
     @property
     def axes(self) -> tuple[Axis, ...]:
@@ -139,14 +141,7 @@ def _read_sweep(raw: Any, path: Path, max_points: int | None) -> SweepSpec:
                 )
             ],
         )
-    scenario_keys = [str(k) for k in raw if k in Scenario.model_fields and k != "name"]
-    if scenario_keys and not is_sweep(raw):  # one line, not one per section
-        what = (
-            f"a scenario file, not a sweep (sections {', '.join(scenario_keys[:3])}"
-            f"{', ...' if len(scenario_keys) > 3 else ''}; no base, grid or zip): run it with "
-            "`tiersim run`, or sweep it from a sweep file whose base: names it"
-        )
-        raise InputError(source, [Problem("", what)])
+    _refuse_a_scenario(raw, source)
     problems = _top_level_problems(raw)
     base_path, base = _read_base(raw.get("base"), path.parent, problems)
     fixed = _entries(raw, "set", problems, want_list=False)
@@ -166,31 +161,48 @@ def _read_sweep(raw: Any, path: Path, max_points: int | None) -> SweepSpec:
         for path_text, value in fixed.items():
             set_path(base, path_text.split("."), copy.deepcopy(value))
         _schema_problems(base, base_path, all_paths, problems)
-    name = raw.get("name") or path.stem
-    if not problems:
-        return SweepSpec(source, str(name), base_path, base, tuple(grid), tuple(zipped))
-    raise _Partial(
-        _sound_part(source, str(name), base_path, base, grid, zipped, problems), problems
+    whole = SweepSpec(
+        source,
+        str(raw.get("name") or path.stem),
+        base_path,
+        base,
+        tuple(grid),
+        tuple(zipped),
+        tuple(fixed.items()),
     )
+    if not problems:
+        return whole
+    raise _Partial(_sound_part(whole, problems), problems)
 
 
-def _sound_part(source, name, base_path, base, grid, zipped, problems) -> SweepSpec | None:
+def _refuse_a_scenario(raw: dict[str, Any], source: str) -> None:
+    """A scenario file given as a sweep: said in one line, not as one unknown key a section."""
+    scenario_keys = [str(k) for k in raw if k in Scenario.model_fields and k != "name"]
+    if scenario_keys and not is_sweep(raw):
+        what = (
+            f"a scenario file, not a sweep (sections {', '.join(scenario_keys[:3])}"
+            f"{', ...' if len(scenario_keys) > 3 else ''}; no base, grid or zip): run it with "
+            "`tiersim run`, or sweep it from a sweep file whose base: names it"
+        )
+        raise InputError(source, [Problem("", what)])
+
+
+def _sound_part(whole: SweepSpec, problems: list[Problem]) -> SweepSpec | None:
     """The sweep without its faulty axes (a faulty zip drops the whole zip); None if the base
     or the file as a whole is faulty, or nothing is left to sweep."""
     where = {p.path for p in problems}
     if (
-        base is None
-        or base_path is None
+        whole.base is None
+        or whole.base_path is None
         or where & {"", "base", "zip"}
         or any(w.startswith("set.") for w in where)
     ):
         return None
-    grid = [a for a in grid if f"grid.{a.path}" not in where]
-    if any(f"zip.{a.path}" in where for a in zipped):
-        zipped = []
+    grid = tuple(a for a in whole.grid if f"grid.{a.path}" not in where)
+    zipped = () if any(f"zip.{a.path}" in where for a in whole.zip) else whole.zip
     if not grid and not zipped:
         return None
-    return SweepSpec(source, name, base_path, base, tuple(grid), tuple(zipped))
+    return dataclasses.replace(whole, grid=grid, zip=zipped)
 
 
 def _point_limit(raw: dict[str, Any], given: int | None, problems: list[Problem]) -> int:
