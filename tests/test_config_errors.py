@@ -723,3 +723,23 @@ def test_offload_keys_are_checked_like_every_other(problems, write):
     fetch = f"{file}: training.offload.fetch: input should be 'layer' or 'submodule' (got "
     assert fetch + "'operator')" in lines, lines
     assert any(line.startswith(f"{file}: training.offload.prefetch_bucket_size:") for line in lines)
+
+
+def test_a_whole_number_with_an_exponent_says_yaml_read_it_as_text(problems, write):
+    # PyYAML (YAML 1.1) reads 5e2 and 2.5e1 as strings: a float needs a dot and a signed
+    # exponent, and an integer field takes no string
+    text = "name: x\nmodel: {preset: gpt2}\ntraining: {seq_len: 5e2, grad_accumulation: 2.5e1}\n"
+    found = sorted(problems(write(text)))
+    assert found[0].endswith(
+        "training.grad_accumulation: input should be a valid integer (got '2.5e1'); YAML reads "
+        "2.5e1 as text: write 25"
+    )
+    assert found[1].endswith(
+        "training.seq_len: input should be a valid integer (got '5e2'); YAML reads 5e2 as "
+        "text: write 500"
+    )
+    # not a whole number, or no number at all: no such hint
+    text = "name: x\nmodel: {preset: gpt2}\ntraining: {seq_len: 5e-1, grad_accumulation: e5}\n"
+    assert not any("YAML reads" in p for p in problems(write(text)))
+    huge = "name: x\nmodel: {preset: gpt2}\ntraining: {seq_len: 1e999999999}\n"
+    assert "YAML reads" not in only(problems(write(huge)))

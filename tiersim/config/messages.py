@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import decimal
 import difflib
 import re
 import types
@@ -106,12 +107,33 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     return msg
 
 
+def _whole_number_as_text(err: dict[str, Any]) -> str:
+    """The hint for `1e3` where a whole number is expected: YAML 1.1 (PyYAML) reads a number
+    with an exponent as a float only with a dot and a signed exponent (1.0e+3), else as a
+    string, which an integer field refuses (a float field parses it)."""
+    value = err.get("input")
+    if not isinstance(value, str) or "e" not in value.lower():
+        return ""
+    try:
+        exact = decimal.Decimal(value.strip())  # 1e30 exactly, not a float's digits
+    except decimal.InvalidOperation:
+        return ""
+    # bounded first: 1e999999999 is past what the context's arithmetic takes
+    if not exact.is_finite() or not 0 <= exact.adjusted() <= 100:
+        return ""
+    if exact != exact.to_integral_value():
+        return ""
+    return f"; YAML reads {value} as text: write {int(exact)}"
+
+
 def validation_problems(exc: ValidationError) -> list[Problem]:
     by_path: dict[str, list[str]] = {}
     for err in exc.errors():
         path, parent = _walk(tuple(err["loc"]))
         key = ".".join(path)
         text = _message(err, parent).replace("--set ...", f"--set {key}.")  # the full path
+        if "valid integer" in text:
+            text += _whole_number_as_text(err)
         if text not in by_path.setdefault(key, []):
             by_path[key].append(text)
     return [Problem(path, "; or ".join(msgs)) for path, msgs in by_path.items()]

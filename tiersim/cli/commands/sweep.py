@@ -93,9 +93,10 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.sweep.store import LOG_NAME, OutputError
     from tiersim.sweep.worker import INVALID
 
-    spec = _checked_sweep(Path(args.sweep), args.max_points)
+    spec, text = _read(Path(args.sweep), args.max_points)
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers, where = workers_and_where(args, spec.size)
+    _refuse_lone_values(spec, text)
     if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
         print(
             f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
@@ -134,23 +135,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _checked_sweep(path: Path, max_points: int | None) -> SweepSpec:
-    """The sweep file, refused (each problem with the line of its key) where a value is wrong
-    on its own, before any point runs."""
+def _read(path: Path, max_points: int | None) -> tuple[SweepSpec, str]:
+    """The sweep file and its text, refused with every problem validate lists (each with
+    the line of its key)."""
     from tiersim.config.yamlfile import read_yaml_and_text
     from tiersim.config.yamllines import lines_from
-    from tiersim.sweep.check import file_refusal, lone_value_problems
+    from tiersim.sweep.check import file_refusal
     from tiersim.sweep.spec import read_sweep_partly
 
     raw, text = read_yaml_and_text(path, str(path))
     spec, problems = read_sweep_partly(raw, path, max_points)
-    with lines_from(text):
-        if problems or spec is None:  # as validate lists them
+    if problems or spec is None:
+        with lines_from(text):
             raise InputError(str(path), file_refusal(spec, problems))
-        wrong = lone_value_problems(spec)
-        if wrong:
+    return spec, text
+
+
+def _refuse_lone_values(spec: SweepSpec, text: str) -> None:
+    """A value wrong on its own, refused before any point runs (with the line of its key)."""
+    from tiersim.config.yamllines import lines_from
+    from tiersim.sweep.check import lone_value_problems
+
+    wrong = lone_value_problems(spec)
+    if wrong:
+        with lines_from(text):
             raise InputError(spec.source, wrong)
-    return spec
 
 
 def _unwritable(out: Path, exc: OutputError) -> InputError:
