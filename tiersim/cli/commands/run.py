@@ -34,7 +34,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "to results/<name>/ (or --out).",
     )
     add_scenario_args(parser)
-    parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="results folder (default: results/<name>); not a sweep's folder, nor its points/ "
+        "or plots/",
+    )
     parser.add_argument(
         "--trace",
         metavar="FILE",

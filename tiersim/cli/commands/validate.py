@@ -17,7 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Check a scenario file: YAML syntax, keys, types, units, presets, tier names "
         "and parallel sizes. A sweep file (one with base:, grid: or zip:) is checked too: its "
         "keys, that every swept path exists, and that every point builds into a valid scenario. "
-        "Every problem is reported at once; exit code 2 if any.",
+        "Every problem is reported at once; exit code 2 if any. A valid file's notes (a "
+        "setting the models do not use, such as an attention kernel on a mixture-of-experts "
+        "model) follow on standard error.",
     )
     parser.add_argument("file", metavar="FILE.yaml", help="scenario or sweep file")
     add_max_points(parser)
