@@ -113,3 +113,15 @@ def test_a_problem_of_a_sweeps_base_scenario_has_no_line_of_the_sweep_file(tmp_p
     (line,) = err.strip().splitlines()
     assert line.startswith(f"{path}: name: ")
     assert f"(base scenario {tmp_path / 'base.yaml'})" in line and "(line " not in line
+
+
+def test_problems_found_once_the_scenario_is_built_name_their_line_too(tmp_path):
+    # the failure model's two rates: found by the checkpoint model's checks, after the schema
+    path = tmp_path / "f.yaml"
+    path.write_text("name: x\nmodel: {preset: gpt2}\nfailures:\n  mtbf: 3 h\n  gpu_mtbf: 5 h\n")
+    for command in ("validate", "run", "wear"):
+        args = ["--out", tmp_path / "o"] if command == "run" else []
+        code, err = _err(command, path, *args)
+        assert code == 2, err
+        # `failures:` is on line 3
+        assert err == f"{path}: failures: give mtbf (the job's) or gpu_mtbf, not both (line 3)\n"

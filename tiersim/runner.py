@@ -14,6 +14,7 @@ from tiersim.analysis.wear import wear_problems
 from tiersim.config.execution import execution_plan
 from tiersim.config.load import Loaded
 from tiersim.config.schema import Scenario
+from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
 from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate_resolved
@@ -64,8 +65,8 @@ def check_runnable(loaded: Loaded) -> None:
     s = loaded.scenario
     problems = placement_problems(execution_plan(s), s.hardware, Topology(s.hardware))
     problems += wear_problems(s) + checkpoint_problems(s)
-    if problems:
-        raise InputError(loaded.source, problems)
+    if problems:  # each with the line of its key, as the file's other problems
+        raise with_lines(InputError(loaded.source, problems), loaded.text)
 
 
 def scenario_notes(scenario: Scenario) -> list[Problem]:

@@ -9,6 +9,7 @@ config/messages.py.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ class Loaded:
     scenario: Scenario
     resolved: dict[str, Any]
     source: str
+    text: str = ""  # the file's text, where it was read from one (for the lines of problems)
 
 
 _TYPE_NAMES = {
@@ -180,4 +182,4 @@ def build_file(raw: Any, text: str, path: Path, overrides: list[str] = ()) -> Lo
     """`build` of a scenario read from `path` (`raw` parsed from `text`): each problem says
     the line its key is on in the file, where it has one."""
     with lines_from(text):
-        return build(raw, path.parent, str(path), overrides)
+        return dataclasses.replace(build(raw, path.parent, str(path), overrides), text=text)
