@@ -185,7 +185,27 @@ def test_model_that_is_not_a_mapping(problems, write):
 
 def test_missing_name(problems, write):
     file = write({"model": {"preset": "gpt2"}})
-    assert only(problems(file)) == f"{file}: name: required key is missing"
+    assert only(problems(file)) == (
+        f"{file}: name: required key is missing (expected the run's name, e.g. name: my-run; "
+        "it names results/<name>/)"
+    )
+
+
+def test_missing_model_says_its_three_forms(problems, write):
+    file = write({"name": "x"})
+    assert only(problems(file)) == (
+        f"{file}: model: required key is missing (expected model: {{preset: NAME}}, "
+        "{hf_config: PATH} or the model's dimensions; `tiersim presets` lists the presets)"
+    )
+
+
+def test_a_missing_key_of_a_few_words_lists_them(problems, write):
+    tier = {"capacity": "1 TB"}
+    file = write({"name": "x", "model": {"preset": "gpt2"}, "hardware": {"tiers": {"ssd": tier}}})
+    assert only(problems(file)).startswith(
+        f"{file}: hardware.tiers.ssd.kind: required key is missing (expected one of: hbm, dram, "
+        "flash, remote)"
+    )
 
 
 def test_incomplete_model_says_what_to_give(problems, write):

@@ -70,6 +70,29 @@ def _walk(loc: tuple[Any, ...]) -> tuple[list[str], type[BaseModel] | None]:
     return path, parent
 
 
+# what to write for the keys every scenario needs
+_MISSING = {
+    ("name",): " (expected the run's name, e.g. name: my-run; it names results/<name>/)",
+    ("model",): (
+        " (expected model: {preset: NAME}, {hf_config: PATH} or the model's dimensions; "
+        "`tiersim presets` lists the presets)"
+    ),
+}
+
+
+def _missing_hint(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+    """What to write for a missing key: said for the keys every scenario needs, else the
+    choices of a key that takes one of a few words (a tier's kind)."""
+    loc = tuple(map(str, err["loc"]))
+    if loc in _MISSING:
+        return _MISSING[loc]
+    field = parent.model_fields.get(loc[-1]) if parent and loc else None
+    tp = _unwrap(field.annotation) if field else None
+    if typing.get_origin(tp) is typing.Literal:
+        return f" (expected one of: {', '.join(map(str, typing.get_args(tp)))})"
+    return ""
+
+
 def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
@@ -82,7 +105,7 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         hint = f"did you mean '{close[0]}'? " if close else ""
         return f"unknown key '{key}' ({hint}expected one of: {', '.join(fields)})"
     if kind == "missing":
-        return "required key is missing"
+        return "required key is missing" + _missing_hint(err, parent)
     if kind == "bool_parsing":
         return f"expected true or false (got {shown(err.get('input'))})"
     if kind in ("float_parsing", "int_parsing"):
