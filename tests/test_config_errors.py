@@ -763,3 +763,17 @@ def test_a_whole_number_with_an_exponent_says_yaml_read_it_as_text(problems, wri
     assert not any("YAML reads" in p for p in problems(write(text)))
     huge = "name: x\nmodel: {preset: gpt2}\ntraining: {seq_len: 1e999999999}\n"
     assert "YAML reads" not in only(problems(write(huge)))
+
+
+def test_a_tier_name_misspelt_is_named_with_the_tier_meant(problems, write):
+    budget = {"name": "x", "model": {"preset": "gpt2"}, "budget": {"hbff": {"lifetime": "5 years"}}}
+    assert only(problems(write(budget))).endswith(
+        "budget.hbff: tier 'hbff' does not exist (did you mean 'hbf'? tiers: hbm, dram, nvme, hbf)"
+    )
+    # two letters swapped: hbf, not hbm (which difflib finds as close)
+    swapped = {"name": "x", "model": {"preset": "gpt2"}, "placement": {"optimizer": "hfb"}}
+    assert "tier 'hfb' does not exist (did you mean 'hbf'? " in only(problems(write(swapped)))
+    unlike = {"name": "x", "model": {"preset": "gpt2"}, "placement": {"optimizer": "ssd"}}
+    assert "tier 'ssd' does not exist (tiers: hbm, dram, nvme, hbf)" in only(
+        problems(write(unlike))
+    )

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tiersim.config.consistency import consistency_problems
+from tiersim.config.consistency import consistency_problems, no_such_tier
 from tiersim.config.messages import validation_problems
 from tiersim.config.overrides import apply_overrides, clipped, parse_override
 from tiersim.config.presets import resolve
@@ -78,7 +78,7 @@ def _raw_tier_names(resolved: dict[str, Any]) -> list[Problem]:
         return []
     tiers = hardware["tiers"]
     return [
-        Problem(f"placement.{cls}", f"tier '{tier}' does not exist (tiers: {', '.join(tiers)})")
+        Problem(f"placement.{cls}", no_such_tier(tier, tiers))
         for cls, tier in placement.items()
         if cls != "optimizer_compute" and isinstance(tier, str) and tier not in tiers
     ]
