@@ -777,3 +777,17 @@ def test_a_tier_name_misspelt_is_named_with_the_tier_meant(problems, write):
     assert "tier 'ssd' does not exist (tiers: hbm, dram, nvme, hbf)" in only(
         problems(write(unlike))
     )
+
+
+def test_a_long_duration_is_asked_for_in_hours_a_latency_in_microseconds(problems, write):
+    mtbf = {"name": "x", "model": {"preset": "gpt2"}, "failures": {"mtbf": 3}}
+    assert only(problems(write(mtbf))).endswith(
+        "failures.mtbf: a plain number (3) is ambiguous here: give a time with a unit, such as "
+        "'3 h'"
+    )
+    latency = {
+        "name": "x",
+        "model": {"preset": "gpt2"},
+        "hardware": {"tiers": {"hbm": {"latency": 5}}},
+    }
+    assert only(problems(write(latency))).endswith("such as '15 us'")
