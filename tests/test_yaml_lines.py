@@ -125,3 +125,15 @@ def test_problems_found_once_the_scenario_is_built_name_their_line_too(tmp_path)
         assert code == 2, err
         # `failures:` is on line 3
         assert err == f"{path}: failures: give mtbf (the job's) or gpu_mtbf, not both (line 3)\n"
+
+
+def test_a_plan_sections_problems_name_their_lines_in_validate_and_plan(tmp_path):
+    path = tmp_path / "p.yaml"
+    # the misspelt key path is on line 4
+    path.write_text("name: x\nmodel: {preset: gpt2}\nplan:\n  placement.optimizr: [hbm, dram]\n")
+    for command in ("validate", "plan"):
+        code, err = _err(command, path)
+        assert code == 2, err
+        (line,) = err.strip().splitlines()
+        assert line.startswith(f"{path}: plan.placement.optimizr: unknown key 'optimizr' in ")
+        assert line.endswith(" (line 4)")

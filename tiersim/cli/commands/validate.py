@@ -30,6 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tiersim.config.load import build_file
     from tiersim.config.yamlfile import read_yaml_and_text
+    from tiersim.config.yamllines import with_lines
     from tiersim.plan.space import build_space
     from tiersim.runner import check_runnable
     from tiersim.sweep.spec import is_sweep
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if loaded.scenario.plan is not None:  # its paths, as `tiersim plan` would check them
         problems = build_space(loaded.scenario, loaded.resolved)[1]
         if problems:
-            raise InputError(str(path), problems)
+            raise with_lines(InputError(str(path), problems), text)
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
     print_notes(loaded)
     return 0
