@@ -137,3 +137,18 @@ def test_a_plan_sections_problems_name_their_lines_in_validate_and_plan(tmp_path
         (line,) = err.strip().splitlines()
         assert line.startswith(f"{path}: plan.placement.optimizr: unknown key 'optimizr' in ")
         assert line.endswith(" (line 4)")
+
+
+def test_a_references_files_problems_name_their_lines(tmp_path):
+    (tmp_path / "a.yaml").write_text("name: a\nmodel: {preset: gpt2}\n")
+    (tmp_path / "references.yaml").write_text(
+        "# runs\na.yaml:\n  iteration_time_s: -1\n  derived: false\n  source: x\n  extra: 1\n"
+    )
+    code, err = _err("check-published", "--folder", tmp_path)
+    assert code == 2, err
+    refs = tmp_path / "references.yaml"
+    assert err.splitlines() == [  # lines 3 and 6 of the file
+        f"{refs}: a.yaml.extra: unknown key 'extra' (expected one of: calibrates, derived, "
+        "iteration_time_s, metric, notes, source, tflops_per_gpu) (line 6)",
+        f"{refs}: a.yaml.iteration_time_s: must be > 0 (got -1) (line 3)",
+    ]
