@@ -152,3 +152,30 @@ def test_a_references_files_problems_name_their_lines(tmp_path):
         "iteration_time_s, metric, notes, source, tflops_per_gpu) (line 6)",
         f"{refs}: a.yaml.iteration_time_s: must be > 0 (got -1) (line 3)",
     ]
+
+
+def test_a_key_written_in_a_preset_file_names_that_file_and_its_line(tmp_path):
+    (tmp_path / "model.yaml").write_text("layers: 2\nhiden: 64\nheads: 2\nvocab: 100\n")
+    hardware = (
+        "gpu: {name: x, peak_flops: {bf16: 100 TFLOP/s}, efficiency: 0.5}\ntiers:\n"
+        "  hbm: {kind: hbm, capacity: 80 GB, bandwidth: 2 TB/s}\n"
+        "  dram: {kind: dramm, capacity: 80 GB, bandwidth: 2 TB/s}\n"
+    )
+    (tmp_path / "hw.yaml").write_text(hardware)
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\nmodel: {preset: model.yaml}\nhardware: {preset: hw.yaml}\n")
+    code, err = _err("validate", path)
+    assert code == 2, err
+    lines = sorted(err.strip().splitlines())
+    assert len(lines) == 2, err
+    # the tier's kind is on line 4 of hw.yaml, the misspelt key on line 2 of model.yaml
+    assert lines[0].startswith(f"{path}: hardware.tiers.dram.kind: ")
+    assert lines[0].endswith(f" ({tmp_path / 'hw.yaml'}, line 4)")
+    assert lines[1].startswith(f"{path}: model.hiden: unknown key 'hiden'")
+    assert lines[1].endswith(f" ({tmp_path / 'model.yaml'}, line 2)")
+    # the scenario's own key, over the preset's, is where the scenario writes it (line 5)
+    path.write_text(
+        "name: x\nmodel: {preset: gpt2}\nhardware:\n  preset: hw.yaml\n  tiers: {dram: {kind: x}}\n"
+    )
+    code, err = _err("validate", path)
+    assert code == 2 and err.rstrip().endswith("(got 'x') (line 5)"), err

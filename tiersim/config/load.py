@@ -20,10 +20,10 @@ from pydantic import ValidationError
 from tiersim.config.consistency import consistency_problems, no_such_tier
 from tiersim.config.messages import validation_problems
 from tiersim.config.overrides import apply_overrides, clipped, parse_override
-from tiersim.config.presets import resolve
+from tiersim.config.presets import is_preset_file, resolve
 from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml_and_text
-from tiersim.config.yamllines import lines_from
+from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
 
 
@@ -181,5 +181,24 @@ def load_scenario(path: str | Path, overrides: list[str] = ()) -> Loaded:
 def build_file(raw: Any, text: str, path: Path, overrides: list[str] = ()) -> Loaded:
     """`build` of a scenario read from `path` (`raw` parsed from `text`): each problem says
     the line its key is on in the file, where it has one."""
-    with lines_from(text):
+    try:
         return dataclasses.replace(build(raw, path.parent, str(path), overrides), text=text)
+    except InputError as exc:
+        raise with_lines(exc, text, _preset_texts(raw, path.parent)) from None
+
+
+def _preset_texts(raw: Any, base_dir: Path) -> dict[str, tuple[str, str]]:
+    """section -> (file, text) of the preset files `raw` names (read again: only when a
+    problem is reported), for the lines of keys written there."""
+    out = {}
+    for section in ("model", "hardware"):
+        value = raw.get(section) if isinstance(raw, dict) else None
+        name = value.get("preset") if isinstance(value, dict) else None
+        if not is_preset_file(name):
+            continue
+        preset = Path(name) if Path(name).is_absolute() else base_dir / name
+        try:
+            out[section] = (str(preset), read_yaml_and_text(preset, str(preset))[1])
+        except InputError:
+            continue  # reported as a problem of its own
+    return out
