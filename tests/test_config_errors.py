@@ -791,3 +791,14 @@ def test_a_long_duration_is_asked_for_in_hours_a_latency_in_microseconds(problem
         "hardware": {"tiers": {"hbm": {"latency": 5}}},
     }
     assert only(problems(write(latency))).endswith("such as '15 us'")
+
+
+def test_a_value_refused_by_each_branch_of_a_choice_is_quoted_once(problems, write):
+    text = {"name": "x", "model": {"preset": "gpt2"}, "checkpoint": {"every_steps": 0}}
+    assert only(problems(write(text))).endswith(
+        "checkpoint.every_steps: input should be greater than 0 or 'auto' (got 0)"
+    )
+    text["checkpoint"]["every_steps"] = "often"
+    assert only(problems(write(text))).endswith(
+        "checkpoint.every_steps: input should be a valid integer or 'auto' (got 'often')"
+    )

@@ -159,4 +159,21 @@ def validation_problems(exc: ValidationError) -> list[Problem]:
             text += _whole_number_as_text(err)
         if text not in by_path.setdefault(key, []):
             by_path[key].append(text)
-    return [Problem(path, "; or ".join(msgs)) for path, msgs in by_path.items()]
+    return [Problem(path, _alternatives(msgs)) for path, msgs in by_path.items()]
+
+
+_GOT = re.compile(r" \(got [^()]*\)$")
+_SHOULD = "input should be "
+
+
+def _alternatives(msgs: list[str]) -> str:
+    """One value's refusals by each branch of a union, in one sentence where they quote the
+    same value: `input should be greater than 0 or 'auto' (got 0)`, not the value twice."""
+    got = {m[match.start() :] if (match := _GOT.search(m)) else None for m in msgs}
+    if len(msgs) < 2 or len(got) != 1 or None in got:
+        return "; or ".join(msgs)
+    (suffix,) = got
+    parts = [m.removesuffix(suffix) for m in msgs]
+    if not all(p.startswith(_SHOULD) for p in parts):
+        return "; or ".join(msgs)
+    return _SHOULD + " or ".join(p.removeprefix(_SHOULD) for p in parts) + suffix
