@@ -235,7 +235,10 @@ def test_validate_builds_every_point(tmp_path, cli):
     )
     code, out, err = cli("validate", path)
     assert (code, err) == (0, "")
-    assert out.strip().startswith(f"{path}: valid sweep 's': 4 points (grid 2 x 2) over ")
+    # the base as a plain path: sweeps/../scenarios/tiny.yaml is scenarios/tiny.yaml
+    assert out.strip() == (
+        f"{path}: valid sweep 's': 4 points (grid 2 x 2) over {tmp_path / 'scenarios' / 'tiny.yaml'}"
+    )
 
 
 def test_validate_names_the_swept_value_that_is_invalid(tmp_path, cli):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from tiersim.cli.commands.common import add_set_arg, print_notes
@@ -75,7 +76,8 @@ def _check_sweep(raw: dict, text: str, path: Path, max_points: int | None = None
         shape.append("grid " + " x ".join(str(len(a.values)) for a in spec.grid))
     if spec.zip:
         shape.append(f"zip {len(spec.zip[0].values)}")
-    head = f"valid sweep '{spec.name}': {count} points ({', '.join(shape)}) over {spec.base_path}"
+    base = os.path.normpath(spec.base_path)  # sweeps/../x.yaml as x.yaml
+    head = f"valid sweep '{spec.name}': {count} points ({', '.join(shape)}) over {base}"
     if not combined:
         return head
     # invalid only in combination: `tiersim sweep` runs them as invalid rows
