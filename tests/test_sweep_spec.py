@@ -361,3 +361,11 @@ def test_a_wrong_set_value_is_named_in_the_sweep_file_and_refused_before_any_poi
     assert (code, out) == (2, "")
     assert err.startswith(f"{path}: set.placement.optimizer: value 'ssd': tier 'ssd' does not ")
     assert not (tmp_path / "out").exists()  # refused before any point ran
+
+
+def test_a_nested_axis_says_a_key_is_one_dotted_path(tmp_path):
+    path = write_sweep(tmp_path, {"grid": {"training": {"seq_len": [512, 1024]}}})
+    assert problems(path)["grid.training"].startswith(
+        "expected a non-empty list of values (got {'seq_len': [512, 1024]}); a key is one "
+        "dotted path: training.seq_len: [...]"
+    )

@@ -314,9 +314,11 @@ def _axes(raw: dict[str, Any], section: str, problems: list[Problem]) -> list[Ax
     for path_text, values in _entries(raw, section, problems, want_list=True).items():
         where = f"{section}.{path_text}"
         if not isinstance(values, list) or not values:
-            problems.append(
-                Problem(where, f"expected a non-empty list of values (got {shown(values)})")
-            )
+            what = f"expected a non-empty list of values (got {shown(values)})"
+            if isinstance(values, dict) and values:  # nested, as in a scenario
+                inner = next(iter(values))
+                what += f"; a key is one dotted path: {path_text}.{inner}: [...]"
+            problems.append(Problem(where, what))
             continue
         if section == "grid":  # a zip's repeats are whole rows, checked once lengths agree
             problems += grid_problems(where, values)
