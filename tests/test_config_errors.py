@@ -802,3 +802,11 @@ def test_a_value_refused_by_each_branch_of_a_choice_is_quoted_once(problems, wri
     assert only(problems(write(text))).endswith(
         "checkpoint.every_steps: input should be a valid integer or 'auto' (got 'often')"
     )
+
+
+def test_a_references_file_given_as_a_scenario_points_to_check_published(problems, write):
+    refs = {"a.yaml": {"iteration_time_s": 1.0, "derived": False, "source": "x"}}
+    assert only(problems(write(refs))).endswith(
+        "; it looks like check-published's references: run `tiersim check-published --folder` "
+        "with its folder"
+    )

@@ -62,6 +62,13 @@ def _top_level_problem(raw: Any) -> Problem | None:
         sections = ", ".join(Scenario.model_fields)
         sweep = any(k in raw for k in ("base", "grid", "zip"))
         hint = "; it looks like a sweep: run it with `tiersim sweep`" if sweep else ""
+        if not sweep and all(
+            isinstance(v, dict) and "iteration_time_s" in v for v in raw.values()
+        ):  # scenario file -> published time
+            hint = (
+                "; it looks like check-published's references: run `tiersim check-published "
+                "--folder` with its folder"
+            )
         return Problem(
             "", f"not a scenario: no section among its keys ({keys}); expected {sections}{hint}"
         )
