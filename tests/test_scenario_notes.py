@@ -131,3 +131,10 @@ def test_validate_of_a_sweep_without_a_kernel_has_no_note(tmp_path, cli):
     sweep.write_text(f"base: {base.name}\ngrid: {{parallel.data: [1, 2]}}\n")
     code, _, err = cli("validate", sweep)
     assert (code, err) == (0, "")
+
+
+def test_a_note_on_a_kernel_given_by_set_says_so(tmp_path, cli):
+    path = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
+    code, _, err = cli("validate", path, "--set", "training.attention_kernel=flash")
+    assert code == 0
+    assert err == f"note: {path}: {MOE_NOTE} (from --set training.attention_kernel=flash)\n"

@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.runner import full_trace, report_with_result
 
     loaded = load(args)
-    print_notes(loaded)
+    print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     scenario = Path(args.scenario)
     why = _out_problem(folder, scenario)

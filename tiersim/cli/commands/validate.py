@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if problems:
             raise with_lines(InputError(str(path), problems), text)
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
-    print_notes(loaded)
+    print_notes(loaded, args.overrides)
     return 0
 
 
