@@ -102,8 +102,9 @@ Duration = Annotated[float, _unit(Kind.TIME, example="3 h"), _positive(Kind.TIME
 Latency = Annotated[float, _unit(Kind.TIME), _non_negative(Kind.TIME)]
 FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), _at_least_one(Kind.FLOP_RATE)]
 ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), _at_least_one(Kind.PARAM_RATE)]
-PositiveInt = Annotated[int, Field(gt=0, le=2**40, strict=True)]
-NonNegativeInt = Annotated[int, Field(ge=0, le=2**40, strict=True)]
+COUNT_BOUND = 2**40  # far above any real count (README: Limits on input)
+PositiveInt = Annotated[int, Field(gt=0, le=COUNT_BOUND, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=COUNT_BOUND, strict=True)]
 
 
 def _integral(value: object) -> object:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tiersim.config.fields import COUNT_BOUND
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem, shown
 
@@ -122,6 +123,11 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         return (
             "expected ASCII letters, digits, '_', '-' and '.' only: it names the results "
             f"folder (got {shown(err.get('input'))})"
+        )
+    if kind == "less_than_equal" and err.get("ctx", {}).get("le") == COUNT_BOUND:
+        return (
+            f"input should be at most {COUNT_BOUND:,} (2^40, the bound on every count; "
+            f"got {shown(err.get('input'))})"
         )
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
