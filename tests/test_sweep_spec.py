@@ -236,9 +236,8 @@ def test_validate_builds_every_point(tmp_path, cli):
     code, out, err = cli("validate", path)
     assert (code, err) == (0, "")
     # the base as a plain path: sweeps/../scenarios/tiny.yaml is scenarios/tiny.yaml
-    assert out.strip() == (
-        f"{path}: valid sweep 's': 4 points (grid 2 x 2) over {tmp_path / 'scenarios' / 'tiny.yaml'}"
-    )
+    base = tmp_path / "scenarios" / "tiny.yaml"
+    assert out.strip() == f"{path}: valid sweep 's': 4 points (grid 2 x 2) over {base}"
 
 
 def test_validate_names_the_swept_value_that_is_invalid(tmp_path, cli):
