@@ -96,3 +96,16 @@ def _help(cli, command: str) -> str:
     parser = build_parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return " ".join(subparsers.choices[command].format_help().split())  # unwrapped
+
+
+def test_ctrl_c_stops_a_command_with_130_and_one_line(cli, monkeypatch):
+    from tiersim.cli.commands import presets
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(presets, "run", interrupted)
+    code, out, err = cli("presets")
+    assert (code, out, err) == (130, "", "\ntiersim: interrupted\n")
+    top = " ".join(build_parser().format_help().split())
+    assert top.endswith("; 130 interrupted")

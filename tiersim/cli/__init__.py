@@ -14,6 +14,7 @@ from tiersim.core.errors import InfeasibleError, InputError
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command Ctrl-C stopped
 # what exit code 1 means, by command (commands without one never return it)
 STOPPED = {
     "sweep": "the sweep stopped, 130 if interrupted (finished points kept for --resume)",
@@ -42,7 +43,7 @@ def exit_codes(one: str | None = "a --check failed", three: bool = True, files: 
     return textwrap.fill(codes, 79)
 
 
-EXIT_CODES = exit_codes("a --check failed, a sweep or search stopped")
+EXIT_CODES = exit_codes("a --check failed, a sweep or search stopped") + "; 130 interrupted"
 
 
 def _one_means(name: str, command: argparse.ArgumentParser) -> str | None:
@@ -92,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INFEASIBLE
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback (sweep says what it kept)
+        print("\ntiersim: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
