@@ -71,7 +71,27 @@ def test_yaml_syntax_error_gives_line_and_column(problems, write):
 
 def test_tab_indentation_is_a_syntax_error(problems, write):
     path = write("name: x\nmodel:\n  preset: gpt2\n\tlayers: 3\n")
-    assert "line 4, column 1" in only(problems(path))
+    line = only(problems(path))
+    assert "line 4, column 1" in line
+    assert line.endswith("(a tab where YAML allows only spaces: indent with spaces)")
+
+
+def test_a_colon_in_a_value_or_a_key_indented_wrongly_says_which_it_may_be(problems, write):
+    hint = "(expected a key indented as the keys beside it, or a value holding ': ' in quotes)"
+    for text in (
+        "name: a: b\nmodel: {preset: gpt2}\n",
+        "name: x\nmodel:\n  preset: gpt2\n   layers: 3\n",
+    ):
+        assert only(problems(write(text))).endswith(f"mapping values are not allowed here {hint}")
+
+
+def test_an_unclosed_brace_names_the_line_it_opens_on(problems, write):
+    line = only(problems(write("name: x\nmodel: {preset: gpt2\n")))
+    # found at the end of the file (line 3), opened on line 2 at column 8
+    assert line.endswith(
+        "line 3, column 1: expected ',' or '}', but got '<stream end>' (while parsing a flow "
+        "mapping that starts at line 2, column 8)"
+    )
 
 
 def test_a_key_given_twice_is_refused_with_both_lines(problems, write):
@@ -165,7 +185,27 @@ def test_model_that_is_not_a_mapping(problems, write):
 
 def test_missing_name(problems, write):
     file = write({"model": {"preset": "gpt2"}})
-    assert only(problems(file)) == f"{file}: name: required key is missing"
+    assert only(problems(file)) == (
+        f"{file}: name: required key is missing (expected the run's name, e.g. name: my-run; "
+        "it names results/<name>/)"
+    )
+
+
+def test_missing_model_says_its_three_forms(problems, write):
+    file = write({"name": "x"})
+    assert only(problems(file)) == (
+        f"{file}: model: required key is missing (expected model: {{preset: NAME}}, "
+        "{hf_config: PATH} or the model's dimensions; `tiersim presets` lists the presets)"
+    )
+
+
+def test_a_missing_key_of_a_few_words_lists_them(problems, write):
+    tier = {"capacity": "1 TB"}
+    file = write({"name": "x", "model": {"preset": "gpt2"}, "hardware": {"tiers": {"ssd": tier}}})
+    assert only(problems(file)).startswith(
+        f"{file}: hardware.tiers.ssd.kind: required key is missing (expected one of: hbm, dram, "
+        "flash, remote)"
+    )
 
 
 def test_incomplete_model_says_what_to_give(problems, write):
@@ -703,3 +743,70 @@ def test_offload_keys_are_checked_like_every_other(problems, write):
     fetch = f"{file}: training.offload.fetch: input should be 'layer' or 'submodule' (got "
     assert fetch + "'operator')" in lines, lines
     assert any(line.startswith(f"{file}: training.offload.prefetch_bucket_size:") for line in lines)
+
+
+def test_a_whole_number_with_an_exponent_says_yaml_read_it_as_text(problems, write):
+    # PyYAML (YAML 1.1) reads 5e2 and 2.5e1 as strings: a float needs a dot and a signed
+    # exponent, and an integer field takes no string
+    text = "name: x\nmodel: {preset: gpt2}\ntraining: {seq_len: 5e2, grad_accumulation: 2.5e1}\n"
+    found = sorted(problems(write(text)))
+    assert found[0].endswith(
+        "training.grad_accumulation: input should be a valid integer (got '2.5e1'); YAML reads "
+        "2.5e1 as text: write 25"
+    )
+    assert found[1].endswith(
+        "training.seq_len: input should be a valid integer (got '5e2'); YAML reads 5e2 as "
+        "text: write 500"
+    )
+    # not a whole number, or no number at all: no such hint
+    text = "name: x\nmodel: {preset: gpt2}\ntraining: {seq_len: 5e-1, grad_accumulation: e5}\n"
+    assert not any("YAML reads" in p for p in problems(write(text)))
+    huge = "name: x\nmodel: {preset: gpt2}\ntraining: {seq_len: 1e999999999}\n"
+    assert "YAML reads" not in only(problems(write(huge)))
+
+
+def test_a_tier_name_misspelt_is_named_with_the_tier_meant(problems, write):
+    budget = {"name": "x", "model": {"preset": "gpt2"}, "budget": {"hbff": {"lifetime": "5 years"}}}
+    assert only(problems(write(budget))).endswith(
+        "budget.hbff: tier 'hbff' does not exist (did you mean 'hbf'? tiers: hbm, dram, nvme, hbf)"
+    )
+    # two letters swapped: hbf, not hbm (which difflib finds as close)
+    swapped = {"name": "x", "model": {"preset": "gpt2"}, "placement": {"optimizer": "hfb"}}
+    assert "tier 'hfb' does not exist (did you mean 'hbf'? " in only(problems(write(swapped)))
+    unlike = {"name": "x", "model": {"preset": "gpt2"}, "placement": {"optimizer": "ssd"}}
+    assert "tier 'ssd' does not exist (tiers: hbm, dram, nvme, hbf)" in only(
+        problems(write(unlike))
+    )
+
+
+def test_a_long_duration_is_asked_for_in_hours_a_latency_in_microseconds(problems, write):
+    mtbf = {"name": "x", "model": {"preset": "gpt2"}, "failures": {"mtbf": 3}}
+    assert only(problems(write(mtbf))).endswith(
+        "failures.mtbf: a plain number (3) is ambiguous here: give a time with a unit, such as "
+        "'3 h'"
+    )
+    latency = {
+        "name": "x",
+        "model": {"preset": "gpt2"},
+        "hardware": {"tiers": {"hbm": {"latency": 5}}},
+    }
+    assert only(problems(write(latency))).endswith("such as '15 us'")
+
+
+def test_a_value_refused_by_each_branch_of_a_choice_is_quoted_once(problems, write):
+    text = {"name": "x", "model": {"preset": "gpt2"}, "checkpoint": {"every_steps": 0}}
+    assert only(problems(write(text))).endswith(
+        "checkpoint.every_steps: input should be greater than 0 or 'auto' (got 0)"
+    )
+    text["checkpoint"]["every_steps"] = "often"
+    assert only(problems(write(text))).endswith(
+        "checkpoint.every_steps: input should be a valid integer or 'auto' (got 'often')"
+    )
+
+
+def test_a_references_file_given_as_a_scenario_points_to_check_published(problems, write):
+    refs = {"a.yaml": {"iteration_time_s": 1.0, "derived": False, "source": "x"}}
+    assert only(problems(write(refs))).endswith(
+        "; it looks like check-published's references: run `tiersim check-published --folder` "
+        "with its folder"
+    )

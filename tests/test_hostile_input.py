@@ -213,7 +213,11 @@ def test_a_50_digit_integer_is_checked_against_the_schema(cli):
     code, _, err = run(
         cli, "inventory", SCENARIOS / "default.yaml", "--set", f"model.layers={'9' * 50}"
     )
-    assert code == 2 and "model.layers: input should be less than or equal to 1099511627776" in err
+    # 2^40 = 1,099,511,627,776, named as the bound it is
+    assert code == 2 and (
+        "model.layers: input should be at most 1,099,511,627,776 (2^40, the bound on every "
+        "count; got 999" in err
+    )
 
 
 # --- config.json -------------------------------------------------------------------------------

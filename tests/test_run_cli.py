@@ -424,3 +424,41 @@ def test_run_refuses_a_sweeps_results_folder(tmp_path, cli):
     code, _, err = cli("run", path, "--out", sweep_out)
     assert code == 2 and "a sweep's results folder" in err
     assert not (sweep_out / "report.json").exists()
+
+
+def test_run_refuses_the_points_and_plots_folders_of_a_sweep(tmp_path, cli):
+    path = tmp_path / "x.yaml"
+    path.write_text("name: x\nmodel: {preset: gpt2}\n")
+    sweep_out = tmp_path / "sweep"
+    (sweep_out / "points").mkdir(parents=True)
+    (sweep_out / "results.jsonl").write_text("")
+    for inside, part in (
+        ("points", "points"),
+        ("plots/x", "plots"),
+        ("points/../points", "points"),
+    ):
+        code, _, err = cli("run", path, "--out", sweep_out / inside)
+        assert code == 2, err
+        assert err == (
+            f"--out: {sweep_out / inside}: is inside the {part}/ folder of the sweep in "
+            f"{sweep_out.resolve()} (expected a folder outside the sweep's points/ and plots/)\n"
+        )
+    assert not (sweep_out / "points" / "report.json").exists()
+    assert not (sweep_out / "plots").exists()  # refused before the folder was made
+    # beside the sweep's own folders, a run's results disturb nothing of it
+    code, _, err = cli("run", path, "--out", sweep_out / "runs" / "x")
+    assert code == 0, err
+    assert (sweep_out / "runs" / "x" / "report.json").exists()
+
+
+def test_run_writes_no_trace_among_a_sweeps_points(tmp_path, cli):
+    path = tmp_path / "x.yaml"
+    path.write_text("name: x\nmodel: {preset: gpt2}\n")
+    sweep_out = tmp_path / "sweep"
+    (sweep_out / "points").mkdir(parents=True)
+    (sweep_out / "results.jsonl").write_text("")
+    trace = sweep_out / "points" / "0123456789abcdef.json"  # a point's report's name
+    code, _, err = cli("run", path, "--out", tmp_path / "r", "--trace", trace)
+    assert code == 2, err
+    assert err.startswith(f"--trace: {trace}: its folder {sweep_out / 'points'} is inside the ")
+    assert not trace.exists()

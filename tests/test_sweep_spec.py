@@ -134,21 +134,23 @@ def test_a_grid_value_listed_twice_in_other_words_is_refused(tmp_path):
     path = write_sweep(tmp_path, {"grid": grid})
     with pytest.raises(InputError) as caught:
         load_sweep(path)
+    # the file: base (line 1), grid (2), the bandwidth key (3) and its 6 values (4-9), then
+    # parallel.data (10)
     assert [(p.path, p.message) for p in caught.value.problems] == [
         (
             "grid.hardware.tiers.hbf.write_bandwidth",
             "value '50 GB/s' is listed 3 times (items 0, 1 and 3: '50 GB/s', '50GB/s' and "
-            "'50e9 B/s' are the same value); expected each value once",
+            "'50e9 B/s' are the same value); expected each value once (line 3)",
         ),
         (
             "grid.hardware.tiers.hbf.write_bandwidth",
             "value '400 Mb/s' is listed twice (items 4 and 5: '400 Mb/s' and '50 MB/s' are the "
-            "same value); expected each value once",
+            "same value); expected each value once (line 3)",
         ),
         (
             "grid.parallel.data",
             "value 1 is listed twice (items 0 and 2: 1 and 1.0 are the same value); "
-            "expected each value once",
+            "expected each value once (line 10)",
         ),
     ]
 
@@ -159,7 +161,7 @@ def test_bits_and_bytes_are_compared_as_bytes(tmp_path):
     found = problems(write_sweep(tmp_path, {"grid": grid}))
     assert found == {
         "grid.hardware.tiers.hbf.write_bandwidth": "value '50 Gb/s' is listed twice (items 0 "
-        "and 2: '50 Gb/s' and '6.25 GB/s' are the same value); expected each value once"
+        "and 2: '50 Gb/s' and '6.25 GB/s' are the same value); expected each value once (line 3)"
     }
 
 
@@ -177,14 +179,14 @@ def test_a_repeated_zip_row_is_refused_and_a_row_differing_in_one_column_is_not(
     found = problems(write_sweep(tmp_path, {"zip": rows}))
     assert found == {
         "zip": "rows 0 and 1 are the same point (training.seq_len=1024, "
-        "training.micro_batch_size=1); expected each row once"
+        "training.micro_batch_size=1); expected each row once (line 2)"
     }
     spelt = {"hardware.tiers.hbf.write_bandwidth": ["50 GB/s", "50GB/s"], "parallel.data": [2, 2]}
     found = problems(write_sweep(tmp_path, {"zip": spelt}))
     assert found["zip"] == (
         "rows 0 and 1 are the same point (row 0: hardware.tiers.hbf.write_bandwidth=50 GB/s, "
         "parallel.data=2; row 1: hardware.tiers.hbf.write_bandwidth=50GB/s, parallel.data=2); "
-        "expected each row once"
+        "expected each row once (line 2)"
     )
     distinct = {"training.seq_len": [1024, 1024], "training.micro_batch_size": [1, 2]}
     assert load_sweep(write_sweep(tmp_path, {"zip": distinct})).size == 2
@@ -200,7 +202,8 @@ def test_validate_and_sweep_refuse_a_repeated_value_with_exit_2(tmp_path, cli, c
     assert (code, out) == (2, "")
     assert err == (
         f"{path}: grid.hardware.tiers.hbf.write_bandwidth: value '50 GB/s' is listed twice "
-        "(items 0 and 1: '50 GB/s' and '50GB/s' are the same value); expected each value once\n"
+        "(items 0 and 1: '50 GB/s' and '50GB/s' are the same value); expected each value once"
+        " (line 3)\n"  # base (line 1), grid (2), the bandwidth (3)
     )
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
@@ -212,7 +215,7 @@ def test_missing_base_and_nothing_to_sweep(tmp_path):
     assert found["base"].startswith("required key is missing")
     assert found[""] == "nothing to sweep: give 'grid' and/or 'zip'"
     path.write_text("base: nowhere.yaml\ngrid: {parallel.data: [1]}\n")
-    assert problems(path)["base"] == f"{tmp_path / 'nowhere.yaml'}: file not found"
+    assert problems(path)["base"] == f"{tmp_path / 'nowhere.yaml'}: file not found (line 1)"
 
 
 def test_budget_entries_are_tier_names_checked_when_points_are_built(tmp_path):
@@ -232,7 +235,9 @@ def test_validate_builds_every_point(tmp_path, cli):
     )
     code, out, err = cli("validate", path)
     assert (code, err) == (0, "")
-    assert out.strip().startswith(f"{path}: valid sweep 's': 4 points (grid 2 x 2) over ")
+    # the base as a plain path: sweeps/../scenarios/tiny.yaml is scenarios/tiny.yaml
+    base = tmp_path / "scenarios" / "tiny.yaml"
+    assert out.strip() == f"{path}: valid sweep 's': 4 points (grid 2 x 2) over {base}"
 
 
 def test_validate_names_the_swept_value_that_is_invalid(tmp_path, cli):
@@ -251,15 +256,16 @@ def test_validate_names_the_swept_value_that_is_invalid(tmp_path, cli):
     lines = sorted(err.strip().splitlines())
     assert len(lines) == 2, err
     assert lines[0].startswith(f"{path}: grid.hardware.tiers.hbf.write_bandwidth: value 'fast': ")
+    # base (line 1), grid (2), the bandwidth (3) and its 2 values (4, 5), the pipeline (6)
     assert lines[0].endswith(
         "[2 of 4 points; first: point 2 (hardware.tiers.hbf.write_bandwidth=fast, "
-        "parallel.pipeline=1)]"
+        "parallel.pipeline=1)] (line 3)"
     )
     # point 3 has both mistakes; the bad unit stops it before its pipeline is checked
     assert lines[1].startswith(f"{path}: grid.parallel.pipeline: value 5: layers (24) are not ")
     assert lines[1].endswith(
         "[1 of 4 points; first: point 1 (hardware.tiers.hbf.write_bandwidth"
-        "=10 GB/s, parallel.pipeline=5)]"
+        "=10 GB/s, parallel.pipeline=5)] (line 6)"
     )
 
 
@@ -273,8 +279,9 @@ def test_validate_reports_bad_paths_and_the_bad_values_of_the_other_axes(tmp_pat
     lines = err.strip().splitlines()
     assert len(lines) == 2, err
     assert lines[0].startswith(f"{path}: grid.hardware.tiers.hbf.write_bandwith: not a scenario")
+    assert lines[0].endswith(" (line 3)")  # base (line 1), grid (2), the key (3), its value (4)
     assert lines[1].startswith(f"{path}: grid.parallel.data: value -2: ")
-    assert lines[1].endswith("[1 of 2 points; first: point 1 (parallel.data=-2)]")
+    assert lines[1].endswith("[1 of 2 points; first: point 1 (parallel.data=-2)] (line 5)")
 
 
 def test_validate_reports_a_broken_base_once_for_all_points(tmp_path, cli):
@@ -305,4 +312,59 @@ def test_validate_lists_points_invalid_only_in_combination_and_exits_0(tmp_path,
     assert head.startswith(f"{path}: valid sweep 's': 4 points (grid 2 x 2) over ")
     assert head.endswith("some points are invalid in combination and will run as invalid rows:")
     assert note.startswith(f"  {path}: grid.parallel.pipeline: value 2: layers (25) ")
-    assert note.endswith("[1 of 4 points; first: point 3 (model.layers=25, parallel.pipeline=2)]")
+    # base (line 1), grid (2), model.layers (3) and its 2 values (4, 5), the pipeline (6)
+    assert note.endswith(
+        "[1 of 4 points; first: point 3 (model.layers=25, parallel.pipeline=2)] (line 6)"
+    )
+
+
+def test_sweep_refuses_a_faulty_file_with_every_problem_validate_lists(tmp_path, cli):
+    # a key path that does not exist, and a bad unit on the sound axis: both at once
+    grid = {"training.micro_batchsize": [1, 2], "hardware.tiers.hbf.write_bandwidth": ["20 GBs"]}
+    path = write_sweep(tmp_path, {"grid": grid})
+    code, _, validated = cli("validate", path)
+    assert code == 2
+    code, out, swept = cli("sweep", path, "--out", tmp_path / "out")
+    assert (code, out) == (2, "")
+    assert swept == validated
+    lines = swept.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{path}: grid.training.micro_batchsize: not a scenario key path")
+    assert lines[1].startswith(f"{path}: grid.hardware.tiers.hbf.write_bandwidth: value '20 GBs'")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_scenario_given_to_sweep_is_refused_in_one_line(tmp_path, cli):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(TINY))  # name, model, training
+    code, out, err = cli("sweep", path, "--out", tmp_path / "out")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"{path}: a scenario file, not a sweep (sections model, training; no base, grid or "
+        "zip): run it with `tiersim run`, or sweep it from a sweep file whose base: names it\n"
+    )
+
+
+def test_a_wrong_set_value_is_named_in_the_sweep_file_and_refused_before_any_point(tmp_path, cli):
+    path = write_sweep(
+        tmp_path, {"set": {"placement.optimizer": "ssd"}, "grid": {"parallel.data": [1, 2]}}
+    )
+    code, _, err = cli("validate", path)
+    assert code == 2
+    # base (line 1), set (2), its entry (3): the value is the sweep file's, not the base's
+    assert err.startswith(
+        f"{path}: set.placement.optimizer: value 'ssd': tier 'ssd' does not exist (tiers: "
+    )
+    assert "(base scenario" not in err and err.rstrip().endswith("(line 3)")
+    code, out, err = cli("sweep", path, "--out", tmp_path / "out", "--workers", "1")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"{path}: set.placement.optimizer: value 'ssd': tier 'ssd' does not ")
+    assert not (tmp_path / "out").exists()  # refused before any point ran
+
+
+def test_a_nested_axis_says_a_key_is_one_dotted_path(tmp_path):
+    path = write_sweep(tmp_path, {"grid": {"training": {"seq_len": [512, 1024]}}})
+    assert problems(path)["grid.training"].startswith(
+        "expected a non-empty list of values (got {'seq_len': [512, 1024]}); a key is one "
+        "dotted path: training.seq_len: [...]"
+    )

@@ -44,3 +44,43 @@ def test_a_failed_point_is_never_best():
     table = _table([3.0, 1.0], [0.5, 0.9])
     table.rows[1]["status"] = "error"
     assert best_points(table) == []  # one ok point: nothing to compare
+
+
+def _spec_points(n: int):
+    import argparse
+
+    spec = argparse.Namespace(name="t", grid=(), zip=())
+    return spec, [argparse.Namespace(index=i, values={}, coords=()) for i in range(n)]
+
+
+def test_where_every_point_is_over_a_budget_the_best_of_them_is_shown_as_such():
+    from tiersim.sweep.summary import summary_text
+
+    table = _table([3.0, 2.0, 4.0], [0.5, 0.5, 0.5])
+    for row in table.rows:
+        row["fits"], row["wear.hbf.within_budget"] = True, False
+    table.outputs.append("wear.hbf.within_budget")
+    text = summary_text(*_spec_points(3), table)
+    lines = text.splitlines()
+    at = lines.index(
+        "no point fits and holds every write budget; best of the 3 that fit, each over a flash "
+        "write budget:"
+    )
+    assert lines[at + 3].startswith("shortest step") and lines[at + 3].split()[-1] == "1"
+    assert (
+        "verdicts: none changes across the sweep (wear.hbf.within_budget: no at every point)"
+        in (text)
+    )
+
+
+def test_where_no_point_fits_the_best_of_those_that_ran_is_shown_as_such():
+    from tiersim.sweep.summary import summary_text
+
+    table = _table([3.0, 2.0], [0.5, 0.5])
+    for row in table.rows:
+        row["fits"] = False
+    text = summary_text(*_spec_points(2), table)
+    assert "no point fits and holds every write budget; best of the 2 that ran, none fitting " in (
+        text
+    )
+    assert best_points(table) == []  # none of them is a point to run

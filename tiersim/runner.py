@@ -14,7 +14,8 @@ from tiersim.analysis.wear import wear_problems
 from tiersim.config.execution import execution_plan
 from tiersim.config.load import Loaded
 from tiersim.config.schema import Scenario
-from tiersim.core.errors import InputError
+from tiersim.config.yamllines import with_lines
+from tiersim.core.errors import InputError, Problem
 from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate_resolved
 from tiersim.engine.steady import steps_to_simulate
@@ -22,7 +23,9 @@ from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.json_report import run_report
 from tiersim.report.trace import TraceRecorder, mark_extrapolated
 from tiersim.state.inventory import Inventory, build_inventory
+from tiersim.state.model import GenericModel, build_model
 from tiersim.state.resolved import resolve
+from tiersim.workload.kernels import kernel_timed
 
 
 def simulate(
@@ -62,8 +65,35 @@ def check_runnable(loaded: Loaded) -> None:
     s = loaded.scenario
     problems = placement_problems(execution_plan(s), s.hardware, Topology(s.hardware))
     problems += wear_problems(s) + checkpoint_problems(s)
-    if problems:
-        raise InputError(loaded.source, problems)
+    if problems:  # each with the line of its key, as the file's other problems
+        raise with_lines(InputError(loaded.source, problems), loaded.text)
+
+
+def scenario_notes(scenario: Scenario) -> list[Problem]:
+    """What the scenario sets that the models do not use (a valid scenario: notes, not
+    problems), so that a figure unchanged by it is not mistaken for a measured non-effect."""
+    kernel = scenario.training.attention_kernel
+    if kernel is None:
+        return []
+    model = build_model(scenario.model)
+    where = "training.attention_kernel"
+    if isinstance(model, GenericModel):
+        why = (
+            f"{kernel} has no effect: the model is generic (a parameter count and layers, no "
+            "attention shapes), so its activations are model.activation_bytes_per_layer and "
+            "its time its FLOPs whatever the kernel"
+        )
+        return [Problem(where, why)]
+    if not kernel_timed(model):
+        parts = (("mixture-of-experts", model.moe), ("latent attention", model.mla))
+        kinds = [what for what, part in parts if part is not None]
+        why = (
+            f"{kernel} sets what attention keeps for backward (the activations) but not the "
+            f"step time: a model with {' and '.join(kinds)} is timed by its FLOPs, not kernel "
+            "by kernel, so eager, sdpa and flash give it the same step time"
+        )
+        return [Problem(where, why)]
+    return []
 
 
 def inventory(scenario: Scenario) -> Inventory:

@@ -14,6 +14,7 @@ from tiersim.core.errors import InfeasibleError, InputError
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command Ctrl-C stopped
 # what exit code 1 means, by command (commands without one never return it)
 STOPPED = {
     "sweep": "the sweep stopped, 130 if interrupted (finished points kept for --resume)",
@@ -21,18 +22,28 @@ STOPPED = {
 }
 
 
-def exit_codes(one: str | None = "a --check failed") -> str:
+# the commands that simulate a scenario themselves, so that one too large to simulate
+# (InfeasibleError) stops them; sweep and plan record such a point and go on, and the others
+# simulate nothing
+SIMULATING = ("run", "wear", "compare", "check-published")
+# the commands that read no file: their only invalid input is on the command line
+NO_FILES = ("presets",)
+INPUT_PROBLEM = "each problem as FILE: key.path: what is wrong (what is expected)"
+
+
+def exit_codes(one: str | None = "a --check failed", three: bool = True, files: bool = True) -> str:
     """The exit codes a help text ends with, wrapped here for a raw formatter (the default one
-    rewraps it); `one`: what 1 means for the command, None where it never exits 1."""
+    rewraps it); `one`: what 1 means for the command, None where it never exits 1; `three`:
+    whether it can exit 3; `files`: whether it reads input files (else only its options can
+    be invalid)."""
     codes = "exit codes: 0 done; " + (f"1 {one}; " if one else "")
-    return textwrap.fill(
-        codes + "2 invalid input (each problem as FILE: key.path: what is wrong (what is "
-        "expected)); 3 a scenario that cannot run at all (the message says why)",
-        79,
-    )
+    codes += f"2 invalid input ({INPUT_PROBLEM if files else 'an unknown option or value'})"
+    if three:
+        codes += "; 3 a scenario that cannot run at all (the message says why)"
+    return textwrap.fill(codes, 79)
 
 
-EXIT_CODES = exit_codes("a --check failed, a sweep or search stopped")
+EXIT_CODES = exit_codes("a --check failed, a sweep or search stopped") + "; 130 interrupted"
 
 
 def _one_means(name: str, command: argparse.ArgumentParser) -> str | None:
@@ -54,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMANDS:
         module.add_parser(sub)
     for name, command in sub.choices.items():  # each command's help ends with its own
-        codes = exit_codes(_one_means(name, command))
+        codes = exit_codes(_one_means(name, command), name in SIMULATING, name not in NO_FILES)
         command.epilog = f"{command.epilog}\n\n{codes}" if command.epilog else codes
     return parser
 
@@ -82,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INFEASIBLE
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback (sweep says what it kept)
+        print("\ntiersim: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -5,20 +5,32 @@ the first only."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
-from tiersim.core.errors import Problem
+from tiersim.core.errors import Problem, shown
 from tiersim.state.classes import PLACED
+
+
+def no_such_tier(tier: str, tiers: Iterable[str]) -> str:
+    """`tier 'hbff' does not exist (did you mean 'hbf'? tiers: hbm, dram, nvme, hbf)`."""
+    names = [str(t) for t in tiers]
+    # the same letters swapped (hfb: hbf) before difflib's nearest, which may tie (hbm)
+    close = [n for n in names if sorted(n) == sorted(str(tier))]
+    close = close or difflib.get_close_matches(str(tier), names, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"tier {shown(tier)} does not exist ({hint}tiers: {', '.join(names)})"
 
 
 def _tier_problems(s: Scenario) -> list[Problem]:
     tiers = s.hardware.tiers
-    names = ", ".join(tiers)
     problems = []
 
     def check(path: str, tier: str) -> None:
         if tier not in tiers:
-            problems.append(Problem(path, f"tier '{tier}' does not exist (tiers: {names})"))
+            problems.append(Problem(path, no_such_tier(tier, tiers)))
 
     placement = s.placement.model_dump()
     for cls in PLACED:

@@ -60,11 +60,14 @@ def _non_negative(kind: Kind) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _unit(kind: Kind, allow_unlimited: bool = False):
+def _unit(kind: Kind, allow_unlimited: bool = False, example: str | None = None):
+    """`example`: the value a message suggests, where the kind's own would be odd (a
+    failure interval of '15 us')."""
+
     def convert(value: object) -> float:
         if allow_unlimited and isinstance(value, str) and value.strip() in UNLIMITED:
             return math.inf
-        return parse(value, kind)
+        return parse(value, kind, example)
 
     convert.kind = kind  # type: ignore[attr-defined]  # what unit_kind() reads
     return BeforeValidator(convert)
@@ -94,12 +97,14 @@ Bandwidth = Annotated[
     _unit(Kind.BANDWIDTH, True),
     _at_least_one(Kind.BANDWIDTH),
 ]
-Duration = Annotated[float, _unit(Kind.TIME), _positive(Kind.TIME)]
+# hours to years: a failure interval, a budget's lifetime, a warranty
+Duration = Annotated[float, _unit(Kind.TIME, example="3 h"), _positive(Kind.TIME)]
 Latency = Annotated[float, _unit(Kind.TIME), _non_negative(Kind.TIME)]
 FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), _at_least_one(Kind.FLOP_RATE)]
 ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), _at_least_one(Kind.PARAM_RATE)]
-PositiveInt = Annotated[int, Field(gt=0, le=2**40, strict=True)]
-NonNegativeInt = Annotated[int, Field(ge=0, le=2**40, strict=True)]
+COUNT_BOUND = 2**40  # far above any real count (README: Limits on input)
+PositiveInt = Annotated[int, Field(gt=0, le=COUNT_BOUND, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=COUNT_BOUND, strict=True)]
 
 
 def _integral(value: object) -> object:

@@ -9,6 +9,7 @@ config/messages.py.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tiersim.config.consistency import consistency_problems
+from tiersim.config.consistency import consistency_problems, no_such_tier
 from tiersim.config.messages import validation_problems
 from tiersim.config.overrides import apply_overrides, clipped, parse_override
-from tiersim.config.presets import resolve
+from tiersim.config.presets import is_preset_file, resolve
 from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.config.yamllines import with_lines
@@ -33,6 +34,7 @@ class Loaded:
     scenario: Scenario
     resolved: dict[str, Any]
     source: str
+    text: str = ""  # the file's text, where it was read from one (for the lines of problems)
 
 
 _TYPE_NAMES = {
@@ -60,6 +62,13 @@ def _top_level_problem(raw: Any) -> Problem | None:
         sections = ", ".join(Scenario.model_fields)
         sweep = any(k in raw for k in ("base", "grid", "zip"))
         hint = "; it looks like a sweep: run it with `tiersim sweep`" if sweep else ""
+        if not sweep and all(
+            isinstance(v, dict) and "iteration_time_s" in v for v in raw.values()
+        ):  # scenario file -> published time
+            hint = (
+                "; it looks like check-published's references: run `tiersim check-published "
+                "--folder` with its folder"
+            )
         return Problem(
             "", f"not a scenario: no section among its keys ({keys}); expected {sections}{hint}"
         )
@@ -76,7 +85,7 @@ def _raw_tier_names(resolved: dict[str, Any]) -> list[Problem]:
         return []
     tiers = hardware["tiers"]
     return [
-        Problem(f"placement.{cls}", f"tier '{tier}' does not exist (tiers: {', '.join(tiers)})")
+        Problem(f"placement.{cls}", no_such_tier(tier, tiers))
         for cls, tier in placement.items()
         if cls != "optimizer_compute" and isinstance(tier, str) and tier not in tiers
     ]
@@ -180,6 +189,23 @@ def build_file(raw: Any, text: str, path: Path, overrides: list[str] = ()) -> Lo
     """`build` of a scenario read from `path` (`raw` parsed from `text`): each problem says
     the line its key is on in the file, where it has one."""
     try:
-        return build(raw, path.parent, str(path), overrides)
+        return dataclasses.replace(build(raw, path.parent, str(path), overrides), text=text)
     except InputError as exc:
-        raise with_lines(exc, text) from None
+        raise with_lines(exc, text, _preset_texts(raw, path.parent)) from None
+
+
+def _preset_texts(raw: Any, base_dir: Path) -> dict[str, tuple[str, str]]:
+    """section -> (file, text) of the preset files `raw` names (read again: only when a
+    problem is reported), for the lines of keys written there."""
+    out = {}
+    for section in ("model", "hardware"):
+        value = raw.get(section) if isinstance(raw, dict) else None
+        name = value.get("preset") if isinstance(value, dict) else None
+        if not is_preset_file(name):
+            continue
+        preset = Path(name) if Path(name).is_absolute() else base_dir / name
+        try:
+            out[section] = (str(preset), read_yaml_and_text(preset, str(preset))[1])
+        except InputError:
+            continue  # reported as a problem of its own
+    return out

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import decimal
 import difflib
 import re
 import types
@@ -11,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tiersim.config.fields import COUNT_BOUND
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem, shown
 
@@ -69,6 +71,29 @@ def _walk(loc: tuple[Any, ...]) -> tuple[list[str], type[BaseModel] | None]:
     return path, parent
 
 
+# what to write for the keys every scenario needs
+_MISSING = {
+    ("name",): " (expected the run's name, e.g. name: my-run; it names results/<name>/)",
+    ("model",): (
+        " (expected model: {preset: NAME}, {hf_config: PATH} or the model's dimensions; "
+        "`tiersim presets` lists the presets)"
+    ),
+}
+
+
+def _missing_hint(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+    """What to write for a missing key: said for the keys every scenario needs, else the
+    choices of a key that takes one of a few words (a tier's kind)."""
+    loc = tuple(map(str, err["loc"]))
+    if loc in _MISSING:
+        return _MISSING[loc]
+    field = parent.model_fields.get(loc[-1]) if parent and loc else None
+    tp = _unwrap(field.annotation) if field else None
+    if typing.get_origin(tp) is typing.Literal:
+        return f" (expected one of: {', '.join(map(str, typing.get_args(tp)))})"
+    return ""
+
+
 def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
@@ -81,7 +106,7 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         hint = f"did you mean '{close[0]}'? " if close else ""
         return f"unknown key '{key}' ({hint}expected one of: {', '.join(fields)})"
     if kind == "missing":
-        return "required key is missing"
+        return "required key is missing" + _missing_hint(err, parent)
     if kind == "bool_parsing":
         return f"expected true or false (got {shown(err.get('input'))})"
     if kind in ("float_parsing", "int_parsing"):
@@ -99,11 +124,35 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
             "expected ASCII letters, digits, '_', '-' and '.' only: it names the results "
             f"folder (got {shown(err.get('input'))})"
         )
+    if kind == "less_than_equal" and err.get("ctx", {}).get("le") == COUNT_BOUND:
+        return (
+            f"input should be at most {COUNT_BOUND:,} (2^40, the bound on every count; "
+            f"got {shown(err.get('input'))})"
+        )
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
         return f"{msg[0].lower()}{msg[1:]} (got {shown(err.get('input'))})"
     return msg
+
+
+def _whole_number_as_text(err: dict[str, Any]) -> str:
+    """The hint for `1e3` where a whole number is expected: YAML 1.1 (PyYAML) reads a number
+    with an exponent as a float only with a dot and a signed exponent (1.0e+3), else as a
+    string, which an integer field refuses (a float field parses it)."""
+    value = err.get("input")
+    if not isinstance(value, str) or "e" not in value.lower():
+        return ""
+    try:
+        exact = decimal.Decimal(value.strip())  # 1e30 exactly, not a float's digits
+    except decimal.InvalidOperation:
+        return ""
+    # bounded first: 1e999999999 is past what the context's arithmetic takes
+    if not exact.is_finite() or not 0 <= exact.adjusted() <= 100:
+        return ""
+    if exact != exact.to_integral_value():
+        return ""
+    return f"; YAML reads {value} as text: write {int(exact)}"
 
 
 def validation_problems(exc: ValidationError) -> list[Problem]:
@@ -112,6 +161,25 @@ def validation_problems(exc: ValidationError) -> list[Problem]:
         path, parent = _walk(tuple(err["loc"]))
         key = ".".join(path)
         text = _message(err, parent).replace("--set ...", f"--set {key}.")  # the full path
+        if "valid integer" in text:
+            text += _whole_number_as_text(err)
         if text not in by_path.setdefault(key, []):
             by_path[key].append(text)
-    return [Problem(path, "; or ".join(msgs)) for path, msgs in by_path.items()]
+    return [Problem(path, _alternatives(msgs)) for path, msgs in by_path.items()]
+
+
+_GOT = re.compile(r" \(got [^()]*\)$")
+_SHOULD = "input should be "
+
+
+def _alternatives(msgs: list[str]) -> str:
+    """One value's refusals by each branch of a union, in one sentence where they quote the
+    same value: `input should be greater than 0 or 'auto' (got 0)`, not the value twice."""
+    got = {m[match.start() :] if (match := _GOT.search(m)) else None for m in msgs}
+    if len(msgs) < 2 or len(got) != 1 or None in got:
+        return "; or ".join(msgs)
+    (suffix,) = got
+    parts = [m.removesuffix(suffix) for m in msgs]
+    if not all(p.startswith(_SHOULD) for p in parts):
+        return "; or ".join(msgs)
+    return _SHOULD + " or ".join(p.removeprefix(_SHOULD) for p in parts) + suffix

@@ -146,7 +146,31 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     what = getattr(exc, "problem", None) or "; ".join(str(exc).split("\n"))
     if isinstance(exc, YamlLimitError):
         return f"at {where}{what}"
-    return f"YAML syntax error at {where}{what}"
+    return f"YAML syntax error at {where}{what}{_context(exc)}{_hint(what)}"
+
+
+def _context(exc: yaml.YAMLError) -> str:
+    """Where the construct the error is in began, when that is another line (an unclosed
+    `{` is found only at the end of the file)."""
+    mark, context = getattr(exc, "context_mark", None), getattr(exc, "context", None)
+    problem_mark = getattr(exc, "problem_mark", None)
+    if mark is None or not context or (problem_mark and problem_mark.line == mark.line):
+        return ""
+    return f" ({context} that starts at line {mark.line + 1}, column {mark.column + 1})"
+
+
+# the likely mistake behind PyYAML's words for the errors people make most
+_HINTS = {
+    "found character '\\t' that cannot start any token": "a tab where YAML allows only "
+    "spaces: indent with spaces",
+    "mapping values are not allowed here": "expected a key indented as the keys beside it, or "
+    "a value holding ': ' in quotes",
+}
+
+
+def _hint(what: str) -> str:
+    hint = _HINTS.get(what)
+    return f" ({hint})" if hint else ""
 
 
 def read_yaml(path: Path, source: str) -> Any:

@@ -5,7 +5,9 @@ document costs no more than its text."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
+from collections.abc import Iterator
 
 import yaml
 
@@ -41,17 +43,55 @@ def key_lines(text: str) -> dict[str, int]:
     return lines
 
 
-def with_lines(exc: InputError, text: str) -> InputError:
+# problems about a value written elsewhere: a --set override, or a sweep's base scenario
+_NOT_IN_THIS_FILE = ("--set", "(base scenario ")
+
+
+def with_lines(
+    exc: InputError, text: str, presets: dict[str, tuple[str, str]] | None = None
+) -> InputError:
     """`exc` with each problem's line added where its key path (or the nearest key above it)
-    is written in `text`; problems from --set overrides are left as they are."""
+    is written in `text`; problems from --set overrides or a sweep's base scenario are left
+    as they are. `presets`: section -> (file, text) of the preset file a section names; a
+    key written there and not in `text` is given as `(FILE, line N)`."""
     lines = key_lines(text)
     if not lines:
         return exc
+    files = {section: (name, key_lines(body)) for section, (name, body) in (presets or {}).items()}
     problems = []
     for p in exc.problems:
-        line = _line_of(p.path, lines) if "--set" not in p.message else None
-        problems.append(p if line is None else Problem(p.path, f"{p.message} (line {line})"))
+        if any(mark in p.message for mark in _NOT_IN_THIS_FILE):
+            problems.append(p)
+            continue
+        where = _in_preset(p.path, lines, files)
+        line = _line_of(p.path, lines)
+        if where is None and line is not None:
+            where = f"line {line}"
+        problems.append(p if where is None else Problem(p.path, f"{p.message} ({where})"))
     return InputError(exc.source, problems)
+
+
+def _in_preset(
+    path: str, lines: dict[str, int], files: dict[str, tuple[str, dict[str, int]]]
+) -> str | None:
+    """`FILE, line N` where the key is not written in the scenario itself but in the preset
+    file its section names (the scenario's own key overrides the preset's)."""
+    section, _, rest = path.partition(".")
+    if section not in files or not rest or path in lines:
+        return None
+    name, preset_lines = files[section]
+    line = _line_of(rest, preset_lines)
+    return None if line is None else f"{name}, line {line}"
+
+
+@contextlib.contextmanager
+def lines_from(text: str) -> Iterator[None]:
+    """Within it, an InputError about the file whose text is `text` is raised again with
+    the line of each problem's key (`with_lines`)."""
+    try:
+        yield
+    except InputError as exc:
+        raise with_lines(exc, text) from None
 
 
 def _line_of(path: str, lines: dict[str, int]) -> int | None:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.yamlfile import read_yaml
+from tiersim.config.yamlfile import read_yaml_and_text
+from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem, shown
 
 REFERENCES = "references.yaml"
@@ -82,7 +83,11 @@ def _entry_problems(name: Any, entry: Any, folder: Path) -> list[Problem]:
         return [Problem(shown(name), "expected a scenario file name as the key")]
     if not isinstance(entry, dict):
         return [Problem(name, "expected a mapping with iteration_time_s, derived, source")]
-    problems = [Problem(name, f"unknown key '{k}'") for k in sorted(set(entry) - _KEYS)]
+    known = ", ".join(sorted(_KEYS))
+    problems = [
+        Problem(f"{name}.{k}", f"unknown key '{k}' (expected one of: {known})")
+        for k in sorted(set(entry) - _KEYS)
+    ]
     problems += [Problem(name, f"missing '{k}'") for k in sorted(_REQUIRED - set(entry))]
     time_s = entry.get("iteration_time_s")
     if "iteration_time_s" in entry and not (
@@ -110,12 +115,12 @@ def load_references(folder: Path | None = None) -> list[Reference]:
         why = f"{what} (expected a folder holding {REFERENCES} and its scenarios)"
         raise InputError("--folder", [Problem(str(folder), why)])
     path = folder / REFERENCES
-    raw = read_yaml(path, str(path))
+    raw, text = read_yaml_and_text(path, str(path))
     if not isinstance(raw, dict) or not raw:
         raise InputError(str(path), [Problem("", "expected a mapping: scenario file -> entry")])
     problems = [p for name, entry in raw.items() for p in _entry_problems(name, entry, folder)]
-    if problems:
-        raise InputError(str(path), problems)
+    if problems:  # each with the line of its key
+        raise with_lines(InputError(str(path), problems), text)
     return [
         Reference(
             scenario=folder / name,

@@ -27,6 +27,9 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             "from": "plan section" if space.from_file else "default",
             "keys": {k: list(v) for k, v in zip(space.keys, space.values, strict=True)},
             "size": space.size,
+            # combinations whose micro-batch size and accumulation miss the batch per GPU
+            "off_batch": space.size - pruned.checked,
+            "batch_per_gpu": space.batch,
         },
         "candidates": {
             "checked": pruned.checked,
@@ -37,6 +40,8 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             "duplicates": pruned.duplicates,
             "simulated": len(sims),
             "simulated_by_status": dict(statuses),
+            # why the first of each kind of candidate that did not run did not
+            "first_errors": _first_errors(sims),
             "peak_does_not_fit": sum(1 for s in sims if s.report and not s.report["fits"]),
             "fail_a_wear_budget": fit_but_worn,
             "feasible": sum(1 for s in sims if feasible(s)),
@@ -46,6 +51,25 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
         ],
         "hbf_optimizer": hbf_question(sims, objective, outcome.source, base),
     }
+
+
+def _first_errors(sims: list[Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for s in sims:
+        if s.result.status != "ok" and s.result.error:
+            out.setdefault(s.result.status, s.result.error)
+    return out
+
+
+def _off_batch(space: dict[str, Any]) -> str:
+    n = space["off_batch"]
+    if not n:
+        return ""
+    batch = space["batch_per_gpu"]
+    return (
+        f", {n:,} of them off the batch per GPU (micro_batch_size x grad_accumulation = "
+        f"{batch:,}) and not tried"
+    )
 
 
 def _with(base: list[str]) -> str:
@@ -58,7 +82,8 @@ def plan_text(report: dict[str, Any]) -> str:
     head = [
         f"plan for {report['scenario']}{_with(report['base_overrides'])}, best by {label}; "
         f"search space ({report['space']['from']}): {report['space']['size']:,} candidate"
-        + ("s" if report["space"]["size"] != 1 else ""),
+        + ("s" if report["space"]["size"] != 1 else "")
+        + _off_batch(report["space"]),
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
         f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
         f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicates; {c['simulated']:,} "
@@ -68,7 +93,8 @@ def plan_text(report: dict[str, Any]) -> str:
     ]
     blocks = ["\n".join(head)]
     if not report["plans"]:
-        blocks.append("No plan fits every tier and holds every wear budget.")
+        why = [f"\n  {k}, e.g.: {e}" for k, e in c["first_errors"].items()]
+        blocks.append("No plan fits every tier and holds every wear budget." + "".join(why))
     for plan in report["plans"]:
         blocks.append(_plan_block(plan, f"#{plan['rank']}"))
     question = report.get("hbf_optimizer")

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from tiersim.config.load import load_scenario
+from tiersim.config.load import Loaded, load_scenario
 from tiersim.config.overrides import apply_overrides
 from tiersim.config.yamlfile import read_yaml
+from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_time
 from tiersim.plan.prune import Pruned, prune
@@ -52,18 +53,8 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     the search; a candidate's own choice of the same key wins."""
     source = str(path)
     loaded = load_scenario(path, list(overrides))
-    space, problems = build_space(loaded.scenario, loaded.resolved)
-    if problems:
-        raise InputError(source, problems)
-    if space.size > MAX_CANDIDATES:
-        raise too_large(
-            source,
-            space,
-            f"{space.size:,} candidates, over the {MAX_CANDIDATES:,} that tiersim plan checks",
-        )
-    if options.objective == "cost" and loaded.scenario.hardware.price_per_gpu_hour is None:
-        why = "--objective cost needs a price (expected hardware.price_per_gpu_hour, e.g. 4.5)"
-        raise InputError(source, [Problem("hardware.price_per_gpu_hour", why)])
+    with lines_from(loaded.text):  # each problem with the line of its key, as the file's own
+        space = _checked_space(loaded, source, options)
     raw = apply_overrides(read_yaml(path, source), list(overrides), source)
     stream_to = options.progress or sys.stderr
     bar = Progress(space.size, stream_to, label="candidates checked against the inventory")
@@ -163,6 +154,22 @@ def _simulate(tasks: list[Any], options: PlanOptions, to: TextIO) -> list[PointR
 
 
 SUGGESTED = ("placement.optimizer", "placement.master", "training.recompute", MBS)
+
+
+def _checked_space(loaded: Loaded, source: str, options: PlanOptions) -> Space:
+    space, problems = build_space(loaded.scenario, loaded.resolved)
+    if problems:
+        raise InputError(source, problems)
+    if space.size > MAX_CANDIDATES:
+        raise too_large(
+            source,
+            space,
+            f"{space.size:,} candidates, over the {MAX_CANDIDATES:,} that tiersim plan checks",
+        )
+    if options.objective == "cost" and loaded.scenario.hardware.price_per_gpu_hour is None:
+        why = "--objective cost needs a price (expected hardware.price_per_gpu_hour, e.g. 4.5)"
+        raise InputError(source, [Problem("hardware.price_per_gpu_hour", why)])
+    return space
 
 
 def too_large(source: str, space: Space, what: str, more: str = "") -> InputError:

@@ -25,6 +25,9 @@ def _where(point: Point, spec: SweepSpec, problem: Problem) -> tuple[str, str]:
         if problem.path == axis.path or problem.path.startswith(axis.path + "."):
             value = point.values[axis.path]
             return f"{axis.group}.{axis.path}", f"value {shown(value)}: {problem.message}"
+    for path, value in spec.fixed:  # a `set:` entry of the sweep file, not the base's value
+        if problem.path == path or problem.path.startswith(path + "."):
+            return f"set.{path}", f"value {shown(value)}: {problem.message}"
     if spec.base_path.resolve() != Path(spec.source).resolve():  # the value is the base's
         return problem.path, f"{problem.message} (base scenario {spec.base_path})"
     return problem.path, problem.message
@@ -32,6 +35,12 @@ def _where(point: Point, spec: SweepSpec, problem: Problem) -> tuple[str, str]:
 
 def point_problems(spec: SweepSpec, points: list[Point]) -> list[Problem]:
     return point_check(spec, points)[0]
+
+
+def file_refusal(spec: SweepSpec | None, problems: list[Problem]) -> list[Problem]:
+    """Every problem of a faulty sweep file (`read_sweep_partly`'s): its own, then those of
+    the points its sound axes make, so that `sweep` and `validate` list the same ones."""
+    return problems + (point_problems(spec, expand(spec)) if spec is not None else [])
 
 
 def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], int]:
@@ -47,17 +56,43 @@ def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], in
             invalid += 1
             for problem in exc.problems:
                 found.setdefault(_where(point, spec, problem), []).append(point)
-    problems = []
-    for (where, what), failing in found.items():
-        first = failing[0]
-        text = f"point {first.index}" + (f" ({describe(first.values)})" if first.values else "")
-        problems.append(
-            Problem(where, f"{what} [{len(failing)} of {len(points)} points; first: {text}]")
-        )
+    problems = [
+        _listed(where, what, failing, len(points)) for (where, what), failing in found.items()
+    ]
     if len(problems) > MAX_LISTED:
         more = len(problems) - MAX_LISTED
         problems = [*problems[:MAX_LISTED], Problem("", f"... and {more} more problems")]
     return problems, invalid
+
+
+KERNEL = "training.attention_kernel"
+
+
+def point_notes(spec: SweepSpec) -> list[Problem]:
+    """The notes `tiersim run` would give the valid points (tiersim.runner.scenario_notes),
+    each listed once as `point_check` lists problems; only for a sweep that sets an attention
+    kernel (the one setting a note is about), so that others cost nothing more."""
+    from tiersim.runner import scenario_notes  # the engine's side: only when needed
+
+    swept = any(a.path == KERNEL for a in spec.axes)
+    if not swept and (spec.base.get("training") or {}).get("attention_kernel") is None:
+        return []
+    points = expand(spec)
+    found: dict[tuple[str, str], list[Point]] = {}
+    for point in points:
+        try:
+            loaded = build(point.raw, spec.base_path.parent, spec.source)
+        except InputError:
+            continue  # an invalid point is a problem, listed apart
+        for note in scenario_notes(loaded.scenario):
+            found.setdefault(_where(point, spec, note), []).append(point)
+    return [_listed(where, what, failing, len(points)) for (where, what), failing in found.items()]
+
+
+def _listed(where: str, what: str, points: list[Point], total: int) -> Problem:
+    first = points[0]
+    text = f"point {first.index}" + (f" ({describe(first.values)})" if first.values else "")
+    return Problem(where, f"{what} [{len(points)} of {total} points; first: {text}]")
 
 
 def check_points(spec: SweepSpec) -> tuple[int, list[Problem]]:
@@ -97,7 +132,24 @@ def lone_value_problems(spec: SweepSpec) -> list[Problem]:
             for axis, message in own:
                 value = values[axes.index(axis)]
                 out.append(Problem(f"{axis.group}.{axis.path}", f"value {shown(value)}: {message}"))
-    return out
+    return out + _fixed_problems(spec, good)
+
+
+def _fixed_problems(spec: SweepSpec, good: dict[str, object]) -> list[Problem]:
+    """`set:` values wrong beside a value of every axis that is right alone (one on each
+    point, as far as these tell)."""
+    if not spec.fixed:
+        return []
+    try:
+        build(_with(spec.base, good), spec.base_path.parent, spec.source)
+    except InputError as exc:
+        return [
+            Problem(f"set.{path}", f"value {shown(value)}: {p.message}")
+            for p in exc.problems
+            for path, value in spec.fixed
+            if p.path == path or p.path.startswith(path + ".")
+        ]
+    return []
 
 
 def _with(base: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:

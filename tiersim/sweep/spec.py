@@ -19,6 +19,7 @@ grid value or a zip row given twice, compared as values (`50 GB/s` is `50GB/s`),
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import itertools
 import math
@@ -29,7 +30,9 @@ from typing import Any
 
 from tiersim.config.overrides import set_path
 from tiersim.config.presets import resolve
-from tiersim.config.yamlfile import read_yaml
+from tiersim.config.schema import Scenario
+from tiersim.config.yamlfile import read_yaml, read_yaml_and_text
+from tiersim.config.yamllines import lines_from
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem, shown
 from tiersim.sweep.duplicates import grid_problems, zip_problems
@@ -61,6 +64,7 @@ class SweepSpec:
     base: dict[str, Any]  # the base scenario mapping as read, `set:` applied
     grid: tuple[Axis, ...]
     zip: tuple[Axis, ...]
+    fixed: tuple[tuple[str, Any], ...] = ()  # the `set:` entries as written, applied to base
 
     @property
     def axes(self) -> tuple[Axis, ...]:
@@ -90,8 +94,11 @@ def is_sweep(raw: Any) -> bool:
 
 
 def load_sweep(path: str | Path, max_points: int | None = None) -> SweepSpec:
+    """The sweep file at `path`, checked; each problem ends with the line its key is on."""
     path = Path(path)
-    return read_sweep(read_yaml(path, str(path)), path, max_points)
+    raw, text = read_yaml_and_text(path, str(path))
+    with lines_from(text):
+        return read_sweep(raw, path, max_points)
 
 
 def read_sweep(raw: Any, path: Path, max_points: int | None = None) -> SweepSpec:
@@ -134,6 +141,7 @@ def _read_sweep(raw: Any, path: Path, max_points: int | None) -> SweepSpec:
                 )
             ],
         )
+    _refuse_a_scenario(raw, source)
     problems = _top_level_problems(raw)
     base_path, base = _read_base(raw.get("base"), path.parent, problems)
     fixed = _entries(raw, "set", problems, want_list=False)
@@ -153,31 +161,48 @@ def _read_sweep(raw: Any, path: Path, max_points: int | None) -> SweepSpec:
         for path_text, value in fixed.items():
             set_path(base, path_text.split("."), copy.deepcopy(value))
         _schema_problems(base, base_path, all_paths, problems)
-    name = raw.get("name") or path.stem
-    if not problems:
-        return SweepSpec(source, str(name), base_path, base, tuple(grid), tuple(zipped))
-    raise _Partial(
-        _sound_part(source, str(name), base_path, base, grid, zipped, problems), problems
+    whole = SweepSpec(
+        source,
+        str(raw.get("name") or path.stem),
+        base_path,
+        base,
+        tuple(grid),
+        tuple(zipped),
+        tuple(fixed.items()),
     )
+    if not problems:
+        return whole
+    raise _Partial(_sound_part(whole, problems), problems)
 
 
-def _sound_part(source, name, base_path, base, grid, zipped, problems) -> SweepSpec | None:
+def _refuse_a_scenario(raw: dict[str, Any], source: str) -> None:
+    """A scenario file given as a sweep: said in one line, not as one unknown key a section."""
+    scenario_keys = [str(k) for k in raw if k in Scenario.model_fields and k != "name"]
+    if scenario_keys and not is_sweep(raw):
+        what = (
+            f"a scenario file, not a sweep (sections {', '.join(scenario_keys[:3])}"
+            f"{', ...' if len(scenario_keys) > 3 else ''}; no base, grid or zip): run it with "
+            "`tiersim run`, or sweep it from a sweep file whose base: names it"
+        )
+        raise InputError(source, [Problem("", what)])
+
+
+def _sound_part(whole: SweepSpec, problems: list[Problem]) -> SweepSpec | None:
     """The sweep without its faulty axes (a faulty zip drops the whole zip); None if the base
     or the file as a whole is faulty, or nothing is left to sweep."""
     where = {p.path for p in problems}
     if (
-        base is None
-        or base_path is None
+        whole.base is None
+        or whole.base_path is None
         or where & {"", "base", "zip"}
         or any(w.startswith("set.") for w in where)
     ):
         return None
-    grid = [a for a in grid if f"grid.{a.path}" not in where]
-    if any(f"zip.{a.path}" in where for a in zipped):
-        zipped = []
+    grid = tuple(a for a in whole.grid if f"grid.{a.path}" not in where)
+    zipped = () if any(f"zip.{a.path}" in where for a in whole.zip) else whole.zip
     if not grid and not zipped:
         return None
-    return SweepSpec(source, name, base_path, base, tuple(grid), tuple(zipped))
+    return dataclasses.replace(whole, grid=grid, zip=zipped)
 
 
 def _point_limit(raw: dict[str, Any], given: int | None, problems: list[Problem]) -> int:
@@ -289,9 +314,11 @@ def _axes(raw: dict[str, Any], section: str, problems: list[Problem]) -> list[Ax
     for path_text, values in _entries(raw, section, problems, want_list=True).items():
         where = f"{section}.{path_text}"
         if not isinstance(values, list) or not values:
-            problems.append(
-                Problem(where, f"expected a non-empty list of values (got {shown(values)})")
-            )
+            what = f"expected a non-empty list of values (got {shown(values)})"
+            if isinstance(values, dict) and values:  # nested, as in a scenario
+                inner = next(iter(values))
+                what += f"; a key is one dotted path: {path_text}.{inner}: [...]"
+            problems.append(Problem(where, what))
             continue
         if section == "grid":  # a zip's repeats are whole rows, checked once lengths agree
             problems += grid_problems(where, values)

@@ -298,7 +298,7 @@ def _needs_resume(log_path: Path, count: int) -> InputError:
         f"{log_path} already holds {count} finished points; pass --resume to continue that "
         "sweep, or choose another --out folder"
     )
-    return InputError(str(log_path.parent), [Problem("--out", message)])
+    return InputError("--out", [Problem(str(log_path.parent), message)])
 
 
 def _line(entry: dict[str, Any]) -> bytes:

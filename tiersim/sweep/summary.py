@@ -70,12 +70,14 @@ def same_tokens(rows: list[dict[str, Any]]) -> bool:
     return not known or max(known) - min(known) <= TIE * max(known)
 
 
-def best_points(table: Table) -> list[tuple[str, str, dict[str, Any], int]]:
+def best_points(
+    table: Table, rows: list[dict[str, Any]] | None = None
+) -> list[tuple[str, str, dict[str, Any], int]]:
     """(objective, column, row, how many points tie with it) for each objective the results
-    have, among the points that fit and hold their budgets; the first of the tied points in
-    sweep order is shown. Seconds per step are ranked only where every step does the same
-    tokens (else tokens/s compares them)."""
-    ok = _ranked(table)
+    have, among the points that fit and hold their budgets (or `rows`); the first of the tied
+    points in sweep order is shown. Seconds per step are ranked only where every step does
+    the same tokens (else tokens/s compares them)."""
+    ok = _ranked(table) if rows is None else rows
     comparable = same_tokens(ok)
     best = []
     for column, better, label in OBJECTIVES:
@@ -139,7 +141,9 @@ def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
     counts = Counter(r["status"] for r in table.rows)
     listed = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     parts = [f"sweep '{spec.name}': {len(points)} points ({listed})"]
-    best = best_points(table)
+    best, title = best_points(table), None
+    if not best and not _ranked(table):  # the best of what did run, said to be no plan
+        best, title = _best_of_the_rest(table)
     if best:
         rows = [
             [
@@ -150,7 +154,7 @@ def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
             ]
             for label, column, row, ties in best
         ]
-        parts.append(render(["best", "value", "point", "swept values"], rows))
+        parts.append(render(["best", "value", "point", "swept values"], rows, title or ""))
     parts += _left_out(table)
     changes = verdict_changes(spec, points, table)
     if changes:
@@ -158,12 +162,36 @@ def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
         shown = changes[:MAX_CHANGES] + ([f"... and {more} more"] if more > 0 else [])
         parts.append("where verdicts change:\n" + "\n".join(f"  {c}" for c in shown))
     elif verdict_columns(table):
-        parts.append("verdicts: none changes across the sweep")
+        parts.append("verdicts: none changes across the sweep" + _all_no(table))
     failed = [r for r in table.rows if r["status"] != OK]
     if failed:
         first = failed[0]
         parts.append(f"first failed point: {first['point']} ({first['status']}): {first['error']}")
     return "\n\n".join(parts)
+
+
+def _best_of_the_rest(table: Table) -> tuple[list, str | None]:
+    """Where no point fits and holds every budget: the best of those that fit (each over a
+    write budget), else of all that ran, with a title that says which they are."""
+    ran = [r for r in table.rows if r["status"] == OK]
+    fitting = [r for r in ran if fits(r)]
+    rows, what = (
+        (fitting, f"the {len(fitting)} that fit, each over a flash write budget")
+        if fitting
+        else (ran, f"the {len(ran)} that ran, none fitting every tier")
+    )
+    best = best_points(table, rows)
+    return best, f"no point fits and holds every write budget; best of {what}:"
+
+
+def _all_no(table: Table) -> str:
+    """The verdicts that are no at every point (`: wear.hbf.within_budget no everywhere`)."""
+    noes = [
+        c
+        for c in verdict_columns(table)
+        if all(r[c] is False for r in table.rows if r[c] is not None)
+    ]
+    return f" ({', '.join(noes)}: no at every point)" if noes else ""
 
 
 def _left_out(table: Table) -> list[str]:

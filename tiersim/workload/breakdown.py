@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.state.inventory import stage_layers
-from tiersim.state.model import Transformer
 from tiersim.workload import kernels
 from tiersim.workload.comms import alone_s
 
@@ -43,15 +42,9 @@ class StepBreakdown:
         return dict(vars(self))
 
 
-def _kernel_model(model) -> bool:
-    """Whether the kernel model times this model's units (not yet MoE or latent attention:
-    those are timed by FLOPs, tiersim.workload.work)."""
-    return isinstance(model, Transformer) and model.moe is None and model.mla is None
-
-
 def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]:
     """(GEMM, memory-bound) seconds of one micro-batch through the stage's units."""
-    if not _kernel_model(model):  # no shapes, or none the kernels know: compute as GEMM
+    if not kernels.kernel_timed(model):  # no shapes, or none the kernels know: compute as GEMM
         return sum(u.forward_s + u.backward_s + u.recompute_s for u in units), 0.0
     par = r.execution.parallel
     first, last = stage == 0, stage == par.pipeline - 1
@@ -93,7 +86,7 @@ def step_breakdown(
     it, one micro-batch's point-to-point time on this stage)."""
     m = r.execution.training.grad_accumulation
     gemm, memory = _kernel_totals(r, model, units, stage)
-    scale = kernels.overhead(r) if _kernel_model(model) else 1.0
+    scale = kernels.overhead(r) if kernels.kernel_timed(model) else 1.0
     compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
     sm_share = compute - m * scale * (gemm + memory)
     # the two sums add the same kernels in different orders: a difference within their

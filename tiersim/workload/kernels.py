@@ -185,6 +185,14 @@ class _Shape:
         return scores * (core.score_bytes[direction] + per_mask)
 
 
+def kernel_timed(model: object) -> bool:
+    """Whether `model`'s layers are timed kernel by kernel here: a transformer without
+    mixture-of-experts or latent attention. The others (and a model known only by its
+    parameter count) are timed by their FLOPs and bytes (tiersim.workload.stage_times), so
+    `training.attention_kernel` does not change their time."""
+    return isinstance(model, Transformer) and model.moe is None and model.mla is None
+
+
 def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKernels:
     """Layer `index`'s forward, backward and recompute kernels for one micro-batch."""
     sh = _Shape(r, model, index)

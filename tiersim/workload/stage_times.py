@@ -40,8 +40,8 @@ def compute_times(
     selective recompute rerunning QK^T, softmax and AV.
     """
     whole, index = (model.model, model.index) if isinstance(model, LayerView) else (model, 0)
-    plain = isinstance(whole, Transformer) and whole.moe is None and whole.mla is None
-    if plain:  # a LayerView of one: a layer of a model whose windows differ by layer
+    # a LayerView of one: a layer of a model whose windows differ by layer
+    if kernels.kernel_timed(whole):
         return kernels.unit_times(r, whole, is_layer, first_stage, last_stage, index)
     ex = r.execution
     seq, mbs, t, rate = ex.seq_len, ex.training.micro_batch_size, ex.parallel.tensor, _gpu_rate(r)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -93,6 +94,20 @@ def load(args: argparse.Namespace) -> Loaded:
     from tiersim.config.load import load_scenario
 
     return load_scenario(args.scenario, args.overrides)
+
+
+def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
+    """The scenario's notes (what it sets that the models do not use), on standard error:
+    `note: FILE: key.path: why`, and `(from --set ...)` where an override set it."""
+    from tiersim.config.overrides import parse_override
+    from tiersim.runner import scenario_notes
+
+    given = {}
+    for text in overrides:  # each is valid: the scenario loaded
+        given[".".join(parse_override(text)[0])] = text
+    for note in scenario_notes(loaded.scenario):
+        origin = f" (from --set {given[note.path]})" if note.path in given else ""
+        print(f"note: {note.render(loaded.source)}{origin}", file=sys.stderr)
 
 
 def cannot_write(option: str, path: str | Path, exc: OSError, expected: str) -> InputError:

@@ -9,7 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import add_scenario_args, cannot_write, load, usable_folder
+from tiersim.cli.commands.common import (
+    add_scenario_args,
+    cannot_write,
+    load,
+    print_notes,
+    usable_folder,
+)
 from tiersim.core.errors import InputError, Problem
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
@@ -28,7 +34,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "to results/<name>/ (or --out).",
     )
     add_scenario_args(parser)
-    parser.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>)")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="results folder (default: results/<name>); not a sweep's folder, nor its points/ "
+        "or plots/",
+    )
     parser.add_argument(
         "--trace",
         metavar="FILE",
@@ -61,7 +72,7 @@ def _inputs(loaded: Loaded, scenario: Path) -> set[Path]:
 def _trace_problem(trace: Path, inputs: set[Path], folder: Path) -> str | None:
     """Why a trace may not be written at `trace`, or None: it would replace an input (the
     scenario, its config.json), a YAML file (a preset, say), this run's own results, or
-    something not a plain file."""
+    something not a plain file, or sit in a sweep's folders."""
     if str(trace) == "-":
         return "the trace is written to a file, not standard output (expected a file path)"
     if trace.suffix.lower() in (".yaml", ".yml"):
@@ -74,7 +85,8 @@ def _trace_problem(trace: Path, inputs: set[Path], folder: Path) -> str | None:
         return "is this run's results folder or one of its results (expected another file path)"
     if trace.exists() and not trace.is_file():
         return "exists and is not a plain file (expected a file path)"
-    return None
+    in_sweep = _sweep_folder_problem(trace.parent)  # beside a sweep's points, as if one
+    return f"its folder {trace.parent} {in_sweep}" if in_sweep else None
 
 
 def _out_problem(folder: Path, scenario: Path) -> str | None:
@@ -82,9 +94,9 @@ def _out_problem(folder: Path, scenario: Path) -> str | None:
     scenario file (one that tiersim wrote may be rerun in place: it is written again whole)."""
     from tiersim.report.output import SCENARIO_HEADER
 
-    # a sweep's folder: the run's files would sit among its points, mistaken for one of them
-    if (folder / "results.jsonl").exists() or (folder / "results.csv").exists():
-        return "is a sweep's results folder (it has results.jsonl/.csv; expected another folder)"
+    why = _sweep_folder_problem(folder)
+    if why:
+        return why
     if (folder / "scenario.yaml").resolve() != scenario.resolve():
         return None
     with scenario.open(encoding="utf-8", errors="replace") as f:
@@ -96,6 +108,33 @@ def _out_problem(folder: Path, scenario: Path) -> str | None:
     )
 
 
+SWEEP_MARKS = ("results.jsonl", "results.csv")  # what a sweep's folder holds
+SWEEP_PARTS = ("points", "plots")  # the folders a sweep writes and tidies inside its own
+
+
+def _is_sweep_folder(folder: Path) -> bool:
+    return any((folder / name).exists() for name in SWEEP_MARKS)
+
+
+def _sweep_folder_problem(folder: Path) -> str | None:
+    """Why `folder` is a sweep's: its own folder or one of the folders it writes in (the
+    run's files would sit among its points, mistaken for one of them, or be tidied away by
+    its --resume). A folder beside those, inside the sweep's, is left alone."""
+    if _is_sweep_folder(folder):
+        return "is a sweep's results folder (it has results.jsonl/.csv; expected another folder)"
+    where = folder.resolve()
+    for above in where.parents:
+        if _is_sweep_folder(above):
+            part = where.relative_to(above).parts[0]
+            if part not in SWEEP_PARTS:
+                return None
+            return (
+                f"is inside the {part}/ folder of the sweep in {above} (expected a folder "
+                "outside the sweep's points/ and plots/)"
+            )
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from tiersim.report.json_report import to_json
     from tiersim.report.output import write_run, write_trace
@@ -103,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.runner import full_trace, report_with_result
 
     loaded = load(args)
+    print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     scenario = Path(args.scenario)
     why = _out_problem(folder, scenario)

@@ -14,6 +14,7 @@ from tiersim.core.errors import InputError, Problem
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.sweep.run import SweepOutcome
+    from tiersim.sweep.spec import SweepSpec
     from tiersim.sweep.store import OutputError
 
 EXIT_ABORTED = 1
@@ -86,19 +87,16 @@ def workers_and_where(args: argparse.Namespace, points: int) -> tuple[int, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.sweep.check import lone_value_problems
     from tiersim.sweep.execute import SweepAborted
     from tiersim.sweep.run import SweepOptions, run_sweep
-    from tiersim.sweep.spec import describe, load_sweep
+    from tiersim.sweep.spec import describe
     from tiersim.sweep.store import LOG_NAME, OutputError
     from tiersim.sweep.worker import INVALID
 
-    spec = load_sweep(args.sweep, args.max_points)
+    spec, text = _read(Path(args.sweep), args.max_points)
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers, where = workers_and_where(args, spec.size)
-    wrong = lone_value_problems(spec)  # a value wrong on its own: before any point runs
-    if wrong:
-        raise InputError(spec.source, wrong)
+    _refuse_lone_values(spec, text)
     if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
         print(
             f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
@@ -135,6 +133,33 @@ def run(args: argparse.Namespace) -> int:
         what = f"every point is invalid; {first['error']} ({hint})"
         raise InputError(spec.source, [Problem(where, what)])
     return 0
+
+
+def _read(path: Path, max_points: int | None) -> tuple[SweepSpec, str]:
+    """The sweep file and its text, refused with every problem validate lists (each with
+    the line of its key)."""
+    from tiersim.config.yamlfile import read_yaml_and_text
+    from tiersim.config.yamllines import lines_from
+    from tiersim.sweep.check import file_refusal
+    from tiersim.sweep.spec import read_sweep_partly
+
+    raw, text = read_yaml_and_text(path, str(path))
+    spec, problems = read_sweep_partly(raw, path, max_points)
+    if problems or spec is None:
+        with lines_from(text):
+            raise InputError(str(path), file_refusal(spec, problems))
+    return spec, text
+
+
+def _refuse_lone_values(spec: SweepSpec, text: str) -> None:
+    """A value wrong on its own, refused before any point runs (with the line of its key)."""
+    from tiersim.config.yamllines import lines_from
+    from tiersim.sweep.check import lone_value_problems
+
+    wrong = lone_value_problems(spec)
+    if wrong:
+        with lines_from(text):
+            raise InputError(spec.source, wrong)
 
 
 def _unwritable(out: Path, exc: OutputError) -> InputError:

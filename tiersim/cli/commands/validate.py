@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
-from tiersim.cli.commands.common import add_set_arg
+from tiersim.cli.commands.common import add_set_arg, print_notes
 from tiersim.cli.commands.sweep import add_max_points
 from tiersim.core.errors import InputError, Problem
 
@@ -17,7 +18,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Check a scenario file: YAML syntax, keys, types, units, presets, tier names "
         "and parallel sizes. A sweep file (one with base:, grid: or zip:) is checked too: its "
         "keys, that every swept path exists, and that every point builds into a valid scenario. "
-        "Every problem is reported at once; exit code 2 if any.",
+        "Every problem is reported at once; exit code 2 if any. A valid file's notes (a "
+        "setting the models do not use, such as an attention kernel on a mixture-of-experts "
+        "model) follow on standard error.",
     )
     parser.add_argument("file", metavar="FILE.yaml", help="scenario or sweep file")
     add_max_points(parser)
@@ -28,6 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tiersim.config.load import build_file
     from tiersim.config.yamlfile import read_yaml_and_text
+    from tiersim.config.yamllines import with_lines
     from tiersim.plan.space import build_space
     from tiersim.runner import check_runnable
     from tiersim.sweep.spec import is_sweep
@@ -38,39 +42,59 @@ def run(args: argparse.Namespace) -> int:
         if args.overrides:
             why = "applies to a scenario file (expected the value in the sweep's base or grid)"
             raise InputError(str(path), [Problem(f"--set {args.overrides[0]}", why)])
-        print(f"{args.file}: {_check_sweep(raw, path, args.max_points)}")
+        print(f"{args.file}: {_check_sweep(raw, text, path, args.max_points)}")
+        _print_sweep_notes(raw, text, path, args.max_points)
         return 0
     loaded = build_file(raw, text, path, args.overrides)
     check_runnable(loaded)
     if loaded.scenario.plan is not None:  # its paths, as `tiersim plan` would check them
         problems = build_space(loaded.scenario, loaded.resolved)[1]
         if problems:
-            raise InputError(str(path), problems)
+            raise with_lines(InputError(str(path), problems), text)
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
+    print_notes(loaded, args.overrides)
     return 0
 
 
-def _check_sweep(raw: dict, path: Path, max_points: int | None = None) -> str:
+def _check_sweep(raw: dict, text: str, path: Path, max_points: int | None = None) -> str:
     """Check the file, then build every point (of the axes without problems, when some have
     them); raise InputError listing every problem where `tiersim sweep` would refuse the file
     (a value wrong on its own, every point invalid); points invalid only in combination are
-    listed as notes."""
-    from tiersim.sweep.check import check_points, point_problems
-    from tiersim.sweep.spec import expand, read_sweep_partly
+    listed as notes. Each problem ends with the line of its key in the file (`text`)."""
+    from tiersim.config.yamllines import lines_from, with_lines
+    from tiersim.sweep.check import check_points, file_refusal
+    from tiersim.sweep.spec import read_sweep_partly
 
     spec, problems = read_sweep_partly(raw, path, max_points)
-    if problems:
-        found = point_problems(spec, expand(spec)) if spec is not None else []
-        raise InputError(str(path), problems + found)
-    count, combined = check_points(spec)
+    with lines_from(text):
+        if problems:
+            raise InputError(str(path), file_refusal(spec, problems))
+        count, combined = check_points(spec)
+    combined = with_lines(InputError(str(path), combined), text).problems
     shape = []
     if spec.grid:
         shape.append("grid " + " x ".join(str(len(a.values)) for a in spec.grid))
     if spec.zip:
         shape.append(f"zip {len(spec.zip[0].values)}")
-    head = f"valid sweep '{spec.name}': {count} points ({', '.join(shape)}) over {spec.base_path}"
+    base = os.path.normpath(spec.base_path)  # sweeps/../x.yaml as x.yaml
+    head = f"valid sweep '{spec.name}': {count} points ({', '.join(shape)}) over {base}"
     if not combined:
         return head
     # invalid only in combination: `tiersim sweep` runs them as invalid rows
     notes = "\n".join(f"  {p.render(str(path))}" for p in combined)
     return f"{head}; some points are invalid in combination and will run as invalid rows:\n{notes}"
+
+
+def _print_sweep_notes(raw: dict, text: str, path: Path, max_points: int | None) -> None:
+    """The notes `tiersim run` would give its points (`note: FILE: where: why [...]`), on
+    standard error, each with the line of its key in the sweep file."""
+    import sys
+
+    from tiersim.config.yamllines import with_lines
+    from tiersim.sweep.check import point_notes
+    from tiersim.sweep.spec import read_sweep
+
+    spec = read_sweep(raw, path, max_points)  # checked just before: it reads
+    notes = with_lines(InputError(str(path), point_notes(spec)), text).problems
+    for note in notes:
+        print(f"note: {note.render(str(path))}", file=sys.stderr)

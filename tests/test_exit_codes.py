@@ -1,0 +1,111 @@
+"""Each command's help names exit code 3 only where the command can return it: a scenario
+too large to simulate stops the commands that simulate it themselves (exit 3); `sweep` and
+`plan` record it as a point or candidate and go on, and the others simulate nothing."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from tiersim.cli import build_parser
+
+# 33 layer passes (1 step x 1 micro-batch x (32 layers + 1)) over a bound of 10: the engine
+# refuses it before simulating (tiersim.engine.simulate)
+TOO_LARGE = """name: too-large
+model: {preset: llama-2-7b}
+simulation: {max_layer_passes: 10}
+"""
+
+
+@pytest.fixture
+def scenario(tmp_path):
+    path = tmp_path / "too-large.yaml"
+    path.write_text(TOO_LARGE)
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "{s}", "--out", "{tmp}/out"],
+        ["wear", "{s}"],
+        ["compare", "{s}", "--set", "training.grad_accumulation=2"],
+    ],
+)
+def test_the_commands_whose_help_names_3_exit_3_on_a_scenario_too_large(
+    tmp_path, cli, scenario, args
+):
+    code, _, err = cli(*(a.format(s=scenario, tmp=tmp_path) for a in args))
+    assert code == 3, err
+    assert "tiersim: cannot run: the run would simulate 33 layer passes" in err
+    assert "3 a scenario that cannot run at all" in _help(cli, args[0])
+
+
+def test_check_published_exits_3_on_a_reference_run_too_large(tmp_path, cli):
+    (tmp_path / "too-large.yaml").write_text(TOO_LARGE)
+    refs = "too-large.yaml: {iteration_time_s: 1.0, derived: false, source: a test, notes: x}\n"
+    (tmp_path / "references.yaml").write_text(refs)
+    code, _, err = cli("check-published", "--folder", tmp_path)
+    assert code == 3, err
+    assert "3 a scenario that cannot run at all" in _help(cli, "check-published")
+
+
+@pytest.mark.parametrize("command", ["inventory", "validate"])
+def test_commands_that_simulate_nothing_take_the_scenario_and_never_name_3(cli, scenario, command):
+    code, _, err = cli(command, scenario)
+    assert code == 0, err
+    assert "; 3 " not in _help(cli, command)
+
+
+def test_sweep_records_the_point_and_its_help_does_not_name_3(tmp_path, cli, scenario):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"base: {scenario.name}\ngrid: {{training.grad_accumulation: [1, 2]}}\n")
+    code, out, err = cli("sweep", sweep, "--out", tmp_path / "o", "--workers", "1", "--no-plots")
+    assert code == 0, err
+    assert "first failed point: 0 (infeasible): the run would simulate 33 layer passes" in out
+    assert "; 3 " not in _help(cli, "sweep")
+
+
+def test_plan_counts_the_candidate_and_its_help_does_not_name_3(tmp_path, cli, scenario):
+    path = tmp_path / "plan.yaml"
+    # recompute none does not fit the 141 GB of HBM by the inventory; full is simulated
+    path.write_text(TOO_LARGE + "plan: {training.recompute: [none, full]}\n")
+    code, out, err = cli("plan", path, "--workers", "1")
+    assert code == 0, err
+    assert "1 simulated: 0 fit and hold every budget" in out and ", 1 infeasible" in out
+    assert "; 3 " not in _help(cli, "plan")
+
+
+@pytest.mark.parametrize("command", ["presets", "calibrate", "measure", "plan"])
+def test_the_help_of_commands_that_never_simulate_a_scenario_does_not_name_3(cli, command):
+    text = _help(cli, command)
+    assert "exit codes: 0 done; " in text and "; 3 " not in text, text
+
+
+def test_presets_reads_no_file_so_its_only_invalid_input_is_an_option(cli):
+    text = _help(cli, "presets")
+    assert text.endswith("exit codes: 0 done; 2 invalid input (an unknown option or value)")
+    with pytest.raises(SystemExit) as done:  # argparse's own refusal
+        cli("presets", "--format", "xml")
+    assert done.value.code == 2
+
+
+def _help(cli, command: str) -> str:
+    """The command's --help text (`cli` is unused: the same signature as the calls above)."""
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return " ".join(subparsers.choices[command].format_help().split())  # unwrapped
+
+
+def test_ctrl_c_stops_a_command_with_130_and_one_line(cli, monkeypatch):
+    from tiersim.cli.commands import presets
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(presets, "run", interrupted)
+    code, out, err = cli("presets")
+    assert (code, out, err) == (130, "", "\ntiersim: interrupted\n")
+    top = " ".join(build_parser().format_help().split())
+    assert top.endswith("; 130 interrupted")

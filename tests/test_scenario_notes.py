@@ -1,0 +1,140 @@
+"""`run` and `validate` note a `training.attention_kernel` that does not apply: mixture-of-
+experts and latent-attention layers are timed by their FLOPs (the kernel sets only what
+attention keeps), a generic model has no attention at all. Each note is checked against what
+the runs do: the figures it says the kernel leaves alone stay the same."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def _scenario(tmp_path, model: str, kernel: str | None) -> object:
+    path = tmp_path / f"s-{kernel}.yaml"
+    training = f", attention_kernel: {kernel}" if kernel else ""
+    path.write_text(
+        f"name: s\nmodel: {model}\ntraining: {{seq_len: 512{training}}}\n"
+        "hardware: {tiers: {hbm: {capacity: 10 TB}}}\n"
+    )
+    return path
+
+
+def _run(cli, path, out) -> tuple[dict, str]:
+    code, stdout, err = cli("run", path, "--format", "json", "--out", out)
+    assert code == 0, err
+    return json.loads(stdout), err
+
+
+MOE_NOTE = (
+    "training.attention_kernel: flash sets what attention keeps for backward (the activations) "
+    "but not the step time: a model with mixture-of-experts is timed by its FLOPs, not kernel "
+    "by kernel, so eager, sdpa and flash give it the same step time"
+)
+
+
+def test_a_kernel_on_an_moe_is_noted_and_changes_the_activations_only(tmp_path, cli):
+    model = "{preset: mixtral-8x7b, layers: 2}"
+    path = _scenario(tmp_path, model, "flash")
+    code, out, err = cli("validate", path)
+    assert (code, out) == (0, f"{path}: valid scenario 's'\n")
+    assert err == f"note: {path}: {MOE_NOTE}\n"
+    flash, err = _run(cli, path, tmp_path / "flash")
+    assert f"note: {path}: {MOE_NOTE}\n" in err
+    eager, _ = _run(cli, _scenario(tmp_path, model, "eager"), tmp_path / "eager")
+    assert flash["step"]["time_s"] == eager["step"]["time_s"]  # what the note says
+    assert (
+        flash["inventory"]["per_gpu"]["activations"] < eager["inventory"]["per_gpu"]["activations"]
+    )
+
+
+def test_a_kernel_on_latent_attention_and_experts_names_both(tmp_path, cli):
+    path = _scenario(tmp_path, "{preset: deepseek-v3, layers: 4}", "sdpa")
+    code, _, err = cli("validate", path)
+    assert code == 0
+    assert err == (
+        f"note: {path}: training.attention_kernel: sdpa sets what attention keeps for backward "
+        "(the activations) but not the step time: a model with mixture-of-experts and latent "
+        "attention is timed by its FLOPs, not kernel by kernel, so eager, sdpa and flash give "
+        "it the same step time\n"
+    )
+
+
+def test_a_kernel_on_a_generic_model_is_noted_as_without_effect(tmp_path, cli):
+    model = "{parameters: 1000000000, layers: 24, hidden: 2048, activation_bytes_per_layer: 200 MB}"
+    path = _scenario(tmp_path, model, "flash")
+    code, _, err = cli("validate", path)
+    assert code == 0
+    assert err == (
+        f"note: {path}: training.attention_kernel: flash has no effect: the model is generic "
+        "(a parameter count and layers, no attention shapes), so its activations are "
+        "model.activation_bytes_per_layer and its time its FLOPs whatever the kernel\n"
+    )
+    flash, _ = _run(cli, path, tmp_path / "flash")
+    eager, _ = _run(cli, _scenario(tmp_path, model, "eager"), tmp_path / "eager")
+    assert flash["step"] == eager["step"] and flash["inventory"] == eager["inventory"]
+
+
+@pytest.mark.parametrize("kernel", ["flash", None])
+def test_no_note_where_the_kernel_applies_or_is_not_set(tmp_path, cli, kernel):
+    path = _scenario(tmp_path, "{preset: llama-2-7b, layers: 2}", kernel)
+    code, _, err = cli("validate", path)
+    assert (code, err) == (0, "")
+    _, err = _run(cli, path, tmp_path / "o")
+    assert "note:" not in err
+    moe = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
+    assert cli("validate", moe)[2] == ""
+
+
+def test_on_a_dense_transformer_the_kernel_moves_the_step_time(tmp_path, cli):
+    # the counterpart of the note: where none is given, the kernel does change the time
+    model = "{preset: llama-2-7b, layers: 2}"
+    flash, _ = _run(cli, _scenario(tmp_path, model, "flash"), tmp_path / "f")
+    eager, _ = _run(cli, _scenario(tmp_path, model, "eager"), tmp_path / "e")
+    assert flash["step"]["time_s"] < eager["step"]["time_s"]
+
+
+def test_no_shipped_scenario_sets_a_kernel_that_does_not_apply(cli):
+    from pathlib import Path
+
+    scenarios = Path(__file__).resolve().parent.parent / "scenarios"
+    files = [*scenarios.glob("*.yaml"), *(scenarios / "published").glob("*-*.yaml")]
+    assert len(files) > 40
+    for path in files:
+        code, _, err = cli("validate", path)
+        assert (code, err) == (0, ""), path
+
+
+def test_validate_notes_a_swept_kernel_that_does_not_apply_once_per_value(tmp_path, cli):
+    base = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
+    sweep = tmp_path / "sweep.yaml"
+    # the kernel axis is on line 3
+    sweep.write_text(
+        f"base: {base.name}\ngrid:\n  training.attention_kernel: [eager, flash]\n"
+        "  parallel.data: [1, 2]\n"
+    )
+    code, out, err = cli("validate", sweep)
+    assert code == 0 and out.startswith(f"{sweep}: valid sweep 'sweep': 4 points"), err
+    notes = err.strip().splitlines()
+    assert len(notes) == 2, err
+    assert notes[1] == (
+        f"note: {sweep}: grid.training.attention_kernel: value 'flash': "
+        + MOE_NOTE.removeprefix("training.attention_kernel: ")
+        + " [2 of 4 points; first: point 2 (training.attention_kernel=flash, parallel.data=1)]"
+        " (line 3)"
+    )
+
+
+def test_validate_of_a_sweep_without_a_kernel_has_no_note(tmp_path, cli):
+    base = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"base: {base.name}\ngrid: {{parallel.data: [1, 2]}}\n")
+    code, _, err = cli("validate", sweep)
+    assert (code, err) == (0, "")
+
+
+def test_a_note_on_a_kernel_given_by_set_says_so(tmp_path, cli):
+    path = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
+    code, _, err = cli("validate", path, "--set", "training.attention_kernel=flash")
+    assert code == 0
+    assert err == f"note: {path}: {MOE_NOTE} (from --set training.attention_kernel=flash)\n"
