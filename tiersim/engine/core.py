@@ -141,6 +141,10 @@ class Engine:
             raise AssertionError("schedule deadlocked: some operations never became ready")
         # the graph is spent: free it (the largest part of a finished engine) for the next run
         self.waiting, self.dependents = [], []
+        # the bound callbacks are cycles back to the engine and network: dropped, a finished
+        # engine is freed by reference counting, not left to the cyclic collector
+        self._on_timer = self._on_flow = None
+        self.net.finished()
         return self.log
 
     # The methods below run once per op (tens of thousands of times a run): they keep what

@@ -163,6 +163,11 @@ class FlowNetwork:
         else:
             self._reschedule(now)
 
+    def finished(self) -> None:
+        """The run is over (no flow left): drop the bound wake-up callback, a cycle back to
+        the network, so that a finished network is freed by reference counting."""
+        self._on_wake = None
+
     def _into_empty(self, flow: Flow, shares: _Shares, now: float) -> None:
         """`flow` into an empty network (no wake-up pending): alone, at its narrowest
         resource's rate, its end planned as _plan_wake plans one flow's."""
