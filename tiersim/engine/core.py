@@ -15,11 +15,13 @@ import itertools
 import operator
 import time
 from dataclasses import dataclass, field
+from heapq import heappush
 from typing import Protocol
 
 import simpy
+from simpy.events import NORMAL
 
-from tiersim.engine.flows import FlowNetwork, max_min_rates, priority_rates
+from tiersim.engine.flows import Due, FlowNetwork, max_min_rates, priority_rates
 from tiersim.engine.ops import Op, OpKind, Schedule
 from tiersim.hardware.resources import Resource
 from tiersim.hardware.topology import Topology
@@ -109,10 +111,11 @@ class Engine:
         n = len(schedule.ops)
         self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
-        self._on_timer = self._timer_done  # bound once: one per op otherwise
-        self._on_flow = self._flow_done
+        self._timer_callbacks: tuple = (self._timer_done,)  # every timer's (see flows.Due)
+        self._on_flow = self._flow_done  # bound once: one per op otherwise
+        self._on_staged_flow = self._staged_flow_done
         self._ops = schedule.ops
-        self._timeout = self.env.timeout
+        self._queue, self._eid = self.env._queue, self.env._eid  # where timers go (Due)
         self._starts, self._ends, self._step_left = self.log.start, self.log.end, self.log.step_left
         self._timers = 0  # timers started by this run (added to the log's events at its end)
         self._alone_sets: dict = {}  # each network channel's resource set, (channel,)
@@ -143,7 +146,7 @@ class Engine:
         self.waiting, self.dependents = [], []
         # the bound callbacks are cycles back to the engine and network: dropped, a finished
         # engine is freed by reference counting, not left to the cyclic collector
-        self._on_timer = self._on_flow = None
+        self._timer_callbacks, self._on_flow, self._on_staged_flow = (), None, None
         self.net.finished()
         return self.log
 
@@ -151,11 +154,15 @@ class Engine:
     # they read in locals and change occupancy without the recorder's indirection when there
     # is no recorder.
 
-    def _timer_done(self, event: simpy.Timeout) -> None:
+    def _timer_done(self, event: Due) -> None:
         self._finish(event.value, self.env.now)
 
-    def _flow_done(self, i: int, staged: tuple[tuple[str, int], ...]) -> None:
-        self._finish(i, self.env.now, staged)
+    def _flow_done(self, i: int) -> None:
+        self._finish(i, self.env.now)
+
+    def _staged_flow_done(self, tag: tuple[int, tuple[tuple[str, int], ...]]) -> None:
+        """A move's flow landed: op tag[0] ends, and its staging tiers give tag[1] back."""
+        self._finish(tag[0], self.env.now, tag[1])
 
     def _start(self, i: int, now: float) -> None:
         op = self._ops[i]
@@ -167,22 +174,26 @@ class Engine:
             duration = op.duration
             if duration <= 0:
                 self._finish(i, now)
-            else:
+            else:  # a timer: SimPy's Timeout(duration, i) entry, made directly (flows.Due)
                 self._timers += 1
-                self._timeout(duration, i).callbacks.append(self._on_timer)
+                due = Due()
+                due.callbacks = self._timer_callbacks
+                due.value = i
+                heappush(self._queue, (now + duration, NORMAL, next(self._eid), due))
         elif kind is MOVE:
             key = (op.src, op.dst, op.nbytes)
             plan = self._plans.get(key)
             if plan is None:
                 plan = self._move_plan(op)
             staged = plan.staged
-            if staged:
-                self._occupy_all(staged, now, 1)
-            done = functools.partial(self._on_flow, i, staged)
             if self.ordered:
-                self.net.run_alone(op.nbytes, plan.resources, done, plan.delay)
+                self._flow(i, op.nbytes, plan.resources, plan.delay, staged)
+            elif staged:
+                self._occupy_all(staged, now, 1)
+                on_done = self._on_staged_flow
+                self.net.start(op.nbytes, plan.resources, on_done, i, plan.delay, (i, staged))
             else:
-                self.net.start(op.nbytes, plan.resources, done, i, plan.delay)
+                self.net.start(op.nbytes, plan.resources, self._on_flow, i, plan.delay, i)
         elif self.ordered:
             self._flow(i, op.nbytes, (op.resource,), op.latency, ())
         else:  # a collective (COMM, SYNC): _flow, inline, as half of all ops are
@@ -190,8 +201,7 @@ class Engine:
             alone = self._alone_sets.get(resource)
             if alone is None:  # one tuple per channel: the network looks it up by identity
                 alone = self._alone_sets[resource] = (resource,)
-            done = functools.partial(self._on_flow, i, ())
-            self.net.start(op.nbytes, alone, done, i, op.latency)
+            self.net.start(op.nbytes, alone, self._on_flow, i, op.latency, i)
 
     def _move_plan(self, op: Op) -> _MovePlan:
         """The plan of a move like `op` (looked up in `_plans` by `_start` first)."""
@@ -211,9 +221,12 @@ class Engine:
         return plan
 
     def _flow(self, i: int, nbytes: int, resources: tuple, delay: float, staged: tuple) -> None:
-        """Op i's bytes across `resources` after `delay` (latency, pipeline fill): the
-        network starts the flow at its time, so the delay is no event of its own."""
-        done = functools.partial(self._on_flow, i, staged)
+        """Op i's bytes across `resources` after `delay` (latency, pipeline fill), staged in
+        `staged`: the network starts the flow at its time, so the delay is no event of its
+        own. (The unordered paths of `_start` do the same inline.)"""
+        if staged:
+            self._occupy_all(staged, now=self.env.now, sign=1)
+        done = functools.partial(self._on_staged_flow, (i, staged))
         if self.ordered:
             self.net.run_alone(nbytes, resources, done, delay)
         else:
