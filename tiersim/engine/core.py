@@ -10,7 +10,6 @@ in steady state), and reports the measured one. No I/O, no printing.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 import time
@@ -112,8 +111,9 @@ class Engine:
         self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
         self._timer_callbacks: tuple = (self._timer_done,)  # every timer's (see flows.Due)
-        self._on_flow = self._flow_done  # bound once: one per op otherwise
+        self._on_flow = self._finish  # a flow's end, told (op, now) (bound once, not per op)
         self._on_staged_flow = self._staged_flow_done
+        self._occupy_inline = recorder is None  # occupancy changed in _start, _finish
         self._ops = schedule.ops
         self._queue, self._eid = self.env._queue, self.env._eid  # where timers go (Due)
         self._starts, self._ends, self._step_left = self.log.start, self.log.end, self.log.step_left
@@ -157,18 +157,30 @@ class Engine:
     def _timer_done(self, event: Due) -> None:
         self._finish(event.value, self.env.now)
 
-    def _flow_done(self, i: int) -> None:
-        self._finish(i, self.env.now)
-
-    def _staged_flow_done(self, tag: tuple[int, tuple[tuple[str, int], ...]]) -> None:
+    def _staged_flow_done(self, tag: tuple[int, tuple[tuple[str, int], ...]], now: float) -> None:
         """A move's flow landed: op tag[0] ends, and its staging tiers give tag[1] back."""
-        self._finish(tag[0], self.env.now, tag[1])
+        self._finish(tag[0], now, tag[1])
 
     def _start(self, i: int, now: float) -> None:
         op = self._ops[i]
         self._starts[i] = now
-        if op.alloc:
-            self._occupy_all(op.alloc, now, 1)
+        alloc = op.alloc
+        if alloc:
+            if self._occupy_inline:  # _occupy_all's arithmetic, inline: once per op
+                occupancy = self.occupancy
+                for tier, nbytes in alloc:
+                    occ = occupancy[tier]
+                    current = occ.current
+                    occ.integral += current * (now - occ.last)
+                    occ.last = now
+                    current += nbytes
+                    occ.current = current
+                    if current > occ.peak:
+                        occ.peak = current
+                    elif current < occ.low:
+                        occ.low = current
+            else:
+                self._occupy_all(alloc, now, 1)
         kind = op.kind
         if kind.timed:  # after its duration
             duration = op.duration
@@ -181,19 +193,7 @@ class Engine:
                 due.value = i
                 heappush(self._queue, (now + duration, NORMAL, next(self._eid), due))
         elif kind is MOVE:
-            key = (op.src, op.dst, op.nbytes)
-            plan = self._plans.get(key)
-            if plan is None:
-                plan = self._move_plan(op)
-            staged = plan.staged
-            if self.ordered:
-                self._flow(i, op.nbytes, plan.resources, plan.delay, staged)
-            elif staged:
-                self._occupy_all(staged, now, 1)
-                on_done = self._on_staged_flow
-                self.net.start(op.nbytes, plan.resources, on_done, i, plan.delay, (i, staged))
-            else:
-                self.net.start(op.nbytes, plan.resources, self._on_flow, i, plan.delay, i)
+            self._start_move(i, op, now)
         elif self.ordered:
             self._flow(i, op.nbytes, (op.resource,), op.latency, ())
         else:  # a collective (COMM, SYNC): _flow, inline, as half of all ops are
@@ -202,6 +202,22 @@ class Engine:
             if alone is None:  # one tuple per channel: the network looks it up by identity
                 alone = self._alone_sets[resource] = (resource,)
             self.net.start(op.nbytes, alone, self._on_flow, i, op.latency, i)
+
+    def _start_move(self, i: int, op: Op, now: float) -> None:
+        """Move op i's flow, after its plan's delay, its staging taken now."""
+        key = (op.src, op.dst, op.nbytes)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._move_plan(op)
+        staged = plan.staged
+        if self.ordered:
+            self._flow(i, op.nbytes, plan.resources, plan.delay, staged)
+        elif staged:
+            self._occupy_all(staged, now, 1)
+            on_done = self._on_staged_flow
+            self.net.start(op.nbytes, plan.resources, on_done, i, plan.delay, (i, staged))
+        else:
+            self.net.start(op.nbytes, plan.resources, self._on_flow, i, plan.delay, i)
 
     def _move_plan(self, op: Op) -> _MovePlan:
         """The plan of a move like `op` (looked up in `_plans` by `_start` first)."""
@@ -221,16 +237,11 @@ class Engine:
         return plan
 
     def _flow(self, i: int, nbytes: int, resources: tuple, delay: float, staged: tuple) -> None:
-        """Op i's bytes across `resources` after `delay` (latency, pipeline fill), staged in
-        `staged`: the network starts the flow at its time, so the delay is no event of its
-        own. (The unordered paths of `_start` do the same inline.)"""
+        """With `ordered` sharing: op i's bytes across `resources` after `delay` (latency,
+        pipeline fill), staged in `staged`, sharing nothing (run_alone)."""
         if staged:
-            self._occupy_all(staged, now=self.env.now, sign=1)
-        done = functools.partial(self._on_staged_flow, (i, staged))
-        if self.ordered:
-            self.net.run_alone(nbytes, resources, done, delay)
-        else:
-            self.net.start(nbytes, resources, done, i, delay)
+            self._occupy_all(staged, self.env.now, 1)
+        self.net.run_alone(nbytes, resources, lambda: self._finish(i, self.env.now, staged), delay)
 
     def _occupy_all(self, changes: tuple[tuple[str, int], ...], now: float, sign: int) -> None:
         """Each (tier, bytes) of `changes` taken (sign 1) or given back (-1) at `now`: the
@@ -264,10 +275,23 @@ class Engine:
         free = op.free
         if staged:
             free = (*free, *staged)
-        if free:
-            self._occupy_all(free, now, -1)
         if self.recorder is not None:
+            if free:
+                self._occupy_all(free, now, -1)
             self.recorder.op(op, self._starts[i], now)
+        elif free:  # _occupy_all's arithmetic, inline: once per op
+            occupancy = self.occupancy
+            for tier, nbytes in free:
+                occ = occupancy[tier]
+                current = occ.current
+                occ.integral += current * (now - occ.last)
+                occ.last = now
+                current -= nbytes  # += -1 * nbytes, to the bit
+                occ.current = current
+                if current > occ.peak:
+                    occ.peak = current
+                elif current < occ.low:
+                    occ.low = current
         step = op.step
         step_left = self._step_left
         left = step_left[step] - 1
