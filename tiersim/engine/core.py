@@ -155,7 +155,7 @@ class Engine:
     # is no recorder.
 
     def _timer_done(self, event: Due) -> None:
-        self._finish(event.value, self.env.now)
+        self._finish(event.value, self.env._now)  # `now`, without the property's call
 
     def _staged_flow_done(self, tag: tuple[int, tuple[tuple[str, int], ...]], now: float) -> None:
         """A move's flow landed: op tag[0] ends, and its staging tiers give tag[1] back."""

@@ -92,7 +92,7 @@ class FlowNetwork:
         if nbytes <= 0:
             self._after(delay, on_done if tag is UNTAGGED else lambda: on_done(tag, self.env.now))
             return
-        now = self.env.now
+        now = self.env._now  # `now`, without the property's call (once per flow)
         flows = self.flows
         begin = now + delay if delay > 0 else now
         flow = Flow(nbytes, resources, on_done, priority, begin, tag)
@@ -298,7 +298,7 @@ class FlowNetwork:
     def _wake(self, _event: object) -> None:
         which = self._pending_for
         self._pending, self._pending_at, self._pending_for = None, math.inf, None
-        now = self.env.now
+        now = self.env._now
         flows = self.flows
         if len(flows) == 1 and not which.latent:  # the common case: the one flow ends
             self._last = now
