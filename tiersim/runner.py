@@ -24,7 +24,7 @@ from tiersim.report.json_report import run_report
 from tiersim.report.trace import TraceRecorder, mark_extrapolated
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import GenericModel, build_model
-from tiersim.state.resolved import resolve
+from tiersim.state.resolved import Resolved, resolve
 from tiersim.workload.kernels import kernel_timed
 
 
@@ -33,7 +33,11 @@ def simulate(
 ) -> StepResult:
     """The measured steady step of one scenario (see tiersim.engine.simulate); `record`: with
     its Chrome/Perfetto trace (`trace`)."""
-    res = resolve(scenario)
+    return _simulated(resolve(scenario), record, inventory)
+
+
+def _simulated(res: Resolved, record: bool, inventory: Inventory | None) -> StepResult:
+    """`simulate` of a scenario resolved already (a report resolves it once for both)."""
     measured = steps_to_simulate(res)[1]  # 0 where steps are independent: one simulated
     recorder = TraceRecorder(Topology(res.machine), measured) if record else None
     result = simulate_resolved(res, inventory, recorder)
@@ -104,8 +108,9 @@ def inventory(scenario: Scenario) -> Inventory:
 def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, Any], StepResult]:
     scenario = loaded.scenario
     check_runnable(loaded)
-    inventory = build_inventory(resolve(scenario))  # once: the run and its report share it
-    result = simulate(scenario, record, inventory)
+    res = resolve(scenario)  # once: the run and its report share it, and the inventory
+    inventory = build_inventory(res)
+    result = _simulated(res, record, inventory)
     return run_report(scenario, inventory, result), result
 
 

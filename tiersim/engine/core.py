@@ -10,16 +10,17 @@ in steady state), and reports the measured one. No I/O, no printing.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 import time
 from dataclasses import dataclass, field
+from heapq import heappush
 from typing import Protocol
 
 import simpy
+from simpy.events import NORMAL
 
-from tiersim.engine.flows import FlowNetwork, max_min_rates, priority_rates
+from tiersim.engine.flows import Due, FlowNetwork, max_min_rates, priority_rates
 from tiersim.engine.ops import Op, OpKind, Schedule
 from tiersim.hardware.resources import Resource
 from tiersim.hardware.topology import Topology
@@ -109,10 +110,12 @@ class Engine:
         n = len(schedule.ops)
         self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
-        self._on_timer = self._timer_done  # bound once: one per op otherwise
-        self._on_flow = self._flow_done
+        self._timer_callbacks: tuple = (self._timer_done,)  # every timer's (see flows.Due)
+        self._on_flow = self._finish  # a flow's end, told (op, now) (bound once, not per op)
+        self._on_staged_flow = self._staged_flow_done
+        self._occupy_inline = recorder is None  # occupancy changed in _start, _finish
         self._ops = schedule.ops
-        self._timeout = self.env.timeout
+        self._queue, self._eid = self.env._queue, self.env._eid  # where timers go (Due)
         self._starts, self._ends, self._step_left = self.log.start, self.log.end, self.log.step_left
         self._timers = 0  # timers started by this run (added to the log's events at its end)
         self._alone_sets: dict = {}  # each network channel's resource set, (channel,)
@@ -141,44 +144,56 @@ class Engine:
             raise AssertionError("schedule deadlocked: some operations never became ready")
         # the graph is spent: free it (the largest part of a finished engine) for the next run
         self.waiting, self.dependents = [], []
+        # the bound callbacks are cycles back to the engine and network: dropped, a finished
+        # engine is freed by reference counting, not left to the cyclic collector
+        self._timer_callbacks, self._on_flow, self._on_staged_flow = (), None, None
+        self.net.finished()
         return self.log
 
     # The methods below run once per op (tens of thousands of times a run): they keep what
     # they read in locals and change occupancy without the recorder's indirection when there
     # is no recorder.
 
-    def _timer_done(self, event: simpy.Timeout) -> None:
-        self._finish(event.value, self.env.now)
+    def _timer_done(self, event: Due) -> None:
+        self._finish(event.value, self.env._now)  # `now`, without the property's call
 
-    def _flow_done(self, i: int, staged: tuple[tuple[str, int], ...]) -> None:
-        self._finish(i, self.env.now, staged)
+    def _staged_flow_done(self, tag: tuple[int, tuple[tuple[str, int], ...]], now: float) -> None:
+        """A move's flow landed: op tag[0] ends, and its staging tiers give tag[1] back."""
+        self._finish(tag[0], now, tag[1])
 
     def _start(self, i: int, now: float) -> None:
         op = self._ops[i]
         self._starts[i] = now
-        if op.alloc:
-            self._occupy_all(op.alloc, now, 1)
+        alloc = op.alloc
+        if alloc:
+            if self._occupy_inline:  # _occupy_all's arithmetic, inline: once per op
+                occupancy = self.occupancy
+                for tier, nbytes in alloc:
+                    occ = occupancy[tier]
+                    current = occ.current
+                    occ.integral += current * (now - occ.last)
+                    occ.last = now
+                    current += nbytes
+                    occ.current = current
+                    if current > occ.peak:
+                        occ.peak = current
+                    elif current < occ.low:
+                        occ.low = current
+            else:
+                self._occupy_all(alloc, now, 1)
         kind = op.kind
         if kind.timed:  # after its duration
             duration = op.duration
             if duration <= 0:
                 self._finish(i, now)
-            else:
+            else:  # a timer: SimPy's Timeout(duration, i) entry, made directly (flows.Due)
                 self._timers += 1
-                self._timeout(duration, i).callbacks.append(self._on_timer)
+                due = Due()
+                due.callbacks = self._timer_callbacks
+                due.value = i
+                heappush(self._queue, (now + duration, NORMAL, next(self._eid), due))
         elif kind is MOVE:
-            key = (op.src, op.dst, op.nbytes)
-            plan = self._plans.get(key)
-            if plan is None:
-                plan = self._move_plan(op)
-            staged = plan.staged
-            if staged:
-                self._occupy_all(staged, now, 1)
-            done = functools.partial(self._on_flow, i, staged)
-            if self.ordered:
-                self.net.run_alone(op.nbytes, plan.resources, done, plan.delay)
-            else:
-                self.net.start(op.nbytes, plan.resources, done, i, plan.delay)
+            self._start_move(i, op, now)
         elif self.ordered:
             self._flow(i, op.nbytes, (op.resource,), op.latency, ())
         else:  # a collective (COMM, SYNC): _flow, inline, as half of all ops are
@@ -186,8 +201,23 @@ class Engine:
             alone = self._alone_sets.get(resource)
             if alone is None:  # one tuple per channel: the network looks it up by identity
                 alone = self._alone_sets[resource] = (resource,)
-            done = functools.partial(self._on_flow, i, ())
-            self.net.start(op.nbytes, alone, done, i, op.latency)
+            self.net.start(op.nbytes, alone, self._on_flow, i, op.latency, i)
+
+    def _start_move(self, i: int, op: Op, now: float) -> None:
+        """Move op i's flow, after its plan's delay, its staging taken now."""
+        key = (op.src, op.dst, op.nbytes)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._move_plan(op)
+        staged = plan.staged
+        if self.ordered:
+            self._flow(i, op.nbytes, plan.resources, plan.delay, staged)
+        elif staged:
+            self._occupy_all(staged, now, 1)
+            on_done = self._on_staged_flow
+            self.net.start(op.nbytes, plan.resources, on_done, i, plan.delay, (i, staged))
+        else:
+            self.net.start(op.nbytes, plan.resources, self._on_flow, i, plan.delay, i)
 
     def _move_plan(self, op: Op) -> _MovePlan:
         """The plan of a move like `op` (looked up in `_plans` by `_start` first)."""
@@ -207,13 +237,11 @@ class Engine:
         return plan
 
     def _flow(self, i: int, nbytes: int, resources: tuple, delay: float, staged: tuple) -> None:
-        """Op i's bytes across `resources` after `delay` (latency, pipeline fill): the
-        network starts the flow at its time, so the delay is no event of its own."""
-        done = functools.partial(self._on_flow, i, staged)
-        if self.ordered:
-            self.net.run_alone(nbytes, resources, done, delay)
-        else:
-            self.net.start(nbytes, resources, done, i, delay)
+        """With `ordered` sharing: op i's bytes across `resources` after `delay` (latency,
+        pipeline fill), staged in `staged`, sharing nothing (run_alone)."""
+        if staged:
+            self._occupy_all(staged, self.env.now, 1)
+        self.net.run_alone(nbytes, resources, lambda: self._finish(i, self.env.now, staged), delay)
 
     def _occupy_all(self, changes: tuple[tuple[str, int], ...], now: float, sign: int) -> None:
         """Each (tier, bytes) of `changes` taken (sign 1) or given back (-1) at `now`: the
@@ -247,10 +275,23 @@ class Engine:
         free = op.free
         if staged:
             free = (*free, *staged)
-        if free:
-            self._occupy_all(free, now, -1)
         if self.recorder is not None:
+            if free:
+                self._occupy_all(free, now, -1)
             self.recorder.op(op, self._starts[i], now)
+        elif free:  # _occupy_all's arithmetic, inline: once per op
+            occupancy = self.occupancy
+            for tier, nbytes in free:
+                occ = occupancy[tier]
+                current = occ.current
+                occ.integral += current * (now - occ.last)
+                occ.last = now
+                current -= nbytes  # += -1 * nbytes, to the bit
+                occ.current = current
+                if current > occ.peak:
+                    occ.peak = current
+                elif current < occ.low:
+                    occ.low = current
         step = op.step
         step_left = self._step_left
         left = step_left[step] - 1

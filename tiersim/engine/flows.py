@@ -15,63 +15,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable
+from heapq import heappush
 
 import simpy
+from simpy.events import NORMAL
 
 from tiersim.engine.busy import BusyLog
+from tiersim.engine.flowtypes import UNTAGGED, Due, Flow, Shares
 from tiersim.engine.rates import max_min_rates, narrowest, priority_rates
 
-__all__ = ["BusyLog", "Flow", "FlowNetwork", "max_min_rates", "priority_rates"]
+__all__ = ["BusyLog", "Due", "Flow", "FlowNetwork", "max_min_rates", "priority_rates"]
 
 _EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
 _RATES_KEPT = 4096  # memoized max-min allocations kept at most (a run has a few dozen)
-
-
-class Flow:
-    """Bytes on their way across `resources`, from `begin` (seconds) at `rate` (bytes/s).
-    `latent`: not moving yet and left out of the present rates (a wake-up at `begin`)."""
-
-    __slots__ = (
-        "begin",
-        "bytes",
-        "latent",
-        "on_done",
-        "priority",
-        "rate",
-        "remaining",
-        "resources",
-        "shares",
-    )
-
-    def __init__(
-        self,
-        nbytes: float,
-        resources: tuple,
-        on_done: Callable[[], None],
-        priority: float = 0,
-        begin: float = 0.0,
-    ):
-        self.priority = priority
-        self.bytes = nbytes
-        self.remaining = float(nbytes)
-        self.resources = resources
-        self.on_done = on_done
-        self.rate = 0.0
-        self.begin = begin
-        self.latent = False
-        self.shares: _Shares | None = None  # its resource set's figures, once in a network
-
-
-class _Shares:
-    """What the network derives from one resource set, looked up once per flow (hashing a
-    tuple of resources costs more than the lookup): an index naming the set, its resources
-    of finite capacity, the rate of a flow alone on it, the channels it is logged on."""
-
-    __slots__ = ("alone", "channels", "finite", "index", "resources")
-
-    def __init__(self, resources: tuple, index: int, finite: tuple, alone: float, channels: tuple):
-        self.resources, self.index, self.finite = resources, index, finite
-        self.alone, self.channels = alone, channels
 
 
 class FlowNetwork:
@@ -106,35 +62,40 @@ class FlowNetwork:
         self.wakeups = 0
         self._finite: dict[tuple, tuple] = {}
         self._alone: dict[tuple, float] = {}
-        # each resource set's _Shares, by the set and by the id of the first tuple seen of it
+        # each resource set's Shares, by the set and by the id of the first tuple seen of it
         # (kept alive here, so its id is not reused): most flows cross a route's own tuple
-        self._shares: dict[tuple, _Shares] = {}
-        self._shares_by_id: dict[int, _Shares] = {}
+        self._shares: dict[tuple, Shares] = {}
+        self._shares_by_id: dict[int, Shares] = {}
         # max-min rates by the sequence of the active flows' resource sets (see _reschedule)
         self._rates: dict[tuple[int, ...], list[float]] = {}
         self._users: dict[Hashable, int] = {}
-        self._pending: simpy.Timeout | None = None  # the one wake-up planned
+        self._pending: Due | None = None  # the one wake-up planned
         self._pending_at = math.inf
         self._pending_for: Flow | None = None  # the flow it ends or begins
         self._on_wake = self._wake
+        self._wake_callbacks: tuple = (self._wake,)  # every wake-up's (see Due)
         self._timeout = env.timeout
+        self._queue, self._eid = env._queue, env._eid  # where Due events go (see Due)
 
     def start(
         self,
         nbytes: float,
         resources: tuple,
-        on_done: Callable[[], None],
+        on_done: Callable[..., None],
         priority: float = 0,
         delay: float = 0.0,
+        tag: object = UNTAGGED,
     ) -> None:
         """Begin moving `nbytes` across `resources` after `delay` seconds; `on_done()` runs
-        when the last byte lands."""
+        when the last byte lands (`on_done(tag, now)` where a tag is given: one bound
+        method serves every flow of an owner, with no closure made per flow)."""
         if nbytes <= 0:
-            self._after(delay, on_done)
+            self._after(delay, on_done if tag is UNTAGGED else lambda: on_done(tag, self.env.now))
             return
-        now = self.env.now
+        now = self.env._now  # `now`, without the property's call (once per flow)
         flows = self.flows
-        flow = Flow(nbytes, resources, on_done, priority, now + delay if delay > 0 else now)
+        begin = now + delay if delay > 0 else now
+        flow = Flow(nbytes, resources, on_done, priority, begin, tag)
         shares = self._shares_by_id.get(id(resources))
         if shares is None or shares.resources is not resources:
             shares = self._shares_of(resources)
@@ -163,7 +124,13 @@ class FlowNetwork:
         else:
             self._reschedule(now)
 
-    def _into_empty(self, flow: Flow, shares: _Shares, now: float) -> None:
+    def finished(self) -> None:
+        """The run is over (no flow left): drop the bound wake-up callback, a cycle back to
+        the network, so that a finished network is freed by reference counting."""
+        self._on_wake = None
+        self._wake_callbacks = ()
+
+    def _into_empty(self, flow: Flow, shares: Shares, now: float) -> None:
         """`flow` into an empty network (no wake-up pending): alone, at its narrowest
         resource's rate, its end planned as _plan_wake plans one flow's."""
         self._last = now
@@ -176,14 +143,22 @@ class FlowNetwork:
             soonest = flow.remaining / rate
             if flow.begin > now:
                 soonest += flow.begin - now
-            self._wake_after(now, soonest if soonest > 0.0 else 0.0, flow)
+            if not soonest > 0.0:
+                soonest = 0.0
+            # _wake_after, inline
+            self.wakeups += 1
+            wake = self._pending = Due()
+            wake.callbacks = self._wake_callbacks
+            at = now + soonest
+            heappush(self._queue, (at, NORMAL, next(self._eid), wake))
+            self._pending_at, self._pending_for = at, flow
 
-    def _shares_of(self, resources: tuple) -> _Shares:
-        """The _Shares of a resource set (made on its first flow)."""
+    def _shares_of(self, resources: tuple) -> Shares:
+        """The Shares of a resource set (made on its first flow)."""
         shares = self._shares.get(resources)
         if shares is None:
             finite = self._finite_of(resources)
-            shares = self._shares[resources] = _Shares(
+            shares = self._shares[resources] = Shares(
                 resources,
                 len(self._shares),
                 finite,
@@ -304,7 +279,7 @@ class FlowNetwork:
             if now + soonest == self._pending_at:
                 self._pending_for = which
                 return
-            pending.callbacks.clear()  # superseded: popped at its time, it runs nothing
+            pending.callbacks = ()  # superseded: popped at its time, it runs nothing
             self._pending = None
         if which is None:
             self._pending_at = math.inf
@@ -314,22 +289,32 @@ class FlowNetwork:
     def _wake_after(self, now: float, soonest: float, which: Flow) -> None:
         """The wake-up `soonest` seconds from now, for `which` (none is pending)."""
         self.wakeups += 1
-        wake = self._pending = self._timeout(soonest)
-        wake.callbacks.append(self._on_wake)
-        self._pending_at, self._pending_for = now + soonest, which
+        wake = self._pending = Due()
+        wake.callbacks = self._wake_callbacks
+        at = now + soonest  # as Timeout's schedule adds it (env.now + delay)
+        heappush(self._queue, (at, NORMAL, next(self._eid), wake))
+        self._pending_at, self._pending_for = at, which
 
     def _wake(self, _event: object) -> None:
         which = self._pending_for
         self._pending, self._pending_at, self._pending_for = None, math.inf, None
-        now = self.env.now
+        now = self.env._now
         flows = self.flows
         if len(flows) == 1 and not which.latent:  # the common case: the one flow ends
             self._last = now
             self.flows = []
             users = self._users
-            for r in which.shares.finite:
+            shares = which.shares
+            for r in shares.finite:
                 users[r] -= 1
-            self._landed(which, now)
+            which.remaining = 0.0  # _landed, inline
+            if shares.channels:
+                self.busy.add_spans(shares.channels, which.begin, now)
+            tag = which.tag
+            if tag is UNTAGGED:
+                which.on_done()
+            else:
+                which.on_done(tag, now)
             return
         if now > self._last:
             self._advance(now)
@@ -360,7 +345,11 @@ class FlowNetwork:
         channels = f.shares.channels
         if channels:
             self.busy.add_spans(channels, f.begin, now)
-        f.on_done()
+        tag = f.tag
+        if tag is UNTAGGED:
+            f.on_done()
+        else:
+            f.on_done(tag, now)
 
 
 def _split(flows: list[Flow], now: float, which: Flow | None) -> tuple[list, list, bool]:

@@ -5,7 +5,6 @@ Reporting reads result objects only; it never reaches into the engine's internal
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -14,6 +13,7 @@ from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.config.schema import Scenario, Tier
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
+from tiersim.report.json_text import json_text
 from tiersim.report.offload import offload_section
 from tiersim.report.utilization import utilization
 from tiersim.report.wear import json_number, wear_section
@@ -113,11 +113,8 @@ def inventory_report(s: Scenario, inv: Inventory) -> dict[str, Any]:
 
 
 def to_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, sort_keys=False, allow_nan=False, default=_json_default)
-
-
-def _json_default(value: object) -> object:
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+    """`json.dumps(report, indent=2, allow_nan=False)`'s text (json_text: the same, faster)."""
+    return json_text(report)
 
 
 def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:

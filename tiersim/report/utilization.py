@@ -7,17 +7,28 @@ formula does), whatever the kernel skips."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from tiersim.analysis.checkpoint_interval import job_gpus
-from tiersim.config.schema import Scenario
+from tiersim.config.schema import ModelSpec, Scenario
 from tiersim.engine.results import StepResult
 from tiersim.state.model import build_model
 
 
 def model_flops_per_token(s: Scenario) -> float:
     """3 x (every layer's forward + the output head's) for one sequence, per token."""
-    model, seq = build_model(s.model), s.seq_len
+    try:
+        return _flops_per_token(s.model, s.seq_len)
+    except TypeError:  # a model spec that cannot be hashed: worked out, not remembered
+        return _flops_per_token.__wrapped__(s.model, s.seq_len)
+
+
+@functools.lru_cache(maxsize=64)
+def _flops_per_token(spec: ModelSpec, seq: int) -> float:
+    """A function of the model and sequence alone (a sweep's points share them): remembered,
+    the same float, where a report otherwise sums each layer's FLOPs again."""
+    model = build_model(spec)
     forward = sum(model.layer_forward_flops(seq, 1, i) for i in range(model.layers))
     return 3.0 * (forward + model.head_forward_flops(seq, 1)) / seq
 

@@ -45,27 +45,32 @@ HEADLINE = (
 SCALARS = (bool, int, float, str)
 
 
-def _matches(node: Any, keys: list[str], prefix: list[str]) -> list[tuple[str, Any]]:
-    if not keys:
+_PATTERNS = tuple(tuple(pattern.split(".")) for pattern in HEADLINE)  # split once
+
+
+def _matches(node: Any, keys: tuple[str, ...], at: int, prefix: str, out: dict) -> None:
+    """Put in `out` every scalar reached from `node` by keys[at:], named `prefix` + its
+    keys (`*`: every key of a mapping, in its order)."""
+    if at == len(keys):
         if node is None or isinstance(node, SCALARS):
-            return [(".".join(prefix), node)]
-        return []
+            out[prefix] = node
+        return
     if not isinstance(node, dict):
-        return []
-    key, rest = keys[0], keys[1:]
+        return
+    key = keys[at]
+    lead = prefix + "." if prefix else ""
     if key == "*":
-        found = []
         for name, child in node.items():
-            found += _matches(child, rest, [*prefix, str(name)])
-        return found
-    return _matches(node[key], rest, [*prefix, key]) if key in node else []
+            _matches(child, keys, at + 1, lead + str(name), out)
+    elif key in node:
+        _matches(node[key], keys, at + 1, lead + key, out)
 
 
 def headline(report: dict[str, Any]) -> dict[str, Any]:
     """Column name -> value for every headline path present in `report`, in HEADLINE order."""
     out: dict[str, Any] = {}
-    for pattern in HEADLINE:
-        out.update(_matches(report, pattern.split("."), []))
+    for keys in _PATTERNS:
+        _matches(report, keys, 0, "", out)
     return out
 
 
