@@ -138,3 +138,14 @@ def test_a_note_on_a_kernel_given_by_set_says_so(tmp_path, cli):
     code, _, err = cli("validate", path, "--set", "training.attention_kernel=flash")
     assert code == 0
     assert err == f"note: {path}: {MOE_NOTE} (from --set training.attention_kernel=flash)\n"
+
+
+def test_a_key_set_twice_is_noted_with_the_value_used(tmp_path, cli):
+    path = _scenario(tmp_path, "{preset: llama-2-7b, layers: 2}", None)
+    sets = ("--set", "training.seq_len=256", "--set", "training.seq_len=128")
+    code, _, err = cli("validate", path, *sets)
+    assert code == 0
+    assert (
+        err
+        == "note: --set training.seq_len given 2 times: the last, training.seq_len=128, is used\n"
+    )
