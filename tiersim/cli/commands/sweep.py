@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.sweep.execute import SweepAborted
     from tiersim.sweep.run import SweepOptions, run_sweep
     from tiersim.sweep.spec import describe
-    from tiersim.sweep.store import LOG_NAME, OutputError
+    from tiersim.sweep.store import LOG_NAME, OutputError, refuse_unresumed
     from tiersim.sweep.worker import INVALID
 
     spec, text = _read(Path(args.sweep), args.max_points)
@@ -102,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
             f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
             file=sys.stderr,
         )
+    if not args.resume:
+        refuse_unresumed(out)  # before the header: nothing starts that cannot go on
     usable_folder("--out", out)
     print(f"sweep '{spec.name}': {spec.size} points on {where} -> {out}", file=sys.stderr)
     options = SweepOptions(
