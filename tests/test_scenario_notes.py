@@ -26,6 +26,8 @@ def _run(cli, path, out) -> tuple[dict, str]:
     return json.loads(stdout), err
 
 
+LINE = " (line 3)"  # where _scenario writes `training: {..., attention_kernel: ...}`
+
 MOE_NOTE = (
     "training.attention_kernel: flash sets what attention keeps for backward (the activations) "
     "but not the step time: a model with mixture-of-experts is timed by its FLOPs, not kernel "
@@ -38,9 +40,9 @@ def test_a_kernel_on_an_moe_is_noted_and_changes_the_activations_only(tmp_path, 
     path = _scenario(tmp_path, model, "flash")
     code, out, err = cli("validate", path)
     assert (code, out) == (0, f"{path}: valid scenario 's'\n")
-    assert err == f"note: {path}: {MOE_NOTE}\n"
+    assert err == f"note: {path}: {MOE_NOTE}{LINE}\n"
     flash, err = _run(cli, path, tmp_path / "flash")
-    assert f"note: {path}: {MOE_NOTE}\n" in err
+    assert f"note: {path}: {MOE_NOTE}{LINE}\n" in err
     eager, _ = _run(cli, _scenario(tmp_path, model, "eager"), tmp_path / "eager")
     assert flash["step"]["time_s"] == eager["step"]["time_s"]  # what the note says
     assert (
@@ -56,7 +58,7 @@ def test_a_kernel_on_latent_attention_and_experts_names_both(tmp_path, cli):
         f"note: {path}: training.attention_kernel: sdpa sets what attention keeps for backward "
         "(the activations) but not the step time: a model with mixture-of-experts and latent "
         "attention is timed by its FLOPs, not kernel by kernel, so eager, sdpa and flash give "
-        "it the same step time\n"
+        f"it the same step time{LINE}\n"
     )
 
 
@@ -68,7 +70,7 @@ def test_a_kernel_on_a_generic_model_is_noted_as_without_effect(tmp_path, cli):
     assert err == (
         f"note: {path}: training.attention_kernel: flash has no effect: the model is generic "
         "(a parameter count and layers, no attention shapes), so its activations are "
-        "model.activation_bytes_per_layer and its time its FLOPs whatever the kernel\n"
+        f"model.activation_bytes_per_layer and its time its FLOPs whatever the kernel{LINE}\n"
     )
     flash, _ = _run(cli, path, tmp_path / "flash")
     eager, _ = _run(cli, _scenario(tmp_path, model, "eager"), tmp_path / "eager")
