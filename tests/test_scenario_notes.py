@@ -127,6 +127,22 @@ def test_validate_notes_a_swept_kernel_that_does_not_apply_once_per_value(tmp_pa
     )
 
 
+def test_sweep_gives_the_notes_validate_gives_before_it_runs(tmp_path, cli):
+    base = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"base: {base.name}\ngrid:\n  training.attention_kernel: [eager, flash]\n")
+    code, _, err = cli("sweep", sweep, "--out", tmp_path / "out", "--workers", "1", "--no-plots")
+    assert code == 0, err
+    lines = err.splitlines()
+    notes = [i for i, line in enumerate(lines) if line.startswith(f"note: {sweep}: grid.")]
+    assert [("value 'eager'" in lines[i], "value 'flash'" in lines[i]) for i in notes] == [
+        (True, False),
+        (False, True),
+    ]  # one note per value, as validate lists them
+    assert all(lines[i].endswith("(line 3)") for i in notes)
+    assert notes[-1] < next(i for i, line in enumerate(lines) if "points on" in line)
+
+
 def test_validate_of_a_sweep_without_a_kernel_has_no_note(tmp_path, cli):
     base = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
     sweep = tmp_path / "sweep.yaml"

@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers, where = workers_and_where(args, spec.size)
     _refuse_lone_values(spec, text)
+    print_sweep_notes(spec, text)
     if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
         print(
             f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
@@ -151,6 +152,17 @@ def _read(path: Path, max_points: int | None) -> tuple[SweepSpec, str]:
         with lines_from(text):
             raise InputError(str(path), file_refusal(spec, problems))
     return spec, text
+
+
+def print_sweep_notes(spec: SweepSpec, text: str) -> None:
+    """The notes `tiersim run` would give the sweep's points (`note: FILE: where: why
+    [...]`), on standard error, each with the line of its key in the sweep file (`text`)."""
+    from tiersim.config.yamllines import with_lines
+    from tiersim.sweep.check import point_notes
+
+    notes = with_lines(InputError(spec.source, point_notes(spec)), text).problems
+    for note in notes:
+        print(f"note: {note.render(spec.source)}", file=sys.stderr)
 
 
 def _refuse_lone_values(spec: SweepSpec, text: str) -> None:
