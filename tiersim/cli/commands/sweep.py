@@ -103,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
             f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
             file=sys.stderr,
         )
+    usable_folder("--out", out)
     if not args.resume:
         refuse_unresumed(out)  # before the header: nothing starts that cannot go on
-    usable_folder("--out", out)
     print(f"sweep '{spec.name}': {spec.size} points on {where} -> {out}", file=sys.stderr)
     options = SweepOptions(
         out, workers, args.executor, args.scheduler, args.resume, args.plots, args.point_plots
