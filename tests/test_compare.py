@@ -100,7 +100,11 @@ def test_shares_that_would_read_the_same_are_shown_with_the_digits_that_differ()
     # 1.149e-5 -> 1.263e-5 (0.001149 % -> 0.001263 %): +0.000114 percentage points
     assert fmt_delta("tiers.dram.ports.read.bandwidth_utilization", 1.14e-6) == "+0.000114 pp"
     assert fmt_delta("checkpoint.goodput", -0.0816) == "-8.16 pp"
+    # four significant digits, trailing zeros kept: 1.0996 rounds to 1.100, not to "x1.1"
+    assert fmt_ratio(1.0996) == "x1.100" and fmt_ratio(0.99996) == "x0.99996"
     # a ratio within 5e-5 of 1 is shown to 9 digits, not as x1
     assert (
-        fmt_ratio(1.0000003) == "x1.0000003" and fmt_ratio(1.0) == "x1" and fmt_ratio(0.5) == "x0.5"
+        fmt_ratio(1.0000003) == "x1.0000003"
+        and fmt_ratio(1.0) == "x1"
+        and fmt_ratio(0.5) == "x0.5000"
     )

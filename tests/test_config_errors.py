@@ -810,3 +810,13 @@ def test_a_references_file_given_as_a_scenario_points_to_check_published(problem
         "; it looks like check-published's references: run `tiersim check-published --folder` "
         "with its folder"
     )
+
+
+def test_a_section_left_empty_says_yaml_reads_it_as_null(problems, write):
+    # `pcie:` with nothing under it is null in YAML, not an empty mapping
+    file = write(
+        {"name": "x", "model": {"preset": "llama-2-7b"}, "hardware": {"links": {"pcie": None}}}
+    )
+    line = only(problems(file))
+    assert line.startswith(f"{file}: hardware.links.pcie: expected a mapping of settings")
+    assert "got null" in line and "leave the key out" in line

@@ -357,4 +357,6 @@ def test_a_run_that_cannot_run_leaves_no_folder(tmp_path, cli):
         "run", SCENARIOS / "default.yaml", "--set", "simulation.max_layer_passes=1", "--out", out
     )
     assert code == 3 and "cannot run" in err
+    # default.yaml: 32 layers, one stage -> 32 + 1 units; one step of one micro-batch simulated
+    assert "(1 step x 1 micro-batch x 33 units)" in err
     assert not out.exists()  # made to be locked, removed again: nothing was written

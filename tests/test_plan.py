@@ -288,3 +288,12 @@ def test_the_estimate_times_candidates_spread_over_the_space():
     assert spread(10, 5) == [0, 2, 4, 7, 9]
     assert spread(3, 5) == [0, 1, 2]  # fewer than the sample: every one
     assert spread(1, 5) == [0]
+
+
+def test_a_rerun_line_gives_each_key_once():
+    from tiersim.plan.rank import rerun_overrides
+
+    # the plan's --set a=1, b=2, a=3 (a=3 wins over a=1); the candidate's own b=5 wins over b=2
+    base = ("training.a=1", "training.b=2", "training.a=3")
+    assert rerun_overrides(base, ("training.b=5",)) == ["training.a=3", "training.b=5"]
+    assert rerun_overrides((), ("x=1",)) == ["x=1"]

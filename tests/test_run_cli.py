@@ -171,11 +171,11 @@ def test_a_run_too_large_to_be_meant_exits_3_before_building_it(tmp_path, capsys
     args = ["run", str(scenario), "--out", str(tmp_path), "--set"]
     assert main([*args, "simulation.max_layer_passes=24"]) == 3
     err = capsys.readouterr().err
-    assert "25 layer passes (1 steps x 1 micro-batches x 25 units)" in err
+    assert "25 layer passes (1 step x 1 micro-batch x 25 units)" in err
     assert main([*args, "simulation.max_layer_passes=25"]) == 0
     pipelined = [*args, "training.optimizer_step=pipelined", "--set"]
     assert main([*pipelined, "simulation.max_layer_passes=74"]) == 3
-    assert "75 layer passes (3 steps x 1 micro-batches x 25 units)" in capsys.readouterr().err
+    assert "75 layer passes (3 steps x 1 micro-batch x 25 units)" in capsys.readouterr().err
     assert main([*pipelined, "simulation.max_layer_passes=75"]) == 0
 
 
@@ -194,7 +194,7 @@ def test_far_too_many_layers_are_refused_before_the_workload_is_built(
     scenario = Path(__file__).resolve().parent.parent / "scenarios" / "default.yaml"
     args = ["run", str(scenario), "--out", str(tmp_path), "--set", "model.layers=100000000"]
     assert main(args) == 3
-    assert "100,000,001 layer passes (1 steps x 1 micro-batches" in capsys.readouterr().err
+    assert "100,000,001 layer passes (1 step x 1 micro-batch" in capsys.readouterr().err
 
 
 def test_links_report_their_bandwidth_and_the_nics_a_gpu_drives(tmp_path, capsys):

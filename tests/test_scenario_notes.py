@@ -26,6 +26,8 @@ def _run(cli, path, out) -> tuple[dict, str]:
     return json.loads(stdout), err
 
 
+LINE = " (line 3)"  # where _scenario writes `training: {..., attention_kernel: ...}`
+
 MOE_NOTE = (
     "training.attention_kernel: flash sets what attention keeps for backward (the activations) "
     "but not the step time: a model with mixture-of-experts is timed by its FLOPs, not kernel "
@@ -38,9 +40,9 @@ def test_a_kernel_on_an_moe_is_noted_and_changes_the_activations_only(tmp_path, 
     path = _scenario(tmp_path, model, "flash")
     code, out, err = cli("validate", path)
     assert (code, out) == (0, f"{path}: valid scenario 's'\n")
-    assert err == f"note: {path}: {MOE_NOTE}\n"
+    assert err == f"note: {path}: {MOE_NOTE}{LINE}\n"
     flash, err = _run(cli, path, tmp_path / "flash")
-    assert f"note: {path}: {MOE_NOTE}\n" in err
+    assert f"note: {path}: {MOE_NOTE}{LINE}\n" in err
     eager, _ = _run(cli, _scenario(tmp_path, model, "eager"), tmp_path / "eager")
     assert flash["step"]["time_s"] == eager["step"]["time_s"]  # what the note says
     assert (
@@ -56,7 +58,7 @@ def test_a_kernel_on_latent_attention_and_experts_names_both(tmp_path, cli):
         f"note: {path}: training.attention_kernel: sdpa sets what attention keeps for backward "
         "(the activations) but not the step time: a model with mixture-of-experts and latent "
         "attention is timed by its FLOPs, not kernel by kernel, so eager, sdpa and flash give "
-        "it the same step time\n"
+        f"it the same step time{LINE}\n"
     )
 
 
@@ -68,7 +70,7 @@ def test_a_kernel_on_a_generic_model_is_noted_as_without_effect(tmp_path, cli):
     assert err == (
         f"note: {path}: training.attention_kernel: flash has no effect: the model is generic "
         "(a parameter count and layers, no attention shapes), so its activations are "
-        "model.activation_bytes_per_layer and its time its FLOPs whatever the kernel\n"
+        f"model.activation_bytes_per_layer and its time its FLOPs whatever the kernel{LINE}\n"
     )
     flash, _ = _run(cli, path, tmp_path / "flash")
     eager, _ = _run(cli, _scenario(tmp_path, model, "eager"), tmp_path / "eager")
@@ -125,6 +127,22 @@ def test_validate_notes_a_swept_kernel_that_does_not_apply_once_per_value(tmp_pa
     )
 
 
+def test_sweep_gives_the_notes_validate_gives_before_it_runs(tmp_path, cli):
+    base = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"base: {base.name}\ngrid:\n  training.attention_kernel: [eager, flash]\n")
+    code, _, err = cli("sweep", sweep, "--out", tmp_path / "out", "--workers", "1", "--no-plots")
+    assert code == 0, err
+    lines = err.splitlines()
+    notes = [i for i, line in enumerate(lines) if line.startswith(f"note: {sweep}: grid.")]
+    assert [("value 'eager'" in lines[i], "value 'flash'" in lines[i]) for i in notes] == [
+        (True, False),
+        (False, True),
+    ]  # one note per value, as validate lists them
+    assert all(lines[i].endswith("(line 3)") for i in notes)
+    assert notes[-1] < next(i for i, line in enumerate(lines) if "points on" in line)
+
+
 def test_validate_of_a_sweep_without_a_kernel_has_no_note(tmp_path, cli):
     base = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
     sweep = tmp_path / "sweep.yaml"
@@ -138,3 +156,14 @@ def test_a_note_on_a_kernel_given_by_set_says_so(tmp_path, cli):
     code, _, err = cli("validate", path, "--set", "training.attention_kernel=flash")
     assert code == 0
     assert err == f"note: {path}: {MOE_NOTE} (from --set training.attention_kernel=flash)\n"
+
+
+def test_a_key_set_twice_is_noted_with_the_value_used(tmp_path, cli):
+    path = _scenario(tmp_path, "{preset: llama-2-7b, layers: 2}", None)
+    sets = ("--set", "training.seq_len=256", "--set", "training.seq_len=128")
+    code, _, err = cli("validate", path, *sets)
+    assert code == 0
+    assert (
+        err
+        == "note: --set training.seq_len given 2 times: the last, training.seq_len=128, is used\n"
+    )

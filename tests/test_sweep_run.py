@@ -148,6 +148,7 @@ def test_an_output_folder_with_results_needs_resume(tmp_path, cli):
     assert code == 2 and "--resume" in err and "Traceback" not in err
     # the option, then the folder it names, as `run --out` says it
     assert f"--out: {out}: {out / 'results.jsonl'} already holds 8 finished points" in err
+    assert "points on" not in err  # refused before the header says a sweep starts
 
 
 def test_equal_scenarios_share_a_key_in_any_process(tmp_path):

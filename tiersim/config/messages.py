@@ -129,6 +129,11 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
             f"input should be at most {COUNT_BOUND:,} (2^40, the bound on every count; "
             f"got {shown(err.get('input'))})"
         )
+    if kind in ("dict_type", "model_type") and err.get("input", 0) is None:
+        return (
+            "expected a mapping of settings under this key (got null: a key with nothing "
+            "after it is null in YAML; leave the key out to keep the default)"
+        )
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):

@@ -104,11 +104,17 @@ def _check_size(res: Resolved, steps: int, micro_batches: int, parts_per_layer: 
     limit = res.execution.simulation.max_layer_passes
     if passes > limit:
         raise InfeasibleError(
-            f"the run would simulate {passes:,} layer passes ({steps} steps x "
-            f"{micro_batches:,} micro-batches x {units:,} units), over "
+            f"the run would simulate {passes:,} layer passes ({_count(steps, 'step')} x "
+            f"{_count(micro_batches, 'micro-batch', 'micro-batches')} x "
+            f"{_count(units, 'unit')}), over "
             f"simulation.max_layer_passes ({limit:,}): minutes to hours and gigabytes of memory; "
             "raise the limit if that is intended, or simulate fewer layers or micro-batches"
         )
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    """`n` and its noun, singular or plural: "1 step", "8 micro-batches"."""
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
 def simulate(

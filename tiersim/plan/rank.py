@@ -66,13 +66,31 @@ def ranked(sims: list[Simulated], objective: str) -> list[Simulated]:
     return sorted((s for s in sims if feasible(s)), key=lambda s: -score(s, objective))
 
 
+def _key(override: str) -> str:
+    """The key path of a PATH=VALUE override, as written."""
+    return override.partition("=")[0].strip()
+
+
+def _last(overrides: tuple[str, ...], i: int) -> bool:
+    """Whether overrides[i] is the last to set its key (an earlier one is overridden)."""
+    return all(_key(o) != _key(overrides[i]) for o in overrides[i + 1 :])
+
+
+def rerun_overrides(base: tuple[str, ...], own: tuple[str, ...]) -> list[str]:
+    """The --set values a plan's rerun line gives: the plan's own (`base`), less any a later
+    one or the candidate's own (`own`) sets again, then the candidate's: each key once."""
+    later = {_key(o) for o in own}
+    kept = [o for i, o in enumerate(base) if _key(o) not in later and _last(base, i)]
+    return [*kept, *own]
+
+
 def entry(
     sim: Simulated, objective: str, scenario: str, base: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """One plan as reported: its overrides, figures, and what binds it. `base`: the
     plan's own --set overrides, which its rerun line repeats before the candidate's."""
     r = sim.report
-    sets = " ".join(f"--set {_quoted(o)}" for o in (*base, *sim.candidate.overrides))
+    sets = " ".join(f"--set {_quoted(o)}" for o in rerun_overrides(base, sim.candidate.overrides))
     return {
         "overrides": list(sim.candidate.overrides),
         "rerun": f"tiersim run {scenario} {sets}".rstrip(),

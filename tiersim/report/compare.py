@@ -196,8 +196,10 @@ def fmt_delta(path: str, delta: float | None) -> str:
 def fmt_ratio(r: float | None) -> str:
     if r is None:
         return "-"
-    text = f"x{r:.4g}"
-    return f"x{r:.9g}" if text == "x1" and r != 1 else text  # a change too small for 4 digits
+    if r == 1:
+        return "x1"
+    text = f"x{r:#.4g}"  # four significant digits kept: 1.0996 is x1.100, not x1.1
+    return f"x{r:.9g}" if text == "x1.000" else text  # a change too small for 4 digits
 
 
 def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:

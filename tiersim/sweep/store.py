@@ -100,6 +100,14 @@ def read_log(path: Path) -> tuple[dict[str, dict[str, Any]], int, int]:
     return entries, skipped, intact
 
 
+def refuse_unresumed(out: Path) -> None:
+    """Refuse, before anything runs, a folder whose log holds finished points (without
+    --resume): the same refusal the store makes when it opens the folder."""
+    entries = read_log(out / LOG_NAME)[0]
+    if entries:
+        raise _needs_resume(out / LOG_NAME, len(entries))
+
+
 class SweepStore:
     """The output folder of one sweep: log, `points/<key>.json`, tables."""
 

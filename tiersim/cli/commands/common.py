@@ -98,15 +98,29 @@ def load(args: argparse.Namespace) -> Loaded:
 
 def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
     """The scenario's notes (what it sets that the models do not use), on standard error:
-    `note: FILE: key.path: why`, and `(from --set ...)` where an override set it."""
-    from tiersim.config.overrides import parse_override
+    `note: FILE: key.path: why`, then `(line N)` where the file writes the key, or
+    `(from --set ...)` where an override set it."""
+    from tiersim.config.overrides import clipped, parse_override
+    from tiersim.config.yamllines import key_lines
     from tiersim.runner import scenario_notes
 
-    given = {}
+    given: dict[str, str] = {}
+    times: dict[str, int] = {}
     for text in overrides:  # each is valid: the scenario loaded
-        given[".".join(parse_override(text)[0])] = text
+        path = ".".join(parse_override(text)[0])
+        given[path], times[path] = text, times.get(path, 0) + 1
+    for path, count in times.items():
+        if count > 1:
+            last = clipped(given[path])
+            print(
+                f"note: --set {path} given {count} times: the last, {last}, is used",
+                file=sys.stderr,
+            )
+    lines = key_lines(loaded.text) if loaded.text else {}
     for note in scenario_notes(loaded.scenario):
-        origin = f" (from --set {given[note.path]})" if note.path in given else ""
+        line = lines.get(note.path)
+        origin = f" (line {line})" if line else ""
+        origin = f" (from --set {given[note.path]})" if note.path in given else origin
         print(f"note: {note.render(loaded.source)}{origin}", file=sys.stderr)
 
 

@@ -90,19 +90,22 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.sweep.execute import SweepAborted
     from tiersim.sweep.run import SweepOptions, run_sweep
     from tiersim.sweep.spec import describe
-    from tiersim.sweep.store import LOG_NAME, OutputError
+    from tiersim.sweep.store import LOG_NAME, OutputError, refuse_unresumed
     from tiersim.sweep.worker import INVALID
 
     spec, text = _read(Path(args.sweep), args.max_points)
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers, where = workers_and_where(args, spec.size)
     _refuse_lone_values(spec, text)
+    print_sweep_notes(spec, text)
     if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
         print(
             f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
             file=sys.stderr,
         )
     usable_folder("--out", out)
+    if not args.resume:
+        refuse_unresumed(out)  # before the header: nothing starts that cannot go on
     print(f"sweep '{spec.name}': {spec.size} points on {where} -> {out}", file=sys.stderr)
     options = SweepOptions(
         out, workers, args.executor, args.scheduler, args.resume, args.plots, args.point_plots
@@ -149,6 +152,17 @@ def _read(path: Path, max_points: int | None) -> tuple[SweepSpec, str]:
         with lines_from(text):
             raise InputError(str(path), file_refusal(spec, problems))
     return spec, text
+
+
+def print_sweep_notes(spec: SweepSpec, text: str) -> None:
+    """The notes `tiersim run` would give the sweep's points (`note: FILE: where: why
+    [...]`), on standard error, each with the line of its key in the sweep file (`text`)."""
+    from tiersim.config.yamllines import with_lines
+    from tiersim.sweep.check import point_notes
+
+    notes = with_lines(InputError(spec.source, point_notes(spec)), text).problems
+    for note in notes:
+        print(f"note: {note.render(spec.source)}", file=sys.stderr)
 
 
 def _refuse_lone_values(spec: SweepSpec, text: str) -> None:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from tiersim.cli.commands.common import add_set_arg, print_notes
-from tiersim.cli.commands.sweep import add_max_points
+from tiersim.cli.commands.sweep import add_max_points, print_sweep_notes
 from tiersim.core.errors import InputError, Problem
 
 
@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
             why = "applies to a scenario file (expected the value in the sweep's base or grid)"
             raise InputError(str(path), [Problem(f"--set {args.overrides[0]}", why)])
         print(f"{args.file}: {_check_sweep(raw, text, path, args.max_points)}")
-        _print_sweep_notes(raw, text, path, args.max_points)
+        from tiersim.sweep.spec import read_sweep
+
+        print_sweep_notes(read_sweep(raw, path, args.max_points), text)  # checked: it reads
         return 0
     loaded = build_file(raw, text, path, args.overrides)
     check_runnable(loaded)
@@ -83,18 +85,3 @@ def _check_sweep(raw: dict, text: str, path: Path, max_points: int | None = None
     # invalid only in combination: `tiersim sweep` runs them as invalid rows
     notes = "\n".join(f"  {p.render(str(path))}" for p in combined)
     return f"{head}; some points are invalid in combination and will run as invalid rows:\n{notes}"
-
-
-def _print_sweep_notes(raw: dict, text: str, path: Path, max_points: int | None) -> None:
-    """The notes `tiersim run` would give its points (`note: FILE: where: why [...]`), on
-    standard error, each with the line of its key in the sweep file."""
-    import sys
-
-    from tiersim.config.yamllines import with_lines
-    from tiersim.sweep.check import point_notes
-    from tiersim.sweep.spec import read_sweep
-
-    spec = read_sweep(raw, path, max_points)  # checked just before: it reads
-    notes = with_lines(InputError(str(path), point_notes(spec)), text).problems
-    for note in notes:
-        print(f"note: {note.render(str(path))}", file=sys.stderr)
