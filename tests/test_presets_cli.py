@@ -25,6 +25,10 @@ def test_presets_table_has_units(cli):
     assert code == 0, err
     assert "llama-2-7b" in out and "6.74 B (6,738,415,616)" in out
     assert "h200-hbf          hbf  flash    4.00 TB    1.60 TB/s   50.00 GB/s" in out
+    # the 16-bit tensor peak: H100 SXM 989 TFLOP/s bf16 dense; the V100 (no bf16) 125 fp16
+    gpu_rows = {line.split()[0]: line for line in out.splitlines() if "TFLOP/s" in line}
+    assert "989 TFLOP/s bf16" in gpu_rows["dgx-h100"]
+    assert "125 TFLOP/s fp16" in gpu_rows["dgx2"]
 
 
 def test_presets_give_the_network_in_the_node_and_across_nodes(cli):

@@ -6,10 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.config.schema import Scenario
+from tiersim.engine.phases import Context
+from tiersim.engine.schedule_offload import swapped
 from tiersim.engine.schedule_optimizer import tile_parameters, update_tiles
 from tiersim.engine.simulate import simulate
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
+from tiersim.workload.fetch import weights_streamed
 from tiersim.workload.pinned import pinned_host_bytes
 from tiersim.workload.work import build_workload
 
@@ -37,9 +40,14 @@ def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
     wl = build_workload(res, inv)
     tiles = update_tiles(execution, wl.units)
     pinned = pinned_host_bytes(res, wl, inv)
+    streamed = weights_streamed(res, wl.units[:-1])
+    context = Context.of(res, wl, 1)
     return {
         "framework": plan.framework,
-        "fetch": plan.fetch,
+        # what was done: weights fetched for use (sharded or homed off the GPU), and the unit
+        # they were fetched by (a submodule only where they are fetched at all)
+        "weights_streamed": streamed,
+        "fetch": plan.fetch if streamed else "layer",
         "fetch_units_per_layer": wl.parts_per_layer,
         "largest_fetch_parameters": max((u.params for u in wl.units[:-1]), default=0),
         # operators run as sequential tiles because they do not fit in GPU memory (one
@@ -51,7 +59,8 @@ def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
         ],
         "tiling_cost_s": tiling_cost_s(s, step_s) if wl.tiling else 0.0,
         "boundary_gradients": plan.boundary_gradients,
-        "swap_gradients": plan.swap_gradients,
+        # where it applies: a CPU optimizer reading gradients on the host, its state on flash
+        "swap_gradients": any(swapped(context, u) for u in range(len(wl.units))),
         # gradient copies to and from the host beside backward, or on its stream (DeepSpeed
         # ZeRO-1/2 without overlap_comm: backward waits for them)
         "overlap_comm": plan.overlap_comm,

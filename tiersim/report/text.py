@@ -251,6 +251,8 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
             f" of {counts} micro-batches, extrapolated to {report['step']['micro_batches']:,} "
             "once the step repeated"
         )
+    if report.get("offload"):
+        lines.append(_offload_line(report["offload"], report["step"]["optimizer_on"] == "cpu"))
     lines.append(f"Simulated {steps}: {sim['events']:,} events{took}.")
     if report.get("checkpoint"):
         lines.append(_checkpoint_line(report["checkpoint"], report["step"]["time_s"]))
@@ -260,6 +262,40 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
             "stalls, recovery or goodput in these figures."
         )
     return lines
+
+
+_FRAMEWORKS = {"deepspeed": "DeepSpeed", "fsdp": "FSDP2", "megatron": "Megatron-LM"}
+
+
+def _params(n: int) -> str:
+    return f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
+
+
+def _offload_line(off: dict[str, Any], cpu_update: bool) -> str:
+    """How the scenario's framework moved state (the report's `offload` section), in words."""
+    name = _FRAMEWORKS.get(off["framework"], off["framework"])
+    per = off["fetch_units_per_layer"]
+    if not off.get("weights_streamed", True):
+        fetch = "weights kept whole in GPU memory, nothing fetched"
+    elif off["fetch"] == "submodule" and per > 1:
+        fetch = f"parameters fetched per submodule, {per} to a layer"
+    else:
+        fetch = "parameters fetched a layer at a time"
+    largest = f", the largest {_params(off['largest_fetch_parameters'])} parameters"
+    parts = [fetch + (largest if off.get("weights_streamed", True) else "")]
+    parts.append("operators tiled as said above" if off["tiling"] else "no operator tiled")
+    if cpu_update:
+        grads = "fp32" if off["boundary_gradients"] == "fp32" else "stored-precision"
+        swap = ", through NVMe with the optimizer state" if off["swap_gradients"] else ""
+        parts.append(f"{grads} gradients to the CPU optimizer at the accumulation boundary{swap}")
+    tiles = off["optimizer_tiles"]
+    parts.append(
+        f"the optimizer steps {tiles:,} tile{'s' if tiles != 1 else ''} of up to "
+        f"{_params(off['optimizer_tile_parameters'])} parameters"
+    )
+    if off["pinned_host_extra_bytes"]:
+        parts.append(f"pinned host buffers add {fmt_bytes(off['pinned_host_extra_bytes'])}")
+    return f"Offload as {name} moves state (training.framework): {'; '.join(parts)}."
 
 
 def _network_note(network: dict[str, Any]) -> str:

@@ -108,6 +108,14 @@ def _tiles(r: Resolved, unit, parts: list[int], room: float) -> list[int]:
     return [max(1, math.ceil(n * per_param / room)) if room > 0 else 1 for n in parts]
 
 
+def weights_streamed(r: Resolved, layers: list) -> bool:
+    """Whether the layers' weights are fetched for use: sharded (ZeRO-3, FSDP) or homed
+    off the GPU; else they stay whole in GPU memory and nothing is fetched."""
+    return any(u.weights_full > u.homed["weights"] or u.dp_weights for u in layers) or (
+        r.execution.placement.weights != r.machine.gpu.memory
+    )
+
+
 def fetch_units(r: Resolved, plan: OffloadPlan, layers: list, mats: list[Matrix], resident: int):
     """The layer units as fetched: whole, or split into submodules (and tiles). Returns the
     units and the tiling applied (one entry per tiled operator of the first layer: every
@@ -115,9 +123,7 @@ def fetch_units(r: Resolved, plan: OffloadPlan, layers: list, mats: list[Matrix]
     if not layers or any(u.params != layers[0].params for u in layers):
         return layers, ()  # a split of unlike layers (dense and MoE, or parts) is not modelled
     gpu = r.machine.tiers[r.machine.gpu.memory]
-    streamed = any(u.weights_full > u.homed["weights"] or u.dp_weights for u in layers) or (
-        r.execution.placement.weights != r.machine.gpu.memory
-    )
+    streamed = weights_streamed(r, layers)
     submodule = plan.fetch == "submodule" and streamed
     sizes = submodule_sizes(mats) if submodule else [layers[0].params]
     if sum(sizes) != layers[0].params:

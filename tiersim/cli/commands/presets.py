@@ -115,12 +115,14 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
 
     gpus, tiers, links = [], [], []
     for name, h in hardware.items():
-        bf16 = h["peak_flops"].get("bf16")
+        # bf16 where the GPU has it; a V100 has fp16 tensor cores only
+        kind = next((k for k in ("bf16", "fp16") if h["peak_flops"].get(k)), None)
+        peak = f"{h['peak_flops'][kind] / 1e12:,.0f} TFLOP/s {kind}" if kind else "-"
         gpus.append(
             [
                 name,
                 h["gpu"],
-                f"{bf16 / 1e12:,.0f} TFLOP/s" if bf16 else "-",
+                peak,
                 f"{h['efficiency']:g}",
                 f"{h['cpu_optimizer_rate'] / 1e9:.3g} Gparam/s",
                 fmt_rate(h["intra_node_bandwidth"]),
@@ -132,7 +134,7 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
             tiers.append([name, tier, t["kind"], fmt_bytes(t["capacity_bytes"]), read, write])
         for link, k in h["links"].items():
             links.append([name, link, " - ".join(k["between"]), fmt_rate(k["bandwidth"])])
-    head = ["hardware preset", "GPU", "bf16 peak", "efficiency", "CPU optimizer"]
+    head = ["hardware preset", "GPU", "16-bit peak", "efficiency", "CPU optimizer"]
     head += ["in node/dir", "across nodes/dir"]  # the network: run's `nvlink` link, then NICs
     title = "Hardware presets (hardware.preset), as one GPU sees its node:"
     return "\n\n".join(

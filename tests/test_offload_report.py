@@ -1,0 +1,62 @@
+"""The report's `offload` section says what the framework did, not only what it is set to
+(weights fetched or not, gradients swapped or not), and `run`'s table says it in a sentence.
+Each expectation follows from the scenario's placement, worked out in the comments."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import SCENARIOS
+
+ONE_T = SCENARIOS / "zero-infinity-1t-dgx2.yaml"
+TEN_B = SCENARIOS / "zero-offload-10b-dgx2.yaml"
+FSDP = SCENARIOS / "fsdp2-cpu-offload-llama2-7b.yaml"
+
+
+def _run(cli, tmp_path, path, *sets: str) -> tuple[dict, str]:
+    flags = [a for s in sets for a in ("--set", s)]
+    code, out, err = cli("run", path, "--format", "json", "--out", tmp_path / "j", *flags)
+    assert code == 0, err
+    code, table, err = cli("run", path, "--out", tmp_path / "t", *flags)
+    assert code == 0, err
+    return json.loads(out)["offload"], next(
+        x for x in table.splitlines() if x.startswith("Offload")
+    )
+
+
+def test_zero2_keeps_weights_whole_and_swaps_nothing(cli, tmp_path):
+    # ZeRO-2 (parallel.zero_stage 2), weights homed on HBM: nothing is fetched; the optimizer
+    # state on DRAM (not flash), so DeepSpeed's gradient swap has nothing to swap through
+    off, line = _run(cli, tmp_path, TEN_B)
+    assert (off["weights_streamed"], off["fetch"], off["swap_gradients"]) == (False, "layer", False)
+    assert "weights kept whole in GPU memory, nothing fetched" in line
+    # ZeRO-1/2 steps the whole partition at once: 10,279,047,168 parameters / 16 ranks =
+    # 642,440,448 in one tile
+    assert off["optimizer_tiles"] == 1 and off["optimizer_tile_parameters"] == 642_440_448
+    assert "the optimizer steps 1 tile of up to 642 M parameters" in line
+    assert "fp32 gradients to the CPU optimizer at the accumulation boundary;" in line
+
+
+def test_zero3_on_nvme_fetches_submodules_and_swaps_host_gradients(cli, tmp_path):
+    # ZeRO-3 with weights on NVMe: fetched, by submodule (6 a layer, the MLP's first matrix
+    # 25,600 x 102,400 = 2.62e9 the largest: test_offload_frameworks). Gradients placed on
+    # NVMe itself are not swapped; homed on DRAM with the state on NVMe, they are.
+    off, line = _run(cli, tmp_path, ONE_T, "model.layers=2")
+    assert (off["weights_streamed"], off["fetch"], off["swap_gradients"]) == (
+        True,
+        "submodule",
+        False,
+    )
+    assert "parameters fetched per submodule, 6 to a layer, the largest 2.62 B parameters" in line
+    off, line = _run(cli, tmp_path, ONE_T, "model.layers=2", "placement.gradients=dram")
+    assert off["swap_gradients"] is True
+    assert "at the accumulation boundary, through NVMe with the optimizer state" in line
+
+
+def test_fsdp2_fetches_a_layer_at_a_time(cli, tmp_path):
+    # FSDP2: one all-gather per fully_shard unit (a block); gradients offloaded as the
+    # shard's dtype (the stored precision: fp32 in this scenario) to the CPU optimizer
+    off, line = _run(cli, tmp_path, FSDP)
+    assert (off["weights_streamed"], off["fetch"]) == (True, "layer")
+    assert "Offload as FSDP2 moves state" in line and "parameters fetched a layer at a time" in line
+    assert "stored-precision gradients to the CPU optimizer" in line
