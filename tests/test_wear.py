@@ -145,8 +145,8 @@ def test_verdict_sentence_for_the_planner():
     a = assess(s, result(HBF_OPT))["hbf"]
     assert verdict_sentence(a) == (
         "HBF cannot hold optimizer state and master weights for 5 years: at 900 steps/day it "
-        "writes 95.26 TB/day and wears out in 126 days; it would fit at <= 62 steps/day, "
-        "grad_accumulation >= 120 (then 61.8 steps/day) or 57.95 TB of capacity."
+        "writes 95.26 TB/day and wears out in 126 days; it would hold the budget at <= 62 "
+        "steps/day, grad_accumulation >= 120 (then 61.8 steps/day) or 57.95 TB of capacity."
     )
     table = wear_text(assess(s, result(HBF_OPT)))
     assert table.startswith("HBF cannot hold")
@@ -596,3 +596,11 @@ def test_the_engine_writes_gradients_once_per_micro_batch(cli):
     # Llama 3 70B: 70.6 billion parameters (Meta's model card), 1/8 each under t = 8 (the
     # replicated norms add a little)
     assert written[2]["master"] == pytest.approx(4 * 70.6e9 / 8, rel=0.01)
+
+
+def test_a_large_grad_accumulation_fix_is_written_with_thousands_separators():
+    from tiersim.analysis.wear import GradAccumulationFit
+    from tiersim.report.wear import grad_accumulation_fix
+
+    fit = GradAccumulationFit(2314, True, 81.28)
+    assert grad_accumulation_fix(fit) == ">= 2,314 (then 81.28 steps/day)"

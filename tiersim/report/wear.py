@@ -136,7 +136,7 @@ def budget_goal(v: Verdict) -> str:
 
 def grad_accumulation_fix(g: GradAccumulationFit) -> str:
     """E.g. '>= 120 (then 61.8 steps/day)': fewer, longer steps in the same training hours."""
-    fix = f"{'>=' if g.at_least else '<='} {g.value}"
+    fix = f"{'>=' if g.at_least else '<='} {g.value:,}"
     return fix if g.steps_per_day is None else f"{fix} (then {g.steps_per_day:,.4g} steps/day)"
 
 
@@ -193,8 +193,9 @@ def _pace_note(w: TierWear) -> str:
 
 
 def verdict_sentence(a: Assessment) -> str:
-    """E.g. 'HBF cannot hold optimizer state for 5 years: at 900 steps/day it writes 95.26 TB/day
-    and wears out in 126 days; it would fit at <= 62 steps/day or grad_accumulation >= 120.'"""
+    """E.g. 'HBF cannot hold optimizer state for 5 years: at 900 steps/day it writes 95.26
+    TB/day and wears out in 126 days; it would hold the budget at <= 62 steps/day or
+    grad_accumulation >= 120.'"""
     w, v = a.wear, a.verdict
     tier = _TIER_LABELS.get(w.tier, w.tier)
     held = _classes([c for c, _ in ranked_classes(w.host_bytes_by_class)])
@@ -216,5 +217,10 @@ def verdict_sentence(a: Assessment) -> str:
     fixes = _fixes(a.remedies, w) if a.remedies else []
     fit = ""
     if fixes:
-        fit = "; it would fit at " + ", ".join(fixes[:-1]) + " or " * (len(fixes) > 1) + fixes[-1]
+        fit = (
+            "; it would hold the budget at "
+            + ", ".join(fixes[:-1])
+            + " or " * (len(fixes) > 1)
+            + fixes[-1]
+        )
     return f"{tier} cannot hold {held} {budget_goal(v)}: {rate} and {life}{fit}."
