@@ -316,6 +316,7 @@ class Engine:
                 self._start(j, now)
 
 
+_DEPS, _STEP = operator.attrgetter("deps"), operator.attrgetter("step")
 NET_CHANNELS = ("nvlink", "network")  # the GPU's physical channels for collectives
 
 
@@ -325,18 +326,16 @@ def _dependency_graph(
     """How many ops each op waits for, the ops waiting for each (in index order: the order
     they start in when freed together) and how many ops each step has: one pass over the
     ops, the cheapest in Python (a list per op; compressed rows cost two passes)."""
-    extra = _link_order(ops, topo) if ordered else None
-    waiting = [len(op.deps) for op in ops] if extra is None else [0] * len(ops)
+    deps_of = list(map(_DEPS, ops))
+    if ordered:
+        deps_of = [(*deps, *x) for deps, x in zip(deps_of, _link_order(ops, topo), strict=True)]
+    waiting = list(map(len, deps_of))
     dependents: list[list[int]] = [[] for _ in ops]
-    per_step = [0] * steps
-    for i, op in enumerate(ops):
-        per_step[op.step] += 1
-        deps = op.deps
-        if extra is not None:
-            deps = (*deps, *extra[i])
-            waiting[i] = len(deps)
+    for i, deps in enumerate(deps_of):
         for d in deps:
             dependents[d].append(i)
+    step_of = list(map(_STEP, ops))
+    per_step = [step_of.count(step) for step in range(steps)]
     return waiting, dependents, per_step
 
 

@@ -28,6 +28,7 @@ __all__ = ["BusyLog", "Due", "Flow", "FlowNetwork", "max_min_rates", "priority_r
 
 _EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
 _TIE = 1e-13  # of the clock: two instants this close are one (float round-off)
+_INF = math.inf
 _RATES_KEPT = 4096  # memoized max-min allocations kept at most (a run has a few dozen)
 
 
@@ -140,6 +141,7 @@ class FlowNetwork:
         the network, so that a finished network is freed by reference counting."""
         self._on_wake = None
         self._wake_callbacks = ()
+        self.busy.seal()
 
     def _into_empty(self, flow: Flow, shares: Shares, now: float) -> None:
         """`flow` into an empty network (no wake-up pending): alone, at its narrowest
@@ -242,6 +244,11 @@ class FlowNetwork:
     def _reschedule(self, now: float) -> None:
         """Rates for the flows that have begun; those still to begin wait, out of them."""
         flows = self.flows
+        if len(flows) == 1 and flows[0].begin <= now:  # the common case: one flow, begun
+            flow = flows[0]
+            flow.rate = flow.shares.alone
+            self._plan_wake(now)
+            return
         active = [f for f in flows if f.begin <= now]
         if len(active) < len(flows):
             for f in flows:
@@ -318,14 +325,7 @@ class FlowNetwork:
             shares = which.shares
             for r in shares.finite:
                 users[r] -= 1
-            which.remaining = 0.0  # _landed, inline
-            if shares.channels:
-                self.busy.add_spans(shares.channels, which.begin, now)
-            tag = which.tag
-            if tag is UNTAGGED:
-                which.on_done()
-            else:
-                which.on_done(tag, now)
+            self._landed(which, now)  # one call, as add_spans was
             return
         if now > self._last:
             self._advance(now)
@@ -353,9 +353,19 @@ class FlowNetwork:
     def _landed(self, f: Flow, now: float) -> None:
         """A flow's last byte is in: its busy span logged, its owner told."""
         f.remaining = 0.0
-        channels = f.shares.channels
-        if channels:
-            self.busy.add_spans(channels, f.begin, now)
+        shares = f.shares
+        begin = f.begin
+        if now > begin and shares.channels:  # the busy span: BusyLog.add_spans, inline
+            lists = shares.spans
+            if lists is None:  # the set's first span: its channels' lists, made now
+                lists = shares.spans = self.busy.lists(shares.channels)
+            for spans in lists:  # busy.merge_span, inline
+                if spans:
+                    last = spans[-1]
+                    if begin <= last[1]:
+                        spans[-1] = (begin if begin < last[0] else last[0], now)
+                        continue
+                spans.append((begin, now))
         tag = f.tag
         if tag is UNTAGGED:
             f.on_done()
@@ -377,7 +387,7 @@ def _split(flows: list[Flow], now: float, which: Flow | None) -> tuple[list, lis
                 f.begin = now if f.begin > now else f.begin
                 begun = True
             left.append(f)
-        elif f.begin <= now and (f.rate == math.inf or f.remaining <= _EPS_BYTES + 1e-12 * f.bytes):
+        elif f.begin <= now and (f.remaining <= _EPS_BYTES + 1e-12 * f.bytes or f.rate == _INF):
             done.append(f)
         else:
             left.append(f)

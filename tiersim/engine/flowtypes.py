@@ -63,10 +63,12 @@ class Flow:
 class Shares:
     """What the network derives from one resource set, looked up once per flow (hashing a
     tuple of resources costs more than the lookup): an index naming the set, its resources
-    of finite capacity, the rate of a flow alone on it, the channels it is logged on."""
+    of finite capacity, the rate of a flow alone on it, the channels it is logged on and
+    (`spans`, from its first busy span on) those channels' span lists (BusyLog.lists)."""
 
-    __slots__ = ("alone", "channels", "finite", "index", "resources")
+    __slots__ = ("alone", "channels", "finite", "index", "resources", "spans")
 
     def __init__(self, resources: tuple, index: int, finite: tuple, alone: float, channels: tuple):
         self.resources, self.index, self.finite = resources, index, finite
         self.alone, self.channels = alone, channels
+        self.spans: tuple[list[tuple[float, float]], ...] | None = None
