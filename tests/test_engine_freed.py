@@ -1,5 +1,5 @@
 """A finished engine is freed by reference counting: a sweep worker runs its points with the
-cyclic collector paused (tiersim.sweep.store.collector_paused), so an engine left in a
+cyclic collector paused (tiersim.sweep.keep.collector_paused), so an engine left in a
 reference cycle would hold its whole schedule until the point ends."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import tiersim.engine.core as core
 from tiersim.config.load import load_scenario
 from tiersim.runner import report_for
-from tiersim.sweep.store import collector_paused
+from tiersim.sweep.keep import collector_paused
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

@@ -18,9 +18,11 @@ from test_sweep_resume import ThreadPool
 from test_sweep_run import OFFLOAD, csv_rows, sweep
 from test_sweep_spec import write_sweep
 
+import tiersim.sweep.keep as keep_module
 import tiersim.sweep.run as run_module
 import tiersim.sweep.store as store_module
-from tiersim.sweep.store import LOG_NAME, OutputError, SweepStore, read_log
+from tiersim.sweep.keep import OutputError
+from tiersim.sweep.store import LOG_NAME, SweepStore, read_log
 from tiersim.sweep.worker import OK, PointResult
 
 OFFLOAD_POINTS = 8
@@ -44,7 +46,7 @@ def fail_writes(monkeypatch: pytest.MonkeyPatch, name: str, after: int = 0) -> N
             made.append(path)
         real(path, fill, **options)
 
-    real_temporary = store_module.write_temporary  # where a local worker writes a report
+    real_temporary = keep_module.write_temporary  # where a local worker writes a report
 
     def write_temporary(path: Path, data: bytes) -> Path:
         if name in path.name:
@@ -53,7 +55,7 @@ def fail_writes(monkeypatch: pytest.MonkeyPatch, name: str, after: int = 0) -> N
             made.append(path)
         return real_temporary(path, data)
 
-    monkeypatch.setattr(store_module, "write_temporary", write_temporary)
+    monkeypatch.setattr(keep_module, "write_temporary", write_temporary)
     monkeypatch.setattr(store_module, "atomic_write", write)
 
 

@@ -27,11 +27,11 @@ from tiersim.sweep.run import SweepOptions, run_sweep
 from tiersim.sweep.spec import load_sweep
 from tiersim.sweep.store import LOG_NAME, read_log
 
-POINTS = 10 * 12
+POINTS = 10 * 60  # a second or more on 2 workers: the sweep commits every COMMIT_S (0.25 s)
 LARGE = {
     "grid": {
         "training.grad_accumulation": list(range(1, 11)),
-        "hardware.tiers.dram.capacity": [f"{100 + 50 * i} GB" for i in range(12)],
+        "hardware.tiers.dram.capacity": [f"{100 + 10 * i} GB" for i in range(60)],
     }
 }
 
@@ -159,8 +159,10 @@ def die_sending_after(task) -> None:
 
 
 def keep_then_die_sending(job):
-    result = real_keep(job)  # the local pool's function: its worker writes the report
-    die_sending_after(job[0])
+    result = real_keep(job)  # the local pool's function: its worker writes the reports
+    tasks = job[0] if isinstance(job[0], list) else [job[0]]  # a chunk (or, in main, a point)
+    for task in tasks:
+        die_sending_after(task)
     return result
 
 

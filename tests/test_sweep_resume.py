@@ -20,8 +20,8 @@ import yaml
 from test_sweep_run import MIXED, OFFLOAD, csv_rows, log_lines, sweep
 from test_sweep_spec import write_sweep
 
+import tiersim.sweep.keep as keep_module
 import tiersim.sweep.run as run_module
-import tiersim.sweep.store as store_module
 import tiersim.sweep.worker as worker_module
 from tiersim.core.errors import InputError
 from tiersim.sweep.execute import LocalPool
@@ -56,7 +56,7 @@ class Crash:
         else:  # the worker call itself fails, as when a Dask worker is lost
             real_run = worker_module.run_point
             monkeypatch.setattr(run_module, "run_point", lambda t: self._run(real_run, t))
-            monkeypatch.setattr(store_module, "run_point", lambda t: self._run(real_run, t))
+            monkeypatch.setattr(keep_module, "run_point", lambda t: self._run(real_run, t))
 
     def _report(self, real: Any, built: Any) -> Any:
         self.runs += 1

@@ -1,7 +1,8 @@
 """Where points run: a local process pool (the default) or a Dask cluster.
 
 Both offer the same three operations (submit, wait, close) to one bounded loop that keeps a
-few points per worker in flight and hands back finished points in batches as they complete.
+few calls per worker in flight (a point each, or on the local pool a chunk of points) and hands
+back finished ones in batches as they complete.
 Dask is imported only when asked for, so the core does not need it.
 """
 
@@ -45,7 +46,7 @@ class Pool(Protocol):
     def close(self) -> None: ...
 
 
-WORKER_MODULE = "tiersim.sweep.store"  # what points run (run_and_keep, run_point): imported first
+WORKER_MODULE = "tiersim.sweep.keep"  # what points run (run_and_keep, run_point): imported first
 
 
 def start_worker(sweep_pid: int) -> None:

@@ -19,9 +19,10 @@ from typing import Any
 from tiersim.config.load import build
 from tiersim.core.errors import InputError
 from tiersim.sweep.axes import Dim, Scale, dims, layout, output_scale, spans_decades
+from tiersim.sweep.keep import writing
 from tiersim.sweep.rows import Table
 from tiersim.sweep.spec import Point, SweepSpec
-from tiersim.sweep.store import atomic_write, writing
+from tiersim.sweep.store import atomic_write
 from tiersim.sweep.worker import OK
 
 MAX_PANELS = 16

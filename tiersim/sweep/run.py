@@ -18,17 +18,11 @@ from typing import TextIO
 from tiersim.core.units import fmt_time
 from tiersim.sweep.estimate import sweep_estimate
 from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, stream
+from tiersim.sweep.keep import OutputError, run_and_keep
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
 from tiersim.sweep.spec import Point, SweepSpec, expand
-from tiersim.sweep.store import (
-    OutputError,
-    SweepStore,
-    import_table_writers,
-    run_and_keep,
-    tidy,
-    write_tables,
-)
+from tiersim.sweep.store import SweepStore, import_table_writers, tidy, write_tables
 from tiersim.sweep.worker import (
     ERROR,
     PointResult,
@@ -84,10 +78,11 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
             timings["start_s"] = _lap(clock) - timings["expand_s"]
             keys = _known_keys(pool, tasks, store, options.progress)
             todo, retried = _plan(keys, store)
-            rest = _first(tasks, todo, keys, store, pool.slots, options.progress)
+            rest, first_s = _first(tasks, todo, keys, store, pool.slots, options.progress)
             tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
             tables.start()  # while the points run, where this process has time to spare
-            _run(pool, tasks, rest, keys, store, options.progress, len(todo))
+            chunk = chunk_size(first_s, len(rest), pool.slots)
+            _run(pool, tasks, rest, keys, store, options.progress, len(todo), chunk)
             tables.join()
         finally:
             pool.close()
@@ -114,11 +109,11 @@ def _first(
     store: SweepStore,
     workers: int,
     progress: TextIO | None,
-) -> list[int]:
+) -> tuple[list[int], float]:
     """Run the first point to run here, before the rest, and say from it how long the sweep
-    will take; return the positions left to run."""
+    will take; return the positions left to run and the first point's time (s)."""
     if not todo:
-        return []
+        return [], 0.0
     result = run_point(tasks[todo[0]])
     store.commit([result])
     keys[todo[0]] = result.key
@@ -133,7 +128,7 @@ def _first(
             "the layer passes each simulates)"
         )
     print(line, file=progress or sys.stderr)
-    return todo[1:]
+    return todo[1:], result.elapsed_s
 
 
 def _lap(start: float) -> float:
@@ -167,6 +162,19 @@ def _known_keys(
     return keys
 
 
+COMMIT_S = 0.25  # the longest finished points wait to be committed (all a kill loses of them)
+CHUNK_S = 0.05  # about how long a local worker's chunk of points runs, by the first point's
+MAX_CHUNK = 16  # points
+
+
+def chunk_size(point_s: float, points: int, workers: int) -> int:
+    """Points a local worker runs per call: about CHUNK_S of them by the first point's time
+    (fast points share a call's cost to the sweep process), at most MAX_CHUNK, and few enough
+    that each worker has several calls (the last ones end about together)."""
+    by_time = int(CHUNK_S / point_s) if point_s > 0 else MAX_CHUNK
+    return max(1, min(by_time, MAX_CHUNK, points // (4 * workers)))
+
+
 def _run(
     pool: Pool,
     tasks: list[PointTask],
@@ -175,38 +183,62 @@ def _run(
     store: SweepStore,
     progress: TextIO | None,
     total: int,
+    chunk: int = 1,
 ) -> None:
-    """Run the points at `todo`, of `total` to run (the others ran before, the first one)."""
+    """Run the points at `todo`, of `total` to run (the others ran before, the first one),
+    `chunk` to a local worker's call; commit what has finished at least every COMMIT_S, and
+    before stopping for any reason."""
     done = total - len(todo)
     bar = Progress(total, progress or sys.stderr, done=done)
-    for batch in _points(pool, [tasks[i] for i in todo], store):
-        results = []
-        for position, outcome in batch:
-            if isinstance(outcome, cf.BrokenExecutor | OutputError):
-                continue  # raised below, once the points finished beside it are kept
-            index = todo[position]
-            if not isinstance(outcome, PointResult):
-                outcome = _lost(tasks[index], outcome)
-            keys[index] = outcome.key
-            results.append(outcome)
-        store.commit(results)
-        for _, outcome in batch:
-            _raise_if_broken(outcome)
-            if isinstance(outcome, OutputError):  # a worker could not write a report
-                raise outcome
-        done += len(batch)
-        bar.update(done)
+    held: list[PointResult] = []
+    committed = time.monotonic()
+    try:
+        for batch in _points(pool, [tasks[i] for i in todo], store, chunk):
+            for position, outcome in batch:
+                if isinstance(outcome, cf.BrokenExecutor | OutputError):
+                    continue  # raised below, once the points finished beside it are kept
+                index = todo[position]
+                if not isinstance(outcome, PointResult):
+                    outcome = _lost(tasks[index], outcome)
+                keys[index] = outcome.key
+                held.append(outcome)
+            broken = [o for _, o in batch if isinstance(o, cf.BrokenExecutor | OutputError)]
+            if broken or time.monotonic() - committed >= COMMIT_S:
+                results, held = held, []
+                store.commit(results)
+                committed = time.monotonic()
+            for outcome in broken:
+                _raise_if_broken(outcome)
+                raise outcome  # a worker could not write a report
+            done += len(batch)
+            bar.update(done)
+    finally:
+        if held:  # the last points, or those finished before an interruption
+            store.commit(held)
 
 
 def _points(
-    pool: Pool, tasks: list[PointTask], store: SweepStore
+    pool: Pool, tasks: list[PointTask], store: SweepStore, chunk: int
 ) -> Iterator[list[tuple[int, object]]]:
-    """The points' outcomes; a local worker writes each point's report itself, so that only a
-    small result comes back (and the sweep process spends no time writing it)."""
-    if pool.same_files:
-        folder = str(store.points_dir)
-        return stream(pool, run_and_keep, [(task, folder) for task in tasks])
-    return stream(pool, run_point, tasks)
+    """The points' outcomes; a local worker runs `chunk` points a call and writes each point's
+    report itself, so that only a small result comes back (and the sweep process spends no
+    time writing it)."""
+    if not pool.same_files:
+        yield from stream(pool, run_point, tasks)
+        return
+    folder = str(store.points_dir)
+    chunks = [(tasks[i : i + chunk], folder) for i in range(0, len(tasks), chunk)]
+    for batch in stream(pool, run_and_keep, chunks):
+        yield [
+            (c * chunk + j, outcome)
+            for c, outcomes in batch
+            for j, outcome in enumerate(_each(outcomes, len(chunks[c][0])))
+        ]
+
+
+def _each(outcomes: object, points: int) -> list[object]:
+    """A chunk's outcome per point: its list, or the one exception the whole call raised."""
+    return outcomes if isinstance(outcomes, list) else [outcomes] * points
 
 
 def _raise_if_broken(outcome: object) -> None:

@@ -2,7 +2,8 @@
 
 The log (`results.jsonl`, one JSON object per finished point) is the record of truth. A batch of
 finished points is committed by writing each point's report file atomically, then appending
-their log lines and fsync-ing the log: a killed sweep loses at most the points in flight. A torn
+their log lines and fsync-ing the log: a killed sweep loses at most the points in flight and
+those finished since the last commit (the sweep commits at least every `run.COMMIT_S`). A torn
 last line (the process died mid-write) is ignored and cut off before the next append. Points
 to run again (failed ones, on resume) are first dropped from the log by rewriting it atomically,
 so it never holds two lines for one point. Tables and reports are derived files, each written
@@ -15,50 +16,30 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import dataclasses
-import gc
 import io
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.files import FileProblem, read_regular_file
 from tiersim.report.output import FolderBusy, lock_folder
-from tiersim.sweep.worker import PointResult, PointTask, run_point
+from tiersim.sweep.keep import OutputError as OutputError  # raised by commit: named here too
+from tiersim.sweep.keep import drop_written, point_files, temporary_path, writing
+from tiersim.sweep.worker import PointResult
 
 LOG_NAME = "results.jsonl"
 MAX_LOG_BYTES = 2**32  # a point's line is ~1-3 kB: over a million points
-
-
-class OutputError(Exception):
-    """Writing `path` in the sweep's folder failed (a full disk, say); the log is intact."""
-
-    def __init__(self, path: Path, error: OSError):
-        self.path, self.error = path, error
-        super().__init__(f"{path}: {error}")
-
-    def __reduce__(self) -> tuple[type, tuple[Path, OSError]]:  # raised in a worker too
-        return OutputError, (self.path, self.error)
-
-
-@contextlib.contextmanager
-def writing(path: Path) -> Iterator[None]:
-    """Report an OSError while writing `path` as an OutputError (not, say, a lost worker's)."""
-    try:
-        yield
-    except OSError as exc:
-        raise OutputError(path, exc) from exc
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None], sync_folder: bool = True) -> None:
     """Write `path` through a temporary file, fsync it, and move it into place; then fsync the
     folder, making the move durable (unless `sync_folder` is false: the caller does, once for
     several files)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temporary_path(path)
     try:
         with open(tmp, "wb") as handle:
             write(handle)
@@ -145,8 +126,8 @@ class SweepStore:
         into place, then their folder fsync'd once, so every move is durable), then one fsync'd
         log append: a log line never names a report that a crash could still lose.
 
-        A point a local worker ran (`run_and_keep`) has its files written under temporary
-        names: each is fsync'd and moved into place here, like the ones written here.
+        A point a local worker ran (`keep.run_and_keep`) has its files already written and
+        fsync'd, under temporary names: each is only moved into place here.
 
         The batch's points are recorded here only once the append is durable."""
         fresh: dict[str, dict[str, Any]] = {}
@@ -155,7 +136,7 @@ class SweepStore:
             if result.key in self.entries or result.key in fresh:
                 drop_written(self.points_dir, result.kept)
                 continue
-            keep_written(self.points_dir, result.kept)
+            move_written(self.points_dir, result.kept)
             moved |= write_point_files(self.points_dir, result) or bool(result.kept)
             fresh[result.key] = _entry(result)
         if moved:
@@ -189,7 +170,8 @@ TEMPORARY = re.compile(r"^\..+\.\d+\.tmp$")  # atomic_write's name for a file be
 
 def remove_temporary(out: Path) -> None:
     """Temporary files a killed sweep left in its folder (0-byte or partial plots, reports,
-    tables): with the folder locked no other sweep is writing them."""
+    tables; whole reports its workers wrote for points it had not yet committed, which run
+    again): with the folder locked no other sweep is writing them."""
     for folder in (out, out / "points", out / "plots"):
         if not folder.is_dir():
             continue
@@ -220,93 +202,22 @@ def _append(log: io.FileIO, data: bytes) -> None:
         raise
 
 
-def run_and_keep(job: tuple[PointTask, str]) -> PointResult:
-    """In a local worker: run the point and write its report (and picture) into the sweep's
-    points folder (`job`'s second part) under temporary names; return the result without
-    them, naming them instead, so what goes back to the sweep process is small (see
-    `handoff`). The sweep's commit fsyncs each and moves it into place (`keep_written`): the
-    worker goes on to its next point instead of waiting on the disk, and no file it wrote
-    replaces one a log line names before it is durable."""
-    task, points_dir = job
-    with collector_paused():
-        result = run_point(task)
-    kept = []
-    for name, data in _point_files(result):
-        path = Path(points_dir) / name
-        with writing(path):
-            kept.append((write_temporary(path, data).name, name))
-    if kept:
-        result = dataclasses.replace(result, report_json=None, png=None, kept=tuple(kept))
-    return result
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a point runs (a sweep worker's choice, not the
-    library's): its young collections trace the point's schedule, tens of thousands of live
-    objects, again and again, about a tenth of a 7B point's CPU. What the point leaves in
-    cycles is collected once it is back on; the engine breaks its own cycles when it ends,
-    so a finished run is freed by reference counting during the point."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
-
-
-def write_temporary(path: Path, data: bytes) -> Path:
-    """`data` in `path`'s temporary file (atomic_write's name, so a resume removes it), not
-    synced; removed again if writing it fails."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
-
-
-def keep_written(points_dir: Path, kept: tuple[tuple[str, str], ...]) -> None:
-    """fsync each file a worker wrote and move it into place (the folder left to sync)."""
+def move_written(points_dir: Path, kept: tuple[tuple[str, str], ...]) -> None:
+    """Move each file a worker wrote, and fsync'd, into place (the folder left to sync)."""
     for temporary, name in kept:
-        path, tmp = points_dir / name, points_dir / Path(temporary).name
+        path = points_dir / name
         with writing(path):
-            fd = os.open(tmp, os.O_RDONLY)  # any descriptor of a file flushes all its data
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-
-
-def drop_written(points_dir: Path, kept: tuple[tuple[str, str], ...]) -> None:
-    """Remove what a worker wrote for a point already recorded (its key ran twice)."""
-    for temporary, _ in kept:
-        with writing(points_dir / temporary):
-            (points_dir / Path(temporary).name).unlink(missing_ok=True)
+            os.replace(points_dir / Path(temporary).name, path)
 
 
 def write_point_files(points_dir: Path, result: PointResult) -> bool:
     """Write the point's files atomically (the folder left to sync); whether there were any."""
-    files = _point_files(result)
+    files = point_files(result)
     for name, data in files:
         path = points_dir / name
         with writing(path):
             atomic_write(path, lambda h, d=data: h.write(d), sync_folder=False)
     return bool(files)
-
-
-def _point_files(result: PointResult) -> list[tuple[str, bytes]]:
-    """(file name, contents) of what a point keeps beside the log: its report, its picture."""
-    files = []
-    if result.report_json is not None:
-        files.append((f"{result.key}.json", result.report_json.encode()))
-    if result.png is not None:
-        files.append((f"{result.key}.png", result.png))
-    return files
 
 
 def _entry(result: PointResult) -> dict[str, Any]:

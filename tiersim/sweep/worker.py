@@ -43,7 +43,7 @@ class PointResult:
     report_json: str | None  # the full report.json text (None unless ok)
     elapsed_s: float  # build + simulate + report, in the worker
     png: bytes | None = None  # the step's picture, when the task asked for it
-    # (temporary, final) names of its files a worker wrote in points/, unsynced (run_and_keep)
+    # (temporary, final) names of its files a worker wrote in points/ and fsync'd (keep.py)
     kept: tuple[tuple[str, str], ...] = ()
 
 
