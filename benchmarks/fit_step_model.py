@@ -8,15 +8,17 @@ Each is found by bisection so that the simulated figure equals one published mea
 - `parallel.pipeline_engine_overhead` of the MT-NLG scenarios (DeepSpeed's pipeline engine):
   scenarios/published/smith2022-mtnlg-530b-280nodes.yaml, 60.1 s;
 - the Ma and Wang 2025 offload runs' `gpu.efficiency` (ma2025-qwen2.5-1.5b-zero2, 240 ms) and
-  then `cpu.path_overhead_rate` (ma2025-qwen2.5-1.5b-zero-offload, 1,365 ms: DeepSpeed's CPU
-  path in parts, what its modelled parts leave, for the 64 cores of one EPYC 7742);
+  then `cpu.path_overhead_per_tensor` (ma2025-qwen2.5-1.5b-zero-offload, 1,365 ms: DeepSpeed's
+  CPU path in parts, what its modelled parts leave, per parameter tensor of the rank's
+  partition: 169 of the model's 338 on each of the 2 ranks);
 - the dgx2 preset's `gpu.efficiency` (ren2021-zero-offload-1b, ZeRO-Offload Fig. 8's 1B run on
-  one V100, 136.05 s), with that run's path_overhead_rate scaled from the fit above by cores
-  (48 of 64).
+  one V100, 136.05 s), with that run's per-tensor overhead the fit above, unscaled (per-tensor
+  Python work and syncs run on the rank's one thread, not on the cores).
 
 Each is fitted under the shipped GEMM model (each GEMM on the best of cuBLAS's tiles at the
 rate the preset's measured `gpu.l2_bandwidth` feeds it: sourced, not fitted). Last run
-(2026-12-02): 0.7361, 0.2832, 0.3660, 2.4025 Gparam/s, 0.5041; with the two largest tiles
+(2026-12-02): 0.7361, 0.2832, 0.3660, 1.9010 ms a tensor, 0.5032 (per parameter, before:
+2.4025 Gparam/s, 0.5041); with the two largest tiles
 only: 0.7809, 0.3266, 0.3740, 2.4023, 0.5110.
 
 Run: .venv/bin/python benchmarks/fit_step_model.py  (a few seconds; prints each value)
@@ -84,22 +86,18 @@ def main() -> None:
     ma_eta = bisect(lambda x: step_s(zero2, "hardware.gpu.efficiency", x), 0.240, 0.05, 1.0)
     print(f"Ma 2025 gpu.efficiency (1.5B ZeRO-2, 240 ms): {ma_eta:.4f}")
     offload = "ma2025-qwen2.5-1.5b-zero-offload.yaml"
-    rate = bisect(
-        lambda x: step_s(offload, "hardware.cpu.path_overhead_rate", f"{x} Gparam/s"),
+    per_tensor = bisect(
+        lambda x: step_s(offload, "hardware.cpu.path_overhead_per_tensor", f"{x} ms"),
         1.365,
-        0.2,
+        0.0,
         10.0,
     )
     print(
-        f"Ma 2025 cpu.path_overhead_rate (1.5B offload, 1,365 ms; with the efficiency set in "
-        f"the scenario): {rate:.4f} Gparam/s"
-    )
-    print(
-        f"  scaled by cores: x 48/64 {rate * 48 / 64:.4f}, x 16/64 {rate * 16 / 64:.4f}, "
-        f"x 3/64 {rate * 3 / 64:.4f} Gparam/s"
+        f"Ma 2025 cpu.path_overhead_per_tensor (1.5B offload, 1,365 ms; with the efficiency set "
+        f"in the scenario): {per_tensor:.4f} ms a tensor of the rank's partition"
     )
     fig8 = PUBLISHED / "ren2021-zero-offload-1b.yaml"
-    path = f"hardware.cpu.path_overhead_rate={rate * 48 / 64} Gparam/s"
+    path = f"hardware.cpu.path_overhead_per_tensor={per_tensor} ms"  # one Python thread a rank
 
     def fig8_s(x: float) -> float:
         return simulate(_scenario(fig8, [path, f"hardware.gpu.efficiency={x}"])).time_s

@@ -14,7 +14,8 @@ an f that varies smoothly with the micro-batch); the printed fractions say wheth
 The fit of dgx2's gpu.efficiency on the 1B run is held as shipped (refitting it with the copies
 overlapped moves every figure by at most the 1B run's own difference, 2.6 %). Ma and Wang's
 3B run is left out: the path overhead fitted on their 1.5B run depends on the same choice
-(2.402 Gparam/s in stream, 1.651 overlapped), so f at fixed figures says nothing there.
+(2.402 Gparam/s in stream, 1.651 overlapped, while it was a rate per parameter; now a time
+per tensor), so f at fixed figures says nothing there.
 
 Run: .venv/bin/python benchmarks/offload_overlap_bracket.py  (a few seconds)
 """

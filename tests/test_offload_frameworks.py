@@ -18,8 +18,9 @@ from tiersim.engine.simulate import simulate
 from tiersim.report.json_report import run_report
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import Matrix
+from tiersim.state.model_shapes import UnitKind
 from tiersim.state.resolved import resolve
-from tiersim.workload.cpu_optimizer import cpu_update_s
+from tiersim.workload.cpu_optimizer import cpu_update_s, partition_tensors
 from tiersim.workload.fetch import bucketed, submodule_sizes
 from tiersim.workload.pinned import pinned_size
 
@@ -346,13 +347,56 @@ def test_fsdp2_adds_gradients_on_the_host_and_backward_waits_for_the_copy():
 def test_the_cpu_path_is_the_kernel_clipping_copy_back_and_the_rest():
     # Ma and Wang's 1.5B run, one rank: 771,857,152 parameters; kernel 2.042 Gparam/s;
     # clipping 8 B and the fp32 -> bf16 copy back 4 + 2 B a parameter at 204.8 GB/s; the
-    # rest at 2.402 Gparam/s (the kernel's 28 B a parameter, 0.106 s, does not bind).
+    # rest 1.901 ms for each of the rank's 169 parameter tensors (338 / 2 ranks; the kernel's
+    # 28 B a parameter, 0.106 s, does not bind).
     s = load_scenario(SCENARIOS / "published" / "ma2025-qwen2.5-1.5b-zero-offload.yaml").scenario
     p = 771_857_152
-    by_hand = p / 2.042e9 + p * 14 / 204.8e9 + p / 2.402e9
-    assert by_hand == pytest.approx(0.7521, abs=1e-4)
-    assert cpu_update_s(resolve(s), offload_plan(s), p, 28 * p) == pytest.approx(by_hand, rel=1e-12)
+    by_hand = p / 2.042e9 + p * 14 / 204.8e9 + 169 * 1.901e-3
+    assert by_hand == pytest.approx(0.7520, abs=1e-4)
+    got = cpu_update_s(resolve(s), offload_plan(s), p, 28 * p, 169)
+    assert got == pytest.approx(by_hand, rel=1e-12)
     assert simulate(s).optimizer_s == pytest.approx(by_hand, rel=1e-9)
+
+
+def _tensors(r) -> float:
+    return sum(
+        u.count * partition_tensors(r, u.matrices, u.kind == UnitKind.LAYER, 1.0) for u in r.units
+    )
+
+
+def test_parameter_tensors_are_counted_as_the_models_code_holds_them():
+    # Qwen2.5-1.5B (transformers' Qwen2): per layer q, k, v, o weights, q, k, v biases, gate,
+    # up, down, 2 RMSNorm weights = 12; 28 layers + the tied embedding + the final norm = 338
+    ma = load_scenario(SCENARIOS / "published" / "ma2025-qwen2.5-1.5b-zero-offload.yaml")
+    assert _tensors(resolve(ma.scenario)) == 28 * 12 + 1 + 1 == 338
+    # Ren's 1B GPT-2 (Megatron-LM v1, mpu/transformer.py): per layer input_layernorm (w, b),
+    # query_key_value fused (w, b), dense (w, b), post_attention_layernorm (w, b),
+    # dense_h_to_4h (w, b), dense_4h_to_h (w, b) = 12; 20 layers + word and position
+    # embeddings + the final layernorm (w, b) = 244 (16 a layer if q, k, v were apart)
+    ren = load_scenario(SCENARIOS / "published" / "ren2021-zero-offload-1b.yaml")
+    assert _tensors(resolve(ren.scenario)) == 20 * 12 + 2 + 2 == 244
+
+
+def test_the_per_tensor_overhead_is_per_tensor_of_the_partition_once_a_step():
+    # Ren's 1B run, one GPU (the whole partition): 244 tensors x 1.901 ms = 0.4638 s a step,
+    # whatever its 16 micro-batches (ZeRO-2's per-parameter work runs at the boundary only)
+    path = SCENARIOS / "published" / "ren2021-zero-offload-1b.yaml"
+    on = simulate(load_scenario(path).scenario)
+    off = simulate(load_scenario(path, ["hardware.cpu.path_overhead_per_tensor=0 ms"]).scenario)
+    assert on.optimizer_s - off.optimizer_s == pytest.approx(244 * 1.901e-3, rel=1e-9)
+    # Ma and Wang's 3B run, 2 ranks: 36 x 12 + 2 = 434 tensors, 217 a rank: 0.4125 s (as a
+    # rate fitted per parameter it was 1,542,969,344 / 2.402 Gparam/s = 0.642 s)
+    path = SCENARIOS / "published" / "ma2025-qwen2.5-3b-zero-offload.yaml"
+    on = simulate(load_scenario(path).scenario)
+    off = simulate(load_scenario(path, ["hardware.cpu.path_overhead_per_tensor=0 ms"]).scenario)
+    assert on.optimizer_s - off.optimizer_s == pytest.approx(217 * 1.901e-3, rel=1e-9)
+    # without a framework's path in parts it is not charged (the single fitted rate is)
+    generic = ["training.framework=null"]
+    a = simulate(load_scenario(path, generic).scenario)
+    b = simulate(
+        load_scenario(path, [*generic, "hardware.cpu.path_overhead_per_tensor=0 ms"]).scenario
+    )
+    assert a.optimizer_s == b.optimizer_s
 
 
 @pytest.mark.parametrize("name", ["zero-offload-10b-dgx2.yaml", "fsdp2-cpu-offload-llama2-7b.yaml"])

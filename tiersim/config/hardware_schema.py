@@ -84,8 +84,11 @@ class Cpu(Strict):
     # the CPU-Adam kernel alone (ZeRO-Offload Table 4's measurement), used with a framework
     # whose CPU path is modelled in parts (workload/cpu_optimizer.py); default: optimizer_rate
     adam_kernel_rate: ParamRate | None = None
-    # the rest of that path no part modelled explains, as a rate (fitted; null: none)
+    # the rest of that path no part modelled explains, as a rate (null: none)
     path_overhead_rate: ParamRate | None = None
+    # ... and per parameter tensor of a rank's partition (DeepSpeed's per-parameter work at
+    # the accumulation boundary; fitted, seconds a tensor; null: none)
+    path_overhead_per_tensor: Latency | None = None
     memory_bandwidth: Bandwidth | None = None  # default: the host tier's read bandwidth
 
 

@@ -27,6 +27,7 @@ from tiersim.engine.rates import max_min_rates, narrowest, priority_rates
 __all__ = ["BusyLog", "Due", "Flow", "FlowNetwork", "max_min_rates", "priority_rates"]
 
 _EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
+_TIE = 1e-13  # of the clock: two instants this close are one (float round-off)
 _RATES_KEPT = 4096  # memoized max-min allocations kept at most (a run has a few dozen)
 
 
@@ -93,6 +94,8 @@ class FlowNetwork:
             self._after(delay, on_done if tag is UNTAGGED else lambda: on_done(tag, self.env.now))
             return
         now = self.env._now  # `now`, without the property's call (once per flow)
+        if self._pending_at - now <= _TIE * now:  # the planned wake-up is now: it goes first
+            self._wake_now()
         flows = self.flows
         begin = now + delay if delay > 0 else now
         flow = Flow(nbytes, resources, on_done, priority, begin, tag)
@@ -123,6 +126,14 @@ class FlowNetwork:
             self._plan_wake(now)
         else:
             self._reschedule(now)
+
+    def _wake_now(self) -> None:
+        """Run the planned wake-up now, before a flow that starts at its instant (equal in
+        exact arithmetic, a hair before in floating point, or queued behind it): a flow
+        whose last byte lands now is done before the new one shares its resources, whichever
+        float comes first (the superseded event is popped at its time and runs nothing)."""
+        self._pending.callbacks = ()
+        self._wake(None)
 
     def finished(self) -> None:
         """The run is over (no flow left): drop the bound wake-up callback, a cycle back to

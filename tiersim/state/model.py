@@ -37,6 +37,11 @@ from tiersim.state.model_shapes import (
 __all__ = ["GenericModel", "Matrix", "Model", "ModelUnit", "Transformer", "build_model"]
 
 
+# transformers' GPT-2 (c_attn) and Megatron-LM's GPT (query_key_value) hold q, k and v in one
+# tensor; the others (Llama, Mistral, Qwen, ...) in three
+FUSED_QKV_FAMILIES = ("gpt2", "gpt")
+
+
 @dataclass(frozen=True)
 class Transformer:
     """A decoder-only transformer; `parameters` of a generic model skips the dimensions."""
@@ -63,6 +68,7 @@ class Transformer:
     moe: Moe | None = None
     sliding_window: int | None = None
     sliding_window_layers: tuple[int, ...] | None = None  # None: all, where a window is given
+    fused_qkv: bool = False  # q, k, v one tensor each of weight and bias (GPT-2, Megatron-LM)
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> Transformer:
@@ -89,6 +95,7 @@ class Transformer:
             moe=moe_of(spec),
             sliding_window=spec.sliding_window,
             sliding_window_layers=spec.sliding_window_layers,
+            fused_qkv=spec.family in FUSED_QKV_FAMILIES,
         )
 
     # --- layers --------------------------------------------------------------------------------

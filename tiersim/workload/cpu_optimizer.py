@@ -16,15 +16,25 @@ explained by one set of figures:
   Copy.cu: conversions of blocking copies are done on the CPU) before it crosses: read 4 B,
   write the weights' bytes on the host; the crossing itself is a move the schedule times;
 - the fp32 gradient copy across PCIe is a move too (engine/schedule_offload.py);
-- what none of these explains (`cpu.path_overhead_rate`, fitted: README, "CPU optimizer").
+- per parameter tensor of the rank's partition (`cpu.path_overhead_per_tensor`, seconds,
+  fitted: README, "CPU optimizer"): at the accumulation boundary ZeRO-1/2's `reduce_ipg_grads`
+  calls `copy_grads_in_partition` for each parameter in the partition, which with a CPU
+  optimizer launches the gradient's norm (`set_norm_for_param_grad_in_gpu`), its overflow check
+  (`_has_inf_or_nan`: `float(x.float().sum())`, a host sync per tensor) and its own fp32 copy
+  to the host (`async_inplace_copy_grad_to_fp32_buffer_from_gpu`), and the step's
+  `complete_grad_norm_calculation_for_cpu_offload` reads each tensor's norm with `.item()`
+  (another sync per tensor); Python work and syncs on one thread, so not scaled by cores;
+- what none of these explains as a rate (`cpu.path_overhead_rate`, optional, none shipped).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tiersim.config.framework import OffloadPlan
 from tiersim.config.schema import PRECISION_BYTES, Hardware
+from tiersim.state.layers import Matrix
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -42,8 +52,23 @@ def kernel_rate(machine: Hardware) -> float:
     return cpu.adam_kernel_rate or cpu.optimizer_rate
 
 
-def cpu_update_s(r: Resolved, plan: OffloadPlan, params: float, touched: float) -> float:
-    """Seconds one unit's update takes on the host (`touched`: bytes the kernel touches)."""
+def partition_tensors(
+    r: Resolved, mats: Sequence[Matrix], whole_layer: bool, share: float
+) -> float:
+    """Parameter tensors of a unit in the rank's partition: its matrices' tensors, less those
+    a fused q/k/v holds as one (Model.fused_qkv, whole layers), times the share of the unit's
+    parameters the rank updates (a ZeRO partition holds whole tensors but one)."""
+    n = sum(m.count for m in mats)
+    if whole_layer and getattr(r.model, "fused_qkv", False):
+        n -= 2 * (2 if r.model.qkv_bias else 1)  # q, k, v weights (and biases) as one each
+    return max(n, 0) * share
+
+
+def cpu_update_s(
+    r: Resolved, plan: OffloadPlan, params: float, touched: float, tensors: float = 0.0
+) -> float:
+    """Seconds one unit's update takes on the host (`touched`: bytes the kernel touches;
+    `tensors`: parameter tensors in the rank's partition, for the per-tensor part)."""
     bw = host_bandwidth(r.machine)
     if not plan.cpu_path_in_parts:
         return max(params / r.machine.cpu.optimizer_rate, touched / bw)
@@ -51,4 +76,5 @@ def cpu_update_s(r: Resolved, plan: OffloadPlan, params: float, touched: float) 
     copy_back = FP32 + PRECISION_BYTES[r.execution.training.precision.weights]
     overhead = r.machine.cpu.path_overhead_rate
     rest = params / overhead if overhead else 0.0
-    return kernel + params * (CLIP_BYTES + copy_back) / bw + rest
+    per_tensor = tensors * (r.machine.cpu.path_overhead_per_tensor or 0.0)
+    return kernel + params * (CLIP_BYTES + copy_back) / bw + rest + per_tensor

@@ -40,7 +40,7 @@ from tiersim.workload.comms import (
     sm_share_s,
     tensor_comms,
 )
-from tiersim.workload.cpu_optimizer import cpu_update_s
+from tiersim.workload.cpu_optimizer import cpu_update_s, partition_tensors
 from tiersim.workload.experts import expert_comms, routed_flops_share
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.reduce_buckets import reduces_per_unit
@@ -166,7 +166,8 @@ def _unit(
     touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
     gpu_touched = touched + kernels.mixed_precision_bytes(r, updated)
     gpu_opt, _ = _optimizer_times(r, gpu_touched, updated)
-    _, cpu_opt = _optimizer_times(r, touched, updated)
+    tensors = partition_tensors(r, mats, is_layer and not part, updated / params if params else 0)
+    cpu_opt = cpu_update_s(r, r.execution.offload, updated, touched, tensors)
     fwd, bwd, rec = _timed(r, model, is_layer, ends, {} if timed is None else timed)
     return Unit(
         name,
