@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
@@ -130,23 +129,47 @@ def rank_strides(parallel: Parallel) -> dict[str, int]:
 
 
 @functools.cache  # a pure function of three counts, asked for by every unit's every group
-def _placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
+def group_placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
     """(fewest members any group has in one node, most nodes any group spans), over every
-    group of the layout (groups repeat every lcm(size·stride, gpus_per_node) ranks)."""
+    group of the layout: ranks a, a + stride, ..., a + (size - 1)·stride. A group's placement
+    depends only on a mod gpus_per_node, so at most gpus_per_node starts are worked out, each
+    from its first, last and at most one period of interior nodes: no work grows with size."""
+    g = gpus_per_node
+    if size == 1:
+        return 1, 1
+    if stride >= g:  # consecutive members at least a node apart: one a node
+        return 1, size
     block = size * stride
+    starts = {(base + offset) % g for base in range(0, math.lcm(block, g), block)[:g]
+              for offset in range(stride)}  # fmt: skip
     fewest, most = size, 1
-    for base in range(0, math.lcm(block, gpus_per_node), block):
-        for offset in range(stride):
-            nodes = Counter((base + offset + k * stride) // gpus_per_node for k in range(size))
-            fewest, most = min(fewest, min(nodes.values())), max(most, len(nodes))
+    for a in starts:
+        per_node, nodes = _progression(a, size, stride, g)
+        fewest, most = min(fewest, per_node), max(most, nodes)
     return fewest, most
+
+
+def _progression(a: int, size: int, stride: int, g: int) -> tuple[int, int]:
+    """(fewest members in a node, nodes spanned) of ranks a + k·stride, k < size, with
+    0 <= a < g and stride < g: every node from the first to the last holds some."""
+    last = (a + (size - 1) * stride) // g
+
+    def members(j: int) -> int:  # k with j·g <= a + k·stride < (j + 1)·g
+        lo = max(0, -((a - j * g) // stride))  # ceil((j·g - a) / stride)
+        hi = min(size - 1, (j * g + g - 1 - a) // stride)
+        return hi - lo + 1
+
+    # interior nodes hold g // stride or one more, in a pattern with period stride / gcd
+    period = stride // math.gcd(g, stride)
+    interior = range(1, min(last, 1 + period))
+    return min(members(0), members(last), *map(members, interior)), last + 1
 
 
 def group_link(network: Network, size: int, stride: int) -> GroupLink:
     """The link a group of `size` ranks `stride` apart runs on (see the module docstring)."""
     if size < 1 or stride < 1:
         raise ValueError(f"group size(={size}) and stride(={stride}) must be >= 1")
-    per_node, nodes = _placement(size, stride, network.gpus_per_node)
+    per_node, nodes = group_placement(size, stride, network.gpus_per_node)
     if nodes == 1:
         intra = network.intra_node_bandwidth
         return GroupLink("nvlink", intra, network.intra_node_latency, size, 1)
