@@ -33,8 +33,9 @@ def test_zero2_keeps_weights_whole_and_swaps_nothing(cli, tmp_path):
     # ZeRO-1/2 steps the whole partition at once: 10,279,047,168 parameters / 16 ranks =
     # 642,440,448 in one tile
     assert off["optimizer_tiles"] == 1 and off["optimizer_tile_parameters"] == 642_440_448
-    assert "the optimizer steps 1 tile of up to 642 M parameters" in line
-    assert "fp32 gradients to the CPU optimizer at the accumulation boundary;" in line
+    assert "the optimizer steps 1 sub-group of up to 642 M parameters" in line
+    # ZeRO-1/2 leaves overlap_comm off (zero/config.py): the copies block backward
+    assert "at the accumulation boundary (overlap_comm off: the gradient copies run" in line
 
 
 def test_zero3_on_nvme_fetches_submodules_and_swaps_host_gradients(cli, tmp_path):
@@ -54,9 +55,22 @@ def test_zero3_on_nvme_fetches_submodules_and_swaps_host_gradients(cli, tmp_path
 
 
 def test_fsdp2_fetches_a_layer_at_a_time(cli, tmp_path):
-    # FSDP2: one all-gather per fully_shard unit (a block); gradients offloaded as the
-    # shard's dtype (the stored precision: fp32 in this scenario) to the CPU optimizer
+    # FSDP2: one all-gather per fully_shard unit (a block); gradients offloaded every
+    # micro-batch and accumulated on the host; PyTorch's AdamW steps whole tensors (no
+    # sub-groups to report)
     off, line = _run(cli, tmp_path, FSDP)
     assert (off["weights_streamed"], off["fetch"]) == (True, "layer")
     assert "Offload as FSDP2 moves state" in line and "parameters fetched a layer at a time" in line
-    assert "stored-precision gradients to the CPU optimizer" in line
+    assert "gradients offloaded to the host every micro-batch and added there" in line
+    assert "sub-group" not in line
+
+
+def test_megatron_reports_as_the_generic_engine(cli, tmp_path):
+    # framework: megatron runs tiersim's generic engine: no offload section, no sentence
+    path = SCENARIOS / "gpt3-175b-tp-pp.yaml"
+    out = tmp_path / "m"
+    code, text, err = cli(
+        "run", path, "--format", "json", "--out", out, "--set", "training.framework=megatron"
+    )
+    assert code == 0, err
+    assert "offload" not in json.loads(text)

@@ -368,3 +368,14 @@ def test_a_nested_axis_says_a_key_is_one_dotted_path(tmp_path):
         "expected a non-empty list of values (got {'seq_len': [512, 1024]}); a key is one "
         "dotted path: training.seq_len: [...]"
     )
+
+
+def test_a_grid_left_empty_is_refused(tmp_path, cli):
+    # `grid:` with nothing under it is null in YAML: no axis, so nothing to sweep
+    (tmp_path / "b.yaml").write_text("name: b\nmodel: {preset: gpt2}\n")
+    path = tmp_path / "s.yaml"
+    path.write_text("base: b.yaml\ngrid:\n")
+    code, _, err = cli("validate", path)
+    assert code == 2
+    what = "empty (null in YAML; expected key paths, each with a list of values)"
+    assert err.strip() == f"{path}: grid: {what} (line 2)"

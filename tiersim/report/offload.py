@@ -31,7 +31,7 @@ def tiling_cost_s(s: Scenario, step_s: float) -> float:
 
 
 def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
-    if s.training.framework is None:
+    if s.training.framework in (None, "megatron"):  # the generic engine: nothing to say
         return None
     res = resolve(s)
     execution = res.execution

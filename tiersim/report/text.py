@@ -271,6 +271,20 @@ def _params(n: int) -> str:
     return f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
 
 
+_FSDP_GRADIENTS = "gradients offloaded to the host every micro-batch and added there"
+
+
+def _gradient_path(off: dict[str, Any]) -> str:
+    """DeepSpeed's gradients on their way to a CPU optimizer, in words."""
+    grads = "fp32" if off["boundary_gradients"] == "fp32" else "stored-precision"
+    text = f"{grads} gradients to the CPU optimizer at the accumulation boundary"
+    if off["swap_gradients"]:
+        text += ", through NVMe with the optimizer state"
+    if not off["overlap_comm"]:
+        text += " (overlap_comm off: the gradient copies run on the compute stream)"
+    return text
+
+
 def _offload_line(off: dict[str, Any], cpu_update: bool) -> str:
     """How the scenario's framework moved state (the report's `offload` section), in words."""
     name = _FRAMEWORKS.get(off["framework"], off["framework"])
@@ -284,17 +298,18 @@ def _offload_line(off: dict[str, Any], cpu_update: bool) -> str:
     largest = f", the largest {_params(off['largest_fetch_parameters'])} parameters"
     parts = [fetch + (largest if off.get("weights_streamed", True) else "")]
     parts.append("operators tiled as said above" if off["tiling"] else "no operator tiled")
+    deepspeed = off["framework"] == "deepspeed"
     if cpu_update:
-        grads = "fp32" if off["boundary_gradients"] == "fp32" else "stored-precision"
-        swap = ", through NVMe with the optimizer state" if off["swap_gradients"] else ""
-        parts.append(f"{grads} gradients to the CPU optimizer at the accumulation boundary{swap}")
-    tiles = off["optimizer_tiles"]
-    parts.append(
-        f"the optimizer steps {tiles:,} tile{'s' if tiles != 1 else ''} of up to "
-        f"{_params(off['optimizer_tile_parameters'])} parameters"
-    )
+        parts.append(_gradient_path(off) if deepspeed else _FSDP_GRADIENTS)
+    if deepspeed:  # PyTorch's optimizers step whole tensors: no tiles to say
+        tiles = off["optimizer_tiles"]
+        parts.append(
+            f"the optimizer steps {tiles:,} sub-group{'s' if tiles != 1 else ''} of up to "
+            f"{_params(off['optimizer_tile_parameters'])} parameters"
+        )
     if off["pinned_host_extra_bytes"]:
-        parts.append(f"pinned host buffers add {fmt_bytes(off['pinned_host_extra_bytes'])}")
+        extra = fmt_bytes(off["pinned_host_extra_bytes"])
+        parts.append(f"pinned host memory {extra} beyond the state (buffers, allocator rounding)")
     return f"Offload as {name} moves state (training.framework): {'; '.join(parts)}."
 
 

@@ -149,6 +149,10 @@ def _read_sweep(raw: Any, path: Path, max_points: int | None) -> SweepSpec:
     zipped = _axes(raw, "zip", problems)
     if "grid" not in raw and "zip" not in raw:
         problems.append(Problem("", "nothing to sweep: give 'grid' and/or 'zip'"))
+    for section in ("grid", "zip"):
+        if section in raw and raw[section] is None:  # `grid:` with nothing under it
+            what = "empty (null in YAML; expected key paths, each with a list of values)"
+            problems.append(Problem(section, what))
     _zip_row_problems(zipped, problems)
     too_many = _count_problem(grid, zipped, _point_limit(raw, max_points, problems))
     if too_many:  # before anything is made per point: 10^9 of them would fill the memory

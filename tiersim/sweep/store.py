@@ -232,8 +232,9 @@ def _entry(result: PointResult) -> dict[str, Any]:
 
 def _needs_resume(log_path: Path, count: int) -> InputError:
     message = (
-        f"{log_path} already holds {count} finished points; pass --resume to continue that "
-        "sweep, or choose another --out folder"
+        f"{log_path} already holds {count:,} finished points; pass --resume to continue that "
+        "sweep (where it is done, --resume runs nothing again and rewrites its tables), or "
+        "choose another --out folder"
     )
     return InputError("--out", [Problem(str(log_path.parent), message)])
 

@@ -140,7 +140,8 @@ def verdict_changes(spec: SweepSpec, points: list[Point], table: Table) -> list[
 def summary_text(spec: SweepSpec, points: list[Point], table: Table) -> str:
     counts = Counter(r["status"] for r in table.rows)
     listed = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    parts = [f"sweep '{spec.name}': {len(points)} points ({listed})"]
+    n = len(points)
+    parts = [f"sweep '{spec.name}': {n:,} point{'s' if n != 1 else ''} ({listed})"]
     best, title = best_points(table), None
     if not best and not _ranked(table):  # the best of what did run, said to be no plan
         best, title = _best_of_the_rest(table)

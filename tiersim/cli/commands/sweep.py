@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     usable_folder("--out", out)
     if not args.resume:
         refuse_unresumed(out)  # before the header: nothing starts that cannot go on
-    print(f"sweep '{spec.name}': {spec.size} points on {where} -> {out}", file=sys.stderr)
+    print(f"sweep '{spec.name}': {points(spec.size)} on {where} -> {out}", file=sys.stderr)
     options = SweepOptions(
         out, workers, args.executor, args.scheduler, args.resume, args.plots, args.point_plots
     )
@@ -152,6 +152,11 @@ def _read(path: Path, max_points: int | None) -> tuple[SweepSpec, str]:
         with lines_from(text):
             raise InputError(str(path), file_refusal(spec, problems))
     return spec, text
+
+
+def points(n: int) -> str:
+    """'1 point', '1,000 points'."""
+    return f"{n:,} point{'s' if n != 1 else ''}"
 
 
 def print_sweep_notes(spec: SweepSpec, text: str) -> None:

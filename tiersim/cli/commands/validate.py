@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from tiersim.cli.commands.common import add_set_arg, print_notes
-from tiersim.cli.commands.sweep import add_max_points, print_sweep_notes
+from tiersim.cli.commands.sweep import add_max_points, points, print_sweep_notes
 from tiersim.core.errors import InputError, Problem
 
 
@@ -79,7 +79,7 @@ def _check_sweep(raw: dict, text: str, path: Path, max_points: int | None = None
     if spec.zip:
         shape.append(f"zip {len(spec.zip[0].values)}")
     base = os.path.normpath(spec.base_path)  # sweeps/../x.yaml as x.yaml
-    head = f"valid sweep '{spec.name}': {count} points ({', '.join(shape)}) over {base}"
+    head = f"valid sweep '{spec.name}': {points(count)} ({', '.join(shape)}) over {base}"
     if not combined:
         return head
     # invalid only in combination: `tiersim sweep` runs them as invalid rows
