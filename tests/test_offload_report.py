@@ -74,3 +74,12 @@ def test_megatron_reports_as_the_generic_engine(cli, tmp_path):
     )
     assert code == 0, err
     assert "offload" not in json.loads(text)
+
+
+def test_the_gpus_wait_on_cpu_work_is_labelled_as_more_than_the_optimizer(cli, tmp_path):
+    # FSDP2: the host adds of offloaded gradients run on the CPU besides the optimizer, so
+    # the GPU's wait on the CPU can exceed the optimizer's own time: the row says CPU work
+    code, out, err = cli("run", FSDP, "--out", tmp_path / "t")
+    assert code == 0, err
+    rows = {line[:31].strip(): line for line in out.splitlines()}
+    assert "exposed CPU work (GPU waits)" in rows and "exposed CPU optimizer" not in out

@@ -135,7 +135,7 @@ def binds(r: dict[str, Any]) -> dict[str, str]:
     parts = {
         "compute": st["compute_s"],
         "exposed transfer": st["exposed_transfer_s"],
-        "exposed CPU optimizer": st["exposed_cpu_s"],
+        "exposed CPU work": st["exposed_cpu_s"],
         "pipeline bubble": st["pipeline_bubble_s"],
     }
     if st.get("optimizer_on") == "gpu":

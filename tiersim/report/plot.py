@@ -104,7 +104,7 @@ def time_parts(step: dict[str, Any]) -> list[tuple[str, float]]:
     parts += [
         ("pipeline bubble", step["pipeline_bubble_s"]),
         ("exposed transfer", step["exposed_transfer_s"]),
-        ("exposed CPU optimizer", step["exposed_cpu_s"]),
+        ("exposed CPU work", step["exposed_cpu_s"]),
     ]
     return [(name, s) for name, s in parts if s > 0]
 
@@ -232,7 +232,7 @@ def _time_bar(ax: Any, step: dict[str, Any], unit: tuple[float, str]) -> None:
         "GPU optimizer": COLOURS["optimizer"],
         "pipeline bubble": COLOURS["waiting"],
         "exposed transfer": "#E8A33D",
-        "exposed CPU optimizer": "#8B0000",
+        "exposed CPU work": "#8B0000",
     }
     total = step["time_s"]
     left = 0.0

@@ -32,7 +32,7 @@ def _step_rows(st: dict[str, Any]) -> list[list[str]]:
         ("optimizer_s", "CPU optimizer (beside the GPU)" if on_cpu else "GPU optimizer"),
         ("pipeline_bubble_s", "pipeline bubble (other stages)"),
         ("exposed_transfer_s", "exposed transfer (GPU waits)"),
-        ("exposed_cpu_s", "exposed CPU optimizer"),
+        ("exposed_cpu_s", "exposed CPU work (GPU waits)"),
     ):
         if key == "pipeline_bubble_s" and not st[key]:
             continue
