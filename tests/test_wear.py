@@ -604,3 +604,11 @@ def test_a_large_grad_accumulation_fix_is_written_with_thousands_separators():
 
     fit = GradAccumulationFit(2314, True, 81.28)
     assert grad_accumulation_fix(fit) == ">= 2,314 (then 81.28 steps/day)"
+
+
+def test_a_capacity_remedy_past_ten_thousand_petabytes_keeps_three_digits_rounded_up():
+    from tiersim.report.wear import bytes_rounded_up
+
+    # 1.2341e19 B = 12,341 PB: three significant digits, rounded up so it still fits: 12,400
+    assert bytes_rounded_up(1.2341e19) == "1.24e+04 PB"
+    assert bytes_rounded_up(5.5e18) == "5500.00 PB"  # below 10,000 PB: as before

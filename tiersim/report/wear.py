@@ -117,7 +117,11 @@ def bytes_rounded_up(n: float) -> str:
     """Decimal size rounded up in its last shown digit, so the figure pasted back still fits."""
     for name, factor in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
         if n >= factor:
-            return f"{math.ceil(n / factor * 100 - 1e-6) / 100:.2f} {name}"
+            scaled = n / factor
+            if scaled >= 1e4:  # past ten thousand of the largest unit: three digits, up
+                step = 10.0 ** (math.floor(math.log10(scaled)) - 2)
+                return f"{math.ceil(scaled / step - 1e-9) * step:.3g} {name}"
+            return f"{math.ceil(scaled * 100 - 1e-6) / 100:.2f} {name}"
     return f"{math.ceil(n):.0f} B"
 
 
