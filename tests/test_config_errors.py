@@ -820,3 +820,11 @@ def test_a_section_left_empty_says_yaml_reads_it_as_null(problems, write):
     line = only(problems(file))
     assert line.startswith(f"{file}: hardware.links.pcie: expected a mapping of settings")
     assert "got null" in line and "leave the key out" in line
+
+
+def test_a_required_section_left_empty_is_not_told_to_be_left_out(problems, write):
+    # `model:` is required: leaving it out is no remedy, so the message does not offer it
+    file = write({"name": "x", "model": None})
+    line = only(problems(file))
+    assert line.startswith(f"{file}: model: expected a mapping of settings") and "got null" in line
+    assert "leave the key out" not in line

@@ -163,7 +163,5 @@ def test_a_key_set_twice_is_noted_with_the_value_used(tmp_path, cli):
     sets = ("--set", "training.seq_len=256", "--set", "training.seq_len=128")
     code, _, err = cli("validate", path, *sets)
     assert code == 0
-    assert (
-        err
-        == "note: --set training.seq_len given 2 times: the last, training.seq_len=128, is used\n"
-    )
+    what = "given 2 times by --set: the last, training.seq_len=128, is used"
+    assert err == f"note: {path}: training.seq_len: {what}\n"  # as every note: FILE: key: why

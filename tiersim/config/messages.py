@@ -130,9 +130,15 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
             f"got {shown(err.get('input'))})"
         )
     if kind in ("dict_type", "model_type") and err.get("input", 0) is None:
+        field = parent.model_fields.get(str(err["loc"][-1])) if parent and err["loc"] else None
+        keep = (
+            ""
+            if field is not None and field.is_required()
+            else "; leave the key out to keep the default"
+        )
         return (
             "expected a mapping of settings under this key (got null: a key with nothing "
-            "after it is null in YAML; leave the key out to keep the default)"
+            f"after it is null in YAML{keep})"
         )
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here

@@ -112,10 +112,8 @@ def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
     for path, count in times.items():
         if count > 1:
             last = clipped(given[path])
-            print(
-                f"note: --set {path} given {count} times: the last, {last}, is used",
-                file=sys.stderr,
-            )
+            what = f"given {count} times by --set: the last, {last}, is used"
+            print(f"note: {loaded.source}: {path}: {what}", file=sys.stderr)
     lines = key_lines(loaded.text) if loaded.text else {}
     for note in scenario_notes(loaded.scenario):
         line = lines.get(note.path)
