@@ -94,6 +94,17 @@ def _missing_hint(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     return ""
 
 
+def _null_section(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+    """A section written with nothing under it (null in YAML), and the remedy where one is."""
+    field = parent.model_fields.get(str(err["loc"][-1])) if parent and err["loc"] else None
+    required = field is not None and field.is_required()
+    keep = "" if required else "; leave the key out to keep the default"
+    return (
+        "expected a mapping of settings under this key (got null: a key with nothing after "
+        f"it is null in YAML{keep})"
+    )
+
+
 def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
