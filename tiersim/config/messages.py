@@ -141,16 +141,7 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
             f"got {shown(err.get('input'))})"
         )
     if kind in ("dict_type", "model_type") and err.get("input", 0) is None:
-        field = parent.model_fields.get(str(err["loc"][-1])) if parent and err["loc"] else None
-        keep = (
-            ""
-            if field is not None and field.is_required()
-            else "; leave the key out to keep the default"
-        )
-        return (
-            "expected a mapping of settings under this key (got null: a key with nothing "
-            f"after it is null in YAML{keep})"
-        )
+        return _null_section(err, parent)
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
