@@ -20,7 +20,7 @@ from heapq import heappush
 import simpy
 from simpy.events import NORMAL
 
-from tiersim.engine.busy import BusyLog
+from tiersim.engine.busy import BusyLog, merge_span
 from tiersim.engine.flowtypes import UNTAGGED, Due, Flow, Shares
 from tiersim.engine.rates import max_min_rates, narrowest, priority_rates
 
@@ -359,13 +359,8 @@ class FlowNetwork:
             lists = shares.spans
             if lists is None:  # the set's first span: its channels' lists, made now
                 lists = shares.spans = self.busy.lists(shares.channels)
-            for spans in lists:  # busy.merge_span, inline
-                if spans:
-                    last = spans[-1]
-                    if begin <= last[1]:
-                        spans[-1] = (begin if begin < last[0] else last[0], now)
-                        continue
-                spans.append((begin, now))
+            for spans in lists:
+                merge_span(spans, begin, now)
         tag = f.tag
         if tag is UNTAGGED:
             f.on_done()
