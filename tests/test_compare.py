@@ -68,6 +68,27 @@ def test_table_has_units_and_ratio(cli):
     assert " s " in line and line.rstrip().split()[-1].startswith("x0.")
 
 
+def test_the_table_and_the_readme_say_the_headline_figures_come_first(cli):
+    # HBF writing at 100 GB/s instead of 50: the step time moves x0.9094 (README), the DRAM
+    # peak x4.3 (2.29 GB -> 9.88 GB); by size alone the peak would come first
+    code, out, err = cli("compare", DEFAULT, "--set", FASTER)
+    assert code == 0, err
+    lines = out.splitlines()
+    title = next(x for x in lines if " moved, " in x)
+    assert title.endswith(
+        "moved, the headline figures first (fits, step time, tokens/s, MFU, ...), then the rest "
+        "by size, largest first (ratio = B / A):"
+    )
+    rows = [x.split()[0] for x in lines[lines.index(title) + 3 :]]
+    assert rows[:3] == ["step.time_s", "step.tokens_per_s", "step.mfu"]
+    assert rows.index("step.exposed_transfer_s") < rows.index("tiers.dram.peak_bytes")
+    readme = (SCENARIOS.parent / "README.md").read_text()
+    section = readme[readme.index("## Comparing: `tiersim compare`") :]
+    section = " ".join(section[: section.index("\n## ", 5)].split())
+    assert "the headline figures first where they moved, in this order (`fits`, then" in section
+    assert "largest change first" not in readme  # what the code did not do
+
+
 def test_same_scenario_moves_nothing(cli):
     got = _json(cli, SCENARIOS / "seed-1b-adam.yaml", SCENARIOS / "seed-1b-adam.yaml")
     assert got["inputs"] == [] and got["outputs"] == []

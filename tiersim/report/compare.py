@@ -1,4 +1,5 @@
-"""Two runs side by side: every input that differs, every output that moved, largest first.
+"""Two runs side by side: every input that differs, every output that moved (the headline
+figures first, then the largest change first).
 
 Pure functions of two scenario documents (tiersim.config.document) and two JSON reports; no
 simulation and no files here.
@@ -103,6 +104,11 @@ def _matches(pattern: list[str], parts: list[str]) -> bool:
 
 
 HEADLINE = ("fits", *STEP_FIGURES)  # shown first when they move, in this order
+# the outputs' order as the table says it (a reader looks for the step time first)
+ORDER = (
+    "the headline figures first (fits, step time, tokens/s, MFU, ...), then the rest by size, "
+    "largest first"
+)
 
 
 def changed(a: dict[str, Any], b: dict[str, Any], close: float = 0.0) -> list[Change]:
@@ -220,7 +226,7 @@ def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
         for r in outputs
     ]
     n = len(outputs)
-    title = f"{n} output{'s' if n != 1 else ''} moved, largest change first (ratio = B / A):"
+    title = f"{n} output{'s' if n != 1 else ''} moved, {ORDER} (ratio = B / A):"
     parts.append(
         render(["output", "A", "B", "B - A", "ratio"], rows, title) if rows else "no output moved"
     )

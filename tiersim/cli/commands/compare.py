@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "give only A and --set overrides: B is A with them. Lists every input that differs and "
         "every output that moved (step time and its breakdown, exposed transfer, per-link "
         "bytes and busy time, per-tier peaks and ports, wear lifetime and verdicts, goodput), "
-        "with B - A and B / A, largest change first.",
+        "with B - A and B / A: the headline figures first (fits, then the step's time, tokens/s, "
+        "MFU and where the step's time goes, in that order), then the largest change first.",
     )
     parser.add_argument("a", metavar="A", help="scenario file or results folder")
     parser.add_argument(
