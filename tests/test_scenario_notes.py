@@ -1,7 +1,7 @@
-"""`run` and `validate` note a `training.attention_kernel` that does not apply: mixture-of-
-experts and latent-attention layers are timed by their FLOPs (the kernel sets only what
-attention keeps), a generic model has no attention at all. Each note is checked against what
-the runs do: the figures it says the kernel leaves alone stay the same."""
+"""`run`, `validate`, `inventory`, `wear` and `compare` note a `training.attention_kernel` that
+does not apply: mixture-of-experts and latent-attention layers are timed by their FLOPs (the
+kernel sets only what attention keeps), a generic model has no attention at all. Each note is
+checked against what the runs do: the figures it says the kernel leaves alone stay the same."""
 
 from __future__ import annotations
 
@@ -165,3 +165,40 @@ def test_a_key_set_twice_is_noted_with_the_value_used(tmp_path, cli):
     assert code == 0
     what = "given 2 times by --set: the last, training.seq_len=128, is used"
     assert err == f"note: {path}: training.seq_len: {what}\n"  # as every note: FILE: key: why
+
+
+@pytest.mark.parametrize("command", ["inventory", "wear"])
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_inventory_and_wear_give_the_notes_run_gives(tmp_path, cli, command, fmt):
+    path = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", "flash")
+    sets = ("--set", "training.seq_len=256", "--set", "training.seq_len=128")
+    code, out, err = cli(command, path, "--format", fmt, *sets)
+    assert code == 0, err
+    twice = "training.seq_len: given 2 times by --set: the last, training.seq_len=128, is used"
+    # on standard error, as run gives them; standard output stays the report alone
+    assert err == f"note: {path}: {twice}\nnote: {path}: {MOE_NOTE}{LINE}\n"
+    assert "note:" not in out
+
+
+def test_compare_gives_each_sides_notes_once(tmp_path, cli):
+    path = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", "flash")
+    sets = ("--set", "training.seq_len=256", "--set", "training.seq_len=128")
+    code, out, err = cli("compare", path, *sets)
+    assert code == 0, err
+    twice = "training.seq_len: given 2 times by --set: the last, training.seq_len=128, is used"
+    # A's kernel note is B's too (B is A with --set): said once, before either is simulated
+    assert err.splitlines()[:3] == [
+        f"note: {path}: {MOE_NOTE}{LINE}",
+        f"note: {path}: {twice}",
+        f"simulating {path} ...",
+    ]
+    assert "note:" not in out
+    # B a file of its own: its notes follow A's, named by its own file
+    other = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", "sdpa")
+    code, _, err = cli("compare", path, other, "--format", "json")
+    assert code == 0, err
+    sdpa = MOE_NOTE.replace(": flash sets", ": sdpa sets")
+    assert err.splitlines()[:2] == [
+        f"note: {path}: {MOE_NOTE}{LINE}",
+        f"note: {other}: {sdpa}{LINE}",
+    ]

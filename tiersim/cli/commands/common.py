@@ -100,6 +100,12 @@ def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
     """The scenario's notes (what it sets that the models do not use), on standard error:
     `note: FILE: key.path: why`, then `(line N)` where the file writes the key, or
     `(from --set ...)` where an override set it."""
+    for line in note_lines(loaded, overrides):
+        print(line, file=sys.stderr)
+
+
+def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
+    """The lines print_notes prints (a command reading two scenarios merges its two lists)."""
     from tiersim.config.overrides import clipped, parse_override
     from tiersim.config.yamllines import key_lines
     from tiersim.runner import scenario_notes
@@ -109,17 +115,19 @@ def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
     for text in overrides:  # each is valid: the scenario loaded
         path = ".".join(parse_override(text)[0])
         given[path], times[path] = text, times.get(path, 0) + 1
+    out = []
     for path, count in times.items():
         if count > 1:
             last = clipped(given[path])
             what = f"given {count} times by --set: the last, {last}, is used"
-            print(f"note: {loaded.source}: {path}: {what}", file=sys.stderr)
+            out.append(f"note: {loaded.source}: {path}: {what}")
     lines = key_lines(loaded.text) if loaded.text else {}
     for note in scenario_notes(loaded.scenario):
         line = lines.get(note.path)
         origin = f" (line {line})" if line else ""
         origin = f" (from --set {given[note.path]})" if note.path in given else origin
-        print(f"note: {note.render(loaded.source)}{origin}", file=sys.stderr)
+        out.append(f"note: {note.render(loaded.source)}{origin}")
+    return out
 
 
 def cannot_write(option: str, path: str | Path, exc: OSError, expected: str) -> InputError:

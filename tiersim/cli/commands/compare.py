@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiersim.cli.commands.common import add_format_arg, add_set_arg
+from tiersim.cli.commands.common import add_format_arg, add_set_arg, note_lines
 from tiersim.core.errors import InputError, Problem
 
 MAX_REPORT_BYTES = 64 * 2**20  # a report.json is tens of kB; anything this large is not one
@@ -52,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("compare", [problem])
     # both sides read and checked before either is simulated: a bad B fails at once
     pending = [load_side(Path(args.a), []), load_side(Path(args.b or args.a), args.overrides)]
+    notes = note_lines(pending[0][1]) + note_lines(pending[1][1], args.overrides)
+    for line in dict.fromkeys(notes):  # B = A --set ...: A's own notes are B's too, said once
+        print(line, file=sys.stderr)
     a, b = (side(*p) for p in pending)
     result = compare(a.document, b.document, a.report, b.report)
     if args.format == "json":

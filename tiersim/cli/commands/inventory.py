@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tiersim.cli.commands.common import add_scenario_args, load
+from tiersim.cli.commands.common import add_scenario_args, load, print_notes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.state.resolved import resolve
 
     loaded = load(args)
+    print_notes(loaded, args.overrides)
     inv = build_inventory(resolve(loaded.scenario))
     if args.format == "json":
         report = inventory_report(loaded.scenario, inv)

@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING
 
 from tiersim import __version__
-from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load
+from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load, print_notes
 from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.runner import check_runnable, simulate
 
     loaded = load(args)
+    print_notes(loaded, args.overrides)
     check_runnable(loaded)
     result = simulate(loaded.scenario)
     assessed = assess(loaded.scenario, result)
