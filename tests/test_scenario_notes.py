@@ -30,8 +30,9 @@ LINE = " (line 3)"  # where _scenario writes `training: {..., attention_kernel: 
 
 MOE_NOTE = (
     "training.attention_kernel: flash sets what attention keeps for backward (the activations) "
-    "but not the step time: a model with mixture-of-experts is timed by its FLOPs, not kernel "
-    "by kernel, so eager, sdpa and flash give it the same step time"
+    "but not the step time: a model with mixture-of-experts is timed by its FLOPs (its "
+    "attention as eager's), not kernel by kernel, so eager, sdpa and flash give it the same "
+    "step time"
 )
 
 
@@ -57,8 +58,8 @@ def test_a_kernel_on_latent_attention_and_experts_names_both(tmp_path, cli):
     assert err == (
         f"note: {path}: training.attention_kernel: sdpa sets what attention keeps for backward "
         "(the activations) but not the step time: a model with mixture-of-experts and latent "
-        "attention is timed by its FLOPs, not kernel by kernel, so eager, sdpa and flash give "
-        f"it the same step time{LINE}\n"
+        "attention is timed by its FLOPs (its attention as eager's), not kernel by kernel, so "
+        f"eager, sdpa and flash give it the same step time{LINE}\n"
     )
 
 
@@ -112,7 +113,7 @@ def test_validate_notes_a_swept_kernel_that_does_not_apply_once_per_value(tmp_pa
     sweep = tmp_path / "sweep.yaml"
     # the kernel axis is on line 3
     sweep.write_text(
-        f"base: {base.name}\ngrid:\n  training.attention_kernel: [eager, flash]\n"
+        f"base: {base.name}\ngrid:\n  training.attention_kernel: [sdpa, flash]\n"
         "  parallel.data: [1, 2]\n"
     )
     code, out, err = cli("validate", sweep)
@@ -130,12 +131,12 @@ def test_validate_notes_a_swept_kernel_that_does_not_apply_once_per_value(tmp_pa
 def test_sweep_gives_the_notes_validate_gives_before_it_runs(tmp_path, cli):
     base = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(f"base: {base.name}\ngrid:\n  training.attention_kernel: [eager, flash]\n")
+    sweep.write_text(f"base: {base.name}\ngrid:\n  training.attention_kernel: [sdpa, flash]\n")
     code, _, err = cli("sweep", sweep, "--out", tmp_path / "out", "--workers", "1", "--no-plots")
     assert code == 0, err
     lines = err.splitlines()
     notes = [i for i, line in enumerate(lines) if line.startswith(f"note: {sweep}: grid.")]
-    assert [("value 'eager'" in lines[i], "value 'flash'" in lines[i]) for i in notes] == [
+    assert [("value 'sdpa'" in lines[i], "value 'flash'" in lines[i]) for i in notes] == [
         (True, False),
         (False, True),
     ]  # one note per value, as validate lists them
@@ -202,3 +203,55 @@ def test_compare_gives_each_sides_notes_once(tmp_path, cli):
         f"note: {path}: {MOE_NOTE}{LINE}",
         f"note: {other}: {sdpa}{LINE}",
     ]
+
+
+def test_under_full_recompute_a_kernel_on_an_moe_has_no_effect_and_says_so(tmp_path, cli):
+    def written(kernel: str) -> object:
+        path = tmp_path / f"full-{kernel}.yaml"
+        path.write_text(
+            "name: s\nmodel: {preset: mixtral-8x7b, layers: 2}\n"
+            f"training: {{seq_len: 512, recompute: full, attention_kernel: {kernel}}}\n"
+            "hardware: {tiers: {hbm: {capacity: 10 TB}}}\n"
+        )
+        return path
+
+    path = written("flash")
+    code, _, err = cli("validate", path)
+    assert code == 0
+    assert err == (
+        f"note: {path}: training.attention_kernel: flash has no effect: under training.recompute "
+        "full a layer keeps only its input for backward and a model with mixture-of-experts is "
+        "timed by its FLOPs (its attention as eager's), not kernel by kernel, so eager, sdpa and "
+        f"flash give it the same activations and step time{LINE}\n"
+    )  # it said the kernel sets the activations: under full recompute it sets none
+    runs = {k: _run(cli, written(k), tmp_path / k)[0] for k in ("flash", "sdpa", "eager")}
+    # each of the 2 layers keeps its bf16 input, 2 B x 512 tokens x 1 sequence x 4,096 hidden
+    assert runs["flash"]["inventory"]["per_gpu"]["activations"] == 2 * 2 * 512 * 1 * 4096
+    assert runs["flash"]["step"] == runs["sdpa"]["step"] == runs["eager"]["step"]
+    assert runs["flash"]["inventory"] == runs["sdpa"]["inventory"] == runs["eager"]["inventory"]
+
+
+@pytest.mark.parametrize("implementation", ["megatron", "huggingface"])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_eager_on_an_moe_is_not_noted_it_is_the_attention_its_time_is_charged(
+    tmp_path, cli, implementation, recompute
+):
+    # eager (megatron's default) is the attention a model timed by its FLOPs is charged as:
+    # its s x s scores through HBM, rerun under selective recompute; nothing it says is unused
+    path = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", "eager")
+    sets = ("--set", f"training.implementation={implementation}")
+    sets += ("--set", f"training.recompute={recompute}")
+    assert cli("validate", path, *sets) == (0, f"{path}: valid scenario 's'\n", "")
+
+
+def test_a_sweep_over_eager_and_flash_on_an_moe_notes_flash_only(tmp_path, cli):
+    base = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"base: {base.name}\ngrid:\n  training.attention_kernel: [eager, flash]\n")
+    code, _, err = cli("validate", sweep)
+    assert code == 0
+    assert err == (
+        f"note: {sweep}: grid.training.attention_kernel: value 'flash': "
+        + MOE_NOTE.removeprefix("training.attention_kernel: ")
+        + " [1 of 2 points; first: point 1 (training.attention_kernel=flash)] (line 3)\n"
+    )

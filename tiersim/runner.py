@@ -26,6 +26,7 @@ from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import GenericModel, build_model
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.workload.kernels import kernel_timed
+from tiersim.workload.stage_times import FLOP_TIMED_KERNEL
 
 
 def simulate(
@@ -88,16 +89,23 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
             "its time its FLOPs whatever the kernel"
         )
         return [Problem(where, why)]
-    if not kernel_timed(model):
-        parts = (("mixture-of-experts", model.moe), ("latent attention", model.mla))
-        kinds = [what for what, part in parts if part is not None]
+    if kernel_timed(model) or kernel == FLOP_TIMED_KERNEL:
+        return []  # its time is its kernel's, or is charged as the kernel it sets (eager)
+    parts = (("mixture-of-experts", model.moe), ("latent attention", model.mla))
+    kinds = " and ".join(what for what, part in parts if part is not None)
+    timed = f"a model with {kinds} is timed by its FLOPs (its attention as {FLOP_TIMED_KERNEL}'s)"
+    if scenario.training.recompute == "full":  # a layer keeps its input only, whatever the kernel
         why = (
-            f"{kernel} sets what attention keeps for backward (the activations) but not the "
-            f"step time: a model with {' and '.join(kinds)} is timed by its FLOPs, not kernel "
-            "by kernel, so eager, sdpa and flash give it the same step time"
+            f"{kernel} has no effect: under training.recompute full a layer keeps only its "
+            f"input for backward and {timed}, not kernel by kernel, so eager, sdpa and flash "
+            "give it the same activations and step time"
         )
         return [Problem(where, why)]
-    return []
+    why = (
+        f"{kernel} sets what attention keeps for backward (the activations) but not the step "
+        f"time: {timed}, not kernel by kernel, so eager, sdpa and flash give it the same step time"
+    )
+    return [Problem(where, why)]
 
 
 def inventory(scenario: Scenario) -> Inventory:

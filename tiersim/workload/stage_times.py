@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tiersim.state.activations import MEGATRON
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
 from tiersim.workload.comms import Comm, p2p_send_s, rest_tensor_comms, sm_share_s
@@ -24,6 +25,13 @@ def _gpu_rate(r: Resolved) -> float:
 def _memory_bound_s(r: Resolved, model, bytes_moved: float) -> float:
     hbm = r.machine.tiers[r.machine.gpu.memory]
     return bytes_moved / min(hbm.read_bw, hbm.write_bw)
+
+
+# The attention a layer timed by its FLOPs is charged as, whatever training.attention_kernel
+# says: the bytes Megatron-LM's eager attention keeps (its s×s scores among them) go through HBM,
+# and selective recompute reruns QK^T, softmax and AV (tiersim.runner's notes say so).
+FLOP_TIMED_ACCOUNTING = MEGATRON
+FLOP_TIMED_KERNEL = FLOP_TIMED_ACCOUNTING.kernel
 
 
 def compute_times(
@@ -48,7 +56,8 @@ def compute_times(
     if not is_layer:
         fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
         return fwd, 2.0 * fwd, 0.0
-    kept = model.layer_activation_bytes(seq, mbs, t, r.execution.parallel.sequence, "none")
+    sequence = r.execution.parallel.sequence
+    kept = model.layer_activation_bytes(seq, mbs, t, sequence, "none", FLOP_TIMED_ACCOUNTING)
     elementwise = _memory_bound_s(r, model, kept)
     fwd = model.layer_forward_flops(seq, mbs) / t / rate + elementwise
     recompute = fwd if r.execution.training.recompute == "full" else 0.0
