@@ -1,6 +1,7 @@
 """`tiersim presets`: every shipped preset listed with its key figures."""
 
 import json
+import re
 from pathlib import Path
 
 PRESETS = Path(__file__).resolve().parent.parent / "tiersim" / "presets"
@@ -42,3 +43,29 @@ def test_presets_give_the_network_in_the_node_and_across_nodes(cli):
     code, out, err = cli("presets", "--format", "json")
     h200 = json.loads(out)["hardware"]["h200-hbf"]
     assert (h200["intra_node_bandwidth"], h200["inter_node_bandwidth"]) == (450e9, 400e9 / 8)
+
+
+def test_presets_give_the_cpu_rates_by_their_preset_keys(cli):
+    # dgx-h100.yaml: cpu.optimizer_rate 0.175 Gparam/s (the update without a framework) and
+    # cpu.adam_kernel_rate 0.794 (DeepSpeed's kernel, 14 Xeon 8480C cores a rank); gh200.yaml
+    # sets only optimizer_rate, 1.4 Gparam/s (DeepSpeed then uses it for the kernel too)
+    code, out, err = cli("presets")
+    assert code == 0, err
+    lines = out.splitlines()
+    (head,) = [ln for ln in lines if ln.startswith("hardware preset") and "GPU" in ln]
+    columns = re.split(r"\s{2,}", head.strip())
+    assert "CPU optimizer" not in columns  # a name no preset file has
+    rate, kernel = columns.index("cpu.optimizer_rate"), columns.index("cpu.adam_kernel_rate")
+    rows = {ln.split()[0]: re.split(r"\s{2,}", ln.strip()) for ln in lines if "TFLOP/s" in ln}
+    assert (rows["dgx-h100"][rate], rows["dgx-h100"][kernel]) == (
+        "0.175 Gparam/s",
+        "0.794 Gparam/s",
+    )
+    assert (rows["gh200"][rate], rows["gh200"][kernel]) == ("1.4 Gparam/s", "-")
+    code, out, err = cli("presets", "--format", "json")
+    hardware = json.loads(out)["hardware"]
+    assert (
+        hardware["dgx-h100"]["cpu_optimizer_rate"],
+        hardware["dgx-h100"]["cpu_adam_kernel_rate"],
+    ) == (0.175e9, 0.794e9)
+    assert hardware["gh200"]["cpu_adam_kernel_rate"] is None

@@ -61,6 +61,7 @@ def _hardware(hw: Hardware) -> dict[str, Any]:
         "peak_flops": dict(hw.gpu.peak_flops),
         "efficiency": hw.gpu.efficiency,
         "cpu_optimizer_rate": hw.cpu.optimizer_rate,
+        "cpu_adam_kernel_rate": hw.cpu.adam_kernel_rate,  # None: cpu.optimizer_rate's
         "tiers": {
             n: {
                 "kind": t.kind,
@@ -87,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(_hardware_table(hardware))
     return 0
+
+
+def _rate(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate / 1e9:.3g} Gparam/s"
 
 
 def _model_table(models: dict[str, dict[str, Any]]) -> str:
@@ -124,7 +129,8 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
                 h["gpu"],
                 peak,
                 f"{h['efficiency']:g}",
-                f"{h['cpu_optimizer_rate'] / 1e9:.3g} Gparam/s",
+                _rate(h["cpu_optimizer_rate"]),
+                _rate(h["cpu_adam_kernel_rate"]),
                 fmt_rate(h["intra_node_bandwidth"]),
                 fmt_rate(h["inter_node_bandwidth"]),
             ]
@@ -134,12 +140,20 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
             tiers.append([name, tier, t["kind"], fmt_bytes(t["capacity_bytes"]), read, write])
         for link, k in h["links"].items():
             links.append([name, link, " - ".join(k["between"]), fmt_rate(k["bandwidth"])])
-    head = ["hardware preset", "GPU", "16-bit peak", "efficiency", "CPU optimizer"]
+    # the CPU rates by their preset keys: optimizer_rate the update without a framework,
+    # adam_kernel_rate DeepSpeed's CPU-Adam kernel (its path's other parts timed apart)
+    head = ["hardware preset", "GPU", "16-bit peak", "efficiency"]
+    head += ["cpu.optimizer_rate", "cpu.adam_kernel_rate"]
     head += ["in node/dir", "across nodes/dir"]  # the network: run's `nvlink` link, then NICs
     title = "Hardware presets (hardware.preset), as one GPU sees its node:"
+    rates = (
+        "cpu.optimizer_rate: the CPU update without a framework;\n"
+        "cpu.adam_kernel_rate: DeepSpeed's CPU-Adam kernel (training.framework: deepspeed), "
+        "- where it is cpu.optimizer_rate."
+    )
     return "\n\n".join(
         [
-            render(head, gpus, title),
+            render(head, gpus, title) + "\n" + rates,
             render(["hardware preset", "tier", "kind", "capacity", "read", "write"], tiers),
             render(["hardware preset", "link", "between", "bandwidth/dir"], links),
         ]
