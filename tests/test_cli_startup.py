@@ -61,3 +61,12 @@ def test_every_commands_help_ends_with_the_exit_codes(capsys):
             assert "; 1 a --check failed; " in text, name
         elif name != "tiersim":
             assert "; 1 " not in text, name
+
+
+def test_python_dash_m_tiersim_is_the_tiersim_command():
+    for module in ("tiersim", "tiersim.cli"):
+        out = subprocess.run(
+            [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, (module, out.stderr)
+        assert out.stdout.startswith("usage: tiersim"), (module, out.stdout[:80])

@@ -255,3 +255,15 @@ def test_a_sweep_over_eager_and_flash_on_an_moe_notes_flash_only(tmp_path, cli):
         + MOE_NOTE.removeprefix("training.attention_kernel: ")
         + " [1 of 2 points; first: point 1 (training.attention_kernel=flash)] (line 3)\n"
     )
+
+
+def test_plan_gives_the_base_scenarios_notes_before_it_searches(tmp_path, cli):
+    path = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", "flash")
+    path.write_text(path.read_text() + "plan:\n  training.micro_batch_size: [1]\n")
+    sets = ("--set", "training.seq_len=256", "--set", "training.seq_len=128")
+    code, out, err = cli("plan", path, "--workers", "1", "--format", "json", *sets)
+    assert code == 0, err
+    twice = "training.seq_len: given 2 times by --set: the last, training.seq_len=128, is used"
+    # as run gives them, ahead of the search's progress; standard output stays the report
+    assert err.splitlines()[:2] == [f"note: {path}: {twice}", f"note: {path}: {MOE_NOTE}{LINE}"]
+    assert "note:" not in out

@@ -10,7 +10,9 @@ from tiersim.cli.commands.common import (
     add_executor_args,
     add_format_arg,
     add_set_arg,
+    load,
     positive_int,
+    print_notes,
 )
 from tiersim.cli.commands.sweep import default_workers
 from tiersim.core.errors import InputError, Problem
@@ -81,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     limit = _time_limit(args.time_limit)
     workers = args.workers or default_workers()
     options = PlanOptions(args.objective, args.top, workers, args.executor, args.scheduler, limit)
+    print_notes(load(args), args.overrides)  # the base scenario's, as run gives them
     try:
         outcome = plan(Path(args.scenario), options, tuple(args.overrides))
     except SweepAborted as exc:
