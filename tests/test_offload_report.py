@@ -48,10 +48,42 @@ def test_zero3_on_nvme_fetches_submodules_and_swaps_host_gradients(cli, tmp_path
         "submodule",
         False,
     )
-    assert "parameters fetched per submodule, 6 to a layer, the largest 2.62 B parameters" in line
+    assert (off["fetch_units_per_layer"], off["fetch_parts_per_layer"]) == (6, 6)  # no tiles
+    assert (
+        "parameters fetched per submodule (consecutive small ones bucketed together): 6 fetches "
+        "a layer, the largest 2.62 B parameters a fetch; no operator tiled" in line
+    )
     off, line = _run(cli, tmp_path, ONE_T, "model.layers=2", "placement.gradients=dram")
     assert off["swap_gradients"] is True
     assert "at the accumulation boundary, through NVMe with the optimizer state" in line
+
+
+def test_tiles_are_counted_as_fetches_not_as_submodules(cli, tmp_path):
+    # On 10 GB the MLP's two matrices (2,621,440,000 and 2,621,670,400 parameters) run in 2
+    # tiles each (test_offload_frameworks): the layer's 6 submodules are fetched as
+    # 4 + 2 x 2 = 8 fetches, the largest half the larger matrix, 1,310,835,200 parameters
+    off, line = _run(cli, tmp_path, ONE_T, "model.layers=2", "hardware.tiers.hbm.capacity=10 GB")
+    assert (off["fetch_units_per_layer"], off["fetch_parts_per_layer"]) == (8, 6)
+    assert off["largest_fetch_parameters"] == 2_621_670_400 // 2
+    assert (
+        "parameters fetched per submodule (consecutive small ones bucketed together): 8 fetches "
+        "a layer (6 submodule fetches, 2 of them cut into tiles), the largest 1.31 B parameters "
+        "a fetch; operators tiled as said above" in line
+    )
+
+
+def test_a_layer_fetched_whole_in_tiles_says_so(cli, tmp_path):
+    # FSDP2 fetches the 1T model's layer whole: 7,864,652,800 parameters, fp16 weights and
+    # gradients 4 B each, 31.46 GB against room 32e9 - 1 GiB - 367,001,600 = 30,559,256,576
+    # B: 2 tiles of 3,932,326,400 parameters
+    sets = ("model.layers=2", "training.framework=fsdp", "training.offload.tiling=true")
+    off, line = _run(cli, tmp_path, ONE_T, *sets)
+    assert (off["fetch_units_per_layer"], off["fetch_parts_per_layer"]) == (2, 1)
+    assert off["largest_fetch_parameters"] == 7_864_652_800 // 2
+    assert (
+        "parameters fetched a layer at a time, each layer in 2 tiles (2 fetches a layer), the "
+        "largest 3.93 B parameters a fetch" in line
+    )
 
 
 def test_fsdp2_fetches_a_layer_at_a_time(cli, tmp_path):

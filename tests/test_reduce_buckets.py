@@ -2,7 +2,8 @@
 
 import pytest
 
-from tiersim.workload.reduce_buckets import reduce_buffer_elements, reduces_per_unit
+from tiersim.state.buffers import reduce_buffer_elements
+from tiersim.workload.reduce_buckets import reduces_per_unit
 
 
 def test_a_reduce_whenever_the_next_gradient_would_overflow_and_one_at_the_end():

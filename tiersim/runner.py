@@ -12,6 +12,7 @@ from tiersim.analysis.checkpoint import checkpoint_problems
 from tiersim.analysis.checkpoint_interval import with_checkpoint
 from tiersim.analysis.wear import wear_problems
 from tiersim.config.execution import execution_plan
+from tiersim.config.framework import offload_notes
 from tiersim.config.load import Loaded
 from tiersim.config.schema import Scenario
 from tiersim.config.yamllines import with_lines
@@ -77,6 +78,11 @@ def check_runnable(loaded: Loaded) -> None:
 def scenario_notes(scenario: Scenario) -> list[Problem]:
     """What the scenario sets that the models do not use (a valid scenario: notes, not
     problems), so that a figure unchanged by it is not mistaken for a measured non-effect."""
+    return _kernel_notes(scenario) + offload_notes(scenario)
+
+
+def _kernel_notes(scenario: Scenario) -> list[Problem]:
+    """A `training.attention_kernel` that does not apply to the model."""
     kernel = scenario.training.attention_kernel
     if kernel is None:
         return []

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem
 
 
 @dataclass(frozen=True)
@@ -109,3 +110,53 @@ def offload_plan(s: Scenario) -> OffloadPlan:
         reduce_bucket_size=given["reduce_bucket_size"],
         **chosen,
     )
+
+
+# training.offload keys only DeepSpeed's engine reads (engine/schedule_optimizer.py,
+# engine/schedule_offload.py, workload/pinned.py, state/buffers.py check the framework), with
+# what each sets there. No key is FSDP2's alone: the others apply under either engine.
+DEEPSPEED_ONLY = {
+    "sub_group_size": "the CPU optimizer's ZeRO-3 sub-groups",
+    "buffer_count": "the pinned swap buffers of optimizer state on NVMe",
+    "overlap_comm": "whether ZeRO-1/2's gradient copies run on the compute stream",
+    "reduce_bucket_size": "ZeRO's gradient reduce bucket: its buffer and its division",
+}
+# read only where parameters are fetched per submodule (workload/fetch.py)
+SUBMODULE_FETCH = {
+    "prefetch_bucket_size": "how many parameters a submodule prefetch gathers",
+    "max_live_parameters": "how many fetched parameters may be live at once",
+}
+_ENGINES = {"fsdp": "fsdp (FSDP2's engine)", "generic": "not set (tiersim's generic engine)"}
+_LAYER_DEFAULT = {"fsdp": "FSDP2's default", "generic": "the generic engine's default"}
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def offload_notes(s: Scenario) -> list[Problem]:
+    """The `training.offload` keys the scenario gives that its framework does not read (a
+    valid scenario: notes, not problems; megatron refuses every key instead)."""
+    plan, given = offload_plan(s), s.training.offload.model_dump()
+    notes = []
+    for key, value in given.items():
+        if value is None:
+            continue
+        if key in DEEPSPEED_ONLY and plan.framework != "deepspeed":
+            why = (
+                f"{_shown(value)} has no effect: a DeepSpeed setting ({DEEPSPEED_ONLY[key]}), "
+                f"and training.framework is {_ENGINES.get(plan.framework, plan.framework)}"
+            )
+            notes.append(Problem(f"training.offload.{key}", why))
+        elif key in SUBMODULE_FETCH and plan.fetch != "submodule":
+            default = _LAYER_DEFAULT.get(plan.framework, "its default")
+            fetch = "layer" if given["fetch"] else f"layer, {default}"
+            why = (
+                f"{_shown(value)} has no effect: a submodule fetch's setting "
+                f"({SUBMODULE_FETCH[key]}), and parameters are fetched a layer at a time "
+                f"(training.offload.fetch: {fetch})"
+            )
+            notes.append(Problem(f"training.offload.{key}", why))
+    return notes

@@ -174,8 +174,9 @@ class Offload(Strict):
     # DeepSpeed's overlap_comm (default: on with ZeRO-3, off with ZeRO-1/2): off, ZeRO-1/2's
     # gradient copies to and from the host run on the compute stream, so backward waits
     overlap_comm: bool | None = None
-    # elements per ZeRO-1/2 reduce bucket (DeepSpeed's reduce_bucket_size); given, each reduce
-    # divides the whole reduce buffer as DeepSpeed v0.3's stage2.py does (schedule_offload.py)
+    # elements per reduce bucket (DeepSpeed's reduce_bucket_size); given, its buffer counts in
+    # the GPU's workspace (state/buffers.py) and each ZeRO-1/2 reduce divides the whole reduce
+    # buffer as DeepSpeed v0.3's stage2.py does (schedule_offload.py)
     reduce_bucket_size: Count | None = None
 
 

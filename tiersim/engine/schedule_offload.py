@@ -31,8 +31,8 @@ from tiersim.config.schema import PRECISION_BYTES
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
+from tiersim.state.buffers import reduce_buffer_elements
 from tiersim.workload.cpu_optimizer import host_bandwidth
-from tiersim.workload.reduce_buckets import reduce_buffer_elements
 
 FP32 = 4
 FP16 = 2

@@ -15,6 +15,7 @@ from tiersim.engine.metrics import measure
 from tiersim.engine.results import StepResult
 from tiersim.engine.runs import Runs
 from tiersim.hardware.topology import Topology, placement_problems
+from tiersim.state.buffers import workspace_bytes
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved, resolve
@@ -37,7 +38,7 @@ def streaming_minimum(res: Resolved, wl: Workload) -> int:
     big_w = max(u.weights_full for u in wl.units)
     big_g = max(u.gradients_full for u in wl.units)
     big_a = max(u.activations for u in wl.units)
-    return int(res.execution.training.workspace) + big_w + big_g + big_a
+    return workspace_bytes(res.execution) + big_w + big_g + big_a
 
 
 def prefetch_depth(res: Resolved, wl: Workload, hbm_peak_without_staging: int) -> int:
@@ -74,7 +75,7 @@ def prepare(res: Resolved, inv: Inventory) -> RunSetup:
     gpu = res.machine.gpu.memory
     capacity = res.machine.tiers[gpu].capacity
     need = streaming_minimum(res, wl)
-    workspace = res.execution.training.workspace
+    workspace = workspace_bytes(res.execution)
     if need > capacity:
         raise InfeasibleError(
             f"GPU memory ({fmt_bytes(capacity)}) cannot hold even one layer's working set "

@@ -48,7 +48,10 @@ def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
         # they were fetched by (a submodule only where they are fetched at all)
         "weights_streamed": streamed,
         "fetch": plan.fetch if streamed else "layer",
+        # fetches a layer, a tile each; the parts they are cut from (submodules, consecutive
+        # small ones bucketed; a whole layer: 1) count a tiled one once
         "fetch_units_per_layer": wl.parts_per_layer,
+        "fetch_parts_per_layer": wl.parts_per_layer - sum(t.tiles - 1 for t in wl.tiling),
         "largest_fetch_parameters": max((u.params for u in wl.units[:-1]), default=0),
         # operators run as sequential tiles because they do not fit in GPU memory (one
         # layer's; every layer alike); their cost (transfer and collective latency per tile,

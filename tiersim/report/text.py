@@ -285,18 +285,28 @@ def _gradient_path(off: dict[str, Any]) -> str:
     return text
 
 
+def _fetches(off: dict[str, Any]) -> str:
+    """How weights were fetched, counted in fetches a layer: a tile is a fetch of its own,
+    and a submodule (or a bucket of small ones) cut into tiles is one part of the layer."""
+    if not off.get("weights_streamed", True):
+        return "weights kept whole in GPU memory, nothing fetched"
+    per, parts = off["fetch_units_per_layer"], off["fetch_parts_per_layer"]
+    largest = f"the largest {_params(off['largest_fetch_parameters'])} parameters a fetch"
+    if parts == 1:
+        tiles = f", each layer in {per:,} tiles ({per:,} fetches a layer)" if per > 1 else ""
+        return f"parameters fetched a layer at a time{tiles}, {largest}"
+    tiled = len(off["tiling"])
+    cut = f" ({parts:,} submodule fetches, {tiled:,} of them cut into tiles)" if tiled else ""
+    return (
+        "parameters fetched per submodule (consecutive small ones bucketed together): "
+        f"{per:,} fetches a layer{cut}, {largest}"
+    )
+
+
 def _offload_line(off: dict[str, Any], cpu_update: bool) -> str:
     """How the scenario's framework moved state (the report's `offload` section), in words."""
     name = _FRAMEWORKS.get(off["framework"], off["framework"])
-    per = off["fetch_units_per_layer"]
-    if not off.get("weights_streamed", True):
-        fetch = "weights kept whole in GPU memory, nothing fetched"
-    elif off["fetch"] == "submodule" and per > 1:
-        fetch = f"parameters fetched per submodule, {per} to a layer"
-    else:
-        fetch = "parameters fetched a layer at a time"
-    largest = f", the largest {_params(off['largest_fetch_parameters'])} parameters"
-    parts = [fetch + (largest if off.get("weights_streamed", True) else "")]
+    parts = [_fetches(off)]
     parts.append("operators tiled as said above" if off["tiling"] else "no operator tiled")
     deepspeed = off["framework"] == "deepspeed"
     if cpu_update:

@@ -20,6 +20,7 @@ from tiersim.state.activations import (
     layer_items,
     outside_items,
 )
+from tiersim.state.buffers import workspace_bytes
 from tiersim.state.classes import (
     NAMES,
 )
@@ -321,7 +322,7 @@ def _class_bytes(
         r.execution.training, [m for m in mats if not m.expert], shards, dense_div, padded
     )
     experts = sharded_parameter_bytes(r.execution.training, experts_m, shards, expert_div)
-    other = {"activations": activations, "workspace": int(r.execution.training.workspace)}
+    other = {"activations": activations, "workspace": workspace_bytes(r.execution)}
     total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
     return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.config.framework import OffloadPlan
+from tiersim.state.buffers import workspace_bytes
 from tiersim.state.model import Matrix
 from tiersim.workload.comms import Comm
 
@@ -129,7 +130,7 @@ def fetch_units(r: Resolved, plan: OffloadPlan, layers: list, mats: list[Matrix]
     if sum(sizes) != layers[0].params:
         sizes = [layers[0].params]  # not the layer's tensors as listed: one part
     parts = bucketed(sizes, plan.prefetch_bucket_size if submodule else None)
-    room = gpu.capacity - r.execution.training.workspace - layers[0].activations - resident
+    room = gpu.capacity - workspace_bytes(r.execution) - layers[0].activations - resident
     tiles = _tiles(r, layers[0], parts, room) if plan.tiling and streamed else [1] * len(parts)
     cut = list(zip(parts, tiles, strict=True))
     pieces = [n // t + (1 if j < n % t else 0) for n, t in cut for j in range(t)]

@@ -6,22 +6,14 @@ the bucket's elements plus the new gradient's would exceed `reduce_bucket_size`,
 reduces the bucket (`reduce_ipg_grads`), even an empty one (a gradient larger than the bucket
 alone), then copies the gradient in; the backward's epilogue reduces what is left. Every reduce
 calls `average_tensor` on the whole reduce buffer (`ipg_buffer[ipg_index]`, allocated in
-`backward()` as `reduce_bucket_size * 4.5` fp16 elements), whose `tensor.div_(world_size)`
-reads and writes all of it however little the bucket holds.
+`backward()` as `reduce_bucket_size * 4.5` fp16 elements: state/buffers.py, which counts it
+in GPU memory), whose `tensor.div_(world_size)` reads and writes all of it however little the
+bucket holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-# stage2.py backward(): `torch.empty(int(self.reduce_bucket_size * 4.5), ...)` (its comment:
-# "TODO: we need to revist this and remove the magic 4.5x multiplier here")
-REDUCE_BUFFER_FACTOR = 4.5
-
-
-def reduce_buffer_elements(bucket: int) -> int:
-    """Elements of the reduce buffer every reduce divides."""
-    return int(bucket * REDUCE_BUFFER_FACTOR)
 
 
 def reduces_per_unit(tensors: Sequence[Sequence[int]], bucket: int) -> tuple[int, ...]:

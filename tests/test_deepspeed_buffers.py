@@ -1,0 +1,106 @@
+"""DeepSpeed's gradient reduce bucket (the "ipg" buffer) in GPU memory, counted by hand:
+elements x bytes, in the `workspace` class and so in the HBM peak (state/buffers.py).
+
+ZeRO-1/2 as v0.3's stage2.py: `torch.empty(int(reduce_bucket_size * 4.5), dtype=torch.half)`
+in backward(), a second with overlap_comm; ZeRO-3's stage3.py: one flat buffer of
+reduce_bucket_size elements in the gradients' 16-bit dtype."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SCENARIOS
+from engine_helpers import merge, scenario, tiny
+
+from tiersim.config.load import load_scenario
+from tiersim.engine.simulate import simulate
+from tiersim.report.json_report import run_report
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
+
+BUCKET = 10_000_000  # elements
+BF16 = {"weights": "bf16", "gradients": "bf16", "master": "fp32", "optimizer": "fp32"}
+
+
+def _raw(framework: str | None, zero: int, bucket: int | None, **offload) -> dict:
+    """tiny's 1e9 parameters (its workspace 0 B: the class is the buffer alone), bf16."""
+    training = {"framework": framework, "precision": BF16, "optimizer": "adam"}
+    training["offload"] = {"reduce_bucket_size": bucket, **offload}
+    return tiny(training=training, parallel={"data": 2, "zero_stage": zero})
+
+
+def _workspace(raw: dict) -> int:
+    return build_inventory(resolve(scenario(raw))).per_gpu["workspace"]
+
+
+def _hbm_peak(raw: dict) -> int:
+    return simulate(scenario(raw)).tiers["hbm"].peak_bytes
+
+
+def test_zero2_counts_four_and_a_half_buckets_of_fp16():
+    # 1e7 x 4.5 = 45,000,000 elements x 2 B (torch.half) = 90,000,000 B; overlap_comm is
+    # off by default at ZeRO-1/2: one buffer
+    raw = _raw("deepspeed", 2, BUCKET)
+    assert _workspace(raw) == 90_000_000
+    # the same run without the key: the whole difference in the HBM peak is the buffer
+    assert _hbm_peak(raw) - _hbm_peak(_raw("deepspeed", 2, None)) == 90_000_000
+
+
+def test_zero1_counts_it_too_and_overlap_comm_doubles_it():
+    assert _workspace(_raw("deepspeed", 1, BUCKET)) == 90_000_000
+    # "double buffers to avoid data access conflict when overlap_comm is enabled": 2 x 9e7
+    doubled = _raw("deepspeed", 2, BUCKET, overlap_comm=True)
+    assert _workspace(doubled) == 180_000_000
+    assert _hbm_peak(doubled) - _hbm_peak(_raw("deepspeed", 2, None, overlap_comm=True)) == (
+        180_000_000
+    )
+
+
+def test_zero3_counts_one_bucket_in_the_gradient_dtype():
+    # stage3.py's __ipg_bucket_flat_buffer: 1e7 elements x 2 B (bf16) = 20,000,000 B
+    assert _workspace(_raw("deepspeed", 3, BUCKET)) == 20_000_000
+    fp32 = merge(_raw("deepspeed", 3, BUCKET), {"training": {"precision": {"gradients": "fp32"}}})
+    assert _workspace(fp32) == 40_000_000  # 1e7 x 4 B
+
+
+@pytest.mark.parametrize(
+    "framework, zero, bucket",
+    [
+        ("deepspeed", 2, None),  # no bucket named: training.workspace stands for it
+        ("deepspeed", 0, BUCKET),  # no ZeRO optimizer, no ipg buffer
+        ("fsdp", 2, BUCKET),  # not DeepSpeed's key there
+        (None, 2, BUCKET),  # the generic engine
+    ],
+)
+def test_no_buffer_where_deepspeed_allocates_none(framework, zero, bucket):
+    assert _workspace(_raw(framework, zero, bucket)) == 0
+
+
+def test_the_buffer_adds_to_training_workspace():
+    raw = merge(_raw("deepspeed", 2, BUCKET), {"training": {"workspace": "1 GiB"}})
+    assert _workspace(raw) == 2**30 + 90_000_000
+
+
+def test_zero_offloads_published_runs_hold_the_450_mb_buffer():
+    # ren2021: reduce_bucket_size 5e7 at ZeRO-2, overlap_comm off: 5e7 x 4.5 x 2 B = 450 MB
+    # beside the 1 GiB workspace, in the inventory and in the HBM peak
+    path = SCENARIOS / "published" / "ren2021-zero-offload-1b.yaml"
+    with_bucket = load_scenario(path).scenario
+    without = load_scenario(path, ["training.offload.reduce_bucket_size=null"]).scenario
+    assert build_inventory(resolve(with_bucket)).per_gpu["workspace"] == 2**30 + 450_000_000
+    peak = simulate(with_bucket).tiers["hbm"].peak_bytes
+    assert peak - simulate(without).tiers["hbm"].peak_bytes == 450_000_000
+
+
+def test_the_buffer_leaves_less_room_for_an_operator_so_it_tiles():
+    # The 1T model (test_offload_frameworks) on 12 GB: room for an operator 12e9 - 1 GiB -
+    # the layer input 367,001,600 B = 10,559,256,576 B, which holds the MLP's matrices of
+    # 2,621,440,000 and 2,621,670,400 parameters at 4 B (fp16 weights and gradients):
+    # 10,485,760,000 and 10,486,681,600 B, no tiles. ZeRO-3 with reduce_bucket_size 1e8:
+    # 1e8 x 2 B (fp16) = 200,000,000 B less room, 10,359,256,576 B: 2 tiles each
+    path = SCENARIOS / "zero-infinity-1t-dgx2.yaml"
+    over = ["model.layers=2", "hardware.tiers.hbm.capacity=12 GB"]
+    for bucket, tiles in (("null", []), ("100000000", [("L0.4", 2), ("L0.5", 2)])):
+        key = f"training.offload.reduce_bucket_size={bucket}"
+        s = load_scenario(path, [*over, key]).scenario
+        r = run_report(s, build_inventory(resolve(s)), simulate(s))
+        assert [(t["operator"], t["tiles"]) for t in r["offload"]["tiling"]] == tiles

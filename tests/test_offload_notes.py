@@ -1,0 +1,135 @@
+"""`run` and `validate` note a `training.offload` key the chosen framework does not read
+(config/framework.py offload_notes): DeepSpeed's own keys under FSDP2 or the generic engine,
+the submodule fetch's bucket and bound where parameters are fetched a layer at a time. Each
+note is checked against what the runs do: the figures it says the key leaves alone stay."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+HEAD = """name: s
+model: {parameters: 1000000000, layers: 2, forward_flops_per_token_per_layer: 1.0e+9}
+training:
+  framework: FRAMEWORK
+  optimizer: adam
+"""
+OFFLOAD = """  offload:
+    sub_group_size: 500000000
+    buffer_count: 2
+    overlap_comm: false
+    reduce_bucket_size: 50000000
+"""  # the keys on lines 7-10
+TAIL = """parallel: {data: 2, zero_stage: 2}
+placement: {gradients: dram, master: dram, optimizer: dram, optimizer_compute: cpu}
+"""
+
+
+def _scenario(framework: str | None, offload: str = OFFLOAD) -> str:
+    head = (
+        HEAD.replace("FRAMEWORK", framework)
+        if framework
+        else HEAD.replace("  framework: FRAMEWORK\n", "")
+    )
+    return head + offload + TAIL
+
+
+def _notes(path, engine: str, first_line: int) -> str:
+    why = f"and training.framework is {engine}"
+    line = iter(range(first_line, first_line + 4))
+    return (
+        f"note: {path}: training.offload.sub_group_size: 500,000,000 has no effect: a DeepSpeed "
+        f"setting (the CPU optimizer's ZeRO-3 sub-groups), {why} (line {next(line)})\n"
+        f"note: {path}: training.offload.buffer_count: 2 has no effect: a DeepSpeed setting "
+        f"(the pinned swap buffers of optimizer state on NVMe), {why} (line {next(line)})\n"
+        f"note: {path}: training.offload.overlap_comm: false has no effect: a DeepSpeed "
+        "setting (whether ZeRO-1/2's gradient copies run on the compute stream), "
+        f"{why} (line {next(line)})\n"
+        f"note: {path}: training.offload.reduce_bucket_size: 50,000,000 has no effect: a "
+        "DeepSpeed setting (ZeRO's gradient reduce bucket: its buffer and its division), "
+        f"{why} (line {next(line)})\n"
+    )
+
+
+def _run(cli, path, out, *extra) -> tuple[dict, str]:
+    code, stdout, err = cli("run", path, "--format", "json", "--out", out, *extra)
+    assert code == 0, err
+    return json.loads(stdout), err
+
+
+@pytest.mark.parametrize(
+    "framework, engine, first_line",
+    [
+        ("fsdp", "fsdp (FSDP2's engine)", 7),
+        (None, "not set (tiersim's generic engine)", 6),  # no framework line above the keys
+    ],
+)
+def test_deepspeed_keys_elsewhere_are_noted_and_change_nothing(
+    write, cli, tmp_path, framework, engine, first_line
+):
+    path = write(_scenario(framework))
+    code, out, err = cli("validate", path)
+    assert (code, out) == (0, f"{path}: valid scenario 's'\n")
+    assert err == _notes(path, engine, first_line)
+    given, err = _run(cli, path, tmp_path / "a")
+    assert _notes(path, engine, first_line) in err
+    # what the notes say: the same run with none of the four keys gives the same figures
+    plain = write(_scenario(framework, offload=""), "plain.yaml")
+    assert cli("validate", plain)[2] == ""
+    left_out, _ = _run(cli, plain, tmp_path / "b")
+    for section in ("step", "tiers", "inventory", "links"):
+        assert given[section] == left_out[section], section
+
+
+def test_under_deepspeed_the_same_keys_are_read_and_not_noted(write, cli, tmp_path):
+    path = write(_scenario("deepspeed"))
+    assert cli("validate", path) == (0, f"{path}: valid scenario 's'\n", "")
+    given, err = _run(cli, path, tmp_path / "a")
+    assert "note:" not in err
+    # one of them at work: the reduce bucket's 5e7 x 4.5 x 2 B = 450 MB in GPU memory
+    unset = ("--set", "training.offload.reduce_bucket_size=null")
+    without, _ = _run(cli, path, tmp_path / "b", *unset)
+    hbm, hbm_without = given["tiers"]["hbm"], without["tiers"]["hbm"]
+    assert hbm["peak_bytes"] - hbm_without["peak_bytes"] == 450_000_000
+
+
+@pytest.mark.parametrize(
+    "framework, fetch, said",
+    [
+        ("fsdp", None, "layer, FSDP2's default"),
+        ("deepspeed", "layer", "layer"),
+        (None, None, "layer, the generic engine's default"),
+    ],
+)
+def test_the_submodule_fetchs_keys_are_noted_where_a_layer_is_fetched_whole(
+    write, cli, framework, fetch, said
+):
+    training = {"framework": framework} if framework else {}
+    offload = {"fetch": fetch} if fetch else {}
+    raw = {
+        "name": "s",
+        "model": {"parameters": 1_000_000_000, "layers": 2},
+        "training": {**training, "offload": {**offload, "prefetch_bucket_size": 1000}},
+    }
+    path = write(raw)
+    code, _, err = cli("validate", path)
+    assert code == 0
+    assert err.startswith(
+        f"note: {path}: training.offload.prefetch_bucket_size: 1,000 has no effect: a "
+        "submodule fetch's setting (how many parameters a submodule prefetch gathers), and "
+        f"parameters are fetched a layer at a time (training.offload.fetch: {said})"
+    )
+    assert err.count("note:") == 1
+
+
+def test_no_note_where_the_submodule_fetch_is_chosen(write, cli):
+    raw = {
+        "name": "s",
+        "model": {"parameters": 1_000_000_000, "layers": 2},
+        "training": {
+            "framework": "fsdp",
+            "offload": {"fetch": "submodule", "max_live_parameters": 1000},
+        },
+    }
+    assert cli("validate", write(raw))[2] == ""
