@@ -8,6 +8,9 @@ import json
 
 from conftest import SCENARIOS
 
+from tiersim.core.units import fmt_time
+from tiersim.report.text import step_tables
+
 ONE_T = SCENARIOS / "zero-infinity-1t-dgx2.yaml"
 TEN_B = SCENARIOS / "zero-offload-10b-dgx2.yaml"
 FSDP = SCENARIOS / "fsdp2-cpu-offload-llama2-7b.yaml"
@@ -70,6 +73,30 @@ def test_tiles_are_counted_as_fetches_not_as_submodules(cli, tmp_path):
         "a layer (6 submodule fetches, 2 of them cut into tiles), the largest 1.31 B parameters "
         "a fetch; operators tiled as said above" in line
     )
+
+
+def test_the_tiling_line_names_each_tiled_part_its_parameters_and_which_way_it_costs(cli, tmp_path):
+    # the same 10 GB run: parts 4 and 5 of the layer's 6 (the MLP's 2,621,440,000 and
+    # 2,621,670,400-parameter matrices, "2.62 B" each) in 2 tiles; the table says so, and
+    # whether the tiled step is slower or faster than the untiled one the report measured
+    sets = ("model.layers=2", "hardware.tiers.hbm.capacity=10 GB")
+    code, out, err = cli("run", ONE_T, "--format", "json", "--out", tmp_path / "j", *_flags(sets))
+    assert code == 0, err
+    report = json.loads(out)
+    cost = report["offload"]["tiling_cost_s"]
+    head = (
+        "memory-centric tiling (every layer alike; L0.k: the k-th of a layer's 6 fetched parts, "
+        "from 0): L0.4 (2.62 B parameters) in 2 tiles, L0.5 (2.62 B parameters) in 2 tiles; it "
+    )
+    whole = ", against the same operators whole on a GPU memory that holds them"
+    assert f"{head}costs {fmt_time(cost)} a step{whole}" in step_tables(report)
+    # a tiled step faster than the whole one (its tiles' fetches overlapping more) saves time
+    report["offload"]["tiling_cost_s"] = -cost
+    assert f"{head}saves {fmt_time(cost)} a step{whole}" in step_tables(report)
+
+
+def _flags(sets: tuple[str, ...]) -> list[str]:
+    return [a for s in sets for a in ("--set", s)]
 
 
 def test_a_layer_fetched_whole_in_tiles_says_so(cli, tmp_path):

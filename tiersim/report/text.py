@@ -117,11 +117,8 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
             "optimizer step delayed (DPU): each step runs on the weights of the step before "
             "last while the CPU updates (training.optimizer_step)"
         )
-    tiled = (report.get("offload") or {}).get("tiling") or []
-    if tiled:
-        ops = ", ".join(f"{t['operator']} in {t['tiles']} tiles" for t in tiled)
-        cost = fmt_time(report["offload"]["tiling_cost_s"])
-        out.append(f"memory-centric tiling (each layer alike): {ops}; it costs {cost} a step")
+    if (report.get("offload") or {}).get("tiling"):
+        out.append(_tiling_line(report["offload"]))
     source = {"model.max_positions": "the model's max_positions", "default": "tiersim's default"}
     if st["seq_len_from"] in source:
         out.append(
@@ -269,6 +266,23 @@ _FRAMEWORKS = {"deepspeed": "DeepSpeed", "fsdp": "FSDP2", "megatron": "Megatron-
 
 def _params(n: int) -> str:
     return f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
+
+
+def _tiling_line(off: dict[str, Any]) -> str:
+    """The tiled operators in words: each a fetched part of every layer (L0.k, the k-th of
+    layer 0's, from 0), and the step against the same operators whole (faster or slower)."""
+    parts = off["fetch_parts_per_layer"]
+    ops = ", ".join(
+        f"{t['operator']} ({_params(t['parameters'])} parameters) in {t['tiles']} tiles"
+        for t in off["tiling"]
+    )
+    cost = off["tiling_cost_s"]
+    effect = f"costs {fmt_time(cost)} a step" if cost >= 0 else f"saves {fmt_time(-cost)} a step"
+    return (
+        f"memory-centric tiling (every layer alike; L0.k: the k-th of a layer's {parts} "
+        f"fetched parts, from 0): {ops}; it {effect}, against the same operators whole on a "
+        "GPU memory that holds them"
+    )
 
 
 _FSDP_GRADIENTS = "gradients offloaded to the host every micro-batch and added there"
