@@ -467,8 +467,48 @@ def test_yaml_oddities_are_input_errors(cli, tmp_path):
     assert err.startswith(str(tmp_path))
 
 
+def test_a_character_yaml_refuses_is_placed_by_line_and_column(cli, tmp_path):
+    # "x: ab" then U+0001: line 3, the 6th character of "x: ab\x01c"; a NUL byte named so
+    only = "is not allowed in YAML (only printable characters, tabs and line breaks are)"
+    for text, where, char in (
+        ("name: a\nmodel: {preset: gpt2}\nx: ab\x01c\n", "line 3, column 6", "U+0001"),
+        ("name: a\x00\n", "line 1, column 8", "U+0000 (a NUL byte)"),
+    ):
+        path = tmp_path / "odd.yaml"
+        path.write_text(text)
+        code, _out, err = cli("validate", path)
+        assert code == 2
+        assert err == f"{path}: YAML syntax error at {where}: character {char} {only}\n"
+
+
 def test_malformed_set_paths_are_input_errors(cli):
     for override in ("=5", "model.layers", "a..b=1", "hardware.links.pcie.between.0=dram"):
         code, _out, err = cli("inventory", SEED, "--set", override)
         assert code == 2, (override, err)
         assert err.startswith(str(SEED)), (override, err)
+
+
+def test_a_problem_a_runs_checks_find_names_the_set_that_caused_it(cli, tmp_path):
+    # the wear model's check (random writes need a write amplification) runs after loading;
+    # the key is under hardware: in no file line here, the --set made it: the message says so
+    scenario = SCENARIOS / "default.yaml"
+    given = "hardware.tiers.hbf.endurance.write_pattern=random"
+    code, _out, err = cli("validate", scenario, "--set", given)
+    assert code == 2
+    assert err == (
+        f"{scenario}: hardware.tiers.hbf.endurance: random writes need 'write_amplification', "
+        f"or 'spare_area' to derive it (from --set {given})\n"
+    )
+    # written in the file, the same problem gives the line its key is on (42: hardware: is
+    # line 38 of default.yaml, then preset, tiers, hbf, endurance)
+    path = tmp_path / "random.yaml"
+    lines = scenario.read_text().splitlines(keepends=True)
+    assert lines[37:39] == ["hardware:\n", "  preset: h200-hbf\n"]
+    lines[39:39] = ["  tiers:\n", "    hbf:\n", "      endurance: {write_pattern: random}\n"]
+    path.write_text("".join(lines))
+    code, _out, err = cli("validate", path)
+    assert code == 2
+    assert err == (
+        f"{path}: hardware.tiers.hbf.endurance: random writes need 'write_amplification', "
+        "or 'spare_area' to derive it (line 42)\n"
+    )

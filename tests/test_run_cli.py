@@ -291,8 +291,11 @@ def test_the_headline_gives_tokens_per_second_after_goodput_when_failures_are_se
     report = json.loads((tmp_path / "report.json").read_text())
     tokens, goodput = report["step"]["tokens_per_s"], report["checkpoint"]["goodput"]
     assert 0 < goodput < 1
-    assert f"{tokens:,.0f} tokens/s over all the job's GPUs" in head
-    assert f"({tokens * goodput:,.0f} after checkpoints and failures)" in head
+    # with its unit, beside the figure it scales (not after the MFU's parenthesis)
+    assert (
+        f"{tokens:,.0f} tokens/s over all the job's GPUs ({tokens * goodput:,.0f} tokens/s after "
+        "checkpoints and failures), " in head
+    )
 
 
 def test_run_lists_wear_verdicts_in_the_order_tiersim_wear_does(tmp_path, capsys):
@@ -462,3 +465,13 @@ def test_run_writes_no_trace_among_a_sweeps_points(tmp_path, cli):
     assert code == 2, err
     assert err.startswith(f"--trace: {trace}: its folder {sweep_out / 'points'} is inside the ")
     assert not trace.exists()
+
+
+def test_an_empty_out_is_refused_not_taken_for_the_default_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the default results/<name>/ would go
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "default.yaml"
+    with pytest.raises(SystemExit) as stop:
+        main(["run", str(scenario), "--out", " "])
+    assert stop.value.code == 2
+    assert "argument --out: expected a folder path (got an empty one)" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()

@@ -13,7 +13,7 @@ from tiersim.analysis.checkpoint_interval import with_checkpoint
 from tiersim.analysis.wear import wear_problems
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
-from tiersim.config.load import Loaded
+from tiersim.config.load import Loaded, blamed_on_overrides
 from tiersim.config.schema import Scenario
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
@@ -71,7 +71,8 @@ def check_runnable(loaded: Loaded) -> None:
     s = loaded.scenario
     problems = placement_problems(execution_plan(s), s.hardware, Topology(s.hardware))
     problems += wear_problems(s) + checkpoint_problems(s)
-    if problems:  # each with the line of its key, as the file's other problems
+    if problems:  # each with the --set or the line of its key, as the file's other problems
+        problems = blamed_on_overrides(problems, loaded.overrides)
         raise with_lines(InputError(loaded.source, problems), loaded.text)
 
 

@@ -35,6 +35,7 @@ class Loaded:
     resolved: dict[str, Any]
     source: str
     text: str = ""  # the file's text, where it was read from one (for the lines of problems)
+    overrides: tuple[str, ...] = ()  # the --set values applied (for the problems they cause)
 
 
 _TYPE_NAMES = {
@@ -141,7 +142,7 @@ def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> L
     problems += consistency_problems(scenario)
     if problems:
         raise InputError(source, _from_overrides(problems, overrides, raw_in, base_dir))
-    return Loaded(scenario, resolved, source)
+    return Loaded(scenario, resolved, source, overrides=tuple(overrides))
 
 
 def _from_overrides(
@@ -168,15 +169,34 @@ def _from_overrides(
 def _blamed(p: Problem, paths: dict[str, str]) -> Problem:
     if p.path.startswith("--set") or not p.path:
         return p
-    related = [
-        text
-        for path, text in paths.items()
-        if p.path == path or p.path.startswith(path + ".") or path.startswith(p.path + ".")
-    ]
+    related = _related(p, paths)
     if not related:
         return Problem(p.path, f"{p.message} (after the --set values)")
     given = ", --set ".join(clipped(text) for text in related)
     return Problem(p.path, f"{p.message} (from --set {given})")
+
+
+def _related(p: Problem, paths: dict[str, str]) -> list[str]:
+    """The --set texts (by key path) that set the problem's key, one under it or above it."""
+    return [
+        text
+        for path, text in paths.items()
+        if p.path == path or p.path.startswith(path + ".") or path.startswith(p.path + ".")
+    ]
+
+
+def blamed_on_overrides(problems: list[Problem], overrides: tuple[str, ...]) -> list[Problem]:
+    """Problems found after loading (a run's checks): each whose key a --set value set, or
+    one under or above it, says so; the rest are left for the file's lines."""
+    paths = {}
+    for text in overrides:  # each parsed already: the scenario loaded
+        paths[".".join(parse_override(text)[0])] = text
+    out = []
+    for p in problems:
+        related = _related(p, paths) if p.path and not p.path.startswith("--set") else []
+        given = ", --set ".join(clipped(text) for text in related)
+        out.append(Problem(p.path, f"{p.message} (from --set {given})") if related else p)
+    return out
 
 
 def load_scenario(path: str | Path, overrides: list[str] = ()) -> Loaded:

@@ -137,16 +137,34 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: safe tags only
 
 
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """What is wrong, where: `YAML syntax error at line 3, column 5: ...`."""
+def yaml_problem(exc: yaml.YAMLError, text: str = "") -> str:
+    """What is wrong, where: `YAML syntax error at line 3, column 5: ...` (`text`: the
+    document, to place a character YAML refuses, which PyYAML gives by offset alone)."""
     if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow
-        return f"YAML syntax error at character {exc.position + 1}: {exc.reason}"
+        return _refused_character(exc, text)
     mark = getattr(exc, "problem_mark", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
     what = getattr(exc, "problem", None) or "; ".join(str(exc).split("\n"))
     if isinstance(exc, YamlLimitError):
         return f"at {where}{what}"
     return f"YAML syntax error at {where}{what}{_context(exc)}{_hint(what)}"
+
+
+def _refused_character(exc: yaml.reader.ReaderError, text: str) -> str:
+    """`YAML syntax error at line 1, column 8: character U+0000 (a NUL byte) is not allowed
+    in YAML`: the line and column from the offset, where the text is known."""
+    at = exc.position
+    char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+    name = " (a NUL byte)" if char == "\0" else ""
+    what = (
+        f"character U+{ord(char):04X}{name} is not allowed in YAML (only printable characters, "
+        "tabs and line breaks are)"
+    )
+    if not text or at > len(text):
+        return f"YAML syntax error at character {at + 1}: {what}"
+    line = text.count("\n", 0, at)
+    column = at - (text.rfind("\n", 0, at) + 1)
+    return f"YAML syntax error at line {line + 1}, column {column + 1}: {what}"
 
 
 def _context(exc: yaml.YAMLError) -> str:
@@ -201,6 +219,6 @@ def read_yaml_and_text(path: Path, source: str) -> tuple[Any, str]:
     try:
         return parse_yaml(text), text
     except yaml.YAMLError as exc:
-        raise InputError(source, [Problem("", yaml_problem(exc))]) from None
+        raise InputError(source, [Problem("", yaml_problem(exc, text))]) from None
     except RecursionError:  # a bound raised past what this interpreter's stack takes
         raise InputError(source, [Problem("", _too_deep(limits.NESTING.value()))]) from None

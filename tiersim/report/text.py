@@ -83,14 +83,15 @@ def _step_head(report: dict[str, Any]) -> str:
         else f"transfer overlapped with compute {100 * st['overlap']:.1f} %"
     )
     tokens = f"{st['tokens_per_s']:,.0f} tokens/s over all the job's GPUs"
+    ck = report.get("checkpoint") or {}
+    if ck.get("mtbf_s") is not None and ck.get("goodput") is not None:  # beside what it scales
+        goodput = st["tokens_per_s"] * ck["goodput"]
+        tokens += f" ({goodput:,.0f} tokens/s after checkpoints and failures)"
     if st.get("mfu") is not None:  # PaLM's MFU: the model's FLOPs, not recompute's
         tokens += (
             f", {st['model_flops_per_s_per_gpu'] / 1e12:,.1f} model TFLOP/s per GPU "
             f"(MFU {100 * st['mfu']:.1f} %)"
         )
-    ck = report.get("checkpoint") or {}
-    if ck.get("mtbf_s") is not None and ck.get("goodput") is not None:
-        tokens += f" ({st['tokens_per_s'] * ck['goodput']:,.0f} after checkpoints and failures)"
     head = f"{report['scenario']}: {fmt_time(st['time_s'])} per step, {tokens}, {overlap}"
     return "\n".join([head, *_head_warnings(report)])
 

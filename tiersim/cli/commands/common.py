@@ -66,6 +66,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def folder_arg(text: str) -> str:
+    """argparse's type for an output folder: not empty (an empty --out would fall back to the
+    default folder without a word)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a folder path (got an empty one)")
+    return text
+
+
 def add_executor_args(parser: argparse.ArgumentParser) -> None:
     """--workers, --executor and --scheduler: where the points of a sweep or plan run."""
     parser.add_argument(

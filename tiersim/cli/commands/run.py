@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from tiersim.cli.commands.common import (
     add_scenario_args,
     cannot_write,
+    folder_arg,
     load,
     print_notes,
     usable_folder,
@@ -37,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out",
         metavar="DIR",
+        type=folder_arg,
         help="results folder (default: results/<name>); not a sweep's folder, nor its points/ "
         "or plots/",
     )
