@@ -3,7 +3,11 @@
 Compute ops take their duration on their stream (GPU or CPU, program order). A move first
 pays its route's latency plus the pipeline fill of its first chunk through the staging
 tiers, then streams as a fluid flow sharing every link direction and tier port it crosses
-(max-min fair, `flows.py`). The engine simulates warm-up steps, the measured step and one
+(max-min fair, `flows.py`). A collective is a flow on its GPU's network channel alone,
+which nothing else crosses: under max-min sharing each channel shares its bandwidth among
+its own collectives (`channel.py`, the same arithmetic as the network's for such flows, at
+half the cost), under issue-order sharing the network orders them with the rest. The
+engine simulates warm-up steps, the measured step and one
 trailing step (so that the measured step's tail contends with the next step's prefetch as
 in steady state), and reports the measured one. No I/O, no printing.
 """
@@ -20,9 +24,10 @@ from typing import Protocol
 import simpy
 from simpy.events import NORMAL
 
+from tiersim.engine.channel import Channel
 from tiersim.engine.flows import Due, FlowNetwork, max_min_rates, priority_rates
 from tiersim.engine.ops import Op, OpKind, Schedule
-from tiersim.hardware.resources import Resource
+from tiersim.hardware.resources import Network, Resource
 from tiersim.hardware.topology import Topology
 from tiersim.state.resolved import Resolved
 
@@ -102,6 +107,9 @@ class Engine:
         )
         capacity = {**topo.capacities, **schedule.net_capacity}
         self.net = FlowNetwork(self.env, capacity, _channel, policy)
+        # collectives, each on its channel alone, shared max-min there (channel.py), or by
+        # the network with the other transfers where another policy orders them
+        self._channels: dict | None = {} if policy is max_min_rates else None
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
         self.ordered = res.execution.simulation.link_sharing == "ordered"
         self.waiting, self.dependents, per_step = _dependency_graph(
@@ -147,6 +155,10 @@ class Engine:
         # the bound callbacks are cycles back to the engine and network: dropped, a finished
         # engine is freed by reference counting, not left to the cyclic collector
         self._timer_callbacks, self._on_flow, self._on_staged_flow = (), None, None
+        for channel in (self._channels or {}).values():  # their events, as the network's
+            self.net.wakeups += channel.wakeups
+            channel.wakeups = 0
+            channel.finished()
         self.net.finished()
         return self.log
 
@@ -196,12 +208,25 @@ class Engine:
             self._start_move(i, op, now)
         elif self.ordered:
             self._flow(i, op.nbytes, (op.resource,), op.latency, ())
-        else:  # a collective (COMM, SYNC): _flow, inline, as half of all ops are
+        elif self._channels is not None:  # a collective (COMM, SYNC): half of all ops are
+            channel = self._channels.get(op.resource)
+            if channel is None:
+                channel = self._channel_for(op.resource)
+            channel.start(i, op.nbytes, op.latency)
+        else:
             resource = op.resource
             alone = self._alone_sets.get(resource)
             if alone is None:  # one tuple per channel: the network looks it up by identity
                 alone = self._alone_sets[resource] = (resource,)
             self.net.start(op.nbytes, alone, self._on_flow, i, op.latency, i)
+
+    def _channel_for(self, resource: Network) -> Channel:
+        """The collectives' channel on `resource` (made on its first collective)."""
+        net = self.net
+        capacity = net.capacity[resource]
+        channel = Channel(self.env, capacity, resource.channel, net.busy, self._finish)
+        self._channels[resource] = channel
+        return channel
 
     def _start_move(self, i: int, op: Op, now: float) -> None:
         """Move op i's flow, after its plan's delay, its staging taken now."""

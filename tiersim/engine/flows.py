@@ -26,8 +26,8 @@ from tiersim.engine.rates import max_min_rates, narrowest, priority_rates
 
 __all__ = ["BusyLog", "Due", "Flow", "FlowNetwork", "max_min_rates", "priority_rates"]
 
-_EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
-_TIE = 1e-13  # of the clock: two instants this close are one (float round-off)
+EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
+TIE = 1e-13  # of the clock: two instants this close are one (float round-off)
 _INF = math.inf
 _RATES_KEPT = 4096  # memoized max-min allocations kept at most (a run has a few dozen)
 
@@ -95,7 +95,7 @@ class FlowNetwork:
             self._after(delay, on_done if tag is UNTAGGED else lambda: on_done(tag, self.env.now))
             return
         now = self.env._now  # `now`, without the property's call (once per flow)
-        if self._pending_at - now <= _TIE * now:  # the planned wake-up is now: it goes first
+        if self._pending_at - now <= TIE * now:  # the planned wake-up is now: it goes first
             self._wake_now()
         flows = self.flows
         begin = now + delay if delay > 0 else now
@@ -382,7 +382,7 @@ def _split(flows: list[Flow], now: float, which: Flow | None) -> tuple[list, lis
                 f.begin = now if f.begin > now else f.begin
                 begun = True
             left.append(f)
-        elif f.begin <= now and (f.remaining <= _EPS_BYTES + 1e-12 * f.bytes or f.rate == _INF):
+        elif f.begin <= now and (f.remaining <= EPS_BYTES + 1e-12 * f.bytes or f.rate == _INF):
             done.append(f)
         else:
             left.append(f)
