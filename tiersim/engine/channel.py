@@ -66,35 +66,39 @@ class Channel:
             self._wake(None)
         begin = now + delay if delay > 0 else now
         flow = [float(nbytes), begin, 0.0, False, tag, nbytes]
-        flows = self.flows
-        if not flows:  # alone: at the full capacity from its begin, its end planned now
-            self._last = now
-            flows.append(flow)
-            rate = flow[_RATE] = self.capacity
-            if rate > 0:
-                soonest = flow[_LEFT] / rate
-                if begin > now:
-                    soonest += begin - now
-                if not soonest > 0.0:
-                    soonest = 0.0
-                self.wakeups += 1  # its end, planned as _plan_wake plans one flow's
-                wake = self._pending = Due()
-                wake.callbacks = self._callbacks
-                at = now + soonest
-                heappush(self._queue, (at, NORMAL, next(self._eid), wake))
-                self._pending_at, self._pending_for = at, flow
+        if self.flows:
+            self._join(flow, now, delay)
             return
+        # alone: at the full capacity from its begin, its end planned as _plan plans it
+        self._last = now
+        self.flows.append(flow)
+        rate = flow[_RATE] = self.capacity
+        if rate > 0:
+            soonest = flow[_LEFT] / rate
+            if begin > now:
+                soonest += begin - now
+            if not soonest > 0.0:
+                soonest = 0.0
+            self.wakeups += 1
+            wake = self._pending = Due()
+            wake.callbacks = self._callbacks
+            at = now + soonest
+            heappush(self._queue, (at, NORMAL, next(self._eid), wake))
+            self._pending_at, self._pending_for = at, flow
+
+    def _join(self, flow: list, now: float, delay: float) -> None:
+        """`flow` onto a channel others are on: theirs brought up to now, then its share."""
         if now > self._last:
             self._advance(now)
-        flows.append(flow)
+        self.flows.append(flow)
         if not self._finite:  # unconstrained: no flow slows another (FlowNetwork's alone)
             flow[_RATE] = _INF
-            self._plan_wake(now)
+            self._plan(now, False)
         elif delay > 0:  # joins the sharing at its begin: nothing changes before
             flow[_LATENT] = True
-            self._plan_wake(now)
+            self._plan(now, False)
         else:
-            self._reschedule(now)
+            self._plan(now, True)
 
     def _nothing_to_move(self, tag: int, delay: float, now: float) -> None:
         """A flow of no bytes: done after its delay (a timer, as FlowNetwork's `_after`)."""
@@ -122,33 +126,28 @@ class Channel:
                     f[_LEFT] -= rate * (now - since)
         self._last = now
 
-    def _reschedule(self, now: float) -> None:
-        """Equal shares for the flows that have begun (those still to begin wait, out of
-        them), then the wake-up planned (`_plan_wake`'s, in the same call)."""
+    def _plan(self, now: float, rerate: bool) -> None:
+        """`rerate`: equal shares for the flows that have begun first (those still to begin
+        wait, out of them). Then one wake-up at the soonest end of a moving flow or begin of
+        a latent one; the one planned before is dropped unless it falls at the same time."""
         flows = self.flows
-        active = [f for f in flows if f[_BEGIN] <= now]
-        if len(active) < len(flows):
-            for f in flows:
-                if f[_BEGIN] > now:
-                    f[_RATE] = 0.0
-                    f[_LATENT] = True
-        if active:
-            rate = self.capacity / len(active)  # max-min filling's share, to the bit
-            for f in active:
-                f[_RATE] = rate
-        self._plan_wake(now)
-
-    def _plan_wake(self, now: float) -> None:
-        """One wake-up at the soonest end of a moving flow or begin of a latent one; the one
-        planned before is dropped unless it falls at the same time."""
+        if rerate:
+            active = [f for f in flows if f[_BEGIN] <= now]
+            if len(active) < len(flows):
+                for f in flows:
+                    if f[_BEGIN] > now:
+                        f[_RATE], f[_LATENT] = 0.0, True
+            if active:
+                rate = self.capacity / len(active)  # max-min filling's share, to the bit
+                for f in active:
+                    f[_RATE] = rate
         soonest, which = _INF, None
-        for f in self.flows:
+        for f in flows:
             rate = f[_RATE]
             if rate > 0:
                 left = f[_LEFT] / rate
-                begin = f[_BEGIN]
-                if begin > now:
-                    left += begin - now
+                if f[_BEGIN] > now:
+                    left += f[_BEGIN] - now
             elif f[_LATENT]:
                 left = f[_BEGIN] - now
             else:
@@ -167,7 +166,7 @@ class Channel:
         if which is None:
             self._pending_at = _INF
             return
-        self.wakeups += 1  # the wake-up `soonest` from now, for `which`
+        self.wakeups += 1
         wake = self._pending = Due()
         wake.callbacks = self._callbacks
         at = now + soonest  # as Timeout's schedule adds it (env.now + delay)
@@ -182,13 +181,7 @@ class Channel:
         if len(flows) == 1 and not which[_LATENT]:  # the common case: the one flow ends
             self._last = now
             self.flows = []
-            which[_LEFT] = 0.0  # _landed, inline
-            begin = which[_BEGIN]
-            if now > begin:
-                spans = self._spans or self._first_spans()
-                merge_span(spans[0], begin, now)
-                merge_span(spans[1], begin, now)
-            self.finish(which[_TAG], now)
+            self._landed(which, now)
             return
         if now > self._last:
             self._advance(now)
@@ -198,10 +191,7 @@ class Channel:
             left = [f for f in flows if f is not which]
         self.flows = left
         # a finished flow alone on the channel (or on an infinite one) changes no other rate
-        if begun or (len(flows) > 1 and self._finite):
-            self._reschedule(now)
-        else:
-            self._plan_wake(now)
+        self._plan(now, begun or (len(flows) > 1 and self._finite))
         for f in done:
             self._landed(f, now)
 
