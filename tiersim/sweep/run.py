@@ -21,6 +21,7 @@ from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, strea
 from tiersim.sweep.keep import OutputError, run_and_keep
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
+from tiersim.sweep.setaside import set_aside, set_aside_note
 from tiersim.sweep.spec import Point, SweepSpec, expand
 from tiersim.sweep.store import SweepStore, import_table_writers, tidy, write_tables
 from tiersim.sweep.worker import (
@@ -58,11 +59,14 @@ class SweepOutcome:
     plots: list[Path]
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     recorded: int = 0  # points the folder's log held before this run (any sweep's)
+    set_aside: int = 0  # of those, the points not this sweep's (kept in the log, not tabled)
 
 
 def tasks_for(spec: SweepSpec, points: list[Point], plot: bool = False) -> list[PointTask]:
     base_dir = str(spec.base_path.parent.resolve())
-    return [PointTask(p.raw, base_dir, f"{spec.source} point {p.index}", plot) for p in points]
+    return [
+        PointTask(p.raw, base_dir, f"{spec.source} point {p.index}", plot, p.values) for p in points
+    ]
 
 
 def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
@@ -78,6 +82,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
             timings["start_s"] = _lap(clock) - timings["expand_s"]
             keys = _known_keys(pool, tasks, store, options.progress)
             todo, retried = _plan(keys, store)
+            aside = _say_set_aside(spec, points, keys, store, recorded, options.progress)
             rest, first_s = _first(tasks, todo, keys, store, pool.slots, options.progress)
             tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
             tables.start()  # while the points run, where this process has time to spare
@@ -98,8 +103,36 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     reused = len(points) - len(todo) if recorded else 0
     failed = sum(row["status"] == ERROR for row in table.rows)
     return SweepOutcome(
-        spec, points, table, len(todo), reused, retried, failed, skipped, plots, timings, recorded
+        spec,
+        points,
+        table,
+        len(todo),
+        reused,
+        retried,
+        failed,
+        skipped,
+        plots,
+        timings,
+        recorded,
+        aside,
     )
+
+
+def _say_set_aside(
+    spec: SweepSpec,
+    points: list[Point],
+    keys: list[str | None],
+    store: SweepStore,
+    recorded: int,
+    progress: TextIO | None,
+) -> int:
+    """Say, before any point runs, which recorded points are not this sweep's (they stay in
+    the log but not in its tables); how many."""
+    aside = set_aside(store.entries, keys)
+    if aside:
+        note = set_aside_note(store.log_path, spec, points, aside, recorded)
+        print(note, file=progress or sys.stderr)
+    return len(aside)
 
 
 def _first(
@@ -115,7 +148,7 @@ def _first(
     if not todo:
         return [], 0.0
     result = run_point(tasks[todo[0]])
-    store.commit([result])
+    store.commit([result], {result.key: tasks[todo[0]].values})
     keys[todo[0]] = result.key
     left = len(todo) - 1
     line = f"the first of {len(todo)} points to run took {fmt_time(result.elapsed_s)}"
@@ -191,6 +224,7 @@ def _run(
     done = total - len(todo)
     bar = Progress(total, progress or sys.stderr, done=done)
     held: list[PointResult] = []
+    values: dict[str, dict] = {}  # the held points' swept values, by key, for their log lines
     committed = time.monotonic()
     try:
         for batch in _points(pool, [tasks[i] for i in todo], store, chunk):
@@ -202,10 +236,11 @@ def _run(
                     outcome = _lost(tasks[index], outcome)
                 keys[index] = outcome.key
                 held.append(outcome)
+                values[outcome.key] = tasks[index].values
             broken = [o for _, o in batch if isinstance(o, cf.BrokenExecutor | OutputError)]
             if broken or time.monotonic() - committed >= COMMIT_S:
-                results, held = held, []
-                store.commit(results)
+                (results, held), (labels, values) = (held, []), (values, {})
+                store.commit(results, labels)
                 committed = time.monotonic()
             for outcome in broken:
                 _raise_if_broken(outcome)
@@ -214,7 +249,7 @@ def _run(
             bar.update(done)
     finally:
         if held:  # the last points, or those finished before an interruption
-            store.commit(held)
+            store.commit(held, values)
 
 
 def _points(

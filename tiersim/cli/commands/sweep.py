@@ -217,11 +217,9 @@ def _resume_line(outcome: SweepOutcome) -> str:
         f"resumed: {outcome.reused} points reused, {outcome.retried} failed before and retried, "
         f"{new} run for the first time; {outcome.failed} still failed"
     )
-    if outcome.recorded and not outcome.reused and not outcome.retried:
+    if outcome.set_aside:
         line += (
-            f"\nnote: none of the {outcome.recorded} points already in the folder are this "
-            "sweep's (another sweep's folder, or one written before a tiersim release whose "
-            "scenarios have keys or defaults these do not? they stay in its log, not in these "
-            "tables)"
+            f"; {outcome.set_aside} recorded points set aside, not this sweep's (kept in the log, "
+            "not in these tables: the note before the points ran says why)"
         )
     return line
