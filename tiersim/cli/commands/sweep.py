@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import add_executor_args, cannot_write, positive_int, usable_folder
+from tiersim.cli.commands.common import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Terminated,
+    add_executor_args,
+    cannot_write,
+    positive_int,
+    usable_folder,
+)
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem
 
@@ -18,7 +26,6 @@ if TYPE_CHECKING:  # annotations only: the heavy modules load when a command run
     from tiersim.sweep.store import OutputError
 
 EXIT_ABORTED = 1
-EXIT_INTERRUPTED = 130
 
 
 def default_workers() -> int:
@@ -119,12 +126,14 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_ABORTED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): the same stop
+        terminated = isinstance(exc, Terminated)
         print(
-            f"\ntiersim: interrupted; finished points are kept in {out}; rerun with --resume",
+            f"\ntiersim: {'terminated (SIGTERM)' if terminated else 'interrupted'}; finished "
+            f"points are kept in {out}; rerun with --resume",
             file=sys.stderr,
         )
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except OutputError as exc:
         raise _unwritable(out, exc) from None
     _print_outcome(outcome, out, args.resume)
