@@ -120,20 +120,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         outcome = run_sweep(spec, options)
     except SweepAborted as exc:
-        print(
-            f"tiersim: sweep stopped: {exc}; finished points are kept in {out}; "
-            "rerun with --resume",
-            file=sys.stderr,
-        )
-        return EXIT_ABORTED
+        return _stopped(out, f"tiersim: sweep stopped: {exc}", EXIT_ABORTED)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): the same stop
-        terminated = isinstance(exc, Terminated)
-        print(
-            f"\ntiersim: {'terminated (SIGTERM)' if terminated else 'interrupted'}; finished "
-            f"points are kept in {out}; rerun with --resume",
-            file=sys.stderr,
-        )
-        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        if isinstance(exc, Terminated):
+            return _stopped(out, "\ntiersim: terminated (SIGTERM)", EXIT_TERMINATED)
+        return _stopped(out, "\ntiersim: interrupted", EXIT_INTERRUPTED)
     except OutputError as exc:
         raise _unwritable(out, exc) from None
     _print_outcome(outcome, out, args.resume)
@@ -145,6 +136,12 @@ def run(args: argparse.Namespace) -> int:
         what = f"every point is invalid; {first['error']} ({hint})"
         raise InputError(spec.source, [Problem(where, what)])
     return 0
+
+
+def _stopped(out: Path, why: str, code: int) -> int:
+    """Say why the sweep stopped and that its finished points are kept; the exit code."""
+    print(f"{why}; finished points are kept in {out}; rerun with --resume", file=sys.stderr)
+    return code
 
 
 def _read(path: Path, max_points: int | None) -> tuple[SweepSpec, str]:
