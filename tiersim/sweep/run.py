@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tiersim.core.units import fmt_time
-from tiersim.sweep.estimate import sweep_estimate
+from tiersim.sweep.estimate import sweep_estimate, typical, weigh
 from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, stream
 from tiersim.sweep.keep import OutputError, run_and_keep
 from tiersim.sweep.plots import plot_sweep
@@ -135,6 +135,12 @@ def _say_set_aside(
     return len(aside)
 
 
+# How the point the estimate is made from is timed: by the CPU time of this thread, not the
+# wall clock, which counts the time it waits for a core while the pool starts beside it (the
+# fork server's imports, each worker's start, on the cores the workers then have to themselves)
+point_clock = time.thread_time
+
+
 def _first(
     tasks: list[PointTask],
     todo: list[int],
@@ -143,25 +149,30 @@ def _first(
     workers: int,
     progress: TextIO | None,
 ) -> tuple[list[int], float]:
-    """Run the first point to run here, before the rest, and say from it how long the sweep
-    will take; return the positions left to run and the first point's time (s)."""
+    """Run one point here, before the rest, and say from it how long the sweep will take:
+    the one of about the mean layer passes (`estimate.typical`); return the positions left to
+    run and its time (s)."""
     if not todo:
         return [], 0.0
-    result = run_point(tasks[todo[0]])
-    store.commit([result], {result.key: tasks[todo[0]].values})
-    keys[todo[0]] = result.key
+    weighed = weigh([tasks[i] for i in todo]) if len(todo) > 1 else [(0, 0)]
+    timed = typical(weighed)
+    index = todo[timed]
+    start = point_clock()
+    result = run_point(tasks[index])
+    took = point_clock() - start
+    store.commit([result], {result.key: tasks[index].values})
+    keys[index] = result.key
     left = len(todo) - 1
-    line = f"the first of {len(todo)} points to run took {fmt_time(result.elapsed_s)}"
+    line = f"point {index}, of the {len(todo)} to run, took {fmt_time(took)}"
     if left:
-        others = [tasks[i] for i in todo[1:]]
-        estimate = sweep_estimate(result.elapsed_s, tasks[todo[0]], others, workers)
+        estimate = sweep_estimate(took, timed, weighed, left, workers)
         line += (
             f": the other {left} on {workers} worker{'s' * (workers != 1)}, about "
-            f"{fmt_time(estimate)} (scaled by "
-            "the layer passes each simulates)"
+            f"{fmt_time(estimate)} (scaled by the layer passes each simulates, from this one "
+            "of about their mean)"
         )
     print(line, file=progress or sys.stderr)
-    return todo[1:], result.elapsed_s
+    return [i for i in todo if i != index], took
 
 
 def _lap(start: float) -> float:
@@ -196,12 +207,12 @@ def _known_keys(
 
 
 COMMIT_S = 0.25  # the longest finished points wait to be committed (all a kill loses of them)
-CHUNK_S = 0.05  # about how long a local worker's chunk of points runs, by the first point's
+CHUNK_S = 0.05  # about how long a local worker's chunk of points runs, by the timed point's
 MAX_CHUNK = 16  # points
 
 
 def chunk_size(point_s: float, points: int, workers: int) -> int:
-    """Points a local worker runs per call: about CHUNK_S of them by the first point's time
+    """Points a local worker runs per call: about CHUNK_S of them by the timed point's time
     (fast points share a call's cost to the sweep process), at most MAX_CHUNK, and few enough
     that each worker has several calls (the last ones end about together)."""
     by_time = int(CHUNK_S / point_s) if point_s > 0 else MAX_CHUNK
