@@ -5,6 +5,9 @@ too large to simulate stops the commands that simulate it themselves (exit 3); `
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import time
 
 import pytest
 
@@ -108,4 +111,34 @@ def test_ctrl_c_stops_a_command_with_130_and_one_line(cli, monkeypatch):
     code, out, err = cli("presets")
     assert (code, out, err) == (130, "", "\ntiersim: interrupted\n")
     top = " ".join(build_parser().format_help().split())
-    assert top.endswith("; 130 interrupted")
+    assert top.endswith("; 130 interrupted; 143 terminated (SIGTERM)")
+
+
+def test_sigterm_stops_a_command_as_ctrl_c_does_with_143_and_one_line(cli, monkeypatch):
+    from tiersim.cli.commands import presets
+
+    def terminated(args):
+        os.kill(os.getpid(), signal.SIGTERM)  # as a batch scheduler ending the job does
+        time.sleep(5)  # the handler raises in this thread before this ends
+        return 0
+
+    monkeypatch.setattr(presets, "run", terminated)
+    unhandled: list[int] = []  # this test's own handler: a command without one fails, not pytest
+
+    def before(signum, frame):
+        unhandled.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, before)
+    try:
+        code, out, err = cli("presets")
+        assert signal.getsignal(signal.SIGTERM) is before  # put back once the command ends
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert unhandled == []
+    assert (code, out, err) == (143, "", "\ntiersim: terminated (SIGTERM)\n")
+    sweep_help = " ".join(
+        build_parser()._subparsers._group_actions[0].choices["sweep"].format_help().split()
+    )
+    assert "130 if interrupted, 143 if terminated (finished points kept for --resume)" in (
+        sweep_help
+    )

@@ -36,10 +36,10 @@ def commits(monkeypatch) -> list[int]:
     made: list[int] = []
     real = SweepStore.commit
 
-    def commit(store, results):
+    def commit(store, results, values=None):
         results = list(results)
         made.append(len(results))
-        real(store, results)
+        real(store, results, values)
 
     monkeypatch.setattr(SweepStore, "commit", commit)
     return made

@@ -1,6 +1,8 @@
-"""A sweep killed with SIGKILL mid-run, then resumed, has exactly one row per point; a worker
-killed, even while it sends a result, stops the sweep cleanly (never a hang); killing only its
-main process ends its workers, fork server and resource tracker too."""
+"""A sweep killed with SIGKILL mid-run, then resumed, has exactly one row per point; one
+stopped with SIGINT (Ctrl-C) or SIGTERM (a batch scheduler) keeps its finished points, says how
+to resume and exits 130 or 143; a worker killed, even while it sends a result, stops the sweep
+cleanly (never a hang); killing only its main process ends its workers, fork server and
+resource tracker too."""
 
 from __future__ import annotations
 
@@ -109,6 +111,49 @@ def test_sigkill_then_resume_gives_exactly_one_row_per_point(tmp_path):
     outcome = resume(path, out)
     assert outcome.reused >= len(recorded)
     assert outcome.ran + outcome.reused == POINTS
+    assert_one_row_per_point(outcome, out)
+
+
+# how the shell reports a command each signal ended: 128 + the signal's number
+STOPPED_BY = {signal.SIGINT: 130, signal.SIGTERM: 143}
+SAID = {signal.SIGINT: b"interrupted", signal.SIGTERM: b"terminated (SIGTERM)"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("to", ["process", "group"])
+def test_sigint_or_sigterm_keeps_the_finished_points_and_says_how_to_resume(tmp_path, sig, to):
+    """Ctrl-C signals the terminal's whole process group, a batch scheduler every process of
+    the job (Slurm) or the main one alone (`kill PID`): each stops the sweep the same way."""
+    path = write_sweep(tmp_path, LARGE)
+    out = tmp_path / "out"
+    proc = start(path, out)
+    try:
+        wait_for_lines(out / LOG_NAME, 20, proc)
+        below = descendants(proc.pid)
+        signalled = (out / LOG_NAME).read_bytes().count(b"\n")
+        if to == "group":
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+        left = still_running(below, limit_s=10.0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.wait()
+    assert proc.returncode == STOPPED_BY[sig], stderr
+    said = b"\ntiersim: " + SAID[sig] + f"; finished points are kept in {out}; ".encode()
+    assert said + b"rerun with --resume\n" in stderr
+    assert b"Traceback" not in stderr and b"sweep stopped" not in stderr  # not a broken pool
+    assert left == [], f"still running after the sweep stopped: {left}"
+    recorded, torn, _ = read_log(out / LOG_NAME)
+    assert torn == 0  # committed whole, not cut off by the signal
+    assert signalled <= len(recorded) < POINTS
+    assert not (out / "results.csv").exists()
+    outcome = resume(path, out)
+    assert (outcome.reused, outcome.ran) == (len(recorded), POINTS - len(recorded))
     assert_one_row_per_point(outcome, out)
 
 
@@ -249,6 +294,8 @@ def still_running(pids: list[int], limit_s: float) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_killing_only_the_main_process_ends_every_process_it_started(tmp_path, sig):
+    """SIGKILL leaves the pool to end itself (each worker's lifeline); SIGTERM the sweep handles,
+    shutting its pool down."""
     path = write_sweep(tmp_path, LARGE)
     out = tmp_path / "out"
     proc = start(path, out)
@@ -265,7 +312,7 @@ def test_killing_only_the_main_process_ends_every_process_it_started(tmp_path, s
         if proc.poll() is None:
             proc.wait()
         proc.stderr.close()
-    assert proc.returncode == -sig
+    assert proc.returncode == (-sig if sig == signal.SIGKILL else STOPPED_BY[sig])
     assert left == [], f"still running after the sweep was killed: {left}"
 
 

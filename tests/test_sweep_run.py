@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import struct
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from test_sweep_spec import TINY, write_sweep
 
+import tiersim.sweep.run as run_module
 from tiersim.config.load import build
 from tiersim.core.errors import InputError
 from tiersim.runner import report_for
@@ -191,13 +193,61 @@ def test_plots_one_png_per_changing_output(tmp_path):
     }
 
 
-def test_estimate_from_the_first_point(tmp_path):
+def test_estimate_from_the_point_of_about_the_mean_passes_timed_by_its_cpu_time(
+    tmp_path, monkeypatch
+):
     path = write_sweep(tmp_path, OFFLOAD)
+    # its CPU time: not the time it waits for a core while the pool starts beside it
+    assert run_module.point_clock is time.thread_time
+    # the clock the timed point is measured by: 80 ms, whatever the wall clock says
+    readings = iter([10.0, 10.08])
+    monkeypatch.setattr(run_module, "point_clock", lambda: next(readings))
     progress = io.StringIO()
     options = SweepOptions(tmp_path / "out", 2, plots=False, progress=progress)
     run_sweep(load_sweep(path), options)
-    assert "the first of 8 points to run took" in progress.getvalue()
-    assert "the other 7 on 2 workers, about" in progress.getvalue()
+    # TINY: 24 layers + 1 = 25 units, one step (independent steps); grad_accumulation 1, 2,
+    # 4, 8 is that many micro-batches (12, the sample runs' 3 + 4 + 5, would be more): 25,
+    # 50, 100, 200 passes at each of 2 bandwidths. Their mean is 375 / 4 = 93.75, nearest
+    # 100: point 2 (10 GB/s, grad_accumulation 4), run before the others.
+    # 80 ms / 100 passes = 0.8 ms a pass; the others' 2 x 375 - 100 = 650 passes: 520 ms,
+    # on 2 workers 260 ms
+    assert (
+        "point 2, of the 8 to run, took 80.00 ms: the other 7 on 2 workers, about 260.00 ms"
+    ) in progress.getvalue()
+    first = json.loads(log_lines(tmp_path / "out")[0])
+    assert first["values"] == {
+        "hardware.tiers.hbf.write_bandwidth": "10 GB/s",
+        "training.grad_accumulation": 4,
+    }
+
+
+def test_a_point_of_the_mean_passes_makes_a_fixed_part_of_each_points_time_cancel():
+    from tiersim.sweep.estimate import sweep_estimate, typical
+
+    def cost(passes: int) -> float:  # 30 ms however many passes, and 0.1 ms a pass
+        return 0.030 + 0.0001 * passes
+
+    # passes 100, 200, 300: the mean is 200 (position 1); it takes 30 + 20 = 50 ms, 0.25 ms a
+    # pass; the others' 400 passes, 100 ms; they take 2 x 30 + 0.1 x 400 = 100 ms: exact
+    weighed = [(0, 100), (1, 200), (2, 300)]
+    assert typical(weighed) == 1
+    assert sweep_estimate(cost(200), 1, weighed, 2, 1) == pytest.approx(0.100)
+    # hbf-write-vs-accumulation's shape: 4 bandwidths x grad_accumulation 1, 2, 4, 16 on 33
+    # units, 3 steps: 99, 198, 396 and (16 extrapolated from 3 + 4 + 5) 1,188 passes. Mean
+    # 1,881 / 4 = 470.25, nearest 396 (74.25 away; 198 is 272.25): position 2
+    weighed = list(enumerate([99, 198, 396, 1188] * 4))
+    assert typical(weighed) == 2
+    # 30 + 39.6 = 69.6 ms for 396 passes; the others' 4 x 1,881 - 396 = 7,128 = 18 x 396:
+    # 18 x 69.6 = 1,252.8 ms, on 2 workers 626.4 ms. They take 15 x 30 + 0.1 x 7,128 =
+    # 1,162.8 ms, 581.4 ms on 2: 8 % over
+    assert sweep_estimate(cost(396), 2, weighed, 15, 2) == pytest.approx(0.6264)
+    # from the first point, as the sweep did: 39.9 ms / 99 passes x 7,425 (75 x 99) = 75 x
+    # 39.9 = 2,992.5 ms, 1,496.25 ms on 2 workers: 2.6 times what they take
+    assert sweep_estimate(cost(99), 0, weighed, 15, 2) == pytest.approx(1.49625)
+    # points that simulate nothing (invalid ones) are left out of the mean: 200, equally far
+    # from 100 and 300, so the first of them; where none simulates anything, the first point
+    assert typical([(0, 0), (1, 0), (2, 100), (3, 300)]) == 2
+    assert typical([(0, 0), (1, 0)]) == 0
 
 
 def test_estimate_on_one_worker_says_worker(tmp_path):

@@ -10,14 +10,20 @@ from collections.abc import Callable
 
 from tiersim import __version__
 from tiersim.cli.commands import COMMANDS
+from tiersim.cli.commands.common import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Terminated,
+    sigterm_raises,
+)
 from tiersim.core.errors import InfeasibleError, InputError
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command Ctrl-C stopped
 # what exit code 1 means, by command (commands without one never return it)
 STOPPED = {
-    "sweep": "the sweep stopped, 130 if interrupted (finished points kept for --resume)",
+    "sweep": "the sweep stopped, 130 if interrupted, 143 if terminated (finished points kept "
+    "for --resume)",
     "plan": "the search stopped",
 }
 
@@ -43,7 +49,10 @@ def exit_codes(one: str | None = "a --check failed", three: bool = True, files: 
     return textwrap.fill(codes, 79)
 
 
-EXIT_CODES = exit_codes("a --check failed, a sweep or search stopped") + "; 130 interrupted"
+EXIT_CODES = (
+    exit_codes("a --check failed, a sweep or search stopped")
+    + "; 130 interrupted; 143 terminated (SIGTERM)"
+)
 
 
 def _one_means(name: str, command: argparse.ArgumentParser) -> str | None:
@@ -84,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         command.error(f"unrecognized arguments: {shown}{more}")
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handler(args)
+        with sigterm_raises():
+            return handler(args)
     except InputError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_INPUT
@@ -93,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INFEASIBLE
     except BrokenPipeError:
         return 0
+    except Terminated:  # SIGTERM: as Ctrl-C
+        print("\ntiersim: terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback (sweep says what it kept)
         print("\ntiersim: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -1,6 +1,7 @@
 """A pool worker's lifeline: the worker exits as soon as the sweep process that started it is gone.
 
-A sweep killed outright (SIGKILL, or SIGTERM to its process alone) cannot shut its pool down.
+A sweep killed outright (SIGKILL; SIGTERM the command handles as Ctrl-C) cannot shut its pool
+down.
 Its workers, children of the fork server, would then wait forever on a task pipe whose write
 end they hold themselves, and the fork server and resource tracker, which end when the last
 worker does, with them.

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TextIO
 
 from tiersim.core.units import fmt_time
-from tiersim.sweep.estimate import sweep_estimate
+from tiersim.sweep.estimate import sweep_estimate, typical, weigh
 from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, stream
 from tiersim.sweep.keep import OutputError, run_and_keep
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
+from tiersim.sweep.setaside import set_aside, set_aside_note
 from tiersim.sweep.spec import Point, SweepSpec, expand
 from tiersim.sweep.store import SweepStore, import_table_writers, tidy, write_tables
 from tiersim.sweep.worker import (
@@ -58,11 +59,14 @@ class SweepOutcome:
     plots: list[Path]
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     recorded: int = 0  # points the folder's log held before this run (any sweep's)
+    set_aside: int = 0  # of those, the points not this sweep's (kept in the log, not tabled)
 
 
 def tasks_for(spec: SweepSpec, points: list[Point], plot: bool = False) -> list[PointTask]:
     base_dir = str(spec.base_path.parent.resolve())
-    return [PointTask(p.raw, base_dir, f"{spec.source} point {p.index}", plot) for p in points]
+    return [
+        PointTask(p.raw, base_dir, f"{spec.source} point {p.index}", plot, p.values) for p in points
+    ]
 
 
 def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
@@ -78,6 +82,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
             timings["start_s"] = _lap(clock) - timings["expand_s"]
             keys = _known_keys(pool, tasks, store, options.progress)
             todo, retried = _plan(keys, store)
+            aside = _say_set_aside(spec, points, keys, store, recorded, options.progress)
             rest, first_s = _first(tasks, todo, keys, store, pool.slots, options.progress)
             tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
             tables.start()  # while the points run, where this process has time to spare
@@ -98,8 +103,42 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     reused = len(points) - len(todo) if recorded else 0
     failed = sum(row["status"] == ERROR for row in table.rows)
     return SweepOutcome(
-        spec, points, table, len(todo), reused, retried, failed, skipped, plots, timings, recorded
+        spec,
+        points,
+        table,
+        len(todo),
+        reused,
+        retried,
+        failed,
+        skipped,
+        plots,
+        timings,
+        recorded,
+        aside,
     )
+
+
+def _say_set_aside(
+    spec: SweepSpec,
+    points: list[Point],
+    keys: list[str | None],
+    store: SweepStore,
+    recorded: int,
+    progress: TextIO | None,
+) -> int:
+    """Say, before any point runs, which recorded points are not this sweep's (they stay in
+    the log but not in its tables); how many."""
+    aside = set_aside(store.entries, keys)
+    if aside:
+        note = set_aside_note(store.log_path, spec, points, aside, recorded)
+        print(note, file=progress or sys.stderr)
+    return len(aside)
+
+
+# How the point the estimate is made from is timed: by the CPU time of this thread, not the
+# wall clock, which counts the time it waits for a core while the pool starts beside it (the
+# fork server's imports, each worker's start, on the cores the workers then have to themselves)
+point_clock = time.thread_time
 
 
 def _first(
@@ -110,25 +149,30 @@ def _first(
     workers: int,
     progress: TextIO | None,
 ) -> tuple[list[int], float]:
-    """Run the first point to run here, before the rest, and say from it how long the sweep
-    will take; return the positions left to run and the first point's time (s)."""
+    """Run one point here, before the rest, and say from it how long the sweep will take:
+    the one of about the mean layer passes (`estimate.typical`); return the positions left to
+    run and its time (s)."""
     if not todo:
         return [], 0.0
-    result = run_point(tasks[todo[0]])
-    store.commit([result])
-    keys[todo[0]] = result.key
+    weighed = weigh([tasks[i] for i in todo]) if len(todo) > 1 else [(0, 0)]
+    timed = typical(weighed)
+    index = todo[timed]
+    start = point_clock()
+    result = run_point(tasks[index])
+    took = point_clock() - start
+    store.commit([result], {result.key: tasks[index].values})
+    keys[index] = result.key
     left = len(todo) - 1
-    line = f"the first of {len(todo)} points to run took {fmt_time(result.elapsed_s)}"
+    line = f"point {index}, of the {len(todo)} to run, took {fmt_time(took)}"
     if left:
-        others = [tasks[i] for i in todo[1:]]
-        estimate = sweep_estimate(result.elapsed_s, tasks[todo[0]], others, workers)
+        estimate = sweep_estimate(took, timed, weighed, left, workers)
         line += (
             f": the other {left} on {workers} worker{'s' * (workers != 1)}, about "
-            f"{fmt_time(estimate)} (scaled by "
-            "the layer passes each simulates)"
+            f"{fmt_time(estimate)} (scaled by the layer passes each simulates, from this one "
+            "of about their mean)"
         )
     print(line, file=progress or sys.stderr)
-    return todo[1:], result.elapsed_s
+    return [i for i in todo if i != index], took
 
 
 def _lap(start: float) -> float:
@@ -163,12 +207,12 @@ def _known_keys(
 
 
 COMMIT_S = 0.25  # the longest finished points wait to be committed (all a kill loses of them)
-CHUNK_S = 0.05  # about how long a local worker's chunk of points runs, by the first point's
+CHUNK_S = 0.05  # about how long a local worker's chunk of points runs, by the timed point's
 MAX_CHUNK = 16  # points
 
 
 def chunk_size(point_s: float, points: int, workers: int) -> int:
-    """Points a local worker runs per call: about CHUNK_S of them by the first point's time
+    """Points a local worker runs per call: about CHUNK_S of them by the timed point's time
     (fast points share a call's cost to the sweep process), at most MAX_CHUNK, and few enough
     that each worker has several calls (the last ones end about together)."""
     by_time = int(CHUNK_S / point_s) if point_s > 0 else MAX_CHUNK
@@ -191,6 +235,7 @@ def _run(
     done = total - len(todo)
     bar = Progress(total, progress or sys.stderr, done=done)
     held: list[PointResult] = []
+    values: dict[str, dict] = {}  # the held points' swept values, by key, for their log lines
     committed = time.monotonic()
     try:
         for batch in _points(pool, [tasks[i] for i in todo], store, chunk):
@@ -202,10 +247,11 @@ def _run(
                     outcome = _lost(tasks[index], outcome)
                 keys[index] = outcome.key
                 held.append(outcome)
+                values[outcome.key] = tasks[index].values
             broken = [o for _, o in batch if isinstance(o, cf.BrokenExecutor | OutputError)]
             if broken or time.monotonic() - committed >= COMMIT_S:
-                results, held = held, []
-                store.commit(results)
+                (results, held), (labels, values) = (held, []), (values, {})
+                store.commit(results, labels)
                 committed = time.monotonic()
             for outcome in broken:
                 _raise_if_broken(outcome)
@@ -214,7 +260,7 @@ def _run(
             bar.update(done)
     finally:
         if held:  # the last points, or those finished before an interruption
-            store.commit(held)
+            store.commit(held, values)
 
 
 def _points(

@@ -20,7 +20,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -121,13 +121,18 @@ class SweepStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def commit(self, results: Iterable[PointResult]) -> None:
+    def commit(
+        self, results: Iterable[PointResult], values: Mapping[str, dict[str, Any]] | None = None
+    ) -> None:
         """Make a batch of finished points durable: reports first (each file fsync'd and moved
         into place, then their folder fsync'd once, so every move is durable), then one fsync'd
         log append: a log line never names a report that a crash could still lose.
 
         A point a local worker ran (`keep.run_and_keep`) has its files already written and
         fsync'd, under temporary names: each is only moved into place here.
+
+        `values`: each point's swept values by its key, recorded beside it (so that a resume
+        of an edited sweep file can say which recorded points it no longer has, and why).
 
         The batch's points are recorded here only once the append is durable."""
         fresh: dict[str, dict[str, Any]] = {}
@@ -138,7 +143,7 @@ class SweepStore:
                 continue
             move_written(self.points_dir, result.kept)
             moved |= write_point_files(self.points_dir, result) or bool(result.kept)
-            fresh[result.key] = _entry(result)
+            fresh[result.key] = _entry(result, (values or {}).get(result.key))
         if moved:
             with writing(self.points_dir):
                 _fsync_dir(self.points_dir)
@@ -220,14 +225,22 @@ def write_point_files(points_dir: Path, result: PointResult) -> bool:
     return bool(files)
 
 
-def _entry(result: PointResult) -> dict[str, Any]:
-    return {
+def _entry(result: PointResult, values: dict[str, Any] | None) -> dict[str, Any]:
+    entry = {
         "key": result.key,
         "status": result.status,
         "error": result.error,
         "elapsed_s": round(result.elapsed_s, 6),
         "outputs": result.outputs,
     }
+    if values is not None:
+        entry["values"] = as_logged(values)
+    return entry
+
+
+def as_logged(value: Any) -> Any:
+    """`value` as the log holds it, once read back (JSON: a tuple a list, a date its repr)."""
+    return json.loads(json.dumps(value, default=repr))
 
 
 def _needs_resume(log_path: Path, count: int) -> InputError:

@@ -10,7 +10,7 @@ import hashlib
 import json
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ class PointTask:
     base_dir: str
     source: str
     plot: bool = False  # also draw the point's step (tiersim run --plot's picture)
+    values: dict[str, Any] = field(default_factory=dict)  # a sweep's point: its swept values
 
 
 @dataclass(frozen=True)

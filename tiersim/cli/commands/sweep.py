@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import add_executor_args, cannot_write, positive_int, usable_folder
+from tiersim.cli.commands.common import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Terminated,
+    add_executor_args,
+    cannot_write,
+    positive_int,
+    usable_folder,
+)
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem
 
@@ -18,7 +26,6 @@ if TYPE_CHECKING:  # annotations only: the heavy modules load when a command run
     from tiersim.sweep.store import OutputError
 
 EXIT_ABORTED = 1
-EXIT_INTERRUPTED = 130
 
 
 def default_workers() -> int:
@@ -113,18 +120,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         outcome = run_sweep(spec, options)
     except SweepAborted as exc:
-        print(
-            f"tiersim: sweep stopped: {exc}; finished points are kept in {out}; "
-            "rerun with --resume",
-            file=sys.stderr,
-        )
-        return EXIT_ABORTED
-    except KeyboardInterrupt:
-        print(
-            f"\ntiersim: interrupted; finished points are kept in {out}; rerun with --resume",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
+        return _stopped(out, f"tiersim: sweep stopped: {exc}", EXIT_ABORTED)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): the same stop
+        if isinstance(exc, Terminated):
+            return _stopped(out, "\ntiersim: terminated (SIGTERM)", EXIT_TERMINATED)
+        return _stopped(out, "\ntiersim: interrupted", EXIT_INTERRUPTED)
     except OutputError as exc:
         raise _unwritable(out, exc) from None
     _print_outcome(outcome, out, args.resume)
@@ -136,6 +136,12 @@ def run(args: argparse.Namespace) -> int:
         what = f"every point is invalid; {first['error']} ({hint})"
         raise InputError(spec.source, [Problem(where, what)])
     return 0
+
+
+def _stopped(out: Path, why: str, code: int) -> int:
+    """Say why the sweep stopped and that its finished points are kept; the exit code."""
+    print(f"{why}; finished points are kept in {out}; rerun with --resume", file=sys.stderr)
+    return code
 
 
 def _read(path: Path, max_points: int | None) -> tuple[SweepSpec, str]:
@@ -217,11 +223,9 @@ def _resume_line(outcome: SweepOutcome) -> str:
         f"resumed: {outcome.reused} points reused, {outcome.retried} failed before and retried, "
         f"{new} run for the first time; {outcome.failed} still failed"
     )
-    if outcome.recorded and not outcome.reused and not outcome.retried:
+    if outcome.set_aside:
         line += (
-            f"\nnote: none of the {outcome.recorded} points already in the folder are this "
-            "sweep's (another sweep's folder, or one written before a tiersim release whose "
-            "scenarios have keys or defaults these do not? they stay in its log, not in these "
-            "tables)"
+            f"; {outcome.set_aside} recorded points set aside, not this sweep's (kept in the log, "
+            "not in these tables: the note before the points ran says why)"
         )
     return line
