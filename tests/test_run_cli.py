@@ -467,11 +467,16 @@ def test_run_writes_no_trace_among_a_sweeps_points(tmp_path, cli):
     assert not trace.exists()
 
 
-def test_an_empty_out_is_refused_not_taken_for_the_default_folder(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_an_empty_out_is_refused_not_taken_for_the_default_folder(
+    tmp_path, capsys, monkeypatch, command
+):
     monkeypatch.chdir(tmp_path)  # where the default results/<name>/ would go
-    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "default.yaml"
+    root = Path(__file__).resolve().parent.parent / "scenarios"
+    path = root / ("default.yaml" if command == "run" else "sweeps/hbf-wear.yaml")
+    assert path.is_file()
     with pytest.raises(SystemExit) as stop:
-        main(["run", str(scenario), "--out", " "])
+        main([command, str(path), "--out", " "])
     assert stop.value.code == 2
     assert "argument --out: expected a folder path (got an empty one)" in capsys.readouterr().err
     assert not (tmp_path / "results").exists()

@@ -14,6 +14,7 @@ from tiersim.cli.commands.common import (
     Terminated,
     add_executor_args,
     cannot_write,
+    folder_arg,
     positive_int,
     usable_folder,
 )
@@ -44,7 +45,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("sweep", metavar="SWEEP.yaml", help="sweep file")
     add_executor_args(parser)
     parser.add_argument(
-        "--out", metavar="DIR", default=None, help="output folder (default: results/<sweep name>)"
+        "--out",
+        metavar="DIR",
+        type=folder_arg,
+        default=None,
+        help="output folder (default: results/<sweep name>)",
     )
     parser.add_argument(
         "--resume",
