@@ -5,6 +5,7 @@ ranking. Nothing printed but progress."""
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +68,7 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     estimate = _estimate(source, space, pruned, sampled, options)
     mean = sum(r.elapsed_s for r in sampled.values()) / len(sampled)
     left = len(pruned.kept) - len(sampled)
-    rest = f"the other {left:,} on {_workers(options.workers)}, about {fmt_time(estimate)}"
+    rest = f"the other {left:,} on {_workers(options, left)}, about {fmt_time(estimate)}"
     print(
         f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit and are simulated: "
         f"{len(sampled)} spread over them took {fmt_time(mean)} each on average; "
@@ -79,8 +80,29 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     return PlanOutcome(source, space, pruned, sims, estimate, overrides)
 
 
-def _workers(n: int) -> str:
-    return f"{n} worker{'s' * (n != 1)}"
+def parallelism(options: PlanOptions, left: int) -> tuple[int, int]:
+    """(worker processes to start, candidates simulated at once) for `left` candidates: never
+    more workers than candidates (as `sweep`), and on this machine (the local executor, or
+    Dask's local cluster) no more at once than its cores, whatever the workers."""
+    pool = max(1, min(options.workers, left))
+    here = options.executor == "local" or options.scheduler is None
+    return pool, min(pool, cores()) if here else pool
+
+
+def cores() -> int:
+    """This process's cores (those it may run on, where the system says)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _workers(options: PlanOptions, left: int) -> str:
+    """'2 workers', and why where that is fewer than asked or more than run at once."""
+    pool, at_once = parallelism(options, left)
+    text = f"{pool} worker{'s' * (pool != 1)}"
+    if pool < options.workers:
+        text += f" (of {options.workers:,} asked: no more than the candidates left)"
+    if at_once < pool:
+        text += f", {at_once} at a time on this machine's {at_once} cores"
+    return text
 
 
 def _sample(pruned: Pruned) -> dict[int, PointResult]:
@@ -109,12 +131,12 @@ def _estimate(
     rest = [p for i, p in enumerate(passes) if i not in sampled]
     sample_s = sum(r.elapsed_s for r in sampled.values())
     sample_passes = sum(passes[i] for i in sampled)
-    estimate = estimate_s(sample_s, sample_passes, rest, options.workers)
+    estimate = estimate_s(sample_s, sample_passes, rest, parallelism(options, len(rest))[1])
     if estimate > options.time_limit_s:
         what = (
             f"{len(pruned.kept):,} candidates fit; from {len(sampled)} spread over them "
             f"({fmt_time(sample_s)} in all) they take about {fmt_time(estimate)} on "
-            f"{_workers(options.workers)}, over --time-limit {fmt_time(options.time_limit_s)}"
+            f"{_workers(options, len(rest))}, over --time-limit {fmt_time(options.time_limit_s)}"
         )
         raise too_large(source, space, what, "; or raise --time-limit")
     return estimate
@@ -138,7 +160,7 @@ def _simulate(tasks: list[Any], options: PlanOptions, to: TextIO) -> list[PointR
         return []
     out: list[Any] = [None] * len(tasks)
     bar = Progress(len(tasks), to, label="plans simulated")
-    pool = open_pool(options.executor, options.workers, options.scheduler)
+    pool = open_pool(options.executor, parallelism(options, len(tasks))[0], options.scheduler)
     try:
         done = 0
         for batch in stream(pool, run_point, tasks):
