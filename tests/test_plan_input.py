@@ -1,5 +1,7 @@
 """`tiersim plan` on what a user can get wrong: more --workers than candidates (never more
-processes than candidates, and an estimate over the parallelism that really happens)."""
+processes than candidates, and an estimate over the parallelism that really happens), a plan:
+value wrong on its own (exit 2 from validate and plan, at its item and line), and a value
+listed twice (refused)."""
 
 from __future__ import annotations
 
@@ -83,3 +85,85 @@ def test_estimate_is_over_the_workers_that_run_at_once(
         f"12 candidates fit; from 5 spread over them (50.000 s in all) they take about "
         f"{seconds} on {where}, over --time-limit 1.000 s"
     ) in err
+
+
+BAD = GENERIC + (
+    "plan:\n"  # line 3
+    "  placement.optimizer:\n"  # 4
+    "    - hbm\n"  # 5
+    "    - tape\n"  # 6
+    "  training.seq_len: [0, 4096, -1]\n"  # 7
+    "  hardware.tiers.dram.write_bandwidth: [50 GB/s, 10]\n"  # 8
+)
+BAD_LINES = [
+    "plan.placement.optimizer[1]: tier 'tape' does not exist (tiers: hbm, dram, nvme, hbf) "
+    "(line 6)",
+    "plan.training.seq_len[0]: input should be greater than 0 (got 0) (line 7)",
+    "plan.training.seq_len[2]: input should be greater than 0 (got -1) (line 7)",
+    "plan.hardware.tiers.dram.write_bandwidth[1]: a plain number (10) is ambiguous here: give "
+    "a bandwidth with a unit, such as '55 GB/s' (line 8)",
+]
+
+
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_a_plan_value_wrong_on_its_own_exits_2_at_its_item(tmp_path, cli, command):
+    path = _write(tmp_path, BAD)
+    code, out, err = cli(command, path)
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"{path}: {line}" for line in BAD_LINES]
+    assert "--set" not in err  # no --set was given
+
+
+def test_a_value_invalid_only_in_combination_is_counted_not_refused(tmp_path, cli):
+    # pipeline 5 does not divide the base's 24 layers, but divides 25: alone it fails, beside
+    # model.layers 25 (right alone) it builds, so it is no error; 24 layers x pipeline 5 is
+    # the one invalid candidate of the 2 x 2
+    bound = "simulation: {max_layer_passes: 10}\n"
+    plan = "plan:\n  model.layers: [25, 24]\n  parallel.pipeline: [1, 5]\n"
+    path = _write(tmp_path, GENERIC + bound + plan)
+    code, out, err = cli("validate", path)
+    assert code == 0, err
+    code, out, err = cli("plan", path, "--workers", "1")
+    assert code == 0, err
+    checked = out.splitlines()[1]
+    assert checked.startswith(
+        "  4 checked: 1 invalid (most often: parallel.pipeline: layers (24) are not divisible "
+        "by pipeline x virtual_pipeline (5 x 1): 1), "
+    )
+    assert "--set" not in checked  # the plan's choice, not a --set the user never typed
+
+
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_a_value_listed_twice_is_refused(tmp_path, cli, command):
+    path = _write(tmp_path, GENERIC + "plan:\n  placement.optimizer: [hbm, hbm, dram]\n")
+    code, out, err = cli(command, path)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"{path}: plan.placement.optimizer: lists 'hbm' twice (items 0 and 1; expected each "
+        "value once: remove the repeat or correct it to the value meant) (line 4)"
+    )
+
+
+def test_a_repeat_apart_from_the_first_is_found_too(tmp_path, cli):
+    path = _write(tmp_path, GENERIC + "plan:\n  placement.optimizer: [hbm, dram, hbm]\n")
+    code, _, err = cli("validate", path)
+    assert code == 2 and "lists 'hbm' twice (items 0 and 2;" in err
+
+
+def test_validate_refuses_a_plan_section_too_large_as_plan_does(tmp_path, cli):
+    # 4 tiers for each of 5 classes, 3 recompute modes, 7 prefetch depths: 4^5 x 3 x 7 = 21,504
+    assert 4**5 * 3 * 7 == 21_504
+    tiers = "[hbm, dram, nvme, hbf]"
+    homes = "".join(
+        f"  placement.{c}: {tiers}\n"
+        for c in ("weights", "gradients", "master", "optimizer", "activations")
+    )
+    plan = "plan:\n" + homes + RECOMPUTE + "  simulation.prefetch_depth: [1, 2, 3, 4, 5, 6, 7]\n"
+    path = _write(tmp_path, GENERIC + plan)
+    for command in ("validate", "plan"):
+        code, out, err = cli(command, path)
+        assert code == 2 and out == ""
+        assert err.startswith(
+            f"{path}: plan: search space too large: 21,504 candidates, over the 20,000 that "
+            "tiersim plan checks. It is the plan: section: "
+        )
