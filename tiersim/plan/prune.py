@@ -4,7 +4,6 @@ simulated. Equal scenarios (written differently) are simulated once."""
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -63,11 +62,14 @@ def prune(
 
 
 def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[str]):
+    # built from the mapping with the choices written in, not as --set overrides: its
+    # problems are the plan's choices, not a --set the user never typed
+    mapping = apply_overrides(raw, list(overrides), source)  # a copy
     try:
-        loaded = build(raw, base_dir, source, list(overrides))
+        loaded = build(mapping, base_dir, source)
         check_runnable(loaded)
     except InputError as exc:
-        out.invalid[exc.problems[0].message if exc.problems else "invalid"] += 1
+        out.invalid[_reason(exc)] += 1
         return None
     inv = build_inventory(resolve(loaded.scenario))
     over = [name for name, use in inv.tiers.items() if not use.fits]
@@ -80,7 +82,6 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
         out.duplicates += 1
         return None
     seen.add(key)
-    mapping = apply_overrides(copy.deepcopy(raw), list(overrides), source)
     task = PointTask(
         mapping, str(base_dir.resolve()), f"{source} --set {' --set '.join(overrides)}"
     )
@@ -88,3 +89,11 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
     gpus = s.parallel.data * s.parallel.tensor * s.parallel.pipeline
     price = s.hardware.price_per_gpu_hour
     return Candidate(overrides, dict(combo), task, gpus, price, layer_passes(s))
+
+
+def _reason(exc: InputError) -> str:
+    """The first problem, with its key path: which choice it is about."""
+    if not exc.problems:
+        return "invalid"
+    first = exc.problems[0]
+    return f"{first.path}: {first.message}" if first.path else first.message

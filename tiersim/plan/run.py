@@ -4,7 +4,7 @@ ranking. Nothing printed but progress."""
 
 from __future__ import annotations
 
-import math
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,14 +16,14 @@ from tiersim.config.yamlfile import read_yaml
 from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_time
+from tiersim.plan.check import checked_space, too_large
 from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, simulated
-from tiersim.plan.space import MBS, Space, build_space, candidates
+from tiersim.plan.space import Space, candidates
 from tiersim.sweep.estimate import estimate_s
 from tiersim.sweep.execute import Progress, SweepAborted, open_pool, stream
 from tiersim.sweep.worker import PointResult, run_point
 
-MAX_CANDIDATES = 20_000  # checking one against the inventory takes a few milliseconds
 SAMPLE = 5  # candidates timed, spread over the space, before the estimate is made
 
 
@@ -53,9 +53,8 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     the search; a candidate's own choice of the same key wins."""
     source = str(path)
     loaded = load_scenario(path, list(overrides))
-    with lines_from(loaded.text):  # each problem with the line of its key, as the file's own
-        space = _checked_space(loaded, source, options)
     raw = apply_overrides(read_yaml(path, source), list(overrides), source)
+    space = _checked_space(loaded, raw, path, options)
     stream_to = options.progress or sys.stderr
     bar = Progress(space.size, stream_to, label="candidates checked against the inventory")
     pruned = prune(raw, path.parent, source, candidates(space), bar.update)
@@ -67,7 +66,7 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     estimate = _estimate(source, space, pruned, sampled, options)
     mean = sum(r.elapsed_s for r in sampled.values()) / len(sampled)
     left = len(pruned.kept) - len(sampled)
-    rest = f"the other {left:,} on {_workers(options.workers)}, about {fmt_time(estimate)}"
+    rest = f"the other {left:,} on {_workers(options, left)}, about {fmt_time(estimate)}"
     print(
         f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit and are simulated: "
         f"{len(sampled)} spread over them took {fmt_time(mean)} each on average; "
@@ -79,8 +78,29 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     return PlanOutcome(source, space, pruned, sims, estimate, overrides)
 
 
-def _workers(n: int) -> str:
-    return f"{n} worker{'s' * (n != 1)}"
+def parallelism(options: PlanOptions, left: int) -> tuple[int, int]:
+    """(worker processes to start, candidates simulated at once) for `left` candidates: never
+    more workers than candidates (as `sweep`), and on this machine (the local executor, or
+    Dask's local cluster) no more at once than its cores, whatever the workers."""
+    pool = max(1, min(options.workers, left))
+    here = options.executor == "local" or options.scheduler is None
+    return pool, min(pool, cores()) if here else pool
+
+
+def cores() -> int:
+    """This process's cores (those it may run on, where the system says)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _workers(options: PlanOptions, left: int) -> str:
+    """'2 workers', and why where that is fewer than asked or more than run at once."""
+    pool, at_once = parallelism(options, left)
+    text = f"{pool} worker{'s' * (pool != 1)}"
+    if pool < options.workers:
+        text += f" (of {options.workers:,} asked: no more than the candidates left)"
+    if at_once < pool:
+        text += f", {at_once} at a time on this machine's {at_once} cores"
+    return text
 
 
 def _sample(pruned: Pruned) -> dict[int, PointResult]:
@@ -109,12 +129,12 @@ def _estimate(
     rest = [p for i, p in enumerate(passes) if i not in sampled]
     sample_s = sum(r.elapsed_s for r in sampled.values())
     sample_passes = sum(passes[i] for i in sampled)
-    estimate = estimate_s(sample_s, sample_passes, rest, options.workers)
+    estimate = estimate_s(sample_s, sample_passes, rest, parallelism(options, len(rest))[1])
     if estimate > options.time_limit_s:
         what = (
             f"{len(pruned.kept):,} candidates fit; from {len(sampled)} spread over them "
             f"({fmt_time(sample_s)} in all) they take about {fmt_time(estimate)} on "
-            f"{_workers(options.workers)}, over --time-limit {fmt_time(options.time_limit_s)}"
+            f"{_workers(options, len(rest))}, over --time-limit {fmt_time(options.time_limit_s)}"
         )
         raise too_large(source, space, what, "; or raise --time-limit")
     return estimate
@@ -138,7 +158,7 @@ def _simulate(tasks: list[Any], options: PlanOptions, to: TextIO) -> list[PointR
         return []
     out: list[Any] = [None] * len(tasks)
     bar = Progress(len(tasks), to, label="plans simulated")
-    pool = open_pool(options.executor, options.workers, options.scheduler)
+    pool = open_pool(options.executor, parallelism(options, len(tasks))[0], options.scheduler)
     try:
         done = 0
         for batch in stream(pool, run_point, tasks):
@@ -153,38 +173,11 @@ def _simulate(tasks: list[Any], options: PlanOptions, to: TextIO) -> list[PointR
     return out
 
 
-SUGGESTED = ("placement.optimizer", "placement.master", "training.recompute", MBS)
-
-
-def _checked_space(loaded: Loaded, source: str, options: PlanOptions) -> Space:
-    space, problems = build_space(loaded.scenario, loaded.resolved)
-    if problems:
-        raise InputError(source, problems)
-    if space.size > MAX_CANDIDATES:
-        raise too_large(
-            source,
-            space,
-            f"{space.size:,} candidates, over the {MAX_CANDIDATES:,} that tiersim plan checks",
-        )
+def _checked_space(loaded: Loaded, raw: dict[str, Any], path: Path, options: PlanOptions) -> Space:
+    """The space (`checked_space`), refused too for an objective it cannot rank by."""
+    space = checked_space(loaded, raw, path)
     if options.objective == "cost" and loaded.scenario.hardware.price_per_gpu_hour is None:
         why = "--objective cost needs a price (expected hardware.price_per_gpu_hour, e.g. 4.5)"
-        raise InputError(source, [Problem("hardware.price_per_gpu_hour", why)])
+        with lines_from(loaded.text):
+            raise InputError(str(path), [Problem("hardware.price_per_gpu_hour", why)])
     return space
-
-
-def too_large(source: str, space: Space, what: str, more: str = "") -> InputError:
-    """The search space cannot be finished in the time given: say so and how to narrow it,
-    with a plan: section to start from (the optimizer's state and its master copy, recompute
-    and the micro-batch size, each with the values the space had)."""
-    where = "the plan: section" if space.from_file else "the default space (no plan: section)"
-    options = dict(zip(space.keys, space.values, strict=True))
-    keep = {k: options[k] for k in SUGGESTED if k in options} or dict(list(options.items())[:2])
-    size = math.prod(len(v) for v in keep.values())
-    section = ", ".join(f"{k}: [{', '.join(str(v) for v in vs)}]" for k, vs in keep.items())
-    advice = (  # one line, as every problem is: the section in YAML's flow style
-        f"search space too large: {what}. It is {where}: {space.shape()}. Narrow it with a "
-        "plan: section listing only the keys and values to consider (fixing the keys with the "
-        f"most values divides it most); this one has {size:,} candidates: "
-        f"plan: {{{section}}}{more}"
-    )
-    return InputError(source, [Problem("plan", advice)])

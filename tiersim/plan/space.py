@@ -16,7 +16,7 @@ from typing import Any
 
 from tiersim.config.overrides import parse_override
 from tiersim.config.schema import Scenario
-from tiersim.core.errors import Problem
+from tiersim.core.errors import Problem, shown
 from tiersim.state.classes import PLACED
 from tiersim.sweep.paths import path_problem
 
@@ -76,7 +76,7 @@ def build_space(s: Scenario, resolved: dict[str, Any]) -> tuple[Space, list[Prob
             problems.append(Problem(f"plan.{path}", why))
     if problems:
         return Space((), (), 1, True), problems
-    values = tuple(tuple(_unique(v)) for v in chosen.values())
+    values = tuple(tuple(v) for v in chosen.values())  # as written: duplicates were refused
     batch = s.training.micro_batch_size * s.training.grad_accumulation
     return Space(tuple(chosen), values, batch, bool(given)), problems
 
@@ -88,15 +88,23 @@ def _values_problem(values: Any) -> str | None:
         return "is an empty list (expected at least one value to consider)"
     if any(isinstance(v, dict | list) for v in values):
         return "holds a mapping or a list (expected single values, e.g. [1, 2, 4])"
+    return _duplicate(values)
+
+
+def _duplicate(values: list[Any]) -> str | None:
+    """A value listed twice is refused, not searched once: a repeated item is most likely a
+    typo for another value (say [hbm, hbm] for [hbm, hbf]) that would go unsearched. Equal
+    values of different types (1 and 1.0) are not the same item; if they build the same
+    scenario, the search counts the second as a duplicate."""
+    first: dict[tuple[type, Any], int] = {}
+    for i, v in enumerate(values):
+        j = first.setdefault((type(v), v), i)
+        if j != i:
+            return (
+                f"lists {shown(v)} twice (items {j} and {i}; expected each value once: "
+                "remove the repeat or correct it to the value meant)"
+            )
     return None
-
-
-def _unique(values: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    for v in values:
-        if v not in out:
-            out.append(v)
-    return out
 
 
 def candidates(space: Space) -> Iterator[tuple[tuple[str, Any], ...]]:

@@ -29,7 +29,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Search the choices the scenario leaves open (its plan: section, key path "
         "-> values; by default each class's home tier, where the optimizer runs, the ZeRO "
         "stage, recompute, the micro-batch size at the same batch per GPU, prefetch depth, and "
-        "the checkpoint interval where failures are modelled). Candidates whose resident state "
+        "the checkpoint interval where failures are modelled). That default crosses every "
+        "key, so it is large: for most shipped scenarios over the 20,000 candidates a plan "
+        "checks (294,912 for scenarios/default.yaml), and refused; give a plan: section "
+        "listing only the keys and values to consider (the refusal suggests one). A plan: "
+        "value wrong on its own, or listed twice, is refused. Candidates whose resident state "
         "does not fit a tier are never simulated; the rest run in parallel, and the best K that "
         "fit every tier and hold every wear budget are reported with the --set overrides that "
         "reproduce them, what binds them, and whether HBF can hold optimizer state.",

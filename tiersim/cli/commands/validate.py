@@ -17,7 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="check a scenario or sweep file without running it",
         description="Check a scenario file: YAML syntax, keys, types, units, presets, tier names "
         "and parallel sizes. A sweep file (one with base:, grid: or zip:) is checked too: its "
-        "keys, that every swept path exists, and that every point builds into a valid scenario. "
+        "keys, that every swept path exists, and that every point builds into a valid scenario; a "
+        "scenario's plan: section as `tiersim plan` checks it (its key paths, no value listed "
+        "twice, its size, each value on its own). "
         "Every problem is reported at once; exit code 2 if any. A valid file's notes (a "
         "setting the models do not use, such as an attention kernel on a mixture-of-experts "
         "model) follow on standard error.",
@@ -30,9 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tiersim.config.load import build_file
+    from tiersim.config.overrides import apply_overrides
     from tiersim.config.yamlfile import read_yaml_and_text
-    from tiersim.config.yamllines import with_lines
-    from tiersim.plan.space import build_space
+    from tiersim.plan.check import checked_space
     from tiersim.runner import check_runnable
     from tiersim.sweep.spec import is_sweep
 
@@ -49,10 +51,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     loaded = build_file(raw, text, path, args.overrides)
     check_runnable(loaded)
-    if loaded.scenario.plan is not None:  # its paths, as `tiersim plan` would check them
-        problems = build_space(loaded.scenario, loaded.resolved)[1]
-        if problems:
-            raise with_lines(InputError(str(path), problems), text)
+    if loaded.scenario.plan is not None:  # as `tiersim plan` checks it, before any search
+        checked_space(loaded, apply_overrides(raw, args.overrides, str(path)), path)
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
     print_notes(loaded, args.overrides)
     return 0

@@ -1,0 +1,169 @@
+"""`tiersim plan` on what a user can get wrong: more --workers than candidates (never more
+processes than candidates, and an estimate over the parallelism that really happens), a plan:
+value wrong on its own (exit 2 from validate and plan, at its item and line), and a value
+listed twice (refused)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiersim.sweep.worker import PointResult
+
+ROOT = Path(__file__).resolve().parent.parent
+# A 1B model on the default machine: every placement below fits, each candidate runs quickly
+GENERIC = """name: g
+model: {parameters: 1000000000, layers: 24, hidden: 2048, activation_bytes_per_layer: 200 MB}
+"""
+RECOMPUTE = "  training.recompute: [none, selective, full]\n"
+
+
+def _write(tmp: Path, body: str) -> Path:
+    path = tmp / "p.yaml"
+    path.write_text(body)
+    return path
+
+
+def test_workers_far_over_the_candidates_start_one_per_candidate(tmp_path):
+    # 2 x 3 = 6 candidates; 5 time the search, 1 is left: one worker, not 100,000 (which hung)
+    bound = "simulation: {max_layer_passes: 10}\n"  # each candidate infeasible: quick
+    plan = "plan:\n  placement.optimizer: [hbm, dram]\n" + RECOMPUTE
+    path = _write(tmp_path, GENERIC + bound + plan)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-m", "tiersim", "plan", str(path), "--workers", "100000"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "plan: 6 of 6 candidates fit and are simulated: 5 spread over them took " in done.stderr
+    want = "the other 1 on 1 worker (of 100,000 asked: no more than the candidates left), about "
+    assert want in done.stderr
+    assert "1/1 plans simulated" in done.stderr
+
+
+@pytest.fixture
+def ten_s_each(monkeypatch):
+    """Every sampled candidate takes 10 s (injected: nothing is simulated), on a 4-core
+    machine."""
+
+    def run_point(task):
+        return PointResult("k", "ok", None, {}, None, 10.0)
+
+    monkeypatch.setattr("tiersim.plan.run.run_point", run_point)
+    monkeypatch.setattr("tiersim.plan.run.cores", lambda: 4)
+
+
+TWELVE = "plan:\n  placement.optimizer: [hbm, dram]\n  placement.master: [hbm, dram]\n" + RECOMPUTE
+
+
+@pytest.mark.parametrize(
+    "workers, seconds, where",
+    [
+        # 2 x 2 x 3 = 12 candidates of the same layer passes; 5 sampled at 10 s each, 7 left:
+        # 7 x 10 s = 70 s of work, on min(100,000, 7) = 7 workers of which 4 run at once
+        # (4 cores): 70 / 4 = 17.5 s
+        (
+            100_000,
+            "17.500 s",
+            "7 workers (of 100,000 asked: no more than the candidates left), 4 at a time on "
+            "this machine's 4 cores",
+        ),
+        (2, "35.000 s", "2 workers"),  # 70 / 2
+        (4, "17.500 s", "4 workers"),  # 70 / 4
+        (6, "17.500 s", "6 workers, 4 at a time on this machine's 4 cores"),  # 70 / min(6, 4)
+    ],
+)
+def test_estimate_is_over_the_workers_that_run_at_once(
+    tmp_path, cli, ten_s_each, workers, seconds, where
+):
+    path = _write(tmp_path, GENERIC + TWELVE)
+    code, _, err = cli("plan", path, "--workers", workers, "--time-limit", "1 s")
+    assert code == 2, err
+    assert (
+        f"12 candidates fit; from 5 spread over them (50.000 s in all) they take about "
+        f"{seconds} on {where}, over --time-limit 1.000 s"
+    ) in err
+
+
+BAD = GENERIC + (
+    "plan:\n"  # line 3
+    "  placement.optimizer:\n"  # 4
+    "    - hbm\n"  # 5
+    "    - tape\n"  # 6
+    "  training.seq_len: [0, 4096, -1]\n"  # 7
+    "  hardware.tiers.dram.write_bandwidth: [50 GB/s, 10]\n"  # 8
+)
+BAD_LINES = [
+    "plan.placement.optimizer[1]: tier 'tape' does not exist (tiers: hbm, dram, nvme, hbf) "
+    "(line 6)",
+    "plan.training.seq_len[0]: input should be greater than 0 (got 0) (line 7)",
+    "plan.training.seq_len[2]: input should be greater than 0 (got -1) (line 7)",
+    "plan.hardware.tiers.dram.write_bandwidth[1]: a plain number (10) is ambiguous here: give "
+    "a bandwidth with a unit, such as '55 GB/s' (line 8)",
+]
+
+
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_a_plan_value_wrong_on_its_own_exits_2_at_its_item(tmp_path, cli, command):
+    path = _write(tmp_path, BAD)
+    code, out, err = cli(command, path)
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"{path}: {line}" for line in BAD_LINES]
+    assert "--set" not in err  # no --set was given
+
+
+def test_a_value_invalid_only_in_combination_is_counted_not_refused(tmp_path, cli):
+    # pipeline 5 does not divide the base's 24 layers, but divides 25: alone it fails, beside
+    # model.layers 25 (right alone) it builds, so it is no error; 24 layers x pipeline 5 is
+    # the one invalid candidate of the 2 x 2
+    bound = "simulation: {max_layer_passes: 10}\n"
+    plan = "plan:\n  model.layers: [25, 24]\n  parallel.pipeline: [1, 5]\n"
+    path = _write(tmp_path, GENERIC + bound + plan)
+    code, out, err = cli("validate", path)
+    assert code == 0, err
+    code, out, err = cli("plan", path, "--workers", "1")
+    assert code == 0, err
+    checked = out.splitlines()[1]
+    assert checked.startswith(
+        "  4 checked: 1 invalid (most often: parallel.pipeline: layers (24) are not divisible "
+        "by pipeline x virtual_pipeline (5 x 1): 1), "
+    )
+    assert "--set" not in checked  # the plan's choice, not a --set the user never typed
+
+
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_a_value_listed_twice_is_refused(tmp_path, cli, command):
+    path = _write(tmp_path, GENERIC + "plan:\n  placement.optimizer: [hbm, hbm, dram]\n")
+    code, out, err = cli(command, path)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"{path}: plan.placement.optimizer: lists 'hbm' twice (items 0 and 1; expected each "
+        "value once: remove the repeat or correct it to the value meant) (line 4)"
+    )
+
+
+def test_a_repeat_apart_from_the_first_is_found_too(tmp_path, cli):
+    path = _write(tmp_path, GENERIC + "plan:\n  placement.optimizer: [hbm, dram, hbm]\n")
+    code, _, err = cli("validate", path)
+    assert code == 2 and "lists 'hbm' twice (items 0 and 2;" in err
+
+
+def test_validate_refuses_a_plan_section_too_large_as_plan_does(tmp_path, cli):
+    # 4 tiers for each of 5 classes, 3 recompute modes, 7 prefetch depths: 4^5 x 3 x 7 = 21,504
+    assert 4**5 * 3 * 7 == 21_504
+    tiers = "[hbm, dram, nvme, hbf]"
+    homes = "".join(
+        f"  placement.{c}: {tiers}\n"
+        for c in ("weights", "gradients", "master", "optimizer", "activations")
+    )
+    plan = "plan:\n" + homes + RECOMPUTE + "  simulation.prefetch_depth: [1, 2, 3, 4, 5, 6, 7]\n"
+    path = _write(tmp_path, GENERIC + plan)
+    for command in ("validate", "plan"):
+        code, out, err = cli(command, path)
+        assert code == 2 and out == ""
+        assert err.startswith(
+            f"{path}: plan: search space too large: 21,504 candidates, over the 20,000 that "
+            "tiersim plan checks. It is the plan: section: "
+        )
