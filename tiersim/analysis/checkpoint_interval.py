@@ -26,28 +26,35 @@ def job_gpus(parallel: Parallel) -> int:
 
 def resolve_interval(
     res: Resolved, result: StepResult, run: CheckpointRun
-) -> tuple[int | None, str | None]:
-    """The interval in steps and what set it: "given"; for `auto`, "daly" (Daly's optimum),
-    "drain" (the optimum is shorter than the drain, which no interval may be), or "wear
-    budget" where the target's write budget needs a longer one."""
+) -> tuple[int | None, str | None, str | None]:
+    """The interval in steps, what set it and the tier whose budget did: "given"; for `auto`,
+    "daly" (Daly's optimum), "drain" (the optimum is shorter than the drain, which no interval
+    may be), or "wear budget" where a tier the checkpoint writes needs a longer one to stay
+    within its write budget (the shortest that keeps every such tier within its own: the
+    interval of best goodput among those that do, goodput falling past Daly's optimum)."""
     every = res.execution.checkpoint.every_steps
     if every != "auto":
-        return every, None if every is None else "given"
+        return every, None if every is None else "given", None
     cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
     step_s = result.time_s
     optimum_s = daly_interval(run.stall_s, run.mtbf_s)
     daly = interval_to_steps(optimum_s, step_s, cost, run.mtbf_s)
-    floor = budget_interval(res, result, run)
-    if floor is not None and floor > daly:
-        return floor, "wear budget"
-    return daly, "drain" if optimum_s < cost.drain_lag_s else "daly"
+    floors = {t: budget_interval(res, result, run, t) for t in sorted(run.written_by_tier)}
+    bound = [(n, t) for t, n in floors.items() if n is not None]
+    if bound and max(bound)[0] > daly:
+        floor, tier = max(bound)
+        return floor, "wear budget", tier
+    return daly, "drain" if optimum_s < cost.drain_lag_s else "daly", None
 
 
-def budget_interval(res: Resolved, result: StepResult, run: CheckpointRun) -> int | None:
-    """The fewest steps between checkpoints that keep the target within its write budget, with
-    what the step itself writes there: I >= C / (allowed per step - written per step). None
-    without a budget, or when the step's own writes already exceed it (no interval helps)."""
-    target = res.execution.checkpoint.target
+def budget_interval(
+    res: Resolved, result: StepResult, run: CheckpointRun, target: str | None = None
+) -> int | None:
+    """The fewest steps between checkpoints that keep tier `target` (default: the checkpoint's
+    target) within its write budget, with what the step itself writes there:
+    I >= C / (allowed per step - written per step). None without a budget or endurance, or
+    when the step's own writes already exceed it (no interval helps)."""
+    target = target or res.execution.checkpoint.target
     tier, budget = res.machine.tiers[target], res.budget.tiers.get(target)
     checkpoint = run.written_by_tier.get(target, 0)
     if budget is None or tier.endurance is None or checkpoint == 0:
@@ -85,8 +92,10 @@ def with_checkpoint(result: StepResult, res: Resolved, run: CheckpointRun) -> St
     run = dataclasses.replace(
         run, mtbf_s=scenario_mtbf(res.execution.failures, job_gpus(res.execution.parallel))
     )
-    interval, basis = resolve_interval(res, result, run)
-    run = dataclasses.replace(run, interval_steps=interval, interval_basis=basis)
+    interval, basis, budget_tier = resolve_interval(res, result, run)
+    run = dataclasses.replace(
+        run, interval_steps=interval, interval_basis=basis, interval_budget_tier=budget_tier
+    )
     wrote = per_step(run.written_by_tier, interval) if interval else {}
     read = per_step(run.read_by_tier, interval) if interval else {}
     tiers = {

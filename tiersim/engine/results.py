@@ -71,6 +71,7 @@ class CheckpointRun:
     peak_by_tier: dict[str, int] = field(default_factory=dict)  # occupancy with the checkpoint
     link_busy_s: dict[str, float] = field(default_factory=dict)  # busy time one checkpoint adds
     interval_basis: str | None = None  # "given" | "daly" | "wear budget" (see durable)
+    interval_budget_tier: str | None = None  # the tier whose wear budget set it ("wear budget")
     # every step checkpointing: the step reported was seen to repeat (False: the last one
     # simulated, within durable.MAX_STEADY_STEPS)
     steady: bool = True

@@ -13,6 +13,7 @@ from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.config.schema import Scenario, Tier
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
+from tiersim.report.checkpoint_wear import unbudgeted_wear
 from tiersim.report.json_text import json_text
 from tiersim.report.offload import offload_section
 from tiersim.report.utilization import utilization
@@ -264,6 +265,8 @@ def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
         "target": s.checkpoint.target,
         **section,
         "interval_basis": run.interval_basis,
+        # the tier whose wear budget set an auto interval, where one did
+        **({"interval_budget_tier": run.interval_budget_tier} if run.interval_budget_tier else {}),
         # only where it did not settle: a settled run's section is as it was
         **({} if run.steady else {"steady": False}),
     }
@@ -308,6 +311,10 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
         report["checkpoint"]["target_wear_at_optimum"] = target_wear_at_optimum(
             report["checkpoint"], target_wear
         )
+        written = r.checkpoint.written_by_tier if r.checkpoint else {}
+        unbudgeted = unbudgeted_wear(s, written, report["checkpoint"], report["wear"])
+        if unbudgeted:
+            report["checkpoint"]["unbudgeted_wear"] = unbudgeted
     offload = offload_section(s, r.time_s)
     if offload is not None:
         report["offload"] = offload

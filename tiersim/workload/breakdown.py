@@ -2,7 +2,10 @@
 
 - `gemm_s`: matrix multiplies (forward, backward, recompute; the embedding and head too);
 - `memory_bound_s`: the elementwise kernels between them (norms, softmax, dropout,
-  activations, residuals, cross-entropy);
+  activations, residuals, cross-entropy); a model the kernels do not time (MoE, latent
+  attention, one known by its parameter count: tiersim.workload.stage_times) splits as it is
+  priced, its FLOPs at peak x efficiency as GEMM, its activation bytes at HBM bandwidth as
+  memory-bound;
 - `framework_s`: what `parallel.pipeline_engine_overhead` adds to those;
 - `collectives_s`: collectives that block the GPU stream (tensor-parallel ones, the pipeline's
   point-to-point exchanges, data-parallel gradients with `overlap_gradient_reduce: false`,
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING
 from tiersim.state.inventory import stage_layers
 from tiersim.workload import kernels
 from tiersim.workload.comms import alone_s
+from tiersim.workload.stage_times import flop_timed_kernels
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -42,10 +46,26 @@ class StepBreakdown:
         return dict(vars(self))
 
 
+def _flop_timed_totals(r: Resolved, model, stage: int) -> tuple[float, float]:
+    """(GEMM, memory-bound) seconds of one micro-batch through the stage's layers and rest,
+    each as `flop_timed_kernels` prices it: FLOPs at peak, activation bytes at HBM bandwidth."""
+    par = r.execution.parallel
+    last = stage == par.pipeline - 1
+    runs = [(run.shape, True, run.count) for run in stage_layers(r.units, stage, par.pipeline)]
+    gemm = memory = 0.0
+    for shape, is_layer, count in [*runs, (model, False, 1)]:
+        f, b, c = flop_timed_kernels(r, shape, is_layer, last)
+        unit_gemm = f.gemm_s + b.gemm_s + c.gemm_s
+        unit_memory = f.memory_s + b.memory_s + c.memory_s
+        for _ in range(count):  # unit by unit, as the step sums them (the same rounding)
+            gemm, memory = gemm + unit_gemm, memory + unit_memory
+    return gemm, memory
+
+
 def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]:
     """(GEMM, memory-bound) seconds of one micro-batch through the stage's units."""
-    if not kernels.kernel_timed(model):  # no shapes, or none the kernels know: compute as GEMM
-        return sum(u.forward_s + u.backward_s + u.recompute_s for u in units), 0.0
+    if not kernels.kernel_timed(model):  # no shapes, or none the kernels know
+        return _flop_timed_totals(r, model, stage)
     par = r.execution.parallel
     first, last = stage == 0, stage == par.pipeline - 1
     runs = stage_layers(r.units, stage, par.pipeline)

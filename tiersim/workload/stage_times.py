@@ -11,6 +11,7 @@ from tiersim.state.activations import MEGATRON
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
 from tiersim.workload.comms import Comm, p2p_send_s, rest_tensor_comms, sm_share_s
+from tiersim.workload.kernels import Kernels
 from tiersim.workload.pipeline_steady import evaluate_steady
 
 if TYPE_CHECKING:
@@ -39,34 +40,47 @@ def compute_times(
 ) -> tuple[float, ...]:
     """Forward, backward and recompute seconds of one unit for one micro-batch.
 
-    A transformer's kernels are timed one by one (`tiersim.workload.kernels`). A model known
-    only by its parameter count: its FLOPs at peak x efficiency, and each activation byte a
-    layer keeps moved once in forward and twice in backward at HBM bandwidth (its
-    memory-bound kernels); full recompute reruns the forward, selective has no attention to
-    rerun. Layers the kernel model does not know yet (MoE, latent attention; a `LayerView`
-    of a model whose layers differ) are timed the second way, by their own FLOPs and bytes,
-    selective recompute rerunning QK^T, softmax and AV.
+    A transformer's kernels are timed one by one (`tiersim.workload.kernels`); the others by
+    their FLOPs and bytes (`flop_timed_kernels`).
     """
     whole, index = (model.model, model.index) if isinstance(model, LayerView) else (model, 0)
     # a LayerView of one: a layer of a model whose windows differ by layer
     if kernels.kernel_timed(whole):
         return kernels.unit_times(r, whole, is_layer, first_stage, last_stage, index)
+    return tuple(k.total_s for k in flop_timed_kernels(r, model, is_layer, last_stage))
+
+
+def flop_timed_kernels(
+    r: Resolved, model, is_layer: bool, last_stage: bool
+) -> tuple[Kernels, Kernels, Kernels]:
+    """Forward, backward and recompute of one unit for one micro-batch, timed by its FLOPs and
+    bytes: a model known only by its parameter count, and layers the kernel model does not
+    know yet (MoE, latent attention; a `LayerView` of a model whose layers differ).
+
+    GEMM part: its FLOPs at peak x efficiency. Memory-bound part: each activation byte a layer
+    keeps moved once in forward and twice in backward at HBM bandwidth (min of read and
+    write, no `gpu.memory_efficiency`). Full recompute reruns the forward; selective reruns
+    QK^T and PV (FLOPs) and softmax, mask and dropout (5 B per score).
+    """
     ex = r.execution
     seq, mbs, t, rate = ex.seq_len, ex.training.micro_batch_size, ex.parallel.tensor, _gpu_rate(r)
     if not is_layer:
         fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
-        return fwd, 2.0 * fwd, 0.0
+        return Kernels(fwd), Kernels(2.0 * fwd), Kernels()
     sequence = r.execution.parallel.sequence
     kept = model.layer_activation_bytes(seq, mbs, t, sequence, "none", FLOP_TIMED_ACCOUNTING)
     elementwise = _memory_bound_s(r, model, kept)
-    fwd = model.layer_forward_flops(seq, mbs) / t / rate + elementwise
-    recompute = fwd if r.execution.training.recompute == "full" else 0.0
+    # the same expressions, in the same order, as the step time has always summed them
+    forward = Kernels(model.layer_forward_flops(seq, mbs) / t / rate, elementwise)
+    recompute = forward if r.execution.training.recompute == "full" else Kernels()
     if r.execution.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
         scores = 5.0 * model.attention_heads * seq * seq * mbs / t  # softmax, mask, dropout
-        recompute = 4.0 * mbs * seq * seq * model.attention_width / t / rate
-        recompute += _memory_bound_s(r, model, scores)
-    bwd = 2.0 * model.layer_forward_flops(seq, mbs) / t / rate + 2.0 * elementwise
-    return fwd, bwd, recompute
+        recompute = Kernels(
+            4.0 * mbs * seq * seq * model.attention_width / t / rate,
+            _memory_bound_s(r, model, scores),
+        )
+    backward = Kernels(2.0 * model.layer_forward_flops(seq, mbs) / t / rate, 2.0 * elementwise)
+    return forward, backward, recompute
 
 
 def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:

@@ -1,0 +1,62 @@
+"""The checkpoint's lines of the run report: its interval and what set it, its cost and
+goodput, Daly's optimum beside it, and what an `auto` interval wears where no budget bounds it
+(`tiersim.report.checkpoint_wear`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.core.units import fmt_bytes, fmt_time
+from tiersim.report.wear import fmt_days
+
+
+def checkpoint_lines(ck: dict[str, Any], step_s: float) -> list[str]:
+    """The checkpoint's sentence, then one for each flash tier with no budget that its `auto`
+    interval writes."""
+    notes = [
+        f"{w['note'][0].upper()}{w['note'][1:]}."
+        for w in (ck.get("unbudgeted_wear") or {}).values()
+    ]
+    return [_checkpoint_line(ck, step_s), *notes]
+
+
+def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
+    every = "not set" if ck["interval_steps"] is None else f"every {ck['interval_steps']} steps"
+    basis = {
+        "daly": "auto: Daly's optimum",
+        "drain": "auto: the drain, longer than Daly's optimum",
+        "wear budget": f"auto: {ck.get('interval_budget_tier') or ck['target']}'s wear budget",
+    }
+    if ck.get("interval_basis") in basis:
+        every += f", {basis[ck['interval_basis']]}"
+    line = (
+        f"Checkpoint ({ck['mode']} to {ck['target']}, {every}): {fmt_bytes(ck['bytes'])} per "
+        f"GPU, written in {fmt_time(ck['write_s'])}, training stalls {fmt_time(ck['stall_s'])}; "
+        f"recovery {fmt_time(ck['recovery_s'] or 0)}"
+    )
+    if ck.get("mtbf_s") is None:
+        stalls = "" if ck.get("goodput") is None else f" {100 * ck['goodput']:.4g} %"
+        return line + f"; no failure rate set (failures.mtbf): goodput{stalls} counts stalls only"
+    goodput = "-" if ck["goodput"] is None else f"{100 * ck['goodput']:.2f} %"
+    line += f", goodput {goodput} (job MTBF {fmt_time(ck['mtbf_s'])})"
+    best, at_best = ck.get("optimal_interval_steps"), ck.get("goodput_at_optimum")
+    if isinstance(best, dict) and best.get("daly") and at_best is not None:
+        n = best["daly"]
+        every = f"every {n} step{'s' * (n != 1)}"
+        optimum_s = ck["optimal_interval_s"]["daly"]
+        if optimum_s < (n - 1) * step_s:  # raised: no interval may be shorter than the drain
+            line += f"; Daly's optimum, {fmt_time(optimum_s)}, is under the drain: {every}"
+        else:
+            line += f"; Daly's optimum {every}"
+        line += f": {100 * at_best:.2f} %"
+        at_opt = ck.get("target_wear_at_optimum")
+        if at_opt is not None and n != ck["interval_steps"]:
+            line += f" ({ck['target']} then {at_opt['drive_writes_per_day']:.3g} drive writes/day, "
+            line += _wear_out(at_opt["lifetime_days"], at_opt["rated_lifetime_days"]) + ")"
+    return line
+
+
+def _wear_out(cycles_days: float | None, rated_days: float | None) -> str:
+    if rated_days is not None and (cycles_days is None or rated_days < cycles_days):
+        return f"past its rated bytes written in {fmt_days(rated_days)}"
+    return f"worn out in {fmt_days(cycles_days)}"
