@@ -48,7 +48,8 @@ class StepBreakdown:
 
 def _flop_timed_totals(r: Resolved, model, stage: int) -> tuple[float, float]:
     """(GEMM, memory-bound) seconds of one micro-batch through the stage's layers and rest,
-    each as `flop_timed_kernels` prices it: FLOPs at peak, activation bytes at HBM bandwidth."""
+    each as `flop_timed_kernels` prices it: FLOPs at peak x efficiency, activation bytes at
+    HBM bandwidth x memory efficiency."""
     par = r.execution.parallel
     last = stage == par.pipeline - 1
     runs = [(run.shape, True, run.count) for run in stage_layers(r.units, stage, par.pipeline)]

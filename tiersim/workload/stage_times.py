@@ -23,9 +23,12 @@ def _gpu_rate(r: Resolved) -> float:
     return peak * r.machine.gpu.efficiency
 
 
-def _memory_bound_s(r: Resolved, model, bytes_moved: float) -> float:
-    hbm = r.machine.tiers[r.machine.gpu.memory]
-    return bytes_moved / min(hbm.read_bw, hbm.write_bw)
+def _memory_bound_s(r: Resolved, bytes_moved: float) -> float:
+    """Elementwise kernels' seconds: they reach `gpu.memory_efficiency` of HBM bandwidth
+    whichever way their bytes are counted (as `tiersim.workload.kernels` charges them)."""
+    gpu = r.machine.gpu
+    hbm = r.machine.tiers[gpu.memory]
+    return bytes_moved / (min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency)
 
 
 # The attention a layer timed by its FLOPs is charged as, whatever training.attention_kernel
@@ -58,8 +61,8 @@ def flop_timed_kernels(
     know yet (MoE, latent attention; a `LayerView` of a model whose layers differ).
 
     GEMM part: its FLOPs at peak x efficiency. Memory-bound part: each activation byte a layer
-    keeps moved once in forward and twice in backward at HBM bandwidth (min of read and
-    write, no `gpu.memory_efficiency`). Full recompute reruns the forward; selective reruns
+    keeps moved once in forward and twice in backward at HBM bandwidth (min of read
+    and write) x `gpu.memory_efficiency`. Full recompute reruns the forward; selective reruns
     QK^T and PV (FLOPs) and softmax, mask and dropout (5 B per score).
     """
     ex = r.execution
@@ -69,7 +72,7 @@ def flop_timed_kernels(
         return Kernels(fwd), Kernels(2.0 * fwd), Kernels()
     sequence = r.execution.parallel.sequence
     kept = model.layer_activation_bytes(seq, mbs, t, sequence, "none", FLOP_TIMED_ACCOUNTING)
-    elementwise = _memory_bound_s(r, model, kept)
+    elementwise = _memory_bound_s(r, kept)
     # the same expressions, in the same order, as the step time has always summed them
     forward = Kernels(model.layer_forward_flops(seq, mbs) / t / rate, elementwise)
     recompute = forward if r.execution.training.recompute == "full" else Kernels()
@@ -77,7 +80,7 @@ def flop_timed_kernels(
         scores = 5.0 * model.attention_heads * seq * seq * mbs / t  # softmax, mask, dropout
         recompute = Kernels(
             4.0 * mbs * seq * seq * model.attention_width / t / rate,
-            _memory_bound_s(r, model, scores),
+            _memory_bound_s(r, scores),
         )
     backward = Kernels(2.0 * model.layer_forward_flops(seq, mbs) / t / rate, 2.0 * elementwise)
     return forward, backward, recompute

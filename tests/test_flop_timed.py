@@ -1,0 +1,80 @@
+"""The FLOP-timed compute path (mixture-of-experts layers, a model given by its parameter
+count) charged as the kernel-timed one is: memory-bound bytes at HBM bandwidth x
+`gpu.memory_efficiency`, compute x (1 + `parallel.pipeline_engine_overhead`), memory-bound
+bytes 16-bit whatever the compute precision. Every expected figure is worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import scenario
+
+from tiersim.engine.simulate import simulate
+
+S = 1024  # seq_len, micro-batch 1
+EFF = 0.90  # dgx-h100's gpu.memory_efficiency
+RATE = 989e12 * 0.781  # dgx-h100's bf16 peak x gpu.efficiency
+HBM = 1e12  # the tiny scenarios' HBM bandwidth, read = write
+
+# Mixtral-8x7b, 2 layers (tests/test_moe_breakdown.py works these out term by term): the bytes
+# one layer keeps for backward, 16-bit, (57,344 + 4,096 + 56 + 204,800) S + 160 S^2; one
+# layer's forward FLOPs; the output head's logits GEMM 2 x S x 4096 x 32000.
+MOE_KEPT = 266_296 * S + 160 * S * S
+MOE_LAYER_FLOPS = 824_700_829_696
+MOE_HEAD_FLOPS = 268_435_456_000
+# 2 layers x (1 forward + 2 backward) passes over the kept bytes; forward + 2x backward of
+# both layers and of the head at peak x efficiency
+MOE_MEMORY_S = 2 * 3 * MOE_KEPT / (HBM * EFF)
+MOE_GEMM_S = (2 * 3 * MOE_LAYER_FLOPS + 3 * MOE_HEAD_FLOPS) / RATE
+
+# A generic model (scenarios/seed-1b-adam.yaml's, in 2 layers): 1e9 parameters, 2 layers,
+# 200 MB kept per layer. Forward FLOPs per layer 2 x 1e9 / 2 per token x S tokens; no head.
+GEN_FLOPS = 2 * 10**9 // 2 * S
+GEN_MEMORY_S = 2 * 3 * 200e6 / (HBM * EFF)
+GEN_GEMM_S = 2 * 3 * GEN_FLOPS / RATE
+
+MOE = {"preset": "mixtral-8x7b", "layers": 2}
+GENERIC = {"parameters": 10**9, "layers": 2, "hidden": 2048, "activation_bytes_per_layer": "200 MB"}
+
+
+def tiny(model: dict, overhead: float = 0.0, **gpu) -> dict:
+    return {
+        "name": "flop-timed",
+        "model": model,
+        "training": {
+            "micro_batch_size": 1,
+            "seq_len": S,
+            "grad_accumulation": 1,
+            "precision": {"weights": "bf16", "gradients": "bf16"},
+            "recompute": "none",
+        },
+        "parallel": {"pipeline_engine_overhead": overhead},
+        "hardware": {"preset": "dgx-h100", "tiers": {"hbm": {"bandwidth": "1 TB/s"}}, "gpu": gpu},
+    }
+
+
+def test_the_hand_figures():
+    assert MOE_KEPT == 440_459_264
+    assert 2 * 3 * MOE_KEPT == 2_642_755_584  # bytes a step moves: 2.936 ms at 0.9 TB/s
+    assert GEN_FLOPS == 1_024_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("model", "memory", "gemm"),
+    [(MOE, MOE_MEMORY_S, MOE_GEMM_S), (GENERIC, GEN_MEMORY_S, GEN_GEMM_S)],
+    ids=["moe", "generic"],
+)
+def test_memory_bound_bytes_reach_the_gpus_memory_efficiency(model, memory, gemm):
+    r = simulate(scenario(tiny(model)))
+    assert r.breakdown["memory_bound_s"] == pytest.approx(memory, rel=1e-12)
+    assert r.breakdown["gemm_s"] == pytest.approx(gemm, rel=1e-12)
+    # one GPU, nothing offloaded: the step is its priced parts and the optimizer
+    assert r.time_s == pytest.approx(memory + gemm + r.optimizer_s, rel=1e-9)
+
+
+def test_memory_efficiency_scales_the_memory_bound_row_only():
+    half, full = (simulate(scenario(tiny(MOE, memory_efficiency=e))) for e in (0.5, 1.0))
+    assert half.breakdown["memory_bound_s"] == pytest.approx(
+        2 * full.breakdown["memory_bound_s"], rel=1e-12
+    )
+    assert full.breakdown["memory_bound_s"] == pytest.approx(2 * 3 * MOE_KEPT / HBM, rel=1e-12)
+    assert half.breakdown["gemm_s"] == full.breakdown["gemm_s"]
