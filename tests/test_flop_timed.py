@@ -9,6 +9,8 @@ import pytest
 from conftest import scenario
 
 from tiersim.engine.simulate import simulate
+from tiersim.state.resolved import resolve
+from tiersim.workload.work import build_workload
 
 S = 1024  # seq_len, micro-batch 1
 EFF = 0.90  # dgx-h100's gpu.memory_efficiency
@@ -78,3 +80,32 @@ def test_memory_efficiency_scales_the_memory_bound_row_only():
     )
     assert full.breakdown["memory_bound_s"] == pytest.approx(2 * 3 * MOE_KEPT / HBM, rel=1e-12)
     assert half.breakdown["gemm_s"] == full.breakdown["gemm_s"]
+
+
+@pytest.mark.parametrize(
+    ("model", "memory", "gemm"),
+    [(MOE, MOE_MEMORY_S, MOE_GEMM_S), (GENERIC, GEN_MEMORY_S, GEN_GEMM_S)],
+    ids=["moe", "generic"],
+)
+def test_the_pipeline_engine_overhead_scales_flop_timed_compute(model, memory, gemm):
+    # compute x (1 + 0.25), as for a kernel-timed model: the kernels' rows stay as priced,
+    # the quarter more is framework_s, and the step is longer by it
+    r = simulate(scenario(tiny(model, overhead=0.25)))
+    assert r.breakdown["gemm_s"] == pytest.approx(gemm, rel=1e-12)
+    assert r.breakdown["memory_bound_s"] == pytest.approx(memory, rel=1e-12)
+    assert r.breakdown["framework_s"] == pytest.approx(0.25 * (gemm + memory), rel=1e-12)
+    assert r.breakdown["collectives_s"] == 0.0
+    assert r.time_s == pytest.approx(1.25 * (gemm + memory) + r.optimizer_s, rel=1e-9)
+
+
+def test_the_pipeline_engine_overhead_reaches_the_other_stages_work():
+    # the generic model over 2 stages, one micro-batch: the simulated stage waits the other's
+    # forward and backward of its one layer (3 x GEN_FLOPS at the rate, 3 x 200 MB at
+    # 0.9 TB/s) plus four sends; the overhead lengthens that work by a quarter, not the sends
+    def bubble(overhead: float) -> float:
+        raw = tiny(GENERIC, overhead)
+        raw["parallel"]["pipeline"] = 2
+        return build_workload(resolve(scenario(raw))).bubble_s
+
+    stage_work = 3 * GEN_FLOPS / RATE + 3 * 200e6 / (HBM * EFF)
+    assert bubble(0.25) - bubble(0.0) == pytest.approx(0.25 * stage_work, rel=1e-9)

@@ -107,7 +107,7 @@ def step_breakdown(
     it, one micro-batch's point-to-point time on this stage)."""
     m = r.execution.training.grad_accumulation
     gemm, memory = _kernel_totals(r, model, units, stage)
-    scale = kernels.overhead(r) if kernels.kernel_timed(model) else 1.0
+    scale = kernels.overhead(r)  # kernel- or FLOP-timed, compute_times applies it
     compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
     sm_share = compute - m * scale * (gemm + memory)
     # the two sums add the same kernels in different orders: a difference within their

@@ -44,13 +44,15 @@ def compute_times(
     """Forward, backward and recompute seconds of one unit for one micro-batch.
 
     A transformer's kernels are timed one by one (`tiersim.workload.kernels`); the others by
-    their FLOPs and bytes (`flop_timed_kernels`).
+    their FLOPs and bytes (`flop_timed_kernels`); both x (1 + pipeline_engine_overhead).
     """
     whole, index = (model.model, model.index) if isinstance(model, LayerView) else (model, 0)
     # a LayerView of one: a layer of a model whose windows differ by layer
     if kernels.kernel_timed(whole):
         return kernels.unit_times(r, whole, is_layer, first_stage, last_stage, index)
-    return tuple(k.total_s for k in flop_timed_kernels(r, model, is_layer, last_stage))
+    # the framework's pipeline engine slows these kernels as it does the kernel-timed ones
+    scale = kernels.overhead(r)
+    return tuple(scale * k.total_s for k in flop_timed_kernels(r, model, is_layer, last_stage))
 
 
 def flop_timed_kernels(
@@ -63,7 +65,8 @@ def flop_timed_kernels(
     GEMM part: its FLOPs at peak x efficiency. Memory-bound part: each activation byte a layer
     keeps moved once in forward and twice in backward at HBM bandwidth (min of read
     and write) x `gpu.memory_efficiency`. Full recompute reruns the forward; selective reruns
-    QK^T and PV (FLOPs) and softmax, mask and dropout (5 B per score).
+    QK^T and PV (FLOPs) and softmax, mask and dropout (5 B per score). The kernels alone:
+    `compute_times` adds `parallel.pipeline_engine_overhead`.
     """
     ex = r.execution
     seq, mbs, t, rate = ex.seq_len, ex.training.micro_batch_size, ex.parallel.tensor, _gpu_rate(r)
