@@ -6,7 +6,7 @@ bytes 16-bit whatever the compute precision. Every expected figure is worked out
 from __future__ import annotations
 
 import pytest
-from conftest import scenario
+from conftest import inventory, scenario
 
 from tiersim.engine.simulate import simulate
 from tiersim.state.resolved import resolve
@@ -109,3 +109,39 @@ def test_the_pipeline_engine_overhead_reaches_the_other_stages_work():
 
     stage_work = 3 * GEN_FLOPS / RATE + 3 * 200e6 / (HBM * EFF)
     assert bubble(0.25) - bubble(0.0) == pytest.approx(0.25 * stage_work, rel=1e-9)
+
+
+FP32_PEAK = {"bf16": "989 TFLOP/s", "fp16": "989 TFLOP/s", "fp32": "989 TFLOP/s"}
+
+
+def _fp32(model: dict) -> dict:
+    """Pure fp32 training, the GEMMs at an fp32 peak of the bf16 one's (the row below is not
+    theirs)."""
+    raw = tiny(model, peak_flops=FP32_PEAK)
+    raw["training"]["precision"] = {"weights": "fp32", "gradients": "fp32", "master": "none"}
+    return raw
+
+
+def test_flop_timed_memory_bound_bytes_are_16_bit_whatever_the_compute_precision():
+    # Under fp32 a Mixtral layer keeps its 16-bit tensors at 4 B (1-byte masks and the
+    # router's fp32 / int64 tensors as they were): 12Sh x 2 + 2Sh masks + K, V 8,192 S +
+    # router 56 S + dispatched rows 409,600 S = 524,344 S; scores 4 + 1 + 4 B x 32 heads =
+    # 288 S^2; the inventory holds both layers' of them. The bytes timed stay the 16-bit
+    # ones, the rule the kernel-timed path's bytes follow (below).
+    r = simulate(scenario(_fp32(MOE)))
+    assert inventory(_fp32(MOE)).dense["activations"] == 2 * (524_344 * S + 288 * S * S)
+    assert r.breakdown["memory_bound_s"] == pytest.approx(MOE_MEMORY_S, rel=1e-12)
+
+
+def test_kernel_timed_memory_bound_bytes_are_16_bit_whatever_the_compute_precision():
+    # Llama-2-7B, 2 layers, eager attention (megatron's default), T = 1024 tokens:
+    # e = T x 4096 = 4,194,304; e_f = T x 11008 = 11,272,192; e_a = 32 x 1024^2 = 33,554,432.
+    # A layer: forward 22 e + 6 e_f + 13 e_a = 596,115,456 B, backward 38 e + 10 e_f + 19 e_a
+    # = 909,639,680 B; the head 16 e + 50 x T x 32000 = 1,705,508,864 B; the embedding 16 e =
+    # 67,108,864 B. Megatron's fused fp16/bf16 kernels' bytes, at fp32 compute too.
+    layer = (22 + 38) * 4_194_304 + (6 + 10) * 11_272_192 + (13 + 19) * 33_554_432
+    assert layer == 596_115_456 + 909_639_680
+    total = 2 * layer + 1_705_508_864 + 67_108_864
+    assert total == 4_784_128_000
+    r = simulate(scenario(_fp32({"preset": "llama-2-7b", "layers": 2})))
+    assert r.breakdown["memory_bound_s"] == pytest.approx(total / (HBM * EFF), rel=1e-12)

@@ -33,7 +33,9 @@ def _memory_bound_s(r: Resolved, bytes_moved: float) -> float:
 
 # The attention a layer timed by its FLOPs is charged as, whatever training.attention_kernel
 # says: the bytes Megatron-LM's eager attention keeps (its s×s scores among them) go through HBM,
-# and selective recompute reruns QK^T, softmax and AV (tiersim.runner's notes say so).
+# and selective recompute reruns QK^T, softmax and AV (tiersim.runner's notes say so). Its
+# elements are 16-bit (compute_bytes 2) whatever the compute precision, as the kernel-timed
+# path's memory-bound bytes are (Megatron-LM's fused fp16/bf16 kernels' constants).
 FLOP_TIMED_ACCOUNTING = MEGATRON
 FLOP_TIMED_KERNEL = FLOP_TIMED_ACCOUNTING.kernel
 
@@ -63,7 +65,7 @@ def flop_timed_kernels(
     know yet (MoE, latent attention; a `LayerView` of a model whose layers differ).
 
     GEMM part: its FLOPs at peak x efficiency. Memory-bound part: each activation byte a layer
-    keeps moved once in forward and twice in backward at HBM bandwidth (min of read
+    keeps (16-bit) moved once in forward and twice in backward at HBM bandwidth (min of read
     and write) x `gpu.memory_efficiency`. Full recompute reruns the forward; selective reruns
     QK^T and PV (FLOPs) and softmax, mask and dropout (5 B per score). The kernels alone:
     `compute_times` adds `parallel.pipeline_engine_overhead`.
