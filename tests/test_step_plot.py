@@ -42,7 +42,7 @@ def test_figure_has_the_lanes_series_and_bars(default_run):
     fig = step_figure(report, result.trace)
     timeline, *rest = fig.axes
     occupancy, bar = rest[:-1], rest[-1]
-    lanes = [t.get_text() for t in timeline.get_yticklabels()]
+    lanes = [t.get_text().split(",")[0] for t in timeline.get_yticklabels()]  # less the share
     # the GPU stream, both directions of the HBF link (state read in, written back), and the
     # ports that move it: HBF's write port is the bottleneck
     for lane in ("GPU compute", "link hbf: hbf->hbm", "link hbf: hbm->hbf", "port hbf write"):
@@ -51,8 +51,10 @@ def test_figure_has_the_lanes_series_and_bars(default_run):
     hbf = occupancy[3].get_lines()[0].get_ydata()
     assert max(hbf) == min(hbf) == pytest.approx(12 * P7B / 1e9)  # fp32 master + Adam, in GB
     hbm_lines = occupancy[0].get_lines()
-    assert [ln.get_label() for ln in hbm_lines] == ["occupancy", "capacity"]
+    assert len(hbm_lines) == 2  # the occupancy curve and the capacity line
     assert hbm_lines[1].get_ydata()[0] == 141.0  # H200's 141 GB
+    legend = occupancy[-1].get_legend()  # one for the row, beside its last panel
+    assert [t.get_text() for t in legend.get_texts()] == ["occupancy", "capacity"]
     widths = [p.get_width() for p in bar.patches]
     assert sum(widths) == pytest.approx(report["step"]["time_s"], rel=1e-6)
     labels = [c.get_label() for c in bar.containers]

@@ -96,17 +96,23 @@ def _step_head(report: dict[str, Any]) -> str:
     return "\n".join([head, *_head_warnings(report)])
 
 
+def fit_warning(report: dict[str, Any]) -> str:
+    """'DOES NOT FIT: ...' naming each tier the run overfills, or '' where all fit."""
+    over = [(n, t) for n, t in report["tiers"].items() if not t["fits"]]
+    if not over:
+        return ""
+    held = ", ".join(
+        f"{n} {fmt_bytes(max(t['peak_bytes'], t['resident_bytes']))} of "
+        f"{fmt_bytes(t['capacity_bytes'])}"
+        for n, t in over
+    )
+    return f"DOES NOT FIT: {held} (the step is timed as if it did)"
+
+
 def _head_warnings(report: dict[str, Any]) -> list[str]:
     """What would make the headline's figures mislead if it went unsaid."""
-    out = []
-    over = [(n, t) for n, t in report["tiers"].items() if not t["fits"]]
-    if over:
-        held = ", ".join(
-            f"{n} {fmt_bytes(max(t['peak_bytes'], t['resident_bytes']))} of "
-            f"{fmt_bytes(t['capacity_bytes'])}"
-            for n, t in over
-        )
-        out.append(f"DOES NOT FIT: {held} (the step is timed as if it did)")
+    fits = fit_warning(report)
+    out = [fits] if fits else []
     st = report["step"]
     if st["optimizer_step"] == "pipelined":
         out.append(
