@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import SCENARIOS
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
 
 from tiersim.config.load import load_scenario
 from tiersim.report.plot import step_figure
@@ -79,17 +80,22 @@ def _report(step_s: float, tiers: dict[str, tuple[float, float]]) -> dict:
     return {"scenario": "synthetic", "step": step, "tiers": table}
 
 
-def _bars(ax, gid: str) -> list[tuple[float, float, float, float]]:
-    """(x0, x1, y-centre, alpha) of every rectangle drawn in the collections named gid."""
+# the timeline's colours of the work and state classes these tests draw
+COLLECTIVE, FORWARD, WEIGHTS, GRADIENTS = "#64B5CD", "#4C72B0", "#DD8452", "#937860"
+
+
+def _bars(ax, colour: str) -> list[tuple[float, float, float, float]]:
+    """(x0, x1, y-centre, alpha) of every rectangle drawn in `colour`, however shaded."""
+    rgb = to_rgb(colour)
     out = []
     for coll in ax.collections:
-        if coll.get_gid() != gid:
-            continue
         colours = coll.get_facecolors()
         for k, path in enumerate(coll.get_paths()):
+            face = colours[k % len(colours)]
+            if tuple(face[:3]) != pytest.approx(rgb):
+                continue
             xs, ys = path.vertices[:, 0], path.vertices[:, 1]
-            alpha = colours[k % len(colours)][3]
-            out.append((xs.min(), xs.max(), (ys.min() + ys.max()) / 2, alpha))
+            out.append((xs.min(), xs.max(), (ys.min() + ys.max()) / 2, face[3]))
     return out
 
 
@@ -108,19 +114,19 @@ def test_a_lightly_used_link_is_shaded_by_its_busy_share():
     tracks = {(1, "compute"): [(0.0, 0.8, "forward")], (3, "nvlink tensor"): link}
     fig = step_figure(_report(1.0, HBM), _trace(tracks, 1.0, [("hbm", 0.0, 20 * GB)]))
     timeline = fig.axes[0]
-    assert _labels(timeline) == [
-        "GPU compute, 80.0 % busy",
-        "nvlink: tensor group, 10.0 % in flight",
-    ]
-    bars = _bars(timeline, "collective")
+    bars = _bars(timeline, COLLECTIVE)
     assert len(bars) == 100
     assert all(x1 - x0 == pytest.approx(0.002) for x0, x1, _, _ in bars)
     assert all(alpha == pytest.approx(0.5) for *_, alpha in bars)  # half busy: half shade
     assert sum((x1 - x0) * alpha for x0, x1, _, alpha in bars) == pytest.approx(0.1)
     assert max(x1 for _, x1, _, _ in bars) <= 0.8  # nothing drawn where nothing moves
     # the GPU's stream is drawn exact: one solid bar 0-0.8 s
-    [(x0, x1, _, alpha)] = _bars(timeline, "forward")
+    [(x0, x1, _, alpha)] = _bars(timeline, FORWARD)
     assert (x0, x1, alpha) == (0.0, pytest.approx(0.8), 1.0)
+    assert _labels(timeline) == [
+        "GPU compute, 80.0 % busy",
+        "nvlink: tensor group, 10.0 % in flight",
+    ]
 
 
 def test_a_tiny_transfer_stays_visible_and_a_long_one_solid():
@@ -133,14 +139,14 @@ def test_a_tiny_transfer_stays_visible_and_a_long_one_solid():
     }
     fig = step_figure(_report(1.0, HBM), _trace(tracks, 1.0, [("hbm", 0.0, 20 * GB)]))
     timeline = fig.axes[0]
+    [(x0, x1, _, alpha)] = _bars(timeline, WEIGHTS)
+    assert (x0, x1) == (pytest.approx(0.5), pytest.approx(0.502)) and alpha == 0.25
+    [(x0, x1, _, alpha)] = _bars(timeline, GRADIENTS)
+    assert (x0, x1, alpha) == (pytest.approx(0.2), pytest.approx(0.6), 1.0)
     assert _labels(timeline)[1:] == [
         "port hbm read, <0.1 % in flight",
         "port hbm write, 40.0 % in flight",
     ]
-    [(x0, x1, _, alpha)] = _bars(timeline, "weights")
-    assert (x0, x1) == (pytest.approx(0.5), pytest.approx(0.502)) and alpha == 0.25
-    [(x0, x1, _, alpha)] = _bars(timeline, "gradients")
-    assert (x0, x1, alpha) == (pytest.approx(0.2), pytest.approx(0.6), 1.0)
 
 
 def _occupancy_panels(fig):
@@ -154,10 +160,7 @@ def test_an_overfull_tier_shows_its_peak_whole_and_says_it_does_not_fit():
     memory += [("dram", 0.0, 50 * GB)]
     fig = step_figure(report, _trace({(1, "compute"): [(0.0, 1.0, "forward")]}, 1.0, memory))
     FigureCanvasAgg(fig).draw()
-    assert "DOES NOT FIT: hbm 130.00 GB of 100.00 GB" in fig.get_suptitle()
     hbm, dram = _occupancy_panels(fig)
-    assert hbm.get_title() == "hbm: peak 130.00 GB of 100.00 GB\nDOES NOT FIT"
-    assert "DOES NOT FIT" not in dram.get_title()
     assert hbm.get_ylim()[1] >= 130  # the peak, in GB, not clipped at 1.1 x capacity (110)
     curve, capacity = hbm.get_lines()
     assert max(curve.get_ydata()) == 130 and list(capacity.get_ydata()) == [100, 100]
@@ -166,11 +169,14 @@ def test_an_overfull_tier_shows_its_peak_whole_and_says_it_does_not_fit():
     legend = dram.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["occupancy", "capacity"]
     assert legend.get_window_extent().x0 >= dram.get_window_extent().x1
+    assert "DOES NOT FIT: hbm 130.00 GB of 100.00 GB" in fig.get_suptitle()
+    assert hbm.get_title() == "hbm: peak 130.00 GB of 100.00 GB\nDOES NOT FIT"
+    assert "DOES NOT FIT" not in dram.get_title()
 
 
 def test_notes_sit_above_the_curve_and_an_unused_tier_says_so():
     # NVMe of 8 TB holding 20 GB, with a 30 GB peak in another step: capacity off scale
-    # (20 GB is 0.25 % of 8 TB: under a tenth) and the peak outside the picture; HBF unused
+    # (8 TB is over 10 x the 30 GB peak) and the peak outside the picture; HBF unused
     memory = [("hbm", 0.0, 20 * GB), ("nvme", 0.0, 20 * GB)]
     tiers = {"hbm": (141 * GB, 20 * GB), "nvme": (8000 * GB, 30 * GB), "hbf": (4000 * GB, 0)}
     fig = step_figure(
@@ -232,8 +238,9 @@ def test_gpt3s_tensor_parallel_link_is_not_a_solid_bar(gpt3):
     fig = step_figure(report, trace)
     timeline = fig.axes[0]
     labels = _labels(timeline)
-    row = labels.index(f"nvlink: tensor group, {100 * in_flight:.1f} % in flight")
-    bars = [b for b in _bars(timeline, "collective") if round(b[2]) == row]
+    [row] = [k for k, label in enumerate(labels) if label.startswith("nvlink: tensor group")]
+    bars = [b for b in _bars(timeline, COLLECTIVE) if round(b[2]) == row]
     drawn = sum(x1 - x0 for x0, x1, _, _ in bars)
     solid = sum(x1 - x0 for x0, x1, _, alpha in bars if alpha > 0.9)
     assert solid < 0.05 * drawn
+    assert labels[row] == f"nvlink: tensor group, {100 * in_flight:.1f} % in flight"
