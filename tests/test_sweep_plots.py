@@ -8,8 +8,8 @@ import io
 
 from test_sweep_spec import TINY, write_sweep
 
-from tiersim.sweep.axes import dims, layout, quantity
-from tiersim.sweep.plots import base_budgets, sweep_figure
+from tiersim.sweep.axes import dims, layout, output_scale, quantity
+from tiersim.sweep.plots import base_budgets, sweep_figure, varying_outputs
 from tiersim.sweep.rows import Table
 from tiersim.sweep.run import SweepOptions, run_sweep
 from tiersim.sweep.spec import expand, load_sweep
@@ -105,7 +105,8 @@ def test_booleans_are_markers_and_wear_has_its_budget(tmp_path):
     assert line.get_linestyle() == "None" and line.get_marker() == "o"
     assert [t.get_text() for t in ax.get_yticklabels()] == ["no", "yes"]
     (ax,) = sweep_figure(spec, points, table, "wear.hbf.lifetime_days", budgets).axes
-    budget = [ln for ln in ax.get_lines() if ln.get_label() == "budget"]
+    # the legend says what the budget is: 5 x 365 = 1,825 days
+    budget = [ln for ln in ax.get_lines() if ln.get_label() == "budget: 1,825 days (5 years)"]
     assert len(budget) == 1 and list(budget[0].get_ydata()) == [1825.0, 1825.0]
     assert ax.get_yscale() == "log"  # 18 to 180,000 days
 
@@ -157,3 +158,102 @@ def test_point_plots_draw_each_points_step_beside_its_report(tmp_path):
         png = (out / "points" / f"{row['key']}.png").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
         assert (out / "points" / f"{row['key']}.json").exists()
+
+
+GA, MB = "training.grad_accumulation", "training.micro_batch_size"
+TWO = {"grid": {GA: [1, 2, 4], MB: [1, 2, 3]}}  # x: accumulation (3), series: micro-batch (3)
+
+
+def _legend_texts(fig):
+    return [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_points_that_do_not_fit_are_hollow_and_the_capacity_is_drawn(tmp_path):
+    spec, points = _spec(tmp_path, TWO)
+
+    def peak(p):  # made up: 50 GB x accumulation x micro-batch
+        return 50e9 * p.values[GA] * p.values[MB]
+
+    table = _table(
+        points,
+        {
+            "tiers.hbm.peak_bytes": peak,
+            "tiers.hbm.capacity_bytes": lambda p: 141e9,
+            "fits": lambda p: peak(p) <= 141e9,
+        },
+    )
+    (ax,) = sweep_figure(spec, points, table, "tiers.hbm.peak_bytes", {}).axes
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    # micro-batch 1: 50, 100, 200 GB: the last is over 141 GB; micro-batch 2: 100, 200, 400
+    assert list(lines["1"].get_ydata()) == [50.0, 100.0, 200.0]
+    assert lines["1"].get_markevery() == [0, 1]  # filled markers only where it fits
+    assert list(lines["_unfit 1"].get_xdata()) == [4] and lines["_unfit 1"].get_ydata() == [200]
+    assert list(lines["_unfit 2"].get_ydata()) == [200.0, 400.0]
+    assert list(lines["_unfit 3"].get_xdata()) == [1, 2, 4]  # 150 GB at accumulation 1
+    assert lines["_unfit 2"].get_markerfacecolor() == "white"
+    assert lines["_unfit 2"].get_color() == lines["2"].get_color()
+    assert list(lines["capacity 141 GB"].get_ydata()) == [141.0, 141.0]
+    legend = _legend_texts(ax.figure)
+    assert "hollow: does not fit a tier" in legend and "capacity 141 GB" in legend
+
+
+def test_a_series_equal_to_another_is_dashed_and_says_so(tmp_path):
+    spec, points = _spec(tmp_path, TWO)
+    # micro-batches 1 and 2 give the same tokens/s everywhere, 3 five times as many
+    table = _table(
+        points,
+        {"step.tokens_per_s": lambda p: 1000.0 * p.values[GA] * (5 if p.values[MB] == 3 else 1)},
+    )
+    fig = sweep_figure(spec, points, table, "step.tokens_per_s", {})
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    assert set(lines) == {"1", "2 (= 1)", "3"}
+    assert lines["2 (= 1)"].get_linestyle() == "--" and lines["1"].get_linestyle() == "-"
+    assert lines["1"].get_marker() != lines["2 (= 1)"].get_marker()
+    assert _legend_texts(fig) == ["1", "2 (= 1)", "3"]  # everything fits: no hollow entry
+
+
+def test_shares_are_drawn_in_percent(tmp_path):
+    spec, points = _spec(tmp_path, {"grid": {GA: [1, 2, 4]}})
+    for name in (
+        "step.mfu",
+        "step.bottleneck.bandwidth_utilization",
+        "tiers.hbf.ports.write.bandwidth_utilization",
+    ):
+        table = _table(points, {name: lambda p: 0.1 * p.values[GA]})
+        (ax,) = sweep_figure(spec, points, table, name, {}).axes
+        assert ax.get_ylabel() == f"{name} (%)"
+        assert [round(y, 9) for y in ax.get_lines()[0].get_ydata()] == [10.0, 20.0, 40.0]
+    assert output_scale("model.parameters", [1]).factor == 1.0
+
+
+def test_round_off_is_not_plotted_and_no_axis_has_an_offset(tmp_path):
+    spec, points = _spec(tmp_path, {"grid": {GA: [1, 2, 4]}})
+    table = _table(
+        points,
+        {
+            # 1.3e-9 apart at most: the arithmetic's round-off (hbf-write-vs-accumulation's)
+            "checkpoint.goodput": lambda p: 0.9999999987 + 1e-10 * p.values[GA],
+            "checkpoint.stall_s": lambda p: 1.0 + 1e-13 * p.values[GA],
+            # 99.998 %, 99.999 %, 100 %: a real difference, a hundred-thousandth
+            "checkpoint.goodput_at_optimum": lambda p: 1 - 2e-5 / p.values[GA],
+        },
+    )
+    assert varying_outputs(table) == ["checkpoint.goodput_at_optimum"]
+    fig = sweep_figure(spec, points, table, "checkpoint.goodput_at_optimum", {})
+    fig.draw_without_rendering()
+    (ax,) = fig.axes
+    assert ax.yaxis.get_major_formatter().get_offset() == ""
+    labels = [float(t.get_text()) for t in ax.get_yticklabels()]
+    assert all(99.99 <= v <= 100.01 for v in labels)  # the values, not offsets from them
+
+
+def test_the_title_wraps_before_the_legend(tmp_path):
+    sweep = {"name": "hbf-write-vs-accumulation", **TWO}
+    spec, points = _spec(tmp_path, sweep)
+    name = "tiers.hbf.ports.write.bandwidth_utilization"
+    table = _table(points, {name: lambda p: 0.1 * p.values[GA] + 0.01 * p.values[MB]})
+    fig = sweep_figure(spec, points, table, name, {})
+    fig.draw_without_rendering()
+    title = fig._suptitle.get_window_extent()
+    assert "\n" in fig._suptitle.get_text()
+    assert title.x1 <= fig.legends[0].get_window_extent().x0

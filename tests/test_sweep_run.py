@@ -354,3 +354,19 @@ def test_a_local_worker_starts_with_the_points_code_loaded_and_frozen():
     finally:
         pool.close()
     assert state == (True, True)
+
+
+def test_a_point_picture_says_its_point_and_swept_values(tmp_path, monkeypatch):
+    import tiersim.report.plot as plot
+    from tiersim.sweep.worker import run_point
+
+    drawn = []
+    monkeypatch.setattr(plot, "png_bytes", lambda fig: drawn.append(fig) or b"png")
+    path = write_sweep(tmp_path, {"grid": {"training.grad_accumulation": [1, 2]}})
+    spec = load_sweep(path)
+    task = tasks_for(spec, expand(spec), plot=True)[1]
+    assert run_point(task).png == b"png"
+    (fig,) = drawn
+    first, second = fig.get_suptitle().split("\n")
+    assert first.startswith("tiny: measured step ")  # the run's own title, then the point's
+    assert second == "sweep point 1: training.grad_accumulation=2"

@@ -84,3 +84,15 @@ def test_where_no_point_fits_the_best_of_those_that_ran_is_shown_as_such():
         text
     )
     assert best_points(table) == []  # none of them is a point to run
+
+
+def test_goodputs_less_than_a_hundredth_of_a_point_apart_rank_nothing():
+    # 99.998 %, 99.999 % and 99.9995 %: at most 0.002 percentage points (2e-5) apart, under
+    # the 0.01 points (1e-4) the summary shows: no "highest goodput"; the step times rank
+    table = _table([3.0, 2.0, 4.0], [0.99998, 0.99999, 0.999995])
+    best = [(label, row["point"], ties) for label, _, row, ties in best_points(table)]
+    assert best == [("shortest step", 1, 1)]
+    # 99.0 % against 99.9 %: 0.9 points apart, ranked
+    table = _table([3.0, 2.0, 4.0], [0.99, 0.999, 0.99])
+    best = {label: row["point"] for label, _, row, _ in best_points(table)}
+    assert best == {"shortest step": 1, "highest goodput": 1}

@@ -22,6 +22,11 @@ SI_SUFFIX = {
     Kind.PARAM_RATE: "param_per_s",
 }
 DECADES = 100.0  # values spanning this factor or more get a log axis
+# numbers closer than this (relative to the largest) are one value: a goodput of 99.9999999 %
+# against 99.9999996 % is the arithmetic's round-off, not a result to plot (summary.TIE too)
+SAME = 1e-6
+# the last part of the name of each output that is a share (0 to 1), drawn in %
+SHARES = ("utilization", "overlap", "goodput", "goodput_at_optimum", "mfu")
 
 
 def quantity(values: tuple[Any, ...]) -> tuple[Kind, list[float]] | None:
@@ -43,6 +48,14 @@ def numbers(values: tuple[Any, ...]) -> list[float] | None:
         return [float(v) for v in values]
     found = quantity(values)
     return found[1] if found else None
+
+
+def moves(values: list[Any]) -> bool:
+    """Whether the values differ: numbers by more than SAME of the largest, others at all."""
+    if values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        top = max(abs(v) for v in values)
+        return max(values) - min(values) > SAME * top
+    return len(set(values)) > 1
 
 
 def spans_decades(xs: list[float]) -> bool:
@@ -114,7 +127,7 @@ def output_scale(name: str, values: list[Any]) -> Scale:
         return Scale(f"{name} (days)", 1.0)
     if last == "drive_writes_per_day":
         return Scale(f"{name} (drive writes / day)", 1.0)
-    if last in ("utilization", "overlap", "goodput", "goodput_at_optimum"):
+    if last in SHARES or last.endswith("_utilization"):  # bandwidth_utilization too
         return Scale(f"{name} (%)", 100.0)
     if last == "margin":
         return Scale(f"{name} (allowed / used)", 1.0)

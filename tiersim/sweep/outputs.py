@@ -17,6 +17,7 @@ HEADLINE = (
     "step.overlap",
     "step.bottleneck.resource",  # the tier port or link direction whose bandwidth binds most
     "step.bottleneck.bandwidth_utilization",
+    "tiers.*.capacity_bytes",  # what the sweep plots draw across peak and resident bytes
     "tiers.*.peak_bytes",
     "tiers.*.resident_bytes",
     "tiers.*.fits",

@@ -65,7 +65,8 @@ class SweepOutcome:
 def tasks_for(spec: SweepSpec, points: list[Point], plot: bool = False) -> list[PointTask]:
     base_dir = str(spec.base_path.parent.resolve())
     return [
-        PointTask(p.raw, base_dir, f"{spec.source} point {p.index}", plot, p.values) for p in points
+        PointTask(p.raw, base_dir, f"{spec.source} point {p.index}", plot, p.values, p.index)
+        for p in points
     ]
 
 

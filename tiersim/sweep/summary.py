@@ -30,6 +30,9 @@ def _number(value: Any) -> bool:
 
 
 TIE = 1e-6  # relative: values closer than this to the best one tie with it
+# absolute ties of shares the summary shows in % to 2 decimals: goodputs less than 0.01
+# percentage point apart (a checkpoint's cost of 1e-7 of the time) rank nothing a reader can see
+SHARE_TIE = {"checkpoint.goodput": 1e-4}
 
 
 def fits(row: dict[str, Any]) -> bool:
@@ -87,7 +90,8 @@ def best_points(
         top = better((r[column] for r in candidates), default=None)
         if top is None:
             continue
-        tied = [r for r in candidates if abs(r[column] - top) <= TIE * abs(top)]
+        tie = max(TIE * abs(top), SHARE_TIE.get(column, 0.0))
+        tied = [r for r in candidates if abs(r[column] - top) <= tie]
         if len(tied) < len(candidates):  # an objective all points tie on says nothing
             best.append((label, column, tied[0], len(tied)))
     return best

@@ -20,6 +20,7 @@ from tiersim.core.errors import InfeasibleError, InputError, Problem
 from tiersim.report.json_report import to_json
 from tiersim.runner import full_trace, report_for, report_with_result
 from tiersim.sweep.outputs import headline
+from tiersim.sweep.spec import describe
 
 OK, INVALID, INFEASIBLE, ERROR = "ok", "invalid", "infeasible", "error"
 
@@ -33,6 +34,7 @@ class PointTask:
     source: str
     plot: bool = False  # also draw the point's step (tiersim run --plot's picture)
     values: dict[str, Any] = field(default_factory=dict)  # a sweep's point: its swept values
+    point: int | None = None  # a sweep's point: its index (the picture's title says it)
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ def run_point(task: PointTask) -> PointResult:
     try:
         if task.plot:  # traced, to draw
             report, result = report_with_result(built, record=True)
-            png = _picture(report, full_trace(built.scenario, result))
+            png = _picture(report, full_trace(built.scenario, result), task)
         else:
             report, png = report_for(built), None
         text = to_json(report)
@@ -109,10 +111,18 @@ def run_point(task: PointTask) -> PointResult:
     return PointResult(key, OK, None, headline(report), text, _since(start), png)
 
 
-def _picture(report: dict[str, Any], trace: dict[str, Any]) -> bytes:
+def _picture(report: dict[str, Any], trace: dict[str, Any], task: PointTask) -> bytes:
     from tiersim.report.plot import png_bytes, step_figure  # matplotlib: only when asked
 
-    return png_bytes(step_figure(report, trace))
+    fig = step_figure(report, trace)
+    if task.point is not None:  # named by its key alone, the file says nothing of its point
+        fig.suptitle(f"{fig.get_suptitle()}\n{point_title(task.point, task.values)}")
+    return png_bytes(fig)
+
+
+def point_title(index: int, values: dict[str, Any]) -> str:
+    """`sweep point 7: placement.optimizer=hbm, training.micro_batch_size=4`."""
+    return f"sweep point {index}: {describe(values)}" if values else f"sweep point {index}"
 
 
 def _since(start: float) -> float:
