@@ -597,3 +597,44 @@ def test_the_preset_keeps_the_base_optimizer_rate_and_says_why(tmp_path: Path):
     assert yaml.safe_load(text)["cpu"]["optimizer_rate"] == base["cpu"]["optimizer_rate"]
     assert "cpu.optimizer_rate is the base preset's, not a measured AdamW rate" in text
     assert "1.1 Gparam/s (1 Gparam/s .. 1.2 Gparam/s, 3 runs)" in text  # median, min .. max
+
+
+def _header(text: str) -> str:
+    """The preset's comment header as one line (textwrap breaks it at 98 characters)."""
+    return " ".join(line.lstrip("#").strip() for line in text.splitlines() if line[:1] == "#")
+
+
+def _with_adamw(cal: Calibration) -> Calibration:
+    fused = Figure("cpu adamw rate (fused)", "param/s", (6.222e8,), "by hand")
+    return Calibration({**cal.figures, fused.name: fused}, cal.notes, 2**30, 10**12)
+
+
+def test_every_cpu_figure_copied_from_the_base_is_listed_as_not_measured():
+    base = load_preset("hardware", "h200-hbf")
+    cpu = {"optimizer_rate": "0.2 Gparam/s", "adam_kernel_rate": "0.8 Gparam/s"}
+    base = {**base, "cpu": {**cpu, "path_overhead_per_tensor": "2 ms"}}
+    text = hardware_preset(_with_adamw(gpu_calibration()), base, "mine")
+    # copied as they are: none of them is a figure calibrate measures
+    written = yaml.safe_load(text)["cpu"]
+    assert (written["adam_kernel_rate"], written["path_overhead_per_tensor"]) == (
+        "0.8 Gparam/s",
+        "2 ms",
+    )
+    head = _header(text)
+    copied = head.split("NOT measured, copied from base preset 'mine': ")[1]
+    listed = copied.rstrip(".").split(", ")
+    for key in ("cpu.optimizer_rate", "cpu.adam_kernel_rate", "cpu.path_overhead_per_tensor"):
+        assert key in listed, (key, listed)
+    assert "cpu.name" not in listed and "cpu.memory_bandwidth" not in listed  # measured here
+    # the fused AdamW rate measured (622.2 Mparam/s) is written over neither rate
+    assert "cpu.optimizer_rate is the base preset's, not a measured AdamW rate" in head
+    assert "cpu.adam_kernel_rate is the base preset's, not a measured AdamW rate" in head
+    assert "622.2 Mparam/s (622.2 Mparam/s .. 622.2 Mparam/s, 1 run)" in head  # not "1 runs"
+
+
+def test_a_base_without_an_optimizer_rate_says_the_default_is_used():
+    base = {**load_preset("hardware", "h200-hbf"), "cpu": {"adam_kernel_rate": "0.8 Gparam/s"}}
+    head = _header(hardware_preset(_with_adamw(gpu_calibration()), base, "mine"))
+    assert "cpu.adam_kernel_rate is the base preset's, not a measured AdamW rate" in head
+    assert "cpu.optimizer_rate is tiersim's default, not a measured AdamW rate" in head
+    assert "cpu.optimizer_rate," not in head.split("NOT measured")[1]  # nothing copied
