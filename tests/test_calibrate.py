@@ -123,6 +123,7 @@ def test_a_folder_where_no_file_can_be_made_exits_2(tmp_path: Path, capsys, monk
 
     monkeypatch.setattr(storage_module, "tempfile", SimpleNamespace(mkstemp=read_only))
     out = tmp_path / "out" / "x.yaml"  # another folder, which can be written
+    out.parent.mkdir()
     err = _calibrate_fails(["--path", str(tmp_path), "--out", str(out)], capsys)
     assert f"--path: {tmp_path}: cannot create a test file there: Read-only file system" in err
     assert list(tmp_path.iterdir()) == [out.parent] and list(out.parent.iterdir()) == []
@@ -529,6 +530,8 @@ def _no_measuring(monkeypatch):
         ("hw.YAML", "hw.YAML: a preset is loaded only from a .yaml or .yml file"),
         ("", ": is a folder (expected a file path)"),
         ("base.yaml", "base.yaml: is this command's own input"),
+        # a file's folder is not made (a mistyped one would be, silently)
+        ("no/hw.yaml", "no/hw.yaml: its folder {tmp}/no does not exist (expected a file path in"),
     ],
 )
 def test_an_unusable_out_exits_2_before_measuring(tmp_path: Path, capsys, monkeypatch, out, why):
@@ -537,7 +540,9 @@ def test_an_unusable_out_exits_2_before_measuring(tmp_path: Path, capsys, monkey
     _no_measuring(monkeypatch)
     argv = ["--path", str(tmp_path), "--base", str(base), "--out", str(tmp_path / out)]
     err = _calibrate_fails(argv, capsys)
-    assert err.startswith(f"--out: {tmp_path / out}") and why in err
+    # named as the command's other errors are: "tiersim calibrate: --out: ..."
+    assert err.startswith(f"tiersim calibrate: --out: {tmp_path / out}")
+    assert why.format(tmp=tmp_path) in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base.yaml"]
 
 
@@ -545,7 +550,7 @@ def test_an_unusable_out_exits_2_before_measuring(tmp_path: Path, capsys, monkey
 def test_an_out_in_a_folder_that_cannot_be_written_exits_2_before_measuring(capsys, monkeypatch):
     _no_measuring(monkeypatch)
     err = _calibrate_fails(["--out", "/proc/hw.yaml"], capsys)
-    assert err.startswith("--out: /proc/hw.yaml: cannot write there:")
+    assert err.startswith("tiersim calibrate: --out: /proc/hw.yaml: cannot write there:")
 
 
 def test_a_preset_that_cannot_be_written_leaves_the_old_one(tmp_path: Path, capsys, monkeypatch):
