@@ -123,6 +123,7 @@ def test_a_folder_where_no_file_can_be_made_exits_2(tmp_path: Path, capsys, monk
 
     monkeypatch.setattr(storage_module, "tempfile", SimpleNamespace(mkstemp=read_only))
     out = tmp_path / "out" / "x.yaml"  # another folder, which can be written
+    out.parent.mkdir()
     err = _calibrate_fails(["--path", str(tmp_path), "--out", str(out)], capsys)
     assert f"--path: {tmp_path}: cannot create a test file there: Read-only file system" in err
     assert list(tmp_path.iterdir()) == [out.parent] and list(out.parent.iterdir()) == []
@@ -529,6 +530,8 @@ def _no_measuring(monkeypatch):
         ("hw.YAML", "hw.YAML: a preset is loaded only from a .yaml or .yml file"),
         ("", ": is a folder (expected a file path)"),
         ("base.yaml", "base.yaml: is this command's own input"),
+        # a file's folder is not made (a mistyped one would be, silently)
+        ("no/hw.yaml", "no/hw.yaml: its folder {tmp}/no does not exist (expected a file path in"),
     ],
 )
 def test_an_unusable_out_exits_2_before_measuring(tmp_path: Path, capsys, monkeypatch, out, why):
@@ -537,7 +540,9 @@ def test_an_unusable_out_exits_2_before_measuring(tmp_path: Path, capsys, monkey
     _no_measuring(monkeypatch)
     argv = ["--path", str(tmp_path), "--base", str(base), "--out", str(tmp_path / out)]
     err = _calibrate_fails(argv, capsys)
-    assert err.startswith(f"--out: {tmp_path / out}") and why in err
+    # named as the command's other errors are: "tiersim calibrate: --out: ..."
+    assert err.startswith(f"tiersim calibrate: --out: {tmp_path / out}")
+    assert why.format(tmp=tmp_path) in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base.yaml"]
 
 
@@ -545,7 +550,7 @@ def test_an_unusable_out_exits_2_before_measuring(tmp_path: Path, capsys, monkey
 def test_an_out_in_a_folder_that_cannot_be_written_exits_2_before_measuring(capsys, monkeypatch):
     _no_measuring(monkeypatch)
     err = _calibrate_fails(["--out", "/proc/hw.yaml"], capsys)
-    assert err.startswith("--out: /proc/hw.yaml: cannot write there:")
+    assert err.startswith("tiersim calibrate: --out: /proc/hw.yaml: cannot write there:")
 
 
 def test_a_preset_that_cannot_be_written_leaves_the_old_one(tmp_path: Path, capsys, monkeypatch):
@@ -597,3 +602,44 @@ def test_the_preset_keeps_the_base_optimizer_rate_and_says_why(tmp_path: Path):
     assert yaml.safe_load(text)["cpu"]["optimizer_rate"] == base["cpu"]["optimizer_rate"]
     assert "cpu.optimizer_rate is the base preset's, not a measured AdamW rate" in text
     assert "1.1 Gparam/s (1 Gparam/s .. 1.2 Gparam/s, 3 runs)" in text  # median, min .. max
+
+
+def _header(text: str) -> str:
+    """The preset's comment header as one line (textwrap breaks it at 98 characters)."""
+    return " ".join(line.lstrip("#").strip() for line in text.splitlines() if line[:1] == "#")
+
+
+def _with_adamw(cal: Calibration) -> Calibration:
+    fused = Figure("cpu adamw rate (fused)", "param/s", (6.222e8,), "by hand")
+    return Calibration({**cal.figures, fused.name: fused}, cal.notes, 2**30, 10**12)
+
+
+def test_every_cpu_figure_copied_from_the_base_is_listed_as_not_measured():
+    base = load_preset("hardware", "h200-hbf")
+    cpu = {"optimizer_rate": "0.2 Gparam/s", "adam_kernel_rate": "0.8 Gparam/s"}
+    base = {**base, "cpu": {**cpu, "path_overhead_per_tensor": "2 ms"}}
+    text = hardware_preset(_with_adamw(gpu_calibration()), base, "mine")
+    # copied as they are: none of them is a figure calibrate measures
+    written = yaml.safe_load(text)["cpu"]
+    assert (written["adam_kernel_rate"], written["path_overhead_per_tensor"]) == (
+        "0.8 Gparam/s",
+        "2 ms",
+    )
+    head = _header(text)
+    copied = head.split("NOT measured, copied from base preset 'mine': ")[1]
+    listed = copied.rstrip(".").split(", ")
+    for key in ("cpu.optimizer_rate", "cpu.adam_kernel_rate", "cpu.path_overhead_per_tensor"):
+        assert key in listed, (key, listed)
+    assert "cpu.name" not in listed and "cpu.memory_bandwidth" not in listed  # measured here
+    # the fused AdamW rate measured (622.2 Mparam/s) is written over neither rate
+    assert "cpu.optimizer_rate is the base preset's, not a measured AdamW rate" in head
+    assert "cpu.adam_kernel_rate is the base preset's, not a measured AdamW rate" in head
+    assert "622.2 Mparam/s (622.2 Mparam/s .. 622.2 Mparam/s, 1 run)" in head  # not "1 runs"
+
+
+def test_a_base_without_an_optimizer_rate_says_the_default_is_used():
+    base = {**load_preset("hardware", "h200-hbf"), "cpu": {"adam_kernel_rate": "0.8 Gparam/s"}}
+    head = _header(hardware_preset(_with_adamw(gpu_calibration()), base, "mine"))
+    assert "cpu.adam_kernel_rate is the base preset's, not a measured AdamW rate" in head
+    assert "cpu.optimizer_rate is tiersim's default, not a measured AdamW rate" in head
+    assert "cpu.optimizer_rate," not in head.split("NOT measured")[1]  # nothing copied

@@ -182,6 +182,23 @@ def test_unmeasurable_input_is_an_input_error(model, seq_len, key):
     assert err.value.problems[0].path == key
 
 
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        # GPT-2's 1024 learned positions: the option typed is named, not the scenario key
+        (["--seq-len", "100000"], "tiersim measure: --seq-len: 100000 exceeds the model's 1024"),
+        (
+            ["--implementation", "huggingface", "--attention", "math"],
+            "tiersim measure: --attention: 'math' is tiersim's own",
+        ),
+    ],
+)
+def test_cli_names_the_option_typed(capsys, argv, said):
+    assert main(["measure", "--model", "gpt2", "--device", "cpu", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(said) and "training.seq_len" not in err
+
+
 def test_cli_rejects_training_overrides(capsys):
     assert main(["measure", "--model", "gpt2", "--set", "training.seq_len=8"]) == 2
     assert "only model dimensions" in capsys.readouterr().err
@@ -270,6 +287,11 @@ def _measure_cli(model_file: Path, *extra: str) -> int:
     [
         ("tiny.preset", f"{NOT_YAML} (expected e.g. tiny.yaml)"),
         ("tiny.yaml", "is this command's own input (expected another file path)"),
+        # a file's folder is not made (a mistyped one would be, silently)
+        (
+            "no/x.yaml",
+            "its folder {tmp}/no does not exist (expected a file path in an existing folder)",
+        ),
     ],
 )
 def test_an_unusable_calibrate_path_exits_2_before_measuring(
@@ -285,8 +307,10 @@ def test_an_unusable_calibrate_path_exits_2_before_measuring(
     model_file = _tiny_model(tmp_path)
     assert _measure_cli(model_file, "--calibrate", str(tmp_path / name)) == 2
     err = capsys.readouterr().err
-    assert err == f"--calibrate: {tmp_path / name}: {why}\n"
+    # named as the command's other errors are: "tiersim measure: --calibrate: ..."
+    assert err == f"tiersim measure: --calibrate: {tmp_path / name}: {why.format(tmp=tmp_path)}\n"
     assert model_file.read_text() == yaml.safe_dump(GPT2_TINY)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.yaml"]
 
 
 def test_a_calibrated_preset_that_cannot_be_written_leaves_the_old_one(
@@ -305,7 +329,8 @@ def test_a_calibrated_preset_that_cannot_be_written_leaves_the_old_one(
     out.write_text("# last time's\n")
     monkeypatch.setattr(tiersim.report.output, "os", FullDisk())
     assert _measure_cli(_tiny_model(tmp_path), "--calibrate", str(out)) == 2
-    assert f"--calibrate: {out}: cannot write there: No space left" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"tiersim measure: --calibrate: {out}: cannot write there: No space left" in err
     assert out.read_text() == "# last time's\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["calibrated.yaml", "tiny.yaml"]
 
@@ -351,3 +376,28 @@ def test_without_overrides_nothing_is_said_about_shrinking(tmp_path: Path, capsy
     assert _measure_cli(_tiny_model(tmp_path), "--calibrate", str(out)) == 0
     assert "measured with" not in capsys.readouterr().out + out.read_text()
     assert yaml.safe_load(out.read_text())["activation_factor"] == TINY_FACTOR
+
+
+@pytest.mark.parametrize(("preset", "rotary"), [("gpt2", False), ("llama-2-7b", True)])
+def test_the_huggingface_note_lists_rotary_tables_only_for_rotary_models(preset, rotary):
+    from types import SimpleNamespace
+
+    from tiersim.cli.commands.measure import hf_notes
+    from tiersim.groundtruth.measure import prediction_scenario
+
+    req = Request(model={"preset": preset}, seq_len=SEQ, implementation="huggingface", device="cpu")
+    scenario = prediction_scenario(req)
+    m = SimpleNamespace(  # only what the notes read: the figures are not the point here
+        scenario=scenario,
+        device="cpu",
+        family=preset,
+        activations_per_layer=[1000, 1000],
+        activations_outside_layers=500,
+        predicted_outside=500,
+        predicted_per_layer=1000,
+        optimizer_step_counters_bytes=16,
+    )
+    outside = next(line for line in hf_notes(m) if "outside the 2 layers" in line)
+    # GPT-2 has learned positions, no rotary cos/sin tables; Llama's RoPE keeps them
+    assert ("rotary tables" in outside) is rotary
+    assert "(ids, " in outside and "final norm, head input, fp32 log-softmax, labels)" in outside

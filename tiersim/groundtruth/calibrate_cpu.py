@@ -40,7 +40,8 @@ def optimizer_figures(params: int, repeats: int, threads: int, notes: list[str])
         notes.append(
             "the cpu adamw rates are this whole host's kernels (divide by the GPUs that share "
             "it); DeepSpeed's CPU path runs far slower per parameter (README, Validation): set "
-            "cpu.optimizer_rate for the optimizer you run"
+            "cpu.optimizer_rate (and, for DeepSpeed's CPU-Adam kernel, cpu.adam_kernel_rate) for "
+            "the optimizer you run"
         )
     return figures
 

@@ -28,7 +28,8 @@ def quantity(value: float, unit: str) -> str:
 
 def describe(f: Figure) -> str:
     spread = f"{quantity(f.low, f.unit)} .. {quantity(f.high, f.unit)}"
-    return f"{quantity(f.median, f.unit)} ({spread}, {len(f.samples)} runs)"
+    runs = len(f.samples)
+    return f"{quantity(f.median, f.unit)} ({spread}, {runs} run{'' if runs == 1 else 's'})"
 
 
 def _gpu_section(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[str, Any]:
@@ -102,18 +103,30 @@ def _links(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[st
     return {**({"pcie": pcie} if pcie else {}), "nvme": nvme, **others}
 
 
+# the cpu keys a calibration writes itself: every other one is the base preset's
+MEASURED_CPU = ("name", "memory", "memory_bandwidth")
+# the CPU optimizer's rates a scenario reads, none of which a calibration writes: the AdamW
+# rates it measures are PyTorch's kernels, not the optimizer path a scenario runs
+CPU_RATES = ("optimizer_rate", "adam_kernel_rate")
+
+
+def _rate_notes(cal: Calibration, cpu: dict[str, Any]) -> list[str]:
+    if not any(name.startswith("cpu adamw rate") for name in cal.figures):
+        return []
+    # without its own rate, adam_kernel_rate is optimizer_rate's: nothing more to say
+    whose = {k: "the base preset's" for k in CPU_RATES if k in cpu}
+    whose.setdefault("optimizer_rate", "tiersim's default")
+    return [f"cpu.{k} is {w}, not a measured AdamW rate" for k, w in whose.items()]
+
+
 def hardware_preset(cal: Calibration, base: dict[str, Any], base_name: str) -> str:
     """The hardware preset YAML text; what was not measured comes from `base`, and says so."""
     copied: list[str] = []
     cpu = {**base.get("cpu", {}), "name": machine(), "memory": "dram"}
     cpu["memory_bandwidth"] = quantity(cal.figures["dram copy bandwidth"].median, "B/s")
     hardware = {"gpu": _gpu_section(cal, base, copied), "cpu": cpu}
-    if "optimizer_rate" in cpu:
-        copied.append("cpu.optimizer_rate")
-    notes = list(cal.notes)
-    if any(name.startswith("cpu adamw rate") for name in cal.figures):
-        whose = "the base preset's" if "optimizer_rate" in cpu else "tiersim's default"
-        notes.append(f"cpu.optimizer_rate is {whose}, not a measured AdamW rate")
+    copied += [f"cpu.{k}" for k in base.get("cpu", {}) if k not in MEASURED_CPU]
+    notes = [*cal.notes, *_rate_notes(cal, cpu)]
     hardware["tiers"] = _tiers(cal, base, copied)
     hardware["links"] = _links(cal, base, copied)
     if "network" in base:

@@ -50,16 +50,51 @@ class Reference:
         return self.scenario.stem
 
 
+# the step's parts, in the order shown: the model's prices (step.breakdown), the optimizer's
+# part of the step, and what no price covers
+STEP_PARTS = (
+    "gemm_s",
+    "memory_bound_s",
+    "framework_s",
+    "collectives_s",
+    "bubble_s",
+    "imbalance_s",
+    "optimizer_s",
+    "other_s",
+)
+
+
 @dataclass(frozen=True)
 class Comparison:
     reference: Reference
     predicted_s: float
     breakdown: dict[str, float] | None = None  # the model's prices (step.breakdown)
+    step_s: float | None = None  # the simulated step (predicted_s where the metric is time_s)
+    # the step's time on the optimizer: the GPU optimizer's step, or the GPU's wait on a CPU one
+    optimizer_in_step_s: float = 0.0
 
     @property
     def error(self) -> float:
         """Signed relative error: predicted / published - 1."""
         return self.predicted_s / self.reference.iteration_time_s - 1.0
+
+    def parts(self) -> dict[str, float] | None:
+        """The predicted figure in parts that add up to it (None: the model gave no prices).
+        A step: STEP_PARTS, `other_s` being what no price covers (waits on links, kernels no
+        price counts); the optimizer's time (metric optimizer_s): `optimizer_s` alone, since
+        the step's prices say nothing of it."""
+        if self.reference.metric == "optimizer_s":
+            return {"optimizer_s": self.predicted_s}
+        if self.breakdown is None:
+            return None
+        step = self.predicted_s if self.step_s is None else self.step_s
+        out = {k: self.breakdown.get(k, 0.0) for k in STEP_PARTS[:-2]}
+        out["optimizer_s"] = self.optimizer_in_step_s
+        other = step - sum(out.values())
+        # sums of the same kernels in different orders: a difference within their rounding
+        # (relative 1e-9) is no time at all
+        out["other_s"] = other if abs(other) > 1e-9 * step else 0.0
+        return out
 
 
 @dataclass(frozen=True)

@@ -266,7 +266,8 @@ def run(args: argparse.Namespace) -> int:
 
     base = _base(args.base)
     out = Path(args.out)
-    usable_preset_path("--out", out, [Path(args.base)] if is_preset_file(args.base) else [])
+    inputs = [Path(args.base)] if is_preset_file(args.base) else []
+    usable_preset_path("--out", out, inputs, SOURCE)
     try:
         cal = calibrate(settings(args))
     except StorageError as exc:  # the checks in settings() passed, then the I/O failed
@@ -276,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         write_atomic(out, text)
     except OSError as exc:
-        raise cannot_write("--out", out, exc, "a file path in a writable folder") from None
+        raise cannot_write("--out", out, exc, "a file path in a writable folder", SOURCE) from None
     print(as_json(cal, args.out) if args.format == "json" else table(cal))
     print(
         f"wrote hardware preset {args.out}; use it as hardware: {{preset: {args.out}}} "

@@ -9,6 +9,7 @@ from tiersim.cli.commands.common import add_check_arg, add_format_arg
 from tiersim.core.errors import InputError, Problem
 from tiersim.groundtruth.published import (
     REFERENCES,
+    STEP_PARTS,
     Comparison,
     Summary,
     load_references,
@@ -52,23 +53,33 @@ def compare_all(folder: Path | None) -> list[Comparison]:
     for ref in load_references(folder):
         scenario = load_scenario(ref.scenario).scenario
         result = simulate(scenario)
-        out.append(Comparison(ref, getattr(result, ref.metric), result.breakdown))
+        on_gpu = scenario.placement.optimizer_compute == "gpu"
+        optimizer = result.optimizer_s if on_gpu else result.exposed_cpu_s
+        out.append(
+            Comparison(ref, getattr(result, ref.metric), result.breakdown, result.time_s, optimizer)
+        )
     return out
 
 
+# the columns of Comparison.parts, which add up to the predicted figure
 BREAKDOWN = (
     ("gemm_s", "GEMM s"),
     ("memory_bound_s", "memory s"),
+    ("framework_s", "framew. s"),
     ("collectives_s", "collect. s"),
     ("bubble_s", "bubble s"),
     ("imbalance_s", "imbal. s"),
+    ("optimizer_s", "optim. s"),
+    ("other_s", "other s"),
 )
+assert tuple(key for key, _ in BREAKDOWN) == STEP_PARTS
 
 
 def _parts(c: Comparison) -> tuple[str, ...]:
-    if c.breakdown is None:
+    parts = c.parts()
+    if parts is None:
         return ("-",) * len(BREAKDOWN)
-    return tuple(fmt_seconds(c.breakdown[key]) for key, _ in BREAKDOWN)
+    return tuple(fmt_seconds(parts[key]) if key in parts else "-" for key, _ in BREAKDOWN)
 
 
 def _by_source(comparisons: list[Comparison]) -> str:
@@ -125,12 +136,23 @@ def table(comparisons: list[Comparison], summary: Summary) -> str:
             else ""
         )
         + (
-            "\n+ the optimizer's time in the step, not the step (a table of optimizer times)"
+            "\n+ the optimizer's time in the step, not the step (a table of optimizer times): "
+            "its row is that time, in optim. s"
             if any(c.reference.metric == "optimizer_s" for c in comparisons)
             else ""
         )
+        + _PARTS_NOTE
         + (f"\nfit: a calibration run, not counted; what was fitted to it:{notes}" if notes else "")
     )
+
+
+_PARTS_NOTE = (
+    "\nthe parts, GEMM s to other s, add up to the predicted figure:"
+    "\n  GEMM, memory-bound kernels, framework overhead, blocking collectives, pipeline fill and"
+    "\n    drain, stage imbalance: the model's prices of the step;"
+    "\n  optim. s: the GPU optimizer's step, or the step's wait on a CPU optimizer;"
+    "\n  other s: what no price covers (waits on links, kernels no price counts)"
+)
 
 
 def _targets(found: list[Verdict]) -> str:
@@ -159,7 +181,9 @@ def as_json(comparisons: list[Comparison], summary: Summary) -> str:
                     "derived": c.reference.derived,
                     "calibrates": c.reference.calibrates or None,
                     "source": c.reference.source,
+                    "metric": c.reference.metric,
                     "breakdown": c.breakdown,
+                    "parts": c.parts(),
                 }
                 for c in comparisons
             ],

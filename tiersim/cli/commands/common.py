@@ -168,10 +168,20 @@ def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
     return out
 
 
-def cannot_write(option: str, path: str | Path, exc: OSError, expected: str) -> InputError:
+def output_error(option: str, path: str | Path, why: str, command: str = "") -> InputError:
+    """The exit-2 error for an output path the user gave: '--out: PATH: why', or with the
+    command that names its other errors so, 'tiersim calibrate: --out: PATH: why'."""
+    if command:
+        return InputError(command, [Problem(option, f"{path}: {why}")])
+    return InputError(option, [Problem(str(path), why)])
+
+
+def cannot_write(
+    option: str, path: str | Path, exc: OSError, expected: str, command: str = ""
+) -> InputError:
     """The exit-2 error for an output path the user gave that cannot be written."""
     why = f"cannot write there: {exc.strerror or exc} (expected {expected})"
-    return InputError(option, [Problem(str(path), why)])
+    return output_error(option, path, why, command)
 
 
 def usable_folder(option: str, folder: Path) -> None:
@@ -186,23 +196,31 @@ def usable_folder(option: str, folder: Path) -> None:
         raise cannot_write(option, folder, exc, "a writable folder path") from None
 
 
-def usable_preset_path(option: str, path: Path, inputs: Iterable[Path] = ()) -> None:
+def usable_preset_path(
+    option: str, path: Path, inputs: Iterable[Path] = (), command: str = ""
+) -> None:
     """Before any work: a preset can be written at `path` and then loaded from it. Its name
     ends in .yaml or .yml (the preset loader reads no other file), it is not a folder nor one
-    of the command's own `inputs`, and its folder exists (made if need be) and is writable."""
+    of the command's own `inputs`, and its folder exists and is writable. A file's folder is
+    not made, unlike a results folder (run --out): a mistyped one would be made silently."""
     name = str(path)
     if path.is_dir():
-        raise InputError(option, [Problem(name, "is a folder (expected a file path)")])
+        raise output_error(option, name, "is a folder (expected a file path)", command)
     if not is_preset_file(name):
         why = f"a preset is loaded only from a {' or '.join(PRESET_FILE_SUFFIXES)} file"
-        raise InputError(option, [Problem(name, f"{why} (expected e.g. {path.stem}.yaml)")])
+        raise output_error(option, name, f"{why} (expected e.g. {path.stem}.yaml)", command)
     if path.resolve() in {p.resolve() for p in inputs}:
         why = "is this command's own input (expected another file path)"
-        raise InputError(option, [Problem(name, why)])
-    usable_folder(option, path.parent)
+        raise output_error(option, name, why, command)
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        why = f"its folder {folder} {what} (expected a file path in an existing folder)"
+        raise output_error(option, name, why, command)
     try:
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise cannot_write(option, path, exc, "a file path in a writable folder") from None
+        expected = "a file path in a writable folder"
+        raise cannot_write(option, path, exc, expected, command) from None

@@ -244,6 +244,7 @@ def hf_notes(m: Measurement) -> list[str]:
 
     per, acc = m.activations_per_layer, accounting_for(m.scenario, m.device)
     outside, predicted_outside = m.activations_outside_layers, m.predicted_outside or 0
+    rotary = "rotary tables, " if m.scenario.model.position == "rope" else ""  # not GPT-2's
     lines = [
         f"ran transformers' {m.family} model (random weights), attn_implementation "
         f"{acc.kernel}, attention dropout {acc.attention_dropout:g}, hidden dropout "
@@ -252,7 +253,7 @@ def hf_notes(m: Measurement) -> list[str]:
         f"activations per layer: measured {fmt_bytes(per[0])}"
         + ("" if len(set(per)) == 1 else f" to {fmt_bytes(max(per))}")
         + f", predicted {fmt_bytes(m.predicted_per_layer or 0)}; outside the {len(per)} layers "
-        f"(ids, rotary tables, final norm, head input, fp32 log-softmax, labels): measured "
+        f"(ids, {rotary}final norm, head input, fp32 log-softmax, labels): measured "
         f"{fmt_bytes(outside)}, predicted {fmt_bytes(predicted_outside)}",
         f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of scalar step counters",
     ]
@@ -291,13 +292,15 @@ def _preset_inputs(args: argparse.Namespace) -> list[Path]:
 
 
 def _write_preset(path: Path, m: Measurement) -> None:
+    from tiersim.groundtruth.measure import SOURCE
     from tiersim.groundtruth.measure_preset import calibrated_preset
     from tiersim.report.output import write_atomic
 
     try:
         write_atomic(path, calibrated_preset(m))
     except OSError as exc:
-        raise cannot_write("--calibrate", path, exc, "a file path in a writable folder") from None
+        expected = "a file path in a writable folder"
+        raise cannot_write("--calibrate", path, exc, expected, SOURCE) from None
     print(
         f"wrote model preset {path} (activation_factor {m.activation_factor():.4f}); use it in "
         f"a scenario as model: {{preset: {path}}} (relative to the scenario file)",
@@ -305,7 +308,25 @@ def _write_preset(path: Path, m: Measurement) -> None:
     )
 
 
+# the scenario keys measure's options set: a problem at one names the option typed
+OPTION_KEYS = {
+    "training.seq_len": "--seq-len",
+    "training.micro_batch_size": "--micro-batch-size",
+    "attention": "--attention",
+}
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except InputError as exc:
+        if not any(p.path in OPTION_KEYS for p in exc.problems):
+            raise
+        problems = [Problem(OPTION_KEYS.get(p.path, p.path), p.message) for p in exc.problems]
+        raise InputError(exc.source, problems) from None
+
+
+def _run(args: argparse.Namespace) -> int:
     from tiersim.groundtruth.measure import SOURCE, measure
     from tiersim.groundtruth.measure_report import report
     from tiersim.report.json_report import to_json
@@ -322,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
         return run_fsdp(req, args.fsdp, args.format)
     preset = Path(args.calibrate) if args.calibrate else None
     if preset:  # before measuring, so a mistake in it costs nothing
-        usable_preset_path("--calibrate", preset, _preset_inputs(args))
+        usable_preset_path("--calibrate", preset, _preset_inputs(args), SOURCE)
     m = measure(req)
     if args.format == "json":
         print(to_json(report(m)))
