@@ -155,8 +155,11 @@ def test_a_required_size_given_as_null_names_the_key(refused, fixture, key):
 def test_a_preset_and_an_hf_config_together_are_refused(cli, write):
     """Both were merged silently (the config.json's keys winning): the file would not say
     which model it means."""
-    gpt2 = str(FIXTURES / "gpt2.config.json")
-    file = write({"name": "x", "model": {"preset": "llama-2-7b", "hf_config": gpt2}})
+    # beside the scenario, by a short relative name: the message clips a value over 60
+    # characters, which an absolute path in a deep checkout can be
+    file = write({"name": "x", "model": {"preset": "llama-2-7b", "hf_config": "gpt2.json"}})
+    (file.parent / "gpt2.json").write_text((FIXTURES / "gpt2.config.json").read_text())
+    gpt2 = "gpt2.json"
     code, out, err = cli("validate", file)
     assert (code, out) == (2, "")
     (line,) = err.strip().splitlines()  # not also "model: missing layers ..."
@@ -166,7 +169,8 @@ def test_a_preset_and_an_hf_config_together_are_refused(cli, write):
 
 def test_a_preset_and_an_hf_config_from_set_say_so(cli, write):
     file = write({"name": "x", "model": {"preset": "llama-2-7b"}})
-    gpt2 = str(FIXTURES / "gpt2.config.json")
+    (file.parent / "gpt2.json").write_text((FIXTURES / "gpt2.config.json").read_text())
+    gpt2 = "gpt2.json"  # short: the message clips a --set text over 60 characters
     code, _out, err = cli("inventory", file, "--set", f"model.hf_config={gpt2}")
     assert code == 2
     assert "are both given" in err and f"(from --set model.hf_config={gpt2})" in err
