@@ -336,3 +336,52 @@ def test_a_worker_waits_while_the_sweep_runs_and_not_once_it_has_exited(monkeypa
     finally:
         child.kill()
         child.wait()
+
+
+# (first signal, second, seconds between): the second lands while the sweep stops (committing,
+# or shutting its pool down). `timeout` and batch schedulers signal the process, then its group,
+# within a millisecond; a user presses Ctrl-C twice. Once hung in shutdown's interrupted join.
+TWICE = [
+    (signal.SIGINT, signal.SIGINT, 0.0),
+    (signal.SIGINT, signal.SIGINT, 0.005),
+    (signal.SIGINT, signal.SIGINT, 0.03),
+    (signal.SIGTERM, signal.SIGTERM, 0.005),
+    (signal.SIGINT, signal.SIGTERM, 0.005),  # the first decides: interrupted
+]
+
+
+@pytest.mark.slow
+def test_a_second_signal_while_the_sweep_stops_never_hangs_it(tmp_path):
+    """Each of TWICE to the sweep's process group: it exits as the first signal says, within
+    STOP_S, no traceback, nothing of it left running, the finished points kept whole."""
+    path = write_sweep(tmp_path, LARGE)
+    for run, (first, second, gap_s) in enumerate(TWICE):
+        out = tmp_path / f"out{run}"
+        proc = start(path, out)
+        try:
+            wait_for_lines(out / LOG_NAME, 5, proc)
+            below = descendants(proc.pid)
+            signalled = (out / LOG_NAME).read_bytes().count(b"\n")
+            os.killpg(proc.pid, first)
+            time.sleep(gap_s)
+            os.killpg(proc.pid, second)
+            try:
+                _, stderr = proc.communicate(timeout=STOP_S)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"{first!r} then {second!r} {gap_s} s later: still running")
+            left = still_running(below, limit_s=5.0)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.wait()
+        case = f"{first!r} then {second!r} {gap_s} s later: {stderr!r}"
+        assert proc.returncode == STOPPED_BY[first], case
+        assert b"\ntiersim: " + SAID[first] + b"; finished points are kept" in stderr, case
+        assert b"Traceback" not in stderr and b"sweep stopped" not in stderr, case
+        assert left == [], f"{case}: still running: {left}"
+        recorded, torn, _ = read_log(out / LOG_NAME)
+        assert torn == 0 and signalled <= len(recorded) < POINTS, case
+
+
+STOP_S = 15.0  # stopping takes well under a second; a hang, forever

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import textwrap
 from collections.abc import Callable
@@ -109,6 +110,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback (sweep says what it kept)
         print("\ntiersim: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if argv is None:  # the program itself: its exit code stands (see `exiting`)
+            exiting()
+
+
+def exiting() -> None:
+    """Ignore Ctrl-C and SIGTERM from now on: the command is done and the process exits. A
+    second Ctrl-C (or a group's signal after the process's own) would otherwise kill it with
+    another status, or raise in an exit handler, once the interpreter has put the defaults
+    back while it exits."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, simulated
 from tiersim.plan.space import Space, candidates
 from tiersim.sweep.estimate import estimate_s
-from tiersim.sweep.execute import Progress, SweepAborted, open_pool, stream
+from tiersim.sweep.execute import Pool, Progress, SweepAborted, run_on_pool, stream
 from tiersim.sweep.worker import PointResult, run_point
 
 SAMPLE = 5  # candidates timed, spread over the space, before the estimate is made
@@ -156,20 +156,24 @@ def _simulate_rest(
 def _simulate(tasks: list[Any], options: PlanOptions, to: TextIO) -> list[PointResult]:
     if not tasks:
         return []
-    out: list[Any] = [None] * len(tasks)
     bar = Progress(len(tasks), to, label="plans simulated")
-    pool = open_pool(options.executor, parallelism(options, len(tasks))[0], options.scheduler)
-    try:
-        done = 0
-        for batch in stream(pool, run_point, tasks):
-            for position, outcome in batch:
-                if not isinstance(outcome, PointResult):
-                    raise SweepAborted(f"a worker failed: {type(outcome).__name__}: {outcome}")
-                out[position] = outcome
-            done += len(batch)
-            bar.update(done)
-    finally:
-        pool.close()
+    workers = parallelism(options, len(tasks))[0]
+    return run_on_pool(
+        options.executor, workers, options.scheduler, None, lambda pool: _on(pool, tasks, bar)
+    )
+
+
+def _on(pool: Pool, tasks: list[Any], bar: Progress) -> list[PointResult]:
+    """Every task's result, run on `pool` (by `_simulate`)."""
+    out: list[Any] = [None] * len(tasks)
+    done = 0
+    for batch in stream(pool, run_point, tasks):
+        for position, outcome in batch:
+            if not isinstance(outcome, PointResult):
+                raise SweepAborted(f"a worker failed: {type(outcome).__name__}: {outcome}")
+            out[position] = outcome
+        done += len(batch)
+        bar.update(done)
     return out
 
 

@@ -15,6 +15,7 @@ import math
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -22,11 +23,12 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent import futures as cf
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO, TypeVar
 
 from tiersim.core.errors import InputError, Problem
 from tiersim.sweep import handoff
 from tiersim.sweep.lifeline import watch
+from tiersim.sweep.signals import Gate
 
 DASK_HINT = "pip install 'tiersim[dask]'"
 
@@ -43,7 +45,7 @@ class Pool(Protocol):
 
     def wait(self, pending: set[Any]) -> set[Any]: ...
 
-    def close(self) -> None: ...
+    def close(self, stop: bool = False) -> None: ...
 
 
 WORKER_MODULE = "tiersim.sweep.keep"  # what points run (run_and_keep, run_point): imported first
@@ -51,7 +53,12 @@ WORKER_MODULE = "tiersim.sweep.keep"  # what points run (run_and_keep, run_point
 
 def start_worker(sweep_pid: int) -> None:
     """Pool initializer: watch the sweep process (see `lifeline`), and have the points' code
-    imported (where the fork server did not already) before the first point arrives."""
+    imported (where the fork server did not already) before the first point arrives.
+
+    Ctrl-C, sent to the terminal's whole process group, is ignored: the sweep process stops
+    its workers itself (`LocalPool.close`); here it would raise in a point (and come back as
+    its outcome) or in the wait for the next task (a traceback, and a worker lost)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     watch(sweep_pid)
     importlib.import_module(WORKER_MODULE)
     gc.freeze()  # what is loaded now lives as long as the worker: the collector skips it
@@ -96,7 +103,8 @@ class LocalPool:
 
     def _start_all(self) -> None:
         """Start every worker (a task submitted while none is idle starts one)."""
-        with contextlib.suppress(RuntimeError, cf.BrokenExecutor):  # closed or broken first
+        # closed or broken first; EOFError, OSError: the fork server ended (Ctrl-C, say)
+        with contextlib.suppress(RuntimeError, cf.BrokenExecutor, EOFError, OSError):
             for _ in range(self.slots):
                 self.pool.submit(os.getpid)
 
@@ -122,12 +130,25 @@ class LocalPool:
     def wait(self, pending: set[Any]) -> set[Any]:
         return cf.wait(pending, return_when=cf.FIRST_COMPLETED).done
 
-    def close(self) -> None:
+    def close(self, stop: bool = False) -> None:
+        """Shut the pool down once its running calls are done; with `stop` (an interrupted or
+        failed run), end its workers now instead: what they run was never to be kept."""
         if self._starting is not None:
-            self._starting.join()
+            self._starting.join()  # every worker started, so every one is stopped
+        if stop:
+            self._terminate_workers()
         self.pool.shutdown(wait=True, cancel_futures=True)
         if self._own_folder is not None:
             shutil.rmtree(self._own_folder, ignore_errors=True)
+
+    def _terminate_workers(self) -> None:
+        """SIGTERM each worker; the pool sees them end (a broken pool) and shuts down at once.
+        ProcessPoolExecutor has no public way to until Python 3.14 (terminate_workers): its
+        process table, `_processes` (pid: Process), is read, and None once shut down."""
+        processes = getattr(self.pool, "_processes", None) or {}
+        for process in list(processes.values()):
+            with contextlib.suppress(OSError, ValueError):  # gone already, or closed
+                process.terminate()
 
 
 class DaskPool:
@@ -169,7 +190,7 @@ class DaskPool:
     def wait(self, pending: set[Any]) -> set[Any]:
         return set(self.finished.next_batch(block=True))
 
-    def close(self) -> None:
+    def close(self, stop: bool = False) -> None:
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -204,6 +225,45 @@ def open_pool(
     if executor == "dask":
         return DaskPool(scheduler, workers)
     raise ValueError(f"executor(={executor!r}) must be 'local' or 'dask'")
+
+
+Done = TypeVar("Done")
+
+
+def run_on_pool(
+    executor: str,
+    workers: int,
+    scheduler: str | None,
+    folder: Path | None,
+    body: Callable[[Pool], Done],
+) -> Done:
+    """`body(pool)` on a pool opened for it and closed after, however it ends: the first
+    SIGINT or SIGTERM stops it as its handler does (KeyboardInterrupt, say), the workers are
+    stopped at once, and no signal can land between the pool's opening and its closing's
+    certainty, or cut the closing short (see `signals`): one that comes then acts once the
+    pool is closed."""
+    gate = Gate()  # holding
+    try:
+        pool = open_pool(executor, workers, scheduler, folder)
+    except BaseException:
+        gate.restore(deliver=True)
+        raise
+    try:
+        gate.allow()
+        result = body(pool)
+        gate.hold()
+    except BaseException:  # the signal or error that stopped it is what the caller sees
+        gate.hold()
+        try:
+            pool.close(stop=True)
+        finally:
+            gate.restore(deliver=False)
+        raise
+    try:
+        pool.close()
+    finally:
+        gate.restore(deliver=True)
+    return result
 
 
 def stream(

@@ -17,7 +17,7 @@ from typing import TextIO
 
 from tiersim.core.units import fmt_time
 from tiersim.sweep.estimate import sweep_estimate, typical, weigh
-from tiersim.sweep.execute import Pool, Progress, SweepAborted, open_pool, stream
+from tiersim.sweep.execute import Pool, Progress, SweepAborted, run_on_pool, stream
 from tiersim.sweep.keep import OutputError, run_and_keep
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
@@ -78,20 +78,13 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     timings["expand_s"] = _lap(clock)
     with SweepStore(options.out, options.resume) as store:
         recorded = len(store.entries)
-        pool = open_pool(options.executor, options.workers, options.scheduler, store.points_dir)
-        try:
-            timings["start_s"] = _lap(clock) - timings["expand_s"]
-            keys = _known_keys(pool, tasks, store, options.progress)
-            todo, retried = _plan(keys, store)
-            aside = _say_set_aside(spec, points, keys, store, recorded, options.progress)
-            rest, first_s = _first(tasks, todo, keys, store, pool.slots, options.progress)
-            tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
-            tables.start()  # while the points run, where this process has time to spare
-            chunk = chunk_size(first_s, len(rest), pool.slots)
-            _run(pool, tasks, rest, keys, store, options.progress, len(todo), chunk)
-            tables.join()
-        finally:
-            pool.close()
+        keys, todo, retried, aside = run_on_pool(
+            options.executor,
+            options.workers,
+            options.scheduler,
+            store.points_dir,
+            lambda pool: _on_pool(pool, spec, points, tasks, store, options, (timings, clock)),
+        )
         timings["run_s"] = _lap(clock) - timings["expand_s"] - timings["start_s"]
         table = build_rows(spec, points, keys, store.entries)
         skipped = store.skipped
@@ -117,6 +110,33 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
         recorded,
         aside,
     )
+
+
+def _on_pool(
+    pool: Pool,
+    spec: SweepSpec,
+    points: list[Point],
+    tasks: list[PointTask],
+    store: SweepStore,
+    options: SweepOptions,
+    clocked: tuple[dict[str, float], float],
+) -> tuple[list[str | None], list[int], int, int]:
+    """What `run_sweep` does on its pool: (each point's key, the positions run, how many of
+    them were retries, how many recorded points were set aside); `clocked`: the timings and
+    when the sweep started, to time the pool's start by."""
+    timings, clock = clocked
+    timings["start_s"] = _lap(clock) - timings["expand_s"]
+    recorded = len(store.entries)
+    keys = _known_keys(pool, tasks, store, options.progress)
+    todo, retried = _plan(keys, store)
+    aside = _say_set_aside(spec, points, keys, store, recorded, options.progress)
+    rest, first_s = _first(tasks, todo, keys, store, pool.slots, options.progress)
+    tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
+    tables.start()  # while the points run, where this process has time to spare
+    chunk = chunk_size(first_s, len(rest), pool.slots)
+    _run(pool, tasks, rest, keys, store, options.progress, len(todo), chunk)
+    tables.join()
+    return keys, todo, retried, aside
 
 
 def _say_set_aside(
