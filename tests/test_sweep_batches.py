@@ -11,6 +11,7 @@ from test_sweep_resume import ThreadPool
 from test_sweep_run import csv_rows, sweep
 from test_sweep_spec import write_sweep
 
+import tiersim.sweep.execute as execute_module
 import tiersim.sweep.run as run_module
 from tiersim.sweep.execute import SweepAborted
 from tiersim.sweep.run import chunk_size
@@ -32,7 +33,7 @@ def test_a_chunk_is_about_chunk_s_of_points_and_leaves_each_worker_several_calls
 @pytest.fixture
 def commits(monkeypatch) -> list[int]:
     """The size of each commit, on a pool of threads of this process (one worker: in order)."""
-    monkeypatch.setattr(run_module, "open_pool", lambda *args: ThreadPool(1, args[3]))
+    monkeypatch.setattr(execute_module, "open_pool", lambda *args: ThreadPool(1, args[3]))
     made: list[int] = []
     real = SweepStore.commit
 

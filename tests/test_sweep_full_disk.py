@@ -18,8 +18,8 @@ from test_sweep_resume import ThreadPool
 from test_sweep_run import OFFLOAD, csv_rows, sweep
 from test_sweep_spec import write_sweep
 
+import tiersim.sweep.execute as execute_module
 import tiersim.sweep.keep as keep_module
-import tiersim.sweep.run as run_module
 import tiersim.sweep.store as store_module
 from tiersim.sweep.keep import OutputError
 from tiersim.sweep.store import LOG_NAME, SweepStore, read_log
@@ -100,7 +100,7 @@ def test_a_full_disk_while_writing_reports_exits_2_and_resume_finishes(tmp_path,
     path = write_sweep(tmp_path, OFFLOAD)
     out = tmp_path / "out"
     with monkeypatch.context() as patch:
-        patch.setattr(run_module, "open_pool", lambda *args: ThreadPool(1, args[3]))
+        patch.setattr(execute_module, "open_pool", lambda *args: ThreadPool(1, args[3]))
         fail_writes(patch, ".json", after=3)  # the 4th report finds the disk full
         code, stdout, err = cli("sweep", path, "--out", out, "--workers", "1", "--no-plots")
     assert (code, stdout) == (2, "")

@@ -49,6 +49,12 @@ def wait_for_lines(path, count: int, proc: subprocess.Popen, limit_s: float = 60
     pytest.fail(f"no {count} finished points within {limit_s} s")
 
 
+def as_from_a_terminal() -> None:
+    """In the child, before it runs: Ctrl-C's default, whatever the tests inherited (a
+    shell's background job runs with SIGINT ignored, and Python then leaves it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(path, out) -> subprocess.Popen:
     command = [sys.executable, "-m", "tiersim.cli", "sweep", str(path), "--out", str(out)]
     return subprocess.Popen(
@@ -56,6 +62,7 @@ def start(path, out) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group: the pool's workers die with it
+        preexec_fn=as_from_a_terminal,
     )
 
 
@@ -246,6 +253,7 @@ def test_a_worker_killed_while_sending_a_result_stops_the_sweep_and_resume_finis
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=as_from_a_terminal,
     )
     try:
         _, stderr = proc.communicate(timeout=60)  # a torn message hangs it: this fails then

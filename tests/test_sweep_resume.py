@@ -21,6 +21,7 @@ import yaml
 from test_sweep_run import MIXED, OFFLOAD, csv_rows, log_lines, sweep
 from test_sweep_spec import TINY, write_sweep
 
+import tiersim.sweep.execute as execute_module
 import tiersim.sweep.keep as keep_module
 import tiersim.sweep.run as run_module
 import tiersim.sweep.worker as worker_module
@@ -79,7 +80,9 @@ class Crash:
 @pytest.fixture
 def in_process(monkeypatch):
     monkeypatch.setattr(
-        run_module, "open_pool", lambda executor, workers, scheduler, folder: ThreadPool(2, folder)
+        execute_module,
+        "open_pool",
+        lambda executor, workers, scheduler, folder: ThreadPool(2, folder),
     )
 
 
