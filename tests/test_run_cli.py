@@ -89,6 +89,20 @@ def test_trace_without_a_file_goes_into_the_results_folder(tmp_path, capsys):
     assert json.loads((out / "trace.json").read_text())["traceEvents"]
 
 
+def test_a_trace_in_a_folder_that_does_not_exist_is_refused_not_made(tmp_path, capsys):
+    # a mistyped folder is not made (as calibrate --out's); the results folder itself is
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "seed-1b-adam.yaml"
+    trace = tmp_path / "typo" / "trace.json"
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--out", str(out), "--trace", str(trace)]) == 2
+    why = f"its folder {trace.parent} does not exist (expected a file path in an existing folder)"
+    assert f"--trace: {trace}: {why}" in capsys.readouterr().err
+    assert not trace.parent.exists() and not out.exists()  # refused before anything ran
+    inside = out / "trace.json"  # a file path in the results folder: made with it
+    assert main(["run", str(scenario), "--out", str(out), "--trace", str(inside)]) == 0
+    assert json.loads(inside.read_text())["traceEvents"]
+
+
 def test_trace_shows_collectives_and_the_bubble(tmp_path):
     # tensor (blocking the GPU), data (overlapped) and pipeline (bubble) parallelism together
     trace = tmp_path / "trace.json"

@@ -87,6 +87,10 @@ def _trace_problem(trace: Path, inputs: set[Path], folder: Path) -> str | None:
         return "is this run's results folder or one of its results (expected another file path)"
     if trace.exists() and not trace.is_file():
         return "exists and is not a plain file (expected a file path)"
+    parent = trace.parent  # made only where it is the results folder: a typo is not made
+    if parent.resolve() != folder.resolve() and not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        return f"its folder {parent} {what} (expected a file path in an existing folder)"
     in_sweep = _sweep_folder_problem(trace.parent)  # beside a sweep's points, as if one
     return f"its folder {trace.parent} {in_sweep}" if in_sweep else None
 
