@@ -23,10 +23,21 @@ HBM = 1e12  # the tiny scenarios' HBM bandwidth, read = write
 MOE_KEPT = 266_296 * S + 160 * S * S
 MOE_LAYER_FLOPS = 824_700_829_696
 MOE_HEAD_FLOPS = 268_435_456_000
-# 2 layers x (1 forward + 2 backward) passes over the kept bytes; forward + 2x backward of
-# both layers and of the head at peak x efficiency
-MOE_MEMORY_S = 2 * 3 * MOE_KEPT / (HBM * EFF)
-MOE_GEMM_S = (2 * 3 * MOE_LAYER_FLOPS + 3 * MOE_HEAD_FLOPS) / RATE
+# The rest unit (one GPU: the first stage and the last) is a dense model's, kernel by kernel
+# (tiersim/workload/kernels.py's constants): the embedding's 16 B per hidden element
+# (forward + backward), the head's final norm 16 B per hidden element and 50 B per logit.
+# Hidden elements S x 4096, logits S x 32000.
+MOE_REST_BYTES = (16 + 16) * S * 4096 + 50 * S * 32_000
+# The head's three GEMMs on the 132 SMs of an H100 in 256 x 128 tiles (the preset gives no L2
+# bandwidth: the two largest tiles, which tie here), each at FLOPs / (peak x eff x wave share):
+# forward S x 32000 x 4096: 4 x 250 = 1,000 tiles = 7.58 waves of 8 -> share 1000 / 1056;
+# backward S x 4096 x 32000: 4 x 32 = 128 tiles in 1 wave -> 128 / 132;
+# backward 4096 x 32000 x S: 16 x 250 = 4,000 tiles = 30.3 waves of 31 -> 4000 / 4092.
+MOE_HEAD_PASSES = 1056 / 1000 + 132 / 128 + 4092 / 4000
+# 2 layers x (1 forward + 2 backward) passes over the kept bytes, and the rest's bytes; forward
+# + 2x backward of both layers at peak x efficiency, and the head's GEMMs
+MOE_MEMORY_S = (2 * 3 * MOE_KEPT + MOE_REST_BYTES) / (HBM * EFF)
+MOE_GEMM_S = (2 * 3 * MOE_LAYER_FLOPS + MOE_HEAD_PASSES * MOE_HEAD_FLOPS) / RATE
 
 # A generic model (scenarios/seed-1b-adam.yaml's, in 2 layers): 1e9 parameters, 2 layers,
 # 200 MB kept per layer. Forward FLOPs per layer 2 x 1e9 / 2 per token x S tokens; no head.
@@ -78,7 +89,8 @@ def test_memory_efficiency_scales_the_memory_bound_row_only():
     assert half.breakdown["memory_bound_s"] == pytest.approx(
         2 * full.breakdown["memory_bound_s"], rel=1e-12
     )
-    assert full.breakdown["memory_bound_s"] == pytest.approx(2 * 3 * MOE_KEPT / HBM, rel=1e-12)
+    want = (2 * 3 * MOE_KEPT + MOE_REST_BYTES) / HBM
+    assert full.breakdown["memory_bound_s"] == pytest.approx(want, rel=1e-12)
     assert half.breakdown["gemm_s"] == full.breakdown["gemm_s"]
 
 

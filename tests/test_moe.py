@@ -274,5 +274,8 @@ def test_a_pipeline_of_unlike_stages_waits_on_the_other_stages_own_layers():
     rate, hbm = 989e12 * 0.781, 3.35e12 * 0.90  # as test_workload_units_follow_their_layers
     flops, kept = 2_752_512 + 1_998_848, 71_680 + 77_568  # L0 (dense) and L1 (MoE)
     stage0 = 3 * flops / rate + 3 * kept / hbm  # forward once, backward twice
+    # and the embedding, a dense model's: 16 B per element of the T x h = 32 x 64 hidden
+    # states, half in forward and half in backward
+    stage0 += 16 * 32 * 64 / hbm
     x = p2p_send_s(resolve(s), 64)
     assert wl.bubble_s == pytest.approx(stage0 + 4 * x, rel=1e-9)

@@ -51,11 +51,11 @@ def _flop_timed_totals(r: Resolved, model, stage: int) -> tuple[float, float]:
     each as `flop_timed_kernels` prices it: FLOPs at peak x efficiency, activation bytes at
     HBM bandwidth x memory efficiency."""
     par = r.execution.parallel
-    last = stage == par.pipeline - 1
+    first, last = stage == 0, stage == par.pipeline - 1
     runs = [(run.shape, True, run.count) for run in stage_layers(r.units, stage, par.pipeline)]
     gemm = memory = 0.0
     for shape, is_layer, count in [*runs, (model, False, 1)]:
-        f, b, c = flop_timed_kernels(r, shape, is_layer, last)
+        f, b, c = flop_timed_kernels(r, shape, is_layer, last, first)
         unit_gemm = f.gemm_s + b.gemm_s + c.gemm_s
         unit_memory = f.memory_s + b.memory_s + c.memory_s
         for _ in range(count):  # unit by unit, as the step sums them (the same rounding)

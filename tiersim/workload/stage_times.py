@@ -54,11 +54,12 @@ def compute_times(
         return kernels.unit_times(r, whole, is_layer, first_stage, last_stage, index)
     # the framework's pipeline engine slows these kernels as it does the kernel-timed ones
     scale = kernels.overhead(r)
-    return tuple(scale * k.total_s for k in flop_timed_kernels(r, model, is_layer, last_stage))
+    kernels_ = flop_timed_kernels(r, model, is_layer, last_stage, first_stage)
+    return tuple(scale * k.total_s for k in kernels_)
 
 
 def flop_timed_kernels(
-    r: Resolved, model, is_layer: bool, last_stage: bool
+    r: Resolved, model, is_layer: bool, last_stage: bool, first_stage: bool = False
 ) -> tuple[Kernels, Kernels, Kernels]:
     """Forward, backward and recompute of one unit for one micro-batch, timed by its FLOPs and
     bytes: a model known only by its parameter count, and layers the kernel model does not
@@ -67,9 +68,12 @@ def flop_timed_kernels(
     GEMM part: its FLOPs at peak x efficiency. Memory-bound part: each activation byte a layer
     keeps (16-bit) moved once in forward and twice in backward at HBM bandwidth (min of read
     and write) x `gpu.memory_efficiency`. Full recompute reruns the forward; selective reruns
-    QK^T and PV (FLOPs) and softmax, mask and dropout (5 B per score). The kernels alone:
-    `compute_times` adds `parallel.pipeline_engine_overhead`.
+    QK^T and PV (FLOPs) and softmax, mask and dropout (5 B per score). A transformer's rest
+    (embedding, final norm, logits, cross-entropy) is a dense model's: kernel by kernel. The
+    kernels alone: `compute_times` adds `parallel.pipeline_engine_overhead`.
     """
+    if not is_layer and isinstance(model, Transformer):
+        return kernels.unit_kernels(r, model, False, first_stage, last_stage)
     ex = r.execution
     seq, mbs, t, rate = ex.seq_len, ex.training.micro_batch_size, ex.parallel.tensor, _gpu_rate(r)
     if not is_layer:
