@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -459,6 +460,47 @@ def test_gpu_preset_with_one_copy_direction_missing():
     assert "fp8" not in data["gpu"]["peak_flops"]  # not the base H200's figure
 
 
+def _gpu_a100_base(sm_count: int | None) -> tuple[dict, list[str], object]:
+    """The preset calibrate writes for a GPU with `sm_count` SMs on dgx-a100's figures: its gpu
+    section, the keys it lists as copied, and the hardware a scenario builds from it."""
+    cal = dataclasses.replace(gpu_calibration(), gpu_sm_count=sm_count)
+    text = hardware_preset(cal, load_preset("hardware", "dgx-a100"), "dgx-a100")
+    check_preset(text)
+    data = yaml.safe_load(text)
+    copied = _header(text).split("NOT measured, copied from base preset 'dgx-a100': ")[1]
+    raw = {"name": "gpu", "model": {"preset": "gpt2"}, "hardware": {"preset": "none", **data}}
+    return (
+        data["gpu"],
+        copied.rstrip(".").split(", "),
+        build(raw, Path.cwd(), "t").scenario.hardware,
+    )
+
+
+def test_a_calibrated_gpu_keeps_every_step_model_figure_of_the_base_and_lists_it():
+    # dgx-a100.yaml's gpu section: efficiency 0.736, sm_count 108, l2_bandwidth 5.4 TB/s,
+    # memory_efficiency 0.90, optimizer_efficiency 0.90, collective_sm_share 0.15. Dropped,
+    # they became 0.5, none, none, 1.0, 0.8 and 0.0 (hardware_schema.Gpu's defaults) unsaid.
+    gpu, copied, hw = _gpu_a100_base(sm_count=132)  # the device says 132 SMs (an H200)
+    assert gpu["sm_count"] == 132 and hw.gpu.sm_count == 132  # measured, not the base's 108
+    assert "gpu.sm_count" not in copied
+    assert (gpu["l2_bandwidth"], gpu["memory_efficiency"], gpu["collective_sm_share"]) == (
+        "5.4 TB/s",
+        0.90,
+        0.15,
+    )
+    assert (hw.gpu.l2_bandwidth, hw.gpu.memory_efficiency) == (5.4e12, 0.90)
+    assert (hw.gpu.collective_sm_share, hw.gpu.efficiency) == (0.15, 0.736)
+    for key in ("efficiency", "optimizer_efficiency", "l2_bandwidth", "memory_efficiency"):
+        assert f"gpu.{key}" in copied, (key, copied)
+    assert "gpu.collective_sm_share" in copied
+    assert "gpu.name" not in copied and "gpu.peak_flops" not in copied  # measured
+
+
+def test_a_gpu_that_reports_no_sm_count_keeps_the_base_s_and_says_so():
+    gpu, copied, hw = _gpu_a100_base(sm_count=None)
+    assert gpu["sm_count"] == 108 and hw.gpu.sm_count == 108 and "gpu.sm_count" in copied
+
+
 def test_a_gpu_that_fails_to_start_is_a_note(tmp_path: Path, monkeypatch):
     torch = pytest.importorskip("torch")
     import tiersim.groundtruth.calibrate as cal_module
@@ -496,6 +538,8 @@ def test_on_the_gpu_every_figure_is_measured(tmp_path: Path):
         expected.add("matmul fp8")
     assert expected <= set(cal.figures), cal.notes
     assert cal.gpu_name and cal.gpu_memory_bytes
+    # the device's own SM count (an H200 has 132), which the preset writes as gpu.sm_count
+    assert cal.gpu_sm_count == torch.cuda.get_device_properties(0).multi_processor_count
     assert "GPU not measured" not in " ".join(cal.notes)
 
 

@@ -1,5 +1,6 @@
-"""DeepSpeed's gradient reduce bucket (the "ipg" buffer) in GPU memory, counted by hand:
-elements x bytes, in the `workspace` class and so in the HBM peak (state/buffers.py).
+"""DeepSpeed's gradient reduce bucket (the "ipg" buffer) and ZeRO-Offload's GPU gradient buffer
+in GPU memory, counted by hand: elements x bytes, in the `workspace` class and so in the HBM
+peak (state/buffers.py).
 
 ZeRO-1/2 as v0.3's stage2.py: `torch.empty(int(reduce_bucket_size * 4.5), dtype=torch.half)`
 in backward(), a second with overlap_comm; ZeRO-3's stage3.py: one flat buffer of
@@ -86,7 +87,13 @@ def test_zero_offloads_published_runs_hold_the_450_mb_buffer():
     path = SCENARIOS / "published" / "ren2021-zero-offload-1b.yaml"
     with_bucket = load_scenario(path).scenario
     without = load_scenario(path, ["training.offload.reduce_bucket_size=null"]).scenario
-    assert build_inventory(resolve(with_bucket)).per_gpu["workspace"] == 2**30 + 450_000_000
+    # and ZeRO-Offload's GPU gradient buffer (below): its largest tensor, the 50,257 x 2,048
+    # word embedding, in fp16: 205,852,672 B
+    offload_buffer = 50_257 * 2_048 * 2
+    assert offload_buffer == 205_852_672
+    assert build_inventory(resolve(with_bucket)).per_gpu["workspace"] == (
+        2**30 + 450_000_000 + offload_buffer
+    )
     peak = simulate(with_bucket).tiers["hbm"].peak_bytes
     assert peak - simulate(without).tiers["hbm"].peak_bytes == 450_000_000
 
@@ -104,3 +111,60 @@ def test_the_buffer_leaves_less_room_for_an_operator_so_it_tiles():
         s = load_scenario(path, [*over, key]).scenario
         r = run_report(s, build_inventory(resolve(s)), simulate(s))
         assert [(t["operator"], t["tiles"]) for t in r["offload"]["tiling"]] == tiles
+
+
+# --- ZeRO-Offload's temp_grad_buffer_for_gpu_offload -------------------------------------------
+# ZeRO-1/2 with the optimizer on the CPU: torch.zeros(largest_param_numel) on the GPU in the
+# 16-bit weights' dtype (stage2.py v0.3 `.half()`, stage_1_and_2.py `dtype=self.dtype`), the
+# largest parameter tensor the rank holds. GPT-2 (124M): its word embedding, 50,257 x 768 =
+# 38,597,376 elements, beats the MLP's 768 x 3,072 = 2,359,296 and everything else.
+GPT2_WTE = 50_257 * 768
+assert GPT2_WTE == 38_597_376
+
+
+def _offloaded(**over) -> dict:
+    """GPT-2 under DeepSpeed ZeRO-2 with Adam on the CPU (tiny's machine, workspace 0 B)."""
+    raw = tiny(
+        training={"framework": "deepspeed", "precision": BF16, "optimizer": "adam"},
+        parallel={"data": 2, "zero_stage": 2},
+        placement={"gradients": "dram", "master": "dram", "optimizer": "dram"},
+    )
+    raw["placement"]["optimizer_compute"] = "cpu"
+    raw["model"] = {"preset": "gpt2"}
+    return merge(raw, over)
+
+
+def test_zero_offload_holds_the_largest_tensor_s_gradient_on_the_gpu():
+    raw = _offloaded()
+    assert _workspace(raw) == GPT2_WTE * 2  # bf16: 77,194,752 B
+    inv = build_inventory(resolve(scenario(raw)))
+    assert inv.tiers["hbm"].classes["workspace"] == 77_194_752  # in GPU memory, all step
+    assert _workspace(merge(raw, {"parallel": {"zero_stage": 1}})) == 77_194_752
+    # the weights' dtype: fp32 weights, 4 B an element (stage_1_and_2.py's self.dtype)
+    fp32 = {"training": {"precision": {"weights": "fp32", "gradients": "fp32"}}}
+    assert _workspace(merge(raw, fp32)) == GPT2_WTE * 4
+    # the rank's own slice under tensor parallelism: the vocab-parallel embedding's
+    # ceil(50,257 / 2) = 25,129 rows x 768 = 19,299,072 elements
+    assert _workspace(merge(raw, {"parallel": {"tensor": 2}})) == 25_129 * 768 * 2
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        {"parallel": {"zero_stage": 3}},  # stage3.py: no such buffer (its own are not this)
+        {"parallel": {"zero_stage": 0}},  # no ZeRO optimizer to offload
+        {"training": {"framework": "fsdp"}},  # not DeepSpeed
+    ],
+)
+def test_no_offload_gradient_buffer_where_deepspeed_allocates_none(over):
+    assert _workspace(_offloaded(**over)) == 0
+
+
+def test_no_offload_gradient_buffer_with_the_optimizer_on_the_gpu_or_no_tensor_shapes():
+    on_gpu = _offloaded()
+    on_gpu["placement"] = {**on_gpu["placement"], "optimizer_compute": "gpu"}
+    assert _workspace(on_gpu) == 0
+    # a model given by its parameter count: its tensors are not known, none counted
+    generic = _offloaded()
+    generic["model"] = tiny()["model"]
+    assert _workspace(generic) == 0

@@ -133,3 +133,43 @@ def test_no_note_where_the_submodule_fetch_is_chosen(write, cli):
         },
     }
     assert cli("validate", write(raw))[2] == ""
+
+
+ZERO3_OFF = "  offload:\n    overlap_comm: false\n"  # the key on line 7
+
+
+def test_overlap_comm_off_at_zero3_is_noted_shown_null_and_changes_nothing(write, cli, tmp_path):
+    # DeepSpeed's stage3.py runs reduce-and-partition on the default stream with overlap_comm
+    # off; tiersim runs ZeRO-3's copies beside backward whatever the key says, so the note
+    # says so and the report does not claim the setting was in force
+    path = write(_scenario("deepspeed", ZERO3_OFF).replace("zero_stage: 2", "zero_stage: 3"))
+    code, _, err = cli("validate", path)
+    assert code == 0
+    assert err == (
+        f"note: {path}: training.offload.overlap_comm: false has no effect at ZeRO-3: tiersim "
+        "runs ZeRO-3's gradient reduce-scatters (and any copies to the host) beside backward, "
+        "as DeepSpeed does with it on (off, DeepSpeed's stage3.py runs them on the compute "
+        "stream, which is not modelled; parallel.overlap_gradient_reduce: false makes "
+        "backward wait for each reduce-scatter, not for the copies) (line 7)\n"
+    )
+    given, _ = _run(cli, path, tmp_path / "a")
+    assert given["offload"]["overlap_comm"] is None
+    on, err_on = _run(cli, path, tmp_path / "b", "--set", "training.offload.overlap_comm=true")
+    assert "note:" not in err_on and on["offload"]["overlap_comm"] is True  # ZeRO-3's default
+    for section in ("step", "tiers", "inventory", "links"):
+        assert given[section] == on[section], section
+    code, table, _ = cli("run", path, "--out", tmp_path / "c")
+    assert code == 0 and "overlap_comm off" not in table  # nor says so in words
+
+
+def test_under_fsdp_overlap_comm_is_null_in_the_report_and_the_written_scenario(
+    write, cli, tmp_path
+):
+    # FSDP2 has no overlap_comm: neither its report nor its scenario.yaml says true (which a
+    # rerun of that file then noted as a DeepSpeed key with no effect)
+    path = write(_scenario("fsdp", offload=""))
+    report, err = _run(cli, path, tmp_path / "a")
+    assert report["offload"]["overlap_comm"] is None and "note:" not in err
+    written = tmp_path / "a" / "scenario.yaml"
+    assert "    overlap_comm: null\n" in written.read_text()
+    assert cli("validate", written)[2] == ""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tiersim.plan.check import smallest_divisors
 from tiersim.sweep.worker import PointResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,6 +132,33 @@ def test_a_value_invalid_only_in_combination_is_counted_not_refused(tmp_path, cl
         "by pipeline x virtual_pipeline (5 x 1): 1), "
     )
     assert "--set" not in checked  # the plan's choice, not a --set the user never typed
+
+
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_a_micro_batch_size_that_does_not_divide_the_batch_is_refused(tmp_path, cli, command):
+    # batch per GPU 1 x 6 = 6, held fixed: micro-batch 4 leaves 6 / 4 = 1.5 micro-batches,
+    # accumulation 4 a micro-batch of 1.5 (6's divisors: 1, 2, 3, 6); 3 and 2 divide it
+    body = "training: {grad_accumulation: 6}\nplan:\n  training.micro_batch_size: [3, 4, 2]\n"
+    body += "  training.grad_accumulation: [4, 2]\n"
+    path = _write(tmp_path, GENERIC + body)
+    code, out, err = cli(command, path)
+    assert code == 2 and out == ""
+    why = (
+        "does not divide the batch per GPU, 6 (micro_batch_size 1 x grad_accumulation 6, "
+        "which the plan holds fixed), so no candidate can have it (expected a divisor of 6: "
+        "1, 2, 3, 6)"
+    )
+    assert err.splitlines() == [
+        f"{path}: plan.training.micro_batch_size[1]: 4 {why} (line 5)",
+        f"{path}: plan.training.grad_accumulation[0]: 4 {why} (line 6)",
+    ]
+
+
+def test_a_large_batch_s_divisors_are_shown_in_part():
+    # 720,720 = 2^4 x 3^2 x 5 x 7 x 11 x 13 (the lcm of 1 .. 16) has 240 divisors: 1 .. 13 first
+    assert smallest_divisors(720_720, 13) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    assert smallest_divisors(49, 5) == [1, 7, 49]  # a square's root once
+    assert smallest_divisors(1, 3) == [1]
 
 
 @pytest.mark.parametrize("command", ["validate", "plan"])

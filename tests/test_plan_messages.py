@@ -10,18 +10,23 @@ model: {parameters: 1000000000, layers: 24, hidden: 2048, activation_bytes_per_l
 
 def test_combinations_off_the_batch_per_gpu_are_counted_in_the_head(tmp_path, cli):
     path = tmp_path / "p.yaml"
-    # batch per GPU 1 (the defaults): micro-batch 2 pairs with no whole accumulation, so 2 of
-    # the 2 x 2 combinations are no candidate
-    plan = "plan: {placement.optimizer: [hbm, dram], training.micro_batch_size: [1, 2]}\n"
+    # batch per GPU 2 (micro-batch 1 x accumulation 2): both lists' values divide it, but of
+    # their 2 x 2 pairs only 1 x 2 and 2 x 1 make it, so 2 of the 2 x 2 x 2 combinations (the
+    # optimizer's two homes each) are 2 pairs off: 4 no candidate
+    plan = (
+        "training: {grad_accumulation: 2}\n"
+        "plan: {placement.optimizer: [hbm, dram], training.micro_batch_size: [1, 2], "
+        "training.grad_accumulation: [1, 2]}\n"
+    )
     path.write_text(GENERIC + plan)
     code, out, err = cli("plan", path, "--workers", "1")
     assert code == 0, err
     head, checked = out.splitlines()[:2]
     assert head.endswith(
-        "search space (plan section): 4 candidates, 2 of them off the batch per GPU "
-        "(micro_batch_size x grad_accumulation = 1) and not tried"
+        "search space (plan section): 8 candidates, 4 of them off the batch per GPU "
+        "(micro_batch_size x grad_accumulation = 2) and not tried"
     )
-    assert checked.startswith("  2 checked: ")
+    assert checked.startswith("  4 checked: ")
 
 
 def test_no_combination_off_the_batch_says_nothing_of_it(tmp_path, cli):

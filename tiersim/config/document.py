@@ -43,11 +43,14 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
 
 def resolved_offload(s: Scenario) -> Offload:
     """`training.offload` with every key its framework left to its default filled in; null
-    where the framework has no such thing (FSDP2's swap buffers, a generic engine's buckets)."""
+    where the framework has no such thing (FSDP2's swap buffers, a generic engine's buckets,
+    DeepSpeed's overlap_comm under another framework)."""
     plan = offload_plan(s)
     values = {key: getattr(plan, key) for key in Offload.model_fields}
     if values["buffer_count"] == 0:  # no swap buffers: the schema's count starts at 1
         values["buffer_count"] = None
+    if plan.framework != "deepspeed":  # DeepSpeed's key: as given (null), not a made-up true
+        values["overlap_comm"] = s.training.offload.overlap_comm
     return Offload(**values)
 
 

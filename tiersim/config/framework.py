@@ -136,9 +136,33 @@ def _shown(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+# ZeRO-3 with overlap_comm off: DeepSpeed's stage3.py puts its reduce-and-partition work on the
+# default stream (`reduce_and_partition_stream = ... Stream() if overlap_comm else
+# default_stream()`), so backward waits for every bucket's reduce-scatter and, with the
+# optimizer offloaded, each gradient partition's copy to the host (partition_grads, inside
+# that stream). tiersim runs ZeRO-3's copies beside backward whatever the key says.
+ZERO3_OVERLAP_OFF = (
+    "false has no effect at ZeRO-3: tiersim runs ZeRO-3's gradient reduce-scatters (and "
+    "any copies to the host) beside backward, as DeepSpeed does with it on (off, DeepSpeed's "
+    "stage3.py runs them on the compute stream, which is not modelled; "
+    "parallel.overlap_gradient_reduce: false makes backward wait for each reduce-scatter, "
+    "not for the copies)"
+)
+
+
+def overlap_comm_in_force(s: Scenario) -> bool | None:
+    """DeepSpeed's overlap_comm as the run applied it; None where nothing reads it: another
+    framework, or off at ZeRO-3 (ZERO3_OVERLAP_OFF)."""
+    plan = offload_plan(s)
+    if plan.framework != "deepspeed" or (s.parallel.zero_stage == 3 and not plan.overlap_comm):
+        return None
+    return plan.overlap_comm
+
+
 def offload_notes(s: Scenario) -> list[Problem]:
-    """The `training.offload` keys the scenario gives that its framework does not read (a
-    valid scenario: notes, not problems; megatron refuses every key instead)."""
+    """The `training.offload` keys the scenario gives that its framework does not read, and
+    DeepSpeed's overlap_comm off at ZeRO-3, which tiersim does not model (a valid scenario:
+    notes, not problems; megatron refuses every key instead)."""
     plan, given = offload_plan(s), s.training.offload.model_dump()
     notes = []
     for key, value in given.items():
@@ -159,4 +183,6 @@ def offload_notes(s: Scenario) -> list[Problem]:
                 f"(training.offload.fetch: {fetch})"
             )
             notes.append(Problem(f"training.offload.{key}", why))
+        elif key == "overlap_comm" and overlap_comm_in_force(s) is None:  # off at ZeRO-3
+            notes.append(Problem(f"training.offload.{key}", ZERO3_OVERLAP_OFF))
     return notes

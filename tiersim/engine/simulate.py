@@ -15,7 +15,6 @@ from tiersim.engine.metrics import measure
 from tiersim.engine.results import StepResult
 from tiersim.engine.runs import Runs
 from tiersim.hardware.topology import Topology, placement_problems
-from tiersim.state.buffers import workspace_bytes
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved, resolve
@@ -31,14 +30,14 @@ def _streamed(res: Resolved, cls: str) -> bool:
     return dense[cls] != gpu or experts[cls] != gpu
 
 
-def streaming_minimum(res: Resolved, wl: Workload) -> int:
+def streaming_minimum(wl: Workload, workspace: int) -> int:
     """GPU memory that streaming layer by layer needs even with every class homed elsewhere:
-    workspace, one unit's full weights and gradients, one micro-batch of one layer's
-    activations."""
+    the workspace (the inventory's), one unit's full weights and gradients, one micro-batch
+    of one layer's activations."""
     big_w = max(u.weights_full for u in wl.units)
     big_g = max(u.gradients_full for u in wl.units)
     big_a = max(u.activations for u in wl.units)
-    return workspace_bytes(res.execution) + big_w + big_g + big_a
+    return workspace + big_w + big_g + big_a
 
 
 def prefetch_depth(res: Resolved, wl: Workload, hbm_peak_without_staging: int) -> int:
@@ -74,8 +73,8 @@ def prepare(res: Resolved, inv: Inventory) -> RunSetup:
     wl = build_workload(res, inv)
     gpu = res.machine.gpu.memory
     capacity = res.machine.tiers[gpu].capacity
-    need = streaming_minimum(res, wl)
-    workspace = workspace_bytes(res.execution)
+    workspace = inv.per_gpu["workspace"]
+    need = streaming_minimum(wl, workspace)
     if need > capacity:
         raise InfeasibleError(
             f"GPU memory ({fmt_bytes(capacity)}) cannot hold even one layer's working set "

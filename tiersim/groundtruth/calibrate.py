@@ -86,10 +86,10 @@ def calibrate(s: Settings) -> Calibration:
     if how != "O_DIRECT":
         notes.append(f"storage on {s.storage_dir}: O_DIRECT refused; used {how}")
     torch = torch_with_cuda(notes)
-    gpu_name = gpu_memory = None
+    gpu_name = gpu_memory = gpu_sm_count = None
     if torch is not None:
         try:
-            gpu, gpu_name, gpu_memory = gpu_figures(torch, s, notes)
+            gpu, gpu_name, gpu_memory, gpu_sm_count = gpu_figures(torch, s, notes)
         except RuntimeError as exc:  # e.g. the CUDA driver fails to initialise
             notes.append(f"GPU not measured: {first_line(exc)}")
         else:
@@ -106,6 +106,7 @@ def calibrate(s: Settings) -> Calibration:
         storage_capacity_bytes=shutil.disk_usage(s.storage_dir).total,
         gpu_name=gpu_name,
         gpu_memory_bytes=gpu_memory,
+        gpu_sm_count=gpu_sm_count,
     )
 
 

@@ -209,8 +209,10 @@ def torch_with_cuda(notes: list[str]) -> Any:
     return torch
 
 
-def gpu_figures(torch: Any, s: Settings, notes: list[str]) -> tuple[list[Figure], str, int]:
-    """The CUDA GPU's figures, its name and its memory in bytes."""
+def gpu_figures(
+    torch: Any, s: Settings, notes: list[str]
+) -> tuple[list[Figure], str, int, int | None]:
+    """The CUDA GPU's figures, its name, its memory in bytes and its SM count."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     figures = gpu_copy_figures(torch, s, notes)
     torch.cuda.empty_cache()  # the copy buffers go back before the matmul operands are made
@@ -221,4 +223,5 @@ def gpu_figures(torch: Any, s: Settings, notes: list[str]) -> tuple[list[Figure]
             f"GPU copies of {s.gpu_bytes:,} B may partly run in the GPU's L2 cache: "
             "use --gpu-size 512 MiB or more for HBM bandwidth"
         )
-    return figures, props.name, int(props.total_memory)
+    sm_count = getattr(props, "multi_processor_count", None)
+    return figures, props.name, int(props.total_memory), int(sm_count) if sm_count else None

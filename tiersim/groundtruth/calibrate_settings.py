@@ -49,3 +49,4 @@ class Calibration:
     storage_capacity_bytes: int
     gpu_name: str | None = None
     gpu_memory_bytes: int | None = None
+    gpu_sm_count: int | None = None  # streaming multiprocessors, as the device reports them

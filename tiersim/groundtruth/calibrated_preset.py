@@ -37,10 +37,16 @@ def _gpu_section(cal: Calibration, base: dict[str, Any], copied: list[str]) -> d
     if cal.gpu_name is None or not flops:
         copied.append("gpu (no GPU measured)")
         return dict(base["gpu"])
-    copied.append("gpu.efficiency and gpu.optimizer_efficiency")
-    gpu = {k: v for k, v in base["gpu"].items() if k in ("efficiency", "optimizer_efficiency")}
     peak = {p: quantity(f.median, f.unit) for p, f in flops.items()}
-    return {"name": cal.gpu_name, "memory": "hbm", "peak_flops": peak, **gpu}
+    gpu: dict[str, Any] = {"name": cal.gpu_name, "memory": "hbm", "peak_flops": peak}
+    if cal.gpu_sm_count:  # the device's own count: the base's may be another GPU's
+        gpu["sm_count"] = cal.gpu_sm_count
+    # every other step-model figure (efficiency, sm_count where the device gave none,
+    # l2_bandwidth, memory_efficiency, collective_sm_share, ...) is the base's, said so: left
+    # out, each would fall back to a default that changes the step time unsaid
+    rest = {k: v for k, v in base["gpu"].items() if k not in gpu}
+    copied += [f"gpu.{k}" for k in rest]
+    return {**gpu, **rest}
 
 
 def _tiers(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[str, Any]:
@@ -127,6 +133,8 @@ def hardware_preset(cal: Calibration, base: dict[str, Any], base_name: str) -> s
     hardware = {"gpu": _gpu_section(cal, base, copied), "cpu": cpu}
     copied += [f"cpu.{k}" for k in base.get("cpu", {}) if k not in MEASURED_CPU]
     notes = [*cal.notes, *_rate_notes(cal, cpu)]
+    if "sm_count" in hardware["gpu"] and cal.gpu_sm_count:
+        notes.append(f"gpu.sm_count {cal.gpu_sm_count}: the device's own multiprocessor count")
     hardware["tiers"] = _tiers(cal, base, copied)
     hardware["links"] = _links(cal, base, copied)
     if "network" in base:

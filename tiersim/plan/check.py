@@ -1,8 +1,10 @@
 """The checks of a search space before any candidate is (`tiersim plan`'s and `validate`'s):
 a plan: section's key paths, the space's size, and each value on its own. A value wrong on its
 own (a tier that does not exist, a length of 0, a bandwidth without a unit) is refused against
-its item in the file, as `validate` refuses a sweep's; one invalid only beside other choices
-(a tier too small for what else is put there) is left to the search, which counts it."""
+its item in the file, as `validate` refuses a sweep's, and so is a micro-batch size or
+accumulation that does not divide the batch per GPU the plan holds fixed; one invalid only
+beside other choices (a tier too small for what else is put there, a micro-batch size and an
+accumulation whose product is not that batch) is left to the search, which counts it."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 
 from tiersim.config.load import Loaded, build
 from tiersim.config.overrides import set_path
+from tiersim.config.schema import Training
 from tiersim.config.yamllines import key_lines, lines_from
 from tiersim.core.errors import InputError, Problem
 from tiersim.plan.space import GA, MBS, Space, build_space
@@ -38,6 +41,7 @@ def checked_space(loaded: Loaded, raw: dict[str, Any], path: Path) -> Space:
             raise too_large(source, space, what)
     if space.from_file:  # the default space's values are the scenario's own tiers and choices
         problems = value_problems(raw, path.parent, space, loaded.text)  # lines given
+        problems += batch_problems(space, loaded.scenario.training, loaded.text)
         if problems:
             raise InputError(source, problems)
     return space
@@ -63,6 +67,52 @@ def value_problems(raw: dict[str, Any], base_dir: Path, space: Space, text: str)
         if own and own == _own(raw, base_dir, space.batch, good | {key: value}, key):
             out += [_problem(key, i, why, lines) for why in own]
     return out
+
+
+MAX_DIVISORS_SHOWN = 12
+
+
+def smallest_divisors(n: int, count: int) -> list[int]:
+    """The `count` smallest divisors of n >= 1 (trial division to the square root: a batch
+    per GPU may be large)."""
+    low, high, d = [], [], 1
+    while d * d <= n:
+        if n % d == 0:
+            low.append(d)
+            if d * d != n:
+                high.append(n // d)
+        d += 1
+    return (low + high[::-1])[:count]
+
+
+def batch_problems(space: Space, training: Training, text: str) -> list[Problem]:
+    """`plan.KEY[i]: why (line N)` for each micro-batch size or accumulation that does not
+    divide the batch per GPU the plan holds fixed: no whole value of the other makes that
+    batch with it, so it could never be a candidate (refused, not counted as not tried).
+    `training`: the scenario's, for the batch's two factors."""
+    batch, lines, out = space.batch, key_lines(text), []
+    mbs, ga = training.micro_batch_size, training.grad_accumulation
+    shown = ""
+    for key, values in zip(space.keys, space.values, strict=True):
+        if key not in (MBS, GA):
+            continue
+        for i, value in enumerate(values):
+            whole = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            if whole and batch % value:  # a value wrong on its own is value_problems' to say
+                shown = shown or _divisors_shown(batch)
+                why = (
+                    f"{value} does not divide the batch per GPU, {batch:,} (micro_batch_size "
+                    f"{mbs} x grad_accumulation {ga}, which the plan holds fixed), so no "
+                    f"candidate can have it (expected a divisor of {batch:,}: {shown})"
+                )
+                out.append(_problem(key, i, why, lines))
+    return out
+
+
+def _divisors_shown(batch: int) -> str:
+    divisors = smallest_divisors(batch, MAX_DIVISORS_SHOWN + 1)
+    more = len(divisors) > MAX_DIVISORS_SHOWN
+    return ", ".join(f"{d:,}" for d in divisors[:MAX_DIVISORS_SHOWN]) + (", ..." if more else "")
 
 
 def _own(raw: dict[str, Any], base_dir: Path, batch: int, chosen: dict[str, Any], key: str):

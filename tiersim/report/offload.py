@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiersim.config.framework import overlap_comm_in_force
 from tiersim.config.schema import Scenario
 from tiersim.engine.phases import Context
 from tiersim.engine.schedule_offload import swapped
@@ -65,8 +66,9 @@ def offload_section(s: Scenario, step_s: float) -> dict[str, Any] | None:
         # where it applies: a CPU optimizer reading gradients on the host, its state on flash
         "swap_gradients": any(swapped(context, u) for u in range(len(wl.units))),
         # gradient copies to and from the host beside backward, or on its stream (DeepSpeed
-        # ZeRO-1/2 without overlap_comm: backward waits for them)
-        "overlap_comm": plan.overlap_comm,
+        # ZeRO-1/2 without overlap_comm: backward waits for them); null where no such setting
+        # was in force (FSDP2; off at ZeRO-3, which tiersim does not model: a note says so)
+        "overlap_comm": overlap_comm_in_force(s),
         # the update's tiles as the optimizer steps them (DeepSpeed ZeRO-3: sub-groups of
         # sub_group_size; ZeRO-1/2: the whole partition at once; otherwise unit by unit)
         "optimizer_tiles": len(tiles),

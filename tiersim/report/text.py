@@ -301,7 +301,7 @@ def _gradient_path(off: dict[str, Any]) -> str:
     text = f"{grads} gradients to the CPU optimizer at the accumulation boundary"
     if off["swap_gradients"]:
         text += ", through NVMe with the optimizer state"
-    if not off["overlap_comm"]:
+    if off["overlap_comm"] is False:  # None: not in force (off at ZeRO-3, not modelled)
         text += " (overlap_comm off: the gradient copies run on the compute stream)"
     return text
 

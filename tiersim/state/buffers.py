@@ -11,12 +11,26 @@
   Both counted whole all step, as the workspace is: ZeRO-1/2's is live from the start of
   each backward, when the forward's activations are all held, so the peak includes it.
   Left out (null), no bucket is counted beyond `training.workspace`, which stands for it.
+- ZeRO-Offload's GPU gradient buffer: ZeRO-1/2 with the optimizer offloaded to the CPU
+  allocates, once in the optimizer's __init__, `temp_grad_buffer_for_gpu_offload`
+  = torch.zeros(largest_param_numel) in GPU memory, in the model's 16-bit dtype, where
+  largest_param_numel is the largest parameter tensor the rank holds (its own slice under
+  tensor parallelism, whole under ZeRO-1/2's data parallelism): v0.3's stage2.py `.half()`,
+  stage_1_and_2.py today `dtype=self.dtype`, the 16-bit weights' (the same 2 B where v0.3
+  ran). It takes the host's sum of a gradient back to the GPU to be added there
+  (async_accumulate_grad_in_cpu_via_gpu). Counted whole all step; not for a model given by
+  its parameter count, whose tensors are not known. (Its pinned host twin,
+  temp_grad_buffer_for_cpu_offload, is not counted here.)
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from tiersim.config.execution import Execution
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state.layers import Matrix
+from tiersim.state.model import GenericModel, Model
 
 FP16 = 2  # v0.3's stage2.py allocates its reduce buffer as torch.half, whatever else is
 
@@ -43,6 +57,31 @@ def reduce_bucket_bytes(execution: Execution) -> int:
     return buffers * reduce_buffer_elements(bucket) * FP16
 
 
-def workspace_bytes(execution: Execution) -> int:
-    """The `workspace` class per GPU: `training.workspace` and the framework's buffers."""
-    return int(execution.training.workspace) + reduce_bucket_bytes(execution)
+def largest_tensor_elements(model: Model, mats: Iterable[Matrix]) -> int:
+    """Elements of the largest parameter tensor among these (one GPU's, after splitting); 0
+    for a model given by its parameter count, whose tensors are not known (its one "tensor"
+    a layer is the layer's parameters, no real tensor's size)."""
+    if isinstance(model, GenericModel):
+        return 0
+    return max((m.rows * m.cols for m in mats if m.count), default=0)
+
+
+def offload_gradient_buffer_bytes(execution: Execution, largest_tensor: int) -> int:
+    """GPU bytes of ZeRO-Offload's temp_grad_buffer_for_gpu_offload (0 unless DeepSpeed
+    ZeRO-1/2 offloads the optimizer to the CPU); `largest_tensor`: elements of the rank's
+    largest parameter tensor."""
+    if execution.offload.framework != "deepspeed" or execution.parallel.zero_stage not in (1, 2):
+        return 0
+    if execution.placement.optimizer_compute != "cpu":
+        return 0
+    return largest_tensor * PRECISION_BYTES[execution.training.precision.weights]
+
+
+def workspace_bytes(execution: Execution, largest_tensor: int) -> int:
+    """The `workspace` class per GPU: `training.workspace` and the framework's buffers;
+    `largest_tensor`: elements of the GPU's largest parameter tensor."""
+    return (
+        int(execution.training.workspace)
+        + reduce_bucket_bytes(execution)
+        + offload_gradient_buffer_bytes(execution, largest_tensor)
+    )

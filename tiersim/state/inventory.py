@@ -20,7 +20,7 @@ from tiersim.state.activations import (
     layer_items,
     outside_items,
 )
-from tiersim.state.buffers import workspace_bytes
+from tiersim.state.buffers import largest_tensor_elements, workspace_bytes
 from tiersim.state.classes import (
     NAMES,
 )
@@ -322,7 +322,8 @@ def _class_bytes(
         r.execution.training, [m for m in mats if not m.expert], shards, dense_div, padded
     )
     experts = sharded_parameter_bytes(r.execution.training, experts_m, shards, expert_div)
-    other = {"activations": activations, "workspace": workspace_bytes(r.execution)}
+    workspace = workspace_bytes(r.execution, largest_tensor_elements(r.model, mats))
+    other = {"activations": activations, "workspace": workspace}
     total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
     return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.config.framework import OffloadPlan
-from tiersim.state.buffers import workspace_bytes
 from tiersim.state.model import Matrix
 from tiersim.workload.comms import Comm
 
@@ -120,7 +119,8 @@ def weights_streamed(r: Resolved, layers: list) -> bool:
 def fetch_units(r: Resolved, plan: OffloadPlan, layers: list, mats: list[Matrix], resident: int):
     """The layer units as fetched: whole, or split into submodules (and tiles). Returns the
     units and the tiling applied (one entry per tiled operator of the first layer: every
-    layer is the same)."""
+    layer is the same). `resident`: GPU memory the state homed there takes, the workspace
+    (the inventory's, framework buffers included) with it."""
     if not layers or any(u.params != layers[0].params for u in layers):
         return layers, ()  # a split of unlike layers (dense and MoE, or parts) is not modelled
     gpu = r.machine.tiers[r.machine.gpu.memory]
@@ -130,7 +130,7 @@ def fetch_units(r: Resolved, plan: OffloadPlan, layers: list, mats: list[Matrix]
     if sum(sizes) != layers[0].params:
         sizes = [layers[0].params]  # not the layer's tensors as listed: one part
     parts = bucketed(sizes, plan.prefetch_bucket_size if submodule else None)
-    room = gpu.capacity - workspace_bytes(r.execution) - layers[0].activations - resident
+    room = gpu.capacity - layers[0].activations - resident
     tiles = _tiles(r, layers[0], parts, room) if plan.tiling and streamed else [1] * len(parts)
     cut = list(zip(parts, tiles, strict=True))
     pieces = [n // t + (1 if j < n % t else 0) for n, t in cut for j in range(t)]

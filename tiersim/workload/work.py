@@ -325,9 +325,8 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
     cap = capacities(r)
     every_mb = sharded_classes(r.execution.parallel)["gradients"] and par.data > 1
     held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
-    resident = sum(n for c, n in held.items() if c != "activations")
-    besides = resident - inv.per_gpu["workspace"]  # what the tiles share GPU memory with
-    layers, tiling = fetch_units(r, r.execution.offload, units[:-1], first_mats, besides)
+    resident = sum(n for c, n in held.items() if c != "activations")  # workspace included
+    layers, tiling = fetch_units(r, r.execution.offload, units[:-1], first_mats, resident)
     parts = len(layers) // max(1, len(units) - 1)
     whole = units  # one unit a layer: the kernels' prices are by layer (workload.breakdown)
     units = [*layers, units[-1]]

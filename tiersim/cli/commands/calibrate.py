@@ -251,7 +251,11 @@ def as_json(cal: Calibration, out: str) -> str:
             "notes": cal.notes,
             "host_memory_bytes": cal.host_memory_bytes,
             "storage_capacity_bytes": cal.storage_capacity_bytes,
-            "gpu": {"name": cal.gpu_name, "memory_bytes": cal.gpu_memory_bytes},
+            "gpu": {
+                "name": cal.gpu_name,
+                "memory_bytes": cal.gpu_memory_bytes,
+                "sm_count": cal.gpu_sm_count,
+            },
             "preset_file": out,
         },
         indent=2,
