@@ -168,3 +168,31 @@ def test_no_offload_gradient_buffer_with_the_optimizer_on_the_gpu_or_no_tensor_s
     generic = _offloaded()
     generic["model"] = tiny()["model"]
     assert _workspace(generic) == 0
+
+
+# --- its host twin, temp_grad_buffer_for_cpu_offload ---------------------------------------------
+# The same elements in 16-bit on the host (stage_1_and_2.py pins it where cpu_offload_pin_memory
+# is; v0.3's stage2.py always), in `offload.pinned_host_extra_bytes` and the host tier.
+
+
+def _host_extra(raw: dict) -> int:
+    s = scenario(raw)
+    return run_report(s, build_inventory(resolve(s)), simulate(s))["offload"][
+        "pinned_host_extra_bytes"
+    ]
+
+
+def test_zero_offload_holds_the_largest_tensor_s_gradient_on_the_host_too():
+    # pin_memory off (DeepSpeed's default): nothing else is pinned or rounded here (no flash),
+    # so the extra host memory is the buffer alone, 38,597,376 x 2 B
+    raw = _offloaded()
+    assert _host_extra(raw) == 77_194_752
+    # held all step: the host tier's resident bytes, against the same state updated on the
+    # GPU (no buffer at all; its peak differs by the CPU path's own transient copies too)
+    resident = simulate(scenario(raw)).tiers["dram"].resident_bytes
+    on_gpu = merge(raw, {"placement": {"optimizer_compute": "gpu"}})
+    assert resident - simulate(scenario(on_gpu)).tiers["dram"].resident_bytes == 77_194_752
+    # pinned: the caching host allocator's block, the next power of two, 2^27 = 134,217,728
+    # (2^26 = 67,108,864 is short); the other pinned copies' rounding is the same both ways
+    pinned = {"training": {"offload": {"pin_memory": True}}}
+    assert _host_extra(merge(raw, pinned)) - _host_extra(merge(on_gpu, pinned)) == 2**27

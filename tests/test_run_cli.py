@@ -331,7 +331,8 @@ def test_an_optimum_under_the_drain_is_said_as_such(tmp_path, capsys):
     # step, but the next snapshot must wait for the 18.7 s drain, so the interval is raised
     scenario = Path(__file__).resolve().parent.parent / "scenarios" / "hbf-optimizer-state.yaml"
     sets = ["failures.mtbf=1 min", "failures.gpu_mtbf=null", "failures.gpus=null"]
-    sets += ["training.grad_accumulation=2"]
+    # and an NVMe budget that cannot bind: its rated 14.02 PB written allowed in one day
+    sets += ["training.grad_accumulation=2", "budget.nvme.lifetime=1 day"]
     args = ["run", str(scenario), "--out", str(tmp_path)] + [a for s in sets for a in ("--set", s)]
     assert main(args) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Checkpoint"))

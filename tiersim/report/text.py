@@ -340,7 +340,7 @@ def _offload_line(off: dict[str, Any], cpu_update: bool) -> str:
         )
     if off["pinned_host_extra_bytes"]:
         extra = fmt_bytes(off["pinned_host_extra_bytes"])
-        parts.append(f"pinned host memory {extra} beyond the state (buffers, allocator rounding)")
+        parts.append(f"host memory {extra} beyond the state (buffers, pinned blocks' rounding)")
     return f"Offload as {name} moves state (training.framework): {'; '.join(parts)}."
 
 

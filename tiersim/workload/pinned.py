@@ -14,6 +14,11 @@ rounded size. What is pinned:
   the host copies of weights, gradients and master weights: DeepSpeed pins one flat
   partition per class, FSDP2 each sharded parameter and gradient on its own, so the rounding
   is per tensor. Optimizer moments are allocated unpinned by both (zeros_like on the host).
+- ZeRO-Offload's host gradient buffer: DeepSpeed ZeRO-1/2 with the optimizer on the CPU
+  allocates `temp_grad_buffer_for_cpu_offload` beside its GPU twin (state/buffers.py), the
+  rank's largest parameter tensor in 16-bit on the host, pinned where `pin_memory` is
+  (stage_1_and_2.py: `if self.cpu_offload_pin_memory: ... pin_memory(...)`; v0.3's stage2.py
+  pinned it always).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from tiersim.config.framework import (
     OffloadPlan,
 )
 from tiersim.config.schema import PRECISION_BYTES, Hardware
+from tiersim.state.buffers import largest_tensor_elements, offload_gradient_buffer_bytes
 from tiersim.state.inventory import Inventory, master_bytes, sharded_classes, stage_matrices
 from tiersim.state.resolved import Resolved
 
@@ -91,6 +97,14 @@ def rounding_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:
     return extra
 
 
+def host_gradient_buffer_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:
+    """ZeRO-Offload's host gradient buffer as held: its bytes, rounded where pinned."""
+    par = res.execution.parallel
+    mats = stage_matrices(res.model, res.units, inv.stage, par.pipeline, par.tensor)
+    nbytes = offload_gradient_buffer_bytes(res.execution, largest_tensor_elements(res.model, mats))
+    return pinned_size(nbytes) if plan.pin_memory else nbytes
+
+
 def delayed_update_bytes(execution: Execution, machine: Hardware, wl) -> dict[str, int]:
     """A delayed parameter update (DPU) reads step k's gradients while step k+1 writes its
     own: a second gradient buffer where gradients live off the GPU (ZeRO-Offload §5.3)."""
@@ -105,4 +119,5 @@ def pinned_host_bytes(res: Resolved, wl, inv: Inventory) -> dict[str, int]:
     `inv`: the scenario's inventory."""
     plan = res.execution.offload
     extra = swap_buffer_bytes(res, plan, wl) + rounding_bytes(res, plan, inv)
+    extra += host_gradient_buffer_bytes(res, plan, inv)
     return {res.machine.cpu.memory: extra} if extra else {}
