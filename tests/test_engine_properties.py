@@ -134,6 +134,9 @@ def test_bytes_are_conserved_and_links_never_exceed_bandwidth(p):
         for nbytes in link.bytes_by_direction.values():
             assert nbytes <= bw * r.time_s * (1 + 1e-9)
         assert link.busy_s <= r.time_s * (1 + 1e-9)
+        # bytes move only while their transfer is in flight, and nothing flies past the step
+        assert link.busy_s <= link.in_flight_s * (1 + 1e-9) + 1e-12
+        assert link.in_flight_s <= r.time_s * (1 + 1e-9)
     for t in r.tiers.values():
         assert t.low_bytes >= 0
         assert t.peak_bytes >= t.resident_bytes

@@ -60,6 +60,20 @@ def test_tier_ports_paragraph_figures(cli, tmp_path):
     assert quoted in README
 
 
+def test_busy_and_in_flight_paragraph_figures(cli, tmp_path):
+    path = ROOT / "scenarios" / "gpt3-175b-tp-pp.yaml"
+    code, out, err = cli("run", path, "--format", "json", "--out", tmp_path)
+    assert code == 0, err
+    report = json.loads(out)
+    nvlink = report["links"]["nvlink"]
+    quoted = (
+        f"NVLink busy {100 * nvlink['utilization']:.1f} % of the "
+        f"{report['step']['time_s']:.3f} s step, and in flight "
+        f"{100 * nvlink['in_flight_utilization']:.1f} % of it"
+    )
+    assert quoted in README
+
+
 def test_scenario_file_example_is_valid(cli, tmp_path):
     # the first YAML block under "## Scenario files", as a newcomer would copy it
     block = TEXT.split("## Scenario files", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]

@@ -113,6 +113,8 @@ def test_random_scenarios_extrapolate_to_their_full_simulation(p, m, sharing):
     for name, f in full.links.items():
         assert fast.links[name].bytes == f.bytes
         assert math.isclose(fast.links[name].busy_s, f.busy_s, rel_tol=REL, abs_tol=1e-15)
+        flying = fast.links[name].in_flight_s
+        assert math.isclose(flying, f.in_flight_s, rel_tol=REL, abs_tol=1e-15)
     for field in ("compute_s", "optimizer_s", "exposed_transfer_s", "exposed_cpu_s"):
         want, got = getattr(full, field), getattr(fast, field)
         assert math.isclose(got, want, rel_tol=REL, abs_tol=1e-12 * full.time_s), field

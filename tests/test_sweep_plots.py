@@ -101,8 +101,9 @@ def test_booleans_are_markers_and_wear_has_its_budget(tmp_path):
     budgets = base_budgets(spec)
     assert budgets == {"hbf": {"lifetime_days": 5 * 365}}  # 5 years of 365 days
     (ax,) = sweep_figure(spec, points, table, "wear.hbf.within_budget", budgets).axes
-    (line,) = ax.get_lines()
+    line, ring = ax.get_lines()  # the points, and a red ring round the one over its budget
     assert line.get_linestyle() == "None" and line.get_marker() == "o"
+    assert list(ring.get_xdata()) == [1] and ring.get_label() == "_over budget all points"
     assert [t.get_text() for t in ax.get_yticklabels()] == ["no", "yes"]
     (ax,) = sweep_figure(spec, points, table, "wear.hbf.lifetime_days", budgets).axes
     # the legend says what the budget is: 5 x 365 = 1,825 days
@@ -257,3 +258,57 @@ def test_the_title_wraps_before_the_legend(tmp_path):
     title = fig._suptitle.get_window_extent()
     assert "\n" in fig._suptitle.get_text()
     assert title.x1 <= fig.legends[0].get_window_extent().x0
+
+
+def test_points_over_a_write_budget_are_ringed_in_red(tmp_path):
+    spec, points = _spec(tmp_path, TWO)
+    table = _table(
+        points,
+        {
+            "step.tokens_per_s": lambda p: 1000.0 * p.values[GA] * p.values[MB],
+            # made up: the budget holds while accumulation x micro-batch is at most 2
+            "wear.hbf.within_budget": lambda p: p.values[GA] * p.values[MB] <= 2,
+            "fits": lambda p: p.values[MB] < 3,  # micro-batch 3 does not fit
+        },
+    )
+    fig = sweep_figure(spec, points, table, "step.tokens_per_s", {})
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    # micro-batch 1 at accumulation 1, 2, 4: products 1, 2, 4: only the last is over
+    assert list(lines["_over budget 1"].get_xdata()) == [4]
+    assert list(lines["_over budget 1"].get_ydata()) == [4000.0]
+    # micro-batch 2: products 2, 4, 8: the last two are over
+    assert list(lines["_over budget 2"].get_xdata()) == [2, 4]
+    # micro-batch 3: products 3, 6, 12, all over, and none fits: hollow and ringed both
+    assert list(lines["_over budget 3"].get_xdata()) == [1, 2, 4]
+    assert list(lines["_unfit 3"].get_xdata()) == [1, 2, 4]
+    ring = lines["_over budget 2"]
+    assert ring.get_marker() == "o" and ring.get_markerfacecolor() == "none"
+    assert ring.get_markeredgecolor() == "#C44E52"  # the budget line's red
+    assert ring.get_markersize() > lines["2"].get_markersize()  # round the point, not over it
+    # the series keep the colour cycle's first three colours: the rings take none of it
+    from matplotlib.colors import to_hex
+
+    cycle = ["#1f77b4", "#ff7f0e", "#2ca02c"]  # matplotlib's default tab10, first three
+    assert [to_hex(lines[k].get_color()) for k in ("1", "2", "3")] == cycle
+    legend = _legend_texts(fig)
+    assert legend[-2:] == ["hollow: does not fit a tier", "red ring: over a flash write budget"]
+
+
+def test_a_direction_only_the_markers_change_along_is_drawn_as_panels(tmp_path):
+    spec, points = _spec(tmp_path, TWO)
+    table = _table(
+        points,
+        {
+            "step.time_s": lambda p: 2.0 * p.values[GA],  # micro-batch does not move it
+            "wear.hbf.within_budget": lambda p: p.values[MB] == 1,  # but moves the budget
+        },
+    )
+    fig = sweep_figure(spec, points, table, "step.time_s", {})
+    # left out, micro-batch 1's filled markers would have stood for 2's and 3's over budget
+    assert [ax.get_title() for ax in fig.axes] == [f"{MB}={m}" for m in (1, 2, 3)]
+    assert "the same for every" not in fig._suptitle.get_text()
+    for ax, over in zip(fig.axes, ([], [1, 2, 4], [1, 2, 4]), strict=True):
+        (line,) = [ln for ln in ax.get_lines() if ln.get_label() == "all points"]
+        assert list(line.get_ydata()) == [2.0, 4.0, 8.0]  # the same curve in each
+        rings = [ln for ln in ax.get_lines() if ln.get_label().startswith("_over budget")]
+        assert [list(r.get_xdata()) for r in rings] == ([over] if over else [])

@@ -113,6 +113,7 @@ def with_checkpoint(result: StepResult, res: Resolved, run: CheckpointRun) -> St
             for d, b in extra.items():
                 by_dir[d] = by_dir.get(d, 0) + b
             busy = links[name].busy_s + run.link_busy_s.get(name, 0.0) / interval
+            flying = links[name].in_flight_s + run.link_in_flight_s.get(name, 0.0) / interval
             period = result.time_s + run.stall_s / interval  # the step with its stall share
             links[name] = dataclasses.replace(
                 links[name],
@@ -120,6 +121,8 @@ def with_checkpoint(result: StepResult, res: Resolved, run: CheckpointRun) -> St
                 busy_s=busy,
                 utilization=busy / period if period > 0 else 0.0,
                 bytes_by_direction=by_dir,
+                in_flight_s=flying,
+                in_flight_utilization=flying / period if period > 0 else 0.0,
             )
     return dataclasses.replace(result, tiers=tiers, links=links, checkpoint=run)
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tiersim.engine.core import Engine, RunLog
-from tiersim.engine.metrics import link_busy_s, moved
+from tiersim.engine.metrics import in_flight_added_s, link_busy_s, moved
 from tiersim.engine.ops import Role
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share
@@ -212,10 +212,7 @@ def measure_checkpoint(
         schedule, engine, log, measured, steady, (base_ends, base_busy) = settled
     start, end = _checkpoint_windows(schedule, log)[measured]
     links, read, written = moved(setup.topo, schedule.ops, measured, roles=(Role.CHECKPOINT,))
-    # what the checkpoint adds (its transfers overlapping others' add only the part not
-    # already busy)
-    busy = link_busy_s(engine, _window(res, log.step_end, measured))
-    added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
+    added, flying = _added_link_time(engine, _window(res, log.step_end, measured), base_busy)
     return CheckpointRun(
         interval_steps=None,
         bytes=nbytes,
@@ -229,8 +226,20 @@ def measure_checkpoint(
         link_bytes={name: dict(per) for name, per in links.items()},
         peak_by_tier={t: int(o.peak) for t, o in engine.occupancy.items()},
         link_busy_s={name: b for name, b in added.items() if name in links},
+        link_in_flight_s={name: f for name, f in flying.items() if name in links},
         steady=bool(steady),
     )
+
+
+def _added_link_time(
+    engine: Engine, window: tuple[float, float] | None, base_busy: dict[str, float]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """What the checkpoint adds to each link's busy time (over the baseline run's: its
+    transfers overlapping others' add only the part not already busy) and in-flight time
+    (over its own run's other transfers: no baseline run needed)."""
+    busy = link_busy_s(engine, window)
+    added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
+    return added, in_flight_added_s(engine, window, Role.CHECKPOINT)
 
 
 def _settled(

@@ -5,6 +5,9 @@ log and flow network, never changes them.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from tiersim.core import intervals as iv
 from tiersim.engine.core import NET_CHANNELS, Engine, RunLog
 from tiersim.engine.flows import FlowNetwork
@@ -174,17 +177,103 @@ def measure(
 
 
 def _link_stats(engine: Engine, links_moved: dict, lo: float, hi: float) -> dict[str, LinkStats]:
-    """Each hardware link and network channel: bytes per direction, busy time in [lo, hi]."""
+    """Each hardware link and network channel: bytes per direction, busy time and time with
+    a transfer in flight in [lo, hi]."""
     busy, step_s = engine.net.busy.intervals, hi - lo
+    in_flight = in_flight_s(engine, (lo, hi))
     channels = list(engine.res.machine.links) + [c for c in NET_CHANNELS if c in links_moved]
     links = {}
     for name in channels:
         per_dir = links_moved.get(name, {})
         busy_s = iv.total(iv.clip(busy.get(name, []), lo, hi))  # disjoint, sorted (BusyLog)
+        flying_s = in_flight.get(name, 0.0)
         links[name] = LinkStats(
-            sum(per_dir.values()), busy_s, busy_s / step_s if step_s > 0 else 0.0, per_dir
+            sum(per_dir.values()),
+            busy_s,
+            busy_s / step_s if step_s > 0 else 0.0,
+            per_dir,
+            flying_s,
+            flying_s / step_s if step_s > 0 else 0.0,
         )
     return links
+
+
+def in_flight_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:
+    """Seconds each link (or network channel) had a transfer in flight, over the whole run or
+    within `window` (start, end): from a move's or collective's start to its end, its latency
+    and a route's pipeline fill included, which the busy time (bytes moving) leaves out.
+    These are the trace's spans: a link's rows in the step picture say this share "in
+    flight" (tiersim.report.plot_timeline)."""
+    spans = _by_link(engine.topo, _spans_by_kind(engine, window, None, True))
+    return {name: iv.total(iv.union(found)) for name, found in spans.items()}
+
+
+def in_flight_added_s(
+    engine: Engine, window: tuple[float, float] | None, role: Role
+) -> dict[str, float]:
+    """What the transfers of `role` add to each link's in-flight time (`in_flight_s`) over
+    the others' in the same run: the part of theirs no other transfer was in flight in. The
+    others are read only on the links and in the time the role's transfers take."""
+    mine = _by_link(engine.topo, _spans_by_kind(engine, window, role, True))
+    if not mine:
+        return {}
+    first = min(start for found in mine.values() for start, _ in found)
+    last = max(end for found in mine.values() for _, end in found)
+    others = _spans_by_kind(engine, (first, last), role, False)
+    theirs = _by_link(engine.topo, others, only=set(mine))
+    out = {}
+    for name, found in mine.items():
+        together = iv.total(iv.union(found + theirs.get(name, [])))
+        out[name] = max(0.0, together - iv.total(iv.union(theirs.get(name, []))))
+    return out
+
+
+def _spans_by_kind(
+    engine: Engine, window: tuple[float, float] | None, role: Role | None, of_role: bool
+) -> dict[Any, iv.Intervals]:
+    """The run's transfers' (start, end) within the window, by kind (a move's (src, dst,
+    bytes), a collective's channel): every transfer (`role` None), or those of `role`
+    (`of_role`) or not of it. One pass over the run's ops, a transfer a few in ten."""
+    lo, hi = window if window is not None else (-math.inf, math.inf)
+    kinds: dict[Any, iv.Intervals] = {}
+    move, comm, sync = MOVE, COMM, SYNC  # compared by identity, once per op
+    for op, start, end in zip(engine.schedule.ops, engine.log.start, engine.log.end, strict=True):
+        kind = op.kind
+        if kind is not move and kind is not comm and kind is not sync:
+            continue
+        if end <= lo or start >= hi or end <= start:
+            continue
+        if role is not None and (op.role is role) is not of_role:
+            continue
+        key = (op.src, op.dst, op.nbytes) if kind is move else op.resource.channel
+        found = kinds.get(key)
+        if found is None:
+            found = kinds[key] = []
+        found.append((start if start > lo else lo, end if end < hi else hi))
+    return kinds
+
+
+def _by_link(
+    topo: Topology, kinds: dict[Any, iv.Intervals], only: set[str] | None = None
+) -> dict[str, iv.Intervals]:
+    """Spans by kind of transfer gathered by the links each kind crosses (those in `only`),
+    each kind's merged first (in op order, about in time order: a quick sort, and few spans
+    left to merge)."""
+    out: dict[str, iv.Intervals] = {}
+    for key, found in kinds.items():
+        names = (key,) if isinstance(key, str) else _links_of(topo, key)
+        if only is not None:
+            names = tuple(name for name in names if name in only)
+        if names:
+            merged = iv.union(found)
+            for name in names:
+                out.setdefault(name, []).extend(merged)
+    return out
+
+
+def _links_of(topo: Topology, key: tuple) -> tuple[str, ...]:
+    """The links a move's route crosses, each once."""
+    return tuple(dict.fromkeys(hop.link for hop in topo.route(*key).links))
 
 
 def _tier_stats(engine: Engine, step: int, read: dict, written: dict) -> dict[str, TierStats]:

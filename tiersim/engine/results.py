@@ -15,6 +15,10 @@ class LinkStats:
     busy_s: float  # time at least one transfer was on the link (either direction)
     utilization: float  # busy_s / step time
     bytes_by_direction: dict[str, int] = field(default_factory=dict)  # "a->b": bytes
+    # time at least one transfer on the link had begun and not landed: busy_s plus what
+    # latency (and a route's pipeline fill) adds, as the step picture's rows count it
+    in_flight_s: float = 0.0
+    in_flight_utilization: float = 0.0  # in_flight_s over the time utilization divides busy_s by
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class CheckpointRun:
     link_bytes: dict[str, dict[str, int]] = field(default_factory=dict)  # per direction
     peak_by_tier: dict[str, int] = field(default_factory=dict)  # occupancy with the checkpoint
     link_busy_s: dict[str, float] = field(default_factory=dict)  # busy time one checkpoint adds
+    link_in_flight_s: dict[str, float] = field(default_factory=dict)  # in-flight time it adds
     interval_basis: str | None = None  # "given" | "daly" | "wear budget" (see durable)
     interval_budget_tier: str | None = None  # the tier whose wear budget set it ("wear budget")
     # every step checkpointing: the step reported was seen to repeat (False: the last one

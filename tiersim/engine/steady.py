@@ -10,12 +10,12 @@ update a step's head overlaps the previous step's tail: warm-up, measured and tr
 Micro-batches. After its warm-up a stage repeats the same ops every period (one micro-batch;
 p micro-batches with interleaving) with the same durations, the same bytes, the same
 contention: a step of m micro-batches is one of n micro-batches with m - n periods more, each
-adding the same time, bytes, busy time, occupancy integral and events. Three runs of n, n + P
-and n + 2P micro-batches (n ≡ m modulo P) measure what a period adds; the repetition is
-verified, not assumed: every figure of the three runs must grow by exactly the same amount
-from one to the next (to 1e-10 of its scale, floating-point sums aside), every peak and
-lowest occupancy be the same, and in the longest run the ops of the last simulated periods
-must start and end exactly one period apart. Then each figure is the longest run's plus
+adding the same time, bytes, busy and in-flight time, occupancy integral and events. Three
+runs of n, n + P and n + 2P micro-batches (n ≡ m modulo P) measure what a period adds; the
+repetition is verified, not assumed: every figure of the three runs must grow by exactly the
+same amount from one to the next (to 1e-10 of its scale, floating-point sums aside), every
+peak and lowest occupancy be the same, and in the longest run the ops of the last simulated
+periods must start and end exactly one period apart. Then each figure is the longest run's plus
 (m - n - 2P)/P times that growth. Where it does not hold, m micro-batches are simulated in
 full, and the report says so.
 """
@@ -99,6 +99,7 @@ def _figures(r: StepResult, link_time: float) -> dict[tuple, float]:
     }
     for name, ls in r.links.items():
         f[("s", "busy", name)] = ls.busy_s
+        f[("s", "in_flight", name)] = ls.in_flight_s
         f[("n", "bytes", name)] = ls.bytes
         for d, b in ls.bytes_by_direction.items():
             f[("n", "dir", name, d)] = b
@@ -167,6 +168,8 @@ def _result(last: StepResult, f: dict[tuple, float], runs: list[StepResult]) -> 
             f[("s", "busy", name)],
             f[("s", "busy", name)] / t if t > 0 else 0.0,
             {d: f[("n", "dir", name, d)] for d in ls.bytes_by_direction},
+            f[("s", "in_flight", name)],
+            f[("s", "in_flight", name)] / t if t > 0 else 0.0,
         )
         for name, ls in last.links.items()
     }
@@ -201,14 +204,17 @@ def _result(last: StepResult, f: dict[tuple, float], runs: list[StepResult]) -> 
 
 def grow_checkpoint(runs: list[CheckpointRun], periods: int, step_s: float) -> CheckpointRun | None:
     """A checkpoint measured at three micro-batch counts a period apart, extrapolated: its
-    bytes and peaks must not change, its write, stall and added busy seconds grow alike. A
-    figure that moves by no more than the runs' round-off (1e-12 of a step per period) is
-    constant: its growth is that round-off (a stall is the difference of two run ends), and
-    extrapolating it would multiply it by the periods."""
-    fixed = [dataclasses.replace(r, write_s=0.0, stall_s=0.0, link_busy_s={}) for r in runs]
+    bytes and peaks must not change, its write, stall and added busy and in-flight seconds
+    grow alike. A figure that moves by no more than the runs' round-off (1e-12 of a step per
+    period) is constant: its growth is that round-off (a stall is the difference of two run
+    ends), and extrapolating it would multiply it by the periods."""
+    fixed = [
+        dataclasses.replace(r, write_s=0.0, stall_s=0.0, link_busy_s={}, link_in_flight_s={})
+        for r in runs
+    ]
     if not fixed[0] == fixed[1] == fixed[2]:
         return None
-    seconds = [{"write": r.write_s, "stall": r.stall_s, **r.link_busy_s} for r in runs]
+    seconds = [_checkpoint_seconds(r) for r in runs]
     scale = max(1e-300, *(abs(v) for v in seconds[-1].values())) * 1e-3
     step = _growth([{("s", k): v for k, v in f.items()} for f in seconds], {"s": scale})
     if step is None:
@@ -218,10 +224,24 @@ def grow_checkpoint(runs: list[CheckpointRun], periods: int, step_s: float) -> C
     for (_, name), growth in step.items():
         flat = all(abs(f[name] - seconds[0][name]) <= noise for f in seconds)
         out[name] = seconds[-1][name] + (0.0 if flat else periods * growth)
-    busy = {name: out[name] for name in runs[-1].link_busy_s}
     return dataclasses.replace(
-        runs[-1], write_s=out["write"], stall_s=max(0.0, out["stall"]), link_busy_s=busy
+        runs[-1],
+        write_s=out["write"],
+        stall_s=max(0.0, out["stall"]),
+        link_busy_s={name: out[("busy", name)] for name in runs[-1].link_busy_s},
+        link_in_flight_s={name: out[("in_flight", name)] for name in runs[-1].link_in_flight_s},
     )
+
+
+def _checkpoint_seconds(run: CheckpointRun) -> dict[Any, float]:
+    """A checkpoint's additive seconds, by name: write, stall, each link's added busy and
+    in-flight time."""
+    return {
+        "write": run.write_s,
+        "stall": run.stall_s,
+        **{("busy", name): b for name, b in run.link_busy_s.items()},
+        **{("in_flight", name): f for name, f in run.link_in_flight_s.items()},
+    }
 
 
 def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int) -> bool:

@@ -25,6 +25,7 @@ COMPARED = (
     "step.bottleneck.resource",
     "links.*.bytes",
     "links.*.busy_s",
+    "links.*.in_flight_s",
     "links.*.bytes_by_direction.*",
     "tiers.*.peak_bytes",
     "tiers.*.resident_bytes",

@@ -170,6 +170,9 @@ def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
             "bytes": ls.bytes,
             "busy_s": ls.busy_s,
             "utilization": ls.utilization,
+            # with latency: begun and not landed (the step picture's "in flight"), >= busy_s
+            "in_flight_s": ls.in_flight_s,
+            "in_flight_utilization": ls.in_flight_utilization,
             # JSON has no infinity: an unlimited link is null
             "bandwidth_per_direction": json_number(bw),
             "bytes_by_direction": ls.bytes_by_direction,

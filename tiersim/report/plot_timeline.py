@@ -119,8 +119,8 @@ def share_text(share: float) -> str:
 
 def row_label(label: str, events: list[tuple[int, float, float, str]], step_s: float) -> str:
     """A row's label with its share of the step: a stream's busy time, a link's or port's time
-    with a transfer in flight (a collective's includes its latency and algorithm's extra
-    passes, so it can exceed the link table's busy time, the channel's bytes at full rate)."""
+    with a transfer in flight (a collective's includes its latency, so it can exceed the link
+    table's busy time, bytes moving; its "in flight %" is this, over the link's rows)."""
     share = share_text(busy_share(events, step_s))
     if label.endswith("waiting"):
         return f"{label}: {share} of the step"

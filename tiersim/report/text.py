@@ -146,6 +146,13 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
     return out
 
 
+IN_FLIGHT_NOTE = (
+    "busy: bytes moving (utilization: its share of the step); in flight: a transfer begun "
+    "and not landed, its latency included (as `run --plot` says of a link's rows, there per "
+    "direction or group)"
+)
+
+
 def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
     """`tiersim run`'s table output: the step, links, tiers, then the sentences. `engine_s`,
     the engine's wall-clock time, is a measurement of this machine: said when given, never
@@ -162,6 +169,8 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
 
 
 def _link_table(report: dict[str, Any]) -> str:
+    """Each link's bytes, busy time (bytes moving) and time with a transfer in flight (its
+    latency too: what the step picture's rows say), and the share of its bandwidth used."""
     links = sorted(report["links"].items(), key=lambda kv: -kv[1]["busy_s"])
     rows = [
         [
@@ -170,12 +179,23 @@ def _link_table(report: dict[str, Any]) -> str:
             fmt_bytes(v["bytes"]),
             fmt_time(v["busy_s"]),
             f"{100 * v['utilization']:.1f} %",
+            fmt_time(v["in_flight_s"]),
+            f"{100 * v['in_flight_utilization']:.1f} %",
             _share(max(v["bandwidth_utilization_by_direction"].values(), key=_or_zero, default=0)),
         ]
         for n, v in links
     ]
-    header = ["link", "bandwidth/dir", "bytes/step", "busy", "utilization", "bandwidth used"]
-    table = render(header, rows)
+    header = [
+        "link",
+        "bandwidth/dir",
+        "bytes/step",
+        "busy",
+        "utilization",
+        "in flight",
+        "in flight %",
+        "bandwidth used",
+    ]
+    table = render(header, rows) + "\n" + IN_FLIGHT_NOTE
     network = report["links"].get("network")
     if network and network["nics_per_gpu"] > 1:
         table += "\n" + _network_note(network)

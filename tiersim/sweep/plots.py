@@ -5,8 +5,10 @@ ticked as written; a log axis where they span decades), the next largest directi
 (one colour per value), and any further directions small multiples (one panel per value). A
 yes/no output is drawn as markers on a yes/no axis; a wear output has its budget drawn across,
 a tier's peak or resident bytes its capacity. A point that does not fit a tier is a hollow
-marker; a series equal to an earlier one is dashed and says so in the legend. Points that did
-not run (invalid, infeasible, failed) are left out.
+marker, and one over a flash write budget has a red ring around it: the two kinds of point the
+sweep summary does not rank as best, each said once in the legend. A series equal to an
+earlier one is dashed and says so in the legend. Points that did not run (invalid,
+infeasible, failed) are left out.
 """
 
 from __future__ import annotations
@@ -15,28 +17,32 @@ import itertools
 import math
 import re
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from tiersim.config.load import build
-from tiersim.core.errors import InputError
 from tiersim.sweep.axes import Dim, Scale, dims, layout, moves, output_scale, spans_decades
 from tiersim.sweep.keep import writing
+from tiersim.sweep.plot_limits import (
+    Limit,
+    base_budgets,
+    budget_line,
+    capacity_line,
+    plottable,
+)
 from tiersim.sweep.rows import Table
 from tiersim.sweep.spec import Point, SweepSpec
 from tiersim.sweep.store import atomic_write
-from tiersim.sweep.summary import fits
+from tiersim.sweep.summary import fits, within_budgets
 from tiersim.sweep.worker import OK
 
 MAX_PANELS = 16
 STALE = re.compile(r"^\..+\.\d+\.tmp$")  # a temporary file a killed sweep left (atomic_write)
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")  # one per series, cycled
+PANEL_TITLE_CHARS = 60  # of 8 pt text a 4.6 inch panel holds, about
 CHARS_PER_INCH = 10.5  # of the figure title (10 pt), about: it wraps before the legend
-
-
-def _plottable(value: Any) -> bool:
-    return isinstance(value, bool | int | float)
+OVER_BUDGET = "#C44E52"  # the red of a wear budget's line: a ring round a point over a budget
+UNFIT_LABEL = "hollow: does not fit a tier"
+OVER_LABEL = "red ring: over a flash write budget"
 
 
 def varying_outputs(table: Table) -> list[str]:
@@ -44,7 +50,7 @@ def varying_outputs(table: Table) -> list[str]:
     names = []
     for name in table.outputs:
         values = [r[name] for r in ok if r[name] is not None]
-        if values and all(_plottable(v) for v in values) and moves(values):
+        if values and all(plottable(v) for v in values) and moves(values):
             names.append(name)
     return names
 
@@ -78,72 +84,23 @@ def remove_stale(folder: Path, keep: set[Path]) -> None:
                 path.unlink(missing_ok=True)
 
 
-def base_budgets(spec: SweepSpec) -> dict[str, dict[str, float]]:
-    """Each flash tier's write budget in the base scenario (unless the sweep varies budgets):
-    lifetime in days, drive writes per day."""
-    if any(axis.path.startswith("budget.") for axis in spec.axes):
-        return {}
-    try:
-        scenario = build(spec.base, spec.base_path.parent, spec.source).scenario
-    except InputError:
-        return {}
-    out = {}
-    for tier, budget in scenario.budget.tiers.items():
-        figures = {}
-        if budget.lifetime is not None:
-            figures["lifetime_days"] = budget.lifetime / 86400
-        if budget.drive_writes_per_day is not None:
-            figures["drive_writes_per_day"] = budget.drive_writes_per_day
-        out[tier] = figures
-    return out
+class Mark(NamedTuple):
+    """One point as drawn: its x position's index, its value, and the two verdicts that keep a
+    point from the summary's ranking (they change its marker)."""
+
+    at: int
+    value: Any
+    fits: bool
+    within_budget: bool
 
 
-@dataclass(frozen=True)
-class Limit:
-    """A level drawn across a plot: a wear budget, or a tier's capacity."""
-
-    value: float  # in the output's unit
-    label: str
-    color: str
-
-
-def budget_line(output: str, budgets: dict[str, dict[str, float]]) -> Limit | None:
-    """Where a wear output's budget lies: the lifetime, drive writes per day, or margin 1."""
-    parts = output.split(".")
-    if len(parts) != 3 or parts[0] != "wear" or parts[1] not in budgets:
-        return None
-    figures, red = budgets[parts[1]], "#C44E52"
-    days, writes = figures.get("lifetime_days"), figures.get("drive_writes_per_day")
-    if parts[2] in ("lifetime_days", "rated_lifetime_days") and days is not None:
-        years = f" ({days / 365:.3g} years)" if days >= 365 else ""
-        return Limit(days, f"budget: {days:,.4g} days{years}", red)
-    if parts[2] == "drive_writes_per_day" and writes is not None:
-        return Limit(writes, f"budget: {writes:.3g} drive writes / day", red)
-    if parts[2] == "margin" and figures:
-        return Limit(1.0, "budget: margin 1 (allowed = used)", red)
-    return None
-
-
-def capacity_line(output: str, table: Table) -> Limit | None:
-    """A tier's capacity across its peak or resident bytes, where it is one for every point
-    (`tiers.<tier>.capacity_bytes`; where it varies, its own plot shows it)."""
-    parts = output.split(".")
-    if len(parts) != 3 or parts[0] != "tiers" or parts[2] not in ("peak_bytes", "resident_bytes"):
-        return None
-    column = f"tiers.{parts[1]}.capacity_bytes"
-    found = {r.get(column) for r in table.rows if r["status"] == OK}
-    if len(found) != 1 or not _plottable(capacity := found.pop()):
-        return None
-    return Limit(float(capacity), f"capacity {capacity * 1e-9:,.4g} GB", "#555555")
-
-
-Drawn = dict[tuple, dict[int, list[tuple[int, Any, bool]]]]
+Drawn = dict[tuple, dict[int, list[Mark]]]
 
 
 def _series_of(
     points: list[Point], table: Table, output: str, x: Dim, series: Dim | None, panels: list[Dim]
 ) -> Drawn:
-    """panel (coords of the panel dims) -> series coord -> [(x coord, value, fits)]."""
+    """panel (coords of the panel dims) -> series coord -> [Mark]."""
     found: Drawn = {}
     for point, row in zip(points, table.rows, strict=True):
         value = row[output]
@@ -151,7 +108,7 @@ def _series_of(
             continue
         panel = tuple(point.coords[d.coord] for d in panels)
         line = point.coords[series.coord] if series is not None else 0
-        drawn = (point.coords[x.coord], value, fits(row))
+        drawn = Mark(point.coords[x.coord], value, fits(row), within_budgets(row))
         found.setdefault(panel, {}).setdefault(line, []).append(drawn)
     return found
 
@@ -161,7 +118,9 @@ def same_series(data: Drawn) -> dict[int, int]:
     shapes: dict[int, list] = {}
     for panel in sorted(data):
         for k, line in data[panel].items():
-            shape = sorted((i, v if isinstance(v, bool) else f"{v:.12g}") for i, v, _ in line)
+            shape = sorted(
+                (m.at, m.value if isinstance(m.value, bool) else f"{m.value:.12g}") for m in line
+            )
             shapes.setdefault(k, []).append((panel, shape))
     same: dict[int, int] = {}
     for k in sorted(shapes):
@@ -174,19 +133,38 @@ def same_series(data: Drawn) -> dict[int, int]:
 def depends_on(points: list[Point], table: Table, output: str, dim: Dim) -> bool:
     """Whether the output changes along `dim` anywhere (points equal in every other direction
     with different values; to 12 significant digits)."""
+    return _changes_along(points, table, output, dim, lambda v, _: _shown(v))
+
+
+def marks_depend_on(points: list[Point], table: Table, output: str, dim: Dim) -> bool:
+    """Whether a point's marker (fits, within its write budgets) changes along `dim` anywhere:
+    such a direction is drawn even where the output does not depend on it, or one point's
+    marker would stand for points that do not fit or are over a budget."""
+    return _changes_along(
+        points, table, output, dim, lambda _, row: (fits(row), within_budgets(row))
+    )
+
+
+def _shown(value: Any) -> Any:
+    return value if isinstance(value, bool) else f"{value:.12g}"
+
+
+def _changes_along(points: list[Point], table: Table, output: str, dim: Dim, key: Any) -> bool:
+    """Whether `key(value, row)` differs between two drawn points equal in every other
+    direction than `dim`."""
     groups: dict[tuple[int, ...], set[Any]] = {}
     for point, row in zip(points, table.rows, strict=True):
         value = row[output]
         if row["status"] != OK or value is None:
             continue
         rest = tuple(c for i, c in enumerate(point.coords) if i != dim.coord)
-        groups.setdefault(rest, set()).add(value if isinstance(value, bool) else f"{value:.12g}")
+        groups.setdefault(rest, set()).add(key(value, row))
     return any(len(values) > 1 for values in groups.values())
 
 
 def _restricted(points: list[Point], table: Table, fixed: list[Dim]) -> tuple[list, Table]:
-    """The points at the first value of each direction in `fixed` (the output is the same
-    along those: one value stands for them all)."""
+    """The points at the first value of each direction in `fixed` (the output and the
+    markers are the same along those: one point stands for them all)."""
     if not fixed:
         return points, table
     kept = [all(p.coords[d.coord] == 0 for d in fixed) for p in points]
@@ -195,17 +173,21 @@ def _restricted(points: list[Point], table: Table, fixed: list[Dim]) -> tuple[li
     return chosen, Table(rows, table.columns, table.swept, table.outputs)
 
 
-def _legend(fig: Any, ax: Any, series: Dim | None, unfit: bool) -> Any:
+def _legend(fig: Any, ax: Any, series: Dim | None, unfit: bool, over: bool) -> Any:
     """The figure's legend (outside, upper right), with a hollow marker for points that do
-    not fit where there are any; None where there is nothing to tell apart."""
+    not fit and a red ring for points over a write budget, where there are any; None where
+    there is nothing to tell apart."""
     from matplotlib.lines import Line2D
 
     handles, labels = ax.get_legend_handles_labels()
     if unfit:
         hollow = dict(marker="o", markerfacecolor="none", markeredgecolor="#555555")
         handles.append(Line2D([], [], linestyle="none", **hollow))
-        labels.append("hollow: does not fit a tier")
-    if not handles or (series is None and len(handles) == 1 and not unfit):
+        labels.append(UNFIT_LABEL)
+    if over:
+        handles.append(Line2D([], [], linestyle="none", **_ring()))
+        labels.append(OVER_LABEL)
+    if not handles or (series is None and len(handles) == 1 and not (unfit or over)):
         return None
     title = series.label if series is not None else None
     return fig.legend(
@@ -234,6 +216,23 @@ def _figure_title(spec: SweepSpec, output: str, fixed: list[Dim], shown: int, of
     return title
 
 
+def _directions(
+    spec: SweepSpec, points: list[Point], table: Table, output: str
+) -> tuple[Dim, Dim | None, list[Dim], list[Dim]]:
+    """(x, series, panel directions, directions left out) of an output's figure: x and the
+    series from the directions the output depends on; a direction only the markers change
+    along is a panel direction (a series of it would be drawn over an equal one, its markers
+    hidden); the rest are left out."""
+    found = dims(spec)
+    valued = [d for d in found if depends_on(points, table, output, d)]
+    marked = [d for d in found if d not in valued and marks_depend_on(points, table, output, d)]
+    x, series, panels = layout(valued or marked or found[:1])
+    if valued:
+        panels += marked
+    drawn = [x, series, *panels]
+    return x, series, panels, [d for d in found if d not in drawn]
+
+
 def sweep_figure(
     spec: SweepSpec,
     points: list[Point],
@@ -243,15 +242,12 @@ def sweep_figure(
 ) -> Any:
     from matplotlib.figure import Figure
 
-    found = dims(spec)
-    used = [d for d in found if depends_on(points, table, output, d)] or found[:1]
-    fixed = [d for d in found if d not in used]
+    x, series, panel_dims, fixed = _directions(spec, points, table, output)
     points, table = _restricted(points, table, fixed)
-    x, series, panel_dims = layout(used)
     data = _series_of(points, table, output, x, series, panel_dims)
     panels = [p for p in itertools.product(*(range(d.size) for d in panel_dims)) if p in data]
     shown = panels[:MAX_PANELS]
-    values = [v for p in data.values() for s in p.values() for _, v, _ in s]
+    values = [m.value for p in data.values() for s in p.values() for m in s]
     scale = output_scale(output, values)
     cols = min(4, len(shown))
     nrows = math.ceil(len(shown) / cols)
@@ -264,24 +260,41 @@ def sweep_figure(
     same = same_series(data)
     for ax, panel in zip(axes, shown, strict=True):
         _panel(ax, data[panel], (x, series), scale, limit, log_y, same)
-        name = ", ".join(f"{d.label}={d.ticks[i]}" for d, i in zip(panel_dims, panel, strict=True))
-        if name:
-            ax.set_title(name, fontsize=8)
-    unfit = any(not f for p in shown for s in data[p].values() for _, _, f in s)
-    legend = _legend(fig, axes[0], series, unfit)
+        names = [f"{d.label}={d.ticks[i]}" for d, i in zip(panel_dims, panel, strict=True)]
+        if names:  # a line each where together they are wider than the panel
+            joined = ", ".join(names)
+            ax.set_title(
+                joined if len(joined) <= PANEL_TITLE_CHARS else "\n".join(names), fontsize=8
+            )
+    marks = [m for p in shown for s in data[p].values() for m in s]
+    unfit, over = any(not m.fits for m in marks), any(not m.within_budget for m in marks)
+    legend = _legend(fig, axes[0], series, unfit, over)
     _title(fig, legend, _figure_title(spec, output, fixed, len(shown), len(panels)))
     return fig
 
 
+def _ring() -> dict[str, Any]:
+    """The marker round a point past a write budget: a red ring twice the point's own marker,
+    which it leaves to be seen (filled, or hollow where the point does not fit too)."""
+    return dict(
+        marker="o",
+        markersize=11,
+        markerfacecolor="none",
+        markeredgewidth=1.6,
+        color=OVER_BUDGET,  # given: the next series keeps the next colour
+    )
+
+
 def _line(
-    ax: Any, k: int, line: list, xs: list[float], ys: list[float], label: str, style: str
+    ax: Any, k: int, line: list[Mark], xs: list[float], ys: list[float], label: str, style: str
 ) -> None:
-    """One series: its line and filled markers, and over them a hollow marker where a point
-    does not fit (labelled `_unfit ...`: left out of the legend, which says it once)."""
+    """One series: its line and filled markers, over them a hollow marker where a point does
+    not fit and a red ring round it where it is over a write budget (labelled `_unfit ...` and
+    `_over budget ...`: left out of the legend, which says each once)."""
     marker = MARKERS[k % len(MARKERS)]
-    fit = [i for i, (_, _, f) in enumerate(line) if f]
+    fit = [i for i, m in enumerate(line) if m.fits]
     (drawn,) = ax.plot(xs, ys, marker=marker, markersize=5, markevery=fit, ls=style, label=label)
-    unfit = [i for i, (_, _, f) in enumerate(line) if not f]
+    unfit = [i for i, m in enumerate(line) if not m.fits]
     if unfit:
         ax.plot(
             [xs[i] for i in unfit],
@@ -293,11 +306,15 @@ def _line(
             markerfacecolor="white",
             label=f"_unfit {label}",
         )
+    over = [i for i, m in enumerate(line) if not m.within_budget]
+    if over:
+        xo, yo = [xs[i] for i in over], [ys[i] for i in over]
+        ax.plot(xo, yo, linestyle="none", label=f"_over budget {label}", **_ring())
 
 
 def _panel(
     ax: Any,
-    lines: dict[int, list[tuple[int, Any, bool]]],
+    lines: dict[int, list[Mark]],
     where: tuple[Dim, Dim | None],
     scale: Scale,
     limit: Limit | None,
@@ -309,8 +326,8 @@ def _panel(
     log_x = x.at is not None and spans_decades(positions)
     for k, line in sorted(lines.items()):
         line.sort()
-        xs = [positions[i] for i, _, _ in line]
-        ys = [float(v) * scale.factor for _, v, _ in line]
+        xs = [positions[m.at] for m in line]
+        ys = [float(m.value) * scale.factor for m in line]
         label = series.ticks[k] if series is not None else "all points"
         if k in same and series is not None:
             label += f" (= {series.ticks[same[k]]})"
