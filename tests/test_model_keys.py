@@ -230,3 +230,21 @@ def test_a_complete_config_of_another_model_type_is_counted_and_noted(cli, write
         "transformers counted its parameters and it runs as a generic model, with no dimensions "
         "to derive them from; give model.activation_bytes_per_layer."
     )
+
+
+# --- the documentation ---------------------------------------------------------------------------
+
+
+def test_every_model_key_is_in_the_readme_table_with_its_default():
+    """README.md's "Model keys" table has a row naming each key of `model` (a key added to the
+    schema without a row fails here)."""
+    from pathlib import Path
+
+    from tiersim.config.schema import ModelSpec
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("### Model keys", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    documented = {key for row in rows for key in row.split("`")[1::2]}
+    assert set(ModelSpec.model_fields) - documented == set()
+    assert all(row.count(" | ") == 2 for row in rows)  # key | default | what it changes
