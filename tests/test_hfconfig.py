@@ -204,8 +204,8 @@ def test_a_key_given_twice_is_refused_naming_both_values(cli, write, tmp_path, t
 
 
 @pytest.mark.parametrize(
-    ("value", "got"), [(["a.json"], "a list"), (None, "null"), ("", "empty"), (7, "7")]
-)
+    ("value", "got"), [(["a.json"], "a list"), ("", "empty"), (7, "7")]
+)  # null is "not given" (tests/test_model_keys.py)
 def test_an_hf_config_that_is_not_a_path_is_refused(cli, write, value, got):
     file = write({"name": "x", "model": {"hf_config": value}})
     code, _out, err = cli("validate", file)

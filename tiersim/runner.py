@@ -14,6 +14,7 @@ from tiersim.analysis.wear import wear_problems
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
 from tiersim.config.load import Loaded, blamed_on_overrides
+from tiersim.config.model_notes import model_notes
 from tiersim.config.schema import Scenario
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
@@ -79,7 +80,7 @@ def check_runnable(loaded: Loaded) -> None:
 def scenario_notes(scenario: Scenario) -> list[Problem]:
     """What the scenario sets that the models do not use (a valid scenario: notes, not
     problems), so that a figure unchanged by it is not mistaken for a measured non-effect."""
-    return _kernel_notes(scenario) + offload_notes(scenario)
+    return model_notes(scenario) + _kernel_notes(scenario) + offload_notes(scenario)
 
 
 def _kernel_notes(scenario: Scenario) -> list[Problem]:

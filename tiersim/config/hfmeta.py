@@ -13,6 +13,7 @@ activations are 0 B unless `model.activation_bytes_per_layer` is given (the tabl
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from typing import Any
 
 from tiersim.config.hfvalues import HfConfigError
@@ -34,11 +35,70 @@ def _build(cfg: dict[str, Any]):
     transformers.logging.set_verbosity_error()
     fields = {k: v for k, v in cfg.items() if k not in ("auto_map", "quantization_config")}
     config = transformers.AutoConfig.for_model(**fields)
+    _refuse_defaulted_sizes(cfg, config)
     with torch.device("meta"):
         try:
             return config, transformers.AutoModelForCausalLM.from_config(config)
         except ValueError:  # not a causal LM (an encoder, an encoder-decoder): the bare model
             return config, transformers.AutoModel.from_config(config)
+
+
+# the sizes the named families require (hffamilies.py); each under the config class's own name
+# where its attribute_map renames it (GPT-2's n_layer, T5's num_layers)
+_CORE_SIZES = (
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "vocab_size",
+    "intermediate_size",
+)
+
+
+class DefaultedSizes(HfConfigError):
+    """The file lacks core sizes its config class would fill with another model's defaults."""
+
+
+def _refuse_defaulted_sizes(cfg: dict[str, Any], config: Any) -> None:
+    """The rule of the named families for every model_type: a core size the class has a fixed
+    default for must be in the file (a default derived from other keys, None in the class's
+    signature, is the file's own: GPT-2's n_inner of 4 x n_embd)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    where, given = ("", cfg) if text is config else _section_of(cfg, config, text)
+    params = inspect.signature(type(text).__init__).parameters
+    renamed = getattr(type(text), "attribute_map", {}) or {}
+    missing = []
+    for key in _CORE_SIZES:
+        name = renamed.get(key, key)
+        param = params.get(name)
+        if param is None or param.default is None or param.default is inspect.Parameter.empty:
+            continue
+        if given.get(key) is None and given.get(name) is None:
+            missing.append((where + name, param.default))
+    if missing:
+        raise DefaultedSizes(_defaulted_message(missing, type(text).__name__))
+
+
+def _section_of(cfg: dict[str, Any], config: Any, text: Any) -> tuple[str, dict[str, Any]]:
+    """The file's part that holds the text model's keys (a composite's `text_config`), with
+    the prefix that names its keys."""
+    for name in getattr(config, "sub_configs", None) or {}:
+        if getattr(config, name, None) is text:
+            part = cfg.get(name)
+            return f"{name}.", part if isinstance(part, dict) else {}
+    return "", cfg
+
+
+def _defaulted_message(missing: list[tuple[str, Any]], class_name: str) -> str:
+    names = ", ".join(name for name, _ in missing)
+    values = [repr(value) for _, value in missing]
+    listed = values[0] if len(values) == 1 else f"{', '.join(values[:-1])} and {values[-1]}"
+    one = len(missing) == 1
+    return (
+        f"{names}: required key{' is' if one else 's are'} missing (transformers' {class_name} "
+        f"would fill in its default{'' if one else 's'}, {listed}, the size{'' if one else 's'} "
+        f"of some other model; expected {'it' if one else 'each'} in the file, as a positive "
+        "integer, as for the named families)"
+    )
 
 
 def _layers(model: Any) -> int:
@@ -61,6 +121,8 @@ def dims_from_transformers(cfg: dict[str, Any]) -> dict[str, Any]:
     """The generic `model` keys of a config.json transformers can build (see `known`)."""
     try:
         config, model = _build(cfg)
+    except DefaultedSizes:
+        raise
     except Exception as exc:
         raise HfConfigError(
             f"model_type {cfg['model_type']!r}: transformers cannot build it "

@@ -123,19 +123,33 @@ def is_preset_file(name: Any) -> bool:
     return isinstance(name, str) and name.endswith(PRESET_FILE_SUFFIXES)
 
 
+_MODEL_SOURCES = ("preset", "hf_config")
+
+
 def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
     if not isinstance(model, dict):
         return model
+    # null is "not given": `--set model.preset=null` takes a file's preset out, key by key
+    model = {k: v for k, v in model.items() if not (k in _MODEL_SOURCES and v is None)}
     if "preset" in model and "hf_config" in model:  # which one's dimensions would be meant?
         problems.append(Problem("model", _both_sources(model)))
         return model
+    merged = _model_source(model, base_dir, problems)
+    if "parameters" in model and merged and "parameters" not in merged:
+        problems.append(Problem("model.parameters", _parameters_beside(model)))
+        return model
+    return deep_merge(merged, model)
+
+
+def _model_source(model: dict[str, Any], base_dir: Path, problems: list[Problem]) -> dict[str, Any]:
+    """The keys `model.preset` or `model.hf_config` give ({} for neither, or one unreadable)."""
     merged: dict[str, Any] = {}
     name = model.get("preset")
     if is_preset_file(name):
         merged = _preset_file(name, base_dir, problems, "model.preset") or {}
     elif "preset" in model:
         try:
-            merged = _shipped("models", model["preset"])  # deep_merge below copies it
+            merged = _shipped("models", model["preset"])  # deep_merge copies it
         except (KeyError, TypeError):
             what = _unknown_preset("models", model["preset"], base_dir)
             problems.append(Problem("model.preset", what))
@@ -145,14 +159,29 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
             merged = deep_merge(merged, read_hf_config(path))
         except HfConfigError as exc:
             problems.append(Problem("model.hf_config", str(exc)))
-    return deep_merge(merged, model)
+    return merged
+
+
+def _parameters_beside(model: dict[str, Any]) -> str:
+    """`parameters` would turn the source's transformer into a generic model, dropping every
+    shape it gives (activations 0 B, FLOPs 2 per parameter): refused, not done silently."""
+    key = "preset" if "preset" in model else "hf_config"
+    return (
+        f"{shown(model['parameters'])} beside {key} {shown(model[key])} (expected one of the "
+        f"two: model.{key} gives a transformer's dimensions, from which its parameters, "
+        "activations and FLOPs are counted; model.parameters is a generic model of that many "
+        "parameters with no shapes, its activations 0 B unless model.activation_bytes_per_layer "
+        f"is given; to resize the {key}'s model override its dimensions, e.g. model.layers, or "
+        f"for a generic model drop model.{key})"
+    )
 
 
 def _both_sources(model: dict[str, Any]) -> str:
     given = f"preset {shown(model['preset'])} and hf_config {shown(model['hf_config'])}"
     return (
         f"{given} are both given (expected one of preset, hf_config or the dimensions; "
-        "dimension keys beside a preset or an hf_config override it key by key)"
+        "dimension keys beside a preset or an hf_config override it key by key; null takes "
+        "one out, e.g. --set model.preset=null)"
     )
 
 

@@ -122,7 +122,11 @@ class ModelSpec(Strict):
         if self.heads % kv:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
         if self.position == "learned" and self.max_positions is None:
-            raise ValueError("learned position embeddings need 'max_positions'")
+            raise ValueError(
+                "learned position embeddings (model.position: learned, the default) need "
+                "'max_positions', the rows of their table (expected model.max_positions, e.g. "
+                "2048, or model.position: rope or none, which have no table)"
+            )
         check_layer_variants(self)
         return self
 

@@ -75,10 +75,20 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
     ]
     if s.model.parameters is not None and s.model.activation_bytes_per_layer is None:
         notes.append(
-            "Activations are 0 B: a generic model ('parameters') has no dimensions to derive "
-            "them from; give model.activation_bytes_per_layer."
+            f"Activations are 0 B: {_generic_origin(s)}; give model.activation_bytes_per_layer."
         )
     return f"{classes}\n\n{acts}{tiers}\n\n" + "\n".join(notes)
+
+
+def _generic_origin(s: Scenario) -> str:
+    """Why the model has no shapes: its hf_config's model_type was counted by transformers, or
+    the scenario gave it as a parameter count."""
+    if s.model.hf_config is not None:
+        return (
+            "the hf_config's model_type is none of the named families, so transformers counted "
+            "its parameters and it runs as a generic model, with no dimensions to derive them from"
+        )
+    return "a generic model (model.parameters) has no dimensions to derive them from"
 
 
 def _activation_table(s: Scenario, inv: Inventory, top: int = 6) -> str:

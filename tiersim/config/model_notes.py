@@ -1,0 +1,39 @@
+"""Notes on a model's keys: a transformer whose dimensions leave `position` or `norm` unset
+takes GPT-2's learned positions and LayerNorm, which a Llama-like model described by its
+dimensions gets silently wrong (6,755,459,072 parameters for Llama-2-7B, not 6,738,415,616)."""
+
+from __future__ import annotations
+
+from tiersim.config.schema import ModelSpec, Scenario
+from tiersim.core.errors import Problem
+
+# what each default adds to the count, in the note's words
+_DEFAULTS = {
+    "position": "position: learned (a table of max_positions x hidden parameters)",
+    "norm": "norm: layernorm (a weight and a bias per norm)",
+}
+_BIASES = ("qkv_bias", "attn_out_bias", "mlp_bias")
+
+
+def model_notes(scenario: Scenario) -> list[Problem]:
+    """The note on `position` / `norm` defaults a transformer took (none for a generic
+    model, a shipped preset or an hf_config: each of those sets both)."""
+    spec = scenario.model
+    if spec.parameters is not None:
+        return []
+    unset = [key for key in _DEFAULTS if key not in spec.model_fields_set]
+    if not unset:
+        return []
+    took = " and ".join(_DEFAULTS[key] for key in unset)
+    why = f"{' and '.join(unset)} not given: took {took}, as GPT-2 has{_bias_remark(spec)}"
+    return [Problem("model", f"{why}; a Llama-like model sets position: rope and norm: rmsnorm")]
+
+
+def _bias_remark(spec: ModelSpec) -> str:
+    """GPT-2 also has every bias, which tiersim's defaults leave out: say so where none is set."""
+    if any(key in spec.model_fields_set for key in _BIASES):
+        return ""
+    return (
+        ", but no biases (qkv_bias, attn_out_bias and mlp_bias default to false; GPT-2 has all "
+        "three)"
+    )
