@@ -134,6 +134,23 @@ def test_parameters_beside_an_hf_config_is_refused(cli, write):
     assert err.endswith("drop model.hf_config) (from --set model.parameters=1000000000)\n")
 
 
+@pytest.mark.parametrize(
+    "key, value",
+    [("activation_bytes_per_layer", "1 GB"), ("forward_flops_per_token_per_layer", 1e9)],
+)
+def test_a_generic_model_s_figures_beside_a_transformer_are_refused(cli, write, key, value):
+    # a transformer counts its activations and FLOPs from its dimensions: the figure would
+    # be ignored without a word
+    path = write({"name": "p", "model": {"preset": "llama-2-7b", key: value}})
+    code, out, err = cli("validate", path)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"{path}: model: {key} given without 'parameters' (expected them only for a generic "
+        "model, beside model.parameters and model.layers; a transformer's activations and "
+        "FLOPs are counted from its dimensions) (line 2)\n"
+    )
+
+
 def test_parameters_over_a_generic_preset_file_still_override_it(write, tmp_path):
     """A preset file of a generic model (as `measure --calibrate` may write) has no shapes to
     lose: its `parameters` are overridden key by key, as any other key."""

@@ -105,6 +105,14 @@ class ModelSpec(Strict):
             if self.layers is None:
                 raise ValueError("a generic model with 'parameters' also needs 'layers'")
             return self
+        generic_only = ("activation_bytes_per_layer", "forward_flops_per_token_per_layer")
+        given = [k for k in generic_only if getattr(self, k) is not None]
+        if given:  # a transformer counts its own: these would be ignored without a word
+            raise ValueError(
+                f"{' and '.join(given)} given without 'parameters' (expected them only for a "
+                "generic model, beside model.parameters and model.layers; a transformer's "
+                "activations and FLOPs are counted from its dimensions)"
+            )
         needed = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
         missing = [k for k in needed if getattr(self, k) is None]
         if missing:
