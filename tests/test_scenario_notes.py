@@ -267,3 +267,34 @@ def test_plan_gives_the_base_scenarios_notes_before_it_searches(tmp_path, cli):
     # as run gives them, ahead of the search's progress; standard output stays the report
     assert err.splitlines()[:2] == [f"note: {path}: {twice}", f"note: {path}: {MOE_NOTE}{LINE}"]
     assert "note:" not in out
+
+
+# A sweep whose base sets a key a note is about, the axes elsewhere: every point has the note.
+GPT_DIMS = "{layers: 2, hidden: 64, heads: 4, ffn_hidden: 256, vocab: 100, max_positions: 512}"
+
+
+def test_a_sweep_notes_its_base_s_model_defaults_at_every_point(tmp_path, cli):
+    # a model by its dimensions leaving position and norm out (tiersim.config.model_notes),
+    # swept over hardware and micro-batches only: the note once, for all 4 points
+    base = _scenario(tmp_path, GPT_DIMS, None)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        f"base: {base.name}\ngrid:\n  hardware.tiers.hbm.capacity: [1 TB, 2 TB]\n"
+        "  training.grad_accumulation: [1, 2]\n"
+    )
+    code, _, err = cli("validate", sweep)
+    assert code == 0, err
+    notes = err.strip().splitlines()
+    assert len(notes) == 1 and notes[0].startswith(f"note: {sweep}: model: position and norm"), err
+    assert "[4 of 4 points; first: point 0 (hardware.tiers.hbm.capacity=1 TB, " in notes[0]
+
+
+def test_a_sweep_over_the_model_notes_only_the_points_that_have_it(tmp_path, cli):
+    # norm swept: only the point that leaves it to its default is noted for it
+    base = _scenario(tmp_path, GPT_DIMS, None)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"base: {base.name}\ngrid:\n  model.norm: [layernorm, rmsnorm]\n")
+    code, _, err = cli("validate", sweep)
+    assert code == 0, err
+    # both points take the learned position default; neither leaves norm to its default
+    assert "[2 of 2 points; first: point 0 (model.norm=layernorm)]" in err, err

@@ -65,19 +65,31 @@ def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], in
     return problems, invalid
 
 
-KERNEL = "training.attention_kernel"
+# what the notes read (tiersim.runner.scenario_notes: the model, its attention kernel and
+# recompute, the offload keys against the framework and the ZeRO stage)
+NOTE_KEYS = (
+    "model",
+    "training.attention_kernel",
+    "training.recompute",
+    "training.framework",
+    "training.offload",
+    "parallel.zero_stage",
+)
+
+
+def _touches_notes(path: str) -> bool:
+    """Whether an axis at `path` may change what a note reads (a key under one, or above)."""
+    return any(f"{path}.".startswith(f"{k}.") or f"{k}.".startswith(f"{path}.") for k in NOTE_KEYS)
 
 
 def point_notes(spec: SweepSpec) -> list[Problem]:
     """The notes `tiersim run` would give the valid points (tiersim.runner.scenario_notes),
-    each listed once as `point_check` lists problems; only for a sweep that sets an attention
-    kernel (the one setting a note is about), so that others cost nothing more."""
+    each listed once as `point_check` lists problems. Where no axis touches a key a note
+    reads, every point has the first valid one's notes: only it is built."""
     from tiersim.runner import scenario_notes  # the engine's side: only when needed
 
-    swept = any(a.path == KERNEL for a in spec.axes)
-    if not swept and (spec.base.get("training") or {}).get("attention_kernel") is None:
-        return []
     points = expand(spec)
+    varying = any(_touches_notes(a.path) for a in spec.axes)
     found: dict[tuple[str, str], list[Point]] = {}
     for point in points:
         try:
@@ -86,6 +98,9 @@ def point_notes(spec: SweepSpec) -> list[Problem]:
             continue  # an invalid point is a problem, listed apart
         for note in scenario_notes(loaded.scenario):
             found.setdefault(_where(point, spec, note), []).append(point)
+        if not varying:  # the same notes at every point
+            found = {key: list(points) for key in found}
+            break
     return [_listed(where, what, failing, len(points)) for (where, what), failing in found.items()]
 
 
