@@ -22,6 +22,7 @@ from tiersim.sweep.keep import OutputError, run_and_keep
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
 from tiersim.sweep.setaside import set_aside, set_aside_note
+from tiersim.sweep.signals import deferred
 from tiersim.sweep.spec import Point, SweepSpec, expand
 from tiersim.sweep.store import SweepStore, import_table_writers, tidy, write_tables
 from tiersim.sweep.worker import (
@@ -181,8 +182,9 @@ def _first(
     start = point_clock()
     result = run_point(tasks[index])
     took = point_clock() - start
-    store.commit([result], {result.key: tasks[index].values})
-    keys[index] = result.key
+    with deferred():  # a signal now acts once the point is kept
+        store.commit([result], {result.key: tasks[index].values})
+        keys[index] = result.key
     left = len(todo) - 1
     line = f"point {index}, of the {len(todo)} to run, took {fmt_time(took)}"
     if left:
