@@ -1,16 +1,19 @@
 """The pool's signal handling, in this process: `deferred` holds a Ctrl-C for the moment
 finished points are taken or committed and lets it act at the end (or, left on an exception,
-not at all); `blocked` keeps Ctrl-C and SIGTERM from a process started meanwhile."""
+not at all), and for a submission to the pool; `blocked` keeps Ctrl-C and SIGTERM from a
+process started meanwhile."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
+from concurrent import futures as cf
 from pathlib import Path
 
 import pytest
 
+from tiersim.sweep.execute import LocalPool
 from tiersim.sweep.signals import Gate, blocked, deferred
 
 
@@ -66,3 +69,23 @@ def test_a_process_started_in_blocked_has_both_signals_blocked_and_this_thread_n
         child.kill()
         child.wait()
     assert blocked_in("thread-self") == set()
+
+
+class StartingAWorker:
+    """A process pool's submit that gets a Ctrl-C halfway, as while it starts a worker."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple] = []
+
+    def submit(self, *call):
+        signal.raise_signal(signal.SIGINT)
+        self.sent.append(call)  # what the fork server waits for once it is connected to
+        return cf.Future()
+
+
+def test_a_ctrl_c_while_the_pool_submits_acts_once_the_submission_is_whole(passing_gate, tmp_path):
+    pool = LocalPool.__new__(LocalPool)  # its submit alone, on the pool above
+    pool.pool, pool.folder = StartingAWorker(), str(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        pool.submit(len, [1, 2])
+    assert len(pool.pool.sent) == 1

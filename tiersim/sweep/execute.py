@@ -122,13 +122,17 @@ class LocalPool:
                 self.pool.submit(os.getpid)
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> cf.Future:
-        try:
-            sent = self.pool.submit(handoff.call, self.folder, fn, arg)
-        except cf.BrokenExecutor as exc:
-            raise SweepAborted(f"the worker pool broke ({exc})") from None
-        received: cf.Future = cf.Future()
-        received.set_running_or_notify_cancel()
-        sent.add_done_callback(lambda done: self._receive(done, received))
+        """A submission here may start a worker (one not yet started, while none is idle); a
+        signal that cut it short, between the fork server's connection and the data sent
+        on it, would leave the server or the new worker a traceback: it acts once done."""
+        with deferred():
+            try:
+                sent = self.pool.submit(handoff.call, self.folder, fn, arg)
+            except cf.BrokenExecutor as exc:
+                raise SweepAborted(f"the worker pool broke ({exc})") from None
+            received: cf.Future = cf.Future()
+            received.set_running_or_notify_cancel()
+            sent.add_done_callback(lambda done: self._receive(done, received))
         return received
 
     def _receive(self, sent: cf.Future, received: cf.Future) -> None:
