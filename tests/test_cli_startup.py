@@ -70,3 +70,13 @@ def test_python_dash_m_tiersim_is_the_tiersim_command():
         )
         assert out.returncode == 0, (module, out.stderr)
         assert out.stdout.startswith("usage: tiersim"), (module, out.stdout[:80])
+
+
+def test_the_cli_module_loads_no_command_until_main_runs():
+    """The commands (and YAML, pydantic) load inside `main`, where a Ctrl-C or SIGTERM is
+    handled: while `tiersim.cli` itself loads, one ends the program with a traceback."""
+    probe = "import sys, tiersim.cli; print(sorted(m for m in sys.modules if 'commands' in m))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"

@@ -7,7 +7,10 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +145,34 @@ def test_sigterm_stops_a_command_as_ctrl_c_does_with_143_and_one_line(cli, monke
     assert "130 if interrupted, 143 if terminated (finished points kept for --resume)" in (
         sweep_help
     )
+
+
+# The program itself, run as `python -m`: a command whose Ctrl-C ended code run from a string
+# (as a dataclass or namedtuple made at import is, the commonest place for it to land early).
+STRING_INTERRUPTED = """import sys
+from tiersim.cli.commands import presets
+
+def interrupted_in_a_string(args):
+    exec("raise KeyboardInterrupt", {})
+
+presets.run = interrupted_in_a_string
+sys.argv = ["tiersim", "presets"]
+from tiersim.cli import main
+sys.exit(main())
+"""
+
+
+def test_ctrl_c_in_code_run_from_a_string_still_exits_130_under_python_dash_m(tmp_path):
+    """CPython notes such a Ctrl-C as unhandled though `main` handles it, and under `-m` kills
+    itself with SIGINT at exit (-2, not 130) unless the note is cleared (`ignore_stops`)."""
+    (tmp_path / "string_interrupted.py").write_text(STRING_INTERRUPTED)
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, str(tmp_path)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "string_interrupted"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (130, "\ntiersim: interrupted\n")

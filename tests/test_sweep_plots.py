@@ -130,7 +130,7 @@ def test_estimate_scales_the_first_point_by_the_layer_passes_it_simulates():
     from conftest import SCENARIOS
 
     from tiersim.config.load import load_scenario
-    from tiersim.sweep.estimate import estimate_s, layer_passes
+    from tiersim.sweep.estimate import Work, estimate_s, layer_passes, work
 
     def passes(*overrides):
         return layer_passes(load_scenario(SCENARIOS / "default.yaml", list(overrides)).scenario)
@@ -148,6 +148,11 @@ def test_estimate_scales_the_first_point_by_the_layer_passes_it_simulates():
     assert passes("training.grad_accumulation=10") == 3 * 10 * 33
     # the first took 2 s for 100 passes: 0.02 s a pass; 250 more on 2 workers is 2.5 s
     assert estimate_s(2.0, 100, [200, 50], 2) == 2.5
+    # and the simulations each runs: the default's three (3 steps x 33 units each: 297 step
+    # passes), 10 micro-batches' one (99)
+    assert work(load_scenario(SCENARIOS / "default.yaml").scenario) == Work(3 * 12 * 33, 3, 297)
+    ten = load_scenario(SCENARIOS / "default.yaml", ["training.grad_accumulation=10"])
+    assert work(ten.scenario) == Work(3 * 10 * 33, 1, 99)
 
 
 def test_point_plots_draw_each_points_step_beside_its_report(tmp_path):

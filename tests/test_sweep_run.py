@@ -222,32 +222,108 @@ def test_estimate_from_the_point_of_about_the_mean_passes_timed_by_its_cpu_time(
 
 
 def test_a_point_of_the_mean_passes_makes_a_fixed_part_of_each_points_time_cancel():
-    from tiersim.sweep.estimate import sweep_estimate, typical
+    from tiersim.sweep.estimate import Work, sweep_estimate, typical
 
     def cost(passes: int) -> float:  # 30 ms however many passes, and 0.1 ms a pass
         return 0.030 + 0.0001 * passes
 
     # passes 100, 200, 300: the mean is 200 (position 1); it takes 30 + 20 = 50 ms, 0.25 ms a
     # pass; the others' 400 passes, 100 ms; they take 2 x 30 + 0.1 x 400 = 100 ms: exact
-    weighed = [(0, 100), (1, 200), (2, 300)]
-    assert typical(weighed) == 1
-    assert sweep_estimate(cost(200), 1, weighed, 2, 1) == pytest.approx(0.100)
+    passes = [100, 200, 300]
+    assert typical(list(enumerate(passes))) == 1
+    weighed = [(i, Work(p, 1, 25)) for i, p in enumerate(passes)]  # one run each
+    assert sweep_estimate([(1, cost(200))], weighed, 2, 1) == pytest.approx(0.100)
     # hbf-write-vs-accumulation's shape: 4 bandwidths x grad_accumulation 1, 2, 4, 16 on 33
     # units, 3 steps: 99, 198, 396 and (16 extrapolated from 3 + 4 + 5) 1,188 passes. Mean
     # 1,881 / 4 = 470.25, nearest 396 (74.25 away; 198 is 272.25): position 2
-    weighed = list(enumerate([99, 198, 396, 1188] * 4))
-    assert typical(weighed) == 2
+    passes = [99, 198, 396, 1188] * 4
+    assert typical(list(enumerate(passes))) == 2
+    weighed = [(i, Work(p, 1, 99)) for i, p in enumerate(passes)]  # priced by passes alone
     # 30 + 39.6 = 69.6 ms for 396 passes; the others' 4 x 1,881 - 396 = 7,128 = 18 x 396:
     # 18 x 69.6 = 1,252.8 ms, on 2 workers 626.4 ms. They take 15 x 30 + 0.1 x 7,128 =
     # 1,162.8 ms, 581.4 ms on 2: 8 % over
-    assert sweep_estimate(cost(396), 2, weighed, 15, 2) == pytest.approx(0.6264)
+    assert sweep_estimate([(2, cost(396))], weighed, 15, 2) == pytest.approx(0.6264)
     # from the first point, as the sweep did: 39.9 ms / 99 passes x 7,425 (75 x 99) = 75 x
     # 39.9 = 2,992.5 ms, 1,496.25 ms on 2 workers: 2.6 times what they take
-    assert sweep_estimate(cost(99), 0, weighed, 15, 2) == pytest.approx(1.49625)
+    assert sweep_estimate([(0, cost(99))], weighed, 15, 2) == pytest.approx(1.49625)
     # points that simulate nothing (invalid ones) are left out of the mean: 200, equally far
     # from 100 and 300, so the first of them; where none simulates anything, the first point
     assert typical([(0, 0), (1, 0), (2, 100), (3, 300)]) == 2
     assert typical([(0, 0), (1, 0)]) == 0
+
+
+def test_a_sweep_mixing_full_and_extrapolated_points_times_one_of_each_and_prices_both_parts():
+    from tiersim.sweep.estimate import Work, prices, sweep_estimate, to_time
+
+    # hbf-write-vs-accumulation's shape again, each point as it runs: 33 units, 3 steps;
+    # grad_accumulation 1, 2, 4 one simulation of 99, 198, 396 passes and 3 x 33 = 99 step
+    # passes; 16 three (3, 4 and 5 micro-batches: 12 x 99 = 1,188 passes, 3 x 99 = 297)
+    shape = [Work(99, 1, 99), Work(198, 1, 99), Work(396, 1, 99), Work(1188, 3, 297)]
+    weighed = list(enumerate(shape * 4))
+
+    def cost(w: Work) -> float:  # 0.02 ms a pass, 0.25 ms a step pass (its optimizer step...)
+        return 0.00002 * w.passes + 0.00025 * w.step_passes
+
+    # in full: 1.98 + 24.75 = 26.73, 3.96 + 24.75 = 28.71, 7.92 + 24.75 = 32.67 ms;
+    # extrapolated: 23.76 + 74.25 = 98.01 ms. One of each is timed: of those in full the
+    # mean passes are 693 / 3 = 231, nearest 198 (position 1); the first extrapolated, 3
+    assert to_time(weighed) == [1, 3]
+    # and a, b solved from the two: det = 198 x 297 - 1,188 x 99 = -58,806;
+    # a = (28.71 x 297 - 98.01 x 99) / det = -1,176.12 / -58,806 = 0.02 ms;
+    # b = (198 x 98.01 - 1,188 x 28.71) / det = -14,701.5 / -58,806 = 0.25 ms
+    a, b = prices([(shape[1], cost(shape[1])), (shape[3], cost(shape[3]))])
+    assert (a, b) == (pytest.approx(0.00002), pytest.approx(0.00025))
+    # the other 14: 4 x (26.73 + 28.71 + 32.67 + 98.01) - 28.71 - 98.01 = 617.76 ms, on 2
+    # workers 308.88 ms: what they take
+    timed = [(1, cost(shape[1])), (3, cost(shape[3]))]
+    assert sweep_estimate(timed, weighed, 14, 2) == pytest.approx(0.30888)
+    # (by passes alone from position 2, of 396, as before: 32.67 / 396 x 7,128 = 588.06 ms,
+    # 294.03 ms on 2, where the 15 others take 744.48 - 32.67 = 711.81 ms, 355.9 ms: 17 % short)
+    by_passes = [(i, Work(w.passes, 1, 0)) for i, w in weighed]
+    assert sweep_estimate([(2, cost(shape[2]))], by_passes, 15, 2) == pytest.approx(0.29403)
+
+
+def test_a_mixed_sweep_runs_one_point_of_each_kind_before_the_rest_and_says_so(
+    tmp_path, monkeypatch
+):
+    # TINY: 24 layers + 1 = 25 units, one step. grad_accumulation 1 and 2 are simulated in
+    # full (25 and 50 passes, one simulation: 25 step passes); 16 is extrapolated from runs of
+    # 3, 4 and 5 (300 passes, three simulations: 75 step passes)
+    path = write_sweep(tmp_path, {"grid": {"training.grad_accumulation": [1, 2, 16]}})
+    # the timed points take 0.2 ms a pass and 1 ms a step pass: 5 + 25 = 30 ms (point 0, the
+    # first of the two of the mean passes, 37.5, among those in full) and 60 + 75 = 135 ms
+    readings = iter([10.0, 10.03, 20.0, 20.135])
+    monkeypatch.setattr(run_module, "point_clock", lambda: next(readings))
+    progress = io.StringIO()
+    outcome = run_sweep(
+        load_sweep(path), SweepOptions(tmp_path / "out", 1, plots=False, progress=progress)
+    )
+    # point 1 then costs 50 x 0.2 + 25 x 1 = 35 ms, on the one worker
+    assert (
+        "points 0 and 2, of the 3 to run, took 30.00 ms and 135.00 ms: the other 1 on 1 worker, "
+        "about 35.00 ms (from these two, one simulated in full and one extrapolated"
+    ) in progress.getvalue()
+    assert [json.loads(line)["values"] for line in log_lines(tmp_path / "out")[:2]] == [
+        {"training.grad_accumulation": 1},
+        {"training.grad_accumulation": 16},
+    ]  # committed before the rest ran
+    assert {r["status"] for r in outcome.table.rows} == {"ok"}
+
+
+def test_where_two_times_need_a_negative_price_the_better_single_price_is_used():
+    from tiersim.sweep.estimate import Work, prices
+
+    # hbf-wear's case: an extrapolated point (3 runs) takes less than 3 times one in full, as
+    # a run's own part outweighs its micro-batches. 100 passes and 100 step passes took 1.0 s,
+    # 1,000 and 300 took 2.4 s: det = 100 x 300 - 1,000 x 100 = -70,000, and
+    # a = (1.0 x 300 - 2.4 x 100) / det = 60 / -70,000 < 0. Alone, by least squares:
+    # a = (100 x 1.0 + 1,000 x 2.4) / (100^2 + 1,000^2) = 2,500 / 1,010,000, off by
+    # (0.2475 - 1)^2 + (2.475 - 2.4)^2 = 0.572; b = (100 x 1.0 + 300 x 2.4) / (100^2 + 300^2)
+    # = 820 / 100,000 = 0.0082, off by (0.82 - 1)^2 + (2.46 - 2.4)^2 = 0.036: b
+    timed = [(Work(100, 1, 100), 1.0), (Work(1000, 3, 300), 2.4)]
+    assert prices(timed) == (0.0, pytest.approx(0.0082))
+    # one point: its seconds a pass, and nothing for the step passes (they cancel: `typical`)
+    assert prices([(Work(400, 1, 100), 2.0)]) == (0.005, 0.0)
 
 
 def test_estimate_on_one_worker_says_worker(tmp_path):

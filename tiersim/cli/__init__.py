@@ -4,17 +4,16 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import textwrap
 from collections.abc import Callable
 
 from tiersim import __version__
-from tiersim.cli.commands import COMMANDS
-from tiersim.cli.commands.common import (
+from tiersim.cli.stopping import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     Terminated,
+    ignore_stops,
     sigterm_raises,
 )
 from tiersim.core.errors import InfeasibleError, InputError
@@ -70,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         "and HBF, how fast flash wears, and what checkpoints cost.",
         epilog=EXIT_CODES,
     )
+    from tiersim.cli.commands import COMMANDS  # here: a signal while it loads is handled
+
     parser.add_argument("--version", action="version", version=f"tiersim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
@@ -85,17 +86,11 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:  # the command's own usage, not the top-level one, says what it takes
-        command = _subparsers(parser).choices[args.command]
-        shown = " ".join(a if len(a) <= 80 else f"{a[:77]}..." for a in unknown[:5])
-        more = f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else ""
-        command.error(f"unrecognized arguments: {shown}{more}")
-    handler: Callable[[argparse.Namespace], int] = args.handler
+    """Run the command `argv` (default: the program's arguments); its exit code. A Ctrl-C or
+    SIGTERM from the moment this is called stops it with 130 or 143 and a line saying so."""
     try:
-        with sigterm_raises():
-            return handler(args)
+        with sigterm_raises(then_ignore=argv is None):
+            return _run_command(argv)
     except InputError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_INPUT
@@ -111,17 +106,22 @@ def main(argv: list[str] | None = None) -> int:
         print("\ntiersim: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
-        if argv is None:  # the program itself: its exit code stands (see `exiting`)
-            exiting()
+        if argv is None:  # the program itself: its exit code stands (see `ignore_stops`)
+            ignore_stops()
 
 
-def exiting() -> None:
-    """Ignore Ctrl-C and SIGTERM from now on: the command is done and the process exits. A
-    second Ctrl-C (or a group's signal after the process's own) would otherwise kill it with
-    another status, or raise in an exit handler, once the interpreter has put the defaults
-    back while it exits."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
+def _run_command(argv: list[str] | None) -> int:
+    """Parse `argv` (the commands are imported here, inside `main`'s handling of signals)
+    and run its command."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's own usage, not the top-level one, says what it takes
+        command = _subparsers(parser).choices[args.command]
+        shown = " ".join(a if len(a) <= 80 else f"{a[:77]}..." for a in unknown[:5])
+        more = f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else ""
+        command.error(f"unrecognized arguments: {shown}{more}")
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,28 @@
-"""How long the points of a sweep or plan will take, from the time of one (or a sample).
+"""How long the points of a sweep or plan will take, from the time of one or two (or a sample).
 
-A point's engine time grows about linearly with the layer passes it simulates (steps x
-micro-batches x units: README, Benchmarks), so the others are scaled by that from the one
-timed: the steps the optimizer-step mode needs, and the micro-batches of the three sample runs
-where the steady state is extrapolated (tiersim.engine.steady), else all of them. It has a
-part that does not grow with them too, which is why a sweep times a point of about the mean
-passes (`typical`). A durable checkpoint's extra runs are not counted (an estimate errs short
-there).
+What a point simulates is counted in layer passes (one unit through one micro-batch), which
+its engine time grows about linearly with (README, Benchmarks): steps x micro-batches x units,
+the steps the optimizer-step mode needs, the micro-batches of the three sample runs where the
+steady state is extrapolated (tiersim.engine.steady), else all of them.
+
+A point also pays, for each simulation it runs, a part that does not grow with its
+micro-batches: the optimizer step once a step for every unit, a durable checkpoint's runs
+(about as long whatever the micro-batches: they last the checkpoint's drain), building the
+run and measuring it. It is counted in step passes (steps x units, per simulation), and it is
+most of a point's time in the shipped sweeps: 26 of the 28-35 ms of a point of
+hbf-write-vs-accumulation simulated in full, 0.2 of the 0.25 s of one of hbf-wear. An
+extrapolated point runs three simulations, so pays it three times.
+
+A point's time is then about a x passes + b x step passes. A sweep whose points all run as
+many simulations times one point, of about their mean passes (`typical`: the parts that are
+alike in every point cancel there, see below); one that mixes points simulated in full with
+extrapolated ones times one of each, and solves for a and b (`prices`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tiersim.config.load import build
@@ -26,34 +37,52 @@ from tiersim.sweep.worker import PointTask
 SAMPLE = 50
 
 
-def layer_passes(s: Scenario) -> int:
+@dataclass(frozen=True)
+class Work:
+    """What a point simulates (all zero for one that is not a valid scenario)."""
+
+    passes: int  # layer passes of its micro-batches, over all its simulations
+    runs: int  # simulations: 1, or 3 where its steady state is extrapolated
+    step_passes: int  # runs x steps x units: the work a simulation does once a step
+
+
+NOTHING = Work(0, 0, 0)
+
+
+def work(s: Scenario) -> Work:
     res = resolve(s)
     units = res.model.layers // s.parallel.pipeline + 1
-    runs = steady.samples(res, 0)  # stage 0's: the one with the longest warm-up
-    micro_batches = sum(runs) if runs is not None else s.training.grad_accumulation
-    return steady.steps_to_simulate(res)[0] * micro_batches * units
+    steps = steady.steps_to_simulate(res)[0]
+    samples = steady.samples(res, 0)  # stage 0's: the one with the longest warm-up
+    micro_batches = sum(samples) if samples is not None else s.training.grad_accumulation
+    runs = len(samples) if samples is not None else 1
+    return Work(steps * micro_batches * units, runs, runs * steps * units)
 
 
-def task_passes(task: PointTask) -> int:
-    """The layer passes a point would simulate; 0 for one that is not a valid scenario."""
+def layer_passes(s: Scenario) -> int:
+    return work(s).passes
+
+
+def task_work(task: PointTask) -> Work:
+    """What a point would simulate; NOTHING for one that is not a valid scenario."""
     try:
-        return layer_passes(build(task.raw, Path(task.base_dir), task.source).scenario)
+        return work(build(task.raw, Path(task.base_dir), task.source).scenario)
     except (InputError, ValueError):
-        return 0
+        return NOTHING
 
 
 def estimate_s(first_s: float, first: int, rest: Sequence[int], workers: int) -> float:
     """Seconds for `rest` (their layer passes) on `workers`, the first having taken `first_s`
     for `first` passes."""
     per_pass = first_s / first if first > 0 else 0.0
-    work = sum(rest) * per_pass if first > 0 else first_s * len(rest)
-    return work / max(1, workers)
+    total = sum(rest) * per_pass if first > 0 else first_s * len(rest)
+    return total / max(1, workers)
 
 
-def weigh(tasks: Sequence[PointTask]) -> list[tuple[int, int]]:
-    """(position, layer passes) of at most about SAMPLE of `tasks`, evenly spread."""
+def weigh(tasks: Sequence[PointTask]) -> list[tuple[int, Work]]:
+    """(position, work) of at most about SAMPLE of `tasks`, evenly spread."""
     step = max(1, len(tasks) // SAMPLE)
-    return [(i, task_passes(tasks[i])) for i in range(0, len(tasks), step)]
+    return [(i, task_work(tasks[i])) for i in range(0, len(tasks), step)]
 
 
 def typical(weighed: Sequence[tuple[int, int]]) -> int:
@@ -74,13 +103,66 @@ def typical(weighed: Sequence[tuple[int, int]]) -> int:
     return min(simulating, key=lambda item: abs(item[1] - mean))[0]
 
 
+def to_time(weighed: Sequence[tuple[int, Work]]) -> list[int]:
+    """The positions of the points to time: for each number of simulations the points run
+    (1, 3), the one of about the mean passes among them (`typical`); one point where all run
+    as many, or none simulates anything."""
+    classes = sorted({w.runs for _, w in weighed if w.runs > 0})
+    if len(classes) < 2:
+        return [typical([(i, w.passes) for i, w in weighed])]
+    return [typical([(i, w.passes) for i, w in weighed if w.runs == c]) for c in classes]
+
+
+def prices(timed: Sequence[tuple[Work, float]]) -> tuple[float, float]:
+    """(a, b): seconds a layer pass and a step pass, from points timed (work, seconds).
+
+    One point: a alone, its seconds over its passes (about the mean passes of points that
+    run as many simulations, so that b's part, alike in each, cancels: `typical`). Two: the
+    a and b that give both times exactly, where neither comes out negative (the two times
+    measured with noise, or two points alike); else the one of them alone that gives the
+    two times best (least squares)."""
+    if len(timed) == 1:
+        ((only, seconds),) = timed
+        return (seconds / only.passes if only.passes else 0.0), 0.0
+    (w1, s1), (w2, s2) = timed
+    det = w1.passes * w2.step_passes - w2.passes * w1.step_passes
+    if det:
+        a = (s1 * w2.step_passes - s2 * w1.step_passes) / det
+        b = (w1.passes * s2 - w2.passes * s1) / det
+        if a >= 0 and b >= 0:
+            return a, b
+    return _one_price(timed)
+
+
+def _one_price(timed: Sequence[tuple[Work, float]]) -> tuple[float, float]:
+    """The better of a alone and b alone, each fitted to the times by least squares."""
+    fits = []
+    for part in ("passes", "step_passes"):
+        xs = [getattr(w, part) for w, _ in timed]
+        squares = sum(x * x for x in xs)
+        price = sum(x * s for x, (_, s) in zip(xs, timed, strict=True)) / squares if squares else 0
+        off = sum((price * x - s) ** 2 for x, (_, s) in zip(xs, timed, strict=True))
+        fits.append((off, price, part))
+    _, price, part = min(fits)
+    return (price, 0.0) if part == "passes" else (0.0, price)
+
+
 def sweep_estimate(
-    timed_s: float, timed: int, weighed: Sequence[tuple[int, int]], left: int, workers: int
+    timed: Sequence[tuple[int, float]],
+    weighed: Sequence[tuple[int, Work]],
+    left: int,
+    workers: int,
 ) -> float:
-    """Seconds for the `left` points other than the one at `timed`, which took `timed_s`: as
-    estimate_s over the weighed ones but it, scaled up to `left`."""
-    passes = dict(weighed)
-    others = [p for i, p in weighed if i != timed]
+    """Seconds for the `left` points other than those timed ((position, seconds) of each):
+    the weighed ones but those, each priced by `prices`, scaled up to `left`, on `workers`."""
+    works = dict(weighed)
+    done = {i for i, _ in timed}
+    others = [w for i, w in weighed if i not in done]
     if not others:
         return 0.0
-    return estimate_s(timed_s, passes[timed], others, workers) * left / len(others)
+    if not any(works[i].passes for i, _ in timed):  # nothing simulated: each point as long
+        per_point = sum(s for _, s in timed) / len(timed)
+        return per_point * left / max(1, workers)
+    a, b = prices([(works[i], s) for i, s in timed])
+    total = sum(a * w.passes + b * w.step_passes for w in others)
+    return total * left / len(others) / max(1, workers)

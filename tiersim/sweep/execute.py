@@ -28,7 +28,7 @@ from typing import Any, Protocol, TextIO, TypeVar
 from tiersim.core.errors import InputError, Problem
 from tiersim.sweep import handoff
 from tiersim.sweep.lifeline import watch
-from tiersim.sweep.signals import Gate
+from tiersim.sweep.signals import Gate, blocked, deferred, unblock
 
 DASK_HINT = "pip install 'tiersim[dask]'"
 
@@ -57,8 +57,11 @@ def start_worker(sweep_pid: int) -> None:
 
     Ctrl-C, sent to the terminal's whole process group, is ignored: the sweep process stops
     its workers itself (`LocalPool.close`); here it would raise in a point (and come back as
-    its outcome) or in the wait for the next task (a traceback, and a worker lost)."""
+    its outcome) or in the wait for the next task (a traceback, and a worker lost). Until now
+    it and SIGTERM were blocked (see `LocalPool`); a SIGTERM that came meanwhile ends the
+    worker now, as it would have then."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    unblock()  # blocked from the worker's start (see LocalPool)
     watch(sweep_pid)
     importlib.import_module(WORKER_MODULE)
     gc.freeze()  # what is loaded now lives as long as the worker: the collector skips it
@@ -75,6 +78,14 @@ class LocalPool:
     Every call's outcome comes back through `handoff`: a message too small for a killed worker
     to tear, any larger outcome in a file in `folder` (a temporary folder of the pool's own
     when none is given), so a worker's death breaks the pool (SweepAborted) and never hangs it.
+
+    Ctrl-C and SIGTERM are blocked in the processes the pool starts until a worker's
+    initializer: the fork server (which protects itself from Ctrl-C only once its imports are
+    done) and a worker (from its fork to `start_worker`) would otherwise die of one while
+    importing, with a traceback, or "Fatal Python error" in the interpreter's own start. A
+    signal mask is inherited by a child and kept across exec, so the thread that starts the
+    server or a spawned worker blocks them while it does (as CPython starts its resource
+    tracker, bpo-33613); this process still gets them: in its other threads, or once unblocked.
     """
 
     _starting: threading.Thread | None = None
@@ -91,6 +102,7 @@ class LocalPool:
         context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if context.get_start_method() == "forkserver":  # a server already running keeps its own
             context.set_forkserver_preload(["__main__", WORKER_MODULE])  # __main__: the default
+        _start_helpers(context)
         self.pool = cf.ProcessPoolExecutor(
             max_workers=workers,
             mp_context=context,
@@ -102,20 +114,25 @@ class LocalPool:
         self._starting.start()
 
     def _start_all(self) -> None:
-        """Start every worker (a task submitted while none is idle starts one)."""
+        """Start every worker (a task submitted while none is idle starts one); a spawned
+        one (no fork server) inherits this thread's mask (see the class)."""
         # closed or broken first; EOFError, OSError: the fork server ended (Ctrl-C, say)
-        with contextlib.suppress(RuntimeError, cf.BrokenExecutor, EOFError, OSError):
+        with blocked(), contextlib.suppress(RuntimeError, cf.BrokenExecutor, EOFError, OSError):
             for _ in range(self.slots):
                 self.pool.submit(os.getpid)
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> cf.Future:
-        try:
-            sent = self.pool.submit(handoff.call, self.folder, fn, arg)
-        except cf.BrokenExecutor as exc:
-            raise SweepAborted(f"the worker pool broke ({exc})") from None
-        received: cf.Future = cf.Future()
-        received.set_running_or_notify_cancel()
-        sent.add_done_callback(lambda done: self._receive(done, received))
+        """A submission here may start a worker (one not yet started, while none is idle); a
+        signal that cut it short, between the fork server's connection and the data sent
+        on it, would leave the server or the new worker a traceback: it acts once done."""
+        with deferred():
+            try:
+                sent = self.pool.submit(handoff.call, self.folder, fn, arg)
+            except cf.BrokenExecutor as exc:
+                raise SweepAborted(f"the worker pool broke ({exc})") from None
+            received: cf.Future = cf.Future()
+            received.set_running_or_notify_cancel()
+            sent.add_done_callback(lambda done: self._receive(done, received))
         return received
 
     def _receive(self, sent: cf.Future, received: cf.Future) -> None:
@@ -149,6 +166,20 @@ class LocalPool:
         for process in list(processes.values()):
             with contextlib.suppress(OSError, ValueError):  # gone already, or closed
                 process.terminate()
+
+
+def _start_helpers(context: multiprocessing.context.BaseContext) -> None:
+    """Start CPython's resource tracker and, for `context` "forkserver", the fork server (each
+    unless running), Ctrl-C and SIGTERM blocked in them (see `LocalPool`). The tracker first:
+    it blocks them itself while it starts, then unblocks them in the thread that started it."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    if context.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        with blocked():
+            forkserver.ensure_running()  # returns at once: the server's imports run in it
 
 
 class DaskPool:
@@ -269,7 +300,10 @@ def run_on_pool(
 def stream(
     pool: Pool, fn: Callable[[Any], Any], args: list[Any]
 ) -> Iterator[list[tuple[int, Any]]]:
-    """Run `fn` on every arg; yield batches of (position, result or the exception raised)."""
+    """Run `fn` on every arg; yield batches of (position, result or the exception raised).
+
+    A Ctrl-C or SIGTERM (see `signals.deferred`) stops it while it waits for the pool, or
+    when the caller asks for the next batch, never while a batch is taken and handled."""
     window = max(8, 4 * pool.slots)
     pending: dict[Any, int] = {}
     queue = iter(enumerate(args))
@@ -278,13 +312,14 @@ def stream(
         if len(pending) >= window:
             break
     while pending:
-        done = pool.wait(set(pending))
-        batch = [(pending.pop(future), _outcome(future)) for future in done]
-        for position, arg in queue:
-            pending[pool.submit(fn, arg)] = position
-            if len(pending) >= window:
-                break
-        yield sorted(batch, key=lambda item: item[0])
+        done = pool.wait(set(pending))  # where a signal stops it (or in the caller's code)
+        with deferred():  # from here until the caller asks for the next batch: none is lost
+            batch = [(pending.pop(future), _outcome(future)) for future in done]
+            for position, arg in queue:
+                pending[pool.submit(fn, arg)] = position
+                if len(pending) >= window:
+                    break
+            yield sorted(batch, key=lambda item: item[0])
 
 
 def _outcome(future: Any) -> Any:

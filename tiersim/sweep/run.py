@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TextIO
 
 from tiersim.core.units import fmt_time
-from tiersim.sweep.estimate import sweep_estimate, typical, weigh
+from tiersim.sweep.estimate import NOTHING, sweep_estimate, to_time, weigh
 from tiersim.sweep.execute import Pool, Progress, SweepAborted, run_on_pool, stream
 from tiersim.sweep.keep import OutputError, run_and_keep
 from tiersim.sweep.plots import plot_sweep
 from tiersim.sweep.rows import Table, build_rows
 from tiersim.sweep.setaside import set_aside, set_aside_note
+from tiersim.sweep.signals import deferred
 from tiersim.sweep.spec import Point, SweepSpec, expand
 from tiersim.sweep.store import SweepStore, import_table_writers, tidy, write_tables
 from tiersim.sweep.worker import (
@@ -130,10 +131,10 @@ def _on_pool(
     keys = _known_keys(pool, tasks, store, options.progress)
     todo, retried = _plan(keys, store)
     aside = _say_set_aside(spec, points, keys, store, recorded, options.progress)
-    rest, first_s = _first(tasks, todo, keys, store, pool.slots, options.progress)
+    rest, point_s = _first(tasks, todo, keys, store, pool.slots, options.progress)
     tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
     tables.start()  # while the points run, where this process has time to spare
-    chunk = chunk_size(first_s, len(rest), pool.slots)
+    chunk = chunk_size(point_s, len(rest), pool.slots)
     _run(pool, tasks, rest, keys, store, options.progress, len(todo), chunk)
     tables.join()
     return keys, todo, retried, aside
@@ -156,8 +157,8 @@ def _say_set_aside(
     return len(aside)
 
 
-# How the point the estimate is made from is timed: by the CPU time of this thread, not the
-# wall clock, which counts the time it waits for a core while the pool starts beside it (the
+# How the points the estimate is made from are timed: by the CPU time of this thread, not the
+# wall clock, which counts the time they wait for a core while the pool starts beside them (the
 # fork server's imports, each worker's start, on the cores the workers then have to themselves)
 point_clock = time.thread_time
 
@@ -170,30 +171,47 @@ def _first(
     workers: int,
     progress: TextIO | None,
 ) -> tuple[list[int], float]:
-    """Run one point here, before the rest, and say from it how long the sweep will take:
-    the one of about the mean layer passes (`estimate.typical`); return the positions left to
-    run and its time (s)."""
+    """Run one point here, before the rest, or two where some points are extrapolated and
+    some simulated in full (`estimate.to_time`), and say from them how long the sweep will
+    take; return the positions left to run and about how long one of them takes (s)."""
     if not todo:
         return [], 0.0
-    weighed = weigh([tasks[i] for i in todo]) if len(todo) > 1 else [(0, 0)]
-    timed = typical(weighed)
-    index = todo[timed]
-    start = point_clock()
-    result = run_point(tasks[index])
-    took = point_clock() - start
-    store.commit([result], {result.key: tasks[index].values})
-    keys[index] = result.key
-    left = len(todo) - 1
-    line = f"point {index}, of the {len(todo)} to run, took {fmt_time(took)}"
-    if left:
-        estimate = sweep_estimate(took, timed, weighed, left, workers)
-        line += (
-            f": the other {left} on {workers} worker{'s' * (workers != 1)}, about "
-            f"{fmt_time(estimate)} (scaled by the layer passes each simulates, from this one "
-            "of about their mean)"
-        )
-    print(line, file=progress or sys.stderr)
-    return [i for i in todo if i != index], took
+    weighed = weigh([tasks[i] for i in todo]) if len(todo) > 1 else [(0, NOTHING)]
+    timed: list[tuple[int, float]] = []  # (position in todo, seconds)
+    for position in to_time(weighed):
+        index = todo[position]
+        start = point_clock()
+        result = run_point(tasks[index])
+        timed.append((position, point_clock() - start))
+        with deferred():  # a signal now acts once the point is kept
+            store.commit([result], {result.key: tasks[index].values})
+            keys[index] = result.key
+    left = len(todo) - len(timed)
+    estimate = sweep_estimate(timed, weighed, left, workers) if left else 0.0
+    print(_estimate_line(todo, timed, left, workers, estimate), file=progress or sys.stderr)
+    ran = {todo[position] for position, _ in timed}
+    point_s = estimate * workers / left if left else timed[0][1]
+    return [i for i in todo if i not in ran], point_s
+
+
+def _estimate_line(
+    todo: list[int], timed: list[tuple[int, float]], left: int, workers: int, estimate: float
+) -> str:
+    """`point 2, of the 16 to run, took 35.00 ms: the other 15 on 2 workers, about ...`."""
+    names = " and ".join(str(todo[position]) for position, _ in timed)
+    took = " and ".join(fmt_time(seconds) for _, seconds in timed)
+    line = f"point{'s' * (len(timed) > 1)} {names}, of the {len(todo)} to run, took {took}"
+    if not left:
+        return line
+    line += (
+        f": the other {left} on {workers} worker{'s' * (workers != 1)}, about {fmt_time(estimate)} "
+    )
+    one = "(scaled by the layer passes each simulates, from this one of about their mean)"
+    two = (
+        "(from these two, one simulated in full and one extrapolated from three runs: priced "
+        "by the layer passes each simulates and the simulations it runs)"
+    )
+    return line + (one if len(timed) == 1 else two)
 
 
 def _lap(start: float) -> float:

@@ -13,17 +13,43 @@ task, and the exit handler and the manager thread wait for the workers, forever.
 
 So while a pool runs, `Gate` passes the first signal on to the handler it replaced (which
 raises) and only notes any later one; while the pool opens and closes it holds every signal,
-and passes the first on once the pool is closed.
+and passes the first on once the pool is closed. While the pool runs, `deferred` holds one for
+a moment (finished points being taken or committed) and passes it on at its end.
+
+The processes the pool starts get the signals too (Ctrl-C goes to the terminal's process group)
+and may not be ready for them: `blocked` keeps them from a process while it is started.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+MASKS = hasattr(signal, "pthread_sigmask")  # not on Windows
+
+
+@contextlib.contextmanager
+def blocked() -> Iterator[None]:
+    """SIGINT and SIGTERM blocked in this thread while in here, and so in a process it starts
+    (a child inherits the mask, and keeps it across exec): they wait, not lost, for a thread
+    of this process that takes them (Python runs their handlers in the main thread)."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS) if MASKS else set()
+    try:
+        yield
+    finally:
+        if MASKS:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def unblock() -> None:
+    """Let SIGINT and SIGTERM reach this thread (where `blocked` was inherited)."""
+    if MASKS:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
 class Gate:
@@ -33,9 +59,14 @@ class Gate:
         self.passing = False  # whether the next signal goes on to its own handler
         self.held: list[int] = []  # signals noted while holding, first first
         self.previous: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():  # only it may set them
+        if threading.current_thread() is not threading.main_thread():  # only it may set them
+            return
+        try:
             for sig in SIGNALS:
                 self.previous[sig] = signal.signal(sig, self._on_signal)
+        except BaseException:  # SIGTERM raised between the two: no half-installed gate left
+            self.restore(deliver=False)
+            raise
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if not self.passing:
@@ -69,3 +100,32 @@ class Gate:
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         if deliver and self.held:
             self._pass_on(self.held[0], None)
+
+
+def gate_in_place() -> Gate | None:
+    """The gate that is SIGINT's handler now, if one is (only the main thread has one)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGINT)
+    gate = getattr(handler, "__self__", None)  # a gate's handler is its bound method
+    return gate if isinstance(gate, Gate) else None
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """While in here, a signal that the gate in place would pass on now is held, and acts
+    (raises) as this ends: what is done in here (finished points taken from the pool, or
+    committed) is never cut off halfway. Where no gate passes signals on (none in place, or
+    one holding), it changes nothing.
+
+    Left on an exception (the run is stopping, or its generator is closed) the gate stays
+    holding: a signal raised here would replace that exception, or, in a generator closed
+    when collected, be printed with a traceback and lost; `run_on_pool` delivers a held
+    signal once the pool is closed."""
+    gate = gate_in_place()
+    if gate is None or not gate.passing:
+        yield
+        return
+    gate.hold()
+    yield  # not in a `finally`: see above
+    gate.allow()

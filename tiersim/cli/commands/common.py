@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
 import tempfile
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,33 +15,6 @@ from tiersim.core.errors import InputError, Problem
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.config.load import Loaded
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command Ctrl-C stopped
-EXIT_TERMINATED = 143  # 128 + SIGTERM, as shells report a command SIGTERM ended
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a batch scheduler ending the job, `kill PID`), raised in the main thread where
-    Ctrl-C raises KeyboardInterrupt, so that a command stops as it does on Ctrl-C: a sweep
-    commits the points it has finished, shuts its pool down and says how to resume."""
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated()
-
-
-@contextlib.contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """SIGTERM raises Terminated while the command runs (by default it ends the process at
-    once: no finished point committed, no word said). Only the main thread may set it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:  # None: a handler not set from Python, which cannot be put back from here
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def add_format_arg(parser: argparse.ArgumentParser) -> None:

@@ -9,15 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tiersim.cli.commands.common import (
-    EXIT_INTERRUPTED,
-    EXIT_TERMINATED,
-    Terminated,
     add_executor_args,
     cannot_write,
     folder_arg,
     positive_int,
     usable_folder,
 )
+from tiersim.cli.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem
 
@@ -100,10 +98,7 @@ def workers_and_where(args: argparse.Namespace, points: int) -> tuple[int, str]:
 
 def run(args: argparse.Namespace) -> int:
     from tiersim.sweep.execute import SweepAborted
-    from tiersim.sweep.run import SweepOptions, run_sweep
-    from tiersim.sweep.spec import describe
-    from tiersim.sweep.store import LOG_NAME, OutputError, refuse_unresumed
-    from tiersim.sweep.worker import INVALID
+    from tiersim.sweep.store import LOG_NAME, OutputError
 
     spec, text = _read(Path(args.sweep), args.max_points)
     out = Path(args.out) if args.out else Path("results") / spec.name
@@ -115,15 +110,9 @@ def run(args: argparse.Namespace) -> int:
             f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
             file=sys.stderr,
         )
-    usable_folder("--out", out)
-    if not args.resume:
-        refuse_unresumed(out)  # before the header: nothing starts that cannot go on
-    print(f"sweep '{spec.name}': {points(spec.size)} on {where} -> {out}", file=sys.stderr)
-    options = SweepOptions(
-        out, workers, args.executor, args.scheduler, args.resume, args.plots, args.point_plots
-    )
+    # from the moment its folder is made, however it stops, the sweep says what it kept
     try:
-        outcome = run_sweep(spec, options)
+        return _sweep(args, spec, out, workers, where)
     except SweepAborted as exc:
         return _stopped(out, f"tiersim: sweep stopped: {exc}", EXIT_ABORTED)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): the same stop
@@ -132,6 +121,24 @@ def run(args: argparse.Namespace) -> int:
         return _stopped(out, "\ntiersim: interrupted", EXIT_INTERRUPTED)
     except OutputError as exc:
         raise _unwritable(out, exc) from None
+
+
+def _sweep(args: argparse.Namespace, spec: SweepSpec, out: Path, workers: int, where: str) -> int:
+    """Make the folder `out`, run the sweep into it on `workers` (`where`: how the header
+    says where) and say what came of it; the exit code."""
+    from tiersim.sweep.run import SweepOptions, run_sweep
+    from tiersim.sweep.spec import describe
+    from tiersim.sweep.store import refuse_unresumed
+    from tiersim.sweep.worker import INVALID
+
+    usable_folder("--out", out)
+    if not args.resume:
+        refuse_unresumed(out)  # before the header: nothing starts that cannot go on
+    print(f"sweep '{spec.name}': {points(spec.size)} on {where} -> {out}", file=sys.stderr)
+    options = SweepOptions(
+        out, workers, args.executor, args.scheduler, args.resume, args.plots, args.point_plots
+    )
+    outcome = run_sweep(spec, options)
     _print_outcome(outcome, out, args.resume)
     rows = outcome.table.rows
     if rows and all(r["status"] == INVALID for r in rows):
