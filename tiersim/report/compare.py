@@ -14,7 +14,7 @@ from typing import Any
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_time
 from tiersim.report.json_report import STEP_FIGURES
 from tiersim.report.table import render
-from tiersim.report.wear import fmt_days
+from tiersim.report.wear import fmt_days, fmt_margin
 
 # The outputs compared, as dotted paths in the report (`*`: every tier, link or direction).
 COMPARED = (
@@ -163,6 +163,8 @@ def fmt_value(path: str, value: Any) -> str:
         return f"{value:,.0f} tokens/s"
     if "bytes" in path or path.startswith("inventory."):
         return fmt_bytes(value)
+    if last == "margin":  # the wear margin, as `wear` gives it
+        return fmt_margin(value)
     if last in SHARES:
         return f"{100 * value:.2f} %"
     if last == "drive_writes_per_day":
@@ -170,7 +172,7 @@ def fmt_value(path: str, value: Any) -> str:
     return fmt_count(value) if abs(value) >= 1000 else f"{value:g}"
 
 
-SHARES = ("overlap", "goodput", "bandwidth_utilization", "margin", "mfu")
+SHARES = ("overlap", "goodput", "bandwidth_utilization", "mfu")
 
 
 def fmt_pair(path: str, a: Any, b: Any) -> tuple[str, str]:
