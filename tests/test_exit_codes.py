@@ -41,8 +41,24 @@ def test_the_commands_whose_help_names_3_exit_3_on_a_scenario_too_large(
 ):
     code, _, err = cli(*(a.format(s=scenario, tmp=tmp_path) for a in args))
     assert code == 3, err
-    assert "tiersim: cannot run: the run would simulate 33 layer passes" in err
+    # compare names the side that cannot run (here A, simulated first)
+    side = f"A = {scenario}: " if args[0] == "compare" else ""
+    assert f"tiersim: cannot run: {side}the run would simulate 33 layer passes" in err
     assert "3 a scenario that cannot run at all" in _help(cli, args[0])
+
+
+def test_compare_names_the_side_that_cannot_run(tmp_path, cli):
+    # the review's case: B = A with 200 GB of workspace, over the H200's 141 GB of HBM alone
+    from conftest import SCENARIOS
+
+    path = SCENARIOS / "default.yaml"
+    code, out, err = cli("compare", path, "--set", "training.workspace=200 GB")
+    assert code == 3 and out == ""
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("tiersim: cannot run: ")]
+    assert line.startswith(
+        f"tiersim: cannot run: B = {path} --set training.workspace=200 GB: GPU memory "
+        "(141.00 GB) cannot hold even one layer's working set"
+    )
 
 
 def test_check_published_exits_3_on_a_reference_run_too_large(tmp_path, cli):
