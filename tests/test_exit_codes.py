@@ -158,3 +158,30 @@ def test_sigterm_stops_a_command_as_ctrl_c_does_with_143_and_one_line(cli, monke
     assert "130 if interrupted, 143 if terminated (finished points kept for --resume)" in (
         sweep_help
     )
+
+
+def test_plan_help_names_130_and_143_as_sweep_does(cli):
+    # a long search is as likely to be stopped by Ctrl-C or a batch scheduler as a sweep
+    for command in ("plan", "sweep"):
+        assert "130 if interrupted, 143 if terminated" in _help(cli, command), command
+
+
+# the options that take a value but have no default to state: repeatable overrides, the
+# one-of-two model source, and --trace (its FILE is optional: the help says where it goes)
+NO_DEFAULT = {"--set", "--model", "--hf-config", "--trace"}
+
+
+def test_every_option_with_a_value_states_its_default():
+    # the review's: measure --fsdp and --calibrate said nothing of what happens without them
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        f"{name} {action.option_strings[-1]}"
+        for name, command in subparsers.choices.items()
+        for action in command._actions
+        if action.option_strings
+        and action.nargs != 0
+        and not set(action.option_strings) & NO_DEFAULT
+        and "default" not in (action.help or "")
+    ]
+    assert missing == []
