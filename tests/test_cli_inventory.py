@@ -141,3 +141,31 @@ def test_a_generic_model_without_activation_bytes_is_told_they_are_zero(cli, wri
     explicit = {"name": "none", "model": generic(10**9, 24, activation_bytes_per_layer="0 B")}
     code, out, _ = cli("inventory", write(explicit))
     assert code == 0 and "Activations are 0 B" not in out
+
+
+def test_inventory_table_says_what_its_columns_mean(cli):
+    # gpt3-175b-tp-pp: tensor 8 x pipeline 8, data 24, ZeRO 1. Weights are not ZeRO-sharded,
+    # yet one GPU holds about 1/64 of them: the column names ZeRO, the note the split
+    from conftest import SCENARIOS
+
+    code, out, err = cli("inventory", SCENARIOS / "gpt3-175b-tp-pp.yaml")
+    assert code == 0, err
+    lines = out.splitlines()
+    head = next(ln for ln in lines if ln.startswith("class "))
+    assert re.split(r"\s{2,}", head.strip()) == [
+        "class",
+        "whole model",  # not "dense": an MoE model's dense layers are another thing
+        "per GPU",
+        "ZeRO-sharded",
+        "home",
+    ]
+    assert (
+        "per GPU: one GPU's, split by tensor 8 x pipeline 8 (every class) and sharded over "
+        "data 24 where ZeRO-sharded says yes." in out
+    )
+    # 9 kinds of activation tensor, 6 shown; with full recompute only the layer input is kept
+    assert "activations per GPU, largest 6 of 9 tensor kinds (" in out
+    full = ("--set", "training.recompute=full")
+    code, out, err = cli("inventory", SCENARIOS / "gpt3-175b-tp-pp.yaml", *full)
+    assert code == 0, err
+    assert "activations per GPU, 1 tensor kind (" in out

@@ -129,3 +129,27 @@ def test_shares_that_would_read_the_same_are_shown_with_the_digits_that_differ()
         and fmt_ratio(1.0) == "x1"
         and fmt_ratio(0.5) == "x0.5000"
     )
+
+
+def test_reports_of_different_versions_are_noted_at_the_top(cli, tmp_path):
+    from tiersim import __version__
+
+    folder_a, _ = _run(cli, tmp_path, "a")
+    folder_b, _ = _run(cli, tmp_path, "b", FASTER)
+    assert _json(cli, folder_a, folder_b)["notes"] == []  # the same version: nothing to say
+    # A as an earlier tiersim wrote it: the same report, another version
+    report = json.loads((folder_a / "report.json").read_text())
+    report["tiersim_version"] = "0.0.1"
+    (folder_a / "report.json").write_text(json.dumps(report))
+    want = (
+        f"A's report was written by tiersim 0.0.1, B's by tiersim {__version__}: outputs may "
+        "differ for that reason alone (the version moves when figures do)"
+    )
+    assert _json(cli, folder_a, folder_b)["notes"] == [want]
+    code, out, err = cli("compare", folder_a, folder_b)
+    assert code == 0, err
+    assert out.splitlines()[0] == f"note: {want}"
+    del report["tiersim_version"]  # a report from before reports carried one
+    (folder_a / "report.json").write_text(json.dumps(report))
+    (note,) = _json(cli, folder_a, folder_b)["notes"]
+    assert note.startswith("A's report was written by a tiersim that recorded no version, B's")

@@ -199,6 +199,61 @@ def test_missing_model_says_its_three_forms(problems, write):
     )
 
 
+def test_a_machine_of_your_own_says_what_its_missing_sections_hold(problems, write, cli):
+    # the review's: with hardware.preset none, "hardware.gpu: required key is missing" did
+    # not say what goes in it (Gpu: peak_flops required; Tier: kind and capacity)
+    file = write({**GPT2, "hardware": {"preset": "none"}})
+    gpu, tiers = problems(file)
+    assert gpu == (
+        f"{file}: hardware.gpu: required key is missing (expected a mapping of its keys: "
+        "peak_flops required; optional: name, memory, efficiency, optimizer_efficiency, "
+        "sm_count, l2_bandwidth, memory_efficiency, collective_sm_share; e.g. gpu: {name: "
+        "H100, peak_flops: {bf16: 989 TFLOP/s}})"
+    )
+    assert tiers.startswith(
+        f"{file}: hardware.tiers: required key is missing (expected a mapping of names, each "
+        "to a mapping of its keys: kind, capacity required; optional: bandwidth, "
+    )
+    # the examples as given are a machine that validates
+    text = (
+        "name: x\nmodel: {preset: gpt2}\nhardware:\n  preset: none\n"
+        "  gpu: {name: H100, peak_flops: {bf16: 989 TFLOP/s}}\n"
+        "  tiers: {hbm: {kind: hbm, capacity: 80 GB, bandwidth: 3.35 TB/s}, dram: {kind: "
+        "dram, capacity: 2 TB, bandwidth: 200 GB/s}}\n"
+    )
+    assert cli("validate", write(text, "mine.yaml"))[0] == 0
+
+
+def test_a_default_tier_the_machine_lacks_is_not_blamed_on_the_user(problems, write):
+    # the review's: "hardware.cpu.memory: tier 'dram' does not exist", a key never written:
+    # its default, dram, is not among a machine of HBM alone
+    gpu = {"peak_flops": {"bf16": "100 TFLOP/s"}}
+    hbm = {"kind": "hbm", "capacity": "80 GB", "bandwidth": "2 TB/s"}
+    file = write({**GPT2, "hardware": {"preset": "none", "gpu": gpu, "tiers": {"hbm": hbm}}})
+    assert only(problems(file)) == (
+        f"{file}: hardware.cpu.memory: the scenario does not set it, and its default tier "
+        "'dram' does not exist (tiers: hbm; expected a tier named 'dram' in hardware.tiers, or "
+        "hardware.cpu.memory set to one of the machine's)"
+    )
+    # written, the same tier is the user's to correct: said as before
+    line = only(problems(file, "--set", "hardware.cpu.memory=dram"))
+    assert "hardware.cpu.memory: tier 'dram' does not exist (tiers: hbm)" in line
+
+
+def test_a_list_key_given_an_item_path_says_list_not_tuple(problems, write):
+    # the review's: --set model.dense_layers.0=1 said "input should be a valid tuple"
+    file = write({"name": "x", "model": {"preset": "mixtral-8x7b"}})
+    line = only(problems(file, "--set", "model.dense_layers.0=1"))
+    assert "tuple" not in line
+    assert (
+        "model.dense_layers: expected a list, e.g. [1, 2] (got {'0': 1}); a number in a --set "
+        "path sets an item of a list already there: give the whole list, e.g. --set "
+        "model.dense_layers=[1]"
+    ) in line
+    line = only(problems(file, "--set", "model.dense_layers=3"))
+    assert "model.dense_layers: expected a list, e.g. [1, 2] (got 3)" in line
+
+
 def test_a_missing_key_of_a_few_words_lists_them(problems, write):
     tier = {"capacity": "1 TB"}
     file = write({"name": "x", "model": {"preset": "gpt2"}, "hardware": {"tiers": {"ssd": tier}}})
@@ -270,7 +325,8 @@ def test_zero_and_negative_values(problems, write, extra, path):
     file = write({**GPT2, **extra})
     line = only(problems(file))
     assert line.startswith(f"{file}: {path}: ")
-    assert "0" in line  # "must be > 0" / "greater than 0" / ">= 0"
+    # "must be > 0" / "greater than 0" / ">= 0"; a bandwidth "must be at least 1 B/s"
+    assert re.search(r"(> 0|>= 0|greater than 0|greater than or equal to 0|at least 1 B/s) ", line)
 
 
 # --- names that must exist -------------------------------------------------------------------
@@ -540,20 +596,21 @@ def test_bad_set_is_reported_like_a_bad_file(problems, write, override, path, wo
 @pytest.mark.parametrize(
     ("extra", "path", "shown"),
     [
-        ({"failures": {"mtbf": "-3 h"}}, "failures.mtbf", "(got -3.00 h)"),
+        ({"failures": {"mtbf": "-3 h"}}, "failures.mtbf", "(got -3 h)"),
         (
             {"hardware": {"tiers": {"hbf": {"capacity": "-4 TB"}}}},
             "hardware.tiers.hbf.capacity",
-            "(got -4.00 TB)",
+            "(got -4 TB)",
         ),
         (
             {"hardware": {"tiers": {"hbf": {"write_bandwidth": "-5 GB/s"}}}},
             "hardware.tiers.hbf.write_bandwidth",
-            "(got -5.00 GB/s)",
+            "(got -5 GB/s)",
         ),
     ],
 )
 def test_rejected_quantities_are_shown_in_units(problems, write, extra, path, shown):
+    # as written, unit and all (not converted: '-1 GiB' is not '-1.07 GB')
     file = write({**GPT2, **extra})
     line = only(problems(file))
     assert line.startswith(f"{file}: {path}: ") and line.endswith(shown)
@@ -692,7 +749,11 @@ def test_a_checkpoint_in_gpu_memory_is_refused(problems, write):
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("hardware.links.pcie.bandwidth=0 GB/s", "must be at least 1 B/s (got 0 B/s)"),
+        # a bound's message echoes the value as written, not converted to base units
+        ("hardware.links.pcie.bandwidth=0 GB/s", "must be at least 1 B/s (got 0 GB/s)"),
+        ("training.workspace=-1 GiB", "must be >= 0 (got -1 GiB)"),  # not '-1.07 GB'
+        ("budget.hbf.lifetime=0 years", "must be > 0 (got 0 years)"),  # not '0 s'
+        ("hardware.cpu.optimizer_rate=0.5 param/s", "must be at least 1 param/s (got 0.5 param/s)"),
         ("hardware.gpu.efficiency=50%", "expected a number (got '50%')"),
         ("name=münchen", "expected ASCII letters, digits, '_', '-' and '.' only"),
         ("budget.steps_per_day=.inf", "expected a finite number (got inf)"),

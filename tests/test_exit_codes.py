@@ -44,8 +44,24 @@ def test_the_commands_whose_help_names_3_exit_3_on_a_scenario_too_large(
 ):
     code, _, err = cli(*(a.format(s=scenario, tmp=tmp_path) for a in args))
     assert code == 3, err
-    assert "tiersim: cannot run: the run would simulate 33 layer passes" in err
+    # compare names the side that cannot run (here A, simulated first)
+    side = f"A = {scenario}: " if args[0] == "compare" else ""
+    assert f"tiersim: cannot run: {side}the run would simulate 33 layer passes" in err
     assert "3 a scenario that cannot run at all" in _help(cli, args[0])
+
+
+def test_compare_names_the_side_that_cannot_run(tmp_path, cli):
+    # the review's case: B = A with 200 GB of workspace, over the H200's 141 GB of HBM alone
+    from conftest import SCENARIOS
+
+    path = SCENARIOS / "default.yaml"
+    code, out, err = cli("compare", path, "--set", "training.workspace=200 GB")
+    assert code == 3 and out == ""
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("tiersim: cannot run: ")]
+    assert line.startswith(
+        f"tiersim: cannot run: B = {path} --set training.workspace=200 GB: GPU memory "
+        "(141.00 GB) cannot hold even one layer's working set"
+    )
 
 
 def test_check_published_exits_3_on_a_reference_run_too_large(tmp_path, cli):
@@ -176,3 +192,30 @@ def test_ctrl_c_in_code_run_from_a_string_still_exits_130_under_python_dash_m(tm
         timeout=60,
     )
     assert (done.returncode, done.stderr) == (130, "\ntiersim: interrupted\n")
+
+
+def test_plan_help_names_130_and_143_as_sweep_does(cli):
+    # a long search is as likely to be stopped by Ctrl-C or a batch scheduler as a sweep
+    for command in ("plan", "sweep"):
+        assert "130 if interrupted, 143 if terminated" in _help(cli, command), command
+
+
+# the options that take a value but have no default to state: repeatable overrides, the
+# one-of-two model source, and --trace (its FILE is optional: the help says where it goes)
+NO_DEFAULT = {"--set", "--model", "--hf-config", "--trace"}
+
+
+def test_every_option_with_a_value_states_its_default():
+    # the review's: measure --fsdp and --calibrate said nothing of what happens without them
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        f"{name} {action.option_strings[-1]}"
+        for name, command in subparsers.choices.items()
+        for action in command._actions
+        if action.option_strings
+        and action.nargs != 0
+        and not set(action.option_strings) & NO_DEFAULT
+        and "default" not in (action.help or "")
+    ]
+    assert missing == []

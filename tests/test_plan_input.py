@@ -47,13 +47,16 @@ def test_workers_far_over_the_candidates_start_one_per_candidate(tmp_path):
 @pytest.fixture
 def ten_s_each(monkeypatch):
     """Every sampled candidate takes 10 s (injected: nothing is simulated), on a 4-core
-    machine."""
+    machine; the list holds one entry per candidate timed."""
+    timed: list[object] = []
 
     def run_point(task):
+        timed.append(task)
         return PointResult("k", "ok", None, {}, None, 10.0)
 
     monkeypatch.setattr("tiersim.plan.run.run_point", run_point)
     monkeypatch.setattr("tiersim.plan.run.cores", lambda: 4)
+    return timed
 
 
 TWELVE = "plan:\n  placement.optimizer: [hbm, dram]\n  placement.master: [hbm, dram]\n" + RECOMPUTE
@@ -62,18 +65,19 @@ TWELVE = "plan:\n  placement.optimizer: [hbm, dram]\n  placement.master: [hbm, d
 @pytest.mark.parametrize(
     "workers, seconds, where",
     [
-        # 2 x 2 x 3 = 12 candidates of the same layer passes; 5 sampled at 10 s each, 7 left:
-        # 7 x 10 s = 70 s of work, on min(100,000, 7) = 7 workers of which 4 run at once
-        # (4 cores): 70 / 4 = 17.5 s
+        # 2 x 2 x 3 = 12 candidates of the same layer passes; 5 to sample at 10 s each, 7 left:
+        # the first timed (10 s) already says the search cannot fit in 1 s: 10 s spent, 4 x
+        # 10 s more to sample, then 7 x 10 s = 70 s of work on min(100,000, 7) = 7 workers of
+        # which 4 run at once (4 cores): 10 + 40 + 70 / 4 = 67.5 s
         (
             100_000,
-            "17.500 s",
+            "67.500 s",
             "7 workers (of 100,000 asked: no more than the candidates left), 4 at a time on "
             "this machine's 4 cores",
         ),
-        (2, "35.000 s", "2 workers"),  # 70 / 2
-        (4, "17.500 s", "4 workers"),  # 70 / 4
-        (6, "17.500 s", "6 workers, 4 at a time on this machine's 4 cores"),  # 70 / min(6, 4)
+        (2, "85.000 s", "2 workers"),  # 10 + 40 + 70 / 2
+        (4, "67.500 s", "4 workers"),  # 10 + 40 + 70 / 4
+        (6, "67.500 s", "6 workers, 4 at a time on this machine's 4 cores"),  # 70 / min(6, 4)
     ],
 )
 def test_estimate_is_over_the_workers_that_run_at_once(
@@ -83,9 +87,81 @@ def test_estimate_is_over_the_workers_that_run_at_once(
     code, _, err = cli("plan", path, "--workers", workers, "--time-limit", "1 s")
     assert code == 2, err
     assert (
-        f"12 candidates fit; from 5 spread over them (50.000 s in all) they take about "
-        f"{seconds} on {where}, over --time-limit 1.000 s"
+        "12 candidates fit; the 1 timed so far took 10.000 s, so the search would take about "
+        f"{seconds} or more, over --time-limit 1.000 s: 4 more to time here one at a time, "
+        f"then the other 7 on {where}."
     ) in err
+    assert len(ten_s_each) == 1  # refused after the first candidate, not the fifth
+
+
+def test_a_search_over_the_limit_is_refused_before_the_work_and_suggests_less(
+    tmp_path, cli, ten_s_each
+):
+    # the review's case: 3 x 2 = 6 candidates, no --workers. Each takes 10 s: 5 to sample here
+    # (50 s), the sixth on one worker (10 s), 60 s in all, over 35 s after the first is timed.
+    # In 35 s fit 3 candidates (3 x 10 s, all timed here; 4 would take 40 s): the suggestion
+    # cuts the widest key (optimizer: 3 -> 2 -> 1, then dropped), leaving master's 2
+    plan = "plan: {placement.optimizer: [hbm, dram, nvme], placement.master: [hbm, dram]}\n"
+    path = _write(tmp_path, GENERIC + plan)
+    code, _, err = cli("plan", path, "--time-limit", "35 s")
+    assert code == 2 and len(ten_s_each) == 1
+    assert (
+        "the search would take about 60.000 s or more, over --time-limit 35.000 s: 4 more to "
+        "time here one at a time, then the other 1 on 1 worker (one per candidate left; the "
+        "default is one per core, 4)."
+    ) in err
+    assert "asked" not in err  # no --workers was given
+    assert (
+        "this one has 2 candidates: plan: {placement.master: [hbm, dram]}; or raise "
+        "--time-limit to about 60.000 s"
+    ) in err
+    # where not even two fit (each 10 s, the limit 15 s), it says so plainly: no section
+    code, _, err = cli("plan", path, "--time-limit", "15 s")
+    assert code == 2 and "plan: {" not in err
+    assert (
+        "each candidate takes about 10.000 s here, so not even two fit in 15.000 s: raise "
+        "--time-limit to about 60.000 s for this search, or simulate one choice with tiersim run"
+    ) in err
+
+
+def test_the_low_estimate_prices_no_candidate_above_those_timed():
+    from tiersim.plan.prune import Candidate, Pruned
+    from tiersim.plan.run import PlanOptions, sample_timing, spread
+
+    # 7 candidates, the first of 10 layer passes, the others 40; spread(7, 5): i x 6 / 4 for
+    # i = 0..4 is 0, 1.5, 3, 4.5, 6 -> 0, 2, 3, 4, 6 (to the even), so 2 are left to the pool
+    assert spread(7, 5) == [0, 2, 3, 4, 6]
+    kept = [Candidate((), {}, None, 1, None, p) for p in (10, 40, 40, 40, 40, 40, 40)]
+    pruned = Pruned(kept=kept, checked=7)
+    first = {0: PointResult("k", "ok", None, {}, None, 1.0)}
+    options = PlanOptions(workers=1)
+    low = sample_timing(pruned, first, spread(7, 5), options, low=True)
+    # no other candidate priced above the one timed: 1 s each:
+    # 1 s spent + 4 x 1 s to time + 2 x 1 s on 1 worker = 7 s
+    assert (low.spent_s, low.to_time_s, low.rest_s, low.total_s) == (1.0, 4.0, 2.0, 7.0)
+    # scaled by passes, 40 / 10 x 1 s = 4 s each: 1 + 16 + 8 = 25 s
+    scaled = sample_timing(pruned, first, spread(7, 5), options, low=False)
+    assert (scaled.to_time_s, scaled.rest_s, scaled.total_s) == (16.0, 8.0, 25.0)
+
+
+def test_a_smaller_section_has_fewer_candidates_than_the_space():
+    from tiersim.plan.check import smaller_section
+    from tiersim.plan.space import Space
+
+    space = Space(
+        ("placement.optimizer", "placement.master"),
+        (("hbm", "dram", "hbf"), ("hbm", "hbf")),
+        1,
+        True,
+    )
+    # 3 x 2 = 6; at most 5: the optimizer's last value off (2 x 2 = 4)
+    assert smaller_section(space, 5) == {
+        "placement.optimizer": ["hbm", "dram"],
+        "placement.master": ["hbm", "hbf"],
+    }
+    # at most 3: optimizer down to 1 value (1 x 2 = 2), so dropped
+    assert smaller_section(space, 3) == {"placement.master": ["hbm", "hbf"]}
+    assert smaller_section(space, 1) is None  # no section of two candidates
 
 
 BAD = GENERIC + (

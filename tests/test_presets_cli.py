@@ -69,3 +69,33 @@ def test_presets_give_the_cpu_rates_by_their_preset_keys(cli):
         hardware["dgx-h100"]["cpu_adam_kernel_rate"],
     ) == (0.175e9, 0.794e9)
     assert hardware["gh200"]["cpu_adam_kernel_rate"] is None
+
+
+def test_presets_table_shows_which_models_are_moe(cli):
+    # Mixtral 8x7B: 8 experts, 2 per token, each 3 x 4096 x 14336 = 176,160,768 parameters; a
+    # token skips 6 of them in each of 32 layers: 46,702,792,704 - 6 x 32 x 176,160,768 =
+    # 12,879,925,248 active (Mistral AI: "12.9B active parameters"); every layer has experts, so
+    # no dense MLP width. DeepSeek-V3 (its config.json): 256 routed experts of 2048, 8 per
+    # token, 1 shared; its 3 first layers dense, of 18432; 37B active (DeepSeek-V3 report: "37B
+    # activated for each token"). Qwen3-30B-A3B: 128 experts of 768, 8 per token, "3.3B
+    # activated" (Qwen3 report), every layer MoE.
+    assert 46_702_792_704 - 6 * 32 * 3 * 4096 * 14336 == 12_879_925_248
+    code, out, err = cli("presets")
+    assert code == 0, err
+    lines = out.splitlines()
+    head = re.split(r"\s{2,}", next(ln for ln in lines if ln.startswith("model preset")).strip())
+    rows = {ln.split()[0]: re.split(r"\s{2,}", ln.strip()) for ln in lines if " B (" in ln}
+    cols = ("active", "dense ffn", "experts", "expert ffn")
+    got = {name: tuple(rows[name][head.index(c)] for c in cols) for name in rows}
+    assert got["mixtral-8x7b"] == ("12.88 B", "-", "8 x top-2", "14336")
+    assert got["deepseek-v3"][1:] == ("18432", "256 x top-8 + 1 shared", "2048")
+    assert got["deepseek-v3"][0].startswith("37.")
+    assert got["qwen3-30b-a3b"][1:] == ("-", "128 x top-8", "768")
+    assert got["qwen3-30b-a3b"][0].startswith("3.3")
+    assert got["llama-2-7b"] == ("all", "11008", "-", "-")  # dense: every parameter, every token
+    code, out, err = cli("presets", "--format", "json")
+    models = json.loads(out)["models"]
+    assert models["deepseek-v3"]["expert_ffn_hidden"] == 2048
+    assert models["deepseek-v3"]["shared_expert_ffn_hidden"] == 2048
+    assert models["mixtral-8x7b"]["shared_experts"] == 0
+    assert "expert_ffn_hidden" not in models["llama-2-7b"]

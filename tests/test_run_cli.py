@@ -495,3 +495,12 @@ def test_an_empty_out_is_refused_not_taken_for_the_default_folder(
     assert stop.value.code == 2
     assert "argument --out: expected a folder path (got an empty one)" in capsys.readouterr().err
     assert not (tmp_path / "results").exists()
+
+
+def test_an_out_that_is_a_device_is_not_a_folder_not_a_file(cli):
+    # the review's: --out /dev/null was called "is a file"; it is a character device
+    from conftest import SCENARIOS
+
+    code, out, err = cli("run", SCENARIOS / "default.yaml", "--out", "/dev/null")
+    assert (code, out) == (2, "")
+    assert err == "--out: /dev/null: is not a folder (expected a folder path)\n"

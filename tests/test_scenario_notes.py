@@ -298,3 +298,27 @@ def test_a_sweep_over_the_model_notes_only_the_points_that_have_it(tmp_path, cli
     assert code == 0, err
     # both points take the learned position default; neither leaves norm to its default
     assert "[2 of 2 points; first: point 0 (model.norm=layernorm)]" in err, err
+
+
+SP_NOTE = (
+    "parallel.sequence: true has no effect: sequence parallelism splits the norms' and "
+    "dropouts' activations over the tensor-parallel group, so it needs parallel.tensor > 1 to "
+    "change anything (tensor is 1)"
+)
+
+
+def test_sequence_parallelism_without_tensor_parallelism_is_noted(tmp_path, cli):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\nmodel: {preset: gpt2}\ntraining: {seq_len: 512}\nparallel: {sequence: true}\n"
+    )
+    code, _, err = cli("validate", path)
+    assert code == 0 and err == f"note: {path}: {SP_NOTE} (line 4)\n"
+    # what the note says: with tensor 1, turning it on moves no output
+    code, out, err = cli("compare", path, "--set", "parallel.sequence=false")
+    assert code == 0, err
+    assert f"note: {path}: {SP_NOTE} (line 4)" in err
+    assert out.rstrip().endswith("no output moved")
+    # with tensor 2 it splits something: no note
+    code, _, err = cli("validate", path, "--set", "parallel.tensor=2")
+    assert code == 0 and "note:" not in err

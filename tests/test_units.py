@@ -212,3 +212,24 @@ def test_huge_sizes_and_lifetimes_print_three_significant_digits():
     assert fmt_bytes(-2e20) == "-2e+05 PB"
     assert fmt_days(4000 * 365) == "4,000 years"
     assert fmt_days(365 * 1.05e24) == "1.05e+24 years"
+
+
+def test_the_units_a_message_lists_are_the_units_read():
+    import re
+
+    from tiersim.core.units import UNITS, Kind, parse
+
+    # the review's: '1 EB' was read, but neither the README nor the unit error listed EB
+    assert parse("1 EB", Kind.SIZE) == 1e18 and parse("1 EiB", Kind.SIZE) == 2.0**60
+    listed = set(re.split(r", | or ", Kind.SIZE.accepted))
+    read = {u for u, (kind, _) in UNITS.items() if kind is Kind.SIZE} - {"KB"}  # kB's alias
+    assert listed == read
+    for unit in listed:
+        assert parse(f"2 {unit}", Kind.SIZE) > 0
+    # the bandwidth and rate lists name every prefix read too: E (exa) among them
+    assert "P, E or Ki, Mi, Gi, Ti, Pi, Ei" in Kind.BANDWIDTH.accepted
+    assert parse("1 EB/s", Kind.BANDWIDTH) == 1e18 and parse("1 EiB/s", Kind.BANDWIDTH) == 2.0**60
+    assert Kind.FLOP_RATE.accepted.endswith("P, E") and parse("1 EFLOP/s", Kind.FLOP_RATE) == 1e18
+    assert (
+        Kind.PARAM_RATE.accepted.endswith("P, E") and parse("1 Eparam/s", Kind.PARAM_RATE) == 1e18
+    )

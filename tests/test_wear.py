@@ -150,7 +150,9 @@ def test_verdict_sentence_for_the_planner():
     )
     table = wear_text(assess(s, result(HBF_OPT)))
     assert table.startswith("HBF cannot hold")
-    assert "23.8 DWPD" in table and "126.0 days" in table
+    # the table's lifetime as the sentence gives it (125.976 days, 4 digits)
+    lifetime_row = next(line for line in table.splitlines() if line.startswith("lifetime "))
+    assert "23.8 DWPD" in table and lifetime_row.split() == ["lifetime", "126", "days"]
     budget_row = next(line for line in table.splitlines() if line.startswith("budget "))
     assert budget_row.split() == ["budget", "5", "years"]
 
@@ -612,3 +614,62 @@ def test_a_capacity_remedy_past_ten_thousand_petabytes_keeps_three_digits_rounde
     # 1.2341e19 B = 12,341 PB: three significant digits, rounded up so it still fits: 12,400
     assert bytes_rounded_up(1.2341e19) == "1.24e+04 PB"
     assert bytes_rounded_up(5.5e18) == "5500.00 PB"  # below 10,000 PB: as before
+
+
+# --- one margin format, and digits at the boundary ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "margin, text",
+    [
+        (8.132e-05, "0.00008132x"),  # the review's: '8.132e-05x' from wear, '0.01 %' in compare
+        (0.008403, "0.008403x"),
+        (2.301, "2.301x"),
+        (1.0, "1x"),
+        (0.99996, "0.99996x"),  # 4 digits would say '1x': short by 0.004 %
+        (1.00013, "1.0001x"),  # a pass by 0.013 %, not '1x'
+        (12_345.6, "12,346x"),
+        (float("inf"), "unbounded"),
+    ],
+)
+def test_the_margin_has_one_format(margin, text):
+    from tiersim.report.wear import fmt_margin
+
+    assert fmt_margin(margin) == text
+
+
+def test_a_lifetime_against_its_budget_shows_the_side_it_falls():
+    from tiersim.report.wear import fmt_days
+
+    # 1,824.92 days is 4.99979 years (365 days each): '5 years' read against 5 years says it
+    # holds; 5 digits tell it short
+    assert fmt_days(1824.92) == "5 years"
+    assert fmt_days(1824.92, against=1825) == "4.9998 years"
+    assert fmt_days(1825.0, against=1825) == "5 years"  # exactly at it: as it is
+    assert fmt_days(126.0, against=1825) == "126 days"  # far from it: 4 digits
+
+
+@pytest.mark.parametrize(
+    "steps, life, margin, verdict",
+    [
+        # llama2-7b-hbf-optimizer: 6,738,415,616 parameters x (fp32 master 4 + Adam 8) =
+        # 80,860,987,392 B written to HBF a step; its 4 TB x 3,000 P/E cycles (h200-hbf.yaml,
+        # no spare area, write amplification 1) = 12e15 B. At 81.32 steps/day:
+        # 12e15 / (80,860,987,392 x 81.32) = 1,824.924 days = 4.99979 years, margin
+        # 1,824.924 / 1,825 = 0.999958; at 81.3: 1,825.373 days = 5.00102 years, 1.000204
+        ("81.32", "4.9998 years", "0.99996x", "cannot hold"),
+        ("81.3", "5.001 years", "1.0002x", "can hold"),
+    ],
+)
+def test_wear_at_the_boundary_gives_the_digits_that_tell(cli, steps, life, margin, verdict):
+    path = SCENARIOS / "llama2-7b-hbf-optimizer.yaml"
+    code, out, err = cli("wear", path, "--set", f"budget.steps_per_day={steps}")
+    assert code == 0, err
+    lines = out.splitlines()
+    (sentence,) = [ln for ln in lines if ln.startswith("HBF ")]
+    assert f"HBF {verdict} optimizer state and master weights for 5 years: " in sentence
+    assert f"wears out in {life}" in sentence
+    (row,) = [ln for ln in lines if ln.startswith("lifetime ")]
+    assert row.endswith(f" {life}")  # the HBF column, the last
+    (row,) = [ln for ln in lines if ln.startswith("margin (allowed / written)")]
+    assert row.endswith(f" {margin}")

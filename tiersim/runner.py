@@ -80,7 +80,26 @@ def check_runnable(loaded: Loaded) -> None:
 def scenario_notes(scenario: Scenario) -> list[Problem]:
     """What the scenario sets that the models do not use (a valid scenario: notes, not
     problems), so that a figure unchanged by it is not mistaken for a measured non-effect."""
-    return model_notes(scenario) + _kernel_notes(scenario) + offload_notes(scenario)
+    return (
+        model_notes(scenario)
+        + _kernel_notes(scenario)
+        + _parallel_notes(scenario)
+        + offload_notes(scenario)
+    )
+
+
+def _parallel_notes(scenario: Scenario) -> list[Problem]:
+    """`parallel.sequence` without tensor parallelism: it splits what the tensor-parallel
+    group would otherwise each hold whole, so with tensor 1 there is nothing to split."""
+    par = scenario.parallel
+    if not par.sequence or par.tensor > 1:
+        return []
+    why = (
+        "true has no effect: sequence parallelism splits the norms' and dropouts' activations "
+        "over the tensor-parallel group, so it needs parallel.tensor > 1 to change anything "
+        f"(tensor is {par.tensor})"
+    )
+    return [Problem("parallel.sequence", why)]
 
 
 def _kernel_notes(scenario: Scenario) -> list[Problem]:

@@ -24,7 +24,7 @@ EXIT_INFEASIBLE = 3
 STOPPED = {
     "sweep": "the sweep stopped, 130 if interrupted, 143 if terminated (finished points kept "
     "for --resume)",
-    "plan": "the search stopped",
+    "plan": "the search stopped, 130 if interrupted, 143 if terminated (SIGTERM)",
 }
 
 

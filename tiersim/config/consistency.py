@@ -24,22 +24,34 @@ def no_such_tier(tier: str, tiers: Iterable[str]) -> str:
     return f"tier {shown(tier)} does not exist ({hint}tiers: {', '.join(names)})"
 
 
+def defaulted_tier(path: str, tier: str, tiers: Iterable[str]) -> str:
+    """A default tier the machine lacks, at a key the user never wrote: said as such, so that
+    the key is not taken for one they mistyped."""
+    names = ", ".join(str(t) for t in tiers)
+    return (
+        f"the scenario does not set it, and its default tier {shown(tier)} does not exist "
+        f"(tiers: {names}; expected a tier named {shown(tier)} in hardware.tiers, or {path} "
+        "set to one of the machine's)"
+    )
+
+
 def _tier_problems(s: Scenario) -> list[Problem]:
     tiers = s.hardware.tiers
     problems = []
 
-    def check(path: str, tier: str) -> None:
+    def check(path: str, tier: str, written: bool = True) -> None:
         if tier not in tiers:
-            problems.append(Problem(path, no_such_tier(tier, tiers)))
+            why = no_such_tier(tier, tiers) if written else defaulted_tier(path, tier, tiers)
+            problems.append(Problem(path, why))
 
     placement = s.placement.model_dump()
     for cls in PLACED:
-        check(f"placement.{cls}", placement[cls])
+        check(f"placement.{cls}", placement[cls], cls in s.placement.model_fields_set)
     for cls, tier in placement["experts"].items():
         if tier is not None:
             check(f"placement.experts.{cls}", tier)
-    check("hardware.gpu.memory", s.hardware.gpu.memory)
-    check("hardware.cpu.memory", s.hardware.cpu.memory)
+    check("hardware.gpu.memory", s.hardware.gpu.memory, "memory" in s.hardware.gpu.model_fields_set)
+    check("hardware.cpu.memory", s.hardware.cpu.memory, "memory" in s.hardware.cpu.model_fields_set)
     for name, link in s.hardware.links.items():
         for i, tier in enumerate(link.between):
             check(f"hardware.links.{name}.between.{i}", tier)
@@ -52,9 +64,10 @@ def _tier_problems(s: Scenario) -> list[Problem]:
         )
         problems.append(Problem("checkpoint.target", what))
     if s.checkpoint_simulated:  # the default target (nvme) need not exist if none is written
-        check("checkpoint.target", s.checkpoint.target)
+        written = s.checkpoint.model_fields_set
+        check("checkpoint.target", s.checkpoint.target, "target" in written)
         if s.checkpoint.mode == "async":
-            check("checkpoint.staging", s.checkpoint.staging)
+            check("checkpoint.staging", s.checkpoint.staging, "staging" in written)
     for tier, _ in s.budget.tiers.items():
         check(f"budget.{tier}", tier)
         if tier in tiers and tiers[tier].endurance is None:

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -19,55 +18,42 @@ from pydantic import (
     field_validator,
 )
 
-from tiersim.core.units import UNLIMITED, Kind, fmt_bytes, fmt_rate, fmt_time, parse
+from tiersim.core.units import UNLIMITED, Kind, parse
 
 PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
-def _shown(kind: Kind | None) -> Callable[[float], str]:
-    """How a rejected value is shown back: in the unit the user wrote it in, not base units."""
-    return {Kind.SIZE: fmt_bytes, Kind.BANDWIDTH: fmt_rate, Kind.TIME: fmt_time}.get(
-        kind, lambda v: f"{v:g}"
-    )
+# A quantity's bound: the rule as a message says it, and the test its value must pass
+Bound = tuple[str, Callable[[float], bool]]
+POSITIVE: Bound = ("must be > 0", lambda v: v > 0)
+NON_NEGATIVE: Bound = ("must be >= 0", lambda v: v >= 0)
 
 
-def _positive(kind: Kind | None = None) -> AfterValidator:
-    def check(value: float) -> float:
-        if not value > 0:
-            raise ValueError(f"must be > 0 (got {_shown(kind)(value)})")
-        return value
-
-    return AfterValidator(check)
-
-
-def _at_least_one(kind: Kind) -> AfterValidator:
+def _at_least_one(kind: Kind) -> Bound:
     """Bandwidths and rates below one unit per second are typos, and make times overflow."""
-
-    def check(value: float) -> float:
-        if not value >= 1:
-            raise ValueError(f"must be at least 1 {kind.base_unit} (got {_shown(kind)(value)})")
-        return value
-
-    return AfterValidator(check)
+    return (f"must be at least 1 {kind.base_unit}", lambda v: v >= 1)
 
 
-def _non_negative(kind: Kind) -> AfterValidator:
-    def check(value: float) -> float:
-        if value < 0:
-            raise ValueError(f"must be >= 0 (got {_shown(kind)(value)})")
-        return value
-
-    return AfterValidator(check)
+def _written(value: object) -> str:
+    """A rejected value as the user wrote it ('-1 GiB', '0 years'), not converted: what the
+    message is about is what they typed."""
+    text = value.strip() if isinstance(value, str) else f"{value}"
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
-def _unit(kind: Kind, allow_unlimited: bool = False, example: str | None = None):
-    """`example`: the value a message suggests, where the kind's own would be odd (a
+def _unit(kind: Kind, bound: Bound, allow_unlimited: bool = False, example: str | None = None):
+    """Read a quantity and hold it to `bound`, checked here, where the text is still the
+    user's. `example`: the value a message suggests, where the kind's own would be odd (a
     failure interval of '15 us')."""
 
     def convert(value: object) -> float:
         if allow_unlimited and isinstance(value, str) and value.strip() in UNLIMITED:
             return math.inf
-        return parse(value, kind, example)
+        number = parse(value, kind, example)
+        rule, holds = bound
+        if not holds(number):
+            raise ValueError(f"{rule} (got {_written(value)})")
+        return number
 
     convert.kind = kind  # type: ignore[attr-defined]  # what unit_kind() reads
     return BeforeValidator(convert)
@@ -89,19 +75,18 @@ def unit_kind(annotation: Any, metadata: list[Any] = ()) -> Kind | None:
     return None
 
 
-Size = Annotated[float, _unit(Kind.SIZE), _positive(Kind.SIZE)]
-SizeOrZero = Annotated[float, _unit(Kind.SIZE), _non_negative(Kind.SIZE)]
+Size = Annotated[float, _unit(Kind.SIZE, POSITIVE)]
+SizeOrZero = Annotated[float, _unit(Kind.SIZE, NON_NEGATIVE)]
 Bandwidth = Annotated[
     float,
     Field(allow_inf_nan=True),  # `unlimited`
-    _unit(Kind.BANDWIDTH, True),
-    _at_least_one(Kind.BANDWIDTH),
+    _unit(Kind.BANDWIDTH, _at_least_one(Kind.BANDWIDTH), True),
 ]
 # hours to years: a failure interval, a budget's lifetime, a warranty
-Duration = Annotated[float, _unit(Kind.TIME, example="3 h"), _positive(Kind.TIME)]
-Latency = Annotated[float, _unit(Kind.TIME), _non_negative(Kind.TIME)]
-FlopRate = Annotated[float, _unit(Kind.FLOP_RATE), _at_least_one(Kind.FLOP_RATE)]
-ParamRate = Annotated[float, _unit(Kind.PARAM_RATE), _at_least_one(Kind.PARAM_RATE)]
+Duration = Annotated[float, _unit(Kind.TIME, POSITIVE, example="3 h")]
+Latency = Annotated[float, _unit(Kind.TIME, NON_NEGATIVE)]
+FlopRate = Annotated[float, _unit(Kind.FLOP_RATE, _at_least_one(Kind.FLOP_RATE))]
+ParamRate = Annotated[float, _unit(Kind.PARAM_RATE, _at_least_one(Kind.PARAM_RATE))]
 COUNT_BOUND = 2**40  # far above any real count (README: Limits on input)
 PositiveInt = Annotated[int, Field(gt=0, le=COUNT_BOUND, strict=True)]
 NonNegativeInt = Annotated[int, Field(ge=0, le=COUNT_BOUND, strict=True)]

@@ -91,7 +91,35 @@ def _missing_hint(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     tp = _unwrap(field.annotation) if field else None
     if typing.get_origin(tp) is typing.Literal:
         return f" (expected one of: {', '.join(map(str, typing.get_args(tp)))})"
-    return ""
+    return _section_hint(tp, _EXAMPLES.get(loc, ""))
+
+
+# a missing section's example, where one says more than its keys (a machine of your own)
+_EXAMPLES = {
+    ("hardware", "gpu"): "e.g. gpu: {name: H100, peak_flops: {bf16: 989 TFLOP/s}}",
+    ("hardware", "tiers"): (
+        "e.g. tiers: {hbm: {kind: hbm, capacity: 80 GB, bandwidth: 3.35 TB/s}, dram: {kind: "
+        "dram, capacity: 2 TB, bandwidth: 200 GB/s}}; hardware.preset names a whole machine"
+    ),
+}
+
+
+def _section_hint(tp: Any, example: str = "") -> str:
+    """What goes inside a missing section: its required keys and the others (a mapping of
+    names to sections, such as hardware.tiers, by what each name's section holds)."""
+    section = _model_class(tp)
+    named = typing.get_origin(tp) is dict and _model_class(typing.get_args(tp)[1])
+    model = section or named
+    if not model:
+        return ""
+    required = [k for k, f in model.model_fields.items() if f.is_required()]
+    optional = [k for k, f in model.model_fields.items() if not f.is_required()]
+    keys = f"{', '.join(required) or 'no key'} required"
+    keys += f"; optional: {', '.join(optional)}" if optional else ""
+    keys += f"; {example}" if example else ""
+    if named:
+        return f" (expected a mapping of names, each to a mapping of its keys: {keys})"
+    return f" (expected a mapping of its keys: {keys})"
 
 
 def _null_section(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
@@ -142,11 +170,25 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         )
     if kind in ("dict_type", "model_type") and err.get("input", 0) is None:
         return _null_section(err, parent)
+    if kind in ("tuple_type", "list_type"):  # Python's words: a YAML user writes a list
+        return _not_a_list(err.get("input"))
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
         return f"{msg[0].lower()}{msg[1:]} (got {shown(err.get('input'))})"
     return msg
+
+
+def _not_a_list(value: Any) -> str:
+    """A list's key given something else; a mapping of item numbers is what `--set KEY.0=1`
+    makes of a key that holds no list yet (the path's number names an item of none)."""
+    text = f"expected a list, e.g. [1, 2] (got {shown(value)})"
+    if isinstance(value, dict) and value and all(str(k).isdigit() for k in value):
+        text += (
+            "; a number in a --set path sets an item of a list already there: give the whole "
+            "list, e.g. --set KEY=[1]"
+        )
+    return text
 
 
 def _whole_number_as_text(err: dict[str, Any]) -> str:
@@ -174,6 +216,7 @@ def validation_problems(exc: ValidationError) -> list[Problem]:
         path, parent = _walk(tuple(err["loc"]))
         key = ".".join(path)
         text = _message(err, parent).replace("--set ...", f"--set {key}.")  # the full path
+        text = text.replace("--set KEY=", f"--set {key}=")
         if "valid integer" in text:
             text += _whole_number_as_text(err)
         if text not in by_path.setdefault(key, []):

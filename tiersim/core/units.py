@@ -16,16 +16,16 @@ class Kind(Enum):
     """The kind of quantity a field takes, with an example and the units it accepts (both
     shown in error messages), and its base unit."""
 
-    SIZE = ("a size", "141 GB", "B, kB, MB, GB, TB, PB or KiB, MiB, GiB, TiB, PiB", "B")
+    SIZE = ("a size", "141 GB", "B, kB, MB, GB, TB, PB, EB or KiB, MiB, GiB, TiB, PiB, EiB", "B")
     BANDWIDTH = (
         "a bandwidth",
         "55 GB/s",
-        "B/s (or Bps) and bits as b/s (or bps), with k, M, G, T, P or Ki, Mi, Gi, Ti, Pi",
+        "B/s (or Bps) and bits as b/s (or bps), with k, M, G, T, P, E or Ki, Mi, Gi, Ti, Pi, Ei",
         "B/s",
     )
     TIME = ("a time", "15 us", "ns, us, ms, s, min, h, d, week, year (or y, yr)", "s")
-    FLOP_RATE = ("a FLOP rate", "989 TFLOP/s", "FLOP/s or FLOPS with k, M, G, T, P", "FLOP/s")
-    PARAM_RATE = ("a parameter rate", "0.175 Gparam/s", "param/s with k, M, G, T", "param/s")
+    FLOP_RATE = ("a FLOP rate", "989 TFLOP/s", "FLOP/s or FLOPS with k, M, G, T, P, E", "FLOP/s")
+    PARAM_RATE = ("a parameter rate", "0.175 Gparam/s", "param/s with k, M, G, T, P, E", "param/s")
 
     @property
     def label(self) -> str:

@@ -145,19 +145,46 @@ def _problem(key: str, i: int, why: str, lines: dict[str, int]) -> Problem:
     return Problem(f"plan.{key}[{i}]", why + (f" (line {line})" if line else ""))
 
 
-def too_large(source: str, space: Space, what: str, more: str = "") -> InputError:
+def too_large(
+    source: str,
+    space: Space,
+    what: str,
+    fit: int = MAX_CANDIDATES,
+    more: str = "",
+    plainly: str | None = None,
+) -> InputError:
     """The search space cannot be finished in the time given: say so and how to narrow it,
-    with a plan: section to start from (the optimizer's state and its master copy, recompute
-    and the micro-batch size, each with the values the space had)."""
+    with a plan: section to start from of at most `fit` candidates and fewer than the space
+    has (the optimizer's state and its master copy, recompute and the micro-batch size, each
+    with the values the space had, cut down where that is still too many); `plainly`: what
+    to do instead, where no section of two candidates or more would do."""
     where = "the plan: section" if space.from_file else "the default space (no plan: section)"
-    options = dict(zip(space.keys, space.values, strict=True))
-    keep = {k: options[k] for k in SUGGESTED if k in options} or dict(list(options.items())[:2])
+    head = f"search space too large: {what}. It is {where}: {space.shape()}"
+    keep = None if plainly else smaller_section(space, min(fit, space.size - 1))
+    if keep is None:
+        why = plainly or "no smaller plan: section of two candidates or more would do"
+        return InputError(source, [Problem("plan", f"{head}; {why}")])
     size = math.prod(len(v) for v in keep.values())
     section = ", ".join(f"{k}: [{', '.join(str(v) for v in vs)}]" for k, vs in keep.items())
     advice = (  # one line, as every problem is: the section in YAML's flow style
-        f"search space too large: {what}. It is {where}: {space.shape()}. Narrow it with a "
-        "plan: section listing only the keys and values to consider (fixing the keys with the "
-        f"most values divides it most); this one has {size:,} candidates: "
-        f"plan: {{{section}}}{more}"
+        f"{head}. Narrow it with a plan: section listing only the keys and values to consider "
+        "(fixing the keys with the most values divides it most); this one has "
+        f"{size:,} candidates: plan: {{{section}}}{more}"
     )
     return InputError(source, [Problem("plan", advice)])
+
+
+def smaller_section(space: Space, fit: int) -> dict[str, list[Any]] | None:
+    """SUGGESTED's keys with the space's values (or its first two keys), cut to at most `fit`
+    candidates: one value at a time off the end of the key with the most, a key left with
+    one value dropped (the scenario's own value stands); None where `fit` is under 2."""
+    if fit < 2:
+        return None
+    options = {k: list(v) for k, v in zip(space.keys, space.values, strict=True)}
+    keep = {k: options[k] for k in SUGGESTED if k in options} or dict(list(options.items())[:2])
+    while math.prod(len(v) for v in keep.values()) > fit:
+        widest = max(keep, key=lambda k: len(keep[k]))
+        keep[widest] = keep[widest][:-1]
+        if len(keep[widest]) == 1 and len(keep) > 1:
+            del keep[widest]
+    return keep

@@ -10,7 +10,7 @@ from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_time
 from tiersim.plan.prune import Candidate
-from tiersim.report.wear import fmt_days
+from tiersim.report.wear import fmt_days, fmt_margin
 from tiersim.sweep.worker import PointResult
 
 HBF = "hbf"  # the tier the optimizer-state question is about
@@ -156,9 +156,9 @@ def binds(r: dict[str, Any]) -> dict[str, str]:
     budgets = [(w["margin"], n, w) for n, w in r.get("wear", {}).items() if w.get("margin")]
     if budgets:
         margin, name, w = min(budgets, key=lambda b: b[0])
-        life = first_worn_out_days(w)
+        life = fmt_days(first_worn_out_days(w), (w.get("budget") or {}).get("lifetime_days"))
         out["wear"] = (
-            f"{name} lasts {fmt_days(life)} against its budget (margin {margin:.3g}: "
+            f"{name} lasts {life} against its budget (margin {fmt_margin(margin)}: "
             f"{'holds' if w['within_budget'] else 'fails'})"
         )
     return out

@@ -20,7 +20,6 @@ from tiersim.plan.check import checked_space, too_large
 from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, simulated
 from tiersim.plan.space import Space, candidates
-from tiersim.sweep.estimate import estimate_s
 from tiersim.sweep.execute import Pool, Progress, SweepAborted, run_on_pool, stream
 from tiersim.sweep.worker import PointResult, run_point
 
@@ -31,7 +30,7 @@ SAMPLE = 5  # candidates timed, spread over the space, before the estimate is ma
 class PlanOptions:
     objective: str = "tokens_per_s"
     top: int = 5
-    workers: int = 1
+    workers: int | None = None  # None: the default, one a core
     executor: str = "local"
     scheduler: str | None = None
     time_limit_s: float = 600.0
@@ -62,8 +61,8 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     bar.update(pruned.checked)
     if not pruned.kept:
         return PlanOutcome(source, space, pruned, [], None, overrides)
-    sampled = _sample(pruned)
-    estimate = _estimate(source, space, pruned, sampled, options)
+    sampled = _sample(source, space, pruned, options)
+    estimate = sample_timing(pruned, sampled, sorted(sampled), options, low=False).rest_s
     mean = sum(r.elapsed_s for r in sampled.values()) / len(sampled)
     left = len(pruned.kept) - len(sampled)
     rest = f"the other {left:,} on {_workers(options, left)}, about {fmt_time(estimate)}"
@@ -82,7 +81,7 @@ def parallelism(options: PlanOptions, left: int) -> tuple[int, int]:
     """(worker processes to start, candidates simulated at once) for `left` candidates: never
     more workers than candidates (as `sweep`), and on this machine (the local executor, or
     Dask's local cluster) no more at once than its cores, whatever the workers."""
-    pool = max(1, min(options.workers, left))
+    pool = max(1, min(options.workers or cores(), left))
     here = options.executor == "local" or options.scheduler is None
     return pool, min(pool, cores()) if here else pool
 
@@ -93,20 +92,17 @@ def cores() -> int:
 
 
 def _workers(options: PlanOptions, left: int) -> str:
-    """'2 workers', and why where that is fewer than asked or more than run at once."""
+    """'2 workers', and why where that is fewer than asked (or than the default, one a core)
+    or more than run at once."""
     pool, at_once = parallelism(options, left)
     text = f"{pool} worker{'s' * (pool != 1)}"
-    if pool < options.workers:
+    if options.workers is not None and pool < options.workers:
         text += f" (of {options.workers:,} asked: no more than the candidates left)"
+    elif options.workers is None and pool < cores():
+        text += f" (one per candidate left; the default is one per core, {cores()})"
     if at_once < pool:
         text += f", {at_once} at a time on this machine's {at_once} cores"
     return text
-
-
-def _sample(pruned: Pruned) -> dict[int, PointResult]:
-    """Up to SAMPLE candidates evenly spread over those kept, simulated here: a first
-    candidate alone can be far cheaper than the rest (a small model's first choices)."""
-    return {i: run_point(pruned.kept[i].task) for i in spread(len(pruned.kept), SAMPLE)}
 
 
 def spread(n: int, k: int) -> list[int]:
@@ -115,29 +111,120 @@ def spread(n: int, k: int) -> list[int]:
     return sorted({round(i * (n - 1) / max(1, k - 1)) for i in range(k)})
 
 
-def _estimate(
-    source: str,
-    space: Space,
+def _sample(
+    source: str, space: Space, pruned: Pruned, options: PlanOptions
+) -> dict[int, PointResult]:
+    """Up to SAMPLE candidates evenly spread over those kept, simulated here one at a time (a
+    first candidate alone can be far cheaper than the rest: a small model's first choices).
+    The search is refused as soon as the time it would take is over --time-limit: after each
+    candidate but the last from a low estimate (the sample could still bring it down), after
+    the last from the estimate itself."""
+    positions = spread(len(pruned.kept), SAMPLE)
+    sampled: dict[int, PointResult] = {}
+    for i in positions:
+        sampled[i] = run_point(pruned.kept[i].task)
+        timing = sample_timing(
+            pruned, sampled, positions, options, low=len(sampled) < len(positions)
+        )
+        if timing.left and timing.total_s > options.time_limit_s:
+            raise _over_limit(source, space, pruned, timing, options)
+    return sampled
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The search's simulation time as the candidates timed so far put it."""
+
+    spent_s: float  # the candidates timed, in all
+    timed: int
+    to_time_s: float  # the sample's others, to be timed here one at a time
+    to_time: int
+    rest_s: float  # the rest, over the workers that run at once
+    rest: int
+    rest_workers: str  # '7 workers, 4 at a time ...' (`_workers`)
+    low: bool  # a low estimate (the sample not yet all timed)
+
+    @property
+    def left(self) -> int:
+        return self.to_time + self.rest
+
+    @property
+    def total_s(self) -> float:
+        return self.spent_s + self.to_time_s + self.rest_s
+
+    def for_candidates(self, n: int, at_once: int) -> float:
+        """About how long a search of n candidates would take, timed as this one is."""
+        each = self.spent_s / self.timed
+        return each * min(n, SAMPLE) + each * max(0, n - SAMPLE) / at_once
+
+
+def sample_timing(
     pruned: Pruned,
     sampled: dict[int, PointResult],
+    positions: list[int],
     options: PlanOptions,
-) -> float:
-    """The rest's time from the sample's mean, scaled by layer passes (the sample's passes
-    against the rest's, so a space of longer runs is priced as such); over --time-limit,
-    refused."""
+    low: bool,
+) -> Timing:
+    """What `sampled` says of the time of every kept candidate, scaled by layer passes (so a
+    space of longer runs is priced as such); `low`: a low estimate instead, that prices no
+    candidate above the mean timed (a time has a part that does not grow with passes, so
+    scaled from candidates of fewer passes than another, that one is priced too high)."""
     passes = [c.passes for c in pruned.kept]
-    rest = [p for i, p in enumerate(passes) if i not in sampled]
-    sample_s = sum(r.elapsed_s for r in sampled.values())
-    sample_passes = sum(passes[i] for i in sampled)
-    estimate = estimate_s(sample_s, sample_passes, rest, parallelism(options, len(rest))[1])
-    if estimate > options.time_limit_s:
-        what = (
-            f"{len(pruned.kept):,} candidates fit; from {len(sampled)} spread over them "
-            f"({fmt_time(sample_s)} in all) they take about {fmt_time(estimate)} on "
-            f"{_workers(options, len(rest))}, over --time-limit {fmt_time(options.time_limit_s)}"
+    spent = sum(r.elapsed_s for r in sampled.values())
+    each = spent / len(sampled)
+    mean_passes = sum(passes[i] for i in sampled) / len(sampled)
+
+    def guess(ps: list[int]) -> float:
+        if mean_passes <= 0:
+            return each * len(ps)
+        return sum(each * (min(1.0, p / mean_passes) if low else p / mean_passes) for p in ps)
+
+    to_time = [passes[i] for i in positions if i not in sampled]
+    chosen = set(positions)
+    rest = [p for i, p in enumerate(passes) if i not in chosen]
+    at_once = parallelism(options, len(rest))[1]
+    workers = _workers(options, len(rest))
+    return Timing(
+        spent,
+        len(sampled),
+        guess(to_time),
+        len(to_time),
+        guess(rest) / at_once,
+        len(rest),
+        workers,
+        low,
+    )
+
+
+def _over_limit(
+    source: str, space: Space, pruned: Pruned, timing: Timing, options: PlanOptions
+) -> InputError:
+    """The search refused: what the candidates timed say it would take, and a plan: section
+    small enough to finish in the limit (or, where not even two candidates would, what to
+    do instead)."""
+    limit = options.time_limit_s
+    steps = [f"{timing.to_time} more to time here one at a time"] if timing.to_time else []
+    steps += [f"the other {timing.rest:,} on {timing.rest_workers}"] if timing.rest else []
+    what = (
+        f"{len(pruned.kept):,} candidates fit; the {timing.timed} timed so far took "
+        f"{fmt_time(timing.spent_s)}, so the search would take about "
+        f"{fmt_time(timing.total_s)}{' or more' * timing.low}, over --time-limit "
+        f"{fmt_time(limit)}: " + ", then ".join(steps)
+    )
+    at_once = parallelism(options, len(pruned.kept))[1]
+    fit = 0
+    while fit < len(pruned.kept) and timing.for_candidates(fit + 1, at_once) <= limit:
+        fit += 1
+    raise_to = f"; or raise --time-limit to about {fmt_time(timing.total_s)}"
+    if fit < 2:
+        each = fmt_time(timing.spent_s / timing.timed)
+        plainly = (
+            f"each candidate takes about {each} here, so not even two fit in "
+            f"{fmt_time(limit)}: raise --time-limit to about {fmt_time(timing.total_s)} for "
+            "this search, or simulate one choice with tiersim run"
         )
-        raise too_large(source, space, what, "; or raise --time-limit")
-    return estimate
+        return too_large(source, space, what, plainly=plainly)
+    return too_large(source, space, what, fit, raise_to)
 
 
 def _simulate_rest(

@@ -14,7 +14,7 @@ from typing import Any
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_time
 from tiersim.report.json_report import STEP_FIGURES
 from tiersim.report.table import render
-from tiersim.report.wear import fmt_days
+from tiersim.report.wear import fmt_days, fmt_margin
 
 # The outputs compared, as dotted paths in the report (`*`: every tier, link or direction).
 COMPARED = (
@@ -135,9 +135,26 @@ def compare(
     inputs = changed(flatten(doc_a), flatten(doc_b))
     outputs = changed(_picked(rep_a), _picked(rep_b), close=1e-9)
     return {
+        "notes": version_notes(rep_a, rep_b),
         "inputs": [_row(c) for c in inputs],
         "outputs": [_row(c) for c in outputs],
     }
+
+
+def version_notes(rep_a: dict[str, Any], rep_b: dict[str, Any]) -> list[str]:
+    """A note where the two reports were written by different tiersim versions: the
+    version moves when figures do, so an output may have moved for that alone."""
+    version_a, version_b = rep_a.get("tiersim_version"), rep_b.get("tiersim_version")
+    if version_a == version_b:
+        return []
+
+    def by(version: Any) -> str:
+        return f"tiersim {version}" if version else "a tiersim that recorded no version"
+
+    return [
+        f"A's report was written by {by(version_a)}, B's by {by(version_b)}: outputs may "
+        "differ for that reason alone (the version moves when figures do)"
+    ]
 
 
 def _row(c: Change) -> dict[str, Any]:
@@ -164,6 +181,8 @@ def fmt_value(path: str, value: Any) -> str:
         return f"{value:,.0f} tokens/s"
     if "bytes" in path or path.startswith("inventory."):
         return fmt_bytes(value)
+    if last == "margin":  # the wear margin, as `wear` gives it
+        return fmt_margin(value)
     if last in SHARES:
         return f"{100 * value:.2f} %"
     if last == "drive_writes_per_day":
@@ -171,7 +190,7 @@ def fmt_value(path: str, value: Any) -> str:
     return fmt_count(value) if abs(value) >= 1000 else f"{value:g}"
 
 
-SHARES = ("overlap", "goodput", "bandwidth_utilization", "margin", "mfu")
+SHARES = ("overlap", "goodput", "bandwidth_utilization", "mfu")
 
 
 def fmt_pair(path: str, a: Any, b: Any) -> tuple[str, str]:
@@ -213,7 +232,8 @@ def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
     inputs = result["inputs"]
     rows = [[r["path"], _text(r["a"]), _text(r["b"])] for r in inputs]
     n = len(inputs)
-    head = f"A = {label_a}\nB = {label_b}\n\n"
+    notes = "".join(f"note: {n}\n\n" for n in result.get("notes", []))
+    head = f"{notes}A = {label_a}\nB = {label_b}\n\n"
     head += f"{n} input{'s differ' if n != 1 else ' differs'}" + (":" if n else "")
     parts = [render(["input", "A", "B"], rows, head) if rows else head]
     outputs = result["outputs"]

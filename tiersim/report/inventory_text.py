@@ -44,7 +44,9 @@ def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]
     rows.append(["total", fmt_bytes(inv.dense.total), fmt_bytes(inv.per_gpu.total)])
     rows[-1] += [*split(None), "", ""]
     parts = ["per GPU: other", "per GPU: experts"] if experts is not None else []
-    return ["class", "dense", "per GPU", *parts, "sharded", "home"], rows
+    # "whole model", not the JSON's "dense": an MoE model's dense layers are another thing;
+    # "ZeRO-sharded": tensor and pipeline parallelism split a class that ZeRO does not shard
+    return ["class", "whole model", "per GPU", *parts, "ZeRO-sharded", "home"], rows
 
 
 def inventory_tables(s: Scenario, inv: Inventory) -> str:
@@ -70,8 +72,9 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
     tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
     acts = _activation_table(s, inv)
     notes = [
+        _split_note(s),
         "Resident state only: `tiersim run` adds what the step holds at its peak (prefetched "
-        "weights, staging, offloaded activations, checkpoint versions) and says whether that fits."
+        "weights, staging, offloaded activations, checkpoint versions) and says whether that fits.",
     ]
     if s.model.parameters is not None and s.model.activation_bytes_per_layer is None:
         notes.append(
@@ -102,12 +105,28 @@ def _activation_table(s: Scenario, inv: Inventory, top: int = 6) -> str:
         for i in items[:top]
     ]
     acc = accounting_for(s)
+    n = len(items)
+    which = f"largest {top} of {n} tensor kinds" if n > top else f"all {n} tensor kinds"
+    which = "1 tensor kind" if n == 1 else which
     head = (
-        f"activations per GPU, largest of {len(items)} tensor kinds ({acc.implementation}, "
+        f"activations per GPU, {which} ({acc.implementation}, "
         f"{acc.kernel} attention, dropout {acc.attention_dropout:g} / {acc.hidden_dropout:g}, "
         f"{acc.compute_bytes} B values)"
     )
     return render(["tensor", "group", "per GPU", "share"], rows, head) + "\n\n"
+
+
+def _split_note(s: Scenario) -> str:
+    """What the two byte columns mean: per GPU is the whole model split, by tensor and
+    pipeline parallelism where there is any, and by ZeRO over data where it shards."""
+    par = s.parallel
+    split = [f"{name} {n}" for name, n in (("tensor", par.tensor), ("pipeline", par.pipeline))]
+    split = [text for text, n in zip(split, (par.tensor, par.pipeline), strict=True) if n > 1]
+    by = f"split by {' x '.join(split)} (every class) and " if split else ""
+    return (
+        f"whole model: the model's state before any split (one replica); per GPU: one GPU's, "
+        f"{by}sharded over data {par.data} where ZeRO-sharded says yes."
+    )
 
 
 def _experts(s: Scenario) -> str:

@@ -99,8 +99,10 @@ _TIER_LABELS = {"hbf": "HBF", "nvme": "NVMe", "dram": "DRAM", "hbm": "HBM"}
 _CLASS_LABELS = {c.name: c.what for c in STATE_CLASSES} | {CHECKPOINT_WRITES: "checkpoints"}
 
 
-def fmt_days(days: float | None) -> str:
-    """A lifetime in days as people read it: '4.819 years', '126 days'; None or inf: never."""
+def fmt_days(days: float | None, against: float | None = None) -> str:
+    """A lifetime in days as people read it: '4.819 years', '126 days'; None or inf: never.
+    `against`: a budget in days that it is read against: shown with the digits that tell
+    which side of it it falls ('4.9998 years' against 5 years, not '5 years')."""
     if days is None or math.isinf(days):
         return "never"
     years = days * DAY_S / YEAR_S
@@ -108,9 +110,39 @@ def fmt_days(days: float | None) -> str:
         return f"{years:.3g} years"
     if years >= 1000:
         return f"{years:,.0f} years"
-    if years >= 1:
-        return f"{years:.4g} year{'s' * (f'{years:.4g}' != '1')}"
-    return f"{days:.4g} day{'s' * (f'{days:.4g}' != '1')}"
+    value, unit = (years, "year") if years >= 1 else (days, "day")
+    ref = None if against is None else against * DAY_S / YEAR_S if years >= 1 else against
+    digits = telling_digits(value, ref)
+    text = f"{value:.{digits}g}"
+    return f"{text} {unit}{'s' * (text != '1')}"
+
+
+def telling_digits(value: float, ref: float | None, digits: int = 4) -> int:
+    """The significant digits, `digits` or more, that show `value` on its own side of `ref`
+    (a value just under a limit is not shown equal to it); `digits` where there is no ref."""
+    if ref is None or not math.isfinite(value) or value == ref:
+        return digits
+    for more in range(digits, 17):
+        shown = float(f"{value:.{more}g}")
+        if (shown < ref) == (value < ref) and shown != ref:
+            return more
+    return 17
+
+
+def fmt_margin(margin: float | None) -> str:
+    """The wear margin (allowed / written), one format everywhere: a ratio of 4 significant
+    digits and 'x' ('0.008403x', '2.301x'), with more where 4 would round it to 1 and hide
+    which side of 1 it falls ('0.9998x', '1.0002x'); 'unbounded' where nothing is written."""
+    if margin is None:
+        return "-"
+    if math.isinf(margin):
+        return "unbounded"
+    digits = telling_digits(margin, 1.0)
+    if margin == 0 or abs(margin) < 1e-6:  # too many zeros to read: the exponent
+        return f"{margin:.{digits}g}x"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(margin))))
+    text = f"{margin:,.{decimals}f}"
+    return (text.rstrip("0").rstrip(".") if "." in text else text) + "x"
 
 
 def bytes_rounded_up(n: float) -> str:
@@ -171,7 +203,7 @@ def _fixes(r: Remedies, w: TierWear) -> list[str]:
     return fixes
 
 
-def _rating_note(w: TierWear, sooner: str = " sooner,") -> str:
+def _rating_note(w: TierWear, sooner: str = " sooner,", against: float | None = None) -> str:
     """The drive's rated endurance (rated DWPD over its warranty), where it runs out before
     the P/E cycles."""
     rated = w.rated_lifetime_days
@@ -179,7 +211,7 @@ def _rating_note(w: TierWear, sooner: str = " sooner,") -> str:
         return ""
     return (
         f" (its rated {fmt_bytes(w.rated_total_bytes_written)} written runs out{sooner} in "
-        f"{fmt_days(rated)})"
+        f"{fmt_days(rated, against)})"
     )
 
 
@@ -207,15 +239,18 @@ def verdict_sentence(a: Assessment) -> str:
     rate += f"{fmt_bytes(w.host_bytes_per_day)}/day"
     if w.write_amplification != 1.0:
         rate += f" (write amplification {w.write_amplification:.3g})"
-    life = f"wears out in {fmt_days(w.lifetime_days)}" + _rating_note(w)
+    against = v.limit / DAY_S if v is not None and v.kind == "lifetime" else None
+    life = f"wears out in {fmt_days(w.lifetime_days, against)}" + _rating_note(w, against=against)
     if v is not None and v.kind == "drive_writes_per_day":
-        life = f"that is {w.drive_writes_per_day:.4g} drive writes/day" + _rating_note(w, "")
+        dwpd = w.drive_writes_per_day
+        digits = telling_digits(dwpd, v.limit)
+        life = f"that is {dwpd:.{digits}g} drive writes/day" + _rating_note(w, "")
     if not held:
         return f"{tier}: nothing is written to it per step, so it never wears out."
     if v is None:
         return f"{tier} holding {held}: {rate} and {life}; no budget set."
     if v.within_budget:
-        margin = f"margin {v.margin:.4g}x"
+        margin = f"margin {fmt_margin(v.margin)}"
         life = life[:-1] + f"; {margin})" if life.endswith(")") else f"{life} ({margin})"
         return f"{tier} can hold {held} {budget_goal(v)}: {rate} and {life}."
     fixes = _fixes(a.remedies, w) if a.remedies else []

@@ -66,7 +66,8 @@ def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], in
 
 
 # what the notes read (tiersim.runner.scenario_notes: the model, its attention kernel and
-# recompute, the offload keys against the framework and the ZeRO stage)
+# recompute, sequence parallelism against the tensor split, the offload keys against the
+# framework and the ZeRO stage)
 NOTE_KEYS = (
     "model",
     "training.attention_kernel",
@@ -74,6 +75,8 @@ NOTE_KEYS = (
     "training.framework",
     "training.offload",
     "parallel.zero_stage",
+    "parallel.sequence",
+    "parallel.tensor",
 )
 
 

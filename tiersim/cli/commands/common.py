@@ -157,8 +157,8 @@ def cannot_write(
 def usable_folder(option: str, folder: Path) -> None:
     """Create `folder` (and its parents) now, so an unusable one is an input error before any
     work is done, not a failure after it."""
-    if folder.exists() and not folder.is_dir():
-        why = "is a file (expected a folder path)"
+    if folder.exists() and not folder.is_dir():  # /dev/null is no file, but no folder either
+        why = f"is {'a file' if folder.is_file() else 'not a folder'} (expected a folder path)"
         raise InputError(option, [Problem(str(folder), why)])
     try:
         folder.mkdir(parents=True, exist_ok=True)

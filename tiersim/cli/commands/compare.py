@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tiersim.cli.commands.common import add_format_arg, add_set_arg, note_lines
-from tiersim.core.errors import InputError, Problem
+from tiersim.core.errors import InfeasibleError, InputError, Problem
 
 MAX_REPORT_BYTES = 64 * 2**20  # a report.json is tens of kB; anything this large is not one
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     notes = note_lines(pending[0][1]) + note_lines(pending[1][1], args.overrides)
     for line in dict.fromkeys(notes):  # B = A --set ...: A's own notes are B's too, said once
         print(line, file=sys.stderr)
-    a, b = (side(*p) for p in pending)
+    a, b = (side(name, *p) for name, p in zip("AB", pending, strict=True))
     result = compare(a.document, b.document, a.report, b.report)
     if args.format == "json":
         print(to_json({"a": a.label, "b": b.label, **result}))
@@ -76,15 +76,20 @@ def load_side(path: Path, overrides: list[str]) -> tuple[str, Any, dict[str, Any
     return label, load_scenario(path, overrides), None
 
 
-def side(label: str, loaded: Any, report: dict[str, Any] | None) -> Side:
-    """One side's document and report: a results folder's as written, else simulated now."""
+def side(name: str, label: str, loaded: Any, report: dict[str, Any] | None) -> Side:
+    """One side's document and report: a results folder's as written, else simulated now
+    (`name`, A or B, says which side cannot run where one cannot)."""
     from tiersim.config.document import scenario_document
     from tiersim.runner import report_for
 
     if report is not None:
         return Side(label, scenario_document(loaded.scenario), report)
     print(f"simulating {label} ...", file=sys.stderr)
-    return Side(label, scenario_document(loaded.scenario), report_for(loaded))
+    try:
+        report = report_for(loaded)
+    except InfeasibleError as exc:
+        raise InfeasibleError(f"{name} = {label}: {exc}") from None
+    return Side(label, scenario_document(loaded.scenario), report)
 
 
 def _folder(path: Path, overrides: list[str]):

@@ -164,10 +164,13 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         metavar="N",
         help="run FSDP2 (fully_shard) on N CPU processes (gloo, 127.0.0.1) with tiersim's own "
-        "modules and AdamW, and compare each rank's shard bytes with the prediction",
+        "modules and AdamW, and compare each rank's shard bytes with the prediction (default: "
+        "no FSDP, one process on --device)",
     )
     parser.add_argument(
-        "--calibrate", metavar="FILE", help="write a model preset YAML with the activation factor"
+        "--calibrate",
+        metavar="FILE",
+        help="write a model preset YAML with the activation factor (default: none written)",
     )
 
 

@@ -14,7 +14,6 @@ from tiersim.cli.commands.common import (
     positive_int,
     print_notes,
 )
-from tiersim.cli.commands.sweep import default_workers
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, parse
 from tiersim.plan import OBJECTIVES
@@ -59,7 +58,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="10 min",
         metavar="TIME",
         help="refuse a search whose simulation would take longer, estimated from five "
-        "candidates spread over it: a time with its unit, quoted if it has a space, e.g. "
+        "candidates spread over it (they count, and it refuses as soon as those timed say "
+        "so): a time with its unit, quoted if it has a space, e.g. "
         "'90 s', '10 min', '2 h' (default: 10 min)",
     )
     parser.set_defaults(handler=run)
@@ -85,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.sweep.execute import SweepAborted
 
     limit = _time_limit(args.time_limit)
-    workers = args.workers or default_workers()
-    options = PlanOptions(args.objective, args.top, workers, args.executor, args.scheduler, limit)
+    options = PlanOptions(
+        args.objective, args.top, args.workers, args.executor, args.scheduler, limit
+    )
     print_notes(load(args), args.overrides)  # the base scenario's, as run gives them
     try:
         outcome = plan(Path(args.scenario), options, tuple(args.overrides))

@@ -38,8 +38,19 @@ def model_presets() -> dict[str, dict[str, Any]]:
     for name in preset_names("models"):
         loaded = build({"name": "preset", "model": {"preset": name}}, HERE, f"preset {name}")
         spec = loaded.scenario.model
-        out[name] = {**model_summary(build_model(spec)), "max_positions": spec.max_positions}
+        model = build_model(spec)
+        out[name] = {**model_summary(model), "max_positions": spec.max_positions}
+        out[name] |= _expert_widths(getattr(model, "moe", None))
     return out
+
+
+def _expert_widths(moe: Any) -> dict[str, int]:
+    """A mixture of experts' widths, which `ffn_hidden` (the dense layers') is not: the routed
+    experts', and the shared experts' count and width (none for a dense model)."""
+    if moe is None:
+        return {}
+    widths = {"expert_ffn_hidden": moe.ffn_hidden, "shared_experts": moe.shared}
+    return widths | ({"shared_expert_ffn_hidden": moe.shared_ffn_hidden} if moe.shared else {})
 
 
 def hardware_presets() -> dict[str, dict[str, Any]]:
@@ -101,18 +112,35 @@ def _model_table(models: dict[str, dict[str, Any]]) -> str:
         [
             name,
             f"{fmt_count(m['parameters'])} ({m['parameters']:,})",
+            fmt_count(m["active_parameters"]) if "experts" in m else "all",
             m["layers"],
             m.get("hidden", "-"),
             m.get("heads", "-"),
             m.get("kv_heads", "-"),
-            m.get("ffn_hidden", "-"),
+            # ffn_hidden is the dense layers' width: none where every layer has experts
+            m.get("ffn_hidden", "-") if m.get("moe_layers") != m["layers"] else "-",
+            _experts(m),
+            m.get("expert_ffn_hidden", "-"),
             m.get("vocab", "-"),
             m["max_positions"] or "-",
         ]
         for name, m in models.items()
     ]
-    header = ["model preset", "parameters", "layers", "hidden", "heads", "kv heads", "ffn"]
-    return render([*header, "vocab", "max positions"], rows, "Model presets (model.preset):")
+    header = ["model preset", "parameters", "active", "layers", "hidden", "heads", "kv heads"]
+    header += ["dense ffn", "experts", "expert ffn", "vocab", "max positions"]
+    notes = (
+        "active: the parameters one token uses (a mixture of experts: its experts', not all);\n"
+        "dense ffn: the MLP width of the layers without experts; expert ffn: a routed expert's."
+    )
+    return render(header, rows, "Model presets (model.preset):") + "\n" + notes
+
+
+def _experts(m: dict[str, Any]) -> str:
+    """'8 x top-2' (routed experts, those a token goes to), '+ 1 shared' (always used)."""
+    if "experts" not in m:
+        return "-"
+    shared = m.get("shared_experts", 0)
+    return f"{m['experts']} x top-{m['experts_per_token']}" + (f" + {shared} shared" * bool(shared))
 
 
 def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:

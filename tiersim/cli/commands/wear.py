@@ -72,10 +72,15 @@ def wear_text(assessed: dict[str, Assessment]) -> str:
     return f"{sentences}\n\n{wear_table(assessed)}"
 
 
-def _days(days: float | None) -> str:
+def _days(days: float | None, a: Assessment) -> str:
+    """A lifetime as the verdict gives it, against a lifetime budget with the digits that
+    tell which side of it it falls."""
+    from tiersim.report.wear import fmt_days
+
     if days is None:
         return "-"
-    return "never" if math.isinf(days) else fmt_time(days * DAY_S)
+    v = a.verdict
+    return fmt_days(days, v.limit / DAY_S if v is not None and v.kind == "lifetime" else None)
 
 
 def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
@@ -95,20 +100,25 @@ def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
         ("host written / day", fmt_bytes(w.host_bytes_per_day) + "/day"),
         ("drive writes / day", f"{w.drive_writes_per_day:.3g} DWPD"),
         ("P/E cycles used / day", f"{w.pe_cycles_per_day:.3g}/day of {w.pe_cycles:,.0f}"),
-        ("lifetime", _days(w.lifetime_days)),
+        ("lifetime", _days(w.lifetime_days, a)),
         (
             "flash write time / step",
             f"{fmt_time(w.write_s_per_step)} ({100 * d['write_share_of_step']:.1f} % of step)",
         ),
     ]
     if w.rated_total_bytes_written is not None:
-        rated = f"{fmt_bytes(w.rated_total_bytes_written)} ({_days(w.rated_lifetime_days)})"
+        rated = f"{fmt_bytes(w.rated_total_bytes_written)} ({_days(w.rated_lifetime_days, a)})"
         rows.append(("rated TBW (lasts)", rated))
     return rows + _budget_rows(a)
 
 
 def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
-    from tiersim.report.wear import budget_goal, bytes_rounded_up, grad_accumulation_fix
+    from tiersim.report.wear import (
+        budget_goal,
+        bytes_rounded_up,
+        fmt_margin,
+        grad_accumulation_fix,
+    )
 
     v, r = a.verdict, a.remedies
     if v is None:
@@ -116,7 +126,7 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
     rows = [
         ("budget", budget_goal(v).removeprefix("for ").removeprefix("within ")),
         ("allowed host writes / day", fmt_bytes(v.allowed_host_bytes_per_day) + "/day"),
-        ("margin (allowed / written)", "unbounded" if math.isinf(v.margin) else f"{v.margin:.4g}x"),
+        ("margin (allowed / written)", fmt_margin(v.margin)),
         ("within budget", "yes" if v.within_budget else "NO"),
     ]
     if r is None:
