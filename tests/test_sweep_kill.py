@@ -29,13 +29,24 @@ from tiersim.sweep.run import SweepOptions, run_sweep
 from tiersim.sweep.spec import load_sweep
 from tiersim.sweep.store import LOG_NAME, read_log
 
-POINTS = 10 * 60  # a second or more on 2 workers: the sweep commits every COMMIT_S (0.25 s)
-LARGE = {
-    "grid": {
-        "training.grad_accumulation": list(range(1, 11)),
-        "hardware.tiers.dram.capacity": [f"{100 + 10 * i} GB" for i in range(60)],
+
+def grid(capacities: int) -> dict:
+    """A sweep of 10 x `capacities` points of TINY (each a few milliseconds)."""
+    return {
+        "grid": {
+            "training.grad_accumulation": list(range(1, 11)),
+            "hardware.tiers.dram.capacity": [f"{100 + 10 * i} GB" for i in range(capacities)],
+        }
     }
-}
+
+
+POINTS = 10 * 60  # a second or more on 2 workers: the sweep commits every COMMIT_S (0.25 s)
+LARGE = grid(60)
+# For the tests that resume the sweep they stopped: half as many points, the stopped sweep on
+# one core (see `start`). It runs about as long as LARGE on two, so the signal lands as far
+# into it, and the resume (on every core) has half as many points left to run.
+HALF_POINTS = 10 * 30
+HALF = grid(30)
 
 
 def wait_for_lines(path, count: int, proc: subprocess.Popen, limit_s: float = 60.0) -> None:
@@ -55,14 +66,21 @@ def as_from_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def start(path, out) -> subprocess.Popen:
+def on_one_core() -> None:
+    """In the child: as from a terminal, and on one of the cores this test may use; the pool's
+    fork server and workers inherit it, so the sweep's two workers share that core."""
+    as_from_a_terminal()
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def start(path, out, one_core: bool = False) -> subprocess.Popen:
     command = [sys.executable, "-m", "tiersim.cli", "sweep", str(path), "--out", str(out)]
     return subprocess.Popen(
         [*command, "--workers", "2", "--no-plots"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group: the pool's workers die with it
-        preexec_fn=as_from_a_terminal,
+        preexec_fn=on_one_core if one_core else as_from_a_terminal,
     )
 
 
@@ -74,13 +92,13 @@ def resume(path, out):
 def assert_one_row_per_point(outcome, out) -> None:
     lines = (out / LOG_NAME).read_bytes().splitlines()
     keys = [json.loads(line)["key"] for line in lines]
-    assert len(keys) == len(set(keys)) == POINTS
+    assert len(keys) == len(set(keys)) == HALF_POINTS
     rows = outcome.table.rows
-    assert [r["point"] for r in rows] == list(range(POINTS))
+    assert [r["point"] for r in rows] == list(range(HALF_POINTS))
     assert sorted(r["key"] for r in rows) == sorted(keys)
     assert {r["status"] for r in rows} == {"ok"}
-    assert (out / "results.csv").read_text().count("\n") == POINTS + 1
-    assert pq.read_table(out / "results.parquet").num_rows == POINTS
+    assert (out / "results.csv").read_text().count("\n") == HALF_POINTS + 1
+    assert pq.read_table(out / "results.parquet").num_rows == HALF_POINTS
 
 
 def descendants(pid: int) -> list[int]:
@@ -102,9 +120,9 @@ def descendants(pid: int) -> list[int]:
 
 @pytest.mark.slow
 def test_sigkill_then_resume_gives_exactly_one_row_per_point(tmp_path):
-    path = write_sweep(tmp_path, LARGE)
+    path = write_sweep(tmp_path, HALF)
     out = tmp_path / "out"
-    proc = start(path, out)
+    proc = start(path, out, one_core=True)
     try:
         wait_for_lines(out / LOG_NAME, 20, proc)
     finally:
@@ -113,11 +131,11 @@ def test_sigkill_then_resume_gives_exactly_one_row_per_point(tmp_path):
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
     recorded, torn, _ = read_log(out / LOG_NAME)  # a line cut mid-write is not a record
-    assert 20 <= len(recorded) < POINTS and torn in (0, 1)
+    assert 20 <= len(recorded) < HALF_POINTS and torn in (0, 1)
     assert not (out / "results.csv").exists()  # tables are written only once every point is in
     outcome = resume(path, out)
     assert outcome.reused >= len(recorded)
-    assert outcome.ran + outcome.reused == POINTS
+    assert outcome.ran + outcome.reused == HALF_POINTS
     assert_one_row_per_point(outcome, out)
 
 
@@ -132,9 +150,9 @@ SAID = {signal.SIGINT: b"interrupted", signal.SIGTERM: b"terminated (SIGTERM)"}
 def test_sigint_or_sigterm_keeps_the_finished_points_and_says_how_to_resume(tmp_path, sig, to):
     """Ctrl-C signals the terminal's whole process group, a batch scheduler every process of
     the job (Slurm) or the main one alone (`kill PID`): each stops the sweep the same way."""
-    path = write_sweep(tmp_path, LARGE)
+    path = write_sweep(tmp_path, HALF)
     out = tmp_path / "out"
-    proc = start(path, out)
+    proc = start(path, out, one_core=True)
     try:
         wait_for_lines(out / LOG_NAME, 20, proc)
         below = descendants(proc.pid)
@@ -157,18 +175,18 @@ def test_sigint_or_sigterm_keeps_the_finished_points_and_says_how_to_resume(tmp_
     assert left == [], f"still running after the sweep stopped: {left}"
     recorded, torn, _ = read_log(out / LOG_NAME)
     assert torn == 0  # committed whole, not cut off by the signal
-    assert signalled <= len(recorded) < POINTS
+    assert signalled <= len(recorded) < HALF_POINTS
     assert not (out / "results.csv").exists()
     outcome = resume(path, out)
-    assert (outcome.reused, outcome.ran) == (len(recorded), POINTS - len(recorded))
+    assert (outcome.reused, outcome.ran) == (len(recorded), HALF_POINTS - len(recorded))
     assert_one_row_per_point(outcome, out)
 
 
 @pytest.mark.slow
 def test_a_worker_killed_stops_the_sweep_cleanly_and_resume_finishes_it(tmp_path):
-    path = write_sweep(tmp_path, LARGE)
+    path = write_sweep(tmp_path, HALF)
     out = tmp_path / "out"
-    proc = start(path, out)
+    proc = start(path, out, one_core=True)
     try:
         wait_for_lines(out / LOG_NAME, 20, proc)
         worker = descendants(proc.pid)[-1]  # a pool worker (a child of the fork server)
@@ -182,7 +200,7 @@ def test_a_worker_killed_stops_the_sweep_cleanly_and_resume_finishes_it(tmp_path
     assert b"sweep stopped: the worker pool broke" in stderr
     assert b"rerun with --resume" in stderr and b"Traceback" not in stderr
     recorded, torn, _ = read_log(out / LOG_NAME)
-    assert 20 <= len(recorded) < POINTS and torn == 0
+    assert 20 <= len(recorded) < HALF_POINTS and torn == 0
     outcome = resume(path, out)
     assert outcome.reused == len(recorded)
     assert_one_row_per_point(outcome, out)
