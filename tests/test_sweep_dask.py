@@ -80,9 +80,10 @@ def test_dask_missing_is_a_clear_input_error(tmp_path, monkeypatch):
     )
 
 
-def test_an_unknown_scheduler_scheme_is_an_input_error(tmp_path, cli):
+def test_an_unknown_scheduler_scheme_is_an_input_error(tmp_path, cli, monkeypatch):
     # every value right on its own (SMALL's pipeline 5 would be refused first)
     path = write_sweep(tmp_path, {**SMALL, "zip": {"parallel.pipeline": [1, 2]}})
+    monkeypatch.chdir(tmp_path)  # no --out: the sweep's folder, results/s, is made here
     code, _, err = cli("sweep", path, "--executor", "dask", "--scheduler", "foo://bar")
     assert code == 2
     assert "--scheduler: unknown address scheme in 'foo://bar'" in err
