@@ -62,6 +62,13 @@ def nvme_plan(tmp_path_factory):
     return path, json.loads(out)
 
 
+@pytest.fixture(scope="module")
+def default_plan_table(default_plan):
+    """`tiersim plan` of the default plan as a table, the best plan only: (code, out, err)."""
+    path, _ = default_plan
+    return _cli("plan", path, "--workers", "1", "--top", "1")
+
+
 def _reported(plan: dict) -> list[dict]:
     q = plan["hbf_optimizer"] or {}
     return plan["plans"] + [q[k] for k in ("with", "without", "worn") if q.get(k)]
@@ -152,9 +159,8 @@ def test_nvme_plan_best_fits_holds_and_reruns(nvme_plan):
         _rerun_matches(path, entry)
 
 
-def test_table_output(default_plan, tmp_path):
-    path, _ = default_plan
-    code, out, err = _cli("plan", path, "--workers", "1", "--top", "1")
+def test_table_output(default_plan_table):
+    code, out, err = default_plan_table
     assert code == 0, err
     assert "#1 " in out and "tokens/s" in out and "rerun:  tiersim run" in out
     assert "Can HBF hold optimizer state? No:" in out
@@ -164,15 +170,15 @@ def test_table_output(default_plan, tmp_path):
     assert "each on average; the other 6 on 1 worker, about " in err
 
 
-def test_table_wear_is_the_limit_that_runs_out_first(default_plan):
+def test_table_wear_is_the_limit_that_runs_out_first(default_plan, default_plan_table):
     # default.yaml's NVMe (checkpoints) wears out by its rated bytes written before its flash's
     # cycles: the plan's wear line must give the rated lifetime, as `run` does
     from tiersim.report.wear import fmt_days
 
-    path, plan = default_plan
+    _, plan = default_plan
     nvme = plan["plans"][0]["wear"]["nvme"]
     assert nvme["rated_lifetime_days"] < nvme["lifetime_days"]
-    code, out, err = _cli("plan", path, "--workers", "1", "--top", "1")
+    code, out, err = default_plan_table
     assert code == 0, err
     wear_line = next(line for line in out.splitlines() if line.strip().startswith("wear:"))
     assert f"nvme {fmt_days(nvme['rated_lifetime_days'])}" in wear_line
