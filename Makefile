@@ -23,10 +23,13 @@ $(TEST_STAMP): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/tiersim run scenarios/default.yaml
 
+# PYTHONDONTWRITEBYTECODE emptied: the suite's Python processes (a few dozen CLI and sweep
+# subprocesses) load tiersim's compiled modules from __pycache__ instead of compiling its
+# source each time (an environment that sets it had every one compile it again).
 test: $(TEST_STAMP)
 	$(BIN)/ruff check tiersim tests benchmarks
 	$(BIN)/ruff format --check tiersim tests benchmarks
-	$(BIN)/python -m pytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check tiersim tests benchmarks
