@@ -68,6 +68,25 @@ def write(tmp_path: Path):
     return _write
 
 
+@pytest.fixture(scope="session")
+def shipped_run(tmp_path_factory):
+    """shipped_run(case) -> (exit code, what it printed, its --out folder) of `tiersim run
+    SCENARIO --format json --out FOLDER [--set ...]` (golden_cases.run_json) for a
+    golden_cases.Case, run once a session: test_golden and test_run_cli read the same runs of
+    the shipped scenarios. The folder is shared: read it, never change it."""
+    from golden_cases import run_json
+
+    runs: dict[Any, tuple[int, str, Path]] = {}
+
+    def _run(case) -> tuple[int, str, Path]:
+        if case not in runs:
+            folder = tmp_path_factory.mktemp("run")
+            runs[case] = (*run_json(case, folder), folder)
+        return runs[case]
+
+    return _run
+
+
 @pytest.fixture
 def cli(capsys):
     """cli('inventory', path, '--format', 'json') -> (exit code, stdout, stderr), in-process."""

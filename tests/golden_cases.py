@@ -74,20 +74,31 @@ def golden_cases() -> list[Case]:
     return cases
 
 
-def report_of(case: Case) -> dict[str, Any]:
-    """The case's report.json as `tiersim run --format json` prints it, volatile fields out."""
+def run_json(case: Case, out: Path) -> tuple[int, str]:
+    """`tiersim run SCENARIO --format json --out OUT [--set ...]` in this process: (exit code,
+    what it printed)."""
     from tiersim.cli import main
 
+    argv = ["run", str(case.scenario), "--format", "json", "--out", str(out)]
+    for override in case.overrides:
+        argv += ["--set", override]
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(argv)
+    return code, buffer.getvalue()
+
+
+def report_of(case: Case) -> dict[str, Any]:
+    """The case's report.json as `tiersim run --format json` prints it, volatile fields out."""
     with tempfile.TemporaryDirectory() as out:
-        argv = ["run", str(case.scenario), "--format", "json", "--out", out]
-        for override in case.overrides:
-            argv += ["--set", override]
-        buffer = io.StringIO()
-        with contextlib.redirect_stdout(buffer):
-            code = main(argv)
+        return report_from(case, *run_json(case, Path(out)))
+
+
+def report_from(case: Case, code: int, printed: str) -> dict[str, Any]:
+    """The report `run_json` printed, volatile fields out."""
     if code not in (0, None):
         raise RuntimeError(f"{case.name}: tiersim run exited {code}")
-    report = json.loads(buffer.getvalue())
+    report = json.loads(printed)
     for path in VOLATILE:
         node = report
         for key in path[:-1]:

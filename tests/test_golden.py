@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from golden_cases import golden_cases, report_of
+from golden_cases import golden_cases, report_from
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "reports"
 REL = 1e-12
@@ -56,9 +56,10 @@ def test_differences_finds_a_moved_figure():
 
 
 @pytest.mark.parametrize("case", golden_cases(), ids=lambda c: c.name)
-def test_report_matches_golden(case):
+def test_report_matches_golden(case, shipped_run):
     want = json.loads((GOLDEN / f"{case.name}.json").read_text())
-    got = json.loads(json.dumps(report_of(case)))  # through JSON, as the file was written
+    code, printed, _ = shipped_run(case)  # report_of's run, shared with test_run_cli
+    got = json.loads(json.dumps(report_from(case, code, printed)))  # as the file was written
     assert differences(want, got) == []
 
 

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from golden_cases import Case
 
 from tiersim.cli import main
 from tiersim.core.units import fmt_time
@@ -34,10 +35,12 @@ STEP_KEYS = {
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
-def test_every_shipped_scenario_runs(path, tmp_path, capsys):
-    assert main(["run", str(path), "--format", "json", "--out", str(tmp_path)]) == 0
-    printed = json.loads(capsys.readouterr().out)
-    saved = json.loads((tmp_path / "report.json").read_text())
+def test_every_shipped_scenario_runs(path, shipped_run):
+    # `tiersim run PATH --format json --out FOLDER`, the run test_golden compares (one a session)
+    code, out, folder = shipped_run(Case(path.stem, path))
+    assert code == 0
+    printed = json.loads(out)
+    saved = json.loads((folder / "report.json").read_text())
     assert printed == saved
     assert set(saved) >= REPORT_KEYS
     assert set(saved["step"]) >= STEP_KEYS
@@ -48,7 +51,7 @@ def test_every_shipped_scenario_runs(path, tmp_path, capsys):
     for tier in saved["tiers"].values():
         assert {"capacity_bytes", "resident_bytes", "peak_bytes", "fits"} <= set(tier)
         assert tier["peak_bytes"] >= tier["resident_bytes"]
-    assert (tmp_path / "scenario.yaml").exists()
+    assert (folder / "scenario.yaml").exists()
 
 
 def test_two_runs_of_a_scenario_write_byte_identical_reports(tmp_path, capsys):
