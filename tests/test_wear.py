@@ -6,6 +6,8 @@ step results are built by hand (the engine's record type, filled with chosen num
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 from typing import Any
@@ -21,6 +23,7 @@ from tiersim.analysis.wear import (
     random_write_amplification,
     wear_problems,
 )
+from tiersim.cli import main
 from tiersim.cli.commands.wear import budget_failed, wear_text
 from tiersim.config.load import load_scenario
 from tiersim.engine.results import StepResult, TierStats
@@ -541,11 +544,21 @@ def wear_json(cli, *extra: object) -> tuple[int, dict[str, Any]]:
     return code, json.loads(out)
 
 
-def test_wear_command_on_the_shipped_scenario(cli):
+@pytest.fixture(scope="module")
+def shipped_wear() -> tuple[int, dict[str, Any]]:
+    """wear_json() of the shipped scenario as it is, run once for the tests that read it."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["wear", str(SHIPPED), "--format", "json", "--check"])
+    assert code in (0, 1), err.getvalue()
+    return code, json.loads(out.getvalue())
+
+
+def test_wear_command_on_the_shipped_scenario(cli, shipped_wear):
     code, out, err = cli("wear", SHIPPED)
     assert code == 0, err  # without --check a failed budget is a result, not an error
     assert out.startswith("HBF cannot hold optimizer state and master weights for 5 years: at ")
-    code, report = wear_json(cli)
+    code, report = shipped_wear
     assert code == 1  # --check: the HBF budget fails
     hbf = report["wear"]["hbf"]
     # every byte of the HBF-homed classes is rewritten once per optimizer step
@@ -557,8 +570,8 @@ def test_wear_command_on_the_shipped_scenario(cli):
     assert hbf["within_budget"] is False and hbf["remedies"]["move_off"]
 
 
-def test_remedies_applied_back_to_the_shipped_scenario_fit(cli):
-    _, report = wear_json(cli)
+def test_remedies_applied_back_to_the_shipped_scenario_fit(cli, shipped_wear):
+    _, report = shipped_wear
     fix = report["wear"]["hbf"]["remedies"]
     steps = math.floor(fix["max_steps_per_day"])
     assert wear_json(cli, "--set", f"budget.steps_per_day={steps}")[0] == 0
