@@ -39,6 +39,15 @@ def scheduler():
         cluster.close()
 
 
+@pytest.fixture(scope="module")
+def on_the_local_pool(tmp_path_factory):
+    """SMALL swept on the local pool, once for the tests that compare a Dask run with it:
+    (its sweep file, its outcome, its --out folder)."""
+    folder = tmp_path_factory.mktemp("local")
+    path = write_sweep(folder, SMALL)
+    return path, sweep(path, folder / "out"), folder / "out"
+
+
 def sweep(path, out, executor="local", scheduler=None, resume=False):
     options = SweepOptions(
         out, 2, executor, scheduler, resume=resume, plots=False, progress=io.StringIO()
@@ -47,25 +56,25 @@ def sweep(path, out, executor="local", scheduler=None, resume=False):
 
 
 @pytest.mark.slow
-def test_a_dask_cluster_gives_the_same_rows_as_the_local_pool(tmp_path, scheduler):
-    path = write_sweep(tmp_path, SMALL)
-    local = sweep(path, tmp_path / "local")
+def test_a_dask_cluster_gives_the_same_rows_as_the_local_pool(
+    tmp_path, scheduler, on_the_local_pool
+):
+    path, local, local_out = on_the_local_pool
     remote = sweep(path, tmp_path / "dask", "dask", scheduler)
     assert [r["status"] for r in remote.table.rows] == ["ok", "invalid", "ok", "invalid"]
     assert remote.table.rows == local.table.rows
     for name in ("results.csv", "results.parquet"):
-        assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+        assert (tmp_path / "dask" / name).read_bytes() == (local_out / name).read_bytes()
     points = sorted(p.name for p in (tmp_path / "dask" / "points").iterdir())
-    assert points == sorted(p.name for p in (tmp_path / "local" / "points").iterdir())
+    assert points == sorted(p.name for p in (local_out / "points").iterdir())
     assert len(points) == 2
     again = sweep(path, tmp_path / "dask", "dask", scheduler, resume=True)
     assert (again.ran, again.reused) == (0, 4)
 
 
 @pytest.mark.slow
-def test_without_a_scheduler_a_local_cluster_is_started_and_stopped(tmp_path):
-    path = write_sweep(tmp_path, SMALL)
-    local = sweep(path, tmp_path / "local")
+def test_without_a_scheduler_a_local_cluster_is_started_and_stopped(tmp_path, on_the_local_pool):
+    path, local, _ = on_the_local_pool
     own = sweep(path, tmp_path / "own", "dask")
     assert own.table.rows == local.table.rows
 
