@@ -96,6 +96,15 @@ def test_an_unknown_scheduler_scheme_is_an_input_error(tmp_path, cli, monkeypatc
     code, _, err = cli("sweep", path, "--executor", "dask", "--scheduler", "foo://bar")
     assert code == 2
     assert "--scheduler: unknown address scheme in 'foo://bar'" in err
+    assert not (tmp_path / "results").exists()  # refused before the sweep's folder is made
+
+
+def test_a_scheduler_without_the_dask_executor_leaves_no_folder(tmp_path, cli, monkeypatch):
+    path = write_sweep(tmp_path, SMALL)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli("sweep", path, "--scheduler", "tcp://127.0.0.1:8786")
+    assert code == 2 and "--scheduler: is for --executor dask" in err
+    assert not (tmp_path / "results").exists()
 
 
 def test_a_scheduler_needs_the_dask_executor(tmp_path, cli):

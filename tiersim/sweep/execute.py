@@ -188,11 +188,7 @@ class DaskPool:
     same_files = False  # a scheduler's workers may be on other machines
 
     def __init__(self, address: str | None, workers: int):
-        try:
-            import distributed
-        except ImportError as exc:
-            problem = Problem("", f"needs the optional Dask extra: {DASK_HINT} ({exc})")
-            raise InputError("--executor dask", [problem]) from None
+        distributed = _distributed()
         self.cluster = None
         if address is None:
             self.cluster = distributed.LocalCluster(
@@ -227,7 +223,17 @@ class DaskPool:
             self.cluster.close()
 
 
-def _connect(distributed: Any, address: str) -> Any:
+def _distributed() -> Any:
+    """dask.distributed, or the input error of a machine without the Dask extra."""
+    try:
+        import distributed
+    except ImportError as exc:
+        problem = Problem("", f"needs the optional Dask extra: {DASK_HINT} ({exc})")
+        raise InputError("--executor dask", [problem]) from None
+    return distributed
+
+
+def _check_scheme(address: str) -> None:
     from distributed.comm.addressing import parse_address
     from distributed.comm.registry import backends
 
@@ -236,6 +242,23 @@ def _connect(distributed: Any, address: str) -> Any:
         known = ", ".join(f"{name}://" for name in backends)
         problem = Problem("", f"unknown address scheme in {address!r} (expected one of: {known})")
         raise InputError("--scheduler", [problem])
+
+
+def check_executor(executor: str, scheduler: str | None) -> None:
+    """What `open_pool` would refuse of the executor and scheduler, said before a sweep
+    makes its folder (a refused sweep leaves nothing behind)."""
+    if executor == "local":
+        if scheduler is not None:
+            problem = Problem("", "is for --executor dask (the local executor needs no scheduler)")
+            raise InputError("--scheduler", [problem])
+        return
+    _distributed()
+    if scheduler is not None:
+        _check_scheme(scheduler)
+
+
+def _connect(distributed: Any, address: str) -> Any:
+    _check_scheme(address)
     try:
         return distributed.Client(address, timeout="10s", set_as_default=False)
     except (OSError, ValueError, TypeError) as exc:
@@ -249,9 +272,7 @@ def open_pool(
     """`folder`: where a local worker may leave an outcome too large for a message (see
     `handoff`); the sweep's own, so that `--resume` removes what a killed sweep left there."""
     if executor == "local":
-        if scheduler is not None:
-            problem = Problem("", "is for --executor dask (the local executor needs no scheduler)")
-            raise InputError("--scheduler", [problem])
+        check_executor(executor, scheduler)
         return LocalPool(workers, folder)
     if executor == "dask":
         return DaskPool(scheduler, workers)

@@ -80,10 +80,10 @@ def add_max_points(parser: argparse.ArgumentParser) -> None:
 def workers_and_where(args: argparse.Namespace, points: int) -> tuple[int, str]:
     """(worker processes to start, how the header says where the points run): never more
     workers than points, and with --scheduler, the cluster's own."""
+    from tiersim.sweep.execute import check_executor
+
+    check_executor(args.executor, args.scheduler)  # before the folder is made
     if args.scheduler is not None:
-        if args.executor != "dask":
-            problem = Problem("", "is for --executor dask (the local executor needs no scheduler)")
-            raise InputError("--scheduler", [problem])
         unused = " (--workers is not used: the cluster's workers run the points)"
         return 1, args.scheduler + (unused if args.workers else "")
     asked = args.workers or default_workers()
