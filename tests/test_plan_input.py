@@ -271,3 +271,29 @@ def test_validate_refuses_a_plan_section_too_large_as_plan_does(tmp_path, cli):
             f"{path}: plan: search space too large: 21,504 candidates, over the 20,000 that "
             "tiersim plan checks. It is the plan: section: "
         )
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler: is for --executor dask"),
+        (
+            ["--executor", "dask", "--scheduler", "foo://x"],
+            "--scheduler: unknown address scheme in 'foo://x'",
+        ),
+    ],
+)
+def test_a_refused_scheduler_is_refused_before_any_candidate(
+    tmp_path, cli, monkeypatch, flags, said
+):
+    # refused as `sweep` refuses it, before the candidates are checked or timed
+    import tiersim.plan.run
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("the search ran")
+
+    monkeypatch.setattr(tiersim.plan.run, "plan", no_search)
+    path = _write(tmp_path, GENERIC + "plan:\n" + RECOMPUTE)
+    code, out, err = cli("plan", path, *flags)
+    assert (code, out) == (2, "")
+    assert said in err

@@ -322,3 +322,16 @@ def test_sequence_parallelism_without_tensor_parallelism_is_noted(tmp_path, cli)
     # with tensor 2 it splits something: no note
     code, _, err = cli("validate", path, "--set", "parallel.tensor=2")
     assert code == 0 and "note:" not in err
+
+
+def test_a_sweep_s_notes_spell_values_as_yaml_does_and_say_them_once(tmp_path, cli):
+    # parallel.sequence at tensor 1 (the base's): true is noted, as YAML writes it (not
+    # Python's True) and once (its note says "true has no effect" itself)
+    base = _scenario(tmp_path, "{preset: llama-2-7b, layers: 2}", None)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"base: {base.name}\ngrid:\n  parallel.sequence: [false, true]\n")
+    code, _, err = cli("validate", sweep)
+    assert code == 0, err
+    assert err.startswith(f"note: {sweep}: grid.parallel.sequence: true has no effect: "), err
+    assert err.endswith("[1 of 2 points; first: point 1 (parallel.sequence=true)] (line 3)\n")
+    assert "True" not in err and "False" not in err

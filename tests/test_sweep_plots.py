@@ -296,7 +296,33 @@ def test_points_over_a_write_budget_are_ringed_in_red(tmp_path):
     cycle = ["#1f77b4", "#ff7f0e", "#2ca02c"]  # matplotlib's default tab10, first three
     assert [to_hex(lines[k].get_color()) for k in ("1", "2", "3")] == cycle
     legend = _legend_texts(fig)
-    assert legend[-2:] == ["hollow: does not fit a tier", "red ring: over a flash write budget"]
+    assert legend[-2:] == ["hollow: does not fit a tier", "red ring: over the write budget of hbf"]
+
+
+def test_the_ring_s_legend_names_every_tier_whose_budget_the_points_break(tmp_path):
+    # on a plot of one drive's figure the ring may mean another's budget: the legend says whose
+    spec, points = _spec(tmp_path, TWO)
+    table = _table(
+        points,
+        {
+            "wear.nvme.margin": lambda p: 2.0,  # the drive plotted holds its budget everywhere
+            "wear.nvme.within_budget": lambda p: True,
+            "wear.hbf.within_budget": lambda p: p.values[GA] < 4,
+            "wear.dram.within_budget": lambda p: None,  # no budget on that tier: no verdict
+        },
+    )
+    fig = sweep_figure(spec, points, table, "wear.nvme.margin", {})
+    assert _legend_texts(fig)[-1] == "red ring: over the write budget of hbf"
+    table = _table(
+        points,
+        {
+            "wear.nvme.margin": lambda p: 0.5,
+            "wear.nvme.within_budget": lambda p: p.values[MB] > 1,
+            "wear.hbf.within_budget": lambda p: p.values[GA] < 4,
+        },
+    )
+    fig = sweep_figure(spec, points, table, "wear.nvme.margin", {})
+    assert _legend_texts(fig)[-1] == "red ring: over the write budget of hbf and nvme"
 
 
 def test_a_direction_only_the_markers_change_along_is_drawn_as_panels(tmp_path):

@@ -365,7 +365,8 @@ def test_cli_sweep_refuses_a_value_wrong_on_its_own_before_any_point(tmp_path, c
     assert code == 2 and out == "" and "Traceback" not in err
     lines = sorted(err.strip().splitlines())
     assert len(lines) == 2
-    assert lines[0].startswith(f"{path}: grid.hardware.tiers.hbm.bandwidth: value '5 GB': ")
+    # the message says the value first itself: not prefixed "value '5 GB':" again
+    assert lines[0].startswith(f"{path}: grid.hardware.tiers.hbm.bandwidth: '5 GB' is a size, ")
     assert lines[1].startswith(f"{path}: grid.parallel.pipeline: value 5: layers (24)")
     assert not (tmp_path / "out").exists()  # refused before anything was written
 

@@ -61,6 +61,13 @@ _SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = 4
 SHOWN_CHARS = 120
 
 
+def shown_yaml(value: object) -> str:
+    """`shown`, but true, false and null as YAML writes them (a scenario's own spelling)."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return shown(value)
+
+
 def shown(value: object) -> str:
     """`repr(value)`, shortened: a message quotes what the user gave without growing with it
     (a YAML alias bomb's value, a 5,000-digit number); reprlib looks at the first few items of

@@ -13,10 +13,17 @@ from typing import Any
 
 from tiersim.config.load import build
 from tiersim.config.overrides import set_path
-from tiersim.core.errors import InputError, Problem, shown
+from tiersim.core.errors import InputError, Problem, shown_yaml
 from tiersim.sweep.spec import Axis, Point, SweepSpec, describe, expand
 
 MAX_LISTED = 30
+
+
+def _valued(value: object, message: str) -> str:
+    """`message` about `value`, the value said first once (`true has no effect` is not
+    prefixed `value true:` again)."""
+    said = shown_yaml(value)
+    return message if message.startswith(f"{said} ") else f"value {said}: {message}"
 
 
 def _where(point: Point, spec: SweepSpec, problem: Problem) -> tuple[str, str]:
@@ -24,10 +31,10 @@ def _where(point: Point, spec: SweepSpec, problem: Problem) -> tuple[str, str]:
     for axis in spec.axes:
         if problem.path == axis.path or problem.path.startswith(axis.path + "."):
             value = point.values[axis.path]
-            return f"{axis.group}.{axis.path}", f"value {shown(value)}: {problem.message}"
+            return f"{axis.group}.{axis.path}", _valued(value, problem.message)
     for path, value in spec.fixed:  # a `set:` entry of the sweep file, not the base's value
         if problem.path == path or problem.path.startswith(path + "."):
-            return f"set.{path}", f"value {shown(value)}: {problem.message}"
+            return f"set.{path}", _valued(value, problem.message)
     if spec.base_path.resolve() != Path(spec.source).resolve():  # the value is the base's
         return problem.path, f"{problem.message} (base scenario {spec.base_path})"
     return problem.path, problem.message
@@ -149,7 +156,7 @@ def lone_value_problems(spec: SweepSpec) -> list[Problem]:
         if own == _own_problems(_with(spec.base, beside), base_dir, spec, axes):
             for axis, message in own:
                 value = values[axes.index(axis)]
-                out.append(Problem(f"{axis.group}.{axis.path}", f"value {shown(value)}: {message}"))
+                out.append(Problem(f"{axis.group}.{axis.path}", _valued(value, message)))
     return out + _fixed_problems(spec, good)
 
 
@@ -162,7 +169,7 @@ def _fixed_problems(spec: SweepSpec, good: dict[str, object]) -> list[Problem]:
         build(_with(spec.base, good), spec.base_path.parent, spec.source)
     except InputError as exc:
         return [
-            Problem(f"set.{path}", f"value {shown(value)}: {p.message}")
+            Problem(f"set.{path}", _valued(value, p.message))
             for p in exc.problems
             for path, value in spec.fixed
             if p.path == path or p.path.startswith(path + ".")

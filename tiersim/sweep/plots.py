@@ -32,7 +32,7 @@ from tiersim.sweep.plot_limits import (
 from tiersim.sweep.rows import Table
 from tiersim.sweep.spec import Point, SweepSpec
 from tiersim.sweep.store import atomic_write
-from tiersim.sweep.summary import fits, within_budgets
+from tiersim.sweep.summary import fits, over_budget_tiers, within_budgets
 from tiersim.sweep.worker import OK
 
 MAX_PANELS = 16
@@ -42,7 +42,7 @@ PANEL_TITLE_CHARS = 60  # of 8 pt text a 4.6 inch panel holds, about
 CHARS_PER_INCH = 10.5  # of the figure title (10 pt), about: it wraps before the legend
 OVER_BUDGET = "#C44E52"  # the red of a wear budget's line: a ring round a point over a budget
 UNFIT_LABEL = "hollow: does not fit a tier"
-OVER_LABEL = "red ring: over a flash write budget"
+OVER_LABEL = "red ring: over the write budget of {tiers}"  # the tiers whose budget the points break
 
 
 def varying_outputs(table: Table) -> list[str]:
@@ -92,6 +92,7 @@ class Mark(NamedTuple):
     value: Any
     fits: bool
     within_budget: bool
+    over: tuple[str, ...] = ()  # the tiers whose write budget it breaks
 
 
 Drawn = dict[tuple, dict[int, list[Mark]]]
@@ -108,7 +109,8 @@ def _series_of(
             continue
         panel = tuple(point.coords[d.coord] for d in panels)
         line = point.coords[series.coord] if series is not None else 0
-        drawn = Mark(point.coords[x.coord], value, fits(row), within_budgets(row))
+        over = over_budget_tiers(row)
+        drawn = Mark(point.coords[x.coord], value, fits(row), not over, over)
         found.setdefault(panel, {}).setdefault(line, []).append(drawn)
     return found
 
@@ -173,10 +175,11 @@ def _restricted(points: list[Point], table: Table, fixed: list[Dim]) -> tuple[li
     return chosen, Table(rows, table.columns, table.swept, table.outputs)
 
 
-def _legend(fig: Any, ax: Any, series: Dim | None, unfit: bool, over: bool) -> Any:
+def _legend(fig: Any, ax: Any, series: Dim | None, unfit: bool, over: tuple[str, ...]) -> Any:
     """The figure's legend (outside, upper right), with a hollow marker for points that do
-    not fit and a red ring for points over a write budget, where there are any; None where
-    there is nothing to tell apart."""
+    not fit and a red ring for points over a write budget (naming the tiers `over`: the
+    budget broken may be another tier's than the one plotted), where there are any; None
+    where there is nothing to tell apart."""
     from matplotlib.lines import Line2D
 
     handles, labels = ax.get_legend_handles_labels()
@@ -186,7 +189,7 @@ def _legend(fig: Any, ax: Any, series: Dim | None, unfit: bool, over: bool) -> A
         labels.append(UNFIT_LABEL)
     if over:
         handles.append(Line2D([], [], linestyle="none", **_ring()))
-        labels.append(OVER_LABEL)
+        labels.append(OVER_LABEL.format(tiers=" and ".join(over)))
     if not handles or (series is None and len(handles) == 1 and not (unfit or over)):
         return None
     title = series.label if series is not None else None
@@ -267,7 +270,8 @@ def sweep_figure(
                 joined if len(joined) <= PANEL_TITLE_CHARS else "\n".join(names), fontsize=8
             )
     marks = [m for p in shown for s in data[p].values() for m in s]
-    unfit, over = any(not m.fits for m in marks), any(not m.within_budget for m in marks)
+    unfit = any(not m.fits for m in marks)
+    over = tuple(sorted({tier for m in marks for tier in m.over}))
     legend = _legend(fig, axes[0], series, unfit, over)
     _title(fig, legend, _figure_title(spec, output, fixed, len(shown), len(panels)))
     return fig

@@ -34,7 +34,7 @@ from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml, read_yaml_and_text
 from tiersim.config.yamllines import lines_from
 from tiersim.core import limits
-from tiersim.core.errors import InputError, Problem, shown
+from tiersim.core.errors import InputError, Problem, shown, shown_yaml
 from tiersim.sweep.duplicates import grid_problems, zip_problems
 from tiersim.sweep.paths import path_problem
 
@@ -382,5 +382,7 @@ def describe(values: dict[str, Any]) -> str:
 
 
 def _plain(value: Any) -> str:
-    text = str(value) if isinstance(value, str | int | float | bool | None) else shown(value)
+    if value is None or isinstance(value, bool):  # as YAML writes them
+        return shown_yaml(value)
+    text = str(value) if isinstance(value, str | int | float) else shown(value)
     return text if len(text) <= 80 else shown(value)

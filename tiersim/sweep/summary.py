@@ -45,6 +45,15 @@ def fits(row: dict[str, Any]) -> bool:
     )
 
 
+def over_budget_tiers(row: dict[str, Any]) -> tuple[str, ...]:
+    """The flash tiers whose write budget a point breaks (`wear.<tier>.within_budget` false)."""
+    return tuple(
+        k.removeprefix("wear.").removesuffix(".within_budget")
+        for k, v in row.items()
+        if k.startswith("wear.") and k.endswith(".within_budget") and v is False
+    )
+
+
 def within_budgets(row: dict[str, Any]) -> bool:
     """Whether a point holds every flash write budget it has (`wear.<tier>.within_budget`)."""
     return all(

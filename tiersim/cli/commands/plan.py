@@ -82,9 +82,10 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.plan.report import plan_report, plan_text
     from tiersim.plan.run import PlanOptions, plan
     from tiersim.report.json_report import to_json
-    from tiersim.sweep.execute import SweepAborted
+    from tiersim.sweep.execute import SweepAborted, check_executor
 
     limit = _time_limit(args.time_limit)
+    check_executor(args.executor, args.scheduler)  # before any candidate is checked or timed
     options = PlanOptions(
         args.objective, args.top, args.workers, args.executor, args.scheduler, limit
     )
