@@ -366,6 +366,25 @@ def test_drive_writes_per_day_budget_on_nvme():
     )
 
 
+@pytest.mark.parametrize(
+    "checkpoint_gb, dwpd",
+    [
+        # 1,000 steps/day x 7.6799 GB = 7.6799 TB/day on 7.68 TB: 1 - 0.0001 / 7.68 =
+        # 0.99998698 DWPD, '1' to 3 or 4 digits; 5 digits tell it under the 1 DWPD budget
+        (7.6799, "0.99999 DWPD"),
+        # 7.6801 TB/day: 1.00001302 DWPD, '1' to 5 digits; 6 tell it over
+        (7.6801, "1.00001 DWPD"),
+        (100.0, "13 DWPD"),  # 100 TB / 7.68 TB = 13.02: far from 1, 3 digits as ever
+    ],
+)
+def test_the_tables_drive_writes_against_a_dwpd_budget_tell_the_side(checkpoint_gb, dwpd):
+    budget = {"steps_per_day": 1000, "nvme": {"drive_writes_per_day": 1}}
+    written = {"nvme": {"checkpoint": checkpoint_gb * GB}}
+    table = wear_text(assess(scenario(raw(budget=budget)), result(written)))
+    (row,) = [ln for ln in table.splitlines() if ln.startswith("drive writes / day")]
+    assert row.endswith(f" {dwpd}")  # the NVMe column, the last
+
+
 def test_a_rating_that_runs_out_before_the_cycles_is_said():
     # No budget; NVMe 7.68 TB rated 1 DWPD for 5 years = 14.016 PB written. 100 GB per step at
     # 1,000 steps/day = 100 TB/day: the rating lasts 140.16 days; 3,000 P/E cycles at
