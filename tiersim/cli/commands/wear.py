@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import TYPE_CHECKING
 
 from tiersim import __version__
@@ -128,6 +127,7 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
         bytes_rounded_up,
         fmt_margin,
         grad_accumulation_fix,
+        steps_per_day_cap,
     )
 
     v, r = a.verdict, a.remedies
@@ -141,9 +141,9 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
     ]
     if r is None:
         return rows
-    g = r.grad_accumulation
+    g, top = r.grad_accumulation, steps_per_day_cap(r.max_steps_per_day)
     rows += [
-        ("fits at steps / day", f"<= {math.floor(r.max_steps_per_day * 100) / 100:,.2f} steps/day"),
+        ("fits at steps / day", "-" if top is None else f"<= {top} steps/day"),
         ("fits at grad_accumulation", "-" if g is None else grad_accumulation_fix(g)),
         (
             "fits at capacity",
