@@ -167,3 +167,39 @@ def test_reports_of_different_versions_are_noted_at_the_top(cli, tmp_path):
     (folder_a / "report.json").write_text(json.dumps(report))
     (note,) = _json(cli, folder_a, folder_b)["notes"]
     assert note.startswith("A's report was written by a tiersim that recorded no version, B's")
+
+
+def test_fields_an_older_report_lacks_are_listed_apart_not_as_moved():
+    from tiersim.report.compare import compare, compare_tables
+
+    # as 0.6.0 wrote a link (no in_flight_s) against 0.7.0's, where the link also carried a
+    # direction more
+    old = {"tiersim_version": "0.6.0", "links": {"hbf": {"busy_s": 2.0}}}
+    old["links"]["hbf"]["bytes_by_direction"] = {"hbm->hbf": 10}
+    new = {"tiersim_version": "0.7.0", "links": {"hbf": {"busy_s": 2.0, "in_flight_s": 1.625}}}
+    new["links"]["hbf"]["bytes_by_direction"] = {"hbm->hbf": 10, "hbf->hbm": 20}
+    got = compare({}, {}, old, new)
+    # no link of A's report has an in_flight_s: a field its tiersim did not write
+    assert got["only_in_b"] == [{"path": "links.hbf.in_flight_s", "value": 1.625}]
+    assert got["only_in_a"] == []
+    # A's report has bytes_by_direction: a direction its link did not carry moved (- -> 20)
+    (moved,) = got["outputs"]
+    assert (moved["path"], moved["a"], moved["b"]) == (
+        "links.hbf.bytes_by_direction.hbf->hbm",
+        None,
+        20,
+    )
+    table = compare_tables(got, "old", "new").splitlines()
+    assert "1 output moved, " in "\n".join(table)
+    title = next(ln for ln in table if "only in B" in ln)
+    assert title == (
+        "1 output only in B: field A's report (another tiersim version) does not have, "
+        "not counted as moved:"
+    )
+    assert table[-1].split() == ["links.hbf.in_flight_s", "1.625", "s"]
+    # the other way round: only in A
+    assert compare({}, {}, new, old)["only_in_a"] == got["only_in_b"]
+    # one version writes the same fields: a leaf one side lacks is an output that moved
+    same = compare({}, {}, {**old, "tiersim_version": "0.7.0"}, new)
+    assert same["only_in_b"] == []
+    assert "links.hbf.in_flight_s" in [r["path"] for r in same["outputs"]]

@@ -88,14 +88,22 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: node}
 
 
+def _pattern(path: str) -> str | None:
+    """The COMPARED pattern `path` falls under (None: not compared)."""
+    parts = path.split(".")
+    return next((p for p in COMPARED if _matches(p.split("."), parts)), None)
+
+
 def _picked(report: dict[str, Any]) -> dict[str, Any]:
-    flat = flatten(report)
-    patterns = [p.split(".") for p in COMPARED]
-    return {
-        path: value
-        for path, value in flat.items()
-        if any(_matches(pattern, path.split(".")) for pattern in patterns)
-    }
+    return {path: value for path, value in flatten(report).items() if _pattern(path)}
+
+
+def fields_lacking(have: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """The compared leaves of `have` whose field `other` carries nowhere (no tier, link or
+    direction of it has one): a field one version of tiersim writes and the other did not,
+    not an output that moved (`links.*.in_flight_s`, new in 0.7.0)."""
+    carried = {_pattern(path) for path in other}
+    return {path: value for path, value in have.items() if _pattern(path) not in carried}
 
 
 def _matches(pattern: list[str], parts: list[str]) -> bool:
@@ -133,11 +141,24 @@ def compare(
 ) -> dict[str, Any]:
     """The inputs that differ and the outputs that moved (beyond 1e-9 relative: round-off)."""
     inputs = changed(flatten(doc_a), flatten(doc_b))
-    outputs = changed(_picked(rep_a), _picked(rep_b), close=1e-9)
+    out_a, out_b = _picked(rep_a), _picked(rep_b)
+    only_a: dict[str, Any] = {}
+    only_b: dict[str, Any] = {}
+    # within one version every report carries the same fields: a leaf one side lacks there
+    # is an output (a direction a link did not carry, a tier only one run has)
+    if rep_a.get("tiersim_version") != rep_b.get("tiersim_version"):
+        only_a, only_b = fields_lacking(out_a, out_b), fields_lacking(out_b, out_a)
+    outputs = changed(
+        {k: v for k, v in out_a.items() if k not in only_a},
+        {k: v for k, v in out_b.items() if k not in only_b},
+        close=1e-9,
+    )
     return {
         "notes": version_notes(rep_a, rep_b),
         "inputs": [_row(c) for c in inputs],
         "outputs": [_row(c) for c in outputs],
+        "only_in_a": [{"path": k, "value": v} for k, v in sorted(only_a.items())],
+        "only_in_b": [{"path": k, "value": v} for k, v in sorted(only_b.items())],
     }
 
 
@@ -251,7 +272,22 @@ def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
     parts.append(
         render(["output", "A", "B", "B - A", "ratio"], rows, title) if rows else "no output moved"
     )
+    for side, other in (("A", "B"), ("B", "A")):
+        only = result.get(f"only_in_{side.lower()}", [])
+        if only:
+            parts.append(_only_table(only, side, other))
     return "\n\n".join(parts)
+
+
+def _only_table(only: list[dict[str, Any]], side: str, other: str) -> str:
+    """The fields one side's report has and the other's tiersim did not write."""
+    n = len(only)
+    title = (
+        f"{n} output{'s' if n != 1 else ''} only in {side}: field{'s' if n != 1 else ''} "
+        f"{other}'s report (another tiersim version) does not have, not counted as moved:"
+    )
+    rows = [[r["path"], fmt_value(r["path"], r["value"])] for r in only]
+    return render(["output", side], rows, title)
 
 
 def _text(value: Any) -> str:
