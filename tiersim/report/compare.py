@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tiersim.core.units import fmt_bytes, fmt_count, fmt_time
+from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes, fmt_count, fmt_time
 from tiersim.report.json_report import STEP_FIGURES
 from tiersim.report.table import render
-from tiersim.report.wear import fmt_days, fmt_margin
+from tiersim.report.wear import fmt_days, fmt_margin, fmt_significant, telling_digits
 
 # The outputs compared, as dotted paths in the report (`*`: every tier, link or direction).
 COMPARED = (
@@ -218,7 +218,11 @@ def fmt_pair(path: str, a: Any, b: Any) -> tuple[str, str]:
     """A and B as fmt_value shows them; shares that would read the same shown with the
     decimals that tell them apart (a goodput of 99.9991 % against 99.9999 %)."""
     text_a, text_b = fmt_value(path, a), fmt_value(path, b)
-    if text_a != text_b or not (_number(a) and _number(b)):
+    if not (_number(a) and _number(b)):
+        return text_a, text_b
+    if path.endswith("_days"):
+        return _days_pair(a, b) or (text_a, text_b)
+    if text_a != text_b:
         return text_a, text_b
     if path.rsplit(".", 1)[-1] in SHARES:
         for decimals in range(3, 13):  # the same decimals for both, as few as tell them apart
@@ -228,11 +232,31 @@ def fmt_pair(path: str, a: Any, b: Any) -> tuple[str, str]:
     return text_a, text_b
 
 
+def _days_pair(a: float, b: float) -> tuple[str, str] | None:
+    """Two lifetimes as fmt_days gives them, in one format: the same unit and decimals, those
+    of the larger's 4 significant digits, more where they would read the same ('553.1
+    years', '503.0 years', not '503 years'); None where fmt_days gives them in different
+    units, or past 1,000 years (whole years already)."""
+    years = [a * DAY_S / YEAR_S, b * DAY_S / YEAR_S]
+    unit = "years" if min(years) >= 1 else "days" if max(years) < 1 else None
+    values = years if unit == "years" else [a, b]
+    if unit is None or min(values) <= 0 or max(values) >= 1000:
+        return None
+    decimals = max(0, 3 - math.floor(math.log10(max(values))))
+    for more in range(decimals, decimals + 10):  # values that differ read apart
+        text_a, text_b = (f"{v:,.{more}f} {unit}" for v in values)
+        if text_a != text_b:
+            break
+    return text_a, text_b
+
+
 def fmt_delta(path: str, delta: float | None) -> str:
     """B - A with its sign and unit; a difference of shares in percentage points."""
     if delta is None:
         return "-"
     sign = "+" if delta > 0 else "-" if delta < 0 else ""
+    if path.rsplit(".", 1)[-1] == "margin":  # a difference of ratios is a number, no 'x'
+        return sign + fmt_significant(abs(delta))
     text = fmt_value(path, abs(delta))
     if text.endswith(" %"):  # a difference of shares: percentage points, to 3 digits if small
         points = 100 * abs(delta)
@@ -241,12 +265,14 @@ def fmt_delta(path: str, delta: float | None) -> str:
 
 
 def fmt_ratio(r: float | None) -> str:
+    """B / A: four significant digits, trailing zeros kept (1.0996 is x1.100, not x1.1), and
+    more only where four would round it to 1 (x1.0002, not x1.00018357)."""
     if r is None:
         return "-"
     if r == 1:
         return "x1"
-    text = f"x{r:#.4g}"  # four significant digits kept: 1.0996 is x1.100, not x1.1
-    return f"x{r:.9g}" if text == "x1.000" else text  # a change too small for 4 digits
+    digits = telling_digits(r, 1.0)
+    return f"x{r:#.4g}" if digits == 4 else f"x{r:.{digits}g}"
 
 
 def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:

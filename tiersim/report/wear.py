@@ -137,12 +137,17 @@ def fmt_margin(margin: float | None) -> str:
         return "-"
     if math.isinf(margin):
         return "unbounded"
-    digits = telling_digits(margin, 1.0)
-    if margin == 0 or abs(margin) < 1e-6:  # too many zeros to read: the exponent
-        return f"{margin:.{digits}g}x"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(margin))))
-    text = f"{margin:,.{decimals}f}"
-    return (text.rstrip("0").rstrip(".") if "." in text else text) + "x"
+    return fmt_significant(margin, telling_digits(margin, 1.0)) + "x"
+
+
+def fmt_significant(value: float, digits: int = 4) -> str:
+    """`value` to `digits` significant digits, written out ('0.008403', '12,346'), trailing
+    zeros dropped; below 1e-6 with its exponent (too many zeros to read)."""
+    if value == 0 or abs(value) < 1e-6:
+        return f"{value:.{digits}g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def bytes_rounded_up(n: float) -> str:
