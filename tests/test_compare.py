@@ -137,7 +137,7 @@ def test_shares_that_would_read_the_same_are_shown_with_the_digits_that_differ()
     assert fmt_delta("checkpoint.goodput", -0.0816) == "-8.16 pp"
     # four significant digits, trailing zeros kept: 1.0996 rounds to 1.100, not to "x1.1"
     assert fmt_ratio(1.0996) == "x1.100" and fmt_ratio(0.99996) == "x0.99996"
-    # a ratio within 5e-5 of 1 is shown to 9 digits, not as x1
+    # a ratio within 5e-5 of 1 is shown with the digits that tell it from 1, not as x1
     assert (
         fmt_ratio(1.0000003) == "x1.0000003"
         and fmt_ratio(1.0) == "x1"
@@ -167,3 +167,61 @@ def test_reports_of_different_versions_are_noted_at_the_top(cli, tmp_path):
     (folder_a / "report.json").write_text(json.dumps(report))
     (note,) = _json(cli, folder_a, folder_b)["notes"]
     assert note.startswith("A's report was written by a tiersim that recorded no version, B's")
+
+
+def test_fields_an_older_report_lacks_are_listed_apart_not_as_moved():
+    from tiersim.report.compare import compare, compare_tables
+
+    # as 0.6.0 wrote a link (no in_flight_s) against 0.7.0's, where the link also carried a
+    # direction more
+    old = {"tiersim_version": "0.6.0", "links": {"hbf": {"busy_s": 2.0}}}
+    old["links"]["hbf"]["bytes_by_direction"] = {"hbm->hbf": 10}
+    new = {"tiersim_version": "0.7.0", "links": {"hbf": {"busy_s": 2.0, "in_flight_s": 1.625}}}
+    new["links"]["hbf"]["bytes_by_direction"] = {"hbm->hbf": 10, "hbf->hbm": 20}
+    got = compare({}, {}, old, new)
+    # no link of A's report has an in_flight_s: a field its tiersim did not write
+    assert got["only_in_b"] == [{"path": "links.hbf.in_flight_s", "value": 1.625}]
+    assert got["only_in_a"] == []
+    # A's report has bytes_by_direction: a direction its link did not carry moved (- -> 20)
+    (moved,) = got["outputs"]
+    assert (moved["path"], moved["a"], moved["b"]) == (
+        "links.hbf.bytes_by_direction.hbf->hbm",
+        None,
+        20,
+    )
+    table = compare_tables(got, "old", "new").splitlines()
+    assert "1 output moved, " in "\n".join(table)
+    title = next(ln for ln in table if "only in B" in ln)
+    assert title == (
+        "1 output only in B: field A's report (another tiersim version) does not have, "
+        "not counted as moved:"
+    )
+    assert table[-1].split() == ["links.hbf.in_flight_s", "1.625", "s"]
+    # the other way round: only in A
+    assert compare({}, {}, new, old)["only_in_a"] == got["only_in_b"]
+    # one version writes the same fields: a leaf one side lacks is an output that moved
+    same = compare({}, {}, {**old, "tiersim_version": "0.7.0"}, new)
+    assert same["only_in_b"] == []
+    assert "links.hbf.in_flight_s" in [r["path"] for r in same["outputs"]]
+
+
+def test_wear_margins_lifetimes_and_small_ratios_read_in_one_format():
+    from tiersim.report.compare import fmt_delta, fmt_pair, fmt_ratio
+
+    # margins 0.008403x -> 0.007642x: B - A = -0.000761, a difference of ratios, no 'x'
+    assert fmt_delta("wear.hbf.margin", 0.007642 - 0.008403) == "-0.000761"
+    assert fmt_delta("wear.hbf.margin", 2.5 - 1.25) == "+1.25"
+    # 553.1 and 503 years, in days (365 a year): 201,881.5 and 183,595 days; one format for
+    # both, the decimals of 4 significant digits: '503.0 years', not '503 years'
+    a, b = 553.1 * 365, 503.0 * 365
+    assert fmt_pair("wear.nvme.lifetime_days", a, b) == ("553.1 years", "503.0 years")
+    # 15.33 and 9.5 days: two decimals for both (the larger's 4 significant digits)
+    assert fmt_pair("wear.hbf.lifetime_days", 15.33, 9.5) == ("15.33 days", "9.50 days")
+    # 100.00001 and 100.00004 years read the same to 1 decimal: decimals until they differ
+    pair = fmt_pair("wear.nvme.lifetime_days", 100.00001 * 365, 100.00004 * 365)
+    assert pair == ("100.00001 years", "100.00004 years")
+    # days against years (126 days, 5 years): as fmt_days gives each
+    assert fmt_pair("wear.hbf.lifetime_days", 126.0, 1825.0) == ("126 days", "5 years")
+    # the review's mixtral ratio: 1.00018357 is x1.000 to 4 digits; 5 tell it from 1
+    assert fmt_ratio(1.00018357) == "x1.0002"
+    assert fmt_ratio(0.999999997) == "x0.999999997"  # 9 digits: 0.99999999 at 8 is not it

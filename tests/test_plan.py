@@ -129,7 +129,9 @@ def test_hbf_cannot_hold_optimizer_state_for_five_years(default_plan):
 
 def test_remedies_are_rounded_so_that_they_still_hold(default_plan):
     # A plan's "would hold" says the same as the wear verdict: the most steps a day rounded
-    # down (121.9 a day holds, 122 does not), the capacity rounded up, spare area in percent.
+    # down to 2 decimals (121.9 a day holds, 122 does not) and the grad_accumulation with the
+    # steps a day it leaves in the same format (121.3 -> 121.30), the capacity rounded up,
+    # spare area in percent.
     plan = copy.deepcopy(default_plan[1])  # the fixture is shared
     worn = plan["hbf_optimizer"]["worn"]
     worn["remedies"] |= {
@@ -141,7 +143,8 @@ def test_remedies_are_rounded_so_that_they_still_hold(default_plan):
     }
     line = next(ln for ln in plan_text(plan).splitlines() if "would hold:" in ln)
     assert line.split("would hold: ")[1] == (
-        "at most 121 steps/day; grad_accumulation >= 1,552; 337.88 TB of capacity; "
+        "at most 121.90 steps/day; grad_accumulation >= 1,552 (then 121.30 steps/day); "
+        "337.88 TB of capacity; "
         "28.34 % spare area; move optimizer off HBF"
     )
     worn["remedies"] |= {"max_steps_per_day": 2.579, "grad_accumulation": None}

@@ -146,10 +146,12 @@ def test_hand_computed_lifetime_budget():
 def test_verdict_sentence_for_the_planner():
     s = scenario(raw())
     a = assess(s, result(HBF_OPT))["hbf"]
+    # the limit 62.125 steps/day and the 86,400 / 1,398 = 61.8026 that G = 120 leaves, both
+    # rounded down to 2 decimals: 62.12 and 61.80, the figure within the limit reads within it
     assert verdict_sentence(a) == (
         "HBF cannot hold optimizer state and master weights for 5 years: at 900 steps/day it "
-        "writes 95.26 TB/day and wears out in 126 days; it would hold the budget at <= 62 "
-        "steps/day, grad_accumulation >= 120 (then 61.8 steps/day) or 57.95 TB of capacity."
+        "writes 95.26 TB/day and wears out in 126 days; it would hold the budget at <= 62.12 "
+        "steps/day, grad_accumulation >= 120 (then 61.80 steps/day) or 57.95 TB of capacity."
     )
     table = wear_text(assess(s, result(HBF_OPT)))
     assert table.startswith("HBF cannot hold")
@@ -158,6 +160,9 @@ def test_verdict_sentence_for_the_planner():
     assert "23.8 DWPD" in table and lifetime_row.split() == ["lifetime", "126", "days"]
     budget_row = next(line for line in table.splitlines() if line.startswith("budget "))
     assert budget_row.split() == ["budget", "5", "years"]
+    rows = {ln[:26].strip(): ln[26:].strip() for ln in table.splitlines()}
+    assert rows["fits at steps / day"] == "<= 62.12 steps/day"  # as the sentence gives them
+    assert rows["fits at grad_accumulation"] == ">= 120 (then 61.80 steps/day)"
 
 
 def test_steps_per_day_remedy_applied_back_fits():
@@ -364,6 +369,25 @@ def test_drive_writes_per_day_budget_on_nvme():
         "that is 0.9896 drive writes/day (its rated 14.02 PB written runs out in 5.053 years;"
         " margin 1.011x)."
     )
+
+
+@pytest.mark.parametrize(
+    "checkpoint_gb, dwpd",
+    [
+        # 1,000 steps/day x 7.6799 GB = 7.6799 TB/day on 7.68 TB: 1 - 0.0001 / 7.68 =
+        # 0.99998698 DWPD, '1' to 3 or 4 digits; 5 digits tell it under the 1 DWPD budget
+        (7.6799, "0.99999 DWPD"),
+        # 7.6801 TB/day: 1.00001302 DWPD, '1' to 5 digits; 6 tell it over
+        (7.6801, "1.00001 DWPD"),
+        (100.0, "13 DWPD"),  # 100 TB / 7.68 TB = 13.02: far from 1, 3 digits as ever
+    ],
+)
+def test_the_tables_drive_writes_against_a_dwpd_budget_tell_the_side(checkpoint_gb, dwpd):
+    budget = {"steps_per_day": 1000, "nvme": {"drive_writes_per_day": 1}}
+    written = {"nvme": {"checkpoint": checkpoint_gb * GB}}
+    table = wear_text(assess(scenario(raw(budget=budget)), result(written)))
+    (row,) = [ln for ln in table.splitlines() if ln.startswith("drive writes / day")]
+    assert row.endswith(f" {dwpd}")  # the NVMe column, the last
 
 
 def test_a_rating_that_runs_out_before_the_cycles_is_said():
@@ -619,6 +643,34 @@ def test_a_large_grad_accumulation_fix_is_written_with_thousands_separators():
 
     fit = GradAccumulationFit(2314, True, 81.28)
     assert grad_accumulation_fix(fit) == ">= 2,314 (then 81.28 steps/day)"
+
+
+@pytest.mark.parametrize(
+    "limit, value, then, text",
+    [
+        # the review's: '<= 62 steps/day' beside '(then 62.06 steps/day)' read as past it
+        (62.1247, 958, 62.0618, "<= 62.12 steps/day, grad_accumulation >= 958 (then 62.06 "),
+        # '<= 121' (whole steps) against 'then 121.8' (4 digits): both down to 2 decimals
+        (121.9749, 778, 121.8476, "<= 121.97 steps/day, grad_accumulation >= 778 (then 121.84 "),
+        # '1,177.80' beside '1,173': one format, thousands separators on both
+        (
+            1177.8049,
+            158,
+            1172.9631,
+            "<= 1,177.80 steps/day, grad_accumulation >= 158 (then 1,172.96",
+        ),
+        # within 0.01 of each other: rounded alike, the then figure never reads past the limit
+        # (to nearest, a then figure of 62.1251 would read 62.13 against a limit of 62.12)
+        (62.1299, 958, 62.1251, "<= 62.12 steps/day, grad_accumulation >= 958 (then 62.12 "),
+        (2.579, 3, 2.5, "<= 2.57 steps/day, grad_accumulation >= 3 (then 2.50 steps/day)"),
+    ],
+)
+def test_a_remedys_limit_and_the_steps_a_day_it_leaves_read_alike(limit, value, then, text):
+    from tiersim.analysis.wear import GradAccumulationFit
+    from tiersim.report.wear import grad_accumulation_fix, steps_per_day_cap
+
+    fix = grad_accumulation_fix(GradAccumulationFit(value, True, then))
+    assert f"<= {steps_per_day_cap(limit)} steps/day, grad_accumulation {fix}".startswith(text)
 
 
 def test_a_capacity_remedy_past_ten_thousand_petabytes_keeps_three_digits_rounded_up():

@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from tiersim.analysis.wear import GradAccumulationFit
 from tiersim.core.units import fmt_bytes, fmt_time
 from tiersim.plan.rank import entry, feasible, first_worn_out_days, hbf_question, ranked
 from tiersim.plan.run import PlanOutcome
-from tiersim.report.wear import bytes_rounded_up, fmt_days, steps_per_day_cap
+from tiersim.report.wear import (
+    bytes_rounded_up,
+    fmt_days,
+    grad_accumulation_fix,
+    steps_per_day_cap,
+)
 
 LABELS = {"tokens_per_s": "tokens/s", "goodput": "goodput tokens/s", "cost": "cost per 1M tokens"}
 
@@ -178,8 +184,9 @@ def _remedies(rem: dict[str, Any] | None) -> str:
     if top is not None:
         out.append(f"at most {top} steps/day")
     ga = rem.get("grad_accumulation")
-    if ga:
-        out.append(f"grad_accumulation {'>=' if ga['at_least'] else '<='} {ga['value']:,}")
+    if ga:  # with the steps per day it leaves, as the wear verdict gives it
+        fit = GradAccumulationFit(ga["value"], ga["at_least"], ga.get("steps_per_day"))
+        out.append(f"grad_accumulation {grad_accumulation_fix(fit)}")
     if rem.get("capacity_bytes"):
         out.append(f"{bytes_rounded_up(rem['capacity_bytes'])} of capacity")
     if rem.get("spare_area"):

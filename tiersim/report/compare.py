@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tiersim.core.units import fmt_bytes, fmt_count, fmt_time
+from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes, fmt_count, fmt_time
 from tiersim.report.json_report import STEP_FIGURES
 from tiersim.report.table import render
-from tiersim.report.wear import fmt_days, fmt_margin
+from tiersim.report.wear import fmt_days, fmt_margin, fmt_significant, telling_digits
 
 # The outputs compared, as dotted paths in the report (`*`: every tier, link or direction).
 COMPARED = (
@@ -88,14 +88,22 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: node}
 
 
+def _pattern(path: str) -> str | None:
+    """The COMPARED pattern `path` falls under (None: not compared)."""
+    parts = path.split(".")
+    return next((p for p in COMPARED if _matches(p.split("."), parts)), None)
+
+
 def _picked(report: dict[str, Any]) -> dict[str, Any]:
-    flat = flatten(report)
-    patterns = [p.split(".") for p in COMPARED]
-    return {
-        path: value
-        for path, value in flat.items()
-        if any(_matches(pattern, path.split(".")) for pattern in patterns)
-    }
+    return {path: value for path, value in flatten(report).items() if _pattern(path)}
+
+
+def fields_lacking(have: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """The compared leaves of `have` whose field `other` carries nowhere (no tier, link or
+    direction of it has one): a field one version of tiersim writes and the other did not,
+    not an output that moved (`links.*.in_flight_s`, new in 0.7.0)."""
+    carried = {_pattern(path) for path in other}
+    return {path: value for path, value in have.items() if _pattern(path) not in carried}
 
 
 def _matches(pattern: list[str], parts: list[str]) -> bool:
@@ -133,11 +141,24 @@ def compare(
 ) -> dict[str, Any]:
     """The inputs that differ and the outputs that moved (beyond 1e-9 relative: round-off)."""
     inputs = changed(flatten(doc_a), flatten(doc_b))
-    outputs = changed(_picked(rep_a), _picked(rep_b), close=1e-9)
+    out_a, out_b = _picked(rep_a), _picked(rep_b)
+    only_a: dict[str, Any] = {}
+    only_b: dict[str, Any] = {}
+    # within one version every report carries the same fields: a leaf one side lacks there
+    # is an output (a direction a link did not carry, a tier only one run has)
+    if rep_a.get("tiersim_version") != rep_b.get("tiersim_version"):
+        only_a, only_b = fields_lacking(out_a, out_b), fields_lacking(out_b, out_a)
+    outputs = changed(
+        {k: v for k, v in out_a.items() if k not in only_a},
+        {k: v for k, v in out_b.items() if k not in only_b},
+        close=1e-9,
+    )
     return {
         "notes": version_notes(rep_a, rep_b),
         "inputs": [_row(c) for c in inputs],
         "outputs": [_row(c) for c in outputs],
+        "only_in_a": [{"path": k, "value": v} for k, v in sorted(only_a.items())],
+        "only_in_b": [{"path": k, "value": v} for k, v in sorted(only_b.items())],
     }
 
 
@@ -197,7 +218,11 @@ def fmt_pair(path: str, a: Any, b: Any) -> tuple[str, str]:
     """A and B as fmt_value shows them; shares that would read the same shown with the
     decimals that tell them apart (a goodput of 99.9991 % against 99.9999 %)."""
     text_a, text_b = fmt_value(path, a), fmt_value(path, b)
-    if text_a != text_b or not (_number(a) and _number(b)):
+    if not (_number(a) and _number(b)):
+        return text_a, text_b
+    if path.endswith("_days"):
+        return _days_pair(a, b) or (text_a, text_b)
+    if text_a != text_b:
         return text_a, text_b
     if path.rsplit(".", 1)[-1] in SHARES:
         for decimals in range(3, 13):  # the same decimals for both, as few as tell them apart
@@ -207,11 +232,31 @@ def fmt_pair(path: str, a: Any, b: Any) -> tuple[str, str]:
     return text_a, text_b
 
 
+def _days_pair(a: float, b: float) -> tuple[str, str] | None:
+    """Two lifetimes as fmt_days gives them, in one format: the same unit and decimals, those
+    of the larger's 4 significant digits, more where they would read the same ('553.1
+    years', '503.0 years', not '503 years'); None where fmt_days gives them in different
+    units, or past 1,000 years (whole years already)."""
+    years = [a * DAY_S / YEAR_S, b * DAY_S / YEAR_S]
+    unit = "years" if min(years) >= 1 else "days" if max(years) < 1 else None
+    values = years if unit == "years" else [a, b]
+    if unit is None or min(values) <= 0 or max(values) >= 1000:
+        return None
+    decimals = max(0, 3 - math.floor(math.log10(max(values))))
+    for more in range(decimals, decimals + 10):  # values that differ read apart
+        text_a, text_b = (f"{v:,.{more}f} {unit}" for v in values)
+        if text_a != text_b:
+            break
+    return text_a, text_b
+
+
 def fmt_delta(path: str, delta: float | None) -> str:
     """B - A with its sign and unit; a difference of shares in percentage points."""
     if delta is None:
         return "-"
     sign = "+" if delta > 0 else "-" if delta < 0 else ""
+    if path.rsplit(".", 1)[-1] == "margin":  # a difference of ratios is a number, no 'x'
+        return sign + fmt_significant(abs(delta))
     text = fmt_value(path, abs(delta))
     if text.endswith(" %"):  # a difference of shares: percentage points, to 3 digits if small
         points = 100 * abs(delta)
@@ -220,12 +265,14 @@ def fmt_delta(path: str, delta: float | None) -> str:
 
 
 def fmt_ratio(r: float | None) -> str:
+    """B / A: four significant digits, trailing zeros kept (1.0996 is x1.100, not x1.1), and
+    more only where four would round it to 1 (x1.0002, not x1.00018357)."""
     if r is None:
         return "-"
     if r == 1:
         return "x1"
-    text = f"x{r:#.4g}"  # four significant digits kept: 1.0996 is x1.100, not x1.1
-    return f"x{r:.9g}" if text == "x1.000" else text  # a change too small for 4 digits
+    digits = telling_digits(r, 1.0)
+    return f"x{r:#.4g}" if digits == 4 else f"x{r:.{digits}g}"
 
 
 def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
@@ -251,7 +298,22 @@ def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
     parts.append(
         render(["output", "A", "B", "B - A", "ratio"], rows, title) if rows else "no output moved"
     )
+    for side, other in (("A", "B"), ("B", "A")):
+        only = result.get(f"only_in_{side.lower()}", [])
+        if only:
+            parts.append(_only_table(only, side, other))
     return "\n\n".join(parts)
+
+
+def _only_table(only: list[dict[str, Any]], side: str, other: str) -> str:
+    """The fields one side's report has and the other's tiersim did not write."""
+    n = len(only)
+    title = (
+        f"{n} output{'s' if n != 1 else ''} only in {side}: field{'s' if n != 1 else ''} "
+        f"{other}'s report (another tiersim version) does not have, not counted as moved:"
+    )
+    rows = [[r["path"], fmt_value(r["path"], r["value"])] for r in only]
+    return render(["output", side], rows, title)
 
 
 def _text(value: Any) -> str:

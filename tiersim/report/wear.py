@@ -137,12 +137,17 @@ def fmt_margin(margin: float | None) -> str:
         return "-"
     if math.isinf(margin):
         return "unbounded"
-    digits = telling_digits(margin, 1.0)
-    if margin == 0 or abs(margin) < 1e-6:  # too many zeros to read: the exponent
-        return f"{margin:.{digits}g}x"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(margin))))
-    text = f"{margin:,.{decimals}f}"
-    return (text.rstrip("0").rstrip(".") if "." in text else text) + "x"
+    return fmt_significant(margin, telling_digits(margin, 1.0)) + "x"
+
+
+def fmt_significant(value: float, digits: int = 4) -> str:
+    """`value` to `digits` significant digits, written out ('0.008403', '12,346'), trailing
+    zeros dropped; below 1e-6 with its exponent (too many zeros to read)."""
+    if value == 0 or abs(value) < 1e-6:
+        return f"{value:.{digits}g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def bytes_rounded_up(n: float) -> str:
@@ -170,19 +175,29 @@ def budget_goal(v: Verdict) -> str:
     return f"within {fmt_bytes(v.limit)} written over {fmt_days((v.over_s or 0.0) / DAY_S)}"
 
 
+def steps_per_day_down(steps: float) -> str:
+    """Steps per day as a remedy gives them, rounded down to two decimals: '62.12' from
+    62.125, '1,177.80'; '< 0.01' below. The one format of a remedy's most steps per day and of
+    the steps per day a remedy leaves: rounded alike, a figure within the limit never reads
+    past it ('<= 62.12 ... (then 62.06)', not '<= 62 ... (then 62.06)')."""
+    top = math.floor(steps * 100) / 100
+    return f"{top:,.2f}" if top > 0 else "< 0.01"
+
+
 def grad_accumulation_fix(g: GradAccumulationFit) -> str:
-    """E.g. '>= 120 (then 61.8 steps/day)': fewer, longer steps in the same training hours."""
+    """E.g. '>= 120 (then 61.80 steps/day)': fewer, longer steps in the same training hours."""
     fix = f"{'>=' if g.at_least else '<='} {g.value:,}"
-    return fix if g.steps_per_day is None else f"{fix} (then {g.steps_per_day:,.4g} steps/day)"
+    if g.steps_per_day is None:
+        return fix
+    return f"{fix} (then {steps_per_day_down(g.steps_per_day)} steps/day)"
 
 
 def steps_per_day_cap(max_steps_per_day: float) -> str | None:
     """The most steps per day that hold a budget, rounded down so that it still holds:
-    '81' from 81.31, '2.57' from 2.579; None where not even 0.01 a day holds it."""
-    top = math.floor(max_steps_per_day * 100) / 100
-    if top <= 0:
+    '81.31' from 81.319, '2.57' from 2.579; None where not even 0.01 a day holds it."""
+    if math.floor(max_steps_per_day * 100) <= 0:
         return None
-    return f"{math.floor(top):,}" if top >= 10 else f"{top:g}"
+    return steps_per_day_down(max_steps_per_day)
 
 
 def _fixes(r: Remedies, w: TierWear) -> list[str]:
@@ -230,8 +245,8 @@ def _pace_note(w: TierWear) -> str:
 
 def verdict_sentence(a: Assessment) -> str:
     """E.g. 'HBF cannot hold optimizer state for 5 years: at 900 steps/day it writes 95.26
-    TB/day and wears out in 126 days; it would hold the budget at <= 62 steps/day or
-    grad_accumulation >= 120.'"""
+    TB/day and wears out in 126 days; it would hold the budget at <= 62.12 steps/day or
+    grad_accumulation >= 120 (then 61.80 steps/day).'"""
     w, v = a.wear, a.verdict
     tier = _TIER_LABELS.get(w.tier, w.tier)
     held = _classes([c for c, _ in ranked_classes(w.host_bytes_by_class)])

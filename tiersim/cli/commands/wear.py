@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import TYPE_CHECKING
 
 from tiersim import __version__
@@ -83,6 +82,16 @@ def _days(days: float | None, a: Assessment) -> str:
     return fmt_days(days, v.limit / DAY_S if v is not None and v.kind == "lifetime" else None)
 
 
+def _drive_writes(a: Assessment) -> str:
+    """Drive writes per day, against a DWPD budget with the digits that tell which side of it
+    it falls, as the verdict gives them ('0.9999 DWPD' against 1, not '1 DWPD')."""
+    from tiersim.report.wear import telling_digits
+
+    v, dwpd = a.verdict, a.wear.drive_writes_per_day
+    limit = v.limit if v is not None and v.kind == "drive_writes_per_day" else None
+    return f"{dwpd:.{telling_digits(dwpd, limit, digits=3)}g} DWPD"
+
+
 def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
     from tiersim.report.wear import assessment_dict
 
@@ -98,7 +107,7 @@ def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
         ("NAND written / step", fmt_bytes(d["nand_bytes_written_per_step"])),
         ("steps / day", f"{w.steps_per_day:,.1f} steps/day"),
         ("host written / day", fmt_bytes(w.host_bytes_per_day) + "/day"),
-        ("drive writes / day", f"{w.drive_writes_per_day:.3g} DWPD"),
+        ("drive writes / day", _drive_writes(a)),
         ("P/E cycles used / day", f"{w.pe_cycles_per_day:.3g}/day of {w.pe_cycles:,.0f}"),
         ("lifetime", _days(w.lifetime_days, a)),
         (
@@ -118,6 +127,7 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
         bytes_rounded_up,
         fmt_margin,
         grad_accumulation_fix,
+        steps_per_day_cap,
     )
 
     v, r = a.verdict, a.remedies
@@ -131,9 +141,9 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
     ]
     if r is None:
         return rows
-    g = r.grad_accumulation
+    g, top = r.grad_accumulation, steps_per_day_cap(r.max_steps_per_day)
     rows += [
-        ("fits at steps / day", f"<= {math.floor(r.max_steps_per_day * 100) / 100:,.2f} steps/day"),
+        ("fits at steps / day", "-" if top is None else f"<= {top} steps/day"),
         ("fits at grad_accumulation", "-" if g is None else grad_accumulation_fix(g)),
         (
             "fits at capacity",
