@@ -250,3 +250,19 @@ def test_inventory_note_of_zero_offload_workspace_under_tensor_parallelism(cli, 
     assert "the largest tensor each column holds)." in _note(out)[4]
     inv = cli_json(path, *tensor)["inventory"]
     assert inv["per_gpu"]["workspace"] < inv["dense"]["workspace"]
+
+
+def test_inventory_help_names_the_whole_model_column_as_the_table_does():
+    # the table's column is "whole model" (an MoE model's dense layers are another thing):
+    # the top-level help and the command's own say so, and neither says "dense"
+    import argparse
+
+    from tiersim.cli import build_parser
+
+    parser = build_parser()
+    top = " ".join(parser.format_help().split())
+    assert "inventory bytes per class of training state, whole model and per GPU, and" in top
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    own = " ".join(subparsers.choices["inventory"].format_help().split())
+    line = top[top.index("inventory bytes") :][:120]
+    assert "dense" not in line and "dense" not in own and "for the whole model" in own

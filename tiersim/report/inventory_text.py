@@ -18,7 +18,7 @@ from tiersim.state.resolved import resolve
 
 
 def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]]:
-    """One row per class: dense, per GPU (for an MoE model, also its two parts: the routed
+    """One row per class: whole model, per GPU (for an MoE model, also its two parts: the routed
     experts' state and the rest), sharded, home."""
     home_of = homes(s.placement, s.hardware)
     expert_home, experts = expert_homes(s.placement, s.hardware), inv.experts_per_gpu
