@@ -159,13 +159,110 @@ def test_inventory_table_says_what_its_columns_mean(cli):
         "ZeRO-sharded",
         "home",
     ]
-    assert (
-        "per GPU: one GPU's, split by tensor 8 x pipeline 8 (every class) and sharded over "
-        "data 24 where ZeRO-sharded says yes." in out
-    )
+    # the note's split per class: tested with the bytes in test_inventory_note_*
+    assert "  weights, gradients, master, optimizer: split by tensor 8 x pipeline 8 " in out
     # 9 kinds of activation tensor, 6 shown; with full recompute only the layer input is kept
     assert "activations per GPU, largest 6 of 9 tensor kinds (" in out
     full = ("--set", "training.recompute=full")
     code, out, err = cli("inventory", SCENARIOS / "gpt3-175b-tp-pp.yaml", *full)
     assert code == 0, err
     assert "activations per GPU, 1 tensor kind (" in out
+
+
+def _note(out: str) -> list[str]:
+    """The table's note on the split: 'whole model: ...' and the four lines after it."""
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("whole model: "))
+    return lines[start : start + 5]
+
+
+def test_inventory_note_of_tensor_and_pipeline_split(cli, cli_json):
+    # gpt3-175b-tp-pp: 96 layers, tensor 8, pipeline 8, data 24, ZeRO 1, sequence parallel,
+    # 64 micro-batches: stage 0 holds 96 / 8 = 12 layers and the embeddings, and 1F1B keeps
+    # min(p - 0, 64) = 8 micro-batches in flight
+    from conftest import SCENARIOS
+
+    path = SCENARIOS / "gpt3-175b-tp-pp.yaml"
+    code, out, err = cli("inventory", path)
+    assert code == 0, err
+    assert _note(out)[2:] == [
+        "  weights, gradients, master, optimizer: split by tensor 8 x pipeline 8 (stage 0: 12 "
+        "of 96 layers, with the embeddings); master, optimizer ZeRO-sharded over data 24.",
+        "  activations: stage 0's 12 of 96 layers x 8 micro-batches in flight, divided by "
+        "tensor 8; neither ZeRO nor expert parallelism divides them.",
+        "  workspace: not split (training.workspace and the framework's buffers, one GPU's in "
+        "both columns).",
+    ]
+    inv = cli_json(path)["inventory"]
+    whole, gpu = inv["dense"], inv["per_gpu"]
+    # what the note says, in bytes: activations 12 x 8 / (96 x 1) / 8 = 1/8 of the whole
+    # (ceil rounding only), workspace the same in both columns
+    assert gpu["activations"] == pytest.approx(whole["activations"] / 8, abs=1)
+    assert gpu["workspace"] == whole["workspace"]
+
+
+def test_inventory_note_of_expert_parallelism(cli):
+    # mixtral-8x7b-ep-dgx-h100: data 16, expert 8, ZeRO 1 (master and optimizer sharded)
+    from conftest import SCENARIOS
+
+    code, out, err = cli("inventory", SCENARIOS / "mixtral-8x7b-ep-dgx-h100.yaml")
+    assert code == 0, err
+    assert _note(out)[2] == (
+        "  weights, gradients, master, optimizer: the routed experts split by expert 8 (1 of 8 "
+        "per GPU), the rest whole; master, optimizer ZeRO-sharded over data 16 (the routed "
+        "experts' over data / expert = 16 / 8 = 2)."
+    )
+    # the bytes behind it: routed experts 32 layers x 8 experts x 3 x 4096 x 14336
+    # = 45,097,156,608 parameters; the rest 46,702,792,704 - that = 1,605,636,096
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.strip()}
+    # columns: class, whole model, per GPU, per GPU: other, per GPU: experts (value + unit)
+    # weights bf16, whole on every rank: other 1,605,636,096 x 2 = 3.21 GB; experts
+    # 45,097,156,608 x 2 / 8 = 11,274,289,152 B = 11.27 GB
+    assert rows["weights"][5:9] == ["3.21", "GB", "11.27", "GB"]
+    # master fp32: other x 4 / 16 = 401,409,024 B; experts x 4 / 8 / (16 / 8) = 11.27 GB
+    assert rows["master"][5:9] == ["401.41", "MB", "11.27", "GB"]
+
+
+def test_inventory_note_of_one_unsplit_gpu(cli, write):
+    code, out, err = cli("inventory", write(SEED))  # a generic model, 24 layers, one GPU
+    assert code == 0, err
+    assert _note(out) == [
+        "whole model: the model's state before any split (one replica; activations: all 24 "
+        "layers, one micro-batch, nothing divided).",
+        "per GPU: one GPU's share, class by class:",
+        "  weights, gradients, master, optimizer: not split (tensor 1, pipeline 1); none "
+        "ZeRO-sharded (data 1).",
+        "  activations: stage 0's 24 of 24 layers x 1 micro-batch in flight, not divided; "
+        "neither ZeRO nor expert parallelism divides them.",
+        "  workspace: not split (training.workspace and the framework's buffers, one GPU's in "
+        "both columns).",
+    ]
+
+
+def test_inventory_note_of_zero_offload_workspace_under_tensor_parallelism(cli, cli_json):
+    # ZeRO-Offload's GPU gradient buffer is the largest tensor a column holds: tensor 2
+    # halves it in per GPU, so the note must not call the workspace the same in both
+    from conftest import SCENARIOS
+
+    path, tensor = SCENARIOS / "zero-offload-10b-dgx2.yaml", ("--set", "parallel.tensor=2")
+    code, out, err = cli("inventory", path, *tensor)
+    assert code == 0, err
+    assert "the largest tensor each column holds)." in _note(out)[4]
+    inv = cli_json(path, *tensor)["inventory"]
+    assert inv["per_gpu"]["workspace"] < inv["dense"]["workspace"]
+
+
+def test_inventory_help_names_the_whole_model_column_as_the_table_does():
+    # the table's column is "whole model" (an MoE model's dense layers are another thing):
+    # the top-level help and the command's own say so, and neither says "dense"
+    import argparse
+
+    from tiersim.cli import build_parser
+
+    parser = build_parser()
+    top = " ".join(parser.format_help().split())
+    assert "inventory bytes per class of training state, whole model and per GPU, and" in top
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    own = " ".join(subparsers.choices["inventory"].format_help().split())
+    line = top[top.index("inventory bytes") :][:120]
+    assert "dense" not in line and "dense" not in own and "for the whole model" in own

@@ -15,7 +15,10 @@ from tiersim.core.errors import shown
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SMALL = {"name": "small", "model": {"preset": "gpt2"}}
-LINE_CHARS = 400  # every problem is one short line, whatever the input's size
+# every problem is one short line, whatever the input's size: the longest here, an unknown
+# model_type without transformers (two ~70-character temp paths, the value's 60-character
+# echo, the named families and the install hint), is 464 characters
+LINE_CHARS = 500
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
@@ -291,3 +294,12 @@ def test_a_long_string_quoted_in_a_message_stays_one_short_line(cli, write):
     code, _, err = cli("validate", write({**SMALL, "placement": {"weights": "t" * 500_000}}))
     assert code == 2 and "placement.weights:" in err
     assert max(len(line) for line in err.splitlines()) <= 2000
+
+
+def test_json_hf_config_error_without_transformers_is_short_too(cli, write, tmp_path, monkeypatch):
+    # the longest form of the message: with no measure extra it adds how to install it
+    from tiersim.config import hfmeta
+
+    monkeypatch.setattr(hfmeta, "available", lambda: False)
+    code, _, err = _hf(cli, write, tmp_path, json.dumps({"model_type": "x" * 10_000}))
+    assert code == 2 and "pip install -e '.[measure]'" in err

@@ -1,4 +1,5 @@
-"""The state inventory: bytes per class, dense and per GPU, and whether each tier holds them."""
+"""The state inventory: bytes per class, whole model and per GPU, and whether each tier
+holds them."""
 
 from __future__ import annotations
 

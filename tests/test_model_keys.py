@@ -231,6 +231,44 @@ def test_a_composite_config_names_the_key_under_text_config(cli, write, tmp_path
     )
 
 
+NAMED = "gpt2 llama mistral qwen2 mixtral qwen2/3_moe qwen3 deepseek_v2/v3 gemma2 gemma3_text phi3"
+
+
+def test_an_unknown_model_type_names_the_families_and_the_installed_transformers(
+    cli, write, tmp_path
+):
+    # gpt_neox is none of the named families yet is counted (the test below): the message
+    # must say transformers' model types are accepted too, not list the families as all
+    transformers = pytest.importorskip("transformers", reason="the measure extra is not installed")
+    path = _config(tmp_path, write, {"model_type": "weirdo"})
+    code, out, err = cli("validate", path)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"{path}: model.hf_config: {tmp_path / 'config.json'}: unsupported model_type 'weirdo' "
+        f"(known: {NAMED}, and any model_type transformers {transformers.__version__} knows; "
+        "else give the dimensions) (line 3)\n"
+    )
+
+
+def test_without_transformers_an_unnamed_model_type_says_to_install_it(
+    cli, write, tmp_path, monkeypatch
+):
+    # where the measure extra is absent (as if: hfmeta's probe says so), gpt_neox, which it
+    # would count, is refused with how to install it
+    from tiersim.config import hfmeta
+
+    monkeypatch.setattr(hfmeta, "available", lambda: False)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt_neox"}))
+    path = write({"name": "n", "model": {"hf_config": "config.json"}})
+    code, _, err = cli("validate", path)
+    assert code == 2
+    assert err == (
+        f"{path}: model.hf_config: {tmp_path / 'config.json'}: unsupported model_type "
+        f"'gpt_neox' (known: {NAMED}, and any model_type transformers knows once installed: "
+        "pip install -e '.[measure]'; else give the dimensions) (line 3)\n"
+    )
+
+
 def test_a_complete_config_of_another_model_type_is_counted_and_noted(cli, write, tmp_path):
     """GPT-NeoX, h 64, f 256, 2 layers, vocabulary 100 (untied): per layer two LayerNorms
     4 x 64, fused q/k/v 3 x 64^2 + 3 x 64, out 64^2 + 64, MLP 2 x 64 x 256 + 256 + 64 =

@@ -99,3 +99,14 @@ def test_presets_table_shows_which_models_are_moe(cli):
     assert models["deepseek-v3"]["shared_expert_ffn_hidden"] == 2048
     assert models["mixtral-8x7b"]["shared_experts"] == 0
     assert "expert_ffn_hidden" not in models["llama-2-7b"]
+    # every MoE row has the same keys (no shared experts: no width, null); a dense row none
+    # of the expert keys, as it has no `experts`
+    expert_keys = {"experts", "experts_per_token", "moe_layers", "active_parameters"}
+    expert_keys |= {"expert_ffn_hidden", "shared_experts", "shared_expert_ffn_hidden"}
+    moe = {"deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b"}
+    assert {name for name, m in models.items() if "experts" in m} == moe
+    assert len({frozenset(models[name]) for name in moe}) == 1
+    assert expert_keys <= set(models["mixtral-8x7b"])
+    assert models["mixtral-8x7b"]["shared_expert_ffn_hidden"] is None
+    assert models["qwen3-30b-a3b"]["shared_expert_ffn_hidden"] is None
+    assert not any(expert_keys & set(m) for name, m in models.items() if name not in moe)

@@ -113,10 +113,22 @@ def dims_from_config(cfg: Any) -> dict[str, Any]:
         return read_family(cfg, model_type)
     if hfmeta.known(model_type):  # counted by transformers itself, as a generic model
         return hfmeta.dims_from_transformers(cfg)
-    more = "" if hfmeta.available() else "; more with measure extra"
-    raise HfConfigError(
-        f"unsupported model_type {shown_repr(model_type)} (known: {_SUPPORTED_SHORT}{more}; "
-        "else give the dimensions)"
+    raise HfConfigError(_unsupported(model_type))
+
+
+def _unsupported(model_type: Any) -> str:
+    """Why a model_type is refused: none of the named families, and not one transformers counts
+    (the installed one does not know it, or the measure extra is not installed). Kept short: a
+    problem is one line, the path twice and a 60-character echo of the value besides."""
+    named = f"unsupported model_type {shown_repr(model_type)} (known: {_SUPPORTED_SHORT}"
+    if hfmeta.available():
+        version = hfmeta.transformers_version()
+        return (
+            f"{named}, and any model_type transformers {version} knows; else give the dimensions)"
+        )
+    return (
+        f"{named}, and any model_type transformers knows once installed: pip install -e "
+        "'.[measure]'; else give the dimensions)"
     )
 
 

@@ -109,6 +109,13 @@ def _layers(model: Any) -> int:
     return max((len(m) for m in lists), default=1) or 1
 
 
+def transformers_version() -> str:
+    """The installed transformers' version (call only where `available()`)."""
+    import transformers
+
+    return transformers.__version__
+
+
 def known(model_type: Any) -> bool:
     if not isinstance(model_type, str) or not available():
         return False

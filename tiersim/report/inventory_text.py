@@ -1,4 +1,4 @@
-"""The inventory for people: each class's bytes (dense, per GPU, the routed experts' part),
+"""The inventory for people: each class's bytes (whole model, per GPU, the routed experts' part),
 where it lives, the largest activation tensors, each tier's fit.
 
 Reads only the scenario and the inventory, never the engine.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tiersim.config.schema import Scenario
 from tiersim.core.units import fmt_bytes, fmt_count
+from tiersim.report.inventory_note import split_note
 from tiersim.report.table import render
 from tiersim.state.activations import accounting_for
 from tiersim.state.classes import NAMES, zero_sharded
@@ -17,7 +18,7 @@ from tiersim.state.resolved import resolve
 
 
 def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]]:
-    """One row per class: dense, per GPU (for an MoE model, also its two parts: the routed
+    """One row per class: whole model, per GPU (for an MoE model, also its two parts: the routed
     experts' state and the rest), sharded, home."""
     home_of = homes(s.placement, s.hardware)
     expert_home, experts = expert_homes(s.placement, s.hardware), inv.experts_per_gpu
@@ -72,7 +73,7 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
     tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
     acts = _activation_table(s, inv)
     notes = [
-        _split_note(s),
+        split_note(s, inv),
         "Resident state only: `tiersim run` adds what the step holds at its peak (prefetched "
         "weights, staging, offloaded activations, checkpoint versions) and says whether that fits.",
     ]
@@ -114,19 +115,6 @@ def _activation_table(s: Scenario, inv: Inventory, top: int = 6) -> str:
         f"{acc.compute_bytes} B values)"
     )
     return render(["tensor", "group", "per GPU", "share"], rows, head) + "\n\n"
-
-
-def _split_note(s: Scenario) -> str:
-    """What the two byte columns mean: per GPU is the whole model split, by tensor and
-    pipeline parallelism where there is any, and by ZeRO over data where it shards."""
-    par = s.parallel
-    split = [f"{name} {n}" for name, n in (("tensor", par.tensor), ("pipeline", par.pipeline))]
-    split = [text for text, n in zip(split, (par.tensor, par.pipeline), strict=True) if n > 1]
-    by = f"split by {' x '.join(split)} (every class) and " if split else ""
-    return (
-        f"whole model: the model's state before any split (one replica); per GPU: one GPU's, "
-        f"{by}sharded over data {par.data} where ZeRO-sharded says yes."
-    )
 
 
 def _experts(s: Scenario) -> str:

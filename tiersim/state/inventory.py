@@ -1,4 +1,4 @@
-"""The state inventory: exact bytes of every class of training state, dense and per GPU.
+"""The state inventory: exact bytes of every class of training state, whole model and per GPU.
 
 Pure functions of a validated scenario; no simulation. Per GPU means one GPU of the
 most-loaded pipeline stage after tensor/pipeline division and data-parallel sharding.

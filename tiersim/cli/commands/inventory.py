@@ -1,4 +1,4 @@
-"""`tiersim inventory`: bytes of every class of state, dense and per GPU, and tier fit."""
+"""`tiersim inventory`: bytes of every class of state, whole model and per GPU, and tier fit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tiersim.cli.commands.common import add_scenario_args, load, print_notes
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "inventory",
-        help="bytes per class of training state, dense and per GPU, and tier fit",
+        help="bytes per class of training state, whole model and per GPU, and tier fit",
         description="Exact inventory of training state (no simulation): weights, gradients, "
         "master weights, optimizer state, activations and workspace, for the whole model and "
         "per GPU after parallelism and sharding, and whether each tier holds what is homed there.",

@@ -44,13 +44,17 @@ def model_presets() -> dict[str, dict[str, Any]]:
     return out
 
 
-def _expert_widths(moe: Any) -> dict[str, int]:
+def _expert_widths(moe: Any) -> dict[str, int | None]:
     """A mixture of experts' widths, which `ffn_hidden` (the dense layers') is not: the routed
-    experts', and the shared experts' count and width (none for a dense model)."""
+    experts', and the shared experts' count and width. Every MoE row has the three keys (the
+    width null where there are no shared experts); a dense row none, as with `experts`."""
     if moe is None:
         return {}
-    widths = {"expert_ffn_hidden": moe.ffn_hidden, "shared_experts": moe.shared}
-    return widths | ({"shared_expert_ffn_hidden": moe.shared_ffn_hidden} if moe.shared else {})
+    return {
+        "expert_ffn_hidden": moe.ffn_hidden,
+        "shared_experts": moe.shared,
+        "shared_expert_ffn_hidden": moe.shared_ffn_hidden if moe.shared else None,
+    }
 
 
 def hardware_presets() -> dict[str, dict[str, Any]]:

@@ -1,0 +1,116 @@
+"""The inventory table's note on how its per GPU column comes from its whole model column,
+class by class: which of tensor, pipeline and expert parallelism and ZeRO's data sharding
+divide each, with each group's actual size, and what no split touches.
+
+It states what state/inventory.py computes; it computes nothing of its own beyond counts.
+"""
+
+from __future__ import annotations
+
+from tiersim.config.schema import Scenario
+from tiersim.state.buffers import offload_gradient_buffer_bytes
+from tiersim.state.classes import PER_PARAMETER
+from tiersim.state.inventory import Inventory, stage_layers
+from tiersim.state.model import Transformer, UnitKind
+from tiersim.state.resolved import Resolved, resolve
+
+
+def split_note(s: Scenario, inv: Inventory) -> str:
+    """Four lines: the whole model column, then per GPU's parameter classes, activations and
+    workspace."""
+    r = resolve(s)
+    layers = sum(u.count for u in r.units if u.kind is UnitKind.LAYER)
+    return "\n".join(
+        [
+            "whole model: the model's state before any split (one replica; activations: all "
+            f"{layers} layers, one micro-batch, nothing divided).",
+            "per GPU: one GPU's share, class by class:",
+            f"  {', '.join(PER_PARAMETER)}: {_parameter_split(r, inv)}; {_data_sharding(s, inv)}.",
+            f"  activations: {_activation_split(r, inv, layers)}.",
+            f"  workspace: {_workspace(r)}.",
+        ]
+    )
+
+
+def _stage_share(r: Resolved, inv: Inventory) -> str:
+    """'stage 0: 12 of 96 layers, with the embeddings': what pipeline parallelism leaves."""
+    p = r.execution.parallel.pipeline
+    held = sum(u.count for u in stage_layers(r.units, inv.stage, p))
+    total = sum(u.count for u in r.units if u.kind is UnitKind.LAYER)
+    beside = []
+    if isinstance(r.model, Transformer):  # a generic model's layers are all it has
+        beside = ["the embeddings"] if inv.stage == 0 else []
+        beside += ["the output head"] if inv.stage == p - 1 else []
+    with_ = f", with {' and '.join(beside)}" if beside else ""
+    return f"stage {inv.stage}: {held} of {total} layers{with_}"
+
+
+def _parameter_split(r: Resolved, inv: Inventory) -> str:
+    """Which model-parallel splits divide the per-parameter classes (ZeRO aside)."""
+    par, model = r.execution.parallel, r.model
+    splits = [f"tensor {par.tensor}"] if par.tensor > 1 else []
+    if par.pipeline > 1:
+        splits.append(f"pipeline {par.pipeline} ({_stage_share(r, inv)})")
+    text = f"split by {' x '.join(splits)}" if splits else ""
+    moe = model.moe if isinstance(model, Transformer) else None
+    if moe is not None and par.expert > 1:
+        experts = moe.experts
+        ep = f"split by expert {par.expert} ({experts // par.expert} of {experts} per GPU)"
+        text = (
+            f"{text}, the routed experts also {ep}"
+            if text
+            else f"the routed experts {ep}, the rest whole"
+        )
+    if text:
+        return text
+    return "not split (tensor 1, pipeline 1" + (", expert 1)" if r.model.is_moe_model else ")")
+
+
+def _data_sharding(s: Scenario, inv: Inventory) -> str:
+    """Which classes ZeRO shards, over how many ranks: the data-parallel group, and for the
+    routed experts its data / expert part (the ranks holding the same experts)."""
+    par = s.parallel
+    sharded = [c for c in PER_PARAMETER if inv.sharded.get(c)]
+    if not sharded:
+        return f"none ZeRO-sharded (data {par.data})"
+    which = ", ".join(sharded)
+    if par.data == 1:
+        return f"{which} ZeRO-sharded over data 1, so whole"
+    text = f"{which} ZeRO-sharded over data {par.data}"
+    if inv.experts_per_gpu is not None and par.expert > 1:
+        ranks = par.data // par.expert
+        text += f" (the routed experts' over data / expert = {par.data} / {par.expert} = {ranks})"
+    return text
+
+
+def _activation_split(r: Resolved, inv: Inventory, layers: int) -> str:
+    """Activations as the inventory counts them: the stage's layers times the micro-batches
+    it holds in flight, divided by tensor parallelism where the tensors split."""
+    par, recompute = r.execution.parallel, r.execution.training.recompute
+    held = sum(u.count for u in stage_layers(r.units, inv.stage, par.pipeline))
+    n = inv.inflight_microbatches
+    counted = (
+        f"stage {inv.stage}'s {held} of {layers} layers x {n:g} "
+        f"{'micro-batch' if n == 1 else 'micro-batches'} in flight"
+    )
+    if par.tensor == 1:
+        divided = "not divided"
+    elif not isinstance(r.model, Transformer) or par.sequence:
+        divided = f"divided by tensor {par.tensor}"
+    elif recompute == "full":  # the kept layer input is replicated unless sequence-parallel
+        divided = f"not divided by tensor {par.tensor} (full recompute's layer inputs are whole)"
+    else:
+        divided = (
+            f"the split tensors divided by tensor {par.tensor}, the rest whole "
+            "(no sequence parallelism)"
+        )
+    return f"{counted}, {divided}; neither ZeRO nor expert parallelism divides them"
+
+
+def _workspace(r: Resolved) -> str:
+    """The workspace is each GPU's own buffers; only ZeRO-Offload's gradient buffer follows the
+    tensors (the largest one each column holds), so tensor parallelism shrinks it."""
+    text = "not split (training.workspace and the framework's buffers, one GPU's in both columns"
+    if r.execution.parallel.tensor > 1 and offload_gradient_buffer_bytes(r.execution, 1):
+        return f"{text}; ZeRO-Offload's gradient buffer is the largest tensor each column holds)"
+    return f"{text})"
