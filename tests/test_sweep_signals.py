@@ -89,3 +89,25 @@ def test_a_ctrl_c_while_the_pool_submits_acts_once_the_submission_is_whole(passi
     with pytest.raises(KeyboardInterrupt):
         pool.submit(len, [1, 2])
     assert len(pool.pool.sent) == 1
+
+
+def test_a_stop_taken_ignores_further_ones_only_in_the_program_itself():
+    # a second Ctrl-C a few ms after the first landed in a GC callback ("Exception ignored
+    # ... KeyboardInterrupt") once the sweep had said how it stopped; an in-process caller's
+    # handlers are left alone
+    import signal
+
+    from tiersim.cli.stopping import sigterm_raises, stop_taken
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with sigterm_raises(then_ignore=False):
+            stop_taken()
+            assert signal.getsignal(signal.SIGINT) is saved[signal.SIGINT]
+        with sigterm_raises(then_ignore=True):
+            stop_taken()
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)

@@ -99,7 +99,8 @@ def test_a_swept_value_wrong_on_its_own_names_its_line_in_validate_and_sweep(tmp
         code, err = _err(command, path, *(["--out", tmp_path / "o"] if command == "sweep" else []))
         assert code == 2, err
         (line,) = err.strip().splitlines()
-        assert line.startswith(f"{path}: grid.hardware.tiers.hbm.bandwidth: value '50 GB': ")
+        # the message says the value first itself: not prefixed "value '50 GB':" again
+        assert line.startswith(f"{path}: grid.hardware.tiers.hbm.bandwidth: '50 GB' is a size")
         assert line.endswith(" (line 4)")
 
 

@@ -15,6 +15,7 @@ from tiersim.cli.stopping import (
     Terminated,
     ignore_stops,
     sigterm_raises,
+    stop_taken,
 )
 from tiersim.core.errors import InfeasibleError, InputError
 
@@ -100,9 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Terminated:  # SIGTERM: as Ctrl-C
+        stop_taken()
         print("\ntiersim: terminated (SIGTERM)", file=sys.stderr)
         return EXIT_TERMINATED
     except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback (sweep says what it kept)
+        stop_taken()
         print("\ntiersim: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:

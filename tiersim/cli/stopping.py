@@ -23,6 +23,9 @@ class Terminated(KeyboardInterrupt):
     commits the points it has finished, shuts its pool down and says how to resume."""
 
 
+_PROGRAM = [False]  # the program itself runs (not a caller's in-process `main([...])`)
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated()
 
@@ -38,6 +41,7 @@ def sigterm_raises(then_ignore: bool = False) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _PROGRAM[0] = then_ignore
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
@@ -63,3 +67,12 @@ def ignore_stops() -> None:
     for sig in STOPS:
         signal.signal(sig, signal.SIG_IGN)
     exec("None", {})  # resets the note (see above); ignored signals cannot set it again
+
+
+def stop_taken() -> None:
+    """A Ctrl-C or SIGTERM is being handled (the command's work is over): in the program
+    itself, ignore any further one from here on. A second signal a few milliseconds after the
+    first would only cut short the line that says how it stopped, or land in a garbage
+    collector's callback ("Exception ignored ... KeyboardInterrupt")."""
+    if _PROGRAM[0]:
+        ignore_stops()

@@ -15,7 +15,7 @@ from tiersim.cli.commands.common import (
     positive_int,
     usable_folder,
 )
-from tiersim.cli.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+from tiersim.cli.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, stop_taken
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem
 
@@ -152,6 +152,7 @@ def _sweep(args: argparse.Namespace, spec: SweepSpec, out: Path, workers: int, w
 
 def _stopped(out: Path, why: str, code: int) -> int:
     """Say why the sweep stopped and that its finished points are kept; the exit code."""
+    stop_taken()
     print(f"{why}; finished points are kept in {out}; rerun with --resume", file=sys.stderr)
     return code
 
