@@ -130,7 +130,9 @@ def test_parameters_beside_an_hf_config_is_refused(cli, write):
     path = write({"name": "p", "model": {"hf_config": str(FIXTURES / "gpt2.config.json")}})
     code, _, err = cli("validate", path, "--set", "model.parameters=1000000000")
     assert code == 2
-    assert err.startswith(f"{path}: model.parameters: 1000000000 beside hf_config '{FIXTURES}")
+    # the quoted config path may be shortened in a deep checkout, but keeps its file name
+    assert err.startswith(f"{path}: model.parameters: 1000000000 beside hf_config '")
+    assert "/gpt2.config.json' (expected one of the two" in err
     assert err.endswith("drop model.hf_config) (from --set model.parameters=1000000000)\n")
 
 
@@ -303,3 +305,15 @@ def test_every_model_key_is_in_the_readme_table_with_its_default():
     documented = {key for row in rows for key in row.split("`")[1::2]}
     assert set(ModelSpec.model_fields) - documented == set()
     assert all(row.count(" | ") == 2 for row in rows)  # key | default | what it changes
+
+
+@pytest.mark.parametrize("depth", [1, 8, 40])
+def test_a_long_path_in_a_message_keeps_its_file_name(depth):
+    # a message quotes a path shortened to about 60 characters; the folders give way, the
+    # file's name stays whole (a fresh clone in a deep folder must read the same file name)
+    from tiersim.core.errors import shown
+
+    path = "/" + "/".join(["folder"] * depth) + "/gpt2.config.json"
+    text = shown(path)
+    assert text.endswith("/gpt2.config.json'")
+    assert len(text) <= max(len(repr(path)), 62)

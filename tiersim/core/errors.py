@@ -52,6 +52,15 @@ class _Shown(reprlib.Repr):
             return f"<an integer of about {int(x.bit_length() * 0.30103)} digits>"
         return super().repr_int(x, level)
 
+    def repr_str(self, x: str, level: int) -> str:
+        # a long path keeps its file name whole (reprlib's middle cut could drop it, and the
+        # name is what tells the user which file is meant); the folders give way instead
+        name = x.rsplit("/", 1)[-1]
+        if len(x) <= self.maxstring or "/" not in x or len(name) > 2 * self.maxstring:
+            return super().repr_str(x, level)
+        head = x[: max(1, self.maxstring - len(name) - 4)]
+        return repr(f"{head.rstrip('/')}/.../{name}")
+
 
 _SHOWN = _Shown()
 _SHOWN.maxstring = _SHOWN.maxother = 60
