@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ test: $(TEST_STAMP)
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check tiersim tests benchmarks
 	$(BIN)/ruff format tiersim tests benchmarks
+
+# the reference pages made from the parsers and the schema (tests fail when they are stale)
+docs: $(STAMP)
+	$(BIN)/python -m tiersim.cli.reference
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py

@@ -8,7 +8,7 @@ tier for every class, GPU or CPU optimizer, three PCIe and NVMe bandwidths, ever
 mode), raises one link (PCIe or NVMe) to 100 GB/s and compares the step times. Prints, per
 mode, the share of cases where the faster link made the step slower and by how much at
 worst. Work-conserving sharing (fair, issue order) does not guarantee monotonicity; `ordered`
-does on these tree topologies (README, "The timing model").
+does on these tree topologies (docs/science.md, "The timing model").
 """
 
 from __future__ import annotations

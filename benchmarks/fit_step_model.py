@@ -1,4 +1,4 @@
-"""How the step-time model's fitted constants were obtained (README "The timing model").
+"""How the step-time model's fitted constants were obtained (docs/science.md "The timing model").
 
 Each is found by bisection so that the simulated figure equals one published measurement:
 

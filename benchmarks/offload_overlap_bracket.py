@@ -1,5 +1,5 @@
 """How much of DeepSpeed ZeRO-2's gradient round trip each published offload run implies is
-exposed (README, Validation: ZeRO-Offload Fig. 8).
+exposed (docs/validation.md: ZeRO-Offload Fig. 8).
 
 Each ZeRO-Offload Figure 8 run is simulated twice with the shipped figures:
 as shipped (`training.offload.overlap_comm` off, DeepSpeed's default at ZeRO-2: the copies to

@@ -7,6 +7,7 @@ import math
 
 import pytest
 from conftest import SCENARIOS
+from docs_text import page
 
 from tiersim.cli import main
 from tiersim.core.units import Kind, parse
@@ -96,7 +97,7 @@ def test_the_table_and_the_readme_say_the_headline_figures_come_first(faster_tab
     rows = [x.split()[0] for x in lines[lines.index(title) + 3 :]]
     assert rows[:3] == ["step.time_s", "step.tokens_per_s", "step.mfu"]
     assert rows.index("step.exposed_transfer_s") < rows.index("tiers.dram.peak_bytes")
-    readme = (SCENARIOS.parent / "README.md").read_text()
+    readme = page("commands")
     section = readme[readme.index("## Comparing: `tiersim compare`") :]
     section = " ".join(section[: section.index("\n## ", 5)].split())
     assert "the headline figures first where they moved, in this order (`fits`, then" in section

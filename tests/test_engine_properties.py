@@ -63,7 +63,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 # Sharing links fairly is not monotone in every case: a transfer that finishes sooner can let
 # a later one start and share bandwidth with a critical one. Measured over 3,600 random cases
-# of this space (benchmarks/bench_monotone.py, README "The timing model"): none with the
+# of this space (benchmarks/bench_monotone.py, docs/science.md "The timing model"): none with the
 # default synchronous optimizer step; with the pipelined one 0.5 %, by at most 3.0 %. The
 # bound below is that measurement, not a wish: a larger slowdown is a bug.
 MONOTONE_TOLERANCE = 0.05

@@ -1,4 +1,4 @@
-"""The package's dependencies run one way (README, Layout): no import cycle, and no package
+"""The package's dependencies run one way (docs/extending.md): no import cycle, and no package
 importing one above it (the state-class table, a leaf, is the one thing the format imports
 from `state`)."""
 

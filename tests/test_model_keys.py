@@ -293,13 +293,13 @@ def test_a_complete_config_of_another_model_type_is_counted_and_noted(cli, write
 
 
 def test_every_model_key_is_in_the_readme_table_with_its_default():
-    """README.md's "Model keys" table has a row naming each key of `model` (a key added to the
-    schema without a row fails here)."""
-    from pathlib import Path
+    """docs/scenarios.md's "Model keys" table has a row naming each key of `model` (a key
+    added to the schema without a row fails here)."""
+    from docs_text import page
 
     from tiersim.config.schema import ModelSpec
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = page("scenarios")
     table = readme.split("### Model keys", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     documented = {key for row in rows for key in row.split("`")[1::2]}

@@ -1,10 +1,10 @@
-"""README.md lists every command and every one of its options, and each has help text."""
+"""docs/commands.md lists every command and every one of its options, and each has help text."""
 
-from pathlib import Path
+from docs_text import page
 
 from tiersim.cli import build_parser
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+README = page("commands")
 
 
 def _commands():

@@ -1,16 +1,18 @@
-"""README.md's examples still work and the figures it quotes for the default scenario are what
-tiersim prints now: the scenario file example, the compare example (HBF writing at 100 GB/s
-instead of 50) and the tier ports' paragraph."""
+"""The docs' examples still work and the figures they quote for the default scenario are what
+tiersim prints now: the scenario file examples (README and docs/scenarios.md), the first
+session, the compare example (HBF writing at 100 GB/s instead of 50) and the tier ports'
+paragraph."""
 
 from __future__ import annotations
 
 import json
 import shlex
 import subprocess
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TEXT = (ROOT / "README.md").read_text()
+import pytest
+from docs_text import ROOT, every_page, page
+
+TEXT = every_page()
 README = " ".join(TEXT.split())  # lines rewrapped: one space
 DEFAULT = ROOT / "scenarios" / "default.yaml"
 
@@ -74,9 +76,10 @@ def test_busy_and_in_flight_paragraph_figures(cli, tmp_path):
     assert quoted in README
 
 
-def test_scenario_file_example_is_valid(cli, tmp_path):
-    # the first YAML block under "## Scenario files", as a newcomer would copy it
-    block = TEXT.split("## Scenario files", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+@pytest.mark.parametrize("where", ["README", "scenarios"])
+def test_scenario_file_example_is_valid(cli, tmp_path, where):
+    # the first YAML block of the page, as a newcomer would copy it
+    block = page(where).split("```yaml\n", 1)[1].split("```", 1)[0]
     assert block.startswith("name: my-run")
     path = tmp_path / "my-run.yaml"
     path.write_text(block)
@@ -87,7 +90,7 @@ def test_scenario_file_example_is_valid(cli, tmp_path):
 
 def test_first_session_runs_as_written(cli, tmp_path, monkeypatch):
     # "A first session": each line as written, in a folder holding the shipped default
-    block = TEXT.split("A first session:", 1)[1].split("```\n", 1)[1].split("```", 1)[0]
+    block = page("README").split("A first session:", 1)[1].split("```\n", 1)[1].split("```", 1)[0]
     (tmp_path / "scenarios").mkdir()
     (tmp_path / "scenarios" / "default.yaml").write_text((DEFAULT).read_text())
     monkeypatch.chdir(tmp_path)

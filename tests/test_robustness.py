@@ -1,6 +1,6 @@
 """Adversarial robustness: bad or unusual input never crashes tiersim.
 
-The contract (README "Commands"): invalid input exits 2 with `FILE: key.path: what is wrong`,
+The contract (docs/commands.md): invalid input exits 2 with `FILE: key.path: what is wrong`,
 never a traceback; a scenario that cannot run exits 3; anything else is a result (exit 0) whose
 report holds no NaN, infinity or negative figure. The tests marked `xfail(strict=True)` pin
 bugs found by fuzzing the CLI: each fails today and passes once its bug is fixed (then drop the

@@ -1,5 +1,5 @@
 """ZeRO-Offload Fig. 8's 13B run moves what DeepSpeed's ZeRO-2 code of the paper's time moves
-across PCIe, and the GPU waits for all of it (README, Validation: why the 12B and 13B runs stay
+across PCIe, and the GPU waits for all of it (docs/validation.md: why the 12B and 13B runs stay
 slow).
 
 DeepSpeed (stage2.py, cpu_offload, overlap_comm off) per parameter and step of 128

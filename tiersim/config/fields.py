@@ -87,7 +87,7 @@ Duration = Annotated[float, _unit(Kind.TIME, POSITIVE, example="3 h")]
 Latency = Annotated[float, _unit(Kind.TIME, NON_NEGATIVE)]
 FlopRate = Annotated[float, _unit(Kind.FLOP_RATE, _at_least_one(Kind.FLOP_RATE))]
 ParamRate = Annotated[float, _unit(Kind.PARAM_RATE, _at_least_one(Kind.PARAM_RATE))]
-COUNT_BOUND = 2**40  # far above any real count (README: Limits on input)
+COUNT_BOUND = 2**40  # far above any real count (docs/commands.md: Limits on input)
 PositiveInt = Annotated[int, Field(gt=0, le=COUNT_BOUND, strict=True)]
 NonNegativeInt = Annotated[int, Field(ge=0, le=COUNT_BOUND, strict=True)]
 

@@ -5,7 +5,7 @@ an offloaded optimizer holds them), timed step by step after a first step that c
 moments. Two implementations: the fused kernel (`fused=True`: one pass over the four arrays)
 and PyTorch's default (what an optimizer made without options runs, as FSDP's CPU offload
 does). Neither is DeepSpeed's CPU path, whose clipping and fp32 copies cost more per
-parameter (README, Validation), so the preset's `cpu.optimizer_rate` is not replaced: the
+parameter (docs/validation.md), so the preset's `cpu.optimizer_rate` is not replaced: the
 figures are there to choose it by. Without PyTorch they are skipped, and say so.
 """
 
@@ -39,7 +39,7 @@ def optimizer_figures(params: int, repeats: int, threads: int, notes: list[str])
     if figures:
         notes.append(
             "the cpu adamw rates are this whole host's kernels (divide by the GPUs that share "
-            "it); DeepSpeed's CPU path runs far slower per parameter (README, Validation): set "
+            "it); DeepSpeed's CPU path runs far slower per parameter (docs/validation.md): set "
             "cpu.optimizer_rate (and, for DeepSpeed's CPU-Adam kernel, cpu.adam_kernel_rate) for "
             "the optimizer you run"
         )

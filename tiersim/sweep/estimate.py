@@ -1,7 +1,7 @@
 """How long the points of a sweep or plan will take, from the time of one or two (or a sample).
 
 What a point simulates is counted in layer passes (one unit through one micro-batch), which
-its engine time grows about linearly with (README, Benchmarks): steps x micro-batches x units,
+its engine time grows about linearly with (docs/benchmarks.md): steps x micro-batches x units,
 the steps the optimizer-step mode needs, the micro-batches of the three sample runs where the
 steady state is extrapolated (tiersim.engine.steady), else all of them.
 

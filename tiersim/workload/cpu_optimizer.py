@@ -17,11 +17,12 @@ explained by one set of figures:
   write the weights' bytes on the host; the crossing itself is a move the schedule times;
 - the fp32 gradient copy across PCIe is a move too (engine/schedule_offload.py);
 - per parameter tensor of the rank's partition (`cpu.path_overhead_per_tensor`, seconds,
-  fitted: README, "CPU optimizer"): at the accumulation boundary ZeRO-1/2's `reduce_ipg_grads`
-  calls `copy_grads_in_partition` for each parameter in the partition, which with a CPU
-  optimizer launches the gradient's norm (`set_norm_for_param_grad_in_gpu`), its overflow check
-  (`_has_inf_or_nan`: `float(x.float().sum())`, a host sync per tensor) and its own fp32 copy
-  to the host (`async_inplace_copy_grad_to_fp32_buffer_from_gpu`), and the step's
+  fitted: docs/validation.md, "CPU optimizer"): at the accumulation boundary ZeRO-1/2's
+  `reduce_ipg_grads` calls `copy_grads_in_partition` for each parameter in the partition,
+  which with a CPU optimizer launches the gradient's norm (`set_norm_for_param_grad_in_gpu`),
+  its overflow check (`_has_inf_or_nan`: `float(x.float().sum())`, a host sync per tensor)
+  and its own fp32 copy to the host (`async_inplace_copy_grad_to_fp32_buffer_from_gpu`), and
+  the step's
   `complete_grad_norm_calculation_for_cpu_offload` reads each tensor's norm with `.item()`
   (another sync per tensor); Python work and syncs on one thread, so not scaled by cores;
 - what none of these explains as a rate (`cpu.path_overhead_rate`, optional, none shipped).
