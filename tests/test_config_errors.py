@@ -889,3 +889,31 @@ def test_a_required_section_left_empty_is_not_told_to_be_left_out(problems, writ
     line = only(problems(file))
     assert line.startswith(f"{file}: model: expected a mapping of settings") and "got null" in line
     assert "leave the key out" not in line
+
+
+@pytest.mark.parametrize("kind", ["hbm", "dram", "remote"])
+def test_endurance_on_a_tier_that_does_not_wear_is_refused(cli, write, kind):
+    # only a flash tier's writes consume program/erase cycles (config/tier_kinds.py): endurance
+    # on another kind would be a wear figure for memory that never wears
+    tiers = {
+        "hbm": {"kind": "hbm", "capacity": "80 GB", "bandwidth": "3 TB/s"},
+        "dram": {"kind": "dram", "capacity": "1 TB", "bandwidth": "100 GB/s"},
+        "far": {"kind": "remote", "capacity": "1 TB", "bandwidth": "10 GB/s"},
+    }
+    name = {"hbm": "hbm", "dram": "dram", "remote": "far"}[kind]
+    tiers[name]["endurance"] = {"pe_cycles": 3000}
+    path = write(
+        {
+            "name": "t",
+            "model": {"preset": "gpt2"},
+            "hardware": {
+                "preset": None,
+                "gpu": {"peak_flops": {"bf16": "100 TFLOP/s"}},
+                "tiers": tiers,
+                "links": {"pcie": {"between": ["hbm", "dram"], "bandwidth": "50 GB/s"}},
+            },
+        }
+    )
+    code, out, err = cli("validate", path)
+    assert (code, out) == (2, "")
+    assert f"hardware.tiers.{name}.endurance: a tier of kind {kind} does not wear" in err

@@ -81,6 +81,19 @@ def _tier_problems(s: Scenario) -> list[Problem]:
     return problems
 
 
+def _endurance_problems(s: Scenario) -> list[Problem]:
+    """Only a tier whose writes wear it (config/tier_kinds.py) takes an endurance."""
+    return [
+        Problem(
+            f"hardware.tiers.{name}.endurance",
+            f"a tier of kind {tier.kind} does not wear (expected endurance only on a tier "
+            "whose writes wear it, kind flash; or kind: flash for this tier)",
+        )
+        for name, tier in s.hardware.tiers.items()
+        if tier.endurance is not None and not tier.behaviour.wears
+    ]
+
+
 def _parallel_problems(s: Scenario) -> list[Problem]:
     p, m = s.parallel, s.model
     problems = []
@@ -293,7 +306,9 @@ def _deepspeed_problems(s: Scenario) -> list[Problem]:
         return []
     host = s.hardware.cpu.memory
     links = [set(link.between) for link in s.hardware.links.values()]
-    behind_host = {n for n, t in tiers.items() if t.kind == "flash" and {n, host} in links}
+    behind_host = {
+        n for n, t in tiers.items() if t.behaviour.swapped_in_blocks and {n, host} in links
+    }
     allowed = {host} | behind_host  # host memory, or drives on the host (not a GPU's HBF)
     why = (
         "DeepSpeed's CPU optimizer takes every gradient into host memory (its offload_optimizer "
@@ -314,6 +329,7 @@ def _deepspeed_problems(s: Scenario) -> list[Problem]:
 def consistency_problems(s: Scenario) -> list[Problem]:
     return (
         _tier_problems(s)
+        + _endurance_problems(s)
         + _parallel_problems(s)
         + _expert_problems(s)
         + _precision_problems(s)

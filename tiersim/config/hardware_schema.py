@@ -19,6 +19,7 @@ from tiersim.config.fields import (
     Size,
     Strict,
 )
+from tiersim.config.tier_kinds import TIER_KIND_BY_NAME, TIER_KIND_NAMES, TierKind
 
 
 class Endurance(Strict):
@@ -31,7 +32,7 @@ class Endurance(Strict):
 
 
 class Tier(Strict):
-    kind: Literal["hbm", "dram", "flash", "remote"]
+    kind: Literal[TIER_KIND_NAMES]  # type: ignore[valid-type]
     capacity: Size
     bandwidth: Bandwidth | None = None
     read_bandwidth: Bandwidth | None = None
@@ -44,6 +45,11 @@ class Tier(Strict):
         if self.read_bw is None or self.write_bw is None:
             raise ValueError("needs 'bandwidth' or both 'read_bandwidth' and 'write_bandwidth'")
         return self
+
+    @property
+    def behaviour(self) -> TierKind:
+        """What this tier's kind does (config/tier_kinds.py)."""
+        return TIER_KIND_BY_NAME[self.kind]
 
     @property
     def read_bw(self) -> float:

@@ -59,7 +59,7 @@ def swapped(c: Context, u: int) -> bool:
         c.plan.swap_gradients
         and c.res.execution.placement.optimizer_compute == "cpu"
         and home["gradients"] == c.res.machine.cpu.memory
-        and c.res.machine.tiers[home["optimizer"]].kind == "flash"
+        and c.res.machine.tiers[home["optimizer"]].behaviour.swapped_in_blocks
     )
 
 

@@ -219,7 +219,8 @@ def placement_problems(execution: Execution, machine: Hardware, topo: Topology) 
                 )
             )
     problems += _checkpoint_route_problems(execution, machine.tiers, topo)
-    if execution.placement.optimizer_compute == "cpu" and machine.tiers[cpu].kind != "dram":
+    computes = machine.tiers[cpu].behaviour.cpu_computes_there
+    if execution.placement.optimizer_compute == "cpu" and not computes:
         problems.append(
             Problem(
                 "hardware.cpu.memory",

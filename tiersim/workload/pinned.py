@@ -45,7 +45,8 @@ def pinned_size(nbytes: int) -> int:
 
 
 def _on_flash(res: Resolved, cls: str) -> bool:
-    return res.machine.tiers[getattr(res.execution.placement, cls)].kind == "flash"
+    """The class is homed on a block device, reached through DeepSpeed's swap buffers."""
+    return res.machine.tiers[getattr(res.execution.placement, cls)].behaviour.swapped_in_blocks
 
 
 def swap_buffer_bytes(res: Resolved, plan: OffloadPlan, wl) -> int:
