@@ -7,6 +7,7 @@ import dataclasses
 import json
 import struct
 
+import plot_panels as panels
 import pytest
 from conftest import SCENARIOS
 
@@ -40,8 +41,7 @@ def test_trace_marks_the_measured_step(default_run):
 def test_figure_has_the_lanes_series_and_bars(default_run):
     report, result = default_run
     fig = step_figure(report, result.trace)
-    timeline, *rest = fig.axes
-    occupancy, bar = rest[:-1], rest[-1]
+    timeline, occupancy, bar = panels.timeline(fig), panels.occupancy(fig), panels.breakdown(fig)
     lanes = [t.get_text().split(",")[0] for t in timeline.get_yticklabels()]  # less the share
     # the GPU stream, both directions of the HBF link (state read in, written back), and the
     # ports that move it: HBF's write port is the bottleneck

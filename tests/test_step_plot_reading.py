@@ -5,6 +5,7 @@ time axes use the unit the step is said in. Checked on the artists the figure ho
 
 from __future__ import annotations
 
+import plot_panels as panels
 import pytest
 from conftest import SCENARIOS
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -113,7 +114,7 @@ def test_a_lightly_used_link_is_shaded_by_its_busy_share():
     link = [(0.008 * k, 0.008 * k + 0.001, "tensor_comm") for k in range(100)]
     tracks = {(1, "compute"): [(0.0, 0.8, "forward")], (3, "nvlink tensor"): link}
     fig = step_figure(_report(1.0, HBM), _trace(tracks, 1.0, [("hbm", 0.0, 20 * GB)]))
-    timeline = fig.axes[0]
+    timeline = panels.timeline(fig)
     bars = _bars(timeline, COLLECTIVE)
     assert len(bars) == 100
     assert all(x1 - x0 == pytest.approx(0.002) for x0, x1, _, _ in bars)
@@ -138,7 +139,7 @@ def test_a_tiny_transfer_stays_visible_and_a_long_one_solid():
         (4, "hbm write"): [(0.2, 0.6, "gradients")],
     }
     fig = step_figure(_report(1.0, HBM), _trace(tracks, 1.0, [("hbm", 0.0, 20 * GB)]))
-    timeline = fig.axes[0]
+    timeline = panels.timeline(fig)
     [(x0, x1, _, alpha)] = _bars(timeline, WEIGHTS)
     assert (x0, x1) == (pytest.approx(0.5), pytest.approx(0.502)) and alpha == 0.25
     [(x0, x1, _, alpha)] = _bars(timeline, GRADIENTS)
@@ -150,7 +151,7 @@ def test_a_tiny_transfer_stays_visible_and_a_long_one_solid():
 
 
 def _occupancy_panels(fig):
-    return fig.axes[1:-1]
+    return panels.occupancy(fig)
 
 
 def test_an_overfull_tier_shows_its_peak_whole_and_says_it_does_not_fit():
@@ -200,7 +201,7 @@ def test_a_step_of_minutes_has_its_axes_in_minutes():
     # a 3036 s step is said '50.6 min'; its axes run to 3036 / 60 = 50.6 min
     tracks = {(1, "compute"): [(0.0, 3036.0, "forward")]}
     fig = step_figure(_report(3036.0, HBM), _trace(tracks, 3036.0, [("hbm", 0.0, 20 * GB)]))
-    timeline, bar = fig.axes[0], fig.axes[-1]
+    timeline, bar = panels.timeline(fig), panels.breakdown(fig)
     assert timeline.get_xlabel() == "time in the measured step (min)"
     assert timeline.get_xlim()[1] == pytest.approx(50.6)
     assert bar.get_xlabel() == "where the step's 50.6 min go (min)"
@@ -236,7 +237,7 @@ def test_gpt3s_tensor_parallel_link_is_not_a_solid_bar(gpt3):
     ]
     in_flight = sum(e["dur"] for e in spans) / (hi - lo)  # one lane: they never overlap
     fig = step_figure(report, trace)
-    timeline = fig.axes[0]
+    timeline = panels.timeline(fig)
     labels = _labels(timeline)
     [row] = [k for k, label in enumerate(labels) if label.startswith("nvlink: tensor group")]
     bars = [b for b in _bars(timeline, COLLECTIVE) if round(b[2]) == row]
