@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from heapq import heappush
 
 import simpy
-from simpy.events import NORMAL
 
 from tiersim.engine.busy import BusyLog, merge_span
+from tiersim.engine.clock import scheduler
 from tiersim.engine.flows import EPS_BYTES, TIE, FlowNetwork
 from tiersim.engine.flowtypes import Due
 
@@ -53,7 +52,7 @@ class Channel:
         self._pending_at = _INF
         self._pending_for: list | None = None
         self._callbacks: tuple = (self._wake,)
-        self._queue, self._eid = env._queue, env._eid
+        self._schedule = scheduler(env)
 
     def start(self, tag: int, nbytes: float, delay: float) -> None:
         """Begin moving `nbytes` after `delay` seconds (the collective's latency)."""
@@ -83,7 +82,7 @@ class Channel:
             wake = self._pending = Due()
             wake.callbacks = self._callbacks
             at = now + soonest
-            heappush(self._queue, (at, NORMAL, next(self._eid), wake))
+            self._schedule(at, wake)
             self._pending_at, self._pending_for = at, flow
 
     def _join(self, flow: list, now: float, delay: float) -> None:
@@ -108,7 +107,7 @@ class Channel:
         self.wakeups += 1
         due = Due()
         due.callbacks = (lambda _e: self.finish(tag, self.env._now),)
-        heappush(self._queue, (now + delay, NORMAL, next(self._eid), due))
+        self._schedule(now + delay, due)
 
     def finished(self) -> None:
         """The run is over: drop the bound callbacks (cycles back to the channel)."""
@@ -170,7 +169,7 @@ class Channel:
         wake = self._pending = Due()
         wake.callbacks = self._callbacks
         at = now + soonest  # as Timeout's schedule adds it (env.now + delay)
-        heappush(self._queue, (at, NORMAL, next(self._eid), wake))
+        self._schedule(at, wake)
         self._pending_at, self._pending_for = at, which
 
     def _wake(self, _event: object) -> None:

@@ -18,13 +18,12 @@ import itertools
 import operator
 import time
 from dataclasses import dataclass, field
-from heapq import heappush
 from typing import Protocol
 
 import simpy
-from simpy.events import NORMAL
 
 from tiersim.engine.channel import Channel
+from tiersim.engine.clock import scheduler
 from tiersim.engine.flows import Due, FlowNetwork, max_min_rates, priority_rates
 from tiersim.engine.ops import Op, OpKind, Schedule
 from tiersim.hardware.resources import Network, Resource
@@ -123,7 +122,7 @@ class Engine:
         self._on_staged_flow = self._staged_flow_done
         self._occupy_inline = recorder is None  # occupancy changed in _start, _finish
         self._ops = schedule.ops
-        self._queue, self._eid = self.env._queue, self.env._eid  # where timers go (Due)
+        self._schedule = scheduler(self.env)  # where timers go (Due)
         self._starts, self._ends, self._step_left = self.log.start, self.log.end, self.log.step_left
         self._timers = 0  # timers started by this run (added to the log's events at its end)
         self._alone_sets: dict = {}  # each network channel's resource set, (channel,)
@@ -203,7 +202,7 @@ class Engine:
                 due = Due()
                 due.callbacks = self._timer_callbacks
                 due.value = i
-                heappush(self._queue, (now + duration, NORMAL, next(self._eid), due))
+                self._schedule(now + duration, due)
         elif kind is MOVE:
             self._start_move(i, op, now)
         elif self.ordered:

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable
-from heapq import heappush
 
 import simpy
-from simpy.events import NORMAL
 
 from tiersim.engine.busy import BusyLog, merge_span
+from tiersim.engine.clock import scheduler
 from tiersim.engine.flowtypes import UNTAGGED, Due, Flow, Shares
 from tiersim.engine.rates import max_min_rates, narrowest, priority_rates
 
@@ -77,7 +76,7 @@ class FlowNetwork:
         self._on_wake = self._wake
         self._wake_callbacks: tuple = (self._wake,)  # every wake-up's (see Due)
         self._timeout = env.timeout
-        self._queue, self._eid = env._queue, env._eid  # where Due events go (see Due)
+        self._schedule = scheduler(env)  # where Due events go (see Due)
 
     def start(
         self,
@@ -163,7 +162,7 @@ class FlowNetwork:
             wake = self._pending = Due()
             wake.callbacks = self._wake_callbacks
             at = now + soonest
-            heappush(self._queue, (at, NORMAL, next(self._eid), wake))
+            self._schedule(at, wake)
             self._pending_at, self._pending_for = at, flow
 
     def _shares_of(self, resources: tuple) -> Shares:
@@ -310,7 +309,7 @@ class FlowNetwork:
         wake = self._pending = Due()
         wake.callbacks = self._wake_callbacks
         at = now + soonest  # as Timeout's schedule adds it (env.now + delay)
-        heappush(self._queue, (at, NORMAL, next(self._eid), wake))
+        self._schedule(at, wake)
         self._pending_at, self._pending_for = at, which
 
     def _wake(self, _event: object) -> None:
