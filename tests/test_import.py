@@ -311,3 +311,18 @@ def test_reads_are_bounded_and_special_files_refused(cli, tmp_path, monkeypatch)
 def test_no_model_says_how_to_give_one(cli):
     code, _, err = cli("import", FIXTURES / "ds_zero_stage_infinity_config.json")
     assert code == 2 and "--hf-config PATH" in err and "model.preset" in err
+
+
+def test_megatron_bridge_override_yaml_names_its_own_keys():
+    imp = _import(
+        "llama3_8b_pretrain_override_example.yaml", gpus=64, overrides=("model.preset=llama-3-8b",)
+    )
+    s = imp.loaded.scenario
+    assert (s.parallel.tensor, s.parallel.pipeline) == (2, 2)
+    assert s.parallel.data == 64 // (2 * 2)  # 16
+    # global_batch_size 256 = micro 4 x accumulation x data 16: accumulation 4
+    assert (s.training.micro_batch_size, s.training.grad_accumulation) == (4, 4)
+    notes = _notes(imp)
+    assert "optimizer_config.lr: 0.00025" in notes and "rng_config.seed: 42" in notes
+    assert "not the recipe's it overrides" in notes
+    assert report_for(imp.loaded)["step"]["time_s"] > 0

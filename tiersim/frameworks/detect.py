@@ -112,7 +112,7 @@ def _as(kind: str, text: str, source: str) -> ConfigFile:
         return ConfigFile(kind, content, source)
     if kind == "torchtitan":
         return ConfigFile(kind, parse_toml(text, source), source)
-    if not _MEGATRON_FLAGS.search(text) and text.lstrip()[:1] not in ("-", "#", ""):
+    if not _MEGATRON_FLAGS.search(text):
         parsed = parse_bridge_yaml(text, source)
         if isinstance(parsed, dict):  # a Megatron-Bridge config: sections of keys
             return ConfigFile(kind, parsed, source)

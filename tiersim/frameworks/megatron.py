@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiersim.core.errors import Problem
 from tiersim.frameworks.arglist import Flag, parse_args
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem, integer, number, text
@@ -74,8 +75,9 @@ def _known(name: str, raw: str) -> str:
 
 def read_megatron(content: Any, source: str, hf_config: bool) -> Mapped:
     out = Mapped("megatron", source)
+    origins: dict[str, str] = {}
     if isinstance(content, dict):
-        flags = _bridge_flags(content, out)
+        flags = _bridge_flags(content, out, origins)
     else:
         flags, branches = parse_args(content, source)
         if branches:
@@ -95,6 +97,9 @@ def read_megatron(content: Any, source: str, hf_config: bool) -> Mapped:
         if name not in args.used:
             why = "a launcher setting (torchrun)" if name in LAUNCHER else ""
             out.unmapped(f"--{name}", " ".join(flag.values) or True, why)
+    if origins:  # a Megatron-Bridge config: its own key paths, not the flags they stand for
+        out.notes = [Problem(origins.get(p.path, p.path), p.message) for p in out.notes]
+        out.sources = {k: origins.get(v, v) for k, v in out.sources.items()}
     return out
 
 
@@ -349,11 +354,16 @@ def _vocab(args: _Args, out: Mapped) -> int:
     return padded
 
 
-def _bridge_flags(cfg: dict[str, Any], out: Mapped) -> list[Flag]:
+def _bridge_flags(cfg: dict[str, Any], out: Mapped, origins: dict[str, str]) -> list[Flag]:
     """A Megatron-Bridge config's sections (model:, train:, ddp:, optimizer: ...) as the
     argument list it stands for: key_name -> --key-name, true -> the flag alone, false or
     null -> absent (each named in a note)."""
     flags = []
+    why = (
+        "a Megatron-Bridge config: a key it leaves out takes Megatron-LM's default here, not "
+        "the recipe's it overrides (give those keys, or --set them)"
+    )
+    out.note("(config)", why)
     renamed = {"optimizer.optimizer": "optimizer", "mixed_precision.fp8": "fp8-format"}
     for section, body in cfg.items():
         if not isinstance(body, dict):
@@ -362,6 +372,7 @@ def _bridge_flags(cfg: dict[str, Any], out: Mapped) -> list[Flag]:
         for key, value in body.items():
             path = f"{section}.{key}"
             name = renamed.get(path, str(key).replace("_", "-"))
+            origins[f"--{name}"] = path
             if value is None or value is False:
                 out.note(path, f"{'null' if value is None else 'false'}: as absent")
             elif value is True:
