@@ -98,6 +98,9 @@ def _flags(tokens: list[str], names: dict[str, str], number: int, out: list[Flag
                 out.append(Flag(current[0], tuple(current[1]), number))
             name, eq, value = word[2:].partition("=")
             current = (name, [value] if eq else [])
+        elif current is not None and word.endswith(".py"):  # the program: no flag's value
+            out.append(Flag(current[0], tuple(current[1]), number))
+            current = None
         elif current is not None and word not in (")", "(", "\\"):
             if word.startswith("-") and not _number(word):
                 out.append(Flag(current[0], tuple(current[1]), number))

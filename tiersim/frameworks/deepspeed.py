@@ -49,6 +49,9 @@ def read_deepspeed(cfg: dict[str, Any], source: str) -> Mapped:
             out.unmapped(key, value)
         else:
             reader(out, key, value)
+    if "precision" not in out.facts:  # neither fp16 nor bf16 enabled: DeepSpeed trains in fp32
+        for cls, name in (("weights", "fp32"), ("gradients", "fp32"), ("master", "none")):
+            out.put(f"training.precision.{cls}", name, "(no fp16 or bf16 enabled)")
     _batch(out)
     return out
 
