@@ -7,6 +7,7 @@ documented rule, never by calling the importer for them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -326,3 +327,54 @@ def test_megatron_bridge_override_yaml_names_its_own_keys():
     assert "optimizer_config.lr: 0.00025" in notes and "rng_config.seed: 42" in notes
     assert "not the recipe's it overrides" in notes
     assert report_for(imp.loaded)["step"]["time_s"] > 0
+
+
+@pytest.mark.parametrize("kind", ["deepspeed", "torchtitan"])
+def test_any_value_at_any_key_is_an_input_error_or_a_scenario(kind, tmp_path):
+    """Every key of a real config set to each wrong kind of value: refused as InputError (exit
+    2) or imported, never another exception (a traceback)."""
+    import tomllib
+
+    name = "ds_zero_stage_infinity_config.json" if kind == "deepspeed" else "llama3_70b.toml"
+    text = (FIXTURES / name).read_text()
+    cfg = json.loads(text) if kind == "deepspeed" else tomllib.loads(text)
+    values = [None, [], {"a": 1}, "x", -1, 0, 1.5, True, 10**30]
+
+    def paths(node, prefix=()):
+        for key, value in node.items():
+            yield (*prefix, key)
+            if isinstance(value, dict):
+                yield from paths(value, (*prefix, key))
+
+    for path in paths(cfg):
+        for value in values:
+            if value is None and kind == "torchtitan":
+                continue  # TOML has no null
+            changed = json.loads(json.dumps(cfg))
+            node = changed
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+            target = tmp_path / ("x.json" if kind == "deepspeed" else "x.toml")
+            target.write_text(json.dumps(changed) if kind == "deepspeed" else _toml(changed))
+            options = ImportOptions(kind=kind, gpus=64, overrides=("model.preset=gpt2",))
+            with contextlib.suppress(InputError):
+                import_configs([target], options)
+
+
+def _toml(cfg: dict) -> str:
+    def value(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return json.dumps(v) if isinstance(v, str) else f"{v}"
+
+    lines = [f"{k} = {value(v)}" for k, v in cfg.items() if not isinstance(v, dict)]
+    for section, body in cfg.items():
+        if isinstance(body, dict):
+            lines.append(f"[{section}]")
+            lines += [f"{k} = {value(v)}" for k, v in body.items()]
+    return "\n".join(lines) + "\n"

@@ -46,7 +46,8 @@ def read_torchtitan(cfg: dict[str, Any], source: str, hf_config: bool) -> Mapped
 
 
 def _model(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
-    name, flavor = body.get("name"), body.get("flavor")
+    name = text(f"{section}.name", body.get("name", "llama3"))
+    flavor = text(f"{section}.flavor", body.get("flavor", "debugmodel"))
     for key, value in body.items():
         where = f"{section}.{key}"
         if key in ("name", "flavor"):
