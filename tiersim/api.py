@@ -296,4 +296,3 @@ def emit(loaded: Loaded, kind: str) -> str:
     from tiersim.frameworks.emit import emit as write
 
     return write(loaded.scenario, kind).text
-

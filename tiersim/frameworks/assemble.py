@@ -118,39 +118,14 @@ def _data_parallel(facts: dict[str, Any], options: ImportOptions, notes: list) -
             raise InputError("--gpus" if options.gpus else "(world size)", [Problem("", why)])
         ranks = world // model_parallel
     if "shard" in facts:  # torchtitan
-        replicate, shard = facts["replicate"], facts["shard"]
-        if shard == -1 and ranks is None:
-            why = (
-                "not given: data_parallel_shard_degree -1 taken as 1 "
-                "(give --gpus N, the world size)"
-            )
-            notes.append(("--gpus", Problem("", why)))
-            shard = 1
-        elif shard == -1:
-            if ranks % replicate:
-                why = (
-                    f"{world} GPUs do not divide into data_parallel_replicate_degree "
-                    f"{replicate} x tensor x pipeline x context {model_parallel}"
-                )
-                raise InputError("--gpus", [Problem("", why)])
-            shard = ranks // replicate
-        facts["shard"] = shard
-        data = replicate * shard
+        data = _replicate_x_shard(facts, ranks, world, notes)
     elif ranks is not None:
         data = ranks
     elif "data" in facts:
         return facts["data"]
     else:
-        notes.append(
-            (
-                "--gpus",
-                Problem(
-                    "",
-                    "not given and no world size in the configs: data-parallel size 1 "
-                    "(give --gpus N)",
-                ),
-            )
-        )
+        why = "not given and no world size in the configs: data-parallel size 1 (give --gpus N)"
+        notes.append(("--gpus", Problem("", why)))
         return 1
     if facts.get("data", data) != data:
         why = (
@@ -159,6 +134,27 @@ def _data_parallel(facts: dict[str, Any], options: ImportOptions, notes: list) -
         )
         raise InputError("--gpus", [Problem("", why)])
     return data
+
+
+def _replicate_x_shard(
+    facts: dict[str, Any], ranks: int | None, world: int | None, notes: list
+) -> int:
+    """torchtitan's data parallelism: replicate x shard, shard -1 the ranks the others leave."""
+    replicate, shard = facts["replicate"], facts["shard"]
+    if shard == -1 and ranks is None:
+        why = "not given: data_parallel_shard_degree -1 taken as 1 (give --gpus N, the world size)"
+        notes.append(("--gpus", Problem("", why)))
+        shard = 1
+    elif shard == -1:
+        if ranks % replicate:
+            why = (
+                f"{world} GPUs do not divide into data_parallel_replicate_degree "
+                f"{replicate} x tensor x pipeline x context {facts.get('model_parallel', 1)}"
+            )
+            raise InputError("--gpus", [Problem("", why)])
+        shard = ranks // replicate
+    facts["shard"] = shard
+    return replicate * shard
 
 
 def _batch(values: dict[str, Any], facts: dict[str, Any], data: int) -> None:

@@ -25,6 +25,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "torchtitan's name and flavor) or --hf-config; the hardware is a preset (--hardware).",
     )
     parser.add_argument("configs", nargs="+", metavar="CONFIG", help="framework config files")
+    _add_sources(parser)
+    parser.add_argument("--name", default=None, help="scenario name (default: the first file's)")
+    parser.add_argument(
+        "--out",
+        metavar="SCENARIO.yaml",
+        default=None,
+        help="file to write the scenario to (default: standard output)",
+    )
+    add_set_arg(parser, "a value of the scenario written", "50 GB/s")
+    parser.set_defaults(handler=run)
+
+
+def _add_sources(parser: argparse.ArgumentParser) -> None:
+    """Where what the configs do not say comes from: the kind, the model, the machine."""
     parser.add_argument(
         "--from",
         dest="kind",
@@ -54,15 +68,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "pipeline x context) (default: a launch script's torchrun --nproc_per_node x "
         "--nnodes, else DeepSpeed's train_batch_size / (micro x accumulation), else 1)",
     )
-    parser.add_argument("--name", default=None, help="scenario name (default: the first file's)")
-    parser.add_argument(
-        "--out",
-        metavar="SCENARIO.yaml",
-        default=None,
-        help="file to write the scenario to (default: standard output)",
-    )
-    add_set_arg(parser, "a value of the scenario written", "50 GB/s")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
