@@ -73,6 +73,11 @@ def _mapped(config: ConfigFile, hf_config: bool) -> Mapped:
         raise InputError(config.path, [Problem(exc.key, exc.why)]) from None
 
 
+# the facts a later file may restate, as a note names them (micro-batch and accumulation:
+# their scenario keys' own notes say it)
+_FACTS = {"world": "world size", "global": "global batch", "data": "data-parallel size"}
+
+
 def _merged(mappings: list[Mapped]) -> tuple[dict[str, Any], dict[str, str], dict[str, Any], list]:
     """Scenario values (a later file's wins, with a note), their sources, and facts."""
     values: dict[str, Any] = {}
@@ -88,9 +93,9 @@ def _merged(mappings: list[Mapped]) -> tuple[dict[str, Any], dict[str, str], dic
             values[path] = value
             sources[path] = f"{m.source}: {m.sources[path]}"
         for key, value in m.facts.items():
-            if key in facts and facts[key] != value and key != "global_from":
-                why = f"{key} {value} here, {facts[key]} in an earlier file (expected one value)"
-                raise InputError(m.source, [Problem("", why)])
+            if key in facts and facts[key] != value and key in _FACTS:
+                why = f"{value} replaces {facts[key]} from an earlier file"
+                notes.append((m.source, Problem(f"({_FACTS[key]})", why)))
             facts[key] = value
     return values, sources, facts, notes
 
