@@ -9,6 +9,8 @@ parallelism in a DeepSpeed JSON) is returned as notes, never written as somethin
 
 from __future__ import annotations
 
+import yaml
+
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 from tiersim.frameworks.write_deepspeed import write_deepspeed
@@ -61,7 +63,11 @@ def read_back_differences(s: Scenario, kind: str, text: str) -> dict[str, tuple[
     from tiersim.frameworks.mapping import as_yaml
 
     doc = scenario_document(s)
-    sets = (f"model={as_yaml(doc['model'])}", f"hardware={as_yaml(doc['hardware'])}")
+
+    def flow(value: object) -> str:  # one line of YAML, quoted where it must be
+        return yaml.safe_dump(value, default_flow_style=True, width=2**31).strip()
+
+    sets = (f"model={flow(doc['model'])}", f"hardware={flow(doc['hardware'])}")
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"emitted.{EXTENSIONS[kind]}"
         path.write_text(text, encoding="utf-8")
