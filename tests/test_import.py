@@ -423,3 +423,11 @@ def test_megatron_uneven_stages_experts_and_recompute_modules(tmp_path):
     # 32 layers: 6 first, 6 last, the 20 between over the 2 middle stages, 10 each
     _pending_or_set(imp, "parallel.stage_layers", [6, 10, 10, 6])
     _pending_or_set(imp, "training.recompute_modules", ["core_attn", "mlp"])
+
+
+def test_a_large_script_is_held_to_the_yaml_bound(cli, tmp_path, monkeypatch):
+    script = tmp_path / "big.sh"
+    script.write_text("--num-layers 2 " * 200)  # 3,000 bytes
+    monkeypatch.setenv("TIERSIM_MAX_YAML_BYTES", "1000")
+    code, _, err = cli("import", script)
+    assert code == 2 and "larger than 1,000 bytes" in err and "TIERSIM_MAX_YAML_BYTES" in err

@@ -142,10 +142,24 @@ def _looks_like(text: str, source: str) -> str | None:
     return None
 
 
+def _text_bound(text: str, source: str) -> None:
+    """A TOML, YAML or shell text is read by pure-Python parsers (~1 MB/s): held to the
+    YAML bound, far above a real one's few kB (a JSON config is read in C, to its own)."""
+    bound = limits.YAML_BYTES.value()
+    if len(text.encode("utf-8")) > bound:
+        why = (
+            f"is larger than {bound:,} bytes (expected a framework config of a few kB; "
+            f"{limits.YAML_BYTES.env} raises the bound)"
+        )
+        raise InputError(source, [Problem("", why)])
+
+
 def read_config(path: Path, kind: str | None = None) -> ConfigFile:
     """The config at `path`, of `kind` (one of KINDS) or recognised from its content."""
     source = str(path)
     text = read_text(path)
+    if kind != "deepspeed" and not text.lstrip().startswith("{"):
+        _text_bound(text, source)
     found = kind or _looks_like(text, source)
     if found is None:
         why = (
