@@ -431,3 +431,12 @@ def test_a_large_script_is_held_to_the_yaml_bound(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("TIERSIM_MAX_YAML_BYTES", "1000")
     code, _, err = cli("import", script)
     assert code == 2 and "larger than 1,000 bytes" in err and "TIERSIM_MAX_YAML_BYTES" in err
+
+
+def test_out_never_writes_over_a_config_read(cli, tmp_path):
+    config = tmp_path / "ds.json"
+    text = '{"train_micro_batch_size_per_gpu": 1}'
+    config.write_text(text)
+    code, _, err = cli("import", config, "--set", "model.preset=gpt2", "--out", config)
+    assert code == 2 and "is one of the configs read" in err
+    assert config.read_text() == text

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tiersim.cli.commands.common import add_set_arg, cannot_write, positive_int
+from tiersim.cli.commands.common import add_set_arg, cannot_write, output_error, positive_int
 from tiersim.frameworks import KINDS
 
 
@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         print(text, end="")
         return 0
     out = Path(args.out)
+    if out.resolve() in {p.resolve() for p in paths}:  # never write over a config read
+        raise output_error("--out", out, "is one of the configs read (expected another path)")
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
