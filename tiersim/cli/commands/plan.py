@@ -106,11 +106,10 @@ def run(args: argparse.Namespace) -> int:
 
 def emit_best(args: argparse.Namespace, report: dict) -> None:
     """--emit: the best plan (its --set values over the plan's own) in a framework's format."""
-    from tiersim.config.load import load_scenario
-    from tiersim.plan.rank import rerun_overrides
+    from tiersim.api import Planned
 
-    if not report["plans"]:
+    best = Planned(report).best()
+    if best is None:
         print(f"tiersim plan: --emit {args.emit}: no plan fits, nothing written", file=sys.stderr)
         return
-    best = rerun_overrides(tuple(args.overrides), tuple(report["plans"][0]["overrides"]))
-    write_emitted(load_scenario(args.scenario, best).scenario, args.emit, args.emit_out, "plan")
+    write_emitted(best.scenario, args.emit, args.emit_out, "plan")
