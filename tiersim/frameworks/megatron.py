@@ -275,13 +275,10 @@ _MODEL_FLAGS = ("num-layers", "hidden-size", "num-attention-heads", "ffn-hidden-
 
 def _superseded(args: _Args, out: Mapped) -> None:
     for name in _MODEL_FLAGS:
-        if name in args.by_name and name not in ("num-layers",):
+        if name in args.by_name:
             args.used.add(name)
-            out.note(
-                f"--{name}",
-                f"{' '.join(args.by_name[name].values) or 'given'}: the model is --hf-config's",
-            )
-    args.used.add("num-layers")
+            given = " ".join(args.by_name[name].values) or "given"
+            out.note(f"--{name}", f"{given}: the model is --hf-config's")
 
 
 def _model(args: _Args, out: Mapped) -> None:
