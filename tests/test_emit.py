@@ -183,3 +183,12 @@ def test_fsdp2_scenario_round_trips_through_torchtitan_without_a_note():
     root = Path(__file__).resolve().parents[1]
     s = tiersim.load_scenario(root / "scenarios" / "fsdp2-cpu-offload-llama2-7b.yaml").scenario
     assert emit(s, "torchtitan").notes == []  # llama2 7B, FSDP2 mixed precision, CPU offload
+
+
+def test_deepspeed_round_trip_with_fp32_gradient_accumulation(tmp_path):
+    text = DEEPSPEED.replace("gradients: bf16, master", "gradients: fp32, master")
+    s = _scenario(tmp_path, text)
+    emitted, back = _round_trip(tmp_path, s, "deepspeed", overrides=("model.preset=gpt2",))
+    assert json.loads(emitted.text)["data_types"] == {"grad_accum_dtype": "fp32"}
+    assert emitted.notes == []
+    _same(s, back)

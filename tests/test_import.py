@@ -440,3 +440,14 @@ def test_out_never_writes_over_a_config_read(cli, tmp_path):
     code, _, err = cli("import", config, "--set", "model.preset=gpt2", "--out", config)
     assert code == 2 and "is one of the configs read" in err
     assert config.read_text() == text
+
+
+def test_deepspeed_gradient_accumulation_dtype(tmp_path):
+    config = tmp_path / "ds.json"
+    config.write_text('{"data_types": {"grad_accum_dtype": "fp32"}, "bf16": {"enabled": true}}')
+    p = import_configs([config], ImportOptions(overrides=("model.preset=gpt2",)))
+    precision = p.loaded.scenario.training.precision
+    assert (precision.weights, precision.gradients, precision.master) == ("bf16", "fp32", "fp32")
+    config.write_text('{"data_types": {"grad_accum_dtype": "int4"}}')
+    with pytest.raises(InputError, match=r"data_types\.grad_accum_dtype"):
+        import_configs([config], ImportOptions(overrides=("model.preset=gpt2",)))

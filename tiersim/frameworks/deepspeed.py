@@ -52,6 +52,9 @@ def read_deepspeed(cfg: dict[str, Any], source: str) -> Mapped:
     if "precision" not in out.facts:  # neither fp16 nor bf16 enabled: DeepSpeed trains in fp32
         for cls, name in (("weights", "fp32"), ("gradients", "fp32"), ("master", "none")):
             out.put(f"training.precision.{cls}", name, "(no fp16 or bf16 enabled)")
+    if "grad_accum" in out.facts:  # after fp16 / bf16, whichever order the file has
+        name, where = out.facts.pop("grad_accum")
+        out.put("training.precision.gradients", name, where)
     _batch(out)
     return out
 
@@ -212,7 +215,21 @@ def _nvme_path(out: Mapped, key: str, value: Any) -> None:
     out.note(key, f"{path}: taken as the hardware's nvme tier (the drive serving this GPU)")
 
 
+def _data_types(out: Mapped, key: str, value: Any) -> None:
+    """`data_types.grad_accum_dtype`: the precision gradients accumulate in (DeepSpeed's
+    default: the training precision's)."""
+    section = table(key, value)
+    for sub, val in section.items():
+        where = f"{key}.{sub}"
+        if sub == "grad_accum_dtype":
+            name = text(where, val, ("fp32", "fp16", "bf16"))
+            out.facts["grad_accum"] = (name, where)
+        else:
+            out.unmapped(where, val)
+
+
 _TOP = {
+    "data_types": _data_types,
     "train_micro_batch_size_per_gpu": _micro,
     "gradient_accumulation_steps": _accumulation,
     "train_batch_size": _train_batch,

@@ -37,6 +37,8 @@ def write_deepspeed(s: Scenario) -> Emitted:
     precision = t.precision.weights
     if precision in ("fp16", "bf16"):
         cfg[precision] = {"enabled": True}
+    if t.precision.gradients != (precision if precision in ("fp16", "bf16") else "fp32"):
+        cfg["data_types"] = {"grad_accum_dtype": t.precision.gradients}
     if t.recompute == "full":
         cfg["activation_checkpointing"] = {"cpu_checkpointing": pl.activations == "dram"}
     elif t.recompute != "none":
