@@ -76,3 +76,90 @@ def test_importing_tiersim_imports_nothing_heavy():
     code = "import sys, tiersim; print(sorted(m for m in sys.modules if m.startswith('tiersim')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['tiersim']"
+
+
+# --- tiersim.api: the whole job from a notebook ----------------------------------------------
+
+FRAMEWORKS = Path(__file__).resolve().parent / "fixtures" / "frameworks"
+
+
+def test_api_load_override_run_and_tables():
+    from tiersim import api
+
+    loaded = api.load(SCENARIO, {"training.grad_accumulation": 2})
+    assert loaded.scenario.training.grad_accumulation == 2
+    more = api.override(loaded, {"training.micro_batch_size": 2})
+    assert (more.scenario.training.micro_batch_size, more.scenario.training.grad_accumulation) == (
+        2,
+        2,
+    )  # the earlier override kept
+    run = api.run(more)
+    assert run.report == tiersim.report_for(more)  # the CLI's report, figure for figure
+    row = run.table().to_pylist()[0]
+    assert row["step.time_s"] == run.report["step"]["time_s"]
+    tiers = {r["tier"]: r for r in run.tiers().to_pylist()}
+    assert tiers["hbm"]["peak_bytes"] == run.report["tiers"]["hbm"]["peak_bytes"]
+    assert run.links().num_rows == len(run.report["links"])
+    inv = {r["class"]: r for r in api.inventory_table(more).to_pylist()}
+    # 1e9 parameters, bf16 weights: 2 bytes each, on one GPU (no sharding)
+    assert inv["weights"]["bytes_per_gpu"] == 2 * 1_000_000_000
+    assert inv["optimizer"]["bytes_per_gpu"] == 8 * 1_000_000_000  # Adam: two fp32 moments
+
+
+def test_api_build_from_a_mapping():
+    from tiersim import api
+
+    loaded = api.build(
+        {
+            "name": "tiny",
+            "model": {"preset": "gpt2"},
+            "training": {"micro_batch_size": 2, "global_batch_size": 16},
+            "parallel": {"data": 4},
+            "hardware": {"preset": "dgx-h100"},
+        }
+    )
+    assert loaded.scenario.training.grad_accumulation == 16 // (2 * 4)
+    with pytest.raises(tiersim.InputError, match=r"parallel\.data"):
+        api.build({"name": "x", "model": {"preset": "gpt2"}, "hardware": {"preset": "dgx-h100"},
+                   "parallel": {"data": "many"}})  # fmt: skip
+
+
+def test_api_sweep_rows_and_figure():
+    from tiersim import api
+
+    loaded = api.load(SCENARIO)
+    table = api.sweep(loaded, {"training.micro_batch_size": [1, 2], "training.seq_len": [512]})
+    rows = table.to_pylist()
+    assert [r["training.micro_batch_size"] for r in rows] == [1, 2]
+    assert all(r["status"] == "ok" for r in rows)
+    # tokens a step: micro x accumulation 1 x data 1 x 512 tokens
+    per_step = [r["step.tokens_per_s"] * r["step.time_s"] for r in rows]
+    assert per_step == pytest.approx([1 * 512, 2 * 512])
+    # the same points on two worker processes give the same rows
+    on_two = api.sweep(loaded, {"training.micro_batch_size": [1, 2], "training.seq_len": [512]}, 2)
+    assert on_two.to_pylist() == rows
+    bad = api.sweep(loaded, {"training.micro_batch_size": [0]}).to_pylist()[0]
+    assert bad["status"] == "invalid" and "micro_batch_size" in bad["error"]
+    fig = api.sweep_figure(table, "training.micro_batch_size", "step.time_s")
+    assert fig.axes[0].get_ylabel() == "step.time_s"
+
+
+def test_api_plan_best_and_emit(tmp_path):
+    from tiersim import api
+
+    path = tmp_path / "p.yaml"
+    path.write_text(SCENARIO.read_text() + "\nplan:\n  training.recompute: [none, full]\n")
+    planned = api.plan(path, workers=1, top=2)
+    table = planned.table().to_pylist()
+    assert table and table[0]["rank"] == 1
+    best = planned.best()
+    assert api.run(best).report["step"]["tokens_per_s"] == pytest.approx(table[0]["tokens_per_s"])
+    text = api.emit(best, "deepspeed")
+    assert '"train_micro_batch_size_per_gpu"' in text
+
+
+def test_api_import_configs():
+    from tiersim import api
+
+    loaded = api.import_configs(FRAMEWORKS / "llama3_70b.toml", gpus=64, hardware="dgx-a100")
+    assert loaded.scenario.parallel.tensor == 8 and loaded.scenario.model.preset == "llama-3-70b"

@@ -21,6 +21,8 @@ LAYER = {
     "plan": 8,
     "sweep": 8,
     "groundtruth": 8,
+    "frameworks": 8,
+    "api": 9,
     "cli": 9,
 }
 LEAVES = {"tiersim.state.classes"}  # imports nothing of tiersim: anyone may use it

@@ -26,6 +26,8 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
     """Every field of `s` as YAML-ready values, without the preset / config.json references."""
     doc = _model(s)
     doc["training"]["seq_len"] = s.seq_len  # the default resolved: the model's max_positions
+    if s.training.global_batch_size is not None:  # derived from it (config/batch.py)
+        doc["training"].pop("grad_accumulation")
     if s.training.framework is not None:
         doc["training"]["offload"] = _model(resolved_offload(s))
     for section, key in SOURCES:

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tiersim.config.batch import derive_accumulation
 from tiersim.config.consistency import consistency_problems, no_such_tier
 from tiersim.config.messages import validation_problems
 from tiersim.config.overrides import apply_overrides, clipped, parse_override
@@ -130,6 +131,7 @@ def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> L
     raw_in, raw = raw, apply_overrides(raw, list(overrides), source)
     problems: list[Problem] = []
     resolved = resolve(raw, base_dir, problems)
+    problems += derive_accumulation(resolved)  # training.global_batch_size given
     try:
         scenario = Scenario.model_validate(resolved)
     except ValidationError as exc:

@@ -195,6 +195,13 @@ class Offload(Strict):
 class Training(Strict):
     micro_batch_size: PositiveInt = 1
     grad_accumulation: PositiveInt = 1
+    # sequences per optimizer step over the whole job (DESIGN.md third round); given, the
+    # loader derives grad_accumulation = global / (micro_batch_size x parallel.data)
+    # (tiersim/config/batch.py), refusing one that does not divide or disagrees
+    global_batch_size: PositiveInt | None = None
+    # a training plan's targets (the report's `target` section): tokens a day, tokens in all
+    tokens_per_day: Count | None = None
+    total_tokens: Count | None = None
     seq_len: PositiveInt | None = None  # default: the model's max_positions, else 2048
     optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
     precision: Precision = Precision()

@@ -16,6 +16,7 @@ from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.checkpoint_wear import unbudgeted_wear
 from tiersim.report.json_text import json_text
 from tiersim.report.offload import offload_section
+from tiersim.report.target import target_section
 from tiersim.report.utilization import utilization
 from tiersim.report.wear import json_number, wear_section
 from tiersim.state.activations import GROUPS, accounting_for
@@ -321,6 +322,9 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     offload = offload_section(s, r.time_s)
     if offload is not None:
         report["offload"] = offload
+    target = target_section(s, report["step"], report["checkpoint"])
+    if target is not None:  # training.tokens_per_day or total_tokens given
+        report["target"] = target
     report["sim"] = {
         "events": r.events,
         "prefetch_depth": r.prefetch_depth,

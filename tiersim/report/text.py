@@ -12,6 +12,7 @@ from tiersim.engine.durable import MAX_STEADY_STEPS
 from tiersim.report.checkpoint_text import checkpoint_lines
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
 from tiersim.report.table import render
+from tiersim.report.target import target_line
 
 # --- the simulated step ------------------------------------------------------------------------
 
@@ -278,6 +279,8 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
     if report.get("offload"):
         lines.append(_offload_line(report["offload"], report["step"]["optimizer_on"] == "cpu"))
     lines.append(f"Simulated {steps}: {sim['events']:,} events{took}.")
+    if report.get("target"):  # training.tokens_per_day or total_tokens given
+        lines.append(target_line(report["target"]))
     if report.get("checkpoint"):
         lines += checkpoint_lines(report["checkpoint"], report["step"]["time_s"])
     else:

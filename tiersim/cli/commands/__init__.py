@@ -4,6 +4,7 @@ from tiersim.cli.commands import (
     calibrate,
     check_published,
     compare,
+    import_config,
     inventory,
     measure,
     plan,
@@ -26,4 +27,5 @@ COMMANDS = [
     calibrate,
     presets,
     compare,
+    import_config,
 ]

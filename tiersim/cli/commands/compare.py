@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tiersim.cli.commands.common import add_format_arg, add_set_arg, note_lines
+from tiersim.cli.commands.emitting import add_emit_args, write_emitted
 from tiersim.core.errors import InfeasibleError, InputError, Problem
 
 MAX_REPORT_BYTES = 64 * 2**20  # a report.json is tens of kB; anything this large is not one
@@ -40,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_format_arg(parser)
     add_set_arg(parser, "a value of B (without B, B is A with these overrides)", "100 GB/s")
+    add_emit_args(parser, "B")
     parser.set_defaults(handler=run)
 
 
@@ -61,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         print(to_json({"a": a.label, "b": b.label, **result}))
     else:
         print(compare_tables(result, a.label, b.label))
+    if args.emit:  # B: the design the comparison proposes
+        write_emitted(pending[1][1].scenario, args.emit, args.emit_out, "compare")
     return 0
 
 

@@ -14,6 +14,7 @@ from tiersim.cli.commands.common import (
     positive_int,
     print_notes,
 )
+from tiersim.cli.commands.emitting import add_emit_args, write_emitted
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, parse
 from tiersim.plan import OBJECTIVES
@@ -53,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         parser, "a scenario value before the search (a candidate's own choice wins)", "50 GB/s"
     )
     add_executor_args(parser)
+    add_emit_args(parser, "the best plan")
     parser.add_argument(
         "--time-limit",
         default="10 min",
@@ -97,4 +99,17 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ABORTED
     report = plan_report(outcome, args.objective, args.top)
     print(to_json(report) if args.format == "json" else plan_text(report))
+    if args.emit:
+        emit_best(args, report)
     return 0
+
+
+def emit_best(args: argparse.Namespace, report: dict) -> None:
+    """--emit: the best plan (its --set values over the plan's own) in a framework's format."""
+    from tiersim.api import Planned
+
+    best = Planned(report).best()
+    if best is None:
+        print(f"tiersim plan: --emit {args.emit}: no plan fits, nothing written", file=sys.stderr)
+        return
+    write_emitted(best.scenario, args.emit, args.emit_out, "plan")

@@ -1,0 +1,298 @@
+"""tiersim as a library, for a notebook: load or build a scenario, override it, simulate it,
+sweep it, plan it, read other frameworks' configurations and write plans back; results as
+pyarrow tables (`.to_pandas()` where pandas is installed) and matplotlib figures.
+
+    from tiersim import api
+
+    s = api.load("scenarios/default.yaml", {"parallel.data": 16})
+    run = api.run(s)                      # run.report: report.json's content
+    run.table()                           # one row: the headline figures
+    api.sweep(s, {"training.micro_batch_size": [1, 2, 4]})   # one row a point
+    api.plan("scenarios/default.yaml", top=3).table()
+
+Every function raises `tiersim.InputError` for bad input (the CLI's exit 2) and
+`tiersim.InfeasibleError` for a scenario that cannot run (exit 3); docs/api.md walks
+through it. The CLI's commands are built on the same functions (config.load, runner,
+plan.run, frameworks), so a figure here is the figure the CLI prints.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tiersim.config.load import Loaded, load_scenario
+from tiersim.config.load import build as build_loaded
+from tiersim.config.yamlfile import read_yaml_and_text
+from tiersim.core.errors import InputError, Problem
+from tiersim.engine.results import StepResult
+
+Overrides = Mapping[str, Any] | Sequence[str] | None
+
+__all__ = [
+    "Planned",
+    "Run",
+    "build",
+    "emit",
+    "import_configs",
+    "inventory_table",
+    "load",
+    "override",
+    "plan",
+    "run",
+    "sweep",
+    "sweep_figure",
+]
+
+
+def _texts(overrides: Overrides) -> list[str]:
+    """`{"parallel.data": 16}` or `["parallel.data=16"]` as --set texts."""
+    from tiersim.frameworks.mapping import as_yaml
+
+    if overrides is None:
+        return []
+    if isinstance(overrides, Mapping):
+        return [f"{path}={as_yaml(value)}" for path, value in overrides.items()]
+    if isinstance(overrides, str):
+        return [overrides]
+    return list(overrides)
+
+
+def load(path: str | Path, overrides: Overrides = None) -> Loaded:
+    """A scenario file, validated, with `overrides` (key path -> value, or PATH=VALUE
+    texts as --set takes them) applied."""
+    return load_scenario(path, _texts(overrides))
+
+
+def build(
+    mapping: Mapping[str, Any], overrides: Overrides = None, base_dir: str | Path = "."
+) -> Loaded:
+    """A scenario from a mapping (as a YAML file would give it); relative file names in it
+    (a preset file, an hf_config) are read from `base_dir`."""
+    return build_loaded(dict(mapping), Path(base_dir), "<api>", _texts(overrides))
+
+
+def override(loaded: Loaded, overrides: Overrides) -> Loaded:
+    """`loaded` with more overrides (a later one of the same key wins)."""
+    more = [*loaded.overrides, *_texts(overrides)]
+    source = Path(loaded.source)
+    if source.is_file():  # read again: its relative file names are the file's folder's
+        return load_scenario(source, more)
+    return build_loaded(loaded.resolved, Path.cwd(), loaded.source, _texts(overrides))
+
+
+def _table(rows: list[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    columns: dict[str, list[Any]] = {}
+    for row in rows:
+        for key in row:
+            columns.setdefault(key, [])
+    for row in rows:
+        for key, values in columns.items():
+            values.append(row.get(key))
+    for key, values in columns.items():  # a column of mixed kinds is shown as text
+        kinds = {type(v) for v in values if v is not None}
+        if len(kinds - {int, float}) > 0 and len(kinds) > 1:
+            columns[key] = [None if v is None else str(v) for v in values]
+    return pa.table(columns)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One simulated scenario: its report (report.json's content) and the step's result."""
+
+    loaded: Loaded
+    report: dict[str, Any]
+    result: StepResult
+
+    def table(self) -> Any:
+        """One row: the headline figures (the columns a sweep writes), units in the names."""
+        from tiersim.sweep.outputs import headline
+
+        return _table([{"scenario": self.loaded.scenario.name, **headline(self.report)}])
+
+    def tiers(self) -> Any:
+        """One row a tier: capacity, resident and peak bytes, whether it fits."""
+        rows = []
+        for name, tier in self.report["tiers"].items():
+            keep = ("capacity_bytes", "resident_bytes", "peak_bytes", "fits")
+            rows.append({"tier": name, **{k: tier.get(k) for k in keep}})
+        return _table(rows)
+
+    def links(self) -> Any:
+        """One row a link: bytes moved, busy seconds and utilization over the step."""
+        rows = [{"link": name, **dict(link)} for name, link in self.report["links"].items()]
+        return _table(
+            [{k: v for k, v in r.items() if not isinstance(v, dict | list)} for r in rows]
+        )
+
+    def figure(self) -> Any:
+        """The step drawn as `tiersim run --plot` draws it (a matplotlib Figure)."""
+        from tiersim.report.plot import step_figure
+        from tiersim.runner import full_trace
+
+        return step_figure(self.report, full_trace(self.loaded.scenario, self.result))
+
+
+def run(loaded: Loaded) -> Run:
+    """Simulate `loaded` (checked as `tiersim run` checks it) and report it."""
+    from tiersim.runner import report_with_result
+
+    report, result = report_with_result(loaded)
+    return Run(loaded, report, result)
+
+
+def inventory_table(loaded: Loaded) -> Any:
+    """One row a state class: its bytes per GPU and its home tier (no simulation)."""
+    from tiersim.runner import inventory
+
+    inv = inventory(loaded.scenario)
+    homes = loaded.scenario.placement.model_dump()
+    rows = [
+        {"class": cls, "bytes_per_gpu": inv.per_gpu[cls], "home": homes.get(cls, "hbm")}
+        for cls in ("weights", "gradients", "master", "optimizer", "activations", "workspace")
+    ]
+    return _table(rows)
+
+
+def _points(grid: Mapping[str, Iterable[Any]]) -> list[dict[str, Any]]:
+    paths = list(grid)
+    values = [list(grid[p]) for p in paths]
+    for path, options in zip(paths, values, strict=True):
+        if not options:
+            raise InputError(
+                "api.sweep", [Problem(path, "no values (expected a list of one or more)")]
+            )
+    return [dict(zip(paths, combo, strict=True)) for combo in itertools.product(*values)]
+
+
+def sweep(loaded: Loaded, grid: Mapping[str, Iterable[Any]], workers: int = 1) -> Any:
+    """Every combination of `grid` (key path -> values) over `loaded`, simulated (on
+    `workers` processes): one row a point, its swept values, status and error, then the
+    headline figures. A point that is invalid or cannot run is a row with its status, as in
+    `tiersim sweep`."""
+    from tiersim.config.overrides import apply_overrides
+    from tiersim.sweep.worker import PointTask, run_point
+
+    source = Path(loaded.source)
+    if source.is_file():
+        raw, _ = read_yaml_and_text(source, str(source))
+        base_dir = str(source.parent)
+    else:
+        raw, base_dir = loaded.resolved, str(Path.cwd())
+    raw = apply_overrides(raw, list(loaded.overrides), loaded.source)
+    points = _points(grid)
+    tasks = [
+        PointTask(apply_overrides(raw, _texts(p), loaded.source), base_dir, loaded.source, values=p)
+        for p in points
+    ]
+    results = _run_points(tasks, workers, run_point)
+    rows = []
+    for i, (point, result) in enumerate(zip(points, results, strict=True)):
+        row = {"point": i, **point, "status": result.status, "error": result.error}
+        rows.append(row | result.outputs)
+    return _table(rows)
+
+
+def _run_points(tasks: list[Any], workers: int, fn: Any) -> list[Any]:
+    if workers <= 1 or len(tasks) <= 1:
+        return [fn(t) for t in tasks]
+    from tiersim.sweep.execute import run_on_pool, stream
+
+    def body(pool: Any) -> list[Any]:
+        out: list[Any] = [None] * len(tasks)
+        for batch in stream(pool, fn, tasks):
+            for position, outcome in batch:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                out[position] = outcome
+        return out
+
+    return run_on_pool("local", min(workers, len(tasks)), None, None, body)
+
+
+def sweep_figure(table: Any, x: str, y: str) -> Any:
+    """`y` against `x` from a sweep's table (the points that ran), as a matplotlib Figure."""
+    from matplotlib.figure import Figure
+
+    rows = [r for r in table.to_pylist() if r.get("status") == "ok" and r.get(y) is not None]
+    fig = Figure(figsize=(6, 4), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot([str(r[x]) for r in rows], [r[y] for r in rows], marker="o")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    return fig
+
+
+@dataclass(frozen=True)
+class Planned:
+    """`tiersim plan`'s answer: `report` is its JSON, `table()` one row a plan."""
+
+    report: dict[str, Any]
+
+    def table(self) -> Any:
+        rows = []
+        for p in self.report["plans"]:
+            keep = ("rank", "score", "step_time_s", "tokens_per_s", "goodput_tokens_per_s")
+            rows.append({k: p.get(k) for k in keep} | {"overrides": " ".join(p["overrides"])})
+        return _table(rows)
+
+    def best(self) -> Loaded | None:
+        """The best plan as a scenario (None where no plan fits)."""
+        from tiersim.plan.rank import rerun_overrides
+
+        if not self.report["plans"]:
+            return None
+        own = tuple(self.report["plans"][0]["overrides"])
+        chosen = rerun_overrides(tuple(self.report["base_overrides"]), own)
+        return load_scenario(self.report["scenario"], chosen)
+
+
+def plan(
+    path: str | Path,
+    overrides: Overrides = None,
+    objective: str = "tokens_per_s",
+    top: int = 5,
+    workers: int | None = None,
+    time_limit_s: float = 600.0,
+) -> Planned:
+    """`tiersim plan` of the scenario file at `path` (its plan: section, or the default
+    space), progress on standard error."""
+    from tiersim.plan.report import plan_report
+    from tiersim.plan.run import PlanOptions
+    from tiersim.plan.run import plan as run_plan
+
+    options = PlanOptions(objective, top, workers, "local", None, time_limit_s)
+    outcome = run_plan(Path(path), options, tuple(_texts(overrides)))
+    return Planned(plan_report(outcome, objective, top))
+
+
+def import_configs(
+    paths: Sequence[str | Path] | str | Path,
+    kind: str | None = None,
+    hf_config: str | None = None,
+    hardware: str = "dgx-h100",
+    gpus: int | None = None,
+    overrides: Overrides = None,
+) -> Loaded:
+    """`tiersim import`: the scenario DeepSpeed / Megatron-LM / torchtitan configs describe
+    (its notes: `tiersim.frameworks.assemble.import_configs` returns them too)."""
+    from tiersim.frameworks.assemble import ImportOptions
+    from tiersim.frameworks.assemble import import_configs as assemble
+
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    options = ImportOptions(kind, hf_config, hardware, gpus, None, tuple(_texts(overrides)))
+    return assemble([Path(p) for p in paths], options).loaded
+
+
+def emit(loaded: Loaded, kind: str) -> str:
+    """`loaded`'s scenario as `kind`'s configuration text (deepspeed, megatron, torchtitan);
+    what it cannot say: `tiersim.frameworks.emit.emit(...).notes`."""
+    from tiersim.frameworks.emit import emit as write
+
+    return write(loaded.scenario, kind).text

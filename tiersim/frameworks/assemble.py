@@ -1,0 +1,250 @@
+"""Framework configs in, one scenario out: each file read and mapped (its own module), the
+mappings merged, the data-parallel size and the gradient accumulation worked out, the model
+and the hardware added, and the result validated as any scenario file is.
+
+The batch rule every framework shares: global batch = micro-batch x gradient accumulation x
+data-parallel size (sequences per optimizer step).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiersim.config.load import Loaded, build
+from tiersim.config.overrides import apply_overrides, set_path
+from tiersim.core.errors import InputError, Problem
+from tiersim.frameworks.deepspeed import read_deepspeed
+from tiersim.frameworks.detect import ConfigFile, read_config
+from tiersim.frameworks.mapping import Mapped, as_yaml
+from tiersim.frameworks.megatron import read_megatron
+from tiersim.frameworks.torchtitan import read_torchtitan
+from tiersim.frameworks.values import ValueProblem
+
+DEFAULT_HARDWARE = "dgx-h100"
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    kind: str | None = None  # --from: every file read as this framework's
+    hf_config: str | None = None
+    hardware: str = DEFAULT_HARDWARE
+    gpus: int | None = None  # the world size, where the configs do not give it
+    name: str | None = None
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass
+class Imported:
+    """The scenario mapping written, its validated scenario, and every note, each as
+    (file, Problem)."""
+
+    raw: dict[str, Any]
+    loaded: Loaded
+    notes: list[tuple[str, Problem]] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    def note_lines(self) -> list[str]:
+        return [f"note: {p.render(source)}" for source, p in self.notes]
+
+    def yaml_text(self) -> str:
+        head = [f"# imported by `tiersim import` from {', '.join(self.sources)}"]
+        if self.notes:
+            head.append("# what the import could not map (also printed as notes):")
+            head += [f"#   {p.render(Path(s).name)}" for s, p in self.notes]
+        body = yaml.safe_dump(self.raw, sort_keys=False, allow_unicode=True)
+        return "\n".join(head) + "\n" + body
+
+
+def _mapped(config: ConfigFile, hf_config: bool) -> Mapped:
+    try:
+        if config.kind == "deepspeed":
+            return read_deepspeed(config.content, config.path)
+        if config.kind == "megatron":
+            return read_megatron(config.content, config.path, hf_config)
+        if not isinstance(config.content, dict):
+            raise ValueProblem("", "expected a TOML document of tables")
+        return read_torchtitan(config.content, config.path, hf_config)
+    except ValueProblem as exc:
+        raise InputError(config.path, [Problem(exc.key, exc.why)]) from None
+
+
+# the facts a later file may restate, as a note names them (micro-batch and accumulation:
+# their scenario keys' own notes say it)
+_FACTS = {"world": "world size", "global": "global batch", "data": "data-parallel size"}
+
+
+def _merged(mappings: list[Mapped]) -> tuple[dict[str, Any], dict[str, str], dict[str, Any], list]:
+    """Scenario values (a later file's wins, with a note), their sources, and facts."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    facts: dict[str, Any] = {}
+    notes: list[tuple[str, Problem]] = []
+    for m in mappings:
+        notes += [(m.source, p) for p in m.notes]
+        for path, value in m.values.items():
+            if path in values and values[path] != value and path != "training.framework":
+                why = f"{as_yaml(value)} replaces {as_yaml(values[path])} from {sources[path]}"
+                notes.append((m.source, Problem(m.sources[path], f"{path}: {why}")))
+            values[path] = value
+            sources[path] = f"{m.source}: {m.sources[path]}"
+        for key, value in m.facts.items():
+            if key in facts and facts[key] != value and key in _FACTS:
+                why = f"{value} replaces {facts[key]} from an earlier file"
+                notes.append((m.source, Problem(f"({_FACTS[key]})", why)))
+            facts[key] = value
+    return values, sources, facts, notes
+
+
+def _world(facts: dict[str, Any], options: ImportOptions, notes: list) -> int | None:
+    """GPUs in all: --gpus, else the launcher's in a script (--gpus wins, noted)."""
+    world = facts.get("world")
+    if options.gpus is not None and world is not None and world != options.gpus:
+        why = f"{options.gpus} replaces the script's world size {world} (torchrun's flags)"
+        notes.append(("--gpus", Problem("", why)))
+    return options.gpus if options.gpus is not None else world
+
+
+def _data_parallel(facts: dict[str, Any], options: ImportOptions, notes: list) -> int:
+    """The data-parallel size: the world over tensor x pipeline x context (torchtitan:
+    replicate x shard, shard -1 the rest), else DeepSpeed's batch rule, else 1 (noted)."""
+    model_parallel = facts.get("model_parallel", 1)
+    world = _world(facts, options, notes)
+    ranks = None
+    if world is not None:
+        if world % model_parallel:
+            why = (
+                f"{world} GPUs are not a multiple of tensor x pipeline x context = {model_parallel}"
+            )
+            raise InputError("--gpus" if options.gpus else "(world size)", [Problem("", why)])
+        ranks = world // model_parallel
+    if "shard" in facts:  # torchtitan
+        data = _replicate_x_shard(facts, ranks, world, notes)
+    elif ranks is not None:
+        data = ranks
+    elif "data" in facts:
+        return facts["data"]
+    else:
+        why = "not given and no world size in the configs: data-parallel size 1 (give --gpus N)"
+        notes.append(("--gpus", Problem("", why)))
+        return 1
+    if facts.get("data", data) != data:
+        why = (
+            f"{world} GPUs give {data} data-parallel ranks; train_batch_size / (micro x "
+            f"accumulation) gives {facts['data']} (expected one world size)"
+        )
+        raise InputError("--gpus", [Problem("", why)])
+    return data
+
+
+def _replicate_x_shard(
+    facts: dict[str, Any], ranks: int | None, world: int | None, notes: list
+) -> int:
+    """torchtitan's data parallelism: replicate x shard, shard -1 the ranks the others leave."""
+    replicate, shard = facts["replicate"], facts["shard"]
+    if shard == -1 and ranks is None:
+        why = "not given: data_parallel_shard_degree -1 taken as 1 (give --gpus N, the world size)"
+        notes.append(("--gpus", Problem("", why)))
+        shard = 1
+    elif shard == -1:
+        if ranks % replicate:
+            why = (
+                f"{world} GPUs do not divide into data_parallel_replicate_degree "
+                f"{replicate} x tensor x pipeline x context {facts.get('model_parallel', 1)}"
+            )
+            raise InputError("--gpus", [Problem("", why)])
+        shard = ranks // replicate
+    facts["shard"] = shard
+    return replicate * shard
+
+
+def _batch(values: dict[str, Any], facts: dict[str, Any], data: int) -> None:
+    """micro-batch and gradient accumulation from the global batch where one is given:
+    global = micro x accumulation x data, each checked to divide."""
+    total = facts.get("global")
+    micro, accumulation = facts.get("micro"), facts.get("accumulation")
+    if total is None:
+        return
+    where = facts.get("global_from", ("(configs)", "global batch"))
+    if micro is None and accumulation is not None:  # DeepSpeed derives the micro-batch
+        if total % (accumulation * data):
+            why = (
+                f"{total} sequences are not gradient accumulation {accumulation} x "
+                f"data-parallel {data} x a whole micro-batch "
+                f"(expected a multiple of {accumulation * data})"
+            )
+            raise InputError(where[0], [Problem(where[1], why)])
+        micro = total // (accumulation * data)
+    micro = micro or values.get("training.micro_batch_size", 1)
+    per_step = micro * data
+    if total % per_step:
+        fits = [d for d in range(1, min(total, 4096) + 1) if total % (micro * d) == 0]
+        why = (
+            f"{total} sequences are not micro-batch {micro} x data-parallel {data} x a whole "
+            f"gradient accumulation (expected a multiple of {per_step}; data-parallel sizes "
+            f"that divide it at micro-batch {micro}: {', '.join(map(str, fits[:12]))})"
+        )
+        raise InputError(where[0], [Problem(where[1], why)])
+    values["training.micro_batch_size"] = micro
+    values["training.grad_accumulation"] = total // per_step
+
+
+def _name(options: ImportOptions, paths: list[Path]) -> str:
+    if options.name:
+        return options.name
+    stem = re.sub(r"[^A-Za-z0-9_.\-]+", "-", paths[0].stem).strip(".-") or "imported"
+    return stem[:200]
+
+
+def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
+    """The scenario the framework configs at `paths` describe (InputError, exit 2, for a file
+    that cannot be read or a value that cannot be mapped)."""
+    hf = options.hf_config is not None
+    configs = [read_config(p, options.kind) for p in paths]
+    mappings = [_mapped(c, hf) for c in configs]
+    values, sources, facts, notes = _merged(mappings)
+    data = _data_parallel(facts, options, notes)
+    values["parallel.data"] = data
+    if facts.get("shard", 1) > 1:  # FSDP shards over its shard group (HSDP: per replica)
+        values["parallel.zero_stage"] = 3
+        sources["parallel.zero_stage"] = "(data_parallel_shard_degree > 1: FSDP)"
+        if facts.get("replicate", 1) > 1:
+            hsdp = Mapped("torchtitan", mappings[-1].source)
+            hsdp.put(
+                "parallel.shard_group", facts["shard"], "parallelism.data_parallel_shard_degree"
+            )
+            values.update(hsdp.values)
+            notes += [(hsdp.source, p) for p in hsdp.notes]
+    _batch(values, facts, data)
+    raw: dict[str, Any] = {"name": _name(options, paths)}
+    if hf:
+        raw["model"] = {"hf_config": str(Path(options.hf_config).resolve())}
+        values = {k: v for k, v in values.items() if not k.startswith("model.")}
+    for path, value in values.items():
+        set_path(raw, path.split("."), value)
+    raw.setdefault("hardware", {"preset": options.hardware})
+    raw = apply_overrides(raw, list(options.overrides), "tiersim import")
+    if not isinstance(raw.get("model"), dict) or not raw["model"]:
+        why = (
+            "no model in the configs (expected --hf-config PATH to a config.json, or --set "
+            "model.preset=NAME; `tiersim presets` lists them)"
+        )
+        raise InputError(", ".join(map(str, paths)), [Problem("model", why)])
+    loaded = _validated(raw, sources, paths)
+    return Imported(raw, loaded, notes, [str(p) for p in paths])
+
+
+def _validated(raw: dict[str, Any], sources: dict[str, str], paths: list[Path]) -> Loaded:
+    """`raw` built as a scenario; a problem at a mapped key says which config key it is."""
+    try:
+        return build(raw, Path.cwd(), "imported scenario")
+    except InputError as exc:
+        problems = [
+            Problem(p.path, f"{p.message} (from {sources[p.path]})") if p.path in sources else p
+            for p in exc.problems
+        ]
+        raise InputError(exc.source, problems) from None

@@ -1,0 +1,241 @@
+"""A DeepSpeed JSON config (deepspeed/runtime/config.py, zero/config.py, offload_config.py)
+onto the scenario's keys.
+
+DeepSpeed's batch rule: train_batch_size = train_micro_batch_size_per_gpu x
+gradient_accumulation_steps x data-parallel size; given all three, the data-parallel size
+follows (a world size, --gpus, gives it otherwise).
+
+Offload: `offload_optimizer.device` cpu or nvme homes the fp32 master copy and the optimizer
+state on that tier with the CPU optimizer (ZeRO-Offload / ZeRO-Infinity), the gradients
+accumulating in host memory as DeepSpeed keeps them (its fp32 gradient partition in pinned
+host memory); `offload_param.device` homes the weights. A `nvme_path` is taken as the
+hardware's `nvme` tier (one drive per GPU, as the presets have it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.frameworks.mapping import Mapped
+from tiersim.frameworks.values import ValueProblem, boolean, integer, table, text
+
+TIER = {"cpu": "dram", "nvme": "nvme"}
+# zero_optimization keys onto training.offload keys (same meaning, DeepSpeed's names)
+ZERO_OFFLOAD_KEYS = {
+    "stage3_prefetch_bucket_size": "prefetch_bucket_size",
+    "stage3_max_live_parameters": "max_live_parameters",
+    "sub_group_size": "sub_group_size",
+    "reduce_bucket_size": "reduce_bucket_size",
+}
+OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "sgd": "sgd", "lion": "lion"}
+ZERO_NOT_MODELLED = {
+    "contiguous_gradients": "a gradient buffer layout; tiersim counts the bytes, not their layout",
+    "allgather_bucket_size": "ZeRO-1/2's all-gather buckets are not modelled separately",
+    "allgather_partitions": "not mapped (tiersim has no setting for it)",
+    "reduce_scatter": "not mapped (reduce-scatter is how tiersim reduces sharded gradients)",
+    "stage3_max_reuse_distance": "not mapped (tiersim frees a gathered unit after its use)",
+    "stage3_param_persistence_threshold": "not mapped (every parameter is partitioned)",
+    "stage3_gather_16bit_weights_on_model_save": "a checkpoint-format choice, not modelled",
+    "round_robin_gradients": "not mapped (tiersim has no setting for it)",
+}
+
+
+def read_deepspeed(cfg: dict[str, Any], source: str) -> Mapped:
+    out = Mapped("deepspeed", source)
+    out.put("training.framework", "deepspeed", "(DeepSpeed config)")
+    for key, value in cfg.items():
+        reader = _TOP.get(key)
+        if reader is None:
+            out.unmapped(key, value)
+        else:
+            reader(out, key, value)
+    if "precision" not in out.facts:  # neither fp16 nor bf16 enabled: DeepSpeed trains in fp32
+        for cls, name in (("weights", "fp32"), ("gradients", "fp32"), ("master", "none")):
+            out.put(f"training.precision.{cls}", name, "(no fp16 or bf16 enabled)")
+    if "grad_accum" in out.facts:  # after fp16 / bf16, whichever order the file has
+        name, where = out.facts.pop("grad_accum")
+        out.put("training.precision.gradients", name, where)
+    _batch(out)
+    return out
+
+
+def _micro(out: Mapped, key: str, value: Any) -> None:
+    out.facts["micro"] = integer(key, value)
+    out.put("training.micro_batch_size", out.facts["micro"], key)
+
+
+def _accumulation(out: Mapped, key: str, value: Any) -> None:
+    out.facts["accumulation"] = integer(key, value)
+    out.put("training.grad_accumulation", out.facts["accumulation"], key)
+
+
+def _train_batch(out: Mapped, key: str, value: Any) -> None:
+    out.facts["global"] = integer(key, value)
+    out.facts["global_from"] = (out.source, key)
+    out.put("training.global_batch_size", out.facts["global"], key)
+
+
+def _batch(out: Mapped) -> None:
+    """The data-parallel size from DeepSpeed's batch rule, where all three are given."""
+    f = out.facts
+    if {"global", "micro", "accumulation"} <= set(f):
+        per_replica = f["micro"] * f["accumulation"]
+        if f["global"] % per_replica:
+            why = (
+                f"{f['global']} is not train_micro_batch_size_per_gpu {f['micro']} x "
+                f"gradient_accumulation_steps {f['accumulation']} x a whole data-parallel size "
+                "(DeepSpeed asserts train_batch_size = micro x accumulation x world size)"
+            )
+            raise ValueProblem("train_batch_size", why)
+        f["data"] = f["global"] // per_replica
+
+
+def _precision(out: Mapped, key: str, value: Any) -> None:
+    section = table(key, value)
+    if not boolean(f"{key}.enabled", section.get("enabled", False)):
+        out.unmapped(key, value, "not enabled: nothing to map")
+        return
+    name = "fp16" if key == "fp16" else "bf16"
+    out.facts["precision"] = name
+    out.put("training.precision.weights", name, f"{key}.enabled")
+    out.put("training.precision.gradients", name, f"{key}.enabled")
+    out.put("training.precision.master", "fp32", f"{key}.enabled")
+    for sub, val in section.items():
+        if sub != "enabled":
+            out.unmapped(f"{key}.{sub}", val, "loss scaling: not modelled (no effect on bytes)")
+
+
+def _checkpointing(out: Mapped, key: str, value: Any) -> None:
+    section = table(key, value)
+    out.put("training.recompute", "full", key)
+    out.note(key, "given: the model's layers are checkpointed whole (training.recompute: full)")
+    for sub, val in section.items():
+        where = f"{key}.{sub}"
+        if sub == "cpu_checkpointing" and boolean(where, val):
+            out.put("placement.activations", "dram", where)
+        elif sub == "cpu_checkpointing":
+            continue
+        else:
+            out.unmapped(where, val)
+
+
+def _optimizer(out: Mapped, key: str, value: Any) -> None:
+    section = table(key, value)
+    name = text(f"{key}.type", section.get("type", "Adam"))
+    mapped = OPTIMIZERS.get(name.lower())
+    if mapped is None:
+        out.unmapped(
+            f"{key}.type", name, "not mapped (tiersim's optimizers: adam, adamw, sgd, lion)"
+        )
+    else:
+        out.put("training.optimizer", mapped, f"{key}.type")
+    for sub, val in section.items():
+        if sub != "type":
+            out.unmapped(f"{key}.{sub}", val, "optimizer hyperparameters: not modelled")
+
+
+def _zero(out: Mapped, key: str, value: Any) -> None:
+    section = table(key, value)
+    for sub, val in section.items():
+        where = f"{key}.{sub}"
+        if sub == "stage":
+            out.put("parallel.zero_stage", integer(where, val, low=0), where)
+            if not 0 <= out.values["parallel.zero_stage"] <= 3:
+                raise ValueProblem(where, f"is {val} (expected 0, 1, 2 or 3)")
+        elif sub in ZERO_OFFLOAD_KEYS:
+            out.put(f"training.offload.{ZERO_OFFLOAD_KEYS[sub]}", integer(where, val), where)
+        elif sub == "overlap_comm":
+            out.put("training.offload.overlap_comm", boolean(where, val), where)
+        elif sub == "offload_optimizer":
+            _offload_optimizer(out, where, table(where, val))
+        elif sub == "offload_param":
+            _offload_param(out, where, table(where, val))
+        elif sub == "cpu_offload":  # DeepSpeed before 0.3.x's offload_optimizer
+            if boolean(where, val):
+                _optimizer_on(out, "cpu", where)
+        elif sub == "cpu_offload_params":
+            if boolean(where, val):
+                out.put("placement.weights", "dram", where)
+        else:
+            out.unmapped(where, val, ZERO_NOT_MODELLED.get(sub, ""))
+
+
+def _device(where: str, section: dict[str, Any]) -> str:
+    return text(f"{where}.device", section.get("device", "none"), ("none", "cpu", "nvme"))
+
+
+def _optimizer_on(out: Mapped, device: str, where: str) -> None:
+    tier = TIER[device]
+    for cls in ("master", "optimizer"):
+        out.put(f"placement.{cls}", tier, where)
+    out.put("placement.gradients", "dram", where)  # DeepSpeed's fp32 partition, pinned host
+    out.put("placement.optimizer_compute", "cpu", where)
+
+
+def _offload_optimizer(out: Mapped, where: str, section: dict[str, Any]) -> None:
+    device = _device(where, section)
+    if device != "none":
+        _optimizer_on(out, device, f"{where}.device")
+    for sub, val in section.items():
+        key = f"{where}.{sub}"
+        if sub == "device":
+            continue
+        if sub in ("pipeline_read", "pipeline_write", "pin_memory"):
+            out.put(f"training.offload.{sub}", boolean(key, val), key)
+        elif sub == "buffer_count":
+            out.put("training.offload.buffer_count", integer(key, val), key)
+        elif sub == "nvme_path":
+            _nvme_path(out, key, val)
+        else:
+            out.unmapped(key, val)
+
+
+def _offload_param(out: Mapped, where: str, section: dict[str, Any]) -> None:
+    device = _device(where, section)
+    if device != "none":
+        out.put("placement.weights", TIER[device], f"{where}.device")
+    for sub, val in section.items():
+        key = f"{where}.{sub}"
+        if sub == "device":
+            continue
+        if sub == "pin_memory":
+            given = boolean(key, val)
+            if out.values.get("training.offload.pin_memory", given) != given:
+                out.note(key, f"{given} differs from offload_optimizer's: tiersim has one switch")
+            else:
+                out.put("training.offload.pin_memory", given, key)
+        elif sub == "nvme_path":
+            _nvme_path(out, key, val)
+        else:
+            out.unmapped(key, val, "parameter swap buffers: not modelled separately")
+
+
+def _nvme_path(out: Mapped, key: str, value: Any) -> None:
+    path = text(key, value)
+    out.note(key, f"{path}: taken as the hardware's nvme tier (the drive serving this GPU)")
+
+
+def _data_types(out: Mapped, key: str, value: Any) -> None:
+    """`data_types.grad_accum_dtype`: the precision gradients accumulate in (DeepSpeed's
+    default: the training precision's)."""
+    section = table(key, value)
+    for sub, val in section.items():
+        where = f"{key}.{sub}"
+        if sub == "grad_accum_dtype":
+            name = text(where, val, ("fp32", "fp16", "bf16"))
+            out.facts["grad_accum"] = (name, where)
+        else:
+            out.unmapped(where, val)
+
+
+_TOP = {
+    "data_types": _data_types,
+    "train_micro_batch_size_per_gpu": _micro,
+    "gradient_accumulation_steps": _accumulation,
+    "train_batch_size": _train_batch,
+    "fp16": _precision,
+    "bf16": _precision,
+    "activation_checkpointing": _checkpointing,
+    "optimizer": _optimizer,
+    "zero_optimization": _zero,
+}

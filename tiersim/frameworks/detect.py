@@ -1,0 +1,172 @@
+"""Reading a framework's config file, bounded, and telling which framework's it is from its
+content (or as `--from` names it). Malformed input is refused with the file and the key."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiersim.config.yamlfile import YamlLimitError, parse_yaml
+from tiersim.core import limits
+from tiersim.core.errors import InputError, Problem, shown
+from tiersim.core.files import FileProblem, read_regular_file
+from tiersim.frameworks import KINDS
+
+# flags only a Megatron-LM argument list has (any one tells)
+_MEGATRON_FLAGS = re.compile(
+    r"--(num-layers|hidden-size|tensor-model-parallel-size|pipeline-model-parallel-size|"
+    r"micro-batch-size|global-batch-size|num-attention-heads|seq-length)\b"
+)
+_TORCHTITAN_TABLES = {"job", "model", "training", "parallelism", "activation_checkpoint"}
+_BRIDGE_KEYS = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "num_layers"}
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """One framework config read: its kind, its parsed content (a mapping for DeepSpeed,
+    torchtitan and Megatron-Bridge; the text for a Megatron argument list) and its path."""
+
+    kind: str
+    content: Any
+    path: str
+
+
+def read_text(path: Path) -> str:
+    """The file's text: a regular file of at most the JSON bound (a framework config is a few
+    kB), UTF-8."""
+    source = str(path)
+    try:
+        data = read_regular_file(path, limits.JSON_BYTES.value(), "a framework config file")
+    except FileProblem as exc:
+        hint = f"; {limits.JSON_BYTES.env} raises the bound" if "larger" in str(exc) else ""
+        raise InputError(source, [Problem("", f"{exc}{hint}")]) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reason = getattr(exc, "strerror", None) or exc
+        raise InputError(source, [Problem("", f"cannot read: {reason}")]) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        why = f"is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        raise InputError(source, [Problem("", why)]) from None
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"{key}: given twice ({shown(out[key])}, then {shown(value)})")
+        out[key] = value
+    return out
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > limits.INT_DIGITS:
+        raise ValueError(f"an integer of {len(text):,} digits (at most {limits.INT_DIGITS})")
+    return int(text)
+
+
+def parse_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_unique, parse_int=_bounded_int)
+    except json.JSONDecodeError as exc:
+        why = f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        raise InputError(source, [Problem("", why)]) from None
+    except RecursionError:
+        raise InputError(source, [Problem("", "nested too deeply to read")]) from None
+    except ValueError as exc:
+        raise InputError(source, [Problem("", str(exc))]) from None
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(source, [Problem("", f"not valid TOML ({exc})")]) from None
+    except RecursionError:
+        raise InputError(source, [Problem("", "nested too deeply to read")]) from None
+
+
+def parse_bridge_yaml(text: str, source: str) -> Any:
+    try:
+        return parse_yaml(text)
+    except YamlLimitError as exc:
+        raise InputError(source, [Problem("", str(exc.problem))]) from None
+    except yaml.YAMLError as exc:
+        raise InputError(source, [Problem("", f"not valid YAML ({exc})")]) from None
+    except RecursionError:
+        raise InputError(source, [Problem("", "nested too deeply to read")]) from None
+
+
+def _as(kind: str, text: str, source: str) -> ConfigFile:
+    if kind == "deepspeed":
+        content = parse_json(text, source)
+        if not isinstance(content, dict):
+            why = f"top level is {type(content).__name__} (expected a JSON object of keys)"
+            raise InputError(source, [Problem("", why)])
+        return ConfigFile(kind, content, source)
+    if kind == "torchtitan":
+        return ConfigFile(kind, parse_toml(text, source), source)
+    if not _MEGATRON_FLAGS.search(text):
+        parsed = parse_bridge_yaml(text, source)
+        if isinstance(parsed, dict):  # a Megatron-Bridge config: sections of keys
+            return ConfigFile(kind, parsed, source)
+    return ConfigFile(kind, text, source)
+
+
+def _looks_like(text: str, source: str) -> str | None:
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        return "deepspeed"
+    try:
+        toml = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError):
+        toml = None
+    if isinstance(toml, dict) and set(toml) & _TORCHTITAN_TABLES:
+        return "torchtitan"
+    if _MEGATRON_FLAGS.search(text):
+        return "megatron"
+    try:
+        parsed = parse_yaml(text)
+    except (yaml.YAMLError, RecursionError):
+        return None
+    if isinstance(parsed, dict) and any(
+        isinstance(v, dict) and set(v) & _BRIDGE_KEYS for v in parsed.values()
+    ):
+        return "megatron"
+    return None
+
+
+def _text_bound(text: str, source: str) -> None:
+    """A TOML, YAML or shell text is read by pure-Python parsers (~1 MB/s): held to the
+    YAML bound, far above a real one's few kB (a JSON config is read in C, to its own)."""
+    bound = limits.YAML_BYTES.value()
+    if len(text.encode("utf-8")) > bound:
+        why = (
+            f"is larger than {bound:,} bytes (expected a framework config of a few kB; "
+            f"{limits.YAML_BYTES.env} raises the bound)"
+        )
+        raise InputError(source, [Problem("", why)])
+
+
+def read_config(path: Path, kind: str | None = None) -> ConfigFile:
+    """The config at `path`, of `kind` (one of KINDS) or recognised from its content."""
+    source = str(path)
+    text = read_text(path)
+    if kind != "deepspeed" and not text.lstrip().startswith("{"):
+        _text_bound(text, source)
+    found = kind or _looks_like(text, source)
+    if found is None:
+        why = (
+            "cannot tell which framework's config this is (expected a DeepSpeed JSON object, "
+            "a Megatron-LM argument list or script with --num-layers ..., a Megatron-Bridge "
+            "YAML, or a torchtitan TOML with [parallelism] / [training]; or name it with "
+            f"--from {'|'.join(KINDS)})"
+        )
+        raise InputError(source, [Problem("", why)])
+    return _as(found, text, source)

@@ -1,0 +1,89 @@
+"""A scenario written back in a framework's own format (`plan --emit`, `compare --emit`):
+a DeepSpeed JSON config, a Megatron-LM launch script, a torchtitan TOML.
+
+Each writer is the inverse of its reader (deepspeed.py, megatron.py, torchtitan.py): importing
+what it writes, with the same model and hardware, gives the scenario back (tests/
+test_emit.py). What the framework's format cannot say (a tier it has no device for, tensor
+parallelism in a DeepSpeed JSON) is returned as notes, never written as something else.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem
+from tiersim.frameworks.write_deepspeed import write_deepspeed
+from tiersim.frameworks.write_megatron import write_megatron
+from tiersim.frameworks.write_torchtitan import write_torchtitan
+from tiersim.frameworks.written import Emitted
+
+EXTENSIONS = {"deepspeed": "json", "megatron": "sh", "torchtitan": "toml"}
+__all__ = ["EXTENSIONS", "Emitted", "emit", "read_back_differences"]
+
+
+def emit(s: Scenario, kind: str) -> Emitted:
+    """`s` in the format of `kind` (deepspeed, megatron or torchtitan), with a note for each
+    execution key the written file does not give back when imported."""
+    writers = {"deepspeed": write_deepspeed, "megatron": write_megatron}
+    writer = writers.get(kind, write_torchtitan)
+    out = writer(s)
+    noted = {n.path for n in out.notes}
+    for path, (ours, theirs) in read_back_differences(s, kind, out.text).items():
+        if path not in noted and path.rpartition(".")[0] not in noted:
+            why = f"{ours}: not said by the {kind} file (importing it gives {theirs})"
+            out.notes.append(Problem(path, why))
+    return out
+
+
+# the sections a framework's file describes (the model and the machine come from elsewhere)
+EXECUTION = ("training", "parallel", "placement")
+
+
+def _leaves(node: object, prefix: str, out: dict[str, object]) -> dict[str, object]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _leaves(value, f"{prefix}{key}.", out)
+    else:
+        out[prefix[:-1]] = node
+    return out
+
+
+def read_back_differences(s: Scenario, kind: str, text: str) -> dict[str, tuple[str, str]]:
+    """Execution keys (training, parallel, placement) whose value `tiersim import` of `text`,
+    with `s`'s model and hardware, gives otherwise: path -> (s's value, the import's), as
+    given (a framework's defaults for keys left out are not filled in on either side).
+    `training.global_batch_size` is left out: given, it derives the same accumulation."""
+    import tempfile
+    from pathlib import Path
+
+    from tiersim.config.document import scenario_document
+    from tiersim.core.errors import InputError
+    from tiersim.frameworks.assemble import ImportOptions, import_configs
+    from tiersim.frameworks.mapping import as_yaml
+
+    doc = scenario_document(s)
+
+    def flow(value: object) -> str:  # one line of YAML, quoted where it must be
+        return yaml.safe_dump(value, default_flow_style=True, width=2**31).strip()
+
+    sets = (f"model={flow(doc['model'])}", f"hardware={flow(doc['hardware'])}")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"emitted.{EXTENSIONS[kind]}"
+        path.write_text(text, encoding="utf-8")
+        try:
+            back = import_configs([path], ImportOptions(kind=kind, name=s.name, overrides=sets))
+        except InputError as exc:
+            return {"": ("this scenario", f"an error: {exc.problems[0].message}")}
+    out = {}
+    for section in EXECUTION:  # as given (a framework's defaults not filled in)
+        mine = _leaves(getattr(s, section).model_dump(mode="json"), f"{section}.", {})
+        got = getattr(back.loaded.scenario, section).model_dump(mode="json")
+        got = _leaves(got, f"{section}.", {})
+        for key, value in mine.items():
+            if key != "training.global_batch_size" and got.get(key) != value:
+                out[key] = (as_yaml(value), as_yaml(got.get(key)))
+    return out
+
+
+# --- DeepSpeed ------------------------------------------------------------------------------

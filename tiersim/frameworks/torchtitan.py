@@ -1,0 +1,237 @@
+"""A torchtitan TOML (torchtitan/config/job_config.py) onto the scenario's keys.
+
+torchtitan trains with FSDP2 (training.framework: fsdp): mixed precision keeps the sharded
+parameters in fp32 (the master copy itself) and computes in bf16
+(`mixed_precision_param`), reduces gradients in fp32 (`mixed_precision_reduce`). Data
+parallelism is `data_parallel_replicate_degree` x `data_parallel_shard_degree`, the latter
+-1 for "every GPU the other degrees leave" (world size from --gpus). The local batch
+(`local_batch_size`, formerly `batch_size`) is each data-parallel rank's micro-batch;
+`global_batch_size` (-1: local x data-parallel) sets the gradient accumulation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.frameworks.mapping import Mapped
+from tiersim.frameworks.values import ValueProblem, boolean, integer, text
+
+# (model.name, model.flavor) -> the shipped model preset with those dimensions
+PRESETS = {("llama3", "8B"): "llama-3-8b", ("llama3", "70B"): "llama-3-70b",
+           ("llama2", "7B"): "llama-2-7b", ("llama2", "13B"): "llama-2-13b",
+           ("llama2", "70B"): "llama-2-70b", ("deepseek_v3", "671B"): "deepseek-v3",
+           ("qwen3", "8B"): "qwen3-8b", ("qwen3", "30B-A3B"): "qwen3-30b-a3b"}  # fmt: skip
+DTYPES = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
+PARALLEL_DEGREES = ("data_parallel_replicate_degree", "data_parallel_shard_degree",
+                    "tensor_parallel_degree", "pipeline_parallel_degree",
+                    "context_parallel_degree", "expert_parallel_degree",
+                    "expert_tensor_parallel_degree")  # fmt: skip
+
+
+def read_torchtitan(cfg: dict[str, Any], source: str, hf_config: bool) -> Mapped:
+    out = Mapped("torchtitan", source)
+    out.put("training.framework", "fsdp", "(torchtitan)")
+    out.put("training.implementation", "torchtitan", "(torchtitan)")
+    for section, body in cfg.items():
+        reader = _SECTIONS.get(section)
+        if reader is None or not isinstance(body, dict):
+            out.unmapped(f"[{section}]", "..." if isinstance(body, dict) else body)
+            continue
+        reader(out, section, body, hf_config)
+    _precision(out, cfg.get("training", {}))
+    if "micro" not in out.facts:  # torchtitan's default local_batch_size
+        out.facts["micro"] = 8
+        out.put("training.micro_batch_size", 8, "training.local_batch_size (default 8)")
+    return out
+
+
+def _model(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    name = text(f"{section}.name", body.get("name", "llama3"))
+    flavor = text(f"{section}.flavor", body.get("flavor", "debugmodel"))
+    for key, value in body.items():
+        where = f"{section}.{key}"
+        if key in ("name", "flavor"):
+            continue
+        if key == "converters":
+            names = value if isinstance(value, list) else [value]
+            if "float8" in names:
+                out.put("training.precision.compute", "fp8", where)
+                out.put("training.fp8", {"recipe": "tensorwise"}, where)
+            for other in (n for n in names if n != "float8"):
+                out.unmapped(where, other)
+        else:
+            out.unmapped(where, value)
+    if hf_config:
+        out.note(f"{section}.name", f"{name} {flavor}: the model is --hf-config's")
+        return
+    preset = PRESETS.get((name, flavor))
+    if preset is None:
+        known = ", ".join(f"{n} {f}" for n, f in PRESETS)
+        why = f"{name} {flavor} has no shipped preset (known: {known}; expected --hf-config PATH)"
+        raise ValueProblem(f"{section}.flavor", why)
+    out.put("model.preset", preset, f"{section}.name, {section}.flavor")
+
+
+def _training(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    for key, value in body.items():
+        where = f"{section}.{key}"
+        if key in ("local_batch_size", "batch_size"):
+            out.facts["micro"] = integer(where, value)
+            out.put("training.micro_batch_size", out.facts["micro"], where)
+        elif key == "global_batch_size":
+            total = integer(where, value, low=-1)
+            if total > 0:
+                out.facts["global"] = total
+                out.facts["global_from"] = (out.source, where)
+                out.put("training.global_batch_size", total, where)
+        elif key == "seq_len":
+            out.put("training.seq_len", integer(where, value), where)
+        elif key == "compile":
+            out.put("training.compile", boolean(where, value), where)
+        elif key == "enable_cpu_offload":
+            if boolean(where, value):
+                for cls in ("weights", "gradients", "master", "optimizer"):
+                    out.put(f"placement.{cls}", "dram", where)
+                out.put("placement.optimizer_compute", "cpu", where)
+        elif key in ("mixed_precision_param", "mixed_precision_reduce"):
+            text(where, value, tuple(DTYPES))
+        else:
+            out.unmapped(where, value)
+
+
+def _precision(out: Mapped, training: Any) -> None:
+    """FSDP2 mixed precision: the fp32 sharded parameters are the master copy."""
+    body = training if isinstance(training, dict) else {}
+    param = DTYPES[body.get("mixed_precision_param", "bfloat16")]
+    reduce = DTYPES[body.get("mixed_precision_reduce", "float32")]
+    where = "training.mixed_precision_param"
+    out.put("training.precision.weights", "fp32", where)
+    out.put("training.precision.master", "none", where)
+    out.put("training.precision.gradients", reduce, "training.mixed_precision_reduce")
+    if "training.precision.compute" not in out.values:
+        out.put("training.precision.compute", param, where)
+
+
+def _parallelism(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    degrees = {}
+    for key, value in body.items():
+        where = f"{section}.{key}"
+        if key in PARALLEL_DEGREES:
+            degrees[key] = integer(where, value, low=-1)
+            if degrees[key] == 0 or (degrees[key] == -1 and key != "data_parallel_shard_degree"):
+                raise ValueProblem(where, f"is {value} (expected a whole number >= 1)")
+        elif key == "fsdp_reshard_after_forward":
+            mode = text(where, value, ("default", "always", "never"))
+            if mode != "default":  # default: reshard except the last stage's (no PP: always)
+                out.put("parallel.reshard_after_forward", mode == "always", where)
+        elif key == "enable_async_tensor_parallel":
+            out.put("parallel.overlap_tensor_backward", boolean(where, value), where)
+        elif key == "pipeline_parallel_layers_per_stage":
+            out.facts["layers_per_stage"] = integer(where, value)
+            out.unmapped(where, value, "layers per stage: the split tiersim makes is even")
+        else:
+            out.unmapped(where, value)
+    _degrees(out, section, degrees)
+
+
+def _degrees(out: Mapped, section: str, d: dict[str, int]) -> None:
+    tp, pp = d.get("tensor_parallel_degree", 1), d.get("pipeline_parallel_degree", 1)
+    cp = d.get("context_parallel_degree", 1)
+    replicate, shard = (
+        d.get("data_parallel_replicate_degree", 1),
+        d.get("data_parallel_shard_degree", -1),
+    )
+    out.put("parallel.tensor", tp, f"{section}.tensor_parallel_degree")
+    out.put("parallel.pipeline", pp, f"{section}.pipeline_parallel_degree")
+    if cp != 1:
+        out.put("parallel.context", cp, f"{section}.context_parallel_degree")
+    for key, path in (("expert_parallel_degree", "parallel.expert"),
+                      ("expert_tensor_parallel_degree", "parallel.expert_tensor")):  # fmt: skip
+        if key in d:
+            out.put(path, d[key], f"{section}.{key}")
+    out.facts.update(model_parallel=tp * pp * cp, replicate=replicate, shard=shard)
+
+
+def _activation_checkpoint(
+    out: Mapped, section: str, body: dict[str, Any], hf_config: bool
+) -> None:
+    mode = text(f"{section}.mode", body.get("mode", "selective"), ("none", "selective", "full"))
+    option = str(body.get("selective_ac_option", "2"))
+    where = f"{section}.mode"
+    if mode == "selective" and option == "op":
+        out.put("training.recompute", "selective_op", f"{section}.selective_ac_option")
+    elif mode == "selective" and option.isdigit() and int(option) == 1:
+        out.put("training.recompute", "full", f"{section}.selective_ac_option")
+    elif mode == "selective":
+        out.unmapped(
+            f"{section}.selective_ac_option",
+            option,
+            "every n-th layer checkpointed: not modelled (left at none)",
+        )
+    else:
+        out.put("training.recompute", mode, where)
+    for key, value in body.items():
+        if key not in ("mode", "selective_ac_option"):
+            out.unmapped(f"{section}.{key}", value)
+
+
+def _float8(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    for key, value in body.items():
+        if key == "recipe_name":
+            out.put("training.fp8", {"recipe": text(f"{section}.{key}", value)}, f"{section}.{key}")
+        else:
+            out.unmapped(f"{section}.{key}", value)
+
+
+def _checkpoint(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    enabled = boolean(f"{section}.enable_checkpoint", body.get("enable_checkpoint", False))
+    for key, value in body.items():
+        where = f"{section}.{key}"
+        if key == "interval" and enabled:
+            out.put("checkpoint.every_steps", integer(where, value), where)
+        elif key == "async_mode" and enabled:
+            mode = text(where, value, ("disabled", "async", "async_with_pinned_mem"))
+            out.put("checkpoint.mode", "blocking" if mode == "disabled" else "async", where)
+        elif key == "enable_checkpoint":
+            continue
+        else:
+            why = (
+                "checkpointing is off (enable_checkpoint false)"
+                if not enabled and key in ("interval", "async_mode")
+                else ""
+            )
+            out.unmapped(where, value, why)
+
+
+def _optimizer(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    for key, value in body.items():
+        where = f"{section}.{key}"
+        if key == "name":
+            name = {"adamw": "adamw", "adam": "adam"}.get(text(where, value).lower())
+            if name is None:
+                out.unmapped(where, value, "not mapped (torchtitan's Adam or AdamW)")
+            else:
+                out.put("training.optimizer", name, where)
+        else:
+            out.unmapped(where, value, "optimizer hyperparameters: not modelled")
+
+
+def _compile(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    for key, value in body.items():
+        where = f"{section}.{key}"
+        if key == "enable":
+            out.put("training.compile", boolean(where, value), where)
+        else:
+            out.unmapped(where, value)
+
+
+_SECTIONS = {
+    "model": _model,
+    "training": _training,
+    "parallelism": _parallelism,
+    "activation_checkpoint": _activation_checkpoint,
+    "float8": _float8,
+    "checkpoint": _checkpoint,
+    "optimizer": _optimizer,
+    "compile": _compile,
+}

@@ -1,0 +1,74 @@
+"""Typed reads of one framework config's values: each refused with the key path and what was
+expected, never coerced (`bool("false")` is true; a stage of 2.5 is no ZeRO stage)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tiersim.core.errors import shown
+
+MISSING = object()
+
+
+class ValueProblem(ValueError):
+    """A framework config's value that cannot be read: at `key`, `why` (the caller names the
+    file)."""
+
+    def __init__(self, key: str, why: str):
+        self.key = key
+        self.why = why
+        super().__init__(f"{key}: {why}")
+
+
+def integer(key: str, value: Any, low: int = 1, whole_float: bool = True) -> int:
+    """A whole number >= `low`; 1e9 (a JSON float of integral value) is taken as 1000000000,
+    as DeepSpeed's own config reads it."""
+    if isinstance(value, bool):
+        raise ValueProblem(key, f"is {shown(value)} (expected a whole number >= {low})")
+    if isinstance(value, float) and whole_float and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ValueProblem(
+                key, f"is {shown(value)} (expected a whole number >= {low})"
+            ) from None
+    if not isinstance(value, int) or value < low or value > 10**16:
+        raise ValueProblem(key, f"is {shown(value)} (expected a whole number >= {low})")
+    return value
+
+
+def boolean(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueProblem(key, f"is {shown(value)} (expected true or false)")
+
+
+def number(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueProblem(key, f"is {shown(value)} (expected a number)")
+    try:
+        out = float(value)
+    except ValueError:
+        raise ValueProblem(key, f"is {shown(value)} (expected a number)") from None
+    if not math.isfinite(out):
+        raise ValueProblem(key, f"is {shown(value)} (expected a finite number)")
+    return out
+
+
+def text(key: str, value: Any, choices: tuple[str, ...] = ()) -> str:
+    if not isinstance(value, str):
+        raise ValueProblem(key, f"is {shown(value)} (expected a string)")
+    if choices and value not in choices:
+        raise ValueProblem(key, f"is {shown(value)} (expected one of {', '.join(choices)})")
+    return value
+
+
+def table(key: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueProblem(key, f"is {shown(value)} (expected a mapping of keys)")
+    return value

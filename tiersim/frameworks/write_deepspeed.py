@@ -1,0 +1,87 @@
+"""A scenario as a DeepSpeed JSON config: the inverse of tiersim.frameworks.deepspeed."""
+
+from __future__ import annotations
+
+import json
+
+from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem
+from tiersim.frameworks.written import Emitted, framework_note, global_batch
+
+_DS_TIER = {"dram": "cpu", "nvme": "nvme"}
+_DS_OPTIMIZER = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "lion": "Lion"}
+_OFFLOAD_KEYS = {
+    "prefetch_bucket_size": "stage3_prefetch_bucket_size",
+    "max_live_parameters": "stage3_max_live_parameters",
+    "sub_group_size": "sub_group_size",
+    "reduce_bucket_size": "reduce_bucket_size",
+    "overlap_comm": "overlap_comm",
+}
+
+
+def write_deepspeed(s: Scenario) -> Emitted:
+    notes: list[Problem] = []
+    framework_note(s, "deepspeed", "deepspeed", notes)
+    t, p, pl = s.training, s.parallel, s.placement
+    for key in ("tensor", "pipeline"):
+        if getattr(p, key) != 1:
+            why = f"{getattr(p, key)}: a DeepSpeed config has no {key} parallelism (Megatron's)"
+            notes.append(Problem(f"parallel.{key}", why))
+    zero = _zero(s, notes)
+    cfg: dict[str, object] = {
+        "train_batch_size": global_batch(s),
+        "train_micro_batch_size_per_gpu": t.micro_batch_size,
+        "gradient_accumulation_steps": t.grad_accumulation,
+        "zero_optimization": zero,
+    }
+    precision = t.precision.weights
+    if precision in ("fp16", "bf16"):
+        cfg[precision] = {"enabled": True}
+    if t.precision.gradients != (precision if precision in ("fp16", "bf16") else "fp32"):
+        cfg["data_types"] = {"grad_accum_dtype": t.precision.gradients}
+    if t.recompute == "full":
+        cfg["activation_checkpointing"] = {"cpu_checkpointing": pl.activations == "dram"}
+    elif t.recompute != "none":
+        why = f"{t.recompute}: DeepSpeed's activation checkpointing is whole layers (full)"
+        notes.append(Problem("training.recompute", why))
+    name = _DS_OPTIMIZER.get(t.optimizer)
+    if name is None:
+        notes.append(Problem("training.optimizer", f"{t.optimizer}: no DeepSpeed optimizer type"))
+    else:
+        cfg["optimizer"] = {"type": name}
+    return Emitted("deepspeed", json.dumps(cfg, indent=2) + "\n", notes)
+
+
+def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
+    """zero_optimization: the stage, the buckets given, and the offload sections."""
+    t, pl = s.training, s.placement
+    zero: dict[str, object] = {"stage": s.parallel.zero_stage}
+    for ours, theirs in _OFFLOAD_KEYS.items():
+        value = getattr(t.offload, ours)
+        if value is not None:
+            zero[theirs] = value
+    if pl.optimizer_compute == "cpu":
+        device = _DS_TIER.get(pl.optimizer)
+        if device is None or pl.master != pl.optimizer:
+            why = f"{pl.master} / {pl.optimizer}: DeepSpeed offloads both to cpu or nvme"
+            notes.append(Problem("placement.optimizer", why))
+            device = device or "cpu"
+        section = _device(device)
+        for key in ("pin_memory", "buffer_count", "pipeline_read", "pipeline_write"):
+            value = getattr(t.offload, key)
+            if value is not None:
+                section[key] = value
+        zero["offload_optimizer"] = section
+        if pl.gradients != "dram":
+            why = f"{pl.gradients}: DeepSpeed's offload keeps the fp32 gradients in host memory"
+            notes.append(Problem("placement.gradients", why))
+    if pl.weights != "hbm":
+        zero["offload_param"] = _device(_DS_TIER.get(pl.weights, "cpu"))
+    return zero
+
+
+def _device(device: str) -> dict[str, object]:
+    section: dict[str, object] = {"device": device}
+    if device == "nvme":  # DeepSpeed needs a path; the drive is the hardware's nvme tier
+        section["nvme_path"] = "/local_nvme"
+    return section

@@ -1,0 +1,128 @@
+"""A scenario as a Megatron-LM launch script: the inverse of tiersim.frameworks.megatron."""
+
+from __future__ import annotations
+
+from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem
+from tiersim.frameworks.written import Emitted, framework_note, global_batch, world
+
+
+def _megatron_model(s: Scenario) -> list[str]:
+    m = s.model
+    if m.parameters is not None or m.hidden is None:
+        return []
+    flags = [
+        f"--num-layers {m.layers}",
+        f"--hidden-size {m.hidden}",
+        f"--num-attention-heads {m.heads}",
+        f"--ffn-hidden-size {m.ffn_hidden}",
+        f"--vocab-size {m.vocab}",
+        f"--normalization {'RMSNorm' if m.norm == 'rmsnorm' else 'LayerNorm'}",
+        "--position-embedding-type "
+        + {"learned": "learned_absolute", "rope": "rope", "none": "none"}[m.position],
+    ]
+    if m.max_positions is not None:
+        flags.append(f"--max-position-embeddings {m.max_positions}")
+    if m.kv_heads and m.kv_heads != m.heads:
+        flags += ["--group-query-attention", f"--num-query-groups {m.kv_heads}"]
+    if m.head_dim:
+        flags.append(f"--kv-channels {m.head_dim}")
+    flags += ["--swiglu"] if m.gated_mlp else []
+    flags += [] if m.tied_embeddings else ["--untie-embeddings-and-output-weights"]
+    if not (m.attn_out_bias or m.mlp_bias):
+        flags.append("--disable-bias-linear")
+        flags += ["--add-qkv-bias"] if m.qkv_bias else []
+    return flags
+
+
+def write_megatron(s: Scenario) -> Emitted:
+    notes: list[Problem] = []
+    framework_note(s, "megatron", "megatron", notes)
+    t, p, pl = s.training, s.parallel, s.placement
+    flags = _megatron_model(s)
+    flags += [
+        f"--seq-length {s.seq_len}",
+        f"--micro-batch-size {t.micro_batch_size}",
+        f"--global-batch-size {global_batch(s)}",
+        f"--tensor-model-parallel-size {p.tensor}",
+        f"--pipeline-model-parallel-size {p.pipeline}",
+    ]
+    if p.virtual_pipeline > 1:
+        flags.append(f"--virtual-pipeline-model-parallel-size {p.virtual_pipeline}")
+    if p.expert > 1:
+        flags.append(f"--expert-model-parallel-size {p.expert}")
+    flags += ["--sequence-parallel"] if p.sequence else []
+    if p.zero_stage == 1:
+        flags.append("--use-distributed-optimizer")
+    elif p.zero_stage > 1:
+        why = f"{p.zero_stage}: Megatron-LM's distributed optimizer shards optimizer state (ZeRO-1)"
+        notes.append(Problem("parallel.zero_stage", why))
+    flags += ["--overlap-grad-reduce"] if p.overlap_gradient_reduce else []
+    flags += ["--tp-comm-overlap"] if p.overlap_tensor_backward else []
+    flags += _megatron_precision(s, notes)
+    if t.recompute in ("full", "selective"):
+        flags.append(f"--recompute-granularity {t.recompute}")
+        if t.recompute == "full":
+            flags += ["--recompute-method uniform", "--recompute-num-layers 1"]
+    if t.attention_kernel is not None:
+        flags.append(
+            f"--attention-backend {'unfused' if t.attention_kernel == 'eager' else 'flash'}"
+        )
+    optimizer = {"adamw": "adam", "adam": "adam", "sgd_momentum": "sgd"}.get(t.optimizer)
+    if optimizer is None:
+        notes.append(Problem("training.optimizer", f"{t.optimizer}: Megatron has adam and sgd"))
+    else:
+        flags.append(f"--optimizer {optimizer}")
+    if t.optimizer == "adam":  # the same two moments a parameter
+        why = "adam: written as Megatron's adam, which is AdamW (decoupled weight decay)"
+        notes.append(Problem("training.optimizer", why))
+    for cls in ("weights", "gradients", "master", "optimizer", "activations"):
+        if getattr(pl, cls) != "hbm":
+            why = f"{getattr(pl, cls)}: this Megatron-LM launch keeps every class in HBM"
+            notes.append(Problem(f"placement.{cls}", why))
+    return Emitted("megatron", _launch_script(s, flags), notes)
+
+
+def _megatron_precision(s: Scenario, notes: list[Problem]) -> list[str]:
+    pr = s.training.precision
+    flags: list[str] = []
+    if pr.weights == "bf16":
+        flags.append("--bf16")
+        flags += ["--grad-reduce-in-bf16"] if pr.gradients == "bf16" else []
+        expected = ("bf16", pr.gradients if pr.gradients in ("bf16", "fp32") else "fp32", "fp32")
+    elif pr.weights == "fp16":
+        flags.append("--fp16")
+        flags += ["--accumulate-allreduce-grads-in-fp32"] if pr.gradients == "fp32" else []
+        expected = ("fp16", pr.gradients if pr.gradients in ("fp16", "fp32") else "fp16", "fp32")
+    else:
+        expected = ("fp32", "fp32", "none")
+    if (pr.weights, pr.gradients, pr.master) != expected or pr.optimizer != "fp32":
+        said = f"{pr.weights}/{pr.gradients}/{pr.master}/{pr.optimizer}"
+        why = (
+            f"{said}: written as Megatron's {'/'.join(expected)}/fp32 "
+            "(weights/gradients/master/optimizer)"
+        )
+        notes.append(Problem("training.precision", why))
+    if pr.compute == "fp8":
+        flags.append("--fp8-format hybrid")
+    return flags
+
+
+def _launch_script(s: Scenario, flags: list[str]) -> str:
+    gpus = world(s)
+    per_node = min(gpus, s.hardware.network.gpus_per_node)
+    nodes, rest = divmod(gpus, per_node)
+    if rest:
+        per_node, nodes = gpus, 1
+    lines = [
+        "#!/bin/bash",
+        f"# written by tiersim from scenario {s.name}: {gpus} GPUs",
+        f"GPUS_PER_NODE={per_node}",
+        f"NUM_NODES={nodes}",
+        "torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES pretrain_gpt.py \\",
+    ]
+    lines += [f"    {flag} \\" for flag in flags[:-1]] + [f"    {flags[-1]}"]
+    return "\n".join(lines) + "\n"
+
+
+# --- torchtitan -----------------------------------------------------------------------------

@@ -1,0 +1,107 @@
+"""A scenario as a torchtitan TOML: the inverse of tiersim.frameworks.torchtitan."""
+
+from __future__ import annotations
+
+import json
+
+from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem
+from tiersim.frameworks.torchtitan import DTYPES, PRESETS
+from tiersim.frameworks.written import Emitted, framework_note, global_batch, world
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return f"{value}"
+
+
+def write_torchtitan(s: Scenario) -> Emitted:
+    notes: list[Problem] = []
+    framework_note(s, "torchtitan", "fsdp", notes)
+    tables: dict[str, dict[str, object]] = {}
+    flavor = {preset: key for key, preset in PRESETS.items()}.get(s.model.preset)
+    if flavor is None:
+        given = s.model.preset or "given by dimensions"
+        notes.append(
+            Problem("model", f"{given}: no torchtitan flavor (import it with --hf-config)")
+        )
+    else:
+        tables["model"] = {"name": flavor[0], "flavor": flavor[1]}
+    tables["training"] = _training(s, notes)
+    tables["parallelism"] = _parallelism(s, notes)
+    tables.update(_the_rest(s, notes))
+    lines = [f"# written by tiersim from scenario {s.name}: {world(s)} GPUs"]
+    for name, body in tables.items():
+        lines.append(f"\n[{name}]")
+        lines += [f"{key} = {_toml(value)}" for key, value in body.items()]
+    return Emitted("torchtitan", "\n".join(lines) + "\n", notes)
+
+
+def _training(s: Scenario, notes: list[Problem]) -> dict[str, object]:
+    t, pl, pr = s.training, s.placement, s.training.precision
+    dtypes = {ours: theirs for theirs, ours in DTYPES.items()}
+    training: dict[str, object] = {
+        "local_batch_size": t.micro_batch_size,
+        "global_batch_size": global_batch(s),
+        "seq_len": s.seq_len,
+        "mixed_precision_param": dtypes.get(pr.compute_precision, "bfloat16"),
+        "mixed_precision_reduce": dtypes.get(pr.gradients, "float32"),
+    }
+    if (pr.weights, pr.master, pr.optimizer) != ("fp32", "none", "fp32"):
+        why = (
+            f"{pr.weights}/{pr.master}/{pr.optimizer}: torchtitan keeps fp32 sharded "
+            "parameters (the master copy) and fp32 optimizer state"
+        )
+        notes.append(Problem("training.precision", why))
+    classes = ("weights", "gradients", "master", "optimizer")
+    offloaded = [c for c in classes if getattr(pl, c) != "hbm"]
+    if offloaded:
+        training["enable_cpu_offload"] = True
+        if offloaded != list(classes) or pl.optimizer_compute != "cpu":
+            why = "torchtitan's CPU offload moves every class to the host"
+            notes.append(Problem("placement", why))
+    return training
+
+
+def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
+    p = s.parallel
+    shard = p.data if p.zero_stage == 3 else 1
+    if p.zero_stage in (1, 2):
+        why = f"{p.zero_stage}: torchtitan shards all (FSDP) or none"
+        notes.append(Problem("parallel.zero_stage", why))
+    out: dict[str, object] = {
+        "data_parallel_replicate_degree": p.data // shard,
+        "data_parallel_shard_degree": shard,
+        "tensor_parallel_degree": p.tensor,
+        "pipeline_parallel_degree": p.pipeline,
+        "expert_parallel_degree": p.expert,
+    }
+    if p.overlap_tensor_backward:
+        out["enable_async_tensor_parallel"] = True
+    return out
+
+
+def _the_rest(s: Scenario, notes: list[Problem]) -> dict[str, dict[str, object]]:
+    """[activation_checkpoint], [optimizer] and [checkpoint]."""
+    t = s.training
+    if t.recompute == "selective":
+        why = "selective: torchtitan's selective is by op or every n-th layer; written as none"
+        notes.append(Problem("training.recompute", why))
+    mode = t.recompute if t.recompute in ("none", "full") else "none"
+    tables: dict[str, dict[str, object]] = {"activation_checkpoint": {"mode": mode}}
+    optimizer = {"adamw": "AdamW", "adam": "Adam"}.get(t.optimizer)
+    if optimizer is None:
+        why = f"{t.optimizer}: torchtitan's are Adam and AdamW"
+        notes.append(Problem("training.optimizer", why))
+    else:
+        tables["optimizer"] = {"name": optimizer}
+    if s.checkpoint.every_steps not in (None, "auto"):
+        tables["checkpoint"] = {
+            "enable_checkpoint": True,
+            "interval": s.checkpoint.every_steps,
+            "async_mode": "async" if s.checkpoint.mode == "async" else "disabled",
+        }
+    return tables
