@@ -25,9 +25,10 @@ Printed, all measured in this one run:
   by module and function (cProfile).
 - the 1T Korthikanti et al. Table 5 configuration
   (scenarios/published/korthikanti2022-1t-selective-sp.yaml) evaluated in-process (load +
-  simulate), best of 10, in wall time and in this process's CPU time, against Calculon's time
-  for the same configuration (a reference figure measured separately on this machine, not by
-  this script). Target: within 2x. `--one-t` prints only this.
+  simulate), best of 10, in wall time and in this process's CPU time, against Calculon
+  evaluating the same configuration from its source in this process, in turn with it
+  (calculon_peer; benchmarks/bench_peers.py: all eight Table 5 configurations). Target:
+  within 2x. `--one-t` prints only this.
 - start-up: `tiersim --help` and `tiersim run --help` as whole processes, best of 5, against
   a bare `python -c pass`, and whether the heavy libraries (pydantic, SimPy, NumPy) were
   imported.
@@ -45,10 +46,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # calculon_peer beside this file
+
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "llama2-70b-zero3-nvme.yaml"
 ONE_T = ROOT / "scenarios" / "published" / "korthikanti2022-1t-selective-sp.yaml"
-CALCULON_1T_S = 0.014  # Calculon on the same 1T configuration, this 2-core VM (issue 19)
 SIMPY_EVENTS = 200_000
 ENGINE_REPEATS = 11  # engine runs and bare chains, in turn: best of each (a shared VM)
 
@@ -124,14 +126,19 @@ def bare_simpy_s_per_event(n: int = SIMPY_EVENTS) -> float:
     return (time.process_time() - started) / n
 
 
-def one_t_s(repeats: int = 10) -> tuple[float, float, int]:
+def one_t_s(repeats: int = 10) -> tuple[float, float, int, float]:
     """Load + simulate of the 1T configuration: the best wall time and, separately, the best
     CPU time of this process (`time.process_time`: what other work on a shared machine
-    takes from the wall time does not count), of `repeats`; and its engine events."""
+    takes from the wall time does not count), of `repeats`; its engine events; and the best
+    CPU time of Calculon's evaluation of the same configuration, each of its `repeats` runs
+    in turn with one of tiersim's."""
+    from calculon_peer import Calculon
+
     from tiersim.config.load import load_scenario
     from tiersim.runner import simulate
 
-    wall = cpu = float("inf")
+    peer = Calculon()
+    wall = cpu = calculon = float("inf")
     events = 0
     for _ in range(repeats):
         started, started_cpu = time.perf_counter(), time.process_time()
@@ -139,20 +146,20 @@ def one_t_s(repeats: int = 10) -> tuple[float, float, int]:
         cpu = min(cpu, time.process_time() - started_cpu)
         wall = min(wall, time.perf_counter() - started)
         events = result.events
-    return wall, cpu, events
+        started_cpu = time.process_time()
+        peer.evaluate("megatron-1T", "seqsel")
+        calculon = min(calculon, time.process_time() - started_cpu)
+    return wall, cpu, events, calculon
 
 
 def print_one_t() -> None:
-    wall, cpu, events = one_t_s()
+    wall, cpu, events, calculon = one_t_s()
     bare = min(bare_simpy_s_per_event() for _ in range(5))
     print(
         f"1T Korthikanti Table 5 in-process (load + simulate, best of 10): {1e3 * wall:.1f} ms "
-        f"wall, {1e3 * cpu:.1f} ms CPU ({events:,} engine events); Calculon "
-        f"{1e3 * CALCULON_1T_S:.0f} ms (reference, measured separately): "
-        f"{wall / CALCULON_1T_S:.2f}x wall, {cpu / CALCULON_1T_S:.2f}x CPU (target: within 2x)"
+        f"wall, {1e3 * cpu:.1f} ms CPU ({events:,} engine events); Calculon in this process, "
+        f"in turn: {1e3 * calculon:.2f} ms CPU: {cpu / calculon:.2f}x CPU (target: within 2x)"
     )
-    # Calculon's figure is fixed while this VM's speed swings ~2x from hour to hour: the same
-    # run's bare SimPy timeout says how fast the VM is now, beside the 1T figure in its units
     print(
         f"  the VM now: a bare SimPy timeout {1e6 * bare:.3f} us of CPU (best of 5); the 1T run "
         f"costs {cpu / bare:,.0f} of them"
