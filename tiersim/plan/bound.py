@@ -1,0 +1,86 @@
+"""A lower bound on a candidate's step time, from its workload alone (no engine run), so that
+`tiersim plan` simulates only the candidates that could still reach the top.
+
+Each term is time the step cannot do without, whatever overlaps with what:
+- compute: the GPU's forward, backward and recompute of every unit and micro-batch, one
+  after another on its stream;
+- the optimizer: the CPU's update of every unit (one CPU optimizer works through the units
+  in turn), or the GPU's update of every unit, on the same stream as its compute (added to
+  it);
+- each tier's ports: every byte a step must move out of a tier passes its read port, every
+  byte into it its write port, at no more than the port's bandwidth. A step must move at
+  least: the weights homed off the GPU, read once (forward needs them); the gradients homed
+  off the GPU, written once; the optimizer state and master weights homed off the device
+  that updates them, read and written back once. Any route, split or staged, starts at the
+  source's read port and ends at the destination's write port, so bytes / bandwidth bounds
+  it, however the links between are shared.
+The bound is never above the simulated step (tests/test_plan_bound.py: every shipped
+scenario, and random ones); `SAFETY` keeps float round-off from making it so.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from tiersim.state.placement import homes
+from tiersim.state.resolved import Resolved
+from tiersim.workload.work import Workload
+
+SAFETY = 1 - 1e-9  # the bound shrunk by this: round-off never lifts it above the step
+
+
+@dataclass(frozen=True)
+class StepBound:
+    time_s: float  # the step takes at least this long
+    binding: str  # the term that sets it: "compute", "optimizer", "<tier> read port", ...
+    terms: dict[str, float]  # every term, seconds
+
+    def tokens_per_s(self, tokens_per_step: int) -> float:
+        """The most tokens per second the candidate could reach."""
+        return tokens_per_step / self.time_s if self.time_s > 0 else float("inf")
+
+
+def step_bound(res: Resolved, wl: Workload) -> StepBound:
+    """The lower bound on the step time of `res` (its workload `wl`): module docstring."""
+    m = wl.micro_batches
+    compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in wl.units)
+    on_gpu = res.execution.placement.optimizer_compute == "gpu"
+    optimizer = sum(u.optimizer_gpu_s if on_gpu else u.optimizer_cpu_s for u in wl.units)
+    terms = {"compute": compute + optimizer if on_gpu else compute}
+    if not on_gpu:
+        terms["optimizer"] = optimizer
+    for port, seconds in _port_seconds(res, wl).items():
+        terms[port] = seconds
+    binding = max(terms, key=lambda k: terms[k])
+    return StepBound(terms[binding] * SAFETY, binding, terms)
+
+
+def _port_seconds(res: Resolved, wl: Workload) -> dict[str, float]:
+    """Each tier port's least busy time in a step: the bytes that must pass it over its
+    bandwidth."""
+    machine, placement = res.machine, res.execution.placement
+    gpu = machine.gpu.memory
+    updater = gpu if placement.optimizer_compute == "gpu" else machine.cpu.memory
+    base = homes(placement, machine)
+    read: dict[str, float] = defaultdict(float)
+    written: dict[str, float] = defaultdict(float)
+
+    def move(src: str, dst: str, nbytes: float) -> None:
+        if src != dst and nbytes > 0:
+            read[src] += nbytes
+            written[dst] += nbytes
+
+    for u in wl.units:
+        home = u.home or base
+        move(home["weights"], gpu, u.homed.get("weights", 0))
+        move(gpu, home["gradients"], u.homed.get("gradients", 0))
+        for cls in ("optimizer", "master"):
+            move(home[cls], updater, u.homed.get(cls, 0))
+            move(updater, home[cls], u.homed.get(cls, 0))
+    out = {}
+    for tier, nbytes in read.items():
+        out[f"{tier} read port"] = nbytes / machine.tiers[tier].read_bw
+    for tier, nbytes in written.items():
+        out[f"{tier} write port"] = nbytes / machine.tiers[tier].write_bw
+    return out
