@@ -16,13 +16,21 @@ Each term is time the step cannot do without, whatever overlaps with what:
   it, however the links between are shared.
 The bound is never above the simulated step (tests/test_plan_bound.py: every shipped
 scenario, and random ones); `SAFETY` keeps float round-off from making it so.
+
+Wear: the bytes a step must write into a flash tier and its budget's allowance a day give the
+least step time at which the budget can hold (`wear_floor`): a plan that holds every budget
+is at least that slow.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tiersim.analysis.wear import TOLERANCE, judge, tier_wear
+from tiersim.config.schema import Scenario
+from tiersim.core.units import DAY_S
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
 from tiersim.workload.work import Workload
@@ -35,6 +43,7 @@ class StepBound:
     time_s: float  # the step takes at least this long
     binding: str  # the term that sets it: "compute", "optimizer", "<tier> read port", ...
     terms: dict[str, float]  # every term, seconds
+    written: dict[str, float] = field(default_factory=dict)  # tier -> least bytes per step
 
     def tokens_per_s(self, tokens_per_step: int) -> float:
         """The most tokens per second the candidate could reach."""
@@ -50,15 +59,15 @@ def step_bound(res: Resolved, wl: Workload) -> StepBound:
     terms = {"compute": compute + optimizer if on_gpu else compute}
     if not on_gpu:
         terms["optimizer"] = optimizer
-    for port, seconds in _port_seconds(res, wl).items():
-        terms[port] = seconds
+    ports, written = _port_seconds(res, wl)
+    terms.update(ports)
     binding = max(terms, key=lambda k: terms[k])
-    return StepBound(terms[binding] * SAFETY, binding, terms)
+    return StepBound(terms[binding] * SAFETY, binding, terms, written)
 
 
-def _port_seconds(res: Resolved, wl: Workload) -> dict[str, float]:
-    """Each tier port's least busy time in a step: the bytes that must pass it over its
-    bandwidth."""
+def _port_seconds(res: Resolved, wl: Workload) -> tuple[dict[str, float], dict[str, float]]:
+    """Each tier port's least busy time in a step (the bytes that must pass it over its
+    bandwidth), and the least bytes a step writes into each tier."""
     machine, placement = res.machine, res.execution.placement
     gpu = machine.gpu.memory
     updater = gpu if placement.optimizer_compute == "gpu" else machine.cpu.memory
@@ -83,4 +92,29 @@ def _port_seconds(res: Resolved, wl: Workload) -> dict[str, float]:
         out[f"{tier} read port"] = nbytes / machine.tiers[tier].read_bw
     for tier, nbytes in written.items():
         out[f"{tier} write port"] = nbytes / machine.tiers[tier].write_bw
-    return out
+    return out, dict(written)
+
+
+def wear_floor(s: Scenario, written: dict[str, float]) -> tuple[float, str | None]:
+    """The least step time at which every flash tier's wear budget can hold, and the tier
+    that sets it: a step writes at least `written` bytes into each tier (StepBound.written),
+    and its budget allows so many host bytes a day (tiersim.analysis.wear.judge: a constant
+    of the tier and the budget), so with steps per day = 86,400 / step time (no
+    budget.steps_per_day) a step shorter than written x 86,400 / allowed wears it past the
+    budget; with budget.steps_per_day given, a step that writes more than allowed / steps
+    per day cannot hold at any step time (inf). (0, None) where no budget binds."""
+    floor, tier_name = 0.0, None
+    for name, budget in s.budget.tiers.items():
+        tier, nbytes = s.hardware.tiers.get(name), written.get(name, 0.0)
+        if tier is None or tier.endurance is None or nbytes <= 0:
+            continue
+        wear = tier_wear(name, tier, {"least": nbytes}, 1.0, 1.0)
+        allowed = judge(wear, budget, tier.endurance.warranty).allowed_host_bytes_per_day
+        least = (1 - TOLERANCE) * nbytes  # within budget at a margin of 1 - TOLERANCE
+        if s.budget.steps_per_day is not None:
+            t = math.inf if least * s.budget.steps_per_day > allowed else 0.0
+        else:
+            t = least * DAY_S / allowed if allowed > 0 else math.inf
+        if t > floor:
+            floor, tier_name = t, name
+    return floor * SAFETY, tier_name
