@@ -91,3 +91,32 @@ def test_a_fallback_says_why_in_the_json_and_the_table(monkeypatch):
     assert f"40 micro-batches were simulated (simulation.steady_state): {why}" in step_tables(
         report
     )
+
+
+def test_a_blocking_checkpoint_measured_once_is_the_full_simulation_s(monkeypatch):
+    # a blocking checkpoint between independent steps is measured on the shortest sample only
+    # (steady.checkpoint_stands_alone); simulated in full, all 32 micro-batches, it costs the
+    # same: every figure to 1e-9, its stall (a difference of two run ends) to 1e-11 of a step
+    from tiersim.engine import simulate as simulate_module
+
+    path = ROOT / "scenarios" / "llama2-70b-zero3-nvme.yaml"
+    overrides = ["parallel.data=2048", "training.grad_accumulation=32"]
+    measured = []
+    original = simulate_module.measure_checkpoint
+    monkeypatch.setattr(
+        simulate_module,
+        "measure_checkpoint",
+        lambda *a, **k: measured.append(a[1].wl.micro_batches) or original(*a, **k),
+    )
+    fast = report_for(load_scenario(path, overrides))
+    assert fast["sim"]["steady_state"] == "extrapolated"
+    assert measured == [fast["sim"]["micro_batches_simulated"][0]]  # one run, the shortest
+    full = report_for(load_scenario(path, [*overrides, "simulation.steady_state=full"]))
+    step = full["step"]["time_s"]
+    for key, want in full["checkpoint"].items():
+        got = fast["checkpoint"][key]
+        if isinstance(want, float):
+            tol = 1e-11 * step if key == "stall_s" else 1e-9 * abs(want)
+            assert abs(got - want) <= tol, (key, got, want)
+        else:
+            assert got == want, key

@@ -12,7 +12,7 @@ from tiersim.engine import steady
 from tiersim.engine.core import Recorder
 from tiersim.engine.durable import checkpoint_baseline, first_checkpointed, measure_checkpoint
 from tiersim.engine.metrics import measure
-from tiersim.engine.results import StepResult
+from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.runs import Runs
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
@@ -230,12 +230,23 @@ def _extrapolated(
         plain, micro_batches=m, steady_state="extrapolated", micro_batches_simulated=runs
     )
     if res.execution.checkpoint_simulated:
-        runs_checkpoint = [ck(plain) for _, _, ck in samples]
-        noise = max(r.round_off_s for r in runs_checkpoint)
-        checkpoint = steady.grow_checkpoint(runs_checkpoint, periods, plain.time_s, noise)
+        checkpoint = _checkpoint(res, plain, samples, periods)
         if isinstance(checkpoint, steady.NoRepetition):
             return checkpoint
         plain = dataclasses.replace(plain, checkpoint=checkpoint)
     if recorder is not None:  # only now: a run that falls back to full records that one
         _measured(res, _shorter(setup, runs[-1]), recorder, verify=False)
     return plain
+
+
+def _checkpoint(
+    res: Resolved, plain: StepResult, samples: list[tuple], periods: int
+) -> CheckpointRun | steady.NoRepetition:
+    """The checkpoint of the step of m micro-batches: measured once, on the shortest sample,
+    where it cannot depend on the micro-batch count (`steady.checkpoint_stands_alone`), else
+    on each sample and extrapolated as the step is (`steady.grow_checkpoint`)."""
+    if steady.checkpoint_stands_alone(res):
+        return samples[0][2](plain)
+    runs_checkpoint = [ck(plain) for _, _, ck in samples]
+    noise = max(r.round_off_s for r in runs_checkpoint)
+    return steady.grow_checkpoint(runs_checkpoint, periods, plain.time_s, noise)

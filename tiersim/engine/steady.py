@@ -87,6 +87,18 @@ def independent_steps(res: Resolved) -> bool:
     return not res.execution.checkpoint_simulated or (ck.mode == "blocking" and ck.every_steps != 1)
 
 
+def checkpoint_stands_alone(res: Resolved) -> bool:
+    """A blocking checkpoint between independent steps: training stalls from the checkpoint's
+    first move until the copy is durable, and the steps around it begin from the same
+    quiescent state whatever their micro-batch count (`independent_steps`), so its bytes,
+    write, stall and added link time are the same at every micro-batch count (the three
+    samples agree to round-off: tests/test_steady_round_off.py). Measured once, on the
+    shortest sample, it needs no run of the others (an async drain overlaps the next step's
+    micro-batches: there it is measured on each sample and extrapolated)."""
+    ck = res.execution.checkpoint
+    return independent_steps(res) and ck.mode == "blocking" and res.execution.checkpoint_simulated
+
+
 def steps_to_simulate(res: Resolved) -> tuple[int, int]:
     """Steps to simulate and the index of the measured one."""
     if independent_steps(res):
