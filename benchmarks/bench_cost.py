@@ -327,6 +327,22 @@ def cost_table(
     print("targets: 1024 and 4096 within 2x the time and 1.5x the peak memory of 8\n")
 
 
+def cliff_table(data: list[int], accumulation: int = 512, repeat: int = 3) -> None:
+    """The 70B scenario at `accumulation` micro-batches over data-parallel sizes: CPU time
+    and its ratio to the first size (issue 36: within 2x at 2,048 and 16,384 GPUs of 512),
+    and how the step was simulated."""
+    print(f"{SCENARIO.name} at {accumulation} micro-batches, by parallel.data (least of {repeat})")
+    base = None
+    for d in data:
+        case = run_case(accumulation, True, [f"parallel.data={d}"], repeat)
+        base = base or case
+        print(
+            f"  data {d:6,}: {case['cpu_s']:6.2f} s CPU, {case['cpu_s'] / base['cpu_s']:5.2f}x "
+            f"the first; {case['events']:,} events, peak {case['peak_bytes'] / 1e6:.0f} MB",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--accumulation", type=int, nargs="+", default=[8, 256, 1024, 4096])
@@ -342,7 +358,13 @@ def main() -> None:
     parser.add_argument("--checkpoint-only", action="store_true", help="the table's rows with one")
     parser.add_argument("--repeat", type=int, default=1, help="fresh runs per case, least kept")
     parser.add_argument("--table-only", action="store_true", help="only the micro-batch table")
+    parser.add_argument(
+        "--data", type=int, nargs="+", help="only: the 70B at 512 micro-batches by parallel.data"
+    )
     args = parser.parse_args()
+    if args.data:
+        cliff_table(args.data, repeat=args.repeat)
+        return
     if args.one_t:
         print_one_t()
         return
