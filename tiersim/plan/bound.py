@@ -7,6 +7,12 @@ Each term is time the step cannot do without, whatever overlaps with what:
 - the optimizer: the CPU's update of every unit (one CPU optimizer works through the units
   in turn), or the GPU's update of every unit, on the same stream as its compute (added to
   it);
+- the exposed update: with the synchronous update, the GPU work that must come before any
+  update starts, then the CPU optimizer's work and the state written back to homes off the
+  updating device (`_exposed_update_s`);
+- each network channel: the bytes the GPU must send on it over its capacity (the
+  collectives of every micro-batch, and each unit's gradient reduction and weight gathers
+  at least once a step);
 - each tier's ports: every byte a step must move out of a tier passes its read port, every
   byte into it its write port, at no more than the port's bandwidth. A step must move at
   least: the weights homed off the GPU, read once (forward needs them); the gradients homed
@@ -56,11 +62,16 @@ def step_bound(res: Resolved, wl: Workload) -> StepBound:
     compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in wl.units)
     on_gpu = res.execution.placement.optimizer_compute == "gpu"
     optimizer = sum(u.optimizer_gpu_s if on_gpu else u.optimizer_cpu_s for u in wl.units)
+    compute += wl.bubble_s  # the stream waits on the other pipeline stages as long
     terms = {"compute": compute + optimizer if on_gpu else compute}
     if not on_gpu:
         terms["optimizer"] = optimizer
     ports, written = _port_seconds(res, wl)
     terms.update(ports)
+    terms.update(_network_seconds(wl))
+    exposed = _exposed_update_s(res, wl)
+    if exposed is not None:
+        terms["exposed optimizer"] = exposed
     binding = max(terms, key=lambda k: terms[k])
     return StepBound(terms[binding] * SAFETY, binding, terms, written)
 
@@ -93,6 +104,63 @@ def _port_seconds(res: Resolved, wl: Workload) -> tuple[dict[str, float], dict[s
     for tier, nbytes in written.items():
         out[f"{tier} write port"] = nbytes / machine.tiers[tier].write_bw
     return out, dict(written)
+
+
+def _exposed_update_s(res: Resolved, wl: Workload) -> float | None:
+    """With the synchronous update, no unit's update starts before its gradients are final,
+    after its backward of the last micro-batch, which comes after every micro-batch's
+    forward and (without interleaving, where a stage runs its backwards in micro-batch
+    order) every other micro-batch's backward and recompute: the GPU has run those first.
+    From then on the CPU optimizer updates every unit, and the state each update writes
+    back to a home off the device that updates it passes that tier's write port: the step
+    lasts at least that start plus the longer of the two. None for the pipelined update."""
+    if res.execution.training.optimizer_step != "synchronous":
+        return None
+    m, units = wl.micro_batches, wl.units
+    start = m * sum(u.forward_s for u in units)
+    if res.execution.parallel.virtual_pipeline == 1:
+        start += (m - 1) * sum(u.backward_s + u.recompute_s for u in units)
+    machine, placement = res.machine, res.execution.placement
+    on_gpu = placement.optimizer_compute == "gpu"
+    updater = machine.gpu.memory if on_gpu else machine.cpu.memory
+    base = homes(placement, machine)
+    back: dict[str, float] = defaultdict(float)
+    for u in units:
+        home = u.home or base
+        for cls in ("optimizer", "master"):
+            if home[cls] != updater:
+                back[home[cls]] += u.homed.get(cls, 0)
+    after = [n / machine.tiers[t].write_bw for t, n in back.items()]
+    if not on_gpu:
+        after.append(sum(u.optimizer_cpu_s for u in units))
+    return start + max(after, default=0.0)
+
+
+def _network_seconds(wl: Workload) -> dict[str, float]:
+    """Each network channel's least busy time in a step: the bytes the GPU must send on it
+    over its capacity (collectives on one channel share it). Counted at least: the tensor-
+    and expert-parallel collectives of every micro-batch's forward and backward, each unit's
+    gradient reduction once a step (every micro-batch where sharded gradients are reduced
+    so), its weights gathered once and its updated parameters gathered once."""
+    m = wl.micro_batches
+    sent: dict[object, float] = defaultdict(float)
+
+    def add(comm, times: int) -> None:
+        if comm is not None and comm.nbytes > 0:
+            sent[comm.resource] += times * comm.nbytes
+
+    for u in wl.units:
+        for comm in (u.tp_forward, u.tp_backward, u.ep_forward, u.ep_backward):
+            add(comm, m)
+        add(u.dp_gradients, m if wl.gradients_every_microbatch else 1)
+        add(u.dp_weights, 1)
+        add(u.dp_parameters, 1)
+    out = {}
+    for resource, nbytes in sent.items():
+        capacity = wl.net_capacity.get(resource, math.inf)
+        if capacity > 0 and math.isfinite(capacity):
+            out[f"network {resource[1]}"] = nbytes / capacity
+    return out
 
 
 def wear_floor(s: Scenario, written: dict[str, float]) -> tuple[float, str | None]:
