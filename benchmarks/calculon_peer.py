@@ -9,7 +9,8 @@ execution (`validation/seqsel/tab5/<model>_<mode>.json`) and the machine
 Calculon's package `__init__` imports its search commands too (`llm-all-executions`,
 `llm-optimal-execution`), which import pandas and psutil at module level; a single evaluation
 (`Llm.compile` + `Llm.run`) never touches either. Where they are not installed, empty modules
-stand in for them so that the package imports; nothing of Calculon's evaluation is replaced.
+stand in for them while the package imports (and are removed after, so that no other library
+takes them for the real ones); nothing of Calculon's evaluation is replaced.
 """
 
 from __future__ import annotations
@@ -51,14 +52,19 @@ def source() -> Path:
 def _import_calculon(src: Path):
     if str(src) not in sys.path:
         sys.path.insert(0, str(src))
+    stubs = []
     for name in ("pandas", "psutil"):  # only its search commands use these (module docstring)
         try:
             __import__(name)
         except ImportError:
             sys.modules[name] = types.ModuleType(name)
-    import calculon
-    from calculon.llm import Llm
-
+            stubs.append(name)
+    try:
+        import calculon
+        from calculon.llm import Llm
+    finally:  # gone once Calculon is imported: others (pyarrow) look for the real pandas
+        for name in stubs:
+            del sys.modules[name]
     return calculon, Llm
 
 
