@@ -343,6 +343,37 @@ def cliff_table(data: list[int], accumulation: int = 512, repeat: int = 3) -> No
         )
 
 
+def checkpoint_ratio(repeat: int = 3) -> None:
+    """A point with its durable checkpoint against the same point without (checkpoint.every_
+    steps null): simulate's CPU time in this process, least of `repeat` each, in turn.
+    Target (issue 36): within 1.5x."""
+    from tiersim.config.load import load_scenario
+    from tiersim.runner import simulate
+
+    cases = [
+        (SCENARIO, ["training.grad_accumulation=512"]),
+        (ROOT / "scenarios" / "default.yaml", []),
+    ]
+    for path, extra in cases:
+        best = {}
+        scenarios = {
+            "with": load_scenario(path, extra).scenario,
+            "without": load_scenario(path, [*extra, "checkpoint.every_steps=null"]).scenario,
+        }
+        for _ in range(repeat):
+            for name, scenario in scenarios.items():
+                started = time.process_time()
+                simulate(scenario)
+                best[name] = min(best.get(name, math.inf), time.process_time() - started)
+        s = scenarios["with"]
+        print(
+            f"{path.name} {' '.join(extra)} ({s.checkpoint.mode} checkpoint): with "
+            f"{1e3 * best['with']:.1f} ms, without {1e3 * best['without']:.1f} ms CPU: "
+            f"{best['with'] / best['without']:.2f}x (target within 1.5x)",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--accumulation", type=int, nargs="+", default=[8, 256, 1024, 4096])
@@ -361,7 +392,13 @@ def main() -> None:
     parser.add_argument(
         "--data", type=int, nargs="+", help="only: the 70B at 512 micro-batches by parallel.data"
     )
+    parser.add_argument(
+        "--checkpoint-ratio", action="store_true", help="only: a point with and without it"
+    )
     args = parser.parse_args()
+    if args.checkpoint_ratio:
+        checkpoint_ratio(max(3, args.repeat))
+        return
     if args.data:
         cliff_table(args.data, repeat=args.repeat)
         return
