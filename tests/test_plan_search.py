@@ -73,7 +73,17 @@ def test_a_pruned_search_gives_the_exhaustive_search_s_answer(pruned_and_exhaust
 def _candidate(bound_s: float, hbf: bool = False, wear_floor_s: float = 0.0) -> Candidate:
     bound = StepBound(bound_s, "compute", {"compute": bound_s})
     return Candidate(
-        (), {}, None, 8, None, 1, bound, 80_000, hbf, wear_floor_s, "hbf" if wear_floor_s else None
+        overrides=(),
+        values={},
+        task=None,
+        gpus=8,
+        price_per_gpu_hour=None,
+        passes=1,
+        bound=bound,
+        tokens_per_step=80_000,
+        hbf_optimizer=hbf,
+        wear_floor_s=wear_floor_s,
+        wear_tier="hbf" if wear_floor_s else None,
     )
 
 

@@ -109,11 +109,11 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
         gpus,
         price,
         layer_passes(s),
-        bound,
-        tokens,
-        on_hbf,
-        floor,
-        tier,
+        bound=bound,
+        tokens_per_step=tokens,
+        hbf_optimizer=on_hbf,
+        wear_floor_s=floor,
+        wear_tier=tier,
     )
 
 

@@ -122,11 +122,11 @@ def _reasons(c: dict[str, Any]) -> str:
 
 
 def _by_bound(by_bound: dict[str, int]) -> str:
-    """', 12 pruned by their step-time bound (compute 9, nvme write port 3)'."""
+    """', 12 pruned by their bounds (compute 9, hbf wear budget 3)': step time or wear."""
     if not by_bound:
         return ""
     terms = ", ".join(f"{term} {n:,}" for term, n in by_bound.items())
-    return f", {sum(by_bound.values()):,} pruned by their step-time bound ({terms})"
+    return f", {sum(by_bound.values()):,} pruned by their bounds ({terms})"
 
 
 def _unfit(unfit: dict[str, int]) -> str:
