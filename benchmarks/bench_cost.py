@@ -25,9 +25,10 @@ Printed, all measured in this one run:
   by module and function (cProfile).
 - the 1T Korthikanti et al. Table 5 configuration
   (scenarios/published/korthikanti2022-1t-selective-sp.yaml) evaluated in-process (load +
-  simulate), best of 10, in wall time and in this process's CPU time, against Calculon's time
-  for the same configuration (a reference figure measured separately on this machine, not by
-  this script). Target: within 2x. `--one-t` prints only this.
+  simulate), best of 10, in wall time and in this process's CPU time, against Calculon
+  evaluating the same configuration from its source in this process, in turn with it
+  (calculon_peer; benchmarks/bench_peers.py: all eight Table 5 configurations). Target:
+  within 2x. `--one-t` prints only this.
 - start-up: `tiersim --help` and `tiersim run --help` as whole processes, best of 5, against
   a bare `python -c pass`, and whether the heavy libraries (pydantic, SimPy, NumPy) were
   imported.
@@ -45,10 +46,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # calculon_peer beside this file
+
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "llama2-70b-zero3-nvme.yaml"
 ONE_T = ROOT / "scenarios" / "published" / "korthikanti2022-1t-selective-sp.yaml"
-CALCULON_1T_S = 0.014  # Calculon on the same 1T configuration, this 2-core VM (issue 19)
 SIMPY_EVENTS = 200_000
 ENGINE_REPEATS = 11  # engine runs and bare chains, in turn: best of each (a shared VM)
 
@@ -124,14 +126,19 @@ def bare_simpy_s_per_event(n: int = SIMPY_EVENTS) -> float:
     return (time.process_time() - started) / n
 
 
-def one_t_s(repeats: int = 10) -> tuple[float, float, int]:
+def one_t_s(repeats: int = 10) -> tuple[float, float, int, float]:
     """Load + simulate of the 1T configuration: the best wall time and, separately, the best
     CPU time of this process (`time.process_time`: what other work on a shared machine
-    takes from the wall time does not count), of `repeats`; and its engine events."""
+    takes from the wall time does not count), of `repeats`; its engine events; and the best
+    CPU time of Calculon's evaluation of the same configuration, each of its `repeats` runs
+    in turn with one of tiersim's."""
+    from calculon_peer import Calculon
+
     from tiersim.config.load import load_scenario
     from tiersim.runner import simulate
 
-    wall = cpu = float("inf")
+    peer = Calculon()
+    wall = cpu = calculon = float("inf")
     events = 0
     for _ in range(repeats):
         started, started_cpu = time.perf_counter(), time.process_time()
@@ -139,20 +146,20 @@ def one_t_s(repeats: int = 10) -> tuple[float, float, int]:
         cpu = min(cpu, time.process_time() - started_cpu)
         wall = min(wall, time.perf_counter() - started)
         events = result.events
-    return wall, cpu, events
+        started_cpu = time.process_time()
+        peer.evaluate("megatron-1T", "seqsel")
+        calculon = min(calculon, time.process_time() - started_cpu)
+    return wall, cpu, events, calculon
 
 
 def print_one_t() -> None:
-    wall, cpu, events = one_t_s()
+    wall, cpu, events, calculon = one_t_s()
     bare = min(bare_simpy_s_per_event() for _ in range(5))
     print(
         f"1T Korthikanti Table 5 in-process (load + simulate, best of 10): {1e3 * wall:.1f} ms "
-        f"wall, {1e3 * cpu:.1f} ms CPU ({events:,} engine events); Calculon "
-        f"{1e3 * CALCULON_1T_S:.0f} ms (reference, measured separately): "
-        f"{wall / CALCULON_1T_S:.2f}x wall, {cpu / CALCULON_1T_S:.2f}x CPU (target: within 2x)"
+        f"wall, {1e3 * cpu:.1f} ms CPU ({events:,} engine events); Calculon in this process, "
+        f"in turn: {1e3 * calculon:.2f} ms CPU: {cpu / calculon:.2f}x CPU (target: within 2x)"
     )
-    # Calculon's figure is fixed while this VM's speed swings ~2x from hour to hour: the same
-    # run's bare SimPy timeout says how fast the VM is now, beside the 1T figure in its units
     print(
         f"  the VM now: a bare SimPy timeout {1e6 * bare:.3f} us of CPU (best of 5); the 1T run "
         f"costs {cpu / bare:,.0f} of them"
@@ -320,6 +327,53 @@ def cost_table(
     print("targets: 1024 and 4096 within 2x the time and 1.5x the peak memory of 8\n")
 
 
+def cliff_table(data: list[int], accumulation: int = 512, repeat: int = 3) -> None:
+    """The 70B scenario at `accumulation` micro-batches over data-parallel sizes: CPU time
+    and its ratio to the first size (issue 36: within 2x at 2,048 and 16,384 GPUs of 512),
+    and how the step was simulated."""
+    print(f"{SCENARIO.name} at {accumulation} micro-batches, by parallel.data (least of {repeat})")
+    base = None
+    for d in data:
+        case = run_case(accumulation, True, [f"parallel.data={d}"], repeat)
+        base = base or case
+        print(
+            f"  data {d:6,}: {case['cpu_s']:6.2f} s CPU, {case['cpu_s'] / base['cpu_s']:5.2f}x "
+            f"the first; {case['events']:,} events, peak {case['peak_bytes'] / 1e6:.0f} MB",
+            flush=True,
+        )
+
+
+def checkpoint_ratio(repeat: int = 3) -> None:
+    """A point with its durable checkpoint against the same point without (checkpoint.every_
+    steps null): simulate's CPU time in this process, least of `repeat` each, in turn.
+    Target (issue 36): within 1.5x."""
+    from tiersim.config.load import load_scenario
+    from tiersim.runner import simulate
+
+    cases = [
+        (SCENARIO, ["training.grad_accumulation=512"]),
+        (ROOT / "scenarios" / "default.yaml", []),
+    ]
+    for path, extra in cases:
+        best = {}
+        scenarios = {
+            "with": load_scenario(path, extra).scenario,
+            "without": load_scenario(path, [*extra, "checkpoint.every_steps=null"]).scenario,
+        }
+        for _ in range(repeat):
+            for name, scenario in scenarios.items():
+                started = time.process_time()
+                simulate(scenario)
+                best[name] = min(best.get(name, math.inf), time.process_time() - started)
+        s = scenarios["with"]
+        print(
+            f"{path.name} {' '.join(extra)} ({s.checkpoint.mode} checkpoint): with "
+            f"{1e3 * best['with']:.1f} ms, without {1e3 * best['without']:.1f} ms CPU: "
+            f"{best['with'] / best['without']:.2f}x (target within 1.5x)",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--accumulation", type=int, nargs="+", default=[8, 256, 1024, 4096])
@@ -335,7 +389,19 @@ def main() -> None:
     parser.add_argument("--checkpoint-only", action="store_true", help="the table's rows with one")
     parser.add_argument("--repeat", type=int, default=1, help="fresh runs per case, least kept")
     parser.add_argument("--table-only", action="store_true", help="only the micro-batch table")
+    parser.add_argument(
+        "--data", type=int, nargs="+", help="only: the 70B at 512 micro-batches by parallel.data"
+    )
+    parser.add_argument(
+        "--checkpoint-ratio", action="store_true", help="only: a point with and without it"
+    )
     args = parser.parse_args()
+    if args.checkpoint_ratio:
+        checkpoint_ratio(max(3, args.repeat))
+        return
+    if args.data:
+        cliff_table(args.data, repeat=args.repeat)
+        return
     if args.one_t:
         print_one_t()
         return

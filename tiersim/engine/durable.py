@@ -33,6 +33,7 @@ from tiersim.engine.metrics import in_flight_added_s, link_busy_s, moved
 from tiersim.engine.ops import Role
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share
+from tiersim.engine.steady import round_off
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
@@ -228,6 +229,8 @@ def measure_checkpoint(
         link_busy_s={name: b for name, b in added.items() if name in links},
         link_in_flight_s={name: f for name, f in flying.items() if name in links},
         steady=bool(steady),
+        # the checkpoint run's and its baseline's, at most as many events and as long
+        round_off_s=2 * round_off(log.events + engine.net.wakeups, log.step_end[-1]),
     )
 
 

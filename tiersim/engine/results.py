@@ -80,6 +80,9 @@ class CheckpointRun:
     # every step checkpointing: the step reported was seen to repeat (False: the last one
     # simulated, within durable.MAX_STEADY_STEPS)
     steady: bool = True
+    # the most its seconds (a difference of its run's and a baseline's) can err by from
+    # floating-point arithmetic (tiersim.engine.steady.round_off): not reported
+    round_off_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ class StepResult:
     steps_simulated: int = 0
     # "full", "extrapolated" or "full (no repetition found)" (tiersim.engine.steady)
     steady_state: str = "full"
+    steady_state_why: str | None = None  # with "full (no repetition found)": what broke it
     micro_batches_simulated: tuple[int, ...] = ()  # per run, where extrapolated
     breakdown: dict[str, float] | None = None  # the model's prices (workload.breakdown)
 

@@ -12,7 +12,7 @@ from tiersim.engine import steady
 from tiersim.engine.core import Recorder
 from tiersim.engine.durable import checkpoint_baseline, first_checkpointed, measure_checkpoint
 from tiersim.engine.metrics import measure
-from tiersim.engine.results import StepResult
+from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.runs import Runs
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
@@ -152,17 +152,22 @@ def _with_breakdown(result: StepResult, setup: RunSetup) -> StepResult:
 def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> StepResult:
     steps = steady.steps_to_simulate(res)[0]
     runs = steady.samples(res, setup.wl.stage)
+    why = None
     if runs is not None:
         _check_size(res, steps, max(runs), setup.wl.parts_per_layer)
-        result = _extrapolated(res, setup, runs, recorder)
-        if result is not None:
-            return result
+        extrapolated = _extrapolated(res, setup, runs, recorder)
+        if not isinstance(extrapolated, steady.NoRepetition):
+            return extrapolated
+        why = extrapolated.why
     _check_size(res, steps, res.execution.training.grad_accumulation, setup.wl.parts_per_layer)
     result, _, checkpoint = _measured(res, setup, recorder, verify=False)
     if checkpoint is not None:
         result = dataclasses.replace(result, checkpoint=checkpoint(result))
-    note = "full" if runs is None else "full (no repetition found)"
-    return dataclasses.replace(result, steady_state=note)
+    if runs is None:
+        return dataclasses.replace(result, steady_state="full")
+    return dataclasses.replace(
+        result, steady_state="full (no repetition found)", steady_state_why=why
+    )
 
 
 def _measured(
@@ -205,28 +210,43 @@ def _shorter(setup: RunSetup, micro_batches: int) -> RunSetup:
 
 def _extrapolated(
     res: Resolved, setup: RunSetup, runs: tuple[int, ...], recorder: Recorder | None
-) -> StepResult | None:
+) -> StepResult | steady.NoRepetition:
     """The step of m micro-batches from three runs of fewer, a period apart, once they are
-    seen to repeat (tiersim.engine.steady); None where they do not. A recorder is shown the
-    longest run, once the repetition holds."""
+    seen to repeat (tiersim.engine.steady); why not, where they do not. A recorder is shown
+    the longest run, once the repetition holds."""
     samples = [_measured(res, _shorter(setup, n), None) for n in runs]
     results = [r for r, _, _ in samples]
     if not samples[-1][1][1]:  # the longest run's last periods are not shifted copies
-        return None
+        return steady.NoRepetition(
+            f"the ops of the {runs[-1]:,}-micro-batch run's last periods do not start and end "
+            "exactly one period apart"
+        )
     m = res.execution.training.grad_accumulation
     periods = (m - runs[-1]) // steady.period(res)
     plain = steady.grow(results, [link_time for _, (link_time, _), _ in samples], periods)
-    if plain is None:
-        return None
+    if isinstance(plain, steady.NoRepetition):
+        return plain
     plain = dataclasses.replace(
         plain, micro_batches=m, steady_state="extrapolated", micro_batches_simulated=runs
     )
     if res.execution.checkpoint_simulated:
-        runs_checkpoint = [ck(plain) for _, _, ck in samples]
-        checkpoint = steady.grow_checkpoint(runs_checkpoint, periods, plain.time_s)
-        if checkpoint is None:
-            return None
+        checkpoint = _checkpoint(res, plain, samples, periods)
+        if isinstance(checkpoint, steady.NoRepetition):
+            return checkpoint
         plain = dataclasses.replace(plain, checkpoint=checkpoint)
     if recorder is not None:  # only now: a run that falls back to full records that one
         _measured(res, _shorter(setup, runs[-1]), recorder, verify=False)
     return plain
+
+
+def _checkpoint(
+    res: Resolved, plain: StepResult, samples: list[tuple], periods: int
+) -> CheckpointRun | steady.NoRepetition:
+    """The checkpoint of the step of m micro-batches: measured once, on the shortest sample,
+    where it cannot depend on the micro-batch count (`steady.checkpoint_stands_alone`), else
+    on each sample and extrapolated as the step is (`steady.grow_checkpoint`)."""
+    if steady.checkpoint_stands_alone(res):
+        return samples[0][2](plain)
+    runs_checkpoint = [ck(plain) for _, _, ck in samples]
+    noise = max(r.round_off_s for r in runs_checkpoint)
+    return steady.grow_checkpoint(runs_checkpoint, periods, plain.time_s, noise)

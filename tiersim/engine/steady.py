@@ -13,16 +13,29 @@ contention: a step of m micro-batches is one of n micro-batches with m - n perio
 adding the same time, bytes, busy and in-flight time, occupancy integral and events. Three
 runs of n, n + P and n + 2P micro-batches (n ≡ m modulo P) measure what a period adds; the
 repetition is verified, not assumed: every figure of the three runs must grow by exactly the
-same amount from one to the next (to 1e-10 of its scale, floating-point sums aside), every
-peak and lowest occupancy be the same, and in the longest run the ops of the last simulated
+same amount from one to the next (to 1e-10 of its scale, or to the round-off its own
+arithmetic can produce where that is larger: `round_off`), every peak and lowest occupancy be
+the same, and in the longest run the ops of the last simulated
 periods must start and end exactly one period apart. Then each figure is the longest run's plus
 (m - n - 2P)/P times that growth. Where it does not hold, m micro-batches are simulated in
-full, and the report says so.
+full, and the report says so and why (`NoRepetition`: the first figure that broke it).
+
+Round-off. A run's seconds are SimPy's clock, one addition an event, and sums over its
+intervals, one term an event at most, each term of the clock's magnitude: recursive summation
+errs by at most (terms - 1) x eps x the sum of the terms' magnitudes (Higham, Accuracy and
+Stability of Numerical Algorithms, 2nd ed., eq. 4.4), so a figure of a run of E events whose
+clock reaches T errs by at most E x eps x T (`round_off`), and a figure that is the difference
+of two runs' (a checkpoint's stall, its added busy time) by the sum of theirs. A second
+difference of three runs' figures that stays within 4 such bounds (1 + 2 + 1) is round-off,
+not a period that grows unevenly: with thousands of events and a step of seconds that is
+~1e-12 s, which a fixed share of the figure's own scale (1e-10 x a stall of 0.2 ms) misses.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
+from dataclasses import dataclass
 from typing import Any
 
 from tiersim.core import intervals as iv
@@ -35,6 +48,30 @@ from tiersim.workload.pipeline import warmup_forwards
 
 REL = 1e-10  # a figure's growth per period must agree to this share of its scale
 ROUND_OFF = 1e-12  # of a step: what runs of different lengths may differ by in sums
+EPS = sys.float_info.epsilon
+
+
+@dataclass(frozen=True)
+class NoRepetition:
+    """Why the samples were not extrapolated: said in the report of the full simulation."""
+
+    why: str
+
+
+def round_off(events: int, clock_s: float) -> float:
+    """The most a figure of a run of `events` events whose clock reaches `clock_s` seconds
+    can err by from floating-point arithmetic (module docstring)."""
+    return max(events, 1) * EPS * abs(clock_s)
+
+
+def _name(key: tuple) -> str:
+    """A figure's key in words: `busy_s of pcie`, `checkpoint stall_s`."""
+    kind, *rest = key
+    parts = [str(p) for r in rest for p in (r if isinstance(r, tuple) else (r,))]
+    prefix = "checkpoint " if parts[0] == "checkpoint" else ""
+    what, *where = parts[1:] if prefix else parts
+    unit = {"s": "_s", "bs": "_byte_s", "n": "_bytes"}.get(kind, "")
+    return f"{prefix}{what}{unit}" + (f" of {' '.join(where)}" if where else "")
 
 
 def independent_steps(res: Resolved) -> bool:
@@ -48,6 +85,18 @@ def independent_steps(res: Resolved) -> bool:
         return False
     ck = res.execution.checkpoint
     return not res.execution.checkpoint_simulated or (ck.mode == "blocking" and ck.every_steps != 1)
+
+
+def checkpoint_stands_alone(res: Resolved) -> bool:
+    """A blocking checkpoint between independent steps: training stalls from the checkpoint's
+    first move until the copy is durable, and the steps around it begin from the same
+    quiescent state whatever their micro-batch count (`independent_steps`), so its bytes,
+    write, stall and added link time are the same at every micro-batch count (the three
+    samples agree to round-off: tests/test_steady_round_off.py). Measured once, on the
+    shortest sample, it needs no run of the others (an async drain overlaps the next step's
+    micro-batches: there it is measured on each sample and extrapolated)."""
+    ck = res.execution.checkpoint
+    return independent_steps(res) and ck.mode == "blocking" and res.execution.checkpoint_simulated
 
 
 def steps_to_simulate(res: Resolved) -> tuple[int, int]:
@@ -123,34 +172,66 @@ def _constant(r: StepResult) -> dict[tuple, float]:
     return f
 
 
-def _growth(runs: list[dict[tuple, float]], scale: dict[str, float]) -> dict[tuple, float] | None:
-    """Per figure, what one period adds, if the three runs grow by the same amount."""
+def _growth(
+    runs: list[dict[tuple, float]], scale: dict[str, float], noise: dict[str, float] | None = None
+) -> dict[tuple, float] | NoRepetition:
+    """Per figure, what one period adds, if the three runs grow by the same amount: exactly
+    for counts; for the rest to REL of the figure's scale, or within `noise` (by kind: each
+    run's round-off bound, `round_off`) where that is larger."""
     if not runs[0].keys() == runs[1].keys() == runs[2].keys():
-        return None
+        return NoRepetition("the runs do not measure the same links and tiers")
+    noise = noise or {}
     out = {}
     for key, a in runs[0].items():
         b, c = runs[1][key], runs[2][key]
+        uneven = (c - b) - (b - a)
         if key[0] == "n":
-            if c - b != b - a:
-                return None
-        elif abs((c - b) - (b - a)) > REL * max(abs(c), scale[key[0]]):
-            return None
+            if uneven != 0:
+                return NoRepetition(
+                    f"{_name(key)} grows by {b - a:,} then {c - b:,} a period ({a:,}, {b:,}, "
+                    f"{c:,} over the runs)"
+                )
+        else:
+            tol = max(REL * max(abs(c), scale[key[0]]), 4 * noise.get(key[0], 0.0))
+            if abs(uneven) > tol:
+                return NoRepetition(
+                    f"{_name(key)} grows by {b - a:.6g} then {c - b:.6g} a period: "
+                    f"{abs(uneven):.3g} apart, over the {tol:.3g} its round-off and "
+                    f"{REL:g} of its scale allow"
+                )
         out[key] = c - b
     return out
 
 
-def grow(results: list[StepResult], link_times: list[float], periods: int) -> StepResult | None:
+def _constant_changes(results: list[StepResult]) -> NoRepetition | None:
+    """Why the figures that must not change with the micro-batch count do, if they do."""
+    consts = [_constant(r) for r in results]
+    for key in consts[0]:
+        seen = [c.get(key) for c in consts]
+        if len(set(seen)) > 1:
+            what = "prefetch depth" if key == ("depth",) else f"{key[1]}'s {key[0]} occupancy"
+            return NoRepetition(f"{what} differs between the runs ({', '.join(map(str, seen))})")
+    if not consts[0].keys() == consts[1].keys() == consts[2].keys():
+        return NoRepetition("the runs do not occupy the same tiers")
+    return None
+
+
+def grow(
+    results: list[StepResult], link_times: list[float], periods: int
+) -> StepResult | NoRepetition:
     """The result `periods` periods longer than the last of three runs a period apart, or
-    None if they do not grow alike (module docstring)."""
-    if not _constant(results[0]) == _constant(results[1]) == _constant(results[2]):
-        return None
+    why not, if they do not grow alike (module docstring)."""
+    changed = _constant_changes(results)
+    if changed is not None:
+        return changed
     figs = [_figures(r, lt) for r, lt in zip(results, link_times, strict=True)]
     last = results[-1]
     peak = max([ts.peak_bytes for ts in last.tiers.values()] + [1])
     scale = {"s": last.time_s * 1e-3, "bs": last.time_s * peak * 1e-3}
-    step = _growth(figs, scale)
-    if step is None:
-        return None
+    noise_s = max(round_off(r.events, r.time_s * max(1, r.steps_simulated)) for r in results)
+    step = _growth(figs, scale, {"s": noise_s, "bs": noise_s * peak})
+    if isinstance(step, NoRepetition):
+        return step
     f = {k: v + periods * step[k] for k, v in figs[-1].items()}
     for key, v in f.items():
         if key[0] == "n":
@@ -202,35 +283,51 @@ def _result(last: StepResult, f: dict[tuple, float], runs: list[StepResult]) -> 
     )
 
 
-def grow_checkpoint(runs: list[CheckpointRun], periods: int, step_s: float) -> CheckpointRun | None:
+def grow_checkpoint(
+    runs: list[CheckpointRun], periods: int, step_s: float, noise_s: float = 0.0
+) -> CheckpointRun | NoRepetition:
     """A checkpoint measured at three micro-batch counts a period apart, extrapolated: its
     bytes and peaks must not change, its write, stall and added busy and in-flight seconds
-    grow alike. A figure that moves by no more than the runs' round-off (1e-12 of a step per
-    period) is constant: its growth is that round-off (a stall is the difference of two run
-    ends), and extrapolating it would multiply it by the periods."""
+    grow alike. `noise_s`: the most a figure of one checkpoint's can err by (`round_off` of
+    its run and its baseline's). A figure that moves by no more than the runs' round-off
+    (1e-12 of a step, or twice `noise_s`, per period) is constant: its growth is that
+    round-off (a stall is the difference of two run ends), and extrapolating it would
+    multiply it by the periods."""
     fixed = [
-        dataclasses.replace(r, write_s=0.0, stall_s=0.0, link_busy_s={}, link_in_flight_s={})
+        dataclasses.replace(
+            r, write_s=0.0, stall_s=0.0, link_busy_s={}, link_in_flight_s={}, round_off_s=0.0
+        )
         for r in runs
     ]
     if not fixed[0] == fixed[1] == fixed[2]:
-        return None
+        return NoRepetition("the checkpoint's bytes or peaks differ between the runs")
     seconds = [_checkpoint_seconds(r) for r in runs]
     scale = max(1e-300, *(abs(v) for v in seconds[-1].values())) * 1e-3
-    step = _growth([{("s", k): v for k, v in f.items()} for f in seconds], {"s": scale})
-    if step is None:
-        return None
-    noise = ROUND_OFF * step_s
+    step = _growth(
+        [{("s", ("checkpoint", *_key(k))): v for k, v in f.items()} for f in seconds],
+        {"s": scale},
+        {"s": noise_s},
+    )
+    if isinstance(step, NoRepetition):
+        return step
+    noise = max(ROUND_OFF * step_s, 2 * noise_s)
     out = {}
-    for (_, name), growth in step.items():
+    for (_, (_, *key)), growth in step.items():
+        name = key[0] if len(key) == 1 else tuple(key)
         flat = all(abs(f[name] - seconds[0][name]) <= noise for f in seconds)
         out[name] = seconds[-1][name] + (0.0 if flat else periods * growth)
     return dataclasses.replace(
         runs[-1],
+        round_off_s=noise_s,
         write_s=out["write"],
         stall_s=max(0.0, out["stall"]),
         link_busy_s={name: out[("busy", name)] for name in runs[-1].link_busy_s},
         link_in_flight_s={name: out[("in_flight", name)] for name in runs[-1].link_in_flight_s},
     )
+
+
+def _key(name: Any) -> tuple:
+    return name if isinstance(name, tuple) else (name,)
 
 
 def _checkpoint_seconds(run: CheckpointRun) -> dict[Any, float]:

@@ -12,13 +12,17 @@ from typing import Any
 
 from tiersim.config.load import build
 from tiersim.config.overrides import apply_overrides
-from tiersim.core.errors import InputError
+from tiersim.core.errors import InfeasibleError, InputError
+from tiersim.plan.bound import StepBound, step_bound, wear_floor
 from tiersim.plan.space import override_text
 from tiersim.runner import check_runnable
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.sweep.estimate import layer_passes
 from tiersim.sweep.worker import PointTask, scenario_key
+from tiersim.workload.work import build_workload
+
+HBF = "hbf"  # the tier of "can HBF hold optimizer state?" (plan.rank.HBF)
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,12 @@ class Candidate:
     gpus: int  # data x tensor x pipeline: the job's GPUs
     price_per_gpu_hour: float | None
     passes: int  # layer passes it simulates, to estimate its time by
+    bound: StepBound | None = None  # its step can take no less (None: not bounded)
+    tokens_per_step: int = 0
+    hbf_optimizer: bool = False  # optimizer state homed (in part) on HBF (plan.rank.HBF)
+    # a plan holding every wear budget takes at least this long a step (plan.bound.wear_floor)
+    wear_floor_s: float = 0.0
+    wear_tier: str | None = None  # the tier whose budget sets it
 
 
 @dataclass
@@ -71,7 +81,8 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
     except InputError as exc:
         out.invalid[_reason(exc)] += 1
         return None
-    inv = build_inventory(resolve(loaded.scenario))
+    res = resolve(loaded.scenario)
+    inv = build_inventory(res)
     over = [name for name, use in inv.tiers.items() if not use.fits]
     if over:
         out.unfit.update(over)
@@ -88,7 +99,33 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
     s = loaded.scenario
     gpus = s.parallel.data * s.parallel.tensor * s.parallel.pipeline
     price = s.hardware.price_per_gpu_hour
-    return Candidate(overrides, dict(combo), task, gpus, price, layer_passes(s))
+    bound, tokens = _bound(res, inv)
+    on_hbf = inv.tiers[HBF].classes.get("optimizer", 0) > 0 if HBF in inv.tiers else False
+    floor, tier = wear_floor(s, bound.written) if bound is not None else (0.0, None)
+    return Candidate(
+        overrides,
+        dict(combo),
+        task,
+        gpus,
+        price,
+        layer_passes(s),
+        bound=bound,
+        tokens_per_step=tokens,
+        hbf_optimizer=on_hbf,
+        wear_floor_s=floor,
+        wear_tier=tier,
+    )
+
+
+def _bound(res, inv) -> tuple[StepBound | None, int]:
+    """The candidate's step-time bound and tokens per step (tiersim.plan.bound); None where its
+    workload cannot be built (a candidate the simulation will refuse: it is simulated, and
+    says why)."""
+    try:
+        wl = build_workload(res, inv)
+    except (InputError, InfeasibleError, ValueError, ZeroDivisionError):
+        return None, 0
+    return step_bound(res, wl), wl.tokens_per_step
 
 
 def _reason(exc: InputError) -> str:

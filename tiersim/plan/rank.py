@@ -9,11 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_time
-from tiersim.plan.prune import Candidate
+from tiersim.plan.prune import HBF, Candidate
 from tiersim.report.wear import fmt_days, fmt_margin
 from tiersim.sweep.worker import PointResult
-
-HBF = "hbf"  # the tier the optimizer-state question is about
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,9 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             "do_not_fit": dict(pruned.unfit),
             "do_not_fit_candidates": pruned.unfit_candidates,
             "duplicates": pruned.duplicates,
+            # never simulated: their step-time bound could not reach the answer, by the term
+            # that set the bound (tiersim.plan.contenders)
+            "pruned_by_bound": dict(outcome.pruned_by_bound),
             "simulated": len(sims),
             "simulated_by_status": dict(statuses),
             # why the first of each kind of candidate that did not run did not
@@ -92,7 +95,8 @@ def plan_text(report: dict[str, Any]) -> str:
         + _off_batch(report["space"]),
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
         f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
-        f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicates; {c['simulated']:,} "
+        f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicates"
+        f"{_by_bound(c['pruned_by_bound'])}; {c['simulated']:,} "
         f"simulated: {c['feasible']:,} fit and hold every budget, {c['peak_does_not_fit']:,} "
         f"overflow at their peak, {c['fail_a_wear_budget']:,} fail a wear budget"
         + _not_ok(c["simulated_by_status"]),
@@ -115,6 +119,14 @@ def _reasons(c: dict[str, Any]) -> str:
         return ""
     first, n = next(iter(c["invalid_reasons"].items()))
     return f" (most often: {first}: {n:,})"
+
+
+def _by_bound(by_bound: dict[str, int]) -> str:
+    """', 12 pruned by their bounds (compute 9, hbf wear budget 3)': step time or wear."""
+    if not by_bound:
+        return ""
+    terms = ", ".join(f"{term} {n:,}" for term, n in by_bound.items())
+    return f", {sum(by_bound.values()):,} pruned by their bounds ({terms})"
 
 
 def _unfit(unfit: dict[str, int]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,6 +17,7 @@ from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_time
 from tiersim.plan.check import checked_space, too_large
+from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, simulated
 from tiersim.plan.space import Space, candidates
@@ -45,6 +46,9 @@ class PlanOutcome:
     sims: list[Simulated]
     estimate_s: float | None  # the simulation's estimated wall time, from a sample of points
     base_overrides: tuple[str, ...] = ()  # --set given to the plan, under every candidate
+    # candidates never simulated as their step-time bound cannot reach the answer, by the
+    # bound's binding term (tiersim.plan.contenders)
+    pruned_by_bound: dict[str, int] = field(default_factory=dict)
 
 
 def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> PlanOutcome:
@@ -72,9 +76,11 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
         + (rest if left else "none left"),
         file=stream_to,
     )
-    results = _simulate_rest(pruned, sampled, options, stream_to)
-    sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True)]
-    return PlanOutcome(source, space, pruned, sims, estimate, overrides)
+    contenders = Contenders(options.objective, options.top)
+    results = _simulate_rest(pruned, sampled, options, stream_to, contenders)
+    sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True) if r is not None]
+    by_bound = dict(contenders.pruned.most_common())
+    return PlanOutcome(source, space, pruned, sims, estimate, overrides, by_bound)
 
 
 def parallelism(options: PlanOptions, left: int) -> tuple[int, int]:
@@ -228,40 +234,48 @@ def _over_limit(
 
 
 def _simulate_rest(
-    pruned: Pruned, sampled: dict[int, PointResult], options: PlanOptions, to: TextIO
-) -> list[PointResult]:
-    """Every kept candidate's result, in order: the sampled ones as they are, the rest on
-    the executor."""
-    at = [i for i in range(len(pruned.kept)) if i not in sampled]
-    tasks = [pruned.kept[i].task for i in at]
-    results: list[Any] = [sampled.get(i) for i in range(len(pruned.kept))]
-    for i, outcome in zip(at, _simulate(tasks, options, to), strict=True):
-        results[i] = outcome
+    pruned: Pruned,
+    sampled: dict[int, PointResult],
+    options: PlanOptions,
+    to: TextIO,
+    contenders: Contenders,
+) -> list[PointResult | None]:
+    """Every kept candidate's result, in order (None: never simulated, its bound cannot reach
+    the answer): the sampled ones as they are, the rest on the executor, best bound first,
+    each checked against the results in when it is about to be sent (`Contenders`)."""
+    kept = pruned.kept
+    for i, r in sampled.items():
+        contenders.add(kept[i], r)
+    results: list[Any] = [sampled.get(i) for i in range(len(kept))]
+    left = [i for i in contenders.order(kept) if i not in sampled]
+    if not left:
+        return results
+    sent: list[int] = []  # positions in `kept` of the candidates sent, in order
+
+    def tasks():
+        for i in left:
+            if contenders.matters(kept[i]):
+                sent.append(i)
+                yield kept[i].task
+
+    bar = Progress(len(left), to, label="plans simulated or pruned")
+    workers = parallelism(options, len(left))[0]
+
+    def on(pool: Pool) -> None:
+        done = 0
+        for batch in stream(pool, run_point, tasks()):
+            for position, outcome in batch:
+                if not isinstance(outcome, PointResult):
+                    raise SweepAborted(f"a worker failed: {type(outcome).__name__}: {outcome}")
+                i = sent[position]
+                results[i] = outcome
+                contenders.add(kept[i], outcome)
+            done += len(batch)
+            bar.update(done + sum(contenders.pruned.values()))
+
+    run_on_pool(options.executor, workers, options.scheduler, None, on)
+    bar.update(len(left))
     return results
-
-
-def _simulate(tasks: list[Any], options: PlanOptions, to: TextIO) -> list[PointResult]:
-    if not tasks:
-        return []
-    bar = Progress(len(tasks), to, label="plans simulated")
-    workers = parallelism(options, len(tasks))[0]
-    return run_on_pool(
-        options.executor, workers, options.scheduler, None, lambda pool: _on(pool, tasks, bar)
-    )
-
-
-def _on(pool: Pool, tasks: list[Any], bar: Progress) -> list[PointResult]:
-    """Every task's result, run on `pool` (by `_simulate`)."""
-    out: list[Any] = [None] * len(tasks)
-    done = 0
-    for batch in stream(pool, run_point, tasks):
-        for position, outcome in batch:
-            if not isinstance(outcome, PointResult):
-                raise SweepAborted(f"a worker failed: {type(outcome).__name__}: {outcome}")
-            out[position] = outcome
-        done += len(batch)
-        bar.update(done)
-    return out
 
 
 def _checked_space(loaded: Loaded, raw: dict[str, Any], path: Path, options: PlanOptions) -> Space:

@@ -332,4 +332,6 @@ def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
         "steady_state": r.steady_state,
         "micro_batches_simulated": list(r.micro_batches_simulated),
     }
+    if r.steady_state_why is not None:  # a fallback to full simulation, and why
+        report["sim"]["steady_state_why"] = r.steady_state_why
     return report

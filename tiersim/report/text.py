@@ -143,6 +143,7 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
         out.append(
             f"steady state: the step was not seen to repeat micro-batch to micro-batch, so all "
             f"{st['micro_batches']:,} micro-batches were simulated (simulation.steady_state)"
+            + (f": {why}" if (why := report["sim"].get("steady_state_why")) else "")
         )
     return out
 

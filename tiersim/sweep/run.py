@@ -31,6 +31,7 @@ from tiersim.sweep.worker import (
     PointTask,
     point_key,
     run_point,
+    run_points,
     scenario_key,
 )
 
@@ -134,7 +135,8 @@ def _on_pool(
     rest, point_s = _first(tasks, todo, keys, store, pool.slots, options.progress)
     tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
     tables.start()  # while the points run, where this process has time to spare
-    chunk = chunk_size(point_s, len(rest), pool.slots)
+    target, most = (CHUNK_S, MAX_CHUNK) if pool.same_files else (TASK_S, MAX_BATCH)
+    chunk = chunk_size(point_s, len(rest), pool.slots, target, most)
     _run(pool, tasks, rest, keys, store, options.progress, len(todo), chunk)
     tables.join()
     return keys, todo, retried, aside
@@ -250,12 +252,25 @@ CHUNK_S = 0.05  # about how long a local worker's chunk of points runs, by the t
 MAX_CHUNK = 16  # points
 
 
-def chunk_size(point_s: float, points: int, workers: int) -> int:
-    """Points a local worker runs per call: about CHUNK_S of them by the timed point's time
-    (fast points share a call's cost to the sweep process), at most MAX_CHUNK, and few enough
+# A remote (Dask) task costs the client and the scheduler a few milliseconds whatever it runs:
+# a batch of points per task shares that cost (issue 36: one point a task ran at half the
+# local pool's speed)
+TASK_S = 0.25  # about how long a remote task's batch of points runs, by the timed point's
+MAX_BATCH = 64  # points
+
+
+def chunk_size(
+    point_s: float,
+    points: int,
+    workers: int,
+    target_s: float = CHUNK_S,
+    most: int = MAX_CHUNK,
+) -> int:
+    """Points a worker runs per call: about `target_s` of them by the timed point's time
+    (fast points share a call's cost to the sweep process), at most `most`, and few enough
     that each worker has several calls (the last ones end about together)."""
-    by_time = int(CHUNK_S / point_s) if point_s > 0 else MAX_CHUNK
-    return max(1, min(by_time, MAX_CHUNK, points // (4 * workers)))
+    by_time = int(target_s / point_s) if point_s > 0 else most
+    return max(1, min(by_time, most, points // (4 * workers)))
 
 
 def _run(
@@ -305,11 +320,17 @@ def _run(
 def _points(
     pool: Pool, tasks: list[PointTask], store: SweepStore, chunk: int
 ) -> Iterator[list[tuple[int, object]]]:
-    """The points' outcomes; a local worker runs `chunk` points a call and writes each point's
-    report itself, so that only a small result comes back (and the sweep process spends no
-    time writing it)."""
-    if not pool.same_files:
-        yield from stream(pool, run_point, tasks)
+    """The points' outcomes; a worker runs `chunk` points a call; a local one writes each
+    point's report itself, so that only a small result comes back (and the sweep process
+    spends no time writing it)."""
+    if not pool.same_files:  # a remote worker: a batch of points a task, sent back whole
+        batches = [tasks[i : i + chunk] for i in range(0, len(tasks), chunk)]
+        for batch in stream(pool, run_points, batches):
+            yield [
+                (c * chunk + j, outcome)
+                for c, outcomes in batch
+                for j, outcome in enumerate(_each(outcomes, len(batches[c])))
+            ]
         return
     folder = str(store.points_dir)
     chunks = [(tasks[i : i + chunk], folder) for i in range(0, len(tasks), chunk)]

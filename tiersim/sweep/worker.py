@@ -111,6 +111,12 @@ def run_point(task: PointTask) -> PointResult:
     return PointResult(key, OK, None, headline(report), text, _since(start), png)
 
 
+def run_points(tasks: list[PointTask]) -> list[PointResult]:
+    """A batch of points in one call (a remote executor's task: its per-task cost shared by
+    the batch); each point's failure is its own status, as `run_point` records it."""
+    return [run_point(task) for task in tasks]
+
+
 def _picture(report: dict[str, Any], trace: dict[str, Any], task: PointTask) -> bytes:
     from tiersim.report.plot import png_bytes, step_figure  # matplotlib: only when asked
 

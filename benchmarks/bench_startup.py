@@ -1,0 +1,105 @@
+"""What share of a default `tiersim run` is imports, in CPU time (a loaded machine's wall time
+would say more of the load than of tiersim).
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_startup.py [--repeat 7] [SCENARIO]
+
+Three kinds of whole process, taking turns, `--repeat` rounds, the least user + system CPU
+of each kept:
+- run: `python -m tiersim run SCENARIO --out TMP` (default scenarios/default.yaml);
+- imports: a process that imports exactly the modules the run had imported when it ended
+  (its sys.modules, in the order they were first imported), and does nothing else;
+- bare: `python -c pass`.
+Printed: imports - bare (what importing costs beyond the interpreter) over run - bare, and
+over run (the target's reading, issue 36: imports <= 40 % of a default run's CPU time); and
+the heaviest modules by own import time (`-X importtime`'s self column, one run: a guide,
+not a measurement). Compiled modules are written and reused (PYTHONDONTWRITEBYTECODE
+emptied), as an installed tiersim's are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_RUN_AND_LIST = r"""
+import json, runpy, sys
+out = sys.argv[2]
+sys.argv = ["tiersim", "run", sys.argv[1], "--out", out]
+try:
+    runpy.run_module("tiersim", run_name="__main__")
+except SystemExit:
+    pass
+json.dump(list(sys.modules), open(out + ".modules.json", "w"))
+"""
+
+
+_IMPORTER = """
+import importlib
+for name in {names!r}:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+"""
+
+
+def child_cpu_s(args: list[str], env: dict[str, str]) -> float:
+    """User + system CPU seconds of one whole `python args...` process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, *args], env=env, capture_output=True, check=True, cwd=ROOT)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", nargs="?", default=str(ROOT / "scenarios" / "default.yaml"))
+    parser.add_argument("--repeat", type=int, default=7, help="rounds, least kept")
+    args = parser.parse_args()
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "", "PYTHONPATH": str(ROOT)}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / "run")
+        child_cpu_s(["-c", _RUN_AND_LIST, args.scenario, out], env)  # compiles, lists modules
+        modules = json.loads(Path(out + ".modules.json").read_text())
+        names = [m for m in modules if not m.startswith("__")]
+        importer = _IMPORTER.format(names=names)
+        run = ["-m", "tiersim", "run", args.scenario, "--out", out]
+        best = {"run": float("inf"), "imports": float("inf"), "bare": float("inf")}
+        for _ in range(args.repeat):
+            for name, argv in (
+                ("run", run),
+                ("imports", ["-c", importer]),
+                ("bare", ["-c", "pass"]),
+            ):
+                best[name] = min(best[name], child_cpu_s(argv, env))
+        timing = subprocess.run(
+            [sys.executable, "-X", "importtime", *run], env=env, capture_output=True, text=True
+        ).stderr
+    imports = best["imports"] - best["bare"]
+    print(
+        f"tiersim run {Path(args.scenario).name}: {1e3 * best['run']:.0f} ms CPU; its imports "
+        f"{1e3 * imports:.0f} ms beyond a bare interpreter's {1e3 * best['bare']:.0f} ms: "
+        f"{100 * imports / best['run']:.0f} % of the run (target <= 40 %), "
+        f"{100 * imports / (best['run'] - best['bare']):.0f} % of it beyond the interpreter "
+        f"(least of {args.repeat}; {len(modules)} modules; load average "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})"
+    )
+    rows = []
+    for line in timing.splitlines():
+        if line.startswith("import time:") and "self" not in line:
+            own, _, name = line[len("import time:") :].split("|")
+            rows.append((int(own), name.strip()))
+    heavy = ", ".join(f"{name} {own / 1e3:.1f}" for own, name in sorted(rows)[::-1][:12])
+    print(f"heaviest own import times, ms (-X importtime, one run): {heavy}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""`tiersim plan` prunes candidates whose bound cannot reach its answer (tiersim.plan.contenders)
+and answers as an exhaustive simulation of the same space does: the same best plans, the same
+answer on HBF, with the pruned ones counted by the bound that ruled them out."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import SCENARIOS
+
+from tiersim.cli import main
+from tiersim.plan.bound import StepBound
+from tiersim.plan.contenders import Contenders, score_bound
+from tiersim.plan.prune import Candidate
+
+# a subspace of the default scenario's default space (each class's home, recompute, the
+# micro-batch size): 3 x 2 x 2 x 3 x 2 = 72 combinations; its checkpoint left out so each
+# candidate is quick (the search is what is tested, not the checkpoint)
+PLAN = """plan:
+  placement.optimizer: [hbm, dram, hbf]
+  placement.master: [hbm, hbf]
+  placement.weights: [hbm, dram]
+  training.recompute: [none, selective, full]
+  training.micro_batch_size: [1, 2]
+"""
+
+
+def _cli(*args: object) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _plan(path: Path, *extra: str) -> dict:
+    code, out, err = _cli(
+        "plan", path, "--format", "json", "--workers", "2", "--top", "3",
+        "--set", "checkpoint.every_steps=null", *extra,
+    )  # fmt: skip
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def pruned_and_exhaustive(tmp_path_factory):
+    path = tmp_path_factory.mktemp("search") / "default.yaml"
+    path.write_text((SCENARIOS / "default.yaml").read_text() + "\n" + PLAN)
+    pruned = _plan(path)
+    with pytest.MonkeyPatch.context() as mp:  # every candidate simulated
+        mp.setattr(Contenders, "matters", lambda self, candidate: True)
+        exhaustive = _plan(path)
+    return pruned, exhaustive
+
+
+def test_a_pruned_search_gives_the_exhaustive_search_s_answer(pruned_and_exhaustive):
+    pruned, exhaustive = pruned_and_exhaustive
+    assert pruned["plans"] == exhaustive["plans"]
+    assert pruned["hbf_optimizer"] == exhaustive["hbf_optimizer"]
+    by_bound = pruned["candidates"]["pruned_by_bound"]
+    assert sum(by_bound.values()) > 0, "the search should have pruned some candidates"
+    assert exhaustive["candidates"]["pruned_by_bound"] == {}
+    # every candidate kept by the inventory is either simulated or pruned by a bound
+    simulated = exhaustive["candidates"]["simulated"]
+    assert pruned["candidates"]["simulated"] + sum(by_bound.values()) == simulated
+
+
+def _candidate(bound_s: float, hbf: bool = False, wear_floor_s: float = 0.0) -> Candidate:
+    bound = StepBound(bound_s, "compute", {"compute": bound_s})
+    return Candidate(
+        overrides=(),
+        values={},
+        task=None,
+        gpus=8,
+        price_per_gpu_hour=None,
+        passes=1,
+        bound=bound,
+        tokens_per_step=80_000,
+        hbf_optimizer=hbf,
+        wear_floor_s=wear_floor_s,
+        wear_tier="hbf" if wear_floor_s else None,
+    )
+
+
+def test_a_candidate_is_pruned_only_below_the_kth_best_and_its_group_s_best():
+    # top 2; two plans that hold found, off HBF: 10,000 and 8,000 tokens/s. A candidate of
+    # 80,000 tokens a step bounded at 10 s can reach 8,000 tokens/s: a tie with the 2nd best,
+    # so it is kept (a tie could change the order); at 10.1 s (7,921 tokens/s) it is pruned
+    contenders = Contenders("tokens_per_s", 2)
+    contenders.best = [8_000.0, 10_000.0]
+    contenders.group_best = {False: 10_000.0}
+    assert contenders.matters(_candidate(10.0))
+    assert not contenders.matters(_candidate(10.1))
+    # on HBF, with no plan on HBF found yet: kept (it might be the first that holds)...
+    assert contenders.matters(_candidate(10.1, hbf=True))
+    # ...unless its wear floor says it cannot hold (inf) and a plan on HBF that fits but
+    # wears already scores more than it could
+    contenders.worn_best = 9_000.0
+    assert not contenders.matters(_candidate(10.1, hbf=True, wear_floor_s=math.inf))
+    assert dict(contenders.pruned) == {"compute": 1, "hbf wear budget": 1}
+
+
+def test_the_wear_floor_lowers_the_score_a_plan_that_holds_can_reach():
+    # 80,000 tokens a step, a bound of 5 s, a wear floor of 20 s: 16,000 tokens/s at most,
+    # but 4,000 as a plan that holds its wear budget
+    c = _candidate(5.0, wear_floor_s=20.0)
+    assert score_bound(c, "tokens_per_s") == pytest.approx(16_000.0)
+    assert score_bound(c, "tokens_per_s", holding=True) == pytest.approx(4_000.0)
+    # a candidate without a bound (its workload could not be built) is always simulated
+    assert score_bound(dataclasses.replace(c, bound=None), "tokens_per_s") == math.inf
