@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from tiersim.config.presets import load_preset
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
@@ -157,6 +158,36 @@ def _precision_problems(s: Scenario) -> list[Problem]:
             f"(this GPU gives: {have})",
         )
     ]
+
+
+def _table_recipes(name: str) -> dict:
+    """A kernel table's FP8 recipes, its base table's where it gives none."""
+    raw = load_preset("kernels", name)
+    if "fp8_recipes" in raw or "base" not in raw:
+        return raw.get("fp8_recipes", {})
+    return _table_recipes(raw["base"])
+
+
+def _fp8_problems(s: Scenario) -> list[Problem]:
+    """FP8 linears need an FP8 rate: the GPU's peak_flops.fp8, and where it has a kernel
+    table, a measured rate for the recipe (tiersim/presets/kernels)."""
+    fp8, gpu = s.training.fp8, s.hardware.gpu
+    if fp8 is None:
+        return []
+    if "fp8" not in gpu.peak_flops:
+        have = ", ".join(gpu.peak_flops) or "none"
+        what = f"FP8 linears need hardware.gpu.peak_flops.fp8 (this GPU gives: {have})"
+        return [Problem("training.fp8", what)]
+    if gpu.kernels is None:
+        return []
+    recipes = _table_recipes(gpu.kernels)
+    if fp8.recipe in recipes:
+        return []
+    what = (
+        f"'{fp8.recipe}': kernel table {gpu.kernels} has no measured FP8 GEMM rate for this "
+        f"recipe (expected one of: {', '.join(recipes) or 'none'}; docs/kernels.md)"
+    )
+    return [Problem("training.fp8.recipe", what)]
 
 
 def _model_problems(s: Scenario) -> list[Problem]:
@@ -317,6 +348,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _parallel_problems(s)
         + _expert_problems(s)
         + _precision_problems(s)
+        + _fp8_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)
         + _kernel_problems(s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tiersim.config.fields import (
     Bandwidth,
@@ -19,6 +19,7 @@ from tiersim.config.fields import (
     Size,
     Strict,
 )
+from tiersim.config.presets import preset_names
 
 
 class Endurance(Strict):
@@ -74,6 +75,18 @@ class Gpu(Strict):
     memory_efficiency: Fraction = 1.0  # share of HBM bandwidth memory-bound kernels reach
     # compute slowdown while a collective runs beside it (NCCL's kernels take SMs)
     collective_sm_share: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    # the GPU's measured kernel rates: a shipped kernel table's name (tiersim/presets/kernels,
+    # docs/kernels.md); given, GEMMs and fused attention are timed from it, not from
+    # `efficiency`; null: peak x efficiency x wave quantization (tiersim.hardware.gemm)
+    kernels: str | None = None
+
+    @field_validator("kernels")
+    @classmethod
+    def _known_table(cls, name: str | None) -> str | None:
+        names = preset_names("kernels")
+        if name is not None and name not in names:
+            raise ValueError(f"unknown kernel table {name!r} (available: {', '.join(names)})")
+        return name
 
 
 class Cpu(Strict):

@@ -192,6 +192,18 @@ class Offload(Strict):
     reduce_bucket_size: Count | None = None
 
 
+FP8_RECIPES = ("tensorwise", "delayed", "rowwise", "blockwise", "mxfp8")
+
+
+class Fp8(Strict):
+    """`training.fp8`: the linear layers' GEMMs in FP8 (DESIGN.md third round), the scaling
+    recipe deciding their quantize / amax / transpose kernels and the FP8 GEMM's rate
+    (tiersim/workload/fp8.py); attention stays in the compute precision unless `attention`."""
+
+    recipe: Literal[FP8_RECIPES] = "tensorwise"  # type: ignore[valid-type]
+    attention: bool = False
+
+
 class Training(Strict):
     micro_batch_size: PositiveInt = 1
     grad_accumulation: PositiveInt = 1
@@ -217,6 +229,12 @@ class Training(Strict):
     # softmax); false: the separate PyTorch ops of Megatron-LM v1's GPT-2 (DeepSpeedExamples'
     # Megatron-LM, which ZeRO-Offload ran): more bytes per element (workload/kernels.py)
     fused_kernels: bool = True
+    # FP8 linear layers (null: none; tiersim/workload/fp8.py)
+    fp8: Fp8 | None = None
+    # which fused kernel runs `attention_kernel: flash` where the GPU's kernel table measures
+    # it (tiersim/hardware/kernel_tables.py): FlashAttention-2, FlashAttention-3, or cuDNN's
+    # fused attention (Transformer Engine's on Hopper); null: FlashAttention-2
+    flash_kernel: Literal["flash2", "flash3", "cudnn"] | None = None
 
 
 class Shard(Strict):

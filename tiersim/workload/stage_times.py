@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.activations import MEGATRON
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
@@ -19,8 +20,14 @@ if TYPE_CHECKING:
 
 
 def _gpu_rate(r: Resolved) -> float:
-    peak = r.machine.gpu.peak_flops[r.execution.training.precision.compute_precision]
-    return peak * r.machine.gpu.efficiency
+    """FLOP/s of a unit timed by its FLOPs: the kernel table's best measured GEMM where the
+    GPU has one (tiersim/hardware/kernel_tables.py), else peak x `gpu.efficiency`."""
+    gpu, dtype = r.machine.gpu, r.execution.training.precision.compute_precision
+    if gpu.kernels is not None:
+        best = kernel_table(gpu.kernels).best_rate(dtype)
+        if best is not None:
+            return best
+    return gpu.peak_flops[dtype] * gpu.efficiency
 
 
 def _memory_bound_s(r: Resolved, bytes_moved: float) -> float:
