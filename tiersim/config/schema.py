@@ -256,7 +256,9 @@ class Parallel(Strict):
     shard: Shard = Shard()
     # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
     # --overlap-grad-reduce, DeepSpeed with overlap_comm off); True: as each bucket is ready.
-    overlap_gradient_reduce: bool = True
+    # None: as `training.framework` implies (config/framework_parallel.py; Megatron-LM: false,
+    # its --overlap-grad-reduce is off unless given; else true)
+    overlap_gradient_reduce: bool | None = None
     # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
     # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
     # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform)
@@ -265,7 +267,13 @@ class Parallel(Strict):
     # True: backward's tensor-parallel collectives run beside the weight-gradient GEMMs
     # (Megatron-LM since late 2021, --async-tensor-model-parallel-allreduce); False: they
     # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).
-    overlap_tensor_backward: bool = False
+    # None: as `training.framework` implies (Megatron-LM: true; else false)
+    overlap_tensor_backward: bool | None = None
+    # True: the forward's tensor-parallel collectives run split inside their GEMMs
+    # (Transformer Engine's userbuffers, Megatron-LM's and NeMo's --tp-comm-overlap; with
+    # overlap_tensor_backward, the backward's all too), costing only their SM share.
+    # None: false (Megatron-LM's default; config/framework_parallel.py)
+    overlap_tensor_forward: bool | None = None
     # Extra share of compute time a framework's pipeline engine adds beyond the kernels (a
     # fitted per-framework figure; 0 for Megatron-LM): compute times x (1 + this)
     pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
