@@ -274,8 +274,10 @@ class Parallel(Strict):
     # overlap_tensor_backward, the backward's all too), costing only their SM share.
     # None: false (Megatron-LM's default; config/framework_parallel.py)
     overlap_tensor_forward: bool | None = None
-    # Extra share of compute time a framework's pipeline engine adds beyond the kernels (a
-    # fitted per-framework figure; 0 for Megatron-LM): compute times x (1 + this)
+    # A user's calibration of their own cluster: extra share of compute time a run shows beyond
+    # the kernels, fitted on that run (compute times x (1 + this); default 0). Not a property of
+    # any framework: MT-NLG's 0.283 is a fit to that run, shown as such by check-published
+    # (its leave-one-source-out line)
     pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
 
 

@@ -292,7 +292,8 @@ def embedding_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels
 
 
 def overhead(r: Resolved) -> float:
-    """The compute-time multiplier of the framework's pipeline engine (1 for Megatron-LM)."""
+    """The compute-time multiplier a user calibrated on their own run
+    (`parallel.pipeline_engine_overhead`; 1 unless given)."""
     return 1.0 + r.execution.parallel.pipeline_engine_overhead
 
 
