@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import scenario
 
-from tiersim.config.schema import Fp8
+from tiersim.config.fp8 import Fp8
 from tiersim.core.errors import InputError
 from tiersim.state.resolved import resolve
 from tiersim.workload.fp8 import quantize_bytes

@@ -190,6 +190,33 @@ def _fp8_problems(s: Scenario) -> list[Problem]:
     return [Problem("training.fp8.recipe", what)]
 
 
+def _compile_problems(s: Scenario) -> list[Problem]:
+    """`training.compile`'s eager and compiled kernels are counted for transformers'
+    Llama-style layer (workload/eager.py): huggingface code, RMSNorm, rotary, gated MLP."""
+    t, m = s.training, s.model
+    if t.compile is None:
+        return []
+    other = [
+        what
+        for what, given in (
+            (f"implementation {t.implementation}", t.implementation != "huggingface"),
+            ("no gated MLP", not m.gated_mlp),
+            (f"norm {m.norm}", m.norm != "rmsnorm"),
+            (f"position {m.position}", m.position != "rope"),
+            ("mixture-of-experts", m.experts is not None),
+        )
+        if given
+    ]
+    if not other:
+        return []
+    what = (
+        f"{str(t.compile).lower()}: eager and compiled kernels are counted for a Llama-style "
+        f"layer in transformers' code (implementation huggingface, RMSNorm, rotary positions, "
+        f"a gated MLP), and the scenario has {', '.join(other)} (expected the key left out)"
+    )
+    return [Problem("training.compile", what)]
+
+
 def _model_problems(s: Scenario) -> list[Problem]:
     """What a generic model (a parameter count, no shapes) cannot give."""
     if s.model.parameters is None or s.training.optimizer != "adafactor":
@@ -349,6 +376,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _expert_problems(s)
         + _precision_problems(s)
         + _fp8_problems(s)
+        + _compile_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)
         + _kernel_problems(s)

@@ -23,6 +23,7 @@ from tiersim.config.fields import (
     Strict,
     unit_kind,
 )
+from tiersim.config.fp8 import Fp8
 from tiersim.config.hardware_schema import Cpu, Endurance, Gpu, Hardware, Link, Network, Tier
 from tiersim.config.variants import check_layer_variants
 from tiersim.state.classes import OPTIMIZER_NAMES
@@ -192,18 +193,6 @@ class Offload(Strict):
     reduce_bucket_size: Count | None = None
 
 
-FP8_RECIPES = ("tensorwise", "delayed", "rowwise", "blockwise", "mxfp8")
-
-
-class Fp8(Strict):
-    """`training.fp8`: the linear layers' GEMMs in FP8 (DESIGN.md third round), the scaling
-    recipe deciding their quantize / amax / transpose kernels and the FP8 GEMM's rate
-    (tiersim/workload/fp8.py); attention stays in the compute precision unless `attention`."""
-
-    recipe: Literal[FP8_RECIPES] = "tensorwise"  # type: ignore[valid-type]
-    attention: bool = False
-
-
 class Training(Strict):
     micro_batch_size: PositiveInt = 1
     grad_accumulation: PositiveInt = 1
@@ -229,12 +218,11 @@ class Training(Strict):
     # softmax); false: the separate PyTorch ops of Megatron-LM v1's GPT-2 (DeepSpeedExamples'
     # Megatron-LM, which ZeRO-Offload ran): more bytes per element (workload/kernels.py)
     fused_kernels: bool = True
-    # FP8 linear layers (null: none; tiersim/workload/fp8.py)
-    fp8: Fp8 | None = None
-    # which fused kernel runs `attention_kernel: flash` where the GPU's kernel table measures
-    # it (tiersim/hardware/kernel_tables.py): FlashAttention-2, FlashAttention-3, or cuDNN's
-    # fused attention (Transformer Engine's on Hopper); null: FlashAttention-2
+    fp8: Fp8 | None = None  # FP8 linear layers (config/fp8.py; null: none)
+    # `attention_kernel: flash` as FlashAttention-2, -3 or cuDNN's (TE's), null: -2 (kernel table)
     flash_kernel: Literal["flash2", "flash3", "cudnn"] | None = None
+    # huggingface's elementwise ops torch.compile'd (true) or eager (false; workload/eager.py)
+    compile: bool | None = None
 
 
 class Shard(Strict):
@@ -256,8 +244,7 @@ class Parallel(Strict):
     shard: Shard = Shard()
     # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
     # --overlap-grad-reduce, DeepSpeed with overlap_comm off); True: as each bucket is ready.
-    # None: as `training.framework` implies (config/framework_parallel.py; Megatron-LM: false,
-    # its --overlap-grad-reduce is off unless given; else true)
+    # None: as `training.framework` implies (config/framework_parallel.py)
     overlap_gradient_reduce: bool | None = None
     # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
     # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
@@ -267,17 +254,12 @@ class Parallel(Strict):
     # True: backward's tensor-parallel collectives run beside the weight-gradient GEMMs
     # (Megatron-LM since late 2021, --async-tensor-model-parallel-allreduce); False: they
     # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).
-    # None: as `training.framework` implies (Megatron-LM: true; else false)
-    overlap_tensor_backward: bool | None = None
-    # True: the forward's tensor-parallel collectives run split inside their GEMMs
-    # (Transformer Engine's userbuffers, Megatron-LM's and NeMo's --tp-comm-overlap; with
-    # overlap_tensor_backward, the backward's all too), costing only their SM share.
-    # None: false (Megatron-LM's default; config/framework_parallel.py)
+    overlap_tensor_backward: bool | None = None  # None: as `training.framework` implies
+    # True: the forward's tensor-parallel collectives (with overlap_tensor_backward, all) run
+    # inside their GEMMs, costing their SM share (TE userbuffers, --tp-comm-overlap)
     overlap_tensor_forward: bool | None = None
-    # A user's calibration of their own cluster: extra share of compute time a run shows beyond
-    # the kernels, fitted on that run (compute times x (1 + this); default 0). Not a property of
-    # any framework: MT-NLG's 0.283 is a fit to that run, shown as such by check-published
-    # (its leave-one-source-out line)
+    # compute times x (1 + this): a user's calibration of their own run, no framework's
+    # property (MT-NLG's 0.283 is a fit, shown as one by check-published)
     pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
 
 

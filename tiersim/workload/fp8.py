@@ -30,7 +30,7 @@ directly, saving one BF16 write per element of the QKV and FC1 inputs).
 
 from __future__ import annotations
 
-from tiersim.config.schema import Fp8
+from tiersim.config.fp8 import Fp8
 
 QUANTIZE_B = {
     "delayed": 4.0,

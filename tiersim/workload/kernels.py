@@ -68,6 +68,7 @@ from tiersim.state.inventory import master_bytes
 from tiersim.state.model import Transformer
 from tiersim.state.resolved import Resolved
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
+from tiersim.workload.eager import compile_bytes
 from tiersim.workload.fp8 import quantize_bytes
 
 FWD_HIDDEN_B, BWD_HIDDEN_B = 22.0, 38.0  # per element of the hidden states (e)
@@ -151,6 +152,8 @@ class _Shape:
         self.e = hidden / self.t if par.sequence else hidden
         self.e_full = hidden
         self.e_f = self.tokens * model.ffn_hidden / self.t
+        # q and k elements (the rotary embedding's), on this GPU's heads
+        self.e_qk = self.tokens * (model.heads + model.kv_heads) * model.head_dim / self.t
         self.heads = max(1, model.heads // self.t)
         self.keys = model.attention_keys(self.seq, index)  # layer `index`'s
         self.e_a = float(self.b * self.heads * self.seq * self.keys)
@@ -258,20 +261,28 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
         (0.0, 0.0) if sh.fp8 is None else quantize_bytes(sh.fp8, linears, sh.grad_accumulation)
     )
     scores_f, scores_b = (sh.core_bytes(core, i) for i in (0, 1))
-    forward = Kernels(
-        lin_f + attention,
-        sh.memory(b.hidden[0] * sh.e + b.ffn[0] * sh.e_f + scores_f + quant_f),
-    )
-    backward = Kernels(
-        lin_b + attention_b,
-        sh.memory(b.hidden[1] * sh.e + b.ffn[1] * sh.e_f + scores_b + quant_b),
-    )
+    elementwise_f, elementwise_b = _elementwise_bytes(r, sh, b)
+    forward = Kernels(lin_f + attention, sh.memory(elementwise_f + scores_f + quant_f))
+    backward = Kernels(lin_b + attention_b, sh.memory(elementwise_b + scores_b + quant_b))
     recompute = {
         "none": Kernels(),
         "full": forward,
         "selective": Kernels(attention, sh.memory(scores_f)),
     }[r.execution.training.recompute]
     return LayerKernels(forward, backward, recompute)
+
+
+def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float, float]:
+    """The layer's memory-bound bytes outside attention's core, forward and backward: as
+    `training.compile` says what runs them (eager PyTorch or torch.compile's kernels,
+    tiersim/workload/eager.py), else the fused kernels' (`b`)."""
+    compiled = r.execution.training.compile
+    if compiled is None:
+        return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f for i in (0, 1))  # type: ignore[return-value]
+    eb = compile_bytes(compiled)
+    return tuple(  # type: ignore[return-value]
+        eb.hidden[i] * sh.e + eb.rotary[i] * sh.e_qk + eb.ffn[i] * sh.e_f for i in (0, 1)
+    )
 
 
 def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
