@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from pathlib import Path
 
-from tiersim.config.presets import load_preset
+from tiersim.config.presets import is_preset_file, load_preset
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
+from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import Problem, shown
 from tiersim.state.classes import PLACED
 
@@ -162,7 +164,7 @@ def _precision_problems(s: Scenario) -> list[Problem]:
 
 def _table_recipes(name: str) -> dict:
     """A kernel table's FP8 recipes, its base table's where it gives none."""
-    raw = load_preset("kernels", name)
+    raw = read_yaml(Path(name), name) if is_preset_file(name) else load_preset("kernels", name)
     if "fp8_recipes" in raw or "base" not in raw:
         return raw.get("fp8_recipes", {})
     return _table_recipes(raw["base"])

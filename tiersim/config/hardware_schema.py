@@ -3,6 +3,7 @@ Field names are the public YAML format: extend, never rename."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -19,7 +20,7 @@ from tiersim.config.fields import (
     Size,
     Strict,
 )
-from tiersim.config.presets import preset_names
+from tiersim.config.presets import is_preset_file, preset_names
 
 
 class Endurance(Strict):
@@ -84,9 +85,13 @@ class Gpu(Strict):
     @classmethod
     def _known_table(cls, name: str | None) -> str | None:
         names = preset_names("kernels")
-        if name is not None and name not in names:
-            raise ValueError(f"unknown kernel table {name!r} (available: {', '.join(names)})")
-        return name
+        if name is None or name in names or (is_preset_file(name) and Path(name).is_file()):
+            return name
+        why = "no such file" if is_preset_file(name) else "unknown kernel table"
+        raise ValueError(
+            f"{why} {name!r} (available: {', '.join(names)}, or a kernel table's YAML file "
+            "as tiersim calibrate --kernels-out writes it)"
+        )
 
 
 class Cpu(Strict):

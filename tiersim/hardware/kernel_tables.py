@@ -28,9 +28,11 @@ import bisect
 import functools
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from tiersim.config.presets import load_preset, preset_names
+from tiersim.config.presets import is_preset_file, load_preset, preset_names
+from tiersim.config.yamlfile import read_yaml
 from tiersim.hardware.gemm import wave_efficiency
 
 TERA = 1e12
@@ -55,7 +57,11 @@ def _merged(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
 
 
 def _raw(name: str) -> dict[str, Any]:
-    data = load_preset("kernels", name)
+    """A table by its shipped name, or a file of one (`tiersim calibrate --kernels-out`)."""
+    if is_preset_file(name):
+        data = dict(read_yaml(Path(name), name))
+    else:
+        data = load_preset("kernels", name)
     base = data.pop("base", None)
     return _merged(_raw(base), data) if base else data
 
@@ -207,7 +213,8 @@ def _attention_tables(raw: dict[str, Any]) -> dict[str, AttentionTable]:
 
 @functools.cache
 def kernel_table(name: str) -> KernelTable:
-    """The shipped kernel table `name` (KeyError: none such), parsed once."""
+    """The kernel table `name`, shipped or a YAML file (KeyError: no such shipped table),
+    parsed once."""
     raw = _raw(name)
     return KernelTable(
         name=raw.get("name", name),
