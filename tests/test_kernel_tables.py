@@ -149,3 +149,35 @@ def test_the_linears_gemms_come_from_the_table():
     r = llama7b()
     sh = kernels_module._Shape(r, r.model)
     assert sh.linear(4096, 4096, 11008) == pytest.approx(2 * 4096 * 4096 * 11008 / (783.3 * T))
+
+
+def test_grouped_gemm_share_by_rows_a_group():
+    # DeepGEMM's grouped over dense at 256 / 512 / 1024 / 4096 / 8192 rows: 0.715 / 0.798 /
+    # 0.946 / 0.988 / 0.995; 2048 rows halfway in log2 between 1024 and 4096
+    h100 = kernel_table("h100-sxm")
+    assert h100.grouped_gemm_share(1024) == pytest.approx(0.946)
+    assert h100.grouped_gemm_share(2048) == pytest.approx((0.946 + 0.988) / 2)
+    assert h100.grouped_gemm_share(64) == pytest.approx(0.715)  # held at the edge
+    assert kernel_table("b200").grouped_gemm_share(64) == 1.0  # not measured: dense rate
+
+
+def test_an_moe_layers_routed_gemms_run_at_the_grouped_share():
+    from tiersim.state.model import LayerView
+    from tiersim.workload.experts import routed_flops_share
+    from tiersim.workload.stage_times import grouped_slowdown
+
+    raw = {
+        "name": "m",
+        "model": {"preset": "mixtral-8x7b", "layers": 2},
+        "training": {"seq_len": 4096, "micro_batch_size": 1},
+        "hardware": {"preset": "dgx-h100"},
+    }
+    r = resolve(scenario(raw))
+    # 4096 tokens x 2 experts each over 8 experts: 1024 rows a group, share 0.946
+    s = routed_flops_share(r, LayerView(r.model, 0))
+    assert 0 < s < 1
+    assert grouped_slowdown(r, r.model) == pytest.approx(1 - s + s / 0.946)
+    # expert parallelism 8: each GPU's one expert gets 8 x 1024 rows: 0.995
+    raw["parallel"] = {"data": 8, "expert": 8}
+    r8 = resolve(scenario(raw))
+    assert grouped_slowdown(r8, r8.model) == pytest.approx(1 - s + s / 0.995)

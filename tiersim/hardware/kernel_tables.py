@@ -14,6 +14,8 @@ GPU's rests on), never a fit to a training run:
   BF16's rate x best / BF16's best. A batched GEMM (attention's products per head) is looked
   up as one of batch x m rows: its tiles are as many.
 - `fp8_recipes`: each FP8 scaling recipe's GEMM rate as a share of the tensorwise rate.
+- `grouped_gemm`: a grouped GEMM's (a mixture-of-experts layer's routed experts) rate as a
+  share of the dense GEMM's, by rows a group, interpolated in log2 and held at the edges.
 - `attention.<kernel>`: fused attention rates by head dimension and sequence length, forward
   and backward, causal or full, as FlashAttention counts FLOPs (4·s²·d per head forward, half
   of it causal; the backward 2.5x the forward's). Interpolated linearly in log2 of the sequence
@@ -148,6 +150,15 @@ class KernelTable:
     gemm: dict[str, GemmTable]
     fp8_recipes: dict[str, float] = field(default_factory=dict)
     attention: dict[str, AttentionTable] = field(default_factory=dict)
+    grouped_rows: tuple[float, ...] = ()  # rows a group (a grouped GEMM's tokens per expert)
+    grouped_share: tuple[float, ...] = ()  # the dense rate's share at those rows
+
+    def grouped_gemm_share(self, rows: float) -> float:
+        """A grouped GEMM's rate over the dense one's at `rows` a group (interpolated in log2,
+        held at the edges); 1 where the table measures none."""
+        if not self.grouped_rows:
+            return 1.0
+        return _interp1(self.grouped_rows, self.grouped_share, max(1.0, rows))
 
     def gemm_rate(
         self, dtype: str, m: float, n: float, k: float, sm_count: int | None, recipe: str = ""
@@ -221,4 +232,6 @@ def kernel_table(name: str) -> KernelTable:
         gemm=_gemm_tables(raw.get("gemm", {})),
         fp8_recipes={k: float(v) for k, v in raw.get("fp8_recipes", {}).items()},
         attention=_attention_tables(raw.get("attention", {})),
+        grouped_rows=tuple(float(x) for x in raw.get("grouped_gemm", {}).get("rows", ())),
+        grouped_share=tuple(float(x) for x in raw.get("grouped_gemm", {}).get("share", ())),
     )
