@@ -198,7 +198,8 @@ def _targets(found: list[Verdict]) -> str:
     return "\n".join(lines)
 
 
-def as_json(comparisons: list[Comparison], summary: Summary) -> str:
+def as_json(comparisons: list[Comparison], summary: Summary, left_out=()) -> str:
+    """The table as JSON; `left_out`: the leave-one-source-out results (groundtruth/loso.py)."""
     from tiersim.report.json_report import to_json
 
     return to_json(
@@ -231,8 +232,19 @@ def as_json(comparisons: list[Comparison], summary: Summary) -> str:
                     "mean_abs_error": v.summary.mean_abs_error,
                     "max_abs_error": v.summary.max_abs_error,
                     "met": v.met,
+                    "enforced": v.target.enforced,
                 }
                 for v in verdicts(comparisons)
+            ],
+            "leave_one_source_out": [
+                {
+                    "source": lo.source,
+                    "fitted": lo.fitted,
+                    "overrides": list(lo.overrides),
+                    "with_fit": vars(lo.with_fit),
+                    "without_fit": vars(lo.without_fit),
+                }
+                for lo in left_out
             ],
             "by_source": {
                 source: None if x is None else vars(x)
@@ -250,7 +262,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(where, [Problem("", f"{why} (expected a run without 'calibrates')")])
     summary = summarize(comparisons)
     if args.format == "json":
-        print(as_json(comparisons, summary))
+        from tiersim.groundtruth.loso import leave_one_source_out
+
+        left_out = leave_one_source_out(load_references(args.folder), _predicted)
+        print(as_json(comparisons, summary, left_out))
     else:
         print(table(comparisons, summary) + _loso(args.folder))
     missed = not all(v.met for v in verdicts(comparisons) if v.target.enforced)
