@@ -513,3 +513,20 @@ def test_table4_runs_are_the_kernel_alone_at_the_fitted_rate():
             params = load_scenario(ref.scenario).scenario.model.parameters
             optimizer_s = simulate(load_scenario(ref.scenario).scenario).optimizer_s
             assert optimizer_s == pytest.approx(params / 3.675e9, rel=1e-9), ref.name
+
+
+def test_dgx_b200_matches_the_datasheet():
+    hw = hardware("dgx-b200")
+    # NVIDIA DGX B200 datasheet: 1,440 GB and 64 TB/s of HBM3e over 8 GPUs; NVLink 5 14.4 TB/s
+    # aggregate = 1.8 TB/s per GPU bidirectional = 900 GB/s per direction; 400 Gb/s a GPU
+    assert hw.tiers["hbm"].capacity == 1440 * GB / 8
+    assert hw.tiers["hbm"].bandwidth == 64 * TB / 8
+    assert hw.network.intra_node_bandwidth == 14.4 * TB / 8 / 2
+    assert hw.network.inter_node_bandwidth == 50 * GB
+    # HGX B200, dense: BF16 2.25 PFLOP/s, FP8 4.5; the kernel table's measured best under them
+    assert hw.gpu.peak_flops["bf16"] == 2250 * TFLOPS
+    assert hw.gpu.peak_flops["fp8"] == 4500 * TFLOPS
+    assert hw.gpu.kernels == "b200" and hw.gpu.sm_count == 148
+    assert hw.gpu.efficiency == pytest.approx(1745.0 / 2250, abs=5e-4)
+    # 2 x Xeon 8570, 8 x DDR5-5600 each: 2 x 358.4 GB/s per node, / 8 GPUs
+    assert hw.tiers["dram"].bandwidth == pytest.approx(2 * 8 * 5600e6 * 8 / 8)
