@@ -198,6 +198,16 @@ def _targets(found: list[Verdict]) -> str:
     return "\n".join(lines)
 
 
+def _left_out_json(lo) -> dict:
+    return {
+        "source": lo.source,
+        "fitted": lo.fitted,
+        "overrides": list(lo.overrides),
+        "with_fit": vars(lo.with_fit),
+        "without_fit": vars(lo.without_fit),
+    }
+
+
 def as_json(comparisons: list[Comparison], summary: Summary, left_out=()) -> str:
     """The table as JSON; `left_out`: the leave-one-source-out results (groundtruth/loso.py)."""
     from tiersim.report.json_report import to_json
@@ -236,16 +246,7 @@ def as_json(comparisons: list[Comparison], summary: Summary, left_out=()) -> str
                 }
                 for v in verdicts(comparisons)
             ],
-            "leave_one_source_out": [
-                {
-                    "source": lo.source,
-                    "fitted": lo.fitted,
-                    "overrides": list(lo.overrides),
-                    "with_fit": vars(lo.with_fit),
-                    "without_fit": vars(lo.without_fit),
-                }
-                for lo in left_out
-            ],
+            "leave_one_source_out": [_left_out_json(lo) for lo in left_out],
             "by_source": {
                 source: None if x is None else vars(x)
                 for source, x in summarize_by_source(comparisons).items()
