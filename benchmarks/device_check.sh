@@ -13,9 +13,10 @@
 # (pydantic_core's wheel is for CPython 3.12 only), by unpacking the wheels of the modules that
 # are missing and fit this python; pytest and hypothesis likewise, when they are missing and
 # their wheels are there. Failing that, a venv that sees the system's torch is tried with
-# `pip install -e .` from $WHEELS alone (the machine has no network). Outputs (at most 9
+# `pip install -e .` from $WHEELS alone (the machine has no network). Outputs (at most 10
 # files): summary.txt, stderr.txt,
-# calibrate.json, calibrated-hardware.yaml, measure-gpt2.json, measure-llama.json, pytest.txt,
+# calibrate.json, calibrated-hardware.yaml, kernel-table.yaml (the GPU's measured kernel table,
+# docs/kernels.md), measure-gpt2.json, measure-llama.json, pytest.txt,
 # gemm-waves.txt (benchmarks/gemm_waves.py: measured GEMM throughput across wave boundaries
 # against the model's), measure-extra.txt. Exit status: 0 all ran, 1 a step failed, 3 no GPU, 4 tiersim not importable.
 # dist/ is git-ignored: to fill $WHEELS on this machine before the device call (the device
@@ -162,7 +163,7 @@ fi
 # 3. Measurements, most valuable first.
 mkdir -p /tmp/tiersim-cal
 step "calibrate" 150 "$OUT/calibrate.json" "${TIERSIM[@]}" calibrate --path /tmp/tiersim-cal \
-  --out "$OUT/calibrated-hardware.yaml" --format json
+  --out "$OUT/calibrated-hardware.yaml" --kernels-out "$OUT/kernel-table.yaml" --format json
 step "measure gpt2" 90 "$OUT/measure-gpt2.json" "${TIERSIM[@]}" measure --model gpt2 \
   --device "$DEVICE" --format json
 step "measure llama-3-8b, 2 layers, seq 2048" 90 "$OUT/measure-llama.json" "${TIERSIM[@]}" \

@@ -439,7 +439,8 @@ def test_gpu_preset_by_hand():
         "fp16": "760 TFLOP/s",
         "fp8": "1200 TFLOP/s",
     }
-    assert (gpu["efficiency"], gpu["optimizer_efficiency"]) == (0.781, 0.8)  # from the base
+    assert (gpu["efficiency"], gpu["optimizer_efficiency"]) == (0.803, 0.8)  # from the base
+    assert "kernels" not in gpu  # the base's kernel table measures another device
     hbm = data["tiers"]["hbm"]
     assert (hbm["capacity"], hbm["bandwidth"]) == ("150.8 GB", "4.1 TB/s")
     assert data["links"]["pcie"]["bandwidth"] == "49 GB/s"  # the slower direction

@@ -207,7 +207,7 @@ def test_a_machine_of_your_own_says_what_its_missing_sections_hold(problems, wri
     assert gpu == (
         f"{file}: hardware.gpu: required key is missing (expected a mapping of its keys: "
         "peak_flops required; optional: name, memory, efficiency, optimizer_efficiency, "
-        "sm_count, l2_bandwidth, memory_efficiency, collective_sm_share; e.g. gpu: {name: "
+        "sm_count, l2_bandwidth, memory_efficiency, collective_sm_share, kernels; e.g. gpu: {name: "
         "H100, peak_flops: {bf16: 989 TFLOP/s}})"
     )
     assert tiers.startswith(

@@ -15,6 +15,7 @@ from conftest import SCENARIOS, scenario
 from tiersim.cli import main
 from tiersim.config.document import SOURCES, scenario_document
 from tiersim.config.framework import offload_plan
+from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.load import build, load_scenario
 from tiersim.core.units import Kind, fmt_exact, parse
 from tiersim.report.output import scenario_yaml
@@ -66,6 +67,7 @@ def _without_sources(s) -> dict:
     dump["training"]["seq_len"] = s.seq_len  # written resolved
     if s.training.framework is not None:  # written resolved: the framework's defaults
         dump["training"]["offload"] = offload_plan(s)
+    dump["parallel"] = resolved_parallel(s).model_dump()  # the overlap keys written resolved
     for section, key in SOURCES:
         dump[section].pop(key)
     return dump

@@ -14,7 +14,7 @@ from tiersim.workload.work import build_workload
 
 S = 1024  # seq_len, micro-batch 1
 EFF = 0.90  # dgx-h100's gpu.memory_efficiency
-RATE = 989e12 * 0.781  # dgx-h100's bf16 peak x gpu.efficiency
+RATE = 989e12 * 0.781  # dgx-h100's bf16 peak x the gpu.efficiency the tiny scenarios give
 HBM = 1e12  # the tiny scenarios' HBM bandwidth, read = write
 
 # Mixtral-8x7b, 2 layers (tests/test_moe_breakdown.py works these out term by term): the bytes
@@ -61,7 +61,12 @@ def tiny(model: dict, overhead: float = 0.0, **gpu) -> dict:
             "recompute": "none",
         },
         "parallel": {"pipeline_engine_overhead": overhead},
-        "hardware": {"preset": "dgx-h100", "tiers": {"hbm": {"bandwidth": "1 TB/s"}}, "gpu": gpu},
+        # the peak x efficiency path: no kernel table (tests/test_kernel_tables.py has those)
+        "hardware": {
+            "preset": "dgx-h100",
+            "tiers": {"hbm": {"bandwidth": "1 TB/s"}},
+            "gpu": {"kernels": None, "efficiency": 0.781, **gpu},
+        },
     }
 
 

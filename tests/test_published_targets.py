@@ -43,14 +43,27 @@ def test_korthikanti_table5_within_3_percent_mean_6_max(errors):
 
 
 def test_every_megatron_run_within_5_percent_mean_10_max(errors):
-    megatron = {k: e for k, e in errors.items() if not k.startswith(("ma2025", "ren2021"))}
+    megatron = {
+        k: e for k, e in errors.items() if k.startswith(("korthikanti", "narayanan", "smith"))
+    }
     assert len(megatron) == 20  # 21 runs, less the MT-NLG run the DeepSpeed figure was fitted to
     _within(megatron, 0.05, 0.10)
 
 
 def test_published_iteration_times_within_targets(errors):
-    assert len(errors) == 29  # 38 runs, less the 9 a constant was fitted to
-    _within(errors, 0.10, 0.20)
+    older = {k: e for k, e in errors.items() if not k.startswith("nemo2407")}
+    assert len(older) == 29  # 38 runs, less the 9 a constant was fitted to
+    _within(older, 0.10, 0.20)
+
+
+def test_the_modern_group_is_out_of_sample_and_reported(errors):
+    # issue 39: the NeMo 24.07 performance summary's DGX H100 FP8 runs without context
+    # parallelism (GPT-3 175B at 128 and 512 GPUs, Llama 2 7B, 13B, 70B), nothing fitted to
+    # them. Target mean 5 %, max 10 %: NOT met (docs/kernels.md); this pins what is reported
+    # (every run too fast, from the isolated kernel rates) so a change to it is seen
+    modern = {k: e for k, e in errors.items() if k.startswith("nemo2407")}
+    assert len(modern) == 5
+    assert all(e < 0 for e in modern.values()), modern
 
 
 def test_offload_runs_against_issue_18(errors):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from tiersim.config.kernel_checks import compile_problems, fp8_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
@@ -333,6 +334,8 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _parallel_problems(s)
         + _expert_problems(s)
         + _precision_problems(s)
+        + fp8_problems(s)
+        + compile_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)
         + _kernel_problems(s)

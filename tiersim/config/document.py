@@ -16,6 +16,7 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 
 from tiersim.config.framework import offload_plan
+from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.schema import Offload, Scenario, unit_kind
 from tiersim.core.units import Kind, fmt_exact
 
@@ -28,8 +29,10 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
     doc["training"]["seq_len"] = s.seq_len  # the default resolved: the model's max_positions
     if s.training.global_batch_size is not None:  # derived from it (config/batch.py)
         doc["training"].pop("grad_accumulation")
-    if s.training.framework is not None:
+    # Megatron-LM refuses every offload key (config/consistency.py): nothing to resolve
+    if s.training.framework not in (None, "megatron"):
         doc["training"]["offload"] = _model(resolved_offload(s))
+    doc["parallel"] = _model(resolved_parallel(s))  # the framework's overlap defaults resolved
     for section, key in SOURCES:
         doc[section].pop(key, None)
     # every value is here: no preset under them (an absent one would mean the default preset)

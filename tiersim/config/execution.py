@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tiersim.config.framework import OffloadPlan, offload_plan
+from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.schema import (
     Checkpoint,
     Failures,
@@ -38,7 +39,7 @@ def execution_plan(s: Scenario) -> Execution:
     """The scenario's execution plan, its defaults resolved."""
     return Execution(
         training=s.training,
-        parallel=s.parallel,
+        parallel=resolved_parallel(s),  # the framework's overlap defaults filled in
         placement=s.placement,
         simulation=s.simulation,
         checkpoint=s.checkpoint,

@@ -3,9 +3,10 @@ Field names are the public YAML format: extend, never rename."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tiersim.config.fields import (
     Bandwidth,
@@ -19,6 +20,7 @@ from tiersim.config.fields import (
     Size,
     Strict,
 )
+from tiersim.config.presets import is_preset_file, preset_names
 from tiersim.config.tier_kinds import TIER_KIND_BY_NAME, TIER_KIND_NAMES, TierKind
 
 
@@ -80,6 +82,22 @@ class Gpu(Strict):
     memory_efficiency: Fraction = 1.0  # share of HBM bandwidth memory-bound kernels reach
     # compute slowdown while a collective runs beside it (NCCL's kernels take SMs)
     collective_sm_share: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    # the GPU's measured kernel rates: a shipped kernel table's name (tiersim/presets/kernels,
+    # docs/kernels.md); given, GEMMs and fused attention are timed from it, not from
+    # `efficiency`; null: peak x efficiency x wave quantization (tiersim.hardware.gemm)
+    kernels: str | None = None
+
+    @field_validator("kernels")
+    @classmethod
+    def _known_table(cls, name: str | None) -> str | None:
+        names = preset_names("kernels")
+        if name is None or name in names or (is_preset_file(name) and Path(name).is_file()):
+            return name
+        why = "no such file" if is_preset_file(name) else "unknown kernel table"
+        raise ValueError(
+            f"{why} {name!r} (available: {', '.join(names)}, or a kernel table's YAML file "
+            "as tiersim calibrate --kernels-out writes it)"
+        )
 
 
 class Cpu(Strict):

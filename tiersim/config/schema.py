@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from tiersim.config.budget_schema import Budget, TierBudget
 from tiersim.config.fields import (
     PRECISION_BYTES,
     Count,
@@ -23,6 +24,7 @@ from tiersim.config.fields import (
     Strict,
     unit_kind,
 )
+from tiersim.config.fp8 import Fp8
 from tiersim.config.hardware_schema import Cpu, Endurance, Gpu, Hardware, Link, Network, Tier
 from tiersim.config.variants import check_layer_variants
 from tiersim.state.classes import OPTIMIZER_NAMES
@@ -30,6 +32,7 @@ from tiersim.state.classes import OPTIMIZER_NAMES
 # re-exported: the format's public names (the hardware section lives in hardware_schema.py)
 __all__ = [
     "PRECISION_BYTES",
+    "Budget",
     "Cpu",
     "Endurance",
     "Gpu",
@@ -37,6 +40,7 @@ __all__ = [
     "Link",
     "Network",
     "Tier",
+    "TierBudget",
     "unit_kind",
 ]
 
@@ -224,6 +228,11 @@ class Training(Strict):
     # softmax); false: the separate PyTorch ops of Megatron-LM v1's GPT-2 (DeepSpeedExamples'
     # Megatron-LM, which ZeRO-Offload ran): more bytes per element (workload/kernels.py)
     fused_kernels: bool = True
+    fp8: Fp8 | None = None  # FP8 linear layers (config/fp8.py; null: none)
+    # `attention_kernel: flash` as FlashAttention-2, -3 or cuDNN's (TE's), null: -2 (kernel table)
+    flash_kernel: Literal["flash2", "flash3", "cudnn"] | None = None
+    # huggingface's elementwise ops torch.compile'd (true) or eager (false; workload/eager.py)
+    compile: bool | None = None
 
 
 class Shard(Strict):
@@ -245,7 +254,8 @@ class Parallel(Strict):
     shard: Shard = Shard()
     # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
     # --overlap-grad-reduce, DeepSpeed with overlap_comm off); True: as each bucket is ready.
-    overlap_gradient_reduce: bool = True
+    # None: as `training.framework` implies (config/framework_parallel.py)
+    overlap_gradient_reduce: bool | None = None
     # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
     # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
     # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform)
@@ -254,9 +264,12 @@ class Parallel(Strict):
     # True: backward's tensor-parallel collectives run beside the weight-gradient GEMMs
     # (Megatron-LM since late 2021, --async-tensor-model-parallel-allreduce); False: they
     # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).
-    overlap_tensor_backward: bool = False
-    # Extra share of compute time a framework's pipeline engine adds beyond the kernels (a
-    # fitted per-framework figure; 0 for Megatron-LM): compute times x (1 + this)
+    overlap_tensor_backward: bool | None = None  # None: as `training.framework` implies
+    # True: the forward's tensor-parallel collectives (with overlap_tensor_backward, all) run
+    # inside their GEMMs, costing their SM share (TE userbuffers, --tp-comm-overlap)
+    overlap_tensor_forward: bool | None = None
+    # compute times x (1 + this): a user's calibration of their own run, no framework's
+    # property (MT-NLG's 0.283 is a fit, shown as one by check-published)
     pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
 
 
@@ -313,46 +326,6 @@ class Failures(Strict):
     mtbf: Duration | None = None
     gpu_mtbf: Duration | None = None
     gpus: PositiveInt | None = None
-
-
-class TierBudget(Strict):
-    lifetime: Duration | None = None
-    drive_writes_per_day: Annotated[float, Field(gt=0)] | None = None
-    total_bytes_written: Size | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> TierBudget:
-        kinds = ("lifetime", "drive_writes_per_day", "total_bytes_written")
-        given = [k for k in kinds if getattr(self, k) is not None]
-        if len(given) != 1:
-            got = " and ".join(given) if given else "none"
-            hint = f"; set all but one to null, e.g. --set ...{given[0]}=null" if given else ""
-            raise ValueError(f"give exactly one of {', '.join(kinds)} (got {got}{hint})")
-        return self
-
-
-class Budget(Strict):
-    """`steps_per_day`, plus one entry per flash tier: `budget.hbf: {lifetime: 5 years}`."""
-
-    steps_per_day: Annotated[float, Field(gt=0, le=1e9)] | None = None  # 1e9: one per 86 us
-    tiers: dict[str, TierBudget] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _gather_tiers(cls, data: Any) -> Any:
-        """Tier entries beside `steps_per_day` (the documented form) go under `tiers`, merged
-        key by key into any `tiers` given too (a `--set budget.hbf.x` onto a written file)."""
-        if not isinstance(data, dict) or not isinstance(data.get("tiers", {}), dict):
-            return data
-        tiers = dict(data.get("tiers", {}))
-        for name, entry in data.items():
-            if name in ("steps_per_day", "tiers"):
-                continue
-            known = tiers.get(name)
-            both = isinstance(known, dict) and isinstance(entry, dict)
-            tiers[name] = {**known, **entry} if both else entry
-        rest = {k: v for k, v in data.items() if k == "steps_per_day"}
-        return {**rest, "tiers": tiers}
 
 
 def _folder_name(name: str) -> str:

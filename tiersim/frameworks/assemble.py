@@ -20,7 +20,7 @@ from tiersim.config.overrides import apply_overrides, set_path
 from tiersim.core.errors import InputError, Problem
 from tiersim.frameworks.deepspeed import read_deepspeed
 from tiersim.frameworks.detect import ConfigFile, read_config
-from tiersim.frameworks.mapping import Mapped, as_yaml
+from tiersim.frameworks.mapping import PENDING, Mapped, as_yaml
 from tiersim.frameworks.megatron import read_megatron
 from tiersim.frameworks.torchtitan import read_torchtitan
 from tiersim.frameworks.values import ValueProblem
@@ -234,17 +234,42 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
             "model.preset=NAME; `tiersim presets` lists them)"
         )
         raise InputError(", ".join(map(str, paths)), [Problem("model", why)])
-    loaded = _validated(raw, sources, paths)
+    loaded = _validated(raw, sources, paths, notes, mappings[-1].source)
     return Imported(raw, loaded, notes, [str(p) for p in paths])
 
 
-def _validated(raw: dict[str, Any], sources: dict[str, str], paths: list[Path]) -> Loaded:
-    """`raw` built as a scenario; a problem at a mapped key says which config key it is."""
+def _validated(
+    raw: dict[str, Any], sources: dict[str, str], paths: list[Path], notes: list, source: str
+) -> Loaded:
+    """`raw` built as a scenario; a problem at a mapped key says which config key it is. A
+    third-round key (PENDING) the schema takes but this version models only for other
+    scenarios (training.compile for a layer whose kernels are not counted) is left out with
+    a note, as a key it does not take at all is."""
     try:
         return build(raw, Path.cwd(), "imported scenario")
     except InputError as exc:
+        pending = [p for p in exc.problems if p.path in PENDING and p.path in sources]
+        if pending and len(pending) == len(exc.problems):
+            for p in pending:
+                why = f"not modelled for this scenario by this version: {p.path}: {p.message}"
+                notes.append((source, Problem(sources.pop(p.path), why)))
+                _unset(raw, p.path.split("."))
+            return _validated(raw, sources, paths, notes, source)
         problems = [
             Problem(p.path, f"{p.message} (from {sources[p.path]})") if p.path in sources else p
             for p in exc.problems
         ]
         raise InputError(exc.source, problems) from None
+
+
+def _unset(raw: dict[str, Any], keys: list[str]) -> None:
+    """Drop the value at a key path of `raw` (and a section it leaves empty)."""
+    *folders, last = keys
+    parents = [raw]
+    for key in folders:
+        parents.append(parents[-1][key])
+    del parents[-1][last]
+    for folder, parent in zip(reversed(folders), reversed(parents[:-1]), strict=True):
+        if parent[folder]:
+            break
+        del parent[folder]

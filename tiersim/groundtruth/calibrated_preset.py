@@ -44,7 +44,9 @@ def _gpu_section(cal: Calibration, base: dict[str, Any], copied: list[str]) -> d
     # every other step-model figure (efficiency, sm_count where the device gave none,
     # l2_bandwidth, memory_efficiency, collective_sm_share, ...) is the base's, said so: left
     # out, each would fall back to a default that changes the step time unsaid
-    rest = {k: v for k, v in base["gpu"].items() if k not in gpu}
+    # The base's kernel table is left out: its rates are another device's measurements, and
+    # they would time the GEMMs in place of the peaks measured here
+    rest = {k: v for k, v in base["gpu"].items() if k not in gpu and k != "kernels"}
     copied += [f"gpu.{k}" for k in rest]
     return {**gpu, **rest}
 

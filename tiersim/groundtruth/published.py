@@ -25,7 +25,16 @@ from tiersim.core.errors import InputError, Problem, shown
 REFERENCES = "references.yaml"
 MEAN_ERROR_TARGET = 0.10
 MAX_ERROR_TARGET = 0.20
-_KEYS = {"iteration_time_s", "derived", "source", "notes", "tflops_per_gpu", "calibrates", "metric"}
+_KEYS = {
+    "iteration_time_s",
+    "derived",
+    "source",
+    "notes",
+    "tflops_per_gpu",
+    "calibrates",
+    "metric",
+    "unfitted",
+}
 # what a published time is compared with: the step, or (a table of optimizer times) the
 # optimizer's own time in the step
 METRICS = ("time_s", "optimizer_s")
@@ -44,6 +53,9 @@ class Reference:
     tflops_per_gpu: float | None = None
     calibrates: str = ""  # the scenario figure fitted to this run, if any
     metric: str = "time_s"  # the simulated figure compared: StepResult.time_s or optimizer_s
+    # on a run a constant was fitted to: `--set` overrides that take the fit away (the value
+    # without this source), for the leave-one-source-out check (groundtruth/loso.py)
+    unfitted: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -133,6 +145,10 @@ def _entry_problems(name: Any, entry: Any, folder: Path) -> list[Problem]:
     if "calibrates" in entry and not (isinstance(fitted, str) and fitted.strip()):
         what = f"expected the scenario figure fitted to this run (got {fitted!r})"
         problems.append(Problem(f"{name}.calibrates", what))
+    unfitted = entry.get("unfitted", [])
+    if not (isinstance(unfitted, list) and all(isinstance(u, str) and "=" in u for u in unfitted)):
+        what = f"expected a list of PATH=VALUE overrides (got {unfitted!r})"
+        problems.append(Problem(f"{name}.unfitted", what))
     metric = entry.get("metric", "time_s")
     if metric not in METRICS:
         expected = " or ".join(repr(m) for m in METRICS)
@@ -166,6 +182,7 @@ def load_references(folder: Path | None = None) -> list[Reference]:
             tflops_per_gpu=e.get("tflops_per_gpu"),
             calibrates=" ".join(str(e.get("calibrates", "")).split()),
             metric=e.get("metric", "time_s"),
+            unfitted=tuple(e.get("unfitted", ())),
         )
         for name, e in raw.items()
     ]

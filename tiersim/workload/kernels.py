@@ -63,10 +63,13 @@ from dataclasses import dataclass
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.gemm import gemm_s
+from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.inventory import master_bytes
 from tiersim.state.model import Transformer
 from tiersim.state.resolved import Resolved
-from tiersim.workload.attention import AttentionCore, attention_core
+from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
+from tiersim.workload.eager import compile_bytes
+from tiersim.workload.fp8 import quantize_bytes
 
 FWD_HIDDEN_B, BWD_HIDDEN_B = 22.0, 38.0  # per element of the hidden states (e)
 FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), GeLU
@@ -135,20 +138,66 @@ class _Shape:
         self.tokens = self.seq * self.b
         self.model = model
         compute = x.training.precision.compute_precision  # the copy the GEMMs use
+        self.compute, self.peak_flops = compute, gpu.peak_flops
         self.peak, self.operand_bytes = gpu.peak_flops[compute], PRECISION_BYTES[compute]
         self.eta, self.sms, self.l2_bw = gpu.efficiency, gpu.sm_count, gpu.l2_bandwidth
+        # the GPU's measured kernel rates (tiersim/hardware/kernel_tables.py), if it has them
+        self.table = kernel_table(gpu.kernels) if gpu.kernels else None
+        self.fp8 = x.training.fp8
+        self.linear_dtype = "fp8" if self.fp8 is not None else compute
+        self.grad_accumulation = x.training.grad_accumulation
         hbm = hw.tiers[gpu.memory]
         self.hbm_bw = min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency
         hidden = float(self.tokens * model.hidden)
         self.e = hidden / self.t if par.sequence else hidden
         self.e_full = hidden
         self.e_f = self.tokens * model.ffn_hidden / self.t
+        # q and k elements (the rotary embedding's), on this GPU's heads
+        self.e_qk = self.tokens * (model.heads + model.kv_heads) * model.head_dim / self.t
         self.heads = max(1, model.heads // self.t)
         self.keys = model.attention_keys(self.seq, index)  # layer `index`'s
         self.e_a = float(self.b * self.heads * self.seq * self.keys)
 
-    def gemm(self, m: int, n: int, k: int, batch: int = 1) -> float:
-        return gemm_s(m, n, k, self.peak, self.eta, self.sms, batch, self.l2_bw, self.operand_bytes)
+    def gemm(self, m: int, n: int, k: int, batch: int = 1, dtype: str = "") -> float:
+        """Seconds of a GEMM in `dtype` (default: the compute precision): from the GPU's kernel
+        table where it measures the dtype, else peak x efficiency x the best tile's share."""
+        dtype = dtype or self.compute
+        if min(m, n, k, batch) < 1:
+            return 0.0
+        if self.table is not None:
+            recipe = self.fp8.recipe if dtype == "fp8" and self.fp8 is not None else ""
+            rate = self.table.gemm_rate(dtype, m * batch, n, k, self.sms, recipe)
+            if rate is not None:
+                return 2.0 * m * n * k * batch / rate
+        peak, operand = self.peak_flops[dtype], PRECISION_BYTES[dtype]
+        return gemm_s(m, n, k, peak, self.eta, self.sms, batch, self.l2_bw, operand)
+
+    def linear(self, m: int, n: int, k: int) -> float:
+        """A linear layer's GEMM: FP8 under `training.fp8`, else the compute precision."""
+        return self.gemm(m, n, k, dtype=self.linear_dtype)
+
+    def attention_dtype(self) -> str:
+        return "fp8" if self.fp8 is not None and self.fp8.attention else self.compute
+
+    def fused_attention(self, r: Resolved, core: AttentionCore) -> tuple[float, float] | None:
+        """Forward and backward seconds of the attention core from the kernel table's fused
+        attention rates (FlashAttention's FLOP count: 4·s·k·head_dim per head forward, half
+        of it where every query sees all keys before it, s = k, as the causal kernels
+        count; the backward 2.5x the forward's); None: no measured kernel for it."""
+        if self.table is None or r.accounting.kernel == "eager" or core.mask_bytes != (0, 0):
+            return None
+        kernel = r.execution.training.flash_kernel or "flash2"
+        if r.accounting.kernel == "sdpa":
+            kernel = "flash2"  # PyTorch's SDPA flash backend is FlashAttention-2
+        if kernel not in self.table.attention or self.attention_dtype() == "fp8":
+            return None
+        d = self.model.head_dim
+        flops = 4.0 * self.b * self.heads * self.seq * self.keys * d
+        if self.keys >= self.seq:
+            flops /= 2.0
+        fwd = self.table.attention_rate(kernel, "forward", True, d, self.seq)
+        bwd = self.table.attention_rate(kernel, "backward", True, d, self.seq)
+        return flops / fwd, FUSED_BACKWARD * flops / bwd
 
     def memory(self, nbytes: float) -> float:
         return nbytes / self.hbm_bw
@@ -168,7 +217,8 @@ class _Shape:
     def attention_forward(self) -> float:
         """QK^T and PV over all s x k scores (the eager kernel's; a fused one scales them)."""
         s, k, d, batch = self.seq, self.keys, self.model.head_dim, self.b * self.heads
-        return self.gemm(s, k, d, batch) + self.gemm(s, d, k, batch)
+        dtype = self.attention_dtype()
+        return self.gemm(s, k, d, batch, dtype) + self.gemm(s, d, k, batch, dtype)
 
     def attention_core(self, r: Resolved, eager_bytes: tuple[float, float]) -> AttentionCore:
         window = self.keys if self.keys < self.seq else None
@@ -198,23 +248,41 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     sh = _Shape(r, model, index)
     b = element_bytes(r, model)
     core = sh.attention_core(r, b.scores)
-    attention = core.computed * sh.attention_forward()
-    lin_f = sum(sh.gemm(m, n, k) for m, n, k in sh.linears())
-    lin_b = sum(sh.gemm(m, k, n) + sh.gemm(k, n, m) for m, n, k in sh.linears())
+    fused = sh.fused_attention(r, core)
+    if fused is None:
+        attention = core.computed * sh.attention_forward()
+        attention_b = core.backward_products * attention
+    else:
+        attention, attention_b = fused
+    linears = sh.linears()
+    lin_f = sum(sh.linear(m, n, k) for m, n, k in linears)
+    lin_b = sum(sh.linear(m, k, n) + sh.linear(k, n, m) for m, n, k in linears)
+    quant_f, quant_b = (
+        (0.0, 0.0) if sh.fp8 is None else quantize_bytes(sh.fp8, linears, sh.grad_accumulation)
+    )
     scores_f, scores_b = (sh.core_bytes(core, i) for i in (0, 1))
-    forward = Kernels(
-        lin_f + attention, sh.memory(b.hidden[0] * sh.e + b.ffn[0] * sh.e_f + scores_f)
-    )
-    backward = Kernels(
-        lin_b + core.backward_products * attention,
-        sh.memory(b.hidden[1] * sh.e + b.ffn[1] * sh.e_f + scores_b),
-    )
+    elementwise_f, elementwise_b = _elementwise_bytes(r, sh, b)
+    forward = Kernels(lin_f + attention, sh.memory(elementwise_f + scores_f + quant_f))
+    backward = Kernels(lin_b + attention_b, sh.memory(elementwise_b + scores_b + quant_b))
     recompute = {
         "none": Kernels(),
         "full": forward,
         "selective": Kernels(attention, sh.memory(scores_f)),
     }[r.execution.training.recompute]
     return LayerKernels(forward, backward, recompute)
+
+
+def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float, float]:
+    """The layer's memory-bound bytes outside attention's core, forward and backward: as
+    `training.compile` says what runs them (eager PyTorch or torch.compile's kernels,
+    tiersim/workload/eager.py), else the fused kernels' (`b`)."""
+    compiled = r.execution.training.compile
+    if compiled is None:
+        return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f for i in (0, 1))  # type: ignore[return-value]
+    eb = compile_bytes(compiled)
+    return tuple(  # type: ignore[return-value]
+        eb.hidden[i] * sh.e + eb.rotary[i] * sh.e_qk + eb.ffn[i] * sh.e_f for i in (0, 1)
+    )
 
 
 def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
@@ -235,7 +303,8 @@ def embedding_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels
 
 
 def overhead(r: Resolved) -> float:
-    """The compute-time multiplier of the framework's pipeline engine (1 for Megatron-LM)."""
+    """The compute-time multiplier a user calibrated on their own run
+    (`parallel.pipeline_engine_overhead`; 1 unless given)."""
     return 1.0 + r.execution.parallel.pipeline_engine_overhead
 
 

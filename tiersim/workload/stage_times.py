@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.activations import MEGATRON
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
 from tiersim.workload.comms import Comm, p2p_send_s, rest_tensor_comms, sm_share_s
+from tiersim.workload.experts import routed_flops_share
 from tiersim.workload.kernels import Kernels
 from tiersim.workload.pipeline_steady import evaluate_steady
 
@@ -19,8 +21,14 @@ if TYPE_CHECKING:
 
 
 def _gpu_rate(r: Resolved) -> float:
-    peak = r.machine.gpu.peak_flops[r.execution.training.precision.compute_precision]
-    return peak * r.machine.gpu.efficiency
+    """FLOP/s of a unit timed by its FLOPs: the kernel table's best measured GEMM where the
+    GPU has one (tiersim/hardware/kernel_tables.py), else peak x `gpu.efficiency`."""
+    gpu, dtype = r.machine.gpu, r.execution.training.precision.compute_precision
+    if gpu.kernels is not None:
+        best = kernel_table(gpu.kernels).best_rate(dtype)
+        if best is not None:
+            return best
+    return gpu.peak_flops[dtype] * gpu.efficiency
 
 
 def _memory_bound_s(r: Resolved, bytes_moved: float) -> float:
@@ -82,6 +90,8 @@ def flop_timed_kernels(
     sequence = r.execution.parallel.sequence
     kept = model.layer_activation_bytes(seq, mbs, t, sequence, "none", FLOP_TIMED_ACCOUNTING)
     elementwise = _memory_bound_s(r, kept)
+    # the routed experts' grouped GEMMs at the kernel table's share of the dense rate
+    rate /= grouped_slowdown(r, model)
     # the same expressions, in the same order, as the step time has always summed them
     forward = Kernels(model.layer_forward_flops(seq, mbs) / t / rate, elementwise)
     recompute = forward if r.execution.training.recompute == "full" else Kernels()
@@ -93,6 +103,26 @@ def flop_timed_kernels(
         )
     backward = Kernels(2.0 * model.layer_forward_flops(seq, mbs) / t / rate, 2.0 * elementwise)
     return forward, backward, recompute
+
+
+def grouped_slowdown(r: Resolved, model) -> float:
+    """How much longer an MoE layer's GEMMs take for its routed experts running as grouped
+    GEMMs (1 for a dense layer, or a GPU whose kernel table measures none): the routed share
+    s of the layer's FLOPs at the table's grouped share g of the dense rate, 1 - s + s / g.
+    Rows a group, the tokens one of this GPU's experts gets: each GPU's T = s·b / t tokens
+    go to k experts each (times the capacity factor), over the E / e experts a GPU holds of
+    the E (`parallel.expert` = e): k·c·T·e / E."""
+    # a run of alike layers is the model itself, as its first layer
+    view = LayerView(model, 0) if isinstance(model, Transformer) else model
+    gpu = r.machine.gpu
+    if not isinstance(view, LayerView) or not view.model.is_moe(view.index) or not gpu.kernels:
+        return 1.0
+    moe, ex = view.model.moe, r.execution
+    tokens = ex.seq_len * ex.training.micro_batch_size / ex.parallel.tensor
+    rows = moe.per_token * moe.padding * tokens * ex.parallel.expert / moe.experts
+    share = kernel_table(gpu.kernels).grouped_gemm_share(rows)
+    routed = routed_flops_share(r, view)
+    return 1.0 - routed + routed / share
 
 
 def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:

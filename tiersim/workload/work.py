@@ -295,6 +295,23 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:
     if u.home is not None:
         return dataclasses.replace(u, **_data_comms(r, u))
     tp_fwd, tp_bwd, tp_hidden = tp
+    if r.execution.parallel.overlap_tensor_forward:
+        # Transformer Engine's userbuffers (--tp-comm-overlap): the forward's collectives run
+        # split inside their GEMMs, and with overlap_tensor_backward the backward's all do:
+        # each costs only the SM share it takes
+        forward_s = u.forward_s + sm_share_s(r, tp_fwd)
+        both = r.execution.parallel.overlap_tensor_backward
+        backward_s = u.backward_s + sm_share_s(r, tp_hidden)
+        if both:
+            backward_s += sm_share_s(r, tp_bwd)
+        return dataclasses.replace(
+            u,
+            **_data_comms(r, u),
+            tp_forward=None,
+            tp_backward=None if both else tp_bwd,
+            forward_s=forward_s,
+            backward_s=backward_s,
+        )
     return dataclasses.replace(
         u,
         **_data_comms(r, u),

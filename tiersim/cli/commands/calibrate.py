@@ -75,6 +75,15 @@ OPTIONS = (
         "FILE",
         "hardware preset to write (default: calibrated-hardware.yaml)",
     ),
+    (
+        "--kernels-out",
+        str,
+        None,
+        "FILE",
+        "where PyTorch sees a CUDA GPU, also measure its kernel table (BF16 GEMMs on a grid "
+        "of shapes, FP8 GEMM, causal SDPA attention by sequence) and write it to FILE.yaml, "
+        "usable as hardware.gpu.kernels: FILE.yaml (docs/kernels.md; default: none)",
+    ),
 )
 
 
@@ -269,6 +278,9 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.report.output import write_atomic
 
     base = _base(args.base)
+    if args.kernels_out and not args.kernels_out.endswith((".yaml", ".yml")):
+        why = "expected a file name ending .yaml (gpu.kernels reads a table by its suffix)"
+        raise InputError(SOURCE, [Problem("--kernels-out", f"{args.kernels_out!r}: {why}")])
     out = Path(args.out)
     inputs = [Path(args.base)] if is_preset_file(args.base) else []
     usable_preset_path("--out", out, inputs, SOURCE)
@@ -288,4 +300,30 @@ def run(args: argparse.Namespace) -> int:
         "(a path relative to the scenario file)",
         file=sys.stderr,
     )
+    if args.kernels_out:
+        _write_kernel_table(args)
     return 0
+
+
+def _write_kernel_table(args: argparse.Namespace) -> None:
+    """`--kernels-out`: the GPU's kernel table measured and written, or why not (stderr)."""
+    from tiersim.groundtruth.calibrate_gpu import device_times, torch_with_cuda
+    from tiersim.groundtruth.calibrate_kernels import kernel_table
+    from tiersim.report.output import write_atomic
+
+    out = Path(args.kernels_out)
+    notes: list[str] = []
+    torch = torch_with_cuda(notes)
+    if torch is None:
+        print(f"kernel table not measured: {'; '.join(notes)}", file=sys.stderr)
+        return
+    name = torch.cuda.get_device_name()
+    timer = lambda fn, repeats: device_times(torch, "cuda", fn, repeats)  # noqa: E731
+    data = kernel_table(torch, "cuda", timer, args.repeat, name, notes)
+    header = f"# {name}: kernel table measured by tiersim calibrate --kernels-out\n"
+    header += "".join(f"# note: {n}\n" for n in notes)
+    try:
+        write_atomic(out, header + yaml.safe_dump(data, sort_keys=False))
+    except OSError as exc:
+        raise cannot_write("--kernels-out", out, exc, "a writable file path", SOURCE) from None
+    print(f"wrote kernel table {out}; use it as hardware.gpu.kernels: {out}", file=sys.stderr)

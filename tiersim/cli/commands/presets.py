@@ -75,6 +75,7 @@ def _hardware(hw: Hardware) -> dict[str, Any]:
         "gpu": hw.gpu.name,
         "peak_flops": dict(hw.gpu.peak_flops),
         "efficiency": hw.gpu.efficiency,
+        "kernels": hw.gpu.kernels,  # the measured kernel table GEMMs are timed from, if any
         "cpu_optimizer_rate": hw.cpu.optimizer_rate,
         "cpu_adam_kernel_rate": hw.cpu.adam_kernel_rate,  # None: cpu.optimizer_rate's
         "tiers": {
@@ -161,6 +162,7 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
                 h["gpu"],
                 peak,
                 f"{h['efficiency']:g}",
+                h["kernels"] or "-",
                 _rate(h["cpu_optimizer_rate"]),
                 _rate(h["cpu_adam_kernel_rate"]),
                 fmt_rate(h["intra_node_bandwidth"]),
@@ -174,7 +176,7 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
             links.append([name, link, " - ".join(k["between"]), fmt_rate(k["bandwidth"])])
     # the CPU rates by their preset keys: optimizer_rate the update without a framework,
     # adam_kernel_rate DeepSpeed's CPU-Adam kernel (its path's other parts timed apart)
-    head = ["hardware preset", "GPU", "16-bit peak", "efficiency"]
+    head = ["hardware preset", "GPU", "16-bit peak", "efficiency", "gpu.kernels"]
     head += ["cpu.optimizer_rate", "cpu.adam_kernel_rate"]
     head += ["in node/dir", "across nodes/dir"]  # the network: run's `nvlink` link, then NICs
     title = "Hardware presets (hardware.preset), as one GPU sees its node:"

@@ -1,0 +1,183 @@
+"""GPU kernel tables (tiersim/presets/kernels, tiersim/hardware/kernel_tables.py): lookups and
+interpolation worked by hand from the figures the table files cite."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import scenario
+
+from tiersim.hardware.kernel_tables import kernel_table, table_names
+from tiersim.state.resolved import resolve
+from tiersim.workload import kernels as kernels_module
+
+T = 1e12
+
+
+def test_the_four_gpus_have_tables():
+    assert {"a100-sxm", "h100-sxm", "h200-sxm", "b200"} <= set(table_names())
+
+
+def test_a_measured_grid_point_is_its_own_rate():
+    # h100-sxm.yaml, OpenXLA's sm_90 table: 4096 x 4096 x 4096 bf16 = 783.3 TFLOP/s
+    h100 = kernel_table("h100-sxm")
+    assert h100.gemm_rate("bf16", 4096, 4096, 4096, 132) == pytest.approx(783.3 * T)
+    # m 1024, n 2048, k 4096 = 653.5 (the [0][1][2] entry)
+    assert h100.gemm_rate("bf16", 1024, 2048, 4096, 132) == pytest.approx(653.5 * T)
+    # fp16 runs at BF16's table
+    assert h100.gemm_rate("fp16", 1024, 2048, 4096, 132) == pytest.approx(653.5 * T)
+
+
+def test_interpolation_is_linear_in_log2_of_each_size():
+    h100 = kernel_table("h100-sxm")
+    # m halfway (in log2) between 2048 and 4096, n = k = 4096: the mean of
+    # (2048, 4096, 4096) 753.6 and (4096, 4096, 4096) 783.3 = 768.45
+    m = 2**11.5
+    assert h100.gemm_rate("bf16", m, 4096, 4096, 132) == pytest.approx(768.45 * T)
+    # all three halfway: the mean of the cube's 8 corners over {2048, 4096}^3:
+    # 632.0 + 738.0 + 715.4 + 753.6 + 716.1 + 758.4 + 738.7 + 783.3 = 5835.5; / 8 = 729.4375
+    assert h100.gemm_rate("bf16", m, m, m, 132) == pytest.approx(729.4375 * T)
+    # a quarter of the way in log2 from 1024 to 2048 along k only (m = n = 1024):
+    # 236.3 * 0.75 + 350.0 * 0.25 = 264.725
+    assert h100.gemm_rate("bf16", 1024, 1024, 2**10.25, 132) == pytest.approx(264.725 * T)
+
+
+def test_sizes_outside_the_grid_are_held_at_its_edge():
+    h100 = kernel_table("h100-sxm")
+    assert h100.gemm_rate("bf16", 16384, 8192, 12288, 132) == pytest.approx(783.3 * T)
+    assert h100.gemm_rate("bf16", 512, 512, 512, 132) == pytest.approx(236.3 * T)
+
+
+def test_fp8_takes_bf16s_shape_at_its_own_measured_level():
+    # mamf-finder: FP8 1402.6, BF16 794.5 TFLOP/s on the H100 SXM
+    h100 = kernel_table("h100-sxm")
+    fp8 = 783.3 * 1402.6 / 794.5  # = 1382.83
+    assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132) == pytest.approx(fp8 * T)
+    assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132, "tensorwise") == pytest.approx(fp8 * T)
+    # blockwise: DeepGEMM's 1304 TFLOP/s over that tensorwise rate, 0.943
+    assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132, "blockwise") == pytest.approx(
+        fp8 * 0.943 * T
+    )
+    assert fp8 * 0.943 == pytest.approx(1304, abs=0.5)
+
+
+def test_a_table_without_a_grid_shapes_its_best_rate_by_waves():
+    # b200.yaml: BF16 1745.0 TFLOP/s best; 148 SMs. A 4096 x 3072 output in 256 x 128 tiles:
+    # 16 x 24 = 384 tiles = 2.595 waves of 148, the last one 0.595 full: share 2.595 / 3
+    b200 = kernel_table("b200")
+    share = (384 / 148) / 3
+    assert b200.gemm_rate("bf16", 4096, 3072, 8192, 148) == pytest.approx(1745.0 * share * T)
+    assert b200.gemm_rate("fp8", 4096, 3072, 8192, 148) == pytest.approx(3432.5 * share * T)
+    assert kernel_table("a100-sxm").gemm_rate("bf16", 8192, 8192, 8192, 108) == pytest.approx(
+        271.2 * T * (32 * 64 / 108) / math.ceil(32 * 64 / 108)
+    )
+    assert b200.gemm_rate("tf32", 4096, 4096, 4096, 148) is None  # not measured
+
+
+def test_h200_inherits_the_h100s_grid_and_attention_with_its_own_fp8():
+    h200 = kernel_table("h200-sxm")
+    assert h200.gemm_rate("bf16", 4096, 4096, 4096, 132) == pytest.approx(783.3 * T)
+    fp8 = 783.3 * 1453.4 / 794.5
+    assert h200.gemm_rate("fp8", 4096, 4096, 4096, 132) == pytest.approx(fp8 * T)
+    assert h200.attention_rate("flash3", "forward", True, 128, 4096) == pytest.approx(579 * T)
+
+
+def test_attention_rates_by_sequence_and_head_dimension():
+    h100 = kernel_table("h100-sxm")
+    # FlashAttention-3 paper Fig. 5, causal, head dim 128: 521 at 2k, 579 at 4k
+    assert h100.attention_rate("flash3", "forward", True, 128, 4096) == pytest.approx(579 * T)
+    assert h100.attention_rate("flash3", "forward", True, 128, 2**11.5) == pytest.approx(550 * T)
+    # head dim 96, between 64 (420 at 4k) and 128 (579), log2(96) - 6 = 0.585 of the way
+    w = math.log2(96) - 6
+    assert h100.attention_rate("cudnn", "forward", False, 96, 4096) == pytest.approx(
+        (408 * (1 - w) + 609 * w) * T
+    )
+    assert h100.attention_rate("flash3", "forward", True, 96, 4096) == pytest.approx(
+        (420 * (1 - w) + 579 * w) * T
+    )
+    # sequences past 16k are held at 16k's rate
+    assert h100.attention_rate("flash2", "forward", False, 128, 65536) == pytest.approx(370 * T)
+
+
+def test_a_backward_not_measured_takes_the_forwards_ratio():
+    h100 = kernel_table("h100-sxm")
+    # measured: non-causal head dim 128 backward, FlashAttention-3 542 at 4k
+    assert h100.attention_rate("flash3", "backward", False, 128, 4096) == pytest.approx(542 * T)
+    # causal: 542 x causal forward 579 / full forward 638 = 491.88
+    assert h100.attention_rate("flash3", "backward", True, 128, 4096) == pytest.approx(
+        542 * 579 / 638 * T
+    )
+    # head dim 64, full: 542 x 476 / 638 (cuDNN: 499 x 408 / 609)
+    assert h100.attention_rate("cudnn", "backward", False, 64, 4096) == pytest.approx(
+        499 * 408 / 609 * T
+    )
+    assert kernel_table("b200").attention_rate("flash3", "forward", True, 128, 4096) is None
+
+
+def llama7b(**training):
+    raw = {
+        "name": "k",
+        "model": {"preset": "llama-2-7b"},
+        "training": {"seq_len": 4096, "micro_batch_size": 1, **training},
+        "hardware": {"preset": "dgx-h100"},
+    }
+    return resolve(scenario(raw))
+
+
+def test_a_layers_fused_attention_is_timed_from_the_table():
+    # Llama 2 7B, one GPU: 32 heads of 128, s = 4096, causal. FlashAttention's count:
+    # 4 * s^2 * d * heads / 2 = 4 * 4096^2 * 128 * 32 / 2 = 1.374e11 FLOPs forward;
+    # cuDNN causal head dim 128 at 4k: 518 TFLOP/s forward; backward 2.5x the FLOPs at
+    # 499 * 518 / 609 TFLOP/s (its non-causal backward x the forwards' ratio)
+    r = llama7b(attention_kernel="flash", flash_kernel="cudnn")
+    sh = kernels_module._Shape(r, r.model)
+    core = sh.attention_core(r, (13.0, 19.0))
+    fwd, bwd = sh.fused_attention(r, core)
+    flops = 4 * 4096**2 * 128 * 32 / 2
+    assert fwd == pytest.approx(flops / (518 * T))
+    assert bwd == pytest.approx(2.5 * flops / (499 * 518 / 609 * T))
+    # eager attention is not a fused kernel: timed as its GEMMs
+    eager = llama7b(attention_kernel="eager")
+    sh = kernels_module._Shape(eager, eager.model)
+    assert sh.fused_attention(eager, sh.attention_core(eager, (13.0, 19.0))) is None
+
+
+def test_the_linears_gemms_come_from_the_table():
+    # Llama 2 7B's FC2 forward, one GPU: T = 4096 tokens, N = 4096, K = 11008: m and n at the
+    # grid's 4096 edge, k held at 4096 too: 783.3 TFLOP/s; 2 * 4096 * 4096 * 11008 FLOPs
+    r = llama7b()
+    sh = kernels_module._Shape(r, r.model)
+    assert sh.linear(4096, 4096, 11008) == pytest.approx(2 * 4096 * 4096 * 11008 / (783.3 * T))
+
+
+def test_grouped_gemm_share_by_rows_a_group():
+    # DeepGEMM's grouped over dense at 256 / 512 / 1024 / 4096 / 8192 rows: 0.715 / 0.798 /
+    # 0.946 / 0.988 / 0.995; 2048 rows halfway in log2 between 1024 and 4096
+    h100 = kernel_table("h100-sxm")
+    assert h100.grouped_gemm_share(1024) == pytest.approx(0.946)
+    assert h100.grouped_gemm_share(2048) == pytest.approx((0.946 + 0.988) / 2)
+    assert h100.grouped_gemm_share(64) == pytest.approx(0.715)  # held at the edge
+    assert kernel_table("b200").grouped_gemm_share(64) == 1.0  # not measured: dense rate
+
+
+def test_an_moe_layers_routed_gemms_run_at_the_grouped_share():
+    from tiersim.state.model import LayerView
+    from tiersim.workload.experts import routed_flops_share
+    from tiersim.workload.stage_times import grouped_slowdown
+
+    raw = {
+        "name": "m",
+        "model": {"preset": "mixtral-8x7b", "layers": 2},
+        "training": {"seq_len": 4096, "micro_batch_size": 1},
+        "hardware": {"preset": "dgx-h100"},
+    }
+    r = resolve(scenario(raw))
+    # 4096 tokens x 2 experts each over 8 experts: 1024 rows a group, share 0.946
+    s = routed_flops_share(r, LayerView(r.model, 0))
+    assert 0 < s < 1
+    assert grouped_slowdown(r, r.model) == pytest.approx(1 - s + s / 0.946)
+    # expert parallelism 8: each GPU's one expert gets 8 x 1024 rows: 0.995
+    raw["parallel"] = {"data": 8, "expert": 8}
+    r8 = resolve(scenario(raw))
+    assert grouped_slowdown(r8, r8.model) == pytest.approx(1 - s + s / 0.995)

@@ -1,0 +1,133 @@
+"""Measure a GPU's kernel table (`tiersim calibrate --kernels-out FILE`): the same tables the
+shipped ones hold (tiersim/presets/kernels, docs/kernels.md), on this machine's GPU.
+
+- `gemm.bf16`: torch.mm at every (m, n, k) of the grid (default {1024, 2048, 4096}, as
+  OpenXLA's table the H100's rests on), TFLOP/s; `best` the grid's highest.
+- `gemm.fp8`: torch._scaled_mm (e4m3, one scale per tensor, bf16 output) at the grid's largest
+  square, its `best`, with BF16's shape (`shape_of: bf16`), as the shipped tables do.
+- `attention.flash2`: PyTorch's scaled_dot_product_attention with its FlashAttention-2
+  backend, causal, head dimension 128, 16 heads, batch x sequence = 16k tokens (the
+  FlashAttention-3 paper's setup), forward and backward by sequence length, TFLOP/s in
+  FlashAttention's count (forward 4·s²·d per head, half of it causal; backward 2.5x). Written
+  as the table's `flash2`, which `attention_kernel: sdpa` and `flash` read.
+Each figure is the median of `repeats` timed samples (calibrate_gpu.device_times). What the
+device or PyTorch cannot run becomes a note, and its table is left out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from tiersim.groundtruth.calibrate_gpu import Timer, fp8_operands
+from tiersim.groundtruth.figure import first_line
+
+GRID = (1024, 2048, 4096)
+SEQS = (512, 1024, 2048, 4096, 8192, 16384)
+HEAD_DIM, HEADS, TOKENS = 128, 16, 16384
+
+
+def _tflops(flop: float, times: list[float]) -> float:
+    return round(flop / statistics.median(times) / 1e12, 1)
+
+
+def gemm_grid(torch: Any, device: str, timer: Timer, repeats: int, grid=GRID) -> dict[str, Any]:
+    """BF16 TFLOP/s at every (m, n, k) of `grid`, indexed [m][n][k]."""
+    rates = []
+    for m in grid:
+        plane = []
+        for n in grid:
+            row = []
+            for k in grid:
+                a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+                b = torch.randn(k, n, device=device, dtype=torch.bfloat16)
+                out = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+                times = timer(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), repeats)
+                row.append(_tflops(2.0 * m * n * k, times))
+            plane.append(row)
+        rates.append(plane)
+    best = max(v for plane in rates for row in plane for v in row)
+    return {"grid": list(grid), "tflops": rates, "best": best}
+
+
+def fp8_best(torch: Any, device: str, timer: Timer, repeats: int, n: int) -> float:
+    a, b, one = fp8_operands(torch, n, device)
+    out = torch.empty(n, n, device=device, dtype=torch.bfloat16)
+
+    def mm() -> object:
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, out=out)
+
+    return _tflops(2.0 * n**3, timer(mm, repeats))
+
+
+def _attention_case(torch: Any, device: str, seq: int) -> tuple[Callable, Callable]:
+    batch = max(1, TOKENS // seq)
+    shape = (batch, HEADS, seq, HEAD_DIM)
+    q, k, v = (
+        torch.randn(shape, device=device, dtype=torch.bfloat16, requires_grad=True)
+        for _ in range(3)
+    )
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    out = sdpa(q, k, v, is_causal=True)
+    grad = torch.randn_like(out)
+
+    def forward() -> object:
+        return sdpa(q, k, v, is_causal=True)
+
+    def backward() -> object:
+        return torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+
+    return forward, backward
+
+
+def attention_rates(
+    torch: Any, device: str, timer: Timer, repeats: int, seqs=SEQS
+) -> dict[str, list[float]]:
+    """Causal SDPA (its flash backend on CUDA) forward and backward TFLOP/s by sequence."""
+    fwd, bwd = [], []
+    for seq in seqs:
+        batch = max(1, TOKENS // seq)
+        flop = 4.0 * seq * seq * HEAD_DIM * HEADS * batch / 2  # causal: half the scores
+        forward, backward = _attention_case(torch, device, seq)
+        fwd.append(_tflops(flop, timer(forward, repeats)))
+        bwd.append(_tflops(2.5 * flop, timer(backward, repeats)))
+    return {"forward": fwd, "backward": bwd}
+
+
+def kernel_table(
+    torch: Any,
+    device: str,
+    timer: Timer,
+    repeats: int,
+    name: str,
+    notes: list[str],
+    grid=GRID,
+    seqs=SEQS,
+) -> dict[str, Any]:
+    """The measured kernel table as the shipped files hold it (a mapping, YAML-ready)."""
+    table: dict[str, Any] = {"name": name, "gemm": {}}
+    try:
+        table["gemm"]["bf16"] = gemm_grid(torch, device, timer, repeats, grid)
+    except (RuntimeError, ValueError) as exc:
+        notes.append(f"kernel table: bf16 GEMMs not measured: {first_line(exc)}")
+        return table
+    try:
+        best = fp8_best(torch, device, timer, repeats, grid[-1])
+        table["gemm"]["fp8"] = {"best": best, "shape_of": "bf16"}
+        table["fp8_recipes"] = {"tensorwise": 1.0, "delayed": 1.0}
+    except (RuntimeError, ValueError, AttributeError, TypeError) as exc:
+        notes.append(f"kernel table: fp8 GEMM not measured: {first_line(exc)}")
+    try:
+        rates = attention_rates(torch, device, timer, repeats, seqs)
+    except (RuntimeError, ValueError) as exc:
+        notes.append(f"kernel table: attention not measured: {first_line(exc)}")
+        return table
+    table["attention"] = {
+        "seq": list(seqs),
+        "flash2": {
+            "forward": {"causal": {HEAD_DIM: rates["forward"]}},
+            "backward": {"causal": {HEAD_DIM: rates["backward"]}},
+        },
+    }
+    return table
