@@ -84,6 +84,21 @@ def scenario_yaml(scenario: Scenario, source: str) -> str:
     return "\n".join(header) + "\n" + body
 
 
+def recorded_source(path: Path) -> str | None:
+    """The scenario file a scenario.yaml that tiersim wrote was simulated from (as its header
+    names it), or None: no such file, or not one tiersim wrote."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            first = f.readline(4096)
+    except OSError:
+        return None
+    head = SCENARIO_HEADER
+    if not first.startswith(head) or " simulated it, from " not in first:
+        return None
+    source = first.split(" simulated it, from ", 1)[1].rstrip("\n")
+    return source.removesuffix(": every") if source.endswith(": every") else None
+
+
 def _one_line(text: str) -> str:
     """A path inside a YAML comment: a line break in it would end the comment."""
     return text.replace("\r", "\\r").replace("\n", "\\n")

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from tiersim.core.errors import one_line
 from tiersim.core.units import fmt_time
-from tiersim.sweep.estimate import NOTHING, sweep_estimate, to_time, weigh
+from tiersim.sweep.estimate import NOTHING, plots_estimate, sweep_estimate, to_time, weigh
 from tiersim.sweep.execute import Pool, Progress, SweepAborted, run_on_pool, stream
 from tiersim.sweep.keep import OutputError, run_and_keep
 from tiersim.sweep.plots import plot_sweep
@@ -27,6 +28,7 @@ from tiersim.sweep.spec import Point, SweepSpec, expand
 from tiersim.sweep.store import SweepStore, import_table_writers, tidy, write_tables
 from tiersim.sweep.worker import (
     ERROR,
+    OK,
     PointResult,
     PointTask,
     point_key,
@@ -129,9 +131,10 @@ def _on_pool(
     timings["start_s"] = _lap(clock) - timings["expand_s"]
     recorded = len(store.entries)
     keys = _known_keys(pool, tasks, store, options.progress)
+    _say_unreported(keys, store, options.progress)
     todo, retried = _plan(keys, store)
     aside = _say_set_aside(spec, points, keys, store, recorded, options.progress)
-    rest, point_s = _first(tasks, todo, keys, store, pool.slots, options.progress)
+    rest, point_s = _first(tasks, todo, keys, store, pool.slots, options.progress, options.plots)
     tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
     tables.start()  # while the points run, where this process has time to spare
     chunk = chunk_size(point_s, len(rest), pool.slots)
@@ -170,6 +173,7 @@ def _first(
     store: SweepStore,
     workers: int,
     progress: TextIO | None,
+    plots: bool = False,
 ) -> tuple[list[int], float]:
     """Run one point here, before the rest, or two where some points are extrapolated and
     some simulated in full (`estimate.to_time`), and say from them how long the sweep will
@@ -188,7 +192,11 @@ def _first(
             keys[index] = result.key
     left = len(todo) - len(timed)
     estimate = sweep_estimate(timed, weighed, left, workers) if left else 0.0
-    print(_estimate_line(todo, timed, left, workers, estimate), file=progress or sys.stderr)
+    line = _estimate_line(todo, timed, left, workers, estimate)
+    count, plots_s = plots_estimate(result.outputs) if plots else (0, 0.0)
+    if count:  # drawn after the points, in this process: as long again on any workers
+        line += f"; then up to {count} plots, about {fmt_time(plots_s)}"
+    print(line, file=progress or sys.stderr)
     ran = {todo[position] for position, _ in timed}
     point_s = estimate * workers / left if left else timed[0][1]
     return [i for i in todo if i not in ran], point_s
@@ -224,9 +232,31 @@ def _plan(keys: list[str | None], store: SweepStore) -> tuple[list[int], int]:
     Only this sweep's points are dropped from the log: those of a grid since shrunk stay.
     """
     retry = {k for k in keys if k is not None and store.entries.get(k, {}).get("status") == ERROR}
-    store.forget(retry)
+    store.forget(retry | unreported(keys, store))
     todo = [i for i, key in enumerate(keys) if key is None or key not in store.entries]
     return todo, sum(keys[i] in retry for i in todo)
+
+
+def unreported(keys: list[str | None], store: SweepStore) -> set[str]:
+    """This sweep's points recorded as run (ok) whose report is no longer in points/ (deleted
+    since): a row without its report would be a figure nobody can check, so they run again."""
+    return {
+        key
+        for key in keys
+        if key is not None
+        and store.entries.get(key, {}).get("status") == OK
+        and not (store.points_dir / f"{key}.json").is_file()
+    }
+
+
+def _say_unreported(keys: list[str | None], store: SweepStore, progress: TextIO | None) -> None:
+    missing = len(unreported(keys, store))
+    if missing:
+        note = (
+            f"note: {missing} report(s) missing from {store.points_dir} (deleted since the "
+            "sweep ran them): their points are run again"
+        )
+        print(one_line(note), file=progress or sys.stderr)
 
 
 def _known_keys(

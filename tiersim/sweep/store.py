@@ -76,7 +76,7 @@ def read_log(path: Path) -> tuple[dict[str, dict[str, Any]], int, int]:
         try:
             entry = json.loads(line)
             entries[entry["key"]] = entry
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # nested too deep to read
             skipped += 1
     return entries, skipped, intact
 
