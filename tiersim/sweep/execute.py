@@ -183,12 +183,21 @@ def _start_helpers(context: multiprocessing.context.BaseContext) -> None:
 
 
 class DaskPool:
-    """A dask.distributed client: to the scheduler at `address`, or to a new local cluster."""
+    """A dask.distributed client: to the scheduler at `address`, or to a new local cluster.
+
+    A scheduler that goes away (killed, its machine lost) breaks the pool (SweepAborted, so
+    the sweep keeps its finished points and says how to resume) instead of leaving the sweep
+    waiting on futures that never finish or failing in the client (ClosedClientError); so
+    does a cluster left without any worker for NO_WORKERS_S."""
 
     same_files = False  # a scheduler's workers may be on other machines
+    POLL_S = 0.5  # how often a wait looks at the client's connection and the workers
+    NO_WORKERS_S = 60.0  # a cluster without workers this long is taken as lost
+    CLOSE_S = 2  # the most a close waits for a scheduler (gone, it would wait 20 s)
 
     def __init__(self, address: str | None, workers: int):
         distributed = _distributed()
+        self.distributed = distributed
         self.cluster = None
         if address is None:
             self.cluster = distributed.LocalCluster(
@@ -200,6 +209,7 @@ class DaskPool:
                 silence_logs=40,  # logging.ERROR
             )
             address = self.cluster.scheduler_address
+        self.address = address
         try:
             self.client = _connect(distributed, address)
         except InputError:
@@ -210,17 +220,76 @@ class DaskPool:
         self.finished = distributed.as_completed(loop=self.client.loop)
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any:
-        future = self.client.submit(fn, arg, pure=False)
-        self.finished.add(future)
-        return future
+        try:
+            future = self.client.submit(fn, arg, pure=False)
+            self.finished.add(future)
+            return future
+        except Exception as exc:  # ClosedClientError, a lost connection: the pool is gone
+            self.check()
+            raise SweepAborted(f"the Dask client failed ({type(exc).__name__}: {exc})") from None
 
     def wait(self, pending: set[Any]) -> set[Any]:
-        return set(self.finished.next_batch(block=True))
+        """The futures finished since the last wait (at least one), looking every POLL_S that
+        the scheduler is still there and has workers."""
+        without_workers = 0.0
+        while True:
+            self.check()
+            waited = 0.0
+            while waited < self.POLL_S:
+                done = self.finished.next_batch(block=False)
+                if done:
+                    self.check()  # futures cancelled as the scheduler went: not outcomes
+                    return set(done)
+                time.sleep(TICK_S)
+                waited += TICK_S
+            without_workers = 0.0 if self._has_workers() else without_workers + waited
+            if without_workers >= self.NO_WORKERS_S:
+                why = f"the Dask scheduler at {self.address} has had no workers for "
+                raise SweepAborted(f"{why}{self.NO_WORKERS_S:g} s")
+
+    def check(self) -> None:
+        """Raise SweepAborted where the client has lost its scheduler."""
+        status = getattr(self.client, "status", "running")
+        if status not in ("running", "newly-created"):
+            raise SweepAborted(
+                f"lost the Dask scheduler at {self.address} (the client is {status})"
+            )
+
+    def _has_workers(self) -> bool:
+        try:
+            return bool(self.client.nthreads())
+        except Exception:  # the scheduler went: check() says so next
+            return True
 
     def close(self, stop: bool = False) -> None:
-        self.client.close()
+        """Close the client (and a cluster of its own), never waiting long on a scheduler
+        that is gone, nor failing on it: the sweep's outcome is said already."""
+        lost = getattr(self.client, "status", "running") not in ("running", "newly-created")
+        with (
+            contextlib.suppress(Exception),
+            _quiet("distributed") if lost else contextlib.nullcontext(),
+        ):
+            self.client.close(timeout=self.CLOSE_S)
         if self.cluster is not None:
-            self.cluster.close()
+            with contextlib.suppress(Exception):
+                self.cluster.close(timeout=self.CLOSE_S)
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Dask's loggers silent from here on where the client has lost its scheduler: closing it
+    while it reconnects logs the cancelled attempt with a traceback (from the client's own
+    thread, maybe after the close returns); the sweep says in one line what happened."""
+    import logging
+
+    lost = [logging.getLogger(name)] + [
+        logger
+        for key, logger in logging.Logger.manager.loggerDict.items()
+        if key.startswith(name + ".") and isinstance(logger, logging.Logger)
+    ]
+    for logger in lost:
+        logger.disabled = True
+    yield
 
 
 def _distributed() -> Any:
@@ -233,15 +302,64 @@ def _distributed() -> Any:
     return distributed
 
 
+TICK_S = 0.02  # how often a Dask wait looks for finished futures (a point takes 2-900 ms)
+HOST_PORT_SCHEMES = ("tcp", "tls", "ws", "wss")  # addresses that are a host and a port
+
+
 def _check_scheme(address: str) -> None:
-    from distributed.comm.addressing import parse_address
+    """Refuse, at once, an address Dask could never connect to: an unknown scheme, or a
+    host:port that does not parse (a port of letters, a bracket left open, a port over
+    65,535). Connecting to one would fail only after the client's own timeouts, and its
+    half-made client then waits 20 s to close, with a traceback."""
+    from distributed.comm.addressing import parse_address, parse_host_port
     from distributed.comm.registry import backends
 
-    scheme = parse_address(address)[0]
+    expected = "expected e.g. tcp://10.0.0.5:8786"
+    try:
+        scheme, location = parse_address(address)
+    except ValueError as exc:
+        raise _scheduler_problem(f"cannot read {address!r}: {exc} ({expected})") from None
     if scheme not in backends:
         known = ", ".join(f"{name}://" for name in backends)
-        problem = Problem("", f"unknown address scheme in {address!r} (expected one of: {known})")
-        raise InputError("--scheduler", [problem])
+        raise _scheduler_problem(
+            f"unknown address scheme in {address!r} (expected one of: {known})"
+        )
+    if scheme not in HOST_PORT_SCHEMES:
+        return
+    try:
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise _scheduler_problem(f"cannot read {address!r}: {exc} ({expected})") from None
+    if not host or not 0 < int(port) < 2**16:
+        what = "no host" if not host else f"port {port} (ports are 1 to 65,535)"
+        raise _scheduler_problem(f"cannot read {address!r}: {what} ({expected})")
+
+
+def _scheduler_problem(why: str) -> InputError:
+    return InputError("--scheduler", [Problem("", why)])
+
+
+def _reachable(address: str) -> None:
+    """Refuse a host:port address nothing listens at, before a client is made for it (one
+    that fails to connect waits 20 s to close, then prints a traceback)."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, location = parse_address(address)
+    if scheme not in HOST_PORT_SCHEMES:
+        return
+    host, port = parse_host_port(location)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_S).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise _scheduler_problem(
+            f"cannot connect to a Dask scheduler at {address!r}: {why}"
+        ) from None
+
+
+CONNECT_S = 10  # seconds to reach a scheduler
 
 
 def check_executor(executor: str, scheduler: str | None) -> None:
@@ -259,8 +377,9 @@ def check_executor(executor: str, scheduler: str | None) -> None:
 
 def _connect(distributed: Any, address: str) -> Any:
     _check_scheme(address)
+    _reachable(address)
     try:
-        return distributed.Client(address, timeout="10s", set_as_default=False)
+        return distributed.Client(address, timeout=f"{CONNECT_S}s", set_as_default=False)
     except (OSError, ValueError, TypeError) as exc:
         problem = Problem("", f"cannot connect to a Dask scheduler at {address!r}: {exc}")
         raise InputError("--scheduler", [problem]) from None
