@@ -22,6 +22,8 @@ from tiersim.sweep.store import LOG_NAME, read_log
 from tiersim.sweep.worker import ERROR, PointTask, run_point
 
 TWO = {"grid": {"training.grad_accumulation": [1, 2]}}  # two small points, both run
+LINE_A = b'{"key":"a","status":"ok","error":null,"outputs":{}}\n'  # a point's line, as logged
+LINE_B = LINE_A.replace(b'"a"', b'"b"')
 GiB = 2**30
 
 
@@ -54,7 +56,7 @@ def _limited(code: str, limit_bytes: int) -> str:
 
 def test_a_sweeps_log_is_read_under_a_1_5_gib_address_space_limit(tmp_path):
     log = tmp_path / LOG_NAME
-    log.write_bytes(b'{"key":"a","status":"ok"}\n{"key":"b","status":"ok"}\n')
+    log.write_bytes(LINE_A + LINE_B)
     code = f"""
         from pathlib import Path
         from tiersim.sweep.store import read_log
@@ -63,15 +65,14 @@ def test_a_sweeps_log_is_read_under_a_1_5_gib_address_space_limit(tmp_path):
     """
     rc, out, err = _python(_limited(code, 3 * GiB // 2))
     assert (rc, err) == (0, "")
-    # two lines of 26 bytes each, newlines included: 52 intact bytes
-    assert out.split() == ["['a',", "'b']", "0", "52"]
+    assert out.split() == ["['a',", "'b']", "0", str(2 * len(LINE_A))]  # both lines intact
 
 
 def test_a_second_sweep_into_a_folder_with_a_log_is_refused_under_a_memory_limit(tmp_path):
     path = write_sweep(tmp_path, TWO)
     out = tmp_path / "out"
     out.mkdir()
-    (out / LOG_NAME).write_bytes(b'{"key":"a","status":"ok"}\n')
+    (out / LOG_NAME).write_bytes(LINE_A)
     code = f"""
         import sys
         from tiersim.cli import main
@@ -89,11 +90,11 @@ def test_a_second_sweep_into_a_folder_with_a_log_is_refused_under_a_memory_limit
 def test_a_log_line_nested_100000_deep_is_a_corrupt_line_not_a_recursion_error(tmp_path):
     log = tmp_path / LOG_NAME
     deep = b"[" * 100_000 + b"]" * 100_000
-    log.write_bytes(b'{"key":"a","status":"ok"}\n' + deep + b"\n")
+    log.write_bytes(LINE_A + deep + b"\n")
     entries, skipped, intact = read_log(log)
     assert list(entries) == ["a"]
     assert skipped == 1  # the deep line, counted as unreadable
-    assert intact == 26 + 200_001  # both lines are whole (each ends with its newline)
+    assert intact == len(LINE_A) + 200_001  # both lines whole (each ends with its newline)
 
 
 def test_resume_over_a_deep_log_line_says_so_and_runs_on(cli, tmp_path):

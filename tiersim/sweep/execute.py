@@ -506,6 +506,6 @@ class Progress:
 def _clock(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "--:--"
-    whole = round(seconds)
+    whole = max(0, round(seconds))  # never a negative time, whatever a clock did
     hours, rest = divmod(whole, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
