@@ -177,12 +177,20 @@ def run(args: argparse.Namespace) -> int:
     check_scenario(loaded, scenario)  # what validate refuses (a plan: section too), refused
     print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
-    why = _out_problem(folder, scenario) or (None if args.out else _name_taken(folder, scenario))
+    try:
+        why = _out_problem(folder, scenario) or (
+            None if args.out else _name_taken(folder, scenario)
+        )
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long, ...
+        why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a folder path)"
     if why:  # before simulating, so the mistake costs nothing
         raise InputError("--out", [Problem(str(folder), why)])
     tracing = args.trace is not None
     trace = Path(args.trace) if args.trace else folder / "trace.json"
-    why = _trace_problem(trace, _inputs(loaded, scenario), folder) if tracing else None
+    try:
+        why = _trace_problem(trace, _inputs(loaded, scenario), folder) if tracing else None
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte, ...
+        why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a file path)"
     if why:
         raise InputError("--trace", [Problem(str(trace), why)])
     with _locked(folder):  # one writer: two runs must not leave one's scenario, the other's report
