@@ -345,3 +345,23 @@ def test_the_sweeps_estimate_counts_its_plots(cli, tmp_path):
     code, _, err = cli("sweep", path, "--out", tmp_path / "none", "--workers", "1", "--no-plots")
     line = next(x for x in err.splitlines() if x.startswith("point "))
     assert "plots" not in line, line
+
+
+def test_plots_that_cannot_be_drawn_for_memory_leave_the_results_and_say_so(
+    cli, tmp_path, monkeypatch
+):
+    """Under a 1.5 GiB `ulimit -v`, matplotlib's import in the sweep process failed now and
+    then ("failed to map segment from shared object", an ImportError) after every point had
+    run: a traceback and exit 1. The results stand; the plots are said not drawn."""
+    import tiersim.sweep.run as run_module
+
+    def no_memory(*args, **kwargs):
+        raise ImportError("pyexpat.so: failed to map segment from shared object")
+
+    monkeypatch.setattr(run_module, "plot_sweep", no_memory)
+    path = write_sweep(tmp_path, TWO)
+    out = tmp_path / "out"
+    code, stdout, err = cli("sweep", path, "--out", out, "--workers", "1")
+    assert code == 0, err
+    assert "plots not drawn (ImportError: pyexpat.so: failed to map segment" in stdout
+    assert (out / "results.csv").is_file() and not (out / "plots").exists()

@@ -63,6 +63,7 @@ class SweepOutcome:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     recorded: int = 0  # points the folder's log held before this run (any sweep's)
     set_aside: int = 0  # of those, the points not this sweep's (kept in the log, not tabled)
+    unplotted: str | None = None  # why no plots were drawn (out of memory), if so
 
 
 def tasks_for(spec: SweepSpec, points: list[Point], plot: bool = False) -> list[PointTask]:
@@ -95,7 +96,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     write_tables(options.out, tidy(table.rows, table.columns))
     timings["tables_s"] = _lap(mark)
     mark = time.perf_counter()
-    plots = plot_sweep(options.out, spec, points, table) if options.plots else []
+    plots, unplotted = _plots(options, spec, points, table)
     timings["plots_s"] = _lap(mark)
     reused = len(points) - len(todo) if recorded else 0
     failed = sum(row["status"] == ERROR for row in table.rows)
@@ -112,7 +113,22 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
         timings,
         recorded,
         aside,
+        unplotted,
     )
+
+
+def _plots(
+    options: SweepOptions, spec: SweepSpec, points: list[Point], table: Table
+) -> tuple[list[Path], str | None]:
+    """The plots drawn, and why none were where drawing failed for want of memory (matplotlib
+    cannot be loaded under a batch scheduler's address-space limit, say): the points and
+    tables are kept and said, the plots are not, and the sweep says so in a line."""
+    if not options.plots:
+        return [], None
+    try:
+        return plot_sweep(options.out, spec, points, table), None
+    except (MemoryError, ImportError) as exc:
+        return [], f"{type(exc).__name__}: {exc}"
 
 
 def _on_pool(
