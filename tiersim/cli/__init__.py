@@ -54,7 +54,8 @@ def exit_codes(one: str | None = "a --check failed", three: bool = True, files: 
 
 EXIT_CODES = (
     exit_codes("a --check failed, a sweep or search stopped")
-    + "; 130 interrupted; 143 terminated (SIGTERM)"
+    + "; 70 a report that tiersim's own check refused (a bug: please report it); 130 "
+    "interrupted; 143 terminated (SIGTERM)"
 )
 
 
