@@ -326,7 +326,9 @@ def test_zero_and_negative_values(problems, write, extra, path):
     line = only(problems(file))
     assert line.startswith(f"{file}: {path}: ")
     # "must be > 0" / "greater than 0" / ">= 0"; a bandwidth "must be at least 1 B/s"
-    assert re.search(r"(> 0|>= 0|greater than 0|greater than or equal to 0|at least 1 B/s|from 0 to 1 h) ", line)
+    # (a latency "must be from 0 to 1 h")
+    bounds = r"(> 0|>= 0|greater than 0|greater than or equal to 0|at least 1 B/s|from 0 to 1 h) "
+    assert re.search(bounds, line)
 
 
 # --- names that must exist -------------------------------------------------------------------

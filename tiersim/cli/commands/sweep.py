@@ -238,7 +238,8 @@ def _print_outcome(outcome: SweepOutcome, out: Path, resumed: bool) -> None:
         lines.append(f"{outcome.failed} points failed with an error; --resume retries them")
     if outcome.unplotted:
         why = one_line(outcome.unplotted)[:300]
-        lines.append(f"plots not drawn ({why}); rerun with --resume where memory allows to draw them")
+        again = "rerun with --resume where memory allows to draw them"
+        lines.append(f"plots not drawn ({why}); {again}")
     plots = f", {len(outcome.plots)} plots in {out / 'plots'}" if outcome.plots else ""
     lines.append(f"results: {out / 'results.csv'}, {out / 'results.parquet'}{plots}")
     print("\n" + "\n".join(one_line(line) for line in lines))  # a folder's ESC escaped
