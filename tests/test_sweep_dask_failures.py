@@ -146,3 +146,32 @@ def test_a_scheduler_address_nothing_listens_at_is_refused_without_a_traceback(c
     assert code == 2
     assert f"cannot connect to a Dask scheduler at '{address}': Connection refused" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_a_dask_worker_that_dies_under_a_point_fails_that_point_alone():
+    """A point that kills its worker process (out of memory, a segfault): the nanny starts a
+    new worker and every point comes back, none hangs: the killer as its worker's failure
+    (KilledWorker, recorded as an error that --resume retries), each other its result or,
+    where it was queued on the same worker when it died, that failure too (Dask cannot tell
+    it from the cause: it is retried as well)."""
+    import dask
+
+    from tiersim.sweep.execute import DaskPool, stream
+
+    def die_at_one(x):
+        if x == 1:
+            os._exit(1)  # as the kernel's OOM killer would end it
+        return x * 10
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), within(90):
+        pool = DaskPool(None, 1)
+        try:
+            batches = list(stream(pool, die_at_one, [0, 1, 2, 3]))
+        finally:
+            pool.close()
+    outcomes = dict(item for batch in batches for item in batch)
+    assert sorted(outcomes) == [0, 1, 2, 3]
+    assert type(outcomes[1]).__name__ == "KilledWorker", outcomes[1]
+    for x in (0, 2, 3):
+        assert outcomes[x] == x * 10 or type(outcomes[x]).__name__ == "KilledWorker"
