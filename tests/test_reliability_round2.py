@@ -258,6 +258,23 @@ def test_a_sweep_point_that_breaks_an_invariant_is_an_error_saying_please_report
     assert "please report" in result.error and "tiers.hbm.ports.read" in result.error
 
 
+def test_a_sweep_with_a_point_that_breaks_an_invariant_exits_70_keeping_the_rest(
+    cli, tmp_path, monkeypatch
+):
+    """A one-point sweep runs its point in this process (the point it times), so the patch
+    applies: the point is an error saying please report, no report is written for it, the
+    tables are, and the sweep exits 70."""
+    _breaking(monkeypatch, _port_over_one)
+    path = write_sweep(tmp_path, {"grid": {"training.grad_accumulation": [2]}})
+    out = tmp_path / "out"
+    code, _, err = cli("sweep", path, "--out", out, "--workers", "1", "--no-plots")
+    assert code == 70
+    assert "1 point(s) gave a report that breaks its invariants" in err and "please report" in err
+    assert "Traceback" not in err
+    assert list((out / "points").glob("*.json")) == []
+    assert "please report" in (out / "results.csv").read_text()
+
+
 def test_the_checkpoint_drain_fault_never_reports_a_port_over_its_bandwidth(cli, tmp_path):
     """The README's own example of a drain outlasting the step (Llama 2 7B, NVMe writing
     1 GB/s, one micro-batch, a checkpoint every step) reported the NVMe write port at 564 %

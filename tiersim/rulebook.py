@@ -18,6 +18,7 @@ from tiersim.config.overrides import apply_overrides
 from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import InputError
 from tiersim.plan.check import checked_space
+from tiersim.plan.space import Space
 from tiersim.runner import check_runnable
 
 
@@ -29,15 +30,18 @@ def check_scenario(loaded: Loaded, path: Path, raw: dict[str, Any] | None = None
     check_plan_section(loaded, path, raw)
 
 
-def check_plan_section(loaded: Loaded, path: Path, raw: dict[str, Any] | None = None) -> None:
-    """The plan: section's checks alone (nothing for a scenario without one)."""
-    if loaded.scenario.plan is None:
-        return
+def check_plan_section(
+    loaded: Loaded, path: Path, raw: dict[str, Any] | None = None, always: bool = False
+) -> Space | None:
+    """The plan: section's checks alone: its space, None for a scenario without one (unless
+    `always`: `tiersim plan` searches a default space then, checked the same way)."""
+    if loaded.scenario.plan is None and not always:
+        return None
     if raw is None:
         source = str(path)
         raw = apply_overrides(read_yaml(path, source), list(loaded.overrides), source)
     try:
-        checked_space(loaded, raw, path)
+        return checked_space(loaded, raw, path)
     except InputError as exc:  # a problem a --set made says which (the line is the file's)
         problems = blamed_on_overrides(exc.problems, loaded.overrides)
         raise InputError(exc.source, problems) from None
