@@ -84,6 +84,25 @@ def test_a_second_sweep_into_a_folder_with_a_log_is_refused_under_a_memory_limit
     assert "MemoryError" not in err and "Traceback" not in err
 
 
+def test_a_whole_resume_runs_under_a_2_gib_address_space_limit(cli, tmp_path):
+    """`sweep --resume` (its workers, its tables) where a batch scheduler limits the address
+    space: it reserved 4 GiB for the log at once and died with MemoryError under 4.1 GiB."""
+    path = write_sweep(tmp_path, TWO)
+    out = tmp_path / "out"
+    code, _, err = cli("sweep", path, "--out", out, "--workers", "1", "--no-plots")
+    assert code == 0, err
+    (out / "results.csv").unlink()  # rebuilt by the resume
+    code = f"""
+        import sys
+        from tiersim.cli import main
+        sys.exit(main(["sweep", {str(path)!r}, "--out", {str(out)!r}, "--resume",
+                       "--workers", "1", "--no-plots"]))
+    """
+    rc, stdout, err = _python(_limited(code, 2 * GiB))
+    assert rc == 0, err
+    assert "resumed: 2 points reused" in stdout and (out / "results.csv").is_file()
+
+
 # --- a log line nested 100,000 deep ------------------------------------------------------------
 
 
