@@ -27,7 +27,7 @@ from test_sweep_spec import TINY, write_sweep
 
 import tiersim.report.output as output_module
 from tiersim.cli import main
-from tiersim.sweep.execute import Progress, _clock
+from tiersim.sweep.progress import Progress, clock_text
 from tiersim.sweep.store import LOG_NAME, read_log
 
 DEFAULT = SCENARIOS / "default.yaml"
@@ -467,7 +467,7 @@ def test_a_progress_line_never_shows_a_negative_time():
     bar.done = 3
     line = bar.line(bar.start - 3_600)  # the clock read an hour before the bar began
     assert "elapsed 0:00" in line, line
-    assert _clock(-5) == "0:00" and _clock(float("nan")) == "--:--"
+    assert clock_text(-5) == "0:00" and clock_text(float("nan")) == "--:--"
 
 
 # --- hostile environment bounds ----------------------------------------------------------------

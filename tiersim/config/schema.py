@@ -14,13 +14,13 @@ from tiersim.config.fields import (
     PRECISION_BYTES,
     Count,
     Duration,
-    Latency,
     NonNegativeInt,
     PositiveInt,
     PrecisionName,
     Size,
     SizeOrZero,
     Strict,
+    Wait,
     unit_kind,
 )
 from tiersim.config.hardware_schema import Cpu, Endurance, Gpu, Hardware, Link, Network, Tier
@@ -298,7 +298,7 @@ class Checkpoint(Strict):
     every_steps: PositiveInt | Literal["auto"] | None = None
     target: str = "nvme"
     mode: Literal["blocking", "async"] = "blocking"
-    restart: Latency = 300.0
+    restart: Wait = 300.0
     staging: str = "dram"
 
 

@@ -21,7 +21,8 @@ from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, simulated
 from tiersim.plan.space import Space, candidates
 from tiersim.rulebook import check_plan_section
-from tiersim.sweep.execute import Pool, Progress, SweepAborted, run_on_pool, stream
+from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
+from tiersim.sweep.progress import Progress
 from tiersim.sweep.worker import PointResult, run_point
 
 SAMPLE = 5  # candidates timed, spread over the space, before the estimate is made

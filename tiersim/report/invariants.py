@@ -1,7 +1,8 @@
 """What every report must satisfy, checked before it is written: a figure that breaks one is
 our bug, never a result (`tiersim run` exits 70 and asks for a report instead of writing it).
 
-- every number is finite and not negative (a time, a size, a rate, a share);
+- every number is finite and not negative (a time, a size, a rate, a share), but for the
+  few that are a difference (SIGNED);
 - no utilisation above 1 (a port or link busy longer than the step it is busy in);
 - bytes are conserved: the classes add up to each total, each tier's reads and writes by
   class to its per-step reads and writes (and its ports to the same), each link's directions
@@ -18,6 +19,9 @@ from tiersim.core.errors import BugFound
 
 # a share computed as a ratio of two float sums: this much over 1 is rounding, not a bug
 UTILIZATION_SLACK = 1e-9
+# figures that are a difference, so either sign: what tiling costs against the operators whole
+# (negative where tiling saves time)
+SIGNED = frozenset({"tiling_cost_s"})
 MAX_SHOWN = 5  # violations named in the message (the rest counted)
 
 
@@ -61,7 +65,7 @@ def _numbers(value: Any, path: str, parent: str = "") -> Iterator[tuple[str, str
         share = "utilization" in path.rsplit(".", 1)[-1] or "utilization" in parent
         if isinstance(value, float) and not math.isfinite(value):
             yield path, f"is {value} (expected a finite figure)"
-        elif value < 0:
+        elif value < 0 and path.rsplit(".", 1)[-1] not in SIGNED:
             yield path, f"is {value} (expected a figure >= 0)"
         elif share and value > 1 + UTILIZATION_SLACK:
             yield path, f"is {value} (a utilisation above 1: busy longer than the step)"

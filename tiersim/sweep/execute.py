@@ -11,22 +11,21 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import math
 import multiprocessing
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures as cf
 from pathlib import Path
-from typing import Any, Protocol, TextIO, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tiersim.core.errors import InputError, Problem
 from tiersim.sweep import handoff
+from tiersim.sweep.dask_address import CONNECT_S, check_address, quiet, reachable
 from tiersim.sweep.lifeline import watch
 from tiersim.sweep.signals import Gate, blocked, deferred, unblock
 
@@ -267,29 +266,12 @@ class DaskPool:
         lost = getattr(self.client, "status", "running") not in ("running", "newly-created")
         with (
             contextlib.suppress(Exception),
-            _quiet("distributed") if lost else contextlib.nullcontext(),
+            quiet("distributed") if lost else contextlib.nullcontext(),
         ):
             self.client.close(timeout=self.CLOSE_S)
         if self.cluster is not None:
             with contextlib.suppress(Exception):
                 self.cluster.close(timeout=self.CLOSE_S)
-
-
-@contextlib.contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """Dask's loggers silent from here on where the client has lost its scheduler: closing it
-    while it reconnects logs the cancelled attempt with a traceback (from the client's own
-    thread, maybe after the close returns); the sweep says in one line what happened."""
-    import logging
-
-    lost = [logging.getLogger(name)] + [
-        logger
-        for key, logger in logging.Logger.manager.loggerDict.items()
-        if key.startswith(name + ".") and isinstance(logger, logging.Logger)
-    ]
-    for logger in lost:
-        logger.disabled = True
-    yield
 
 
 def _distributed() -> Any:
@@ -303,63 +285,6 @@ def _distributed() -> Any:
 
 
 TICK_S = 0.02  # how often a Dask wait looks for finished futures (a point takes 2-900 ms)
-HOST_PORT_SCHEMES = ("tcp", "tls", "ws", "wss")  # addresses that are a host and a port
-
-
-def _check_scheme(address: str) -> None:
-    """Refuse, at once, an address Dask could never connect to: an unknown scheme, or a
-    host:port that does not parse (a port of letters, a bracket left open, a port over
-    65,535). Connecting to one would fail only after the client's own timeouts, and its
-    half-made client then waits 20 s to close, with a traceback."""
-    from distributed.comm.addressing import parse_address, parse_host_port
-    from distributed.comm.registry import backends
-
-    expected = "expected e.g. tcp://10.0.0.5:8786"
-    try:
-        scheme, location = parse_address(address)
-    except ValueError as exc:
-        raise _scheduler_problem(f"cannot read {address!r}: {exc} ({expected})") from None
-    if scheme not in backends:
-        known = ", ".join(f"{name}://" for name in backends)
-        raise _scheduler_problem(
-            f"unknown address scheme in {address!r} (expected one of: {known})"
-        )
-    if scheme not in HOST_PORT_SCHEMES:
-        return
-    try:
-        host, port = parse_host_port(location)
-    except (ValueError, TypeError) as exc:
-        raise _scheduler_problem(f"cannot read {address!r}: {exc} ({expected})") from None
-    if not host or not 0 < int(port) < 2**16:
-        what = "no host" if not host else f"port {port} (ports are 1 to 65,535)"
-        raise _scheduler_problem(f"cannot read {address!r}: {what} ({expected})")
-
-
-def _scheduler_problem(why: str) -> InputError:
-    return InputError("--scheduler", [Problem("", why)])
-
-
-def _reachable(address: str) -> None:
-    """Refuse a host:port address nothing listens at, before a client is made for it (one
-    that fails to connect waits 20 s to close, then prints a traceback)."""
-    import socket
-
-    from distributed.comm.addressing import parse_address, parse_host_port
-
-    scheme, location = parse_address(address)
-    if scheme not in HOST_PORT_SCHEMES:
-        return
-    host, port = parse_host_port(location)
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_S).close()
-    except OSError as exc:
-        why = exc.strerror or str(exc) or type(exc).__name__
-        raise _scheduler_problem(
-            f"cannot connect to a Dask scheduler at {address!r}: {why}"
-        ) from None
-
-
-CONNECT_S = 10  # seconds to reach a scheduler
 
 
 def check_executor(executor: str, scheduler: str | None) -> None:
@@ -372,12 +297,12 @@ def check_executor(executor: str, scheduler: str | None) -> None:
         return
     _distributed()
     if scheduler is not None:
-        _check_scheme(scheduler)
+        check_address(scheduler)
 
 
 def _connect(distributed: Any, address: str) -> Any:
-    _check_scheme(address)
-    _reachable(address)
+    check_address(address)
+    reachable(address)
     try:
         return distributed.Client(address, timeout=f"{CONNECT_S}s", set_as_default=False)
     except (OSError, ValueError, TypeError) as exc:
@@ -467,45 +392,3 @@ def _outcome(future: Any) -> Any:
         return future.result()
     except Exception as exc:  # returned to the caller, which decides what it means
         return exc
-
-
-class Progress:
-    """Points done, rate and time left: one line redrawn on a terminal, else a line now and then."""
-
-    def __init__(
-        self, total: int, stream: TextIO | None = None, label: str = "points", done: int = 0
-    ):
-        self.total, self.label = total, label
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = self.stream.isatty()
-        self.start = self.last = time.monotonic()
-        self.done = self.before = done  # `before`: done when the bar started, not in its rate
-
-    def update(self, done: int) -> None:
-        self.done = done
-        now = time.monotonic()
-        if now - self.last >= (0.1 if self.tty else 10.0) or done == self.total:
-            self.last = now
-            end = "\n" if not self.tty or done == self.total else ""
-            self.stream.write(("\r" if self.tty else "") + self.line(now) + end)
-            self.stream.flush()
-
-    def line(self, now: float) -> str:
-        elapsed = now - self.start
-        rate = (self.done - self.before) / elapsed if elapsed > 0 else 0.0
-        left = (self.total - self.done) / rate if rate > 0 else math.inf
-        width = 24
-        filled = width * self.done // max(self.total, 1)
-        bar = "#" * filled + "-" * (width - filled)
-        return (
-            f"[{bar}] {self.done}/{self.total} {self.label}  {rate:.1f}/s  "
-            f"elapsed {_clock(elapsed)}  left {_clock(left)}"
-        )
-
-
-def _clock(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "--:--"
-    whole = max(0, round(seconds))  # never a negative time, whatever a clock did
-    hours, rest = divmod(whole, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

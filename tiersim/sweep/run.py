@@ -18,9 +18,10 @@ from typing import TextIO
 from tiersim.core.errors import one_line
 from tiersim.core.units import fmt_time
 from tiersim.sweep.estimate import NOTHING, plots_estimate, sweep_estimate, to_time, weigh
-from tiersim.sweep.execute import Pool, Progress, SweepAborted, run_on_pool, stream
+from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
 from tiersim.sweep.keep import OutputError, run_and_keep
 from tiersim.sweep.plots import plot_sweep
+from tiersim.sweep.progress import Progress
 from tiersim.sweep.rows import Table, build_rows
 from tiersim.sweep.setaside import set_aside, set_aside_note
 from tiersim.sweep.signals import deferred

@@ -177,22 +177,9 @@ def run(args: argparse.Namespace) -> int:
     check_scenario(loaded, scenario)  # what validate refuses (a plan: section too), refused
     print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
-    try:
-        why = _out_problem(folder, scenario) or (
-            None if args.out else _name_taken(folder, scenario)
-        )
-    except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long, ...
-        why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a folder path)"
-    if why:  # before simulating, so the mistake costs nothing
-        raise InputError("--out", [Problem(str(folder), why)])
     tracing = args.trace is not None
     trace = Path(args.trace) if args.trace else folder / "trace.json"
-    try:
-        why = _trace_problem(trace, _inputs(loaded, scenario), folder) if tracing else None
-    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte, ...
-        why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a file path)"
-    if why:
-        raise InputError("--trace", [Problem(str(trace), why)])
+    _refuse_outputs(args, loaded, folder, trace if tracing else None)
     with _locked(folder):  # one writer: two runs must not leave one's scenario, the other's report
         report, result = report_with_result(loaded, record=tracing or args.plot)
         text = to_json(report)
@@ -217,6 +204,28 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(step_tables(report, engine_s=result.wall_s) + "\n\n" + where)
     return 0
+
+
+def _refuse_outputs(
+    args: argparse.Namespace, loaded: Loaded, folder: Path, trace: Path | None
+) -> None:
+    """Refuse, before simulating (so the mistake costs nothing), a results folder or a trace
+    path the run may not write (see `_out_problem`, `_name_taken`, `_trace_problem`)."""
+    scenario = Path(args.scenario)
+    try:
+        why = _out_problem(folder, scenario) or (
+            None if args.out else _name_taken(folder, scenario)
+        )
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long, ...
+        why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a folder path)"
+    if why:
+        raise InputError("--out", [Problem(str(folder), why)])
+    try:
+        why = _trace_problem(trace, _inputs(loaded, scenario), folder) if trace else None
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte, ...
+        why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a file path)"
+    if why:
+        raise InputError("--trace", [Problem(str(trace), why)])
 
 
 PLOT_NAME = "step.png"
