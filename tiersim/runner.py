@@ -22,6 +22,7 @@ from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate_resolved
 from tiersim.engine.steady import steps_to_simulate
 from tiersim.hardware.topology import Topology, placement_problems
+from tiersim.report.invariants import check_report
 from tiersim.report.json_report import run_report
 from tiersim.report.trace import TraceRecorder, mark_extrapolated
 from tiersim.state.inventory import Inventory, build_inventory
@@ -146,7 +147,9 @@ def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, 
     res = resolve(scenario)  # once: the run and its report share it, and the inventory
     inventory = build_inventory(res)
     result = _simulated(res, record, inventory)
-    return run_report(scenario, inventory, result), result
+    report = run_report(scenario, inventory, result)
+    check_report(report)  # a figure that breaks one is our bug: refused, never written
+    return report, result
 
 
 def report_for(loaded: Loaded) -> dict[str, Any]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import textwrap
 from collections.abc import Callable
@@ -17,10 +18,11 @@ from tiersim.cli.stopping import (
     sigterm_raises,
     stop_taken,
 )
-from tiersim.core.errors import InfeasibleError, InputError
+from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, one_line
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
+EXIT_BUG = 70  # EX_SOFTWARE (sysexits.h): tiersim's own check found a bug in tiersim
 # what exit code 1 means, by command (commands without one never return it)
 STOPPED = {
     "sweep": "the sweep stopped, 130 if interrupted, 143 if terminated (finished points kept "
@@ -52,7 +54,8 @@ def exit_codes(one: str | None = "a --check failed", three: bool = True, files: 
 
 EXIT_CODES = (
     exit_codes("a --check failed, a sweep or search stopped")
-    + "; 130 interrupted; 143 terminated (SIGTERM)"
+    + "; 70 a report that tiersim's own check refused (a bug: please report it); 130 "
+    "interrupted; 143 terminated (SIGTERM)"
 )
 
 
@@ -89,6 +92,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
 def main(argv: list[str] | None = None) -> int:
     """Run the command `argv` (default: the program's arguments); its exit code. A Ctrl-C or
     SIGTERM from the moment this is called stops it with 130 or 143 and a line saying so."""
+    _escape_what_cannot_be_shown()
     try:
         with sigterm_raises(then_ignore=argv is None):
             return _run_command(argv)
@@ -98,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     except InfeasibleError as exc:
         print(f"tiersim: cannot run: {exc}", file=sys.stderr)
         return EXIT_INFEASIBLE
+    except BugFound as exc:  # our own check refused a result: nothing wrong was written
+        print(one_line(f"tiersim: internal error, {BUG_REPORT}: {exc}"), file=sys.stderr)
+        return EXIT_BUG
     except BrokenPipeError:
         return 0
     except Terminated:  # SIGTERM: as Ctrl-C
@@ -111,6 +118,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if argv is None:  # the program itself: its exit code stands (see `ignore_stops`)
             ignore_stops()
+
+
+def _escape_what_cannot_be_shown() -> None:
+    """A character the terminal's encoding lacks (a non-ASCII --out folder under LANG=C) is
+    printed escaped ('\\xe9'), not a UnicodeEncodeError after the work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # closed, or not a text stream
+                reconfigure(errors="backslashreplace")
 
 
 def _run_command(argv: list[str] | None) -> int:

@@ -83,8 +83,16 @@ Bandwidth = Annotated[
     _unit(Kind.BANDWIDTH, _at_least_one(Kind.BANDWIDTH), True),
 ]
 # hours to years: a failure interval, a budget's lifetime, a warranty
-Duration = Annotated[float, _unit(Kind.TIME, POSITIVE, example="3 h")]
-Latency = Annotated[float, _unit(Kind.TIME, NON_NEGATIVE)]
+# (a second at least: a budget's lifetime of 1e-300 s made its allowed bytes a day infinite)
+DURATION: Bound = ("must be > 0, and at least 1 s", lambda v: v >= 1)
+Duration = Annotated[float, _unit(Kind.TIME, DURATION, example="3 h")]
+# an access or link latency: nanoseconds to milliseconds; one of years left the step's
+# time-weighted figures NaN (a 1e300 s latency: the step's time swamps every other)
+MAX_LATENCY_S = 3600.0
+LATENCY: Bound = ("must be from 0 to 1 h", lambda v: 0 <= v <= MAX_LATENCY_S)
+Latency = Annotated[float, _unit(Kind.TIME, LATENCY)]
+# a wait that may last hours (a job's restart after a failure)
+Wait = Annotated[float, _unit(Kind.TIME, NON_NEGATIVE)]
 FlopRate = Annotated[float, _unit(Kind.FLOP_RATE, _at_least_one(Kind.FLOP_RATE))]
 ParamRate = Annotated[float, _unit(Kind.PARAM_RATE, _at_least_one(Kind.PARAM_RATE))]
 COUNT_BOUND = 2**40  # far above any real count (docs/commands.md: Limits on input)

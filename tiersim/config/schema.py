@@ -15,13 +15,13 @@ from tiersim.config.fields import (
     PRECISION_BYTES,
     Count,
     Duration,
-    Latency,
     NonNegativeInt,
     PositiveInt,
     PrecisionName,
     Size,
     SizeOrZero,
     Strict,
+    Wait,
     unit_kind,
 )
 from tiersim.config.fp8 import Fp8
@@ -318,7 +318,7 @@ class Checkpoint(Strict):
     every_steps: PositiveInt | Literal["auto"] | None = None
     target: str = "nvme"
     mode: Literal["blocking", "async"] = "blocking"
-    restart: Latency = 300.0
+    restart: Wait = 300.0
     staging: str = "dram"
 
 

@@ -46,6 +46,15 @@ class InfeasibleError(Exception):
     """A scenario that is valid but cannot run at all (CLI exit code 3); the message says why."""
 
 
+class BugFound(Exception):
+    """A check of tiersim's own found a result it must never give (a utilisation above 1,
+    bytes not conserved): a bug in tiersim, not the user's mistake (CLI exit code 70,
+    EX_SOFTWARE, asking for a report). Nothing it would have written is written."""
+
+
+BUG_REPORT = "a bug in tiersim; please report it with the scenario and the command"
+
+
 class _Shown(reprlib.Repr):
     def repr_int(self, x: int, level: int) -> str:
         if x.bit_length() > 3300:  # ~1,000 digits; repr() refuses 4,300 (int_max_str_digits)

@@ -42,11 +42,42 @@ def read_regular_file(path: Path, max_bytes: int, expected: str) -> bytes:
             if stat.S_ISDIR(mode):
                 raise FileProblem(f"is a folder (expected {expected})")
             raise FileProblem(f"is not a regular file ({_kind(mode)}; expected {expected})")
-        with open(fd, "rb", closefd=False) as file:
-            data = file.read(max_bytes + 1)
+        size = os.fstat(fd).st_size
+        if size > max_bytes:  # refused unread
+            raise _too_large(max_bytes, expected)
+        data = _read_bounded(fd, size, max_bytes)
     finally:
         os.close(fd)
-    if len(data) > max_bytes:
-        bound = fmt_exact(max_bytes, Kind.SIZE)
-        raise FileProblem(f"is larger than {bound} (expected {expected}; a real one is a few kB)")
+    if len(data) > max_bytes:  # it grew while read
+        raise _too_large(max_bytes, expected)
     return data
+
+
+CHUNK_BYTES = 2**20  # what is read at a time past the size the file had when opened
+
+
+def _read_bounded(fd: int, size: int, max_bytes: int) -> bytes:
+    """What the file holds, to at most `max_bytes` + 1 bytes (one more says it is over).
+
+    Never asks for more than the file holds (its `size` when opened, plus a byte, then a MiB
+    at a time should it grow): a buffer of `max_bytes` reserved at once (4 GiB for a sweep's
+    log) is refused with MemoryError under the address-space limit (`ulimit -v`) a batch
+    scheduler sets, however small the file.
+    """
+    parts = []
+    want = min(size, max_bytes) + 1
+    got = 0
+    with open(fd, "rb", closefd=False) as file:
+        while got <= max_bytes:
+            part = file.read(min(want, max_bytes + 1 - got))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+            want = CHUNK_BYTES
+    return b"".join(parts)
+
+
+def _too_large(max_bytes: int, expected: str) -> FileProblem:
+    bound = fmt_exact(max_bytes, Kind.SIZE)
+    return FileProblem(f"is larger than {bound} (expected {expected}; a real one is a few kB)")

@@ -16,12 +16,14 @@ from tiersim.config.yamlfile import read_yaml
 from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_time
-from tiersim.plan.check import checked_space, too_large
+from tiersim.plan.check import too_large
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, simulated
 from tiersim.plan.space import Space, candidates
-from tiersim.sweep.execute import Pool, Progress, SweepAborted, run_on_pool, stream
+from tiersim.rulebook import check_plan_section
+from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
+from tiersim.sweep.progress import Progress
 from tiersim.sweep.worker import PointResult, run_point
 
 SAMPLE = 5  # candidates timed, spread over the space, before the estimate is made
@@ -280,7 +282,8 @@ def _simulate_rest(
 
 def _checked_space(loaded: Loaded, raw: dict[str, Any], path: Path, options: PlanOptions) -> Space:
     """The space (`checked_space`), refused too for an objective it cannot rank by."""
-    space = checked_space(loaded, raw, path)
+    space = check_plan_section(loaded, path, raw, always=True)  # as validate and run check it
+    assert space is not None  # always: the default space where there is no plan: section
     if options.objective == "cost" and loaded.scenario.hardware.price_per_gpu_hour is None:
         why = "--objective cost needs a price (expected hardware.price_per_gpu_hour, e.g. 4.5)"
         with lines_from(loaded.text):

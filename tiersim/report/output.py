@@ -21,16 +21,8 @@ from tiersim.config.schema import Scenario
 def write_atomic(path: Path, text: str | bytes) -> None:
     """Write to a temporary file beside `path`, fsync it, then rename over `path`."""
     data = text.encode() if isinstance(text, str) else text
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = _written_beside(path, data)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -66,9 +58,41 @@ def locked_folder(folder: Path) -> Iterator[None]:
 
 def write_run(folder: Path, scenario: Scenario, source: str, report_json: str) -> None:
     """The scenario as simulated (every value, defaults included) and its report, as
-    `tiersim run` leaves them."""
-    write_atomic(folder / "scenario.yaml", scenario_yaml(scenario, source))
-    write_atomic(folder / "report.json", report_json + "\n")
+    `tiersim run` leaves them: both written whole (and fsync'd) before either replaces the
+    files there, so a disk that fails mid-write leaves the earlier run's pair, never a new
+    scenario beside an old report."""
+    files = [
+        (folder / "scenario.yaml", scenario_yaml(scenario, source)),
+        (folder / "report.json", report_json + "\n"),
+    ]
+    written: list[tuple[str, Path]] = []
+    try:
+        for path, text in files:
+            written.append((_written_beside(path, text.encode()), path))
+        for tmp, path in written:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in written:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _written_beside(path: Path, data: bytes) -> str:
+    """A temporary file beside `path` holding `data`, fsync'd: its name (write_atomic's
+    first half)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
 
 
 SCENARIO_HEADER = "# The scenario as tiersim "  # how a scenario.yaml tiersim wrote begins
@@ -82,6 +106,21 @@ def scenario_yaml(scenario: Scenario, source: str) -> str:
     ]
     body = yaml.safe_dump(scenario_document(scenario), sort_keys=False, allow_unicode=True)
     return "\n".join(header) + "\n" + body
+
+
+def recorded_source(path: Path) -> str | None:
+    """The scenario file a scenario.yaml that tiersim wrote was simulated from (as its header
+    names it), or None: no such file, or not one tiersim wrote."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            first = f.readline(4096)
+    except OSError:
+        return None
+    head = SCENARIO_HEADER
+    if not first.startswith(head) or " simulated it, from " not in first:
+        return None
+    source = first.split(" simulated it, from ", 1)[1].rstrip("\n")
+    return source.removesuffix(": every") if source.endswith(": every") else None
 
 
 def _one_line(text: str) -> str:

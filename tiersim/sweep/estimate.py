@@ -21,16 +21,33 @@ extrapolated ones times one of each, and solves for a and b (`prices`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tiersim.config.load import build
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError
 from tiersim.engine import steady
 from tiersim.state.resolved import resolve
+from tiersim.sweep.plot_limits import plottable
 from tiersim.sweep.worker import PointTask
+
+# Drawing the plots, once the points are done: matplotlib's import, then about this long a
+# figure (measured on this project's 2-core machine: hbf-write-vs-accumulation's 30 figures
+# took 10.26 s, a 3-point sweep's 4 figures 1.04 s, the import about 0.7 s of it)
+PLOTS_START_S = 0.7
+PLOT_S = 0.35
+
+
+def plots_estimate(outputs: Mapping[str, Any]) -> tuple[int, float]:
+    """(at most how many plots a sweep draws, about how long they take in seconds), from one
+    point's outputs: a plot per output that is a number or a yes/no (and changes from point
+    to point, which one point cannot say: so at most)."""
+    count = sum(plottable(value) for value in outputs.values())
+    return count, (PLOTS_START_S + PLOT_S * count) if count else 0.0
+
 
 # At most about this many points are built to weigh them (about 0.5-1 ms each, in this process
 # while the workers start: 1,000 of them cost a 1,000-point sweep 4-7 % of its time)

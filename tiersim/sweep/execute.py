@@ -11,22 +11,21 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import math
 import multiprocessing
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures as cf
 from pathlib import Path
-from typing import Any, Protocol, TextIO, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tiersim.core.errors import InputError, Problem
 from tiersim.sweep import handoff
+from tiersim.sweep.dask_address import CONNECT_S, check_address, quiet, reachable
 from tiersim.sweep.lifeline import watch
 from tiersim.sweep.signals import Gate, blocked, deferred, unblock
 
@@ -183,12 +182,21 @@ def _start_helpers(context: multiprocessing.context.BaseContext) -> None:
 
 
 class DaskPool:
-    """A dask.distributed client: to the scheduler at `address`, or to a new local cluster."""
+    """A dask.distributed client: to the scheduler at `address`, or to a new local cluster.
+
+    A scheduler that goes away (killed, its machine lost) breaks the pool (SweepAborted, so
+    the sweep keeps its finished points and says how to resume) instead of leaving the sweep
+    waiting on futures that never finish or failing in the client (ClosedClientError); so
+    does a cluster left without any worker for NO_WORKERS_S."""
 
     same_files = False  # a scheduler's workers may be on other machines
+    POLL_S = 0.5  # how often a wait looks at the client's connection and the workers
+    NO_WORKERS_S = 60.0  # a cluster without workers this long is taken as lost
+    CLOSE_S = 2  # the most a close waits for a scheduler (gone, it would wait 20 s)
 
     def __init__(self, address: str | None, workers: int):
         distributed = _distributed()
+        self.distributed = distributed
         self.cluster = None
         if address is None:
             self.cluster = distributed.LocalCluster(
@@ -200,6 +208,7 @@ class DaskPool:
                 silence_logs=40,  # logging.ERROR
             )
             address = self.cluster.scheduler_address
+        self.address = address
         try:
             self.client = _connect(distributed, address)
         except InputError:
@@ -210,17 +219,59 @@ class DaskPool:
         self.finished = distributed.as_completed(loop=self.client.loop)
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any:
-        future = self.client.submit(fn, arg, pure=False)
-        self.finished.add(future)
-        return future
+        try:
+            future = self.client.submit(fn, arg, pure=False)
+            self.finished.add(future)
+            return future
+        except Exception as exc:  # ClosedClientError, a lost connection: the pool is gone
+            self.check()
+            raise SweepAborted(f"the Dask client failed ({type(exc).__name__}: {exc})") from None
 
     def wait(self, pending: set[Any]) -> set[Any]:
-        return set(self.finished.next_batch(block=True))
+        """The futures finished since the last wait (at least one), looking every POLL_S that
+        the scheduler is still there and has workers."""
+        without_workers = 0.0
+        while True:
+            self.check()
+            waited = 0.0
+            while waited < self.POLL_S:
+                done = self.finished.next_batch(block=False)
+                if done:
+                    self.check()  # futures cancelled as the scheduler went: not outcomes
+                    return set(done)
+                time.sleep(TICK_S)
+                waited += TICK_S
+            without_workers = 0.0 if self._has_workers() else without_workers + waited
+            if without_workers >= self.NO_WORKERS_S:
+                why = f"the Dask scheduler at {self.address} has had no workers for "
+                raise SweepAborted(f"{why}{self.NO_WORKERS_S:g} s")
+
+    def check(self) -> None:
+        """Raise SweepAborted where the client has lost its scheduler."""
+        status = getattr(self.client, "status", "running")
+        if status not in ("running", "newly-created"):
+            raise SweepAborted(
+                f"lost the Dask scheduler at {self.address} (the client is {status})"
+            )
+
+    def _has_workers(self) -> bool:
+        try:
+            return bool(self.client.nthreads())
+        except Exception:  # the scheduler went: check() says so next
+            return True
 
     def close(self, stop: bool = False) -> None:
-        self.client.close()
+        """Close the client (and a cluster of its own), never waiting long on a scheduler
+        that is gone, nor failing on it: the sweep's outcome is said already."""
+        lost = getattr(self.client, "status", "running") not in ("running", "newly-created")
+        with (
+            contextlib.suppress(Exception),
+            quiet("distributed") if lost else contextlib.nullcontext(),
+        ):
+            self.client.close(timeout=self.CLOSE_S)
         if self.cluster is not None:
-            self.cluster.close()
+            with contextlib.suppress(Exception):
+                self.cluster.close(timeout=self.CLOSE_S)
 
 
 def _distributed() -> Any:
@@ -233,15 +284,7 @@ def _distributed() -> Any:
     return distributed
 
 
-def _check_scheme(address: str) -> None:
-    from distributed.comm.addressing import parse_address
-    from distributed.comm.registry import backends
-
-    scheme = parse_address(address)[0]
-    if scheme not in backends:
-        known = ", ".join(f"{name}://" for name in backends)
-        problem = Problem("", f"unknown address scheme in {address!r} (expected one of: {known})")
-        raise InputError("--scheduler", [problem])
+TICK_S = 0.02  # how often a Dask wait looks for finished futures (a point takes 2-900 ms)
 
 
 def check_executor(executor: str, scheduler: str | None) -> None:
@@ -254,13 +297,14 @@ def check_executor(executor: str, scheduler: str | None) -> None:
         return
     _distributed()
     if scheduler is not None:
-        _check_scheme(scheduler)
+        check_address(scheduler)
 
 
 def _connect(distributed: Any, address: str) -> Any:
-    _check_scheme(address)
+    check_address(address)
+    reachable(address)
     try:
-        return distributed.Client(address, timeout="10s", set_as_default=False)
+        return distributed.Client(address, timeout=f"{CONNECT_S}s", set_as_default=False)
     except (OSError, ValueError, TypeError) as exc:
         problem = Problem("", f"cannot connect to a Dask scheduler at {address!r}: {exc}")
         raise InputError("--scheduler", [problem]) from None
@@ -348,45 +392,3 @@ def _outcome(future: Any) -> Any:
         return future.result()
     except Exception as exc:  # returned to the caller, which decides what it means
         return exc
-
-
-class Progress:
-    """Points done, rate and time left: one line redrawn on a terminal, else a line now and then."""
-
-    def __init__(
-        self, total: int, stream: TextIO | None = None, label: str = "points", done: int = 0
-    ):
-        self.total, self.label = total, label
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = self.stream.isatty()
-        self.start = self.last = time.monotonic()
-        self.done = self.before = done  # `before`: done when the bar started, not in its rate
-
-    def update(self, done: int) -> None:
-        self.done = done
-        now = time.monotonic()
-        if now - self.last >= (0.1 if self.tty else 10.0) or done == self.total:
-            self.last = now
-            end = "\n" if not self.tty or done == self.total else ""
-            self.stream.write(("\r" if self.tty else "") + self.line(now) + end)
-            self.stream.flush()
-
-    def line(self, now: float) -> str:
-        elapsed = now - self.start
-        rate = (self.done - self.before) / elapsed if elapsed > 0 else 0.0
-        left = (self.total - self.done) / rate if rate > 0 else math.inf
-        width = 24
-        filled = width * self.done // max(self.total, 1)
-        bar = "#" * filled + "-" * (width - filled)
-        return (
-            f"[{bar}] {self.done}/{self.total} {self.label}  {rate:.1f}/s  "
-            f"elapsed {_clock(elapsed)}  left {_clock(left)}"
-        )
-
-
-def _clock(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "--:--"
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

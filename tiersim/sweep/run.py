@@ -16,15 +16,17 @@ from pathlib import Path
 from typing import TextIO
 
 from tiersim.core.units import fmt_time
-from tiersim.sweep.estimate import NOTHING, sweep_estimate, to_time, weigh
-from tiersim.sweep.execute import Pool, Progress, SweepAborted, run_on_pool, stream
+from tiersim.sweep.estimate import NOTHING, plots_estimate, sweep_estimate, to_time, weigh
+from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
 from tiersim.sweep.keep import OutputError, run_and_keep
 from tiersim.sweep.plots import plot_sweep
+from tiersim.sweep.progress import Progress
 from tiersim.sweep.rows import Table, build_rows
 from tiersim.sweep.setaside import set_aside, set_aside_note
 from tiersim.sweep.signals import deferred
 from tiersim.sweep.spec import Point, SweepSpec, expand
 from tiersim.sweep.store import SweepStore, import_table_writers, tidy, write_tables
+from tiersim.sweep.todo import points_to_run, say_unreported
 from tiersim.sweep.worker import (
     ERROR,
     PointResult,
@@ -62,6 +64,7 @@ class SweepOutcome:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     recorded: int = 0  # points the folder's log held before this run (any sweep's)
     set_aside: int = 0  # of those, the points not this sweep's (kept in the log, not tabled)
+    unplotted: str | None = None  # why no plots were drawn (out of memory), if so
 
 
 def tasks_for(spec: SweepSpec, points: list[Point], plot: bool = False) -> list[PointTask]:
@@ -94,7 +97,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
     write_tables(options.out, tidy(table.rows, table.columns))
     timings["tables_s"] = _lap(mark)
     mark = time.perf_counter()
-    plots = plot_sweep(options.out, spec, points, table) if options.plots else []
+    plots, unplotted = _plots(options, spec, points, table)
     timings["plots_s"] = _lap(mark)
     reused = len(points) - len(todo) if recorded else 0
     failed = sum(row["status"] == ERROR for row in table.rows)
@@ -111,7 +114,22 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepOutcome:
         timings,
         recorded,
         aside,
+        unplotted,
     )
+
+
+def _plots(
+    options: SweepOptions, spec: SweepSpec, points: list[Point], table: Table
+) -> tuple[list[Path], str | None]:
+    """The plots drawn, and why none were where drawing failed for want of memory (matplotlib
+    cannot be loaded under a batch scheduler's address-space limit, say): the points and
+    tables are kept and said, the plots are not, and the sweep says so in a line."""
+    if not options.plots:
+        return [], None
+    try:
+        return plot_sweep(options.out, spec, points, table), None
+    except (MemoryError, ImportError) as exc:
+        return [], f"{type(exc).__name__}: {exc}"
 
 
 def _on_pool(
@@ -130,9 +148,10 @@ def _on_pool(
     timings["start_s"] = _lap(clock) - timings["expand_s"]
     recorded = len(store.entries)
     keys = _known_keys(pool, tasks, store, options.progress)
-    todo, retried = _plan(keys, store)
+    say_unreported(keys, store, options.progress)
+    todo, retried = points_to_run(keys, store)
     aside = _say_set_aside(spec, points, keys, store, recorded, options.progress)
-    rest, point_s = _first(tasks, todo, keys, store, pool.slots, options.progress)
+    rest, point_s = _first(tasks, todo, keys, store, pool.slots, options.progress, options.plots)
     tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
     tables.start()  # while the points run, where this process has time to spare
     target, most = (CHUNK_S, MAX_CHUNK) if pool.same_files else (TASK_S, MAX_BATCH)
@@ -172,6 +191,7 @@ def _first(
     store: SweepStore,
     workers: int,
     progress: TextIO | None,
+    plots: bool = False,
 ) -> tuple[list[int], float]:
     """Run one point here, before the rest, or two where some points are extrapolated and
     some simulated in full (`estimate.to_time`), and say from them how long the sweep will
@@ -190,7 +210,11 @@ def _first(
             keys[index] = result.key
     left = len(todo) - len(timed)
     estimate = sweep_estimate(timed, weighed, left, workers) if left else 0.0
-    print(_estimate_line(todo, timed, left, workers, estimate), file=progress or sys.stderr)
+    line = _estimate_line(todo, timed, left, workers, estimate)
+    count, plots_s = plots_estimate(result.outputs) if plots else (0, 0.0)
+    if count:  # drawn after the points, in this process: as long again on any workers
+        line += f"; then up to {count} plots, about {fmt_time(plots_s)}"
+    print(line, file=progress or sys.stderr)
     ran = {todo[position] for position, _ in timed}
     point_s = estimate * workers / left if left else timed[0][1]
     return [i for i in todo if i not in ran], point_s
@@ -218,17 +242,6 @@ def _estimate_line(
 
 def _lap(start: float) -> float:
     return time.perf_counter() - start
-
-
-def _plan(keys: list[str | None], store: SweepStore) -> tuple[list[int], int]:
-    """(positions to run, how many are retries): points not recorded, and failed ones again.
-
-    Only this sweep's points are dropped from the log: those of a grid since shrunk stay.
-    """
-    retry = {k for k in keys if k is not None and store.entries.get(k, {}).get("status") == ERROR}
-    store.forget(retry)
-    todo = [i for i, key in enumerate(keys) if key is None or key not in store.entries]
-    return todo, sum(keys[i] in retry for i in todo)
 
 
 def _known_keys(

@@ -29,9 +29,10 @@ from tiersim.core.files import FileProblem, read_regular_file
 from tiersim.report.output import FolderBusy, lock_folder
 from tiersim.sweep.keep import OutputError as OutputError  # raised by commit: named here too
 from tiersim.sweep.keep import drop_written, point_files, temporary_path, writing
-from tiersim.sweep.worker import PointResult
+from tiersim.sweep.worker import ERROR, INFEASIBLE, INVALID, OK, PointResult
 
 LOG_NAME = "results.jsonl"
+STATUSES = (OK, INVALID, INFEASIBLE, ERROR)  # what a point's line may say of it
 MAX_LOG_BYTES = 2**32  # a point's line is ~1-3 kB: over a million points
 
 
@@ -75,10 +76,27 @@ def read_log(path: Path) -> tuple[dict[str, dict[str, Any]], int, int]:
     for line in data[:intact].splitlines():
         try:
             entry = json.loads(line)
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to read
+            entry = None
+        if well_formed(entry):
             entries[entry["key"]] = entry
-        except (ValueError, KeyError, TypeError):
+        else:
             skipped += 1
     return entries, skipped, intact
+
+
+def well_formed(entry: Any) -> bool:
+    """Whether a log line holds what `_entry` writes: a line edited by hand or damaged (no
+    outputs, a status that is a number) is unreadable, its point run again, not a crash
+    when the tables are built from it."""
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("key"), str)
+        and entry.get("status") in STATUSES
+        and isinstance(entry.get("error"), str | None)
+        and isinstance(entry.get("outputs"), dict)
+        and isinstance(entry.get("values", {}), dict)
+    )
 
 
 def refuse_unresumed(out: Path) -> None:

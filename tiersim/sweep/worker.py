@@ -16,7 +16,7 @@ from typing import Any
 
 from tiersim.config.load import Loaded, build
 from tiersim.config.presets import resolve
-from tiersim.core.errors import InfeasibleError, InputError, Problem
+from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, Problem
 from tiersim.report.json_report import to_json
 from tiersim.runner import full_trace, report_for, report_with_result
 from tiersim.sweep.outputs import headline
@@ -94,6 +94,10 @@ def run_point(task: PointTask) -> PointResult:
     if isinstance(built, InputError):
         return PointResult(key, INVALID, problems_text(built), {}, None, _since(start))
     try:
+        if built.scenario.plan is not None:  # refused as validate and run refuse it
+            from tiersim.rulebook import check_plan_section
+
+            check_plan_section(built, Path(task.base_dir) / "point.yaml", task.raw)
         if task.plot:  # traced, to draw
             report, result = report_with_result(built, record=True)
             png = _picture(report, full_trace(built.scenario, result), task)
@@ -104,6 +108,8 @@ def run_point(task: PointTask) -> PointResult:
         return PointResult(key, INVALID, problems_text(exc), {}, None, _since(start))
     except InfeasibleError as exc:
         return PointResult(key, INFEASIBLE, str(exc), {}, None, _since(start))
+    except BugFound as exc:  # our own check refused the report: an error, its report unwritten
+        return PointResult(key, ERROR, f"{BUG_REPORT}: {exc}", {}, None, _since(start))
     except Exception as exc:  # a bug in one point must not stop the sweep: record it
         where = traceback.extract_tb(exc.__traceback__)[-1]
         error = f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})"

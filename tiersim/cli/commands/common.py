@@ -71,6 +71,8 @@ def folder_arg(text: str) -> str:
     default folder without a word)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a folder path (got an empty one)")
+    if "\x00" in text:  # no system call takes one: refused here, not a ValueError later
+        raise argparse.ArgumentTypeError("expected a folder path (got one with a NUL byte)")
     return text
 
 
@@ -157,12 +159,12 @@ def cannot_write(
 def usable_folder(option: str, folder: Path) -> None:
     """Create `folder` (and its parents) now, so an unusable one is an input error before any
     work is done, not a failure after it."""
-    if folder.exists() and not folder.is_dir():  # /dev/null is no file, but no folder either
-        why = f"is {'a file' if folder.is_file() else 'not a folder'} (expected a folder path)"
-        raise InputError(option, [Problem(str(folder), why)])
     try:
+        if folder.exists() and not folder.is_dir():  # /dev/null is no file, nor a folder
+            why = f"is {'a file' if folder.is_file() else 'not a folder'} (expected a folder path)"
+            raise InputError(option, [Problem(str(folder), why)])
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+    except OSError as exc:  # a name too long, a symlink loop, a read-only place, ...
         raise cannot_write(option, folder, exc, "a writable folder path") from None
 
 

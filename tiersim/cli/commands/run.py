@@ -17,7 +17,7 @@ from tiersim.cli.commands.common import (
     print_notes,
     usable_folder,
 )
-from tiersim.core.errors import InputError, Problem
+from tiersim.core.errors import InputError, Problem, one_line
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.config.load import Loaded
@@ -114,6 +114,30 @@ def _out_problem(folder: Path, scenario: Path) -> str | None:
     )
 
 
+def _name_taken(folder: Path, scenario: Path) -> str | None:
+    """Why the default folder, results/<name>, is another scenario file's: it holds a run of a
+    different file, still there, with the same `name:` (a copy of scenarios/default.yaml
+    keeping `name: default`), whose results the run would silently replace. Rerunning the
+    same file, or the scenario.yaml a run wrote, replaces them as before."""
+    from tiersim.report.output import recorded_source
+
+    written = folder / "scenario.yaml"
+    source = recorded_source(written)
+    if source is None or scenario.resolve() == written.resolve():
+        return None
+    previous = Path(source)
+    try:
+        if not previous.is_file() or previous.samefile(scenario):
+            return None
+    except OSError:
+        return None
+    return (
+        f"holds the results of {source}, another scenario file with the same name: "
+        f"'{folder.name}', which this run would replace (give {scenario} its own name:, or "
+        "pass --out DIR)"
+    )
+
+
 SWEEP_MARKS = ("results.jsonl", "results.csv")  # what a sweep's folder holds
 SWEEP_PARTS = ("points", "plots")  # the folders a sweep writes and tidies inside its own
 
@@ -145,20 +169,17 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.report.json_report import to_json
     from tiersim.report.output import write_run, write_trace
     from tiersim.report.text import step_tables
+    from tiersim.rulebook import check_scenario
     from tiersim.runner import full_trace, report_with_result
 
     loaded = load(args)
+    scenario = Path(args.scenario)
+    check_scenario(loaded, scenario)  # what validate refuses (a plan: section too), refused
     print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
-    scenario = Path(args.scenario)
-    why = _out_problem(folder, scenario)
-    if why:  # before simulating, so the mistake costs nothing
-        raise InputError("--out", [Problem(str(folder), why)])
     tracing = args.trace is not None
     trace = Path(args.trace) if args.trace else folder / "trace.json"
-    why = _trace_problem(trace, _inputs(loaded, scenario), folder) if tracing else None
-    if why:
-        raise InputError("--trace", [Problem(str(trace), why)])
+    _refuse_outputs(args, loaded, folder, trace if tracing else None)
     with _locked(folder):  # one writer: two runs must not leave one's scenario, the other's report
         report, result = report_with_result(loaded, record=tracing or args.plot)
         text = to_json(report)
@@ -176,13 +197,35 @@ def run(args: argparse.Namespace) -> int:
     written = [folder / "scenario.yaml", folder / "report.json"]
     written += [trace] if tracing else []
     written += [folder / PLOT_NAME] if args.plot else []
-    where = "results: " + ", ".join(str(p) for p in written)
+    where = "results: " + ", ".join(one_line(str(p)) for p in written)  # a name's ESC escaped
     if args.format == "json":  # standard output is the report alone
         print(text)
         print(where, file=sys.stderr)
     else:
         print(step_tables(report, engine_s=result.wall_s) + "\n\n" + where)
     return 0
+
+
+def _refuse_outputs(
+    args: argparse.Namespace, loaded: Loaded, folder: Path, trace: Path | None
+) -> None:
+    """Refuse, before simulating (so the mistake costs nothing), a results folder or a trace
+    path the run may not write (see `_out_problem`, `_name_taken`, `_trace_problem`)."""
+    scenario = Path(args.scenario)
+    try:
+        why = _out_problem(folder, scenario) or (
+            None if args.out else _name_taken(folder, scenario)
+        )
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long, ...
+        why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a folder path)"
+    if why:
+        raise InputError("--out", [Problem(str(folder), why)])
+    try:
+        why = _trace_problem(trace, _inputs(loaded, scenario), folder) if trace else None
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte, ...
+        why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a file path)"
+    if why:
+        raise InputError("--trace", [Problem(str(trace), why)])
 
 
 PLOT_NAME = "step.png"

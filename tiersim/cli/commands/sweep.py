@@ -17,7 +17,7 @@ from tiersim.cli.commands.common import (
 )
 from tiersim.cli.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, stop_taken
 from tiersim.core import limits
-from tiersim.core.errors import InputError, Problem
+from tiersim.core.errors import BUG_REPORT, InputError, Problem, one_line
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.sweep.run import SweepOutcome
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     print_sweep_notes(spec, text)
     if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
         print(
-            f"note: --resume: {out} holds no sweep yet ({LOG_NAME}); starting fresh",
+            f"note: --resume: {one_line(str(out))} holds no sweep yet ({LOG_NAME}); starting fresh",
             file=sys.stderr,
         )
     # from the moment its folder is made, however it stops, the sweep says what it kept
@@ -134,13 +134,21 @@ def _sweep(args: argparse.Namespace, spec: SweepSpec, out: Path, workers: int, w
     usable_folder("--out", out)
     if not args.resume:
         refuse_unresumed(out)  # before the header: nothing starts that cannot go on
-    print(f"sweep '{spec.name}': {points(spec.size)} on {where} -> {out}", file=sys.stderr)
+    header = f"sweep '{spec.name}': {points(spec.size)} on {where} -> {out}"
+    print(one_line(header), file=sys.stderr)
     options = SweepOptions(
         out, workers, args.executor, args.scheduler, args.resume, args.plots, args.point_plots
     )
     outcome = run_sweep(spec, options)
     _print_outcome(outcome, out, args.resume)
     rows = outcome.table.rows
+    bugs = sum(str(r.get("error") or "").startswith(BUG_REPORT) for r in rows)
+    if bugs:  # our own check refused their reports (none written): exit as a bug does
+        from tiersim.cli import EXIT_BUG
+
+        what = f"{bugs} point(s) gave a report that breaks its invariants (their rows say which)"
+        print(f"tiersim: internal error, {BUG_REPORT}: {what}", file=sys.stderr)
+        return EXIT_BUG
     if rows and all(r["status"] == INVALID for r in rows):
         first = rows[0]
         where = f"point {first['point']} ({describe(outcome.points[0].values)})"
@@ -153,7 +161,8 @@ def _sweep(args: argparse.Namespace, spec: SweepSpec, out: Path, workers: int, w
 def _stopped(out: Path, why: str, code: int) -> int:
     """Say why the sweep stopped and that its finished points are kept; the exit code."""
     stop_taken()
-    print(f"{why}; finished points are kept in {out}; rerun with --resume", file=sys.stderr)
+    kept = one_line(f"finished points are kept in {out}")
+    print(f"{why}; {kept}; rerun with --resume", file=sys.stderr)
     return code
 
 
@@ -217,17 +226,23 @@ def _print_outcome(outcome: SweepOutcome, out: Path, resumed: bool) -> None:
 
     if outcome.skipped_lines:
         print(
-            f"note: {outcome.skipped_lines} unreadable line(s) in {out / LOG_NAME} were "
-            "ignored (a line cut off when a sweep was killed); their points were run again",
+            f"note: {outcome.skipped_lines} unreadable line(s) in {one_line(str(out / LOG_NAME))} "
+            "were "
+            "ignored (a line cut off when a sweep was killed, or corrupt: not JSON, or nested "
+            "too deep to read); their points were run again",
             file=sys.stderr,
         )
     print(summary_text(outcome.spec, outcome.points, outcome.table))
     lines = [_resume_line(outcome)] if resumed else []
     if outcome.failed:
         lines.append(f"{outcome.failed} points failed with an error; --resume retries them")
+    if outcome.unplotted:
+        why = one_line(outcome.unplotted)[:300]
+        again = "rerun with --resume where memory allows to draw them"
+        lines.append(f"plots not drawn ({why}); {again}")
     plots = f", {len(outcome.plots)} plots in {out / 'plots'}" if outcome.plots else ""
     lines.append(f"results: {out / 'results.csv'}, {out / 'results.parquet'}{plots}")
-    print("\n" + "\n".join(lines))
+    print("\n" + "\n".join(one_line(line) for line in lines))  # a folder's ESC escaped
 
 
 def _resume_line(outcome: SweepOutcome) -> str:

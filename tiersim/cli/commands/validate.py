@@ -34,8 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.config.load import build_file
     from tiersim.config.overrides import apply_overrides
     from tiersim.config.yamlfile import read_yaml_and_text
-    from tiersim.plan.check import checked_space
-    from tiersim.runner import check_runnable
+    from tiersim.rulebook import check_scenario
     from tiersim.sweep.spec import is_sweep
 
     path = Path(args.file)
@@ -50,9 +49,8 @@ def run(args: argparse.Namespace) -> int:
         print_sweep_notes(read_sweep(raw, path, args.max_points), text)  # checked: it reads
         return 0
     loaded = build_file(raw, text, path, args.overrides)
-    check_runnable(loaded)
-    if loaded.scenario.plan is not None:  # as `tiersim plan` checks it, before any search
-        checked_space(loaded, apply_overrides(raw, args.overrides, str(path)), path)
+    # the rules run, sweep and plan apply too (a plan: section as `tiersim plan` checks it)
+    check_scenario(loaded, path, apply_overrides(raw, args.overrides, str(path)))
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
     print_notes(loaded, args.overrides)
     return 0
