@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(loaded.scenario)
     assessed = assess(loaded.scenario, result)
     if args.format == "json":
-        wear = {name: assessment_dict(a) for name, a in assessed.items()}
+        tiers = loaded.scenario.hardware.tiers
+        wear = {name: assessment_dict(a, tiers[name]) for name, a in assessed.items()}
         print(
             to_json(
                 {"scenario": loaded.scenario.name, "tiersim_version": __version__, "wear": wear}
@@ -99,7 +100,12 @@ def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
     rows = [
         (
             "capacity (user / physical)",
-            f"{fmt_bytes(w.capacity_bytes)} / {fmt_bytes(w.physical_bytes)}",
+            f"{fmt_bytes(w.capacity_bytes)} / {fmt_bytes(w.device_physical_bytes)}",
+        ),
+        *(
+            []
+            if w.levelled_over_whole_device
+            else [("wear span (physical)", fmt_bytes(w.physical_bytes))]
         ),
         ("host written / step", fmt_bytes(w.host_bytes_per_step)),
         *[(f"  {c}", fmt_bytes(w.host_bytes_by_class.get(c, 0))) for c in classes],
