@@ -33,7 +33,8 @@ DAY = 86_400.0
 # --- closed forms ------------------------------------------------------------------------------
 # test_wear's base case: 105.84 GB a step, 900 steps a day = 95.256 TB a day on 4 TB, 3,000 P/E,
 # budget 5 years = 1,825 days. Least P/E cycles = bytes a day x days / span:
-#   95.256e12 x 1,825 / 4e12 = 95.256 x 456.25 = 43,460.55;  least capacity = 4 TB / margin 0.0690281 = 57.947 TB;
+#   95.256e12 x 1,825 / 4e12 = 95.256 x 456.25 = 43,460.55;
+# least capacity = 4 TB / margin 0.0690281 = 57.947 TB;
 # least wear span = 95.256e12 x 1,825 / 3,000 = 57.947 TB > 4 TB: none within the device.
 
 
