@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import SCENARIOS, scenario
+from conftest import SCENARIOS, generic, scenario
 from test_wear import HBF_OPT, raw, result
 
 from tiersim.analysis.flash import pe_cycles_for_retention
@@ -124,3 +124,28 @@ def test_bad_curves_are_refused(cli, curve):
     )
     assert code == 2
     assert "retention_curve" in err and "Traceback" not in err
+
+
+# --- the HBF preset of one stack count ---------------------------------------------------------
+# SanDisk HBF gen 1 (DESIGN.md section 4): 512 GB per 16-die stack, up to 1.6 TB/s read per
+# stack. The write bandwidth per stack, 6.25 GB/s, is the preset's assumption (not published).
+
+
+def test_eight_stack_preset_takes_capacity_and_bandwidth_from_the_same_stacks():
+    s = scenario(
+        {"name": "x", "model": generic(1_000_000, 1), "hardware": {"preset": "h200-hbf-8stack"}}
+    )
+    hbf, link = s.hardware.tiers["hbf"], s.hardware.links["hbf"]
+    stacks = {
+        hbf.capacity / 512e9,
+        hbf.read_bw / 1.6e12,
+        link.bandwidth / 1.6e12,
+        hbf.write_bw / 6.25e9,
+    }
+    assert stacks == {8.0}
+    # everything but HBF and its link is h200-hbf's
+    base = scenario({"name": "x", "model": generic(1_000_000, 1)})
+    assert {n: t for n, t in s.hardware.tiers.items() if n != "hbf"} == {
+        n: t for n, t in base.hardware.tiers.items() if n != "hbf"
+    }
+    assert s.hardware.gpu == base.hardware.gpu and s.hardware.network == base.hardware.network

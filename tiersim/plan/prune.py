@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tiersim.analysis.cost import tier_prices
 from tiersim.config.load import build
 from tiersim.config.overrides import apply_overrides
 from tiersim.core.errors import InputError
@@ -29,6 +30,9 @@ class Candidate:
     gpus: int  # data x tensor x pipeline: the job's GPUs
     price_per_gpu_hour: float | None
     passes: int  # layer passes it simulates, to estimate its time by
+    # tier capital per GB and the period it is written off over (tiersim.analysis.cost)
+    tier_prices: dict[str, float] = field(default_factory=dict)
+    amortization_s: float | None = None
 
 
 @dataclass
@@ -88,7 +92,10 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
     s = loaded.scenario
     gpus = s.parallel.data * s.parallel.tensor * s.parallel.pipeline
     price = s.hardware.price_per_gpu_hour
-    return Candidate(overrides, dict(combo), task, gpus, price, layer_passes(s))
+    prices, amortization = tier_prices(s), s.hardware.amortization
+    return Candidate(
+        overrides, dict(combo), task, gpus, price, layer_passes(s), prices, amortization
+    )
 
 
 def _reason(exc: InputError) -> str:

@@ -43,7 +43,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=OBJECTIVES,
         default="tokens_per_s",
         help="rank by tokens/s (default), goodput (tokens/s after checkpoints and failures) or "
-        "cost per token (needs hardware.price_per_gpu_hour)",
+        "cost per million tokens (needs hardware.price_per_gpu_hour; with "
+        "hardware.tiers.<tier>.price_per_gb, tier capital too, flash bought again as it "
+        "wears out)",
     )
     parser.add_argument(
         "--top", type=positive_int, default=5, metavar="K", help="plans to report (default: 5)"
