@@ -12,9 +12,10 @@ import pytest
 from conftest import SCENARIOS, generic, scenario
 from test_wear import HBF_OPT, raw, result
 
-from tiersim.analysis.flash import pe_cycles_for_retention
+from tiersim.analysis.flash import interference_bandwidths, pe_cycles_for_retention
 from tiersim.config.schema import Endurance
 from tiersim.report.wear import wear_section
+from tiersim.runner import as_dies_allow, simulate
 
 DAY = 86_400.0
 YEAR = 365 * DAY
@@ -149,3 +150,39 @@ def test_eight_stack_preset_takes_capacity_and_bandwidth_from_the_same_stacks():
         n: t for n, t in base.hardware.tiers.items() if n != "hbf"
     }
     assert s.hardware.gpu == base.hardware.gpu and s.hardware.network == base.hardware.network
+
+
+# --- reads and programs on the same dies -------------------------------------------------------
+
+
+def test_interference_bandwidths_by_hand():
+    # 106 GB read at 1.6 TB/s: t_r = 0.06625 s; 105 GB written at 50 GB/s: t_w = 2.1 s;
+    # the dies are busy 2.16625 s.
+    #   suspend: writes get 50 GB/s x 2.1 / 2.16625     = 48.4708 GB/s (reads keep 1.6 TB/s)
+    #   wait:    reads get 1.6 TB/s x 0.06625 / 2.16625 = 48.9325 GB/s (writes keep 50 GB/s)
+    r, w = interference_bandwidths("suspend", 1.6e12, 50e9, 106e9, 105e9)
+    assert (r, w) == (1.6e12, pytest.approx(48.4708e9, rel=1e-5))
+    r, w = interference_bandwidths("wait", 1.6e12, 50e9, 106e9, 105e9)
+    assert (r, w) == (pytest.approx(48.9325e9, rel=1e-5), 50e9)
+    # nothing written: nothing to wait for
+    assert interference_bandwidths("wait", 1.6e12, 50e9, 106e9, 0) == (1.6e12, 50e9)
+    assert interference_bandwidths("none", 1.6e12, 50e9, 106e9, 105e9) == (1.6e12, 50e9)
+
+
+def test_interference_in_the_simulated_step():
+    plain = scenario(raw())
+    first = simulate(plain)
+    hbf = first.tiers["hbf"]
+    t_r, t_w = hbf.bytes_read / 1.6e12, hbf.bytes_written / 50e9  # the preset's HBF ports
+    for policy in ("suspend", "wait"):
+        s = scenario(raw({"program_interference": policy}))
+        got = simulate(s)
+        assert got.time_s >= first.time_s  # sharing the dies never makes the step faster
+        effective = as_dies_allow(s).hardware.tiers["hbf"]
+        if policy == "suspend":
+            assert effective.read_bw == 1.6e12
+            assert effective.write_bw == pytest.approx(50e9 * t_w / (t_w + t_r))
+        else:
+            assert effective.write_bw == 50e9
+            assert effective.read_bw == pytest.approx(1.6e12 * t_r / (t_r + t_w))
+    assert as_dies_allow(plain) is plain  # the key left out: the scenario as it was

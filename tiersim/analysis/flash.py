@@ -1,4 +1,5 @@
-"""Flash as it behaves: the span of the device its writes wear, and endurance against retention.
+"""Flash as it behaves: the span of the device its writes wear, endurance against retention,
+and reads slowed while the same dies program.
 
 Pure functions over the scenario's tier figures; no I/O. `tiersim.analysis.wear` reads them.
 
@@ -27,8 +28,9 @@ from __future__ import annotations
 
 import math
 
-from tiersim.config.schema import Endurance, Tier
+from tiersim.config.schema import Endurance, Scenario, Tier
 from tiersim.core.units import DAY_S, YEAR_S
+from tiersim.engine.results import StepResult
 
 DEFAULT_RATED_RETENTION_S = YEAR_S  # JEDEC JESD218, client class: 1 year at 30 C
 # Cai et al. 2012 (FCR): a 3-day refresh in place of the 1-year retention, 46x the lifetime
@@ -83,3 +85,55 @@ def flash_fields(tier: Tier) -> dict[str, object]:
             None if e.retention_curve is not None else e.rated_retention or YEAR_S
         )
     return out
+
+
+# --- reads and programs on the same dies -------------------------------------------------------
+# A NAND die does one array operation at a time: a page read (tR, tens of us) or a program
+# (tPROG, hundreds of us to ms). Reads that reach a die while it programs wait for it, unless
+# the controller suspends the program (Wu & He, "Reducing SSD Read Latency via NAND Flash
+# Program and Erase Suspension", FAST 2012: without suspension a read waits out the program;
+# with it the read preempts and the program resumes after). Either way the dies' time is
+# shared, not doubled: with a tier's reads at full bandwidth R taking t_r = B_r / R of die time
+# a step and its writes at W taking t_w = B_w / W, the dies are busy t_r + t_w, where separate
+# read and write ports would overlap the two. tiersim charges that die time to one side, from
+# the bytes a first simulation reads and writes on the tier:
+#   suspend: reads keep R; writes get W' = W x t_w / (t_w + t_r)
+#   wait:    writes keep W; reads get R' = R x t_r / (t_r + t_w)
+# and simulates again. It is the bound where every read meets a program (the tier's reads and
+# writes all concurrent, as in an optimizer update that streams both); reads that meet no
+# program in flight would not be slowed, so it overstates the effect where they are apart.
+
+
+def interference_bandwidths(
+    policy: str, read_bw: float, write_bw: float, bytes_read: float, bytes_written: float
+) -> tuple[float, float]:
+    """(read, write) bandwidth the tier's ports get under `policy` (see above)."""
+    t_r, t_w = bytes_read / read_bw, bytes_written / write_bw
+    if policy == "none" or t_r <= 0 or t_w <= 0:
+        return read_bw, write_bw
+    if policy == "suspend":
+        return read_bw, write_bw * t_w / (t_w + t_r)
+    if policy == "wait":
+        return read_bw * t_r / (t_r + t_w), write_bw
+    raise ValueError(f"policy(={policy!r}) must be none, suspend or wait")
+
+
+def interfering(s: Scenario) -> bool:
+    return any(t.program_interference != "none" for t in s.hardware.tiers.values())
+
+
+def with_interference(s: Scenario, result: StepResult) -> Scenario:
+    """`s` with each interfering tier's port bandwidths as its dies leave them, from the
+    bytes `result` (a simulation of `s` as given) read and wrote there."""
+    tiers = dict(s.hardware.tiers)
+    for name, t in s.hardware.tiers.items():
+        stats = result.tiers.get(name)
+        if t.program_interference == "none" or stats is None:
+            continue
+        read, write = interference_bandwidths(
+            t.program_interference, t.read_bw, t.write_bw, stats.bytes_read, stats.bytes_written
+        )
+        tiers[name] = t.model_copy(
+            update={"read_bandwidth": read, "write_bandwidth": write, "bandwidth": None}
+        )
+    return s.model_copy(update={"hardware": s.hardware.model_copy(update={"tiers": tiers})})

@@ -70,6 +70,10 @@ class Tier(Strict):
     # the bytes of the device that absorb its writes (wear levelling's reach): None, the whole
     # device; a size where wear levelling reaches only part of it (DESIGN.md third round)
     wear_span: Size | None = None
+    # reads slowed while the same dies program (tiersim.analysis.flash): none (the read and
+    # write ports are independent); suspend (reads preempt programs, the writes lose the
+    # dies' read time); wait (reads wait for the program on their die)
+    program_interference: Literal["none", "suspend", "wait"] = "none"
     # capital cost per decimal GB of this tier (any currency, the one price_per_gpu_hour is
     # in): tiersim.analysis.cost prices it over hardware.amortization, flash replaced as it
     # wears out; no part of a simulation, so left out of model_dump (a sweep point's key)
