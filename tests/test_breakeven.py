@@ -168,3 +168,15 @@ def test_the_least_pe_cycles_hold_the_budget_when_applied_back():
         )
         v = at.model_copy(update={"hardware": at.hardware.model_copy(update={"tiers": tiers})})
         assert assess(v, r)["hbf"].verdict.within_budget is holds
+
+
+def test_plan_break_even_for_the_hbf_plan(cli, write):
+    raw_plan = {**raw(), "plan": {"placement.optimizer": ["hbf", "dram"]}}
+    path = write(raw_plan)
+    code, out, err = cli("plan", path, "--break-even", "--format", "json", "--workers", "1")
+    assert code == 0, err
+    q = json.loads(out)["hbf_optimizer"]
+    be = q["break_even"]
+    assert be["overrides"] == ["placement.optimizer=hbf"]
+    assert be["break_even"]["pe_cycles"]["now"] == 3000
+    assert len(be["ranges"]["cases"]) == 9

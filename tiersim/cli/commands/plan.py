@@ -54,6 +54,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_set_arg(
         parser, "a scenario value before the search (a candidate's own choice wins)", "50 GB/s"
     )
+    parser.add_argument(
+        "--break-even",
+        action="store_true",
+        help="after the HBF block, re-simulate its plan (the best with optimizer state on HBF) "
+        "for the break-even figures and the unpublished figures' low / mid / high verdicts, "
+        "as `tiersim wear --break-even` gives them (about 30 more simulations)",
+    )
     add_executor_args(parser)
     parser.add_argument(
         "--time-limit",
@@ -98,5 +105,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"tiersim: plan stopped: {exc}", file=sys.stderr)
         return EXIT_ABORTED
     report = plan_report(outcome, args.objective, args.top)
+    if args.break_even and report["hbf_optimizer"] is not None:
+        from tiersim.plan.breakeven import hbf_break_even, hbf_break_even_text
+
+        section = hbf_break_even(
+            Path(args.scenario), report["hbf_optimizer"], outcome.base_overrides
+        )
+        report["hbf_optimizer"]["break_even"] = section
+        if args.format != "json":
+            print(plan_text(report) + "\n\n" + hbf_break_even_text(section))
+            return 0
     print(to_json(report) if args.format == "json" else plan_text(report))
     return 0
