@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from tiersim.analysis.wear import Assessment, assess
 from tiersim.config.execution import execution_plan
 from tiersim.config.schema import Scenario
+from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.engine.results import StepResult
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import build_inventory
@@ -129,8 +130,21 @@ def bisect_log(holds: Callable[[float], bool], lo: float, hi: float) -> Bound:
     return Bound(good, bad, lo, hi, simulations=runs)
 
 
+def runs(s: Scenario, simulate: Simulate) -> StepResult | None:
+    """The step of a variant, or None where it cannot run (a variant the search made, not
+    the user: e.g. a write bandwidth so low that a checkpoint cannot finish)."""
+    try:
+        return simulate(s)
+    except (InfeasibleError, InputError, ValueError):
+        return None
+
+
 def margin_at(s: Scenario, tier: str, simulate: Simulate) -> float:
-    a = assess(s, simulate(s))[tier]
+    """The tier's budget margin at `s` (0 where `s` cannot run: it holds nothing)."""
+    result = runs(s, simulate)
+    if result is None:
+        return 0.0
+    a = assess(s, result)[tier]
     return a.verdict.margin if a.verdict is not None else math.inf
 
 
@@ -180,7 +194,9 @@ def best_host(s: Scenario, tier: str, simulate: Simulate) -> tuple[dict[str, str
             execution_plan(variant), variant.hardware, Topology(variant.hardware)
         ):
             continue  # a placement with no route for a movement it implies
-        result = simulate(variant)
+        result = runs(variant, simulate)
+        if result is None:
+            continue
         if fits(variant, result) and (best is None or result.time_s < best[1]):
             best = (change, result.time_s)
     return best
@@ -196,8 +212,9 @@ def write_bandwidth_to_match_host(s: Scenario, tier: str, simulate: Simulate) ->
     t = s.hardware.tiers[tier]
     own_s = simulate(s).time_s
 
-    def as_fast(bw: float) -> bool:
-        return simulate(with_write_bandwidth(s, tier, bw)).time_s <= host_s * (1 + 1e-9)
+    def as_fast(bw: float) -> bool:  # a variant that cannot run is not as fast
+        result = runs(with_write_bandwidth(s, tier, bw), simulate)
+        return result is not None and result.time_s <= host_s * (1 + 1e-9)
 
     bound = bisect_log(as_fast, min(LOWEST_WRITE_BW, t.write_bw), max(t.read_bw, t.write_bw))
     return HostMatch(change, host_s, own_s, bound)
