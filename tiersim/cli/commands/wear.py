@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--plot",
         metavar="FILE.png",
         help="with --break-even: a PNG of HBF's lifetime across those values against its budget "
-        "(needs matplotlib)",
+        "(needs matplotlib; by default none is drawn)",
     )
     parser.set_defaults(handler=run)
 
