@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import SCENARIOS, generic, scenario
 
-from tiersim.analysis.cost import costing, price_per_gb_to_match
+from tiersim.analysis.cost import costing, lifetime_to_match, price_per_gb_to_match
 from tiersim.plan.prune import Candidate
 from tiersim.plan.rank import Simulated, cost_per_million_tokens
 
@@ -74,6 +74,17 @@ def test_price_per_gb_to_match_by_hand():
     assert price_per_gb_to_match(c, "hbf", 10) is None  # below the GPU-hours alone (20)
 
 
+def test_lifetime_to_match_by_hand():
+    # 30 per 1M tokens leaves HBF 2.25 an hour a GPU (above): its 8,000 of capital bought
+    # every 8,000 / 2.25 = 3,555.6 h = 148.148 days
+    c = costing(scenario(priced()), report(100))
+    assert lifetime_to_match(c, "hbf", 30) == pytest.approx(3555.56 * 3600, rel=1e-5)
+    # 21 per 1M leaves 21 x 1.8 / 8 - 4.5 = 0.225 an hour: 35,556 h = 4.06 years, within 5
+    assert lifetime_to_match(c, "hbf", 21) == pytest.approx(8000 / 0.225 * 3600, rel=1e-6)
+    # 20.5 leaves 0.1125 an hour: 71,111 h = 8.1 years, past the 5-year amortization: none
+    assert lifetime_to_match(c, "hbf", 20.5) is None
+
+
 def test_no_price_no_cost():
     raw = priced()
     raw["hardware"] = {"tiers": {}}
@@ -121,3 +132,11 @@ def test_hbf_or_twice_the_dram_in_one_command(cli):
     part = dear["per_million_tokens_by_part"][f"{be['tier']} capital"]
     scaled = part * be["price_per_gb_to_match"] / be["price_per_gb_now"]
     assert dear["per_million_tokens"] - part + scaled == pytest.approx(cheap["per_million_tokens"])
+    # ... and lasting the break-even lifetime (the tier bought that much less often) too:
+    # A's HBF wears out in weeks, so a longer life within the 5 years would match
+    assert be["side"] == "A" and be["lifetime_days_to_match"] is not None
+    longer = part * be["lifetime_days_now"] / be["lifetime_days_to_match"]
+    assert dear["per_million_tokens"] - part + longer == pytest.approx(cheap["per_million_tokens"])
+    # P/E cycles scale the lifetime at a given step: 3,000 x the same factor
+    factor = be["lifetime_days_to_match"] / be["lifetime_days_now"]
+    assert be["pe_cycles_to_match"] == pytest.approx(3000 * factor)

@@ -152,3 +152,18 @@ def price_per_gb_to_match(c: Costing, tier: str, per_million_tokens: float) -> f
     per_gb_hour = t.capacity_bytes / 1e9 / (t.replaced_every_s / HOUR_S)  # per (price per GB)
     price = (budget_per_gpu_hour - rest) / per_gb_hour
     return price if price >= 0 else None
+
+
+def lifetime_to_match(c: Costing, tier: str, per_million_tokens: float) -> float | None:
+    """The wear lifetime (s) of `tier` at which `c` costs `per_million_tokens`: its capital
+    bought that often; None where the tier is not priced, or where even lasting the whole
+    amortization would cost more (only a lower price would do)."""
+    t = c.tiers.get(tier)
+    if t is None or c.goodput_tokens_per_s <= 0:
+        return None
+    allowed = per_million_tokens / 1e6 * c.goodput_tokens_per_s * HOUR_S / c.gpus
+    allowed -= c.per_gpu_hour - t.per_gpu_hour  # what the tier may cost an hour
+    if allowed <= 0:
+        return None
+    life_s = t.capital / allowed * HOUR_S
+    return life_s if life_s <= t.amortization_s else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tiersim.analysis.cost import Costing, costing, price_per_gb_to_match
+from tiersim.analysis.cost import Costing, costing, lifetime_to_match, price_per_gb_to_match
 from tiersim.config.schema import Scenario
 from tiersim.core.units import DAY_S, fmt_bytes
 from tiersim.report.table import render
@@ -62,7 +62,7 @@ def cost_comparison(
     cheaper = "A" if ca < cb else "B" if cb < ca else None
     out["cheaper"] = cheaper
     out["why"] = _why(a, b, cheaper)
-    out["break_even"] = _break_even(a, b, cheaper)
+    out["break_even"] = _break_even(a, b, cheaper, {"A": rep_a, "B": rep_b})
     return out
 
 
@@ -93,7 +93,9 @@ def _why(a: Costing, b: Costing, cheaper: str | None) -> str:
     return line + "."
 
 
-def _break_even(a: Costing, b: Costing, cheaper: str | None) -> dict[str, Any] | None:
+def _break_even(
+    a: Costing, b: Costing, cheaper: str | None, reports: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
     """The price per GB of the dearer side's costliest tier at which it costs as little."""
     if cheaper is None:
         return None
@@ -102,12 +104,33 @@ def _break_even(a: Costing, b: Costing, cheaper: str | None) -> dict[str, Any] |
         return None
     tier = max(sorted(dear.tiers), key=lambda n: dear.tiers[n].per_gpu_hour)
     price = price_per_gb_to_match(dear, tier, target.per_million_tokens)
-    return {
+    life = lifetime_to_match(dear, tier, target.per_million_tokens)
+    now = dear.tiers[tier]
+    out = {
         "side": side,
         "tier": tier,
-        "price_per_gb_now": dear.tiers[tier].price_per_gb,
+        "price_per_gb_now": now.price_per_gb,
         "price_per_gb_to_match": price,
+        # where the tier wears out first: the lifetime (and, its wear bound by P/E cycles,
+        # the cycles: lifetime is proportional to them at a given step) that would match
+        "lifetime_days_now": now.lifetime_s / DAY_S if now.worn_out_first else None,
+        "lifetime_days_to_match": None,
+        "pe_cycles_to_match": None,
     }
+    if now.worn_out_first and life is not None and life > now.lifetime_s:
+        out["lifetime_days_to_match"] = life / DAY_S
+        out["pe_cycles_to_match"] = _cycles(reports[side], tier, life / now.lifetime_s)
+    return out
+
+
+def _cycles(report: dict[str, Any], tier: str, factor: float) -> float | None:
+    """The P/E cycles that make the tier last `factor` times longer, where its lifetime is its
+    P/E cycles' (not a drive's rated bytes written)."""
+    w = (report.get("wear") or {}).get(tier) or {}
+    rated = w.get("rated_lifetime_days")
+    if w.get("pe_cycles") is None or (rated is not None and rated < w["lifetime_days"]):
+        return None
+    return w["pe_cycles"] * factor
 
 
 def cost_text(section: dict[str, Any] | None) -> str:
@@ -132,14 +155,19 @@ def cost_text(section: dict[str, Any] | None) -> str:
     be = section.get("break_even")
     if be is not None:
         price = be["price_per_gb_to_match"]
-        lines.append(
-            f"break-even: {be['side']} would cost as little per token with {be['tier']} at "
-            + (
-                f"{fmt_significant(price)} a GB (now {fmt_significant(be['price_per_gb_now'])})"
-                if price is not None
-                else "any price: not even free would do"
-            )
+        line = f"break-even: {be['side']} would cost as little per token with {be['tier']} at " + (
+            f"{fmt_significant(price)} a GB (now {fmt_significant(be['price_per_gb_now'])})"
+            if price is not None
+            else "any price: not even free would do"
         )
+        if be.get("lifetime_days_to_match") is not None:
+            line += (
+                f", or lasting {fmt_days(be['lifetime_days_to_match'])} (now "
+                f"{fmt_days(be['lifetime_days_now'])})"
+            )
+            if be.get("pe_cycles_to_match") is not None:
+                line += f": {math.ceil(be['pe_cycles_to_match']):,} P/E cycles"
+        lines.append(line)
     return "\n".join(lines)
 
 
