@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tiersim.analysis.flash import levelled_whole
 from tiersim.analysis.wear import Assessment, assess
 from tiersim.config.execution import execution_plan
 from tiersim.config.schema import Scenario
@@ -83,7 +84,7 @@ def closed_form(s: Scenario, tier: str, a: Assessment) -> ClosedForm | None:
         return None
     t = s.hardware.tiers[tier]
     capacity = None
-    if w.levelled_over_whole_device and v.kind != "total_bytes_written":
+    if levelled_whole(w) and v.kind != "total_bytes_written":
         capacity = w.capacity_bytes / v.margin
     if v.kind != "lifetime" or v.bound_by != "pe_cycles":
         return ClosedForm(None, None, capacity)

@@ -35,7 +35,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from tiersim.analysis.flash import pe_cycles_for_retention, wear_span_bytes
+from tiersim.analysis.flash import levelled_whole, pe_cycles_for_retention, wear_span_bytes
 from tiersim.config.schema import Budget, Endurance, Scenario, Tier, TierBudget
 from tiersim.core.errors import Problem
 from tiersim.core.units import DAY_S
@@ -110,16 +110,6 @@ class TierWear:
     write_bandwidth: float  # bytes/s the tier accepts from the host
     rated_total_bytes_written: float | None = None  # rated DWPD x capacity x warranty
     wear_span_bytes: float | None = None  # user bytes wear levelling reaches; None: all
-
-    @property
-    def levelled_over_whole_device(self) -> bool:
-        return self.wear_span_bytes is None or self.wear_span_bytes >= self.capacity_bytes
-
-    @property
-    def device_physical_bytes(self) -> float:
-        """The whole device's physical bytes (physical_bytes is its wear span's)."""
-        span = self.wear_span_bytes if self.wear_span_bytes is not None else self.capacity_bytes
-        return self.physical_bytes * self.capacity_bytes / span
 
     @property
     def host_bytes_per_step(self) -> float:
@@ -279,7 +269,7 @@ def capacity_to_fit(w: TierWear, v: Verdict) -> float | None:
     """Capacity (same spare fraction) that fits; a total-bytes budget does not scale with it."""
     if v.kind == "total_bytes_written" or math.isinf(v.margin) or v.margin <= 0:
         return None
-    if not w.levelled_over_whole_device:  # more capacity adds no blocks to a fixed wear span
+    if not levelled_whole(w):  # more capacity adds no blocks to a fixed wear span
         return None
     needed = w.capacity_bytes / v.margin / _MB
     return math.ceil(needed) * _MB if math.isfinite(needed) else None

@@ -54,13 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_set_arg(
         parser, "a scenario value before the search (a candidate's own choice wins)", "50 GB/s"
     )
-    parser.add_argument(
-        "--break-even",
-        action="store_true",
-        help="after the HBF block, re-simulate its plan (the best with optimizer state on HBF) "
-        "for the break-even figures and the unpublished figures' low / mid / high verdicts, "
-        "as `tiersim wear --break-even` gives them (about 30 more simulations)",
-    )
+    _add_break_even_arg(parser)
     add_executor_args(parser)
     parser.add_argument(
         "--time-limit",
@@ -72,6 +66,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "'90 s', '10 min', '2 h' (default: 10 min)",
     )
     parser.set_defaults(handler=run)
+
+
+def _add_break_even_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--break-even",
+        action="store_true",
+        help="after the HBF block, re-simulate its plan (the best with optimizer state on HBF) "
+        "for the break-even figures and the unpublished figures' low / mid / high verdicts, "
+        "as `tiersim wear --break-even` gives them (about 30 more simulations)",
+    )
 
 
 def _time_limit(text: str) -> float:

@@ -162,19 +162,16 @@ def _drive_writes(a: Assessment) -> str:
 
 
 def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
+    from tiersim.analysis.flash import device_physical_bytes, levelled_whole
     from tiersim.report.wear import assessment_dict
 
     w, d = a.wear, assessment_dict(a)
     rows = [
         (
             "capacity (user / physical)",
-            f"{fmt_bytes(w.capacity_bytes)} / {fmt_bytes(w.device_physical_bytes)}",
+            f"{fmt_bytes(w.capacity_bytes)} / {fmt_bytes(device_physical_bytes(w))}",
         ),
-        *(
-            []
-            if w.levelled_over_whole_device
-            else [("wear span (physical)", fmt_bytes(w.physical_bytes))]
-        ),
+        *([] if levelled_whole(w) else [("wear span (physical)", fmt_bytes(w.physical_bytes))]),
         ("host written / step", fmt_bytes(w.host_bytes_per_step)),
         *[(f"  {c}", fmt_bytes(w.host_bytes_by_class.get(c, 0))) for c in classes],
         ("write amplification", f"{w.write_amplification:.3g}x"),
