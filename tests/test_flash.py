@@ -186,3 +186,6 @@ def test_interference_in_the_simulated_step():
             assert effective.write_bw == 50e9
             assert effective.read_bw == pytest.approx(1.6e12 * t_r / (t_r + t_w))
     assert as_dies_allow(plain) is plain  # the key left out: the scenario as it was
+    s = scenario(raw({"program_interference": "wait"}))
+    assert wear_section(s, first)["hbf"]["program_interference"] == "wait"
+    assert "program_interference" not in wear_section(plain, first)["hbf"]

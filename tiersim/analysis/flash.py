@@ -92,6 +92,8 @@ def flash_fields(tier: Tier) -> dict[str, object]:
     out: dict[str, object] = {}
     if tier.wear_span is not None:
         out["wear_span_bytes"] = tier.wear_span
+    if tier.program_interference != "none":  # the ports' bandwidths are in tiers.<tier>.ports
+        out["program_interference"] = tier.program_interference
     e = tier.endurance
     if e is not None and e.retention is not None:
         out["retention_s"] = e.retention
