@@ -234,7 +234,11 @@ def wear_table(assessed: dict[str, Assessment]) -> str:
         classes += [c for c in a.wear.host_bytes_by_class if c not in classes]
     columns = {name: dict(_rows(a, classes)) for name, a in assessed.items()}
     labels: list[str] = []
-    for rows in columns.values():
-        labels += [k for k in rows if k not in labels]
+    for rows in columns.values():  # a row one column alone has goes after the row before it
+        before = -1
+        for k in rows:
+            if k not in labels:
+                labels.insert(before + 1, k)
+            before = labels.index(k)
     body = [[label, *(rows.get(label, "") for rows in columns.values())] for label in labels]
     return render(["per GPU", *columns], body)
