@@ -45,6 +45,10 @@ def test_closed_form_break_even_by_hand():
     assert cf.pe_cycles == pytest.approx(43_460.55, rel=1e-6)
     assert cf.capacity_bytes == pytest.approx(57.947e12, rel=1e-4)
     assert cf.wear_span_bytes is None
+    # 43,460.55 cycles are 14.4869x the 1-year rating: on the default curve
+    # (P/E = 3,000 x (1 year / t)^0.79742) t = 365 days x 14.4869^(-1 / 0.79742)
+    #   = 365 x exp(-2.67325 x 1.254044) = 365 x 0.035010 = 12.778 days
+    assert cf.retention_s == pytest.approx(12.778 * 86_400, rel=1e-3)
 
 
 def test_closed_form_wear_span_within_the_device():

@@ -12,7 +12,11 @@ import pytest
 from conftest import SCENARIOS, generic, scenario
 from test_wear import HBF_OPT, raw, result
 
-from tiersim.analysis.flash import interference_bandwidths, pe_cycles_for_retention
+from tiersim.analysis.flash import (
+    interference_bandwidths,
+    pe_cycles_for_retention,
+    retention_for_cycles,
+)
 from tiersim.config.schema import Endurance
 from tiersim.report.wear import wear_section
 from tiersim.runner import as_dies_allow, simulate
@@ -83,6 +87,16 @@ def test_default_curve_points():
     assert cycles(retention=f"{math.sqrt(3 * 365) * DAY} s") == pytest.approx(20_347.0, rel=1e-4)
     # 2 years: the last segment continued down, 3,000 x 2^-0.79742 = 3,000 x 0.575351
     assert cycles(retention="2 years") == pytest.approx(1726.05, rel=1e-4)
+
+
+def test_retention_for_cycles_inverts_the_curve():
+    e = Endurance(pe_cycles=3000)
+    assert retention_for_cycles(e, 3000) == pytest.approx(YEAR)
+    assert retention_for_cycles(e, 138_000) == pytest.approx(3 * DAY)
+    assert retention_for_cycles(e, 138_001) is None  # past the curve's reach
+    # the points of test_default_curve_points, read back
+    assert retention_for_cycles(e, 20_347.0) == pytest.approx(math.sqrt(3 * 365) * DAY, rel=1e-4)
+    assert retention_for_cycles(e, 1726.05) == pytest.approx(2 * YEAR, rel=1e-4)
 
 
 def test_enterprise_rating_moves_the_curve():

@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tiersim.analysis.flash import levelled_whole
+from tiersim.analysis.flash import levelled_whole, pe_cycles_for_retention, retention_for_cycles
 from tiersim.analysis.wear import Assessment, assess
 from tiersim.config.execution import execution_plan
 from tiersim.config.schema import Scenario
@@ -76,6 +76,9 @@ class ClosedForm:
     pe_cycles: float | None  # least rated P/E cycles that hold the budget
     wear_span_bytes: float | None  # least wear span that does (None: none within the device)
     capacity_bytes: float | None  # least capacity that does (wear levelled over all of it)
+    # the longest retention the data may need for the cycles to hold it (None: none on the
+    # retention curve gives enough; tiersim.analysis.flash)
+    retention_s: float | None = None
 
 
 def closed_form(s: Scenario, tier: str, a: Assessment) -> ClosedForm | None:
@@ -89,10 +92,12 @@ def closed_form(s: Scenario, tier: str, a: Assessment) -> ClosedForm | None:
     if v.kind != "lifetime" or v.bound_by != "pe_cycles":
         return ClosedForm(None, None, capacity)
     span = (t.wear_span if t.wear_span is not None else t.capacity) / v.margin
+    needed = pe_cycles_for_retention(t.endurance) / v.margin  # at the retention needed now
     return ClosedForm(
         pe_cycles=t.endurance.pe_cycles / v.margin,
         wear_span_bytes=span if span <= t.capacity else None,
         capacity_bytes=capacity,
+        retention_s=retention_for_cycles(t.endurance, needed),
     )
 
 

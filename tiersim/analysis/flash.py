@@ -86,6 +86,20 @@ def pe_cycles_for_retention(endurance: Endurance) -> float:
     return _loglog(retention_curve(endurance), endurance.retention)
 
 
+def retention_for_cycles(endurance: Endurance, cycles: float) -> float | None:
+    """The longest retention at which a block withstands `cycles` on the retention curve (its
+    inverse); None beyond the curve's reach (more than its shortest retention's cycles)."""
+    points = retention_curve(endurance)
+    if cycles > points[0][1]:
+        return None
+    i = next((i for i in range(1, len(points)) if cycles >= points[i][1]), len(points) - 1)
+    (t0, y0), (t1, y1) = points[i - 1], points[i]
+    if y0 == y1:  # a flat segment: the longer retention of the two holds as many cycles
+        return t1
+    slope = math.log(y1 / y0) / math.log(t1 / t0)
+    return t0 * (cycles / y0) ** (1 / slope)
+
+
 def flash_fields(tier: Tier) -> dict[str, object]:
     """The wear report's extra figures, only where the scenario gives their keys (a report of
     a scenario without them stays as it was)."""

@@ -67,6 +67,10 @@ def break_even_section(
                 "least": cf and cf.wear_span_bytes,
             },
             "capacity_bytes": {"now": t.capacity, "least": cf and cf.capacity_bytes},
+            "retention_s": {
+                "now": t.endurance.retention,  # None: the rating's own
+                "most": cf and cf.retention_s,
+            },
             "write_bandwidth_for_budget": {
                 "now": t.write_bw,
                 "most": _bound(write_bandwidth_for_budget(s, name, simulate)),
@@ -139,6 +143,9 @@ def break_even_text(section: dict[str, Any]) -> str:
             )
         elif pe["least"] is not None:
             lines.append("  wear span        none within the device: even all of it wears too fast")
+        ret = be["retention_s"]
+        if pe["least"] is not None:
+            lines.append(_retention_line(ret))
         if cap["least"] is not None:
             lines.append(
                 f"  capacity         >= {fmt_bytes(cap['least'])} (now {fmt_bytes(cap['now'])})"
@@ -164,6 +171,13 @@ def break_even_text(section: dict[str, Any]) -> str:
             )
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _retention_line(ret: dict[str, Any]) -> str:
+    now = "the rating's" if ret["now"] is None else fmt_time(ret["now"])
+    if ret["most"] is None:
+        return f"  retention        none on the retention curve gives enough cycles (now {now})"
+    return f"  retention        <= {fmt_time(ret['most'])} needed of the data (now {now})"
 
 
 def _verdict(within: bool | None) -> str:
