@@ -90,7 +90,7 @@ def test_a_runs_scenario_file_reruns_to_the_same_report(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     written = (first / "scenario.yaml").read_text()
     assert written.startswith("# The scenario as tiersim")
-    assert "# model.preset: llama-3-70b\n# hardware.preset: h200-hbf\n" in written
+    assert "# model.preset: llama-3-70b\n# hardware.preset: h200-hbf-8stack\n" in written
     assert "workspace: 1 GiB" in written and "warmup_steps: 1" in written  # defaults too
     assert main(["run", str(first / "scenario.yaml"), "--out", str(again), "--format", "json"]) == 0
     rerun = json.loads(capsys.readouterr().out)

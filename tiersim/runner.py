@@ -10,6 +10,7 @@ from typing import Any
 
 from tiersim.analysis.checkpoint import checkpoint_problems
 from tiersim.analysis.checkpoint_interval import with_checkpoint
+from tiersim.analysis.flash import interfering, with_interference
 from tiersim.analysis.wear import wear_problems
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
@@ -37,7 +38,15 @@ def simulate(
 ) -> StepResult:
     """The measured steady step of one scenario (see tiersim.engine.simulate); `record`: with
     its Chrome/Perfetto trace (`trace`)."""
-    return _simulated(resolve(scenario), record, inventory)
+    return _simulated(resolve(as_dies_allow(scenario)), record, inventory)
+
+
+def as_dies_allow(scenario: Scenario) -> Scenario:
+    """A flash tier whose reads and programs share its dies (`program_interference`) with the
+    port bandwidths they leave each other, from a first simulation's bytes; else `scenario`."""
+    if not interfering(scenario):
+        return scenario
+    return with_interference(scenario, _simulated(resolve(scenario), False, None))
 
 
 def _simulated(res: Resolved, record: bool, inventory: Inventory | None) -> StepResult:
@@ -142,8 +151,8 @@ def inventory(scenario: Scenario) -> Inventory:
 
 
 def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, Any], StepResult]:
-    scenario = loaded.scenario
     check_runnable(loaded)
+    scenario = as_dies_allow(loaded.scenario)
     res = resolve(scenario)  # once: the run and its report share it, and the inventory
     inventory = build_inventory(res)
     result = _simulated(res, record, inventory)

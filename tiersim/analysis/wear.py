@@ -35,6 +35,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from tiersim.analysis.flash import levelled_whole, pe_cycles_for_retention, wear_span_bytes
 from tiersim.config.schema import Budget, Endurance, Scenario, Tier, TierBudget
 from tiersim.core.errors import Problem
 from tiersim.core.units import DAY_S
@@ -108,6 +109,7 @@ class TierWear:
     steps_per_day: float
     write_bandwidth: float  # bytes/s the tier accepts from the host
     rated_total_bytes_written: float | None = None  # rated DWPD x capacity x warranty
+    wear_span_bytes: float | None = None  # user bytes wear levelling reaches; None: all
 
     @property
     def host_bytes_per_step(self) -> float:
@@ -159,14 +161,15 @@ def tier_wear(
     return TierWear(
         tier=name,
         capacity_bytes=tier.capacity,
-        physical_bytes=physical_bytes(tier.capacity, e),
-        pe_cycles=e.pe_cycles,
+        physical_bytes=physical_bytes(wear_span_bytes(tier), e),  # what wear levelling reaches
+        pe_cycles=pe_cycles_for_retention(e),
         write_amplification=write_amplification(e),
         host_bytes_by_class={c: float(b) for c, b in written_by_class.items() if b > 0},
         step_s=step_s,
         steps_per_day=steps_per_day,
         write_bandwidth=tier.write_bw,
         rated_total_bytes_written=rated,
+        wear_span_bytes=tier.wear_span,
     )
 
 
@@ -266,6 +269,8 @@ def capacity_to_fit(w: TierWear, v: Verdict) -> float | None:
     """Capacity (same spare fraction) that fits; a total-bytes budget does not scale with it."""
     if v.kind == "total_bytes_written" or math.isinf(v.margin) or v.margin <= 0:
         return None
+    if not levelled_whole(w):  # more capacity adds no blocks to a fixed wear span
+        return None
     needed = w.capacity_bytes / v.margin / _MB
     return math.ceil(needed) * _MB if math.isfinite(needed) else None
 
@@ -281,7 +286,8 @@ def spare_area_to_fit(w: TierWear, v: Verdict, endurance: Endurance) -> float | 
     rated = w.rated_total_bytes_written
     if rated is not None and w.host_bytes_per_day > rated / (v.limit / DAY_S):
         return None  # past the rating, however few cycles the writes would take
-    k = (v.limit / DAY_S) * w.host_bytes_per_day / (w.pe_cycles * w.capacity_bytes)
+    span = w.physical_bytes / (1.0 + (endurance.spare_area or 0.0))  # the wear span's user bytes
+    k = (v.limit / DAY_S) * w.host_bytes_per_day / (w.pe_cycles * span)
 
     def gain(rho: float) -> float:
         return (1.0 + rho) / random_write_amplification(rho)

@@ -39,10 +39,14 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
     doc["hardware"] = {"preset": "none", **doc["hardware"]}
     budget = doc["budget"]  # as documented: budget.<tier> beside steps_per_day
     doc["budget"] = {"steps_per_day": budget["steps_per_day"], **budget["tiers"]}
-    for section, key in (("", "plan"), ("hardware", "price_per_gpu_hour")):  # optional extras
+    extras = (("", "plan"), ("hardware", "price_per_gpu_hour"), ("hardware", "amortization"))
+    for section, key in extras:  # optional extras
         where = doc[section] if section else doc
         if where.get(key) is None:
             where.pop(key, None)
+    for tier in doc["hardware"]["tiers"].values():  # a tier's price, where given
+        if tier.get("price_per_gb") is None:
+            tier.pop("price_per_gb", None)
     return doc
 
 

@@ -3,6 +3,7 @@ Field names are the public YAML format: extend, never rename."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -31,6 +32,34 @@ class Endurance(Strict):
     write_pattern: Literal["sequential", "random"] = "sequential"
     rated_drive_writes_per_day: Annotated[float, Field(gt=0)] | None = None
     warranty: Duration | None = None
+    # endurance against retention (tiersim.analysis.flash): the P/E cycles a block withstands
+    # rise as the retention its data needs falls. `retention`: what the data held needs (e.g.
+    # 1 min for optimizer state rewritten every step and checkpointed elsewhere); None: the
+    # rating's own. `rated_retention`: what `pe_cycles` is rated for (None: 1 year, JEDEC
+    # JESD218's client class). `retention_curve`: {retention: P/E cycles} from a datasheet or a
+    # measurement, in place of the default curve (Cai et al. 2012's refresh figure)
+    retention: Duration | None = None
+    rated_retention: Duration | None = None
+    retention_curve: dict[Duration, Annotated[float, Field(gt=0)]] | None = None
+
+    @model_validator(mode="after")
+    def _curve(self) -> Endurance:
+        """A curve is read by interpolation: two points at least, fewer cycles for longer
+        retention (a longer retention never lets a block take more cycles)."""
+        curve = self.retention_curve
+        if curve is None:
+            return self
+        points = sorted(curve.items())
+        if len(points) < 2:
+            raise ValueError(
+                "retention_curve needs two entries at least (expected e.g. "
+                "{1 year: 3000, 3 days: 138000})"
+            )
+        if any(b[1] > a[1] for a, b in itertools.pairwise(points)):
+            raise ValueError(
+                "retention_curve must give fewer (or as many) P/E cycles for a longer retention"
+            )
+        return self
 
 
 class Tier(Strict):
@@ -41,11 +70,28 @@ class Tier(Strict):
     write_bandwidth: Bandwidth | None = None
     latency: Latency = 0.0
     endurance: Endurance | None = None
+    # the bytes of the device that absorb its writes (wear levelling's reach): None, the whole
+    # device; a size where wear levelling reaches only part of it (DESIGN.md third round)
+    wear_span: Size | None = None
+    # reads slowed while the same dies program (tiersim.analysis.flash): none (the read and
+    # write ports are independent); suspend (reads preempt programs, the writes lose the
+    # dies' read time); wait (reads wait for the program on their die)
+    program_interference: Literal["none", "suspend", "wait"] = "none"
+    # capital cost per decimal GB of this tier (any currency, the one price_per_gpu_hour is
+    # in): tiersim.analysis.cost prices it over hardware.amortization, flash replaced as it
+    # wears out; no part of a simulation, so left out of model_dump (a sweep point's key)
+    price_per_gb: Annotated[float, Field(ge=0)] | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
     def _has_bandwidth(self) -> Tier:
         if self.read_bw is None or self.write_bw is None:
             raise ValueError("needs 'bandwidth' or both 'read_bandwidth' and 'write_bandwidth'")
+        if self.wear_span is not None and self.wear_span > self.capacity:
+            raise ValueError(
+                f"wear_span ({self.wear_span:.6g} B) is larger than capacity "
+                f"({self.capacity:.6g} B) (expected at most the device's capacity, or null for "
+                "the whole device)"
+            )
         return self
 
     @property
@@ -139,3 +185,6 @@ class Hardware(Strict):
     # currency): `tiersim plan --objective cost` ranks by it; no part of a simulation, so left
     # out of model_dump (a sweep point's key)
     price_per_gpu_hour: Annotated[float, Field(gt=0)] | None = Field(default=None, exclude=True)
+    # the period tier capital (tiers.<tier>.price_per_gb) is written off over; flash that
+    # wears out sooner is bought again (tiersim.analysis.cost). None: 5 years (assumed)
+    amortization: Duration | None = Field(default=None, exclude=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tiersim.analysis.cost import tier_prices
 from tiersim.config.load import build
 from tiersim.config.overrides import apply_overrides
 from tiersim.core.errors import InfeasibleError, InputError
@@ -39,6 +40,9 @@ class Candidate:
     # a plan holding every wear budget takes at least this long a step (plan.bound.wear_floor)
     wear_floor_s: float = 0.0
     wear_tier: str | None = None  # the tier whose budget sets it
+    # tier capital per GB and the period it is written off over (tiersim.analysis.cost)
+    tier_prices: dict[str, float] = field(default_factory=dict)
+    amortization_s: float | None = None
 
 
 @dataclass
@@ -114,6 +118,8 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
         hbf_optimizer=on_hbf,
         wear_floor_s=floor,
         wear_tier=tier,
+        tier_prices=tier_prices(s),
+        amortization_s=s.hardware.amortization,
     )
 
 

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tiersim.analysis.cost import costing_of
 from tiersim.core.units import fmt_bytes, fmt_time
 from tiersim.plan.prune import HBF, Candidate
 from tiersim.report.wear import fmt_days, fmt_margin
@@ -42,11 +43,14 @@ def goodput_tokens_per_s(report: dict[str, Any]) -> float:
 
 
 def cost_per_million_tokens(sim: Simulated) -> float | None:
-    price = sim.candidate.price_per_gpu_hour
-    if price is None or sim.report is None:
+    """GPU-hours and tier capital (flash bought again as it wears out) per million goodput
+    tokens (tiersim.analysis.cost); None without a price."""
+    c = sim.candidate
+    if (c.price_per_gpu_hour is None and not c.tier_prices) or sim.report is None:
         return None
-    per_s = goodput_tokens_per_s(sim.report)
-    return price * sim.candidate.gpus / 3600 / per_s * 1e6 if per_s > 0 else math.inf
+    return costing_of(
+        c.gpus, c.price_per_gpu_hour, c.tier_prices, c.amortization_s, sim.report
+    ).per_million_tokens
 
 
 def score(sim: Simulated, objective: str) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from tiersim.analysis.flash import flash_fields
 from tiersim.analysis.wear import (
     Assessment,
     GradAccumulationFit,
@@ -16,7 +17,7 @@ from tiersim.analysis.wear import (
     assess,
     ranked_classes,
 )
-from tiersim.config.schema import Scenario
+from tiersim.config.schema import Scenario, Tier
 from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes
 from tiersim.engine.results import StepResult
 from tiersim.state.classes import CHECKPOINT_WRITES, STATE_CLASSES
@@ -60,7 +61,7 @@ def _remedies_dict(r: Remedies | None, w: TierWear) -> dict[str, object] | None:
     }
 
 
-def assessment_dict(a: Assessment) -> dict[str, object]:
+def assessment_dict(a: Assessment, tier: Tier | None = None) -> dict[str, object]:
     w = a.wear
     return {
         "verdict": verdict_sentence(a),
@@ -85,12 +86,14 @@ def assessment_dict(a: Assessment) -> dict[str, object]:
         "write_share_of_step": w.write_s_per_step / w.step_s,
         **_verdict_dict(a.verdict),
         "remedies": _remedies_dict(a.remedies, w),
+        **(flash_fields(tier) if tier is not None else {}),  # only with their keys given
     }
 
 
 def wear_section(scenario: Scenario, result: StepResult) -> dict[str, dict[str, object]]:
     """The report's `wear` section: one entry per tier with endurance."""
-    return {name: assessment_dict(a) for name, a in assess(scenario, result).items()}
+    tiers = scenario.hardware.tiers
+    return {name: assessment_dict(a, tiers[name]) for name, a in assess(scenario, result).items()}
 
 
 # --- the verdict, in a sentence a planner can paste ---------------------------------------------

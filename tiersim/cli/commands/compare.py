@@ -33,7 +33,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "every output that moved (step time and its breakdown, exposed transfer, per-link "
         "bytes and busy time, per-tier peaks and ports, wear lifetime and verdicts, goodput), "
         "with B - A and B / A: the headline figures first (fits, then the step's time, tokens/s, "
-        "MFU and where the step's time goes, in that order), then the largest change first.",
+        "MFU and where the step's time goes, in that order), then the largest change first. "
+        "Where either scenario gives a price (hardware.price_per_gpu_hour, "
+        "hardware.tiers.<tier>.price_per_gb), each one's cost per million tokens, part by part, "
+        "which is cheaper and why, and the price per GB at which the dearer one would match.",
     )
     parser.add_argument("a", metavar="A", help="scenario file or results folder")
     parser.add_argument(
@@ -47,6 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tiersim.report.compare import compare, compare_tables
+    from tiersim.report.cost import cost_comparison, cost_text
     from tiersim.report.json_report import to_json
 
     if args.b is None and not args.overrides:
@@ -59,10 +63,14 @@ def run(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     a, b = (side(name, *p) for name, p in zip("AB", pending, strict=True))
     result = compare(a.document, b.document, a.report, b.report)
+    # priced, where either scenario gives a price (tiersim.analysis.cost)
+    cost = cost_comparison(pending[0][1].scenario, pending[1][1].scenario, a.report, b.report)
+    if cost is not None:
+        result["cost"] = cost
     if args.format == "json":
         print(to_json({"a": a.label, "b": b.label, **result}))
     else:
-        print(compare_tables(result, a.label, b.label))
+        print(compare_tables(result, a.label, b.label) + (f"\n\n{cost_text(cost)}" if cost else ""))
     if args.emit:  # B: the design the comparison proposes
         write_emitted(pending[1][1].scenario, args.emit, args.emit_out, "compare")
     return 0

@@ -44,7 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=OBJECTIVES,
         default="tokens_per_s",
         help="rank by tokens/s (default), goodput (tokens/s after checkpoints and failures) or "
-        "cost per token (needs hardware.price_per_gpu_hour)",
+        "cost per million tokens (needs hardware.price_per_gpu_hour; with "
+        "hardware.tiers.<tier>.price_per_gb, tier capital too, flash bought again as it "
+        "wears out)",
     )
     parser.add_argument(
         "--top", type=positive_int, default=5, metavar="K", help="plans to report (default: 5)"
@@ -53,6 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_set_arg(
         parser, "a scenario value before the search (a candidate's own choice wins)", "50 GB/s"
     )
+    _add_break_even_arg(parser)
     add_executor_args(parser)
     add_emit_args(parser, "the best plan")
     parser.add_argument(
@@ -65,6 +68,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "'90 s', '10 min', '2 h' (default: 10 min)",
     )
     parser.set_defaults(handler=run)
+
+
+def _add_break_even_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--break-even",
+        action="store_true",
+        help="after the HBF block, re-simulate its plan (the best with optimizer state on HBF) "
+        "for the break-even figures and the unpublished figures' low / mid / high verdicts, "
+        "as `tiersim wear --break-even` gives them (about 30 more simulations)",
+    )
 
 
 def _time_limit(text: str) -> float:
@@ -98,6 +111,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"tiersim: plan stopped: {exc}", file=sys.stderr)
         return EXIT_ABORTED
     report = plan_report(outcome, args.objective, args.top)
+    if args.break_even and report["hbf_optimizer"] is not None:
+        from tiersim.plan.breakeven import hbf_break_even, hbf_break_even_text
+
+        section = hbf_break_even(
+            Path(args.scenario), report["hbf_optimizer"], outcome.base_overrides
+        )
+        report["hbf_optimizer"]["break_even"] = section
+        if args.format != "json":
+            print(plan_text(report) + "\n\n" + hbf_break_even_text(section))
+            return 0
     print(to_json(report) if args.format == "json" else plan_text(report))
     if args.emit:
         emit_best(args, report)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tiersim import __version__
@@ -27,6 +28,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_scenario_args(parser)
     add_check_arg(parser, EXIT_BUDGET_FAILED, "any tier's write budget fails (for batch jobs)")
+    parser.add_argument(
+        "--break-even",
+        action="store_true",
+        help="also give, per tier with a budget, the least endurance (P/E cycles), wear span and "
+        "capacity that hold it, the most write bandwidth that does and the write bandwidth at "
+        "which the tier's step matches the best host-memory placement (both re-simulated and "
+        "bisected to 0.5 %%: about 30 simulations), and HBF's verdict at low / mid / high values "
+        "of its unpublished write bandwidth and endurance, each value's source given",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="with --break-even: a PNG of HBF's lifetime across those values against its budget "
+        "(needs matplotlib; by default none is drawn)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -41,16 +57,69 @@ def run(args: argparse.Namespace) -> int:
     check_runnable(loaded)
     result = simulate(loaded.scenario)
     assessed = assess(loaded.scenario, result)
+    extra = _robustness(args, loaded.scenario, assessed, simulate)
     if args.format == "json":
-        wear = {name: assessment_dict(a) for name, a in assessed.items()}
+        tiers = loaded.scenario.hardware.tiers
+        wear = {name: assessment_dict(a, tiers[name]) for name, a in assessed.items()}
         print(
             to_json(
-                {"scenario": loaded.scenario.name, "tiersim_version": __version__, "wear": wear}
+                {
+                    "scenario": loaded.scenario.name,
+                    "tiersim_version": __version__,
+                    "wear": wear,
+                    **extra,
+                }
             )
         )
     else:
-        print(wear_text(assessed))
+        print(wear_text(assessed) + _robustness_text(extra))
     return EXIT_BUDGET_FAILED if args.check and budget_failed(assessed) else 0
+
+
+def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[str, object]:
+    """--break-even's sections (and --plot's picture), or nothing."""
+    from tiersim.core.errors import InputError, Problem
+
+    if args.plot and not args.break_even:
+        why = "draws --break-even's ranges (expected --break-even beside it)"
+        raise InputError("--plot", [Problem(args.plot, why)])
+    if not args.break_even:
+        return {}
+    from tiersim.report.breakeven import break_even_section, ranges_section
+
+    out = {
+        "break_even": break_even_section(scenario, assessed, simulate),
+        "ranges": ranges_section(scenario, simulate),
+    }
+    if args.plot:
+        _write_ranges_plot(Path(args.plot), out["ranges"], scenario)
+    return out
+
+
+def _write_ranges_plot(path: Path, ranges: dict | None, scenario) -> None:
+    from tiersim.cli.commands.common import cannot_write
+    from tiersim.core.errors import InputError, Problem
+    from tiersim.report.output import write_atomic
+    from tiersim.report.plot import png_bytes
+    from tiersim.report.ranges_plot import ranges_figure
+
+    if ranges is None:
+        raise InputError("--plot", [Problem(str(path), "no hbf tier with endurance to draw")])
+    budget = scenario.budget.tiers.get(ranges["tier"])
+    days = budget.lifetime / DAY_S if budget is not None and budget.lifetime else None
+    try:
+        write_atomic(path, png_bytes(ranges_figure(ranges, days)))
+    except OSError as exc:
+        raise cannot_write("--plot", path, exc, "a writable file path") from None
+
+
+def _robustness_text(extra: dict[str, object]) -> str:
+    if not extra:
+        return ""
+    from tiersim.report.breakeven import break_even_text, ranges_text
+
+    blocks = [break_even_text(extra["break_even"]), ranges_text(extra["ranges"])]
+    return "".join(f"\n\n{b}" for b in blocks if b)
 
 
 def budget_failed(assessed: dict[str, Assessment]) -> bool:
@@ -93,14 +162,16 @@ def _drive_writes(a: Assessment) -> str:
 
 
 def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
+    from tiersim.analysis.flash import device_physical_bytes, levelled_whole
     from tiersim.report.wear import assessment_dict
 
     w, d = a.wear, assessment_dict(a)
     rows = [
         (
             "capacity (user / physical)",
-            f"{fmt_bytes(w.capacity_bytes)} / {fmt_bytes(w.physical_bytes)}",
+            f"{fmt_bytes(w.capacity_bytes)} / {fmt_bytes(device_physical_bytes(w))}",
         ),
+        *([] if levelled_whole(w) else [("wear span (physical)", fmt_bytes(w.physical_bytes))]),
         ("host written / step", fmt_bytes(w.host_bytes_per_step)),
         *[(f"  {c}", fmt_bytes(w.host_bytes_by_class.get(c, 0))) for c in classes],
         ("write amplification", f"{w.write_amplification:.3g}x"),
@@ -163,7 +234,11 @@ def wear_table(assessed: dict[str, Assessment]) -> str:
         classes += [c for c in a.wear.host_bytes_by_class if c not in classes]
     columns = {name: dict(_rows(a, classes)) for name, a in assessed.items()}
     labels: list[str] = []
-    for rows in columns.values():
-        labels += [k for k in rows if k not in labels]
+    for rows in columns.values():  # a row one column alone has goes after the row before it
+        before = -1
+        for k in rows:
+            if k not in labels:
+                labels.insert(before + 1, k)
+            before = labels.index(k)
     body = [[label, *(rows.get(label, "") for rows in columns.values())] for label in labels]
     return render(["per GPU", *columns], body)
