@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from tiersim.config.mesh import mesh_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
@@ -78,70 +79,6 @@ def _tier_problems(s: Scenario) -> list[Problem]:
                     f"hardware.tiers.{tier}.endurance, or budget only flash tiers)",
                 )
             )
-    return problems
-
-
-def _parallel_problems(s: Scenario) -> list[Problem]:
-    p, m = s.parallel, s.model
-    problems = []
-    if m.heads is not None and m.heads % p.tensor:
-        problems.append(
-            Problem(
-                "parallel.tensor",
-                f"heads ({m.heads}) are not divisible by the tensor-parallel size ({p.tensor})",
-            )
-        )
-    kv = m.kv_heads or m.heads
-    if kv is not None and kv % p.tensor and p.tensor % kv:
-        problems.append(
-            Problem(
-                "parallel.tensor",
-                f"kv_heads ({kv}) and the tensor-parallel "
-                f"size ({p.tensor}) must divide one another",
-            )
-        )
-    chunks = p.pipeline * p.virtual_pipeline
-    if m.layers % chunks:
-        problems.append(
-            Problem(
-                "parallel.pipeline",
-                f"layers ({m.layers}) are not divisible by "
-                f"pipeline x virtual_pipeline ({p.pipeline} x {p.virtual_pipeline})",
-            )
-        )
-    if p.virtual_pipeline > 1 and p.pipeline == 1:
-        problems.append(Problem("parallel.virtual_pipeline", "interleaving needs pipeline > 1"))
-    m_b = s.training.grad_accumulation
-    if p.virtual_pipeline > 1 and m_b % p.pipeline:
-        problems.append(
-            Problem(
-                "training.grad_accumulation",
-                f"interleaving needs the micro-batches ({m_b}) to be a multiple of the pipeline "
-                f"size ({p.pipeline}) (Narayanan et al. 2021, §2.2.2)",
-            )
-        )
-    return problems
-
-
-def _expert_problems(s: Scenario) -> list[Problem]:
-    """Expert parallelism splits the routed experts over ranks of the data-parallel group."""
-    e, experts = s.parallel.expert, s.model.experts
-    apart = [c for c, tier in s.placement.experts.model_dump().items() if tier is not None]
-    if apart and experts is None:
-        what = "a home for the routed experts' state needs a mixture-of-experts model"
-        return [Problem(f"placement.experts.{apart[0]}", f"is set, but {what} (model.experts)")]
-    if e == 1:
-        return []
-    if experts is None:
-        what = "expert parallelism needs a mixture-of-experts model (model.experts)"
-        return [Problem("parallel.expert", f"is {e}, but {what}")]
-    problems = []
-    if s.parallel.data % e:
-        why = f"the data-parallel size ({s.parallel.data}) is not a multiple of it"
-        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
-    if experts % e:
-        why = f"the experts ({experts}) do not split evenly over it"
-        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
     return problems
 
 
@@ -314,8 +251,7 @@ def _deepspeed_problems(s: Scenario) -> list[Problem]:
 def consistency_problems(s: Scenario) -> list[Problem]:
     return (
         _tier_problems(s)
-        + _parallel_problems(s)
-        + _expert_problems(s)
+        + mesh_problems(s)
         + _precision_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)

@@ -251,6 +251,23 @@ class Parallel(Strict):
     # Extra share of compute time a framework's pipeline engine adds beyond the kernels (a
     # fitted per-framework figure; 0 for Megatron-LM): compute times x (1 + this)
     pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
+    # context parallelism (tiersim/config/mesh.py, docs/parallelism.md): each sequence's tokens
+    # over `context` ranks, attention by a P2P ring of K/V chunks (Megatron-Core, TE,
+    # torchtitan), gathered K/V (Llama 3) or a head all-to-all (Ulysses)
+    context: PositiveInt = 1
+    context_comm: Literal["ring", "all_gather", "all_to_all"] = "ring"
+    # expert tensor parallelism (Megatron-Core ETP; None: tensor): experts may then span
+    # tensor x data ranks
+    expert_tensor: PositiveInt | None = None
+    # transformer layers per pipeline chunk in model order (pipeline x virtual_pipeline
+    # entries); None: the framework's default split
+    stage_layers: tuple[NonNegativeInt, ...] | None = None
+    # HSDP: ZeRO/FSDP shards within groups of `shard_group` data ranks, replicated across
+    # data / shard_group of them (None: over all data ranks)
+    shard_group: PositiveInt | None = None
+    # FSDP2: False keeps the parameters gathered from forward to backward (None: the
+    # framework's behaviour, ZeRO-3 and FSDP reshard)
+    reshard_after_forward: bool | None = None
 
 
 class ExpertPlacement(Strict):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tiersim.config.load import build
+from tiersim.config.mesh import Mesh
 from tiersim.config.overrides import apply_overrides
 from tiersim.core.errors import InputError
 from tiersim.plan.space import override_text
@@ -86,7 +87,7 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
         mapping, str(base_dir.resolve()), f"{source} --set {' --set '.join(overrides)}"
     )
     s = loaded.scenario
-    gpus = s.parallel.data * s.parallel.tensor * s.parallel.pipeline
+    gpus = Mesh.of(s.parallel).world
     price = s.hardware.price_per_gpu_hour
     return Candidate(overrides, dict(combo), task, gpus, price, layer_passes(s))
 

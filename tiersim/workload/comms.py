@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware import nccl
 from tiersim.hardware.collectives import (
@@ -26,7 +27,6 @@ from tiersim.hardware.collectives import (
     embedding_group_link,
     group_link,
     p2p_link,
-    rank_strides,
 )
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
@@ -64,9 +64,8 @@ def _link(r: Resolved, group: str) -> tuple[GroupLink, int]:
         return p2p_link(r.machine.network, par), 2
     if group == "embedding":
         return embedding_group_link(r.machine.network, par), 2
-    sizes = {"tensor": par.tensor, "data": par.data, "expert": par.expert}
-    size = sizes[group] if group in sizes else par.data // par.expert  # expert_data
-    return group_link(r.machine.network, size, rank_strides(par)[group]), size
+    g = Mesh.of(par).group(group)
+    return group_link(r.machine.network, g.size, g.stride), g.size
 
 
 def link_efficiency(r: Resolved, kind: str) -> nccl.Efficiency:

@@ -31,6 +31,7 @@ from tiersim.config.framework import (
     DEEPSPEED_PARAM_BUFFERS,
     OffloadPlan,
 )
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES, Hardware
 from tiersim.state.buffers import largest_tensor_elements, offload_gradient_buffer_bytes
 from tiersim.state.inventory import Inventory, master_bytes, sharded_classes, stage_matrices
@@ -72,7 +73,8 @@ def _class_tensor_bytes(res: Resolved, inv: Inventory, cls: str) -> list[int]:
         "gradients": PRECISION_BYTES[prec.gradients],
         "master": master_bytes(prec),
     }[cls]
-    d = res.execution.parallel.data if sharded_classes(res.execution.parallel)[cls] else 1
+    shards = Mesh.of(res.execution.parallel).dense_shard_ranks
+    d = shards if sharded_classes(res.execution.parallel)[cls] else 1
     par = res.execution.parallel
     mats = stage_matrices(res.model, res.units, inv.stage, par.pipeline, par.tensor)
     per_layer = [m for m in mats for _ in range(m.count)]

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state.inventory import (
     Inventory,
@@ -221,7 +222,7 @@ def _data_comms(r: Resolved, unit: Unit) -> dict[str, Comm | None]:
     all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
     after the update. Routed experts do the same over their expert-data-parallel group."""
     shard = sharded_classes(r.execution.parallel)
-    if r.execution.parallel.data == 1 or unit.params == 0:
+    if Mesh.of(r.execution.parallel).group("data").size == 1 or unit.params == 0:
         return {}
     sharded_update = shard["optimizer"] or shard["master"]
     gradient_op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
@@ -245,7 +246,7 @@ def _dense_and_experts(r: Resolved, name: str, op, unit: Unit, cls: str) -> Comm
         return comm(r, name, "data", op, full)
     dense = comm(r, name, "data", op, full - experts) if full - experts else None
     routed = None
-    if experts and r.execution.parallel.data // r.execution.parallel.expert > 1:
+    if experts and Mesh.of(r.execution.parallel).group("expert_data").size > 1:
         routed = comm(r, name, "expert_data", op, experts)
     if dense is None or routed is None:
         return dense or routed
@@ -323,7 +324,7 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
     units, first_mats = _stage_units(r, model, inv.stage)  # and the first layer's tensors
     hidden = model.hidden
     cap = capacities(r)
-    every_mb = sharded_classes(r.execution.parallel)["gradients"] and par.data > 1
+    every_mb = sharded_classes(par)["gradients"] and Mesh.of(par).group("data").size > 1
     held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")  # workspace included
     layers, tiling = fetch_units(r, r.execution.offload, units[:-1], first_mats, resident)
