@@ -24,6 +24,7 @@ from tiersim.state.buffers import largest_tensor_elements, workspace_bytes
 from tiersim.state.classes import (
     NAMES,
 )
+from tiersim.state.context import gathered_kv_bytes
 from tiersim.state.model import (
     LayerShape,
     Matrix,
@@ -225,9 +226,10 @@ def layer_activation_bytes(r: Resolved, layer: LayerShape) -> float:
     """Bytes one layer of this shape retains for backward, one micro-batch."""
     tr, par = r.execution.training, r.execution.parallel
     seq, acc = r.execution.seq_len, r.accounting
-    return layer.layer_activation_bytes(
+    whole = layer.layer_activation_bytes(
         seq, tr.micro_batch_size, par.tensor, par.sequence, tr.recompute, acc
     )
+    return per_context_rank(r, whole)
 
 
 def stage_outside_items(r: Resolved, model: Model, stage: int) -> list[Item]:
@@ -242,7 +244,18 @@ def stage_outside_items(r: Resolved, model: Model, stage: int) -> list[Item]:
 
 def outside_activation_bytes(r: Resolved, model: Model, stage: int) -> float:
     items = stage_outside_items(r, model, stage)
-    return divided(items, r.execution.parallel.tensor, r.execution.parallel.sequence)
+    return per_context_rank(
+        r, divided(items, r.execution.parallel.tensor, r.execution.parallel.sequence)
+    )
+
+
+def per_context_rank(r: Resolved, whole: float) -> float:
+    """One context-parallel rank's share of a micro-batch's activation bytes: 1/c of the
+    whole sequence's. Exact under the causal load-balanced split: every term is per token
+    (s/c of them on each rank) or per score (each rank's s/c queries over all s keys, s²/c),
+    and the head all-to-all (Ulysses) keeps s tokens of heads/c, the same bytes."""
+    c = r.execution.parallel.context
+    return whole / c if c > 1 else whole
 
 
 @dataclass(frozen=True)
@@ -288,13 +301,14 @@ def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
         times = count * inv.inflight_microbatches * model.activation_factor
         for i in items:
             key = (i.group, i.name)
-            per[key] = per.get(key, 0.0) + divided([i], par.tensor, par.sequence) * times
+            share = per_context_rank(r, divided([i], par.tensor, par.sequence))
+            per[key] = per.get(key, 0.0) + share * times
     out = [ActivationItem(g, n, b, True) for (g, n), b in per.items()]
     out += [
         ActivationItem(
             i.group,
             i.name,
-            divided([i], par.tensor, par.sequence) * inv.inflight_microbatches,
+            per_context_rank(r, divided([i], par.tensor, par.sequence)) * inv.inflight_microbatches,
             False,
         )
         for i in stage_outside_items(r, model, inv.stage)
@@ -323,6 +337,8 @@ def _class_bytes(
     )
     experts = sharded_parameter_bytes(r.execution.training, experts_m, shards, expert_div)
     workspace = workspace_bytes(r.execution, largest_tensor_elements(r.model, mats))
+    if not single:  # context_comm: all_gather holds a layer's gathered K/V (state/context.py)
+        workspace += math.ceil(gathered_kv_bytes(r, r.model))
     other = {"activations": activations, "workspace": workspace}
     total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
     return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
@@ -349,7 +365,9 @@ def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, i
         stage, par.pipeline, par.virtual_pipeline, r.execution.training.grad_accumulation
     )
     layers = stage_layers(r.units, stage, par.pipeline)
-    per_microbatch = layers_activation_bytes(r, layers, par.tensor, par.sequence)
+    per_microbatch = per_context_rank(
+        r, layers_activation_bytes(r, layers, par.tensor, par.sequence)
+    )
     acts = math.ceil((per_microbatch + outside_activation_bytes(r, model, stage)) * inflight)
     padded = fsdp2_padded_values(r.execution.training, r.execution.parallel, model)
     per_gpu = _class_bytes(r, mats, acts, sharded_classes(r.execution.parallel), False, padded)

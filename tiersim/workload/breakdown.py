@@ -88,6 +88,7 @@ def _blocking_s(r: Resolved, units, dp_per_microbatch: bool) -> float:
     m = r.execution.training.grad_accumulation
     total = m * sum(alone_s(r, u.tp_forward) + alone_s(r, u.tp_backward) for u in units)
     total += m * sum(alone_s(r, u.ep_forward) + alone_s(r, u.ep_backward) for u in units)
+    total += m * sum(alone_s(r, u.cp_forward) + alone_s(r, u.cp_backward) for u in units)
     for u in units:
         if not r.execution.parallel.overlap_gradient_reduce:
             total += alone_s(r, u.dp_gradients) * (m if dp_per_microbatch else 1)

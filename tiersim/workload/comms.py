@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
 
 # the parallel groups that communicate; the ring groups set the network's rate (capacities)
-RING_GROUPS = ("tensor", "data", "pipeline", "expert", "expert_data")
+RING_GROUPS = ("tensor", "data", "pipeline", "expert", "expert_data", "context")
 GROUPS = (*RING_GROUPS, "embedding")
 
 
@@ -130,11 +130,13 @@ def network_nics(r: Resolved) -> int:
 
 
 def hidden_bytes(r: Resolved, hidden: int | None) -> float:
-    """One micro-batch's hidden states s·b·h at the weights' precision."""
+    """One micro-batch's hidden states s·b·h at the weights' precision (a context rank's:
+    its s/c tokens)."""
     if not hidden:
         return 0.0
     act = PRECISION_BYTES[r.execution.training.precision.weights]
-    return float(r.execution.seq_len * r.execution.training.micro_batch_size * hidden * act)
+    tokens = r.execution.seq_len // r.execution.parallel.context
+    return float(tokens * r.execution.training.micro_batch_size * hidden * act)
 
 
 def tensor_comms(r: Resolved, hidden: int | None) -> tuple[Comm | None, ...]:

@@ -39,7 +39,8 @@ def all_to_all_bytes(r: Resolved, model: Model) -> float:
     """Bytes one GPU sends in one all-to-all (dispatch or combine) of one MoE layer and
     micro-batch, for the busiest rank."""
     par, moe = r.execution.parallel, model.moe
-    tokens = r.execution.seq_len * r.execution.training.micro_batch_size / par.tensor
+    local = r.execution.seq_len // par.context  # a context rank's tokens
+    tokens = local * r.execution.training.micro_batch_size / par.tensor
     rows = moe.per_token * tokens * moe.padding
     value = PRECISION_BYTES[r.execution.training.precision.weights]
     leaving = (par.expert - 1) / par.expert

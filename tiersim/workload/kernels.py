@@ -131,7 +131,10 @@ class _Shape:
         x, hw = r.execution, r.machine
         par, gpu = x.parallel, hw.gpu
         self.t = par.tensor
-        self.seq, self.b = x.seq_len, x.training.micro_batch_size
+        # context parallelism (tiersim/workload/context.py): this rank's s/c queries (and
+        # tokens) over the whole sequence's keys; the causal share is the whole sequence's
+        self.full_seq = x.seq_len
+        self.seq, self.b = x.seq_len // par.context, x.training.micro_batch_size
         self.tokens = self.seq * self.b
         self.model = model
         compute = x.training.precision.compute_precision  # the copy the GEMMs use
@@ -144,7 +147,7 @@ class _Shape:
         self.e_full = hidden
         self.e_f = self.tokens * model.ffn_hidden / self.t
         self.heads = max(1, model.heads // self.t)
-        self.keys = model.attention_keys(self.seq, index)  # layer `index`'s
+        self.keys = model.attention_keys(self.full_seq, index)  # layer `index`'s
         self.e_a = float(self.b * self.heads * self.seq * self.keys)
 
     def gemm(self, m: int, n: int, k: int, batch: int = 1) -> float:
@@ -171,10 +174,10 @@ class _Shape:
         return self.gemm(s, k, d, batch) + self.gemm(s, d, k, batch)
 
     def attention_core(self, r: Resolved, eager_bytes: tuple[float, float]) -> AttentionCore:
-        window = self.keys if self.keys < self.seq else None
+        window = self.keys if self.keys < self.full_seq else None
         acc = r.accounting
         return attention_core(
-            acc.kernel, acc.implementation, self.seq, self.keys, window, eager_bytes
+            acc.kernel, acc.implementation, self.full_seq, self.keys, window, eager_bytes
         )
 
     def core_bytes(self, core: AttentionCore, direction: int) -> float:

@@ -76,22 +76,23 @@ def flop_timed_kernels(
         return kernels.unit_kernels(r, model, False, first_stage, last_stage)
     ex = r.execution
     seq, mbs, t, rate = ex.seq_len, ex.training.micro_batch_size, ex.parallel.tensor, _gpu_rate(r)
+    cp = ex.parallel.context  # a context rank's share: 1/c of every term (workload/context.py)
     if not is_layer:
-        fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
+        fwd = model.head_forward_flops(seq, mbs) / t / cp / rate if last_stage else 0.0
         return Kernels(fwd), Kernels(2.0 * fwd), Kernels()
     sequence = r.execution.parallel.sequence
-    kept = model.layer_activation_bytes(seq, mbs, t, sequence, "none", FLOP_TIMED_ACCOUNTING)
+    kept = model.layer_activation_bytes(seq, mbs, t, sequence, "none", FLOP_TIMED_ACCOUNTING) / cp
     elementwise = _memory_bound_s(r, kept)
     # the same expressions, in the same order, as the step time has always summed them
-    forward = Kernels(model.layer_forward_flops(seq, mbs) / t / rate, elementwise)
+    forward = Kernels(model.layer_forward_flops(seq, mbs) / t / cp / rate, elementwise)
     recompute = forward if r.execution.training.recompute == "full" else Kernels()
     if r.execution.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
-        scores = 5.0 * model.attention_heads * seq * seq * mbs / t  # softmax, mask, dropout
+        scores = 5.0 * model.attention_heads * seq * seq * mbs / t / cp  # softmax, mask, dropout
         recompute = Kernels(
-            4.0 * mbs * seq * seq * model.attention_width / t / rate,
+            4.0 * mbs * seq * seq * model.attention_width / t / cp / rate,
             _memory_bound_s(r, scores),
         )
-    backward = Kernels(2.0 * model.layer_forward_flops(seq, mbs) / t / rate, 2.0 * elementwise)
+    backward = Kernels(2.0 * model.layer_forward_flops(seq, mbs) / t / cp / rate, 2.0 * elementwise)
     return forward, backward, recompute
 
 
@@ -120,13 +121,18 @@ def _stage_chunk_times(r: Resolved, model, stage_layers: list[list], cap: dict, 
     fwd, bwd = [], []
     for layers in stage_layers:
         f = sum(
-            u.forward_s + _alone_s(u.tp_forward, cap) + _alone_s(u.ep_forward, cap) for u in layers
+            u.forward_s
+            + _alone_s(u.tp_forward, cap)
+            + _alone_s(u.ep_forward, cap)
+            + _alone_s(u.cp_forward, cap)
+            for u in layers
         )
         b = sum(
             u.backward_s
             + u.recompute_s
             + _alone_s(u.tp_backward, cap)
             + _alone_s(u.ep_backward, cap)
+            + _alone_s(u.cp_backward, cap)
             for u in layers
         )
         fwd.append([f / v] * v)

@@ -41,6 +41,7 @@ from tiersim.workload.comms import (
     sm_share_s,
     tensor_comms,
 )
+from tiersim.workload.context import context_comms
 from tiersim.workload.cpu_optimizer import cpu_update_s, partition_tensors
 from tiersim.workload.experts import expert_comms, routed_flops_share
 from tiersim.workload.fetch import fetch_units
@@ -77,6 +78,10 @@ class Unit:
     ep_backward: Comm | None = None
     home: Mapping[str, str] | None = None  # the unit's own home of each class (a layer's
     # routed experts placed apart: placement.experts); None: the scenario's homes
+    cp_forward: Comm | None = None  # context parallelism's exchange that blocks, per mb
+    cp_backward: Comm | None = None
+    cp_forward_hidden: Comm | None = None  # ... and what flows beside the attention blocks
+    cp_backward_hidden: Comm | None = None
 
 
 @dataclass(frozen=True)
@@ -264,7 +269,7 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     par = r.execution.parallel
     groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
     ends = (stage == 0, stage == par.pipeline - 1)
-    tp = tensor_comms(r, model.hidden)
+    tp = (*tensor_comms(r, model.hidden), context_comms(r, model))
     timed: dict = {}
     units: list[Unit] = []
     at = 0  # the run's first layer among the stage's (groups: one per layer)
@@ -295,13 +300,17 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:
     experts placed apart (no tensor collectives of their own), its tensor-parallel ones."""
     if u.home is not None:
         return dataclasses.replace(u, **_data_comms(r, u))
-    tp_fwd, tp_bwd, tp_hidden = tp
+    tp_fwd, tp_bwd, tp_hidden, cp = tp
     return dataclasses.replace(
         u,
         **_data_comms(r, u),
         tp_forward=tp_fwd,
         tp_backward=tp_bwd,
         backward_s=u.backward_s + sm_share_s(r, tp_hidden),
+        cp_forward=cp.forward,
+        cp_backward=cp.backward,
+        cp_forward_hidden=cp.forward_hidden,
+        cp_backward_hidden=cp.backward_hidden,
     )
 
 
