@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from engine_helpers import merge, scenario
 
+from tiersim.config.mesh import Mesh
 from tiersim.state.inventory import build_inventory, layer_activation_bytes
 from tiersim.state.resolved import resolve
 from tiersim.workload import kernels
@@ -79,8 +80,6 @@ def test_gpus_and_tokens():
     # are the data-parallel sequences': 4096 x 1 x 2 micro-batches x data 1 = 8192 (the
     # context ranks share each sequence)
     r = resolved()
-    from tiersim.config.mesh import Mesh
-
     assert Mesh.of(r.execution.parallel).world == 8
     assert build_workload(r).tokens_per_step == 8192
 
@@ -129,8 +128,8 @@ def test_all_gather_holds_the_gathered_kv():
     assert u.cp_forward.nbytes == pytest.approx(3 * MIB)
     assert u.cp_backward.nbytes == pytest.approx(6 * MIB)
     assert u.cp_forward_hidden is None
-    extra = build_inventory(gather).per_gpu["workspace"] - build_inventory(ring).per_gpu["workspace"]
-    assert extra == 4 * MIB
+    more, base = build_inventory(gather).per_gpu, build_inventory(ring).per_gpu
+    assert more["workspace"] - base["workspace"] == 4 * MIB
 
 
 def test_all_to_all_exchanges_heads():
@@ -155,7 +154,7 @@ def test_context_run_reports(cli, write, tmp_path):
     for style in ("ring", "all_gather", "all_to_all"):
         doc = merge(BASE, {"parallel": {"context_comm": style, "zero_stage": 1, "data": 2}})
         out_dir = tmp_path / style
-        code, out, err = cli("run", write(doc), "--format", "json", "--out", out_dir)
+        code, _, err = cli("run", write(doc), "--format", "json", "--out", out_dir)
         assert code == 0, err
     one = resolved(parallel={"zero_stage": 1, "data": 2})
     inv = build_inventory(one)
