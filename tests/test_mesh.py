@@ -5,9 +5,12 @@ for several published layouts, each worked out by hand here, and the layouts it 
 from __future__ import annotations
 
 import pytest
+from engine_helpers import scenario
 
 from tiersim.config.mesh import Group, Mesh, group_placement
 from tiersim.config.schema import Parallel
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 
 MOE = {
     "layers": 4,
@@ -155,3 +158,22 @@ def test_expert_tensor_lets_experts_span_tensor_and_data(cli, write):
     assert code == 2
     assert "expert x expert_tensor (32 x 2 = 64) does not divide" in err
     assert "(2 x 1 x 16 = 32)" in err
+
+
+def test_expert_tensor_splits_the_routed_experts(cli, write, tmp_path):
+    # MOE: 4 MoE layers of 32 experts, each a gated MLP of h = 64 and width 32: 64 x 32 x 3 =
+    # 6,144 parameters, bf16 (2 B). EP 32 over TP 2 x DP 16 with expert_tensor 1: one whole
+    # expert a layer on each GPU: 4 x 6,144 x 2 B = 49,152 B.
+    def routed_weights(parallel):
+        doc = _scenario(parallel, MOE, precision={"weights": "bf16", "gradients": "bf16"})
+        return build_inventory(resolve(scenario(doc))).experts_per_gpu["weights"]
+
+    assert routed_weights({"tensor": 2, "data": 16, "expert": 32, "expert_tensor": 1}) == 49_152
+    # EP 16, expert_tensor 1: two whole experts a layer: 4 x 2 x 6,144 x 2 B = 98,304 B
+    assert routed_weights({"tensor": 2, "data": 16, "expert": 16, "expert_tensor": 1}) == 98_304
+    # EP 16 with the default expert_tensor = tensor 2: two experts, each split in two: 49,152
+    assert routed_weights({"tensor": 2, "data": 16, "expert": 16}) == 49_152
+    # and the layout that was refused runs and reports
+    doc = _scenario({"tensor": 2, "data": 16, "expert": 32, "expert_tensor": 1}, MOE)
+    code, _, err = cli("run", write(doc), "--format", "json", "--out", tmp_path / "run")
+    assert code == 0, err

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from tiersim.config.mesh import Mesh
 from tiersim.state.activations import (
     Item,
     divided,
@@ -158,17 +159,26 @@ def _expert_split(m: Matrix, expert: int) -> Matrix:
     return replace(m, count=m.count // expert) if m.expert else m
 
 
-def _layer_split(m: Matrix, tensor: int, expert: int) -> Matrix:
-    return _expert_split(_split(m, tensor), expert)
+def _layer_split(m: Matrix, tensor: int, expert: int, expert_tensor: int | None) -> Matrix:
+    """A layer's tensor on one GPU: routed experts split over `expert_tensor` ranks
+    (Megatron-Core's ETP; None: the tensor-parallel size) and 1/e of them kept."""
+    split = expert_tensor if m.expert and expert_tensor is not None else tensor
+    return _expert_split(_split(m, split), expert)
 
 
 def unit_matrices(
-    model: Model, units: Units, stage: int, pipeline: int, tensor: int, expert: int = 1
+    model: Model,
+    units: Units,
+    stage: int,
+    pipeline: int,
+    tensor: int,
+    expert: int = 1,
+    expert_tensor: int | None = None,
 ) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
     the rest."""
     layers = [
-        [_layer_split(m, tensor, expert) for m in u.matrices]
+        [_layer_split(m, tensor, expert, expert_tensor) for m in u.matrices]
         for u in stage_layers(units, stage, pipeline)
         for _ in range(u.count)
     ]
@@ -176,7 +186,13 @@ def unit_matrices(
 
 
 def stage_matrices(
-    model: Model, units: Units, stage: int, pipeline: int, tensor: int, expert: int = 1
+    model: Model,
+    units: Units,
+    stage: int,
+    pipeline: int,
+    tensor: int,
+    expert: int = 1,
+    expert_tensor: int | None = None,
 ) -> list[Matrix]:
     """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
     many values whatever the depth)."""
@@ -186,7 +202,7 @@ def stage_matrices(
     stacked = [
         replace(m2, count=m2.count * n)
         for mats, n in alike.items()
-        for m2 in (_layer_split(m, tensor, expert) for m in mats)
+        for m2 in (_layer_split(m, tensor, expert, expert_tensor) for m in mats)
     ]
     return [
         *(m for m in stacked if m.count),
@@ -360,7 +376,8 @@ def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
 
 def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
     par = r.execution.parallel
-    mats = stage_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
+    et = Mesh.of(par).expert_tensor
+    mats = stage_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert, et)
     inflight = inflight_microbatches(
         stage, par.pipeline, par.virtual_pipeline, r.execution.training.grad_accumulation
     )

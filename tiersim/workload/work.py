@@ -267,7 +267,8 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     of alike layers differ only in their names: each run's first is worked out, the others
     are renamed copies of it."""
     par = r.execution.parallel
-    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
+    et = Mesh.of(par).expert_tensor
+    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert, et)
     ends = (stage == 0, stage == par.pipeline - 1)
     tp = (*tensor_comms(r, model.hidden), context_comms(r, model))
     timed: dict = {}
@@ -371,7 +372,8 @@ def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ..
     if bucket is None:
         return ()
     par = r.execution.parallel
-    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
+    et = Mesh.of(par).expert_tensor
+    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert, et)
     if len(groups) != count:
         return ()
     sizes = [[m.rows * m.cols for m in reversed(g) for _ in range(m.count)] for g in groups]
