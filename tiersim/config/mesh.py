@@ -280,12 +280,16 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
     p, m = s.parallel, s.model
     problems = []
     chunks = p.pipeline * p.virtual_pipeline
-    if m.layers % chunks:
+    if p.stage_layers is not None:
+        problems += _stage_layers_problems(p, m.layers)
+    elif m.layers % chunks:
         problems.append(
             Problem(
                 "parallel.pipeline",
                 f"layers ({m.layers}) are not divisible by "
-                f"pipeline x virtual_pipeline ({p.pipeline} x {p.virtual_pipeline})",
+                f"pipeline x virtual_pipeline ({p.pipeline} x {p.virtual_pipeline})"
+                f" (expected a divisor, or parallel.stage_layers: {chunks} entries, e.g. "
+                f"{list(even_split(m.layers, chunks))})",
             )
         )
     if p.virtual_pipeline > 1 and p.pipeline == 1:
@@ -319,6 +323,47 @@ def _tensor_problems(s: Scenario) -> list[Problem]:
                 "parallel.tensor",
                 f"kv_heads ({kv}) and the tensor-parallel "
                 f"size ({p.tensor}) must divide one another",
+            )
+        )
+    return problems
+
+
+def even_split(layers: int, chunks: int) -> tuple[int, ...]:
+    """`layers` over `chunks` as evenly as possible, the larger chunks last (torchtitan's
+    default split: the first stage also runs the embedding, the last the output head and the
+    loss, and this leaves the first the lighter)."""
+    base, extra = divmod(layers, chunks)
+    return tuple(base + (1 if j >= chunks - extra else 0) for j in range(chunks))
+
+
+def _stage_layers_problems(p: Parallel, layers: int | None) -> list[Problem]:
+    split, chunks = p.stage_layers, p.pipeline * p.virtual_pipeline
+    problems = []
+    if len(split) != chunks:
+        problems.append(
+            Problem(
+                "parallel.stage_layers",
+                f"has {len(split)} entries (expected pipeline x virtual_pipeline = "
+                f"{p.pipeline} x {p.virtual_pipeline} = {chunks}, the layers of each chunk "
+                "in model order)",
+            )
+        )
+        return problems
+    if layers is not None and sum(split) != layers:
+        problems.append(
+            Problem(
+                "parallel.stage_layers",
+                f"sums to {sum(split)} layers, but the model has {layers} (expected entries "
+                f"that sum to {layers}, e.g. {list(even_split(layers, chunks))})",
+            )
+        )
+    empty = [k for k in range(p.pipeline) if not sum(split[k :: p.pipeline])]
+    if empty:
+        problems.append(
+            Problem(
+                "parallel.stage_layers",
+                f"leaves pipeline stage {empty[0]} without a layer (expected at least one "
+                "layer in every stage's chunks)",
             )
         )
     return problems

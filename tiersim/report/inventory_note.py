@@ -35,7 +35,9 @@ def split_note(s: Scenario, inv: Inventory) -> str:
 def _stage_share(r: Resolved, inv: Inventory) -> str:
     """'stage 0: 12 of 96 layers, with the embeddings': what pipeline parallelism leaves."""
     p = r.execution.parallel.pipeline
-    held = sum(u.count for u in stage_layers(r.units, inv.stage, p))
+    held = sum(
+        u.count for u in stage_layers(r.units, inv.stage, p, r.execution.parallel.stage_layers)
+    )
     total = sum(u.count for u in r.units if u.kind is UnitKind.LAYER)
     beside = []
     if isinstance(r.model, Transformer):  # a generic model's layers are all it has
@@ -87,7 +89,7 @@ def _activation_split(r: Resolved, inv: Inventory, layers: int) -> str:
     """Activations as the inventory counts them: the stage's layers times the micro-batches
     it holds in flight, divided by tensor parallelism where the tensors split."""
     par, recompute = r.execution.parallel, r.execution.training.recompute
-    held = sum(u.count for u in stage_layers(r.units, inv.stage, par.pipeline))
+    held = sum(u.count for u in stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers))
     n = inv.inflight_microbatches
     counted = (
         f"stage {inv.stage}'s {held} of {layers} layers x {n:g} "

@@ -128,17 +128,26 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     return replace(m, rows=math.ceil(m.rows / tensor))
 
 
-def stage_layers(units: Units, stage: int, pipeline: int) -> list[ModelUnit]:
+def stage_layers(
+    units: Units, stage: int, pipeline: int, split: Sequence[int] | None = None
+) -> list[ModelUnit]:
     """The layers of `stage`, an even share of the model's in order: its runs of alike
-    layers, cut at the stage's ends."""
+    layers, cut at the stage's ends. With `split` (`parallel.stage_layers`: layers per
+    pipeline chunk in model order, pipeline x virtual entries), the stage's chunks k, k + p,
+    k + 2p, ... in turn (Megatron's interleaved placement), each as the list says."""
     runs = [u for u in units if u.kind is UnitKind.LAYER]
-    per = sum(u.count for u in runs) // pipeline
-    lo, hi = stage * per, (stage + 1) * per
+    if split is None:
+        per = sum(u.count for u in runs) // pipeline
+        ranges = [(stage * per, (stage + 1) * per)]
+    else:
+        starts = [sum(split[:j]) for j in range(len(split) + 1)]
+        ranges = [(starts[j], starts[j + 1]) for j in range(stage, len(split), pipeline)]
     out = []
-    for u in runs:
-        a, b = max(lo, u.first), min(hi, u.first + u.count)
-        if a < b:
-            out.append(replace(u, name=f"L{a}", first=a, count=b - a))
+    for lo, hi in ranges:
+        for u in runs:
+            a, b = max(lo, u.first), min(hi, u.first + u.count)
+            if a < b:
+                out.append(replace(u, name=f"L{a}", first=a, count=b - a))
     return out
 
 
@@ -174,12 +183,13 @@ def unit_matrices(
     tensor: int,
     expert: int = 1,
     expert_tensor: int | None = None,
+    split: Sequence[int] | None = None,
 ) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
     the rest."""
     layers = [
         [_layer_split(m, tensor, expert, expert_tensor) for m in u.matrices]
-        for u in stage_layers(units, stage, pipeline)
+        for u in stage_layers(units, stage, pipeline, split)
         for _ in range(u.count)
     ]
     return [*layers, [_split(m, tensor) for m in _rest(model, units, stage, pipeline)]]
@@ -193,11 +203,12 @@ def stage_matrices(
     tensor: int,
     expert: int = 1,
     expert_tensor: int | None = None,
+    split: Sequence[int] | None = None,
 ) -> list[Matrix]:
     """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
     many values whatever the depth)."""
     alike: Counter = Counter()
-    for u in stage_layers(units, stage, pipeline):
+    for u in stage_layers(units, stage, pipeline, split):
         alike[u.matrices] += u.count
     stacked = [
         replace(m2, count=m2.count * n)
@@ -303,14 +314,15 @@ def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
                 False,
             )
         ]
-        runs = [(layer, model.layers // par.pipeline)]
+        held = stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers)
+        runs = [(layer, sum(u.count for u in held))]
     else:  # each run of alike layers (dense or MoE) with its own items
         runs = [
             (
                 kept(layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)), recompute),
                 u.count,
             )
-            for u in stage_layers(r.units, inv.stage, par.pipeline)
+            for u in stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers)
         ]
     per: dict[tuple[str, str], float] = {}
     for items, count in runs:
@@ -377,11 +389,13 @@ def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
 def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
     par = r.execution.parallel
     et = Mesh.of(par).expert_tensor
-    mats = stage_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert, et)
+    mats = stage_matrices(
+        model, r.units, stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers
+    )
     inflight = inflight_microbatches(
         stage, par.pipeline, par.virtual_pipeline, r.execution.training.grad_accumulation
     )
-    layers = stage_layers(r.units, stage, par.pipeline)
+    layers = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
     per_microbatch = per_context_rank(
         r, layers_activation_bytes(r, layers, par.tensor, par.sequence)
     )
@@ -414,7 +428,8 @@ def build_inventory(r: Resolved) -> Inventory:
     # stages 1 .. p - 2 hold the same tensors and no more in flight than stage 1: the most
     # loaded stage (the first of equals) is among 0, 1 and p - 1 -- where layers are alike
     p = r.execution.parallel.pipeline
-    candidates = sorted({0, 1, p - 1} & set(range(p))) if not model.is_moe_model else range(p)
+    alike = not model.is_moe_model and r.execution.parallel.stage_layers is None
+    candidates = sorted({0, 1, p - 1} & set(range(p))) if alike else range(p)
     stages = {k: _stage_bytes(r, model, k) for k in candidates}
     stage = max(candidates, key=lambda k: stages[k][0][0].total)
     (per_gpu, experts), inflight, params = stages[stage]

@@ -5,6 +5,7 @@ its own layers where the model's differ), the bubble and the chunks of interleav
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from tiersim.state.activations import MEGATRON
@@ -119,7 +120,12 @@ def _stage_chunk_times(r: Resolved, model, stage_layers: list[list], cap: dict, 
     par = r.execution.parallel
     p, v = par.pipeline, par.virtual_pipeline
     fwd, bwd = [], []
-    for layers in stage_layers:
+    for k, layers in enumerate(stage_layers):
+        if par.stage_layers is not None:  # uneven chunks: each its own layers
+            f_k, b_k = _uneven_chunk_times(par, k, layers, cap)
+            fwd.append(f_k)
+            bwd.append(b_k)
+            continue
         f = sum(
             u.forward_s
             + _alone_s(u.tp_forward, cap)
@@ -144,11 +150,50 @@ def _stage_chunk_times(r: Resolved, model, stage_layers: list[list], cap: dict, 
     return fwd, bwd
 
 
+def _unit_times(u, cap: dict) -> tuple[float, float]:
+    """One layer unit's forward and backward seconds for one micro-batch, with the
+    collectives that block its stream."""
+    f = (
+        u.forward_s
+        + _alone_s(u.tp_forward, cap)
+        + _alone_s(u.ep_forward, cap)
+        + _alone_s(u.cp_forward, cap)
+    )
+    b = (
+        u.backward_s
+        + u.recompute_s
+        + _alone_s(u.tp_backward, cap)
+        + _alone_s(u.ep_backward, cap)
+        + _alone_s(u.cp_backward, cap)
+    )
+    return f, b
+
+
+def _uneven_chunk_times(par, stage: int, layers: list, cap: dict) -> tuple[list, list]:
+    """Forward and backward seconds of each of `stage`'s chunks under
+    `parallel.stage_layers`: chunk i holds the layers of list entry stage + i·p."""
+    split, p = par.stage_layers, par.pipeline
+    starts = [sum(split[:j]) for j in range(len(split) + 1)]
+    fwd, bwd = [0.0] * par.virtual_pipeline, [0.0] * par.virtual_pipeline
+    for u in layers:
+        index = layer_index(u.name)
+        entry = next(j for j in range(len(split)) if starts[j] <= index < starts[j + 1])
+        f, b = _unit_times(u, cap)
+        fwd[entry // p] += f
+        bwd[entry // p] += b
+    return fwd, bwd
+
+
+def layer_index(name: str) -> int:
+    """The model layer a unit belongs to: 'L7' and 'L7.experts' are layer 7."""
+    return int(re.match(r"L(\d+)", name).group(1))
+
+
 def _each_stage_layers(r: Resolved, model, units: list, stage: int, stage_units) -> list[list]:
     """The layer units of every pipeline stage: the simulated stage's for all where layers are
     alike, else each stage's own (`stage_units(k)`: stage k's, built as the simulated one's)."""
     p = r.execution.parallel.pipeline
-    if not model.is_moe_model:
+    if not model.is_moe_model and r.execution.parallel.stage_layers is None:
         return [units[:-1]] * p
     return [units[:-1] if k == stage else stage_units(k)[:-1] for k in range(p)]
 
@@ -181,12 +226,16 @@ def bubble(
     return idle, after, fill, 2.0 * p2p * par.virtual_pipeline
 
 
-def chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[int, ...], ...]:
-    """Layers split evenly into `virtual` chunks; the stage's rest unit (index n_layers) opens
-    the first chunk where it is only the embedding (stage 0 of a pipeline), else closes the
-    last (the output head, after the layers)."""
+def chunks(
+    n_layers: int, virtual: int, embedding_first: bool, counts: list[int] | None = None
+) -> tuple[tuple[int, ...], ...]:
+    """Layers split evenly into `virtual` chunks (or `counts` units each); the stage's rest
+    unit (index n_layers) opens the first chunk where it is only the embedding (stage 0 of a
+    pipeline), else closes the last (the output head, after the layers)."""
     per = n_layers // virtual
-    chunks = [list(range(c * per, (c + 1) * per)) for c in range(virtual)]
+    counts = counts or [per] * virtual
+    starts = [sum(counts[:c]) for c in range(virtual + 1)]
+    chunks = [list(range(starts[c], starts[c + 1])) for c in range(virtual)]
     if embedding_first:
         chunks[0].insert(0, n_layers)
     else:

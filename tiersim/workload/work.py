@@ -268,13 +268,15 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     are renamed copies of it."""
     par = r.execution.parallel
     et = Mesh.of(par).expert_tensor
-    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert, et)
+    groups = unit_matrices(
+        model, r.units, stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers
+    )
     ends = (stage == 0, stage == par.pipeline - 1)
     tp = (*tensor_comms(r, model.hidden), context_comms(r, model))
     timed: dict = {}
     units: list[Unit] = []
     at = 0  # the run's first layer among the stage's (groups: one per layer)
-    for run in stage_layers(r.units, stage, par.pipeline):
+    for run in stage_layers(r.units, stage, par.pipeline, par.stage_layers):
         first = [
             _with_layer_comms(r, u, tp)
             for u in _layer_units(r, model, run.first, run.shape, groups[at], ends, timed)
@@ -326,6 +328,15 @@ def _renamed(u: Unit, first: int, index: int) -> Unit:
     return twin
 
 
+def _chunk_units(par, stage: int, n_units: int) -> list[int] | None:
+    """Units in each of the stage's chunks under `parallel.stage_layers` (None: even)."""
+    if par.stage_layers is None:
+        return None
+    layers = [par.stage_layers[stage + i * par.pipeline] for i in range(par.virtual_pipeline)]
+    per_layer = n_units // max(1, sum(layers))
+    return [n * per_layer for n in layers]
+
+
 def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
     """The step's work unit by unit; `inv`: its inventory, where the caller has it."""
     model = r.model
@@ -352,7 +363,12 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
         tokens_per_step=tokens,
         hbm_resident=resident,
         stage=inv.stage,
-        chunks=chunks(len(units) - 1, par.virtual_pipeline, inv.stage == 0 < par.pipeline - 1),
+        chunks=chunks(
+            len(units) - 1,
+            par.virtual_pipeline,
+            inv.stage == 0 < par.pipeline - 1,
+            _chunk_units(par, inv.stage, len(units) - 1),
+        ),
         gradients_every_microbatch=every_mb,
         bubble_s=bubble,
         bubble_after_s=after,
@@ -373,7 +389,9 @@ def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ..
         return ()
     par = r.execution.parallel
     et = Mesh.of(par).expert_tensor
-    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert, et)
+    groups = unit_matrices(
+        model, r.units, stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers
+    )
     if len(groups) != count:
         return ()
     sizes = [[m.rows * m.cols for m in reversed(g) for _ in range(m.count)] for g in groups]
