@@ -177,3 +177,22 @@ def test_expert_tensor_splits_the_routed_experts(cli, write, tmp_path):
     doc = _scenario({"tensor": 2, "data": 16, "expert": 32, "expert_tensor": 1}, MOE)
     code, _, err = cli("run", write(doc), "--format", "json", "--out", tmp_path / "run")
     assert code == 0, err
+
+
+def test_inventory_and_run_say_which_axes_split(cli, write, tmp_path):
+    # gpt2 (12 heads, 1024 tokens) as tensor 2 x context 4 x data 2 = 16 GPUs, ZeRO-1: the
+    # optimizer state is sharded over data x context = 8 ranks, 2 apart (context is inside
+    # data); on 8-GPU nodes that group is ranks 0, 2, ..., 14: 2 nodes, 4 in each
+    doc = _scenario({"tensor": 2, "context": 4, "data": 2, "zero_stage": 1})
+    doc["hardware"] = {"preset": "dgx-h100"}
+    path = write(doc)
+    code, out, err = cli("inventory", path)
+    assert code == 0, err
+    assert "ZeRO-sharded over data 2 x context 4 = 8 ranks" in out
+    assert "and by context 4 (each rank's 256 of 1,024 tokens; K/V by a ring)" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("data "))
+    assert row[:9] == ["data", "data", "x", "context", "8", "2", "2", "nodes,", "4"]
+    code, out, err = cli("run", path, "--out", tmp_path / "run")
+    assert code == 0, err
+    assert "parallel layout: tensor 2 x context 4 x data 2 = 16 GPUs" in out
+    assert any(line.startswith("context ") and " 4 " in line for line in out.splitlines())

@@ -143,6 +143,7 @@ def _sweep_folder_problem(folder: Path) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from tiersim.report.json_report import to_json
+    from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.output import write_run, write_trace
     from tiersim.report.text import step_tables
     from tiersim.runner import full_trace, report_with_result
@@ -181,7 +182,10 @@ def run(args: argparse.Namespace) -> int:
         print(text)
         print(where, file=sys.stderr)
     else:
-        print(step_tables(report, engine_s=result.wall_s) + "\n\n" + where)
+        layout = ""
+        if uses_layout_keys(loaded.scenario):
+            layout = "\n\n" + mesh_table(loaded.scenario)
+        print(step_tables(report, engine_s=result.wall_s) + layout + "\n\n" + where)
     return 0
 
 
