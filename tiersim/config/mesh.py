@@ -404,15 +404,24 @@ def _context_problems(s: Scenario) -> list[Problem]:
 
 def _hsdp_problems(s: Scenario) -> list[Problem]:
     p, g = s.parallel, s.parallel.shard_group
-    if g is None or p.data % g == 0:
-        return []
-    return [
-        Problem(
-            "parallel.shard_group",
-            f"is {g}: the data-parallel size ({p.data}, parallel.data) is not a multiple of it "
-            f"(replicas x shard_group = data; expected one of {_divisors_near(p.data)})",
+    problems = []
+    weights_sharded = p.shard.weights if p.shard.weights is not None else p.zero_stage == 3
+    if p.reshard_after_forward is not None and not weights_sharded:
+        problems.append(
+            Problem(
+                "parallel.reshard_after_forward",
+                f"is {str(p.reshard_after_forward).lower()}, but the weights are not sharded "
+                f"(zero_stage {p.zero_stage}); expected zero_stage: 3 (FSDP) or "
+                "shard.weights: true, or no reshard_after_forward",
+            )
         )
-    ]
+    if g is None or p.data % g == 0:
+        return problems
+    why = (
+        f"is {g}: the data-parallel size ({p.data}, parallel.data) is not a multiple of it "
+        f"(replicas x shard_group = data; expected one of {_divisors_near(p.data)})"
+    )
+    return [*problems, Problem("parallel.shard_group", why)]
 
 
 def _expert_problems(s: Scenario) -> list[Problem]:

@@ -35,7 +35,16 @@ if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
 
 # the parallel groups that communicate; the ring groups set the network's rate (capacities)
-RING_GROUPS = ("tensor", "data", "pipeline", "expert", "expert_data", "context")
+RING_GROUPS = (
+    "tensor",
+    "data",
+    "pipeline",
+    "expert",
+    "expert_data",
+    "context",
+    "shard",
+    "replicate",
+)
 GROUPS = (*RING_GROUPS, "embedding")
 
 

@@ -240,6 +240,23 @@ def _data_comms(r: Resolved, unit: Unit) -> dict[str, Comm | None]:
     return out
 
 
+def _dense_comm(r: Resolved, name: str, op, nbytes: float) -> Comm:
+    """A dense collective over the data x context group; under HSDP (`parallel.shard_group`)
+    gathers run within the shard group, and a reduce-scatter there is followed by the
+    all-reduce of the shard across the replicas (PyTorch's HSDP, torchtitan's dp_replicate x
+    dp_shard): nbytes / (shard ranks) over the replicate group."""
+    mesh = Mesh.of(r.execution.parallel)
+    if mesh.shard == mesh.data or op == "all_reduce":
+        return comm(r, name, "data", op, nbytes)
+    inside = comm(r, name, "shard", op, nbytes)
+    if op != "reduce_scatter" or mesh.replicate == 1:
+        return inside
+    across = comm(r, name, "replicate", "all_reduce", nbytes / mesh.dense_shard_ranks)
+    resource = max(inside.resource, across.resource, key=lambda c: c.channel == "network")
+    latency = inside.latency_s + across.latency_s
+    return Comm(name, inside.nbytes + across.nbytes, latency, resource, "shard")
+
+
 def _dense_and_experts(r: Resolved, name: str, op, unit: Unit, cls: str) -> Comm | None:
     """One collective of the unit's dense tensors over the data-parallel group and one of its
     routed experts over theirs, as one flow (on the slower channel where they differ)."""
@@ -248,8 +265,8 @@ def _dense_and_experts(r: Resolved, name: str, op, unit: Unit, cls: str) -> Comm
     if (
         r.execution.parallel.expert == 1
     ):  # the experts' data-parallel group is the data-parallel group
-        return comm(r, name, "data", op, full)
-    dense = comm(r, name, "data", op, full - experts) if full - experts else None
+        return _dense_comm(r, name, op, full)
+    dense = _dense_comm(r, name, op, full - experts) if full - experts else None
     routed = None
     if experts and Mesh.of(r.execution.parallel).group("expert_data").size > 1:
         routed = comm(r, name, "expert_data", op, experts)
