@@ -8,6 +8,8 @@ tensor 2 with sequence parallelism, context 4, on a DGX H100 (8 GPUs a node).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from engine_helpers import merge, scenario
 
@@ -161,3 +163,17 @@ def test_context_run_reports(cli, write, tmp_path):
     whole = resolved(parallel={"zero_stage": 1, "data": 1, "context": 1})
     unsharded = build_inventory(whole)
     assert inv.per_gpu["optimizer"] == pytest.approx(unsharded.per_gpu["optimizer"] / 8, abs=8)
+
+
+def test_plan_varies_context_like_any_key(cli, write):
+    # context 1, 2, 4 over the same 4096-token sequences: each splits 4096 into 2c chunks
+    doc = merge(BASE, {"plan": {"parallel.context": [1, 2, 4]}})
+    code, out, err = cli("plan", write(doc), "--format", "json", "--workers", "1")
+    assert code == 0, err
+    chosen = [p["overrides"] for p in json.loads(out)["plans"]]
+    assert sorted(chosen) == [[f"parallel.context={c}"] for c in (1, 2, 4)]
+    # context 3 cannot split 4096 tokens into 6 chunks: refused before the search, by index
+    doc = merge(BASE, {"plan": {"parallel.context": [1, 3]}})
+    code, out, err = cli("plan", write(doc), "--workers", "1")
+    assert code == 2 and "Traceback" not in err
+    assert "plan.parallel.context[1]: is 3: the sequence (4096 tokens" in err
