@@ -101,3 +101,18 @@ def test_refusals(cli, write):
     code, _, err = cli("validate", write(doc))
     assert code == 2
     assert "parallel.stage_layers: 4 entries, e.g. [1, 1, 2, 2]" in err
+
+
+def test_torchtitan_default_split_is_taken_and_said(cli, write):
+    # training.framework: fsdp (torchtitan) splits 6 layers over 4 stages as evenly as
+    # possible, the larger last: [1, 1, 2, 2]; Megatron-LM (no framework) refuses
+    doc = merge(BASE, {"parallel": {"pipeline": 4, "stage_layers": None}})
+    doc["training"]["framework"] = "fsdp"
+    code, out, err = cli("inventory", write(doc))
+    assert code == 0, err
+    assert "parallel.stage_layers: not given, and 6 layers do not divide" in err
+    assert "[1, 1, 2, 2]" in err
+    # the heaviest stage: stage 2, 2 layers with 2 micro-batches in flight (1F1B: p - k =
+    # 4 - 2), where stage 3 holds its 2 layers' activations once
+    assert "per GPU = stage 2 of pipeline 4" in out
+    assert "stage 2: 2 of 6 layers" in out

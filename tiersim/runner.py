@@ -14,6 +14,7 @@ from tiersim.analysis.wear import wear_problems
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
 from tiersim.config.load import Loaded, blamed_on_overrides
+from tiersim.config.mesh import layout_notes
 from tiersim.config.model_notes import model_notes
 from tiersim.config.schema import Scenario
 from tiersim.config.yamllines import with_lines
@@ -84,6 +85,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         model_notes(scenario)
         + _kernel_notes(scenario)
         + _parallel_notes(scenario)
+        + layout_notes(scenario)
         + offload_notes(scenario)
     )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tiersim.config.framework import OffloadPlan, offload_plan
+from tiersim.config.mesh import default_stage_layers
 from tiersim.config.schema import (
     Checkpoint,
     Failures,
@@ -34,11 +35,17 @@ class Execution:
     checkpoint_simulated: bool  # an interval or a failure rate is given
 
 
+def _with_split(s: Scenario) -> Parallel:
+    """`parallel` with the framework's default layer split filled in where it takes one."""
+    split = default_stage_layers(s)
+    return s.parallel if split is None else s.parallel.model_copy(update={"stage_layers": split})
+
+
 def execution_plan(s: Scenario) -> Execution:
     """The scenario's execution plan, its defaults resolved."""
     return Execution(
         training=s.training,
-        parallel=s.parallel,
+        parallel=_with_split(s),
         placement=s.placement,
         simulation=s.simulation,
         checkpoint=s.checkpoint,

@@ -282,7 +282,7 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
     chunks = p.pipeline * p.virtual_pipeline
     if p.stage_layers is not None:
         problems += _stage_layers_problems(p, m.layers)
-    elif m.layers % chunks:
+    elif m.layers % chunks and default_stage_layers(s) is None:
         problems.append(
             Problem(
                 "parallel.pipeline",
@@ -334,6 +334,33 @@ def even_split(layers: int, chunks: int) -> tuple[int, ...]:
     loss, and this leaves the first the lighter)."""
     base, extra = divmod(layers, chunks)
     return tuple(base + (1 if j >= chunks - extra else 0) for j in range(chunks))
+
+
+def default_stage_layers(s: Scenario) -> tuple[int, ...] | None:
+    """The framework's split where `parallel.stage_layers` is absent and the layers do not
+    divide the chunks: torchtitan (training.framework: fsdp) splits as evenly as possible;
+    Megatron-LM (and tiersim without a framework) requires divisibility: None."""
+    p, layers = s.parallel, s.model.layers
+    chunks = p.pipeline * p.virtual_pipeline
+    if p.stage_layers is not None or layers is None or layers % chunks == 0:
+        return None
+    if s.training.framework != "fsdp" or layers < chunks:
+        return None
+    return even_split(layers, chunks)
+
+
+def layout_notes(s: Scenario) -> list[Problem]:
+    """The default split a framework took, said (nothing where the layers divide)."""
+    split = default_stage_layers(s)
+    if split is None:
+        return []
+    p = s.parallel
+    why = (
+        f"not given, and {s.model.layers} layers do not divide pipeline x virtual_pipeline "
+        f"({p.pipeline} x {p.virtual_pipeline}): split as torchtitan does (training.framework: "
+        f"fsdp), as evenly as possible, the larger chunks last: {list(split)}"
+    )
+    return [Problem("parallel.stage_layers", why)]
 
 
 def _stage_layers_problems(p: Parallel, layers: int | None) -> list[Problem]:
