@@ -6,7 +6,7 @@ from __future__ import annotations
 from engine_helpers import merge, scenario
 
 from tiersim.config.mesh import even_split
-from tiersim.state.inventory import _stage_bytes, build_inventory, stage_layers
+from tiersim.state.inventory import build_inventory, stage_layers, stage_matrices
 from tiersim.state.resolved import resolve
 from tiersim.workload.work import build_workload
 
@@ -30,6 +30,15 @@ BASE = {
 }
 
 
+def stage_params(r, stage):
+    """Parameters one GPU of `stage` holds (the inventory's tensors of that stage)."""
+    par = r.execution.parallel
+    mats = stage_matrices(
+        r.model, r.units, stage, par.pipeline, par.tensor, par.expert, None, par.stage_layers
+    )
+    return sum(m.size for m in mats)
+
+
 def resolved(**over):
     return resolve(scenario(merge(BASE, over)))
 
@@ -41,8 +50,8 @@ def test_each_stage_holds_its_own_layers():
     assert sum(u.count for u in stage_layers(r.units, 1, 2, split)) == 4
     # stage 0: 2 layers + word embedding 1000·512 = 512,000 + positions 4096·512 = 2,097,152
     # stage 1: 4 layers + final layernorm 2·512 = 1,024 + output head 1000·512 = 512,000
-    assert _stage_bytes(r, r.model, 0)[2] == 2 * LAYER + 512_000 + 2_097_152
-    assert _stage_bytes(r, r.model, 1)[2] == 4 * LAYER + 1_024 + 512_000
+    assert stage_params(r, 0) == 2 * LAYER + 512_000 + 2_097_152
+    assert stage_params(r, 1) == 4 * LAYER + 1_024 + 512_000
 
 
 def test_the_heavier_stage_is_simulated_and_timed_by_its_layers():

@@ -248,10 +248,51 @@ def _deepspeed_problems(s: Scenario) -> list[Problem]:
     ]
 
 
+# the recompute modules tiersim models (state/activations.MODULE_ITEMS, and core_attn)
+MODELLED_MODULES = ("core_attn", "mlp", "moe", "layernorm")
+
+
+def _mtp_problems(s: Scenario) -> list[Problem]:
+    """MTP modules are trained by Megatron-LM's DeepSeek-V3 recipe; transformers' model code
+    does not run them."""
+    if not s.model.mtp_layers or s.training.implementation == "megatron":
+        return []
+    why = (
+        f"is {s.model.mtp_layers}, but training.implementation {s.training.implementation} does "
+        "not run multi-token-prediction modules (expected implementation: megatron)"
+    )
+    return [Problem("model.mtp_layers", why)]
+
+
+def _recompute_module_problems(s: Scenario) -> list[Problem]:
+    """`training.recompute_modules` is Megatron-Core's --recompute-modules: it refines
+    selective recompute of Megatron-LM's layer; four of its modules are modelled."""
+    modules, tr = s.training.recompute_modules, s.training
+    if modules is None:
+        return []
+    path = "training.recompute_modules"
+    if tr.recompute != "selective":
+        why = f"is set, but training.recompute is {tr.recompute} (expected recompute: selective)"
+        return [Problem(path, why)]
+    if tr.implementation != "megatron":
+        why = "names Megatron-Core's modules (expected training.implementation: megatron)"
+        return [Problem(path, why)]
+    unmodelled = [m for m in modules if m not in MODELLED_MODULES]
+    if unmodelled:
+        why = (
+            f"lists {', '.join(unmodelled)}, not modelled yet (expected some of "
+            f"{', '.join(MODELLED_MODULES)})"
+        )
+        return [Problem(path, why)]
+    return []
+
+
 def consistency_problems(s: Scenario) -> list[Problem]:
     return (
         _tier_problems(s)
         + mesh_problems(s)
+        + _recompute_module_problems(s)
+        + _mtp_problems(s)
         + _precision_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)

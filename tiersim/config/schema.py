@@ -85,6 +85,10 @@ class ModelSpec(Strict):
     shared_expert_ffn_hidden: PositiveInt | None = None  # each; default: expert_ffn_hidden
     shared_expert_gate: bool = False  # a sigmoid gate on the shared experts (Qwen2-MoE)
     first_dense_layers: NonNegativeInt = 0  # DeepSeek's first_k_dense_replace
+    # DeepSeek-V3's multi-token-prediction modules (num_nextn_predict_layers), each a projection
+    # of [norm(embedding); norm(hidden)] (2h -> h), a layer like the last and a norm, sharing
+    # the embedding and output head; on the last pipeline stage
+    mtp_layers: NonNegativeInt = 0
     moe_every: PositiveInt = 1  # layer i is MoE when (i + 1) % moe_every == 0 (Qwen's step)
     dense_layers: tuple[NonNegativeInt, ...] = ()  # dense whatever the rules above say
     capacity_factor: Annotated[float, Field(ge=1, le=1000)] | None = None  # None: dropless
@@ -192,6 +196,11 @@ class Offload(Strict):
     reduce_bucket_size: Count | None = None
 
 
+RecomputeModule = Literal[
+    "core_attn", "mlp", "moe", "moe_act", "shared_experts", "mla_up_proj", "layernorm"
+]
+
+
 class Training(Strict):
     micro_batch_size: PositiveInt = 1
     grad_accumulation: PositiveInt = 1
@@ -199,6 +208,9 @@ class Training(Strict):
     optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
     precision: Precision = Precision()
     recompute: Literal["none", "selective", "full"] = "none"
+    # with recompute: selective, Megatron-Core's modules to recompute (--recompute-modules;
+    # None: core_attn, the attention scores, Korthikanti et al.'s selective recompute)
+    recompute_modules: tuple[RecomputeModule, ...] | None = None
     workspace: SizeOrZero = Field(default=2**30, description="temporary buffers, buckets, slack")
     # synchronous: the update waits for every gradient and the next step for the whole update
     # (DeepSpeed, FSDP, Megatron); pipelined: unit by unit, into the next step's forward

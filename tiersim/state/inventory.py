@@ -192,7 +192,8 @@ def unit_matrices(
         for u in stage_layers(units, stage, pipeline, split)
         for _ in range(u.count)
     ]
-    return [*layers, [_split(m, tensor) for m in _rest(model, units, stage, pipeline)]]
+    rest = _rest(model, units, stage, pipeline)  # MTP modules' experts split as a layer's
+    return [*layers, [_layer_split(m, tensor, expert, expert_tensor) for m in rest]]
 
 
 def stage_matrices(
@@ -217,7 +218,10 @@ def stage_matrices(
     ]
     return [
         *(m for m in stacked if m.count),
-        *(_split(m, tensor) for m in _rest(model, units, stage, pipeline)),
+        *(
+            _layer_split(m, tensor, expert, expert_tensor)
+            for m in _rest(model, units, stage, pipeline)
+        ),
     ]
 
 
@@ -319,7 +323,11 @@ def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
     else:  # each run of alike layers (dense or MoE) with its own items
         runs = [
             (
-                kept(layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)), recompute),
+                kept(
+                    layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)),
+                    recompute,
+                    acc.recompute_modules,
+                ),
                 u.count,
             )
             for u in stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers)

@@ -33,13 +33,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.hardware.collectives import group_link
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.context import gathered_kv_bytes as gathered_kv_bytes
 from tiersim.state.context import kv_chunk_bytes, kv_values_per_token, local_tokens
 from tiersim.state.model import Transformer
 from tiersim.workload.attention import flash_computed
-from tiersim.workload.comms import Comm, _link, alone_s, comm
+from tiersim.workload.comms import Comm, alone_s, comm
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -133,7 +135,8 @@ def all_to_all_comms(r: Resolved, model: Transformer) -> ContextComms:
     q = model.attention_width // t  # queries and the attention output, this rank's heads
     local = local_tokens(r) * (2 * q + kv_values_per_token(model, t)) * act
     one_pass = local * (c - 1) / c
-    link, _ = _link(r, "context")
+    group = Mesh.of(par).group("context")
+    link = group_link(r.machine.network, group.size, group.stride)
     channel = Network(NetChannel(link.kind))
     latency = 4 * (c - 1) * link.latency  # four all-to-alls (Q, K, V; output)
     fwd = Comm("cp all-to-all", one_pass, latency, channel, "context")

@@ -215,9 +215,32 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     recompute = {
         "none": Kernels(),
         "full": forward,
-        "selective": Kernels(attention, sh.memory(scores_f)),
+        "selective": selective_recompute(r, sh, b, attention, scores_f),
     }[r.execution.training.recompute]
     return LayerKernels(forward, backward, recompute)
+
+
+NORM_RECOMPUTE_B = 4  # per hidden element: two norms, each reading its input, writing its output
+
+
+def selective_recompute(
+    r: Resolved, sh: _Shape, b: ElementBytes, attention: float, scores_f: float
+) -> Kernels:
+    """Selective recompute's kernels: the attention core (QK^T, PV and the score bytes), or
+    with `training.recompute_modules` each module's forward again: mlp its two or three GEMMs
+    and elementwise bytes, layernorm the two norms (read and write, compute precision)."""
+    modules = r.accounting.recompute_modules
+    if not modules:
+        return Kernels(attention, sh.memory(scores_f))
+    out = Kernels()
+    if "core_attn" in modules:
+        out += Kernels(attention, sh.memory(scores_f))
+    if "mlp" in modules:
+        out += Kernels(sum(sh.gemm(m, n, k) for m, n, k in sh.linears()[2:]))
+        out += Kernels(memory_s=sh.memory(b.ffn[0] * sh.e_f))
+    if "layernorm" in modules:
+        out += Kernels(memory_s=sh.memory(NORM_RECOMPUTE_B * r.accounting.compute_bytes * sh.e))
+    return out
 
 
 def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
@@ -227,6 +250,10 @@ def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
     memory = sh.memory(HEAD_NORM_B * sh.e + LOGIT_B * T * vt)
     forward = Kernels(sh.gemm(T, vt, h), memory / 3.0)
     backward = Kernels(sh.gemm(T, h, vt) + sh.gemm(h, vt, T), memory * 2.0 / 3.0)
+    if model.mtp_layers:  # DeepSeek-V3's MTP modules, timed by their FLOPs (peak x efficiency)
+        split = sh.t * r.execution.parallel.context
+        mtp = model.mtp_forward_flops(sh.full_seq, sh.b) / split / (sh.peak * sh.eta)
+        forward, backward = forward + Kernels(mtp), backward + Kernels(2.0 * mtp)
     return forward, backward
 
 

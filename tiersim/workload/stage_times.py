@@ -12,6 +12,7 @@ from tiersim.state.activations import MEGATRON
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
 from tiersim.workload.comms import Comm, p2p_send_s, rest_tensor_comms, sm_share_s
+from tiersim.workload.experts import routed_flops_share
 from tiersim.workload.kernels import Kernels
 from tiersim.workload.pipeline_steady import evaluate_steady
 
@@ -93,8 +94,35 @@ def flop_timed_kernels(
             4.0 * mbs * seq * seq * model.attention_width / t / cp / rate,
             _memory_bound_s(r, scores),
         )
+        if r.accounting.recompute_modules:
+            recompute = module_recompute(r, model, recompute, t * cp, rate)
     backward = Kernels(2.0 * model.layer_forward_flops(seq, mbs) / t / cp / rate, 2.0 * elementwise)
     return forward, backward, recompute
+
+
+def module_recompute(r: Resolved, shape, core: Kernels, split: int, rate: float) -> Kernels:
+    """Selective recompute of `training.recompute_modules` (Megatron-Core), FLOP-timed: the
+    attention core as above; mlp a dense layer's MLP forward, 2·s·b·h·f x (3 gated, else 2)
+    FLOPs; moe an MoE layer's routed experts (their share of its FLOPs, the dispatch's
+    all-to-all not rerun here); layernorm the two norms' bytes (read and write). `split`:
+    tensor x context."""
+    modules, ex = r.accounting.recompute_modules, r.execution
+    model = shape.model if isinstance(shape, LayerView) else shape
+    index = shape.index if isinstance(shape, LayerView) else 0
+    tokens = ex.seq_len * ex.training.micro_batch_size
+    out = core if "core_attn" in modules else Kernels()
+    if "mlp" in modules and not model.is_moe(index):
+        mats = 3 if model.gated_mlp else 2
+        out += Kernels(2.0 * tokens * model.hidden * model.ffn_hidden * mats / split / rate)
+    if "moe" in modules and model.is_moe(index):
+        layer = LayerView(model, index)
+        routed = routed_flops_share(r, layer) * layer.layer_forward_flops(ex.seq_len, 1)
+        out += Kernels(routed * ex.training.micro_batch_size / split / rate)
+    if "layernorm" in modules:  # split over tensor ranks under sequence parallelism only
+        t = ex.parallel.tensor if ex.parallel.sequence else 1
+        norms = 4.0 * r.accounting.compute_bytes * tokens * model.hidden / t / ex.parallel.context
+        out += Kernels(memory_s=_memory_bound_s(r, norms))
+    return out
 
 
 def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
