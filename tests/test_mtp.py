@@ -11,6 +11,7 @@ import pytest
 from engine_helpers import merge, scenario
 
 from tiersim.state.inventory import outside_activation_bytes, stage_matrices
+from tiersim.state.mtp import mtp_forward_flops
 from tiersim.state.resolved import resolve
 
 SMALL = {
@@ -63,7 +64,7 @@ def test_forward_flops():
     # 409,600; the layer: 2 x 32 x (16,384 attention + 512 router + 2 experts x 6,144) =
     # 1,867,776 and scores and values 4 x 2 x 16 x 16 x 4 x 16 = 131,072
     m = resolved(1).model
-    assert m.mtp_forward_flops(16, 2) == pytest.approx(524_288 + 409_600 + 1_867_776 + 131_072)
+    assert mtp_forward_flops(m, 16, 2) == pytest.approx(524_288 + 409_600 + 1_867_776 + 131_072)
 
 
 def test_on_the_last_stage_only():

@@ -16,7 +16,7 @@ import pytest
 from engine_helpers import merge, scenario
 
 from tiersim.config.consistency import MODELLED_MODULES
-from tiersim.state.activations import MODULE_ITEMS
+from tiersim.state.activation_policy import MODULE_ITEMS
 from tiersim.state.inventory import layer_activation_bytes
 from tiersim.state.resolved import resolve
 from tiersim.workload.kernels import Kernels

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine_helpers import merge, scenario
 
-from tiersim.config.mesh import even_split
+from tiersim.config.layout_checks import even_split
 from tiersim.state.inventory import build_inventory, stage_layers, stage_matrices
 from tiersim.state.resolved import resolve
 from tiersim.workload.work import build_workload

@@ -13,8 +13,8 @@ from tiersim.analysis.checkpoint_interval import with_checkpoint
 from tiersim.analysis.wear import wear_problems
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
+from tiersim.config.layout_checks import layout_notes
 from tiersim.config.load import Loaded, blamed_on_overrides
-from tiersim.config.mesh import layout_notes
 from tiersim.config.model_notes import model_notes
 from tiersim.config.schema import Scenario
 from tiersim.config.yamllines import with_lines

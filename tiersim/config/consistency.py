@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from tiersim.config.mesh import mesh_problems
+from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tiersim.config.framework import OffloadPlan, offload_plan
-from tiersim.config.mesh import default_stage_layers
+from tiersim.config.layout_checks import default_stage_layers
 from tiersim.config.schema import (
     Checkpoint,
     Failures,

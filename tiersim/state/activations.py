@@ -62,6 +62,8 @@ from tiersim.state.activation_kinds import (
 from tiersim.state.activation_kinds import (
     Item as Item,
 )
+from tiersim.state.activation_policy import kept as kept
+from tiersim.state.activation_policy import mtp_items
 from tiersim.state.activations_moe import hf_moe_mlp, hf_moe_unsupported
 
 if TYPE_CHECKING:
@@ -362,55 +364,14 @@ def outside_items(
     """What lies outside the layers; none under `megatron` (Korthikanti et al. count layers)
     but for DeepSeek-V3's MTP modules on the last stage."""
     if acc.implementation == "megatron":
-        return mtp_items(m, s, b, acc) if last else []
+        mtp = last and m.mtp_layers
+        return mtp_items(m, megatron_layer(m, s, b, acc, m.layers - 1), s, b, acc) if mtp else []
     return hf_outside(m, s, b, acc, first, last)
-
-
-def mtp_items(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
-    """Each MTP module keeps what a layer like the last keeps (its tensors named 'MTP ...'),
-    and its two norms' inputs and the projection's 2h-wide input (2·sbh each, replicated
-    across tensor ranks unless sequence-parallel)."""
-    if not m.mtp_layers:
-        return []
-    dt, t, h, d = acc.compute_bytes, s * b, m.hidden, m.mtp_layers
-    own = [
-        Item("norms", "MTP norm inputs (embedding, hidden)", d * 2.0 * dt * t * h, False),
-        Item("attention_inputs", "MTP projection input", d * 2.0 * dt * t * h, False),
-    ]
-    layer = megatron_layer(m, s, b, acc, m.layers - 1)
-    return own + [Item(i.group, f"MTP {i.name}", d * i.nbytes, i.split, i.scores) for i in layer]
 
 
 def divided(items: list[Item], tensor: int, sequence_parallel: bool) -> float:
     """One GPU's bytes: split items over t; replicated ones too under sequence parallelism."""
     return sum(i.nbytes / tensor if i.split or sequence_parallel else i.nbytes for i in items)
-
-
-# Megatron-Core's recompute modules (--recompute-modules) and the tensors of its layer
-# (megatron_layer) each one no longer keeps: core_attn the s x s terms (Korthikanti et al.
-# §5); mlp the dense MLP's wide tensors (its input stays, the checkpoint's); moe the router's
-# and the experts' tensors; layernorm the two norms' outputs (the linears' inputs),
-# recomputed from the norms' inputs, which the residual keeps anyway.
-MODULE_ITEMS = {
-    "mlp": ("mlp wide tensors",),
-    "moe": (
-        "router probabilities, top-k weights and indices",
-        "dispatched rows, experts' wide tensors and outputs",
-    ),
-    "layernorm": ("qkv projection input", "mlp input"),
-}
-
-
-def kept(items: list[Item], recompute: str, modules: tuple[str, ...] = ()) -> list[Item]:
-    """Selective recompute (Korthikanti et al. §5) recomputes the s×s terms; with
-    `modules` (training.recompute_modules), what those modules hold instead."""
-    if recompute != "selective":
-        return list(items)
-    if not modules:
-        return [i for i in items if not i.scores]
-    dropped = {name for m in modules for name in MODULE_ITEMS.get(m, ())}
-    scores = "core_attn" in modules
-    return [i for i in items if not ((scores and i.scores) or i.name in dropped)]
 
 
 def layer_bytes(

@@ -33,6 +33,7 @@ from tiersim.state.model_shapes import (
     latent_of,
     moe_of,
 )
+from tiersim.state.mtp import mtp_forward_flops, mtp_matrices
 
 __all__ = ["GenericModel", "Matrix", "Model", "ModelUnit", "Transformer", "build_model"]
 
@@ -139,9 +140,8 @@ class Transformer:
         if self.moe is None:
             return self.parameters
         per_expert = (3 if self.gated_mlp else 2) * self.hidden * self.moe.ffn_hidden
-        idle = self.moe.experts - self.moe.per_token
-        mtp = self.mtp_layers if self.is_moe(self.layers - 1) else 0  # MTP layers like the last
-        return self.parameters - (self.moe_layers + mtp) * idle * per_expert
+        moe = self.moe_layers + self.mtp_layers * self.is_moe(self.layers - 1)  # MTP: as the last
+        return self.parameters - moe * (self.moe.experts - self.moe.per_token) * per_expert
 
     # --- parameters ----------------------------------------------------------------------------
 
@@ -182,29 +182,7 @@ class Transformer:
         mats = self._norm(1)
         if not self.tied_embeddings:
             mats.append(Matrix(self.vocab, self.hidden, split_rows=True))
-        return mats + self.mtp_matrices()
-
-    def mtp_matrices(self) -> list[Matrix]:
-        """DeepSeek-V3's multi-token-prediction modules (§2.2 of its report): each the norms
-        of the embedding and of the hidden state, their projection 2h -> h, a transformer layer
-        like the model's last, and a final norm; embedding and output head shared."""
-        if not self.mtp_layers:
-            return []
-        h, d = self.hidden, self.mtp_layers
-        one = [*self._norm(3), Matrix(2 * h, h), *self.layer_matrices(self.layers - 1)]
-        return [
-            Matrix(m.rows, m.cols, m.count * d, m.tensor_split, m.split_rows, m.expert) for m in one
-        ]
-
-    def mtp_forward_flops(self, seq: int, batch: int) -> float:
-        """The modules' forward: the projection, the layer, and each module's own logits."""
-        if not self.mtp_layers:
-            return 0.0
-        tokens = seq * batch
-        projection = 2.0 * tokens * 2 * self.hidden * self.hidden
-        logits = 2.0 * tokens * self.hidden * self.vocab
-        layer = self.layer_forward_flops(seq, batch, self.layers - 1)
-        return self.mtp_layers * (projection + layer + logits)
+        return mats + mtp_matrices(self)
 
     def units(self) -> tuple[ModelUnit, ...]:
         """The embeddings, the runs of alike layers (dense or MoE, each run's layers with its
@@ -306,7 +284,7 @@ class Transformer:
 
     def head_forward_flops(self, seq: int, batch: int) -> float:
         """The output projection to the vocabulary (logits), and any MTP modules."""
-        return 2.0 * seq * batch * self.hidden * self.vocab + self.mtp_forward_flops(seq, batch)
+        return 2.0 * seq * batch * self.hidden * self.vocab + mtp_forward_flops(self, seq, batch)
 
     # --- activations ---------------------------------------------------------------------------
 

@@ -65,6 +65,7 @@ from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.gemm import gemm_s
 from tiersim.state.inventory import master_bytes
 from tiersim.state.model import Transformer
+from tiersim.state.mtp import mtp_forward_flops
 from tiersim.state.resolved import Resolved
 from tiersim.workload.attention import AttentionCore, attention_core
 
@@ -252,7 +253,7 @@ def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
     backward = Kernels(sh.gemm(T, h, vt) + sh.gemm(h, vt, T), memory * 2.0 / 3.0)
     if model.mtp_layers:  # DeepSeek-V3's MTP modules, timed by their FLOPs (peak x efficiency)
         split = sh.t * r.execution.parallel.context
-        mtp = model.mtp_forward_flops(sh.full_seq, sh.b) / split / (sh.peak * sh.eta)
+        mtp = mtp_forward_flops(model, sh.full_seq, sh.b) / split / (sh.peak * sh.eta)
         forward, backward = forward + Kernels(mtp), backward + Kernels(2.0 * mtp)
     return forward, backward
 

@@ -35,7 +35,6 @@ from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
     Comm,
     capacities,
-    comm,
     embedding_sync,
     rest_tensor_comms,
     sm_share_s,
@@ -43,6 +42,7 @@ from tiersim.workload.comms import (
 )
 from tiersim.workload.context import context_comms
 from tiersim.workload.cpu_optimizer import cpu_update_s, partition_tensors
+from tiersim.workload.data_parallel import data_comms
 from tiersim.workload.experts import expert_comms, routed_flops_share
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.reduce_buckets import reduces_per_unit
@@ -220,63 +220,6 @@ def _layer_units(r: Resolved, model, index: int, shape, mats, ends, timed: dict)
     return [rest, experts]
 
 
-def _data_comms(r: Resolved, unit: Unit) -> dict[str, Comm | None]:
-    """ZeRO traffic of one unit (Rajbhandari et al. 2020, §7.2): sharded weights are
-    all-gathered before every use; sharded gradients reduce-scattered every micro-batch;
-    otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
-    all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
-    after the update. Routed experts do the same over their expert-data-parallel group."""
-    shard = sharded_classes(r.execution.parallel)
-    if Mesh.of(r.execution.parallel).group("data").size == 1 or unit.params == 0:
-        return {}
-    sharded_update = shard["optimizer"] or shard["master"]
-    gradient_op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
-    out: dict[str, Comm | None] = {}
-    if shard["weights"]:
-        out["dp_weights"] = _dense_and_experts(r, "dp weights", "all_gather", unit, "weights")
-    out["dp_gradients"] = _dense_and_experts(r, "dp gradients", gradient_op, unit, "gradients")
-    if not shard["weights"] and sharded_update:
-        out["dp_parameters"] = _dense_and_experts(r, "dp parameters", "all_gather", unit, "weights")
-    return out
-
-
-def _dense_comm(r: Resolved, name: str, op, nbytes: float) -> Comm:
-    """A dense collective over the data x context group; under HSDP (`parallel.shard_group`)
-    gathers run within the shard group, and a reduce-scatter there is followed by the
-    all-reduce of the shard across the replicas (PyTorch's HSDP, torchtitan's dp_replicate x
-    dp_shard): nbytes / (shard ranks) over the replicate group."""
-    mesh = Mesh.of(r.execution.parallel)
-    if mesh.shard == mesh.data or op == "all_reduce":
-        return comm(r, name, "data", op, nbytes)
-    inside = comm(r, name, "shard", op, nbytes)
-    if op != "reduce_scatter" or mesh.replicate == 1:
-        return inside
-    across = comm(r, name, "replicate", "all_reduce", nbytes / mesh.dense_shard_ranks)
-    resource = max(inside.resource, across.resource, key=lambda c: c.channel == "network")
-    latency = inside.latency_s + across.latency_s
-    return Comm(name, inside.nbytes + across.nbytes, latency, resource, "shard")
-
-
-def _dense_and_experts(r: Resolved, name: str, op, unit: Unit, cls: str) -> Comm | None:
-    """One collective of the unit's dense tensors over the data-parallel group and one of its
-    routed experts over theirs, as one flow (on the slower channel where they differ)."""
-    full = unit.weights_full if cls == "weights" else unit.gradients_full
-    experts = unit.expert_weights_full if cls == "weights" else unit.expert_gradients_full
-    if (
-        r.execution.parallel.expert == 1
-    ):  # the experts' data-parallel group is the data-parallel group
-        return _dense_comm(r, name, op, full)
-    dense = _dense_comm(r, name, op, full - experts) if full - experts else None
-    routed = None
-    if experts and Mesh.of(r.execution.parallel).group("expert_data").size > 1:
-        routed = comm(r, name, "expert_data", op, experts)
-    if dense is None or routed is None:
-        return dense or routed
-    resource = max(dense.resource, routed.resource, key=lambda r: r.channel == "network")
-    latency = dense.latency_s + routed.latency_s
-    return Comm(name, dense.nbytes + routed.nbytes, latency, resource, "data")
-
-
 def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     """The stage's units with their communication: each layer (with its run's shape; the run
     was checked against max_layer_passes), then the rest (embedding, head); and the first
@@ -306,7 +249,7 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     rest_f, rest_b, rest_hidden = rest_tensor_comms(r, model.hidden, stage)
     rest = dataclasses.replace(
         rest,
-        **_data_comms(r, rest),
+        **data_comms(r, rest),
         tp_forward=rest_f,
         tp_backward=rest_b,
         backward_s=rest.backward_s + sm_share_s(r, rest_hidden),
@@ -319,11 +262,11 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:
     """A layer's unit with its data-parallel collectives and, unless it is a layer's routed
     experts placed apart (no tensor collectives of their own), its tensor-parallel ones."""
     if u.home is not None:
-        return dataclasses.replace(u, **_data_comms(r, u))
+        return dataclasses.replace(u, **data_comms(r, u))
     tp_fwd, tp_bwd, tp_hidden, cp = tp
     return dataclasses.replace(
         u,
-        **_data_comms(r, u),
+        **data_comms(r, u),
         tp_forward=tp_fwd,
         tp_backward=tp_bwd,
         backward_s=u.backward_s + sm_share_s(r, tp_hidden),
