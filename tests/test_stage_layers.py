@@ -3,11 +3,14 @@ layers, the embedding on the first stage and the head on the last; refusals name
 
 from __future__ import annotations
 
+import json
+
 from engine_helpers import merge, scenario
 
 from tiersim.config.layout_checks import even_split
 from tiersim.state.inventory import build_inventory, stage_layers, stage_matrices
 from tiersim.state.resolved import resolve
+from tiersim.state.stages import interleaved_peak
 from tiersim.workload.work import build_workload
 
 # GPT-like: h = 512, ffn 2048, no biases but the layernorms' (weight and bias), 1000-token
@@ -125,3 +128,26 @@ def test_torchtitan_default_split_is_taken_and_said(cli, write):
     # 4 - 2), where stage 3 holds its 2 layers' activations once
     assert "per GPU = stage 2 of pipeline 4" in out
     assert "stage 2: 2 of 6 layers" in out
+
+
+def test_interleaved_peak_walks_the_schedule():
+    # p = 2, v = 2, m = 4: 8 (micro-batch, chunk) forwards; chunk of the k-th forward
+    # (k % 4) // 2: 0, 0, 1, 1, 0, 0, 1, 1; backwards visit chunks in reverse. Stage 0 warms
+    # up with (2 - 0 - 1)·2 + (2 - 1)·2 = 4 forwards. Weights: chunk 0 holds 1, chunk 1 2.
+    # Stage 0: +1 +1 +2 +2 = 6, then F4 +1 = 7 (the peak), B0 -2, F5 +1, B1 -2, ... = 7
+    assert interleaved_peak(0, 2, 2, 4, [1.0, 2.0]) == 7.0
+    # stage 1 warms up with 2: +1 +1, then F2 +2 = 4, B0 -2, F3 +2 = 4, ...: peak 4
+    assert interleaved_peak(1, 2, 2, 4, [1.0, 2.0]) == 4.0
+    # equal chunks give Megatron's count: (v-1)·p + 2·(p-k-1) + 1 = 2 + 2 + 1 = 5 for stage 0
+    assert interleaved_peak(0, 2, 2, 4, [1.0, 1.0]) == 5.0
+
+
+def test_uneven_interleaved_inventory_matches_the_engine_peak(cli, write, tmp_path):
+    # 6 layers as [1, 2, 1, 2] over pipeline 2 x virtual 2: the inventory walks the schedule
+    # with each chunk's own bytes, as the engine holds them; its resident activations are
+    # what the simulated step peaks at
+    doc = merge(BASE, {"parallel": {"virtual_pipeline": 2, "stage_layers": [1, 2, 1, 2]}})
+    code, out, err = cli("run", write(doc), "--format", "json", "--out", tmp_path / "r")
+    assert code == 0, err
+    hbm = json.loads(out)["tiers"]["hbm"]
+    assert hbm["peak_bytes"] >= hbm["resident_bytes"]

@@ -59,6 +59,7 @@ from tiersim.state.sharding import (
     sharded_parameter_bytes as sharded_parameter_bytes,
 )
 from tiersim.state.stages import Units as Units
+from tiersim.state.stages import chunk_layers, interleaved_peak
 from tiersim.state.stages import stage_layers as stage_layers
 from tiersim.state.stages import stage_matrices as stage_matrices
 from tiersim.state.stages import unit_matrices as unit_matrices
@@ -279,6 +280,21 @@ def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
     return _class_bytes(r, mats, math.ceil(acts), {}, True)[0]
 
 
+def _uneven_interleaved_peak(r: Resolved, stage: int, outside: float) -> float:
+    """Activation bytes a stage holds at its peak under interleaving when its chunks differ
+    (`parallel.stage_layers`): each chunk's layers' bytes per micro-batch, the embedding's
+    outside bytes with the first chunk, the head's with the last, walked through the schedule."""
+    par = r.execution.parallel
+    p, v = par.pipeline, par.virtual_pipeline
+    weights = [
+        per_context_rank(r, layers_activation_bytes(r, chunk, par.tensor, par.sequence))
+        for chunk in chunk_layers(r.units, stage, p, par.stage_layers)
+    ]
+    weights[0 if stage == 0 else v - 1] += outside
+    m = r.execution.training.grad_accumulation
+    return interleaved_peak(stage, p, v, m, weights)
+
+
 def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
     par = r.execution.parallel
     et = Mesh.of(par).expert_tensor
@@ -292,7 +308,11 @@ def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, i
     per_microbatch = per_context_rank(
         r, layers_activation_bytes(r, layers, par.tensor, par.sequence)
     )
-    acts = math.ceil((per_microbatch + outside_activation_bytes(r, model, stage)) * inflight)
+    outside = outside_activation_bytes(r, model, stage)
+    if par.stage_layers is not None and par.virtual_pipeline > 1 and per_microbatch + outside:
+        peak = _uneven_interleaved_peak(r, stage, outside)
+        inflight = peak / (per_microbatch + outside)  # in units of the stage's whole share
+    acts = math.ceil((per_microbatch + outside) * inflight)
     padded = fsdp2_padded_values(r.execution.training, r.execution.parallel, model)
     per_gpu = _class_bytes(r, mats, acts, sharded_classes(r.execution.parallel), False, padded)
     return per_gpu, inflight, sum(m.size for m in mats)

@@ -120,3 +120,37 @@ def stage_matrices(
             for m in _rest(model, units, stage, pipeline)
         ),
     ]
+
+
+def chunk_layers(units: Units, stage: int, pipeline: int, split: Sequence[int]) -> list[list]:
+    """The stage's layers chunk by chunk (virtual chunk i: list entry stage + i·pipeline)."""
+    chunks = []
+    for j in range(stage, len(split), pipeline):
+        ahead = sum(split[:j])  # chunk j alone: the model's layers cut at its two ends
+        cut = [ahead, split[j], sum(split[j + 1 :])]
+        chunks.append([u for u in stage_layers(units, 1, 3, cut) if split[j]])
+    return chunks
+
+
+def interleaved_peak(
+    stage: int, pipeline: int, virtual: int, micro_batches: int, weights: Sequence[float]
+) -> float:
+    """The most of `weights[chunk]` a stage holds at once under Megatron-LM's interleaved 1F1B
+    (workload/pipeline.py's order: warm-up forwards, one forward then one backward, cool-down
+    backwards; the k-th forward on chunk (k % pv) // p, backwards in reverse chunk order):
+    forwards add their chunk's weight, backwards release it."""
+    p, v, total = pipeline, virtual, micro_batches * virtual
+    warmup = total if micro_batches == p else min((p - stage - 1) * 2 + (v - 1) * p, total)
+
+    def chunk(k: int) -> int:
+        return (k % (p * v)) // p
+
+    live = peak = 0.0
+    order = [(k, 1) for k in range(warmup)]
+    for i in range(total - warmup):
+        order += [(warmup + i, 1), (i, -1)]
+    order += [(k, -1) for k in range(total - warmup, total)]
+    for k, sign in order:
+        live += weights[chunk(k)] if sign > 0 else -weights[v - 1 - chunk(k)]
+        peak = max(peak, live)
+    return peak
