@@ -88,7 +88,7 @@ def _data_sharding(s: Scenario, inv: Inventory) -> str:
         return f"{which} ZeRO-sharded over data 1, so whole"
     text = f"{which} ZeRO-sharded over data {par.data}"
     if inv.experts_per_gpu is not None and par.expert > 1:
-        ranks = par.data // par.expert
+        ranks = mesh.expert_shard_ranks  # data / expert here
         text += f" (the routed experts' over data / expert = {par.data} / {par.expert} = {ranks})"
     return text
 
