@@ -76,9 +76,46 @@ def test_refusals(cli, write):
     code, out, err = cli("validate", write(doc))
     assert code == 2 and out == "" and "Traceback" not in err
     assert "training.recompute_modules: is set, but training.recompute is full" in err
+    doc = merge(BASE, {"training": {"recompute_modules": ["moe_act"]}})
+    code, _, err = cli("validate", write(doc))
+    assert code == 2 and "lists moe_act, not modelled yet" in err
     doc = merge(BASE, {"training": {"recompute_modules": ["mla_up_proj"]}})
     code, _, err = cli("validate", write(doc))
-    assert code == 2 and "lists mla_up_proj, not modelled yet" in err
+    assert code == 2 and "the model has no latent attention (model.kv_lora_rank)" in err
     doc = merge(BASE, {"training": {"recompute_modules": ["attention"]}})
     code, _, err = cli("validate", write(doc))
     assert code == 2 and "training.recompute_modules" in err
+
+
+MLA = {
+    "layers": 2,
+    "hidden": 64,
+    "heads": 4,
+    "ffn_hidden": 128,
+    "vocab": 100,
+    "gated_mlp": True,
+    "norm": "rmsnorm",
+    "position": "rope",
+    "q_lora_rank": 16,
+    "kv_lora_rank": 32,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 16,
+}
+
+
+def test_mla_up_proj_drops_the_up_projected_qkv_and_reruns_the_up_projections():
+    # latent attention, 4 heads; per token the up-projected Q and K (nope 16 + rope 8 each, 2 B)
+    # 2 x 4 x 24 x 2 = 384 B and V 4 x 16 x 2 = 128 B: 512 B; s = 16, b = 2: 32 tokens, 16,384 B
+    def resolved(modules):
+        training = {"seq_len": 16, "micro_batch_size": 2, "recompute_modules": modules}
+        return resolve(scenario(merge(BASE, {"model": MLA, "training": training})))
+
+    plain, up = resolved(["core_attn"]), resolved(["core_attn", "mla_up_proj"])
+    dropped = layer_activation_bytes(plain, plain.model) - layer_activation_bytes(up, up.model)
+    assert dropped == pytest.approx(16_384)
+    # the up-projections again: q 16 -> 4 x 24 = 1,536 and kv 32 -> 4 x (16 + 16) = 4,096
+    # weights a token, 2 x 32 x 5,632 = 360,448 FLOPs
+    rate = 989e12 * 0.781
+    got = module_recompute(up, up.model, Kernels(), 1, rate)
+    assert got.gemm_s == pytest.approx(360_448 / rate)

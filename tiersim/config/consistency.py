@@ -249,7 +249,7 @@ def _deepspeed_problems(s: Scenario) -> list[Problem]:
 
 
 # the recompute modules tiersim models (state/activations.MODULE_ITEMS, and core_attn)
-MODELLED_MODULES = ("core_attn", "mlp", "moe", "layernorm")
+MODELLED_MODULES = ("core_attn", "mlp", "moe", "layernorm", "mla_up_proj")
 
 
 def _mtp_problems(s: Scenario) -> list[Problem]:
@@ -276,6 +276,9 @@ def _recompute_module_problems(s: Scenario) -> list[Problem]:
         return [Problem(path, why)]
     if tr.implementation != "megatron":
         why = "names Megatron-Core's modules (expected training.implementation: megatron)"
+        return [Problem(path, why)]
+    if "mla_up_proj" in modules and s.model.kv_lora_rank is None:
+        why = "lists mla_up_proj, but the model has no latent attention (model.kv_lora_rank)"
         return [Problem(path, why)]
     unmodelled = [m for m in modules if m not in MODELLED_MODULES]
     if unmodelled:

@@ -23,6 +23,7 @@ MODULE_ITEMS = {
         "dispatched rows, experts' wide tensors and outputs",
     ),
     "layernorm": ("qkv projection input", "mlp input"),
+    "mla_up_proj": ("q, k, v (up-projected)",),  # from the latents, which stay
 }
 
 

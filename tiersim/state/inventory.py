@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
+from tiersim.state.activation_policy import kept
 from tiersim.state.activations import (
     Item,
     divided,
-    kept,
     layer_items,
     outside_items,
 )

@@ -118,6 +118,11 @@ def module_recompute(r: Resolved, shape, core: Kernels, split: int, rate: float)
         layer = LayerView(model, index)
         routed = routed_flops_share(r, layer) * layer.layer_forward_flops(ex.seq_len, 1)
         out += Kernels(routed * ex.training.micro_batch_size / split / rate)
+    if "mla_up_proj" in modules and model.mla is not None:  # Q's and KV's up-projections
+        mla, heads = model.mla, model.heads
+        q_up = (mla.q_rank or 0) * heads * (mla.nope + mla.rope)
+        up = q_up + mla.kv_rank * heads * (mla.nope + mla.v)
+        out += Kernels(2.0 * tokens * up / split / rate)
     if "layernorm" in modules:  # split over tensor ranks under sequence parallelism only
         t = ex.parallel.tensor if ex.parallel.sequence else 1
         norms = 4.0 * r.accounting.compute_bytes * tokens * model.hidden / t / ex.parallel.context
