@@ -205,7 +205,8 @@ def test_a_value_invalid_only_in_combination_is_counted_not_refused(tmp_path, cl
     checked = out.splitlines()[1]
     assert checked.startswith(
         "  4 checked: 1 invalid (most often: parallel.pipeline: layers (24) are not divisible "
-        "by pipeline x virtual_pipeline (5 x 1): 1), "
+        "by pipeline x virtual_pipeline (5 x 1) (expected a divisor, or parallel.stage_layers: "
+        "5 entries, e.g. [4, 5, 5, 5, 5]): 1), "
     )
     assert "--set" not in checked  # the plan's choice, not a --set the user never typed
 

@@ -14,6 +14,7 @@ from tiersim.analysis.flash import interfering, with_interference
 from tiersim.analysis.wear import wear_problems
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
+from tiersim.config.layout_checks import layout_notes
 from tiersim.config.load import Loaded, blamed_on_overrides
 from tiersim.config.model_notes import model_notes
 from tiersim.config.schema import Scenario
@@ -94,6 +95,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         model_notes(scenario)
         + _kernel_notes(scenario)
         + _parallel_notes(scenario)
+        + layout_notes(scenario)
         + offload_notes(scenario)
     )
 

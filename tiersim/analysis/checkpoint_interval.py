@@ -15,13 +15,14 @@ from tiersim.analysis.checkpoint import (
     scenario_mtbf,
 )
 from tiersim.analysis.wear import judge, steps_per_day, tier_wear
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import Parallel
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.state.resolved import Resolved
 
 
 def job_gpus(parallel: Parallel) -> int:
-    return parallel.data * parallel.tensor * parallel.pipeline
+    return Mesh.of(parallel).world
 
 
 def resolve_interval(

@@ -9,6 +9,7 @@ import difflib
 from collections.abc import Iterable
 
 from tiersim.config.kernel_checks import compile_problems, fp8_problems
+from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
@@ -93,70 +94,6 @@ def _endurance_problems(s: Scenario) -> list[Problem]:
         for name, tier in s.hardware.tiers.items()
         if tier.endurance is not None and not tier.behaviour.wears
     ]
-
-
-def _parallel_problems(s: Scenario) -> list[Problem]:
-    p, m = s.parallel, s.model
-    problems = []
-    if m.heads is not None and m.heads % p.tensor:
-        problems.append(
-            Problem(
-                "parallel.tensor",
-                f"heads ({m.heads}) are not divisible by the tensor-parallel size ({p.tensor})",
-            )
-        )
-    kv = m.kv_heads or m.heads
-    if kv is not None and kv % p.tensor and p.tensor % kv:
-        problems.append(
-            Problem(
-                "parallel.tensor",
-                f"kv_heads ({kv}) and the tensor-parallel "
-                f"size ({p.tensor}) must divide one another",
-            )
-        )
-    chunks = p.pipeline * p.virtual_pipeline
-    if m.layers % chunks:
-        problems.append(
-            Problem(
-                "parallel.pipeline",
-                f"layers ({m.layers}) are not divisible by "
-                f"pipeline x virtual_pipeline ({p.pipeline} x {p.virtual_pipeline})",
-            )
-        )
-    if p.virtual_pipeline > 1 and p.pipeline == 1:
-        problems.append(Problem("parallel.virtual_pipeline", "interleaving needs pipeline > 1"))
-    m_b = s.training.grad_accumulation
-    if p.virtual_pipeline > 1 and m_b % p.pipeline:
-        problems.append(
-            Problem(
-                "training.grad_accumulation",
-                f"interleaving needs the micro-batches ({m_b}) to be a multiple of the pipeline "
-                f"size ({p.pipeline}) (Narayanan et al. 2021, §2.2.2)",
-            )
-        )
-    return problems
-
-
-def _expert_problems(s: Scenario) -> list[Problem]:
-    """Expert parallelism splits the routed experts over ranks of the data-parallel group."""
-    e, experts = s.parallel.expert, s.model.experts
-    apart = [c for c, tier in s.placement.experts.model_dump().items() if tier is not None]
-    if apart and experts is None:
-        what = "a home for the routed experts' state needs a mixture-of-experts model"
-        return [Problem(f"placement.experts.{apart[0]}", f"is set, but {what} (model.experts)")]
-    if e == 1:
-        return []
-    if experts is None:
-        what = "expert parallelism needs a mixture-of-experts model (model.experts)"
-        return [Problem("parallel.expert", f"is {e}, but {what}")]
-    problems = []
-    if s.parallel.data % e:
-        why = f"the data-parallel size ({s.parallel.data}) is not a multiple of it"
-        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
-    if experts % e:
-        why = f"the experts ({experts}) do not split evenly over it"
-        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
-    return problems
 
 
 def _precision_problems(s: Scenario) -> list[Problem]:
@@ -327,12 +264,55 @@ def _deepspeed_problems(s: Scenario) -> list[Problem]:
     ]
 
 
+# the recompute modules tiersim models (state/activations.MODULE_ITEMS, and core_attn)
+MODELLED_MODULES = ("core_attn", "mlp", "moe", "layernorm", "mla_up_proj")
+
+
+def _mtp_problems(s: Scenario) -> list[Problem]:
+    """MTP modules are trained by Megatron-LM's DeepSeek-V3 recipe; transformers' model code
+    does not run them."""
+    if not s.model.mtp_layers or s.training.implementation == "megatron":
+        return []
+    why = (
+        f"is {s.model.mtp_layers}, but training.implementation {s.training.implementation} does "
+        "not run multi-token-prediction modules (expected implementation: megatron)"
+    )
+    return [Problem("model.mtp_layers", why)]
+
+
+def _recompute_module_problems(s: Scenario) -> list[Problem]:
+    """`training.recompute_modules` is Megatron-Core's --recompute-modules: it refines
+    selective recompute of Megatron-LM's layer; four of its modules are modelled."""
+    modules, tr = s.training.recompute_modules, s.training
+    if modules is None:
+        return []
+    path = "training.recompute_modules"
+    if tr.recompute != "selective":
+        why = f"is set, but training.recompute is {tr.recompute} (expected recompute: selective)"
+        return [Problem(path, why)]
+    if tr.implementation != "megatron":
+        why = "names Megatron-Core's modules (expected training.implementation: megatron)"
+        return [Problem(path, why)]
+    if "mla_up_proj" in modules and s.model.kv_lora_rank is None:
+        why = "lists mla_up_proj, but the model has no latent attention (model.kv_lora_rank)"
+        return [Problem(path, why)]
+    unmodelled = [m for m in modules if m not in MODELLED_MODULES]
+    if unmodelled:
+        why = (
+            f"lists {', '.join(unmodelled)}, not modelled yet (expected some of "
+            f"{', '.join(MODELLED_MODULES)})"
+        )
+        return [Problem(path, why)]
+    return []
+
+
 def consistency_problems(s: Scenario) -> list[Problem]:
     return (
         _tier_problems(s)
         + _endurance_problems(s)
-        + _parallel_problems(s)
-        + _expert_problems(s)
+        + mesh_problems(s)
+        + _recompute_module_problems(s)
+        + _mtp_problems(s)
         + _precision_problems(s)
         + fp8_problems(s)
         + compile_problems(s)

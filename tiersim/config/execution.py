@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from tiersim.config.framework import OffloadPlan, offload_plan
 from tiersim.config.framework_parallel import resolved_parallel
+from tiersim.config.layout_checks import default_stage_layers
 from tiersim.config.schema import (
     Checkpoint,
     Failures,
@@ -35,11 +36,18 @@ class Execution:
     checkpoint_simulated: bool  # an interval or a failure rate is given
 
 
+def _with_split(s: Scenario) -> Parallel:
+    """`parallel` with the framework's defaults filled in: its overlap of communication
+    (config/framework_parallel.py) and its layer split where it takes one."""
+    parallel, split = resolved_parallel(s), default_stage_layers(s)
+    return parallel if split is None else parallel.model_copy(update={"stage_layers": split})
+
+
 def execution_plan(s: Scenario) -> Execution:
     """The scenario's execution plan, its defaults resolved."""
     return Execution(
         training=s.training,
-        parallel=resolved_parallel(s),  # the framework's overlap defaults filled in
+        parallel=_with_split(s),
         placement=s.placement,
         simulation=s.simulation,
         checkpoint=s.checkpoint,

@@ -26,6 +26,7 @@ from tiersim.config.fields import (
 )
 from tiersim.config.fp8 import Fp8
 from tiersim.config.hardware_schema import Cpu, Endurance, Gpu, Hardware, Link, Network, Tier
+from tiersim.config.parallel_schema import Parallel, Shard
 from tiersim.config.variants import check_layer_variants
 from tiersim.state.classes import OPTIMIZER_NAMES
 
@@ -39,6 +40,8 @@ __all__ = [
     "Hardware",
     "Link",
     "Network",
+    "Parallel",
+    "Shard",
     "Tier",
     "TierBudget",
     "unit_kind",
@@ -89,6 +92,10 @@ class ModelSpec(Strict):
     shared_expert_ffn_hidden: PositiveInt | None = None  # each; default: expert_ffn_hidden
     shared_expert_gate: bool = False  # a sigmoid gate on the shared experts (Qwen2-MoE)
     first_dense_layers: NonNegativeInt = 0  # DeepSeek's first_k_dense_replace
+    # DeepSeek-V3's multi-token-prediction modules (num_nextn_predict_layers), each a projection
+    # of [norm(embedding); norm(hidden)] (2h -> h), a layer like the last and a norm, sharing
+    # the embedding and output head; on the last pipeline stage
+    mtp_layers: NonNegativeInt = 0
     moe_every: PositiveInt = 1  # layer i is MoE when (i + 1) % moe_every == 0 (Qwen's step)
     dense_layers: tuple[NonNegativeInt, ...] = ()  # dense whatever the rules above say
     capacity_factor: Annotated[float, Field(ge=1, le=1000)] | None = None  # None: dropless
@@ -196,6 +203,11 @@ class Offload(Strict):
     reduce_bucket_size: Count | None = None
 
 
+RecomputeModule = Literal[
+    "core_attn", "mlp", "moe", "moe_act", "shared_experts", "mla_up_proj", "layernorm"
+]
+
+
 class Training(Strict):
     micro_batch_size: PositiveInt = 1
     grad_accumulation: PositiveInt = 1
@@ -210,6 +222,9 @@ class Training(Strict):
     optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
     precision: Precision = Precision()
     recompute: Literal["none", "selective", "full"] = "none"
+    # with recompute: selective, Megatron-Core's modules to recompute (--recompute-modules;
+    # None: core_attn, the attention scores, Korthikanti et al.'s selective recompute)
+    recompute_modules: tuple[RecomputeModule, ...] | None = None
     workspace: SizeOrZero = Field(default=2**30, description="temporary buffers, buckets, slack")
     # synchronous: the update waits for every gradient and the next step for the whole update
     # (DeepSpeed, FSDP, Megatron); pipelined: unit by unit, into the next step's forward
@@ -233,44 +248,6 @@ class Training(Strict):
     flash_kernel: Literal["flash2", "flash3", "cudnn"] | None = None
     # huggingface's elementwise ops torch.compile'd (true) or eager (false; workload/eager.py)
     compile: bool | None = None
-
-
-class Shard(Strict):
-    """Per-class data-parallel sharding; None means 'as the ZeRO stage says'."""
-
-    weights: bool | None = None
-    gradients: bool | None = None
-    master: bool | None = None
-    optimizer: bool | None = None
-
-
-class Parallel(Strict):
-    data: PositiveInt = 1
-    tensor: PositiveInt = 1
-    pipeline: PositiveInt = 1
-    virtual_pipeline: PositiveInt = 1
-    sequence: bool = False
-    zero_stage: Literal[0, 1, 2, 3] = 0
-    shard: Shard = Shard()
-    # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
-    # --overlap-grad-reduce, DeepSpeed with overlap_comm off); True: as each bucket is ready.
-    # None: as `training.framework` implies (config/framework_parallel.py)
-    overlap_gradient_reduce: bool | None = None
-    # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
-    # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
-    # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform)
-    expert: PositiveInt = 1
-    expert_imbalance: Annotated[float, Field(ge=1, le=1000)] = 1.0
-    # True: backward's tensor-parallel collectives run beside the weight-gradient GEMMs
-    # (Megatron-LM since late 2021, --async-tensor-model-parallel-allreduce); False: they
-    # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).
-    overlap_tensor_backward: bool | None = None  # None: as `training.framework` implies
-    # True: the forward's tensor-parallel collectives (with overlap_tensor_backward, all) run
-    # inside their GEMMs, costing their SM share (TE userbuffers, --tp-comm-overlap)
-    overlap_tensor_forward: bool | None = None
-    # compute times x (1 + this): a user's calibration of their own run, no framework's
-    # property (MT-NLG's 0.283 is a fit, shown as one by check-published)
-    pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
 
 
 class ExpertPlacement(Strict):

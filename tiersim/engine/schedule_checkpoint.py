@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+from tiersim.config.mesh import Mesh
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.phases import Context, Readiness
@@ -35,9 +36,10 @@ def share(res: Resolved, unit: Unit, cls: str) -> int:
     1/d share of the replica, as distributed checkpointing splits replicated tensors across
     the data-parallel ranks instead of writing d copies."""
     held = unit.homed[cls]
-    if sharded_classes(res.execution.parallel)[cls] or res.execution.parallel.data == 1:
+    replicas = Mesh.of(res.execution.parallel).group("data").size  # data x context
+    if sharded_classes(res.execution.parallel)[cls] or replicas == 1:
         return held
-    return math.ceil(held / res.execution.parallel.data)
+    return math.ceil(held / replicas)
 
 
 class CheckpointPhase:

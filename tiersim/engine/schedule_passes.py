@@ -174,6 +174,10 @@ class TrainingPasses:
             ops.net(unit.tp_forward, step, (op,), kind=SYNC)
         if unit.ep_forward is not None:
             ops.net(unit.ep_forward, step, (op,), kind=SYNC)
+        if unit.cp_forward is not None:  # context parallelism (workload/context.py)
+            ops.net(unit.cp_forward, step, (op,), kind=SYNC)
+        if unit.cp_forward_hidden is not None:
+            ops.net(unit.cp_forward_hidden, step, (op,))
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
@@ -224,6 +228,10 @@ class TrainingPasses:
             ops.net(unit.tp_backward, step, (op,), kind=SYNC)
         if unit.ep_backward is not None:
             ops.net(unit.ep_backward, step, (op,), kind=SYNC)
+        if unit.cp_backward is not None:
+            ops.net(unit.cp_backward, step, (op,), kind=SYNC)
+        if unit.cp_backward_hidden is not None:
+            ops.net(unit.cp_backward_hidden, step, (op,))
         if in_stream:
             if reads:
                 grad_read = self.accumulation_read(u, mb, step, [op])

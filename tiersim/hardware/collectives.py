@@ -15,9 +15,9 @@ all-gather; `bw` per GPU per direction):
 With these, NCCL's bus bandwidth (nccl-tests doc/PERFORMANCE.md: busbw = algbw · 2(n-1)/n for
 all-reduce, · (n-1)/n for all-gather and reduce-scatter, algbw = bytes / time) equals `bw`.
 
-Rank layout: Megatron-Core's default order "tp-cp-ep-dp-pp" (`initialize_model_parallel`),
-tensor-parallel ranks innermost, then data, then pipeline: a tensor group is t consecutive
-ranks, a data group d ranks t apart, a pipeline group p ranks t·d apart. A group lies in one
+Rank layout: the Mesh's (`tiersim.config.mesh`, Megatron-Core's default order "tp-cp-ep-dp-pp"):
+a tensor group is t consecutive ranks, a data group d ranks t apart, a pipeline group p ranks
+t·d apart (with context parallelism c: t·c apart, t·c·d apart). A group lies in one
 node when its block of size·stride consecutive ranks fits a node (aligned); it then runs on
 NVLink (`intra_node_bandwidth`). Otherwise it crosses the network: each GPU has its own NIC
 (`inter_node_bandwidth`), so a ring that has k members in each node drives k NICs per node in
@@ -30,11 +30,12 @@ Which collectives a step runs, and how many bytes each moves, is the workload's
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Literal
 
+from tiersim.config.mesh import Mesh
+from tiersim.config.mesh import group_placement as group_placement  # the Mesh's, re-exported
 from tiersim.config.schema import Network, Parallel
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "send"]
@@ -123,46 +124,8 @@ class GroupLink:
 
 
 def rank_strides(parallel: Parallel) -> dict[str, int]:
-    """Distance between consecutive members of each group (Megatron-Core order tp-dp-pp)."""
-    t, d, e = parallel.tensor, parallel.data, parallel.expert
-    return {"tensor": 1, "data": t, "pipeline": t * d, "expert": t, "expert_data": t * e}
-
-
-@functools.cache  # a pure function of three counts, asked for by every unit's every group
-def group_placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
-    """(fewest members any group has in one node, most nodes any group spans), over every
-    group of the layout: ranks a, a + stride, ..., a + (size - 1)·stride. A group's placement
-    depends only on a mod gpus_per_node, so at most gpus_per_node starts are worked out, each
-    from its first, last and at most one period of interior nodes: no work grows with size."""
-    g = gpus_per_node
-    if size == 1:
-        return 1, 1
-    if stride >= g:  # consecutive members at least a node apart: one a node
-        return 1, size
-    block = size * stride
-    starts = {(base + offset) % g for base in range(0, math.lcm(block, g), block)[:g]
-              for offset in range(stride)}  # fmt: skip
-    fewest, most = size, 1
-    for a in starts:
-        per_node, nodes = _progression(a, size, stride, g)
-        fewest, most = min(fewest, per_node), max(most, nodes)
-    return fewest, most
-
-
-def _progression(a: int, size: int, stride: int, g: int) -> tuple[int, int]:
-    """(fewest members in a node, nodes spanned) of ranks a + k·stride, k < size, with
-    0 <= a < g and stride < g: every node from the first to the last holds some."""
-    last = (a + (size - 1) * stride) // g
-
-    def members(j: int) -> int:  # k with j·g <= a + k·stride < (j + 1)·g
-        lo = max(0, -((a - j * g) // stride))  # ceil((j·g - a) / stride)
-        hi = min(size - 1, (j * g + g - 1 - a) // stride)
-        return hi - lo + 1
-
-    # interior nodes hold g // stride or one more, in a pattern with period stride / gcd
-    period = stride // math.gcd(g, stride)
-    interior = range(1, min(last, 1 + period))
-    return min(members(0), members(last), *map(members, interior)), last + 1
+    """Distance between consecutive members of each axis's groups (the Mesh's)."""
+    return Mesh.of(parallel).strides()
 
 
 def group_link(network: Network, size: int, stride: int) -> GroupLink:
@@ -180,7 +143,8 @@ def group_link(network: Network, size: int, stride: int) -> GroupLink:
 def p2p_link(network: Network, parallel: Parallel) -> GroupLink:
     """The link between adjacent pipeline stages: one flow on one GPU's NVLink or NIC; the
     slowest boundary sets the pace, so a pipeline spanning nodes is timed on the network."""
-    link = group_link(network, parallel.pipeline, rank_strides(parallel)["pipeline"])
+    pipe = Mesh.of(parallel).group("pipeline")
+    link = group_link(network, pipe.size, pipe.stride)
     if link.kind == "nvlink":
         return link
     return GroupLink("network", network.inter_node_bandwidth, link.latency, 1, link.nodes)
@@ -213,5 +177,5 @@ def collective_s(
 
 def embedding_group_link(network: Network, parallel: Parallel) -> GroupLink:
     """The first and last pipeline stage's pair, p - 1 pipeline strides apart."""
-    stride = rank_strides(parallel)["pipeline"] * (parallel.pipeline - 1)
-    return group_link(network, 2, stride)
+    pair = Mesh.of(parallel).group("embedding")
+    return group_link(network, pair.size, pair.stride)

@@ -12,6 +12,7 @@ from typing import Any
 
 from tiersim.analysis.cost import tier_prices
 from tiersim.config.load import build
+from tiersim.config.mesh import Mesh
 from tiersim.config.overrides import apply_overrides
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.plan.bound import StepBound, step_bound, wear_floor
@@ -101,7 +102,7 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
         mapping, str(base_dir.resolve()), f"{source} --set {' --set '.join(overrides)}"
     )
     s = loaded.scenario
-    gpus = s.parallel.data * s.parallel.tensor * s.parallel.pipeline
+    gpus = Mesh.of(s.parallel).world
     price = s.hardware.price_per_gpu_hour
     bound, tokens = _bound(res, inv)
     on_hbf = inv.tiers[HBF].classes.get("optimizer", 0) > 0 if HBF in inv.tiers else False

@@ -7,9 +7,11 @@ It states what state/inventory.py computes; it computes nothing of its own beyon
 
 from __future__ import annotations
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import Scenario
 from tiersim.state.buffers import offload_gradient_buffer_bytes
 from tiersim.state.classes import PER_PARAMETER
+from tiersim.state.context import gathered_kv_bytes
 from tiersim.state.inventory import Inventory, stage_layers
 from tiersim.state.model import Transformer, UnitKind
 from tiersim.state.resolved import Resolved, resolve
@@ -35,7 +37,9 @@ def split_note(s: Scenario, inv: Inventory) -> str:
 def _stage_share(r: Resolved, inv: Inventory) -> str:
     """'stage 0: 12 of 96 layers, with the embeddings': what pipeline parallelism leaves."""
     p = r.execution.parallel.pipeline
-    held = sum(u.count for u in stage_layers(r.units, inv.stage, p))
+    held = sum(
+        u.count for u in stage_layers(r.units, inv.stage, p, r.execution.parallel.stage_layers)
+    )
     total = sum(u.count for u in r.units if u.kind is UnitKind.LAYER)
     beside = []
     if isinstance(r.model, Transformer):  # a generic model's layers are all it has
@@ -56,6 +60,9 @@ def _parameter_split(r: Resolved, inv: Inventory) -> str:
     if moe is not None and par.expert > 1:
         experts = moe.experts
         ep = f"split by expert {par.expert} ({experts // par.expert} of {experts} per GPU)"
+        et = Mesh.of(par).expert_tensor
+        if et != par.tensor:
+            ep += f" and expert_tensor {et} (in place of tensor {par.tensor})"
         text = (
             f"{text}, the routed experts also {ep}"
             if text
@@ -74,12 +81,29 @@ def _data_sharding(s: Scenario, inv: Inventory) -> str:
     if not sharded:
         return f"none ZeRO-sharded (data {par.data})"
     which = ", ".join(sharded)
+    mesh = Mesh.of(par)
+    if mesh.context > 1 or mesh.shard != mesh.data or mesh.expert_tensor != mesh.tensor:
+        return f"{which} {_mesh_sharding(mesh, inv)}"
     if par.data == 1:
         return f"{which} ZeRO-sharded over data 1, so whole"
     text = f"{which} ZeRO-sharded over data {par.data}"
     if inv.experts_per_gpu is not None and par.expert > 1:
-        ranks = par.data // par.expert
+        ranks = mesh.expert_shard_ranks  # data / expert here
         text += f" (the routed experts' over data / expert = {par.data} / {par.expert} = {ranks})"
+    return text
+
+
+def _mesh_sharding(mesh: Mesh, inv: Inventory) -> str:
+    """The sharding group said by its mesh axes: data x context (frameworks shard over every
+    rank that saw other tokens), HSDP's shard group, the routed experts' expert-data group."""
+    group = f"data {mesh.data}"
+    if mesh.shard != mesh.data:
+        group = f"shard_group {mesh.shard} (HSDP: {mesh.replicate} replicas of it)"
+    if mesh.context > 1:
+        group += f" x context {mesh.context} = {mesh.dense_shard_ranks} ranks"
+    text = f"ZeRO-sharded over {group}"
+    if inv.experts_per_gpu is not None and mesh.expert > 1:
+        text += f" (the routed experts' over their expert_data group, {mesh.expert_shard_ranks})"
     return text
 
 
@@ -87,7 +111,7 @@ def _activation_split(r: Resolved, inv: Inventory, layers: int) -> str:
     """Activations as the inventory counts them: the stage's layers times the micro-batches
     it holds in flight, divided by tensor parallelism where the tensors split."""
     par, recompute = r.execution.parallel, r.execution.training.recompute
-    held = sum(u.count for u in stage_layers(r.units, inv.stage, par.pipeline))
+    held = sum(u.count for u in stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers))
     n = inv.inflight_microbatches
     counted = (
         f"stage {inv.stage}'s {held} of {layers} layers x {n:g} "
@@ -104,6 +128,13 @@ def _activation_split(r: Resolved, inv: Inventory, layers: int) -> str:
             f"the split tensors divided by tensor {par.tensor}, the rest whole "
             "(no sequence parallelism)"
         )
+    c = par.context
+    if c > 1:
+        how = {"ring": "a ring", "all_gather": "all-gather", "all_to_all": "all-to-all"}
+        divided += (
+            f", and by context {c} (each rank's {r.execution.seq_len // c:,} of "
+            f"{r.execution.seq_len:,} tokens; K/V by {how[par.context_comm]})"
+        )
     return f"{counted}, {divided}; neither ZeRO nor expert parallelism divides them"
 
 
@@ -111,6 +142,9 @@ def _workspace(r: Resolved) -> str:
     """The workspace is each GPU's own buffers; only ZeRO-Offload's gradient buffer follows the
     tensors (the largest one each column holds), so tensor parallelism shrinks it."""
     text = "not split (training.workspace and the framework's buffers, one GPU's in both columns"
+    gathered = gathered_kv_bytes(r, r.model)
+    if gathered:
+        text += f"; context_comm all_gather adds one layer's gathered K/V, {gathered:,.0f} B"
     if r.execution.parallel.tensor > 1 and offload_gradient_buffer_bytes(r.execution, 1):
         return f"{text}; ZeRO-Offload's gradient buffer is the largest tensor each column holds)"
     return f"{text})"

@@ -50,13 +50,20 @@ def _class_rows(s: Scenario, inv: Inventory) -> tuple[list[str], list[list[str]]
     return ["class", "whole model", "per GPU", *parts, "ZeRO-sharded", "home"], rows
 
 
+def _context(s: Scenario) -> str:
+    """', context 16 (all_gather)' where context parallelism splits the sequence."""
+    par = s.parallel
+    return f", context {par.context} ({par.context_comm})" if par.context > 1 else ""
+
+
 def inventory_tables(s: Scenario, inv: Inventory) -> str:
     columns, rows = _class_rows(s, inv)
     par = s.parallel
     head = (
         f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}); "
         f"per GPU = stage {inv.stage} of pipeline {par.pipeline}, tensor {par.tensor}, "
-        f"data {par.data}{_experts(s)}, {_sharding(s, inv)}; {inv.inflight_microbatches:g} "
+        f"data {par.data}{_context(s)}{_experts(s)}, {_sharding(s, inv)}; "
+        f"{inv.inflight_microbatches:g} "
         f"{'micro-batch' if inv.inflight_microbatches == 1 else 'micro-batches'} in flight"
     )
     classes = render(columns, rows, head)

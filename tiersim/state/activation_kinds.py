@@ -38,6 +38,9 @@ class Accounting:
     hidden_dropout: float = MEGATRON_DROPOUT
     compute_bytes: int = 2  # bytes per element of the compute copy (4 fp32, 2 bf16)
     device: str = "cuda"
+    # with recompute: selective, the modules recomputed (Megatron-Core's --recompute-modules;
+    # empty: the attention scores only, Korthikanti et al.'s selective recompute)
+    recompute_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.implementation not in IMPLEMENTATIONS:

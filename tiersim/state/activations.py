@@ -34,6 +34,7 @@ import math
 from typing import TYPE_CHECKING
 
 from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.state import activation_policy as policy
 from tiersim.state import layers as ly
 from tiersim.state.activation_kinds import (
     DEFAULT_KERNEL as DEFAULT_KERNEL,
@@ -87,6 +88,7 @@ def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
         hidden_dropout=fallback if hidden is None else hidden,
         compute_bytes=PRECISION_BYTES[s.training.precision.compute_precision],
         device=device,
+        recompute_modules=tuple(s.training.recompute_modules or ()),
     )
 
 
@@ -110,10 +112,11 @@ def _megatron_attention(m: Transformer, t: int, dt: int) -> list[Item]:
     """Q, K, V and the out-projection input; q/k norms keep their inputs too; latent
     attention (tiersim.state.layers) its latents (replicated) and wider Q, K, V (split)."""
     if m.mla is not None:
-        rep, split = ly.latent_activation_bytes(t, 1, m.heads, m.mla)
+        rep, qkv, out = ly.latent_activation_bytes(t, 1, m.heads, m.mla)
         return [
             Item("attention_inputs", "q and kv latents and shared rope key", rep * dt / 2, False),
-            Item("attention_inputs", "q, k, v and out-projection input", split * dt / 2, True),
+            Item("attention_inputs", "q, k, v (up-projected)", qkv * dt / 2, True),
+            Item("attention_inputs", "out-projection input", out * dt / 2, True),
         ]
     q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
     items = [
@@ -358,20 +361,17 @@ def layer_items(m: Transformer, s: int, b: int, acc: Accounting, index: int = 0)
 def outside_items(
     m: Transformer, s: int, b: int, acc: Accounting, first: bool = True, last: bool = True
 ) -> list[Item]:
-    """What lies outside the layers; none under `megatron` (Korthikanti et al. count layers)."""
-    if acc.implementation == "megatron":
+    """Outside the layers; under `megatron` (Korthikanti: layers) only MTP modules (last)."""
+    if acc.implementation != "megatron":
+        return hf_outside(m, s, b, acc, first, last)
+    if not (last and m.mtp_layers):
         return []
-    return hf_outside(m, s, b, acc, first, last)
+    return policy.mtp_items(m, megatron_layer(m, s, b, acc, m.layers - 1), s, b, acc)
 
 
 def divided(items: list[Item], tensor: int, sequence_parallel: bool) -> float:
     """One GPU's bytes: split items over t; replicated ones too under sequence parallelism."""
     return sum(i.nbytes / tensor if i.split or sequence_parallel else i.nbytes for i in items)
-
-
-def kept(items: list[Item], recompute: str) -> list[Item]:
-    """Selective recompute (Korthikanti et al. §5) recomputes the s×s terms."""
-    return [i for i in items if not (recompute == "selective" and i.scores)]
 
 
 def layer_bytes(
@@ -388,7 +388,8 @@ def layer_bytes(
     if recompute == "full":
         layer_input = acc.compute_bytes * s * b * m.hidden
         return layer_input / tensor if sequence_parallel else layer_input
-    return divided(kept(layer_items(m, s, b, acc, index), recompute), tensor, sequence_parallel)
+    items = policy.kept(layer_items(m, s, b, acc, index), recompute, acc.recompute_modules)
+    return divided(items, tensor, sequence_parallel)
 
 
 def by_group(items: list[Item], tensor: int = 1, sequence_parallel: bool = False) -> dict:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tiersim.config.mesh import Mesh
+from tiersim.state.activation_policy import kept
 from tiersim.state.activations import (
     Item,
     divided,
-    kept,
     layer_items,
     outside_items,
 )
@@ -24,13 +25,13 @@ from tiersim.state.buffers import largest_tensor_elements, workspace_bytes
 from tiersim.state.classes import (
     NAMES,
 )
+from tiersim.state.context import gathered_kv_bytes
 from tiersim.state.model import (
     LayerShape,
     Matrix,
     Model,
     ModelUnit,
     Transformer,
-    UnitKind,
 )
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.sharding import (
@@ -57,11 +58,14 @@ from tiersim.state.sharding import (
 from tiersim.state.sharding import (
     sharded_parameter_bytes as sharded_parameter_bytes,
 )
+from tiersim.state.stages import Units as Units
+from tiersim.state.stages import chunk_layers, interleaved_peak
+from tiersim.state.stages import stage_layers as stage_layers
+from tiersim.state.stages import stage_matrices as stage_matrices
+from tiersim.state.stages import unit_matrices as unit_matrices
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
-
-Units = Sequence[ModelUnit]  # a model's units: Model.units(), as Resolved.units holds them
 
 
 @dataclass(frozen=True)
@@ -112,87 +116,6 @@ class Inventory:
 # --- bytes per value ---------------------------------------------------------------------------
 
 
-# --- pipeline stages ---------------------------------------------------------------------------
-
-
-def _split(m: Matrix, tensor: int) -> Matrix:
-    """One GPU's share of a tensor-parallel matrix: the split dimension divided by t, rounded
-    up as padding does, the matrix kept 2-D (Adafactor's row and column statistics need it).
-    Column-parallel tensors split their output columns; row- and vocab-parallel ones, rows."""
-    if not m.tensor_split or tensor == 1:
-        return m
-    if m.cols > 1 and not m.split_rows:
-        return replace(m, cols=math.ceil(m.cols / tensor))
-    return replace(m, rows=math.ceil(m.rows / tensor))
-
-
-def stage_layers(units: Units, stage: int, pipeline: int) -> list[ModelUnit]:
-    """The layers of `stage`, an even share of the model's in order: its runs of alike
-    layers, cut at the stage's ends."""
-    runs = [u for u in units if u.kind is UnitKind.LAYER]
-    per = sum(u.count for u in runs) // pipeline
-    lo, hi = stage * per, (stage + 1) * per
-    out = []
-    for u in runs:
-        a, b = max(lo, u.first), min(hi, u.first + u.count)
-        if a < b:
-            out.append(replace(u, name=f"L{a}", first=a, count=b - a))
-    return out
-
-
-def _rest(model: Model, units: Units, stage: int, pipeline: int) -> list[Matrix]:
-    """What a stage holds beside its layers: the embeddings on the first, the head on the
-    last (and there a copy of tied embeddings, which the last stage keeps for itself)."""
-    embedding = next(u for u in units if u.kind is UnitKind.EMBEDDING).matrices
-    rest = list(embedding) if stage == 0 else []
-    if stage == pipeline - 1:
-        rest += next(u for u in units if u.kind is UnitKind.HEAD).matrices
-        if model.tied_embeddings and pipeline > 1:
-            rest.append(embedding[0])
-    return rest
-
-
-def _expert_split(m: Matrix, expert: int) -> Matrix:
-    """One GPU's share of the routed experts' tensors: 1/e of them (e divides the experts)."""
-    return replace(m, count=m.count // expert) if m.expert else m
-
-
-def _layer_split(m: Matrix, tensor: int, expert: int) -> Matrix:
-    return _expert_split(_split(m, tensor), expert)
-
-
-def unit_matrices(
-    model: Model, units: Units, stage: int, pipeline: int, tensor: int, expert: int = 1
-) -> list[list[Matrix]]:
-    """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
-    the rest."""
-    layers = [
-        [_layer_split(m, tensor, expert) for m in u.matrices]
-        for u in stage_layers(units, stage, pipeline)
-        for _ in range(u.count)
-    ]
-    return [*layers, [_split(m, tensor) for m in _rest(model, units, stage, pipeline)]]
-
-
-def stage_matrices(
-    model: Model, units: Units, stage: int, pipeline: int, tensor: int, expert: int = 1
-) -> list[Matrix]:
-    """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
-    many values whatever the depth)."""
-    alike: Counter = Counter()
-    for u in stage_layers(units, stage, pipeline):
-        alike[u.matrices] += u.count
-    stacked = [
-        replace(m2, count=m2.count * n)
-        for mats, n in alike.items()
-        for m2 in (_layer_split(m, tensor, expert) for m in mats)
-    ]
-    return [
-        *(m for m in stacked if m.count),
-        *(_split(m, tensor) for m in _rest(model, units, stage, pipeline)),
-    ]
-
-
 def layers_activation_bytes(
     r: Resolved, layers: list[ModelUnit], tensor: int, sequence: bool
 ) -> float:
@@ -225,9 +148,10 @@ def layer_activation_bytes(r: Resolved, layer: LayerShape) -> float:
     """Bytes one layer of this shape retains for backward, one micro-batch."""
     tr, par = r.execution.training, r.execution.parallel
     seq, acc = r.execution.seq_len, r.accounting
-    return layer.layer_activation_bytes(
+    whole = layer.layer_activation_bytes(
         seq, tr.micro_batch_size, par.tensor, par.sequence, tr.recompute, acc
     )
+    return per_context_rank(r, whole)
 
 
 def stage_outside_items(r: Resolved, model: Model, stage: int) -> list[Item]:
@@ -242,7 +166,18 @@ def stage_outside_items(r: Resolved, model: Model, stage: int) -> list[Item]:
 
 def outside_activation_bytes(r: Resolved, model: Model, stage: int) -> float:
     items = stage_outside_items(r, model, stage)
-    return divided(items, r.execution.parallel.tensor, r.execution.parallel.sequence)
+    return per_context_rank(
+        r, divided(items, r.execution.parallel.tensor, r.execution.parallel.sequence)
+    )
+
+
+def per_context_rank(r: Resolved, whole: float) -> float:
+    """One context-parallel rank's share of a micro-batch's activation bytes: 1/c of the
+    whole sequence's. Exact under the causal load-balanced split: every term is per token
+    (s/c of them on each rank) or per score (each rank's s/c queries over all s keys, s²/c),
+    and the head all-to-all (Ulysses) keeps s tokens of heads/c, the same bytes."""
+    c = r.execution.parallel.context
+    return whole / c if c > 1 else whole
 
 
 @dataclass(frozen=True)
@@ -265,36 +200,37 @@ def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
         r.execution.training.micro_batch_size,
         r.execution.training.recompute,
     )
+    held = stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers)
     if recompute == "full":
-        layer = [
-            Item(
-                "layer_inputs",
-                "layer input (full recompute)",
-                acc.compute_bytes * seq * mbs * model.hidden,
-                False,
-            )
-        ]
-        runs = [(layer, model.layers // par.pipeline)]
+        full = acc.compute_bytes * seq * mbs * model.hidden
+        layer = [Item("layer_inputs", "layer input (full recompute)", full, False)]
+        runs = [(layer, sum(u.count for u in held))]
     else:  # each run of alike layers (dense or MoE) with its own items
+        modules = acc.recompute_modules
         runs = [
             (
-                kept(layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)), recompute),
+                kept(
+                    layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)),
+                    recompute,
+                    modules,
+                ),
                 u.count,
             )
-            for u in stage_layers(r.units, inv.stage, par.pipeline)
+            for u in held
         ]
     per: dict[tuple[str, str], float] = {}
     for items, count in runs:
         times = count * inv.inflight_microbatches * model.activation_factor
         for i in items:
             key = (i.group, i.name)
-            per[key] = per.get(key, 0.0) + divided([i], par.tensor, par.sequence) * times
+            share = per_context_rank(r, divided([i], par.tensor, par.sequence))
+            per[key] = per.get(key, 0.0) + share * times
     out = [ActivationItem(g, n, b, True) for (g, n), b in per.items()]
     out += [
         ActivationItem(
             i.group,
             i.name,
-            divided([i], par.tensor, par.sequence) * inv.inflight_microbatches,
+            per_context_rank(r, divided([i], par.tensor, par.sequence)) * inv.inflight_microbatches,
             False,
         )
         for i in stage_outside_items(r, model, inv.stage)
@@ -323,6 +259,8 @@ def _class_bytes(
     )
     experts = sharded_parameter_bytes(r.execution.training, experts_m, shards, expert_div)
     workspace = workspace_bytes(r.execution, largest_tensor_elements(r.model, mats))
+    if not single:  # context_comm: all_gather holds a layer's gathered K/V (state/context.py)
+        workspace += math.ceil(gathered_kv_bytes(r, r.model))
     other = {"activations": activations, "workspace": workspace}
     total = {c: dense[c] + experts[c] if c in dense else other[c] for c in NAMES}
     return ClassBytes(total), ClassBytes({c: experts.get(c, 0) for c in NAMES})
@@ -342,15 +280,39 @@ def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
     return _class_bytes(r, mats, math.ceil(acts), {}, True)[0]
 
 
+def _uneven_interleaved_peak(r: Resolved, stage: int, outside: float) -> float:
+    """Activation bytes a stage holds at its peak under interleaving when its chunks differ
+    (`parallel.stage_layers`): each chunk's layers' bytes per micro-batch, the embedding's
+    outside bytes with the first chunk, the head's with the last, walked through the schedule."""
+    par = r.execution.parallel
+    p, v = par.pipeline, par.virtual_pipeline
+    weights = [
+        per_context_rank(r, layers_activation_bytes(r, chunk, par.tensor, par.sequence))
+        for chunk in chunk_layers(r.units, stage, p, par.stage_layers)
+    ]
+    weights[0 if stage == 0 else v - 1] += outside
+    m = r.execution.training.grad_accumulation
+    return interleaved_peak(stage, p, v, m, weights)
+
+
 def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
     par = r.execution.parallel
-    mats = stage_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
+    et = Mesh.of(par).expert_tensor
+    mats = stage_matrices(
+        model, r.units, stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers
+    )
     inflight = inflight_microbatches(
         stage, par.pipeline, par.virtual_pipeline, r.execution.training.grad_accumulation
     )
-    layers = stage_layers(r.units, stage, par.pipeline)
-    per_microbatch = layers_activation_bytes(r, layers, par.tensor, par.sequence)
-    acts = math.ceil((per_microbatch + outside_activation_bytes(r, model, stage)) * inflight)
+    layers = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
+    per_microbatch = per_context_rank(
+        r, layers_activation_bytes(r, layers, par.tensor, par.sequence)
+    )
+    outside = outside_activation_bytes(r, model, stage)
+    if par.stage_layers is not None and par.virtual_pipeline > 1 and per_microbatch + outside:
+        peak = _uneven_interleaved_peak(r, stage, outside)
+        inflight = peak / (per_microbatch + outside)  # in units of the stage's whole share
+    acts = math.ceil((per_microbatch + outside) * inflight)
     padded = fsdp2_padded_values(r.execution.training, r.execution.parallel, model)
     per_gpu = _class_bytes(r, mats, acts, sharded_classes(r.execution.parallel), False, padded)
     return per_gpu, inflight, sum(m.size for m in mats)
@@ -379,7 +341,8 @@ def build_inventory(r: Resolved) -> Inventory:
     # stages 1 .. p - 2 hold the same tensors and no more in flight than stage 1: the most
     # loaded stage (the first of equals) is among 0, 1 and p - 1 -- where layers are alike
     p = r.execution.parallel.pipeline
-    candidates = sorted({0, 1, p - 1} & set(range(p))) if not model.is_moe_model else range(p)
+    alike = not model.is_moe_model and r.execution.parallel.stage_layers is None
+    candidates = sorted({0, 1, p - 1} & set(range(p))) if alike else range(p)
     stages = {k: _stage_bytes(r, model, k) for k in candidates}
     stage = max(candidates, key=lambda k: stages[k][0][0].total)
     (per_gpu, experts), inflight, params = stages[stage]

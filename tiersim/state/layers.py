@@ -122,14 +122,15 @@ def latent_attention_flops(batch: int, seq: int, heads: int, mla: Latent) -> flo
     return 2.0 * batch * seq * seq * heads * (mla.nope + mla.rope + mla.v)
 
 
-def latent_activation_bytes(s: int, b: int, heads: int, mla: Latent) -> tuple[float, float]:
-    """(replicated, split) 16-bit bytes MLA keeps beyond the layer's shared inputs. Replicated
-    (the down projections are duplicated under tensor parallelism): the q and kv latents before
-    and after their norms and the shared rope key. Split like Q, K, V: Q and K (nope + rope per
-    head), V, and the out-projection input (heads x v)."""
+def latent_activation_bytes(s: int, b: int, heads: int, mla: Latent) -> tuple[float, float, float]:
+    """(replicated, up-projected Q, K, V, out-projection input) 16-bit bytes MLA keeps beyond
+    the layer's shared inputs. Replicated (the down projections are duplicated under tensor
+    parallelism): the q and kv latents before and after their norms and the shared rope key.
+    Split like Q, K, V: Q and K (nope + rope per head), V; and the out-projection input
+    (heads x v)."""
     latents = 2.0 * (mla.q_rank or 0) * 2 + 2.0 * mla.kv_rank * 2 + 2.0 * mla.rope
     qkv = 2.0 * heads * (mla.nope + mla.rope) * 2 + 2.0 * heads * mla.v
-    return s * b * latents, s * b * (qkv + 2.0 * heads * mla.v)
+    return s * b * latents, s * b * qkv, s * b * 2.0 * heads * mla.v
 
 
 def moe_activation_bytes(s: int, b: int, h: int, moe: Moe, gated: bool) -> tuple[float, float]:

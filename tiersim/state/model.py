@@ -33,6 +33,7 @@ from tiersim.state.model_shapes import (
     latent_of,
     moe_of,
 )
+from tiersim.state.mtp import mtp_forward_flops, mtp_matrices
 
 __all__ = ["GenericModel", "Matrix", "Model", "ModelUnit", "Transformer", "build_model"]
 
@@ -69,6 +70,7 @@ class Transformer:
     sliding_window: int | None = None
     sliding_window_layers: tuple[int, ...] | None = None  # None: all, where a window is given
     fused_qkv: bool = False  # q, k, v one tensor each of weight and bias (GPT-2, Megatron-LM)
+    mtp_layers: int = 0  # DeepSeek-V3's multi-token-prediction modules (last stage)
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> Transformer:
@@ -96,6 +98,7 @@ class Transformer:
             sliding_window=spec.sliding_window,
             sliding_window_layers=spec.sliding_window_layers,
             fused_qkv=spec.family in FUSED_QKV_FAMILIES,
+            mtp_layers=spec.mtp_layers,
         )
 
     # --- layers --------------------------------------------------------------------------------
@@ -137,8 +140,8 @@ class Transformer:
         if self.moe is None:
             return self.parameters
         per_expert = (3 if self.gated_mlp else 2) * self.hidden * self.moe.ffn_hidden
-        idle = self.moe.experts - self.moe.per_token
-        return self.parameters - self.moe_layers * idle * per_expert
+        moe = self.moe_layers + self.mtp_layers * self.is_moe(self.layers - 1)  # MTP: as the last
+        return self.parameters - moe * (self.moe.experts - self.moe.per_token) * per_expert
 
     # --- parameters ----------------------------------------------------------------------------
 
@@ -179,7 +182,7 @@ class Transformer:
         mats = self._norm(1)
         if not self.tied_embeddings:
             mats.append(Matrix(self.vocab, self.hidden, split_rows=True))
-        return mats
+        return mats + mtp_matrices(self)
 
     def units(self) -> tuple[ModelUnit, ...]:
         """The embeddings, the runs of alike layers (dense or MoE, each run's layers with its
@@ -280,8 +283,8 @@ class Transformer:
         return linear + attention
 
     def head_forward_flops(self, seq: int, batch: int) -> float:
-        """The output projection to the vocabulary (logits)."""
-        return 2.0 * seq * batch * self.hidden * self.vocab
+        """The output projection to the vocabulary (logits), and any MTP modules."""
+        return 2.0 * seq * batch * self.hidden * self.vocab + mtp_forward_flops(self, seq, batch)
 
     # --- activations ---------------------------------------------------------------------------
 

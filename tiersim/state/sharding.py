@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES, Parallel, Precision, Training
 from tiersim.state.classes import OPTIMIZER_BY_NAME, PER_PARAMETER, SHARDABLE, zero_sharded
 from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
@@ -46,6 +47,8 @@ def sharded_classes(parallel: Parallel) -> dict[str, bool]:
     for cls in SHARDABLE:
         override = overrides[cls]
         out[cls] = (cls in by_stage) if override is None else override
+    if parallel.reshard_after_forward is False:  # FSDP2: gathered from forward to backward,
+        out["weights"] = False  # and across micro-batches: held whole through the step
     return out
 
 
@@ -61,7 +64,7 @@ def fsdp2_padded_values(
     if par.tensor > 1 or par.pipeline > 1:
         return None
     shapes = {"model": model_shapes, "layer": layer_shapes, "rest": rest_shapes}[unit](model)
-    return padded_values(shapes, par.data)
+    return padded_values(shapes, Mesh.of(par).dense_shard_ranks)
 
 
 def shard_bytes(raw: int, params: int, data: int, padded: int | None) -> int:
@@ -73,9 +76,10 @@ def shard_bytes(raw: int, params: int, data: int, padded: int | None) -> int:
 
 
 def shard_divisors(par: Parallel) -> tuple[int, int]:
-    """Ranks dense and routed-expert state is ZeRO-sharded over: the data-parallel group, and
-    its expert-data-parallel part (the ranks holding the same experts: data / expert)."""
-    return par.data, par.data // par.expert
+    """Ranks dense and routed-expert state is ZeRO-sharded over (the Mesh's): the data x
+    context group (HSDP: its shard group), and the ranks holding the same experts."""
+    mesh = Mesh.of(par)
+    return mesh.dense_shard_ranks, mesh.expert_shard_ranks
 
 
 def sharded_parameter_bytes(

@@ -52,7 +52,10 @@ def _flop_timed_totals(r: Resolved, model, stage: int) -> tuple[float, float]:
     HBM bandwidth x memory efficiency."""
     par = r.execution.parallel
     first, last = stage == 0, stage == par.pipeline - 1
-    runs = [(run.shape, True, run.count) for run in stage_layers(r.units, stage, par.pipeline)]
+    runs = [
+        (run.shape, True, run.count)
+        for run in stage_layers(r.units, stage, par.pipeline, par.stage_layers)
+    ]
     gemm = memory = 0.0
     for shape, is_layer, count in [*runs, (model, False, 1)]:
         f, b, c = flop_timed_kernels(r, shape, is_layer, last, first)
@@ -69,7 +72,7 @@ def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]
         return _flop_timed_totals(r, model, stage)
     par = r.execution.parallel
     first, last = stage == 0, stage == par.pipeline - 1
-    runs = stage_layers(r.units, stage, par.pipeline)
+    runs = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
     indices = [u.first + i for u in runs for i in range(u.count)]
     per_kind: dict = {}  # layers differ only by their window here
     gemm = memory = 0.0
@@ -88,6 +91,7 @@ def _blocking_s(r: Resolved, units, dp_per_microbatch: bool) -> float:
     m = r.execution.training.grad_accumulation
     total = m * sum(alone_s(r, u.tp_forward) + alone_s(r, u.tp_backward) for u in units)
     total += m * sum(alone_s(r, u.ep_forward) + alone_s(r, u.ep_backward) for u in units)
+    total += m * sum(alone_s(r, u.cp_forward) + alone_s(r, u.cp_backward) for u in units)
     for u in units:
         if not r.execution.parallel.overlap_gradient_reduce:
             total += alone_s(r, u.dp_gradients) * (m if dp_per_microbatch else 1)

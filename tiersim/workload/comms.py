@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware import nccl
 from tiersim.hardware.collectives import (
@@ -26,7 +27,6 @@ from tiersim.hardware.collectives import (
     embedding_group_link,
     group_link,
     p2p_link,
-    rank_strides,
 )
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
@@ -35,7 +35,16 @@ if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
 
 # the parallel groups that communicate; the ring groups set the network's rate (capacities)
-RING_GROUPS = ("tensor", "data", "pipeline", "expert", "expert_data")
+RING_GROUPS = (
+    "tensor",
+    "data",
+    "pipeline",
+    "expert",
+    "expert_data",
+    "context",
+    "shard",
+    "replicate",
+)
 GROUPS = (*RING_GROUPS, "embedding")
 
 
@@ -64,9 +73,8 @@ def _link(r: Resolved, group: str) -> tuple[GroupLink, int]:
         return p2p_link(r.machine.network, par), 2
     if group == "embedding":
         return embedding_group_link(r.machine.network, par), 2
-    sizes = {"tensor": par.tensor, "data": par.data, "expert": par.expert}
-    size = sizes[group] if group in sizes else par.data // par.expert  # expert_data
-    return group_link(r.machine.network, size, rank_strides(par)[group]), size
+    g = Mesh.of(par).group(group)
+    return group_link(r.machine.network, g.size, g.stride), g.size
 
 
 def link_efficiency(r: Resolved, kind: str) -> nccl.Efficiency:
@@ -131,11 +139,13 @@ def network_nics(r: Resolved) -> int:
 
 
 def hidden_bytes(r: Resolved, hidden: int | None) -> float:
-    """One micro-batch's hidden states s·b·h at the weights' precision."""
+    """One micro-batch's hidden states s·b·h at the weights' precision (a context rank's:
+    its s/c tokens)."""
     if not hidden:
         return 0.0
     act = PRECISION_BYTES[r.execution.training.precision.weights]
-    return float(r.execution.seq_len * r.execution.training.micro_batch_size * hidden * act)
+    tokens = r.execution.seq_len // r.execution.parallel.context
+    return float(tokens * r.execution.training.micro_batch_size * hidden * act)
 
 
 def tensor_comms(r: Resolved, hidden: int | None) -> tuple[Comm | None, ...]:

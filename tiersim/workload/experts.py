@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
-from tiersim.hardware.collectives import GroupLink, group_link, rank_strides
+from tiersim.hardware.collectives import GroupLink, group_link
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
 from tiersim.workload.comms import Comm
@@ -30,15 +31,16 @@ if TYPE_CHECKING:
 
 
 def expert_group_link(r: Resolved) -> GroupLink:
-    par = r.execution.parallel
-    return group_link(r.machine.network, par.expert, rank_strides(par)["expert"])
+    g = Mesh.of(r.execution.parallel).group("expert")
+    return group_link(r.machine.network, g.size, g.stride)
 
 
 def all_to_all_bytes(r: Resolved, model: Model) -> float:
     """Bytes one GPU sends in one all-to-all (dispatch or combine) of one MoE layer and
     micro-batch, for the busiest rank."""
     par, moe = r.execution.parallel, model.moe
-    tokens = r.execution.seq_len * r.execution.training.micro_batch_size / par.tensor
+    local = r.execution.seq_len // par.context  # a context rank's tokens
+    tokens = local * r.execution.training.micro_batch_size / par.tensor
     rows = moe.per_token * tokens * moe.padding
     value = PRECISION_BYTES[r.execution.training.precision.weights]
     leaving = (par.expert - 1) / par.expert

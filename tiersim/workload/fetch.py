@@ -96,6 +96,10 @@ def split_unit(unit, parts: list[int], name_of) -> list:
             activations=unit.activations if first else 0,
             tp_forward=unit.tp_forward if last else None,
             tp_backward=unit.tp_backward if first else None,
+            cp_forward=unit.cp_forward if last else None,
+            cp_forward_hidden=unit.cp_forward_hidden if last else None,
+            cp_backward=unit.cp_backward if first else None,
+            cp_backward_hidden=unit.cp_backward_hidden if first else None,
         )
         out.append(dataclasses.replace(unit, **changes))
         lo = hi

@@ -66,6 +66,7 @@ from tiersim.hardware.gemm import gemm_s
 from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.inventory import master_bytes
 from tiersim.state.model import Transformer
+from tiersim.state.mtp import mtp_forward_flops
 from tiersim.state.resolved import Resolved
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
 from tiersim.workload.eager import compile_bytes
@@ -134,7 +135,10 @@ class _Shape:
         x, hw = r.execution, r.machine
         par, gpu = x.parallel, hw.gpu
         self.t = par.tensor
-        self.seq, self.b = x.seq_len, x.training.micro_batch_size
+        # context parallelism (tiersim/workload/context.py): this rank's s/c queries (and
+        # tokens) over the whole sequence's keys; the causal share is the whole sequence's
+        self.full_seq = x.seq_len
+        self.seq, self.b = x.seq_len // par.context, x.training.micro_batch_size
         self.tokens = self.seq * self.b
         self.model = model
         compute = x.training.precision.compute_precision  # the copy the GEMMs use
@@ -155,7 +159,7 @@ class _Shape:
         # q and k elements (the rotary embedding's), on this GPU's heads
         self.e_qk = self.tokens * (model.heads + model.kv_heads) * model.head_dim / self.t
         self.heads = max(1, model.heads // self.t)
-        self.keys = model.attention_keys(self.seq, index)  # layer `index`'s
+        self.keys = model.attention_keys(self.full_seq, index)  # layer `index`'s
         self.e_a = float(self.b * self.heads * self.seq * self.keys)
 
     def gemm(self, m: int, n: int, k: int, batch: int = 1, dtype: str = "") -> float:
@@ -221,10 +225,10 @@ class _Shape:
         return self.gemm(s, k, d, batch, dtype) + self.gemm(s, d, k, batch, dtype)
 
     def attention_core(self, r: Resolved, eager_bytes: tuple[float, float]) -> AttentionCore:
-        window = self.keys if self.keys < self.seq else None
+        window = self.keys if self.keys < self.full_seq else None
         acc = r.accounting
         return attention_core(
-            acc.kernel, acc.implementation, self.seq, self.keys, window, eager_bytes
+            acc.kernel, acc.implementation, self.full_seq, self.keys, window, eager_bytes
         )
 
     def core_bytes(self, core: AttentionCore, direction: int) -> float:
@@ -267,7 +271,7 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     recompute = {
         "none": Kernels(),
         "full": forward,
-        "selective": Kernels(attention, sh.memory(scores_f)),
+        "selective": selective_recompute(r, sh, b, attention, scores_f),
     }[r.execution.training.recompute]
     return LayerKernels(forward, backward, recompute)
 
@@ -285,6 +289,29 @@ def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float,
     )
 
 
+NORM_RECOMPUTE_B = 4  # per hidden element: two norms, each reading its input, writing its output
+
+
+def selective_recompute(
+    r: Resolved, sh: _Shape, b: ElementBytes, attention: float, scores_f: float
+) -> Kernels:
+    """Selective recompute's kernels: the attention core (QK^T, PV and the score bytes), or
+    with `training.recompute_modules` each module's forward again: mlp its two or three GEMMs
+    and elementwise bytes, layernorm the two norms (read and write, compute precision)."""
+    modules = r.accounting.recompute_modules
+    if not modules:
+        return Kernels(attention, sh.memory(scores_f))
+    out = Kernels()
+    if "core_attn" in modules:
+        out += Kernels(attention, sh.memory(scores_f))
+    if "mlp" in modules:
+        out += Kernels(sum(sh.gemm(m, n, k) for m, n, k in sh.linears()[2:]))
+        out += Kernels(memory_s=sh.memory(b.ffn[0] * sh.e_f))
+    if "layernorm" in modules:
+        out += Kernels(memory_s=sh.memory(NORM_RECOMPUTE_B * r.accounting.compute_bytes * sh.e))
+    return out
+
+
 def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
     """The output head's forward and backward: final norm, logits GEMM, cross-entropy."""
     sh = _Shape(r, model)
@@ -292,6 +319,10 @@ def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
     memory = sh.memory(HEAD_NORM_B * sh.e + LOGIT_B * T * vt)
     forward = Kernels(sh.gemm(T, vt, h), memory / 3.0)
     backward = Kernels(sh.gemm(T, h, vt) + sh.gemm(h, vt, T), memory * 2.0 / 3.0)
+    if model.mtp_layers:  # DeepSeek-V3's MTP modules, timed by their FLOPs (peak x efficiency)
+        split = sh.t * r.execution.parallel.context
+        mtp = mtp_forward_flops(model, sh.full_seq, sh.b) / split / (sh.peak * sh.eta)
+        forward, backward = forward + Kernels(mtp), backward + Kernels(2.0 * mtp)
     return forward, backward
 
 

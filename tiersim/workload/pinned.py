@@ -31,6 +31,7 @@ from tiersim.config.framework import (
     DEEPSPEED_PARAM_BUFFERS,
     OffloadPlan,
 )
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES, Hardware
 from tiersim.state.buffers import largest_tensor_elements, offload_gradient_buffer_bytes
 from tiersim.state.inventory import Inventory, master_bytes, sharded_classes, stage_matrices
@@ -73,9 +74,12 @@ def _class_tensor_bytes(res: Resolved, inv: Inventory, cls: str) -> list[int]:
         "gradients": PRECISION_BYTES[prec.gradients],
         "master": master_bytes(prec),
     }[cls]
-    d = res.execution.parallel.data if sharded_classes(res.execution.parallel)[cls] else 1
+    shards = Mesh.of(res.execution.parallel).dense_shard_ranks
+    d = shards if sharded_classes(res.execution.parallel)[cls] else 1
     par = res.execution.parallel
-    mats = stage_matrices(res.model, res.units, inv.stage, par.pipeline, par.tensor)
+    mats = stage_matrices(
+        res.model, res.units, inv.stage, par.pipeline, par.tensor, split=par.stage_layers
+    )
     per_layer = [m for m in mats for _ in range(m.count)]
     return [math.ceil(m.rows * m.cols / d) * per_value for m in per_layer if per_value]
 
@@ -101,7 +105,9 @@ def rounding_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:
 def host_gradient_buffer_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:
     """ZeRO-Offload's host gradient buffer as held: its bytes, rounded where pinned."""
     par = res.execution.parallel
-    mats = stage_matrices(res.model, res.units, inv.stage, par.pipeline, par.tensor)
+    mats = stage_matrices(
+        res.model, res.units, inv.stage, par.pipeline, par.tensor, split=par.stage_layers
+    )
     nbytes = offload_gradient_buffer_bytes(res.execution, largest_tensor_elements(res.model, mats))
     return pinned_size(nbytes) if plan.pin_memory else nbytes
 

@@ -5,6 +5,7 @@ its own layers where the model's differ), the bubble and the chunks of interleav
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from tiersim.hardware.kernel_tables import kernel_table
@@ -84,24 +85,27 @@ def flop_timed_kernels(
         return kernels.unit_kernels(r, model, False, first_stage, last_stage)
     ex = r.execution
     seq, mbs, t, rate = ex.seq_len, ex.training.micro_batch_size, ex.parallel.tensor, _gpu_rate(r)
+    cp = ex.parallel.context  # a context rank's share: 1/c of every term (workload/context.py)
     if not is_layer:
-        fwd = model.head_forward_flops(seq, mbs) / t / rate if last_stage else 0.0
+        fwd = model.head_forward_flops(seq, mbs) / t / cp / rate if last_stage else 0.0
         return Kernels(fwd), Kernels(2.0 * fwd), Kernels()
     sequence = r.execution.parallel.sequence
-    kept = model.layer_activation_bytes(seq, mbs, t, sequence, "none", FLOP_TIMED_ACCOUNTING)
+    kept = model.layer_activation_bytes(seq, mbs, t, sequence, "none", FLOP_TIMED_ACCOUNTING) / cp
     elementwise = _memory_bound_s(r, kept)
     # the routed experts' grouped GEMMs at the kernel table's share of the dense rate
     rate /= grouped_slowdown(r, model)
     # the same expressions, in the same order, as the step time has always summed them
-    forward = Kernels(model.layer_forward_flops(seq, mbs) / t / rate, elementwise)
+    forward = Kernels(model.layer_forward_flops(seq, mbs) / t / cp / rate, elementwise)
     recompute = forward if r.execution.training.recompute == "full" else Kernels()
     if r.execution.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
-        scores = 5.0 * model.attention_heads * seq * seq * mbs / t  # softmax, mask, dropout
+        scores = 5.0 * model.attention_heads * seq * seq * mbs / t / cp  # softmax, mask, dropout
         recompute = Kernels(
-            4.0 * mbs * seq * seq * model.attention_width / t / rate,
+            4.0 * mbs * seq * seq * model.attention_width / t / cp / rate,
             _memory_bound_s(r, scores),
         )
-    backward = Kernels(2.0 * model.layer_forward_flops(seq, mbs) / t / rate, 2.0 * elementwise)
+        if r.accounting.recompute_modules:
+            recompute = module_recompute(r, model, recompute, t * cp, rate)
+    backward = Kernels(2.0 * model.layer_forward_flops(seq, mbs) / t / cp / rate, 2.0 * elementwise)
     return forward, backward, recompute
 
 
@@ -123,6 +127,36 @@ def grouped_slowdown(r: Resolved, model) -> float:
     share = kernel_table(gpu.kernels).grouped_gemm_share(rows)
     routed = routed_flops_share(r, view)
     return 1.0 - routed + routed / share
+
+
+def module_recompute(r: Resolved, shape, core: Kernels, split: int, rate: float) -> Kernels:
+    """Selective recompute of `training.recompute_modules` (Megatron-Core), FLOP-timed: the
+    attention core as above; mlp a dense layer's MLP forward, 2·s·b·h·f x (3 gated, else 2)
+    FLOPs; moe an MoE layer's routed experts (their share of its FLOPs, the dispatch's
+    all-to-all not rerun here); layernorm the two norms' bytes (read and write). `split`:
+    tensor x context."""
+    modules, ex = r.accounting.recompute_modules, r.execution
+    model = shape.model if isinstance(shape, LayerView) else shape
+    index = shape.index if isinstance(shape, LayerView) else 0
+    tokens = ex.seq_len * ex.training.micro_batch_size
+    out = core if "core_attn" in modules else Kernels()
+    if "mlp" in modules and not model.is_moe(index):
+        mats = 3 if model.gated_mlp else 2
+        out += Kernels(2.0 * tokens * model.hidden * model.ffn_hidden * mats / split / rate)
+    if "moe" in modules and model.is_moe(index):
+        layer = LayerView(model, index)
+        routed = routed_flops_share(r, layer) * layer.layer_forward_flops(ex.seq_len, 1)
+        out += Kernels(routed * ex.training.micro_batch_size / split / rate)
+    if "mla_up_proj" in modules and model.mla is not None:  # Q's and KV's up-projections
+        mla, heads = model.mla, model.heads
+        q_up = (mla.q_rank or 0) * heads * (mla.nope + mla.rope)
+        up = q_up + mla.kv_rank * heads * (mla.nope + mla.v)
+        out += Kernels(2.0 * tokens * up / split / rate)
+    if "layernorm" in modules:  # split over tensor ranks under sequence parallelism only
+        t = ex.parallel.tensor if ex.parallel.sequence else 1
+        norms = 4.0 * r.accounting.compute_bytes * tokens * model.hidden / t / ex.parallel.context
+        out += Kernels(memory_s=_memory_bound_s(r, norms))
+    return out
 
 
 def _alone_s(c: Comm | None, cap: dict[tuple[str, str], float]) -> float:
@@ -148,15 +182,25 @@ def _stage_chunk_times(r: Resolved, model, stage_layers: list[list], cap: dict, 
     par = r.execution.parallel
     p, v = par.pipeline, par.virtual_pipeline
     fwd, bwd = [], []
-    for layers in stage_layers:
+    for k, layers in enumerate(stage_layers):
+        if par.stage_layers is not None:  # uneven chunks: each its own layers
+            f_k, b_k = _uneven_chunk_times(par, k, layers, cap)
+            fwd.append(f_k)
+            bwd.append(b_k)
+            continue
         f = sum(
-            u.forward_s + _alone_s(u.tp_forward, cap) + _alone_s(u.ep_forward, cap) for u in layers
+            u.forward_s
+            + _alone_s(u.tp_forward, cap)
+            + _alone_s(u.ep_forward, cap)
+            + _alone_s(u.cp_forward, cap)
+            for u in layers
         )
         b = sum(
             u.backward_s
             + u.recompute_s
             + _alone_s(u.tp_backward, cap)
             + _alone_s(u.ep_backward, cap)
+            + _alone_s(u.cp_backward, cap)
             for u in layers
         )
         fwd.append([f / v] * v)
@@ -168,11 +212,50 @@ def _stage_chunk_times(r: Resolved, model, stage_layers: list[list], cap: dict, 
     return fwd, bwd
 
 
+def _unit_times(u, cap: dict) -> tuple[float, float]:
+    """One layer unit's forward and backward seconds for one micro-batch, with the
+    collectives that block its stream."""
+    f = (
+        u.forward_s
+        + _alone_s(u.tp_forward, cap)
+        + _alone_s(u.ep_forward, cap)
+        + _alone_s(u.cp_forward, cap)
+    )
+    b = (
+        u.backward_s
+        + u.recompute_s
+        + _alone_s(u.tp_backward, cap)
+        + _alone_s(u.ep_backward, cap)
+        + _alone_s(u.cp_backward, cap)
+    )
+    return f, b
+
+
+def _uneven_chunk_times(par, stage: int, layers: list, cap: dict) -> tuple[list, list]:
+    """Forward and backward seconds of each of `stage`'s chunks under
+    `parallel.stage_layers`: chunk i holds the layers of list entry stage + i·p."""
+    split, p = par.stage_layers, par.pipeline
+    starts = [sum(split[:j]) for j in range(len(split) + 1)]
+    fwd, bwd = [0.0] * par.virtual_pipeline, [0.0] * par.virtual_pipeline
+    for u in layers:
+        index = layer_index(u.name)
+        entry = next(j for j in range(len(split)) if starts[j] <= index < starts[j + 1])
+        f, b = _unit_times(u, cap)
+        fwd[entry // p] += f
+        bwd[entry // p] += b
+    return fwd, bwd
+
+
+def layer_index(name: str) -> int:
+    """The model layer a unit belongs to: 'L7' and 'L7.experts' are layer 7."""
+    return int(re.match(r"L(\d+)", name).group(1))
+
+
 def _each_stage_layers(r: Resolved, model, units: list, stage: int, stage_units) -> list[list]:
     """The layer units of every pipeline stage: the simulated stage's for all where layers are
     alike, else each stage's own (`stage_units(k)`: stage k's, built as the simulated one's)."""
     p = r.execution.parallel.pipeline
-    if not model.is_moe_model:
+    if not model.is_moe_model and r.execution.parallel.stage_layers is None:
         return [units[:-1]] * p
     return [units[:-1] if k == stage else stage_units(k)[:-1] for k in range(p)]
 
@@ -205,12 +288,16 @@ def bubble(
     return idle, after, fill, 2.0 * p2p * par.virtual_pipeline
 
 
-def chunks(n_layers: int, virtual: int, embedding_first: bool) -> tuple[tuple[int, ...], ...]:
-    """Layers split evenly into `virtual` chunks; the stage's rest unit (index n_layers) opens
-    the first chunk where it is only the embedding (stage 0 of a pipeline), else closes the
-    last (the output head, after the layers)."""
+def chunks(
+    n_layers: int, virtual: int, embedding_first: bool, counts: list[int] | None = None
+) -> tuple[tuple[int, ...], ...]:
+    """Layers split evenly into `virtual` chunks (or `counts` units each); the stage's rest
+    unit (index n_layers) opens the first chunk where it is only the embedding (stage 0 of a
+    pipeline), else closes the last (the output head, after the layers)."""
     per = n_layers // virtual
-    chunks = [list(range(c * per, (c + 1) * per)) for c in range(virtual)]
+    counts = counts or [per] * virtual
+    starts = [sum(counts[:c]) for c in range(virtual + 1)]
+    chunks = [list(range(starts[c], starts[c + 1])) for c in range(virtual)]
     if embedding_first:
         chunks[0].insert(0, n_layers)
     else:

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state.inventory import (
     Inventory,
@@ -34,13 +35,14 @@ from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
     Comm,
     capacities,
-    comm,
     embedding_sync,
     rest_tensor_comms,
     sm_share_s,
     tensor_comms,
 )
+from tiersim.workload.context import context_comms
 from tiersim.workload.cpu_optimizer import cpu_update_s, partition_tensors
+from tiersim.workload.data_parallel import data_comms
 from tiersim.workload.experts import expert_comms, routed_flops_share
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.reduce_buckets import reduces_per_unit
@@ -76,6 +78,10 @@ class Unit:
     ep_backward: Comm | None = None
     home: Mapping[str, str] | None = None  # the unit's own home of each class (a layer's
     # routed experts placed apart: placement.experts); None: the scenario's homes
+    cp_forward: Comm | None = None  # context parallelism's exchange that blocks, per mb
+    cp_backward: Comm | None = None
+    cp_forward_hidden: Comm | None = None  # ... and what flows beside the attention blocks
+    cp_backward_hidden: Comm | None = None
 
 
 @dataclass(frozen=True)
@@ -214,46 +220,6 @@ def _layer_units(r: Resolved, model, index: int, shape, mats, ends, timed: dict)
     return [rest, experts]
 
 
-def _data_comms(r: Resolved, unit: Unit) -> dict[str, Comm | None]:
-    """ZeRO traffic of one unit (Rajbhandari et al. 2020, §7.2): sharded weights are
-    all-gathered before every use; sharded gradients reduce-scattered every micro-batch;
-    otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
-    all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
-    after the update. Routed experts do the same over their expert-data-parallel group."""
-    shard = sharded_classes(r.execution.parallel)
-    if r.execution.parallel.data == 1 or unit.params == 0:
-        return {}
-    sharded_update = shard["optimizer"] or shard["master"]
-    gradient_op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
-    out: dict[str, Comm | None] = {}
-    if shard["weights"]:
-        out["dp_weights"] = _dense_and_experts(r, "dp weights", "all_gather", unit, "weights")
-    out["dp_gradients"] = _dense_and_experts(r, "dp gradients", gradient_op, unit, "gradients")
-    if not shard["weights"] and sharded_update:
-        out["dp_parameters"] = _dense_and_experts(r, "dp parameters", "all_gather", unit, "weights")
-    return out
-
-
-def _dense_and_experts(r: Resolved, name: str, op, unit: Unit, cls: str) -> Comm | None:
-    """One collective of the unit's dense tensors over the data-parallel group and one of its
-    routed experts over theirs, as one flow (on the slower channel where they differ)."""
-    full = unit.weights_full if cls == "weights" else unit.gradients_full
-    experts = unit.expert_weights_full if cls == "weights" else unit.expert_gradients_full
-    if (
-        r.execution.parallel.expert == 1
-    ):  # the experts' data-parallel group is the data-parallel group
-        return comm(r, name, "data", op, full)
-    dense = comm(r, name, "data", op, full - experts) if full - experts else None
-    routed = None
-    if experts and r.execution.parallel.data // r.execution.parallel.expert > 1:
-        routed = comm(r, name, "expert_data", op, experts)
-    if dense is None or routed is None:
-        return dense or routed
-    resource = max(dense.resource, routed.resource, key=lambda r: r.channel == "network")
-    latency = dense.latency_s + routed.latency_s
-    return Comm(name, dense.nbytes + routed.nbytes, latency, resource, "data")
-
-
 def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     """The stage's units with their communication: each layer (with its run's shape; the run
     was checked against max_layer_passes), then the rest (embedding, head); and the first
@@ -261,13 +227,16 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     of alike layers differ only in their names: each run's first is worked out, the others
     are renamed copies of it."""
     par = r.execution.parallel
-    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
+    et = Mesh.of(par).expert_tensor
+    groups = unit_matrices(
+        model, r.units, stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers
+    )
     ends = (stage == 0, stage == par.pipeline - 1)
-    tp = tensor_comms(r, model.hidden)
+    tp = (*tensor_comms(r, model.hidden), context_comms(r, model))
     timed: dict = {}
     units: list[Unit] = []
     at = 0  # the run's first layer among the stage's (groups: one per layer)
-    for run in stage_layers(r.units, stage, par.pipeline):
+    for run in stage_layers(r.units, stage, par.pipeline, par.stage_layers):
         first = [
             _with_layer_comms(r, u, tp)
             for u in _layer_units(r, model, run.first, run.shape, groups[at], ends, timed)
@@ -280,7 +249,7 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     rest_f, rest_b, rest_hidden = rest_tensor_comms(r, model.hidden, stage)
     rest = dataclasses.replace(
         rest,
-        **_data_comms(r, rest),
+        **data_comms(r, rest),
         tp_forward=rest_f,
         tp_backward=rest_b,
         backward_s=rest.backward_s + sm_share_s(r, rest_hidden),
@@ -293,8 +262,14 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:
     """A layer's unit with its data-parallel collectives and, unless it is a layer's routed
     experts placed apart (no tensor collectives of their own), its tensor-parallel ones."""
     if u.home is not None:
-        return dataclasses.replace(u, **_data_comms(r, u))
-    tp_fwd, tp_bwd, tp_hidden = tp
+        return dataclasses.replace(u, **data_comms(r, u))
+    tp_fwd, tp_bwd, tp_hidden, cp = tp
+    context = {
+        "cp_forward": cp.forward,
+        "cp_backward": cp.backward,
+        "cp_forward_hidden": cp.forward_hidden,
+        "cp_backward_hidden": cp.backward_hidden,
+    }
     if r.execution.parallel.overlap_tensor_forward:
         # Transformer Engine's userbuffers (--tp-comm-overlap): the forward's collectives run
         # split inside their GEMMs, and with overlap_tensor_backward the backward's all do:
@@ -306,7 +281,8 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:
             backward_s += sm_share_s(r, tp_bwd)
         return dataclasses.replace(
             u,
-            **_data_comms(r, u),
+            **data_comms(r, u),
+            **context,
             tp_forward=None,
             tp_backward=None if both else tp_bwd,
             forward_s=forward_s,
@@ -314,7 +290,8 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:
         )
     return dataclasses.replace(
         u,
-        **_data_comms(r, u),
+        **data_comms(r, u),
+        **context,
         tp_forward=tp_fwd,
         tp_backward=tp_bwd,
         backward_s=u.backward_s + sm_share_s(r, tp_hidden),
@@ -332,6 +309,15 @@ def _renamed(u: Unit, first: int, index: int) -> Unit:
     return twin
 
 
+def _chunk_units(par, stage: int, n_units: int) -> list[int] | None:
+    """Units in each of the stage's chunks under `parallel.stage_layers` (None: even)."""
+    if par.stage_layers is None:
+        return None
+    layers = [par.stage_layers[stage + i * par.pipeline] for i in range(par.virtual_pipeline)]
+    per_layer = n_units // max(1, sum(layers))
+    return [n * per_layer for n in layers]
+
+
 def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
     """The step's work unit by unit; `inv`: its inventory, where the caller has it."""
     model = r.model
@@ -340,7 +326,7 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
     units, first_mats = _stage_units(r, model, inv.stage)  # and the first layer's tensors
     hidden = model.hidden
     cap = capacities(r)
-    every_mb = sharded_classes(r.execution.parallel)["gradients"] and par.data > 1
+    every_mb = sharded_classes(par)["gradients"] and Mesh.of(par).group("data").size > 1
     held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")  # workspace included
     layers, tiling = fetch_units(r, r.execution.offload, units[:-1], first_mats, resident)
@@ -358,7 +344,12 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
         tokens_per_step=tokens,
         hbm_resident=resident,
         stage=inv.stage,
-        chunks=chunks(len(units) - 1, par.virtual_pipeline, inv.stage == 0 < par.pipeline - 1),
+        chunks=chunks(
+            len(units) - 1,
+            par.virtual_pipeline,
+            inv.stage == 0 < par.pipeline - 1,
+            _chunk_units(par, inv.stage, len(units) - 1),
+        ),
         gradients_every_microbatch=every_mb,
         bubble_s=bubble,
         bubble_after_s=after,
@@ -378,7 +369,10 @@ def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ..
     if bucket is None:
         return ()
     par = r.execution.parallel
-    groups = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
+    et = Mesh.of(par).expert_tensor
+    groups = unit_matrices(
+        model, r.units, stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers
+    )
     if len(groups) != count:
         return ()
     sizes = [[m.rows * m.cols for m in reversed(g) for _ in range(m.count)] for g in groups]

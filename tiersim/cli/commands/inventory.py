@@ -21,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tiersim.report.json_report import activations_section, inventory_report, to_json
+    from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.text import inventory_tables
     from tiersim.state.inventory import build_inventory
     from tiersim.state.resolved import resolve
@@ -33,5 +34,8 @@ def run(args: argparse.Namespace) -> int:
         report["activations"] = activations_section(loaded.scenario, inv)
         print(to_json(report))
     else:
-        print(inventory_tables(loaded.scenario, inv))
+        text = inventory_tables(loaded.scenario, inv)
+        if uses_layout_keys(loaded.scenario):
+            text += "\n\n" + mesh_table(loaded.scenario)
+        print(text)
     return 0

@@ -167,6 +167,7 @@ def _sweep_folder_problem(folder: Path) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from tiersim.report.json_report import to_json
+    from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.output import write_run, write_trace
     from tiersim.report.text import step_tables
     from tiersim.rulebook import check_scenario
@@ -202,7 +203,10 @@ def run(args: argparse.Namespace) -> int:
         print(text)
         print(where, file=sys.stderr)
     else:
-        print(step_tables(report, engine_s=result.wall_s) + "\n\n" + where)
+        layout = ""
+        if uses_layout_keys(loaded.scenario):
+            layout = "\n\n" + mesh_table(loaded.scenario)
+        print(step_tables(report, engine_s=result.wall_s) + layout + "\n\n" + where)
     return 0
 
 

@@ -1,0 +1,66 @@
+"""The scenario's `parallel` section: the degrees of the parallel layout and how ZeRO shards
+(re-exported by tiersim/config/schema.py; the Mesh, tiersim/config/mesh.py, derives the
+groups from it)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from tiersim.config.fields import NonNegativeInt, PositiveInt, Strict
+
+
+class Shard(Strict):
+    """Per-class data-parallel sharding; None means 'as the ZeRO stage says'."""
+
+    weights: bool | None = None
+    gradients: bool | None = None
+    master: bool | None = None
+    optimizer: bool | None = None
+
+
+class Parallel(Strict):
+    data: PositiveInt = 1
+    tensor: PositiveInt = 1
+    pipeline: PositiveInt = 1
+    virtual_pipeline: PositiveInt = 1
+    sequence: bool = False
+    zero_stage: Literal[0, 1, 2, 3] = 0
+    shard: Shard = Shard()
+    # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
+    # --overlap-grad-reduce, DeepSpeed with overlap_comm off); True: as each bucket is ready.
+    # None: as `training.framework` implies (config/framework_parallel.py)
+    overlap_gradient_reduce: bool | None = None
+    # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
+    # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
+    # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform)
+    expert: PositiveInt = 1
+    expert_imbalance: Annotated[float, Field(ge=1, le=1000)] = 1.0
+    # True: backward's tensor-parallel collectives run beside the weight-gradient GEMMs
+    # (Megatron-LM since late 2021, --async-tensor-model-parallel-allreduce); False: they
+    # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).
+    overlap_tensor_backward: bool | None = None  # None: as `training.framework` implies
+    # True: the forward's tensor-parallel collectives (with overlap_tensor_backward, all) run
+    # inside their GEMMs, costing their SM share (TE userbuffers, --tp-comm-overlap)
+    overlap_tensor_forward: bool | None = None
+    # compute times x (1 + this): a user's calibration of their own run, no framework's
+    # property (MT-NLG's 0.283 is a fit, shown as one by check-published)
+    pipeline_engine_overhead: Annotated[float, Field(ge=0, le=10)] = 0.0
+    # context parallelism (tiersim/config/mesh.py, docs/parallelism.md): each sequence's tokens
+    # over `context` ranks, attention by a P2P ring of K/V chunks (Megatron-Core, TE,
+    # torchtitan), gathered K/V (Llama 3) or a head all-to-all (Ulysses)
+    context: PositiveInt = 1
+    context_comm: Literal["ring", "all_gather", "all_to_all"] = "ring"
+    # expert tensor parallelism (Megatron-Core ETP; None: tensor): experts may then span
+    # tensor x data ranks
+    expert_tensor: PositiveInt | None = None
+    # transformer layers per pipeline chunk in model order (pipeline x virtual_pipeline
+    # entries); None: the framework's default split
+    stage_layers: tuple[NonNegativeInt, ...] | None = None
+    # HSDP: ZeRO/FSDP shards within groups of `shard_group` data ranks, replicated across
+    # data / shard_group of them (None: over all data ranks)
+    shard_group: PositiveInt | None = None
+    # FSDP2: False keeps the parameters gathered from forward to backward (None: the
+    # framework's behaviour, ZeRO-3 and FSDP reshard)
+    reshard_after_forward: bool | None = None

@@ -1,0 +1,156 @@
+"""Pipeline stages: which layers each stage holds (an even share, or `parallel.stage_layers`),
+and the parameter tensors one GPU of a stage holds after tensor, expert and expert-tensor
+division (the embeddings on the first stage, the head and any MTP modules on the last)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+from tiersim.state.model import Matrix, Model, ModelUnit, UnitKind
+
+Units = Sequence[ModelUnit]  # a model's units: Model.units(), as Resolved.units holds them
+
+
+def _split(m: Matrix, tensor: int) -> Matrix:
+    """One GPU's share of a tensor-parallel matrix: the split dimension divided by t, rounded
+    up as padding does, the matrix kept 2-D (Adafactor's row and column statistics need it).
+    Column-parallel tensors split their output columns; row- and vocab-parallel ones, rows."""
+    if not m.tensor_split or tensor == 1:
+        return m
+    if m.cols > 1 and not m.split_rows:
+        return replace(m, cols=math.ceil(m.cols / tensor))
+    return replace(m, rows=math.ceil(m.rows / tensor))
+
+
+def stage_layers(
+    units: Units, stage: int, pipeline: int, split: Sequence[int] | None = None
+) -> list[ModelUnit]:
+    """The layers of `stage`, an even share of the model's in order: its runs of alike
+    layers, cut at the stage's ends. With `split` (`parallel.stage_layers`: layers per
+    pipeline chunk in model order, pipeline x virtual entries), the stage's chunks k, k + p,
+    k + 2p, ... in turn (Megatron's interleaved placement), each as the list says."""
+    runs = [u for u in units if u.kind is UnitKind.LAYER]
+    if split is None:
+        per = sum(u.count for u in runs) // pipeline
+        ranges = [(stage * per, (stage + 1) * per)]
+    else:
+        starts = [sum(split[:j]) for j in range(len(split) + 1)]
+        ranges = [(starts[j], starts[j + 1]) for j in range(stage, len(split), pipeline)]
+    out = []
+    for lo, hi in ranges:
+        for u in runs:
+            a, b = max(lo, u.first), min(hi, u.first + u.count)
+            if a < b:
+                out.append(replace(u, name=f"L{a}", first=a, count=b - a))
+    return out
+
+
+def _rest(model: Model, units: Units, stage: int, pipeline: int) -> list[Matrix]:
+    """What a stage holds beside its layers: the embeddings on the first, the head on the
+    last (and there a copy of tied embeddings, which the last stage keeps for itself)."""
+    embedding = next(u for u in units if u.kind is UnitKind.EMBEDDING).matrices
+    rest = list(embedding) if stage == 0 else []
+    if stage == pipeline - 1:
+        rest += next(u for u in units if u.kind is UnitKind.HEAD).matrices
+        if model.tied_embeddings and pipeline > 1:
+            rest.append(embedding[0])
+    return rest
+
+
+def _expert_split(m: Matrix, expert: int) -> Matrix:
+    """One GPU's share of the routed experts' tensors: 1/e of them (e divides the experts)."""
+    return replace(m, count=m.count // expert) if m.expert else m
+
+
+def _layer_split(m: Matrix, tensor: int, expert: int, expert_tensor: int | None) -> Matrix:
+    """A layer's tensor on one GPU: routed experts split over `expert_tensor` ranks
+    (Megatron-Core's ETP; None: the tensor-parallel size) and 1/e of them kept."""
+    split = expert_tensor if m.expert and expert_tensor is not None else tensor
+    return _expert_split(_split(m, split), expert)
+
+
+def unit_matrices(
+    model: Model,
+    units: Units,
+    stage: int,
+    pipeline: int,
+    tensor: int,
+    expert: int = 1,
+    expert_tensor: int | None = None,
+    split: Sequence[int] | None = None,
+) -> list[list[Matrix]]:
+    """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
+    the rest."""
+    layers = [
+        [_layer_split(m, tensor, expert, expert_tensor) for m in u.matrices]
+        for u in stage_layers(units, stage, pipeline, split)
+        for _ in range(u.count)
+    ]
+    rest = _rest(model, units, stage, pipeline)  # MTP modules' experts split as a layer's
+    return [*layers, [_layer_split(m, tensor, expert, expert_tensor) for m in rest]]
+
+
+def stage_matrices(
+    model: Model,
+    units: Units,
+    stage: int,
+    pipeline: int,
+    tensor: int,
+    expert: int = 1,
+    expert_tensor: int | None = None,
+    split: Sequence[int] | None = None,
+) -> list[Matrix]:
+    """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
+    many values whatever the depth)."""
+    alike: Counter = Counter()
+    for u in stage_layers(units, stage, pipeline, split):
+        alike[u.matrices] += u.count
+    stacked = [
+        replace(m2, count=m2.count * n)
+        for mats, n in alike.items()
+        for m2 in (_layer_split(m, tensor, expert, expert_tensor) for m in mats)
+    ]
+    return [
+        *(m for m in stacked if m.count),
+        *(
+            _layer_split(m, tensor, expert, expert_tensor)
+            for m in _rest(model, units, stage, pipeline)
+        ),
+    ]
+
+
+def chunk_layers(units: Units, stage: int, pipeline: int, split: Sequence[int]) -> list[list]:
+    """The stage's layers chunk by chunk (virtual chunk i: list entry stage + i·pipeline)."""
+    chunks = []
+    for j in range(stage, len(split), pipeline):
+        ahead = sum(split[:j])  # chunk j alone: the model's layers cut at its two ends
+        cut = [ahead, split[j], sum(split[j + 1 :])]
+        chunks.append([u for u in stage_layers(units, 1, 3, cut) if split[j]])
+    return chunks
+
+
+def interleaved_peak(
+    stage: int, pipeline: int, virtual: int, micro_batches: int, weights: Sequence[float]
+) -> float:
+    """The most of `weights[chunk]` a stage holds at once under Megatron-LM's interleaved 1F1B
+    (workload/pipeline.py's order: warm-up forwards, one forward then one backward, cool-down
+    backwards; the k-th forward on chunk (k % pv) // p, backwards in reverse chunk order):
+    forwards add their chunk's weight, backwards release it."""
+    p, v, total = pipeline, virtual, micro_batches * virtual
+    warmup = total if micro_batches == p else min((p - stage - 1) * 2 + (v - 1) * p, total)
+
+    def chunk(k: int) -> int:
+        return (k % (p * v)) // p
+
+    live = peak = 0.0
+    order = [(k, 1) for k in range(warmup)]
+    for i in range(total - warmup):
+        order += [(warmup + i, 1), (i, -1)]
+    order += [(k, -1) for k in range(total - warmup, total)]
+    for k, sign in order:
+        live += weights[chunk(k)] if sign > 0 else -weights[v - 1 - chunk(k)]
+        peak = max(peak, live)
+    return peak

@@ -1,0 +1,155 @@
+"""Context parallelism (`parallel.context` = c, `parallel.context_comm`): each sequence's tokens
+split over c ranks, attention included, and the communication that attention then needs.
+
+Split: the causal load-balanced one Megatron-Core and torchtitan use: the sequence cut into
+2c chunks, rank i holding chunks i and 2c-1-i, so that every rank's queries see as many
+unmasked keys. A rank keeps s/c tokens: its linear layers, norms and activations are 1/c of the
+whole sequence's (tiersim/state/inventory.per_context_rank); its attention scores are its s/c
+queries over all s keys, s²/c of the s² (half of them masked for every rank alike), so FLOPs,
+kernel time and activation bytes per rank are the whole sequence's / c
+(tiersim/workload/kernels.py times the s/c queries over the s keys).
+
+Communication per layer and micro-batch, one rank (K/V = the layer's keys and values of this
+rank's s/c tokens, its tensor-parallel share; `chunk` their bytes):
+- `ring` (P2P ring attention: Megatron-Core/Transformer Engine's `p2p`, torchtitan): forward,
+  c - 1 sends of a K/V chunk to the next rank, each while the attention block of the chunk
+  already there computes; backward, the K/V chunks again and their gradients (dK, dV),
+  2(c - 1) chunks. Only what the attention blocks do not cover is exposed: with the ring's
+  time alone R and the attention's time A (forward, or backward's), the c - 1 transfers
+  overlap the (c - 1)/c of A that runs meanwhile: exposed = max(0, R - A·(c - 1)/c), the rest
+  flows beside compute.
+- `all_gather` (Llama 3's): forward, an all-gather of K/V over the c ranks before attention
+  (the gathered K/V of the whole sequence held while it runs, tiersim/state/buffers); backward,
+  the all-gather again and a reduce-scatter of dK, dV. Blocking.
+- `all_to_all` (DeepSpeed-Ulysses): an all-to-all turns the s/c tokens x all heads of Q, K and V
+  into s tokens x heads/c before attention, and one turns the output back: each sends
+  (c - 1)/c of its tensor; backward, the same for the gradients. Blocking. Heads must divide
+  by c (tiersim/config/mesh.py).
+Full recompute reruns the forward's exchange before backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tiersim.config.mesh import Mesh
+from tiersim.config.schema import PRECISION_BYTES
+from tiersim.hardware.collectives import group_link
+from tiersim.hardware.resources import NetChannel, Network
+from tiersim.state.context import gathered_kv_bytes as gathered_kv_bytes
+from tiersim.state.context import kv_chunk_bytes, kv_values_per_token, local_tokens
+from tiersim.state.model import Transformer
+from tiersim.workload.attention import flash_computed
+from tiersim.workload.comms import Comm, alone_s, comm
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
+
+# backward's attention products over forward's: 2.5 fused (flash recomputes S), 2 eager
+# (tiersim/workload/attention.py)
+FUSED_BACKWARD, EAGER_BACKWARD = 2.5, 2.0
+
+
+@dataclass(frozen=True)
+class ContextComms:
+    """One layer's context-parallel communication per micro-batch: what blocks the GPU
+    stream forward and backward, and what flows beside the attention blocks."""
+
+    forward: Comm | None = None
+    backward: Comm | None = None
+    forward_hidden: Comm | None = None
+    backward_hidden: Comm | None = None
+
+
+def attention_s(r: Resolved, model: Transformer) -> tuple[float, float]:
+    """Forward and backward seconds of one layer's attention core on one context rank: its
+    s/c queries over s keys, the causal share a fused kernel computes, at peak x efficiency."""
+    ex, gpu = r.execution, r.machine.gpu
+    s, t, c = ex.seq_len, ex.parallel.tensor, ex.parallel.context
+    rate = gpu.peak_flops[ex.training.precision.compute_precision] * gpu.efficiency
+    fused = r.accounting.kernel != "eager"
+    share = flash_computed(s, s, None) if fused else 1.0
+    flops = 4.0 * ex.training.micro_batch_size * s * s * model.attention_width / t / c * share
+    forward = flops / rate
+    return forward, forward * (FUSED_BACKWARD if fused else EAGER_BACKWARD)
+
+
+def _split(name: str, c: Comm, exposed_s: float, alone: float) -> tuple[Comm | None, Comm | None]:
+    """`c` as its exposed part (blocking) and the rest (beside compute), bytes conserved."""
+    if alone <= 0.0 or exposed_s <= 0.0:
+        return None, Comm(f"{name} (overlapped)", c.nbytes, c.latency_s, c.resource, c.group)
+    f = min(1.0, exposed_s / alone)
+    blocking = Comm(name, c.nbytes * f, c.latency_s * f, c.resource, c.group)
+    if f >= 1.0:
+        return blocking, None
+    rest = Comm(
+        f"{name} (overlapped)", c.nbytes * (1 - f), c.latency_s * (1 - f), c.resource, c.group
+    )
+    return blocking, rest
+
+
+def _joined(name: str, *comms: Comm | None) -> Comm | None:
+    real = [x for x in comms if x is not None]
+    if not real:
+        return None
+    return Comm(
+        name,
+        sum(x.nbytes for x in real),
+        sum(x.latency_s for x in real),
+        real[0].resource,
+        real[0].group,
+    )
+
+
+def ring_comms(r: Resolved, model: Transformer) -> ContextComms:
+    c = r.execution.parallel.context
+    chunk = kv_chunk_bytes(r, model)
+    fwd = comm(r, "cp ring", "context", "send", chunk, c - 1)
+    bwd = comm(r, "cp ring backward", "context", "send", chunk, 2 * (c - 1))
+    attn_f, attn_b = attention_s(r, model)
+    covered = (c - 1) / c
+    f_alone, b_alone = alone_s(r, fwd), alone_s(r, bwd)
+    f_block, f_rest = _split("cp ring", fwd, f_alone - attn_f * covered, f_alone)
+    b_block, b_rest = _split("cp ring backward", bwd, b_alone - attn_b * covered, b_alone)
+    if r.execution.training.recompute == "full":  # the forward's ring again, before backward
+        b_block = _joined("cp ring backward", b_block, f_block)
+        b_rest = _joined("cp ring backward (overlapped)", b_rest, f_rest)
+    return ContextComms(f_block, b_block, f_rest, b_rest)
+
+
+def all_gather_comms(r: Resolved, model: Transformer) -> ContextComms:
+    c = r.execution.parallel.context
+    gathered = c * kv_chunk_bytes(r, model)
+    fwd = comm(r, "cp all-gather", "context", "all_gather", gathered)
+    rs = comm(r, "cp reduce-scatter", "context", "reduce_scatter", gathered)
+    calls = 2 if r.execution.training.recompute == "full" else 1
+    again = comm(r, "cp all-gather", "context", "all_gather", gathered, calls)
+    return ContextComms(fwd, _joined("cp backward", again, rs))
+
+
+def all_to_all_comms(r: Resolved, model: Transformer) -> ContextComms:
+    par = r.execution.parallel
+    c, t = par.context, par.tensor
+    act = PRECISION_BYTES[r.execution.training.precision.weights]
+    q = model.attention_width // t  # queries and the attention output, this rank's heads
+    local = local_tokens(r) * (2 * q + kv_values_per_token(model, t)) * act
+    one_pass = local * (c - 1) / c
+    group = Mesh.of(par).group("context")
+    link = group_link(r.machine.network, group.size, group.stride)
+    channel = Network(NetChannel(link.kind))
+    latency = 4 * (c - 1) * link.latency  # four all-to-alls (Q, K, V; output)
+    fwd = Comm("cp all-to-all", one_pass, latency, channel, "context")
+    calls = 2 if r.execution.training.recompute == "full" else 1
+    bwd = Comm("cp all-to-all backward", one_pass * calls, latency * calls, channel, "context")
+    return ContextComms(fwd, bwd)
+
+
+def context_comms(r: Resolved, model: object) -> ContextComms:
+    """The layer's context-parallel communication (none without context parallelism or for
+    a model known only by its parameter count)."""
+    par = r.execution.parallel
+    if par.context == 1 or not isinstance(model, Transformer):
+        return ContextComms()
+    style = {"ring": ring_comms, "all_gather": all_gather_comms, "all_to_all": all_to_all_comms}
+    return style[par.context_comm](r, model)
