@@ -49,6 +49,7 @@ def write_megatron(s: Scenario) -> Emitted:
     ]
     if p.virtual_pipeline > 1:
         flags.append(f"--virtual-pipeline-model-parallel-size {p.virtual_pipeline}")
+    flags += _stage_flags(s, notes)
     if p.expert > 1:
         flags.append(f"--expert-model-parallel-size {p.expert}")
     flags += ["--sequence-parallel"] if p.sequence else []
@@ -126,3 +127,26 @@ def _launch_script(s: Scenario, flags: list[str]) -> str:
 
 
 # --- torchtitan -----------------------------------------------------------------------------
+
+
+def _stage_flags(s: Scenario, notes: list[Problem]) -> list[str]:
+    """An uneven split as Megatron-LM's --decoder-first/last-pipeline-num-layers, which give
+    the first and the last stage their own count and spread the rest evenly (no virtual
+    stages); any other split is said in a note, not written."""
+    p = s.parallel
+    split = list(p.stage_layers) if p.stage_layers is not None else []
+    if len(split) <= 1:
+        return []
+    first, *middle, last = split
+    if p.virtual_pipeline == 1 and len(set(middle)) <= 1:
+        even = middle[0] if middle else None
+        flags = [f"--decoder-first-pipeline-num-layers {first}"] if first != even else []
+        flags += [f"--decoder-last-pipeline-num-layers {last}"] if last != even else []
+        return flags
+    why = (
+        f"{split}: not written (Megatron-LM's --decoder-first/last-pipeline-num-layers give "
+        "the first and the last stage their own count and no more, without virtual stages; "
+        "its --pipeline-model-parallel-layout is not written by this version)"
+    )
+    notes.append(Problem("parallel.stage_layers", why))
+    return []
