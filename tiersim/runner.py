@@ -146,7 +146,7 @@ def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, 
     res = resolve(scenario)  # once: the run and its report share it, and the inventory
     inventory = build_inventory(res)
     result = _simulated(res, record, inventory)
-    return run_report(scenario, inventory, result), result
+    return run_report(scenario, inventory, result, simulate), result
 
 
 def report_for(loaded: Loaded) -> dict[str, Any]:

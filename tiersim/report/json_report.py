@@ -10,6 +10,7 @@ from typing import Any
 
 from tiersim import __version__
 from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
+from tiersim.analysis.wear_remedy import Simulate
 from tiersim.config.schema import Scenario, Tier
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
@@ -300,14 +301,18 @@ def target_wear_at_optimum(
     }
 
 
-def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
+def run_report(
+    s: Scenario, inv: Inventory, r: StepResult, simulate: Simulate | None = None
+) -> dict[str, Any]:
+    """The report of one run; `simulate`: how to simulate a changed scenario, for the wear
+    remedies that change the step (report.wear.wear_section)."""
     report = inventory_report(s, inv)
     report["tiers"] = run_tiers_section(s, inv, r)
     report["fits"] = all(t["fits"] for t in report["tiers"].values())
     report["step"] = step_section(s, r)
     report["links"] = links_section(s, r)
     report["step"]["bottleneck"] = bottleneck(report)
-    report["wear"] = wear_section(s, r)
+    report["wear"] = wear_section(s, r, simulate)
     report["checkpoint"] = checkpoint_report(s, r)
     if report["checkpoint"] is not None:
         target_wear = report["wear"].get(s.checkpoint.target)

@@ -16,6 +16,7 @@ from tiersim.analysis.wear import (
     assess,
     ranked_classes,
 )
+from tiersim.analysis.wear_remedy import Simulate, with_simulated_remedies
 from tiersim.config.schema import Scenario
 from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes
 from tiersim.engine.results import StepResult
@@ -88,9 +89,15 @@ def assessment_dict(a: Assessment) -> dict[str, object]:
     }
 
 
-def wear_section(scenario: Scenario, result: StepResult) -> dict[str, dict[str, object]]:
-    """The report's `wear` section: one entry per tier with endurance."""
-    return {name: assessment_dict(a) for name, a in assess(scenario, result).items()}
+def wear_section(
+    scenario: Scenario, result: StepResult, simulate: Simulate | None = None
+) -> dict[str, dict[str, object]]:
+    """The report's `wear` section: one entry per tier with endurance; `simulate`: the
+    gradient-accumulation remedies checked by simulating them (analysis.wear_remedy)."""
+    assessed = assess(scenario, result)
+    if simulate is not None:
+        assessed = with_simulated_remedies(scenario, assessed, simulate)
+    return {name: assessment_dict(a) for name, a in assessed.items()}
 
 
 # --- the verdict, in a sentence a planner can paste ---------------------------------------------
