@@ -36,6 +36,24 @@ def test_blocking_stall_is_bytes_over_the_bottleneck():
     assert math.isclose(nvme.utilization, 0.16 / (r.time_s + ck.stall_s / 10), rel_tol=1e-9)
 
 
+def test_a_blocking_checkpoint_starts_after_the_optimizer_step():
+    # Two layers of 0.5e9 parameters; HBM at 20 GB/s, so the GPU's SGD-momentum update of a
+    # layer (reads weights, gradient and momentum, writes weights and momentum: 5 x 2 GB =
+    # 10 GB) takes 0.5 s, the whole update 1.0 s: step = forwards 2 x 1 s + backwards 2 x 2 s
+    # + 1.0 s = 7.0 s. The checkpoint (weights 4 GB + momentum 4 GB) starts once the update
+    # is over, as torch.save after optimizer.step(): 8e9 / 5e9 = 1.6 s (+ fill), all of it
+    # stall. (Copying layer 0 while layer 1 still updated hid 0.5 s of it: stall 1.2 s.)
+    raw = momentum(
+        model={"parameters": 1_000_000_000, "layers": 2},
+        hardware={"tiers": {"hbm": {"bandwidth": "20 GB/s"}}},
+        checkpoint={"every_steps": 10, "mode": "blocking"},
+    )
+    r = simulate(scenario(raw))
+    assert math.isclose(r.time_s, 7.0, rel_tol=1e-9)
+    assert math.isclose(r.checkpoint.write_s, 1.6 + FILL, rel_tol=1e-9)
+    assert math.isclose(r.checkpoint.stall_s, 1.6 + FILL, rel_tol=1e-9)
+
+
 @pytest.mark.parametrize("every", [1, 3, 10])
 @pytest.mark.parametrize("nvme", ["1 GB/s", "5 GB/s", "50 GB/s"])
 def test_async_never_stalls_more_than_blocking(every, nvme):
