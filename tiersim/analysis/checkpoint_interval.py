@@ -16,6 +16,7 @@ from tiersim.analysis.checkpoint import (
 )
 from tiersim.analysis.wear import judge, steps_per_day, tier_wear
 from tiersim.config.schema import Parallel
+from tiersim.core.units import DAY_S
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.state.resolved import Resolved
 
@@ -58,9 +59,14 @@ def budget_interval(
     res: Resolved, result: StepResult, run: CheckpointRun, target: str | None = None
 ) -> int | None:
     """The fewest steps between checkpoints that keep tier `target` (default: the checkpoint's
-    target) within its write budget, with what the step itself writes there:
-    I >= C / (allowed per step - written per step). None without a budget or endurance, or
-    when the step's own writes already exceed it (no interval helps)."""
+    target) within its write budget, with what the step itself writes there. Wear is counted
+    at the steps a day the run makes, each step with its share of the stall (t + S/I a step,
+    StepResult.period_s), so with A the bytes a day allowed, W the step's own bytes, C the
+    checkpoint's: (W + C/I)·D/(t + S/I) <= A, i.e. I >= (C - A·S/D) / (A·t/D - W): the
+    stall's seconds hold no steps, so their share of the allowance writes part of the
+    checkpoint. (With budget.steps_per_day given the steps a day are fixed: no stall term.)
+    None without a budget or endurance, or when the step's own writes already exceed it (no
+    interval helps)."""
     target = target or res.execution.checkpoint.target
     tier, budget = res.machine.tiers[target], res.budget.tiers.get(target)
     checkpoint = run.written_by_tier.get(target, 0)
@@ -70,12 +76,15 @@ def budget_interval(
     written = stats.written_by_source if stats else {}
     per_day = steps_per_day(res.budget, result.time_s)
     w = tier_wear(target, tier, written, result.time_s, per_day)
-    allowed = judge(w, budget, tier.endurance.warranty).allowed_host_bytes_per_day / per_day
-    room = allowed - w.host_bytes_per_step
+    allowed_per_day = judge(w, budget, tier.endurance.warranty).allowed_host_bytes_per_day
+    room = allowed_per_day / per_day - w.host_bytes_per_step
     if room <= 0:
         return None
-    interval = math.ceil(checkpoint / room)
-    while round(checkpoint / interval) > room:  # per_step rounds the bytes the report shows
+    paced = res.budget.steps_per_day is None  # steps a day as the step (and stall) allows
+    in_stall = allowed_per_day * run.stall_s / DAY_S if paced else 0.0
+    interval = max(1, math.ceil((checkpoint - in_stall) / room))
+    # per_step rounds the bytes the report shows
+    while round(checkpoint / interval) > room + in_stall / interval:
         interval += 1
     return interval
 

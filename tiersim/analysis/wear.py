@@ -17,7 +17,8 @@ Model (per GPU, per optimizer step; capacities and bytes are per GPU throughout)
 - Physical NAND = capacity x (1 + spare_area); perfect wear levelling spreads P/E cycles over it.
   P/E cycles per day = NAND bytes per day / physical bytes; lifetime = pe_cycles / that.
 - Drive writes per day (DWPD) = host bytes per day / capacity (the rating's convention).
-- Steps per day = `budget.steps_per_day`, else 86,400 / step time (training 24/7).
+- Steps per day = `budget.steps_per_day`, else 86,400 / step time (training 24/7); the step
+  time with its share of a durable checkpoint's stall (StepResult.period_s).
 - A budget caps host bytes per day: lifetime L -> pe_cycles x physical / (L x WA);
   DWPD d -> d x capacity; total_bytes_written B -> B / warranty (the period B covers).
   margin = allowed / actual host bytes per day; within budget when margin >= 1.
@@ -378,13 +379,14 @@ def wear_problems(scenario: Scenario) -> list[Problem]:
 
 def assess(scenario: Scenario, result: StepResult) -> dict[str, Assessment]:
     """Every tier with endurance that the result covers, judged against its budget if any."""
-    per_day = steps_per_day(scenario.budget, result.time_s)
+    step_s = result.period_s  # a checkpoint's stall share included: the step as run
+    per_day = steps_per_day(scenario.budget, step_s)
     out = {}
     for name, tier in scenario.hardware.tiers.items():
         stats = result.tiers.get(name)
         if tier.endurance is None or stats is None:
             continue
-        w = tier_wear(name, tier, stats.written_by_source, result.time_s, per_day)
+        w = tier_wear(name, tier, stats.written_by_source, step_s, per_day)
         budget = scenario.budget.tiers.get(name)
         v = judge(w, budget, tier.endurance.warranty) if budget else None
         fix = None

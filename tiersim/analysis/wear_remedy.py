@@ -70,9 +70,10 @@ class _Search:
         stats = r.tiers.get(self.tier)
         written = stats.written_by_source if stats else {}
         tier = s.hardware.tiers[self.tier]
-        w = tier_wear(self.tier, tier, written, r.time_s, self.active_s / r.time_s)
+        step_s = r.period_s  # with a checkpoint's stall share, as wear.assess counts
+        w = tier_wear(self.tier, tier, written, step_s, self.active_s / step_s)
         v = judge(w, s.budget.tiers[self.tier], tier.endurance.warranty)
-        return _Point(g, r.time_s, w.host_bytes_per_step, v.within_budget)
+        return _Point(g, step_s, w.host_bytes_per_step, v.within_budget)
 
     def steps_per_day(self, g: int) -> float:
         return self.active_s / self.at(g).step_s

@@ -111,5 +111,15 @@ class StepResult:
     breakdown: dict[str, float] | None = None  # the model's prices (workload.breakdown)
 
     @property
+    def period_s(self) -> float:
+        """The step with its share of a checkpoint's stall (stall over the interval): the
+        wall time each step takes in the run, so what every per-step rate divides by (a
+        tier's port, a link's bandwidth, the steps a day that wear is counted at)."""
+        ck = self.checkpoint
+        if ck is None or not ck.interval_steps:
+            return self.time_s
+        return self.time_s + ck.stall_s / ck.interval_steps
+
+    @property
     def tokens_per_s(self) -> float:
         return self.tokens_per_step / self.time_s if self.time_s > 0 else float("inf")

@@ -77,8 +77,8 @@ def _breakdown_table(st: dict[str, Any], framework: str | None = None) -> list[s
 
 def _step_head(report: dict[str, Any]) -> str:
     st = report["step"]
-    overlap = (  # None: no link was busy, so there is no share to give
-        "no link carried a transfer"
+    overlap = (  # None: no link was busy in the step, so there is no share to give
+        _no_overlap(report)
         if st["overlap"] is None
         else f"transfer overlapped with compute {100 * st['overlap']:.1f} %"
     )
@@ -94,6 +94,14 @@ def _step_head(report: dict[str, Any]) -> str:
         )
     head = f"{report['scenario']}: {fmt_time(st['time_s'])} per step, {tokens}, {overlap}"
     return "\n".join([head, *_head_warnings(report)])
+
+
+def _no_overlap(report: dict[str, Any]) -> str:
+    """Why there is no overlap share: nothing crossed a link, or only a checkpoint's copies
+    did (their links' busy time is its, beside the step's compute)."""
+    if any(link["bytes"] for link in report["links"].values()):
+        return "no link carried a transfer in the step itself (only the checkpoint's copies)"
+    return "no link carried a transfer"
 
 
 def fit_warning(report: dict[str, Any]) -> str:
