@@ -63,7 +63,7 @@ def test_scenario_and_set_against_two_run_folders(cli, tmp_path):
     # order; the rest by how far they moved, largest first
     headline = ["fits", "step.time_s", "step.tokens_per_s", "step.mfu", "step.compute_s"]
     headline += ["step.recompute_s", "step.optimizer_s", "step.exposed_transfer_s"]
-    headline += ["step.exposed_cpu_s", "step.pipeline_bubble_s"]
+    headline += ["step.exposed_collective_s", "step.exposed_cpu_s", "step.pipeline_bubble_s"]
     paths = [r["path"] for r in from_set["outputs"]]
     first = [p for p in paths if p in headline]
     assert paths[: len(first)] == first == [p for p in headline if p in first]

@@ -90,7 +90,7 @@ class StepResult:
     compute_s: float  # GPU forward + backward arithmetic, recompute included
     recompute_s: float
     optimizer_s: float
-    exposed_transfer_s: float  # step time during which the GPU waits on movement
+    exposed_transfer_s: float  # step time the GPU waits on movement between tiers
     overlap: float | None  # share of link-busy time (any link) coinciding with GPU compute;
     # None when nothing moved
     tokens_per_step: int
@@ -100,6 +100,9 @@ class StepResult:
     events: int
     wall_s: float
     exposed_cpu_s: float = 0.0  # step time the GPU waits on the CPU optimizer
+    # step time the GPU waits on collectives (blocking tensor-parallel ones, an overlapped
+    # reduction's tail): not tier movement (tiersim.engine.metrics._exposed_collective)
+    exposed_collective_s: float = 0.0
     pipeline_bubble_s: float = 0.0  # step time the GPU waits on other pipeline stages
     prefetch_depth: int = 0  # uses ahead that fetches are issued (after the HBM budget)
     checkpoint: CheckpointRun | None = None

@@ -36,6 +36,7 @@ STEP_FIGURES = (
     "step.recompute_s",
     "step.optimizer_s",
     "step.exposed_transfer_s",
+    "step.exposed_collective_s",
     "step.exposed_cpu_s",
     "step.pipeline_bubble_s",
 )
@@ -129,7 +130,8 @@ def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:
         "compute_s": r.compute_s,
         "recompute_s": r.recompute_s,
         "optimizer_s": r.optimizer_s,
-        "exposed_transfer_s": r.exposed_transfer_s,
+        "exposed_transfer_s": r.exposed_transfer_s,  # waits on movement between tiers
+        "exposed_collective_s": r.exposed_collective_s,  # waits on collectives
         "exposed_cpu_s": r.exposed_cpu_s,
         "pipeline_bubble_s": r.pipeline_bubble_s,
         "overlap": r.overlap,

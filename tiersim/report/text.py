@@ -32,12 +32,14 @@ def _step_rows(st: dict[str, Any]) -> list[list[str]]:
         ("optimizer_s", "CPU optimizer (beside the GPU)" if on_cpu else "GPU optimizer"),
         ("pipeline_bubble_s", "pipeline bubble (other stages)"),
         ("exposed_transfer_s", "exposed transfer (GPU waits)"),
+        ("exposed_collective_s", "exposed collectives (GPU waits)"),
         ("exposed_cpu_s", "exposed CPU work (GPU waits)"),
     ):
-        if key == "pipeline_bubble_s" and not st[key]:
+        value = st.get(key, 0.0)  # a report before exposed_collective_s: none apart
+        if key in ("pipeline_bubble_s", "exposed_collective_s") and not value:
             continue
-        share = "-" if key == "optimizer_s" and on_cpu else _pct(st[key], t)
-        rows.append([label, fmt_time(st[key]), share])
+        share = "-" if key == "optimizer_s" and on_cpu else _pct(value, t)
+        rows.append([label, fmt_time(value), share])
     return rows
 
 
