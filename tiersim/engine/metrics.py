@@ -22,14 +22,11 @@ MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 def _step_ops(log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind) -> tuple:
     """One pass over a run's ops: the time GPU, bubble (IDLE) and CPU ops ran over the whole
     run, the durations of the `step`'s compute, recompute and optimizer ops (each list in
-    op order, so that summing it is `sum` over the ops, as before), and the step's bytes per
-    kind of transfer (`_moved_by_kind`)."""
+    op order, so that summing it is `sum` over the ops, as before), the time collectives and
+    moves ran, and the step's bytes per kind of transfer (`_moved_by_kind`)."""
     gpu_spans: iv.Intervals = []
-    idle_spans: iv.Intervals = []
-    cpu_spans: iv.Intervals = []
-    sync_spans: iv.Intervals = []  # collectives the GPU stream waits for
-    comm_spans: iv.Intervals = []  # collectives beside it
-    move_spans: iv.Intervals = []  # moves between tiers
+    idle_spans, cpu_spans = [], []  # the pipeline bubble and the like; the CPU's work
+    sync_spans, comm_spans, move_spans = [], [], []  # blocking and overlapped collectives
     compute: list[float] = []
     recompute: list[float] = []
     optimizer: list[float] = []
