@@ -117,17 +117,17 @@ def _stride(scenario: Scenario) -> int:
 
 def _on_grid(g: int, today: int, sign: int, stride: int) -> int:
     """`g` moved onto today's grid of `stride` (away from today), at least one stride away
-    and within 1..MOST."""
+    and within stride..MOST (today is a multiple of the stride, so is every G it allows)."""
     steps = max(1, math.ceil(abs(g - today) / stride))
-    return min(max(today + sign * steps * stride, 1), MOST)
+    return min(max(today + sign * steps * stride, stride), MOST)
 
 
 def _holding(search: _Search, today: int, g: int, sign: int, stride: int) -> int | None:
     """A G on the far side that holds: the guess, else doubling its distance from today."""
-    while 1 <= g <= MOST:
+    while g != today:
         if search.at(g).holds:
             return g
-        if g in (1, MOST):
+        if g in (stride, MOST):  # the last a scenario can take
             return None
         g = _on_grid(today + 2 * (g - today), today, sign, stride)
     return None
@@ -138,6 +138,12 @@ def _boundary(search: _Search, near: int, far: int, sign: int, stride: int, v: V
     `near` failing: first where a line through the bracket's ends says, then by halving."""
     while abs(far - near) > stride:
         probe = _line_guess(search, near, far, sign, v)
+        if probe is not None and (probe - far) * sign >= 0:  # the line says `far` itself
+            neighbour = far - sign * stride
+            if not search.at(neighbour).holds:
+                return far
+            far = neighbour
+            continue
         if probe is None or not _inside(probe, near, far, stride):
             probe = near + sign * stride * (abs(far - near) // stride // 2)
         if search.at(probe).holds:
