@@ -57,7 +57,7 @@ def run_lengths(monkeypatch):
 
 
 def test_a_drain_longer_than_a_step_reports_the_same_checkpoint_whatever_the_warm_up():
-    # One checkpoint drains 11.79 GB at 1 GB/s, over five 2.09 s steps: it holds the next
+    # One checkpoint drains 11.79 GB at 1 GB/s, over five 2.08 s steps: it holds the next
     # checkpoint, so in steady state a step lasts as long as one checkpoint's write.
     results = [simulate(reviewer_case(n)) for n in (1, 2, 3, 5)]
     first = results[0].checkpoint
@@ -80,7 +80,7 @@ def test_a_drain_longer_than_a_step_reports_the_same_checkpoint_whatever_the_war
 
 
 def test_a_drain_shorter_than_a_step_simulates_no_extra_step(run_lengths):
-    # The preset's NVMe writes 6.6 GB/s: 11.79 GB / 6.6 GB/s = 1.79 s, within a 2.09 s step:
+    # The preset's NVMe writes 6.6 GB/s: 11.79 GB / 6.6 GB/s = 1.79 s, within a 2.08 s step:
     # the warm-up step already repeats, and the runs are the plain run and the checkpoint
     # run of warm-up + 2 steps, as before.
     s = load_scenario(

@@ -83,7 +83,7 @@ def test_table_has_units_and_ratio(faster_table):
 
 
 def test_the_table_and_the_readme_say_the_headline_figures_come_first(faster_table):
-    # HBF writing at 100 GB/s instead of 50: the step time moves x0.9094 (README), the DRAM
+    # HBF writing at 100 GB/s instead of 50: the step time moves x0.9093 (README), the DRAM
     # peak x4.3 (2.29 GB -> 9.88 GB); by size alone the peak would come first
     code, out, err = faster_table
     assert code == 0, err
