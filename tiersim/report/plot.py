@@ -159,7 +159,7 @@ def _time_bar(ax: Any, step: dict[str, Any], unit: tuple[float, str]) -> None:
         "GPU optimizer": COLOURS["optimizer"],
         "pipeline bubble": COLOURS["waiting"],
         "exposed transfer": "#E8A33D",
-        "exposed collectives": "#7B5EA7",
+        "exposed collectives": "#2A7F8F",  # the timeline's collective blue, darker
         "exposed CPU work": "#8B0000",
     }
     total = step["time_s"]
