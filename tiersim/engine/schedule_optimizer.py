@@ -118,6 +118,7 @@ class OptimizerStep:
         and, with tied embeddings over a pipeline, the first and last stage's all-reduce of it).
         Synchronous (`training.optimizer_step`): the update starts once every gradient is final
         (the global norm clipping needs) and the next step once all of it is done."""
+        self._queued = {}  # this update's own queues: a forked builder starts a step without any
         last_backward = self.ops.last("gpu")
         bubble = self._pipeline_end(step)
         n = len(self.c.wl.units)
