@@ -186,6 +186,25 @@ def test_async_with_a_short_stall_beats_blocking():
         assert a["stall_s"] <= b["stall_s"]
 
 
+def test_a_blocking_checkpoint_has_no_drain_lag():
+    # Durable when training resumes, whatever the write and the stall measured: a failure
+    # costs restart + read-back + lost work, nothing for a drain. Step 10 s, 100 steps, stall
+    # 50 s of a 60 s write, M = 3 h = 10,800 s, T = 1,000 + 50 = 1,050 s:
+    #   lost work = M - T / (e^(T/M) - 1) = 10,800 - 1,050 / (e^0.0972222 - 1)
+    #             = 10,800 - 1,050 / 0.1021053 = 10,800 - 10,283.51 = 516.49 s
+    #   recovery  = 600 + 40 + 516.49 = 1,156.49 s
+    # (as an async snapshot durable 10 s after training resumes, it would lose 10 s more.)
+    blocking = CheckpointCost(
+        bytes=4e11, write_s=60, stall_s=50, read_back_s=40, restart_s=600, drains=False
+    )
+    assert blocking.drain_lag_s == 0
+    out = checkpoint_section(every_steps=100, step_s=10, cost=blocking, mtbf_s=3 * HOUR)
+    assert out["recovery_s"] == pytest.approx(1156.49, abs=0.01)
+    drained = CheckpointCost(bytes=4e11, write_s=60, stall_s=50, read_back_s=40, restart_s=600)
+    later = checkpoint_section(every_steps=100, step_s=10, cost=drained, mtbf_s=3 * HOUR)
+    assert later["recovery_s"] == pytest.approx(1166.49, abs=0.01)
+
+
 # --- the report section ------------------------------------------------------------------------
 
 

@@ -1,13 +1,16 @@
 """Durable checkpoints simulated in the engine: stall, drain, version holds and wear."""
 
 import math
+from pathlib import Path
 
 import pytest
 from engine_helpers import scenario, tiny
 
+from tiersim.config.load import build
 from tiersim.report.json_report import checkpoint_report
+from tiersim.report.text import step_tables
 from tiersim.report.wear import wear_section
-from tiersim.runner import simulate
+from tiersim.runner import report_for, simulate
 
 FILL = 64 * 2**20 / 5e9  # the first 64 MiB chunk crossing DRAM before the NVMe hop starts
 
@@ -34,6 +37,24 @@ def test_blocking_stall_is_bytes_over_the_bottleneck():
     assert math.isclose(nvme.busy_s, 1.6 / 10, rel_tol=1e-9)
     # utilization over the step plus its share of the checkpoint's stall
     assert math.isclose(nvme.utilization, 0.16 / (r.time_s + ck.stall_s / 10), rel_tol=1e-9)
+
+
+def test_a_blocking_checkpoint_starts_after_the_optimizer_step():
+    # Two layers of 0.5e9 parameters; HBM at 20 GB/s, so the GPU's SGD-momentum update of a
+    # layer (reads weights, gradient and momentum, writes weights and momentum: 5 x 2 GB =
+    # 10 GB) takes 0.5 s, the whole update 1.0 s: step = forwards 2 x 1 s + backwards 2 x 2 s
+    # + 1.0 s = 7.0 s. The checkpoint (weights 4 GB + momentum 4 GB) starts once the update
+    # is over, as torch.save after optimizer.step(): 8e9 / 5e9 = 1.6 s (+ fill), all of it
+    # stall. (Copying layer 0 while layer 1 still updated hid 0.5 s of it: stall 1.2 s.)
+    raw = momentum(
+        model={"parameters": 1_000_000_000, "layers": 2},
+        hardware={"tiers": {"hbm": {"bandwidth": "20 GB/s"}}},
+        checkpoint={"every_steps": 10, "mode": "blocking"},
+    )
+    r = simulate(scenario(raw))
+    assert math.isclose(r.time_s, 7.0, rel_tol=1e-9)
+    assert math.isclose(r.checkpoint.write_s, 1.6 + FILL, rel_tol=1e-9)
+    assert math.isclose(r.checkpoint.stall_s, 1.6 + FILL, rel_tol=1e-9)
 
 
 @pytest.mark.parametrize("every", [1, 3, 10])
@@ -223,3 +244,32 @@ def test_auto_interval_within_budget_after_the_reports_rounding():
     r = simulate(s)
     assert r.checkpoint.interval_steps == 4
     assert wear_section(s, r)["nvme"]["within_budget"] is True
+
+
+def test_a_drain_longer_than_the_step_is_in_every_per_step_rate():
+    # Every step checkpoints; the NVMe write port takes 1 GB/s (its link 5 GB/s). Snapshot
+    # 8 GB over PCIe at 10 GB/s: 0.8 s; drain 8 GB at 1 GB/s: 8 s. One checkpoint in flight,
+    # the next update waiting for its snapshot: each step takes 0.8 + 8 = 8.8 s of the run
+    # (the step 3.00002 s plus a stall of 5.79998 s). Every per-step rate divides by 8.8 s:
+    #   NVMe write port  8 GB / (1 GB/s x 8.8 s)  = 0.90909 (it drains 8 s of every 8.8)
+    #   NVMe link        8 GB / (5 GB/s x 8.8 s)  = 0.18182
+    #   steps a day      86,400 / 8.8              = 9,818.18
+    #   NVMe DWPD        8 GB x 9,818.18 / 100 TB  = 0.785455
+    # (Over the step alone the port read 267 %, 8 / 3.00002, and wear 28,800 steps a day.)
+    raw = momentum(
+        hardware={"tiers": {"nvme": {"write_bandwidth": "1 GB/s"}}},
+        checkpoint={"every_steps": 1, "mode": "async"},
+    )
+    report = report_for(build(raw, Path("."), "test.yaml"))
+    nvme = report["tiers"]["nvme"]["ports"]["write"]
+    assert math.isclose(nvme["bandwidth_utilization"], 8 / 8.8, rel_tol=1e-6)
+    link = report["links"]["nvme"]["bandwidth_utilization_by_direction"]["dram->nvme"]
+    assert math.isclose(link, 8 / (5 * 8.8), rel_tol=1e-6)
+    wear = report["wear"]["nvme"]
+    assert math.isclose(wear["steps_per_day"], 86_400 / 8.8, rel_tol=1e-6)
+    assert math.isclose(wear["drive_writes_per_day"], 8e9 * 86_400 / 8.8 / 100e12, rel_tol=1e-6)
+    # all the state lives in HBM: only the checkpoint's copies crossed a link
+    head = step_tables(report).splitlines()[0]
+    assert head.endswith(
+        "no link carried a transfer in the step itself (only the checkpoint's copies)"
+    )

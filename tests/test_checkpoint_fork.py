@@ -27,7 +27,6 @@ from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role, Schedule
 from tiersim.engine.simulate import simulate
 from tiersim.hardware.topology import Topology
-from tiersim.report.invariants import ReportInvariantError
 from tiersim.runner import report_for
 from tiersim.state.resolved import resolve
 
@@ -100,30 +99,7 @@ def test_the_cases_cover_every_shipped_checkpoint():
     assert {"default", "llama2-70b-zero3-nvme", "hbf-optimizer-state"} <= names
 
 
-# The checkpoint drain that outlasts its step (issue 34, fixed on the hbffix branch) reports the
-# NVMe write port above 100 % here: the report check (issue 35) refuses that report as a bug
-# until the stall is in every per-step rate.
-DRAIN_OUTLASTS_STEP = {
-    ("hbf-optimizer-state", "async every step"),
-    ("hbf-optimizer-state", "blocking every step"),
-}
-MARKED = [
-    pytest.param(
-        path,
-        mode,
-        marks=pytest.mark.xfail(
-            raises=ReportInvariantError,
-            strict=False,  # passes once the hbffix branch is merged: then drop this mark
-            reason="checkpoint drain outlasting its step: a port above 100 % (issue 34)",
-        ),
-    )
-    if (path.stem, mode) in DRAIN_OUTLASTS_STEP
-    else (path, mode)
-    for path, mode in CASES
-]
-
-
-@pytest.mark.parametrize("path, mode", MARKED, ids=lambda c: c if isinstance(c, str) else c.stem)
+@pytest.mark.parametrize("path, mode", CASES, ids=lambda c: c if isinstance(c, str) else c.stem)
 def test_every_shipped_checkpoint_forked_reports_its_full_simulation(path, mode, monkeypatch):
     loaded = lambda: load_scenario(path, [*_shrunk(path), *MODES[mode]])  # noqa: E731
     forked, full, forks = forked_and_full(monkeypatch, lambda: report_for(loaded()))

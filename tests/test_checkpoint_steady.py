@@ -15,7 +15,6 @@ from tiersim.config.load import Loaded, load_scenario
 from tiersim.engine import durable
 from tiersim.engine import simulate as simulate_module
 from tiersim.engine.runs import Runs
-from tiersim.report.invariants import ReportInvariantError
 from tiersim.report.text import step_tables
 from tiersim.runner import report_for, simulate
 
@@ -58,7 +57,7 @@ def run_lengths(monkeypatch):
 
 
 def test_a_drain_longer_than_a_step_reports_the_same_checkpoint_whatever_the_warm_up():
-    # One checkpoint drains 11.79 GB at 1 GB/s, over five 2.09 s steps: it holds the next
+    # One checkpoint drains 11.79 GB at 1 GB/s, over five 2.08 s steps: it holds the next
     # checkpoint, so in steady state a step lasts as long as one checkpoint's write.
     results = [simulate(reviewer_case(n)) for n in (1, 2, 3, 5)]
     first = results[0].checkpoint
@@ -81,7 +80,7 @@ def test_a_drain_longer_than_a_step_reports_the_same_checkpoint_whatever_the_war
 
 
 def test_a_drain_shorter_than_a_step_simulates_no_extra_step(run_lengths):
-    # The preset's NVMe writes 6.6 GB/s: 11.79 GB / 6.6 GB/s = 1.79 s, within a 2.09 s step:
+    # The preset's NVMe writes 6.6 GB/s: 11.79 GB / 6.6 GB/s = 1.79 s, within a 2.08 s step:
     # the warm-up step already repeats, and the runs are the plain run and the checkpoint
     # run of warm-up + 2 steps, as before.
     s = load_scenario(
@@ -93,11 +92,6 @@ def test_a_drain_shorter_than_a_step_simulates_no_extra_step(run_lengths):
     assert r.checkpoint.steady
 
 
-@pytest.mark.xfail(
-    raises=ReportInvariantError,
-    strict=False,  # passes once the hbffix branch is merged: then drop this mark
-    reason="checkpoint drain outlasting its step: the NVMe link above 100 % (issue 34)",
-)
 def test_a_step_not_seen_to_repeat_is_the_last_one_and_said(run_lengths, monkeypatch):
     # tiny: 8 GB (weights + momentum) drained at 1 GB/s every 3 s step; its steady period,
     # worked out in test_checkpoint_engine, is 0.8 s of snapshots + 8 s of drain. With no
@@ -123,11 +117,6 @@ def test_a_step_not_seen_to_repeat_is_the_last_one_and_said(run_lengths, monkeyp
     assert "not seen to repeat within 64 steps" in step_tables(report)
 
 
-@pytest.mark.xfail(
-    raises=ReportInvariantError,
-    strict=False,  # passes once the hbffix branch is merged: then drop this mark
-    reason="checkpoint drain outlasting its step: the NVMe link above 100 % (issue 34)",
-)
 def test_a_settled_checkpoint_section_has_no_steady_key():
     raw = tiny(
         training={"optimizer": "sgd_momentum"},

@@ -6,6 +6,7 @@ tiny(): 1e9 parameters, fp32, forward 1 s and backward 2 s per 1e9-parameter lay
 
 import math
 
+import pytest
 from engine_helpers import scenario, tiny
 
 from tiersim.runner import simulate
@@ -94,13 +95,14 @@ def two_layer_cpu_optimizer(mode: str) -> dict:
 
 def test_synchronous_update_waits_for_every_gradient_and_the_next_step_for_all_of_it():
     # Backward ends at 3 s (forwards 0.5 + 0.5, backwards 1 + 1). Only then do both layers'
-    # gradients and weights (2 GB each, 4 flows, 8 GB) cross PCIe, sharing 10 GB/s: 3.8 s.
-    # CPU: layer 0 3.8-4.3, layer 1 4.3-4.8; new weights back 2 GB at 10 GB/s: layer 0
-    # 4.3-4.5, layer 1 4.8-5.0. The next step starts when the whole update is done: 5.0 s.
+    # gradients and weights (2 GB each) cross PCIe at 10 GB/s, in issue order: layer 0's
+    # 3.0-3.2 and 3.2-3.4, layer 1's 3.4-3.6 and 3.6-3.8. CPU: layer 0 3.4-3.9, layer 1
+    # 3.9-4.4; new weights back 2 GB at 10 GB/s (the other direction): layer 0 3.9-4.1,
+    # layer 1 4.4-4.6. The next step starts when the whole update is done: 4.6 s.
     r = simulate(scenario(two_layer_cpu_optimizer("synchronous")))
-    assert math.isclose(r.time_s, 5.0)
-    assert math.isclose(r.exposed_cpu_s, 1.0)  # 3.8-4.8
-    assert math.isclose(r.exposed_transfer_s, 1.0)  # 3.0-3.8 and 4.8-5.0
+    assert math.isclose(r.time_s, 4.6)
+    assert math.isclose(r.exposed_cpu_s, 1.0)  # 3.4-4.4
+    assert math.isclose(r.exposed_transfer_s, 0.6)  # 3.0-3.4 and 4.4-4.6
 
 
 def test_pipelined_update_overlaps_the_next_forward():
@@ -112,3 +114,28 @@ def test_pipelined_update_overlaps_the_next_forward():
     assert math.isclose(r.time_s, 4.1)
     assert math.isclose(r.exposed_cpu_s, 0.7)  # 3.4-4.1 of the GPU's idle 3.0-4.1
     assert math.isclose(r.exposed_transfer_s, 0.4)  # 3.0-3.4
+
+
+@pytest.mark.parametrize("sharing", ["fair", "issue_order", "ordered"])
+def test_update_reads_overlap_the_write_backs_under_every_link_sharing(sharing):
+    # 4 layers of 0.25e9 parameters, SGD momentum (1 GB fp32 per layer) homed in DRAM, updated
+    # on the GPU (HBM at 1000 TB/s: microseconds), prefetch depth 1 (a unit's fetch waits for
+    # the write-back of the unit two before it, which frees its staging room). PCIe carries
+    # 10 GB/s in each direction at once: a read or a write of one layer takes 0.1 s.
+    # Forwards 4 x 1 s and backwards 4 x 2 s end at 12 s. Reads in issue order, writes as
+    # each update ends:
+    #   read 0 12.0-12.1, read 1 12.1-12.2, write 0 12.1-12.2,
+    #   read 2 (after write 0) 12.2-12.3, write 1 12.2-12.3,
+    #   read 3 (after write 1) 12.3-12.4, write 2 12.3-12.4, write 3 12.4-12.5:
+    # 4 reads + 1 write, 12.5 s, under every sharing policy. (Fair sharing used to read units
+    # 0 and 1 together, 12.0-12.2, write both together, 12.2-12.4, then the same for units 2
+    # and 3: read + write in series, 12.8 s.)
+    raw = tiny(
+        model={"parameters": GB, "layers": 4},
+        training={"optimizer": "sgd_momentum"},
+        placement={"optimizer": "dram"},
+        simulation={"prefetch_depth": 1, "link_sharing": sharing},
+    )
+    r = simulate(scenario(raw))
+    assert math.isclose(r.time_s, 12.5, abs_tol=1e-4)
+    assert r.links["pcie"].bytes_by_direction == {"hbm->dram": 4 * GB, "dram->hbm": 4 * GB}

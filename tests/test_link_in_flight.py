@@ -36,21 +36,34 @@ def test_each_moves_latency_is_in_flight_but_not_busy():
 
 
 def test_transfers_in_flight_together_count_once_as_the_picture_rows_do():
-    # CPU optimizer: after backward the gradients and weights (4 GB each) go HBM -> DRAM
-    # together: both wait the 0.1 s latency, then share 10 GB/s: 0.8 s, both land at 0.9 s;
-    # the CPU updates (1 s); the weights come back DRAM -> HBM: 0.1 + 0.4 s
-    raw = _with_pcie_latency(tiny(placement={"optimizer_compute": "cpu"}))
+    # SGD momentum (4 GB) homed on NVMe behind DRAM (NVMe link 5 GB/s), gradients (4 GB)
+    # homed in DRAM, the update on the GPU; PCIe 10 GB/s with 100 ms latency. After backward
+    # (3.0 s) the gradient goes out: 0.1 + 0.4 s, 3.0-3.5 (hbm->dram). Then the update's two
+    # reads cross PCIe's dram->hbm together, on two routes: the gradient (0.1 s latency, then
+    # 10 GB/s until the momentum joins, 5 GB/s each after) lands at 4.387 s; the momentum
+    # (0.1 s latency, its first 64 MiB chunk through DRAM, FILL, then 4 GB at the NVMe
+    # link's 5 GB/s) at 3.5 + 0.9 + FILL: the row is in flight 0.9 + FILL s, counted once
+    # (not the gradient's 0.887 s more). The momentum goes back the same way: 0.9 + FILL s.
+    fill = 64 * 2**20 / 5e9
+    raw = _with_pcie_latency(
+        tiny(
+            training={"optimizer": "sgd_momentum"},
+            placement={"optimizer": "nvme", "gradients": "dram"},
+        )
+    )
     r = simulate(scenario(raw), record=True)
-    step_s = 3.0 + 0.9 + 1.0 + 0.5
+    opt_s = 20e9 / 1e15  # weights, gradient, momentum read; weights, momentum written
+    step_s = 3.0 + 0.5 + 2 * (0.9 + fill) + opt_s
     assert math.isclose(r.time_s, step_s)
     pcie = r.links["pcie"]
-    assert math.isclose(pcie.busy_s, 0.8 + 0.4)
-    assert math.isclose(pcie.in_flight_s, 0.9 + 0.5)  # not 0.9 + 0.9 + 0.5
+    # bytes moving: the gradient out 0.4 s; both reads from 3.6 s to their end; the write-back
+    assert math.isclose(pcie.busy_s, 0.4 + (0.8 + fill) + 0.8)
+    assert math.isclose(pcie.in_flight_s, 0.5 + 2 * (0.9 + fill))  # not + 0.887 more
     # the picture: a row per direction, each saying its share in flight
     rows = dict(timeline_rows(r.trace))
     up, down = rows["link pcie: hbm->dram"], rows["link pcie: dram->hbm"]
-    assert math.isclose(busy_share(up, step_s), 0.9 / step_s, rel_tol=1e-6)  # trace: in us
-    assert math.isclose(busy_share(down, step_s), 0.5 / step_s, rel_tol=1e-6)
+    assert math.isclose(busy_share(up, step_s), (0.5 + 0.9 + fill) / step_s, rel_tol=1e-6)
+    assert math.isclose(busy_share(down, step_s), (0.9 + fill) / step_s, rel_tol=1e-6)
 
 
 def test_a_collectives_latency_is_in_flight_but_not_busy():

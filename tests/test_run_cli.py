@@ -29,6 +29,7 @@ STEP_KEYS = {
     "recompute_s",
     "optimizer_s",
     "exposed_transfer_s",
+    "exposed_collective_s",
     "overlap",
     "tokens_per_s",
 }

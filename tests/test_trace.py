@@ -8,11 +8,13 @@ from collections import defaultdict
 
 import pytest
 from conftest import SCENARIOS
+from engine_helpers import scenario, tiny
 
 from tiersim.cli import main
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.trace import lanes, trace_events
+from tiersim.runner import simulate
 
 LLAMA2_7B = 6_738_415_616  # parameters (Touvron et al. 2023; README)
 
@@ -94,7 +96,10 @@ def _base(name: str) -> str:
 
 def test_complete_events_of_a_thread_nest_or_are_disjoint(default_run):
     events, _ = default_run
-    names, by_thread = _threads(events)
+    _assert_nested(*_threads(events))
+
+
+def _assert_nested(names, by_thread) -> None:
     assert set(by_thread) <= set(names)
     for thread, items in by_thread.items():
         items.sort(key=lambda e: (e["ts"], -e["dur"]))
@@ -105,8 +110,20 @@ def test_complete_events_of_a_thread_nest_or_are_disjoint(default_run):
                 open_ends.pop()
             assert not open_ends or end <= open_ends[-1] + 1e-6, (names[thread], e)
             open_ends.append(end)
-    # the scenario does overlap its optimizer's reads from HBF: they needed lanes
-    assert "hbf hbf->hbm (2)" in names.values()
+
+
+def test_two_routes_over_one_link_direction_take_two_lanes():
+    # the update reads the gradient from DRAM and the momentum from NVMe through DRAM at
+    # once: both cross PCIe dram->hbm (tests/test_link_in_flight.py), so the track needs a
+    # second lane, and each lane's events still nest
+    raw = tiny(
+        training={"optimizer": "sgd_momentum"},
+        placement={"optimizer": "nvme", "gradients": "dram"},
+    )
+    events = simulate(scenario(raw), record=True).trace["traceEvents"]
+    names, by_thread = _threads(events)
+    assert "pcie dram->hbm (2)" in names.values()
+    _assert_nested(names, by_thread)
 
 
 def test_lanes_keep_every_byte_and_second_of_the_step(default_run):

@@ -16,13 +16,8 @@ import pytest
 import yaml
 from conftest import SCENARIOS, generic, scenario
 
-from tiersim.analysis.wear import (
-    assess,
-    grad_accumulation_to_fit,
-    lambert_w0,
-    random_write_amplification,
-    wear_problems,
-)
+from tiersim.analysis.wear import assess, grad_accumulation_to_fit, wear_problems
+from tiersim.analysis.write_amplification import lambert_w0, random_write_amplification
 from tiersim.cli import main
 from tiersim.cli.commands.wear import budget_failed, wear_text
 from tiersim.config.load import load_scenario

@@ -158,7 +158,7 @@ def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, 
     res = resolve(scenario)  # once: the run and its report share it, and the inventory
     inventory = build_inventory(res)
     result = _simulated(res, record, inventory)
-    report = run_report(scenario, inventory, result)
+    report = run_report(scenario, inventory, result, simulate)
     check_report(report)  # a figure that breaks one is our bug: refused, never written
     return report, result
 

@@ -20,7 +20,7 @@ dumps", Future Generation Computer Systems 22(3), doi:10.1016/j.future.2004.11.0
 - Async drain lag: a snapshot becomes durable only `write_s - stall_s` after it is taken. A
   failure during that window (probability lag / (tau + delta), failure time uniform) falls back
   one more interval (tau + delta), so each failure loses `lag` more work on average; we add it
-  to R. For blocking checkpoints the lag is 0.
+  to R. A blocking checkpoint has none: it is durable when training resumes.
 - Optimal interval: Young 1974 (CACM 17(9)), tau = sqrt(2·delta·M); Daly 2006:
       tau = sqrt(2·delta·M)·[1 + (1/3)·sqrt(delta/(2M)) + (1/9)·(delta/(2M))] - delta  (delta < 2M)
       tau = M                                                                         (delta >= 2M)
@@ -192,10 +192,13 @@ class CheckpointCost:
     stall_s: float  # training time lost to it (blocking: write_s)
     read_back_s: float  # reading it back to where each class lives
     restart_s: float
+    # snapshot-then-drain: durable only once drained, after training has resumed; a blocking
+    # checkpoint is durable when training resumes, so it has no drain lag
+    drains: bool = True
 
     @property
     def drain_lag_s(self) -> float:
-        return max(self.write_s - self.stall_s, 0.0)
+        return max(self.write_s - self.stall_s, 0.0) if self.drains else 0.0
 
 
 def _goodput_at(steps: int, step_s: float, cost: CheckpointCost, mtbf_s: float | None) -> float:

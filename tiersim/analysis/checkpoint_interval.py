@@ -17,6 +17,7 @@ from tiersim.analysis.checkpoint import (
 from tiersim.analysis.wear import judge, steps_per_day, tier_wear
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import Parallel
+from tiersim.core.units import DAY_S
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.state.resolved import Resolved
 
@@ -36,7 +37,14 @@ def resolve_interval(
     every = res.execution.checkpoint.every_steps
     if every != "auto":
         return every, None if every is None else "given", None
-    cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
+    cost = CheckpointCost(
+        run.bytes,
+        run.write_s,
+        run.stall_s,
+        run.read_back_s,
+        run.restart_s,
+        drains=res.execution.checkpoint.mode == "async",
+    )
     step_s = result.time_s
     optimum_s = daly_interval(run.stall_s, run.mtbf_s)
     daly = interval_to_steps(optimum_s, step_s, cost, run.mtbf_s)
@@ -52,9 +60,14 @@ def budget_interval(
     res: Resolved, result: StepResult, run: CheckpointRun, target: str | None = None
 ) -> int | None:
     """The fewest steps between checkpoints that keep tier `target` (default: the checkpoint's
-    target) within its write budget, with what the step itself writes there:
-    I >= C / (allowed per step - written per step). None without a budget or endurance, or
-    when the step's own writes already exceed it (no interval helps)."""
+    target) within its write budget, with what the step itself writes there. Wear is counted
+    at the steps a day the run makes, each step with its share of the stall (t + S/I a step,
+    StepResult.period_s), so with A the bytes a day allowed, W the step's own bytes, C the
+    checkpoint's: (W + C/I)·D/(t + S/I) <= A, i.e. I >= (C - A·S/D) / (A·t/D - W): the
+    stall's seconds hold no steps, so their share of the allowance writes part of the
+    checkpoint. (With budget.steps_per_day given the steps a day are fixed: no stall term.)
+    None without a budget or endurance, or when the step's own writes already exceed it (no
+    interval helps)."""
     target = target or res.execution.checkpoint.target
     tier, budget = res.machine.tiers[target], res.budget.tiers.get(target)
     checkpoint = run.written_by_tier.get(target, 0)
@@ -64,12 +77,15 @@ def budget_interval(
     written = stats.written_by_source if stats else {}
     per_day = steps_per_day(res.budget, result.time_s)
     w = tier_wear(target, tier, written, result.time_s, per_day)
-    allowed = judge(w, budget, tier.endurance.warranty).allowed_host_bytes_per_day / per_day
-    room = allowed - w.host_bytes_per_step
+    allowed_per_day = judge(w, budget, tier.endurance.warranty).allowed_host_bytes_per_day
+    room = allowed_per_day / per_day - w.host_bytes_per_step
     if room <= 0:
         return None
-    interval = math.ceil(checkpoint / room)
-    while round(checkpoint / interval) > room:  # per_step rounds the bytes the report shows
+    paced = res.budget.steps_per_day is None  # steps a day as the step (and stall) allows
+    in_stall = allowed_per_day * run.stall_s / DAY_S if paced else 0.0
+    interval = max(1, math.ceil((checkpoint - in_stall) / room))
+    # per_step rounds the bytes the report shows
+    while round(checkpoint / interval) > room + in_stall / interval:
         interval += 1
     return interval
 

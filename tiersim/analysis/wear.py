@@ -17,7 +17,8 @@ Model (per GPU, per optimizer step; capacities and bytes are per GPU throughout)
 - Physical NAND = capacity x (1 + spare_area); perfect wear levelling spreads P/E cycles over it.
   P/E cycles per day = NAND bytes per day / physical bytes; lifetime = pe_cycles / that.
 - Drive writes per day (DWPD) = host bytes per day / capacity (the rating's convention).
-- Steps per day = `budget.steps_per_day`, else 86,400 / step time (training 24/7).
+- Steps per day = `budget.steps_per_day`, else 86,400 / step time (training 24/7); the step
+  time with its share of a durable checkpoint's stall (StepResult.period_s).
 - A budget caps host bytes per day: lifetime L -> pe_cycles x physical / (L x WA);
   DWPD d -> d x capacity; total_bytes_written B -> B / warranty (the period B covers).
   margin = allowed / actual host bytes per day; within budget when margin >= 1.
@@ -36,6 +37,11 @@ import math
 from dataclasses import dataclass
 
 from tiersim.analysis.flash import levelled_whole, pe_cycles_for_retention, wear_span_bytes
+from tiersim.analysis.write_amplification import (
+    physical_bytes,
+    random_write_amplification,
+    write_amplification,
+)
 from tiersim.config.schema import Budget, Endurance, Scenario, Tier, TierBudget
 from tiersim.core.errors import Problem
 from tiersim.core.units import DAY_S
@@ -44,52 +50,6 @@ from tiersim.state.classes import PER_MICRO_BATCH
 
 TOLERANCE = 1e-9  # relative: a margin of 1 - 1e-9 is float rounding, not a failed budget
 _MB = 1e6
-
-
-# --- write amplification -----------------------------------------------------------------------
-
-
-def lambert_w0(x: float) -> float:
-    """Principal branch of the Lambert W function, W0(x)·e^W0(x) = x, for x >= -1/e (Halley)."""
-    if x < -1.0 / math.e - 1e-15:
-        raise ValueError(f"x(={x!r}) must be >= -1/e for the principal branch")
-    if x <= -1.0 / math.e:
-        return -1.0
-    if x < -0.25:  # series about the branch point
-        p = math.sqrt(2.0 * (math.e * x + 1.0))
-        w = -1.0 + p - p * p / 3.0 + 11.0 / 72.0 * p**3
-    else:
-        w = math.log1p(x) if x < 3 else math.log(x) - math.log(math.log(x))
-    for _ in range(100):
-        ew = math.exp(w)
-        f = w * ew - x
-        step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0))
-        w -= step
-        if abs(step) <= 1e-15 * (1.0 + abs(w)):
-            break
-    return w
-
-
-def random_write_amplification(spare_area: float) -> float:
-    """Uniform random writes, greedy GC, many pages per block (see the module docstring)."""
-    if not spare_area > 0:
-        raise ValueError(f"spare_area(={spare_area!r}) must be > 0")
-    a = 1.0 + spare_area
-    return a / (a + lambert_w0(-a * math.exp(-a)))
-
-
-def write_amplification(endurance: Endurance) -> float:
-    if endurance.write_amplification is not None:
-        return endurance.write_amplification
-    if endurance.write_pattern == "sequential":
-        return 1.0
-    if endurance.spare_area is None:
-        raise ValueError("random writes need write_amplification or spare_area to derive it")
-    return random_write_amplification(endurance.spare_area)
-
-
-def physical_bytes(capacity_bytes: float, endurance: Endurance) -> float:
-    return capacity_bytes * (1.0 + (endurance.spare_area or 0.0))
 
 
 # --- wear of one tier --------------------------------------------------------------------------
@@ -384,13 +344,14 @@ def wear_problems(scenario: Scenario) -> list[Problem]:
 
 def assess(scenario: Scenario, result: StepResult) -> dict[str, Assessment]:
     """Every tier with endurance that the result covers, judged against its budget if any."""
-    per_day = steps_per_day(scenario.budget, result.time_s)
+    step_s = result.period_s  # a checkpoint's stall share included: the step as run
+    per_day = steps_per_day(scenario.budget, step_s)
     out = {}
     for name, tier in scenario.hardware.tiers.items():
         stats = result.tiers.get(name)
         if tier.endurance is None or stats is None:
             continue
-        w = tier_wear(name, tier, stats.written_by_source, result.time_s, per_day)
+        w = tier_wear(name, tier, stats.written_by_source, step_s, per_day)
         budget = scenario.budget.tiers.get(name)
         v = judge(w, budget, tier.endurance.warranty) if budget else None
         fix = None

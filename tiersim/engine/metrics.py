@@ -22,17 +22,17 @@ MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 def _step_ops(log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind) -> tuple:
     """One pass over a run's ops: the time GPU, bubble (IDLE) and CPU ops ran over the whole
     run, the durations of the `step`'s compute, recompute and optimizer ops (each list in
-    op order, so that summing it is `sum` over the ops, as before), and the step's bytes per
-    kind of transfer (`_moved_by_kind`)."""
+    op order, so that summing it is `sum` over the ops, as before), the time collectives and
+    moves ran, and the step's bytes per kind of transfer (`_moved_by_kind`)."""
     gpu_spans: iv.Intervals = []
-    idle_spans: iv.Intervals = []
-    cpu_spans: iv.Intervals = []
+    idle_spans, cpu_spans = [], []  # the pipeline bubble and the like; the CPU's work
+    sync_spans, comm_spans, move_spans = [], [], []  # blocking and overlapped collectives
     compute: list[float] = []
     recompute: list[float] = []
     optimizer: list[float] = []
     kinds: dict[tuple, int] = {}
     # kinds compared by identity: an enum's hash (a dict key) is a Python call per op
-    gpu, idle, cpu = OpKind.GPU, OpKind.IDLE, OpKind.CPU
+    gpu, idle, cpu, move, comm, sync = OpKind.GPU, OpKind.IDLE, OpKind.CPU, MOVE, COMM, SYNC
     for op, start, end in zip(ops, log.start, log.end, strict=True):
         kind = op.kind
         if kind is gpu:
@@ -54,12 +54,21 @@ def _step_ops(log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind) -> 
                 cpu_spans.append((start, end))
             if op.step == step and op.role is Role.OPTIMIZER and optimizer_kind is cpu:
                 optimizer.append(op.duration)
-        elif op.step == step:  # a move or a collective: as `_moved_by_kind` counts it
-            key = _transfer_kind(op)
-            if key is not None:
-                kinds[key] = kinds.get(key, 0) + op.nbytes
+        else:
+            if end > start:
+                if kind is move:
+                    move_spans.append((start, end))
+                elif kind is comm:
+                    comm_spans.append((start, end))
+                elif kind is sync:
+                    sync_spans.append((start, end))
+            if op.step == step:  # a move or a collective: as `_moved_by_kind` counts it
+                key = _transfer_kind(op)
+                if key is not None:
+                    kinds[key] = kinds.get(key, 0) + op.nbytes
     busy = (iv.union(gpu_spans), iv.union(idle_spans), iv.union(cpu_spans))
-    return busy, sum(compute), sum(recompute), sum(optimizer), kinds
+    waits = (iv.union(sync_spans), iv.union(comm_spans), iv.union(move_spans))
+    return busy, waits, sum(compute), sum(recompute), sum(optimizer), kinds
 
 
 def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:
@@ -143,12 +152,13 @@ def measure(
     optimizer_kind = (
         OpKind.GPU if res.execution.placement.optimizer_compute == "gpu" else OpKind.CPU
     )
-    busy, compute_s, recompute_s, optimizer_s, kinds = _step_ops(
+    busy, waits, compute_s, recompute_s, optimizer_s, kinds = _step_ops(
         log, ops, measured_step, optimizer_kind
     )
     gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
+    exposed_collective = _exposed_collective(idle, cpu, waits, lo, hi)
     # the network's busy intervals are disjoint and sorted already (flows.BusyLog.intervals)
     any_link = iv.clip(engine.net.busy.intervals.get(FlowNetwork.ANY, []), lo, hi)
     link_time = iv.total(any_link)
@@ -161,7 +171,8 @@ def measure(
         compute_s=compute_s,
         recompute_s=recompute_s,
         optimizer_s=optimizer_s,
-        exposed_transfer_s=max(0.0, iv.total(idle) - exposed_cpu),
+        exposed_transfer_s=max(0.0, iv.total(idle) - exposed_cpu - exposed_collective),
+        exposed_collective_s=exposed_collective,
         overlap=overlap,
         tokens_per_step=tokens,
         micro_batches=micro_batches,
@@ -174,6 +185,20 @@ def measure(
         prefetch_depth=engine.schedule.prefetch_depth,
     )
     return result
+
+
+def _exposed_collective(
+    idle: iv.Intervals, cpu: iv.Intervals, waits: tuple, lo: float, hi: float
+) -> float:
+    """The step time the GPU waits on collectives, not on movement between tiers: of its
+    idle time not spent waiting on the CPU, the part its stream is blocked on a collective
+    (a tensor-parallel all-reduce, a pipeline send) or an overlapped collective is in flight
+    while no move is (its exposed tail: a gradient reduction the update waits for). Where a
+    move and an overlapped collective are both in flight, the wait is the move's."""
+    sync, comm, move = (iv.clip(spans, lo, hi) for spans in waits)
+    waiting = iv.intersect(idle, iv.complement(cpu, lo, hi))
+    blocked = iv.union(sync + iv.intersect(comm, iv.complement(move, lo, hi)))
+    return iv.total(iv.intersect(waiting, blocked))
 
 
 def _link_stats(engine: Engine, links_moved: dict, lo: float, hi: float) -> dict[str, LinkStats]:

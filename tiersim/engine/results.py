@@ -93,7 +93,7 @@ class StepResult:
     compute_s: float  # GPU forward + backward arithmetic, recompute included
     recompute_s: float
     optimizer_s: float
-    exposed_transfer_s: float  # step time during which the GPU waits on movement
+    exposed_transfer_s: float  # step time the GPU waits on movement between tiers
     overlap: float | None  # share of link-busy time (any link) coinciding with GPU compute;
     # None when nothing moved
     tokens_per_step: int
@@ -103,6 +103,9 @@ class StepResult:
     events: int
     wall_s: float
     exposed_cpu_s: float = 0.0  # step time the GPU waits on the CPU optimizer
+    # step time the GPU waits on collectives (blocking tensor-parallel ones, an overlapped
+    # reduction's tail): not tier movement (tiersim.engine.metrics._exposed_collective)
+    exposed_collective_s: float = 0.0
     pipeline_bubble_s: float = 0.0  # step time the GPU waits on other pipeline stages
     prefetch_depth: int = 0  # uses ahead that fetches are issued (after the HBM budget)
     checkpoint: CheckpointRun | None = None
@@ -113,6 +116,16 @@ class StepResult:
     steady_state_why: str | None = None  # with "full (no repetition found)": what broke it
     micro_batches_simulated: tuple[int, ...] = ()  # per run, where extrapolated
     breakdown: dict[str, float] | None = None  # the model's prices (workload.breakdown)
+
+    @property
+    def period_s(self) -> float:
+        """The step with its share of a checkpoint's stall (stall over the interval): the
+        wall time each step takes in the run, so what every per-step rate divides by (a
+        tier's port, a link's bandwidth, the steps a day that wear is counted at)."""
+        ck = self.checkpoint
+        if ck is None or not ck.interval_steps:
+            return self.time_s
+        return self.time_s + ck.stall_s / ck.interval_steps
 
     @property
     def tokens_per_s(self) -> float:

@@ -3,8 +3,9 @@
 A checkpoint copies every unit's `weights`, `master` and `optimizer` (this GPU's shard, or
 its 1/d share of a replicated class) from their homes to the target tier (moves of role
 `Role.CHECKPOINT`, so their bytes count in the target's wear):
-- blocking: the copies go straight to the target and the GPU stream waits for all of them
-  before the next step starts;
+- blocking: once the optimizer step is over (every unit's update done and written home, and
+  the GPU stream idle), the copies go straight to the target and the GPU stream waits for
+  all of them before the next step starts: its stall is the whole write;
 - async: each class is first snapshotted into the staging tier (DRAM), then drained from
   there to the target in the background, sharing links with everything else. The next
   update of a unit waits until that unit's snapshot is taken (version consistency); a class
@@ -73,8 +74,15 @@ class CheckpointPhase:
         if previous:  # one op the next checkpoint's moves wait for, not each for every drain
             label = "previous checkpoint durable"
             previous = [self.ops.add(Op(OpKind.JOIN, Role.CHECKPOINT, label, step, previous))]
-        for u, unit in enumerate(self.c.wl.units):
-            for cls, nbytes, ready in self._sources(u):
+        sources = [(u, self._sources(u)) for u in range(len(self.c.wl.units))]
+        after = None
+        if ck.mode == "blocking":  # saved once the optimizer step is over, as torch.save or
+            # DCP's save after optimizer.step(): nothing of it overlaps the update
+            every = [ready for _, own in sources for _, n, ready in own if n > 0]
+            after = self.ops.barrier("optimizer step done: blocking checkpoint", step, every)
+        for u, own in sources:
+            unit = self.c.wl.units[u]
+            for cls, nbytes, ready in own:
                 if nbytes <= 0:
                     continue
                 label = f"{cls} {unit.name}"
@@ -86,7 +94,7 @@ class CheckpointPhase:
                         self.c.home_of(u)[cls],
                         ck.target,
                         nbytes,
-                        [ready],
+                        [after],
                         alloc_dst=False,
                         copy=True,
                         role=Role.CHECKPOINT,

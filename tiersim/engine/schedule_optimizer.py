@@ -80,6 +80,33 @@ class OptimizerStep:
     def __init__(self, c: Context, ops: OpList, ready: Readiness):
         self.c, self.ops, self.ready = c, ops, ready
         self.on_gpu = c.res.execution.placement.optimizer_compute == "gpu"
+        self._queued: dict[tuple[str, str], int] = {}  # each route's last move of the update
+
+    def _move(
+        self,
+        cls: str,
+        label: str | tuple,  # or (format, *args): Op.what
+        step: int,
+        src: str,
+        dst: str,
+        nbytes: int,
+        deps: list,
+        alloc_dst: bool = True,
+    ) -> int | None:
+        """A move of the update, queued behind the update's last move on the same route: an
+        offload engine copies each direction in issue order (one copy stream, or one aio
+        queue, per direction), so a unit's read lands before the next one's starts and a
+        unit's write-back as soon as its bytes allow, whatever the link sharing policy. Left
+        to share a link fairly, a window of reads (or write-backs) would all land together
+        at its end, and the next window's reads, which await those write-backs for their
+        staging room, would wait for the whole of it: read and write in series, where the
+        link's two directions run at once."""
+        route = (src, dst)
+        before = self._queued.get(route)
+        op = self.ops.move(cls, label, step, src, dst, nbytes, [*deps, before], alloc_dst)
+        if op is not None:
+            self._queued[route] = op
+        return op
 
     def fork(self, ops: OpList, ready: Readiness) -> OptimizerStep:
         return OptimizerStep(self.c, ops, ready)
@@ -91,6 +118,7 @@ class OptimizerStep:
         and, with tied embeddings over a pipeline, the first and last stage's all-reduce of it).
         Synchronous (`training.optimizer_step`): the update starts once every gradient is final
         (the global norm clipping needs) and the next step once all of it is done."""
+        self._queued = {}  # this update's own queues: a forked builder starts a step without any
         last_backward = self.ops.last("gpu")
         bubble = self._pipeline_end(step)
         n = len(self.c.wl.units)
@@ -161,7 +189,7 @@ class OptimizerStep:
         deps: list[int | None],
     ) -> int | None:
         """Bring something the optimizer reads to where it runs (freed by the caller)."""
-        return self.ops.move(cls, label, step, src, self.c.opt_at, nbytes, deps)
+        return self._move(cls, label, step, src, self.c.opt_at, nbytes, deps)
 
     def _write_back(
         self,
@@ -176,7 +204,7 @@ class OptimizerStep:
     ) -> int | None:
         """Move an updated class to its `home` tier; the staged copy is freed once it has been
         read out."""
-        back = self.ops.move(cls, label, step, self.c.opt_at, home, nbytes, deps, alloc_dst=False)
+        back = self._move(cls, label, step, self.c.opt_at, home, nbytes, deps, alloc_dst=False)
         if staged is not None:
             self.ops.free_after(back if back is not None else deps[0], self.c.opt_at, held)
         return back
@@ -195,7 +223,7 @@ class OptimizerStep:
         """The unit's master weights and optimizer state (and, with no master copy, the
         weights it updates in place), brought to where the optimizer runs."""
         unit, home, homed = self.c.wl.units[u], self.c.home_of(u), self.c.wl.units[u].homed
-        state, move, opt_at = self.ready.state, self.ops.move, self.c.opt_at  # (`_staged`)
+        state, move, opt_at = self.ready.state, self._move, self.c.opt_at  # (`_staged`)
         fetched = {}
         for cls in OPTIMIZER_KEPT:
             deps = [state.get((cls, u)), *ready]
@@ -299,7 +327,7 @@ class OptimizerStep:
         if not off_gpu:
             return gathered
         rest = max(0, unit.weights_full - unit.weights_updated)
-        push = self.ops.move(
+        push = self._move(
             "weights",
             ("gathered weights home {}", unit.name),
             step,

@@ -137,6 +137,7 @@ def binds(r: dict[str, Any]) -> dict[str, str]:
     parts = {
         "compute": st["compute_s"],
         "exposed transfer": st["exposed_transfer_s"],
+        "exposed collectives": st.get("exposed_collective_s", 0.0),
         "exposed CPU work": st["exposed_cpu_s"],
         "pipeline bubble": st["pipeline_bubble_s"],
     }

@@ -10,7 +10,9 @@ from typing import Any
 
 from tiersim import __version__
 from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
+from tiersim.analysis.wear_remedy import Simulate
 from tiersim.config.schema import Scenario, Tier
+from tiersim.core.units import DAY_S
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.checkpoint_wear import unbudgeted_wear
@@ -35,6 +37,7 @@ STEP_FIGURES = (
     "step.recompute_s",
     "step.optimizer_s",
     "step.exposed_transfer_s",
+    "step.exposed_collective_s",
     "step.exposed_cpu_s",
     "step.pipeline_bubble_s",
 )
@@ -128,7 +131,8 @@ def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:
         "compute_s": r.compute_s,
         "recompute_s": r.recompute_s,
         "optimizer_s": r.optimizer_s,
-        "exposed_transfer_s": r.exposed_transfer_s,
+        "exposed_transfer_s": r.exposed_transfer_s,  # waits on movement between tiers
+        "exposed_collective_s": r.exposed_collective_s,  # waits on collectives
         "exposed_cpu_s": r.exposed_cpu_s,
         "pipeline_bubble_s": r.pipeline_bubble_s,
         "overlap": r.overlap,
@@ -156,8 +160,10 @@ def link_bandwidth(s: Scenario, name: str) -> float:
 
 
 def bandwidth_share(nbytes: float, bandwidth: float, step_s: float) -> float | None:
-    """The share of a resource's bandwidth used over the step: bytes / (bandwidth x step time);
-    None for an unlimited resource or a step of no time."""
+    """The share of a resource's bandwidth used over the step: bytes / (bandwidth x step time),
+    the step with its share of a checkpoint's stall (StepResult.period_s: the checkpoint's
+    bytes per step are averaged over the same interval); None for an unlimited resource or a
+    step of no time."""
     if not math.isfinite(bandwidth) or step_s <= 0:
         return None
     return nbytes / (bandwidth * step_s)
@@ -179,7 +185,7 @@ def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
             "bytes_by_direction": ls.bytes_by_direction,
             # bytes / (bandwidth x step) per direction: `utilization` is the time it is busy
             "bandwidth_utilization_by_direction": {
-                d: bandwidth_share(n, bw, r.time_s) for d, n in ls.bytes_by_direction.items()
+                d: bandwidth_share(n, bw, r.period_s) for d, n in ls.bytes_by_direction.items()
             },
         }
     if "network" in out:  # how many of the node's NICs one GPU's rings drive at once
@@ -204,7 +210,7 @@ def run_tiers_section(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, A
             "read_by_class": ts.read_by_source,
             "written_by_class": ts.written_by_source,
             "classes": inv.tiers[name].classes,
-            "ports": ports_section(s.hardware.tiers[name], ts, r.time_s),
+            "ports": ports_section(s.hardware.tiers[name], ts, r.period_s),
         }
     return out
 
@@ -261,7 +267,14 @@ def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
     run = r.checkpoint
     if run is None:
         return None
-    cost = CheckpointCost(run.bytes, run.write_s, run.stall_s, run.read_back_s, run.restart_s)
+    cost = CheckpointCost(
+        run.bytes,
+        run.write_s,
+        run.stall_s,
+        run.read_back_s,
+        run.restart_s,
+        drains=s.checkpoint.mode == "async",
+    )
     every = run.interval_steps if run.interval_steps is not None else None
     section = checkpoint_section(every_steps=every, step_s=r.time_s, cost=cost, mtbf_s=run.mtbf_s)
     return {
@@ -277,11 +290,13 @@ def checkpoint_report(s: Scenario, r: StepResult) -> dict[str, Any] | None:
 
 
 def target_wear_at_optimum(
-    ck: dict[str, Any], wear: dict[str, Any] | None
+    ck: dict[str, Any], wear: dict[str, Any] | None, paced: bool = False
 ) -> dict[str, float | None] | None:
     """What the checkpoint target (a flash tier) would wear at Daly's optimum instead of the
     interval simulated: its checkpoint bytes per step scale by interval / optimum, the rest of
-    what it holds is written as before."""
+    what it holds is written as before. `paced`: the steps a day are those the step allows
+    (no budget.steps_per_day), so they follow the stall's share of each step at the optimum
+    (StepResult.period_s)."""
     best = ck.get("optimal_interval_steps")
     every = ck.get("interval_steps")
     if wear is None or not isinstance(best, dict) or not best.get("daly") or not every:
@@ -289,7 +304,11 @@ def target_wear_at_optimum(
     written = wear["host_bytes_written_per_step_by_class"]
     checkpoint = written.get("checkpoint", 0.0) * every / best["daly"]
     per_day = wear["host_bytes_written_per_step"] - written.get("checkpoint", 0.0) + checkpoint
-    per_day *= wear["steps_per_day"]
+    steps = wear["steps_per_day"]
+    if paced:
+        step_s = ck["interval_s"] / every
+        steps = DAY_S / (step_s + ck["stall_s"] / best["daly"])
+    per_day *= steps
     cycles_per_day = per_day * wear["write_amplification"] / wear["physical_bytes"]
     rated = wear.get("rated_total_bytes_written")
     return {
@@ -301,19 +320,23 @@ def target_wear_at_optimum(
     }
 
 
-def run_report(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
+def run_report(
+    s: Scenario, inv: Inventory, r: StepResult, simulate: Simulate | None = None
+) -> dict[str, Any]:
+    """The report of one run; `simulate`: how to simulate a changed scenario, for the wear
+    remedies that change the step (report.wear.wear_section)."""
     report = inventory_report(s, inv)
     report["tiers"] = run_tiers_section(s, inv, r)
     report["fits"] = all(t["fits"] for t in report["tiers"].values())
     report["step"] = step_section(s, r)
     report["links"] = links_section(s, r)
     report["step"]["bottleneck"] = bottleneck(report)
-    report["wear"] = wear_section(s, r)
+    report["wear"] = wear_section(s, r, simulate)
     report["checkpoint"] = checkpoint_report(s, r)
     if report["checkpoint"] is not None:
         target_wear = report["wear"].get(s.checkpoint.target)
         report["checkpoint"]["target_wear_at_optimum"] = target_wear_at_optimum(
-            report["checkpoint"], target_wear
+            report["checkpoint"], target_wear, paced=s.budget.steps_per_day is None
         )
         written = r.checkpoint.written_by_tier if r.checkpoint else {}
         unbudgeted = unbudgeted_wear(s, written, report["checkpoint"], report["wear"])

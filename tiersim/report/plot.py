@@ -48,6 +48,7 @@ def time_parts(step: dict[str, Any]) -> list[tuple[str, float]]:
     parts += [
         ("pipeline bubble", step["pipeline_bubble_s"]),
         ("exposed transfer", step["exposed_transfer_s"]),
+        ("exposed collectives", step.get("exposed_collective_s", 0.0)),
         ("exposed CPU work", step["exposed_cpu_s"]),
     ]
     return [(name, s) for name, s in parts if s > 0]
@@ -158,6 +159,7 @@ def _time_bar(ax: Any, step: dict[str, Any], unit: tuple[float, str]) -> None:
         "GPU optimizer": COLOURS["optimizer"],
         "pipeline bubble": COLOURS["waiting"],
         "exposed transfer": "#E8A33D",
+        "exposed collectives": "#2A7F8F",  # the timeline's collective blue, darker
         "exposed CPU work": "#8B0000",
     }
     total = step["time_s"]

@@ -33,12 +33,14 @@ def _step_rows(st: dict[str, Any]) -> list[list[str]]:
         ("optimizer_s", "CPU optimizer (beside the GPU)" if on_cpu else "GPU optimizer"),
         ("pipeline_bubble_s", "pipeline bubble (other stages)"),
         ("exposed_transfer_s", "exposed transfer (GPU waits)"),
+        ("exposed_collective_s", "exposed collectives (GPU waits)"),
         ("exposed_cpu_s", "exposed CPU work (GPU waits)"),
     ):
-        if key == "pipeline_bubble_s" and not st[key]:
+        value = st.get(key, 0.0)  # a report before exposed_collective_s: none apart
+        if key in ("pipeline_bubble_s", "exposed_collective_s") and not value:
             continue
-        share = "-" if key == "optimizer_s" and on_cpu else _pct(st[key], t)
-        rows.append([label, fmt_time(st[key]), share])
+        share = "-" if key == "optimizer_s" and on_cpu else _pct(value, t)
+        rows.append([label, fmt_time(value), share])
     return rows
 
 
@@ -78,8 +80,8 @@ def _breakdown_table(st: dict[str, Any], framework: str | None = None) -> list[s
 
 def _step_head(report: dict[str, Any]) -> str:
     st = report["step"]
-    overlap = (  # None: no link was busy, so there is no share to give
-        "no link carried a transfer"
+    overlap = (  # None: no link was busy in the step, so there is no share to give
+        _no_overlap(report)
         if st["overlap"] is None
         else f"transfer overlapped with compute {100 * st['overlap']:.1f} %"
     )
@@ -95,6 +97,14 @@ def _step_head(report: dict[str, Any]) -> str:
         )
     head = f"{report['scenario']}: {fmt_time(st['time_s'])} per step, {tokens}, {overlap}"
     return "\n".join([head, *_head_warnings(report)])
+
+
+def _no_overlap(report: dict[str, Any]) -> str:
+    """Why there is no overlap share: nothing crossed a link, or only a checkpoint's copies
+    did (their links' busy time is its, beside the step's compute)."""
+    if any(link["bytes"] for link in report["links"].values()):
+        return "no link carried a transfer in the step itself (only the checkpoint's copies)"
+    return "no link carried a transfer"
 
 
 def fit_warning(report: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from tiersim.analysis.wear import (
     assess,
     ranked_classes,
 )
+from tiersim.analysis.wear_remedy import Simulate, with_simulated_remedies
 from tiersim.config.schema import Scenario, Tier
 from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes
 from tiersim.engine.results import StepResult
@@ -90,10 +91,16 @@ def assessment_dict(a: Assessment, tier: Tier | None = None) -> dict[str, object
     }
 
 
-def wear_section(scenario: Scenario, result: StepResult) -> dict[str, dict[str, object]]:
-    """The report's `wear` section: one entry per tier with endurance."""
+def wear_section(
+    scenario: Scenario, result: StepResult, simulate: Simulate | None = None
+) -> dict[str, dict[str, object]]:
+    """The report's `wear` section: one entry per tier with endurance; `simulate`: the
+    gradient-accumulation remedies checked by simulating them (analysis.wear_remedy)."""
+    assessed = assess(scenario, result)
+    if simulate is not None:
+        assessed = with_simulated_remedies(scenario, assessed, simulate)
     tiers = scenario.hardware.tiers
-    return {name: assessment_dict(a, tiers[name]) for name, a in assess(scenario, result).items()}
+    return {name: assessment_dict(a, tiers[name]) for name, a in assessed.items()}
 
 
 # --- the verdict, in a sentence a planner can paste ---------------------------------------------

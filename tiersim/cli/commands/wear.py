@@ -48,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tiersim.analysis.wear import assess
+    from tiersim.analysis.wear_remedy import with_simulated_remedies
     from tiersim.report.json_report import to_json
     from tiersim.report.wear import assessment_dict
     from tiersim.runner import check_runnable, simulate
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     print_notes(loaded, args.overrides)
     check_runnable(loaded)
     result = simulate(loaded.scenario)
-    assessed = assess(loaded.scenario, result)
+    assessed = with_simulated_remedies(loaded.scenario, assess(loaded.scenario, result), simulate)
     extra = _robustness(args, loaded.scenario, assessed, simulate)
     if args.format == "json":
         tiers = loaded.scenario.hardware.tiers
