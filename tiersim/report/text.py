@@ -11,6 +11,7 @@ from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time
 from tiersim.engine.durable import MAX_STEADY_STEPS
 from tiersim.report.checkpoint_text import checkpoint_lines
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
+from tiersim.report.memory import timeline_text, timeline_warning
 from tiersim.report.table import render
 
 # --- the simulated step ------------------------------------------------------------------------
@@ -101,6 +102,9 @@ def fit_warning(report: dict[str, Any]) -> str:
     over = [(n, t) for n, t in report["tiers"].items() if not t["fits"]]
     if not over:
         return ""
+    timeline = timeline_warning(report)
+    if timeline and all(n == report["memory_timeline"]["tier"] for n, _ in over):
+        return f"DOES NOT FIT: {timeline} (the step is timed as if it did)"
     held = ", ".join(
         f"{n} {fmt_bytes(max(t['peak_bytes'], t['resident_bytes']))} of "
         f"{fmt_bytes(t['capacity_bytes'])}"
@@ -163,6 +167,7 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
         *_breakdown_table(report["step"], (report.get("offload") or {}).get("framework")),
         _link_table(report),
         _tier_table(report),
+        *([timeline_text(report["memory_timeline"])] if "memory_timeline" in report else []),
         _port_table(report),
     ]
     return "\n\n".join([*tables, *_sentences(report, engine_s)])

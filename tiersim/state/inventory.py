@@ -356,6 +356,12 @@ def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, i
     return per_gpu, inflight, sum(m.size for m in mats)
 
 
+def stage_class_bytes(r: Resolved, stage: int) -> tuple[ClassBytes, ClassBytes, float]:
+    """One GPU of `stage`: every class's bytes, the routed experts' share, micro-batches held."""
+    (per_gpu, experts), inflight, _ = _stage_bytes(r, r.model, stage)
+    return per_gpu, experts, inflight
+
+
 def tier_use(
     r: Resolved, per_gpu: ClassBytes, experts: ClassBytes | None = None
 ) -> dict[str, TierUse]:

@@ -1,0 +1,406 @@
+"""The GPU's memory timeline of one training step (state/timeline.py), built from a resolved
+scenario and its inventory: one GPU of the stage that peaks, the last micro-batch of the step
+(the others' saved activations held as the pipeline holds them), then the optimizer step.
+
+In order (docs/memory.md says what is and is not counted, and why):
+
+1. start: the classes homed in GPU memory (weights, gradients, master, optimizer, workspace)
+   as the inventory counts them; gradients stay allocated all step (flat gradient buffers of
+   DeepSpeed and Megatron, `zero_grad(set_to_none=False)`); the saved activations of the other
+   micro-batches in flight; outside the allocator, the CUDA context and NCCL's buffers.
+2. forward, layer by layer: sharded (ZeRO-3, FSDP) or offloaded weights gathered in the compute
+   precision, the current layer and the next one (a prefetch depth of one), released after the
+   layer (`reshard_after_forward`) or kept until backward; the layer's saved activations. At
+   the last stage, the loss: the logits (s·b·V/t in the compute precision) and their fp32 copy;
+   `huggingface` keeps the fp32 log-softmax (F.cross_entropy), `megatron` turns the fp32 copy
+   into the softmax in place and keeps it (vocab_parallel_cross_entropy).
+3. backward: the loss's gradients (huggingface: nll_loss_backward's fp32 s·b·V/t and
+   log_softmax_backward's, beside the saved log-softmax; megatron: in place, then the cast's
+   gradient in the compute precision), then layer by layer in reverse: gathered weights again,
+   the recompute working set (full: the layer's whole saved set; selective: its s² terms), the
+   layer's backward transients (the gradient flowing between layers, s·b·h, and two of the
+   MLP's s·b·f gradients), sharded gradients' unsharded copy before the reduce-scatter.
+4. optimizer: DeepSpeed ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before
+   it frees the 16-bit gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one
+   sub-group (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's
+   temporaries (state/optimizers.py); Megatron's fused Adam none.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state.activations import layer_items, outside_items
+from tiersim.state.buffers import largest_tensor_elements
+from tiersim.state.inventory import (
+    Inventory,
+    stage_class_bytes,
+    stage_layers,
+    tier_use,
+    unit_matrices,
+)
+from tiersim.state.model import Transformer
+from tiersim.state.optimizers import optimizer
+from tiersim.state.placement import homes
+from tiersim.state.resolved import Resolved
+from tiersim.state.sharding import master_bytes, shard_divisors, sharded_classes
+from tiersim.state.timeline import Event, Outside, Timeline, evaluate
+
+# Outside the allocator (not in torch.cuda.memory_reserved), held from the first CUDA call:
+# the CUDA context: 723 MiB on the first CUDA call (PyTorch forums, "What is the reason for
+# pytorch's GPU memory floor?", measured with nvidia-smi); CUDA >= 11.7's lazy module loading
+# lowers it, so this is an upper figure.
+CUDA_CONTEXT_BYTES = 723 * 2**20
+# NCCL: NCCL_BUFFSIZE, 4 MiB by default (NCCL environment variables, docs.nvidia.com), per
+# channel and peer of a communicator's ring; counted for the send and receive peer of each
+# channel, NCCL_MIN_NCHANNELS..MAX up to 32 on NVLink: taken as 16 channels here, an estimate
+NCCL_BUFFSIZE = 4 * 2**20
+NCCL_CHANNELS = 16
+NCCL_PEERS = 2
+DEEPSPEED_SUB_GROUP = 1_000_000_000  # stage3.py's sub_group_size default
+GATHER_WINDOW = 2  # layers of gathered weights live at once: the current one and the next
+
+
+@dataclass
+class _Steps:
+    """Events as they are added; a zero-byte allocation is no event."""
+
+    events: list[Event] = field(default_factory=list)
+    held: dict[str, int] = field(default_factory=dict)
+
+    def alloc(
+        self, moment: str, phase: str, key: str, part: str, nbytes: float, pieces: int = 1
+    ) -> None:
+        n = math.ceil(nbytes)
+        if n > 0:
+            self.events.append(Event(moment, phase, key, part, n, True, max(1, pieces)))
+            self.held[key] = n
+
+    def free(self, moment: str, phase: str, key: str, part: str) -> None:
+        n = self.held.pop(key, 0)
+        if n:
+            self.events.append(Event(moment, phase, key, part, n, False))
+
+
+def nccl_communicators(r: Resolved) -> int:
+    """Communicators a GPU joins: one per parallel dimension of more than one rank."""
+    par = r.execution.parallel
+    return sum(1 for n in (par.data, par.tensor, par.pipeline, par.expert) if n > 1)
+
+
+def outside_terms(r: Resolved) -> list[Outside]:
+    out = [Outside("CUDA context", CUDA_CONTEXT_BYTES, "PyTorch forums: 723 MiB (nvidia-smi)")]
+    comms = nccl_communicators(r)
+    if comms:
+        nbytes = comms * NCCL_CHANNELS * NCCL_PEERS * NCCL_BUFFSIZE
+        source = f"{comms} communicators x 16 channels x 2 peers x NCCL_BUFFSIZE 4 MiB"
+        out.append(Outside("NCCL buffers", nbytes, source))
+    return out
+
+
+def _gathered(r: Resolved) -> bool:
+    """Weights that are not whole in GPU memory between uses: gathered (ZeRO-3, FSDP) or
+    fetched (offloaded) for each layer."""
+    gpu = r.machine.gpu.memory
+    shards = r.execution.parallel.zero_stage == 3 or r.execution.parallel.shard.weights
+    return bool(shards) or homes(r.execution.placement, r.machine)["weights"] != gpu
+
+
+def _reshard(r: Resolved) -> bool:
+    return bool(getattr(r.execution.parallel, "reshard_after_forward", True))
+
+
+@dataclass(frozen=True)
+class _Layer:
+    params: int  # values on this GPU after tensor/expert division
+    tensors: int  # parameter tensors
+    largest: int  # values of its largest parameter tensor
+    saved: float  # bytes kept for backward, one micro-batch
+    recompute: float  # bytes recomputed in backward (full: the whole set; selective: s²)
+    working: float  # backward transients
+    items: int  # tensors it saves with recompute none (how the allocator sees them)
+
+
+def _layers(r: Resolved, stage: int) -> list[_Layer]:
+    par, tr, seq = r.execution.parallel, r.execution.training, r.execution.seq_len
+    acc, model = r.accounting, r.model
+    mats = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)[:-1]
+    shapes = [u.shape for u in stage_layers(r.units, stage, par.pipeline) for _ in range(u.count)]
+    out = []
+    for mat, shape in zip(mats, shapes, strict=True):
+
+        def kept(recompute: str, shape=shape) -> float:
+            args = (seq, tr.micro_batch_size, par.tensor, par.sequence, recompute, acc)
+            return shape.layer_activation_bytes(*args)
+
+        saved = kept(tr.recompute)
+        again = {"full": kept("none"), "selective": kept("none") - saved}.get(tr.recompute, 0)
+        index = getattr(shape, "index", 0)
+        items = len(layer_items(model, seq, 1, acc, index)) if isinstance(model, Transformer) else 1
+        out.append(
+            _Layer(
+                params=sum(m.size for m in mat),
+                tensors=sum(m.count for m in mat),
+                largest=max((m.rows * m.cols for m in mat), default=0),
+                saved=saved,
+                recompute=again,
+                working=_working(r, index),
+                items=items,
+            )
+        )
+    return out
+
+
+def _working(r: Resolved, index: int) -> float:
+    """A layer's backward transients: the gradient flowing between layers (s·b·h, split under
+    sequence parallelism) and two of the MLP's s·b·f gradients (split over t)."""
+    model = r.model
+    if not isinstance(model, Transformer):
+        return 0.0
+    par, tr = r.execution.parallel, r.execution.training
+    tokens = r.execution.seq_len * tr.micro_batch_size
+    cb = r.accounting.compute_bytes
+    width = model.ffn_hidden
+    if model.moe is not None and model.is_moe(index):
+        width = model.moe.ffn_hidden * model.moe.per_token
+    flowing = cb * tokens * model.hidden / (par.tensor if par.sequence else 1)
+    return flowing + 2 * cb * tokens * width / par.tensor
+
+
+def logits_values(r: Resolved) -> int:
+    """Logits one GPU holds: s·b·V/t (vocab-parallel)."""
+    model = r.model
+    if not isinstance(model, Transformer):
+        return 0
+    tokens = r.execution.seq_len * r.execution.training.micro_batch_size
+    return tokens * math.ceil(model.vocab / r.execution.parallel.tensor)
+
+
+def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> None:
+    gpu = r.machine.gpu.memory
+    use = tier_use(r, per_gpu, experts)[gpu]
+    for cls, nbytes in use.classes.items():
+        if cls != "activations":
+            steps.alloc("start of the step", "start", cls, cls, nbytes)
+    steps.alloc(
+        "start of the step", "start", "held", "saved activations (other micro-batches)", held_acts
+    )
+
+
+def _loss(steps: _Steps, r: Resolved, log_softmax: float) -> None:
+    """The loss forward and backward on the last stage, tensor by tensor (the module's 2, 3)."""
+    n, cb = logits_values(r), r.accounting.compute_bytes
+    fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
+    copy = "logits in fp32 (the loss's copy)"
+    if r.accounting.implementation == "megatron":
+        # vocab_parallel_cross_entropy(logits.float()): the fp32 copy becomes the softmax in
+        # place and is kept; its backward works in place too
+        steps.alloc(fw, f, "logits", "logits", cb * n)
+        if cb != 4:
+            steps.alloc(fw, f, "logits fp32", "logits in fp32 (kept by the loss)", 4 * n)
+            steps.free(fw, f, "logits", "logits")
+            steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
+            steps.free(bw, b, "logits fp32", "logits in fp32 (kept by the loss)")
+            steps.free(bw, b, "d logits", "loss gradient (compute precision)")
+        else:
+            steps.free(bw, b, "logits", "logits")
+        return
+    # transformers' loss: logits.float(), F.cross_entropy = log_softmax (kept) + nll_loss
+    steps.alloc(fw, f, "logits", "logits", cb * n)
+    if cb != 4:
+        steps.alloc(fw, f, "logits fp32", copy, 4 * n)
+    steps.alloc(fw, f, "log-softmax", "saved activations", log_softmax)
+    steps.free(fw, f, "logits fp32", copy)
+    steps.free(fw, f, "logits", "logits")  # a training loop drops the output before backward
+    steps.alloc(bw, b, "d log-softmax", "loss gradient (fp32)", 4 * n)  # nll_loss_backward
+    steps.alloc(bw, b, "d logits fp32", "loss gradient (fp32)", 4 * n)  # log_softmax_backward
+    steps.free(bw, b, "d log-softmax", "loss gradient (fp32)")
+    steps.free(bw, b, "log-softmax", "saved activations")
+    if cb != 4:  # the cast's backward
+        steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
+        steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
+    steps.free(bw, b, "d logits", "loss gradient (compute precision)")  # after the head's
+    steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
+
+
+def _outside_saved(r: Resolved, stage: int, last: bool) -> tuple[float, float]:
+    """What one micro-batch keeps outside the layers: (all of it, the loss's log-softmax)."""
+    model, par = r.model, r.execution.parallel
+    if not isinstance(model, Transformer):
+        return 0.0, 0.0
+    seq, mbs = r.execution.seq_len, r.execution.training.micro_batch_size
+    items = outside_items(model, seq, mbs, r.accounting, stage == 0, last)
+    split = [(i, i.nbytes / par.tensor if i.split or par.sequence else i.nbytes) for i in items]
+    softmax = sum(b for i, b in split if "log-softmax" in i.name)
+    return sum(b for _, b in split), softmax
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the step's layer loop needs to know, worked out once."""
+
+    gather: bool  # weights gathered or fetched per layer
+    window: int  # layers gathered at once
+    max_live: float  # DeepSpeed's max_live_parameters (values) where fetched by submodule
+    reshard: bool  # gathered weights released after each layer's forward
+    on_gpu: bool  # saved activations live in GPU memory
+    cb: int  # compute precision's bytes
+    grad_bytes: int  # an unsharded gradient's bytes per value
+    whole_layer_grads: bool  # FSDP2 reduce-scatters a layer's gradients at once
+
+
+def _plan(r: Resolved, layers: list[_Layer]) -> _Plan:
+    tr, plan = r.execution.training, r.execution.offload
+    cb = r.accounting.compute_bytes
+    submodule = plan.fetch == "submodule" and plan.max_live_parameters
+    max_live = float(plan.max_live_parameters) if submodule else math.inf
+    biggest = max((lay.params for lay in layers), default=0)
+    return _Plan(
+        gather=_gathered(r),
+        window=GATHER_WINDOW if GATHER_WINDOW * biggest <= max_live else 1,
+        max_live=max_live,
+        reshard=_reshard(r),
+        on_gpu=homes(r.execution.placement, r.machine)["activations"] == r.machine.gpu.memory,
+        cb=cb,
+        grad_bytes=cb if tr.framework == "fsdp" else PRECISION_BYTES[tr.precision.gradients],
+        whole_layer_grads=tr.framework == "fsdp",
+    )
+
+
+def _gather(steps: _Steps, p: _Plan, layers: list[_Layer], at: str, phase: str, js) -> None:
+    for j in js:
+        if f"gathered {j}" not in steps.held:
+            lay = layers[j]
+            values = min(lay.params, p.max_live)
+            steps.alloc(at, phase, f"gathered {j}", "gathered weights", values * p.cb, lay.tensors)
+
+
+def _forward(steps: _Steps, p: _Plan, layers: list[_Layer]) -> None:
+    for i, lay in enumerate(layers):
+        at = f"forward: layer {i}"
+        if p.gather:
+            _gather(steps, p, layers, at, "forward", range(i, min(i + p.window, len(layers))))
+        saved = lay.saved if p.on_gpu else 0
+        steps.alloc(at, "forward", f"saved {i}", "saved activations", saved, lay.items)
+        if p.gather and p.reshard:
+            steps.free(at, "forward", f"gathered {i}", "gathered weights")
+
+
+UNSHARDED = "unsharded gradients (before reduce-scatter)"
+
+
+def _backward(steps: _Steps, p: _Plan, layers: list[_Layer], sharded_grads: bool) -> None:
+    for i in reversed(range(len(layers))):
+        lay, at, b = layers[i], f"backward: layer {i}", "backward"
+        if p.gather:
+            _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
+        steps.alloc(at, b, f"recompute {i}", "recompute working set", lay.recompute, lay.items)
+        steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
+        if sharded_grads:  # FSDP2: the layer's at once; ZeRO: each tensor's as it is reduced
+            values = lay.params if p.whole_layer_grads else lay.largest
+            pieces = lay.tensors if p.whole_layer_grads else 1
+            steps.alloc(at, b, f"unsharded {i}", UNSHARDED, values * p.grad_bytes, pieces)
+        for key, part in (
+            (f"working {i}", "backward transients"),
+            (f"recompute {i}", "recompute working set"),
+            (f"saved {i}", "saved activations"),
+            (f"unsharded {i}", UNSHARDED),
+        ):
+            steps.free(at, b, key, part)
+        if p.gather:
+            steps.free(at, b, f"gathered {i}", "gathered weights")
+
+
+def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
+    """The step's allocations and frees on one GPU of `stage` (see the module's docstring)."""
+    par = r.execution.parallel
+    last = stage == par.pipeline - 1
+    per_gpu, experts, _ = stage_class_bytes(r, stage)
+    layers = _layers(r, stage)
+    p = _plan(r, layers)
+    outside, log_softmax = _outside_saved(r, stage, last)
+    this_mb = sum(lay.saved for lay in layers) + outside
+    held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
+    steps = _Steps()
+    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held)
+    rest = sum(
+        m.size
+        for m in unit_matrices(r.model, r.units, stage, par.pipeline, par.tensor, par.expert)[-1]
+    )
+    embed = "forward: embeddings"
+    if p.gather:  # the root group (embeddings, final norm, head): kept until its backward
+        steps.alloc(embed, "forward", "gathered rest", "gathered weights", rest * p.cb, 3)
+    saves = outside - log_softmax if p.on_gpu else 0
+    steps.alloc(embed, "forward", "outside saves", "saved activations", saves, 4)
+    _forward(steps, p, layers)
+    if last:
+        _loss(steps, r, log_softmax)
+    _backward(steps, p, layers, bool(inv.sharded.get("gradients")))
+    steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
+    steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
+    _optimizer_step(steps, r, stage)
+    return steps.events
+
+
+def update_values(r: Resolved, stage: int) -> tuple[int, int]:
+    """(parameters this GPU's optimizer updates, values of its largest tensor)."""
+    par = r.execution.parallel
+    mats = [
+        m
+        for unit in unit_matrices(r.model, r.units, stage, par.pipeline, par.tensor, par.expert)
+        for m in unit
+    ]
+    dense = sum(m.size for m in mats if not m.expert)
+    routed = sum(m.size for m in mats if m.expert)
+    largest = largest_tensor_elements(r.model, mats)
+    if not sharded_classes(par)["optimizer"]:
+        return dense + routed, largest
+    dense_div, expert_div = shard_divisors(par)
+    values = math.ceil(dense / dense_div) + math.ceil(routed / expert_div)
+    return values, math.ceil(largest / dense_div)
+
+
+def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
+    """(what, bytes) the optimizer step allocates at most beside the state on the GPU."""
+    tr, par = r.execution.training, r.execution.parallel
+    if r.execution.placement.optimizer_compute != "gpu":
+        return "", 0
+    values, largest = update_values(r, stage)
+    framework = r.execution.offload.framework
+    if framework == "deepspeed" and par.zero_stage in (1, 2):
+        # stage_1_and_2.py step(): single_grad_partition = flatten(averaged_gradients)
+        # .to(fp32) before the 16-bit gradients are freed
+        return "fp32 gradient partition (DeepSpeed ZeRO-1/2)", 4 * values
+    if framework == "deepspeed" and par.zero_stage == 3:
+        group = min(values, r.execution.offload.sub_group_size or DEEPSPEED_SUB_GROUP)
+        return "fp32 gradients of one sub-group (DeepSpeed ZeRO-3)", 4 * group
+    if framework in ("deepspeed", "megatron") or master_bytes(tr.precision):
+        # fused multi-tensor Adam (DeepSpeed, Megatron, apex: what keeps a master copy):
+        # updates in place
+        return "", 0
+    placed = homes(r.execution.placement, r.machine)
+    if placed["optimizer"] != r.machine.gpu.memory:  # streamed in: one unit at a time
+        values = min(values, max((lay.params for lay in _layers(r, stage)), default=values))
+    value_bytes = PRECISION_BYTES[tr.precision.optimizer]
+    device = r.accounting.device
+    temp = optimizer(tr.optimizer).step_temporary_bytes(values, largest, value_bytes, device)
+    return "optimizer step temporaries", temp
+
+
+def _optimizer_step(steps: _Steps, r: Resolved, stage: int) -> None:
+    what, nbytes = optimizer_temporaries(r, stage)
+    steps.alloc("optimizer step", "optimizer", "step temporaries", what, nbytes)
+    steps.free("optimizer step", "optimizer", "step temporaries", what)
+
+
+def gpu_timeline(r: Resolved, inv: Inventory) -> Timeline:
+    """The GPU's timeline of the stage that peaks highest: the inventory's, or the last (the
+    loss's transients are there)."""
+    gpu = r.machine.gpu.memory
+    capacity = inv.tiers[gpu].capacity_bytes
+    outside = outside_terms(r)
+    stages = sorted({inv.stage, r.execution.parallel.pipeline - 1})
+    timelines = [evaluate(gpu, capacity, build_events(r, inv, k), outside) for k in stages]
+    return max(timelines, key=lambda t: (not t.fits, t.peak_reserved_bytes, t.peak_allocated_bytes))
