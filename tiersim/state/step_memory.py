@@ -183,7 +183,7 @@ def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> No
     use = tier_use(r, per_gpu, experts)[gpu]
     for cls, nbytes in use.classes.items():
         if cls != "activations":
-            steps.alloc("start of the step", "start", cls, cls, nbytes)
+            steps.alloc("start of the step", "start", cls, f"resident {cls}", nbytes)
     steps.alloc(
         "start of the step", "start", "held", "saved activations (other micro-batches)", held_acts
     )
