@@ -258,3 +258,22 @@ def test_a_step_that_would_run_out_in_backward_does_not_fit_and_says_when():
     assert not mt["fits"] and not report["fits"] and not report["tiers"]["hbm"]["fits"]
     assert mt["out_of_memory_at"] == "backward: loss"
     assert mt["out_of_memory_allocating"] == "loss gradient (fp32)"
+
+
+def test_run_plot_draws_the_memory_timeline_panel(tmp_path):
+    """`run --plot`'s memory panel, found by its title: allocated and reserved after each
+    event, the capacity less the context, the peak's moment in the title."""
+    from matplotlib.figure import Figure
+
+    from tiersim.report.plot_memory import TITLE, draw_memory_timeline
+
+    _, _, t = timeline(tiny(implementation="huggingface"))
+    fig = Figure()
+    draw_memory_timeline(fig.add_subplot(), t)
+    (panel,) = [a for a in fig.axes if a.get_title().startswith(TITLE)]
+    assert "at backward: loss" in panel.get_title()
+    allocated, reserved, limit, peak = panel.get_lines()[:4]
+    assert list(allocated.get_ydata()) == [b / 1e9 for b in t.allocated]
+    assert list(reserved.get_ydata()) == [b / 1e9 for b in t.reserved]
+    assert limit.get_ydata()[0] == (t.capacity_bytes - CUDA_CONTEXT_BYTES) / 1e9
+    assert peak.get_xdata()[0] == t.peak_index

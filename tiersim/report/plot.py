@@ -9,6 +9,7 @@ import io
 from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_time
+from tiersim.report.plot_memory import draw_memory_timeline
 from tiersim.report.plot_timeline import COLOURS, draw_timeline, timeline_rows
 from tiersim.report.text import fit_warning
 
@@ -61,14 +62,18 @@ def time_unit(step_s: float) -> tuple[float, str]:
     return 1 / 3600, "h"
 
 
-def step_figure(report: dict[str, Any], trace: dict[str, Any]) -> Any:
+def step_figure(report: dict[str, Any], trace: dict[str, Any], memory: Any = None) -> Any:
+    """The step's picture; `memory` (a state.timeline.Timeline), where given, adds the GPU's
+    memory timeline as a last panel."""
     from matplotlib.figure import Figure
 
     rows = timeline_rows(trace)
     tiers = list(report["tiers"])
-    height = 2.2 + 0.32 * len(rows) + 2.4 + 1.3
+    extra = 2.6 if memory is not None else 0.0
+    height = 2.2 + 0.32 * len(rows) + 2.4 + 1.3 + extra
     fig = Figure(figsize=(13, height), layout="constrained", dpi=DPI)
-    grid = fig.add_gridspec(3, len(tiers), height_ratios=[0.32 * len(rows) + 1.2, 2.4, 1.3])
+    ratios = [0.32 * len(rows) + 1.2, 2.4, 1.3] + ([extra] if extra else [])
+    grid = fig.add_gridspec(len(ratios), len(tiers), height_ratios=ratios)
     st = report["step"]
     neck = st.get("bottleneck")
     title = f"{report['scenario']}: measured step {fmt_time(st['time_s'])}, "
@@ -89,6 +94,8 @@ def step_figure(report: dict[str, Any], trace: dict[str, Any]) -> Any:
     }
     _occupancy_legend(panels[-1], kinds)
     _time_bar(fig.add_subplot(grid[2, :]), st, unit)
+    if memory is not None:
+        draw_memory_timeline(fig.add_subplot(grid[3, :]), memory)
     return fig
 
 
