@@ -205,7 +205,7 @@ def run(m: Transformer, family: str, acc: Accounting, req: Any, seq: int, device
         net = build(m, family, acc, seq, dtype)
         ids = torch.randint(0, m.vocab, shape)
     params = list(net.parameters())
-    optimizer = tm.make_optimizer(req.optimizer, params)
+    optimizer = tm.make_optimizer(req.optimizer, list(net.named_parameters()))
     train_step(net, optimizer, ids, None)  # warm-up: creates the optimizer state
     saved = SavedStorages(m.layers, [*params, *net.buffers()])
     handles = saved.watch(layers_of(net))

@@ -284,7 +284,7 @@ def train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> dic
         net = tm.Decoder(model, s.seq_len, req.attention).to(dtype)
         ids = [torch.randint(0, model.vocab, shape) for _ in range(2)]
     params = list(net.parameters())
-    optimizer = tm.make_optimizer(req.optimizer, params)
+    optimizer = tm.make_optimizer(req.optimizer, list(net.named_parameters()))
     tm.train_step(net, optimizer, ids)  # warm-up: creates the optimizer state
     saved = tm.SavedTensors(model.layers, [*params, *net.buffers()])
     handles = saved.watch(net.layers)
