@@ -144,6 +144,20 @@ class Muon(Optimizer):
         # 9.2 bf16, against 12 and 10 here)
         return (value_bytes + 8) * largest
 
+    def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
+        """torch.optim.Muon on the layers' matrices, AdamW on the rest."""
+        muon = [p for n, p in named if p.ndim == 2 and not embedding_name(n)]
+        rest = [p for n, p in named if not (p.ndim == 2 and not embedding_name(n))]
+        return [torch.optim.Muon(muon, lr=lr), torch.optim.AdamW(rest, lr=lr)]
+
+
+EMBEDDING_NAMES = ("embed", "wte", "wpe", "lm_head", "pos")  # tiersim's and transformers'
+
+
+def embedding_name(name: str) -> bool:
+    """A parameter's name says it is an embedding or the output head."""
+    return any(part in name for part in EMBEDDING_NAMES)
+
 
 def newton_schulz_flops(rows: int, cols: int, steps: int = NS_STEPS) -> float:
     """FLOPs of Muon's Newton-Schulz on one rows x cols matrix: per iteration X Xᵀ (2m²n), the
