@@ -39,10 +39,17 @@ def section_of(t: Timeline) -> dict[str, Any]:
 
 
 def with_timeline_fit(report: dict[str, Any]) -> None:
-    """The GPU tier fits only where its timeline does; the report's `fits` follows."""
+    """The GPU tier fits only where its timeline does; a run's GPU peak is the larger of the
+    engine's occupancy (what it moves: staging, prefetched units) and the timeline's device
+    peak (the step's transients, the allocator's reserve, context and NCCL), the engine's kept
+    as `engine_peak_bytes`; the report's `fits` follows."""
     mt = report.get("memory_timeline")
-    if mt is not None and not mt["fits"]:
-        report["tiers"][mt["tier"]]["fits"] = False
+    if mt is not None:
+        tier = report["tiers"][mt["tier"]]
+        tier["fits"] = tier["fits"] and mt["fits"]
+        if "peak_bytes" in tier:
+            tier["engine_peak_bytes"] = tier["peak_bytes"]
+            tier["peak_bytes"] = max(tier["peak_bytes"], mt["peak_total_bytes"])
     report["fits"] = all(t["fits"] for t in report["tiers"].values())
 
 

@@ -131,7 +131,10 @@ def _occupancy(
             f"capacity {fmt_bytes(capacity)} off scale\n(peak {100 * peak / capacity:.2g} % of it)"
         )
     if peak > 1.01 * max(values, default=0.0):  # reached in a run this trace is not of
-        notes.append("its peak is outside this picture\n(another step, or a checkpoint)")
+        notes.append(
+            "its peak is outside this picture\n(another step, a checkpoint, or the step's"
+            "\ntransients: the memory timeline)"
+        )
     reach = max(capacity, top) if on_scale else max(top, 1e9)
     lines = sum(note.count("\n") + 1 for note in notes)
     ax.set_ylim(0, reach / 1e9 * (1.1 + 0.12 * lines))  # the band above for the notes

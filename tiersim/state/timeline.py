@@ -54,7 +54,8 @@ class Timeline:
     reserved: tuple[int, ...]  # bytes the caching allocator holds after each event
     peak_index: int  # the event after which allocation peaks (the first such)
     peak_parts: dict[str, int]  # part: bytes live at the peak, largest first
-    peak_reserved_bytes: int  # what the allocator reserves at most (no device limit)
+    peak_reserved_bytes: int  # what the allocator reserves at most (within the device; where
+    # it runs out, what it would reserve without a limit)
     oom_index: int | None  # the first allocation the device cannot serve (None: none)
 
     @property
@@ -106,35 +107,36 @@ def _check_balanced(events: Sequence[Event]) -> None:
             raise ValueError(f"{e.moment}: frees {e.key!r}, which holds nothing")  # our bug
 
 
+def _run(events: Sequence[Event], limit: float | None) -> tuple[list[int], int, int | None]:
+    """Reserved bytes after each event, their most, and the first allocation refused."""
+    allocator = CachingAllocator(limit=limit)
+    reserved: list[int] = []
+    for i, e in enumerate(events):
+        if e.alloc and not allocator.malloc(e.key, e.nbytes, e.pieces):
+            return reserved, allocator.peak_reserved, i
+        if not e.alloc:
+            allocator.free(e.key)
+        reserved.append(allocator.reserved)
+    return reserved, allocator.peak_reserved, None
+
+
 def evaluate(
     tier: str, capacity: float, events: Sequence[Event], outside: Sequence[Outside]
 ) -> Timeline:
-    """Run the events through the allocator: unlimited (what it reserves), and within the
-    device's capacity less what lies outside it (whether, and where, it runs out)."""
+    """Run the events through the allocator within the device's capacity less what lies
+    outside it (releasing cached segments under pressure, as PyTorch does): whether and where
+    it runs out, and what it reserves; where it runs out, what it would reserve unlimited."""
     _check_balanced(events)
-    free_run = CachingAllocator()
-    allocated, reserved = [], []
-    current = peak = peak_at = 0
+    allocated, current, peak, peak_at = [], 0, 0, 0
     for i, e in enumerate(events):
-        if e.alloc:
-            current += e.nbytes
-            free_run.malloc(e.key, e.nbytes, e.pieces)
-        else:
-            current -= e.nbytes
-            free_run.free(e.key)
+        current += e.nbytes if e.alloc else -e.nbytes
         allocated.append(current)
-        reserved.append(free_run.reserved)
         if current > peak:
             peak, peak_at = current, i
     limit = capacity - sum(o.nbytes for o in outside)
-    bounded = CachingAllocator(limit=limit)
-    oom = None
-    for i, e in enumerate(events):
-        if e.alloc and not bounded.malloc(e.key, e.nbytes, e.pieces):
-            oom = i
-            break
-        if not e.alloc:
-            bounded.free(e.key)
+    reserved, most, oom = _run(events, limit)
+    if oom is not None:
+        reserved, most, _ = _run(events, None)
     return Timeline(
         tier=tier,
         capacity_bytes=capacity,
@@ -144,6 +146,6 @@ def evaluate(
         reserved=tuple(reserved),
         peak_index=peak_at,
         peak_parts=live_parts(events, peak_at) if events else {},
-        peak_reserved_bytes=free_run.peak_reserved,
+        peak_reserved_bytes=most,
         oom_index=oom,
     )
