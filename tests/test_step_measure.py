@@ -48,3 +48,15 @@ def test_whole_step_peak_within_3_percent_of_pytorch(name, shape, recompute, dty
     assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
     moment = c.timeline.peak_event.moment
     assert moment == ("backward: loss" if name == "dense" else "backward: layer 1")
+
+
+def test_measure_huggingface_on_the_cpu_compares_the_step_peaks():
+    """`tiersim measure --implementation huggingface` on the CPU: the step's peak from the
+    profiler beside the memory timeline's, GPT-2 (tiny; dropout 0.1 as GPT-2's config) in fp32."""
+    from tiersim.groundtruth.measure import Request, measure
+
+    model = {"preset": "gpt2", "layers": 2, "hidden": 128, "heads": 4, "vocab": 1000}
+    m = measure(Request(model=model, seq_len=128, dtype="fp32", implementation="huggingface"))
+    assert m.device == "cpu" and m.peak_allocated_bytes is not None
+    assert m.predicted_peak_bytes == m.predicted_step_peak
+    assert abs(m.predicted_peak_bytes / m.peak_allocated_bytes - 1) <= 0.03

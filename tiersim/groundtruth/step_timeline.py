@@ -57,10 +57,10 @@ class StepComparison:
         return self.predicted.peak_bytes / self.measured.peak_bytes - 1
 
 
-def predicted_timeline(s: Scenario) -> Timeline:
-    """tiersim's timeline of the step for the CPU (its accounting; no allocator limit)."""
+def predicted_timeline(s: Scenario, device: str = "cpu") -> Timeline:
+    """tiersim's timeline of the step for `device` (its accounting; no allocator limit)."""
     r = resolve(s)
-    r = dataclasses.replace(r, accounting=accounting_for(s, "cpu"))
+    r = dataclasses.replace(r, accounting=accounting_for(s, device))
     events = build_events(r, build_inventory(r), 0)
     return evaluate("cpu", float("inf"), events, [])
 
