@@ -11,12 +11,8 @@ from tiersim.report.json_report import inventory_report
 from tiersim.state.allocator import CachingAllocator, round_size, segment_size
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
-from tiersim.state.step_memory import (
-    CUDA_CONTEXT_BYTES,
-    build_events,
-    gpu_timeline,
-    optimizer_temporaries,
-)
+from tiersim.state.step_memory import CUDA_CONTEXT_BYTES, build_events, gpu_timeline
+from tiersim.state.step_optimizer import optimizer_temporaries
 from tiersim.state.timeline import Event, evaluate
 
 MiB = 2**20

@@ -342,7 +342,7 @@ def dense_inventory(r: Resolved, model: Model) -> ClassBytes:
     return _class_bytes(r, mats, math.ceil(acts), {}, True)[0]
 
 
-def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
+def stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
     par = r.execution.parallel
     mats = stage_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)
     inflight = inflight_microbatches(
@@ -354,12 +354,6 @@ def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, i
     padded = fsdp2_padded_values(r.execution.training, r.execution.parallel, model)
     per_gpu = _class_bytes(r, mats, acts, sharded_classes(r.execution.parallel), False, padded)
     return per_gpu, inflight, sum(m.size for m in mats)
-
-
-def stage_class_bytes(r: Resolved, stage: int) -> tuple[ClassBytes, ClassBytes, float]:
-    """One GPU of `stage`: every class's bytes, the routed experts' share, micro-batches held."""
-    (per_gpu, experts), inflight, _ = _stage_bytes(r, r.model, stage)
-    return per_gpu, experts, inflight
 
 
 def tier_use(
@@ -386,7 +380,7 @@ def build_inventory(r: Resolved) -> Inventory:
     # loaded stage (the first of equals) is among 0, 1 and p - 1 -- where layers are alike
     p = r.execution.parallel.pipeline
     candidates = sorted({0, 1, p - 1} & set(range(p))) if not model.is_moe_model else range(p)
-    stages = {k: _stage_bytes(r, model, k) for k in candidates}
+    stages = {k: stage_bytes(r, model, k) for k in candidates}
     stage = max(candidates, key=lambda k: stages[k][0][0].total)
     (per_gpu, experts), inflight, params = stages[stage]
     return Inventory(

@@ -33,19 +33,17 @@ from dataclasses import dataclass, field
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state.activations import layer_items, outside_items
-from tiersim.state.buffers import largest_tensor_elements
 from tiersim.state.inventory import (
     Inventory,
-    stage_class_bytes,
+    stage_bytes,
     stage_layers,
     tier_use,
     unit_matrices,
 )
 from tiersim.state.model import Transformer
-from tiersim.state.optimizers import optimizer
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
-from tiersim.state.sharding import master_bytes, shard_divisors, sharded_classes
+from tiersim.state.step_optimizer import optimizer_temporaries
 from tiersim.state.timeline import Event, Outside, Timeline, evaluate
 
 # Outside the allocator (not in torch.cuda.memory_reserved), held from the first CUDA call:
@@ -59,7 +57,6 @@ CUDA_CONTEXT_BYTES = 723 * 2**20
 NCCL_BUFFSIZE = 4 * 2**20
 NCCL_CHANNELS = 16
 NCCL_PEERS = 2
-DEEPSPEED_SUB_GROUP = 1_000_000_000  # stage3.py's sub_group_size default
 GATHER_WINDOW = 2  # layers of gathered weights live at once: the current one and the next
 
 
@@ -317,7 +314,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     """The step's allocations and frees on one GPU of `stage` (see the module's docstring)."""
     par = r.execution.parallel
     last = stage == par.pipeline - 1
-    per_gpu, experts, _ = stage_class_bytes(r, stage)
+    (per_gpu, experts), _, _ = stage_bytes(r, r.model, stage)
     layers = _layers(r, stage)
     p = _plan(r, layers)
     outside, log_softmax = _outside_saved(r, stage, last)
@@ -342,51 +339,6 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
     _optimizer_step(steps, r, stage)
     return steps.events
-
-
-def update_values(r: Resolved, stage: int) -> tuple[int, int]:
-    """(parameters this GPU's optimizer updates, values of its largest tensor)."""
-    par = r.execution.parallel
-    mats = [
-        m
-        for unit in unit_matrices(r.model, r.units, stage, par.pipeline, par.tensor, par.expert)
-        for m in unit
-    ]
-    dense = sum(m.size for m in mats if not m.expert)
-    routed = sum(m.size for m in mats if m.expert)
-    largest = largest_tensor_elements(r.model, mats)
-    if not sharded_classes(par)["optimizer"]:
-        return dense + routed, largest
-    dense_div, expert_div = shard_divisors(par)
-    values = math.ceil(dense / dense_div) + math.ceil(routed / expert_div)
-    return values, math.ceil(largest / dense_div)
-
-
-def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
-    """(what, bytes) the optimizer step allocates at most beside the state on the GPU."""
-    tr, par = r.execution.training, r.execution.parallel
-    if r.execution.placement.optimizer_compute != "gpu":
-        return "", 0
-    values, largest = update_values(r, stage)
-    framework = r.execution.offload.framework
-    if framework == "deepspeed" and par.zero_stage in (1, 2):
-        # stage_1_and_2.py step(): single_grad_partition = flatten(averaged_gradients)
-        # .to(fp32) before the 16-bit gradients are freed
-        return "fp32 gradient partition (DeepSpeed ZeRO-1/2)", 4 * values
-    if framework == "deepspeed" and par.zero_stage == 3:
-        group = min(values, r.execution.offload.sub_group_size or DEEPSPEED_SUB_GROUP)
-        return "fp32 gradients of one sub-group (DeepSpeed ZeRO-3)", 4 * group
-    if framework in ("deepspeed", "megatron") or master_bytes(tr.precision):
-        # fused multi-tensor Adam (DeepSpeed, Megatron, apex: what keeps a master copy):
-        # updates in place
-        return "", 0
-    placed = homes(r.execution.placement, r.machine)
-    if placed["optimizer"] != r.machine.gpu.memory:  # streamed in: one unit at a time
-        values = min(values, max((lay.params for lay in _layers(r, stage)), default=values))
-    value_bytes = PRECISION_BYTES[tr.precision.optimizer]
-    device = r.accounting.device
-    temp = optimizer(tr.optimizer).step_temporary_bytes(values, largest, value_bytes, device)
-    return "optimizer step temporaries", temp
 
 
 def _optimizer_step(steps: _Steps, r: Resolved, stage: int) -> None:
