@@ -273,3 +273,46 @@ def test_run_plot_draws_the_memory_timeline_panel(tmp_path):
     assert list(reserved.get_ydata()) == [b / 1e9 for b in t.reserved]
     assert limit.get_ydata()[0] == (t.capacity_bytes - CUDA_CONTEXT_BYTES) / 1e9
     assert peak.get_xdata()[0] == t.peak_index
+
+
+# --- mixture of experts per rank ----------------------------------------------------------------
+
+TINY_MOE = {
+    **TINY,
+    "vocab": 256,
+    "experts": 4,
+    "experts_per_token": 2,
+    "expert_ffn_hidden": 128,
+}
+
+
+def test_the_busiest_expert_rank_keeps_its_extra_routed_rows():
+    """expert_imbalance 1.5 over 2 expert ranks: the busiest receives 1.5 x the mean of the
+    k·T routed rows. megatron (bf16, gated): k·T = 2 x 128 = 256 rows of 2h + 6f + 2h bytes
+    (16-bit) = 256 x (128 + 768 + 128) = 262,144 B; 0.5 x that beyond the mean per layer."""
+    raw = tiny(precision=BF16)
+    raw["model"] = TINY_MOE
+    raw["parallel"] = {"data": 2, "expert": 2, "expert_imbalance": 1.5}
+    r, inv, _ = timeline(raw)
+    extra = [e for e in build_events(r, inv, 0) if e.part.startswith("saved activations: the")]
+    assert [e.nbytes for e in extra if e.alloc] == [131_072, 131_072]  # one per MoE layer
+    raw["parallel"]["expert_imbalance"] = 1.0  # uniform: nothing beyond the mean
+    r, inv, _ = timeline(raw)
+    assert not [e for e in build_events(r, inv, 0) if e.part.startswith("saved activations: the")]
+
+
+def test_transformers_fused_experts_are_gathered_whole_under_zero3():
+    """transformers 5 fuses a layer's experts into one module, which DeepSpeed's submodule
+    fetch gathers whole even beyond max_live_parameters: 4 experts x 3 x 64 x 128 = 98,304
+    values in bf16 = 196,608 B, where max_live_parameters allows 50,000 values."""
+    raw = tiny(implementation="huggingface", framework="deepspeed", precision=BF16)
+    raw["model"] = TINY_MOE
+    raw["training"]["offload"] = {"max_live_parameters": 50_000}
+    raw["parallel"] = {"data": 2, "zero_stage": 3}
+    r, inv, _ = timeline(raw)
+    gathered = {e.key: e.nbytes for e in build_events(r, inv, 0) if e.part == "gathered weights"}
+    assert gathered["gathered 0"] == 2 * 4 * 3 * 64 * 128
+    raw["training"]["implementation"] = "megatron"  # separate experts: max_live bounds it
+    r, inv, _ = timeline(raw)
+    gathered = {e.key: e.nbytes for e in build_events(r, inv, 0) if e.part == "gathered weights"}
+    assert gathered["gathered 0"] == 2 * 50_000

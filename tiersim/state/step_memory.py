@@ -118,6 +118,8 @@ class _Layer:
     recompute: float  # bytes recomputed in backward (full: the whole set; selective: s²)
     working: float  # backward transients
     items: int  # tensors it saves with recompute none (how the allocator sees them)
+    module: int = 0  # values of its largest module fetched whole (transformers' fused experts)
+    busiest: float = 0.0  # the busiest expert rank's routed rows beyond the mean, bytes
 
 
 def _layers(r: Resolved, stage: int) -> list[_Layer]:
@@ -136,6 +138,9 @@ def _layers(r: Resolved, stage: int) -> list[_Layer]:
         again = {"full": kept("none"), "selective": kept("none") - saved}.get(tr.recompute, 0)
         index = getattr(shape, "index", 0)
         items = len(layer_items(model, seq, 1, acc, index)) if isinstance(model, Transformer) else 1
+        busiest = _busiest_extra(r, index)
+        if tr.recompute == "full":  # kept in the recompute working set, not between passes
+            again, busiest = again + busiest, 0.0
         out.append(
             _Layer(
                 params=sum(m.size for m in mat),
@@ -145,9 +150,42 @@ def _layers(r: Resolved, stage: int) -> list[_Layer]:
                 recompute=again,
                 working=_working(r, index),
                 items=items,
+                module=_largest_module(r, mat),
+                busiest=busiest,
             )
         )
     return out
+
+
+HF_ROUTED = ("dispatched rows", "gate/up output", "experts' outputs")  # activations_moe.py
+
+
+def _busiest_extra(r: Resolved, index: int) -> float:
+    """Under expert parallelism the busiest rank receives `expert_imbalance` x the mean of the
+    dispatched rows: what its routed-row tensors keep beyond the mean, one micro-batch (the
+    accounting's own routed terms: megatron's k·T rows of 2h + wide·f + 2h 16-bit values,
+    transformers' dispatched rows, gate/up, SiLU and product, and experts' outputs)."""
+    model, par, tr = r.model, r.execution.parallel, r.execution.training
+    if not isinstance(model, Transformer) or not model.is_moe(index) or par.expert == 1:
+        return 0.0
+    moe, acc, tokens = model.moe, r.accounting, r.execution.seq_len * tr.micro_batch_size
+    if acc.implementation == "megatron":
+        rows = tokens * moe.per_token * moe.padding
+        wide = 6.0 if model.gated_mlp else 4.0
+        routed = rows * (4.0 * model.hidden + wide * moe.ffn_hidden) * acc.compute_bytes / 2
+    else:
+        items = layer_items(model, r.execution.seq_len, tr.micro_batch_size, acc, index)
+        routed = sum(i.nbytes for i in items if i.name.startswith(HF_ROUTED))
+    return (par.expert_imbalance - 1) * routed / par.tensor
+
+
+def _largest_module(r: Resolved, mats) -> int:
+    """Values of the largest module a submodule fetch gathers whole: transformers 5 fuses a
+    layer's experts into one module (all the rank's experts at once); else the largest tensor."""
+    experts = sum(m.size for m in mats if m.expert)
+    if r.accounting.implementation == "huggingface" and experts:
+        return experts
+    return max((m.rows * m.cols for m in mats), default=0)
 
 
 def _working(r: Resolved, index: int) -> float:
@@ -269,8 +307,8 @@ def _plan(r: Resolved, layers: list[_Layer]) -> _Plan:
 def _gather(steps: _Steps, p: _Plan, layers: list[_Layer], at: str, phase: str, js) -> None:
     for j in js:
         if f"gathered {j}" not in steps.held:
-            lay = layers[j]
-            values = min(lay.params, p.max_live)
+            lay = layers[j]  # DeepSpeed's fetch: up to max_live, a module always whole
+            values = max(min(lay.params, p.max_live), lay.module if p.max_live < lay.params else 0)
             steps.alloc(at, phase, f"gathered {j}", "gathered weights", values * p.cb, lay.tensors)
 
 
@@ -281,11 +319,14 @@ def _forward(steps: _Steps, p: _Plan, layers: list[_Layer]) -> None:
             _gather(steps, p, layers, at, "forward", range(i, min(i + p.window, len(layers))))
         saved = lay.saved if p.on_gpu else 0
         steps.alloc(at, "forward", f"saved {i}", "saved activations", saved, lay.items)
+        extra = lay.busiest if p.on_gpu else 0
+        steps.alloc(at, "forward", f"busiest {i}", BUSIEST, extra, 3)
         if p.gather and p.reshard:
             steps.free(at, "forward", f"gathered {i}", "gathered weights")
 
 
 UNSHARDED = "unsharded gradients (before reduce-scatter)"
+BUSIEST = "saved activations: the busiest expert rank's rows beyond the mean"
 
 
 def _backward(steps: _Steps, p: _Plan, layers: list[_Layer], sharded_grads: bool) -> None:
@@ -303,6 +344,7 @@ def _backward(steps: _Steps, p: _Plan, layers: list[_Layer], sharded_grads: bool
             (f"working {i}", "backward transients"),
             (f"recompute {i}", "recompute working set"),
             (f"saved {i}", "saved activations"),
+            (f"busiest {i}", BUSIEST),
             (f"unsharded {i}", UNSHARDED),
         ):
             steps.free(at, b, key, part)
