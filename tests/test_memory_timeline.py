@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from conftest import scenario
 
 from tiersim.report.json_report import inventory_report
@@ -316,3 +317,54 @@ def test_transformers_fused_experts_are_gathered_whole_under_zero3():
     r, inv, _ = timeline(raw)
     gathered = {e.key: e.nbytes for e in build_events(r, inv, 0) if e.part == "gathered weights"}
     assert gathered["gathered 0"] == 2 * 50_000
+
+
+# --- FP8 weight copies (training.fp8) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("recipe", "per_layer"),
+    [
+        # a layer's linear weights: q, k, v, o 64 x 64 (4,096 values) and gate, up, down
+        # 64 x 128 (8,192); each kept twice (row-wise, and transposed for backward) at 1 B a
+        # value with its scales; embeddings, head and norms stay out
+        # tensorwise: one fp32 scale a copy: 4 x 2 x (4,096 + 4) + 3 x 2 x (8,192 + 4)
+        ("tensorwise", 4 * 2 * 4_100 + 3 * 2 * 8_196),
+        # delayed: and an amax history of 1024 fp32 for the GEMM's 3 tensors (12,288 B)
+        ("delayed", 4 * (2 * 4_100 + 12_288) + 3 * (2 * 8_196 + 12_288)),
+        # rowwise: an fp32 scale a row: 64 x 64 both ways 4,096 + 256; 64 x 128 has 64 rows
+        # (8,192 + 256) and transposed 128 (8,192 + 512)
+        ("rowwise", 4 * 2 * 4_352 + 3 * (8_448 + 8_704)),
+        # mxfp8: a 1-byte scale per 32 values of each copy: 4,096 / 32 = 128, 8,192 / 32 = 256
+        ("mxfp8", 4 * 2 * 4_224 + 3 * 2 * 8_448),
+    ],
+)
+def test_fp8_weight_copies_by_recipe(recipe, per_layer):
+    r, inv, t = timeline(tiny(precision=BF16, fp8={"recipe": recipe}))
+    fp8 = [e for e in build_events(r, inv, 0) if e.part == "FP8 weight copies (training.fp8)"]
+    assert [(e.moment, e.nbytes) for e in fp8] == [("start of the step", 2 * per_layer)]
+    assert t.peak_parts["FP8 weight copies (training.fp8)"] == 2 * per_layer
+
+
+def test_gathered_layers_keep_their_fp8_copies_until_their_backward():
+    raw = tiny(framework="fsdp", precision={**FP32, "compute": "bf16"}, fp8={"recipe": "mxfp8"})
+    raw["parallel"] = {"data": 2, "zero_stage": 3}
+    r, inv, _ = timeline(raw)
+    fp8 = [
+        (e.moment, e.alloc)
+        for e in build_events(r, inv, 0)
+        if e.part == "FP8 weight copies (training.fp8)"
+    ]
+    assert fp8 == [
+        ("forward: layer 0", True),
+        ("forward: layer 1", True),
+        ("backward: layer 1", False),
+        ("backward: layer 0", False),
+    ]
+
+
+def test_an_unknown_fp8_recipe_is_refused(tmp_path):
+    from tiersim.core.errors import InputError
+
+    with pytest.raises(InputError, match=r"training\.fp8\.recipe"):
+        scenario(tiny(fp8={"recipe": "fp4"}))

@@ -23,6 +23,7 @@ from tiersim.config.fields import (
     Strict,
     unit_kind,
 )
+from tiersim.config.fp8 import Fp8
 from tiersim.config.hardware_schema import Cpu, Endurance, Gpu, Hardware, Link, Network, Tier
 from tiersim.config.variants import check_layer_variants
 from tiersim.state.classes import OPTIMIZER_NAMES
@@ -217,6 +218,8 @@ class Training(Strict):
     # softmax); false: the separate PyTorch ops of Megatron-LM v1's GPT-2 (DeepSpeedExamples'
     # Megatron-LM, which ZeRO-Offload ran): more bytes per element (workload/kernels.py)
     fused_kernels: bool = True
+    # FP8 GEMMs: their weight copies and scales in GPU memory (state/fp8.py); null: none
+    fp8: Fp8 | None = None
 
 
 class Shard(Strict):

@@ -32,14 +32,14 @@ import math
 from dataclasses import dataclass, field
 
 from tiersim.config.schema import PRECISION_BYTES
-from tiersim.state.activations import layer_items, outside_items
+from tiersim.state.activations import outside_items
 from tiersim.state.inventory import (
     Inventory,
     stage_bytes,
-    stage_layers,
     tier_use,
     unit_matrices,
 )
+from tiersim.state.layer_memory import LayerMemory, layer_memory
 from tiersim.state.model import Transformer
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
@@ -107,101 +107,6 @@ def _gathered(r: Resolved) -> bool:
 
 def _reshard(r: Resolved) -> bool:
     return bool(getattr(r.execution.parallel, "reshard_after_forward", True))
-
-
-@dataclass(frozen=True)
-class _Layer:
-    params: int  # values on this GPU after tensor/expert division
-    tensors: int  # parameter tensors
-    largest: int  # values of its largest parameter tensor
-    saved: float  # bytes kept for backward, one micro-batch
-    recompute: float  # bytes recomputed in backward (full: the whole set; selective: s²)
-    working: float  # backward transients
-    items: int  # tensors it saves with recompute none (how the allocator sees them)
-    module: int = 0  # values of its largest module fetched whole (transformers' fused experts)
-    busiest: float = 0.0  # the busiest expert rank's routed rows beyond the mean, bytes
-
-
-def _layers(r: Resolved, stage: int) -> list[_Layer]:
-    par, tr, seq = r.execution.parallel, r.execution.training, r.execution.seq_len
-    acc, model = r.accounting, r.model
-    mats = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert)[:-1]
-    shapes = [u.shape for u in stage_layers(r.units, stage, par.pipeline) for _ in range(u.count)]
-    out = []
-    for mat, shape in zip(mats, shapes, strict=True):
-
-        def kept(recompute: str, shape=shape) -> float:
-            args = (seq, tr.micro_batch_size, par.tensor, par.sequence, recompute, acc)
-            return shape.layer_activation_bytes(*args)
-
-        saved = kept(tr.recompute)
-        again = {"full": kept("none"), "selective": kept("none") - saved}.get(tr.recompute, 0)
-        index = getattr(shape, "index", 0)
-        items = len(layer_items(model, seq, 1, acc, index)) if isinstance(model, Transformer) else 1
-        busiest = _busiest_extra(r, index)
-        if tr.recompute == "full":  # kept in the recompute working set, not between passes
-            again, busiest = again + busiest, 0.0
-        out.append(
-            _Layer(
-                params=sum(m.size for m in mat),
-                tensors=sum(m.count for m in mat),
-                largest=max((m.rows * m.cols for m in mat), default=0),
-                saved=saved,
-                recompute=again,
-                working=_working(r, index),
-                items=items,
-                module=_largest_module(r, mat),
-                busiest=busiest,
-            )
-        )
-    return out
-
-
-HF_ROUTED = ("dispatched rows", "gate/up output", "experts' outputs")  # activations_moe.py
-
-
-def _busiest_extra(r: Resolved, index: int) -> float:
-    """Under expert parallelism the busiest rank receives `expert_imbalance` x the mean of the
-    dispatched rows: what its routed-row tensors keep beyond the mean, one micro-batch (the
-    accounting's own routed terms: megatron's k·T rows of 2h + wide·f + 2h 16-bit values,
-    transformers' dispatched rows, gate/up, SiLU and product, and experts' outputs)."""
-    model, par, tr = r.model, r.execution.parallel, r.execution.training
-    if not isinstance(model, Transformer) or not model.is_moe(index) or par.expert == 1:
-        return 0.0
-    moe, acc, tokens = model.moe, r.accounting, r.execution.seq_len * tr.micro_batch_size
-    if acc.implementation == "megatron":
-        rows = tokens * moe.per_token * moe.padding
-        wide = 6.0 if model.gated_mlp else 4.0
-        routed = rows * (4.0 * model.hidden + wide * moe.ffn_hidden) * acc.compute_bytes / 2
-    else:
-        items = layer_items(model, r.execution.seq_len, tr.micro_batch_size, acc, index)
-        routed = sum(i.nbytes for i in items if i.name.startswith(HF_ROUTED))
-    return (par.expert_imbalance - 1) * routed / par.tensor
-
-
-def _largest_module(r: Resolved, mats) -> int:
-    """Values of the largest module a submodule fetch gathers whole: transformers 5 fuses a
-    layer's experts into one module (all the rank's experts at once); else the largest tensor."""
-    experts = sum(m.size for m in mats if m.expert)
-    if r.accounting.implementation == "huggingface" and experts:
-        return experts
-    return max((m.rows * m.cols for m in mats), default=0)
-
-
-def _working(r: Resolved, index: int) -> float:
-    """A layer's backward transients: the gradient flowing between layers (s·b·h, split under
-    sequence parallelism) and two of the MLP's s·b·f gradients (split over t)."""
-    model = r.model
-    if not isinstance(model, Transformer):
-        return 0.0
-    par, tr = r.execution.parallel, r.execution.training
-    tokens = r.execution.seq_len * tr.micro_batch_size
-    cb = r.accounting.compute_bytes
-    width = model.ffn_hidden
-    if model.moe is not None and model.is_moe(index):
-        width = model.moe.ffn_hidden * model.moe.per_token
-    flowing = cb * tokens * model.hidden / (par.tensor if par.sequence else 1)
-    return flowing + 2 * cb * tokens * width / par.tensor
 
 
 def logits_values(r: Resolved) -> int:
@@ -286,7 +191,7 @@ class _Plan:
     whole_layer_grads: bool  # FSDP2 reduce-scatters a layer's gradients at once
 
 
-def _plan(r: Resolved, layers: list[_Layer]) -> _Plan:
+def _plan(r: Resolved, layers: list[LayerMemory]) -> _Plan:
     tr, plan = r.execution.training, r.execution.offload
     cb = r.accounting.compute_bytes
     submodule = plan.fetch == "submodule" and plan.max_live_parameters
@@ -304,7 +209,7 @@ def _plan(r: Resolved, layers: list[_Layer]) -> _Plan:
     )
 
 
-def _gather(steps: _Steps, p: _Plan, layers: list[_Layer], at: str, phase: str, js) -> None:
+def _gather(steps: _Steps, p: _Plan, layers: list[LayerMemory], at: str, phase: str, js) -> None:
     for j in js:
         if f"gathered {j}" not in steps.held:
             lay = layers[j]  # DeepSpeed's fetch: up to max_live, a module always whole
@@ -312,7 +217,7 @@ def _gather(steps: _Steps, p: _Plan, layers: list[_Layer], at: str, phase: str, 
             steps.alloc(at, phase, f"gathered {j}", "gathered weights", values * p.cb, lay.tensors)
 
 
-def _forward(steps: _Steps, p: _Plan, layers: list[_Layer]) -> None:
+def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
     for i, lay in enumerate(layers):
         at = f"forward: layer {i}"
         if p.gather:
@@ -321,15 +226,18 @@ def _forward(steps: _Steps, p: _Plan, layers: list[_Layer]) -> None:
         steps.alloc(at, "forward", f"saved {i}", "saved activations", saved, lay.items)
         extra = lay.busiest if p.on_gpu else 0
         steps.alloc(at, "forward", f"busiest {i}", BUSIEST, extra, 3)
+        if p.gather:  # gathered weights' FP8 copies: cast here, kept for this layer's backward
+            steps.alloc(at, "forward", f"fp8 {i}", FP8, lay.fp8, 2 * lay.tensors)
         if p.gather and p.reshard:
             steps.free(at, "forward", f"gathered {i}", "gathered weights")
 
 
 UNSHARDED = "unsharded gradients (before reduce-scatter)"
 BUSIEST = "saved activations: the busiest expert rank's rows beyond the mean"
+FP8 = "FP8 weight copies (training.fp8)"
 
 
-def _backward(steps: _Steps, p: _Plan, layers: list[_Layer], sharded_grads: bool) -> None:
+def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads: bool) -> None:
     for i in reversed(range(len(layers))):
         lay, at, b = layers[i], f"backward: layer {i}", "backward"
         if p.gather:
@@ -345,6 +253,7 @@ def _backward(steps: _Steps, p: _Plan, layers: list[_Layer], sharded_grads: bool
             (f"recompute {i}", "recompute working set"),
             (f"saved {i}", "saved activations"),
             (f"busiest {i}", BUSIEST),
+            (f"fp8 {i}", FP8),
             (f"unsharded {i}", UNSHARDED),
         ):
             steps.free(at, b, key, part)
@@ -357,7 +266,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     par = r.execution.parallel
     last = stage == par.pipeline - 1
     (per_gpu, experts), _, _ = stage_bytes(r, r.model, stage)
-    layers = _layers(r, stage)
+    layers = layer_memory(r, stage)
     p = _plan(r, layers)
     outside, log_softmax = _outside_saved(r, stage, last)
     this_mb = sum(lay.saved for lay in layers) + outside
@@ -369,6 +278,9 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
         for m in unit_matrices(r.model, r.units, stage, par.pipeline, par.tensor, par.expert)[-1]
     )
     embed = "forward: embeddings"
+    if not p.gather:  # whole weights: their FP8 copies cached across the step (TE)
+        fp8 = sum(lay.fp8 for lay in layers)
+        steps.alloc("start of the step", "start", "fp8", FP8, fp8, 2 * len(layers))
     if p.gather:  # the root group (embeddings, final norm, head): kept until its backward
         steps.alloc(embed, "forward", "gathered rest", "gathered weights", rest * p.cb, 3)
     saves = outside - log_softmax if p.on_gpu else 0
