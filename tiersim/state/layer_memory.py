@@ -86,12 +86,11 @@ def _busiest_extra(r: Resolved, index: int) -> float:
 
 
 def _largest_module(r: Resolved, mats) -> int:
-    """Values of the largest module a submodule fetch gathers whole: transformers 5 fuses a
-    layer's experts into one module (all the rank's experts at once); else the largest tensor."""
+    """Values of a module a submodule fetch gathers whole beyond max_live_parameters:
+    transformers 5 fuses a layer's experts into one module (all the rank's experts at once);
+    else none (a linear layer larger than that is tiled: offload.tiling, ZeRO-Infinity)."""
     experts = sum(m.size for m in mats if m.expert)
-    if r.accounting.implementation == "huggingface" and experts:
-        return experts
-    return max((m.rows * m.cols for m in mats), default=0)
+    return experts if r.accounting.implementation == "huggingface" else 0
 
 
 def _working(r: Resolved, index: int) -> float:
