@@ -83,6 +83,11 @@ class Optimizer:
         """Arithmetic of one update of these tensors."""
         return sum(self.flops_per_value * _values(t) * t.count for t in tensors)
 
+    def update_gemm_flops(self, tensors: Iterable[Tensors]) -> float:
+        """The part of it that runs as matrix multiplications (elementwise updates: none;
+        they are bound by the bytes they touch)."""
+        return 0.0
+
     def step_temporary_bytes(self, values: int, largest: int, value_bytes: int, device: str) -> int:
         """The largest set of temporaries the step holds at once beside the state, for a rank
         updating `values` parameters whose largest tensor has `largest` values: torch.optim's
@@ -135,6 +140,9 @@ class Muon(Optimizer):
             else 13.0 * _values(t) * t.count
             for t in tensors
         )
+
+    def update_gemm_flops(self, tensors: Iterable[Tensors]) -> float:
+        return sum(newton_schulz_flops(t.rows, t.cols) * t.count for t in tensors if _muon(t))
 
     def step_temporary_bytes(self, values: int, largest: int, value_bytes: int, device: str) -> int:
         # one matrix at a time (no foreach): Nesterov's update grad.lerp(buf) in the state's

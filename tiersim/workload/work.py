@@ -108,9 +108,9 @@ def _optimizer_times(r: Resolved, touched: float, updated_params: float) -> tupl
 
 
 def _update_flops_s(r: Resolved, mats, share: float) -> float:
-    """The update's arithmetic at the GPU's GEMM rate (Muon's Newton-Schulz: state/optimizers.py;
-    an elementwise update is bound by its bytes, well above this)."""
-    flops = optimizer(r.execution.training.optimizer).update_flops(mats) * share
+    """The update's matrix multiplications at the GPU's GEMM rate (Muon's Newton-Schulz:
+    state/optimizers.py; an elementwise update has none, bound by its bytes)."""
+    flops = optimizer(r.execution.training.optimizer).update_gemm_flops(mats) * share
     gpu = r.machine.gpu
     rate = gpu.peak_flops.get("bf16") or max(gpu.peak_flops.values(), default=0.0)
     return flops / (rate * gpu.efficiency) if rate else 0.0
