@@ -208,6 +208,8 @@ def _implementation_problems(s: Scenario) -> list[Problem]:
     """The huggingface accounting measured GPT-2- and Llama-style layers and Mixtral's MoE."""
     variants = [k for k in given_variants(s.model) if not k.startswith("sliding_window")]
     variants = [k for k in variants if k not in MIXTRAL_VARIANTS]
+    if s.model.shared_expert_gate:  # Qwen2-MoE's block with gated shared experts
+        variants = [k for k in variants if not k.startswith("shared_expert")]
     if s.model.experts is not None and s.model.norm == "layernorm":
         variants.append("experts with norm: layernorm")
     if s.training.implementation != "huggingface" or not variants:

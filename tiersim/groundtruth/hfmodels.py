@@ -66,7 +66,7 @@ def _mixtral_fits(m: Transformer) -> str:
     biases (activations_moe says what else its accounting needs)."""
     moe = m.moe
     assert moe is not None
-    if not all(m.is_moe(i) for i in range(m.layers)) or hf_unsupported(m):
+    if not all(m.is_moe(i) for i in range(m.layers)) or hf_unsupported(m) or moe.shared:
         raise ValueError(
             "a mixture-of-experts model is built as Mixtral: every layer MoE, no shared "
             "experts, dropless (no capacity factor)"
