@@ -120,3 +120,18 @@ def test_muon_update_is_timed_by_its_newton_schulz_flops():
     mlp = 3 * 5 * (4 * 4096**2 * 11008 + 2 * 4096**3)
     rate = r.machine.gpu.peak_flops["bf16"] * r.machine.gpu.efficiency
     assert layer.optimizer_gpu_s == pytest.approx((attention + mlp) / 8 / rate)
+
+
+@pytest.mark.parametrize("name", ["adafactor", "muon"])
+def test_optimizers_that_need_matrix_shapes_refuse_a_generic_model(name):
+    from conftest import scenario
+
+    from tiersim.core.errors import InputError
+
+    raw = {
+        "name": "g",
+        "model": {"parameters": 10**9, "layers": 4},
+        "training": {"optimizer": name},
+    }
+    with pytest.raises(InputError, match=f"{name} .* a generic model"):
+        scenario(raw)

@@ -12,6 +12,7 @@ from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
 from tiersim.state.classes import PLACED
+from tiersim.state.optimizers import optimizer
 
 
 def no_such_tier(tier: str, tiers: Iterable[str]) -> str:
@@ -161,10 +162,11 @@ def _precision_problems(s: Scenario) -> list[Problem]:
 
 def _model_problems(s: Scenario) -> list[Problem]:
     """What a generic model (a parameter count, no shapes) cannot give."""
-    if s.model.parameters is None or s.training.optimizer != "adafactor":
+    needs = optimizer(s.training.optimizer).shapes
+    if s.model.parameters is None or not needs:
         return []
     what = (
-        "adafactor keeps row and column statistics per weight matrix, and a generic model "
+        f"{s.training.optimizer} {needs}, and a generic model "
         "('parameters') has no matrix shapes (expected the transformer's dimensions, a "
         "'preset' or an 'hf_config'; or another optimizer)"
     )

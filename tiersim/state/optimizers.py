@@ -64,6 +64,7 @@ class Optimizer:
     flops_per_value: float  # elementwise update arithmetic per parameter value
     torch_name: str | None  # the torch.optim class `measure` builds (None: not in PyTorch)
     torch_options: tuple[tuple[str, float], ...] = ()  # its keyword arguments beside lr
+    shapes: str = ""  # why it needs the weight matrices' shapes ("": it does not)
 
     @property
     def values_per_parameter(self) -> int | None:  # the name classes.py's table used
@@ -179,10 +180,22 @@ OPTIMIZERS: tuple[Optimizer, ...] = (
     AdamLike("adamw", 2, 13.0, "AdamW"),
     Optimizer("sgd", 0, 2.0, "SGD"),
     Optimizer("sgd_momentum", 1, 4.0, "SGD", (("momentum", 0.9),)),
-    Optimizer("adafactor", None, 12.0, "Adafactor"),
+    Optimizer(
+        "adafactor",
+        None,
+        12.0,
+        "Adafactor",
+        shapes="keeps row and column statistics per weight matrix",
+    ),
     Optimizer("lion", 1, 8.0, None),
     AdamW8bit("adamw8bit", 2, 13.0, None),
-    Muon("muon", 1, 4.0, "Muon"),
+    Muon(
+        "muon",
+        1,
+        4.0,
+        "Muon",
+        shapes="orthogonalises each weight matrix and keeps AdamW's moments for the rest",
+    ),
 )
 REGISTRY: dict[str, Optimizer] = {o.name: o for o in OPTIMIZERS}
 NAMES = tuple(REGISTRY)
