@@ -368,3 +368,35 @@ def test_an_unknown_fp8_recipe_is_refused(tmp_path):
 
     with pytest.raises(InputError, match=r"training\.fp8\.recipe"):
         scenario(tiny(fp8={"recipe": "fp4"}))
+
+
+# --- invariants over every shipped scenario -----------------------------------------------------
+
+
+def _shipped():
+    from pathlib import Path
+
+    return sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", _shipped(), ids=lambda p: p.stem)
+def test_timeline_invariants_of_every_shipped_scenario(path):
+    """Every allocation is freed or held from the start; the allocator never reserves less
+    than is allocated (requests round up); within the device, what fits stays under it."""
+    from tiersim.config.load import load_scenario
+
+    r = resolve(load_scenario(path).scenario)
+    inv = build_inventory(r)
+    t = gpu_timeline(r, inv)
+    start = sum(e.nbytes for e in t.events if e.phase == "start")
+    assert t.allocated[-1] == start  # the step gives back all it took
+    assert min(t.allocated) >= 0
+    assert all(res >= a for res, a in zip(t.reserved, t.allocated, strict=True))
+    assert t.peak_allocated_bytes == max(t.allocated)
+    assert sum(t.peak_parts.values()) == t.peak_allocated_bytes
+    if t.fits:
+        assert t.peak_total_bytes <= t.capacity_bytes
+    # the saved activations live at the peak never exceed the inventory's class (each layer's
+    # bytes rounded up to a whole byte apart: at most a byte an allocation more)
+    saved = sum(b for p, b in t.peak_parts.items() if p.startswith("saved activations"))
+    assert saved <= inv.per_gpu["activations"] + len(t.events)
