@@ -244,8 +244,10 @@ def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads:
             _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
         steps.alloc(at, b, f"recompute {i}", "recompute working set", lay.recompute, lay.items)
         steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
-        if sharded_grads:  # FSDP2: the layer's at once; ZeRO: each tensor's as it is reduced
-            values = lay.params if p.whole_layer_grads else lay.largest
+        if sharded_grads:
+            # FSDP2: a layer's at once; ZeRO: each tensor's as it is reduced, a tiled
+            # operator's (ZeRO-Infinity) a tile's, at most what one fetch gathers
+            values = lay.params if p.whole_layer_grads else min(lay.largest, p.max_live)
             pieces = lay.tensors if p.whole_layer_grads else 1
             steps.alloc(at, b, f"unsharded {i}", UNSHARDED, values * p.grad_bytes, pieces)
         for key, part in (
@@ -273,26 +275,48 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
     steps = _Steps()
     _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held)
-    rest = sum(
-        m.size
-        for m in unit_matrices(r.model, r.units, stage, par.pipeline, par.tensor, par.expert)[-1]
-    )
-    embed = "forward: embeddings"
-    if not p.gather:  # whole weights: their FP8 copies cached across the step (TE)
-        fp8 = sum(lay.fp8 for lay in layers)
-        steps.alloc("start of the step", "start", "fp8", FP8, fp8, 2 * len(layers))
-    if p.gather:  # the root group (embeddings, final norm, head): kept until its backward
-        steps.alloc(embed, "forward", "gathered rest", "gathered weights", rest * p.cb, 3)
+    rest = _rest_values(r, stage)
+    root = _weights_at_start(steps, p, layers, rest)
     saves = outside - log_softmax if p.on_gpu else 0
-    steps.alloc(embed, "forward", "outside saves", "saved activations", saves, 4)
+    steps.alloc("forward: embeddings", "forward", "outside saves", "saved activations", saves, 4)
     _forward(steps, p, layers)
     if last:
-        _loss(steps, r, log_softmax)
+        _loss_with_head(steps, r, p, 0 if root else rest, log_softmax)
     _backward(steps, p, layers, bool(inv.sharded.get("gradients")))
     steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
     steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
     _optimizer_step(steps, r, stage)
     return steps.events
+
+
+def _rest_values(r: Resolved, stage: int) -> int:
+    """Parameters of the stage's embeddings, final norm and head on one GPU."""
+    par = r.execution.parallel
+    units = unit_matrices(r.model, r.units, stage, par.pipeline, par.tensor, par.expert)
+    return sum(m.size for m in units[-1])
+
+
+def _weights_at_start(steps: _Steps, p: _Plan, layers: list[LayerMemory], rest: int) -> bool:
+    """Whole weights' FP8 copies (cached all step, as TE does); FSDP2's root group
+    (embeddings, final norm, head) gathered from the forward to its backward. True where the
+    root group is held so."""
+    if not p.gather:
+        fp8 = sum(lay.fp8 for lay in layers)
+        steps.alloc("start of the step", "start", "fp8", FP8, fp8, 2 * len(layers))
+        return False
+    if p.max_live < math.inf:  # a submodule fetch (DeepSpeed): the head about the loss alone
+        return False
+    at = "forward: embeddings"
+    steps.alloc(at, "forward", "gathered rest", "gathered weights", rest * p.cb, 3)
+    return True
+
+
+def _loss_with_head(steps: _Steps, r: Resolved, p: _Plan, head: int, log_softmax: float):
+    """The loss, with the head's parameters gathered about it where fetched per submodule."""
+    gathered = min(head, p.max_live) * p.cb if p.gather else 0
+    steps.alloc("forward: loss", "forward", "gathered head", "gathered weights", gathered, 3)
+    _loss(steps, r, log_softmax)
+    steps.free("backward: loss", "backward", "gathered head", "gathered weights")
 
 
 def _optimizer_step(steps: _Steps, r: Resolved, stage: int) -> None:
