@@ -209,6 +209,8 @@ def _link_pair_problems(s: Scenario) -> list[Problem]:
 def _implementation_problems(s: Scenario) -> list[Problem]:
     """The huggingface accounting measured GPT-2- and Llama-style layers and Mixtral's MoE."""
     variants = [k for k in given_variants(s.model) if not k.startswith("sliding_window")]
+    if s.training.implementation == "torchtitan":
+        return _titan_problems(s, variants)
     variants = [k for k in variants if k not in MIXTRAL_VARIANTS]
     if s.model.shared_expert_gate:  # Qwen2-MoE's block with gated shared experts
         variants = [k for k in variants if not k.startswith("shared_expert")]
@@ -221,6 +223,21 @@ def _implementation_problems(s: Scenario) -> list[Problem]:
         f"Mixtral's mixture-of-experts only, and the model gives {', '.join(variants)} "
         "(expected implementation: megatron for other mixture-of-experts, latent attention, "
         "q/k norms or post-norms)"
+    )
+    return [Problem("training.implementation", what)]
+
+
+def _titan_problems(s: Scenario, variants: list[str]) -> list[Problem]:
+    """torchtitan's accounting is its Llama model's (state/activations_titan.py)."""
+    if s.model.norm == "layernorm" and s.model.parameters is None:
+        variants.append("norm: layernorm")
+    if s.training.attention_kernel == "eager":
+        variants.append("attention_kernel: eager (torchtitan runs sdpa or flex)")
+    if not variants:
+        return []
+    what = (
+        f"torchtitan activation accounting knows its Llama model only, and the scenario gives "
+        f"{', '.join(variants)} (expected implementation: megatron or huggingface for them)"
     )
     return [Problem("training.implementation", what)]
 

@@ -16,9 +16,9 @@ GROUPS = (
     "logits_and_loss",
     "layer_inputs",  # all a layer keeps under full recompute
 )
-IMPLEMENTATIONS = ("megatron", "huggingface")
+IMPLEMENTATIONS = ("megatron", "huggingface", "torchtitan")
 KERNELS = ("eager", "sdpa", "flash")
-DEFAULT_KERNEL = {"megatron": "eager", "huggingface": "sdpa"}
+DEFAULT_KERNEL = {"megatron": "eager", "huggingface": "sdpa", "torchtitan": "sdpa"}
 MEGATRON_DROPOUT = 0.1  # Megatron-LM's --attention-dropout and --hidden-dropout defaults
 DEVICE_TERMS = (  # what a GPU keeps differently from a CPU (measure says so)
     "dropout masks: 1-byte bool on CUDA, the model's dtype on CPU",
