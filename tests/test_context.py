@@ -179,3 +179,16 @@ def test_plan_varies_context_like_any_key(cli, write):
     code, out, err = cli("plan", write(doc), "--workers", "1")
     assert code == 2 and "Traceback" not in err
     assert "plan.parallel.context[1]: is 3: the sequence (4096 tokens" in err
+
+
+def test_the_memory_timeline_holds_a_context_rank_s_tokens():
+    # the loss's logits on one GPU: its s/c tokens x micro-batch x the vocabulary over t,
+    # 4096 / 4 x 1 x ceil(1000 / 2) = 1024 x 500 = 512,000 values (not the whole sequence's
+    # 2,048,000); a layer's saved bytes are the whole sequence's / c, as the inventory's
+    from tiersim.state.layer_memory import layer_memory
+    from tiersim.state.step_memory import logits_values
+
+    r = resolved()
+    assert logits_values(r) == 512_000
+    whole = resolved(parallel={"tensor": 2, "context": 1, "sequence": True})
+    assert layer_memory(r, 0)[0].saved * 4 == pytest.approx(layer_memory(whole, 0)[0].saved)

@@ -21,9 +21,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs PyTorch (the `measure` extra)")
 transformers = pytest.importorskip("transformers", reason="needs transformers (`measure` extra)")
 
+from tiersim.state.activation_kinds import by_group  # noqa: E402
 from tiersim.state.activations import (  # noqa: E402
     Accounting,
-    by_group,
     layer_bytes,
     layer_items,
     outside_items,

@@ -36,7 +36,8 @@ def test_zero_stages_shard_as_the_zero_paper_says():
 def test_every_optimizer_the_format_takes_has_its_state_counted():
     assert Training.model_fields["optimizer"].annotation.__args__ == classes.OPTIMIZER_NAMES
     by_name = {o.name: o.values_per_parameter for o in classes.OPTIMIZERS}
-    # two moments (Adam, AdamW), one (momentum SGD, Lion), none (SGD), factored (Adafactor)
+    # two moments (Adam, AdamW, 8-bit AdamW), one (momentum SGD, Lion, Muon's momentum on
+    # matrices), none (SGD), factored (Adafactor)
     assert by_name == {
         "adam": 2,
         "adamw": 2,
@@ -44,6 +45,8 @@ def test_every_optimizer_the_format_takes_has_its_state_counted():
         "sgd_momentum": 1,
         "adafactor": None,
         "lion": 1,
+        "adamw8bit": 2,
+        "muon": 1,
     }
 
 

@@ -14,6 +14,7 @@ from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
 from tiersim.state.classes import PLACED
+from tiersim.state.optimizers import optimizer
 
 
 def no_such_tier(tier: str, tiers: Iterable[str]) -> str:
@@ -112,10 +113,11 @@ def _precision_problems(s: Scenario) -> list[Problem]:
 
 def _model_problems(s: Scenario) -> list[Problem]:
     """What a generic model (a parameter count, no shapes) cannot give."""
-    if s.model.parameters is None or s.training.optimizer != "adafactor":
+    needs = optimizer(s.training.optimizer).shapes
+    if s.model.parameters is None or not needs:
         return []
     what = (
-        "adafactor keeps row and column statistics per weight matrix, and a generic model "
+        f"{s.training.optimizer} {needs}, and a generic model "
         "('parameters') has no matrix shapes (expected the transformer's dimensions, a "
         "'preset' or an 'hf_config'; or another optimizer)"
     )
@@ -158,7 +160,11 @@ def _link_pair_problems(s: Scenario) -> list[Problem]:
 def _implementation_problems(s: Scenario) -> list[Problem]:
     """The huggingface accounting measured GPT-2- and Llama-style layers and Mixtral's MoE."""
     variants = [k for k in given_variants(s.model) if not k.startswith("sliding_window")]
+    if s.training.implementation == "torchtitan":
+        return _titan_problems(s, variants)
     variants = [k for k in variants if k not in MIXTRAL_VARIANTS]
+    if s.model.shared_expert_gate:  # Qwen2-MoE's block with gated shared experts
+        variants = [k for k in variants if not k.startswith("shared_expert")]
     if s.model.experts is not None and s.model.norm == "layernorm":
         variants.append("experts with norm: layernorm")
     if s.training.implementation != "huggingface" or not variants:
@@ -168,6 +174,21 @@ def _implementation_problems(s: Scenario) -> list[Problem]:
         f"Mixtral's mixture-of-experts only, and the model gives {', '.join(variants)} "
         "(expected implementation: megatron for other mixture-of-experts, latent attention, "
         "q/k norms or post-norms)"
+    )
+    return [Problem("training.implementation", what)]
+
+
+def _titan_problems(s: Scenario, variants: list[str]) -> list[Problem]:
+    """torchtitan's accounting is its Llama model's (state/activations_titan.py)."""
+    if s.model.norm == "layernorm" and s.model.parameters is None:
+        variants.append("norm: layernorm")
+    if s.training.attention_kernel == "eager":
+        variants.append("attention_kernel: eager (torchtitan runs sdpa or flex)")
+    if not variants:
+        return []
+    what = (
+        f"torchtitan activation accounting knows its Llama model only, and the scenario gives "
+        f"{', '.join(variants)} (expected implementation: megatron or huggingface for them)"
     )
     return [Problem("training.implementation", what)]
 

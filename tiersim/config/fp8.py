@@ -1,4 +1,6 @@
-"""The scenario format's `training.fp8` section (DESIGN.md third round)."""
+"""`training.fp8` (DESIGN.md third round): FP8 training's scaling recipe and whether attention
+runs in FP8. The step's timing runs the linear layers' GEMMs at the recipe's measured rate
+(tiersim/workload/fp8.py); memory (state/fp8.py) counts the FP8 weight copies and scales."""
 
 from __future__ import annotations
 

@@ -235,7 +235,7 @@ class Training(Strict):
     framework: Literal["deepspeed", "fsdp", "megatron"] | None = None
     offload: Offload = Offload()
     # the modelling code, which decides what each op keeps for backward (state/activations.py)
-    implementation: Literal["megatron", "huggingface"] = "megatron"
+    implementation: Literal["megatron", "huggingface", "torchtitan"] = "megatron"
     # None: the implementation's default (megatron: eager, Korthikanti et al.'s stored scores;
     # huggingface: sdpa, transformers' default attn_implementation)
     attention_kernel: Literal["eager", "sdpa", "flash"] | None = None

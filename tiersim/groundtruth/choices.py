@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from tiersim.state.classes import OPTIMIZER_NAMES
+from tiersim.state.optimizers import IN_PYTORCH
 
 DTYPES = ("bf16", "fp32")
-OPTIMIZERS = tuple(n for n in OPTIMIZER_NAMES if n != "lion")  # torch.optim has no Lion
+OPTIMIZERS = IN_PYTORCH  # torch.optim has no Lion; 8-bit AdamW is bitsandbytes'
+
 ATTENTION = ("sdpa", "eager", "math")  # math: tiersim's own eager attention (eager is the same)
 IMPLEMENTATIONS = ("tiersim", "huggingface")  # the modules run: tiersim's own, or transformers
 DEVICES = ("auto", "cpu", "cuda")

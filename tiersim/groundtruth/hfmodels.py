@@ -66,7 +66,7 @@ def _mixtral_fits(m: Transformer) -> str:
     biases (activations_moe says what else its accounting needs)."""
     moe = m.moe
     assert moe is not None
-    if not all(m.is_moe(i) for i in range(m.layers)) or hf_unsupported(m):
+    if not all(m.is_moe(i) for i in range(m.layers)) or hf_unsupported(m) or moe.shared:
         raise ValueError(
             "a mixture-of-experts model is built as Mixtral: every layer MoE, no shared "
             "experts, dropless (no capacity factor)"
@@ -205,14 +205,16 @@ def run(m: Transformer, family: str, acc: Accounting, req: Any, seq: int, device
         net = build(m, family, acc, seq, dtype)
         ids = torch.randint(0, m.vocab, shape)
     params = list(net.parameters())
-    optimizer = tm.make_optimizer(req.optimizer, params)
+    optimizer = tm.make_optimizer(req.optimizer, list(net.named_parameters()))
     train_step(net, optimizer, ids, None)  # warm-up: creates the optimizer state
     saved = SavedStorages(m.layers, [*params, *net.buffers()])
     handles = saved.watch(layers_of(net))
-    train_step(net, optimizer, ids, saved)
+    state, counters = tm.optimizer_bytes(optimizer)
+    grads = tm.storage_bytes(p.grad for p in params if p.grad is not None)
+    before = tm.storage_bytes(params) + grads + state  # what the recorded step starts with
+    peak = _recorded_peak(lambda: train_step(net, optimizer, ids, saved), device, before)
     for h in handles:
         h.remove()
-    state, counters = tm.optimizer_bytes(optimizer)
     per_layer, outside = saved.per_layer, saved.outside
     return {
         "parameters": sum(p.numel() for p in params),
@@ -226,5 +228,23 @@ def run(m: Transformer, family: str, acc: Accounting, req: Any, seq: int, device
         "per_layer": per_layer,
         "outside": outside,
         "counters": counters,
-        "peak": None,
+        "peak": peak,
     }
+
+
+def _recorded_peak(step: Any, device: str, before: int) -> int:
+    """The step's peak allocated bytes: on a GPU the allocator's own figure; on the CPU
+    `before` plus the profiler's memory events in order (groundtruth/step_timeline.py)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        return int(torch.cuda.max_memory_allocated())
+    from torch.profiler import ProfilerActivity, profile
+
+    from tiersim.groundtruth.step_timeline import measured_peaks
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    return measured_peaks(prof, before).peak_bytes

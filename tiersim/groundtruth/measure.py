@@ -20,7 +20,9 @@ measured step runs, as it does in steady-state training. Per class:
   it first. The class compares the layers' total with tiersim's `layers × layer_activation_bytes`;
   what the embedding, final norm, logits and loss retain is reported apart (the megatron
   accounting does not count it; the huggingface one does, and its class includes it).
-- peak: the allocator's peak during the measured step, on a GPU only.
+- peak: the allocator's peak during the measured step, on a GPU; with `--implementation
+  huggingface` on the CPU too, from the profiler's memory events (groundtruth/step_timeline.py),
+  and compared with the peak of tiersim's memory timeline of the step (state/step_memory.py).
 
 Why measured activations differ from Korthikanti et al.'s s·b·h·(34 + 5·a·s/h) (16-bit), for
 these modules (s sequence, b micro-batch, h hidden, a heads, f MLP width, q = a·head_dim,
@@ -115,6 +117,7 @@ class Measurement:
     predicted_per_layer: int | None = None  # huggingface: the accounting for this device
     predicted_outside: int | None = None
     family: str | None = None  # the transformers class run
+    predicted_step_peak: int | None = None  # huggingface: the memory timeline's peak
 
     @property
     def hf(self) -> bool:
@@ -122,6 +125,9 @@ class Measurement:
 
     @property
     def predicted_peak_bytes(self) -> int:
+        """The memory timeline's peak where it was built (huggingface), else the classes."""
+        if self.predicted_step_peak is not None:
+            return self.predicted_step_peak
         return sum(self.predicted.values())
 
     def activation_factor(self) -> float:
@@ -284,7 +290,7 @@ def train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> dic
         net = tm.Decoder(model, s.seq_len, req.attention).to(dtype)
         ids = [torch.randint(0, model.vocab, shape) for _ in range(2)]
     params = list(net.parameters())
-    optimizer = tm.make_optimizer(req.optimizer, params)
+    optimizer = tm.make_optimizer(req.optimizer, list(net.named_parameters()))
     tm.train_step(net, optimizer, ids)  # warm-up: creates the optimizer state
     saved = tm.SavedTensors(model.layers, [*params, *net.buffers()])
     handles = saved.watch(net.layers)
@@ -364,6 +370,7 @@ def measure(req: Request) -> Measurement:
         predicted_per_layer=got.get("per_layer_predicted"),
         predicted_outside=got.get("outside_predicted"),
         family=got.get("family"),
+        predicted_step_peak=got.get("predicted_step_peak"),
         activations_per_layer=got["per_layer"],
         activations_outside_layers=got["outside"],
         optimizer_step_counters_bytes=got["counters"],

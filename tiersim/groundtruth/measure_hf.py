@@ -49,7 +49,20 @@ def train_and_measure_hf(s: Scenario, req: Request, device: str) -> dict[str, An
     except ValueError as exc:
         raise invalid("model", f"{exc} (or measure tiersim's own modules)") from None
     got = hfmodels.run(m, family, acc, req, s.seq_len, device)
-    return {**got, "family": family, **_hf_prediction(s, device)}
+    return {
+        **got,
+        "family": family,
+        **_hf_prediction(s, device),
+        "predicted_step_peak": step_peak_prediction(s, device),
+    }
+
+
+def step_peak_prediction(s: Scenario, device: str) -> int:
+    """The peak of tiersim's memory timeline of the measured step for this device (allocated
+    bytes: a GPU's context and NCCL lie outside what PyTorch reports)."""
+    from tiersim.groundtruth.step_timeline import predicted_timeline
+
+    return predicted_timeline(s, device).peak_allocated_bytes
 
 
 def measure_fsdp(req: Request, world: int) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tiersim.state.model import Transformer
+from tiersim.state.optimizers import optimizer
 
 ATTENTION = ("sdpa", "math")
 
@@ -170,17 +171,29 @@ def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum({storage_key(t): t.untyped_storage().nbytes() for t in tensors}.values())
 
 
-def make_optimizer(name: str, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    lr = 1e-4
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr)
-    if name == "sgd_momentum":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9)
-    return torch.optim.Adafactor(params, lr=lr)
+class Optimizers:
+    """Several torch optimizers stepped as one (Muon's matrices, AdamW's rest)."""
+
+    def __init__(self, parts: list[torch.optim.Optimizer]):
+        self.parts = parts
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for part in self.parts:
+            part.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        for part in self.parts:
+            part.step()
+
+    @property
+    def state(self) -> dict:
+        return {k: v for part in self.parts for k, v in part.state.items()}
+
+
+def make_optimizer(name: str, named: list[tuple[str, nn.Parameter]]) -> Any:
+    """The PyTorch optimizer the registry (state/optimizers.py) builds for `name`."""
+    parts = optimizer(name).build(torch, named, lr=1e-4)
+    return parts[0] if len(parts) == 1 else Optimizers(parts)
 
 
 def optimizer_bytes(optimizer: torch.optim.Optimizer) -> tuple[int, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from tiersim.config.schema import Scenario
 from tiersim.core.units import fmt_bytes, fmt_count
 from tiersim.report.inventory_note import split_note
+from tiersim.report.memory import timeline_section, timeline_text
 from tiersim.report.table import render
 from tiersim.state.activations import accounting_for
 from tiersim.state.classes import NAMES, zero_sharded
@@ -78,11 +79,13 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
         for name, u in inv.tiers.items()
     ]
     tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
+    tiers += "\n\n" + timeline_text(timeline_section(resolve(s), inv))
     acts = _activation_table(s, inv)
     notes = [
         split_note(s, inv),
-        "Resident state only: `tiersim run` adds what the step holds at its peak (prefetched "
-        "weights, staging, offloaded activations, checkpoint versions) and says whether that fits.",
+        "Resident state and the GPU's step timeline (docs/memory.md): `tiersim run` adds what "
+        "the engine moves (staging, offloaded activations, checkpoint versions) and says whether "
+        "that fits.",
     ]
     if s.model.parameters is not None and s.model.activation_bytes_per_layer is None:
         notes.append(

@@ -17,6 +17,7 @@ from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.checkpoint_wear import unbudgeted_wear
 from tiersim.report.json_text import json_text
+from tiersim.report.memory import timeline_section, with_timeline_fit
 from tiersim.report.offload import offload_section
 from tiersim.report.target import target_section
 from tiersim.report.utilization import utilization
@@ -107,14 +108,18 @@ def activations_section(s: Scenario, inv: Inventory) -> dict[str, Any]:
 
 
 def inventory_report(s: Scenario, inv: Inventory) -> dict[str, Any]:
-    return {
+    report = {
         "scenario": s.name,
         "tiersim_version": __version__,
         "model": model_summary(build_model(s.model)),
         "inventory": inventory_section(inv),
         "tiers": tiers_section(inv),
         "fits": all(use.fits for use in inv.tiers.values()),
+        # the GPU's allocations and frees over the step: its peak decides whether it fits
+        "memory_timeline": timeline_section(resolve(s), inv),
     }
+    with_timeline_fit(report)
+    return report
 
 
 def to_json(report: dict[str, Any]) -> str:
@@ -327,7 +332,7 @@ def run_report(
     remedies that change the step (report.wear.wear_section)."""
     report = inventory_report(s, inv)
     report["tiers"] = run_tiers_section(s, inv, r)
-    report["fits"] = all(t["fits"] for t in report["tiers"].values())
+    with_timeline_fit(report)
     report["step"] = step_section(s, r)
     report["links"] = links_section(s, r)
     report["step"]["bottleneck"] = bottleneck(report)

@@ -9,6 +9,7 @@ import io
 from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_time
+from tiersim.report.plot_memory import draw_memory_timeline
 from tiersim.report.plot_timeline import COLOURS, draw_timeline, timeline_rows
 from tiersim.report.text import fit_warning
 
@@ -62,14 +63,18 @@ def time_unit(step_s: float) -> tuple[float, str]:
     return 1 / 3600, "h"
 
 
-def step_figure(report: dict[str, Any], trace: dict[str, Any]) -> Any:
+def step_figure(report: dict[str, Any], trace: dict[str, Any], memory: Any = None) -> Any:
+    """The step's picture; `memory` (a state.timeline.Timeline), where given, adds the GPU's
+    memory timeline as a last panel."""
     from matplotlib.figure import Figure
 
     rows = timeline_rows(trace)
     tiers = list(report["tiers"])
-    height = 2.2 + 0.32 * len(rows) + 2.4 + 1.3
+    extra = 2.6 if memory is not None else 0.0
+    height = 2.2 + 0.32 * len(rows) + 2.4 + 1.3 + extra
     fig = Figure(figsize=(13, height), layout="constrained", dpi=DPI)
-    grid = fig.add_gridspec(3, len(tiers), height_ratios=[0.32 * len(rows) + 1.2, 2.4, 1.3])
+    ratios = [0.32 * len(rows) + 1.2, 2.4, 1.3] + ([extra] if extra else [])
+    grid = fig.add_gridspec(len(ratios), len(tiers), height_ratios=ratios)
     st = report["step"]
     neck = st.get("bottleneck")
     title = f"{report['scenario']}: measured step {fmt_time(st['time_s'])}, "
@@ -90,6 +95,8 @@ def step_figure(report: dict[str, Any], trace: dict[str, Any]) -> Any:
     }
     _occupancy_legend(panels[-1], kinds)
     _time_bar(fig.add_subplot(grid[2, :]), st, unit)
+    if memory is not None:
+        draw_memory_timeline(fig.add_subplot(grid[3, :]), memory)
     return fig
 
 
@@ -125,7 +132,10 @@ def _occupancy(
             f"capacity {fmt_bytes(capacity)} off scale\n(peak {100 * peak / capacity:.2g} % of it)"
         )
     if peak > 1.01 * max(values, default=0.0):  # reached in a run this trace is not of
-        notes.append("its peak is outside this picture\n(another step, or a checkpoint)")
+        notes.append(
+            "its peak is outside this picture\n(another step, a checkpoint, or the step's"
+            "\ntransients: the memory timeline)"
+        )
     reach = max(capacity, top) if on_scale else max(top, 1e9)
     lines = sum(note.count("\n") + 1 for note in notes)
     ax.set_ylim(0, reach / 1e9 * (1.1 + 0.12 * lines))  # the band above for the notes

@@ -11,6 +11,8 @@ from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time
 from tiersim.engine.durable import MAX_STEADY_STEPS
 from tiersim.report.checkpoint_text import checkpoint_lines
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
+from tiersim.report.memory import timeline_text, timeline_warning
+from tiersim.report.offload_text import offload_line, tiling_line
 from tiersim.report.table import render
 from tiersim.report.target import target_line
 
@@ -112,6 +114,9 @@ def fit_warning(report: dict[str, Any]) -> str:
     over = [(n, t) for n, t in report["tiers"].items() if not t["fits"]]
     if not over:
         return ""
+    timeline = timeline_warning(report)
+    if timeline and all(n == report["memory_timeline"]["tier"] for n, _ in over):
+        return f"DOES NOT FIT: {timeline} (the step is timed as if it did)"
     held = ", ".join(
         f"{n} {fmt_bytes(max(t['peak_bytes'], t['resident_bytes']))} of "
         f"{fmt_bytes(t['capacity_bytes'])}"
@@ -136,7 +141,7 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
             "last while the CPU updates (training.optimizer_step)"
         )
     if (report.get("offload") or {}).get("tiling"):
-        out.append(_tiling_line(report["offload"]))
+        out.append(tiling_line(report["offload"]))
     source = {"model.max_positions": "the model's max_positions", "default": "tiersim's default"}
     if st["seq_len_from"] in source:
         out.append(
@@ -175,6 +180,7 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
         *_breakdown_table(report["step"], (report.get("offload") or {}).get("framework")),
         _link_table(report),
         _tier_table(report),
+        *([timeline_text(report["memory_timeline"])] if "memory_timeline" in report else []),
         _port_table(report),
     ]
     return "\n\n".join([*tables, *_sentences(report, engine_s)])
@@ -288,7 +294,7 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
             "once the step repeated"
         )
     if report.get("offload"):
-        lines.append(_offload_line(report["offload"], report["step"]["optimizer_on"] == "cpu"))
+        lines.append(offload_line(report["offload"], report["step"]["optimizer_on"] == "cpu"))
     lines.append(f"Simulated {steps}: {sim['events']:,} events{took}.")
     if report.get("target"):  # training.tokens_per_day or total_tokens given
         lines.append(target_line(report["target"]))
@@ -300,82 +306,6 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
             "stalls, recovery or goodput in these figures."
         )
     return lines
-
-
-_FRAMEWORKS = {"deepspeed": "DeepSpeed", "fsdp": "FSDP2", "megatron": "Megatron-LM"}
-
-
-def _params(n: int) -> str:
-    return f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
-
-
-def _tiling_line(off: dict[str, Any]) -> str:
-    """The tiled operators in words: each a fetched part of every layer (L0.k, the k-th of
-    layer 0's, from 0), and the step against the same operators whole (faster or slower)."""
-    parts = off["fetch_parts_per_layer"]
-    ops = ", ".join(
-        f"{t['operator']} ({_params(t['parameters'])} parameters) in {t['tiles']} tiles"
-        for t in off["tiling"]
-    )
-    cost = off["tiling_cost_s"]
-    effect = f"costs {fmt_time(cost)} a step" if cost >= 0 else f"saves {fmt_time(-cost)} a step"
-    return (
-        f"memory-centric tiling (every layer alike; L0.k: the k-th of a layer's {parts} "
-        f"fetched parts, from 0): {ops}; it {effect}, against the same operators whole on a "
-        "GPU memory that holds them"
-    )
-
-
-_FSDP_GRADIENTS = "gradients offloaded to the host every micro-batch and added there"
-
-
-def _gradient_path(off: dict[str, Any]) -> str:
-    """DeepSpeed's gradients on their way to a CPU optimizer, in words."""
-    grads = "fp32" if off["boundary_gradients"] == "fp32" else "stored-precision"
-    text = f"{grads} gradients to the CPU optimizer at the accumulation boundary"
-    if off["swap_gradients"]:
-        text += ", through NVMe with the optimizer state"
-    if off["overlap_comm"] is False:  # None: not in force (off at ZeRO-3, not modelled)
-        text += " (overlap_comm off: the gradient copies run on the compute stream)"
-    return text
-
-
-def _fetches(off: dict[str, Any]) -> str:
-    """How weights were fetched, counted in fetches a layer: a tile is a fetch of its own,
-    and a submodule (or a bucket of small ones) cut into tiles is one part of the layer."""
-    if not off.get("weights_streamed", True):
-        return "weights kept whole in GPU memory, nothing fetched"
-    per, parts = off["fetch_units_per_layer"], off["fetch_parts_per_layer"]
-    largest = f"the largest {_params(off['largest_fetch_parameters'])} parameters a fetch"
-    if parts == 1:
-        tiles = f", each layer in {per:,} tiles ({per:,} fetches a layer)" if per > 1 else ""
-        return f"parameters fetched a layer at a time{tiles}, {largest}"
-    tiled = len(off["tiling"])
-    cut = f" ({parts:,} submodule fetches, {tiled:,} of them cut into tiles)" if tiled else ""
-    return (
-        "parameters fetched per submodule (consecutive small ones bucketed together): "
-        f"{per:,} fetches a layer{cut}, {largest}"
-    )
-
-
-def _offload_line(off: dict[str, Any], cpu_update: bool) -> str:
-    """How the scenario's framework moved state (the report's `offload` section), in words."""
-    name = _FRAMEWORKS.get(off["framework"], off["framework"])
-    parts = [_fetches(off)]
-    parts.append("operators tiled as said above" if off["tiling"] else "no operator tiled")
-    deepspeed = off["framework"] == "deepspeed"
-    if cpu_update:
-        parts.append(_gradient_path(off) if deepspeed else _FSDP_GRADIENTS)
-    if deepspeed:  # PyTorch's optimizers step whole tensors: no tiles to say
-        tiles = off["optimizer_tiles"]
-        parts.append(
-            f"the optimizer steps {tiles:,} sub-group{'s' if tiles != 1 else ''} of up to "
-            f"{_params(off['optimizer_tile_parameters'])} parameters"
-        )
-    if off["pinned_host_extra_bytes"]:
-        extra = fmt_bytes(off["pinned_host_extra_bytes"])
-        parts.append(f"host memory {extra} beyond the state (buffers, pinned blocks' rounding)")
-    return f"Offload as {name} moves state (training.framework): {'; '.join(parts)}."
 
 
 def _network_note(network: dict[str, Any]) -> str:

@@ -16,9 +16,9 @@ GROUPS = (
     "logits_and_loss",
     "layer_inputs",  # all a layer keeps under full recompute
 )
-IMPLEMENTATIONS = ("megatron", "huggingface")
+IMPLEMENTATIONS = ("megatron", "huggingface", "torchtitan")
 KERNELS = ("eager", "sdpa", "flash")
-DEFAULT_KERNEL = {"megatron": "eager", "huggingface": "sdpa"}
+DEFAULT_KERNEL = {"megatron": "eager", "huggingface": "sdpa", "torchtitan": "sdpa"}
 MEGATRON_DROPOUT = 0.1  # Megatron-LM's --attention-dropout and --hidden-dropout defaults
 DEVICE_TERMS = (  # what a GPU keeps differently from a CPU (measure says so)
     "dropout masks: 1-byte bool on CUDA, the model's dtype on CPU",
@@ -63,3 +63,16 @@ class Item:
     nbytes: float
     split: bool  # divided over tensor parallelism (else replicated unless sequence parallel)
     scores: bool = False  # an s×s term, recomputed under selective recompute
+
+
+def divided(items: list[Item], tensor: int, sequence_parallel: bool) -> float:
+    """One GPU's bytes: split items over t; replicated ones too under sequence parallelism."""
+    return sum(i.nbytes / tensor if i.split or sequence_parallel else i.nbytes for i in items)
+
+
+def by_group(items: list[Item], tensor: int = 1, sequence_parallel: bool = False) -> dict:
+    """Bytes per group (GROUPS order), after tensor division."""
+    out = {g: 0.0 for g in GROUPS}
+    for i in items:
+        out[i.group] += divided([i], tensor, sequence_parallel)
+    return out

@@ -1,21 +1,20 @@
 """Activation bytes kept for backward, tensor by tensor, as the modelling code keeps them.
 
-Which tensors each op saves is a property of the implementation (`training.implementation`),
-the attention kernel (`training.attention_kernel`), the dropout probabilities, the compute
-precision and the device:
+What each op saves depends on the implementation (`training.implementation`), the attention
+kernel (`training.attention_kernel`), dropout, the compute precision and the device:
 
 - megatron: Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
   Models", §4), Megatron-LM's fused kernels: s·b·h·(34 + 5·a·s/h) bytes per layer in 16 bits,
-  generalised to any MLP width, gated MLPs and grouped-query attention. Elements are in the
-  compute precision, dropout masks 1 byte. The paper counts the layers only (§4.3 calls the
-  embedding and output-layer extras small); so does tiersim under `megatron`.
+  generalised to any MLP width, gated MLPs and GQA; the compute precision, 1-byte dropout
+  masks; the layers only, as the paper (§4.3 calls the embedding and head extras small).
 - huggingface: `transformers` (5.x) GPT-2 and Llama / Mistral / Qwen2 modelling code on
   torch 2.13, measured with saved_tensors_hooks (storages counted once) and exact to the byte
   on CPU (tests/test_hf_activations.py runs the matrix): HF RMSNorm keeps its input upcast to
   fp32, an fp32 1/rms and the normalised value; SwiGLU keeps four s·b·f tensors, GPT-2's
   gelu_new five; eager Llama attention keeps an fp32 softmax and K, V repeated to every head.
   The layers and what lies outside them (token ids, rotary tables, final norm, the output
-  head's input, the loss's fp32 log-softmax, the shifted labels) are counted.
+  head's input, the loss's fp32 log-softmax, the shifted labels) are counted. torchtitan:
+  its Llama model code (state/activations_titan.py).
 
 Kernels: eager keeps the s×s scores; flash (FlashAttention-2, cuDNN, SDPA's flash backend)
 keeps q, k, v, the output and an fp32 log-sum-exp (4·a·s·b bytes), no s² term; sdpa is what
@@ -23,10 +22,9 @@ PyTorch dispatches: on CUDA flash for bf16/fp16, the memory-efficient kernel for
 log-sum-exp padded to 32 rows); on CPU its flash kernel without dropout and the math path
 (fp32 scores, mask and dropped probabilities, 3·4·a·s²·b) with dropout.
 
-Devices: tiersim's scenarios simulate GPUs (`cuda`). `tiersim measure` on a CPU predicts for
-the CPU: CPU dropout keeps a mask in the model's dtype (CUDA: 1-byte bool), CPU LayerNorm
-keeps its mean and 1/σ in the model's dtype (CUDA: fp32), SDPA with dropout takes the math path.
-"""
+Devices: scenarios simulate GPUs (`cuda`); `tiersim measure` on a CPU predicts for the CPU
+(dropout masks and LayerNorm statistics in the model's dtype, SDPA with dropout on the math
+path; CUDA: 1-byte masks, fp32 statistics)."""
 
 from __future__ import annotations
 
@@ -63,7 +61,9 @@ from tiersim.state.activation_kinds import (
 from tiersim.state.activation_kinds import (
     Item as Item,
 )
+from tiersim.state.activation_kinds import divided
 from tiersim.state.activations_moe import hf_moe_mlp, hf_moe_unsupported
+from tiersim.state.activations_titan import titan_layer, titan_outside
 
 if TYPE_CHECKING:
     from tiersim.state.model import Transformer
@@ -349,6 +349,8 @@ def hf_unsupported(m: Transformer) -> str | None:
 
 
 def layer_items(m: Transformer, s: int, b: int, acc: Accounting, index: int = 0) -> list[Item]:
+    if acc.implementation == "torchtitan":  # activations_titan.py
+        return titan_layer(m, s, b, acc)
     if acc.implementation == "megatron":
         return megatron_layer(m, s, b, acc, index)
     if hf_unsupported(m):
@@ -362,16 +364,13 @@ def outside_items(
     m: Transformer, s: int, b: int, acc: Accounting, first: bool = True, last: bool = True
 ) -> list[Item]:
     """Outside the layers; under `megatron` (Korthikanti: layers) only MTP modules (last)."""
+    if acc.implementation == "torchtitan":
+        return titan_outside(m, s, b, acc, first, last)
     if acc.implementation != "megatron":
         return hf_outside(m, s, b, acc, first, last)
     if not (last and m.mtp_layers):
         return []
     return policy.mtp_items(m, megatron_layer(m, s, b, acc, m.layers - 1), s, b, acc)
-
-
-def divided(items: list[Item], tensor: int, sequence_parallel: bool) -> float:
-    """One GPU's bytes: split items over t; replicated ones too under sequence parallelism."""
-    return sum(i.nbytes / tensor if i.split or sequence_parallel else i.nbytes for i in items)
 
 
 def layer_bytes(
@@ -390,11 +389,3 @@ def layer_bytes(
         return layer_input / tensor if sequence_parallel else layer_input
     items = policy.kept(layer_items(m, s, b, acc, index), recompute, acc.recompute_modules)
     return divided(items, tensor, sequence_parallel)
-
-
-def by_group(items: list[Item], tensor: int = 1, sequence_parallel: bool = False) -> dict:
-    """Bytes per group (GROUPS order), after tensor division."""
-    out = {g: 0.0 for g in GROUPS}
-    for i in items:
-        out[i.group] += divided([i], tensor, sequence_parallel)
-    return out

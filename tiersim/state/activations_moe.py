@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
 
 def hf_moe_unsupported(moe: Moe) -> str | None:
-    """What of an MoE the accounting (Mixtral's block) does not know, or None."""
+    """What of an MoE the accounting (Mixtral's block, Qwen2-MoE's) does not know, or None."""
     for known, what in (
-        (not moe.shared and not moe.shared_gate, "shared experts"),
+        (not moe.shared or moe.shared_gate, "shared experts without a gate (Qwen2-MoE's)"),
         (moe.capacity_factor in (None, 1.0), "a capacity factor (Mixtral is dropless)"),
     ):
         if not known:
@@ -42,8 +42,11 @@ def hf_moe_unsupported(moe: Moe) -> str | None:
 
 
 def hf_moe_mlp(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
-    """Mixtral's sparse MoE block, router input included (the dense MLP's "mlp input")."""
+    """Mixtral's sparse MoE block, router input included (the dense MLP's "mlp input"), or
+    Qwen2-MoE's where it has gated shared experts."""
     assert m.moe is not None
+    if m.moe.shared_gate:
+        return qwen2_moe_mlp(m, s, b, acc)
     dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.moe.ffn_hidden
     e, k = m.moe.experts, m.moe.per_token
     rows = k * t
@@ -58,4 +61,32 @@ def hf_moe_mlp(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
         Item("mlp", "gate/up output, SiLU output and product", 4.0 * dt * rows * f, True),
         Item("mlp", "experts' outputs", dt * rows * h, True),
         Item("mlp", "routing weight per row (fp32)", 4.0 * rows, False),
+    ]
+
+
+def qwen2_moe_mlp(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+    """transformers 5 Qwen2-MoE's sparse block (its configs' norm_topk_prob false): Mixtral's
+    routed part less the top-k weights' division (no fp32 sum, no fp32 weights kept: the
+    indices alone, 8·T·k), the routing weight per row cast to the compute precision, and the
+    shared experts: SwiGLU's four T·fs tensors, the shared gate's sigmoid (dt·T) and the
+    shared experts' output it multiplies (dt·T·h). Measured byte for byte on the CPU
+    (tests/test_memory_timeline.py builds transformers' Qwen2MoeForCausalLM)."""
+    moe = m.moe
+    assert moe is not None
+    dt, t, h, f = acc.compute_bytes, s * b, m.hidden, moe.ffn_hidden
+    e, k = moe.experts, moe.per_token
+    rows, fs = k * t, moe.shared * moe.shared_ffn_hidden
+    return [
+        Item("mlp", "router input", dt * t * h, False),
+        Item("mlp", "router probabilities (fp32)", 4.0 * t * e, False),
+        Item("mlp", "top-k indices (int64)", 8.0 * t * k, False),
+        Item("mlp", "sort order, token rows and inverse order (int64)", 24.0 * rows, False),
+        Item("mlp", "cumulative rows per expert (int32)", 4.0 * e, False),
+        Item("mlp", "dispatched rows", dt * rows * h, True),
+        Item("mlp", "gate/up output, SiLU output and product", 4.0 * dt * rows * f, True),
+        Item("mlp", "experts' outputs", dt * rows * h, True),
+        Item("mlp", "routing weight per row", dt * rows, False),
+        Item("mlp", "shared experts' gate/up, SiLU and product", 4.0 * dt * t * fs, True),
+        Item("mlp", "shared gate's sigmoid", dt * t, False),
+        Item("mlp", "shared experts' output", dt * t * h, False),
     ]

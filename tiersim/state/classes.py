@@ -7,14 +7,17 @@ flash tier) and whether a durable checkpoint copies it. Inventory, workload, sch
 checkpoint, wear and reports read this table instead of spelling the names out.
 
 Adding a class: a row here, its keys in config/schema.py (placement, precision, shard) and
-its bytes in state/inventory.py (`_raw_bytes`). This module imports nothing of tiersim, so the
-scenario format (config/schema.py) can take its names from it.
+its bytes in state/inventory.py (`_raw_bytes`). This module imports nothing of tiersim but the
+optimizer registry (which imports nothing), so the scenario format (config/schema.py) can take
+its names from it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from tiersim.state import optimizers as _optimizers
 
 
 class Cadence(Enum):
@@ -89,24 +92,13 @@ OPTIMIZER_KEPT = tuple(
 CHECKPOINT_WRITES = "checkpoint"
 
 
-@dataclass(frozen=True)
-class Optimizer:
-    name: str
-    values_per_parameter: int | None  # state values kept per parameter; None: factored
-
-
-# Adam/AdamW keep two moments, SGD with momentum and Lion one, plain SGD none; Adafactor keeps
-# row and column statistics per matrix (Shazeer and Stern 2018), not values per parameter.
-OPTIMIZERS: tuple[Optimizer, ...] = (
-    Optimizer("adam", 2),
-    Optimizer("adamw", 2),
-    Optimizer("sgd", 0),
-    Optimizer("sgd_momentum", 1),
-    Optimizer("adafactor", None),
-    Optimizer("lion", 1),
-)
-OPTIMIZER_NAMES = tuple(o.name for o in OPTIMIZERS)
-OPTIMIZER_BY_NAME: dict[str, Optimizer] = {o.name: o for o in OPTIMIZERS}
+# The optimizers, one registry (state/optimizers.py, which imports nothing of tiersim either):
+# Adam/AdamW keep two moments, SGD with momentum and Lion one, plain SGD none, Adafactor row
+# and column statistics per matrix, adamw8bit 8-bit moments with per-block absmax, Muon a
+# momentum on the layers' matrices and AdamW's two moments elsewhere.
+OPTIMIZERS = _optimizers.OPTIMIZERS
+OPTIMIZER_NAMES = _optimizers.NAMES
+OPTIMIZER_BY_NAME = _optimizers.REGISTRY
 
 
 def state_class(name: str) -> StateClass:

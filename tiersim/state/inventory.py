@@ -295,7 +295,7 @@ def _uneven_interleaved_peak(r: Resolved, stage: int, outside: float) -> float:
     return interleaved_peak(stage, p, v, m, weights)
 
 
-def _stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
+def stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
     par = r.execution.parallel
     et = Mesh.of(par).expert_tensor
     mats = stage_matrices(
@@ -343,7 +343,7 @@ def build_inventory(r: Resolved) -> Inventory:
     p = r.execution.parallel.pipeline
     alike = not model.is_moe_model and r.execution.parallel.stage_layers is None
     candidates = sorted({0, 1, p - 1} & set(range(p))) if alike else range(p)
-    stages = {k: _stage_bytes(r, model, k) for k in candidates}
+    stages = {k: stage_bytes(r, model, k) for k in candidates}
     stage = max(candidates, key=lambda k: stages[k][0][0].total)
     (per_gpu, experts), inflight, params = stages[stage]
     return Inventory(

@@ -24,6 +24,7 @@ class Matrix:
     tensor_split: bool = True  # divided by the tensor-parallel size under Megatron TP
     split_rows: bool = False  # row-parallel (and vocab-parallel) tensors split rows, not cols
     expert: bool = False  # a routed expert's tensor: sharded by expert parallelism
+    embedding: bool = False  # an embedding or the output head (Muon leaves it to AdamW)
 
     @property
     def size(self) -> int:

@@ -172,16 +172,16 @@ class Transformer:
         return self.attention_matrices() + mlp + self._norm(4 if self.post_norms else 2)
 
     def embedding_matrices(self) -> list[Matrix]:
-        mats = [Matrix(self.vocab, self.hidden, split_rows=True)]
+        mats = [Matrix(self.vocab, self.hidden, split_rows=True, embedding=True)]
         if self.position == "learned":
-            mats.append(Matrix(self.max_positions, self.hidden, tensor_split=False))
+            mats.append(Matrix(self.max_positions, self.hidden, tensor_split=False, embedding=True))
         return mats
 
     def head_matrices(self) -> list[Matrix]:
         """Final norm and, when untied, the output projection."""
         mats = self._norm(1)
         if not self.tied_embeddings:
-            mats.append(Matrix(self.vocab, self.hidden, split_rows=True))
+            mats.append(Matrix(self.vocab, self.hidden, split_rows=True, embedding=True))
         return mats + mtp_matrices(self)
 
     def units(self) -> tuple[ModelUnit, ...]:
@@ -242,7 +242,7 @@ class Transformer:
     def all_matrices(self) -> list[Matrix]:
         moe = self.moe_layers
         layer = [
-            Matrix(m.rows, m.cols, m.count * n, m.tensor_split, m.split_rows, m.expert)
+            Matrix(m.rows, m.cols, m.count * n, m.tensor_split, m.split_rows, m.expert, m.embedding)
             for kind, n in ((0, self.layers - moe), (1, moe))
             if n
             for m in self.layer_matrices(self._first_of_kind(kind))

@@ -8,9 +8,10 @@ import math
 
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES, Parallel, Precision, Training
-from tiersim.state.classes import OPTIMIZER_BY_NAME, PER_PARAMETER, SHARDABLE, zero_sharded
+from tiersim.state.classes import PER_PARAMETER, SHARDABLE, zero_sharded
 from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
 from tiersim.state.model import Matrix, Model, Transformer
+from tiersim.state.optimizers import optimizer
 
 
 def master_bytes(prec: Precision) -> int:
@@ -26,17 +27,16 @@ def raw_parameter_bytes(training: Training, mats: list[Matrix]) -> dict[str, int
     params = sum(m.size for m in mats)
     per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}
     per_value["master"] = master_bytes(training.precision)
-    values = {c: params for c in PER_PARAMETER}
-    values["optimizer"] = optimizer_values(training.optimizer, mats)
-    return {c: values[c] * per_value[c] for c in PER_PARAMETER}
+    out = {c: params * per_value[c] for c in PER_PARAMETER if c != "optimizer"}
+    out["optimizer"] = optimizer(training.optimizer).state_bytes(mats, per_value["optimizer"])
+    return {c: out[c] for c in PER_PARAMETER}
 
 
-def optimizer_values(optimizer: str, matrices: list[Matrix]) -> int:
-    """Optimizer state values for these tensors (Adafactor keeps row + column statistics)."""
-    per_parameter = OPTIMIZER_BY_NAME[optimizer].values_per_parameter
-    if per_parameter is None:  # factored (Adafactor)
-        return sum((m.rows + m.cols if m.cols > 1 else m.rows) * m.count for m in matrices)
-    return per_parameter * sum(m.size for m in matrices)
+def optimizer_values(name: str, matrices: list[Matrix]) -> int:
+    """Optimizer state values for these tensors, as values of one byte (the registry's
+    bytes at 1 B per value: Adafactor's row + column statistics, Muon's one or two moments;
+    adamw8bit's absmax and 32-bit small tensors at their own bytes)."""
+    return optimizer(name).state_bytes(matrices, 1)
 
 
 def sharded_classes(parallel: Parallel) -> dict[str, bool]:

@@ -28,6 +28,7 @@ from tiersim.state.inventory import (
     stage_layers,
     unit_matrices,
 )
+from tiersim.state.optimizers import optimizer
 from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.state.resolved import Resolved
 from tiersim.workload import kernels
@@ -112,6 +113,18 @@ def _optimizer_times(r: Resolved, touched: float, updated_params: float) -> tupl
     return gpu_s, cpu_update_s(r, r.execution.offload, updated_params, touched)
 
 
+def _update_flops_s(r: Resolved, mats, updated: float) -> float:
+    """The update's matrix multiplications of the `updated` parameters (of these tensors') at
+    the GPU's GEMM rate (Muon's Newton-Schulz: state/optimizers.py; an elementwise update has
+    none, bound by its bytes)."""
+    params = sum(m.size for m in mats)
+    share = updated / params if params else 0.0
+    flops = optimizer(r.execution.training.optimizer).update_gemm_flops(mats) * share
+    gpu = r.machine.gpu
+    rate = gpu.peak_flops.get("bf16") or max(gpu.peak_flops.values(), default=0.0)
+    return flops / (rate * gpu.efficiency) if rate else 0.0
+
+
 def _timed(r: Resolved, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:
     """`compute_times`, worked out once per (shape, is_layer) into `timed`."""
     key = (model, is_layer)
@@ -171,7 +184,7 @@ def _unit(
     weights_read = 0 if master_bytes(prec) else w_updated  # no master: update weights in place
     touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
     gpu_touched = touched + kernels.mixed_precision_bytes(r, updated)
-    gpu_opt, _ = _optimizer_times(r, gpu_touched, updated)
+    gpu_opt = max(_optimizer_times(r, gpu_touched, updated)[0], _update_flops_s(r, mats, updated))
     tensors = partition_tensors(r, mats, is_layer and not part, updated / params if params else 0)
     cpu_opt = cpu_update_s(r, r.execution.offload, updated, touched, tensors)
     fwd, bwd, rec = _timed(r, model, is_layer, ends, {} if timed is None else timed)

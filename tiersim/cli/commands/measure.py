@@ -229,7 +229,8 @@ def table(m: Measurement) -> str:
     ]
     if m.peak_allocated_bytes is not None:
         peak, pred = m.peak_allocated_bytes, m.predicted_peak_bytes
-        rows.append(["peak (GPU)", fmt_bytes(peak), fmt_bytes(pred), _difference(peak, pred)])
+        label = "peak (GPU)" if m.device == "cuda" else "step peak (profiler)"
+        rows.append([label, fmt_bytes(peak), fmt_bytes(pred), _difference(peak, pred)])
     else:
         rows.append(["peak (GPU)", "- (no GPU)", fmt_bytes(m.predicted_peak_bytes), ""])
     where = f"{m.device} ({m.device_name})" if m.device_name else m.device

@@ -56,7 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also write step.png beside report.json: a timeline of the measured step (GPU "
         "stream, link directions, tier ports, coloured by state class), each tier's occupancy "
-        "against its capacity, and where the step time goes (needs matplotlib)",
+        "against its capacity, where the step time goes, and the GPU's memory timeline "
+        "(allocated and reserved, allocation by allocation; docs/memory.md) (needs matplotlib)",
     )
     parser.set_defaults(handler=run)
 
@@ -194,7 +195,8 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise cannot_write("--trace", trace, exc, "a writable file path") from None
         if args.plot:
-            _write_plot(folder / PLOT_NAME, report, full_trace(loaded.scenario, result))
+            memory = _memory_timeline(loaded.scenario)
+            _write_plot(folder / PLOT_NAME, report, full_trace(loaded.scenario, result), memory)
     written = [folder / "scenario.yaml", folder / "report.json"]
     written += [trace] if tracing else []
     written += [folder / PLOT_NAME] if args.plot else []
@@ -235,11 +237,21 @@ def _refuse_outputs(
 PLOT_NAME = "step.png"
 
 
-def _write_plot(path: Path, report: dict, trace: dict) -> None:
+def _memory_timeline(scenario):
+    """The GPU's memory timeline of the step (state/step_memory.py), for the plot's panel."""
+    from tiersim.state.inventory import build_inventory
+    from tiersim.state.resolved import resolve
+    from tiersim.state.step_memory import gpu_timeline
+
+    r = resolve(scenario)
+    return gpu_timeline(r, build_inventory(r))
+
+
+def _write_plot(path: Path, report: dict, trace: dict, memory=None) -> None:
     from tiersim.report.output import write_atomic
     from tiersim.report.plot import png_bytes, step_figure  # matplotlib: only when asked
 
-    png = png_bytes(step_figure(report, trace))
+    png = png_bytes(step_figure(report, trace, memory))
     try:
         write_atomic(path, png)
     except OSError as exc:

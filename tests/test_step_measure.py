@@ -1,0 +1,62 @@
+"""`measure` of the whole step: a real PyTorch step's allocations recorded on the CPU
+(torch.profiler's memory events; torch==2.13.0, transformers 5) against tiersim's timeline of
+the same step for the CPU: the whole-step peak within 3 % and in the same phase, over dense and
+grouped-query attention x recompute none / full x fp32 / bf16 x AdamW (tiny models: seconds)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import scenario
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from tiersim.groundtruth.step_timeline import compare_step
+
+# two shapes: the dense one's peak is the loss's backward (vocabulary 512 > hidden 64), the
+# grouped-query one's a layer's backward (vocabulary 128, MLP 512)
+DENSE = {"hidden": 64, "heads": 4, "kv_heads": 4, "ffn_hidden": 128, "vocab": 512}
+GQA = {"hidden": 128, "heads": 4, "kv_heads": 2, "ffn_hidden": 512, "vocab": 128}
+LLAMA = {"layers": 2, "norm": "rmsnorm", "position": "rope", "gated_mlp": True}
+CASES = [
+    (name, shape, recompute, dtype)
+    for name, shape in (("dense", DENSE), ("gqa", GQA))
+    for recompute in ("none", "full")
+    for dtype in ("fp32", "bf16")
+]
+
+
+def step_scenario(shape: dict, recompute: str, dtype: str, optimizer: str = "adamw"):
+    precision = {k: dtype for k in ("weights", "gradients", "optimizer")} | {"master": "none"}
+    training = {
+        "seq_len": 128,
+        "precision": precision,
+        "workspace": "0 B",
+        "optimizer": optimizer,
+        "implementation": "huggingface",
+        "attention_kernel": "sdpa",
+        "recompute": recompute,
+    }
+    model = {**LLAMA, **shape, "tied_embeddings": False, "max_positions": 256}
+    return scenario({"name": "step", "model": model, "training": training})
+
+
+@pytest.mark.parametrize(("name", "shape", "recompute", "dtype"), CASES, ids=lambda v: str(v))
+def test_whole_step_peak_within_3_percent_of_pytorch(name, shape, recompute, dtype):
+    c = compare_step(step_scenario(shape, recompute, dtype), dtype)
+    assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
+    assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
+    moment = c.timeline.peak_event.moment
+    assert moment == ("backward: loss" if name == "dense" else "backward: layer 1")
+
+
+def test_measure_huggingface_on_the_cpu_compares_the_step_peaks():
+    """`tiersim measure --implementation huggingface` on the CPU: the step's peak from the
+    profiler beside the memory timeline's, GPT-2 (tiny; dropout 0.1 as GPT-2's config) in fp32."""
+    from tiersim.groundtruth.measure import Request, measure
+
+    model = {"preset": "gpt2", "layers": 2, "hidden": 128, "heads": 4, "vocab": 1000}
+    m = measure(Request(model=model, seq_len=128, dtype="fp32", implementation="huggingface"))
+    assert m.device == "cpu" and m.peak_allocated_bytes is not None
+    assert m.predicted_peak_bytes == m.predicted_step_peak
+    assert abs(m.predicted_peak_bytes / m.peak_allocated_bytes - 1) <= 0.03

@@ -1,0 +1,147 @@
+"""Ground truth for the step's memory timeline: a real PyTorch training step's allocations in
+order, recorded on the CPU with the profiler's memory events (torch.profiler, profile_memory:
+one event per allocation and free, its bytes signed), beside tiersim's timeline of the same step
+for the CPU (state/step_memory.py with the CPU's accounting, nothing outside the allocator).
+
+The step is transformers' model as `tiersim measure --implementation huggingface` builds it
+(groundtruth/hfmodels.py), one warm-up step, then the recorded one: `zero_grad(set_to_none=
+False)`, forward with labels (the loss inside the model; the output dropped before backward),
+backward, the optimizer's step. Before it, what is allocated is the weights, the gradients and
+the optimizer state (their storages, each once); the recorded events add to that. Each event
+falls in the phase whose `record_function` range holds it (forward, backward, optimizer).
+
+Nothing here is imported unless PyTorch and transformers are installed (the `measure` extra).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from tiersim.config.schema import Scenario
+from tiersim.groundtruth import hfmodels
+from tiersim.groundtruth import torchmodels as tm
+from tiersim.state.activations import accounting_for
+from tiersim.state.inventory import build_inventory
+from tiersim.state.model import Transformer
+from tiersim.state.optimizers import optimizer as optimizer_named
+from tiersim.state.resolved import resolve
+from tiersim.state.step_memory import build_events
+from tiersim.state.timeline import Timeline, evaluate
+
+PHASES = ("forward", "backward", "optimizer")
+
+
+@dataclass(frozen=True)
+class StepPeaks:
+    """One step's peak, whole and per phase (bytes allocated), and the phase it falls in."""
+
+    peak_bytes: int
+    peak_phase: str
+    phase_peaks: dict[str, int]
+
+
+@dataclass(frozen=True)
+class StepComparison:
+    measured: StepPeaks
+    predicted: StepPeaks
+    timeline: Timeline  # the prediction
+
+    @property
+    def peak_error(self) -> float:
+        """Predicted / measured - 1."""
+        return self.predicted.peak_bytes / self.measured.peak_bytes - 1
+
+
+def predicted_timeline(s: Scenario, device: str = "cpu") -> Timeline:
+    """tiersim's timeline of the step for `device` (its accounting; no allocator limit)."""
+    r = resolve(s)
+    r = dataclasses.replace(r, accounting=accounting_for(s, device))
+    events = build_events(r, build_inventory(r), 0)
+    return evaluate("cpu", float("inf"), events, [])
+
+
+def predicted_peaks(t: Timeline) -> StepPeaks:
+    phases = {p: 0 for p in PHASES}
+    for e, a in zip(t.events, t.allocated, strict=True):
+        if e.phase in phases:
+            phases[e.phase] = max(phases[e.phase], a)
+    peak = t.peak_event
+    return StepPeaks(t.peak_allocated_bytes, peak.phase if peak else "start", phases)
+
+
+def _phase_ranges(prof: Any) -> list[tuple[int, int, str]]:
+    out = []
+    for e in prof.profiler.kineto_results.events():
+        if e.name() in PHASES:
+            out.append((e.start_ns(), e.end_ns(), e.name()))
+    return out
+
+
+def measured_peaks(prof: Any, base: int) -> StepPeaks:
+    """The recorded step's allocated bytes over time: `base` plus each memory event in order."""
+    ranges = _phase_ranges(prof)
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    phases = {p: 0 for p in PHASES}
+    current, peak, peak_phase = base, base, "start"
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        current += e.nbytes()
+        where = next((p for lo, hi, p in ranges if lo <= e.start_ns() <= hi), "start")
+        if where in phases:
+            phases[where] = max(phases[where], current)
+        if current > peak:
+            peak, peak_phase = current, where
+    return StepPeaks(peak, peak_phase, phases)
+
+
+def _step(net: Any, optimizers: list, ids: Any, recorded: bool) -> None:
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=False)
+
+    def run(name: str, fn):
+        if not recorded:
+            return fn()
+        with record_function(name):
+            return fn()
+
+    loss = run("forward", lambda: net(input_ids=ids, labels=ids, use_cache=False).loss)
+    run("backward", loss.backward)
+    run("optimizer", lambda: [opt.step() for opt in optimizers])
+
+
+def record_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
+    """Build transformers' model of `s`, train a warm-up step and record the next one."""
+    m = resolve(s).model
+    assert isinstance(m, Transformer)
+    acc = accounting_for(s, "cpu")
+    family = hfmodels.family_of(m, s.model.family)
+    torch_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = hfmodels.build(m, family, acc, s.seq_len, torch_dtype)
+        ids = torch.randint(0, m.vocab, (s.training.micro_batch_size, s.seq_len))
+    if s.training.recompute == "full":  # each layer's input kept, the layer recomputed
+        kwargs = {"use_reentrant": False}
+        if hasattr(net, "activation_checkpointing_enable"):  # its name in later transformers 5
+            net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    named = list(net.named_parameters())
+    optimizers = optimizer_named(s.training.optimizer).build(torch, named)
+    _step(net, optimizers, ids, recorded=False)  # warm-up: the optimizer state exists
+    params = [p for _, p in named]
+    state = sum(tm.optimizer_bytes(opt)[0] for opt in optimizers)
+    grads = tm.storage_bytes(p.grad for p in params if p.grad is not None)
+    base = tm.storage_bytes(params) + grads + state
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        _step(net, optimizers, ids, recorded=True)
+    return measured_peaks(prof, base)
+
+
+def compare_step(s: Scenario, dtype: str) -> StepComparison:
+    t = predicted_timeline(s)
+    return StepComparison(record_step(s, dtype), predicted_peaks(t), t)

@@ -1,0 +1,113 @@
+"""What one layer holds over the step, for the memory timeline (state/step_memory.py): its
+parameters (gathered, their FP8 copies), what it saves and recomputes, its backward
+transients, and on the busiest expert rank the routed rows beyond the mean."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tiersim.config.mesh import Mesh
+from tiersim.state.activations import layer_items
+from tiersim.state.fp8 import fp8_weight_bytes
+from tiersim.state.inventory import per_context_rank, stage_layers, unit_matrices
+from tiersim.state.model import Transformer
+from tiersim.state.resolved import Resolved
+
+
+@dataclass(frozen=True)
+class LayerMemory:
+    params: int  # values on this GPU after tensor/expert division
+    tensors: int  # parameter tensors
+    largest: int  # values of its largest parameter tensor
+    saved: float  # bytes kept for backward, one micro-batch
+    recompute: float  # bytes recomputed in backward (full: the whole set; selective: s²)
+    working: float  # backward transients
+    items: int  # tensors it saves with recompute none (how the allocator sees them)
+    module: int = 0  # values of its largest module fetched whole (transformers' fused experts)
+    fp8: int = 0  # bytes of its linear weights' FP8 copies (training.fp8)
+    busiest: float = 0.0  # the busiest expert rank's routed rows beyond the mean, bytes
+
+
+def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
+    par, tr, seq = r.execution.parallel, r.execution.training, r.execution.seq_len
+    acc, model = r.accounting, r.model
+    et, split = Mesh.of(par).expert_tensor, par.stage_layers
+    mats = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert, et, split)
+    mats = mats[:-1]
+    held = stage_layers(r.units, stage, par.pipeline, split)
+    shapes = [u.shape for u in held for _ in range(u.count)]
+    out = []
+    for mat, shape in zip(mats, shapes, strict=True):
+
+        def kept(recompute: str, shape=shape) -> float:
+            args = (seq, tr.micro_batch_size, par.tensor, par.sequence, recompute, acc)
+            return per_context_rank(r, shape.layer_activation_bytes(*args))
+
+        saved = kept(tr.recompute)
+        again = {"full": kept("none"), "selective": kept("none") - saved}.get(tr.recompute, 0)
+        index = getattr(shape, "index", 0)
+        items = len(layer_items(model, seq, 1, acc, index)) if isinstance(model, Transformer) else 1
+        busiest = _busiest_extra(r, index)
+        if tr.recompute == "full":  # kept in the recompute working set, not between passes
+            again, busiest = again + busiest, 0.0
+        out.append(
+            LayerMemory(
+                params=sum(m.size for m in mat),
+                tensors=sum(m.count for m in mat),
+                largest=max((m.rows * m.cols for m in mat), default=0),
+                saved=saved,
+                recompute=again,
+                working=_working(r, index),
+                items=items,
+                module=_largest_module(r, mat),
+                fp8=fp8_weight_bytes(tr.fp8.recipe, mat) if tr.fp8 else 0,
+                busiest=busiest,
+            )
+        )
+    return out
+
+
+HF_ROUTED = ("dispatched rows", "gate/up output", "experts' outputs")  # activations_moe.py
+
+
+def _busiest_extra(r: Resolved, index: int) -> float:
+    """Under expert parallelism the busiest rank receives `expert_imbalance` x the mean of the
+    dispatched rows: what its routed-row tensors keep beyond the mean, one micro-batch (the
+    accounting's own routed terms: megatron's k·T rows of 2h + wide·f + 2h 16-bit values,
+    transformers' dispatched rows, gate/up, SiLU and product, and experts' outputs)."""
+    model, par, tr = r.model, r.execution.parallel, r.execution.training
+    if not isinstance(model, Transformer) or not model.is_moe(index) or par.expert == 1:
+        return 0.0
+    moe, acc, tokens = model.moe, r.accounting, r.execution.seq_len * tr.micro_batch_size
+    if acc.implementation == "megatron":
+        rows = tokens * moe.per_token * moe.padding
+        wide = 6.0 if model.gated_mlp else 4.0
+        routed = rows * (4.0 * model.hidden + wide * moe.ffn_hidden) * acc.compute_bytes / 2
+    else:
+        items = layer_items(model, r.execution.seq_len, tr.micro_batch_size, acc, index)
+        routed = sum(i.nbytes for i in items if i.name.startswith(HF_ROUTED))
+    return per_context_rank(r, (par.expert_imbalance - 1) * routed / par.tensor)
+
+
+def _largest_module(r: Resolved, mats) -> int:
+    """Values of a module a submodule fetch gathers whole beyond max_live_parameters:
+    transformers 5 fuses a layer's experts into one module (all the rank's experts at once);
+    else none (a linear layer larger than that is tiled: offload.tiling, ZeRO-Infinity)."""
+    experts = sum(m.size for m in mats if m.expert)
+    return experts if r.accounting.implementation == "huggingface" else 0
+
+
+def _working(r: Resolved, index: int) -> float:
+    """A layer's backward transients: the gradient flowing between layers (s·b·h, split under
+    sequence parallelism) and two of the MLP's s·b·f gradients (split over t)."""
+    model = r.model
+    if not isinstance(model, Transformer):
+        return 0.0
+    par, tr = r.execution.parallel, r.execution.training
+    tokens = r.execution.seq_len * tr.micro_batch_size
+    cb = r.accounting.compute_bytes
+    width = model.ffn_hidden
+    if model.moe is not None and model.is_moe(index):
+        width = model.moe.ffn_hidden * model.moe.per_token
+    flowing = cb * tokens * model.hidden / (par.tensor if par.sequence else 1)
+    return per_context_rank(r, flowing + 2 * cb * tokens * width / par.tensor)

@@ -1,0 +1,210 @@
+"""Optimizers as objects, one registry: what each keeps per parameter tensor, what its update
+costs, what temporaries its step allocates and which PyTorch optimizer `tiersim measure`
+builds for it. Nothing else names an optimizer (`training.optimizer` takes REGISTRY's names).
+
+A "tensor" here is anything with `rows`, `cols` and `count` (state/layers.py's Matrix: `count`
+tensors of rows x cols, cols == 1 for a vector); `value_bytes` is the optimizer precision's
+bytes per value (`training.precision.optimizer`). This module imports nothing of tiersim, so
+the scenario format can take the names from it.
+
+Sources, per optimizer:
+- adam / adamw: exp_avg and exp_avg_sq (torch.optim.Adam/AdamW; Kingma and Ba 2015).
+- sgd / sgd_momentum: none / a momentum buffer; lion: one momentum (Chen et al. 2023).
+- adafactor: row and column statistics per matrix (Shazeer and Stern 2018).
+- adamw8bit: bitsandbytes' block-wise 8-bit AdamW (Dettmers et al. 2022), optim/optimizer.py
+  Optimizer2State.init_state: `state1`, `state2` uint8 of the parameter's shape and, block-wise,
+  `absmax1`, `absmax2` fp32 of ceil(n / 256) values each; a tensor of fewer than
+  `min_8bit_size` = 4096 values keeps 32-bit (fp32) state1 and state2 instead.
+- muon: torch.optim.Muon (torch/optim/_muon.py, after K. Jordan's muon.py): a momentum buffer
+  of the parameter's shape for 2-D matrices; Newton-Schulz runs `ns_steps` = 5 quintic
+  iterations on the bf16 update (m <= n after a transpose): X Xᵀ (2m²n FLOPs), A + A·A (2m³)
+  and B·X (2m²n) each. Embeddings, the output head and every 1-D parameter take AdamW
+  (two moments), as Muon's authors prescribe (torch.optim.Muon refuses non-2-D tensors).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class Tensors(Protocol):
+    rows: int
+    cols: int
+    count: int
+
+
+FP32 = 4
+BNB_BLOCK = 256  # bitsandbytes' block-wise quantisation block (Optimizer2State.init_state)
+BNB_MIN_8BIT = 4096  # min_8bit_size: smaller tensors keep 32-bit state
+NS_STEPS = 5  # torch.optim.Muon's default ns_steps
+
+
+def _values(t: Tensors) -> int:
+    return t.rows * t.cols
+
+
+def _matrix(t: Tensors) -> bool:
+    return t.cols > 1
+
+
+def _muon(t: Tensors) -> bool:
+    """Muon updates a layer's matrix; embeddings and the head go to AdamW."""
+    return _matrix(t) and not getattr(t, "embedding", False)
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """One optimizer: its state per tensor, its update's cost, its step's temporaries."""
+
+    name: str
+    moments: int | None  # state values per parameter (None: factored, or by tensor)
+    flops_per_value: float  # elementwise update arithmetic per parameter value
+    torch_name: str | None  # the torch.optim class `measure` builds (None: not in PyTorch)
+    torch_options: tuple[tuple[str, float], ...] = ()  # its keyword arguments beside lr
+    shapes: str = ""  # why it needs the weight matrices' shapes ("": it does not)
+
+    @property
+    def values_per_parameter(self) -> int | None:  # the name classes.py's table used
+        return self.moments
+
+    def state_bytes(self, tensors: Iterable[Tensors], value_bytes: int) -> int:
+        """Bytes of optimizer state these tensors keep."""
+        return sum(self.tensor_state_bytes(t, value_bytes) for t in tensors)
+
+    def tensor_state_bytes(self, t: Tensors, value_bytes: int) -> int:
+        n = _values(t) * t.count
+        if self.moments is None:  # factored: a row and a column statistic per matrix
+            return (t.rows + t.cols if _matrix(t) else t.rows) * t.count * value_bytes
+        return self.moments * n * value_bytes
+
+    def update_flops(self, tensors: Iterable[Tensors]) -> float:
+        """Arithmetic of one update of these tensors."""
+        return sum(self.flops_per_value * _values(t) * t.count for t in tensors)
+
+    def update_gemm_flops(self, tensors: Iterable[Tensors]) -> float:
+        """The part of it that runs as matrix multiplications (elementwise updates: none;
+        they are bound by the bytes they touch)."""
+        return 0.0
+
+    def step_temporary_bytes(self, values: int, largest: int, value_bytes: int, device: str) -> int:
+        """The largest set of temporaries the step holds at once beside the state, for a rank
+        updating `values` parameters whose largest tensor has `largest` values: torch.optim's
+        foreach path (CUDA's default) makes one list the size of all the rank's tensors, the
+        single-tensor path (CPU's) one tensor's at a time."""
+        return 0
+
+    def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
+        """The PyTorch optimizers `measure` steps for these (name, parameter) pairs."""
+        if self.torch_name is None:
+            raise ValueError(f"PyTorch has no {self.name} optimizer")
+        cls = getattr(torch.optim, self.torch_name)
+        return [cls([p for _, p in named], lr=lr, **dict(self.torch_options))]
+
+
+@dataclass(frozen=True)
+class AdamLike(Optimizer):
+    """Adam and AdamW: the step's denominator sqrt(v)/c + eps is a new tensor. The foreach
+    path (_multi_tensor_adam: `_foreach_sqrt`, then in place) holds one state-sized list; the
+    single-tensor path (`exp_avg_sq.sqrt() / bias_correction2_sqrt`) two of one tensor."""
+
+    def step_temporary_bytes(self, values: int, largest: int, value_bytes: int, device: str) -> int:
+        if device == "cpu":
+            return 2 * largest * value_bytes
+        return values * value_bytes
+
+
+@dataclass(frozen=True)
+class AdamW8bit(Optimizer):
+    def tensor_state_bytes(self, t: Tensors, value_bytes: int) -> int:
+        n = _values(t)
+        if n < BNB_MIN_8BIT:
+            return 2 * n * FP32 * t.count
+        return (2 * n + 2 * FP32 * math.ceil(n / BNB_BLOCK)) * t.count
+
+
+@dataclass(frozen=True)
+class Muon(Optimizer):
+    """Muon on the layers' 2-D matrices (one momentum buffer), AdamW (two moments) on the
+    embeddings, the output head and every vector."""
+
+    def tensor_state_bytes(self, t: Tensors, value_bytes: int) -> int:
+        return (1 if _muon(t) else 2) * _values(t) * t.count * value_bytes
+
+    def update_flops(self, tensors: Iterable[Tensors]) -> float:
+        return sum(
+            newton_schulz_flops(t.rows, t.cols) * t.count
+            + self.flops_per_value * _values(t) * t.count
+            if _muon(t)
+            else 13.0 * _values(t) * t.count
+            for t in tensors
+        )
+
+    def update_gemm_flops(self, tensors: Iterable[Tensors]) -> float:
+        return sum(newton_schulz_flops(t.rows, t.cols) * t.count for t in tensors if _muon(t))
+
+    def step_temporary_bytes(self, values: int, largest: int, value_bytes: int, device: str) -> int:
+        # one matrix at a time (no foreach): Nesterov's update grad.lerp(buf) in the state's
+        # precision, its bf16 copy (2 B), the Gram matrix and its quintic update (2 x 2m²,
+        # m² <= the matrix's values) and the next X (2 B): value_bytes + 8 B per value of the
+        # largest matrix (a 512 x 128 matrix measured on torch 2.13 CPU: 12.9 B/value fp32,
+        # 9.2 bf16, against 12 and 10 here)
+        return (value_bytes + 8) * largest
+
+    def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
+        """torch.optim.Muon on the layers' matrices, AdamW on the rest."""
+        muon = [p for n, p in named if p.ndim == 2 and not embedding_name(n)]
+        rest = [p for n, p in named if not (p.ndim == 2 and not embedding_name(n))]
+        return [torch.optim.Muon(muon, lr=lr), torch.optim.AdamW(rest, lr=lr)]
+
+
+EMBEDDING_NAMES = ("embed", "wte", "wpe", "lm_head", "pos")  # tiersim's and transformers'
+
+
+def embedding_name(name: str) -> bool:
+    """A parameter's name says it is an embedding or the output head."""
+    return any(part in name for part in EMBEDDING_NAMES)
+
+
+def newton_schulz_flops(rows: int, cols: int, steps: int = NS_STEPS) -> float:
+    """FLOPs of Muon's Newton-Schulz on one rows x cols matrix: per iteration X Xᵀ (2m²n), the
+    quintic's A·A (2m³) and B·X (2m²n), with m = min, n = max."""
+    m, n = min(rows, cols), max(rows, cols)
+    return steps * (4.0 * m * m * n + 2.0 * m**3)
+
+
+OPTIMIZERS: tuple[Optimizer, ...] = (
+    AdamLike("adam", 2, 12.0, "Adam"),
+    AdamLike("adamw", 2, 13.0, "AdamW"),
+    Optimizer("sgd", 0, 2.0, "SGD"),
+    Optimizer("sgd_momentum", 1, 4.0, "SGD", (("momentum", 0.9),)),
+    Optimizer(
+        "adafactor",
+        None,
+        12.0,
+        "Adafactor",
+        shapes="keeps row and column statistics per weight matrix",
+    ),
+    Optimizer("lion", 1, 8.0, None),
+    AdamW8bit("adamw8bit", 2, 13.0, None),
+    Muon(
+        "muon",
+        1,
+        4.0,
+        "Muon",
+        shapes="orthogonalises each weight matrix and keeps AdamW's moments for the rest",
+    ),
+)
+REGISTRY: dict[str, Optimizer] = {o.name: o for o in OPTIMIZERS}
+NAMES = tuple(REGISTRY)
+IN_PYTORCH = tuple(o.name for o in OPTIMIZERS if o.torch_name is not None)  # what measure builds
+
+
+def optimizer(name: str) -> Optimizer:
+    """The optimizer called `name`; an unknown name is our bug (the format checked it)."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"no optimizer {name!r} (expected one of {', '.join(NAMES)})") from None

@@ -1,0 +1,350 @@
+"""The GPU's memory timeline of one training step (state/timeline.py), built from a resolved
+scenario and its inventory: one GPU of the stage that peaks, the last micro-batch of the step
+(the others' saved activations held as the pipeline holds them), then the optimizer step.
+
+In order (docs/memory.md says what is and is not counted, and why):
+
+1. start: the classes homed in GPU memory (weights, gradients, master, optimizer, workspace)
+   as the inventory counts them; gradients stay allocated all step (flat gradient buffers of
+   DeepSpeed and Megatron, `zero_grad(set_to_none=False)`); the saved activations of the other
+   micro-batches in flight; outside the allocator, the CUDA context and NCCL's buffers.
+2. forward, layer by layer: sharded (ZeRO-3, FSDP) or offloaded weights gathered in the compute
+   precision, the current layer and the next one (a prefetch depth of one), released after the
+   layer (`reshard_after_forward`) or kept until backward; the layer's saved activations. At
+   the last stage, the loss: the logits (s·b·V/t in the compute precision) and their fp32 copy;
+   `huggingface` keeps the fp32 log-softmax (F.cross_entropy), `megatron` turns the fp32 copy
+   into the softmax in place and keeps it (vocab_parallel_cross_entropy).
+3. backward: the loss's gradients (huggingface: nll_loss_backward's fp32 s·b·V/t and
+   log_softmax_backward's, beside the saved log-softmax; megatron: in place, then the cast's
+   gradient in the compute precision), then layer by layer in reverse: gathered weights again,
+   the recompute working set (full: the layer's whole saved set; selective: its s² terms), the
+   layer's backward transients (the gradient flowing between layers, s·b·h, and two of the
+   MLP's s·b·f gradients), sharded gradients' unsharded copy before the reduce-scatter.
+4. optimizer: DeepSpeed ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before
+   it frees the 16-bit gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one
+   sub-group (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's
+   temporaries (state/optimizers.py); Megatron's fused Adam none.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tiersim.config.mesh import Mesh
+from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state.activations import outside_items
+from tiersim.state.inventory import (
+    Inventory,
+    per_context_rank,
+    stage_bytes,
+    tier_use,
+    unit_matrices,
+)
+from tiersim.state.layer_memory import LayerMemory, layer_memory
+from tiersim.state.model import Transformer
+from tiersim.state.placement import homes
+from tiersim.state.resolved import Resolved
+from tiersim.state.step_optimizer import optimizer_temporaries
+from tiersim.state.timeline import Event, Outside, Timeline, evaluate
+
+# Outside the allocator (not in torch.cuda.memory_reserved), held from the first CUDA call:
+# the CUDA context: 723 MiB on the first CUDA call (PyTorch forums, "What is the reason for
+# pytorch's GPU memory floor?", measured with nvidia-smi); CUDA >= 11.7's lazy module loading
+# lowers it, so this is an upper figure.
+CUDA_CONTEXT_BYTES = 723 * 2**20
+# NCCL: NCCL_BUFFSIZE, 4 MiB by default (NCCL environment variables, docs.nvidia.com), per
+# channel and peer of a communicator's ring; counted for the send and receive peer of each
+# channel, NCCL_MIN_NCHANNELS..MAX up to 32 on NVLink: taken as 16 channels here, an estimate
+NCCL_BUFFSIZE = 4 * 2**20
+NCCL_CHANNELS = 16
+NCCL_PEERS = 2
+GATHER_WINDOW = 2  # layers of gathered weights live at once: the current one and the next
+
+
+@dataclass
+class _Steps:
+    """Events as they are added; a zero-byte allocation is no event."""
+
+    events: list[Event] = field(default_factory=list)
+    held: dict[str, int] = field(default_factory=dict)
+
+    def alloc(
+        self, moment: str, phase: str, key: str, part: str, nbytes: float, pieces: int = 1
+    ) -> None:
+        n = math.ceil(nbytes)
+        if n > 0:
+            self.events.append(Event(moment, phase, key, part, n, True, max(1, pieces)))
+            self.held[key] = n
+
+    def free(self, moment: str, phase: str, key: str, part: str) -> None:
+        n = self.held.pop(key, 0)
+        if n:
+            self.events.append(Event(moment, phase, key, part, n, False))
+
+
+def nccl_communicators(r: Resolved) -> int:
+    """Communicators a GPU joins: one per parallel dimension of more than one rank."""
+    par = r.execution.parallel
+    return sum(1 for n in (par.data, par.tensor, par.pipeline, par.expert) if n > 1)
+
+
+def outside_terms(r: Resolved) -> list[Outside]:
+    out = [Outside("CUDA context", CUDA_CONTEXT_BYTES, "PyTorch forums: 723 MiB (nvidia-smi)")]
+    comms = nccl_communicators(r)
+    if comms:
+        nbytes = comms * NCCL_CHANNELS * NCCL_PEERS * NCCL_BUFFSIZE
+        source = f"{comms} communicators x 16 channels x 2 peers x NCCL_BUFFSIZE 4 MiB"
+        out.append(Outside("NCCL buffers", nbytes, source))
+    return out
+
+
+def _gathered(r: Resolved) -> bool:
+    """Weights that are not whole in GPU memory between uses: gathered (ZeRO-3, FSDP) or
+    fetched (offloaded) for each layer."""
+    gpu = r.machine.gpu.memory
+    shards = r.execution.parallel.zero_stage == 3 or r.execution.parallel.shard.weights
+    return bool(shards) or homes(r.execution.placement, r.machine)["weights"] != gpu
+
+
+def _reshard(r: Resolved) -> bool:
+    """Gathered weights freed after each layer's forward: unless `reshard_after_forward` is
+    false (null: the framework's behaviour, ZeRO-3 and FSDP reshard)."""
+    return r.execution.parallel.reshard_after_forward is not False
+
+
+def logits_values(r: Resolved) -> int:
+    """Logits one GPU holds: s·b·V/(t·c) (vocab-parallel over t; a context rank's s/c tokens)."""
+    model = r.model
+    if not isinstance(model, Transformer):
+        return 0
+    x = r.execution
+    tokens = x.seq_len // x.parallel.context * x.training.micro_batch_size
+    return tokens * math.ceil(model.vocab / x.parallel.tensor)
+
+
+def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> None:
+    gpu = r.machine.gpu.memory
+    use = tier_use(r, per_gpu, experts)[gpu]
+    for cls, nbytes in use.classes.items():
+        if cls != "activations":
+            steps.alloc("start of the step", "start", cls, f"resident {cls}", nbytes)
+    steps.alloc(
+        "start of the step", "start", "held", "saved activations (other micro-batches)", held_acts
+    )
+
+
+def _loss(steps: _Steps, r: Resolved, log_softmax: float) -> None:
+    """The loss forward and backward on the last stage, tensor by tensor (the module's 2, 3)."""
+    n, cb = logits_values(r), r.accounting.compute_bytes
+    fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
+    copy = "logits in fp32 (the loss's copy)"
+    if r.accounting.implementation == "megatron":
+        # vocab_parallel_cross_entropy(logits.float()): the fp32 copy becomes the softmax in
+        # place and is kept; its backward works in place too
+        steps.alloc(fw, f, "logits", "logits", cb * n)
+        if cb != 4:
+            steps.alloc(fw, f, "logits fp32", "logits in fp32 (kept by the loss)", 4 * n)
+            steps.free(fw, f, "logits", "logits")
+            steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
+            steps.free(bw, b, "logits fp32", "logits in fp32 (kept by the loss)")
+            steps.free(bw, b, "d logits", "loss gradient (compute precision)")
+        else:
+            steps.free(bw, b, "logits", "logits")
+        return
+    # transformers' loss: logits.float(), F.cross_entropy = log_softmax (kept) + nll_loss
+    steps.alloc(fw, f, "logits", "logits", cb * n)
+    if cb != 4:
+        steps.alloc(fw, f, "logits fp32", copy, 4 * n)
+    steps.alloc(fw, f, "log-softmax", "saved activations", log_softmax)
+    steps.free(fw, f, "logits fp32", copy)
+    steps.free(fw, f, "logits", "logits")  # a training loop drops the output before backward
+    steps.alloc(bw, b, "d log-softmax", "loss gradient (fp32)", 4 * n)  # nll_loss_backward
+    steps.alloc(bw, b, "d logits fp32", "loss gradient (fp32)", 4 * n)  # log_softmax_backward
+    steps.free(bw, b, "d log-softmax", "loss gradient (fp32)")
+    steps.free(bw, b, "log-softmax", "saved activations")
+    if cb != 4:  # the cast's backward
+        steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
+        steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
+    steps.free(bw, b, "d logits", "loss gradient (compute precision)")  # after the head's
+    steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
+
+
+def _outside_saved(r: Resolved, stage: int, last: bool) -> tuple[float, float]:
+    """What one micro-batch keeps outside the layers: (all of it, the loss's log-softmax)."""
+    model, par = r.model, r.execution.parallel
+    if not isinstance(model, Transformer):
+        return 0.0, 0.0
+    seq, mbs = r.execution.seq_len, r.execution.training.micro_batch_size
+    items = outside_items(model, seq, mbs, r.accounting, stage == 0, last)
+    split = [(i, i.nbytes / par.tensor if i.split or par.sequence else i.nbytes) for i in items]
+    softmax = sum(b for i, b in split if "log-softmax" in i.name)
+    return per_context_rank(r, sum(b for _, b in split)), per_context_rank(r, softmax)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the step's layer loop needs to know, worked out once."""
+
+    gather: bool  # weights gathered or fetched per layer
+    window: int  # layers gathered at once
+    max_live: float  # DeepSpeed's max_live_parameters (values) where fetched by submodule
+    reshard: bool  # gathered weights released after each layer's forward
+    on_gpu: bool  # saved activations live in GPU memory
+    cb: int  # compute precision's bytes
+    grad_bytes: int  # an unsharded gradient's bytes per value
+    whole_layer_grads: bool  # FSDP2 reduce-scatters a layer's gradients at once
+
+
+def _plan(r: Resolved, layers: list[LayerMemory]) -> _Plan:
+    tr, plan = r.execution.training, r.execution.offload
+    cb = r.accounting.compute_bytes
+    submodule = plan.fetch == "submodule" and plan.max_live_parameters
+    max_live = float(plan.max_live_parameters) if submodule else math.inf
+    biggest = max((lay.params for lay in layers), default=0)
+    return _Plan(
+        gather=_gathered(r),
+        window=GATHER_WINDOW if GATHER_WINDOW * biggest <= max_live else 1,
+        max_live=max_live,
+        reshard=_reshard(r),
+        on_gpu=homes(r.execution.placement, r.machine)["activations"] == r.machine.gpu.memory,
+        cb=cb,
+        grad_bytes=cb if tr.framework == "fsdp" else PRECISION_BYTES[tr.precision.gradients],
+        whole_layer_grads=tr.framework == "fsdp",
+    )
+
+
+def _gather(steps: _Steps, p: _Plan, layers: list[LayerMemory], at: str, phase: str, js) -> None:
+    for j in js:
+        if f"gathered {j}" not in steps.held:
+            lay = layers[j]  # DeepSpeed's fetch: up to max_live, a module always whole
+            values = max(min(lay.params, p.max_live), lay.module if p.max_live < lay.params else 0)
+            steps.alloc(at, phase, f"gathered {j}", "gathered weights", values * p.cb, lay.tensors)
+
+
+def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
+    for i, lay in enumerate(layers):
+        at = f"forward: layer {i}"
+        if p.gather:
+            _gather(steps, p, layers, at, "forward", range(i, min(i + p.window, len(layers))))
+        saved = lay.saved if p.on_gpu else 0
+        steps.alloc(at, "forward", f"saved {i}", "saved activations", saved, lay.items)
+        extra = lay.busiest if p.on_gpu else 0
+        steps.alloc(at, "forward", f"busiest {i}", BUSIEST, extra, 3)
+        if p.gather:  # gathered weights' FP8 copies: cast here, kept for this layer's backward
+            steps.alloc(at, "forward", f"fp8 {i}", FP8, lay.fp8, 2 * lay.tensors)
+        if p.gather and p.reshard:
+            steps.free(at, "forward", f"gathered {i}", "gathered weights")
+
+
+UNSHARDED = "unsharded gradients (before reduce-scatter)"
+BUSIEST = "saved activations: the busiest expert rank's rows beyond the mean"
+FP8 = "FP8 weight copies (training.fp8)"
+
+
+def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads: bool) -> None:
+    for i in reversed(range(len(layers))):
+        lay, at, b = layers[i], f"backward: layer {i}", "backward"
+        if p.gather:
+            _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
+        steps.alloc(at, b, f"recompute {i}", "recompute working set", lay.recompute, lay.items)
+        steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
+        if sharded_grads:
+            # FSDP2: a layer's at once; ZeRO: each tensor's as it is reduced, a tiled
+            # operator's (ZeRO-Infinity) a tile's, at most what one fetch gathers
+            values = lay.params if p.whole_layer_grads else min(lay.largest, p.max_live)
+            pieces = lay.tensors if p.whole_layer_grads else 1
+            steps.alloc(at, b, f"unsharded {i}", UNSHARDED, values * p.grad_bytes, pieces)
+        for key, part in (
+            (f"working {i}", "backward transients"),
+            (f"recompute {i}", "recompute working set"),
+            (f"saved {i}", "saved activations"),
+            (f"busiest {i}", BUSIEST),
+            (f"fp8 {i}", FP8),
+            (f"unsharded {i}", UNSHARDED),
+        ):
+            steps.free(at, b, key, part)
+        if p.gather:
+            steps.free(at, b, f"gathered {i}", "gathered weights")
+
+
+def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
+    """The step's allocations and frees on one GPU of `stage` (see the module's docstring)."""
+    par = r.execution.parallel
+    last = stage == par.pipeline - 1
+    (per_gpu, experts), _, _ = stage_bytes(r, r.model, stage)
+    layers = layer_memory(r, stage)
+    p = _plan(r, layers)
+    outside, log_softmax = _outside_saved(r, stage, last)
+    this_mb = sum(lay.saved for lay in layers) + outside
+    held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
+    steps = _Steps()
+    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held)
+    rest = _rest_values(r, stage)
+    root = _weights_at_start(steps, p, layers, rest)
+    saves = outside - log_softmax if p.on_gpu else 0
+    steps.alloc("forward: embeddings", "forward", "outside saves", "saved activations", saves, 4)
+    _forward(steps, p, layers)
+    if last:
+        _loss_with_head(steps, r, p, 0 if root else rest, log_softmax)
+    _backward(steps, p, layers, bool(inv.sharded.get("gradients")))
+    steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
+    steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
+    _optimizer_step(steps, r, stage)
+    return steps.events
+
+
+def _rest_values(r: Resolved, stage: int) -> int:
+    """Parameters of the stage's embeddings, final norm and head on one GPU."""
+    par = r.execution.parallel
+    units = unit_matrices(
+        r.model,
+        r.units,
+        stage,
+        par.pipeline,
+        par.tensor,
+        par.expert,
+        Mesh.of(par).expert_tensor,
+        par.stage_layers,
+    )
+    return sum(m.size for m in units[-1])
+
+
+def _weights_at_start(steps: _Steps, p: _Plan, layers: list[LayerMemory], rest: int) -> bool:
+    """Whole weights' FP8 copies (cached all step, as TE does); FSDP2's root group
+    (embeddings, final norm, head) gathered from the forward to its backward. True where the
+    root group is held so."""
+    if not p.gather:
+        fp8 = sum(lay.fp8 for lay in layers)
+        steps.alloc("start of the step", "start", "fp8", FP8, fp8, 2 * len(layers))
+        return False
+    if p.max_live < math.inf:  # a submodule fetch (DeepSpeed): the head about the loss alone
+        return False
+    at = "forward: embeddings"
+    steps.alloc(at, "forward", "gathered rest", "gathered weights", rest * p.cb, 3)
+    return True
+
+
+def _loss_with_head(steps: _Steps, r: Resolved, p: _Plan, head: int, log_softmax: float):
+    """The loss, with the head's parameters gathered about it where fetched per submodule."""
+    gathered = min(head, p.max_live) * p.cb if p.gather else 0
+    steps.alloc("forward: loss", "forward", "gathered head", "gathered weights", gathered, 3)
+    _loss(steps, r, log_softmax)
+    steps.free("backward: loss", "backward", "gathered head", "gathered weights")
+
+
+def _optimizer_step(steps: _Steps, r: Resolved, stage: int) -> None:
+    what, nbytes = optimizer_temporaries(r, stage)
+    steps.alloc("optimizer step", "optimizer", "step temporaries", what, nbytes)
+    steps.free("optimizer step", "optimizer", "step temporaries", what)
+
+
+def gpu_timeline(r: Resolved, inv: Inventory) -> Timeline:
+    """The GPU's timeline of the stage that peaks highest: the inventory's, or the last (the
+    loss's transients are there)."""
+    gpu = r.machine.gpu.memory
+    capacity = inv.tiers[gpu].capacity_bytes
+    outside = outside_terms(r)
+    stages = sorted({inv.stage, r.execution.parallel.pipeline - 1})
+    timelines = [evaluate(gpu, capacity, build_events(r, inv, k), outside) for k in stages]
+    return max(timelines, key=lambda t: (not t.fits, t.peak_reserved_bytes, t.peak_allocated_bytes))

@@ -1,0 +1,71 @@
+"""What the optimizer step allocates beside the state in GPU memory (the memory timeline's
+last moment, state/step_memory.py): DeepSpeed ZeRO-1/2's fp32 copy of the rank's gradient
+partition, built in stage_1_and_2.py `step()` before the 16-bit gradients are freed; ZeRO-3's
+one sub-group of it at a time (stage3.py, `sub_group_size`, 1e9 by default); a PyTorch
+optimizer's temporaries (state/optimizers.py); none for the fused multi-tensor Adam of
+Megatron, DeepSpeed without ZeRO and apex (what keeps a separate master copy)."""
+
+from __future__ import annotations
+
+import math
+
+from tiersim.config.mesh import Mesh
+from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state.buffers import largest_tensor_elements
+from tiersim.state.inventory import unit_matrices
+from tiersim.state.optimizers import optimizer
+from tiersim.state.placement import homes
+from tiersim.state.resolved import Resolved
+from tiersim.state.sharding import master_bytes, shard_divisors, sharded_classes
+
+DEEPSPEED_SUB_GROUP = 1_000_000_000  # stage3.py's sub_group_size default
+
+
+def update_values(r: Resolved, stage: int) -> tuple[int, int, int]:
+    """(parameters this GPU's optimizer updates, values of its largest tensor, of its largest
+    layer), its shard where the optimizer state is sharded."""
+    par = r.execution.parallel
+    units = unit_matrices(
+        r.model,
+        r.units,
+        stage,
+        par.pipeline,
+        par.tensor,
+        par.expert,
+        Mesh.of(par).expert_tensor,
+        par.stage_layers,
+    )
+    mats = [m for unit in units for m in unit]
+    dense = sum(m.size for m in mats if not m.expert)
+    routed = sum(m.size for m in mats if m.expert)
+    largest = largest_tensor_elements(r.model, mats)
+    layer = max((sum(m.size for m in unit) for unit in units[:-1]), default=0)
+    if not sharded_classes(par)["optimizer"]:
+        return dense + routed, largest, layer
+    dense_div, expert_div = shard_divisors(par)
+    values = math.ceil(dense / dense_div) + math.ceil(routed / expert_div)
+    return values, math.ceil(largest / dense_div), math.ceil(layer / dense_div)
+
+
+def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
+    """(what, bytes) the optimizer step allocates at most beside the state on the GPU."""
+    tr, par = r.execution.training, r.execution.parallel
+    if r.execution.placement.optimizer_compute != "gpu":
+        return "", 0
+    values, largest, layer = update_values(r, stage)
+    framework = r.execution.offload.framework
+    if framework == "deepspeed" and par.zero_stage in (1, 2):
+        # stage_1_and_2.py step(): single_grad_partition = flatten(averaged_gradients)
+        # .to(fp32) before the 16-bit gradients are freed
+        return "fp32 gradient partition (DeepSpeed ZeRO-1/2)", 4 * values
+    if framework == "deepspeed" and par.zero_stage == 3:
+        group = min(values, r.execution.offload.sub_group_size or DEEPSPEED_SUB_GROUP)
+        return "fp32 gradients of one sub-group (DeepSpeed ZeRO-3)", 4 * group
+    if framework in ("deepspeed", "megatron") or master_bytes(tr.precision):
+        return "", 0  # fused multi-tensor Adam: in place
+    if homes(r.execution.placement, r.machine)["optimizer"] != r.machine.gpu.memory:
+        values = min(values, layer or values)  # streamed in and out: one unit at a time
+    value_bytes = PRECISION_BYTES[tr.precision.optimizer]
+    device = r.accounting.device
+    temp = optimizer(tr.optimizer).step_temporary_bytes(values, largest, value_bytes, device)
+    return "optimizer step temporaries", temp
