@@ -65,7 +65,9 @@ def _one_means(name: str, command: argparse.ArgumentParser) -> str | None:
     return "a --check failed" if "--check" in command._option_string_actions else None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line's parser; with `only` (a command's name) just that command's
+    subparser is built, so only its module is imported (its help and errors are the same)."""
     parser = argparse.ArgumentParser(
         prog="tiersim",
         description="Tiered-memory offload simulator for large-model training: where every class "
@@ -73,12 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
         "and HBF, how fast flash wears, and what checkpoints cost.",
         epilog=EXIT_CODES,
     )
-    from tiersim.cli.commands import COMMANDS  # here: a signal while it loads is handled
+    # here: a signal while the commands load is handled
+    from tiersim.cli.commands import MODULES, command_module
 
     parser.add_argument("--version", action="version", version=f"tiersim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS:
-        module.add_parser(sub)
+    for name in [only] if only in MODULES else MODULES:
+        command_module(name).add_parser(sub)
     for name, command in sub.choices.items():  # each command's help ends with its own
         codes = exit_codes(_one_means(name, command), name in SIMULATING, name not in NO_FILES)
         command.epilog = f"{command.epilog}\n\n{codes}" if command.epilog else codes
@@ -133,7 +136,9 @@ def _escape_what_cannot_be_shown() -> None:
 def _run_command(argv: list[str] | None) -> int:
     """Parse `argv` (the commands are imported here, inside `main`'s handling of signals)
     and run its command."""
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    # the command is the first word (the top level takes only --help and --version)
+    parser = build_parser(words[0] if words else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the command's own usage, not the top-level one, says what it takes
         command = _subparsers(parser).choices[args.command]

@@ -10,7 +10,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.hfconfig import HfConfigError, hf_config_path, read_hf_config
 from tiersim.config.yamlfile import parse_yaml, read_yaml
 from tiersim.core.errors import InputError, Problem, shown
 
@@ -154,6 +153,9 @@ def _model_source(model: dict[str, Any], base_dir: Path, problems: list[Problem]
             what = _unknown_preset("models", model["preset"], base_dir)
             problems.append(Problem("model.preset", what))
     if "hf_config" in model:
+        # here: only a scenario naming a Hugging Face config needs its reader
+        from tiersim.config.hfconfig import HfConfigError, hf_config_path, read_hf_config
+
         try:
             path = hf_config_path(model["hf_config"], base_dir)
             merged = deep_merge(merged, read_hf_config(path))
