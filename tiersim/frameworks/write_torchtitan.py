@@ -21,6 +21,13 @@ def _toml(value: object) -> str:
 def write_torchtitan(s: Scenario) -> Emitted:
     notes: list[Problem] = []
     framework_note(s, "torchtitan", "fsdp", notes)
+    if s.model.mtp_layers:
+        why = (
+            f"{s.model.mtp_layers}: not written (torchtitan's model code runs no "
+            "multi-token-prediction module; the file imports alone with --set "
+            "model.mtp_layers=0)"
+        )
+        notes.append(Problem("model.mtp_layers", why))
     tables: dict[str, dict[str, object]] = {}
     flavor = {preset: key for key, preset in PRESETS.items()}.get(s.model.preset)
     if flavor is None:
