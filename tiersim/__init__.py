@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.7.0"
+__version__ = "0.8.0"
 
 # public name -> (module, attribute)
 _API = {
