@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import FIXTURES, generic
+from conftest import FIXTURES, SCENARIOS, generic
 
 from tiersim.config.load import load_scenario
 
@@ -919,3 +919,11 @@ def test_endurance_on_a_tier_that_does_not_wear_is_refused(cli, write, kind):
     code, out, err = cli("validate", path)
     assert (code, out) == (2, "")
     assert f"hardware.tiers.{name}.endurance: a tier of kind {kind} does not wear" in err
+
+
+def test_a_wear_span_over_the_capacity_is_said_in_units(cli):
+    # 10 TB over h200-hbf-8stack's 8 x 512 GB = 4,096 GB = 4.10 TB, said as sizes, not bytes
+    path = SCENARIOS / "hbf-optimizer-state.yaml"
+    code, out, err = cli("validate", path, "--set", "hardware.tiers.hbf.wear_span=10 TB")
+    assert (code, out) == (2, "")
+    assert "wear_span (10.00 TB) is larger than capacity (4.10 TB)" in err

@@ -23,6 +23,7 @@ from tiersim.config.fields import (
 )
 from tiersim.config.presets import is_preset_file, preset_names
 from tiersim.config.tier_kinds import TIER_KIND_BY_NAME, TIER_KIND_NAMES, TierKind
+from tiersim.core.units import fmt_bytes
 
 
 class Endurance(Strict):
@@ -88,9 +89,9 @@ class Tier(Strict):
             raise ValueError("needs 'bandwidth' or both 'read_bandwidth' and 'write_bandwidth'")
         if self.wear_span is not None and self.wear_span > self.capacity:
             raise ValueError(
-                f"wear_span ({self.wear_span:.6g} B) is larger than capacity "
-                f"({self.capacity:.6g} B) (expected at most the device's capacity, or null for "
-                "the whole device)"
+                f"wear_span ({fmt_bytes(self.wear_span)}) is larger than capacity "
+                f"({fmt_bytes(self.capacity)}) (expected at most the device's capacity, or null "
+                "for the whole device)"
             )
         return self
 
