@@ -218,7 +218,7 @@ TITAN_8B = '[model]\nname = "llama3"\nflavor = "8B"\n'
 @pytest.mark.parametrize(
     ("body", "recompute", "said"),
     [
-        # torchtitan checkpoints a block where layer_id % n == 0: n = 1 is every block, full
+        # torchtitan checkpoints the blocks where (count so far) % n == 0: n = 1 is every block
         ('mode = "selective"\nselective_ac_option = "1"', "full", None),
         # n = 2: half the blocks keep all they save; none is the nearer (full would keep only
         # the blocks' inputs), with a note that the peak is overstated

@@ -168,8 +168,9 @@ def _activation_checkpoint(
     elif option == "op":
         _op_sac(out, at)
     elif option.isdigit() and int(option) <= 1:
-        # torchtitan's layer SAC checkpoints a block where `layer_id % n == 0` (every block
-        # for n = 1, and for 0: `not ac_freq`): full recompute on every layer
+        # torchtitan's layer SAC (_apply_layer_sac, torchtitan/distributed/activation_
+        # checkpoint.py) wraps a block where `not ac_freq or count % ac_freq == 0`, count
+        # the blocks so far: every block for 1 and 0, full recompute on every layer
         out.put("training.recompute", "full", at)
     elif option.isdigit():
         # every n-th block fully checkpointed, the others keep all they save: (n - 1)/n of the
