@@ -59,7 +59,7 @@ training:
   optimizer: adamw
   precision: {weights: fp32, gradients: fp32, master: none, optimizer: fp32, compute: bf16}
   recompute: full
-parallel: {data: 16, tensor: 2, zero_stage: 3}
+parallel: {data: 16, tensor: 2, sequence: true, zero_stage: 3}
 hardware: {preset: dgx-h100}
 checkpoint: {every_steps: 500, mode: async}
 """
@@ -124,6 +124,48 @@ def test_torchtitan_round_trip(tmp_path):
     assert toml["parallelism"]["data_parallel_shard_degree"] == 16
     assert toml["training"]["global_batch_size"] == 2 * 2 * 16
     _same(s, back, drop=())
+
+
+def _torchtitan(tmp_path, replace: tuple[str, str]):
+    implementation = (
+        "torchtitan" if accepts("training.implementation", "torchtitan") else "megatron"
+    )
+    text = TORCHTITAN.replace("IMPLEMENTATION", implementation).replace(*replace)
+    assert replace[1] in text
+    return _scenario(tmp_path, text)
+
+
+def test_torchtitan_tensor_parallel_without_sequence_parallel_is_noted(tmp_path):
+    # torchtitan's TP plan always shards the norms on the sequence: it cannot say sequence false
+    s = _torchtitan(tmp_path, ("sequence: true", "sequence: false"))
+    emitted, back = _round_trip(tmp_path, s, "torchtitan")
+    notes = {n.path: n.message for n in emitted.notes}
+    assert notes["parallel.sequence"].startswith("false: torchtitan's tensor parallelism")
+    assert back.parallel.sequence is True and back.parallel.tensor == 2
+
+
+def test_torchtitan_selective_recompute_round_trips_as_op_level_checkpointing(tmp_path):
+    s = _torchtitan(tmp_path, ("recompute: full", "recompute: selective"))
+    emitted, back = _round_trip(tmp_path, s, "torchtitan")
+    toml = tomllib.loads(emitted.text)
+    assert toml["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
+    notes = {n.path: n.message for n in emitted.notes}
+    assert "op-level selective checkpointing" in notes["training.recompute"]
+    assert list(notes) == ["training.recompute"]
+    _same(s, back, drop=())
+
+
+def test_megatron_writes_the_default_attention_kernel_since_its_own_default_is_flash(tmp_path):
+    # attention_kernel null with the megatron code: eager (stored scores); a script without
+    # --attention-backend would run Megatron-LM's auto (flash or fused attention)
+    s = _scenario(tmp_path, MEGATRON.replace("  attention_kernel: flash\n", ""))
+    assert s.training.attention_kernel is None
+    emitted, back = _round_trip(tmp_path, s, "megatron", hf_config=str(LLAMA2))
+    assert "--attention-backend unfused" in emitted.text
+    notes = {n.path: n.message for n in emitted.notes}
+    assert list(notes) == ["training.attention_kernel"]
+    assert notes["training.attention_kernel"].startswith("null (the megatron code's default")
+    assert back.training.attention_kernel == "eager"
 
 
 def test_what_a_format_cannot_say_is_noted(tmp_path):

@@ -136,6 +136,8 @@ def test_megatron_gpt3_175b_script_gives_its_model_and_3d_parallelism():
     assert "--lr: 6.0e-5" in notes and "--rampup-batch-size: 16 16 5859375" in notes
     assert "1536 replaces the script's world size 8" in notes  # torchrun --nproc_per_node 8
     _pending_or_set(imp, "training.global_batch_size", 1536)
+    # "--attention-backend auto": Transformer Engine picks flash or fused attention
+    assert s.training.attention_kernel == "flash"
     report = report_for(imp.loaded)
     assert report["model"]["parameters"] > 1.7e11 and report["step"]["time_s"] > 0
 
@@ -183,7 +185,17 @@ def test_torchtitan_llama3_8b_on_64_gpus():
     # FSDP2 mixed precision: fp32 sharded parameters are the master copy, bf16 compute
     p = s.training.precision
     assert (p.weights, p.master, p.compute, p.gradients) == ("fp32", "none", "bf16", "fp32")
-    _pending_or_set(imp, "training.recompute", "selective_op")
+    # mode 'selective', selective_ac_option 'op': selective_op where the schema takes it, else
+    # the nearest modelled policy, selective, with a note saying so (never no recompute)
+    if accepts("training.recompute", "selective_op"):
+        assert s.training.recompute == "selective_op"
+    else:
+        assert s.training.recompute == "selective"
+        notes = _notes(imp)
+        assert "activation_checkpoint.selective_ac_option: op: op-level selective" in notes
+        assert "not modelled by this version: training.recompute: selective_op" in notes
+        assert "taken as selective, the nearest" in notes
+    assert s.parallel.tensor == 1 and s.parallel.sequence is False  # no TP: no SP
     _pending_or_set(imp, "training.compile", False)
     assert "checkpoint.interval: 500: checkpointing is off" in _notes(imp)
     assert report_for(imp.loaded)["step"]["time_s"] > 0
@@ -194,7 +206,48 @@ def test_torchtitan_llama3_70b_tensor_parallel_and_full_recompute():
     s = imp.loaded.scenario
     assert s.parallel.tensor == 8 and s.parallel.data == 64 // 8
     assert s.training.recompute == "full" and s.training.micro_batch_size == 8
+    # tensor_parallel_degree 8: torchtitan's TP plan gives the norms SequenceParallel() and
+    # the row-parallel outputs Shard(1) (apply_tp, torchtitan/models/llama3/infra/parallelize.py)
+    assert s.parallel.sequence is True
     assert report_for(imp.loaded)["step"]["time_s"] > 0
+
+
+TITAN_8B = '[model]\nname = "llama3"\nflavor = "8B"\n'
+
+
+@pytest.mark.parametrize(
+    ("body", "recompute", "said"),
+    [
+        # torchtitan checkpoints the blocks where (count so far) % n == 0: n = 1 is every block
+        ('mode = "selective"\nselective_ac_option = "1"', "full", None),
+        # n = 2: half the blocks keep all they save; none is the nearer (full would keep only
+        # the blocks' inputs), with a note that the peak is overstated
+        ('mode = "selective"\nselective_ac_option = "2"', "none", "every 2-th layer"),
+        ('mode = "selective"\nselective_ac_option = 4', "none", "3/4 of the layers are kept"),
+        ("", "none", "every 2-th layer"),  # torchtitan's defaults: selective, "2"
+        ('mode = "full"', "full", None),
+        ('mode = "none"', "none", None),
+    ],
+)
+def test_torchtitan_layer_selective_checkpointing_takes_the_nearest_policy(
+    tmp_path, body, recompute, said
+):
+    toml = tmp_path / "t.toml"
+    toml.write_text(TITAN_8B + f"[activation_checkpoint]\n{body}\n")
+    imp = import_configs([toml], ImportOptions(gpus=8))
+    assert imp.loaded.scenario.training.recompute == recompute
+    if said:
+        notes = _notes(imp)
+        assert "activation_checkpoint.selective_ac_option: " in notes and said in notes
+        assert "not modelled; taken as none, the nearest" in notes
+
+
+def test_torchtitan_sequence_parallel_only_with_tensor_parallel(tmp_path):
+    for tp, sequence in ((1, False), (2, True)):
+        toml = tmp_path / f"tp{tp}.toml"
+        toml.write_text(TITAN_8B + f"[parallelism]\ntensor_parallel_degree = {tp}\n")
+        s = import_configs([toml], ImportOptions(gpus=8)).loaded.scenario
+        assert (s.parallel.tensor, s.parallel.sequence) == (tp, sequence)
 
 
 def test_torchtitan_hsdp_shard_group_and_world_checks(tmp_path):
@@ -269,6 +322,13 @@ def test_import_then_run_from_the_command_line(cli, tmp_path):
             None,
             "model.flavor",
             "no shipped preset",
+        ),
+        (
+            "t3.toml",
+            TITAN_8B + '[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "x"',
+            None,
+            "activation_checkpoint.selective_ac_option",
+            "expected one of op, a positive whole number",
         ),
         (
             "m.sh",
@@ -425,6 +485,42 @@ def test_megatron_uneven_stages_experts_and_recompute_modules(tmp_path):
     # 32 layers: 6 first, 6 last, the 20 between over the 2 middle stages, 10 each
     _pending_or_set(imp, "parallel.stage_layers", [6, 10, 10, 6])
     _pending_or_set(imp, "training.recompute_modules", ["core_attn", "mlp"])
+
+
+@pytest.mark.parametrize(
+    ("flags", "kernel"),
+    [
+        ("", "flash"),  # absent: Megatron-LM's default, AttnBackend.auto
+        ("--attention-backend auto", "flash"),
+        ("--attention-backend flash", "flash"),
+        ("--attention-backend fused", "flash"),  # cuDNN's fused attention: no stored scores
+        ("--attention-backend unfused", "eager"),  # TE's unfused: the softmax kept
+        ("--attention-backend local", "eager"),  # Megatron's own DotProductAttention
+        ("--transformer-impl local", "eager"),  # auto, but the local spec has no TE attention
+        ("--transformer-impl transformer_engine", "flash"),
+    ],
+)
+def test_megatron_attention_backend(tmp_path, flags, kernel):
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 512 "
+        f"--max-position-embeddings 512 {flags}\n"
+    )
+    imp = import_configs([script], ImportOptions(gpus=1))
+    assert imp.loaded.scenario.training.attention_kernel == kernel
+    if not flags:
+        assert "--attention-backend: absent: Megatron-LM's default, auto" in _notes(imp)
+    if "transformer_engine" in flags:  # read only to rule out the local spec: still noted
+        assert "--transformer-impl: transformer_engine: not mapped" in _notes(imp)
+
+
+def test_megatron_attention_backend_outside_its_choices_exits_2(cli, tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("--num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                      "--attention-backend magic\n")  # fmt: skip
+    code, _, err = cli("import", script, "--set", "model.preset=gpt2")
+    assert code == 2 and err.startswith(f"{script}: --attention-backend: ")
+    assert "expected one of flash, fused, auto, unfused, local" in err
 
 
 def test_a_large_script_is_held_to_the_yaml_bound(cli, tmp_path, monkeypatch):

@@ -25,7 +25,9 @@ GPT2_VOCAB = 50257  # the GPT-2 BPE vocabulary (gpt2-vocab.json) Megatron's GPT 
 LAUNCHER = {"nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "node-rank",
             "master_addr", "master-addr", "master_port", "master-port", "rdzv_endpoint",
             "rdzv_backend", "rdzv_id"}  # fmt: skip
-ATTENTION = {"flash": "flash", "fused": "flash", "unfused": "eager", "local": "eager"}
+# Megatron-LM's AttnBackend (megatron/core/transformer/enums.py) -> training.attention_kernel
+ATTENTION = {"flash": "flash", "fused": "flash", "auto": "flash", "unfused": "eager",
+             "local": "eager"}  # fmt: skip
 FP8_RECIPES = ("tensorwise", "delayed", "rowwise", "blockwise", "mxfp8")
 RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "shared_experts", "mla_up_proj",
                      "layernorm")  # fmt: skip
@@ -226,15 +228,27 @@ def _precision(args: _Args, out: Mapped) -> None:
         out.unmapped("--optimizer", optimizer, "not mapped (Megatron's adam or sgd)")
     else:  # Megatron's adam is AdamW (decoupled weight decay); its sgd has momentum 0.9
         out.put("training.optimizer", mapped, "--optimizer")
+    _attention(args, out)
+
+
+def _attention(args: _Args, out: Mapped) -> None:
+    """--attention-backend (Megatron-LM's arguments.py: choices flash, fused, unfused, local,
+    auto; `default=AttnBackend.auto`, so a script without the flag runs auto). auto lets
+    Transformer Engine's DotProductAttention pick its fastest backend, FlashAttention or cuDNN's
+    fused attention (neither stores the scores): flash. unfused (TE's) and local (Megatron's own
+    DotProductAttention, only with the local spec) store the softmax: eager."""
     backend = args.value("attention-backend")
-    if backend in ATTENTION:
-        out.put("training.attention_kernel", ATTENTION[backend], "--attention-backend")
-    elif backend is not None:
-        out.unmapped(
-            "--attention-backend",
-            backend,
-            "chosen by Transformer Engine at run time: tiersim's default kernel is kept",
-        )
+    if backend is not None:
+        text("--attention-backend", backend, tuple(ATTENTION))
+    impl = args.by_name.get("transformer-impl")
+    if backend in (None, "auto") and impl is not None and impl.values == ("local",):
+        args.used.add("transformer-impl")  # the local spec: Megatron's DotProductAttention
+        out.put("training.attention_kernel", "eager", "--transformer-impl")
+        return
+    out.put("training.attention_kernel", ATTENTION[backend or "auto"], "--attention-backend")
+    if backend is None:
+        why = "absent: Megatron-LM's default, auto (Transformer Engine picks flash or fused)"
+        out.note("--attention-backend", f"{why}: training.attention_kernel: flash")
 
 
 def _recompute(args: _Args, out: Mapped) -> None:

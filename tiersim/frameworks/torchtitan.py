@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.frameworks.mapping import Mapped
+from tiersim.frameworks.mapping import Mapped, accepts
 from tiersim.frameworks.values import ValueProblem, boolean, integer, text
 
 # (model.name, model.flavor) -> the shipped model preset with those dimensions
@@ -142,6 +142,11 @@ def _degrees(out: Mapped, section: str, d: dict[str, int]) -> None:
         d.get("data_parallel_shard_degree", -1),
     )
     out.put("parallel.tensor", tp, f"{section}.tensor_parallel_degree")
+    if tp > 1:  # torchtitan's TP is always sequence parallel: its plan (apply_tp in
+        # torchtitan/models/llama3/infra/parallelize.py) gives "norm", "layers.*.attention_norm"
+        # and "layers.*.ffn_norm" SequenceParallel() and wo / w2 RowwiseParallel(output_layouts=
+        # Shard(1)): the norms and the residual stream are sharded on the sequence
+        out.put("parallel.sequence", True, f"{section}.tensor_parallel_degree")
     out.put("parallel.pipeline", pp, f"{section}.pipeline_parallel_degree")
     if cp != 1:
         out.put("parallel.context", cp, f"{section}.context_parallel_degree")
@@ -157,22 +162,52 @@ def _activation_checkpoint(
 ) -> None:
     mode = text(f"{section}.mode", body.get("mode", "selective"), ("none", "selective", "full"))
     option = str(body.get("selective_ac_option", "2"))
-    where = f"{section}.mode"
-    if mode == "selective" and option == "op":
-        out.put("training.recompute", "selective_op", f"{section}.selective_ac_option")
-    elif mode == "selective" and option.isdigit() and int(option) == 1:
-        out.put("training.recompute", "full", f"{section}.selective_ac_option")
-    elif mode == "selective":
-        out.unmapped(
-            f"{section}.selective_ac_option",
-            option,
-            "every n-th layer checkpointed: not modelled (left at none)",
-        )
-    else:
+    where, at = f"{section}.mode", f"{section}.selective_ac_option"
+    if mode != "selective":
         out.put("training.recompute", mode, where)
+    elif option == "op":
+        _op_sac(out, at)
+    elif option.isdigit() and int(option) <= 1:
+        # torchtitan's layer SAC (_apply_layer_sac, torchtitan/distributed/activation_
+        # checkpoint.py) wraps a block where `not ac_freq or count % ac_freq == 0`, count
+        # the blocks so far: every block for 1 and 0, full recompute on every layer
+        out.put("training.recompute", "full", at)
+    elif option.isdigit():
+        # every n-th block fully checkpointed, the others keep all they save: (n - 1)/n of the
+        # layers' activations stay, so no recompute is the nearer of tiersim's policies (full
+        # would keep only the layers' inputs, at most half of what the run keeps)
+        out.put("training.recompute", "none", at)
+        why = (
+            f"every {option}-th layer checkpointed (full recompute on 1/{option} of the layers):"
+            " not modelled; taken as none, the nearest (the activations of "
+            f"{int(option) - 1}/{option} of the layers are kept, so the peak is "
+            "overstated, never understated)"
+        )
+        out.unmapped(at, option, why)
+    else:  # torchtitan refuses any other value ("Valid options: 'op' or a positive int")
+        text(at, option, ("op", "a positive whole number"))
     for key, value in body.items():
         if key not in ("mode", "selective_ac_option"):
             out.unmapped(f"{section}.{key}", value)
+
+
+def _op_sac(out: Mapped, at: str) -> None:
+    """torchtitan's op-level SAC (selective_ac_option "op"): each block checkpointed with a
+    policy that saves the outputs of matmuls (aten.mm), SDPA / flex attention and the
+    reduce-scatters, and recomputes the rest (norms, activations, elementwise ops):
+    `_save_list` in torchtitan/distributed/activation_checkpoint.py. tiersim's `selective` (the
+    attention core recomputed, Korthikanti et al.) is the nearest modelled policy; `selective_op`
+    (PENDING) is used where the schema takes it."""
+    if accepts("training.recompute", "selective_op"):
+        out.put("training.recompute", "selective_op", at)
+        return
+    out.put("training.recompute", "selective", at)
+    why = (
+        "op-level selective checkpointing (matmul and attention outputs saved, the rest "
+        "recomputed) is not modelled by this version: training.recompute: selective_op; "
+        "taken as selective, the nearest (the attention core recomputed)"
+    )
+    out.unmapped(at, "op", why)
 
 
 def _float8(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 from tiersim.frameworks.written import Emitted, framework_note, global_batch, world
+from tiersim.state.activation_kinds import DEFAULT_KERNEL
 
 
 def _megatron_model(s: Scenario) -> list[str]:
@@ -33,6 +34,22 @@ def _megatron_model(s: Scenario) -> list[str]:
         flags.append("--disable-bias-linear")
         flags += ["--add-qkv-bias"] if m.qkv_bias else []
     return flags
+
+
+def _attention_backend(s: Scenario, notes: list[Problem]) -> str:
+    """Always written: a script without the flag runs Megatron-LM's default, auto (flash or
+    fused attention), which is not the megatron code's eager default here (megatron.py)."""
+    t = s.training
+    kernel = t.attention_kernel or DEFAULT_KERNEL[t.implementation]
+    backend = "unfused" if kernel == "eager" else "flash"
+    if t.attention_kernel is None:
+        why = (
+            f"null (the {t.implementation} code's default, {kernel}): written as "
+            f"--attention-backend {backend}, since Megatron-LM's own default (auto) is flash "
+            "or fused attention"
+        )
+        notes.append(Problem("training.attention_kernel", why))
+    return f"--attention-backend {backend}"
 
 
 def write_megatron(s: Scenario) -> Emitted:
@@ -65,10 +82,7 @@ def write_megatron(s: Scenario) -> Emitted:
         flags.append(f"--recompute-granularity {t.recompute}")
         if t.recompute == "full":
             flags += ["--recompute-method uniform", "--recompute-num-layers 1"]
-    if t.attention_kernel is not None:
-        flags.append(
-            f"--attention-backend {'unfused' if t.attention_kernel == 'eager' else 'flash'}"
-        )
+    flags.append(_attention_backend(s, notes))
     optimizer = {"adamw": "adam", "adam": "adam", "sgd_momentum": "sgd"}.get(t.optimizer)
     if optimizer is None:
         notes.append(Problem("training.optimizer", f"{t.optimizer}: Megatron has adam and sgd"))

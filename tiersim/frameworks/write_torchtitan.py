@@ -86,6 +86,12 @@ def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         "pipeline_parallel_degree": p.pipeline,
         "expert_parallel_degree": p.expert,
     }
+    if p.tensor > 1 and not p.sequence:
+        why = (
+            "false: torchtitan's tensor parallelism always shards the norms and the residual "
+            "on the sequence (SequenceParallel in its TP plan); the file runs with it"
+        )
+        notes.append(Problem("parallel.sequence", why))
     if p.overlap_tensor_backward:
         out["enable_async_tensor_parallel"] = True
     return out
@@ -94,11 +100,19 @@ def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
 def _the_rest(s: Scenario, notes: list[Problem]) -> dict[str, dict[str, object]]:
     """[activation_checkpoint], [optimizer] and [checkpoint]."""
     t = s.training
+    checkpointing: dict[str, object] = {"mode": t.recompute}
+    if t.recompute in ("selective", "selective_op"):
+        # torchtitan's selective is by op or every n-th layer; its op-level policy is what
+        # importing takes as selective (torchtitan.py), so it round-trips
+        checkpointing = {"mode": "selective", "selective_ac_option": "op"}
     if t.recompute == "selective":
-        why = "selective: torchtitan's selective is by op or every n-th layer; written as none"
+        why = (
+            "selective: written as torchtitan's op-level selective checkpointing (matmul and "
+            "attention outputs saved, the rest recomputed), the nearest; it has no option "
+            "recomputing the attention core alone"
+        )
         notes.append(Problem("training.recompute", why))
-    mode = t.recompute if t.recompute in ("none", "full") else "none"
-    tables: dict[str, dict[str, object]] = {"activation_checkpoint": {"mode": mode}}
+    tables: dict[str, dict[str, object]] = {"activation_checkpoint": checkpointing}
     optimizer = {"adamw": "AdamW", "adam": "Adam"}.get(t.optimizer)
     if optimizer is None:
         why = f"{t.optimizer}: torchtitan's are Adam and AdamW"
