@@ -50,3 +50,12 @@ def test_check_mode_names_a_stale_page(tmp_path, capsys):
     assert f"{tmp_path}/scenario-reference.md: differs from the code" in out
     assert main(["--docs", str(tmp_path)]) == 0
     assert main(["--docs", str(tmp_path), "--check"]) == 0
+
+
+def test_the_cli_page_names_no_checkout_path(made):
+    # a default under the checkout is written from it (<checkout>/...), so the page is the same
+    # in every clone whatever its depth (a long path was wrapped across lines before)
+    from docs_text import ROOT
+
+    assert str(ROOT) not in made["cli-reference.md"]
+    assert "<checkout>/scenarios/published" in made["cli-reference.md"]

@@ -66,7 +66,12 @@ def _help_block(title: str, parser: argparse.ArgumentParser) -> str:
     # a default under the checkout (check-published's folder) is said from the checkout, so
     # the page is the same in every clone
     root = str(Path(__file__).resolve().parents[2])
-    text = parser.format_help().replace(root, "<checkout>")
+    for action in parser._actions:  # before wrapping: a long path would be cut across lines
+        if isinstance(action.default, str | Path) and str(action.default).startswith(root):
+            action.default = "<checkout>" + str(action.default)[len(root) :]
+        if action.help and root in action.help:
+            action.help = action.help.replace(root, "<checkout>")
+    text = parser.format_help()
     return f"## `{title}`\n\n```\n{text.rstrip()}\n```\n"
 
 
