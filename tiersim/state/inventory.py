@@ -171,6 +171,17 @@ def outside_activation_bytes(r: Resolved, model: Model, stage: int) -> float:
     )
 
 
+def rank_matrices(r: Resolved, stage: int, model: Model | None = None) -> list[list[Matrix]]:
+    """`unit_matrices` of one GPU of `stage` under the scenario's layout: its tensor, expert
+    and expert-tensor splits and its split of layers over stages."""
+    par = r.execution.parallel
+    et = Mesh.of(par).expert_tensor
+    model = r.model if model is None else model
+    return unit_matrices(
+        model, r.units, stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers
+    )
+
+
 def per_context_rank(r: Resolved, whole: float) -> float:
     """One context-parallel rank's share of a micro-batch's activation bytes: 1/c of the
     whole sequence's. Exact under the causal load-balanced split: every term is per token

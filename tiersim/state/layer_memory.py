@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tiersim.config.mesh import Mesh
 from tiersim.state.activations import layer_items
 from tiersim.state.fp8 import fp8_weight_bytes
-from tiersim.state.inventory import per_context_rank, stage_layers, unit_matrices
+from tiersim.state.inventory import per_context_rank, rank_matrices, stage_layers
 from tiersim.state.model import Transformer
 from tiersim.state.resolved import Resolved
 
@@ -31,10 +30,8 @@ class LayerMemory:
 def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
     par, tr, seq = r.execution.parallel, r.execution.training, r.execution.seq_len
     acc, model = r.accounting, r.model
-    et, split = Mesh.of(par).expert_tensor, par.stage_layers
-    mats = unit_matrices(model, r.units, stage, par.pipeline, par.tensor, par.expert, et, split)
-    mats = mats[:-1]
-    held = stage_layers(r.units, stage, par.pipeline, split)
+    mats = rank_matrices(r, stage)[:-1]
+    held = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
     shapes = [u.shape for u in held for _ in range(u.count)]
     out = []
     for mat, shape in zip(mats, shapes, strict=True):

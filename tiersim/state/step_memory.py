@@ -31,15 +31,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state.activations import outside_items
 from tiersim.state.inventory import (
     Inventory,
     per_context_rank,
+    rank_matrices,
     stage_bytes,
     tier_use,
-    unit_matrices,
 )
 from tiersim.state.layer_memory import LayerMemory, layer_memory
 from tiersim.state.model import Transformer
@@ -296,17 +295,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
 
 def _rest_values(r: Resolved, stage: int) -> int:
     """Parameters of the stage's embeddings, final norm and head on one GPU."""
-    par = r.execution.parallel
-    units = unit_matrices(
-        r.model,
-        r.units,
-        stage,
-        par.pipeline,
-        par.tensor,
-        par.expert,
-        Mesh.of(par).expert_tensor,
-        par.stage_layers,
-    )
+    units = rank_matrices(r, stage)
     return sum(m.size for m in units[-1])
 
 

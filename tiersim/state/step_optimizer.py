@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 
-from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state.buffers import largest_tensor_elements
-from tiersim.state.inventory import unit_matrices
+from tiersim.state.inventory import rank_matrices
 from tiersim.state.optimizers import optimizer
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
@@ -25,16 +24,7 @@ def update_values(r: Resolved, stage: int) -> tuple[int, int, int]:
     """(parameters this GPU's optimizer updates, values of its largest tensor, of its largest
     layer), its shard where the optimizer state is sharded."""
     par = r.execution.parallel
-    units = unit_matrices(
-        r.model,
-        r.units,
-        stage,
-        par.pipeline,
-        par.tensor,
-        par.expert,
-        Mesh.of(par).expert_tensor,
-        par.stage_layers,
-    )
+    units = rank_matrices(r, stage)
     mats = [m for unit in units for m in unit]
     dense = sum(m.size for m in mats if not m.expert)
     routed = sum(m.size for m in mats if m.expert)

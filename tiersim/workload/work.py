@@ -21,12 +21,12 @@ from tiersim.state.inventory import (
     layer_activation_bytes,
     master_bytes,
     outside_activation_bytes,
+    rank_matrices,
     raw_parameter_bytes,
     shard_divisors,
     sharded_classes,
     sharded_parameter_bytes,
     stage_layers,
-    unit_matrices,
 )
 from tiersim.state.optimizers import optimizer
 from tiersim.state.placement import expert_homes, experts_placed_apart
@@ -240,10 +240,7 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     of alike layers differ only in their names: each run's first is worked out, the others
     are renamed copies of it."""
     par = r.execution.parallel
-    et = Mesh.of(par).expert_tensor
-    groups = unit_matrices(
-        model, r.units, stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers
-    )
+    groups = rank_matrices(r, stage, model)
     ends = (stage == 0, stage == par.pipeline - 1)
     tp = (*tensor_comms(r, model.hidden), context_comms(r, model))
     timed: dict = {}
@@ -381,11 +378,7 @@ def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ..
     bucket = r.execution.offload.reduce_bucket_size
     if bucket is None:
         return ()
-    par = r.execution.parallel
-    et = Mesh.of(par).expert_tensor
-    groups = unit_matrices(
-        model, r.units, stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers
-    )
+    groups = rank_matrices(r, stage, model)
     if len(groups) != count:
         return ()
     sizes = [[m.rows * m.cols for m in reversed(g) for _ in range(m.count)] for g in groups]
