@@ -549,3 +549,38 @@ def test_deepspeed_gradient_accumulation_dtype(tmp_path):
     config.write_text('{"data_types": {"grad_accum_dtype": "int4"}}')
     with pytest.raises(InputError, match=r"data_types\.grad_accum_dtype"):
         import_configs([config], ImportOptions(overrides=("model.preset=gpt2",)))
+
+
+@pytest.mark.parametrize(
+    ("flags", "forward", "backward"),
+    [
+        # Megatron-LM's arguments.py: --tp-comm-overlap overlaps the forward's TP collectives
+        # inside their GEMMs (TE userbuffers); the backward all-reduce beside the weight-gradient
+        # GEMM is the default, switched off only by the old --no-async-... flag
+        ("--tensor-model-parallel-size 2", None, None),
+        ("--tensor-model-parallel-size 2 --tp-comm-overlap", True, None),
+        ("--tensor-model-parallel-size 2 --no-async-tensor-model-parallel-allreduce", None, False),
+    ],
+)
+def test_megatron_tensor_parallel_overlap_flags(tmp_path, flags, forward, backward):
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 512 "
+        f"--max-position-embeddings 512 {flags}\n"
+    )
+    parallel = import_configs([script], ImportOptions(gpus=2)).loaded.scenario.parallel
+    assert (parallel.overlap_tensor_forward, parallel.overlap_tensor_backward) == (
+        forward,
+        backward,
+    )
+
+
+def test_torchtitan_async_tensor_parallel_overlaps_both_directions(tmp_path):
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(
+        '[model]\nname = "llama3"\nflavor = "8B"\n'
+        "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"
+    )
+    parallel = import_configs([cfg], ImportOptions(gpus=2)).loaded.scenario.parallel
+    assert parallel.overlap_tensor_forward is True
+    assert parallel.overlap_tensor_backward is True

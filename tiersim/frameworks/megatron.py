@@ -145,8 +145,14 @@ def _parallel(args: _Args, out: Mapped) -> None:
     out.put(
         "parallel.overlap_gradient_reduce", args.has("overlap-grad-reduce"), "--overlap-grad-reduce"
     )
+    # --tp-comm-overlap splits the forward's (and backward's) tensor-parallel collectives
+    # inside their GEMMs (Transformer Engine's userbuffers); the backward all-reduce beside the
+    # weight-gradient GEMM is Megatron-LM's default either way (config/framework_parallel.py).
     if args.has("tp-comm-overlap"):
-        out.put("parallel.overlap_tensor_backward", True, "--tp-comm-overlap")
+        out.put("parallel.overlap_tensor_forward", True, "--tp-comm-overlap")
+    if args.has("no-async-tensor-model-parallel-allreduce"):
+        where = "--no-async-tensor-model-parallel-allreduce"
+        out.put("parallel.overlap_tensor_backward", False, where)
 
 
 def _stage_layers(args: _Args, out: Mapped, layers: int | None, pp: int, vp: int) -> None:
