@@ -3,8 +3,8 @@
 import contextlib
 import io
 import json
-import shlex
 import math
+import shlex
 
 import pytest
 from conftest import SCENARIOS
