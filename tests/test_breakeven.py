@@ -184,3 +184,25 @@ def test_plan_break_even_for_the_hbf_plan(cli, write):
     assert be["overrides"] == ["placement.optimizer=hbf"]
     assert be["break_even"]["pe_cycles"]["now"] == 3000
     assert len(be["ranges"]["cases"]) == 9
+
+
+def test_text_bounds_round_up_as_the_verdict_does():
+    # least capacity 332.0339 TB: a ">=" bound pasted back must hold, so 332.04 TB as the
+    # verdict's remedy says (fmt_bytes rounds to nearest: 332.03 TB, short of the bound)
+    from tiersim.report.breakeven import break_even_text
+
+    section = {
+        "hbf": {
+            "budget": "for 5 years",
+            "margin": 0.5,
+            "pe_cycles": {"least": None, "now": 3000},
+            "wear_span_bytes": {"least": 2.0001e12, "now": 1e12},
+            "retention_s": None,
+            "capacity_bytes": {"least": 332.0339e12, "now": 4.1e12},
+            "write_bandwidth_for_budget": {"most": None, "now": 50e9},
+            "write_bandwidth_to_match_host": None,
+        }
+    }
+    text = break_even_text(section)
+    assert "capacity         >= 332.04 TB (now 4.10 TB)" in text
+    assert "wear span        >= 2.01 TB (now 1.00 TB)" in text  # 2.0001 up to 2.01

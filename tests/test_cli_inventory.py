@@ -266,3 +266,17 @@ def test_inventory_help_names_the_whole_model_column_as_the_table_does():
     own = " ".join(subparsers.choices["inventory"].format_help().split())
     line = top[top.index("inventory bytes") :][:120]
     assert "dense" not in line and "dense" not in own and "for the whole model" in own
+
+
+def test_interleaved_stage_in_flight_count_is_a_mean_said_so(cli):
+    # pipeline 8, virtual 2 (gpt3-175b-tp-pp's 96 layers: 6 a chunk), stage 0 under Megatron's
+    # interleaved 1F1B holds (v-1)p + 2(p-k-1) + 1 = 8 + 14 + 1 = 23 chunks of 6 layers:
+    # 23 / 2 = 11.5 micro-batches of its 12 layers (shown bare before: deepseek-v3's 26.7006)
+    from conftest import SCENARIOS
+
+    path = SCENARIOS / "gpt3-175b-tp-pp.yaml"
+    code, out, err = cli("inventory", path, "--set", "parallel.virtual_pipeline=2")
+    assert code == 0, err
+    said = "11.5 micro-batches in flight (a mean over the stage's model chunks' layers)"
+    assert said in out.splitlines()[0]
+    assert f"x {said}" in "\n".join(_note(out))

@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import math
+import shlex
 
 import pytest
 from conftest import SCENARIOS
@@ -81,6 +82,15 @@ def test_table_has_units_and_ratio(faster_table):
     assert "50 GB/s" in line
     line = next(x for x in out.splitlines() if x.startswith("step.time_s"))
     assert " s " in line and line.rstrip().split()[-1].startswith("x0.")
+
+
+def test_sides_are_labelled_as_a_shell_takes_them_back(faster_table):
+    # the --set value holds a space: unquoted, the label pasted into a shell is two words
+    code, out, err = faster_table
+    assert code == 0, err
+    lines = out.splitlines()
+    path = shlex.quote(str(DEFAULT))  # the checkout's own path may need quotes too
+    assert f"B = {path} --set 'hardware.tiers.hbf.write_bandwidth=100 GB/s'" in lines
 
 
 def test_the_table_and_the_readme_say_the_headline_figures_come_first(faster_table):

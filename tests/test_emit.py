@@ -45,7 +45,7 @@ training:
   recompute: selective
   attention_kernel: flash
 parallel: {{data: 4, tensor: 4, pipeline: 2, virtual_pipeline: 2, sequence: true,
-           zero_stage: 1, overlap_gradient_reduce: true, overlap_tensor_backward: true}}
+           zero_stage: 1, overlap_gradient_reduce: true, overlap_tensor_forward: true}}
 hardware: {{preset: dgx-h100}}
 """
 TORCHTITAN = """name: tt
@@ -245,3 +245,16 @@ def test_deepspeed_round_trip_with_fp32_gradient_accumulation(tmp_path):
     assert json.loads(emitted.text)["data_types"] == {"grad_accum_dtype": "fp32"}
     assert emitted.notes == []
     _same(s, back)
+
+
+def test_megatron_emit_writes_tp_comm_overlap_only_for_the_forward_overlap(tmp_path):
+    # --tp-comm-overlap is the forward's overlap (config/framework_parallel.py); the backward's
+    # is Megatron-LM's default: a scenario that turns it off is told the script keeps it on
+    s = _scenario(
+        tmp_path, MEGATRON.replace("overlap_tensor_forward: true", "overlap_tensor_backward: false")
+    )
+    emitted = emit(s, "megatron")
+    assert "--tp-comm-overlap" not in emitted.text
+    assert [n.path for n in emitted.notes] == ["parallel.overlap_tensor_backward"]
+    s = _scenario(tmp_path, MEGATRON)  # overlap_tensor_forward: true
+    assert "--tp-comm-overlap" in emit(s, "megatron").text

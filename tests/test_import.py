@@ -549,3 +549,138 @@ def test_deepspeed_gradient_accumulation_dtype(tmp_path):
     config.write_text('{"data_types": {"grad_accum_dtype": "int4"}}')
     with pytest.raises(InputError, match=r"data_types\.grad_accum_dtype"):
         import_configs([config], ImportOptions(overrides=("model.preset=gpt2",)))
+
+
+@pytest.mark.parametrize(
+    ("flags", "forward", "backward"),
+    [
+        # Megatron-LM's arguments.py: --tp-comm-overlap overlaps the forward's TP collectives
+        # inside their GEMMs (TE userbuffers); the backward all-reduce beside the weight-gradient
+        # GEMM is the default, switched off only by the old --no-async-... flag
+        ("--tensor-model-parallel-size 2", None, None),
+        ("--tensor-model-parallel-size 2 --tp-comm-overlap", True, None),
+        ("--tensor-model-parallel-size 2 --no-async-tensor-model-parallel-allreduce", None, False),
+    ],
+)
+def test_megatron_tensor_parallel_overlap_flags(tmp_path, flags, forward, backward):
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 512 "
+        f"--max-position-embeddings 512 {flags}\n"
+    )
+    parallel = import_configs([script], ImportOptions(gpus=2)).loaded.scenario.parallel
+    assert (parallel.overlap_tensor_forward, parallel.overlap_tensor_backward) == (
+        forward,
+        backward,
+    )
+
+
+def test_torchtitan_async_tensor_parallel_overlaps_both_directions(tmp_path):
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(
+        '[model]\nname = "llama3"\nflavor = "8B"\n'
+        "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"
+    )
+    parallel = import_configs([cfg], ImportOptions(gpus=2)).loaded.scenario.parallel
+    assert parallel.overlap_tensor_forward is True
+    assert parallel.overlap_tensor_backward is True
+
+
+# --- Megatron-Bridge Python recipes -----------------------------------------------------------
+# The shape of Megatron-Bridge's flattened recipes (src/megatron/bridge/recipes/llama/llama3.py
+# at 0d5f5558: `cfg = _pretrain_common()`, then `cfg.<section>.<key> = value` statements),
+# written here for the test with two recipe functions; tiersim reads it without running it.
+BRIDGE_RECIPE = '''
+import torch
+
+from megatron.bridge import AutoBridge
+from megatron.bridge.recipes.common import _pretrain_common
+from megatron.bridge.recipes.utils.tokenizer_utils import DEFAULT_NULL_TOKENIZER_VOCAB_SIZE
+
+SEQUENCE_LENGTH_16K: int = 16384
+
+
+def small_pretrain_config():
+    """TP=1."""
+    cfg = _pretrain_common()
+    cfg.model = AutoBridge.from_hf_pretrained("meta-llama/Meta-Llama-3-8B").to_megatron_provider(
+        load_weights=False
+    )
+    cfg.model.tensor_model_parallel_size = 1
+    cfg.train.global_batch_size = 512
+    cfg.train.micro_batch_size = 1
+    cfg.model.seq_length = 8192
+    return cfg
+
+
+def long_pretrain_config():
+    """TP=4, PP=2, CP=2, SP."""
+    cfg = _pretrain_common()
+    cfg.model = AutoBridge.from_hf_pretrained("meta-llama/Meta-Llama-3-8B").to_megatron_provider(
+        load_weights=False
+    )
+    cfg.tokenizer.vocab_size = DEFAULT_NULL_TOKENIZER_VOCAB_SIZE
+    cfg.model.tensor_model_parallel_size = 4
+    cfg.model.pipeline_model_parallel_size = 2
+    cfg.model.pipeline_dtype = torch.bfloat16
+    cfg.model.context_parallel_size = 2
+    cfg.model.sequence_parallel = True
+    cfg.model.seq_length = SEQUENCE_LENGTH_16K
+    cfg.model.recompute_granularity = "full"
+    cfg.model.recompute_method = "uniform"
+    cfg.model.recompute_num_layers = 1
+    cfg.train.global_batch_size = 128
+    cfg.train.micro_batch_size = 1
+    cfg.mixed_precision = "bf16_with_fp8_current_scaling_mixed"
+    cfg.ddp.overlap_grad_reduce = True
+    cfg.ddp.use_distributed_optimizer = True
+    if cfg.model.seq_length > 8192:
+        cfg.model.cp_comm_type = "a2a"
+    return cfg
+'''
+
+
+def _recipe(tmp_path: Path) -> Path:
+    path = tmp_path / "llama3.py"
+    path.write_text(BRIDGE_RECIPE)
+    return path
+
+
+def test_bridge_python_recipe_is_read_without_running_it(tmp_path):
+    imp = import_configs([_recipe(tmp_path)], ImportOptions(gpus=64, recipe="long_pretrain_config"))
+    s = imp.loaded.scenario
+    assert (
+        s.model.preset == "llama-3-8b"
+    )  # AutoBridge.from_hf_pretrained("meta-llama/Meta-Llama-3-8B")
+    assert (s.parallel.tensor, s.parallel.pipeline, s.parallel.context) == (4, 2, 2)
+    assert s.parallel.data == 64 // (4 * 2 * 2)  # 4
+    assert s.parallel.sequence is True and s.parallel.zero_stage == 1
+    assert s.seq_len == 16384  # SEQUENCE_LENGTH_16K, the module's constant
+    # global 128 = micro 1 x accumulation x data 4: accumulation 32
+    assert (s.training.micro_batch_size, s.training.grad_accumulation) == (1, 32)
+    assert s.training.recompute == "full"
+    assert s.training.precision.compute == "fp8" and s.training.fp8.recipe == "tensorwise"
+    notes = _notes(imp)
+    # the condition and the imported constant are named with their lines, not dropped
+    assert "line 45: if cfg.model.seq_length > 8192: a condition (neither branch read)" in notes
+    assert "DEFAULT_NULL_TOKENIZER_VOCAB_SIZE: its value is computed" in notes
+    assert report_for(imp.loaded)["step"]["time_s"] > 0
+
+
+def test_bridge_recipe_function_must_be_named_when_the_file_holds_several(cli, tmp_path):
+    path = _recipe(tmp_path)
+    code, _, err = cli("import", path, "--gpus", "8")
+    assert code == 2
+    assert "holds 2 recipe functions" in err and "long_pretrain_config" in err
+    code, _, err = cli("import", path, "--gpus", "8", "--recipe", "nope")
+    assert code == 2 and "has no function 'nope'" in err
+    code, out, err = cli("import", path, "--gpus", "8", "--recipe", "small_pretrain_config")
+    assert code == 0, err
+    assert "preset: llama-3-8b" in out
+
+
+def test_bridge_recipe_that_is_not_python_exits_2(cli, tmp_path):
+    path = tmp_path / "r.py"
+    path.write_text("def a_pretrain_config(:\n    cfg.model.x = 1\n")
+    code, _, err = cli("import", path)
+    assert code == 2 and "not valid Python (line 1" in err

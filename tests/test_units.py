@@ -148,6 +148,8 @@ def test_formatting_for_people():
     assert fmt_bytes(16e9) == "16.00 GB"
     assert fmt_bytes(512) == "512 B"
     assert fmt_time(120e-6) == "120.0 us"
+    assert fmt_time(250e-9) == "250.0 ns"  # was "0.2 us"
+    assert fmt_time(3e-14) == "< 1 ns"  # a stall of round-off, once shown as "0.0 us"
     assert fmt_time(2.5) == "2.500 s"
     assert fmt_time(3 * 365 * 86400) == "3.00 years"
     assert fmt_time(7227.54 * 365 * 86400) == "7,228 years"  # a recovery of 1e9 micro-batches

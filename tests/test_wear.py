@@ -393,9 +393,10 @@ def test_a_rating_that_runs_out_before_the_cycles_is_said():
     a = assess(s, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
     assert a.wear.lifetime_days == pytest.approx(3000 / (100e12 / 7.68e12))
     sentence = verdict_sentence(a)
+    # the binding limit leads (it read "wears out in 230.4 days (its rated ... sooner, ...)")
     assert (
-        "wears out in 230.4 days (its rated 14.02 PB written runs out sooner, in 140.2 days)"
-        in (sentence)
+        "uses up its rated 14.02 PB written in 140.2 days (its P/E cycles would last 230.4 days)"
+        in sentence
     )
 
 

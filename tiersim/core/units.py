@@ -192,6 +192,10 @@ def fmt_time(s: float) -> str:
     a = abs(s)
     if a == 0:
         return "0 s"
+    if a < 1e-9:  # round-off of a simulated clock in seconds (~1e-16 s a step): not 0.0 us
+        return "< 1 ns"
+    if a < 1e-6:
+        return f"{s * 1e9:.1f} ns"
     if a < 1e-3:
         return f"{s * 1e6:.1f} us"
     if a < 1.0:

@@ -36,6 +36,7 @@ class ImportOptions:
     gpus: int | None = None  # the world size, where the configs do not give it
     name: str | None = None
     overrides: tuple[str, ...] = ()
+    recipe: str | None = None  # --recipe: a Megatron-Bridge Python recipe's function
 
 
 @dataclass
@@ -65,12 +66,32 @@ def _mapped(config: ConfigFile, hf_config: bool) -> Mapped:
         if config.kind == "deepspeed":
             return read_deepspeed(config.content, config.path)
         if config.kind == "megatron":
-            return read_megatron(config.content, config.path, hf_config)
+            mapped = read_megatron(config.content, config.path, hf_config)
+            return _recipe_model(config, mapped, hf_config)
         if not isinstance(config.content, dict):
             raise ValueProblem("", "expected a TOML document of tables")
         return read_torchtitan(config.content, config.path, hf_config)
     except ValueProblem as exc:
         raise InputError(config.path, [Problem(exc.key, exc.why)]) from None
+
+
+def _recipe_model(config: ConfigFile, mapped: Mapped, hf_config: bool) -> Mapped:
+    """A Megatron-Bridge recipe's model (AutoBridge.from_hf_pretrained) as the tiersim preset
+    of that name, and what reading the recipe left out."""
+    mapped.notes.extend(config.notes)
+    if config.hf_model is None or hf_config:
+        return mapped
+    from tiersim.config.presets import preset_names
+    from tiersim.frameworks.bridge import preset_for
+
+    key = f"cfg.model ({config.hf_model})"
+    preset = preset_for(config.hf_model, set(preset_names("models")))
+    if preset is None:
+        why = "no tiersim model preset of that name (give --hf-config with its config.json)"
+        mapped.note(key, why)
+    else:
+        mapped.put("model.preset", preset, key)
+    return mapped
 
 
 # the facts a later file may restate, as a note names them (micro-batch and accumulation:
@@ -204,7 +225,7 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
     """The scenario the framework configs at `paths` describe (InputError, exit 2, for a file
     that cannot be read or a value that cannot be mapped)."""
     hf = options.hf_config is not None
-    configs = [read_config(p, options.kind) for p in paths]
+    configs = [read_config(p, options.kind, options.recipe) for p in paths]
     mappings = [_mapped(c, hf) for c in configs]
     values, sources, facts, notes = _merged(mappings)
     data = _data_parallel(facts, options, notes)

@@ -17,6 +17,7 @@ from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem, shown
 from tiersim.core.files import FileProblem, read_regular_file
 from tiersim.frameworks import KINDS
+from tiersim.frameworks.bridge import looks_like_recipe, read_recipe
 
 # flags only a Megatron-LM argument list has (any one tells)
 _MEGATRON_FLAGS = re.compile(
@@ -35,6 +36,8 @@ class ConfigFile:
     kind: str
     content: Any
     path: str
+    hf_model: str | None = None  # a Megatron-Bridge recipe's AutoBridge.from_hf_pretrained id
+    notes: tuple[Problem, ...] = ()  # what reading it left out (a recipe's statements)
 
 
 def read_text(path: Path) -> str:
@@ -103,7 +106,7 @@ def parse_bridge_yaml(text: str, source: str) -> Any:
         raise InputError(source, [Problem("", "nested too deeply to read")]) from None
 
 
-def _as(kind: str, text: str, source: str) -> ConfigFile:
+def _as(kind: str, text: str, source: str, recipe: str | None = None) -> ConfigFile:
     if kind == "deepspeed":
         content = parse_json(text, source)
         if not isinstance(content, dict):
@@ -112,6 +115,9 @@ def _as(kind: str, text: str, source: str) -> ConfigFile:
         return ConfigFile(kind, content, source)
     if kind == "torchtitan":
         return ConfigFile(kind, parse_toml(text, source), source)
+    if looks_like_recipe(text) or recipe is not None:
+        read = read_recipe(text, source, recipe)
+        return ConfigFile(kind, read.sections, source, read.hf_model, tuple(read.notes))
     if not _MEGATRON_FLAGS.search(text):
         parsed = parse_bridge_yaml(text, source)
         if isinstance(parsed, dict):  # a Megatron-Bridge config: sections of keys
@@ -129,6 +135,8 @@ def _looks_like(text: str, source: str) -> str | None:
         toml = None
     if isinstance(toml, dict) and set(toml) & _TORCHTITAN_TABLES:
         return "torchtitan"
+    if looks_like_recipe(text):
+        return "megatron"  # a Megatron-Bridge Python recipe
     if _MEGATRON_FLAGS.search(text):
         return "megatron"
     try:
@@ -154,8 +162,9 @@ def _text_bound(text: str, source: str) -> None:
         raise InputError(source, [Problem("", why)])
 
 
-def read_config(path: Path, kind: str | None = None) -> ConfigFile:
-    """The config at `path`, of `kind` (one of KINDS) or recognised from its content."""
+def read_config(path: Path, kind: str | None = None, recipe: str | None = None) -> ConfigFile:
+    """The config at `path`, of `kind` (one of KINDS) or recognised from its content;
+    `recipe`: the function of a Megatron-Bridge Python recipe file to read."""
     source = str(path)
     text = read_text(path)
     if kind != "deepspeed" and not text.lstrip().startswith("{"):
@@ -165,8 +174,13 @@ def read_config(path: Path, kind: str | None = None) -> ConfigFile:
         why = (
             "cannot tell which framework's config this is (expected a DeepSpeed JSON object, "
             "a Megatron-LM argument list or script with --num-layers ..., a Megatron-Bridge "
-            "YAML, or a torchtitan TOML with [parallelism] / [training]; or name it with "
-            f"--from {'|'.join(KINDS)})"
+            "YAML or Python recipe, or a torchtitan TOML with [parallelism] / [training]; or "
+            f"name it with --from {'|'.join(KINDS)})"
         )
         raise InputError(source, [Problem("", why)])
-    return _as(found, text, source)
+    if recipe is not None and found != "megatron":
+        why = (
+            f"--recipe {recipe} names a Megatron-Bridge recipe function (this is a {found} config)"
+        )
+        raise InputError(source, [Problem("--recipe", why)])
+    return _as(found, text, source, recipe)

@@ -52,7 +52,9 @@ def _leaves(node: object, prefix: str, out: dict[str, object]) -> dict[str, obje
 def read_back_differences(s: Scenario, kind: str, text: str) -> dict[str, tuple[str, str]]:
     """Execution keys (training, parallel, placement) whose value `tiersim import` of `text`,
     with `s`'s model and hardware, gives otherwise: path -> (s's value, the import's), as
-    given (a framework's defaults for keys left out are not filled in on either side).
+    given (a framework's defaults for keys left out are not filled in on either side, but for
+    `parallel`'s overlap keys, which are compared as each side's framework resolves them: a
+    Megatron script cannot say "Megatron-LM's default" any other way than by leaving it out).
     `training.global_batch_size` is left out: given, it derives the same accumulation."""
     import tempfile
     from pathlib import Path
@@ -75,11 +77,15 @@ def read_back_differences(s: Scenario, kind: str, text: str) -> dict[str, tuple[
             back = import_configs([path], ImportOptions(kind=kind, name=s.name, overrides=sets))
         except InputError as exc:
             return {"": ("this scenario", f"an error: {exc.problems[0].message}")}
+    from tiersim.config.framework_parallel import resolved_parallel
+
+    def section_of(scenario: Scenario, section: str) -> dict:
+        given = resolved_parallel(scenario) if section == "parallel" else getattr(scenario, section)
+        return _leaves(given.model_dump(mode="json"), f"{section}.", {})
+
     out = {}
     for section in EXECUTION:  # as given (a framework's defaults not filled in)
-        mine = _leaves(getattr(s, section).model_dump(mode="json"), f"{section}.", {})
-        got = getattr(back.loaded.scenario, section).model_dump(mode="json")
-        got = _leaves(got, f"{section}.", {})
+        mine, got = section_of(s, section), section_of(back.loaded.scenario, section)
         for key, value in mine.items():
             if key != "training.global_batch_size" and got.get(key) != value:
                 out[key] = (as_yaml(value), as_yaml(got.get(key)))

@@ -18,6 +18,7 @@ from typing import Any
 
 from tiersim.core.errors import Problem
 from tiersim.frameworks.arglist import Flag, parse_args
+from tiersim.frameworks.bridge import bridge_flags
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem, integer, number, text
 
@@ -79,7 +80,7 @@ def read_megatron(content: Any, source: str, hf_config: bool) -> Mapped:
     out = Mapped("megatron", source)
     origins: dict[str, str] = {}
     if isinstance(content, dict):
-        flags = _bridge_flags(content, out, origins)
+        flags = bridge_flags(content, out, origins)
     else:
         flags, branches = parse_args(content, source)
         if branches:
@@ -145,8 +146,12 @@ def _parallel(args: _Args, out: Mapped) -> None:
     out.put(
         "parallel.overlap_gradient_reduce", args.has("overlap-grad-reduce"), "--overlap-grad-reduce"
     )
+    # --tp-comm-overlap: the forward's TP collectives split inside their GEMMs (TE userbuffers)
     if args.has("tp-comm-overlap"):
-        out.put("parallel.overlap_tensor_backward", True, "--tp-comm-overlap")
+        out.put("parallel.overlap_tensor_forward", True, "--tp-comm-overlap")
+    if args.has("no-async-tensor-model-parallel-allreduce"):
+        where = "--no-async-tensor-model-parallel-allreduce"
+        out.put("parallel.overlap_tensor_backward", False, where)
 
 
 def _stage_layers(args: _Args, out: Mapped, layers: int | None, pp: int, vp: int) -> None:
@@ -363,35 +368,3 @@ def _vocab(args: _Args, out: Mapped) -> int:
         "x tensor-parallel size), as Megatron-LM pads it",
     )
     return padded
-
-
-def _bridge_flags(cfg: dict[str, Any], out: Mapped, origins: dict[str, str]) -> list[Flag]:
-    """A Megatron-Bridge config's sections (model:, train:, ddp:, optimizer: ...) as the
-    argument list it stands for: key_name -> --key-name, true -> the flag alone, false or
-    null -> absent (each named in a note)."""
-    flags = []
-    why = (
-        "a Megatron-Bridge config: a key it leaves out takes Megatron-LM's default here, not "
-        "the recipe's it overrides (give those keys, or --set them)"
-    )
-    out.note("(config)", why)
-    renamed = {"optimizer.optimizer": "optimizer", "mixed_precision.fp8": "fp8-format"}
-    for section, body in cfg.items():
-        if not isinstance(body, dict):
-            out.unmapped(str(section), body)
-            continue
-        for key, value in body.items():
-            path = f"{section}.{key}"
-            name = renamed.get(path, str(key).replace("_", "-"))
-            origins[f"--{name}"] = path
-            if value is None or value is False:
-                out.note(path, f"{'null' if value is None else 'false'}: as absent")
-            elif value is True:
-                flags.append(Flag(name, (), 0))
-            elif isinstance(value, list | tuple):
-                flags.append(Flag(name, tuple(str(v) for v in value), 0))
-            elif isinstance(value, dict):
-                out.unmapped(path, value)
-            else:
-                flags.append(Flag(name, (str(value),), 0))
-    return flags

@@ -125,7 +125,11 @@ def _parallelism(out: Mapped, section: str, body: dict[str, Any], hf_config: boo
             if mode != "default":  # default: reshard except the last stage's (no PP: always)
                 out.put("parallel.reshard_after_forward", mode == "always", where)
         elif key == "enable_async_tensor_parallel":
-            out.put("parallel.overlap_tensor_backward", boolean(where, value), where)
+            # async TP micro-pipelines every TP collective with its GEMM, forward and backward
+            # (torch._inductor's fused all-gather-matmul / matmul-reduce-scatter)
+            on = boolean(where, value)
+            out.put("parallel.overlap_tensor_forward", on, where)
+            out.put("parallel.overlap_tensor_backward", on, where)
         elif key == "pipeline_parallel_layers_per_stage":
             out.facts["layers_per_stage"] = integer(where, value)
             out.unmapped(where, value, "layers per stage: the split tiersim makes is even")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 from tiersim.frameworks.written import Emitted, framework_note, global_batch, world
@@ -52,6 +53,21 @@ def _attention_backend(s: Scenario, notes: list[Problem]) -> str:
     return f"--attention-backend {backend}"
 
 
+def _overlap_flags(s: Scenario, notes: list[Problem]) -> list[str]:
+    """The overlap keys as the scenario resolves them (a null key: its framework's default,
+    config/framework_parallel.py), each written as the Megatron-LM flag that gives it."""
+    p = resolved_parallel(s)
+    flags = ["--overlap-grad-reduce"] if p.overlap_gradient_reduce else []
+    flags += ["--tp-comm-overlap"] if p.overlap_tensor_forward else []
+    if not p.overlap_tensor_backward and s.parallel.tensor > 1:
+        why = (
+            "false: written without a flag; Megatron-LM runs the backward's tensor-parallel "
+            "all-reduce beside the weight-gradient GEMM (its default, which the script keeps)"
+        )
+        notes.append(Problem("parallel.overlap_tensor_backward", why))
+    return flags
+
+
 def write_megatron(s: Scenario) -> Emitted:
     notes: list[Problem] = []
     framework_note(s, "megatron", "megatron", notes)
@@ -75,8 +91,7 @@ def write_megatron(s: Scenario) -> Emitted:
     elif p.zero_stage > 1:
         why = f"{p.zero_stage}: Megatron-LM's distributed optimizer shards optimizer state (ZeRO-1)"
         notes.append(Problem("parallel.zero_stage", why))
-    flags += ["--overlap-grad-reduce"] if p.overlap_gradient_reduce else []
-    flags += ["--tp-comm-overlap"] if p.overlap_tensor_backward else []
+    flags += _overlap_flags(s, notes)
     flags += _megatron_precision(s, notes)
     if t.recompute in ("full", "selective"):
         flags.append(f"--recompute-granularity {t.recompute}")

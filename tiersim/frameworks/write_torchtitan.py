@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 from tiersim.frameworks.torchtitan import DTYPES, PRESETS
@@ -92,7 +93,8 @@ def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
             "on the sequence (SequenceParallel in its TP plan); the file runs with it"
         )
         notes.append(Problem("parallel.sequence", why))
-    if p.overlap_tensor_backward:
+    overlap = resolved_parallel(s)  # a null key: the scenario's framework's default
+    if overlap.overlap_tensor_forward and overlap.overlap_tensor_backward:
         out["enable_async_tensor_parallel"] = True
     return out
 

@@ -19,7 +19,7 @@ from tiersim.analysis.ranges import ENDURANCE, WRITE_BANDWIDTH, Case, Figure, ca
 from tiersim.analysis.wear import Assessment
 from tiersim.config.schema import Scenario
 from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time
-from tiersim.report.wear import budget_goal, fmt_days, fmt_margin, json_number
+from tiersim.report.wear import budget_goal, bytes_rounded_up, fmt_days, fmt_margin, json_number
 
 HBF = "hbf"  # the tier whose figures are unpublished: its ranges are the question's
 
@@ -138,18 +138,16 @@ def break_even_text(section: dict[str, Any]) -> str:
                 f"retention (now {pe['now']:,.0f})"
             )
         if span["least"] is not None:
-            lines.append(
-                f"  wear span        >= {fmt_bytes(span['least'])} (now {fmt_bytes(span['now'])})"
-            )
+            least, now = bytes_rounded_up(span["least"]), fmt_bytes(span["now"])
+            lines.append(f"  wear span        >= {least} (now {now})")
         elif pe["least"] is not None:
             lines.append("  wear span        none within the device: even all of it wears too fast")
         ret = be["retention_s"]
         if pe["least"] is not None:
             lines.append(_retention_line(ret))
         if cap["least"] is not None:
-            lines.append(
-                f"  capacity         >= {fmt_bytes(cap['least'])} (now {fmt_bytes(cap['now'])})"
-            )
+            least, now = bytes_rounded_up(cap["least"]), fmt_bytes(cap["now"])
+            lines.append(f"  capacity         >= {least} (now {now})")
         wb = be["write_bandwidth_for_budget"]
         if wb["most"] is not None:
             b = wb["most"]

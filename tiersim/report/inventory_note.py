@@ -107,16 +107,21 @@ def _mesh_sharding(mesh: Mesh, inv: Inventory) -> str:
     return text
 
 
+def inflight_text(inv: Inventory) -> str:
+    """'4 micro-batches in flight'; interleaved chunks hold different counts, and the
+    inventory's figure is their mean over the stage's layers: one decimal, said so."""
+    n = inv.inflight_microbatches
+    if n == int(n):
+        return f"{n:g} {'micro-batch' if n == 1 else 'micro-batches'} in flight"
+    return f"{n:.1f} micro-batches in flight (a mean over the stage's model chunks' layers)"
+
+
 def _activation_split(r: Resolved, inv: Inventory, layers: int) -> str:
     """Activations as the inventory counts them: the stage's layers times the micro-batches
     it holds in flight, divided by tensor parallelism where the tensors split."""
     par, recompute = r.execution.parallel, r.execution.training.recompute
     held = sum(u.count for u in stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers))
-    n = inv.inflight_microbatches
-    counted = (
-        f"stage {inv.stage}'s {held} of {layers} layers x {n:g} "
-        f"{'micro-batch' if n == 1 else 'micro-batches'} in flight"
-    )
+    counted = f"stage {inv.stage}'s {held} of {layers} layers x {inflight_text(inv)}"
     if par.tensor == 1:
         divided = "not divided"
     elif not isinstance(r.model, Transformer) or par.sequence:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tiersim.config.schema import Scenario
 from tiersim.core.units import fmt_bytes, fmt_count
-from tiersim.report.inventory_note import split_note
+from tiersim.report.inventory_note import inflight_text, split_note
 from tiersim.report.memory import timeline_section, timeline_text
 from tiersim.report.table import render
 from tiersim.state.activations import accounting_for
@@ -64,8 +64,7 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
         f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}); "
         f"per GPU = stage {inv.stage} of pipeline {par.pipeline}, tensor {par.tensor}, "
         f"data {par.data}{_context(s)}{_experts(s)}, {_sharding(s, inv)}; "
-        f"{inv.inflight_microbatches:g} "
-        f"{'micro-batch' if inv.inflight_microbatches == 1 else 'micro-batches'} in flight"
+        f"{inflight_text(inv)}"
     )
     classes = render(columns, rows, head)
     tier_rows = [

@@ -228,15 +228,29 @@ def _fixes(r: Remedies, w: TierWear) -> list[str]:
     return fixes
 
 
-def _rating_note(w: TierWear, sooner: str = " sooner,", against: float | None = None) -> str:
+def _rating_note(w: TierWear) -> str:
     """The drive's rated endurance (rated DWPD over its warranty), where it runs out before
     the P/E cycles."""
     rated = w.rated_lifetime_days
     if rated is None or w.rated_total_bytes_written is None or rated >= w.lifetime_days:
         return ""
     return (
-        f" (its rated {fmt_bytes(w.rated_total_bytes_written)} written runs out{sooner} in "
-        f"{fmt_days(rated, against)})"
+        f" (its rated {fmt_bytes(w.rated_total_bytes_written)} written runs out in "
+        f"{fmt_days(rated)})"
+    )
+
+
+def _life(w: TierWear, against: float | None) -> str:
+    """The binding limit first: the P/E cycles' lifetime, or the drive's rated bytes written
+    where they run out sooner (the cycles' figure then beside it)."""
+    cycles = f"wears out in {fmt_days(w.lifetime_days, against)}"
+    rated = w.rated_lifetime_days
+    if rated is None or w.rated_total_bytes_written is None or rated >= w.lifetime_days:
+        return cycles
+    return (
+        f"uses up its rated {fmt_bytes(w.rated_total_bytes_written)} written in "
+        f"{fmt_days(rated, against)} (its P/E cycles would last "
+        f"{fmt_days(w.lifetime_days, against)})"
     )
 
 
@@ -265,11 +279,11 @@ def verdict_sentence(a: Assessment) -> str:
     if w.write_amplification != 1.0:
         rate += f" (write amplification {w.write_amplification:.3g})"
     against = v.limit / DAY_S if v is not None and v.kind == "lifetime" else None
-    life = f"wears out in {fmt_days(w.lifetime_days, against)}" + _rating_note(w, against=against)
+    life = _life(w, against)
     if v is not None and v.kind == "drive_writes_per_day":
         dwpd = w.drive_writes_per_day
         digits = telling_digits(dwpd, v.limit)
-        life = f"that is {dwpd:.{digits}g} drive writes/day" + _rating_note(w, "")
+        life = f"that is {dwpd:.{digits}g} drive writes/day" + _rating_note(w)
     if not held:
         return f"{tier}: nothing is written to it per step, so it never wears out."
     if v is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,8 @@ def load_side(path: Path, overrides: list[str]) -> tuple[str, Any, dict[str, Any
     folder has one (None: the scenario is simulated, a file or a folder with --set)."""
     from tiersim.config.load import load_scenario
 
-    label = str(path) + "".join(f" --set {o}" for o in overrides)
+    # as a shell would take it back: `--set 'k=100 GB/s'` (a label is copied into commands)
+    label = shlex.join([str(path), *(x for o in overrides for x in ("--set", o))])
     if path.is_dir():
         scenario, report = _folder(path, overrides)
         return label, scenario, report

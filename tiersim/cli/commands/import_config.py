@@ -15,14 +15,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "import",
         help="write a scenario from DeepSpeed, Megatron-LM or torchtitan configuration files",
         description="Read a framework's own configuration (a DeepSpeed JSON config, a "
-        "Megatron-LM argument list or launch script, a Megatron-Bridge YAML, a torchtitan "
-        "TOML; the kind of each recognised from its content, or named with --from) and write "
-        "the scenario it describes: ZeRO stage and offload devices, parallel degrees, batch "
-        "sizes, precision, recompute. Every key that cannot be mapped is named in a note "
-        "(standard error, and comments atop the file), with the value; keys of features this "
-        "version does not model yet say so. Several files are merged, a later one's values "
-        "winning (noted). The model comes from the configs (Megatron's model flags, "
-        "torchtitan's name and flavor) or --hf-config; the hardware is a preset (--hardware).",
+        "Megatron-LM argument list or launch script, a Megatron-Bridge YAML or Python recipe, "
+        "a torchtitan TOML; the kind of each recognised from its content, or named with "
+        "--from) and write the "
+        "scenario it describes: ZeRO stage and offload devices, parallel degrees, batch sizes, "
+        "precision, recompute. Every key that cannot be mapped is named in a note (standard "
+        "error, and comments atop the file), with the value; keys of features this version does"
+        " not model yet say so. Several files are merged, a later one's values winning (noted)."
+        " The model comes from the configs (Megatron's model flags, torchtitan's name and "
+        "flavor) or --hf-config; the hardware is a preset (--hardware).",
     )
     parser.add_argument("configs", nargs="+", metavar="CONFIG", help="framework config files")
     _add_sources(parser)
@@ -54,6 +55,13 @@ def _add_sources(parser: argparse.ArgumentParser) -> None:
         "model flags in the configs",
     )
     parser.add_argument(
+        "--recipe",
+        metavar="FUNCTION",
+        default=None,
+        help="the recipe function of a Megatron-Bridge Python recipe file, read without "
+        "running it (default: the file's only *pretrain_config function)",
+    )
+    parser.add_argument(
         "--hardware",
         metavar="PRESET",
         default="dgx-h100",
@@ -74,7 +82,13 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.frameworks.assemble import ImportOptions, import_configs
 
     options = ImportOptions(
-        args.kind, args.hf_config, args.hardware, args.gpus, args.name, tuple(args.overrides)
+        args.kind,
+        args.hf_config,
+        args.hardware,
+        args.gpus,
+        args.name,
+        tuple(args.overrides),
+        args.recipe,
     )
     paths = [Path(p) for p in args.configs]
     imported = import_configs(paths, options)
