@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -59,7 +60,8 @@ def test_compare_names_the_side_that_cannot_run(tmp_path, cli):
     assert code == 3 and out == ""
     (line,) = [ln for ln in err.splitlines() if ln.startswith("tiersim: cannot run: ")]
     assert line.startswith(
-        f"tiersim: cannot run: B = {path} --set training.workspace=200 GB: GPU memory "
+        f"tiersim: cannot run: B = {shlex.quote(str(path))} --set 'training.workspace=200 GB': "
+        "GPU memory "
         "(141.00 GB) cannot hold even one layer's working set"
     )
 

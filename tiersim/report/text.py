@@ -181,7 +181,7 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
         _link_table(report),
         _tier_table(report),
         *([timeline_text(report["memory_timeline"])] if "memory_timeline" in report else []),
-        _port_table(report),
+        port_table(report),
     ]
     return "\n\n".join([*tables, *_sentences(report, engine_s)])
 
@@ -245,7 +245,7 @@ def _or_zero(x: float | None) -> float:
     return 0.0 if x is None else x
 
 
-def _port_table(report: dict[str, Any]) -> str:
+def port_table(report: dict[str, Any]) -> str:
     """Every tier port something crossed: a port slower than its link is what binds (HBF's
     write port), which the link's busy time alone does not show."""
     rows = [
@@ -261,7 +261,11 @@ def _port_table(report: dict[str, Any]) -> str:
         if p["bytes_per_step"]
     ]
     header = ["tier port", "bandwidth", "bytes/step", "at full rate", "bandwidth used"]
-    table = render(header, rows)
+    table = (
+        render(header, rows)
+        if rows
+        else "tier ports: no bytes cross one (nothing moves between tiers)"
+    )
     neck = report["step"].get("bottleneck")
     if neck:
         table += (
