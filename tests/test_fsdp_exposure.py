@@ -106,3 +106,11 @@ def test_more_bandwidth_never_slows_and_unlimited_bandwidth_exposes_nothing(shar
     # all but the 5 collectives' 3.5 GB each at 1e18 B/s (17.5 ns) exposes nothing
     unlimited = run("1000000 TB/s", "0 us")
     assert unlimited.exposed_collective_s == pytest.approx(0.0, abs=5 * 3.5e9 / 1e18 * 1.01)
+
+
+def test_fsdp2_gathers_one_unit_ahead_unless_told():
+    # FSDP2's implicit forward and default backward prefetch: one all-gather ahead; the
+    # generic engine's default 2; a given depth wins
+    assert simulate(fsdp(layers=2)).prefetch_depth == 1
+    assert simulate(fsdp(framework=None, layers=2)).prefetch_depth == 2
+    assert simulate(fsdp(layers=2, simulation={"prefetch_depth": 3})).prefetch_depth == 3

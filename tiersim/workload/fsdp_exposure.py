@@ -1,9 +1,9 @@
 """What FSDP's and ZeRO-3's overlapped collectives cost the computation they hide under
 (docs/moe.md, "FSDP2 and ZeRO-3"), per unit and micro-batch.
 
-The engine already schedules each sharded unit's all-gather `simulation.prefetch_depth` uses
-ahead and its reduce-scatter after its backward (tiersim/engine/schedule_passes.py): what no
-computation covers is exposed there, the step's first all-gather (nothing runs before layer
+The engine schedules each sharded unit's all-gather `simulation.prefetch_depth` uses ahead
+(FSDP2's default: 1, config/framework.py) and its reduce-scatter after its backward
+(tiersim/engine/schedule_passes.py): what no computation covers is exposed there, the step's first all-gather (nothing runs before layer
 0's forward can start) and its last reduce-scatter (after the last backward, before the
 optimizer reads the gradient shards). Hidden is not free, and that is priced here:
 
