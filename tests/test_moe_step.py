@@ -10,10 +10,12 @@ from engine_helpers import merge, scenario
 from test_moe import small
 
 from tiersim.engine.simulate import simulate
+from tiersim.state.model import LayerView
 from tiersim.state.resolved import resolve
 from tiersim.workload.comms import alone_s
 from tiersim.workload.experts import all_to_all_s
 from tiersim.workload.moe_kernels import MoeShape, busiest_rank_slowdown, moe_bytes
+from tiersim.workload.stage_times import grouped_slowdown
 from tiersim.workload.work import build_workload
 
 NVLINK = 450e9 * 153 / 160  # dgx-h100's NVLink per direction at DeepEP's intranode share
@@ -40,6 +42,17 @@ def test_the_busiest_rank_sets_the_grouped_gemms_pace():
     # 0.6 + 0.4 x 1.5 / 0.8 = 1.35
     assert busiest_rank_slowdown(0.4, 0.8, 1.5) == pytest.approx(1.35, rel=1e-15)
     assert busiest_rank_slowdown(0.4, 1.0, 1.0) == pytest.approx(1.0, rel=1e-15)
+
+
+def _mixtral(**parallel):
+    """Mixtral's first 2 layers, 1,024 tokens, 8 expert ranks in one DGX H100 node."""
+    return {
+        "name": "mixtral",
+        "model": {"preset": "mixtral-8x7b", "layers": 2},
+        "training": {"seq_len": 1024, "micro_batch_size": 1, "recompute": "none"},
+        "parallel": {"data": 8, "expert": 8, **parallel},
+        "hardware": {"preset": "dgx-h100"},
+    }
 
 
 def _two_nodes(**parallel):
@@ -90,15 +103,8 @@ def test_overlapped_all_to_alls_hide_under_a_longer_pass():
     # Mixtral's 2 first layers, 1,024 tokens, 8 expert ranks in a node: a forward pair is
     # 2 x (2 x 1,024 x 4,096 x 2 B x 7/8 / NVLINK + 7 x 3.4 us) = 0.116 ms, a layer's
     # forward about 1 ms: nothing blocks; the computation pays 0.15 x the pair's time
-    raw = {
-        "name": "mixtral",
-        "model": {"preset": "mixtral-8x7b", "layers": 2},
-        "training": {"seq_len": 1024, "micro_batch_size": 1, "recompute": "none"},
-        "parallel": {"data": 8, "expert": 8},
-        "hardware": {"preset": "dgx-h100"},
-    }
-    plain = build_workload(resolve(scenario(raw))).units[0]
-    r = resolve(scenario(merge(raw, {"parallel": {"overlap_expert_comm": True}})))
+    plain = build_workload(resolve(scenario(_mixtral()))).units[0]
+    r = resolve(scenario(_mixtral(overlap_expert_comm=True)))
     u = build_workload(r).units[0]
     pair = 2 * (2 * 1024 * 4096 * 2 * 7 / 8 / NVLINK + 7 * 3.4e-6)
     assert pair == pytest.approx(1.16e-4, rel=0.01)
@@ -132,4 +138,17 @@ def test_unlimited_bandwidth_and_no_hops_expose_nothing():
             scenario(merge(_two_nodes(), {"hardware": {"network": fast}}))
         ).exposed_collective_s
         < 1e-12
+    )
+
+
+def test_the_busiest_ranks_grouped_gemms_at_a_table_point():
+    # Mixtral, 1,024 tokens, 8 experts over 8 ranks, the busiest rank receiving 2x the mean:
+    # 2 experts a token x 1,024 tokens x 8 ranks / 8 experts x 2 = 4,096 rows a group, the
+    # h100-sxm table's point 4,096: share 0.988 (DeepGEMM grouped over dense). The routed
+    # experts' FLOPs 2 x 1,024 x 2 x 3 x 4,096 x 14,336 of the layer's 824,700,829,696
+    # (tests/test_moe_breakdown.py): the layer's GEMMs take 1 - s + s x 2 / 0.988 as long
+    r = resolve(scenario(_mixtral(expert_imbalance=2.0)))
+    s = 2 * 1024 * 2 * 3 * 4096 * 14336 / 824_700_829_696
+    assert grouped_slowdown(r, LayerView(r.model, 0)) == pytest.approx(
+        1 - s + s * 2 / 0.988, rel=1e-12
     )
