@@ -34,7 +34,8 @@ class Parallel(Strict):
     overlap_gradient_reduce: bool | None = None
     # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
     # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
-    # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform)
+    # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform,
+    # what balanced routing aims for), its all-to-alls and grouped GEMMs setting the pace
     expert: PositiveInt = 1
     expert_imbalance: Annotated[float, Field(ge=1, le=1000)] = 1.0
     # True: each MoE all-to-all runs beside an adjacent micro-batch's computation of the

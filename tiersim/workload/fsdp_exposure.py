@@ -3,9 +3,10 @@
 
 The engine schedules each sharded unit's all-gather `simulation.prefetch_depth` uses ahead
 (FSDP2's default: 1, config/framework.py) and its reduce-scatter after its backward
-(tiersim/engine/schedule_passes.py): what no computation covers is exposed there, the step's first all-gather (nothing runs before layer
-0's forward can start) and its last reduce-scatter (after the last backward, before the
-optimizer reads the gradient shards). Hidden is not free, and that is priced here:
+(tiersim/engine/schedule_passes.py): what no computation covers is exposed there, the
+step's first all-gather (nothing runs before layer 0's forward can start) and its last
+reduce-scatter (after the last backward, before the optimizer reads the gradient shards).
+Hidden is not free, and that is priced here:
 
 - SM contention: NCCL's all-gather and reduce-scatter kernels occupy SMs while they run
   beside the GEMMs: the computation a collective hides under slows by `gpu.collective_sm_share`
