@@ -14,7 +14,7 @@ from conftest import SCENARIOS, scenario
 
 from tiersim.cli import main
 from tiersim.config.document import SOURCES, scenario_document
-from tiersim.config.framework import offload_plan
+from tiersim.config.framework import offload_plan, resolved_prefetch_depth
 from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.load import build, load_scenario
 from tiersim.core.units import Kind, fmt_exact, parse
@@ -68,6 +68,7 @@ def _without_sources(s) -> dict:
     if s.training.framework is not None:  # written resolved: the framework's defaults
         dump["training"]["offload"] = offload_plan(s)
     dump["parallel"] = resolved_parallel(s).model_dump()  # the overlap keys written resolved
+    dump["simulation"]["prefetch_depth"] = resolved_prefetch_depth(s)  # and the prefetch depth
     for section, key in SOURCES:
         dump[section].pop(key)
     return dump

@@ -36,7 +36,12 @@ MOE_REST_BYTES = (16 + 16) * S * 4096 + 50 * S * 32_000
 MOE_HEAD_PASSES = 1056 / 1000 + 132 / 128 + 4092 / 4000
 # 2 layers x (1 forward + 2 backward) passes over the kept bytes, and the rest's bytes; forward
 # + 2x backward of both layers at peak x efficiency, and the head's GEMMs
-MOE_MEMORY_S = (2 * 3 * MOE_KEPT + MOE_REST_BYTES) / (HBM * EFF)
+# Each MoE layer's router, permutation and un-permutation (workload/moe_kernels.py): S x 8
+# fp32 router scores at 23 B forward, 22 B backward; R = 2 experts x S x 4096 routed
+# elements at 6 B forward, 8 B backward; S x 4096 token elements at 2 B each way; no expert
+# parallelism, so no re-sorting: (184 + 176 + 49,152 + 65,536 + 8,192 + 8,192) S a layer.
+MOE_BLOCK = 2 * (23 * 8 + 22 * 8 + 6 * 2 * 4096 + 8 * 2 * 4096 + 2 * 4096 + 2 * 4096) * S
+MOE_MEMORY_S = (2 * 3 * MOE_KEPT + MOE_BLOCK + MOE_REST_BYTES) / (HBM * EFF)
 MOE_GEMM_S = (2 * 3 * MOE_LAYER_FLOPS + MOE_HEAD_PASSES * MOE_HEAD_FLOPS) / RATE
 
 # A generic model (scenarios/seed-1b-adam.yaml's, in 2 layers): 1e9 parameters, 2 layers,
@@ -74,6 +79,7 @@ def test_the_hand_figures():
     assert MOE_KEPT == 440_459_264
     assert 2 * 3 * MOE_KEPT == 2_642_755_584  # bytes a step moves: 2.936 ms at 0.9 TB/s
     assert GEN_FLOPS == 1_024_000_000_000
+    assert MOE_BLOCK == 262_864 * S
 
 
 @pytest.mark.parametrize(
@@ -94,7 +100,7 @@ def test_memory_efficiency_scales_the_memory_bound_row_only():
     assert half.breakdown["memory_bound_s"] == pytest.approx(
         2 * full.breakdown["memory_bound_s"], rel=1e-12
     )
-    want = (2 * 3 * MOE_KEPT + MOE_REST_BYTES) / HBM
+    want = (2 * 3 * MOE_KEPT + MOE_BLOCK + MOE_REST_BYTES) / HBM
     assert full.breakdown["memory_bound_s"] == pytest.approx(want, rel=1e-12)
     assert half.breakdown["gemm_s"] == full.breakdown["gemm_s"]
 

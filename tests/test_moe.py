@@ -103,7 +103,14 @@ def test_workload_units_follow_their_layers():
     # 1 - s + s / 0.715 as long
     s = 786_432 / 1_998_848
     moe_flops = 1_998_848 * (1 - s + s / 0.715)
-    assert layers[1].forward_s == pytest.approx(moe_flops / rate + 77_568 / hbm, rel=1e-12)
+    # and its MoE block's memory-bound kernels (workload/moe_kernels.py): the router's 32
+    # tokens x 8 experts = 256 fp32 scores at 23 B; the permutation's R = 2 x 32 x 64 = 4,096
+    # routed elements at 6 B and the 32 x 64 = 2,048 token elements at 2 B; no expert
+    # parallelism, so no re-sorting: 5,888 + 24,576 + 4,096 = 34,560 B
+    block = 256 * 23 + 4_096 * 6 + 2_048 * 2
+    assert block == 34_560
+    expected = moe_flops / rate + (77_568 + block) / hbm
+    assert layers[1].forward_s == pytest.approx(expected, rel=1e-12)
 
 
 MIXTRAL_EP = {
@@ -140,7 +147,10 @@ def test_all_to_all_bytes_per_step_by_hand(data, link, imbalance):
     )
     r = simulate(scenario(raw))
     one = 2 * 32 * 64 * 2  # 2 experts per token x 32 tokens x h x bf16
-    leaving = one * (data - 1) / data * imbalance  # uniform routing, the busiest rank
+    # uniform routing, the busiest rank: in one node (data 8) all but its own 1/8 over
+    # NVLink; over two nodes of 8 (data 16) the network carries the other node's 8/16
+    stay = {8: 1, 16: 8}[data]  # the expert ranks of the GPU's own node
+    leaving = one * (data - stay) / data * imbalance
     per_step = leaving * 4 * 3 * 2  # dispatch + combine, forward and backward; 3 MoE layers; 2 mb
     assert r.links[link].bytes_by_direction["expert"] == math.floor(per_step)
 
@@ -287,5 +297,9 @@ def test_a_pipeline_of_unlike_stages_waits_on_the_other_stages_own_layers():
     # and the embedding, a dense model's: 16 B per element of the T x h = 32 x 64 hidden
     # states, half in forward and half in backward
     stage0 += 16 * 32 * 64 / hbm
+    # and L1's MoE block (workload/moe_kernels.py): forward 34,560 B (as in
+    # test_workload_units_follow_their_layers), backward 256 scores x 22 B + 4,096 routed
+    # elements x 8 B + 2,048 token elements x 2 B = 42,496 B
+    stage0 += (34_560 + 256 * 22 + 4_096 * 8 + 2_048 * 2) / hbm
     x = p2p_send_s(resolve(s), 64)
     assert wl.bubble_s == pytest.approx(stage0 + 4 * x, rel=1e-9)

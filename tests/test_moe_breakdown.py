@@ -70,7 +70,11 @@ def test_memory_bound_seconds_are_the_charged_bytes_at_hbm_bandwidth():
     # 2 layers x (1 forward + 2 backward) passes over KEPT bytes at 1 TB/s (read = write)
     # x dgx-h100's gpu.memory_efficiency 0.90, as the kernel-timed path charges its bytes
     # and the rest unit's bytes
-    want = (2 * 3 * KEPT + REST_BYTES) / 0.9e12
+    # and each MoE layer's router (S x 8 fp32 scores: 23 B forward, 22 B backward),
+    # permutation (2S x 4096 routed elements: 6 B forward, 8 B backward) and un-permuted
+    # token sums (S x 4096 elements: 2 B each way; workload/moe_kernels.py)
+    block = 2 * S * (8 * (23 + 22) + 2 * H * (6 + 8) + H * (2 + 2))
+    want = (2 * 3 * KEPT + block + REST_BYTES) / 0.9e12
     assert r.breakdown["memory_bound_s"] == pytest.approx(want, rel=1e-12)
     # forward + backward (2x) of both layers at peak x efficiency, and the head's GEMMs
     gemm = (2 * 3 * LAYER_FLOPS + HEAD_PASSES * HEAD_FLOPS) / RATE

@@ -15,7 +15,7 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
-from tiersim.config.framework import offload_plan
+from tiersim.config.framework import offload_plan, resolved_prefetch_depth
 from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.schema import Offload, Scenario, unit_kind
 from tiersim.core.units import Kind, fmt_exact
@@ -33,6 +33,7 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
     if s.training.framework not in (None, "megatron"):
         doc["training"]["offload"] = _model(resolved_offload(s))
     doc["parallel"] = _model(resolved_parallel(s))  # the framework's overlap defaults resolved
+    doc["simulation"]["prefetch_depth"] = resolved_prefetch_depth(s)  # and its prefetch depth
     for section, key in SOURCES:
         doc[section].pop(key, None)
     # every value is here: no preset under them (an absent one would mean the default preset)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tiersim.config.framework import OffloadPlan, offload_plan
+from tiersim.config.framework import OffloadPlan, offload_plan, resolved_prefetch_depth
 from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.layout_checks import default_stage_layers
 from tiersim.config.schema import (
@@ -49,7 +49,7 @@ def execution_plan(s: Scenario) -> Execution:
         training=s.training,
         parallel=_with_split(s),
         placement=s.placement,
-        simulation=s.simulation,
+        simulation=s.simulation.model_copy(update={"prefetch_depth": resolved_prefetch_depth(s)}),
         checkpoint=s.checkpoint,
         failures=s.failures,
         seq_len=s.seq_len,

@@ -20,7 +20,8 @@ Defaults and where they come from:
   transformer block), gradients reduce-scattered in the compute precision and offloaded as
   the shard's dtype, accumulated on the host (engine/schedule_offload.py),
   CPUOffloadPolicy(pin_memory=True): every sharded parameter and gradient on the host is its
-  own pinned tensor; no tiling, no swapping.
+  own pinned tensor; no tiling, no swapping; one all-gather ahead (simulation.prefetch_depth
+  1: forward's implicit and backward's default explicit prefetch).
 - megatron and no framework: tiersim's generic engine (a layer at a time, gradients as stored,
   the update within `simulation.prefetch_depth` units); nothing pinned counted. Megatron with
   any offload is refused (config/consistency.py): its own CPU offload is not modelled.
@@ -93,6 +94,26 @@ _DEFAULTS = {
 _DEFAULTS["megatron"] = _DEFAULTS["generic"]
 # FSDP offloads as the generic path does, from pinned host memory (CPUOffload pins its tensors)
 _DEFAULTS["fsdp"] = {**_DEFAULTS["generic"], "pin_memory": True}
+
+
+# FSDP2 (torch distributed/fsdp/_fully_shard): one all-gather ahead of the module in use: in
+# forward its implicit prefetch (the next module's all-gather issued while this one computes,
+# FSDPParamGroup.unshard waiting on the previous all-gather's result before issuing another),
+# in backward its default explicit prefetch of the next module. tiersim's generic engine
+# (and DeepSpeed's per-submodule fetch, bounded by its own bucket): 2.
+PREFETCH_DEPTH = {"fsdp": 1}
+GENERIC_PREFETCH_DEPTH = 2
+
+
+def default_prefetch_depth(framework: str | None) -> int:
+    """Uses ahead a fetch is issued where `simulation.prefetch_depth` is left out."""
+    return PREFETCH_DEPTH.get(framework or "generic", GENERIC_PREFETCH_DEPTH)
+
+
+def resolved_prefetch_depth(s: Scenario) -> int:
+    """`simulation.prefetch_depth`, or its framework's default where left out."""
+    given = s.simulation.prefetch_depth
+    return given if given is not None else default_prefetch_depth(s.training.framework)
 
 
 def offload_plan(s: Scenario) -> OffloadPlan:

@@ -34,9 +34,14 @@ class Parallel(Strict):
     overlap_gradient_reduce: bool | None = None
     # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
     # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
-    # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform)
+    # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform,
+    # what balanced routing aims for), its all-to-alls and grouped GEMMs setting the pace
     expert: PositiveInt = 1
     expert_imbalance: Annotated[float, Field(ge=1, le=1000)] = 1.0
+    # True: each MoE all-to-all runs beside an adjacent micro-batch's computation of the
+    # layer, only what outlasts it blocking (Megatron-Core's --overlap-moe-expert-parallel-comm,
+    # DeepSeek-V3's DualPipe); False (Megatron-Core's default): dispatch and combine block
+    overlap_expert_comm: bool = False
     # True: backward's tensor-parallel collectives run beside the weight-gradient GEMMs
     # (Megatron-LM since late 2021, --async-tensor-model-parallel-allreduce); False: they
     # block the GPU stream (Megatron-LM of 2021, Narayanan et al.; DeepSpeed's MT-NLG runs).

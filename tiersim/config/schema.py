@@ -275,7 +275,9 @@ class Placement(Strict):
 
 class Simulation(Strict):
     chunk_size: Size = 64 * 2**20
-    prefetch_depth: PositiveInt = 2
+    # uses ahead a fetch (a tier read, an all-gather) may be issued; None: the framework's
+    # (FSDP2: 1, config/framework.py `default_prefetch_depth`; else 2)
+    prefetch_depth: PositiveInt | None = None
     staging_chunks: PositiveInt = 4
     warmup_steps: Annotated[int, Field(ge=1, le=100)] = 1  # the measured step needs one before it
     # How concurrent transfers share a link or port: max-min fair; in issue order (a queue per

@@ -8,11 +8,24 @@ ranks holding the same experts (data / e of them, t·e apart) are their data-par
 Per MoE layer and micro-batch each GPU routes its T = s·b / t tokens (tokens split over the
 tensor-parallel ranks, as Megatron-Core's sequence parallelism does for MoE) to k experts:
 k·T·c rows of h values (c the capacity factor, 1 when dropless). Routing is uniform by
-default, so (e - 1)/e of those rows leave the GPU; the busiest rank receives
-`expert_imbalance` times the mean and sets the pace, so its bytes are what is timed. An
-all-to-all sends each peer its share at once: time = bytes / bandwidth + (e - 1) latencies.
+default, so of those rows 1/e stay on the GPU, (g - 1)/e go to the g - 1 other expert ranks
+in its node over NVLink and (e - g)/e to other nodes over the GPU's NIC (g the group's ranks
+a node; DeepEP's hierarchical kernels forward what arrives by RDMA to the other GPUs of the
+node over NVLink, (g - 1)/g of it). The busiest rank receives `expert_imbalance` times the
+mean and sets the pace, so its bytes are what is timed. The two channels run at once: a call
+takes the slower of NVLink bytes / (NVLink bandwidth x 0.956) and network bytes / (NIC
+bandwidth x 0.86), the shares of the link DeepEP's normal kernels reach (DeepEP V1, docs/
+legacy.md, H800 with ~160 GB/s NVLink and a 50 GB/s CX7 NIC: intranode EP8 dispatch
+153 GB/s; internode EP16 dispatch 43 GB/s RDMA), plus (e - 1) hop latencies. Tokens sent
+to one node once for several of its experts (DeepEP's deduplication) are counted per expert.
 Forward: dispatch and combine; backward: their gradients; full recompute dispatches and
 combines again.
+
+`parallel.overlap_expert_comm` (Megatron-Core's --overlap-moe-expert-parallel-comm, off by
+default): each all-to-all runs beside an adjacent micro-batch's computation of the same
+layer (combined 1F1B pairs one micro-batch's forward with another's backward), so only what
+outlasts that computation blocks, and the computation slows by the SM share the
+communication kernels take (`gpu.collective_sm_share`) while they run.
 """
 
 from __future__ import annotations
@@ -24,10 +37,14 @@ from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.collectives import GroupLink, group_link
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
-from tiersim.workload.comms import Comm
+from tiersim.workload.comms import Comm, alone_s, capacities
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
+
+
+NVLINK_SHARE = 153.0 / 160.0  # DeepEP V1 intranode EP8 dispatch, H800 (docs/legacy.md)
+NETWORK_SHARE = 43.0 / 50.0  # DeepEP V1 internode EP16 dispatch, RDMA, CX7 400 Gb/s
 
 
 def expert_group_link(r: Resolved) -> GroupLink:
@@ -35,36 +52,96 @@ def expert_group_link(r: Resolved) -> GroupLink:
     return group_link(r.machine.network, g.size, g.stride)
 
 
-def all_to_all_bytes(r: Resolved, model: Model) -> float:
-    """Bytes one GPU sends in one all-to-all (dispatch or combine) of one MoE layer and
-    micro-batch, for the busiest rank."""
+def routed_row_bytes(r: Resolved, model: Model) -> float:
+    """Bytes of every row one GPU routes in one all-to-all of one MoE layer and micro-batch
+    (its own included), for the busiest rank: k·c·T rows of h values x the imbalance."""
     par, moe = r.execution.parallel, model.moe
     local = r.execution.seq_len // par.context  # a context rank's tokens
     tokens = local * r.execution.training.micro_batch_size / par.tensor
     rows = moe.per_token * tokens * moe.padding
     value = PRECISION_BYTES[r.execution.training.precision.weights]
-    leaving = (par.expert - 1) / par.expert
-    return rows * model.hidden * value * leaving * par.expert_imbalance
+    return rows * model.hidden * value * par.expert_imbalance
+
+
+def all_to_all_bytes(r: Resolved, model: Model) -> float:
+    """Bytes one GPU sends in one all-to-all (dispatch or combine) of one MoE layer and
+    micro-batch, for the busiest rank: all but its own 1/e."""
+    e = r.execution.parallel.expert
+    return routed_row_bytes(r, model) * (e - 1) / e
+
+
+def channel_bytes(r: Resolved, model: Model) -> tuple[float, float]:
+    """(NVLink, network) bytes of one all-to-all on the busiest rank (module docstring)."""
+    e, link = r.execution.parallel.expert, expert_group_link(r)
+    rows = routed_row_bytes(r, model)
+    if link.nodes == 1:
+        return rows * (e - 1) / e, 0.0
+    g = link.per_node
+    network = rows * (e - g) / e
+    return rows * (g - 1) / e + network * (g - 1) / g, network
+
+
+def all_to_all_s(r: Resolved, model: Model) -> float:
+    """Seconds of one all-to-all alone: the slower channel at its measured share, plus the
+    hops."""
+    net, link = r.machine.network, expert_group_link(r)
+    nvlink, network = channel_bytes(r, model)
+    moving = max(
+        nvlink / (net.intra_node_bandwidth * NVLINK_SHARE),
+        network / (net.inter_node_bandwidth * NETWORK_SHARE) if network else 0.0,
+    )
+    return moving + (r.execution.parallel.expert - 1) * link.latency
 
 
 def expert_comms(r: Resolved, model: Model, index: int) -> dict[str, Comm]:
     """The all-to-alls of layer `index` per micro-batch, forward and backward (none for a
-    dense layer or without expert parallelism)."""
+    dense layer or without expert parallelism), each one flow on its binding channel: its
+    bytes there, the rest of its time alone (at the measured share, the hops) as latency."""
     e = r.execution.parallel.expert
     if e == 1 or not model.is_moe(index):
         return {}
-    link = expert_group_link(r)
-    one = all_to_all_bytes(r, model)
+    nvlink, network = channel_bytes(r, model)
+    kind = "network" if network else "nvlink"
+    channel = Network(NetChannel(kind))
+    nbytes = network or nvlink
+    rest = max(0.0, all_to_all_s(r, model) - nbytes / capacities(r)[channel])
     backward_calls = 4 if r.execution.training.recompute == "full" else 2
 
     def calls(name: str, n: int) -> Comm:
-        channel = Network(NetChannel(link.kind))
-        return Comm(name, one * n, (e - 1) * link.latency * n, channel, "expert")
+        return Comm(name, nbytes * n, rest * n, channel, "expert")
 
     return {
         "ep_forward": calls("ep dispatch+combine", 2),
         "ep_backward": calls("ep backward", backward_calls),
     }
+
+
+def overlapped(r: Resolved, comms: dict[str, Comm], forward_s: float, backward_s: float):
+    """With `parallel.overlap_expert_comm`: each pass's all-to-alls beside the other pass's
+    computation of the layer (another micro-batch's): the part of their time alone that
+    outlasts it (the flow scaled to it), and the SM share they cost each pass while running.
+    Returns (comms, forward_s, backward_s)."""
+    if not comms or not r.execution.parallel.overlap_expert_comm:
+        return comms, forward_s, backward_s
+    share = r.machine.gpu.collective_sm_share
+    fwd, bwd = comms["ep_forward"], comms["ep_backward"]
+    fwd_alone, bwd_alone = alone_s(r, fwd), alone_s(r, bwd)
+    out = {
+        "ep_forward": _scaled(fwd, max(0.0, fwd_alone - backward_s) / fwd_alone),
+        "ep_backward": _scaled(bwd, max(0.0, bwd_alone - forward_s) / bwd_alone),
+    }
+    extra_f, extra_b = share * min(fwd_alone, backward_s), share * min(bwd_alone, forward_s)
+    return (
+        {k: c for k, c in out.items() if c is not None},
+        forward_s + extra_b,
+        backward_s + extra_f,
+    )
+
+
+def _scaled(c: Comm, fraction: float) -> Comm | None:
+    if fraction <= 0.0:
+        return None
+    return Comm(c.name, c.nbytes * fraction, c.latency_s * fraction, c.resource, c.group)
 
 
 def routed_flops_share(r: Resolved, shape) -> float:

@@ -15,6 +15,7 @@ from tiersim.workload import kernels, pipeline
 from tiersim.workload.comms import Comm, p2p_send_s, rest_tensor_comms, sm_share_s
 from tiersim.workload.experts import routed_flops_share
 from tiersim.workload.kernels import Kernels
+from tiersim.workload.moe_kernels import busiest_rank_slowdown, moe_bytes, moe_shape
 from tiersim.workload.pipeline_steady import evaluate_steady
 
 if TYPE_CHECKING:
@@ -94,8 +95,9 @@ def flop_timed_kernels(
     elementwise = _memory_bound_s(r, kept)
     # the routed experts' grouped GEMMs at the kernel table's share of the dense rate
     rate /= grouped_slowdown(r, model)
+    moe_f, moe_b = moe_block_s(r, model)
     # the same expressions, in the same order, as the step time has always summed them
-    forward = Kernels(model.layer_forward_flops(seq, mbs) / t / cp / rate, elementwise)
+    forward = Kernels(model.layer_forward_flops(seq, mbs) / t / cp / rate, elementwise + moe_f)
     recompute = forward if r.execution.training.recompute == "full" else Kernels()
     if r.execution.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
         scores = 5.0 * model.attention_heads * seq * seq * mbs / t / cp  # softmax, mask, dropout
@@ -105,36 +107,58 @@ def flop_timed_kernels(
         )
         if r.accounting.recompute_modules:
             recompute = module_recompute(r, model, recompute, t * cp, rate)
-    backward = Kernels(2.0 * model.layer_forward_flops(seq, mbs) / t / cp / rate, 2.0 * elementwise)
+    backward = Kernels(
+        2.0 * model.layer_forward_flops(seq, mbs) / t / cp / rate, 2.0 * elementwise + moe_b
+    )
     return forward, backward, recompute
 
 
+def _moe_view(model) -> LayerView | None:
+    """The layer as a `LayerView` where it is an MoE layer (a run of alike layers is the
+    model itself, as its first layer), else None."""
+    view = LayerView(model, 0) if isinstance(model, Transformer) else model
+    if not isinstance(view, LayerView) or not view.model.is_moe(view.index):
+        return None
+    return view
+
+
+def moe_block_s(r: Resolved, model) -> tuple[float, float]:
+    """Forward and backward seconds of an MoE layer's router, token permutation and
+    re-sorting (tiersim/workload/moe_kernels.py); (0, 0) for a dense layer."""
+    view = _moe_view(model)
+    if view is None:
+        return 0.0, 0.0
+    shape = moe_shape(r, view.model)
+    return _memory_bound_s(r, moe_bytes(shape, 0)), _memory_bound_s(r, moe_bytes(shape, 1))
+
+
 def grouped_slowdown(r: Resolved, model) -> float:
-    """How much longer an MoE layer's GEMMs take for its routed experts running as grouped
-    GEMMs (1 for a dense layer, or a GPU whose kernel table measures none): the routed share
-    s of the layer's FLOPs at the table's grouped share g of the dense rate, 1 - s + s / g.
+    """How much longer an MoE layer's GEMMs take on the busiest rank for its routed experts
+    running as grouped GEMMs over `parallel.expert_imbalance` x the mean rows (1 for a dense
+    layer): the routed share s of the layer's FLOPs at the table's grouped share g of the
+    dense rate (1 for a GPU whose kernel table measures none), 1 - s + s x imbalance / g.
     Rows a group, the tokens one of this GPU's experts gets: each GPU's T = s·b / t tokens
     go to k experts each (times the capacity factor), over the E / e experts a GPU holds of
-    the E (`parallel.expert` = e): k·c·T·e / E."""
-    # a run of alike layers is the model itself, as its first layer
-    view = LayerView(model, 0) if isinstance(model, Transformer) else model
-    gpu = r.machine.gpu
-    if not isinstance(view, LayerView) or not view.model.is_moe(view.index) or not gpu.kernels:
+    the E (`parallel.expert` = e): k·c·T·e / E, times the imbalance."""
+    view = _moe_view(model)
+    if view is None:
         return 1.0
-    moe, ex = view.model.moe, r.execution
+    moe, ex, gpu = view.model.moe, r.execution, r.machine.gpu
+    imbalance = ex.parallel.expert_imbalance
     tokens = ex.seq_len * ex.training.micro_batch_size / ex.parallel.tensor
-    rows = moe.per_token * moe.padding * tokens * ex.parallel.expert / moe.experts
-    share = kernel_table(gpu.kernels).grouped_gemm_share(rows)
-    routed = routed_flops_share(r, view)
-    return 1.0 - routed + routed / share
+    rows = moe.per_token * moe.padding * tokens * ex.parallel.expert / moe.experts * imbalance
+    share = kernel_table(gpu.kernels).grouped_gemm_share(rows) if gpu.kernels else 1.0
+    if share == 1.0 and imbalance == 1.0:
+        return 1.0  # exactly: dense-rate experts with balanced routing slow nothing
+    return busiest_rank_slowdown(routed_flops_share(r, view), share, imbalance)
 
 
 def module_recompute(r: Resolved, shape, core: Kernels, split: int, rate: float) -> Kernels:
     """Selective recompute of `training.recompute_modules` (Megatron-Core), FLOP-timed: the
     attention core as above; mlp a dense layer's MLP forward, 2·s·b·h·f x (3 gated, else 2)
-    FLOPs; moe an MoE layer's routed experts (their share of its FLOPs, the dispatch's
-    all-to-all not rerun here); layernorm the two norms' bytes (read and write). `split`:
-    tensor x context."""
+    FLOPs; moe an MoE layer's routed experts (their share of its FLOPs, with the router's and
+    permutation's bytes; the dispatch's all-to-all not rerun here); layernorm the two norms'
+    bytes (read and write). `split`: tensor x context."""
     modules, ex = r.accounting.recompute_modules, r.execution
     model = shape.model if isinstance(shape, LayerView) else shape
     index = shape.index if isinstance(shape, LayerView) else 0
@@ -146,7 +170,8 @@ def module_recompute(r: Resolved, shape, core: Kernels, split: int, rate: float)
     if "moe" in modules and model.is_moe(index):
         layer = LayerView(model, index)
         routed = routed_flops_share(r, layer) * layer.layer_forward_flops(ex.seq_len, 1)
-        out += Kernels(routed * ex.training.micro_batch_size / split / rate)
+        permute = moe_block_s(r, layer)[0]  # the router and permutation run again too
+        out += Kernels(routed * ex.training.micro_batch_size / split / rate, permute)
     if "mla_up_proj" in modules and model.mla is not None:  # Q's and KV's up-projections
         mla, heads = model.mla, model.heads
         q_up = (mla.q_rank or 0) * heads * (mla.nope + mla.rope)

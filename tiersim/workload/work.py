@@ -44,8 +44,9 @@ from tiersim.workload.comms import (
 from tiersim.workload.context import context_comms
 from tiersim.workload.cpu_optimizer import cpu_update_s, partition_tensors
 from tiersim.workload.data_parallel import data_comms
-from tiersim.workload.experts import expert_comms, routed_flops_share
+from tiersim.workload.experts import expert_comms, overlapped, routed_flops_share
 from tiersim.workload.fetch import fetch_units
+from tiersim.workload.fsdp_exposure import with_fsdp_overheads
 from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunks, compute_times
@@ -214,8 +215,13 @@ def _layer_units(r: Resolved, model, index: int, shape, mats, ends, timed: dict)
     experts, norms; its activations and tensor-parallel collectives) and the routed experts
     (their all-to-alls, homed apart), the layer's times divided by the experts' FLOP share."""
     acts = math.ceil(layer_activation_bytes(r, shape))
-    comms = expert_comms(r, model, index)
-    whole = _unit(r, shape, f"L{index}", mats, True, ends, acts, comms, timed=timed)
+    whole = _unit(r, shape, f"L{index}", mats, True, ends, acts, timed=timed)
+    ep = expert_comms(r, model, index)
+    if ep:  # the all-to-alls, and what overlapping them costs the computation
+        comms, fwd, bwd = overlapped(r, ep, whole.forward_s, whole.backward_s)
+        whole = dataclasses.replace(whole, forward_s=fwd, backward_s=bwd, **comms)
+    else:
+        comms = {}
     routed = [m for m in mats if m.expert]
     if not routed or not experts_placed_apart(r.execution.placement, r.machine):
         return [whole]
@@ -248,7 +254,7 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     at = 0  # the run's first layer among the stage's (groups: one per layer)
     for run in stage_layers(r.units, stage, par.pipeline, par.stage_layers):
         first = [
-            _with_layer_comms(r, u, tp)
+            with_fsdp_overheads(r, _with_layer_comms(r, u, tp))
             for u in _layer_units(r, model, run.first, run.shape, groups[at], ends, timed)
         ]
         units += first
@@ -265,7 +271,7 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
         backward_s=rest.backward_s + sm_share_s(r, rest_hidden),
         embedding_sync=embedding_sync(r, model, stage),
     )
-    return [*units, rest], groups[0]
+    return [*units, with_fsdp_overheads(r, rest)], groups[0]
 
 
 def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:

@@ -1,0 +1,82 @@
+"""What FSDP's and ZeRO-3's overlapped collectives cost the computation they hide under
+(docs/moe.md, "FSDP2 and ZeRO-3"), per unit and micro-batch.
+
+The engine schedules each sharded unit's all-gather `simulation.prefetch_depth` uses ahead
+(FSDP2's default: 1, config/framework.py) and its reduce-scatter after its backward
+(tiersim/engine/schedule_passes.py): what no computation covers is exposed there, the
+step's first all-gather (nothing runs before layer 0's forward can start) and its last
+reduce-scatter (after the last backward, before the optimizer reads the gradient shards).
+Hidden is not free, and that is priced here:
+
+- SM contention: NCCL's all-gather and reduce-scatter kernels occupy SMs while they run
+  beside the GEMMs: the computation a collective hides under slows by `gpu.collective_sm_share`
+  x the collective's time alone (as the overlapped tensor-parallel collectives cost, see
+  tiersim/workload/comms.py `sm_share_s`): the all-gather before each forward and again
+  before each backward, and the reduce-scatter of the gradients every micro-batch (with
+  `parallel.reshard_after_forward: false` the weights stay whole through the step: FSDP2's
+  reduce-scatter remains).
+- FSDP2's copies on the compute stream (`training.framework: fsdp`; torch
+  distributed/fsdp/_fully_shard/_fsdp_collectives.py): after each all-gather,
+  `foreach_all_gather_copy_out` waits for it on the current stream and copies the gathered
+  buffer into the parameters (`split_with_sizes_copy`: the unit's full weights read and
+  written, 2 x weights bytes); before each reduce-scatter, `foreach_reduce` copies the
+  gradients into the reduce-scatter input on the current stream (`chunk_cat`: 2 x gradient
+  bytes) and only then hands it to the reduce-scatter stream. The copy-in of the all-gather
+  runs on a stream of its own over the shard only (1/N of the bytes): left out. Each copy
+  at HBM bandwidth x `gpu.memory_efficiency`, as the layer's other memory-bound kernels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from tiersim.state.inventory import sharded_classes
+from tiersim.workload.comms import sm_share_s
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
+    from tiersim.workload.work import Unit
+
+COPY_OUT_B = 2.0  # per gathered weight byte: read and written once
+COPY_IN_B = 2.0  # per gradient byte: read and written once into the reduce-scatter input
+
+
+def gathers_per_microbatch(r: Resolved) -> tuple[int, int]:
+    """All-gathers of a sharded unit before its forward and before its backward (resharded
+    after forward, as the engine gathers it again; `reshard_after_forward: false` holds the
+    weights whole, so no unit has sharded weights to gather)."""
+    return 1, 1
+
+
+def fsdp_overheads_s(r: Resolved, unit: Unit) -> tuple[float, float]:
+    """Forward and backward seconds one micro-batch's computation of `unit` gains from its
+    sharded weights' all-gathers and its gradients' reduce-scatter (module docstring); (0, 0)
+    unless its weights are sharded or FSDP2 runs it (which reduce-scatters its gradients even
+    with the weights held whole from forward to backward)."""
+    fsdp2 = r.execution.training.framework == "fsdp"
+    if unit.dp_weights is None and not fsdp2:
+        return 0.0, 0.0
+    gpu = r.machine.gpu
+    hbm = r.machine.tiers[gpu.memory]
+    rate = min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency
+    fwd_gathers, bwd_gathers = gathers_per_microbatch(r) if unit.dp_weights else (0, 0)
+    gather = sm_share_s(r, unit.dp_weights)
+    if fsdp2:
+        gather += COPY_OUT_B * unit.weights_full / rate
+    scatter = 0.0
+    if unit.dp_gradients is not None and sharded_classes(r.execution.parallel)["gradients"]:
+        scatter = sm_share_s(r, unit.dp_gradients)
+        if fsdp2:
+            scatter += COPY_IN_B * unit.gradients_full / rate
+    return fwd_gathers * gather, bwd_gathers * gather + scatter
+
+
+def with_fsdp_overheads(r: Resolved, unit: Unit) -> Unit:
+    """`unit` with `fsdp_overheads_s` added to its forward and backward."""
+    fwd, bwd = fsdp_overheads_s(r, unit)
+    if not fwd and not bwd:
+        return unit
+    return dataclasses.replace(
+        unit, forward_s=unit.forward_s + fwd, backward_s=unit.backward_s + bwd
+    )
