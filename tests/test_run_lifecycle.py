@@ -19,7 +19,10 @@ from tiersim.runner import Run
 from tiersim.state.resolved import Resolved
 from tiersim.state.timeline import Timeline
 
-EXTRAPOLATED = {"training": {"grad_accumulation": 16}, "simulation": {"steady_state": "extrapolate"}}
+EXTRAPOLATED = {
+    "training": {"grad_accumulation": 16},
+    "simulation": {"steady_state": "extrapolate"},
+}
 
 
 @pytest.fixture
