@@ -75,9 +75,13 @@ def full_trace(scenario: Scenario, result: StepResult) -> dict[str, Any]:
     """The trace of the measured step as simulated micro-batch by micro-batch: `result`'s own
     where it was (its trace, or one recorded now), else a full run's (an extrapolated step's
     trace is a shorter sample; `tiersim run --plot` draws the step the report gives)."""
-    if result.trace is not None and result.steady_state != "extrapolated":
-        return result.trace
-    return simulate(fully_simulated(scenario), record=True).trace
+    own = full_step_trace(result)
+    return own if own is not None else simulate(fully_simulated(scenario), record=True).trace
+
+
+def full_step_trace(result: StepResult) -> dict[str, Any] | None:
+    """`result`'s trace where it recorded the step micro-batch by micro-batch, else None."""
+    return result.trace if result.steady_state != "extrapolated" else None
 
 
 def check_runnable(loaded: Loaded) -> None:
@@ -228,8 +232,8 @@ class Run:
         """The trace of the measured step simulated micro-batch by micro-batch (what
         `tiersim run --plot` draws): the run's own where it recorded one in full, else a
         full run's (an extrapolated step's trace is a shorter sample)."""
-        own = self.result.trace
-        if own is not None and self.result.steady_state != "extrapolated":
+        own = full_step_trace(self.result)
+        if own is not None:
             return own
         return self.variant(fully_simulated(self.given), record=True).result.trace
 

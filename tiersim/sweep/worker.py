@@ -18,7 +18,7 @@ from tiersim.config.load import Loaded, build
 from tiersim.config.presets import resolve
 from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, Problem
 from tiersim.report.json_report import to_json
-from tiersim.runner import Run
+from tiersim.runner import Run, report_for
 from tiersim.sweep.outputs import headline
 from tiersim.sweep.spec import describe
 
@@ -103,7 +103,7 @@ def run_point(task: PointTask) -> PointResult:
             report = run.report
             png = _picture(report, run.full_trace, task)
         else:
-            report, png = Run.of(built).report, None
+            report, png = report_for(built), None
         text = to_json(report)
     except InputError as exc:  # found only when simulating, e.g. an inconsistent placement
         return PointResult(key, INVALID, problems_text(exc), {}, None, _since(start))
