@@ -79,6 +79,7 @@ def test_a_run_s_stages_and_variants_are_worked_out_once(made):
     for _ in range(2):  # asked twice, made once
         assert run.report["step"]["time_s"] == run.result.time_s
         assert run.full_trace["traceEvents"]
+    assert run.simulated(run.given) is run.result  # its own scenario asked as a variant
     assert dict(made) == {"resolved": 2, "simulated": 2, "timeline": 1}
 
 

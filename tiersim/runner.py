@@ -240,8 +240,8 @@ class Run:
     def variant(self, scenario: Scenario, record: bool = False) -> Run:
         """The run of another scenario beside this one, built once and kept (by content)."""
         key = (scenario.model_dump_json(), record)
-        if key == (self.given.model_dump_json(), self.record):
-            return self  # the run's own scenario: already built
+        if key[0] == self.given.model_dump_json() and (self.record or not record):
+            return self  # the run's own scenario: already built (and traced, where asked)
         if key not in self._variants:
             self._variants[key] = Run(scenario, record)
         return self._variants[key]
