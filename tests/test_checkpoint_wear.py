@@ -8,11 +8,8 @@ from __future__ import annotations
 import pytest
 from engine_helpers import FAST, scenario, tiny
 
-from tiersim.report.json_report import run_report
 from tiersim.report.text import step_tables
-from tiersim.runner import simulate
-from tiersim.state.inventory import build_inventory
-from tiersim.state.resolved import resolve
+from tiersim.runner import Run
 
 CHECKPOINT = 8e9  # 1e9 fp32 weights + one fp32 momentum value each
 STEPS_PER_DAY = 1000
@@ -42,7 +39,7 @@ def momentum(**over):
 
 def report(raw):
     s = scenario(raw)
-    return run_report(s, build_inventory(resolve(s)), simulate(s))
+    return Run(s).report
 
 
 def test_without_a_budget_the_report_says_what_auto_wears():

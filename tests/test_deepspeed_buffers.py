@@ -14,7 +14,7 @@ from engine_helpers import merge, scenario, tiny
 
 from tiersim.config.load import load_scenario
 from tiersim.engine.simulate import simulate
-from tiersim.report.json_report import run_report
+from tiersim.runner import Run
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 
@@ -109,7 +109,7 @@ def test_the_buffer_leaves_less_room_for_an_operator_so_it_tiles():
     for bucket, tiles in (("null", []), ("100000000", [("L0.4", 2), ("L0.5", 2)])):
         key = f"training.offload.reduce_bucket_size={bucket}"
         s = load_scenario(path, [*over, key]).scenario
-        r = run_report(s, build_inventory(resolve(s)), simulate(s))
+        r = Run(s).report
         assert [(t["operator"], t["tiles"]) for t in r["offload"]["tiling"]] == tiles
 
 
@@ -177,9 +177,7 @@ def test_no_offload_gradient_buffer_with_the_optimizer_on_the_gpu_or_no_tensor_s
 
 def _host_extra(raw: dict) -> int:
     s = scenario(raw)
-    return run_report(s, build_inventory(resolve(s)), simulate(s))["offload"][
-        "pinned_host_extra_bytes"
-    ]
+    return Run(s).report["offload"]["pinned_host_extra_bytes"]
 
 
 def test_zero_offload_holds_the_largest_tensor_s_gradient_on_the_host_too():

@@ -8,10 +8,9 @@ import math
 
 from engine_helpers import scenario, tiny
 
-from tiersim.report.json_report import run_report
 from tiersim.report.plot_timeline import busy_share, timeline_rows
 from tiersim.report.text import step_tables
-from tiersim.runner import inventory, simulate
+from tiersim.runner import Run, simulate
 
 OPT_S = 12e9 / 1e15  # GPU SGD: 3 x 4 GB at 1 PB/s (as tests/test_engine_timeline.py)
 
@@ -94,7 +93,7 @@ def test_a_checkpoints_in_flight_time_is_shared_over_its_interval():
 
 def test_the_links_table_gives_busy_and_in_flight_side_by_side():
     s = scenario(_with_pcie_latency(tiny(placement={"weights": "dram"})))
-    report = run_report(s, inventory(s), simulate(s))
+    report = Run(s).report
     assert report["links"]["pcie"]["in_flight_s"] == 2.0
     table = step_tables(report)
     lines = table.splitlines()

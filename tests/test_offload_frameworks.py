@@ -15,8 +15,7 @@ from tiersim.config.framework import offload_plan
 from tiersim.config.load import load_scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.engine.simulate import simulate
-from tiersim.report.json_report import run_report
-from tiersim.state.inventory import build_inventory
+from tiersim.runner import Run
 from tiersim.state.model import Matrix
 from tiersim.state.model_shapes import UnitKind
 from tiersim.state.resolved import resolve
@@ -30,7 +29,7 @@ MIXED = {"weights": "bf16", "gradients": "bf16", "master": "fp32", "optimizer": 
 
 def report(raw_or_scenario):
     s = raw_or_scenario if not isinstance(raw_or_scenario, dict) else scenario(raw_or_scenario)
-    return run_report(s, build_inventory(resolve(s)), simulate(s))
+    return Run(s).report
 
 
 # --- defaults per framework ---------------------------------------------------------------------

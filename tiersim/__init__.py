@@ -8,6 +8,8 @@ The public Python API (the CLI is built on it)::
     inv = tiersim.inventory(loaded.scenario)        # exact bytes per class, no simulation
     result = tiersim.simulate(loaded.scenario)      # the measured steady step
     report = tiersim.report_for(loaded)             # report.json's content, as a dict
+    run = tiersim.Run.of(loaded)                    # the same, its stages kept (run.result,
+                                                    # run.report, run.full_trace: each once)
 
 Names are imported on first use, so `import tiersim` stays cheap.
 """
@@ -26,6 +28,7 @@ _API = {
     "inventory": ("tiersim.runner", "inventory"),
     "simulate": ("tiersim.runner", "simulate"),
     "report_for": ("tiersim.runner", "report_for"),
+    "Run": ("tiersim.runner", "Run"),  # one run: built, simulated once, collected
     "Loaded": ("tiersim.config.load", "Loaded"),
     "Scenario": ("tiersim.config.schema", "Scenario"),
     "Inventory": ("tiersim.state.inventory", "Inventory"),

@@ -22,13 +22,16 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiersim.config.load import Loaded, load_scenario
 from tiersim.config.load import build as build_loaded
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.core.errors import InputError, Problem
 from tiersim.engine.results import StepResult
+
+if TYPE_CHECKING:  # the engine loads when a run is asked for
+    from tiersim.runner import Run as Lifecycle
 
 Overrides = Mapping[str, Any] | Sequence[str] | None
 
@@ -103,11 +106,20 @@ def _table(rows: list[dict[str, Any]]) -> Any:
 
 @dataclass(frozen=True)
 class Run:
-    """One simulated scenario: its report (report.json's content) and the step's result."""
+    """One simulated scenario: its report (report.json's content) and the step's result, read
+    off its run (`lifecycle`: tiersim.runner.Run, simulated once; the picture's full step is
+    its one variant, simulated where first drawn and kept)."""
 
     loaded: Loaded
-    report: dict[str, Any]
-    result: StepResult
+    lifecycle: Lifecycle
+
+    @property
+    def report(self) -> dict[str, Any]:
+        return self.lifecycle.report
+
+    @property
+    def result(self) -> StepResult:
+        return self.lifecycle.result
 
     def table(self) -> Any:
         """One row: the headline figures (the columns a sweep writes), units in the names."""
@@ -133,17 +145,17 @@ class Run:
     def figure(self) -> Any:
         """The step drawn as `tiersim run --plot` draws it (a matplotlib Figure)."""
         from tiersim.report.plot import step_figure
-        from tiersim.runner import full_trace
 
-        return step_figure(self.report, full_trace(self.loaded.scenario, self.result))
+        return step_figure(self.report, self.lifecycle.full_trace)
 
 
 def run(loaded: Loaded) -> Run:
     """Simulate `loaded` (checked as `tiersim run` checks it) and report it."""
-    from tiersim.runner import report_with_result
+    from tiersim.runner import Run as Lifecycle
 
-    report, result = report_with_result(loaded)
-    return Run(loaded, report, result)
+    lifecycle = Lifecycle.of(loaded)
+    lifecycle.report  # noqa: B018  simulated and reported now: its errors raised here
+    return Run(loaded, lifecycle)
 
 
 def inventory_table(loaded: Loaded) -> Any:

@@ -1,11 +1,13 @@
-"""One scenario in, one report out: the lifecycle shared by the CLI and sweeps.
+"""One scenario in, one report out: the lifecycle shared by the CLI, the API and sweeps.
 
-build from a validated scenario -> simulate -> collect a result -> report (a JSON-ready dict).
+build from a validated scenario -> simulate -> collect a result -> report (a JSON-ready dict):
+`Run` (desmod's build -> run -> collect) holds each stage, worked out once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from tiersim.analysis.checkpoint import checkpoint_problems
@@ -21,6 +23,7 @@ from tiersim.config.schema import Scenario
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
 from tiersim.engine.results import StepResult
+from tiersim.engine.simulate import simulate as simulate_plain
 from tiersim.engine.simulate import simulate_resolved
 from tiersim.engine.steady import steps_to_simulate
 from tiersim.hardware.topology import Topology, placement_problems
@@ -30,6 +33,8 @@ from tiersim.report.trace import TraceRecorder, mark_extrapolated
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import GenericModel, build_model
 from tiersim.state.resolved import Resolved, resolve
+from tiersim.state.step_memory import gpu_timeline
+from tiersim.state.timeline import Timeline
 from tiersim.workload.kernels import kernel_timed
 from tiersim.workload.stage_times import FLOP_TIMED_KERNEL
 
@@ -70,11 +75,13 @@ def full_trace(scenario: Scenario, result: StepResult) -> dict[str, Any]:
     """The trace of the measured step as simulated micro-batch by micro-batch: `result`'s own
     where it was (its trace, or one recorded now), else a full run's (an extrapolated step's
     trace is a shorter sample; `tiersim run --plot` draws the step the report gives)."""
-    if result.trace is not None and result.steady_state != "extrapolated":
-        return result.trace
-    simulation = scenario.simulation.model_copy(update={"steady_state": "full"})
-    full = scenario.model_copy(update={"simulation": simulation})
-    return simulate(full, record=True).trace
+    own = full_step_trace(result)
+    return own if own is not None else simulate(fully_simulated(scenario), record=True).trace
+
+
+def full_step_trace(result: StepResult) -> dict[str, Any] | None:
+    """`result`'s trace where it recorded the step micro-batch by micro-batch, else None."""
+    return result.trace if result.steady_state != "extrapolated" else None
 
 
 def check_runnable(loaded: Loaded) -> None:
@@ -153,16 +160,109 @@ def inventory(scenario: Scenario) -> Inventory:
 
 
 def report_with_result(loaded: Loaded, record: bool = False) -> tuple[dict[str, Any], StepResult]:
-    check_runnable(loaded)
-    scenario = as_dies_allow(loaded.scenario)
-    res = resolve(scenario)  # once: the run and its report share it, and the inventory
-    inventory = build_inventory(res)
-    result = _simulated(res, record, inventory)
-    report = run_report(scenario, inventory, result, simulate)
-    check_report(report)  # a figure that breaks one is our bug: refused, never written
-    return report, result
+    run = Run.of(loaded, record)
+    return run.report, run.result
 
 
 def report_for(loaded: Loaded) -> dict[str, Any]:
     """The JSON report of one scenario (DESIGN.md §2)."""
-    return report_with_result(loaded)[0]
+    return Run.of(loaded).report
+
+
+class Run:
+    """One scenario's run, desmod's lifecycle: built from a checked scenario (resolved and its
+    inventory built once), simulated once, collected (the engine's result, the GPU's memory
+    timeline, the report). Each stage is worked out on first use and kept. Whatever needs
+    another simulation is an explicit variant, run once and kept: the step untiled
+    (`tiling_cost_s`), the full step for a picture (`full_trace`), a changed scenario
+    (`variant`: a wear remedy). `record`: keep the measured step's trace (`result.trace`)."""
+
+    def __init__(self, scenario: Scenario, record: bool = False) -> None:
+        self.given = scenario  # as loaded; `scenario` is it as simulated
+        self.record = record
+        self._variants: dict[tuple[str, bool], Run] = {}
+
+    @classmethod
+    def of(cls, loaded: Loaded, record: bool = False) -> Run:
+        """`loaded`'s run, checked first as `tiersim run` checks it (check_runnable)."""
+        check_runnable(loaded)
+        return cls(loaded.scenario, record)
+
+    @functools.cached_property
+    def scenario(self) -> Scenario:
+        """The scenario as simulated: a flash tier's ports as its dies allow (as_dies_allow)."""
+        return as_dies_allow(self.given)
+
+    @functools.cached_property
+    def resolved(self) -> Resolved:
+        return resolve(self.scenario)
+
+    @functools.cached_property
+    def inventory(self) -> Inventory:
+        return build_inventory(self.resolved)
+
+    @functools.cached_property
+    def result(self) -> StepResult:
+        """The measured steady step, simulated once (tiersim.engine.simulate)."""
+        return _simulated(self.resolved, self.record, self.inventory)
+
+    @functools.cached_property
+    def memory_timeline(self) -> Timeline:
+        """The GPU's allocations and frees over the step (state/step_memory.py)."""
+        return gpu_timeline(self.resolved, self.inventory)
+
+    @functools.cached_property
+    def report(self) -> dict[str, Any]:
+        report = run_report(self)
+        check_report(report)  # a figure that breaks one is our bug: refused, never written
+        return report
+
+    @functools.cached_property
+    def tiling_cost_s(self) -> float:
+        """What tiling costs: the step against the same step untiled, on a GPU memory large
+        enough to hold every operator whole (and prefetch as deep as
+        `simulation.prefetch_depth` asks); 0.0 where no operator is tiled."""
+        facts = self.result.offload
+        if facts is None or not facts.tiling:
+            return 0.0
+        return self.result.time_s - simulate_plain(untiled(self.scenario)).time_s
+
+    @functools.cached_property
+    def full_trace(self) -> dict[str, Any]:
+        """The trace of the measured step simulated micro-batch by micro-batch (what
+        `tiersim run --plot` draws): the run's own where it recorded one in full, else a
+        full run's (an extrapolated step's trace is a shorter sample)."""
+        own = full_step_trace(self.result)
+        if own is not None:
+            return own
+        return self.variant(fully_simulated(self.given), record=True).result.trace
+
+    def variant(self, scenario: Scenario, record: bool = False) -> Run:
+        """The run of another scenario beside this one, built once and kept (by content)."""
+        key = (scenario.model_dump_json(), record)
+        if key[0] == self.given.model_dump_json() and (self.record or not record):
+            return self  # the run's own scenario: already built (and traced, where asked)
+        if key not in self._variants:
+            self._variants[key] = Run(scenario, record)
+        return self._variants[key]
+
+    def simulated(self, scenario: Scenario) -> StepResult:
+        """The measured step of a changed scenario (a wear remedy's): its variant's result."""
+        return self.variant(scenario).result
+
+
+def fully_simulated(s: Scenario) -> Scenario:
+    """`s` simulated micro-batch by micro-batch (`simulation.steady_state: full`)."""
+    simulation = s.simulation.model_copy(update={"steady_state": "full"})
+    return s.model_copy(update={"simulation": simulation})
+
+
+def untiled(s: Scenario) -> Scenario:
+    """`s` with no operator tiled: tiling off, on a GPU memory a thousand times larger."""
+    gpu = s.hardware.gpu.memory
+    tier = s.hardware.tiers[gpu]
+    big = tier.model_copy(update={"capacity": tier.capacity * 1e3})
+    hardware = s.hardware.model_copy(update={"tiers": {**s.hardware.tiers, gpu: big}})
+    offload = s.training.offload.model_copy(update={"tiling": False})
+    training = s.training.model_copy(update={"offload": offload})
+    return s.model_copy(update={"hardware": hardware, "training": training})

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tiersim.engine.offload_results import OffloadFacts
 from tiersim.state.classes import CHECKPOINT_WRITES, state_class
+
+# every step checkpointing: steps simulated at most for the step to settle (engine.durable);
+# a result's `CheckpointRun.steady` is False where it did not within them
+MAX_STEADY_STEPS = 64
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ class CheckpointRun:
     interval_basis: str | None = None  # "given" | "daly" | "wear budget" (see durable)
     interval_budget_tier: str | None = None  # the tier whose wear budget set it ("wear budget")
     # every step checkpointing: the step reported was seen to repeat (False: the last one
-    # simulated, within durable.MAX_STEADY_STEPS)
+    # simulated, within MAX_STEADY_STEPS)
     steady: bool = True
     # the most its seconds (a difference of its run's and a baseline's) can err by from
     # floating-point arithmetic (tiersim.engine.steady.round_off): not reported
@@ -116,6 +121,8 @@ class StepResult:
     steady_state_why: str | None = None  # with "full (no repetition found)": what broke it
     micro_batches_simulated: tuple[int, ...] = ()  # per run, where extrapolated
     breakdown: dict[str, float] | None = None  # the model's prices (workload.breakdown)
+    # what a framework's offload engine (DeepSpeed, FSDP2) did with state; None otherwise
+    offload: OffloadFacts | None = None
 
     @property
     def period_s(self) -> float:

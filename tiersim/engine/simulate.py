@@ -12,6 +12,7 @@ from tiersim.engine import steady
 from tiersim.engine.core import Recorder
 from tiersim.engine.durable import checkpoint_baseline, first_checkpointed, measure_checkpoint
 from tiersim.engine.metrics import measure
+from tiersim.engine.offload_facts import offload_facts
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.runs import Runs
 from tiersim.hardware.topology import Topology, placement_problems
@@ -138,8 +139,11 @@ def simulate_resolved(
     # the fewest passes any run takes (one step, one micro-batch, one unit a layer), checked
     # before the workload is built: building it is itself linear in the layers
     _check_size(res, 1, 1)
-    setup = prepare(res, build_inventory(res) if inventory is None else inventory)
-    return _with_breakdown(_simulate(res, setup, recorder), setup)
+    inv = build_inventory(res) if inventory is None else inventory
+    setup = prepare(res, inv)
+    result = _with_breakdown(_simulate(res, setup, recorder), setup)
+    facts = offload_facts(res, inv, setup.wl)  # a framework's fetches, tiles, pinned memory
+    return result if facts is None else dataclasses.replace(result, offload=facts)
 
 
 def _with_breakdown(result: StepResult, setup: RunSetup) -> StepResult:

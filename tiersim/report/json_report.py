@@ -10,22 +10,23 @@ from typing import Any
 
 from tiersim import __version__
 from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
-from tiersim.analysis.wear_remedy import Simulate
 from tiersim.config.schema import Scenario, Tier
 from tiersim.core.units import DAY_S
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.checkpoint_wear import unbudgeted_wear
 from tiersim.report.json_text import json_text
-from tiersim.report.memory import timeline_section, with_timeline_fit
+from tiersim.report.memory import section_of, with_timeline_fit
 from tiersim.report.offload import offload_section
+from tiersim.report.run_view import RunView
 from tiersim.report.target import target_section
 from tiersim.report.utilization import utilization
 from tiersim.report.wear import json_number, wear_section
 from tiersim.state.activations import GROUPS, accounting_for
 from tiersim.state.inventory import Inventory, activation_items, model_summary
-from tiersim.state.model import build_model
-from tiersim.state.resolved import resolve
+from tiersim.state.resolved import Resolved, resolve
+from tiersim.state.step_memory import gpu_timeline
+from tiersim.state.timeline import Timeline
 from tiersim.workload.comms import capacities, network_nics
 
 # The step's scalar figures, as dotted paths in the report: what a comparison and a sweep's
@@ -107,16 +108,22 @@ def activations_section(s: Scenario, inv: Inventory) -> dict[str, Any]:
     }
 
 
-def inventory_report(s: Scenario, inv: Inventory) -> dict[str, Any]:
+def inventory_report(
+    s: Scenario, inv: Inventory, res: Resolved | None = None, timeline: Timeline | None = None
+) -> dict[str, Any]:
+    """`res`, `timeline`: the scenario's resolved form and the GPU's memory timeline, where the
+    caller has them (a run: tiersim.runner.Run); else worked out here."""
+    res = resolve(s) if res is None else res
+    timeline = gpu_timeline(res, inv) if timeline is None else timeline
     report = {
         "scenario": s.name,
         "tiersim_version": __version__,
-        "model": model_summary(build_model(s.model)),
+        "model": model_summary(res.model),
         "inventory": inventory_section(inv),
         "tiers": tiers_section(inv),
         "fits": all(use.fits for use in inv.tiers.values()),
         # the GPU's allocations and frees over the step: its peak decides whether it fits
-        "memory_timeline": timeline_section(resolve(s), inv),
+        "memory_timeline": section_of(timeline),
     }
     with_timeline_fit(report)
     return report
@@ -157,11 +164,11 @@ def _seq_len_from(s: Scenario) -> str:
     return "model.max_positions" if s.model.max_positions else "default"
 
 
-def link_bandwidth(s: Scenario, name: str) -> float:
+def link_bandwidth(s: Scenario, res: Resolved, name: str) -> float:
     """Bytes per second per direction: a hardware link's, or for `nvlink` / `network` what one
     GPU's collectives get (a group with k members per node drives k NICs: k x a NIC's)."""
     link = s.hardware.links.get(name)
-    return link.bandwidth if link is not None else capacities(resolve(s))[Network(NetChannel(name))]
+    return link.bandwidth if link is not None else capacities(res)[Network(NetChannel(name))]
 
 
 def bandwidth_share(nbytes: float, bandwidth: float, step_s: float) -> float | None:
@@ -174,10 +181,10 @@ def bandwidth_share(nbytes: float, bandwidth: float, step_s: float) -> float | N
     return nbytes / (bandwidth * step_s)
 
 
-def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
+def links_section(s: Scenario, res: Resolved, r: StepResult) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, ls in r.links.items():
-        bw = link_bandwidth(s, name)
+        bw = link_bandwidth(s, res, name)
         out[name] = {
             "bytes": ls.bytes,
             "busy_s": ls.busy_s,
@@ -194,7 +201,7 @@ def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
             },
         }
     if "network" in out:  # how many of the node's NICs one GPU's rings drive at once
-        out["network"]["nics_per_gpu"] = network_nics(resolve(s))
+        out["network"]["nics_per_gpu"] = network_nics(res)
         out["network"]["nic_bandwidth"] = s.hardware.network.inter_node_bandwidth
     return out
 
@@ -325,18 +332,17 @@ def target_wear_at_optimum(
     }
 
 
-def run_report(
-    s: Scenario, inv: Inventory, r: StepResult, simulate: Simulate | None = None
-) -> dict[str, Any]:
-    """The report of one run; `simulate`: how to simulate a changed scenario, for the wear
-    remedies that change the step (report.wear.wear_section)."""
-    report = inventory_report(s, inv)
+def run_report(run: RunView) -> dict[str, Any]:
+    """The report of one run, read off its result and facts (the wear remedies that change the
+    step: the run's variants, report.wear.wear_section)."""
+    s, inv, r = run.scenario, run.inventory, run.result
+    report = inventory_report(s, inv, run.resolved, run.memory_timeline)
     report["tiers"] = run_tiers_section(s, inv, r)
     with_timeline_fit(report)
     report["step"] = step_section(s, r)
-    report["links"] = links_section(s, r)
+    report["links"] = links_section(s, run.resolved, r)
     report["step"]["bottleneck"] = bottleneck(report)
-    report["wear"] = wear_section(s, r, simulate)
+    report["wear"] = wear_section(s, r, run.simulated)
     report["checkpoint"] = checkpoint_report(s, r)
     if report["checkpoint"] is not None:
         target_wear = report["wear"].get(s.checkpoint.target)
@@ -347,7 +353,7 @@ def run_report(
         unbudgeted = unbudgeted_wear(s, written, report["checkpoint"], report["wear"])
         if unbudgeted:
             report["checkpoint"]["unbudgeted_wear"] = unbudgeted
-    offload = offload_section(s, r.time_s)
+    offload = offload_section(s, run.resolved.execution.offload, r.offload, run.tiling_cost_s)
     if offload is not None:
         report["offload"] = offload
     target = target_section(s, report["step"], report["checkpoint"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time
-from tiersim.engine.durable import MAX_STEADY_STEPS
+from tiersim.engine.results import MAX_STEADY_STEPS
 from tiersim.report.checkpoint_text import checkpoint_lines
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
 from tiersim.report.memory import timeline_text, timeline_warning

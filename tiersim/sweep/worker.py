@@ -18,7 +18,7 @@ from tiersim.config.load import Loaded, build
 from tiersim.config.presets import resolve
 from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, Problem
 from tiersim.report.json_report import to_json
-from tiersim.runner import full_trace, report_for, report_with_result
+from tiersim.runner import Run, report_for
 from tiersim.sweep.outputs import headline
 from tiersim.sweep.spec import describe
 
@@ -99,8 +99,9 @@ def run_point(task: PointTask) -> PointResult:
 
             check_plan_section(built, Path(task.base_dir) / "point.yaml", task.raw)
         if task.plot:  # traced, to draw
-            report, result = report_with_result(built, record=True)
-            png = _picture(report, full_trace(built.scenario, result), task)
+            run = Run.of(built, record=True)
+            report = run.report
+            png = _picture(report, run.full_trace, task)
         else:
             report, png = report_for(built), None
         text = to_json(report)

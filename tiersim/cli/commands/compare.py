@@ -94,13 +94,13 @@ def side(name: str, label: str, loaded: Any, report: dict[str, Any] | None) -> S
     """One side's document and report: a results folder's as written, else simulated now
     (`name`, A or B, says which side cannot run where one cannot)."""
     from tiersim.config.document import scenario_document
-    from tiersim.runner import report_for
+    from tiersim.runner import Run
 
     if report is not None:
         return Side(label, scenario_document(loaded.scenario), report)
     print(f"simulating {label} ...", file=sys.stderr)
     try:
-        report = report_for(loaded)
+        report = Run.of(loaded).report
     except InfeasibleError as exc:
         raise InfeasibleError(f"{name} = {label}: {exc}") from None
     return Side(label, scenario_document(loaded.scenario), report)

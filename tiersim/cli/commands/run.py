@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.report.output import write_run, write_trace
     from tiersim.report.text import step_tables
     from tiersim.rulebook import check_scenario
-    from tiersim.runner import full_trace, report_with_result
+    from tiersim.runner import Run
 
     loaded = load(args)
     scenario = Path(args.scenario)
@@ -183,7 +183,8 @@ def run(args: argparse.Namespace) -> int:
     trace = Path(args.trace) if args.trace else folder / "trace.json"
     _refuse_outputs(args, loaded, folder, trace if tracing else None)
     with _locked(folder):  # one writer: two runs must not leave one's scenario, the other's report
-        report, result = report_with_result(loaded, record=tracing or args.plot)
+        built = Run.of(loaded, record=tracing or args.plot)  # built, simulated once, collected
+        report, result = built.report, built.result
         text = to_json(report)
         try:
             write_run(folder, loaded.scenario, loaded.source, text)
@@ -195,8 +196,7 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise cannot_write("--trace", trace, exc, "a writable file path") from None
         if args.plot:
-            memory = _memory_timeline(loaded.scenario)
-            _write_plot(folder / PLOT_NAME, report, full_trace(loaded.scenario, result), memory)
+            _write_plot(folder / PLOT_NAME, report, built.full_trace, built.memory_timeline)
     written = [folder / "scenario.yaml", folder / "report.json"]
     written += [trace] if tracing else []
     written += [folder / PLOT_NAME] if args.plot else []
@@ -235,16 +235,6 @@ def _refuse_outputs(
 
 
 PLOT_NAME = "step.png"
-
-
-def _memory_timeline(scenario):
-    """The GPU's memory timeline of the step (state/step_memory.py), for the plot's panel."""
-    from tiersim.state.inventory import build_inventory
-    from tiersim.state.resolved import resolve
-    from tiersim.state.step_memory import gpu_timeline
-
-    r = resolve(scenario)
-    return gpu_timeline(r, build_inventory(r))
 
 
 def _write_plot(path: Path, report: dict, trace: dict, memory=None) -> None:

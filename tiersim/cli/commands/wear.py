@@ -51,12 +51,12 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.analysis.wear_remedy import with_simulated_remedies
     from tiersim.report.json_report import to_json
     from tiersim.report.wear import assessment_dict
-    from tiersim.runner import check_runnable, simulate
+    from tiersim.runner import Run
 
     loaded = load(args)
     print_notes(loaded, args.overrides)
-    check_runnable(loaded)
-    result = simulate(loaded.scenario)
+    built = Run.of(loaded)  # checked; its changed scenarios are its variants, each run once
+    result, simulate = built.result, built.simulated
     assessed = with_simulated_remedies(loaded.scenario, assess(loaded.scenario, result), simulate)
     extra = _robustness(args, loaded.scenario, assessed, simulate)
     if args.format == "json":
