@@ -14,7 +14,8 @@ is simulated from step 0), or, where steps are independent, starts at the measur
   next agree (`_repeating`), and reports that step; with a longer interval one checkpoint
   is simulated, and a drain longer than the interval adds its excess (the next snapshot
   would wait for it);
-- write: from the first checkpoint move to the last byte landing on the target;
+- write: from the first checkpoint move (the snapshot taken) to the last byte landing on
+  the target;
 - read-back: each class's bytes over its route from the target to its home (the routes are
   read one after another, as a restart does before training resumes).
 The interval (given, or Daly's optimum and the target's write budget) and what one checkpoint
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from tiersim.engine.core import Engine, RunLog
 from tiersim.engine.metrics import in_flight_added_s, link_busy_s, moved
-from tiersim.engine.ops import Role
+from tiersim.engine.ops import OpKind, Role
 from tiersim.engine.results import MAX_STEADY_STEPS, CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share
 from tiersim.engine.steady import round_off
@@ -60,10 +61,14 @@ def _read_back_s(res: Resolved, setup: RunSetup) -> float:
 
 
 def _checkpoint_windows(schedule, log) -> dict[int, tuple[float, float]]:
-    """Each checkpointed step's first checkpoint move's start and last one's end."""
+    """Each checkpointed step's first checkpoint move's start (its snapshot taken: a move
+    starts once its deps are done, its staging allocated at once) and last one's end (its
+    last byte durable). Moves only: the checkpoint's JOIN on the previous checkpoint's
+    drains "starts" when that one ends, which would measure every-step checkpoints from the
+    previous one's end (the whole period) instead of from their own snapshot."""
     windows: dict[int, tuple[float, float]] = {}
     for i, op in enumerate(schedule.ops):
-        if op.role is Role.CHECKPOINT:
+        if op.role is Role.CHECKPOINT and op.kind is OpKind.MOVE:
             start, end = windows.get(op.step, (math.inf, -math.inf))
             windows[op.step] = (min(start, log.start[i]), max(end, log.end[i]))
     return windows
