@@ -54,12 +54,14 @@ def test_fsdp2_pays_sm_contention_and_its_copies_on_the_compute_stream():
     assert u.backward_s == pytest.approx(want, rel=1e-12)
 
 
-def test_weights_held_whole_pay_only_the_reduce_scatter():
-    # reshard_after_forward false: the weights stay gathered through the step (no gathers a
-    # micro-batch), the gradients are still reduce-scattered after each backward
+def test_no_reshard_after_forward_gathers_before_the_forward_only():
+    # reshard_after_forward false (FSDP2's fully_shard: "keeps the unsharded parameters in
+    # memory after forward and avoids the all-gather in backward"): the forward pays the
+    # all-gather's SM share and the copy-out as before; the backward only the
+    # reduce-scatter's SM share and chunk_cat's copy-in
     u = layer(fsdp(parallel={"reshard_after_forward": False}))
-    assert u.dp_weights is None
-    assert u.forward_s == 1.0
+    assert u.dp_weights.nbytes == pytest.approx(3.5e9)  # still sharded: gathered per forward
+    assert u.forward_s == pytest.approx(1.0 + SHARE * GATHER_S + COPY_S, rel=1e-12)
     assert u.backward_s == pytest.approx(2.0 + SHARE * GATHER_S + COPY_S, rel=1e-12)
 
 

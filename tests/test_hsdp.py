@@ -65,17 +65,18 @@ def test_hsdp_with_context_shards_over_shard_x_context():
     assert u.dp_gradients.nbytes == pytest.approx(3.5e9 + 0.75e9)
 
 
-def test_no_reshard_after_forward_holds_the_weights_whole():
-    # reshard_after_forward: false keeps the gathered weights through the step: 4 GB of
-    # weights per GPU, gradients still sharded (250 MB); no all-gather before each use, one
-    # all-gather of the updated parameters a step (15/16 x 4 GB)
+def test_no_reshard_after_forward_keeps_the_weights_sharded_at_rest():
+    # reshard_after_forward: false changes when the gathered weights are freed (after the
+    # backward, not the forward), not what is stored: 4e9 / 16 = 250 MB of weights and of
+    # gradients per GPU; an all-gather of 15/16 x 4 GB before each forward; the parameters
+    # are updated as shards, so no all-gather after the update
     r = resolved(reshard_after_forward=False)
     inv = build_inventory(r).per_gpu
-    assert inv["weights"] == 4_000_000_000
+    assert inv["weights"] == 250_000_000
     assert inv["gradients"] == 250_000_000
     u = layer(r)
-    assert u.dp_weights is None
-    assert u.dp_parameters.nbytes == pytest.approx(WHOLE * 15 / 16)
+    assert u.dp_weights.nbytes == pytest.approx(WHOLE * 15 / 16)
+    assert u.dp_parameters is None
 
 
 def test_refusals(cli, write):

@@ -42,6 +42,14 @@ class TrainingPasses:
         self.first_stage = c.wl.stage == 0
         self.homes = [c.home_of(u) for u in range(n)]
         self.is_streamed = [self._streamed(u) for u in range(n)]
+        # FSDP2's reshard_after_forward=False: a unit's weights gathered by a forward stay
+        # whole until its backward (then resharded, reshard_after_backward's default), with
+        # no all-gather there (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py:
+        # `reshard` returns in FORWARD when not `_reshard_after_forward`; `post_backward`
+        # reshards). One unsharded copy per unit: the micro-batches in flight share it.
+        keep = c.res.execution.parallel.reshard_after_forward is False
+        self.keeps = [keep and u.dp_weights is not None for u in c.wl.units]
+        self.kept: dict[int, list] = {}  # unit -> [its gather, the use holding its free, users]
         gpu = c.gpu  # activations written out after forward; gradients read back to accumulate
         self.offloads = [
             h["activations"] != gpu and c.wl.units[u].activations > 0
@@ -70,6 +78,7 @@ class TrainingPasses:
     def fork(self, ops: OpList, ready: Readiness) -> TrainingPasses:
         twin = TrainingPasses(self.c, ops, ready)
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
+        twin.kept = {u: list(k) for u, k in self.kept.items()}
         twin.order_starts = list(self.order_starts)  # built steps' marks never change
         return twin
 
@@ -132,6 +141,30 @@ class TrainingPasses:
             self.ops.free_after(gather, self.c.gpu, unit.homed["weights"])
         return gather, False
 
+    def _gather_kept(self, u: int, step: int, mb: int) -> int | None:
+        """A kept unit's weights for a forward: gathered unless another micro-batch's
+        forward already holds them whole (FSDP2's unshard is then a no-op)."""
+        if u in self.kept:
+            self.kept[u][2] += 1
+            return self.kept[u][0]
+        w, held = self.fetch_weights(u, step, "fwd", mb)
+        self.kept[u] = [w, self.uses[-1] if held else None, 1]
+        return w
+
+    def _reshard_kept(self, u: int, at: int) -> None:
+        """A kept unit's backward `at` done: resharded once no micro-batch in flight holds
+        it (the free moved here from the use that held it, if its gather was skipped)."""
+        entry = self.kept[u]
+        entry[2] -= 1
+        if entry[2]:
+            return
+        del self.kept[u]
+        unit = self.c.wl.units[u]
+        if entry[1] is not None:
+            self.ops.move_free(entry[1], at, self.c.gpu, unit.weights_full)
+        else:
+            self.ops.free_after(at, self.c.gpu, unit.weights_full)
+
     def release_weights(self, u: int, held: bool, at: int) -> None:
         if not self.is_streamed[u]:
             return
@@ -144,7 +177,9 @@ class TrainingPasses:
     def forward(self, u: int, mb: int, step: int) -> int:
         unit = self.units[u]
         ops = self.ops
-        if self.is_streamed[u]:
+        if self.keeps[u]:
+            w, held = self._gather_kept(u, step, mb), False
+        elif self.is_streamed[u]:
             w, held = self.fetch_weights(u, step, "fwd", mb)
         else:  # the weights stay put: no fetch, no release
             w, held = self.ready.weights[u], False
@@ -166,7 +201,7 @@ class TrainingPasses:
                 self.forward_alloc[u],
             )
         )
-        if self.is_streamed[u]:
+        if self.is_streamed[u] and not self.keeps[u]:
             self.release_weights(u, held, op)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
@@ -203,7 +238,9 @@ class TrainingPasses:
     def backward(self, u: int, mb: int, step: int, offloaded: int | None) -> int:
         unit, ops = self.units[u], self.ops
         streamed = self.is_streamed[u]  # else the weights stay put: no fetch, no release
-        if streamed:
+        if self.keeps[u]:  # still whole from the forward: no all-gather
+            streamed, (w, held) = False, (self.kept[u][0], False)
+        elif streamed:
             w, held = self.fetch_weights(u, step, "bwd", mb)
         else:
             w, held = self.ready.weights[u], False
@@ -222,6 +259,8 @@ class TrainingPasses:
         op = ops.add(Op(GPU, BACKWARD, label, step, deps, unit.backward_s, 0, "", "", alloc, free))
         if streamed:
             self.release_weights(u, held, op)
+        elif self.keeps[u]:
+            self._reshard_kept(u, op)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
         if unit.tp_backward is not None:

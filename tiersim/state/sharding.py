@@ -47,8 +47,6 @@ def sharded_classes(parallel: Parallel) -> dict[str, bool]:
     for cls in SHARDABLE:
         override = overrides[cls]
         out[cls] = (cls in by_stage) if override is None else override
-    if parallel.reshard_after_forward is False:  # FSDP2: gathered from forward to backward,
-        out["weights"] = False  # and across micro-batches: held whole through the step
     return out
 
 

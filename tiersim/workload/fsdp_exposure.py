@@ -12,9 +12,9 @@ Hidden is not free, and that is priced here:
   beside the GEMMs: the computation a collective hides under slows by `gpu.collective_sm_share`
   x the collective's time alone (as the overlapped tensor-parallel collectives cost, see
   tiersim/workload/comms.py `sm_share_s`): the all-gather before each forward and again
-  before each backward, and the reduce-scatter of the gradients every micro-batch (with
-  `parallel.reshard_after_forward: false` the weights stay whole through the step: FSDP2's
-  reduce-scatter remains).
+  before each backward (with `parallel.reshard_after_forward: false` before each forward
+  only: the forward's unsharded weights are kept until the backward), and the
+  reduce-scatter of the gradients every micro-batch.
 - FSDP2's copies on the compute stream (`training.framework: fsdp`; torch
   distributed/fsdp/_fully_shard/_fsdp_collectives.py): after each all-gather,
   `foreach_all_gather_copy_out` waits for it on the current stream and copies the gathered
@@ -43,10 +43,11 @@ COPY_IN_B = 2.0  # per gradient byte: read and written once into the reduce-scat
 
 
 def gathers_per_microbatch(r: Resolved) -> tuple[int, int]:
-    """All-gathers of a sharded unit before its forward and before its backward (resharded
-    after forward, as the engine gathers it again; `reshard_after_forward: false` holds the
-    weights whole, so no unit has sharded weights to gather)."""
-    return 1, 1
+    """All-gathers of a sharded unit before its forward and before its backward: resharded
+    after forward, it is gathered again; with `reshard_after_forward: false` FSDP2 keeps the
+    forward's unsharded parameters until the unit's backward ("avoids the all-gather in
+    backward": fully_shard's docstring, torch/distributed/fsdp/_fully_shard/_fully_shard.py)."""
+    return 1, 0 if r.execution.parallel.reshard_after_forward is False else 1
 
 
 def fsdp_overheads_s(r: Resolved, unit: Unit) -> tuple[float, float]:
