@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch._dynamo  # noqa: F401  (FSDP2 imports it lazily in every rank otherwise)
+import torch._dynamo  # FSDP2 imports it lazily in every rank otherwise
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.distributed.fsdp import fully_shard
