@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiersim.config.load import Loaded, load_scenario
+from tiersim.config.load import API_OVERRIDES, SET_FLAGS, Loaded, Origin, load_scenario
 from tiersim.config.load import build as build_loaded
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.core.errors import InputError, Problem
@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # the engine loads when a run is asked for
 Overrides = Mapping[str, Any] | Sequence[str] | None
 
 __all__ = [
+    "API_OVERRIDES",
+    "SET_FLAGS",
     "Planned",
     "Run",
     "build",
@@ -64,10 +66,11 @@ def _texts(overrides: Overrides) -> list[str]:
     return list(overrides)
 
 
-def load(path: str | Path, overrides: Overrides = None) -> Loaded:
+def load(path: str | Path, overrides: Overrides = None, origin: Origin = API_OVERRIDES) -> Loaded:
     """A scenario file, validated, with `overrides` (key path -> value, or PATH=VALUE
-    texts as --set takes them) applied."""
-    return load_scenario(path, _texts(overrides))
+    texts as --set takes them) applied. A problem an override causes says "(from the
+    override PATH=VALUE)"; `origin=SET_FLAGS` words it as the CLI's "(from --set ...)"."""
+    return load_scenario(path, _texts(overrides), origin)
 
 
 def build(
@@ -75,7 +78,7 @@ def build(
 ) -> Loaded:
     """A scenario from a mapping (as a YAML file would give it); relative file names in it
     (a preset file, an hf_config) are read from `base_dir`."""
-    return build_loaded(dict(mapping), Path(base_dir), "<api>", _texts(overrides))
+    return build_loaded(dict(mapping), Path(base_dir), "<api>", _texts(overrides), API_OVERRIDES)
 
 
 def override(loaded: Loaded, overrides: Overrides) -> Loaded:
@@ -83,8 +86,10 @@ def override(loaded: Loaded, overrides: Overrides) -> Loaded:
     more = [*loaded.overrides, *_texts(overrides)]
     source = Path(loaded.source)
     if source.is_file():  # read again: its relative file names are the file's folder's
-        return load_scenario(source, more)
-    return build_loaded(loaded.resolved, Path.cwd(), loaded.source, _texts(overrides))
+        return load_scenario(source, more, API_OVERRIDES)
+    return build_loaded(
+        loaded.resolved, Path.cwd(), loaded.source, _texts(overrides), API_OVERRIDES
+    )
 
 
 def _table(rows: list[dict[str, Any]]) -> Any:

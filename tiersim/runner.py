@@ -91,7 +91,7 @@ def check_runnable(loaded: Loaded) -> None:
     problems = placement_problems(execution_plan(s), s.hardware, Topology(s.hardware))
     problems += wear_problems(s) + checkpoint_problems(s)
     if problems:  # each with the --set or the line of its key, as the file's other problems
-        problems = blamed_on_overrides(problems, loaded.overrides)
+        problems = blamed_on_overrides(problems, loaded.overrides, loaded.origin)
         raise with_lines(InputError(loaded.source, problems), loaded.text)
 
 
