@@ -24,6 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tiersim.api_commands import (
+    Wear,
+    check,
+    compare,
+    flash_span,
+    inventory,
+    model_facts,
+    notes,
+    wear,
+)
 from tiersim.config.load import API_OVERRIDES, SET_FLAGS, Loaded, Origin, load_scenario
 from tiersim.config.load import build as build_loaded
 from tiersim.config.yamlfile import read_yaml_and_text
@@ -40,16 +50,24 @@ __all__ = [
     "SET_FLAGS",
     "Planned",
     "Run",
+    "Wear",
     "build",
+    "check",
+    "compare",
     "emit",
+    "flash_span",
     "import_configs",
+    "inventory",
     "inventory_table",
     "load",
+    "model_facts",
+    "notes",
     "override",
     "plan",
     "run",
     "sweep",
     "sweep_figure",
+    "wear",
 ]
 
 
@@ -154,20 +172,19 @@ class Run:
         return step_figure(self.report, self.lifecycle.full_trace)
 
 
-def run(loaded: Loaded) -> Run:
-    """Simulate `loaded` (checked as `tiersim run` checks it) and report it."""
+def run(loaded: Loaded, record: bool = False) -> Run:
+    """Simulate `loaded` (checked as `tiersim run` checks it) and report it; `record`: keep
+    the step's trace (`run.result.trace`, as `tiersim run --trace` writes it)."""
     from tiersim.runner import Run as Lifecycle
 
-    lifecycle = Lifecycle.of(loaded)
+    lifecycle = Lifecycle.of(loaded, record=record)
     lifecycle.report  # noqa: B018  simulated and reported now: its errors raised here
     return Run(loaded, lifecycle)
 
 
 def inventory_table(loaded: Loaded) -> Any:
     """One row a state class: its bytes per GPU and its home tier (no simulation)."""
-    from tiersim.runner import inventory
-
-    inv = inventory(loaded.scenario)
+    inv = inventory(loaded)
     homes = loaded.scenario.placement.model_dump()
     rows = [
         {"class": cls, "bytes_per_gpu": inv.per_gpu[cls], "home": homes.get(cls, "hbm")}

@@ -101,9 +101,10 @@ def add_executor_args(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace) -> Loaded:
-    from tiersim.config.load import load_scenario
+    from tiersim.api import SET_FLAGS
+    from tiersim.api import load as load_scenario
 
-    return load_scenario(args.scenario, args.overrides)
+    return load_scenario(args.scenario, args.overrides, SET_FLAGS)
 
 
 def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
@@ -116,9 +117,9 @@ def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
 
 def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
     """The lines print_notes prints (a command reading two scenarios merges its two lists)."""
+    from tiersim.api import notes
     from tiersim.config.overrides import clipped, parse_override
     from tiersim.config.yamllines import key_lines
-    from tiersim.runner import scenario_notes
 
     given: dict[str, str] = {}
     times: dict[str, int] = {}
@@ -132,7 +133,7 @@ def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
             what = f"given {count} times by --set: the last, {last}, is used"
             out.append(f"note: {loaded.source}: {path}: {what}")
     lines = key_lines(loaded.text) if loaded.text else {}
-    for note in scenario_notes(loaded.scenario):
+    for note in notes(loaded):
         line = lines.get(note.path)
         origin = f" (line {line})" if line else ""
         origin = f" (from --set {given[note.path]})" if note.path in given else origin
