@@ -67,7 +67,7 @@ def test_the_exceptions_are_still_needed():
 
 
 def test_the_commands_that_simulate_call_the_api():
-    for name in ("run", "compare", "wear", "inventory", "validate", "presets", "common"):
+    for name in ("run", "compare", "wear", "inventory", "validate", "presets", "plan", "common"):
         modules = _runtime_imports(ast.parse((COMMANDS / f"{name}.py").read_text()))
         assert "tiersim.api" in modules, name
 

@@ -275,6 +275,17 @@ class Planned:
             rows.append({k: p.get(k) for k in keep} | {"overrides": " ".join(p["overrides"])})
         return _table(rows)
 
+    def break_even(self) -> dict[str, Any] | None:
+        """`tiersim plan --break-even`: where a plan holds optimizer state on HBF, the
+        figures at which it stops paying (None where no plan asks the question)."""
+        from tiersim.plan.breakeven import hbf_break_even
+
+        question = self.report["hbf_optimizer"]
+        if question is None:
+            return None
+        base = tuple(self.report["base_overrides"])
+        return hbf_break_even(Path(self.report["scenario"]), question, base)
+
     def best(self) -> Loaded | None:
         """The best plan as a scenario (None where no plan fits)."""
         from tiersim.plan.rank import rerun_overrides
@@ -292,15 +303,18 @@ def plan(
     objective: str = "tokens_per_s",
     top: int = 5,
     workers: int | None = None,
-    time_limit_s: float = 600.0,
+    time_limit_s: float | None = 600.0,
+    executor: str = "local",
+    scheduler: str | None = None,
 ) -> Planned:
     """`tiersim plan` of the scenario file at `path` (its plan: section, or the default
-    space), progress on standard error."""
+    space), progress on standard error; `executor` "dask" (at `scheduler`, else a local
+    cluster) spreads the candidates as `tiersim plan --executor` does."""
     from tiersim.plan.report import plan_report
     from tiersim.plan.run import PlanOptions
     from tiersim.plan.run import plan as run_plan
 
-    options = PlanOptions(objective, top, workers, "local", None, time_limit_s)
+    options = PlanOptions(objective, top, workers, executor, scheduler, time_limit_s)
     outcome = run_plan(Path(path), options, tuple(_texts(overrides)))
     return Planned(plan_report(outcome, objective, top))
 
