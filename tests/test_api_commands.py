@@ -86,3 +86,15 @@ def test_run_keeps_the_trace_when_asked():
     loaded = api.load(SCENARIO)
     assert api.run(loaded, record=True).result.trace
     assert not api.run(loaded).result.trace
+
+
+def test_imported_gives_the_notes_and_the_file_import_writes(cli, tmp_path):
+    config = ROOT / "tests" / "fixtures" / "frameworks" / "llama3_70b.toml"
+    got = api.imported(config, gpus=64, hardware="dgx-a100", name="t")
+    # torchtitan's llama3 70b: 80 layers (its shipped train config, tests/fixtures/frameworks)
+    assert got.loaded.scenario.name == "t" and got.loaded.scenario.model.layers == 80
+    out = tmp_path / "t.yaml"
+    args = ("import", config, "--gpus", 64, "--hardware", "dgx-a100", "--name", "t")
+    code, _, err = cli(*args, "--out", out)
+    assert code == 0 and out.read_text() == got.yaml_text()
+    assert all(line in err for line in got.note_lines())

@@ -67,7 +67,17 @@ def test_the_exceptions_are_still_needed():
 
 
 def test_the_commands_that_simulate_call_the_api():
-    for name in ("run", "compare", "wear", "inventory", "validate", "presets", "plan", "common"):
+    for name in (
+        "run",
+        "compare",
+        "wear",
+        "inventory",
+        "validate",
+        "presets",
+        "plan",
+        "import_config",
+        "common",
+    ):
         modules = _runtime_imports(ast.parse((COMMANDS / f"{name}.py").read_text()))
         assert "tiersim.api" in modules, name
 

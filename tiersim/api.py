@@ -12,8 +12,8 @@ pyarrow tables (`.to_pandas()` where pandas is installed) and matplotlib figures
 
 Every function raises `tiersim.InputError` for bad input (the CLI's exit 2) and
 `tiersim.InfeasibleError` for a scenario that cannot run (exit 3); docs/api.md walks
-through it. The CLI's commands are built on the same functions (config.load, runner,
-plan.run, frameworks), so a figure here is the figure the CLI prints.
+through it. The CLI's commands call these functions (tests/test_cli_thin.py), so a figure
+here is the figure the CLI prints; tiersim/api_commands.py holds the rest of them.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ __all__ = [
     "emit",
     "flash_span",
     "import_configs",
+    "imported",
     "inventory",
     "inventory_table",
     "load",
@@ -328,14 +329,31 @@ def import_configs(
     overrides: Overrides = None,
 ) -> Loaded:
     """`tiersim import`: the scenario DeepSpeed / Megatron-LM / torchtitan configs describe
-    (its notes: `tiersim.frameworks.assemble.import_configs` returns them too)."""
+    (its notes and YAML text: `api.imported`)."""
+    return imported(paths, kind, hf_config, hardware, gpus, overrides).loaded
+
+
+def imported(
+    paths: Sequence[str | Path] | str | Path,
+    kind: str | None = None,
+    hf_config: str | None = None,
+    hardware: str = "dgx-h100",
+    gpus: int | None = None,
+    overrides: Overrides = None,
+    name: str | None = None,
+    recipe: str | None = None,
+) -> Any:
+    """`import_configs`' whole answer (`tiersim import`'s): `.loaded`, `.note_lines()` (every
+    key not mapped) and `.yaml_text()` (the scenario file); `name` the scenario's, `recipe`
+    a Megatron-Bridge recipe's function."""
     from tiersim.frameworks.assemble import ImportOptions
     from tiersim.frameworks.assemble import import_configs as assemble
 
     if isinstance(paths, str | Path):
         paths = [paths]
-    options = ImportOptions(kind, hf_config, hardware, gpus, None, tuple(_texts(overrides)))
-    return assemble([Path(p) for p in paths], options).loaded
+    texts = tuple(_texts(overrides))
+    options = ImportOptions(kind, hf_config, hardware, gpus, name, texts, recipe)
+    return assemble([Path(p) for p in paths], options)
 
 
 def emit(loaded: Loaded, kind: str) -> str:
