@@ -27,9 +27,14 @@ def measured(notes):
     return kernel_table(torch, "cpu", one_ns, 3, "cpu", notes, grid=(16, 32), seqs=(64, 128))
 
 
-def test_the_table_by_hand():
-    notes: list[str] = []
-    table = measured(notes)
+@pytest.fixture(scope="module")
+def table():
+    """The table measured once for the tests that read it (its attention runs 256 sequences of
+    up to 128 tokens on the CPU: 4 s of CPU a table)."""
+    return measured([])
+
+
+def test_the_table_by_hand(table):
     bf16 = table["gemm"]["bf16"]
     assert bf16["grid"] == [16, 32]
     # 2 m n k FLOPs in 1 ns, TFLOP/s to 0.1: (16, 32, 16) 2 * 16 * 32 * 16 / 1e-9 / 1e12 =
@@ -46,9 +51,7 @@ def test_the_table_by_hand():
     assert table["attention"]["seq"] == [64, 128]
 
 
-def test_the_written_table_is_read_as_gpu_kernels(tmp_path):
-    notes: list[str] = []
-    table = measured(notes)
+def test_the_written_table_is_read_as_gpu_kernels(tmp_path, table):
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(table, sort_keys=False))
     mine = load_table(str(path))

@@ -101,11 +101,12 @@ def comm(r: Resolved, name: str, group: str, op: Op, buffer: float, calls: int =
     return Comm(name, sent * calls, latency * calls, channel, group)
 
 
-def alone_s(r: Resolved, c: Comm | None) -> float:
-    """A collective's time with its link to itself."""
+def alone_s(r: Resolved, c: Comm | None, cap: dict[Network, float] | None = None) -> float:
+    """A collective's time with its link to itself; `cap`: `capacities(r)`, where the caller
+    times many (each call would work them out again from the mesh)."""
     if c is None:
         return 0.0
-    rate = capacities(r)[c.resource]
+    rate = (capacities(r) if cap is None else cap)[c.resource]
     return c.latency_s + (c.nbytes / rate if rate != math.inf else 0.0)
 
 
