@@ -49,17 +49,55 @@ def test_sizes_outside_the_grid_are_held_at_its_edge():
     assert h100.gemm_rate("bf16", 512, 512, 512, 132) == pytest.approx(236.3 * T)
 
 
-def test_fp8_takes_bf16s_shape_at_its_own_measured_level():
-    # mamf-finder: FP8 1402.6, BF16 794.5 TFLOP/s on the H100 SXM
+def test_fp8_takes_bf16s_shape_at_half_the_k_at_its_own_measured_level():
+    # mamf-finder: FP8 1402.6, BF16 794.5 TFLOP/s on the H100 SXM; FP8 looked up at k / 2
     h100 = kernel_table("h100-sxm")
-    fp8 = 783.3 * 1402.6 / 794.5  # = 1382.83
+    level = 1402.6 / 794.5  # = 1.765387
+    # 4096^3 in FP8: BF16's (4096, 4096, 2048) = 738.7, x 1.765387 = 1304.09
+    fp8 = 738.7 * level
     assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132) == pytest.approx(fp8 * T)
     assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132, "tensorwise") == pytest.approx(fp8 * T)
-    # blockwise: DeepGEMM's 1304 TFLOP/s over that tensorwise rate, 0.943
-    assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132, "blockwise") == pytest.approx(
-        fp8 * 0.943 * T
+    assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132, "delayed") == pytest.approx(fp8 * T)
+    # k 8192 or more: BF16's k 4096 edge, 783.3 x 1.765387 = 1382.83
+    assert h100.gemm_rate("fp8", 4096, 4096, 16384, 132) == pytest.approx(783.3 * level * T)
+    # blockwise: DeepGEMM's 1304 TFLOP/s at 4096 x 4096 x 7168 over the tensorwise rate there:
+    # BF16 at k 3584, 738.7 + log2(3584 / 2048) x (783.3 - 738.7) = 774.708, x level = 1367.65
+    tensorwise = (738.7 + math.log2(3584 / 2048) * (783.3 - 738.7)) * level
+    assert tensorwise == pytest.approx(1367.65, abs=0.01)
+    assert h100.gemm_rate("fp8", 4096, 4096, 7168, 132) == pytest.approx(tensorwise * T)
+    assert h100.gemm_rate("fp8", 4096, 4096, 7168, 132, "blockwise") == pytest.approx(
+        tensorwise * 0.953 * T
     )
-    assert fp8 * 0.943 == pytest.approx(1304, abs=0.5)
+    assert tensorwise * 0.953 == pytest.approx(1304, abs=1.0)  # the share to 3 places
+
+
+# deepseek-ai/DeepGEMM README (Feb 2025), "Normal GEMMs for dense models", H800 SXM, NVCC 12.8,
+# 1x128 / 128x128 block-scaled FP8, M 4096: (N, K) -> TFLOP/s
+DEEPGEMM_M4096 = {
+    (7168, 16384): 1358,
+    (4096, 7168): 1304,
+    (7168, 2048): 1025,
+    (24576, 1536): 990,
+}
+
+
+def test_fp8s_fall_with_k_follows_deepgemms_measurements():
+    # The table's blockwise FP8 rate against DeepGEMM's at M 4096, K 1536-16384 (K 512 is
+    # below the grid's 1024 edge, which flatters it): 4096 x 7168 exact (the share's point),
+    # 7168 x 16384 -4 %, 7168 x 2048 +11 %, 24576 x 1536 +15 % (k / 2 = 768 held at the
+    # grid's 1024 edge); BF16's shape at the full K (the tables before k_scale) was 21 %
+    # above both at K <= 2048
+    h100 = kernel_table("h100-sxm")
+    full_k = 1402.6 / 794.5 * 0.953
+    # BF16's rates at the full K, by hand: K 16384 and 7168 at the 4096 edge (783.3), K 2048
+    # on the grid (738.7), K 1536 between 1024 (677.4) and 2048: + log2(1.5) x 61.3
+    bf16_at_k = {16384: 783.3, 7168: 783.3, 2048: 738.7, 1536: 677.4 + math.log2(1.5) * 61.3}
+    for (n, k), measured in DEEPGEMM_M4096.items():
+        model = h100.gemm_rate("fp8", 4096, n, k, 132, "blockwise") / T
+        assert model == pytest.approx(measured, rel=0.16), (n, k, model)
+        before = bf16_at_k[k] * full_k
+        if k <= 2048:
+            assert before > 1.2 * measured and abs(model - measured) < before - measured
 
 
 def test_a_table_without_a_grid_shapes_its_best_rate_by_waves():
@@ -78,7 +116,8 @@ def test_a_table_without_a_grid_shapes_its_best_rate_by_waves():
 def test_h200_inherits_the_h100s_grid_and_attention_with_its_own_fp8():
     h200 = kernel_table("h200-sxm")
     assert h200.gemm_rate("bf16", 4096, 4096, 4096, 132) == pytest.approx(783.3 * T)
-    fp8 = 783.3 * 1453.4 / 794.5
+    # the H100's k_scale 0.5 too: BF16's (4096, 4096, 2048) 738.7 at the H200's FP8 level
+    fp8 = 738.7 * 1453.4 / 794.5
     assert h200.gemm_rate("fp8", 4096, 4096, 4096, 132) == pytest.approx(fp8 * T)
     assert h200.attention_rate("flash3", "forward", True, 128, 4096) == pytest.approx(579 * T)
 

@@ -11,7 +11,11 @@ GPU's rests on), never a fit to a training run:
   grid, the `best` measured rate (maximum achievable matmul FLOPS) shaped by wave
   quantization over the GPU's SMs (tiersim.hardware.gemm, the two largest cuBLAS tiles).
   `shape_of: bf16` gives a dtype BF16's shape dependence at its own measured level:
-  BF16's rate x best / BF16's best. A batched GEMM (attention's products per head) is looked
+  BF16's rate x best / BF16's best; with `k_scale` the shape is BF16's at k x k_scale (FP8's
+  0.5: an FP8 tile's K-loop does twice BF16's K in a step's time and its operands' bytes are
+  BF16's at half the K, so its fixed per-tile work weighs as in a BF16 GEMM of half the K;
+  DeepGEMM's measured FP8 rates fall with K as that says, tests/test_kernel_tables.py). A
+  batched GEMM (attention's products per head) is looked
   up as one of batch x m rows: its tiles are as many.
 - `fp8_recipes`: each FP8 scaling recipe's GEMM rate as a share of the tensorwise rate.
 - `grouped_gemm`: a grouped GEMM's (a mixture-of-experts layer's routed experts) rate as a
@@ -95,12 +99,14 @@ class GemmTable:
     grid: tuple[float, ...] = ()
     tflops: tuple[tuple[tuple[float, ...], ...], ...] = ()
     scale: float = 1.0  # applied to the grid's rates (a dtype with another's shape)
+    k_scale: float = 1.0  # the grid looked up at k x k_scale (FP8 on BF16's shape: 0.5)
 
     def tflops_at(self, m: float, n: float, k: float, sm_count: int | None) -> float:
         """TFLOP/s of an (m x k)·(k x n) GEMM (module docstring)."""
         if not self.grid:
             share = wave_efficiency(max(1, int(m)), max(1, int(n)), 1, sm_count)
             return self.best * share
+        k = k * self.k_scale
         (m0, m1, wm), (n0, n1, wn), (k0, k1, wk) = (_axis_position(self.grid, x) for x in (m, n, k))
         rate = 0.0
         for i, wi in ((m0, 1 - wm), (m1, wm)):
@@ -202,7 +208,8 @@ def _gemm_tables(raw: dict[str, Any]) -> dict[str, GemmTable]:
         if "shape_of" in entry:
             like = out[entry["shape_of"]]
             best = float(entry["best"])
-            out[dtype] = GemmTable(best, like.grid, like.tflops, best / like.best)
+            k_scale = float(entry.get("k_scale", 1.0))
+            out[dtype] = GemmTable(best, like.grid, like.tflops, best / like.best, k_scale)
     return out
 
 
