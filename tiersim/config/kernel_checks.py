@@ -4,6 +4,7 @@ a measured rate, `training.compile` a layer whose eager and compiled kernels are
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tiersim.config.presets import is_preset_file, load_preset
 from tiersim.config.schema import Scenario
@@ -11,12 +12,17 @@ from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import Problem
 
 
+def table_value(name: str, key: str, default: Any = None) -> Any:
+    """A kernel table's top-level `key`, its base table's where it gives none."""
+    raw = read_yaml(Path(name), name) if is_preset_file(name) else load_preset("kernels", name)
+    if key in raw or "base" not in raw:
+        return raw.get(key, default)
+    return table_value(raw["base"], key, default)
+
+
 def _table_recipes(name: str) -> dict:
     """A kernel table's FP8 recipes, its base table's where it gives none."""
-    raw = read_yaml(Path(name), name) if is_preset_file(name) else load_preset("kernels", name)
-    if "fp8_recipes" in raw or "base" not in raw:
-        return raw.get("fp8_recipes", {})
-    return _table_recipes(raw["base"])
+    return table_value(name, "fp8_recipes", {})
 
 
 def fp8_problems(s: Scenario) -> list[Problem]:
