@@ -8,6 +8,7 @@ import math
 import pytest
 from conftest import scenario
 
+from tiersim.core.errors import InputError
 from tiersim.hardware.kernel_tables import kernel_table, table_names
 from tiersim.state.resolved import resolve
 from tiersim.workload import kernels as kernels_module
@@ -220,3 +221,41 @@ def test_an_moe_layers_routed_gemms_run_at_the_grouped_share():
     raw["parallel"] = {"data": 8, "expert": 8}
     r8 = resolve(scenario(raw))
     assert grouped_slowdown(r8, r8.model) == pytest.approx(1 - s + s / 0.995)
+
+
+def test_a_sustained_share_scales_the_tables_tensor_core_rates(tmp_path):
+    # A table measured under load: the H100's rates with a sustained clock of 1755 MHz over
+    # the 1980 MHz they ran at for BF16 (0.886364) and 0.8 of FP8's rate kept
+    path = tmp_path / "held.yaml"
+    path.write_text("base: h100-sxm\nsustained: {bf16: 0.886364, fp8: 0.8}\n")
+    held, h100 = kernel_table(str(path)), kernel_table("h100-sxm")
+    share = 1755 / 1980  # = 0.8863636
+    assert held.sustained_share("bf16") == pytest.approx(share, abs=1e-6)
+    # 4096^3: 783.3 x 0.886364 = 694.29 TFLOP/s; fp16 runs BF16's table and share
+    assert held.gemm_rate("bf16", 4096, 4096, 4096, 132) == pytest.approx(694.29 * T, rel=1e-5)
+    assert held.gemm_rate("fp16", 4096, 4096, 4096, 132) == pytest.approx(694.29 * T, rel=1e-5)
+    # FP8 4096^3: 738.7 x 1402.6 / 794.5 = 1304.09, x 0.8 = 1043.27; blockwise x 0.953 too
+    assert held.gemm_rate("fp8", 4096, 4096, 4096, 132) == pytest.approx(1043.27 * T, rel=1e-5)
+    assert held.gemm_rate("fp8", 4096, 4096, 4096, 132, "blockwise") == pytest.approx(
+        1043.27 * 0.953 * T, rel=1e-5
+    )
+    # the best rate (a layer timed by its FLOPs): 794.5 x 0.886364 = 704.22
+    assert held.best_rate("bf16") == pytest.approx(704.22 * T, rel=1e-5)
+    # fused attention (BF16 tensor cores): cuDNN causal head dim 128 at 4k, 518 x 0.886364
+    assert held.attention_rate("cudnn", "forward", True, 128, 4096) == pytest.approx(
+        459.14 * T, rel=1e-4
+    )
+    # the shipped tables measure no sustained share: 1
+    assert h100.sustained_share("bf16") == h100.sustained_share("fp8") == 1.0
+
+
+def test_a_sustained_share_must_be_a_share(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("base: h100-sxm\nsustained: {bf16: 1.2}\n")
+    raw = {
+        "name": "k",
+        "model": {"preset": "gpt2"},
+        "hardware": {"preset": "dgx-h100", "gpu": {"kernels": str(path)}},
+    }
+    with pytest.raises(InputError, match=r"hardware.gpu.kernels.*sustained.*\(0, 1\]"):
+        scenario(raw)
