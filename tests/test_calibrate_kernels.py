@@ -76,3 +76,26 @@ def test_a_missing_table_file_is_refused(tmp_path):
     }
     with pytest.raises(InputError, match=r"hardware.gpu.kernels: .*no such file"):
         scenario(raw)
+
+
+def test_the_sustained_share_is_the_last_samples_rate_over_the_firsts():
+    from tiersim.groundtruth.calibrate_kernels import WINDOW, sustained_share
+
+    calls = []
+
+    def throttling(fn, repeats):
+        # 1 s of 10 ms samples: 100; the first 20 at 1.00 ms a call, the GPU's clock then
+        # falling to 0.8 of it, the last 20 at 1.25 ms: 1.00 / 1.25 = 0.8 of the rate kept
+        calls.append(repeats)
+        return [1e-3] * WINDOW + [1.1e-3] * (repeats - 2 * WINDOW) + [1.25e-3] * WINDOW
+
+    assert sustained_share(throttling, lambda: None, 1.0) == 0.8
+    assert calls == [100]  # ceil(1.0 / 0.01) samples of at least 10 ms
+    # a GPU that speeds up (a cold start) keeps its whole rate: at most 1
+    assert sustained_share(lambda fn, n: [2e-3] * WINDOW + [1e-3] * (n - WINDOW), None, 1) == 1.0
+
+
+def test_the_measured_table_carries_its_sustained_shares():
+    notes: list[str] = []
+    table = measured(notes)  # the 1 ns timer: no throttle, every share 1
+    assert table["sustained"]["bf16"] == 1.0

@@ -15,6 +15,7 @@ from conftest import SCENARIOS, scenario
 from tiersim.cli import main
 from tiersim.config.document import SOURCES, scenario_document
 from tiersim.config.framework import offload_plan, resolved_prefetch_depth
+from tiersim.config.framework_attention import resolved_flash_kernel
 from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.load import build, load_scenario
 from tiersim.core.units import Kind, fmt_exact, parse
@@ -65,6 +66,7 @@ def test_any_float_reads_back_exactly():
 def _without_sources(s) -> dict:
     dump = s.model_dump()
     dump["training"]["seq_len"] = s.seq_len  # written resolved
+    dump["training"]["flash_kernel"] = resolved_flash_kernel(s)  # the framework's, on the GPU
     if s.training.framework is not None:  # written resolved: the framework's defaults
         dump["training"]["offload"] = offload_plan(s)
     dump["parallel"] = resolved_parallel(s).model_dump()  # the overlap keys written resolved

@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from tiersim.config.kernel_checks import compile_problems, fp8_problems
+from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
@@ -336,6 +336,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _mtp_problems(s)
         + _precision_problems(s)
         + fp8_problems(s)
+        + sustained_problems(s)
         + compile_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)
