@@ -221,7 +221,8 @@ class Training(Strict):
     seq_len: PositiveInt | None = None  # default: the model's max_positions, else 2048
     optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
     precision: Precision = Precision()
-    recompute: Literal["none", "selective", "full"] = "none"
+    # selective_op: torchtitan's op-level selective checkpointing (state/op_recompute.py)
+    recompute: Literal["none", "selective", "full", "selective_op"] = "none"
     # with recompute: selective, Megatron-Core's modules to recompute (--recompute-modules;
     # None: core_attn, the attention scores, Korthikanti et al.'s selective recompute)
     recompute_modules: tuple[RecomputeModule, ...] | None = None

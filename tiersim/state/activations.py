@@ -64,6 +64,7 @@ from tiersim.state.activation_kinds import (
 from tiersim.state.activation_kinds import divided
 from tiersim.state.activations_moe import hf_moe_mlp, hf_moe_unsupported
 from tiersim.state.activations_titan import titan_layer, titan_outside
+from tiersim.state.op_recompute import op_saved_bytes
 
 if TYPE_CHECKING:
     from tiersim.state.model import Transformer
@@ -387,5 +388,7 @@ def layer_bytes(
     if recompute == "full":
         layer_input = acc.compute_bytes * s * b * m.hidden
         return layer_input / tensor if sequence_parallel else layer_input
+    if recompute == "selective_op":  # torchtitan's op-level policy (state/op_recompute.py)
+        return op_saved_bytes(m, s, b, acc, tensor, sequence_parallel)
     items = policy.kept(layer_items(m, s, b, acc, index), recompute, acc.recompute_modules)
     return divided(items, tensor, sequence_parallel)

@@ -33,6 +33,7 @@ from tiersim.state.model import (
     ModelUnit,
     Transformer,
 )
+from tiersim.state.op_recompute import op_items
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.sharding import (
     fsdp2_padded_values as fsdp2_padded_values,
@@ -216,6 +217,9 @@ def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
         full = acc.compute_bytes * seq * mbs * model.hidden
         layer = [Item("layer_inputs", "layer input (full recompute)", full, False)]
         runs = [(layer, sum(u.count for u in held))]
+    elif recompute == "selective_op":  # torchtitan's op-level policy (state/op_recompute.py)
+        items = op_items(model, seq, mbs, acc, par.tensor, par.sequence)
+        runs = [(items, sum(u.count for u in held))]
     else:  # each run of alike layers (dense or MoE) with its own items
         modules = acc.recompute_modules
         runs = [

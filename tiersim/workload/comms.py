@@ -159,12 +159,16 @@ def tensor_comms(r: Resolved, hidden: int | None) -> tuple[Comm | None, ...]:
     `parallel.overlap_tensor_backward` the backward collectives that run beside the
     weight-gradient GEMMs (all but the sequence-parallel gradient all-gathers) are hidden,
     costing only the SM share they take. Full recompute reruns the forward's collectives,
-    blocking, before backward."""
+    blocking, before backward; selective_op (torchtitan's policy saves the reduce-scatters'
+    outputs, not the all-gathers') reruns the all-gathers, which the backward above gathers
+    again anyway, or without sequence parallelism both all-reduces."""
     t = r.execution.parallel.tensor
     if t == 1 or not hidden:
         return None, None, None
     buffer = hidden_bytes(r, hidden)
     redo = 1 if r.execution.training.recompute == "full" else 0
+    if r.execution.training.recompute == "selective_op" and not r.execution.parallel.sequence:
+        redo = 1  # torchtitan's op-level policy saves no all-reduce output: both rerun
     overlap = r.execution.parallel.overlap_tensor_backward
     if r.execution.parallel.sequence:
         fwd = _pair(r, "tp forward", buffer, 2)
