@@ -185,16 +185,10 @@ def test_torchtitan_llama3_8b_on_64_gpus():
     # FSDP2 mixed precision: fp32 sharded parameters are the master copy, bf16 compute
     p = s.training.precision
     assert (p.weights, p.master, p.compute, p.gradients) == ("fp32", "none", "bf16", "fp32")
-    # mode 'selective', selective_ac_option 'op': selective_op where the schema takes it, else
-    # the nearest modelled policy, selective, with a note saying so (never no recompute)
-    if accepts("training.recompute", "selective_op"):
-        assert s.training.recompute == "selective_op"
-    else:
-        assert s.training.recompute == "selective"
-        notes = _notes(imp)
-        assert "activation_checkpoint.selective_ac_option: op: op-level selective" in notes
-        assert "not modelled by this version: training.recompute: selective_op" in notes
-        assert "taken as selective, the nearest" in notes
+    # mode 'selective', selective_ac_option 'op': torchtitan's op-level policy, selective_op,
+    # with no note of an approximation
+    assert s.training.recompute == "selective_op"
+    assert "selective_ac_option" not in _notes(imp)
     assert s.parallel.tensor == 1 and s.parallel.sequence is False  # no TP: no SP
     _pending_or_set(imp, "training.compile", False)
     assert "checkpoint.interval: 500: checkpointing is off" in _notes(imp)

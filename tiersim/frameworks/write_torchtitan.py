@@ -102,14 +102,14 @@ def _the_rest(s: Scenario, notes: list[Problem]) -> dict[str, dict[str, object]]
     t = s.training
     checkpointing: dict[str, object] = {"mode": t.recompute}
     if t.recompute in ("selective", "selective_op"):
-        # torchtitan's selective is by op or every n-th layer; its op-level policy is what
-        # importing takes as selective (torchtitan.py), so it round-trips
+        # torchtitan's selective is by op or every n-th layer; its op-level policy is
+        # selective_op, which importing gives back (torchtitan.py)
         checkpointing = {"mode": "selective", "selective_ac_option": "op"}
     if t.recompute == "selective":
         why = (
-            "selective: written as torchtitan's op-level selective checkpointing (matmul and "
-            "attention outputs saved, the rest recomputed), the nearest; it has no option "
-            "recomputing the attention core alone"
+            "selective: written as torchtitan's op-level selective checkpointing (every other "
+            "matmul's and attention's outputs saved, the rest recomputed: selective_op), the "
+            "nearest; it has no option recomputing the attention core alone"
         )
         notes.append(Problem("training.recompute", why))
     tables: dict[str, dict[str, object]] = {"activation_checkpoint": checkpointing}

@@ -22,10 +22,11 @@ parallelism the reduce-scatter after each row-parallel linear is saved too (1/t 
 A layer keeps (T = s·b tokens, dt the compute precision's bytes): its input (the checkpoint's
 argument, dt·T·h, the layer_inputs of full recompute), the saved mms' outputs, and SDPA's
 outputs (dt·T·a·e and the fp32 log-sum-exp, as the torchtitan accounting counts them,
-state/activations_titan.py). Its backward reruns the forward but for the saved ops; what the
-rerun forward saves for autograd is the layer's whole `recompute: none` set, less the storages
-the cache already holds (SDPA's output and log-sum-exp, w1's output, and v where repeat_kv is a
-view: one kv head, or as many as the query heads): the recompute working set.
+state/activations_titan.py). Its backward reruns the forward but for the saved ops, each
+cache entry freed once the rerun has used it (torchtitan's `early_stop` is false: the rerun
+goes to the block's end): the layer's backward then holds its input and its whole
+`recompute: none` set, as under full recompute, measured on the CPU to the byte
+(tests/test_op_recompute.py: the backward's peak under the policy equals the one without it).
 """
 
 from __future__ import annotations
@@ -97,13 +98,12 @@ def op_saved_bytes(
 def op_working_bytes(
     m: Transformer, s: int, b: int, acc: Accounting, tensor: int = 1, sequence: bool = False
 ) -> float:
-    """The recompute working set of one layer's backward on one GPU: the `recompute: none`
-    set the rerun forward saves, less the storages the cache holds (SDPA's outputs, w1's
-    output, v where repeat_kv is a view of wv's output)."""
-    none = titan_layer(m, s, b, acc)
+    """The recompute working set of one layer's backward on one GPU: the rerun forward holds
+    the layer's whole `recompute: none` set while the cache's entries, each consumed by the
+    rerun, are freed (torchtitan's early_stop false: the rerun runs to the block's end), so
+    the layer's backward holds its input and the none set, as under full recompute: the none
+    set less what the cache held (never below nothing)."""
     dt, t = acc.compute_bytes, s * b
-    shared = [i for i in none if i.name in SDPA_OUTPUTS]
-    shared.append(Item("mlp", "w1 output", dt * t * m.ffn_hidden, True))
-    if m.kv_heads in (1, m.heads):
-        shared.append(Item("attention_inputs", "v", dt * t * m.kv_heads * m.head_dim, True))
-    return divided(none, tensor, sequence) - divided(shared, tensor, sequence)
+    layer_input = divided([Item("layer_inputs", "", dt * t * m.hidden, False)], tensor, sequence)
+    cache = op_saved_bytes(m, s, b, acc, tensor, sequence) - layer_input
+    return max(0.0, divided(titan_layer(m, s, b, acc), tensor, sequence) - cache)
