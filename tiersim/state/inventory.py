@@ -200,39 +200,45 @@ class ActivationItem:
     per_layer: bool  # kept by every layer (else outside the layers)
 
 
-def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
-    """One GPU's activation bytes of the inventory's stage, tensor by tensor, largest first
-    (a generic model has none: its per-layer bytes are given whole)."""
-    model = r.model
-    if not isinstance(model, Transformer):
-        return []
+def _layer_runs(r: Resolved, model: Transformer, held: list) -> list[tuple[list[Item], int]]:
+    """The items each run of alike layers keeps under the scenario's recompute, and its count."""
     par, acc = r.execution.parallel, r.accounting
     seq, mbs, recompute = (
         r.execution.seq_len,
         r.execution.training.micro_batch_size,
         r.execution.training.recompute,
     )
-    held = stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers)
     if recompute == "full":
         full = acc.compute_bytes * seq * mbs * model.hidden
         layer = [Item("layer_inputs", "layer input (full recompute)", full, False)]
-        runs = [(layer, sum(u.count for u in held))]
-    elif recompute == "selective_op":  # torchtitan's op-level policy (state/op_recompute.py)
+        return [(layer, sum(u.count for u in held))]
+    if recompute == "selective_op":  # torchtitan's op-level policy (state/op_recompute.py)
         items = op_items(model, seq, mbs, acc, par.tensor, par.sequence)
-        runs = [(items, sum(u.count for u in held))]
-    else:  # each run of alike layers (dense or MoE) with its own items
-        modules = acc.recompute_modules
-        runs = [
-            (
-                kept(
-                    layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)),
-                    recompute,
-                    modules,
-                ),
-                u.count,
-            )
-            for u in held
-        ]
+        return [(items, sum(u.count for u in held))]
+    # each run of alike layers (dense or MoE) with its own items
+    modules = acc.recompute_modules
+    return [
+        (
+            kept(
+                layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)),
+                recompute,
+                modules,
+            ),
+            u.count,
+        )
+        for u in held
+    ]
+
+
+def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
+    """One GPU's activation bytes of the inventory's stage, tensor by tensor, largest first
+    (a generic model has none: its per-layer bytes are given whole)."""
+    model = r.model
+    if not isinstance(model, Transformer):
+        return []
+    par = r.execution.parallel
+    held = stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers)
+    runs = _layer_runs(r, model, held)
     per: dict[tuple[str, str], float] = {}
     for items, count in runs:
         times = count * inv.inflight_microbatches * model.activation_factor
