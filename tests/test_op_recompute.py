@@ -25,10 +25,12 @@ from test_titan_activations import Block, E, H, S, titan  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from torch.utils import checkpoint as ckpt  # noqa: E402
 
+from tiersim.frameworks.emit import emit  # noqa: E402
 from tiersim.state.activations import accounting_for, layer_bytes  # noqa: E402
 from tiersim.state.model import build_model  # noqa: E402
 from tiersim.state.op_recompute import op_working_bytes  # noqa: E402
 from tiersim.state.resolved import resolve  # noqa: E402
+from tiersim.workload.comms import tensor_comms  # noqa: E402
 from tiersim.workload.kernels import layer_kernels  # noqa: E402
 
 aten = torch.ops.aten
@@ -209,3 +211,42 @@ def test_refused_outside_torchtitans_code(cli, write):
     assert code == 2 and out == "" and "Traceback" not in err
     assert "training.recompute: selective_op is torchtitan's op-level policy" in err
     assert "expected training.implementation: torchtitan" in err
+
+
+def _tensor_comms(recompute: str, sequence: bool):
+    model = {"preset": "llama-3-8b"}
+    training = {"implementation": "torchtitan", "seq_len": 2048, "recompute": recompute}
+    parallel = {"tensor": 2, "sequence": sequence}
+    s = scenario({"name": "c", "model": model, "training": training, "parallel": parallel})
+    return tensor_comms(resolve(s), 4096)
+
+
+def test_the_collectives_the_policy_reruns():
+    # without sequence parallelism torchtitan's row-parallel outputs are all-reduced, an op
+    # the policy does not save: the backward's 2 all-reduces and the rerun forward's 2
+    _, none, _ = _tensor_comms("none", False)
+    _, op, _ = _tensor_comms("selective_op", False)
+    assert op.nbytes == pytest.approx(2 * none.nbytes)
+    # with it the reduce-scatters' outputs are saved and the all-gathers rerun, which the
+    # sequence-parallel backward gathers again anyway: nothing more
+    assert _tensor_comms("selective_op", True) == _tensor_comms("none", True)
+
+
+def test_megatron_is_told_it_has_no_such_policy():
+    s = titan(2, "bf16", recompute="selective_op")
+    notes = {n.path: n.message for n in emit(s, "megatron").notes}
+    assert notes["training.recompute"].startswith("selective_op: torchtitan's op-level policy")
+    assert "--recompute-granularity" not in emit(s, "megatron").text
+
+
+def test_inventory_lists_what_the_policy_keeps(cli, write):
+    doc = {
+        "name": "inv",
+        "model": {"preset": "llama-3-8b"},
+        "training": {"implementation": "torchtitan", "seq_len": 8192, "recompute": "selective_op"},
+        "parallel": {"tensor": 2, "sequence": True},
+    }
+    code, out, err = cli("inventory", write(doc))
+    assert code == 0, err
+    assert "w1 output" in out and "layer input (checkpoint argument)" in out
+    assert "divided by tensor 2 but w2's output, kept whole on every rank" in out

@@ -82,6 +82,9 @@ def write_megatron(s: Scenario) -> Emitted:
         flags.append(f"--recompute-granularity {t.recompute}")
         if t.recompute == "full":
             flags += ["--recompute-method uniform", "--recompute-num-layers 1"]
+    elif t.recompute == "selective_op":
+        why = "selective_op: torchtitan's op-level policy; Megatron-LM has none (not written)"
+        notes.append(Problem("training.recompute", why))
     flags.append(_attention_backend(s, notes))
     optimizer = {"adamw": "adam", "adam": "adam", "sgd_momentum": "sgd"}.get(t.optimizer)
     if optimizer is None:
