@@ -167,6 +167,16 @@ def test_torchtitan_selective_op_round_trips_without_a_note(tmp_path):
     _same(s, back, drop=())
 
 
+def test_torchtitan_every_nth_layer_checkpointing_round_trips(tmp_path):
+    s = _torchtitan(tmp_path, ("recompute: full", "recompute: full\n  recompute_every: 2"))
+    emitted, back = _round_trip(tmp_path, s, "torchtitan")
+    toml = tomllib.loads(emitted.text)
+    assert toml["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "2"}
+    assert emitted.notes == []
+    assert back.training.recompute_every == 2
+    _same(s, back, drop=())
+
+
 def test_megatron_writes_the_default_attention_kernel_since_its_own_default_is_flash(tmp_path):
     # attention_kernel null with the megatron code: eager (stored scores); a script without
     # --attention-backend would run Megatron-LM's auto (flash or fused attention)

@@ -58,7 +58,7 @@ def _torchtitan_op_sac():
     return ckpt.create_selective_checkpoint_contexts(policy)
 
 
-def _recorded(fn) -> tuple[object, int, int]:
+def recorded(fn) -> tuple[object, int, int]:
     """fn's result, the bytes it leaves allocated and its peak above where it started."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn()
@@ -89,8 +89,8 @@ def _run(kv: int, dtype, batch: int, sac: bool) -> tuple[int, int]:
         )  # fmt: skip
 
     with ckpt.set_checkpoint_early_stop(False):
-        out, left, forward_peak = _recorded(forward)
-        _, _, backward_peak = _recorded(lambda: out.sum().backward())
+        out, left, forward_peak = recorded(forward)
+        _, _, backward_peak = recorded(lambda: out.sum().backward())
     return left, max(forward_peak, left + backward_peak)
 
 
@@ -158,7 +158,7 @@ A100_PEAK, A100_ETA = 312e12, 0.736  # dgx-a100: bf16 dense peak, efficiency
 HBM_BW = 2039e9 * 0.90  # dgx-a100: A100 80 GB HBM2e x memory_efficiency
 
 
-def _kernels(recompute: str, tensor: int = 1):
+def layer_kernels_of(recompute: str, tensor: int = 1, **more):
     model = {
         "hidden": 1024,
         "heads": 8,
@@ -172,7 +172,7 @@ def _kernels(recompute: str, tensor: int = 1):
         "gated_mlp": True,
         "max_positions": 2048,
     }
-    training = {"implementation": "torchtitan", "seq_len": 2048, "recompute": recompute}
+    training = {"implementation": "torchtitan", "seq_len": 2048, "recompute": recompute, **more}
     # one SM and no L2 figure: every GEMM is one full wave of the largest tile (gemm.py), so
     # its time is its FLOPs at peak x efficiency
     hardware = {"preset": "dgx-a100", "gpu": {"sm_count": 1, "l2_bandwidth": None}}
@@ -186,7 +186,7 @@ def test_recompute_reruns_every_second_mm_and_the_memory_bound_forward():
     # T = 2048 tokens, h 1024, q = 8 x 128 = 1024, kv = 2 x 128 = 256, f 3072. Rerun: wk
     # 2·T·h·kv = 2 x 2048 x 1024 x 256 = 1,073,741,824; wo 2·T·q·h = 4,294,967,296; w3
     # 2·T·h·f = 12,884,901,888: 18,253,611,008 FLOPs at 312e12 x 0.736
-    k = _kernels("selective_op")
+    k = layer_kernels_of("selective_op")
     assert k.recompute.gemm_s == pytest.approx(18_253_611_008 / (A100_PEAK * A100_ETA))
     # every memory-bound kernel of the forward again (its attention core moves no scores:
     # SDPA's flash kernel, saved): 22 B per hidden element and 6 per MLP-wide one,
@@ -197,7 +197,7 @@ def test_recompute_reruns_every_second_mm_and_the_memory_bound_forward():
 
 def test_recompute_under_tensor_parallelism_splits_each_rerun_mm():
     # t = 2: wk T x 128 (K 1024), wo T x 1024 (K 512), w3 T x 1536 (K 1024): half the FLOPs
-    k = _kernels("selective_op", tensor=2)
+    k = layer_kernels_of("selective_op", tensor=2)
     assert k.recompute.gemm_s == pytest.approx(18_253_611_008 / 2 / (A100_PEAK * A100_ETA))
 
 

@@ -327,6 +327,15 @@ def _recompute_module_problems(s: Scenario) -> list[Problem]:
     return []
 
 
+def _recompute_every_problems(s: Scenario) -> list[Problem]:
+    """`recompute_every` says which layers full recompute checkpoints (state/layer_sac.py)."""
+    every, recompute = s.training.recompute_every, s.training.recompute
+    if every is None or recompute == "full":
+        return []
+    why = f"is set, but training.recompute is {recompute} (expected recompute: full)"
+    return [Problem("training.recompute_every", why)]
+
+
 def _selective_op_problems(s: Scenario) -> list[Problem]:
     """`selective_op` is torchtitan's op-level policy over torchtitan's Llama block: the ops it
     saves are that code's (state/op_recompute.py)."""
@@ -348,6 +357,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + mesh_problems(s)
         + _recompute_module_problems(s)
         + _selective_op_problems(s)
+        + _recompute_every_problems(s)
         + _mtp_problems(s)
         + _precision_problems(s)
         + fp8_problems(s)

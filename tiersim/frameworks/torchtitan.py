@@ -172,18 +172,9 @@ def _activation_checkpoint(
         # checkpoint.py) wraps a block where `not ac_freq or count % ac_freq == 0`, count
         # the blocks so far: every block for 1 and 0, full recompute on every layer
         out.put("training.recompute", "full", at)
-    elif option.isdigit():
-        # every n-th block fully checkpointed, the others keep all they save: (n - 1)/n of the
-        # layers' activations stay, so no recompute is the nearer of tiersim's policies (full
-        # would keep only the layers' inputs, at most half of what the run keeps)
-        out.put("training.recompute", "none", at)
-        why = (
-            f"every {option}-th layer checkpointed (full recompute on 1/{option} of the layers):"
-            " not modelled; taken as none, the nearest (the activations of "
-            f"{int(option) - 1}/{option} of the layers are kept, so the peak is "
-            "overstated, never understated)"
-        )
-        out.unmapped(at, option, why)
+    elif option.isdigit():  # every n-th block fully checkpointed (state/layer_sac.py)
+        out.put("training.recompute", "full", at)
+        out.put("training.recompute_every", int(option), at)
     else:  # torchtitan refuses any other value ("Valid options: 'op' or a positive int")
         text(at, option, ("op", "a positive whole number"))
     for key, value in body.items():

@@ -101,6 +101,8 @@ def _the_rest(s: Scenario, notes: list[Problem]) -> dict[str, dict[str, object]]
     """[activation_checkpoint], [optimizer] and [checkpoint]."""
     t = s.training
     checkpointing: dict[str, object] = {"mode": t.recompute}
+    if t.recompute == "full" and (t.recompute_every or 1) > 1:  # layer SAC, every n-th block
+        checkpointing = {"mode": "selective", "selective_ac_option": str(t.recompute_every)}
     if t.recompute in ("selective", "selective_op"):
         # torchtitan's selective is by op or every n-th layer; its op-level policy is
         # selective_op, which importing gives back (torchtitan.py)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
@@ -26,6 +26,7 @@ from tiersim.state.classes import (
     NAMES,
 )
 from tiersim.state.context import gathered_kv_bytes
+from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import (
     LayerShape,
     Matrix,
@@ -200,6 +201,22 @@ class ActivationItem:
     per_layer: bool  # kept by every layer (else outside the layers)
 
 
+def _kept_runs(r: Resolved, model: Transformer, held: list, recompute: str) -> list:
+    """Each run of alike layers (dense or MoE) with its own kept items, and its count."""
+    seq, mbs, acc = r.execution.seq_len, r.execution.training.micro_batch_size, r.accounting
+    return [
+        (
+            kept(
+                layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)),
+                recompute,
+                acc.recompute_modules,
+            ),
+            u.count,
+        )
+        for u in held
+    ]
+
+
 def _layer_runs(r: Resolved, model: Transformer, held: list) -> list[tuple[list[Item], int]]:
     """The items each run of alike layers keeps under the scenario's recompute, and its count."""
     par, acc = r.execution.parallel, r.accounting
@@ -208,26 +225,17 @@ def _layer_runs(r: Resolved, model: Transformer, held: list) -> list[tuple[list[
         r.execution.training.micro_batch_size,
         r.execution.training.recompute,
     )
-    if recompute == "full":
-        full = acc.compute_bytes * seq * mbs * model.hidden
+    if recompute == "full":  # with recompute_every N: 1/N of it, the rest none's (layer_sac)
+        share = checkpointed_share(acc.recompute_every)
+        full = acc.compute_bytes * seq * mbs * model.hidden * share
         layer = [Item("layer_inputs", "layer input (full recompute)", full, False)]
-        return [(layer, sum(u.count for u in held))]
+        rest = _kept_runs(r, model, held, "none") if share < 1 else []
+        scaled = [([replace(i, nbytes=i.nbytes * (1 - share)) for i in k], n) for k, n in rest]
+        return [(layer, sum(u.count for u in held)), *scaled]
     if recompute == "selective_op":  # torchtitan's op-level policy (state/op_recompute.py)
         items = op_items(model, seq, mbs, acc, par.tensor, par.sequence)
         return [(items, sum(u.count for u in held))]
-    # each run of alike layers (dense or MoE) with its own items
-    modules = acc.recompute_modules
-    return [
-        (
-            kept(
-                layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)),
-                recompute,
-                modules,
-            ),
-            u.count,
-        )
-        for u in held
-    ]
+    return _kept_runs(r, model, held, recompute)
 
 
 def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:

@@ -24,7 +24,7 @@ from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.collectives import GroupLink, group_link
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
-from tiersim.workload.comms import Comm
+from tiersim.workload.comms import Comm, redone_share
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -55,7 +55,7 @@ def expert_comms(r: Resolved, model: Model, index: int) -> dict[str, Comm]:
         return {}
     link = expert_group_link(r)
     one = all_to_all_bytes(r, model)
-    backward_calls = 4 if r.execution.training.recompute == "full" else 2
+    backward_calls = 2 + 2 * redone_share(r)
 
     def calls(name: str, n: int) -> Comm:
         channel = Network(NetChannel(link.kind))

@@ -66,6 +66,7 @@ from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.gemm import gemm_s
 from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.inventory import master_bytes
+from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import Transformer
 from tiersim.state.mtp import mtp_forward_flops
 from tiersim.state.resolved import Resolved
@@ -121,6 +122,10 @@ class Kernels:
 
     def __add__(self, other: Kernels) -> Kernels:
         return Kernels(self.gemm_s + other.gemm_s, self.memory_s + other.memory_s)
+
+    def on_share(self, share: float) -> Kernels:
+        """This pass on a share of the layers (training.recompute_every N: 1/N rerun)."""
+        return self if share == 1 else Kernels(self.gemm_s * share, self.memory_s * share)
 
 
 @dataclass(frozen=True)
@@ -272,7 +277,7 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     backward = Kernels(lin_b + attention_b, sh.memory(elementwise_b + scores_b + quant_b))
     recompute = {
         "none": Kernels(),
-        "full": forward,
+        "full": forward.on_share(checkpointed_share(r.accounting.recompute_every)),
         "selective": selective_recompute(r, sh, b, attention, scores_f),
         # torchtitan's op-level policy: its unsaved mms and the forward's memory-bound kernels
         "selective_op": Kernels(op_recompute_gemm_s(sh), sh.memory(elementwise_f + quant_f)),
