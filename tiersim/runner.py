@@ -140,7 +140,8 @@ def _kernel_notes(scenario: Scenario) -> list[Problem]:
     parts = (("mixture-of-experts", model.moe), ("latent attention", model.mla))
     kinds = " and ".join(what for what, part in parts if part is not None)
     timed = f"a model with {kinds} is timed by its FLOPs (its attention as {FLOP_TIMED_KERNEL}'s)"
-    if scenario.training.recompute == "full":  # a layer keeps its input only, whatever the kernel
+    t = scenario.training
+    if t.recompute == "full" and (t.recompute_every or 1) == 1:  # it keeps its input only
         why = (
             f"{kernel} has no effect: under training.recompute full a layer keeps only its "
             f"input for backward and {timed}, not kernel by kernel, so eager, sdpa and flash "

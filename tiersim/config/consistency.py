@@ -327,12 +327,37 @@ def _recompute_module_problems(s: Scenario) -> list[Problem]:
     return []
 
 
+def _recompute_every_problems(s: Scenario) -> list[Problem]:
+    """`recompute_every` says which layers full recompute checkpoints (state/layer_sac.py)."""
+    every, recompute = s.training.recompute_every, s.training.recompute
+    if every is None or recompute == "full":
+        return []
+    why = f"is set, but training.recompute is {recompute} (expected recompute: full)"
+    return [Problem("training.recompute_every", why)]
+
+
+def _selective_op_problems(s: Scenario) -> list[Problem]:
+    """`selective_op` is torchtitan's op-level policy over torchtitan's Llama block: the ops it
+    saves are that code's (state/op_recompute.py)."""
+    if s.training.recompute != "selective_op":
+        return []
+    if s.training.implementation != "torchtitan" or s.model.parameters is not None:
+        why = (
+            "selective_op is torchtitan's op-level policy over its Llama layer (expected "
+            "training.implementation: torchtitan and a model given by its dimensions)"
+        )
+        return [Problem("training.recompute", why)]
+    return []
+
+
 def consistency_problems(s: Scenario) -> list[Problem]:
     return (
         _tier_problems(s)
         + _endurance_problems(s)
         + mesh_problems(s)
         + _recompute_module_problems(s)
+        + _selective_op_problems(s)
+        + _recompute_every_problems(s)
         + _mtp_problems(s)
         + _precision_problems(s)
         + fp8_problems(s)

@@ -41,6 +41,9 @@ def write_deepspeed(s: Scenario) -> Emitted:
         cfg["data_types"] = {"grad_accum_dtype": t.precision.gradients}
     if t.recompute == "full":
         cfg["activation_checkpointing"] = {"cpu_checkpointing": pl.activations == "dram"}
+        if (t.recompute_every or 1) > 1:
+            why = f"{t.recompute_every}: the model code decides which layers DeepSpeed checkpoints"
+            notes.append(Problem("training.recompute_every", why))
     elif t.recompute != "none":
         why = f"{t.recompute}: DeepSpeed's activation checkpointing is whole layers (full)"
         notes.append(Problem("training.recompute", why))

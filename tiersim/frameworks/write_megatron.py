@@ -97,6 +97,12 @@ def write_megatron(s: Scenario) -> Emitted:
         flags.append(f"--recompute-granularity {t.recompute}")
         if t.recompute == "full":
             flags += ["--recompute-method uniform", "--recompute-num-layers 1"]
+        if (t.recompute_every or 1) > 1:
+            why = f"{t.recompute_every}: written as full recompute of every layer (Megatron-LM "
+            notes.append(Problem("training.recompute_every", why + "has no every-n-th rule)"))
+    elif t.recompute == "selective_op":
+        why = "selective_op: torchtitan's op-level policy; Megatron-LM has none (not written)"
+        notes.append(Problem("training.recompute", why))
     flags.append(_attention_backend(s, notes))
     optimizer = {"adamw": "adam", "adam": "adam", "sgd_momentum": "sgd"}.get(t.optimizer)
     if optimizer is None:

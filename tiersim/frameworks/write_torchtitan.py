@@ -103,15 +103,17 @@ def _the_rest(s: Scenario, notes: list[Problem]) -> dict[str, dict[str, object]]
     """[activation_checkpoint], [optimizer] and [checkpoint]."""
     t = s.training
     checkpointing: dict[str, object] = {"mode": t.recompute}
+    if t.recompute == "full" and (t.recompute_every or 1) > 1:  # layer SAC, every n-th block
+        checkpointing = {"mode": "selective", "selective_ac_option": str(t.recompute_every)}
     if t.recompute in ("selective", "selective_op"):
-        # torchtitan's selective is by op or every n-th layer; its op-level policy is what
-        # importing takes as selective (torchtitan.py), so it round-trips
+        # torchtitan's selective is by op or every n-th layer; its op-level policy is
+        # selective_op, which importing gives back (torchtitan.py)
         checkpointing = {"mode": "selective", "selective_ac_option": "op"}
     if t.recompute == "selective":
         why = (
-            "selective: written as torchtitan's op-level selective checkpointing (matmul and "
-            "attention outputs saved, the rest recomputed), the nearest; it has no option "
-            "recomputing the attention core alone"
+            "selective: written as torchtitan's op-level selective checkpointing (every other "
+            "matmul's and attention's outputs saved, the rest recomputed: selective_op), the "
+            "nearest; it has no option recomputing the attention core alone"
         )
         notes.append(Problem("training.recompute", why))
     tables: dict[str, dict[str, object]] = {"activation_checkpoint": checkpointing}

@@ -64,6 +64,8 @@ from tiersim.state.activation_kinds import (
 from tiersim.state.activation_kinds import divided
 from tiersim.state.activations_moe import hf_moe_mlp, hf_moe_unsupported
 from tiersim.state.activations_titan import titan_layer, titan_outside
+from tiersim.state.layer_sac import mixed
+from tiersim.state.op_recompute import op_saved_bytes
 
 if TYPE_CHECKING:
     from tiersim.state.model import Transformer
@@ -89,6 +91,7 @@ def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
         compute_bytes=PRECISION_BYTES[s.training.precision.compute_precision],
         device=device,
         recompute_modules=tuple(s.training.recompute_modules or ()),
+        recompute_every=s.training.recompute_every or 1,
     )
 
 
@@ -384,8 +387,14 @@ def layer_bytes(
     index: int = 0,
 ) -> float:
     """Bytes layer `index` keeps on one GPU. Full recompute keeps only the layer input."""
-    if recompute == "full":
+    if recompute == "full":  # every N-th layer under training.recompute_every (layer_sac.py)
         layer_input = acc.compute_bytes * s * b * m.hidden
-        return layer_input / tensor if sequence_parallel else layer_input
+        kept_input = layer_input / tensor if sequence_parallel else layer_input
+        if acc.recompute_every == 1:
+            return kept_input
+        none = layer_bytes(m, s, b, acc, tensor, sequence_parallel, "none", index)
+        return mixed(kept_input, none, acc.recompute_every)
+    if recompute == "selective_op":  # torchtitan's op-level policy (state/op_recompute.py)
+        return op_saved_bytes(m, s, b, acc, tensor, sequence_parallel)
     items = policy.kept(layer_items(m, s, b, acc, index), recompute, acc.recompute_modules)
     return divided(items, tensor, sequence_parallel)
