@@ -40,15 +40,18 @@ from typing import Any
 
 from tiersim.core import intervals as iv
 from tiersim.engine.core import Engine
+from tiersim.engine.figures import Rule, additive, held, named, rebuilt, with_rule
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import Schedule
-from tiersim.engine.results import CheckpointRun, LinkStats, StepResult
+from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.state.resolved import Resolved
 from tiersim.workload.pipeline import warmup_forwards
 
 REL = 1e-10  # a figure's growth per period must agree to this share of its scale
 ROUND_OFF = 1e-12  # of a step: what runs of different lengths may differ by in sums
 EPS = sys.float_info.epsilon
+LINK_TIME = "link_time"  # seconds any link is busy: the span `overlap` is a mean over
+COST = Rule.COST
 
 
 @dataclass(frozen=True)
@@ -66,12 +69,7 @@ def round_off(events: int, clock_s: float) -> float:
 
 def _name(key: tuple) -> str:
     """A figure's key in words: `busy_s of pcie`, `checkpoint stall_s`."""
-    kind, *rest = key
-    parts = [str(p) for r in rest for p in (r if isinstance(r, tuple) else (r,))]
-    prefix = "checkpoint " if parts[0] == "checkpoint" else ""
-    what, *where = parts[1:] if prefix else parts
-    unit = {"s": "_s", "bs": "_byte_s", "n": "_bytes"}.get(kind, "")
-    return f"{prefix}{what}{unit}" + (f" of {' '.join(where)}" if where else "")
+    return named(key[1:])
 
 
 def independent_steps(res: Resolved) -> bool:
@@ -130,47 +128,13 @@ def samples(res: Resolved, stage: int) -> tuple[int, int, int] | None:
     return runs if sum(runs) < m else None
 
 
-# --- the figures that grow by a period -------------------------------------------------------
+# --- the figures that grow by a period (their rules: tiersim.engine.figures) -----------------
 
 
 def _figures(r: StepResult, link_time: float) -> dict[tuple, float]:
-    """Every additive figure of a result, by name: seconds, bytes, byte-seconds, events."""
-    f: dict[tuple, float] = {
-        ("s", "time"): r.time_s,
-        ("s", "compute"): r.compute_s,
-        ("s", "recompute"): r.recompute_s,
-        ("s", "optimizer"): r.optimizer_s,
-        ("s", "exposed"): r.exposed_transfer_s,
-        ("s", "collective"): r.exposed_collective_s,
-        ("s", "cpu"): r.exposed_cpu_s,
-        ("s", "bubble"): r.pipeline_bubble_s,
-        ("s", "link_time"): link_time,
-        ("s", "overlap"): (r.overlap or 0.0) * link_time,
-    }
-    for name, ls in r.links.items():
-        f[("s", "busy", name)] = ls.busy_s
-        f[("s", "in_flight", name)] = ls.in_flight_s
-        f[("n", "bytes", name)] = ls.bytes
-        for d, b in ls.bytes_by_direction.items():
-            f[("n", "dir", name, d)] = b
-    for name, ts in r.tiers.items():
-        f[("bs", "integral", name)] = ts.mean_bytes * r.time_s
-        f[("n", "read", name)] = ts.bytes_read
-        f[("n", "written", name)] = ts.bytes_written
-        for c, b in ts.written_by_class.items():
-            f[("n", "wclass", name, c)] = b
-        for c, b in ts.read_by_class.items():
-            f[("n", "rclass", name, c)] = b
-    return f
-
-
-def _constant(r: StepResult) -> dict[tuple, float]:
-    """What must not change with the micro-batch count: peaks, lowest occupancy, depth."""
-    f: dict[tuple, float] = {("depth",): r.prefetch_depth}
-    for name, ts in r.tiers.items():
-        f[("peak", name)] = ts.peak_bytes
-        f[("low", name)] = ts.low_bytes
-    return f
+    """Every additive figure of a result, by key: seconds, bytes, byte-seconds; and the time
+    any link is busy (what `overlap` is a share of)."""
+    return {**additive(r, {"time_s": r.time_s, LINK_TIME: link_time}), ("s", LINK_TIME): link_time}
 
 
 def _growth(
@@ -204,14 +168,16 @@ def _growth(
     return out
 
 
-def _constant_changes(results: list[StepResult]) -> NoRepetition | None:
-    """Why the figures that must not change with the micro-batch count do, if they do."""
-    consts = [_constant(r) for r in results]
+def _constant_changes(results: list[Any]) -> NoRepetition | None:
+    """Why the figures that must not change with the micro-batch count (CONSTANT and PEAK
+    in the figure map) do, if they do."""
+    consts = [held(r) for r in results]
     for key in consts[0]:
         seen = [c.get(key) for c in consts]
-        if len(set(seen)) > 1:
-            what = "prefetch depth" if key == ("depth",) else f"{key[1]}'s {key[0]} occupancy"
-            return NoRepetition(f"{what} differs between the runs ({', '.join(map(str, seen))})")
+        if any(v != seen[0] for v in seen):
+            return NoRepetition(
+                f"{named(key)} differs between the runs ({', '.join(map(str, seen))})"
+            )
     if not consts[0].keys() == consts[1].keys() == consts[2].keys():
         return NoRepetition("the runs do not occupy the same tiers")
     return None
@@ -234,113 +200,36 @@ def grow(
     if isinstance(step, NoRepetition):
         return step
     f = {k: v + periods * step[k] for k, v in figs[-1].items()}
-    for key, v in f.items():
-        if key[0] == "n":
-            f[key] = int(v)
-    return _result(last, f, results)
-
-
-def _result(last: StepResult, f: dict[tuple, float], runs: list[StepResult]) -> StepResult:
-    """`last` with the extrapolated figures; events and wall time are the simulation's own:
-    what the runs cost together."""
-    t = f[("s", "time")]
-    links = {
-        name: LinkStats(
-            f[("n", "bytes", name)],
-            f[("s", "busy", name)],
-            f[("s", "busy", name)] / t if t > 0 else 0.0,
-            {d: f[("n", "dir", name, d)] for d in ls.bytes_by_direction},
-            f[("s", "in_flight", name)],
-            f[("s", "in_flight", name)] / t if t > 0 else 0.0,
-        )
-        for name, ls in last.links.items()
-    }
-    tiers = {
-        name: dataclasses.replace(
-            ts,
-            mean_bytes=f[("bs", "integral", name)] / t if t > 0 else ts.mean_bytes,
-            bytes_read=f[("n", "read", name)],
-            bytes_written=f[("n", "written", name)],
-            written_by_class={c: f[("n", "wclass", name, c)] for c in ts.written_by_class},
-            read_by_class={c: f[("n", "rclass", name, c)] for c in ts.read_by_class},
-        )
-        for name, ts in last.tiers.items()
-    }
-    link_time = f[("s", "link_time")]
-    return dataclasses.replace(
-        last,
-        time_s=t,
-        compute_s=f[("s", "compute")],
-        recompute_s=f[("s", "recompute")],
-        optimizer_s=f[("s", "optimizer")],
-        exposed_transfer_s=f[("s", "exposed")],
-        exposed_collective_s=f[("s", "collective")],
-        exposed_cpu_s=f[("s", "cpu")],
-        pipeline_bubble_s=f[("s", "bubble")],
-        overlap=f[("s", "overlap")] / link_time if link_time > 0 else None,
-        links=links,
-        tiers=tiers,
-        events=sum(r.events for r in runs),
-        wall_s=sum(r.wall_s for r in runs),
-    )
+    spans = {"time_s": f[("s", "time_s")], LINK_TIME: f[("s", LINK_TIME)]}
+    # events and wall time are the simulation's own: what the runs cost together
+    cost = {name: sum(getattr(r, name) for r in results) for name, _ in with_rule(last, COST)}
+    return dataclasses.replace(rebuilt(last, f, spans), **cost)
 
 
 def grow_checkpoint(
     runs: list[CheckpointRun], periods: int, step_s: float, noise_s: float = 0.0
 ) -> CheckpointRun | NoRepetition:
     """A checkpoint measured at three micro-batch counts a period apart, extrapolated: its
-    bytes and peaks must not change, its write, stall and added busy and in-flight seconds
-    grow alike. `noise_s`: the most a figure of one checkpoint's can err by (`round_off` of
-    its run and its baseline's). A figure that moves by no more than the runs' round-off
-    (1e-12 of a step, or twice `noise_s`, per period) is constant: its growth is that
-    round-off (a stall is the difference of two run ends), and extrapolating it would
-    multiply it by the periods."""
-    fixed = [
-        dataclasses.replace(
-            r, write_s=0.0, stall_s=0.0, link_busy_s={}, link_in_flight_s={}, round_off_s=0.0
-        )
-        for r in runs
-    ]
-    if not fixed[0] == fixed[1] == fixed[2]:
+    bytes and peaks (CONSTANT) must not change, its write, stall and added busy and
+    in-flight seconds (PER_PERIOD) grow alike. `noise_s`: the most a figure of one
+    checkpoint's can err by (`round_off` of its run and its baseline's). A figure that moves
+    by no more than the runs' round-off (1e-12 of a step, or twice `noise_s`, per period) is
+    constant: its growth is that round-off (a stall is the difference of two run ends), and
+    extrapolating it would multiply it by the periods."""
+    if any(held(r) != held(runs[0]) for r in runs):
         return NoRepetition("the checkpoint's bytes or peaks differ between the runs")
-    seconds = [_checkpoint_seconds(r) for r in runs]
+    seconds = [additive(r, {}, ("checkpoint",)) for r in runs]
     scale = max(1e-300, *(abs(v) for v in seconds[-1].values())) * 1e-3
-    step = _growth(
-        [{("s", ("checkpoint", *_key(k))): v for k, v in f.items()} for f in seconds],
-        {"s": scale},
-        {"s": noise_s},
-    )
+    step = _growth(seconds, {"s": scale}, {"s": noise_s})
     if isinstance(step, NoRepetition):
         return step
     noise = max(ROUND_OFF * step_s, 2 * noise_s)
     out = {}
-    for (_, (_, *key)), growth in step.items():
-        name = key[0] if len(key) == 1 else tuple(key)
-        flat = all(abs(f[name] - seconds[0][name]) <= noise for f in seconds)
-        out[name] = seconds[-1][name] + (0.0 if flat else periods * growth)
-    return dataclasses.replace(
-        runs[-1],
-        round_off_s=noise_s,
-        write_s=out["write"],
-        stall_s=max(0.0, out["stall"]),
-        link_busy_s={name: out[("busy", name)] for name in runs[-1].link_busy_s},
-        link_in_flight_s={name: out[("in_flight", name)] for name in runs[-1].link_in_flight_s},
-    )
-
-
-def _key(name: Any) -> tuple:
-    return name if isinstance(name, tuple) else (name,)
-
-
-def _checkpoint_seconds(run: CheckpointRun) -> dict[Any, float]:
-    """A checkpoint's additive seconds, by name: write, stall, each link's added busy and
-    in-flight time."""
-    return {
-        "write": run.write_s,
-        "stall": run.stall_s,
-        **{("busy", name): b for name, b in run.link_busy_s.items()},
-        **{("in_flight", name): f for name, f in run.link_in_flight_s.items()},
-    }
+    for key, growth in step.items():
+        flat = all(abs(f[key] - seconds[0][key]) <= noise for f in seconds)
+        out[key] = seconds[-1][key] + (0.0 if flat else periods * growth)
+    grown = rebuilt(runs[-1], out, {"time_s": 0.0}, ("checkpoint",))
+    return dataclasses.replace(grown, round_off_s=noise_s)
 
 
 def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int) -> bool:

@@ -13,6 +13,7 @@ from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.analysis.wear_remedy import Simulate
 from tiersim.config.schema import Scenario, Tier
 from tiersim.core.units import DAY_S
+from tiersim.engine.figures import laid_out, report_figures
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.checkpoint_wear import unbudgeted_wear
@@ -41,6 +42,56 @@ STEP_FIGURES = (
     "step.exposed_collective_s",
     "step.exposed_cpu_s",
     "step.pipeline_bubble_s",
+)
+
+# The order of the step's, a link's and a tier's keys in the report; a figure the map reports
+# (engine.results, `json=`) that these do not place comes after them (figures.laid_out)
+STEP_LAYOUT = (
+    "optimizer_on",
+    "optimizer_step",
+    "time_s",
+    "compute_s",
+    "recompute_s",
+    "optimizer_s",
+    "exposed_transfer_s",  # waits on movement between tiers
+    "exposed_collective_s",  # waits on collectives
+    "exposed_cpu_s",
+    "pipeline_bubble_s",
+    "overlap",
+    "tokens_per_s",
+    "tokens_per_step",
+    "model_flops_per_token",
+    "model_flops_per_s_per_gpu",
+    "mfu",
+    "micro_batches",
+    "seq_len",
+    "seq_len_from",
+    "breakdown",
+)
+LINK_LAYOUT = (
+    "bytes",
+    "busy_s",
+    "utilization",
+    # with latency: begun and not landed (the step picture's "in flight"), >= busy_s
+    "in_flight_s",
+    "in_flight_utilization",
+    "bandwidth_per_direction",
+    "bytes_by_direction",
+    "bandwidth_utilization_by_direction",
+)
+TIER_LAYOUT = (
+    "capacity_bytes",
+    "resident_bytes",
+    "checkpoint_bytes",
+    "peak_bytes",
+    "mean_bytes",
+    "fits",
+    "bytes_read_per_step",
+    "bytes_written_per_step",
+    "read_by_class",
+    "written_by_class",
+    "classes",
+    "ports",
 )
 
 
@@ -128,27 +179,17 @@ def to_json(report: dict[str, Any]) -> str:
 
 
 def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:
-    return {
+    derived = {
         # "cpu": optimizer_s runs beside the GPU, not in its time
         "optimizer_on": s.placement.optimizer_compute,
         "optimizer_step": s.training.optimizer_step,
-        "time_s": r.time_s,
-        "compute_s": r.compute_s,
-        "recompute_s": r.recompute_s,
-        "optimizer_s": r.optimizer_s,
-        "exposed_transfer_s": r.exposed_transfer_s,  # waits on movement between tiers
-        "exposed_collective_s": r.exposed_collective_s,  # waits on collectives
-        "exposed_cpu_s": r.exposed_cpu_s,
-        "pipeline_bubble_s": r.pipeline_bubble_s,
-        "overlap": r.overlap,
         "tokens_per_s": r.tokens_per_s,
-        "tokens_per_step": r.tokens_per_step,
         **utilization(s, r),  # model FLOPs per token, per second per GPU, MFU
-        "micro_batches": r.micro_batches,
         "seq_len": s.seq_len,
         "seq_len_from": _seq_len_from(s),
-        "breakdown": r.breakdown,
     }
+    # the step's figures as the figure map names them (engine.results.StepResult)
+    return laid_out(STEP_LAYOUT, {**report_figures(r), **derived})
 
 
 def _seq_len_from(s: Scenario) -> str:
@@ -178,21 +219,16 @@ def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, ls in r.links.items():
         bw = link_bandwidth(s, name)
-        out[name] = {
-            "bytes": ls.bytes,
-            "busy_s": ls.busy_s,
-            "utilization": ls.utilization,
-            # with latency: begun and not landed (the step picture's "in flight"), >= busy_s
-            "in_flight_s": ls.in_flight_s,
-            "in_flight_utilization": ls.in_flight_utilization,
+        derived = {
             # JSON has no infinity: an unlimited link is null
             "bandwidth_per_direction": json_number(bw),
-            "bytes_by_direction": ls.bytes_by_direction,
             # bytes / (bandwidth x step) per direction: `utilization` is the time it is busy
             "bandwidth_utilization_by_direction": {
                 d: bandwidth_share(n, bw, r.period_s) for d, n in ls.bytes_by_direction.items()
             },
         }
+        # the link's figures as the figure map names them (engine.results.LinkStats)
+        out[name] = laid_out(LINK_LAYOUT, {**report_figures(ls), **derived})
     if "network" in out:  # how many of the node's NICs one GPU's rings drive at once
         out["network"]["nics_per_gpu"] = network_nics(resolve(s))
         out["network"]["nic_bandwidth"] = s.hardware.network.inter_node_bandwidth
@@ -202,21 +238,18 @@ def links_section(s: Scenario, r: StepResult) -> dict[str, Any]:
 def run_tiers_section(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     out = {}
     for name, ts in r.tiers.items():
-        out[name] = {
+        derived = {
             "capacity_bytes": whole(ts.capacity_bytes),
             # training state as `tiersim inventory` says, plus a checkpoint target's last version
             "resident_bytes": inv.tiers[name].resident_bytes + ts.checkpoint_bytes,
-            "checkpoint_bytes": ts.checkpoint_bytes,
-            "peak_bytes": ts.peak_bytes,
-            "mean_bytes": ts.mean_bytes,
             "fits": ts.fits and inv.tiers[name].fits,
-            "bytes_read_per_step": ts.bytes_read,
-            "bytes_written_per_step": ts.bytes_written,
-            "read_by_class": ts.read_by_source,
+            "read_by_class": ts.read_by_source,  # the checkpoint's beside the classes'
             "written_by_class": ts.written_by_source,
             "classes": inv.tiers[name].classes,
             "ports": ports_section(s.hardware.tiers[name], ts, r.period_s),
         }
+        # the tier's figures as the figure map names them (engine.results.TierStats)
+        out[name] = laid_out(TIER_LAYOUT, {**report_figures(ts), **derived})
     return out
 
 
