@@ -99,7 +99,8 @@ def figures(record: Any) -> Iterator[tuple[str, Figure]]:
     for f in dataclasses.fields(record):
         fig = rule_of(f)
         if fig is None:
-            raise TypeError(f"{type(record).__name__}.{f.name} declares no rule (figures.figure)")
+            what = record if isinstance(record, type) else type(record)
+            raise TypeError(f"{what.__name__}.{f.name} declares no rule (figures.figure)")
         yield f.name, fig
 
 
