@@ -10,12 +10,14 @@ update a step's head overlaps the previous step's tail: warm-up, measured and tr
 Micro-batches. After its warm-up a stage repeats the same ops every period (one micro-batch;
 p micro-batches with interleaving) with the same durations, the same bytes, the same
 contention: a step of m micro-batches is one of n micro-batches with m - n periods more, each
-adding the same time, bytes, busy and in-flight time, occupancy integral and events. Three
-runs of n, n + P and n + 2P micro-batches (n ≡ m modulo P) measure what a period adds; the
-repetition is verified, not assumed: every figure of the three runs must grow by exactly the
-same amount from one to the next (to 1e-10 of its scale, or to the round-off its own
-arithmetic can produce where that is larger: `round_off`), every peak and lowest occupancy be
-the same, and in the longest run the ops of the last simulated
+adding the same time, bytes, busy and in-flight time, occupancy integral and events. Samples
+of n, n + P and n + 2P micro-batches (n ≡ m modulo P) measure what a period adds: one run of
+n + 2P, whose last two steady periods are what the shorter samples lack (`grow_within`,
+tiersim.engine.periods), or, where a checkpoint's drain runs into the micro-batches
+(`one_run` False), three runs (`grow`). The repetition is verified, not assumed: every figure
+must grow by exactly the same amount from one sample to the next (to 1e-10 of its scale, or
+to the round-off its own arithmetic can produce where that is larger: `round_off`), every
+peak and lowest occupancy be the same, and in the longest run the ops of the last simulated
 periods must start and end exactly one period apart. Then each figure is the longest run's plus
 (m - n - 2P)/P times that growth. Where it does not hold, m micro-batches are simulated in
 full, and the report says so and why (`NoRepetition`: the first figure that broke it).
@@ -97,6 +99,13 @@ def checkpoint_stands_alone(res: Resolved) -> bool:
     return independent_steps(res) and ck.mode == "blocking" and res.execution.checkpoint_simulated
 
 
+def one_run(res: Resolved) -> bool:
+    """The samples come from one run (tiersim.engine.periods): no checkpoint is simulated,
+    or one that stands alone (`checkpoint_stands_alone`); an async drain's stall is measured
+    on each of three runs instead (the difference of two runs' ends, no period's figure)."""
+    return not res.execution.checkpoint_simulated or checkpoint_stands_alone(res)
+
+
 def steps_to_simulate(res: Resolved) -> tuple[int, int]:
     """Steps to simulate and the index of the measured one."""
     if independent_steps(res):
@@ -145,26 +154,41 @@ def _growth(
     run's round-off bound, `round_off`) where that is larger."""
     if not runs[0].keys() == runs[1].keys() == runs[2].keys():
         return NoRepetition("the runs do not measure the same links and tiers")
-    noise = noise or {}
+    first = {key: runs[1][key] - a for key, a in runs[0].items()}
+    second = {key: runs[2][key] - b for key, b in runs[1].items()}
+    return judged(runs, first, second, scale, noise or {})
+
+
+def judged(
+    samples: list[dict[tuple, float]],
+    first: dict[tuple, float],
+    second: dict[tuple, float],
+    scale: dict[str, float],
+    noise: dict[str, float],
+) -> dict[tuple, float] | NoRepetition:
+    """`second` (what the last period added, per figure), if the period before added the same
+    (`first`): exactly for counts; for the rest to REL of the figure's scale (the last
+    sample's value, or `scale` by kind), or within 4 x `noise` (by kind) where larger."""
     out = {}
-    for key, a in runs[0].items():
-        b, c = runs[1][key], runs[2][key]
-        uneven = (c - b) - (b - a)
+    for key, c in samples[-1].items():
+        grew, then = first.get(key, 0), second.get(key, 0)
+        seen = [f"{s[key]:,}" for s in samples if key in s]
+        uneven = then - grew
         if key[0] == "n":
             if uneven != 0:
                 return NoRepetition(
-                    f"{_name(key)} grows by {b - a:,} then {c - b:,} a period ({a:,}, {b:,}, "
-                    f"{c:,} over the runs)"
+                    f"{_name(key)} grows by {grew:,} then {then:,} a period "
+                    f"({', '.join(seen)} over the runs)"
                 )
         else:
             tol = max(REL * max(abs(c), scale[key[0]]), 4 * noise.get(key[0], 0.0))
             if abs(uneven) > tol:
                 return NoRepetition(
-                    f"{_name(key)} grows by {b - a:.6g} then {c - b:.6g} a period: "
+                    f"{_name(key)} grows by {grew:.6g} then {then:.6g} a period: "
                     f"{abs(uneven):.3g} apart, over the {tol:.3g} its round-off and "
                     f"{REL:g} of its scale allow"
                 )
-        out[key] = c - b
+        out[key] = then
     return out
 
 
@@ -178,7 +202,7 @@ def _constant_changes(results: list[Any]) -> NoRepetition | None:
             return NoRepetition(
                 f"{named(key)} differs between the runs ({', '.join(map(str, seen))})"
             )
-    if not consts[0].keys() == consts[1].keys() == consts[2].keys():
+    if any(c.keys() != consts[0].keys() for c in consts):
         return NoRepetition("the runs do not occupy the same tiers")
     return None
 
@@ -192,17 +216,51 @@ def grow(
     if changed is not None:
         return changed
     figs = [_figures(r, lt) for r, lt in zip(results, link_times, strict=True)]
-    last = results[-1]
-    peak = max([ts.peak_bytes for ts in last.tiers.values()] + [1])
-    scale = {"s": last.time_s * 1e-3, "bs": last.time_s * peak * 1e-3}
-    noise_s = max(round_off(r.events, r.time_s * max(1, r.steps_simulated)) for r in results)
-    step = _growth(figs, scale, {"s": noise_s, "bs": noise_s * peak})
+    scale, noise = _bounds(results[-1], results)
+    step = _growth(figs, scale, noise)
     if isinstance(step, NoRepetition):
         return step
-    f = {k: v + periods * step[k] for k, v in figs[-1].items()}
+    return _grown(results[-1], figs[-1], step, periods, results)
+
+
+def grow_within(
+    full: StepResult, link_time: float, windows: list[tuple[StepResult, float]], periods: int
+) -> StepResult | NoRepetition:
+    """The result `periods` periods longer than `full`, from what two of its own last steady
+    periods added (`windows`: each measured over one period, with the time any link was busy
+    in it: tiersim.engine.periods), or why not, if they do not add alike: the samples of
+    `grow` from one run (a run of n micro-batches is the run's step less a period)."""
+    changed = _constant_changes([w for w, _ in windows])
+    if changed is not None:
+        return changed
+    last = _figures(full, link_time)
+    first, second = (_figures(w, lt) for w, lt in windows)
+    if not first.keys() <= last.keys() or not second.keys() <= last.keys():
+        return NoRepetition("a period moves bytes between tiers or classes the step does not")
+    scale, noise = _bounds(full, [full])
+    step = judged([last], first, second, scale, noise)
+    if isinstance(step, NoRepetition):
+        return step
+    return _grown(full, last, step, periods, [full])
+
+
+def _bounds(last: StepResult, runs: list[StepResult]) -> tuple[dict, dict]:
+    """The scale each kind of figure is judged at (REL of it), and the round-off its runs'
+    arithmetic can produce (module docstring), by kind."""
+    peak = max([ts.peak_bytes for ts in last.tiers.values()] + [1])
+    scale = {"s": last.time_s * 1e-3, "bs": last.time_s * peak * 1e-3}
+    noise_s = max(round_off(r.events, r.time_s * max(1, r.steps_simulated)) for r in runs)
+    return scale, {"s": noise_s, "bs": noise_s * peak}
+
+
+def _grown(
+    last: StepResult, figs: dict, step: dict, periods: int, runs: list[StepResult]
+) -> StepResult:
+    """`last` with each additive figure `periods` times its growth more; events and wall time
+    the simulation's own: what the runs cost together."""
+    f = {k: v + periods * step[k] for k, v in figs.items()}
     spans = {"time_s": f[("s", "time_s")], LINK_TIME: f[("s", LINK_TIME)]}
-    # events and wall time are the simulation's own: what the runs cost together
-    cost = {name: sum(getattr(r, name) for r in results) for name, _ in with_rule(last, COST)}
+    cost = {name: sum(getattr(r, name) for r in runs) for name, _ in with_rule(last, COST)}
     return dataclasses.replace(rebuilt(last, f, spans), **cost)
 
 
@@ -236,6 +294,15 @@ def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: i
     """The ops of the measured step's last full steady periods before its final one start and
     end exactly one period after those of the period before (the same events, shifted).
     `log`: the engine's record of each op's start and end."""
+    return period_starts(res, stage, schedule, log, measured) is not None
+
+
+def period_starts(
+    res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int
+) -> tuple[float, float, float] | None:
+    """When the measured step's last two full steady periods before its final one begin, and
+    the period after them (each period's first op's start), where their ops repeat
+    (`repeats`): the bounds of two periods of one run (tiersim.engine.periods); else None."""
     par = res.execution.parallel
     v, marks = par.virtual_pipeline, schedule.order_starts[measured]
     m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
@@ -243,9 +310,12 @@ def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: i
     span = 2 * period(res) * v  # order elements per period
     end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
     if end - 3 * span < warmup:
-        return False
+        return None
     blocks = [marks[end - 3 * span], marks[end - 2 * span], marks[end - span]]
-    return _shifted_alike(log.start, log.end, blocks)
+    if not _shifted_alike(log.start, log.end, blocks):
+        return None
+    first, second, third = (log.start[i] for i in blocks)
+    return first, second, third
 
 
 def _shifted_alike(starts: list[float], ends: list[float], blocks: list[int]) -> bool:

@@ -59,7 +59,7 @@ class Work:
     """What a point simulates (all zero for one that is not a valid scenario)."""
 
     passes: int  # layer passes of its micro-batches, over all its simulations
-    runs: int  # simulations: 1, or 3 where its steady state is extrapolated
+    runs: int  # simulations: 1, or 3 where its steady state is extrapolated from three
     step_passes: int  # runs x steps x units: the work a simulation does once a step
 
 
@@ -71,6 +71,8 @@ def work(s: Scenario) -> Work:
     units = res.model.layers // s.parallel.pipeline + 1
     steps = steady.steps_to_simulate(res)[0]
     samples = steady.samples(res, 0)  # stage 0's: the one with the longest warm-up
+    if samples is not None and steady.one_run(res):  # the longest sample's run alone
+        samples = samples[-1:]
     micro_batches = sum(samples) if samples is not None else s.training.grad_accumulation
     runs = len(samples) if samples is not None else 1
     return Work(steps * micro_batches * units, runs, runs * steps * units)
