@@ -2,8 +2,9 @@
 
 What a point simulates is counted in layer passes (one unit through one micro-batch), which
 its engine time grows about linearly with (docs/benchmarks.md): steps x micro-batches x units,
-the steps the optimizer-step mode needs, the micro-batches of the three sample runs where the
-steady state is extrapolated (tiersim.engine.steady), else all of them.
+the steps the optimizer-step mode needs, the micro-batches of the sample runs where the
+steady state is extrapolated (tiersim.engine.steady: one run of the longest sample, or three
+where an async checkpoint's stall is measured on each), else all of them.
 
 A point also pays, for each simulation it runs, a part that does not grow with its
 micro-batches: the optimizer step once a step for every unit, a durable checkpoint's runs
@@ -11,7 +12,7 @@ micro-batches: the optimizer step once a step for every unit, a durable checkpoi
 run and measuring it. It is counted in step passes (steps x units, per simulation), and it is
 most of a point's time in the shipped sweeps: 26 of the 28-35 ms of a point of
 hbf-write-vs-accumulation simulated in full, 0.2 of the 0.25 s of one of hbf-wear. An
-extrapolated point runs three simulations, so pays it three times.
+extrapolated point with an async checkpoint runs three simulations, so pays it three times.
 
 A point's time is then about a x passes + b x step passes. A sweep whose points all run as
 many simulations times one point, of about their mean passes (`typical`: the parts that are
