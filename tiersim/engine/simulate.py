@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
@@ -14,6 +13,7 @@ from tiersim.engine.durable import checkpoint_baseline, first_checkpointed, meas
 from tiersim.engine.metrics import measure
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.runs import Runs
+from tiersim.engine.setup import RunSetup
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.placement import expert_homes, homes
@@ -55,14 +55,6 @@ def prefetch_depth(res: Resolved, wl: Workload, hbm_peak_without_staging: int) -
     capacity = res.machine.tiers[res.machine.gpu.memory].capacity
     room = capacity - hbm_peak_without_staging - per_level
     return max(0, min(configured, int(room // per_level)))
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    topo: Topology
-    wl: Workload
-    baseline: dict[str, int]
-    depth: int
 
 
 def prepare(res: Resolved, inv: Inventory) -> RunSetup:
