@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES, parameters
+from problem_lines import said
 
 LLAMA_3_8B = 8_030_261_248  # HF meta-llama/Meta-Llama-3-8B ("8.03B params")
 GPT2 = 124_439_808  # HF `gpt2`
@@ -210,10 +211,12 @@ def test_an_hf_config_that_is_not_a_path_is_refused(cli, write, value, got):
     file = write({"name": "x", "model": {"hf_config": value}})
     code, _out, err = cli("validate", file)
     assert code == 2
-    expected = "expected a path to a config.json file, or to a model folder holding one"
     # the message, then the line of the key in the file (model.hf_config: line 3)
     at = next(i for i, text in enumerate(file.read_text().splitlines(), 1) if "hf_config" in text)
-    assert err.strip() == f"{file}: model.hf_config: is {got} ({expected}) (line {at})"
+    line = said(err.strip(), file)
+    assert line.coded == ("E-PRESET", "model.hf_config")
+    assert line.message.startswith(f"is {got} (")
+    assert err.strip().endswith(f"(line {at}) [E-PRESET]")
 
 
 def test_a_model_folder_is_read_through_its_config_json(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from bounded import within
+from problem_lines import said
 
 from tiersim.core.errors import shown
 
@@ -68,7 +69,8 @@ def test_a_special_file_as_the_scenario_is_refused(cli, specials, kind):
     path, what = specials[kind]
     code, _, err = run(cli, "validate", path)
     assert code == 2
-    assert err.startswith(f"{path}: is not a regular file ({what}")
+    assert said(err.strip(), path).coded == ("E-FILE", "")
+    assert f"({what}" in err
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -78,9 +80,11 @@ def test_a_special_file_as_a_preset_is_refused(cli, write, specials, kind, secti
     if not path.endswith(".yaml"):  # /dev/zero: reached through the .yaml symlink only
         path = specials["symlink to /dev/zero"][0]
     raw = {**SMALL, section: {"preset": path}}
-    code, _, err = run(cli, "validate", write(raw))
+    raw_path = write(raw)
+    code, _, err = run(cli, "validate", raw_path)
     assert code == 2
-    assert f"{section}.preset: {path}: is not a regular file ({what}" in err
+    assert said(err.strip(), raw_path).coded == ("E-FILE", f"{section}.preset")
+    assert f"{path}: " in err and f"({what}" in err
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -92,14 +96,16 @@ def test_a_special_file_as_a_sweep_base_is_refused(cli, write, specials, kind):
             cli, command, sweep, *(["--out", sweep.parent / "o"] * (command == "sweep"))
         )
         assert code == 2
-        assert f"base: {path}: is not a regular file ({what}" in err
+        assert said(err.strip(), sweep).coded == ("E-FILE", "base")
+        assert f"{path}: " in err and f"({what}" in err
 
 
 def test_a_file_over_the_size_bound_is_refused_unread(cli, write):
     path = write("name: big\n" + "# padding\n" * 120_000)  # 1.2 MB, over 1 MiB
     code, _, err = run(cli, "validate", path)
     assert code == 2
-    assert "is larger than 1 MiB" in err and "TIERSIM_MAX_YAML_BYTES" in err
+    assert said(err.strip(), path).coded == ("E-FILE", "")
+    assert "1 MiB" in err and "TIERSIM_MAX_YAML_BYTES" in err  # the bound, and what raises it
 
 
 def test_the_size_bound_is_raised_by_its_environment_variable(cli, write, monkeypatch):
@@ -113,9 +119,11 @@ def test_the_size_bound_is_raised_by_its_environment_variable(cli, write, monkey
 
 
 def test_an_alias_bomb_as_a_scenario_value_is_refused(cli, write):
-    code, _, err = run(cli, "validate", write(alias_bomb() + "name: x\nmodel: {preset: gpt2}\n"))
+    path = write(alias_bomb() + "name: x\nmodel: {preset: gpt2}\n")
+    code, _, err = run(cli, "validate", path)
     assert code == 2
-    assert "values once its aliases are expanded (expected at most 1,000,000" in err
+    assert said(err.strip(), path).code == "E-YAML"
+    assert "1,000,000" in err  # the bound on the values
 
 
 def test_an_alias_bomb_as_a_model_dimension_is_refused(cli, write):

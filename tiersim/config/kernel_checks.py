@@ -28,7 +28,7 @@ def fp8_problems(s: Scenario) -> list[Problem]:
     if "fp8" not in gpu.peak_flops:
         have = ", ".join(gpu.peak_flops) or "none"
         what = f"FP8 linears need hardware.gpu.peak_flops.fp8 (this GPU gives: {have})"
-        return [Problem("training.fp8", what)]
+        return [Problem("training.fp8", what, "E-KERNEL")]
     if gpu.kernels is None:
         return []
     recipes = _table_recipes(gpu.kernels)
@@ -38,7 +38,7 @@ def fp8_problems(s: Scenario) -> list[Problem]:
         f"'{fp8.recipe}': kernel table {gpu.kernels} has no measured FP8 GEMM rate for this "
         f"recipe (expected one of: {', '.join(recipes) or 'none'}; docs/kernels.md)"
     )
-    return [Problem("training.fp8.recipe", what)]
+    return [Problem("training.fp8.recipe", what, "E-KERNEL")]
 
 
 def compile_problems(s: Scenario) -> list[Problem]:
@@ -65,4 +65,4 @@ def compile_problems(s: Scenario) -> list[Problem]:
         f"layer in transformers' code (implementation huggingface, RMSNorm, rotary positions, "
         f"a gated MLP), and the scenario has {', '.join(other)} (expected the key left out)"
     )
-    return [Problem("training.compile", what)]
+    return [Problem("training.compile", what, "E-KERNEL")]

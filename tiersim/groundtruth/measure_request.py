@@ -40,7 +40,7 @@ class Request:
 
 def invalid(key: str, message: str) -> InputError:
     """Bad input to `tiersim measure`, at `key` (an option or a scenario key path)."""
-    return InputError(SOURCE, [Problem(key, message)])
+    return InputError(SOURCE, [Problem(key, message, "E-MEASURE")])
 
 
 def model_dims(model: Any) -> dict[str, Any]:
