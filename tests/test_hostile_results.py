@@ -177,7 +177,8 @@ def test_a_run_into_a_folder_a_sweep_is_writing_is_refused(tmp_path, cli):
     with SweepStore(out, resume=False), within():
         code, _, err = cli("run", SCENARIOS / "default.yaml", "--out", out)
     # refused as a sweep's folder (its log is there) before the lock is even tried
-    assert code == 2 and "a sweep's results folder" in err
+    assert code == 2 and said(err.strip(), "--out").coded == ("E-RESULTS", str(out))
+    assert "sweep" in err and "lock" not in err
 
 
 def test_a_sweep_into_a_folder_a_run_holds_is_refused(tmp_path, cli):
@@ -188,7 +189,8 @@ def test_a_sweep_into_a_folder_a_run_holds_is_refused(tmp_path, cli):
     try:
         with within():
             code, _, err = cli("sweep", path, "--out", out, "--workers", "1", "--no-plots")
-        assert code == 2 and "another sweep (or a tiersim run) is writing" in err
+        last = err.strip().splitlines()[-1]  # after the sweep's header
+        assert code == 2 and said(last, out).coded == ("E-RESULTS", "--out")
     finally:
         os.close(fd)
 
@@ -320,14 +322,15 @@ def test_written_scenario_says_256_gb(tmp_path, cli):
 def test_check_published_with_a_malformed_references_file(tmp_path, cli):
     (tmp_path / "references.yaml").write_text("a.yaml: [1, 2\n")
     code, _, err = cli("check-published", "--folder", tmp_path)
-    assert code == 2 and "references.yaml: YAML syntax error at line 2" in err
+    assert code == 2 and said(err.strip(), tmp_path / "references.yaml").coded == ("E-YAML", "")
+    assert "line 2" in err
 
 
 def test_check_published_with_a_file_as_the_folder(tmp_path, cli):
     file = tmp_path / "file.txt"
     file.write_text("x")
     code, _, err = cli("check-published", "--folder", file)
-    assert code == 2 and f"--folder: {file}: is not a folder" in err
+    assert code == 2 and said(err.strip(), "--folder").coded == ("E-PUBLISHED", str(file))
 
 
 def test_check_published_with_a_key_that_is_not_a_file_name(tmp_path, cli):
@@ -335,7 +338,10 @@ def test_check_published_with_a_key_that_is_not_a_file_name(tmp_path, cli):
         "1: {iteration_time_s: 1, derived: false, source: x}\n"
     )
     code, _, err = cli("check-published", "--folder", tmp_path)
-    assert code == 2 and "references.yaml: 1: expected a scenario file name as the key" in err
+    assert code == 2 and said(err.strip(), tmp_path / "references.yaml").coded == (
+        "E-PUBLISHED",
+        "1",
+    )
 
 
 def test_calibrate_memory_size_beyond_available_memory_is_refused_before_allocating():
@@ -351,7 +357,9 @@ def test_calibrate_memory_size_of_a_petabyte_is_exit_2(tmp_path, cli):
         code, _, err = cli(
             "calibrate", "--memory-size", "1 PB", "--path", tmp_path, "--out", tmp_path / "c.yaml"
         )
-    assert code == 2 and "--memory-size: the copy needs two arrays of 1.00 PB" in err
+    assert code == 2
+    line = said(err.strip(), "tiersim calibrate")
+    assert line.coded == ("E-OPTION", "--memory-size") and "1.00 PB" in line.message
     assert not (tmp_path / "c.yaml").exists()
 
 
