@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from problem_lines import said
 
 from tiersim.cli import main
 from tiersim.config.load import build
@@ -308,7 +309,9 @@ def test_an_unusable_calibrate_path_exits_2_before_measuring(
     assert _measure_cli(model_file, "--calibrate", str(tmp_path / name)) == 2
     err = capsys.readouterr().err
     # named as the command's other errors are: "tiersim measure: --calibrate: ..."
-    assert err == f"tiersim measure: --calibrate: {tmp_path / name}: {why.format(tmp=tmp_path)}\n"
+    line = said(err.strip(), "tiersim measure")
+    assert line.coded == ("E-RESULTS", "--calibrate")
+    assert line.message == f"{tmp_path / name}: {why.format(tmp=tmp_path)}"
     assert model_file.read_text() == yaml.safe_dump(GPT2_TINY)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.yaml"]
 

@@ -20,13 +20,12 @@ from tiersim.workload.pipeline import (
     bubble_fraction,
     bubble_s,
     bubble_share,
-    evaluate,
-    exposed_p2p_s,
     peak_inflight,
     stage_schedule,
     step_time,
 )
-from tiersim.workload.pipeline_steady import evaluate_steady
+from tiersim.workload.pipeline_steady import evaluate_steady, exposed_p2p_s
+from tiersim.workload.pipeline_timeline import evaluate
 
 
 def F(mb: int, chunk: int = 0) -> Op:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from problem_lines import bare
 from test_sweep_spec import TINY, write_sweep
 
 import tiersim.sweep.run as run_module
@@ -381,7 +382,7 @@ def test_a_sweep_whose_every_point_is_invalid_exits_2(tmp_path, cli):
     code, _, err = cli("sweep", path, "--out", tmp_path / "out", "--no-plots")
     assert code == 2
     assert f"{path}: point 0 (parallel.data=1): every point is invalid; training.optimizer" in err
-    assert f"(`tiersim validate {path}` lists every problem and the file it is in)\n" in err
+    assert f"(`tiersim validate {path}` lists every problem and the file it is in)\n" in bare(err)
     assert len(csv_rows(tmp_path / "out")) == 2
 
 

@@ -118,7 +118,7 @@ def _parallel_notes(scenario: Scenario) -> list[Problem]:
         "over the tensor-parallel group, so it needs parallel.tensor > 1 to change anything "
         f"(tensor is {par.tensor})"
     )
-    return [Problem("parallel.sequence", why)]
+    return [Problem("parallel.sequence", why, "W-NO-EFFECT")]
 
 
 def _kernel_notes(scenario: Scenario) -> list[Problem]:
@@ -134,7 +134,7 @@ def _kernel_notes(scenario: Scenario) -> list[Problem]:
             "attention shapes), so its activations are model.activation_bytes_per_layer and "
             "its time its FLOPs whatever the kernel"
         )
-        return [Problem(where, why)]
+        return [Problem(where, why, "W-NO-EFFECT")]
     if kernel_timed(model) or kernel == FLOP_TIMED_KERNEL:
         return []  # its time is its kernel's, or is charged as the kernel it sets (eager)
     parts = (("mixture-of-experts", model.moe), ("latent attention", model.mla))
@@ -147,12 +147,12 @@ def _kernel_notes(scenario: Scenario) -> list[Problem]:
             f"input for backward and {timed}, not kernel by kernel, so eager, sdpa and flash "
             "give it the same activations and step time"
         )
-        return [Problem(where, why)]
+        return [Problem(where, why, "W-NO-EFFECT")]
     why = (
         f"{kernel} sets what attention keeps for backward (the activations) but not the step "
         f"time: {timed}, not kernel by kernel, so eager, sdpa and flash give it the same step time"
     )
-    return [Problem(where, why)]
+    return [Problem(where, why, "W-NO-EFFECT")]
 
 
 def inventory(scenario: Scenario) -> Inventory:

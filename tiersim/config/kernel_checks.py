@@ -35,7 +35,7 @@ def fp8_problems(s: Scenario) -> list[Problem]:
     if "fp8" not in gpu.peak_flops:
         have = ", ".join(gpu.peak_flops) or "none"
         what = f"FP8 linears need hardware.gpu.peak_flops.fp8 (this GPU gives: {have})"
-        return [Problem("training.fp8", what)]
+        return [Problem("training.fp8", what, "E-KERNEL")]
     if gpu.kernels is None:
         return []
     recipes = _table_recipes(gpu.kernels)
@@ -45,7 +45,7 @@ def fp8_problems(s: Scenario) -> list[Problem]:
         f"'{fp8.recipe}': kernel table {gpu.kernels} has no measured FP8 GEMM rate for this "
         f"recipe (expected one of: {', '.join(recipes) or 'none'}; docs/kernels.md)"
     )
-    return [Problem("training.fp8.recipe", what)]
+    return [Problem("training.fp8.recipe", what, "E-KERNEL")]
 
 
 def sustained_problems(s: Scenario) -> list[Problem]:
@@ -64,7 +64,7 @@ def sustained_problems(s: Scenario) -> list[Problem]:
         f"kernel table {kernels}: sustained {bad}: expected a share of each dtype's isolated "
         f"rate kept under load, a number in (0, 1] by dtype (e.g. sustained: {{bf16: 0.9}})"
     )
-    return [Problem("hardware.gpu.kernels", what)]
+    return [Problem("hardware.gpu.kernels", what, "E-KERNEL")]
 
 
 def compile_problems(s: Scenario) -> list[Problem]:
@@ -91,4 +91,4 @@ def compile_problems(s: Scenario) -> list[Problem]:
         f"layer in transformers' code (implementation huggingface, RMSNorm, rotary positions, "
         f"a gated MLP), and the scenario has {', '.join(other)} (expected the key left out)"
     )
-    return [Problem("training.compile", what)]
+    return [Problem("training.compile", what, "E-KERNEL")]

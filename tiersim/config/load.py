@@ -53,11 +53,14 @@ def _top_level_problem(raw: Any) -> Problem | None:
         return Problem(
             "",
             "file has no content (expected a YAML mapping of sections: name, model, training, ...)",
+            "E-YAML",
         )
     if not isinstance(raw, dict):
         got = _TYPE_NAMES.get(type(raw).__name__, type(raw).__name__)
         return Problem(
-            "", f"top level is {got} (expected a mapping of sections: name, model, training, ...)"
+            "",
+            f"top level is {got} (expected a mapping of sections: name, model, training, ...)",
+            "E-YAML",
         )
     if raw and not set(map(str, raw)) & set(Scenario.model_fields):
         keys = ", ".join(str(k) for k in list(raw)[:3]) + (", ..." if len(raw) > 3 else "")
@@ -72,7 +75,9 @@ def _top_level_problem(raw: Any) -> Problem | None:
                 "--folder` with its folder"
             )
         return Problem(
-            "", f"not a scenario: no section among its keys ({keys}); expected {sections}{hint}"
+            "",
+            f"not a scenario: no section among its keys ({keys}); expected {sections}{hint}",
+            "E-YAML",
         )
     return None
 
@@ -87,7 +92,7 @@ def _raw_tier_names(resolved: dict[str, Any]) -> list[Problem]:
         return []
     tiers = hardware["tiers"]
     return [
-        Problem(f"placement.{cls}", no_such_tier(tier, tiers))
+        Problem(f"placement.{cls}", no_such_tier(tier, tiers), "E-TIER-UNKNOWN")
         for cls, tier in placement.items()
         if cls != "optimizer_compute" and isinstance(tier, str) and tier not in tiers
     ]
@@ -113,7 +118,7 @@ def _override_hints(raw: dict[str, Any], overrides: list[str], base_dir: Path) -
                 if close and tuple(keys[:depth]) in _NAMED_MAPPINGS:
                     where = ".".join(keys[:depth])
                     what = f"'{key}' is not in {where}; did you mean '{close[0]}'?"
-                    hints.append(Problem(f"--set {'.'.join(keys)}", what))
+                    hints.append(Problem(f"--set {'.'.join(keys)}", what, "E-SET"))
                 break
             node = node[key]
     return hints
@@ -173,9 +178,9 @@ def _blamed(p: Problem, paths: dict[str, str]) -> Problem:
         return p
     related = _related(p, paths)
     if not related:
-        return Problem(p.path, f"{p.message} (after the --set values)")
+        return Problem(p.path, f"{p.message} (after the --set values)", p.code)
     given = ", --set ".join(clipped(text) for text in related)
-    return Problem(p.path, f"{p.message} (from --set {given})")
+    return Problem(p.path, f"{p.message} (from --set {given})", p.code)
 
 
 def _related(p: Problem, paths: dict[str, str]) -> list[str]:
@@ -197,7 +202,7 @@ def blamed_on_overrides(problems: list[Problem], overrides: tuple[str, ...]) -> 
     for p in problems:
         related = _related(p, paths) if p.path and not p.path.startswith("--set") else []
         given = ", --set ".join(clipped(text) for text in related)
-        out.append(Problem(p.path, f"{p.message} (from --set {given})") if related else p)
+        out.append(Problem(p.path, f"{p.message} (from --set {given})", p.code) if related else p)
     return out
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from tiersim.config.schema import Scenario
@@ -17,6 +16,7 @@ from tiersim.engine.offload_facts import offload_facts
 from tiersim.engine.periods import Occupancies, period_windows
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.runs import Runs
+from tiersim.engine.setup import RunSetup
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.placement import expert_homes, homes
@@ -58,14 +58,6 @@ def prefetch_depth(res: Resolved, wl: Workload, hbm_peak_without_staging: int) -
     capacity = res.machine.tiers[res.machine.gpu.memory].capacity
     room = capacity - hbm_peak_without_staging - per_level
     return max(0, min(configured, int(room // per_level)))
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    topo: Topology
-    wl: Workload
-    baseline: dict[str, int]
-    depth: int
 
 
 def prepare(res: Resolved, inv: Inventory) -> RunSetup:

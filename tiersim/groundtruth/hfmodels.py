@@ -234,7 +234,7 @@ def run(m: Transformer, family: str, acc: Accounting, req: Any, seq: int, device
 
 def _recorded_peak(step: Any, device: str, before: int) -> int:
     """The step's peak allocated bytes: on a GPU the allocator's own figure; on the CPU
-    `before` plus the profiler's memory events in order (groundtruth/step_timeline.py)."""
+    `before` plus the profiler's memory events in order (groundtruth/step_peaks.py)."""
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -243,7 +243,7 @@ def _recorded_peak(step: Any, device: str, before: int) -> int:
         return int(torch.cuda.max_memory_allocated())
     from torch.profiler import ProfilerActivity, profile
 
-    from tiersim.groundtruth.step_timeline import measured_peaks
+    from tiersim.groundtruth.step_peaks import measured_peaks
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()

@@ -37,7 +37,7 @@ from tiersim.state.activation_kinds import Accounting, Item, divided
 from tiersim.state.activations_titan import titan_layer
 
 if TYPE_CHECKING:
-    from tiersim.state.model import Transformer
+    from tiersim.state.transformer_shape import TransformerShape as Transformer
 
 # SDPA's outputs as the torchtitan accounting names them (activations_titan.titan_layer)
 SDPA_OUTPUTS = ("output (wo's input)", "logsumexp (fp32)")

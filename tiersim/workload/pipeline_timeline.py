@@ -1,4 +1,4 @@
-"""Every stage's ops of a pipeline schedule timed as a dependency graph (`pipeline.evaluate`,
+"""Every stage's ops of a pipeline schedule timed as a dependency graph (`evaluate`,
 `pipeline_steady.evaluate_steady`): a forward waits for the previous virtual stage's forward
 plus the send, a backward for the next virtual stage's backward plus the send, and each op for
 its stage's previous op. Plain 1F1B with every stage's full warm-up is taken tick by tick
@@ -8,7 +8,13 @@ same times to the bit.
 
 from __future__ import annotations
 
-from tiersim.workload.pipeline import warmup_forwards
+from tiersim.workload.pipeline import (
+    PipelineTiming,
+    Times,
+    busy,
+    per_chunk,
+    warmup_forwards,
+)
 
 
 def timeline(
@@ -215,3 +221,32 @@ def program_interleaved(
     out[w + 1 : 2 * total - w : 2] = backwards[: total - w]
     out[2 * total - w :] = backwards[total - w :]
     return out
+
+
+def evaluate(
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    forward_s: Times,
+    backward_s: Times,
+    p2p_s: float = 0.0,
+) -> PipelineTiming:
+    """Run every stage's schedule as a dependency graph and time it (the brute-force model).
+
+    `forward_s` / `backward_s`: one micro-batch through one chunk: one value, one per stage,
+    or one per stage and chunk (the output head makes the last stage's last chunk heavier).
+    Sends are asynchronous: a stage never waits for its own send to land, only for the input
+    it needs. Work is O(p·v·m); `tiersim.workload.pipeline_steady.evaluate_steady` gives the
+    same step and finishes at a cost independent of m.
+    """
+    fwd = per_chunk(forward_s, pipeline, virtual, "forward_s")
+    bwd = per_chunk(backward_s, pipeline, virtual, "backward_s")
+    if p2p_s < 0:
+        raise ValueError(f"p2p_s(={p2p_s}) must be >= 0")
+    starts, ends = timeline(pipeline, micro_batches, virtual, fwd, bwd, p2p_s)
+    return PipelineTiming(
+        step_s=max(e[-1] for e in ends),
+        busy_s=busy(micro_batches, fwd, bwd),
+        finish_s=tuple(e[-1] for e in ends),
+        starts=tuple(tuple(s) for s in starts),
+    )

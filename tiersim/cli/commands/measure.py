@@ -186,6 +186,7 @@ def request(args: argparse.Namespace) -> Request:
                     "--set",
                     f"{o!r}: only model dimensions can be overridden here "
                     "(model.KEY=VALUE); use the other options for the training shape",
+                    "E-SET",
                 )
                 for o in bad
             ],
@@ -326,7 +327,9 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:
         if not any(p.path in OPTION_KEYS for p in exc.problems):
             raise
-        problems = [Problem(OPTION_KEYS.get(p.path, p.path), p.message) for p in exc.problems]
+        problems = [
+            Problem(OPTION_KEYS.get(p.path, p.path), p.message, p.code) for p in exc.problems
+        ]
         raise InputError(exc.source, problems) from None
 
 
@@ -342,7 +345,9 @@ def _run(args: argparse.Namespace) -> int:
             if args.fsdp is not None
             else "huggingface's accounting needs no factor (set training.implementation)"
         )
-        raise InputError(SOURCE, [Problem("--calibrate", f"{why} (expected tiersim's modules)")])
+        raise InputError(
+            SOURCE, [Problem("--calibrate", f"{why} (expected tiersim's modules)", "E-OPTION")]
+        )
     if args.fsdp is not None:
         return run_fsdp(req, args.fsdp, args.format)
     preset = Path(args.calibrate) if args.calibrate else None
