@@ -1,7 +1,8 @@
 """`measure` of the whole step: a real PyTorch step's allocations recorded on the CPU
 (torch.profiler's memory events; torch==2.13.0, transformers 5) against tiersim's timeline of
 the same step for the CPU: the whole-step peak within 3 % and in the same phase, over dense and
-grouped-query attention x recompute none / full x fp32 / bf16 x AdamW (tiny models: seconds)."""
+grouped-query attention x recompute none / full x fp32 / bf16 x AdamW, and 8-bit AdamW and Muon
+(tiny models: seconds)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,24 @@ def test_whole_step_peak_within_3_percent_of_pytorch(name, shape, recompute, dty
     assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
     moment = c.timeline.peak_event.moment
     assert moment == ("backward: loss" if name == "dense" else "backward: layer 1")
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "opt"),
+    [(n, sh, o) for n, sh in (("dense", DENSE), ("gqa", GQA)) for o in ("adamw8bit", "muon")],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_step_peak_with_8bit_adam_and_muon(name, shape, opt):
+    """bitsandbytes' AdamW8bit (its CPU backend, 0.50.2) and torch.optim.Muon with AdamW on
+    embeddings, head and vectors (bf16): the whole step within 3 %, and the optimizer step's
+    own peak (state plus its temporaries, state/optimizers.py) within 3 % too."""
+    if opt == "adamw8bit":
+        pytest.importorskip("bitsandbytes")
+    c = compare_step(step_scenario(shape, "none", "bf16", opt), "bf16")
+    assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
+    assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
+    step = c.predicted.phase_peaks["optimizer"] / c.measured.phase_peaks["optimizer"] - 1
+    assert abs(step) <= 0.03, (c.measured, c.predicted)
 
 
 def test_measure_huggingface_on_the_cpu_compares_the_step_peaks():

@@ -75,6 +75,7 @@ from tiersim.groundtruth.choices import (
 from tiersim.state.classes import PLACED
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import Transformer, build_model
+from tiersim.state.optimizers import optimizer as optimizer_named
 from tiersim.state.resolved import resolve
 
 CLASSES = PLACED  # what a real training step holds and measure compares (no workspace)
@@ -182,6 +183,9 @@ def _scenario(req: Request) -> Scenario:
         if value not in allowed:
             expected = ", ".join(allowed)
             raise invalid(name, f"{value!r} is not one of: {expected}")
+    why = optimizer_named(req.optimizer).missing()
+    if why:
+        raise invalid("optimizer", f"{req.optimizer}: {why}")
     training: dict[str, Any] = {
         "micro_batch_size": req.micro_batch_size,
         "optimizer": req.optimizer,

@@ -57,5 +57,7 @@ def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
         values = min(values, layer or values)  # streamed in and out: one unit at a time
     value_bytes = PRECISION_BYTES[tr.precision.optimizer]
     device = r.accounting.device
-    temp = optimizer(tr.optimizer).step_temporary_bytes(values, largest, value_bytes, device)
+    mats = [m for unit in rank_matrices(r, stage) for m in unit if m.count]
+    opt = optimizer(tr.optimizer)
+    temp = opt.step_temporary_bytes(values, largest, value_bytes, device, tensors=mats)
     return "optimizer step temporaries", temp
