@@ -79,3 +79,53 @@ def test_measure_huggingface_on_the_cpu_compares_the_step_peaks():
     assert m.device == "cpu" and m.peak_allocated_bytes is not None
     assert m.predicted_peak_bytes == m.predicted_step_peak
     assert abs(m.predicted_peak_bytes / m.peak_allocated_bytes - 1) <= 0.03
+
+
+# Qwen2-MoE: 4 routed experts (2 a token) of width 96 and one gated shared expert of 160
+QWEN2_MOE = {
+    "hidden": 64,
+    "heads": 4,
+    "kv_heads": 2,
+    "layers": 2,
+    "vocab": 256,
+    "ffn_hidden": 128,
+    "norm": "rmsnorm",
+    "position": "rope",
+    "gated_mlp": True,
+    "qkv_bias": True,
+    "tied_embeddings": False,
+    "experts": 4,
+    "experts_per_token": 2,
+    "expert_ffn_hidden": 96,
+    "shared_experts": 1,
+    "shared_expert_ffn_hidden": 160,
+    "shared_expert_gate": True,
+    "max_positions": 256,
+}
+
+
+def test_measure_builds_qwen2_moe_and_every_class_equals_the_prediction():
+    """Shared-expert MoE measured as transformers 5's Qwen2MoeForCausalLM (fused experts on
+    grouped_mm, a gated shared expert): weights, gradients, optimizer state and activations
+    equal to the byte, the step's peak within 3 %."""
+    from tiersim.groundtruth.measure import Request, measure
+
+    req = Request(model=QWEN2_MOE, seq_len=32, micro_batch_size=2, dtype="fp32", device="cpu",
+                  implementation="huggingface")  # fmt: skip
+    m = measure(req)
+    assert m.family == "qwen2_moe"
+    assert m.measured == m.predicted
+    assert abs(m.predicted_peak_bytes / m.peak_allocated_bytes - 1) <= 0.03
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_step_peak_of_qwen2_moe_with_full_recompute(dtype):
+    """The shared-expert MoE with full recompute: the peak is the last layer's backward (its
+    recomputed routed and shared experts), within 3 %."""
+    precision = {k: dtype for k in ("weights", "gradients", "optimizer")} | {"master": "none"}
+    training = {"seq_len": 64, "precision": precision, "workspace": "0 B", "recompute": "full"}
+    training |= {"implementation": "huggingface", "attention_kernel": "sdpa"}
+    c = compare_step(scenario({"name": "q", "model": QWEN2_MOE, "training": training}), dtype)
+    assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
+    assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
+    assert c.timeline.peak_event.moment == "backward: layer 1"

@@ -78,6 +78,13 @@ from tiersim.state.model import Transformer, build_model
 from tiersim.state.optimizers import optimizer as optimizer_named
 from tiersim.state.resolved import resolve
 
+# the MoE keys transformers' Mixtral and Qwen2-MoE express (hfmodels.family_of checks the rest)
+HF_MOE_VARIANTS = (
+    *MIXTRAL_VARIANTS,
+    "shared_experts",
+    "shared_expert_ffn_hidden",
+    "shared_expert_gate",
+)
 CLASSES = PLACED  # what a real training step holds and measure compares (no workspace)
 SOURCE = "tiersim measure"
 
@@ -215,14 +222,14 @@ def _check_measurable(s: Scenario) -> None:
             "PyTorch: give a transformer by preset, hf_config or dimensions",
         )
     variants = [k for k in given_variants(m) if not k.startswith("sliding_window")]
-    if s.training.implementation == "huggingface":  # transformers builds Mixtral's MoE too
-        variants = [k for k in variants if k not in MIXTRAL_VARIANTS]
+    if s.training.implementation == "huggingface":  # transformers builds Mixtral's and
+        variants = [k for k in variants if k not in HF_MOE_VARIANTS]  # Qwen2-MoE's MoE too
     if variants:
         raise invalid(
             "model",
             f"{', '.join(variants)}: tiersim measure builds GPT-2- and Llama-style layers only "
-            "(and with --implementation huggingface Mixtral's mixture-of-experts; no latent "
-            "attention, q/k norms or post-norms yet)",
+            "(and with --implementation huggingface Mixtral's and Qwen2-MoE's mixture-of-"
+            "experts; no latent attention, q/k norms or post-norms yet)",
         )
     head_dim = m.head_dim or m.hidden // m.heads
     if m.position == "rope" and head_dim % 2:

@@ -106,6 +106,11 @@ class Optimizer:
         """`measure` can build it (torch.optim's, or a package's the measure extra installs)."""
         return self.torch_name is not None
 
+    @property
+    def reported_apart(self) -> str:
+        """What `measure` leaves out of the optimizer class (per optimizer, not per value)."""
+        return "scalar step counters"
+
     def missing(self) -> str | None:
         """Why `build` cannot run here (a package not installed), else None."""
         return None
@@ -140,6 +145,10 @@ class AdamW8bit(Optimizer):
     @property
     def measurable(self) -> bool:
         return True
+
+    @property
+    def reported_apart(self) -> str:
+        return "scalar step counters and the two 256-value quantisation maps all tensors share"
 
     def missing(self) -> str | None:
         if importlib.util.find_spec("bitsandbytes") is None:

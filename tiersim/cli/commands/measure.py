@@ -252,6 +252,13 @@ def table(m: Measurement) -> str:
     return render(["class", "measured", "predicted", "difference"], rows, title)
 
 
+def _apart(m: Measurement) -> str:
+    """What the optimizer class leaves out: per optimizer, not per parameter."""
+    from tiersim.state.optimizers import optimizer
+
+    return optimizer(m.scenario.training.optimizer).reported_apart
+
+
 def hf_notes(m: Measurement) -> list[str]:
     """What ran, per layer and outside against the prediction, and what a GPU keeps otherwise."""
     from tiersim.state.activations import DEVICE_TERMS, accounting_for
@@ -269,7 +276,7 @@ def hf_notes(m: Measurement) -> list[str]:
         + f", predicted {fmt_bytes(m.predicted_per_layer or 0)}; outside the {len(per)} layers "
         f"(ids, {rotary}final norm, head input, fp32 log-softmax, labels): measured "
         f"{fmt_bytes(outside)}, predicted {fmt_bytes(predicted_outside)}",
-        f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of scalar step counters",
+        f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of {_apart(m)}",
     ]
     if m.device == "cpu":
         lines += [f"on a GPU this differs: {term}" for term in DEVICE_TERMS]
@@ -292,7 +299,7 @@ def notes(m: Measurement) -> str:
         "which the megatron accounting does not count (the huggingface one does)",
         f"activations measured / tiersim's formula = {m.activation_factor():.4f} (--calibrate "
         "FILE writes it into a model preset; `tiersim measure --help` explains the terms)",
-        f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of scalar step counters",
+        f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of {_apart(m)}",
         "master: one precision throughout, so no separate master copy exists or is predicted",
     ]
     lines += shrink_lines(m)
