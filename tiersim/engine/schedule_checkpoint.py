@@ -50,6 +50,7 @@ class CheckpointPhase:
     def __init__(self, c: Context, ops: OpList, ready: Readiness):
         self.c, self.ops, self.ready = c, ops, ready
         self.last_drains: list[int] = []
+        self.staged: list[int] = []  # this checkpoint's snapshot bytes in the staging tier
 
     def fork(self, ops: OpList, ready: Readiness) -> CheckpointPhase:
         twin = CheckpointPhase(self.c, ops, ready)
@@ -104,6 +105,20 @@ class CheckpointPhase:
                     self._async(step, u, cls, nbytes, [ready, *previous], label)
         if done:
             self.ops.barrier("blocking checkpoint", step, done)
+        self._free_staging(step)
+
+    def _free_staging(self, step: int) -> None:
+        """The staged copy is one buffer, freed once the whole checkpoint is durable: DCP's
+        async_save copies the whole state dict to host memory and keeps it until the save's
+        future completes (torch/distributed/checkpoint/state_dict_saver.py, async_save), so
+        its host peak is the whole share, whatever the drains' pace."""
+        if not self.staged:
+            return
+        label = "checkpoint durable: staging freed"
+        join = self.ops.add(Op(OpKind.JOIN, Role.CHECKPOINT, label, step, list(self.last_drains)))
+        for nbytes in self.staged:
+            self.ops.free_after(join, self.c.res.execution.checkpoint.staging, nbytes)
+        self.staged = []
 
     def _async(
         self, step: int, u: int, cls: str, nbytes: int, deps: list[int | None], label: str
@@ -150,5 +165,5 @@ class CheckpointPhase:
                 copy=True,
                 role=Role.CHECKPOINT,
             )
-            self.ops.free_after(drain, ck.staging, nbytes)
+            self.staged.append(nbytes)
         self.last_drains.append(drain)
