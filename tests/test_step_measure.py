@@ -82,26 +82,10 @@ def test_measure_huggingface_on_the_cpu_compares_the_step_peaks():
 
 
 # Qwen2-MoE: 4 routed experts (2 a token) of width 96 and one gated shared expert of 160
-QWEN2_MOE = {
-    "hidden": 64,
-    "heads": 4,
-    "kv_heads": 2,
-    "layers": 2,
-    "vocab": 256,
-    "ffn_hidden": 128,
-    "norm": "rmsnorm",
-    "position": "rope",
-    "gated_mlp": True,
-    "qkv_bias": True,
-    "tied_embeddings": False,
-    "experts": 4,
-    "experts_per_token": 2,
-    "expert_ffn_hidden": 96,
-    "shared_experts": 1,
-    "shared_expert_ffn_hidden": 160,
-    "shared_expert_gate": True,
-    "max_positions": 256,
-}
+MOE = {"experts": 4, "experts_per_token": 2, "expert_ffn_hidden": 96}
+SHARED = {"shared_experts": 1, "shared_expert_ffn_hidden": 160, "shared_expert_gate": True}
+QWEN2_MOE = {**LLAMA, **GQA, "hidden": 64, "ffn_hidden": 128, "vocab": 256, **MOE, **SHARED}
+QWEN2_MOE |= {"qkv_bias": True, "tied_embeddings": False, "max_positions": 256}
 
 
 def test_measure_builds_qwen2_moe_and_every_class_equals_the_prediction():

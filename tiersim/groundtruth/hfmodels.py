@@ -87,16 +87,28 @@ def _mixtral_fits(m: Transformer) -> str:
     return "mixtral"
 
 
+def _decoder(m: Transformer, acc: Accounting, seq_len: int) -> dict[str, Any]:
+    """The config keys every Llama-style family names alike."""
+    return {
+        "hidden_size": m.hidden,
+        "num_attention_heads": m.heads,
+        "num_key_value_heads": m.kv_heads,
+        "head_dim": m.head_dim,
+        "num_hidden_layers": m.layers,
+        "vocab_size": m.vocab,
+        "max_position_embeddings": max(m.max_positions or seq_len, seq_len),
+        "attention_dropout": acc.attention_dropout,
+        "tie_word_embeddings": m.tied_embeddings,
+    }
+
+
 def _qwen2_moe_config(m: Transformer, acc: Accounting, seq_len: int) -> Any:
     """Qwen2-MoE's config: its layers not MoE as mlp_only_layers, top-k weights not
     renormalised (its configs' norm_topk_prob false), no router logits (no auxiliary loss),
     the experts on transformers' default grouped_mm path (the accounting's)."""
     assert m.moe is not None
     cfg = transformers.Qwen2MoeConfig(
-        hidden_size=m.hidden,
-        num_attention_heads=m.heads,
-        num_key_value_heads=m.kv_heads,
-        head_dim=m.head_dim,
+        **_decoder(m, acc, seq_len),
         intermediate_size=m.ffn_hidden,
         moe_intermediate_size=m.moe.ffn_hidden,
         shared_expert_intermediate_size=m.moe.shared_ffn_hidden,
@@ -106,11 +118,6 @@ def _qwen2_moe_config(m: Transformer, acc: Accounting, seq_len: int) -> Any:
         decoder_sparse_step=1,
         mlp_only_layers=[i for i in range(m.layers) if not m.is_moe(i)],
         qkv_bias=m.qkv_bias,
-        num_hidden_layers=m.layers,
-        vocab_size=m.vocab,
-        max_position_embeddings=max(m.max_positions or seq_len, seq_len),
-        attention_dropout=acc.attention_dropout,
-        tie_word_embeddings=m.tied_embeddings,
         output_router_logits=False,
     )
     cfg._experts_implementation = "grouped_mm"
@@ -122,18 +129,10 @@ def _mixtral_config(m: Transformer, acc: Accounting, seq_len: int) -> Any:
     experts on transformers' default grouped_mm path (the accounting's)."""
     assert m.moe is not None
     cfg = transformers.MixtralConfig(
-        hidden_size=m.hidden,
-        num_attention_heads=m.heads,
-        num_key_value_heads=m.kv_heads,
-        head_dim=m.head_dim,
+        **_decoder(m, acc, seq_len),
         intermediate_size=m.moe.ffn_hidden,
         num_local_experts=m.moe.experts,
         num_experts_per_tok=m.moe.per_token,
-        num_hidden_layers=m.layers,
-        vocab_size=m.vocab,
-        max_position_embeddings=max(m.max_positions or seq_len, seq_len),
-        attention_dropout=acc.attention_dropout,
-        tie_word_embeddings=m.tied_embeddings,
         router_jitter_noise=0.0,
         output_router_logits=False,
     )
@@ -167,19 +166,7 @@ def hf_config(m: Transformer, family: str, acc: Accounting, seq_len: int) -> Any
         "qwen2": transformers.Qwen2Config,
     }[family]
     extra = {"attention_bias": m.qkv_bias, "mlp_bias": m.mlp_bias} if family == "llama" else {}
-    return cls(
-        hidden_size=m.hidden,
-        num_attention_heads=m.heads,
-        num_key_value_heads=m.kv_heads,
-        head_dim=m.head_dim,
-        intermediate_size=m.ffn_hidden,
-        num_hidden_layers=m.layers,
-        vocab_size=m.vocab,
-        max_position_embeddings=max(m.max_positions or seq_len, seq_len),
-        attention_dropout=acc.attention_dropout,
-        tie_word_embeddings=m.tied_embeddings,
-        **extra,
-    )
+    return cls(**_decoder(m, acc, seq_len), intermediate_size=m.ffn_hidden, **extra)
 
 
 def build(m: Transformer, family: str, acc: Accounting, seq_len: int, dtype: Any) -> nn.Module:
