@@ -165,3 +165,23 @@ def test_optimizers_that_need_matrix_shapes_refuse_a_generic_model(name):
     }
     with pytest.raises(InputError, match=f"{name} .* a generic model"):
         scenario(raw)
+
+
+def test_transformers_fuses_a_layers_experts_into_one_gate_up_tensor():
+    """transformers 5 (huggingface) holds a layer's experts as gate_up_proj [E, 2f, h] and
+    down_proj [E, h, f]: the CPU AdamW step's largest tensor is E x 2f x h = 4 x 192 x 64 =
+    49,152 values, not one expert's 96 x 64; megatron's grouped experts are not fused so."""
+    from conftest import scenario
+
+    from tiersim.state.inventory import rank_matrices
+    from tiersim.state.resolved import resolve
+    from tiersim.state.step_optimizer import fused_experts
+
+    model = {"hidden": 64, "heads": 4, "layers": 2, "vocab": 256, "ffn_hidden": 128}
+    model |= {"norm": "rmsnorm", "position": "rope", "gated_mlp": True}
+    model |= {"experts": 4, "experts_per_token": 2, "expert_ffn_hidden": 96}
+    for implementation, values in (("huggingface", 49_152), ("megatron", 0)):
+        training = {"implementation": implementation, "workspace": "0 B", "seq_len": 64}
+        r = resolve(scenario({"name": "e", "model": model, "training": training}))
+        mats = [m for unit in rank_matrices(r, 0) for m in unit]
+        assert fused_experts(r, mats) == values
