@@ -16,6 +16,15 @@ from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, VARIANT_DEFAULTS, given_variants
 from tiersim.core.errors import InputError, Problem
 from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
+from tiersim.state.optimizers import optimizer as optimizer_named
+
+# the MoE keys transformers' Mixtral and Qwen2-MoE express (hfmodels.family_of checks the rest)
+HF_MOE_VARIANTS = (
+    *MIXTRAL_VARIANTS,
+    "shared_experts",
+    "shared_expert_ffn_hidden",
+    "shared_expert_gate",
+)
 
 SOURCE = "tiersim measure"
 
@@ -79,6 +88,9 @@ def _scenario(req: Request) -> Scenario:
         if value not in allowed:
             expected = ", ".join(allowed)
             raise invalid(name, f"{value!r} is not one of: {expected}")
+    why = optimizer_named(req.optimizer).missing()
+    if why:
+        raise invalid("optimizer", f"{req.optimizer}: {why}")
     training: dict[str, Any] = {
         "micro_batch_size": req.micro_batch_size,
         "optimizer": req.optimizer,
@@ -109,13 +121,13 @@ def _check_measurable(s: Scenario) -> None:
         )
     variants = [k for k in given_variants(m) if not k.startswith("sliding_window")]
     if s.training.implementation == "huggingface":  # transformers builds Mixtral's MoE too
-        variants = [k for k in variants if k not in MIXTRAL_VARIANTS]
+        variants = [k for k in variants if k not in HF_MOE_VARIANTS]  # Qwen2-MoE's MoE too
     if variants:
         raise invalid(
             "model",
             f"{', '.join(variants)}: tiersim measure builds GPT-2- and Llama-style layers only "
-            "(and with --implementation huggingface Mixtral's mixture-of-experts; no latent "
-            "attention, q/k norms or post-norms yet)",
+            "(and with --implementation huggingface Mixtral's and Qwen2-MoE's mixture-of-"
+            "experts; no latent attention, q/k norms or post-norms yet)",
         )
     head_dim = m.head_dim or m.hidden // m.heads
     if m.position == "rope" and head_dim % 2:
