@@ -200,7 +200,8 @@ def _points(grid: Mapping[str, Iterable[Any]]) -> list[dict[str, Any]]:
     for path, options in zip(paths, values, strict=True):
         if not options:
             raise InputError(
-                "api.sweep", [Problem(path, "no values (expected a list of one or more)")]
+                "api.sweep",
+                [Problem(path, "no values (expected a list of one or more)", "E-SWEEP")],
             )
     return [dict(zip(paths, combo, strict=True)) for combo in itertools.product(*values)]
 

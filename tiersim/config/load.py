@@ -67,11 +67,14 @@ def _top_level_problem(raw: Any) -> Problem | None:
         return Problem(
             "",
             "file has no content (expected a YAML mapping of sections: name, model, training, ...)",
+            "E-YAML",
         )
     if not isinstance(raw, dict):
         got = _TYPE_NAMES.get(type(raw).__name__, type(raw).__name__)
         return Problem(
-            "", f"top level is {got} (expected a mapping of sections: name, model, training, ...)"
+            "",
+            f"top level is {got} (expected a mapping of sections: name, model, training, ...)",
+            "E-YAML",
         )
     if raw and not set(map(str, raw)) & set(Scenario.model_fields):
         keys = ", ".join(str(k) for k in list(raw)[:3]) + (", ..." if len(raw) > 3 else "")
@@ -86,7 +89,9 @@ def _top_level_problem(raw: Any) -> Problem | None:
                 "--folder` with its folder"
             )
         return Problem(
-            "", f"not a scenario: no section among its keys ({keys}); expected {sections}{hint}"
+            "",
+            f"not a scenario: no section among its keys ({keys}); expected {sections}{hint}",
+            "E-YAML",
         )
     return None
 
@@ -101,7 +106,7 @@ def _raw_tier_names(resolved: dict[str, Any]) -> list[Problem]:
         return []
     tiers = hardware["tiers"]
     return [
-        Problem(f"placement.{cls}", no_such_tier(tier, tiers))
+        Problem(f"placement.{cls}", no_such_tier(tier, tiers), "E-TIER-UNKNOWN")
         for cls, tier in placement.items()
         if cls != "optimizer_compute" and isinstance(tier, str) and tier not in tiers
     ]
@@ -127,7 +132,7 @@ def _override_hints(raw: dict[str, Any], overrides: list[str], base_dir: Path) -
                 if close and tuple(keys[:depth]) in _NAMED_MAPPINGS:
                     where = ".".join(keys[:depth])
                     what = f"'{key}' is not in {where}; did you mean '{close[0]}'?"
-                    hints.append(Problem(f"--set {'.'.join(keys)}", what))
+                    hints.append(Problem(f"--set {'.'.join(keys)}", what, "E-SET"))
                 break
             node = node[key]
     return hints
@@ -191,8 +196,8 @@ def _blamed(p: Problem, paths: dict[str, str], origin: Origin) -> Problem:
         return p
     related = _related(p, paths)
     if not related:
-        return Problem(p.path, f"{p.message} (after {origin.all})")
-    return Problem(p.path, f"{p.message} {_from(related, origin)}")
+        return Problem(p.path, f"{p.message} (after {origin.all})", p.code)
+    return Problem(p.path, f"{p.message} {_from(related, origin)}", p.code)
 
 
 def _from(related: list[str], origin: Origin) -> str:
@@ -221,7 +226,9 @@ def blamed_on_overrides(
     out = []
     for p in problems:
         related = _related(p, paths) if p.path and not p.path.startswith("--set") else []
-        out.append(Problem(p.path, f"{p.message} {_from(related, origin)}") if related else p)
+        out.append(
+            Problem(p.path, f"{p.message} {_from(related, origin)}", p.code) if related else p
+        )
     return out
 
 

@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.report.json_report import to_json
 
     if args.b is None and not args.overrides:
-        problem = Problem("", "give B, or --set overrides to compare A with (expected A B)")
+        problem = Problem(
+            "", "give B, or --set overrides to compare A with (expected A B)", "E-RESULTS"
+        )
         raise InputError("compare", [problem])
     # both sides read and checked before either is simulated: a bad B fails at once
     pending = [load_side(Path(args.a), []), load_side(Path(args.b or args.a), args.overrides)]
@@ -113,14 +115,17 @@ def _folder(path: Path, overrides: list[str]):
     missing = [f.name for f in (scenario_file, report_file) if not f.is_file()]
     if missing:
         why = f"has no {' or '.join(missing)} (expected a folder `tiersim run` wrote, or a file)"
-        raise InputError(str(path), [Problem("", why)])
+        raise InputError(str(path), [Problem("", why, "E-RESULTS")])
     loaded = load_scenario(scenario_file, overrides, SET_FLAGS)
     return loaded, (None if overrides else read_report(report_file))
 
 
 def read_report(path: Path) -> dict[str, Any]:
     def bad(why: str) -> InputError:
-        return InputError(str(path), [Problem("", f"{why} (expected a report.json tiersim wrote)")])
+        return InputError(
+            str(path),
+            [Problem("", f"{why} (expected a report.json tiersim wrote)", "E-RESULTS")],
+        )
 
     try:
         with path.open("rb") as handle:

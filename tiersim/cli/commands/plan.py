@@ -85,10 +85,10 @@ def _time_limit(text: str) -> float:
     try:
         limit = parse(text, Kind.TIME, example="10 min")
     except ValueError as exc:
-        raise InputError("--time-limit", [Problem(text, str(exc))]) from None
+        raise InputError("--time-limit", [Problem(text, str(exc), "E-OPTION")]) from None
     if not limit > 0:
         why = "must be longer than 0 s (expected e.g. 10 min)"
-        raise InputError("--time-limit", [Problem(text, why)])
+        raise InputError("--time-limit", [Problem(text, why, "E-OPTION")])
     return limit
 
 

@@ -225,13 +225,13 @@ def _refuse_outputs(
     except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long, ...
         why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a folder path)"
     if why:
-        raise InputError("--out", [Problem(str(folder), why)])
+        raise InputError("--out", [Problem(str(folder), why, "E-RESULTS")])
     try:
         why = _trace_problem(trace, _inputs(loaded, scenario), folder) if trace else None
     except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte, ...
         why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a file path)"
     if why:
-        raise InputError("--trace", [Problem(str(trace), why)])
+        raise InputError("--trace", [Problem(str(trace), why, "E-RESULTS")])
 
 
 PLOT_NAME = "step.png"
@@ -263,7 +263,7 @@ def _locked(folder: Path) -> Iterator[None]:
     except FolderBusy:
         why = "another tiersim run or sweep is writing to this folder right now"
         raise InputError(
-            "--out", [Problem(str(folder), f"{why} (expected another folder)")]
+            "--out", [Problem(str(folder), f"{why} (expected another folder)", "E-RESULTS")]
         ) from None
     finally:
         if made:

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if is_sweep(raw):
         if args.overrides:
             why = "applies to a scenario file (expected the value in the sweep's base or grid)"
-            raise InputError(str(path), [Problem(f"--set {args.overrides[0]}", why)])
+            raise InputError(str(path), [Problem(f"--set {args.overrides[0]}", why, "E-SET")])
         print(f"{args.file}: {_check_sweep(raw, text, path, args.max_points)}")
         from tiersim.sweep.spec import read_sweep
 

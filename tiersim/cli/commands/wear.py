@@ -78,7 +78,7 @@ def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[
 
     if args.plot and not args.break_even:
         why = "draws --break-even's ranges (expected --break-even beside it)"
-        raise InputError("--plot", [Problem(args.plot, why)])
+        raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
     if not args.break_even:
         return {}
     from tiersim.report.breakeven import break_even_section, ranges_section
@@ -100,7 +100,9 @@ def _write_ranges_plot(path: Path, ranges: dict | None, scenario) -> None:
     from tiersim.report.ranges_plot import ranges_figure
 
     if ranges is None:
-        raise InputError("--plot", [Problem(str(path), "no hbf tier with endurance to draw")])
+        raise InputError(
+            "--plot", [Problem(str(path), "no hbf tier with endurance to draw", "E-OPTION")]
+        )
     budget = scenario.budget.tiers.get(ranges["tier"])
     days = budget.lifetime / DAY_S if budget is not None and budget.lifetime else None
     try:
