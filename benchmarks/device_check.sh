@@ -162,7 +162,8 @@ fi
 
 # 3. Measurements, most valuable first.
 mkdir -p /tmp/tiersim-cal
-step "calibrate" 150 "$OUT/calibrate.json" "${TIERSIM[@]}" calibrate --path /tmp/tiersim-cal \
+# 210 s: the kernel table's sustained shares run 30 s of back-to-back BF16 and FP8 GEMMs each
+step "calibrate" 210 "$OUT/calibrate.json" "${TIERSIM[@]}" calibrate --path /tmp/tiersim-cal \
   --out "$OUT/calibrated-hardware.yaml" --kernels-out "$OUT/kernel-table.yaml" --format json
 step "measure gpt2" 90 "$OUT/measure-gpt2.json" "${TIERSIM[@]}" measure --model gpt2 \
   --device "$DEVICE" --format json

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from problem_lines import said
 
 from tiersim.cli import main
 from tiersim.cli.commands.calibrate import check_preset
@@ -126,21 +127,26 @@ def test_a_folder_where_no_file_can_be_made_exits_2(tmp_path: Path, capsys, monk
     out = tmp_path / "out" / "x.yaml"  # another folder, which can be written
     out.parent.mkdir()
     err = _calibrate_fails(["--path", str(tmp_path), "--out", str(out)], capsys)
-    assert f"--path: {tmp_path}: cannot create a test file there: Read-only file system" in err
+    line = said(err.strip(), "tiersim calibrate")
+    assert line.coded == ("E-OPTION", "--path")
+    assert line.message.startswith(f"{tmp_path}: ") and "Read-only file system" in line.message
     assert list(tmp_path.iterdir()) == [out.parent] and list(out.parent.iterdir()) == []
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
 def test_proc_is_no_place_for_a_test_file(tmp_path: Path, capsys):
     err = _calibrate_fails(["--path", "/proc", "--out", str(tmp_path / "x.yaml")], capsys)
-    assert "--path: /proc: cannot create a test file there" in err
+    line = said(err.strip(), "tiersim calibrate")
+    assert line.coded == ("E-OPTION", "--path") and line.message.startswith("/proc: ")
     assert not (tmp_path / "x.yaml").exists()
 
 
 def test_a_size_over_the_free_space_exits_2_before_measuring(tmp_path: Path, capsys):
     argv = ["--path", str(tmp_path), "--out", str(tmp_path / "x.yaml")]
     err = _calibrate_fails([*argv, "--size", "1000 PB"], capsys)
-    assert f"--size: {tmp_path}: the 1000.00 PB test file does not fit" in err
+    line = said(err.strip(), "tiersim calibrate")
+    assert line.coded == ("E-OPTION", "--size")
+    assert line.message.startswith(f"{tmp_path}: ") and "1000.00 PB" in line.message
     assert list(tmp_path.iterdir()) == []
 
 
@@ -155,8 +161,10 @@ def test_a_disk_filling_up_during_the_test_exits_2_and_leaves_no_file(
 
     monkeypatch.setattr(storage_module.StorageProbe, "write_all", fill_up)
     err = _calibrate_fails(["--path", str(tmp_path), "--out", str(tmp_path / "x.yaml")], capsys)
-    assert f"--size: {tmp_path}: no room for the 262,144 B test file" in err
-    assert "No space left on device (expected a smaller --size)" in err
+    line = said(err.strip(), "tiersim calibrate")
+    assert line.coded == ("E-OPTION", "--size")
+    assert line.message.startswith(f"{tmp_path}: ") and "262,144 B" in line.message
+    assert "No space left on device" in line.message
     assert list(tmp_path.iterdir()) == []  # neither the probe file nor a preset
 
 
@@ -180,7 +188,8 @@ def test_an_io_error_in_the_storage_test_names_the_folder(tmp_path: Path, monkey
 def test_unknown_base_preset_exit_2(tmp_path: Path, capsys):
     argv = ["calibrate", "--path", str(tmp_path), "--base", "h300", *TINY]
     assert main(argv) == 2
-    assert "unknown hardware preset 'h300'" in capsys.readouterr().err
+    line = said(capsys.readouterr().err.strip(), "tiersim calibrate")
+    assert line.coded == ("E-PRESET", "--base") and "'h300'" in line.message
 
 
 # --- the GPU code paths, run on the CPU --------------------------------------------------------
@@ -586,6 +595,7 @@ def test_an_unusable_out_exits_2_before_measuring(tmp_path: Path, capsys, monkey
     argv = ["--path", str(tmp_path), "--base", str(base), "--out", str(tmp_path / out)]
     err = _calibrate_fails(argv, capsys)
     # named as the command's other errors are: "tiersim calibrate: --out: ..."
+    assert said(err.strip(), "tiersim calibrate").coded == ("E-RESULTS", "--out")
     assert err.startswith(f"tiersim calibrate: --out: {tmp_path / out}")
     assert why.format(tmp=tmp_path) in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base.yaml"]
@@ -595,7 +605,8 @@ def test_an_unusable_out_exits_2_before_measuring(tmp_path: Path, capsys, monkey
 def test_an_out_in_a_folder_that_cannot_be_written_exits_2_before_measuring(capsys, monkeypatch):
     _no_measuring(monkeypatch)
     err = _calibrate_fails(["--out", "/proc/hw.yaml"], capsys)
-    assert err.startswith("tiersim calibrate: --out: /proc/hw.yaml: cannot write there:")
+    line = said(err.strip(), "tiersim calibrate")
+    assert line.coded == ("E-RESULTS", "--out") and line.message.startswith("/proc/hw.yaml: ")
 
 
 def test_a_preset_that_cannot_be_written_leaves_the_old_one(tmp_path: Path, capsys, monkeypatch):
@@ -605,7 +616,9 @@ def test_a_preset_that_cannot_be_written_leaves_the_old_one(tmp_path: Path, caps
     out.write_text("# the preset from last time\n")
     monkeypatch.setattr(tiersim.report.output, "os", FullDisk())
     err = _calibrate_fails(["--path", str(tmp_path), "--out", str(out)], capsys)
-    assert f"--out: {out}: cannot write there: No space left on device" in err
+    line = said(err.strip(), "tiersim calibrate")
+    assert line.coded == ("E-RESULTS", "--out")
+    assert line.message.startswith(f"{out}: ") and "No space left on device" in line.message
     assert out.read_text() == "# the preset from last time\n"  # not emptied, not half-written
     assert [p.name for p in tmp_path.iterdir()] == ["hw.yaml"]  # no temporary file either
 

@@ -69,7 +69,7 @@ WITH_CHECKPOINT = list(dict.fromkeys(path for path, _ in CASES))
 
 
 def _shrunk(path: Path) -> list[str]:
-    return ["model.layers=20"] if path.stem == "hbf-optimizer-state" else []
+    return ["model.layers=4"] if path.stem == "hbf-optimizer-state" else []
 
 
 class Forks:

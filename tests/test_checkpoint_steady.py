@@ -135,7 +135,8 @@ def report_for_scenario(s):
 def test_a_checkpoint_waits_for_the_previous_one_through_one_join():
     # default.yaml, an async checkpoint every step: each checkpoint's moves wait for the
     # previous checkpoint's drains through one join op (the drains, 33 units x 3 classes), not
-    # each move for every drain (which grows as units squared)
+    # each move for every drain (which grows as units squared); each checkpoint has its join,
+    # which frees its staged copy
     from tiersim.engine.ops import OpKind, Role
     from tiersim.engine.schedule import build_schedule
     from tiersim.engine.simulate import prepare
@@ -147,7 +148,7 @@ def test_a_checkpoint_waits_for_the_previous_one_through_one_join():
     setup = prepare(res, build_inventory(res))
     ops = build_schedule(res, setup.wl, 3, setup.depth, frozenset({0, 1, 2})).ops
     joins = [op for op in ops if op.kind is OpKind.JOIN]
-    assert len(joins) == 2  # before the second and the third checkpoint
+    assert len(joins) == 3  # each checkpoint durable: the second and the third wait for one
     drains = [op for op in ops if op.role is Role.CHECKPOINT and op.label.startswith("drain")]
     assert all(len(j.deps) == len(drains) // 3 for j in joins)
     moves = [op for op in ops if op.role is Role.CHECKPOINT and op.kind is OpKind.MOVE]

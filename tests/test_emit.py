@@ -144,7 +144,9 @@ def test_torchtitan_tensor_parallel_without_sequence_parallel_is_noted(tmp_path)
     assert back.parallel.sequence is True and back.parallel.tensor == 2
 
 
-def test_torchtitan_selective_recompute_round_trips_as_op_level_checkpointing(tmp_path):
+def test_torchtitan_selective_recompute_is_written_as_op_level_checkpointing(tmp_path):
+    # torchtitan has no policy recomputing the attention core alone: its op-level one, noted,
+    # which reads back as selective_op
     s = _torchtitan(tmp_path, ("recompute: full", "recompute: selective"))
     emitted, back = _round_trip(tmp_path, s, "torchtitan")
     toml = tomllib.loads(emitted.text)
@@ -152,6 +154,26 @@ def test_torchtitan_selective_recompute_round_trips_as_op_level_checkpointing(tm
     notes = {n.path: n.message for n in emitted.notes}
     assert "op-level selective checkpointing" in notes["training.recompute"]
     assert list(notes) == ["training.recompute"]
+    assert back.training.recompute == "selective_op"
+    _same(s, back, drop=("training.recompute",))
+
+
+def test_torchtitan_selective_op_round_trips_without_a_note(tmp_path):
+    s = _torchtitan(tmp_path, ("recompute: full", "recompute: selective_op"))
+    emitted, back = _round_trip(tmp_path, s, "torchtitan")
+    toml = tomllib.loads(emitted.text)
+    assert toml["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
+    assert emitted.notes == []
+    _same(s, back, drop=())
+
+
+def test_torchtitan_every_nth_layer_checkpointing_round_trips(tmp_path):
+    s = _torchtitan(tmp_path, ("recompute: full", "recompute: full\n  recompute_every: 2"))
+    emitted, back = _round_trip(tmp_path, s, "torchtitan")
+    toml = tomllib.loads(emitted.text)
+    assert toml["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "2"}
+    assert emitted.notes == []
+    assert back.training.recompute_every == 2
     _same(s, back, drop=())
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES, parameters
+from problem_lines import said
 
 LLAMA_3_8B = 8_030_261_248  # HF meta-llama/Meta-Llama-3-8B ("8.03B params")
 GPT2 = 124_439_808  # HF `gpt2`
@@ -163,8 +164,8 @@ def test_a_preset_and_an_hf_config_together_are_refused(cli, write):
     code, out, err = cli("validate", file)
     assert (code, out) == (2, "")
     (line,) = err.strip().splitlines()  # not also "model: missing layers ..."
-    assert line.startswith(f"{file}: model: preset 'llama-2-7b' and hf_config '{gpt2}' are both")
-    assert "expected one of preset, hf_config or the dimensions" in line
+    assert said(line, file).coded == ("E-PRESET", "model")
+    assert "'llama-2-7b'" in line and f"'{gpt2}'" in line  # both sources, named
 
 
 def test_a_preset_and_an_hf_config_from_set_say_so(cli, write):
@@ -173,7 +174,9 @@ def test_a_preset_and_an_hf_config_from_set_say_so(cli, write):
     gpt2 = "gpt2.json"  # short: the message clips a --set text over 60 characters
     code, _out, err = cli("inventory", file, "--set", f"model.hf_config={gpt2}")
     assert code == 2
-    assert "are both given" in err and f"(from --set model.hf_config={gpt2})" in err
+    line = said(err.strip(), file)
+    assert line.coded == ("E-PRESET", "model")
+    assert line.message.endswith(f"(from --set model.hf_config={gpt2})")
 
 
 def test_dimension_keys_beside_an_hf_config_override_it():
@@ -210,10 +213,12 @@ def test_an_hf_config_that_is_not_a_path_is_refused(cli, write, value, got):
     file = write({"name": "x", "model": {"hf_config": value}})
     code, _out, err = cli("validate", file)
     assert code == 2
-    expected = "expected a path to a config.json file, or to a model folder holding one"
     # the message, then the line of the key in the file (model.hf_config: line 3)
     at = next(i for i, text in enumerate(file.read_text().splitlines(), 1) if "hf_config" in text)
-    assert err.strip() == f"{file}: model.hf_config: is {got} ({expected}) (line {at})"
+    line = said(err.strip(), file)
+    assert line.coded == ("E-PRESET", "model.hf_config")
+    assert line.message.startswith(f"is {got} (")
+    assert err.strip().endswith(f"(line {at}) [E-PRESET]")
 
 
 def test_a_model_folder_is_read_through_its_config_json(tmp_path):
@@ -228,7 +233,9 @@ def test_a_folder_without_a_config_json_is_refused(cli, write, tmp_path):
     file = write({"name": "x", "model": {"hf_config": "empty"}})
     code, _out, err = cli("validate", file)
     assert code == 2
-    assert f"model.hf_config: {tmp_path / 'empty'} is a folder with no config.json in it" in err
+    line = said(err.strip(), file)
+    assert line.coded == ("E-PRESET", "model.hf_config")
+    assert line.message.startswith(f"{tmp_path / 'empty'} ") and "config.json" in line.message
 
 
 @pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
@@ -240,7 +247,9 @@ def test_only_a_regular_file_is_read(cli, write, tmp_path, special):
     file = write({"name": "x", "model": {"hf_config": special}})
     code, _out, err = cli("validate", file)
     assert code == 2
-    assert f"model.hf_config: {special} is not a regular file" in err
+    line = said(err.strip(), file)
+    assert line.coded == ("E-PRESET", "model.hf_config")
+    assert line.message.startswith(f"{special} is not a regular file")
 
 
 def test_a_file_over_16_mib_is_refused(cli, write, tmp_path):
@@ -249,7 +258,9 @@ def test_a_file_over_16_mib_is_refused(cli, write, tmp_path):
     file = write({"name": "x", "model": {"hf_config": "big.json"}})
     code, _out, err = cli("validate", file)
     assert code == 2
-    assert f"model.hf_config: {tmp_path / 'big.json'} is larger than 16 MiB" in err
+    line = said(err.strip(), file)
+    assert line.coded == ("E-PRESET", "model.hf_config")
+    assert line.message.startswith(f"{tmp_path / 'big.json'} ") and "16 MiB" in line.message
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from bounded import tiersim, within
 from conftest import SCENARIOS, scenario
+from problem_lines import said
 from test_sweep_spec import TINY, write_sweep
 from test_wear import HBF_OPT, raw, result
 
@@ -42,8 +43,9 @@ def test_a_billion_point_sweep_is_refused_at_once(tmp_path, command):
     out = ["--out", tmp_path / "out"] if command == "sweep" else []
     done = tiersim(command, path, *out, limit_s=60, memory_bytes=4 * 2**30)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert "grid: 1,000,000,000 points (1000 x 1000 x 1000) are more than the 10,000" in done.stderr
-    assert "--max-points N or max_points: N in the sweep file" in done.stderr
+    assert said(done.stderr.strip(), path).coded == ("E-SWEEP", "grid")
+    assert "1,000,000,000 points (1000 x 1000 x 1000)" in done.stderr and "10,000" in done.stderr
+    assert "--max-points N" in done.stderr  # what raises the bound
     assert "sweep 's'" not in done.stderr  # refused before the header
     assert not (tmp_path / "out").exists()
 
@@ -55,7 +57,8 @@ def test_the_point_bound_is_raised_by_the_option_or_the_file(tmp_path, cli):
     path = write_sweep(tmp_path, {**SIX, "max_points": 5})
     with within():
         code, _, err = cli("validate", path)
-        assert code == 2 and "6 points (3 x 2) are more than the 5 a sweep may have" in err
+        assert code == 2 and said(err.strip(), path).coded == ("E-SWEEP", "grid")
+        assert "6 points (3 x 2)" in err and " 5 " in err
         code, out, _ = cli("validate", path, "--max-points", "6")
         assert code == 0 and "6 points" in out
     path = write_sweep(tmp_path, {**SIX, "max_points": 6})
@@ -63,8 +66,10 @@ def test_the_point_bound_is_raised_by_the_option_or_the_file(tmp_path, cli):
 
 
 def test_a_bad_max_points_key_is_named(tmp_path, cli):
-    code, _, err = cli("validate", write_sweep(tmp_path, {**SIX, "max_points": "lots"}))
-    assert code == 2 and "max_points: expected a whole number of points >= 1 (got 'lots')" in err
+    path = write_sweep(tmp_path, {**SIX, "max_points": "lots"})
+    code, _, err = cli("validate", path)
+    assert code == 2 and said(err.strip(), path).coded == ("E-SWEEP", "max_points")
+    assert "(got 'lots')" in err
 
 
 # --- the summary ranks only points that fit and hold their write budgets -----------------------
@@ -158,7 +163,7 @@ def test_a_run_into_a_folder_another_writer_holds_is_refused(tmp_path, cli):
         with within():
             code, _, err = cli("run", SCENARIOS / "default.yaml", "--out", out)
         assert code == 2
-        assert f"--out: {out}: another tiersim run or sweep is writing to this folder" in err
+        assert said(err.strip(), "--out").coded == ("E-RESULTS", str(out))
         assert not (out / "report.json").exists()
     finally:
         os.close(fd)
@@ -172,7 +177,8 @@ def test_a_run_into_a_folder_a_sweep_is_writing_is_refused(tmp_path, cli):
     with SweepStore(out, resume=False), within():
         code, _, err = cli("run", SCENARIOS / "default.yaml", "--out", out)
     # refused as a sweep's folder (its log is there) before the lock is even tried
-    assert code == 2 and "a sweep's results folder" in err
+    assert code == 2 and said(err.strip(), "--out").coded == ("E-RESULTS", str(out))
+    assert "sweep" in err and "lock" not in err
 
 
 def test_a_sweep_into_a_folder_a_run_holds_is_refused(tmp_path, cli):
@@ -183,7 +189,8 @@ def test_a_sweep_into_a_folder_a_run_holds_is_refused(tmp_path, cli):
     try:
         with within():
             code, _, err = cli("sweep", path, "--out", out, "--workers", "1", "--no-plots")
-        assert code == 2 and "another sweep (or a tiersim run) is writing" in err
+        last = err.strip().splitlines()[-1]  # after the sweep's header
+        assert code == 2 and said(last, out).coded == ("E-RESULTS", "--out")
     finally:
         os.close(fd)
 
@@ -221,34 +228,40 @@ def test_scheduler_without_dask_is_refused_before_the_header(tmp_path, cli):
     path = write_sweep(tmp_path, {"grid": {"training.grad_accumulation": [1, 2]}})
     code, _, err = cli("sweep", path, "--scheduler", "tcp://127.0.0.1:1", "--out", tmp_path / "o")
     assert code == 2
-    assert err.startswith("--scheduler: is for --executor dask")
+    assert said(err.strip(), "--scheduler").coded == ("E-EXECUTOR", "")
+    assert "--executor dask" in err
     assert "sweep 's'" not in err and not (tmp_path / "o").exists()
 
 
 def test_a_preset_that_is_a_folder_says_so(cli, write):
-    code, _, err = cli("validate", write({"name": "x", "model": {"preset": "./"}}))
-    assert code == 2 and "model.preset: './' is a folder (expected a shipped preset's name" in err
+    path = write({"name": "x", "model": {"preset": "./"}})
+    code, _, err = cli("validate", path)
+    assert code == 2 and said(err.strip(), path).coded == ("E-PRESET", "model.preset")
+    assert "'./'" in err and "folder" in err
 
 
 def test_a_preset_file_without_its_suffix_says_so(cli, write, tmp_path):
     (tmp_path / "hw").write_text("gpu: {}\n")
-    code, _, err = cli(
-        "validate", write({"name": "x", "model": {"preset": "gpt2"}, "hardware": {"preset": "hw"}})
-    )
-    assert code == 2 and "hardware.preset: 'hw' is a file without a .yaml or .yml suffix" in err
+    path = write({"name": "x", "model": {"preset": "gpt2"}, "hardware": {"preset": "hw"}})
+    code, _, err = cli("validate", path)
+    assert code == 2 and said(err.strip(), path).coded == ("E-PRESET", "hardware.preset")
+    assert "'hw'" in err and ".yaml" in err
 
 
 def test_a_300_character_name_is_blamed_on_the_name(tmp_path, cli, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no --out: results/<name> would be the folder
     code, _, err = cli("run", SCENARIOS / "default.yaml", "--set", f"name={'n' * 300}")
     assert code == 2
-    assert "name: a name of 300 characters (expected at most 255" in err
+    assert said(err.strip(), SCENARIOS / "default.yaml").coded == ("E-NAME", "name")
+    assert "300" in err and "255" in err
     assert "--out" not in err and not (tmp_path / "results").exists()
 
 
 def test_a_300_character_sweep_name_is_blamed_on_the_name(tmp_path, cli):
-    code, _, err = cli("validate", write_sweep(tmp_path, {**SIX, "name": "s" * 300}))
-    assert code == 2 and "name: a name of 300 characters" in err
+    path = write_sweep(tmp_path, {**SIX, "name": "s" * 300})
+    code, _, err = cli("validate", path)
+    assert code == 2 and said(err.strip(), path).coded == ("E-NAME", "name")
+    assert "300" in err
 
 
 @pytest.mark.parametrize(
@@ -309,14 +322,15 @@ def test_written_scenario_says_256_gb(tmp_path, cli):
 def test_check_published_with_a_malformed_references_file(tmp_path, cli):
     (tmp_path / "references.yaml").write_text("a.yaml: [1, 2\n")
     code, _, err = cli("check-published", "--folder", tmp_path)
-    assert code == 2 and "references.yaml: YAML syntax error at line 2" in err
+    assert code == 2 and said(err.strip(), tmp_path / "references.yaml").coded == ("E-YAML", "")
+    assert "line 2" in err
 
 
 def test_check_published_with_a_file_as_the_folder(tmp_path, cli):
     file = tmp_path / "file.txt"
     file.write_text("x")
     code, _, err = cli("check-published", "--folder", file)
-    assert code == 2 and f"--folder: {file}: is not a folder" in err
+    assert code == 2 and said(err.strip(), "--folder").coded == ("E-PUBLISHED", str(file))
 
 
 def test_check_published_with_a_key_that_is_not_a_file_name(tmp_path, cli):
@@ -324,7 +338,10 @@ def test_check_published_with_a_key_that_is_not_a_file_name(tmp_path, cli):
         "1: {iteration_time_s: 1, derived: false, source: x}\n"
     )
     code, _, err = cli("check-published", "--folder", tmp_path)
-    assert code == 2 and "references.yaml: 1: expected a scenario file name as the key" in err
+    assert code == 2 and said(err.strip(), tmp_path / "references.yaml").coded == (
+        "E-PUBLISHED",
+        "1",
+    )
 
 
 def test_calibrate_memory_size_beyond_available_memory_is_refused_before_allocating():
@@ -340,7 +357,9 @@ def test_calibrate_memory_size_of_a_petabyte_is_exit_2(tmp_path, cli):
         code, _, err = cli(
             "calibrate", "--memory-size", "1 PB", "--path", tmp_path, "--out", tmp_path / "c.yaml"
         )
-    assert code == 2 and "--memory-size: the copy needs two arrays of 1.00 PB" in err
+    assert code == 2
+    line = said(err.strip(), "tiersim calibrate")
+    assert line.coded == ("E-OPTION", "--memory-size") and "1.00 PB" in line.message
     assert not (tmp_path / "c.yaml").exists()
 
 

@@ -185,16 +185,10 @@ def test_torchtitan_llama3_8b_on_64_gpus():
     # FSDP2 mixed precision: fp32 sharded parameters are the master copy, bf16 compute
     p = s.training.precision
     assert (p.weights, p.master, p.compute, p.gradients) == ("fp32", "none", "bf16", "fp32")
-    # mode 'selective', selective_ac_option 'op': selective_op where the schema takes it, else
-    # the nearest modelled policy, selective, with a note saying so (never no recompute)
-    if accepts("training.recompute", "selective_op"):
-        assert s.training.recompute == "selective_op"
-    else:
-        assert s.training.recompute == "selective"
-        notes = _notes(imp)
-        assert "activation_checkpoint.selective_ac_option: op: op-level selective" in notes
-        assert "not modelled by this version: training.recompute: selective_op" in notes
-        assert "taken as selective, the nearest" in notes
+    # mode 'selective', selective_ac_option 'op': torchtitan's op-level policy, selective_op,
+    # with no note of an approximation
+    assert s.training.recompute == "selective_op"
+    assert "selective_ac_option" not in _notes(imp)
     assert s.parallel.tensor == 1 and s.parallel.sequence is False  # no TP: no SP
     _pending_or_set(imp, "training.compile", False)
     assert "checkpoint.interval: 500: checkpointing is off" in _notes(imp)
@@ -216,30 +210,27 @@ TITAN_8B = '[model]\nname = "llama3"\nflavor = "8B"\n'
 
 
 @pytest.mark.parametrize(
-    ("body", "recompute", "said"),
+    ("body", "recompute", "every"),
     [
         # torchtitan checkpoints the blocks where (count so far) % n == 0: n = 1 is every block
         ('mode = "selective"\nselective_ac_option = "1"', "full", None),
-        # n = 2: half the blocks keep all they save; none is the nearer (full would keep only
-        # the blocks' inputs), with a note that the peak is overstated
-        ('mode = "selective"\nselective_ac_option = "2"', "none", "every 2-th layer"),
-        ('mode = "selective"\nselective_ac_option = 4', "none", "3/4 of the layers are kept"),
-        ("", "none", "every 2-th layer"),  # torchtitan's defaults: selective, "2"
+        # n = 2: every second block checkpointed whole, the others keeping all they save
+        ('mode = "selective"\nselective_ac_option = "2"', "full", 2),
+        ('mode = "selective"\nselective_ac_option = 4', "full", 4),
+        ("", "full", 2),  # torchtitan's defaults: selective, "2"
         ('mode = "full"', "full", None),
         ('mode = "none"', "none", None),
     ],
 )
-def test_torchtitan_layer_selective_checkpointing_takes_the_nearest_policy(
-    tmp_path, body, recompute, said
+def test_torchtitan_layer_selective_checkpointing_is_every_nth_layer(
+    tmp_path, body, recompute, every
 ):
     toml = tmp_path / "t.toml"
     toml.write_text(TITAN_8B + f"[activation_checkpoint]\n{body}\n")
     imp = import_configs([toml], ImportOptions(gpus=8))
-    assert imp.loaded.scenario.training.recompute == recompute
-    if said:
-        notes = _notes(imp)
-        assert "activation_checkpoint.selective_ac_option: " in notes and said in notes
-        assert "not modelled; taken as none, the nearest" in notes
+    t = imp.loaded.scenario.training
+    assert (t.recompute, t.recompute_every) == (recompute, every)
+    assert "selective_ac_option" not in _notes(imp)
 
 
 def test_torchtitan_sequence_parallel_only_with_tensor_parallel(tmp_path):

@@ -8,6 +8,7 @@ import math
 import pytest
 from conftest import scenario
 
+from tiersim.core.errors import InputError
 from tiersim.hardware.kernel_tables import kernel_table, table_names
 from tiersim.state.resolved import resolve
 from tiersim.workload import kernels as kernels_module
@@ -49,17 +50,55 @@ def test_sizes_outside_the_grid_are_held_at_its_edge():
     assert h100.gemm_rate("bf16", 512, 512, 512, 132) == pytest.approx(236.3 * T)
 
 
-def test_fp8_takes_bf16s_shape_at_its_own_measured_level():
-    # mamf-finder: FP8 1402.6, BF16 794.5 TFLOP/s on the H100 SXM
+def test_fp8_takes_bf16s_shape_at_half_the_k_at_its_own_measured_level():
+    # mamf-finder: FP8 1402.6, BF16 794.5 TFLOP/s on the H100 SXM; FP8 looked up at k / 2
     h100 = kernel_table("h100-sxm")
-    fp8 = 783.3 * 1402.6 / 794.5  # = 1382.83
+    level = 1402.6 / 794.5  # = 1.765387
+    # 4096^3 in FP8: BF16's (4096, 4096, 2048) = 738.7, x 1.765387 = 1304.09
+    fp8 = 738.7 * level
     assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132) == pytest.approx(fp8 * T)
     assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132, "tensorwise") == pytest.approx(fp8 * T)
-    # blockwise: DeepGEMM's 1304 TFLOP/s over that tensorwise rate, 0.943
-    assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132, "blockwise") == pytest.approx(
-        fp8 * 0.943 * T
+    assert h100.gemm_rate("fp8", 4096, 4096, 4096, 132, "delayed") == pytest.approx(fp8 * T)
+    # k 8192 or more: BF16's k 4096 edge, 783.3 x 1.765387 = 1382.83
+    assert h100.gemm_rate("fp8", 4096, 4096, 16384, 132) == pytest.approx(783.3 * level * T)
+    # blockwise: DeepGEMM's 1304 TFLOP/s at 4096 x 4096 x 7168 over the tensorwise rate there:
+    # BF16 at k 3584, 738.7 + log2(3584 / 2048) x (783.3 - 738.7) = 774.708, x level = 1367.65
+    tensorwise = (738.7 + math.log2(3584 / 2048) * (783.3 - 738.7)) * level
+    assert tensorwise == pytest.approx(1367.65, abs=0.01)
+    assert h100.gemm_rate("fp8", 4096, 4096, 7168, 132) == pytest.approx(tensorwise * T)
+    assert h100.gemm_rate("fp8", 4096, 4096, 7168, 132, "blockwise") == pytest.approx(
+        tensorwise * 0.953 * T
     )
-    assert fp8 * 0.943 == pytest.approx(1304, abs=0.5)
+    assert tensorwise * 0.953 == pytest.approx(1304, abs=1.0)  # the share to 3 places
+
+
+# deepseek-ai/DeepGEMM README (Feb 2025), "Normal GEMMs for dense models", H800 SXM, NVCC 12.8,
+# 1x128 / 128x128 block-scaled FP8, M 4096: (N, K) -> TFLOP/s
+DEEPGEMM_M4096 = {
+    (7168, 16384): 1358,
+    (4096, 7168): 1304,
+    (7168, 2048): 1025,
+    (24576, 1536): 990,
+}
+
+
+def test_fp8s_fall_with_k_follows_deepgemms_measurements():
+    # The table's blockwise FP8 rate against DeepGEMM's at M 4096, K 1536-16384 (K 512 is
+    # below the grid's 1024 edge, which flatters it): 4096 x 7168 exact (the share's point),
+    # 7168 x 16384 -4 %, 7168 x 2048 +11 %, 24576 x 1536 +15 % (k / 2 = 768 held at the
+    # grid's 1024 edge); BF16's shape at the full K (the tables before k_scale) was 21 %
+    # above both at K <= 2048
+    h100 = kernel_table("h100-sxm")
+    full_k = 1402.6 / 794.5 * 0.953
+    # BF16's rates at the full K, by hand: K 16384 and 7168 at the 4096 edge (783.3), K 2048
+    # on the grid (738.7), K 1536 between 1024 (677.4) and 2048: + log2(1.5) x 61.3
+    bf16_at_k = {16384: 783.3, 7168: 783.3, 2048: 738.7, 1536: 677.4 + math.log2(1.5) * 61.3}
+    for (n, k), measured in DEEPGEMM_M4096.items():
+        model = h100.gemm_rate("fp8", 4096, n, k, 132, "blockwise") / T
+        assert model == pytest.approx(measured, rel=0.16), (n, k, model)
+        before = bf16_at_k[k] * full_k
+        if k <= 2048:
+            assert before > 1.2 * measured and abs(model - measured) < before - measured
 
 
 def test_a_table_without_a_grid_shapes_its_best_rate_by_waves():
@@ -78,7 +117,8 @@ def test_a_table_without_a_grid_shapes_its_best_rate_by_waves():
 def test_h200_inherits_the_h100s_grid_and_attention_with_its_own_fp8():
     h200 = kernel_table("h200-sxm")
     assert h200.gemm_rate("bf16", 4096, 4096, 4096, 132) == pytest.approx(783.3 * T)
-    fp8 = 783.3 * 1453.4 / 794.5
+    # the H100's k_scale 0.5 too: BF16's (4096, 4096, 2048) 738.7 at the H200's FP8 level
+    fp8 = 738.7 * 1453.4 / 794.5
     assert h200.gemm_rate("fp8", 4096, 4096, 4096, 132) == pytest.approx(fp8 * T)
     assert h200.attention_rate("flash3", "forward", True, 128, 4096) == pytest.approx(579 * T)
 
@@ -181,3 +221,41 @@ def test_an_moe_layers_routed_gemms_run_at_the_grouped_share():
     raw["parallel"] = {"data": 8, "expert": 8}
     r8 = resolve(scenario(raw))
     assert grouped_slowdown(r8, r8.model) == pytest.approx(1 - s + s / 0.995)
+
+
+def test_a_sustained_share_scales_the_tables_tensor_core_rates(tmp_path):
+    # A table measured under load: the H100's rates with a sustained clock of 1755 MHz over
+    # the 1980 MHz they ran at for BF16 (0.886364) and 0.8 of FP8's rate kept
+    path = tmp_path / "held.yaml"
+    path.write_text("base: h100-sxm\nsustained: {bf16: 0.886364, fp8: 0.8}\n")
+    held, h100 = kernel_table(str(path)), kernel_table("h100-sxm")
+    share = 1755 / 1980  # = 0.8863636
+    assert held.sustained_share("bf16") == pytest.approx(share, abs=1e-6)
+    # 4096^3: 783.3 x 0.886364 = 694.29 TFLOP/s; fp16 runs BF16's table and share
+    assert held.gemm_rate("bf16", 4096, 4096, 4096, 132) == pytest.approx(694.29 * T, rel=1e-5)
+    assert held.gemm_rate("fp16", 4096, 4096, 4096, 132) == pytest.approx(694.29 * T, rel=1e-5)
+    # FP8 4096^3: 738.7 x 1402.6 / 794.5 = 1304.09, x 0.8 = 1043.27; blockwise x 0.953 too
+    assert held.gemm_rate("fp8", 4096, 4096, 4096, 132) == pytest.approx(1043.27 * T, rel=1e-5)
+    assert held.gemm_rate("fp8", 4096, 4096, 4096, 132, "blockwise") == pytest.approx(
+        1043.27 * 0.953 * T, rel=1e-5
+    )
+    # the best rate (a layer timed by its FLOPs): 794.5 x 0.886364 = 704.22
+    assert held.best_rate("bf16") == pytest.approx(704.22 * T, rel=1e-5)
+    # fused attention (BF16 tensor cores): cuDNN causal head dim 128 at 4k, 518 x 0.886364
+    assert held.attention_rate("cudnn", "forward", True, 128, 4096) == pytest.approx(
+        459.14 * T, rel=1e-4
+    )
+    # the shipped tables measure no sustained share: 1
+    assert h100.sustained_share("bf16") == h100.sustained_share("fp8") == 1.0
+
+
+def test_a_sustained_share_must_be_a_share(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("base: h100-sxm\nsustained: {bf16: 1.2}\n")
+    raw = {
+        "name": "k",
+        "model": {"preset": "gpt2"},
+        "hardware": {"preset": "dgx-h100", "gpu": {"kernels": str(path)}},
+    }
+    with pytest.raises(InputError, match=r"hardware.gpu.kernels.*sustained.*\(0, 1\]"):
+        scenario(raw)

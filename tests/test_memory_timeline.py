@@ -124,7 +124,8 @@ def test_huggingface_loss_backward_holds_three_fp32_vocabulary_tensors():
 
 def test_bf16_loss_copies_logits_to_fp32_and_casts_the_gradient_back():
     """bf16 compute: logits s·V·2 and their fp32 copy s·V·4 in forward; in backward the cast's
-    gradient s·V·2 is allocated while log_softmax_backward's fp32 one is live."""
+    gradient s·V·2 is allocated while log_softmax_backward's fp32 one is live; then the head's
+    matmul backward makes its weight gradient V·h·2 (untied: freed by AccumulateGrad)."""
     r, inv, _t = timeline(tiny(implementation="huggingface", precision=BF16))
     values = 128 * 32000
     events = build_events(r, inv, 0)
@@ -139,6 +140,7 @@ def test_bf16_loss_copies_logits_to_fp32_and_casts_the_gradient_back():
         ("loss gradient (fp32)", 4 * values),
         ("loss gradient (fp32)", 4 * values),
         ("loss gradient (compute precision)", 2 * values),
+        ("head's weight gradient", 32000 * 64 * 2),  # V x h in bf16: 4,096,000 B
     ]
 
 

@@ -11,6 +11,7 @@ import json
 
 import pytest
 from conftest import FIXTURES, parameters
+from problem_lines import said
 
 LLAMA_2_7B = 6_738_415_616  # HF meta-llama/Llama-2-7b-hf ("6.74B params")
 GPT2 = 124_439_808  # HF `gpt2` (model.num_parameters())
@@ -69,30 +70,27 @@ def test_a_model_by_its_dimensions_notes_the_defaults_it_took(cli, write):
     path = write({"name": "l", "model": LLAMA_DIMS})
     code, out, err = cli("validate", path)
     assert (code, out) == (0, f"{path}: valid scenario 'l'\n")
-    assert err == f"note: {path}: {BOTH_DEFAULTS} (line 2)\n"
+    note = said(err.strip().removeprefix("note: "), path)
+    assert note.coded == ("W-DEFAULT", "model")
+    assert note.message.startswith(BOTH_DEFAULTS.removeprefix("model: "))  # and the remedy
     code, _, err = cli("inventory", path)
-    assert code == 0 and f"note: {path}: {BOTH_DEFAULTS} (line 2)\n" in err
+    assert code == 0 and said(err.strip().removeprefix("note: "), path) == note
 
 
 def test_the_note_names_only_the_default_taken_and_goes_once_both_are_given(cli, write):
     path = write({"name": "l", "model": {**LLAMA_DIMS, "position": "rope"}})
-    assert cli("validate", path)[2] == (
-        f"note: {path}: model: norm not given: took norm: layernorm (a weight and a bias per "
-        "norm), as GPT-2 has, but no biases (qkv_bias, attn_out_bias and mlp_bias default to "
-        "false; GPT-2 has all three); a Llama-like model sets position: rope and norm: rmsnorm "
-        "(line 2)\n"
-    )
+    note = said(cli("validate", path)[2].strip().removeprefix("note: "), path)
+    assert note.coded == ("W-DEFAULT", "model")
+    assert note.message.startswith("norm not given: took norm: layernorm")  # position given
     given = write({"name": "l", "model": {**LLAMA_DIMS, "position": "rope", "norm": "rmsnorm"}})
     assert cli("validate", given)[2] == ""
 
 
 def test_the_bias_remark_goes_where_a_bias_is_given(cli, write):
     path = write({"name": "g", "model": {**GPT2_DIMS, "qkv_bias": True, "norm": "layernorm"}})
-    assert cli("validate", path)[2] == (
-        f"note: {path}: model: position not given: took position: learned (a table of "
-        "max_positions x hidden parameters), as GPT-2 has; a Llama-like model sets position: "
-        "rope and norm: rmsnorm (line 2)\n"
-    )
+    note = said(cli("validate", path)[2].strip().removeprefix("note: "), path)
+    assert note.coded == ("W-DEFAULT", "model")
+    assert "as GPT-2 has;" in note.message  # a bias given: no remark on biases
 
 
 def test_no_max_positions_names_model_position_as_the_other_fix(cli, write):
@@ -100,11 +98,8 @@ def test_no_max_positions_names_model_position_as_the_other_fix(cli, write):
     path = write({"name": "l", "model": dims})
     code, out, err = cli("validate", path)
     assert (code, out) == (2, "")
-    assert err == (
-        f"{path}: model: learned position embeddings (model.position: learned, the default) "
-        "need 'max_positions', the rows of their table (expected model.max_positions, e.g. "
-        "2048, or model.position: rope or none, which have no table) (line 2)\n"
-    )
+    assert said(err.strip(), path).coded == ("E-VALUE", "model")
+    assert "'max_positions'" in err and "model.position: rope or none" in err  # both fixes
     # what the message says: rope needs no table (and counts Llama-2-7B, as above)
     assert parameters({**dims, "position": "rope", "norm": "rmsnorm"}) == LLAMA_2_7B
 
@@ -116,24 +111,19 @@ def test_parameters_beside_a_preset_is_refused_naming_both_keys(cli, write):
     path = write({"name": "p", "model": {"preset": "llama-2-7b", "parameters": 8_000_000_000}})
     code, out, err = cli("inventory", path)
     assert (code, out) == (2, "")
-    assert err == (
-        f"{path}: model.parameters: 8000000000 beside preset 'llama-2-7b' (expected one of the "
-        "two: model.preset gives a transformer's dimensions, from which its parameters, "
-        "activations and FLOPs are counted; model.parameters is a generic model of that many "
-        "parameters with no shapes, its activations 0 B unless model.activation_bytes_per_layer "
-        "is given; to resize the preset's model override its dimensions, e.g. model.layers, or "
-        "for a generic model drop model.preset) (line 4)\n"
-    )
+    assert said(err.strip(), path).coded == ("E-PRESET", "model.parameters")
+    assert "'llama-2-7b'" in err and "model.layers" in err  # what to override instead
 
 
 def test_parameters_beside_an_hf_config_is_refused(cli, write):
     path = write({"name": "p", "model": {"hf_config": str(FIXTURES / "gpt2.config.json")}})
     code, _, err = cli("validate", path, "--set", "model.parameters=1000000000")
     assert code == 2
+    line = said(err.strip(), path)
+    assert line.coded == ("E-PRESET", "model.parameters")
     # the quoted config path may be shortened in a deep checkout, but keeps its file name
-    assert err.startswith(f"{path}: model.parameters: 1000000000 beside hf_config '")
-    assert "/gpt2.config.json' (expected one of the two" in err
-    assert err.endswith("drop model.hf_config) (from --set model.parameters=1000000000)\n")
+    assert "/gpt2.config.json' " in line.message
+    assert line.message.endswith("(from --set model.parameters=1000000000)")
 
 
 @pytest.mark.parametrize(
@@ -146,11 +136,8 @@ def test_a_generic_model_s_figures_beside_a_transformer_are_refused(cli, write, 
     path = write({"name": "p", "model": {"preset": "llama-2-7b", key: value}})
     code, out, err = cli("validate", path)
     assert (code, out) == (2, "")
-    assert err == (
-        f"{path}: model: {key} given without 'parameters' (expected them only for a generic "
-        "model, beside model.parameters and model.layers; a transformer's activations and "
-        "FLOPs are counted from its dimensions) (line 2)\n"
-    )
+    assert said(err.strip(), path).coded == ("E-VALUE", "model")
+    assert f"{key} " in err and "'parameters'" in err
 
 
 def test_parameters_over_a_generic_preset_file_still_override_it(write, tmp_path):
@@ -189,8 +176,10 @@ def test_a_null_preset_alone_says_what_is_missing_not_none(cli, write):
     path = write({"name": "s", "model": {"preset": "llama-2-7b"}})
     code, _, err = cli("validate", path, "--set", "model.preset=null")
     assert code == 2 and "None" not in err
-    assert err.startswith(f"{path}: model: missing layers, hidden, heads, ffn_hidden, vocab")
-    assert err.endswith("(from --set model.preset=null)\n")
+    line = said(err.strip(), path)
+    assert line.coded == ("E-VALUE", "model")
+    assert "layers, hidden, heads, ffn_hidden, vocab" in line.message  # what is missing
+    assert line.message.endswith("(from --set model.preset=null)")
 
 
 def test_a_preset_and_an_hf_config_say_how_to_take_one_out(cli, write):
@@ -213,13 +202,13 @@ def test_a_stub_of_another_model_type_is_refused_as_llama_is(cli, write, tmp_pat
     path = _config(tmp_path, write, {"model_type": "gpt_neox", "hidden_size": 512})
     code, out, err = cli("validate", path)
     assert (code, out) == (2, "")
-    assert err == (
-        f"{path}: model.hf_config: {tmp_path / 'config.json'}: num_hidden_layers, "
-        "num_attention_heads, vocab_size, intermediate_size: required keys are missing "
-        "(transformers' GPTNeoXConfig would fill in its defaults, 44, 64, 50432 and 24576, the "
-        "sizes of some other model; expected each in the file, as a positive integer, as for "
-        "the named families) (line 3)\n"
+    line = said(err.strip(), path)
+    assert line.coded == ("E-PRESET", "model.hf_config")
+    assert line.message.startswith(
+        f"{tmp_path / 'config.json'}: num_hidden_layers, num_attention_heads, vocab_size, "
+        "intermediate_size: "
     )
+    assert "44, 64, 50432 and 24576" in line.message  # the defaults that would be taken
 
 
 def test_a_composite_config_names_the_key_under_text_config(cli, write, tmp_path):
@@ -245,11 +234,10 @@ def test_an_unknown_model_type_names_the_families_and_the_installed_transformers
     path = _config(tmp_path, write, {"model_type": "weirdo"})
     code, out, err = cli("validate", path)
     assert (code, out) == (2, "")
-    assert err == (
-        f"{path}: model.hf_config: {tmp_path / 'config.json'}: unsupported model_type 'weirdo' "
-        f"(known: {NAMED}, and any model_type transformers {transformers.__version__} knows; "
-        "else give the dimensions) (line 3)\n"
-    )
+    line = said(err.strip(), path)
+    assert line.coded == ("E-PRESET", "model.hf_config")
+    assert "'weirdo'" in line.message and NAMED in line.message
+    assert f"transformers {transformers.__version__}" in line.message
 
 
 def test_without_transformers_an_unnamed_model_type_says_to_install_it(
@@ -264,11 +252,10 @@ def test_without_transformers_an_unnamed_model_type_says_to_install_it(
     path = write({"name": "n", "model": {"hf_config": "config.json"}})
     code, _, err = cli("validate", path)
     assert code == 2
-    assert err == (
-        f"{path}: model.hf_config: {tmp_path / 'config.json'}: unsupported model_type "
-        f"'gpt_neox' (known: {NAMED}, and any model_type transformers knows once installed: "
-        "pip install -e '.[measure]'; else give the dimensions) (line 3)\n"
-    )
+    line = said(err.strip(), path)
+    assert line.coded == ("E-PRESET", "model.hf_config")
+    assert "'gpt_neox'" in line.message and NAMED in line.message
+    assert "pip install -e '.[measure]'" in line.message
 
 
 def test_a_complete_config_of_another_model_type_is_counted_and_noted(cli, write, tmp_path):

@@ -214,7 +214,7 @@ def test_the_shipped_expert_parallel_scenario_by_hand(cli, tmp_path):
 
 
 def test_measure_refuses_layers_it_does_not_build(cli):
-    code, _, err = cli("measure", "--model", "mixtral-8x7b")
+    code, _, err = cli("measure", "--model", "mixtral-8x7b", "--implementation", "tiersim")
     assert code == 2 and "Traceback" not in err
     assert "experts, experts_per_token, expert_ffn_hidden: tiersim measure builds" in err
 

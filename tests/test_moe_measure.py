@@ -117,5 +117,5 @@ def test_measure_refuses_an_moe_mixtral_does_not_build(cli, config):
                        "--set", "model.shared_expert_ffn_hidden=16")  # fmt: skip
     assert code == 2 and "Traceback" not in err
     assert "shared_experts" in err
-    code, _, err = cli("measure", "--hf-config", config)  # tiersim's own modules: no MoE
+    code, _, err = cli("measure", "--hf-config", config, "--implementation", "tiersim")  # no MoE
     assert code == 2 and "experts, experts_per_token, expert_ffn_hidden" in err

@@ -40,15 +40,17 @@ def _notes(path, engine: str, first_line: int) -> str:
     line = iter(range(first_line, first_line + 4))
     return (
         f"note: {path}: training.offload.sub_group_size: 500,000,000 has no effect: a DeepSpeed "
-        f"setting (the CPU optimizer's ZeRO-3 sub-groups), {why} (line {next(line)})\n"
+        f"setting (the CPU optimizer's ZeRO-3 sub-groups), {why} (line {next(line)}) "
+        "[W-NO-EFFECT]\n"
         f"note: {path}: training.offload.buffer_count: 2 has no effect: a DeepSpeed setting "
-        f"(the pinned swap buffers of optimizer state on NVMe), {why} (line {next(line)})\n"
+        f"(the pinned swap buffers of optimizer state on NVMe), {why} (line {next(line)}) "
+        "[W-NO-EFFECT]\n"
         f"note: {path}: training.offload.overlap_comm: false has no effect: a DeepSpeed "
         "setting (whether ZeRO-1/2's gradient copies run on the compute stream), "
-        f"{why} (line {next(line)})\n"
+        f"{why} (line {next(line)}) [W-NO-EFFECT]\n"
         f"note: {path}: training.offload.reduce_bucket_size: 50,000,000 has no effect: a "
         "DeepSpeed setting (ZeRO's gradient reduce bucket: its buffer and its division), "
-        f"{why} (line {next(line)})\n"
+        f"{why} (line {next(line)}) [W-NO-EFFECT]\n"
     )
 
 
@@ -154,7 +156,7 @@ def test_overlap_comm_off_at_zero3_is_noted_shown_null_and_changes_nothing(write
         "runs ZeRO-3's gradient reduce-scatters (and any copies to the host) beside backward, "
         "as DeepSpeed does with it on (off, DeepSpeed's stage3.py runs them on the compute "
         "stream, which is not modelled; parallel.overlap_gradient_reduce: false makes "
-        "backward wait for each reduce-scatter, not for the copies) (line 7)\n"
+        "backward wait for each reduce-scatter, not for the copies) (line 7) [W-NO-EFFECT]\n"
     )
     given, _ = _run(cli, path, tmp_path / "a")
     assert given["offload"]["overlap_comm"] is None

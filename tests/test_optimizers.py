@@ -4,6 +4,8 @@ PyTorch optimizers `measure` builds for them."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from conftest import inventory
 
@@ -93,8 +95,36 @@ def test_torch_optimizers_measure_builds():
     assert len([p for g in adamw.param_groups for p in g["params"]]) == 2
     (sgd,) = optimizer("sgd_momentum").build(torch, named)
     assert sgd.param_groups[0]["momentum"] == 0.9
-    with pytest.raises(ValueError, match="PyTorch has no adamw8bit"):
+    with pytest.raises(ValueError, match="PyTorch has no lion"):
+        optimizer("lion").build(torch, named)
+
+
+def test_adamw8bit_is_built_from_bitsandbytes_and_its_absence_is_said(monkeypatch):
+    torch = pytest.importorskip("torch")
+    named = list(torch.nn.Linear(4, 4).named_parameters())
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # as if not installed
+    with pytest.raises(ValueError, match="pip install 'tiersim\\[measure\\]'"):
         optimizer("adamw8bit").build(torch, named)
+
+
+def test_adamw8bit_and_muon_step_temporaries_by_hand():
+    """What the step allocates beside the state. bitsandbytes' CPU backend, one tensor at a
+    time in fp32: both moments dequantized, the gradient upcast, a 16-bit parameter's fp32
+    copy, sqrt(v) and sqrt(v)/c: (4 + 4 + 4 + 4 + 4 + 4) B x 65,536 values in bf16 (the fp32
+    copy is the parameter itself in fp32: 20 B); CUDA's kernel works in place. Muon: the
+    largest layer matrix's Newton-Schulz set, (value bytes + 8) B a value, or the AdamW rest's
+    single-tensor path, 2 tensors of the largest embedding, whichever is larger."""
+    eight = optimizer("adamw8bit")
+    assert eight.step_temporary_bytes(10**6, 65_536, 2, "cpu") == 24 * 65_536
+    assert eight.step_temporary_bytes(10**6, 65_536, 4, "cpu") == 20 * 65_536
+    assert eight.step_temporary_bytes(10**6, 65_536, 2, "cuda") == 0
+    muon = optimizer("muon")
+    layer, embed = Matrix(64, 128), Matrix(512, 64, split_rows=True, embedding=True)
+    # layer: (2 + 8) x 8,192 = 81,920; embedding's AdamW: 2 x 32,768 x 2 = 131,072
+    assert muon.step_temporary_bytes(0, 32_768, 2, "cpu", tensors=[layer, embed]) == 131_072
+    # a wider layer, 256 x 512 = 131,072 values: (2 + 8) x 131,072 = 1,310,720
+    wide = Matrix(256, 512)
+    assert muon.step_temporary_bytes(0, 131_072, 2, "cpu", tensors=[wide, embed]) == 1_310_720
 
 
 def test_muon_update_is_timed_by_its_newton_schulz_flops():
@@ -135,3 +165,23 @@ def test_optimizers_that_need_matrix_shapes_refuse_a_generic_model(name):
     }
     with pytest.raises(InputError, match=f"{name} .* a generic model"):
         scenario(raw)
+
+
+def test_transformers_fuses_a_layers_experts_into_one_gate_up_tensor():
+    """transformers 5 (huggingface) holds a layer's experts as gate_up_proj [E, 2f, h] and
+    down_proj [E, h, f]: the CPU AdamW step's largest tensor is E x 2f x h = 4 x 192 x 64 =
+    49,152 values, not one expert's 96 x 64; megatron's grouped experts are not fused so."""
+    from conftest import scenario
+
+    from tiersim.state.inventory import rank_matrices
+    from tiersim.state.resolved import resolve
+    from tiersim.state.step_optimizer import fused_experts
+
+    model = {"hidden": 64, "heads": 4, "layers": 2, "vocab": 256, "ffn_hidden": 128}
+    model |= {"norm": "rmsnorm", "position": "rope", "gated_mlp": True}
+    model |= {"experts": 4, "experts_per_token": 2, "expert_ffn_hidden": 96}
+    for implementation, values in (("huggingface", 49_152), ("megatron", 0)):
+        training = {"implementation": implementation, "workspace": "0 B", "seq_len": 64}
+        r = resolve(scenario({"name": "e", "model": model, "training": training}))
+        mats = [m for unit in rank_matrices(r, 0) for m in unit]
+        assert fused_experts(r, mats) == values

@@ -20,13 +20,12 @@ from tiersim.workload.pipeline import (
     bubble_fraction,
     bubble_s,
     bubble_share,
-    evaluate,
-    exposed_p2p_s,
     peak_inflight,
     stage_schedule,
     step_time,
 )
-from tiersim.workload.pipeline_steady import evaluate_steady
+from tiersim.workload.pipeline_steady import evaluate_steady, exposed_p2p_s
+from tiersim.workload.pipeline_timeline import evaluate
 
 
 def F(mb: int, chunk: int = 0) -> Op:
@@ -271,6 +270,36 @@ def test_the_direct_1f1b_program_is_the_schedule_order_with_its_dependencies():
                         dep, sent = k * m + mb, False
                 want.append((own, dep, sent, d))
             assert program_1f1b(k, p, m, 1.5, 2.5) == want
+
+
+def test_the_direct_interleaved_program_is_the_schedule_order_with_its_dependencies():
+    """`program_interleaved` against the program written out from `stage_schedule`: op
+    (kind, stage, chunk, micro-batch) numbered ((kind·p + stage)·v + chunk)·m + mb; a forward
+    waits for the previous virtual stage's (stage k - 1's same chunk, or stage p - 1's chunk
+    before it), a backward for the next virtual stage's (stage k + 1's same chunk, or stage
+    0's chunk after it), the last virtual stage's backward for its own forward."""
+    from tiersim.workload.pipeline_timeline import program_interleaved
+
+    for p, m, v in ((2, 2, 2), (2, 4, 3), (3, 3, 2), (3, 9, 2), (4, 8, 4), (5, 15, 3)):
+        fwd = [[1.0 + k + 0.25 * c for c in range(v)] for k in range(p)]
+        bwd = [[2.0 + k + 0.5 * c for c in range(v)] for k in range(p)]
+        for k in range(p):
+            want = []
+            for mb, c, kind in stage_schedule(k, p, m, v):
+                if kind == "forward":
+                    own, d = (k * v + c) * m + mb, fwd[k][c]
+                    dep, sent = ((k - 1) * v + c) * m + mb, True
+                    if k == 0:
+                        dep, sent = (((p - 1) * v + c - 1) * m + mb, True) if c else (-1, False)
+                else:
+                    own, d = ((p + k) * v + c) * m + mb, bwd[k][c]
+                    dep, sent = ((p + k + 1) * v + c) * m + mb, True
+                    if k == p - 1 and c < v - 1:
+                        dep = (p * v + c + 1) * m + mb
+                    elif k == p - 1:
+                        dep, sent = (k * v + c) * m + mb, False
+                want.append((own, dep, sent, d))
+            assert program_interleaved(k, p, m, v, fwd[k], bwd[k]) == want, (p, m, v, k)
 
 
 @settings(max_examples=200)

@@ -207,26 +207,30 @@ def megatron_scenarios() -> list[Path]:
 
 
 # NeMo 24.07 performance summary (NVIDIA/NeMo docs/source/performance/performance_summary.md,
-# commit 070a0bb1), Pretraining, DGX-H100, FP8: GPUs, GBS, MBS, sequence, TP, PP, VP,
+# commit 070a0bb1), Pretraining, DGX-H100, FP8: GPUs, GBS, MBS, sequence, TP, PP, CP, VP,
 # tokens/s/GPU, as the table prints them
 NEMO = {
-    "gpt3-175b-128gpus": (128, 256, 1, 2048, 4, 8, 6, 726),
-    "gpt3-175b-512gpus": (512, 2048, 2, 2048, 4, 8, 6, 782),
-    "llama2-7b-8gpus": (8, 128, 1, 4096, 1, 1, 1, 16847),
-    "llama2-13b-16gpus": (16, 128, 1, 4096, 1, 4, 10, 8646),
-    "llama2-70b-64gpus": (64, 128, 1, 4096, 4, 4, 20, 1707),
+    "gpt3-175b-128gpus": (128, 256, 1, 2048, 4, 8, 1, 6, 726),
+    "gpt3-175b-512gpus": (512, 2048, 2, 2048, 4, 8, 1, 6, 782),
+    "llama2-7b-8gpus": (8, 128, 1, 4096, 1, 1, 1, 1, 16847),
+    "llama2-13b-16gpus": (16, 128, 1, 4096, 1, 4, 1, 10, 8646),
+    "llama2-70b-64gpus": (64, 128, 1, 4096, 4, 4, 1, 20, 1707),
+    "llama3-8b-8gpus": (8, 128, 1, 8192, 1, 1, 2, 1, 12036),
+    "llama3-70b-64gpus": (64, 128, 1, 8192, 4, 4, 2, 5, 1533),
 }
 
 
 @pytest.mark.parametrize("key", NEMO)
 def test_nemo_scenarios_transcribe_the_table(key):
-    gpus, gbs, mbs, seq, tp, pp, vp, tokens = NEMO[key]
+    gpus, gbs, mbs, seq, tp, pp, cp, vp, tokens = NEMO[key]
     s = load_scenario(PUBLISHED / f"nemo2407-{key}.yaml").scenario
     par, tr = s.parallel, s.training
     assert s.hardware.preset == "dgx-h100" and tr.framework == "megatron"
     assert tr.fp8 is not None and s.seq_len == seq and tr.micro_batch_size == mbs
-    assert (par.tensor, par.pipeline, par.virtual_pipeline) == (tp, pp, vp)
-    assert par.data * par.tensor * par.pipeline == gpus
+    assert (par.tensor, par.pipeline, par.context, par.virtual_pipeline) == (tp, pp, cp, vp)
+    assert par.data * par.tensor * par.pipeline * par.context == gpus
+    if key.startswith("llama"):  # NeMo's Llama configs: hidden_dropout and attention_dropout 0.0
+        assert (s.model.hidden_dropout, s.model.attention_dropout) == (0.0, 0.0)
     assert mbs * tr.grad_accumulation * par.data == gbs
     (ref,) = [r for r in load_references(PUBLISHED) if r.name == f"nemo2407-{key}"]
     # the step: GBS x sequence tokens over the job's tokens a second
@@ -236,8 +240,8 @@ def test_nemo_scenarios_transcribe_the_table(key):
 def test_every_published_scenario_has_a_reference_and_back():
     refs = load_references(PUBLISHED)
     assert sorted(r.scenario.name for r in refs) == [p.name for p in published_scenarios()]
-    # + ZeRO-Offload Fig. 8 and Table 4, + NeMo 24.07's DGX H100 runs without CP (issue 39)
-    assert len(refs) == 24 + 9 + 5 + 5
+    # + ZeRO-Offload Fig. 8 and Table 4, + NeMo 24.07's DGX H100 runs (issue 39)
+    assert len(refs) == 24 + 9 + 5 + 7
     assert all(r.source and r.iteration_time_s > 0 for r in refs)
     fitted = {r.name: r.calibrates.split()[0] for r in refs if r.calibrates}
     table4 = {f"ren2021-cpu-adam-{p}b": "cpu.adam_kernel_rate" for p in (1, 2, 4, 8, 10)}

@@ -57,12 +57,13 @@ def test_published_iteration_times_within_targets(errors):
 
 
 def test_the_modern_group_is_out_of_sample_and_reported(errors):
-    # issue 39: the NeMo 24.07 performance summary's DGX H100 FP8 runs without context
-    # parallelism (GPT-3 175B at 128 and 512 GPUs, Llama 2 7B, 13B, 70B), nothing fitted to
-    # them. Target mean 5 %, max 10 %: NOT met (docs/kernels.md); this pins what is reported
-    # (every run too fast, from the isolated kernel rates) so a change to it is seen
+    # issue 39: the NeMo 24.07 performance summary's DGX H100 FP8 runs (GPT-3 175B at 128
+    # and 512 GPUs, Llama 2 7B, 13B, 70B, Llama 3 8B and 70B at context parallelism 2),
+    # nothing fitted to them. Target mean 5 %, max 10 %: NOT met (docs/kernels.md); this
+    # pins what is reported (every run too fast, from the isolated kernel rates) so a change
+    # to it is seen
     modern = {k: e for k, e in errors.items() if k.startswith("nemo2407")}
-    assert len(modern) == 5
+    assert len(modern) == 7
     assert all(e < 0 for e in modern.values()), modern
 
 

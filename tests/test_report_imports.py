@@ -11,6 +11,8 @@ REPORT = Path(__file__).resolve().parent.parent / "tiersim" / "report"
 RESULT_TYPES = {
     "tiersim.engine.results",  # StepResult, TierStats, LinkStats, CheckpointRun
     "tiersim.engine.offload_results",  # what a framework's offload engine did (OffloadFacts)
+    # the result types' figure map: each field's rule, declared beside it (engine/results.py)
+    "tiersim.engine.figures",
     # the records a trace recorder is told of (engine.core.Recorder: op(op, start, end)), as
     # desmod's tracers read what the model emits: the trace is built from them
     "tiersim.engine.ops",

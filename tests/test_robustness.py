@@ -19,6 +19,7 @@ import pytest
 from conftest import SCENARIOS, scenario
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
+from problem_lines import said
 
 from tiersim.config.load import build
 from tiersim.core.errors import InfeasibleError, InputError
@@ -478,7 +479,11 @@ def test_a_character_yaml_refuses_is_placed_by_line_and_column(cli, tmp_path):
         path.write_text(text)
         code, _out, err = cli("validate", path)
         assert code == 2
-        assert err == f"{path}: YAML syntax error at {where}: character {char} {only}\n"
+        assert said(err.strip(), path).coded == ("E-YAML", "")
+        assert (
+            said(err.strip(), path).message
+            == f"YAML syntax error at {where}: character {char} {only}"
+        )
 
 
 def test_malformed_set_paths_are_input_errors(cli):
@@ -497,7 +502,7 @@ def test_a_problem_a_runs_checks_find_names_the_set_that_caused_it(cli, tmp_path
     assert code == 2
     assert err == (
         f"{scenario}: hardware.tiers.hbf.endurance: random writes need 'write_amplification', "
-        f"or 'spare_area' to derive it (from --set {given})\n"
+        f"or 'spare_area' to derive it (from --set {given}) [E-WEAR]\n"
     )
     # written in the file, the same problem gives the line its key is on (42: hardware: is
     # line 38 of default.yaml, then preset, tiers, hbf, endurance)
@@ -510,5 +515,5 @@ def test_a_problem_a_runs_checks_find_names_the_set_that_caused_it(cli, tmp_path
     assert code == 2
     assert err == (
         f"{path}: hardware.tiers.hbf.endurance: random writes need 'write_amplification', "
-        "or 'spare_area' to derive it (line 42)\n"
+        "or 'spare_area' to derive it (line 42) [E-WEAR]\n"
     )

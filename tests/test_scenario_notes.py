@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from problem_lines import said
 
 
 def _scenario(tmp_path, model: str, kernel: str | None) -> object:
@@ -26,7 +27,8 @@ def _run(cli, path, out) -> tuple[dict, str]:
     return json.loads(stdout), err
 
 
-LINE = " (line 3)"  # where _scenario writes `training: {..., attention_kernel: ...}`
+NOTE = " [W-NO-EFFECT]"  # the code every note of a setting without effect ends with
+LINE = " (line 3)" + NOTE  # where _scenario writes `training: {..., attention_kernel: ...}`
 
 MOE_NOTE = (
     "training.attention_kernel: flash sets what attention keeps for backward (the activations) "
@@ -124,7 +126,7 @@ def test_validate_notes_a_swept_kernel_that_does_not_apply_once_per_value(tmp_pa
         f"note: {sweep}: grid.training.attention_kernel: value 'flash': "
         + MOE_NOTE.removeprefix("training.attention_kernel: ")
         + " [2 of 4 points; first: point 2 (training.attention_kernel=flash, parallel.data=1)]"
-        " (line 3)"
+        " (line 3) [W-NO-EFFECT]"
     )
 
 
@@ -140,7 +142,7 @@ def test_sweep_gives_the_notes_validate_gives_before_it_runs(tmp_path, cli):
         (True, False),
         (False, True),
     ]  # one note per value, as validate lists them
-    assert all(lines[i].endswith("(line 3)") for i in notes)
+    assert all(lines[i].endswith("(line 3) [W-NO-EFFECT]") for i in notes)
     assert notes[-1] < next(i for i, line in enumerate(lines) if "points on" in line)
 
 
@@ -156,7 +158,7 @@ def test_a_note_on_a_kernel_given_by_set_says_so(tmp_path, cli):
     path = _scenario(tmp_path, "{preset: mixtral-8x7b, layers: 2}", None)
     code, _, err = cli("validate", path, "--set", "training.attention_kernel=flash")
     assert code == 0
-    assert err == f"note: {path}: {MOE_NOTE} (from --set training.attention_kernel=flash)\n"
+    assert err == f"note: {path}: {MOE_NOTE} (from --set training.attention_kernel=flash){NOTE}\n"
 
 
 def test_a_key_set_twice_is_noted_with_the_value_used(tmp_path, cli):
@@ -165,7 +167,9 @@ def test_a_key_set_twice_is_noted_with_the_value_used(tmp_path, cli):
     code, _, err = cli("validate", path, *sets)
     assert code == 0
     what = "given 2 times by --set: the last, training.seq_len=128, is used"
-    assert err == f"note: {path}: training.seq_len: {what}\n"  # as every note: FILE: key: why
+    note = said(err.strip().removeprefix("note: "), path)  # as every note: FILE: key: why
+    assert note.coded == ("W-SET-REPEATED", "training.seq_len")
+    assert note.message == what
 
 
 @pytest.mark.parametrize("command", ["inventory", "wear"])
@@ -175,7 +179,10 @@ def test_inventory_and_wear_give_the_notes_run_gives(tmp_path, cli, command, fmt
     sets = ("--set", "training.seq_len=256", "--set", "training.seq_len=128")
     code, out, err = cli(command, path, "--format", fmt, *sets)
     assert code == 0, err
-    twice = "training.seq_len: given 2 times by --set: the last, training.seq_len=128, is used"
+    twice = (
+        "training.seq_len: given 2 times by --set: the last, training.seq_len=128, is used "
+        "[W-SET-REPEATED]"
+    )
     # on standard error, as run gives them; standard output stays the report alone
     assert err == f"note: {path}: {twice}\nnote: {path}: {MOE_NOTE}{LINE}\n"
     assert "note:" not in out
@@ -186,7 +193,10 @@ def test_compare_gives_each_sides_notes_once(tmp_path, cli):
     sets = ("--set", "training.seq_len=256", "--set", "training.seq_len=128")
     code, out, err = cli("compare", path, *sets)
     assert code == 0, err
-    twice = "training.seq_len: given 2 times by --set: the last, training.seq_len=128, is used"
+    twice = (
+        "training.seq_len: given 2 times by --set: the last, training.seq_len=128, is used "
+        "[W-SET-REPEATED]"
+    )
     # A's kernel note is B's too (B is A with --set): said once, before either is simulated
     assert err.splitlines()[:3] == [
         f"note: {path}: {MOE_NOTE}{LINE}",
@@ -253,7 +263,8 @@ def test_a_sweep_over_eager_and_flash_on_an_moe_notes_flash_only(tmp_path, cli):
     assert err == (
         f"note: {sweep}: grid.training.attention_kernel: value 'flash': "
         + MOE_NOTE.removeprefix("training.attention_kernel: ")
-        + " [1 of 2 points; first: point 1 (training.attention_kernel=flash)] (line 3)\n"
+        + " [1 of 2 points; first: point 1 (training.attention_kernel=flash)] (line 3)"
+        " [W-NO-EFFECT]\n"
     )
 
 
@@ -263,7 +274,10 @@ def test_plan_gives_the_base_scenarios_notes_before_it_searches(tmp_path, cli):
     sets = ("--set", "training.seq_len=256", "--set", "training.seq_len=128")
     code, out, err = cli("plan", path, "--workers", "1", "--format", "json", *sets)
     assert code == 0, err
-    twice = "training.seq_len: given 2 times by --set: the last, training.seq_len=128, is used"
+    twice = (
+        "training.seq_len: given 2 times by --set: the last, training.seq_len=128, is used "
+        "[W-SET-REPEATED]"
+    )
     # as run gives them, ahead of the search's progress; standard output stays the report
     assert err.splitlines()[:2] == [f"note: {path}: {twice}", f"note: {path}: {MOE_NOTE}{LINE}"]
     assert "note:" not in out
@@ -313,11 +327,11 @@ def test_sequence_parallelism_without_tensor_parallelism_is_noted(tmp_path, cli)
         "name: s\nmodel: {preset: gpt2}\ntraining: {seq_len: 512}\nparallel: {sequence: true}\n"
     )
     code, _, err = cli("validate", path)
-    assert code == 0 and err == f"note: {path}: {SP_NOTE} (line 4)\n"
+    assert code == 0 and err == f"note: {path}: {SP_NOTE} (line 4){NOTE}\n"
     # what the note says: with tensor 1, turning it on moves no output
     code, out, err = cli("compare", path, "--set", "parallel.sequence=false")
     assert code == 0, err
-    assert f"note: {path}: {SP_NOTE} (line 4)" in err
+    assert f"note: {path}: {SP_NOTE} (line 4){NOTE}" in err
     assert out.rstrip().endswith("no output moved")
     # with tensor 2 it splits something: no note
     code, _, err = cli("validate", path, "--set", "parallel.tensor=2")
@@ -333,5 +347,9 @@ def test_a_sweep_s_notes_spell_values_as_yaml_does_and_say_them_once(tmp_path, c
     code, _, err = cli("validate", sweep)
     assert code == 0, err
     assert err.startswith(f"note: {sweep}: grid.parallel.sequence: true has no effect: "), err
-    assert err.endswith("[1 of 2 points; first: point 1 (parallel.sequence=true)] (line 3)\n")
+    assert err.endswith(
+        "[1 of 2 points; first: point 1 (parallel.sequence=true)] (line 3){NOTE}\n".replace(
+            "{NOTE}", NOTE
+        )
+    )
     assert "True" not in err and "False" not in err

@@ -70,13 +70,14 @@ def test_a_stall_that_grows_unevenly_beyond_round_off_falls_back_and_says_why():
 
 def test_the_70b_nvme_scenario_at_2048_gpus_extrapolates():
     # issue 36's cliff: parallel.data 2,048 (and 16,384) at 512 micro-batches fell back to all
-    # 512 simulated; now three short runs (3, 4, 5 micro-batches) suffice, as at 64 GPUs
+    # 512 simulated; now the samples of 3, 4 and 5 micro-batches suffice, as at 64 GPUs, all
+    # three from one run of 5 (tiersim.engine.periods)
     path = ROOT / "scenarios" / "llama2-70b-zero3-nvme.yaml"
     for data in (2048, 16384):
         overrides = [f"parallel.data={data}", "training.grad_accumulation=512"]
         report = report_for(load_scenario(path, overrides))
         assert report["sim"]["steady_state"] == "extrapolated", report["sim"]
-        assert report["sim"]["micro_batches_simulated"] == [3, 4, 5]
+        assert report["sim"]["micro_batches_simulated"] == [5]
         assert "steady_state_why" not in report["sim"]
 
 
@@ -94,9 +95,10 @@ def test_a_fallback_says_why_in_the_json_and_the_table(monkeypatch):
 
 
 def test_a_blocking_checkpoint_measured_once_is_the_full_simulation_s(monkeypatch):
-    # a blocking checkpoint between independent steps is measured on the shortest sample only
-    # (steady.checkpoint_stands_alone); simulated in full, all 32 micro-batches, it costs the
-    # same: every figure to 1e-9, its stall (a difference of two run ends) to 1e-11 of a step
+    # a blocking checkpoint between independent steps is measured on one sample only, the
+    # run the samples come from (steady.checkpoint_stands_alone); simulated in full, all 32
+    # micro-batches, it costs the same: every figure to 1e-9, its stall (a difference of two
+    # run ends) to 1e-11 of a step
     from tiersim.engine import simulate as simulate_module
 
     path = ROOT / "scenarios" / "llama2-70b-zero3-nvme.yaml"
@@ -110,7 +112,7 @@ def test_a_blocking_checkpoint_measured_once_is_the_full_simulation_s(monkeypatc
     )
     fast = report_for(load_scenario(path, overrides))
     assert fast["sim"]["steady_state"] == "extrapolated"
-    assert measured == [fast["sim"]["micro_batches_simulated"][0]]  # one run, the shortest
+    assert measured == fast["sim"]["micro_batches_simulated"]  # one run: the samples' own
     full = report_for(load_scenario(path, [*overrides, "simulation.steady_state=full"]))
     step = full["step"]["time_s"]
     for key, want in full["checkpoint"].items():

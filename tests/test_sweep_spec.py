@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+from problem_lines import bare, coded, said
 
 from tiersim.config.load import build
 from tiersim.core.errors import InputError
@@ -200,7 +201,9 @@ def test_validate_and_sweep_refuse_a_repeated_value_with_exit_2(tmp_path, cli, c
         command, path, *(["--out", tmp_path / "out"] if command == "sweep" else [])
     )
     assert (code, out) == (2, "")
-    assert err == (
+    path_ = "grid.hardware.tiers.hbf.write_bandwidth"
+    assert said(err.strip(), path).coded == ("E-SWEEP-DUPLICATE", path_)
+    assert bare(err) == (
         f"{path}: grid.hardware.tiers.hbf.write_bandwidth: value '50 GB/s' is listed twice "
         "(items 0 and 1: '50 GB/s' and '50GB/s' are the same value); expected each value once"
         " (line 3)\n"  # base (line 1), grid (2), the bandwidth (3)
@@ -253,7 +256,7 @@ def test_validate_names_the_swept_value_that_is_invalid(tmp_path, cli):
     code, out, err = cli("validate", path)
     assert code == 2 and out == ""
     assert "Traceback" not in err
-    lines = sorted(err.strip().splitlines())
+    lines = sorted(bare(err).strip().splitlines())
     assert len(lines) == 2, err
     assert lines[0].startswith(f"{path}: grid.hardware.tiers.hbf.write_bandwidth: value 'fast': ")
     # base (line 1), grid (2), the bandwidth (3) and its 2 values (4, 5), the pipeline (6)
@@ -276,9 +279,12 @@ def test_validate_reports_bad_paths_and_the_bad_values_of_the_other_axes(tmp_pat
     path = write_sweep(tmp_path, {"grid": grid})
     code, out, err = cli("validate", path)
     assert code == 2 and out == ""
-    lines = err.strip().splitlines()
+    assert coded(err.strip().splitlines(), path) == [
+        ("E-SWEEP", "grid.hardware.tiers.hbf.write_bandwith"),
+        ("E-RANGE", "grid.parallel.data"),
+    ]
+    lines = bare(err).strip().splitlines()
     assert len(lines) == 2, err
-    assert lines[0].startswith(f"{path}: grid.hardware.tiers.hbf.write_bandwith: not a scenario")
     assert lines[0].endswith(" (line 3)")  # base (line 1), grid (2), the key (3), its value (4)
     assert lines[1].startswith(f"{path}: grid.parallel.data: value -2: ")
     assert lines[1].endswith("[1 of 2 points; first: point 1 (parallel.data=-2)] (line 5)")
@@ -311,6 +317,7 @@ def test_validate_lists_points_invalid_only_in_combination_and_exits_0(tmp_path,
     head, note = out.strip().splitlines()
     assert head.startswith(f"{path}: valid sweep 's': 4 points (grid 2 x 2) over ")
     assert head.endswith("some points are invalid in combination and will run as invalid rows:")
+    note = bare(note)
     assert note.startswith(f"  {path}: grid.parallel.pipeline: value 2: layers (25) ")
     # base (line 1), grid (2), model.layers (3) and its 2 values (4, 5), the pipeline (6)
     assert note.endswith(
@@ -339,10 +346,8 @@ def test_a_scenario_given_to_sweep_is_refused_in_one_line(tmp_path, cli):
     path.write_text(yaml.safe_dump(TINY))  # name, model, training
     code, out, err = cli("sweep", path, "--out", tmp_path / "out")
     assert (code, out) == (2, "")
-    assert err == (
-        f"{path}: a scenario file, not a sweep (sections model, training; no base, grid or "
-        "zip): run it with `tiersim run`, or sweep it from a sweep file whose base: names it\n"
-    )
+    assert said(err.strip(), path).coded == ("E-SWEEP", "")
+    assert len(err.splitlines()) == 1 and "`tiersim run`" in err
 
 
 def test_a_wrong_set_value_is_named_in_the_sweep_file_and_refused_before_any_point(tmp_path, cli):
@@ -352,6 +357,8 @@ def test_a_wrong_set_value_is_named_in_the_sweep_file_and_refused_before_any_poi
     code, _, err = cli("validate", path)
     assert code == 2
     # base (line 1), set (2), its entry (3): the value is the sweep file's, not the base's
+    assert said(err.strip(), path).coded == ("E-TIER-UNKNOWN", "set.placement.optimizer")
+    err = bare(err)
     assert err.startswith(
         f"{path}: set.placement.optimizer: value 'ssd': tier 'ssd' does not exist (tiers: "
     )
@@ -377,5 +384,7 @@ def test_a_grid_left_empty_is_refused(tmp_path, cli):
     path.write_text("base: b.yaml\ngrid:\n")
     code, _, err = cli("validate", path)
     assert code == 2
-    what = "empty (null in YAML; expected key paths, each with a list of values)"
-    assert err.strip() == f"{path}: grid: {what} (line 2)"
+    assert said(err.strip(), path).coded == ("E-SWEEP", "grid")
+    assert err.strip().endswith(
+        "(null in YAML; expected key paths, each with a list of values) (line 2) [E-SWEEP]"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 
 from tiersim.cli import main
 from tiersim.config.yamllines import key_lines
@@ -20,11 +21,18 @@ hardware:
 """
 
 
+CODE = re.compile(r" \[[EW]-[A-Z-]+\]$", re.MULTILINE)
+
+
 def _err(*args: object) -> tuple[int, str]:
+    """(exit code, stderr with each problem's code taken off: what is checked here is where
+    the line number goes, which is before the code; each line is checked to end with one)."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([str(a) for a in args])
-    return code, err.getvalue()
+    text = err.getvalue()
+    assert all(CODE.search(line) for line in text.splitlines()), text
+    return code, CODE.sub("", text)
 
 
 def test_each_problem_names_the_line_of_its_key(tmp_path):

@@ -12,8 +12,8 @@ pyarrow tables (`.to_pandas()` where pandas is installed) and matplotlib figures
 
 Every function raises `tiersim.InputError` for bad input (the CLI's exit 2) and
 `tiersim.InfeasibleError` for a scenario that cannot run (exit 3); docs/api.md walks
-through it. The CLI's commands are built on the same functions (config.load, runner,
-plan.run, frameworks), so a figure here is the figure the CLI prints.
+through it. The CLI's commands call these functions (tests/test_cli_thin.py), so a figure
+here is the figure the CLI prints; tiersim/api_commands.py holds the rest of them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiersim.config.load import Loaded, load_scenario
+from tiersim.api_commands import (
+    Wear,
+    check,
+    compare,
+    flash_span,
+    inventory,
+    model_facts,
+    notes,
+    wear,
+)
+from tiersim.config.load import API_OVERRIDES, SET_FLAGS, Loaded, Origin, load_scenario
 from tiersim.config.load import build as build_loaded
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.core.errors import InputError, Problem
@@ -36,18 +46,29 @@ if TYPE_CHECKING:  # the engine loads when a run is asked for
 Overrides = Mapping[str, Any] | Sequence[str] | None
 
 __all__ = [
+    "API_OVERRIDES",
+    "SET_FLAGS",
     "Planned",
     "Run",
+    "Wear",
     "build",
+    "check",
+    "compare",
     "emit",
+    "flash_span",
     "import_configs",
+    "imported",
+    "inventory",
     "inventory_table",
     "load",
+    "model_facts",
+    "notes",
     "override",
     "plan",
     "run",
     "sweep",
     "sweep_figure",
+    "wear",
 ]
 
 
@@ -64,10 +85,11 @@ def _texts(overrides: Overrides) -> list[str]:
     return list(overrides)
 
 
-def load(path: str | Path, overrides: Overrides = None) -> Loaded:
+def load(path: str | Path, overrides: Overrides = None, origin: Origin = API_OVERRIDES) -> Loaded:
     """A scenario file, validated, with `overrides` (key path -> value, or PATH=VALUE
-    texts as --set takes them) applied."""
-    return load_scenario(path, _texts(overrides))
+    texts as --set takes them) applied. A problem an override causes says "(from the
+    override PATH=VALUE)"; `origin=SET_FLAGS` words it as the CLI's "(from --set ...)"."""
+    return load_scenario(path, _texts(overrides), origin)
 
 
 def build(
@@ -75,7 +97,7 @@ def build(
 ) -> Loaded:
     """A scenario from a mapping (as a YAML file would give it); relative file names in it
     (a preset file, an hf_config) are read from `base_dir`."""
-    return build_loaded(dict(mapping), Path(base_dir), "<api>", _texts(overrides))
+    return build_loaded(dict(mapping), Path(base_dir), "<api>", _texts(overrides), API_OVERRIDES)
 
 
 def override(loaded: Loaded, overrides: Overrides) -> Loaded:
@@ -83,8 +105,10 @@ def override(loaded: Loaded, overrides: Overrides) -> Loaded:
     more = [*loaded.overrides, *_texts(overrides)]
     source = Path(loaded.source)
     if source.is_file():  # read again: its relative file names are the file's folder's
-        return load_scenario(source, more)
-    return build_loaded(loaded.resolved, Path.cwd(), loaded.source, _texts(overrides))
+        return load_scenario(source, more, API_OVERRIDES)
+    return build_loaded(
+        loaded.resolved, Path.cwd(), loaded.source, _texts(overrides), API_OVERRIDES
+    )
 
 
 def _table(rows: list[dict[str, Any]]) -> Any:
@@ -149,20 +173,19 @@ class Run:
         return step_figure(self.report, self.lifecycle.full_trace)
 
 
-def run(loaded: Loaded) -> Run:
-    """Simulate `loaded` (checked as `tiersim run` checks it) and report it."""
+def run(loaded: Loaded, record: bool = False) -> Run:
+    """Simulate `loaded` (checked as `tiersim run` checks it) and report it; `record`: keep
+    the step's trace (`run.result.trace`, as `tiersim run --trace` writes it)."""
     from tiersim.runner import Run as Lifecycle
 
-    lifecycle = Lifecycle.of(loaded)
+    lifecycle = Lifecycle.of(loaded, record=record)
     lifecycle.report  # noqa: B018  simulated and reported now: its errors raised here
     return Run(loaded, lifecycle)
 
 
 def inventory_table(loaded: Loaded) -> Any:
     """One row a state class: its bytes per GPU and its home tier (no simulation)."""
-    from tiersim.runner import inventory
-
-    inv = inventory(loaded.scenario)
+    inv = inventory(loaded)
     homes = loaded.scenario.placement.model_dump()
     rows = [
         {"class": cls, "bytes_per_gpu": inv.per_gpu[cls], "home": homes.get(cls, "hbm")}
@@ -177,7 +200,8 @@ def _points(grid: Mapping[str, Iterable[Any]]) -> list[dict[str, Any]]:
     for path, options in zip(paths, values, strict=True):
         if not options:
             raise InputError(
-                "api.sweep", [Problem(path, "no values (expected a list of one or more)")]
+                "api.sweep",
+                [Problem(path, "no values (expected a list of one or more)", "E-SWEEP")],
             )
     return [dict(zip(paths, combo, strict=True)) for combo in itertools.product(*values)]
 
@@ -253,6 +277,17 @@ class Planned:
             rows.append({k: p.get(k) for k in keep} | {"overrides": " ".join(p["overrides"])})
         return _table(rows)
 
+    def break_even(self) -> dict[str, Any] | None:
+        """`tiersim plan --break-even`: where a plan holds optimizer state on HBF, the
+        figures at which it stops paying (None where no plan asks the question)."""
+        from tiersim.plan.breakeven import hbf_break_even
+
+        question = self.report["hbf_optimizer"]
+        if question is None:
+            return None
+        base = tuple(self.report["base_overrides"])
+        return hbf_break_even(Path(self.report["scenario"]), question, base)
+
     def best(self) -> Loaded | None:
         """The best plan as a scenario (None where no plan fits)."""
         from tiersim.plan.rank import rerun_overrides
@@ -270,15 +305,18 @@ def plan(
     objective: str = "tokens_per_s",
     top: int = 5,
     workers: int | None = None,
-    time_limit_s: float = 600.0,
+    time_limit_s: float | None = 600.0,
+    executor: str = "local",
+    scheduler: str | None = None,
 ) -> Planned:
     """`tiersim plan` of the scenario file at `path` (its plan: section, or the default
-    space), progress on standard error."""
+    space), progress on standard error; `executor` "dask" (at `scheduler`, else a local
+    cluster) spreads the candidates as `tiersim plan --executor` does."""
     from tiersim.plan.report import plan_report
     from tiersim.plan.run import PlanOptions
     from tiersim.plan.run import plan as run_plan
 
-    options = PlanOptions(objective, top, workers, "local", None, time_limit_s)
+    options = PlanOptions(objective, top, workers, executor, scheduler, time_limit_s)
     outcome = run_plan(Path(path), options, tuple(_texts(overrides)))
     return Planned(plan_report(outcome, objective, top))
 
@@ -292,14 +330,31 @@ def import_configs(
     overrides: Overrides = None,
 ) -> Loaded:
     """`tiersim import`: the scenario DeepSpeed / Megatron-LM / torchtitan configs describe
-    (its notes: `tiersim.frameworks.assemble.import_configs` returns them too)."""
+    (its notes and YAML text: `api.imported`)."""
+    return imported(paths, kind, hf_config, hardware, gpus, overrides).loaded
+
+
+def imported(
+    paths: Sequence[str | Path] | str | Path,
+    kind: str | None = None,
+    hf_config: str | None = None,
+    hardware: str = "dgx-h100",
+    gpus: int | None = None,
+    overrides: Overrides = None,
+    name: str | None = None,
+    recipe: str | None = None,
+) -> Any:
+    """`import_configs`' whole answer (`tiersim import`'s): `.loaded`, `.note_lines()` (every
+    key not mapped) and `.yaml_text()` (the scenario file); `name` the scenario's, `recipe`
+    a Megatron-Bridge recipe's function."""
     from tiersim.frameworks.assemble import ImportOptions
     from tiersim.frameworks.assemble import import_configs as assemble
 
     if isinstance(paths, str | Path):
         paths = [paths]
-    options = ImportOptions(kind, hf_config, hardware, gpus, None, tuple(_texts(overrides)))
-    return assemble([Path(p) for p in paths], options).loaded
+    texts = tuple(_texts(overrides))
+    options = ImportOptions(kind, hf_config, hardware, gpus, name, texts, recipe)
+    return assemble([Path(p) for p in paths], options)
 
 
 def emit(loaded: Loaded, kind: str) -> str:

@@ -43,5 +43,5 @@ def check_plan_section(
     try:
         return checked_space(loaded, raw, path)
     except InputError as exc:  # a problem a --set made says which (the line is the file's)
-        problems = blamed_on_overrides(exc.problems, loaded.overrides)
+        problems = blamed_on_overrides(exc.problems, loaded.overrides, loaded.origin)
         raise InputError(exc.source, problems) from None

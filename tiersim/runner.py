@@ -91,7 +91,7 @@ def check_runnable(loaded: Loaded) -> None:
     problems = placement_problems(execution_plan(s), s.hardware, Topology(s.hardware))
     problems += wear_problems(s) + checkpoint_problems(s)
     if problems:  # each with the --set or the line of its key, as the file's other problems
-        problems = blamed_on_overrides(problems, loaded.overrides)
+        problems = blamed_on_overrides(problems, loaded.overrides, loaded.origin)
         raise with_lines(InputError(loaded.source, problems), loaded.text)
 
 
@@ -118,7 +118,7 @@ def _parallel_notes(scenario: Scenario) -> list[Problem]:
         "over the tensor-parallel group, so it needs parallel.tensor > 1 to change anything "
         f"(tensor is {par.tensor})"
     )
-    return [Problem("parallel.sequence", why)]
+    return [Problem("parallel.sequence", why, "W-NO-EFFECT")]
 
 
 def _kernel_notes(scenario: Scenario) -> list[Problem]:
@@ -134,24 +134,25 @@ def _kernel_notes(scenario: Scenario) -> list[Problem]:
             "attention shapes), so its activations are model.activation_bytes_per_layer and "
             "its time its FLOPs whatever the kernel"
         )
-        return [Problem(where, why)]
+        return [Problem(where, why, "W-NO-EFFECT")]
     if kernel_timed(model) or kernel == FLOP_TIMED_KERNEL:
         return []  # its time is its kernel's, or is charged as the kernel it sets (eager)
     parts = (("mixture-of-experts", model.moe), ("latent attention", model.mla))
     kinds = " and ".join(what for what, part in parts if part is not None)
     timed = f"a model with {kinds} is timed by its FLOPs (its attention as {FLOP_TIMED_KERNEL}'s)"
-    if scenario.training.recompute == "full":  # a layer keeps its input only, whatever the kernel
+    t = scenario.training
+    if t.recompute == "full" and (t.recompute_every or 1) == 1:  # it keeps its input only
         why = (
             f"{kernel} has no effect: under training.recompute full a layer keeps only its "
             f"input for backward and {timed}, not kernel by kernel, so eager, sdpa and flash "
             "give it the same activations and step time"
         )
-        return [Problem(where, why)]
+        return [Problem(where, why, "W-NO-EFFECT")]
     why = (
         f"{kernel} sets what attention keeps for backward (the activations) but not the step "
         f"time: {timed}, not kernel by kernel, so eager, sdpa and flash give it the same step time"
     )
-    return [Problem(where, why)]
+    return [Problem(where, why, "W-NO-EFFECT")]
 
 
 def inventory(scenario: Scenario) -> Inventory:

@@ -88,10 +88,12 @@ def checkpoint_problems(scenario: Scenario) -> list[Problem]:
     """Inputs the checkpoint model cannot use (exit 2), beyond what the scenario loader checks."""
     f, problems = scenario.failures, []
     if f.mtbf is not None and f.gpu_mtbf is not None:
-        problems.append(Problem("failures", "give mtbf (the job's) or gpu_mtbf, not both"))
+        problems.append(
+            Problem("failures", "give mtbf (the job's) or gpu_mtbf, not both", "E-WEAR")
+        )
     if scenario.checkpoint.every_steps == "auto" and f.mtbf is None and f.gpu_mtbf is None:
         what = "'auto' needs a failure rate: give failures.mtbf or failures.gpu_mtbf"
-        problems.append(Problem("checkpoint.every_steps", what))
+        problems.append(Problem("checkpoint.every_steps", what, "E-WEAR"))
     c = scenario.checkpoint
     if c.mode == "async" and c.staging == c.target:  # wrong whether simulated now or not
         what = (
@@ -99,7 +101,7 @@ def checkpoint_problems(scenario: Scenario) -> list[Problem]:
             f"to the target; both are '{c.target}' (expected mode: blocking, or another "
             "staging tier or target)"
         )
-        problems.append(Problem("checkpoint.staging", what))
+        problems.append(Problem("checkpoint.staging", what, "E-WEAR"))
     return problems
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from tiersim.analysis.checkpoint import (
     CheckpointCost,
@@ -18,6 +19,7 @@ from tiersim.analysis.wear import judge, steps_per_day, tier_wear
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import Parallel
 from tiersim.core.units import DAY_S
+from tiersim.engine.figures import Into, Rule, exact, figures
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.state.resolved import Resolved
 
@@ -113,46 +115,77 @@ def with_checkpoint(result: StepResult, res: Resolved, run: CheckpointRun) -> St
     run = dataclasses.replace(
         run, interval_steps=interval, interval_basis=basis, interval_budget_tier=budget_tier
     )
-    wrote = per_step(run.written_by_tier, interval) if interval else {}
-    read = per_step(run.read_by_tier, interval) if interval else {}
-    tiers = {
-        name: _tier_with(ts, run.peak_by_tier.get(name, 0), wrote.get(name, 0), read.get(name, 0))
-        for name, ts in result.tiers.items()
-    }
+    shares = checkpoint_shares(result, run, interval)
+    # the step with its share of the stall: what a share of the step divides by
+    period = result.time_s + run.stall_s / interval if interval else result.time_s
+    tiers, links = (
+        {name: _with_shares(r, shares.get((section, name)), period) for name, r in records.items()}
+        for section, records in (("tiers", result.tiers), ("links", result.links))
+    )
     target = res.execution.checkpoint.target
     if interval and target in tiers:
         tiers[target] = _holding_versions(tiers[target], run.bytes)
-    links = dict(result.links)
-    for name, per in run.link_bytes.items():
-        if name in links and interval:
-            extra = per_step(per, interval)
-            by_dir = dict(links[name].bytes_by_direction)
-            for d, b in extra.items():
-                by_dir[d] = by_dir.get(d, 0) + b
-            busy = links[name].busy_s + run.link_busy_s.get(name, 0.0) / interval
-            flying = links[name].in_flight_s + run.link_in_flight_s.get(name, 0.0) / interval
-            period = result.time_s + run.stall_s / interval  # the step with its stall share
-            links[name] = dataclasses.replace(
-                links[name],
-                bytes=links[name].bytes + sum(extra.values()),
-                busy_s=busy,
-                utilization=busy / period if period > 0 else 0.0,
-                bytes_by_direction=by_dir,
-                in_flight_s=flying,
-                in_flight_utilization=flying / period if period > 0 else 0.0,
-            )
     return dataclasses.replace(result, tiers=tiers, links=links, checkpoint=run)
 
 
-def _tier_with(ts, peak: int, wrote: int, read: int):
-    return dataclasses.replace(
-        ts,
-        peak_bytes=max(ts.peak_bytes, peak),
-        bytes_written=ts.bytes_written + wrote,
-        bytes_read=ts.bytes_read + read,
-        checkpoint_written=wrote,
-        checkpoint_read=read,
-    )
+def checkpoint_shares(
+    result: StepResult, run: CheckpointRun, interval: int | None
+) -> dict[tuple, list[tuple[Into, Any]]]:
+    """Per record (("tiers", name), ("links", name)), each checkpoint figure's part of it
+    (the figure map's `into`), by the rule of the field it goes into: a PER_PERIOD one's
+    averaged over the interval (counts in whole bytes, `per_step`; seconds divided; nothing
+    without an interval), a PEAK's as it is."""
+    out: dict[tuple, list[tuple[Into, Any]]] = {}
+    for fname, fig in figures(run):
+        into, value = fig.into, getattr(run, fname)
+        records = getattr(result, into.section) if into else None
+        if not records or not value:
+            continue
+        averaged = dict(figures(next(iter(records.values()))))[into.field].rule is Rule.PER_PERIOD
+        if averaged and not interval:
+            continue
+        counts = averaged and exact(run, fname) and isinstance(next(iter(value.values())), int)
+        if counts:
+            value = per_step(value, interval)  # over the names: the parts add to the whole
+        for name, v in value.items():
+            if averaged and isinstance(v, dict):
+                v = per_step(v, interval)
+            elif averaged and not counts:
+                v = v / interval
+            out.setdefault((into.section, name), []).append((into, v))
+    return out
+
+
+def _with_shares(record, shares: list[tuple[Into, Any]] | None, period: float):
+    """A tier's or link's record with the checkpoint's shares combined by each target
+    field's rule: added (PER_PERIOD; a mapping entry by entry, its total_of figure by their
+    sum), the higher kept (PEAK); also set as `shown`; where anything was added, its SHARE
+    figures over `period`."""
+    if shares is None:
+        return record
+    rules = dict(figures(record))
+    changes: dict[str, Any] = {}
+    added = False
+    for into, share in shares:
+        now = changes.get(into.field, getattr(record, into.field))
+        if rules[into.field].rule is Rule.PEAK:
+            changes[into.field] = max(now, share)
+            continue
+        added = True
+        if isinstance(share, dict):
+            changes[into.field] = {**now, **{d: now.get(d, 0) + b for d, b in share.items()}}
+            for name, fig in rules.items():
+                if fig.total_of == into.field:
+                    changes[name] = changes.get(name, getattr(record, name)) + sum(share.values())
+        else:
+            changes[into.field] = now + share
+        if into.shown:
+            changes[into.shown] = share
+    for name, fig in rules.items():
+        if fig.rule is Rule.SHARE and added:
+            numerator = changes.get(fig.of, getattr(record, fig.of))
+            changes[name] = numerator / period if period > 0 else 0.0
+    return dataclasses.replace(record, **changes)
 
 
 def _holding_versions(ts, nbytes: int):

@@ -27,14 +27,11 @@ point follows the last segment down (fewer cycles, the conservative side). A
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tiersim.config.schema import Endurance, Scenario, Tier
 from tiersim.core.units import DAY_S, YEAR_S
 from tiersim.engine.results import StepResult
-
-if TYPE_CHECKING:  # the wear model's record, which reads this module
-    from tiersim.analysis.wear import TierWear
 
 DEFAULT_RATED_RETENTION_S = YEAR_S  # JEDEC JESD218, client class: 1 year at 30 C
 # Cai et al. 2012 (FCR): a 3-day refresh in place of the 1-year retention, 46x the lifetime
@@ -46,12 +43,21 @@ def wear_span_bytes(tier: Tier) -> float:
     return tier.wear_span if tier.wear_span is not None else tier.capacity
 
 
-def levelled_whole(w: TierWear) -> bool:
+class WearSpan(Protocol):
+    """What the span functions read of a tier's wear record (wear.TierWear, whose module
+    reads this one: named by these fields rather than imported)."""
+
+    capacity_bytes: float
+    physical_bytes: float
+    wear_span_bytes: float | None
+
+
+def levelled_whole(w: WearSpan) -> bool:
     """Whether a tier's wear is levelled over all of its capacity."""
     return w.wear_span_bytes is None or w.wear_span_bytes >= w.capacity_bytes
 
 
-def device_physical_bytes(w: TierWear) -> float:
+def device_physical_bytes(w: WearSpan) -> float:
     """The whole device's physical bytes (`w.physical_bytes` is its wear span's)."""
     span = w.capacity_bytes if levelled_whole(w) else w.wear_span_bytes
     return w.physical_bytes * w.capacity_bytes / span

@@ -332,13 +332,13 @@ def wear_problems(scenario: Scenario) -> list[Problem]:
         if not derivable and e.write_amplification is None:
             where = f"hardware.tiers.{name}.endurance"
             what = "random writes need 'write_amplification', or 'spare_area' to derive it"
-            problems.append(Problem(where, what))
+            problems.append(Problem(where, what, "E-WEAR"))
     for name, budget in scenario.budget.tiers.items():
         tier = scenario.hardware.tiers.get(name)
         e = tier.endurance if tier else None
         if budget.total_bytes_written is not None and e is not None and e.warranty is None:
             what = f"needs hardware.tiers.{name}.endurance.warranty, the period it covers"
-            problems.append(Problem(f"budget.{name}.total_bytes_written", what))
+            problems.append(Problem(f"budget.{name}.total_bytes_written", what, "E-WEAR"))
     return problems
 
 

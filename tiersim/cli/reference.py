@@ -1,9 +1,10 @@
-"""The two reference pages made from the code itself, so that neither can go stale:
-docs/cli-reference.md from the command-line parsers (every command's `--help`) and
+"""The reference pages made from the code itself, so that none can go stale:
+docs/cli-reference.md from the command-line parsers (every command's `--help`),
 docs/scenario-reference.md from the scenario schema (every key, its type as the schema
-spells it, its default, and the schema's own comment beside it).
+spells it, its default, and the schema's own comment beside it) and docs/problem-codes.md
+from the table of problem codes (tiersim.core.problem_codes).
 
-    python -m tiersim.cli.reference          # rewrite both pages
+    python -m tiersim.cli.reference          # rewrite the pages
     python -m tiersim.cli.reference --check  # exit 1 where a page differs from the code
 
 tests/test_docs_reference.py fails when a committed page differs from what this makes.
@@ -25,9 +26,15 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from tiersim.core.problem_codes import reference_page
+
 # help text is wrapped to the terminal's width: fixed here so the page is the same everywhere
 WIDTH = "100"
-PAGES = {"cli-reference.md": "cli", "scenario-reference.md": "scenario"}
+PAGES = {
+    "cli-reference.md": "cli",
+    "scenario-reference.md": "scenario",
+    "problem-codes.md": "codes",
+}
 
 
 # --- the command line ----------------------------------------------------------------------------
@@ -231,7 +238,7 @@ def _field_comments(model: type[BaseModel]) -> dict[str, str]:
 
 # --- the pages -----------------------------------------------------------------------------------
 
-MAKERS = {"cli": cli_reference, "scenario": scenario_reference}
+MAKERS = {"cli": cli_reference, "scenario": scenario_reference, "codes": reference_page}
 
 
 def pages() -> dict[str, str]:
@@ -242,7 +249,7 @@ def pages() -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tiersim.cli.reference",
-        description="Write docs/cli-reference.md and docs/scenario-reference.md from the code.",
+        description="Write the reference pages under docs/ from the code.",
     )
     parser.add_argument("--docs", default="docs", help="the docs folder (default: docs)")
     parser.add_argument(

@@ -48,7 +48,7 @@ def derive_accumulation(resolved: dict[str, Any]) -> list[Problem]:
             f"{data} x a whole grad_accumulation (expected a multiple of {per_step}, e.g. "
             f"{near}; or micro_batch_size x data dividing {total}: {_divisors(total)})"
         )
-        return [Problem("training.global_batch_size", why)]
+        return [Problem("training.global_batch_size", why, "E-LAYOUT")]
     derived = total // per_step
     given = training.get("grad_accumulation")
     if given is not None and given != derived:
@@ -57,6 +57,6 @@ def derive_accumulation(resolved: dict[str, Any]) -> list[Problem]:
             f"{micro} x parallel.data {data}) = {derived} (expected one of the two, or both "
             "agreeing)"
         )
-        return [Problem("training.grad_accumulation", why)]
+        return [Problem("training.grad_accumulation", why, "E-LAYOUT")]
     training["grad_accumulation"] = derived
     return []

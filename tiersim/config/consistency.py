@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from tiersim.config.kernel_checks import compile_problems, fp8_problems
+from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
@@ -45,7 +45,7 @@ def _tier_problems(s: Scenario) -> list[Problem]:
     def check(path: str, tier: str, written: bool = True) -> None:
         if tier not in tiers:
             why = no_such_tier(tier, tiers) if written else defaulted_tier(path, tier, tiers)
-            problems.append(Problem(path, why))
+            problems.append(Problem(path, why, "E-TIER-UNKNOWN"))
 
     placement = s.placement.model_dump()
     for cls in PLACED:
@@ -59,13 +59,15 @@ def _tier_problems(s: Scenario) -> list[Problem]:
         for i, tier in enumerate(link.between):
             check(f"hardware.links.{name}.between.{i}", tier)
         if link.between[0] == link.between[1]:
-            problems.append(Problem(f"hardware.links.{name}.between", "joins a tier to itself"))
+            problems.append(
+                Problem(f"hardware.links.{name}.between", "joins a tier to itself", "E-CONFLICT")
+            )
     if s.checkpoint.target == s.hardware.gpu.memory:  # wrong whether simulated now or not
         what = (
             f"'{s.checkpoint.target}' is the GPU's own memory, lost with the failure a "
             "checkpoint is for (expected host memory or storage, e.g. 'nvme')"
         )
-        problems.append(Problem("checkpoint.target", what))
+        problems.append(Problem("checkpoint.target", what, "E-CONFLICT"))
     if s.checkpoint_simulated:  # the default target (nvme) need not exist if none is written
         written = s.checkpoint.model_fields_set
         check("checkpoint.target", s.checkpoint.target, "target" in written)
@@ -79,6 +81,7 @@ def _tier_problems(s: Scenario) -> list[Problem]:
                     f"budget.{tier}",
                     f"tier '{tier}' has no endurance (give "
                     f"hardware.tiers.{tier}.endurance, or budget only flash tiers)",
+                    "E-WEAR",
                 )
             )
     return problems
@@ -91,6 +94,7 @@ def _endurance_problems(s: Scenario) -> list[Problem]:
             f"hardware.tiers.{name}.endurance",
             f"a tier of kind {tier.kind} does not wear (expected endurance only on a tier "
             "whose writes wear it, kind flash; or kind: flash for this tier)",
+            "E-WEAR",
         )
         for name, tier in s.hardware.tiers.items()
         if tier.endurance is not None and not tier.behaviour.wears
@@ -107,6 +111,7 @@ def _precision_problems(s: Scenario) -> list[Problem]:
             "training.precision.weights",
             f"{weights} matrix multiplies need hardware.gpu.peak_flops.{weights} "
             f"(this GPU gives: {have})",
+            "E-CONFLICT",
         )
     ]
 
@@ -121,7 +126,7 @@ def _model_problems(s: Scenario) -> list[Problem]:
         "('parameters') has no matrix shapes (expected the transformer's dimensions, a "
         "'preset' or an 'hf_config'; or another optimizer)"
     )
-    return [Problem("training.optimizer", what)]
+    return [Problem("training.optimizer", what, "E-CONFLICT")]
 
 
 def _position_problems(s: Scenario) -> list[Problem]:
@@ -136,7 +141,7 @@ def _position_problems(s: Scenario) -> list[Problem]:
         f"{s.seq_len} exceeds the model's {m.max_positions} learned positions "
         f"(expected at most model.max_positions, {m.max_positions})"
     )
-    return [Problem("training.seq_len", what)]
+    return [Problem("training.seq_len", what, "E-CONFLICT")]
 
 
 def _link_pair_problems(s: Scenario) -> list[Problem]:
@@ -151,6 +156,7 @@ def _link_pair_problems(s: Scenario) -> list[Problem]:
                     f"hardware.links.{name}",
                     f"joins the same tiers as '{seen[pair]}' "
                     "(give one link per pair of tiers, with their combined bandwidth)",
+                    "E-CONFLICT",
                 )
             )
         seen.setdefault(pair, name)
@@ -175,7 +181,7 @@ def _implementation_problems(s: Scenario) -> list[Problem]:
         "(expected implementation: megatron for other mixture-of-experts, latent attention, "
         "q/k norms or post-norms)"
     )
-    return [Problem("training.implementation", what)]
+    return [Problem("training.implementation", what, "E-CONFLICT")]
 
 
 def _titan_problems(s: Scenario, variants: list[str]) -> list[Problem]:
@@ -190,7 +196,7 @@ def _titan_problems(s: Scenario, variants: list[str]) -> list[Problem]:
         f"torchtitan activation accounting knows its Llama model only, and the scenario gives "
         f"{', '.join(variants)} (expected implementation: megatron or huggingface for them)"
     )
-    return [Problem("training.implementation", what)]
+    return [Problem("training.implementation", what, "E-CONFLICT")]
 
 
 def _kernel_problems(s: Scenario) -> list[Problem]:
@@ -220,7 +226,7 @@ def _kernel_problems(s: Scenario) -> list[Problem]:
         f"a GeLU MLP, dense attention op by op), and the scenario has {', '.join(other)} "
         "(expected true)"
     )
-    return [Problem("training.fused_kernels", what)]
+    return [Problem("training.fused_kernels", what, "E-CONFLICT")]
 
 
 def _framework_problems(s: Scenario) -> list[Problem]:
@@ -236,22 +242,28 @@ def _framework_problems(s: Scenario) -> list[Problem]:
     )
     gpu, placement = s.hardware.gpu.memory, s.placement
     problems = [
-        Problem(f"placement.{cls}", f"'{tier}': " + instead.format(want=f"'{gpu}'"))
+        Problem(f"placement.{cls}", f"'{tier}': " + instead.format(want=f"'{gpu}'"), "E-PLACEMENT")
         for cls in PLACED
         if (tier := getattr(placement, cls)) != gpu
     ]
     problems += [
-        Problem(f"placement.experts.{cls}", f"'{tier}': " + instead.format(want=f"'{gpu}'"))
+        Problem(
+            f"placement.experts.{cls}",
+            f"'{tier}': " + instead.format(want=f"'{gpu}'"),
+            "E-PLACEMENT",
+        )
         for cls, tier in placement.experts.model_dump().items()
         if tier is not None and tier != gpu
     ]
     if placement.optimizer_compute != "gpu":
         what = f"'{placement.optimizer_compute}': " + instead.format(want="'gpu'")
-        problems.append(Problem("placement.optimizer_compute", what))
+        problems.append(Problem("placement.optimizer_compute", what, "E-PLACEMENT"))
     for key, value in s.training.offload.model_dump().items():
         if value is not None:
             want = "the key left out: it describes DeepSpeed's and FSDP2's offload engines"
-            problems.append(Problem(f"training.offload.{key}", instead.format(want=want)))
+            problems.append(
+                Problem(f"training.offload.{key}", instead.format(want=want), "E-PLACEMENT")
+            )
     return problems
 
 
@@ -279,7 +291,7 @@ def _deepspeed_problems(s: Scenario) -> list[Problem]:
     if experts is not None:
         homes["placement.experts.gradients"] = experts
     return [
-        Problem(path, f"'{tier}': {why}")
+        Problem(path, f"'{tier}': {why}", "E-PLACEMENT")
         for path, tier in homes.items()
         if tier in tiers and tier not in allowed
     ]
@@ -298,7 +310,7 @@ def _mtp_problems(s: Scenario) -> list[Problem]:
         f"is {s.model.mtp_layers}, but training.implementation {s.training.implementation} does "
         "not run multi-token-prediction modules (expected implementation: megatron)"
     )
-    return [Problem("model.mtp_layers", why)]
+    return [Problem("model.mtp_layers", why, "E-CONFLICT")]
 
 
 def _recompute_module_problems(s: Scenario) -> list[Problem]:
@@ -310,20 +322,43 @@ def _recompute_module_problems(s: Scenario) -> list[Problem]:
     path = "training.recompute_modules"
     if tr.recompute != "selective":
         why = f"is set, but training.recompute is {tr.recompute} (expected recompute: selective)"
-        return [Problem(path, why)]
+        return [Problem(path, why, "E-CONFLICT")]
     if tr.implementation != "megatron":
         why = "names Megatron-Core's modules (expected training.implementation: megatron)"
-        return [Problem(path, why)]
+        return [Problem(path, why, "E-CONFLICT")]
     if "mla_up_proj" in modules and s.model.kv_lora_rank is None:
         why = "lists mla_up_proj, but the model has no latent attention (model.kv_lora_rank)"
-        return [Problem(path, why)]
+        return [Problem(path, why, "E-CONFLICT")]
     unmodelled = [m for m in modules if m not in MODELLED_MODULES]
     if unmodelled:
         why = (
             f"lists {', '.join(unmodelled)}, not modelled yet (expected some of "
             f"{', '.join(MODELLED_MODULES)})"
         )
-        return [Problem(path, why)]
+        return [Problem(path, why, "E-CONFLICT")]
+    return []
+
+
+def _recompute_every_problems(s: Scenario) -> list[Problem]:
+    """`recompute_every` says which layers full recompute checkpoints (state/layer_sac.py)."""
+    every, recompute = s.training.recompute_every, s.training.recompute
+    if every is None or recompute == "full":
+        return []
+    why = f"is set, but training.recompute is {recompute} (expected recompute: full)"
+    return [Problem("training.recompute_every", why, "E-CONFLICT")]
+
+
+def _selective_op_problems(s: Scenario) -> list[Problem]:
+    """`selective_op` is torchtitan's op-level policy over torchtitan's Llama block: the ops it
+    saves are that code's (state/op_recompute.py)."""
+    if s.training.recompute != "selective_op":
+        return []
+    if s.training.implementation != "torchtitan" or s.model.parameters is not None:
+        why = (
+            "selective_op is torchtitan's op-level policy over its Llama layer (expected "
+            "training.implementation: torchtitan and a model given by its dimensions)"
+        )
+        return [Problem("training.recompute", why, "E-CONFLICT")]
     return []
 
 
@@ -333,9 +368,12 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _endurance_problems(s)
         + mesh_problems(s)
         + _recompute_module_problems(s)
+        + _selective_op_problems(s)
+        + _recompute_every_problems(s)
         + _mtp_problems(s)
         + _precision_problems(s)
         + fp8_problems(s)
+        + sustained_problems(s)
         + compile_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)

@@ -18,6 +18,7 @@ from pydantic import (
     field_validator,
 )
 
+from tiersim.core.errors import CodedError
 from tiersim.core.units import UNLIMITED, Kind, parse
 
 PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -146,10 +147,11 @@ class Strict(BaseModel):
             field = cls.model_fields[info.field_name]
             kind = unit_kind(field.annotation, field.metadata)
             what = f"{kind.label} with a unit, such as '{kind.example}'" if kind else None
-            raise ValueError(f"expected {what or _expected(field.annotation)}, not true or false")
+            what = what or _expected(field.annotation)
+            raise CodedError("E-TYPE", f"expected {what}, not true or false")
         if switch and not isinstance(value, bool) and not (value is None and optional):
             got = "null" if value is None else repr(value)
-            raise ValueError(f"expected true or false (got {got})")
+            raise CodedError("E-TYPE", f"expected true or false (got {got})")
         return value
 
 

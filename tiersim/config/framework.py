@@ -194,7 +194,7 @@ def offload_notes(s: Scenario) -> list[Problem]:
                 f"{_shown(value)} has no effect: a DeepSpeed setting ({DEEPSPEED_ONLY[key]}), "
                 f"and training.framework is {_ENGINES.get(plan.framework, plan.framework)}"
             )
-            notes.append(Problem(f"training.offload.{key}", why))
+            notes.append(Problem(f"training.offload.{key}", why, "W-NO-EFFECT"))
         elif key in SUBMODULE_FETCH and plan.fetch != "submodule":
             default = _LAYER_DEFAULT.get(plan.framework, "its default")
             fetch = "layer" if given["fetch"] else f"layer, {default}"
@@ -203,7 +203,7 @@ def offload_notes(s: Scenario) -> list[Problem]:
                 f"({SUBMODULE_FETCH[key]}), and parameters are fetched a layer at a time "
                 f"(training.offload.fetch: {fetch})"
             )
-            notes.append(Problem(f"training.offload.{key}", why))
+            notes.append(Problem(f"training.offload.{key}", why, "W-NO-EFFECT"))
         elif key == "overlap_comm" and overlap_comm_in_force(s) is None:  # off at ZeRO-3
-            notes.append(Problem(f"training.offload.{key}", ZERO3_OVERLAP_OFF))
+            notes.append(Problem(f"training.offload.{key}", ZERO3_OVERLAP_OFF, "W-NO-EFFECT"))
     return notes

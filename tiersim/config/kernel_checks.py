@@ -1,9 +1,11 @@
 """Checks of the kernel model's keys against the machine and the model: an FP8 recipe needs
-a measured rate, `training.compile` a layer whose eager and compiled kernels are counted."""
+a measured rate, a kernel table's sustained shares are shares, `training.compile` a layer
+whose eager and compiled kernels are counted."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tiersim.config.presets import is_preset_file, load_preset
 from tiersim.config.schema import Scenario
@@ -11,12 +13,17 @@ from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import Problem
 
 
+def table_value(name: str, key: str, default: Any = None) -> Any:
+    """A kernel table's top-level `key`, its base table's where it gives none."""
+    raw = read_yaml(Path(name), name) if is_preset_file(name) else load_preset("kernels", name)
+    if key in raw or "base" not in raw:
+        return raw.get(key, default)
+    return table_value(raw["base"], key, default)
+
+
 def _table_recipes(name: str) -> dict:
     """A kernel table's FP8 recipes, its base table's where it gives none."""
-    raw = read_yaml(Path(name), name) if is_preset_file(name) else load_preset("kernels", name)
-    if "fp8_recipes" in raw or "base" not in raw:
-        return raw.get("fp8_recipes", {})
-    return _table_recipes(raw["base"])
+    return table_value(name, "fp8_recipes", {})
 
 
 def fp8_problems(s: Scenario) -> list[Problem]:
@@ -28,7 +35,7 @@ def fp8_problems(s: Scenario) -> list[Problem]:
     if "fp8" not in gpu.peak_flops:
         have = ", ".join(gpu.peak_flops) or "none"
         what = f"FP8 linears need hardware.gpu.peak_flops.fp8 (this GPU gives: {have})"
-        return [Problem("training.fp8", what)]
+        return [Problem("training.fp8", what, "E-KERNEL")]
     if gpu.kernels is None:
         return []
     recipes = _table_recipes(gpu.kernels)
@@ -38,7 +45,26 @@ def fp8_problems(s: Scenario) -> list[Problem]:
         f"'{fp8.recipe}': kernel table {gpu.kernels} has no measured FP8 GEMM rate for this "
         f"recipe (expected one of: {', '.join(recipes) or 'none'}; docs/kernels.md)"
     )
-    return [Problem("training.fp8.recipe", what)]
+    return [Problem("training.fp8.recipe", what, "E-KERNEL")]
+
+
+def sustained_problems(s: Scenario) -> list[Problem]:
+    """A kernel table's `sustained` shares (tiersim/hardware/kernel_tables.py) are a share of
+    each isolated rate kept under load: numbers in (0, 1]."""
+    kernels = s.hardware.gpu.kernels
+    if kernels is None:
+        return []
+    shares = table_value(kernels, "sustained", {})
+    if not isinstance(shares, dict):
+        shares = {"": shares}
+    bad = {k: v for k, v in shares.items() if not isinstance(v, int | float) or not 0 < v <= 1}
+    if not bad:
+        return []
+    what = (
+        f"kernel table {kernels}: sustained {bad}: expected a share of each dtype's isolated "
+        f"rate kept under load, a number in (0, 1] by dtype (e.g. sustained: {{bf16: 0.9}})"
+    )
+    return [Problem("hardware.gpu.kernels", what, "E-KERNEL")]
 
 
 def compile_problems(s: Scenario) -> list[Problem]:
@@ -65,4 +91,4 @@ def compile_problems(s: Scenario) -> list[Problem]:
         f"layer in transformers' code (implementation huggingface, RMSNorm, rotary positions, "
         f"a gated MLP), and the scenario has {', '.join(other)} (expected the key left out)"
     )
-    return [Problem("training.compile", what)]
+    return [Problem("training.compile", what, "E-KERNEL")]

@@ -39,10 +39,13 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
                 f"pipeline x virtual_pipeline ({p.pipeline} x {p.virtual_pipeline})"
                 f" (expected a divisor, or parallel.stage_layers: {chunks} entries, e.g. "
                 f"{list(even_split(m.layers, chunks))})",
+                "E-LAYOUT",
             )
         )
     if p.virtual_pipeline > 1 and p.pipeline == 1:
-        problems.append(Problem("parallel.virtual_pipeline", "interleaving needs pipeline > 1"))
+        problems.append(
+            Problem("parallel.virtual_pipeline", "interleaving needs pipeline > 1", "E-LAYOUT")
+        )
     m_b = s.training.grad_accumulation
     if p.virtual_pipeline > 1 and m_b % p.pipeline:
         problems.append(
@@ -50,6 +53,7 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
                 "training.grad_accumulation",
                 f"interleaving needs the micro-batches ({m_b}) to be a multiple of the pipeline "
                 f"size ({p.pipeline}) (Narayanan et al. 2021, §2.2.2)",
+                "E-LAYOUT",
             )
         )
     return problems
@@ -63,6 +67,7 @@ def _tensor_problems(s: Scenario) -> list[Problem]:
             Problem(
                 "parallel.tensor",
                 f"heads ({m.heads}) are not divisible by the tensor-parallel size ({p.tensor})",
+                "E-LAYOUT",
             )
         )
     kv = m.kv_heads or m.heads
@@ -72,6 +77,7 @@ def _tensor_problems(s: Scenario) -> list[Problem]:
                 "parallel.tensor",
                 f"kv_heads ({kv}) and the tensor-parallel "
                 f"size ({p.tensor}) must divide one another",
+                "E-LAYOUT",
             )
         )
     return problems
@@ -109,7 +115,7 @@ def layout_notes(s: Scenario) -> list[Problem]:
         f"({p.pipeline} x {p.virtual_pipeline}): split as torchtitan does (training.framework: "
         f"fsdp), as evenly as possible, the larger chunks last: {list(split)}"
     )
-    return [Problem("parallel.stage_layers", why)]
+    return [Problem("parallel.stage_layers", why, "E-LAYOUT")]
 
 
 def _stage_layers_problems(p: Parallel, layers: int | None) -> list[Problem]:
@@ -122,6 +128,7 @@ def _stage_layers_problems(p: Parallel, layers: int | None) -> list[Problem]:
                 f"has {len(split)} entries (expected pipeline x virtual_pipeline = "
                 f"{p.pipeline} x {p.virtual_pipeline} = {chunks}, the layers of each chunk "
                 "in model order)",
+                "E-LAYOUT",
             )
         )
         return problems
@@ -131,6 +138,7 @@ def _stage_layers_problems(p: Parallel, layers: int | None) -> list[Problem]:
                 "parallel.stage_layers",
                 f"sums to {sum(split)} layers, but the model has {layers} (expected entries "
                 f"that sum to {layers}, e.g. {list(even_split(layers, chunks))})",
+                "E-LAYOUT",
             )
         )
     empty = [k for k in range(p.pipeline) if not sum(split[k :: p.pipeline])]
@@ -140,6 +148,7 @@ def _stage_layers_problems(p: Parallel, layers: int | None) -> list[Problem]:
                 "parallel.stage_layers",
                 f"leaves pipeline stage {empty[0]} without a layer (expected at least one "
                 "layer in every stage's chunks)",
+                "E-LAYOUT",
             )
         )
     return problems
@@ -160,6 +169,7 @@ def _context_problems(s: Scenario) -> list[Problem]:
                 f"is {c}: the sequence ({seq} tokens, training.seq_len) does not split into "
                 f"2 x {c} = {2 * c} equal chunks (the causal load-balanced split); expected a "
                 f"context size whose double divides {seq}",
+                "E-LAYOUT",
             )
         )
     heads = s.model.heads
@@ -173,6 +183,7 @@ def _context_problems(s: Scenario) -> list[Problem]:
                     f"the {per_tp} heads of each tensor-parallel rank (model.heads {heads} / "
                     f"tensor {p.tensor}) are not divisible by {c} (expected one of "
                     f"{_divisors_near(per_tp)}, or context_comm: ring)",
+                    "E-LAYOUT",
                 )
             )
     return problems
@@ -189,6 +200,7 @@ def _hsdp_problems(s: Scenario) -> list[Problem]:
                 f"is {str(p.reshard_after_forward).lower()}, but the weights are not sharded "
                 f"(zero_stage {p.zero_stage}); expected zero_stage: 3 (FSDP) or "
                 "shard.weights: true, or no reshard_after_forward",
+                "E-LAYOUT",
             )
         )
     if g is None or p.data % g == 0:
@@ -197,7 +209,11 @@ def _hsdp_problems(s: Scenario) -> list[Problem]:
         f"is {g}: the data-parallel size ({p.data}, parallel.data) is not a multiple of it "
         f"(replicas x shard_group = data; expected one of {_divisors_near(p.data)})"
     )
-    return [*problems, Problem("parallel.shard_group", why)]
+    return [*problems, Problem("parallel.shard_group", why, "E-LAYOUT")]
+
+
+def _layout(path: str, message: str) -> Problem:
+    return Problem(path, message, "E-LAYOUT")
 
 
 def _expert_problems(s: Scenario) -> list[Problem]:
@@ -207,21 +223,21 @@ def _expert_problems(s: Scenario) -> list[Problem]:
     apart = [c for c, tier in s.placement.experts.model_dump().items() if tier is not None]
     if apart and experts is None:
         what = "a home for the routed experts' state needs a mixture-of-experts model"
-        return [Problem(f"placement.experts.{apart[0]}", f"is set, but {what} (model.experts)")]
+        return [_layout(f"placement.experts.{apart[0]}", f"is set, but {what} (model.experts)")]
     et = par.expert_tensor
     if et is not None and experts is None and et != par.tensor:
         what = "expert tensor parallelism needs a mixture-of-experts model (model.experts)"
-        return [Problem("parallel.expert_tensor", f"is {et}, but {what}")]
+        return [_layout("parallel.expert_tensor", f"is {et}, but {what}")]
     if e == 1 and (et is None or et == par.tensor):
         return []
     if experts is None:
         what = "expert parallelism needs a mixture-of-experts model (model.experts)"
-        return [Problem("parallel.expert", f"is {e}, but {what}")]
+        return [_layout("parallel.expert", f"is {e}, but {what}")]
     problems = []
     if et is None and par.context == 1:  # the classic layout: experts over data ranks
         if par.data % e:
             why = f"the data-parallel size ({par.data}) is not a multiple of it"
-            problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
+            problems.append(_layout("parallel.expert", f"is {e}: {why} (expected a divisor)"))
     else:
         ranks = par.tensor * par.context * par.data
         et = et or par.tensor
@@ -233,12 +249,12 @@ def _expert_problems(s: Scenario) -> list[Problem]:
             )
             fits = [k for k in range(1, ranks // et + 1) if (ranks // et) % k == 0]
             hint = ", ".join(map(str, fits[-4:]))
-            problems.append(Problem("parallel.expert", f"is {e}: {why} (expected one of {hint})"))
+            problems.append(_layout("parallel.expert", f"is {e}: {why} (expected one of {hint})"))
         if et > 1 and (s.model.expert_ffn_hidden or s.model.ffn_hidden or 0) % et:
             width = s.model.expert_ffn_hidden or s.model.ffn_hidden
             why = f"the expert FFN width ({width}) is not divisible by it"
-            problems.append(Problem("parallel.expert_tensor", f"is {et}: {why}"))
+            problems.append(_layout("parallel.expert_tensor", f"is {et}: {why}"))
     if experts % e:
         why = f"the experts ({experts}) do not split evenly over it"
-        problems.append(Problem("parallel.expert", f"is {e}: {why} (expected a divisor)"))
+        problems.append(_layout("parallel.expert", f"is {e}: {why} (expected a divisor)"))
     return problems

@@ -29,6 +29,19 @@ from tiersim.core.errors import InputError, Problem
 
 
 @dataclass(frozen=True)
+class Origin:
+    """How a problem names the overrides that caused it: the CLI's are `--set` flags, the
+    Python API's are overrides given to a function."""
+
+    one: str  # before one override's text: "(from --set a.b=1)"
+    all: str  # all of them: "(after the --set values)"
+
+
+SET_FLAGS = Origin("--set", "the --set values")
+API_OVERRIDES = Origin("the override", "the overrides")
+
+
+@dataclass(frozen=True)
 class Loaded:
     """A validated scenario with the fully resolved mapping it was built from."""
 
@@ -37,6 +50,7 @@ class Loaded:
     source: str
     text: str = ""  # the file's text, where it was read from one (for the lines of problems)
     overrides: tuple[str, ...] = ()  # the --set values applied (for the problems they cause)
+    origin: Origin = SET_FLAGS  # how problems name those overrides
 
 
 _TYPE_NAMES = {
@@ -53,11 +67,14 @@ def _top_level_problem(raw: Any) -> Problem | None:
         return Problem(
             "",
             "file has no content (expected a YAML mapping of sections: name, model, training, ...)",
+            "E-YAML",
         )
     if not isinstance(raw, dict):
         got = _TYPE_NAMES.get(type(raw).__name__, type(raw).__name__)
         return Problem(
-            "", f"top level is {got} (expected a mapping of sections: name, model, training, ...)"
+            "",
+            f"top level is {got} (expected a mapping of sections: name, model, training, ...)",
+            "E-YAML",
         )
     if raw and not set(map(str, raw)) & set(Scenario.model_fields):
         keys = ", ".join(str(k) for k in list(raw)[:3]) + (", ..." if len(raw) > 3 else "")
@@ -72,7 +89,9 @@ def _top_level_problem(raw: Any) -> Problem | None:
                 "--folder` with its folder"
             )
         return Problem(
-            "", f"not a scenario: no section among its keys ({keys}); expected {sections}{hint}"
+            "",
+            f"not a scenario: no section among its keys ({keys}); expected {sections}{hint}",
+            "E-YAML",
         )
     return None
 
@@ -87,7 +106,7 @@ def _raw_tier_names(resolved: dict[str, Any]) -> list[Problem]:
         return []
     tiers = hardware["tiers"]
     return [
-        Problem(f"placement.{cls}", no_such_tier(tier, tiers))
+        Problem(f"placement.{cls}", no_such_tier(tier, tiers), "E-TIER-UNKNOWN")
         for cls, tier in placement.items()
         if cls != "optimizer_compute" and isinstance(tier, str) and tier not in tiers
     ]
@@ -113,13 +132,15 @@ def _override_hints(raw: dict[str, Any], overrides: list[str], base_dir: Path) -
                 if close and tuple(keys[:depth]) in _NAMED_MAPPINGS:
                     where = ".".join(keys[:depth])
                     what = f"'{key}' is not in {where}; did you mean '{close[0]}'?"
-                    hints.append(Problem(f"--set {'.'.join(keys)}", what))
+                    hints.append(Problem(f"--set {'.'.join(keys)}", what, "E-SET"))
                 break
             node = node[key]
     return hints
 
 
-def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> Loaded:
+def build(
+    raw: Any, base_dir: Path, source: str, overrides: list[str] = (), origin: Origin = SET_FLAGS
+) -> Loaded:
     """Validate an already-parsed scenario mapping (presets, overrides, checks).
 
     Every problem found is raised together: preset and config.json problems, schema
@@ -140,15 +161,17 @@ def build(raw: Any, base_dir: Path, source: str, overrides: list[str] = ()) -> L
         seen = {p.path for p in problems}
         problems += [p for p in _raw_tier_names(resolved) if p.path not in seen]
         problems = _override_hints(raw_in, list(overrides), base_dir) + problems
-        raise InputError(source, _from_overrides(problems, overrides, raw_in, base_dir)) from None
+        raise InputError(
+            source, _from_overrides(problems, overrides, raw_in, base_dir, origin)
+        ) from None
     problems += consistency_problems(scenario)
     if problems:
-        raise InputError(source, _from_overrides(problems, overrides, raw_in, base_dir))
-    return Loaded(scenario, resolved, source, overrides=tuple(overrides))
+        raise InputError(source, _from_overrides(problems, overrides, raw_in, base_dir, origin))
+    return Loaded(scenario, resolved, source, overrides=tuple(overrides), origin=origin)
 
 
 def _from_overrides(
-    problems: list[Problem], overrides: list[str], raw: Any, base_dir: Path
+    problems: list[Problem], overrides: list[str], raw: Any, base_dir: Path, origin: Origin
 ) -> list[Problem]:
     """Say which --set a problem comes from, where the file without the overrides does not have
     it: the file named in the message may not contain that key at all."""
@@ -165,17 +188,22 @@ def _from_overrides(
             paths[".".join(parse_override(text)[0])] = text
         except ValueError:
             continue  # reported as a problem of its own
-    return [p if (p.path, p.message) in own else _blamed(p, paths) for p in problems]
+    return [p if (p.path, p.message) in own else _blamed(p, paths, origin) for p in problems]
 
 
-def _blamed(p: Problem, paths: dict[str, str]) -> Problem:
+def _blamed(p: Problem, paths: dict[str, str], origin: Origin) -> Problem:
     if p.path.startswith("--set") or not p.path:
         return p
     related = _related(p, paths)
     if not related:
-        return Problem(p.path, f"{p.message} (after the --set values)")
-    given = ", --set ".join(clipped(text) for text in related)
-    return Problem(p.path, f"{p.message} (from --set {given})")
+        return Problem(p.path, f"{p.message} (after {origin.all})", p.code)
+    return Problem(p.path, f"{p.message} {_from(related, origin)}", p.code)
+
+
+def _from(related: list[str], origin: Origin) -> str:
+    """`(from --set a=1, --set b=2)`: the overrides that set a problem's key."""
+    given = f", {origin.one} ".join(clipped(text) for text in related)
+    return f"(from {origin.one} {given})"
 
 
 def _related(p: Problem, paths: dict[str, str]) -> list[str]:
@@ -187,7 +215,9 @@ def _related(p: Problem, paths: dict[str, str]) -> list[str]:
     ]
 
 
-def blamed_on_overrides(problems: list[Problem], overrides: tuple[str, ...]) -> list[Problem]:
+def blamed_on_overrides(
+    problems: list[Problem], overrides: tuple[str, ...], origin: Origin = SET_FLAGS
+) -> list[Problem]:
     """Problems found after loading (a run's checks): each whose key a --set value set, or
     one under or above it, says so; the rest are left for the file's lines."""
     paths = {}
@@ -196,22 +226,28 @@ def blamed_on_overrides(problems: list[Problem], overrides: tuple[str, ...]) -> 
     out = []
     for p in problems:
         related = _related(p, paths) if p.path and not p.path.startswith("--set") else []
-        given = ", --set ".join(clipped(text) for text in related)
-        out.append(Problem(p.path, f"{p.message} (from --set {given})") if related else p)
+        out.append(
+            Problem(p.path, f"{p.message} {_from(related, origin)}", p.code) if related else p
+        )
     return out
 
 
-def load_scenario(path: str | Path, overrides: list[str] = ()) -> Loaded:
+def load_scenario(
+    path: str | Path, overrides: list[str] = (), origin: Origin = SET_FLAGS
+) -> Loaded:
     path = Path(path)
     raw, text = read_yaml_and_text(path, str(path))
-    return build_file(raw, text, path, overrides)
+    return build_file(raw, text, path, overrides, origin)
 
 
-def build_file(raw: Any, text: str, path: Path, overrides: list[str] = ()) -> Loaded:
+def build_file(
+    raw: Any, text: str, path: Path, overrides: list[str] = (), origin: Origin = SET_FLAGS
+) -> Loaded:
     """`build` of a scenario read from `path` (`raw` parsed from `text`): each problem says
     the line its key is on in the file, where it has one."""
     try:
-        return dataclasses.replace(build(raw, path.parent, str(path), overrides), text=text)
+        loaded = build(raw, path.parent, str(path), overrides, origin)
+        return dataclasses.replace(loaded, text=text)
     except InputError as exc:
         raise with_lines(exc, text, _preset_texts(raw, path.parent)) from None
 

@@ -210,18 +210,39 @@ def _whole_number_as_text(err: dict[str, Any]) -> str:
     return f"; YAML reads {value} as text: write {int(exact)}"
 
 
+def _code(err: dict[str, Any]) -> str:
+    """The problem code of one pydantic error (tiersim.core.problem_codes), by its kind."""
+    kind = err["type"]
+    if kind in ("extra_forbidden", "missing"):
+        return {"extra_forbidden": "E-KEY-UNKNOWN", "missing": "E-KEY-MISSING"}[kind]
+    if tuple(err["loc"]) == ("name",) and kind.startswith("string_"):
+        return "E-NAME"
+    if kind in ("dict_type", "model_type") and err.get("input", 0) is None:
+        return "E-NULL"
+    if kind.startswith(("literal", "enum")):
+        return "E-CHOICE"
+    if kind.startswith(("greater", "less", "too_", "string_too", "multiple_of")):
+        return "E-RANGE"
+    if kind.endswith(("_type", "_parsing")) or kind == "finite_number":
+        return "E-TYPE"
+    coded = getattr(err.get("ctx", {}).get("error"), "code", None)  # a validator's CodedError
+    return coded if isinstance(coded, str) else "E-VALUE"
+
+
 def validation_problems(exc: ValidationError) -> list[Problem]:
     by_path: dict[str, list[str]] = {}
+    codes: dict[str, str] = {}  # each path's first error's code (a union's branches agree)
     for err in exc.errors():
         path, parent = _walk(tuple(err["loc"]))
         key = ".".join(path)
+        codes.setdefault(key, _code(err))
         text = _message(err, parent).replace("--set ...", f"--set {key}.")  # the full path
         text = text.replace("--set KEY=", f"--set {key}=")
         if "valid integer" in text:
             text += _whole_number_as_text(err)
         if text not in by_path.setdefault(key, []):
             by_path[key].append(text)
-    return [Problem(path, _alternatives(msgs)) for path, msgs in by_path.items()]
+    return [Problem(path, _alternatives(msgs), codes[path]) for path, msgs in by_path.items()]
 
 
 _GOT = re.compile(r" \(got [^()]*\)$")

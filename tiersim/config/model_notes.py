@@ -26,7 +26,13 @@ def model_notes(scenario: Scenario) -> list[Problem]:
         return []
     took = " and ".join(_DEFAULTS[key] for key in unset)
     why = f"{' and '.join(unset)} not given: took {took}, as GPT-2 has{_bias_remark(spec)}"
-    return [Problem("model", f"{why}; a Llama-like model sets position: rope and norm: rmsnorm")]
+    return [
+        Problem(
+            "model",
+            f"{why}; a Llama-like model sets position: rope and norm: rmsnorm",
+            "W-DEFAULT",
+        )
+    ]
 
 
 def _bias_remark(spec: ModelSpec) -> str:

@@ -51,7 +51,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
         try:
             keys, value = parse_override(text)
         except ValueError as exc:
-            problems.append(Problem(f"--set {clipped(text)}", str(exc)))
+            problems.append(Problem(f"--set {clipped(text)}", str(exc), "E-SET"))
             continue
         set_path(out, keys, value)
     if problems:

@@ -131,11 +131,11 @@ def _resolve_model(model: Any, base_dir: Path, problems: list[Problem]) -> Any:
     # null is "not given": `--set model.preset=null` takes a file's preset out, key by key
     model = {k: v for k, v in model.items() if not (k in _MODEL_SOURCES and v is None)}
     if "preset" in model and "hf_config" in model:  # which one's dimensions would be meant?
-        problems.append(Problem("model", _both_sources(model)))
+        problems.append(Problem("model", _both_sources(model), "E-PRESET"))
         return model
     merged = _model_source(model, base_dir, problems)
     if "parameters" in model and merged and "parameters" not in merged:
-        problems.append(Problem("model.parameters", _parameters_beside(model)))
+        problems.append(Problem("model.parameters", _parameters_beside(model), "E-PRESET"))
         return model
     return deep_merge(merged, model)
 
@@ -151,7 +151,7 @@ def _model_source(model: dict[str, Any], base_dir: Path, problems: list[Problem]
             merged = _shipped("models", model["preset"])  # deep_merge copies it
         except (KeyError, TypeError):
             what = _unknown_preset("models", model["preset"], base_dir)
-            problems.append(Problem("model.preset", what))
+            problems.append(Problem("model.preset", what, "E-PRESET"))
     if "hf_config" in model:
         # here: only a scenario naming a Hugging Face config needs its reader
         from tiersim.config.hfconfig import HfConfigError, hf_config_path, read_hf_config
@@ -160,7 +160,7 @@ def _model_source(model: dict[str, Any], base_dir: Path, problems: list[Problem]
             path = hf_config_path(model["hf_config"], base_dir)
             merged = deep_merge(merged, read_hf_config(path))
         except HfConfigError as exc:
-            problems.append(Problem("model.hf_config", str(exc)))
+            problems.append(Problem("model.hf_config", str(exc), "E-PRESET"))
     return merged
 
 
@@ -196,10 +196,10 @@ def _preset_file(
     try:
         data = read_yaml(path, str(path))
     except InputError as exc:
-        problems += [Problem(key, p.render(str(path))) for p in exc.problems]
+        problems += [Problem(key, p.said(str(path)), p.code) for p in exc.problems]
         return None
     if not isinstance(data, dict):
-        problems.append(Problem(key, f"{path} is not a YAML mapping"))
+        problems.append(Problem(key, f"{path} is not a YAML mapping", "E-YAML"))
         return None
     return data
 
@@ -219,7 +219,9 @@ def _resolve_hardware(hardware: Any, base_dir: Path, problems: list[Problem]) ->
         try:
             base = _shipped("hardware", name)  # deep_merge below copies it
         except (KeyError, TypeError):
-            problems.append(Problem("hardware.preset", _unknown_preset("hardware", name, base_dir)))
+            problems.append(
+                Problem("hardware.preset", _unknown_preset("hardware", name, base_dir), "E-PRESET")
+            )
             base = None
     if base is None:
         return hardware

@@ -221,10 +221,14 @@ class Training(Strict):
     seq_len: PositiveInt | None = None  # default: the model's max_positions, else 2048
     optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
     precision: Precision = Precision()
-    recompute: Literal["none", "selective", "full"] = "none"
+    # selective_op: torchtitan's op-level selective checkpointing (state/op_recompute.py)
+    recompute: Literal["none", "selective", "full", "selective_op"] = "none"
     # with recompute: selective, Megatron-Core's modules to recompute (--recompute-modules;
     # None: core_attn, the attention scores, Korthikanti et al.'s selective recompute)
     recompute_modules: tuple[RecomputeModule, ...] | None = None
+    # with recompute: full, only every N-th layer of a rank is checkpointed, the others keep
+    # all they save (torchtitan's selective_ac_option N; state/layer_sac.py); None: every layer
+    recompute_every: PositiveInt | None = None
     workspace: SizeOrZero = Field(default=2**30, description="temporary buffers, buckets, slack")
     # synchronous: the update waits for every gradient and the next step for the whole update
     # (DeepSpeed, FSDP, Megatron); pipelined: unit by unit, into the next step's forward

@@ -203,22 +203,26 @@ def read_yaml_and_text(path: Path, source: str) -> tuple[Any, str]:
         data = read_regular_file(path, limits.YAML_BYTES.value(), "a YAML file")
     except FileProblem as exc:
         hint = f"; {limits.YAML_BYTES.env} raises the bound" if "larger" in str(exc) else ""
-        raise InputError(source, [Problem("", f"{exc}{hint}")]) from None
+        raise InputError(source, [Problem("", f"{exc}{hint}", "E-FILE")]) from None
     except FileNotFoundError:
-        raise InputError(source, [Problem("", "file not found")]) from None
+        raise InputError(source, [Problem("", "file not found", "E-FILE")]) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         why = getattr(exc, "strerror", None) or exc
-        raise InputError(source, [Problem("", f"cannot read: {why}")]) from None
+        raise InputError(source, [Problem("", f"cannot read: {why}", "E-FILE")]) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         where = f"byte {exc.start}"
-        raise InputError(source, [Problem("", f"not UTF-8 text ({where}: {exc.reason})")]) from None
+        raise InputError(
+            source, [Problem("", f"not UTF-8 text ({where}: {exc.reason})", "E-FILE")]
+        ) from None
     if not text.strip():
-        raise InputError(source, [Problem("", "file is empty (expected a YAML mapping)")])
+        raise InputError(source, [Problem("", "file is empty (expected a YAML mapping)", "E-YAML")])
     try:
         return parse_yaml(text), text
     except yaml.YAMLError as exc:
-        raise InputError(source, [Problem("", yaml_problem(exc, text))]) from None
+        raise InputError(source, [Problem("", yaml_problem(exc, text), "E-YAML")]) from None
     except RecursionError:  # a bound raised past what this interpreter's stack takes
-        raise InputError(source, [Problem("", _too_deep(limits.NESTING.value()))]) from None
+        raise InputError(
+            source, [Problem("", _too_deep(limits.NESTING.value()), "E-YAML")]
+        ) from None

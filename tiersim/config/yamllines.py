@@ -67,7 +67,7 @@ def with_lines(
         line = _line_of(p.path, lines)
         if where is None and line is not None:
             where = f"line {line}"
-        problems.append(p if where is None else Problem(p.path, f"{p.message} ({where})"))
+        problems.append(p if where is None else Problem(p.path, f"{p.message} ({where})", p.code))
     return InputError(exc.source, problems)
 
 

@@ -10,16 +10,28 @@ PROBLEM_CHARS = 2000
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with an input file, at a dotted key path."""
+    """One thing wrong with an input file, at a dotted key path, of a kind its `code` names
+    (tiersim.core.problem_codes: stable, while the message's words may change)."""
 
     path: str
     message: str
+    code: str
 
     def render(self, source: str) -> str:
+        """One line: where (the source, the key path), what, and the code."""
+        tail = f" [{self.code}]"
+        return self.said(source, PROBLEM_CHARS - len(tail)) + tail
+
+    def said(self, source: str, limit: int = PROBLEM_CHARS) -> str:
+        """`render`'s line without its code (a problem quoted inside another's message)."""
         where = f"{source}: {self.path}" if self.path else source
         text = one_line(f"{where}: {self.message}")
         # a last guard: a value quoted without shown() (a tier name of 1 MB) stays one line
-        return text if len(text) <= PROBLEM_CHARS else f"{text[: PROBLEM_CHARS - 3]}..."
+        return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+    def reworded(self, message: str, path: str | None = None) -> Problem:
+        """The same problem (its code kept) said in `message`, at `path` where given."""
+        return Problem(self.path if path is None else path, message, self.code)
 
 
 def one_line(text: str) -> str:
@@ -40,6 +52,15 @@ class InputError(Exception):
 
     def render(self) -> str:
         return "\n".join(p.render(self.source) for p in self.problems)
+
+
+class CodedError(ValueError):
+    """A validator's refusal of one value, with the problem code it is reported under
+    (tiersim.config.messages reads it; a plain ValueError is reported as E-VALUE)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
 
 
 class InfeasibleError(Exception):

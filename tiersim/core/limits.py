@@ -34,7 +34,7 @@ class Limit:
             value = 0
         if not 1 <= value <= self.ceiling:
             why = f"expected a whole number of {self.what} from 1 to {self.ceiling:,}"
-            raise InputError(self.env, [Problem("", f"is {text[:40]!r} ({why})")])
+            raise InputError(self.env, [Problem("", f"is {text[:40]!r} ({why})", "E-LIMIT")])
         return value
 
 

@@ -27,20 +27,17 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from tiersim.engine.core import Engine, RunLog
 from tiersim.engine.metrics import in_flight_added_s, link_busy_s, moved
 from tiersim.engine.ops import OpKind, Role
 from tiersim.engine.results import MAX_STEADY_STEPS, CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share
+from tiersim.engine.setup import RunSetup
 from tiersim.engine.steady import round_off
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
-
-if TYPE_CHECKING:  # simulate, which calls this module, defines the run's setup
-    from tiersim.engine.simulate import RunSetup
 
 MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to finish
 SAME = 1e-9  # relative: a checkpointed step repeats when its figures agree with the next's

@@ -19,26 +19,26 @@ from tiersim.state.classes import CHECKPOINT_WRITES
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 
 
-def _step_ops(log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind) -> tuple:
+def _step_ops(
+    log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind, window: tuple | None = None
+) -> tuple:
     """One pass over a run's ops: the time GPU, bubble (IDLE) and CPU ops ran over the whole
-    run, the durations of the `step`'s compute, recompute and optimizer ops (each list in
-    op order, so that summing it is `sum` over the ops, as before), the time collectives and
-    moves ran, and the step's bytes per kind of transfer (`_moved_by_kind`)."""
-    gpu_spans: iv.Intervals = []
-    idle_spans, cpu_spans = [], []  # the pipeline bubble and the like; the CPU's work
+    run, the durations of the `step`'s (with a `window` (lo, hi): of the ops starting in it)
+    compute, recompute and optimizer ops (in op order: `sum` over the ops, as before), the time
+    collectives and moves ran, and their bytes per kind of transfer (`_moved_by_kind`)."""
+    by_step, (lo, hi) = window is None, window or (0.0, 0.0)
+    gpu_spans, idle_spans, cpu_spans = [], [], []  # GPU; the pipeline bubble and the like; CPU
     sync_spans, comm_spans, move_spans = [], [], []  # blocking and overlapped collectives
-    compute: list[float] = []
-    recompute: list[float] = []
-    optimizer: list[float] = []
-    kinds: dict[tuple, int] = {}
+    compute, recompute, optimizer, kinds = [], [], [], {}  # durations; bytes by kind
     # kinds compared by identity: an enum's hash (a dict key) is a Python call per op
     gpu, idle, cpu, move, comm, sync = OpKind.GPU, OpKind.IDLE, OpKind.CPU, MOVE, COMM, SYNC
     for op, start, end in zip(ops, log.start, log.end, strict=True):
         kind = op.kind
+        mine = op.step == step if by_step else lo <= start < hi
         if kind is gpu:
             if end > start:
                 gpu_spans.append((start, end))
-            if op.step == step:
+            if mine:
                 role = op.role
                 if role in COMPUTE_ROLES:
                     compute.append(op.duration)
@@ -52,7 +52,7 @@ def _step_ops(log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind) -> 
         elif kind is cpu:
             if end > start:
                 cpu_spans.append((start, end))
-            if op.step == step and op.role is Role.OPTIMIZER and optimizer_kind is cpu:
+            if mine and op.role is Role.OPTIMIZER and optimizer_kind is cpu:
                 optimizer.append(op.duration)
         else:
             if end > start:
@@ -62,7 +62,7 @@ def _step_ops(log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind) -> 
                     comm_spans.append((start, end))
                 elif kind is sync:
                     sync_spans.append((start, end))
-            if op.step == step:  # a move or a collective: as `_moved_by_kind` counts it
+            if mine:  # a move or a collective: as `_moved_by_kind` counts it
                 key = _transfer_kind(op)
                 if key is not None:
                     kinds[key] = kinds.get(key, 0) + op.nbytes
@@ -140,20 +140,25 @@ def _transfer_kind(op: Op) -> tuple | None:
 
 
 def measure(
-    engine: Engine, measured_step: int, tokens: int, micro_batches: int, wall_s: float
+    engine: Engine,
+    measured_step: int,
+    tokens: int,
+    micro_batches: int,
+    wall_s: float,
+    window: tuple[float, float] | None = None,
+    occupancy: dict[str, tuple[float, float, float]] | None = None,
 ) -> StepResult:
-    """The measured step of a finished run: time and its breakdown, links and tiers."""
-    res, log = engine.res, engine.log
-    ops = engine.schedule.ops
+    """The measured step of a finished run: time and its breakdown, links and tiers. With a
+    `window` (lo, hi) and each tier's `occupancy` in it (mean, peak, low): what the ops
+    that start in it and the time in it add (a period of the step: tiersim.engine.periods)."""
+    res, log, ops = engine.res, engine.log, engine.schedule.ops
     # a measured first step (steps independent: tiersim.engine.steady) starts at 0
-    lo = log.step_end[measured_step - 1] if measured_step else 0.0
-    hi = log.step_end[measured_step]
-    step_s = hi - lo
-    optimizer_kind = (
-        OpKind.GPU if res.execution.placement.optimizer_compute == "gpu" else OpKind.CPU
-    )
+    step = (log.step_end[measured_step - 1] if measured_step else 0.0, log.step_end[measured_step])
+    lo, hi = window or step
+    gpu_optimizer = res.execution.placement.optimizer_compute == "gpu"
+    optimizer_kind = OpKind.GPU if gpu_optimizer else OpKind.CPU
     busy, waits, compute_s, recompute_s, optimizer_s, kinds = _step_ops(
-        log, ops, measured_step, optimizer_kind
+        log, ops, measured_step, optimizer_kind, window
     )
     gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)
@@ -165,9 +170,9 @@ def measure(
     overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
     links_moved, read, written = _routed(engine.topo, kinds)
     links = _link_stats(engine, links_moved, lo, hi)
-    tiers = _tier_stats(engine, measured_step, read, written)
-    result = StepResult(
-        time_s=step_s,
+    tiers = _tier_stats(engine, measured_step, read, written, occupancy)
+    return StepResult(
+        time_s=hi - lo,
         compute_s=compute_s,
         recompute_s=recompute_s,
         optimizer_s=optimizer_s,
@@ -184,7 +189,6 @@ def measure(
         pipeline_bubble_s=iv.total(bubble),
         prefetch_depth=engine.schedule.prefetch_depth,
     )
-    return result
 
 
 def _exposed_collective(
@@ -301,8 +305,11 @@ def _links_of(topo: Topology, key: tuple) -> tuple[str, ...]:
     return tuple(dict.fromkeys(hop.link for hop in topo.route(*key).links))
 
 
-def _tier_stats(engine: Engine, step: int, read: dict, written: dict) -> dict[str, TierStats]:
-    """Each tier over the measured step: resident, peak, lowest and mean occupancy, bytes."""
+def _tier_stats(
+    engine: Engine, step: int, read: dict, written: dict, occupancy: dict | None = None
+) -> dict[str, TierStats]:
+    """Each tier over the measured step: resident, peak, lowest and mean occupancy, bytes;
+    `occupancy`: each tier's (mean, peak, low) over a window instead (`measure`)."""
     log = engine.log
     zero = dict.fromkeys(log.snapshots[step], 0.0)
     before = log.snapshots[step - 1] if step else zero  # a first step is measured from 0
@@ -311,12 +318,16 @@ def _tier_stats(engine: Engine, step: int, read: dict, written: dict) -> dict[st
     for name, tier in engine.res.machine.tiers.items():
         occ = engine.occupancy[name]
         integral = log.snapshots[step][name] - before[name]
+        peak, low = occ.peak, occ.low
+        mean = integral / step_s if step_s > 0 else occ.current
+        if occupancy is not None:
+            mean, peak, low = occupancy[name]
         tiers[name] = TierStats(
             capacity_bytes=tier.capacity,
             resident_bytes=engine.baseline[name],
-            peak_bytes=int(occ.peak),
-            low_bytes=int(occ.low),
-            mean_bytes=integral / step_s if step_s > 0 else occ.current,
+            peak_bytes=int(peak),
+            low_bytes=int(low),
+            mean_bytes=mean,
             bytes_read=sum(read.get(name, {}).values()),
             bytes_written=sum(written.get(name, {}).values()),
             written_by_class=written.get(name, {}),

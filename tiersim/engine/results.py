@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tiersim.engine.figures import Into, Rule, figure
 from tiersim.engine.offload_results import OffloadFacts
 from tiersim.state.classes import CHECKPOINT_WRITES, state_class
 
@@ -11,35 +12,62 @@ from tiersim.state.classes import CHECKPOINT_WRITES, state_class
 # a result's `CheckpointRun.steady` is False where it did not within them
 MAX_STEADY_STEPS = 64
 
+# each field's rule (tiersim.engine.figures): how it extrapolates, takes a checkpoint's
+# share, and where it is reported
+PER_PERIOD, MEAN, SHARE, PEAK = Rule.PER_PERIOD, Rule.MEAN, Rule.SHARE, Rule.PEAK
+CONSTANT, GIVEN, COST, EACH = Rule.CONSTANT, Rule.GIVEN, Rule.COST, Rule.EACH
+
 
 @dataclass(frozen=True)
 class LinkStats:
     """One link (both directions together, and each direction) over the measured step."""
 
-    bytes: int
-    busy_s: float  # time at least one transfer was on the link (either direction)
-    utilization: float  # busy_s / step time
-    bytes_by_direction: dict[str, int] = field(default_factory=dict)  # "a->b": bytes
+    bytes: int = field(
+        metadata=figure(PER_PERIOD, json="bytes", compared=True, total_of="bytes_by_direction")
+    )
+    # time at least one transfer was on the link (either direction)
+    busy_s: float = field(metadata=figure(PER_PERIOD, json="busy_s", compared=True))
+    utilization: float = field(
+        metadata=figure(SHARE, of="busy_s", json="utilization")
+    )  # busy_s / step time
+    bytes_by_direction: dict[str, int] = field(
+        default_factory=dict, metadata=figure(PER_PERIOD, json="bytes_by_direction", compared=True)
+    )  # "a->b": bytes
     # time at least one transfer on the link had begun and not landed: busy_s plus what
     # latency (and a route's pipeline fill) adds, as the step picture's rows count it
-    in_flight_s: float = 0.0
-    in_flight_utilization: float = 0.0  # in_flight_s over the time utilization divides busy_s by
+    in_flight_s: float = field(
+        default=0.0, metadata=figure(PER_PERIOD, json="in_flight_s", compared=True)
+    )
+    # in_flight_s over the time utilization divides busy_s by
+    in_flight_utilization: float = field(
+        default=0.0, metadata=figure(SHARE, of="in_flight_s", json="in_flight_utilization")
+    )
 
 
 @dataclass(frozen=True)
 class TierStats:
-    capacity_bytes: float
-    resident_bytes: int  # classes homed here, per GPU (the inventory)
-    peak_bytes: int  # resident + transient (staging, prefetched layers, live activations)
-    mean_bytes: float  # time-averaged occupancy over the measured step
-    low_bytes: int  # lowest occupancy seen (a check: never below zero)
-    bytes_read: int  # per step, all classes
-    bytes_written: int  # per step, all classes
-    written_by_class: dict[str, int] = field(default_factory=dict)  # state classes only
-    read_by_class: dict[str, int] = field(default_factory=dict)
-    checkpoint_bytes: int = 0  # the last durable checkpoint, held here (the target)
-    checkpoint_written: int = 0  # per step, a durable checkpoint's copies (interval-averaged)
-    checkpoint_read: int = 0
+    capacity_bytes: float = field(metadata=figure(GIVEN, json="capacity_bytes"))
+    # classes homed here, per GPU (the inventory)
+    resident_bytes: int = field(metadata=figure(GIVEN, json="resident_bytes"))
+    # resident + transient (staging, prefetched layers, live activations)
+    peak_bytes: int = field(metadata=figure(PEAK, json="peak_bytes", compared=True))
+    # time-averaged occupancy over the measured step: its integral grows by a period
+    mean_bytes: float = field(metadata=figure(MEAN, kind="bs", json="mean_bytes"))
+    low_bytes: int = field(metadata=figure(CONSTANT))  # lowest occupancy (never below zero)
+    bytes_read: int = field(metadata=figure(PER_PERIOD, json="bytes_read_per_step"))  # per step
+    bytes_written: int = field(metadata=figure(PER_PERIOD, json="bytes_written_per_step"))
+    # state classes only (the JSON's `written_by_class` adds the checkpoint's: written_by_source)
+    written_by_class: dict[str, int] = field(
+        default_factory=dict, metadata=figure(PER_PERIOD, json="written_by_class")
+    )
+    read_by_class: dict[str, int] = field(
+        default_factory=dict, metadata=figure(PER_PERIOD, json="read_by_class")
+    )
+    # the last durable checkpoint, held here (the target)
+    checkpoint_bytes: int = field(default=0, metadata=figure(GIVEN, json="checkpoint_bytes"))
+    # per step, a durable checkpoint's copies (interval-averaged: CheckpointRun's `into`)
+    checkpoint_written: int = field(default=0, metadata=figure(GIVEN))
+    checkpoint_read: int = field(default=0, metadata=figure(GIVEN))
 
     def __post_init__(self) -> None:
         for name in (*self.written_by_class, *self.read_by_class):
@@ -67,62 +95,98 @@ def _with_checkpoint(by_class: dict[str, int], checkpoint: int) -> dict[str, int
 class CheckpointRun:
     """One durable checkpoint per GPU, as the engine measured it."""
 
-    interval_steps: int | None  # resolved ('auto' -> Daly's optimum), None if not configured
-    bytes: int  # weights + master + optimizer homed on this GPU
-    write_s: float  # first checkpoint move to the last byte on the target
-    stall_s: float  # how much later training ends because of it
-    read_back_s: float  # reading it back to each class's home on restart
-    restart_s: float
-    mtbf_s: float | None
-    written_by_tier: dict[str, int]  # bytes one checkpoint writes into each tier
-    read_by_tier: dict[str, int] = field(default_factory=dict)
-    link_bytes: dict[str, dict[str, int]] = field(default_factory=dict)  # per direction
-    peak_by_tier: dict[str, int] = field(default_factory=dict)  # occupancy with the checkpoint
-    link_busy_s: dict[str, float] = field(default_factory=dict)  # busy time one checkpoint adds
-    link_in_flight_s: dict[str, float] = field(default_factory=dict)  # in-flight time it adds
-    interval_basis: str | None = None  # "given" | "daly" | "wear budget" (see durable)
-    interval_budget_tier: str | None = None  # the tier whose wear budget set it ("wear budget")
+    # resolved ('auto' -> Daly's optimum), None if not configured
+    interval_steps: int | None = field(metadata=figure(CONSTANT))
+    bytes: int = field(metadata=figure(CONSTANT))  # weights + master + optimizer homed on this GPU
+    # first checkpoint move to the last byte on the target
+    write_s: float = field(metadata=figure(PER_PERIOD))
+    # how much later training ends because of it
+    stall_s: float = field(metadata=figure(PER_PERIOD, floor=0.0))
+    read_back_s: float = field(metadata=figure(CONSTANT))  # reading it back to each class's home
+    restart_s: float = field(metadata=figure(CONSTANT))
+    mtbf_s: float | None = field(metadata=figure(CONSTANT))
+    # bytes one checkpoint writes into each tier
+    written_by_tier: dict[str, int] = field(
+        metadata=figure(CONSTANT, into=Into("tiers", "bytes_written", "checkpoint_written"))
+    )
+    read_by_tier: dict[str, int] = field(
+        default_factory=dict,
+        metadata=figure(CONSTANT, into=Into("tiers", "bytes_read", "checkpoint_read")),
+    )
+    link_bytes: dict[str, dict[str, int]] = field(  # per direction
+        default_factory=dict, metadata=figure(CONSTANT, into=Into("links", "bytes_by_direction"))
+    )
+    peak_by_tier: dict[str, int] = field(  # occupancy with the checkpoint
+        default_factory=dict, metadata=figure(CONSTANT, into=Into("tiers", "peak_bytes"))
+    )
+    link_busy_s: dict[str, float] = field(  # busy time one checkpoint adds
+        default_factory=dict, metadata=figure(PER_PERIOD, into=Into("links", "busy_s"))
+    )
+    link_in_flight_s: dict[str, float] = field(  # in-flight time it adds
+        default_factory=dict, metadata=figure(PER_PERIOD, into=Into("links", "in_flight_s"))
+    )
+    # "given" | "daly" | "wear budget" (see durable)
+    interval_basis: str | None = field(default=None, metadata=figure(CONSTANT))
+    # the tier whose wear budget set it ("wear budget")
+    interval_budget_tier: str | None = field(default=None, metadata=figure(CONSTANT))
     # every step checkpointing: the step reported was seen to repeat (False: the last one
     # simulated, within MAX_STEADY_STEPS)
-    steady: bool = True
+    steady: bool = field(default=True, metadata=figure(CONSTANT))
     # the most its seconds (a difference of its run's and a baseline's) can err by from
     # floating-point arithmetic (tiersim.engine.steady.round_off): not reported
-    round_off_s: float = 0.0
+    round_off_s: float = field(default=0.0, metadata=figure(GIVEN))
 
 
 @dataclass(frozen=True)
 class StepResult:
     """One steady training step of one representative GPU."""
 
-    time_s: float
-    compute_s: float  # GPU forward + backward arithmetic, recompute included
-    recompute_s: float
-    optimizer_s: float
-    exposed_transfer_s: float  # step time the GPU waits on movement between tiers
-    overlap: float | None  # share of link-busy time (any link) coinciding with GPU compute;
-    # None when nothing moved
-    tokens_per_step: int
-    micro_batches: int
-    links: dict[str, LinkStats]
-    tiers: dict[str, TierStats]
-    events: int
-    wall_s: float
-    exposed_cpu_s: float = 0.0  # step time the GPU waits on the CPU optimizer
+    time_s: float = field(metadata=figure(PER_PERIOD, json="time_s"))
+    # GPU forward + backward arithmetic, recompute included
+    compute_s: float = field(metadata=figure(PER_PERIOD, json="compute_s"))
+    recompute_s: float = field(metadata=figure(PER_PERIOD, json="recompute_s"))
+    optimizer_s: float = field(metadata=figure(PER_PERIOD, json="optimizer_s"))
+    # step time the GPU waits on movement between tiers
+    exposed_transfer_s: float = field(metadata=figure(PER_PERIOD, json="exposed_transfer_s"))
+    # share of link-busy time (any link) coinciding with GPU compute; None when nothing moved
+    overlap: float | None = field(
+        metadata=figure(MEAN, over="link_time", json="overlap", compared=True)
+    )
+    tokens_per_step: int = field(metadata=figure(GIVEN, json="tokens_per_step"))
+    micro_batches: int = field(metadata=figure(GIVEN, json="micro_batches"))
+    links: dict[str, LinkStats] = field(metadata=figure(EACH))
+    tiers: dict[str, TierStats] = field(metadata=figure(EACH))
+    events: int = field(metadata=figure(COST))
+    wall_s: float = field(metadata=figure(COST))
+    # step time the GPU waits on the CPU optimizer
+    exposed_cpu_s: float = field(default=0.0, metadata=figure(PER_PERIOD, json="exposed_cpu_s"))
     # step time the GPU waits on collectives (blocking tensor-parallel ones, an overlapped
     # reduction's tail): not tier movement (tiersim.engine.metrics._exposed_collective)
-    exposed_collective_s: float = 0.0
-    pipeline_bubble_s: float = 0.0  # step time the GPU waits on other pipeline stages
-    prefetch_depth: int = 0  # uses ahead that fetches are issued (after the HBM budget)
-    checkpoint: CheckpointRun | None = None
-    trace: dict | None = None  # Trace Event Format, only when asked for
-    steps_simulated: int = 0
+    exposed_collective_s: float = field(
+        default=0.0, metadata=figure(PER_PERIOD, json="exposed_collective_s")
+    )
+    # step time the GPU waits on other pipeline stages
+    pipeline_bubble_s: float = field(
+        default=0.0, metadata=figure(PER_PERIOD, json="pipeline_bubble_s")
+    )
+    # uses ahead that fetches are issued (after the HBM budget)
+    prefetch_depth: int = field(default=0, metadata=figure(CONSTANT))
+    checkpoint: CheckpointRun | None = field(default=None, metadata=figure(GIVEN))
+    # Trace Event Format, only when asked for
+    trace: dict | None = field(default=None, metadata=figure(GIVEN))
+    steps_simulated: int = field(default=0, metadata=figure(GIVEN))
     # "full", "extrapolated" or "full (no repetition found)" (tiersim.engine.steady)
-    steady_state: str = "full"
-    steady_state_why: str | None = None  # with "full (no repetition found)": what broke it
-    micro_batches_simulated: tuple[int, ...] = ()  # per run, where extrapolated
-    breakdown: dict[str, float] | None = None  # the model's prices (workload.breakdown)
+    steady_state: str = field(default="full", metadata=figure(GIVEN))
+    # with "full (no repetition found)": what broke it
+    steady_state_why: str | None = field(default=None, metadata=figure(GIVEN))
+    # per run, where extrapolated
+    micro_batches_simulated: tuple[int, ...] = field(default=(), metadata=figure(GIVEN))
+    # the model's prices (workload.breakdown)
+    breakdown: dict[str, float] | None = field(
+        default=None, metadata=figure(GIVEN, json="breakdown", compared=True)
+    )
     # what a framework's offload engine (DeepSpeed, FSDP2) did with state; None otherwise
-    offload: OffloadFacts | None = None
+    offload: OffloadFacts | None = field(default=None, metadata=figure(GIVEN))
 
     @property
     def period_s(self) -> float:

@@ -12,16 +12,12 @@ warm-up steps: every step checkpointing), is simulated from step 0.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tiersim.engine.core import Engine, Recorder, RunLog, run_engine
 from tiersim.engine.fork import ended_last, fork_point, go_on
 from tiersim.engine.ops import Op, Schedule
 from tiersim.engine.schedule_sharing import Schedules
+from tiersim.engine.setup import RunSetup
 from tiersim.state.resolved import Resolved
-
-if TYPE_CHECKING:  # simulate, which calls this module, defines the run's setup
-    from tiersim.engine.simulate import RunSetup
 
 Run = tuple[Schedule, Engine, RunLog, float]  # schedule, finished engine, its log, wall s
 

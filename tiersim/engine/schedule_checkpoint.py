@@ -50,10 +50,13 @@ class CheckpointPhase:
     def __init__(self, c: Context, ops: OpList, ready: Readiness):
         self.c, self.ops, self.ready = c, ops, ready
         self.last_drains: list[int] = []
+        self.staged: list[int] = []  # this checkpoint's snapshot bytes in the staging tier
+        self.durable: int | None = None  # the join of the last checkpoint's drains
 
     def fork(self, ops: OpList, ready: Readiness) -> CheckpointPhase:
         twin = CheckpointPhase(self.c, ops, ready)
         twin.last_drains = list(self.last_drains)
+        twin.durable = self.durable
         return twin
 
     def _sources(self, u: int) -> list[tuple[str, int, int | None]]:
@@ -70,10 +73,10 @@ class CheckpointPhase:
     def step(self, step: int) -> None:
         ck = self.c.res.execution.checkpoint
         done: list[int] = []
-        previous, self.last_drains = self.last_drains, []
-        if previous:  # one op the next checkpoint's moves wait for, not each for every drain
-            label = "previous checkpoint durable"
-            previous = [self.ops.add(Op(OpKind.JOIN, Role.CHECKPOINT, label, step, previous))]
+        # one op the next checkpoint's moves wait for (the previous one durable), not each
+        # for every drain
+        previous = [] if self.durable is None else [self.durable]
+        self.last_drains, self.durable = [], None
         sources = [(u, self._sources(u)) for u in range(len(self.c.wl.units))]
         after = None
         if ck.mode == "blocking":  # saved once the optimizer step is over, as torch.save or
@@ -104,6 +107,22 @@ class CheckpointPhase:
                     self._async(step, u, cls, nbytes, [ready, *previous], label)
         if done:
             self.ops.barrier("blocking checkpoint", step, done)
+        self._durable(step)
+
+    def _durable(self, step: int) -> None:
+        """One op for the checkpoint durable, every drain done, which the next checkpoint
+        waits for and which frees the staged copy: one buffer, as DCP's async_save copies the
+        whole state dict to host memory and keeps it until the save's future completes
+        (torch/distributed/checkpoint/state_dict_saver.py, async_save), so its host peak is
+        the whole share, whatever the drains' pace."""
+        if not self.last_drains:
+            return
+        label = "checkpoint durable"
+        drains = list(self.last_drains)
+        self.durable = self.ops.add(Op(OpKind.JOIN, Role.CHECKPOINT, label, step, drains))
+        for nbytes in self.staged:
+            self.ops.free_after(self.durable, self.c.res.execution.checkpoint.staging, nbytes)
+        self.staged = []
 
     def _async(
         self, step: int, u: int, cls: str, nbytes: int, deps: list[int | None], label: str
@@ -150,5 +169,5 @@ class CheckpointPhase:
                 copy=True,
                 role=Role.CHECKPOINT,
             )
-            self.ops.free_after(drain, ck.staging, nbytes)
+            self.staged.append(nbytes)
         self.last_drains.append(drain)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from typing import Any
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
@@ -13,8 +13,10 @@ from tiersim.engine.core import Recorder
 from tiersim.engine.durable import checkpoint_baseline, first_checkpointed, measure_checkpoint
 from tiersim.engine.metrics import measure
 from tiersim.engine.offload_facts import offload_facts
+from tiersim.engine.periods import Occupancies, period_windows
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.runs import Runs
+from tiersim.engine.setup import RunSetup
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.placement import expert_homes, homes
@@ -56,14 +58,6 @@ def prefetch_depth(res: Resolved, wl: Workload, hbm_peak_without_staging: int) -
     capacity = res.machine.tiers[res.machine.gpu.memory].capacity
     room = capacity - hbm_peak_without_staging - per_level
     return max(0, min(configured, int(room // per_level)))
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    topo: Topology
-    wl: Workload
-    baseline: dict[str, int]
-    depth: int
 
 
 def prepare(res: Resolved, inv: Inventory) -> RunSetup:
@@ -175,10 +169,15 @@ def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> Step
 
 
 def _measured(
-    res: Resolved, setup: RunSetup, recorder: Recorder | None, verify: bool = True
+    res: Resolved,
+    setup: RunSetup,
+    recorder: Recorder | None,
+    verify: bool = True,
+    occupancies: Occupancies | None = None,
 ) -> tuple:
     """One run as configured: the measured step, what checks its repetition (the time any
-    link is busy in it, whether its last periods repeat; None unless `verify`: a run
+    link is busy in it, whether its last periods repeat: with `occupancies`, the run's
+    recorder, the two periods measured (tiersim.engine.periods); None unless `verify`: a run
     simulated in full extrapolates nothing), and with a checkpoint a function of the plain
     result that measures the checkpoint."""
     steps, measured = steady.steps_to_simulate(res)
@@ -193,10 +192,11 @@ def _measured(
     result = dataclasses.replace(result, steps_simulated=steps)
     repetition = None
     if verify:
-        repetition = (
-            steady.any_link_s(engine, log, measured),
-            steady.repeats(res, setup.wl.stage, schedule, log, measured),
-        )
+        starts = steady.period_starts(res, setup.wl.stage, schedule, log, measured)
+        found: Any = starts is not None
+        if found and occupancies is not None:
+            found = period_windows(engine, occupancies, starts, measured)
+        repetition = (steady.any_link_s(engine, log, measured), found)
     if not res.execution.checkpoint_simulated:
         return result, repetition, None
     plain_figures = checkpoint_baseline(res, engine, log)
@@ -215,9 +215,13 @@ def _shorter(setup: RunSetup, micro_batches: int) -> RunSetup:
 def _extrapolated(
     res: Resolved, setup: RunSetup, runs: tuple[int, ...], recorder: Recorder | None
 ) -> StepResult | steady.NoRepetition:
-    """The step of m micro-batches from three runs of fewer, a period apart, once they are
-    seen to repeat (tiersim.engine.steady); why not, where they do not. A recorder is shown
-    the longest run, once the repetition holds."""
+    """The step of m micro-batches from fewer, once it is seen to repeat: from two periods
+    of one run of the longest sample (tiersim.engine.periods), or where a checkpoint's
+    drain runs into the micro-batches (its stall measured on each sample, not a period of
+    one), from three runs a period apart (tiersim.engine.steady); why not, where it does
+    not repeat. A recorder is shown the longest run, once the repetition holds."""
+    if steady.one_run(res):
+        return _from_one_run(res, setup, runs[-1], recorder)
     samples = [_measured(res, _shorter(setup, n), None) for n in runs]
     results = [r for r, _, _ in samples]
     if not samples[-1][1][1]:  # the longest run's last periods are not shifted copies
@@ -241,6 +245,35 @@ def _extrapolated(
     if recorder is not None:  # only now: a run that falls back to full records that one
         _measured(res, _shorter(setup, runs[-1]), recorder, verify=False)
     return plain
+
+
+def _from_one_run(
+    res: Resolved, setup: RunSetup, n: int, recorder: Recorder | None
+) -> StepResult | steady.NoRepetition:
+    """`_extrapolated` from one run of `n` micro-batches: what its last two steady periods
+    add, judged as three runs' growths are (steady.grow_within)."""
+    occupancies = Occupancies()
+    plain, (link_time, found), checkpoint = _measured(
+        res, _shorter(setup, n), occupancies, occupancies=occupancies
+    )
+    del occupancies  # a change a record: let it go before a checkpoint run
+    if not found:
+        return steady.NoRepetition(
+            f"the ops of the {n:,}-micro-batch run's last periods do not start and end "
+            "exactly one period apart"
+        )
+    m = res.execution.training.grad_accumulation
+    grown = steady.grow_within(plain, link_time, found, (m - n) // steady.period(res))
+    if isinstance(grown, steady.NoRepetition):
+        return grown
+    grown = dataclasses.replace(
+        grown, micro_batches=m, steady_state="extrapolated", micro_batches_simulated=(n,)
+    )
+    if checkpoint is not None:  # stands alone: the same at every micro-batch count
+        grown = dataclasses.replace(grown, checkpoint=checkpoint(grown))
+    if recorder is not None:  # only now: a run that falls back to full records that one
+        _measured(res, _shorter(setup, n), recorder, verify=False)
+    return grown
 
 
 def _checkpoint(

@@ -10,12 +10,14 @@ update a step's head overlaps the previous step's tail: warm-up, measured and tr
 Micro-batches. After its warm-up a stage repeats the same ops every period (one micro-batch;
 p micro-batches with interleaving) with the same durations, the same bytes, the same
 contention: a step of m micro-batches is one of n micro-batches with m - n periods more, each
-adding the same time, bytes, busy and in-flight time, occupancy integral and events. Three
-runs of n, n + P and n + 2P micro-batches (n ≡ m modulo P) measure what a period adds; the
-repetition is verified, not assumed: every figure of the three runs must grow by exactly the
-same amount from one to the next (to 1e-10 of its scale, or to the round-off its own
-arithmetic can produce where that is larger: `round_off`), every peak and lowest occupancy be
-the same, and in the longest run the ops of the last simulated
+adding the same time, bytes, busy and in-flight time, occupancy integral and events. Samples
+of n, n + P and n + 2P micro-batches (n ≡ m modulo P) measure what a period adds: one run of
+n + 2P, whose last two steady periods are what the shorter samples lack (`grow_within`,
+tiersim.engine.periods), or, where a checkpoint's drain runs into the micro-batches
+(`one_run` False), three runs (`grow`). The repetition is verified, not assumed: every figure
+must grow by exactly the same amount from one sample to the next (to 1e-10 of its scale, or
+to the round-off its own arithmetic can produce where that is larger: `round_off`), every
+peak and lowest occupancy be the same, and in the longest run the ops of the last simulated
 periods must start and end exactly one period apart. Then each figure is the longest run's plus
 (m - n - 2P)/P times that growth. Where it does not hold, m micro-batches are simulated in
 full, and the report says so and why (`NoRepetition`: the first figure that broke it).
@@ -40,15 +42,18 @@ from typing import Any
 
 from tiersim.core import intervals as iv
 from tiersim.engine.core import Engine
+from tiersim.engine.figures import Rule, additive, held, named, rebuilt, with_rule
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import Schedule
-from tiersim.engine.results import CheckpointRun, LinkStats, StepResult
+from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.state.resolved import Resolved
 from tiersim.workload.pipeline import warmup_forwards
 
 REL = 1e-10  # a figure's growth per period must agree to this share of its scale
 ROUND_OFF = 1e-12  # of a step: what runs of different lengths may differ by in sums
 EPS = sys.float_info.epsilon
+LINK_TIME = "link_time"  # seconds any link is busy: the span `overlap` is a mean over
+COST = Rule.COST
 
 
 @dataclass(frozen=True)
@@ -66,12 +71,7 @@ def round_off(events: int, clock_s: float) -> float:
 
 def _name(key: tuple) -> str:
     """A figure's key in words: `busy_s of pcie`, `checkpoint stall_s`."""
-    kind, *rest = key
-    parts = [str(p) for r in rest for p in (r if isinstance(r, tuple) else (r,))]
-    prefix = "checkpoint " if parts[0] == "checkpoint" else ""
-    what, *where = parts[1:] if prefix else parts
-    unit = {"s": "_s", "bs": "_byte_s", "n": "_bytes"}.get(kind, "")
-    return f"{prefix}{what}{unit}" + (f" of {' '.join(where)}" if where else "")
+    return named(key[1:])
 
 
 def independent_steps(res: Resolved) -> bool:
@@ -97,6 +97,13 @@ def checkpoint_stands_alone(res: Resolved) -> bool:
     micro-batches: there it is measured on each sample and extrapolated)."""
     ck = res.execution.checkpoint
     return independent_steps(res) and ck.mode == "blocking" and res.execution.checkpoint_simulated
+
+
+def one_run(res: Resolved) -> bool:
+    """The samples come from one run (tiersim.engine.periods): no checkpoint is simulated,
+    or one that stands alone (`checkpoint_stands_alone`); an async drain's stall is measured
+    on each of three runs instead (the difference of two runs' ends, no period's figure)."""
+    return not res.execution.checkpoint_simulated or checkpoint_stands_alone(res)
 
 
 def steps_to_simulate(res: Resolved) -> tuple[int, int]:
@@ -130,47 +137,13 @@ def samples(res: Resolved, stage: int) -> tuple[int, int, int] | None:
     return runs if sum(runs) < m else None
 
 
-# --- the figures that grow by a period -------------------------------------------------------
+# --- the figures that grow by a period (their rules: tiersim.engine.figures) -----------------
 
 
 def _figures(r: StepResult, link_time: float) -> dict[tuple, float]:
-    """Every additive figure of a result, by name: seconds, bytes, byte-seconds, events."""
-    f: dict[tuple, float] = {
-        ("s", "time"): r.time_s,
-        ("s", "compute"): r.compute_s,
-        ("s", "recompute"): r.recompute_s,
-        ("s", "optimizer"): r.optimizer_s,
-        ("s", "exposed"): r.exposed_transfer_s,
-        ("s", "collective"): r.exposed_collective_s,
-        ("s", "cpu"): r.exposed_cpu_s,
-        ("s", "bubble"): r.pipeline_bubble_s,
-        ("s", "link_time"): link_time,
-        ("s", "overlap"): (r.overlap or 0.0) * link_time,
-    }
-    for name, ls in r.links.items():
-        f[("s", "busy", name)] = ls.busy_s
-        f[("s", "in_flight", name)] = ls.in_flight_s
-        f[("n", "bytes", name)] = ls.bytes
-        for d, b in ls.bytes_by_direction.items():
-            f[("n", "dir", name, d)] = b
-    for name, ts in r.tiers.items():
-        f[("bs", "integral", name)] = ts.mean_bytes * r.time_s
-        f[("n", "read", name)] = ts.bytes_read
-        f[("n", "written", name)] = ts.bytes_written
-        for c, b in ts.written_by_class.items():
-            f[("n", "wclass", name, c)] = b
-        for c, b in ts.read_by_class.items():
-            f[("n", "rclass", name, c)] = b
-    return f
-
-
-def _constant(r: StepResult) -> dict[tuple, float]:
-    """What must not change with the micro-batch count: peaks, lowest occupancy, depth."""
-    f: dict[tuple, float] = {("depth",): r.prefetch_depth}
-    for name, ts in r.tiers.items():
-        f[("peak", name)] = ts.peak_bytes
-        f[("low", name)] = ts.low_bytes
-    return f
+    """Every additive figure of a result, by key: seconds, bytes, byte-seconds; and the time
+    any link is busy (what `overlap` is a share of)."""
+    return {**additive(r, {"time_s": r.time_s, LINK_TIME: link_time}), ("s", LINK_TIME): link_time}
 
 
 def _growth(
@@ -181,38 +154,55 @@ def _growth(
     run's round-off bound, `round_off`) where that is larger."""
     if not runs[0].keys() == runs[1].keys() == runs[2].keys():
         return NoRepetition("the runs do not measure the same links and tiers")
-    noise = noise or {}
+    first = {key: runs[1][key] - a for key, a in runs[0].items()}
+    second = {key: runs[2][key] - b for key, b in runs[1].items()}
+    return judged(runs, first, second, scale, noise or {})
+
+
+def judged(
+    samples: list[dict[tuple, float]],
+    first: dict[tuple, float],
+    second: dict[tuple, float],
+    scale: dict[str, float],
+    noise: dict[str, float],
+) -> dict[tuple, float] | NoRepetition:
+    """`second` (what the last period added, per figure), if the period before added the same
+    (`first`): exactly for counts; for the rest to REL of the figure's scale (the last
+    sample's value, or `scale` by kind), or within 4 x `noise` (by kind) where larger."""
     out = {}
-    for key, a in runs[0].items():
-        b, c = runs[1][key], runs[2][key]
-        uneven = (c - b) - (b - a)
+    for key, c in samples[-1].items():
+        grew, then = first.get(key, 0), second.get(key, 0)
+        seen = [f"{s[key]:,}" for s in samples if key in s]
+        uneven = then - grew
         if key[0] == "n":
             if uneven != 0:
                 return NoRepetition(
-                    f"{_name(key)} grows by {b - a:,} then {c - b:,} a period ({a:,}, {b:,}, "
-                    f"{c:,} over the runs)"
+                    f"{_name(key)} grows by {grew:,} then {then:,} a period "
+                    f"({', '.join(seen)} over the runs)"
                 )
         else:
             tol = max(REL * max(abs(c), scale[key[0]]), 4 * noise.get(key[0], 0.0))
             if abs(uneven) > tol:
                 return NoRepetition(
-                    f"{_name(key)} grows by {b - a:.6g} then {c - b:.6g} a period: "
+                    f"{_name(key)} grows by {grew:.6g} then {then:.6g} a period: "
                     f"{abs(uneven):.3g} apart, over the {tol:.3g} its round-off and "
                     f"{REL:g} of its scale allow"
                 )
-        out[key] = c - b
+        out[key] = then
     return out
 
 
-def _constant_changes(results: list[StepResult]) -> NoRepetition | None:
-    """Why the figures that must not change with the micro-batch count do, if they do."""
-    consts = [_constant(r) for r in results]
+def _constant_changes(results: list[Any]) -> NoRepetition | None:
+    """Why the figures that must not change with the micro-batch count (CONSTANT and PEAK
+    in the figure map) do, if they do."""
+    consts = [held(r) for r in results]
     for key in consts[0]:
         seen = [c.get(key) for c in consts]
-        if len(set(seen)) > 1:
-            what = "prefetch depth" if key == ("depth",) else f"{key[1]}'s {key[0]} occupancy"
-            return NoRepetition(f"{what} differs between the runs ({', '.join(map(str, seen))})")
-    if not consts[0].keys() == consts[1].keys() == consts[2].keys():
+        if any(v != seen[0] for v in seen):
+            return NoRepetition(
+                f"{named(key)} differs between the runs ({', '.join(map(str, seen))})"
+            )
+    if any(c.keys() != consts[0].keys() for c in consts):
         return NoRepetition("the runs do not occupy the same tiers")
     return None
 
@@ -226,127 +216,93 @@ def grow(
     if changed is not None:
         return changed
     figs = [_figures(r, lt) for r, lt in zip(results, link_times, strict=True)]
-    last = results[-1]
-    peak = max([ts.peak_bytes for ts in last.tiers.values()] + [1])
-    scale = {"s": last.time_s * 1e-3, "bs": last.time_s * peak * 1e-3}
-    noise_s = max(round_off(r.events, r.time_s * max(1, r.steps_simulated)) for r in results)
-    step = _growth(figs, scale, {"s": noise_s, "bs": noise_s * peak})
+    scale, noise = _bounds(results[-1], results)
+    step = _growth(figs, scale, noise)
     if isinstance(step, NoRepetition):
         return step
-    f = {k: v + periods * step[k] for k, v in figs[-1].items()}
-    for key, v in f.items():
-        if key[0] == "n":
-            f[key] = int(v)
-    return _result(last, f, results)
+    return _grown(results[-1], figs[-1], step, periods, results)
 
 
-def _result(last: StepResult, f: dict[tuple, float], runs: list[StepResult]) -> StepResult:
-    """`last` with the extrapolated figures; events and wall time are the simulation's own:
-    what the runs cost together."""
-    t = f[("s", "time")]
-    links = {
-        name: LinkStats(
-            f[("n", "bytes", name)],
-            f[("s", "busy", name)],
-            f[("s", "busy", name)] / t if t > 0 else 0.0,
-            {d: f[("n", "dir", name, d)] for d in ls.bytes_by_direction},
-            f[("s", "in_flight", name)],
-            f[("s", "in_flight", name)] / t if t > 0 else 0.0,
-        )
-        for name, ls in last.links.items()
-    }
-    tiers = {
-        name: dataclasses.replace(
-            ts,
-            mean_bytes=f[("bs", "integral", name)] / t if t > 0 else ts.mean_bytes,
-            bytes_read=f[("n", "read", name)],
-            bytes_written=f[("n", "written", name)],
-            written_by_class={c: f[("n", "wclass", name, c)] for c in ts.written_by_class},
-            read_by_class={c: f[("n", "rclass", name, c)] for c in ts.read_by_class},
-        )
-        for name, ts in last.tiers.items()
-    }
-    link_time = f[("s", "link_time")]
-    return dataclasses.replace(
-        last,
-        time_s=t,
-        compute_s=f[("s", "compute")],
-        recompute_s=f[("s", "recompute")],
-        optimizer_s=f[("s", "optimizer")],
-        exposed_transfer_s=f[("s", "exposed")],
-        exposed_collective_s=f[("s", "collective")],
-        exposed_cpu_s=f[("s", "cpu")],
-        pipeline_bubble_s=f[("s", "bubble")],
-        overlap=f[("s", "overlap")] / link_time if link_time > 0 else None,
-        links=links,
-        tiers=tiers,
-        events=sum(r.events for r in runs),
-        wall_s=sum(r.wall_s for r in runs),
-    )
+def grow_within(
+    full: StepResult, link_time: float, windows: list[tuple[StepResult, float]], periods: int
+) -> StepResult | NoRepetition:
+    """The result `periods` periods longer than `full`, from what two of its own last steady
+    periods added (`windows`: each measured over one period, with the time any link was busy
+    in it: tiersim.engine.periods), or why not, if they do not add alike: the samples of
+    `grow` from one run (a run of n micro-batches is the run's step less a period)."""
+    changed = _constant_changes([w for w, _ in windows])
+    if changed is not None:
+        return changed
+    last = _figures(full, link_time)
+    first, second = (_figures(w, lt) for w, lt in windows)
+    if not first.keys() <= last.keys() or not second.keys() <= last.keys():
+        return NoRepetition("a period moves bytes between tiers or classes the step does not")
+    scale, noise = _bounds(full, [full])
+    step = judged([last], first, second, scale, noise)
+    if isinstance(step, NoRepetition):
+        return step
+    return _grown(full, last, step, periods, [full])
+
+
+def _bounds(last: StepResult, runs: list[StepResult]) -> tuple[dict, dict]:
+    """The scale each kind of figure is judged at (REL of it), and the round-off its runs'
+    arithmetic can produce (module docstring), by kind."""
+    peak = max([ts.peak_bytes for ts in last.tiers.values()] + [1])
+    scale = {"s": last.time_s * 1e-3, "bs": last.time_s * peak * 1e-3}
+    noise_s = max(round_off(r.events, r.time_s * max(1, r.steps_simulated)) for r in runs)
+    return scale, {"s": noise_s, "bs": noise_s * peak}
+
+
+def _grown(
+    last: StepResult, figs: dict, step: dict, periods: int, runs: list[StepResult]
+) -> StepResult:
+    """`last` with each additive figure `periods` times its growth more; events and wall time
+    the simulation's own: what the runs cost together."""
+    f = {k: v + periods * step[k] for k, v in figs.items()}
+    spans = {"time_s": f[("s", "time_s")], LINK_TIME: f[("s", LINK_TIME)]}
+    cost = {name: sum(getattr(r, name) for r in runs) for name, _ in with_rule(last, COST)}
+    return dataclasses.replace(rebuilt(last, f, spans), **cost)
 
 
 def grow_checkpoint(
     runs: list[CheckpointRun], periods: int, step_s: float, noise_s: float = 0.0
 ) -> CheckpointRun | NoRepetition:
     """A checkpoint measured at three micro-batch counts a period apart, extrapolated: its
-    bytes and peaks must not change, its write, stall and added busy and in-flight seconds
-    grow alike. `noise_s`: the most a figure of one checkpoint's can err by (`round_off` of
-    its run and its baseline's). A figure that moves by no more than the runs' round-off
-    (1e-12 of a step, or twice `noise_s`, per period) is constant: its growth is that
-    round-off (a stall is the difference of two run ends), and extrapolating it would
-    multiply it by the periods."""
-    fixed = [
-        dataclasses.replace(
-            r, write_s=0.0, stall_s=0.0, link_busy_s={}, link_in_flight_s={}, round_off_s=0.0
-        )
-        for r in runs
-    ]
-    if not fixed[0] == fixed[1] == fixed[2]:
+    bytes and peaks (CONSTANT) must not change, its write, stall and added busy and
+    in-flight seconds (PER_PERIOD) grow alike. `noise_s`: the most a figure of one
+    checkpoint's can err by (`round_off` of its run and its baseline's). A figure that moves
+    by no more than the runs' round-off (1e-12 of a step, or twice `noise_s`, per period) is
+    constant: its growth is that round-off (a stall is the difference of two run ends), and
+    extrapolating it would multiply it by the periods."""
+    if any(held(r) != held(runs[0]) for r in runs):
         return NoRepetition("the checkpoint's bytes or peaks differ between the runs")
-    seconds = [_checkpoint_seconds(r) for r in runs]
+    seconds = [additive(r, {}, ("checkpoint",)) for r in runs]
     scale = max(1e-300, *(abs(v) for v in seconds[-1].values())) * 1e-3
-    step = _growth(
-        [{("s", ("checkpoint", *_key(k))): v for k, v in f.items()} for f in seconds],
-        {"s": scale},
-        {"s": noise_s},
-    )
+    step = _growth(seconds, {"s": scale}, {"s": noise_s})
     if isinstance(step, NoRepetition):
         return step
     noise = max(ROUND_OFF * step_s, 2 * noise_s)
     out = {}
-    for (_, (_, *key)), growth in step.items():
-        name = key[0] if len(key) == 1 else tuple(key)
-        flat = all(abs(f[name] - seconds[0][name]) <= noise for f in seconds)
-        out[name] = seconds[-1][name] + (0.0 if flat else periods * growth)
-    return dataclasses.replace(
-        runs[-1],
-        round_off_s=noise_s,
-        write_s=out["write"],
-        stall_s=max(0.0, out["stall"]),
-        link_busy_s={name: out[("busy", name)] for name in runs[-1].link_busy_s},
-        link_in_flight_s={name: out[("in_flight", name)] for name in runs[-1].link_in_flight_s},
-    )
-
-
-def _key(name: Any) -> tuple:
-    return name if isinstance(name, tuple) else (name,)
-
-
-def _checkpoint_seconds(run: CheckpointRun) -> dict[Any, float]:
-    """A checkpoint's additive seconds, by name: write, stall, each link's added busy and
-    in-flight time."""
-    return {
-        "write": run.write_s,
-        "stall": run.stall_s,
-        **{("busy", name): b for name, b in run.link_busy_s.items()},
-        **{("in_flight", name): f for name, f in run.link_in_flight_s.items()},
-    }
+    for key, growth in step.items():
+        flat = all(abs(f[key] - seconds[0][key]) <= noise for f in seconds)
+        out[key] = seconds[-1][key] + (0.0 if flat else periods * growth)
+    grown = rebuilt(runs[-1], out, {"time_s": 0.0}, ("checkpoint",))
+    return dataclasses.replace(grown, round_off_s=noise_s)
 
 
 def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int) -> bool:
     """The ops of the measured step's last full steady periods before its final one start and
     end exactly one period after those of the period before (the same events, shifted).
     `log`: the engine's record of each op's start and end."""
+    return period_starts(res, stage, schedule, log, measured) is not None
+
+
+def period_starts(
+    res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int
+) -> tuple[float, float, float] | None:
+    """When the measured step's last two full steady periods before its final one begin, and
+    the period after them (each period's first op's start), where their ops repeat
+    (`repeats`): the bounds of two periods of one run (tiersim.engine.periods); else None."""
     par = res.execution.parallel
     v, marks = par.virtual_pipeline, schedule.order_starts[measured]
     m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
@@ -354,9 +310,12 @@ def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: i
     span = 2 * period(res) * v  # order elements per period
     end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
     if end - 3 * span < warmup:
-        return False
+        return None
     blocks = [marks[end - 3 * span], marks[end - 2 * span], marks[end - span]]
-    return _shifted_alike(log.start, log.end, blocks)
+    if not _shifted_alike(log.start, log.end, blocks):
+        return None
+    first, second, third = (log.start[i] for i in blocks)
+    return first, second, third
 
 
 def _shifted_alike(starts: list[float], ends: list[float], blocks: list[int]) -> bool:

@@ -72,7 +72,7 @@ def _mapped(config: ConfigFile, hf_config: bool) -> Mapped:
             raise ValueProblem("", "expected a TOML document of tables")
         return read_torchtitan(config.content, config.path, hf_config)
     except ValueProblem as exc:
-        raise InputError(config.path, [Problem(exc.key, exc.why)]) from None
+        raise InputError(config.path, [Problem(exc.key, exc.why, "E-IMPORT-VALUE")]) from None
 
 
 def _recipe_model(config: ConfigFile, mapped: Mapped, hf_config: bool) -> Mapped:
@@ -110,13 +110,15 @@ def _merged(mappings: list[Mapped]) -> tuple[dict[str, Any], dict[str, str], dic
         for path, value in m.values.items():
             if path in values and values[path] != value and path != "training.framework":
                 why = f"{as_yaml(value)} replaces {as_yaml(values[path])} from {sources[path]}"
-                notes.append((m.source, Problem(m.sources[path], f"{path}: {why}")))
+                notes.append(
+                    (m.source, Problem(m.sources[path], f"{path}: {why}", "W-IMPORT-REPLACED"))
+                )
             values[path] = value
             sources[path] = f"{m.source}: {m.sources[path]}"
         for key, value in m.facts.items():
             if key in facts and facts[key] != value and key in _FACTS:
                 why = f"{value} replaces {facts[key]} from an earlier file"
-                notes.append((m.source, Problem(f"({_FACTS[key]})", why)))
+                notes.append((m.source, Problem(f"({_FACTS[key]})", why, "W-IMPORT-REPLACED")))
             facts[key] = value
     return values, sources, facts, notes
 
@@ -126,7 +128,7 @@ def _world(facts: dict[str, Any], options: ImportOptions, notes: list) -> int | 
     world = facts.get("world")
     if options.gpus is not None and world is not None and world != options.gpus:
         why = f"{options.gpus} replaces the script's world size {world} (torchrun's flags)"
-        notes.append(("--gpus", Problem("", why)))
+        notes.append(("--gpus", Problem("", why, "W-IMPORT-REPLACED")))
     return options.gpus if options.gpus is not None else world
 
 
@@ -141,7 +143,10 @@ def _data_parallel(facts: dict[str, Any], options: ImportOptions, notes: list) -
             why = (
                 f"{world} GPUs are not a multiple of tensor x pipeline x context = {model_parallel}"
             )
-            raise InputError("--gpus" if options.gpus else "(world size)", [Problem("", why)])
+            raise InputError(
+                "--gpus" if options.gpus else "(world size)",
+                [Problem("", why, "E-IMPORT-CONFLICT")],
+            )
         ranks = world // model_parallel
     if "shard" in facts:  # torchtitan
         data = _replicate_x_shard(facts, ranks, world, notes)
@@ -151,14 +156,14 @@ def _data_parallel(facts: dict[str, Any], options: ImportOptions, notes: list) -
         return facts["data"]
     else:
         why = "not given and no world size in the configs: data-parallel size 1 (give --gpus N)"
-        notes.append(("--gpus", Problem("", why)))
+        notes.append(("--gpus", Problem("", why, "W-IMPORT-ASSUMED")))
         return 1
     if facts.get("data", data) != data:
         why = (
             f"{world} GPUs give {data} data-parallel ranks; train_batch_size / (micro x "
             f"accumulation) gives {facts['data']} (expected one world size)"
         )
-        raise InputError("--gpus", [Problem("", why)])
+        raise InputError("--gpus", [Problem("", why, "E-IMPORT-CONFLICT")])
     return data
 
 
@@ -169,7 +174,7 @@ def _replicate_x_shard(
     replicate, shard = facts["replicate"], facts["shard"]
     if shard == -1 and ranks is None:
         why = "not given: data_parallel_shard_degree -1 taken as 1 (give --gpus N, the world size)"
-        notes.append(("--gpus", Problem("", why)))
+        notes.append(("--gpus", Problem("", why, "W-IMPORT-ASSUMED")))
         shard = 1
     elif shard == -1:
         if ranks % replicate:
@@ -177,7 +182,7 @@ def _replicate_x_shard(
                 f"{world} GPUs do not divide into data_parallel_replicate_degree "
                 f"{replicate} x tensor x pipeline x context {facts.get('model_parallel', 1)}"
             )
-            raise InputError("--gpus", [Problem("", why)])
+            raise InputError("--gpus", [Problem("", why, "E-IMPORT-CONFLICT")])
         shard = ranks // replicate
     facts["shard"] = shard
     return replicate * shard
@@ -198,7 +203,7 @@ def _batch(values: dict[str, Any], facts: dict[str, Any], data: int) -> None:
                 f"data-parallel {data} x a whole micro-batch "
                 f"(expected a multiple of {accumulation * data})"
             )
-            raise InputError(where[0], [Problem(where[1], why)])
+            raise InputError(where[0], [Problem(where[1], why, "E-IMPORT-CONFLICT")])
         micro = total // (accumulation * data)
     micro = micro or values.get("training.micro_batch_size", 1)
     per_step = micro * data
@@ -209,7 +214,7 @@ def _batch(values: dict[str, Any], facts: dict[str, Any], data: int) -> None:
             f"gradient accumulation (expected a multiple of {per_step}; data-parallel sizes "
             f"that divide it at micro-batch {micro}: {', '.join(map(str, fits[:12]))})"
         )
-        raise InputError(where[0], [Problem(where[1], why)])
+        raise InputError(where[0], [Problem(where[1], why, "E-IMPORT-CONFLICT")])
     values["training.micro_batch_size"] = micro
     values["training.grad_accumulation"] = total // per_step
 
@@ -254,7 +259,7 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
             "no model in the configs (expected --hf-config PATH to a config.json, or --set "
             "model.preset=NAME; `tiersim presets` lists them)"
         )
-        raise InputError(", ".join(map(str, paths)), [Problem("model", why)])
+        raise InputError(", ".join(map(str, paths)), [Problem("model", why, "E-IMPORT-CONFLICT")])
     loaded = _validated(raw, sources, paths, notes, mappings[-1].source)
     return Imported(raw, loaded, notes, [str(p) for p in paths])
 
@@ -273,11 +278,13 @@ def _validated(
         if pending and len(pending) == len(exc.problems):
             for p in pending:
                 why = f"not modelled for this scenario by this version: {p.path}: {p.message}"
-                notes.append((source, Problem(sources.pop(p.path), why)))
+                notes.append((source, Problem(sources.pop(p.path), why, "W-IMPORT-UNMAPPED")))
                 _unset(raw, p.path.split("."))
             return _validated(raw, sources, paths, notes, source)
         problems = [
-            Problem(p.path, f"{p.message} (from {sources[p.path]})") if p.path in sources else p
+            Problem(p.path, f"{p.message} (from {sources[p.path]})", p.code)
+            if p.path in sources
+            else p
             for p in exc.problems
         ]
         raise InputError(exc.source, problems) from None

@@ -57,9 +57,9 @@ def read_recipe(text: str, source: str, function: str | None) -> Recipe:
         module = ast.parse(text, filename=source)
     except SyntaxError as exc:
         why = f"not valid Python (line {exc.lineno}: {exc.msg})"
-        raise InputError(source, [Problem("", why)]) from None
+        raise InputError(source, [Problem("", why, "E-IMPORT-FILE")]) from None
     except (RecursionError, ValueError, MemoryError):
-        raise InputError(source, [Problem("", "not readable as Python")]) from None
+        raise InputError(source, [Problem("", "not readable as Python", "E-IMPORT-FILE")]) from None
     body = _chosen(module, source, function)
     recipe = Recipe(body.name)
     constants = _constants(module)
@@ -74,7 +74,7 @@ def _chosen(module: ast.Module, source: str, function: str | None) -> ast.Functi
         if function not in functions:
             known = ", ".join(sorted(functions)) or "none"
             why = f"has no function {function!r} (expected one of: {known})"
-            raise InputError(source, [Problem("--recipe", why)])
+            raise InputError(source, [Problem("--recipe", why, "E-OPTION")])
         return functions[function]
     recipes = sorted(n for n in functions if n.endswith("pretrain_config"))
     if len(recipes) == 1:
@@ -83,7 +83,7 @@ def _chosen(module: ast.Module, source: str, function: str | None) -> ast.Functi
     why = f"holds {len(recipes)} recipe functions (expected one named with --recipe NAME" + (
         f": {listed})" if recipes else "; none is named *pretrain_config)"
     )
-    raise InputError(source, [Problem("--recipe", why)])
+    raise InputError(source, [Problem("--recipe", why, "E-OPTION")])
 
 
 def _constants(module: ast.Module) -> dict[str, Any]:
@@ -213,7 +213,9 @@ def _precision(name: str) -> dict[str, Any] | None:
 def _skipped(node: ast.stmt, recipe: Recipe, why: str) -> None:
     text = ast.unparse(node).splitlines()[0].rstrip(":")
     shown = text if len(text) <= 80 else text[:77] + "..."
-    recipe.notes.append(Problem(f"line {node.lineno}", f"{shown}: {why} (left out)"))
+    recipe.notes.append(
+        Problem(f"line {node.lineno}", f"{shown}: {why} (left out)", "W-IMPORT-UNMAPPED")
+    )
 
 
 def preset_for(hf_model: str, presets: set[str]) -> str | None:

@@ -48,15 +48,15 @@ def read_text(path: Path) -> str:
         data = read_regular_file(path, limits.JSON_BYTES.value(), "a framework config file")
     except FileProblem as exc:
         hint = f"; {limits.JSON_BYTES.env} raises the bound" if "larger" in str(exc) else ""
-        raise InputError(source, [Problem("", f"{exc}{hint}")]) from None
+        raise InputError(source, [Problem("", f"{exc}{hint}", "E-IMPORT-FILE")]) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         reason = getattr(exc, "strerror", None) or exc
-        raise InputError(source, [Problem("", f"cannot read: {reason}")]) from None
+        raise InputError(source, [Problem("", f"cannot read: {reason}", "E-IMPORT-FILE")]) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         why = f"is not UTF-8 text (byte {exc.start}: {exc.reason})"
-        raise InputError(source, [Problem("", why)]) from None
+        raise InputError(source, [Problem("", why, "E-IMPORT-FILE")]) from None
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -79,31 +79,41 @@ def parse_json(text: str, source: str) -> Any:
         return json.loads(text, object_pairs_hook=_unique, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
         why = f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        raise InputError(source, [Problem("", why)]) from None
+        raise InputError(source, [Problem("", why, "E-IMPORT-FILE")]) from None
     except RecursionError:
-        raise InputError(source, [Problem("", "nested too deeply to read")]) from None
+        raise InputError(
+            source, [Problem("", "nested too deeply to read", "E-IMPORT-FILE")]
+        ) from None
     except ValueError as exc:
-        raise InputError(source, [Problem("", str(exc))]) from None
+        raise InputError(source, [Problem("", str(exc), "E-IMPORT-FILE")]) from None
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise InputError(source, [Problem("", f"not valid TOML ({exc})")]) from None
+        raise InputError(
+            source, [Problem("", f"not valid TOML ({exc})", "E-IMPORT-FILE")]
+        ) from None
     except RecursionError:
-        raise InputError(source, [Problem("", "nested too deeply to read")]) from None
+        raise InputError(
+            source, [Problem("", "nested too deeply to read", "E-IMPORT-FILE")]
+        ) from None
 
 
 def parse_bridge_yaml(text: str, source: str) -> Any:
     try:
         return parse_yaml(text)
     except YamlLimitError as exc:
-        raise InputError(source, [Problem("", str(exc.problem))]) from None
+        raise InputError(source, [Problem("", str(exc.problem), "E-IMPORT-FILE")]) from None
     except yaml.YAMLError as exc:
-        raise InputError(source, [Problem("", f"not valid YAML ({exc})")]) from None
+        raise InputError(
+            source, [Problem("", f"not valid YAML ({exc})", "E-IMPORT-FILE")]
+        ) from None
     except RecursionError:
-        raise InputError(source, [Problem("", "nested too deeply to read")]) from None
+        raise InputError(
+            source, [Problem("", "nested too deeply to read", "E-IMPORT-FILE")]
+        ) from None
 
 
 def _as(kind: str, text: str, source: str, recipe: str | None = None) -> ConfigFile:
@@ -111,7 +121,7 @@ def _as(kind: str, text: str, source: str, recipe: str | None = None) -> ConfigF
         content = parse_json(text, source)
         if not isinstance(content, dict):
             why = f"top level is {type(content).__name__} (expected a JSON object of keys)"
-            raise InputError(source, [Problem("", why)])
+            raise InputError(source, [Problem("", why, "E-IMPORT-FILE")])
         return ConfigFile(kind, content, source)
     if kind == "torchtitan":
         return ConfigFile(kind, parse_toml(text, source), source)
@@ -159,7 +169,7 @@ def _text_bound(text: str, source: str) -> None:
             f"is larger than {bound:,} bytes (expected a framework config of a few kB; "
             f"{limits.YAML_BYTES.env} raises the bound)"
         )
-        raise InputError(source, [Problem("", why)])
+        raise InputError(source, [Problem("", why, "E-IMPORT-FILE")])
 
 
 def read_config(path: Path, kind: str | None = None, recipe: str | None = None) -> ConfigFile:
@@ -177,10 +187,10 @@ def read_config(path: Path, kind: str | None = None, recipe: str | None = None) 
             "YAML or Python recipe, or a torchtitan TOML with [parallelism] / [training]; or "
             f"name it with --from {'|'.join(KINDS)})"
         )
-        raise InputError(source, [Problem("", why)])
+        raise InputError(source, [Problem("", why, "E-IMPORT-FILE")])
     if recipe is not None and found != "megatron":
         why = (
             f"--recipe {recipe} names a Megatron-Bridge recipe function (this is a {found} config)"
         )
-        raise InputError(source, [Problem("--recipe", why)])
+        raise InputError(source, [Problem("--recipe", why, "E-OPTION")])
     return _as(found, text, source, recipe)

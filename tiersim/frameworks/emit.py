@@ -32,7 +32,7 @@ def emit(s: Scenario, kind: str) -> Emitted:
     for path, (ours, theirs) in read_back_differences(s, kind, out.text).items():
         if path not in noted and path.rpartition(".")[0] not in noted:
             why = f"{ours}: not said by the {kind} file (importing it gives {theirs})"
-            out.notes.append(Problem(path, why))
+            out.notes.append(Problem(path, why, "W-EMIT-APPROXIMATE"))
     return out
 
 

@@ -103,7 +103,7 @@ class Mapped:
         does not take is a note instead."""
         if path in PENDING and not accepts(path, value):
             why = f"not yet modelled by this version: {path}: {as_yaml(value)} (left out)"
-            self.notes.append(Problem(key, why))
+            self.notes.append(Problem(key, why, "W-IMPORT-UNMAPPED"))
             return
         self.values[path] = value
         self.sources[path] = key
@@ -112,10 +112,10 @@ class Mapped:
         """A key with no scenario counterpart: named with its value, and why where known."""
         said = f"{as_yaml(value)}: " if value is not MISSING_VALUE else ""
         reason = why or "not mapped (tiersim has no setting for it)"
-        self.notes.append(Problem(key, f"{said}{reason}"))
+        self.notes.append(Problem(key, f"{said}{reason}", "W-IMPORT-UNMAPPED"))
 
     def note(self, key: str, why: str) -> None:
-        self.notes.append(Problem(key, why))
+        self.notes.append(Problem(key, why, "W-IMPORT-UNMAPPED"))
 
 
 MISSING_VALUE = object()

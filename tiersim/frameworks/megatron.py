@@ -101,7 +101,7 @@ def read_megatron(content: Any, source: str, hf_config: bool) -> Mapped:
             why = "a launcher setting (torchrun)" if name in LAUNCHER else ""
             out.unmapped(f"--{name}", " ".join(flag.values) or True, why)
     if origins:  # a Megatron-Bridge config: its own key paths, not the flags they stand for
-        out.notes = [Problem(origins.get(p.path, p.path), p.message) for p in out.notes]
+        out.notes = [Problem(origins.get(p.path, p.path), p.message, p.code) for p in out.notes]
         out.sources = {k: origins.get(v, v) for k, v in out.sources.items()}
     return out
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.frameworks.mapping import Mapped, accepts
+from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, text
 
 # (model.name, model.flavor) -> the shipped model preset with those dimensions
@@ -176,18 +176,9 @@ def _activation_checkpoint(
         # checkpoint.py) wraps a block where `not ac_freq or count % ac_freq == 0`, count
         # the blocks so far: every block for 1 and 0, full recompute on every layer
         out.put("training.recompute", "full", at)
-    elif option.isdigit():
-        # every n-th block fully checkpointed, the others keep all they save: (n - 1)/n of the
-        # layers' activations stay, so no recompute is the nearer of tiersim's policies (full
-        # would keep only the layers' inputs, at most half of what the run keeps)
-        out.put("training.recompute", "none", at)
-        why = (
-            f"every {option}-th layer checkpointed (full recompute on 1/{option} of the layers):"
-            " not modelled; taken as none, the nearest (the activations of "
-            f"{int(option) - 1}/{option} of the layers are kept, so the peak is "
-            "overstated, never understated)"
-        )
-        out.unmapped(at, option, why)
+    elif option.isdigit():  # every n-th block fully checkpointed (state/layer_sac.py)
+        out.put("training.recompute", "full", at)
+        out.put("training.recompute_every", int(option), at)
     else:  # torchtitan refuses any other value ("Valid options: 'op' or a positive int")
         text(at, option, ("op", "a positive whole number"))
     for key, value in body.items():
@@ -197,21 +188,10 @@ def _activation_checkpoint(
 
 def _op_sac(out: Mapped, at: str) -> None:
     """torchtitan's op-level SAC (selective_ac_option "op"): each block checkpointed with a
-    policy that saves the outputs of matmuls (aten.mm), SDPA / flex attention and the
-    reduce-scatters, and recomputes the rest (norms, activations, elementwise ops):
-    `_save_list` in torchtitan/distributed/activation_checkpoint.py. tiersim's `selective` (the
-    attention core recomputed, Korthikanti et al.) is the nearest modelled policy; `selective_op`
-    (PENDING) is used where the schema takes it."""
-    if accepts("training.recompute", "selective_op"):
-        out.put("training.recompute", "selective_op", at)
-        return
-    out.put("training.recompute", "selective", at)
-    why = (
-        "op-level selective checkpointing (matmul and attention outputs saved, the rest "
-        "recomputed) is not modelled by this version: training.recompute: selective_op; "
-        "taken as selective, the nearest (the attention core recomputed)"
-    )
-    out.unmapped(at, "op", why)
+    policy that saves the outputs of every other mm, SDPA and the reduce-scatters and
+    recomputes the rest (`_apply_op_sac` in torchtitan/distributed/activation_checkpoint.py):
+    tiersim's `selective_op` (tiersim/state/op_recompute.py)."""
+    out.put("training.recompute", "selective_op", at)
 
 
 def _float8(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:

@@ -26,7 +26,7 @@ def write_deepspeed(s: Scenario) -> Emitted:
     for key in ("tensor", "pipeline"):
         if getattr(p, key) != 1:
             why = f"{getattr(p, key)}: a DeepSpeed config has no {key} parallelism (Megatron's)"
-            notes.append(Problem(f"parallel.{key}", why))
+            notes.append(Problem(f"parallel.{key}", why, "W-EMIT-APPROXIMATE"))
     zero = _zero(s, notes)
     cfg: dict[str, object] = {
         "train_batch_size": global_batch(s),
@@ -41,12 +41,21 @@ def write_deepspeed(s: Scenario) -> Emitted:
         cfg["data_types"] = {"grad_accum_dtype": t.precision.gradients}
     if t.recompute == "full":
         cfg["activation_checkpointing"] = {"cpu_checkpointing": pl.activations == "dram"}
+        if (t.recompute_every or 1) > 1:
+            why = f"{t.recompute_every}: the model code decides which layers DeepSpeed checkpoints"
+            notes.append(Problem("training.recompute_every", why, "W-EMIT-APPROXIMATE"))
     elif t.recompute != "none":
         why = f"{t.recompute}: DeepSpeed's activation checkpointing is whole layers (full)"
-        notes.append(Problem("training.recompute", why))
+        notes.append(Problem("training.recompute", why, "W-EMIT-APPROXIMATE"))
     name = _DS_OPTIMIZER.get(t.optimizer)
     if name is None:
-        notes.append(Problem("training.optimizer", f"{t.optimizer}: no DeepSpeed optimizer type"))
+        notes.append(
+            Problem(
+                "training.optimizer",
+                f"{t.optimizer}: no DeepSpeed optimizer type",
+                "W-EMIT-APPROXIMATE",
+            )
+        )
     else:
         cfg["optimizer"] = {"type": name}
     return Emitted("deepspeed", json.dumps(cfg, indent=2) + "\n", notes)
@@ -64,7 +73,7 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         device = _DS_TIER.get(pl.optimizer)
         if device is None or pl.master != pl.optimizer:
             why = f"{pl.master} / {pl.optimizer}: DeepSpeed offloads both to cpu or nvme"
-            notes.append(Problem("placement.optimizer", why))
+            notes.append(Problem("placement.optimizer", why, "W-EMIT-APPROXIMATE"))
             device = device or "cpu"
         section = _device(device)
         for key in ("pin_memory", "buffer_count", "pipeline_read", "pipeline_write"):
@@ -74,7 +83,7 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         zero["offload_optimizer"] = section
         if pl.gradients != "dram":
             why = f"{pl.gradients}: DeepSpeed's offload keeps the fp32 gradients in host memory"
-            notes.append(Problem("placement.gradients", why))
+            notes.append(Problem("placement.gradients", why, "W-EMIT-APPROXIMATE"))
     if pl.weights != "hbm":
         zero["offload_param"] = _device(_DS_TIER.get(pl.weights, "cpu"))
     return zero

@@ -49,7 +49,7 @@ def _attention_backend(s: Scenario, notes: list[Problem]) -> str:
             f"--attention-backend {backend}, since Megatron-LM's own default (auto) is flash "
             "or fused attention"
         )
-        notes.append(Problem("training.attention_kernel", why))
+        notes.append(Problem("training.attention_kernel", why, "W-EMIT-APPROXIMATE"))
     return f"--attention-backend {backend}"
 
 
@@ -64,7 +64,28 @@ def _overlap_flags(s: Scenario, notes: list[Problem]) -> list[str]:
             "false: written without a flag; Megatron-LM runs the backward's tensor-parallel "
             "all-reduce beside the weight-gradient GEMM (its default, which the script keeps)"
         )
-        notes.append(Problem("parallel.overlap_tensor_backward", why))
+        notes.append(Problem("parallel.overlap_tensor_backward", why, "W-EMIT-APPROXIMATE"))
+    return flags
+
+
+def _recompute_flags(s: Scenario, notes: list[Problem]) -> list[str]:
+    t, flags = s.training, []
+    if t.recompute in ("full", "selective"):
+        flags.append(f"--recompute-granularity {t.recompute}")
+        if t.recompute == "full":
+            flags += ["--recompute-method uniform", "--recompute-num-layers 1"]
+        if (t.recompute_every or 1) > 1:
+            why = f"{t.recompute_every}: written as full recompute of every layer (Megatron-LM "
+            notes.append(
+                Problem(
+                    "training.recompute_every",
+                    why + "has no every-n-th rule)",
+                    "W-EMIT-APPROXIMATE",
+                )
+            )
+    elif t.recompute == "selective_op":
+        why = "selective_op: torchtitan's op-level policy; Megatron-LM has none (not written)"
+        notes.append(Problem("training.recompute", why, "W-EMIT-APPROXIMATE"))
     return flags
 
 
@@ -90,26 +111,29 @@ def write_megatron(s: Scenario) -> Emitted:
         flags.append("--use-distributed-optimizer")
     elif p.zero_stage > 1:
         why = f"{p.zero_stage}: Megatron-LM's distributed optimizer shards optimizer state (ZeRO-1)"
-        notes.append(Problem("parallel.zero_stage", why))
+        notes.append(Problem("parallel.zero_stage", why, "W-EMIT-APPROXIMATE"))
     flags += _overlap_flags(s, notes)
     flags += _megatron_precision(s, notes)
-    if t.recompute in ("full", "selective"):
-        flags.append(f"--recompute-granularity {t.recompute}")
-        if t.recompute == "full":
-            flags += ["--recompute-method uniform", "--recompute-num-layers 1"]
+    flags += _recompute_flags(s, notes)
     flags.append(_attention_backend(s, notes))
     optimizer = {"adamw": "adam", "adam": "adam", "sgd_momentum": "sgd"}.get(t.optimizer)
     if optimizer is None:
-        notes.append(Problem("training.optimizer", f"{t.optimizer}: Megatron has adam and sgd"))
+        notes.append(
+            Problem(
+                "training.optimizer",
+                f"{t.optimizer}: Megatron has adam and sgd",
+                "W-EMIT-APPROXIMATE",
+            )
+        )
     else:
         flags.append(f"--optimizer {optimizer}")
     if t.optimizer == "adam":  # the same two moments a parameter
         why = "adam: written as Megatron's adam, which is AdamW (decoupled weight decay)"
-        notes.append(Problem("training.optimizer", why))
+        notes.append(Problem("training.optimizer", why, "W-EMIT-APPROXIMATE"))
     for cls in ("weights", "gradients", "master", "optimizer", "activations"):
         if getattr(pl, cls) != "hbm":
             why = f"{getattr(pl, cls)}: this Megatron-LM launch keeps every class in HBM"
-            notes.append(Problem(f"placement.{cls}", why))
+            notes.append(Problem(f"placement.{cls}", why, "W-EMIT-APPROXIMATE"))
     return Emitted("megatron", _launch_script(s, flags), notes)
 
 
@@ -132,7 +156,7 @@ def _megatron_precision(s: Scenario, notes: list[Problem]) -> list[str]:
             f"{said}: written as Megatron's {'/'.join(expected)}/fp32 "
             "(weights/gradients/master/optimizer)"
         )
-        notes.append(Problem("training.precision", why))
+        notes.append(Problem("training.precision", why, "W-EMIT-APPROXIMATE"))
     if pr.compute == "fp8":
         flags.append("--fp8-format hybrid")
     return flags
@@ -177,5 +201,5 @@ def _stage_flags(s: Scenario, notes: list[Problem]) -> list[str]:
         "the first and the last stage their own count and no more, without virtual stages; "
         "its --pipeline-model-parallel-layout is not written by this version)"
     )
-    notes.append(Problem("parallel.stage_layers", why))
+    notes.append(Problem("parallel.stage_layers", why, "W-EMIT-APPROXIMATE"))
     return []

@@ -28,13 +28,17 @@ def write_torchtitan(s: Scenario) -> Emitted:
             "multi-token-prediction module; the file imports alone with --set "
             "model.mtp_layers=0)"
         )
-        notes.append(Problem("model.mtp_layers", why))
+        notes.append(Problem("model.mtp_layers", why, "W-EMIT-APPROXIMATE"))
     tables: dict[str, dict[str, object]] = {}
     flavor = {preset: key for key, preset in PRESETS.items()}.get(s.model.preset)
     if flavor is None:
         given = s.model.preset or "given by dimensions"
         notes.append(
-            Problem("model", f"{given}: no torchtitan flavor (import it with --hf-config)")
+            Problem(
+                "model",
+                f"{given}: no torchtitan flavor (import it with --hf-config)",
+                "W-EMIT-APPROXIMATE",
+            )
         )
     else:
         tables["model"] = {"name": flavor[0], "flavor": flavor[1]}
@@ -63,14 +67,14 @@ def _training(s: Scenario, notes: list[Problem]) -> dict[str, object]:
             f"{pr.weights}/{pr.master}/{pr.optimizer}: torchtitan keeps fp32 sharded "
             "parameters (the master copy) and fp32 optimizer state"
         )
-        notes.append(Problem("training.precision", why))
+        notes.append(Problem("training.precision", why, "W-EMIT-APPROXIMATE"))
     classes = ("weights", "gradients", "master", "optimizer")
     offloaded = [c for c in classes if getattr(pl, c) != "hbm"]
     if offloaded:
         training["enable_cpu_offload"] = True
         if offloaded != list(classes) or pl.optimizer_compute != "cpu":
             why = "torchtitan's CPU offload moves every class to the host"
-            notes.append(Problem("placement", why))
+            notes.append(Problem("placement", why, "W-EMIT-APPROXIMATE"))
     return training
 
 
@@ -79,7 +83,7 @@ def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
     shard = p.data if p.zero_stage == 3 else 1
     if p.zero_stage in (1, 2):
         why = f"{p.zero_stage}: torchtitan shards all (FSDP) or none"
-        notes.append(Problem("parallel.zero_stage", why))
+        notes.append(Problem("parallel.zero_stage", why, "W-EMIT-APPROXIMATE"))
     out: dict[str, object] = {
         "data_parallel_replicate_degree": p.data // shard,
         "data_parallel_shard_degree": shard,
@@ -92,7 +96,7 @@ def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:
             "false: torchtitan's tensor parallelism always shards the norms and the residual "
             "on the sequence (SequenceParallel in its TP plan); the file runs with it"
         )
-        notes.append(Problem("parallel.sequence", why))
+        notes.append(Problem("parallel.sequence", why, "W-EMIT-APPROXIMATE"))
     overlap = resolved_parallel(s)  # a null key: the scenario's framework's default
     if overlap.overlap_tensor_forward and overlap.overlap_tensor_backward:
         out["enable_async_tensor_parallel"] = True
@@ -103,22 +107,24 @@ def _the_rest(s: Scenario, notes: list[Problem]) -> dict[str, dict[str, object]]
     """[activation_checkpoint], [optimizer] and [checkpoint]."""
     t = s.training
     checkpointing: dict[str, object] = {"mode": t.recompute}
+    if t.recompute == "full" and (t.recompute_every or 1) > 1:  # layer SAC, every n-th block
+        checkpointing = {"mode": "selective", "selective_ac_option": str(t.recompute_every)}
     if t.recompute in ("selective", "selective_op"):
-        # torchtitan's selective is by op or every n-th layer; its op-level policy is what
-        # importing takes as selective (torchtitan.py), so it round-trips
+        # torchtitan's selective is by op or every n-th layer; its op-level policy is
+        # selective_op, which importing gives back (torchtitan.py)
         checkpointing = {"mode": "selective", "selective_ac_option": "op"}
     if t.recompute == "selective":
         why = (
-            "selective: written as torchtitan's op-level selective checkpointing (matmul and "
-            "attention outputs saved, the rest recomputed), the nearest; it has no option "
-            "recomputing the attention core alone"
+            "selective: written as torchtitan's op-level selective checkpointing (every other "
+            "matmul's and attention's outputs saved, the rest recomputed: selective_op), the "
+            "nearest; it has no option recomputing the attention core alone"
         )
-        notes.append(Problem("training.recompute", why))
+        notes.append(Problem("training.recompute", why, "W-EMIT-APPROXIMATE"))
     tables: dict[str, dict[str, object]] = {"activation_checkpoint": checkpointing}
     optimizer = {"adamw": "AdamW", "adam": "Adam"}.get(t.optimizer)
     if optimizer is None:
         why = f"{t.optimizer}: torchtitan's are Adam and AdamW"
-        notes.append(Problem("training.optimizer", why))
+        notes.append(Problem("training.optimizer", why, "W-EMIT-APPROXIMATE"))
     else:
         tables["optimizer"] = {"name": optimizer}
     if s.checkpoint.every_steps not in (None, "auto"):

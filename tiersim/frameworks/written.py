@@ -30,4 +30,4 @@ def framework_note(s: Scenario, kind: str, framework: str, notes: list[Problem])
     given = s.training.framework
     if given != framework:
         why = f"{given or 'none (generic)'}: written for {kind}, whose engine is {framework}'s"
-        notes.append(Problem("training.framework", why))
+        notes.append(Problem("training.framework", why, "W-EMIT-APPROXIMATE"))

@@ -1,5 +1,5 @@
-"""Real `transformers` models (GPT-2, Llama, Mistral, Qwen2, Mixtral) built from tiersim's
-dimensions, random weights, nothing downloaded, and one measured training step on them.
+"""Real `transformers` models (GPT-2, Llama, Mistral, Qwen2, Mixtral, Qwen2-MoE) built from
+tiersim's dimensions, random weights, nothing downloaded, and one measured training step on them.
 
 The model's parameter tensors are those tiersim counts (GPT-2's fused c_attn holds q, k and v
 in one tensor: the same values). What autograd saves is recorded per storage, each once; a
@@ -23,7 +23,7 @@ from tiersim.state.activations import Accounting, hf_style, hf_unsupported
 from tiersim.state.model import Transformer
 
 KERNELS = {"eager": "eager", "sdpa": "sdpa"}  # transformers' attn_implementation names
-FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "mixtral")
+FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "mixtral", "qwen2_moe")
 
 
 def _biases_fit(m: Transformer, family: str) -> bool:
@@ -62,18 +62,66 @@ def family_of(m: Transformer, family: str | None) -> str:
 
 
 def _mixtral_fits(m: Transformer) -> str:
-    """An MoE model is built as Mixtral: every layer MoE, no shared experts, dropless, no
-    biases (activations_moe says what else its accounting needs)."""
+    """An MoE model is built as Mixtral (every layer MoE, no shared experts, no biases) or,
+    with one gated shared expert, as Qwen2-MoE (q, k, v biases as the model says, dense
+    layers as its mlp_only_layers); both dropless (activations_moe says what else their
+    accounting needs)."""
     moe = m.moe
     assert moe is not None
-    if not all(m.is_moe(i) for i in range(m.layers)) or hf_unsupported(m) or moe.shared:
+    if hf_unsupported(m):
+        raise ValueError(f"transformers' MoE families do not build {hf_unsupported(m)}")
+    if moe.shared:
+        if moe.shared != 1 or not moe.shared_gate or m.attn_out_bias or m.mlp_bias:
+            raise ValueError(
+                "a mixture-of-experts model with shared experts is built as Qwen2-MoE: one "
+                "gated shared expert, biases on q, k and v only"
+            )
+        return "qwen2_moe"
+    if not all(m.is_moe(i) for i in range(m.layers)):
         raise ValueError(
-            "a mixture-of-experts model is built as Mixtral: every layer MoE, no shared "
-            "experts, dropless (no capacity factor)"
+            "a mixture-of-experts model without shared experts is built as Mixtral: every "
+            "layer MoE, dropless (no capacity factor)"
         )
     if any((m.qkv_bias, m.attn_out_bias, m.mlp_bias)):
         raise ValueError("a mixture-of-experts model is built as Mixtral, which has no biases")
     return "mixtral"
+
+
+def _decoder(m: Transformer, acc: Accounting, seq_len: int) -> dict[str, Any]:
+    """The config keys every Llama-style family names alike."""
+    return {
+        "hidden_size": m.hidden,
+        "num_attention_heads": m.heads,
+        "num_key_value_heads": m.kv_heads,
+        "head_dim": m.head_dim,
+        "num_hidden_layers": m.layers,
+        "vocab_size": m.vocab,
+        "max_position_embeddings": max(m.max_positions or seq_len, seq_len),
+        "attention_dropout": acc.attention_dropout,
+        "tie_word_embeddings": m.tied_embeddings,
+    }
+
+
+def _qwen2_moe_config(m: Transformer, acc: Accounting, seq_len: int) -> Any:
+    """Qwen2-MoE's config: its layers not MoE as mlp_only_layers, top-k weights not
+    renormalised (its configs' norm_topk_prob false), no router logits (no auxiliary loss),
+    the experts on transformers' default grouped_mm path (the accounting's)."""
+    assert m.moe is not None
+    cfg = transformers.Qwen2MoeConfig(
+        **_decoder(m, acc, seq_len),
+        intermediate_size=m.ffn_hidden,
+        moe_intermediate_size=m.moe.ffn_hidden,
+        shared_expert_intermediate_size=m.moe.shared_ffn_hidden,
+        num_experts=m.moe.experts,
+        num_experts_per_tok=m.moe.per_token,
+        norm_topk_prob=False,
+        decoder_sparse_step=1,
+        mlp_only_layers=[i for i in range(m.layers) if not m.is_moe(i)],
+        qkv_bias=m.qkv_bias,
+        output_router_logits=False,
+    )
+    cfg._experts_implementation = "grouped_mm"
+    return cfg
 
 
 def _mixtral_config(m: Transformer, acc: Accounting, seq_len: int) -> Any:
@@ -81,18 +129,10 @@ def _mixtral_config(m: Transformer, acc: Accounting, seq_len: int) -> Any:
     experts on transformers' default grouped_mm path (the accounting's)."""
     assert m.moe is not None
     cfg = transformers.MixtralConfig(
-        hidden_size=m.hidden,
-        num_attention_heads=m.heads,
-        num_key_value_heads=m.kv_heads,
-        head_dim=m.head_dim,
+        **_decoder(m, acc, seq_len),
         intermediate_size=m.moe.ffn_hidden,
         num_local_experts=m.moe.experts,
         num_experts_per_tok=m.moe.per_token,
-        num_hidden_layers=m.layers,
-        vocab_size=m.vocab,
-        max_position_embeddings=max(m.max_positions or seq_len, seq_len),
-        attention_dropout=acc.attention_dropout,
-        tie_word_embeddings=m.tied_embeddings,
         router_jitter_noise=0.0,
         output_router_logits=False,
     )
@@ -103,6 +143,8 @@ def _mixtral_config(m: Transformer, acc: Accounting, seq_len: int) -> Any:
 def hf_config(m: Transformer, family: str, acc: Accounting, seq_len: int) -> Any:
     if family == "mixtral":
         return _mixtral_config(m, acc, seq_len)
+    if family == "qwen2_moe":
+        return _qwen2_moe_config(m, acc, seq_len)
     if family == "gpt2":
         return transformers.GPT2Config(
             n_embd=m.hidden,
@@ -124,19 +166,7 @@ def hf_config(m: Transformer, family: str, acc: Accounting, seq_len: int) -> Any
         "qwen2": transformers.Qwen2Config,
     }[family]
     extra = {"attention_bias": m.qkv_bias, "mlp_bias": m.mlp_bias} if family == "llama" else {}
-    return cls(
-        hidden_size=m.hidden,
-        num_attention_heads=m.heads,
-        num_key_value_heads=m.kv_heads,
-        head_dim=m.head_dim,
-        intermediate_size=m.ffn_hidden,
-        num_hidden_layers=m.layers,
-        vocab_size=m.vocab,
-        max_position_embeddings=max(m.max_positions or seq_len, seq_len),
-        attention_dropout=acc.attention_dropout,
-        tie_word_embeddings=m.tied_embeddings,
-        **extra,
-    )
+    return cls(**_decoder(m, acc, seq_len), intermediate_size=m.ffn_hidden, **extra)
 
 
 def build(m: Transformer, family: str, acc: Accounting, seq_len: int, dtype: Any) -> nn.Module:
@@ -234,7 +264,7 @@ def run(m: Transformer, family: str, acc: Accounting, req: Any, seq: int, device
 
 def _recorded_peak(step: Any, device: str, before: int) -> int:
     """The step's peak allocated bytes: on a GPU the allocator's own figure; on the CPU
-    `before` plus the profiler's memory events in order (groundtruth/step_timeline.py)."""
+    `before` plus the profiler's memory events in order (groundtruth/step_peaks.py)."""
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -243,7 +273,7 @@ def _recorded_peak(step: Any, device: str, before: int) -> int:
         return int(torch.cuda.max_memory_allocated())
     from torch.profiler import ProfilerActivity, profile
 
-    from tiersim.groundtruth.step_timeline import measured_peaks
+    from tiersim.groundtruth.step_peaks import measured_peaks
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()

@@ -54,23 +54,21 @@ terms scale differently, so recalibrate for a different sequence length.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from tiersim.config.load import build
 from tiersim.config.schema import Scenario
-from tiersim.config.variants import MIXTRAL_VARIANTS, VARIANT_DEFAULTS, given_variants
-from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes
 from tiersim.groundtruth.calibrate import physical_memory
-from tiersim.groundtruth.choices import (
-    ATTENTION,
-    DEVICES,
-    DTYPES,
-    IMPLEMENTATIONS,
-    OPTIMIZERS,
+from tiersim.groundtruth.choices import OPTIMIZERS as OPTIMIZERS  # re-exported
+from tiersim.groundtruth.measure_request import SOURCE as SOURCE  # re-exported
+from tiersim.groundtruth.measure_request import (
+    Request,
+    import_torch,
+    invalid,
+    model_dims,
+    named_dims,
+    prediction_scenario,
 )
 from tiersim.state.classes import PLACED
 from tiersim.state.inventory import build_inventory
@@ -78,25 +76,6 @@ from tiersim.state.model import Transformer, build_model
 from tiersim.state.resolved import resolve
 
 CLASSES = PLACED  # what a real training step holds and measure compares (no workspace)
-SOURCE = "tiersim measure"
-
-
-@dataclass(frozen=True)
-class Request:
-    """What to measure; `model` is a scenario's `model` mapping (preset, hf_config or dims)."""
-
-    model: dict[str, Any]
-    seq_len: int | None = None
-    micro_batch_size: int = 1
-    optimizer: str = "adamw"
-    dtype: str = "bf16"
-    attention: str = "sdpa"
-    device: str = "auto"
-    implementation: str = "tiersim"  # tiersim's own modules, or a transformers model
-    dropout: float | None = None  # attention and hidden dropout (default: the model's)
-    overrides: tuple[str, ...] = ()
-    base_dir: Path = field(default_factory=Path.cwd)
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -138,91 +117,7 @@ class Measurement:
         return self.measured["activations"] / uncalibrated
 
 
-def invalid(key: str, message: str) -> InputError:
-    """Bad input to `tiersim measure`, at `key` (an option or a scenario key path)."""
-    return InputError(SOURCE, [Problem(key, message)])
-
-
 # --- the prediction ----------------------------------------------------------------------------
-
-
-def model_dims(model: Any) -> dict[str, Any]:
-    """A scenario's model as a preset's dimensions (no preset, config path or factor; layer
-    variants only where set, lists as lists)."""
-    dims = model.model_dump(exclude_none=True, exclude={"preset", "hf_config", "activation_factor"})
-    set_variants = given_variants(model)
-    out = {k: v for k, v in dims.items() if k not in VARIANT_DEFAULTS or k in set_variants}
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
-
-
-def named_dims(req: Request) -> dict[str, Any]:
-    """The dimensions of the model as named, without the `--set` overrides ({} where it does
-    not validate without them)."""
-    try:
-        return model_dims(_scenario(dataclasses.replace(req, overrides=())).model)
-    except InputError:
-        return {}
-
-
-def prediction_scenario(req: Request) -> Scenario:
-    """The tiersim scenario that describes exactly what `measure` runs."""
-    scenario = _scenario(req)
-    _check_measurable(scenario)
-    return scenario
-
-
-def _scenario(req: Request) -> Scenario:
-    for name, value, allowed in (
-        ("optimizer", req.optimizer, OPTIMIZERS),
-        ("dtype", req.dtype, DTYPES),
-        ("attention", req.attention, ATTENTION),
-        ("device", req.device, DEVICES),
-        ("implementation", req.implementation, IMPLEMENTATIONS),
-    ):
-        if value not in allowed:
-            expected = ", ".join(allowed)
-            raise invalid(name, f"{value!r} is not one of: {expected}")
-    training: dict[str, Any] = {
-        "micro_batch_size": req.micro_batch_size,
-        "optimizer": req.optimizer,
-        "precision": {k: req.dtype for k in ("weights", "gradients", "optimizer")},
-        "workspace": "0 B",
-    }
-    training["precision"]["master"] = "none"
-    if req.seq_len is not None:
-        training["seq_len"] = req.seq_len
-    model = dict(req.model)
-    if req.implementation == "huggingface":
-        if req.attention == "math":
-            raise invalid("attention", "'math' is tiersim's own; transformers runs eager or sdpa")
-        training |= {"implementation": "huggingface", "attention_kernel": req.attention}
-    if req.dropout is not None:
-        model |= {"attention_dropout": req.dropout, "hidden_dropout": req.dropout}
-    raw = {"name": "measure", "model": model, "training": training}
-    return build(raw, req.base_dir, SOURCE, list(req.overrides)).scenario
-
-
-def _check_measurable(s: Scenario) -> None:
-    m = s.model
-    if m.parameters is not None:
-        raise invalid(
-            "model",
-            "a generic model (given by 'parameters') cannot be built in "
-            "PyTorch: give a transformer by preset, hf_config or dimensions",
-        )
-    variants = [k for k in given_variants(m) if not k.startswith("sliding_window")]
-    if s.training.implementation == "huggingface":  # transformers builds Mixtral's MoE too
-        variants = [k for k in variants if k not in MIXTRAL_VARIANTS]
-    if variants:
-        raise invalid(
-            "model",
-            f"{', '.join(variants)}: tiersim measure builds GPT-2- and Llama-style layers only "
-            "(and with --implementation huggingface Mixtral's mixture-of-experts; no latent "
-            "attention, q/k norms or post-norms yet)",
-        )
-    head_dim = m.head_dim or m.hidden // m.heads
-    if m.position == "rope" and head_dim % 2:
-        raise invalid("model.head_dim", f"rotary positions need an even head_dim, got {head_dim}")
 
 
 def predicted_bytes(s: Scenario) -> dict[str, int]:
@@ -324,18 +219,6 @@ def train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> dic
 
 def _device_name(torch: Any, device: str) -> str | None:
     return str(torch.cuda.get_device_name()) if device == "cuda" else None
-
-
-def import_torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise invalid(
-            "",
-            "PyTorch is not installed: install the measure extra, "
-            "pip install 'tiersim[measure]' (a pinned CPU build)",
-        ) from None
-    return torch
 
 
 def measure(req: Request) -> Measurement:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.config.schema import Scenario
-from tiersim.groundtruth.measure import (
+from tiersim.groundtruth.measure_request import (
     Request,
     import_torch,
     invalid,

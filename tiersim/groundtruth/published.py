@@ -127,34 +127,46 @@ def published_dir() -> Path:
 
 def _entry_problems(name: Any, entry: Any, folder: Path) -> list[Problem]:
     if not isinstance(name, str) or not name.strip():
-        return [Problem(shown(name), "expected a scenario file name as the key")]
+        return [Problem(shown(name), "expected a scenario file name as the key", "E-PUBLISHED")]
     if not isinstance(entry, dict):
-        return [Problem(name, "expected a mapping with iteration_time_s, derived, source")]
+        return [
+            Problem(
+                name,
+                "expected a mapping with iteration_time_s, derived, source",
+                "E-PUBLISHED",
+            )
+        ]
     known = ", ".join(sorted(_KEYS))
     problems = [
-        Problem(f"{name}.{k}", f"unknown key '{k}' (expected one of: {known})")
+        Problem(f"{name}.{k}", f"unknown key '{k}' (expected one of: {known})", "E-PUBLISHED")
         for k in sorted(set(entry) - _KEYS)
     ]
-    problems += [Problem(name, f"missing '{k}'") for k in sorted(_REQUIRED - set(entry))]
+    problems += [
+        Problem(name, f"missing '{k}'", "E-PUBLISHED") for k in sorted(_REQUIRED - set(entry))
+    ]
     time_s = entry.get("iteration_time_s")
     if "iteration_time_s" in entry and not (
         isinstance(time_s, int | float) and math.isfinite(time_s) and time_s > 0
     ):
-        problems.append(Problem(f"{name}.iteration_time_s", f"must be > 0 (got {time_s!r})"))
+        problems.append(
+            Problem(f"{name}.iteration_time_s", f"must be > 0 (got {time_s!r})", "E-PUBLISHED")
+        )
     fitted = entry.get("calibrates")
     if "calibrates" in entry and not (isinstance(fitted, str) and fitted.strip()):
         what = f"expected the scenario figure fitted to this run (got {fitted!r})"
-        problems.append(Problem(f"{name}.calibrates", what))
+        problems.append(Problem(f"{name}.calibrates", what, "E-PUBLISHED"))
     unfitted = entry.get("unfitted", [])
     if not (isinstance(unfitted, list) and all(isinstance(u, str) and "=" in u for u in unfitted)):
         what = f"expected a list of PATH=VALUE overrides (got {unfitted!r})"
-        problems.append(Problem(f"{name}.unfitted", what))
+        problems.append(Problem(f"{name}.unfitted", what, "E-PUBLISHED"))
     metric = entry.get("metric", "time_s")
     if metric not in METRICS:
         expected = " or ".join(repr(m) for m in METRICS)
-        problems.append(Problem(f"{name}.metric", f"expected {expected} (got {metric!r})"))
+        problems.append(
+            Problem(f"{name}.metric", f"expected {expected} (got {metric!r})", "E-PUBLISHED")
+        )
     if not (folder / name).is_file():
-        problems.append(Problem(name, f"no scenario file {name} in {folder}"))
+        problems.append(Problem(name, f"no scenario file {name} in {folder}", "E-PUBLISHED"))
     return problems
 
 
@@ -164,11 +176,14 @@ def load_references(folder: Path | None = None) -> list[Reference]:
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
         why = f"{what} (expected a folder holding {REFERENCES} and its scenarios)"
-        raise InputError("--folder", [Problem(str(folder), why)])
+        raise InputError("--folder", [Problem(str(folder), why, "E-PUBLISHED")])
     path = folder / REFERENCES
     raw, text = read_yaml_and_text(path, str(path))
     if not isinstance(raw, dict) or not raw:
-        raise InputError(str(path), [Problem("", "expected a mapping: scenario file -> entry")])
+        raise InputError(
+            str(path),
+            [Problem("", "expected a mapping: scenario file -> entry", "E-PUBLISHED")],
+        )
     problems = [p for name, entry in raw.items() for p in _entry_problems(name, entry, folder)]
     if problems:  # each with the line of its key
         raise with_lines(InputError(str(path), problems), text)

@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth import torchmodels as tm
+from tiersim.groundtruth.step_peaks import PHASES, StepPeaks, measured_peaks
 from tiersim.state.activations import accounting_for
 from tiersim.state.inventory import build_inventory
 from tiersim.state.model import Transformer
@@ -32,17 +33,6 @@ from tiersim.state.optimizers import optimizer as optimizer_named
 from tiersim.state.resolved import resolve
 from tiersim.state.step_memory import build_events
 from tiersim.state.timeline import Timeline, evaluate
-
-PHASES = ("forward", "backward", "optimizer")
-
-
-@dataclass(frozen=True)
-class StepPeaks:
-    """One step's peak, whole and per phase (bytes allocated), and the phase it falls in."""
-
-    peak_bytes: int
-    peak_phase: str
-    phase_peaks: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -72,30 +62,6 @@ def predicted_peaks(t: Timeline) -> StepPeaks:
             phases[e.phase] = max(phases[e.phase], a)
     peak = t.peak_event
     return StepPeaks(t.peak_allocated_bytes, peak.phase if peak else "start", phases)
-
-
-def _phase_ranges(prof: Any) -> list[tuple[int, int, str]]:
-    out = []
-    for e in prof.profiler.kineto_results.events():
-        if e.name() in PHASES:
-            out.append((e.start_ns(), e.end_ns(), e.name()))
-    return out
-
-
-def measured_peaks(prof: Any, base: int) -> StepPeaks:
-    """The recorded step's allocated bytes over time: `base` plus each memory event in order."""
-    ranges = _phase_ranges(prof)
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    phases = {p: 0 for p in PHASES}
-    current, peak, peak_phase = base, base, "start"
-    for e in sorted(events, key=lambda e: e.start_ns()):
-        current += e.nbytes()
-        where = next((p for lo, hi, p in ranges if lo <= e.start_ns() <= hi), "start")
-        if where in phases:
-            phases[where] = max(phases[where], current)
-        if current > peak:
-            peak, peak_phase = current, where
-    return StepPeaks(peak, peak_phase, phases)
 
 
 def _step(net: Any, optimizers: list, ids: Any, recorded: bool) -> None:

@@ -196,13 +196,19 @@ def make_optimizer(name: str, named: list[tuple[str, nn.Parameter]]) -> Any:
     return parts[0] if len(parts) == 1 else Optimizers(parts)
 
 
+# per optimizer, not per parameter value: Adam's scalar `step` counters, and bitsandbytes' two
+# 256-value fp32 quantisation maps (Optimizer2State: one `dynamic` map every tensor shares)
+APART = ("step", "qmap1", "qmap2")
+
+
 def optimizer_bytes(optimizer: torch.optim.Optimizer) -> tuple[int, int]:
-    """(per-parameter state, scalar `step` counters) in bytes."""
+    """(per-parameter state, what is reported apart: scalar `step` counters and shared
+    quantisation maps) in bytes."""
     state, counters = [], []
     for per_param in optimizer.state.values():
         for key, value in per_param.items():
             if torch.is_tensor(value):
-                (counters if key == "step" else state).append(value)
+                (counters if key in APART else state).append(value)
     return storage_bytes(state), storage_bytes(counters)
 
 

@@ -11,9 +11,20 @@ GPU's rests on), never a fit to a training run:
   grid, the `best` measured rate (maximum achievable matmul FLOPS) shaped by wave
   quantization over the GPU's SMs (tiersim.hardware.gemm, the two largest cuBLAS tiles).
   `shape_of: bf16` gives a dtype BF16's shape dependence at its own measured level:
-  BF16's rate x best / BF16's best. A batched GEMM (attention's products per head) is looked
+  BF16's rate x best / BF16's best; with `k_scale` the shape is BF16's at k x k_scale (FP8's
+  0.5: an FP8 tile's K-loop does twice BF16's K in a step's time and its operands' bytes are
+  BF16's at half the K, so its fixed per-tile work weighs as in a BF16 GEMM of half the K;
+  DeepGEMM's measured FP8 rates fall with K as that says, tests/test_kernel_tables.py). A
+  batched GEMM (attention's products per head) is looked
   up as one of batch x m rows: its tiles are as many.
 - `fp8_recipes`: each FP8 scaling recipe's GEMM rate as a share of the tensorwise rate.
+- `sustained`: by dtype, the share of its isolated rate a kernel keeps when the GPU runs
+  tensor-core kernels back to back at its power limit (the sustained clock over the clock the
+  table's rates ran at, or a measured rate ratio: `tiersim calibrate` measures it as the last
+  over the first samples of a minute's back-to-back GEMMs). It scales every GEMM rate of that
+  dtype and, with BF16's, the fused attention rates (BF16 tensor-core kernels); memory-bound
+  kernels run on the HBM's clock and keep theirs. 1 where the table gives none (the shipped
+  tables: no sustained measurement of them is published, docs/kernels.md).
 - `grouped_gemm`: a grouped GEMM's (a mixture-of-experts layer's routed experts) rate as a
   share of the dense GEMM's, by rows a group, interpolated in log2 and held at the edges.
 - `attention.<kernel>`: fused attention rates by head dimension and sequence length, forward
@@ -95,12 +106,14 @@ class GemmTable:
     grid: tuple[float, ...] = ()
     tflops: tuple[tuple[tuple[float, ...], ...], ...] = ()
     scale: float = 1.0  # applied to the grid's rates (a dtype with another's shape)
+    k_scale: float = 1.0  # the grid looked up at k x k_scale (FP8 on BF16's shape: 0.5)
 
     def tflops_at(self, m: float, n: float, k: float, sm_count: int | None) -> float:
         """TFLOP/s of an (m x k)·(k x n) GEMM (module docstring)."""
         if not self.grid:
             share = wave_efficiency(max(1, int(m)), max(1, int(n)), 1, sm_count)
             return self.best * share
+        k = k * self.k_scale
         (m0, m1, wm), (n0, n1, wn), (k0, k1, wk) = (_axis_position(self.grid, x) for x in (m, n, k))
         rate = 0.0
         for i, wi in ((m0, 1 - wm), (m1, wm)):
@@ -152,6 +165,11 @@ class KernelTable:
     attention: dict[str, AttentionTable] = field(default_factory=dict)
     grouped_rows: tuple[float, ...] = ()  # rows a group (a grouped GEMM's tokens per expert)
     grouped_share: tuple[float, ...] = ()  # the dense rate's share at those rows
+    sustained: dict[str, float] = field(default_factory=dict)  # dtype -> share kept (docstring)
+
+    def sustained_share(self, dtype: str) -> float:
+        """The share of `dtype`'s isolated rate kept under sustained load (1: not measured)."""
+        return self.sustained.get(TABLE_DTYPE.get(dtype, dtype), 1.0)
 
     def grouped_gemm_share(self, rows: float) -> float:
         """A grouped GEMM's rate over the dense one's at `rows` a group (interpolated in log2,
@@ -168,13 +186,13 @@ class KernelTable:
         table = self.gemm.get(TABLE_DTYPE.get(dtype, dtype))
         if table is None:
             return None
-        share = self.fp8_recipes[recipe] if recipe else 1.0
+        share = (self.fp8_recipes[recipe] if recipe else 1.0) * self.sustained_share(dtype)
         return table.tflops_at(m, n, k, sm_count) * share * TERA
 
     def best_rate(self, dtype: str) -> float | None:
         """FLOP/s of the best measured GEMM in `dtype` (None: not in the table)."""
         table = self.gemm.get(TABLE_DTYPE.get(dtype, dtype))
-        return None if table is None else table.best * TERA
+        return None if table is None else table.best * self.sustained_share(dtype) * TERA
 
     def attention_rate(
         self, kernel: str, direction: str, causal: bool, head_dim: int, seq: float
@@ -184,7 +202,7 @@ class KernelTable:
         table = self.attention.get(kernel)
         if table is None:
             return None
-        return table.tflops(direction, causal, head_dim, seq) * TERA
+        return table.tflops(direction, causal, head_dim, seq) * self.sustained_share("bf16") * TERA
 
 
 def _gemm_tables(raw: dict[str, Any]) -> dict[str, GemmTable]:
@@ -202,7 +220,8 @@ def _gemm_tables(raw: dict[str, Any]) -> dict[str, GemmTable]:
         if "shape_of" in entry:
             like = out[entry["shape_of"]]
             best = float(entry["best"])
-            out[dtype] = GemmTable(best, like.grid, like.tflops, best / like.best)
+            k_scale = float(entry.get("k_scale", 1.0))
+            out[dtype] = GemmTable(best, like.grid, like.tflops, best / like.best, k_scale)
     return out
 
 
@@ -234,4 +253,5 @@ def kernel_table(name: str) -> KernelTable:
         attention=_attention_tables(raw.get("attention", {})),
         grouped_rows=tuple(float(x) for x in raw.get("grouped_gemm", {}).get("rows", ())),
         grouped_share=tuple(float(x) for x in raw.get("grouped_gemm", {}).get("share", ())),
+        sustained={k: float(v) for k, v in raw.get("sustained", {}).items()},
     )

@@ -216,6 +216,7 @@ def placement_problems(execution: Execution, machine: Hardware, topo: Topology) 
                     path,
                     f"tier '{home}' has no route to {what}; add a link "
                     f"under hardware.links or home it elsewhere",
+                    "E-ROUTE",
                 )
             )
     problems += _checkpoint_route_problems(execution, machine.tiers, topo)
@@ -226,6 +227,7 @@ def placement_problems(execution: Execution, machine: Hardware, topo: Topology) 
                 "hardware.cpu.memory",
                 f"the CPU optimizer runs in host memory, "
                 f"but tier '{cpu}' is of kind {machine.tiers[cpu].kind}",
+                "E-ROUTE",
             )
         )
     return list(dict.fromkeys(problems))  # the same pair can be needed twice
@@ -250,6 +252,7 @@ def _checkpoint_route_problems(
             "checkpoint.target" if b == ck.target else "checkpoint.staging",
             f"no route from '{a}' to '{b}' for the checkpoint; add a link under "
             "hardware.links or choose another tier",
+            "E-ROUTE",
         )
         for a, b in missing
     ]

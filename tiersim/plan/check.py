@@ -142,7 +142,7 @@ def _paired(chosen: dict[str, Any], batch: int) -> dict[str, Any]:
 
 def _problem(key: str, i: int, why: str, lines: dict[str, int]) -> Problem:
     line = lines.get(f"plan.{key}.{i}") or lines.get(f"plan.{key}") or lines.get("plan")
-    return Problem(f"plan.{key}[{i}]", why + (f" (line {line})" if line else ""))
+    return Problem(f"plan.{key}[{i}]", why + (f" (line {line})" if line else ""), "E-PLAN")
 
 
 def too_large(
@@ -163,7 +163,7 @@ def too_large(
     keep = None if plainly else smaller_section(space, min(fit, space.size - 1))
     if keep is None:
         why = plainly or "no smaller plan: section of two candidates or more would do"
-        return InputError(source, [Problem("plan", f"{head}; {why}")])
+        return InputError(source, [Problem("plan", f"{head}; {why}", "E-PLAN")])
     size = math.prod(len(v) for v in keep.values())
     section = ", ".join(f"{k}: [{', '.join(str(v) for v in vs)}]" for k, vs in keep.items())
     advice = (  # one line, as every problem is: the section in YAML's flow style
@@ -171,7 +171,7 @@ def too_large(
         "(fixing the keys with the most values divides it most); this one has "
         f"{size:,} candidates: plan: {{{section}}}{more}"
     )
-    return InputError(source, [Problem("plan", advice)])
+    return InputError(source, [Problem("plan", advice, "E-PLAN")])
 
 
 def smaller_section(space: Space, fit: int) -> dict[str, list[Any]] | None:

@@ -287,5 +287,5 @@ def _checked_space(loaded: Loaded, raw: dict[str, Any], path: Path, options: Pla
     if options.objective == "cost" and loaded.scenario.hardware.price_per_gpu_hour is None:
         why = "--objective cost needs a price (expected hardware.price_per_gpu_hour, e.g. 4.5)"
         with lines_from(loaded.text):
-            raise InputError(str(path), [Problem("hardware.price_per_gpu_hour", why)])
+            raise InputError(str(path), [Problem("hardware.price_per_gpu_hour", why, "E-PLAN")])
     return space

@@ -73,7 +73,7 @@ def build_space(s: Scenario, resolved: dict[str, Any]) -> tuple[Space, list[Prob
         why = "a plan cannot search its own plan: section" if keys[0] == "plan" else None
         why = why or path_problem(keys, resolved) or _values_problem(values)
         if why:
-            problems.append(Problem(f"plan.{path}", why))
+            problems.append(Problem(f"plan.{path}", why, "E-PLAN"))
     if problems:
         return Space((), (), 1, True), problems
     values = tuple(tuple(v) for v in chosen.values())  # as written: duplicates were refused

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes, fmt_count, fmt_time
-from tiersim.report.json_report import STEP_FIGURES
+from tiersim.engine.figures import compared_paths
+from tiersim.engine.results import LinkStats, StepResult, TierStats
+from tiersim.report.json_layout import STEP_FIGURES
 from tiersim.report.table import render
 from tiersim.report.wear import fmt_days, fmt_margin, fmt_significant, telling_digits
 
@@ -20,14 +22,12 @@ from tiersim.report.wear import fmt_days, fmt_margin, fmt_significant, telling_d
 COMPARED = (
     "fits",
     *STEP_FIGURES,
-    "step.breakdown.*",
-    "step.overlap",
+    # the step's, each link's and each tier's figures the figure map marks compared
+    # (engine.results: `compared=True`)
+    *compared_paths("step", StepResult),
+    *compared_paths("links", LinkStats),
+    *compared_paths("tiers", TierStats),
     "step.bottleneck.resource",
-    "links.*.bytes",
-    "links.*.busy_s",
-    "links.*.in_flight_s",
-    "links.*.bytes_by_direction.*",
-    "tiers.*.peak_bytes",
     "tiers.*.resident_bytes",
     "tiers.*.fits",
     "tiers.*.ports.*.bytes_per_step",

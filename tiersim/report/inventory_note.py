@@ -124,6 +124,11 @@ def _activation_split(r: Resolved, inv: Inventory, layers: int) -> str:
     counted = f"stage {inv.stage}'s {held} of {layers} layers x {inflight_text(inv)}"
     if par.tensor == 1:
         divided = "not divided"
+    elif recompute == "selective_op":  # state/op_recompute.py
+        divided = (
+            f"divided by tensor {par.tensor} but w2's output, kept whole on every rank (the "
+            "partial sum before its reduction, as torchtitan's op-level policy saves it)"
+        )
     elif not isinstance(r.model, Transformer) or par.sequence:
         divided = f"divided by tensor {par.tensor}"
     elif recompute == "full":  # the kept layer input is replicated unless sequence-parallel

@@ -12,9 +12,11 @@ from tiersim import __version__
 from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.config.schema import Scenario, Tier
 from tiersim.core.units import DAY_S
+from tiersim.engine.figures import laid_out, report_figures
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.checkpoint_wear import unbudgeted_wear
+from tiersim.report.json_layout import LINK_LAYOUT, STEP_LAYOUT, TIER_LAYOUT
 from tiersim.report.json_text import json_text
 from tiersim.report.memory import section_of, with_timeline_fit
 from tiersim.report.offload import offload_section
@@ -28,21 +30,6 @@ from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.step_memory import gpu_timeline
 from tiersim.state.timeline import Timeline
 from tiersim.workload.comms import capacities, network_nics
-
-# The step's scalar figures, as dotted paths in the report: what a comparison and a sweep's
-# results table both show first, after `fits`
-STEP_FIGURES = (
-    "step.time_s",
-    "step.tokens_per_s",
-    "step.mfu",
-    "step.compute_s",
-    "step.recompute_s",
-    "step.optimizer_s",
-    "step.exposed_transfer_s",
-    "step.exposed_collective_s",
-    "step.exposed_cpu_s",
-    "step.pipeline_bubble_s",
-)
 
 
 def inventory_section(inv: Inventory) -> dict[str, Any]:
@@ -135,27 +122,17 @@ def to_json(report: dict[str, Any]) -> str:
 
 
 def step_section(s: Scenario, r: StepResult) -> dict[str, Any]:
-    return {
+    derived = {
         # "cpu": optimizer_s runs beside the GPU, not in its time
         "optimizer_on": s.placement.optimizer_compute,
         "optimizer_step": s.training.optimizer_step,
-        "time_s": r.time_s,
-        "compute_s": r.compute_s,
-        "recompute_s": r.recompute_s,
-        "optimizer_s": r.optimizer_s,
-        "exposed_transfer_s": r.exposed_transfer_s,  # waits on movement between tiers
-        "exposed_collective_s": r.exposed_collective_s,  # waits on collectives
-        "exposed_cpu_s": r.exposed_cpu_s,
-        "pipeline_bubble_s": r.pipeline_bubble_s,
-        "overlap": r.overlap,
         "tokens_per_s": r.tokens_per_s,
-        "tokens_per_step": r.tokens_per_step,
         **utilization(s, r),  # model FLOPs per token, per second per GPU, MFU
-        "micro_batches": r.micro_batches,
         "seq_len": s.seq_len,
         "seq_len_from": _seq_len_from(s),
-        "breakdown": r.breakdown,
     }
+    # the step's figures as the figure map names them (engine.results.StepResult)
+    return laid_out(STEP_LAYOUT, {**report_figures(r), **derived})
 
 
 def _seq_len_from(s: Scenario) -> str:
@@ -185,21 +162,16 @@ def links_section(s: Scenario, res: Resolved, r: StepResult) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, ls in r.links.items():
         bw = link_bandwidth(s, res, name)
-        out[name] = {
-            "bytes": ls.bytes,
-            "busy_s": ls.busy_s,
-            "utilization": ls.utilization,
-            # with latency: begun and not landed (the step picture's "in flight"), >= busy_s
-            "in_flight_s": ls.in_flight_s,
-            "in_flight_utilization": ls.in_flight_utilization,
+        derived = {
             # JSON has no infinity: an unlimited link is null
             "bandwidth_per_direction": json_number(bw),
-            "bytes_by_direction": ls.bytes_by_direction,
             # bytes / (bandwidth x step) per direction: `utilization` is the time it is busy
             "bandwidth_utilization_by_direction": {
                 d: bandwidth_share(n, bw, r.period_s) for d, n in ls.bytes_by_direction.items()
             },
         }
+        # the link's figures as the figure map names them (engine.results.LinkStats)
+        out[name] = laid_out(LINK_LAYOUT, {**report_figures(ls), **derived})
     if "network" in out:  # how many of the node's NICs one GPU's rings drive at once
         out["network"]["nics_per_gpu"] = network_nics(res)
         out["network"]["nic_bandwidth"] = s.hardware.network.inter_node_bandwidth
@@ -209,21 +181,18 @@ def links_section(s: Scenario, res: Resolved, r: StepResult) -> dict[str, Any]:
 def run_tiers_section(s: Scenario, inv: Inventory, r: StepResult) -> dict[str, Any]:
     out = {}
     for name, ts in r.tiers.items():
-        out[name] = {
+        derived = {
             "capacity_bytes": whole(ts.capacity_bytes),
             # training state as `tiersim inventory` says, plus a checkpoint target's last version
             "resident_bytes": inv.tiers[name].resident_bytes + ts.checkpoint_bytes,
-            "checkpoint_bytes": ts.checkpoint_bytes,
-            "peak_bytes": ts.peak_bytes,
-            "mean_bytes": ts.mean_bytes,
             "fits": ts.fits and inv.tiers[name].fits,
-            "bytes_read_per_step": ts.bytes_read,
-            "bytes_written_per_step": ts.bytes_written,
-            "read_by_class": ts.read_by_source,
+            "read_by_class": ts.read_by_source,  # the checkpoint's beside the classes'
             "written_by_class": ts.written_by_source,
             "classes": inv.tiers[name].classes,
             "ports": ports_section(s.hardware.tiers[name], ts, r.period_s),
         }
+        # the tier's figures as the figure map names them (engine.results.TierStats)
+        out[name] = laid_out(TIER_LAYOUT, {**report_figures(ts), **derived})
     return out
 
 

@@ -41,6 +41,8 @@ class Accounting:
     # with recompute: selective, the modules recomputed (Megatron-Core's --recompute-modules;
     # empty: the attention scores only, Korthikanti et al.'s selective recompute)
     recompute_modules: tuple[str, ...] = ()
+    # with recompute: full, every N-th layer checkpointed (training.recompute_every; 1: all)
+    recompute_every: int = 1
 
     def __post_init__(self) -> None:
         if self.implementation not in IMPLEMENTATIONS:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from tiersim.state.activation_kinds import Accounting, Item
 
 if TYPE_CHECKING:
-    from tiersim.state.model import Transformer
+    from tiersim.state.transformer_shape import TransformerShape
 
 # Megatron-Core's recompute modules (--recompute-modules) and the tensors of its layer
 # (megatron_layer) each one no longer keeps: core_attn the s x s terms (Korthikanti et al.
@@ -39,7 +39,9 @@ def kept(items: list[Item], recompute: str, modules: tuple[str, ...] = ()) -> li
     return [i for i in items if not ((scores and i.scores) or i.name in dropped)]
 
 
-def mtp_items(m: Transformer, layer: list[Item], s: int, b: int, acc: Accounting) -> list[Item]:
+def mtp_items(
+    m: TransformerShape, layer: list[Item], s: int, b: int, acc: Accounting
+) -> list[Item]:
     """Each MTP module keeps what a layer like the last keeps (its tensors named 'MTP ...'),
     and its two norms' inputs and the projection's 2h-wide input (2·sbh each, replicated
     across tensor ranks unless sequence-parallel); `layer`: that layer's items."""

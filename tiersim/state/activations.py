@@ -13,8 +13,8 @@ kernel (`training.attention_kernel`), dropout, the compute precision and the dev
   fp32, an fp32 1/rms and the normalised value; SwiGLU keeps four s·b·f tensors, GPT-2's
   gelu_new five; eager Llama attention keeps an fp32 softmax and K, V repeated to every head.
   The layers and what lies outside them (token ids, rotary tables, final norm, the output
-  head's input, the loss's fp32 log-softmax, the shifted labels) are counted. torchtitan:
-  its Llama model code (state/activations_titan.py).
+  head's input, the loss's fp32 log-softmax, the shifted labels) are counted.
+- torchtitan: its Llama model code (state/activations_titan.py).
 
 Kernels: eager keeps the s×s scores; flash (FlashAttention-2, cuDNN, SDPA's flash backend)
 keeps q, k, v, the output and an fp32 log-sum-exp (4·a·s·b bytes), no s² term; sdpa is what
@@ -22,9 +22,8 @@ PyTorch dispatches: on CUDA flash for bf16/fp16, the memory-efficient kernel for
 log-sum-exp padded to 32 rows); on CPU its flash kernel without dropout and the math path
 (fp32 scores, mask and dropped probabilities, 3·4·a·s²·b) with dropout.
 
-Devices: scenarios simulate GPUs (`cuda`); `tiersim measure` on a CPU predicts for the CPU
-(dropout masks and LayerNorm statistics in the model's dtype, SDPA with dropout on the math
-path; CUDA: 1-byte masks, fp32 statistics)."""
+Devices: scenarios simulate `cuda`; `tiersim measure` on a CPU predicts for the CPU (masks and
+LayerNorm statistics in the model's dtype, SDPA with dropout on the math path)."""
 
 from __future__ import annotations
 
@@ -34,12 +33,8 @@ from typing import TYPE_CHECKING
 from tiersim.config.schema import PRECISION_BYTES, Scenario
 from tiersim.state import activation_policy as policy
 from tiersim.state import layers as ly
-from tiersim.state.activation_kinds import (
-    DEFAULT_KERNEL as DEFAULT_KERNEL,
-)
-from tiersim.state.activation_kinds import (
-    DEVICE_TERMS as DEVICE_TERMS,
-)
+from tiersim.state.activation_kinds import DEFAULT_KERNEL as DEFAULT_KERNEL
+from tiersim.state.activation_kinds import DEVICE_TERMS as DEVICE_TERMS
 from tiersim.state.activation_kinds import (  # re-exported: the accounting's public names
     GROUPS as GROUPS,
 )
@@ -64,12 +59,14 @@ from tiersim.state.activation_kinds import (
 from tiersim.state.activation_kinds import divided
 from tiersim.state.activations_moe import hf_moe_mlp, hf_moe_unsupported
 from tiersim.state.activations_titan import titan_layer, titan_outside
+from tiersim.state.layer_sac import mixed
+from tiersim.state.op_recompute import op_saved_bytes
 
 if TYPE_CHECKING:
-    from tiersim.state.model import Transformer
+    from tiersim.state.transformer_shape import TransformerShape
 
 
-def hf_style(m: Transformer) -> str:
+def hf_style(m: TransformerShape) -> str:
     """Which transformers modelling code a model follows: GPT-2 (LayerNorm) or Llama."""
     return "gpt2" if m.norm == "layernorm" else "llama"
 
@@ -89,13 +86,14 @@ def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
         compute_bytes=PRECISION_BYTES[s.training.precision.compute_precision],
         device=device,
         recompute_modules=tuple(s.training.recompute_modules or ()),
+        recompute_every=s.training.recompute_every or 1,
     )
 
 
 # --- megatron ----------------------------------------------------------------------------------
 
 
-def _megatron_core(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+def _megatron_core(m: TransformerShape, s: int, b: int, acc: Accounting) -> list[Item]:
     dt, n = acc.compute_bytes, b * m.heads * s * s
     if acc.kernel != "eager":  # flash / sdpa on a GPU: the output and an fp32 log-sum-exp
         return [Item("attention_core", "logsumexp (fp32)", 4.0 * b * m.heads * s, True)]
@@ -108,7 +106,7 @@ def _megatron_core(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item
     return out
 
 
-def _megatron_attention(m: Transformer, t: int, dt: int) -> list[Item]:
+def _megatron_attention(m: TransformerShape, t: int, dt: int) -> list[Item]:
     """Q, K, V and the out-projection input; q/k norms keep their inputs too; latent
     attention (tiersim.state.layers) its latents (replicated) and wider Q, K, V (split)."""
     if m.mla is not None:
@@ -129,7 +127,7 @@ def _megatron_attention(m: Transformer, t: int, dt: int) -> list[Item]:
     return items
 
 
-def _megatron_mlp(m: Transformer, s: int, b: int, dt: int, index: int) -> list[Item]:
+def _megatron_mlp(m: TransformerShape, s: int, b: int, dt: int, index: int) -> list[Item]:
     """The MLP's wide tensors, or an MoE's router, dispatched rows and experts' tensors."""
     if not m.is_moe(index):
         wide = (3 if m.gated_mlp else 2) * dt * s * b * m.ffn_hidden
@@ -142,7 +140,9 @@ def _megatron_mlp(m: Transformer, s: int, b: int, dt: int, index: int) -> list[I
     ]
 
 
-def megatron_layer(m: Transformer, s: int, b: int, acc: Accounting, index: int = 0) -> list[Item]:
+def megatron_layer(
+    m: TransformerShape, s: int, b: int, acc: Accounting, index: int = 0
+) -> list[Item]:
     """Korthikanti et al. §4.1 per layer: norms 4sbh, QKV input 2sbh, Q, K, V, out-projection
     input, MLP input 2sbh, MLP wide tensors 4sbf (6sbf gated), 5as²b, two 1-byte masks;
     Gemma's post-norms add their inputs (4sbh)."""
@@ -178,7 +178,7 @@ def _kernel_path(acc: Accounting) -> str:
     return "eager" if acc.kernel == "eager" else "flash"
 
 
-def _logsumexp(m: Transformer, s: int, b: int, acc: Accounting) -> Item:
+def _logsumexp(m: TransformerShape, s: int, b: int, acc: Accounting) -> Item:
     """Flash keeps (b, a, s) fp32; CUDA's memory-efficient kernel (SDPA in fp32) pads s to 32."""
     rows = s
     if acc.device == "cuda" and acc.kernel == "sdpa" and acc.compute_bytes == 4:
@@ -186,7 +186,7 @@ def _logsumexp(m: Transformer, s: int, b: int, acc: Accounting) -> Item:
     return Item("attention_core", "logsumexp (fp32)", 4.0 * b * m.heads * rows, True)
 
 
-def _math_core(m: Transformer, s: int, b: int, qkv: float) -> list[Item]:
+def _math_core(m: TransformerShape, s: int, b: int, qkv: float) -> list[Item]:
     """CPU math SDPA with dropout: fp32 even for bf16 (it upcasts): q, k, v, scores, mask, drop."""
     n = b * m.heads * s * s
     return [
@@ -212,7 +212,7 @@ def _eager_scores(acc: Accounting, n: int, softmax_bytes: int, cast: bool) -> li
     return items
 
 
-def _llama_core(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+def _llama_core(m: TransformerShape, s: int, b: int, acc: Accounting) -> list[Item]:
     dt, t, n = acc.compute_bytes, s * b, b * m.heads * s * s
     ad, a, k, d = m.heads * m.head_dim, m.heads, m.kv_heads, m.head_dim
     path = _kernel_path(acc)
@@ -241,7 +241,7 @@ def _rmsnorm(name: str, t: int, h: int, dt: int) -> list[Item]:
     ]
 
 
-def hf_llama_layer(m: Transformer, s: int, b: int, acc: Accounting, index: int = 0) -> list:
+def hf_llama_layer(m: TransformerShape, s: int, b: int, acc: Accounting, index: int = 0) -> list:
     """Llama's layer; an MoE layer's MLP is Mixtral's sparse block (activations_moe)."""
     dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.ffn_hidden
     mlp = 4 if m.gated_mlp else 2  # SwiGLU: gate out, SiLU out, up out, down input
@@ -267,7 +267,7 @@ def _layernorm(name: str, t: int, h: int, acc: Accounting) -> list[Item]:
     ]
 
 
-def _gpt2_core(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+def _gpt2_core(m: TransformerShape, s: int, b: int, acc: Accounting) -> list[Item]:
     dt, t, h, n = acc.compute_bytes, s * b, m.hidden, b * m.heads * s * s
     path = _kernel_path(acc)
     if path == "math":
@@ -285,7 +285,7 @@ def _gpt2_core(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
     ]
 
 
-def hf_gpt2_layer(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+def hf_gpt2_layer(m: TransformerShape, s: int, b: int, acc: Accounting) -> list[Item]:
     dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.ffn_hidden
     mlp = 4 if m.gated_mlp else 5  # gelu_new: x, tanh, 1 + tanh, 0.5x; and c_proj's input
     items = [
@@ -303,7 +303,7 @@ def hf_gpt2_layer(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]
     return items
 
 
-def hf_outside(m: Transformer, s: int, b: int, acc: Accounting, first: bool, last: bool):
+def hf_outside(m: TransformerShape, s: int, b: int, acc: Accounting, first: bool, last: bool):
     """Outside the layers: ids and positions (first stage), rotary tables (every stage), the
     final norm, the output head's input and the loss (last stage)."""
     dt, t, h = acc.compute_bytes, s * b, m.hidden
@@ -333,7 +333,7 @@ def hf_outside(m: Transformer, s: int, b: int, acc: Accounting, first: bool, las
 # --- totals ------------------------------------------------------------------------------------
 
 
-def hf_unsupported(m: Transformer) -> str | None:
+def hf_unsupported(m: TransformerShape) -> str | None:
     """What of the model the huggingface accounting does not know (it measured GPT-2 and
     Llama-style layers and Mixtral's MoE block only), or None."""
     if m.moe is not None and (hf_style(m) == "gpt2" or hf_moe_unsupported(m.moe)):
@@ -348,7 +348,7 @@ def hf_unsupported(m: Transformer) -> str | None:
     return None
 
 
-def layer_items(m: Transformer, s: int, b: int, acc: Accounting, index: int = 0) -> list[Item]:
+def layer_items(m: TransformerShape, s: int, b: int, acc: Accounting, index: int = 0) -> list[Item]:
     if acc.implementation == "torchtitan":  # activations_titan.py
         return titan_layer(m, s, b, acc)
     if acc.implementation == "megatron":
@@ -361,7 +361,7 @@ def layer_items(m: Transformer, s: int, b: int, acc: Accounting, index: int = 0)
 
 
 def outside_items(
-    m: Transformer, s: int, b: int, acc: Accounting, first: bool = True, last: bool = True
+    m: TransformerShape, s: int, b: int, acc: Accounting, first: bool = True, last: bool = True
 ) -> list[Item]:
     """Outside the layers; under `megatron` (Korthikanti: layers) only MTP modules (last)."""
     if acc.implementation == "torchtitan":
@@ -374,7 +374,7 @@ def outside_items(
 
 
 def layer_bytes(
-    m: Transformer,
+    m: TransformerShape,
     s: int,
     b: int,
     acc: Accounting,
@@ -384,8 +384,14 @@ def layer_bytes(
     index: int = 0,
 ) -> float:
     """Bytes layer `index` keeps on one GPU. Full recompute keeps only the layer input."""
-    if recompute == "full":
+    if recompute == "full":  # every N-th layer under training.recompute_every (layer_sac.py)
         layer_input = acc.compute_bytes * s * b * m.hidden
-        return layer_input / tensor if sequence_parallel else layer_input
+        kept_input = layer_input / tensor if sequence_parallel else layer_input
+        if acc.recompute_every == 1:
+            return kept_input
+        none = layer_bytes(m, s, b, acc, tensor, sequence_parallel, "none", index)
+        return mixed(kept_input, none, acc.recompute_every)
+    if recompute == "selective_op":  # torchtitan's op-level policy (state/op_recompute.py)
+        return op_saved_bytes(m, s, b, acc, tensor, sequence_parallel)
     items = policy.kept(layer_items(m, s, b, acc, index), recompute, acc.recompute_modules)
     return divided(items, tensor, sequence_parallel)

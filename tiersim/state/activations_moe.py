@@ -27,7 +27,7 @@ from tiersim.state.activation_kinds import Accounting, Item
 
 if TYPE_CHECKING:
     from tiersim.state.layers import Moe
-    from tiersim.state.model import Transformer
+    from tiersim.state.transformer_shape import TransformerShape
 
 
 def hf_moe_unsupported(moe: Moe) -> str | None:
@@ -41,7 +41,7 @@ def hf_moe_unsupported(moe: Moe) -> str | None:
     return None
 
 
-def hf_moe_mlp(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+def hf_moe_mlp(m: TransformerShape, s: int, b: int, acc: Accounting) -> list[Item]:
     """Mixtral's sparse MoE block, router input included (the dense MLP's "mlp input"), or
     Qwen2-MoE's where it has gated shared experts."""
     assert m.moe is not None
@@ -64,7 +64,7 @@ def hf_moe_mlp(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
     ]
 
 
-def qwen2_moe_mlp(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+def qwen2_moe_mlp(m: TransformerShape, s: int, b: int, acc: Accounting) -> list[Item]:
     """transformers 5 Qwen2-MoE's sparse block (its configs' norm_topk_prob false): Mixtral's
     routed part less the top-k weights' division (no fp32 sum, no fp32 weights kept: the
     indices alone, 8·T·k), the routing weight per row cast to the compute precision, and the

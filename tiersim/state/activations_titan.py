@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from tiersim.state.activation_kinds import Accounting, Item
 
 if TYPE_CHECKING:
-    from tiersim.state.model import Transformer
+    from tiersim.state.transformer_shape import TransformerShape
 
 
 def _norm(name: str, t: int, h: int) -> list[Item]:
@@ -40,7 +40,7 @@ def _norm(name: str, t: int, h: int) -> list[Item]:
     ]
 
 
-def titan_layer(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
+def titan_layer(m: TransformerShape, s: int, b: int, acc: Accounting) -> list[Item]:
     dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.ffn_hidden
     q = m.heads * m.head_dim
     kv = m.head_dim if m.kv_heads == 1 and m.heads > 1 else q  # MQA: a stride-0 view
@@ -58,7 +58,7 @@ def titan_layer(m: Transformer, s: int, b: int, acc: Accounting) -> list[Item]:
 
 
 def titan_outside(
-    m: Transformer, s: int, b: int, acc: Accounting, first: bool, last: bool
+    m: TransformerShape, s: int, b: int, acc: Accounting, first: bool, last: bool
 ) -> list[Item]:
     dt, t, h = acc.compute_bytes, s * b, m.hidden
     items = [Item("embeddings", "token ids (int64)", 8.0 * t, False)] if first else []

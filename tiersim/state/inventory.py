@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
@@ -26,6 +26,7 @@ from tiersim.state.classes import (
     NAMES,
 )
 from tiersim.state.context import gathered_kv_bytes
+from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import (
     LayerShape,
     Matrix,
@@ -33,6 +34,7 @@ from tiersim.state.model import (
     ModelUnit,
     Transformer,
 )
+from tiersim.state.op_recompute import op_items
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.sharding import (
     fsdp2_padded_values as fsdp2_padded_values,
@@ -199,36 +201,52 @@ class ActivationItem:
     per_layer: bool  # kept by every layer (else outside the layers)
 
 
-def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
-    """One GPU's activation bytes of the inventory's stage, tensor by tensor, largest first
-    (a generic model has none: its per-layer bytes are given whole)."""
-    model = r.model
-    if not isinstance(model, Transformer):
-        return []
+def _kept_runs(r: Resolved, model: Transformer, held: list, recompute: str) -> list:
+    """Each run of alike layers (dense or MoE) with its own kept items, and its count."""
+    seq, mbs, acc = r.execution.seq_len, r.execution.training.micro_batch_size, r.accounting
+    return [
+        (
+            kept(
+                layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)),
+                recompute,
+                acc.recompute_modules,
+            ),
+            u.count,
+        )
+        for u in held
+    ]
+
+
+def _layer_runs(r: Resolved, model: Transformer, held: list) -> list[tuple[list[Item], int]]:
+    """The items each run of alike layers keeps under the scenario's recompute, and its count."""
     par, acc = r.execution.parallel, r.accounting
     seq, mbs, recompute = (
         r.execution.seq_len,
         r.execution.training.micro_batch_size,
         r.execution.training.recompute,
     )
-    held = stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers)
-    if recompute == "full":
-        full = acc.compute_bytes * seq * mbs * model.hidden
+    if recompute == "full":  # with recompute_every N: 1/N of it, the rest none's (layer_sac)
+        share = checkpointed_share(acc.recompute_every)
+        full = acc.compute_bytes * seq * mbs * model.hidden * share
         layer = [Item("layer_inputs", "layer input (full recompute)", full, False)]
-        runs = [(layer, sum(u.count for u in held))]
-    else:  # each run of alike layers (dense or MoE) with its own items
-        modules = acc.recompute_modules
-        runs = [
-            (
-                kept(
-                    layer_items(model, seq, mbs, acc, getattr(u.shape, "index", 0)),
-                    recompute,
-                    modules,
-                ),
-                u.count,
-            )
-            for u in held
-        ]
+        rest = _kept_runs(r, model, held, "none") if share < 1 else []
+        scaled = [([replace(i, nbytes=i.nbytes * (1 - share)) for i in k], n) for k, n in rest]
+        return [(layer, sum(u.count for u in held)), *scaled]
+    if recompute == "selective_op":  # torchtitan's op-level policy (state/op_recompute.py)
+        items = op_items(model, seq, mbs, acc, par.tensor, par.sequence)
+        return [(items, sum(u.count for u in held))]
+    return _kept_runs(r, model, held, recompute)
+
+
+def activation_items(r: Resolved, inv: Inventory) -> list[ActivationItem]:
+    """One GPU's activation bytes of the inventory's stage, tensor by tensor, largest first
+    (a generic model has none: its per-layer bytes are given whole)."""
+    model = r.model
+    if not isinstance(model, Transformer):
+        return []
+    par = r.execution.parallel
+    held = stage_layers(r.units, inv.stage, par.pipeline, par.stage_layers)
+    runs = _layer_runs(r, model, held)
     per: dict[tuple[str, str], float] = {}
     for items, count in runs:
         times = count * inv.inflight_microbatches * model.activation_factor

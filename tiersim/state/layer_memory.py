@@ -10,6 +10,7 @@ from tiersim.state.activations import layer_items
 from tiersim.state.fp8 import fp8_weight_bytes
 from tiersim.state.inventory import per_context_rank, rank_matrices, stage_layers
 from tiersim.state.model import Transformer
+from tiersim.state.op_recompute import op_working_bytes
 from tiersim.state.resolved import Resolved
 
 
@@ -42,6 +43,11 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
 
         saved = kept(tr.recompute)
         again = {"full": kept("none"), "selective": kept("none") - saved}.get(tr.recompute, 0)
+        if tr.recompute == "selective_op":  # torchtitan's op-level policy (op_recompute.py)
+            working = op_working_bytes(
+                model, seq, tr.micro_batch_size, acc, par.tensor, par.sequence
+            )
+            again = per_context_rank(r, model.activation_factor * working)
         index = getattr(shape, "index", 0)
         items = len(layer_items(model, seq, 1, acc, index)) if isinstance(model, Transformer) else 1
         busiest = _busiest_extra(r, index)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from tiersim.config.schema import ModelSpec
 from tiersim.state import layers as ly
 from tiersim.state.activations import MEGATRON, Accounting, layer_bytes
-from tiersim.state.layers import Latent, Matrix, Moe
+from tiersim.state.layers import Matrix
 from tiersim.state.model_shapes import (  # re-exported: the model's shapes
     LayerShape as LayerShape,
 )
@@ -34,6 +34,7 @@ from tiersim.state.model_shapes import (
     moe_of,
 )
 from tiersim.state.mtp import mtp_forward_flops, mtp_matrices
+from tiersim.state.transformer_shape import TransformerShape
 
 __all__ = ["GenericModel", "Matrix", "Model", "ModelUnit", "Transformer", "build_model"]
 
@@ -44,33 +45,8 @@ FUSED_QKV_FAMILIES = ("gpt2", "gpt")
 
 
 @dataclass(frozen=True)
-class Transformer:
+class Transformer(TransformerShape):
     """A decoder-only transformer; `parameters` of a generic model skips the dimensions."""
-
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    ffn_hidden: int
-    vocab: int
-    max_positions: int | None
-    gated_mlp: bool
-    tied_embeddings: bool
-    qkv_bias: bool
-    attn_out_bias: bool
-    mlp_bias: bool
-    norm: str
-    position: str
-    activation_factor: float = 1.0
-    qk_norm: bool = False
-    post_norms: bool = False
-    mla: Latent | None = None
-    moe: Moe | None = None
-    sliding_window: int | None = None
-    sliding_window_layers: tuple[int, ...] | None = None  # None: all, where a window is given
-    fused_qkv: bool = False  # q, k, v one tensor each of weight and bias (GPT-2, Megatron-LM)
-    mtp_layers: int = 0  # DeepSeek-V3's multi-token-prediction modules (last stage)
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> Transformer:
@@ -102,9 +78,6 @@ class Transformer:
         )
 
     # --- layers --------------------------------------------------------------------------------
-
-    def is_moe(self, index: int) -> bool:
-        return self.moe is not None and self.moe.is_moe(index)
 
     def is_sliding(self, index: int) -> bool:
         """Whether layer `index` attends over a sliding window."""

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from tiersim.config.schema import ModelSpec
 from tiersim.state.activation_kinds import MEGATRON, Accounting
 from tiersim.state.layers import Latent, Matrix, Moe
-
-if TYPE_CHECKING:
-    from tiersim.state.model import Transformer
 
 
 class UnitKind(Enum):
@@ -71,7 +68,7 @@ def moe_of(spec: ModelSpec) -> Moe | None:
 class LayerView:
     """Layer `index` of a model whose layers differ (dense or MoE): a unit's `shape`."""
 
-    model: Transformer
+    model: LayeredModel
     index: int
 
     @property
@@ -101,6 +98,32 @@ class LayerView:
         return self.model.layer_activation_bytes(
             seq, batch, tensor, sequence_parallel, recompute, accounting, self.index
         )
+
+
+class LayeredModel(Protocol):
+    """A model whose layers differ, asked layer by layer (model.Transformer, which imports
+    this module: named by what a `LayerView` asks of it rather than imported)."""
+
+    @property
+    def attention_heads(self) -> int: ...
+
+    @property
+    def attention_width(self) -> int: ...
+
+    def is_moe(self, index: int) -> bool: ...
+
+    def layer_forward_flops(self, seq: int, batch: int, index: int = 0) -> float: ...
+
+    def layer_activation_bytes(
+        self,
+        seq: int,
+        batch: int,
+        tensor: int = 1,
+        sequence_parallel: bool = False,
+        recompute: str = "none",
+        accounting: Accounting = MEGATRON,
+        index: int = 0,
+    ) -> float: ...
 
 
 class LayerShape(Protocol):

@@ -5,15 +5,27 @@ and the output head; trained on the last pipeline stage beside the head."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tiersim.state.layers import Matrix
 
-if TYPE_CHECKING:
-    from tiersim.state.model import Transformer
+
+class WithLastLayer(Protocol):
+    """A transformer whose last layer the modules copy: model.Transformer, which calls this
+    module, named here by what the modules read of it rather than imported."""
+
+    layers: int
+    hidden: int
+    vocab: int
+    norm: str
+    mtp_layers: int
+
+    def layer_matrices(self, index: int = 0) -> list[Matrix]: ...
+
+    def layer_forward_flops(self, seq: int, batch: int, index: int = 0) -> float: ...
 
 
-def mtp_matrices(m: Transformer) -> list[Matrix]:
+def mtp_matrices(m: WithLastLayer) -> list[Matrix]:
     """The modules' parameter tensors (none without `mtp_layers`)."""
     if not m.mtp_layers:
         return []
@@ -26,7 +38,7 @@ def mtp_matrices(m: Transformer) -> list[Matrix]:
     ]
 
 
-def mtp_forward_flops(m: Transformer, seq: int, batch: int) -> float:
+def mtp_forward_flops(m: WithLastLayer, seq: int, batch: int) -> float:
     """The modules' forward: the projection, the layer, and each module's own logits."""
     if not m.mtp_layers:
         return 0.0

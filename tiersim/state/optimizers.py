@@ -11,7 +11,8 @@ Sources, per optimizer:
 - adam / adamw: exp_avg and exp_avg_sq (torch.optim.Adam/AdamW; Kingma and Ba 2015).
 - sgd / sgd_momentum: none / a momentum buffer; lion: one momentum (Chen et al. 2023).
 - adafactor: row and column statistics per matrix (Shazeer and Stern 2018).
-- adamw8bit: bitsandbytes' block-wise 8-bit AdamW (Dettmers et al. 2022), optim/optimizer.py
+- adamw8bit: bitsandbytes' block-wise 8-bit AdamW (Dettmers et al. 2022; bitsandbytes 0.50.2,
+  whose CPU backend `measure` runs), optim/optimizer.py
   Optimizer2State.init_state: `state1`, `state2` uint8 of the parameter's shape and, block-wise,
   `absmax1`, `absmax2` fp32 of ceil(n / 256) values each; a tensor of fewer than
   `min_8bit_size` = 4096 values keeps 32-bit (fp32) state1 and state2 instead.
@@ -24,8 +25,9 @@ Sources, per optimizer:
 
 from __future__ import annotations
 
+import importlib.util
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -89,12 +91,29 @@ class Optimizer:
         they are bound by the bytes they touch)."""
         return 0.0
 
-    def step_temporary_bytes(self, values: int, largest: int, value_bytes: int, device: str) -> int:
+    def step_temporary_bytes(
+        self, values: int, largest: int, value_bytes: int, device: str, tensors: Sequence = ()
+    ) -> int:
         """The largest set of temporaries the step holds at once beside the state, for a rank
-        updating `values` parameters whose largest tensor has `largest` values: torch.optim's
-        foreach path (CUDA's default) makes one list the size of all the rank's tensors, the
-        single-tensor path (CPU's) one tensor's at a time."""
+        updating `values` parameters whose largest tensor has `largest` values (`tensors`: the
+        rank's, where an optimizer treats them apart): torch.optim's foreach path (CUDA's
+        default) makes one list the size of all the rank's tensors, the single-tensor path
+        (CPU's) one tensor's at a time."""
         return 0
+
+    @property
+    def measurable(self) -> bool:
+        """`measure` can build it (torch.optim's, or a package's the measure extra installs)."""
+        return self.torch_name is not None
+
+    @property
+    def reported_apart(self) -> str:
+        """What `measure` leaves out of the optimizer class (per optimizer, not per value)."""
+        return "scalar step counters"
+
+    def missing(self) -> str | None:
+        """Why `build` cannot run here (a package not installed), else None."""
+        return None
 
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
         """The PyTorch optimizers `measure` steps for these (name, parameter) pairs."""
@@ -110,7 +129,9 @@ class AdamLike(Optimizer):
     path (_multi_tensor_adam: `_foreach_sqrt`, then in place) holds one state-sized list; the
     single-tensor path (`exp_avg_sq.sqrt() / bias_correction2_sqrt`) two of one tensor."""
 
-    def step_temporary_bytes(self, values: int, largest: int, value_bytes: int, device: str) -> int:
+    def step_temporary_bytes(
+        self, values: int, largest: int, value_bytes: int, device: str, tensors: Sequence = ()
+    ) -> int:
         if device == "cpu":
             return 2 * largest * value_bytes
         return values * value_bytes
@@ -118,6 +139,40 @@ class AdamLike(Optimizer):
 
 @dataclass(frozen=True)
 class AdamW8bit(Optimizer):
+    """bitsandbytes' AdamW8bit (the `measure` extra installs bitsandbytes, whose CPU backend
+    runs it)."""
+
+    @property
+    def measurable(self) -> bool:
+        return True
+
+    @property
+    def reported_apart(self) -> str:
+        return "scalar step counters and the two 256-value quantisation maps all tensors share"
+
+    def missing(self) -> str | None:
+        if importlib.util.find_spec("bitsandbytes") is None:
+            return "bitsandbytes is not installed: pip install 'tiersim[measure]'"
+        return None
+
+    def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
+        try:
+            import bitsandbytes
+        except ImportError:
+            raise ValueError(self.missing() or "bitsandbytes does not import") from None
+        return [bitsandbytes.optim.AdamW8bit([p for _, p in named], lr=lr)]
+
+    def step_temporary_bytes(
+        self, values: int, largest: int, value_bytes: int, device: str, tensors: Sequence = ()
+    ) -> int:
+        """CUDA's blockwise kernel updates in place; the CPU backend (backends/cpu/ops.py,
+        _optimizer_update_8bit_blockwise_cpu) works one tensor at a time in fp32: both moments
+        dequantized (4 + 4 B a value), the gradient upcast and scaled (4), a 16-bit
+        parameter's fp32 copy (4), and sqrt(v) beside sqrt(v) / c (4 + 4)."""
+        if device != "cpu":
+            return 0
+        return (20 + (FP32 if value_bytes != FP32 else 0)) * largest
+
     def tensor_state_bytes(self, t: Tensors, value_bytes: int) -> int:
         n = _values(t)
         if n < BNB_MIN_8BIT:
@@ -145,13 +200,26 @@ class Muon(Optimizer):
     def update_gemm_flops(self, tensors: Iterable[Tensors]) -> float:
         return sum(newton_schulz_flops(t.rows, t.cols) * t.count for t in tensors if _muon(t))
 
-    def step_temporary_bytes(self, values: int, largest: int, value_bytes: int, device: str) -> int:
+    def step_temporary_bytes(
+        self, values: int, largest: int, value_bytes: int, device: str, tensors: Sequence = ()
+    ) -> int:
         # one matrix at a time (no foreach): Nesterov's update grad.lerp(buf) in the state's
         # precision, its bf16 copy (2 B), the Gram matrix and its quintic update (2 x 2m²,
         # m² <= the matrix's values) and the next X (2 B): value_bytes + 8 B per value of the
         # largest matrix (a 512 x 128 matrix measured on torch 2.13 CPU: 12.9 B/value fp32,
-        # 9.2 bf16, against 12 and 10 here)
-        return (value_bytes + 8) * largest
+        # 9.2 bf16, against 12 and 10 here). The rest (embeddings, head, vectors) is AdamW's,
+        # after Muon's step: the larger of the two. Without the tensors, all are Muon's.
+        if not tensors:
+            return (value_bytes + 8) * largest
+        muon = max((_values(t) for t in tensors if _muon(t)), default=0)
+        rest = [t for t in tensors if not _muon(t)]
+        adamw = REGISTRY["adamw"].step_temporary_bytes(
+            sum(_values(t) * t.count for t in rest),
+            max((_values(t) for t in rest), default=0),
+            value_bytes,
+            device,
+        )
+        return max((value_bytes + 8) * muon, adamw)
 
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
         """torch.optim.Muon on the layers' matrices, AdamW on the rest."""
@@ -199,7 +267,7 @@ OPTIMIZERS: tuple[Optimizer, ...] = (
 )
 REGISTRY: dict[str, Optimizer] = {o.name: o for o in OPTIMIZERS}
 NAMES = tuple(REGISTRY)
-IN_PYTORCH = tuple(o.name for o in OPTIMIZERS if o.torch_name is not None)  # what measure builds
+IN_PYTORCH = tuple(o.name for o in OPTIMIZERS if o.measurable)  # what measure builds
 
 
 def optimizer(name: str) -> Optimizer:

@@ -46,6 +46,7 @@ from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.step_optimizer import optimizer_temporaries
 from tiersim.state.timeline import Event, Outside, Timeline, evaluate
+from tiersim.state.vocab_grads import VocabGrads, vocab_grads
 
 # Outside the allocator (not in torch.cuda.memory_reserved), held from the first CUDA call:
 # the CUDA context: 723 MiB on the first CUDA call (PyTorch forums, "What is the reason for
@@ -133,8 +134,9 @@ def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> No
     )
 
 
-def _loss(steps: _Steps, r: Resolved, log_softmax: float) -> None:
-    """The loss forward and backward on the last stage, tensor by tensor (the module's 2, 3)."""
+def _loss(steps: _Steps, r: Resolved, log_softmax: float, head_grad: int) -> None:
+    """The loss forward and backward on the last stage, tensor by tensor (the module's 2, 3);
+    `head_grad`: the head's weight gradient, made while the logits' gradient lives."""
     n, cb = logits_values(r), r.accounting.compute_bytes
     fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
     copy = "logits in fp32 (the loss's copy)"
@@ -165,6 +167,7 @@ def _loss(steps: _Steps, r: Resolved, log_softmax: float) -> None:
     if cb != 4:  # the cast's backward
         steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
         steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
+    steps.alloc(bw, b, "d head", HEAD_GRAD, head_grad)  # the head's matmul backward
     steps.free(bw, b, "d logits", "loss gradient (compute precision)")  # after the head's
     steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
 
@@ -237,6 +240,9 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
 
 
 UNSHARDED = "unsharded gradients (before reduce-scatter)"
+HEAD_GRAD = "head's weight gradient"
+EMBEDDING_GRAD = "embedding's weight gradient (dense)"
+TIED_SUM = "tied weight's summed gradient"
 BUSIEST = "saved activations: the busiest expert rank's rows beyond the mean"
 FP8 = "FP8 weight copies (training.fp8)"
 
@@ -284,9 +290,11 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     saves = outside - log_softmax if p.on_gpu else 0
     steps.alloc("forward: embeddings", "forward", "outside saves", "saved activations", saves, 4)
     _forward(steps, p, layers)
+    vocab = vocab_grads(r, stage, p.grad_bytes, root)
     if last:
-        _loss_with_head(steps, r, p, 0 if root else rest, log_softmax)
+        _loss_with_head(steps, r, p, 0 if root else rest, log_softmax, vocab)
     _backward(steps, p, layers, bool(inv.sharded.get("gradients")))
+    _embedding_grads(steps, vocab)
     steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
     steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
     _optimizer_step(steps, r, stage)
@@ -314,12 +322,26 @@ def _weights_at_start(steps: _Steps, p: _Plan, layers: list[LayerMemory], rest: 
     return True
 
 
-def _loss_with_head(steps: _Steps, r: Resolved, p: _Plan, head: int, log_softmax: float):
+def _loss_with_head(
+    steps: _Steps, r: Resolved, p: _Plan, head: int, log_softmax: float, vocab: VocabGrads
+) -> None:
     """The loss, with the head's parameters gathered about it where fetched per submodule."""
     gathered = min(head, p.max_live) * p.cb if p.gather else 0
     steps.alloc("forward: loss", "forward", "gathered head", "gathered weights", gathered, 3)
-    _loss(steps, r, log_softmax)
+    _loss(steps, r, log_softmax, vocab.head)
+    if not vocab.held:  # AccumulateGrad adds it into .grad
+        steps.free("backward: loss", "backward", "d head", HEAD_GRAD)
     steps.free("backward: loss", "backward", "gathered head", "gathered weights")
+
+
+def _embedding_grads(steps: _Steps, vocab: VocabGrads) -> None:
+    """The embedding's backward: its dense gradient, a tied weight's sum with the head's
+    (state/vocab_grads.py), then AccumulateGrad."""
+    at, b = "backward: embeddings", "backward"
+    steps.alloc(at, b, "d embedding", EMBEDDING_GRAD, vocab.embedding)
+    steps.alloc(at, b, "d tied", TIED_SUM, vocab.summed)
+    for key, part in (("d embedding", EMBEDDING_GRAD), ("d head", HEAD_GRAD), ("d tied", TIED_SUM)):
+        steps.free(at, b, key, part)
 
 
 def _optimizer_step(steps: _Steps, r: Resolved, stage: int) -> None:

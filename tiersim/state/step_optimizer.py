@@ -28,13 +28,26 @@ def update_values(r: Resolved, stage: int) -> tuple[int, int, int]:
     mats = [m for unit in units for m in unit]
     dense = sum(m.size for m in mats if not m.expert)
     routed = sum(m.size for m in mats if m.expert)
-    largest = largest_tensor_elements(r.model, mats)
+    largest = max(largest_tensor_elements(r.model, mats), fused_experts(r, mats))
     layer = max((sum(m.size for m in unit) for unit in units[:-1]), default=0)
     if not sharded_classes(par)["optimizer"]:
         return dense + routed, largest, layer
     dense_div, expert_div = shard_divisors(par)
     values = math.ceil(dense / dense_div) + math.ceil(routed / expert_div)
     return values, math.ceil(largest / dense_div), math.ceil(layer / dense_div)
+
+
+def fused_experts(r: Resolved, mats) -> int:
+    """Values of the largest tensor transformers 5 keeps a layer's experts in (huggingface):
+    gate and up fused in one [E, 2f, h] parameter (MixtralExperts, Qwen2MoeExperts:
+    gate_up_proj), down in one [E, h, f]; tiersim's expert matrix holds all of them (3 tensors
+    of h x f an expert, gated; 2 ungated), so the fused one is 2 of the 3 (1 of the 2)."""
+    if r.accounting.implementation != "huggingface":
+        return 0
+    per = 3 if getattr(r.model, "gated_mlp", True) else 2
+    return max(
+        ((m.count // per) * (per - 1) * m.rows * m.cols for m in mats if m.expert), default=0
+    )
 
 
 def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
@@ -57,5 +70,7 @@ def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
         values = min(values, layer or values)  # streamed in and out: one unit at a time
     value_bytes = PRECISION_BYTES[tr.precision.optimizer]
     device = r.accounting.device
-    temp = optimizer(tr.optimizer).step_temporary_bytes(values, largest, value_bytes, device)
+    mats = [m for unit in rank_matrices(r, stage) for m in unit if m.count]
+    opt = optimizer(tr.optimizer)
+    temp = opt.step_temporary_bytes(values, largest, value_bytes, device, tensors=mats)
     return "optimizer step temporaries", temp

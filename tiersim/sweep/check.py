@@ -26,18 +26,18 @@ def _valued(value: object, message: str) -> str:
     return message if message.startswith(f"{said} ") else f"value {said}: {message}"
 
 
-def _where(point: Point, spec: SweepSpec, problem: Problem) -> tuple[str, str]:
-    """(where in the sweep file, what) for one problem of one point."""
+def _where(point: Point, spec: SweepSpec, problem: Problem) -> Problem:
+    """One problem of one point, at its place in the sweep file (its code kept)."""
     for axis in spec.axes:
         if problem.path == axis.path or problem.path.startswith(axis.path + "."):
             value = point.values[axis.path]
-            return f"{axis.group}.{axis.path}", _valued(value, problem.message)
+            return problem.reworded(_valued(value, problem.message), f"{axis.group}.{axis.path}")
     for path, value in spec.fixed:  # a `set:` entry of the sweep file, not the base's value
         if problem.path == path or problem.path.startswith(path + "."):
-            return f"set.{path}", _valued(value, problem.message)
+            return problem.reworded(_valued(value, problem.message), f"set.{path}")
     if spec.base_path.resolve() != Path(spec.source).resolve():  # the value is the base's
-        return problem.path, f"{problem.message} (base scenario {spec.base_path})"
-    return problem.path, problem.message
+        return problem.reworded(f"{problem.message} (base scenario {spec.base_path})")
+    return problem
 
 
 def point_problems(spec: SweepSpec, points: list[Point]) -> list[Problem]:
@@ -54,7 +54,7 @@ def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], in
     """Every distinct problem of the points (listed once, with how many points have it and
     the first of them), and how many points have any."""
     base_dir = spec.base_path.parent
-    found: dict[tuple[str, str], list[Point]] = {}
+    found: dict[Problem, list[Point]] = {}
     invalid = 0
     for point in points:
         try:
@@ -63,12 +63,13 @@ def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], in
             invalid += 1
             for problem in exc.problems:
                 found.setdefault(_where(point, spec, problem), []).append(point)
-    problems = [
-        _listed(where, what, failing, len(points)) for (where, what), failing in found.items()
-    ]
+    problems = [_listed(problem, failing, len(points)) for problem, failing in found.items()]
     if len(problems) > MAX_LISTED:
         more = len(problems) - MAX_LISTED
-        problems = [*problems[:MAX_LISTED], Problem("", f"... and {more} more problems")]
+        problems = [
+            *problems[:MAX_LISTED],
+            Problem("", f"... and {more} more problems", "E-SWEEP-POINT"),
+        ]
     return problems, invalid
 
 
@@ -100,7 +101,7 @@ def point_notes(spec: SweepSpec) -> list[Problem]:
 
     points = expand(spec)
     varying = any(_touches_notes(a.path) for a in spec.axes)
-    found: dict[tuple[str, str], list[Point]] = {}
+    found: dict[Problem, list[Point]] = {}
     for point in points:
         try:
             loaded = build(point.raw, spec.base_path.parent, spec.source)
@@ -111,13 +112,13 @@ def point_notes(spec: SweepSpec) -> list[Problem]:
         if not varying:  # the same notes at every point
             found = {key: list(points) for key in found}
             break
-    return [_listed(where, what, failing, len(points)) for (where, what), failing in found.items()]
+    return [_listed(problem, failing, len(points)) for problem, failing in found.items()]
 
 
-def _listed(where: str, what: str, points: list[Point], total: int) -> Problem:
+def _listed(problem: Problem, points: list[Point], total: int) -> Problem:
     first = points[0]
     text = f"point {first.index}" + (f" ({describe(first.values)})" if first.values else "")
-    return Problem(where, f"{what} [{len(points)} of {total} points; first: {text}]")
+    return problem.reworded(f"{problem.message} [{len(points)} of {total} points; first: {text}]")
 
 
 def check_points(spec: SweepSpec) -> tuple[int, list[Problem]]:
@@ -154,9 +155,10 @@ def lone_value_problems(spec: SweepSpec) -> list[Problem]:
             continue
         beside = good | dict(zip(paths, values, strict=True))
         if own == _own_problems(_with(spec.base, beside), base_dir, spec, axes):
-            for axis, message in own:
+            for axis, problem in own:
                 value = values[axes.index(axis)]
-                out.append(Problem(f"{axis.group}.{axis.path}", _valued(value, message)))
+                where = f"{axis.group}.{axis.path}"
+                out.append(problem.reworded(_valued(value, problem.message), where))
     return out + _fixed_problems(spec, good)
 
 
@@ -169,7 +171,7 @@ def _fixed_problems(spec: SweepSpec, good: dict[str, object]) -> list[Problem]:
         build(_with(spec.base, good), spec.base_path.parent, spec.source)
     except InputError as exc:
         return [
-            Problem(f"set.{path}", _valued(value, p.message))
+            Problem(f"set.{path}", _valued(value, p.message), p.code)
             for p in exc.problems
             for path, value in spec.fixed
             if p.path == path or p.path.startswith(path + ".")
@@ -194,12 +196,14 @@ def _lone_settings(spec: SweepSpec) -> list[tuple[tuple[Axis, ...], tuple[str, .
     return settings
 
 
-def _own_problems(raw, base_dir, spec: SweepSpec, axes: tuple[Axis, ...]) -> list[tuple[Axis, str]]:
+def _own_problems(
+    raw, base_dir, spec: SweepSpec, axes: tuple[Axis, ...]
+) -> list[tuple[Axis, Problem]]:
     try:
         build(raw, base_dir, spec.source)
     except InputError as exc:
         return [
-            (axis, p.message)
+            (axis, p)
             for p in exc.problems
             for axis in axes
             if p.path == axis.path or p.path.startswith(axis.path + ".")

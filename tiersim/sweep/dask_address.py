@@ -47,7 +47,7 @@ def check_address(address: str) -> None:
 
 
 def _scheduler_problem(why: str) -> InputError:
-    return InputError("--scheduler", [Problem("", why)])
+    return InputError("--scheduler", [Problem("", why, "E-EXECUTOR")])
 
 
 def reachable(address: str) -> None:

@@ -64,6 +64,7 @@ def grid_problems(where: str, values: list[Any]) -> list[Problem]:
                 where,
                 f"value {first!r} is listed {_times(len(group))} (items {_items(group)}{also}); "
                 "expected each value once",
+                "E-SWEEP-DUPLICATE",
             )
         )
     return problems
@@ -83,6 +84,7 @@ def zip_problems(columns: dict[str, list[Any]]) -> list[Problem]:
             Problem(
                 "zip",
                 f"rows {_items(group)} are the same point ({shown}); expected each row once",
+                "E-SWEEP-DUPLICATE",
             )
         )
     return problems

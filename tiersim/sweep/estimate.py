@@ -2,8 +2,9 @@
 
 What a point simulates is counted in layer passes (one unit through one micro-batch), which
 its engine time grows about linearly with (docs/benchmarks.md): steps x micro-batches x units,
-the steps the optimizer-step mode needs, the micro-batches of the three sample runs where the
-steady state is extrapolated (tiersim.engine.steady), else all of them.
+the steps the optimizer-step mode needs, the micro-batches of the sample runs where the
+steady state is extrapolated (tiersim.engine.steady: one run of the longest sample, or three
+where an async checkpoint's stall is measured on each), else all of them.
 
 A point also pays, for each simulation it runs, a part that does not grow with its
 micro-batches: the optimizer step once a step for every unit, a durable checkpoint's runs
@@ -11,7 +12,7 @@ micro-batches: the optimizer step once a step for every unit, a durable checkpoi
 run and measuring it. It is counted in step passes (steps x units, per simulation), and it is
 most of a point's time in the shipped sweeps: 26 of the 28-35 ms of a point of
 hbf-write-vs-accumulation simulated in full, 0.2 of the 0.25 s of one of hbf-wear. An
-extrapolated point runs three simulations, so pays it three times.
+extrapolated point with an async checkpoint runs three simulations, so pays it three times.
 
 A point's time is then about a x passes + b x step passes. A sweep whose points all run as
 many simulations times one point, of about their mean passes (`typical`: the parts that are
@@ -59,7 +60,7 @@ class Work:
     """What a point simulates (all zero for one that is not a valid scenario)."""
 
     passes: int  # layer passes of its micro-batches, over all its simulations
-    runs: int  # simulations: 1, or 3 where its steady state is extrapolated
+    runs: int  # simulations: 1, or 3 where its steady state is extrapolated from three
     step_passes: int  # runs x steps x units: the work a simulation does once a step
 
 
@@ -71,6 +72,8 @@ def work(s: Scenario) -> Work:
     units = res.model.layers // s.parallel.pipeline + 1
     steps = steady.steps_to_simulate(res)[0]
     samples = steady.samples(res, 0)  # stage 0's: the one with the longest warm-up
+    if samples is not None and steady.one_run(res):  # the longest sample's run alone
+        samples = samples[-1:]
     micro_batches = sum(samples) if samples is not None else s.training.grad_accumulation
     runs = len(samples) if samples is not None else 1
     return Work(steps * micro_batches * units, runs, runs * steps * units)

@@ -279,7 +279,7 @@ def _distributed() -> Any:
     try:
         import distributed
     except ImportError as exc:
-        problem = Problem("", f"needs the optional Dask extra: {DASK_HINT} ({exc})")
+        problem = Problem("", f"needs the optional Dask extra: {DASK_HINT} ({exc})", "E-EXECUTOR")
         raise InputError("--executor dask", [problem]) from None
     return distributed
 
@@ -292,7 +292,8 @@ def check_executor(executor: str, scheduler: str | None) -> None:
     makes its folder (a refused sweep leaves nothing behind)."""
     if executor == "local":
         if scheduler is not None:
-            problem = Problem("", "is for --executor dask (the local executor needs no scheduler)")
+            why = "is for --executor dask (the local executor needs no scheduler)"
+            problem = Problem("", why, "E-EXECUTOR")
             raise InputError("--scheduler", [problem])
         return
     _distributed()
@@ -306,7 +307,9 @@ def _connect(distributed: Any, address: str) -> Any:
     try:
         return distributed.Client(address, timeout=f"{CONNECT_S}s", set_as_default=False)
     except (OSError, ValueError, TypeError) as exc:
-        problem = Problem("", f"cannot connect to a Dask scheduler at {address!r}: {exc}")
+        problem = Problem(
+            "", f"cannot connect to a Dask scheduler at {address!r}: {exc}", "E-EXECUTOR"
+        )
         raise InputError("--scheduler", [problem]) from None
 
 

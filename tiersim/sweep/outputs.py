@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.report.json_report import STEP_FIGURES
+from tiersim.report.json_layout import STEP_FIGURES
 
 HEADLINE = (
     "fits",  # every tier holds its peak

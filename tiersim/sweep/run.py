@@ -234,7 +234,7 @@ def _estimate_line(
     )
     one = "(scaled by the layer passes each simulates, from this one of about their mean)"
     two = (
-        "(from these two, one simulated in full and one extrapolated from three runs: priced "
+        "(from these two, one simulated in full and one extrapolated from shorter runs: priced "
         "by the layer passes each simulates and the simulations it runs)"
     )
     return line + (one if len(timed) == 1 else two)

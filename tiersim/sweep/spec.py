@@ -137,7 +137,9 @@ def _read_sweep(raw: Any, path: Path, max_points: int | None) -> SweepSpec:
             source,
             [
                 Problem(
-                    "", f"top level is a {got} (expected a mapping with base, and grid and/or zip)"
+                    "",
+                    f"top level is a {got} (expected a mapping with base, and grid and/or zip)",
+                    "E-SWEEP",
                 )
             ],
         )
@@ -148,11 +150,11 @@ def _read_sweep(raw: Any, path: Path, max_points: int | None) -> SweepSpec:
     grid = _axes(raw, "grid", problems)
     zipped = _axes(raw, "zip", problems)
     if "grid" not in raw and "zip" not in raw:
-        problems.append(Problem("", "nothing to sweep: give 'grid' and/or 'zip'"))
+        problems.append(Problem("", "nothing to sweep: give 'grid' and/or 'zip'", "E-SWEEP"))
     for section in ("grid", "zip"):
         if section in raw and raw[section] is None:  # `grid:` with nothing under it
             what = "empty (null in YAML; expected key paths, each with a list of values)"
-            problems.append(Problem(section, what))
+            problems.append(Problem(section, what, "E-SWEEP"))
     _zip_row_problems(zipped, problems)
     too_many = _count_problem(grid, zipped, _point_limit(raw, max_points, problems))
     if too_many:  # before anything is made per point: 10^9 of them would fill the memory
@@ -188,7 +190,7 @@ def _refuse_a_scenario(raw: dict[str, Any], source: str) -> None:
             f"{', ...' if len(scenario_keys) > 3 else ''}; no base, grid or zip): run it with "
             "`tiersim run`, or sweep it from a sweep file whose base: names it"
         )
-        raise InputError(source, [Problem("", what)])
+        raise InputError(source, [Problem("", what, "E-SWEEP")])
 
 
 def _sound_part(whole: SweepSpec, problems: list[Problem]) -> SweepSpec | None:
@@ -215,7 +217,7 @@ def _point_limit(raw: dict[str, Any], given: int | None, problems: list[Problem]
     usable = isinstance(in_file, int) and not isinstance(in_file, bool) and in_file >= 1
     if in_file is not None and not usable:
         what = f"expected a whole number of points >= 1 (got {shown(in_file)})"
-        problems.append(Problem("max_points", what))
+        problems.append(Problem("max_points", what, "E-SWEEP"))
     if given is not None:
         return given
     return in_file if usable else limits.SWEEP_POINTS
@@ -233,7 +235,7 @@ def _count_problem(grid: list[Axis], zipped: list[Axis], limit: int) -> Problem 
         "(expected fewer values; to run that many, raise the bound with --max-points N or "
         "max_points: N in the sweep file)"
     )
-    return Problem("grid" if grid else "zip", what)
+    return Problem("grid" if grid else "zip", what, "E-SWEEP")
 
 
 def _top_level_problems(raw: dict[str, Any]) -> list[Problem]:
@@ -242,41 +244,39 @@ def _top_level_problems(raw: dict[str, Any]) -> list[Problem]:
         if key not in SWEEP_KEYS:
             close = difflib.get_close_matches(str(key), SWEEP_KEYS, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
-            problems.append(
-                Problem(str(key), f"unknown key ({hint}expected one of: {', '.join(SWEEP_KEYS)})")
-            )
+            why = f"unknown key ({hint}expected one of: {', '.join(SWEEP_KEYS)})"
+            problems.append(Problem(str(key), why, "E-KEY-UNKNOWN"))
     name = raw.get("name")
     usable = isinstance(name, str) and NAME_PATTERN.match(name) and name not in (".", "..")
     if name is not None and not usable:
-        problems.append(
-            Problem("name", f"expected letters, digits, '_', '.', '-' (got {shown(name)})")
-        )
+        why = f"expected letters, digits, '_', '.', '-' (got {shown(name)})"
+        problems.append(Problem("name", why, "E-NAME"))
     elif usable and len(name) > MAX_NAME_CHARS:
         limit = f"expected at most {MAX_NAME_CHARS}: it names the results folder"
         what = f"a name of {len(name)} characters ({limit})"
-        problems.append(Problem("name", what))
+        problems.append(Problem("name", what, "E-NAME"))
     return problems
 
 
 def _read_base(value: Any, folder: Path, problems: list[Problem]) -> tuple[Path, Any]:
     if value is None:
-        problems.append(
-            Problem("base", "required key is missing (a scenario file, relative to the sweep file)")
-        )
+        why = "required key is missing (a scenario file, relative to the sweep file)"
+        problems.append(Problem("base", why, "E-KEY-MISSING"))
         return folder, None
     if not isinstance(value, str) or not value.strip():
         problems.append(
-            Problem("base", f"expected the path of a scenario file (got {shown(value)})")
+            Problem("base", f"expected the path of a scenario file (got {shown(value)})", "E-SWEEP")
         )
         return folder, None
     base_path = Path(value) if Path(value).is_absolute() else folder / value
     try:
         base = read_yaml(base_path, str(base_path))
     except InputError as exc:
-        problems += [Problem("base", p.render(str(base_path))) for p in exc.problems]
+        problems += [Problem("base", p.said(str(base_path)), p.code) for p in exc.problems]
         return base_path, None
     if not isinstance(base, dict):
-        problems.append(Problem("base", f"{base_path} is not a scenario (expected a mapping)"))
+        why = f"{base_path} is not a scenario (expected a mapping)"
+        problems.append(Problem("base", why, "E-SWEEP"))
         return base_path, None
     return base_path, base
 
@@ -295,6 +295,7 @@ def _entries(
                 section,
                 f"expected a mapping of key paths to {what}, e.g. "
                 "hardware.tiers.hbf.write_bandwidth: [10 GB/s, 50 GB/s]",
+                "E-SWEEP",
             )
         )
         return {}
@@ -306,6 +307,7 @@ def _entries(
                 Problem(
                     f"{section}.{path_text}",
                     "expected a dotted key path such as training.grad_accumulation",
+                    "E-SWEEP",
                 )
             )
             continue
@@ -322,7 +324,7 @@ def _axes(raw: dict[str, Any], section: str, problems: list[Problem]) -> list[Ax
             if isinstance(values, dict) and values:  # nested, as in a scenario
                 inner = next(iter(values))
                 what += f"; a key is one dotted path: {path_text}.{inner}: [...]"
-            problems.append(Problem(where, what))
+            problems.append(Problem(where, what, "E-SWEEP"))
             continue
         if section == "grid":  # a zip's repeats are whole rows, checked once lengths agree
             problems += grid_problems(where, values)
@@ -334,7 +336,7 @@ def _zip_row_problems(axes: list[Axis], problems: list[Problem]) -> None:
     lengths = {a.path: len(a.values) for a in axes}
     if len(set(lengths.values())) > 1:
         listed = ", ".join(f"{p} has {n}" for p, n in lengths.items())
-        problems.append(Problem("zip", f"lists must have equal lengths ({listed})"))
+        problems.append(Problem("zip", f"lists must have equal lengths ({listed})", "E-SWEEP"))
     elif axes:
         problems += zip_problems({a.path: list(a.values) for a in axes})
 
@@ -342,7 +344,9 @@ def _zip_row_problems(axes: list[Axis], problems: list[Problem]) -> None:
 def _overlap_problems(paths: list[tuple[str, str]], problems: list[Problem]) -> None:
     for (where_a, a), (_, b) in itertools.combinations(paths, 2):
         if a == b or a.startswith(b + ".") or b.startswith(a + "."):
-            problems.append(Problem(where_a, f"overlaps with '{b}' (each value must be set once)"))
+            problems.append(
+                Problem(where_a, f"overlaps with '{b}' (each value must be set once)", "E-SWEEP")
+            )
 
 
 def _schema_problems(
@@ -351,12 +355,12 @@ def _schema_problems(
     found: list[Problem] = []
     resolved = resolve(base, base_path.parent, found)
     if found:
-        problems += [Problem("base", p.render(str(base_path))) for p in found]
+        problems += [Problem("base", p.said(str(base_path)), p.code) for p in found]
         return
     for where, path_text in paths:
         problem = path_problem(path_text.split("."), resolved)
         if problem:
-            problems.append(Problem(where, f"not a scenario key path: {problem}"))
+            problems.append(Problem(where, f"not a scenario key path: {problem}", "E-SWEEP"))
 
 
 def expand(spec: SweepSpec) -> list[Point]:

@@ -69,7 +69,7 @@ def read_log(path: Path) -> tuple[dict[str, dict[str, Any]], int, int]:
     except FileNotFoundError:
         return {}, 0, 0
     except FileProblem as exc:  # a FIFO or /dev/zero in its place would never end
-        raise InputError(str(path), [Problem("", str(exc))]) from None
+        raise InputError(str(path), [Problem("", str(exc), "E-RESULTS")]) from None
     intact = data.rfind(b"\n") + 1  # a last line without its newline is torn
     entries: dict[str, dict[str, Any]] = {}
     skipped = 0 if intact == len(data) else 1
@@ -267,7 +267,7 @@ def _needs_resume(log_path: Path, count: int) -> InputError:
         "sweep (where it is done, --resume runs nothing again and rewrites its tables), or "
         "choose another --out folder"
     )
-    return InputError("--out", [Problem(str(log_path.parent), message)])
+    return InputError("--out", [Problem(str(log_path.parent), message, "E-RESULTS")])
 
 
 def _line(entry: dict[str, Any]) -> bytes:
@@ -281,7 +281,7 @@ def _lock_folder(out: Path) -> int:
         return lock_folder(out)
     except FolderBusy:
         what = "another sweep (or a tiersim run) is writing to this folder right now"
-        raise InputError(str(out), [Problem("--out", what)]) from None
+        raise InputError(str(out), [Problem("--out", what, "E-RESULTS")]) from None
 
 
 def tidy(rows: list[dict[str, Any]], columns: list[str]) -> dict[str, list[Any]]:

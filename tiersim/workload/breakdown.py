@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from tiersim.state.inventory import stage_layers
 from tiersim.workload import kernels
-from tiersim.workload.comms import alone_s
+from tiersim.workload.comms import alone_s, capacities
 from tiersim.workload.stage_times import flop_timed_kernels
 
 if TYPE_CHECKING:
@@ -88,14 +88,14 @@ def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]
 
 def _blocking_s(r: Resolved, units, dp_per_microbatch: bool) -> float:
     """The step's blocking collectives over the stage's units, each at its time alone."""
-    m = r.execution.training.grad_accumulation
-    total = m * sum(alone_s(r, u.tp_forward) + alone_s(r, u.tp_backward) for u in units)
-    total += m * sum(alone_s(r, u.ep_forward) + alone_s(r, u.ep_backward) for u in units)
-    total += m * sum(alone_s(r, u.cp_forward) + alone_s(r, u.cp_backward) for u in units)
+    m, cap = r.execution.training.grad_accumulation, capacities(r)
+    total = m * sum(alone_s(r, u.tp_forward, cap) + alone_s(r, u.tp_backward, cap) for u in units)
+    total += m * sum(alone_s(r, u.ep_forward, cap) + alone_s(r, u.ep_backward, cap) for u in units)
+    total += m * sum(alone_s(r, u.cp_forward, cap) + alone_s(r, u.cp_backward, cap) for u in units)
     for u in units:
         if not r.execution.parallel.overlap_gradient_reduce:
-            total += alone_s(r, u.dp_gradients) * (m if dp_per_microbatch else 1)
-        total += alone_s(r, u.embedding_sync)
+            total += alone_s(r, u.dp_gradients, cap) * (m if dp_per_microbatch else 1)
+        total += alone_s(r, u.embedding_sync, cap)
     return total
 
 

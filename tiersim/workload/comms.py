@@ -29,6 +29,7 @@ from tiersim.hardware.collectives import (
     p2p_link,
 )
 from tiersim.hardware.resources import NetChannel, Network
+from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import Model
 
 if TYPE_CHECKING:
@@ -101,11 +102,20 @@ def comm(r: Resolved, name: str, group: str, op: Op, buffer: float, calls: int =
     return Comm(name, sent * calls, latency * calls, channel, group)
 
 
-def alone_s(r: Resolved, c: Comm | None) -> float:
-    """A collective's time with its link to itself."""
+def redone_share(r: Resolved) -> float:
+    """The share of the layers whose forward collectives the backward runs again: full
+    recompute's (1/N of the layers with training.recompute_every N), else none."""
+    if r.execution.training.recompute != "full":
+        return 0.0
+    return checkpointed_share(r.accounting.recompute_every)
+
+
+def alone_s(r: Resolved, c: Comm | None, cap: dict[Network, float] | None = None) -> float:
+    """A collective's time with its link to itself; `cap`: `capacities(r)`, where the caller
+    times many (each call would work them out again from the mesh)."""
     if c is None:
         return 0.0
-    rate = capacities(r)[c.resource]
+    rate = (capacities(r) if cap is None else cap)[c.resource]
     return c.latency_s + (c.nbytes / rate if rate != math.inf else 0.0)
 
 
@@ -159,12 +169,16 @@ def tensor_comms(r: Resolved, hidden: int | None) -> tuple[Comm | None, ...]:
     `parallel.overlap_tensor_backward` the backward collectives that run beside the
     weight-gradient GEMMs (all but the sequence-parallel gradient all-gathers) are hidden,
     costing only the SM share they take. Full recompute reruns the forward's collectives,
-    blocking, before backward."""
+    blocking, before backward; selective_op (torchtitan's policy saves the reduce-scatters'
+    outputs, not the all-gathers') reruns the all-gathers, which the backward above gathers
+    again anyway, or without sequence parallelism both all-reduces."""
     t = r.execution.parallel.tensor
     if t == 1 or not hidden:
         return None, None, None
     buffer = hidden_bytes(r, hidden)
-    redo = 1 if r.execution.training.recompute == "full" else 0
+    redo = redone_share(r)  # full recompute's (1/N of the layers with recompute_every N)
+    if r.execution.training.recompute == "selective_op" and not r.execution.parallel.sequence:
+        redo = 1  # torchtitan's op-level policy saves no all-reduce output: both rerun
     overlap = r.execution.parallel.overlap_tensor_backward
     if r.execution.parallel.sequence:
         fwd = _pair(r, "tp forward", buffer, 2)

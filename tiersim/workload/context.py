@@ -41,7 +41,7 @@ from tiersim.state.context import gathered_kv_bytes as gathered_kv_bytes
 from tiersim.state.context import kv_chunk_bytes, kv_values_per_token, local_tokens
 from tiersim.state.model import Transformer
 from tiersim.workload.attention import flash_computed
-from tiersim.workload.comms import Comm, alone_s, comm
+from tiersim.workload.comms import Comm, alone_s, comm, redone_share
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -102,6 +102,12 @@ def _joined(name: str, *comms: Comm | None) -> Comm | None:
     )
 
 
+def _scaled(c: Comm | None, share: float) -> Comm | None:
+    if c is None or share == 1:
+        return c
+    return Comm(c.name, c.nbytes * share, c.latency_s * share, c.resource, c.group)
+
+
 def ring_comms(r: Resolved, model: Transformer) -> ContextComms:
     c = r.execution.parallel.context
     chunk = kv_chunk_bytes(r, model)
@@ -112,9 +118,10 @@ def ring_comms(r: Resolved, model: Transformer) -> ContextComms:
     f_alone, b_alone = alone_s(r, fwd), alone_s(r, bwd)
     f_block, f_rest = _split("cp ring", fwd, f_alone - attn_f * covered, f_alone)
     b_block, b_rest = _split("cp ring backward", bwd, b_alone - attn_b * covered, b_alone)
-    if r.execution.training.recompute == "full":  # the forward's ring again, before backward
-        b_block = _joined("cp ring backward", b_block, f_block)
-        b_rest = _joined("cp ring backward (overlapped)", b_rest, f_rest)
+    again = redone_share(r)
+    if again:  # the forward's ring again, before backward (1/N of the layers: recompute_every)
+        b_block = _joined("cp ring backward", b_block, _scaled(f_block, again))
+        b_rest = _joined("cp ring backward (overlapped)", b_rest, _scaled(f_rest, again))
     return ContextComms(f_block, b_block, f_rest, b_rest)
 
 
@@ -123,7 +130,7 @@ def all_gather_comms(r: Resolved, model: Transformer) -> ContextComms:
     gathered = c * kv_chunk_bytes(r, model)
     fwd = comm(r, "cp all-gather", "context", "all_gather", gathered)
     rs = comm(r, "cp reduce-scatter", "context", "reduce_scatter", gathered)
-    calls = 2 if r.execution.training.recompute == "full" else 1
+    calls = 1 + redone_share(r)
     again = comm(r, "cp all-gather", "context", "all_gather", gathered, calls)
     return ContextComms(fwd, _joined("cp backward", again, rs))
 
@@ -140,7 +147,7 @@ def all_to_all_comms(r: Resolved, model: Transformer) -> ContextComms:
     channel = Network(NetChannel(link.kind))
     latency = 4 * (c - 1) * link.latency  # four all-to-alls (Q, K, V; output)
     fwd = Comm("cp all-to-all", one_pass, latency, channel, "context")
-    calls = 2 if r.execution.training.recompute == "full" else 1
+    calls = 1 + redone_share(r)
     bwd = Comm("cp all-to-all backward", one_pass * calls, latency * calls, channel, "context")
     return ContextComms(fwd, bwd)
 

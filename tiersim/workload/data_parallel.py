@@ -13,7 +13,7 @@ from tiersim.workload.comms import Comm, comm
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
-    from tiersim.workload.work import Unit
+    from tiersim.workload.unit import Unit
 
 
 def data_comms(r: Resolved, unit: Unit) -> dict[str, Comm | None]:

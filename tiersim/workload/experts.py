@@ -37,7 +37,7 @@ from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.collectives import GroupLink, group_link
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.model import Model
-from tiersim.workload.comms import Comm, alone_s, capacities
+from tiersim.workload.comms import Comm, alone_s, capacities, redone_share
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -105,7 +105,7 @@ def expert_comms(r: Resolved, model: Model, index: int) -> dict[str, Comm]:
     channel = Network(NetChannel(kind))
     nbytes = network or nvlink
     rest = max(0.0, all_to_all_s(r, model) - nbytes / capacities(r)[channel])
-    backward_calls = 4 if r.execution.training.recompute == "full" else 2
+    backward_calls = 2 + 2 * redone_share(r)
 
     def calls(name: str, n: int) -> Comm:
         return Comm(name, nbytes * n, rest * n, channel, "expert")

@@ -36,7 +36,7 @@ from tiersim.workload.comms import sm_share_s
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
-    from tiersim.workload.work import Unit
+    from tiersim.workload.unit import Unit
 
 COPY_OUT_B = 2.0  # per gathered weight byte: read and written once
 COPY_IN_B = 2.0  # per gradient byte: read and written once into the reduce-scatter input

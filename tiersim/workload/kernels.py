@@ -10,7 +10,8 @@ tokens, tensor-parallel size t, q = heads·head_dim, kv = kv_heads·head_dim, f 
   sliding-window layer's min(s, w));
 - backward: each linear's input gradient (T x K by N) and weight gradient (K x N by T), and
   attention's four batched products (dQ, dK, dP, dV);
-- recompute: full, the whole forward again; selective, attention's QK^T and PV again.
+- recompute: full, the whole forward again; selective, attention's QK^T and PV again;
+  selective_op, the mms torchtitan's policy does not save (workload/op_recompute.py).
 Attention's products as `training.attention_kernel` runs them (tiersim/workload/attention.py):
 eager all s x k scores, backward twice the forward; flash (and sdpa without a padding mask)
 the causal tiles only, (n + 1) / 2n of them at n = ceil(s / 128), backward 2.5x the forward
@@ -65,12 +66,14 @@ from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.gemm import gemm_s
 from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.inventory import master_bytes
+from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import Transformer
 from tiersim.state.mtp import mtp_forward_flops
 from tiersim.state.resolved import Resolved
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
 from tiersim.workload.eager import compile_bytes
 from tiersim.workload.fp8 import quantize_bytes
+from tiersim.workload.op_recompute import op_recompute_gemm_s
 
 FWD_HIDDEN_B, BWD_HIDDEN_B = 22.0, 38.0  # per element of the hidden states (e)
 FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), GeLU
@@ -119,6 +122,10 @@ class Kernels:
 
     def __add__(self, other: Kernels) -> Kernels:
         return Kernels(self.gemm_s + other.gemm_s, self.memory_s + other.memory_s)
+
+    def on_share(self, share: float) -> Kernels:
+        """This pass on a share of the layers (training.recompute_every N: 1/N rerun)."""
+        return self if share == 1 else Kernels(self.gemm_s * share, self.memory_s * share)
 
 
 @dataclass(frozen=True)
@@ -270,8 +277,10 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     backward = Kernels(lin_b + attention_b, sh.memory(elementwise_b + scores_b + quant_b))
     recompute = {
         "none": Kernels(),
-        "full": forward,
+        "full": forward.on_share(checkpointed_share(r.accounting.recompute_every)),
         "selective": selective_recompute(r, sh, b, attention, scores_f),
+        # torchtitan's op-level policy: its unsaved mms and the forward's memory-bound kernels
+        "selective_op": Kernels(op_recompute_gemm_s(sh), sh.memory(elementwise_f + quant_f)),
     }[r.execution.training.recompute]
     return LayerKernels(forward, backward, recompute)
 

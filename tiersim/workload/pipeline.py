@@ -14,20 +14,21 @@ adjacent virtual stages.
   (v - 1)·p warm-up forwards over the m·v (micro-batch, chunk) pairs, all of them when m = p;
   the k-th pair is micro-batch (k // pv)·p + k % p on chunk (k % pv) // p, backwards visit the
   chunks in reverse.
-- Step time: `evaluate` runs every stage's order as a dependency graph (a forward waits for
-  the previous virtual stage's forward plus c, a backward for the next virtual stage's backward
-  plus c; sends never block the sender) and returns each stage's timeline. For uniform stages
+- Step time: `pipeline_timeline.evaluate` runs every stage's order as a dependency graph (a
+  forward waits for the previous virtual stage's forward plus c, a backward for the next
+  virtual stage's backward plus c; sends never block the sender) and returns each stage's
+  timeline. For uniform stages
   and c = 0 it equals the closed form `step_time` = (v·m + p - 1)·(f + b) (tests check this).
   Transfers are not a constant: interleaved 1F1B hides them in steady state behind its extra
   warm-up and pays 2·(v·p - 1)·c while c is small against f; plain 1F1B has no warm-up slack
-  and exposes part of every steady-state exchange, so its cost grows with m. `exposed_p2p_s`
-  reads that cost off `evaluate`.
+  and exposes part of every steady-state exchange, so its cost grows with m.
+  `pipeline_steady.exposed_p2p_s` reads that cost off the evaluation.
 
 The engine's reduction: simulate one representative stage in detail (its v·m forwards and
 backwards, with whatever offload stalls they carry), then add the idle time the all-stage
-schedule imposes on it, `evaluate` run with per-(stage, chunk) times (the output head makes
+schedule imposes on it, that evaluation run with per-(stage, chunk) times (the output head makes
 the last stage's last chunk heavier) and its sends: the stage's step time minus its own work,
-split at its last backward (`tiersim.workload.work`). `evaluate` is O(p·v·m) (p = 64, m = 512:
+split at its last backward (`tiersim.workload.work`). It is O(p·v·m) (p = 64, m = 512:
 about 0.15 s); the engine uses `pipeline_steady.evaluate_steady`, the same figures from a
 schedule of about p + 4 micro-batches (3p + 2p interleaved) whose steady phase is verified to
 repeat, whatever m.
@@ -99,7 +100,7 @@ def bubble_s(pipeline: int, forward_s: float, backward_s: float) -> float:
     """Idle time the schedule adds to a stage's own v·m·(f + b): (p - 1)·(f + b).
 
     f and b are one micro-batch through one chunk. Exact for uniform stages with no p2p
-    time (the tests check it against `evaluate`); see `exposed_p2p_s` for transfers.
+    time (the tests check it against the evaluation); see `exposed_p2p_s` for transfers.
     """
     return (pipeline - 1) * (forward_s + backward_s)
 
@@ -178,21 +179,6 @@ def peak_inflight(ops: Sequence[Op]) -> int:
     return peak
 
 
-def exposed_p2p_s(
-    pipeline: int,
-    micro_batches: int,
-    virtual: int,
-    forward_s: float,
-    backward_s: float,
-    p2p_s: float,
-) -> float:
-    """Step time that point-to-point transfers of p2p_s each add to a uniform pipeline."""
-    from tiersim.workload.pipeline_steady import evaluate_steady  # it builds on this module
-
-    timed = evaluate_steady(pipeline, micro_batches, virtual, forward_s, backward_s, p2p_s).step_s
-    return timed - step_time(pipeline, micro_batches, virtual, forward_s, backward_s)
-
-
 # --- evaluation over all stages ----------------------------------------------------------------
 
 
@@ -212,52 +198,6 @@ def per_chunk(value: Times, pipeline: int, virtual: int, name: str) -> list[list
     if any(x < 0 for r in table for x in r):
         raise ValueError(f"{name}(={table}) must be >= 0")
     return table
-
-
-def _dependency(op: Op, stage: int, pipeline: int, virtual: int) -> tuple[tuple, bool] | None:
-    """The op this one waits for, as (key, crosses a p2p link); None for the first forward."""
-    if op.kind == "forward":
-        if stage > 0:
-            return ("forward", op.microbatch, stage - 1, op.chunk), True
-        if op.chunk > 0:
-            return ("forward", op.microbatch, pipeline - 1, op.chunk - 1), True
-        return None
-    if stage < pipeline - 1:
-        return ("backward", op.microbatch, stage + 1, op.chunk), True
-    if op.chunk < virtual - 1:
-        return ("backward", op.microbatch, 0, op.chunk + 1), True
-    return ("forward", op.microbatch, stage, op.chunk), False
-
-
-def evaluate(
-    pipeline: int,
-    micro_batches: int,
-    virtual: int,
-    forward_s: Times,
-    backward_s: Times,
-    p2p_s: float = 0.0,
-) -> PipelineTiming:
-    """Run every stage's schedule as a dependency graph and time it (the brute-force model).
-
-    `forward_s` / `backward_s`: one micro-batch through one chunk: one value, one per stage,
-    or one per stage and chunk (the output head makes the last stage's last chunk heavier).
-    Sends are asynchronous: a stage never waits for its own send to land, only for the input
-    it needs. Work is O(p·v·m); `tiersim.workload.pipeline_steady.evaluate_steady` gives the
-    same step and finishes at a cost independent of m.
-    """
-    fwd = per_chunk(forward_s, pipeline, virtual, "forward_s")
-    bwd = per_chunk(backward_s, pipeline, virtual, "backward_s")
-    if p2p_s < 0:
-        raise ValueError(f"p2p_s(={p2p_s}) must be >= 0")
-    from tiersim.workload.pipeline_timeline import timeline  # it builds on this module
-
-    starts, ends = timeline(pipeline, micro_batches, virtual, fwd, bwd, p2p_s)
-    return PipelineTiming(
-        step_s=max(e[-1] for e in ends),
-        busy_s=busy(micro_batches, fwd, bwd),
-        finish_s=tuple(e[-1] for e in ends),
-        starts=tuple(tuple(s) for s in starts),
-    )
 
 
 def busy(micro_batches: int, fwd: list[list[float]], bwd: list[list[float]]) -> tuple:

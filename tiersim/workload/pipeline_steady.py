@@ -1,6 +1,6 @@
 """The all-stage pipeline evaluation at a cost independent of the micro-batch count.
 
-`pipeline.evaluate` times every op of every stage: O(p·v·m). Its steady phase repeats, so
+`pipeline_timeline.evaluate` times every op of every stage: O(p·v·m). Its steady phase repeats, so
 `evaluate_steady` times a shorter schedule of n micro-batches (n ≡ m modulo the period),
 finds the repetition in it, verifies it, and extrapolates the step and each stage's finish
 by the remaining periods. Where no repetition is found in a schedule shorter than m, it
@@ -28,11 +28,11 @@ from tiersim.workload.pipeline import (
     Times,
     busy,
     check_schedule,
-    evaluate,
     per_chunk,
+    step_time,
     warmup_forwards,
 )
-from tiersim.workload.pipeline_timeline import timeline
+from tiersim.workload.pipeline_timeline import evaluate, timeline
 
 REL = 1e-12  # the repetition's tolerance, relative to the block's times
 
@@ -45,8 +45,9 @@ def evaluate_steady(
     backward_s: Times,
     p2p_s: float = 0.0,
 ) -> PipelineTiming:
-    """`pipeline.evaluate`'s step, busy and finish times (no per-op starts), extrapolated from
-    a shorter schedule once its steady phase is seen to repeat (module docstring)."""
+    """`pipeline_timeline.evaluate`'s step, busy and finish times (no per-op starts),
+    extrapolated from a shorter schedule once its steady phase is seen to repeat (module
+    docstring)."""
     check_schedule(pipeline, micro_batches, virtual)
     fwd = per_chunk(forward_s, pipeline, virtual, "forward_s")
     bwd = per_chunk(backward_s, pipeline, virtual, "backward_s")
@@ -106,3 +107,17 @@ def _repetition(pipeline: int, n: int, virtual: int, ends: list[list[float]]) ->
         if max(shifts) - min(shifts) <= scale:
             return shifts[-1]
     return None
+
+
+def exposed_p2p_s(
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    forward_s: float,
+    backward_s: float,
+    p2p_s: float,
+) -> float:
+    """Step time that point-to-point transfers of p2p_s each add to a uniform pipeline."""
+
+    timed = evaluate_steady(pipeline, micro_batches, virtual, forward_s, backward_s, p2p_s).step_s
+    return timed - step_time(pipeline, micro_batches, virtual, forward_s, backward_s)

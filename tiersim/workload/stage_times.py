@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.activations import MEGATRON
+from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
 from tiersim.workload.comms import Comm, p2p_send_s, rest_tensor_comms, sm_share_s
@@ -98,7 +99,9 @@ def flop_timed_kernels(
     moe_f, moe_b = moe_block_s(r, model)
     # the same expressions, in the same order, as the step time has always summed them
     forward = Kernels(model.layer_forward_flops(seq, mbs) / t / cp / rate, elementwise + moe_f)
-    recompute = forward if r.execution.training.recompute == "full" else Kernels()
+    recompute = Kernels()
+    if r.execution.training.recompute == "full":  # 1/N of the layers with recompute_every N
+        recompute = forward.on_share(checkpointed_share(r.accounting.recompute_every))
     if r.execution.training.recompute == "selective" and isinstance(model, Transformer | LayerView):
         scores = 5.0 * model.attention_heads * seq * seq * mbs / t / cp  # softmax, mask, dropout
         recompute = Kernels(

@@ -50,40 +50,7 @@ from tiersim.workload.fsdp_exposure import with_fsdp_overheads
 from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunks, compute_times
-
-
-@dataclass(frozen=True)
-class Unit:
-    name: str
-    params: int  # parameters this GPU holds for the unit (after tensor division)
-    weights_full: int  # bytes compute needs in HBM
-    gradients_full: int  # bytes backward produces
-    homed: Mapping[str, int]  # bytes of each per-parameter class homed per GPU (its shard
-    # where sharded)
-    gradients_for_update: int  # gradient bytes the optimizer reads (its shard)
-    weights_updated: int  # weight bytes the optimizer produces (its shard)
-    activations: int  # bytes retained per micro-batch
-    forward_s: float
-    backward_s: float
-    recompute_s: float
-    optimizer_gpu_s: float
-    optimizer_cpu_s: float
-    tp_forward: Comm | None = None  # blocking, in the GPU stream, per micro-batch
-    tp_backward: Comm | None = None
-    dp_weights: Comm | None = None  # all-gather of sharded weights before each use
-    dp_gradients: Comm | None = None  # reduce-scatter or all-reduce of the unit's gradients
-    dp_parameters: Comm | None = None  # all-gather of updated weights after the optimizer
-    embedding_sync: Comm | None = None  # tied embeddings: first and last stage, before update
-    expert_weights_full: int = 0  # the routed experts' share of weights_full
-    expert_gradients_full: int = 0
-    ep_forward: Comm | None = None  # expert parallelism's all-to-alls, blocking, per micro-batch
-    ep_backward: Comm | None = None
-    home: Mapping[str, str] | None = None  # the unit's own home of each class (a layer's
-    # routed experts placed apart: placement.experts); None: the scenario's homes
-    cp_forward: Comm | None = None  # context parallelism's exchange that blocks, per mb
-    cp_backward: Comm | None = None
-    cp_forward_hidden: Comm | None = None  # ... and what flows beside the attention blocks
-    cp_backward_hidden: Comm | None = None
+from tiersim.workload.unit import Unit
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,8 @@ OPTIONS = (
         None,
         "FILE",
         "where PyTorch sees a CUDA GPU, also measure its kernel table (BF16 GEMMs on a grid "
-        "of shapes, FP8 GEMM, causal SDPA attention by sequence) and write it to FILE.yaml, "
+        "of shapes, FP8 GEMM, the share of each kept over 30 s of back-to-back GEMMs, causal "
+        "SDPA attention by sequence) and write it to FILE.yaml, "
         "usable as hardware.gpu.kernels: FILE.yaml (docs/kernels.md; default: none)",
     ),
 )
@@ -121,6 +122,7 @@ def _base(name: str) -> dict[str, Any]:
                     Problem(
                         "--base",
                         f"unknown hardware preset {name!r} (available: {names}, or a YAML file)",
+                        "E-PRESET",
                     )
                 ],
             ) from None
@@ -133,6 +135,7 @@ def _base(name: str) -> dict[str, Any]:
                     "--base",
                     f"{name} needs a 'gpu' section and "
                     "'hbm' and 'dram' tiers to fill in what is not measured",
+                    "E-PRESET",
                 )
             ],
         )
@@ -146,17 +149,17 @@ def _storage_problems(path: Path, size: int) -> list[Problem]:
 
     if not path.is_dir():
         what = "is not a folder" if path.exists() else "does not exist"
-        return [Problem("--path", f"{path} {what} (expected a writable folder)")]
+        return [Problem("--path", f"{path} {what} (expected a writable folder)", "E-OPTION")]
     try:
         probe_file(path).unlink()
         free = shutil.disk_usage(path).free
     except StorageError as exc:
-        return [Problem(exc.option, str(exc))]
+        return [Problem(exc.option, str(exc), "E-OPTION")]
     except OSError as exc:
-        return [Problem("--path", f"{path}: cannot use it: {exc.strerror or exc}")]
+        return [Problem("--path", f"{path}: cannot use it: {exc.strerror or exc}", "E-OPTION")]
     if size > free:
         why = f"the {fmt_bytes(size)} test file does not fit: {fmt_bytes(free)} free"
-        return [Problem("--size", f"{path}: {why} (expected a smaller --size)")]
+        return [Problem("--size", f"{path}: {why} (expected a smaller --size)", "E-OPTION")]
     return []
 
 
@@ -172,7 +175,7 @@ def memory_problems(size: int, available: int | None = None) -> list[Problem]:
         f"the copy needs two arrays of {fmt_bytes(size)}, {fmt_bytes(2 * size)} in all: "
         f"{fmt_bytes(available)} is available (expected a smaller --memory-size)"
     )
-    return [Problem("--memory-size", why)]
+    return [Problem("--memory-size", why, "E-OPTION")]
 
 
 def settings(args: argparse.Namespace) -> Settings:
@@ -186,7 +189,9 @@ def settings(args: argparse.Namespace) -> Settings:
         ("--gpu-size", args.gpu_size, 1),
     ):
         if value < least:
-            problems.append(Problem(option, f"must be at least {least:,} B (got {value:,} B)"))
+            problems.append(
+                Problem(option, f"must be at least {least:,} B (got {value:,} B)", "E-OPTION")
+            )
     problems += memory_problems(args.memory_size)
     if problems:
         raise InputError(SOURCE, problems)
@@ -280,14 +285,16 @@ def run(args: argparse.Namespace) -> int:
     base = _base(args.base)
     if args.kernels_out and not args.kernels_out.endswith((".yaml", ".yml")):
         why = "expected a file name ending .yaml (gpu.kernels reads a table by its suffix)"
-        raise InputError(SOURCE, [Problem("--kernels-out", f"{args.kernels_out!r}: {why}")])
+        raise InputError(
+            SOURCE, [Problem("--kernels-out", f"{args.kernels_out!r}: {why}", "E-OPTION")]
+        )
     out = Path(args.out)
     inputs = [Path(args.base)] if is_preset_file(args.base) else []
     usable_preset_path("--out", out, inputs, SOURCE)
     try:
         cal = calibrate(settings(args))
     except StorageError as exc:  # the checks in settings() passed, then the I/O failed
-        raise InputError(SOURCE, [Problem(exc.option, str(exc))]) from None
+        raise InputError(SOURCE, [Problem(exc.option, str(exc), "E-OPTION")]) from None
     text = hardware_preset(cal, base, args.base)
     check_preset(text)
     try:

@@ -260,7 +260,9 @@ def run(args: argparse.Namespace) -> int:
     if all(c.reference.calibrates for c in comparisons):
         where = str((args.folder or published_dir()) / REFERENCES)
         why = "every run is a calibration run: nothing left to check the model against"
-        raise InputError(where, [Problem("", f"{why} (expected a run without 'calibrates')")])
+        raise InputError(
+            where, [Problem("", f"{why} (expected a run without 'calibrates')", "E-PUBLISHED")]
+        )
     summary = summarize(comparisons)
     if args.format == "json":
         from tiersim.groundtruth.loso import leave_one_source_out

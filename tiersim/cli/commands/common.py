@@ -101,9 +101,10 @@ def add_executor_args(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace) -> Loaded:
-    from tiersim.config.load import load_scenario
+    from tiersim.api import SET_FLAGS
+    from tiersim.api import load as load_scenario
 
-    return load_scenario(args.scenario, args.overrides)
+    return load_scenario(args.scenario, args.overrides, SET_FLAGS)
 
 
 def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
@@ -116,9 +117,9 @@ def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
 
 def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
     """The lines print_notes prints (a command reading two scenarios merges its two lists)."""
+    from tiersim.api import notes
     from tiersim.config.overrides import clipped, parse_override
     from tiersim.config.yamllines import key_lines
-    from tiersim.runner import scenario_notes
 
     given: dict[str, str] = {}
     times: dict[str, int] = {}
@@ -130,13 +131,13 @@ def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
         if count > 1:
             last = clipped(given[path])
             what = f"given {count} times by --set: the last, {last}, is used"
-            out.append(f"note: {loaded.source}: {path}: {what}")
+            out.append(f"note: {Problem(path, what, 'W-SET-REPEATED').render(loaded.source)}")
     lines = key_lines(loaded.text) if loaded.text else {}
-    for note in scenario_notes(loaded.scenario):
+    for note in notes(loaded):
         line = lines.get(note.path)
         origin = f" (line {line})" if line else ""
         origin = f" (from --set {given[note.path]})" if note.path in given else origin
-        out.append(f"note: {note.render(loaded.source)}{origin}")
+        out.append(f"note: {note.reworded(note.message + origin).render(loaded.source)}")
     return out
 
 
@@ -144,8 +145,8 @@ def output_error(option: str, path: str | Path, why: str, command: str = "") -> 
     """The exit-2 error for an output path the user gave: '--out: PATH: why', or with the
     command that names its other errors so, 'tiersim calibrate: --out: PATH: why'."""
     if command:
-        return InputError(command, [Problem(option, f"{path}: {why}")])
-    return InputError(option, [Problem(str(path), why)])
+        return InputError(command, [Problem(option, f"{path}: {why}", "E-RESULTS")])
+    return InputError(option, [Problem(str(path), why, "E-RESULTS")])
 
 
 def cannot_write(
@@ -162,7 +163,7 @@ def usable_folder(option: str, folder: Path) -> None:
     try:
         if folder.exists() and not folder.is_dir():  # /dev/null is no file, nor a folder
             why = f"is {'a file' if folder.is_file() else 'not a folder'} (expected a folder path)"
-            raise InputError(option, [Problem(str(folder), why)])
+            raise InputError(option, [Problem(str(folder), why, "E-RESULTS")])
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a name too long, a symlink loop, a read-only place, ...
         raise cannot_write(option, folder, exc, "a writable folder path") from None

@@ -20,7 +20,6 @@ MAX_REPORT_BYTES = 64 * 2**20  # a report.json is tens of kB; anything this larg
 @dataclass(frozen=True)
 class Side:
     label: str
-    document: dict[str, Any]
     report: dict[str, Any]
 
 
@@ -50,12 +49,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.report.compare import compare, compare_tables
-    from tiersim.report.cost import cost_comparison, cost_text
+    from tiersim.api import compare
+    from tiersim.report.compare import compare_tables
+    from tiersim.report.cost import cost_text
     from tiersim.report.json_report import to_json
 
     if args.b is None and not args.overrides:
-        problem = Problem("", "give B, or --set overrides to compare A with (expected A B)")
+        problem = Problem(
+            "", "give B, or --set overrides to compare A with (expected A B)", "E-RESULTS"
+        )
         raise InputError("compare", [problem])
     # both sides read and checked before either is simulated: a bad B fails at once
     pending = [load_side(Path(args.a), []), load_side(Path(args.b or args.a), args.overrides)]
@@ -63,11 +65,9 @@ def run(args: argparse.Namespace) -> int:
     for line in dict.fromkeys(notes):  # B = A --set ...: A's own notes are B's too, said once
         print(line, file=sys.stderr)
     a, b = (side(name, *p) for name, p in zip("AB", pending, strict=True))
-    result = compare(a.document, b.document, a.report, b.report)
     # priced, where either scenario gives a price (tiersim.analysis.cost)
-    cost = cost_comparison(pending[0][1].scenario, pending[1][1].scenario, a.report, b.report)
-    if cost is not None:
-        result["cost"] = cost
+    result = compare(pending[0][1], pending[1][1], a.report, b.report)
+    cost = result.get("cost")
     if args.format == "json":
         print(to_json({"a": a.label, "b": b.label, **result}))
     else:
@@ -80,48 +80,52 @@ def run(args: argparse.Namespace) -> int:
 def load_side(path: Path, overrides: list[str]) -> tuple[str, Any, dict[str, Any] | None]:
     """One side read and checked: its label, its scenario, and its report where a results
     folder has one (None: the scenario is simulated, a file or a folder with --set)."""
-    from tiersim.config.load import load_scenario
+    from tiersim.api import SET_FLAGS
+    from tiersim.api import load as load_scenario
 
     # as a shell would take it back: `--set 'k=100 GB/s'` (a label is copied into commands)
     label = shlex.join([str(path), *(x for o in overrides for x in ("--set", o))])
     if path.is_dir():
         scenario, report = _folder(path, overrides)
         return label, scenario, report
-    return label, load_scenario(path, overrides), None
+    return label, load_scenario(path, overrides, SET_FLAGS), None
 
 
 def side(name: str, label: str, loaded: Any, report: dict[str, Any] | None) -> Side:
-    """One side's document and report: a results folder's as written, else simulated now
+    """One side's report: a results folder's as written, else simulated now
     (`name`, A or B, says which side cannot run where one cannot)."""
-    from tiersim.config.document import scenario_document
-    from tiersim.runner import Run
+    from tiersim.api import run as simulate
 
     if report is not None:
-        return Side(label, scenario_document(loaded.scenario), report)
+        return Side(label, report)
     print(f"simulating {label} ...", file=sys.stderr)
     try:
-        report = Run.of(loaded).report
+        report = simulate(loaded).report
     except InfeasibleError as exc:
         raise InfeasibleError(f"{name} = {label}: {exc}") from None
-    return Side(label, scenario_document(loaded.scenario), report)
+    return Side(label, report)
 
 
 def _folder(path: Path, overrides: list[str]):
     """(the folder's scenario, its report; None when --set asks for a new run)."""
-    from tiersim.config.load import load_scenario
+    from tiersim.api import SET_FLAGS
+    from tiersim.api import load as load_scenario
 
     scenario_file, report_file = path / "scenario.yaml", path / "report.json"
     missing = [f.name for f in (scenario_file, report_file) if not f.is_file()]
     if missing:
         why = f"has no {' or '.join(missing)} (expected a folder `tiersim run` wrote, or a file)"
-        raise InputError(str(path), [Problem("", why)])
-    loaded = load_scenario(scenario_file, overrides)
+        raise InputError(str(path), [Problem("", why, "E-RESULTS")])
+    loaded = load_scenario(scenario_file, overrides, SET_FLAGS)
     return loaded, (None if overrides else read_report(report_file))
 
 
 def read_report(path: Path) -> dict[str, Any]:
     def bad(why: str) -> InputError:
-        return InputError(str(path), [Problem("", f"{why} (expected a report.json tiersim wrote)")])
+        return InputError(
+            str(path),
+            [Problem("", f"{why} (expected a report.json tiersim wrote)", "E-RESULTS")],
+        )
 
     try:
         with path.open("rb") as handle:

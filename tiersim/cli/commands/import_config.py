@@ -79,19 +79,19 @@ def _add_sources(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.frameworks.assemble import ImportOptions, import_configs
+    from tiersim.api import imported as import_configs
 
-    options = ImportOptions(
+    paths = [Path(p) for p in args.configs]
+    imported = import_configs(
+        paths,
         args.kind,
         args.hf_config,
         args.hardware,
         args.gpus,
+        args.overrides,
         args.name,
-        tuple(args.overrides),
         args.recipe,
     )
-    paths = [Path(p) for p in args.configs]
-    imported = import_configs(paths, options)
     for line in imported.note_lines():
         print(line, file=sys.stderr)
     text = imported.yaml_text()

@@ -20,15 +20,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.api import inventory
     from tiersim.report.json_report import activations_section, inventory_report, to_json
     from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.text import inventory_tables
-    from tiersim.state.inventory import build_inventory
-    from tiersim.state.resolved import resolve
 
     loaded = load(args)
     print_notes(loaded, args.overrides)
-    inv = build_inventory(resolve(loaded.scenario))
+    inv = inventory(loaded)
     if args.format == "json":
         report = inventory_report(loaded.scenario, inv)
         report["activations"] = activations_section(loaded.scenario, inv)

@@ -19,10 +19,11 @@ if TYPE_CHECKING:  # annotations only: the heavy modules load when a command run
     from tiersim.groundtruth.measure import Measurement, Request
 
 EPILOG = """\
---implementation huggingface trains a transformers model (GPT-2, Llama, Mistral or Qwen2 code,
-chosen by the model's norm, MLP and biases) and predicts with training.implementation
-huggingface for the device it runs on: every class, the layers and what lies outside them.
-With the default (tiersim's own modules):
+By default (--implementation huggingface) measure trains a transformers model (GPT-2, Llama,
+Mistral, Qwen2 or Mixtral code, chosen by the model's norm, MLP and biases) and predicts with
+training.implementation huggingface for the device it runs on: every class, the layers and what
+lies outside them, and the step's peak (on the CPU from the profiler's memory events).
+With --implementation tiersim (tiersim's own modules; the default with --calibrate or --fsdp):
 weights, gradients and optimizer state are the bytes of the real tensors and must equal
 tiersim's prediction exactly (Adam's and Adafactor's 4-byte scalar `step` counters are reported
 apart, not as optimizer state). Activations are the storages autograd saves for backward inside
@@ -121,10 +122,10 @@ def _module_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--implementation",
         choices=IMPLEMENTATIONS,
-        default="tiersim",
-        help="the modules trained: tiersim's own (compared with the megatron formula, for "
-        "--calibrate) or a transformers model built from the dimensions, random weights, "
-        "nothing downloaded (compared with the huggingface accounting) (default: tiersim)",
+        help="the modules trained: a transformers model built from the dimensions, random "
+        "weights, nothing downloaded (compared with the huggingface accounting, like with "
+        "like) or tiersim's own (compared with the megatron formula, for --calibrate and "
+        "--fsdp) (default: huggingface; tiersim with --calibrate or --fsdp)",
     )
     parser.add_argument(
         "--attention",
@@ -174,6 +175,15 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def implementation(args: argparse.Namespace) -> str:
+    """The modules measured: as typed, else what the other options need (--calibrate's factor
+    and --fsdp's shards are tiersim's own modules), else transformers' model, which the
+    huggingface accounting predicts like with like."""
+    if args.implementation:
+        return args.implementation
+    return "tiersim" if args.calibrate or args.fsdp is not None else "huggingface"
+
+
 def request(args: argparse.Namespace) -> Request:
     from tiersim.groundtruth.measure import SOURCE, Request
 
@@ -186,6 +196,7 @@ def request(args: argparse.Namespace) -> Request:
                     "--set",
                     f"{o!r}: only model dimensions can be overridden here "
                     "(model.KEY=VALUE); use the other options for the training shape",
+                    "E-SET",
                 )
                 for o in bad
             ],
@@ -199,7 +210,7 @@ def request(args: argparse.Namespace) -> Request:
         dtype=args.dtype,
         attention=args.attention,
         device=args.device,
-        implementation=args.implementation,
+        implementation=implementation(args),
         dropout=args.dropout,
         overrides=tuple(args.overrides),
         base_dir=Path.cwd(),
@@ -242,6 +253,13 @@ def table(m: Measurement) -> str:
     return render(["class", "measured", "predicted", "difference"], rows, title)
 
 
+def _apart(m: Measurement) -> str:
+    """What the optimizer class leaves out: per optimizer, not per parameter."""
+    from tiersim.state.optimizers import optimizer
+
+    return optimizer(m.scenario.training.optimizer).reported_apart
+
+
 def hf_notes(m: Measurement) -> list[str]:
     """What ran, per layer and outside against the prediction, and what a GPU keeps otherwise."""
     from tiersim.state.activations import DEVICE_TERMS, accounting_for
@@ -259,7 +277,7 @@ def hf_notes(m: Measurement) -> list[str]:
         + f", predicted {fmt_bytes(m.predicted_per_layer or 0)}; outside the {len(per)} layers "
         f"(ids, {rotary}final norm, head input, fp32 log-softmax, labels): measured "
         f"{fmt_bytes(outside)}, predicted {fmt_bytes(predicted_outside)}",
-        f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of scalar step counters",
+        f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of {_apart(m)}",
     ]
     if m.device == "cpu":
         lines += [f"on a GPU this differs: {term}" for term in DEVICE_TERMS]
@@ -282,7 +300,7 @@ def notes(m: Measurement) -> str:
         "which the megatron accounting does not count (the huggingface one does)",
         f"activations measured / tiersim's formula = {m.activation_factor():.4f} (--calibrate "
         "FILE writes it into a model preset; `tiersim measure --help` explains the terms)",
-        f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of scalar step counters",
+        f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of {_apart(m)}",
         "master: one precision throughout, so no separate master copy exists or is predicted",
     ]
     lines += shrink_lines(m)
@@ -326,7 +344,9 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:
         if not any(p.path in OPTION_KEYS for p in exc.problems):
             raise
-        problems = [Problem(OPTION_KEYS.get(p.path, p.path), p.message) for p in exc.problems]
+        problems = [
+            Problem(OPTION_KEYS.get(p.path, p.path), p.message, p.code) for p in exc.problems
+        ]
         raise InputError(exc.source, problems) from None
 
 
@@ -336,13 +356,15 @@ def _run(args: argparse.Namespace) -> int:
     from tiersim.report.json_report import to_json
 
     req = request(args)
-    if args.calibrate and (args.fsdp is not None or args.implementation == "huggingface"):
+    if args.calibrate and (args.fsdp is not None or req.implementation == "huggingface"):
         why = (
             "not with --fsdp"
             if args.fsdp is not None
             else "huggingface's accounting needs no factor (set training.implementation)"
         )
-        raise InputError(SOURCE, [Problem("--calibrate", f"{why} (expected tiersim's modules)")])
+        raise InputError(
+            SOURCE, [Problem("--calibrate", f"{why} (expected tiersim's modules)", "E-OPTION")]
+        )
     if args.fsdp is not None:
         return run_fsdp(req, args.fsdp, args.format)
     preset = Path(args.calibrate) if args.calibrate else None

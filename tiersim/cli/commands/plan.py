@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from tiersim.cli.commands.common import (
     add_executor_args,
@@ -86,37 +85,41 @@ def _time_limit(text: str) -> float:
     try:
         limit = parse(text, Kind.TIME, example="10 min")
     except ValueError as exc:
-        raise InputError("--time-limit", [Problem(text, str(exc))]) from None
+        raise InputError("--time-limit", [Problem(text, str(exc), "E-OPTION")]) from None
     if not limit > 0:
         why = "must be longer than 0 s (expected e.g. 10 min)"
-        raise InputError("--time-limit", [Problem(text, why)])
+        raise InputError("--time-limit", [Problem(text, why, "E-OPTION")])
     return limit
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.plan.report import plan_report, plan_text
-    from tiersim.plan.run import PlanOptions, plan
+    from tiersim.api import plan
+    from tiersim.plan.report import plan_text
     from tiersim.report.json_report import to_json
     from tiersim.sweep.execute import SweepAborted, check_executor
 
     limit = _time_limit(args.time_limit)
     check_executor(args.executor, args.scheduler)  # before any candidate is checked or timed
-    options = PlanOptions(
-        args.objective, args.top, args.workers, args.executor, args.scheduler, limit
-    )
     print_notes(load(args), args.overrides)  # the base scenario's, as run gives them
     try:
-        outcome = plan(Path(args.scenario), options, tuple(args.overrides))
+        planned = plan(
+            args.scenario,
+            args.overrides,
+            args.objective,
+            args.top,
+            args.workers,
+            limit,
+            args.executor,
+            args.scheduler,
+        )
     except SweepAborted as exc:
         print(f"tiersim: plan stopped: {exc}", file=sys.stderr)
         return EXIT_ABORTED
-    report = plan_report(outcome, args.objective, args.top)
+    report = planned.report
     if args.break_even and report["hbf_optimizer"] is not None:
-        from tiersim.plan.breakeven import hbf_break_even, hbf_break_even_text
+        from tiersim.plan.breakeven import hbf_break_even_text
 
-        section = hbf_break_even(
-            Path(args.scenario), report["hbf_optimizer"], outcome.base_overrides
-        )
+        section = planned.break_even()
         report["hbf_optimizer"]["break_even"] = section
         if args.format != "json":
             print(plan_text(report) + "\n\n" + hbf_break_even_text(section))

@@ -30,31 +30,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def model_presets() -> dict[str, dict[str, Any]]:
+    from tiersim.api import model_facts
     from tiersim.config.load import build
-    from tiersim.state.inventory import model_summary
-    from tiersim.state.model import build_model
 
     out = {}
     for name in preset_names("models"):
         loaded = build({"name": "preset", "model": {"preset": name}}, HERE, f"preset {name}")
-        spec = loaded.scenario.model
-        model = build_model(spec)
-        out[name] = {**model_summary(model), "max_positions": spec.max_positions}
-        out[name] |= _expert_widths(getattr(model, "moe", None))
+        out[name] = model_facts(loaded)
     return out
-
-
-def _expert_widths(moe: Any) -> dict[str, int | None]:
-    """A mixture of experts' widths, which `ffn_hidden` (the dense layers') is not: the routed
-    experts', and the shared experts' count and width. Every MoE row has the three keys (the
-    width null where there are no shared experts); a dense row none, as with `experts`."""
-    if moe is None:
-        return {}
-    return {
-        "expert_ffn_hidden": moe.ffn_hidden,
-        "shared_experts": moe.shared,
-        "shared_expert_ffn_hidden": moe.shared_ffn_hidden if moe.shared else None,
-    }
 
 
 def hardware_presets() -> dict[str, dict[str, Any]]:

@@ -167,23 +167,23 @@ def _sweep_folder_problem(folder: Path) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.api import check
+    from tiersim.api import run as simulate
     from tiersim.report.json_report import to_json
     from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.output import write_run, write_trace
     from tiersim.report.text import step_tables
-    from tiersim.rulebook import check_scenario
-    from tiersim.runner import Run
 
     loaded = load(args)
     scenario = Path(args.scenario)
-    check_scenario(loaded, scenario)  # what validate refuses (a plan: section too), refused
+    check(loaded, scenario)  # what validate refuses (a plan: section too), refused
     print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     tracing = args.trace is not None
     trace = Path(args.trace) if args.trace else folder / "trace.json"
     _refuse_outputs(args, loaded, folder, trace if tracing else None)
     with _locked(folder):  # one writer: two runs must not leave one's scenario, the other's report
-        built = Run.of(loaded, record=tracing or args.plot)  # built, simulated once, collected
+        built = simulate(loaded, record=bool(tracing or args.plot)).lifecycle  # simulated once
         report, result = built.report, built.result
         text = to_json(report)
         try:
@@ -225,13 +225,13 @@ def _refuse_outputs(
     except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long, ...
         why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a folder path)"
     if why:
-        raise InputError("--out", [Problem(str(folder), why)])
+        raise InputError("--out", [Problem(str(folder), why, "E-RESULTS")])
     try:
         why = _trace_problem(trace, _inputs(loaded, scenario), folder) if trace else None
     except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte, ...
         why = f"cannot use it: {getattr(exc, 'strerror', None) or exc} (expected a file path)"
     if why:
-        raise InputError("--trace", [Problem(str(trace), why)])
+        raise InputError("--trace", [Problem(str(trace), why, "E-RESULTS")])
 
 
 PLOT_NAME = "step.png"
@@ -263,7 +263,7 @@ def _locked(folder: Path) -> Iterator[None]:
     except FolderBusy:
         why = "another tiersim run or sweep is writing to this folder right now"
         raise InputError(
-            "--out", [Problem(str(folder), f"{why} (expected another folder)")]
+            "--out", [Problem(str(folder), f"{why} (expected another folder)", "E-RESULTS")]
         ) from None
     finally:
         if made:

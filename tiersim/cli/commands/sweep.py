@@ -154,7 +154,7 @@ def _sweep(args: argparse.Namespace, spec: SweepSpec, out: Path, workers: int, w
         where = f"point {first['point']} ({describe(outcome.points[0].values)})"
         hint = f"`tiersim validate {spec.source}` lists every problem and the file it is in"
         what = f"every point is invalid; {first['error']} ({hint})"
-        raise InputError(spec.source, [Problem(where, what)])
+        raise InputError(spec.source, [Problem(where, what, "E-SWEEP")])
     return 0
 
 
@@ -215,7 +215,9 @@ def _unwritable(out: Path, exc: OutputError) -> InputError:
 
     error = cannot_write("--out", exc.path, exc.error, "room for the sweep's results in --out")
     kept = Problem(
-        str(out), f"the points in {LOG_NAME} are kept; make room and rerun with --resume"
+        str(out),
+        f"the points in {LOG_NAME} are kept; make room and rerun with --resume",
+        "E-RESULTS",
     )
     return InputError(error.source, [*error.problems, kept])
 

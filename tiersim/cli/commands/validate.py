@@ -31,10 +31,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.api import check
     from tiersim.config.load import build_file
     from tiersim.config.overrides import apply_overrides
     from tiersim.config.yamlfile import read_yaml_and_text
-    from tiersim.rulebook import check_scenario
     from tiersim.sweep.spec import is_sweep
 
     path = Path(args.file)
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if is_sweep(raw):
         if args.overrides:
             why = "applies to a scenario file (expected the value in the sweep's base or grid)"
-            raise InputError(str(path), [Problem(f"--set {args.overrides[0]}", why)])
+            raise InputError(str(path), [Problem(f"--set {args.overrides[0]}", why, "E-SET")])
         print(f"{args.file}: {_check_sweep(raw, text, path, args.max_points)}")
         from tiersim.sweep.spec import read_sweep
 
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     loaded = build_file(raw, text, path, args.overrides)
     # the rules run, sweep and plan apply too (a plan: section as `tiersim plan` checks it)
-    check_scenario(loaded, path, apply_overrides(raw, args.overrides, str(path)))
+    check(loaded, path, apply_overrides(raw, args.overrides, str(path)))
     print(f"{args.file}: valid scenario '{loaded.scenario.name}'")
     print_notes(loaded, args.overrides)
     return 0

@@ -47,21 +47,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.analysis.wear import assess
-    from tiersim.analysis.wear_remedy import with_simulated_remedies
+    from tiersim.api import wear as judged
     from tiersim.report.json_report import to_json
-    from tiersim.report.wear import assessment_dict
-    from tiersim.runner import Run
 
     loaded = load(args)
     print_notes(loaded, args.overrides)
-    built = Run.of(loaded)  # checked; its changed scenarios are its variants, each run once
-    result, simulate = built.result, built.simulated
-    assessed = with_simulated_remedies(loaded.scenario, assess(loaded.scenario, result), simulate)
-    extra = _robustness(args, loaded.scenario, assessed, simulate)
+    worn = judged(loaded)  # checked; its changed scenarios are its run's variants, each run once
+    assessed = worn.assessed
+    extra = _robustness(args, loaded.scenario, assessed, worn.simulate)
     if args.format == "json":
-        tiers = loaded.scenario.hardware.tiers
-        wear = {name: assessment_dict(a, tiers[name]) for name, a in assessed.items()}
+        wear = worn.dicts()
         print(
             to_json(
                 {
@@ -83,7 +78,7 @@ def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[
 
     if args.plot and not args.break_even:
         why = "draws --break-even's ranges (expected --break-even beside it)"
-        raise InputError("--plot", [Problem(args.plot, why)])
+        raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
     if not args.break_even:
         return {}
     from tiersim.report.breakeven import break_even_section, ranges_section
@@ -105,7 +100,9 @@ def _write_ranges_plot(path: Path, ranges: dict | None, scenario) -> None:
     from tiersim.report.ranges_plot import ranges_figure
 
     if ranges is None:
-        raise InputError("--plot", [Problem(str(path), "no hbf tier with endurance to draw")])
+        raise InputError(
+            "--plot", [Problem(str(path), "no hbf tier with endurance to draw", "E-OPTION")]
+        )
     budget = scenario.budget.tiers.get(ranges["tier"])
     days = budget.lifetime / DAY_S if budget is not None and budget.lifetime else None
     try:
@@ -163,16 +160,17 @@ def _drive_writes(a: Assessment) -> str:
 
 
 def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
-    from tiersim.analysis.flash import device_physical_bytes, levelled_whole
+    from tiersim.api import flash_span
     from tiersim.report.wear import assessment_dict
 
     w, d = a.wear, assessment_dict(a)
+    device_physical_bytes, levelled_whole = flash_span(w)
     rows = [
         (
             "capacity (user / physical)",
-            f"{fmt_bytes(w.capacity_bytes)} / {fmt_bytes(device_physical_bytes(w))}",
+            f"{fmt_bytes(w.capacity_bytes)} / {fmt_bytes(device_physical_bytes)}",
         ),
-        *([] if levelled_whole(w) else [("wear span (physical)", fmt_bytes(w.physical_bytes))]),
+        *([] if levelled_whole else [("wear span (physical)", fmt_bytes(w.physical_bytes))]),
         ("host written / step", fmt_bytes(w.host_bytes_per_step)),
         *[(f"  {c}", fmt_bytes(w.host_bytes_by_class.get(c, 0))) for c in classes],
         ("write amplification", f"{w.write_amplification:.3g}x"),

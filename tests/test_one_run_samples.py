@@ -1,0 +1,65 @@
+"""The steady-state samples from one run (tiersim.engine.periods, issue 36): an extrapolated
+point runs the engine once, where three runs of n, n + P and n + 2P micro-batches were run,
+and gives what the full simulation gives (tests/test_steady.py: every shipped scenario and
+random ones, extrapolated against simulated in full)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tiersim.config.load import load_scenario
+from tiersim.engine import steady
+from tiersim.engine.core import Engine
+from tiersim.engine.periods import Occupancies
+from tiersim.engine.simulate import simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+ZERO_OFFLOAD_1B = ROOT / "scenarios" / "published" / "ren2021-zero-offload-1b.yaml"
+
+
+@pytest.fixture
+def engine_runs(monkeypatch):
+    """How many times an engine ran a schedule (from step 0 or going on from another run)."""
+    runs = []
+    original = Engine.run
+
+    def counted(self, after=None):
+        runs.append(after)
+        return original(self, after)
+
+    monkeypatch.setattr(Engine, "run", counted)
+    return runs
+
+
+def test_an_extrapolated_point_runs_the_engine_once(engine_runs):
+    # 16 micro-batches, no checkpoint: one run of 5 (the samples were 3, 4 and 5)
+    s = load_scenario(ZERO_OFFLOAD_1B).scenario
+    r = simulate(s)
+    assert r.steady_state == "extrapolated"
+    assert r.micro_batches_simulated == (5,)
+    assert len(engine_runs) == 1
+
+
+def test_a_fallback_runs_the_sample_then_the_full_step(engine_runs, monkeypatch):
+    # the repetition refused (a tolerance of 0 for the ops' shift): the one sample run, then
+    # all 16 micro-batches; the reason is the sample run's
+    monkeypatch.setattr(steady, "REL", 0.0)
+    r = simulate(load_scenario(ZERO_OFFLOAD_1B).scenario)
+    assert r.steady_state == "full (no repetition found)"
+    assert "5-micro-batch run's last periods" in r.steady_state_why
+    assert len(engine_runs) == 2
+
+
+def test_a_period_s_occupancy_is_its_changes_integrated():
+    # a tier holding 0, then 4 B from t = 1 s, then 2 B from t = 3 s (and 6 B for an instant
+    # at 3 s); over [2, 5): 4 B x 1 s + 2 B x 2 s = 8 B.s over 3 s
+    log = Occupancies()
+    for now, held in ((0.0, 0.0), (1.0, 4.0), (3.0, 6.0), (3.0, 2.0)):
+        log.memory("dram", now, held)
+    mean, peak, low = log.window("dram", 2.0, 5.0)
+    assert mean == 8.0 / 3.0
+    assert (peak, low) == (6.0, 2.0)
+    # a window starting at a change counts what the tier held after it
+    assert log.window("dram", 3.0, 5.0) == (2.0, 2.0, 2.0)

@@ -1,0 +1,137 @@
+"""The rest of `tiersim.api`: what the CLI's other commands do, as functions (re-exported by
+tiersim/api.py; import them from there): the scenario's notes and checks (`tiersim
+validate`), its inventory (`tiersim inventory`), a model's facts (`tiersim presets`), two
+designs compared (`tiersim compare`) and the wear of its flash tiers, with the remedies
+simulated (`tiersim wear`).
+
+Like api.py, nothing heavy at import: the engine and the analyses load when a function that
+needs them is called (the CLI's start-up, tests/test_cli_startup.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tiersim.config.load import Loaded
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tiersim.analysis.wear import Assessment, TierWear
+    from tiersim.core.errors import Problem
+    from tiersim.runner import Run as Lifecycle
+    from tiersim.state.inventory import Inventory
+
+
+def notes(loaded: Loaded) -> list[Problem]:
+    """What the scenario sets that the models do not use: notes, not problems (a figure
+    unchanged by such a key is not a measured non-effect); the CLI prints them as `note:`."""
+    from tiersim.runner import scenario_notes
+
+    return scenario_notes(loaded.scenario)
+
+
+def check(
+    loaded: Loaded, path: str | Path | None = None, raw: dict[str, Any] | None = None
+) -> None:
+    """Raise InputError for what `tiersim validate` (and `run`) refuse beyond the schema:
+    routes for every movement the placement implies, the wear and checkpoint models' inputs,
+    a plan: section's values. `path`: the scenario's file (default: `loaded.source`); `raw`:
+    its mapping with the overrides applied (read again from `path` where not given)."""
+    from tiersim.rulebook import check_scenario
+
+    check_scenario(loaded, Path(path if path is not None else loaded.source), raw)
+
+
+def inventory(loaded: Loaded) -> Inventory:
+    """The scenario's state inventory (no simulation): bytes per class, whole model and per
+    GPU; `api.inventory_table` is it as a table."""
+    from tiersim.runner import inventory as build
+
+    return build(loaded.scenario)
+
+
+def model_facts(loaded: Loaded) -> dict[str, Any]:
+    """The model's shape as `tiersim presets` lists it: parameters, layers, widths, heads,
+    vocabulary, the longest sequence and, for a mixture of experts, the experts' widths."""
+    from tiersim.state.inventory import model_summary
+    from tiersim.state.model import build_model
+
+    spec = loaded.scenario.model
+    model = build_model(spec)
+    out = {**model_summary(model), "max_positions": spec.max_positions}
+    return out | _expert_widths(getattr(model, "moe", None))
+
+
+def _expert_widths(moe: Any) -> dict[str, int | None]:
+    """A mixture of experts' widths, which `ffn_hidden` (the dense layers') is not: the routed
+    experts', and the shared experts' count and width. Every MoE row has the three keys (the
+    width null where there are no shared experts); a dense row none, as with `experts`."""
+    if moe is None:
+        return {}
+    return {
+        "expert_ffn_hidden": moe.ffn_hidden,
+        "shared_experts": moe.shared,
+        "shared_expert_ffn_hidden": moe.shared_ffn_hidden if moe.shared else None,
+    }
+
+
+def compare(
+    a: Loaded, b: Loaded, a_report: dict[str, Any], b_report: dict[str, Any]
+) -> dict[str, Any]:
+    """`tiersim compare`'s content (its JSON less the labels): the inputs that differ, the
+    outputs that moved (B - A, B / A), and `cost` where either scenario gives a price.
+    The reports are the runs' (`api.run(a).report`) or results folders' report.json."""
+    from tiersim.config.document import scenario_document
+    from tiersim.report.compare import compare as differences
+    from tiersim.report.cost import cost_comparison
+
+    doc_a, doc_b = scenario_document(a.scenario), scenario_document(b.scenario)
+    out = differences(doc_a, doc_b, a_report, b_report)
+    cost = cost_comparison(a.scenario, b.scenario, a_report, b_report)
+    if cost is not None:
+        out["cost"] = cost
+    return out
+
+
+@dataclass(frozen=True)
+class Wear:
+    """`tiersim wear`: each flash tier's assessment (a failing one with its
+    gradient-accumulation remedy simulated), and the run it was read from; `simulate` runs
+    a changed scenario (kept: each once), as the break-even ranges need."""
+
+    assessed: dict[str, Assessment]
+    lifecycle: Lifecycle
+
+    @property
+    def simulate(self) -> Callable[..., Any]:
+        return self.lifecycle.simulated
+
+    def dicts(self) -> dict[str, dict[str, Any]]:
+        """Each tier's assessment as `tiersim wear --format json` writes it."""
+        from tiersim.report.wear import assessment_dict
+
+        tiers = self.lifecycle.given.hardware.tiers
+        return {name: assessment_dict(a, tiers[name]) for name, a in self.assessed.items()}
+
+
+def wear(loaded: Loaded) -> Wear:
+    """Simulate `loaded` (checked as `tiersim run` checks it) and judge each flash tier's
+    wear against its budget."""
+    from tiersim.analysis.wear import assess
+    from tiersim.analysis.wear_remedy import with_simulated_remedies
+    from tiersim.runner import Run as Lifecycle
+
+    built = Lifecycle.of(loaded)  # its changed scenarios are its variants, each run once
+    judged = assess(loaded.scenario, built.result)
+    return Wear(with_simulated_remedies(loaded.scenario, judged, built.simulated), built)
+
+
+def flash_span(w: TierWear) -> tuple[float, bool]:
+    """A tier's whole device in physical bytes, and whether wear is levelled over all of
+    its capacity (else over its wear span only)."""
+    from tiersim.analysis.flash import device_physical_bytes, levelled_whole
+
+    return device_physical_bytes(w), levelled_whole(w)
