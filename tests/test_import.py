@@ -690,3 +690,14 @@ def test_a_setting_read_with_an_assumption_is_not_called_unmapped(tmp_path):
     assert assumed.endswith("[W-IMPORT-ASSUMED]")
     (left_out,) = [ln for ln in lines if "--foo" in ln]
     assert left_out.endswith("[W-IMPORT-UNMAPPED]")
+
+
+def test_a_script_world_size_that_does_not_divide_names_the_file_and_the_fix(cli):
+    # the GPT-3 175B script's torchrun flags give 8 GPUs (GPUS_PER_NODE 8, NUM_NODES 1) for
+    # tensor 8 x pipeline 16 = 128-way model parallelism: the message named "(world size)" only
+    path = FIXTURES / "train_gpt3_175b_distributed.sh"
+    code, _, err = cli("import", path)
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"{path}: 8 GPUs, the world size its torchrun flags give")
+    assert "e.g. --gpus 128) [E-IMPORT-CONFLICT]" in line
