@@ -957,3 +957,14 @@ def test_a_compute_precision_the_gpu_has_no_rate_for_is_refused(cli):
     assert code == 2 and out == "" and "Traceback" not in err
     (line,) = err.strip().splitlines()
     assert said(line, path).coded == ("E-CONFLICT", "training.precision.compute")
+
+
+def test_an_unknown_preset_suggests_the_one_holding_its_name():
+    # 'h100' is a part of dgx-h100; difflib alone ranks gh200 closer (the review's case)
+    from tiersim.config.presets import closest_preset, preset_names
+
+    names = preset_names("hardware")
+    assert closest_preset("h100", names) == "dgx-h100"
+    assert closest_preset("a100", names) == "dgx-a100"
+    assert closest_preset("dgx-h10", names) == "dgx-h100"  # no whole part: difflib's
+    assert closest_preset("zzz", names) is None
