@@ -947,3 +947,24 @@ def test_a_wear_span_over_the_capacity_is_said_in_units(cli):
     code, out, err = cli("validate", path, "--set", "hardware.tiers.hbf.wear_span=10 TB")
     assert (code, out) == (2, "")
     assert "wear_span (10.00 TB) is larger than capacity (4.10 TB)" in err
+
+
+def test_a_compute_precision_the_gpu_has_no_rate_for_is_refused(cli):
+    # an A100 preset has no FP8 rate (peak_flops: bf16, fp16, tf32, fp32): the layers' compute
+    # copy in fp8 crashed the kernel model (KeyError: 'fp8') after `validate` said valid
+    path = SCENARIOS / "fsdp2-cpu-offload-llama2-7b.yaml"
+    code, out, err = cli("run", path, "--set", "training.precision.compute=fp8")
+    assert code == 2 and out == "" and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert said(line, path).coded == ("E-CONFLICT", "training.precision.compute")
+
+
+def test_an_unknown_preset_suggests_the_one_holding_its_name():
+    # 'h100' is a part of dgx-h100; difflib alone ranks gh200 closer (the review's case)
+    from tiersim.config.presets import closest_preset, preset_names
+
+    names = preset_names("hardware")
+    assert closest_preset("h100", names) == "dgx-h100"
+    assert closest_preset("a100", names) == "dgx-a100"
+    assert closest_preset("dgx-h10", names) == "dgx-h100"  # no whole part: difflib's
+    assert closest_preset("zzz", names) is None

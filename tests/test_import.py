@@ -675,3 +675,29 @@ def test_bridge_recipe_that_is_not_python_exits_2(cli, tmp_path):
     path.write_text("def a_pretrain_config(:\n    cfg.model.x = 1\n")
     code, _, err = cli("import", path)
     assert code == 2 and "not valid Python (line 1" in err
+
+
+def test_a_setting_read_with_an_assumption_is_not_called_unmapped(tmp_path):
+    # a note on a key that was mapped (Megatron's default attention backend, taken as flash)
+    # carried W-IMPORT-UNMAPPED, the code of what is left out of the scenario
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 512 "
+        "--max-position-embeddings 512 --foo 1\n"
+    )
+    lines = import_configs([script], ImportOptions(gpus=1)).note_lines()
+    (assumed,) = [ln for ln in lines if "--attention-backend: absent" in ln]
+    assert assumed.endswith("[W-IMPORT-ASSUMED]")
+    (left_out,) = [ln for ln in lines if "--foo" in ln]
+    assert left_out.endswith("[W-IMPORT-UNMAPPED]")
+
+
+def test_a_script_world_size_that_does_not_divide_names_the_file_and_the_fix(cli):
+    # the GPT-3 175B script's torchrun flags give 8 GPUs (GPUS_PER_NODE 8, NUM_NODES 1) for
+    # tensor 8 x pipeline 16 = 128-way model parallelism: the message named "(world size)" only
+    path = FIXTURES / "train_gpt3_175b_distributed.sh"
+    code, _, err = cli("import", path)
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"{path}: 8 GPUs, the world size its torchrun flags give")
+    assert "e.g. --gpus 128) [E-IMPORT-CONFLICT]" in line

@@ -102,14 +102,18 @@ def _endurance_problems(s: Scenario) -> list[Problem]:
 
 
 def _precision_problems(s: Scenario) -> list[Problem]:
-    weights = s.training.precision.weights
-    if weights in s.hardware.gpu.peak_flops:
+    """The matrix multiplies run in the compute copy's precision (the weights' where no
+    compute precision is given): the GPU must have a rate for it."""
+    precision = s.training.precision
+    key = "compute" if precision.compute is not None else "weights"
+    dtype = precision.compute_precision
+    if dtype in s.hardware.gpu.peak_flops:
         return []
     have = ", ".join(s.hardware.gpu.peak_flops) or "none"
     return [
         Problem(
-            "training.precision.weights",
-            f"{weights} matrix multiplies need hardware.gpu.peak_flops.{weights} "
+            f"training.precision.{key}",
+            f"{dtype} matrix multiplies need hardware.gpu.peak_flops.{dtype} "
             f"(this GPU gives: {have})",
             "E-CONFLICT",
         )

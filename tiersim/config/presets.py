@@ -60,6 +60,17 @@ def plain_copy(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+def closest_preset(name: str, names: list[str]) -> str | None:
+    """The preset a mistyped name most likely means: one holding the name whole as a part
+    (h100 -> dgx-h100, not gh200, which difflib ranks closer), else difflib's closest."""
+    given = name.lower()
+    holding = sorted((n for n in names if given in n.lower().split("-")), key=len)
+    if holding:
+        return holding[0]
+    close = difflib.get_close_matches(name, names, n=1)
+    return close[0] if close else None
+
+
 def _unknown_preset(kind: str, name: Any, base_dir: Path) -> str:
     kind_of = _path_kind(_as_path(name, base_dir))
     if kind_of == "folder":
@@ -73,8 +84,8 @@ def _unknown_preset(kind: str, name: Any, base_dir: Path) -> str:
             f"suffix: expected e.g. {path.stem}.yaml)"
         )
     names = preset_names(kind)
-    close = difflib.get_close_matches(str(name), names, n=1)
-    hint = f"did you mean '{close[0]}'? " if close else ""
+    close = closest_preset(str(name), names)
+    hint = f"did you mean '{close}'? " if close else ""
     return f"unknown preset {shown(name)} ({hint}available: {', '.join(names)})"
 
 

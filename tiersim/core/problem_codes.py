@@ -58,7 +58,8 @@ CODES: dict[str, str] = {
     "E-IMPORT-CONFLICT": "framework configs, or a config and the command line, that disagree",
     "W-IMPORT-REPLACED": "a value given twice (two framework configs, or a config and a "
     "command-line option): the later one is taken",
-    "W-IMPORT-ASSUMED": "a value the framework configs leave out, taken as a default",
+    "W-IMPORT-ASSUMED": "a value the framework configs leave out, taken as a default, or a "
+    "setting mapped with an assumption the note says (padded, read from another source)",
     "W-IMPORT-UNMAPPED": "a framework setting tiersim has no key for, or does not yet model "
     "(left out of the scenario)",
     "W-SET-REPEATED": "a key given more than once by --set: the last value is used",

@@ -140,11 +140,18 @@ def _data_parallel(facts: dict[str, Any], options: ImportOptions, notes: list) -
     ranks = None
     if world is not None:
         if world % model_parallel:
+            given = (
+                "given by --gpus"
+                if options.gpus
+                else "the world size its torchrun flags give (--nproc_per_node x --nnodes)"
+            )
             why = (
-                f"{world} GPUs are not a multiple of tensor x pipeline x context = {model_parallel}"
+                f"{world} GPUs, {given}, are not a multiple of tensor x pipeline x context = "
+                f"{model_parallel} (expected --gpus N with N a multiple of {model_parallel}, "
+                f"e.g. --gpus {model_parallel})"
             )
             raise InputError(
-                "--gpus" if options.gpus else "(world size)",
+                "--gpus" if options.gpus else facts.get("world_from", "(world size)"),
                 [Problem("", why, "E-IMPORT-CONFLICT")],
             )
         ranks = world // model_parallel

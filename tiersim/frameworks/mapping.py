@@ -115,7 +115,9 @@ class Mapped:
         self.notes.append(Problem(key, f"{said}{reason}", "W-IMPORT-UNMAPPED"))
 
     def note(self, key: str, why: str) -> None:
-        self.notes.append(Problem(key, why, "W-IMPORT-UNMAPPED"))
+        """How a setting was read (a default taken, a value padded or read from another
+        source): mapped, with what was assumed said; `unmapped` is for what is left out."""
+        self.notes.append(Problem(key, why, "W-IMPORT-ASSUMED"))
 
 
 MISSING_VALUE = object()

@@ -111,6 +111,7 @@ def _world(args: _Args, out: Mapped) -> None:
     nodes = args.integer("nnodes")
     if per_node is not None:
         out.facts["world"] = per_node * (nodes or 1)
+        out.facts["world_from"] = out.source  # the file a world-size problem names
 
 
 def _parallel(args: _Args, out: Mapped) -> None:

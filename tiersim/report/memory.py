@@ -65,8 +65,10 @@ def timeline_warning(report: dict[str, Any]) -> str:
     )
 
 
-def timeline_text(mt: dict[str, Any]) -> str:
-    """The peak's moment and its parts, as a table with the allocator's and outside terms."""
+def timeline_text(mt: dict[str, Any], engine_peak: int | None = None) -> str:
+    """The peak's moment and its parts, as a table with the allocator's and outside terms;
+    `engine_peak`: the simulated step's occupancy of the tier, said where it is the larger
+    (the tier table's peak is the larger of the two)."""
     total = mt["peak_allocated_bytes"] or 1
     rows = [[p, fmt_bytes(b), f"{100 * b / total:.1f} %"] for p, b in mt["peak_parts"].items()]
     rows.append(["allocated at the peak", fmt_bytes(mt["peak_allocated_bytes"]), "100.0 %"])
@@ -79,4 +81,11 @@ def timeline_text(mt: dict[str, Any]) -> str:
         f"{mt['tier']} over the step: peak at {mt['peak_moment']}, "
         f"{fmt_bytes(mt['peak_total_bytes'])} of {fmt_bytes(mt['capacity_bytes'])} ({verdict})"
     )
-    return render(["part live at the peak", "bytes", "of allocated"], rows, head)
+    table = render(["part live at the peak", "bytes", "of allocated"], rows, head)
+    if engine_peak is not None and engine_peak > mt["peak_total_bytes"]:
+        table += (
+            f"\nthe simulated step's occupancy peaks higher, at {fmt_bytes(engine_peak)} (what "
+            "it moves and holds: staged copies, prefetched units; the CUDA context and NCCL "
+            "buffers not included): the tier table's peak"
+        )
+    return table

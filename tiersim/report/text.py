@@ -180,7 +180,7 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
         *_breakdown_table(report["step"], (report.get("offload") or {}).get("framework")),
         _link_table(report),
         _tier_table(report),
-        *([timeline_text(report["memory_timeline"])] if "memory_timeline" in report else []),
+        *([_timeline(report)] if "memory_timeline" in report else []),
         port_table(report),
     ]
     return "\n\n".join([*tables, *_sentences(report, engine_s)])
@@ -243,6 +243,11 @@ def _share(x: float | None) -> str:
 
 def _or_zero(x: float | None) -> float:
     return 0.0 if x is None else x
+
+
+def _timeline(report: dict[str, Any]) -> str:
+    mt = report["memory_timeline"]
+    return timeline_text(mt, report["tiers"][mt["tier"]].get("engine_peak_bytes"))
 
 
 def port_table(report: dict[str, Any]) -> str:
