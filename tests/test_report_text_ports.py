@@ -1,4 +1,4 @@
-"""The text report: the tier-port table where no port moves a byte, and the GPU tier's two peaks."""
+"""The text report: an empty tier-port table, the GPU tier's two peaks, the checkpoint line."""
 
 from tiersim.report.text import port_table
 
@@ -30,3 +30,28 @@ def test_an_engine_peak_above_the_timeline_s_is_said_beside_it():
     said = "the simulated step's occupancy peaks higher, at 79.62 GB"
     assert said in timeline_text(mt, engine_peak=79.62e9)
     assert said not in timeline_text(mt, engine_peak=78e9)  # below the timeline's: unsaid
+
+
+def test_a_checkpoint_that_stalls_nothing_has_the_drain_s_optimum_said_so():
+    # hbf-optimizer-state: an async checkpoint stalling 0 s makes Daly's optimum 0 s of work
+    # between checkpoints; the line read "Daly's optimum, 0 s, is under the drain"
+    from tiersim.report.checkpoint_text import checkpoint_lines
+
+    ck = {
+        "mode": "async",
+        "target": "nvme",
+        "interval_steps": 83,
+        "interval_basis": "wear budget",
+        "bytes": 123.49e9,
+        "write_s": 18.732,
+        "stall_s": 0.0,
+        "recovery_s": 1326.0,
+        "mtbf_s": 263.9 * 86400,
+        "goodput": 0.9999,
+        "optimal_interval_steps": {"daly": 2},
+        "optimal_interval_s": {"daly": 0.0},
+        "goodput_at_optimum": 1.0,
+    }
+    (line,) = checkpoint_lines(ck, step_s=16.75)
+    assert "a checkpoint stalls nothing, so Daly's optimum is the drain's: every 2 steps" in line
+    assert "0 s, is under the drain" not in line
