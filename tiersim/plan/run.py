@@ -75,8 +75,7 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     print(
         f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit and are simulated: "
         f"a sample of {len(sampled)} spread over the space took {fmt_time(mean)} each on "
-        "average; "
-        + (rest if left else "none left"),
+        "average; " + (rest if left else "none left"),
         file=stream_to,
     )
     contenders = Contenders(options.objective, options.top)
