@@ -55,3 +55,15 @@ def test_a_checkpoint_that_stalls_nothing_has_the_drain_s_optimum_said_so():
     (line,) = checkpoint_lines(ck, step_s=16.75)
     assert "a checkpoint stalls nothing, so Daly's optimum is the drain's: every 2 steps" in line
     assert "0 s, is under the drain" not in line
+
+
+def test_exposed_cpu_work_longer_than_the_cpu_optimizer_is_explained():
+    # fsdp2-cpu-offload-llama2-7b: CPU optimizer 3.510 s, exposed CPU work 4.102 s, the
+    # 0.59 s of host gradient adds unsaid
+    from tiersim.report.text import cpu_note
+
+    step = {"time_s": 17.464, "compute_s": 12.777, "recompute_s": 3.22, "optimizer_s": 3.51,
+            "optimizer_on": "cpu", "exposed_transfer_s": 0.576, "exposed_cpu_s": 4.102}  # fmt: skip
+    assert "exposed CPU work is longer than the CPU optimizer" in cpu_note(step)
+    step["exposed_cpu_s"] = 3.0  # within the optimizer's time: nothing to explain
+    assert cpu_note(step) == ""
