@@ -701,3 +701,12 @@ def test_a_script_world_size_that_does_not_divide_names_the_file_and_the_fix(cli
     (line,) = err.strip().splitlines()
     assert line.startswith(f"{path}: 8 GPUs, the world size its torchrun flags give")
     assert "e.g. --gpus 128) [E-IMPORT-CONFLICT]" in line
+
+
+def test_a_key_left_out_for_this_scenario_names_its_file_once():
+    # torchtitan's compile.enable maps to training.compile, which this scenario's
+    # implementation does not take: the note read "FILE: FILE: compile.enable: ..."
+    imp = _import("llama3_70b.toml", gpus=64, hardware="dgx-a100")
+    (line,) = [ln for ln in imp.note_lines() if "compile.enable" in ln]
+    path = str(FIXTURES / "llama3_70b.toml")
+    assert line.startswith(f"note: {path}: compile.enable: not modelled for this scenario")

@@ -304,3 +304,17 @@ def test_a_long_path_in_a_message_keeps_its_file_name(depth):
     text = shown(path)
     assert text.endswith("/gpt2.config.json'")
     assert len(text) <= max(len(repr(path)), 62)
+
+
+def test_a_sequence_past_max_positions_with_rotary_positions_is_noted(cli):
+    # llama-2-7b: max_positions 4096, rotary: 8192 tokens run (context extension) but the
+    # model was not built for them; a learned table is refused instead (E-CONFLICT)
+    from conftest import SCENARIOS
+
+    path = SCENARIOS / "default.yaml"
+    code, _, err = cli("inventory", path, "--set", "training.seq_len=8192")
+    assert code == 0, err
+    (note,) = [ln for ln in err.splitlines() if "[W-MODEL-LIMIT]" in ln]
+    assert note.startswith(f"note: {path}: training.seq_len: 8192 tokens is past the model's")
+    code, _, err = cli("inventory", path, "--set", "training.seq_len=4096")
+    assert "[W-MODEL-LIMIT]" not in err

@@ -170,8 +170,9 @@ def test_table_output(default_plan_table):
     assert "Can HBF hold optimizer state? No:" in out
     assert "candidates checked against the inventory" in err and "plans simulated" in err
     # 12 candidates, 1 over HBM; five spread over the 11 kept time the search, 6 are left
-    assert "plan: 11 of 12 candidates fit and are simulated: 5 spread over them took " in err
-    assert "each on average; the other 6 on 1 worker, about " in err
+    said = "plan: 11 of 12 candidates fit and are simulated: a sample of 5 spread over the space"
+    assert f"{said} took " in err
+    assert "each on average; the other 6 go to 1 worker, about " in err
 
 
 def test_table_wear_is_the_limit_that_runs_out_first(default_plan, default_plan_table):

@@ -39,8 +39,9 @@ def test_workers_far_over_the_candidates_start_one_per_candidate(tmp_path):
     args = [sys.executable, "-m", "tiersim", "plan", str(path), "--workers", "100000"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
-    assert "plan: 6 of 6 candidates fit and are simulated: 5 spread over them took " in done.stderr
-    want = "the other 1 on 1 worker (of 100,000 asked: no more than the candidates left), about "
+    said = "plan: 6 of 6 candidates fit and are simulated: a sample of 5 spread over the space"
+    assert f"{said} took " in done.stderr
+    want = "the other 1 go to 1 worker (of 100,000 asked: no more than the candidates left), about "
     assert want in done.stderr
     assert "1/1 plans simulated" in done.stderr
 

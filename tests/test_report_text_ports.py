@@ -1,4 +1,4 @@
-"""The text report: the tier-port table where no port moves a byte, and the GPU tier's two peaks."""
+"""The text report: an empty tier-port table, the GPU tier's two peaks, the checkpoint line."""
 
 from tiersim.report.text import port_table
 
@@ -30,3 +30,40 @@ def test_an_engine_peak_above_the_timeline_s_is_said_beside_it():
     said = "the simulated step's occupancy peaks higher, at 79.62 GB"
     assert said in timeline_text(mt, engine_peak=79.62e9)
     assert said not in timeline_text(mt, engine_peak=78e9)  # below the timeline's: unsaid
+
+
+def test_a_checkpoint_that_stalls_nothing_has_the_drain_s_optimum_said_so():
+    # hbf-optimizer-state: an async checkpoint stalling 0 s makes Daly's optimum 0 s of work
+    # between checkpoints; the line read "Daly's optimum, 0 s, is under the drain"
+    from tiersim.report.checkpoint_text import checkpoint_lines
+
+    ck = {
+        "mode": "async",
+        "target": "nvme",
+        "interval_steps": 83,
+        "interval_basis": "wear budget",
+        "bytes": 123.49e9,
+        "write_s": 18.732,
+        "stall_s": 0.0,
+        "recovery_s": 1326.0,
+        "mtbf_s": 263.9 * 86400,
+        "goodput": 0.9999,
+        "optimal_interval_steps": {"daly": 2},
+        "optimal_interval_s": {"daly": 0.0},
+        "goodput_at_optimum": 1.0,
+    }
+    (line,) = checkpoint_lines(ck, step_s=16.75)
+    assert "a checkpoint stalls nothing, so Daly's optimum is the drain's: every 2 steps" in line
+    assert "0 s, is under the drain" not in line
+
+
+def test_exposed_cpu_work_longer_than_the_cpu_optimizer_is_explained():
+    # fsdp2-cpu-offload-llama2-7b: CPU optimizer 3.510 s, exposed CPU work 4.102 s, the
+    # 0.59 s of host gradient adds unsaid
+    from tiersim.report.text import cpu_note
+
+    step = {"time_s": 17.464, "compute_s": 12.777, "recompute_s": 3.22, "optimizer_s": 3.51,
+            "optimizer_on": "cpu", "exposed_transfer_s": 0.576, "exposed_cpu_s": 4.102}  # fmt: skip
+    assert "exposed CPU work is longer than the CPU optimizer" in cpu_note(step)
+    step["exposed_cpu_s"] = 3.0  # within the optimizer's time: nothing to explain
+    assert cpu_note(step) == ""

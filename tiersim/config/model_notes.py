@@ -16,6 +16,27 @@ _BIASES = ("qkv_bias", "attn_out_bias", "mlp_bias")
 
 
 def model_notes(scenario: Scenario) -> list[Problem]:
+    """The notes on a transformer's keys: the defaults it took, and a sequence past the
+    positions it was built for."""
+    return _default_notes(scenario) + _sequence_notes(scenario)
+
+
+def _sequence_notes(scenario: Scenario) -> list[Problem]:
+    """Rotary positions run past `max_positions` (a learned table cannot: refused in
+    config/consistency.py), but the model was not trained there: said, not refused."""
+    spec, seq = scenario.model, scenario.training.seq_len
+    if seq is None or spec.max_positions is None or seq <= spec.max_positions:
+        return []
+    if spec.position != "rope":
+        return []
+    why = (
+        f"{seq} tokens is past the model's max_positions {spec.max_positions} (rotary "
+        "positions run there, as context extension does; the memory and time are counted)"
+    )
+    return [Problem("training.seq_len", why, "W-MODEL-LIMIT")]
+
+
+def _default_notes(scenario: Scenario) -> list[Problem]:
     """The note on `position` / `norm` defaults a transformer took (none for a generic
     model, a shipped preset or an hf_config: each of those sets both)."""
     spec = scenario.model

@@ -65,6 +65,8 @@ CODES: dict[str, str] = {
     "W-SET-REPEATED": "a key given more than once by --set: the last value is used",
     "W-NO-EFFECT": "a setting that changes nothing for this scenario (noted beside the result)",
     "W-DEFAULT": "a default the model took that a model of its kind usually sets otherwise",
+    "W-MODEL-LIMIT": "a setting past what the model was built for (a sequence longer than its "
+    "max_positions, with rotary positions): counted, not refused",
     "W-EMIT-APPROXIMATE": "a scenario setting the framework written for has no exact "
     "counterpart for (written approximately, or left out)",
 }

@@ -285,7 +285,8 @@ def _validated(
         if pending and len(pending) == len(exc.problems):
             for p in pending:
                 why = f"not modelled for this scenario by this version: {p.path}: {p.message}"
-                notes.append((source, Problem(sources.pop(p.path), why, "W-IMPORT-UNMAPPED")))
+                file, key = _origin(sources.pop(p.path), paths, source)
+                notes.append((file, Problem(key, why, "W-IMPORT-UNMAPPED")))
                 _unset(raw, p.path.split("."))
             return _validated(raw, sources, paths, notes, source)
         problems = [
@@ -295,6 +296,14 @@ def _validated(
             for p in exc.problems
         ]
         raise InputError(exc.source, problems) from None
+
+
+def _origin(said: str, paths: list[Path], source: str) -> tuple[str, str]:
+    """(file, key) of a merged source, 'FILE: KEY' (the note names the file once)."""
+    for path in map(str, paths):
+        if said.startswith(f"{path}: "):
+            return path, said[len(path) + 2 :]
+    return source, said
 
 
 def _unset(raw: dict[str, Any], keys: list[str]) -> None:

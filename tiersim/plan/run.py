@@ -71,11 +71,11 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     estimate = sample_timing(pruned, sampled, sorted(sampled), options, low=False).rest_s
     mean = sum(r.elapsed_s for r in sampled.values()) / len(sampled)
     left = len(pruned.kept) - len(sampled)
-    rest = f"the other {left:,} on {_workers(options, left)}, about {fmt_time(estimate)}"
+    rest = f"the other {left:,} go to {_workers(options, left)}, about {fmt_time(estimate)}"
     print(
         f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit and are simulated: "
-        f"{len(sampled)} spread over them took {fmt_time(mean)} each on average; "
-        + (rest if left else "none left"),
+        f"a sample of {len(sampled)} spread over the space took {fmt_time(mean)} each on "
+        "average; " + (rest if left else "none left"),
         file=stream_to,
     )
     contenders = Contenders(options.objective, options.top)

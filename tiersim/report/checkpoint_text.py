@@ -44,7 +44,9 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
         n = best["daly"]
         every = f"every {n} step{'s' * (n != 1)}"
         optimum_s = ck["optimal_interval_s"]["daly"]
-        if optimum_s < (n - 1) * step_s:  # raised: no interval may be shorter than the drain
+        if optimum_s <= 0:  # a checkpoint that stalls nothing: as often as the drain allows
+            line += f"; a checkpoint stalls nothing, so Daly's optimum is the drain's: {every}"
+        elif optimum_s < (n - 1) * step_s:  # raised: no interval may be shorter than the drain
             line += f"; Daly's optimum, {fmt_time(optimum_s)}, is under the drain: {every}"
         else:
             line += f"; Daly's optimum {every}"

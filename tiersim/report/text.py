@@ -175,6 +175,7 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
     the engine's wall-clock time, is a measurement of this machine: said when given, never
     part of the report."""
     step = render(["", "time", "share"], _step_rows(report["step"]), _step_head(report))
+    step += cpu_note(report["step"])
     tables = [
         step,
         *_breakdown_table(report["step"], (report.get("offload") or {}).get("framework")),
@@ -184,6 +185,17 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
         port_table(report),
     ]
     return "\n\n".join([*tables, *_sentences(report, engine_s)])
+
+
+def cpu_note(st: dict[str, Any]) -> str:
+    """Where the GPU waits on the CPU longer than its optimizer runs: the rest is the host's
+    other work (FSDP2's adds of offloaded gradients, DeepSpeed's copies)."""
+    if st.get("optimizer_on") != "cpu" or st.get("exposed_cpu_s", 0.0) <= st["optimizer_s"]:
+        return ""
+    return (
+        "\nexposed CPU work is longer than the CPU optimizer: it also counts the host's other "
+        "work the GPU waits on (gradient adds into offloaded buffers, copies)"
+    )
 
 
 def _link_table(report: dict[str, Any]) -> str:
