@@ -304,7 +304,10 @@ def test_target_wear_at_dalys_optimum_scales_only_the_checkpoint_writes():
     assert at["interval_steps"] == 25
     assert at["host_bytes_written_per_day"] == pytest.approx(16e12)
     assert at["drive_writes_per_day"] == pytest.approx(2.0)
-    assert at["lifetime_days"] == pytest.approx(1500)
+    # P/E: 3000 cycles x 12 TB / (16 TB/day x 1.5) = 1500 days; rated: 14.6 PB / 16 TB/day =
+    # 912.5 days; the lifetime is the lesser, the rating's
+    assert at["pe_lifetime_days"] == pytest.approx(1500)
     assert at["rated_lifetime_days"] == pytest.approx(912.5)
+    assert at["lifetime_days"] == pytest.approx(912.5)
     assert target_wear_at_optimum(ck, None) is None  # the target is not flash
     assert target_wear_at_optimum({**ck, "optimal_interval_steps": None}, wear) is None

@@ -54,7 +54,8 @@ def test_without_a_budget_the_report_says_what_auto_wears():
     assert wear["drive_writes_per_day"] == pytest.approx(8.0, rel=1e-12)
     assert wear["rated_lifetime_days"] == pytest.approx(RATED / 8e12, rel=1e-12)
     assert wear["rated_lifetime_days"] == pytest.approx(228.125, rel=1e-12)
-    assert wear["lifetime_days"] == pytest.approx(375.0, rel=1e-12)
+    assert wear["pe_lifetime_days"] == pytest.approx(375.0, rel=1e-12)
+    assert wear["lifetime_days"] == pytest.approx(228.125, rel=1e-12)  # the lesser: the rating
     assert wear["warranty_days"] == 1825
     assert "runs out in 228.1 days, short of its 5-year warranty" in wear["note"]
     assert "set budget.nvme.lifetime" in wear["note"]

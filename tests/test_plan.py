@@ -182,12 +182,13 @@ def test_table_wear_is_the_limit_that_runs_out_first(default_plan, default_plan_
 
     _, plan = default_plan
     nvme = plan["plans"][0]["wear"]["nvme"]
-    assert nvme["rated_lifetime_days"] < nvme["lifetime_days"]
+    assert nvme["rated_lifetime_days"] < nvme["pe_lifetime_days"]
+    assert nvme["lifetime_days"] == nvme["rated_lifetime_days"]  # the lesser of the two
     code, out, err = default_plan_table
     assert code == 0, err
     wear_line = next(line for line in out.splitlines() if line.strip().startswith("wear:"))
     assert f"nvme {fmt_days(nvme['rated_lifetime_days'])}" in wear_line
-    assert fmt_days(nvme["lifetime_days"]) not in wear_line
+    assert fmt_days(nvme["pe_lifetime_days"]) not in wear_line
 
 
 def test_default_space_is_too_large_and_says_how_to_narrow(tmp_path):

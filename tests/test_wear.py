@@ -391,13 +391,41 @@ def test_a_rating_that_runs_out_before_the_cycles_is_said():
     # 100 TB / 7.68 TB = 13.02 cycles/day last 230.4 days, so the rating runs out first.
     s = scenario(raw(budget={"steps_per_day": 1000}))
     a = assess(s, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
-    assert a.wear.lifetime_days == pytest.approx(3000 / (100e12 / 7.68e12))
+    assert a.wear.pe_lifetime_days == pytest.approx(3000 / (100e12 / 7.68e12))
+    assert a.wear.pe_lifetime_days == pytest.approx(230.4)
+    assert a.wear.rated_lifetime_days == pytest.approx(14.016e15 / 100e12)  # 140.16 days
+    # the lifetime a reader takes is the lesser: the rating's 140.16 days, not the cycles'
+    assert a.wear.lifetime_days == pytest.approx(140.16)
+    assert a.wear.lifetime_bound_by == "rated"
+    section = wear_section(s, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"]
+    assert section["lifetime_days"] == pytest.approx(140.16)
+    assert section["pe_lifetime_days"] == pytest.approx(230.4)
+    assert section["rated_lifetime_days"] == pytest.approx(140.16)
+    assert section["lifetime_bound_by"] == "rated"
+    rows = wear_text({"nvme": a}).splitlines()
+    assert any(
+        r.startswith("lifetime ") and r.endswith("140.2 days (rated TBW binds)") for r in rows
+    )
+    assert any(r.startswith("  P/E cycles last ") and r.endswith(" 230.4 days") for r in rows)
     sentence = verdict_sentence(a)
     # the binding limit leads (it read "wears out in 230.4 days (its rated ... sooner, ...)")
     assert (
         "uses up its rated 14.02 PB written in 140.2 days (its P/E cycles would last 230.4 days)"
         in sentence
     )
+
+
+def test_where_the_cycles_run_out_before_the_rating_they_are_the_lifetime():
+    # NVMe 7.68 TB rated 1 DWPD for 5 years = 14.016 PB; with 1,000 P/E cycles instead of 3,000,
+    # 100 TB/day uses 100 / 7.68 = 13.02 cycles/day: 1,000 / 13.02 = 76.8 days, before the
+    # rating's 14.016 PB / 100 TB/day = 140.16 days: the cycles bind
+    hardware = {"tiers": {"nvme": {"endurance": {"pe_cycles": 1000}}}}
+    s = scenario(raw(budget={"steps_per_day": 1000}, hardware=hardware))
+    w = assess(s, result({"nvme": {"checkpoint": 100 * GB}}))["nvme"].wear
+    assert w.pe_lifetime_days == pytest.approx(76.8)
+    assert w.rated_lifetime_days == pytest.approx(140.16)
+    assert w.lifetime_days == pytest.approx(76.8)
+    assert w.lifetime_bound_by == "pe_cycles"
 
 
 def test_more_steps_per_day_than_the_step_allows_is_pointed_out():

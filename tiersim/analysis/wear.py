@@ -15,11 +15,14 @@ Model (per GPU, per optimizer step; capacities and bytes are per GPU throughout)
   (simulation 2.35), where Agarwal & Marrow 2010's (1 + rho) / (2·rho) gives 2.17. WA is 2.4 at
   rho = 0.29 and 2.1 at 0.36, but 7.8 at rho = 0.07 (DESIGN's "2.1-2.4 at 7-30 %" holds near 30 %).
 - Physical NAND = capacity x (1 + spare_area); perfect wear levelling spreads P/E cycles over it.
-  P/E cycles per day = NAND bytes per day / physical bytes; lifetime = pe_cycles / that.
+  P/E cycles per day = NAND bytes per day / physical bytes; P/E lifetime = pe_cycles / that.
+- Rated lifetime = rated bytes written (rated DWPD x capacity x warranty) / host bytes per day;
+  the lifetime is the lesser of the two (the rating binds a drive written past it).
 - Drive writes per day (DWPD) = host bytes per day / capacity (the rating's convention).
 - Steps per day = `budget.steps_per_day`, else 86,400 / step time (training 24/7); the step
   time with its share of a durable checkpoint's stall (StepResult.period_s).
-- A budget caps host bytes per day: lifetime L -> pe_cycles x physical / (L x WA);
+- A budget caps host bytes per day: lifetime L -> pe_cycles x physical / (L x WA), or the
+  rated bytes written / L where that is less;
   DWPD d -> d x capacity; total_bytes_written B -> B / warranty (the period B covers).
   margin = allowed / actual host bytes per day; within budget when margin >= 1.
 - Gradient accumulation G (micro-batches per optimizer step): `gradients` and `activations`
@@ -92,16 +95,34 @@ class TierWear:
         return self.nand_bytes_per_day / self.physical_bytes
 
     @property
-    def lifetime_days(self) -> float:
+    def pe_lifetime_days(self) -> float:
+        """Days until the flash's P/E cycles run out (perfect wear levelling)."""
         per_day = self.pe_cycles_per_day
         return self.pe_cycles / per_day if per_day > 0 else math.inf
 
     @property
     def rated_lifetime_days(self) -> float | None:
+        """Days until the drive's rated bytes written run out (None: no rating given)."""
         if self.rated_total_bytes_written is None:
             return None
         per_day = self.host_bytes_per_day
         return self.rated_total_bytes_written / per_day if per_day > 0 else math.inf
+
+    @property
+    def lifetime_bound_by(self) -> str:
+        """What ends the tier's life first: its "pe_cycles", or the drive's "rated" bytes
+        written (a drive written past its rating is out of warranty, whatever its cells
+        could still take)."""
+        rated = self.rated_lifetime_days
+        return "rated" if rated is not None and rated < self.pe_lifetime_days else "pe_cycles"
+
+    @property
+    def lifetime_days(self) -> float:
+        """The lifetime: the lesser of the P/E cycles' and the rated bytes written's."""
+        rated = self.rated_lifetime_days
+        if self.lifetime_bound_by == "rated" and rated is not None:
+            return rated
+        return self.pe_lifetime_days
 
     @property
     def write_s_per_step(self) -> float:

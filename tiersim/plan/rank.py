@@ -116,7 +116,13 @@ def entry(
     }
 
 
-WEAR_KEYS = ("lifetime_days", "rated_lifetime_days", "drive_writes_per_day", "within_budget")
+WEAR_KEYS = (
+    "lifetime_days",  # the lesser of the P/E cycles' and the rated bytes written's
+    "pe_lifetime_days",
+    "rated_lifetime_days",
+    "drive_writes_per_day",
+    "within_budget",
+)
 
 
 def first_worn_out_days(wear: dict[str, Any]) -> float | None:

@@ -54,7 +54,7 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
         at_opt = ck.get("target_wear_at_optimum")
         if at_opt is not None and n != ck["interval_steps"]:
             line += f" ({ck['target']} then {at_opt['drive_writes_per_day']:.3g} drive writes/day, "
-            line += _wear_out(at_opt["lifetime_days"], at_opt["rated_lifetime_days"]) + ")"
+            line += _wear_out(at_opt["pe_lifetime_days"], at_opt["rated_lifetime_days"]) + ")"
     return line
 
 

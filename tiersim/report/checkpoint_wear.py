@@ -38,7 +38,8 @@ def unbudgeted_wear(
             "host_bytes_written_per_day": w["host_bytes_written_per_day"],
             "drive_writes_per_day": w["drive_writes_per_day"],
             "rated_drive_writes_per_day": e.rated_drive_writes_per_day if e else None,
-            "lifetime_days": w["lifetime_days"],
+            "lifetime_days": w["lifetime_days"],  # the lesser of the two below
+            "pe_lifetime_days": w["pe_lifetime_days"],
             "rated_lifetime_days": w["rated_lifetime_days"],
             "warranty_days": e.warranty / DAY_S if e and e.warranty else None,
         }
@@ -61,7 +62,7 @@ def _note(tier: str, e: dict[str, Any], rated_bytes: float | None) -> str:
         f"auto interval with no wear budget on {tier}: at every {n} step{'s' * (n != 1)} "
         f"{tier} takes {per_day}/day of writes ({dwpd}) and "
     )
-    cycles, rated = e["lifetime_days"], e["rated_lifetime_days"]
+    cycles, rated = e["pe_lifetime_days"], e["rated_lifetime_days"]
     if rated is not None and (cycles is None or rated < cycles):
         line += f"its rated {fmt_bytes(rated_bytes)} written runs out in {fmt_days(rated)}"
     else:

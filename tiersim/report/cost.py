@@ -128,7 +128,8 @@ def _cycles(report: dict[str, Any], tier: str, factor: float) -> float | None:
     P/E cycles' (not a drive's rated bytes written)."""
     w = (report.get("wear") or {}).get(tier) or {}
     rated = w.get("rated_lifetime_days")
-    if w.get("pe_cycles") is None or (rated is not None and rated < w["lifetime_days"]):
+    cycles = w.get("pe_lifetime_days", w.get("lifetime_days"))  # before it: the P/E figure
+    if w.get("pe_cycles") is None or (rated is not None and (cycles is None or rated < cycles)):
         return None
     return w["pe_cycles"] * factor
 

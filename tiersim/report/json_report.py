@@ -292,12 +292,16 @@ def target_wear_at_optimum(
     per_day *= steps
     cycles_per_day = per_day * wear["write_amplification"] / wear["physical_bytes"]
     rated = wear.get("rated_total_bytes_written")
+    cycles = wear["pe_cycles"] / cycles_per_day if cycles_per_day > 0 else None
+    rated_days = rated / per_day if rated is not None and per_day > 0 else None
+    lives = [d for d in (cycles, rated_days) if d is not None]
     return {
         "interval_steps": best["daly"],
         "host_bytes_written_per_day": per_day,
         "drive_writes_per_day": per_day / wear["capacity_bytes"],
-        "lifetime_days": wear["pe_cycles"] / cycles_per_day if cycles_per_day > 0 else None,
-        "rated_lifetime_days": rated / per_day if rated is not None and per_day > 0 else None,
+        "lifetime_days": min(lives) if lives else None,  # the lesser of the two below
+        "pe_lifetime_days": cycles,
+        "rated_lifetime_days": rated_days,
     }
 
 

@@ -80,7 +80,9 @@ def assessment_dict(a: Assessment, tier: Tier | None = None) -> dict[str, object
         "pe_cycles_per_step": w.host_bytes_per_step * w.write_amplification / w.physical_bytes,
         "pe_cycles_per_day": w.pe_cycles_per_day,
         "drive_writes_per_day": w.drive_writes_per_day,
-        "lifetime_days": json_number(w.lifetime_days),
+        "lifetime_days": json_number(w.lifetime_days),  # the lesser of the two below
+        "lifetime_bound_by": w.lifetime_bound_by,  # "pe_cycles" or "rated"
+        "pe_lifetime_days": json_number(w.pe_lifetime_days),
         "rated_total_bytes_written": w.rated_total_bytes_written,
         "rated_lifetime_days": json_number(w.rated_lifetime_days),
         "write_s_per_step": w.write_s_per_step,
@@ -232,7 +234,7 @@ def _rating_note(w: TierWear) -> str:
     """The drive's rated endurance (rated DWPD over its warranty), where it runs out before
     the P/E cycles."""
     rated = w.rated_lifetime_days
-    if rated is None or w.rated_total_bytes_written is None or rated >= w.lifetime_days:
+    if rated is None or w.rated_total_bytes_written is None or w.lifetime_bound_by != "rated":
         return ""
     return (
         f" (its rated {fmt_bytes(w.rated_total_bytes_written)} written runs out in "
@@ -243,14 +245,14 @@ def _rating_note(w: TierWear) -> str:
 def _life(w: TierWear, against: float | None) -> str:
     """The binding limit first: the P/E cycles' lifetime, or the drive's rated bytes written
     where they run out sooner (the cycles' figure then beside it)."""
-    cycles = f"wears out in {fmt_days(w.lifetime_days, against)}"
+    cycles = f"wears out in {fmt_days(w.pe_lifetime_days, against)}"
     rated = w.rated_lifetime_days
-    if rated is None or w.rated_total_bytes_written is None or rated >= w.lifetime_days:
+    if rated is None or w.rated_total_bytes_written is None or w.lifetime_bound_by != "rated":
         return cycles
     return (
         f"uses up its rated {fmt_bytes(w.rated_total_bytes_written)} written in "
         f"{fmt_days(rated, against)} (its P/E cycles would last "
-        f"{fmt_days(w.lifetime_days, against)})"
+        f"{fmt_days(w.pe_lifetime_days, against)})"
     )
 
 

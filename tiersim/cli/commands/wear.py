@@ -179,16 +179,27 @@ def _rows(a: Assessment, classes: list[str]) -> list[tuple[str, str]]:
         ("host written / day", fmt_bytes(w.host_bytes_per_day) + "/day"),
         ("drive writes / day", _drive_writes(a)),
         ("P/E cycles used / day", f"{w.pe_cycles_per_day:.3g}/day of {w.pe_cycles:,.0f}"),
-        ("lifetime", _days(w.lifetime_days, a)),
+        *_lifetime_rows(a),
         (
             "flash write time / step",
             f"{fmt_time(w.write_s_per_step)} ({100 * d['write_share_of_step']:.1f} % of step)",
         ),
     ]
-    if w.rated_total_bytes_written is not None:
-        rated = f"{fmt_bytes(w.rated_total_bytes_written)} ({_days(w.rated_lifetime_days, a)})"
-        rows.append(("rated TBW (lasts)", rated))
     return rows + _budget_rows(a)
+
+
+def _lifetime_rows(a: Assessment) -> list[tuple[str, str]]:
+    """The lifetime, the lesser of the P/E cycles' and the rated bytes written's, then each."""
+    w = a.wear
+    if w.rated_total_bytes_written is None:
+        return [("lifetime", _days(w.lifetime_days, a))]
+    binds = "rated TBW binds" if w.lifetime_bound_by == "rated" else "P/E cycles bind"
+    rated = f"{fmt_bytes(w.rated_total_bytes_written)} ({_days(w.rated_lifetime_days, a)})"
+    return [
+        ("lifetime", f"{_days(w.lifetime_days, a)} ({binds})"),
+        ("  P/E cycles last", _days(w.pe_lifetime_days, a)),
+        ("  rated TBW (lasts)", rated),
+    ]
 
 
 def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
