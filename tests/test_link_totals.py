@@ -5,11 +5,15 @@ MoE all-to-all that the engine times on the network. Expected bytes are worked o
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from engine_helpers import merge, scenario
 
+from tiersim.config.load import build
 from tiersim.engine.simulate import simulate
+from tiersim.report.text import PRICED_NOTE, step_tables
+from tiersim.runner import report_for
 from tiersim.state.resolved import resolve
 from tiersim.workload.link_bytes import pipeline_bytes
 from tiersim.workload.work import build_workload
@@ -31,14 +35,17 @@ M = 4
 
 
 def dense(**parallel):
-    raw = {
+    return scenario(dense_raw(**parallel))
+
+
+def dense_raw(**parallel):
+    return {
         "name": "pp",
         "model": DENSE,
         "training": {"micro_batch_size": 2, "seq_len": 16, "grad_accumulation": M},
         "hardware": {"preset": "dgx-h100"},
         "parallel": parallel,
     }
-    return scenario(raw)
 
 
 def test_a_first_stage_sends_its_activations_over_nvlink_inside_a_node():
@@ -116,3 +123,9 @@ def test_an_all_to_all_across_nodes_counts_its_nvlink_part(overlap):
     assert per["nvlink"]["expert"] == math.floor(rows * 14 / 16 * calls)  # 172,032 B
     # with the all-to-alls overlapped, the engine's flows carry only what outlasts the
     # computation beside them; every call still moves all its bytes
+
+
+@pytest.mark.parametrize(("parallel", "said"), [({"pipeline": 2}, True), ({"data": 2}, False)])
+def test_the_link_table_says_which_bytes_no_flow_carries(parallel, said):
+    report = report_for(build(dense_raw(**parallel), Path("."), "test.yaml"))
+    assert (PRICED_NOTE in step_tables(report)) is said
