@@ -11,6 +11,7 @@ from tiersim.core.units import fmt_bytes
 from tiersim.engine import steady
 from tiersim.engine.core import Recorder
 from tiersim.engine.durable import checkpoint_baseline, first_checkpointed, measure_checkpoint
+from tiersim.engine.link_totals import with_link_totals
 from tiersim.engine.metrics import measure
 from tiersim.engine.offload_facts import offload_facts
 from tiersim.engine.periods import Occupancies, period_windows
@@ -136,6 +137,7 @@ def simulate_resolved(
     inv = build_inventory(res) if inventory is None else inventory
     setup = prepare(res, inv)
     result = _with_breakdown(_simulate(res, setup, recorder), setup)
+    result = with_link_totals(res, setup.wl.stage, result)  # the bytes flows do not carry
     facts = offload_facts(res, inv, setup.wl)  # a framework's fetches, tiles, pinned memory
     return result if facts is None else dataclasses.replace(result, offload=facts)
 

@@ -170,6 +170,19 @@ IN_FLIGHT_NOTE = (
 )
 
 
+PRICED_NOTE = (
+    "bytes/step counts the sends between pipeline stages and every MoE all-to-all's bytes on "
+    "each channel; busy counts them only where a flow carries them (their time is in each "
+    "stage's chunks and the all-to-all's flow: docs/link-bytes.md)"
+)
+
+
+def _priced_outside_flows(links: dict[str, Any]) -> bool:
+    """Whether bytes the engine's flows do not carry are on the links (workload.link_bytes)."""
+    expert = [n for n, v in links.items() if "expert" in v["bytes_by_direction"]]
+    return len(expert) > 1 or any("pipeline" in v["bytes_by_direction"] for v in links.values())
+
+
 def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
     """`tiersim run`'s table output: the step, links, tiers, then the sentences. `engine_s`,
     the engine's wall-clock time, is a measurement of this machine: said when given, never
@@ -226,6 +239,8 @@ def _link_table(report: dict[str, Any]) -> str:
         "bandwidth used",
     ]
     table = render(header, rows) + "\n" + IN_FLIGHT_NOTE
+    if _priced_outside_flows(report["links"]):
+        table += "\n" + PRICED_NOTE
     network = report["links"].get("network")
     if network and network["nics_per_gpu"] > 1:
         table += "\n" + _network_note(network)
