@@ -196,6 +196,18 @@ def test_torchtitan_llama3_8b_on_64_gpus():
     assert report_for(imp.loaded)["step"]["time_s"] > 0
 
 
+def test_torchtitan_float8_is_training_fp8_with_the_bf16_compute_copy(tmp_path):
+    # converters = ["float8"]: torchao's Float8Linear, the linears' GEMMs in FP8 (tensorwise);
+    # the compute copy stays mixed_precision_param's bf16, not fp8 (docs/fp8.md)
+    text = (FIXTURES / "llama3_8b.toml").read_text()
+    text = text.replace('# converters = "float8"', 'converters = ["float8"]')
+    path = tmp_path / "llama3_8b_float8.toml"
+    path.write_text(text)
+    s = import_configs([path], ImportOptions(gpus=64, hardware="dgx-h100")).loaded.scenario
+    assert s.training.fp8 is not None and s.training.fp8.recipe == "tensorwise"
+    assert s.training.precision.compute == "bf16"
+
+
 def test_torchtitan_llama3_70b_tensor_parallel_and_full_recompute():
     imp = _import("llama3_70b.toml", gpus=64, hardware="dgx-a100")
     s = imp.loaded.scenario
