@@ -29,8 +29,9 @@ def _table_recipes(name: str) -> dict:
 def fp8_compute_problems(s: Scenario) -> list[Problem]:
     """FP8 training is `training.fp8`, not an FP8 compute copy: Transformer Engine and torchao
     run the linear layers' GEMMs in FP8 and keep the weights' compute copy, attention and
-    the activations (but the FP8 inputs TE's linears save) in BF16 (docs/fp8.md). An FP8 compute copy would run every GEMM, attention's
-    included, at the FP8 peak with FP8 activations, which no framework does: refused."""
+    the activations (but the FP8 inputs TE's linears save) in BF16 (docs/fp8.md). An FP8
+    compute copy would run every GEMM, attention's included, at the FP8 peak with FP8
+    activations, which no framework does: refused."""
     precision = s.training.precision
     if precision.compute_precision != "fp8":
         return []
