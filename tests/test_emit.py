@@ -280,3 +280,16 @@ def test_megatron_emit_writes_tp_comm_overlap_only_for_the_forward_overlap(tmp_p
     assert [n.path for n in emitted.notes] == ["parallel.overlap_tensor_backward"]
     s = _scenario(tmp_path, MEGATRON)  # overlap_tensor_forward: true
     assert "--tp-comm-overlap" in emit(s, "megatron").text
+
+
+def test_megatron_fp8_round_trips_as_training_fp8_with_its_recipe(tmp_path):
+    # FP8 is training.fp8 alone (docs/fp8.md): written as --fp8-format hybrid with the recipe,
+    # read back as the same training.fp8 and the bf16 compute copy (no precision.compute)
+    text = MEGATRON.replace(
+        "  recompute: selective\n", "  recompute: selective\n  fp8: {recipe: tensorwise}\n"
+    )
+    s = _scenario(tmp_path, text)
+    emitted, back = _round_trip(tmp_path, s, "megatron", hf_config=str(LLAMA2))
+    assert "--fp8-format hybrid" in emitted.text and "--fp8-recipe tensorwise" in emitted.text
+    assert back.training.fp8.recipe == "tensorwise" and back.training.precision.compute is None
+    _same(s, back)

@@ -154,7 +154,8 @@ def test_megatron_llama3_8b_fp8_script_reads_variables_quoted_arrays_and_both_br
     assert s.model.vocab == 128_256  # already a multiple of 128
     # --bf16 with --grad-reduce-in-bf16; "--fp8-format hybrid" inside a quoted array entry
     assert s.training.precision.gradients == "bf16"
-    assert s.training.precision.compute == "fp8"
+    # FP8 is training.fp8 alone (TE's FP8 linears): the compute copy stays the bf16 weights
+    assert s.training.precision.compute is None and s.training.precision.compute_precision == "bf16"
     assert s.parallel.zero_stage == 1 and s.parallel.overlap_gradient_reduce  # DDP_ARGS
     assert s.parallel.sequence
     notes = _notes(imp)
@@ -193,6 +194,18 @@ def test_torchtitan_llama3_8b_on_64_gpus():
     _pending_or_set(imp, "training.compile", False)
     assert "checkpoint.interval: 500: checkpointing is off" in _notes(imp)
     assert report_for(imp.loaded)["step"]["time_s"] > 0
+
+
+def test_torchtitan_float8_is_training_fp8_with_the_bf16_compute_copy(tmp_path):
+    # converters = ["float8"]: torchao's Float8Linear, the linears' GEMMs in FP8 (tensorwise);
+    # the compute copy stays mixed_precision_param's bf16, not fp8 (docs/fp8.md)
+    text = (FIXTURES / "llama3_8b.toml").read_text()
+    text = text.replace('# converters = "float8"', 'converters = ["float8"]')
+    path = tmp_path / "llama3_8b_float8.toml"
+    path.write_text(text)
+    s = import_configs([path], ImportOptions(gpus=64, hardware="dgx-h100")).loaded.scenario
+    assert s.training.fp8 is not None and s.training.fp8.recipe == "tensorwise"
+    assert s.training.precision.compute == "bf16"
 
 
 def test_torchtitan_llama3_70b_tensor_parallel_and_full_recompute():
@@ -650,7 +663,10 @@ def test_bridge_python_recipe_is_read_without_running_it(tmp_path):
     # global 128 = micro 1 x accumulation x data 4: accumulation 32
     assert (s.training.micro_batch_size, s.training.grad_accumulation) == (1, 32)
     assert s.training.recompute == "full"
-    assert s.training.precision.compute == "fp8" and s.training.fp8.recipe == "tensorwise"
+    # bf16_with_fp8_current_scaling_mixed: bf16 compute copy, TE's FP8 linears (training.fp8)
+    assert (
+        s.training.precision.compute_precision == "bf16" and s.training.fp8.recipe == "tensorwise"
+    )
     notes = _notes(imp)
     # the condition and the imported constant are named with their lines, not dropped
     assert "line 45: if cfg.model.seq_length > 8192: a condition (neither branch read)" in notes

@@ -26,7 +26,31 @@ def _table_recipes(name: str) -> dict:
     return table_value(name, "fp8_recipes", {})
 
 
+def fp8_compute_problems(s: Scenario) -> list[Problem]:
+    """FP8 training is `training.fp8`, not an FP8 compute copy: Transformer Engine and torchao
+    run the linear layers' GEMMs in FP8 and keep the weights' compute copy, attention and
+    the activations (but the FP8 inputs TE's linears save) in BF16 (docs/fp8.md). An FP8
+    compute copy would run every GEMM, attention's included, at the FP8 peak with FP8
+    activations, which no framework does: refused."""
+    precision = s.training.precision
+    if precision.compute_precision != "fp8":
+        return []
+    key = "compute" if precision.compute is not None else "weights"
+    what = (
+        "fp8 as the layers' compute copy is not a training mode (FP8 training runs the linear "
+        "layers' GEMMs in FP8, the compute copy and attention in bf16): expected "
+        "training.fp8: {recipe: ...} with training.precision.compute bf16 (or unset with "
+        "bf16 weights); docs/fp8.md"
+    )
+    return [Problem(f"training.precision.{key}", what, "E-KERNEL")]
+
+
 def fp8_problems(s: Scenario) -> list[Problem]:
+    """FP8 is `training.fp8` alone, and its linears need an FP8 rate."""
+    return fp8_compute_problems(s) + _fp8_rate_problems(s)
+
+
+def _fp8_rate_problems(s: Scenario) -> list[Problem]:
     """FP8 linears need an FP8 rate: the GPU's peak_flops.fp8, and where it has a kernel
     table, a measured rate for the recipe (tiersim/presets/kernels)."""
     fp8, gpu = s.training.fp8, s.hardware.gpu

@@ -160,7 +160,8 @@ class Precision(Strict):
     optimizer: PrecisionName = "fp32"
     # the copy the layers compute with (all-gathered, kept while a unit runs; activations are
     # in it); None: the weights' precision. FSDP2 mixed precision: weights fp32 (the sharded
-    # master), master none, compute bf16. DeepSpeed: weights bf16 + master fp32.
+    # master), master none, compute bf16. DeepSpeed: weights bf16 + master fp32. Not fp8:
+    # FP8 training is training.fp8 (docs/fp8.md)
     compute: PrecisionName | None = None
 
     @property

@@ -55,7 +55,8 @@ def _model(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> 
         if key == "converters":
             names = value if isinstance(value, list) else [value]
             if "float8" in names:
-                out.put("training.precision.compute", "fp8", where)
+                # torchao's Float8Linear: the linears' GEMMs in FP8, the compute copy
+                # stays mixed_precision_param's (docs/fp8.md)
                 out.put("training.fp8", {"recipe": "tensorwise"}, where)
             for other in (n for n in names if n != "float8"):
                 out.unmapped(where, other)
@@ -108,8 +109,7 @@ def _precision(out: Mapped, training: Any) -> None:
     out.put("training.precision.weights", "fp32", where)
     out.put("training.precision.master", "none", where)
     out.put("training.precision.gradients", reduce, "training.mixed_precision_reduce")
-    if "training.precision.compute" not in out.values:
-        out.put("training.precision.compute", param, where)
+    out.put("training.precision.compute", param, where)
 
 
 def _parallelism(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:

@@ -157,8 +157,8 @@ def _megatron_precision(s: Scenario, notes: list[Problem]) -> list[str]:
             "(weights/gradients/master/optimizer)"
         )
         notes.append(Problem("training.precision", why, "W-EMIT-APPROXIMATE"))
-    if pr.compute == "fp8":
-        flags.append("--fp8-format hybrid")
+    if s.training.fp8 is not None:  # Megatron-Core's recipes; rowwise is torchao's alone
+        flags += ["--fp8-format hybrid", f"--fp8-recipe {s.training.fp8.recipe}"]
     return flags
 
 

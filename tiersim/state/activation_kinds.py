@@ -43,6 +43,8 @@ class Accounting:
     recompute_modules: tuple[str, ...] = ()
     # with recompute: full, every N-th layer checkpointed (training.recompute_every; 1: all)
     recompute_every: int = 1
+    # training.fp8 under Transformer Engine: linears keep FP8 inputs (state/activations_fp8.py)
+    fp8_linears: bool = False
 
     def __post_init__(self) -> None:
         if self.implementation not in IMPLEMENTATIONS:

@@ -57,6 +57,7 @@ from tiersim.state.activation_kinds import (
     Item as Item,
 )
 from tiersim.state.activation_kinds import divided
+from tiersim.state.activations_fp8 import te_fp8_items
 from tiersim.state.activations_moe import hf_moe_mlp, hf_moe_unsupported
 from tiersim.state.activations_titan import titan_layer, titan_outside
 from tiersim.state.layer_sac import mixed
@@ -87,6 +88,7 @@ def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
         device=device,
         recompute_modules=tuple(s.training.recompute_modules or ()),
         recompute_every=s.training.recompute_every or 1,
+        fp8_linears=s.training.fp8 is not None and impl == "megatron",
     )
 
 
@@ -160,7 +162,7 @@ def megatron_layer(
         items.append(Item("norms", "post-norm inputs", 2.0 * dt * t * h, False))
     if acc.hidden_dropout > 0:
         items.append(Item("dropout_masks", "attention and mlp output masks", 2.0 * t * h, False))
-    return items
+    return te_fp8_items(items, acc, m.gated_mlp)
 
 
 # --- huggingface -------------------------------------------------------------------------------
