@@ -20,6 +20,7 @@ from tiersim.core.errors import Problem
 from tiersim.frameworks.arglist import Flag, parse_args
 from tiersim.frameworks.bridge import bridge_flags
 from tiersim.frameworks.mapping import Mapped
+from tiersim.frameworks.megatron_fusion import fp8_settings, loss_fusion
 from tiersim.frameworks.values import ValueProblem, integer, number, text
 
 GPT2_VOCAB = 50257  # the GPT-2 BPE vocabulary (gpt2-vocab.json) Megatron's GPT examples use
@@ -227,7 +228,7 @@ def _precision(args: _Args, out: Mapped) -> None:
         text("--fp8-format", fmt, ("e4m3", "hybrid"))
         out.put("training.precision.compute", "fp8", "--fp8-format")
         recipe = text("--fp8-recipe", args.value("fp8-recipe") or "delayed", FP8_RECIPES)
-        out.put("training.fp8", {"recipe": recipe}, "--fp8-recipe")
+        out.put("training.fp8", fp8_settings(args, recipe), "--fp8-recipe")
     optimizer = (args.value("optimizer") or "adam").lower()
     mapped = {"adam": "adamw", "sgd": "sgd_momentum"}.get(optimizer)
     if mapped is None:
@@ -235,6 +236,7 @@ def _precision(args: _Args, out: Mapped) -> None:
     else:  # Megatron's adam is AdamW (decoupled weight decay); its sgd has momentum 0.9
         out.put("training.optimizer", mapped, "--optimizer")
     _attention(args, out)
+    loss_fusion(args, out)
 
 
 def _attention(args: _Args, out: Mapped) -> None:
