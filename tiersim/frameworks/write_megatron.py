@@ -159,6 +159,11 @@ def _megatron_precision(s: Scenario, notes: list[Problem]) -> list[str]:
         notes.append(Problem("training.precision", why, "W-EMIT-APPROXIMATE"))
     if pr.compute == "fp8":
         flags.append("--fp8-format hybrid")
+        fp8 = s.training.fp8
+        flags += ["--fp8-param-gather"] if fp8 is not None and fp8.param_gather else []
+    fusion = s.training.loss_fusion
+    flags += ["--cross-entropy-loss-fusion"] if fusion != "none" else []
+    flags += ["--cross-entropy-fusion-impl te"] if fusion == "te" else []
     return flags
 
 
