@@ -266,3 +266,18 @@ def test_megatron_emit_round_trips_loss_fusion_and_fp8_params(tmp_path):
     back = import_configs([out], ImportOptions(name="mg", hf_config=str(hf))).loaded.scenario
     assert back.training.loss_fusion == "te"
     assert back.training.fp8 == s.training.fp8
+
+
+@pytest.mark.parametrize(
+    ("training", "said"),
+    [
+        ({"implementation": "huggingface", "loss_fusion": "native"}, "computes the loss"),
+        ({"loss_fusion": "te", "precision": {"weights": "fp32"}}, "no fp32 copy"),
+    ],
+)
+def test_a_loss_fusion_that_changes_nothing_is_noted(cli, tmp_path, training, said):
+    path = tmp_path / "s.yaml"
+    body = {"seq_len": 128, **training}
+    path.write_text(f"name: n\nmodel: {TINY}\ntraining: {body}\n".replace("'", '"'))
+    code, _out, err = cli("inventory", path)
+    assert code == 0 and "training.loss_fusion" in err and said in err and "[W-NO-EFFECT]" in err
