@@ -18,6 +18,7 @@ from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
 from tiersim.config.layout_checks import layout_notes
 from tiersim.config.load import Loaded, blamed_on_overrides
+from tiersim.config.loss_fusion_notes import loss_fusion_notes
 from tiersim.config.model_notes import model_notes
 from tiersim.config.schema import Scenario
 from tiersim.config.yamllines import with_lines
@@ -104,6 +105,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + _parallel_notes(scenario)
         + layout_notes(scenario)
         + offload_notes(scenario)
+        + loss_fusion_notes(scenario)
     )
 
 

@@ -18,3 +18,6 @@ class Fp8(Strict):
 
     recipe: Literal[FP8_RECIPES] = "tensorwise"  # type: ignore[valid-type]
     attention: bool = False
+    # Megatron's --fp8-param-gather (TE fp8_model_init): the linear weights are kept in FP8
+    # only, no copy in the weights' precision beside them (state/fp8.py)
+    param_gather: bool = False

@@ -249,6 +249,9 @@ class Training(Strict):
     # Megatron-LM, which ZeRO-Offload ran): more bytes per element (workload/kernels.py)
     fused_kernels: bool = True
     fp8: Fp8 | None = None  # FP8 linear layers (config/fp8.py; null: none)
+    # Megatron-Core's cross-entropy (--cross-entropy-loss-fusion, --cross-entropy-fusion-impl):
+    # none and native keep the fp32 softmax; te keeps the logits alone (state/step_memory.py)
+    loss_fusion: Literal["none", "native", "te"] = "none"
     # `attention_kernel: flash` as FlashAttention-2, -3 or cuDNN's (TE's), null: -2 (kernel table)
     flash_kernel: Literal["flash2", "flash3", "cudnn"] | None = None
     # huggingface's elementwise ops torch.compile'd (true) or eager (false; workload/eager.py)

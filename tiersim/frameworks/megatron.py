@@ -20,6 +20,7 @@ from tiersim.core.errors import Problem
 from tiersim.frameworks.arglist import Flag, parse_args
 from tiersim.frameworks.bridge import bridge_flags
 from tiersim.frameworks.mapping import Mapped
+from tiersim.frameworks.megatron_fusion import fp8_settings, loss_fusion
 from tiersim.frameworks.values import ValueProblem, integer, number, text
 
 GPT2_VOCAB = 50257  # the GPT-2 BPE vocabulary (gpt2-vocab.json) Megatron's GPT examples use
@@ -229,7 +230,7 @@ def _precision(args: _Args, out: Mapped) -> None:
         # the activations in bf16 (docs/fp8.md); --fp8-recipe's default is delayed
         recipe = text("--fp8-recipe", args.value("fp8-recipe") or "delayed", FP8_RECIPES)
         said = "--fp8-recipe" if args.value("fp8-recipe") else "--fp8-format"
-        out.put("training.fp8", {"recipe": recipe}, said)
+        out.put("training.fp8", fp8_settings(args, recipe), said)
     optimizer = (args.value("optimizer") or "adam").lower()
     mapped = {"adam": "adamw", "sgd": "sgd_momentum"}.get(optimizer)
     if mapped is None:
@@ -237,6 +238,7 @@ def _precision(args: _Args, out: Mapped) -> None:
     else:  # Megatron's adam is AdamW (decoupled weight decay); its sgd has momentum 0.9
         out.put("training.optimizer", mapped, "--optimizer")
     _attention(args, out)
+    loss_fusion(args, out)
 
 
 def _attention(args: _Args, out: Mapped) -> None:

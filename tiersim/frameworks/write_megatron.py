@@ -157,8 +157,13 @@ def _megatron_precision(s: Scenario, notes: list[Problem]) -> list[str]:
             "(weights/gradients/master/optimizer)"
         )
         notes.append(Problem("training.precision", why, "W-EMIT-APPROXIMATE"))
-    if s.training.fp8 is not None:  # Megatron-Core's recipes; rowwise is torchao's alone
-        flags += ["--fp8-format hybrid", f"--fp8-recipe {s.training.fp8.recipe}"]
+    fp8 = s.training.fp8
+    if fp8 is not None:  # Megatron-Core's recipes; rowwise is torchao's alone
+        flags += ["--fp8-format hybrid", f"--fp8-recipe {fp8.recipe}"]
+        flags += ["--fp8-param-gather"] if fp8.param_gather else []
+    fusion = s.training.loss_fusion
+    flags += ["--cross-entropy-loss-fusion"] if fusion != "none" else []
+    flags += ["--cross-entropy-fusion-impl te"] if fusion == "te" else []
     return flags
 
 

@@ -13,8 +13,14 @@ GEMM reads, with the recipe's scales:
 
 The copies are Transformer Engine's Float8Tensor with its cached transpose (Hopper) and
 MXFP8Tensor's rowwise and columnwise data; the embeddings, the output head, norms and biases
-stay in the weights' precision. Not counted: FP8 activations (saved inputs in FP8 halve those
-tensors: the activation accounting keeps them in the compute precision) and `attention: true`.
+stay in the weights' precision. With `param_gather` (Megatron-LM's --fp8-param-gather,
+"keep the compute param in fp8 (do not use any other intermediate dtype) and perform the param
+all-gather in fp8", megatron/core/distributed/distributed_data_parallel_config.py; the model
+built under Transformer Engine's fp8_model_init, megatron/training/training.py) these copies
+are the weights themselves: the linear weights have no copy in the weights' precision, the
+distributed optimizer's fp32 master being the only other one. Not counted: FP8 activations
+(saved inputs in FP8 halve those tensors: the activation accounting keeps them in the compute
+precision) and `attention: true`.
 """
 
 from __future__ import annotations
@@ -59,3 +65,16 @@ def fp8_weight_bytes(recipe: str, mats: Iterable[Matrix]) -> int:
         for m in mats
         if fp8_matrix(m)
     )
+
+
+def fp8_param_bytes(recipe: str, mats: Iterable[Matrix], other_bytes: int) -> int:
+    """`param_gather`: the weights as kept, the linear ones in FP8 alone (both layouts and
+    their scales), the others (embeddings, head, norms, biases) at `other_bytes` a value."""
+    mats = list(mats)
+    rest = sum(m.size for m in mats if not fp8_matrix(m))
+    return rest * other_bytes + fp8_weight_bytes(recipe, mats)
+
+
+def linear_values(mats: Iterable[Matrix]) -> int:
+    """Values of these tensors' linear weights (those kept in FP8)."""
+    return sum(m.size for m in mats if fp8_matrix(m))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tiersim.state.activations import layer_items
-from tiersim.state.fp8 import fp8_weight_bytes
+from tiersim.state.fp8 import fp8_weight_bytes, linear_values
 from tiersim.state.inventory import per_context_rank, rank_matrices, stage_layers
 from tiersim.state.model import Transformer
 from tiersim.state.op_recompute import op_working_bytes
@@ -25,6 +25,7 @@ class LayerMemory:
     items: int  # tensors it saves with recompute none (how the allocator sees them)
     module: int = 0  # values of its largest module fetched whole (transformers' fused experts)
     fp8: int = 0  # bytes of its linear weights' FP8 copies (training.fp8)
+    fp8_values: int = 0  # values of those linear weights
     busiest: float = 0.0  # the busiest expert rank's routed rows beyond the mean, bytes
 
 
@@ -64,6 +65,7 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
                 items=items,
                 module=_largest_module(r, mat),
                 fp8=fp8_weight_bytes(tr.fp8.recipe, mat) if tr.fp8 else 0,
+                fp8_values=linear_values(mat) if tr.fp8 else 0,
                 busiest=busiest,
             )
         )

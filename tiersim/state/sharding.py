@@ -9,6 +9,7 @@ import math
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES, Parallel, Precision, Training
 from tiersim.state.classes import PER_PARAMETER, SHARDABLE, zero_sharded
+from tiersim.state.fp8 import fp8_param_bytes
 from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
 from tiersim.state.model import Matrix, Model, Transformer
 from tiersim.state.optimizers import optimizer
@@ -29,6 +30,8 @@ def raw_parameter_bytes(training: Training, mats: list[Matrix]) -> dict[str, int
     per_value["master"] = master_bytes(training.precision)
     out = {c: params * per_value[c] for c in PER_PARAMETER if c != "optimizer"}
     out["optimizer"] = optimizer(training.optimizer).state_bytes(mats, per_value["optimizer"])
+    if training.fp8 is not None and training.fp8.param_gather:  # FP8 weights alone (fp8.py)
+        out["weights"] = fp8_param_bytes(training.fp8.recipe, mats, per_value["weights"])
     return {c: out[c] for c in PER_PARAMETER}
 
 

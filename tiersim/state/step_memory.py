@@ -141,10 +141,13 @@ def _loss(steps: _Steps, r: Resolved, log_softmax: float, head_grad: int) -> Non
     fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
     copy = "logits in fp32 (the loss's copy)"
     if r.accounting.implementation == "megatron":
-        # vocab_parallel_cross_entropy(logits.float()): the fp32 copy becomes the softmax in
-        # place and is kept; its backward works in place too
+        # vocab_parallel_cross_entropy and its fused native form (loss_fusion: native,
+        # fusions/fused_cross_entropy.py): the fp32 copy of the logits becomes the softmax in
+        # place and is kept; their backward works in place too. te (Transformer Engine's
+        # parallel_cross_entropy, cross_entropy.py) writes the gradient into the logits
+        # themselves in forward and keeps them: no fp32 copy
         steps.alloc(fw, f, "logits", "logits", cb * n)
-        if cb != 4:
+        if cb != 4 and r.execution.training.loss_fusion != "te":
             steps.alloc(fw, f, "logits fp32", "logits in fp32 (kept by the loss)", 4 * n)
             steps.free(fw, f, "logits", "logits")
             steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
@@ -196,6 +199,7 @@ class _Plan:
     cb: int  # compute precision's bytes
     grad_bytes: int  # an unsharded gradient's bytes per value
     whole_layer_grads: bool  # FSDP2 reduce-scatters a layer's gradients at once
+    fp8_params: bool = False  # training.fp8.param_gather: the FP8 copies are the weights
 
 
 def _plan(r: Resolved, layers: list[LayerMemory]) -> _Plan:
@@ -213,6 +217,7 @@ def _plan(r: Resolved, layers: list[LayerMemory]) -> _Plan:
         cb=cb,
         grad_bytes=cb if tr.framework == "fsdp" else PRECISION_BYTES[tr.precision.gradients],
         whole_layer_grads=tr.framework == "fsdp",
+        fp8_params=tr.fp8 is not None and tr.fp8.param_gather,
     )
 
 
@@ -221,7 +226,11 @@ def _gather(steps: _Steps, p: _Plan, layers: list[LayerMemory], at: str, phase: 
         if f"gathered {j}" not in steps.held:
             lay = layers[j]  # DeepSpeed's fetch: up to max_live, a module always whole
             values = max(min(lay.params, p.max_live), lay.module if p.max_live < lay.params else 0)
-            steps.alloc(at, phase, f"gathered {j}", "gathered weights", values * p.cb, lay.tensors)
+            nbytes = values * p.cb
+            if p.fp8_params:  # gathered in FP8: the linear weights' FP8 bytes, the rest in cb
+                whole = lay.fp8 + (lay.params - lay.fp8_values) * p.cb
+                nbytes = whole * values / max(1, lay.params)
+            steps.alloc(at, phase, f"gathered {j}", "gathered weights", nbytes, lay.tensors)
 
 
 def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
@@ -233,7 +242,7 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
         steps.alloc(at, "forward", f"saved {i}", "saved activations", saved, lay.items)
         extra = lay.busiest if p.on_gpu else 0
         steps.alloc(at, "forward", f"busiest {i}", BUSIEST, extra, 3)
-        if p.gather:  # gathered weights' FP8 copies: cast here, kept for this layer's backward
+        if p.gather and not p.fp8_params:  # FP8 copies: cast here, kept for its backward
             steps.alloc(at, "forward", f"fp8 {i}", FP8, lay.fp8, 2 * lay.tensors)
         if p.gather and p.reshard:
             steps.free(at, "forward", f"gathered {i}", "gathered weights")
@@ -311,8 +320,8 @@ def _weights_at_start(steps: _Steps, p: _Plan, layers: list[LayerMemory], rest: 
     """Whole weights' FP8 copies (cached all step, as TE does); FSDP2's root group
     (embeddings, final norm, head) gathered from the forward to its backward. True where the
     root group is held so."""
-    if not p.gather:
-        fp8 = sum(lay.fp8 for lay in layers)
+    if not p.gather:  # with fp8_params they are the resident weights
+        fp8 = 0 if p.fp8_params else sum(lay.fp8 for lay in layers)
         steps.alloc("start of the step", "start", "fp8", FP8, fp8, 2 * len(layers))
         return False
     if p.max_live < math.inf:  # a submodule fetch (DeepSpeed): the head about the loss alone
