@@ -10,7 +10,8 @@ refused), random weights. Prediction and measurement agree to the byte, per laye
 The matrix: eager / sdpa x fp32 / bf16 x q_lora_rank 20 / none (V2-Lite's plain q projection) x
 (s, b) = (32, 1) and (16, 2); qk_nope 16 + qk_rope 8, v 12 (query and value widths differ, as
 in every DeepSeek config), kv_lora_rank 24, interleaved rotary (DeepSeek-V3's default) for
-q_lora_rank 20 and rotate_half for none.
+q_lora_rank 20 and rotate_half for none; besides, SDPA with the value as wide as query and key
+(v 24: the CPU's flash kernel instead of the math path) and eager with attention dropout 0.1.
 """
 
 from __future__ import annotations
@@ -31,39 +32,43 @@ from tiersim.state.model import Transformer  # noqa: E402
 H, A, F, V, L = 64, 4, 96, 128, 2
 KV_RANK, ROPE, NOPE, VDIM = 24, 8, 16, 12
 SHAPES = [(32, 1), (16, 2)]
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def deepseek(kernel: str, dtype, q_rank: int | None) -> torch.nn.Module:
+def deepseek(kernel: str, dtype, q_rank: int | None, vdim=VDIM, drop=0.0) -> torch.nn.Module:
     cfg = transformers.DeepseekV3Config(
         hidden_size=H, num_attention_heads=A, num_key_value_heads=A, intermediate_size=F,
         num_hidden_layers=L, first_k_dense_replace=L, vocab_size=V, max_position_embeddings=64,
         q_lora_rank=q_rank, kv_lora_rank=KV_RANK, qk_rope_head_dim=ROPE,
-        qk_nope_head_dim=NOPE, v_head_dim=VDIM, rope_interleave=q_rank is not None,
-        attention_dropout=0.0,
+        qk_nope_head_dim=NOPE, v_head_dim=vdim, rope_interleave=q_rank is not None,
+        attention_dropout=drop,
     )  # fmt: skip
     cfg._attn_implementation = kernel
     torch.manual_seed(0)
     return transformers.DeepseekV3ForCausalLM(cfg).to(dtype).train()
 
 
-def tiersim_deepseek(q_rank: int | None) -> Transformer:
+def tiersim_deepseek(q_rank: int | None, vdim: int = VDIM) -> Transformer:
     return Transformer(
         layers=L, hidden=H, heads=A, kv_heads=A, head_dim=NOPE + ROPE, ffn_hidden=F, vocab=V,
         max_positions=64, gated_mlp=True, tied_embeddings=False, qkv_bias=False,
         attn_out_bias=False, mlp_bias=False, norm="rmsnorm",
-        position="rope", mla=Latent(q_rank, KV_RANK, ROPE, NOPE, VDIM),
+        position="rope", mla=Latent(q_rank, KV_RANK, ROPE, NOPE, vdim),
     )  # fmt: skip
 
 
-CASES = list(itertools.product(["eager", "sdpa"], ["fp32", "bf16"], [20, None]))
+CASES = [(*case, VDIM, 0.0) for case in itertools.product(["eager", "sdpa"], DTYPES, [20, None])]
+# value as wide as query and key (SDPA's flash kernel on the CPU), eager attention dropout
+CASES += [("sdpa", dt, None, NOPE + ROPE, 0.0) for dt in DTYPES]
+CASES += [("eager", dt, 20, VDIM, 0.1) for dt in DTYPES]
 
 
-@pytest.mark.parametrize(("kernel", "dtype", "q_rank"), CASES)
-def test_measured_equals_predicted(kernel, dtype, q_rank):
+@pytest.mark.parametrize(("kernel", "dtype", "q_rank", "vdim", "drop"), CASES)
+def test_measured_equals_predicted(kernel, dtype, q_rank, vdim, drop):
     torch.set_num_threads(1)
-    net = deepseek(kernel, {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype], q_rank)
-    m = tiersim_deepseek(q_rank)
-    acc = Accounting("huggingface", kernel, 0.0, 0.0, 4 if dtype == "fp32" else 2, device="cpu")
+    net = deepseek(kernel, DTYPES[dtype], q_rank, vdim, drop)
+    m = tiersim_deepseek(q_rank, vdim)
+    acc = Accounting("huggingface", kernel, drop, 0.0, 4 if dtype == "fp32" else 2, device="cpu")
     for s, b in SHAPES:
         torch.manual_seed(1)
         per_layer, outside = saved_bytes(net, torch.randint(0, V, (b, s)))
