@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.schema import Scenario
-from tiersim.config.variants import MIXTRAL_VARIANTS, given_variants
+from tiersim.config.variants import MIXTRAL_VARIANTS, MLA_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
 from tiersim.state.classes import PLACED
 from tiersim.state.optimizers import optimizer
@@ -172,7 +172,7 @@ def _implementation_problems(s: Scenario) -> list[Problem]:
     variants = [k for k in given_variants(s.model) if not k.startswith("sliding_window")]
     if s.training.implementation == "torchtitan":
         return _titan_problems(s, variants)
-    variants = [k for k in variants if k not in MIXTRAL_VARIANTS]
+    variants = [k for k in variants if k not in (*MIXTRAL_VARIANTS, *MLA_VARIANTS)]
     if s.model.shared_expert_gate:  # Qwen2-MoE's block with gated shared experts
         variants = [k for k in variants if not k.startswith("shared_expert")]
     if s.model.experts is not None and s.model.norm == "layernorm":
@@ -180,9 +180,9 @@ def _implementation_problems(s: Scenario) -> list[Problem]:
     if s.training.implementation != "huggingface" or not variants:
         return []
     what = (
-        f"huggingface activation accounting knows GPT-2- and Llama-style layers and "
-        f"Mixtral's mixture-of-experts only, and the model gives {', '.join(variants)} "
-        "(expected implementation: megatron for other mixture-of-experts, latent attention, "
+        f"huggingface activation accounting knows GPT-2- and Llama-style layers, DeepSeek-V3's "
+        f"latent attention and Mixtral's mixture-of-experts only, and the model gives "
+        f"{', '.join(variants)} (expected implementation: megatron for other mixture-of-experts, "
         "q/k norms or post-norms)"
     )
     return [Problem("training.implementation", what, "E-CONFLICT")]

@@ -35,6 +35,8 @@ VARIANT_DEFAULTS: dict[str, Any] = {
 # what the huggingface accounting and `tiersim measure` know of MoE: Mixtral's block (every
 # layer MoE, no shared experts, dropless); any other MoE key is refused with them
 MIXTRAL_VARIANTS = ("experts", "experts_per_token", "expert_ffn_hidden")
+# DeepSeek-V3's latent attention, which the huggingface accounting knows (activations_mla)
+MLA_VARIANTS = ("q_lora_rank", "kv_lora_rank", *_MLA_DIMS)
 
 
 def given_variants(spec: Any) -> list[str]:

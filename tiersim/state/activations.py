@@ -58,6 +58,7 @@ from tiersim.state.activation_kinds import (
 )
 from tiersim.state.activation_kinds import divided
 from tiersim.state.activations_fp8 import te_fp8_items
+from tiersim.state.activations_mla import hf_latent_attention, rope_width
 from tiersim.state.activations_moe import hf_moe_mlp, hf_moe_unsupported
 from tiersim.state.activations_titan import titan_layer, titan_outside
 from tiersim.state.layer_sac import mixed
@@ -244,19 +245,23 @@ def _rmsnorm(name: str, t: int, h: int, dt: int) -> list[Item]:
 
 
 def hf_llama_layer(m: TransformerShape, s: int, b: int, acc: Accounting, index: int = 0) -> list:
-    """Llama's layer; an MoE layer's MLP is Mixtral's sparse block (activations_moe)."""
+    """Llama's layer; an MoE layer's MLP is Mixtral's sparse block (activations_moe), latent
+    attention DeepSeek-V3's (activations_mla)."""
     dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.ffn_hidden
     mlp = 4 if m.gated_mlp else 2  # SwiGLU: gate out, SiLU out, up out, down input
     dense = [
         Item("mlp", "mlp input", dt * t * h, False),
         Item("mlp", "gate, SiLU, up outputs and down input", mlp * dt * t * f, True),
     ]
-    return [
-        *_rmsnorm("input norm", t, h, dt),
-        *_rmsnorm("post-attention norm", t, h, dt),
+    attention = [
         Item("attention_inputs", "q, k, v projection input", dt * t * h, False),
         Item("attention_inputs", "o_proj input", dt * t * m.heads * m.head_dim, True),
         *_llama_core(m, s, b, acc),
+    ]
+    return [
+        *_rmsnorm("input norm", t, h, dt),
+        *_rmsnorm("post-attention norm", t, h, dt),
+        *(attention if m.mla is None else hf_latent_attention(m, s, b, acc)),
         *(hf_moe_mlp(m, s, b, acc) if m.is_moe(index) else dense),
     ]
 
@@ -319,7 +324,7 @@ def hf_outside(m: TransformerShape, s: int, b: int, acc: Accounting, first: bool
             mask = _mask_bytes(acc) * t * h
             items.append(Item("dropout_masks", "embedding dropout mask", mask, False))
     if m.position == "rope":  # cos and sin, (1, s, head_dim), shared by every layer
-        items.append(Item("embeddings", "rotary cos and sin", 2.0 * s * m.head_dim * dt, False))
+        items.append(Item("embeddings", "rotary cos and sin", 2.0 * s * rope_width(m) * dt, False))
     if last:
         norm = _layernorm("final norm", t, h, acc) if gpt2 else _rmsnorm("final norm", t, h, dt)
         labels = 8.0 * (s + 1) if b == 1 else 8.0 * t  # b = 1 keeps the padded (s+1) storage
@@ -336,15 +341,11 @@ def hf_outside(m: TransformerShape, s: int, b: int, acc: Accounting, first: bool
 
 
 def hf_unsupported(m: TransformerShape) -> str | None:
-    """What of the model the huggingface accounting does not know (it measured GPT-2 and
-    Llama-style layers and Mixtral's MoE block only), or None."""
+    """What of the model the huggingface accounting does not know (it measured GPT-2- and
+    Llama-style layers, DeepSeek-V3's latent attention, Mixtral's and Qwen2-MoE's MoE), or None."""
     if m.moe is not None and (hf_style(m) == "gpt2" or hf_moe_unsupported(m.moe)):
         return f"mixture-of-experts layers with {hf_moe_unsupported(m.moe) or 'LayerNorm'}"
-    for known, what in (
-        (m.mla is None, "latent attention"),
-        (not m.qk_norm, "q/k norms"),
-        (not m.post_norms, "post-norms"),
-    ):
+    for known, what in ((not m.qk_norm, "q/k norms"), (not m.post_norms, "post-norms")):
         if not known:
             return what
     return None
