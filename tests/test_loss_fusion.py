@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import scenario
+from test_memory_timeline import TINY  # a tiny Llama-style model: the loss's tensors dominate
 
 import tiersim
 from tiersim.frameworks.assemble import ImportOptions, import_configs
@@ -26,17 +27,6 @@ from tiersim.state.resolved import resolve
 from tiersim.state.step_memory import build_events, gpu_timeline
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "frameworks"
-TINY = {
-    "hidden": 64,
-    "layers": 2,
-    "heads": 4,
-    "ffn_hidden": 128,
-    "vocab": 32000,
-    "norm": "rmsnorm",
-    "position": "rope",
-    "gated_mlp": True,
-    "tied_embeddings": False,
-}
 BF16 = {"weights": "bf16", "gradients": "bf16", "master": "none", "optimizer": "bf16"}
 FP8_COPIES = "FP8 weight copies (training.fp8)"
 
