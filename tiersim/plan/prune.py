@@ -98,8 +98,11 @@ def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[s
         out.duplicates += 1
         return None
     seen.add(key)
-    task = PointTask(
-        mapping, str(base_dir.resolve()), f"{source} --set {' --set '.join(overrides)}"
+    task = PointTask(  # the remedies simulated only for the plan that shows them (plan.run)
+        mapping,
+        str(base_dir.resolve()),
+        f"{source} --set {' --set '.join(overrides)}",
+        remedies=False,
     )
     s = loaded.scenario
     gpus = Mesh.of(s.parallel).world

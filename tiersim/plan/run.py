@@ -4,6 +4,7 @@ ranking. Nothing printed but progress."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned, prune
-from tiersim.plan.rank import Simulated, simulated
+from tiersim.plan.rank import Simulated, best_worn, simulated
 from tiersim.plan.space import Space, candidates
 from tiersim.rulebook import check_plan_section
 from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
@@ -81,8 +82,21 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     contenders = Contenders(options.objective, options.top)
     results = _simulate_rest(pruned, sampled, options, stream_to, contenders)
     sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True) if r is not None]
+    sims = _remedied(sims, options.objective)
     by_bound = dict(contenders.pruned.most_common())
     return PlanOutcome(source, space, pruned, sims, estimate, overrides, by_bound)
+
+
+def _remedied(sims: list[Simulated], objective: str) -> list[Simulated]:
+    """`sims` with the one plan whose wear remedies the answer shows (`rank.best_worn`)
+    simulated again in full, its remedies checked by simulation as `tiersim run` checks them
+    (the search's own runs price them only: runner.SearchRun)."""
+    worn = best_worn(sims, objective)
+    if worn is None:
+        return sims
+    c = worn.candidate
+    again = simulated(c, run_point(dataclasses.replace(c.task, remedies=True)))
+    return [again if s is worn else s for s in sims]
 
 
 def parallelism(options: PlanOptions, left: int) -> tuple[int, int]:
