@@ -70,7 +70,9 @@ def test_a_pruned_search_gives_the_exhaustive_search_s_answer(pruned_and_exhaust
     assert pruned["candidates"]["simulated"] + sum(by_bound.values()) == simulated
 
 
-def _candidate(bound_s: float, hbf: bool = False, wear_floor_s: float = 0.0) -> Candidate:
+def _candidate(
+    bound_s: float, hbf: bool = False, wear_floor_s: float = 0.0, upper_s: float = math.inf
+) -> Candidate:
     bound = StepBound(bound_s, "compute", {"compute": bound_s})
     return Candidate(
         overrides=(),
@@ -84,6 +86,7 @@ def _candidate(bound_s: float, hbf: bool = False, wear_floor_s: float = 0.0) -> 
         hbf_optimizer=hbf,
         wear_floor_s=wear_floor_s,
         wear_tier="hbf" if wear_floor_s else None,
+        upper_s=upper_s,
     )
 
 
@@ -113,3 +116,20 @@ def test_the_wear_floor_lowers_the_score_a_plan_that_holds_can_reach():
     assert score_bound(c, "tokens_per_s", holding=True) == pytest.approx(4_000.0)
     # a candidate without a bound (its workload could not be built) is always simulated
     assert score_bound(dataclasses.replace(c, bound=None), "tokens_per_s") == math.inf
+
+
+def test_a_plan_whose_step_cannot_reach_its_wear_floor_cannot_hold():
+    # on HBF, bounded between 5 s and 8 s a step, its budget needing steps of 20 s or more:
+    # no run of it holds, so as a plan that holds it reaches nothing (-inf)...
+    c = _candidate(5.0, hbf=True, wear_floor_s=20.0, upper_s=8.0)
+    assert score_bound(c, "tokens_per_s", holding=True) == -math.inf
+    # ...and, none on HBF holding yet, it is simulated only while it could still be the best
+    # on HBF that fits: 80,000 / 5 = 16,000 tokens/s at most
+    contenders = Contenders("tokens_per_s", 2)
+    contenders.worn_best = 15_000.0
+    assert contenders.matters(c)
+    contenders.worn_best = 17_000.0
+    assert not contenders.matters(c)
+    assert dict(contenders.pruned) == {"hbf wear budget": 1}
+    # where its step could be 20 s long (upper bound 25 s), it might hold: simulated
+    assert contenders.matters(_candidate(5.0, hbf=True, wear_floor_s=20.0, upper_s=25.0))

@@ -34,6 +34,8 @@ def score_bound(candidate: Candidate, objective: str, holding: bool = False) -> 
     if candidate.bound is None:
         return math.inf
     least_s = candidate.bound.time_s
+    if holding and candidate.wear_floor_s > candidate.upper_s:
+        return -math.inf  # its step cannot be as long as its budget needs: it cannot hold
     if holding:
         least_s = max(least_s, candidate.wear_floor_s)
     if math.isinf(least_s):

@@ -82,12 +82,12 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     contenders = Contenders(options.objective, options.top)
     results = _simulate_rest(pruned, sampled, options, stream_to, contenders)
     sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True) if r is not None]
-    sims = _remedied(sims, options.objective)
+    sims = _remedied(sims, options.objective, pruned)
     by_bound = dict(contenders.pruned.most_common())
     return PlanOutcome(source, space, pruned, sims, estimate, overrides, by_bound)
 
 
-def _remedied(sims: list[Simulated], objective: str) -> list[Simulated]:
+def _remedied(sims: list[Simulated], objective: str, pruned: Pruned) -> list[Simulated]:
     """`sims` with the one plan whose wear remedies the answer shows (`rank.best_worn`)
     simulated again in full, its remedies checked by simulation as `tiersim run` checks them
     (the search's own runs price them only: runner.SearchRun)."""
@@ -95,7 +95,7 @@ def _remedied(sims: list[Simulated], objective: str) -> list[Simulated]:
     if worn is None:
         return sims
     c = worn.candidate
-    again = simulated(c, run_point(dataclasses.replace(c.task, remedies=True)))
+    again = simulated(c, run_point(dataclasses.replace(pruned.task(c), remedies=True)))
     return [again if s is worn else s for s in sims]
 
 
@@ -144,7 +144,7 @@ def _sample(
     positions = spread(len(pruned.kept), SAMPLE)
     sampled: dict[int, PointResult] = {}
     for i in positions:
-        sampled[i] = run_point(pruned.kept[i].task)
+        sampled[i] = run_point(pruned.task(pruned.kept[i]))
         timing = sample_timing(
             pruned, sampled, positions, options, low=len(sampled) < len(positions)
         )
@@ -272,7 +272,7 @@ def _simulate_rest(
         for i in left:
             if contenders.matters(kept[i]):
                 sent.append(i)
-                yield kept[i].task
+                yield pruned.task(kept[i])
 
     bar = Progress(len(left), to, label="plans simulated or pruned")
     workers = parallelism(options, len(left))[0]
