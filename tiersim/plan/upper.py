@@ -44,15 +44,30 @@ from tiersim.workload.work import Workload
 MARGIN = 2.0  # the bound the planner uses: twice the serial sum (module docstring)
 
 
-def _alone_s(topo: Topology, src: str, dst: str, nbytes: float) -> float:
-    """A move of `nbytes` alone, its route's hops one after another; inf where there is no
-    route (the candidate is refused before it is simulated: never reached)."""
-    if src == dst or nbytes <= 0:
-        return 0.0
-    route = topo.route(src, dst, nbytes)
-    if route is None:
-        return math.inf
-    return route.latency_s + sum(nbytes / bw for bw in route.hop_bandwidths)
+class Moves:
+    """Moves between tiers, summed by route: a move alone takes its route's latency, then its
+    bytes over each hop's bandwidth in turn (as if staged, not streamed), so moves on one
+    route take in all their count x the latency + their bytes x the sum of 1 / bandwidth."""
+
+    def __init__(self, topo: Topology):
+        self.topo = topo
+        self.by_route: dict[tuple[str, str], list[float]] = {}  # -> [moves, bytes]
+
+    def add(self, src: str, dst: str, nbytes: float, times: int = 1) -> None:
+        if src != dst and nbytes > 0:
+            counts = self.by_route.setdefault((src, dst), [0.0, 0.0])
+            counts[0] += times
+            counts[1] += times * nbytes
+
+    def seconds(self) -> float:
+        """inf where a pair has no route (such a candidate is refused before it is run)."""
+        total = 0.0
+        for (src, dst), (count, nbytes) in self.by_route.items():
+            route = self.topo.route(src, dst)  # the widest (one route a pair: cached)
+            if route is None:
+                return math.inf
+            total += count * route.latency_s + nbytes * sum(1 / bw for bw in route.hop_bandwidths)
+        return total
 
 
 def _comm_s(comm, times: int, capacity: dict) -> float:
@@ -72,42 +87,44 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     total = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
     total += sum(u.optimizer_gpu_s + u.optimizer_cpu_s for u in units)
     total += wl.bubble_s + wl.bubble_after_s
+    moves = Moves(topo)
+    cap = wl.net_capacity
     for u in units:
         home = u.home or base
         weights = max(u.weights_full, u.homed.get("weights", 0))
         gradients = max(u.gradients_full, u.homed.get("gradients", 0))
-        total += (2 * m + 2) * 2 * _alone_s(topo, home["weights"], gpu, weights)
-        total += (2 * m + 2) * 2 * _alone_s(topo, gpu, home["gradients"], gradients)
-        total += 2 * m * 2 * _alone_s(topo, gpu, home["activations"], u.activations)
+        moves.add(home["weights"], gpu, weights, 2 * (2 * m + 2))
+        moves.add(gpu, home["gradients"], gradients, 2 * (2 * m + 2))
+        moves.add(gpu, home["activations"], u.activations, 2 * 2 * m)
         for cls in ("optimizer", "master"):
-            total += 2 * _alone_s(topo, home[cls], updater, u.homed.get(cls, 0))
-            total += 2 * _alone_s(topo, updater, home[cls], u.homed.get(cls, 0))
-        total += 2 * _alone_s(topo, gpu, updater, u.gradients_for_update)
-        total += 2 * _alone_s(topo, updater, gpu, u.weights_updated)
-        cap = wl.net_capacity
+            moves.add(home[cls], updater, u.homed.get(cls, 0), 2)
+            moves.add(updater, home[cls], u.homed.get(cls, 0), 2)
+        moves.add(gpu, updater, u.gradients_for_update, 2)
+        moves.add(updater, gpu, u.weights_updated, 2)
         for comm in (u.tp_forward, u.tp_backward, u.ep_forward, u.ep_backward):
             total += _comm_s(comm, m, cap)
         for comm in (u.cp_forward, u.cp_backward, u.cp_forward_hidden, u.cp_backward_hidden):
             total += _comm_s(comm, m, cap)
         total += _comm_s(u.dp_weights, 2 * m + 2, cap) + _comm_s(u.dp_gradients, m + 1, cap)
         total += _comm_s(u.dp_parameters, 2, cap) + _comm_s(u.embedding_sync, 2, cap)
-    return total
+    return total + moves.seconds()
 
 
 def checkpoint_copy_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     """Each checkpointed class's bytes copied to the target alone: from its home directly,
     and through the staging tier (a snapshot, then its drain), all one after another."""
     target = res.execution.checkpoint.target
-    dram = res.execution.checkpoint.staging
+    staging = res.execution.checkpoint.staging
     base = homes(res.execution.placement, res.machine)
-    total = 0.0
+    moves = Moves(topo)
     for u in wl.units:
         home = u.home or base
         for cls in CHECKPOINTED:
             nbytes = max(u.homed.get(cls, 0), u.weights_full if cls == "weights" else 0)
-            total += _alone_s(topo, home[cls], target, nbytes)
-            total += _alone_s(topo, home[cls], dram, nbytes) + _alone_s(topo, dram, target, nbytes)
-    return total
+            moves.add(home[cls], target, nbytes)
+            moves.add(home[cls], staging, nbytes)
+            moves.add(staging, target, nbytes)
+    return moves.seconds()
 
 
 def period_upper_s(res: Resolved, wl: Workload, topo: Topology) -> float:
