@@ -15,9 +15,10 @@ from typing import Any
 
 from tiersim.analysis.cost import tier_prices
 from tiersim.analysis.flash import interfering
-from tiersim.config.load import build
+from tiersim.config.load import Loaded, build, build_resolved
 from tiersim.config.mesh import Mesh
 from tiersim.config.overrides import set_path
+from tiersim.config.presets import resolve as resolve_presets
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.hardware.topology import Topology
@@ -31,6 +32,7 @@ from tiersim.sweep.estimate import layer_passes
 from tiersim.sweep.worker import PointTask
 from tiersim.workload.work import build_workload
 
+PRESET_SECTIONS = ("model.", "hardware.", "model", "hardware")  # what presets fill
 HBF = "hbf"  # the tier of "can HBF hold optimizer state?" (plan.rank.HBF)
 
 
@@ -65,6 +67,7 @@ class Pruned:
     unfit_candidates: int = 0  # candidates some tier cannot hold
     duplicates: int = 0
     keys: list[str] = field(default_factory=list)  # each kept candidate's scenario key
+    seen: set[str] = field(default_factory=set)  # the keys, to find a duplicate by
     base: tuple[dict[str, Any], str, str] | None = None  # (mapping, folder, source)
 
     def task(self, candidate: Candidate) -> PointTask:
@@ -88,12 +91,11 @@ class Pruned:
         self.unfit.update(part.unfit)
         self.unfit_candidates += part.unfit_candidates
         self.duplicates += part.duplicates
-        seen = set(self.keys)
         for key, candidate in zip(part.keys, part.kept, strict=True):
-            if key in seen:
+            if key in self.seen:
                 self.duplicates += 1
                 continue
-            seen.add(key)
+            self.seen.add(key)
             self.keys.append(key)
             self.kept.append(candidate)
 
@@ -106,15 +108,14 @@ def prune(
     progress: Callable[[int], None] = lambda n: None,
 ) -> Pruned:
     out = Pruned(base=(raw, str(base_dir.resolve()), source))
-    seen: set[str] = set()
     check = Checker(raw, base_dir, source)
     for combo in combos:
         out.checked += 1
         candidate, key = check(combo, out)
-        if candidate is not None and key in seen:
+        if candidate is not None and key in out.seen:
             out.duplicates += 1
         elif candidate is not None:
-            seen.add(key)
+            out.seen.add(key)
             out.keys.append(key)
             out.kept.append(candidate)
         if out.checked % 100 == 0:
@@ -133,6 +134,7 @@ class Assessed:
     hbf_optimizer: bool = False
     floor: tuple[float, str | None] = (0.0, None)
     upper_s: float = math.inf
+    costs: tuple = ()  # (GPUs, price per GPU-hour, tier prices, amortization): `costs`
 
 
 class Checker:
@@ -144,6 +146,30 @@ class Checker:
         self.raw, self.base_dir, self.source = raw, base_dir, source
         self.texts: dict[tuple[str, Any], str] = {}
         self.assessed: dict[tuple, Assessed] = {}
+        problems: list = []  # the scenario's presets merged in once (`_built`)
+        self.resolved = resolve_presets(copy.deepcopy(raw), base_dir, problems)
+        self.resolved = None if problems else self.resolved
+
+    def _built(self, combo) -> Loaded:
+        """The candidate's scenario: where its choices are outside the sections presets and
+        config.json fill (model:, hardware:), from the scenario resolved once with them
+        written in; else, or where that has a problem, built as written (`build`, which
+        raises the problems as a run would)."""
+        if self.resolved is not None and not any(p.startswith(PRESET_SECTIONS) for p, _ in combo):
+            mapping = dict(self.resolved)
+            for section in {p.split(".")[0] for p, _ in combo} | {"training"}:
+                mapping[section] = copy.deepcopy(self.resolved.get(section, {}))
+            for path, value in combo:
+                set_path(mapping, path.split("."), copy.deepcopy(value))
+            loaded = build_resolved(mapping, self.source)
+            if loaded is not None:
+                return loaded
+        # built from the mapping with the choices written in, not as --set overrides: its
+        # problems are the plan's choices, not a --set the user never typed
+        mapping = copy.deepcopy(self.raw)
+        for path, value in combo:
+            set_path(mapping, path.split("."), copy.deepcopy(value))
+        return build(mapping, self.base_dir, self.source)
 
     def text(self, path: str, value: Any) -> str:
         key = (path, type(value), value)
@@ -152,13 +178,8 @@ class Checker:
         return self.texts[key]
 
     def __call__(self, combo, out: Pruned) -> tuple[Candidate | None, str]:
-        # built from the mapping with the choices written in, not as --set overrides: its
-        # problems are the plan's choices, not a --set the user never typed
-        mapping = copy.deepcopy(self.raw)
-        for path, value in combo:
-            set_path(mapping, path.split("."), copy.deepcopy(value))
         try:
-            loaded = build(mapping, self.base_dir, self.source)
+            loaded = self._built(combo)
             check_runnable(loaded)
         except InputError as exc:
             out.invalid[_reason(exc)] += 1
@@ -173,20 +194,21 @@ class Checker:
             out.unfit_candidates += 1
             return None, ""
         overrides = tuple(self.text(p, v) for p, v in combo)
+        gpus, price, prices, amortization = a.costs
         candidate = Candidate(
             overrides,
             dict(combo),
             None,
-            Mesh.of(s.parallel).world,
-            s.hardware.price_per_gpu_hour,
+            gpus,
+            price,
             layer_passes(s),
             bound=a.bound,
             tokens_per_step=a.tokens,
             hbf_optimizer=a.hbf_optimizer,
             wear_floor_s=a.floor[0],
             wear_tier=a.floor[1],
-            tier_prices=tier_prices(s),
-            amortization_s=s.hardware.amortization,
+            tier_prices=prices,
+            amortization_s=amortization,
             upper_s=a.upper_s,
         )
         return candidate, hashlib.sha256(s.model_dump_json().encode()).hexdigest()[:16]
@@ -202,17 +224,30 @@ def assess(s: Scenario) -> Assessed:
     over = tuple(name for name, use in inv.tiers.items() if not use.fits)
     if over:
         return Assessed(over)
+    costs = costs_of(s)
     on_hbf = inv.tiers[HBF].classes.get("optimizer", 0) > 0 if HBF in inv.tiers else False
     try:
         wl = build_workload(res, inv)
     except (InputError, InfeasibleError, ValueError, ZeroDivisionError):
-        return Assessed((), hbf_optimizer=on_hbf)
+        return Assessed((), hbf_optimizer=on_hbf, costs=costs)
     bound = step_bound(res, wl)
     # a flash tier whose reads and programs share its dies runs at ports a first simulation
     # sets (runner.as_dies_allow): its step is not bounded above before that
     upper = math.inf if interfering(s) else MARGIN * period_upper_s(res, wl, Topology(res.machine))
     floor = wear_floor(s, bound.written)
-    return Assessed((), bound, wl.tokens_per_step, on_hbf, floor, upper)
+    return Assessed((), bound, wl.tokens_per_step, on_hbf, floor, upper, costs)
+
+
+def costs_of(s: Scenario) -> tuple[int, float | None, dict[str, float], float | None]:
+    """What a plan's cost is priced by: the job's GPUs (data x tensor x pipeline), their price
+    an hour, tier capital per GB and the period it is written off over (analysis.cost)."""
+    hardware = s.hardware
+    return (
+        Mesh.of(s.parallel).world,
+        hardware.price_per_gpu_hour,
+        tier_prices(s),
+        hardware.amortization,
+    )
 
 
 def _reason(exc: InputError) -> str:
