@@ -15,6 +15,8 @@ import pytest
 from conftest import SCENARIOS
 
 from tiersim.cli import main
+from tiersim.plan import chunks
+from tiersim.plan import run as run_module
 from tiersim.plan.bound import StepBound
 from tiersim.plan.contenders import Contenders, score_bound
 from tiersim.plan.prune import Candidate
@@ -55,11 +57,15 @@ def pruned_and_exhaustive(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:  # every candidate simulated
         mp.setattr(Contenders, "matters", lambda self, candidate: True)
         exhaustive = _plan(path)
-    return pruned, exhaustive
+    with pytest.MonkeyPatch.context() as mp:  # searched as a large space is (tiersim.plan.chunks)
+        mp.setattr(run_module, "LARGE", 0)
+        mp.setattr(chunks, "CHUNK", 16)  # 72 positions: 5 chunks, merged in order
+        large = _plan(path)
+    return pruned, exhaustive, large
 
 
 def test_a_pruned_search_gives_the_exhaustive_search_s_answer(pruned_and_exhaustive):
-    pruned, exhaustive = pruned_and_exhaustive
+    pruned, exhaustive, _ = pruned_and_exhaustive
     assert pruned["plans"] == exhaustive["plans"]
     assert pruned["hbf_optimizer"] == exhaustive["hbf_optimizer"]
     by_bound = pruned["candidates"]["pruned_by_bound"]
@@ -68,6 +74,19 @@ def test_a_pruned_search_gives_the_exhaustive_search_s_answer(pruned_and_exhaust
     # every candidate kept by the inventory is either simulated or pruned by a bound
     simulated = exhaustive["candidates"]["simulated"]
     assert pruned["candidates"]["simulated"] + sum(by_bound.values()) == simulated
+
+
+def test_a_large_space_s_search_gives_the_exhaustive_search_s_answer(pruned_and_exhaustive):
+    # checked on the workers a chunk at a time, sampled by its best bounds: the same answer,
+    # the same candidates checked, kept and pruned by the inventory
+    _, exhaustive, large = pruned_and_exhaustive
+    assert large["plans"] == exhaustive["plans"]
+    assert large["hbf_optimizer"] == exhaustive["hbf_optimizer"]
+    for key in ("checked", "invalid", "do_not_fit", "duplicates"):
+        assert large["candidates"][key] == exhaustive["candidates"][key]
+    by_bound = large["candidates"]["pruned_by_bound"]
+    simulated = exhaustive["candidates"]["simulated"]
+    assert large["candidates"]["simulated"] + sum(by_bound.values()) == simulated
 
 
 def _candidate(
