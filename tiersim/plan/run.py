@@ -32,6 +32,7 @@ SAMPLE = 5  # candidates timed, spread over the space, before the estimate is ma
 # candidates above which a space is checked on the workers and sampled by its best bounds
 # (`_sample_best`); at most MAX_CANDIDATES (tiersim.plan.check) are checked
 LARGE = 20_000
+MAX_SAMPLE = 50  # a large space's sample: at most this many, to find the best K that hold
 
 
 @dataclass(frozen=True)
@@ -110,17 +111,23 @@ def _sample_spread(
 def _sample_best(
     source: str, space: Space, pruned: Pruned, options: PlanOptions, to: TextIO
 ) -> tuple[dict[int, PointResult], float]:
-    """A large space's sample: the SAMPLE candidates of the best bounds, simulated here one
-    at a time (the search would simulate them first), and the time left for those their
+    """A large space's sample: the candidates of the best bounds, simulated here one at a
+    time (the search would simulate them first), at least SAMPLE and on until the best K
+    plans that hold are known (at most MAX_SAMPLE), and the time left for those their
     results leave that could still rank (results to come only prune more: an estimate from
     above), scaled by layer passes. Refused, as `_sample` refuses, over --time-limit."""
     kept = pruned.kept
     probe = Contenders(options.objective, options.top)
     order = probe.order(kept)
     sampled: dict[int, PointResult] = {}
-    for i in order[:SAMPLE]:
-        sampled[i] = run_point(pruned.task(kept[i]))
-        probe.add(kept[i], sampled[i])
+    for i in order:  # until the best K that hold are known (or MAX_SAMPLE): the threshold
+        if len(sampled) >= SAMPLE and (
+            len(probe.best) >= options.top or len(sampled) >= MAX_SAMPLE
+        ):
+            break
+        if probe.could_matter(kept[i]):
+            sampled[i] = run_point(pruned.task(kept[i]))
+            probe.add(kept[i], sampled[i])
     left = [i for i in order if i not in sampled and probe.could_matter(kept[i])]
     spent = sum(r.elapsed_s for r in sampled.values())
     per_pass = spent / max(1, sum(kept[i].passes for i in sampled))
@@ -128,7 +135,8 @@ def _sample_best(
     estimate = per_pass * sum(kept[i].passes for i in left) / at_once
     print(
         f"plan: {len(kept):,} of {pruned.checked:,} candidates fit; the {len(sampled)} of the "
-        f"best bounds took {fmt_time(spent / len(sampled))} each on average and leave "
+        f"best bounds ({len(probe.best)} of them fit and hold every budget) took "
+        f"{fmt_time(spent / len(sampled))} each on average and leave "
         f"{len(left):,} that could still rank (the others cannot, by their bounds): "
         f"{_workers(options, len(left))}, at most about {fmt_time(estimate)}",
         file=to,
