@@ -91,6 +91,9 @@ class ModelSpec(Strict):
     shared_experts: NonNegativeInt = 0
     shared_expert_ffn_hidden: PositiveInt | None = None  # each; default: expert_ffn_hidden
     shared_expert_gate: bool = False  # a sigmoid gate on the shared experts (Qwen2-MoE)
+    # DeepSeek-V3's router (sigmoid scores, top-k within the best groups): n_group, topk_group
+    expert_groups: PositiveInt | None = None  # None: a softmax router (Mixtral, Qwen)
+    expert_groups_per_token: PositiveInt | None = None  # default with expert_groups: 1
     first_dense_layers: NonNegativeInt = 0  # DeepSeek's first_k_dense_replace
     # DeepSeek-V3's multi-token-prediction modules (num_nextn_predict_layers), each a projection
     # of [norm(embedding); norm(hidden)] (2h -> h), a layer like the last and a norm, sharing

@@ -130,7 +130,7 @@ def _predicted(s: Scenario, got: dict[str, Any]) -> dict[str, int]:
     device measured on."""
     out = predicted_bytes(s)
     if "per_layer_predicted" in got:
-        layers = s.model.layers * got["per_layer_predicted"]
+        layers = got.get("layers_predicted", s.model.layers * got["per_layer_predicted"])
         out["activations"] = layers + got["outside_predicted"]
     return out
 

@@ -245,8 +245,8 @@ def _rmsnorm(name: str, t: int, h: int, dt: int) -> list[Item]:
 
 
 def hf_llama_layer(m: TransformerShape, s: int, b: int, acc: Accounting, index: int = 0) -> list:
-    """Llama's layer; an MoE layer's MLP is Mixtral's sparse block (activations_moe), latent
-    attention DeepSeek-V3's (activations_mla)."""
+    """Llama's layer; an MoE layer's MLP is Mixtral's, Qwen2-MoE's or DeepSeek-V3's sparse block
+    (activations_moe), latent attention DeepSeek-V3's (activations_mla)."""
     dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.ffn_hidden
     mlp = 4 if m.gated_mlp else 2  # SwiGLU: gate out, SiLU out, up out, down input
     dense = [
@@ -342,7 +342,7 @@ def hf_outside(m: TransformerShape, s: int, b: int, acc: Accounting, first: bool
 
 def hf_unsupported(m: TransformerShape) -> str | None:
     """What of the model the huggingface accounting does not know (it measured GPT-2- and
-    Llama-style layers, DeepSeek-V3's latent attention, Mixtral's and Qwen2-MoE's MoE), or None."""
+    Llama-style layers, DeepSeek-V3's latent attention and MoE, Mixtral's, Qwen2-MoE's), or None."""
     if m.moe is not None and (hf_style(m) == "gpt2" or hf_moe_unsupported(m.moe)):
         return f"mixture-of-experts layers with {hf_moe_unsupported(m.moe) or 'LayerNorm'}"
     for known, what in ((not m.qk_norm, "q/k norms"), (not m.post_norms, "post-norms")):
