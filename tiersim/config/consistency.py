@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
+from tiersim.config.loss_chunks import loss_chunk_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, MLA_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
@@ -384,6 +385,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + compile_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)
+        + loss_chunk_problems(s)
         + _kernel_problems(s)
         + _position_problems(s)
         + _link_pair_problems(s)

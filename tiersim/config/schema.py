@@ -255,6 +255,9 @@ class Training(Strict):
     # Megatron-Core's cross-entropy (--cross-entropy-loss-fusion, --cross-entropy-fusion-impl):
     # none and native keep the fp32 softmax; te keeps the logits alone (state/step_memory.py)
     loss_fusion: Literal["none", "native", "te"] = "none"
+    # torchtitan's ChunkedLossWrapper: head and loss run, forward and backward, on 1/N of the
+    # tokens at a time inside the forward; null: torchtitan 8 (its default), others 1
+    loss_chunks: PositiveInt | None = None
     # `attention_kernel: flash` as FlashAttention-2, -3 or cuDNN's (TE's), null: -2 (kernel table)
     flash_kernel: Literal["flash2", "flash3", "cudnn"] | None = None
     # huggingface's elementwise ops torch.compile'd (true) or eager (false; workload/eager.py)

@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from tiersim.config.schema import PRECISION_BYTES, Scenario
 from tiersim.state import activation_policy as policy
 from tiersim.state import layers as ly
+from tiersim.state.accounting import accounting_for as accounting_for
 from tiersim.state.activation_kinds import DEFAULT_KERNEL as DEFAULT_KERNEL
 from tiersim.state.activation_kinds import DEVICE_TERMS as DEVICE_TERMS
 from tiersim.state.activation_kinds import (  # re-exported: the accounting's public names
@@ -71,26 +71,6 @@ if TYPE_CHECKING:
 def hf_style(m: TransformerShape) -> str:
     """Which transformers modelling code a model follows: GPT-2 (LayerNorm) or Llama."""
     return "gpt2" if m.norm == "layernorm" else "llama"
-
-
-def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
-    """The scenario's accounting; unset kernel and dropout take the implementation's defaults
-    (a generic model, without norm or dimensions, is read as Llama-style code)."""
-    impl, spec = s.training.implementation, s.model
-    gpt2 = spec.norm == "layernorm" and spec.parameters is None
-    fallback = MEGATRON_DROPOUT if impl == "megatron" or gpt2 else 0.0
-    attn, hidden = spec.attention_dropout, spec.hidden_dropout
-    return Accounting(
-        implementation=impl,
-        kernel=s.training.attention_kernel or DEFAULT_KERNEL[impl],
-        attention_dropout=fallback if attn is None else attn,
-        hidden_dropout=fallback if hidden is None else hidden,
-        compute_bytes=PRECISION_BYTES[s.training.precision.compute_precision],
-        device=device,
-        recompute_modules=tuple(s.training.recompute_modules or ()),
-        recompute_every=s.training.recompute_every or 1,
-        fp8_linears=s.training.fp8 is not None and impl == "megatron",
-    )
 
 
 # --- megatron ----------------------------------------------------------------------------------
