@@ -160,3 +160,19 @@ def test_the_deepseek_v3_scenario_is_accepted_under_huggingface():
     names = [i.name for i in layer_items(m, 4096, 1, _acc("sdpa", "bf16"), index=3)]
     assert "router sigmoid scores (fp32)" in names
     assert m.moe.groups == 8 and m.moe.group_topk == 4
+
+
+def test_step_peak_with_full_recompute_in_fp32():
+    """The whole step with every layer recomputed (fp32, seq 64): the peak is the MoE layer's
+    backward, within 3 % of the profiler's. (In bf16 the prediction comes out 4.0 % low here:
+    the routed rows' fp32 gradients, from the fp32 routing weights, and the fused experts'
+    weight gradients in backward are not counted; docs/memory.md.)"""
+    from tiersim.groundtruth.step_timeline import compare_step
+
+    fp32 = {k: "fp32" for k in ("weights", "gradients", "optimizer")} | {"master": "none"}
+    training = {"seq_len": 64, "precision": fp32, "workspace": "0 B", "recompute": "full"}
+    training |= {"implementation": "huggingface", "attention_kernel": "sdpa"}
+    c = compare_step(scenario({"name": "ds", "model": DEEPSEEK, "training": training}), "fp32")
+    assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
+    assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
+    assert c.timeline.peak_event.moment == "backward: layer 1"
