@@ -17,6 +17,7 @@ from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATI
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.groundtruth.measure import Measurement, Request
+    from tiersim.state.activation_kinds import Accounting
 
 EPILOG = """\
 By default (--implementation huggingface) measure trains a transformers model (GPT-2, Llama,
@@ -265,6 +266,7 @@ def hf_notes(m: Measurement) -> list[str]:
     from tiersim.state.activations import DEVICE_TERMS, accounting_for
 
     per, acc = m.activations_per_layer, accounting_for(m.scenario, m.device)
+    predicted = _predicted_layers(m, acc, len(per))
     outside, predicted_outside = m.activations_outside_layers, m.predicted_outside or 0
     rotary = "rotary tables, " if m.scenario.model.position == "rope" else ""  # not GPT-2's
     lines = [
@@ -274,7 +276,9 @@ def hf_notes(m: Measurement) -> list[str]:
         f"huggingface for the {m.device}",
         f"activations per layer: measured {fmt_bytes(per[0])}"
         + ("" if len(set(per)) == 1 else f" to {fmt_bytes(max(per))}")
-        + f", predicted {fmt_bytes(m.predicted_per_layer or 0)}; outside the {len(per)} layers "
+        + f", predicted {fmt_bytes(predicted[0])}"
+        + ("" if len(set(predicted)) == 1 else f" to {fmt_bytes(max(predicted))}")
+        + f"; outside the {len(per)} layers "
         f"(ids, {rotary}final norm, head input, fp32 log-softmax, labels): measured "
         f"{fmt_bytes(outside)}, predicted {fmt_bytes(predicted_outside)}",
         f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of {_apart(m)}",
@@ -378,3 +382,15 @@ def _run(args: argparse.Namespace) -> int:
     if preset:
         _write_preset(preset, m)
     return 0
+
+
+def _predicted_layers(m: Measurement, acc: Accounting, layers: int) -> list[float]:
+    """Each layer's predicted bytes (DeepSeek's first layers dense, Qwen's mlp_only_layers)."""
+    from tiersim.state.activations import layer_bytes
+    from tiersim.state.model import Transformer, build_model
+
+    model = build_model(m.scenario.model)
+    if not isinstance(model, Transformer):
+        return [float(m.predicted_per_layer or 0)]
+    seq, mbs = m.scenario.seq_len, m.scenario.training.micro_batch_size
+    return [round(layer_bytes(model, seq, mbs, acc, index=i)) for i in range(layers)]
