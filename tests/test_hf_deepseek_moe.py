@@ -130,7 +130,8 @@ def test_the_router_weight_is_counted_in_fp32():
 def test_zero3_gathers_the_fused_experts_module_whole():
     """transformers 5 holds a layer's routed experts as one module (DeepseekV3Experts:
     gate_up_proj E x 2F x H and down_proj E x H x F), which DeepSpeed's submodule fetch
-    gathers whole beyond max_live_parameters: 16 x 3 x 40 x 64 = 122,880 values in bf16."""
+    gathers whole beyond max_live_parameters: 16 x 3 x 40 x 64 = 122,880 values in bf16; its
+    largest tensor, the one ZeRO reduces whole, is the fused gate_up_proj."""
     from tiersim.state.layer_memory import layer_memory
     from tiersim.state.resolved import resolve
 
@@ -145,6 +146,8 @@ def test_zero3_gathers_the_fused_experts_module_whole():
     raw["parallel"] = {"data": 2, "zero_stage": 3}
     layers = layer_memory(resolve(scenario(raw)), 0)
     assert [lay.module for lay in layers] == [0, 16 * 3 * 40 * 64]
+    # ZeRO reduces each gradient as one tensor: the fused gate_up_proj's is 16 x 80 x 64
+    assert experts.gate_up_proj.numel() == layers[1].largest == 16 * 2 * 40 * 64
 
 
 def test_the_deepseek_v3_scenario_is_accepted_under_huggingface():

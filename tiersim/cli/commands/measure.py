@@ -17,7 +17,6 @@ from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATI
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.groundtruth.measure import Measurement, Request
-    from tiersim.state.activation_kinds import Accounting
 
 EPILOG = """\
 By default (--implementation huggingface) measure trains a transformers model (GPT-2, Llama,
@@ -266,7 +265,7 @@ def hf_notes(m: Measurement) -> list[str]:
     from tiersim.state.activations import DEVICE_TERMS, accounting_for
 
     per, acc = m.activations_per_layer, accounting_for(m.scenario, m.device)
-    predicted = _predicted_layers(m, acc, len(per))
+    predicted = getattr(m, "predicted_layers", ()) or (m.predicted_per_layer or 0,)
     outside, predicted_outside = m.activations_outside_layers, m.predicted_outside or 0
     rotary = "rotary tables, " if m.scenario.model.position == "rope" else ""  # not GPT-2's
     lines = [
@@ -382,15 +381,3 @@ def _run(args: argparse.Namespace) -> int:
     if preset:
         _write_preset(preset, m)
     return 0
-
-
-def _predicted_layers(m: Measurement, acc: Accounting, layers: int) -> list[float]:
-    """Each layer's predicted bytes (DeepSeek's first layers dense, Qwen's mlp_only_layers)."""
-    from tiersim.state.activations import layer_bytes
-    from tiersim.state.model import Transformer, build_model
-
-    model = build_model(m.scenario.model)
-    if not isinstance(model, Transformer):
-        return [float(m.predicted_per_layer or 0)]
-    seq, mbs = m.scenario.seq_len, m.scenario.training.micro_batch_size
-    return [round(layer_bytes(model, seq, mbs, acc, index=i)) for i in range(layers)]
