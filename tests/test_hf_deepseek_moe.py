@@ -179,3 +179,19 @@ def test_step_peak_with_full_recompute_in_fp32():
     assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
     assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
     assert c.timeline.peak_event.moment == "backward: layer 1"
+
+
+def test_a_deepseek_v3_config_json_gives_its_router_groups():
+    """n_group and topk_group as given (absent: DeepseekV3Config's 8 and 4); where the groups
+    cannot route (12 experts in 8 groups: transformers' view fails), none are set and the
+    huggingface accounting refuses the MoE, while the parameters stay as counted."""
+    from tiersim.config.hffamilies import read_family
+
+    dims = {"model_type": "deepseek_v3", "n_routed_experts": 16, "num_experts_per_tok": 4}
+    dims |= {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+    dims |= {"intermediate_size": 96, "vocab_size": 128}
+    got = read_family({**dims, "n_group": 4, "topk_group": 2}, "deepseek_v3")
+    assert (got["expert_groups"], got["expert_groups_per_token"]) == (4, 2)
+    got = read_family({**dims, "n_routed_experts": 256}, "deepseek_v3")
+    assert (got["expert_groups"], got["expert_groups_per_token"]) == (8, 4)
+    assert "expert_groups" not in read_family({**dims, "n_routed_experts": 12}, "deepseek_v3")
