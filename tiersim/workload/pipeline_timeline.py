@@ -2,8 +2,9 @@
 `pipeline_steady.evaluate_steady`): a forward waits for the previous virtual stage's forward
 plus the send, a backward for the next virtual stage's backward plus the send, and each op for
 its stage's previous op. Plain 1F1B with every stage's full warm-up is taken tick by tick
-(`timeline_1f1b`), anything else by walking the graph (`timeline_graph`): the same sums, so the
-same times to the bit.
+(`timeline_1f1b`), interleaved 1F1B with every stage's full warm-up block by block
+(`pipeline_blocks.timeline_blocks`), anything else by walking the graph (`timeline_graph`):
+the same sums, so the same times to the bit.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tiersim.workload.pipeline import (
     per_chunk,
     warmup_forwards,
 )
+from tiersim.workload.pipeline_blocks import fits, timeline_blocks
 
 
 def timeline(
@@ -33,6 +35,8 @@ def timeline(
     if virtual == 1 and micro_batches >= pipeline - 1:
         f, b = [row[0] for row in fwd], [row[0] for row in bwd]
         return timeline_1f1b(pipeline, micro_batches, f, b, p2p_s, keep_starts)
+    if fits(pipeline, micro_batches, virtual):
+        return timeline_blocks(pipeline, micro_batches, virtual, fwd, bwd, p2p_s, keep_starts)
     return timeline_graph(pipeline, micro_batches, virtual, fwd, bwd, p2p_s, keep_starts)
 
 
