@@ -72,9 +72,9 @@ class _Walk:
         f_end, f_start = self.f_end, self.f_start
         base = block - 1 + p * self.v
         lo, hi = max(0, base + 1 - self.total), min(last, base)
-        if lo == 0:  # stage 0: its first chunk waits for nothing, a later one for the last
-            c, now = chunk_f[base], free[0]  # stage's chunk before, sent
-            if c:
+        if lo == 0:  # stage 0: its first chunk waits for nothing
+            c, now = chunk_f[base], free[0]
+            if c:  # a later chunk for the last stage's chunk before, sent
                 arrive = f_end[last][base - p] + p2p_s
                 if now < arrive:
                     now = arrive
@@ -104,11 +104,11 @@ class _Walk:
             if b_start is not None:
                 b_start[k][i] = now
             b_end[k][i] = free[k] = now + bwd[k][chunk_b[i]]
-        if lo <= last == hi:  # the last stage: an earlier chunk waits for stage 0's chunk
-            c, now = chunk_b[block], free[last]  # after (sent), the last for its own forward
-            if c < self.v - 1:
+        if lo <= last == hi:  # the last stage (visit i = block)
+            c, now = chunk_b[block], free[last]
+            if c < self.v - 1:  # an earlier chunk: stage 0's chunk after, sent
                 arrive = b_end[0][block - p] + p2p_s
-            else:
+            else:  # the last virtual stage: its own forward of the micro-batch
                 arrive = self.f_end[last][block + (self.v - 1) * p]
             if now < arrive:
                 now = arrive
@@ -122,9 +122,9 @@ def _table(rows: int, columns: int) -> list[list[float]]:
 
 
 def in_order(warmup: int, fwd: list[float], bwd: list[float]) -> list[float]:
-    """A stage's op times in its order, from its forward visits' and backward visits'
-    (`warmup` forwards, then forward warmup + i before backward i, then the cool-down's
-    backwards)."""
+    """A stage's op times in its order (1F1B's or interleaved), from its forward visits' and
+    backward visits' (`warmup` forwards, then forward warmup + i before backward i, then the
+    cool-down's backwards)."""
     n, w = len(fwd), warmup
     out = [0.0] * (2 * n)
     out[:w] = fwd[:w]

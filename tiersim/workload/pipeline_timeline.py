@@ -16,7 +16,7 @@ from tiersim.workload.pipeline import (
     per_chunk,
     warmup_forwards,
 )
-from tiersim.workload.pipeline_blocks import fits, timeline_blocks
+from tiersim.workload.pipeline_blocks import fits, in_order, timeline_blocks
 
 
 def timeline(
@@ -79,19 +79,7 @@ def timeline_1f1b(
                 starts[k].append(now)
             now += b[k]
             bwd_end[k][i] = free[k] = now
-    return starts, [_in_order(p - 1 - k, fwd_end[k], bwd_end[k]) for k in range(p)]
-
-
-def _in_order(warmup: int, fwd: list[float], bwd: list[float]) -> list[float]:
-    """A 1F1B stage's op times in its order, from its forwards' and backwards' (`warmup`
-    forwards, then forward warmup + i before backward i, then the cool-down's backwards)."""
-    m, w = len(fwd), warmup
-    out = [0.0] * (2 * m)
-    out[:w] = fwd[:w]
-    out[w : 2 * m - w : 2] = fwd[w:]
-    out[w + 1 : 2 * m - w : 2] = bwd[: m - w]
-    out[2 * m - w :] = bwd[m - w :]
-    return out
+    return starts, [in_order(p - 1 - k, fwd_end[k], bwd_end[k]) for k in range(p)]
 
 
 def timeline_graph(
