@@ -172,10 +172,10 @@ def judged(
     out = {}
     for key, c in samples[-1].items():
         grew, then = first.get(key, 0), second.get(key, 0)
-        seen = [f"{s[key]:,}" for s in samples if key in s]
         uneven = then - grew
         if key[0] == "n":
             if uneven != 0:
+                seen = [f"{s[key]:,}" for s in samples if key in s]
                 return NoRepetition(
                     f"{_name(key)} grows by {grew:,} then {then:,} a period "
                     f"({', '.join(seen)} over the runs)"
