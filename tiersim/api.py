@@ -74,11 +74,11 @@ __all__ = [
 
 def _texts(overrides: Overrides) -> list[str]:
     """`{"parallel.data": 16}` or `["parallel.data=16"]` as --set texts."""
-    from tiersim.frameworks.mapping import as_yaml
-
     if overrides is None:
         return []
     if isinstance(overrides, Mapping):
+        from tiersim.frameworks.mapping import as_yaml  # values written as YAML, for these only
+
         return [f"{path}={as_yaml(value)}" for path, value in overrides.items()]
     if isinstance(overrides, str):
         return [overrides]

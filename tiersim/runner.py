@@ -30,7 +30,6 @@ from tiersim.engine.steady import steps_to_simulate
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.invariants import check_report
 from tiersim.report.json_report import run_report
-from tiersim.report.trace import TraceRecorder, mark_extrapolated
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import GenericModel, build_model
 from tiersim.state.resolved import Resolved, resolve
@@ -59,7 +58,11 @@ def as_dies_allow(scenario: Scenario) -> Scenario:
 def _simulated(res: Resolved, record: bool, inventory: Inventory | None) -> StepResult:
     """`simulate` of a scenario resolved already (a report resolves it once for both)."""
     measured = steps_to_simulate(res)[1]  # 0 where steps are independent: one simulated
-    recorder = TraceRecorder(Topology(res.machine), measured) if record else None
+    recorder = None
+    if record:  # a trace asked for (--trace, --plot): its module only then
+        from tiersim.report.trace import TraceRecorder
+
+        recorder = TraceRecorder(Topology(res.machine), measured)
     result = simulate_resolved(res, inventory, recorder)
     if result.checkpoint is not None:  # the interval, and the checkpoint's share of each step
         result = with_checkpoint(result, res, result.checkpoint)
@@ -67,6 +70,8 @@ def _simulated(res: Resolved, record: bool, inventory: Inventory | None) -> Step
         return result
     trace = recorder.trace()
     if result.steady_state == "extrapolated":
+        from tiersim.report.trace import mark_extrapolated
+
         simulated = result.micro_batches_simulated[-1]
         trace = mark_extrapolated(trace, simulated, result.micro_batches, result.time_s)
     return dataclasses.replace(result, trace=trace)
