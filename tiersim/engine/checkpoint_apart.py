@@ -114,27 +114,48 @@ def _apart(
     update could start (module docstring). The next step would start each op at the
     training's end (`run.trained`) plus its start in the plain run. `ck`: the checkpoint's
     ops and its run's peak per tier."""
-    first_use: dict = {}  # each resource's and tier's first use in the plain step
     crossed: dict[tuple, tuple] = {}
-    update = math.inf
-    for op, start in zip(run.ops, run.starts, strict=True):
-        resources, tiers = _resources(topo, op, crossed)
-        for used in (*resources, *(t for t, _ in tiers)):
-            first_use[used] = min(first_use.get(used, math.inf), start)
-        if op.role is Role.OPTIMIZER and op.kind.timed:
-            update = min(update, start)
+    theirs = [(op, end, *_resources(topo, op, crossed)) for op, end in late]
+    wanted = {u for _, _, rs, ts in theirs for u in (*rs, *(t for t, _ in ts))}
+    first_use, update = _first_uses(topo, run, wanted, crossed)
     staging, trained = res.execution.checkpoint.staging, run.trained
     shared: dict[str, float] = {}  # tiers the next step changes while a late op holds bytes
-    for op, end in late:
+    for op, end, resources, tiers in theirs:
         if op.kind is OpKind.MOVE and op.dst == staging and end > trained + update:
             return False  # a snapshot the unit's next update would wait for
-        resources, tiers = _resources(topo, op, crossed)
         if any(end > trained + first_use.get(used, math.inf) for used in resources):
             return False
         for tier, _ in tiers:
             if end > trained + first_use.get(tier, math.inf):
                 shared[tier[1]] = max(shared.get(tier[1], 0.0), end - trained)
     return all(_peak_holds(run, late, ck, tier, span, crossed) for tier, span in shared.items())
+
+
+def _first_uses(
+    topo: Topology, run: PlainRun, wanted: set, crossed: dict[tuple, tuple]
+) -> tuple[dict, float]:
+    """When the plain step first uses each of `wanted` (resources, ("tier", name)), from its
+    start, and when its first update starts (what a snapshot must end before)."""
+    first_use: dict = {}
+    update = math.inf
+    move, comm, sync, optimizer = OpKind.MOVE, OpKind.COMM, OpKind.SYNC, Role.OPTIMIZER
+    for op, start in zip(run.ops, run.starts, strict=True):  # one op after another, lean
+        kind, used = op.kind, ()
+        if kind is move:
+            key = (op.src, op.dst, op.nbytes)
+            if key not in crossed:
+                _resources(topo, op, crossed)
+            used = crossed[key][0] + crossed[key][1]
+        elif kind is comm or kind is sync:
+            used = (op.resource,)
+        if op.alloc or op.free:
+            used = (*used, *(("tier", t) for t, _ in (*op.alloc, *op.free)))
+        for u in used:
+            if u in wanted and start < first_use.get(u, math.inf):
+                first_use[u] = start
+        if op.role is optimizer and kind.timed and start < update:
+            update = start
+    return first_use, update
 
 
 def _peak_holds(
