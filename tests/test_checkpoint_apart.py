@@ -20,7 +20,7 @@ import pytest
 from test_golden import differences
 
 from tiersim.config.load import load_scenario
-from tiersim.engine import steady
+from tiersim.engine import durable, steady
 from tiersim.engine.core import Engine
 from tiersim.runner import report_for, simulate
 
@@ -130,3 +130,22 @@ def test_the_checkpoint_apart_reports_what_the_multi_step_runs_do(name, monkeypa
         assert apart["checkpoint"]["stall_s"] == 0  # hidden: exactly, not to round-off
     else:
         assert apart["checkpoint"]["stall_s"] > 0
+
+
+def test_a_blocking_checkpoint_needs_one_step_after_it(engines, monkeypatch):
+    # between independent steps the next step's GPU stream waits for the whole copy: from the
+    # step after that on, steps are plain again, so its figures are those of a run with as
+    # many trailing steps as the copy's length in steps (2 for the 70B's), to round-off
+    path = SCENARIOS / "llama2-70b-zero3-nvme.yaml"
+    overrides = ["training.grad_accumulation=64"]
+    one = report_for(load_scenario(path, overrides))
+    monkeypatch.setattr(durable, "checkpoint_stands_alone", lambda res: False)
+    engines.clear()
+    more = report_for(load_scenario(path, overrides))
+    assert engines["runs"] >= 2
+    sim_one, sim_more = one.pop("sim"), more.pop("sim")
+    assert sim_one == sim_more  # the plain run's account: the same
+    step_s = more["step"]["time_s"]
+    noise_s = sim_more["events"] * sys.float_info.epsilon * step_s * 3
+    assert within(more, one, noise_s, step_s) == []
+    assert one["checkpoint"]["stall_s"] > 0

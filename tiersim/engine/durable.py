@@ -34,7 +34,7 @@ from tiersim.engine.ops import OpKind, Role
 from tiersim.engine.results import MAX_STEADY_STEPS, CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share, shares, split_of
 from tiersim.engine.setup import RunSetup
-from tiersim.engine.steady import round_off
+from tiersim.engine.steady import checkpoint_stands_alone, round_off
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
@@ -111,6 +111,8 @@ def _run_length(
     measured = res.execution.simulation.warmup_steps
     if res.execution.checkpoint.every_steps == 1:
         return measured + 2, frozenset(range(measured + 2))
+    if checkpoint_stands_alone(res):  # the next step's GPU stream waits for all of the copy,
+        return measured + 2, frozenset({measured})  # its transfers may overlap it: one step
     placement = res.execution.placement
     home, own = homes(placement, res.machine), expert_homes(placement, res.machine)
     slowest = min(
