@@ -11,12 +11,17 @@ is 0 there exactly 0 here, every byte and peak equal.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_helpers import scenario
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_engine_properties import build_raw, random_raw
 from test_golden import differences
 
 from tiersim.config.load import load_scenario
@@ -149,3 +154,36 @@ def test_a_blocking_checkpoint_needs_one_step_after_it(engines, monkeypatch):
     noise_s = sim_more["events"] * sys.float_info.epsilon * step_s * 3
     assert within(more, one, noise_s, step_s) == []
     assert one["checkpoint"]["stall_s"] > 0
+
+
+EXAMPLES = 20  # about 1 in 5 measured apart (the rest fall back); 300 were run once
+
+
+def _fields(result) -> dict:
+    """A StepResult's fields as plain data, how it was simulated (wall time, events, steps
+    and micro-batches simulated, the checkpoint's round-off bound) left out."""
+    out = dataclasses.asdict(result)
+    for how in ("wall_s", "events", "steps_simulated", "micro_batches_simulated", "trace"):
+        out.pop(how, None)
+    if out.get("checkpoint"):
+        out["checkpoint"].pop("round_off_s")
+    return out
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_raw, st.sampled_from([2, 10, 1000]), st.sampled_from(["fair", "issue_order"]))
+def test_random_async_checkpoints_apart_report_the_multi_step_runs(p, every, sharing):
+    raw = build_raw({**p, "step": "synchronous"})
+    raw["training"]["grad_accumulation"] = 16  # samples of 3, 4 and 5: extrapolated
+    raw["checkpoint"] = {"every_steps": every, "mode": "async", "target": "nvme"}
+    raw["simulation"] = {"link_sharing": sharing}
+    apart = simulate(scenario(raw))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(steady, "checkpoint_apart", lambda res: False)
+        multi = simulate(scenario(raw))
+    assert apart.steady_state == multi.steady_state
+    # within the multi-step runs' round-off (tiersim.engine.steady: E x eps x the clock)
+    noise_s = multi.events * sys.float_info.epsilon * multi.time_s * 3
+    assert within(_fields(multi), _fields(apart), noise_s, multi.time_s) == []
+    if multi.checkpoint.stall_s == 0:
+        assert apart.checkpoint.stall_s == 0
