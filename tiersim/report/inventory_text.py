@@ -1,13 +1,16 @@
 """The inventory for people: each class's bytes (whole model, per GPU, the routed experts' part),
 where it lives, the largest activation tensors, each tier's fit.
 
-Reads only the scenario and the inventory, never the engine.
+Reads only the scenario and the inventory, never the engine's run (the host's memory timeline
+is built from the facts the engine schedules with: engine/host_memory.py).
 """
 
 from __future__ import annotations
 
 from tiersim.config.schema import Scenario
 from tiersim.core.units import fmt_bytes, fmt_count
+from tiersim.engine.host_memory import host_timeline
+from tiersim.report.host_memory import host_section, host_text
 from tiersim.report.inventory_note import inflight_text, split_note
 from tiersim.report.memory import timeline_section, timeline_text
 from tiersim.report.table import render
@@ -78,7 +81,11 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
         for name, u in inv.tiers.items()
     ]
     tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
-    tiers += "\n\n" + timeline_text(timeline_section(resolve(s), inv))
+    res = resolve(s)
+    tiers += "\n\n" + timeline_text(timeline_section(res, inv))
+    host = host_timeline(res, inv)
+    if host is not None:  # the host's timeline, where the step puts anything there
+        tiers += "\n\n" + host_text(host_section(host))
     acts = _activation_table(s, inv)
     notes = [
         split_note(s, inv),
