@@ -288,6 +288,9 @@ def evaluate_host(tier: str, capacity: float, events: list[Event]) -> Timeline:
 def host_timeline(res: Resolved, inv: Inventory) -> HostTimeline | None:
     """The host's timeline of the step and its node's GPUs; None where the step puts nothing
     in host memory, or where the engine refuses the run (its message says why)."""
+    host = res.machine.cpu.memory
+    if host not in inv.tiers:  # a machine without a host tier of its own
+        return None
     try:
         setup = prepare(res, inv)
     except (InputError, InfeasibleError):
@@ -295,7 +298,6 @@ def host_timeline(res: Resolved, inv: Inventory) -> HostTimeline | None:
     events = host_events(res, inv, setup)
     if not events:
         return None
-    host = res.machine.cpu.memory
     timeline = evaluate_host(host, res.machine.tiers[host].capacity, events)
     mesh = Mesh.of(res.execution.parallel)
     per_node = res.machine.network.gpus_per_node
