@@ -219,7 +219,7 @@ class Run:
     def host_timeline(self) -> HostTimeline | None:
         """Host memory over the step, one GPU's share and its node's (engine/host_memory.py);
         None where the step puts nothing there."""
-        return host_timeline(self.resolved, self.inventory)
+        return host_timeline(self.resolved, self.inventory, self.result.prefetch_depth)
 
     @functools.cached_property
     def report(self) -> dict[str, Any]:

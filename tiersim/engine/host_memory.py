@@ -38,7 +38,6 @@ from tiersim.engine.phases import Context
 from tiersim.engine.schedule_checkpoint import share
 from tiersim.engine.schedule_offload import fp32_boundary, swapped
 from tiersim.engine.schedule_optimizer import update_tiles
-from tiersim.engine.setup import RunSetup
 from tiersim.engine.simulate import prepare
 from tiersim.state.classes import CHECKPOINTED, OPTIMIZER_KEPT
 from tiersim.state.inventory import Inventory, rank_matrices
@@ -54,6 +53,7 @@ from tiersim.workload.pinned import (
     parameter_swap_buffer_bytes,
     rounding_bytes,
 )
+from tiersim.workload.work import Workload, build_workload
 
 ROUNDING = "pinned rounding (power-of-two blocks)"
 GRADIENT_BUFFER = "host gradient buffer (ZeRO-Offload, pinned)"
@@ -247,10 +247,10 @@ def _optimizer(steps: _Steps, c: Context, stage: int) -> None:
         steps.free(OPT, "optimizer", f"fp32 {u}", FP32_GRADIENTS)
 
 
-def host_events(res: Resolved, inv: Inventory, setup: RunSetup) -> list[Event]:
+def host_events(res: Resolved, inv: Inventory, wl: Workload, depth: int) -> list[Event]:
     """One GPU's rank's allocations and frees in host memory over the step (the module's
-    docstring says which); `setup`: the run's (engine/simulate.py prepare)."""
-    c = Context.of(res, setup.wl, setup.depth)
+    docstring says which); `wl`, `depth`: the run's workload and prefetch depth."""
+    c = Context.of(res, wl, depth)
     steps = _Steps()
     _start(steps, c, inv)
     _passes(steps, c)
@@ -285,17 +285,23 @@ def evaluate_host(tier: str, capacity: float, events: list[Event]) -> Timeline:
     )
 
 
-def host_timeline(res: Resolved, inv: Inventory) -> HostTimeline | None:
+def host_timeline(res: Resolved, inv: Inventory, depth: int | None = None) -> HostTimeline | None:
     """The host's timeline of the step and its node's GPUs; None where the step puts nothing
-    in host memory, or where the engine refuses the run (its message says why)."""
+    in host memory, or where the engine refuses the run (its message says why). `depth`: the
+    simulated run's prefetch depth (StepResult.prefetch_depth), where there is one; else the
+    run's set-up works it out (engine/simulate.py prepare), as the engine would."""
     host = res.machine.cpu.memory
     if host not in inv.tiers:  # a machine without a host tier of its own
         return None
-    try:
-        setup = prepare(res, inv)
-    except (InputError, InfeasibleError):
-        return None
-    events = host_events(res, inv, setup)
+    if depth is None:
+        try:
+            setup = prepare(res, inv)
+        except (InputError, InfeasibleError):
+            return None
+        wl, depth = setup.wl, setup.depth
+    else:
+        wl = build_workload(res, inv)
+    events = host_events(res, inv, wl, depth)
     if not events:
         return None
     timeline = evaluate_host(host, res.machine.tiers[host].capacity, events)

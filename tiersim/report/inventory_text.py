@@ -89,9 +89,9 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
     acts = _activation_table(s, inv)
     notes = [
         split_note(s, inv),
-        "Resident state and the GPU's step timeline (docs/memory.md): `tiersim run` adds what "
-        "the engine moves (staging, offloaded activations, checkpoint versions) and says whether "
-        "that fits.",
+        "Resident state and the GPU's and host's step timelines (docs/memory.md): `tiersim "
+        "run` adds what the engine moves (staging, offloaded activations, checkpoint versions) "
+        "and says whether that fits.",
     ]
     if s.model.parameters is not None and s.model.activation_bytes_per_layer is None:
         notes.append(

@@ -105,11 +105,11 @@ def inventory_report(
     host: HostTimeline | None = None,
 ) -> dict[str, Any]:
     """`res`, `timeline`, `host`: the scenario's resolved form and the GPU's and the host's
-    memory timelines, where the caller has them (a run: tiersim.runner.Run); else worked out
-    here."""
+    memory timelines, where the caller has them (a run, tiersim.runner.Run: all three, `host`
+    None where nothing is in host memory); else worked out here."""
     res = resolve(s) if res is None else res
-    host = host_timeline(res, inv) if host is None else host
-    timeline = gpu_timeline(res, inv) if timeline is None else timeline
+    if timeline is None:  # not a run's: the host's worked out here too
+        timeline, host = gpu_timeline(res, inv), host_timeline(res, inv)
     report = {
         "scenario": s.name,
         "tiersim_version": __version__,
