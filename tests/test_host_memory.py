@@ -185,15 +185,15 @@ def test_zero_infinity_runs_out_in_forward_where_its_state_fits():
     s, inv, _ = _host(ZERO_INFINITY, "hardware.tiers.dram.capacity=60 GB")
     start = ZI_OPTIMIZER_SWAP + ZI_PARAMETER_SWAP
     assert start + 113 * ZI_LAYER <= 60e9 < start + 114 * ZI_LAYER
-    report = inventory_report(s, inv)
+    report = inventory_report(s, inv, host=host_timeline(resolve(s), inv))
     hm = report["host_memory_timeline"]
     assert inv.tiers["dram"].fits  # the resident state alone would say it fits
     assert not hm["fits"] and not report["tiers"]["dram"]["fits"] and not report["fits"]
     assert hm["out_of_memory_at"] == "forward: L113.0"
     assert hm["out_of_memory_allocating"] == "offloaded activations"
     # with 66 GB it fits again (the peak is 65,498,251,264 B)
-    s, inv, _ = _host(ZERO_INFINITY, "hardware.tiers.dram.capacity=66 GB")
-    assert inventory_report(s, inv)["host_memory_timeline"]["fits"]
+    s, inv, h = _host(ZERO_INFINITY, "hardware.tiers.dram.capacity=66 GB")
+    assert inventory_report(s, inv, host=h)["host_memory_timeline"]["fits"]
 
 
 def test_zero_offload_runs_out_at_the_accumulation_boundary():
@@ -230,9 +230,15 @@ def test_a_node_holding_two_pipeline_stages_says_so():
     assert h.node_peak_bytes == 2 * h.timeline.peak_allocated_bytes
 
 
-def test_no_section_where_the_host_holds_nothing():
-    s = load_scenario(SCENARIOS / "seed-1b-adam.yaml").scenario
-    assert "host_memory_timeline" not in inventory_report(s, build_inventory(resolve(s)))
+def test_no_section_where_the_host_holds_nothing(cli_json):
+    *_, h = _host(SCENARIOS / "seed-1b-adam.yaml")
+    assert h is None
+    assert "host_memory_timeline" not in cli_json(SCENARIOS / "seed-1b-adam.yaml")
+
+
+def test_inventory_json_has_the_hosts_section(cli_json):
+    hm = cli_json(ZERO_OFFLOAD)["host_memory_timeline"]
+    assert hm["peak_bytes"] == 13_403_726_336 and hm["peak_moment"] == "backward: L0"
 
 
 def test_inventory_text_shows_the_hosts_peak_and_node(cli):

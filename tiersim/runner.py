@@ -23,7 +23,7 @@ from tiersim.config.model_notes import model_notes
 from tiersim.config.schema import Scenario
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
-from tiersim.engine.host_memory import HostTimeline, host_timeline
+from tiersim.engine.host_memory import host_timeline
 from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate as simulate_plain
 from tiersim.engine.simulate import simulate_resolved
@@ -32,6 +32,7 @@ from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.invariants import check_report
 from tiersim.report.json_report import run_report
 from tiersim.report.trace import TraceRecorder, mark_extrapolated
+from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import GenericModel, build_model
 from tiersim.state.resolved import Resolved, resolve

@@ -29,7 +29,6 @@ In order:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
@@ -40,12 +39,13 @@ from tiersim.engine.schedule_offload import fp32_boundary, swapped
 from tiersim.engine.schedule_optimizer import update_tiles
 from tiersim.engine.simulate import prepare
 from tiersim.state.classes import CHECKPOINTED, OPTIMIZER_KEPT
+from tiersim.state.host_timeline import HostTimeline, evaluate_host
 from tiersim.state.inventory import Inventory, rank_matrices
 from tiersim.state.optimizers import optimizer
 from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import master_bytes
 from tiersim.state.step_optimizer import update_values
-from tiersim.state.timeline import Event, Timeline, live_parts
+from tiersim.state.timeline import Event
 from tiersim.workload.pinned import (
     delayed_update_bytes,
     host_gradient_buffer_bytes,
@@ -73,24 +73,6 @@ FP32 = 4
 
 def _stored(c: Context) -> int:
     return PRECISION_BYTES[c.res.execution.training.precision.gradients]
-
-
-@dataclass(frozen=True)
-class HostTimeline:
-    """One GPU's rank in host memory over the step, and its node (the node's GPUs hold the
-    same timeline in lockstep: `node_gpus` times each figure)."""
-
-    timeline: Timeline
-    node_gpus: int  # GPUs of the run on one node
-    node_stages: int  # pipeline stages one node holds (> 1: each GPU counted as this stage's)
-
-    @property
-    def node_capacity_bytes(self) -> float:
-        return self.node_gpus * self.timeline.capacity_bytes
-
-    @property
-    def node_peak_bytes(self) -> int:
-        return self.node_gpus * self.timeline.peak_allocated_bytes
 
 
 class _Steps:
@@ -256,33 +238,6 @@ def host_events(res: Resolved, inv: Inventory, wl: Workload, depth: int) -> list
     _passes(steps, c)
     _optimizer(steps, c, inv.stage)
     return steps.events
-
-
-def evaluate_host(tier: str, capacity: float, events: list[Event]) -> Timeline:
-    """Host memory has no caching allocator to model: what is pinned is rounded in its own
-    part (ROUNDING, and the pinned buffers at their rounded sizes), the rest is malloc'd as
-    asked. So reserved is allocated, and the step runs out where allocation first exceeds the
-    capacity."""
-    allocated, current, peak, peak_at, oom = [], 0, 0, 0, None
-    for i, e in enumerate(events):
-        current += e.nbytes if e.alloc else -e.nbytes
-        allocated.append(current)
-        if current > peak:
-            peak, peak_at = current, i
-        if oom is None and e.alloc and current > capacity:
-            oom = i
-    return Timeline(
-        tier=tier,
-        capacity_bytes=capacity,
-        events=tuple(events),
-        outside=(),
-        allocated=tuple(allocated),
-        reserved=tuple(allocated),
-        peak_index=peak_at,
-        peak_parts=live_parts(events, peak_at) if events else {},
-        peak_reserved_bytes=peak,
-        oom_index=oom,
-    )
 
 
 def host_timeline(res: Resolved, inv: Inventory, depth: int | None = None) -> HostTimeline | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_bytes
-from tiersim.engine.host_memory import HostTimeline
 from tiersim.report.table import render
+from tiersim.state.host_timeline import HostTimeline
 
 SECTION = "host_memory_timeline"
 

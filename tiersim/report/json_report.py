@@ -13,7 +13,6 @@ from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.config.schema import Scenario, Tier
 from tiersim.core.units import DAY_S
 from tiersim.engine.figures import laid_out, report_figures
-from tiersim.engine.host_memory import HostTimeline, host_timeline
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.checkpoint_wear import unbudgeted_wear
@@ -27,6 +26,7 @@ from tiersim.report.target import target_section
 from tiersim.report.utilization import utilization
 from tiersim.report.wear import json_number, wear_section
 from tiersim.state.activations import GROUPS, accounting_for
+from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, activation_items, model_summary
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.step_memory import gpu_timeline
@@ -104,12 +104,12 @@ def inventory_report(
     timeline: Timeline | None = None,
     host: HostTimeline | None = None,
 ) -> dict[str, Any]:
-    """`res`, `timeline`, `host`: the scenario's resolved form and the GPU's and the host's
-    memory timelines, where the caller has them (a run, tiersim.runner.Run: all three, `host`
-    None where nothing is in host memory); else worked out here."""
+    """`res`, `timeline`: the scenario's resolved form and the GPU's memory timeline, where
+    the caller has them (a run: tiersim.runner.Run); else worked out here. `host`: the host's
+    memory timeline (engine/host_memory.py, built by the caller: a run, or `tiersim
+    inventory`), its section and fit; None: no section (nothing in host memory)."""
     res = resolve(s) if res is None else res
-    if timeline is None:  # not a run's: the host's worked out here too
-        timeline, host = gpu_timeline(res, inv), host_timeline(res, inv)
+    timeline = gpu_timeline(res, inv) if timeline is None else timeline
     report = {
         "scenario": s.name,
         "tiersim_version": __version__,

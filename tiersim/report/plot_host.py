@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_bytes
-from tiersim.engine.host_memory import HostTimeline
 from tiersim.report.plot_memory import ALLOCATED, LIMIT
+from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.timeline import PHASES
 
 TITLE = "host memory timeline"

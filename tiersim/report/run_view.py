@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from tiersim.config.schema import Scenario
-from tiersim.engine.host_memory import HostTimeline
 from tiersim.engine.results import StepResult
+from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory
 from tiersim.state.resolved import Resolved
 from tiersim.state.timeline import Timeline
