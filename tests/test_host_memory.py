@@ -264,3 +264,11 @@ def test_run_plot_draws_the_host_panel(runs):
     assert list(allocated.get_ydata()) == [b / 1e9 for b in h.timeline.allocated]
     assert limit.get_ydata()[0] == 96.0
     assert peak.get_xdata()[0] == h.timeline.peak_index
+
+
+def test_the_api_gives_the_host_timeline():
+    from tiersim import api
+
+    h = api.host_memory(api.load(ZERO_OFFLOAD))
+    assert h.timeline.peak_allocated_bytes == 13_403_726_336
+    assert api.host_memory(api.load(SCENARIOS / "seed-1b-adam.yaml")) is None

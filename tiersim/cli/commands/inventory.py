@@ -20,17 +20,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.api import inventory
-    from tiersim.engine.host_memory import host_timeline
+    from tiersim.api import host_memory, inventory
     from tiersim.report.json_report import activations_section, inventory_report, to_json
     from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.text import inventory_tables
-    from tiersim.state.resolved import resolve
 
     loaded = load(args)
     print_notes(loaded, args.overrides)
     inv = inventory(loaded)
-    host = host_timeline(resolve(loaded.scenario), inv)  # what the step holds in host memory
+    host = host_memory(loaded, inv)  # what the step holds in host memory
     if args.format == "json":
         report = inventory_report(loaded.scenario, inv, host=host)
         report["activations"] = activations_section(loaded.scenario, inv)
