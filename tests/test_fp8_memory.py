@@ -1,11 +1,11 @@
 """What FP8 training under Megatron-Core and Transformer Engine keeps per GPU (issue 38), each
 figure worked out by hand from the source it follows (docs/memory.md, "FP8 training"):
 
-- TE's cached FP8 weight workspaces (transformer_engine/pytorch/module/base.py
-  `get_fp8_workspace`): per linear weight one Float8Tensor, its uint8 data and its cached
-  transpose (Hopper's FP8 GEMMs read only the TN layout), one fp32 scale_inv shared by both;
-  kept in the module's `_fp8_workspaces` from the first micro-batch on (Megatron-Core passes
-  `is_first_microbatch`), so they are live from the start of every step;
+- TE's cached FP8 weights (NVIDIA/TransformerEngine transformer_engine/pytorch/module/base.py
+  at 0004dbd0, `set_fp8_weights`): per linear weight `weight1_fp8` and its transpose
+  `weight1_t_fp8` (Hopper's FP8 GEMMs read only the TN layout), uint8 data, each with an fp32
+  scale_inv; module attributes made by `prepare_forward` when `is_first_microbatch` is not
+  None, which Megatron-Core passes, so they are live from the start of every step;
 - delayed scaling's metadata per GEMM (base.py `set_meta_tensor`): 3 forward FP8 tensors
   (input, weight, output) and 2 backward (grad_output, grad_input), each `amax_history_len`
   (1024) fp32 history rows, an fp32 scale and an fp32 scale_inv;
@@ -50,15 +50,15 @@ def test_llama3_8b_fp8_workspaces_live_from_the_start_of_the_step(llama3_8b):
     """Llama 3 8B (h 4,096, 32 heads, 8 KV heads of 128, FFN 14,336, 32 layers), tensor 1:
     a layer's linear weights are q 4,096 x 4,096, k and v 4,096 x 1,024 each, o 4,096 x
     4,096 and gate, up, down 4,096 x 14,336 each: 33,554,432 + 8,388,608 + 176,160,768 =
-    218,103,808 values. Delayed scaling: 2 B a value (data + cached transpose), 4 B of
+    218,103,808 values. Delayed scaling: 2 B a value (data + cached transpose), 2 x 4 B of
     scale_inv and 20,520 B of metadata per weight tensor (7 of them; TE's 4 fused GEMMs
-    would hold 3 x 20,520 B less): 436,207,616 + 7 x 20,524 = 436,351,284 B a layer."""
+    would hold 3 x 20,520 B less): 436,207,616 + 7 x 20,528 = 436,351,312 B a layer."""
     r, inv = llama3_8b
-    per_layer = 2 * 218_103_808 + 7 * (4 + META)
-    assert per_layer == 436_351_284
+    per_layer = 2 * 218_103_808 + 7 * (2 * 4 + META)
+    assert per_layer == 436_351_312
     fp8 = [e for e in build_events(r, inv, 0) if e.part == FP8_COPIES]
     assert [(e.moment, e.nbytes) for e in fp8] == [("start of the step", 32 * per_layer)]
-    assert 32 * per_layer == 13_963_241_088  # the 13.96 GB beside the bf16 weights
+    assert 32 * per_layer == 13_963_241_984  # the 13.96 GB beside the bf16 weights
 
 
 def test_llama3_8b_fp32_main_grads_need_no_copy_at_the_step(llama3_8b):
@@ -102,7 +102,9 @@ def test_megatron_copies_bf16_main_grads_to_fp32_for_its_shard():
     r = _megatron("bf16")
     assert optimizer_temporaries(r, 0) == (MEGATRON_GRAD_COPY, 4 * math.ceil(params / 2))
     events = [e for e in build_events(r, build_inventory(r), 0) if e.part == MEGATRON_GRAD_COPY]
-    assert [(e.phase, e.alloc, e.nbytes) for e in events][0] == ("optimizer", True, 8_356_480)
+    # allocated at the optimizer step; freed by the next step's zero_grad (the timeline's end)
+    expected = [("optimizer", True, 8_356_480), ("optimizer", False, 8_356_480)]
+    assert [(e.phase, e.alloc, e.nbytes) for e in events] == expected
 
 
 def test_megatron_with_fp32_main_grads_hands_them_over_as_they_are():

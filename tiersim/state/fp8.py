@@ -12,13 +12,15 @@ linear.py). Counted from the start of the step (state/step_memory.py):
 
 - tensorwise (current scaling): one fp32 scale per copy;
 - delayed (Transformer Engine's DelayedScaling, what Megatron-Core and NeMo run on Hopper): the
-  cached workspace is one Float8Tensor, its FP8 data and its cached FP8 transpose sharing one
-  fp32 `scale_inv` (transformer_engine/pytorch/module/base.py, `get_fp8_workspace`:
-  `Float8Tensor(data=torch.empty_like(tensor, dtype=torch.uint8), ...,
-  fp8_scale_inv=torch.empty([1]))`, filled by `cast_transpose_`); each GEMM's FP8 metadata
-  (base.py `set_meta_tensor`: 3 forward tensors, input, weight, output, and 2 backward,
-  grad_output and grad_input, each an fp32 `scale`, `scale_inv` and `amax_history_len` = 1024
-  history rows, TE's DelayedScaling default and NeMo's `fp8_amax_history_len: 1024`);
+  cached FP8 weight and its cached FP8 transpose, each a Float8Tensor with an fp32 `scale_inv`
+  (NVIDIA/TransformerEngine transformer_engine/pytorch/module/base.py at commit 0004dbd0,
+  `set_fp8_weights`: `weight1_fp8` and `weight1_t_fp8`, created by `prepare_forward` "only
+  when fp8 weight caching is used", i.e. `is_first_microbatch is not None`; TE 1.8+ keeps one
+  Float8Tensor with its cached transpose in `_fp8_workspaces`, `get_fp8_workspace`, sharing
+  one scale_inv: 4 B less a weight); and each GEMM's FP8 metadata (base.py
+  `set_meta_tensor`: 3 forward tensors, input, weight, output, and 2 backward, grad_output
+  and grad_input, each an fp32 `scale`, `scale_inv` and `amax_history_len` = 1024 history
+  rows, TE's DelayedScaling default and NeMo's `fp8_amax_history_len: 1024`);
 - rowwise (torchao's rowwise scaling): one fp32 scale per row of each copy;
 - blockwise (DeepSeek-V3's 128 x 128 weight blocks): one fp32 scale per block of each copy;
 - mxfp8 (OCP microscaling, Blackwell; TE's MXFP8Tensor rowwise and columnwise data): one
@@ -72,14 +74,13 @@ def _copy_bytes(recipe: str, rows: int, cols: int) -> int:
 
 
 def _weight_bytes(recipe: str, rows: int, cols: int) -> int:
-    """One linear weight's FP8 state: both layouts with their scales; under delayed scaling
-    TE's one Float8Tensor (data, cached transpose, one shared scale_inv) and the GEMM's
-    metadata (module docstring). Counted per weight tensor: Megatron-Core fuses Q, K and V
-    (linear_qkv) and gate and up (linear_fc1) into one TE module each, so the metadata here is
-    an upper figure (a gated dense layer: 7 weights where TE has 4 GEMMs, +61,560 B)."""
-    if recipe == "delayed":
-        return 2 * rows * cols + FP32 + DELAYED_META
-    return _copy_bytes(recipe, rows, cols) + _copy_bytes(recipe, cols, rows)
+    """One linear weight's FP8 state: both layouts with their scales and, under delayed
+    scaling, the GEMM's metadata (module docstring). Counted per weight tensor: Megatron-Core
+    fuses Q, K and V (linear_qkv) and gate and up (linear_fc1) into one TE module each, so the
+    metadata here is an upper figure (a gated dense layer: 7 weights where TE has 4 GEMMs,
+    3 x 20,520 = 61,560 B more)."""
+    meta = DELAYED_META if recipe == "delayed" else 0
+    return _copy_bytes(recipe, rows, cols) + _copy_bytes(recipe, cols, rows) + meta
 
 
 def fp8_weight_bytes(recipe: str, mats: Iterable[Matrix]) -> int:
