@@ -5,10 +5,11 @@ with the recipe's scales. They persist for the whole run: Megatron-Core's TE wra
 `is_first_microbatch` (True on a step's first micro-batch, then False;
 megatron/core/transformer/custom_layers/transformer_engine.py `TELinear.forward`, set by
 `set_is_first_microbatch` in pipeline_parallel/schedules.py `forward_step`), so TE caches each
-copy under a name in the module's `_fp8_workspaces` dict, recasts it on a step's first
-micro-batch and reuses it on the others; nothing frees it between steps (TE base.py
-`get_fp8_workspace`, `cache_name=(None if is_first_microbatch is None else "weight")` in
-linear.py). Counted from the start of the step (state/step_memory.py):
+copy in the module (at TE commit 0004dbd0 the attributes `weight1_fp8` and `weight1_t_fp8`;
+TE 1.8+ its `_fp8_workspaces` dict, `get_fp8_workspace` with `cache_name=(None if
+is_first_microbatch is None else "weight")`), recasts it on a step's first micro-batch and
+reuses it on the others; nothing frees it between steps. Counted from the start of the step
+(state/step_memory.py):
 
 - tensorwise (current scaling): one fp32 scale per copy;
 - delayed (Transformer Engine's DelayedScaling, what Megatron-Core and NeMo run on Hopper): the
