@@ -23,6 +23,7 @@ from tiersim.config.model_notes import model_notes
 from tiersim.config.schema import Scenario
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
+from tiersim.engine.host_memory import host_timeline
 from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate as simulate_plain
 from tiersim.engine.simulate import simulate_resolved
@@ -30,6 +31,7 @@ from tiersim.engine.steady import steps_to_simulate
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.invariants import check_report
 from tiersim.report.json_report import run_report
+from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import GenericModel, build_model
 from tiersim.state.resolved import Resolved, resolve
@@ -218,6 +220,12 @@ class Run:
     def memory_timeline(self) -> Timeline:
         """The GPU's allocations and frees over the step (state/step_memory.py)."""
         return gpu_timeline(self.resolved, self.inventory)
+
+    @functools.cached_property
+    def host_timeline(self) -> HostTimeline | None:
+        """Host memory over the step, one GPU's share and its node's (engine/host_memory.py);
+        None where the step puts nothing there."""
+        return host_timeline(self.resolved, self.inventory, self.result.prefetch_depth)
 
     @functools.cached_property
     def report(self) -> dict[str, Any]:
