@@ -106,6 +106,19 @@ def one_run(res: Resolved) -> bool:
     return not res.execution.checkpoint_simulated or checkpoint_stands_alone(res)
 
 
+def checkpoint_apart(res: Resolved) -> bool:
+    """An async checkpoint, less often than every step, between steps that are otherwise
+    independent: measured apart from the plain run where it can be (one run of its step,
+    tiersim.engine.checkpoint_apart), else on each of three samples."""
+    ck, execution = res.execution.checkpoint, res.execution
+    return (
+        execution.checkpoint_simulated
+        and ck.mode == "async"
+        and ck.every_steps != 1
+        and execution.training.optimizer_step == "synchronous"
+    )
+
+
 def steps_to_simulate(res: Resolved) -> tuple[int, int]:
     """Steps to simulate and the index of the measured one."""
     if independent_steps(res):
