@@ -73,8 +73,8 @@ def _fp8_rate_problems(s: Scenario) -> list[Problem]:
 
 
 def sustained_problems(s: Scenario) -> list[Problem]:
-    """A kernel table's `sustained` shares (tiersim/hardware/kernel_tables.py) are a share of
-    each isolated rate kept under load: numbers in (0, 1]."""
+    """A kernel table's `sustained` shares (tiersim/hardware/kernel_tables.py) are the share
+    of each dtype's best isolated rate a GPU holds under load: numbers in (0, 1]."""
     kernels = s.hardware.gpu.kernels
     if kernels is None:
         return []
@@ -85,8 +85,9 @@ def sustained_problems(s: Scenario) -> list[Problem]:
     if not bad:
         return []
     what = (
-        f"kernel table {kernels}: sustained {bad}: expected a share of each dtype's isolated "
-        f"rate kept under load, a number in (0, 1] by dtype (e.g. sustained: {{bf16: 0.9}})"
+        f"kernel table {kernels}: sustained {bad}: expected the share of each dtype's best "
+        f"isolated rate held under load, a number in (0, 1] by dtype (e.g. sustained: "
+        f"{{bf16: 0.9}})"
     )
     return [Problem("hardware.gpu.kernels", what, "E-KERNEL")]
 

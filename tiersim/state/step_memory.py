@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state.activations import outside_items
+from tiersim.state.chunked_loss import chunked_loss
 from tiersim.state.inventory import (
     Inventory,
     per_context_rank,
@@ -138,6 +139,8 @@ def _loss(steps: _Steps, r: Resolved, log_softmax: float, head_grad: int) -> Non
     """The loss forward and backward on the last stage, tensor by tensor (the module's 2, 3);
     `head_grad`: the head's weight gradient, made while the logits' gradient lives."""
     n, cb = logits_values(r), r.accounting.compute_bytes
+    if r.accounting.loss_chunks > 1:  # torchtitan's ChunkedLossWrapper, inside the forward
+        return chunked_loss(steps, r, n, log_softmax, (head_grad, HEAD_GRAD))
     fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
     copy = "logits in fp32 (the loss's copy)"
     if r.accounting.implementation == "megatron":
@@ -183,7 +186,7 @@ def _outside_saved(r: Resolved, stage: int, last: bool) -> tuple[float, float]:
     seq, mbs = r.execution.seq_len, r.execution.training.micro_batch_size
     items = outside_items(model, seq, mbs, r.accounting, stage == 0, last)
     split = [(i, i.nbytes / par.tensor if i.split or par.sequence else i.nbytes) for i in items]
-    softmax = sum(b for i, b in split if "log-softmax" in i.name)
+    softmax = sum(b for i, b in split if "log-softmax" in i.name or "chunked loss" in i.name)
     return per_context_rank(r, sum(b for _, b in split)), per_context_rank(r, softmax)
 
 
