@@ -73,11 +73,12 @@ def test_random_small_shapes_walked_are_the_event_loops_runs(
 
 
 def engine_of(ops: list[Op], sharing: str = "fair", capacity: float = 1e9) -> SimpleNamespace:
-    """What `chain.refusal` reads of an engine: the sharing policy, channel capacities, ops."""
+    """What `chain.refusal` reads of an engine: the sharing policy, the schedule's ops and
+    network channels' capacities."""
     simulation = SimpleNamespace(link_sharing=sharing)
     res = SimpleNamespace(execution=SimpleNamespace(simulation=simulation))
-    net = SimpleNamespace(capacity={NVLINK: capacity})
-    return SimpleNamespace(res=res, net=net, schedule=SimpleNamespace(ops=ops))
+    schedule = SimpleNamespace(ops=ops, net_capacity={NVLINK: capacity})
+    return SimpleNamespace(res=res, schedule=schedule)
 
 
 NVLINK = Network(NetChannel.NVLINK)
