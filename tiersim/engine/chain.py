@@ -81,28 +81,9 @@ def run_chain(engine: Any) -> Any:
             if op.duration > 0:
                 timers += 1
                 now = now + op.duration
-        else:  # a collective alone on its channel (Channel.start, then its wake-up)
-            nbytes, delay = op.nbytes, op.latency
-            if nbytes <= 0:
-                if delay > 0:
-                    wakeups += 1
-                    now = now + delay
-            else:
-                wakeups += 1
-                begin = now + delay if delay > 0 else now
-                soonest = float(nbytes) / capacity[op.resource]
-                if begin > now:
-                    soonest += begin - now
-                if not soonest > 0.0:
-                    soonest = 0.0
-                now = now + soonest
-                if now > begin:
-                    name = op.resource.channel
-                    spans = spans_of.get(name)
-                    if spans is None:
-                        spans = spans_of[name] = net.busy.lists((name, FlowNetwork.ANY))
-                    merge_span(spans[0], begin, now)
-                    merge_span(spans[1], begin, now)
+        elif op.nbytes > 0 or op.latency > 0:  # a collective alone on its channel
+            wakeups += 1
+            now = _collective(op, now, capacity[op.resource], spans_of, net.busy)
         ends[i] = now
         if op.free:
             _occupy(occupancy, op.free, now, -1, recorder)
@@ -119,6 +100,30 @@ def run_chain(engine: Any) -> Any:
     net.finished()
     engine.waiting, engine.dependents = [], []  # the graph is spent, as after Engine.run
     return log
+
+
+def _collective(op: Any, now: float, capacity: float, spans_of: dict, busy: Any) -> float:
+    """When collective `op`, begun at `now`, lands: `Channel.start`'s plan for a flow alone
+    on its channel (a flow of no bytes: `_nothing_to_move`'s timer), its busy span merged
+    into the channel's and ANY's lists as `Channel._landed` merges it."""
+    nbytes, delay = op.nbytes, op.latency
+    if nbytes <= 0:
+        return now + delay
+    begin = now + delay if delay > 0 else now
+    soonest = float(nbytes) / capacity
+    if begin > now:
+        soonest += begin - now
+    if not soonest > 0.0:
+        soonest = 0.0
+    end = now + soonest
+    if end > begin:
+        name = op.resource.channel
+        spans = spans_of.get(name)
+        if spans is None:  # made at its first span, as the channel's (the log's order)
+            spans = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
+        merge_span(spans[0], begin, end)
+        merge_span(spans[1], begin, end)
+    return end
 
 
 def _occupy(occupancy: dict, changes, now: float, sign: int, recorder) -> None:
