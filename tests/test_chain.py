@@ -97,3 +97,29 @@ def test_what_is_left_to_the_event_loop_says_why():
     assert "moves bytes between tiers" in chain.refusal(engine_of([gpu(()), move]))
     assert "not max-min" in chain.refusal(engine_of([gpu(())], sharing="ordered"))
     assert "no bandwidth" in chain.refusal(engine_of([gpu(()), sync], capacity=0.0))
+
+
+class Told:
+    """A recorder that keeps every call it is told, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def op(self, op: Op, start: float, end: float) -> None:
+        self.calls.append((op.label, start, end))
+
+    def memory(self, tier: str, now: float, occupied: float) -> None:
+        self.calls.append((tier, now, occupied))
+
+
+def test_a_trace_of_a_chain_walked_is_told_what_the_event_loop_tells(monkeypatch):
+    path = ROOT / "scenarios" / "published" / "korthikanti2022-22b-selective-sp.yaml"
+    scenario = load_scenario(path).scenario
+    told = []
+    for enabled in (True, False):
+        monkeypatch.setattr(chain, "ENABLED", enabled)
+        recorder = Told()
+        simulate(scenario, recorder=recorder)
+        told.append(recorder.calls)
+    assert len(told[0]) > 100  # every op and occupancy change of the run shown
+    assert told[0] == told[1]
