@@ -73,12 +73,12 @@ def test_random_small_shapes_walked_are_the_event_loops_runs(
 
 
 def engine_of(ops: list[Op], sharing: str = "fair", capacity: float = 1e9) -> SimpleNamespace:
-    """What `chain.refusal` reads of an engine: the sharing policy, the schedule's ops and
-    network channels' capacities."""
+    """What `chain.refusal` reads of an engine: the sharing policy, the network channels'
+    capacities, the schedule's ops."""
     simulation = SimpleNamespace(link_sharing=sharing)
     res = SimpleNamespace(execution=SimpleNamespace(simulation=simulation))
-    schedule = SimpleNamespace(ops=ops, net_capacity={NVLINK: capacity})
-    return SimpleNamespace(res=res, schedule=schedule)
+    net = SimpleNamespace(capacity={NVLINK: capacity})
+    return SimpleNamespace(res=res, net=net, schedule=SimpleNamespace(ops=ops))
 
 
 NVLINK = Network(NetChannel.NVLINK)

@@ -24,6 +24,7 @@ from typing import Any
 from tiersim.engine.busy import merge_span
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import OpKind
+from tiersim.hardware.resources import Network
 
 MOVE = OpKind.MOVE
 _DEPS, _KIND = operator.attrgetter("deps"), operator.attrgetter("kind")
@@ -42,7 +43,7 @@ def refusal(engine: Any) -> str | None:
     where one fails."""
     if engine.res.execution.simulation.link_sharing in ("ordered", "issue_order"):
         return "link sharing is not max-min (collectives are ordered with other transfers)"
-    if any(not c > 0 for c in engine.schedule.net_capacity.values()):
+    if any(not c > 0 for r, c in engine.net.capacity.items() if isinstance(r, Network)):
         return "a network channel has no bandwidth"
     ops = engine.schedule.ops
     deps = list(map(_DEPS, ops))
