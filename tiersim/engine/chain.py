@@ -51,7 +51,7 @@ def refusal(engine: Any) -> str | None:
     chained = all(map(operator.contains, deps[1:], range(n - 1)))
     if chained and n > 1:  # each op's deps all before it (the one before among them)
         chained = all(map(operator.lt, map(max, deps[1:]), range(1, n)))
-    if chained and MOVE not in set(map(_KIND, ops)):
+    if chained and MOVE not in list(map(_KIND, ops)):  # by identity: an enum hashes in Python
         return None
     for i, op in enumerate(ops):
         if op.kind is MOVE:
