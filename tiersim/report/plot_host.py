@@ -10,7 +10,7 @@ from typing import Any
 from tiersim.core.units import fmt_bytes
 from tiersim.report.plot_memory import ALLOCATED, LIMIT
 from tiersim.state.host_timeline import HostTimeline
-from tiersim.state.timeline import PHASES
+from tiersim.state.timeline import PHASES, Timeline
 
 TITLE = "host memory timeline"
 
@@ -32,7 +32,12 @@ def draw_host_timeline(ax: Any, h: HostTimeline) -> None:
     xs = list(range(len(t.events)))
     ax.step(xs, [b / 1e9 for b in t.allocated], where="post", color=ALLOCATED, label="allocated")
     limit = t.capacity_bytes / 1e9
-    ax.axhline(limit, color=LIMIT, linestyle="--", label="capacity (a GPU's share)")
+    peak = t.peak_allocated_bytes / 1e9
+    on_scale = on_scale_capacity(t.capacity_bytes, t.peak_allocated_bytes)
+    if on_scale:
+        ax.axhline(limit, color=LIMIT, linestyle="--", label="capacity (a GPU's share)")
+    else:  # drawn, it would flatten the curve to the floor (as the occupancy panels do)
+        ax.text(0.02, 0.97, off_scale_note(t), transform=ax.transAxes, fontsize=7, va="top")
     if t.events:
         ax.plot([t.peak_index], [t.peak_allocated_bytes / 1e9], "o", color="black")
     for phase in PHASES[1:]:  # where forward, backward and the optimizer step begin
@@ -43,6 +48,17 @@ def draw_host_timeline(ax: Any, h: HostTimeline) -> None:
     ax.set_title(host_title(h), fontsize=9, color="black" if t.fits else LIMIT)
     ax.set_xlabel("allocations and frees, in order", fontsize=8)
     ax.set_ylabel("GB", fontsize=8)
-    ax.set_ylim(0, max(limit, t.peak_allocated_bytes / 1e9) * 1.1)
+    ax.set_ylim(0, (max(limit, peak) * 1.1) if on_scale else (max(peak, 1.0) * 1.4))
     ax.tick_params(labelsize=7)
     ax.legend(loc="best", fontsize=8)
+
+
+def on_scale_capacity(capacity: float, peak: float) -> bool:
+    """Whether the capacity line is drawn: within 10x the peak, as the tier occupancy panels
+    draw theirs (report/plot.py); beyond, the curve would lie flat on the axis."""
+    return capacity <= 10 * peak
+
+
+def off_scale_note(t: Timeline) -> str:
+    share = 100 * t.peak_allocated_bytes / t.capacity_bytes
+    return f"capacity {fmt_bytes(t.capacity_bytes)} off scale\n(peak {share:.2g} % of it)"

@@ -1,0 +1,48 @@
+"""`run --plot`'s host memory timeline panel keeps its curve readable: a capacity more than
+ten times the peak is said in a note, not drawn (it would flatten the curve to the axis), as
+the tier occupancy panels do; a capacity near the peak is drawn as its dashed line."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from tiersim.report.plot_host import draw_host_timeline
+from tiersim.state.host_timeline import HostTimeline, evaluate_host
+from tiersim.state.timeline import Event
+
+GB = 10**9
+
+
+def _panel(capacity: int, peak: int):
+    # two allocations: 2 GB at the start, then the rest of the peak at the optimizer step
+    events = [
+        Event("start of the step", "start", "a", "resident optimizer", 2 * GB, True),
+        Event("optimizer step", "optimizer", "b", "temporaries", peak - 2 * GB, True),
+        Event("optimizer step", "optimizer", "b", "temporaries", peak - 2 * GB, False),
+    ]
+    h = HostTimeline(evaluate_host("dram", capacity, events), node_gpus=8, node_stages=1)
+    ax = Figure().add_subplot()
+    draw_host_timeline(ax, h)
+    return ax
+
+
+def _dashed(ax) -> list[float]:
+    return [line.get_ydata()[0] for line in ax.lines if line.get_linestyle() == "--"]
+
+
+def test_far_capacity_is_a_note_and_the_curve_fills_the_panel():
+    # peak 16 GB of 256 GB: 6.25 % of it, 256 > 10 x 16
+    ax = _panel(256 * GB, 16 * GB)
+    assert _dashed(ax) == []
+    notes = [t.get_text() for t in ax.texts]
+    assert "capacity 256.00 GB off scale\n(peak 6.2 % of it)" in notes
+    low, high = ax.get_ylim()
+    assert low == 0 and 16 < high < 32  # the peak at least half the axis's height
+
+
+def test_near_capacity_is_drawn():
+    # peak 60 GB of 96 GB: within 10 x, the dashed line at 96 GB and the axis above it
+    ax = _panel(96 * GB, 60 * GB)
+    assert _dashed(ax) == [96.0]
+    assert ax.get_ylim()[1] >= 96
+    assert not any("off scale" in t.get_text() for t in ax.texts)
