@@ -261,7 +261,8 @@ def test_run_plot_draws_the_host_panel(runs):
     (panel,) = [a for a in fig.axes if a.get_title().startswith(TITLE)]
     assert "at backward: L0" in panel.get_title()
     allocated, limit, peak = panel.get_lines()[:3]
-    assert list(allocated.get_ydata()) == [b / 1e9 for b in h.timeline.allocated]
+    levels = [b / 1e9 for b in h.timeline.allocated]
+    assert list(allocated.get_ydata()) == [*levels, levels[-1]]  # held to the step's end
     assert limit.get_ydata()[0] == 96.0
     assert peak.get_xdata()[0] == h.timeline.peak_index
 

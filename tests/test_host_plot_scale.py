@@ -46,3 +46,14 @@ def test_near_capacity_is_drawn():
     assert _dashed(ax) == [96.0]
     assert ax.get_ylim()[1] >= 96
     assert not any("off scale" in t.get_text() for t in ax.texts)
+
+
+def test_one_event_is_drawn_as_a_line_to_the_steps_end():
+    # default.yaml's host timeline: the checkpoint's staged copy alone, 11.79 GB at the start
+    events = [Event("start of the step", "start", "s", "staging", 11_792_227_328, True)]
+    h = HostTimeline(evaluate_host("dram", 256 * GB, events), node_gpus=8, node_stages=1)
+    ax = Figure().add_subplot()
+    draw_host_timeline(ax, h)
+    curve = ax.lines[0]
+    assert list(curve.get_xdata()) == [0, 1]  # from the allocation to the step's end
+    assert list(curve.get_ydata()) == [11.792227328, 11.792227328]

@@ -28,9 +28,14 @@ def host_title(h: HostTimeline) -> str:
 
 
 def draw_host_timeline(ax: Any, h: HostTimeline) -> None:
+    from matplotlib.ticker import MaxNLocator  # matplotlib only where a plot is drawn
+
     t = h.timeline
-    xs = list(range(len(t.events)))
-    ax.step(xs, [b / 1e9 for b in t.allocated], where="post", color=ALLOCATED, label="allocated")
+    # the last level held to the step's end (x = the event count): a step with one event (a
+    # checkpoint's staged copy alone) is a line, not a lone point
+    xs = list(range(len(t.events) + 1))
+    ys = [b / 1e9 for b in (*t.allocated, *t.allocated[-1:])]
+    ax.step(xs[: len(ys)], ys, where="post", color=ALLOCATED, label="allocated")
     limit = t.capacity_bytes / 1e9
     peak = t.peak_allocated_bytes / 1e9
     on_scale = on_scale_capacity(t.capacity_bytes, t.peak_allocated_bytes)
@@ -47,6 +52,7 @@ def draw_host_timeline(ax: Any, h: HostTimeline) -> None:
             ax.text(first, 0, f" {phase}", fontsize=7, va="bottom", color="grey")
     ax.set_title(host_title(h), fontsize=9, color="black" if t.fits else LIMIT)
     ax.set_xlabel("allocations and frees, in order", fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # events are counted, not measured
     ax.set_ylabel("GB", fontsize=8)
     ax.set_ylim(0, (max(limit, peak) * 1.1) if on_scale else (max(peak, 1.0) * 1.4))
     ax.tick_params(labelsize=7)
