@@ -46,3 +46,15 @@ def test_engine_peak_lower_says_temporaries_not_staging():
 
 def test_no_note_where_the_peaks_agree():
     assert "simulated step" not in host_text(_section(8, 1_000), engine_peak=1_000)
+
+
+def test_inventory_note_does_not_defer_what_its_timelines_count(cli):
+    """default.yaml's inventory lists the checkpoint's staged copy in its host timeline: its
+    closing note must not say `run` is what adds staging and offloaded activations."""
+    from conftest import SCENARIOS
+
+    code, out, _ = cli("inventory", SCENARIOS / "default.yaml")
+    assert code == 0
+    assert "checkpoint staging copy (until durable)  11.79 GB" in out
+    assert "(staging, offloaded activations, checkpoint versions)" not in out
+    assert "step timelines, each with its verdict" in out
