@@ -57,3 +57,17 @@ def test_one_event_is_drawn_as_a_line_to_the_steps_end():
     curve = ax.lines[0]
     assert list(curve.get_xdata()) == [0, 1]  # from the allocation to the step's end
     assert list(curve.get_ydata()) == [11.792227328, 11.792227328]
+
+
+def test_a_different_engine_peak_is_said_in_the_panel():
+    # zero-infinity-1t-dgx2's figures: the engine's dram occupancy 66.04 GB over the timeline's
+    # 65.50 GB (the tier's panel above draws the engine's, titled with the larger)
+    events = [Event("forward: L0", "forward", "a", "offloaded activations", 65_500_000_000, True)]
+    h = HostTimeline(evaluate_host("dram", 96 * GB, events), node_gpus=16, node_stages=1)
+    ax = Figure().add_subplot()
+    draw_host_timeline(ax, h, engine_peak=66_040_000_000)
+    notes = [t.get_text() for t in ax.texts]
+    assert "the simulated step's occupancy peaks\nat 66.04 GB (the dram panel above)" in notes
+    ax = Figure().add_subplot()
+    draw_host_timeline(ax, h, engine_peak=65_500_000_000)  # equal: nothing to say
+    assert not any("simulated" in t.get_text() for t in ax.texts)

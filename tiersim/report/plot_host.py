@@ -27,7 +27,9 @@ def host_title(h: HostTimeline) -> str:
     )
 
 
-def draw_host_timeline(ax: Any, h: HostTimeline) -> None:
+def draw_host_timeline(ax: Any, h: HostTimeline, engine_peak: float | None = None) -> None:
+    """`engine_peak`: the simulated step's occupancy of the tier (the report's
+    `engine_peak_bytes`), said in a note where it differs from this timeline's peak."""
     from matplotlib.ticker import MaxNLocator  # matplotlib only where a plot is drawn
 
     t = h.timeline
@@ -39,10 +41,16 @@ def draw_host_timeline(ax: Any, h: HostTimeline) -> None:
     limit = t.capacity_bytes / 1e9
     peak = t.peak_allocated_bytes / 1e9
     on_scale = on_scale_capacity(t.capacity_bytes, t.peak_allocated_bytes)
+    notes = [] if on_scale else [off_scale_note(t)]
     if on_scale:
         ax.axhline(limit, color=LIMIT, linestyle="--", label="capacity (a GPU's share)")
-    else:  # drawn, it would flatten the curve to the floor (as the occupancy panels do)
-        ax.text(0.02, 0.97, off_scale_note(t), transform=ax.transAxes, fontsize=7, va="top")
+    if engine_peak is not None and engine_peak != t.peak_allocated_bytes:
+        notes.append(
+            f"the simulated step's occupancy peaks\nat {fmt_bytes(engine_peak)} "
+            f"(the {t.tier} panel above)"
+        )
+    if notes:  # a capacity drawn far off would flatten the curve (as the occupancy panels)
+        ax.text(0.02, 0.97, "\n".join(notes), transform=ax.transAxes, fontsize=7, va="top")
     if t.events:
         ax.plot([t.peak_index], [t.peak_allocated_bytes / 1e9], "o", color="black")
     for phase in PHASES[1:]:  # where forward, backward and the optimizer step begin
@@ -54,7 +62,8 @@ def draw_host_timeline(ax: Any, h: HostTimeline) -> None:
     ax.set_xlabel("allocations and frees, in order", fontsize=8)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # events are counted, not measured
     ax.set_ylabel("GB", fontsize=8)
-    ax.set_ylim(0, (max(limit, peak) * 1.1) if on_scale else (max(peak, 1.0) * 1.4))
+    top = (max(limit, peak) * 1.1) if on_scale else (max(peak, 1.0) * 1.4)
+    ax.set_ylim(0, top * (1 + 0.12 * sum(n.count("\n") + 1 for n in notes)))  # room for notes
     ax.tick_params(labelsize=7)
     ax.legend(loc="best", fontsize=8)
 
