@@ -12,4 +12,3 @@ def test_the_last_line_is_written_once():
     bar.update(1)
     bar.update(1)
     assert out.getvalue().count("1/1 plans simulated or pruned") == 1
-
