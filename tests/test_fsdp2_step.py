@@ -136,3 +136,24 @@ def test_fsdp2_step_peak_within_3_percent_of_pytorch(recorded, name, shape, reco
     error = predicted.peak_bytes / measured.peak_bytes - 1
     assert abs(error) <= 0.03, (world, measured, predicted)
     assert predicted.peak_phase == measured.peak_phase == "backward"
+
+
+def test_measure_fsdp_with_transformers_compares_rank_0s_step_peak(capsys):
+    """`tiersim measure --fsdp 2 --implementation huggingface --format json`: transformers'
+    dense model above under FSDP2 on 2 gloo ranks, rank 0's step peak within 3 % of the
+    timeline's, at the loss's backward (vocabulary 512 > hidden 64)."""
+    import json
+
+    pytest.importorskip("torch", reason="needs PyTorch (the `measure` extra)")
+    pytest.importorskip("transformers", reason="needs transformers (the `measure` extra)")
+    from tiersim.cli import main
+
+    dims = {**LLAMA, **DENSE, "head_dim": "null"}
+    sets = [a for k, v in dims.items() for a in ("--set", f"model.{k}={v}")]
+    args = ["measure", "--model", "llama-2-7b", *sets, "--seq-len", "128", "--dtype", "fp32"]
+    args += ["--fsdp", "2", "--implementation", "huggingface", "--format", "json"]
+    assert main(args) == 0
+    peak = json.loads(capsys.readouterr().out)["step_peak"]
+    assert abs(peak["predicted_bytes"] / peak["measured_bytes"] - 1) <= 0.03, peak
+    assert peak["predicted_moment"] == "backward: loss" and peak["measured_phase"] == "backward"
+    assert peak["predicted_parts"]["all-gather buffer (FSDP2)"] == LAYER  # layer 1's, prefetched
