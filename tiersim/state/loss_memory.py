@@ -81,3 +81,21 @@ def outside_saved(r: Resolved, stage: int, last: bool) -> tuple[float, float, fl
     head = sum(b for i, b in split if i.group in HEAD_SIDE) - softmax
     whole = sum(b for _, b in split)
     return per_context_rank(r, whole), per_context_rank(r, softmax), per_context_rank(r, head)
+
+
+def final_norm_transients(r: Resolved) -> int:
+    """The final norm's backward working set where transformers' RMSNorm computes in fp32
+    (LlamaRMSNorm: `hidden_states.to(float32)`, pow, mean, rsqrt, two products): its backward
+    holds four fp32 s·b·h tensors (pow's, the mean's division, the two products' gradients)
+    and, for a 16-bit model, the incoming gradient cast to fp32, beside what the norm saved
+    (measured on the CPU, torch 2.13: tests/test_step_measure.py, tests/test_fsdp2_step.py)."""
+    model, x = r.model, r.execution
+    if not isinstance(model, Transformer) or r.accounting.implementation != "huggingface":
+        return 0
+    if model.norm != "rmsnorm":
+        return 0
+    tokens = x.seq_len // x.parallel.context * x.training.micro_batch_size
+    if x.parallel.sequence:
+        tokens = math.ceil(tokens / x.parallel.tensor)
+    tensors = 4 + (1 if r.accounting.compute_bytes != 4 else 0)
+    return tensors * tokens * model.hidden * 4

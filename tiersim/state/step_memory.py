@@ -40,7 +40,12 @@ from tiersim.state.inventory import (
     tier_use,
 )
 from tiersim.state.layer_memory import LayerMemory, layer_memory
-from tiersim.state.loss_memory import HEAD_GRAD, loss_events, outside_saved
+from tiersim.state.loss_memory import (
+    HEAD_GRAD,
+    final_norm_transients,
+    loss_events,
+    outside_saved,
+)
 from tiersim.state.loss_memory import logits_values as logits_values  # re-exported
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
@@ -207,6 +212,7 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
 UNSHARDED = "unsharded gradients (before reduce-scatter)"
 EMBEDDING_GRAD = "embedding's weight gradient (dense)"
 TIED_SUM = "tied weight's summed gradient"
+FINAL_NORM = "final norm's backward transients (fp32)"
 BUSIEST = "saved activations: the busiest expert rank's rows beyond the mean"
 FP8 = "FP8 weight copies (training.fp8)"
 
@@ -265,8 +271,10 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
         at = "forward: final norm and head"
         steps.alloc(at, "forward", "head saves", "saved activations", head, 4)
         _loss_with_head(steps, r, p, 0 if root else rest, log_softmax, vocab)
-        at = "backward: final norm and head"
-        steps.free(at, "backward", "head saves", "saved activations")
+        at, b, norm = "backward: final norm and head", "backward", FINAL_NORM
+        steps.alloc(at, b, "final norm", norm, final_norm_transients(r) if p.on_gpu else 0, 5)
+        steps.free(at, b, "final norm", norm)
+        steps.free(at, b, "head saves", "saved activations")
     _backward(steps, p, layers, bool(inv.sharded.get("gradients")))
     _embedding_grads(steps, vocab, p)
     steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
