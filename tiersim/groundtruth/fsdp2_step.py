@@ -137,9 +137,12 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
         torch.manual_seed(seed)
         net = hfmodels.build(m, hfmodels.family_of(m, s.model.family), acc, s.seq_len, torch_dtype)
         ids = torch.randint(0, m.vocab, (s.training.micro_batch_size, s.seq_len))
-    if s.training.recompute == "full":
+    if s.training.recompute == "full":  # each layer's input kept, the layer recomputed
         kwargs = {"use_reentrant": False}
-        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        if hasattr(net, "activation_checkpointing_enable"):  # its name in later transformers 5
+            net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     _sharded(net)
     (optimizer,) = optimizer_named(s.training.optimizer).build(torch, list(net.named_parameters()))
     _step(net, optimizer, ids, recorded=False)  # warm-up: the optimizer state exists
