@@ -79,7 +79,7 @@ def test_two_ranks_gather_into_a_buffer_copy_out_and_gloo_copies_once_more():
     bwd1 = [(e.part, e.nbytes, e.alloc) for e in events if e.moment == "backward: layer 1"]
     fsdp = [x for x in bwd1 if x[0] in (ALL_GATHER, GATHERED, RS_INPUT, RS_OUTPUT, TRANSPORT)]
     assert fsdp == [
-        (GATHERED, LAYER, True),  # copied out of the buffer prefetched before the loss
+        (GATHERED, LAYER, True),  # copied out of the buffer gathered as the backward started
         (ALL_GATHER, LAYER, False),
         (ALL_GATHER, LAYER, True),  # layer 0's, prefetched
         (TRANSPORT, LAYER, True),
@@ -97,9 +97,16 @@ def test_on_a_gpu_nccl_writes_in_place_and_one_rank_gathers_without_a_buffer():
     raw = fsdp_raw(DENSE, "none", "fp32", 2)
     gpu = build_events(resolve(scenario(raw)), build_inventory(resolve(scenario(raw))), 0)
     assert not [e for e in gpu if e.part == TRANSPORT]
-    # the root group's, layers 0 and 1 in forward (layer 1's kept through the loss), layer 0's
-    # again in backward (prefetched in layer 1's)
-    assert [e.nbytes for e in gpu if e.part == ALL_GATHER and e.alloc] == [ROOT] + [LAYER] * 3
+    # the root group's, layers 0 and 1 in forward (layer 1's freed after the loss's forward),
+    # layer 1's again as the backward starts, layer 0's prefetched in layer 1's backward
+    gathers = [(e.moment, e.nbytes) for e in gpu if e.part == ALL_GATHER and e.alloc]
+    assert gathers == [
+        ("forward: embeddings", ROOT),
+        ("forward: layer 0", LAYER),
+        ("forward: layer 1", LAYER),
+        ("backward: loss", LAYER),
+        ("backward: layer 1", LAYER),
+    ]
     one = cpu_events(fsdp_raw(DENSE, "none", "fp32", 1))
     assert not [e for e in one if e.part in (ALL_GATHER, TRANSPORT)]
     # one rank: the reduce-scatter's input and its output, the whole layer each
@@ -118,7 +125,22 @@ def recorded(request):
     world = request.param
     jobs = [(scenario(fsdp_raw(sh, rc, dt, world)), dt) for _, sh, rc, dt in CASES]
     keys = [name + recompute + dtype for name, _, recompute, dtype in CASES]
+    if world == 2:  # and two with every layer kept whole from its forward to its backward
+        jobs += [(scenario(kept_whole(sh, rc, dt)), dt) for _, sh, rc, dt in KEPT_WHOLE]
+        keys += [f"{name}{recompute}{dtype}-kept" for name, _, recompute, dtype in KEPT_WHOLE]
     return world, dict(zip(keys, record_fsdp_steps(jobs, world), strict=True))
+
+
+KEPT_WHOLE = [
+    c for c in CASES if (c[0], c[2], c[3]) in {("dense", "none", "fp32"), ("gqa", "full", "bf16")}
+]
+
+
+def kept_whole(shape: dict, recompute: str, dtype: str) -> dict:
+    """2 ranks, `parallel.reshard_after_forward: false` (fully_shard's on every layer)."""
+    raw = fsdp_raw(shape, recompute, dtype, 2)
+    raw["parallel"]["reshard_after_forward"] = False
+    return raw
 
 
 @pytest.mark.parametrize(
@@ -157,3 +179,23 @@ def test_measure_fsdp_with_transformers_compares_rank_0s_step_peak(capsys):
     assert abs(peak["predicted_bytes"] / peak["measured_bytes"] - 1) <= 0.03, peak
     assert peak["predicted_moment"] == "backward: loss" and peak["measured_phase"] == "backward"
     assert peak["predicted_parts"]["all-gather buffer (FSDP2)"] == LAYER  # layer 1's, prefetched
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "recompute", "dtype"),
+    KEPT_WHOLE,
+    ids=[f"{c[0]}-{c[2]}-{c[3]}" for c in KEPT_WHOLE],
+)
+def test_fsdp2_kept_whole_after_forward_within_3_percent(recorded, name, shape, recompute, dtype):
+    """reshard_after_forward false: every layer whole from its forward to its backward, none
+    gathered again; the last layer's all-gather buffer freed at the end of the forward."""
+    from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
+
+    world, steps = recorded
+    if world != 2:
+        pytest.skip("measured on 2 ranks")
+    measured = steps[f"{name}{recompute}{dtype}-kept"]
+    assert measured.left_bytes == 0
+    predicted = predicted_peaks(predicted_timeline(scenario(kept_whole(shape, recompute, dtype))))
+    assert abs(predicted.peak_bytes / measured.peak_bytes - 1) <= 0.03, (measured, predicted)
+    assert predicted.peak_phase == measured.peak_phase == "backward"

@@ -118,10 +118,11 @@ def _step(net: Any, optimizer: Any, ids: Any, recorded: bool) -> None:
     run("optimizer", optimizer.step)
 
 
-def _sharded(net: Any) -> None:
-    """fully_shard on every decoder layer, then the root (embeddings, final norm, head)."""
+def _sharded(net: Any, reshard: bool) -> None:
+    """fully_shard on every decoder layer (`reshard_after_forward` as given), then the root
+    (embeddings, final norm, head; FSDP2 keeps the root's gathered from forward to backward)."""
     for layer in hfmodels.layers_of(net):
-        fully_shard(layer)
+        fully_shard(layer, reshard_after_forward=reshard)
     fully_shard(net)
     for module in [*hfmodels.layers_of(net), net]:
         module.set_custom_all_gather(SettledAllGather())
@@ -144,7 +145,7 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
             net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    _sharded(net)
+    _sharded(net, s.parallel.reshard_after_forward is not False)
     (optimizer,) = optimizer_named(s.training.optimizer).build(torch, list(net.named_parameters()))
     _step(net, optimizer, ids, recorded=False)  # warm-up: the optimizer state exists
     params = list(net.parameters())

@@ -4,6 +4,7 @@ timeline (state/step_memory.py; docs/memory.md says what is counted)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from tiersim.state.activations import outside_items
 from tiersim.state.inventory import per_context_rank
@@ -27,9 +28,20 @@ def logits_values(r: Resolved) -> int:
     return tokens * math.ceil(model.vocab / x.parallel.tensor)
 
 
-def loss_events(steps: Steps, r: Resolved, log_softmax: float, head_grad: int) -> None:
+def _nothing() -> None:
+    return None
+
+
+def loss_events(
+    steps: Steps,
+    r: Resolved,
+    log_softmax: float,
+    head_grad: int,
+    between: Callable[[], None] = _nothing,
+) -> None:
     """The loss forward and backward on the last stage, tensor by tensor (the module's 2, 3);
-    `head_grad`: the head's weight gradient, made while the logits' gradient lives."""
+    `head_grad`: the head's weight gradient, made while the logits' gradient lives; `between`
+    adds what happens after the forward and before the backward."""
     n, cb = logits_values(r), r.accounting.compute_bytes
     fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
     copy = "logits in fp32 (the loss's copy)"
@@ -43,10 +55,12 @@ def loss_events(steps: Steps, r: Resolved, log_softmax: float, head_grad: int) -
         if cb != 4 and r.execution.training.loss_fusion != "te":
             steps.alloc(fw, f, "logits fp32", "logits in fp32 (kept by the loss)", 4 * n)
             steps.free(fw, f, "logits", "logits")
+            between()
             steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
             steps.free(bw, b, "logits fp32", "logits in fp32 (kept by the loss)")
             steps.free(bw, b, "d logits", "loss gradient (compute precision)")
         else:
+            between()
             steps.free(bw, b, "logits", "logits")
         return
     # transformers' loss: logits.float(), F.cross_entropy = log_softmax (kept) + nll_loss
@@ -56,6 +70,7 @@ def loss_events(steps: Steps, r: Resolved, log_softmax: float, head_grad: int) -
     steps.alloc(fw, f, "log-softmax", "saved activations", log_softmax)
     steps.free(fw, f, "logits fp32", copy)
     steps.free(fw, f, "logits", "logits")  # a training loop drops the output before backward
+    between()
     steps.alloc(bw, b, "d log-softmax", "loss gradient (fp32)", 4 * n)  # nll_loss_backward
     steps.alloc(bw, b, "d logits fp32", "loss gradient (fp32)", 4 * n)  # log_softmax_backward
     steps.free(bw, b, "d log-softmax", "loss gradient (fp32)")

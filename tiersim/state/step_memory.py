@@ -313,10 +313,20 @@ def _loss_with_head(
     """The loss, with the head's parameters gathered about it where fetched per submodule."""
     gathered = min(head, p.max_live) * p.cb if p.gather else 0
     steps.alloc("forward: loss", "forward", "gathered head", "gathered weights", gathered, 3)
-    loss_events(steps, r, log_softmax, vocab.head)
+    loss_events(steps, r, log_softmax, vocab.head, lambda: _after_the_forward(steps, p))
     if not vocab.held:  # AccumulateGrad adds it into .grad
         steps.free("backward: loss", "backward", "d head", HEAD_GRAD)
     steps.free("backward: loss", "backward", "gathered head", "gathered weights")
+
+
+def _after_the_forward(steps: _Steps, p: _Plan) -> None:
+    """FSDP2's root frees the last layer's all-gather buffer at the end of its forward, and
+    where layers reshard after forward prefetches it again as the backward starts."""
+    if p.fsdp2 and len(p.groups) > 1:
+        last = p.groups[-2]  # the last layer's (the root group's is the last)
+        p.fsdp2.release(steps, "forward: loss", "forward", last.key)
+        if p.reshard:
+            p.fsdp2.all_gather(steps, "backward: loss", "backward", last)
 
 
 def _embedding_grads(steps: _Steps, vocab: VocabGrads, p: _Plan) -> None:
