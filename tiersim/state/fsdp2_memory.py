@@ -10,8 +10,9 @@ compute precision; G_g its gradients in the same precision (reduce_dtype default
   until the next group's copy-out (`comm_ctx.all_gather_state`, the implicit prefetch), so one
   group's buffer lives beside the next one's buffer and unsharded parameters; in backward the
   next group is prefetched after this one's copy-out (`backward_prefetch`) and its buffer
-  freed at its own copy-out. The last layer's buffer lives through the loss: it is kept after
-  the forward and prefetched again at the start of backward.
+  freed at its own copy-out. The last layer's buffer lives through the loss's forward; the
+  root's post-forward frees it, and where layers reshard after forward it is gathered again as
+  the backward starts (step_memory.py, after the loss's forward).
 - reduce-scatter (`foreach_reduce`, after the group's backward): autograd has made one
   gradient tensor per parameter (G_g); FSDP2 frees the unsharded parameters, allocates the
   reduce-scatter input (G_g), copies the gradients into it (`chunk_cat`) and frees them,
