@@ -21,7 +21,7 @@ from test_steady import differences
 
 from tiersim.config.load import load_scenario
 from tiersim.config.schema import Scenario
-from tiersim.engine import fork, runs
+from tiersim.engine import fork, runs, steady
 from tiersim.engine.core import run_engine
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role, Schedule
@@ -84,7 +84,10 @@ class Forks:
 
 
 def forked_and_full(monkeypatch, run):
-    """`run()` forked (and how many runs forked), then with every run from step 0."""
+    """`run()` forked (and how many runs forked), then with every run from step 0; an async
+    checkpoint measured over the steps after it, as forks do (not apart from them: that is
+    tests/test_checkpoint_apart.py's)."""
+    monkeypatch.setattr(steady, "checkpoint_apart", lambda res: False)
     forks = Forks()
     monkeypatch.setattr(runs, "go_on", forks)
     forked = run()

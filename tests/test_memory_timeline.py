@@ -351,8 +351,11 @@ def without_kernel_table(raw: dict) -> dict:
         # value with its scales; embeddings, head and norms stay out
         # tensorwise: one fp32 scale a copy: 4 x 2 x (4,096 + 4) + 3 x 2 x (8,192 + 4)
         ("tensorwise", 4 * 2 * 4_100 + 3 * 2 * 8_196),
-        # delayed: and an amax history of 1024 fp32 for the GEMM's 3 tensors (12,288 B)
-        ("delayed", 4 * (2 * 4_100 + 12_288) + 3 * (2 * 8_196 + 12_288)),
+        # delayed: TE's weight1_fp8 and weight1_t_fp8, each with an fp32 scale_inv (as
+        # tensorwise), and the GEMM's FP8 metadata: 3 forward + 2 backward tensors, each 1024
+        # fp32 amax-history rows, a scale and a scale_inv (TE module/base.py at 0004dbd0,
+        # set_fp8_weights, set_meta_tensor): 5 x (1,024 + 2) x 4 = 20,520 B
+        ("delayed", 4 * (2 * 4_100 + 20_520) + 3 * (2 * 8_196 + 20_520)),
         # rowwise: an fp32 scale a row: 64 x 64 both ways 4,096 + 256; 64 x 128 has 64 rows
         # (8,192 + 256) and transposed 128 (8,192 + 512)
         ("rowwise", 4 * 2 * 4_352 + 3 * (8_448 + 8_704)),

@@ -135,12 +135,14 @@ def test_estimate_scales_the_first_point_by_the_layer_passes_it_simulates():
     def passes(*overrides):
         return layer_passes(load_scenario(SCENARIOS / "default.yaml", list(overrides)).scenario)
 
-    # default (its async checkpoint ties steps together): 1 warm-up + measured + trailing = 3
-    # steps x (32 layers + 1); its 16 micro-batches are extrapolated from runs of 3, 4 and 5
-    # (one period each, no pipeline: the shortest has 0 warm-up forwards + 3), 12 < 16
-    assert passes() == 3 * (3 + 4 + 5) * 33
-    # so 1,024 costs the same three runs; simulated in full it costs all of them
-    assert passes("training.grad_accumulation=1024") == 3 * (3 + 4 + 5) * 33
+    # default (its async checkpoint measured apart, tiersim.engine.checkpoint_apart): its 16
+    # micro-batches are extrapolated from one run of the longest sample, 5 (samples 3, 4, 5:
+    # one period each, no pipeline, the shortest 0 warm-up forwards + 3), 1 step (steps are
+    # independent without the checkpoint) x (32 layers + 1), and the checkpoint from one
+    # more run of that step: 2 x 1 x 5 x 33
+    assert passes() == 2 * 1 * 5 * 33
+    # so 1,024 costs the same two runs; simulated in full it costs all of them
+    assert passes("training.grad_accumulation=1024") == 2 * 1 * 5 * 33
     assert passes("training.grad_accumulation=1024", "simulation.steady_state=full") == (
         3 * 1024 * 33
     )
@@ -148,9 +150,12 @@ def test_estimate_scales_the_first_point_by_the_layer_passes_it_simulates():
     assert passes("training.grad_accumulation=10") == 3 * 10 * 33
     # the first took 2 s for 100 passes: 0.02 s a pass; 250 more on 2 workers is 2.5 s
     assert estimate_s(2.0, 100, [200, 50], 2) == 2.5
-    # and the simulations each runs: the default's three (3 steps x 33 units each: 297 step
-    # passes), 10 micro-batches' one (99)
-    assert work(load_scenario(SCENARIOS / "default.yaml").scenario) == Work(3 * 12 * 33, 3, 297)
+    # and the simulations each runs: the default's async checkpoint is measured apart
+    # (tiersim.engine.checkpoint_apart): one plain run of the longest sample, 5 micro-batches
+    # in 1 step (its steps are independent without the checkpoint), and one run of that step
+    # with its checkpoint: 2 x 1 x 5 x 33 = 330 passes, 2 runs x 1 step x 33 units = 66 step
+    # passes; 10 micro-batches' one (99)
+    assert work(load_scenario(SCENARIOS / "default.yaml").scenario) == Work(2 * 1 * 5 * 33, 2, 66)
     ten = load_scenario(SCENARIOS / "default.yaml", ["training.grad_accumulation=10"])
     assert work(ten.scenario) == Work(3 * 10 * 33, 1, 99)
 

@@ -207,18 +207,19 @@ def test_estimate_from_the_point_of_about_the_mean_passes_timed_by_its_cpu_time(
     options = SweepOptions(tmp_path / "out", 2, plots=False, progress=progress)
     run_sweep(load_sweep(path), options)
     # TINY: 24 layers + 1 = 25 units, one step (independent steps); grad_accumulation 1, 2,
-    # 4, 8 is that many micro-batches (12, the sample runs' 3 + 4 + 5, would be more): 25,
-    # 50, 100, 200 passes at each of 2 bandwidths. Their mean is 375 / 4 = 93.75, nearest
-    # 100: point 2 (10 GB/s, grad_accumulation 4), run before the others.
-    # 80 ms / 100 passes = 0.8 ms a pass; the others' 2 x 375 - 100 = 650 passes: 520 ms,
-    # on 2 workers 260 ms
+    # 4 is that many micro-batches, 8 is one run of 5 (no pipeline, so no warm-up: the
+    # samples' one run is 0 + 5 micro-batches, fewer than 8): 25, 50, 100, 125 passes at
+    # each of 2 bandwidths. Their mean is 300 / 4 = 75, as near 50 as 100: the first of
+    # equals, point 1 (10 GB/s, grad_accumulation 2), run before the others.
+    # 80 ms / 50 passes = 1.6 ms a pass; the others' 2 x 300 - 50 = 550 passes: 880 ms,
+    # on 2 workers 440 ms
     assert (
-        "point 2, of the 8 to run, took 80.00 ms: the other 7 on 2 workers, about 260.00 ms"
+        "point 1, of the 8 to run, took 80.00 ms: the other 7 on 2 workers, about 440.00 ms"
     ) in progress.getvalue()
     first = json.loads(log_lines(tmp_path / "out")[0])
     assert first["values"] == {
         "hardware.tiers.hbf.write_bandwidth": "10 GB/s",
-        "training.grad_accumulation": 4,
+        "training.grad_accumulation": 2,
     }
 
 
@@ -287,17 +288,17 @@ def test_a_sweep_mixing_full_and_extrapolated_points_times_one_of_each_and_price
 def test_a_mixed_sweep_runs_one_point_of_each_kind_before_the_rest_and_says_so(
     tmp_path, monkeypatch
 ):
-    # TINY with an async checkpoint (its stall measured on each of three sample runs, so an
-    # extrapolated point runs three simulations, tiersim.engine.steady.one_run): 24 layers +
-    # 1 = 25 units, warm-up + measured + trailing = 3 steps. grad_accumulation 1 and 2 are
-    # simulated in full (3 x 25 = 75 and 150 passes, one simulation: 75 step passes); 16 is
-    # extrapolated from runs of 3, 4 and 5 (3 x 12 x 25 = 900 passes, three simulations: 225
-    # step passes)
+    # TINY with an async checkpoint: 24 layers + 1 = 25 units. grad_accumulation 1 and 2 are
+    # simulated in full, warm-up + measured + trailing = 3 steps (3 x 25 = 75 and 150
+    # passes, one simulation: 75 step passes); 16 is extrapolated with its checkpoint
+    # measured apart (tiersim.engine.checkpoint_apart): one plain run of the longest sample,
+    # 5 micro-batches in 1 step, and one run of that step with the checkpoint (2 x 5 x 25 =
+    # 250 passes, two simulations of 1 step: 50 step passes)
     base = {**TINY, "checkpoint": {"every_steps": 100, "mode": "async", "target": "nvme"}}
     path = write_sweep(tmp_path, {"grid": {"training.grad_accumulation": [1, 2, 16]}}, base=base)
     # the timed points take 0.2 ms a pass and 1 ms a step pass: 15 + 75 = 90 ms (point 0, the
-    # first of the two of the mean passes, 112.5, among those in full) and 180 + 225 = 405 ms
-    readings = iter([10.0, 10.09, 20.0, 20.405])
+    # first of the two of the mean passes, 112.5, among those in full) and 50 + 50 = 100 ms
+    readings = iter([10.0, 10.09, 20.0, 20.1])
     monkeypatch.setattr(run_module, "point_clock", lambda: next(readings))
     progress = io.StringIO()
     outcome = run_sweep(
@@ -305,7 +306,7 @@ def test_a_mixed_sweep_runs_one_point_of_each_kind_before_the_rest_and_says_so(
     )
     # point 1 then costs 150 x 0.2 + 75 x 1 = 105 ms, on the one worker
     assert (
-        "points 0 and 2, of the 3 to run, took 90.00 ms and 405.00 ms: the other 1 on 1 worker, "
+        "points 0 and 2, of the 3 to run, took 90.00 ms and 100.00 ms: the other 1 on 1 worker, "
         "about 105.00 ms (from these two, one simulated in full and one extrapolated"
     ) in progress.getvalue()
     assert [json.loads(line)["values"] for line in log_lines(tmp_path / "out")[:2]] == [

@@ -29,6 +29,7 @@ from tiersim.api_commands import (
     check,
     compare,
     flash_span,
+    host_memory,
     inventory,
     model_facts,
     notes,
@@ -56,6 +57,7 @@ __all__ = [
     "compare",
     "emit",
     "flash_span",
+    "host_memory",
     "import_configs",
     "imported",
     "inventory",
@@ -74,11 +76,11 @@ __all__ = [
 
 def _texts(overrides: Overrides) -> list[str]:
     """`{"parallel.data": 16}` or `["parallel.data=16"]` as --set texts."""
-    from tiersim.frameworks.mapping import as_yaml
-
     if overrides is None:
         return []
     if isinstance(overrides, Mapping):
+        from tiersim.frameworks.mapping import as_yaml  # values written as YAML, for these only
+
         return [f"{path}={as_yaml(value)}" for path, value in overrides.items()]
     if isinstance(overrides, str):
         return [overrides]

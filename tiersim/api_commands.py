@@ -1,8 +1,8 @@
 """The rest of `tiersim.api`: what the CLI's other commands do, as functions (re-exported by
 tiersim/api.py; import them from there): the scenario's notes and checks (`tiersim
-validate`), its inventory (`tiersim inventory`), a model's facts (`tiersim presets`), two
-designs compared (`tiersim compare`) and the wear of its flash tiers, with the remedies
-simulated (`tiersim wear`).
+validate`), its inventory and host memory timeline (`tiersim inventory`), a model's facts
+(`tiersim presets`), two designs compared (`tiersim compare`) and the wear of its flash
+tiers, with the remedies simulated (`tiersim wear`).
 
 Like api.py, nothing heavy at import: the engine and the analyses load when a function that
 needs them is called (the CLI's start-up, tests/test_cli_startup.py).
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from tiersim.analysis.wear import Assessment, TierWear
     from tiersim.core.errors import Problem
     from tiersim.runner import Run as Lifecycle
+    from tiersim.state.host_timeline import HostTimeline
     from tiersim.state.inventory import Inventory
 
 
@@ -51,6 +52,17 @@ def inventory(loaded: Loaded) -> Inventory:
     from tiersim.runner import inventory as build
 
     return build(loaded.scenario)
+
+
+def host_memory(loaded: Loaded, inv: Inventory | None = None) -> HostTimeline | None:
+    """The step's host memory timeline (no simulation; engine/host_memory.py): one GPU's share
+    of host DRAM in order and its node's; None where the step puts nothing there. `inv`: the
+    scenario's inventory, where the caller has it."""
+    from tiersim.engine.host_memory import host_timeline
+    from tiersim.runner import inventory as build
+    from tiersim.state.resolved import resolve
+
+    return host_timeline(resolve(loaded.scenario), build(loaded.scenario) if inv is None else inv)
 
 
 def model_facts(loaded: Loaded) -> dict[str, Any]:

@@ -11,15 +11,16 @@ write back into a results folder, a scenario another refuses.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiersim.config.load import Loaded, blamed_on_overrides
 from tiersim.config.overrides import apply_overrides
 from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import InputError
-from tiersim.plan.check import checked_space
-from tiersim.plan.space import Space
 from tiersim.runner import check_runnable
+
+if TYPE_CHECKING:
+    from tiersim.plan.space import Space
 
 
 def check_scenario(loaded: Loaded, path: Path, raw: dict[str, Any] | None = None) -> None:
@@ -37,6 +38,8 @@ def check_plan_section(
     `always`: `tiersim plan` searches a default space then, checked the same way)."""
     if loaded.scenario.plan is None and not always:
         return None
+    from tiersim.plan.check import checked_space  # a plan: section only (run imports none)
+
     if raw is None:
         source = str(path)
         raw = apply_overrides(read_yaml(path, source), list(loaded.overrides), source)

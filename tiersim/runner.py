@@ -23,6 +23,7 @@ from tiersim.config.model_notes import model_notes
 from tiersim.config.schema import Scenario
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
+from tiersim.engine.host_memory import host_timeline
 from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate as simulate_plain
 from tiersim.engine.simulate import simulate_resolved
@@ -30,7 +31,7 @@ from tiersim.engine.steady import steps_to_simulate
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.invariants import check_report
 from tiersim.report.json_report import run_report
-from tiersim.report.trace import TraceRecorder, mark_extrapolated
+from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import GenericModel, build_model
 from tiersim.state.resolved import Resolved, resolve
@@ -59,7 +60,11 @@ def as_dies_allow(scenario: Scenario) -> Scenario:
 def _simulated(res: Resolved, record: bool, inventory: Inventory | None) -> StepResult:
     """`simulate` of a scenario resolved already (a report resolves it once for both)."""
     measured = steps_to_simulate(res)[1]  # 0 where steps are independent: one simulated
-    recorder = TraceRecorder(Topology(res.machine), measured) if record else None
+    recorder = None
+    if record:  # a trace asked for (--trace, --plot): its module only then
+        from tiersim.report.trace import TraceRecorder
+
+        recorder = TraceRecorder(Topology(res.machine), measured)
     result = simulate_resolved(res, inventory, recorder)
     if result.checkpoint is not None:  # the interval, and the checkpoint's share of each step
         result = with_checkpoint(result, res, result.checkpoint)
@@ -67,6 +72,8 @@ def _simulated(res: Resolved, record: bool, inventory: Inventory | None) -> Step
         return result
     trace = recorder.trace()
     if result.steady_state == "extrapolated":
+        from tiersim.report.trace import mark_extrapolated
+
         simulated = result.micro_batches_simulated[-1]
         trace = mark_extrapolated(trace, simulated, result.micro_batches, result.time_s)
     return dataclasses.replace(result, trace=trace)
@@ -215,6 +222,12 @@ class Run:
         return gpu_timeline(self.resolved, self.inventory)
 
     @functools.cached_property
+    def host_timeline(self) -> HostTimeline | None:
+        """Host memory over the step, one GPU's share and its node's (engine/host_memory.py);
+        None where the step puts nothing there."""
+        return host_timeline(self.resolved, self.inventory, self.result.prefetch_depth)
+
+    @functools.cached_property
     def report(self) -> dict[str, Any]:
         report = run_report(self)
         check_report(report)  # a figure that breaks one is our bug: refused, never written
@@ -252,6 +265,16 @@ class Run:
     def simulated(self, scenario: Scenario) -> StepResult:
         """The measured step of a changed scenario (a wear remedy's): its variant's result."""
         return self.variant(scenario).result
+
+
+class SearchRun(Run):
+    """A run as `tiersim plan`'s search needs it: its report in full but for the wear
+    remedies, priced (tiersim.analysis.wear) and not checked by simulating them (a failing
+    tier's gradient-accumulation remedy costs two more simulations of the step: two thirds
+    of such a candidate's time). The plan reruns in full the one plan whose remedies it
+    shows. The report's `wear` section calls `simulated` only where it is given."""
+
+    simulated = None  # type: ignore[assignment]
 
 
 def fully_simulated(s: Scenario) -> Scenario:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.presets import is_preset_file, load_preset
+from tiersim.config.presets import is_preset_file, read_preset
 from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import Problem
@@ -15,7 +15,7 @@ from tiersim.core.errors import Problem
 
 def table_value(name: str, key: str, default: Any = None) -> Any:
     """A kernel table's top-level `key`, its base table's where it gives none."""
-    raw = read_yaml(Path(name), name) if is_preset_file(name) else load_preset("kernels", name)
+    raw = read_yaml(Path(name), name) if is_preset_file(name) else read_preset("kernels", name)
     if key in raw or "base" not in raw:
         return raw.get(key, default)
     return table_value(raw["base"], key, default)
@@ -73,8 +73,8 @@ def _fp8_rate_problems(s: Scenario) -> list[Problem]:
 
 
 def sustained_problems(s: Scenario) -> list[Problem]:
-    """A kernel table's `sustained` shares (tiersim/hardware/kernel_tables.py) are a share of
-    each isolated rate kept under load: numbers in (0, 1]."""
+    """A kernel table's `sustained` shares (tiersim/hardware/kernel_tables.py) are the share
+    of each dtype's best isolated rate a GPU holds under load: numbers in (0, 1]."""
     kernels = s.hardware.gpu.kernels
     if kernels is None:
         return []
@@ -85,8 +85,9 @@ def sustained_problems(s: Scenario) -> list[Problem]:
     if not bad:
         return []
     what = (
-        f"kernel table {kernels}: sustained {bad}: expected a share of each dtype's isolated "
-        f"rate kept under load, a number in (0, 1] by dtype (e.g. sustained: {{bf16: 0.9}})"
+        f"kernel table {kernels}: sustained {bad}: expected the share of each dtype's best "
+        f"isolated rate held under load, a number in (0, 1] by dtype (e.g. sustained: "
+        f"{{bf16: 0.9}})"
     )
     return [Problem("hardware.gpu.kernels", what, "E-KERNEL")]
 

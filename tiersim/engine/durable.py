@@ -32,9 +32,9 @@ from tiersim.engine.core import Engine, RunLog
 from tiersim.engine.metrics import in_flight_added_s, link_busy_s, moved
 from tiersim.engine.ops import OpKind, Role
 from tiersim.engine.results import MAX_STEADY_STEPS, CheckpointRun, StepResult
-from tiersim.engine.schedule_checkpoint import share
+from tiersim.engine.schedule_checkpoint import share, shares, split_of
 from tiersim.engine.setup import RunSetup
-from tiersim.engine.steady import round_off
+from tiersim.engine.steady import checkpoint_stands_alone, round_off
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
@@ -43,13 +43,14 @@ MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to fi
 SAME = 1e-9  # relative: a checkpointed step repeats when its figures agree with the next's
 
 
-def _read_back_s(res: Resolved, setup: RunSetup) -> float:
+def read_back_s(res: Resolved, setup: RunSetup) -> float:
     """Each class read back from the target to its home, unit by unit's home (a layer's
     routed experts may be homed apart), one home's bytes as one transfer."""
     home, per_home = homes(res.execution.placement, res.machine), Counter()
+    split = split_of(res)
     for u in setup.wl.units:
         for cls in CHECKPOINTED:
-            per_home[(cls, (u.home or home)[cls])] += share(res, u, cls)
+            per_home[(cls, (u.home or home)[cls])] += share(res, u, cls, split)
     total = 0.0
     for (_, tier), nbytes in per_home.items():
         route = setup.topo.route(res.execution.checkpoint.target, tier, nbytes)
@@ -110,6 +111,8 @@ def _run_length(
     measured = res.execution.simulation.warmup_steps
     if res.execution.checkpoint.every_steps == 1:
         return measured + 2, frozenset(range(measured + 2))
+    if checkpoint_stands_alone(res):  # the next step's GPU stream waits for all of the copy,
+        return measured + 2, frozenset({measured})  # its transfers may overlap it: one step
     placement = res.execution.placement
     home, own = homes(placement, res.machine), expert_homes(placement, res.machine)
     slowest = min(
@@ -130,12 +133,16 @@ def _stall(
         return (ends[measured] - ends[measured - 1]) - (
             base_ends[measured] - base_ends[measured - 1]
         )
-    stall = ends[-1] - base_ends[-1]
+    return ends[-1] - base_ends[-1] + drain_excess_s(res, plain, write_s)
+
+
+def drain_excess_s(res: Resolved, plain: StepResult, write_s: float) -> float:
+    """What an async drain longer than the interval adds to the stall: it holds the next
+    snapshot (a blocking write has already stalled training for all of it)."""
+    every = res.execution.checkpoint.every_steps
     if isinstance(every, int) and res.execution.checkpoint.mode == "async":
-        # a drain longer than the interval holds the next snapshot (a blocking write has
-        # already stalled training for all of it)
-        stall += max(0.0, write_s - every * plain.time_s)
-    return stall
+        return max(0.0, write_s - every * plain.time_s)
+    return 0.0
 
 
 def _window(
@@ -200,8 +207,7 @@ def measure_checkpoint(
     plain steps from the same quiescent state, so the checkpoint run starts at the measured
     step (forks there instead of simulating them again) and the baseline is that one step
     repeated (its ends k·T, its links' busy time k times the step's)."""
-    per_class = {c: sum(share(res, u, c) for u in setup.wl.units) for c in CHECKPOINTED}
-    nbytes = sum(per_class.values())
+    nbytes = sum(shares(res, setup.wl.units).values())
     steps, marks = _run_length(res, setup, plain, nbytes)
     steps, marks, measured, (base_ends, base_busy) = _baseline(
         res, setup, run, steps, marks, plain_baseline
@@ -213,14 +219,35 @@ def measure_checkpoint(
         settled = _settled(res, setup, run, steps, bound, measured)
         schedule, engine, log, measured, steady, (base_ends, base_busy) = settled
     start, end = _checkpoint_windows(schedule, log)[measured]
-    links, read, written = moved(setup.topo, schedule.ops, measured, roles=(Role.CHECKPOINT,))
-    added, flying = _added_link_time(engine, _window(res, log.step_end, measured), base_busy)
+    stall = _stall(res, plain, log.step_end, base_ends, end - start, measured)
+    run_figures = (schedule, engine, _window(res, log.step_end, measured), base_busy)
+    # the checkpoint run's and its baseline's, at most as many events and as long
+    noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
+    return checkpoint_run(res, setup, run_figures, measured, (end - start, stall, noise), steady)
+
+
+def checkpoint_run(
+    res: Resolved,
+    setup: RunSetup,
+    run_figures: tuple,
+    step: int,
+    seconds: tuple[float, float, float],
+    steady: bool = True,
+) -> CheckpointRun:
+    """The checkpoint of `step` as its run measured it: `run_figures` (the checkpoint run's
+    schedule and finished engine, the window its link time counts in, its baseline's busy
+    seconds per link), `seconds` (its write time, stall before the floor at 0, round-off)."""
+    schedule, engine, window, base_busy = run_figures
+    write_s, stall_s, noise_s = seconds
+    per_class = shares(res, setup.wl.units)
+    links, read, written = moved(setup.topo, schedule.ops, step, roles=(Role.CHECKPOINT,))
+    added, flying = _added_link_time(engine, window, base_busy)
     return CheckpointRun(
         interval_steps=None,
-        bytes=nbytes,
-        write_s=end - start,
-        stall_s=max(0.0, _stall(res, plain, log.step_end, base_ends, end - start, measured)),
-        read_back_s=_read_back_s(res, setup),
+        bytes=sum(per_class.values()),
+        write_s=write_s,
+        stall_s=max(0.0, stall_s),
+        read_back_s=read_back_s(res, setup),
         restart_s=res.execution.checkpoint.restart,
         mtbf_s=None,  # the failure model's, applied with the interval
         written_by_tier={t: sum(by.values()) for t, by in written.items()},
@@ -230,8 +257,7 @@ def measure_checkpoint(
         link_busy_s={name: b for name, b in added.items() if name in links},
         link_in_flight_s={name: f for name, f in flying.items() if name in links},
         steady=bool(steady),
-        # the checkpoint run's and its baseline's, at most as many events and as long
-        round_off_s=2 * round_off(log.events + engine.net.wakeups, log.step_end[-1]),
+        round_off_s=noise_s,
     )
 
 

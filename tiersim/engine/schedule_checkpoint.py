@@ -32,15 +32,28 @@ from tiersim.state.resolved import Resolved
 from tiersim.workload.work import Unit
 
 
-def share(res: Resolved, unit: Unit, cls: str) -> int:
+def share(res: Resolved, unit: Unit, cls: str, split: tuple | None = None) -> int:
     """Bytes of a unit's class this GPU writes: its shard if the class is sharded; else its
     1/d share of the replica, as distributed checkpointing splits replicated tensors across
-    the data-parallel ranks instead of writing d copies."""
+    the data-parallel ranks instead of writing d copies. `split`: `split_of(res)`, where the
+    caller asks for many units."""
+    replicas, sharded = split_of(res) if split is None else split
     held = unit.homed[cls]
-    replicas = Mesh.of(res.execution.parallel).group("data").size  # data x context
-    if sharded_classes(res.execution.parallel)[cls] or replicas == 1:
+    if sharded[cls] or replicas == 1:
         return held
     return math.ceil(held / replicas)
+
+
+def split_of(res: Resolved) -> tuple[int, dict[str, bool]]:
+    """The data-parallel replicas (data x context) and which classes are sharded."""
+    parallel = res.execution.parallel
+    return Mesh.of(parallel).group("data").size, sharded_classes(parallel)
+
+
+def shares(res: Resolved, units: list[Unit]) -> dict[str, int]:
+    """Bytes of each checkpointed class this GPU writes, over `units`."""
+    split = split_of(res)
+    return {c: sum(share(res, u, c, split) for u in units) for c in CHECKPOINTED}
 
 
 class CheckpointPhase:
@@ -61,17 +74,18 @@ class CheckpointPhase:
 
     def _sources(self, u: int) -> list[tuple[str, int, int | None]]:
         """Each checkpointed class of unit u: its bytes and the op its current version awaits."""
-        unit, res = self.c.wl.units[u], self.c.res
+        unit, res, split = self.c.wl.units[u], self.c.res, self.split
 
         def ready(cls: str) -> int | None:
             if cls == "weights":
                 return self.ready.weights[u]
             return self.ready.state.get((cls, u))
 
-        return [(c, share(res, unit, c), ready(c)) for c in CHECKPOINTED]
+        return [(c, share(res, unit, c, split), ready(c)) for c in CHECKPOINTED]
 
     def step(self, step: int) -> None:
         ck = self.c.res.execution.checkpoint
+        self.split = split_of(self.c.res)
         done: list[int] = []
         # one op the next checkpoint's moves wait for (the previous one durable), not each
         # for every drain

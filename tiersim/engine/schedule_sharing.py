@@ -26,6 +26,13 @@ class Schedules:
         builder = self._forked(min(checkpoint_steps))
         return builder.build(steps, checkpoint_steps)
 
+    def checkpointed(self, steps: int) -> Schedule:
+        """The plain schedule of `steps` steps with a checkpoint after its last one, sharing
+        the plain builder's ops (ScheduleBuilder.checkpointed); the plain builder is kept."""
+        if self._plain is None or len(self._plain.step_ends) - 1 > steps:
+            self._plain = ScheduleBuilder(self.res, self.wl, self.depth)
+        return self._plain.checkpointed(steps)
+
     def _plain_schedule(self, steps: int) -> Schedule:
         # a longer build may have moved frees out of its earlier steps' last ops
         if self._plain is None or len(self._plain.step_ends) - 1 > steps:

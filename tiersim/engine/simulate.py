@@ -9,10 +9,11 @@ from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
 from tiersim.engine import steady
+from tiersim.engine.checkpoint_apart import PlainRun, measure_apart, staging_homed
 from tiersim.engine.core import Recorder
 from tiersim.engine.durable import checkpoint_baseline, first_checkpointed, measure_checkpoint
 from tiersim.engine.link_totals import with_link_totals
-from tiersim.engine.metrics import measure
+from tiersim.engine.metrics import link_busy_s, measure
 from tiersim.engine.offload_facts import offload_facts
 from tiersim.engine.periods import Occupancies, period_windows
 from tiersim.engine.results import CheckpointRun, StepResult
@@ -176,12 +177,14 @@ def _measured(
     recorder: Recorder | None,
     verify: bool = True,
     occupancies: Occupancies | None = None,
+    keep: list[PlainRun] | None = None,
 ) -> tuple:
     """One run as configured: the measured step, what checks its repetition (the time any
     link is busy in it, whether its last periods repeat: with `occupancies`, the run's
     recorder, the two periods measured (tiersim.engine.periods); None unless `verify`: a run
     simulated in full extrapolates nothing), and with a checkpoint a function of the plain
-    result that measures the checkpoint."""
+    result that measures the checkpoint. `keep`: given the run's `PlainRun` where its
+    periods repeat (a checkpoint measured apart from it: tiersim.engine.checkpoint_apart)."""
     steps, measured = steady.steps_to_simulate(res)
     # the checkpoint runs go on from the plain run's steps before the measured one (0 where
     # steps are independent: then the checkpoint run starts at the measured step)
@@ -199,6 +202,10 @@ def _measured(
         if found and occupancies is not None:
             found = period_windows(engine, occupancies, starts, measured)
         repetition = (steady.any_link_s(engine, log, measured), found)
+        if keep is not None and starts is not None:
+            ops, end = schedule.ops, log.step_end[-1]
+            busy = link_busy_s(engine)
+            keep.append(PlainRun(run.schedules, ops, log.start, end, busy, occupancies, starts))
     if not res.execution.checkpoint_simulated:
         return result, repetition, None
     plain_figures = checkpoint_baseline(res, engine, log)
@@ -224,6 +231,10 @@ def _extrapolated(
     not repeat. A recorder is shown the longest run, once the repetition holds."""
     if steady.one_run(res):
         return _from_one_run(res, setup, runs[-1], recorder)
+    if steady.checkpoint_apart(res) and not staging_homed(res):
+        apart = _apart(res, setup, runs[-1], recorder)
+        if apart is not None:
+            return apart
     samples = [_measured(res, _shorter(setup, n), None) for n in runs]
     results = [r for r, _, _ in samples]
     if not samples[-1][1][1]:  # the longest run's last periods are not shifted copies
@@ -249,14 +260,36 @@ def _extrapolated(
     return plain
 
 
+def _apart(res: Resolved, setup: RunSetup, n: int, recorder: Recorder | None) -> StepResult | None:
+    """`_extrapolated` with an async checkpoint: the step from one plain run of `n`
+    micro-batches, as without the checkpoint, and the checkpoint from one run of that step
+    with it (tiersim.engine.checkpoint_apart); None where it cannot be measured apart (then
+    it is measured on each of three samples, over the steps after it)."""
+    execution = dataclasses.replace(res.execution, checkpoint_simulated=False)
+    kept: list[PlainRun] = []
+    grown = _from_one_run(dataclasses.replace(res, execution=execution), setup, n, None, kept)
+    if isinstance(grown, steady.NoRepetition) or not kept:
+        return None
+    checkpoint = measure_apart(res, _shorter(setup, n), grown, kept[0])
+    if checkpoint is None:
+        return None
+    if recorder is not None:  # the steps as traced with a checkpoint (warm-up, measured, after)
+        _measured(res, _shorter(setup, n), recorder, verify=False)
+    return dataclasses.replace(grown, checkpoint=checkpoint)
+
+
 def _from_one_run(
-    res: Resolved, setup: RunSetup, n: int, recorder: Recorder | None
+    res: Resolved,
+    setup: RunSetup,
+    n: int,
+    recorder: Recorder | None,
+    keep: list[PlainRun] | None = None,
 ) -> StepResult | steady.NoRepetition:
     """`_extrapolated` from one run of `n` micro-batches: what its last two steady periods
-    add, judged as three runs' growths are (steady.grow_within)."""
+    add, judged as three runs' growths are (steady.grow_within); `keep`: as `_measured`'s."""
     occupancies = Occupancies()
     plain, (link_time, found), checkpoint = _measured(
-        res, _shorter(setup, n), occupancies, occupancies=occupancies
+        res, _shorter(setup, n), occupancies, occupancies=occupancies, keep=keep
     )
     del occupancies  # a change a record: let it go before a checkpoint run
     if not found:

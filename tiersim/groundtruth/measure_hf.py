@@ -30,6 +30,10 @@ def _hf_prediction(s: Scenario, device: str) -> dict[str, int]:
     seq, mbs = s.seq_len, s.training.micro_batch_size
     return {
         "per_layer_predicted": round(layer_bytes(m, seq, mbs, acc)),
+        # every layer's own: DeepSeek's first layers are dense, Qwen's mlp_only_layers too
+        "layers_predicted": [
+            round(layer_bytes(m, seq, mbs, acc, index=i)) for i in range(m.layers)
+        ],
         "outside_predicted": round(sum(i.nbytes for i in outside_items(m, seq, mbs, acc))),
     }
 

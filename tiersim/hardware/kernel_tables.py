@@ -18,13 +18,18 @@ GPU's rests on), never a fit to a training run:
   batched GEMM (attention's products per head) is looked
   up as one of batch x m rows: its tiles are as many.
 - `fp8_recipes`: each FP8 scaling recipe's GEMM rate as a share of the tensorwise rate.
-- `sustained`: by dtype, the share of its isolated rate a kernel keeps when the GPU runs
-  tensor-core kernels back to back at its power limit (the sustained clock over the clock the
-  table's rates ran at, or a measured rate ratio: `tiersim calibrate` measures it as the last
-  over the first samples of a minute's back-to-back GEMMs). It scales every GEMM rate of that
-  dtype and, with BF16's, the fused attention rates (BF16 tensor-core kernels); memory-bound
-  kernels run on the HBM's clock and keep theirs. 1 where the table gives none (the shipped
-  tables: no sustained measurement of them is published, docs/kernels.md).
+- `sustained`: by dtype, the share of its best isolated rate a kernel can keep when the GPU
+  runs tensor-core kernels back to back at its power limit: a GEMM runs at the lesser of its
+  isolated rate and share x the dtype's `best`, and (with BF16's share) a fused attention
+  kernel at the lesser of its rate and share x that kernel's best measured rate in the same
+  direction. A ceiling, not a uniform factor: at the power limit the clock falls until the
+  kernel's power fits, so a shape whose burst draws less than the limit keeps its rate
+  (mamf-finder's K walk on an H200: 2816x1536x4096 holds its 722 TFLOP/s at the 1980 MHz
+  ceiling, below 700 W, where K 6144 settles at 1879 MHz and 685 W, docs/kernels.md). The
+  shipped shares are mamf-finder's sustained over burst rate (MSMF / MAMF) of the GPU;
+  `tiersim calibrate` measures one as the last over the first samples of back-to-back GEMMs
+  at the grid's largest square, its `best`. Memory-bound kernels run on the HBM's clock and
+  keep theirs. No `sustained`: the isolated rates.
 - `grouped_gemm`: a grouped GEMM's (a mixture-of-experts layer's routed experts) rate as a
   share of the dense GEMM's, by rows a group, interpolated in log2 and held at the edges.
 - `attention.<kernel>`: fused attention rates by head dimension and sequence length, forward
@@ -138,6 +143,10 @@ class AttentionTable:
         per_dim = tuple(_interp1(self.seq, by_dim[d], seq) for d in dims)
         return _interp1(dims, per_dim, head_dim)
 
+    def best(self, direction: str) -> float:
+        """The highest rate measured in `direction`, any mask, head dimension or length."""
+        return max(v for dims in self.rates[direction].values() for r in dims.values() for v in r)
+
     def tflops(self, direction: str, causal: bool, head_dim: int, seq: float) -> float:
         mask = "causal" if causal else "full"
         forward = self._measured("forward", mask, head_dim, seq)
@@ -186,13 +195,20 @@ class KernelTable:
         table = self.gemm.get(TABLE_DTYPE.get(dtype, dtype))
         if table is None:
             return None
-        share = (self.fp8_recipes[recipe] if recipe else 1.0) * self.sustained_share(dtype)
-        return table.tflops_at(m, n, k, sm_count) * share * TERA
+        rate = table.tflops_at(m, n, k, sm_count) * (self.fp8_recipes[recipe] if recipe else 1.0)
+        return self.held(dtype, rate, table.best) * TERA
+
+    def held(self, dtype: str, rate: float, best: float) -> float:
+        """`rate` (TFLOP/s) of a `dtype` kernel whose family's best isolated rate is `best`,
+        under sustained load: at most the sustained share of `best` (module docstring)."""
+        key = TABLE_DTYPE.get(dtype, dtype)
+        return min(rate, self.sustained[key] * best) if key in self.sustained else rate
 
     def best_rate(self, dtype: str) -> float | None:
-        """FLOP/s of the best measured GEMM in `dtype` (None: not in the table)."""
+        """FLOP/s of the best measured GEMM in `dtype` (None: not in the table), held to the
+        sustained ceiling."""
         table = self.gemm.get(TABLE_DTYPE.get(dtype, dtype))
-        return None if table is None else table.best * self.sustained_share(dtype) * TERA
+        return None if table is None else self.held(dtype, table.best, table.best) * TERA
 
     def attention_rate(
         self, kernel: str, direction: str, causal: bool, head_dim: int, seq: float
@@ -202,7 +218,8 @@ class KernelTable:
         table = self.attention.get(kernel)
         if table is None:
             return None
-        return table.tflops(direction, causal, head_dim, seq) * self.sustained_share("bf16") * TERA
+        rate = table.tflops(direction, causal, head_dim, seq)
+        return self.held("bf16", rate, table.best(direction)) * TERA
 
 
 def _gemm_tables(raw: dict[str, Any]) -> dict[str, GemmTable]:

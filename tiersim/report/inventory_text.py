@@ -1,18 +1,21 @@
 """The inventory for people: each class's bytes (whole model, per GPU, the routed experts' part),
 where it lives, the largest activation tensors, each tier's fit.
 
-Reads only the scenario and the inventory, never the engine.
+Reads only the scenario and the inventory (and the host's memory timeline, given), never the
+engine.
 """
 
 from __future__ import annotations
 
 from tiersim.config.schema import Scenario
 from tiersim.core.units import fmt_bytes, fmt_count
+from tiersim.report.host_memory import host_section, host_text
 from tiersim.report.inventory_note import inflight_text, split_note
 from tiersim.report.memory import timeline_section, timeline_text
 from tiersim.report.table import render
 from tiersim.state.activations import accounting_for
 from tiersim.state.classes import NAMES, zero_sharded
+from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, activation_items
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import resolve
@@ -57,7 +60,9 @@ def _context(s: Scenario) -> str:
     return f", context {par.context} ({par.context_comm})" if par.context > 1 else ""
 
 
-def inventory_tables(s: Scenario, inv: Inventory) -> str:
+def inventory_tables(s: Scenario, inv: Inventory, host: HostTimeline | None = None) -> str:
+    """The inventory's tables and notes; `host`: the host's memory timeline, where the step
+    uses host memory (engine/host_memory.py, built by the caller)."""
     columns, rows = _class_rows(s, inv)
     par = s.parallel
     head = (
@@ -79,12 +84,14 @@ def inventory_tables(s: Scenario, inv: Inventory) -> str:
     ]
     tiers = render(["tier", "resident", "capacity", "used", "resident fits"], tier_rows)
     tiers += "\n\n" + timeline_text(timeline_section(resolve(s), inv))
+    if host is not None:  # the host's timeline, where the step puts anything there
+        tiers += "\n\n" + host_text(host_section(host))
     acts = _activation_table(s, inv)
     notes = [
         split_note(s, inv),
-        "Resident state and the GPU's step timeline (docs/memory.md): `tiersim run` adds what "
-        "the engine moves (staging, offloaded activations, checkpoint versions) and says whether "
-        "that fits.",
+        "Resident state and the GPU's and host's step timelines (docs/memory.md): `tiersim "
+        "run` adds what the engine moves (staging, offloaded activations, checkpoint versions) "
+        "and says whether that fits.",
     ]
     if s.model.parameters is not None and s.model.activation_bytes_per_layer is None:
         notes.append(

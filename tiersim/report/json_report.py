@@ -16,6 +16,7 @@ from tiersim.engine.figures import laid_out, report_figures
 from tiersim.engine.results import StepResult, TierStats
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.report.checkpoint_wear import unbudgeted_wear
+from tiersim.report.host_memory import with_host_fit
 from tiersim.report.json_layout import LINK_LAYOUT, STEP_LAYOUT, TIER_LAYOUT
 from tiersim.report.json_text import json_text
 from tiersim.report.memory import section_of, with_timeline_fit
@@ -25,6 +26,7 @@ from tiersim.report.target import target_section
 from tiersim.report.utilization import utilization
 from tiersim.report.wear import json_number, wear_section
 from tiersim.state.activations import GROUPS, accounting_for
+from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, activation_items, model_summary
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.step_memory import gpu_timeline
@@ -96,10 +98,16 @@ def activations_section(s: Scenario, inv: Inventory) -> dict[str, Any]:
 
 
 def inventory_report(
-    s: Scenario, inv: Inventory, res: Resolved | None = None, timeline: Timeline | None = None
+    s: Scenario,
+    inv: Inventory,
+    res: Resolved | None = None,
+    timeline: Timeline | None = None,
+    host: HostTimeline | None = None,
 ) -> dict[str, Any]:
-    """`res`, `timeline`: the scenario's resolved form and the GPU's memory timeline, where the
-    caller has them (a run: tiersim.runner.Run); else worked out here."""
+    """`res`, `timeline`: the scenario's resolved form and the GPU's memory timeline, where
+    the caller has them (a run: tiersim.runner.Run); else worked out here. `host`: the host's
+    memory timeline (engine/host_memory.py, built by the caller: a run, or `tiersim
+    inventory`), its section and fit; None: no section (nothing in host memory)."""
     res = resolve(s) if res is None else res
     timeline = gpu_timeline(res, inv) if timeline is None else timeline
     report = {
@@ -113,6 +121,7 @@ def inventory_report(
         "memory_timeline": section_of(timeline),
     }
     with_timeline_fit(report)
+    with_host_fit(report, host)  # the host's timeline, where the step uses host memory
     return report
 
 
@@ -309,9 +318,10 @@ def run_report(run: RunView) -> dict[str, Any]:
     """The report of one run, read off its result and facts (the wear remedies that change the
     step: the run's variants, report.wear.wear_section)."""
     s, inv, r = run.scenario, run.inventory, run.result
-    report = inventory_report(s, inv, run.resolved, run.memory_timeline)
+    report = inventory_report(s, inv, run.resolved, run.memory_timeline, run.host_timeline)
     report["tiers"] = run_tiers_section(s, inv, r)
     with_timeline_fit(report)
+    with_host_fit(report, run.host_timeline)
     report["step"] = step_section(s, r)
     report["links"] = links_section(s, run.resolved, r)
     report["step"]["bottleneck"] = bottleneck(report)

@@ -9,6 +9,7 @@ import io
 from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_time
+from tiersim.report.plot_host import draw_host_timeline
 from tiersim.report.plot_memory import draw_memory_timeline
 from tiersim.report.plot_timeline import COLOURS, draw_timeline, timeline_rows
 from tiersim.report.text import fit_warning
@@ -63,9 +64,12 @@ def time_unit(step_s: float) -> tuple[float, str]:
     return 1 / 3600, "h"
 
 
-def step_figure(report: dict[str, Any], trace: dict[str, Any], memory: Any = None) -> Any:
+def step_figure(
+    report: dict[str, Any], trace: dict[str, Any], memory: Any = None, host: Any = None
+) -> Any:
     """The step's picture; `memory` (a state.timeline.Timeline), where given, adds the GPU's
-    memory timeline as a last panel."""
+    memory timeline as a last panel, and `host` (an engine.host_memory.HostTimeline) the
+    host's beside it."""
     from matplotlib.figure import Figure
 
     rows = timeline_rows(trace)
@@ -96,8 +100,18 @@ def step_figure(report: dict[str, Any], trace: dict[str, Any], memory: Any = Non
     _occupancy_legend(panels[-1], kinds)
     _time_bar(fig.add_subplot(grid[2, :]), st, unit)
     if memory is not None:
-        draw_memory_timeline(fig.add_subplot(grid[3, :]), memory)
+        _memory_panels(fig, grid[3, :], memory, host)
     return fig
+
+
+def _memory_panels(fig: Any, cell: Any, memory: Any, host: Any) -> None:
+    """The GPU's memory timeline, and the host's beside it where there is one."""
+    if host is None:
+        draw_memory_timeline(fig.add_subplot(cell), memory)
+        return
+    left, right = cell.subgridspec(1, 2)
+    draw_memory_timeline(fig.add_subplot(left), memory)
+    draw_host_timeline(fig.add_subplot(right), host)
 
 
 def extrapolated_note(trace: dict[str, Any]) -> str:

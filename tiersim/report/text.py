@@ -10,6 +10,8 @@ from typing import Any
 from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time
 from tiersim.engine.results import MAX_STEADY_STEPS
 from tiersim.report.checkpoint_text import checkpoint_lines
+from tiersim.report.host_memory import SECTION as HOST
+from tiersim.report.host_memory import host_text, host_warning
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
 from tiersim.report.memory import timeline_text, timeline_warning
 from tiersim.report.offload_text import offload_line, tiling_line
@@ -117,6 +119,9 @@ def fit_warning(report: dict[str, Any]) -> str:
     timeline = timeline_warning(report)
     if timeline and all(n == report["memory_timeline"]["tier"] for n, _ in over):
         return f"DOES NOT FIT: {timeline} (the step is timed as if it did)"
+    host = host_warning(report)
+    if host and all(n == report[HOST]["tier"] for n, _ in over):
+        return f"DOES NOT FIT: {host} (the step is timed as if it did)"
     held = ", ".join(
         f"{n} {fmt_bytes(max(t['peak_bytes'], t['resident_bytes']))} of "
         f"{fmt_bytes(t['capacity_bytes'])}"
@@ -195,6 +200,7 @@ def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
         _link_table(report),
         _tier_table(report),
         *([_timeline(report)] if "memory_timeline" in report else []),
+        *([_host(report)] if HOST in report else []),
         port_table(report),
     ]
     return "\n\n".join([*tables, *_sentences(report, engine_s)])
@@ -275,6 +281,11 @@ def _or_zero(x: float | None) -> float:
 def _timeline(report: dict[str, Any]) -> str:
     mt = report["memory_timeline"]
     return timeline_text(mt, report["tiers"][mt["tier"]].get("engine_peak_bytes"))
+
+
+def _host(report: dict[str, Any]) -> str:
+    hm = report[HOST]
+    return host_text(hm, report["tiers"][hm["tier"]].get("engine_peak_bytes"))
 
 
 def port_table(report: dict[str, Any]) -> str:

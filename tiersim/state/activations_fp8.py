@@ -1,9 +1,15 @@
 """What Transformer Engine's FP8 linears keep for backward (`training.fp8` under Megatron's
 layer accounting): each TE linear saves its input as the FP8 cast it fed the GEMM, 1 B a value,
 not the bf16 tensor (TE's `_Linear.forward`: under fp8, `saved_inputmat` is the FP8 `inputmat`
-or its FP8 transpose `inputmat_t`; `_LayerNormMLP.forward` saves `ln_out` and `gelu_out` as the
-FP8 casts of FC1's and FC2's inputs, `fc1_out` in bf16; NVIDIA/TransformerEngine
-transformer_engine/pytorch/module/linear.py and layernorm_mlp.py, commit 0004dbd0). Per layer:
+or its FP8 transpose `inputmat_t`; `_LayerNormLinear.forward` saves the norm's bf16 input and
+its FP8 output `ln_out`; NVIDIA/TransformerEngine transformer_engine/pytorch/module/linear.py
+and layernorm_linear.py, commit 0004dbd0). Megatron-Core's TE layer spec builds the MLP as
+TELayerNormColumnParallelLinear (FC1), its own activation and TERowParallelLinear (FC2), not
+TE's LayerNormMLP: the activation keeps FC1's bf16 output (megatron/core/fusions/
+fused_bias_swiglu.py and fused_bias_gelu.py, `ctx.save_for_backward(input...)`, in FP8 only
+with `activation_func_fp8_input_store`, default False in transformer_config.py) and FC2 keeps
+its input's FP8 cast; TE's LayerNormMLP keeps the same (`fc1_out` bf16, `gelu_out` FP8). Per
+layer:
 
 - the QKV input and the MLP input (the two norms' outputs, which no other op keeps): 1 B;
 - the MLP's wide tensors: FC1's output stays in bf16 (the activation function keeps it), FC2's

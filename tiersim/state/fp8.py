@@ -1,11 +1,27 @@
 """FP8 training's weight copies in GPU memory (`training.fp8`): each linear layer's weight cast
-to FP8 for its GEMMs, kept from forward to backward (and across micro-batches), in the layout
-the forward GEMM reads and in the transposed (column-wise) layout the backward's data-gradient
-GEMM reads, with the recipe's scales:
+to FP8 for its GEMMs, in the layout the forward GEMM reads and in the transposed (column-wise)
+layout the backward's data-gradient GEMM reads (Hopper's FP8 GEMMs take only the TN layout),
+with the recipe's scales. They persist for the whole run: Megatron-Core's TE wrappers pass
+`is_first_microbatch` (True on a step's first micro-batch, then False;
+megatron/core/transformer/custom_layers/transformer_engine.py `TELinear.forward`, set by
+`set_is_first_microbatch` in pipeline_parallel/schedules.py `forward_step`), so TE caches each
+copy in the module (at TE commit 0004dbd0 the attributes `weight1_fp8` and `weight1_t_fp8`;
+TE 1.8+ its `_fp8_workspaces` dict, `get_fp8_workspace` with `cache_name=(None if
+is_first_microbatch is None else "weight")`), recasts it on a step's first micro-batch and
+reuses it on the others; nothing frees it between steps. Counted from the start of the step
+(state/step_memory.py):
 
-- tensorwise (current scaling) and delayed (Transformer Engine's DelayedScaling): one fp32
-  scale per copy; delayed keeps an amax history of `amax_history_len` = 1024 fp32 values per
-  FP8 tensor of the GEMM (input, weight, output gradient: 3), TE's default recipe;
+- tensorwise (current scaling): one fp32 scale per copy;
+- delayed (Transformer Engine's DelayedScaling, what Megatron-Core and NeMo run on Hopper): the
+  cached FP8 weight and its cached FP8 transpose, each a Float8Tensor with an fp32 `scale_inv`
+  (NVIDIA/TransformerEngine transformer_engine/pytorch/module/base.py at commit 0004dbd0,
+  `set_fp8_weights`: `weight1_fp8` and `weight1_t_fp8`, created by `prepare_forward` "only
+  when fp8 weight caching is used", i.e. `is_first_microbatch is not None`; TE 1.8+ keeps one
+  Float8Tensor with its cached transpose in `_fp8_workspaces`, `get_fp8_workspace`, sharing
+  one scale_inv: 4 B less a weight); and each GEMM's FP8 metadata (base.py
+  `set_meta_tensor`: 3 forward tensors, input, weight, output, and 2 backward, grad_output
+  and grad_input, each an fp32 `scale`, `scale_inv` and `amax_history_len` = 1024 history
+  rows, TE's DelayedScaling default and NeMo's `fp8_amax_history_len: 1024`);
 - rowwise (torchao's rowwise scaling): one fp32 scale per row of each copy;
 - blockwise (DeepSeek-V3's 128 x 128 weight blocks): one fp32 scale per block of each copy;
 - mxfp8 (OCP microscaling, Blackwell; TE's MXFP8Tensor rowwise and columnwise data): one
@@ -18,9 +34,8 @@ stay in the weights' precision. With `param_gather` (Megatron-LM's --fp8-param-g
 all-gather in fp8", megatron/core/distributed/distributed_data_parallel_config.py; the model
 built under Transformer Engine's fp8_model_init, megatron/training/training.py) these copies
 are the weights themselves: the linear weights have no copy in the weights' precision, the
-distributed optimizer's fp32 master being the only other one. Not counted: FP8 activations
-(saved inputs in FP8 halve those tensors: the activation accounting keeps them in the compute
-precision) and `attention: true`.
+distributed optimizer's fp32 master being the only other one. FP8 saved activations are
+counted in state/activations_fp8.py; `attention: true` is not counted.
 """
 
 from __future__ import annotations
@@ -30,8 +45,12 @@ from collections.abc import Iterable
 
 from tiersim.state.layers import Matrix
 
-AMAX_HISTORY = 1024  # DelayedScaling's amax_history_len default
-GEMM_TENSORS = 3  # input, weight, output gradient: each with its scale and history
+AMAX_HISTORY = 1024  # DelayedScaling's amax_history_len default (NeMo's launcher sets 1024 too)
+# FP8 tensors a GEMM's metadata tracks (TE base.py `set_meta_tensor`): forward input, weight,
+# output (3) and backward grad_output, grad_input (2)
+GEMM_TENSORS = 3 + 2
+# per tensor: the amax history rows, its scale and its scale_inv, fp32 each
+DELAYED_META = GEMM_TENSORS * (AMAX_HISTORY + 2) * 4
 BLOCK = 128  # DeepSeek-V3's weight blocks, 128 x 128
 MX_BLOCK = 32  # MXFP8's values per E8M0 scale
 FP32 = 4
@@ -55,16 +74,20 @@ def _copy_bytes(recipe: str, rows: int, cols: int) -> int:
     return int(values + scales)
 
 
+def _weight_bytes(recipe: str, rows: int, cols: int) -> int:
+    """One linear weight's FP8 state: both layouts with their scales and, under delayed
+    scaling, the GEMM's metadata (module docstring). Counted per weight tensor: Megatron-Core
+    fuses Q, K and V (linear_qkv) and gate and up (linear_fc1) into one TE module each, so the
+    metadata here is an upper figure (a gated dense layer: 7 weights where TE has 4 GEMMs,
+    3 x 20,520 = 61,560 B more)."""
+    meta = DELAYED_META if recipe == "delayed" else 0
+    return _copy_bytes(recipe, rows, cols) + _copy_bytes(recipe, cols, rows) + meta
+
+
 def fp8_weight_bytes(recipe: str, mats: Iterable[Matrix]) -> int:
     """Bytes of the FP8 copies of these tensors' linear weights: the row-wise copy and the
-    transposed (column-wise) one, each with its scales."""
-    history = GEMM_TENSORS * AMAX_HISTORY * FP32 if recipe == "delayed" else 0
-    return sum(
-        m.count
-        * (_copy_bytes(recipe, m.rows, m.cols) + _copy_bytes(recipe, m.cols, m.rows) + history)
-        for m in mats
-        if fp8_matrix(m)
-    )
+    transposed (column-wise) one, with their scales (and delayed scaling's metadata)."""
+    return sum(m.count * _weight_bytes(recipe, m.rows, m.cols) for m in mats if fp8_matrix(m))
 
 
 def fp8_param_bytes(recipe: str, mats: Iterable[Matrix], other_bytes: int) -> int:

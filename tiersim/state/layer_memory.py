@@ -60,7 +60,7 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
             LayerMemory(
                 params=sum(m.size for m in mat),
                 tensors=sum(m.count for m in mat),
-                largest=max((m.rows * m.cols for m in mat), default=0),
+                largest=_largest_tensor(r, mat),
                 saved=saved,
                 recompute=again,
                 working=_working(r, index),
@@ -102,6 +102,19 @@ def _largest_module(r: Resolved, mats) -> int:
     else none (a linear layer larger than that is tiled: offload.tiling, ZeRO-Infinity)."""
     experts = sum(m.size for m in mats if m.expert)
     return experts if r.accounting.implementation == "huggingface" else 0
+
+
+def _largest_tensor(r: Resolved, mats) -> int:
+    """Values of the layer's largest parameter tensor: under transformers 5 the rank's routed
+    experts are two fused tensors, gate_up_proj [E, 2f, h] (up_proj [E, f, h] ungated) and
+    down_proj [E, h, f] (DeepseekV3Experts, MixtralExperts); else one matrix."""
+    largest = max((m.rows * m.cols for m in mats), default=0)
+    model = r.model
+    if r.accounting.implementation != "huggingface" or not isinstance(model, Transformer):
+        return largest
+    experts = sum(m.size for m in mats if m.expert)
+    up_share = 2 / 3 if model.gated_mlp else 1 / 2  # gate and up of gate, up and down
+    return max(largest, round(experts * up_share))
 
 
 def _working(r: Resolved, index: int) -> float:

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 
 from tiersim.state.activations import outside_items
+from tiersim.state.chunked_loss import chunked_loss
 from tiersim.state.inventory import per_context_rank
 from tiersim.state.model import Transformer
 from tiersim.state.resolved import Resolved
@@ -43,6 +44,9 @@ def loss_events(
     `head_grad`: the head's weight gradient, made while the logits' gradient lives; `between`
     adds what happens after the forward and before the backward."""
     n, cb = logits_values(r), r.accounting.compute_bytes
+    if r.accounting.loss_chunks > 1:  # torchtitan's ChunkedLossWrapper, inside the forward
+        chunked_loss(steps, r, n, log_softmax, (head_grad, HEAD_GRAD))
+        return between()
     fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
     copy = "logits in fp32 (the loss's copy)"
     if r.accounting.implementation == "megatron":
@@ -92,7 +96,7 @@ def outside_saved(r: Resolved, stage: int, last: bool) -> tuple[float, float, fl
     seq, mbs = r.execution.seq_len, r.execution.training.micro_batch_size
     items = outside_items(model, seq, mbs, r.accounting, stage == 0, last)
     split = [(i, i.nbytes / par.tensor if i.split or par.sequence else i.nbytes) for i in items]
-    softmax = sum(b for i, b in split if "log-softmax" in i.name)
+    softmax = sum(b for i, b in split if "log-softmax" in i.name or "chunked loss" in i.name)
     head = sum(b for i, b in split if i.group in HEAD_SIDE) - softmax
     whole = sum(b for _, b in split)
     return per_context_rank(r, whole), per_context_rank(r, softmax), per_context_rank(r, head)

@@ -1,7 +1,8 @@
 """What the optimizer step allocates beside the state in GPU memory (the memory timeline's
 last moment, state/step_memory.py): DeepSpeed ZeRO-1/2's fp32 copy of the rank's gradient
 partition, built in stage_1_and_2.py `step()` before the 16-bit gradients are freed; ZeRO-3's
-one sub-group of it at a time (stage3.py, `sub_group_size`, 1e9 by default); a PyTorch
+one sub-group of it at a time (stage3.py, `sub_group_size`, 1e9 by default); Megatron's fp32
+copy of 16-bit main grads for what the rank updates; a PyTorch
 optimizer's temporaries (state/optimizers.py); none for the fused multi-tensor Adam of
 Megatron, DeepSpeed without ZeRO and apex (what keeps a separate master copy)."""
 
@@ -50,6 +51,20 @@ def fused_experts(r: Resolved, mats) -> int:
     )
 
 
+MEGATRON_GRAD_COPY = "fp32 copy of 16-bit gradients (Megatron)"
+
+
+def megatron_main_grads(gradients: str, values: int) -> tuple[str, int]:
+    """Megatron's mixed-precision optimizers hand the inner Adam `main_param.grad =
+    model_grad.float()` for each value the rank updates (megatron/core/optimizer/
+    distrib_optimizer.py and optimizer.py, `_copy_model_grads_to_main_grads`): a view of fp32
+    main grads (grad_reduce_in_fp32, Megatron-LM's default with --bf16), an fp32 copy of
+    16-bit ones (--grad-reduce-in-bf16), kept until the next step's `zero_grad`."""
+    if PRECISION_BYTES[gradients] >= 4:
+        return "", 0
+    return MEGATRON_GRAD_COPY, 4 * values
+
+
 def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
     """(what, bytes) the optimizer step allocates at most beside the state on the GPU."""
     tr, par = r.execution.training, r.execution.parallel
@@ -64,6 +79,8 @@ def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
     if framework == "deepspeed" and par.zero_stage == 3:
         group = min(values, r.execution.offload.sub_group_size or DEEPSPEED_SUB_GROUP)
         return "fp32 gradients of one sub-group (DeepSpeed ZeRO-3)", 4 * group
+    if framework == "megatron" and master_bytes(tr.precision):
+        return megatron_main_grads(tr.precision.gradients, values)
     if framework in ("deepspeed", "megatron") or master_bytes(tr.precision):
         return "", 0  # fused multi-tensor Adam: in place
     if homes(r.execution.placement, r.machine)["optimizer"] != r.machine.gpu.memory:

@@ -3,8 +3,8 @@
 What a point simulates is counted in layer passes (one unit through one micro-batch), which
 its engine time grows about linearly with (docs/benchmarks.md): steps x micro-batches x units,
 the steps the optimizer-step mode needs, the micro-batches of the sample runs where the
-steady state is extrapolated (tiersim.engine.steady: one run of the longest sample, or three
-where an async checkpoint's stall is measured on each), else all of them.
+steady state is extrapolated (tiersim.engine.steady: one run of the longest sample, beside
+one run of the checkpointed step where an async checkpoint is measured apart), else all of them.
 
 A point also pays, for each simulation it runs, a part that does not grow with its
 micro-batches: the optimizer step once a step for every unit, a durable checkpoint's runs
@@ -12,7 +12,7 @@ micro-batches: the optimizer step once a step for every unit, a durable checkpoi
 run and measuring it. It is counted in step passes (steps x units, per simulation), and it is
 most of a point's time in the shipped sweeps: 26 of the 28-35 ms of a point of
 hbf-write-vs-accumulation simulated in full, 0.2 of the 0.25 s of one of hbf-wear. An
-extrapolated point with an async checkpoint runs three simulations, so pays it three times.
+extrapolated point with an async checkpoint measured apart runs two simulations, so pays it twice.
 
 A point's time is then about a x passes + b x step passes. A sweep whose points all run as
 many simulations times one point, of about their mean passes (`typical`: the parts that are
@@ -22,6 +22,7 @@ extrapolated ones times one of each, and solves for a and b (`prices`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +61,7 @@ class Work:
     """What a point simulates (all zero for one that is not a valid scenario)."""
 
     passes: int  # layer passes of its micro-batches, over all its simulations
-    runs: int  # simulations: 1, or 3 where its steady state is extrapolated from three
+    runs: int  # simulations: 1, or 2 where an async checkpoint is measured apart
     step_passes: int  # runs x steps x units: the work a simulation does once a step
 
 
@@ -70,12 +71,20 @@ NOTHING = Work(0, 0, 0)
 def work(s: Scenario) -> Work:
     res = resolve(s)
     units = res.model.layers // s.parallel.pipeline + 1
-    steps = steady.steps_to_simulate(res)[0]
     samples = steady.samples(res, 0)  # stage 0's: the one with the longest warm-up
-    if samples is not None and steady.one_run(res):  # the longest sample's run alone
+    apart = samples is not None and steady.checkpoint_apart(res)
+    if apart:  # its plain run's steps: the step as without the checkpoint
+        plain = dataclasses.replace(res.execution, checkpoint_simulated=False)
+        res = dataclasses.replace(res, execution=plain)
+    steps = steady.steps_to_simulate(res)[0]
+    if samples is not None and (steady.one_run(res) or apart):  # the longest sample's run
         samples = samples[-1:]
     micro_batches = sum(samples) if samples is not None else s.training.grad_accumulation
-    runs = len(samples) if samples is not None else 1
+    micro_batches *= 1 + int(apart)  # the checkpoint's run is one more of that step
+    # measured apart (tiersim.engine.checkpoint_apart): the plain run and one run of the
+    # checkpointed step (where its late moves overlap the next step it falls back to three
+    # samples at run time: the estimate then reads low, as any estimate of one can)
+    runs = (len(samples) + int(apart)) if samples is not None else 1
     return Work(steps * micro_batches * units, runs, runs * steps * units)
 
 

@@ -50,20 +50,32 @@ def _on_flash(res: Resolved, cls: str) -> bool:
     return res.machine.tiers[getattr(res.execution.placement, cls)].behaviour.swapped_in_blocks
 
 
-def swap_buffer_bytes(res: Resolved, plan: OffloadPlan, wl) -> int:
-    """DeepSpeed's pinned swap buffers for state on flash, rounded."""
+def optimizer_swap_buffer_bytes(res: Resolved, plan: OffloadPlan, wl) -> int:
+    """DeepSpeed's pinned swap buffers for optimizer state on flash, rounded: `buffer_count`
+    buffers of one sub-group of fp32 values each."""
     if plan.framework != "deepspeed":
         return 0
-    total = 0
+    if res.execution.placement.optimizer_compute != "cpu" or not _on_flash(res, "optimizer"):
+        return 0
     weight_bytes = PRECISION_BYTES[res.execution.training.precision.weights]
-    if res.execution.placement.optimizer_compute == "cpu" and _on_flash(res, "optimizer"):
-        updated = sum(u.weights_updated for u in wl.units) // weight_bytes
-        tile = min(plan.sub_group_size or updated, updated)
-        total += plan.buffer_count * pinned_size(tile * FP32)
-    if _on_flash(res, "weights"):
-        size = DEEPSPEED_PARAM_BUFFER_ELEMENTS * weight_bytes
-        total += DEEPSPEED_PARAM_BUFFERS * pinned_size(size)
-    return total
+    updated = sum(u.weights_updated for u in wl.units) // weight_bytes
+    tile = min(plan.sub_group_size or updated, updated)
+    return plan.buffer_count * pinned_size(tile * FP32)
+
+
+def parameter_swap_buffer_bytes(res: Resolved, plan: OffloadPlan) -> int:
+    """DeepSpeed's pinned parameter swap buffers for weights on flash, rounded."""
+    if plan.framework != "deepspeed" or not _on_flash(res, "weights"):
+        return 0
+    size = (
+        DEEPSPEED_PARAM_BUFFER_ELEMENTS * PRECISION_BYTES[res.execution.training.precision.weights]
+    )
+    return DEEPSPEED_PARAM_BUFFERS * pinned_size(size)
+
+
+def swap_buffer_bytes(res: Resolved, plan: OffloadPlan, wl) -> int:
+    """DeepSpeed's pinned swap buffers for state on flash, rounded."""
+    return optimizer_swap_buffer_bytes(res, plan, wl) + parameter_swap_buffer_bytes(res, plan)
 
 
 def _class_tensor_bytes(res: Resolved, inv: Inventory, cls: str) -> list[int]:

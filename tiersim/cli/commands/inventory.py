@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.api import inventory
+    from tiersim.api import host_memory, inventory
     from tiersim.report.json_report import activations_section, inventory_report, to_json
     from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.text import inventory_tables
@@ -28,12 +28,13 @@ def run(args: argparse.Namespace) -> int:
     loaded = load(args)
     print_notes(loaded, args.overrides)
     inv = inventory(loaded)
+    host = host_memory(loaded, inv)  # what the step holds in host memory
     if args.format == "json":
-        report = inventory_report(loaded.scenario, inv)
+        report = inventory_report(loaded.scenario, inv, host=host)
         report["activations"] = activations_section(loaded.scenario, inv)
         print(to_json(report))
     else:
-        text = inventory_tables(loaded.scenario, inv)
+        text = inventory_tables(loaded.scenario, inv, host)
         if uses_layout_keys(loaded.scenario):
             text += "\n\n" + mesh_table(loaded.scenario)
         print(text)

@@ -57,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="also write step.png beside report.json: a timeline of the measured step (GPU "
         "stream, link directions, tier ports, coloured by state class), each tier's occupancy "
         "against its capacity, where the step time goes, and the GPU's memory timeline "
-        "(allocated and reserved, allocation by allocation; docs/memory.md) (needs matplotlib)",
+        "(allocated and reserved, allocation by allocation; docs/memory.md) with the host's "
+        "beside it where the step uses host memory (needs matplotlib)",
     )
     parser.set_defaults(handler=run)
 
@@ -196,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise cannot_write("--trace", trace, exc, "a writable file path") from None
         if args.plot:
-            _write_plot(folder / PLOT_NAME, report, built.full_trace, built.memory_timeline)
+            memory = (built.memory_timeline, built.host_timeline)
+            _write_plot(folder / PLOT_NAME, report, built.full_trace, *memory)
     written = [folder / "scenario.yaml", folder / "report.json"]
     written += [trace] if tracing else []
     written += [folder / PLOT_NAME] if args.plot else []
@@ -237,11 +239,11 @@ def _refuse_outputs(
 PLOT_NAME = "step.png"
 
 
-def _write_plot(path: Path, report: dict, trace: dict, memory=None) -> None:
+def _write_plot(path: Path, report: dict, trace: dict, memory=None, host=None) -> None:
     from tiersim.report.output import write_atomic
     from tiersim.report.plot import png_bytes, step_figure  # matplotlib: only when asked
 
-    png = png_bytes(step_figure(report, trace, memory))
+    png = png_bytes(step_figure(report, trace, memory, host))
     try:
         write_atomic(path, png)
     except OSError as exc:

@@ -1,0 +1,111 @@
+"""What FP8 training under Megatron-Core and Transformer Engine keeps per GPU (issue 38), each
+figure worked out by hand from the source it follows (docs/memory.md, "FP8 training"):
+
+- TE's cached FP8 weights (NVIDIA/TransformerEngine transformer_engine/pytorch/module/base.py
+  at 0004dbd0, `set_fp8_weights`): per linear weight `weight1_fp8` and its transpose
+  `weight1_t_fp8` (Hopper's FP8 GEMMs read only the TN layout), uint8 data, each with an fp32
+  scale_inv; module attributes made by `prepare_forward` when `is_first_microbatch` is not
+  None, which Megatron-Core passes, so they are live from the start of every step;
+- delayed scaling's metadata per GEMM (base.py `set_meta_tensor`): 3 forward FP8 tensors
+  (input, weight, output) and 2 backward (grad_output, grad_input), each `amax_history_len`
+  (1024) fp32 history rows, an fp32 scale and an fp32 scale_inv;
+- Megatron's optimizers hand Adam `main_param.grad = model_grad.float()`
+  (megatron/core/optimizer/distrib_optimizer.py `_copy_model_grads_to_main_grads`): a view
+  of fp32 main grads, an fp32 copy of bf16 ones (--grad-reduce-in-bf16).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from conftest import scenario
+
+from tiersim.config.load import load_scenario
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
+from tiersim.state.step_memory import build_events
+from tiersim.state.step_optimizer import MEGATRON_GRAD_COPY, optimizer_temporaries
+
+ROOT = Path(__file__).resolve().parents[1]
+FP8_COPIES = "FP8 weight copies (training.fp8)"
+
+# delayed scaling's metadata for one GEMM: (3 + 2) tensors x (1,024 history rows + scale +
+# scale_inv) x 4 B
+META = (3 + 2) * (1024 + 2) * 4
+
+
+def test_delayed_metadata_is_5_tensors_of_history_scale_and_scale_inv():
+    assert META == 20_520
+
+
+@pytest.fixture(scope="module")
+def llama3_8b():
+    r = resolve(load_scenario(ROOT / "scenarios/published/nemo2407-llama3-8b-8gpus.yaml").scenario)
+    return r, build_inventory(r)
+
+
+def test_llama3_8b_fp8_workspaces_live_from_the_start_of_the_step(llama3_8b):
+    """Llama 3 8B (h 4,096, 32 heads, 8 KV heads of 128, FFN 14,336, 32 layers), tensor 1:
+    a layer's linear weights are q 4,096 x 4,096, k and v 4,096 x 1,024 each, o 4,096 x
+    4,096 and gate, up, down 4,096 x 14,336 each: 33,554,432 + 8,388,608 + 176,160,768 =
+    218,103,808 values. Delayed scaling: 2 B a value (data + cached transpose), 2 x 4 B of
+    scale_inv and 20,520 B of metadata per weight tensor (7 of them; TE's 4 fused GEMMs
+    would hold 3 x 20,520 B less): 436,207,616 + 7 x 20,528 = 436,351,312 B a layer."""
+    r, inv = llama3_8b
+    per_layer = 2 * 218_103_808 + 7 * (2 * 4 + META)
+    assert per_layer == 436_351_312
+    fp8 = [e for e in build_events(r, inv, 0) if e.part == FP8_COPIES]
+    assert [(e.moment, e.nbytes) for e in fp8] == [("start of the step", 32 * per_layer)]
+    assert 32 * per_layer == 13_963_241_984  # the 13.96 GB beside the bf16 weights
+
+
+def test_llama3_8b_fp32_main_grads_need_no_copy_at_the_step(llama3_8b):
+    """grad_reduce_in_fp32 (the scenario's fp32 gradients): `.float()` of an fp32 main grad
+    is the tensor itself, so Megatron's step allocates nothing beside the state."""
+    r, _ = llama3_8b
+    assert optimizer_temporaries(r, 0) == ("", 0)
+
+
+TINY = {
+    "hidden": 64,
+    "layers": 2,
+    "heads": 4,
+    "ffn_hidden": 128,
+    "vocab": 32000,
+    "norm": "rmsnorm",
+    "position": "rope",
+    "gated_mlp": True,
+    "tied_embeddings": False,
+}
+
+
+def _megatron(gradients: str):
+    precision = {"weights": "bf16", "gradients": gradients, "master": "fp32", "optimizer": "fp32"}
+    raw = {
+        "name": "tiny",
+        "model": TINY,
+        "training": {"framework": "megatron", "seq_len": 128, "precision": precision},
+        "parallel": {"data": 2, "zero_stage": 1},
+    }
+    return resolve(scenario(raw))
+
+
+def test_megatron_copies_bf16_main_grads_to_fp32_for_its_shard():
+    """The tiny model's parameters: embedding 32,000 x 64 = 2,048,000; each of 2 layers q, k,
+    v, o 64 x 64 (16,384), gate, up, down 64 x 128 (24,576), two RMSNorms 128: 41,088; final
+    norm 64 and head 32,000 x 64: 2,048,064; total 4,178,240. The distributed optimizer over 2
+    ranks updates 2,089,120 of them: an fp32 copy of their bf16 grads, 8,356,480 B."""
+    params = 2_048_000 + 2 * (16_384 + 24_576 + 128) + 64 + 2_048_000
+    assert params == 4_178_240
+    r = _megatron("bf16")
+    assert optimizer_temporaries(r, 0) == (MEGATRON_GRAD_COPY, 4 * math.ceil(params / 2))
+    events = [e for e in build_events(r, build_inventory(r), 0) if e.part == MEGATRON_GRAD_COPY]
+    # allocated at the optimizer step; freed by the next step's zero_grad (the timeline's end)
+    expected = [("optimizer", True, 8_356_480), ("optimizer", False, 8_356_480)]
+    assert [(e.phase, e.alloc, e.nbytes) for e in events] == expected
+
+
+def test_megatron_with_fp32_main_grads_hands_them_over_as_they_are():
+    assert optimizer_temporaries(_megatron("fp32"), 0) == ("", 0)

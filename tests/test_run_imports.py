@@ -1,0 +1,37 @@
+"""`tiersim run` imports nothing the command does not use (issue 36): the plan search's
+modules only for a scenario with a `plan:` section, the sweep's never, a framework's mapping
+only for overrides given as a mapping (the API's), the trace's only with --trace or --plot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+UNUSED = ("tiersim.plan", "tiersim.sweep", "tiersim.frameworks", "tiersim.report.trace")
+
+_PROBE = """
+import contextlib, io, json, sys
+from tiersim.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def _imported(args: list[str]) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_a_default_run_imports_no_plan_sweep_framework_or_trace_module(tmp_path):
+    scenario = ROOT / "scenarios" / "default.yaml"
+    got = _imported(["run", str(scenario), "--out", str(tmp_path), "--set", "parallel.data=4"])
+    assert got["code"] == 0
+    assert "tiersim.runner" in got["modules"]  # it ran
+    unused = [m for m in got["modules"] if m.startswith(UNUSED)]
+    assert unused == []

@@ -1,0 +1,196 @@
+"""An async checkpoint measured apart from the steps after it: one run of the checkpointed
+step, beside the plain run the steady-state samples come from (issue 36).
+
+With the synchronous update every step starts from the same quiescent state; a checkpoint
+after a step changes nothing before its first move. An async checkpoint's snapshots overlap
+its step's update (they are simulated with it) and its drains run on into the next step,
+which would start each of its ops at the training's end plus that op's start in the plain
+step. Where every checkpoint op still going once the step's training ops are done
+- ends before the next step would first use a resource it crosses (a link direction, a tier
+  port, a network channel),
+- holds, with everything else of the checkpoint, no more on a tier than leaves the peak
+  measured (the plain step's occupancy over those first seconds, plus every byte the
+  checkpoint takes there), and
+- is no snapshot the next update could wait for, with no checkpointed class homed on the
+  staging tier (its drain would hold its next update),
+nothing of the next step waits for the checkpoint or shares anything with it: the next step
+is a plain one, begun as late as the snapshots delayed the training's end. One run of the
+step with its checkpoint (its moves simulated to their end, no step after it) then measures
+what the multi-step runs of `durable.measure_checkpoint` do, and the plain run is its
+baseline:
+- stall: the checkpointed run's training end less the plain run's (exactly 0 where nothing
+  of the training waited: the two runs do the same arithmetic up to the first checkpoint
+  move), plus a drain's excess over the interval;
+- write time, bytes, peaks, link time added: that run's, read as `durable` reads them.
+Where the first checkpoint move starts no earlier than the last period the repetition test
+checked (`steady.period_starts`' third start), what comes before it is the same at every
+micro-batch count but shifted by whole periods, so the checkpoint of the step of m
+micro-batches is the one measured at n + 2P (the three samples of `steady.grow_checkpoint`
+find it flat). Where any of this does not hold: None, and the checkpoint is simulated over the
+following steps on each sample as before (tests/test_checkpoint_apart.py: the same figures).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tiersim.engine.core import run_engine
+from tiersim.engine.durable import checkpoint_run, drain_excess_s
+from tiersim.engine.ops import Op, OpKind, Role
+from tiersim.engine.results import CheckpointRun, StepResult
+from tiersim.engine.setup import RunSetup
+from tiersim.engine.steady import round_off
+from tiersim.hardware.topology import Topology
+from tiersim.state.classes import CHECKPOINTED
+from tiersim.state.placement import expert_homes, homes
+from tiersim.state.resolved import Resolved
+
+
+@dataclass(frozen=True)
+class PlainRun:
+    """What the plain one-step run of the longest sample leaves for the checkpoint's
+    measurement: its schedules (tiersim.engine.schedule_sharing.Schedules, the plain builder
+    kept), its ops and their starts, its end, each link's busy seconds, each tier's
+    occupancy over it, and the starts of the periods its repetition test checked."""
+
+    schedules: Any
+    ops: list[Op]
+    starts: list[float]
+    end_s: float
+    busy_s: dict[str, float]
+    occupancy: Any  # tiersim.engine.periods.Occupancies: each tier's changes over the run
+    period_starts: tuple[float, float, float]
+    trained: float = 0.0  # the checkpointed run's training end, once it is known
+
+
+def measure_apart(
+    res: Resolved, setup: RunSetup, plain: StepResult, run: PlainRun
+) -> CheckpointRun | None:
+    """The checkpoint after the measured step of m micro-batches (`plain`, extrapolated), from
+    one run of the sample's step with its checkpoint (module docstring), or None where that
+    run cannot stand for the steps after it (`staging_homed` is checked first)."""
+    schedule = run.schedules.checkpointed(1)
+    n = len(run.ops)
+    mine = schedule.ops[n:]
+    if any(a is not b and a != b for a, b in zip(run.ops, schedule.ops, strict=False)):
+        return None  # the checkpoint changed an op of the step itself
+    engine, log, _ = run_engine(res, setup.topo, schedule, setup.baseline)
+    trained = max(log.end[:n])  # the training's end, the checkpoint's moves aside
+    moves = [i for i, op in enumerate(mine, n) if op.kind is OpKind.MOVE]
+    if not moves or min(log.start[i] for i in moves) < run.period_starts[2]:
+        return None  # it overlaps the periods that repeat: it may depend on their number
+    late = [(op, log.end[i]) for i, op in enumerate(mine, n) if log.end[i] > trained]
+    run = dataclasses.replace(run, trained=trained)
+    peaks = {t: o.peak for t, o in engine.occupancy.items()}
+    if not _apart(setup.topo, res, run, late, (mine, peaks)):
+        return None
+    start = min(log.start[i] for i in moves)
+    write_s = max(log.end[i] for i in moves) - start
+    stall = trained - run.end_s + drain_excess_s(res, plain, write_s)
+    # this run's and the plain one's round-off, at most as many events and as long
+    noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
+    figures = (schedule, engine, None, run.busy_s)
+    return checkpoint_run(res, setup, figures, 0, (write_s, stall, noise))
+
+
+def staging_homed(res: Resolved) -> bool:
+    """A checkpointed class homed on the staging tier: drained from its home, it holds the
+    next update (tiersim.engine.schedule_checkpoint)."""
+    placement, staging = res.execution.placement, res.execution.checkpoint.staging
+    home, own = homes(placement, res.machine), expert_homes(placement, res.machine)
+    return any(where[c] == staging for c in CHECKPOINTED for where in (home, own))
+
+
+def _apart(
+    topo: Topology, res: Resolved, run: PlainRun, late: list, ck: tuple[list[Op], dict]
+) -> bool:
+    """The checkpoint ops still going after the training's end (`late`, each with its end)
+    end before the next step would first use a resource they use, hold no more on a tier
+    than leaves its peak as measured, and no snapshot ends after the next step's first
+    update could start (module docstring). The next step would start each op at the
+    training's end (`run.trained`) plus its start in the plain run. `ck`: the checkpoint's
+    ops and its run's peak per tier."""
+    crossed: dict[tuple, tuple] = {}
+    theirs = [(op, end, *_resources(topo, op, crossed)) for op, end in late]
+    wanted = {u for _, _, rs, ts in theirs for u in (*rs, *(t for t, _ in ts))}
+    first_use, update = _first_uses(topo, run, wanted, crossed)
+    staging, trained = res.execution.checkpoint.staging, run.trained
+    shared: dict[str, float] = {}  # tiers the next step changes while a late op holds bytes
+    for op, end, resources, tiers in theirs:
+        if op.kind is OpKind.MOVE and op.dst == staging and end > trained + update:
+            return False  # a snapshot the unit's next update would wait for
+        if any(end > trained + first_use.get(used, math.inf) for used in resources):
+            return False
+        for tier, _ in tiers:
+            if end > trained + first_use.get(tier, math.inf):
+                shared[tier[1]] = max(shared.get(tier[1], 0.0), end - trained)
+    return all(_peak_holds(run, late, ck, tier, span, crossed) for tier, span in shared.items())
+
+
+def _first_uses(
+    topo: Topology, run: PlainRun, wanted: set, crossed: dict[tuple, tuple]
+) -> tuple[dict, float]:
+    """When the plain step first uses each of `wanted` (resources, ("tier", name)), from its
+    start, and when its first update starts (what a snapshot must end before)."""
+    first_use: dict = {}
+    update = math.inf
+    move, comm, sync, optimizer = OpKind.MOVE, OpKind.COMM, OpKind.SYNC, Role.OPTIMIZER
+    for op, start in zip(run.ops, run.starts, strict=True):  # one op after another, lean
+        kind, used = op.kind, ()
+        if kind is move:
+            key = (op.src, op.dst, op.nbytes)
+            if key not in crossed:
+                _resources(topo, op, crossed)
+            used = crossed[key][0] + crossed[key][1]
+        elif kind is comm or kind is sync:
+            used = (op.resource,)
+        if op.alloc or op.free:
+            used = (*used, *(("tier", t) for t, _ in (*op.alloc, *op.free)))
+        for u in used:
+            if u in wanted and start < first_use.get(u, math.inf):
+                first_use[u] = start
+        if op.role is optimizer and kind.timed and start < update:
+            update = start
+    return first_use, update
+
+
+def _peak_holds(
+    run: PlainRun, late: list, ck: tuple[list[Op], dict], tier: str, span: float, crossed: dict
+) -> bool:
+    """The most the next step holds on `tier` in its first `span` seconds (the plain run's
+    occupancy), with all the checkpoint takes there (every byte it allocates, every late
+    op's bytes staged there), stays within the peak its run measured: the peak it reports
+    is the one a run with the next step simulated would."""
+    ops, peaks = ck
+    times, values = run.occupancy.times.get(tier, []), run.occupancy.values.get(tier, [0.0])
+    plain = max(values[: max(1, bisect.bisect_right(times, span))])
+    held = sum(n for op in ops for t, n in op.alloc if t == tier)
+    held += sum(op.nbytes for op, _ in late if ("tier", tier) in _staged(op, crossed))
+    return plain + held <= peaks.get(tier, 0.0)
+
+
+def _staged(op: Op, crossed: dict) -> tuple:
+    """The tiers a move stages its bytes in on its way (as `_resources` has them)."""
+    return crossed[(op.src, op.dst, op.nbytes)][1] if op.kind is OpKind.MOVE else ()
+
+
+def _resources(topo: Topology, op: Op, crossed: dict[tuple, tuple]) -> tuple[tuple, tuple]:
+    """The resources `op` crosses and the tiers whose occupancy it changes, as (("tier",
+    name), bytes): what it takes and gives back, a move's staging tiers on its route (at
+    most its bytes); `crossed`: each route's resources and staging tiers by (src, dst, size)."""
+    tiers = tuple((("tier", t), n) for t, n in (*op.alloc, *op.free))
+    if op.kind is OpKind.MOVE:
+        key = (op.src, op.dst, op.nbytes)
+        if key not in crossed:
+            route = topo.route(op.src, op.dst, op.nbytes)
+            staged = tuple(("tier", t) for t in route.tiers[1:-1])
+            crossed[key] = (tuple(route.resources), staged)
+        resources, staged = crossed[key]
+        return resources, tiers + tuple((t, op.nbytes) for t in staged)
+    if op.kind.network:
+        return (op.resource,), tiers
+    return (), tiers

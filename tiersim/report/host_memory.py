@@ -1,0 +1,100 @@
+"""The host's memory timeline of the step in the report (`host_memory_timeline`) and in words:
+one GPU's share of host DRAM at its peak, the moment and the parts live then, the node's total
+(its GPUs share the host), and whether it fits; where it runs out, at which moment.
+(tiersim/engine/host_memory.py builds the timeline; docs/memory.md, "Host memory", says what
+it counts.) The section is absent where the step puts nothing in host memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.core.units import fmt_bytes
+from tiersim.report.table import render
+from tiersim.state.host_timeline import HostTimeline
+
+SECTION = "host_memory_timeline"
+
+
+def host_section(h: HostTimeline) -> dict[str, Any]:
+    t = h.timeline
+    peak, oom = t.peak_event, t.oom_event
+    return {
+        "tier": t.tier,
+        "capacity_bytes": int(t.capacity_bytes),  # one GPU's share of the node's
+        "peak_bytes": t.peak_allocated_bytes,
+        "peak_moment": peak.moment if peak else None,
+        "peak_phase": peak.phase if peak else None,
+        "peak_parts": t.peak_parts,
+        "fits": t.fits,
+        "out_of_memory_at": oom.moment if oom else None,
+        "out_of_memory_allocating": oom.part if oom else None,
+        "events": len(t.events),
+        "node": {
+            "gpus": h.node_gpus,
+            "pipeline_stages": h.node_stages,
+            "capacity_bytes": int(h.node_capacity_bytes),
+            "peak_bytes": h.node_peak_bytes,
+        },
+    }
+
+
+def with_host_fit(report: dict[str, Any], host: HostTimeline | None) -> None:
+    """Add the host's section, where there is one; the host tier fits only where its timeline
+    does, and its peak is the larger of the engine's occupancy (kept as `engine_peak_bytes`,
+    where the report has one) and the timeline's. The report's `fits` follows."""
+    if host is None:
+        return
+    section = report[SECTION] = host_section(host)
+    tier = report["tiers"].get(section["tier"])
+    if tier is not None:
+        tier["fits"] = tier["fits"] and section["fits"]
+        if "peak_bytes" in tier:
+            tier["engine_peak_bytes"] = tier["peak_bytes"]
+            tier["peak_bytes"] = max(tier["peak_bytes"], section["peak_bytes"])
+    report["fits"] = all(t["fits"] for t in report["tiers"].values())
+
+
+def host_warning(report: dict[str, Any]) -> str:
+    """'<tier> runs out of memory at <moment> ...', or '' where the host's timeline fits."""
+    hm = report.get(SECTION)
+    if hm is None or hm["fits"]:
+        return ""
+    node = hm["node"]
+    return (
+        f"{hm['tier']} runs out of memory at {hm['out_of_memory_at']} (allocating "
+        f"{hm['out_of_memory_allocating']}): {fmt_bytes(hm['peak_bytes'])} of "
+        f"{fmt_bytes(hm['capacity_bytes'])} a GPU ({fmt_bytes(node['peak_bytes'])} of "
+        f"{fmt_bytes(node['capacity_bytes'])} a node)"
+    )
+
+
+def host_text(hm: dict[str, Any], engine_peak: int | None = None) -> str:
+    """The host's peak, its moment and parts, one GPU's and the node's; `engine_peak`: the
+    simulated step's occupancy of the tier, said where it differs."""
+    total = hm["peak_bytes"] or 1
+    rows = [[p, fmt_bytes(b), f"{100 * b / total:.1f} %"] for p, b in hm["peak_parts"].items()]
+    rows.append(["one GPU's share at the peak", fmt_bytes(hm["peak_bytes"]), "100.0 %"])
+    node = hm["node"]
+    rows.append([f"the node ({node['gpus']} GPUs)", fmt_bytes(node["peak_bytes"]), ""])
+    verdict = "fits" if hm["fits"] else f"DOES NOT FIT: out of memory at {hm['out_of_memory_at']}"
+    head = (
+        f"host memory ({hm['tier']}) over the step: peak at {hm['peak_moment']}, "
+        f"{fmt_bytes(hm['peak_bytes'])} of {fmt_bytes(hm['capacity_bytes'])} a GPU, "
+        f"{fmt_bytes(node['peak_bytes'])} of {fmt_bytes(node['capacity_bytes'])} a node "
+        f"({verdict})"
+    )
+    table = render(["part live at the peak", "bytes", "of the peak"], rows, head)
+    notes = []
+    if node["pipeline_stages"] > 1:
+        notes.append(
+            f"a node holds {node['pipeline_stages']} pipeline stages: each GPU is counted as "
+            "the simulated stage's"
+        )
+    if engine_peak is not None and engine_peak != hm["peak_bytes"]:
+        notes.append(
+            f"the simulated step's occupancy peaks at {fmt_bytes(engine_peak)}: it counts the "
+            "staging chunks of multi-hop moves in flight, which this timeline leaves out, and "
+            "not a CPU optimizer's temporaries, which it counts (the tier table's peak is the "
+            "larger)"
+        )
+    return table + "".join(f"\n{n}" for n in notes)
