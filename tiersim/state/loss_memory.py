@@ -47,26 +47,10 @@ def loss_events(
     if r.accounting.loss_chunks > 1:  # torchtitan's ChunkedLossWrapper, inside the forward
         chunked_loss(steps, r, n, log_softmax, (head_grad, HEAD_GRAD))
         return between()
+    if r.accounting.implementation == "megatron":
+        return _megatron_loss(steps, r, between)
     fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
     copy = "logits in fp32 (the loss's copy)"
-    if r.accounting.implementation == "megatron":
-        # vocab_parallel_cross_entropy and its fused native form (loss_fusion: native,
-        # fusions/fused_cross_entropy.py): the fp32 copy of the logits becomes the softmax in
-        # place and is kept; their backward works in place too. te (Transformer Engine's
-        # parallel_cross_entropy, cross_entropy.py) writes the gradient into the logits
-        # themselves in forward and keeps them: no fp32 copy
-        steps.alloc(fw, f, "logits", "logits", cb * n)
-        if cb != 4 and r.execution.training.loss_fusion != "te":
-            steps.alloc(fw, f, "logits fp32", "logits in fp32 (kept by the loss)", 4 * n)
-            steps.free(fw, f, "logits", "logits")
-            between()
-            steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
-            steps.free(bw, b, "logits fp32", "logits in fp32 (kept by the loss)")
-            steps.free(bw, b, "d logits", "loss gradient (compute precision)")
-        else:
-            between()
-            steps.free(bw, b, "logits", "logits")
-        return
     # transformers' loss: logits.float(), F.cross_entropy = log_softmax (kept) + nll_loss
     steps.alloc(fw, f, "logits", "logits", cb * n)
     if cb != 4:
@@ -85,6 +69,27 @@ def loss_events(
     steps.alloc(bw, b, "d head", HEAD_GRAD, head_grad)  # the head's matmul backward
     steps.free(bw, b, "d logits", "loss gradient (compute precision)")  # after the head's
     steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
+
+
+def _megatron_loss(steps: Steps, r: Resolved, between: Callable[[], None]) -> None:
+    """Megatron's vocab_parallel_cross_entropy and its fused native form (loss_fusion: native,
+    fusions/fused_cross_entropy.py): the fp32 copy of the logits becomes the softmax in place
+    and is kept; their backward works in place too. te (Transformer Engine's
+    parallel_cross_entropy, cross_entropy.py) writes the gradient into the logits themselves
+    in forward and keeps them: no fp32 copy."""
+    n, cb = logits_values(r), r.accounting.compute_bytes
+    fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
+    steps.alloc(fw, f, "logits", "logits", cb * n)
+    if cb != 4 and r.execution.training.loss_fusion != "te":
+        steps.alloc(fw, f, "logits fp32", "logits in fp32 (kept by the loss)", 4 * n)
+        steps.free(fw, f, "logits", "logits")
+        between()
+        steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
+        steps.free(bw, b, "logits fp32", "logits in fp32 (kept by the loss)")
+        steps.free(bw, b, "d logits", "loss gradient (compute precision)")
+    else:
+        between()
+        steps.free(bw, b, "logits", "logits")
 
 
 def outside_saved(r: Resolved, stage: int, last: bool) -> tuple[float, float, float]:
