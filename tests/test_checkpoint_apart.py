@@ -169,7 +169,8 @@ def _fields(result) -> dict:
     """A StepResult's fields as plain data, how it was simulated (wall time, events, steps
     and micro-batches simulated, the checkpoint's round-off bound) left out."""
     out = dataclasses.asdict(result)
-    for how in ("wall_s", "events", "steps_simulated", "micro_batches_simulated", "trace"):
+    how_simulated = ("wall_s", "events", "steps_simulated", "micro_batches_simulated", "trace")
+    for how in (*how_simulated, "steady_state", "steady_state_why"):
         out.pop(how, None)
     if out.get("checkpoint"):
         out["checkpoint"].pop("round_off_s")
@@ -189,7 +190,11 @@ def test_random_async_checkpoints_apart_report_the_multi_step_runs(p, every, sha
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(steady, "checkpoint_apart", lambda res: False)
         multi = simulate(scenario(raw))
-    assert apart.steady_state == multi.steady_state
+    # the figures, not how they were reached: the multi-step samples can fall back to the
+    # full simulation (their checkpoint's bytes differing by a sample) where one run measured
+    # apart extrapolates; both must give the full step's figures
+    if multi.steady_state == "extrapolated":
+        assert apart.steady_state == "extrapolated"
     # within the multi-step runs' round-off (tiersim.engine.steady: E x eps x the clock)
     noise_s = multi.events * sys.float_info.epsilon * multi.time_s * 3
     assert within(_fields(multi), _fields(apart), noise_s, multi.time_s) == []

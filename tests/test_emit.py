@@ -59,6 +59,7 @@ training:
   optimizer: adamw
   precision: {weights: fp32, gradients: fp32, master: none, optimizer: fp32, compute: bf16}
   recompute: full
+  loss_chunks: 8  # torchtitan's chunked loss, as given: written as [loss] num_chunks
 parallel: {data: 16, tensor: 2, sequence: true, zero_stage: 3}
 hardware: {preset: dgx-h100}
 checkpoint: {every_steps: 500, mode: async}

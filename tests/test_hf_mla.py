@@ -122,7 +122,8 @@ def test_a_latent_attention_scenario_is_accounted_under_huggingface():
 
 
 def test_deepseek_moe_stays_refused_under_huggingface():
-    """DeepSeek-V3's MoE (shared experts without a gate) is not the huggingface accounting's."""
+    """Shared experts without a gate and without DeepSeek-V3's router groups (expert_groups:
+    test_hf_deepseek_moe.py) are not the huggingface accounting's."""
     from engine_helpers import merge, scenario
 
     from tiersim.core.errors import InputError

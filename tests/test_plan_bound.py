@@ -1,5 +1,6 @@
-"""The planner's lower bound on a step (tiersim.plan.bound) is never above the simulated step:
-every shipped scenario, and random small ones (hypothesis)."""
+"""The planner's lower bound on a step (tiersim.plan.bound) is never above the simulated step,
+and its upper bound on the step's period (tiersim.plan.upper, without its margin) never below
+the simulated period: every shipped scenario, and random small ones (hypothesis)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_engine_properties import build_raw, random_raw
 
+from tiersim.analysis.flash import interfering
 from tiersim.config.load import Loaded, load_scenario
+from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import step_bound
+from tiersim.plan.upper import period_upper_s
 from tiersim.runner import simulate
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
@@ -25,15 +29,21 @@ SHIPPED = sorted((ROOT / "scenarios").glob("*.yaml")) + sorted(
 )
 
 
-def bound_and_step(s) -> tuple[float, float]:
+def bounds_and_run(s) -> tuple[float, float, float, float]:
+    """(lower bound, simulated step, upper bound on the period, simulated period)."""
     res = resolve(s)
-    return step_bound(res, build_workload(res, build_inventory(res))).time_s, simulate(s).time_s
+    wl = build_workload(res, build_inventory(res))
+    run = simulate(s)
+    upper = period_upper_s(res, wl, Topology(res.machine))
+    return step_bound(res, wl).time_s, run.time_s, upper, run.period_s
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
-def test_the_bound_is_never_above_a_shipped_scenarios_step(path):
-    bound, step = bound_and_step(load_scenario(path, []).scenario)
+def test_the_bounds_hold_a_shipped_scenarios_step_between_them(path):
+    s = load_scenario(path, []).scenario
+    bound, step, upper, period = bounds_and_run(s)
     assert 0 < bound <= step
+    assert period <= upper or interfering(s)  # ports set by a first simulation: not bounded
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -43,8 +53,9 @@ def test_the_bound_is_never_above_a_random_scenarios_step(p, data, checkpoint):
     raw["parallel"] = {"data": data, "zero_stage": 3 if data > 1 else 0}
     if checkpoint != "none":
         raw["checkpoint"] = {"every_steps": 2, "target": checkpoint, "mode": "blocking"}
-    bound, step = bound_and_step(scenario(raw))
+    bound, step, upper, period = bounds_and_run(scenario(raw))
     assert bound <= step
+    assert period <= upper
 
 
 def test_the_bound_counts_each_port_s_bytes_by_hand():

@@ -259,20 +259,23 @@ def test_a_repeat_apart_from_the_first_is_found_too(tmp_path, cli):
 
 
 def test_validate_refuses_a_plan_section_too_large_as_plan_does(tmp_path, cli):
-    # 4 tiers for each of 5 classes, 3 recompute modes, 7 prefetch depths: 4^5 x 3 x 7 = 21,504
-    assert 4**5 * 3 * 7 == 21_504
+    # 4 tiers for each of 5 classes, 3 recompute modes, 7 prefetch depths, 4 ZeRO stages, the
+    # optimizer on GPU or CPU, 4 micro-batch sizes: 4^5 x 3 x 7 x 4 x 2 x 4 = 688,128
+    assert 4**5 * 3 * 7 * 4 * 2 * 4 == 688_128
     tiers = "[hbm, dram, nvme, hbf]"
     homes = "".join(
         f"  placement.{c}: {tiers}\n"
         for c in ("weights", "gradients", "master", "optimizer", "activations")
     )
     plan = "plan:\n" + homes + RECOMPUTE + "  simulation.prefetch_depth: [1, 2, 3, 4, 5, 6, 7]\n"
+    plan += "  parallel.zero_stage: [0, 1, 2, 3]\n  placement.optimizer_compute: [gpu, cpu]\n"
+    plan += "  training.micro_batch_size: [1, 2, 4, 8]\n"
     path = _write(tmp_path, GENERIC + plan)
     for command in ("validate", "plan"):
         code, out, err = cli(command, path)
         assert code == 2 and out == ""
         assert err.startswith(
-            f"{path}: plan: search space too large: 21,504 candidates, over the 20,000 that "
+            f"{path}: plan: search space too large: 688,128 candidates, over the 500,000 that "
             "tiersim plan checks. It is the plan: section: "
         )
 

@@ -15,6 +15,8 @@ import pytest
 from conftest import SCENARIOS
 
 from tiersim.cli import main
+from tiersim.plan import chunks
+from tiersim.plan import run as run_module
 from tiersim.plan.bound import StepBound
 from tiersim.plan.contenders import Contenders, score_bound
 from tiersim.plan.prune import Candidate
@@ -55,11 +57,15 @@ def pruned_and_exhaustive(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:  # every candidate simulated
         mp.setattr(Contenders, "matters", lambda self, candidate: True)
         exhaustive = _plan(path)
-    return pruned, exhaustive
+    with pytest.MonkeyPatch.context() as mp:  # searched as a large space is (tiersim.plan.chunks)
+        mp.setattr(run_module, "LARGE", 0)
+        mp.setattr(chunks, "CHUNK", 16)  # 72 positions: 5 chunks, merged in order
+        large = _plan(path)
+    return pruned, exhaustive, large
 
 
 def test_a_pruned_search_gives_the_exhaustive_search_s_answer(pruned_and_exhaustive):
-    pruned, exhaustive = pruned_and_exhaustive
+    pruned, exhaustive, _ = pruned_and_exhaustive
     assert pruned["plans"] == exhaustive["plans"]
     assert pruned["hbf_optimizer"] == exhaustive["hbf_optimizer"]
     by_bound = pruned["candidates"]["pruned_by_bound"]
@@ -70,7 +76,22 @@ def test_a_pruned_search_gives_the_exhaustive_search_s_answer(pruned_and_exhaust
     assert pruned["candidates"]["simulated"] + sum(by_bound.values()) == simulated
 
 
-def _candidate(bound_s: float, hbf: bool = False, wear_floor_s: float = 0.0) -> Candidate:
+def test_a_large_space_s_search_gives_the_exhaustive_search_s_answer(pruned_and_exhaustive):
+    # checked on the workers a chunk at a time, sampled by its best bounds: the same answer,
+    # the same candidates checked, kept and pruned by the inventory
+    _, exhaustive, large = pruned_and_exhaustive
+    assert large["plans"] == exhaustive["plans"]
+    assert large["hbf_optimizer"] == exhaustive["hbf_optimizer"]
+    for key in ("checked", "invalid", "do_not_fit", "duplicates"):
+        assert large["candidates"][key] == exhaustive["candidates"][key]
+    by_bound = large["candidates"]["pruned_by_bound"]
+    simulated = exhaustive["candidates"]["simulated"]
+    assert large["candidates"]["simulated"] + sum(by_bound.values()) == simulated
+
+
+def _candidate(
+    bound_s: float, hbf: bool = False, wear_floor_s: float = 0.0, upper_s: float = math.inf
+) -> Candidate:
     bound = StepBound(bound_s, "compute", {"compute": bound_s})
     return Candidate(
         overrides=(),
@@ -84,6 +105,7 @@ def _candidate(bound_s: float, hbf: bool = False, wear_floor_s: float = 0.0) -> 
         hbf_optimizer=hbf,
         wear_floor_s=wear_floor_s,
         wear_tier="hbf" if wear_floor_s else None,
+        upper_s=upper_s,
     )
 
 
@@ -113,3 +135,20 @@ def test_the_wear_floor_lowers_the_score_a_plan_that_holds_can_reach():
     assert score_bound(c, "tokens_per_s", holding=True) == pytest.approx(4_000.0)
     # a candidate without a bound (its workload could not be built) is always simulated
     assert score_bound(dataclasses.replace(c, bound=None), "tokens_per_s") == math.inf
+
+
+def test_a_plan_whose_step_cannot_reach_its_wear_floor_cannot_hold():
+    # on HBF, bounded between 5 s and 8 s a step, its budget needing steps of 20 s or more:
+    # no run of it holds, so as a plan that holds it reaches nothing (-inf)...
+    c = _candidate(5.0, hbf=True, wear_floor_s=20.0, upper_s=8.0)
+    assert score_bound(c, "tokens_per_s", holding=True) == -math.inf
+    # ...and, none on HBF holding yet, it is simulated only while it could still be the best
+    # on HBF that fits: 80,000 / 5 = 16,000 tokens/s at most
+    contenders = Contenders("tokens_per_s", 2)
+    contenders.worn_best = 15_000.0
+    assert contenders.matters(c)
+    contenders.worn_best = 17_000.0
+    assert not contenders.matters(c)
+    assert dict(contenders.pruned) == {"hbf wear budget": 1}
+    # where its step could be 20 s long (upper bound 25 s), it might hold: simulated
+    assert contenders.matters(_candidate(5.0, hbf=True, wear_floor_s=20.0, upper_s=25.0))

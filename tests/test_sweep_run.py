@@ -207,18 +207,19 @@ def test_estimate_from_the_point_of_about_the_mean_passes_timed_by_its_cpu_time(
     options = SweepOptions(tmp_path / "out", 2, plots=False, progress=progress)
     run_sweep(load_sweep(path), options)
     # TINY: 24 layers + 1 = 25 units, one step (independent steps); grad_accumulation 1, 2,
-    # 4, 8 is that many micro-batches (12, the sample runs' 3 + 4 + 5, would be more): 25,
-    # 50, 100, 200 passes at each of 2 bandwidths. Their mean is 375 / 4 = 93.75, nearest
-    # 100: point 2 (10 GB/s, grad_accumulation 4), run before the others.
-    # 80 ms / 100 passes = 0.8 ms a pass; the others' 2 x 375 - 100 = 650 passes: 520 ms,
-    # on 2 workers 260 ms
+    # 4 is that many micro-batches, 8 is one run of 5 (no pipeline, so no warm-up: the
+    # samples' one run is 0 + 5 micro-batches, fewer than 8): 25, 50, 100, 125 passes at
+    # each of 2 bandwidths. Their mean is 300 / 4 = 75, as near 50 as 100: the first of
+    # equals, point 1 (10 GB/s, grad_accumulation 2), run before the others.
+    # 80 ms / 50 passes = 1.6 ms a pass; the others' 2 x 300 - 50 = 550 passes: 880 ms,
+    # on 2 workers 440 ms
     assert (
-        "point 2, of the 8 to run, took 80.00 ms: the other 7 on 2 workers, about 260.00 ms"
+        "point 1, of the 8 to run, took 80.00 ms: the other 7 on 2 workers, about 440.00 ms"
     ) in progress.getvalue()
     first = json.loads(log_lines(tmp_path / "out")[0])
     assert first["values"] == {
         "hardware.tiers.hbf.write_bandwidth": "10 GB/s",
-        "training.grad_accumulation": 4,
+        "training.grad_accumulation": 2,
     }
 
 

@@ -105,7 +105,14 @@ def titan(kv, dtype, **training):
         "max_positions": S,
     }
     precision = {"weights": dtype, "gradients": dtype, "master": "none", "optimizer": dtype}
-    training = {"implementation": "torchtitan", "precision": precision, **training}
+    # the module measured computes its loss in one piece, as torchtitan's CrossEntropyLoss
+    # (llama3_debugmodel_ce_loss); its default, the chunked loss: test_chunked_loss.py
+    training = {
+        "implementation": "torchtitan",
+        "precision": precision,
+        "loss_chunks": 1,
+        **training,
+    }
     return scenario({"name": "t", "model": model, "training": training})
 
 

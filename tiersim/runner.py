@@ -267,6 +267,16 @@ class Run:
         return self.variant(scenario).result
 
 
+class SearchRun(Run):
+    """A run as `tiersim plan`'s search needs it: its report in full but for the wear
+    remedies, priced (tiersim.analysis.wear) and not checked by simulating them (a failing
+    tier's gradient-accumulation remedy costs two more simulations of the step: two thirds
+    of such a candidate's time). The plan reruns in full the one plan whose remedies it
+    shows. The report's `wear` section calls `simulated` only where it is given."""
+
+    simulated = None  # type: ignore[assignment]
+
+
 def fully_simulated(s: Scenario) -> Scenario:
     """`s` simulated micro-batch by micro-batch (`simulation.steady_state: full`)."""
     simulation = s.simulation.model_copy(update={"steady_state": "full"})

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
+from tiersim.config.loss_chunks import loss_chunk_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, MLA_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
@@ -173,15 +174,18 @@ def _implementation_problems(s: Scenario) -> list[Problem]:
     if s.training.implementation == "torchtitan":
         return _titan_problems(s, variants)
     variants = [k for k in variants if k not in (*MIXTRAL_VARIANTS, *MLA_VARIANTS)]
-    if s.model.shared_expert_gate:  # Qwen2-MoE's block with gated shared experts
-        variants = [k for k in variants if not k.startswith("shared_expert")]
+    if s.model.shared_expert_gate or s.model.expert_groups:  # Qwen2-MoE's, DeepSeek-V3's
+        variants = [k for k in variants if not k.startswith(("shared_expert", "expert_groups"))]
+    if s.model.expert_groups:  # DeepSeek-V3's first_k_dense_replace
+        variants = [k for k in variants if k != "first_dense_layers"]
     if s.model.experts is not None and s.model.norm == "layernorm":
         variants.append("experts with norm: layernorm")
     if s.training.implementation != "huggingface" or not variants:
         return []
     what = (
         f"huggingface activation accounting knows GPT-2- and Llama-style layers, DeepSeek-V3's "
-        f"latent attention and Mixtral's mixture-of-experts only, and the model gives "
+        f"latent attention and the mixture-of-experts of Mixtral, Qwen2-MoE and DeepSeek-V3 "
+        f"(expert_groups) only, and the model gives "
         f"{', '.join(variants)} (expected implementation: megatron for other mixture-of-experts, "
         "q/k norms or post-norms)"
     )
@@ -381,6 +385,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + compile_problems(s)
         + _model_problems(s)
         + _implementation_problems(s)
+        + loss_chunk_problems(s)
         + _kernel_problems(s)
         + _position_problems(s)
         + _link_pair_problems(s)

@@ -237,6 +237,18 @@ def _latent(cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _router_groups(cfg: dict[str, Any], experts: int, per_token: int) -> dict[str, int]:
+    """DeepseekV3TopkRouter's expert groups (n_group, topk_group), where its routing can run
+    them: equal groups of at least 2 experts, enough experts in the best groups. Otherwise
+    none (the parameters are the same; the huggingface accounting then refuses the MoE)."""
+    groups, best = class_size(cfg, "n_group", 8), class_size(cfg, "topk_group", 4)
+    if experts % groups or experts // groups < 2 or best > groups:
+        return {}
+    if per_token > best * experts // groups:
+        return {}
+    return {"expert_groups": groups, "expert_groups_per_token": best}
+
+
 def _deepseek(cfg: dict[str, Any], family: str, defaults: tuple[int, ...]) -> dict[str, Any]:
     experts, shared, width, first_dense, max_positions = defaults
     dims = _core(cfg, family, max_positions)
@@ -258,6 +270,8 @@ def _deepseek(cfg: dict[str, Any], family: str, defaults: tuple[int, ...]) -> di
         )
     if moe and n_shared:
         moe |= {"shared_experts": n_shared, "shared_expert_ffn_hidden": moe_width}
+    if moe and family == "deepseek_v3":
+        moe |= _router_groups(cfg, moe["experts"], moe["experts_per_token"])
     if moe:
         moe["first_dense_layers"] = min(
             class_size(cfg, "first_k_dense_replace", first_dense, zero=True), dims["layers"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.presets import is_preset_file, load_preset
+from tiersim.config.presets import is_preset_file, read_preset
 from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml
 from tiersim.core.errors import Problem
@@ -15,7 +15,7 @@ from tiersim.core.errors import Problem
 
 def table_value(name: str, key: str, default: Any = None) -> Any:
     """A kernel table's top-level `key`, its base table's where it gives none."""
-    raw = read_yaml(Path(name), name) if is_preset_file(name) else load_preset("kernels", name)
+    raw = read_yaml(Path(name), name) if is_preset_file(name) else read_preset("kernels", name)
     if key in raw or "base" not in raw:
         return raw.get(key, default)
     return table_value(raw["base"], key, default)

@@ -170,6 +170,22 @@ def build(
     return Loaded(scenario, resolved, source, overrides=tuple(overrides), origin=origin)
 
 
+def build_resolved(resolved: dict[str, Any], source: str) -> Loaded | None:
+    """`build`'s scenario from a mapping whose presets and config.json are merged in already
+    (`tiersim plan`'s candidate: the resolved scenario with choices outside model: and
+    hardware: written in; `resolved` is changed as `build` changes it), or None where the
+    mapping has any problem (`build` of the mapping as written says which)."""
+    if derive_accumulation(resolved):
+        return None
+    try:
+        scenario = Scenario.model_validate(resolved)
+    except ValidationError:
+        return None
+    if consistency_problems(scenario):
+        return None
+    return Loaded(scenario, resolved, source)
+
+
 def _from_overrides(
     problems: list[Problem], overrides: list[str], raw: Any, base_dir: Path, origin: Origin
 ) -> list[Problem]:

@@ -39,6 +39,12 @@ def load_preset(kind: str, name: str) -> dict[str, Any]:
     return plain_copy(_shipped(kind, name))
 
 
+def read_preset(kind: str, name: str) -> dict[str, Any]:
+    """A shipped preset as a mapping to read, shared: never change it (`load_preset` gives a
+    copy to change); raises KeyError for an unknown name."""
+    return _shipped(kind, name)
+
+
 def _shipped(kind: str, name: str) -> dict[str, Any]:
     """The parsed preset itself, shared: to be copied (deep_merge copies), never changed."""
     if not isinstance(name, str) or name not in _preset_names(kind):

@@ -91,6 +91,9 @@ class ModelSpec(Strict):
     shared_experts: NonNegativeInt = 0
     shared_expert_ffn_hidden: PositiveInt | None = None  # each; default: expert_ffn_hidden
     shared_expert_gate: bool = False  # a sigmoid gate on the shared experts (Qwen2-MoE)
+    # DeepSeek-V3's router (sigmoid scores, top-k within the best groups): n_group, topk_group
+    expert_groups: PositiveInt | None = None  # None: a softmax router (Mixtral, Qwen)
+    expert_groups_per_token: PositiveInt | None = None  # default with expert_groups: 1
     first_dense_layers: NonNegativeInt = 0  # DeepSeek's first_k_dense_replace
     # DeepSeek-V3's multi-token-prediction modules (num_nextn_predict_layers), each a projection
     # of [norm(embedding); norm(hidden)] (2h -> h), a layer like the last and a norm, sharing
@@ -252,6 +255,9 @@ class Training(Strict):
     # Megatron-Core's cross-entropy (--cross-entropy-loss-fusion, --cross-entropy-fusion-impl):
     # none and native keep the fp32 softmax; te keeps the logits alone (state/step_memory.py)
     loss_fusion: Literal["none", "native", "te"] = "none"
+    # torchtitan's ChunkedLossWrapper: head and loss run, forward and backward, on 1/N of the
+    # tokens at a time inside the forward; null: torchtitan 8 (its default), others 1
+    loss_chunks: PositiveInt | None = None
     # `attention_kernel: flash` as FlashAttention-2, -3 or cuDNN's (TE's), null: -2 (kernel table)
     flash_kernel: Literal["flash2", "flash3", "cudnn"] | None = None
     # huggingface's elementwise ops torch.compile'd (true) or eager (false; workload/eager.py)

@@ -11,6 +11,8 @@ _MOE_ONLY = {
     "shared_experts": 0,
     "shared_expert_ffn_hidden": None,
     "shared_expert_gate": False,
+    "expert_groups": None,
+    "expert_groups_per_token": None,
     "first_dense_layers": 0,
     "moe_every": 1,
     "dense_layers": (),
@@ -69,6 +71,28 @@ def _check_moe(spec: Any) -> None:
             f"first_dense_layers ({spec.first_dense_layers}) is more than layers ({spec.layers})"
         )
     _check_indices(spec, "dense_layers", spec.dense_layers)
+    _check_groups(spec)
+
+
+def _check_groups(spec: Any) -> None:
+    """DeepSeek-V3's router: the experts split into equal groups of at least two (it sums each
+    group's two best scores), k experts chosen among the best groups' experts."""
+    groups, best = spec.expert_groups, spec.expert_groups_per_token
+    if groups is None:
+        if best is not None:
+            raise ValueError("expert_groups_per_token given without 'expert_groups'")
+        return
+    if spec.experts % groups or spec.experts // groups < 2:
+        raise ValueError(
+            f"expert_groups ({groups}) must divide experts ({spec.experts}) into groups of at "
+            "least 2 (DeepSeek-V3's router sums each group's two best scores)"
+        )
+    best = best or 1
+    if best > groups or spec.experts_per_token > best * spec.experts // groups:
+        raise ValueError(
+            f"expert_groups_per_token ({best}) must be at most expert_groups ({groups}) and "
+            f"its groups hold at least experts_per_token ({spec.experts_per_token}) experts"
+        )
 
 
 def _check_indices(spec: Any, key: str, indices: tuple[int, ...] | None) -> None:

@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from tiersim.core import intervals as iv
-from tiersim.engine.core import NET_CHANNELS, Engine, RunLog
+from tiersim.engine.core import NET_CHANNELS, Engine
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import COMPUTE_ROLES, Op, OpKind, Role
 from tiersim.engine.results import LinkStats, StepResult, TierStats
@@ -17,11 +17,27 @@ from tiersim.hardware.topology import Topology
 from tiersim.state.classes import CHECKPOINT_WRITES
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
+Rows = tuple[list[Op], list[float], list[float]]  # ops, and each one's start and end
 
 
-def _step_ops(
-    log: RunLog, ops: list[Op], step: int, optimizer_kind: OpKind, window: tuple | None = None
-) -> tuple:
+def overlapping(engine: Engine, window: tuple[float, float] | None) -> Rows:
+    """The run's ops that may reach into the window [lo, hi) (those that start before hi and
+    end at lo or later; every op where there is no window), with their starts and ends, in
+    op order. What a window's figures read of a run (`measure` over a period): an op that ends
+    before lo or starts at hi or later adds nothing to them (it neither starts in the window
+    nor covers any of its time), and the ones kept are read in the same order, so the same
+    sums."""
+    log, ops = engine.log, engine.schedule.ops
+    if window is None:
+        return ops, log.start, log.end
+    lo, hi = window
+    keep = [
+        i for i, (s, e) in enumerate(zip(log.start, log.end, strict=True)) if s < hi and e >= lo
+    ]
+    return [ops[i] for i in keep], [log.start[i] for i in keep], [log.end[i] for i in keep]
+
+
+def _step_ops(rows: Rows, step: int, optimizer_kind: OpKind, window: tuple | None = None) -> tuple:
     """One pass over a run's ops: the time GPU, bubble (IDLE) and CPU ops ran over the whole
     run, the durations of the `step`'s (with a `window` (lo, hi): of the ops starting in it)
     compute, recompute and optimizer ops (in op order: `sum` over the ops, as before), the time
@@ -32,7 +48,7 @@ def _step_ops(
     compute, recompute, optimizer, kinds = [], [], [], {}  # durations; bytes by kind
     # kinds compared by identity: an enum's hash (a dict key) is a Python call per op
     gpu, idle, cpu, move, comm, sync = OpKind.GPU, OpKind.IDLE, OpKind.CPU, MOVE, COMM, SYNC
-    for op, start, end in zip(ops, log.start, log.end, strict=True):
+    for op, start, end in zip(*rows, strict=True):
         kind = op.kind
         mine = op.step == step if by_step else lo <= start < hi
         if kind is gpu:
@@ -151,14 +167,14 @@ def measure(
     """The measured step of a finished run: time and its breakdown, links and tiers. With a
     `window` (lo, hi) and each tier's `occupancy` in it (mean, peak, low): what the ops
     that start in it and the time in it add (a period of the step: tiersim.engine.periods)."""
-    res, log, ops = engine.res, engine.log, engine.schedule.ops
-    # a measured first step (steps independent: tiersim.engine.steady) starts at 0
+    res, log = engine.res, engine.log
     step = (log.step_end[measured_step - 1] if measured_step else 0.0, log.step_end[measured_step])
-    lo, hi = window or step
+    lo, hi = window or step  # a measured first step (independent steps: steady.py) starts at 0
     gpu_optimizer = res.execution.placement.optimizer_compute == "gpu"
     optimizer_kind = OpKind.GPU if gpu_optimizer else OpKind.CPU
+    rows = overlapping(engine, window)  # a period's: only the ops that reach into it
     busy, waits, compute_s, recompute_s, optimizer_s, kinds = _step_ops(
-        log, ops, measured_step, optimizer_kind, window
+        rows, measured_step, optimizer_kind, window
     )
     gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)
@@ -169,7 +185,7 @@ def measure(
     link_time = iv.total(any_link)
     overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
     links_moved, read, written = _routed(engine.topo, kinds)
-    links = _link_stats(engine, links_moved, lo, hi)
+    links = _link_stats(engine, links_moved, lo, hi, rows)
     tiers = _tier_stats(engine, measured_step, read, written, occupancy)
     return StepResult(
         time_s=hi - lo,
@@ -205,11 +221,13 @@ def _exposed_collective(
     return iv.total(iv.intersect(waiting, blocked))
 
 
-def _link_stats(engine: Engine, links_moved: dict, lo: float, hi: float) -> dict[str, LinkStats]:
+def _link_stats(
+    engine: Engine, links_moved: dict, lo: float, hi: float, rows: Rows | None = None
+) -> dict[str, LinkStats]:
     """Each hardware link and network channel: bytes per direction, busy time and time with
-    a transfer in flight in [lo, hi]."""
+    a transfer in flight in [lo, hi] (`rows`: the ops that may overlap it, else every op)."""
     busy, step_s = engine.net.busy.intervals, hi - lo
-    in_flight = in_flight_s(engine, (lo, hi))
+    in_flight = in_flight_s(engine, (lo, hi), rows)
     channels = list(engine.res.machine.links) + [c for c in NET_CHANNELS if c in links_moved]
     links = {}
     for name in channels:
@@ -227,13 +245,16 @@ def _link_stats(engine: Engine, links_moved: dict, lo: float, hi: float) -> dict
     return links
 
 
-def in_flight_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:
+def in_flight_s(
+    engine: Engine, window: tuple[float, float] | None = None, rows: Rows | None = None
+) -> dict[str, float]:
     """Seconds each link (or network channel) had a transfer in flight, over the whole run or
     within `window` (start, end): from a move's or collective's start to its end, its latency
     and a route's pipeline fill included, which the busy time (bytes moving) leaves out.
     These are the trace's spans: a link's rows in the step picture say this share "in
-    flight" (tiersim.report.plot_timeline)."""
-    spans = _by_link(engine.topo, _spans_by_kind(engine, window, None, True))
+    flight" (tiersim.report.plot_timeline). `rows`: the ops that may overlap the window
+    (`overlapping`), else every op."""
+    spans = _by_link(engine.topo, _spans_by_kind(engine, window, None, True, rows))
     return {name: iv.total(iv.union(found)) for name, found in spans.items()}
 
 
@@ -258,7 +279,11 @@ def in_flight_added_s(
 
 
 def _spans_by_kind(
-    engine: Engine, window: tuple[float, float] | None, role: Role | None, of_role: bool
+    engine: Engine,
+    window: tuple[float, float] | None,
+    role: Role | None,
+    of_role: bool,
+    rows: Rows | None = None,
 ) -> dict[Any, iv.Intervals]:
     """The run's transfers' (start, end) within the window, by kind (a move's (src, dst,
     bytes), a collective's channel): every transfer (`role` None), or those of `role`
@@ -266,7 +291,8 @@ def _spans_by_kind(
     lo, hi = window if window is not None else (-math.inf, math.inf)
     kinds: dict[Any, iv.Intervals] = {}
     move, comm, sync = MOVE, COMM, SYNC  # compared by identity, once per op
-    for op, start, end in zip(engine.schedule.ops, engine.log.start, engine.log.end, strict=True):
+    rows = rows or (engine.schedule.ops, engine.log.start, engine.log.end)
+    for op, start, end in zip(*rows, strict=True):
         kind = op.kind
         if kind is not move and kind is not comm and kind is not sync:
             continue

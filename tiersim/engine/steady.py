@@ -136,18 +136,38 @@ def samples(res: Resolved, stage: int) -> tuple[int, int, int] | None:
     """The micro-batch counts of the three runs that measure a period, or None to simulate m
     in full (asked for, or too few micro-batches for the samples to cost less). The shortest
     run has the stage's warm-up forwards and two micro-batches more (the first is the one
-    without a partial gradient to read back; the last carries the step's reductions)."""
+    without a partial gradient to read back; the last carries the step's reductions). Where
+    the samples come from one run of the longest (`one_run`), that run is sized on its own
+    (`one_run_length`) and taken wherever it is shorter than m: one run of n costs about what
+    n micro-batches in full do (its two periods' measures read only their own ops,
+    metrics.overlapping), where three runs cost their sum."""
     m, per = res.execution.training.grad_accumulation, period(res)
     if res.execution.simulation.steady_state == "full":
         return None
     par = res.execution.parallel
     p, v = par.pipeline, par.virtual_pipeline
     warmup = (p - stage - 1) * 2 + (v - 1) * p if v > 1 else p - stage - 1
+    if one_run(res):
+        n = one_run_length(m, v, per, warmup)
+        return (n - 2 * per, n - per, n) if n < m else None
     n = m % per or per
     while n < warmup + 3 or (v > 1 and n <= p):
         n += per
     runs = (n, n + per, n + 2 * per)
     return runs if sum(runs) < m else None
+
+
+def one_run_length(m: int, v: int, per: int, warmup: int) -> int:
+    """Micro-batches of the one run the samples come from: the fewest n ≡ m modulo the
+    period (`per` micro-batches) whose steady pairs hold, after the stage's `warmup` forward
+    visits and two micro-batches more, the three periods `period_starts` reads:
+    n·v >= warmup + (3·per + 2)·v. Without interleaving (v = per = 1) that is warmup + 5, the
+    longest of the three runs warmup + 3, + 4 and + 5; interleaved, the warm-up is counted
+    in visits (v a micro-batch), not micro-batches."""
+    n = m % per or per
+    while n * v < warmup + (3 * per + 2) * v:
+        n += per
+    return n
 
 
 # --- the figures that grow by a period (their rules: tiersim.engine.figures) -----------------
@@ -185,10 +205,10 @@ def judged(
     out = {}
     for key, c in samples[-1].items():
         grew, then = first.get(key, 0), second.get(key, 0)
-        seen = [f"{s[key]:,}" for s in samples if key in s]
         uneven = then - grew
         if key[0] == "n":
             if uneven != 0:
+                seen = [f"{s[key]:,}" for s in samples if key in s]
                 return NoRepetition(
                     f"{_name(key)} grows by {grew:,} then {then:,} a period "
                     f"({', '.join(seen)} over the runs)"

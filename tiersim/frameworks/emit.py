@@ -78,10 +78,15 @@ def read_back_differences(s: Scenario, kind: str, text: str) -> dict[str, tuple[
         except InputError as exc:
             return {"": ("this scenario", f"an error: {exc.problems[0].message}")}
     from tiersim.config.framework_parallel import resolved_parallel
+    from tiersim.config.loss_chunks import DEFAULT_LOSS_CHUNKS
 
     def section_of(scenario: Scenario, section: str) -> dict:
         given = resolved_parallel(scenario) if section == "parallel" else getattr(scenario, section)
-        return _leaves(given.model_dump(mode="json"), f"{section}.", {})
+        out = _leaves(given.model_dump(mode="json"), f"{section}.", {})
+        if section == "training":  # the loss's chunks as each implementation resolves them
+            t = scenario.training
+            out[f"{section}.loss_chunks"] = t.loss_chunks or DEFAULT_LOSS_CHUNKS[t.implementation]
+        return out
 
     out = {}
     for section in EXECUTION:  # as given (a framework's defaults not filled in)

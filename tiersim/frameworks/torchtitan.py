@@ -39,6 +39,8 @@ def read_torchtitan(cfg: dict[str, Any], source: str, hf_config: bool) -> Mapped
             continue
         reader(out, section, body, hf_config)
     _precision(out, cfg.get("training", {}))
+    if "training.loss_chunks" not in out.values:  # the TOML job config's era: no chunking
+        out.put("training.loss_chunks", 1, "(torchtitan TOML: cross_entropy_loss, one piece)")
     if "micro" not in out.facts:  # torchtitan's default local_batch_size
         out.facts["micro"] = 8
         out.put("training.micro_batch_size", 8, "training.local_batch_size (default 8)")
@@ -235,6 +237,17 @@ def _optimizer(out: Mapped, section: str, body: dict[str, Any], hf_config: bool)
             out.unmapped(where, value, "optimizer hyperparameters: not modelled")
 
 
+def _loss(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    """ChunkedLossWrapper.Config's num_chunks (torchtitan/components/loss.py); a TOML of the
+    job-config era has no [loss]: its cross_entropy_loss takes all the tokens at once."""
+    for key, value in body.items():
+        where = f"{section}.{key}"
+        if key == "num_chunks":
+            out.put("training.loss_chunks", integer(where, value), where)
+        else:
+            out.unmapped(where, value)
+
+
 def _compile(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
     for key, value in body.items():
         where = f"{section}.{key}"
@@ -253,4 +266,5 @@ _SECTIONS = {
     "checkpoint": _checkpoint,
     "optimizer": _optimizer,
     "compile": _compile,
+    "loss": _loss,
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tiersim.config.framework_parallel import resolved_parallel
+from tiersim.config.loss_chunks import DEFAULT_LOSS_CHUNKS
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 from tiersim.frameworks.torchtitan import DTYPES, PRESETS
@@ -45,6 +46,9 @@ def write_torchtitan(s: Scenario) -> Emitted:
     tables["training"] = _training(s, notes)
     tables["parallelism"] = _parallelism(s, notes)
     tables.update(_the_rest(s, notes))
+    chunks = s.training.loss_chunks or DEFAULT_LOSS_CHUNKS[s.training.implementation]
+    if chunks > 1:  # ChunkedLossWrapper.Config.num_chunks, at the config's path loss.num_chunks
+        tables["loss"] = {"num_chunks": chunks}
     lines = [f"# written by tiersim from scenario {s.name}: {world(s)} GPUs"]
     for name, body in tables.items():
         lines.append(f"\n[{name}]")

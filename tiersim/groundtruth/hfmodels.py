@@ -1,4 +1,5 @@
-"""Real `transformers` models (GPT-2, Llama, Mistral, Qwen2, Mixtral, Qwen2-MoE) built from
+"""Real `transformers` models (GPT-2, Llama, Mistral, Qwen2, Mixtral, Qwen2-MoE, DeepSeek-V3:
+groundtruth/hfdeepseek.py) built from
 tiersim's dimensions, random weights, nothing downloaded, and one measured training step on them.
 
 The model's parameter tensors are those tiersim counts (GPT-2's fused c_attn holds q, k and v
@@ -12,18 +13,20 @@ Nothing here is imported unless PyTorch and transformers are installed (the `mea
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
 import transformers
 from torch import nn
 
+from tiersim.groundtruth.hfdeepseek import deepseek_config, deepseek_fits
 from tiersim.groundtruth.torchmodels import LayerWatch, storage_key
 from tiersim.state.activations import Accounting, hf_style, hf_unsupported
 from tiersim.state.model import Transformer
 
 KERNELS = {"eager": "eager", "sdpa": "sdpa"}  # transformers' attn_implementation names
-FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "mixtral", "qwen2_moe")
+FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "deepseek_v3")
 
 
 def _biases_fit(m: Transformer, family: str) -> bool:
@@ -50,6 +53,8 @@ def family_of(m: Transformer, family: str | None) -> str:
         return "gpt2"
     if m.position != "rope" or not m.gated_mlp:
         raise ValueError("an RMSNorm model is built as Llama, with rotary positions and SwiGLU")
+    if m.mla is not None:
+        return deepseek_fits(m)
     if m.moe is not None:
         return _mixtral_fits(m)
     for name in (family, "llama", "qwen2"):
@@ -70,6 +75,10 @@ def _mixtral_fits(m: Transformer) -> str:
     assert moe is not None
     if hf_unsupported(m):
         raise ValueError(f"transformers' MoE families do not build {hf_unsupported(m)}")
+    if moe.groups is not None:
+        raise ValueError(
+            "DeepSeek-V3's grouped router is built with latent attention (kv_lora_rank)"
+        )
     if moe.shared:
         if moe.shared != 1 or not moe.shared_gate or m.attn_out_bias or m.mlp_bias:
             raise ValueError(
@@ -141,6 +150,8 @@ def _mixtral_config(m: Transformer, acc: Accounting, seq_len: int) -> Any:
 
 
 def hf_config(m: Transformer, family: str, acc: Accounting, seq_len: int) -> Any:
+    if family == "deepseek_v3":
+        return deepseek_config(m, acc, seq_len)
     if family == "mixtral":
         return _mixtral_config(m, acc, seq_len)
     if family == "qwen2_moe":
@@ -174,6 +185,10 @@ def build(m: Transformer, family: str, acc: Accounting, seq_len: int, dtype: Any
     cfg = hf_config(m, family, acc, seq_len)
     cfg._attn_implementation = KERNELS[acc.kernel]
     cls = transformers.GPT2LMHeadModel if family == "gpt2" else transformers.AutoModelForCausalLM
+    if family == "deepseek_v3":  # in its dtype as loaded: the router's weight stays fp32
+        net = cls.from_config(cfg, dtype=dtype)
+        net.config._attn_implementation = KERNELS[acc.kernel]
+        return net.train()
     net = cls(cfg) if family == "gpt2" else cls.from_config(cfg)
     net.config._attn_implementation = KERNELS[acc.kernel]
     return net.to(dtype).train()
@@ -183,21 +198,49 @@ def layers_of(net: nn.Module) -> nn.ModuleList:
     return net.transformer.h if hasattr(net, "transformer") else net.model.layers
 
 
+class _Held:
+    """A saved tensor as autograd's graph holds it: alive while the graph node that saved it."""
+
+    __slots__ = ("__weakref__", "tensor")
+
+    def __init__(self, tensor: torch.Tensor):
+        self.tensor = tensor
+
+
 class SavedStorages(LayerWatch):
-    """Each storage autograd saves, once, with the layers that saved it (-1: outside)."""
+    """Each storage autograd saves, once, with the layers that saved it (-1: outside).
+    `drop_freed()`, called while the forward's output is alive, forgets what the graph has
+    already let go: a node off the loss's path dies with its outputs (DeepSeek-V3's router
+    saves group indices and a mask for a top-k whose values nothing differentiates)."""
 
     def __init__(self, layers: int, excluded: list[torch.Tensor]):
         self.layers = layers
         self.excluded = {storage_key(t) for t in excluded}
-        self.seen: dict[tuple[str, int], tuple[int, set[int]]] = {}
+        self.records: list[tuple[Any, tuple[str, int], int, int]] = []
         self.current = -1
 
-    def pack(self, t: torch.Tensor) -> torch.Tensor:
+    def pack(self, t: torch.Tensor) -> Any:
         key = storage_key(t)
-        if key not in self.excluded:
-            _, where = self.seen.setdefault(key, (t.untyped_storage().nbytes(), set()))
-            where.add(self.current)
-        return t
+        if key in self.excluded:
+            return t
+        held = _Held(t)
+        nbytes = t.untyped_storage().nbytes()
+        self.records.append((weakref.ref(held), key, nbytes, self.current))
+        return held
+
+    @staticmethod
+    def unpack(t: Any) -> torch.Tensor:
+        return t.tensor if isinstance(t, _Held) else t
+
+    def drop_freed(self) -> None:
+        self.records = [r for r in self.records if r[0]() is not None]
+
+    @property
+    def seen(self) -> dict[tuple[str, int], tuple[int, set[int]]]:
+        out: dict[tuple[str, int], tuple[int, set[int]]] = {}
+        for _, key, nbytes, layer in self.records:
+            out.setdefault(key, (nbytes, set()))[1].add(layer)
+        return out
 
     @property
     def per_layer(self) -> list[int]:
@@ -219,6 +262,7 @@ def train_step(net: nn.Module, optimizer: Any, ids: Any, saved: SavedStorages | 
     else:
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
             loss = net(input_ids=ids, labels=ids, use_cache=False).loss
+        saved.drop_freed()  # what backward will find
     loss.backward()
     optimizer.step()
 

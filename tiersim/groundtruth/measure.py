@@ -94,6 +94,7 @@ class Measurement:
     device_name: str | None = None  # the GPU's name, on a GPU
     named_model: dict[str, Any] = field(default_factory=dict)  # model_dims, without --set
     predicted_per_layer: int | None = None  # huggingface: the accounting for this device
+    predicted_layers: tuple[int, ...] = ()  # huggingface: each layer's (dense and MoE differ)
     predicted_outside: int | None = None
     family: str | None = None  # the transformers class run
     predicted_step_peak: int | None = None  # huggingface: the memory timeline's peak
@@ -130,7 +131,7 @@ def _predicted(s: Scenario, got: dict[str, Any]) -> dict[str, int]:
     device measured on."""
     out = predicted_bytes(s)
     if "per_layer_predicted" in got:
-        layers = s.model.layers * got["per_layer_predicted"]
+        layers = sum(got["layers_predicted"])
         out["activations"] = layers + got["outside_predicted"]
     return out
 
@@ -251,6 +252,7 @@ def measure(req: Request) -> Measurement:
         measured=got["measured"],
         predicted=_predicted(scenario, got),
         predicted_per_layer=got.get("per_layer_predicted"),
+        predicted_layers=tuple(got.get("layers_predicted", ())),
         predicted_outside=got.get("outside_predicted"),
         family=got.get("family"),
         predicted_step_peak=got.get("predicted_step_peak"),

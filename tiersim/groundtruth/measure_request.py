@@ -13,17 +13,27 @@ from typing import Any
 
 from tiersim.config.load import build
 from tiersim.config.schema import Scenario
-from tiersim.config.variants import MIXTRAL_VARIANTS, VARIANT_DEFAULTS, given_variants
+from tiersim.config.variants import (
+    MIXTRAL_VARIANTS,
+    MLA_VARIANTS,
+    VARIANT_DEFAULTS,
+    given_variants,
+)
 from tiersim.core.errors import InputError, Problem
 from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
 from tiersim.state.optimizers import optimizer as optimizer_named
 
-# the MoE keys transformers' Mixtral and Qwen2-MoE express (hfmodels.family_of checks the rest)
+# the MoE and attention keys transformers' Mixtral, Qwen2-MoE and DeepSeek-V3 express
+# (hfmodels.family_of checks the rest)
 HF_MOE_VARIANTS = (
     *MIXTRAL_VARIANTS,
     "shared_experts",
     "shared_expert_ffn_hidden",
     "shared_expert_gate",
+    *MLA_VARIANTS,
+    "expert_groups",
+    "expert_groups_per_token",
+    "first_dense_layers",
 )
 
 SOURCE = "tiersim measure"
@@ -70,14 +80,15 @@ def named_dims(req: Request) -> dict[str, Any]:
         return {}
 
 
-def prediction_scenario(req: Request) -> Scenario:
-    """The tiersim scenario that describes exactly what `measure` runs."""
-    scenario = _scenario(req)
+def prediction_scenario(req: Request, fsdp: int | None = None) -> Scenario:
+    """The tiersim scenario that describes exactly what `measure` runs (`fsdp`: FSDP2 over
+    that many ranks, each the scenario's GPU)."""
+    scenario = _scenario(req, fsdp)
     _check_measurable(scenario)
     return scenario
 
 
-def _scenario(req: Request) -> Scenario:
+def _scenario(req: Request, fsdp: int | None = None) -> Scenario:
     for name, value, allowed in (
         ("optimizer", req.optimizer, OPTIMIZERS),
         ("dtype", req.dtype, DTYPES),
@@ -108,6 +119,9 @@ def _scenario(req: Request) -> Scenario:
     if req.dropout is not None:
         model |= {"attention_dropout": req.dropout, "hidden_dropout": req.dropout}
     raw = {"name": "measure", "model": model, "training": training}
+    if fsdp is not None:
+        raw |= {"parallel": {"data": fsdp, "zero_stage": 3}}
+        training["framework"] = "fsdp"
     return build(raw, req.base_dir, SOURCE, list(req.overrides)).scenario
 
 
@@ -126,8 +140,8 @@ def _check_measurable(s: Scenario) -> None:
         raise invalid(
             "model",
             f"{', '.join(variants)}: tiersim measure builds GPT-2- and Llama-style layers only "
-            "(and with --implementation huggingface Mixtral's and Qwen2-MoE's mixture-of-"
-            "experts; no latent attention, q/k norms or post-norms yet)",
+            "(and with --implementation huggingface Mixtral, Qwen2-MoE and DeepSeek-V3: "
+            "latent attention, its mixture-of-experts; no q/k norms or post-norms yet)",
         )
     head_dim = m.head_dim or m.hidden // m.heads
     if m.position == "rope" and head_dim % 2:

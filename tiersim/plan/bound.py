@@ -15,8 +15,10 @@ Each term is time the step cannot do without, whatever overlaps with what:
   at least once a step);
 - each tier's ports: every byte a step must move out of a tier passes its read port, every
   byte into it its write port, at no more than the port's bandwidth. A step must move at
-  least: the weights homed off the GPU, read once (forward needs them); the gradients homed
-  off the GPU, written once; the optimizer state and master weights homed off the device
+  least: the weights homed off the GPU, read once a micro-batch (each forward needs them, and
+  the engine keeps a unit's weights only into that unit's next use); the activations homed
+  off it, written out after each micro-batch's forward; the gradients homed off the GPU,
+  written once; the optimizer state and master weights homed off the device
   that updates them, read and written back once. Any route, split or staged, starts at the
   source's read port and ends at the destination's write port, so bytes / bandwidth bounds
   it, however the links between are shared.
@@ -91,9 +93,14 @@ def _port_seconds(res: Resolved, wl: Workload) -> tuple[dict[str, float], dict[s
             read[src] += nbytes
             written[dst] += nbytes
 
+    m = wl.micro_batches
     for u in wl.units:
         home = u.home or base
-        move(home["weights"], gpu, u.homed.get("weights", 0))
+        # every micro-batch's forward uses the weights; a unit's use right after its own (the
+        # last unit's backward after its forward) keeps them, but no two forwards of a unit
+        # follow each other: fetched at least once a micro-batch (engine/schedule_passes.py)
+        move(home["weights"], gpu, m * u.homed.get("weights", 0))
+        move(gpu, home["activations"], m * u.activations)  # written out after each forward
         move(gpu, home["gradients"], u.homed.get("gradients", 0))
         for cls in ("optimizer", "master"):
             move(home[cls], updater, u.homed.get(cls, 0))

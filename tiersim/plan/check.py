@@ -20,7 +20,9 @@ from tiersim.config.yamllines import key_lines, lines_from
 from tiersim.core.errors import InputError, Problem
 from tiersim.plan.space import GA, MBS, Space, build_space
 
-MAX_CANDIDATES = 20_000  # checking one against the inventory takes a few milliseconds
+# checking one against the inventory and bounding it takes about 1 ms of CPU (a large space is
+# checked on the workers, tiersim.plan.chunks): half a million is minutes on a few cores
+MAX_CANDIDATES = 500_000
 SUGGESTED = ("placement.optimizer", "placement.master", "training.recompute", MBS)
 
 

@@ -34,6 +34,8 @@ def score_bound(candidate: Candidate, objective: str, holding: bool = False) -> 
     if candidate.bound is None:
         return math.inf
     least_s = candidate.bound.time_s
+    if holding and candidate.wear_floor_s > candidate.upper_s:
+        return -math.inf  # its step cannot be as long as its budget needs: it cannot hold
     if holding:
         least_s = max(least_s, candidate.wear_floor_s)
     if math.isinf(least_s):
@@ -73,10 +75,19 @@ class Contenders:
         self.group_best[group] = max(self.group_best.get(group, -math.inf), value)
 
     def matters(self, candidate: Candidate) -> bool:
+        """Whether the candidate could still enter the answer (`could_matter`); if not,
+        counted as pruned, by the bound that rules it out."""
+        if self.could_matter(candidate):
+            return True
+        kth = self.best[0] if len(self.best) >= self.top else -math.inf
+        own = self.group_best.get(candidate.hbf_optimizer, -math.inf)
+        self.pruned[self._why(candidate, kth, own)] += 1
+        return False
+
+    def could_matter(self, candidate: Candidate) -> bool:
         """Whether the candidate could still enter the answer (module docstring): among the
         best K or first in its group as a plan that holds, or, with optimizer state on HBF
-        while none such holds, as the best that fits. If not, counted as pruned, by the bound
-        that rules it out."""
+        while none such holds, as the best that fits. Results added later only lower it."""
         if candidate.bound is None:
             return True
         holding = score_bound(candidate, self.objective, holding=True)
@@ -85,10 +96,8 @@ class Contenders:
         if holding > -math.inf and (holding >= kth or holding >= own):
             return True
         worn = candidate.hbf_optimizer and True not in self.group_best
-        if worn and score_bound(candidate, self.objective) >= self.worn_best:
-            return True  # it could be the best on HBF that fits, while none there holds
-        self.pruned[self._why(candidate, kth, own)] += 1
-        return False
+        # it could be the best on HBF that fits, while none there holds
+        return worn and score_bound(candidate, self.objective) >= self.worn_best
 
     def _why(self, candidate: Candidate, kth: float, own: float) -> str:
         """The bound that ruled the candidate out: its step time's binding term, or the wear

@@ -4,6 +4,9 @@ simulated. Equal scenarios (written differently) are simulated once."""
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -11,27 +14,33 @@ from pathlib import Path
 from typing import Any
 
 from tiersim.analysis.cost import tier_prices
-from tiersim.config.load import build
+from tiersim.analysis.flash import interfering
+from tiersim.config.load import Loaded, build, build_resolved
 from tiersim.config.mesh import Mesh
-from tiersim.config.overrides import apply_overrides
+from tiersim.config.overrides import set_path
+from tiersim.config.presets import resolve as resolve_presets
+from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
+from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import StepBound, step_bound, wear_floor
 from tiersim.plan.space import override_text
+from tiersim.plan.upper import MARGIN, period_upper_s
 from tiersim.runner import check_runnable
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.sweep.estimate import layer_passes
-from tiersim.sweep.worker import PointTask, scenario_key
+from tiersim.sweep.worker import PointTask
 from tiersim.workload.work import build_workload
 
+PRESET_SECTIONS = ("model.", "hardware.", "model", "hardware")  # what presets fill
 HBF = "hbf"  # the tier of "can HBF hold optimizer state?" (plan.rank.HBF)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     overrides: tuple[str, ...]  # `path=value`, as `tiersim run --set` takes them
     values: dict[str, Any]  # path -> value
-    task: PointTask  # the scenario mapping with the overrides applied, for a worker
+    task: PointTask | None  # built when it is simulated (`Pruned.task`); None until then
     gpus: int  # data x tensor x pipeline: the job's GPUs
     price_per_gpu_hour: float | None
     passes: int  # layer passes it simulates, to estimate its time by
@@ -44,6 +53,9 @@ class Candidate:
     # tier capital per GB and the period it is written off over (tiersim.analysis.cost)
     tier_prices: dict[str, float] = field(default_factory=dict)
     amortization_s: float | None = None
+    # its step's period can take no more (plan.upper, with its margin): where that is under
+    # the wear floor, no run of it holds the budget
+    upper_s: float = math.inf
 
 
 @dataclass
@@ -54,6 +66,38 @@ class Pruned:
     unfit: Counter = field(default_factory=Counter)  # tier -> candidates it cannot hold
     unfit_candidates: int = 0  # candidates some tier cannot hold
     duplicates: int = 0
+    keys: list[str] = field(default_factory=list)  # each kept candidate's scenario key
+    seen: set[str] = field(default_factory=set)  # the keys, to find a duplicate by
+    base: tuple[dict[str, Any], str, str] | None = None  # (mapping, folder, source)
+
+    def task(self, candidate: Candidate) -> PointTask:
+        """The candidate's point as a worker runs it: the scenario's mapping with its
+        choices written in (the search's own runs price the wear remedies: plan.run)."""
+        if candidate.task is not None:
+            return candidate.task
+        assert self.base is not None  # set by `prune`
+        raw, folder, source = self.base
+        mapping = copy.deepcopy(raw)
+        for path, value in candidate.values.items():
+            set_path(mapping, path.split("."), copy.deepcopy(value))
+        sets = " --set ".join(candidate.overrides)
+        return PointTask(mapping, folder, f"{source} --set {sets}", remedies=False)
+
+    def merge(self, part: Pruned) -> None:
+        """`part`'s candidates (checked after this one's) added, the duplicates of those
+        kept here dropped."""
+        self.checked += part.checked
+        self.invalid.update(part.invalid)
+        self.unfit.update(part.unfit)
+        self.unfit_candidates += part.unfit_candidates
+        self.duplicates += part.duplicates
+        for key, candidate in zip(part.keys, part.kept, strict=True):
+            if key in self.seen:
+                self.duplicates += 1
+                continue
+            self.seen.add(key)
+            self.keys.append(key)
+            self.kept.append(candidate)
 
 
 def prune(
@@ -63,76 +107,147 @@ def prune(
     combos: Iterable[tuple[tuple[str, Any], ...]],
     progress: Callable[[int], None] = lambda n: None,
 ) -> Pruned:
-    out = Pruned()
-    seen: set[str] = set()
+    out = Pruned(base=(raw, str(base_dir.resolve()), source))
+    check = Checker(raw, base_dir, source)
     for combo in combos:
         out.checked += 1
-        overrides = tuple(override_text(p, v) for p, v in combo)
-        candidate = _candidate(raw, base_dir, source, combo, overrides, out, seen)
-        if candidate is not None:
+        candidate, key = check(combo, out)
+        if candidate is not None and key in out.seen:
+            out.duplicates += 1
+        elif candidate is not None:
+            out.seen.add(key)
+            out.keys.append(key)
             out.kept.append(candidate)
         if out.checked % 100 == 0:
             progress(out.checked)
     return out
 
 
-def _candidate(raw, base_dir, source, combo, overrides, out: Pruned, seen: set[str]):
-    # built from the mapping with the choices written in, not as --set overrides: its
-    # problems are the plan's choices, not a --set the user never typed
-    mapping = apply_overrides(raw, list(overrides), source)  # a copy
-    try:
-        loaded = build(mapping, base_dir, source)
-        check_runnable(loaded)
-    except InputError as exc:
-        out.invalid[_reason(exc)] += 1
-        return None
-    res = resolve(loaded.scenario)
+@dataclass(frozen=True, slots=True)
+class Assessed:
+    """What a candidate's inventory, bounds and wear floor say: the same for candidates that
+    differ only in `simulation.*` (the inventory and the workload never read that section)."""
+
+    over: tuple[str, ...]  # tiers its resident state does not fit
+    bound: StepBound | None = None
+    tokens: int = 0
+    hbf_optimizer: bool = False
+    floor: tuple[float, str | None] = (0.0, None)
+    upper_s: float = math.inf
+    costs: tuple = ()  # (GPUs, price per GPU-hour, tier prices, amortization): `costs`
+
+
+class Checker:
+    """Checks candidates of one scenario one by one: valid, runnable, fitting the exact
+    inventory; bounded. Each `path=value` text is written once, and what a candidate's
+    `simulation.*` choices do not change is worked out once (`Assessed`)."""
+
+    def __init__(self, raw: dict[str, Any], base_dir: Path, source: str):
+        self.raw, self.base_dir, self.source = raw, base_dir, source
+        self.texts: dict[tuple[str, Any], str] = {}
+        self.assessed: dict[tuple, Assessed] = {}
+        problems: list = []  # the scenario's presets merged in once (`_built`)
+        self.resolved = resolve_presets(copy.deepcopy(raw), base_dir, problems)
+        self.resolved = None if problems else self.resolved
+
+    def _built(self, combo) -> Loaded:
+        """The candidate's scenario: where its choices are outside the sections presets and
+        config.json fill (model:, hardware:), from the scenario resolved once with them
+        written in; else, or where that has a problem, built as written (`build`, which
+        raises the problems as a run would)."""
+        if self.resolved is not None and not any(p.startswith(PRESET_SECTIONS) for p, _ in combo):
+            mapping = dict(self.resolved)
+            for section in {p.split(".")[0] for p, _ in combo} | {"training"}:
+                mapping[section] = copy.deepcopy(self.resolved.get(section, {}))
+            for path, value in combo:
+                set_path(mapping, path.split("."), copy.deepcopy(value))
+            loaded = build_resolved(mapping, self.source)
+            if loaded is not None:
+                return loaded
+        # built from the mapping with the choices written in, not as --set overrides: its
+        # problems are the plan's choices, not a --set the user never typed
+        mapping = copy.deepcopy(self.raw)
+        for path, value in combo:
+            set_path(mapping, path.split("."), copy.deepcopy(value))
+        return build(mapping, self.base_dir, self.source)
+
+    def text(self, path: str, value: Any) -> str:
+        key = (path, type(value), value)
+        if key not in self.texts:
+            self.texts[key] = override_text(path, value)
+        return self.texts[key]
+
+    def __call__(self, combo, out: Pruned) -> tuple[Candidate | None, str]:
+        try:
+            loaded = self._built(combo)
+            check_runnable(loaded)
+        except InputError as exc:
+            out.invalid[_reason(exc)] += 1
+            return None, ""
+        s = loaded.scenario
+        shared = tuple((p, type(v), v) for p, v in combo if not p.startswith("simulation."))
+        if shared not in self.assessed:
+            self.assessed[shared] = assess(s)
+        a = self.assessed[shared]
+        if a.over:
+            out.unfit.update(a.over)
+            out.unfit_candidates += 1
+            return None, ""
+        overrides = tuple(self.text(p, v) for p, v in combo)
+        gpus, price, prices, amortization = a.costs
+        candidate = Candidate(
+            overrides,
+            dict(combo),
+            None,
+            gpus,
+            price,
+            layer_passes(s),
+            bound=a.bound,
+            tokens_per_step=a.tokens,
+            hbf_optimizer=a.hbf_optimizer,
+            wear_floor_s=a.floor[0],
+            wear_tier=a.floor[1],
+            tier_prices=prices,
+            amortization_s=amortization,
+            upper_s=a.upper_s,
+        )
+        return candidate, hashlib.sha256(s.model_dump_json().encode()).hexdigest()[:16]
+
+
+def assess(s: Scenario) -> Assessed:
+    """The scenario's fit by the exact inventory, and where it fits, its bounds (its step's
+    least time, its period's most, tiersim.plan.bound and plan.upper) and wear floor; no
+    bound where its workload cannot be built (a candidate the simulation will refuse: it is
+    simulated, and says why)."""
+    res = resolve(s)
     inv = build_inventory(res)
-    over = [name for name, use in inv.tiers.items() if not use.fits]
+    over = tuple(name for name, use in inv.tiers.items() if not use.fits)
     if over:
-        out.unfit.update(over)
-        out.unfit_candidates += 1
-        return None
-    key = scenario_key(loaded.scenario.model_dump())
-    if key in seen:
-        out.duplicates += 1
-        return None
-    seen.add(key)
-    task = PointTask(
-        mapping, str(base_dir.resolve()), f"{source} --set {' --set '.join(overrides)}"
-    )
-    s = loaded.scenario
-    gpus = Mesh.of(s.parallel).world
-    price = s.hardware.price_per_gpu_hour
-    bound, tokens = _bound(res, inv)
+        return Assessed(over)
+    costs = costs_of(s)
     on_hbf = inv.tiers[HBF].classes.get("optimizer", 0) > 0 if HBF in inv.tiers else False
-    floor, tier = wear_floor(s, bound.written) if bound is not None else (0.0, None)
-    return Candidate(
-        overrides,
-        dict(combo),
-        task,
-        gpus,
-        price,
-        layer_passes(s),
-        bound=bound,
-        tokens_per_step=tokens,
-        hbf_optimizer=on_hbf,
-        wear_floor_s=floor,
-        wear_tier=tier,
-        tier_prices=tier_prices(s),
-        amortization_s=s.hardware.amortization,
-    )
-
-
-def _bound(res, inv) -> tuple[StepBound | None, int]:
-    """The candidate's step-time bound and tokens per step (tiersim.plan.bound); None where its
-    workload cannot be built (a candidate the simulation will refuse: it is simulated, and
-    says why)."""
     try:
         wl = build_workload(res, inv)
     except (InputError, InfeasibleError, ValueError, ZeroDivisionError):
-        return None, 0
-    return step_bound(res, wl), wl.tokens_per_step
+        return Assessed((), hbf_optimizer=on_hbf, costs=costs)
+    bound = step_bound(res, wl)
+    # a flash tier whose reads and programs share its dies runs at ports a first simulation
+    # sets (runner.as_dies_allow): its step is not bounded above before that
+    upper = math.inf if interfering(s) else MARGIN * period_upper_s(res, wl, Topology(res.machine))
+    floor = wear_floor(s, bound.written)
+    return Assessed((), bound, wl.tokens_per_step, on_hbf, floor, upper, costs)
+
+
+def costs_of(s: Scenario) -> tuple[int, float | None, dict[str, float], float | None]:
+    """What a plan's cost is priced by: the job's GPUs (data x tensor x pipeline), their price
+    an hour, tier capital per GB and the period it is written off over (analysis.cost)."""
+    hardware = s.hardware
+    return (
+        Mesh.of(s.parallel).world,
+        hardware.price_per_gpu_hour,
+        tier_prices(s),
+        hardware.amortization,
+    )
 
 
 def _reason(exc: InputError) -> str:

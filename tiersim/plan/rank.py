@@ -197,16 +197,25 @@ def hbf_question(
         "without": entry(best_off[0], objective, scenario, base) if best_off else None,
         "worn": None,
     }
-    if not best_on:
-        worn = sorted((s for s in on if s.report["fits"]), key=lambda s: -score(s, objective))
-        if worn:
-            wear = worn[0].report["wear"].get(HBF, {})
-            out["worn"] = entry(worn[0], objective, scenario, base) | {
-                "verdict": wear.get("verdict"),
-                "remedies": wear.get("remedies"),
-            }
+    worn = best_worn(sims, objective)
+    if worn is not None:
+        wear = worn.report["wear"].get(HBF, {})
+        out["worn"] = entry(worn, objective, scenario, base) | {
+            "verdict": wear.get("verdict"),
+            "remedies": wear.get("remedies"),
+        }
     out["answer"] = _answer(out, objective)
     return out
+
+
+def best_worn(sims: list[Simulated], objective: str) -> Simulated | None:
+    """Where no plan with optimizer state on HBF holds every budget, the best of them that
+    fits (its remedies are the answer's); None otherwise."""
+    on = [s for s in sims if s.report is not None and optimizer_on(s, HBF)]
+    if any(feasible(s) for s in on):
+        return None
+    worn = sorted((s for s in on if s.report["fits"]), key=lambda s: -score(s, objective))
+    return worn[0] if worn else None
 
 
 def _answer(q: dict[str, Any], objective: str) -> str:

@@ -4,6 +4,7 @@ ranking. Nothing printed but progress."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -17,9 +18,10 @@ from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
+from tiersim.plan.chunks import prune_on_pool
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned, prune
-from tiersim.plan.rank import Simulated, simulated
+from tiersim.plan.rank import Simulated, best_worn, simulated
 from tiersim.plan.space import Space, candidates
 from tiersim.rulebook import check_plan_section
 from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
@@ -27,6 +29,10 @@ from tiersim.sweep.progress import Progress
 from tiersim.sweep.worker import PointResult, run_point
 
 SAMPLE = 5  # candidates timed, spread over the space, before the estimate is made
+# candidates above which a space is checked on the workers and sampled by its best bounds
+# (`_sample_best`); at most MAX_CANDIDATES (tiersim.plan.check) are checked
+LARGE = 20_000
+MAX_SAMPLE = 50  # a large space's sample: at most this many, to find the best K that hold
 
 
 @dataclass(frozen=True)
@@ -62,11 +68,32 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     space = _checked_space(loaded, raw, path, options)
     stream_to = options.progress or sys.stderr
     bar = Progress(space.size, stream_to, label="candidates checked against the inventory")
-    pruned = prune(raw, path.parent, source, candidates(space), bar.update)
+    if space.size > LARGE:  # on the workers, a chunk of the space a task
+        run = (options.executor, parallelism(options, cores())[0], options.scheduler)
+        pruned = prune_on_pool(raw, path.parent, source, space, run, bar.update)
+    else:
+        pruned = prune(raw, path.parent, source, candidates(space), bar.update)
     bar.total = pruned.checked  # the batch pairs off the batch per GPU were never candidates
     bar.update(pruned.checked)
     if not pruned.kept:
         return PlanOutcome(source, space, pruned, [], None, overrides)
+    if space.size > LARGE:
+        sampled, estimate = _sample_best(source, space, pruned, options, stream_to)
+    else:
+        sampled, estimate = _sample_spread(source, space, pruned, options, stream_to)
+    contenders = Contenders(options.objective, options.top)
+    results = _simulate_rest(pruned, sampled, options, stream_to, contenders)
+    sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True) if r is not None]
+    sims = _remedied(sims, options.objective, pruned)
+    by_bound = dict(contenders.pruned.most_common())
+    return PlanOutcome(source, space, pruned, sims, estimate, overrides, by_bound)
+
+
+def _sample_spread(
+    source: str, space: Space, pruned: Pruned, options: PlanOptions, to: TextIO
+) -> tuple[dict[int, PointResult], float]:
+    """A sample spread over the kept candidates (`_sample`), and the time it says every
+    other kept candidate would take, as it tells the user."""
     sampled = _sample(source, space, pruned, options)
     estimate = sample_timing(pruned, sampled, sorted(sampled), options, low=False).rest_s
     mean = sum(r.elapsed_s for r in sampled.values()) / len(sampled)
@@ -76,13 +103,69 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
         f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit and are simulated: "
         f"a sample of {len(sampled)} spread over the space took {fmt_time(mean)} each on "
         "average; " + (rest if left else "none left"),
-        file=stream_to,
+        file=to,
     )
-    contenders = Contenders(options.objective, options.top)
-    results = _simulate_rest(pruned, sampled, options, stream_to, contenders)
-    sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True) if r is not None]
-    by_bound = dict(contenders.pruned.most_common())
-    return PlanOutcome(source, space, pruned, sims, estimate, overrides, by_bound)
+    return sampled, estimate
+
+
+def _sample_best(
+    source: str, space: Space, pruned: Pruned, options: PlanOptions, to: TextIO
+) -> tuple[dict[int, PointResult], float]:
+    """A large space's sample: the candidates of the best bounds, simulated here one at a
+    time (the search would simulate them first), at least SAMPLE and on until the best K
+    plans that hold are known (at most MAX_SAMPLE), and the time left for those their
+    results leave that could still rank (results to come only prune more: an estimate from
+    above), scaled by layer passes. Refused, as `_sample` refuses, over --time-limit."""
+    kept = pruned.kept
+    probe = Contenders(options.objective, options.top)
+    order = probe.order(kept)
+    sampled: dict[int, PointResult] = {}
+    for i in order:  # until the best K that hold are known (or MAX_SAMPLE): the threshold
+        if len(sampled) >= SAMPLE and (
+            len(probe.best) >= options.top or len(sampled) >= MAX_SAMPLE
+        ):
+            break
+        if probe.could_matter(kept[i]):
+            sampled[i] = run_point(pruned.task(kept[i]))
+            probe.add(kept[i], sampled[i])
+    left = [i for i in order if i not in sampled and probe.could_matter(kept[i])]
+    spent = sum(r.elapsed_s for r in sampled.values())
+    per_pass = spent / max(1, sum(kept[i].passes for i in sampled))
+    at_once = parallelism(options, len(left))[1]
+    estimate = per_pass * sum(kept[i].passes for i in left) / at_once
+    print(
+        f"plan: {len(kept):,} of {pruned.checked:,} candidates fit; the {len(sampled)} of the "
+        f"best bounds ({len(probe.best)} of them fit and hold every budget) took "
+        f"{fmt_time(spent / len(sampled))} each on average and leave "
+        f"{len(left):,} that could still rank (the others cannot, by their bounds): "
+        f"{_workers(options, len(left))}, at most about {fmt_time(estimate)}",
+        file=to,
+    )
+    if spent + estimate > options.time_limit_s:
+        what = (
+            f"{len(kept):,} candidates fit and their bounds leave {len(left):,} that could "
+            f"rank, about {fmt_time(spent + estimate)} of simulation, over --time-limit "
+            f"{fmt_time(options.time_limit_s)}"
+        )
+        raise too_large(
+            source,
+            space,
+            what,
+            more=f"; or raise --time-limit to about {fmt_time(spent + estimate)}",
+        )
+    return sampled, estimate
+
+
+def _remedied(sims: list[Simulated], objective: str, pruned: Pruned) -> list[Simulated]:
+    """`sims` with the one plan whose wear remedies the answer shows (`rank.best_worn`)
+    simulated again in full, its remedies checked by simulation as `tiersim run` checks them
+    (the search's own runs price them only: runner.SearchRun)."""
+    worn = best_worn(sims, objective)
+    if worn is None:
+        return sims
+    c = worn.candidate
+    again = simulated(c, run_point(dataclasses.replace(pruned.task(c), remedies=True)))
+    return [again if s is worn else s for s in sims]
 
 
 def parallelism(options: PlanOptions, left: int) -> tuple[int, int]:
@@ -130,7 +213,7 @@ def _sample(
     positions = spread(len(pruned.kept), SAMPLE)
     sampled: dict[int, PointResult] = {}
     for i in positions:
-        sampled[i] = run_point(pruned.kept[i].task)
+        sampled[i] = run_point(pruned.task(pruned.kept[i]))
         timing = sample_timing(
             pruned, sampled, positions, options, low=len(sampled) < len(positions)
         )
@@ -258,7 +341,7 @@ def _simulate_rest(
         for i in left:
             if contenders.matters(kept[i]):
                 sent.append(i)
-                yield kept[i].task
+                yield pruned.task(kept[i])
 
     bar = Progress(len(left), to, label="plans simulated or pruned")
     workers = parallelism(options, len(left))[0]

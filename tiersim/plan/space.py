@@ -107,10 +107,13 @@ def _duplicate(values: list[Any]) -> str | None:
     return None
 
 
-def candidates(space: Space) -> Iterator[tuple[tuple[str, Any], ...]]:
-    """Every combination as (path, value) pairs, the coupled batch pair completed; combinations
-    off the batch per GPU are skipped."""
-    for combo in itertools.product(*space.values):
+def candidates(
+    space: Space, start: int = 0, stop: int | None = None
+) -> Iterator[tuple[tuple[str, Any], ...]]:
+    """Every combination (those at positions `start` to `stop` of the space's product, the
+    last key's values turning fastest) as (path, value) pairs, the coupled batch pair
+    completed; combinations off the batch per GPU are skipped."""
+    for combo in itertools.islice(itertools.product(*space.values), start, stop):
         chosen = dict(zip(space.keys, combo, strict=True))
         pairs = _batch_pair(chosen, space.batch)
         if pairs is None:

@@ -45,6 +45,8 @@ class Accounting:
     recompute_every: int = 1
     # training.fp8 under Transformer Engine: linears keep FP8 inputs (state/activations_fp8.py)
     fp8_linears: bool = False
+    # the loss computed and differentiated chunk by chunk in forward (state/chunked_loss.py)
+    loss_chunks: int = 1
 
     def __post_init__(self) -> None:
         if self.implementation not in IMPLEMENTATIONS:

@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from tiersim.config.schema import PRECISION_BYTES, Scenario
 from tiersim.state import activation_policy as policy
 from tiersim.state import layers as ly
+from tiersim.state.accounting import accounting_for as accounting_for
 from tiersim.state.activation_kinds import DEFAULT_KERNEL as DEFAULT_KERNEL
 from tiersim.state.activation_kinds import DEVICE_TERMS as DEVICE_TERMS
 from tiersim.state.activation_kinds import (  # re-exported: the accounting's public names
@@ -71,26 +71,6 @@ if TYPE_CHECKING:
 def hf_style(m: TransformerShape) -> str:
     """Which transformers modelling code a model follows: GPT-2 (LayerNorm) or Llama."""
     return "gpt2" if m.norm == "layernorm" else "llama"
-
-
-def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
-    """The scenario's accounting; unset kernel and dropout take the implementation's defaults
-    (a generic model, without norm or dimensions, is read as Llama-style code)."""
-    impl, spec = s.training.implementation, s.model
-    gpt2 = spec.norm == "layernorm" and spec.parameters is None
-    fallback = MEGATRON_DROPOUT if impl == "megatron" or gpt2 else 0.0
-    attn, hidden = spec.attention_dropout, spec.hidden_dropout
-    return Accounting(
-        implementation=impl,
-        kernel=s.training.attention_kernel or DEFAULT_KERNEL[impl],
-        attention_dropout=fallback if attn is None else attn,
-        hidden_dropout=fallback if hidden is None else hidden,
-        compute_bytes=PRECISION_BYTES[s.training.precision.compute_precision],
-        device=device,
-        recompute_modules=tuple(s.training.recompute_modules or ()),
-        recompute_every=s.training.recompute_every or 1,
-        fp8_linears=s.training.fp8 is not None and impl == "megatron",
-    )
 
 
 # --- megatron ----------------------------------------------------------------------------------
@@ -245,8 +225,8 @@ def _rmsnorm(name: str, t: int, h: int, dt: int) -> list[Item]:
 
 
 def hf_llama_layer(m: TransformerShape, s: int, b: int, acc: Accounting, index: int = 0) -> list:
-    """Llama's layer; an MoE layer's MLP is Mixtral's sparse block (activations_moe), latent
-    attention DeepSeek-V3's (activations_mla)."""
+    """Llama's layer; an MoE layer's MLP is Mixtral's, Qwen2-MoE's or DeepSeek-V3's sparse block
+    (activations_moe), latent attention DeepSeek-V3's (activations_mla)."""
     dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.ffn_hidden
     mlp = 4 if m.gated_mlp else 2  # SwiGLU: gate out, SiLU out, up out, down input
     dense = [
@@ -342,7 +322,7 @@ def hf_outside(m: TransformerShape, s: int, b: int, acc: Accounting, first: bool
 
 def hf_unsupported(m: TransformerShape) -> str | None:
     """What of the model the huggingface accounting does not know (it measured GPT-2- and
-    Llama-style layers, DeepSeek-V3's latent attention, Mixtral's and Qwen2-MoE's MoE), or None."""
+    Llama-style layers, DeepSeek-V3's latent attention and MoE, Mixtral's, Qwen2-MoE's), or None."""
     if m.moe is not None and (hf_style(m) == "gpt2" or hf_moe_unsupported(m.moe)):
         return f"mixture-of-experts layers with {hf_moe_unsupported(m.moe) or 'LayerNorm'}"
     for known, what in ((not m.qk_norm, "q/k norms"), (not m.post_norms, "post-norms")):

@@ -31,9 +31,15 @@ if TYPE_CHECKING:
 
 
 def hf_moe_unsupported(moe: Moe) -> str | None:
-    """What of an MoE the accounting (Mixtral's block, Qwen2-MoE's) does not know, or None."""
+    """What of an MoE the accounting (Mixtral's, Qwen2-MoE's, DeepSeek-V3's block) does not
+    know, or None."""
+    deepseek = moe.groups is not None
     for known, what in (
-        (not moe.shared or moe.shared_gate, "shared experts without a gate (Qwen2-MoE's)"),
+        (
+            not moe.shared or moe.shared_gate or deepseek,
+            "shared experts without a gate (Qwen2-MoE's) or DeepSeek-V3's router (expert_groups)",
+        ),
+        (not (deepseek and moe.shared_gate), "DeepSeek-V3's router with a shared-expert gate"),
         (moe.capacity_factor in (None, 1.0), "a capacity factor (Mixtral is dropless)"),
     ):
         if not known:
@@ -42,9 +48,12 @@ def hf_moe_unsupported(moe: Moe) -> str | None:
 
 
 def hf_moe_mlp(m: TransformerShape, s: int, b: int, acc: Accounting) -> list[Item]:
-    """Mixtral's sparse MoE block, router input included (the dense MLP's "mlp input"), or
-    Qwen2-MoE's where it has gated shared experts."""
+    """Mixtral's sparse MoE block, router input included (the dense MLP's "mlp input"),
+    Qwen2-MoE's where it has gated shared experts, DeepSeek-V3's where its router groups
+    experts (expert_groups)."""
     assert m.moe is not None
+    if m.moe.groups is not None:
+        return deepseek_moe_mlp(m, s, b, acc)
     if m.moe.shared_gate:
         return qwen2_moe_mlp(m, s, b, acc)
     dt, t, h, f = acc.compute_bytes, s * b, m.hidden, m.moe.ffn_hidden
@@ -89,4 +98,49 @@ def qwen2_moe_mlp(m: TransformerShape, s: int, b: int, acc: Accounting) -> list[
         Item("mlp", "shared experts' gate/up, SiLU and product", 4.0 * dt * t * fs, True),
         Item("mlp", "shared gate's sigmoid", dt * t, False),
         Item("mlp", "shared experts' output", dt * t * h, False),
+    ]
+
+
+def _grouped_router(m: TransformerShape, t: int, acc: Accounting) -> list[Item]:
+    """DeepseekV3TopkRouter: its fp32 linear's input (the layer's MLP input itself in fp32, a
+    copy below it), the sigmoid scores, the top-k indices and weights and the weights' sum
+    (norm_topk_prob, DeepSeek-V3's configs). The group selection (each group's top-2, the best
+    groups, the mask of the rest) saves indices and a mask too, but only the top-k's indices
+    leave it (the weights are gathered from the scores): its nodes die with the router's
+    locals, before backward. Its weight is kept in fp32 (_keep_in_fp32_modules_strict): no
+    cast of it is saved."""
+    moe = m.moe
+    assert moe is not None and moe.groups is not None
+    e, k, dt = moe.experts, moe.per_token, acc.compute_bytes
+    items = [Item("mlp", "router input (fp32)", 4.0 * t * m.hidden, False)]
+    if dt != 4 and moe.shared:  # the shared experts keep it in the compute precision too
+        items.append(Item("mlp", "mlp input", dt * t * m.hidden, False))
+    return [
+        *items,
+        Item("mlp", "router sigmoid scores (fp32)", 4.0 * t * e, False),
+        Item("mlp", "top-k indices (int64) and weights (fp32)", 12.0 * t * k, False),
+        Item("mlp", "top-k weights' sum (fp32)", 4.0 * t, False),
+    ]
+
+
+def deepseek_moe_mlp(m: TransformerShape, s: int, b: int, acc: Accounting) -> list[Item]:
+    """transformers 5 DeepseekV3MoE: the grouped sigmoid router, the routed experts as one
+    fused DeepseekV3Experts module on grouped_mm (Mixtral's dispatch and per-row tensors, the
+    routing weight per row in fp32) and the shared experts as one SwiGLU MLP of width
+    shared x moe_intermediate_size, without a gate. Measured byte for byte on the CPU
+    (tests/test_hf_deepseek_moe.py builds transformers' DeepseekV3ForCausalLM)."""
+    moe = m.moe
+    assert moe is not None
+    dt, t, h, f = acc.compute_bytes, s * b, m.hidden, moe.ffn_hidden
+    rows, fs = moe.per_token * t, moe.shared * moe.shared_ffn_hidden
+    shared = [Item("mlp", "shared experts' gate/up, SiLU and product", 4.0 * dt * t * fs, True)]
+    return [
+        *_grouped_router(m, t, acc),
+        Item("mlp", "sort order, token rows and inverse order (int64)", 24.0 * rows, False),
+        Item("mlp", "cumulative rows per expert (int32)", 4.0 * moe.experts, False),
+        Item("mlp", "dispatched rows", dt * rows * h, True),
+        Item("mlp", "gate/up output, SiLU output and product", 4.0 * dt * rows * f, True),
+        Item("mlp", "experts' outputs", dt * rows * h, True),
+        Item("mlp", "routing weight per row (fp32)", 4.0 * rows, False),
+        *(shared if fs else []),
     ]

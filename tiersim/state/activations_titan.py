@@ -17,7 +17,10 @@ Measured on the CPU (torch 2.13) with saved_tensors_hooks on a module built op f
   log-sum-exp (4·a·s·b);
 - MLP: w1/w3's input (dt·T·h) and w1's output, w3's, SiLU's and their product (4·dt·T·f);
 - outside the layers: token ids (int64), the final norm as above, the head's input (dt·T·h),
-  the loss's fp32 log-softmax (4·T·V) and its total weight (4 B).
+  the loss's fp32 log-softmax (4·T·V) and its total weight (4 B); under torchtitan's chunked
+  loss (`training.loss_chunks`, 8 by default: ChunkedLossWrapper, torchtitan/components/
+  loss.py) the head and the loss run forward and backward inside the forward pass, and only
+  the head input's accumulated gradient (dt·T·h) is kept for backward (state/chunked_loss.py).
 
 Not verified on a GPU: there torch may run RMSNorm as one fused kernel keeping less.
 """
@@ -62,6 +65,13 @@ def titan_outside(
 ) -> list[Item]:
     dt, t, h = acc.compute_bytes, s * b, m.hidden
     items = [Item("embeddings", "token ids (int64)", 8.0 * t, False)] if first else []
+    if last and acc.loss_chunks > 1:  # ChunkedLossWrapper (state/chunked_loss.py)
+        grad = "head input's gradient, accumulated by the chunked loss"
+        return [
+            *items,
+            *_norm("final norm", t, h),
+            Item("logits_and_loss", grad, dt * t * h, False),
+        ]
     if last:
         items += [
             *_norm("final norm", t, h),

@@ -43,7 +43,9 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
             return per_context_rank(r, shape.layer_activation_bytes(*args))
 
         saved = kept(tr.recompute)
-        again = {"full": kept("none"), "selective": kept("none") - saved}.get(tr.recompute, 0)
+        # recomputed in backward: the whole set but what the layer keeps (full: its input,
+        # the checkpoint's, already there; selective: all but the s² terms)
+        again = kept("none") - saved if tr.recompute in ("full", "selective") else 0
         if tr.recompute == "selective_op":  # torchtitan's op-level policy (op_recompute.py)
             working = op_working_bytes(
                 model, seq, tr.micro_batch_size, acc, par.tensor, par.sequence
@@ -58,7 +60,7 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
             LayerMemory(
                 params=sum(m.size for m in mat),
                 tensors=sum(m.count for m in mat),
-                largest=max((m.rows * m.cols for m in mat), default=0),
+                largest=_largest_tensor(r, mat),
                 saved=saved,
                 recompute=again,
                 working=_working(r, index),
@@ -100,6 +102,19 @@ def _largest_module(r: Resolved, mats) -> int:
     else none (a linear layer larger than that is tiled: offload.tiling, ZeRO-Infinity)."""
     experts = sum(m.size for m in mats if m.expert)
     return experts if r.accounting.implementation == "huggingface" else 0
+
+
+def _largest_tensor(r: Resolved, mats) -> int:
+    """Values of the layer's largest parameter tensor: under transformers 5 the rank's routed
+    experts are two fused tensors, gate_up_proj [E, 2f, h] (up_proj [E, f, h] ungated) and
+    down_proj [E, h, f] (DeepseekV3Experts, MixtralExperts); else one matrix."""
+    largest = max((m.rows * m.cols for m in mats), default=0)
+    model = r.model
+    if r.accounting.implementation != "huggingface" or not isinstance(model, Transformer):
+        return largest
+    experts = sum(m.size for m in mats if m.expert)
+    up_share = 2 / 3 if model.gated_mlp else 1 / 2  # gate and up of gate, up and down
+    return max(largest, round(experts * up_share))
 
 
 def _working(r: Resolved, index: int) -> float:

@@ -25,6 +25,9 @@ class Matrix:
     split_rows: bool = False  # row-parallel (and vocab-parallel) tensors split rows, not cols
     expert: bool = False  # a routed expert's tensor: sharded by expert parallelism
     embedding: bool = False  # an embedding or the output head (Muon leaves it to AdamW)
+    # kept in fp32 whatever the weights' precision, under implementation: huggingface
+    # (transformers' _keep_in_fp32_modules_strict: DeepSeek-V3's router weight)
+    fp32: bool = False
 
     @property
     def size(self) -> int:
@@ -46,6 +49,10 @@ class Moe:
     every: int = 1
     dense_layers: tuple[int, ...] = ()
     capacity_factor: float | None = None  # None: dropless (exactly per_token x tokens rows)
+    # DeepSeek-V3's router: sigmoid scores, top-k within the best `group_topk` of `groups`
+    # expert groups (n_group, topk_group); None: a softmax router
+    groups: int | None = None
+    group_topk: int = 1
 
     def is_moe(self, index: int) -> bool:
         return (
@@ -86,7 +93,7 @@ def moe_matrices(h: int, moe: Moe, gated: bool, bias: bool) -> list[Matrix]:
     """Router (replicated), routed experts (no biases in any family), shared experts as one
     MLP of width shared x shared_ffn_hidden (as DeepSeek builds them; biases as a dense MLP's),
     and Qwen2-MoE's one-output shared-expert gate."""
-    mats = [Matrix(h, moe.experts, tensor_split=False)]
+    mats = [Matrix(h, moe.experts, tensor_split=False, fp32=moe.groups is not None)]
     mats.append(Matrix(h, moe.ffn_hidden, (3 if gated else 2) * moe.experts, expert=True))
     if moe.shared:
         mats += mlp_matrices(h, moe.shared * moe.shared_ffn_hidden, gated, bias)

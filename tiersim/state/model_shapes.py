@@ -61,6 +61,8 @@ def moe_of(spec: ModelSpec) -> Moe | None:
         every=spec.moe_every,
         dense_layers=tuple(spec.dense_layers),
         capacity_factor=spec.capacity_factor,
+        groups=spec.expert_groups,
+        group_topk=spec.expert_groups_per_token or 1,
     )
 
 

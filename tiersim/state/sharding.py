@@ -23,7 +23,21 @@ def master_bytes(prec: Precision) -> int:
 
 
 def raw_parameter_bytes(training: Training, mats: list[Matrix]) -> dict[str, int]:
-    """Bytes of each per-parameter class for these tensors, before sharding."""
+    """Bytes of each per-parameter class for these tensors, before sharding; transformers'
+    fp32-kept tensors (Matrix.fp32) in fp32, their gradients and PyTorch optimizer state too
+    (both follow the parameter's dtype), without a master copy."""
+    kept = [m for m in mats if m.fp32] if training.implementation == "huggingface" else []
+    if kept and PRECISION_BYTES[training.precision.weights] < 4:
+        fp32 = {"weights": "fp32", "gradients": "fp32", "optimizer": "fp32"}
+        as_fp32 = training.model_copy(
+            update={"precision": training.precision.model_copy(update=fp32)}
+        )
+        rest = _raw_bytes(training, [m for m in mats if not m.fp32])
+        return {c: n + rest[c] for c, n in _raw_bytes(as_fp32, kept).items()}
+    return _raw_bytes(training, mats)
+
+
+def _raw_bytes(training: Training, mats: list[Matrix]) -> dict[str, int]:
     prec = training.precision.model_dump()
     params = sum(m.size for m in mats)
     per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}

@@ -18,7 +18,7 @@ from tiersim.config.load import Loaded, build
 from tiersim.config.presets import resolve
 from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, Problem
 from tiersim.report.json_report import to_json
-from tiersim.runner import Run, report_for
+from tiersim.runner import Run, SearchRun, report_for
 from tiersim.sweep.outputs import headline
 from tiersim.sweep.spec import describe
 
@@ -35,6 +35,8 @@ class PointTask:
     plot: bool = False  # also draw the point's step (tiersim run --plot's picture)
     values: dict[str, Any] = field(default_factory=dict)  # a sweep's point: its swept values
     point: int | None = None  # a sweep's point: its index (the picture's title says it)
+    # the wear remedies checked by simulating them (False: priced only, runner.SearchRun)
+    remedies: bool = True
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def run_point(task: PointTask) -> PointResult:
             report = run.report
             png = _picture(report, run.full_trace, task)
         else:
-            report, png = report_for(built), None
+            report, png = (report_for(built) if task.remedies else SearchRun.of(built).report), None
         text = to_json(report)
     except InputError as exc:  # found only when simulating, e.g. an inconsistent placement
         return PointResult(key, INVALID, problems_text(exc), {}, None, _since(start))

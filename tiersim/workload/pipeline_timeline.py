@@ -2,8 +2,9 @@
 `pipeline_steady.evaluate_steady`): a forward waits for the previous virtual stage's forward
 plus the send, a backward for the next virtual stage's backward plus the send, and each op for
 its stage's previous op. Plain 1F1B with every stage's full warm-up is taken tick by tick
-(`timeline_1f1b`), anything else by walking the graph (`timeline_graph`): the same sums, so the
-same times to the bit.
+(`timeline_1f1b`), interleaved 1F1B with every stage's full warm-up block by block
+(`pipeline_blocks.timeline_blocks`), anything else by walking the graph (`timeline_graph`):
+the same sums, so the same times to the bit.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tiersim.workload.pipeline import (
     per_chunk,
     warmup_forwards,
 )
+from tiersim.workload.pipeline_blocks import fits, in_order, timeline_blocks
 
 
 def timeline(
@@ -33,6 +35,8 @@ def timeline(
     if virtual == 1 and micro_batches >= pipeline - 1:
         f, b = [row[0] for row in fwd], [row[0] for row in bwd]
         return timeline_1f1b(pipeline, micro_batches, f, b, p2p_s, keep_starts)
+    if fits(pipeline, micro_batches, virtual):
+        return timeline_blocks(pipeline, micro_batches, virtual, fwd, bwd, p2p_s, keep_starts)
     return timeline_graph(pipeline, micro_batches, virtual, fwd, bwd, p2p_s, keep_starts)
 
 
@@ -75,19 +79,7 @@ def timeline_1f1b(
                 starts[k].append(now)
             now += b[k]
             bwd_end[k][i] = free[k] = now
-    return starts, [_in_order(p - 1 - k, fwd_end[k], bwd_end[k]) for k in range(p)]
-
-
-def _in_order(warmup: int, fwd: list[float], bwd: list[float]) -> list[float]:
-    """A 1F1B stage's op times in its order, from its forwards' and backwards' (`warmup`
-    forwards, then forward warmup + i before backward i, then the cool-down's backwards)."""
-    m, w = len(fwd), warmup
-    out = [0.0] * (2 * m)
-    out[:w] = fwd[:w]
-    out[w : 2 * m - w : 2] = fwd[w:]
-    out[w + 1 : 2 * m - w : 2] = bwd[: m - w]
-    out[2 * m - w :] = bwd[m - w :]
-    return out
+    return starts, [in_order(p - 1 - k, fwd_end[k], bwd_end[k]) for k in range(p)]
 
 
 def timeline_graph(

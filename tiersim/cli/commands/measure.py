@@ -165,8 +165,9 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         metavar="N",
         help="run FSDP2 (fully_shard) on N CPU processes (gloo, 127.0.0.1) with tiersim's own "
-        "modules and AdamW, and compare each rank's shard bytes with the prediction (default: "
-        "no FSDP, one process on --device)",
+        "modules and AdamW, and compare each rank's shard bytes with the prediction; with "
+        "--implementation huggingface, transformers' model, and compare rank 0's step peak with "
+        "the memory timeline's (default: no FSDP, one process on --device)",
     )
     parser.add_argument(
         "--calibrate",
@@ -265,6 +266,7 @@ def hf_notes(m: Measurement) -> list[str]:
     from tiersim.state.activations import DEVICE_TERMS, accounting_for
 
     per, acc = m.activations_per_layer, accounting_for(m.scenario, m.device)
+    predicted = getattr(m, "predicted_layers", ()) or (m.predicted_per_layer or 0,)
     outside, predicted_outside = m.activations_outside_layers, m.predicted_outside or 0
     rotary = "rotary tables, " if m.scenario.model.position == "rope" else ""  # not GPT-2's
     lines = [
@@ -274,7 +276,9 @@ def hf_notes(m: Measurement) -> list[str]:
         f"huggingface for the {m.device}",
         f"activations per layer: measured {fmt_bytes(per[0])}"
         + ("" if len(set(per)) == 1 else f" to {fmt_bytes(max(per))}")
-        + f", predicted {fmt_bytes(m.predicted_per_layer or 0)}; outside the {len(per)} layers "
+        + f", predicted {fmt_bytes(predicted[0])}"
+        + ("" if len(set(predicted)) == 1 else f" to {fmt_bytes(max(predicted))}")
+        + f"; outside the {len(per)} layers "
         f"(ids, {rotary}final norm, head input, fp32 log-softmax, labels): measured "
         f"{fmt_bytes(outside)}, predicted {fmt_bytes(predicted_outside)}",
         f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of {_apart(m)}",

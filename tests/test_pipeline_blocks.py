@@ -1,0 +1,114 @@
+"""The interleaved timeline taken block by block (tiersim/workload/pipeline_blocks.py) against
+the dependency-graph walk it replaces where every stage runs its full warm-up: the same
+starts and ends to the bit, on random small shapes and on the stage times of every shipped
+scenario that interleaves (so their reports cannot move)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiersim.config.load import load_scenario
+from tiersim.state.resolved import resolve
+from tiersim.workload import pipeline_timeline, stage_times
+from tiersim.workload.pipeline import warmup_forwards
+from tiersim.workload.pipeline_blocks import fits, timeline_blocks
+from tiersim.workload.pipeline_steady import evaluate_steady
+from tiersim.workload.pipeline_timeline import timeline_graph
+from tiersim.workload.work import build_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+# every shipped scenario with interleaving (parallel.virtual_pipeline > 1)
+INTERLEAVED = [
+    "deepseek-v3-pp16-vp2.yaml",
+    *(
+        f"published/{name}.yaml"
+        for name in (
+            "korthikanti2022-175b-full-recompute",
+            "korthikanti2022-175b-selective-sp",
+            "korthikanti2022-530b-full-recompute",
+            "korthikanti2022-530b-selective-sp",
+            "narayanan2021-145.6b",
+            "narayanan2021-310.1b",
+            "narayanan2021-529.6b",
+            "narayanan2021-76.1b",
+            "nemo2407-gpt3-175b-128gpus",
+            "nemo2407-gpt3-175b-512gpus",
+            "nemo2407-llama2-13b-16gpus",
+            "nemo2407-llama2-70b-64gpus",
+            "nemo2407-llama3-70b-64gpus",
+        )
+    ),
+]
+
+times = st.sampled_from([0.0, 1.0, 2.0]) | st.floats(0.0, 3.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    p=st.integers(1, 7),
+    v=st.integers(2, 4),
+    groups=st.integers(1, 6),
+    keep_starts=st.booleans(),
+    data=st.data(),
+)
+def test_the_block_ordered_timeline_is_the_dependency_graph_walk(p, v, groups, keep_starts, data):
+    m = p * groups
+    if not fits(p, m, v):  # a warm-up cut short: the graph walk's alone
+        assert m == p or (v + 1) * p - 2 > m * v
+        return
+    fwd = [[data.draw(times) for _ in range(v)] for _ in range(p)]
+    bwd = [[data.draw(times) for _ in range(v)] for _ in range(p)]
+    c = data.draw(st.sampled_from([0.0, 0.01]) | st.floats(0.0, 2.0))
+    blocks = timeline_blocks(p, m, v, fwd, bwd, c, keep_starts)
+    assert blocks == timeline_graph(p, m, v, fwd, bwd, c, keep_starts)
+
+
+def test_fits_is_every_stage_running_its_full_warm_up():
+    """`fits` where no stage's warm-up is cut to its m·v visits (`warmup_forwards`: all of
+    them when m = p, else min(2(p - k - 1) + (v - 1)p, m·v))."""
+    for p in range(1, 9):
+        for v in range(2, 5):
+            for m in range(p, 8 * p + 1, p):
+                full = m != p and all(
+                    warmup_forwards(k, p, m, v) == 2 * (p - k - 1) + (v - 1) * p for k in range(p)
+                )
+                assert fits(p, m, v) == full, (p, m, v)
+
+
+@pytest.fixture(scope="module")
+def shipped_stage_times() -> list[tuple]:
+    """The (p, m, v, forward, backward) each interleaved scenario's workload times its
+    pipeline with (`stage_times.bubble`'s call of `evaluate_steady`)."""
+    seen: list[tuple] = []
+
+    def recording(p, m, v, fwd, bwd, p2p_s=0.0):
+        seen.append((p, m, v, fwd, bwd, p2p_s))
+        return evaluate_steady(p, m, v, fwd, bwd, p2p_s)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stage_times, "evaluate_steady", recording)
+        for name in INTERLEAVED:
+            build_workload(resolve(load_scenario(ROOT / "scenarios" / name, []).scenario))
+    return seen
+
+
+def test_every_interleaved_scenario_is_timed_the_same_as_by_the_graph(
+    shipped_stage_times, monkeypatch
+):
+    """The workload's evaluation (a shorter schedule, extrapolated) and the whole step's
+    schedule: the same step, finishes and busy time with the blocks as with the graph walk,
+    to the bit, and the blocks did time them (each fits)."""
+    assert len(shipped_stage_times) == len(INTERLEAVED)
+    fast = [evaluate_steady(*args) for args in shipped_stage_times]
+    monkeypatch.setattr(pipeline_timeline, "fits", lambda p, m, v: False)
+    for args, got in zip(shipped_stage_times, fast, strict=True):
+        p, m, v, fwd, bwd, c = args
+        assert fits(p, m, v)
+        assert got == evaluate_steady(*args)
+        assert timeline_blocks(p, m, v, fwd, bwd, c, True) == timeline_graph(
+            p, m, v, fwd, bwd, c, True
+        )

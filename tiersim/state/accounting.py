@@ -1,0 +1,30 @@
+"""The accounting a scenario asks for (state/activation_kinds.py `Accounting`): the modelling
+code, the attention kernel, dropout, the compute precision, the device, what recompute keeps
+and how the loss is chunked."""
+
+from __future__ import annotations
+
+from tiersim.config.loss_chunks import DEFAULT_LOSS_CHUNKS
+from tiersim.config.schema import PRECISION_BYTES, Scenario
+from tiersim.state.activation_kinds import DEFAULT_KERNEL, MEGATRON_DROPOUT, Accounting
+
+
+def accounting_for(s: Scenario, device: str = "cuda") -> Accounting:
+    """The scenario's accounting; unset kernel and dropout take the implementation's defaults
+    (a generic model, without norm or dimensions, is read as Llama-style code)."""
+    impl, spec = s.training.implementation, s.model
+    gpt2 = spec.norm == "layernorm" and spec.parameters is None
+    fallback = MEGATRON_DROPOUT if impl == "megatron" or gpt2 else 0.0
+    attn, hidden = spec.attention_dropout, spec.hidden_dropout
+    return Accounting(
+        implementation=impl,
+        kernel=s.training.attention_kernel or DEFAULT_KERNEL[impl],
+        attention_dropout=fallback if attn is None else attn,
+        hidden_dropout=fallback if hidden is None else hidden,
+        compute_bytes=PRECISION_BYTES[s.training.precision.compute_precision],
+        device=device,
+        recompute_modules=tuple(s.training.recompute_modules or ()),
+        recompute_every=s.training.recompute_every or 1,
+        fp8_linears=s.training.fp8 is not None and impl == "megatron",
+        loss_chunks=s.training.loss_chunks or DEFAULT_LOSS_CHUNKS[impl],
+    )
