@@ -166,10 +166,14 @@ def test_full_recompute_holds_one_layers_whole_set_in_its_backward():
     r, inv, _t = timeline(tiny(recompute="full", implementation="huggingface"))
     m = r.model
     none = m.layer_activation_bytes(128, 1, 1, False, "none", r.accounting)
+    kept = m.layer_activation_bytes(128, 1, 1, False, "full", r.accounting)
+    # the layer's input, the checkpoint's: s·h·4 = 128 x 64 x 4 B in fp32
+    assert kept == 32_768
     events = build_events(r, inv, 0)
     rec = [e for e in events if e.part == "recompute working set" and e.alloc]
-    # one per layer, each the layer's whole saved set with recompute none
-    assert [e.nbytes for e in rec] == [math.ceil(none)] * 2
+    # one per layer, each the layer's whole saved set with recompute none but the input it
+    # kept, already there (measured on the CPU: tests/test_step_measure.py, test_fsdp2_step.py)
+    assert [e.nbytes for e in rec] == [math.ceil(none - kept)] * 2
     assert [e.moment for e in rec] == ["backward: layer 1", "backward: layer 0"]
 
 
@@ -227,8 +231,17 @@ def test_fsdp2_gathers_layers_and_reduce_scatters_whole_layer_gradients():
     events = build_events(r, inv, 0)
     gathered = {e.key: e.nbytes for e in events if e.part == "gathered weights" and e.alloc}
     assert gathered["gathered 0"] == gathered["gathered 1"] == 2 * layer  # bf16 copies
+    # autograd makes a layer's gradients in bf16 one tensor at a time: the first (the largest,
+    # the MLP's down projection 64 x 128 = 8,192 values) beside all the layer saved, the rest
+    # (41,088 - 8,192 = 32,896 values) as the saved tensors go; reduce-scattered a layer at once
     grads = [e.nbytes for e in events if e.part.startswith("unsharded") and e.alloc]
-    assert grads == [2 * layer, 2 * layer]  # reduce-scattered in bf16, a layer at once
+    assert grads == [2 * 8_192, 2 * 32_896] * 2
+    rs = [(e.part, e.nbytes) for e in events if e.part.startswith("reduce-scatter") and e.alloc]
+    # input: the layer's 41,088 values in bf16 = 82,176 B; output: a quarter, 20,544 B; then the
+    # root group's: embedding and head 2 x 32,000 x 64 + final norm 64 = 4,096,064 values
+    rs_in, rs_out = "reduce-scatter input (FSDP2)", "reduce-scatter output (FSDP2)"
+    layers = [(rs_in, 82_176), (rs_out, 20_544)] * 2
+    assert rs == [*layers, (rs_in, 8_192_128), (rs_out, 2_048_032)]
 
 
 def test_outside_the_allocator_cuda_context_and_nccl_buffers():
