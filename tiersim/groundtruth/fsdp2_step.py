@@ -43,9 +43,9 @@ from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth.fsdp2 import free_port
 from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks
+from tiersim.groundtruth.torchmodels import APART, make_optimizer
 from tiersim.state.activations import accounting_for
 from tiersim.state.model import Transformer
-from tiersim.state.optimizers import optimizer as optimizer_named
 from tiersim.state.resolved import resolve
 
 SETTLE_S = 30.0  # at most this long for the worker to let go (it takes microseconds)
@@ -146,10 +146,15 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
         else:
             net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     _sharded(net, s.parallel.reshard_after_forward is not False)
-    (optimizer,) = optimizer_named(s.training.optimizer).build(torch, list(net.named_parameters()))
+    optimizer = make_optimizer(s.training.optimizer, list(net.named_parameters()))
     _step(net, optimizer, ids, recorded=False)  # warm-up: the optimizer state exists
     params = list(net.parameters())
-    state = [v for st in optimizer.state.values() for k, v in st.items() if k != "step"]
+    state = [
+        v
+        for st in optimizer.state.values()
+        for k, v in st.items()
+        if torch.is_tensor(v) and k not in APART
+    ]
     base = _stored(params) + _stored([p.grad for p in params]) + _stored(state)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         _step(net, optimizer, ids, recorded=True)

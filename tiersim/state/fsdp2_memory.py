@@ -68,8 +68,12 @@ def fsdp2_of(r: Resolved) -> Fsdp2:
 
 def padded_group_values(r: Resolved, unit: str, values: int) -> int:
     """A group's parameters unsharded as FSDP2 holds them: each padded to ceil(d0 / W) x W
-    rows (state/fsdp.py) where that rule applies, else `values`."""
+    rows (state/fsdp.py) where that rule applies (dense models: state/fsdp.py's shapes have no
+    experts, as the inventory's padding), else `values` (a MoE layer's own: its router,
+    transformers' fused experts, the shared expert and its gate)."""
     x, world = r.execution, Mesh.of(r.execution.parallel).dense_shard_ranks
+    if r.model.is_moe_model:
+        return values
     padded = fsdp2_padded_values(x.training, x.parallel, r.model, unit)
     return values if padded is None else padded * world
 
