@@ -42,6 +42,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth.fsdp2 import free_port
+from tiersim.groundtruth.selective import recompute_attention_core
 from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks
 from tiersim.groundtruth.torchmodels import APART, make_optimizer
 from tiersim.state.activations import accounting_for
@@ -145,6 +146,8 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
             net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if s.training.recompute == "selective":  # the attention core recomputed
+        recompute_attention_core(net)
     _sharded(net, s.parallel.reshard_after_forward is not False)
     optimizer = make_optimizer(s.training.optimizer, list(net.named_parameters()))
     _step(net, optimizer, ids, recorded=False)  # warm-up: the optimizer state exists
@@ -161,15 +164,22 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
     return measured_peaks(prof, base)
 
 
+def _outcome(s: Scenario, dtype: str) -> dict:
+    """The rank's recorded step, or the error PyTorch (or an optimizer's package) raised in
+    it: every rank raises it alike, at the same operation, so the ranks go on together."""
+    try:
+        return record_rank_step(s, dtype).__dict__
+    except RuntimeError as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
 def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
     torch.set_num_threads(1)
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
     try:
-        got = []
-        for s, dtype in jobs:
-            got.append(record_rank_step(s, dtype).__dict__)
+        got = [_outcome(s, dtype) for s, dtype in jobs]
         if rank == 0:
             Path(out, "rank0.json").write_text(json.dumps(got))
         dist.barrier()
@@ -177,11 +187,21 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
         dist.destroy_process_group()
 
 
-def record_fsdp_steps(jobs: list[tuple[Scenario, str]], world: int) -> list[StepPeaks]:
+def record_fsdp_outcomes(jobs: list[tuple[Scenario, str]], world: int) -> list[StepPeaks | str]:
     """Rank 0's recorded step of each job (a scenario, the dtype its model is trained in) on
-    `world` gloo ranks, forked once for them all (the jobs reach them in the fork)."""
+    `world` gloo ranks, forked once for them all (the jobs reach them in the fork); a job
+    PyTorch cannot run comes back as the error it raised."""
     with tempfile.TemporaryDirectory(prefix="tiersim-fsdp2-step-") as out:
         args = (world, free_port(), out, jobs)
         mp.start_processes(_worker, args=args, nprocs=world, join=True, start_method="fork")
         got = json.loads(Path(out, "rank0.json").read_text())
-    return [StepPeaks(**g) for g in got]
+    return [g["error"] if "error" in g else StepPeaks(**g) for g in got]
+
+
+def record_fsdp_steps(jobs: list[tuple[Scenario, str]], world: int) -> list[StepPeaks]:
+    """As record_fsdp_outcomes, every job's step recorded (a RuntimeError where one failed)."""
+    got = record_fsdp_outcomes(jobs, world)
+    for g in got:
+        if isinstance(g, str):
+            raise RuntimeError(g)
+    return [g for g in got if isinstance(g, StepPeaks)]

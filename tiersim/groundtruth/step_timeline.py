@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth import torchmodels as tm
+from tiersim.groundtruth.selective import recompute_attention_core
 from tiersim.groundtruth.step_peaks import PHASES, StepPeaks, measured_peaks
 from tiersim.state.activations import accounting_for
 from tiersim.state.inventory import build_inventory
@@ -102,6 +103,8 @@ def record_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
             net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if s.training.recompute == "selective":  # the attention core recomputed
+        recompute_attention_core(net)
     named = list(net.named_parameters())
     optimizers = optimizer_named(s.training.optimizer).build(torch, named)
     threads = torch.get_num_threads()
