@@ -27,7 +27,9 @@ CASES = [
 ]
 
 
-def step_scenario(shape: dict, recompute: str, dtype: str, optimizer: str = "adamw"):
+def step_scenario(
+    shape: dict, recompute: str, dtype: str, optimizer: str = "adamw", kernel: str = "sdpa"
+):
     precision = {k: dtype for k in ("weights", "gradients", "optimizer")} | {"master": "none"}
     training = {
         "seq_len": 128,
@@ -35,7 +37,7 @@ def step_scenario(shape: dict, recompute: str, dtype: str, optimizer: str = "ada
         "workspace": "0 B",
         "optimizer": optimizer,
         "implementation": "huggingface",
-        "attention_kernel": "sdpa",
+        "attention_kernel": kernel,
         "recompute": recompute,
     }
     model = {**LLAMA, **shape, "tied_embeddings": False, "max_positions": 256}
@@ -73,6 +75,24 @@ def test_step_peak_with_8bit_adam_and_muon(name, shape, opt):
     assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
     step = c.predicted.phase_peaks["optimizer"] / c.measured.phase_peaks["optimizer"] - 1
     assert opt == "muon" or abs(step) <= 0.03, (c.measured, c.predicted)
+
+
+@pytest.mark.parametrize(
+    ("shape", "kernel", "dtype"),
+    [(DENSE, "sdpa", "fp32"), (GQA, "sdpa", "bf16"), (DENSE, "eager", "fp32")],
+    ids=["dense-sdpa-fp32", "gqa-sdpa-bf16", "dense-eager-fp32"],
+)
+def test_step_peak_with_selective_recompute(shape, kernel, dtype):
+    """Selective recompute as transformers' models run it here: the attention core (SDPA, or
+    eager's scores, softmax and product with V) checkpointed (groundtruth/selective.py). Under
+    SDPA the core keeps no s x s term and the prediction is recompute none's; eager's fp32
+    softmax is dropped (measured: the dense model's step 10 % below its eager step without
+    recompute). Within 3 %, in the backward. Not here: eager with grouped-query attention,
+    +4.9 % in bf16: the core is recomputed after the MLP's backward has freed what the MLP
+    saved, where the timeline adds it beside the whole layer's saved set."""
+    c = compare_step(step_scenario(shape, "selective", dtype, kernel=kernel), dtype)
+    assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
+    assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
 
 
 def test_measure_huggingface_on_the_cpu_compares_the_step_peaks():
