@@ -3,8 +3,10 @@ recorded with the profiler's memory events (torch==2.13.0, tiersim/groundtruth/f
 against tiersim's timeline for the CPU (state/fsdp2_memory.py: FSDP2's all-gather buffers,
 unsharded parameters, per-tensor gradients, reduce-scatter input and output, and gloo's own
 copies): the whole-step peak within 3 % over dense and grouped-query attention x recompute
-none / full x fp32 / bf16 x AdamW, the same shapes as tests/test_step_measure.py. The ranks are
-forked once per world size and run all eight steps (tiny models: seconds)."""
+none / full x fp32 / bf16 x AdamW, the same shapes as tests/test_step_measure.py; then the rest
+of issue 38's matrix (MATRIX: shared-expert MoE, selective recompute, Muon) and what PyTorch
+refuses to step under FSDP2 (REFUSED: 8-bit AdamW, MoE with Muon), named by its error. The
+ranks are forked once per world size and run all their steps (tiny models: seconds)."""
 
 from __future__ import annotations
 
