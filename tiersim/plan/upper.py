@@ -12,14 +12,16 @@ step takes at most the time of all its operations run one after another, each al
 - every move of a class between tiers, each as long as the engine makes it alone (the
   quickest route for its size: latency, the pipeline's fill, then its bytes at the route's
   bottleneck), carrying what the engine moves (a unit sharded over data parallelism only
-  its shard: `tier_bytes`), counted at least twice as often as the schedule makes it
-  (tiersim.engine.schedule): weights homed off the GPU fetched for each micro-batch's
-  forward and backward (and once more for
-  the update), gradients homed off it written after each backward and read back for the
-  next and for the update, activations homed off it written out and fetched back each
-  micro-batch, optimizer state and master weights homed off the device that updates them
-  read and written back, and for an update off the GPU its gradients sent there and its
-  weights sent back;
+  its shard: `tier_bytes`), counted twice as often as the schedule makes it
+  (tiersim.engine.schedule: the factor covers the update's other paths, an fp32 boundary
+  write of twice the bytes among them): weights homed off the GPU fetched for each
+  micro-batch's forward and backward (and once more for the update), gradients homed off
+  it written after each backward and read back for the next and for the update,
+  optimizer state and master weights homed off the device that updates them read and
+  written back, and for an update off the GPU its gradients sent there and its weights
+  sent back; activations homed off the GPU exactly as often as the schedule moves them,
+  each way on its own route (written out after each micro-batch's forward and fetched
+  back for its backward: engine/schedule_passes.py, their only moves);
 - every collective: the tensor-, expert- and context-parallel ones of every micro-batch,
   the data-parallel weight gathers of every forward and backward, gradient reductions of
   every micro-batch, the updated parameters gathered.
@@ -109,8 +111,12 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology) -> float:
         home = u.home or base
         weights, gradients = tier_bytes(u)
         moves.add(home["weights"], gpu, weights, 2 * (2 * m + 2))
-        moves.add(gpu, home["gradients"], gradients, 2 * (2 * m + 2))
-        moves.add(gpu, home["activations"], u.activations, 2 * 2 * m)
+        # written after each backward (the last maybe fp32: twice the bytes), read back for
+        # the next and for the update: at most m + 1 each way, counted twice, each on its route
+        moves.add(gpu, home["gradients"], gradients, 2 * (m + 1))
+        moves.add(home["gradients"], gpu, gradients, 2 * (m + 1))
+        moves.add(gpu, home["activations"], u.activations, m)
+        moves.add(home["activations"], gpu, u.activations, m)
         for cls in ("optimizer", "master"):
             moves.add(home[cls], updater, u.homed.get(cls, 0), 2)
             moves.add(updater, home[cls], u.homed.get(cls, 0), 2)
