@@ -10,7 +10,8 @@ from engine_helpers import scenario, tiny
 
 from tiersim.config.load import load_scenario
 from tiersim.hardware.topology import Topology
-from tiersim.plan.upper import Moves, tier_bytes
+from tiersim.plan.bound import step_bound, wear_floor
+from tiersim.plan.upper import MARGIN, Moves, period_upper_s, tier_bytes
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.workload.work import build_workload
@@ -54,3 +55,25 @@ def test_a_zero_3_unit_moves_its_shard_and_an_unsharded_one_all_of_it():
     assert weights_and_gradients(3) == (params * 2 / 8, params * 2 / 8)
     # no ZeRO: every GPU holds and moves them whole
     assert weights_and_gradients(0) == (params * 2, params * 2)
+
+
+def test_a_zero_3_plan_on_hbf_that_wears_is_ruled_out_without_simulation():
+    """The default scenario with ZeRO-3, weights and gradients on NVMe, optimizer state on HBF
+    (simulated: a 9.9 s period, 2026-12-06) cannot step as slowly as its 5-year HBF budget
+    needs (about 88.5 s: the sharded optimizer state written each step over the budget's
+    allowance a day). The upper bound that counted whole weights and gradients on each move
+    and doubled the sum was 859 s; the bound now rules the plan out."""
+    sets = [
+        "placement.optimizer=hbf",
+        "placement.master=dram",
+        "placement.weights=nvme",
+        "placement.gradients=nvme",
+        "parallel.zero_stage=3",
+        "training.recompute=full",
+    ]
+    s = load_scenario(ROOT / "scenarios" / "default.yaml", sets).scenario
+    res = resolve(s)
+    wl = build_workload(res, build_inventory(res))
+    floor, tier = wear_floor(s, step_bound(res, wl).written)
+    assert tier == "hbf" and 80 < floor < 100
+    assert MARGIN * period_upper_s(res, wl, Topology(res.machine)) < floor
