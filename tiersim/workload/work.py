@@ -31,6 +31,8 @@ from tiersim.state.inventory import (
 from tiersim.state.optimizers import optimizer
 from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.state.resolved import Resolved
+from tiersim.workload.amax import per_layer_s as amax_per_layer_s
+from tiersim.workload.amax import with_amax_reduction
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
     Comm,
@@ -219,9 +221,11 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     timed: dict = {}
     units: list[Unit] = []
     at = 0  # the run's first layer among the stage's (groups: one per layer)
-    for run in stage_layers(r.units, stage, par.pipeline, par.stage_layers):
+    runs = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
+    amax = amax_per_layer_s(r, sum(run.count for run in runs))  # delayed FP8 scaling's
+    for run in runs:
         first = [
-            with_fsdp_overheads(r, _with_layer_comms(r, u, tp))
+            with_fsdp_overheads(r, _with_layer_comms(r, with_amax_reduction(u, amax), tp))
             for u in _layer_units(r, model, run.first, run.shape, groups[at], ends, timed)
         ]
         units += first
