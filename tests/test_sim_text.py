@@ -39,7 +39,7 @@ def test_an_async_checkpoint_measured_apart_is_said_with_its_run():
     line = simulated_line(_with_checkpoint("async"), 0.00631)
     assert line.endswith(
         "period to period: 748 events, and its async checkpoint from one more run of that "
-        "step; 6.31 ms of engine time for both (measured)."
+        "step; both in 6.31 ms of engine time (measured)."
     )
     assert simulated_line(_with_checkpoint("async"), None).endswith(
         "748 events, and its async checkpoint from one more run of that step."

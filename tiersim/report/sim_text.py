@@ -43,5 +43,5 @@ def simulated_line(report: dict[str, Any], engine_s: float | None) -> str:
     took = f" in {fmt_time(engine_s)} of engine time (measured)" if engine_s is not None else ""
     if checkpoint_run_apart(report):  # the events are the plain run's, the engine time both's
         events += ", and its async checkpoint from one more run of that step"
-        took = f"; {fmt_time(engine_s)} of engine time for both (measured)" if took else ""
+        took = f"; both in {fmt_time(engine_s)} of engine time (measured)" if took else ""
     return f"Simulated {steps}: {events}{took}."
