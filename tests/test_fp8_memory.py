@@ -61,13 +61,6 @@ def test_llama3_8b_fp8_workspaces_live_from_the_start_of_the_step(llama3_8b):
     assert 32 * per_layer == 13_963_241_984  # the 13.96 GB beside the bf16 weights
 
 
-def test_llama3_8b_fp32_main_grads_need_no_copy_at_the_step(llama3_8b):
-    """grad_reduce_in_fp32 (the scenario's fp32 gradients): `.float()` of an fp32 main grad
-    is the tensor itself, so Megatron's step allocates nothing beside the state."""
-    r, _ = llama3_8b
-    assert optimizer_temporaries(r, 0) == ("", 0)
-
-
 TINY = {
     "hidden": 64,
     "layers": 2,

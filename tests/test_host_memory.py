@@ -62,7 +62,7 @@ def test_zero_offload_host_parts_by_hand():
         "host gradient buffer (ZeRO-Offload, pinned)": ZO_BUFFER,
     }
     # every fp32 gradient is held until the update: the peak is the last layer's backward
-    assert t.peak_event.moment == "backward: L0"
+    assert t.peak_event.moment == "backward: layer 0"
     assert t.peak_allocated_bytes == 13_403_726_336 == sum(t.peak_parts.values())
     # the node: the DGX-2's 16 GPUs hold the same in lockstep, each with 1.5 TB / 16
     assert (h.node_gpus, h.node_stages) == (16, 1)
@@ -91,7 +91,9 @@ def test_zero_infinity_host_parts_by_hand():
     }
     # gradients, master and moments live on NVMe: no fp32 gradient waits in host memory
     assert all(not e.part.startswith("fp32") for e in t.events)
-    assert t.peak_event.moment == "forward: L127.0"  # every checkpoint out, none read back
+    assert (
+        t.peak_event.moment == "forward: layer 127, part 0"
+    )  # every checkpoint out, none read back
     assert t.peak_allocated_bytes == 128 * ZI_LAYER + ZI_OPTIMIZER_SWAP + ZI_PARAMETER_SWAP
 
 
@@ -152,12 +154,16 @@ def test_the_differences_from_the_engine_are_named(runs):
     # FSDP2: the engine holds no CPU optimizer temporaries (2 x 16,384,000 x 4 B, above)
     timeline, engine = _peaks(runs(FSDP2))
     assert timeline - engine == 2 * 16_384_000 * 4
-    # ZeRO-Infinity: at the engine's peak (backward begins, every checkpoint still out) a
-    # weight fetch NVMe -> DRAM -> HBM and a gradient write HBM -> DRAM -> NVMe are in flight,
-    # each staged through simulation.chunk_size x staging_chunks = 64 MiB x 4 of host memory,
-    # which the timeline leaves to DeepSpeed's pinned swap buffers
+    # ZeRO-Infinity: at the engine's peak (backward begins, every checkpoint still out) two
+    # fp32 gradient writes HBM -> DRAM -> NVMe are in flight, staged through host memory
+    # (simulation.chunk_size x staging_chunks = 64 MiB x 4 at most), which the timeline leaves
+    # to DeepSpeed's pinned swap buffers: an MLP part's (its 4 x 164 M x 4 B shard staged
+    # 256 MiB at a time) and the attention output's with the layer's four h-long biases,
+    # (25,600^2 + 4 x 25,600) / 16 x 4 B = 163,865,600 B, staged whole. The weights' drive
+    # reads land in the parameter swapper's pinned buffers (engine/param_swap.py), counted
+    # in both.
     timeline, engine = _peaks(runs(ZERO_INFINITY))
-    assert engine - timeline == 2 * 64 * MiB * 4
+    assert engine - timeline == 64 * MiB * 4 + (25_600**2 + 4 * 25_600) // 16 * 4
 
 
 def test_the_run_report_shows_the_host_and_keeps_the_engines_peak(runs):
@@ -189,7 +195,7 @@ def test_zero_infinity_runs_out_in_forward_where_its_state_fits():
     hm = report["host_memory_timeline"]
     assert inv.tiers["dram"].fits  # the resident state alone would say it fits
     assert not hm["fits"] and not report["tiers"]["dram"]["fits"] and not report["fits"]
-    assert hm["out_of_memory_at"] == "forward: L113.0"
+    assert hm["out_of_memory_at"] == "forward: layer 113, part 0"
     assert hm["out_of_memory_allocating"] == "offloaded activations"
     # with 66 GB it fits again (the peak is 65,498,251,264 B)
     s, inv, h = _host(ZERO_INFINITY, "hardware.tiers.dram.capacity=66 GB")
@@ -208,7 +214,7 @@ def test_zero_offload_runs_out_at_the_accumulation_boundary():
     _, inv, h = _host(ZERO_OFFLOAD, "hardware.tiers.dram.capacity=13 GB")
     assert inv.tiers["dram"].fits
     assert not h.timeline.fits
-    assert h.timeline.oom_event.moment == "backward: L16"
+    assert h.timeline.oom_event.moment == "backward: layer 16"
     assert h.timeline.oom_event.part == "fp32 gradients (accumulation boundary)"
 
 
@@ -238,14 +244,15 @@ def test_no_section_where_the_host_holds_nothing(cli_json):
 
 def test_inventory_json_has_the_hosts_section(cli_json):
     hm = cli_json(ZERO_OFFLOAD)["host_memory_timeline"]
-    assert hm["peak_bytes"] == 13_403_726_336 and hm["peak_moment"] == "backward: L0"
+    assert hm["peak_bytes"] == 13_403_726_336 and hm["peak_moment"] == "backward: layer 0"
 
 
 def test_inventory_text_shows_the_hosts_peak_and_node(cli):
     code, out, _ = cli("inventory", ZERO_OFFLOAD)
     assert code == 0
     assert (
-        "host memory (dram) over the step: peak at backward: L0, 13.40 GB of 96.00 GB a GPU" in out
+        "host memory (dram) over the step: peak at backward: layer 0, 13.40 GB of 96.00 GB a GPU"
+        in out
     )
     assert "the node (16 GPUs)" in out
 
@@ -259,9 +266,10 @@ def test_run_plot_draws_the_host_panel(runs):
     fig = Figure()
     draw_host_timeline(fig.add_subplot(), h)
     (panel,) = [a for a in fig.axes if a.get_title().startswith(TITLE)]
-    assert "at backward: L0" in panel.get_title()
+    assert "at backward: layer 0" in panel.get_title()
     allocated, limit, peak = panel.get_lines()[:3]
-    assert list(allocated.get_ydata()) == [b / 1e9 for b in h.timeline.allocated]
+    levels = [b / 1e9 for b in h.timeline.allocated]
+    assert list(allocated.get_ydata()) == [*levels, levels[-1]]  # held to the step's end
     assert limit.get_ydata()[0] == 96.0
     assert peak.get_xdata()[0] == h.timeline.peak_index
 

@@ -166,10 +166,14 @@ def test_full_recompute_holds_one_layers_whole_set_in_its_backward():
     r, inv, _t = timeline(tiny(recompute="full", implementation="huggingface"))
     m = r.model
     none = m.layer_activation_bytes(128, 1, 1, False, "none", r.accounting)
+    kept = m.layer_activation_bytes(128, 1, 1, False, "full", r.accounting)
+    # the layer's input, the checkpoint's: s·h·4 = 128 x 64 x 4 B in fp32
+    assert kept == 32_768
     events = build_events(r, inv, 0)
     rec = [e for e in events if e.part == "recompute working set" and e.alloc]
-    # one per layer, each the layer's whole saved set with recompute none
-    assert [e.nbytes for e in rec] == [math.ceil(none)] * 2
+    # one per layer, each the layer's whole saved set with recompute none but the input it
+    # kept, already there (measured on the CPU: tests/test_step_measure.py, test_fsdp2_step.py)
+    assert [e.nbytes for e in rec] == [math.ceil(none - kept)] * 2
     assert [e.moment for e in rec] == ["backward: layer 1", "backward: layer 0"]
 
 
@@ -227,8 +231,17 @@ def test_fsdp2_gathers_layers_and_reduce_scatters_whole_layer_gradients():
     events = build_events(r, inv, 0)
     gathered = {e.key: e.nbytes for e in events if e.part == "gathered weights" and e.alloc}
     assert gathered["gathered 0"] == gathered["gathered 1"] == 2 * layer  # bf16 copies
+    # autograd makes a layer's gradients in bf16 one tensor at a time: the first (the largest,
+    # the MLP's down projection 64 x 128 = 8,192 values) beside all the layer saved, the rest
+    # (41,088 - 8,192 = 32,896 values) as the saved tensors go; reduce-scattered a layer at once
     grads = [e.nbytes for e in events if e.part.startswith("unsharded") and e.alloc]
-    assert grads == [2 * layer, 2 * layer]  # reduce-scattered in bf16, a layer at once
+    assert grads == [2 * 8_192, 2 * 32_896] * 2
+    rs = [(e.part, e.nbytes) for e in events if e.part.startswith("reduce-scatter") and e.alloc]
+    # input: the layer's 41,088 values in bf16 = 82,176 B; output: a quarter, 20,544 B; then the
+    # root group's: embedding and head 2 x 32,000 x 64 + final norm 64 = 4,096,064 values
+    rs_in, rs_out = "reduce-scatter input (FSDP2)", "reduce-scatter output (FSDP2)"
+    layers = [(rs_in, 82_176), (rs_out, 20_544)] * 2
+    assert rs == [*layers, (rs_in, 8_192_128), (rs_out, 2_048_032)]
 
 
 def test_outside_the_allocator_cuda_context_and_nccl_buffers():
@@ -266,7 +279,11 @@ def test_run_plot_draws_the_memory_timeline_panel(tmp_path):
 
     from tiersim.report.plot_memory import TITLE, draw_memory_timeline
 
-    _, _, t = timeline(tiny(implementation="huggingface"))
+    # the tiny model reserves ~114 MiB at its peak: 512 MiB of room beside the 723 MiB context
+    # is within 10 x of it, so the capacity is drawn as its dashed line
+    raw = tiny(implementation="huggingface")
+    raw["hardware"] = {"tiers": {"hbm": {"capacity": f"{CUDA_CONTEXT_BYTES + 512 * MiB} B"}}}
+    _, _, t = timeline(raw)
     fig = Figure()
     draw_memory_timeline(fig.add_subplot(), t)
     (panel,) = [a for a in fig.axes if a.get_title().startswith(TITLE)]
@@ -274,8 +291,28 @@ def test_run_plot_draws_the_memory_timeline_panel(tmp_path):
     allocated, reserved, limit, peak = panel.get_lines()[:4]
     assert list(allocated.get_ydata()) == [b / 1e9 for b in t.allocated]
     assert list(reserved.get_ydata()) == [b / 1e9 for b in t.reserved]
-    assert limit.get_ydata()[0] == (t.capacity_bytes - CUDA_CONTEXT_BYTES) / 1e9
+    assert limit.get_linestyle() == "--"
+    assert limit.get_ydata()[0] == 512 * MiB / 1e9  # 536,870,912 B: the capacity less context
     assert peak.get_xdata()[0] == t.peak_index
+    assert not any("off scale" in x.get_text() for x in panel.texts)
+
+
+def test_a_capacity_far_above_the_peak_is_a_note_not_a_line():
+    """The default 141 GB HBM less the 723 MiB context (758,120,448 B) leaves 140,241,879,552 B
+    = 140.24 GB of room, over 1000 x the tiny model's ~114 MiB: drawn, it would flatten the
+    curves to the axis (ren2021-cpu-adam-1b: 2.23 GB under a 31 GB line), so it is a note."""
+    from matplotlib.figure import Figure
+
+    from tiersim.report.plot_memory import draw_memory_timeline
+
+    _, _, t = timeline(tiny(implementation="huggingface"))
+    ax = Figure().add_subplot()
+    draw_memory_timeline(ax, t)
+    assert not [line for line in ax.lines if line.get_linestyle() == "--"]
+    notes = [x.get_text() for x in ax.texts]
+    assert any(n.startswith("capacity less context and NCCL 140.24 GB off scale") for n in notes)
+    # the curves fill the panel: the reserved peak at least half the axis's height
+    assert ax.get_ylim()[1] < 2 * t.peak_reserved_bytes / 1e9
 
 
 # --- mixture of experts per rank ----------------------------------------------------------------

@@ -117,8 +117,11 @@ def test_an_operator_too_large_for_gpu_memory_runs_in_tiles():
     mt = r["memory_timeline"]
     assert not r["fits"] and mt["out_of_memory_at"].startswith("backward: layer")
     assert mt["out_of_memory_allocating"] == "recompute working set"
-    # its cost: against the same step untiled on a GPU memory that holds the operators whole
-    assert 0 <= r["offload"]["tiling_cost_s"] < 0.05 * r["step"]["time_s"]
+    # its cost: against the same step untiled on a GPU memory that holds the operators whole;
+    # it can be below zero: a tile's drive read is issued a use ahead (DeepSpeed's NVMe
+    # parameter prefetch, engine/param_swap.py), and half an MLP's read hides under the
+    # previous tile's compute where a whole one does not under the operator before it
+    assert abs(r["offload"]["tiling_cost_s"]) < 0.05 * r["step"]["time_s"]
 
 
 # --- DeepSpeed's gradients ----------------------------------------------------------------------

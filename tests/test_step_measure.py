@@ -48,7 +48,11 @@ def test_whole_step_peak_within_3_percent_of_pytorch(name, shape, recompute, dty
     assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
     assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
     moment = c.timeline.peak_event.moment
-    assert moment == ("backward: loss" if name == "dense" else "backward: layer 1")
+    # the grouped-query model in bf16 without recompute peaks in the final RMSNorm's fp32
+    # backward (measured: its pow and products' gradients, beside the fp32 copy it saved)
+    final_norm = name == "gqa" and (recompute, dtype) == ("none", "bf16")
+    expected = "backward: final norm and head" if final_norm else "backward: layer 1"
+    assert moment == ("backward: loss" if name == "dense" else expected)
 
 
 @pytest.mark.parametrize(

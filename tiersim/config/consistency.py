@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from tiersim.config.distributed_optimizer import distributed_optimizer_problems
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.loss_chunks import loss_chunk_problems
@@ -391,6 +392,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _link_pair_problems(s)
         + _framework_problems(s)
         + _deepspeed_problems(s)
+        + distributed_optimizer_problems(s)
     )
 
 

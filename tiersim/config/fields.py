@@ -165,5 +165,7 @@ def _expected(annotation: Any) -> str:
         return _expected(get_args(annotation)[0])
     if annotation in (int, float):
         return "a number"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return f"a mapping (keys: {', '.join(annotation.model_fields)})"  # a section
     options = [a for a in get_args(annotation) if a is not type(None)]
     return " or ".join(dict.fromkeys(_expected(a) for a in options)) if options else "a value"

@@ -259,4 +259,13 @@ def _alternatives(msgs: list[str]) -> str:
     parts = [m.removesuffix(suffix) for m in msgs]
     if not all(p.startswith(_SHOULD) for p in parts):
         return "; or ".join(msgs)
-    return _SHOULD + " or ".join(p.removeprefix(_SHOULD) for p in parts) + suffix
+    options = [p.removeprefix(_SHOULD) for p in parts]
+    # the branches' choices as one list: 'a', 'b' or 'c', not 'a' or 'b' or 'c'
+    if all(_CHOICES.fullmatch(o) for o in options):
+        names = [n for o in options for n in _CHOICE.findall(o)]
+        return f"{_SHOULD}{', '.join(names[:-1])} or {names[-1]}{suffix}"
+    return _SHOULD + " or ".join(options) + suffix
+
+
+_CHOICE = re.compile(r"'[^']*'")
+_CHOICES = re.compile(r"'[^']*'(, '[^']*')*( or '[^']*')?")

@@ -241,6 +241,10 @@ class Training(Strict):
     optimizer_step: Literal["synchronous", "pipelined", "delayed"] = "synchronous"
     # the parallel/offload engine: how it moves state (DESIGN.md Extensions); null: generic
     framework: Literal["deepspeed", "fsdp", "megatron"] | None = None
+    # under framework megatron, the ZeRO-1 optimizer that shards the state: Megatron-Core's
+    # distributed optimizer (null, megatron) or apex's DistributedFusedAdam as NeMo 1.x
+    # drives it (optim.name: distributed_fused_adam; config/distributed_optimizer.py)
+    distributed_optimizer: Literal["megatron", "apex"] | None = None
     offload: Offload = Offload()
     # the modelling code, which decides what each op keeps for backward (state/activations.py)
     implementation: Literal["megatron", "huggingface", "torchtitan"] = "megatron"

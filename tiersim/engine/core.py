@@ -22,6 +22,7 @@ from typing import Protocol
 
 import simpy
 
+from tiersim.engine import chain
 from tiersim.engine.channel import Channel
 from tiersim.engine.clock import scheduler
 from tiersim.engine.flows import Due, FlowNetwork, max_min_rates, priority_rates
@@ -395,5 +396,5 @@ def run_engine(
 ) -> tuple[Engine, RunLog, float]:
     started = time.perf_counter()
     engine = Engine(res, topo, schedule, baseline, recorder)
-    log = engine.run()
+    log = chain.run_chain(engine) if chain.walks(engine) else engine.run()
     return engine, log, time.perf_counter() - started

@@ -29,6 +29,7 @@ In order:
 from __future__ import annotations
 
 import math
+import re
 
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
@@ -139,6 +140,21 @@ def _start(steps: _Steps, c: Context, inv: Inventory) -> None:
     steps.alloc(START, "start", "other acts", OTHER_ACTIVATIONS, other)
 
 
+def unit_label(name: str) -> str:
+    """A unit's name as the GPU's timeline says its moments: L12 "layer 12", L127.0 "layer
+    127, part 0" (DeepSpeed's tiles of one layer), L3.experts "layer 3's experts", rest
+    "embeddings and head" (the stage's units outside the layers, tiersim.workload.work)."""
+    if name == "rest":
+        return "embeddings and head"
+    match = re.fullmatch(r"L(\d+)(?:\.(\w+))?", name)
+    if match is None:
+        return name
+    layer, part = match.groups()
+    if part is None:
+        return f"layer {layer}"
+    return f"layer {layer}'s experts" if part == "experts" else f"layer {layer}, part {part}"
+
+
 def _offloaded(c: Context, u: int) -> int:
     """Unit u's activations of one micro-batch held in host memory."""
     unit = c.wl.units[u]
@@ -149,10 +165,10 @@ def _passes(steps: _Steps, c: Context) -> None:
     """The last micro-batch's forward and backward: offloaded activations, fp32 gradients."""
     host = c.res.machine.cpu.memory
     for u, unit in enumerate(c.wl.units):
-        at = f"forward: {unit.name}"
+        at = f"forward: {unit_label(unit.name)}"
         steps.alloc(at, "forward", f"acts {u}", ACTIVATIONS, _offloaded(c, u))
     for u in reversed(range(len(c.wl.units))):
-        unit, at = c.wl.units[u], f"backward: {c.wl.units[u].name}"
+        unit, at = c.wl.units[u], f"backward: {unit_label(c.wl.units[u].name)}"
         steps.free(at, "backward", f"acts {u}", ACTIVATIONS)
         if fp32_boundary(c, u) and c.home_of(u)["gradients"] == host:
             stored = unit.homed["gradients"]
@@ -213,7 +229,7 @@ def _optimizer(steps: _Steps, c: Context, stage: int) -> None:
     state in flight at most; a PyTorch optimizer's temporaries; the fp32 gradients freed."""
     tiles = update_tiles(c.res.execution, list(c.wl.units))
     depth = _update_depth(c)
-    names = [", ".join(c.wl.units[u].name for u in tile) for tile in tiles]
+    names = [", ".join(unit_label(c.wl.units[u].name) for u in tile) for tile in tiles]
     for k, tile in enumerate(tiles):
         staged = sum(_staged_for_update(c, u) for u in tile)
         steps.alloc(f"{OPT}: fetch {names[k]}", "optimizer", f"tile {k}", UPDATE_STATE, staged)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
+from tiersim.engine.param_swap import ParamSwapIn
 from tiersim.engine.phases import Context, Readiness
 from tiersim.engine.schedule_offload import (
     after_boundary_write,
@@ -50,6 +51,7 @@ class TrainingPasses:
         keep = c.res.execution.parallel.reshard_after_forward is False
         self.keeps = [keep and u.dp_weights is not None for u in c.wl.units]
         self.kept: dict[int, list] = {}  # unit -> [its gather, the use holding its free, users]
+        self.swap = ParamSwapIn(c)
         gpu = c.gpu  # activations written out after forward; gradients read back to accumulate
         self.offloads = [
             h["activations"] != gpu and c.wl.units[u].activations > 0
@@ -79,6 +81,7 @@ class TrainingPasses:
         twin = TrainingPasses(self.c, ops, ready)
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
         twin.kept = {u: list(k) for u, k in self.kept.items()}
+        twin.swap = self.swap.fork()
         twin.order_starts = list(self.order_starts)  # built steps' marks never change
         return twin
 
@@ -119,26 +122,25 @@ class TrainingPasses:
             return self.ready.weights[u], False
         if self.use_units and self.use_units[-1] == u:
             return None, True  # still held from the previous use
-        unit, home = self.c.wl.units[u], self.homes[u]["weights"]
-        gate = [self.ready.weights[u], self.prefetch_gate()]
-        if unit.dp_weights is None:
+        unit, ready = self.c.wl.units[u], self.ready.weights[u]
+        whole = unit.dp_weights is None
+        nbytes = unit.weights_full if whole else unit.homed["weights"]
+        # DeepSpeed reads a partition from NVMe a use ahead of the rest (engine/param_swap.py)
+        home, swapped = self.swap.source(self.ops, u, step, (tag, mb), nbytes, ready, self.uses)
+        gate = [ready, self.prefetch_gate(), *swapped]
+        if whole:
             label = ("fetch weights {} {} mb{}", unit.name, tag, mb)
-            op = self.ops.move("weights", label, step, home, self.c.gpu, unit.weights_full, gate)
+            op = self.ops.move("weights", label, step, home, self.c.gpu, nbytes, gate)
+            self.swap.fetched(op)
             return op, False
-        shard = self.ops.move(
-            "weights",
-            ("fetch weights shard {} {} mb{}", unit.name, tag, mb),
-            step,
-            home,
-            self.c.gpu,
-            unit.homed["weights"],
-            gate,
-        )
+        label = ("fetch weights shard {} {} mb{}", unit.name, tag, mb)
+        shard = self.ops.move("weights", label, step, home, self.c.gpu, nbytes, gate)
         gather = self.ops.net(
             unit.dp_weights, step, [shard, *gate], alloc=[(self.c.gpu, unit.weights_full)]
         )
         if shard is not None:
             self.ops.free_after(gather, self.c.gpu, unit.homed["weights"])
+        self.swap.fetched(gather if gather is not None else shard)
         return gather, False
 
     def _gather_kept(self, u: int, step: int, mb: int) -> int | None:

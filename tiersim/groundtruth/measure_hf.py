@@ -70,13 +70,15 @@ def step_peak_prediction(s: Scenario, device: str) -> int:
 
 
 def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
-    """FSDP2 on `world` CPU ranks: each rank's bytes, measured and predicted (state/fsdp.py)."""
-    if not 2 <= world <= 16:
-        raise invalid("--fsdp", f"{world} ranks (expected 2 to 16 processes on this host)")
+    """FSDP2 on `world` CPU ranks: each rank's bytes, measured and predicted (state/fsdp.py);
+    with transformers' model (huggingface), rank 0's step peak beside the timeline's."""
+    low = 1 if req.implementation == "huggingface" else 2
+    if not low <= world <= 16:
+        raise invalid("--fsdp", f"{world} ranks (expected {low} to 16 processes on this host)")
     if req.optimizer not in ("adamw", "adam"):
         raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected adamw or adam)")
-    if req.implementation != "tiersim":
-        raise invalid("implementation", "--fsdp runs tiersim's own modules (expected tiersim)")
+    if req.implementation == "huggingface":
+        return _fsdp_step(req, world)
     scenario = prediction_scenario(req)
     import_torch()
     from tiersim.groundtruth import fsdp2
@@ -87,3 +89,30 @@ def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
     got = fsdp2.measure_fsdp(model, world, req.dtype, seq, mbs)
     config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype, "optimizer": "adamw"}
     return {"model": model_dims(scenario.model), "configuration": config, **got}
+
+
+def _fsdp_step(req: Request, world: int) -> dict[str, Any]:
+    """transformers' model under FSDP2 on `world` gloo ranks: rank 0's recorded step peak and
+    the memory timeline's for the CPU (groundtruth/fsdp2_step.py, state/fsdp2_memory.py)."""
+    scenario = prediction_scenario(req, fsdp=world)
+    import_torch()
+    from tiersim.groundtruth.fsdp2_step import record_fsdp_steps
+    from tiersim.groundtruth.step_timeline import predicted_timeline
+
+    (measured,) = record_fsdp_steps([(scenario, req.dtype)], world)
+    t = predicted_timeline(scenario)
+    seq, mbs = scenario.seq_len, scenario.training.micro_batch_size
+    config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype, "optimizer": "adamw"}
+    peak = t.peak_event
+    return {
+        "model": model_dims(scenario.model),
+        "configuration": config,
+        "world_size": world,
+        "step_peak": {
+            "measured_bytes": measured.peak_bytes,
+            "measured_phase": measured.peak_phase,
+            "predicted_bytes": t.peak_allocated_bytes,
+            "predicted_moment": peak.moment if peak else "start",
+            "predicted_parts": t.peak_parts,
+        },
+    }

@@ -80,14 +80,15 @@ def named_dims(req: Request) -> dict[str, Any]:
         return {}
 
 
-def prediction_scenario(req: Request) -> Scenario:
-    """The tiersim scenario that describes exactly what `measure` runs."""
-    scenario = _scenario(req)
+def prediction_scenario(req: Request, fsdp: int | None = None) -> Scenario:
+    """The tiersim scenario that describes exactly what `measure` runs (`fsdp`: FSDP2 over
+    that many ranks, each the scenario's GPU)."""
+    scenario = _scenario(req, fsdp)
     _check_measurable(scenario)
     return scenario
 
 
-def _scenario(req: Request) -> Scenario:
+def _scenario(req: Request, fsdp: int | None = None) -> Scenario:
     for name, value, allowed in (
         ("optimizer", req.optimizer, OPTIMIZERS),
         ("dtype", req.dtype, DTYPES),
@@ -118,6 +119,9 @@ def _scenario(req: Request) -> Scenario:
     if req.dropout is not None:
         model |= {"attention_dropout": req.dropout, "hidden_dropout": req.dropout}
     raw = {"name": "measure", "model": model, "training": training}
+    if fsdp is not None:
+        raw |= {"parallel": {"data": fsdp, "zero_stage": 3}}
+        training["framework"] = "fsdp"
     return build(raw, req.base_dir, SOURCE, list(req.overrides)).scenario
 
 

@@ -20,6 +20,9 @@ class StepPeaks:
     peak_bytes: int
     peak_phase: str
     phase_peaks: dict[str, int]
+    # measured: what the step left allocated beyond what it started with (0 where every
+    # allocation it made was freed, and seen freed)
+    left_bytes: int | None = None
 
 
 def _phase_ranges(prof: Any) -> list[tuple[int, int, str]]:
@@ -43,4 +46,4 @@ def measured_peaks(prof: Any, base: int) -> StepPeaks:
             phases[where] = max(phases[where], current)
         if current > peak:
             peak, peak_phase = current, where
-    return StepPeaks(peak, peak_phase, phases)
+    return StepPeaks(peak, peak_phase, phases, current - base)

@@ -34,6 +34,12 @@ from tiersim.state.resolved import resolve
 from tiersim.state.step_memory import build_events
 from tiersim.state.timeline import Timeline, evaluate
 
+# The step runs on one thread, as each FSDP2 rank does (groundtruth/fsdp2_step.py): a 16-bit
+# GEMM's workspace on the CPU grows with the threads it runs on (the GQA model's bf16 down
+# projection's backward: 13,312 B on one thread, 140,928 B on this machine's), a kernel
+# workspace the timeline does not count, which would make the measured peak the machine's.
+ONE_THREAD = 1
+
 
 @dataclass(frozen=True)
 class StepComparison:
@@ -98,13 +104,18 @@ def record_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
             net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     named = list(net.named_parameters())
     optimizers = optimizer_named(s.training.optimizer).build(torch, named)
-    _step(net, optimizers, ids, recorded=False)  # warm-up: the optimizer state exists
-    params = [p for _, p in named]
-    state = sum(tm.optimizer_bytes(opt)[0] for opt in optimizers)
-    grads = tm.storage_bytes(p.grad for p in params if p.grad is not None)
-    base = tm.storage_bytes(params) + grads + state
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        _step(net, optimizers, ids, recorded=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(ONE_THREAD)
+    try:
+        _step(net, optimizers, ids, recorded=False)  # warm-up: the optimizer state exists
+        params = [p for _, p in named]
+        state = sum(tm.optimizer_bytes(opt)[0] for opt in optimizers)
+        grads = tm.storage_bytes(p.grad for p in params if p.grad is not None)
+        base = tm.storage_bytes(params) + grads + state
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            _step(net, optimizers, ids, recorded=True)
+    finally:
+        torch.set_num_threads(threads)
     return measured_peaks(prof, base)
 
 

@@ -75,7 +75,8 @@ def host_text(hm: dict[str, Any], engine_peak: int | None = None) -> str:
     rows = [[p, fmt_bytes(b), f"{100 * b / total:.1f} %"] for p, b in hm["peak_parts"].items()]
     rows.append(["one GPU's share at the peak", fmt_bytes(hm["peak_bytes"]), "100.0 %"])
     node = hm["node"]
-    rows.append([f"the node ({node['gpus']} GPUs)", fmt_bytes(node["peak_bytes"]), ""])
+    gpus = f"{node['gpus']} GPU{'s' * (node['gpus'] != 1)}"
+    rows.append([f"the node ({gpus})", fmt_bytes(node["peak_bytes"]), ""])
     verdict = "fits" if hm["fits"] else f"DOES NOT FIT: out of memory at {hm['out_of_memory_at']}"
     head = (
         f"host memory ({hm['tier']}) over the step: peak at {hm['peak_moment']}, "
@@ -91,10 +92,23 @@ def host_text(hm: dict[str, Any], engine_peak: int | None = None) -> str:
             "the simulated stage's"
         )
     if engine_peak is not None and engine_peak != hm["peak_bytes"]:
-        notes.append(
-            f"the simulated step's occupancy peaks at {fmt_bytes(engine_peak)}: it counts the "
-            "staging chunks of multi-hop moves in flight, which this timeline leaves out, and "
-            "not a CPU optimizer's temporaries, which it counts (the tier table's peak is the "
-            "larger)"
-        )
+        notes.append(engine_note(engine_peak, hm["peak_bytes"]))
     return table + "".join(f"\n{n}" for n in notes)
+
+
+def engine_note(engine_peak: int, timeline_peak: int) -> str:
+    """Why the simulated step's occupancy of the host tier differs from this timeline's peak,
+    said for the side that is larger (the tier table shows the larger): the engine counts the
+    staging chunks of multi-hop moves in flight, which the ordered timeline has no timing for;
+    the timeline counts a CPU optimizer's step temporaries, which the engine does not move."""
+    if engine_peak > timeline_peak:
+        return (
+            f"the simulated step's occupancy peaks higher, at {fmt_bytes(engine_peak)}: it "
+            "counts the staging chunks of multi-hop moves in flight, which this timeline "
+            "leaves out (the tier table's peak)"
+        )
+    return (
+        f"the simulated step's occupancy peaks lower, at {fmt_bytes(engine_peak)}: it leaves "
+        "out what this timeline adds beside the moves, such as a CPU optimizer's step "
+        "temporaries (the tier table's peak is this timeline's)"
+    )

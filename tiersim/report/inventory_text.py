@@ -89,9 +89,10 @@ def inventory_tables(s: Scenario, inv: Inventory, host: HostTimeline | None = No
     acts = _activation_table(s, inv)
     notes = [
         split_note(s, inv),
-        "Resident state and the GPU's and host's step timelines (docs/memory.md): `tiersim "
-        "run` adds what the engine moves (staging, offloaded activations, checkpoint versions) "
-        "and says whether that fits.",
+        "Resident state, and the GPU's and host's step timelines, each with its verdict "
+        "(docs/memory.md); `tiersim run` adds each tier's occupancy as the simulated step "
+        "moves state (chunks staged in flight, prefetched units, checkpoint versions on "
+        "their target) and says whether that fits.",
     ]
     if s.model.parameters is not None and s.model.activation_bytes_per_layer is None:
         notes.append(

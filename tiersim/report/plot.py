@@ -100,18 +100,20 @@ def step_figure(
     _occupancy_legend(panels[-1], kinds)
     _time_bar(fig.add_subplot(grid[2, :]), st, unit)
     if memory is not None:
-        _memory_panels(fig, grid[3, :], memory, host)
+        _memory_panels(fig, grid[3, :], memory, host, report)
     return fig
 
 
-def _memory_panels(fig: Any, cell: Any, memory: Any, host: Any) -> None:
-    """The GPU's memory timeline, and the host's beside it where there is one."""
+def _memory_panels(fig: Any, cell: Any, memory: Any, host: Any, report: dict[str, Any]) -> None:
+    """The GPU's memory timeline, and the host's beside it where there is one (with the
+    simulated step's occupancy of its tier, which the tier's panel above draws)."""
     if host is None:
         draw_memory_timeline(fig.add_subplot(cell), memory)
         return
     left, right = cell.subgridspec(1, 2)
     draw_memory_timeline(fig.add_subplot(left), memory)
-    draw_host_timeline(fig.add_subplot(right), host)
+    engine_peak = report["tiers"].get(host.timeline.tier, {}).get("engine_peak_bytes")
+    draw_host_timeline(fig.add_subplot(right), host, engine_peak)
 
 
 def extrapolated_note(trace: dict[str, Any]) -> str:

@@ -43,7 +43,9 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
             return per_context_rank(r, shape.layer_activation_bytes(*args))
 
         saved = kept(tr.recompute)
-        again = {"full": kept("none"), "selective": kept("none") - saved}.get(tr.recompute, 0)
+        # recomputed in backward: the whole set but what the layer keeps (full: its input,
+        # the checkpoint's, already there; selective: all but the s² terms)
+        again = kept("none") - saved if tr.recompute in ("full", "selective") else 0
         if tr.recompute == "selective_op":  # torchtitan's op-level policy (op_recompute.py)
             working = op_working_bytes(
                 model, seq, tr.micro_batch_size, acc, par.tensor, par.sequence

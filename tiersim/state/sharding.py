@@ -44,9 +44,22 @@ def _raw_bytes(training: Training, mats: list[Matrix]) -> dict[str, int]:
     per_value["master"] = master_bytes(training.precision)
     out = {c: params * per_value[c] for c in PER_PARAMETER if c != "optimizer"}
     out["optimizer"] = optimizer(training.optimizer).state_bytes(mats, per_value["optimizer"])
+    out["gradients"] += apex_fp32_gradient_bytes(training, mats, per_value["gradients"])
     if training.fp8 is not None and training.fp8.param_gather:  # FP8 weights alone (fp8.py)
         out["weights"] = fp8_param_bytes(training.fp8.recipe, mats, per_value["weights"])
     return {c: out[c] for c in PER_PARAMETER}
+
+
+def apex_fp32_gradient_bytes(training: Training, mats: list[Matrix], grad_bytes: int) -> int:
+    """Bytes beyond `grad_bytes` a value that apex's DistributedFusedAdam under NeMo keeps
+    for the embeddings' and the output layer's gradients: NeMo marks them
+    `_with_fp32_optimizer` (megatron_base_model.py `setup_optimization`: 'word_embedding',
+    'position_embedding', 'output_layer') and its MegatronDistributedFusedAdam
+    `init_params_bucket` puts them in buckets of `grad_sync_dtype=torch.float32`, whatever
+    the others' grad_sync_dtype (nemo/core/optim/distributed_adam.py)."""
+    if training.distributed_optimizer != "apex" or grad_bytes >= 4:
+        return 0
+    return sum(m.size for m in mats if m.embedding) * (4 - grad_bytes)
 
 
 def optimizer_values(name: str, matrices: list[Matrix]) -> int:

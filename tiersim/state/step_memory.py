@@ -29,20 +29,24 @@ In order (docs/memory.md says what is and is not counted, and why):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tiersim.config.schema import PRECISION_BYTES
-from tiersim.state.activations import outside_items
-from tiersim.state.chunked_loss import chunked_loss
+from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_values
 from tiersim.state.inventory import (
     Inventory,
-    per_context_rank,
     rank_matrices,
     stage_bytes,
     tier_use,
 )
 from tiersim.state.layer_memory import LayerMemory, layer_memory
-from tiersim.state.model import Transformer
+from tiersim.state.loss_memory import (
+    HEAD_GRAD,
+    final_norm_transients,
+    loss_events,
+    outside_saved,
+)
+from tiersim.state.loss_memory import logits_values as logits_values  # re-exported
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.step_optimizer import optimizer_temporaries
@@ -114,16 +118,6 @@ def _reshard(r: Resolved) -> bool:
     return r.execution.parallel.reshard_after_forward is not False
 
 
-def logits_values(r: Resolved) -> int:
-    """Logits one GPU holds: s·b·V/(t·c) (vocab-parallel over t; a context rank's s/c tokens)."""
-    model = r.model
-    if not isinstance(model, Transformer):
-        return 0
-    x = r.execution
-    tokens = x.seq_len // x.parallel.context * x.training.micro_batch_size
-    return tokens * math.ceil(model.vocab / x.parallel.tensor)
-
-
 def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> None:
     gpu = r.machine.gpu.memory
     use = tier_use(r, per_gpu, experts)[gpu]
@@ -133,61 +127,6 @@ def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> No
     steps.alloc(
         "start of the step", "start", "held", "saved activations (other micro-batches)", held_acts
     )
-
-
-def _loss(steps: _Steps, r: Resolved, log_softmax: float, head_grad: int) -> None:
-    """The loss forward and backward on the last stage, tensor by tensor (the module's 2, 3);
-    `head_grad`: the head's weight gradient, made while the logits' gradient lives."""
-    n, cb = logits_values(r), r.accounting.compute_bytes
-    if r.accounting.loss_chunks > 1:  # torchtitan's ChunkedLossWrapper, inside the forward
-        return chunked_loss(steps, r, n, log_softmax, (head_grad, HEAD_GRAD))
-    fw, bw, f, b = "forward: loss", "backward: loss", "forward", "backward"
-    copy = "logits in fp32 (the loss's copy)"
-    if r.accounting.implementation == "megatron":
-        # vocab_parallel_cross_entropy and its fused native form (loss_fusion: native,
-        # fusions/fused_cross_entropy.py): the fp32 copy of the logits becomes the softmax in
-        # place and is kept; their backward works in place too. te (Transformer Engine's
-        # parallel_cross_entropy, cross_entropy.py) writes the gradient into the logits
-        # themselves in forward and keeps them: no fp32 copy
-        steps.alloc(fw, f, "logits", "logits", cb * n)
-        if cb != 4 and r.execution.training.loss_fusion != "te":
-            steps.alloc(fw, f, "logits fp32", "logits in fp32 (kept by the loss)", 4 * n)
-            steps.free(fw, f, "logits", "logits")
-            steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
-            steps.free(bw, b, "logits fp32", "logits in fp32 (kept by the loss)")
-            steps.free(bw, b, "d logits", "loss gradient (compute precision)")
-        else:
-            steps.free(bw, b, "logits", "logits")
-        return
-    # transformers' loss: logits.float(), F.cross_entropy = log_softmax (kept) + nll_loss
-    steps.alloc(fw, f, "logits", "logits", cb * n)
-    if cb != 4:
-        steps.alloc(fw, f, "logits fp32", copy, 4 * n)
-    steps.alloc(fw, f, "log-softmax", "saved activations", log_softmax)
-    steps.free(fw, f, "logits fp32", copy)
-    steps.free(fw, f, "logits", "logits")  # a training loop drops the output before backward
-    steps.alloc(bw, b, "d log-softmax", "loss gradient (fp32)", 4 * n)  # nll_loss_backward
-    steps.alloc(bw, b, "d logits fp32", "loss gradient (fp32)", 4 * n)  # log_softmax_backward
-    steps.free(bw, b, "d log-softmax", "loss gradient (fp32)")
-    steps.free(bw, b, "log-softmax", "saved activations")
-    if cb != 4:  # the cast's backward
-        steps.alloc(bw, b, "d logits", "loss gradient (compute precision)", cb * n)
-        steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
-    steps.alloc(bw, b, "d head", HEAD_GRAD, head_grad)  # the head's matmul backward
-    steps.free(bw, b, "d logits", "loss gradient (compute precision)")  # after the head's
-    steps.free(bw, b, "d logits fp32", "loss gradient (fp32)")
-
-
-def _outside_saved(r: Resolved, stage: int, last: bool) -> tuple[float, float]:
-    """What one micro-batch keeps outside the layers: (all of it, the loss's log-softmax)."""
-    model, par = r.model, r.execution.parallel
-    if not isinstance(model, Transformer):
-        return 0.0, 0.0
-    seq, mbs = r.execution.seq_len, r.execution.training.micro_batch_size
-    items = outside_items(model, seq, mbs, r.accounting, stage == 0, last)
-    split = [(i, i.nbytes / par.tensor if i.split or par.sequence else i.nbytes) for i in items]
-    softmax = sum(b for i, b in split if "log-softmax" in i.name or "chunked loss" in i.name)
-    return per_context_rank(r, sum(b for _, b in split)), per_context_rank(r, softmax)
 
 
 @dataclass(frozen=True)
@@ -201,17 +140,18 @@ class _Plan:
     on_gpu: bool  # saved activations live in GPU memory
     cb: int  # compute precision's bytes
     grad_bytes: int  # an unsharded gradient's bytes per value
-    whole_layer_grads: bool  # FSDP2 reduce-scatters a layer's gradients at once
     fp8_params: bool = False  # training.fp8.param_gather: the FP8 copies are the weights
+    fsdp2: Fsdp2 | None = None  # FSDP2's own buffers (state/fsdp2_memory.py)
+    groups: tuple[Group, ...] = ()  # FSDP2's: each layer's, then the root group's
 
 
-def _plan(r: Resolved, layers: list[LayerMemory]) -> _Plan:
+def _plan(r: Resolved, layers: list[LayerMemory], rest: int) -> _Plan:
     tr, plan = r.execution.training, r.execution.offload
     cb = r.accounting.compute_bytes
     submodule = plan.fetch == "submodule" and plan.max_live_parameters
     max_live = float(plan.max_live_parameters) if submodule else math.inf
     biggest = max((lay.params for lay in layers), default=0)
-    return _Plan(
+    p = _Plan(
         gather=_gathered(r),
         window=GATHER_WINDOW if GATHER_WINDOW * biggest <= max_live else 1,
         max_live=max_live,
@@ -219,9 +159,27 @@ def _plan(r: Resolved, layers: list[LayerMemory]) -> _Plan:
         on_gpu=homes(r.execution.placement, r.machine)["activations"] == r.machine.gpu.memory,
         cb=cb,
         grad_bytes=cb if tr.framework == "fsdp" else PRECISION_BYTES[tr.precision.gradients],
-        whole_layer_grads=tr.framework == "fsdp",
         fp8_params=tr.fp8 is not None and tr.fp8.param_gather,
     )
+    if tr.framework == "fsdp" and p.gather:  # FSDP2's groups: each layer, and the root
+        groups = [(str(i), "layer", lay) for i, lay in enumerate(layers)] + [("rest", "rest", None)]
+        p = replace(p, fsdp2=fsdp2_of(r), groups=tuple(_group(r, p, *g, rest) for g in groups))
+    return p
+
+
+def _group(r: Resolved, p: _Plan, key: str, unit: str, lay: LayerMemory | None, rest: int):
+    values = padded_group_values(r, unit, lay.params if lay else rest)
+    nbytes = _gathered_bytes(p, lay, values) if lay else values * p.cb
+    return Group(key, math.ceil(nbytes), values * p.grad_bytes, lay.tensors if lay else 3)
+
+
+def _gathered_bytes(p: _Plan, lay: LayerMemory, values: float) -> float:
+    """`values` of the layer's parameters as gathered: in the compute precision, or where
+    training.fp8.param_gather, the linear weights' FP8 bytes and the rest in it."""
+    if p.fp8_params:
+        whole = lay.fp8 + (lay.params - lay.fp8_values) * p.cb
+        return whole * values / max(1, lay.params)
+    return values * p.cb
 
 
 def _gather(steps: _Steps, p: _Plan, layers: list[LayerMemory], at: str, phase: str, js) -> None:
@@ -229,17 +187,17 @@ def _gather(steps: _Steps, p: _Plan, layers: list[LayerMemory], at: str, phase: 
         if f"gathered {j}" not in steps.held:
             lay = layers[j]  # DeepSpeed's fetch: up to max_live, a module always whole
             values = max(min(lay.params, p.max_live), lay.module if p.max_live < lay.params else 0)
-            nbytes = values * p.cb
-            if p.fp8_params:  # gathered in FP8: the linear weights' FP8 bytes, the rest in cb
-                whole = lay.fp8 + (lay.params - lay.fp8_values) * p.cb
-                nbytes = whole * values / max(1, lay.params)
+            nbytes = _gathered_bytes(p, lay, values)
             steps.alloc(at, phase, f"gathered {j}", "gathered weights", nbytes, lay.tensors)
 
 
 def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
     for i, lay in enumerate(layers):
         at = f"forward: layer {i}"
-        if p.gather:
+        if p.fsdp2:  # the previous group's all-gather buffer kept to this copy-out
+            p.fsdp2.unshard(steps, at, "forward", p.groups[i])
+            p.fsdp2.release(steps, at, "forward", str(i - 1) if i else "rest")
+        elif p.gather:
             _gather(steps, p, layers, at, "forward", range(i, min(i + p.window, len(layers))))
         saved = lay.saved if p.on_gpu else 0
         steps.alloc(at, "forward", f"saved {i}", "saved activations", saved, lay.items)
@@ -252,9 +210,9 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
 
 
 UNSHARDED = "unsharded gradients (before reduce-scatter)"
-HEAD_GRAD = "head's weight gradient"
 EMBEDDING_GRAD = "embedding's weight gradient (dense)"
 TIED_SUM = "tied weight's summed gradient"
+FINAL_NORM = "final norm's backward transients (fp32)"
 BUSIEST = "saved activations: the busiest expert rank's rows beyond the mean"
 FP8 = "FP8 weight copies (training.fp8)"
 
@@ -262,16 +220,19 @@ FP8 = "FP8 weight copies (training.fp8)"
 def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads: bool) -> None:
     for i in reversed(range(len(layers))):
         lay, at, b = layers[i], f"backward: layer {i}", "backward"
-        if p.gather:
+        if p.fsdp2:
+            p.fsdp2.pre_backward(steps, at, p.groups, i)
+        elif p.gather:
             _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
         steps.alloc(at, b, f"recompute {i}", "recompute working set", lay.recompute, lay.items)
         steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
-        if sharded_grads:
-            # FSDP2: a layer's at once; ZeRO: each tensor's as it is reduced, a tiled
-            # operator's (ZeRO-Infinity) a tile's, at most what one fetch gathers
-            values = lay.params if p.whole_layer_grads else min(lay.largest, p.max_live)
-            pieces = lay.tensors if p.whole_layer_grads else 1
-            steps.alloc(at, b, f"unsharded {i}", UNSHARDED, values * p.grad_bytes, pieces)
+        if p.fsdp2:  # the first of the layer's gradients, beside all it saved
+            p.fsdp2.first_gradient(steps, at, p.groups[i], lay.largest * p.grad_bytes)
+        elif sharded_grads:
+            # ZeRO: each tensor's as it is reduced, a tiled operator's (ZeRO-Infinity) a
+            # tile's, at most what one fetch gathers
+            values = min(lay.largest, p.max_live)
+            steps.alloc(at, b, f"unsharded {i}", UNSHARDED, values * p.grad_bytes)
         for key, part in (
             (f"working {i}", "backward transients"),
             (f"recompute {i}", "recompute working set"),
@@ -281,7 +242,9 @@ def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads:
             (f"unsharded {i}", UNSHARDED),
         ):
             steps.free(at, b, key, part)
-        if p.gather:
+        if p.fsdp2:  # the rest of its gradients, then the reduce-scatter
+            p.fsdp2.post_backward(steps, at, p.groups[i])
+        elif p.gather:
             steps.free(at, b, f"gathered {i}", "gathered weights")
 
 
@@ -291,22 +254,29 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     last = stage == par.pipeline - 1
     (per_gpu, experts), _, _ = stage_bytes(r, r.model, stage)
     layers = layer_memory(r, stage)
-    p = _plan(r, layers)
-    outside, log_softmax = _outside_saved(r, stage, last)
+    rest = _rest_values(r, stage)
+    p = _plan(r, layers, rest)
+    outside, log_softmax, head_side = outside_saved(r, stage, last)
     this_mb = sum(lay.saved for lay in layers) + outside
     held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
     steps = _Steps()
     _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held)
-    rest = _rest_values(r, stage)
     root = _weights_at_start(steps, p, layers, rest)
-    saves = outside - log_softmax if p.on_gpu else 0
+    saves = outside - log_softmax - head_side if p.on_gpu else 0
     steps.alloc("forward: embeddings", "forward", "outside saves", "saved activations", saves, 4)
     _forward(steps, p, layers)
     vocab = vocab_grads(r, stage, p.grad_bytes, root)
     if last:
+        head = head_side if p.on_gpu else 0
+        at = "forward: final norm and head"
+        steps.alloc(at, "forward", "head saves", "saved activations", head, 4)
         _loss_with_head(steps, r, p, 0 if root else rest, log_softmax, vocab)
+        at, b, norm = "backward: final norm and head", "backward", FINAL_NORM
+        steps.alloc(at, b, "final norm", norm, final_norm_transients(r) if p.on_gpu else 0, 5)
+        steps.free(at, b, "final norm", norm)
+        steps.free(at, b, "head saves", "saved activations")
     _backward(steps, p, layers, bool(inv.sharded.get("gradients")))
-    _embedding_grads(steps, vocab)
+    _embedding_grads(steps, vocab, p)
     steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
     steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
     _optimizer_step(steps, r, stage)
@@ -330,6 +300,9 @@ def _weights_at_start(steps: _Steps, p: _Plan, layers: list[LayerMemory], rest: 
     if p.max_live < math.inf:  # a submodule fetch (DeepSpeed): the head about the loss alone
         return False
     at = "forward: embeddings"
+    if p.fsdp2:  # its all-gather buffer kept to the first layer's copy-out
+        p.fsdp2.unshard(steps, at, "forward", p.groups[-1])
+        return True
     steps.alloc(at, "forward", "gathered rest", "gathered weights", rest * p.cb, 3)
     return True
 
@@ -340,19 +313,33 @@ def _loss_with_head(
     """The loss, with the head's parameters gathered about it where fetched per submodule."""
     gathered = min(head, p.max_live) * p.cb if p.gather else 0
     steps.alloc("forward: loss", "forward", "gathered head", "gathered weights", gathered, 3)
-    _loss(steps, r, log_softmax, vocab.head)
+    loss_events(steps, r, log_softmax, vocab.head, lambda: _after_the_forward(steps, p))
     if not vocab.held:  # AccumulateGrad adds it into .grad
         steps.free("backward: loss", "backward", "d head", HEAD_GRAD)
     steps.free("backward: loss", "backward", "gathered head", "gathered weights")
 
 
-def _embedding_grads(steps: _Steps, vocab: VocabGrads) -> None:
+def _after_the_forward(steps: _Steps, p: _Plan) -> None:
+    """FSDP2's root frees the last layer's all-gather buffer at the end of its forward, and
+    where layers reshard after forward prefetches it again as the backward starts."""
+    if p.fsdp2 and len(p.groups) > 1:
+        last = p.groups[-2]  # the last layer's (the root group's is the last)
+        p.fsdp2.release(steps, "forward: loss", "forward", last.key)
+        if p.reshard:
+            p.fsdp2.all_gather(steps, "backward: loss", "backward", last)
+
+
+def _embedding_grads(steps: _Steps, vocab: VocabGrads, p: _Plan) -> None:
     """The embedding's backward: its dense gradient, a tied weight's sum with the head's
-    (state/vocab_grads.py), then AccumulateGrad."""
+    (state/vocab_grads.py), then AccumulateGrad, or FSDP2's root reduce-scatter."""
     at, b = "backward: embeddings", "backward"
     steps.alloc(at, b, "d embedding", EMBEDDING_GRAD, vocab.embedding)
     steps.alloc(at, b, "d tied", TIED_SUM, vocab.summed)
-    for key, part in (("d embedding", EMBEDDING_GRAD), ("d head", HEAD_GRAD), ("d tied", TIED_SUM)):
+    grads = [("d embedding", EMBEDDING_GRAD), ("d head", HEAD_GRAD), ("d tied", TIED_SUM)]
+    if p.fsdp2:
+        p.fsdp2.reduce_scatter(steps, at, b, p.groups[-1], grads)
+        p.fsdp2.end_of_backward(steps, at)
+    for key, part in grads:
         steps.free(at, b, key, part)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from tiersim.state.allocator import CachingAllocator
 
@@ -33,6 +34,18 @@ class Event:
             raise ValueError(f"phase(={self.phase!r}) not in {PHASES}")
         if self.nbytes < 0:
             raise ValueError(f"nbytes(={self.nbytes}) must be >= 0")
+
+
+class Steps(Protocol):
+    """What builds a timeline's events: named allocations (`key`) made and freed in order."""
+
+    held: dict[str, int]  # key: bytes, of what is allocated now
+
+    def alloc(
+        self, moment: str, phase: str, key: str, part: str, nbytes: float, pieces: int = 1
+    ) -> None: ...
+
+    def free(self, moment: str, phase: str, key: str, part: str) -> None: ...
 
 
 @dataclass(frozen=True)

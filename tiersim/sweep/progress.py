@@ -20,9 +20,13 @@ class Progress:
         self.tty = self.stream.isatty()
         self.start = self.last = time.monotonic()
         self.done = self.before = done  # `before`: done when the bar started, not in its rate
+        self.ended = False  # the line saying every point is done was written
 
     def update(self, done: int) -> None:
+        if done == self.total and self.done == done and self.ended:
+            return  # the last line once: a plan's bar is updated again as its pool ends
         self.done = done
+        self.ended = self.ended or done == self.total
         now = time.monotonic()
         if now - self.last >= (0.1 if self.tty else 10.0) or done == self.total:
             self.last = now

@@ -1,0 +1,179 @@
+"""apex's DistributedFusedAdam as NeMo 1.x drives it (`training.distributed_optimizer: apex`,
+issue 38; docs/memory.md, "FP8 training"), each figure worked out by hand from the source:
+
+- apex/contrib/optimizers/distributed_fused_adam.py at d571f3ee: `StateBucket` keeps per
+  bucket an int16 `param_remainders_shard` (store_param_remainders) and fp32 `exp_avg_shard`
+  and `exp_avg_sq_shard`, each `shard_size` = bucket / distributed ranks; `_init_grad_buffer`
+  one contiguous grad buffer over every bucket in `grad_sync_dtype` (default: the optimizer's
+  fp32); `_start_bucket_grad_sync` reduce-scatters each bucket into a new
+  `torch.empty([bucket_size // distributed_size], dtype=grad_sync_dtype)` kept as the
+  bucket's `grads_shard` until `zero_grad`; the remainder step reads it in place;
+- NeMo (megatron_base_model.py `setup_optimization`; nemo/core/optim/distributed_adam.py):
+  `store_params=False, store_param_remainders=True` for bf16 weights with an fp32 optimizer;
+  the embeddings and the output layer `_with_fp32_optimizer`, in fp32 gradient buckets;
+  the data x context group the optimizer's process group.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from conftest import scenario
+
+from tiersim.config.load import load_scenario
+from tiersim.core.errors import InputError
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
+from tiersim.state.step_memory import build_events
+from tiersim.state.step_optimizer import APEX_GRAD_SHARDS, optimizer_temporaries
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Llama 3 8B: a layer's q and o 4,096 x 4,096 (16,777,216 each), k and v 4,096 x 1,024
+# (4,194,304 each), gate, up, down 4,096 x 14,336 (58,720,256 each), two RMSNorms 4,096 each:
+# 33,554,432 + 8,388,608 + 176,160,768 + 8,192 = 218,112,000; 32 layers 6,979,584,000, the
+# final norm 4,096; the embedding and the untied output layer 128,256 x 4,096 = 525,336,576
+# each.
+LLAMA3_BODY = 32 * (2 * 16_777_216 + 2 * 4_194_304 + 3 * 58_720_256 + 2 * 4_096) + 4_096
+LLAMA3_EMB = 2 * 128_256 * 4_096
+RANKS = 4 * 2  # data 4 x context 2: NeMo's get_data_parallel_group(with_context_parallel=True)
+
+
+def test_llama3_8b_counts():
+    assert LLAMA3_BODY == 6_979_588_096
+    assert LLAMA3_EMB == 1_050_673_152
+    assert LLAMA3_BODY + LLAMA3_EMB == 8_030_261_248
+
+
+@pytest.fixture(scope="module")
+def llama3_8b():
+    path = ROOT / "scenarios/published/nemo2407-llama3-8b-8gpus.yaml"
+    r = resolve(load_scenario(path).scenario)
+    return r, build_inventory(r)
+
+
+def test_whole_gradient_buffer_bf16_with_embeddings_in_fp32(llama3_8b):
+    """grad_sync_dtype bf16 (the launcher's llama3_8b_fp8.sh): the contiguous buffer holds
+    every value of the rank, 2 B each, the embeddings' and output layer's 4 B:
+    6,979,588,096 x 2 + 1,050,673,152 x 4 = 13,959,176,192 + 4,202,692,608."""
+    _, inv = llama3_8b
+    assert inv.per_gpu["gradients"] == 18_161_868_800
+    assert LLAMA3_BODY * 2 + LLAMA3_EMB * 4 == 18_161_868_800
+
+
+def test_remainders_and_moments_are_sharded_over_data_x_context(llama3_8b):
+    """int16 remainders 2 B and two fp32 moments 8 B a value of the shard,
+    ceil(8,030,261,248 / 8) = 1,003,782,656 values."""
+    _, inv = llama3_8b
+    shard = math.ceil((LLAMA3_BODY + LLAMA3_EMB) / RANKS)
+    assert shard == 1_003_782_656
+    assert inv.per_gpu["master"] == 2 * shard == 2_007_565_312
+    assert inv.per_gpu["optimizer"] == 8 * shard == 8_030_261_248
+    # the bf16 weights stay whole (the contiguous param buffer, param_sync_dtype bf16)
+    assert inv.per_gpu["weights"] == 2 * (LLAMA3_BODY + LLAMA3_EMB)
+
+
+def test_reduce_scattered_shards_live_from_the_step_to_zero_grad(llama3_8b):
+    """The gradient shards: 6,979,588,096 / 8 = 872,448,512 bf16 values (1,744,897,024 B) and
+    1,050,673,152 / 8 = 131,334,144 fp32 ones (525,336,576 B); no fp32 copy of them
+    (Megatron's `_copy_model_grads_to_main_grads` is not run)."""
+    r, inv = llama3_8b
+    expected = 872_448_512 * 2 + 131_334_144 * 4
+    assert expected == 2_270_233_600
+    assert optimizer_temporaries(r, 0) == (APEX_GRAD_SHARDS, expected)
+    events = [e for e in build_events(r, inv, 0) if e.part == APEX_GRAD_SHARDS]
+    assert [(e.phase, e.alloc, e.nbytes) for e in events] == [
+        ("optimizer", True, expected),
+        ("optimizer", False, expected),
+    ]
+
+
+TINY = {
+    "hidden": 64,
+    "layers": 2,
+    "heads": 4,
+    "ffn_hidden": 128,
+    "vocab": 32000,
+    "norm": "rmsnorm",
+    "position": "rope",
+    "gated_mlp": True,
+    "tied_embeddings": False,
+}
+
+
+def _apex(data: int = 2, gradients: str = "fp32", **training):
+    precision = {"weights": "bf16", "gradients": gradients, "master": "bf16", "optimizer": "fp32"}
+    raw = {
+        "name": "tiny",
+        "model": TINY,
+        "training": {
+            "framework": "megatron",
+            "distributed_optimizer": "apex",
+            "seq_len": 128,
+            "optimizer": "adam",
+            "precision": precision,
+            **training,
+        },
+        "parallel": {"data": data, "zero_stage": 1},
+    }
+    return resolve(scenario(raw))
+
+
+def test_fp32_grad_sync_the_apex_default():
+    """The tiny model (tests/test_fp8_memory.py): 4,178,240 values, of them 4,096,000 the
+    embedding and head. grad_sync_dtype fp32 (apex's default, NeMo passes none): 4 B each
+    whole, and the shard over 2 ranks, 2,089,120 values x 4 B = 8,356,480 B."""
+    r = _apex()
+    inv = build_inventory(r)
+    assert inv.per_gpu["gradients"] == 4 * 4_178_240
+    assert optimizer_temporaries(r, 0) == (APEX_GRAD_SHARDS, 8_356_480)
+
+
+def test_one_rank_reduce_scatters_into_the_bucket_itself():
+    """distributed_size 1: `sync_grads_shard = bucket.grads_bucket`, nothing allocated."""
+    assert optimizer_temporaries(_apex(data=1), 0) == (APEX_GRAD_SHARDS, 0)
+
+
+@pytest.mark.parametrize(
+    ("training", "key"),
+    [
+        ({"framework": "deepspeed"}, "training.distributed_optimizer"),
+        ({"precision": {"weights": "bf16", "master": "fp32"}}, "training.distributed_optimizer"),
+        ({"optimizer": "sgd"}, "training.distributed_optimizer"),
+    ],
+)
+def test_apex_outside_nemo_settings_is_refused(training, key):
+    raw = {
+        "name": "tiny",
+        "model": TINY,
+        "training": {
+            "framework": "megatron",
+            "distributed_optimizer": "apex",
+            "optimizer": "adam",
+            "precision": {"weights": "bf16", "master": "bf16", "optimizer": "fp32"},
+            **training,
+        },
+        "parallel": {"data": 2, "zero_stage": 1},
+    }
+    with pytest.raises(InputError) as err:
+        scenario(raw)
+    assert f"{key}: " in str(err.value) and "[E-CONFLICT]" in str(err.value)
+
+
+def test_apex_needs_zero_stage_1():
+    raw = {
+        "name": "tiny",
+        "model": TINY,
+        "training": {
+            "framework": "megatron",
+            "distributed_optimizer": "apex",
+            "optimizer": "adam",
+            "precision": {"weights": "bf16", "master": "bf16", "optimizer": "fp32"},
+        },
+        "parallel": {"data": 2, "zero_stage": 0},
+    }
+    with pytest.raises(InputError) as err:
+        scenario(raw)
+    assert "parallel.zero_stage: " in str(err.value) and "[E-CONFLICT]" in str(err.value)

@@ -1,0 +1,125 @@
+"""A schedule that is one chain, walked without the event loop (tiersim/engine/chain.py),
+against the event loop's run of it: the same step to the bit, every figure, on shipped
+Table 5 configurations and random small shapes; and what it leaves to the event loop."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiersim.config.load import load_scenario
+from tiersim.engine import chain
+from tiersim.engine.ops import Op, OpKind, Role
+from tiersim.engine.simulate import simulate
+from tiersim.hardware.resources import NetChannel, Network
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ROOT / "scenarios" / "published" / "narayanan2021-1.7b.yaml"
+
+
+def both_ways(scenario, monkeypatch) -> tuple[dict, dict, int]:
+    """The step simulated with chains walked and on the event loop alone (wall time out),
+    and how many runs were walked."""
+    walked = []
+    walk = chain.run_chain
+    monkeypatch.setattr(chain, "run_chain", lambda engine: walked.append(1) or walk(engine))
+    out = []
+    for enabled in (True, False):
+        monkeypatch.setattr(chain, "ENABLED", enabled)
+        result = dataclasses.asdict(simulate(scenario))
+        result.pop("wall_s")
+        out.append(result)
+    return out[0], out[1], len(walked)
+
+
+@pytest.mark.parametrize(
+    "name", ["korthikanti2022-22b-selective-sp", "korthikanti2022-175b-selective-sp"]
+)
+def test_a_table5_stage_walked_is_the_event_loops_run(name, monkeypatch):
+    scenario = load_scenario(ROOT / "scenarios" / "published" / f"{name}.yaml").scenario
+    walked, simulated, runs = both_ways(scenario, monkeypatch)
+    assert runs >= 1  # the chain was walked, not left to the event loop
+    assert walked == simulated  # every figure, events included, to the bit
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    pipeline=st.sampled_from([1, 2, 4]),
+    tensor=st.sampled_from([1, 2]),
+    micro_batches=st.integers(1, 9),
+    recompute=st.sampled_from(["full", "selective", "none"]),
+)
+def test_random_small_shapes_walked_are_the_event_loops_runs(
+    pipeline, tensor, micro_batches, recompute
+):
+    overrides = [
+        "model.layers=8",
+        f"parallel.pipeline={pipeline}",
+        f"parallel.tensor={tensor}",
+        "parallel.data=1",
+        f"training.grad_accumulation={micro_batches}",
+        f"training.recompute={recompute}",
+    ]
+    scenario = load_scenario(SMALL, overrides).scenario
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        walked, simulated, runs = both_ways(scenario, monkeypatch)
+    assert runs >= 1
+    assert walked == simulated
+
+
+def engine_of(ops: list[Op], sharing: str = "fair", capacity: float = 1e9) -> SimpleNamespace:
+    """What `chain.refusal` reads of an engine: the sharing policy, the network channels'
+    capacities, the schedule's ops."""
+    simulation = SimpleNamespace(link_sharing=sharing)
+    res = SimpleNamespace(execution=SimpleNamespace(simulation=simulation))
+    net = SimpleNamespace(capacity={NVLINK: capacity})
+    return SimpleNamespace(res=res, net=net, schedule=SimpleNamespace(ops=ops))
+
+
+NVLINK = Network(NetChannel.NVLINK)
+
+
+def gpu(deps: tuple[int, ...]) -> Op:
+    return Op(OpKind.GPU, Role.FORWARD, "forward", 0, deps, duration=1.0)
+
+
+def test_what_is_left_to_the_event_loop_says_why():
+    sync = Op(OpKind.SYNC, Role.COLLECTIVE, "tp", 0, (0,), nbytes=8, resource=NVLINK)
+    assert chain.refusal(engine_of([gpu(()), sync, gpu((1,))])) is None
+    # op 2 waits for op 0 only: it may run beside op 1
+    assert "op 2 (forward) does not wait" in chain.refusal(engine_of([gpu(()), sync, gpu((0,))]))
+    move = Op(OpKind.MOVE, Role.STATE, "fetch", 0, (0,), nbytes=8, src="dram", dst="hbm")
+    assert "moves bytes between tiers" in chain.refusal(engine_of([gpu(()), move]))
+    assert "not max-min" in chain.refusal(engine_of([gpu(())], sharing="ordered"))
+    assert "no bandwidth" in chain.refusal(engine_of([gpu(()), sync], capacity=0.0))
+
+
+class Told:
+    """A recorder that keeps every call it is told, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def op(self, op: Op, start: float, end: float) -> None:
+        self.calls.append((op.label, start, end))
+
+    def memory(self, tier: str, now: float, occupied: float) -> None:
+        self.calls.append((tier, now, occupied))
+
+
+def test_a_trace_of_a_chain_walked_is_told_what_the_event_loop_tells(monkeypatch):
+    path = ROOT / "scenarios" / "published" / "korthikanti2022-22b-selective-sp.yaml"
+    scenario = load_scenario(path).scenario
+    told = []
+    for enabled in (True, False):
+        monkeypatch.setattr(chain, "ENABLED", enabled)
+        recorder = Told()
+        simulate(scenario, recorder=recorder)
+        told.append(recorder.calls)
+    assert len(told[0]) > 100  # every op and occupancy change of the run shown
+    assert told[0] == told[1]

@@ -1,0 +1,49 @@
+"""`training.distributed_optimizer`: which ZeRO-1 optimizer shards the state under
+`framework: megatron`. `megatron` (or null) is Megatron-Core's distributed optimizer; `apex`
+is apex's DistributedFusedAdam as NeMo 1.x drives it (NeMo-Framework-Launcher's training
+configs, `optim.name: distributed_fused_adam`, through nemo/core/optim/distributed_adam.py
+`MegatronDistributedFusedAdam`). What it holds is counted in state/sharding.py (gradients)
+and state/step_optimizer.py (the reduce-scattered gradient shards); docs/memory.md, "FP8
+training", lists it.
+
+The precisions say NeMo's settings: `gradients` is apex's `grad_sync_dtype` (its default the
+optimizer's fp32; the launcher's H100 scripts pass `optim.grad_sync_dtype=bf16`), `master`
+bf16 the 16-bit remainders NeMo asks for with bf16 weights and an fp32 optimizer
+(megatron_base_model.py `setup_optimization`: `store_params=False`,
+`store_param_remainders=True`; apex keeps them as an int16 shard, 2 B a value)."""
+
+from __future__ import annotations
+
+from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem
+
+KEY = "training.distributed_optimizer"
+
+
+def distributed_optimizer_problems(s: Scenario) -> list[Problem]:
+    """`apex` outside what NeMo runs it with: refused (exit 2), one problem each."""
+    tr = s.training
+    if tr.distributed_optimizer != "apex":
+        return []
+    problems = []
+    if tr.framework != "megatron":
+        what = f"'apex' needs training.framework: megatron (got {tr.framework!r})"
+        problems.append(Problem(KEY, what, "E-CONFLICT"))
+    if s.parallel.zero_stage != 1:
+        what = (
+            f"'apex' shards the optimizer state and master remainders over the data-parallel "
+            f"ranks and keeps a whole gradient buffer: expected parallel.zero_stage 1 "
+            f"(got {s.parallel.zero_stage})"
+        )
+        problems.append(Problem("parallel.zero_stage", what, "E-CONFLICT"))
+    prec = tr.precision
+    wanted = prec.weights == "bf16" and prec.optimizer == "fp32" and prec.master == "bf16"
+    if not wanted or tr.optimizer not in ("adam", "adamw"):
+        what = (
+            "'apex' is counted as NeMo runs DistributedFusedAdam: Adam or AdamW with weights "
+            "bf16, optimizer fp32 and master bf16 (the int16 remainders of "
+            f"store_param_remainders); got optimizer {tr.optimizer}, weights {prec.weights}, "
+            f"master {prec.master}, optimizer state {prec.optimizer}"
+        )
+        problems.append(Problem(KEY, what, "E-CONFLICT"))
+    return problems

@@ -1,0 +1,137 @@
+"""A schedule that is one chain, timed without the event loop.
+
+Where every op waits for the op before it (a pipeline stage with everything resident:
+compute, blocking collectives, the bubble, the update, one after another) nothing ever
+runs beside anything else: no two flows share a channel, no two timers are pending, and
+each op starts the moment the op before it ends. The engine's run of such a schedule is a
+walk in index order, each op's end its start plus what it takes, worked out with the same
+floating-point operations the engine's timers and channels use (a timer: `now +
+duration`; a collective alone on its channel: `Channel.start`'s `now + (bytes / capacity +
+(now + latency - now))`), its occupancy changes and recorder calls made in the engine's
+order. So the run's log, busy spans, occupancy and events are the engine's to the bit,
+and everything measured from them (tiersim.engine.metrics) is the same.
+
+Anything else (a move between tiers, an op that does not wait for the one before it, link
+sharing other than max-min, a channel of no bandwidth) is left to the engine: `refusal`
+says why.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from tiersim.engine.busy import merge_span
+from tiersim.engine.flows import FlowNetwork
+from tiersim.engine.ops import OpKind
+from tiersim.hardware.resources import Network
+
+MOVE = OpKind.MOVE
+_DEPS, _KIND = operator.attrgetter("deps"), operator.attrgetter("kind")
+# False: every run on the event loop (tests compare the two ways)
+ENABLED = True
+
+
+def walks(engine: Any) -> bool:
+    """Whether `engine`'s run is walked here (`run_chain`) rather than on its event loop."""
+    return ENABLED and refusal(engine) is None
+
+
+def refusal(engine: Any) -> str | None:
+    """Why `engine`'s schedule cannot be walked as a chain (None: it can). Checked over
+    every op in C-level passes (a run's ops are thousands); the op to blame found only
+    where one fails."""
+    if engine.res.execution.simulation.link_sharing in ("ordered", "issue_order"):
+        return "link sharing is not max-min (collectives are ordered with other transfers)"
+    if any(not c > 0 for r, c in engine.net.capacity.items() if isinstance(r, Network)):
+        return "a network channel has no bandwidth"
+    ops = engine.schedule.ops
+    deps = list(map(_DEPS, ops))
+    n = len(ops)
+    chained = all(map(operator.contains, deps[1:], range(n - 1)))
+    if chained and n > 1:  # each op's deps all before it (the one before among them)
+        chained = all(map(operator.lt, map(max, deps[1:]), range(1, n)))
+    if chained and MOVE not in list(map(_KIND, ops)):  # by identity: an enum hashes in Python
+        return None
+    for i, op in enumerate(ops):
+        if op.kind is MOVE:
+            return f"op {i} ({op.label}) moves bytes between tiers"
+        if i and (i - 1 not in op.deps or max(op.deps) >= i):
+            return f"op {i} ({op.label}) does not wait for the op before it"
+    raise AssertionError("a chain refused with no op to blame")
+
+
+def run_chain(engine: Any) -> Any:
+    """Run `engine`'s schedule (a chain: `refusal` is None) as the engine would: its log,
+    its network's busy spans and wake-ups, its tiers' occupancy and its recorder's calls."""
+    recorder, occupancy = engine.recorder, engine.occupancy
+    if recorder is not None:  # what each tier holds before anything moves
+        for tier, occ in occupancy.items():
+            recorder.memory(tier, 0.0, occ.current)
+    log, net = engine.log, engine.net
+    starts, ends, step_left = log.start, log.end, log.step_left
+    capacity, spans_of = net.capacity, {}
+    timers = wakeups = 0
+    now = 0.0
+    for i, op in enumerate(engine.schedule.ops):
+        starts[i] = now
+        if op.alloc:
+            _occupy(occupancy, op.alloc, now, 1, recorder)
+        kind = op.kind
+        if kind.timed:
+            if op.duration > 0:
+                timers += 1
+                now = now + op.duration
+        elif op.nbytes > 0 or op.latency > 0:  # a collective alone on its channel
+            wakeups += 1
+            now = _collective(op, now, capacity[op.resource], spans_of, net.busy)
+        ends[i] = now
+        if op.free:
+            _occupy(occupancy, op.free, now, -1, recorder)
+        if recorder is not None:
+            recorder.op(op, starts[i], now)
+        step = op.step
+        left = step_left[step] - 1
+        step_left[step] = left
+        if not left:
+            log.step_end[step] = now
+            log.snapshots[step] = {t: o.integral_at(now) for t, o in occupancy.items()}
+    log.events += timers
+    net.wakeups += wakeups
+    net.finished()
+    engine.waiting, engine.dependents = [], []  # the graph is spent, as after Engine.run
+    return log
+
+
+def _collective(op: Any, now: float, capacity: float, spans_of: dict, busy: Any) -> float:
+    """When collective `op`, begun at `now`, lands: `Channel.start`'s plan for a flow alone
+    on its channel (a flow of no bytes: `_nothing_to_move`'s timer), its busy span merged
+    into the channel's and ANY's lists as `Channel._landed` merges it."""
+    nbytes, delay = op.nbytes, op.latency
+    if nbytes <= 0:
+        return now + delay
+    begin = now + delay if delay > 0 else now
+    soonest = float(nbytes) / capacity
+    if begin > now:
+        soonest += begin - now
+    if not soonest > 0.0:
+        soonest = 0.0
+    end = now + soonest
+    if end > begin:
+        name = op.resource.channel
+        spans = spans_of.get(name)
+        if spans is None:  # made at its first span, as the channel's (the log's order)
+            spans = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
+        merge_span(spans[0], begin, end)
+        merge_span(spans[1], begin, end)
+    return end
+
+
+def _occupy(occupancy: dict, changes, now: float, sign: int, recorder) -> None:
+    """Each (tier, bytes) of `changes` taken (sign 1) or given back (-1) at `now`, the
+    engine's arithmetic (`_Occupancy.change`), the recorder told of each."""
+    for tier, nbytes in changes:
+        occ = occupancy[tier]
+        occ.change(now, sign * nbytes)
+        if recorder is not None:
+            recorder.memory(tier, now, occ.current)

@@ -1,0 +1,182 @@
+"""Ground truth for FSDP2's step timeline: real FSDP2 steps on N CPU processes (gloo on
+127.0.0.1), each rank's allocations recorded with the profiler's memory events as
+step_timeline.py records one process: transformers' model, `fully_shard` on every decoder layer
+and on the root, a warm-up step, then the recorded one (`zero_grad(set_to_none=False)`, forward,
+backward, the optimizer's step). Before it, each rank holds its shards of the weights, the
+gradients and the optimizer state; the recorded events add to that. The ranks run every job
+they are given in one process group (forked once), rank 0's peaks come back.
+
+gloo runs each collective on a worker thread of its own, and the profiler only sees the
+allocations and frees of the thread that records: the worker drops its reference to the
+collective's tensors when it loops for the next one, so whether FSDP2's buffer is freed where
+FSDP2 drops it (seen) or later on the worker (unseen) is a race. The collectives here go
+through FSDP2's own hooks (`set_custom_all_gather` / `set_custom_reduce_scatter`): the same
+`all_gather_single`, and gloo's reduce-scatter algorithm run from here (a clone of the input,
+all-reduced, the rank's chunk copied out: ProcessGroupGloo.cpp, reduce_scatter_tensor_coalesced),
+each returning once the worker has let go of its tensors (their storage's use count back to
+what it was): every buffer is then freed on the recording thread, where FSDP2 drops it. The
+recorded step leaves nothing allocated that it did not start with (StepPeaks.left_bytes 0).
+
+Nothing here is imported unless PyTorch and transformers are installed (the `measure` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch._dynamo  # FSDP2 imports it lazily in every rank otherwise
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
+    DefaultAllGather,
+    DefaultReduceScatter,
+)
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from tiersim.config.schema import Scenario
+from tiersim.groundtruth import hfmodels
+from tiersim.groundtruth.fsdp2 import free_port
+from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks
+from tiersim.state.activations import accounting_for
+from tiersim.state.model import Transformer
+from tiersim.state.optimizers import optimizer as optimizer_named
+from tiersim.state.resolved import resolve
+
+SETTLE_S = 30.0  # at most this long for the worker to let go (it takes microseconds)
+SETTLE_POLL_S = 1e-4  # asleep between looks, so that the worker gets a core
+
+
+def _uses(t: torch.Tensor) -> int:
+    """References to the storage behind `t` (each tensor or view holding it counts one)."""
+    return int(torch._C._storage_Use_Count(t.untyped_storage()._cdata))
+
+
+def _settle(t: torch.Tensor, uses: int) -> None:
+    """Wait until gloo's worker has dropped the finished work's references to `t`."""
+    deadline = time.monotonic() + SETTLE_S
+    while _uses(t) > uses and time.monotonic() < deadline:
+        time.sleep(SETTLE_POLL_S)
+
+
+class SettledAllGather(DefaultAllGather):
+    """FSDP2's all-gather (dist.all_gather_single), returning once gloo's worker has let go
+    of the output: FSDP2 frees its buffer, where the profiler sees it."""
+
+    def __call__(self, output_tensor, input_tensor, group, async_op=False):
+        uses = _uses(output_tensor)
+        work = dist.all_gather_single(output_tensor, input_tensor, group=group, async_op=True)
+        work.wait()
+        del work
+        _settle(output_tensor, uses)
+
+
+class SettledReduceScatter(DefaultReduceScatter):
+    """gloo's reduce-scatter as ProcessGroupGloo::reduce_scatter_tensor_coalesced runs it (a
+    clone of the input, an all-reduce of the clone, the rank's chunk copied into the output),
+    from here, so that the clone is freed on this thread once the worker has let go of it:
+    in gloo's own, the worker's all-reduce work may hold the clone last and free it unseen."""
+
+    def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+        clone = input_tensor.clone()
+        uses = _uses(clone)
+        # a view: the work's tensor then counts among the storage's uses (the clone itself
+        # would be the same tensor, one use however many hold it)
+        work = dist.all_reduce(clone.view(-1), op=op, group=group, async_op=True)
+        work.wait()
+        del work
+        _settle(clone, uses)
+        output_tensor.copy_(clone.chunk(group.size())[group.rank()])
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _stored(tensors) -> int:
+    """Bytes of the distinct storages behind the (local shards of) `tensors`."""
+    storages = [_local(t).untyped_storage() for t in tensors]
+    return sum({st.data_ptr(): st.nbytes() for st in storages}.values())
+
+
+def _step(net: Any, optimizer: Any, ids: Any, recorded: bool) -> None:
+    optimizer.zero_grad(set_to_none=False)
+
+    def run(name: str, fn):
+        if not recorded:
+            return fn()
+        with record_function(name):
+            return fn()
+
+    loss = run("forward", lambda: net(input_ids=ids, labels=ids, use_cache=False).loss)
+    run("backward", loss.backward)
+    run("optimizer", optimizer.step)
+
+
+def _sharded(net: Any, reshard: bool) -> None:
+    """fully_shard on every decoder layer (`reshard_after_forward` as given), then the root
+    (embeddings, final norm, head; FSDP2 keeps the root's gathered from forward to backward)."""
+    for layer in hfmodels.layers_of(net):
+        fully_shard(layer, reshard_after_forward=reshard)
+    fully_shard(net)
+    for module in [*hfmodels.layers_of(net), net]:
+        module.set_custom_all_gather(SettledAllGather())
+        module.set_custom_reduce_scatter(SettledReduceScatter())
+
+
+def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
+    """One rank: transformers' model of `s` under FSDP2, a warm-up step, the recorded one."""
+    m = resolve(s).model
+    assert isinstance(m, Transformer)
+    acc = accounting_for(s, "cpu")
+    torch_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = hfmodels.build(m, hfmodels.family_of(m, s.model.family), acc, s.seq_len, torch_dtype)
+        ids = torch.randint(0, m.vocab, (s.training.micro_batch_size, s.seq_len))
+    if s.training.recompute == "full":  # each layer's input kept, the layer recomputed
+        kwargs = {"use_reentrant": False}
+        if hasattr(net, "activation_checkpointing_enable"):  # its name in later transformers 5
+            net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    _sharded(net, s.parallel.reshard_after_forward is not False)
+    (optimizer,) = optimizer_named(s.training.optimizer).build(torch, list(net.named_parameters()))
+    _step(net, optimizer, ids, recorded=False)  # warm-up: the optimizer state exists
+    params = list(net.parameters())
+    state = [v for st in optimizer.state.values() for k, v in st.items() if k != "step"]
+    base = _stored(params) + _stored([p.grad for p in params]) + _stored(state)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        _step(net, optimizer, ids, recorded=True)
+    return measured_peaks(prof, base)
+
+
+def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        got = []
+        for s, dtype in jobs:
+            got.append(record_rank_step(s, dtype).__dict__)
+        if rank == 0:
+            Path(out, "rank0.json").write_text(json.dumps(got))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def record_fsdp_steps(jobs: list[tuple[Scenario, str]], world: int) -> list[StepPeaks]:
+    """Rank 0's recorded step of each job (a scenario, the dtype its model is trained in) on
+    `world` gloo ranks, forked once for them all (the jobs reach them in the fork)."""
+    with tempfile.TemporaryDirectory(prefix="tiersim-fsdp2-step-") as out:
+        args = (world, free_port(), out, jobs)
+        mp.start_processes(_worker, args=args, nprocs=world, join=True, start_method="fork")
+        got = json.loads(Path(out, "rank0.json").read_text())
+    return [StepPeaks(**g) for g in got]

@@ -1,0 +1,140 @@
+"""FSDP2's buffers in the step's memory timeline (state/step_memory.py), as fully_shard makes
+them (torch 2.13, torch/distributed/fsdp/_fully_shard/: _fsdp_collectives.py,
+_fsdp_param_group.py), each a named part. G is one FSDP group's parameters unsharded (a layer,
+or the root group: embeddings, final norm, head), padded to the shard group's W ranks, in the
+compute precision; G_g its gradients in the same precision (reduce_dtype defaults to it).
+
+- all-gather: `foreach_all_gather` allocates the output buffer (G) and copies the rank's shard
+  into it; `foreach_all_gather_copy_out` then allocates each parameter's unsharded tensor (G in
+  all, one tensor each) and copies into them from the buffer. In forward the buffer is kept
+  until the next group's copy-out (`comm_ctx.all_gather_state`, the implicit prefetch), so one
+  group's buffer lives beside the next one's buffer and unsharded parameters; in backward the
+  next group is prefetched after this one's copy-out (`backward_prefetch`) and its buffer
+  freed at its own copy-out. The last layer's buffer lives through the loss's forward; the
+  root's post-forward frees it, and where layers reshard after forward it is gathered again as
+  the backward starts (step_memory.py, after the loss's forward).
+- reduce-scatter (`foreach_reduce`, after the group's backward): autograd has made one
+  gradient tensor per parameter (G_g); FSDP2 frees the unsharded parameters, allocates the
+  reduce-scatter input (G_g), copies the gradients into it (`chunk_cat`) and frees them,
+  allocates the output (G_g / W), reduces and adds it into the sharded `.grad` (kept all step
+  here: `zero_grad(set_to_none=False)`), then frees it. The input is kept until the next
+  group's reduce-scatter (`reduce_scatter_max_input_buffers`, 1) and the last one to the end of
+  the backward.
+- W = 1: no all-gather buffer (the shard is copied into the unsharded tensors directly,
+  `wait_for_unshard`); the reduce-scatter's input and output as above (a copy, no collective).
+- the transport's own copies, on the CPU only: gloo's all-gather fills a flat output of its own
+  (G) and copies it into FSDP2's buffer; its reduce-scatter clones the input (G_g), all-reduces
+  the clone and copies out the rank's chunk (ProcessGroupGloo.cpp: `_allgather_base`,
+  `reduce_scatter_tensor_coalesced`). NCCL writes FSDP2's buffers in place: a GPU prediction
+  counts no transport copy (its own buffers are NCCL_BUFFSIZE channels, outside the allocator).
+
+Measured on 1, 2 and 4 gloo CPU ranks (tests/test_fsdp2_step.py; the allocation timeline in
+groundtruth/fsdp2_step.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tiersim.config.mesh import Mesh
+from tiersim.state.resolved import Resolved
+from tiersim.state.sharding import fsdp2_padded_values
+from tiersim.state.timeline import Steps
+
+GATHERED = "gathered weights"
+ALL_GATHER = "all-gather buffer (FSDP2)"
+TRANSPORT = "collective transport copy (gloo, CPU only)"
+GRADS = "unsharded gradients (before reduce-scatter)"
+RS_INPUT = "reduce-scatter input (FSDP2)"
+RS_OUTPUT = "reduce-scatter output (FSDP2)"
+
+
+@dataclass(frozen=True)
+class Group:
+    """One FSDP group on one rank: its unsharded bytes (padded) and tensors."""
+
+    key: str  # "0", "1", ... a layer; "rest" the root group
+    nbytes: int  # G: parameters unsharded, compute precision
+    grad_nbytes: int  # G_g: gradients unsharded
+    tensors: int
+
+
+def fsdp2_of(r: Resolved) -> Fsdp2:
+    """FSDP2 over the shard group (data x context; HSDP: its shard group), with gloo's copies
+    where the timeline is the CPU's."""
+    return Fsdp2(Mesh.of(r.execution.parallel).dense_shard_ranks, r.accounting.device == "cpu")
+
+
+def padded_group_values(r: Resolved, unit: str, values: int) -> int:
+    """A group's parameters unsharded as FSDP2 holds them: each padded to ceil(d0 / W) x W
+    rows (state/fsdp.py) where that rule applies, else `values`."""
+    x, world = r.execution, Mesh.of(r.execution.parallel).dense_shard_ranks
+    padded = fsdp2_padded_values(x.training, x.parallel, r.model, unit)
+    return values if padded is None else padded * world
+
+
+@dataclass(frozen=True)
+class Fsdp2:
+    world: int  # ranks the groups are sharded over
+    gloo: bool  # the CPU's transport, with its own copies
+
+    def _transport(self, steps: Steps, at: str, phase: str, nbytes: int) -> None:
+        if self.gloo and self.world > 1:
+            steps.alloc(at, phase, "transport", TRANSPORT, nbytes)
+            steps.free(at, phase, "transport", TRANSPORT)
+
+    def all_gather(self, steps: Steps, at: str, phase: str, g: Group) -> None:
+        """The group's all-gather into its buffer (none at W = 1)."""
+        if self.world > 1 and f"all-gather {g.key}" not in steps.held:
+            steps.alloc(at, phase, f"all-gather {g.key}", ALL_GATHER, g.nbytes)
+            self._transport(steps, at, phase, g.nbytes)
+
+    def unshard(self, steps: Steps, at: str, phase: str, g: Group) -> None:
+        """All-gather (unless prefetched) and copy out into the unsharded parameters (the
+        buffer is freed by `release`)."""
+        if f"gathered {g.key}" not in steps.held:
+            self.all_gather(steps, at, phase, g)
+            steps.alloc(at, phase, f"gathered {g.key}", GATHERED, g.nbytes, g.tensors)
+
+    @staticmethod
+    def release(steps: Steps, at: str, phase: str, key: str) -> None:
+        steps.free(at, phase, f"all-gather {key}", ALL_GATHER)
+
+    def reduce_scatter(self, steps: Steps, at: str, phase: str, g: Group, grads: list) -> None:
+        """After the group's backward: reshard, then the reduce-scatter of its gradients
+        (`grads`: the (key, part) allocations that hold them, freed at the copy-in)."""
+        steps.free(at, phase, f"gathered {g.key}", GATHERED)
+        for key in [k for k in steps.held if k.startswith("rs input ")]:
+            steps.free(at, phase, key, RS_INPUT)  # the previous group's, kept until now
+        steps.alloc(at, phase, f"rs input {g.key}", RS_INPUT, g.grad_nbytes)
+        for key, part in grads:
+            steps.free(at, phase, key, part)
+        steps.alloc(at, phase, "rs output", RS_OUTPUT, math.ceil(g.grad_nbytes / self.world))
+        self._transport(steps, at, phase, g.grad_nbytes)
+        steps.free(at, phase, "rs output", RS_OUTPUT)
+
+    def pre_backward(self, steps: Steps, at: str, groups: tuple[Group, ...], i: int) -> None:
+        """Layer i's copy-out (its buffer freed at once), then layer i - 1's all-gather."""
+        self.unshard(steps, at, "backward", groups[i])
+        self.release(steps, at, "backward", groups[i].key)
+        if i and f"gathered {groups[i - 1].key}" not in steps.held:
+            self.all_gather(steps, at, "backward", groups[i - 1])
+
+    @staticmethod
+    def first_gradient(steps: Steps, at: str, g: Group, nbytes: int) -> None:
+        """The group's first gradient tensor, made while all it saved is live: its largest
+        (the MLP's down projection, the first linear a Llama layer's backward reaches)."""
+        steps.alloc(at, "backward", f"grad first {g.key}", GRADS, min(nbytes, g.grad_nbytes))
+
+    def post_backward(self, steps: Steps, at: str, g: Group) -> None:
+        """The rest of the group's gradients, made as its saved tensors were freed, then the
+        reduce-scatter of them all."""
+        rest = g.grad_nbytes - steps.held.get(f"grad first {g.key}", 0)
+        steps.alloc(at, "backward", f"grads {g.key}", GRADS, rest, max(1, g.tensors - 1))
+        grads = [(f"grad first {g.key}", GRADS), (f"grads {g.key}", GRADS)]
+        self.reduce_scatter(steps, at, "backward", g, grads)
+
+    def end_of_backward(self, steps: Steps, at: str) -> None:
+        for key in [k for k in steps.held if k.startswith("rs input ")]:
+            steps.free(at, "backward", key, RS_INPUT)
