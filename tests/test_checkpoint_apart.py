@@ -27,6 +27,7 @@ from test_golden import differences
 from tiersim.config.load import load_scenario
 from tiersim.engine import durable, steady
 from tiersim.engine.core import Engine
+from tiersim.report.sim_text import checkpoint_run_apart
 from tiersim.runner import report_for, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,6 +128,8 @@ def test_the_checkpoint_apart_reports_what_the_multi_step_runs_do(name, monkeypa
     # a class homed on the staging tier: its drain holds its next update, so the checkpoint
     # is measured over the steps after it, as before (the one-run attempt falls back)
     assert measured_apart == (name not in FALLS_BACK)
+    # the run's text says the separate checkpoint run where, and only where, there was one
+    assert checkpoint_run_apart(apart) == measured_apart and not checkpoint_run_apart(multi)
     # how it was simulated differs (events, samples, steps); every figure is the same
     sim_apart, sim_multi = apart.pop("sim"), multi.pop("sim")
     assert sim_apart["steady_state"] == sim_multi["steady_state"] == "extrapolated"

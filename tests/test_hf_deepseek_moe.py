@@ -167,9 +167,8 @@ def test_the_deepseek_v3_scenario_is_accepted_under_huggingface():
 
 def test_step_peak_with_full_recompute_in_fp32():
     """The whole step with every layer recomputed (fp32, seq 64): the peak is the MoE layer's
-    backward, within 3 % of the profiler's. (In bf16 the prediction comes out 4.0 % low here:
-    the routed rows' fp32 gradients, from the fp32 routing weights, and the fused experts'
-    weight gradients in backward are not counted; docs/memory.md.)"""
+    backward, within 3 % of the profiler's (its routed experts' backward moments and bf16:
+    tests/test_hf_moe_backward.py)."""
     from tiersim.groundtruth.step_timeline import compare_step
 
     fp32 = {k: "fp32" for k in ("weights", "gradients", "optimizer")} | {"master": "none"}

@@ -91,7 +91,9 @@ def test_zero_infinity_host_parts_by_hand():
     }
     # gradients, master and moments live on NVMe: no fp32 gradient waits in host memory
     assert all(not e.part.startswith("fp32") for e in t.events)
-    assert t.peak_event.moment == "forward: layer 127, part 0"  # every checkpoint out, none read back
+    assert (
+        t.peak_event.moment == "forward: layer 127, part 0"
+    )  # every checkpoint out, none read back
     assert t.peak_allocated_bytes == 128 * ZI_LAYER + ZI_OPTIMIZER_SWAP + ZI_PARAMETER_SWAP
 
 
@@ -249,7 +251,8 @@ def test_inventory_text_shows_the_hosts_peak_and_node(cli):
     code, out, _ = cli("inventory", ZERO_OFFLOAD)
     assert code == 0
     assert (
-        "host memory (dram) over the step: peak at backward: layer 0, 13.40 GB of 96.00 GB a GPU" in out
+        "host memory (dram) over the step: peak at backward: layer 0, 13.40 GB of 96.00 GB a GPU"
+        in out
     )
     assert "the node (16 GPUs)" in out
 

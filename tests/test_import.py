@@ -380,6 +380,8 @@ def test_reads_are_bounded_and_special_files_refused(cli, tmp_path, monkeypatch)
 def test_no_model_says_how_to_give_one(cli):
     code, _, err = cli("import", FIXTURES / "ds_zero_stage_infinity_config.json")
     assert code == 2 and "--hf-config PATH" in err and "model.preset" in err
+    # nothing disagrees: a model is missing, and the code says so
+    assert err.strip().endswith("[E-IMPORT-MISSING]"), err
 
 
 def test_megatron_bridge_override_yaml_names_its_own_keys():

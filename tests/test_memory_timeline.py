@@ -279,7 +279,11 @@ def test_run_plot_draws_the_memory_timeline_panel(tmp_path):
 
     from tiersim.report.plot_memory import TITLE, draw_memory_timeline
 
-    _, _, t = timeline(tiny(implementation="huggingface"))
+    # the tiny model reserves ~114 MiB at its peak: 512 MiB of room beside the 723 MiB context
+    # is within 10 x of it, so the capacity is drawn as its dashed line
+    raw = tiny(implementation="huggingface")
+    raw["hardware"] = {"tiers": {"hbm": {"capacity": f"{CUDA_CONTEXT_BYTES + 512 * MiB} B"}}}
+    _, _, t = timeline(raw)
     fig = Figure()
     draw_memory_timeline(fig.add_subplot(), t)
     (panel,) = [a for a in fig.axes if a.get_title().startswith(TITLE)]
@@ -287,8 +291,28 @@ def test_run_plot_draws_the_memory_timeline_panel(tmp_path):
     allocated, reserved, limit, peak = panel.get_lines()[:4]
     assert list(allocated.get_ydata()) == [b / 1e9 for b in t.allocated]
     assert list(reserved.get_ydata()) == [b / 1e9 for b in t.reserved]
-    assert limit.get_ydata()[0] == (t.capacity_bytes - CUDA_CONTEXT_BYTES) / 1e9
+    assert limit.get_linestyle() == "--"
+    assert limit.get_ydata()[0] == 512 * MiB / 1e9  # 536,870,912 B: the capacity less context
     assert peak.get_xdata()[0] == t.peak_index
+    assert not any("off scale" in x.get_text() for x in panel.texts)
+
+
+def test_a_capacity_far_above_the_peak_is_a_note_not_a_line():
+    """The default 141 GB HBM less the 723 MiB context (758,120,448 B) leaves 140,241,879,552 B
+    = 140.24 GB of room, over 1000 x the tiny model's ~114 MiB: drawn, it would flatten the
+    curves to the axis (ren2021-cpu-adam-1b: 2.23 GB under a 31 GB line), so it is a note."""
+    from matplotlib.figure import Figure
+
+    from tiersim.report.plot_memory import draw_memory_timeline
+
+    _, _, t = timeline(tiny(implementation="huggingface"))
+    ax = Figure().add_subplot()
+    draw_memory_timeline(ax, t)
+    assert not [line for line in ax.lines if line.get_linestyle() == "--"]
+    notes = [x.get_text() for x in ax.texts]
+    assert any(n.startswith("capacity less context and NCCL 140.24 GB off scale") for n in notes)
+    # the curves fill the panel: the reserved peak at least half the axis's height
+    assert ax.get_ylim()[1] < 2 * t.peak_reserved_bytes / 1e9
 
 
 # --- mixture of experts per rank ----------------------------------------------------------------

@@ -41,12 +41,7 @@ def _cli(*args: object) -> tuple[int, str, str]:
 
 
 def _plan(path: Path, *extra: str) -> dict:
-    code, out, err = _cli(
-        "plan", path, "--format", "json", "--workers", "2", "--top", "3",
-        "--set", "checkpoint.every_steps=null", *extra,
-    )  # fmt: skip
-    assert code == 0, err
-    return json.loads(out)
+    return _plan_said(path, *extra)[0]
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +55,30 @@ def pruned_and_exhaustive(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:  # searched as a large space is (tiersim.plan.chunks)
         mp.setattr(run_module, "LARGE", 0)
         mp.setattr(chunks, "CHUNK", 16)  # 72 positions: 5 chunks, merged in order
-        large = _plan(path)
+        large, err = _plan_said(path)
+        large["sample"] = _sample_said(err)
+        mp.setattr(run_module, "_sample_hbf", lambda *args: None)  # sampled as it was before
+        large["sample without hbf"] = _sample_said(_plan_said(path)[1])
     return pruned, exhaustive, large
+
+
+def _plan_said(path: Path, *extra: str) -> tuple[dict, str]:
+    """The plan's JSON report and what it wrote to stderr."""
+    code, out, err = _cli(
+        "plan", path, "--format", "json", "--workers", "2", "--top", "3",
+        "--set", "checkpoint.every_steps=null", *extra,
+    )  # fmt: skip
+    assert code == 0, err
+    return json.loads(out), err
+
+
+def _sample_said(err: str) -> tuple[int, int]:
+    """(candidates sampled, candidates they leave that could still rank), from the line a
+    large space's search writes about its sample."""
+    line = next(x for x in err.replace("\r", "\n").splitlines() if "of the best bounds" in x)
+    sampled = int(line.split("; the ")[1].split(" of the best")[0])
+    left = int(line.split(" and leave ")[1].split(" that could")[0].replace(",", ""))
+    return sampled, left
 
 
 def test_a_pruned_search_gives_the_exhaustive_search_s_answer(pruned_and_exhaustive):
@@ -87,6 +104,18 @@ def test_a_large_space_s_search_gives_the_exhaustive_search_s_answer(pruned_and_
     by_bound = large["candidates"]["pruned_by_bound"]
     simulated = exhaustive["candidates"]["simulated"]
     assert large["candidates"]["simulated"] + sum(by_bound.values()) == simulated
+
+
+def test_a_large_space_s_sample_takes_an_hbf_plan_and_leaves_fewer_to_estimate(
+    pruned_and_exhaustive,
+):
+    _, _, large = pruned_and_exhaustive
+    (sampled, left), (sampled_before, left_before) = large["sample"], large["sample without hbf"]
+    # until an HBF plan that fits is simulated, every HBF plan that fits could be the best
+    # there: the sample takes one, and fewer are left to estimate
+    assert sampled > sampled_before and left < left_before
+    # the estimate is from above: the search simulates no more than the sample leaves
+    assert large["candidates"]["simulated"] - sampled <= left
 
 
 def _candidate(

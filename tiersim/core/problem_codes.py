@@ -56,6 +56,8 @@ CODES: dict[str, str] = {
     "E-IMPORT-FILE": "a framework config that cannot be read or recognised",
     "E-IMPORT-VALUE": "a framework config's value that is not valid",
     "E-IMPORT-CONFLICT": "framework configs, or a config and the command line, that disagree",
+    "E-IMPORT-MISSING": "framework configs that do not give what a scenario needs (no model: "
+    "--hf-config or --set model.preset gives one)",
     "W-IMPORT-REPLACED": "a value given twice (two framework configs, or a config and a "
     "command-line option): the later one is taken",
     "W-IMPORT-ASSUMED": "a value the framework configs leave out, taken as a default, or a "

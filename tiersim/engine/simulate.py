@@ -119,8 +119,8 @@ def simulate(
 ) -> StepResult:
     """Simulate the steps and micro-batches the report needs (`tiersim.engine.steady`: one
     step where steps are independent, else warm-up, measured and trailing steps; a few
-    micro-batches extrapolated once the step is verified to repeat); return the measured
-    step, with the cost of a durable checkpoint when the scenario configures one or a
+    micro-batches extrapolated once they are verified to repeat period to period); return the
+    measured step, with the cost of a durable checkpoint when the scenario configures one or a
     failure rate (its interval not yet applied).
     `inventory`: the scenario's, where the caller has it already (else built here);
     `recorder`: told of every op and occupancy change of the run shown (for a trace)."""

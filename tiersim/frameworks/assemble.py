@@ -266,7 +266,7 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
             "no model in the configs (expected --hf-config PATH to a config.json, or --set "
             "model.preset=NAME; `tiersim presets` lists them)"
         )
-        raise InputError(", ".join(map(str, paths)), [Problem("model", why, "E-IMPORT-CONFLICT")])
+        raise InputError(", ".join(map(str, paths)), [Problem("model", why, "E-IMPORT-MISSING")])
     loaded = _validated(raw, sources, paths, notes, mappings[-1].source)
     return Imported(raw, loaded, notes, [str(p) for p in paths])
 

@@ -5,6 +5,7 @@ ranking. Nothing printed but progress."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -128,6 +129,7 @@ def _sample_best(
         if probe.could_matter(kept[i]):
             sampled[i] = run_point(pruned.task(kept[i]))
             probe.add(kept[i], sampled[i])
+    _sample_hbf(pruned, order, sampled, probe)
     left = [i for i in order if i not in sampled and probe.could_matter(kept[i])]
     spent = sum(r.elapsed_s for r in sampled.values())
     per_pass = spent / max(1, sum(kept[i].passes for i in sampled))
@@ -154,6 +156,22 @@ def _sample_best(
             more=f"; or raise --time-limit to about {fmt_time(spent + estimate)}",
         )
     return sampled, estimate
+
+
+def _sample_hbf(
+    pruned: Pruned, order: list[int], sampled: dict[int, PointResult], probe: Contenders
+) -> None:
+    """The sample's HBF plans of the best bounds too, up to SAMPLE of them, until one fits
+    (holding or worn): until then every HBF plan that fits could be the best there, and the
+    estimate would count them all; the search simulates them first among HBF plans anyway."""
+    kept = pruned.kept
+    hbf = [i for i in order if kept[i].hbf_optimizer and i not in sampled]
+    for i in hbf[:SAMPLE]:
+        if probe.worn_best > -math.inf or True in probe.group_best:
+            return
+        if probe.could_matter(kept[i]):
+            sampled[i] = run_point(pruned.task(kept[i]))
+            probe.add(kept[i], sampled[i])
 
 
 def _remedied(sims: list[Simulated], objective: str, pruned: Pruned) -> list[Simulated]:

@@ -9,15 +9,19 @@ only for another to end), and operations that share a resource share its bandwid
 step takes at most the time of all its operations run one after another, each alone:
 - the GPU's forward, backward and recompute of every unit and micro-batch, its optimizer,
   the CPU's optimizer and the pipeline's idle time;
-- every move of a class between tiers, each over its route's hops one after another
-  (latency, then the bytes over each hop's bandwidth in turn: as if staged, not streamed),
-  counted at least as often as the schedule makes it (tiersim.engine.schedule): weights
-  homed off the GPU fetched for each micro-batch's forward and backward (and once more for
-  the update), gradients homed off it written after each backward and read back for the
-  next and for the update, activations homed off it written out and fetched back each
-  micro-batch, optimizer state and master weights homed off the device that updates them
-  read and written back, and for an update off the GPU its gradients sent there and its
-  weights sent back;
+- every move of a class between tiers, each as long as the engine makes it alone (the
+  quickest route for its size: latency, the pipeline's fill, then its bytes at the route's
+  bottleneck), carrying what the engine moves (a unit sharded over data parallelism only
+  its shard: `tier_bytes`), counted twice as often as the schedule makes it
+  (tiersim.engine.schedule: the factor covers the update's other paths, an fp32 boundary
+  write of twice the bytes among them): weights homed off the GPU fetched for each
+  micro-batch's forward and backward (and once more for the update), gradients homed off
+  it written after each backward and read back for the next and for the update,
+  optimizer state and master weights homed off the device that updates them read and
+  written back, and for an update off the GPU its gradients sent there and its weights
+  sent back; activations homed off the GPU exactly as often as the schedule moves them,
+  each way on its own route (written out after each micro-batch's forward and fetched
+  back for its backward: engine/schedule_passes.py, their only moves);
 - every collective: the tensor-, expert- and context-parallel ones of every micro-batch,
   the data-parallel weight gathers of every forward and backward, gradient reductions of
   every micro-batch, the updated parameters gathered.
@@ -25,9 +29,14 @@ With a durable checkpoint the period adds its stall over the interval; the stall
 the copy of every checkpointed class (straight to the target and through its staging tier
 as well, each over its route alone) plus the whole checkpoint run's steps (the run that
 measures it).
-`MARGIN` doubles the sum for what this argument leaves out (a route taken under contention
-that is slower alone). tests/test_plan_bound.py checks the bound, without the margin, is
-never below the simulated period over every shipped scenario and random ones.
+Sharing does not break the argument: flows share the links and ports max-min fair
+(engine/flows.py), so while any flow runs some resource is saturated, and the flows through
+it, each no faster alone than that resource, together progress at least as fast as one flow
+alone; a move's route is the one the engine takes for its size, whatever else runs
+(engine/core.py `_move_plan`). `MARGIN` adds a quarter for an operation this count misses
+(it was twice the sum while a move was priced on the widest route, not the engine's).
+tests/test_plan_bound.py checks the bound, without the margin, is never below the simulated
+period over every shipped scenario and random ones.
 """
 
 from __future__ import annotations
@@ -41,32 +50,33 @@ from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
 from tiersim.workload.work import Workload
 
-MARGIN = 2.0  # the bound the planner uses: twice the serial sum (module docstring)
+MARGIN = 1.25  # the bound the planner uses: the serial sum and a quarter (module docstring)
 
 
 class Moves:
-    """Moves between tiers, summed by route: a move alone takes its route's latency, then its
-    bytes over each hop's bandwidth in turn (as if staged, not streamed), so moves on one
-    route take in all their count x the latency + their bytes x the sum of 1 / bandwidth."""
+    """Moves between tiers, summed by route and size: a move alone takes what the engine gives
+    it (engine/core.py `_move_plan`): the quickest route for its size, its latency, the
+    pipeline's fill (a chunk over each hop but the last, at the bottleneck) and then its bytes
+    at the bottleneck."""
 
-    def __init__(self, topo: Topology):
-        self.topo = topo
-        self.by_route: dict[tuple[str, str], list[float]] = {}  # -> [moves, bytes]
+    def __init__(self, topo: Topology, chunk: float):
+        self.topo, self.chunk = topo, chunk
+        self.by_move: dict[tuple[str, str, float], float] = {}  # (src, dst, bytes) -> moves
 
     def add(self, src: str, dst: str, nbytes: float, times: int = 1) -> None:
         if src != dst and nbytes > 0:
-            counts = self.by_route.setdefault((src, dst), [0.0, 0.0])
-            counts[0] += times
-            counts[1] += times * nbytes
+            key = (src, dst, nbytes)
+            self.by_move[key] = self.by_move.get(key, 0) + times
 
     def seconds(self) -> float:
         """inf where a pair has no route (such a candidate is refused before it is run)."""
         total = 0.0
-        for (src, dst), (count, nbytes) in self.by_route.items():
-            route = self.topo.route(src, dst)  # the widest (one route a pair: cached)
+        for (src, dst, nbytes), count in self.by_move.items():
+            route = self.topo.route(src, dst, nbytes)  # the engine's (cached by size)
             if route is None:
                 return math.inf
-            total += count * route.latency_s + nbytes * sum(1 / bw for bw in route.hop_bandwidths)
+            fill = max(0, len(route.links) - 1) * min(self.chunk, nbytes)
+            total += count * (route.latency_s + (fill + nbytes) / route.bottleneck)
         return total
 
 
@@ -75,6 +85,19 @@ def _comm_s(comm, times: int, capacity: dict) -> float:
         return 0.0
     cap = capacity.get(comm.resource, math.inf)
     return times * (comm.latency_s + (comm.nbytes / cap if cap > 0 else math.inf))
+
+
+def tier_bytes(u) -> tuple[float, float]:
+    """The bytes of a unit's weights and gradients one move between tiers carries: a unit
+    sharded over data parallelism fetches only its home shard (the rest comes by its gather,
+    a collective counted on its own) and writes home only the gradients it keeps (the
+    reduction is a collective too); an unsharded one moves them whole (engine/
+    schedule_passes.py: `fetch_weights`, `write_gradients`). The boundary write of fp32
+    gradients moves at most twice the stored bytes: the counts' factor of two covers it."""
+    weights = u.homed.get("weights", 0)
+    if u.dp_weights is None:
+        weights = max(u.weights_full, weights)
+    return weights, u.homed.get("gradients", 0)
 
 
 def serial_step_s(res: Resolved, wl: Workload, topo: Topology) -> float:
@@ -87,15 +110,18 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     total = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
     total += sum(u.optimizer_gpu_s + u.optimizer_cpu_s for u in units)
     total += wl.bubble_s + wl.bubble_after_s
-    moves = Moves(topo)
+    moves = Moves(topo, res.execution.simulation.chunk_size)
     cap = wl.net_capacity
     for u in units:
         home = u.home or base
-        weights = max(u.weights_full, u.homed.get("weights", 0))
-        gradients = max(u.gradients_full, u.homed.get("gradients", 0))
+        weights, gradients = tier_bytes(u)
         moves.add(home["weights"], gpu, weights, 2 * (2 * m + 2))
-        moves.add(gpu, home["gradients"], gradients, 2 * (2 * m + 2))
-        moves.add(gpu, home["activations"], u.activations, 2 * 2 * m)
+        # written after each backward (the last maybe fp32: twice the bytes), read back for
+        # the next and for the update: at most m + 1 each way, counted twice, each on its route
+        moves.add(gpu, home["gradients"], gradients, 2 * (m + 1))
+        moves.add(home["gradients"], gpu, gradients, 2 * (m + 1))
+        moves.add(gpu, home["activations"], u.activations, m)
+        moves.add(home["activations"], gpu, u.activations, m)
         for cls in ("optimizer", "master"):
             moves.add(home[cls], updater, u.homed.get(cls, 0), 2)
             moves.add(updater, home[cls], u.homed.get(cls, 0), 2)
@@ -116,7 +142,7 @@ def checkpoint_copy_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     target = res.execution.checkpoint.target
     staging = res.execution.checkpoint.staging
     base = homes(res.execution.placement, res.machine)
-    moves = Moves(topo)
+    moves = Moves(topo, res.execution.simulation.chunk_size)
     for u in wl.units:
         home = u.home or base
         for cls in CHECKPOINTED:

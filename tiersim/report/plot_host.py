@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_bytes
-from tiersim.report.plot_memory import ALLOCATED, LIMIT
+from tiersim.report.plot_memory import ALLOCATED, LIMIT, on_scale_capacity
 from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.timeline import PHASES, Timeline
 
@@ -66,12 +66,6 @@ def draw_host_timeline(ax: Any, h: HostTimeline, engine_peak: float | None = Non
     ax.set_ylim(0, top * (1 + 0.12 * sum(n.count("\n") + 1 for n in notes)))  # room for notes
     ax.tick_params(labelsize=7)
     ax.legend(loc="best", fontsize=8)
-
-
-def on_scale_capacity(capacity: float, peak: float) -> bool:
-    """Whether the capacity line is drawn: within 10x the peak, as the tier occupancy panels
-    draw theirs (report/plot.py); beyond, the curve would lie flat on the axis."""
-    return capacity <= 10 * peak
 
 
 def off_scale_note(t: Timeline) -> str:

@@ -28,8 +28,18 @@ def draw_memory_timeline(ax: Any, t: Timeline) -> None:
     xs = list(range(len(t.events)))
     ax.step(xs, [b / 1e9 for b in t.allocated], where="post", color=ALLOCATED, label="allocated")
     ax.step(xs, [b / 1e9 for b in t.reserved], where="post", color=RESERVED, label="reserved")
-    limit = (t.capacity_bytes - t.outside_bytes) / 1e9
-    ax.axhline(limit, color=LIMIT, linestyle="--", label="capacity less context and NCCL")
+    room = t.capacity_bytes - t.outside_bytes
+    limit, top = room / 1e9, t.peak_reserved_bytes / 1e9  # reserved is never below allocated
+    on_scale = on_scale_capacity(room, t.peak_reserved_bytes)
+    if on_scale:
+        ax.axhline(limit, color=LIMIT, linestyle="--", label="capacity less context and NCCL")
+    else:  # a line far above would flatten the curves to the axis (as the host panel)
+        share = 100 * t.peak_reserved_bytes / room
+        note = (
+            f"capacity less context and NCCL {fmt_bytes(room)} off scale\n"
+            f"(peak reserved {share:.2g} % of it)"
+        )
+        ax.text(0.02, 0.97, note, transform=ax.transAxes, fontsize=7, va="top")
     if t.events:
         ax.plot([t.peak_index], [t.peak_allocated_bytes / 1e9], "o", color="black")
     for phase in PHASES[1:]:  # where forward, backward and the optimizer step begin
@@ -40,6 +50,13 @@ def draw_memory_timeline(ax: Any, t: Timeline) -> None:
     ax.set_title(memory_title(t), fontsize=9, color="black" if t.fits else LIMIT)
     ax.set_xlabel("allocations and frees, in order", fontsize=8)
     ax.set_ylabel("GB", fontsize=8)
-    ax.set_ylim(0, max(limit, t.peak_reserved_bytes / 1e9) * 1.1)
+    # off scale: the peak at most 1/1.4 of the axis, and room above it for the note's 2 lines
+    ax.set_ylim(0, max(limit, top) * 1.1 if on_scale else max(top, 1e-6) * 1.4 * 1.24)
     ax.tick_params(labelsize=7)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+
+
+def on_scale_capacity(capacity: float, peak: float) -> bool:
+    """Whether a timeline's capacity line is drawn: within 10x the peak, as the tier occupancy
+    panels draw theirs (report/plot.py); beyond, the curve would lie flat on the axis."""
+    return capacity <= 10 * peak

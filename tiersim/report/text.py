@@ -15,6 +15,7 @@ from tiersim.report.host_memory import host_text, host_warning
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
 from tiersim.report.memory import timeline_text, timeline_warning
 from tiersim.report.offload_text import offload_line, tiling_line
+from tiersim.report.sim_text import simulated_line
 from tiersim.report.table import render
 from tiersim.report.target import target_line
 
@@ -326,23 +327,10 @@ def _sentences(report: dict[str, Any], engine_s: float | None) -> list[str]:
         report.get("wear", {}).values(),
         key=lambda v: (v["within_budget"] is None, v["within_budget"] is True),
     )
-    sim = report["sim"]
     lines = [v["verdict"] for v in wear]
-    took = f" in {fmt_time(engine_s)} of engine time (measured)" if engine_s is not None else ""
-    steps = (
-        "1 step (the synchronous update makes steps independent)"
-        if sim["steps_simulated"] == 1
-        else f"{sim['steps_simulated']} steps (warm-up, measured, trailing)"
-    )
-    if sim.get("steady_state") == "extrapolated":
-        counts = ", ".join(f"{n:,}" for n in sim["micro_batches_simulated"])
-        steps += (
-            f" of {counts} micro-batches, extrapolated to {report['step']['micro_batches']:,} "
-            "once the step repeated"
-        )
     if report.get("offload"):
         lines.append(offload_line(report["offload"], report["step"]["optimizer_on"] == "cpu"))
-    lines.append(f"Simulated {steps}: {sim['events']:,} events{took}.")
+    lines.append(simulated_line(report, engine_s))
     if report.get("target"):  # training.tokens_per_day or total_tokens given
         lines.append(target_line(report["target"]))
     if report.get("checkpoint"):

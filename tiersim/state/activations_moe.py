@@ -144,3 +144,39 @@ def deepseek_moe_mlp(m: TransformerShape, s: int, b: int, acc: Accounting) -> li
         Item("mlp", "routing weight per row (fp32)", 4.0 * rows, False),
         *(shared if fs else []),
     ]
+
+
+def hf_moe_backward_moments(
+    moe: Moe, hidden: int, tokens: int, dt: float, experts: int, recomputed: bool
+) -> list[Item]:
+    """The three moments of transformers 5's routed experts' backward (grouped_mm) that hold
+    the most beyond what the block saves, per micro-batch of `tokens` on a rank of `experts`;
+    the layer's backward peak takes the largest (recorded on the CPU with the profiler's
+    allocations, tests/test_hf_moe_backward.py). R = k·T routed rows, f the expert width; a
+    weight's gradient is made whole, E experts at once, before it is added into `.grad`. All
+    come after the index restoring the rows' order has let go of its int64 inverse order (8R):
+
+    - the routing weight's product (experts' outputs x routing weight, its MulBackward0): the
+      gradient of the product's rows (index's new_zeros), its product with the weight and its
+      product with the experts' outputs, three R x h tensors at the product's precision (fp32
+      where the routing weights are fp32, Mixtral's and DeepSeek-V3's, the outputs promoted;
+      the compute precision in Qwen2-MoE's); where that is wider than the compute precision,
+      the outputs' gradient cast back to it (dt·R·h) while they live, unless the layer is
+      recomputed (a checkpoint's unpacked outputs are released before the cast);
+    - the down weight gradient (down_proj, E x h x f) beside the gradient of the product's
+      rows (R·f), the experts' outputs (R·h) freed and their gradient (R·h) alive: dt·(E·h·f
+      + R·f);
+    - the gate/up weight gradient (gate_up_proj, E x 2f x h) beside the gradients of the
+      dispatched rows (R·h) and of the gate/up output (R·2f), the rows' gate/up output, SiLU,
+      product (4f) and experts' outputs (h) freed: dt·(2E·f·h - 2R·f), none below zero."""
+    rows, f = moe.per_token * tokens, moe.ffn_hidden
+    wide = dt if moe.shared_gate and moe.groups is None else max(dt, 4.0)
+    cast = dt * rows * hidden if wide != dt and not recomputed else 0.0
+    gate_up = dt * (experts * 2 * f * hidden + rows * hidden + rows * 2 * f)
+    freed = dt * rows * (4 * f + hidden)
+    moments = [
+        ("routing weight's product gradients", 3 * wide * rows * hidden + cast),
+        ("experts' down weight gradient", dt * (experts * hidden + rows) * f),
+        ("experts' gate/up weight gradient", gate_up - freed),
+    ]
+    return [Item("backward", n, max(0.0, b - 8.0 * rows), False) for n, b in moments]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tiersim.state.activations import layer_items
+from tiersim.state.activations_moe import hf_moe_backward_moments
 from tiersim.state.fp8 import fp8_weight_bytes, linear_values
 from tiersim.state.inventory import per_context_rank, rank_matrices, stage_layers
 from tiersim.state.model import Transformer
@@ -119,15 +120,21 @@ def _largest_tensor(r: Resolved, mats) -> int:
 
 def _working(r: Resolved, index: int) -> float:
     """A layer's backward transients: the gradient flowing between layers (s·b·h, split under
-    sequence parallelism) and two of the MLP's s·b·f gradients (split over t)."""
+    sequence parallelism) and two of the MLP's s·b·f gradients (split over t); under the
+    huggingface accounting an MoE layer's the largest of its routed experts' three backward
+    moments in their place (activations_moe.hf_moe_backward_moments)."""
     model = r.model
     if not isinstance(model, Transformer):
         return 0.0
     par, tr = r.execution.parallel, r.execution.training
     tokens = r.execution.seq_len * tr.micro_batch_size
     cb = r.accounting.compute_bytes
-    width = model.ffn_hidden
-    if model.moe is not None and model.is_moe(index):
-        width = model.moe.ffn_hidden * model.moe.per_token
+    moe = model.moe if model.moe is not None and model.is_moe(index) else None
+    width = moe.ffn_hidden * moe.per_token if moe else model.ffn_hidden
     flowing = cb * tokens * model.hidden / (par.tensor if par.sequence else 1)
-    return per_context_rank(r, flowing + 2 * cb * tokens * width / par.tensor)
+    mlp = 2 * cb * tokens * width / par.tensor
+    if moe and r.accounting.implementation == "huggingface":
+        experts, again = moe.experts // par.expert, tr.recompute == "full"
+        moments = hf_moe_backward_moments(moe, model.hidden, tokens, cb, experts, again)
+        mlp = max(m.nbytes for m in moments) / par.tensor
+    return per_context_rank(r, flowing + mlp)

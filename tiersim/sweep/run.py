@@ -213,7 +213,10 @@ def _first(
     line = _estimate_line(todo, timed, left, workers, estimate)
     count, plots_s = plots_estimate(result.outputs) if plots else (0, 0.0)
     if count:  # drawn after the points, in this process: as long again on any workers
-        line += f"; then up to {count} plots, about {fmt_time(plots_s)}"
+        line += (  # one point cannot tell which outputs change: a plot for each that can
+            f"; then at most {count} plots (one per output that changes between points), "
+            f"at most about {fmt_time(plots_s)}"
+        )
     print(line, file=progress or sys.stderr)
     ran = {todo[position] for position, _ in timed}
     point_s = estimate * workers / left if left else timed[0][1]

@@ -7,7 +7,8 @@ unmasked keys. A rank keeps s/c tokens: its linear layers, norms and activations
 whole sequence's (tiersim/state/inventory.per_context_rank); its attention scores are its s/c
 queries over all s keys, s²/c of the s² (half of them masked for every rank alike), so FLOPs,
 kernel time and activation bytes per rank are the whole sequence's / c
-(tiersim/workload/kernels.py times the s/c queries over the s keys).
+(tiersim/workload/kernels.py times the s/c queries over the s keys; under `ring` with a
+measured fused kernel, TE's ring step by step: tiersim/workload/ring_attention.py).
 
 Communication per layer and micro-batch, one rank (K/V = the layer's keys and values of this
 rank's s/c tokens, its tensor-parallel share; `chunk` their bytes):

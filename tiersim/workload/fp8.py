@@ -25,11 +25,10 @@ gradient of its output (tokens x its N) in backward; each weight (K x N) once pe
 step (Transformer Engine keeps the FP8 weights for the step's later micro-batches: Megatron-LM
 passes `is_first_microbatch`), counted here as K·N / grad_accumulation a micro-batch, forward.
 Not counted: the LayerNorm fused with the next linear's cast (TE's LayerNormLinear writes FP8
-directly, saving one BF16 write per element of the QKV and FC1 inputs); delayed scaling's amax
-all-reduce (one blocking, latency-bound MAX all-reduce a forward and a backward per model chunk,
-at most 1.4 % of the NeMo 24.07 steps, docs/kernels.md); the weight gradients' fp32
+directly, saving one BF16 write per element of the QKV and FC1 inputs); the weight gradients' fp32
 `main_grad` accumulate in the GEMM epilogue (hidden by the roofline at 2048 tokens or more a
-micro-batch; no measurement of it).
+micro-batch; no measurement of it). Delayed scaling's amax all-reduce and scale update, once a
+forward and once a backward per model chunk, are priced apart (tiersim/workload/amax.py).
 """
 
 from __future__ import annotations

@@ -65,7 +65,6 @@ from dataclasses import dataclass
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.gemm import gemm_s
 from tiersim.hardware.kernel_tables import kernel_table
-from tiersim.state.inventory import master_bytes
 from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import Transformer
 from tiersim.state.mtp import mtp_forward_flops
@@ -74,6 +73,7 @@ from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_
 from tiersim.workload.eager import compile_bytes
 from tiersim.workload.fp8 import quantize_bytes
 from tiersim.workload.op_recompute import op_recompute_gemm_s
+from tiersim.workload.ring_attention import context_ring
 
 FWD_HIDDEN_B, BWD_HIDDEN_B = 22.0, 38.0  # per element of the hidden states (e)
 FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), GeLU
@@ -195,12 +195,8 @@ class _Shape:
         attention rates (FlashAttention's FLOP count: 4·s·k·head_dim per head forward, half
         of it where every query sees all keys before it, s = k, as the causal kernels
         count; the backward 2.5x the forward's); None: no measured kernel for it."""
-        if self.table is None or r.accounting.kernel == "eager" or core.mask_bytes != (0, 0):
-            return None
-        kernel = r.execution.training.flash_kernel or "flash2"
-        if r.accounting.kernel == "sdpa":
-            kernel = "flash2"  # PyTorch's SDPA flash backend is FlashAttention-2
-        if kernel not in self.table.attention or self.attention_dtype() == "fp8":
+        kernel = self.fused_kernel(r, core)
+        if kernel is None or self.table is None:
             return None
         d = self.model.head_dim
         flops = 4.0 * self.b * self.heads * self.seq * self.keys * d
@@ -209,6 +205,17 @@ class _Shape:
         fwd = self.table.attention_rate(kernel, "forward", True, d, self.seq)
         bwd = self.table.attention_rate(kernel, "backward", True, d, self.seq)
         return flops / fwd, FUSED_BACKWARD * flops / bwd
+
+    def fused_kernel(self, r: Resolved, core: AttentionCore) -> str | None:
+        """The table's fused attention kernel that runs the core (None: none measured)."""
+        if self.table is None or r.accounting.kernel == "eager" or core.mask_bytes != (0, 0):
+            return None
+        kernel = r.execution.training.flash_kernel or "flash2"
+        if r.accounting.kernel == "sdpa":
+            kernel = "flash2"  # PyTorch's SDPA flash backend is FlashAttention-2
+        if kernel not in self.table.attention or self.attention_dtype() == "fp8":
+            return None
+        return kernel
 
     def memory(self, nbytes: float) -> float:
         return nbytes / self.hbm_bw
@@ -259,8 +266,12 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     sh = _Shape(r, model, index)
     b = element_bytes(r, model)
     core = sh.attention_core(r, b.scores)
-    fused = sh.fused_attention(r, core)
-    if fused is None:
+    fused, kernel = sh.fused_attention(r, core), sh.fused_kernel(r, core)
+    # under TE's P2P ring, step by step (a windowed layer: as one kernel)
+    ring = context_ring(r, model, sh.table, kernel, sh.hbm_bw) if sh.keys >= sh.full_seq else None
+    if ring is not None:
+        attention, attention_b = ring.forward_s, ring.backward_s
+    elif fused is None:
         attention = core.computed * sh.attention_forward()
         attention_b = core.backward_products * attention
     else:
@@ -272,6 +283,8 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
         (0.0, 0.0) if sh.fp8 is None else quantize_bytes(sh.fp8, linears, sh.grad_accumulation)
     )
     scores_f, scores_b = (sh.core_bytes(core, i) for i in (0, 1))
+    if ring is not None:  # the ring's output merges, copies and gradient sums
+        scores_f, scores_b = scores_f + ring.forward_bytes, scores_b + ring.backward_bytes
     elementwise_f, elementwise_b = _elementwise_bytes(r, sh, b)
     forward = Kernels(lin_f + attention, sh.memory(elementwise_f + scores_f + quant_f))
     backward = Kernels(lin_b + attention_b, sh.memory(elementwise_b + scores_b + quant_b))
@@ -385,15 +398,3 @@ def unit_times(
     kernels = unit_kernels(r, model, is_layer, first_stage, last_stage, index)
     fwd, bwd, rec = (scale * k.total_s for k in kernels)
     return fwd, bwd, rec
-
-
-def mixed_precision_bytes(r: Resolved, params: float) -> float:
-    """Elementwise bytes a GPU optimizer step moves beyond the update itself when it keeps a
-    master copy (Megatron-LM's fp16/bf16 optimizer, per parameter): the gradient copied to
-    fp32 (read g, write 4), unscaled (8), its norm taken (4), clipped (8), the new weights
-    copied back (read 4, write w) and the gradient buffer zeroed (g)."""
-    prec = r.execution.training.precision
-    if not master_bytes(prec):
-        return 0.0
-    g, w = PRECISION_BYTES[prec.gradients], PRECISION_BYTES[prec.weights]
-    return params * (g + 4 + 8 + 4 + 8 + 4 + w + g)

@@ -31,7 +31,8 @@ from tiersim.state.inventory import (
 from tiersim.state.optimizers import optimizer
 from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.state.resolved import Resolved
-from tiersim.workload import kernels
+from tiersim.workload.amax import per_layer_s as amax_per_layer_s
+from tiersim.workload.amax import with_amax_reduction
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
     Comm,
@@ -47,6 +48,7 @@ from tiersim.workload.data_parallel import data_comms
 from tiersim.workload.experts import expert_comms, overlapped, routed_flops_share
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.fsdp_exposure import with_fsdp_overheads
+from tiersim.workload.optimizer_bytes import mixed_precision_bytes
 from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunks, compute_times
@@ -151,7 +153,7 @@ def _unit(
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
     weights_read = 0 if master_bytes(prec) else w_updated  # no master: update weights in place
     touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
-    gpu_touched = touched + kernels.mixed_precision_bytes(r, updated)
+    gpu_touched = touched + mixed_precision_bytes(r, updated)
     gpu_opt = max(_optimizer_times(r, gpu_touched, updated)[0], _update_flops_s(r, mats, updated))
     tensors = partition_tensors(r, mats, is_layer and not part, updated / params if params else 0)
     cpu_opt = cpu_update_s(r, r.execution.offload, updated, touched, tensors)
@@ -219,9 +221,11 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     timed: dict = {}
     units: list[Unit] = []
     at = 0  # the run's first layer among the stage's (groups: one per layer)
-    for run in stage_layers(r.units, stage, par.pipeline, par.stage_layers):
+    runs = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
+    amax = amax_per_layer_s(r, sum(run.count for run in runs))  # delayed FP8 scaling's
+    for run in runs:
         first = [
-            with_fsdp_overheads(r, _with_layer_comms(r, u, tp))
+            with_fsdp_overheads(r, _with_layer_comms(r, with_amax_reduction(u, amax), tp))
             for u in _layer_units(r, model, run.first, run.shape, groups[at], ends, timed)
         ]
         units += first

@@ -31,8 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "of state as its placement implies, and report the measured step (one step where the "
         "synchronous update makes steps independent, else warm-up, measured and trailing "
         "steps; with simulation.steady_state: extrapolate, a few micro-batches, extrapolated "
-        "once the step is verified to repeat). Writes the resolved scenario and report.json "
-        "to results/<name>/ (or --out).",
+        "once its micro-batches are verified to repeat period to period). Writes the resolved "
+        "scenario and report.json to results/<name>/ (or --out).",
     )
     add_scenario_args(parser)
     parser.add_argument(
