@@ -322,3 +322,25 @@ def test_a_sustained_share_must_be_a_share(tmp_path):
     }
     with pytest.raises(InputError, match=r"hardware.gpu.kernels.*sustained.*\(0, 1\]"):
         scenario(raw)
+
+
+@pytest.mark.parametrize(
+    "sustained",
+    [
+        # YAML's true is Python's True, an int equal to 1: a typo, not a share
+        "{fp8: true}",
+        # fp16 is looked up as bf16 (TABLE_DTYPE), so a share under fp16 would never be read
+        # and the table's FP8 and BF16 GEMMs would run unheld
+        "{fp16: 0.8}",
+    ],
+)
+def test_a_sustained_share_is_a_number_under_a_table_dtype(tmp_path, sustained):
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"base: h100-sxm\nsustained: {sustained}\n")
+    raw = {
+        "name": "k",
+        "model": {"preset": "gpt2"},
+        "hardware": {"preset": "dgx-h100", "gpu": {"kernels": str(path)}},
+    }
+    with pytest.raises(InputError, match=r"hardware.gpu.kernels.*sustained.*bf16 and fp8"):
+        scenario(raw)

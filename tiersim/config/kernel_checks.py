@@ -72,6 +72,16 @@ def _fp8_rate_problems(s: Scenario) -> list[Problem]:
     return [Problem("training.fp8.recipe", what, "E-KERNEL")]
 
 
+# The dtypes a table's rates are kept by (tiersim/hardware/kernel_tables.py TABLE_DTYPE's
+# values: fp16 is looked up as bf16): a share under another key would never be read.
+SUSTAINED_DTYPES = ("bf16", "fp8")
+
+
+def _is_share(value: Any) -> bool:
+    """A number in (0, 1]; YAML's true and false are not numbers here (bool is an int)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1
+
+
 def sustained_problems(s: Scenario) -> list[Problem]:
     """A kernel table's `sustained` shares (tiersim/hardware/kernel_tables.py) are the share
     of each dtype's best isolated rate a GPU holds under load: numbers in (0, 1]."""
@@ -81,13 +91,13 @@ def sustained_problems(s: Scenario) -> list[Problem]:
     shares = table_value(kernels, "sustained", {})
     if not isinstance(shares, dict):
         shares = {"": shares}
-    bad = {k: v for k, v in shares.items() if not isinstance(v, int | float) or not 0 < v <= 1}
+    bad = {k: v for k, v in shares.items() if not _is_share(v) or k not in SUSTAINED_DTYPES}
     if not bad:
         return []
     what = (
         f"kernel table {kernels}: sustained {bad}: expected the share of each dtype's best "
-        f"isolated rate held under load, a number in (0, 1] by dtype (e.g. sustained: "
-        f"{{bf16: 0.9}})"
+        f"isolated rate held under load, a number in (0, 1] by dtype, the dtypes "
+        f"{' and '.join(SUSTAINED_DTYPES)} (e.g. sustained: {{bf16: 0.9}})"
     )
     return [Problem("hardware.gpu.kernels", what, "E-KERNEL")]
 
