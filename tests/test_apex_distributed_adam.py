@@ -177,3 +177,22 @@ def test_apex_needs_zero_stage_1():
     with pytest.raises(InputError) as err:
         scenario(raw)
     assert "parallel.zero_stage: " in str(err.value) and "[E-CONFLICT]" in str(err.value)
+
+
+def test_apex_without_a_framework_says_none_was_given():
+    # A user who left training.framework out is told so, not shown Python's None
+    raw = {
+        "name": "tiny",
+        "model": TINY,
+        "training": {
+            "distributed_optimizer": "apex",
+            "optimizer": "adam",
+            "precision": {"weights": "bf16", "master": "bf16", "optimizer": "fp32"},
+        },
+        "parallel": {"data": 2, "zero_stage": 1},
+    }
+    with pytest.raises(InputError) as err:
+        scenario(raw)
+    message = str(err.value)
+    assert "needs training.framework: megatron (no training.framework given)" in message
+    assert "None" not in message

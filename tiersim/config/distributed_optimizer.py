@@ -27,7 +27,8 @@ def distributed_optimizer_problems(s: Scenario) -> list[Problem]:
         return []
     problems = []
     if tr.framework != "megatron":
-        what = f"'apex' needs training.framework: megatron (got {tr.framework!r})"
+        got = f"got {tr.framework!r}" if tr.framework else "no training.framework given"
+        what = f"'apex' needs training.framework: megatron ({got})"
         problems.append(Problem(KEY, what, "E-CONFLICT"))
     if s.parallel.zero_stage != 1:
         what = (
