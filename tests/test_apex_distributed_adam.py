@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import scenario
 
+from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.load import load_scenario
 from tiersim.core.errors import InputError
 from tiersim.state.inventory import build_inventory
@@ -196,3 +197,18 @@ def test_apex_without_a_framework_says_none_was_given():
     message = str(err.value)
     assert "needs training.framework: megatron (no training.framework given)" in message
     assert "None" not in message
+
+
+@pytest.mark.parametrize(("framework", "notes"), [("deepspeed", 1), (None, 1), ("megatron", 0)])
+def test_megatron_distributed_optimizer_outside_megatron_is_a_no_effect_note(framework, notes):
+    # Megatron-Core's distributed optimizer runs under framework megatron only: elsewhere the
+    # key changes no figure, said as a note (not a refusal: the scenario is valid)
+    training = {"distributed_optimizer": "megatron", "optimizer": "adam"}
+    if framework:
+        training["framework"] = framework
+    raw = {"name": "tiny", "model": TINY, "training": training, "parallel": {"data": 2}}
+    said = distributed_optimizer_notes(scenario(raw))
+    assert len(said) == notes
+    assert all(
+        n.path == "training.distributed_optimizer" and "no effect" in n.message for n in said
+    )

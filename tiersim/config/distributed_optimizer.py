@@ -48,3 +48,18 @@ def distributed_optimizer_problems(s: Scenario) -> list[Problem]:
         )
         problems.append(Problem(KEY, what, "E-CONFLICT"))
     return problems
+
+
+def distributed_optimizer_notes(s: Scenario) -> list[Problem]:
+    """`megatron` chooses Megatron-Core's distributed optimizer, which only `framework:
+    megatron` runs: under another framework (or none) the key changes nothing (a note)."""
+    tr = s.training
+    if tr.distributed_optimizer != "megatron" or tr.framework == "megatron":
+        return []
+    got = f"training.framework is {tr.framework}" if tr.framework else "no training.framework"
+    why = (
+        f"megatron has no effect: it chooses Megatron-Core's distributed optimizer, which "
+        f"training.framework megatron runs ({got}: its own sharding, parallel.zero_stage, "
+        f"is what is counted)"
+    )
+    return [Problem(KEY, why, "W-NO-EFFECT")]
