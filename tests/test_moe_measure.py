@@ -119,3 +119,23 @@ def test_measure_refuses_an_moe_mixtral_does_not_build(cli, config):
     assert "shared_experts" in err
     code, _, err = cli("measure", "--hf-config", config, "--implementation", "tiersim")  # no MoE
     assert code == 2 and "experts, experts_per_token, expert_ffn_hidden" in err
+
+
+def test_measure_help_names_every_family_it_builds():
+    from tiersim.cli.commands.measure import EPILOG
+    from tiersim.groundtruth.hfmodels import FAMILIES
+
+    # transformers' class names of each family measure builds, written out by hand: a new
+    # user reads --help to learn whether their model (e.g. DeepSeek-V3) can be measured
+    shown = {
+        "gpt2": "GPT-2",
+        "llama": "Llama",
+        "mistral": "Mistral",
+        "qwen2": "Qwen2",
+        "mixtral": "Mixtral",
+        "qwen2_moe": "Qwen2-MoE",
+        "deepseek_v3": "DeepSeek-V3",
+    }
+    text = " ".join(EPILOG.split())
+    assert set(FAMILIES) == set(shown)
+    assert all(name in text for name in shown.values()), text[:300]

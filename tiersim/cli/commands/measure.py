@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # annotations only: the heavy modules load when a command run
 
 EPILOG = """\
 By default (--implementation huggingface) measure trains a transformers model (GPT-2, Llama,
-Mistral, Qwen2 or Mixtral code, chosen by the model's norm, MLP and biases) and predicts with
+Mistral, Qwen2, Mixtral, Qwen2-MoE or DeepSeek-V3 code, chosen by the model's norm, MLP, biases,
+experts and attention) and predicts with
 training.implementation huggingface for the device it runs on: every class, the layers and what
 lies outside them, and the step's peak (on the CPU from the profiler's memory events).
 With --implementation tiersim (tiersim's own modules; the default with --calibrate or --fsdp):
