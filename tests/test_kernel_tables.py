@@ -332,6 +332,8 @@ def test_a_sustained_share_must_be_a_share(tmp_path):
         # fp16 is looked up as bf16 (TABLE_DTYPE), so a share under fp16 would never be read
         # and the table's FP8 and BF16 GEMMs would run unheld
         "{fp16: 0.8}",
+        # a share not under a dtype: refused, shown as written (it read "{'': 0.9}")
+        "0.9",
     ],
 )
 def test_a_sustained_share_is_a_number_under_a_table_dtype(tmp_path, sustained):
@@ -342,5 +344,6 @@ def test_a_sustained_share_is_a_number_under_a_table_dtype(tmp_path, sustained):
         "model": {"preset": "gpt2"},
         "hardware": {"preset": "dgx-h100", "gpu": {"kernels": str(path)}},
     }
-    with pytest.raises(InputError, match=r"hardware.gpu.kernels.*sustained.*bf16 and fp8"):
+    with pytest.raises(InputError, match=r"hardware.gpu.kernels.*sustained.*bf16 and fp8") as err:
         scenario(raw)
+    assert "{'':" not in str(err.value)

@@ -89,13 +89,14 @@ def sustained_problems(s: Scenario) -> list[Problem]:
     if kernels is None:
         return []
     shares = table_value(kernels, "sustained", {})
-    if not isinstance(shares, dict):
-        shares = {"": shares}
-    bad = {k: v for k, v in shares.items() if not _is_share(v) or k not in SUSTAINED_DTYPES}
-    if not bad:
+    if isinstance(shares, dict):
+        bad = {k: v for k, v in shares.items() if not _is_share(v) or k not in SUSTAINED_DTYPES}
+    else:  # a share not under a dtype (sustained: 0.9, [1]): shown as written
+        bad = shares
+    if bad == {}:
         return []
     what = (
-        f"kernel table {kernels}: sustained {bad}: expected the share of each dtype's best "
+        f"kernel table {kernels}: sustained {bad!r}: expected the share of each dtype's best "
         f"isolated rate held under load, a number in (0, 1] by dtype, the dtypes "
         f"{' and '.join(SUSTAINED_DTYPES)} (e.g. sustained: {{bf16: 0.9}})"
     )
