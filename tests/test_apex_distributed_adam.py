@@ -178,6 +178,9 @@ def test_apex_needs_zero_stage_1():
     with pytest.raises(InputError) as err:
         scenario(raw)
     assert "parallel.zero_stage: " in str(err.value) and "[E-CONFLICT]" in str(err.value)
+    # NeMo's optimizer group is data x context (get_data_parallel_group(with_context_parallel=
+    # True)), as docs/memory.md says: the message names that group, not data parallelism alone
+    assert "over the data x context ranks" in str(err.value)
 
 
 def test_apex_without_a_framework_says_none_was_given():

@@ -32,7 +32,7 @@ def distributed_optimizer_problems(s: Scenario) -> list[Problem]:
         problems.append(Problem(KEY, what, "E-CONFLICT"))
     if s.parallel.zero_stage != 1:
         what = (
-            f"'apex' shards the optimizer state and master remainders over the data-parallel "
+            f"'apex' shards the optimizer state and master remainders over the data x context "
             f"ranks and keeps a whole gradient buffer: expected parallel.zero_stage 1 "
             f"(got {s.parallel.zero_stage})"
         )
