@@ -79,19 +79,38 @@ def test_step_peak_with_8bit_adam_and_muon(name, shape, opt):
 
 @pytest.mark.parametrize(
     ("shape", "kernel", "dtype"),
-    [(DENSE, "sdpa", "fp32"), (GQA, "sdpa", "bf16"), (DENSE, "eager", "fp32")],
-    ids=["dense-sdpa-fp32", "gqa-sdpa-bf16", "dense-eager-fp32"],
+    [
+        (DENSE, "sdpa", "fp32"),
+        (GQA, "sdpa", "bf16"),
+        (DENSE, "eager", "fp32"),
+        (GQA, "eager", "bf16"),
+        (GQA, "eager", "fp32"),
+    ],
+    ids=[
+        "dense-sdpa-fp32",
+        "gqa-sdpa-bf16",
+        "dense-eager-fp32",
+        "gqa-eager-bf16",
+        "gqa-eager-fp32",
+    ],
 )
 def test_step_peak_with_selective_recompute(shape, kernel, dtype):
     """Selective recompute as transformers' models run it here: the attention core (SDPA, or
     eager's scores, softmax and product with V) checkpointed (groundtruth/selective.py). Under
     SDPA the core keeps no s x s term and the prediction is recompute none's; eager's fp32
     softmax is dropped (measured: the dense model's step 10 % below its eager step without
-    recompute). Within 3 %, in the backward. Not here: eager with grouped-query attention,
-    +4.9 % in bf16: the core is recomputed after the MLP's backward has freed what the MLP
-    saved, where the timeline adds it beside the whole layer's saved set."""
+    recompute). Within 3 %, in the backward. With grouped-query attention the core is
+    recomputed after the MLP's backward has freed what the MLP saved (state/selective_order.py;
+    +4.9 % in bf16 while the timeline added it beside the whole saved set). There in bf16 the
+    measured forward and backward peaks lie 0.1 % apart (6,396,816 and 6,391,704 B): each
+    phase's peak within 3 %, the phase of the step's not compared."""
     c = compare_step(step_scenario(shape, "selective", dtype, kernel=kernel), dtype)
     assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
+    if (shape, kernel, dtype) == (GQA, "eager", "bf16"):
+        for phase in ("forward", "backward"):
+            ratio = c.predicted.phase_peaks[phase] / c.measured.phase_peaks[phase]
+            assert abs(ratio - 1) <= 0.03, (phase, c.measured, c.predicted)
+        return
     assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
 
 

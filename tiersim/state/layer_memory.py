@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tiersim.state.activation_kinds import divided
 from tiersim.state.activations import layer_items
 from tiersim.state.activations_moe import hf_moe_backward_moments
 from tiersim.state.fp8 import fp8_weight_bytes, linear_values
@@ -13,6 +14,7 @@ from tiersim.state.inventory import per_context_rank, rank_matrices, stage_layer
 from tiersim.state.model import Transformer
 from tiersim.state.op_recompute import op_working_bytes
 from tiersim.state.resolved import Resolved
+from tiersim.state.selective_order import freed_before_core
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,10 @@ class LayerMemory:
     fp8: int = 0  # bytes of its linear weights' FP8 copies (training.fp8)
     fp8_values: int = 0  # values of those linear weights
     busiest: float = 0.0  # the busiest expert rank's routed rows beyond the mean, bytes
+    # selective: bytes of `saved` (and its tensors) freed in backward before the attention
+    # core is recomputed (state/selective_order.py); 0: the whole set held through it
+    first: float = 0.0
+    first_items: int = 0
 
 
 def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
@@ -55,6 +61,7 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
         index = getattr(shape, "index", 0)
         items = len(layer_items(model, seq, 1, acc, index)) if isinstance(model, Transformer) else 1
         busiest = _busiest_extra(r, index)
+        first = _freed_first(r, index)
         if tr.recompute == "full":  # kept in the recompute working set, not between passes
             again, busiest = again + busiest, 0.0
         out.append(
@@ -70,9 +77,27 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
                 fp8=fp8_weight_bytes(tr.fp8.recipe, mat) if tr.fp8 else 0,
                 fp8_values=linear_values(mat) if tr.fp8 else 0,
                 busiest=busiest,
+                first=first[0] if again else 0.0,
+                first_items=first[1] if again else 0,
             )
         )
     return out
+
+
+def _freed_first(r: Resolved, index: int) -> tuple[float, int]:
+    """Under selective recompute and the huggingface accounting, the bytes and tensors of a
+    layer's saved set its backward frees before the attention core recomputes (the MLP's, the
+    post-attention norm's, the out-projection's input; state/selective_order.py)."""
+    model, par, tr = r.model, r.execution.parallel, r.execution.training
+    acc = r.accounting
+    if tr.recompute != "selective" or acc.implementation != "huggingface":
+        return 0.0, 0
+    if not isinstance(model, Transformer):
+        return 0.0, 0
+    seq, b = r.execution.seq_len, tr.micro_batch_size
+    share = freed_before_core(layer_items(model, seq, b, acc, index))
+    nbytes = model.activation_factor * divided(share, par.tensor, par.sequence)
+    return per_context_rank(r, nbytes), len(share)
 
 
 HF_ROUTED = ("dispatched rows", "gate/up output", "experts' outputs")  # activations_moe.py

@@ -17,7 +17,8 @@ In order (docs/memory.md says what is and is not counted, and why):
 3. backward: the loss's gradients (huggingface: nll_loss_backward's fp32 s·b·V/t and
    log_softmax_backward's, beside the saved log-softmax; megatron: in place, then the cast's
    gradient in the compute precision), then layer by layer in reverse: gathered weights again,
-   the recompute working set (full: the layer's whole saved set; selective: its s² terms), the
+   the recompute working set (full: the layer's whole saved set; selective: its s² terms, under
+   `huggingface` after the MLP's share of the saved set is freed: state/selective_order.py), the
    layer's backward transients (the gradient flowing between layers, s·b·h, and two of the
    MLP's s·b·f gradients), sharded gradients' unsharded copy before the reduce-scatter.
 4. optimizer: DeepSpeed ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before
@@ -199,8 +200,11 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
             p.fsdp2.release(steps, at, "forward", str(i - 1) if i else "rest")
         elif p.gather:
             _gather(steps, p, layers, at, "forward", range(i, min(i + p.window, len(layers))))
-        saved = lay.saved if p.on_gpu else 0
-        steps.alloc(at, "forward", f"saved {i}", "saved activations", saved, lay.items)
+        saved, first = (lay.saved, lay.first) if p.on_gpu else (0, 0)
+        pieces = lay.items - lay.first_items
+        steps.alloc(at, "forward", f"saved {i}", "saved activations", saved - first, pieces)
+        if first:  # freed apart in backward, before the attention core recomputes
+            steps.alloc(at, "forward", f"saved first {i}", SAVED, first, lay.first_items)
         extra = lay.busiest if p.on_gpu else 0
         steps.alloc(at, "forward", f"busiest {i}", BUSIEST, extra, 3)
         if p.gather and not p.fp8_params:  # FP8 copies: cast here, kept for its backward
@@ -215,6 +219,8 @@ TIED_SUM = "tied weight's summed gradient"
 FINAL_NORM = "final norm's backward transients (fp32)"
 BUSIEST = "saved activations: the busiest expert rank's rows beyond the mean"
 FP8 = "FP8 weight copies (training.fp8)"
+SAVED = "saved activations"
+RECOMPUTE = "recompute working set"
 
 
 def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads: bool) -> None:
@@ -224,7 +230,8 @@ def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads:
             p.fsdp2.pre_backward(steps, at, p.groups, i)
         elif p.gather:
             _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
-        steps.alloc(at, b, f"recompute {i}", "recompute working set", lay.recompute, lay.items)
+        if not lay.first:  # recomputed before the layer's backward starts (full)
+            steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
         steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
         if p.fsdp2:  # the first of the layer's gradients, beside all it saved
             p.fsdp2.first_gradient(steps, at, p.groups[i], lay.largest * p.grad_bytes)
@@ -233,10 +240,13 @@ def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads:
             # tile's, at most what one fetch gathers
             values = min(lay.largest, p.max_live)
             steps.alloc(at, b, f"unsharded {i}", UNSHARDED, values * p.grad_bytes)
+        if lay.first:  # selective: the core recomputed once the MLP's share is freed
+            steps.free(at, b, f"saved first {i}", SAVED)
+            steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
         for key, part in (
             (f"working {i}", "backward transients"),
-            (f"recompute {i}", "recompute working set"),
-            (f"saved {i}", "saved activations"),
+            (f"recompute {i}", RECOMPUTE),
+            (f"saved {i}", SAVED),
             (f"busiest {i}", BUSIEST),
             (f"fp8 {i}", FP8),
             (f"unsharded {i}", UNSHARDED),

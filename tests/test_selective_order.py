@@ -1,0 +1,62 @@
+"""Selective recompute's working set where it exists (issue 38, state/selective_order.py):
+autograd runs the MLP's backward, the post-attention norm's and the out-projection's before the
+checkpointed attention core recomputes, so those saved tensors are freed first. By hand on the
+grouped-query model of tests/test_step_measure.py (eager attention, bf16, huggingface)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from conftest import scenario
+
+from tiersim.state.activations import accounting_for
+from tiersim.state.inventory import build_inventory
+from tiersim.state.layer_memory import layer_memory
+from tiersim.state.resolved import resolve
+from tiersim.state.step_memory import build_events
+from tiersim.state.timeline import evaluate
+
+GQA = {"hidden": 128, "heads": 4, "kv_heads": 2, "ffn_hidden": 512, "vocab": 128}
+LLAMA = {"layers": 2, "norm": "rmsnorm", "position": "rope", "gated_mlp": True}
+
+
+def resolved(recompute: str, kernel: str = "eager"):
+    precision = {k: "bf16" for k in ("weights", "gradients", "optimizer")} | {"master": "none"}
+    training = {"seq_len": 128, "precision": precision, "workspace": "0 B"}
+    training |= {"implementation": "huggingface", "attention_kernel": kernel}
+    model = {**LLAMA, **GQA, "tied_embeddings": False, "max_positions": 256}
+    s = scenario({"name": "sel", "model": model, "training": training | {"recompute": recompute}})
+    return dataclasses.replace(resolve(s), accounting=accounting_for(s, "cpu"))
+
+
+def test_the_mlp_share_of_the_saved_set_by_hand():
+    # t = s·b = 128 tokens, h = 128, f = 512, bf16 (2 B), 4 heads of 32:
+    #   MLP input 2·128·128 = 32,768; gate, SiLU, up outputs and down input 4·2·128·512 =
+    #   524,288; post-attention RMSNorm: fp32 input 4·128·128 = 65,536, fp32 1/rms 4·128 =
+    #   512, normalised 2·128·128 = 32,768; o_proj input 2·128·(4·32) = 32,768
+    #   = 688,640 B in 2 + 3 + 1 = 6 tensors
+    # recomputed: the fp32 softmax of b·heads·s² = 4·128·128 = 65,536 scores (262,144 B)
+    #   and its bf16 cast (131,072 B) = 393,216 B
+    for lay in layer_memory(resolved("selective"), 0):
+        assert (lay.first, lay.first_items) == (688_640, 6)
+        assert lay.recompute == 393_216
+
+
+def test_recompute_is_allocated_after_the_mlp_share_is_freed():
+    r = resolved("selective")
+    events = build_events(r, build_inventory(r), 0)
+    keys = [(e.key, e.alloc) for e in events if e.moment == "backward: layer 1"]
+    assert keys.index(("saved first 1", False)) < keys.index(("recompute 1", True))
+    # the layer's backward peaks in its MLP's backward: the whole saved set and the
+    # transients; after the free, the core's working set is 393,216 - 688,640 B lower or higher
+    t = evaluate("cpu", float("inf"), events, [])
+    at = [a for e, a in zip(t.events, t.allocated, strict=True) if e.moment == "backward: layer 1"]
+    assert at[1] - at[0] == -688_640  # the free
+    assert at[2] - at[1] == 393_216  # the recompute, 295,424 B below the MLP's moment
+    assert max(at) == at[0]
+
+
+def test_without_the_s_squared_terms_nothing_moves():
+    """SDPA keeps no s x s term: nothing recomputed, the saved set freed whole as before."""
+    for kernel, recompute in (("sdpa", "selective"), ("eager", "none"), ("eager", "full")):
+        assert all(lay.first == 0 for lay in layer_memory(resolved(recompute, kernel), 0))
