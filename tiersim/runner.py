@@ -14,6 +14,7 @@ from tiersim.analysis.checkpoint import checkpoint_problems
 from tiersim.analysis.checkpoint_interval import with_checkpoint
 from tiersim.analysis.flash import interfering, with_interference
 from tiersim.analysis.wear import wear_problems
+from tiersim.config.context_notes import context_comm_notes
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
@@ -114,6 +115,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + layout_notes(scenario)
         + offload_notes(scenario)
         + loss_fusion_notes(scenario)
+        + context_comm_notes(scenario)
         + distributed_optimizer_notes(scenario)
     )
 

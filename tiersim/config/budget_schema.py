@@ -12,9 +12,11 @@ from tiersim.config.fields import Duration, Size, Strict
 
 
 class TierBudget(Strict):
-    lifetime: Duration | None = None
-    drive_writes_per_day: Annotated[float, Field(gt=0)] | None = None
-    total_bytes_written: Size | None = None
+    """A flash tier's write budget: exactly one of the three."""
+
+    lifetime: Duration | None = None  # the tier must last this long (e.g. 5 years)
+    drive_writes_per_day: Annotated[float, Field(gt=0)] | None = None  # capacity writes a day
+    total_bytes_written: Size | None = None  # bytes over the warranty (e.g. 10 PB)
 
     @model_validator(mode="after")
     def _one(self) -> TierBudget:
@@ -31,7 +33,7 @@ class Budget(Strict):
     """`steps_per_day`, plus one entry per flash tier: `budget.hbf: {lifetime: 5 years}`."""
 
     steps_per_day: Annotated[float, Field(gt=0, le=1e9)] | None = None  # 1e9: one per 86 us
-    tiers: dict[str, TierBudget] = Field(default_factory=dict)
+    tiers: dict[str, TierBudget] = Field(default_factory=dict)  # each flash tier's, by name
 
     @model_validator(mode="before")
     @classmethod

@@ -27,20 +27,27 @@ from tiersim.core.units import fmt_bytes
 
 
 class Endurance(Strict):
-    pe_cycles: Annotated[float, Field(gt=0)]
+    """A flash tier's wear limits (tiersim/analysis/wear.py)."""
+
+    pe_cycles: Annotated[float, Field(gt=0)]  # program/erase cycles a block withstands (rated)
+    # NAND bytes written per host byte; None: 1 for sequential writes, derived from spare_area
+    # for random ones (greedy garbage collection, Hu et al. 2009)
     write_amplification: Annotated[float, Field(ge=1)] | None = None
+    # over-provisioning: (physical - user) / user capacity, e.g. 0.07; None: 0
     spare_area: Annotated[float, Field(gt=0, lt=1)] | None = None
-    write_pattern: Literal["sequential", "random"] = "sequential"
+    write_pattern: Literal["sequential", "random"] = "sequential"  # how the host writes
+    # the drive's rated drive writes per day over its warranty (a second lifetime limit)
     rated_drive_writes_per_day: Annotated[float, Field(gt=0)] | None = None
-    warranty: Duration | None = None
+    warranty: Duration | None = None  # the period the DWPD rating covers (e.g. 5 years)
     # endurance against retention (tiersim.analysis.flash): the P/E cycles a block withstands
     # rise as the retention its data needs falls. `retention`: what the data held needs (e.g.
     # 1 min for optimizer state rewritten every step and checkpointed elsewhere); None: the
-    # rating's own. `rated_retention`: what `pe_cycles` is rated for (None: 1 year, JEDEC
-    # JESD218's client class). `retention_curve`: {retention: P/E cycles} from a datasheet or a
-    # measurement, in place of the default curve (Cai et al. 2012's refresh figure)
+    # rating's own
     retention: Duration | None = None
+    # what `pe_cycles` is rated for (None: 1 year, JEDEC JESD218's client class)
     rated_retention: Duration | None = None
+    # {retention: P/E cycles} from a datasheet or a measurement, in place of the default curve
+    # (Cai et al. 2012's refresh figure)
     retention_curve: dict[Duration, Annotated[float, Field(gt=0)]] | None = None
 
     @model_validator(mode="after")
@@ -64,13 +71,16 @@ class Endurance(Strict):
 
 
 class Tier(Strict):
+    """One memory or storage tier (a name under hardware.tiers, used by placement)."""
+
+    # what the tier is (config/tier_kinds.py): GPU memory, host memory, flash or remote
     kind: Literal[TIER_KIND_NAMES]  # type: ignore[valid-type]
-    capacity: Size
-    bandwidth: Bandwidth | None = None
-    read_bandwidth: Bandwidth | None = None
-    write_bandwidth: Bandwidth | None = None
-    latency: Latency = 0.0
-    endurance: Endurance | None = None
+    capacity: Size  # bytes one GPU can use in it (e.g. 141 GB)
+    bandwidth: Bandwidth | None = None  # read and write, per GPU (e.g. 4.8 TB/s)
+    read_bandwidth: Bandwidth | None = None  # in place of bandwidth for reads
+    write_bandwidth: Bandwidth | None = None  # in place of bandwidth for writes
+    latency: Latency = 0.0  # seconds added to each transfer (e.g. 10 us)
+    endurance: Endurance | None = None  # flash wear limits; None: the tier does not wear
     # the bytes of the device that absorb its writes (wear levelling's reach): None, the whole
     # device; a size where wear levelling reaches only part of it (DESIGN.md third round)
     wear_span: Size | None = None
@@ -110,14 +120,19 @@ class Tier(Strict):
 
 
 class Link(Strict):
-    between: tuple[str, str]
+    """A link between two tiers that is not the default path (e.g. GPU-direct storage)."""
+
+    between: tuple[str, str]  # the two tiers' names
     bandwidth: Bandwidth  # per direction
-    latency: Latency = 0.0
+    latency: Latency = 0.0  # seconds added to each transfer over it
 
 
 class Gpu(Strict):
-    name: str = "gpu"
-    memory: str = "hbm"
+    """One GPU: its peak rates, efficiencies and the tier that is its memory."""
+
+    name: str = "gpu"  # a label for reports
+    memory: str = "hbm"  # the tier (under hardware.tiers) that is this GPU's own memory
+    # dense peak per precision, e.g. {bf16: 989 TFLOP/s, fp8: 1979 TFLOP/s}
     peak_flops: dict[PrecisionName, FlopRate]
     efficiency: Fraction = 0.5  # share of peak a full wave of GEMM tiles reaches
     optimizer_efficiency: Fraction = 0.8  # share of HBM bandwidth a fused optimizer reaches
@@ -148,8 +163,10 @@ class Gpu(Strict):
 
 
 class Cpu(Strict):
-    name: str = "cpu"
-    memory: str = "dram"
+    """The host CPU: its memory tier and CPU-optimizer rates."""
+
+    name: str = "cpu"  # a label for reports
+    memory: str = "dram"  # the tier (under hardware.tiers) that is host memory
     # DESIGN.md §4's 1.4 Gparam/s is a whole host's CPU-Adam rate: a GPU's share of 8 is 1/8
     optimizer_rate: ParamRate = 0.175e9
     # the CPU-Adam kernel alone (ZeRO-Offload Table 4's measurement), used with a framework
@@ -164,23 +181,28 @@ class Cpu(Strict):
 
 
 class Network(Strict):
-    gpus_per_node: PositiveInt = 8
-    intra_node_bandwidth: Bandwidth = 450e9
-    inter_node_bandwidth: Bandwidth = 50e9
-    intra_node_latency: Latency = 2e-6
-    inter_node_latency: Latency = 5e-6
+    """The GPU interconnect the collectives run over (tiersim.hardware.nccl)."""
+
+    gpus_per_node: PositiveInt = 8  # GPUs sharing the intra-node fabric (NVLink)
+    intra_node_bandwidth: Bandwidth = 450e9  # per GPU per direction (default 450 GB/s)
+    inter_node_bandwidth: Bandwidth = 50e9  # per GPU per direction (default 50 GB/s)
+    intra_node_latency: Latency = 2e-6  # seconds a collective step costs (default 2 us)
+    inter_node_latency: Latency = 5e-6  # seconds a collective step costs (default 5 us)
     # busbw / link rate NCCL reaches: one fraction, or {buffer size: fraction} measured
     # (tiersim.hardware.nccl)
     intra_node_efficiency: Fraction | dict[Size, Fraction] = 1.0
-    inter_node_efficiency: Fraction | dict[Size, Fraction] = 1.0
+    inter_node_efficiency: Fraction | dict[Size, Fraction] = 1.0  # as intra_node_efficiency
 
 
 class Hardware(Strict):
+    """The machine, per GPU: its GPU, CPU, memory tiers, links and network."""
+
+    # a shipped machine (tiersim/presets/hardware) or a YAML file; the keys given override it
     preset: str | None = None
     gpu: Gpu
     cpu: Cpu = Cpu()
-    tiers: dict[str, Tier]
-    links: dict[str, Link] = Field(default_factory=dict)
+    tiers: dict[str, Tier]  # the memory tiers by name (hbm, dram, nvme, ...)
+    links: dict[str, Link] = Field(default_factory=dict)  # extra tier-to-tier links by name
     network: Network = Network()
     # what one GPU of this machine costs per hour, its share of the host included (any
     # currency): `tiersim plan --objective cost` ranks by it; no part of a simulation, so left

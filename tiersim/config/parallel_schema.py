@@ -14,18 +14,23 @@ from tiersim.config.fields import NonNegativeInt, PositiveInt, Strict
 class Shard(Strict):
     """Per-class data-parallel sharding; None means 'as the ZeRO stage says'."""
 
-    weights: bool | None = None
-    gradients: bool | None = None
-    master: bool | None = None
-    optimizer: bool | None = None
+    weights: bool | None = None  # true: each data-parallel rank holds 1/data of the weights
+    gradients: bool | None = None  # true: 1/data of the gradients (reduce-scattered)
+    master: bool | None = None  # true: 1/data of the master weights
+    optimizer: bool | None = None  # true: 1/data of the optimizer states
 
 
 class Parallel(Strict):
-    data: PositiveInt = 1
-    tensor: PositiveInt = 1
-    pipeline: PositiveInt = 1
-    virtual_pipeline: PositiveInt = 1
+    """The parallel layout: GPUs = data x tensor x pipeline x context (1: not split)."""
+
+    data: PositiveInt = 1  # data-parallel replicas, each on its own micro-batches
+    tensor: PositiveInt = 1  # ranks each layer's matrices are split over (Megatron TP)
+    pipeline: PositiveInt = 1  # pipeline stages the layers are split into
+    virtual_pipeline: PositiveInt = 1  # model chunks per pipeline stage (interleaved 1F1B)
+    # sequence parallelism: norms' and dropouts' activations split over the tensor ranks
     sequence: bool = False
+    # ZeRO: 1 shards optimizer states (and master), 2 also gradients, 3 also weights, over
+    # the data-parallel ranks; 0: all replicated
     zero_stage: Literal[0, 1, 2, 3] = 0
     shard: Shard = Shard()
     # False: gradients are reduced after backward, the GPU waiting (Megatron-LM before its
@@ -33,10 +38,10 @@ class Parallel(Strict):
     # None: as `training.framework` implies (config/framework_parallel.py)
     overlap_gradient_reduce: bool | None = None
     # expert parallelism: a mixture-of-experts model's routed experts split over `expert` ranks
-    # of the data-parallel group, their state ZeRO-sharded over the data / expert others; the
-    # busiest rank receives `expert_imbalance` x the mean of the dispatched tokens (1: uniform,
-    # what balanced routing aims for), its all-to-alls and grouped GEMMs setting the pace
+    # of the data-parallel group, their state ZeRO-sharded over the data / expert others
     expert: PositiveInt = 1
+    # the busiest expert rank receives this x the mean of the dispatched tokens (1: uniform,
+    # what balanced routing aims for), its all-to-alls and grouped GEMMs setting the pace
     expert_imbalance: Annotated[float, Field(ge=1, le=1000)] = 1.0
     # True: each MoE all-to-all runs beside an adjacent micro-batch's computation of the
     # layer, only what outlasts it blocking (Megatron-Core's --overlap-moe-expert-parallel-comm,
@@ -56,6 +61,9 @@ class Parallel(Strict):
     # over `context` ranks, attention by a P2P ring of K/V chunks (Megatron-Core, TE,
     # torchtitan), gathered K/V (Llama 3) or a head all-to-all (Ulysses)
     context: PositiveInt = 1
+    # how context-parallel attention gets the other ranks' K/V: ring (P2P ring of chunks),
+    # all_gather (all K/V gathered) or all_to_all (Ulysses: heads exchanged); with context 1,
+    # no effect
     context_comm: Literal["ring", "all_gather", "all_to_all"] = "ring"
     # expert tensor parallelism (Megatron-Core ETP; None: tensor): experts may then span
     # tensor x data ranks

@@ -57,38 +57,38 @@ class ModelSpec(Strict):
     they stay here as a record of where the dimensions came from.
     """
 
-    preset: str | None = None
-    hf_config: str | None = None
-    family: str | None = None
-    layers: PositiveInt | None = None
-    hidden: PositiveInt | None = None
-    heads: PositiveInt | None = None
-    kv_heads: PositiveInt | None = None
-    head_dim: PositiveInt | None = None
-    ffn_hidden: PositiveInt | None = None
-    vocab: PositiveInt | None = None
-    max_positions: PositiveInt | None = None
-    gated_mlp: bool = False
-    tied_embeddings: bool = False
-    qkv_bias: bool = False
-    attn_out_bias: bool = False
-    mlp_bias: bool = False
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
-    position: Literal["learned", "rope", "none"] = "learned"
-    # layers not all alike (tiersim.state.layers): attention variants and mixture-of-experts
+    preset: str | None = None  # a shipped model's name (tiersim/presets/models)
+    hf_config: str | None = None  # a Hugging Face config.json's path, read for the dimensions
+    family: str | None = None  # the model's family, as the preset or config.json names it
+    layers: PositiveInt | None = None  # transformer layers
+    hidden: PositiveInt | None = None  # the model (embedding) width
+    heads: PositiveInt | None = None  # attention (query) heads
+    kv_heads: PositiveInt | None = None  # key/value heads (grouped-query); None: heads
+    head_dim: PositiveInt | None = None  # None: hidden / heads
+    ffn_hidden: PositiveInt | None = None  # the MLP's inner width
+    vocab: PositiveInt | None = None  # vocabulary size (embedding and output rows)
+    max_positions: PositiveInt | None = None  # context length it is trained for
+    gated_mlp: bool = False  # a gated MLP (SwiGLU: three matrices, not two)
+    tied_embeddings: bool = False  # the output layer shares the input embedding's weights
+    qkv_bias: bool = False  # biases on the query, key and value projections
+    attn_out_bias: bool = False  # a bias on attention's output projection
+    mlp_bias: bool = False  # biases on the MLP's matrices
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"  # rmsnorm: no bias, no mean
+    position: Literal["learned", "rope", "none"] = "learned"  # learned: a position embedding
+    # --- layers not all alike (tiersim.state.layers): attention variants and mixture-of-experts
     qk_norm: bool = False  # RMSNorm over each head's queries and keys (Qwen3, Gemma 3)
     post_norms: bool = False  # a norm after attention and after the MLP too (Gemma 2, Gemma 3)
     q_lora_rank: PositiveInt | None = None  # multi-head latent attention (DeepSeek V2/V3) ...
     kv_lora_rank: PositiveInt | None = None  # ... is on when kv_lora_rank is given
-    qk_rope_head_dim: PositiveInt | None = None
-    qk_nope_head_dim: PositiveInt | None = None
-    v_head_dim: PositiveInt | None = None
+    qk_rope_head_dim: PositiveInt | None = None  # MLA: each head's rotary part
+    qk_nope_head_dim: PositiveInt | None = None  # MLA: each head's part without rotary
+    v_head_dim: PositiveInt | None = None  # MLA: each head's value width
     sliding_window: PositiveInt | None = None  # recorded: changes no parameter
     sliding_window_layers: tuple[NonNegativeInt, ...] | None = None  # None: every layer
     experts: PositiveInt | None = None  # routed experts per MoE layer; None: a dense model
-    experts_per_token: PositiveInt | None = None
+    experts_per_token: PositiveInt | None = None  # routed experts each token goes to (top-k)
     expert_ffn_hidden: PositiveInt | None = None  # default: ffn_hidden
-    shared_experts: NonNegativeInt = 0
+    shared_experts: NonNegativeInt = 0  # experts every token goes to besides the routed
     shared_expert_ffn_hidden: PositiveInt | None = None  # each; default: expert_ffn_hidden
     shared_expert_gate: bool = False  # a sigmoid gate on the shared experts (Qwen2-MoE)
     # DeepSeek-V3's router (sigmoid scores, top-k within the best groups): n_group, topk_group
@@ -105,11 +105,12 @@ class ModelSpec(Strict):
     # generic model: `parameters` and `layers`, optionally per-layer figures at the scenario's shape
     parameters: Count | None = None
     activation_bytes_per_layer: SizeOrZero | None = None  # 0 B: none kept (e.g. all recomputed)
+    # generic model: forward FLOP a token costs in one layer (None: 2 x parameters / layers)
     forward_flops_per_token_per_layer: Annotated[float, Field(gt=0)] | None = None
     # dropout probabilities (None: the implementation's default, tiersim/state/activations.py);
     # from config.json where it has them (GPT-2 attn_pdrop / resid_pdrop, Llama attention_dropout)
     attention_dropout: Annotated[float, Field(ge=0, lt=1)] | None = None
-    hidden_dropout: Annotated[float, Field(ge=0, lt=1)] | None = None
+    hidden_dropout: Annotated[float, Field(ge=0, lt=1)] | None = None  # residual dropout
     # measured / predicted activations, from calibration (tiersim measure --calibrate)
     activation_factor: Annotated[float, Field(gt=0, le=1000)] = 1.0
 
@@ -157,10 +158,14 @@ class ModelSpec(Strict):
 
 
 class Precision(Strict):
-    weights: PrecisionName = "bf16"
-    gradients: PrecisionName = "bf16"
+    """The number format each per-parameter class is stored in (bytes per parameter)."""
+
+    weights: PrecisionName = "bf16"  # the weights as stored (bf16: 2 bytes a parameter)
+    gradients: PrecisionName = "bf16"  # the gradients as reduced and held until the update
+    # the optimizer's master copy of the weights (fp32: 4 bytes a parameter); none: no copy,
+    # the update applied to the weights themselves
     master: PrecisionName | Literal["none"] = "fp32"
-    optimizer: PrecisionName = "fp32"
+    optimizer: PrecisionName = "fp32"  # each optimizer state (Adam: 2 of them a parameter)
     # the copy the layers compute with (all-gathered, kept while a unit runs; activations are
     # in it); None: the weights' precision. FSDP2 mixed precision: weights fp32 (the sharded
     # master), master none, compute bf16. DeepSpeed: weights bf16 + master fp32. Not fp8:
@@ -213,16 +218,20 @@ RecomputeModule = Literal[
 
 
 class Training(Strict):
-    micro_batch_size: PositiveInt = 1
-    grad_accumulation: PositiveInt = 1
+    """How one training step runs: batch, sequence, optimizer, precision, recompute, framework."""
+
+    micro_batch_size: PositiveInt = 1  # sequences per micro-batch on each data-parallel rank
+    grad_accumulation: PositiveInt = 1  # micro-batches per optimizer step on each rank
     # sequences per optimizer step over the whole job (DESIGN.md third round); given, the
     # loader derives grad_accumulation = global / (micro_batch_size x parallel.data)
     # (tiersim/config/batch.py), refusing one that does not divide or disagrees
     global_batch_size: PositiveInt | None = None
     # a training plan's targets (the report's `target` section): tokens a day, tokens in all
     tokens_per_day: Count | None = None
-    total_tokens: Count | None = None
+    total_tokens: Count | None = None  # tokens the whole run trains on (null: no target)
     seq_len: PositiveInt | None = None  # default: the model's max_positions, else 2048
+    # the update rule: sets the optimizer states a parameter holds (adamw: 2) and the update's
+    # bytes moved per parameter
     optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
     precision: Precision = Precision()
     # selective_op: torchtitan's op-level selective checkpointing (state/op_recompute.py)
@@ -272,18 +281,24 @@ class ExpertPlacement(Strict):
     """A mixture-of-experts model's routed experts' own home tier of each per-parameter class
     (their weights, gradients, master copy, optimizer state); unset: the dense state's."""
 
-    weights: str | None = None
-    gradients: str | None = None
-    master: str | None = None
-    optimizer: str | None = None
+    weights: str | None = None  # the experts' weights' home tier
+    gradients: str | None = None  # the experts' gradients' home tier
+    master: str | None = None  # the experts' master weights' home tier
+    optimizer: str | None = None  # the experts' optimizer states' home tier
 
 
 class Placement(Strict):
-    weights: str = "hbm"
-    gradients: str = "hbm"
-    master: str = "hbm"
-    optimizer: str = "hbm"
+    """The home tier of each class of state (a name under hardware.tiers) and where the
+    optimizer runs."""
+
+    weights: str = "hbm"  # home tier of the weights (hbm: GPU memory, nothing offloaded)
+    gradients: str = "hbm"  # home tier of the gradients
+    master: str = "hbm"  # home tier of the fp32 master weights
+    optimizer: str = "hbm"  # home tier of the optimizer states
+    # home tier of the activations saved for backward (another tier: offloaded in between)
     activations: str = "hbm"
+    # gpu: the update runs on the GPU (offloaded state fetched to it); cpu: on the host
+    # (ZeRO-Offload), gradients sent down and updated weights sent back
     optimizer_compute: Literal["gpu", "cpu"] = "gpu"
     experts: ExpertPlacement = ExpertPlacement()
 
@@ -292,10 +307,15 @@ class Placement(Strict):
 
 
 class Simulation(Strict):
+    """How the simulator runs (no property of the hardware or the model)."""
+
+    # bytes a transfer over several hops is pipelined in: the first chunk's fill of the later
+    # hops is added to its time (default 64 MiB)
     chunk_size: Size = 64 * 2**20
     # uses ahead a fetch (a tier read, an all-gather) may be issued; None: the framework's
     # (FSDP2: 1, config/framework.py `default_prefetch_depth`; else 2)
     prefetch_depth: PositiveInt | None = None
+    # chunks a multi-hop transfer holds in each tier it passes through (staging buffers)
     staging_chunks: PositiveInt = 4
     warmup_steps: Annotated[int, Field(ge=1, le=100)] = 1  # the measured step needs one before it
     # How concurrent transfers share a link or port: max-min fair; in issue order (a queue per
@@ -312,17 +332,26 @@ class Simulation(Strict):
 
 
 class Checkpoint(Strict):
+    """Durable checkpoints of weights, master and optimizer state (analysis/checkpoint.py)."""
+
+    # steps between checkpoints; auto: Daly's optimum for the failure rate (never shorter than
+    # the drain); null: no checkpoint
     every_steps: PositiveInt | Literal["auto"] | None = None
-    target: str = "nvme"
+    target: str = "nvme"  # the tier written to: any tier but GPU memory (dram: in-memory)
+    # blocking: training waits for the whole write; async: only for the snapshot to staging,
+    # the drain to the target overlapping the next steps
     mode: Literal["blocking", "async"] = "blocking"
+    # seconds a restart after a failure costs before reading the checkpoint back (default 5 min)
     restart: Wait = 300.0
-    staging: str = "dram"
+    staging: str = "dram"  # the tier an async snapshot is copied to before it drains
 
 
 class Failures(Strict):
-    mtbf: Duration | None = None
-    gpu_mtbf: Duration | None = None
-    gpus: PositiveInt | None = None
+    """How often the job fails, for the checkpoint interval and goodput."""
+
+    mtbf: Duration | None = None  # the whole job's mean time between failures (null: none)
+    gpu_mtbf: Duration | None = None  # one GPU's; the job's is gpu_mtbf / gpus
+    gpus: PositiveInt | None = None  # GPUs failing independently (null: the job's GPUs)
 
 
 def _folder_name(name: str) -> str:

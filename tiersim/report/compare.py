@@ -33,6 +33,7 @@ COMPARED = (
     "tiers.*.ports.*.bytes_per_step",
     "tiers.*.ports.*.bandwidth_utilization",
     "wear.*.lifetime_days",
+    "wear.*.lifetime_bound_by",
     "wear.*.rated_lifetime_days",
     "wear.*.drive_writes_per_day",
     "wear.*.within_budget",
@@ -43,6 +44,15 @@ COMPARED = (
     "checkpoint.recovery_s",
     "checkpoint.goodput",
     "inventory.per_gpu.*",
+    # the host's memory timeline (report.host_memory), where either step puts anything there
+    "host_memory_timeline.peak_bytes",
+    "host_memory_timeline.peak_moment",
+    "host_memory_timeline.capacity_bytes",
+    "host_memory_timeline.fits",
+    "host_memory_timeline.out_of_memory_at",
+    "host_memory_timeline.node.gpus",
+    "host_memory_timeline.node.peak_bytes",
+    "host_memory_timeline.node.capacity_bytes",
 )
 
 
@@ -153,13 +163,42 @@ def compare(
         {k: v for k, v in out_b.items() if k not in only_b},
         close=1e-9,
     )
+    rated = rated_binding(rep_a, rep_b)
     return {
         "notes": version_notes(rep_a, rep_b),
         "inputs": [_row(c) for c in inputs],
-        "outputs": [_row(c) for c in outputs],
+        "outputs": [
+            _row(c) | ({"bound_by": "rated"} if _tier_of(c.path, "lifetime_days") in rated else {})
+            for c in outputs
+            if _tier_of(c.path, "rated_lifetime_days") not in rated
+        ],
         "only_in_a": [{"path": k, "value": v} for k, v in sorted(only_a.items())],
         "only_in_b": [{"path": k, "value": v} for k, v in sorted(only_b.items())],
     }
+
+
+def rated_binding(rep_a: dict[str, Any], rep_b: dict[str, Any]) -> set[str]:
+    """The flash tiers whose drive rating binds in both A and B: their `lifetime_days` is
+    their `rated_lifetime_days` on both sides, shown once (its row says `bound_by`)."""
+    return _bound_by_rating(rep_a.get("wear")) & _bound_by_rating(rep_b.get("wear"))
+
+
+def _bound_by_rating(wear: Any) -> set[str]:
+    if not isinstance(wear, dict):  # a results folder's report.json, read as written
+        return set()
+    return {
+        tier
+        for tier, w in wear.items()
+        if isinstance(w, dict)
+        and w.get("lifetime_bound_by") == "rated"
+        and w.get("lifetime_days") == w.get("rated_lifetime_days")
+    }
+
+
+def _tier_of(path: str, field: str) -> str | None:
+    """The tier of a `wear.<tier>.<field>` path (None: another path)."""
+    parts = path.split(".")
+    return parts[1] if len(parts) == 3 and parts[0] == "wear" and parts[2] == field else None
 
 
 def version_notes(rep_a: dict[str, Any], rep_b: dict[str, Any]) -> list[str]:
@@ -286,7 +325,7 @@ def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
     outputs = result["outputs"]
     rows = [
         [
-            r["path"],
+            r["path"] + (" (the drive's rating binds)" if "bound_by" in r else ""),
             *fmt_pair(r["path"], r["a"], r["b"]),
             fmt_delta(r["path"], r["delta"]),
             fmt_ratio(r["ratio"]),

@@ -1,0 +1,120 @@
+"""Where a durable checkpoint's simulation cost goes (issue 36): each engine run's CPU time,
+the flows it sends through the shared network, and how many flows share it at a change.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_checkpoint_cost.py [--repeat N]
+
+For each case of `bench_cost.py --checkpoint-ratio`, with the scenario's checkpoint and
+without (`checkpoint.every_steps` null), least of N simulate calls in this process:
+- simulate's CPU time (ms) and its ratio, with against without;
+- each engine run of that call (`run_engine`, named by the module that called it: `runs`
+  for the sample runs, `checkpoint_apart` for the async checkpoint's own run), its CPU time
+  (ms) and op count;
+- FlowNetwork: flows started per call and the mean number of flows already in the network at
+  a start and at a wake-up (a quadratic cost of sharing would show as a large mean here).
+The counts come from wrapping the engine's functions, so they are taken on a separate call
+from the timed ones (the wrapping slows what it counts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = [
+    (ROOT / "scenarios" / "llama2-70b-zero3-nvme.yaml", ["training.grad_accumulation=512"]),
+    (ROOT / "scenarios" / "default.yaml", []),
+]
+
+
+def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
+    """One simulate call: its CPU time (s), each engine run (caller, CPU s, ops) and, where
+    not `timed`, the network counts (flows at each start and wake-up)."""
+    import tiersim.engine.checkpoint_apart as apart
+    import tiersim.engine.flows as flows
+    import tiersim.engine.runs as runs
+    from tiersim.runner import simulate
+
+    runs_seen: list = []
+    counts: Counter = Counter()
+    saved = [(m, m.run_engine) for m in (apart, runs)]
+    saved_methods = [(name, getattr(flows.FlowNetwork, name)) for name in ("start", "_wake")]
+    for module, original in saved:
+        module.run_engine = _timed_run(original, module.__name__.rsplit(".", 1)[1], runs_seen)
+    if not timed:
+        for name, original in saved_methods:
+            setattr(flows.FlowNetwork, name, _counted(original, name, counts))
+    try:
+        started = time.process_time()
+        simulate(scenario)
+        cpu = time.process_time() - started
+    finally:
+        for module, original in saved:
+            module.run_engine = original
+        for name, original in saved_methods:
+            setattr(flows.FlowNetwork, name, original)
+    return cpu, runs_seen, counts
+
+
+def _timed_run(original, caller: str, seen: list):
+    def run(res, topo, schedule, *args, **kwargs):
+        started = time.process_time()
+        out = original(res, topo, schedule, *args, **kwargs)
+        seen.append((caller, time.process_time() - started, len(schedule.ops)))
+        return out
+
+    return run
+
+
+def _counted(original, name: str, counts: Counter):
+    def method(self, *args, **kwargs):
+        counts[name] += 1
+        counts[name + " flows"] += len(self.flows)
+        return original(self, *args, **kwargs)
+
+    return method
+
+
+def report(path: Path, extra: list[str], repeat: int) -> None:
+    from tiersim.config.load import load_scenario
+
+    cases = {
+        "with": load_scenario(path, extra).scenario,
+        "without": load_scenario(path, [*extra, "checkpoint.every_steps=null"]).scenario,
+    }
+    best: dict[str, tuple] = {}
+    for _ in range(repeat):
+        for name, scenario in cases.items():
+            cpu, seen, _ = engine_runs(scenario, timed=True)
+            if cpu < best.get(name, (math.inf,))[0]:
+                best[name] = (cpu, seen)
+    ratio = best["with"][0] / best["without"][0]
+    print(f"{path.name} {' '.join(extra)}: with/without {ratio:.2f}x", flush=True)
+    for name, scenario in cases.items():
+        cpu, seen = best[name]
+        _, _, counts = engine_runs(scenario, timed=False)
+        runs = ", ".join(f"{c} {1e3 * s:.2f} ms ({n} ops)" for c, s, n in seen)
+        starts, wakes = counts["start"], counts["_wake"]
+        print(
+            f"  {name:7s} simulate {1e3 * cpu:7.2f} ms CPU; engine runs: {runs}; network: "
+            f"{starts} flows, mean {counts['start flows'] / max(starts, 1):.1f} present at a "
+            f"start, {counts['_wake flows'] / max(wakes, 1):.1f} at each of {wakes} wake-ups",
+            flush=True,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="simulate calls per case (least)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    for path, extra in CASES:
+        report(path, extra, max(1, args.repeat))
+
+
+if __name__ == "__main__":
+    main()
