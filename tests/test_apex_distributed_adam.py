@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import scenario
+from test_memory_timeline import TINY  # a tiny Llama-style model: the loss's tensors dominate
 
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.load import load_scenario
@@ -89,19 +90,6 @@ def test_reduce_scattered_shards_live_from_the_step_to_zero_grad(llama3_8b):
         ("optimizer", True, expected),
         ("optimizer", False, expected),
     ]
-
-
-TINY = {
-    "hidden": 64,
-    "layers": 2,
-    "heads": 4,
-    "ffn_hidden": 128,
-    "vocab": 32000,
-    "norm": "rmsnorm",
-    "position": "rope",
-    "gated_mlp": True,
-    "tied_embeddings": False,
-}
 
 
 def _apex(data: int = 2, gradients: str = "fp32", **training):

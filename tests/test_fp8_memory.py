@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import scenario
+from test_memory_timeline import TINY  # a tiny Llama-style model: the loss's tensors dominate
 
 from tiersim.config.load import load_scenario
 from tiersim.state.inventory import build_inventory
@@ -59,19 +60,6 @@ def test_llama3_8b_fp8_workspaces_live_from_the_start_of_the_step(llama3_8b):
     fp8 = [e for e in build_events(r, inv, 0) if e.part == FP8_COPIES]
     assert [(e.moment, e.nbytes) for e in fp8] == [("start of the step", 32 * per_layer)]
     assert 32 * per_layer == 13_963_241_984  # the 13.96 GB beside the bf16 weights
-
-
-TINY = {
-    "hidden": 64,
-    "layers": 2,
-    "heads": 4,
-    "ffn_hidden": 128,
-    "vocab": 32000,
-    "norm": "rmsnorm",
-    "position": "rope",
-    "gated_mlp": True,
-    "tied_embeddings": False,
-}
 
 
 def _megatron(gradients: str):

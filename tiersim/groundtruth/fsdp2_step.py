@@ -37,13 +37,14 @@ from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
     DefaultAllGather,
     DefaultReduceScatter,
 )
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import ProfilerActivity, profile
 
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth.fsdp2 import free_port
 from tiersim.groundtruth.selective import recompute_attention_core
 from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks
+from tiersim.groundtruth.step_timeline import train_step
 from tiersim.groundtruth.torchmodels import APART, make_optimizer
 from tiersim.state.activations import accounting_for
 from tiersim.state.model import Transformer
@@ -105,20 +106,6 @@ def _stored(tensors) -> int:
     return sum({st.data_ptr(): st.nbytes() for st in storages}.values())
 
 
-def _step(net: Any, optimizer: Any, ids: Any, recorded: bool) -> None:
-    optimizer.zero_grad(set_to_none=False)
-
-    def run(name: str, fn):
-        if not recorded:
-            return fn()
-        with record_function(name):
-            return fn()
-
-    loss = run("forward", lambda: net(input_ids=ids, labels=ids, use_cache=False).loss)
-    run("backward", loss.backward)
-    run("optimizer", optimizer.step)
-
-
 def _sharded(net: Any, reshard: bool) -> None:
     """fully_shard on every decoder layer (`reshard_after_forward` as given), then the root
     (embeddings, final norm, head; FSDP2 keeps the root's gathered from forward to backward)."""
@@ -150,7 +137,7 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
         recompute_attention_core(net)
     _sharded(net, s.parallel.reshard_after_forward is not False)
     optimizer = make_optimizer(s.training.optimizer, list(net.named_parameters()))
-    _step(net, optimizer, ids, recorded=False)  # warm-up: the optimizer state exists
+    train_step(net, [optimizer], ids, recorded=False)  # warm-up: the optimizer state exists
     params = list(net.parameters())
     state = [
         v
@@ -160,7 +147,7 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
     ]
     base = _stored(params) + _stored([p.grad for p in params]) + _stored(state)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        _step(net, optimizer, ids, recorded=True)
+        train_step(net, [optimizer], ids, recorded=True)
     return measured_peaks(prof, base)
 
 

@@ -71,7 +71,9 @@ def predicted_peaks(t: Timeline) -> StepPeaks:
     return StepPeaks(t.peak_allocated_bytes, peak.phase if peak else "start", phases)
 
 
-def _step(net: Any, optimizers: list, ids: Any, recorded: bool) -> None:
+def train_step(net: Any, optimizers: list, ids: Any, recorded: bool) -> None:
+    """One training step of `net` on `ids`; `recorded`: each phase inside a profiler range
+    (forward, backward, optimizer) for measured_peaks."""
     for opt in optimizers:
         opt.zero_grad(set_to_none=False)
 
@@ -110,13 +112,13 @@ def record_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
     threads = torch.get_num_threads()
     torch.set_num_threads(ONE_THREAD)
     try:
-        _step(net, optimizers, ids, recorded=False)  # warm-up: the optimizer state exists
+        train_step(net, optimizers, ids, recorded=False)  # warm-up: the optimizer state exists
         params = [p for _, p in named]
         state = sum(tm.optimizer_bytes(opt)[0] for opt in optimizers)
         grads = tm.storage_bytes(p.grad for p in params if p.grad is not None)
         base = tm.storage_bytes(params) + grads + state
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            _step(net, optimizers, ids, recorded=True)
+            train_step(net, optimizers, ids, recorded=True)
     finally:
         torch.set_num_threads(threads)
     return measured_peaks(prof, base)

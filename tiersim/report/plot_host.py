@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_bytes
-from tiersim.report.plot_memory import ALLOCATED, LIMIT, on_scale_capacity
+from tiersim.report.plot_memory import ALLOCATED, LIMIT, mark_peak_and_phases, on_scale_capacity
 from tiersim.state.host_timeline import HostTimeline
-from tiersim.state.timeline import PHASES, Timeline
+from tiersim.state.timeline import Timeline
 
 TITLE = "host memory timeline"
 
@@ -51,13 +51,7 @@ def draw_host_timeline(ax: Any, h: HostTimeline, engine_peak: float | None = Non
         )
     if notes:  # a capacity drawn far off would flatten the curve (as the occupancy panels)
         ax.text(0.02, 0.97, "\n".join(notes), transform=ax.transAxes, fontsize=7, va="top")
-    if t.events:
-        ax.plot([t.peak_index], [t.peak_allocated_bytes / 1e9], "o", color="black")
-    for phase in PHASES[1:]:  # where forward, backward and the optimizer step begin
-        first = next((i for i, e in enumerate(t.events) if e.phase == phase), None)
-        if first is not None:
-            ax.axvline(first, color="grey", linewidth=0.6)
-            ax.text(first, 0, f" {phase}", fontsize=7, va="bottom", color="grey")
+    mark_peak_and_phases(ax, t)
     ax.set_title(host_title(h), fontsize=9, color="black" if t.fits else LIMIT)
     ax.set_xlabel("allocations and frees, in order", fontsize=8)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # events are counted, not measured

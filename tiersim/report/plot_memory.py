@@ -40,13 +40,7 @@ def draw_memory_timeline(ax: Any, t: Timeline) -> None:
             f"(peak reserved {share:.2g} % of it)"
         )
         ax.text(0.02, 0.97, note, transform=ax.transAxes, fontsize=7, va="top")
-    if t.events:
-        ax.plot([t.peak_index], [t.peak_allocated_bytes / 1e9], "o", color="black")
-    for phase in PHASES[1:]:  # where forward, backward and the optimizer step begin
-        first = next((i for i, e in enumerate(t.events) if e.phase == phase), None)
-        if first is not None:
-            ax.axvline(first, color="grey", linewidth=0.6)
-            ax.text(first, 0, f" {phase}", fontsize=7, va="bottom", color="grey")
+    mark_peak_and_phases(ax, t)
     ax.set_title(memory_title(t), fontsize=9, color="black" if t.fits else LIMIT)
     ax.set_xlabel("allocations and frees, in order", fontsize=8)
     ax.set_ylabel("GB", fontsize=8)
@@ -60,3 +54,15 @@ def on_scale_capacity(capacity: float, peak: float) -> bool:
     """Whether a timeline's capacity line is drawn: within 10x the peak, as the tier occupancy
     panels draw theirs (report/plot.py); beyond, the curve would lie flat on the axis."""
     return capacity <= 10 * peak
+
+
+def mark_peak_and_phases(ax: Any, t: Timeline) -> None:
+    """A timeline panel's peak (a dot) and where forward, backward and the optimizer step
+    begin (grey lines), for the GPU's and the host's timelines alike."""
+    if t.events:
+        ax.plot([t.peak_index], [t.peak_allocated_bytes / 1e9], "o", color="black")
+    for phase in PHASES[1:]:  # where forward, backward and the optimizer step begin
+        first = next((i for i, e in enumerate(t.events) if e.phase == phase), None)
+        if first is not None:
+            ax.axvline(first, color="grey", linewidth=0.6)
+            ax.text(first, 0, f" {phase}", fontsize=7, va="bottom", color="grey")
