@@ -7,8 +7,15 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import scenario
 
+from tiersim.config.fp8 import Fp8
+from tiersim.core.errors import InputError
 from tiersim.hardware.kernel_tables import kernel_table
+from tiersim.state.model import build_model
+from tiersim.state.resolved import resolve
+from tiersim.workload.fp8 import quantize_bytes, quantize_slowdown
+from tiersim.workload.kernels import layer_kernels
 
 T = 1e12
 
@@ -74,3 +81,76 @@ def test_the_tables_fp8_speedup_at_tes_shapes_is_not_above_tes_measured_one():
     # TE measured 31.968 / 16.785 = 1.905 on a 600 W card: the table prices FP8's GEMMs, if
     # anything, slower against BF16 than TE's own kernels run, not faster
     assert bf16 / fp8 < TE_BF16_MS / TE_FP8_MS
+
+
+# Transformer Engine's cast-transpose on an H100 SXM, FP16 in, FP8 out
+# (NVIDIA/TransformerEngine pull request 101, 2023-03-14, "heuristic vector size"): 4096 x 4096
+# in 51.95 us. TE 1.8.0.dev0, NeMo 24.07's, runs its NVRTC port (pull request 258).
+TE_CAST_TRANSPOSE_S = 51.95e-6
+
+
+def test_the_h100s_delayed_quantize_share_is_tes_measured_cast_transpose():
+    # 4 B an element (2 read, the FP8 copy and its transpose 1 + 1 written): 4096 x 4096 x 4 =
+    # 67,108,864 B / 51.95 us = 1.2918 TB/s; / 3.35 TB/s (the H100 SXM's HBM3) = 0.3856
+    share = 4096 * 4096 * 4 / TE_CAST_TRANSPOSE_S / 3.35e12
+    assert kernel_table("h100-sxm").quantize_share == {"delayed": round(share, 3)}
+    # the H200 inherits it (base: h100-sxm; no H200 measurement: an assumption)
+    assert kernel_table("h200-sxm").quantize_share == {"delayed": 0.386}
+    assert kernel_table("b200").quantize_share == {}
+
+
+def test_quantize_bytes_take_the_measured_kernels_time():
+    h100 = kernel_table("h100-sxm")
+    delayed, tensorwise = Fp8(recipe="delayed"), Fp8(recipe="tensorwise")
+    # priced with the memory-bound bytes at memory_efficiency 0.90: weighted 0.90 / 0.386
+    assert quantize_slowdown(h100, delayed, 0.90) == pytest.approx(0.90 / 0.386)
+    # no measured kernel for the recipe, no table, or no FP8: as the other memory-bound kernels
+    assert quantize_slowdown(h100, tensorwise, 0.90) == 1.0
+    assert quantize_slowdown(None, delayed, 0.90) == 1.0
+    assert quantize_slowdown(h100, None, 0.90) == 1.0
+    # one 4096^3 linear, one micro-batch a step, delayed's 4 B: forward 4 x (4096^2 input +
+    # 4096^2 weight) = 134,217,728 B, backward 4 x 4096^2 gradient = 67,108,864 B; x 2.5
+    assert quantize_bytes(delayed, [(4096, 4096, 4096)], 1, 2.5) == (
+        pytest.approx(134_217_728 * 2.5),
+        pytest.approx(67_108_864 * 2.5),
+    )
+    assert quantize_bytes(None, [(4096, 4096, 4096)], 1, 2.5) == (0.0, 0.0)
+
+
+def _llama7b(kernels: str) -> object:
+    raw = {
+        "name": "q",
+        "model": {"preset": "llama-2-7b"},
+        "training": {"seq_len": 4096, "micro_batch_size": 1, "fp8": {"recipe": "delayed"}},
+        "hardware": {"preset": "dgx-h100", "gpu": {"kernels": kernels}},
+    }
+    return layer_kernels(resolve(scenario(raw)), build_model(scenario(raw).model))
+
+
+def test_a_layers_delayed_quantize_runs_at_the_cast_transposes_rate(tmp_path):
+    # the same table with the share set to memory_efficiency (0.90): the old pricing
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("base: h100-sxm\nfp8_quantize: {delayed: 0.90}\n")
+    old, new = _llama7b(str(plain)), _llama7b("h100-sxm")
+    # Llama 2 7B, 4096 tokens, TP 1: forward inputs 4096 x (4096 + 4096 + 4096 + 11008) =
+    # 95,420,416; weights 4096 x 12288 + 4096 x 4096 + 4096 x 22016 + 11008 x 4096 =
+    # 202,375,168 (grad_accumulation 1); x 4 B = 1,191,182,336 B. Backward: the outputs'
+    # gradients 4096 x (12288 + 4096 + 22016 + 4096) = 174,063,616 x 4 = 696,254,464 B.
+    # At 0.386 of 3.35 TB/s instead of 0.90: each byte takes 1 / 1.2931e12 - 1 / 3.015e12 s more
+    extra = 1 / (0.386 * 3.35e12) - 1 / (0.90 * 3.35e12)
+    assert new.forward.memory_s - old.forward.memory_s == pytest.approx(1_191_182_336 * extra)
+    assert new.backward.memory_s - old.backward.memory_s == pytest.approx(696_254_464 * extra)
+    assert new.forward.gemm_s == old.forward.gemm_s
+
+
+@pytest.mark.parametrize("shares", ["{delayed: 1.5}", "{fp16: 0.5}", "0.4"])
+def test_a_quantize_share_is_a_share_under_a_recipe(tmp_path, shares):
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"base: h100-sxm\nfp8_quantize: {shares}\n")
+    raw = {
+        "name": "k",
+        "model": {"preset": "gpt2"},
+        "hardware": {"preset": "dgx-h100", "gpu": {"kernels": str(path)}},
+    }
+    with pytest.raises(InputError, match=r"hardware.gpu.kernels.*fp8_quantize.*\(0, 1\]"):
+        scenario(raw)
