@@ -10,7 +10,6 @@ import pytest
 from conftest import scenario
 
 from tiersim.config.fp8 import Fp8
-from tiersim.core.errors import InputError
 from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.model import build_model
 from tiersim.state.resolved import resolve
@@ -141,16 +140,3 @@ def test_a_layers_delayed_quantize_runs_at_the_cast_transposes_rate(tmp_path):
     assert new.forward.memory_s - old.forward.memory_s == pytest.approx(1_191_182_336 * extra)
     assert new.backward.memory_s - old.backward.memory_s == pytest.approx(696_254_464 * extra)
     assert new.forward.gemm_s == old.forward.gemm_s
-
-
-@pytest.mark.parametrize("shares", ["{delayed: 1.5}", "{fp16: 0.5}", "0.4"])
-def test_a_quantize_share_is_a_share_under_a_recipe(tmp_path, shares):
-    path = tmp_path / "bad.yaml"
-    path.write_text(f"base: h100-sxm\nfp8_quantize: {shares}\n")
-    raw = {
-        "name": "k",
-        "model": {"preset": "gpt2"},
-        "hardware": {"preset": "dgx-h100", "gpu": {"kernels": str(path)}},
-    }
-    with pytest.raises(InputError, match=r"hardware.gpu.kernels.*fp8_quantize.*\(0, 1\]"):
-        scenario(raw)
