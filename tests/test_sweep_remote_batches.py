@@ -11,7 +11,7 @@ from test_sweep_spec import write_sweep
 
 import tiersim.sweep.execute as execute_module
 import tiersim.sweep.remote as remote_module
-from tiersim.sweep.remote import Batches, batch_size
+from tiersim.sweep.remote import Batches, batch_size, lead
 from tiersim.sweep.worker import OK, PointResult
 
 
@@ -58,21 +58,36 @@ class RemotePool(ThreadPool):
 def test_a_remote_pool_runs_batches_of_points_and_gives_the_local_rows(tmp_path, monkeypatch):
     path = write_sweep(tmp_path, GRID)
     local = sweep(path, tmp_path / "local", workers=1)
-    calls: list[int] = []
+    calls: list[list[int]] = []  # each task's points
     real = remote_module.run_points
 
     def counted(tasks):
-        calls.append(len(tasks))
+        calls.append([task.point for task in tasks])
         return real(tasks)
 
     monkeypatch.setattr(execute_module, "open_pool", lambda *args: RemotePool(2, args[3]))
     monkeypatch.setattr(remote_module, "run_points", counted)
     monkeypatch.setattr(remote_module, "TASK_S", 1e9)  # sized by the points left alone
     remote = sweep(path, tmp_path / "remote", workers=2)
-    # the first point runs alone in this process (the estimate); the other 29 in batches of
-    # the points left / 4, rounded up: 29 -> 8, 21 -> 6, 15 -> 4, 11 -> 3, 8 -> 2, 6 -> 2,
-    # then 4, 3, 2 and 1 left -> 1 each (two threads: taken in any order)
-    assert sorted(calls, reverse=True) == [8, 6, 4, 3, 2, 2, 1, 1, 1, 1]
-    assert sum(calls) == POINTS - 1
+    # first the last LEAD x 2 = 4 points, a point a task (sent before the estimate), then the
+    # first point runs alone in this process (the estimate); the other 25 in batches of the
+    # points left / 4, rounded up: 25 -> 7, 18 -> 5, 13 -> 4, 9 -> 3, 6 -> 2, then 4, 3, 2
+    # and 1 left -> 1 each (two threads: taken in any order)
+    assert sorted(calls[:4]) == [[26], [27], [28], [29]]
+    assert sorted(map(len, calls[4:]), reverse=True) == [7, 5, 4, 3, 2, 1, 1, 1, 1]
+    ran = sorted(point for task in calls for point in task)
+    assert len(ran) == POINTS - 1 and len(set(ran)) == POINTS - 1  # each once, one here
     assert [r["key"] for r in remote.table.rows] == [r["key"] for r in local.table.rows]
     assert csv_rows(tmp_path / "remote") == csv_rows(tmp_path / "local")
+
+
+def test_the_lead_points_are_a_task_each_before_the_sized_batches():
+    # 2 lone points, then 28 left: 5 by time (0.05 s a point) until the points left / 4 is
+    # less: 28 -> 5, 23 -> 5, 18 -> 5, 13 -> 4, 9 -> 3, 6 -> 2, 4 -> 1, 3 -> 1, 2 -> 1, 1 -> 1
+    sizes = [len(batch) for batch in Batches(list(range(30)), 2, 0.05, lead=2)]
+    assert sizes == [1, 1, 5, 5, 5, 4, 3, 2, 1, 1, 1, 1]
+
+
+def test_a_small_sweep_or_a_local_pool_gets_no_lead(tmp_path):
+    assert lead(RemotePool(2, tmp_path), [], list(range(15))).positions == []  # 15 < 4 x 4
+    assert lead(ThreadPool(2, tmp_path), [], list(range(99))).positions == []  # same files

@@ -152,10 +152,14 @@ def _on_pool(
     say_unreported(keys, store, options.progress)
     todo, retried = points_to_run(keys, store)
     aside = _say_set_aside(spec, points, keys, store, recorded, options.progress)
-    rest, point_s = _first(tasks, todo, keys, store, pool.slots, options.progress, options.plots)
+    lead = remote.lead(pool, tasks, todo)  # a cluster's workers start on these meanwhile
+    rest, point_s = _first(
+        tasks, todo, keys, store, pool.slots, options.progress, options.plots, len(lead.positions)
+    )
+    rest = lead.positions + [i for i in rest if i not in set(lead.positions)]
     tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
     tables.start()  # while the points run, where this process has time to spare
-    outcomes = _points(pool, [tasks[i] for i in rest], store, point_s)
+    outcomes = _points(pool, [tasks[i] for i in rest], store, point_s, lead.futures)
     _run(outcomes, tasks, rest, keys, store, options.progress, len(todo))
     tables.join()
     return keys, todo, retried, aside
@@ -192,13 +196,16 @@ def _first(
     workers: int,
     progress: TextIO | None,
     plots: bool = False,
+    running: int = 0,
 ) -> tuple[list[int], float]:
     """Run one point here, before the rest, or two where some points are extrapolated and
-    some simulated in full (`estimate.to_time`), and say from them how long the sweep will
-    take; return the positions left to run and about how long one of them takes (s)."""
+    some simulated in full (`estimate.to_time`), none of the last `running` of `todo` (sent
+    to a pool already), and say from them how long the sweep will take; return the
+    positions left to run and about how long one of them takes (s)."""
     if not todo:
         return [], 0.0
-    weighed = weigh([tasks[i] for i in todo]) if len(todo) > 1 else [(0, NOTHING)]
+    candidates = [tasks[i] for i in todo[: len(todo) - running]]
+    weighed = weigh(candidates) if len(candidates) > 1 else [(0, NOTHING)]
     timed: list[tuple[int, float]] = []  # (position in todo, seconds)
     for position in to_time(weighed):
         index = todo[position]
@@ -327,14 +334,14 @@ def _run(
 
 
 def _points(
-    pool: Pool, tasks: list[PointTask], store: SweepStore, point_s: float
+    pool: Pool, tasks: list[PointTask], store: SweepStore, point_s: float, started: list = ()
 ) -> Iterator[list[tuple[int, object]]]:
     """The points' outcomes; a local worker runs a chunk of points a call (by the timed
     point's `point_s`) and writes each point's report itself, so that only a small result
     comes back (and the sweep process spends no time writing it); a remote one a batch a task
-    (`remote`), sent back whole."""
+    (`remote`; `started`: the tasks of its first points, sent already), sent back whole."""
     if not pool.same_files:
-        yield from remote.outcomes(pool, tasks, point_s)
+        yield from remote.outcomes(pool, tasks, point_s, started)
         return
     chunk = chunk_size(point_s, len(tasks), pool.slots)
     folder = str(store.points_dir)
