@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent import futures as cf
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -334,7 +334,7 @@ def _run(
 
 
 def _points(
-    pool: Pool, tasks: list[PointTask], store: SweepStore, point_s: float, started: list = ()
+    pool: Pool, tasks: list[PointTask], store: SweepStore, point_s: float, started: Sequence = ()
 ) -> Iterator[list[tuple[int, object]]]:
     """The points' outcomes; a local worker runs a chunk of points a call (by the timed
     point's `point_s`) and writes each point's report itself, so that only a small result
