@@ -26,6 +26,7 @@ from tiersim.plan.bound import StepBound, step_bound, wear_floor
 from tiersim.plan.space import override_text
 from tiersim.plan.upper import MARGIN, period_upper_s
 from tiersim.runner import check_runnable
+from tiersim.state.classes import STATE_CLASSES
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.sweep.estimate import layer_passes
@@ -34,6 +35,10 @@ from tiersim.workload.work import build_workload
 
 PRESET_SECTIONS = ("model.", "hardware.", "model", "hardware")  # what presets fill
 HBF = "hbf"  # the tier of "can HBF hold optimizer state?" (plan.rank.HBF)
+# the choices a workload's shared parts never read (workload.work.build_workload)
+HOME_CHOICES = frozenset(
+    {f"placement.{c.name}" for c in STATE_CLASSES} | {"placement.optimizer_compute"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,9 @@ class Checker:
         self.raw, self.base_dir, self.source = raw, base_dir, source
         self.texts: dict[tuple[str, Any], str] = {}
         self.assessed: dict[tuple, Assessed] = {}
+        # what of a workload its classes' homes do not change, by the other choices
+        # (workload.work.build_workload's `shared`)
+        self.workloads: dict[tuple, dict] = {}
         problems: list = []  # the scenario's presets merged in once (`_built`)
         self.resolved = resolve_presets(copy.deepcopy(raw), base_dir, problems)
         self.resolved = None if problems else self.resolved
@@ -187,7 +195,8 @@ class Checker:
         s = loaded.scenario
         shared = tuple((p, type(v), v) for p, v in combo if not p.startswith("simulation."))
         if shared not in self.assessed:
-            self.assessed[shared] = assess(s)
+            alike = tuple(c for c in shared if c[0] not in HOME_CHOICES)
+            self.assessed[shared] = assess(s, self.workloads.setdefault(alike, {}))
         a = self.assessed[shared]
         if a.over:
             out.unfit.update(a.over)
@@ -214,11 +223,12 @@ class Checker:
         return candidate, hashlib.sha256(s.model_dump_json().encode()).hexdigest()[:16]
 
 
-def assess(s: Scenario) -> Assessed:
+def assess(s: Scenario, shared: dict | None = None) -> Assessed:
     """The scenario's fit by the exact inventory, and where it fits, its bounds (its step's
     least time, its period's most, tiersim.plan.bound and plan.upper) and wear floor; no
     bound where its workload cannot be built (a candidate the simulation will refuse: it is
-    simulated, and says why)."""
+    simulated, and says why). `shared`: build_workload's, kept for the scenarios that differ
+    from this one at most in HOME_CHOICES and `simulation.*`."""
     res = resolve(s)
     inv = build_inventory(res)
     over = tuple(name for name, use in inv.tiers.items() if not use.fits)
@@ -227,7 +237,7 @@ def assess(s: Scenario) -> Assessed:
     costs = costs_of(s)
     on_hbf = inv.tiers[HBF].classes.get("optimizer", 0) > 0 if HBF in inv.tiers else False
     try:
-        wl = build_workload(res, inv)
+        wl = build_workload(res, inv, shared)
     except (InputError, InfeasibleError, ValueError, ZeroDivisionError):
         return Assessed((), hbf_optimizer=on_hbf, costs=costs)
     bound = step_bound(res, wl)

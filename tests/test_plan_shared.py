@@ -1,0 +1,76 @@
+"""What `tiersim plan` works out once for many candidates (issue 36): the parts of a workload
+that the state classes' homes, the optimizer's device and `simulation.*` never change, the
+upper bound's moves counted a run of alike layers at a time, and each quantity's text read
+once. Each must give exactly what working it out afresh gives."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tiersim.config.load import load_scenario
+from tiersim.core.units import Kind, UnitError, parse
+from tiersim.plan.prune import HOME_CHOICES
+from tiersim.plan.upper import alike_runs
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
+from tiersim.workload.work import build_workload
+
+DEFAULT = Path(__file__).resolve().parents[1] / "scenarios" / "default.yaml"
+
+# homes, the optimizer's device and the prefetch depth, each a candidate of the default space
+# that fits (sharing only with the ones before it)
+HOMES = [
+    [],
+    ["placement.weights=dram", "placement.gradients=dram", "placement.activations=nvme"],
+    ["placement.optimizer=dram", "placement.master=nvme", "placement.optimizer_compute=cpu"],
+    ["placement.weights=hbf", "simulation.prefetch_depth=4", "placement.activations=dram"],
+]
+
+
+def _resolved(sets: list[str]):
+    return resolve(load_scenario(DEFAULT, sets).scenario)
+
+
+@pytest.mark.parametrize("others", [["parallel.zero_stage=0"], ["parallel.zero_stage=3"]])
+def test_a_workload_built_with_shared_parts_is_the_one_built_alone(others):
+    shared: dict = {}
+    for homes in HOMES:
+        res = _resolved([*others, *homes])
+        inv = build_inventory(res)
+        alone = build_workload(res, inv)
+        assert build_workload(res, inv, shared) == alone
+    assert shared  # something was kept, and read again by the later candidates
+
+
+def test_the_choices_shared_across_are_the_classes_homes_and_the_optimizers_device():
+    assert "placement.optimizer_compute" in HOME_CHOICES
+    assert {"placement.weights", "placement.optimizer", "placement.activations"} <= HOME_CHOICES
+    assert not any(c.startswith(("parallel.", "training.", "simulation.")) for c in HOME_CHOICES)
+
+
+def test_alike_runs_cover_every_unit_once_and_each_is_its_first_renamed():
+    res = _resolved(["placement.weights=dram"])
+    units = build_workload(res, build_inventory(res)).units
+    runs = alike_runs(units)
+    assert sum(n for _, n in runs) == len(units)
+    # Llama 2 7B: 32 alike layers, then the rest (embedding, head): two runs
+    assert [n for _, n in runs] == [32, 1]
+    at = 0
+    for first, n in runs:
+        for u in units[at : at + n]:
+            assert dataclasses.replace(u, name=first.name) == first
+        at += n
+
+
+def test_a_text_read_twice_reads_the_same_and_a_wrong_kind_is_still_refused():
+    assert parse("4.8 TB/s", Kind.BANDWIDTH) == 4.8e12
+    assert parse("4.8 TB/s", Kind.BANDWIDTH) == 4.8e12  # the kept value
+    assert parse("141 GB", Kind.SIZE) == 141e9
+    with pytest.raises(UnitError, match="needed here"):  # a size's text kept, not a bandwidth's
+        parse("141 GB", Kind.BANDWIDTH)
+    for _ in range(2):  # a problem is never kept: it is found again each time
+        with pytest.raises(UnitError, match="unknown unit"):
+            parse("3 parsecs", Kind.SIZE)
