@@ -5,17 +5,22 @@ once. Each must give exactly what working it out afresh gives."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import hashlib
 from pathlib import Path
 
 import pytest
 
-from tiersim.config.load import load_scenario
+from tiersim.config.load import build, load_scenario
+from tiersim.config.overrides import set_path
+from tiersim.config.yamlfile import read_yaml
 from tiersim.core.units import Kind, UnitError, parse
-from tiersim.plan.prune import HOME_CHOICES
+from tiersim.plan.prune import HOME_CHOICES, Checker, Pruned
 from tiersim.plan.upper import alike_runs
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
+from tiersim.sweep.estimate import layer_passes
 from tiersim.workload.work import build_workload
 
 DEFAULT = Path(__file__).resolve().parents[1] / "scenarios" / "default.yaml"
@@ -74,3 +79,42 @@ def test_a_text_read_twice_reads_the_same_and_a_wrong_kind_is_still_refused():
     for _ in range(2):  # a problem is never kept: it is found again each time
         with pytest.raises(UnitError, match="unknown unit"):
             parse("3 parsecs", Kind.SIZE)
+
+
+def _combo(sets: dict) -> tuple:
+    mbs = sets.get("training.micro_batch_size", 1)
+    return tuple({**sets, "training.grad_accumulation": 16 // mbs}.items())
+
+
+@pytest.mark.parametrize(
+    "choices",
+    [
+        {"placement.weights": "dram", "parallel.zero_stage": 3},
+        {"placement.activations": "nvme", "placement.optimizer_compute": "cpu"},
+        {"training.recompute": "full", "training.micro_batch_size": 2},
+    ],
+)
+def test_a_candidate_with_another_prefetch_depth_is_the_scenario_built_as_written(choices):
+    raw = read_yaml(DEFAULT, str(DEFAULT))
+    check = Checker(raw, DEFAULT.parent, str(DEFAULT))
+    out = Pruned()
+    for depth in (1, 2, 4):  # the first built in full, the others from it
+        combo = _combo({**choices, "simulation.prefetch_depth": depth})
+        candidate, key = check(combo, out)
+        mapping = copy.deepcopy(raw)
+        for path, value in combo:
+            set_path(mapping, path.split("."), value)
+        alone = build(mapping, DEFAULT.parent, str(DEFAULT)).scenario
+        assert key == hashlib.sha256(alone.model_dump_json().encode()).hexdigest()[:16]
+        assert candidate.passes == layer_passes(alone)
+    assert len(check.recent) == 1  # one built in full: the depths set in it
+
+
+def test_a_prefetch_depth_off_a_whole_number_is_built_as_written():
+    raw = read_yaml(DEFAULT, str(DEFAULT))
+    check = Checker(raw, DEFAULT.parent, str(DEFAULT))
+    out = Pruned()
+    check(_combo({"simulation.prefetch_depth": 1}), out)
+    candidate, _ = check(_combo({"simulation.prefetch_depth": 0}), out)  # not >= 1: refused
+    assert candidate is None and sum(out.invalid.values()) == 1
+    assert "simulation.prefetch_depth" in next(iter(out.invalid))

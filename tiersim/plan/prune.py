@@ -35,6 +35,8 @@ from tiersim.workload.work import build_workload
 
 PRESET_SECTIONS = ("model.", "hardware.", "model", "hardware")  # what presets fill
 HBF = "hbf"  # the tier of "can HBF hold optimizer state?" (plan.rank.HBF)
+PREFETCH = "simulation.prefetch_depth"
+RECENT = 64  # valid scenarios kept to set another prefetch depth in (a space's last keys')
 # the choices a workload's shared parts never read (workload.work.build_workload)
 HOME_CHOICES = frozenset(
     {f"placement.{c.name}" for c in STATE_CLASSES} | {"placement.optimizer_compute"}
@@ -154,6 +156,9 @@ class Checker:
         # what of a workload its classes' homes do not change, by the other choices
         # (workload.work.build_workload's `shared`)
         self.workloads: dict[tuple, dict] = {}
+        # the valid scenarios built last, by their choices but the prefetch depth (`_scenario`)
+        self.recent: dict[tuple, Scenario] = {}
+        self.passes: dict[tuple, int] = {}  # their layer passes (`_passes`)
         problems: list = []  # the scenario's presets merged in once (`_built`)
         self.resolved = resolve_presets(copy.deepcopy(raw), base_dir, problems)
         self.resolved = None if problems else self.resolved
@@ -185,14 +190,40 @@ class Checker:
             self.texts[key] = override_text(path, value)
         return self.texts[key]
 
+    def _scenario(self, combo, rest: tuple) -> Scenario:
+        """The candidate's scenario, valid and runnable (else InputError); `rest`: its
+        choices but the prefetch depth. One that differs from a valid candidate built just
+        before only in its prefetch depth, a whole number of at least 1, is that one's with
+        the depth set: no check reads the depth beside other keys (config.consistency, the
+        routes, the wear and checkpoint inputs), and its field (PositiveInt) keeps such a
+        number as given (tests/test_plan_shared.py)."""
+        depth = dict(combo).get(PREFETCH)
+        base = self.recent.get(rest)
+        if base is not None and type(depth) is int and depth >= 1:
+            sim = base.simulation.model_copy(update={"prefetch_depth": depth})
+            return base.model_copy(update={"simulation": sim})
+        loaded = self._built(combo)
+        check_runnable(loaded)
+        if len(self.recent) >= RECENT:
+            self.recent.clear()
+            self.passes.clear()
+        self.recent[rest] = loaded.scenario
+        return loaded.scenario
+
+    def _passes(self, rest: tuple, s: Scenario) -> int:
+        """The layer passes its run simulates (sweep.estimate.work, which reads no prefetch
+        depth: the same for the candidates that differ only in that)."""
+        if rest not in self.passes:
+            self.passes[rest] = layer_passes(s)
+        return self.passes[rest]
+
     def __call__(self, combo, out: Pruned) -> tuple[Candidate | None, str]:
         try:
-            loaded = self._built(combo)
-            check_runnable(loaded)
+            rest = tuple((p, type(v), v) for p, v in combo if p != PREFETCH)
+            s = self._scenario(combo, rest)
         except InputError as exc:
             out.invalid[_reason(exc)] += 1
             return None, ""
-        s = loaded.scenario
         shared = tuple((p, type(v), v) for p, v in combo if not p.startswith("simulation."))
         if shared not in self.assessed:
             alike = tuple(c for c in shared if c[0] not in HOME_CHOICES)
@@ -210,7 +241,7 @@ class Checker:
             None,
             gpus,
             price,
-            layer_passes(s),
+            self._passes(rest, s),
             bound=a.bound,
             tokens_per_step=a.tokens,
             hbf_optimizer=a.hbf_optimizer,
