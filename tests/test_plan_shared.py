@@ -50,6 +50,26 @@ def test_a_workload_built_with_shared_parts_is_the_one_built_alone(others):
     assert shared  # something was kept, and read again by the later candidates
 
 
+def test_an_inventory_built_with_shared_parts_is_the_one_built_alone():
+    # the third updates on the CPU, the fourth on the GPU again: DeepSpeed's ZeRO-2
+    # keeps a gradient buffer in GPU memory for a CPU update only (state/buffers.py), so each
+    # device's bytes are kept apart
+    shared: dict = {}
+    workspace = []
+    offload = ["placement.optimizer=dram", "placement.master=dram", "placement.gradients=dram"]
+    homes_here = [[], offload, [*offload, "placement.optimizer_compute=cpu"], []]
+    for homes in homes_here:
+        res = _resolved(["training.framework=deepspeed", "parallel.zero_stage=2", *homes])
+        inv = build_inventory(res, shared)
+        assert inv == build_inventory(res)
+        workspace.append(inv.per_gpu["workspace"])
+    assert workspace[2] > workspace[3] == workspace[0]
+    assert {k for k in shared if k[0] == "inventory"} == {
+        ("inventory", "gpu"),
+        ("inventory", "cpu"),
+    }
+
+
 def test_the_choices_shared_across_are_the_classes_homes_and_the_optimizers_device():
     assert "placement.optimizer_compute" in HOME_CHOICES
     assert {"placement.weights", "placement.optimizer", "placement.activations"} <= HOME_CHOICES

@@ -258,10 +258,10 @@ def assess(s: Scenario, shared: dict | None = None) -> Assessed:
     """The scenario's fit by the exact inventory, and where it fits, its bounds (its step's
     least time, its period's most, tiersim.plan.bound and plan.upper) and wear floor; no
     bound where its workload cannot be built (a candidate the simulation will refuse: it is
-    simulated, and says why). `shared`: build_workload's, kept for the scenarios that differ
-    from this one at most in HOME_CHOICES and `simulation.*`."""
+    simulated, and says why). `shared`: build_inventory's and build_workload's, kept for the
+    scenarios that differ from this one at most in HOME_CHOICES and `simulation.*`."""
     res = resolve(s)
-    inv = build_inventory(res)
+    inv = build_inventory(res, shared)
     over = tuple(name for name, use in inv.tiers.items() if not use.fits)
     if over:
         return Assessed(over)
