@@ -366,17 +366,12 @@ def tier_use(
 
 
 def build_inventory(r: Resolved, shared: dict | None = None) -> Inventory:
-    """`shared`: a dict the caller keeps for scenarios that differ at most in their state
-    classes' homes, `placement.optimizer_compute` and `simulation.*`: the bytes of each
-    class are worked out once into it for each optimizer device (its gradient buffer is in
-    the workspace: state/buffers.py); only where they are held reads the homes (`tier_use`)."""
-    model = r.model
+    """`shared`: kept for scenarios differing at most in homes, the optimizer's device and
+    simulation.*: each class's bytes by the device (its buffers: state/buffers.py)."""
+    model, shared = r.model, {} if shared is None else shared
     key = ("inventory", r.execution.placement.optimizer_compute)
-    if shared is None or key not in shared:
-        found = (_loaded_stage(r, model), dense_inventory(r, model))
-        if shared is None:
-            shared = {}
-        shared[key] = found
+    if key not in shared:
+        shared[key] = (_loaded_stage(r, model), dense_inventory(r, model))
     (stage, ((per_gpu, experts), inflight, params)), dense = shared[key]
     return Inventory(
         parameters=model.parameters,
@@ -392,9 +387,7 @@ def build_inventory(r: Resolved, shared: dict | None = None) -> Inventory:
 
 
 def _loaded_stage(r: Resolved, model: Model) -> tuple[int, tuple]:
-    """The most loaded stage and its `stage_bytes`: stages 1 .. p - 2 hold the same tensors
-    and no more in flight than stage 1, so it is (the first of equals) among 0, 1 and p - 1
-    -- where layers are alike."""
+    """The most loaded stage (the first of equals; among 0, 1, p - 1 if layers are alike)."""
     p = r.execution.parallel.pipeline
     alike = not model.is_moe_model and r.execution.parallel.stage_layers is None
     candidates = sorted({0, 1, p - 1} & set(range(p))) if alike else range(p)
