@@ -48,10 +48,12 @@ from tiersim.state.loss_memory import (
     outside_saved,
 )
 from tiersim.state.loss_memory import logits_values as logits_values  # re-exported
+from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS, kept_output_bytes
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.step_optimizer import optimizer_temporaries
 from tiersim.state.timeline import Event, Outside, Timeline, evaluate
+from tiersim.state.userbuffers import UB_NAME, userbuffer_bytes, userbuffer_source
 from tiersim.state.vocab_grads import VocabGrads, vocab_grads
 
 # Outside the allocator (not in torch.cuda.memory_reserved), held from the first CUDA call:
@@ -102,6 +104,8 @@ def outside_terms(r: Resolved) -> list[Outside]:
         nbytes = comms * NCCL_CHANNELS * NCCL_PEERS * NCCL_BUFFSIZE
         source = f"{comms} communicators x 16 channels x 2 peers x NCCL_BUFFSIZE 4 MiB"
         out.append(Outside("NCCL buffers", nbytes, source))
+    if ub := userbuffer_bytes(r):
+        out.append(Outside(UB_NAME, ub, userbuffer_source(r)))
     return out
 
 
@@ -271,6 +275,8 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
     steps = _Steps()
     _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held)
+    kept = kept_output_bytes(r, stage) if p.on_gpu else 0  # NeMo's, to their backward
+    steps.alloc("start of the step", "start", "pipeline outputs", PIPELINE_OUTPUTS, kept)
     root = _weights_at_start(steps, p, layers, rest)
     saves = outside - log_softmax - head_side if p.on_gpu else 0
     steps.alloc("forward: embeddings", "forward", "outside saves", "saved activations", saves, 4)
