@@ -23,7 +23,12 @@ from conftest import scenario
 
 from tiersim.config.load import load_scenario
 from tiersim.state.inventory import build_inventory
-from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS, kept_outputs, output_bytes
+from tiersim.state.pipeline_outputs import (
+    PIPELINE_OUTPUTS,
+    kept_output_bytes,
+    kept_outputs,
+    output_bytes,
+)
 from tiersim.state.resolved import resolve
 from tiersim.state.step_memory import build_events, outside_terms
 from tiersim.state.userbuffers import UB_NAME, userbuffer_bytes
@@ -143,3 +148,12 @@ def test_userbuffers_in_bf16_without_fp8():
     del raw["training"]["fp8"]
     assert userbuffer_bytes(resolve(scenario(raw))) == 2_048 * H * 20 == 503_316_480
     assert userbuffer_bytes(_tiny_pipeline("apex")) == 0
+
+
+def test_a_model_given_by_its_parameter_count_keeps_none():
+    """ren2021-cpu-adam-10b: a model of 10e9 parameters, no hidden size, no pipeline, no TE:
+    neither term, and its timeline builds."""
+    path = ROOT / "scenarios/published/ren2021-cpu-adam-10b.yaml"
+    r = resolve(load_scenario(path).scenario)
+    assert (kept_output_bytes(r, 0), userbuffer_bytes(r)) == (0, 0)
+    assert not [e for e in build_events(r, build_inventory(r), 0) if e.part == PIPELINE_OUTPUTS]

@@ -53,7 +53,7 @@ def output_bytes(r: Resolved) -> int:
     seq = ex.seq_len // par.context
     if par.sequence and par.tensor > 1:
         seq //= par.tensor
-    hidden = getattr(r.model, "hidden", 0)
+    hidden = getattr(r.model, "hidden", None) or 0  # a model given by its parameter count: none
     return seq * ex.training.micro_batch_size * hidden * r.accounting.compute_bytes
 
 
@@ -73,4 +73,5 @@ def kept_outputs(r: Resolved, stage: int) -> int:
 
 def kept_output_bytes(r: Resolved, stage: int) -> int:
     """Bytes of the chunk outputs `stage` keeps at its peak (NeMo 1.x), all step."""
-    return kept_outputs(r, stage) * output_bytes(r)
+    kept = kept_outputs(r, stage)
+    return kept * output_bytes(r) if kept else 0

@@ -39,7 +39,7 @@ def userbuffer_bytes(r: Resolved) -> int:
     if ex.training.framework != "megatron" or not par.overlap_tensor_forward or par.tensor < 2:
         return 0
     tokens = ex.seq_len * ex.training.micro_batch_size // par.context
-    values = tokens * getattr(r.model, "hidden", 0)
+    values = tokens * (getattr(r.model, "hidden", None) or 0)  # none for a generic model
     gathered = 1 if ex.training.fp8 is not None else BF16
     return values * (ALL_GATHER_BUFFERS * gathered + OTHER_BUFFERS * BF16)
 
