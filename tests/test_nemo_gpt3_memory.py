@@ -73,7 +73,31 @@ def test_first_stage_keeps_55_chunk_outputs(gpt3_512):
     assert output_bytes(r) == 2_048 // 4 * 2 * H * 2 == 25_165_824
     assert kept_outputs(r, 0) == 55
     events = [e for e in build_events(r, inv, 0) if e.part == PIPELINE_OUTPUTS]
-    assert [(e.phase, e.alloc, e.nbytes) for e in events] == [("start", True, 1_384_120_320)]
+    assert [(e.phase, e.alloc, e.nbytes) for e in events] == [
+        ("start", True, 1_384_120_320),
+        ("backward", False, 1_384_120_320),  # the pipeline's flush, before the optimizer
+    ]
+
+
+def test_the_optimizer_steps_after_the_flush():
+    """The 128-GPU run peaked at the optimizer step with the other micro-batches' activations
+    (17.90 GB) still held: Megatron's schedules run every cool-down backward before
+    `optimizer.step()`, so by then none is left, nor any kept output. Stage 0 (p 8, v 6,
+    m 64): 55 chunks of 2 layers in flight, 110 layer-micro-batches of which this one's 12:
+    the other 98/110 of the stage's activations, freed in the backward, before the step."""
+    r = _load(128)
+    inv = build_inventory(r)
+    events = build_events(r, inv, 0)
+    first_step = next(i for i, e in enumerate(events) if e.phase == "optimizer")
+    held = [(i, e) for i, e in enumerate(events) if e.key in ("held", "pipeline outputs")]
+    assert [(e.key, e.alloc) for _, e in held] == [
+        ("held", True),
+        ("pipeline outputs", True),
+        ("held", False),
+        ("pipeline outputs", False),
+    ]
+    assert all(i < first_step for i, _ in held)
+    assert held[0][1].nbytes == pytest.approx(inv.per_gpu["activations"] * 98 / 110, abs=64)
 
 
 def test_last_stage_does_not_keep_the_loss():

@@ -21,7 +21,8 @@ In order (docs/memory.md says what is and is not counted, and why):
    `huggingface` after the MLP's share of the saved set is freed: state/selective_order.py), the
    layer's backward transients (the gradient flowing between layers, s·b·h, and two of the
    MLP's s·b·f gradients), sharded gradients' unsharded copy before the reduce-scatter.
-4. optimizer: DeepSpeed ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before
+4. optimizer, after the pipeline's flush (no other micro-batch's activations left): DeepSpeed
+   ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before
    it frees the 16-bit gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one
    sub-group (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's
    temporaries (state/optimizers.py); Megatron's fused Adam none.
@@ -295,8 +296,18 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     _embedding_grads(steps, vocab, p)
     steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
     steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
+    _flushed(steps)
     _optimizer_step(steps, r, stage)
     return steps.events
+
+
+def _flushed(steps: _Steps) -> None:
+    """The pipeline's flush: the optimizer steps after every micro-batch's backward (Megatron's
+    schedules end with the cool-down backwards, then `optimizer.step()`), so no other
+    micro-batch's activations nor kept output is left by then."""
+    at, b = "backward: embeddings", "backward"
+    steps.free(at, b, "held", "saved activations (other micro-batches)")
+    steps.free(at, b, "pipeline outputs", PIPELINE_OUTPUTS)
 
 
 def _rest_values(r: Resolved, stage: int) -> int:
