@@ -181,3 +181,32 @@ def test_a_model_given_by_its_parameter_count_keeps_none():
     r = resolve(load_scenario(path).scenario)
     assert (kept_output_bytes(r, 0), userbuffer_bytes(r)) == (0, 0)
     assert not [e for e in build_events(r, build_inventory(r), 0) if e.part == PIPELINE_OUTPUTS]
+
+
+def _raw_512(**training):
+    raw = yaml.safe_load((ROOT / "scenarios/published/nemo2407-gpt3-175b-512gpus.yaml").read_text())
+    raw["training"].update(training)
+    return raw
+
+
+def test_selective_recompute_under_fp8_drops_the_attention_output():
+    """Megatron-Core's selective recompute checkpoints the core attention over q, k, v: the
+    fused kernel's output (2 B an element of s·b·h/t) and its softmax statistics are not kept,
+    and TE's FP8 out-projection keeps only its 1 B copy. A layer's 29 B (docs/nemo-memory.md)
+    become 27 B: 27 x 12,582,912 = 339,738,624 B, the statistics' 393,216 B gone; x 110 layer
+    micro-batches on stage 0 = 37,371,248,640 B (40,182,743,040 B without recompute)."""
+    none = build_inventory(resolve(scenario(_raw_512())))
+    selective = build_inventory(resolve(scenario(_raw_512(recompute="selective"))))
+    per_layer = 29 * 12_582_912 + 2 * 24 * 2_048 * 4  # 2 sequences x 96/4 heads x 2,048 x fp32
+    assert none.per_gpu["activations"] == 110 * per_layer == 40_182_743_040
+    assert selective.per_gpu["activations"] == 110 * 27 * 12_582_912 == 37_371_248_640
+
+
+def test_selective_recompute_in_bf16_keeps_the_out_projection_input():
+    """Without FP8 the out-projection keeps the attention's bf16 output itself: flash attention
+    has no s x s terms, so selective recompute keeps the same bytes but the statistics,
+    which tiersim still counts (393,216 B a layer, as before)."""
+    raw, sel = _raw_512(), _raw_512(recompute="selective")
+    del raw["training"]["fp8"], sel["training"]["fp8"]
+    none = build_inventory(resolve(scenario(raw))).per_gpu["activations"]
+    assert build_inventory(resolve(scenario(sel))).per_gpu["activations"] == none
