@@ -24,6 +24,10 @@ Elements quantized, per micro-batch: each linear's input (tokens x its K) in for
 gradient of its output (tokens x its N) in backward; each weight (K x N) once per optimizer
 step (Transformer Engine keeps the FP8 weights for the step's later micro-batches: Megatron-LM
 passes `is_first_microbatch`), counted here as K·N / grad_accumulation a micro-batch, forward.
+The kernels run at HBM bandwidth x `gpu.memory_efficiency`, or where the GPU's kernel table
+measures the recipe's kernel (`fp8_quantize`), at that share of HBM bandwidth: the bytes are
+weighted by memory_efficiency / share, so that the layer's memory-bound time prices them at
+it (the H100's delayed: TE 1's cast-transpose, 0.386, tiersim/presets/kernels/h100-sxm.yaml).
 Not counted: the LayerNorm fused with the next linear's cast (TE's LayerNormLinear writes FP8
 directly, saving one BF16 write per element of the QKV and FC1 inputs); the weight gradients' fp32
 `main_grad` accumulate in the GEMM epilogue (hidden by the roofline at 2048 tokens or more a
@@ -34,6 +38,7 @@ forward and once a backward per model chunk, are priced apart (tiersim/workload/
 from __future__ import annotations
 
 from tiersim.config.fp8 import Fp8
+from tiersim.hardware.kernel_tables import KernelTable
 
 QUANTIZE_B = {
     "delayed": 4.0,
@@ -44,12 +49,29 @@ QUANTIZE_B = {
 }
 
 
+def quantize_slowdown(
+    table: KernelTable | None, fp8: Fp8 | None, memory_efficiency: float
+) -> float:
+    """How much longer the recipe's quantize kernels take a byte than the layer's other
+    memory-bound kernels: memory_efficiency over the kernel table's measured share of HBM
+    bandwidth for the recipe (1: none measured)."""
+    share = None if table is None or fp8 is None else table.quantize_share.get(fp8.recipe)
+    return 1.0 if share is None else memory_efficiency / share
+
+
 def quantize_bytes(
-    fp8: Fp8, linears: list[tuple[int, int, int]], grad_accumulation: int
+    fp8: Fp8 | None,
+    linears: list[tuple[int, int, int]],
+    grad_accumulation: int,
+    slowdown: float = 1.0,
 ) -> tuple[float, float]:
     """Bytes the recipe's quantization kernels move in one layer's forward and backward for
-    one micro-batch; `linears` are the layer's (M, N, K): tokens, outputs, inputs."""
-    per = QUANTIZE_B[fp8.recipe]
+    one micro-batch, x `slowdown` (quantize_slowdown: priced with the layer's memory-bound
+    bytes, they take the time their measured kernel does); `linears` are the layer's (M, N,
+    K): tokens, outputs, inputs. No FP8: none."""
+    if fp8 is None:
+        return 0.0, 0.0
+    per = QUANTIZE_B[fp8.recipe] * slowdown
     inputs = sum(m * k for m, _, k in linears)
     weights = sum(k * n for _, n, k in linears) / grad_accumulation
     grads = sum(m * n for m, n, _ in linears)
