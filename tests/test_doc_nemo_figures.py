@@ -69,3 +69,14 @@ def test_memory_page_nemo_peaks_now_column_is_todays():
         ]
         peak = _report(run)["memory_timeline"]["peak_total_bytes"]
         assert cells[3].split(" (")[0] == f"{peak / 1e9:.2f} GB", run
+
+
+def test_validation_page_counts_every_published_run_and_quotes_the_modern_group():
+    text = " ".join(page("validation").split())
+    refs = yaml.safe_load((PUBLISHED / "references.yaml").read_text())
+    assert f"`tiersim check-published`: {len(refs)} published runs" in text
+    errors = [abs(_now(run)[1]) for run in RUNS.values()]
+    worst = max(RUNS.values(), key=lambda run: abs(_now(run)[1]))
+    assert worst == "nemo2407-llama3-8b-8gpus"  # the page names it
+    quoted = f"mean {sum(errors) / len(errors):.1f} %, worst {max(errors):.1f} % (Llama 3 8B)"
+    assert quoted in text
