@@ -22,3 +22,17 @@ def test_the_default_runs_recovery_is_said_part_by_part(cli, tmp_path):
         "recovery 81.9 min (restart 5.0 min + read-back 907.32 ms + redoing the steps since "
         "the checkpoint 76.8 min)"
     ) in line
+
+
+def test_a_checkpoint_every_step_is_said_in_the_singular(cli, tmp_path):
+    code, out, err = cli(
+        "run",
+        SCENARIOS / "seed-1b-adam.yaml",
+        "--out",
+        tmp_path,
+        "--set",
+        "checkpoint.every_steps=1",
+    )
+    assert code == 0, err
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("Checkpoint (")]
+    assert ", every 1 step)" in line or ", every 1 step," in line, line

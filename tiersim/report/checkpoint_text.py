@@ -21,7 +21,8 @@ def checkpoint_lines(ck: dict[str, Any], step_s: float) -> list[str]:
 
 
 def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
-    every = "not set" if ck["interval_steps"] is None else f"every {ck['interval_steps']} steps"
+    n = ck["interval_steps"]
+    every = "not set" if n is None else f"every {n} step{'s' * (n != 1)}"
     basis = {
         "daly": "auto: Daly's optimum",
         "drain": "auto: the drain, longer than Daly's optimum",
