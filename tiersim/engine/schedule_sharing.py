@@ -23,7 +23,17 @@ class Schedules:
     def get(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
         if not checkpoint_steps:
             return self._plain_schedule(steps)
-        builder = self._forked(min(checkpoint_steps))
+        first = min(checkpoint_steps)
+        plain = self._plain
+        if plain is not None and len(plain.step_ends) - 1 == first + 1 <= steps:
+            # the plain builder has built the steps up to the first checkpointed one (the
+            # plain run of a checkpoint measured on one step): its twin goes on from there
+            self._fork = self._plain = None
+            twin = plain.fork()
+            twin.checkpoint.step(first)
+            twin.step_ends[first + 1] = len(twin.ops)
+            return twin.build(steps, checkpoint_steps)
+        builder = self._forked(first)
         return builder.build(steps, checkpoint_steps)
 
     def checkpointed(self, steps: int) -> Schedule:
