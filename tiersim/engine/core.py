@@ -133,10 +133,8 @@ class Engine:
     def run(self, after: int | None = None) -> RunLog:
         """Run the schedule to its end. `after`: go on from the end of that op of an earlier
         run, whose state this engine was given (tiersim.engine.fork): its dependents start
-        as they did when it ended."""
-        if after is not None:
-            self._release(after, self.env.now)
-        else:
+        as they did when it ended; -1: from a state taken between two events (.resume)."""
+        if after is None:
             if self.recorder is not None:  # what each tier holds before anything moves
                 for tier, occ in self.occupancy.items():
                     self.recorder.memory(tier, 0.0, occ.current)
@@ -145,6 +143,8 @@ class Engine:
                 itertools.compress(range(len(self.waiting)), map(operator.not_, self.waiting))
             ):
                 self._start(i, 0.0)
+        elif after >= 0:
+            self._release(after, self.env.now)
         self.env.run()
         self.log.events += self._timers
         self._timers = 0
