@@ -54,9 +54,10 @@ CHECKPOINT_RUN = (1, frozenset({0}))  # the run measured: one step, with its che
 @dataclass(frozen=True)
 class PlainRun:
     """What the plain one-step run of the longest sample leaves for the checkpoint's
-    measurement: its runs (tiersim.engine.runs.Runs: the checkpoint run resumed from the
-    plain run where it can be), its ops and their starts, its end, each link's busy seconds,
-    each tier's occupancy over it, and the starts of the periods its repetition test checked."""
+    measurement: its runs (tiersim.engine.runs.Runs: the checkpoint run's schedule goes on
+    from the plain run's builder), its ops and their starts, its end, each link's busy
+    seconds, each tier's occupancy over it, and the starts of the periods its repetition
+    test checked."""
 
     runs: Any
     ops: list[Op]

@@ -31,7 +31,6 @@ engine's own timer or wake-up (a transfer of no bytes after a latency).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import operator
@@ -181,17 +180,21 @@ def _transplant(a: Engine, b: Engine, watch: Watch) -> bool:
     if not queue:
         return False
     n, ops, waiting = len(a.schedule.ops), b.schedule.ops, b.waiting
-    ended = list(map(operator.not_, a.waiting))
+    ended = [*map(operator.not_, a.waiting), *itertools.repeat(False, len(ops) - n)]
     for i in in_flight:
         ended[i] = False
     waiting[:n] = a.waiting
-    for j in watch.mixed:
-        waiting[j] = sum(1 for d in ops[j].deps if d >= n or not ended[d])
+    for j in watch.mixed:  # each plain op it waits for that has ended, one wait fewer
+        deps = ops[j].deps
+        waiting[j] = len(deps) - sum(map(ended.__getitem__, deps))
     if any(not waiting[j] or (j < n and not a.waiting[j]) for j in watch.mixed):
         return False  # one has started, or would have: too late to go on from here
     b.env._queue.extend(queue)  # the same order: a heap still
     _log(a.log, b.log, n, watch.extra)
-    b.occupancy = {tier: dataclasses.replace(o) for tier, o in a.occupancy.items()}
+    b.occupancy = {
+        tier: type(o)(o.current, o.peak, o.low, o.integral, o.last)
+        for tier, o in a.occupancy.items()
+    }
     b._plans, b._alone_sets, b._timers = dict(a._plans), dict(a._alone_sets), a._timers
     return _network(a, b, queue)
 
