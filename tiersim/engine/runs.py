@@ -7,7 +7,9 @@ warm-up steps run alone and then gone on from; the checkpoint run goes on from t
 warm-up (it differs from the plain run only from step k on), and a longer plain baseline from
 the plain run's end. Each is the run a simulation from step 0 gives, op for op and to the
 bit, or, where a boundary is not clean (a pipelined or delayed update, a checkpoint in the
-warm-up steps: every step checkpointing), is simulated from step 0.
+warm-up steps: every step checkpointing), is simulated from step 0. A checkpoint run asked
+for after a one-step plain run (`ahead`) goes on from that run's state mid-step instead,
+where the two first differ (tiersim.engine.resume).
 """
 
 from __future__ import annotations
