@@ -139,3 +139,38 @@ def test_the_gathers_are_timed_on_the_data_parallel_link():
     gathers_s = alone_s(r, comm(r, "gathers", "data", "all_gather", gathered / calls, calls))
     assert gathers_s > 0.01  # 6.4 GB gathered on each rank
     assert layer.optimizer_gpu_s == pytest.approx((attention + mlp) / 8 / rate + gathers_s)
+
+
+# --- what Muon takes ----------------------------------------------------------------------------
+
+
+def test_transformers_fused_experts_keep_adamws_two_moments():
+    """Qwen2-MoE's routed experts as tiersim holds them, 4 experts x 3 tensors of 64 x 96 =
+    73,728 values: under `implementation: huggingface` transformers 5 fuses them into 3-D
+    gate_up_proj and down_proj, which torch.optim.Muon refuses, so AdamW steps them: 2 moments
+    x 73,728 x 2 B = 294,912 B in bf16; Megatron's 2-D experts keep Muon's one, 147,456 B."""
+    from test_fsdp2_step import matrix_raw
+
+    from tiersim.state.layers import Matrix
+    from tiersim.state.sharding import raw_parameter_bytes
+
+    experts = Matrix(64, 96, 12, tensor_split=False, expert=True)
+    training = scenario(matrix_raw("moe", "none", "bf16", "muon", 1)).training
+    assert training.implementation == "huggingface"
+    assert raw_parameter_bytes(training, [experts])["optimizer"] == 294_912
+    megatron = training.model_copy(update={"implementation": "megatron"})
+    assert raw_parameter_bytes(megatron, [experts])["optimizer"] == 147_456
+
+
+def test_muon_leaves_3d_and_one_row_tensors_to_adamw():
+    torch = pytest.importorskip("torch", reason="needs PyTorch (the `measure` extra)")
+    from tiersim.state.optimizers import optimizer
+
+    named = [
+        ("layers.0.mlp.experts.gate_up_proj", torch.nn.Parameter(torch.zeros(4, 6, 8))),
+        ("layers.0.mlp.shared_expert_gate.weight", torch.nn.Parameter(torch.zeros(1, 8))),
+        ("layers.0.self_attn.q_proj.weight", torch.nn.Parameter(torch.zeros(8, 8))),
+    ]
+    muon, adamw = optimizer("muon").build(torch, named)
+    assert [p.shape for g in muon.param_groups for p in g["params"]] == [(8, 8)]
+    assert [p.shape for g in adamw.param_groups for p in g["params"]] == [(4, 6, 8), (1, 8)]
