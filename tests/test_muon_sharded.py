@@ -174,3 +174,13 @@ def test_muon_leaves_3d_and_one_row_tensors_to_adamw():
     muon, adamw = optimizer("muon").build(torch, named)
     assert [p.shape for g in muon.param_groups for p in g["params"]] == [(8, 8)]
     assert [p.shape for g in adamw.param_groups for p in g["params"]] == [(4, 6, 8), (1, 8)]
+
+
+def test_one_rank_keeps_the_gram_matrix_beside_three_copies_of_x():
+    """No collective on one rank: 256 x 1024 fp32, U 4 x 262,144 = 1,048,576, 3X (X, the new
+    X, oneDNN's packed X) 3 x 524,288 = 1,572,864, the Gram matrix and A + A·A 2 x 2 x 256² =
+    262,144: 2,883,584 B on the CPU (measured, torch 2.13, one rank: 2,888,704 B, oneDNN's
+    5,120 B more); on a GPU 2X: 2,359,296 B."""
+    ns = ShardedNewtonSchulz(256, 1024, 1)
+    assert ns.temporary_bytes(4, "cpu") == 2_883_584
+    assert ns.temporary_bytes(4, "cuda") == 2_359_296

@@ -237,14 +237,13 @@ class Muon(Optimizer):
         tensors: Sequence = (),
         shards: int = 1,
     ) -> int:
-        # one matrix at a time (no foreach): Nesterov's update grad.lerp(buf) in the state's
-        # precision, its bf16 copy (2 B), the Gram matrix and its quintic update (2 x 2m²,
-        # m² <= the matrix's values) and the next X (2 B): value_bytes + 8 B per value of the
-        # largest matrix (a 512 x 128 matrix measured on torch 2.13 CPU: 12.9 B/value fp32,
-        # 9.2 bf16, against 12 and 10 here). Sharded over ranks, each matrix is gathered whole
-        # on every rank in turn (state/muon_sharded.py). The rest (embeddings, head, vectors)
-        # is AdamW's, after Muon's step: the larger of the two. Without the tensors, all are
-        # Muon's.
+        # one matrix at a time (no foreach), state/muon_sharded.py: Nesterov's update
+        # grad.lerp(buf) in the state's precision, its bf16 copy X (2 B), the Gram matrix and
+        # its quintic update (2 x 2m²) and the next X (2 B), on the CPU oneDNN's packed copy
+        # of X (2 B); sharded over ranks, each matrix gathered whole on every rank in turn.
+        # The rest (embeddings, head, vectors, 3-D experts) is AdamW's, after Muon's step: the
+        # larger of the two. Without the tensors, all are Muon's, at an upper bound of
+        # value_bytes + 8 B per value of the largest (2m² <= 2mn).
         if not tensors:
             return (value_bytes + 8) * largest
         muon = max(
@@ -265,8 +264,6 @@ class Muon(Optimizer):
 
     @staticmethod
     def _matrix_temporaries(t: Tensors, value_bytes: int, device: str, shards: int) -> int:
-        if shards == 1:
-            return (value_bytes + 8) * _values(t)
         return muon_sharded.temporary_bytes(t.rows, t.cols, shards, value_bytes, device)
 
     def sharded_gathers(self, tensors: Iterable[Tensors], shards: int) -> tuple[int, int]:
