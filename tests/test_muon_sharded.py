@@ -184,3 +184,28 @@ def test_one_rank_keeps_the_gram_matrix_beside_three_copies_of_x():
     ns = ShardedNewtonSchulz(256, 1024, 1)
     assert ns.temporary_bytes(4, "cpu") == 2_883_584
     assert ns.temporary_bytes(4, "cuda") == 2_359_296
+
+
+def test_measure_fsdp_with_transformers_takes_muon_and_names_what_it_cannot_step(capsys):
+    """`tiersim measure --fsdp 2 --implementation huggingface` steps AdamW, Adam or Muon
+    (tests/test_fsdp2_step.py measures them); 8-bit AdamW it refuses before starting a rank,
+    naming what it takes, exit 2. Its table names the optimizer stepped."""
+    from tiersim.cli import main
+    from tiersim.cli.commands.measure_fsdp import step_table
+
+    args = ["measure", "--model", "llama-2-7b", "--fsdp", "2", "--implementation", "huggingface"]
+    assert main([*args, "--optimizer", "adamw8bit"]) == 2
+    err = capsys.readouterr().err
+    assert "optimizer: 'adamw8bit' with --fsdp (expected adamw or adam or muon)" in err
+    got = {
+        "world_size": 2,
+        "configuration": {"dtype": "bf16", "optimizer": "muon", "seq_len": 128},
+        "step_peak": {
+            "measured_bytes": 5_007_880,
+            "measured_phase": "backward",
+            "predicted_bytes": 4_975_872,
+            "predicted_moment": "backward: layer 1",
+            "predicted_parts": {},
+        },
+    }
+    assert "transformers' model, bf16, Muon and AdamW, seq_len 128 tokens" in step_table(got)
