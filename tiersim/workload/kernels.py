@@ -28,7 +28,10 @@ e_a = b·(heads/t)·s·k attention scores:
 - backward: LayerNorms 6 B x 2, residual-gradient adds 6 x 2, dropout + bias gradient 7 x 2
   = 38·e; GeLU 8·e_f (gated 10·e_f); softmax 6, attention dropout 5, the batched GEMMs'
   gradient reads and writes 8 = 19·e_a;
-- selective recompute: the attention core's 13·e_a again.
+- selective recompute: the attention core's 13·e_a again;
+- rotary positions (a `rope` model, Megatron's implementation): Transformer Engine's fused
+  RoPE on q and k, 4 B per element of each (e_qk = T·(heads + kv_heads)·head_dim/t),
+  forward and backward.
 The score bytes are eager attention's (Megatron-LM's fused softmax keeps the scores in HBM):
 flash and sdpa move none (S and P stay on chip); sdpa behind a padding mask converts the
 boolean mask to bf16 (3 B) and reads it forward and backward (2 B each) per mask element,
@@ -80,6 +83,11 @@ FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), G
 FWD_GATED_B, BWD_GATED_B = 6.0, 10.0  # the same with a gated MLP (SwiGLU)
 FWD_SCORES_B, BWD_SCORES_B = 13.0, 19.0  # per attention score (e_a)
 HEAD_NORM_B, LOGIT_B, EMBEDDING_B = 16.0, 50.0, 16.0
+# Rotary positions (model.position: rope) under the fused kernels: Megatron-Core's
+# apply_rotary_pos_emb runs Transformer Engine's fused RoPE (`apply_rope_fusion`, on in
+# Megatron-LM's arguments and NeMo's Llama configs) on q and on k, forward and backward alike:
+# read 2 B, write 2 B per element (the s x head_dim frequencies are shared: not counted)
+FUSED_ROPE_B = 4.0
 
 
 @dataclass(frozen=True)
@@ -304,7 +312,9 @@ def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float,
     tiersim/workload/eager.py), else the fused kernels' (`b`)."""
     compiled = r.execution.training.compile
     if compiled is None:
-        return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f for i in (0, 1))  # type: ignore[return-value]
+        fused_rope = sh.model.position == "rope" and r.accounting.implementation == "megatron"
+        rope = FUSED_ROPE_B * sh.e_qk if fused_rope else 0.0
+        return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f + rope for i in (0, 1))  # type: ignore[return-value]
     eb = compile_bytes(compiled)
     return tuple(  # type: ignore[return-value]
         eb.hidden[i] * sh.e + eb.rotary[i] * sh.e_qk + eb.ffn[i] * sh.e_f for i in (0, 1)
