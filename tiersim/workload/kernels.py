@@ -28,10 +28,7 @@ e_a = b·(heads/t)·s·k attention scores:
 - backward: LayerNorms 6 B x 2, residual-gradient adds 6 x 2, dropout + bias gradient 7 x 2
   = 38·e; GeLU 8·e_f (gated 10·e_f); softmax 6, attention dropout 5, the batched GEMMs'
   gradient reads and writes 8 = 19·e_a;
-- selective recompute: the attention core's 13·e_a again;
-- rotary positions (a `rope` model, Megatron's implementation): Transformer Engine's fused
-  RoPE on q and k, 4 B per element of each (e_qk = T·(heads + kv_heads)·head_dim/t),
-  forward and backward.
+- selective recompute: the attention core's 13·e_a again.
 The score bytes are eager attention's (Megatron-LM's fused softmax keeps the scores in HBM):
 flash and sdpa move none (S and P stay on chip); sdpa behind a padding mask converts the
 boolean mask to bf16 (3 B) and reads it forward and backward (2 B each) per mask element,
@@ -73,8 +70,8 @@ from tiersim.state.model import Transformer
 from tiersim.state.mtp import mtp_forward_flops
 from tiersim.state.resolved import Resolved
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
-from tiersim.workload.eager import compile_bytes
-from tiersim.workload.fp8 import quantize_bytes
+from tiersim.workload.eager import compile_bytes, fused_rope_bytes
+from tiersim.workload.fp8 import layer_quantize_bytes
 from tiersim.workload.op_recompute import op_recompute_gemm_s
 from tiersim.workload.ring_attention import context_ring
 
@@ -83,11 +80,6 @@ FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), G
 FWD_GATED_B, BWD_GATED_B = 6.0, 10.0  # the same with a gated MLP (SwiGLU)
 FWD_SCORES_B, BWD_SCORES_B = 13.0, 19.0  # per attention score (e_a)
 HEAD_NORM_B, LOGIT_B, EMBEDDING_B = 16.0, 50.0, 16.0
-# Rotary positions (model.position: rope) under the fused kernels: Megatron-Core's
-# apply_rotary_pos_emb runs Transformer Engine's fused RoPE (`apply_rope_fusion`, on in
-# Megatron-LM's arguments and NeMo's Llama configs) on q and on k, forward and backward alike:
-# read 2 B, write 2 B per element (the s x head_dim frequencies are shared: not counted)
-FUSED_ROPE_B = 4.0
 
 
 @dataclass(frozen=True)
@@ -287,9 +279,7 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     linears = sh.linears()
     lin_f = sum(sh.linear(m, n, k) for m, n, k in linears)
     lin_b = sum(sh.linear(m, k, n) + sh.linear(k, n, m) for m, n, k in linears)
-    quant_f, quant_b = (
-        (0.0, 0.0) if sh.fp8 is None else quantize_bytes(sh.fp8, linears, sh.grad_accumulation)
-    )
+    quant_f, quant_b = layer_quantize_bytes(r, linears, sh.e)
     scores_f, scores_b = (sh.core_bytes(core, i) for i in (0, 1))
     if ring is not None:  # the ring's output merges, copies and gradient sums
         scores_f, scores_b = scores_f + ring.forward_bytes, scores_b + ring.backward_bytes
@@ -309,11 +299,10 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
 def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float, float]:
     """The layer's memory-bound bytes outside attention's core, forward and backward: as
     `training.compile` says what runs them (eager PyTorch or torch.compile's kernels,
-    tiersim/workload/eager.py), else the fused kernels' (`b`)."""
+    tiersim/workload/eager.py), else the fused kernels' (`b`, and eager.py's fused RoPE)."""
     compiled = r.execution.training.compile
     if compiled is None:
-        fused_rope = sh.model.position == "rope" and r.accounting.implementation == "megatron"
-        rope = FUSED_ROPE_B * sh.e_qk if fused_rope else 0.0
+        rope = fused_rope_bytes(r.accounting.implementation, sh.model.position, sh.e_qk)
         return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f + rope for i in (0, 1))  # type: ignore[return-value]
     eb = compile_bytes(compiled)
     return tuple(  # type: ignore[return-value]
