@@ -71,6 +71,7 @@ from tiersim.state.mtp import mtp_forward_flops
 from tiersim.state.resolved import Resolved
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
 from tiersim.workload.eager import compile_bytes, fused_rope_bytes
+from tiersim.workload.embedding_grad import dense_gradient_bytes
 from tiersim.workload.fp8 import layer_quantize_bytes
 from tiersim.workload.op_recompute import op_recompute_gemm_s
 from tiersim.workload.ring_attention import context_ring
@@ -350,8 +351,8 @@ def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
 def embedding_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
     """The embedding's lookup, position add and dropout, forward and backward."""
     sh = _Shape(r, model)
-    memory = sh.memory(EMBEDDING_B * sh.e_full)
-    return Kernels(memory_s=memory / 2.0), Kernels(memory_s=memory / 2.0)
+    memory, dense = sh.memory(EMBEDDING_B * sh.e_full), sh.memory(dense_gradient_bytes(r, model))
+    return Kernels(memory_s=memory / 2.0), Kernels(memory_s=memory / 2.0 + dense)
 
 
 def overhead(r: Resolved) -> float:
