@@ -1,6 +1,6 @@
 """The word embedding's dense gradient under Megatron's implementation: ATen's
 embedding_dense_backward zero-fills the whole ceil(V/t) x h gradient and the hook adds it into
-the gradient buffer, every micro-batch (tiersim.workload.embedding_grad). Expected by hand."""
+the gradient buffer, every micro-batch (tiersim.workload.megatron_elementwise). Expected by hand."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from tiersim.config.load import load_scenario
 from tiersim.state.resolved import resolve
-from tiersim.workload.embedding_grad import dense_gradient_bytes
+from tiersim.workload.megatron_elementwise import dense_gradient_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 

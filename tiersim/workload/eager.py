@@ -26,10 +26,6 @@ layer's ops outside its GEMMs and attention kernel:
   element of the MLP's width forward; backward the product's two gradients 6 + 6 and silu's
   (gradient and saved input read, one written) 6 = 18 B. Compiled: 6 B forward (read gate and
   up, write one), 10 B backward (read the gradient, gate and up, write two): as Megatron's.
-Megatron's implementation (`fused_rope_bytes`): Megatron-Core's apply_rotary_pos_emb under
-`apply_rope_fusion` (on in Megatron-LM's arguments and NeMo's Llama configs) runs Transformer
-Engine's fused RoPE, one kernel on q and one on k: r2 w2 = 4 B a value each way (the
-s x head_dim frequencies, shared, not counted); e_qk = T·(heads + kv_heads)·head_dim/t values.
 Left out: what torch.compile changes in the activations kept for backward (the memory
 accounting is the implementation's either way), and the output head's cross-entropy (the
 fused kernels' bytes either way).
@@ -64,14 +60,3 @@ COMPILED_LLAMA = EagerBytes(_hidden((4.0, 6.0)), (4.0, 4.0), (6.0, 10.0))
 def compile_bytes(compiled: bool) -> EagerBytes:
     """The Llama-style layer's memory-bound bytes, torch.compile'd or eager."""
     return COMPILED_LLAMA if compiled else EAGER_LLAMA
-
-
-FUSED_ROPE_B = 4.0  # Transformer Engine's fused RoPE, per q or k value, forward and backward
-
-
-def fused_rope_bytes(implementation: str, position: str, qk_values: float) -> float:
-    """Megatron's fused RoPE bytes in each direction (0 unless a rope model in Megatron's
-    implementation)."""
-    if position != "rope" or implementation != "megatron":
-        return 0.0
-    return FUSED_ROPE_B * qk_values

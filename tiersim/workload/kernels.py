@@ -69,9 +69,9 @@ from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import Transformer
 from tiersim.state.mtp import mtp_forward_flops
 from tiersim.state.resolved import Resolved
+from tiersim.workload import megatron_elementwise as mcore
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
-from tiersim.workload.eager import compile_bytes, fused_rope_bytes
-from tiersim.workload.embedding_grad import dense_gradient_bytes
+from tiersim.workload.eager import compile_bytes
 from tiersim.workload.fp8 import layer_quantize_bytes
 from tiersim.workload.op_recompute import op_recompute_gemm_s
 from tiersim.workload.ring_attention import context_ring
@@ -107,7 +107,7 @@ def element_bytes(r: Resolved, model: Transformer) -> ElementBytes:
     separate ops (a GPT-2 layer only: the config refuses others)."""
     if not r.execution.training.fused_kernels:
         return UNFUSED_GPT2
-    return FUSED_GATED if model.gated_mlp else FUSED
+    return mcore.without_dropout(r, model, FUSED_GATED if model.gated_mlp else FUSED)
 
 
 @dataclass(frozen=True)
@@ -300,10 +300,10 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
 def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float, float]:
     """The layer's memory-bound bytes outside attention's core, forward and backward: as
     `training.compile` says what runs them (eager PyTorch or torch.compile's kernels,
-    tiersim/workload/eager.py), else the fused kernels' (`b`, and eager.py's fused RoPE)."""
+    tiersim/workload/eager.py), else the fused kernels' (`b`, megatron_elementwise.py's RoPE)."""
     compiled = r.execution.training.compile
     if compiled is None:
-        rope = fused_rope_bytes(r.accounting.implementation, sh.model.position, sh.e_qk)
+        rope = mcore.fused_rope_bytes(r, sh.model, sh.e_qk)
         return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f + rope for i in (0, 1))  # type: ignore[return-value]
     eb = compile_bytes(compiled)
     return tuple(  # type: ignore[return-value]
@@ -351,8 +351,8 @@ def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
 def embedding_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
     """The embedding's lookup, position add and dropout, forward and backward."""
     sh = _Shape(r, model)
-    memory, dense = sh.memory(EMBEDDING_B * sh.e_full), sh.memory(dense_gradient_bytes(r, model))
-    return Kernels(memory_s=memory / 2.0), Kernels(memory_s=memory / 2.0 + dense)
+    half, dense = EMBEDDING_B * sh.e_full / 2.0, mcore.dense_gradient_bytes(r, model)
+    return Kernels(memory_s=sh.memory(half)), Kernels(memory_s=sh.memory(half + dense))
 
 
 def overhead(r: Resolved) -> float:
