@@ -72,7 +72,7 @@ from tiersim.state.resolved import Resolved
 from tiersim.workload import megatron_elementwise as mcore
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
 from tiersim.workload.eager import compile_bytes
-from tiersim.workload.fp8 import layer_quantize_bytes
+from tiersim.workload.fp8 import layer_quantize_bytes, quantize_slowdown
 from tiersim.workload.op_recompute import op_recompute_gemm_s
 from tiersim.workload.ring_attention import context_ring
 
@@ -157,9 +157,9 @@ class _Shape:
         self.table = kernel_table(gpu.kernels) if gpu.kernels else None
         self.fp8 = x.training.fp8
         self.linear_dtype = "fp8" if self.fp8 is not None else compute
-        self.grad_accumulation = x.training.grad_accumulation
         hbm = hw.tiers[gpu.memory]
         self.hbm_bw = min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency
+        self.quant_slowdown = quantize_slowdown(self.table, self.fp8, gpu.memory_efficiency)
         hidden = float(self.tokens * model.hidden)
         self.e = hidden / self.t if par.sequence else hidden
         self.e_full = hidden
@@ -280,7 +280,7 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     linears = sh.linears()
     lin_f = sum(sh.linear(m, n, k) for m, n, k in linears)
     lin_b = sum(sh.linear(m, k, n) + sh.linear(k, n, m) for m, n, k in linears)
-    quant_f, quant_b = layer_quantize_bytes(r, linears, sh.e)
+    quant_f, quant_b = layer_quantize_bytes(r, linears, sh.e, sh.quant_slowdown)
     scores_f, scores_b = (sh.core_bytes(core, i) for i in (0, 1))
     if ring is not None:  # the ring's output merges, copies and gradient sums
         scores_f, scores_b = scores_f + ring.forward_bytes, scores_b + ring.backward_bytes
