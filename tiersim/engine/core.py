@@ -26,6 +26,7 @@ from tiersim.engine import chain
 from tiersim.engine.channel import Channel
 from tiersim.engine.clock import scheduler
 from tiersim.engine.flows import Due, FlowNetwork, max_min_rates, priority_rates
+from tiersim.engine.graph import dependency_graph, ops_per_step
 from tiersim.engine.ops import Op, OpKind, Schedule
 from tiersim.hardware.resources import Network, Resource
 from tiersim.hardware.topology import Topology
@@ -112,10 +113,11 @@ class Engine:
         self._channels: dict | None = {} if policy is max_min_rates else None
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
         self.ordered = res.execution.simulation.link_sharing == "ordered"
-        self.waiting, self.dependents, per_step = _dependency_graph(
-            schedule.ops, topo, self.ordered, schedule.steps
-        )
+        # the dependency graph only for the event loop (`graph`): a chain is walked without it
+        self.waiting: list[int] | None = None
+        self.dependents: list[list[int]] | None = None
         n = len(schedule.ops)
+        per_step = ops_per_step(schedule.ops, schedule.steps)
         self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
         self._timer_callbacks: tuple = (self._timer_done,)  # every timer's (see flows.Due)
@@ -128,12 +130,21 @@ class Engine:
         self._timers = 0  # timers started by this run (added to the log's events at its end)
         self._alone_sets: dict = {}  # each network channel's resource set, (channel,)
 
+    def graph(self) -> tuple[list[int], list[list[int]]]:
+        """How many ops each op waits for and the ops waiting for each (`graph.dependency_graph`),
+        built at the first call."""
+        if self.waiting is None or self.dependents is None:
+            s = self.schedule
+            self.waiting, self.dependents = dependency_graph(s.ops, self.topo, self.ordered)
+        return self.waiting, self.dependents
+
     # --- running ---------------------------------------------------------------------------------
 
     def run(self, after: int | None = None) -> RunLog:
         """Run the schedule to its end. `after`: go on from the end of that op of an earlier
         run, whose state this engine was given (tiersim.engine.fork): its dependents start
         as they did when it ended."""
+        self.graph()
         if after is not None:
             self._release(after, self.env.now)
         else:
@@ -341,45 +352,7 @@ class Engine:
                 self._start(j, now)
 
 
-_DEPS, _STEP = operator.attrgetter("deps"), operator.attrgetter("step")
 NET_CHANNELS = ("nvlink", "network")  # the GPU's physical channels for collectives
-
-
-def _dependency_graph(
-    ops: list[Op], topo: Topology, ordered: bool, steps: int
-) -> tuple[list[int], list[list[int]], list[int]]:
-    """How many ops each op waits for, the ops waiting for each (in index order: the order
-    they start in when freed together) and how many ops each step has: one pass over the
-    ops, the cheapest in Python (a list per op; compressed rows cost two passes)."""
-    deps_of = list(map(_DEPS, ops))
-    if ordered:
-        deps_of = [(*deps, *x) for deps, x in zip(deps_of, _link_order(ops, topo), strict=True)]
-    waiting = list(map(len, deps_of))
-    dependents: list[list[int]] = [[] for _ in ops]
-    for i, deps in enumerate(deps_of):
-        for d in deps:
-            dependents[d].append(i)
-    step_of = list(map(_STEP, ops))
-    per_step = [step_of.count(step) for step in range(steps)]
-    return waiting, dependents, per_step
-
-
-def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
-    """For `ordered` sharing: each transfer also waits for the previous transfer (in issue
-    order) on every link direction or network group it uses, so none overlap on a link."""
-    last: dict[tuple, int] = {}
-    extra: list[list[int]] = []
-    for i, op in enumerate(ops):
-        if op.kind is MOVE:
-            keys = list(topo.route(op.src, op.dst, op.nbytes).links)
-        elif op.kind.network:
-            keys = [op.resource]
-        else:
-            keys = []
-        extra.append(sorted({last[k] for k in keys if k in last} - set(op.deps)))
-        for k in keys:
-            last[k] = i
-    return extra
 
 
 def _channel(resource: Resource) -> str | None:
