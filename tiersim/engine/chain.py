@@ -99,7 +99,7 @@ def run_chain(engine: Any) -> Any:
     log.events += timers
     net.wakeups += wakeups
     net.finished()
-    engine.waiting, engine.dependents = [], []  # the graph is spent, as after Engine.run
+    engine.spent()  # as after Engine.run: freed by reference counting
     return log
 
 

@@ -161,17 +161,22 @@ class Engine:
         self._timers = 0
         if any(self.log.step_left):
             raise AssertionError("schedule deadlocked: some operations never became ready")
-        # the graph is spent: free it (the largest part of a finished engine) for the next run
-        self.waiting, self.dependents = [], []
-        # the bound callbacks are cycles back to the engine and network: dropped, a finished
-        # engine is freed by reference counting, not left to the cyclic collector
-        self._timer_callbacks, self._on_flow, self._on_staged_flow = (), None, None
+        self.spent()
         for channel in (self._channels or {}).values():  # their events, as the network's
             self.net.wakeups += channel.wakeups
             channel.wakeups = 0
             channel.finished()
         self.net.finished()
         return self.log
+
+    def spent(self) -> None:
+        """The run is over (on the event loop or walked as a chain): its graph freed (the
+        largest part of a finished engine) for the next run, and its bound callbacks, cycles
+        back to the engine and network, dropped, so that a finished engine is freed by
+        reference counting, not left to the cyclic collector (a full collection's pass over
+        every object the process holds)."""
+        self.waiting, self.dependents = [], []
+        self._timer_callbacks, self._on_flow, self._on_staged_flow = (), None, None
 
     # The methods below run once per op (tens of thousands of times a run): they keep what
     # they read in locals and change occupancy without the recorder's indirection when there
