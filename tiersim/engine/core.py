@@ -41,6 +41,9 @@ class Recorder(Protocol):
 
     def op(self, op: Op, start: float, end: float) -> None: ...
 
+    # a recorder may say `ops_wanted = False`: then `op` is never called (one call fewer an op
+    # for one that keeps only occupancy, tiersim.engine.periods.Occupancies); absent: True
+
     def memory(self, tier: str, now: float, occupied: float) -> None: ...
 
 
@@ -73,6 +76,9 @@ class RunLog:
     step_left: list[int]
     snapshots: dict[int, dict[str, float]] = field(default_factory=dict)
     events: int = 0
+    # every op started as the one before it ended (a chain: tiersim.engine.chain), so starts
+    # and ends rise with the op index (metrics.overlapping finds a window's ops by bisection)
+    rising: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +130,7 @@ class Engine:
         self._on_flow = self._finish  # a flow's end, told (op, now) (bound once, not per op)
         self._on_staged_flow = self._staged_flow_done
         self._occupy_inline = recorder is None  # occupancy changed in _start, _finish
+        self._tell_ops = chain.ops_wanted(recorder)
         self._ops = schedule.ops
         self._schedule = scheduler(self.env)  # where timers go (Due)
         self._starts, self._ends, self._step_left = self.log.start, self.log.end, self.log.step_left
@@ -319,7 +326,8 @@ class Engine:
         if self.recorder is not None:
             if free:
                 self._occupy_all(free, now, -1)
-            self.recorder.op(op, self._starts[i], now)
+            if self._tell_ops:
+                self.recorder.op(op, self._starts[i], now)
         elif free:  # _occupy_all's arithmetic, inline: once per op
             occupancy = self.occupancy
             for tier, nbytes in free:
