@@ -70,21 +70,12 @@ def test_complement_within_bounds():
 
 
 def _walk(a, b):
-    """The two-pointer walk `intersect` takes in general (the one it took for every input
-    before its shortcuts for a single interval or a list against itself), written out here
-    as the reference."""
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        (a0, a1), (b0, b1) = a[i], b[j]
-        start = b0 if b0 > a0 else a0
-        end = b1 if b1 < a1 else a1
-        if start < end:
-            out.append((start, end))
-        if a1 < b1:
-            i += 1
-        else:
-            j += 1
-    return out
+    """What `intersect`'s two-pointer walk gives (as it gave for every input before its
+    shortcuts), by brute force: every pair of a's and b's intervals that overlaps, in order
+    (both inputs sorted and disjoint), cut with the walk's expressions (each picks a's value
+    where the two are equal)."""
+    cut = [(b0 if b0 > a0 else a0, b1 if b1 < a1 else a1) for a0, a1 in a for b0, b1 in b]
+    return [(lo, hi) for lo, hi in cut if lo < hi]
 
 
 # ends that may be equal but differ in sign (0.0 and -0.0), and fractions: the values each
