@@ -46,6 +46,8 @@ def refusal(engine: Any) -> str | None:
     if any(not c > 0 for r, c in engine.net.capacity.items() if isinstance(r, Network)):
         return "a network channel has no bandwidth"
     ops = engine.schedule.ops
+    if len(ops) <= engine.schedule.chain_length:  # a chain as it was built: nothing to check
+        return None
     deps = list(map(_DEPS, ops))
     n = len(ops)
     chained = all(map(operator.contains, deps[1:], range(n - 1)))
