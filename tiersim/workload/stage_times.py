@@ -13,10 +13,11 @@ from tiersim.state.activations import MEGATRON
 from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
-from tiersim.workload.comms import Comm, p2p_send_s, rest_tensor_comms, sm_share_s
+from tiersim.workload.comms import Comm, rest_tensor_comms, sm_share_s
 from tiersim.workload.experts import routed_flops_share
 from tiersim.workload.kernels import Kernels
 from tiersim.workload.moe_kernels import busiest_rank_slowdown, moe_bytes, moe_shape
+from tiersim.workload.pipeline_p2p import op_costs
 from tiersim.workload.pipeline_steady import evaluate_steady
 
 if TYPE_CHECKING:
@@ -285,19 +286,20 @@ def bubble(
     last backward, and the uniform pipeline's fill and drain within it: the all-stage
     schedule's step time minus this stage's own work (fill, drain, the point-to-point
     exchanges, waiting on the last stage's output head); after its last backward a stage
-    waits only for the pipeline's end (stage 0: not at all). Megatron's exchange with the
-    next stage blocks both (batched send and receive, then wait): each forward and each
-    backward of a chunk carries one transfer's time."""
+    waits only for the pipeline's end (stage 0: not at all). The point-to-point exchanges
+    as Megatron's schedule runs them, blocking (tiersim.workload.pipeline_p2p): plain 1F1B
+    one send on each forward and each backward; interleaved one batched exchange per
+    forward-backward pair, half of it on each op, the data arriving half an exchange later."""
     par, m = r.execution.parallel, r.execution.training.grad_accumulation
     if par.pipeline == 1:
         return 0.0, 0.0, 0.0, 0.0
-    p2p = p2p_send_s(r, hidden)
+    p2p, arrive = op_costs(r, hidden)  # per op, and the data's later arrival (pipeline_p2p)
     fwd, bwd = _stage_chunk_times(
         r, model, _each_stage_layers(r, model, units, stage, stage_units), cap, hidden
     )
     fwd = [[x + p2p for x in row] for row in fwd]
     bwd = [[x + p2p for x in row] for row in bwd]
-    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd)
+    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd, arrive)
     own = timing.busy_s[stage] - 2.0 * p2p * m * par.virtual_pipeline
     idle = max(0.0, timing.step_s - own)
     mean = (sum(fwd[stage]) + sum(bwd[stage])) / par.virtual_pipeline
