@@ -179,7 +179,7 @@ def _transplant(a: Engine, b: Engine, watch: Watch) -> bool:
     queue, in_flight = _queue(a, b)
     if not queue:
         return False
-    n, ops, waiting = len(a.schedule.ops), b.schedule.ops, b.waiting
+    n, ops, waiting = len(a.schedule.ops), b.schedule.ops, b.graph()[0]
     ended = [*map(operator.not_, a.waiting), *itertools.repeat(False, len(ops) - n)]
     for i in in_flight:
         ended[i] = False

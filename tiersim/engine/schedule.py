@@ -63,7 +63,8 @@ class ScheduleBuilder:
         self.ops.share(end)
         wl = self.c.wl
         starts = tuple(tuple(marks) for marks in self.passes.order_starts[:steps])
-        return Schedule(self.ops.ops[:end], steps, self.c.depth, wl.net_capacity, starts)
+        chained = min(end, self.ops.chain_length)
+        return Schedule(self.ops.ops[:end], steps, self.c.depth, wl.net_capacity, starts, chained)
 
     def build(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
         self.extend(steps, checkpoint_steps)

@@ -211,27 +211,17 @@ def _stage_chunk_times(r: Resolved, model, stage_layers: list[list], cap: dict, 
     par = r.execution.parallel
     p, v = par.pipeline, par.virtual_pipeline
     fwd, bwd = [], []
+    summed: dict[int, tuple[float, float]] = {}  # by layer list: stages alike share one
     for k, layers in enumerate(stage_layers):
         if par.stage_layers is not None:  # uneven chunks: each its own layers
             f_k, b_k = _uneven_chunk_times(par, k, layers, cap)
             fwd.append(f_k)
             bwd.append(b_k)
             continue
-        f = sum(
-            u.forward_s
-            + _alone_s(u.tp_forward, cap)
-            + _alone_s(u.ep_forward, cap)
-            + _alone_s(u.cp_forward, cap)
-            for u in layers
-        )
-        b = sum(
-            u.backward_s
-            + u.recompute_s
-            + _alone_s(u.tp_backward, cap)
-            + _alone_s(u.ep_backward, cap)
-            + _alone_s(u.cp_backward, cap)
-            for u in layers
-        )
+        if id(layers) not in summed:  # (a stage's layers in order: the same sums)
+            times = [_unit_times(u, cap) for u in layers]
+            summed[id(layers)] = (sum(f for f, _ in times), sum(b for _, b in times))
+        f, b = summed[id(layers)]
         fwd.append([f / v] * v)
         bwd.append([b / v] * v)
     for stage, chunk in ((0, 0), (p - 1, v - 1)):
