@@ -1,6 +1,8 @@
 """`tiersim run` imports nothing the command does not use (issue 36): the plan search's
 modules only for a scenario with a `plan:` section, the sweep's never, a framework's mapping
-only for overrides given as a mapping (the API's), the trace's only with --trace or --plot."""
+only for overrides given as a mapping (the API's), the trace's only with --trace or --plot,
+the plots' (and matplotlib, NumPy) only with --plot, the measurement's (PyTorch) never; of
+the commands' modules only its own."""
 
 from __future__ import annotations
 
@@ -10,7 +12,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-UNUSED = ("tiersim.plan", "tiersim.sweep", "tiersim.frameworks", "tiersim.report.trace")
+UNUSED = (
+    "tiersim.plan",
+    "tiersim.sweep",
+    "tiersim.frameworks",
+    "tiersim.report.trace",
+    "tiersim.report.plot",  # plot, plot_host, plot_memory, plot_timeline
+    "tiersim.report.ranges_plot",
+    "tiersim.groundtruth",
+)
+# what other commands or options use, each at least a few ms to import (all installed with
+# tiersim's extras, so an import of any would be seen)
+UNUSED_PACKAGES = ("matplotlib", "numpy", "torch", "dask", "distributed", "pyarrow", "psutil")
+RUN_COMMAND = {"tiersim.cli.commands", "tiersim.cli.commands.common", "tiersim.cli.commands.run"}
 
 _PROBE = """
 import contextlib, io, json, sys
@@ -28,10 +42,14 @@ def _imported(args: list[str]) -> dict:
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def test_a_default_run_imports_no_plan_sweep_framework_or_trace_module(tmp_path):
+def test_a_default_run_imports_only_what_it_uses(tmp_path):
     scenario = ROOT / "scenarios" / "default.yaml"
     got = _imported(["run", str(scenario), "--out", str(tmp_path), "--set", "parallel.data=4"])
     assert got["code"] == 0
     assert "tiersim.runner" in got["modules"]  # it ran
     unused = [m for m in got["modules"] if m.startswith(UNUSED)]
     assert unused == []
+    packages = sorted({m.split(".")[0] for m in got["modules"]} & set(UNUSED_PACKAGES))
+    assert packages == []
+    commands = {m for m in got["modules"] if m.startswith("tiersim.cli.commands")}
+    assert commands == RUN_COMMAND
