@@ -138,7 +138,7 @@ def parse_yaml(text: str) -> Any:
 
 
 # libyaml's parser and emitter, where PyYAML was built with them (pure Python otherwise): the
-# same safe tags and values, 5-10x faster (docs/speed.md, Start-up)
+# same safe tags and values, 4-11x faster (docs/startup.md)
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FAST_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
