@@ -3,8 +3,7 @@ modules only for a scenario with a `plan:` section, the sweep's never, a framewo
 only for overrides given as a mapping (the API's), the trace's only with --trace or --plot,
 the plots' (and matplotlib, NumPy) only with --plot, the measurement's (PyTorch) never (its
 command modules: tests/test_cli_lazy_commands.py). A run refused for its input exits before
-the engine's and the report's modules are imported; `tiersim validate`, which simulates but
-writes no report, imports none of the report's."""
+the engine's and the report's modules are imported."""
 
 from __future__ import annotations
 
@@ -69,10 +68,3 @@ def test_a_run_refused_for_its_input_imports_no_engine_or_report_module(tmp_path
     late = ("tiersim.report", "tiersim.runner", "tiersim.engine.simulate", "tiersim.workload")
     assert [m for m in got["modules"] if m.startswith(late)] == []
     assert "simpy" not in got["modules"]
-
-
-def test_validate_imports_no_report_module():
-    got = _imported(["validate", str(ROOT / "scenarios" / "default.yaml")])
-    assert got["code"] == 0
-    assert "tiersim.runner" in got["modules"]  # its checks ran
-    assert [m for m in got["modules"] if m.startswith("tiersim.report")] == []

@@ -31,6 +31,8 @@ from tiersim.engine.simulate import simulate as simulate_plain
 from tiersim.engine.simulate import simulate_resolved
 from tiersim.engine.steady import steps_to_simulate
 from tiersim.hardware.topology import Topology, placement_problems
+from tiersim.report.invariants import check_report
+from tiersim.report.json_report import run_report
 from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import GenericModel, build_model
@@ -231,10 +233,6 @@ class Run:
 
     @functools.cached_property
     def report(self) -> dict[str, Any]:
-        # the report's modules only where a report is made (not `validate`'s checks)
-        from tiersim.report.invariants import check_report
-        from tiersim.report.json_report import run_report
-
         report = run_report(self)
         check_report(report)  # a figure that breaks one is our bug: refused, never written
         return report
