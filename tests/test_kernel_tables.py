@@ -312,16 +312,28 @@ def test_a_calibrated_sustained_share_holds_its_tables_rates(tmp_path):
     assert held.gemm_rate("fp8", 4096, 4096, 4096, 132) == pytest.approx(1122.08 * T)
 
 
-def test_a_sustained_share_must_be_a_share(tmp_path):
+def on_table(tmp_path, text: str):
+    """A GPT-2 scenario on dgx-h100 whose kernel table is the H100's with `text` added."""
     path = tmp_path / "bad.yaml"
-    path.write_text("base: h100-sxm\nsustained: {bf16: 1.2}\n")
+    path.write_text(f"base: h100-sxm\n{text}\n")
     raw = {
         "name": "k",
         "model": {"preset": "gpt2"},
         "hardware": {"preset": "dgx-h100", "gpu": {"kernels": str(path)}},
     }
+    return scenario(raw)
+
+
+def test_a_sustained_share_must_be_a_share(tmp_path):
     with pytest.raises(InputError, match=r"hardware.gpu.kernels.*sustained.*\(0, 1\]"):
-        scenario(raw)
+        on_table(tmp_path, "sustained: {bf16: 1.2}")
+
+
+@pytest.mark.parametrize("shares", ["{delayed: 1.5}", "{fp16: 0.5}", "0.4"])
+def test_a_quantize_share_is_a_share_under_a_recipe(tmp_path, shares):
+    # fp8_quantize (docs/h100-kernel-evidence.md): a share of HBM bandwidth by FP8 recipe
+    with pytest.raises(InputError, match=r"hardware.gpu.kernels.*fp8_quantize.*\(0, 1\]"):
+        on_table(tmp_path, f"fp8_quantize: {shares}")
 
 
 @pytest.mark.parametrize(
@@ -337,13 +349,6 @@ def test_a_sustained_share_must_be_a_share(tmp_path):
     ],
 )
 def test_a_sustained_share_is_a_number_under_a_table_dtype(tmp_path, sustained):
-    path = tmp_path / "bad.yaml"
-    path.write_text(f"base: h100-sxm\nsustained: {sustained}\n")
-    raw = {
-        "name": "k",
-        "model": {"preset": "gpt2"},
-        "hardware": {"preset": "dgx-h100", "gpu": {"kernels": str(path)}},
-    }
     with pytest.raises(InputError, match=r"hardware.gpu.kernels.*sustained.*bf16 and fp8") as err:
-        scenario(raw)
+        on_table(tmp_path, f"sustained: {sustained}")
     assert "{'':" not in str(err.value)

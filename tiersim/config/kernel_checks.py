@@ -1,12 +1,13 @@
 """Checks of the kernel model's keys against the machine and the model: an FP8 recipe needs
-a measured rate, a kernel table's sustained shares are shares, `training.compile` a layer
-whose eager and compiled kernels are counted."""
+a measured rate, a kernel table's sustained and FP8 quantize shares are shares,
+`training.compile` a layer whose eager and compiled kernels are counted."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from tiersim.config.fp8 import FP8_RECIPES
 from tiersim.config.presets import is_preset_file, read_preset
 from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml
@@ -46,8 +47,9 @@ def fp8_compute_problems(s: Scenario) -> list[Problem]:
 
 
 def fp8_problems(s: Scenario) -> list[Problem]:
-    """FP8 is `training.fp8` alone, and its linears need an FP8 rate."""
-    return fp8_compute_problems(s) + _fp8_rate_problems(s)
+    """FP8 is `training.fp8` alone, its linears need an FP8 rate, and a kernel table's FP8
+    quantize shares are shares."""
+    return fp8_compute_problems(s) + _fp8_rate_problems(s) + quantize_share_problems(s)
 
 
 def _fp8_rate_problems(s: Scenario) -> list[Problem]:
@@ -85,20 +87,35 @@ def _is_share(value: Any) -> bool:
 def sustained_problems(s: Scenario) -> list[Problem]:
     """A kernel table's `sustained` shares (tiersim/hardware/kernel_tables.py) are the share
     of each dtype's best isolated rate a GPU holds under load: numbers in (0, 1]."""
+    meaning = "the share of each dtype's best isolated rate held under load"
+    return _share_problems(s, "sustained", SUSTAINED_DTYPES, meaning, ("dtype", "bf16"))
+
+
+def quantize_share_problems(s: Scenario) -> list[Problem]:
+    """A kernel table's `fp8_quantize` shares are the share of HBM bandwidth each FP8
+    recipe's quantize kernels reach: numbers in (0, 1] by recipe."""
+    meaning = "the share of HBM bandwidth an FP8 recipe's quantize kernels reach"
+    return _share_problems(s, "fp8_quantize", FP8_RECIPES, meaning, ("recipe", "delayed"))
+
+
+def _share_problems(
+    s: Scenario, key: str, keys: tuple[str, ...], meaning: str, unit: tuple[str, str]
+) -> list[Problem]:
+    """The table's `key`: a number in (0, 1] under each of `keys`, shown as written if not."""
     kernels = s.hardware.gpu.kernels
     if kernels is None:
         return []
-    shares = table_value(kernels, "sustained", {})
+    shares = table_value(kernels, key, {})
     if isinstance(shares, dict):
-        bad = {k: v for k, v in shares.items() if not _is_share(v) or k not in SUSTAINED_DTYPES}
-    else:  # a share not under a dtype (sustained: 0.9, [1]): shown as written
+        bad = {k: v for k, v in shares.items() if not _is_share(v) or k not in keys}
+    else:  # a share not under a key (sustained: 0.9, [1]): shown as written
         bad = shares
     if bad == {}:
         return []
+    named = f"{', '.join(keys[:-1])} and {keys[-1]}"
     what = (
-        f"kernel table {kernels}: sustained {bad!r}: expected the share of each dtype's best "
-        f"isolated rate held under load, a number in (0, 1] by dtype, the dtypes "
-        f"{' and '.join(SUSTAINED_DTYPES)} (e.g. sustained: {{bf16: 0.9}})"
+        f"kernel table {kernels}: {key} {bad!r}: expected {meaning}, a number in (0, 1] by "
+        f"{unit[0]}, the {unit[0]}s {named} (e.g. {key}: {{{unit[1]}: 0.9}})"
     )
     return [Problem("hardware.gpu.kernels", what, "E-KERNEL")]
 

@@ -30,6 +30,9 @@ GPU's rests on), never a fit to a training run:
   `tiersim calibrate` measures one as the last over the first samples of back-to-back GEMMs
   at the grid's largest square, its `best`. Memory-bound kernels run on the HBM's clock and
   keep theirs. No `sustained`: the isolated rates.
+- `fp8_quantize`: by FP8 recipe, the share of HBM bandwidth its quantize kernels reach where
+  measured on the GPU (tiersim/workload/fp8.py); a recipe not listed runs at the memory-bound
+  kernels' `gpu.memory_efficiency`.
 - `grouped_gemm`: a grouped GEMM's (a mixture-of-experts layer's routed experts) rate as a
   share of the dense GEMM's, by rows a group, interpolated in log2 and held at the edges.
 - `attention.<kernel>`: fused attention rates by head dimension and sequence length, forward
@@ -175,6 +178,7 @@ class KernelTable:
     grouped_rows: tuple[float, ...] = ()  # rows a group (a grouped GEMM's tokens per expert)
     grouped_share: tuple[float, ...] = ()  # the dense rate's share at those rows
     sustained: dict[str, float] = field(default_factory=dict)  # dtype -> share kept (docstring)
+    quantize_share: dict[str, float] = field(default_factory=dict)  # FP8 recipe -> HBM share
 
     def sustained_share(self, dtype: str) -> float:
         """The share of `dtype`'s isolated rate kept under sustained load (1: not measured)."""
@@ -271,4 +275,5 @@ def kernel_table(name: str) -> KernelTable:
         grouped_rows=tuple(float(x) for x in raw.get("grouped_gemm", {}).get("rows", ())),
         grouped_share=tuple(float(x) for x in raw.get("grouped_gemm", {}).get("share", ())),
         sustained={k: float(v) for k, v in raw.get("sustained", {}).items()},
+        quantize_share={k: float(v) for k, v in raw.get("fp8_quantize", {}).items()},
     )
