@@ -170,14 +170,16 @@ def _sweep_folder_problem(folder: Path) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from tiersim.api import check
     from tiersim.api import run as simulate
+
+    loaded = load(args)
+    scenario = Path(args.scenario)
+    check(loaded, scenario)  # what validate refuses (a plan: section too), refused
+    # the report's modules once the input is known good: a refused one exits without them
     from tiersim.report.json_report import to_json
     from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.output import write_run, write_trace
     from tiersim.report.text import step_tables
 
-    loaded = load(args)
-    scenario = Path(args.scenario)
-    check(loaded, scenario)  # what validate refuses (a plan: section too), refused
     print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     tracing = args.trace is not None
