@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import generic, scenario
+from conftest import SCENARIOS, generic, scenario
 
 from tiersim.report.cost import cost_comparison, cost_text
 
@@ -42,3 +42,16 @@ def test_every_price_and_cost_shown_names_its_unit():
     (be,) = [line for line in text.splitlines() if line.startswith("break-even")]
     assert re.search(r"hbf at [\d.]+ price units a GB \(now 2\)", be), be
     assert "per_million_tokens" in section["a"]  # the JSON keys are the same
+
+
+def test_a_plan_ranked_by_cost_names_the_unit(cli, tmp_path):
+    # one candidate (micro-batch 1) of the 1B seed scenario, priced 3.6 an hour a GPU
+    path = tmp_path / "plan.yaml"
+    seed = (SCENARIOS / "seed-1b-adam.yaml").read_text()
+    path.write_text(seed + "plan:\n  training.micro_batch_size: [1]\n")
+    price = "hardware.price_per_gpu_hour=3.6"
+    code, out, err = cli("plan", path, "--set", price, "--objective", "cost", "--workers", "1")
+    assert code == 0, err
+    assert "best by cost (price units per million tokens)" in out
+    (best,) = [line for line in out.splitlines() if line.startswith("#1 ")]
+    assert re.search(r", [\d.]+ price units per million tokens$", best), best

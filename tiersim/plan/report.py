@@ -17,7 +17,11 @@ from tiersim.report.wear import (
     steps_per_day_cap,
 )
 
-LABELS = {"tokens_per_s": "tokens/s", "goodput": "goodput tokens/s", "cost": "cost per 1M tokens"}
+LABELS = {
+    "tokens_per_s": "tokens/s",
+    "goodput": "goodput tokens/s",
+    "cost": f"cost ({PRICE_UNIT} per million tokens)",
+}
 
 
 def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any]:
