@@ -40,3 +40,12 @@ def test_a_key_a_set_gave_is_still_named_by_its_key(cli, tmp_path):
     # --set hardware.preset=... replaces the --hardware default: the key, as the user typed it
     (line,) = _import(cli, tmp_path, "--set", "model.preset=gpt2", "--set", "hardware.preset=x")
     assert said(line, "imported scenario").coded == ("E-PRESET", "hardware.preset")
+
+
+def test_a_file_not_of_the_kind_from_names_says_the_flag_chose_how(cli, tmp_path):
+    # a DeepSpeed JSON read as torchtitan's TOML, as --from torchtitan says: not valid TOML
+    (line,) = _import(cli, tmp_path, "--from", "torchtitan", "--set", "model.preset=gpt2")
+    got = said(line, tmp_path / "ds.json")
+    assert got.code == "E-IMPORT-FILE"
+    assert got.message.startswith("not valid TOML")
+    assert got.message.endswith("(read as torchtitan's, as --from torchtitan says)")
