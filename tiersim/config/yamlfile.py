@@ -41,7 +41,24 @@ class _Bounded:
         _check_expanded(node, self._max_nodes, self._max_depth)
         return super().construct_document(node)
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """A value, where a tag names a type its text is not (`!!float x`, `!!bool maybe`,
+        `!!timestamp 5`) a ConstructorError at the value, not the ValueError, KeyError or
+        AttributeError PyYAML's constructor lets out."""
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, LookupError, AttributeError, ArithmeticError) as exc:
+            if isinstance(exc, yaml.YAMLError):
+                raise
+            tag = node.tag.removeprefix("tag:yaml.org,2002:")
+            given = shown(node.value) if isinstance(node, yaml.ScalarNode) else f"a {node.id}"
+            expected = _TAGGED.get(tag, f"what the tag !!{tag} allows")
+            what = f"{given} tagged !!{tag} (expected {expected})"
+            raise yaml.constructor.ConstructorError(None, None, what, node.start_mark) from None
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        if not isinstance(node, yaml.MappingNode):  # `!!map x`: the base loader says what is
+            return super().construct_mapping(node, deep)
         first: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -82,6 +99,31 @@ class _UniqueKeyLoader(_Bounded, yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def scan_flow_scalar(self, style: str) -> yaml.Token:
+        """A quoted scalar; an escape of no Unicode character (`"\\U01e300C5"`, past U+10FFFF)
+        a syntax error at its digits, as libyaml says it, not the ValueError (or, for more than
+        31 bits, OverflowError) Python's chr() raises inside PyYAML's scanner."""
+        start = self.get_mark()
+        try:
+            return super().scan_flow_scalar(style)
+        except (ValueError, OverflowError):  # only a \\U escape's 8 digits can be past it
+            what = (
+                f"found an escape \\U{self.prefix(8)} of no Unicode character (expected at "
+                "most \\U0010FFFF, the last code point)"
+            )
+            raise yaml.scanner.ScannerError(
+                "while scanning a double-quoted scalar", start, what, self.get_mark()
+            ) from None
+
+
+# what a value a tag names a type of must look like
+_TAGGED = {
+    "int": "an integer, such as 12",
+    "float": "a number, such as 1.5 or 2e-3",
+    "bool": "true or false",
+    "timestamp": "a date, such as 2024-05-01",
+}
 
 
 def _bounded_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:

@@ -31,15 +31,12 @@ from tiersim.state.inventory import (
 from tiersim.state.optimizers import optimizer
 from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.state.resolved import Resolved
-from tiersim.state.step_optimizer import weight_shards
 from tiersim.workload.amax import per_layer_s as amax_per_layer_s
 from tiersim.workload.amax import with_amax_reduction
 from tiersim.workload.breakdown import StepBreakdown, step_breakdown
 from tiersim.workload.comms import (
     Comm,
-    alone_s,
     capacities,
-    comm,
     embedding_sync,
     rest_tensor_comms,
     sm_share_s,
@@ -52,6 +49,7 @@ from tiersim.workload.experts import expert_comms, overlapped, routed_flops_shar
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.fsdp_exposure import with_fsdp_overheads
 from tiersim.workload.optimizer_bytes import mixed_precision_bytes
+from tiersim.workload.optimizer_gathers import update_gathers_s
 from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunks, compute_times
@@ -95,19 +93,7 @@ def _update_flops_s(r: Resolved, mats, updated: float) -> float:
     flops = optimizer(r.execution.training.optimizer).update_gemm_flops(mats) * share
     gpu = r.machine.gpu
     rate = gpu.peak_flops.get("bf16") or max(gpu.peak_flops.values(), default=0.0)
-    return (flops / (rate * gpu.efficiency) if rate else 0.0) + _update_gathers_s(r, mats)
-
-
-def _update_gathers_s(r: Resolved, mats) -> float:
-    """The collectives an update that needs whole matrices runs on FSDP2's sharded weights
-    (Muon's all-gathers, state/muon_sharded.py), on the data-parallel link, in the step."""
-    shards = weight_shards(r)
-    gathered, calls = optimizer(r.execution.training.optimizer).sharded_gathers(mats, shards)
-    if not calls:
-        return 0.0
-    mesh = Mesh.of(r.execution.parallel)
-    group = "data" if mesh.shard == mesh.data else "shard"  # HSDP: within the shard group
-    return alone_s(r, comm(r, "optimizer gathers", group, "all_gather", gathered / calls, calls))
+    return (flops / (rate * gpu.efficiency) if rate else 0.0) + update_gathers_s(r, mats)
 
 
 def _timed(r: Resolved, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:
