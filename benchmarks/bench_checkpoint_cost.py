@@ -6,9 +6,9 @@ the flows it sends through the shared network, and how many flows share it at a 
 For each case of `bench_cost.py --checkpoint-ratio`, with the scenario's checkpoint and
 without (`checkpoint.every_steps` null), least of N simulate calls in this process:
 - simulate's CPU time (ms) and its ratio, with against without;
-- each engine run of that call (`run_engine`, named by the module that called it: `runs`
-  for the sample runs, `checkpoint_apart` for the async checkpoint's own run), its CPU time
-  (ms) and op count;
+- each engine run of that call, its CPU time (ms) and op count: `runs` (a run from time 0),
+  `watched` (the plain run watched for the checkpoint run, its state copied there) and
+  `resumed` (the checkpoint run resumed from that copy: tiersim.engine.resume);
 - FlowNetwork: flows started per call and the mean number of flows already in the network at
   a start and at a wake-up (a quadratic cost of sharing would show as a large mean here).
 The counts come from wrapping the engine's functions, so they are taken on a separate call
@@ -34,17 +34,27 @@ CASES = [
 def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
     """One simulate call: its CPU time (s), each engine run (caller, CPU s, ops) and, where
     not `timed`, the network counts (flows at each start and wake-up)."""
-    import tiersim.engine.checkpoint_apart as apart
     import tiersim.engine.flows as flows
+    import tiersim.engine.resume as resume
     import tiersim.engine.runs as runs
     from tiersim.runner import simulate
 
     runs_seen: list = []
     counts: Counter = Counter()
-    saved = [(m, m.run_engine) for m in (apart, runs)]
+    ops_of = {
+        "runs": lambda args: args[2].ops,  # run_engine(res, topo, schedule, ...)
+        "watched": lambda args: args[0].plain.ops,  # Watch.run(self, ...)
+        "resumed": lambda args: args[0].schedule.ops,  # go_on(engine)
+    }
+    saved = [
+        (runs, "run_engine", "runs"),
+        (resume.Watch, "run", "watched"),
+        (resume, "go_on", "resumed"),
+    ]
+    originals = [getattr(owner, name) for owner, name, _ in saved]
     saved_methods = [(name, getattr(flows.FlowNetwork, name)) for name in ("start", "_wake")]
-    for module, original in saved:
-        module.run_engine = _timed_run(original, module.__name__.rsplit(".", 1)[1], runs_seen)
+    for (owner, name, caller), original in zip(saved, originals, strict=True):
+        setattr(owner, name, _timed_run(original, caller, ops_of[caller], runs_seen))
     if not timed:
         for name, original in saved_methods:
             setattr(flows.FlowNetwork, name, _counted(original, name, counts))
@@ -53,18 +63,18 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
         simulate(scenario)
         cpu = time.process_time() - started
     finally:
-        for module, original in saved:
-            module.run_engine = original
+        for (owner, name, _), original in zip(saved, originals, strict=True):
+            setattr(owner, name, original)
         for name, original in saved_methods:
             setattr(flows.FlowNetwork, name, original)
     return cpu, runs_seen, counts
 
 
-def _timed_run(original, caller: str, seen: list):
-    def run(res, topo, schedule, *args, **kwargs):
+def _timed_run(original, caller: str, ops_of, seen: list):
+    def run(*args, **kwargs):
         started = time.process_time()
-        out = original(res, topo, schedule, *args, **kwargs)
-        seen.append((caller, time.process_time() - started, len(schedule.ops)))
+        out = original(*args, **kwargs)
+        seen.append((caller, time.process_time() - started, len(ops_of(args))))
         return out
 
     return run

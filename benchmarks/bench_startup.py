@@ -10,10 +10,13 @@ of each kept:
   (its sys.modules, in the order they were first imported), and does nothing else;
 - bare: `python -c pass`.
 Printed: imports - bare (what importing costs beyond the interpreter) over run - bare, and
-over run (the target's reading, issue 36: imports <= 40 % of a default run's CPU time); and
-the heaviest modules by own import time (`-X importtime`'s self column, one run: a guide,
-not a measurement). Compiled modules are written and reused (PYTHONDONTWRITEBYTECODE
-emptied), as an installed tiersim's are.
+over run (the target's reading, issue 36: imports <= 40 % of a default run's CPU time); where
+the imports go, from more processes taking the same turns, each importing a little more than
+the one before (pydantic alone, its first model built, the scenario's models, the loader,
+everything the run imports): each step's CPU beyond the one before; and the heaviest modules
+by own import time (`-X importtime`'s self column, one run: a guide, not a measurement).
+Compiled modules are written and reused (PYTHONDONTWRITEBYTECODE emptied), as an installed
+tiersim's are.
 """
 
 from __future__ import annotations
@@ -29,15 +32,31 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# the run once: the modules it imports, and the CPU its dataclasses' creation takes (each
+# decorator timed as a module applies it: `from dataclasses import dataclass` reads it later)
 _RUN_AND_LIST = r"""
-import json, runpy, sys
+import dataclasses, json, runpy, sys, time
+made = {"classes": 0, "cpu_s": 0.0}
+plain = dataclasses.dataclass
+
+def timed(cls=None, /, **options):
+    def wrap(cls):
+        start = time.process_time()
+        done = plain(**options)(cls)
+        if cls.__module__.startswith("tiersim"):
+            made["classes"] += 1
+            made["cpu_s"] += time.process_time() - start
+        return done
+    return wrap if cls is None else wrap(cls)
+
+dataclasses.dataclass = timed
 out = sys.argv[2]
 sys.argv = ["tiersim", "run", sys.argv[1], "--out", out]
 try:
     runpy.run_module("tiersim", run_name="__main__")
 except SystemExit:
     pass
-json.dump(list(sys.modules), open(out + ".modules.json", "w"))
+json.dump({"modules": list(sys.modules), "dataclasses": made}, open(out + ".modules.json", "w"))
 """
 
 
@@ -49,6 +68,18 @@ for name in {names!r}:
     except Exception:
         pass
 """
+
+
+# where the imports go: each stage imports what the one before did and more
+_STAGES = (
+    ("pydantic (from pydantic import BaseModel)", "from pydantic import BaseModel"),
+    (
+        "its first model built, its plugin loader (tiersim.config.fields)",
+        "import tiersim.config.fields",
+    ),
+    ("the scenario's models (tiersim.config.schema)", "import tiersim.config.schema"),
+    ("the loader (tiersim.config.load)", "import tiersim.config.load"),
+)
 
 
 def child_cpu_s(args: list[str], env: dict[str, str]) -> float:
@@ -68,17 +99,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "run")
         child_cpu_s(["-c", _RUN_AND_LIST, args.scenario, out], env)  # compiles, lists modules
-        modules = json.loads(Path(out + ".modules.json").read_text())
+        listed = json.loads(Path(out + ".modules.json").read_text())
+        modules, made = listed["modules"], listed["dataclasses"]
         names = [m for m in modules if not m.startswith("__")]
-        importer = _IMPORTER.format(names=names)
         run = ["-m", "tiersim", "run", args.scenario, "--out", out]
-        best = {"run": float("inf"), "imports": float("inf"), "bare": float("inf")}
+        kinds = {"run": run, "bare": ["-c", "pass"]}
+        code = ""
+        for label, statement in _STAGES:
+            code += statement + "\n"
+            kinds[label] = ["-c", code]
+        kinds["imports"] = ["-c", _IMPORTER.format(names=names)]
+        best = dict.fromkeys(kinds, float("inf"))
         for _ in range(args.repeat):
-            for name, argv in (
-                ("run", run),
-                ("imports", ["-c", importer]),
-                ("bare", ["-c", "pass"]),
-            ):
+            for name, argv in kinds.items():
                 best[name] = min(best[name], child_cpu_s(argv, env))
         timing = subprocess.run(
             [sys.executable, "-X", "importtime", *run], env=env, capture_output=True, text=True
@@ -92,6 +125,28 @@ def main() -> None:
         f"(least of {args.repeat}; {len(modules)} modules; load average "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})"
     )
+    print_stages(best)
+    print(
+        f"within these, tiersim's {made['classes']} dataclasses' creation (the decorator's "
+        f"work): {1e3 * made['cpu_s']:.1f} ms (one run)"
+    )
+    print_heaviest(timing)
+
+
+_REST = "the rest the run imports (tiersim's engine and report, SimPy)"
+
+
+def print_stages(best: dict[str, float]) -> None:
+    """Each stage's CPU beyond the stage before it (the first: beyond a bare interpreter)."""
+    print("where the imports go (each beyond the one before, ms CPU, least of the rounds):")
+    before = best["bare"]
+    for label in (*(label for label, _ in _STAGES), _REST):
+        now = best[label] if label in best else best["imports"]
+        print(f"  {1e3 * (now - before):6.1f}  {label}")
+        before = now
+
+
+def print_heaviest(timing: str) -> None:
     rows = []
     for line in timing.splitlines():
         if line.startswith("import time:") and "self" not in line:

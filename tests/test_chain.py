@@ -78,7 +78,7 @@ def engine_of(ops: list[Op], sharing: str = "fair", capacity: float = 1e9) -> Si
     simulation = SimpleNamespace(link_sharing=sharing)
     res = SimpleNamespace(execution=SimpleNamespace(simulation=simulation))
     net = SimpleNamespace(capacity={NVLINK: capacity})
-    return SimpleNamespace(res=res, net=net, schedule=SimpleNamespace(ops=ops))
+    return SimpleNamespace(res=res, net=net, schedule=SimpleNamespace(ops=ops, chain_length=0))
 
 
 NVLINK = Network(NetChannel.NVLINK)
@@ -123,3 +123,41 @@ def test_a_trace_of_a_chain_walked_is_told_what_the_event_loop_tells(monkeypatch
         told.append(recorder.calls)
     assert len(told[0]) > 100  # every op and occupancy change of the run shown
     assert told[0] == told[1]
+
+
+BUILT = {  # chains (Table 5, a small pipeline), moves between tiers, a CPU optimizer's stream
+    "published/korthikanti2022-22b-selective-sp.yaml": [],
+    "published/korthikanti2022-175b-selective-sp.yaml": ["training.grad_accumulation=16"],
+    "published/narayanan2021-1.7b.yaml": ["parallel.pipeline=2", "model.layers=8"],
+    "default.yaml": ["model.layers=4", "training.grad_accumulation=2"],
+    "llama2-70b-zero3-nvme.yaml": ["model.layers=4", "training.grad_accumulation=2"],
+    "zero-offload-10b-dgx2.yaml": ["model.layers=4", "training.grad_accumulation=2"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_a_chain_as_built_is_the_chain_the_check_finds(name, monkeypatch):
+    """The schedule builder counts the first ops that are one chain as it adds them
+    (`Schedule.chain_length`), and `refusal` takes a schedule that is all chain without
+    checking it again: the same answer as checking every op, on every run of chains and of
+    schedules that are not, and the ops it counts are a chain by that check."""
+    check = chain.refusal
+    seen = []
+
+    def both(engine):
+        built = engine.schedule
+        unbuilt = SimpleNamespace(
+            **{**vars(engine), "schedule": dataclasses.replace(built, chain_length=0)}
+        )
+        head = SimpleNamespace(ops=built.ops[: built.chain_length], chain_length=0)
+        assert check(SimpleNamespace(**{**vars(engine), "schedule": head})) is None
+        answer = check(engine)
+        assert answer == check(unbuilt)
+        seen.append((answer is None, built.chain_length == len(built.ops)))
+        return answer
+
+    monkeypatch.setattr(chain, "refusal", both)
+    simulate(load_scenario(ROOT / "scenarios" / name, BUILT[name]).scenario)
+    assert seen
+    walked = name.startswith("published/")
+    assert all(chained == walked and whole == walked for chained, whole in seen)

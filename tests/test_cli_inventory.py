@@ -48,12 +48,13 @@ def test_inventory_json_tiers(cli_json, write):
         assert isinstance(tier["capacity_bytes"], int)  # bytes are whole numbers in JSON
     assert tiers["hbf"]["resident_bytes"] == 12 * GB  # 4 GB master + 8 GB Adam
     assert tiers["hbm"]["resident_bytes"] == 2 * GB + 2 * GB + 4.8 * GB + GB
-    assert tiers["hbm"]["capacity_bytes"] == 141 * GB  # the H200-class default
+    # the H200-class default: CUDA's 139.80 GiB, floored to 143,155 MiB = 143,155 x 2^20 B
+    assert tiers["hbm"]["capacity_bytes"] == 150_108_897_280
     assert tiers["hbm"]["fits"] is True
 
 
 def test_not_fitting_is_a_result_not_an_error(cli, write):
-    """Llama-2-70B on one GPU (16 B/param = 1.10 TB of model state) against 141 GB."""
+    """Llama-2-70B on one GPU (16 B/param = 1.10 TB of model state) against the H200's 150.11 GB."""
     path = write({"name": "big", "model": {"preset": "llama-2-70b"}})
     code, out, err = cli("inventory", path, "--format", "json")
     assert code == 0, err
@@ -70,7 +71,7 @@ def test_inventory_table_shows_human_units(cli, write):
     assert re.search(r"^weights\s+2\.00 GB\s+2\.00 GB", out, re.MULTILINE)
     assert re.search(r"^optimizer\s+8\.00 GB", out, re.MULTILINE)
     assert re.search(r"^activations\s+4\.80 GB", out, re.MULTILINE)
-    assert re.search(r"^hbm\s.*141\.00 GB.*yes$", out, re.MULTILINE)
+    assert re.search(r"^hbm\s.*150\.11 GB.*yes$", out, re.MULTILINE)
     assert "1,000,000,000" in out  # the exact parameter count
 
 

@@ -1,6 +1,6 @@
 """`tiersim --help` and every command's `--help` start without the heavy libraries: the
 parsers are built from modules that import pydantic, SimPy, NumPy (and torch, matplotlib)
-only when a command runs."""
+only when a command runs. `tiersim --version` builds no command's parser at all."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+import tiersim
 from tiersim.cli import build_parser
 
 HEAVY = ("pydantic", "simpy", "numpy", "torch", "matplotlib", "pandas", "dask")
@@ -80,3 +81,15 @@ def test_the_cli_module_loads_no_command_until_main_runs():
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_version_builds_no_commands_parser():
+    probe = (
+        "import sys\nfrom tiersim.cli import main\ncode = main(['--version'])\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith('tiersim.cli.commands')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    # argparse's version action's words, then the exit code and the command modules loaded
+    assert out.stdout.splitlines() == [f"tiersim {tiersim.__version__}", "0 []"]

@@ -52,7 +52,7 @@ def test_the_commands_whose_help_names_3_exit_3_on_a_scenario_too_large(
 
 
 def test_compare_names_the_side_that_cannot_run(tmp_path, cli):
-    # the review's case: B = A with 200 GB of workspace, over the H200's 141 GB of HBM alone
+    # the review's case: B = A with 200 GB of workspace, over the H200's 150.11 GB of HBM alone
     from conftest import SCENARIOS
 
     path = SCENARIOS / "default.yaml"
@@ -62,7 +62,7 @@ def test_compare_names_the_side_that_cannot_run(tmp_path, cli):
     assert line.startswith(
         f"tiersim: cannot run: B = {shlex.quote(str(path))} --set 'training.workspace=200 GB': "
         "GPU memory "
-        "(141.00 GB) cannot hold even one layer's working set"
+        "(150.11 GB) cannot hold even one layer's working set"
     )
 
 
@@ -93,7 +93,7 @@ def test_sweep_records_the_point_and_its_help_does_not_name_3(tmp_path, cli, sce
 
 def test_plan_counts_the_candidate_and_its_help_does_not_name_3(tmp_path, cli, scenario):
     path = tmp_path / "plan.yaml"
-    # recompute none does not fit the 141 GB of HBM by the inventory; full is simulated
+    # recompute none does not fit the 150.11 GB of HBM by the inventory; full is simulated
     path.write_text(TOO_LARGE + "plan: {training.recompute: [none, full]}\n")
     code, out, err = cli("plan", path, "--workers", "1")
     assert code == 0, err

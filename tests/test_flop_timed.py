@@ -26,8 +26,10 @@ MOE_HEAD_FLOPS = 268_435_456_000
 # The rest unit (one GPU: the first stage and the last) is a dense model's, kernel by kernel
 # (tiersim/workload/kernels.py's constants): the embedding's 16 B per hidden element
 # (forward + backward), the head's final norm 16 B per hidden element and 50 B per logit.
-# Hidden elements S x 4096, logits S x 32000.
-MOE_REST_BYTES = (16 + 16) * S * 4096 + 50 * S * 32_000
+# Hidden elements S x 4096, logits S x 32000. Megatron's embedding backward also zero-fills
+# the dense 32000 x 4096 gradient and adds it into the bf16 gradient buffer (2 + 2 + 2 + 2 B
+# a value, tiersim/workload/megatron_elementwise.py): 8 x 32000 x 4096 = 1,048,576,000 B.
+MOE_REST_BYTES = (16 + 16) * S * 4096 + 50 * S * 32_000 + 8 * 32_000 * 4096
 # The head's three GEMMs on the 132 SMs of an H100 in 256 x 128 tiles (the preset gives no L2
 # bandwidth: the two largest tiles, which tie here), each at FLOPs / (peak x eff x wave share):
 # forward S x 32000 x 4096: 4 x 250 = 1,000 tiles = 7.58 waves of 8 -> share 1000 / 1056;
@@ -151,9 +153,12 @@ def test_flop_timed_memory_bound_bytes_are_16_bit_whatever_the_compute_precision
     # router 56 S + dispatched rows 409,600 S = 524,344 S; scores 4 + 1 + 4 B x 32 heads =
     # 288 S^2; the inventory holds both layers' of them. The bytes timed stay the 16-bit
     # ones, the rule the kernel-timed path's bytes follow (below).
+    # The one exception, the embedding's dense gradient, is added into an fp32 buffer here:
+    # 2 + 2 + 4 + 4 = 12 B a value, 4 B more than MOE_REST_BYTES' 8: 4 x 32000 x 4096.
     r = simulate(scenario(_fp32(MOE)))
     assert inventory(_fp32(MOE)).dense["activations"] == 2 * (524_344 * S + 288 * S * S)
-    assert r.breakdown["memory_bound_s"] == pytest.approx(MOE_MEMORY_S, rel=1e-12)
+    fp32_buffer = 4 * 32_000 * 4096 / (HBM * EFF)
+    assert r.breakdown["memory_bound_s"] == pytest.approx(MOE_MEMORY_S + fp32_buffer, rel=1e-12)
 
 
 def test_kernel_timed_memory_bound_bytes_are_16_bit_whatever_the_compute_precision():
@@ -166,5 +171,10 @@ def test_kernel_timed_memory_bound_bytes_are_16_bit_whatever_the_compute_precisi
     assert layer == 596_115_456 + 909_639_680
     total = 2 * layer + 1_705_508_864 + 67_108_864
     assert total == 4_784_128_000
+    # Megatron's fused RoPE on q and k, 4 B a value each way: 1024 x (32 + 32) x 128 x 4 x 2 =
+    # 67,108,864 B a layer; the embedding's dense gradient into the fp32 buffer, 12 B a value:
+    # 32000 x 4096 x 12 = 1,572,864,000 B (tiersim/workload/megatron_elementwise.py)
+    total += 2 * 67_108_864 + 1_572_864_000
+    assert total == 6_491_209_728
     r = simulate(scenario(_fp32({"preset": "llama-2-7b", "layers": 2})))
     assert r.breakdown["memory_bound_s"] == pytest.approx(total / (HBM * EFF), rel=1e-12)

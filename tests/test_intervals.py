@@ -67,3 +67,52 @@ def test_complement_within_bounds():
         (3.0, 4.0),
         (6.0, 10.0),
     ]
+
+
+def _walk(a, b):
+    """What `intersect`'s two-pointer walk gives (as it gave for every input before its
+    shortcuts), by brute force: every pair of a's and b's intervals that overlaps, in order
+    (both inputs sorted and disjoint), cut with the walk's expressions (each picks a's value
+    where the two are equal)."""
+    cut = [(b0 if b0 > a0 else a0, b1 if b1 < a1 else a1) for a0, a1 in a for b0, b1 in b]
+    return [(lo, hi) for lo, hi in cut if lo < hi]
+
+
+# ends that may be equal but differ in sign (0.0 and -0.0), and fractions: the values each
+# shortcut picks must be the walk's, bit for bit
+_edge = st.sampled_from([-0.0, 0.0, 0.5, 1.0, 1.25, 2.0, 3.0, 7.5, 8.0, 9.0])
+_edges = st.lists(st.tuples(_edge, _edge).filter(lambda se: se[0] < se[1]), max_size=8)
+
+
+def _bits(spans):
+    return [(repr(s), repr(e)) for s, e in spans]
+
+
+@given(_spans, _edges, _spans, _edges, st.sampled_from(["a", "b", "both", "same", "neither"]))
+def test_intersect_gives_the_walks_intervals_bit_for_bit(a, a_edges, b, b_edges, single):
+    """A single interval on either side, or a list against itself (or an equal copy), is cut
+    without the walk: the same intervals, the same values (the sign of a zero included)."""
+    a, b = iv.union(a + a_edges), iv.union(b + b_edges)
+    if single in ("a", "both"):
+        a = a[:1]
+    if single in ("b", "both"):
+        b = b[-1:]
+    if single == "same":
+        b = list(a)
+    assert _bits(iv.intersect(a, b)) == _bits(_walk(a, b))
+    assert _bits(iv.intersect(b, a)) == _bits(_walk(b, a))
+
+
+def test_intersect_shortcuts_by_hand():
+    # -0.0 and 0.0 are equal: the walk keeps the first list's, so does the shortcut
+    assert _bits(iv.intersect([(0.0, 2.0)], [(-0.0, 1.0), (1.5, 3.0)])) == _bits(
+        [(0.0, 1.0), (1.5, 2.0)]
+    )
+    assert _bits(iv.intersect([(-0.0, 1.0), (1.5, 3.0)], [(0.0, 2.0)])) == _bits(
+        [(-0.0, 1.0), (1.5, 2.0)]
+    )
+    assert iv.intersect([(0.0, 1.0), (2.0, 3.0)], [(0.0, 1.0), (2.0, 3.0)]) == [
+        (0.0, 1.0),
+        (2.0, 3.0),
+    ]
+    assert iv.intersect([(0.0, 1.0)], []) == iv.intersect([], [(0.0, 1.0)]) == []

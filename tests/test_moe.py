@@ -301,5 +301,8 @@ def test_a_pipeline_of_unlike_stages_waits_on_the_other_stages_own_layers():
     # test_workload_units_follow_their_layers), backward 256 scores x 22 B + 4,096 routed
     # elements x 8 B + 2,048 token elements x 2 B = 42,496 B
     stage0 += (34_560 + 256 * 22 + 4_096 * 8 + 2_048 * 2) / hbm
+    # and the embedding's dense gradient, zero-filled and added into the bf16 buffer
+    # (workload/megatron_elementwise.py): 100 x 64 values x (2 + 2 + 2 + 2) B = 51,200 B
+    stage0 += 100 * 64 * 8 / hbm
     x = p2p_send_s(resolve(s), 64)
     assert wl.bubble_s == pytest.approx(stage0 + 4 * x, rel=1e-9)

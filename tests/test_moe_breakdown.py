@@ -54,7 +54,9 @@ HEAD_FLOPS = 2 * S * H * VOCAB  # the logits
 # S x 32000 x 4096: 4 x 250 = 1,000 tiles, 7.58 waves of 8 -> 1000 / 1056;
 # S x 4096 x 32000: 4 x 32 = 128 tiles, 1 wave -> 128 / 132;
 # 4096 x 32000 x S: 16 x 250 = 4,000 tiles, 30.3 waves of 31 -> 4000 / 4092.
-REST_BYTES = (16 + 16) * S * H + 50 * S * VOCAB
+# Megatron's embedding backward zero-fills the dense VOCAB x H gradient and adds it into the
+# bf16 gradient buffer: 2 + 2 + 2 + 2 = 8 B a value (workload/megatron_elementwise.py).
+REST_BYTES = (16 + 16) * S * H + 50 * S * VOCAB + 8 * VOCAB * H
 HEAD_PASSES = 1056 / 1000 + 132 / 128 + 4092 / 4000
 RATE = 989e12 * 0.781  # dgx-h100's bf16 peak x the gpu.efficiency tiny() gives
 

@@ -112,17 +112,18 @@ def test_adamw8bit_and_muon_step_temporaries_by_hand():
     time in fp32: both moments dequantized, the gradient upcast, a 16-bit parameter's fp32
     copy, sqrt(v) and sqrt(v)/c: (4 + 4 + 4 + 4 + 4 + 4) B x 65,536 values in bf16 (the fp32
     copy is the parameter itself in fp32: 20 B); CUDA's kernel works in place. Muon: the
-    largest layer matrix's Newton-Schulz set, (value bytes + 8) B a value, or the AdamW rest's
-    single-tensor path, 2 tensors of the largest embedding, whichever is larger."""
+    largest layer matrix's Newton-Schulz set on the CPU, the update (value bytes), X, the new X
+    and oneDNN's packed X (3 x 2 B) a value and the Gram matrix and A + A·A (2 x 2m²), or the
+    AdamW rest's single-tensor path, 2 tensors of the largest embedding, whichever is larger."""
     eight = optimizer("adamw8bit")
     assert eight.step_temporary_bytes(10**6, 65_536, 2, "cpu") == 24 * 65_536
     assert eight.step_temporary_bytes(10**6, 65_536, 4, "cpu") == 20 * 65_536
     assert eight.step_temporary_bytes(10**6, 65_536, 2, "cuda") == 0
     muon = optimizer("muon")
     layer, embed = Matrix(64, 128), Matrix(512, 64, split_rows=True, embedding=True)
-    # layer: (2 + 8) x 8,192 = 81,920; embedding's AdamW: 2 x 32,768 x 2 = 131,072
+    # layer: (2 + 6) x 8,192 + 4 x 64² = 81,920; embedding's AdamW: 2 x 32,768 x 2 = 131,072
     assert muon.step_temporary_bytes(0, 32_768, 2, "cpu", tensors=[layer, embed]) == 131_072
-    # a wider layer, 256 x 512 = 131,072 values: (2 + 8) x 131,072 = 1,310,720
+    # a wider layer, 256 x 512 = 131,072 values: (2 + 6) x 131,072 + 4 x 256² = 1,310,720
     wide = Matrix(256, 512)
     assert muon.step_temporary_bytes(0, 131_072, 2, "cpu", tensors=[wide, embed]) == 1_310_720
 

@@ -42,8 +42,10 @@ def hardware(preset: str):
 def test_dgx_a100_matches_the_datasheets():
     hw = hardware("dgx-a100")
     # NVIDIA A100 80GB SXM datasheet: 80 GB HBM2e at 2,039 GB/s; dense BF16/FP16 312 TFLOP/s,
-    # TF32 156, FP32 19.5; NVLink 600 GB/s bidirectional = 300 GB/s per direction
-    assert hw.tiers["hbm"].capacity == 80 * GB
+    # TF32 156, FP32 19.5; NVLink 600 GB/s bidirectional = 300 GB/s per direction. Its capacity
+    # is what CUDA gives a process, PyTorch's "total capacity of 79.15 GiB": 79.15 x 1024 =
+    # 81,049.6 MiB, floored to 81,049 MiB = 81,049 x 2^20 = 84,986,036,224 B
+    assert hw.tiers["hbm"].capacity == 84_986_036_224
     assert hw.tiers["hbm"].bandwidth == 2039 * GB
     assert hw.gpu.peak_flops["bf16"] == 312 * TFLOPS == hw.gpu.peak_flops["fp16"]
     assert hw.gpu.peak_flops["tf32"] == 156 * TFLOPS
@@ -62,11 +64,23 @@ def test_dgx_a100_matches_the_datasheets():
     assert hw.links["pcie"].bandwidth < 31.5 * GB  # below PCIe 4.0 x16's 31.5 GB/s
 
 
+def test_h200_and_b200_capacities_are_what_cuda_gives():
+    # H200: PyTorch prints "total capacity of 139.80 GiB": 139.80 x 1024 = 143,155.2 MiB, floored
+    # to 143,155 MiB = 143,155 x 2^20 = 150,108,897,280 B (the datasheet's 141 GB is 141e9 B).
+    # B200: pytorch/ao PR 4002's device query, "Total Global Memory: 178.35 GB" (GiB):
+    # 178.35 x 1024 = 182,630.4 MiB, floored to 182,630 MiB = 182,630 x 2^20 = 191,501,434,880 B
+    assert hardware("h200-hbf").tiers["hbm"].capacity == 150_108_897_280
+    assert hardware("h200-hbf-8stack").tiers["hbm"].capacity == 150_108_897_280
+    assert hardware("dgx-b200").tiers["hbm"].capacity == 191_501_434_880
+
+
 def test_dgx_h100_matches_the_datasheets():
     hw = hardware("dgx-h100")
     # NVIDIA H100 SXM datasheet: 80 GB HBM3 at 3.35 TB/s; dense BF16 989 TFLOP/s, FP8 1,979,
-    # TF32 494, FP32 67; NVLink 900 GB/s bidirectional = 450 GB/s per direction
-    assert hw.tiers["hbm"].capacity == 80 * GB
+    # TF32 494, FP32 67; NVLink 900 GB/s bidirectional = 450 GB/s per direction. Capacity as
+    # CUDA gives it, PyTorch's "total capacity of 79.11 GiB" (vllm-project/vllm issue 27508):
+    # 79.11 x 1024 = 81,008.64 MiB, floored to 81,008 MiB = 81,008 x 2^20 = 84,943,044,608 B
+    assert hw.tiers["hbm"].capacity == 84_943_044_608
     assert hw.tiers["hbm"].bandwidth == 3.35 * TB
     assert hw.gpu.peak_flops["bf16"] == 989 * TFLOPS
     assert hw.gpu.peak_flops["fp8"] == 1979 * TFLOPS
@@ -522,8 +536,10 @@ def test_table4_runs_are_the_kernel_alone_at_the_fitted_rate():
 def test_dgx_b200_matches_the_datasheet():
     hw = hardware("dgx-b200")
     # NVIDIA DGX B200 datasheet: 1,440 GB and 64 TB/s of HBM3e over 8 GPUs; NVLink 5 14.4 TB/s
-    # aggregate = 1.8 TB/s per GPU bidirectional = 900 GB/s per direction; 400 Gb/s a GPU
-    assert hw.tiers["hbm"].capacity == 1440 * GB / 8
+    # aggregate = 1.8 TB/s per GPU bidirectional = 900 GB/s per direction; 400 Gb/s a GPU.
+    # The HBM's capacity is CUDA's total, not the datasheet's 180 GB a GPU
+    # (test_h200_and_b200_capacities_are_what_cuda_gives)
+    assert hw.tiers["hbm"].capacity > 1440 * GB / 8
     assert hw.tiers["hbm"].bandwidth == 64 * TB / 8
     assert hw.network.intra_node_bandwidth == 14.4 * TB / 8 / 2
     assert hw.network.inter_node_bandwidth == 50 * GB

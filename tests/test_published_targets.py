@@ -60,15 +60,16 @@ def test_the_modern_group_is_out_of_sample_and_reported(errors):
     # issue 39: the NeMo 24.07 performance summary's DGX H100 FP8 runs (GPT-3 175B at 128
     # and 512 GPUs, Llama 2 7B, 13B, 70B, Llama 3 8B and 70B at context parallelism 2),
     # nothing fitted to them. Target mean 5 %, max 10 %: NOT met (docs/kernels.md); this
-    # pins what is reported so a change to it is seen: every run too fast but Llama 2 13B
-    # (+3.8 %) since delayed scaling's quantize kernels run at TE's measured cast-transpose
-    # rate (docs/h100-kernel-evidence.md; before, all seven too fast, 11.9 % / 20.2 %)
+    # pins what is reported so a change to it is seen: every run too fast, since delayed
+    # scaling's quantize kernels run at TE's measured cast-transpose rate
+    # (docs/h100-kernel-evidence.md) and NeMo's recipe is priced as shipped (batched pipeline
+    # exchanges, fused RoPE, FP8-writing norms, the embedding's dense gradient, residual adds
+    # without dropout: docs/nemo-as-shipped.md); before both, 11.9 % / 20.2 %
     modern = {k: e for k, e in errors.items() if k.startswith("nemo2407")}
     assert len(modern) == 7
-    slow = {k for k, e in modern.items() if e > 0}
-    assert slow == {"nemo2407-llama2-13b-16gpus"}, modern
-    assert sum(abs(e) for e in modern.values()) / 7 <= 0.078, modern  # measured 7.7 %
-    assert max(abs(e) for e in modern.values()) <= 0.155, modern  # measured 15.4 %
+    assert all(e < 0 for e in modern.values()), modern
+    assert sum(abs(e) for e in modern.values()) / 7 <= 0.085, modern  # measured 8.4 %
+    assert max(abs(e) for e in modern.values()) <= 0.16, modern  # measured 15.9 %
 
 
 def test_offload_runs_against_issue_18(errors):

@@ -105,3 +105,7 @@ def test_first_session_runs_as_written(cli, tmp_path, monkeypatch):
         assert code == 0, f"{line}: {err}"
         assert out, line
     assert (tmp_path / "results" / "default" / "step.png").exists()
+    # the plan's own advice, its best plan's rerun line, runs beside the session's results
+    rerun = next(ln for ln in out.splitlines() if ln.strip().startswith("rerun:"))
+    code, _, err = cli(*shlex.split(rerun.split("rerun:", 1)[1])[1:])
+    assert code == 0, f"{rerun}: {err}"

@@ -363,7 +363,7 @@ def test_an_optimum_under_the_drain_is_said_as_such(tmp_path, capsys):
 
 def test_a_run_that_does_not_fit_says_so_in_its_headline(tmp_path, capsys):
     # Llama 2 70B (68,976,648,192 params) on one GPU, AdamW with fp32 master and moments:
-    # 16 B/param = 1.10 TB resident in HBM alone, against the preset's 141 GB.
+    # 16 B/param = 1.10 TB resident in HBM alone, against the preset's 150.11 GB (139.80 GiB).
     path = tmp_path / "big.yaml"
     path.write_text("name: big\nmodel: {preset: llama-2-70b}\ntraining: {seq_len: 4096}\n")
     assert main(["run", str(path), "--out", str(tmp_path / "a"), "--format", "json"]) == 0
@@ -372,7 +372,7 @@ def test_a_run_that_does_not_fit_says_so_in_its_headline(tmp_path, capsys):
     assert report["tiers"]["hbm"]["resident_bytes"] >= 16 * 68_976_648_192
     assert main(["run", str(path), "--out", str(tmp_path / "b")]) == 0
     head = capsys.readouterr().out.splitlines()[:2]
-    assert head[1].startswith("DOES NOT FIT: hbm ") and "of 141.00 GB" in head[1]
+    assert head[1].startswith("DOES NOT FIT: hbm ") and "of 150.11 GB" in head[1]
 
 
 def test_the_sequence_length_is_reported_and_said_when_defaulted(tmp_path, capsys):

@@ -70,3 +70,37 @@ def test_a_fork_copies_a_shared_op_before_changing_it():
     # each phase forked its own state: the twin's readiness is a copy, not the same lists
     assert twin.ready.weights == builder.ready.weights
     assert twin.ready.weights is not builder.ready.weights
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "marks"),
+    [
+        ("llama2-70b-zero3-nvme.yaml", ["training.grad_accumulation=2"], {0}),  # blocking
+        ("hbf-optimizer-state.yaml", ["training.grad_accumulation=4"], {0}),  # async
+        ("hbf-optimizer-state.yaml", ["training.grad_accumulation=4"], {0, 1, 2}),  # every step
+        ("gpt3-175b-tp-pp.yaml", ["checkpoint.mode=blocking"], {1}),  # a later first mark
+    ],
+)
+def test_a_checkpoint_after_the_plain_runs_last_step_goes_on_from_its_builder(
+    name, overrides, marks
+):
+    """A checkpoint measured on one step (steps independent): the plain run built the steps
+    up to the checkpointed one, and the checkpoint run's schedule goes on from that builder
+    (the checkpoint phase, then the steps after it) instead of building them again: the
+    same schedule as built from scratch, op for op, and its plain steps' ops the plain run's
+    own objects (shared, not built again)."""
+    s = load_scenario(str(SCENARIOS / name), overrides).scenario
+    res = resolve(s)
+    setup = prepare(res, build_inventory(resolve(s)))
+    first = min(marks)
+    shared = Schedules(res, setup.wl, setup.depth, fork_at=first)
+    plain = shared.get(first + 1)
+    steps = max(marks) + 2
+    checkpointed = shared.get(steps, frozenset(marks))
+    assert checkpointed == build_schedule(res, setup.wl, steps, setup.depth, frozenset(marks))
+    # the plain steps before the checkpoint phase are the very ops the plain run had
+    before = len(plain.ops) - 1  # the last may be copied to move a free out of it
+    assert all(a is b for a, b in zip(plain.ops[:before], checkpointed.ops, strict=False))
+    assert plain == build_schedule(res, setup.wl, first + 1, setup.depth)
+    # asked again, nothing is kept to go on from: built anew, the same
+    assert shared.get(steps, frozenset(marks)) == checkpointed

@@ -151,3 +151,30 @@ def test_uneven_interleaved_inventory_matches_the_engine_peak(cli, write, tmp_pa
     assert code == 0, err
     hbm = json.loads(out)["tiers"]["hbm"]
     assert hbm["peak_bytes"] >= hbm["resident_bytes"]
+
+
+def test_each_layer_of_a_stage_gets_its_own_list_of_its_split_tensors():
+    """`unit_matrices` splits a run of alike layers' tensors once and hands each layer its own
+    list of them: one list per layer (6 layers over 2 stages as [2, 4], tensor parallel 2),
+    each the layer's tensors with the split dimension halved (h = 512, ffn 2048: the column-
+    parallel projections' columns, the row-parallel one's rows), changing one list leaving
+    the others as they were."""
+    from tiersim.state.inventory import unit_matrices
+
+    r = resolve(scenario(merge(BASE, {"parallel": {"tensor": 2}})))
+    par = r.execution.parallel
+    for stage, layers in ((0, 2), (1, 4)):
+        units = unit_matrices(r.model, r.units, stage, 2, 2, 1, None, par.stage_layers)
+        held = units[:-1]  # the rest (embedding or head) last
+        assert len(held) == layers
+        assert len({id(unit) for unit in held}) == layers
+        assert all(unit == held[0] for unit in held)
+        # q (h x h/2), k and v (2 of h x h/2), o split by rows (h/2 x h), the MLP's two
+        # (h x f/2), the layernorms' weights and biases whole (4 of h x 1): 1,574,912 values,
+        # half of LAYER's split tensors and all 2,048 of the layernorms'
+        shapes = [(m.rows, m.cols, m.count) for m in held[0]]
+        want = [(512, 256, 1), (512, 256, 2), (256, 512, 1), (512, 1024, 2), (512, 1, 4)]
+        assert shapes == want
+        assert sum(r * c * n for r, c, n in shapes) == (LAYER - 2048) // 2 + 2048
+        held[0].clear()
+        assert all(len(unit) > 0 for unit in held[1:])

@@ -52,7 +52,8 @@ def test_figure_has_the_lanes_series_and_bars(default_run):
     assert max(hbf) == min(hbf) == pytest.approx(12 * P7B / 1e9)  # fp32 master + Adam, in GB
     hbm_lines = occupancy[0].get_lines()
     assert len(hbm_lines) == 2  # the occupancy curve and the capacity line
-    assert hbm_lines[1].get_ydata()[0] == 141.0  # H200's 141 GB
+    # H200's 139.80 GiB: 143,155 MiB = 150,108,897,280 B
+    assert hbm_lines[1].get_ydata()[0] == 150.108897280
     legend = occupancy[-1].get_legend()  # one for the row, beside its last panel
     assert [t.get_text() for t in legend.get_texts()] == ["occupancy", "capacity"]
     widths = [p.get_width() for p in bar.patches]

@@ -27,6 +27,10 @@ from tiersim.core.units import DAY_S, YEAR_S
 
 DEFAULT_AMORTIZATION_S = 5 * YEAR_S  # assumed: a common depreciation period for servers
 HOUR_S = 3600.0
+# the unit every price and cost is shown in: the schema's prices carry no currency
+# (price_per_gpu_hour "any currency", tiers' price_per_gb "the one price_per_gpu_hour is
+# in"), so a cost is in whatever unit the scenario's prices were given in, named so
+PRICE_UNIT = "price units"
 
 
 @dataclass(frozen=True)

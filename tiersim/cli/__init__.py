@@ -137,6 +137,9 @@ def _run_command(argv: list[str] | None) -> int:
     """Parse `argv` (the commands are imported here, inside `main`'s handling of signals)
     and run its command."""
     words = sys.argv[1:] if argv is None else argv
+    if words == ["--version"]:  # as argparse's action says it, without every command's module
+        print(f"tiersim {__version__}")
+        return 0
     # the command is the first word (the top level takes only --help and --version)
     parser = build_parser(words[0] if words else None)
     args, unknown = parser.parse_known_args(argv)

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.yamlfile import parse_yaml, read_yaml
+from tiersim.config.yamlfile import parse_shipped_yaml, read_yaml
 from tiersim.core.errors import InputError, Problem, shown
 
 DEFAULT_HARDWARE = "h200-hbf"
@@ -20,7 +20,7 @@ DEFAULT_HARDWARE = "h200-hbf"
 def _preset_data(kind: str, name: str) -> Any:
     """Shipped presets are package data and never change while running: parse each once."""
     text = (resources.files("tiersim") / "presets" / kind / f"{name}.yaml").read_text()
-    return parse_yaml(text)
+    return parse_shipped_yaml(text)
 
 
 @functools.cache

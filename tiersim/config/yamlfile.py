@@ -6,10 +6,15 @@ before any value is built the size it would have with every alias expanded is co
 (`limits.YAML_NODES`: nine levels of nine aliases are 9^9 values, "billion laughs") and an
 alias inside its own anchor (a recursive structure) is refused. An integer literal of more
 than `limits.INT_DIGITS` digits is refused too (Python will not convert 4,300 or more).
+
+A plain text is read by libyaml (`fast_enough`: a tenth of the time, the same values); where
+it finds anything wrong, or the text is not plain, the pure-Python reader reads it and
+says what is wrong.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,32 +29,36 @@ class YamlLimitError(yaml.MarkedYAMLError):
     """A YAML document over one of the bounds above (not a syntax error: the text may be valid)."""
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """The safe loader, refusing a key given twice in one mapping (plain YAML keeps the last,
-    silently dropping the first: a scenario would not run what its file says), and bounded."""
+class _Bounded:
+    """The safe loader's construction, refusing a key given twice in one mapping (plain YAML
+    keeps the last, silently dropping the first: a scenario would not run what its file
+    says), and bounded (`_check_expanded`)."""
 
-    def __init__(self, stream: str):
-        super().__init__(stream)
-        self._depth = 0
-        self._max_depth = limits.NESTING.value()
-        self._max_nodes = limits.YAML_NODES.value()
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        self._depth += 1
-        try:
-            if self._depth > self._max_depth:
-                raise YamlLimitError(
-                    problem=_too_deep(self._max_depth), problem_mark=self.peek_event().start_mark
-                )
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+    _max_nodes: int
+    _max_depth: int
 
     def construct_document(self, node: yaml.Node) -> Any:
         _check_expanded(node, self._max_nodes, self._max_depth)
         return super().construct_document(node)
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """A value, where a tag names a type its text is not (`!!float x`, `!!bool maybe`,
+        `!!timestamp 5`) a ConstructorError at the value, not the ValueError, KeyError or
+        AttributeError PyYAML's constructor lets out."""
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, LookupError, AttributeError, ArithmeticError) as exc:
+            if isinstance(exc, yaml.YAMLError):
+                raise
+            tag = node.tag.removeprefix("tag:yaml.org,2002:")
+            given = shown(node.value) if isinstance(node, yaml.ScalarNode) else f"a {node.id}"
+            expected = _TAGGED.get(tag, f"what the tag !!{tag} allows")
+            what = f"{given} tagged !!{tag} (expected {expected})"
+            raise yaml.constructor.ConstructorError(None, None, what, node.start_mark) from None
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        if not isinstance(node, yaml.MappingNode):  # `!!map x`: the base loader says what is
+            return super().construct_mapping(node, deep)
         first: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -71,6 +80,52 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+class _UniqueKeyLoader(_Bounded, yaml.SafeLoader):
+    """The pure-Python safe loader, bounded while it composes too: what says what is wrong."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+        self._max_depth = limits.NESTING.value()
+        self._max_nodes = limits.YAML_NODES.value()
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self._depth += 1
+        try:
+            if self._depth > self._max_depth:
+                raise YamlLimitError(
+                    problem=_too_deep(self._max_depth), problem_mark=self.peek_event().start_mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def scan_flow_scalar(self, style: str) -> yaml.Token:
+        """A quoted scalar; an escape of no Unicode character (`"\\U01e300C5"`, past U+10FFFF)
+        a syntax error at its digits, as libyaml says it, not the ValueError (or, for more than
+        31 bits, OverflowError) Python's chr() raises inside PyYAML's scanner."""
+        start = self.get_mark()
+        try:
+            return super().scan_flow_scalar(style)
+        except (ValueError, OverflowError):  # only a \\U escape's 8 digits can be past it
+            what = (
+                f"found an escape \\U{self.prefix(8)} of no Unicode character (expected at "
+                "most \\U0010FFFF, the last code point)"
+            )
+            raise yaml.scanner.ScannerError(
+                "while scanning a double-quoted scalar", start, what, self.get_mark()
+            ) from None
+
+
+# what a value a tag names a type of must look like
+_TAGGED = {
+    "int": "an integer, such as 12",
+    "float": "a number, such as 1.5 or 2e-3",
+    "bool": "true or false",
+    "timestamp": "a date, such as 2024-05-01",
+}
+
+
 def _bounded_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     digits = sum(c.isdigit() for c in node.value)
     if digits > limits.INT_DIGITS:
@@ -79,7 +134,40 @@ def _bounded_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     return loader.construct_yaml_int(node)
 
 
-_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
+class _FastLoader(_Bounded, yaml.CSafeLoader):
+    """The same document read by libyaml (a tenth of the pure-Python reader's time), the
+    constructor the same Python code; only for a text `fast_enough` allows, and any error
+    it finds said again by `_UniqueKeyLoader`, in its words."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._max_depth = limits.NESTING.value()
+        self._max_nodes = limits.YAML_NODES.value()
+
+
+for _loader in (_UniqueKeyLoader, _FastLoader):
+    _loader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
+
+# where a block scalar may begin: its `|` or `>` at a line's start or after a space
+_BLOCK_SCALAR = re.compile(r"(?:^|\s)[|>]")
+
+# libyaml composes nodes by recursion in C, with no bound of its own: a text with at most
+# this many of the characters every level of nesting needs one of is no deeper than that
+_FAST_INDICATORS = 2_000
+
+
+def fast_enough(text: str) -> bool:
+    """Whether libyaml may read `text`: printable characters only (as the pure-Python reader
+    allows), shallow, and none of the characters around which the two readers were seen to
+    differ (tests/test_yaml_fast.py's random texts): a tab, a tag (`!`: a bare `!` on an
+    empty value is '' to libyaml, None to the pure-Python reader), `?` (libyaml takes
+    `[15?]` and `[-?]` as strings, the pure-Python reader refuses them) and where a block
+    scalar's `|` or `>` may be (libyaml takes `|#` as one)."""
+    if any(c in text for c in "\t!?") or yaml.reader.Reader.NON_PRINTABLE.search(text):
+        return False
+    if _BLOCK_SCALAR.search(text):
+        return False
+    return sum(map(text.count, "-:[{?")) <= _FAST_INDICATORS
 
 
 def _too_deep(levels: int) -> str:
@@ -133,8 +221,35 @@ def _check_expanded(root: yaml.Node, max_nodes: int, max_depth: int) -> None:
 
 
 def parse_yaml(text: str) -> Any:
-    """YAML text to Python objects: safe tags only, no key given twice, bounded."""
+    """YAML text to Python objects: safe tags only, no key given twice, bounded. Read by
+    libyaml where it may be (`fast_enough`); where it finds anything wrong, the pure-Python
+    reader reads it again and says what (with its marks and words)."""
+    if yaml.__with_libyaml__ and fast_enough(text):
+        try:
+            return yaml.load(text, Loader=_FastLoader)  # a CSafeLoader: safe tags only
+        except Exception:  # anything at all: the pure-Python reader's verdict is the one given
+            pass
     return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: safe tags only
+
+
+# libyaml's parser and emitter, where PyYAML was built with them (pure Python otherwise): the
+# same safe tags and values, 4-11x faster (docs/startup.md)
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FAST_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def parse_shipped_yaml(text: str) -> Any:
+    """YAML that tiersim ships (its presets), not a user's: libyaml's parser, without the
+    bounds and checks parse_yaml keeps for a user's file (a default run's four presets: 13.9 ms
+    of CPU through parse_yaml, 1.2 ms so). tests/test_startup_yaml.py checks that every shipped
+    preset reads the same both ways, and so has no key given twice."""
+    return yaml.load(text, Loader=_FAST_LOADER)  # a safe loader: safe tags only
+
+
+def dump_yaml(data: Any) -> str:
+    """`data` as block YAML, its keys in their order, non-ASCII text kept: what
+    yaml.safe_dump writes (tests/test_startup_yaml.py compares them), with libyaml's emitter."""
+    return yaml.dump(data, Dumper=_FAST_DUMPER, sort_keys=False, allow_unicode=True)
 
 
 def yaml_problem(exc: yaml.YAMLError, text: str = "") -> str:

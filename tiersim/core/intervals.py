@@ -48,6 +48,8 @@ def _end(interval: tuple[float, float]) -> float:
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:
     """Both inputs disjoint and sorted (as `union` returns them)."""
+    if len(a) == 1 or len(b) == 1 or a == b:  # (common in `measure`)
+        return _within(a, b)
     out: Intervals = []
     i = j = 0
     na, nb = len(a), len(b)
@@ -64,6 +66,22 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
     return out
 
 
+def _within(a: Intervals, b: Intervals) -> Intervals:
+    """`intersect(a, b)` where either is one interval or both the same, without the walk:
+    each interval cut to the one it meets (the walk's own expressions: the same values), the
+    empty ones left out (those past the single one's end among them, which the walk never
+    reaches: each starts at or after the end before it)."""
+    if a == b:
+        return [(lo, hi) for lo, hi in a if lo < hi]
+    if len(b) == 1:
+        b0, b1 = b[0]
+        out = [(b0 if b0 > a0 else a0, b1 if b1 < a1 else a1) for a0, a1 in a]
+    else:
+        a0, a1 = a[0]
+        out = [(b0 if b0 > a0 else a0, b1 if b1 < a1 else a1) for b0, b1 in b]
+    return [(lo, hi) for lo, hi in out if lo < hi]
+
+
 def complement(intervals: Intervals, lo: float, hi: float) -> Intervals:
     """The parts of [lo, hi) not covered by the (disjoint, sorted) intervals."""
     out: Intervals = []
@@ -71,7 +89,8 @@ def complement(intervals: Intervals, lo: float, hi: float) -> Intervals:
     for start, end in clip(intervals, lo, hi):
         if start > cursor:
             out.append((cursor, start))
-        cursor = max(cursor, end)
+        if end > cursor:  # max(cursor, end), without a call: the same value
+            cursor = end
     if cursor < hi:
         out.append((cursor, hi))
     return out

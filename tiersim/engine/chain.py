@@ -46,6 +46,8 @@ def refusal(engine: Any) -> str | None:
     if any(not c > 0 for r, c in engine.net.capacity.items() if isinstance(r, Network)):
         return "a network channel has no bandwidth"
     ops = engine.schedule.ops
+    if len(ops) <= engine.schedule.chain_length:  # a chain as it was built: nothing to check
+        return None
     deps = list(map(_DEPS, ops))
     n = len(ops)
     chained = all(map(operator.contains, deps[1:], range(n - 1)))
@@ -61,10 +63,16 @@ def refusal(engine: Any) -> str | None:
     raise AssertionError("a chain refused with no op to blame")
 
 
+def ops_wanted(recorder: Any) -> bool:
+    """Whether `recorder` (tiersim.engine.core.Recorder) is told of each op as it ends."""
+    return recorder is not None and getattr(recorder, "ops_wanted", True)
+
+
 def run_chain(engine: Any) -> Any:
     """Run `engine`'s schedule (a chain: `refusal` is None) as the engine would: its log,
     its network's busy spans and wake-ups, its tiers' occupancy and its recorder's calls."""
     recorder, occupancy = engine.recorder, engine.occupancy
+    tell = None if not ops_wanted(recorder) else recorder.op
     if recorder is not None:  # what each tier holds before anything moves
         for tier, occ in occupancy.items():
             recorder.memory(tier, 0.0, occ.current)
@@ -88,8 +96,8 @@ def run_chain(engine: Any) -> Any:
         ends[i] = now
         if op.free:
             _occupy(occupancy, op.free, now, -1, recorder)
-        if recorder is not None:
-            recorder.op(op, starts[i], now)
+        if tell is not None:
+            tell(op, starts[i], now)
         step = op.step
         left = step_left[step] - 1
         step_left[step] = left
@@ -97,9 +105,10 @@ def run_chain(engine: Any) -> Any:
             log.step_end[step] = now
             log.snapshots[step] = {t: o.integral_at(now) for t, o in occupancy.items()}
     log.events += timers
+    log.rising = True  # each op began at the end before it, and no op ends before it begins
     net.wakeups += wakeups
     net.finished()
-    engine.waiting, engine.dependents = [], []  # the graph is spent, as after Engine.run
+    engine.spent()  # as after Engine.run: freed by reference counting
     return log
 
 

@@ -38,7 +38,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tiersim.engine.core import run_engine
 from tiersim.engine.durable import checkpoint_run, drain_excess_s
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.results import CheckpointRun, StepResult
@@ -49,15 +48,18 @@ from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 
+CHECKPOINT_RUN = (1, frozenset({0}))  # the run measured: one step, with its checkpoint
+
 
 @dataclass(frozen=True)
 class PlainRun:
     """What the plain one-step run of the longest sample leaves for the checkpoint's
-    measurement: its schedules (tiersim.engine.schedule_sharing.Schedules, the plain builder
-    kept), its ops and their starts, its end, each link's busy seconds, each tier's
-    occupancy over it, and the starts of the periods its repetition test checked."""
+    measurement: its runs (tiersim.engine.runs.Runs: the checkpoint run's schedule goes on
+    from the plain run's builder), its ops and their starts, its end, each link's busy
+    seconds, each tier's occupancy over it, and the starts of the periods its repetition
+    test checked."""
 
-    schedules: Any
+    runs: Any
     ops: list[Op]
     starts: list[float]
     end_s: float
@@ -73,12 +75,11 @@ def measure_apart(
     """The checkpoint after the measured step of m micro-batches (`plain`, extrapolated), from
     one run of the sample's step with its checkpoint (module docstring), or None where that
     run cannot stand for the steps after it (`staging_homed` is checked first)."""
-    schedule = run.schedules.checkpointed(1)
+    schedule, engine, log, _ = run.runs(res, setup, *CHECKPOINT_RUN)
     n = len(run.ops)
     mine = schedule.ops[n:]
     if any(a is not b and a != b for a, b in zip(run.ops, schedule.ops, strict=False)):
         return None  # the checkpoint changed an op of the step itself
-    engine, log, _ = run_engine(res, setup.topo, schedule, setup.baseline)
     trained = max(log.end[:n])  # the training's end, the checkpoint's moves aside
     moves = [i for i, op in enumerate(mine, n) if op.kind is OpKind.MOVE]
     if not moves or min(log.start[i] for i in moves) < run.period_starts[2]:

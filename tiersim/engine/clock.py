@@ -17,7 +17,7 @@ from collections.abc import Callable
 from heapq import heappush
 
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, URGENT
 
 if not simpy.__version__.startswith("4."):  # pragma: no cover - the pin keeps it so
     raise ImportError(
@@ -36,3 +36,9 @@ def scheduler(env: simpy.Environment) -> Schedule:
         heappush(queue, (at, NORMAL, next(eid), event))
 
     return schedule
+
+
+def urgent(env: simpy.Environment, event: object) -> None:
+    """Put `event` on `env`'s queue to run now, before anything else due now (SimPy's URGENT):
+    it runs once the event being processed is done, before the next one."""
+    heappush(env._queue, (env._now, URGENT, next(env._eid), event))

@@ -26,6 +26,7 @@ from tiersim.engine import chain
 from tiersim.engine.channel import Channel
 from tiersim.engine.clock import scheduler
 from tiersim.engine.flows import Due, FlowNetwork, max_min_rates, priority_rates
+from tiersim.engine.graph import dependency_graph, ops_per_step
 from tiersim.engine.ops import Op, OpKind, Schedule
 from tiersim.hardware.resources import Network, Resource
 from tiersim.hardware.topology import Topology
@@ -39,6 +40,9 @@ class Recorder(Protocol):
     each tier's first at time 0 (a trace is one; the engine never knows what it does with them)."""
 
     def op(self, op: Op, start: float, end: float) -> None: ...
+
+    # a recorder may say `ops_wanted = False`: then `op` is never called (one call fewer an op
+    # for one that keeps only occupancy, tiersim.engine.periods.Occupancies); absent: True
 
     def memory(self, tier: str, now: float, occupied: float) -> None: ...
 
@@ -72,6 +76,9 @@ class RunLog:
     step_left: list[int]
     snapshots: dict[int, dict[str, float]] = field(default_factory=dict)
     events: int = 0
+    # every op started as the one before it ended (a chain: tiersim.engine.chain), so starts
+    # and ends rise with the op index (metrics.overlapping finds a window's ops by bisection)
+    rising: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,31 +119,40 @@ class Engine:
         self._channels: dict | None = {} if policy is max_min_rates else None
         self.occupancy = {t: _Occupancy(float(b), float(b), float(b)) for t, b in baseline.items()}
         self.ordered = res.execution.simulation.link_sharing == "ordered"
-        self.waiting, self.dependents, per_step = _dependency_graph(
-            schedule.ops, topo, self.ordered, schedule.steps
-        )
+        # the dependency graph only for the event loop (`graph`): a chain is walked without it
+        self.waiting: list[int] | None = None
+        self.dependents: list[list[int]] | None = None
         n = len(schedule.ops)
+        per_step = ops_per_step(schedule.ops, schedule.steps)
         self.log = RunLog([0.0] * n, [0.0] * n, [0.0] * schedule.steps, per_step)
         self._plans: dict[tuple[str, str, int], _MovePlan] = {}
         self._timer_callbacks: tuple = (self._timer_done,)  # every timer's (see flows.Due)
         self._on_flow = self._finish  # a flow's end, told (op, now) (bound once, not per op)
         self._on_staged_flow = self._staged_flow_done
         self._occupy_inline = recorder is None  # occupancy changed in _start, _finish
+        self._tell_ops = chain.ops_wanted(recorder)
         self._ops = schedule.ops
         self._schedule = scheduler(self.env)  # where timers go (Due)
         self._starts, self._ends, self._step_left = self.log.start, self.log.end, self.log.step_left
         self._timers = 0  # timers started by this run (added to the log's events at its end)
         self._alone_sets: dict = {}  # each network channel's resource set, (channel,)
 
+    def graph(self) -> tuple[list[int], list[list[int]]]:
+        """How many ops each op waits for and the ops waiting for each (`graph.dependency_graph`),
+        built at the first call."""
+        if self.waiting is None or self.dependents is None:
+            s = self.schedule
+            self.waiting, self.dependents = dependency_graph(s.ops, self.topo, self.ordered)
+        return self.waiting, self.dependents
+
     # --- running ---------------------------------------------------------------------------------
 
     def run(self, after: int | None = None) -> RunLog:
         """Run the schedule to its end. `after`: go on from the end of that op of an earlier
         run, whose state this engine was given (tiersim.engine.fork): its dependents start
-        as they did when it ended."""
-        if after is not None:
-            self._release(after, self.env.now)
-        else:
+        as they did when it ended; -1: from a state taken between two events (.resume)."""
+        self.graph()
+        if after is None:
             if self.recorder is not None:  # what each tier holds before anything moves
                 for tier, occ in self.occupancy.items():
                     self.recorder.memory(tier, 0.0, occ.current)
@@ -145,22 +161,29 @@ class Engine:
                 itertools.compress(range(len(self.waiting)), map(operator.not_, self.waiting))
             ):
                 self._start(i, 0.0)
+        elif after >= 0:
+            self._release(after, self.env.now)
         self.env.run()
         self.log.events += self._timers
         self._timers = 0
         if any(self.log.step_left):
             raise AssertionError("schedule deadlocked: some operations never became ready")
-        # the graph is spent: free it (the largest part of a finished engine) for the next run
-        self.waiting, self.dependents = [], []
-        # the bound callbacks are cycles back to the engine and network: dropped, a finished
-        # engine is freed by reference counting, not left to the cyclic collector
-        self._timer_callbacks, self._on_flow, self._on_staged_flow = (), None, None
+        self.spent()
         for channel in (self._channels or {}).values():  # their events, as the network's
             self.net.wakeups += channel.wakeups
             channel.wakeups = 0
             channel.finished()
         self.net.finished()
         return self.log
+
+    def spent(self) -> None:
+        """The run is over (on the event loop or walked as a chain): its graph freed (the
+        largest part of a finished engine) for the next run, and its bound callbacks, cycles
+        back to the engine and network, dropped, so that a finished engine is freed by
+        reference counting, not left to the cyclic collector (a full collection's pass over
+        every object the process holds)."""
+        self.waiting, self.dependents = [], []
+        self._timer_callbacks, self._on_flow, self._on_staged_flow = (), None, None
 
     # The methods below run once per op (tens of thousands of times a run): they keep what
     # they read in locals and change occupancy without the recorder's indirection when there
@@ -303,7 +326,8 @@ class Engine:
         if self.recorder is not None:
             if free:
                 self._occupy_all(free, now, -1)
-            self.recorder.op(op, self._starts[i], now)
+            if self._tell_ops:
+                self.recorder.op(op, self._starts[i], now)
         elif free:  # _occupy_all's arithmetic, inline: once per op
             occupancy = self.occupancy
             for tier, nbytes in free:
@@ -341,45 +365,7 @@ class Engine:
                 self._start(j, now)
 
 
-_DEPS, _STEP = operator.attrgetter("deps"), operator.attrgetter("step")
 NET_CHANNELS = ("nvlink", "network")  # the GPU's physical channels for collectives
-
-
-def _dependency_graph(
-    ops: list[Op], topo: Topology, ordered: bool, steps: int
-) -> tuple[list[int], list[list[int]], list[int]]:
-    """How many ops each op waits for, the ops waiting for each (in index order: the order
-    they start in when freed together) and how many ops each step has: one pass over the
-    ops, the cheapest in Python (a list per op; compressed rows cost two passes)."""
-    deps_of = list(map(_DEPS, ops))
-    if ordered:
-        deps_of = [(*deps, *x) for deps, x in zip(deps_of, _link_order(ops, topo), strict=True)]
-    waiting = list(map(len, deps_of))
-    dependents: list[list[int]] = [[] for _ in ops]
-    for i, deps in enumerate(deps_of):
-        for d in deps:
-            dependents[d].append(i)
-    step_of = list(map(_STEP, ops))
-    per_step = [step_of.count(step) for step in range(steps)]
-    return waiting, dependents, per_step
-
-
-def _link_order(ops: list[Op], topo: Topology) -> list[list[int]]:
-    """For `ordered` sharing: each transfer also waits for the previous transfer (in issue
-    order) on every link direction or network group it uses, so none overlap on a link."""
-    last: dict[tuple, int] = {}
-    extra: list[list[int]] = []
-    for i, op in enumerate(ops):
-        if op.kind is MOVE:
-            keys = list(topo.route(op.src, op.dst, op.nbytes).links)
-        elif op.kind.network:
-            keys = [op.resource]
-        else:
-            keys = []
-        extra.append(sorted({last[k] for k in keys if k in last} - set(op.deps)))
-        for k in keys:
-            last[k] = i
-    return extra
 
 
 def _channel(resource: Resource) -> str | None:

@@ -166,6 +166,16 @@ def checkpoint_baseline(
     return ends, link_busy_s(engine, _window(res, ends, measured))
 
 
+def first_run_after_one_step(res: Resolved) -> tuple[int, frozenset[int]] | None:
+    """The checkpoint run `measure_checkpoint` asks for first after a plain run of one step
+    (steps independent: `_baseline`), where it does not depend on the plain step: two steps,
+    the first checkpointing, for a blocking checkpoint that stands alone or one every step;
+    None for an async drain's (as many steps as the drain lasts)."""
+    if res.execution.checkpoint.every_steps == 1 or checkpoint_stands_alone(res):
+        return 2, frozenset({0})
+    return None
+
+
 def _baseline(
     res: Resolved,
     setup: RunSetup,

@@ -84,7 +84,7 @@ def go_on(
     done = prior.log
     engine = Engine(res, topo, schedule, baseline, recorder, start_s=done.end[after])
     n, steps = len(prior.schedule.ops), prior.schedule.steps
-    waiting, dependents = engine.waiting, engine.dependents
+    waiting, dependents = engine.graph()
     for i in range(n):  # every op of the first steps has ended, `after` last
         if i != after:
             for j in dependents[i]:

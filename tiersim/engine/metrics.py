@@ -5,6 +5,7 @@ log and flow network, never changes them.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any
 
@@ -31,6 +32,10 @@ def overlapping(engine: Engine, window: tuple[float, float] | None) -> Rows:
     if window is None:
         return ops, log.start, log.end
     lo, hi = window
+    if log.rising:  # the same ops: those from the first ending at lo on, up to hi
+        first = bisect.bisect_left(log.end, lo)
+        stop = max(first, bisect.bisect_left(log.start, hi))
+        return ops[first:stop], log.start[first:stop], log.end[first:stop]
     keep = [
         i for i, (s, e) in enumerate(zip(log.start, log.end, strict=True)) if s < hi and e >= lo
     ]

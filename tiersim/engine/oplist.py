@@ -13,6 +13,8 @@ from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.state.classes import BY_NAME
 from tiersim.workload.comms import Comm
 
+MOVE = OpKind.MOVE
+
 
 class OpList:
     def __init__(self) -> None:
@@ -21,6 +23,9 @@ class OpList:
         # ops below this index are shared with a fork: copied before their `free` changes
         self.shared_below = 0
         self.owned: set[int] = set()
+        # how many of the first ops are one chain (tiersim.engine.chain's rule), counted as
+        # they are added: Schedule.chain_length
+        self.chain_length = 0
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -37,6 +42,7 @@ class OpList:
         """An independent list sharing the ops built so far (each copied on its next change)."""
         twin = OpList()
         twin.ops, twin.last_on = list(self.ops), dict(self.last_on)
+        twin.chain_length = self.chain_length
         for ops in (self, twin):
             ops.shared_below, ops.owned = len(self.ops), set()
         return twin
@@ -47,7 +53,8 @@ class OpList:
         deps = op.deps
         if None in deps:  # a C-level scan: most ops' deps have no None to drop
             deps = [d for d in deps if d is not None]
-        stream = op.kind.stream
+        kind = op.kind
+        stream = kind.stream
         if stream is not None:
             last_on = self.last_on
             prev = last_on.get(stream)
@@ -65,6 +72,10 @@ class OpList:
         elif type(deps) is not tuple:
             deps = tuple(deps)
         op.deps = deps
+        # the chain goes on (tiersim.engine.chain's rule): every op so far waits for the one
+        # before it, and so does this one (its deps, ops added before it, are all earlier)
+        if self.chain_length == index and (index - 1 in deps or not index) and kind is not MOVE:
+            self.chain_length = index + 1
         if type(op.alloc) is not tuple:
             op.alloc = tuple(op.alloc)
         ops.append(op)

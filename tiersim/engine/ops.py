@@ -93,3 +93,6 @@ class Schedule:
     # op index where each (step, micro-batch, chunk) forward or backward of the stage's order
     # begins, per step (tiersim.engine.steady checks that periods repeat)
     order_starts: tuple[tuple[int, ...], ...] = ()
+    # how many of the first ops are one chain as built (OpList.chain_length): each on a stream
+    # and after the one before it, so tiersim.engine.chain walks them without checking again
+    chain_length: int = 0

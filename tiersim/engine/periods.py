@@ -31,6 +31,7 @@ class Occupancies:
 
     def __init__(self, then=None) -> None:
         self.then = then
+        self.ops_wanted = then is not None  # the engine tells `op` only where it is passed on
         self.times: dict[str, list[float]] = {}
         self.values: dict[str, list[float]] = {}
 

@@ -7,11 +7,14 @@ warm-up steps run alone and then gone on from; the checkpoint run goes on from t
 warm-up (it differs from the plain run only from step k on), and a longer plain baseline from
 the plain run's end. Each is the run a simulation from step 0 gives, op for op and to the
 bit, or, where a boundary is not clean (a pipelined or delayed update, a checkpoint in the
-warm-up steps: every step checkpointing), is simulated from step 0.
+warm-up steps: every step checkpointing), is simulated from step 0. A checkpoint run asked
+for after a one-step plain run (`ahead`) goes on from that run's state mid-step instead,
+where the two first differ (tiersim.engine.resume).
 """
 
 from __future__ import annotations
 
+from tiersim.engine import resume
 from tiersim.engine.core import Engine, Recorder, RunLog, run_engine
 from tiersim.engine.fork import ended_last, fork_point, go_on
 from tiersim.engine.ops import Op, Schedule
@@ -24,11 +27,23 @@ Run = tuple[Schedule, Engine, RunLog, float]  # schedule, finished engine, its l
 
 class Runs:
     """Called as run(res, setup, steps, checkpoint_steps=frozenset(), recorder=None): the
-    finished run of the first `steps` steps, checkpointing on `checkpoint_steps`."""
+    finished run of the first `steps` steps, checkpointing on `checkpoint_steps`.
 
-    def __init__(self, res: Resolved, setup: RunSetup, fork_at: int | None):
+    `ahead`: the (steps, checkpoint steps) of the checkpoint run asked for after the first
+    plain run, where known: that plain run is watched for the point the checkpoint run first
+    differs from it, and the checkpoint run resumed from there (tiersim.engine.resume)."""
+
+    def __init__(
+        self,
+        res: Resolved,
+        setup: RunSetup,
+        fork_at: int | None,
+        ahead: tuple[int, frozenset[int]] | None = None,
+    ):
         self.schedules = Schedules(res, setup.wl, setup.depth, fork_at)
         self.fork_at = fork_at or 0
+        self.ahead = ahead
+        self._next: tuple | None = None  # ((steps, marks), its schedule, resumed engine)
         self._warm_up: Engine | None = None  # the plain run's first `fork_at` steps
         self._plain: Engine | None = None  # the longest plain run gone on from the warm-up
         self._first = True  # no plain run yet
@@ -86,7 +101,13 @@ class Runs:
     ) -> Run:
         """The checkpoint run, from the warm-up where its checkpoints are all after it. It
         comes last: the warm-up and plain runs are let go."""
-        schedule = self.schedules.get(steps, marks)
+        kept, self._next = self._next, None
+        if kept is not None and kept[0] == (steps, marks):
+            _, schedule, resumed = kept
+            if resumed is not None:
+                return schedule, *resume.go_on(resumed)
+        else:
+            schedule = self.schedules.get(steps, marks)
         warm_up, self._warm_up, self._plain = self._warm_up, None, None
         if warm_up is not None and min(marks) >= self.fork_at:
             after = fork_point(warm_up.schedule, schedule)
@@ -116,7 +137,17 @@ class Runs:
         self, res: Resolved, setup: RunSetup, schedule: Schedule, recorder: Recorder | None
     ) -> Run:
         """From step 0; not kept: a run that could not go on from another is no clean
-        boundary for a longer one either (the caller frees it before the next)."""
+        boundary for a longer one either (the caller frees it before the next). The first
+        plain one is watched for the checkpoint run `ahead`."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            longer = self.schedules.get(*ahead)
+            watch = resume.Watch.of(schedule, longer)
+            if watch is not None:
+                engine, log, wall = watch.run(res, setup.topo, setup.baseline, recorder)
+                self._next = (ahead, longer, watch.resumed)
+                return schedule, engine, log, wall
+            self._next = (ahead, longer, None)
         engine, log, wall = run_engine(res, setup.topo, schedule, setup.baseline, recorder)
         return schedule, engine, log, wall
 

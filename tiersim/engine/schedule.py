@@ -63,23 +63,24 @@ class ScheduleBuilder:
         self.ops.share(end)
         wl = self.c.wl
         starts = tuple(tuple(marks) for marks in self.passes.order_starts[:steps])
-        return Schedule(self.ops.ops[:end], steps, self.c.depth, wl.net_capacity, starts)
+        chained = min(end, self.ops.chain_length)
+        return Schedule(self.ops.ops[:end], steps, self.c.depth, wl.net_capacity, starts, chained)
 
     def build(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
         self.extend(steps, checkpoint_steps)
         return self.schedule(steps)
 
-    def checkpointed(self, steps: int) -> Schedule:
-        """The first `steps` steps as built, with a durable checkpoint after the last one: a
-        twin of this builder (the ops built so far shared, not built again) given the
-        checkpoint phase of step `steps` - 1, as `build(steps, {steps - 1})` would."""
+    def with_checkpoint(self, steps: int) -> ScheduleBuilder:
+        """A twin of this builder (the ops built so far shared, not built again), built to
+        `steps` steps, given the checkpoint phase of step `steps` - 1 as `build(steps,
+        {steps - 1})` would: its later steps build on from there."""
         self.extend(steps)
         if len(self.step_ends) != steps + 1:
             raise ValueError(f"built {len(self.step_ends) - 1} steps, not {steps}")
         twin = self.fork()
         twin.checkpoint.step(steps - 1)
         twin.step_ends[steps] = len(twin.ops)
-        return twin.schedule(steps)
+        return twin
 
     def fork(self) -> ScheduleBuilder:
         """An independent builder in this state, sharing the ops built so far: each phase

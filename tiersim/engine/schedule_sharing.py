@@ -23,15 +23,15 @@ class Schedules:
     def get(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
         if not checkpoint_steps:
             return self._plain_schedule(steps)
-        builder = self._forked(min(checkpoint_steps))
+        first = min(checkpoint_steps)
+        plain = self._plain
+        if plain is not None and len(plain.step_ends) - 1 == first + 1 <= steps:
+            # the plain builder has built the steps up to the first checkpointed one (the
+            # plain run of a checkpoint measured on one step): its twin goes on from there
+            self._fork = self._plain = None
+            return plain.with_checkpoint(first + 1).build(steps, checkpoint_steps)
+        builder = self._forked(first)
         return builder.build(steps, checkpoint_steps)
-
-    def checkpointed(self, steps: int) -> Schedule:
-        """The plain schedule of `steps` steps with a checkpoint after its last one, sharing
-        the plain builder's ops (ScheduleBuilder.checkpointed); the plain builder is kept."""
-        if self._plain is None or len(self._plain.step_ends) - 1 > steps:
-            self._plain = ScheduleBuilder(self.res, self.wl, self.depth)
-        return self._plain.checkpointed(steps)
 
     def _plain_schedule(self, steps: int) -> Schedule:
         # a longer build may have moved frees out of its earlier steps' last ops

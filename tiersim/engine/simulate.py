@@ -11,7 +11,12 @@ from tiersim.core.units import fmt_bytes
 from tiersim.engine import steady
 from tiersim.engine.checkpoint_apart import PlainRun, measure_apart, staging_homed
 from tiersim.engine.core import Recorder
-from tiersim.engine.durable import checkpoint_baseline, first_checkpointed, measure_checkpoint
+from tiersim.engine.durable import (
+    checkpoint_baseline,
+    first_checkpointed,
+    first_run_after_one_step,
+    measure_checkpoint,
+)
 from tiersim.engine.link_totals import with_link_totals
 from tiersim.engine.metrics import link_busy_s, measure
 from tiersim.engine.offload_facts import offload_facts
@@ -189,7 +194,12 @@ def _measured(
     # the checkpoint runs go on from the plain run's steps before the measured one (0 where
     # steps are independent: then the checkpoint run starts at the measured step)
     checkpointed = res.execution.checkpoint_simulated
-    run = Runs(res, setup, first_checkpointed(res, measured) if checkpointed else None)
+    run = Runs(
+        res,
+        setup,
+        first_checkpointed(res, measured) if checkpointed else None,
+        _ahead(res, steps),
+    )
     schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     result = measure(
         engine, measured, setup.wl.tokens_per_step, res.execution.training.grad_accumulation, wall
@@ -205,7 +215,7 @@ def _measured(
         if keep is not None and starts is not None:
             ops, end = schedule.ops, log.step_end[-1]
             busy = link_busy_s(engine)
-            keep.append(PlainRun(run.schedules, ops, log.start, end, busy, occupancies, starts))
+            keep.append(PlainRun(run, ops, log.start, end, busy, occupancies, starts))
     if not res.execution.checkpoint_simulated:
         return result, repetition, None
     plain_figures = checkpoint_baseline(res, engine, log)
@@ -215,6 +225,17 @@ def _measured(
         return measure_checkpoint(res, setup, plain, run, plain_figures)
 
     return result, repetition, checkpoint
+
+
+def _ahead(res: Resolved, steps: int) -> tuple[int, frozenset[int]] | None:
+    """The checkpoint run asked for after a plain run of one step (steps independent), which
+    the plain run is watched for (tiersim.engine.runs.Runs): the first of
+    `measure_checkpoint`'s runs, the step with its checkpoint and the next one. (An async
+    checkpoint measured apart is asked for from a plain run without one: its step up to the
+    first checkpoint move costs about what watching and copying do, docs/speed.md.)"""
+    if steps != 1 or not res.execution.checkpoint_simulated:
+        return None
+    return first_run_after_one_step(res)
 
 
 def _shorter(setup: RunSetup, micro_batches: int) -> RunSetup:

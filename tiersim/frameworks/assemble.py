@@ -267,8 +267,39 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
             "model.preset=NAME; `tiersim presets` lists them)"
         )
         raise InputError(", ".join(map(str, paths)), [Problem("model", why, "E-IMPORT-MISSING")])
-    loaded = _validated(raw, sources, paths, notes, mappings[-1].source)
+    try:
+        loaded = _validated(raw, sources, paths, notes, mappings[-1].source)
+    except InputError as exc:
+        raise _named_by_flags(exc, _flag_made(raw, options)) from None
     return Imported(raw, loaded, notes, [str(p) for p in paths])
+
+
+def _flag_made(raw: dict[str, Any], options: ImportOptions) -> dict[str, str]:
+    """The scenario keys whose values the user typed as a flag of `tiersim import` (and no
+    --set replaced), each with its flag."""
+    hf = options.hf_config
+    given = {
+        "model.hf_config": ("--hf-config", str(Path(hf).resolve()) if hf is not None else None),
+        "hardware.preset": ("--hardware", options.hardware),
+        "name": ("--name", options.name),
+    }
+    made = {}
+    for path, (flag, value) in given.items():
+        section, _, key = path.rpartition(".")
+        held = raw.get(section) if section else raw
+        if value is not None and isinstance(held, dict) and held.get(key) == value:
+            made[path] = flag
+    return made
+
+
+def _named_by_flags(exc: InputError, flags: dict[str, str]) -> InputError:
+    """`exc` with a problem at a key a flag set named by the flag the user typed
+    (`--hf-config: cannot read ...`, not `model.hf_config`: no file they gave has that key);
+    from `tiersim import` where every problem is a flag's."""
+    problems = [Problem(flags.get(p.path, p.path), p.message, p.code) for p in exc.problems]
+    if all(p.path in flags for p in exc.problems):
+        return InputError("tiersim import", problems)
+    return InputError(exc.source, problems)
 
 
 def _validated(

@@ -193,4 +193,15 @@ def read_config(path: Path, kind: str | None = None, recipe: str | None = None) 
             f"--recipe {recipe} names a Megatron-Bridge recipe function (this is a {found} config)"
         )
         raise InputError(source, [Problem("--recipe", why, "E-OPTION")])
-    return _as(found, text, source, recipe)
+    try:
+        return _as(found, text, source, recipe)
+    except InputError as exc:
+        if kind is None:  # recognised from its content: the problem is the file's alone
+            raise
+        # the user chose how it is read: a file that is not that kind's says so
+        said = f" (read as {kind}'s, as --from {kind} says)"
+        problems = [
+            Problem(p.path, p.message + (said if p.code == "E-IMPORT-FILE" else ""), p.code)
+            for p in exc.problems
+        ]
+        raise InputError(exc.source, problems) from None

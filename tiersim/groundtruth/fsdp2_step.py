@@ -42,6 +42,7 @@ from torch.profiler import ProfilerActivity, profile
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth.fsdp2 import free_port
+from tiersim.groundtruth.muon_dtensor import settled_collectives
 from tiersim.groundtruth.selective import recompute_attention_core
 from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks
 from tiersim.groundtruth.step_timeline import train_step
@@ -146,7 +147,11 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
         if torch.is_tensor(v) and k not in APART
     ]
     base = _stored(params) + _stored([p.grad for p in params]) + _stored(state)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    # DTensor's own collectives, in Muon's step (groundtruth/muon_dtensor.py), settled
+    with (
+        settled_collectives(),
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+    ):
         train_step(net, [optimizer], ids, recorded=True)
     return measured_peaks(prof, base)
 

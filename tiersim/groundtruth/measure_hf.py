@@ -69,16 +69,24 @@ def step_peak_prediction(s: Scenario, device: str) -> int:
     return predicted_timeline(s, device).peak_allocated_bytes
 
 
+FSDP_STEP_OPTIMIZERS = ("adamw", "adam", "muon")  # measured under FSDP2 (tests/test_fsdp2_step.py)
+
+
 def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
     """FSDP2 on `world` CPU ranks: each rank's bytes, measured and predicted (state/fsdp.py);
     with transformers' model (huggingface), rank 0's step peak beside the timeline's."""
     low = 1 if req.implementation == "huggingface" else 2
     if not low <= world <= 16:
         raise invalid("--fsdp", f"{world} ranks (expected {low} to 16 processes on this host)")
+    if req.implementation == "huggingface":
+        # torch.optim.Muon steps FSDP2's DTensors (state/muon_sharded.py); bitsandbytes'
+        # AdamW8bit cannot (docs/muon-fsdp.md)
+        if req.optimizer not in FSDP_STEP_OPTIMIZERS:
+            expected = " or ".join(FSDP_STEP_OPTIMIZERS)
+            raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected {expected})")
+        return _fsdp_step(req, world)
     if req.optimizer not in ("adamw", "adam"):
         raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected adamw or adam)")
-    if req.implementation == "huggingface":
-        return _fsdp_step(req, world)
     scenario = prediction_scenario(req)
     import_torch()
     from tiersim.groundtruth import fsdp2
@@ -102,7 +110,8 @@ def _fsdp_step(req: Request, world: int) -> dict[str, Any]:
     (measured,) = record_fsdp_steps([(scenario, req.dtype)], world)
     t = predicted_timeline(scenario)
     seq, mbs = scenario.seq_len, scenario.training.micro_batch_size
-    config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype, "optimizer": "adamw"}
+    config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype}
+    config["optimizer"] = req.optimizer
     peak = t.peak_event
     return {
         "model": model_dims(scenario.model),

@@ -26,6 +26,7 @@ from tiersim.plan.bound import StepBound, step_bound, wear_floor
 from tiersim.plan.space import override_text
 from tiersim.plan.upper import MARGIN, period_upper_s
 from tiersim.runner import check_runnable
+from tiersim.state.classes import STATE_CLASSES
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.sweep.estimate import layer_passes
@@ -34,6 +35,12 @@ from tiersim.workload.work import build_workload
 
 PRESET_SECTIONS = ("model.", "hardware.", "model", "hardware")  # what presets fill
 HBF = "hbf"  # the tier of "can HBF hold optimizer state?" (plan.rank.HBF)
+PREFETCH = "simulation.prefetch_depth"
+RECENT = 64  # valid scenarios kept to set another prefetch depth in (a space's last keys')
+# the choices a workload's shared parts never read (workload.work.build_workload)
+HOME_CHOICES = frozenset(
+    {f"placement.{c.name}" for c in STATE_CLASSES} | {"placement.optimizer_compute"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +153,12 @@ class Checker:
         self.raw, self.base_dir, self.source = raw, base_dir, source
         self.texts: dict[tuple[str, Any], str] = {}
         self.assessed: dict[tuple, Assessed] = {}
+        # what of a workload its classes' homes do not change, by the other choices
+        # (workload.work.build_workload's `shared`)
+        self.workloads: dict[tuple, dict] = {}
+        # the valid scenarios built last, by their choices but the prefetch depth (`_scenario`)
+        self.recent: dict[tuple, Scenario] = {}
+        self.passes: dict[tuple, int] = {}  # their layer passes (`_passes`)
         problems: list = []  # the scenario's presets merged in once (`_built`)
         self.resolved = resolve_presets(copy.deepcopy(raw), base_dir, problems)
         self.resolved = None if problems else self.resolved
@@ -177,17 +190,44 @@ class Checker:
             self.texts[key] = override_text(path, value)
         return self.texts[key]
 
+    def _scenario(self, combo, rest: tuple) -> Scenario:
+        """The candidate's scenario, valid and runnable (else InputError); `rest`: its
+        choices but the prefetch depth. One that differs from a valid candidate built just
+        before only in its prefetch depth, a whole number of at least 1, is that one's with
+        the depth set: no check reads the depth beside other keys (config.consistency, the
+        routes, the wear and checkpoint inputs), and its field (PositiveInt) keeps such a
+        number as given (tests/test_plan_shared.py)."""
+        depth = dict(combo).get(PREFETCH)
+        base = self.recent.get(rest)
+        if base is not None and type(depth) is int and depth >= 1:
+            sim = base.simulation.model_copy(update={"prefetch_depth": depth})
+            return base.model_copy(update={"simulation": sim})
+        loaded = self._built(combo)
+        check_runnable(loaded)
+        if len(self.recent) >= RECENT:
+            self.recent.clear()
+            self.passes.clear()
+        self.recent[rest] = loaded.scenario
+        return loaded.scenario
+
+    def _passes(self, rest: tuple, s: Scenario) -> int:
+        """The layer passes its run simulates (sweep.estimate.work, which reads no prefetch
+        depth: the same for the candidates that differ only in that)."""
+        if rest not in self.passes:
+            self.passes[rest] = layer_passes(s)
+        return self.passes[rest]
+
     def __call__(self, combo, out: Pruned) -> tuple[Candidate | None, str]:
         try:
-            loaded = self._built(combo)
-            check_runnable(loaded)
+            rest = tuple((p, type(v), v) for p, v in combo if p != PREFETCH)
+            s = self._scenario(combo, rest)
         except InputError as exc:
             out.invalid[_reason(exc)] += 1
             return None, ""
-        s = loaded.scenario
         shared = tuple((p, type(v), v) for p, v in combo if not p.startswith("simulation."))
         if shared not in self.assessed:
-            self.assessed[shared] = assess(s)
+            alike = tuple(c for c in shared if c[0] not in HOME_CHOICES)
+            self.assessed[shared] = assess(s, self.workloads.setdefault(alike, {}))
         a = self.assessed[shared]
         if a.over:
             out.unfit.update(a.over)
@@ -201,7 +241,7 @@ class Checker:
             None,
             gpus,
             price,
-            layer_passes(s),
+            self._passes(rest, s),
             bound=a.bound,
             tokens_per_step=a.tokens,
             hbf_optimizer=a.hbf_optimizer,
@@ -214,20 +254,21 @@ class Checker:
         return candidate, hashlib.sha256(s.model_dump_json().encode()).hexdigest()[:16]
 
 
-def assess(s: Scenario) -> Assessed:
+def assess(s: Scenario, shared: dict | None = None) -> Assessed:
     """The scenario's fit by the exact inventory, and where it fits, its bounds (its step's
     least time, its period's most, tiersim.plan.bound and plan.upper) and wear floor; no
     bound where its workload cannot be built (a candidate the simulation will refuse: it is
-    simulated, and says why)."""
+    simulated, and says why). `shared`: build_inventory's and build_workload's, kept for the
+    scenarios that differ from this one at most in HOME_CHOICES and `simulation.*`."""
     res = resolve(s)
-    inv = build_inventory(res)
+    inv = build_inventory(res, shared)
     over = tuple(name for name, use in inv.tiers.items() if not use.fits)
     if over:
         return Assessed(over)
     costs = costs_of(s)
     on_hbf = inv.tiers[HBF].classes.get("optimizer", 0) > 0 if HBF in inv.tiers else False
     try:
-        wl = build_workload(res, inv)
+        wl = build_workload(res, inv, shared)
     except (InputError, InfeasibleError, ValueError, ZeroDivisionError):
         return Assessed((), hbf_optimizer=on_hbf, costs=costs)
     bound = step_bound(res, wl)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from tiersim.analysis.cost import PRICE_UNIT
 from tiersim.analysis.wear import GradAccumulationFit
 from tiersim.core.units import fmt_bytes, fmt_time
 from tiersim.plan.rank import entry, feasible, first_worn_out_days, hbf_question, ranked
@@ -16,7 +17,11 @@ from tiersim.report.wear import (
     steps_per_day_cap,
 )
 
-LABELS = {"tokens_per_s": "tokens/s", "goodput": "goodput tokens/s", "cost": "cost per 1M tokens"}
+LABELS = {
+    "tokens_per_s": "tokens/s",
+    "goodput": "goodput tokens/s",
+    "cost": f"cost ({PRICE_UNIT} per million tokens)",
+}
 
 
 def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any]:
@@ -145,7 +150,7 @@ def _plan_block(plan: dict[str, Any], title: str) -> str:
     if plan["goodput_tokens_per_s"] < 0.9995 * plan["tokens_per_s"]:
         figures += f", {plan['goodput_tokens_per_s']:,.0f} goodput tokens/s"
     if plan["cost_per_million_tokens"] is not None:
-        figures += f", {plan['cost_per_million_tokens']:.4g} per 1M tokens"
+        figures += f", {plan['cost_per_million_tokens']:.4g} {PRICE_UNIT} per million tokens"
     peaks = ", ".join(
         f"{n} {fmt_bytes(p['peak_bytes'])} / {fmt_bytes(p['capacity_bytes'])}"
         for n, p in plan["peaks"].items()

@@ -48,6 +48,7 @@ from tiersim.hardware.topology import Topology
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
+from tiersim.workload.unit import Unit
 from tiersim.workload.work import Workload
 
 MARGIN = 1.25  # the bound the planner uses: the serial sum and a quarter (module docstring)
@@ -100,6 +101,23 @@ def tier_bytes(u) -> tuple[float, float]:
     return weights, u.homed.get("gradients", 0)
 
 
+def alike_runs(units) -> list[tuple[Unit, int]]:
+    """The units as runs of copies, each with its length: a unit whose every field but its
+    name equals the one before's (workload.work `_renamed`: a run of alike layers) is a copy
+    of it, and moves the same."""
+    runs: list[list] = []
+    for u in units:
+        if runs and _copy_of(u, runs[-1][0]):
+            runs[-1][1] += 1
+        else:
+            runs.append([u, 1])
+    return [(u, n) for u, n in runs]
+
+
+def _copy_of(u: Unit, v: Unit) -> bool:
+    return {**u.__dict__, "name": None} == {**v.__dict__, "name": None}
+
+
 def serial_step_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     """Every operation of one step one after another, each alone (module docstring)."""
     m, units = wl.micro_batches, wl.units
@@ -112,21 +130,22 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     total += wl.bubble_s + wl.bubble_after_s
     moves = Moves(topo, res.execution.simulation.chunk_size)
     cap = wl.net_capacity
-    for u in units:
+    for u, n in alike_runs(units):  # moves counted by the run (whole counts: sums exact)
         home = u.home or base
         weights, gradients = tier_bytes(u)
-        moves.add(home["weights"], gpu, weights, 2 * (2 * m + 2))
+        moves.add(home["weights"], gpu, weights, n * 2 * (2 * m + 2))
         # written after each backward (the last maybe fp32: twice the bytes), read back for
         # the next and for the update: at most m + 1 each way, counted twice, each on its route
-        moves.add(gpu, home["gradients"], gradients, 2 * (m + 1))
-        moves.add(home["gradients"], gpu, gradients, 2 * (m + 1))
-        moves.add(gpu, home["activations"], u.activations, m)
-        moves.add(home["activations"], gpu, u.activations, m)
+        moves.add(gpu, home["gradients"], gradients, n * 2 * (m + 1))
+        moves.add(home["gradients"], gpu, gradients, n * 2 * (m + 1))
+        moves.add(gpu, home["activations"], u.activations, n * m)
+        moves.add(home["activations"], gpu, u.activations, n * m)
         for cls in ("optimizer", "master"):
-            moves.add(home[cls], updater, u.homed.get(cls, 0), 2)
-            moves.add(updater, home[cls], u.homed.get(cls, 0), 2)
-        moves.add(gpu, updater, u.gradients_for_update, 2)
-        moves.add(updater, gpu, u.weights_updated, 2)
+            moves.add(home[cls], updater, u.homed.get(cls, 0), n * 2)
+            moves.add(updater, home[cls], u.homed.get(cls, 0), n * 2)
+        moves.add(gpu, updater, u.gradients_for_update, n * 2)
+        moves.add(updater, gpu, u.weights_updated, n * 2)
+    for u in units:
         for comm in (u.tp_forward, u.tp_backward, u.ep_forward, u.ep_backward):
             total += _comm_s(comm, m, cap)
         for comm in (u.cp_forward, u.cp_backward, u.cp_forward_hidden, u.cp_backward_hidden):
@@ -143,13 +162,13 @@ def checkpoint_copy_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     staging = res.execution.checkpoint.staging
     base = homes(res.execution.placement, res.machine)
     moves = Moves(topo, res.execution.simulation.chunk_size)
-    for u in wl.units:
+    for u, n in alike_runs(wl.units):
         home = u.home or base
         for cls in CHECKPOINTED:
             nbytes = max(u.homed.get(cls, 0), u.weights_full if cls == "weights" else 0)
-            moves.add(home[cls], target, nbytes)
-            moves.add(home[cls], staging, nbytes)
-            moves.add(staging, target, nbytes)
+            moves.add(home[cls], target, nbytes, n)
+            moves.add(home[cls], staging, nbytes, n)
+            moves.add(staging, target, nbytes, n)
     return moves.seconds()
 
 

@@ -21,7 +21,8 @@ def checkpoint_lines(ck: dict[str, Any], step_s: float) -> list[str]:
 
 
 def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
-    every = "not set" if ck["interval_steps"] is None else f"every {ck['interval_steps']} steps"
+    n = ck["interval_steps"]
+    every = "not set" if n is None else f"every {n} step{'s' * (n != 1)}"
     basis = {
         "daly": "auto: Daly's optimum",
         "drain": "auto: the drain, longer than Daly's optimum",
@@ -32,7 +33,7 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
     line = (
         f"Checkpoint ({ck['mode']} to {ck['target']}, {every}): {fmt_bytes(ck['bytes'])} per "
         f"GPU, written in {fmt_time(ck['write_s'])}, training stalls {fmt_time(ck['stall_s'])}; "
-        f"recovery {fmt_time(ck['recovery_s'] or 0)}"
+        f"recovery {fmt_time(ck['recovery_s'] or 0)}{_recovery_parts(ck)}"
     )
     if ck.get("mtbf_s") is None:
         stalls = "" if ck.get("goodput") is None else f" {100 * ck['goodput']:.4g} %"
@@ -56,6 +57,21 @@ def _checkpoint_line(ck: dict[str, Any], step_s: float) -> str:
             line += f" ({ck['target']} then {at_opt['drive_writes_per_day']:.3g} drive writes/day, "
             line += _wear_out(at_opt["pe_lifetime_days"], at_opt["rated_lifetime_days"]) + ")"
     return line
+
+
+def _recovery_parts(ck: dict[str, Any]) -> str:
+    """What a recovery adds up to (analysis.checkpoint.recovery_s): a restart, the read-back,
+    and redoing the steps since the last durable checkpoint, most of it where the interval is
+    long."""
+    parts = (ck.get("recovery_s"), ck.get("restart_s"), ck.get("read_back_s"))
+    if any(p is None for p in parts) or not parts[0]:
+        return ""
+    recovery, restart, read_back = parts
+    lost = max(0.0, recovery - restart - read_back)
+    return (
+        f" (restart {fmt_time(restart)} + read-back {fmt_time(read_back)} + redoing the steps "
+        f"since the checkpoint {fmt_time(lost)})"
+    )
 
 
 def _wear_out(cycles_days: float | None, rated_days: float | None) -> str:

@@ -8,7 +8,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tiersim.analysis.cost import Costing, costing, lifetime_to_match, price_per_gb_to_match
+from tiersim.analysis.cost import (
+    PRICE_UNIT,
+    Costing,
+    costing,
+    lifetime_to_match,
+    price_per_gb_to_match,
+)
 from tiersim.config.schema import Scenario
 from tiersim.core.units import DAY_S, fmt_bytes
 from tiersim.report.table import render
@@ -75,15 +81,17 @@ def _why(a: Costing, b: Costing, cheaper: str | None) -> str:
     dear, dc = ("B", b) if cheaper == "A" else ("A", a)
     line = (
         f"{cheaper} is cheaper per token: {fmt_significant(a.per_million_tokens)} (A) against "
-        f"{fmt_significant(b.per_million_tokens)} (B) per million tokens; the largest difference "
-        f"is {part} ({fmt_significant(abs(diffs[part]))} per million tokens)"
+        f"{fmt_significant(b.per_million_tokens)} (B) {PRICE_UNIT} per million tokens; the "
+        f"largest difference is {part} ({fmt_significant(abs(diffs[part]))} {PRICE_UNIT} per "
+        "million tokens)"
     )
     tier = dc.tiers.get(part.removesuffix(" capital"))
     if tier is not None and tier.worn_out_first:
         days = tier.replaced_every_s / DAY_S
         line += (
             f": {dear} buys {fmt_bytes(tier.capacity_bytes)} of {tier.tier} at "
-            f"{fmt_significant(tier.price_per_gb)} a GB and wears it out in {fmt_days(days)}, "
+            f"{fmt_significant(tier.price_per_gb)} {PRICE_UNIT} a GB and wears it out in "
+            f"{fmt_days(days)}, "
             f"{tier.amortization_s / tier.replaced_every_s:.3g} times over "
             f"{fmt_days(tier.amortization_s / DAY_S)}"
         )
@@ -147,9 +155,9 @@ def cost_text(section: dict[str, Any] | None) -> str:
     ]
     rows.append(["total", *(_money(s["per_million_tokens"]) for s in sides.values())])
     table = render(
-        ["cost per million tokens", *(k.upper() for k in sides)],
+        [f"{PRICE_UNIT} per million tokens", *(k.upper() for k in sides)],
         rows,
-        "priced (per GPU, "
+        f"priced ({PRICE_UNIT}: the unit the scenario's prices are given in; per GPU, "
         "tier capital over its amortization or its wear lifetime, whichever is shorter):",
     )
     lines = [table, section["why"]]
@@ -157,7 +165,8 @@ def cost_text(section: dict[str, Any] | None) -> str:
     if be is not None:
         price = be["price_per_gb_to_match"]
         line = f"break-even: {be['side']} would cost as little per token with {be['tier']} at " + (
-            f"{fmt_significant(price)} a GB (now {fmt_significant(be['price_per_gb_now'])})"
+            f"{fmt_significant(price)} {PRICE_UNIT} a GB (now "
+            f"{fmt_significant(be['price_per_gb_now'])})"
             if price is not None
             else "any price: not even free would do"
         )

@@ -11,11 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tiersim import __version__
 from tiersim.config.document import provenance, scenario_document
 from tiersim.config.schema import Scenario
+from tiersim.config.yamlfile import dump_yaml
 
 
 def write_atomic(path: Path, text: str | bytes) -> None:
@@ -104,7 +103,7 @@ def scenario_yaml(scenario: Scenario, source: str) -> str:
         "# value, defaults and presets included, so this file reruns the same simulation.",
         *(f"# {_one_line(line)}" for line in provenance(scenario)),
     ]
-    body = yaml.safe_dump(scenario_document(scenario), sort_keys=False, allow_unicode=True)
+    body = dump_yaml(scenario_document(scenario))
     return "\n".join(header) + "\n" + body
 
 

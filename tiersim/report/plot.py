@@ -6,6 +6,7 @@ its report. matplotlib is imported here only, when a plot is asked for."""
 from __future__ import annotations
 
 import io
+import textwrap
 from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_time
@@ -15,6 +16,7 @@ from tiersim.report.plot_timeline import COLOURS, draw_timeline, timeline_rows
 from tiersim.report.text import fit_warning
 
 DPI = 100
+TITLE_CHARS = 140  # a title line's characters at 12 points within the picture's 13 inches
 CURVE, CAPACITY = "#4C72B0", "#C44E52"  # an occupancy panel's curve and capacity line
 
 
@@ -87,7 +89,8 @@ def step_figure(
         share = 100 * neck["bandwidth_utilization"]
         title += f"; busiest: {neck['resource']} ({share:.1f} % of its bandwidth)"
     fits = fit_warning(report)
-    fig.suptitle(title + (f"\n{fits}" if fits else ""), fontsize=12)
+    lines = [title, fits] if fits else [title]  # each wrapped: a long verdict was cut at the edges
+    fig.suptitle("\n".join(textwrap.fill(t, TITLE_CHARS) for t in lines), fontsize=12)
     unit = time_unit(st["time_s"])
     other = trace["otherData"]
     drawn_s = other["measured_end_s"] - other["measured_start_s"]  # the traced run's step

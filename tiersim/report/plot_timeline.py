@@ -117,18 +117,43 @@ def share_text(share: float) -> str:
     return "<0.1 %" if 0 < percent < 0.05 else f"{percent:.1f} %"
 
 
+# a stream's kinds of work in the run table's words: its "GPU compute (fwd+bwd+recompute)"
+# and "GPU optimizer"; a collective on the stream is a kernel the table counts in "exposed
+# collectives (GPU waits)", not in compute, so a stream's busy share can exceed the table's
+# compute + optimizer by it
+_STREAM_PARTS = {
+    "forward": "compute",
+    "backward": "compute",
+    "recompute": "compute",
+    "optimizer": "optimizer",
+    "collective": "collectives",
+}
+
+
+def stream_parts(events: list[tuple[int, float, float, str]], step_s: float) -> dict[str, float]:
+    """A stream's share of the step busy with each kind of its work (`_STREAM_PARTS`)."""
+    spans: dict[str, list[tuple[int, float, float, str]]] = defaultdict(list)
+    for event in events:
+        spans[_STREAM_PARTS.get(event[3], "other work")].append(event)
+    order = [*dict.fromkeys(_STREAM_PARTS.values()), "other work"]  # the table's order
+    return {part: busy_share(spans[part], step_s) for part in order if part in spans}
+
+
 def row_label(label: str, events: list[tuple[int, float, float, str]], step_s: float) -> str:
-    """A row's label with its share of the step: a stream's busy time, a link's or port's time
-    with a transfer in flight (a collective's includes its latency, so it can exceed the link
-    table's busy time, bytes moving; its "in flight %" is this, over the link's rows)."""
+    """A row's label with its share of the step: a stream's busy time (by kind of work where
+    it does more than one: `_STREAM_PARTS`), a link's or port's time with a transfer in flight
+    (a collective's includes its latency, so it can exceed the link table's busy time, bytes
+    moving; its "in flight %" is this, over the link's rows)."""
     share = share_text(busy_share(events, step_s))
     if label.endswith("waiting"):
         return f"{label}: {share} of the step"
-    return (
-        f"{label}, {share} busy"
-        if label.startswith(("GPU", "CPU"))
-        else f"{label}, {share} in flight"
-    )
+    if not label.startswith(("GPU", "CPU")):
+        return f"{label}, {share} in flight"
+    parts = stream_parts(events, step_s)
+    if len(parts) < 2:
+        return f"{label}, {share} busy"
+    said = ", ".join(f"{share_text(s)} {part}" for part, s in parts.items())
+    return f"{label}, {share} busy ({said})"
 
 
 def draw_timeline(

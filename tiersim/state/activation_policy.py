@@ -27,15 +27,26 @@ MODULE_ITEMS = {
 }
 
 
+# Megatron-Core checkpoints the whole core attention (attention.py
+# `_checkpointed_attention_forward`: tensor_parallel.checkpoint over query, key, value), so it
+# keeps q, k and v, the checkpoint's inputs, and recomputes the rest: a fused kernel's softmax
+# statistics and its output. That output is the out-projection's input, which a bf16 linear
+# keeps itself; Transformer Engine's FP8 linear keeps only its FP8 copy
+# (state/activations_fp8.py), so under FP8 the bf16 output goes too (docs/nemo-memory.md).
+FP8_OUT_PROJECTION = "out-projection input (FP8 copy)"
+CORE_ATTENTION_OUTPUTS = ("out-projection input", "logsumexp (fp32)")
+
+
 def kept(items: list[Item], recompute: str, modules: tuple[str, ...] = ()) -> list[Item]:
-    """Selective recompute (Korthikanti et al. §5) recomputes the s×s terms; with
-    `modules` (training.recompute_modules), what those modules hold instead."""
+    """Selective recompute (Korthikanti et al. §5) recomputes the s×s terms (under TE's FP8
+    linears, the fused attention's output and statistics too); with `modules`
+    (training.recompute_modules), what those modules hold instead."""
     if recompute != "selective":
         return list(items)
-    if not modules:
-        return [i for i in items if not i.scores]
     dropped = {name for m in modules for name in MODULE_ITEMS.get(m, ())}
-    scores = "core_attn" in modules
+    scores = not modules or "core_attn" in modules
+    if scores and any(i.name == FP8_OUT_PROJECTION for i in items):
+        dropped.update(CORE_ATTENTION_OUTPUTS)
     return [i for i in items if not ((scores and i.scores) or i.name in dropped)]
 
 

@@ -365,19 +365,17 @@ def tier_use(
     }
 
 
-def build_inventory(r: Resolved) -> Inventory:
-    model = r.model
-    # stages 1 .. p - 2 hold the same tensors and no more in flight than stage 1: the most
-    # loaded stage (the first of equals) is among 0, 1 and p - 1 -- where layers are alike
-    p = r.execution.parallel.pipeline
-    alike = not model.is_moe_model and r.execution.parallel.stage_layers is None
-    candidates = sorted({0, 1, p - 1} & set(range(p))) if alike else range(p)
-    stages = {k: stage_bytes(r, model, k) for k in candidates}
-    stage = max(candidates, key=lambda k: stages[k][0][0].total)
-    (per_gpu, experts), inflight, params = stages[stage]
+def build_inventory(r: Resolved, shared: dict | None = None) -> Inventory:
+    """`shared`: kept for scenarios differing at most in homes, the optimizer's device and
+    simulation.*: each class's bytes by the device (its buffers: state/buffers.py)."""
+    model, shared = r.model, {} if shared is None else shared
+    key = ("inventory", r.execution.placement.optimizer_compute)
+    if key not in shared:
+        shared[key] = (_loaded_stage(r, model), dense_inventory(r, model))
+    (stage, ((per_gpu, experts), inflight, params)), dense = shared[key]
     return Inventory(
         parameters=model.parameters,
-        dense=dense_inventory(r, model),
+        dense=dense,
         per_gpu=per_gpu,
         stage=stage,
         stage_parameters=params,
@@ -386,6 +384,16 @@ def build_inventory(r: Resolved) -> Inventory:
         tiers=tier_use(r, per_gpu, experts if model.is_moe_model else None),
         experts_per_gpu=experts if model.is_moe_model else None,
     )
+
+
+def _loaded_stage(r: Resolved, model: Model) -> tuple[int, tuple]:
+    """The most loaded stage (the first of equals; among 0, 1, p - 1 if layers are alike)."""
+    p = r.execution.parallel.pipeline
+    alike = not model.is_moe_model and r.execution.parallel.stage_layers is None
+    candidates = sorted({0, 1, p - 1} & set(range(p))) if alike else range(p)
+    stages = {k: stage_bytes(r, model, k) for k in candidates}
+    stage = max(candidates, key=lambda k: stages[k][0][0].total)
+    return stage, stages[stage]
 
 
 def model_summary(model: Model) -> dict[str, object]:

@@ -28,6 +28,9 @@ class Matrix:
     # kept in fp32 whatever the weights' precision, under implementation: huggingface
     # (transformers' _keep_in_fp32_modules_strict: DeepSeek-V3's router weight)
     fp32: bool = False
+    # held in tensors of 3 dimensions (transformers 5's fused experts, under implementation:
+    # huggingface), which torch.optim.Muon refuses: Muon leaves them to AdamW
+    fused: bool = False
 
     @property
     def size(self) -> int:

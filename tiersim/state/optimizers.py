@@ -4,8 +4,9 @@ builds for it. Nothing else names an optimizer (`training.optimizer` takes REGIS
 
 A "tensor" here is anything with `rows`, `cols` and `count` (state/layers.py's Matrix: `count`
 tensors of rows x cols, cols == 1 for a vector); `value_bytes` is the optimizer precision's
-bytes per value (`training.precision.optimizer`). This module imports nothing of tiersim, so
-the scenario format can take the names from it.
+bytes per value (`training.precision.optimizer`). This module imports nothing of tiersim but
+state/muon_sharded.py (which imports nothing of it), so the scenario format can take the names
+from it.
 
 Sources, per optimizer:
 - adam / adamw: exp_avg and exp_avg_sq (torch.optim.Adam/AdamW; Kingma and Ba 2015).
@@ -31,6 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tiersim.state import muon_sharded
+
 
 class Tensors(Protocol):
     rows: int
@@ -41,7 +44,7 @@ class Tensors(Protocol):
 FP32 = 4
 BNB_BLOCK = 256  # bitsandbytes' block-wise quantisation block (Optimizer2State.init_state)
 BNB_MIN_8BIT = 4096  # min_8bit_size: smaller tensors keep 32-bit state
-NS_STEPS = 5  # torch.optim.Muon's default ns_steps
+NS_STEPS = muon_sharded.NS_STEPS  # torch.optim.Muon's default ns_steps
 
 
 def _values(t: Tensors) -> int:
@@ -53,8 +56,8 @@ def _matrix(t: Tensors) -> bool:
 
 
 def _muon(t: Tensors) -> bool:
-    """Muon updates a layer's matrix; embeddings and the head go to AdamW."""
-    return _matrix(t) and not getattr(t, "embedding", False)
+    """Muon updates a layer's matrix; embeddings, the head and 3-D tensors go to AdamW."""
+    return _matrix(t) and not getattr(t, "embedding", False) and not getattr(t, "fused", False)
 
 
 @dataclass(frozen=True)
@@ -91,14 +94,27 @@ class Optimizer:
         they are bound by the bytes they touch)."""
         return 0.0
 
+    def sharded_gathers(self, tensors: Iterable[Tensors], shards: int) -> tuple[int, int]:
+        """(bytes of the gathered outputs, collectives) the step runs on one rank where each
+        weight is sharded over `shards` ranks (FSDP2's DTensors): none for an elementwise
+        update, which needs only the rank's shard."""
+        return 0, 0
+
     def step_temporary_bytes(
-        self, values: int, largest: int, value_bytes: int, device: str, tensors: Sequence = ()
+        self,
+        values: int,
+        largest: int,
+        value_bytes: int,
+        device: str,
+        tensors: Sequence = (),
+        shards: int = 1,
     ) -> int:
         """The largest set of temporaries the step holds at once beside the state, for a rank
         updating `values` parameters whose largest tensor has `largest` values (`tensors`: the
         rank's, where an optimizer treats them apart): torch.optim's foreach path (CUDA's
         default) makes one list the size of all the rank's tensors, the single-tensor path
-        (CPU's) one tensor's at a time."""
+        (CPU's) one tensor's at a time; `shards`: the ranks each weight is sharded over (FSDP2's
+        DTensors), for an optimizer whose step gathers them."""
         return 0
 
     @property
@@ -130,7 +146,13 @@ class AdamLike(Optimizer):
     single-tensor path (`exp_avg_sq.sqrt() / bias_correction2_sqrt`) two of one tensor."""
 
     def step_temporary_bytes(
-        self, values: int, largest: int, value_bytes: int, device: str, tensors: Sequence = ()
+        self,
+        values: int,
+        largest: int,
+        value_bytes: int,
+        device: str,
+        tensors: Sequence = (),
+        shards: int = 1,
     ) -> int:
         if device == "cpu":
             return 2 * largest * value_bytes
@@ -163,7 +185,13 @@ class AdamW8bit(Optimizer):
         return [bitsandbytes.optim.AdamW8bit([p for _, p in named], lr=lr)]
 
     def step_temporary_bytes(
-        self, values: int, largest: int, value_bytes: int, device: str, tensors: Sequence = ()
+        self,
+        values: int,
+        largest: int,
+        value_bytes: int,
+        device: str,
+        tensors: Sequence = (),
+        shards: int = 1,
     ) -> int:
         """CUDA's blockwise kernel updates in place; the CPU backend (backends/cpu/ops.py,
         _optimizer_update_8bit_blockwise_cpu) works one tensor at a time in fp32: both moments
@@ -201,30 +229,67 @@ class Muon(Optimizer):
         return sum(newton_schulz_flops(t.rows, t.cols) * t.count for t in tensors if _muon(t))
 
     def step_temporary_bytes(
-        self, values: int, largest: int, value_bytes: int, device: str, tensors: Sequence = ()
+        self,
+        values: int,
+        largest: int,
+        value_bytes: int,
+        device: str,
+        tensors: Sequence = (),
+        shards: int = 1,
     ) -> int:
-        # one matrix at a time (no foreach): Nesterov's update grad.lerp(buf) in the state's
-        # precision, its bf16 copy (2 B), the Gram matrix and its quintic update (2 x 2m²,
-        # m² <= the matrix's values) and the next X (2 B): value_bytes + 8 B per value of the
-        # largest matrix (a 512 x 128 matrix measured on torch 2.13 CPU: 12.9 B/value fp32,
-        # 9.2 bf16, against 12 and 10 here). The rest (embeddings, head, vectors) is AdamW's,
-        # after Muon's step: the larger of the two. Without the tensors, all are Muon's.
+        # one matrix at a time (no foreach), state/muon_sharded.py: Nesterov's update
+        # grad.lerp(buf) in the state's precision, its bf16 copy X (2 B), the Gram matrix and
+        # its quintic update (2 x 2m²) and the next X (2 B), on the CPU oneDNN's packed copy
+        # of X (2 B); sharded over ranks, each matrix gathered whole on every rank in turn.
+        # The rest (embeddings, head, vectors, 3-D experts) is AdamW's, after Muon's step: the
+        # larger of the two. Without the tensors, all are Muon's, at an upper bound of
+        # value_bytes + 8 B per value of the largest (2m² <= 2mn).
         if not tensors:
             return (value_bytes + 8) * largest
-        muon = max((_values(t) for t in tensors if _muon(t)), default=0)
+        muon = max(
+            (self._matrix_temporaries(t, value_bytes, device, shards) for t in tensors if _muon(t)),
+            default=0,
+        )
         rest = [t for t in tensors if not _muon(t)]
+        # a 3-D tensor holds many of its rows x cols: the largest, `largest` (its fused size)
+        whole = [math.ceil(_values(t) / shards) for t in rest if not getattr(t, "fused", False)]
+        fused = [largest for t in rest if getattr(t, "fused", False)]
         adamw = REGISTRY["adamw"].step_temporary_bytes(
-            sum(_values(t) * t.count for t in rest),
-            max((_values(t) for t in rest), default=0),
+            math.ceil(sum(_values(t) * t.count for t in rest) / shards),
+            max(whole + fused, default=0),
             value_bytes,
             device,
         )
-        return max((value_bytes + 8) * muon, adamw)
+        return max(muon, adamw)
+
+    @staticmethod
+    def _matrix_temporaries(t: Tensors, value_bytes: int, device: str, shards: int) -> int:
+        return muon_sharded.temporary_bytes(t.rows, t.cols, shards, value_bytes, device)
+
+    def sharded_gathers(self, tensors: Iterable[Tensors], shards: int) -> tuple[int, int]:
+        """Every layer matrix gathered whole, 3 times an iteration (state/muon_sharded.py:
+        as the orientation that gathers, whichever each really has)."""
+        if shards == 1:
+            return 0, 0
+        mats = [t for t in tensors if _muon(t)]
+        gathered = sum(
+            muon_sharded.gathering(t.rows, t.cols, shards).gathered_bytes() * t.count for t in mats
+        )
+        calls = sum(NS_STEPS * muon_sharded.GATHERS_PER_STEP * t.count for t in mats)
+        return gathered, calls
 
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
-        """torch.optim.Muon on the layers' matrices, AdamW on the rest."""
-        muon = [p for n, p in named if p.ndim == 2 and not embedding_name(n)]
-        rest = [p for n, p in named if not (p.ndim == 2 and not embedding_name(n))]
+        """torch.optim.Muon on the layers' matrices, AdamW on the rest: embeddings, the head,
+        vectors, a 1 x n matrix (Qwen2-MoE's shared-expert gate: a vector to Muon's authors and
+        to tiersim's accounting, and one FSDP2 cannot step with Muon on more ranks than rows:
+        `aten.add_.Tensor: in-place operations that require placement changes`) and tensors of
+        3 dimensions (transformers 5's fused experts), which torch.optim.Muon refuses."""
+
+        def takes(name: str, p: Any) -> bool:
+            return p.ndim == 2 and min(p.shape) > 1 and not embedding_name(name)
+
+        muon = [p for n, p in named if takes(n, p)]
+        rest = [p for n, p in named if not takes(n, p)]
         return [torch.optim.Muon(muon, lr=lr), torch.optim.AdamW(rest, lr=lr)]
 
 

@@ -4,6 +4,7 @@ FSDP2's padded rows, the dense and routed-expert divisors."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from tiersim.config.mesh import Mesh
@@ -26,6 +27,7 @@ def raw_parameter_bytes(training: Training, mats: list[Matrix]) -> dict[str, int
     """Bytes of each per-parameter class for these tensors, before sharding; transformers'
     fp32-kept tensors (Matrix.fp32) in fp32, their gradients and PyTorch optimizer state too
     (both follow the parameter's dtype), without a master copy."""
+    mats = as_held(training, mats)
     kept = [m for m in mats if m.fp32] if training.implementation == "huggingface" else []
     if kept and PRECISION_BYTES[training.precision.weights] < 4:
         fp32 = {"weights": "fp32", "gradients": "fp32", "optimizer": "fp32"}
@@ -35,6 +37,14 @@ def raw_parameter_bytes(training: Training, mats: list[Matrix]) -> dict[str, int
         rest = _raw_bytes(training, [m for m in mats if not m.fp32])
         return {c: n + rest[c] for c, n in _raw_bytes(as_fp32, kept).items()}
     return _raw_bytes(training, mats)
+
+
+def as_held(training: Training, mats: list[Matrix]) -> list[Matrix]:
+    """The tensors as the implementation holds them: transformers 5 fuses a layer's routed
+    experts into 3-D tensors (Matrix.fused; gate_up_proj [E, 2f, h], down_proj [E, h, f])."""
+    if training.implementation != "huggingface":
+        return mats
+    return [dataclasses.replace(m, fused=True) if m.expert else m for m in mats]
 
 
 def _raw_bytes(training: Training, mats: list[Matrix]) -> dict[str, int]:

@@ -84,11 +84,12 @@ def unit_matrices(
 ) -> list[list[Matrix]]:
     """Parameter tensors one GPU of `stage` holds, unit by unit: each of its layers, then
     the rest."""
-    layers = [
-        [_layer_split(m, tensor, expert, expert_tensor) for m in u.matrices]
-        for u in stage_layers(units, stage, pipeline, split)
-        for _ in range(u.count)
-    ]
+    layers: list[list[Matrix]] = []
+    for u in stage_layers(units, stage, pipeline, split):  # a run of `count` alike layers
+        # split once a run (frozen values, shared by its layers' lists): a model of a hundred
+        # layers split each one's tensors a hundred times over
+        mats = [_layer_split(m, tensor, expert, expert_tensor) for m in u.matrices]
+        layers += [list(mats) for _ in range(u.count)]
     rest = _rest(model, units, stage, pipeline)  # MTP modules' experts split as a layer's
     return [*layers, [_layer_split(m, tensor, expert, expert_tensor) for m in rest]]
 

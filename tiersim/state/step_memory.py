@@ -21,7 +21,8 @@ In order (docs/memory.md says what is and is not counted, and why):
    `huggingface` after the MLP's share of the saved set is freed: state/selective_order.py), the
    layer's backward transients (the gradient flowing between layers, s·b·h, and two of the
    MLP's s·b·f gradients), sharded gradients' unsharded copy before the reduce-scatter.
-4. optimizer: DeepSpeed ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before
+4. optimizer, after the pipeline's flush (no other micro-batch's activations left): DeepSpeed
+   ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before
    it frees the 16-bit gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one
    sub-group (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's
    temporaries (state/optimizers.py); Megatron's fused Adam none.
@@ -48,10 +49,12 @@ from tiersim.state.loss_memory import (
     outside_saved,
 )
 from tiersim.state.loss_memory import logits_values as logits_values  # re-exported
+from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS, kept_output_bytes
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.step_optimizer import optimizer_temporaries
 from tiersim.state.timeline import Event, Outside, Timeline, evaluate
+from tiersim.state.userbuffers import UB_NAME, userbuffer_bytes, userbuffer_source
 from tiersim.state.vocab_grads import VocabGrads, vocab_grads
 
 # Outside the allocator (not in torch.cuda.memory_reserved), held from the first CUDA call:
@@ -102,6 +105,8 @@ def outside_terms(r: Resolved) -> list[Outside]:
         nbytes = comms * NCCL_CHANNELS * NCCL_PEERS * NCCL_BUFFSIZE
         source = f"{comms} communicators x 16 channels x 2 peers x NCCL_BUFFSIZE 4 MiB"
         out.append(Outside("NCCL buffers", nbytes, source))
+    if ub := userbuffer_bytes(r):
+        out.append(Outside(UB_NAME, ub, userbuffer_source(r)))
     return out
 
 
@@ -271,6 +276,8 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
     steps = _Steps()
     _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held)
+    kept = kept_output_bytes(r, stage) if p.on_gpu else 0  # NeMo's, to their backward
+    steps.alloc("start of the step", "start", "pipeline outputs", PIPELINE_OUTPUTS, kept)
     root = _weights_at_start(steps, p, layers, rest)
     saves = outside - log_softmax - head_side if p.on_gpu else 0
     steps.alloc("forward: embeddings", "forward", "outside saves", "saved activations", saves, 4)
@@ -289,8 +296,18 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     _embedding_grads(steps, vocab, p)
     steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
     steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
+    _flushed(steps)
     _optimizer_step(steps, r, stage)
     return steps.events
+
+
+def _flushed(steps: _Steps) -> None:
+    """The pipeline's flush: the optimizer steps after every micro-batch's backward (Megatron's
+    schedules end with the cool-down backwards, then `optimizer.step()`), so no other
+    micro-batch's activations nor kept output is left by then."""
+    at, b = "backward: embeddings", "backward"
+    steps.free(at, b, "held", "saved activations (other micro-batches)")
+    steps.free(at, b, "pipeline outputs", PIPELINE_OUTPUTS)
 
 
 def _rest_values(r: Resolved, stage: int) -> int:

@@ -17,7 +17,7 @@ from tiersim.state.inventory import rank_matrices
 from tiersim.state.optimizers import optimizer
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
-from tiersim.state.sharding import master_bytes, shard_divisors, sharded_classes
+from tiersim.state.sharding import as_held, master_bytes, shard_divisors, sharded_classes
 
 DEEPSPEED_SUB_GROUP = 1_000_000_000  # stage3.py's sub_group_size default
 
@@ -119,7 +119,18 @@ def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
         values = min(values, layer or values)  # streamed in and out: one unit at a time
     value_bytes = PRECISION_BYTES[tr.precision.optimizer]
     device = r.accounting.device
-    mats = [m for unit in rank_matrices(r, stage) for m in unit if m.count]
+    mats = as_held(tr, [m for unit in rank_matrices(r, stage) for m in unit if m.count])
     opt = optimizer(tr.optimizer)
-    temp = opt.step_temporary_bytes(values, largest, value_bytes, device, tensors=mats)
+    shards = weight_shards(r)
+    temp = opt.step_temporary_bytes(values, largest, value_bytes, device, mats, shards)
     return "optimizer step temporaries", temp
+
+
+def weight_shards(r: Resolved) -> int:
+    """Ranks each dense weight is sharded over where the optimizer steps FSDP2's DTensors
+    (`framework: fsdp`, weights sharded), else 1: an optimizer that needs a matrix whole
+    (Muon) gathers it."""
+    par = r.execution.parallel
+    if r.execution.training.framework != "fsdp" or not sharded_classes(par)["weights"]:
+        return 1
+    return shard_divisors(par)[0]

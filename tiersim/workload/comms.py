@@ -221,11 +221,22 @@ def p2p_send_s(r: Resolved, hidden: int | None) -> float:
         return 0.0
     link, _ = _link(r, "pipeline")
     full = hidden_bytes(r, hidden)
-    piece = full / par.tensor
-    send = piece / link.bandwidth + _latency_s(r, "send", piece, 2, link)
+    send = send_time_s(r, full / par.tensor, link)
     if par.tensor == 1 or par.sequence:
         return send
-    return send + alone_s(r, comm(r, "pp gather", "tensor", "all_gather", full))
+    return send + tensor_gather_s(r, full)
+
+
+def send_time_s(r: Resolved, nbytes: float, link: GroupLink) -> float:
+    """One point-to-point send of `nbytes` on `link`, alone: at its rate, plus its latency
+    and NCCL's shortfall at that size."""
+    return nbytes / link.bandwidth + _latency_s(r, "send", nbytes, 2, link)
+
+
+def tensor_gather_s(r: Resolved, full: float) -> float:
+    """The tensor group's all-gather of a received activation's t pieces (Megatron's
+    scatter/gather without sequence parallelism), alone."""
+    return alone_s(r, comm(r, "pp gather", "tensor", "all_gather", full))
 
 
 def tied_embedding_gradient_bytes(r: Resolved, model: Model, stage: int) -> int:

@@ -28,8 +28,13 @@ The kernels run at HBM bandwidth x `gpu.memory_efficiency`, or where the GPU's k
 measures the recipe's kernel (`fp8_quantize`), at that share of HBM bandwidth: the bytes are
 weighted by memory_efficiency / share, so that the layer's memory-bound time prices them at
 it (the H100's delayed: TE 1's cast-transpose, 0.386, tiersim/presets/kernels/h100-sxm.yaml).
-Not counted: the LayerNorm fused with the next linear's cast (TE's LayerNormLinear writes FP8
-directly, saving one BF16 write per element of the QKV and FC1 inputs); the weight gradients' fp32
+Megatron's implementation under delayed scaling (Transformer Engine 1.x's LayerNormLinear,
+what Megatron-Core's TE layer spec puts before QKV and FC1): the norm writes its output in FP8
+itself (`ln_out_dtype = torch.uint8 if (fp8 and not return_layernorm_output)`: 1 B a value
+instead of 2, `NORM_FP8_SAVED_B`), so those two inputs get no cast + transpose in forward; the
+backward transposes the FP8 copy for the weight gradient (`tex.fp8_transpose(ln_out_total,
+...)`: read 1, write 1 = 2 B a value, `NORM_FP8_TRANSPOSE_B`, a transpose priced at the
+measured cast-transpose's rate as well). Not counted: the weight gradients' fp32
 `main_grad` accumulate in the GEMM epilogue (hidden by the roofline at 2048 tokens or more a
 micro-batch; no measurement of it). Delayed scaling's amax all-reduce and scale update, once a
 forward and once a backward per model chunk, are priced apart (tiersim/workload/amax.py).
@@ -37,8 +42,13 @@ forward and once a backward per model chunk, are priced apart (tiersim/workload/
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tiersim.config.fp8 import Fp8
 from tiersim.hardware.kernel_tables import KernelTable
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
 
 QUANTIZE_B = {
     "delayed": 4.0,
@@ -47,6 +57,16 @@ QUANTIZE_B = {
     "blockwise": 6.0,
     "mxfp8": 2 * (2.0 + 1.0 + 1.0 / 32.0),
 }
+
+
+NORM_FP8_SAVED_B = 1.0  # per norm output value: FP8 (1 B) written instead of BF16 (2 B)
+NORM_FP8_TRANSPOSE_B = 2.0  # per value of the norm's FP8 output, backward: read 1, write 1
+NORM_FED = (0, 2)  # the linears a norm feeds: QKV and FC1 (`linears`' order)
+
+
+def norm_fused(fp8: Fp8 | None, implementation: str) -> bool:
+    """Whether the norms before QKV and FC1 write FP8 themselves (module docstring)."""
+    return fp8 is not None and fp8.recipe == "delayed" and implementation == "megatron"
 
 
 def quantize_slowdown(
@@ -63,16 +83,40 @@ def quantize_bytes(
     fp8: Fp8 | None,
     linears: list[tuple[int, int, int]],
     grad_accumulation: int,
+    fused: bool = False,
+    *,
     slowdown: float = 1.0,
 ) -> tuple[float, float]:
     """Bytes the recipe's quantization kernels move in one layer's forward and backward for
     one micro-batch, x `slowdown` (quantize_slowdown: priced with the layer's memory-bound
     bytes, they take the time their measured kernel does); `linears` are the layer's (M, N,
-    K): tokens, outputs, inputs. No FP8: none."""
+    K): tokens, outputs, inputs. `fused`: the norms write QKV's and FC1's FP8 inputs
+    (`norm_fused`): no cast of those, a transpose backward. No FP8: none."""
     if fp8 is None:
         return 0.0, 0.0
-    per = QUANTIZE_B[fp8.recipe] * slowdown
-    inputs = sum(m * k for m, _, k in linears)
+    per = QUANTIZE_B[fp8.recipe]
+    skip = NORM_FED if fused else ()
+    inputs = sum(m * k for i, (m, _, k) in enumerate(linears) if i not in skip)
+    normed = sum(m * k for i, (m, _, k) in enumerate(linears) if i in skip)
     weights = sum(k * n for _, n, k in linears) / grad_accumulation
     grads = sum(m * n for m, n, _ in linears)
-    return per * (inputs + weights), per * grads
+    forward = per * (inputs + weights)
+    return slowdown * forward, slowdown * (per * grads + NORM_FP8_TRANSPOSE_B * normed)
+
+
+def layer_quantize_bytes(
+    r: Resolved, linears: list[tuple[int, int, int]], norm_values: float, slowdown: float = 1.0
+) -> tuple[float, float]:
+    """A layer's quantization bytes forward and backward (0 without FP8), x `slowdown`
+    (quantize_slowdown), the norms' FP8 write (one byte less a value, `norm_values` of each of
+    the two norms on this GPU: the norm kernel's own bytes, at its rate) taken off where they
+    write FP8 themselves (`norm_fused`)."""
+    fp8 = r.execution.training.fp8
+    if fp8 is None:
+        return 0.0, 0.0
+    fused = norm_fused(fp8, r.accounting.implementation)
+    accumulation = r.execution.training.grad_accumulation
+    forward, backward = quantize_bytes(fp8, linears, accumulation, fused, slowdown=slowdown)
+    if fused:
+        forward -= 2 * NORM_FP8_SAVED_B * norm_values
+    return forward, backward

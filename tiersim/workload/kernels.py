@@ -69,9 +69,10 @@ from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import Transformer
 from tiersim.state.mtp import mtp_forward_flops
 from tiersim.state.resolved import Resolved
+from tiersim.workload import megatron_elementwise as mcore
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
 from tiersim.workload.eager import compile_bytes
-from tiersim.workload.fp8 import quantize_bytes, quantize_slowdown
+from tiersim.workload.fp8 import layer_quantize_bytes, quantize_slowdown
 from tiersim.workload.op_recompute import op_recompute_gemm_s
 from tiersim.workload.ring_attention import context_ring
 
@@ -106,7 +107,7 @@ def element_bytes(r: Resolved, model: Transformer) -> ElementBytes:
     separate ops (a GPT-2 layer only: the config refuses others)."""
     if not r.execution.training.fused_kernels:
         return UNFUSED_GPT2
-    return FUSED_GATED if model.gated_mlp else FUSED
+    return mcore.without_dropout(r, model, FUSED_GATED if model.gated_mlp else FUSED)
 
 
 @dataclass(frozen=True)
@@ -156,10 +157,8 @@ class _Shape:
         self.table = kernel_table(gpu.kernels) if gpu.kernels else None
         self.fp8 = x.training.fp8
         self.linear_dtype = "fp8" if self.fp8 is not None else compute
-        self.grad_accumulation = x.training.grad_accumulation
         hbm = hw.tiers[gpu.memory]
         self.hbm_bw = min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency
-        # FP8's quantize kernels at their measured share of HBM, where the table has one
         self.quant_slowdown = quantize_slowdown(self.table, self.fp8, gpu.memory_efficiency)
         hidden = float(self.tokens * model.hidden)
         self.e = hidden / self.t if par.sequence else hidden
@@ -281,7 +280,7 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     linears = sh.linears()
     lin_f = sum(sh.linear(m, n, k) for m, n, k in linears)
     lin_b = sum(sh.linear(m, k, n) + sh.linear(k, n, m) for m, n, k in linears)
-    quant_f, quant_b = quantize_bytes(sh.fp8, linears, sh.grad_accumulation, sh.quant_slowdown)
+    quant_f, quant_b = layer_quantize_bytes(r, linears, sh.e, sh.quant_slowdown)
     scores_f, scores_b = (sh.core_bytes(core, i) for i in (0, 1))
     if ring is not None:  # the ring's output merges, copies and gradient sums
         scores_f, scores_b = scores_f + ring.forward_bytes, scores_b + ring.backward_bytes
@@ -301,10 +300,11 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
 def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float, float]:
     """The layer's memory-bound bytes outside attention's core, forward and backward: as
     `training.compile` says what runs them (eager PyTorch or torch.compile's kernels,
-    tiersim/workload/eager.py), else the fused kernels' (`b`)."""
+    tiersim/workload/eager.py), else the fused kernels' (`b`, megatron_elementwise.py's RoPE)."""
     compiled = r.execution.training.compile
     if compiled is None:
-        return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f for i in (0, 1))  # type: ignore[return-value]
+        rope = mcore.fused_rope_bytes(r, sh.model, sh.e_qk)
+        return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f + rope for i in (0, 1))  # type: ignore[return-value]
     eb = compile_bytes(compiled)
     return tuple(  # type: ignore[return-value]
         eb.hidden[i] * sh.e + eb.rotary[i] * sh.e_qk + eb.ffn[i] * sh.e_f for i in (0, 1)
@@ -351,8 +351,8 @@ def head_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
 def embedding_kernels(r: Resolved, model: Transformer) -> tuple[Kernels, Kernels]:
     """The embedding's lookup, position add and dropout, forward and backward."""
     sh = _Shape(r, model)
-    memory = sh.memory(EMBEDDING_B * sh.e_full)
-    return Kernels(memory_s=memory / 2.0), Kernels(memory_s=memory / 2.0)
+    half, dense = EMBEDDING_B * sh.e_full / 2.0, mcore.dense_gradient_bytes(r, model)
+    return Kernels(memory_s=sh.memory(half)), Kernels(memory_s=sh.memory(half + dense))
 
 
 def overhead(r: Resolved) -> float:

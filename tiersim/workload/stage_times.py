@@ -13,10 +13,11 @@ from tiersim.state.activations import MEGATRON
 from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import LayerView, Transformer
 from tiersim.workload import kernels, pipeline
-from tiersim.workload.comms import Comm, p2p_send_s, rest_tensor_comms, sm_share_s
+from tiersim.workload.comms import Comm, rest_tensor_comms, sm_share_s
 from tiersim.workload.experts import routed_flops_share
 from tiersim.workload.kernels import Kernels
 from tiersim.workload.moe_kernels import busiest_rank_slowdown, moe_bytes, moe_shape
+from tiersim.workload.pipeline_p2p import op_costs
 from tiersim.workload.pipeline_steady import evaluate_steady
 
 if TYPE_CHECKING:
@@ -210,27 +211,17 @@ def _stage_chunk_times(r: Resolved, model, stage_layers: list[list], cap: dict, 
     par = r.execution.parallel
     p, v = par.pipeline, par.virtual_pipeline
     fwd, bwd = [], []
+    summed: dict[int, tuple[float, float]] = {}  # by layer list: stages alike share one
     for k, layers in enumerate(stage_layers):
         if par.stage_layers is not None:  # uneven chunks: each its own layers
             f_k, b_k = _uneven_chunk_times(par, k, layers, cap)
             fwd.append(f_k)
             bwd.append(b_k)
             continue
-        f = sum(
-            u.forward_s
-            + _alone_s(u.tp_forward, cap)
-            + _alone_s(u.ep_forward, cap)
-            + _alone_s(u.cp_forward, cap)
-            for u in layers
-        )
-        b = sum(
-            u.backward_s
-            + u.recompute_s
-            + _alone_s(u.tp_backward, cap)
-            + _alone_s(u.ep_backward, cap)
-            + _alone_s(u.cp_backward, cap)
-            for u in layers
-        )
+        if id(layers) not in summed:  # (a stage's layers in order: the same sums)
+            times = [_unit_times(u, cap) for u in layers]
+            summed[id(layers)] = (sum(f for f, _ in times), sum(b for _, b in times))
+        f, b = summed[id(layers)]
         fwd.append([f / v] * v)
         bwd.append([b / v] * v)
     for stage, chunk in ((0, 0), (p - 1, v - 1)):
@@ -295,19 +286,20 @@ def bubble(
     last backward, and the uniform pipeline's fill and drain within it: the all-stage
     schedule's step time minus this stage's own work (fill, drain, the point-to-point
     exchanges, waiting on the last stage's output head); after its last backward a stage
-    waits only for the pipeline's end (stage 0: not at all). Megatron's exchange with the
-    next stage blocks both (batched send and receive, then wait): each forward and each
-    backward of a chunk carries one transfer's time."""
+    waits only for the pipeline's end (stage 0: not at all). The point-to-point exchanges
+    as Megatron's schedule runs them, blocking (tiersim.workload.pipeline_p2p): plain 1F1B
+    one send on each forward and each backward; interleaved one batched exchange per
+    forward-backward pair, half of it on each op, the data arriving half an exchange later."""
     par, m = r.execution.parallel, r.execution.training.grad_accumulation
     if par.pipeline == 1:
         return 0.0, 0.0, 0.0, 0.0
-    p2p = p2p_send_s(r, hidden)
+    p2p, arrive = op_costs(r, hidden)  # per op, and the data's later arrival (pipeline_p2p)
     fwd, bwd = _stage_chunk_times(
         r, model, _each_stage_layers(r, model, units, stage, stage_units), cap, hidden
     )
     fwd = [[x + p2p for x in row] for row in fwd]
     bwd = [[x + p2p for x in row] for row in bwd]
-    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd)
+    timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd, arrive)
     own = timing.busy_s[stage] - 2.0 * p2p * m * par.virtual_pipeline
     idle = max(0.0, timing.step_s - own)
     mean = (sum(fwd[stage]) + sum(bwd[stage])) / par.virtual_pipeline

@@ -49,6 +49,7 @@ from tiersim.workload.experts import expert_comms, overlapped, routed_flops_shar
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.fsdp_exposure import with_fsdp_overheads
 from tiersim.workload.optimizer_bytes import mixed_precision_bytes
+from tiersim.workload.optimizer_gathers import update_gathers_s
 from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunks, compute_times
@@ -92,7 +93,7 @@ def _update_flops_s(r: Resolved, mats, updated: float) -> float:
     flops = optimizer(r.execution.training.optimizer).update_gemm_flops(mats) * share
     gpu = r.machine.gpu
     rate = gpu.peak_flops.get("bf16") or max(gpu.peak_flops.values(), default=0.0)
-    return flops / (rate * gpu.efficiency) if rate else 0.0
+    return (flops / (rate * gpu.efficiency) if rate else 0.0) + update_gathers_s(r, mats)
 
 
 def _timed(r: Resolved, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:
@@ -305,23 +306,28 @@ def _chunk_units(par, stage: int, n_units: int) -> list[int] | None:
     return [n * per_layer for n in layers]
 
 
-def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
-    """The step's work unit by unit; `inv`: its inventory, where the caller has it."""
+def build_workload(
+    r: Resolved, inv: Inventory | None = None, shared: dict | None = None
+) -> Workload:
+    """The step's work unit by unit; `inv`: its inventory, where the caller has it.
+    `shared`: a dict the caller keeps for scenarios that differ at most in their state
+    classes' homes, `placement.optimizer_compute` and `simulation.*` (`_parts`)."""
     model = r.model
     inv = build_inventory(r) if inv is None else inv
     par = r.execution.parallel
-    units, first_mats = _stage_units(r, model, inv.stage)  # and the first layer's tensors
-    hidden = model.hidden
-    cap = capacities(r)
+    parts = _parts(r, {} if shared is None else shared)
+    stage_units = lambda k: parts(("units", k), lambda: _stage_units(r, model, k))  # noqa: E731
+    units, first_mats = stage_units(inv.stage)  # and the first layer's tensors
+    cap = parts(("capacities",), lambda: capacities(r))
     every_mb = sharded_classes(par)["gradients"] and Mesh.of(par).group("data").size > 1
     held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")  # workspace included
     layers, tiling = fetch_units(r, r.execution.offload, units[:-1], first_mats, resident)
-    parts = len(layers) // max(1, len(units) - 1)
+    per_layer = len(layers) // max(1, len(units) - 1)
     whole = units  # one unit a layer: the kernels' prices are by layer (workload.breakdown)
     units = [*layers, units[-1]]
     bubble, after, fill, p2p = stage_bubble(
-        r, model, units, cap, hidden, inv.stage, lambda k: _stage_units(r, model, k)[0]
+        r, model, units, cap, model.hidden, inv.stage, lambda k: stage_units(k)[0]
     )
     tr = r.execution.training
     tokens = r.execution.seq_len * tr.micro_batch_size * tr.grad_accumulation * par.data
@@ -341,11 +347,31 @@ def build_workload(r: Resolved, inv: Inventory | None = None) -> Workload:
         bubble_s=bubble,
         bubble_after_s=after,
         net_capacity=cap,
-        breakdown=step_breakdown(r, model, whole, inv.stage, (bubble, fill, p2p), every_mb),
+        breakdown=parts(
+            ("breakdown", inv.stage, bubble, fill, p2p, every_mb),
+            lambda: step_breakdown(r, model, whole, inv.stage, (bubble, fill, p2p), every_mb),
+        ),
         tiling=tiling,
-        parts_per_layer=parts,
+        parts_per_layer=per_layer,
         bucket_reduces=_bucket_reduces(r, model, inv.stage, len(units)),
     )
+
+
+def _parts(r: Resolved, shared: dict):
+    """`get(key, make)`: `make()` worked out once into `shared` under `key`. What is kept
+    there reads nothing of a state class's home, the optimizer's device or `simulation.*`
+    (the stage's units and their compute, the network's capacities, the step's prices: the
+    inventory's stage is in their keys), except where routed experts have homes of their own
+    (`_layer_units` reads the placement then): nothing is kept for such a scenario."""
+    if experts_placed_apart(r.execution.placement, r.machine):
+        shared = {}
+
+    def get(key: tuple, make):
+        if key not in shared:
+            shared[key] = make()
+        return shared[key]
+
+    return get
 
 
 def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ...]:

@@ -55,12 +55,16 @@ def step_table(got: dict[str, Any]) -> str:
         ["difference", f"{pred - meas:+,} B ({pred / meas - 1:+.2%})", ""],
         *[[f"  {part}", fmt_bytes(n), ""] for part, n in p["predicted_parts"].items()],
     ]
+    optimizer = OPTIMIZER_NAMES.get(c["optimizer"], c["optimizer"])
     title = (
         f"FSDP2 (fully_shard per layer and root) on {got['world_size']} CPU ranks, gloo, rank 0: "
-        f"transformers' model, {c['dtype']}, AdamW, seq_len {c['seq_len']} tokens"
+        f"transformers' model, {c['dtype']}, {optimizer}, seq_len {c['seq_len']} tokens"
     )
     return render(["what", "bytes", "when"], rows, title)
 
+
+# what the step's optimizer is called in the title (Muon's matrices, AdamW on the rest)
+OPTIMIZER_NAMES = {"adamw": "AdamW", "adam": "Adam", "muon": "Muon and AdamW"}
 
 STEP_NOTES = (
     "the timeline for the CPU counts gloo's own copies (its all-gather output, the clone its "

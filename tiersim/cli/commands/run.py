@@ -170,14 +170,16 @@ def _sweep_folder_problem(folder: Path) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from tiersim.api import check
     from tiersim.api import run as simulate
+
+    loaded = load(args)
+    scenario = Path(args.scenario)
+    check(loaded, scenario)  # what validate refuses (a plan: section too), refused
+    # the report's modules once the input is known good: a refused one exits without them
     from tiersim.report.json_report import to_json
     from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.output import write_run, write_trace
     from tiersim.report.text import step_tables
 
-    loaded = load(args)
-    scenario = Path(args.scenario)
-    check(loaded, scenario)  # what validate refuses (a plan: section too), refused
     print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
     tracing = args.trace is not None
@@ -199,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         if args.plot:
             memory = (built.memory_timeline, built.host_timeline)
             _write_plot(folder / PLOT_NAME, report, built.full_trace, *memory)
+        _drop_stale(folder, args.plot, trace if tracing else None)
     written = [folder / "scenario.yaml", folder / "report.json"]
     written += [trace] if tracing else []
     written += [folder / PLOT_NAME] if args.plot else []
@@ -237,6 +240,20 @@ def _refuse_outputs(
 
 
 PLOT_NAME = "step.png"
+
+
+def _drop_stale(folder: Path, plotted: bool, trace: Path | None) -> None:
+    """Remove an earlier run's picture and trace from the results folder where this run
+    writes none there: beside this run's report they would be read as its own."""
+    stale = [] if plotted else [folder / PLOT_NAME]
+    if trace is None or trace.resolve() != (folder / "trace.json").resolve():
+        stale.append(folder / "trace.json")
+    for path in stale:
+        try:
+            if path.is_file():
+                path.unlink()
+        except OSError as exc:
+            raise cannot_write("--out", path, exc, "a writable folder path") from None
 
 
 def _write_plot(path: Path, report: dict, trace: dict, memory=None, host=None) -> None:

@@ -38,7 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Run every point of a sweep file (a base scenario, and grid: and/or zip: "
         "lists of values by key path) and write one row per point to DIR/results.csv and "
         "DIR/results.parquet, each point's report.json to DIR/points/, and plots to DIR/plots/. "
-        "Points that are invalid or fail are recorded with their error; the sweep goes on.",
+        "A value wrong whatever the other axes hold is refused before any point runs (exit 2); "
+        "a point invalid only in combination, or one that fails, is recorded with its error "
+        "and the sweep goes on.",
     )
     parser.add_argument("sweep", metavar="SWEEP.yaml", help="sweep file")
     add_executor_args(parser)
