@@ -24,9 +24,9 @@ from tiersim.plan.chunks import CHUNK, prune_on_pool
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, best_worn, simulated
+from tiersim.plan.simulating import Deadline, simulate_rest
 from tiersim.plan.space import Space, candidates
 from tiersim.rulebook import check_plan_section
-from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
 from tiersim.sweep.progress import Progress
 from tiersim.sweep.worker import PointResult, run_point
 
@@ -65,9 +65,11 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     """`overrides`: `path=value` texts (as `--set` takes them) applied to the scenario before
     the search; a candidate's own choice of the same key wins."""
     source = str(path)
+    deadline = Deadline(source, options.time_limit_s)  # the whole command's, from here
     loaded = load_scenario(path, list(overrides))
     raw = apply_overrides(read_yaml(path, source), list(overrides), source)
     space = _checked_space(loaded, raw, path, options)
+    deadline = dataclasses.replace(deadline, space=space)
     stream_to = options.progress or sys.stderr
     bar = Progress(space.size, stream_to, label="candidates checked against the inventory")
     checking_s = 0.0  # a large space's check, which --time-limit bounds too
@@ -88,7 +90,9 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     else:
         sampled, estimate = _sample_spread(source, space, pruned, options, stream_to)
     contenders = Contenders(options.objective, options.top)
-    results = _simulate_rest(pruned, sampled, options, stream_to, contenders)
+    workers = parallelism(options, len(pruned.kept) - len(sampled))[0]  # for those left
+    run = (options.executor, workers, options.scheduler)
+    results = simulate_rest(pruned, sampled, run, stream_to, contenders, deadline)
     sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True) if r is not None]
     sims = _remedied(sims, options.objective, pruned)
     by_bound = dict(contenders.pruned.most_common())
@@ -125,9 +129,10 @@ def _sample_best(
 ) -> tuple[dict[int, PointResult], float]:
     """A large space's sample: the candidates of the best bounds, simulated here one at a
     time (the search would simulate them first), at least SAMPLE and on until the best K
-    plans that hold are known (at most MAX_SAMPLE), and the time left for those their
-    results leave that could still rank (results to come only prune more: an estimate from
-    above), scaled by layer passes. Refused over --time-limit, the check's `checking_s` too."""
+    plans that hold are known (at most MAX_SAMPLE), then a few spread over those their
+    results leave that could still rank, which price the others (`_sample_left`; results to
+    come only prune more). Refused over --time-limit, the check's `checking_s` too; the
+    simulation after it is held to the limit as it runs (tiersim.plan.simulating)."""
     kept = pruned.kept
     probe = Contenders(options.objective, options.top)
     order = probe.order(kept)
@@ -141,17 +146,17 @@ def _sample_best(
             sampled[i] = run_point(pruned.task(kept[i]))
             probe.add(kept[i], sampled[i])
     _sample_hbf(pruned, order, sampled, probe)
+    best, best_s = len(sampled), sum(r.elapsed_s for r in sampled.values())
     left = [i for i in order if i not in sampled and probe.could_matter(kept[i])]
+    spread_out, rest, estimate = _sample_left(pruned, left, sampled, options)
     spent = sum(r.elapsed_s for r in sampled.values())
-    per_pass = spent / max(1, sum(kept[i].passes for i in sampled))
-    at_once = parallelism(options, len(left))[1]
-    estimate = per_pass * sum(kept[i].passes for i in left) / at_once
     print(
-        f"plan: {len(kept):,} of {pruned.checked:,} candidates fit; the {len(sampled)} of the "
+        f"plan: {len(kept):,} of {pruned.checked:,} candidates fit; the {best} of the "
         f"best bounds ({len(probe.best)} of them fit and hold every budget) took "
-        f"{fmt_time(spent / len(sampled))} each on average and leave "
-        f"{len(left):,} that could still rank (the others cannot, by their bounds): "
-        f"{_workers(options, len(left))}, at most about {fmt_time(estimate)}",
+        f"{fmt_time(best_s / best)} each on average and leave {len(left):,} that could "
+        f"still rank (the others cannot, by their bounds); {len(spread_out)} spread over "
+        f"those took {fmt_time((spent - best_s) / max(1, len(spread_out)))} each: the "
+        f"other {len(rest):,} on {_workers(options, len(rest))}, about {fmt_time(estimate)}",
         file=to,
     )
     if checking_s + spent + estimate > options.time_limit_s:
@@ -164,6 +169,26 @@ def _sample_best(
         whole = fmt_time(checking_s + spent + estimate)
         raise too_large(source, space, what, more=f"; or raise --time-limit to about {whole}")
     return sampled, estimate
+
+
+def _sample_left(
+    pruned: Pruned, left: list[int], sampled: dict[int, PointResult], options: PlanOptions
+) -> tuple[list[int], list[int], float]:
+    """(up to SAMPLE of `left` spread over it, the others, their estimated wall time): those
+    the best bounds leave that could still rank (best bound first) sampled from end to end,
+    simulated here one at a time, and the others priced from them by layer passes over the
+    workers that run at once. The best bounds alone priced the rest of the default space
+    about 12x short (their candidates are the cheapest: docs/plan-scale.md)."""
+    kept = pruned.kept
+    spread_out = [left[j] for j in spread(len(left), SAMPLE)]
+    for i in spread_out:
+        sampled[i] = run_point(pruned.task(kept[i]))
+    timed = spread_out or list(sampled)  # none left: the best bounds' own
+    spent = sum(sampled[i].elapsed_s for i in timed)
+    per_pass = spent / max(1, sum(kept[i].passes for i in timed))
+    rest = [i for i in left if i not in sampled]
+    at_once = parallelism(options, len(rest))[1]
+    return spread_out, rest, per_pass * sum(kept[i].passes for i in rest) / at_once
 
 
 def _sample_hbf(
@@ -342,51 +367,6 @@ def _over_limit(
         )
         return too_large(source, space, what, plainly=plainly)
     return too_large(source, space, what, fit, raise_to)
-
-
-def _simulate_rest(
-    pruned: Pruned,
-    sampled: dict[int, PointResult],
-    options: PlanOptions,
-    to: TextIO,
-    contenders: Contenders,
-) -> list[PointResult | None]:
-    """Every kept candidate's result, in order (None: never simulated, its bound cannot reach
-    the answer): the sampled ones as they are, the rest on the executor, best bound first,
-    each checked against the results in when it is about to be sent (`Contenders`)."""
-    kept = pruned.kept
-    for i, r in sampled.items():
-        contenders.add(kept[i], r)
-    results: list[Any] = [sampled.get(i) for i in range(len(kept))]
-    left = [i for i in contenders.order(kept) if i not in sampled]
-    if not left:
-        return results
-    sent: list[int] = []  # positions in `kept` of the candidates sent, in order
-
-    def tasks():
-        for i in left:
-            if contenders.matters(kept[i]):
-                sent.append(i)
-                yield pruned.task(kept[i])
-
-    bar = Progress(len(left), to, label="plans simulated or pruned")
-    workers = parallelism(options, len(left))[0]
-
-    def on(pool: Pool) -> None:
-        done = 0
-        for batch in stream(pool, run_point, tasks()):
-            for position, outcome in batch:
-                if not isinstance(outcome, PointResult):
-                    raise SweepAborted(f"a worker failed: {type(outcome).__name__}: {outcome}")
-                i = sent[position]
-                results[i] = outcome
-                contenders.add(kept[i], outcome)
-            done += len(batch)
-            bar.update(done + sum(contenders.pruned.values()))
-
-    run_on_pool(options.executor, workers, options.scheduler, None, on)
-    bar.update(len(left))
-    return results
 
 
 def _checked_space(loaded: Loaded, raw: dict[str, Any], path: Path, options: PlanOptions) -> Space:
