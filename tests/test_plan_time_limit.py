@@ -6,14 +6,16 @@ the check's time and each candidate's are injected."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from test_plan_input import GENERIC, TWELVE
 
-from tiersim.plan import checking, chunks
+from tiersim.plan import checking, chunks, simulating
 from tiersim.plan import run as run_module
 from tiersim.plan.checking import checking_estimate_s
+from tiersim.sweep import execute
 from tiersim.sweep.worker import PointResult
 
 
@@ -109,3 +111,57 @@ def test_the_check_s_time_counts_against_the_limit_at_the_simulation_s_estimate(
         "simulation after 10.000 s of checking, over --time-limit 2.1 min"
     ) in err
     assert "or raise --time-limit to about 2.2 min" in err
+
+
+@pytest.fixture
+def pools(monkeypatch):
+    """The worker processes and folder of every local pool as it closes (each pool's own)."""
+    closed: list[tuple[list, str]] = []
+    close = execute.LocalPool.close
+
+    def recording_close(self, stop=False):
+        processes = list((getattr(self.pool, "_processes", None) or {}).values())
+        closed.append((processes, self.folder))
+        close(self, stop)
+
+    monkeypatch.setattr(execute.LocalPool, "close", recording_close)
+    return closed
+
+
+def test_a_search_past_the_limit_while_simulating_stops_and_is_refused(
+    tmp_path, cli, monkeypatch, pools
+):
+    # TWELVE: 2 x 2 x 3 = 12 candidates, 5 sampled here (really simulated: the sample's
+    # estimate is far under the default 10 min), the other 7 simulated on 2 workers. The
+    # injected clock reads 0 s as the command starts and as the pool starts, then 700 s
+    # (11.7 min): over the 10.0 min limit at the first batch of results back
+    readings: list[float] = []
+
+    def now() -> float:
+        readings.append(0.0 if len(readings) < 2 else 700.0)
+        return readings[-1]
+
+    monkeypatch.setattr(simulating, "now", now)
+    path = _write(tmp_path)
+    code, out, err = cli("plan", path, "--workers", "2")
+    assert code == 2, err
+    assert out == ""  # no plan from a search that did not finish
+    said = re.search(
+        r"search space too large: stopped at --time-limit 10\.0 min after 11\.7 min, with "
+        r"(\d) of the 7 candidates left after the sample settled \((\d) simulated, the "
+        r"others pruned by bounds\); no plan is given from a search that did not finish",
+        err,
+    )
+    assert said, err
+    settled, simulated = int(said[1]), int(said[2])
+    assert 1 <= simulated <= settled < 7  # stopped before the end
+    # at the rate so far: 700 s for `settled`, so 700 + 700 x (7 - settled) / settled more;
+    # the section of about the share got through: 12 x settled / 7 candidates
+    whole = 700.0 + 700.0 * (7 - settled) / settled
+    assert f"raise --time-limit to over about {whole / 60:.1f} min (the rate so far)" in err
+    assert "Traceback" not in err
+    # the pool that simulated them: its workers ended, its folder of outcomes removed
+    ((processes, folder),) = pools
+    assert len(processes) == 2
+    assert all(not p.is_alive() for p in processes)
+    assert not Path(folder).exists()

@@ -61,8 +61,14 @@ class Deadline:
         share = settled / left if left else 1.0
         assert self.space is not None  # set before any candidate is simulated
         fit = math.floor(self.space.size * share)
-        whole = elapsed + sent_s * (left - settled) / max(settled, 1)
-        more = f"; or raise --time-limit to over about {fmt_time(whole)} (the rate so far)"
+        whole = fmt_time(elapsed + sent_s * (left - settled) / max(settled, 1))
+        if fit < 2:  # not even a section of two would have finished: what to do instead
+            plainly = (
+                f"raise --time-limit to over about {whole} (the rate so far) for this search, "
+                "or simulate one choice with tiersim run"
+            )
+            return too_large(self.source, self.space, what, plainly=plainly)
+        more = f"; or raise --time-limit to over about {whole} (the rate so far)"
         return too_large(self.source, self.space, what, fit, more)
 
 
