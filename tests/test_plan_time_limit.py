@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from test_plan_input import GENERIC, TWELVE
@@ -165,3 +166,26 @@ def test_a_search_past_the_limit_while_simulating_stops_and_is_refused(
     assert len(processes) == 2
     assert all(not p.is_alive() for p in processes)
     assert not Path(folder).exists()
+
+
+def test_a_large_space_s_rest_is_priced_from_a_sample_spread_over_it(monkeypatch):
+    # 20 candidates left after the best bounds' sample, best bound first, 10 layer passes
+    # each: the first 4 take 0.1 s (the cheap ones the best bounds are), the other 16 take
+    # 1.0 s. Spread over them, 5 positions: round(i x 19 / 4) = 0, 5, 10, 14, 19, taking
+    # 0.1 + 4 x 1.0 = 4.1 s for 50 passes: 0.082 s a pass. The other 15 (150 passes):
+    # 150 x 0.082 = 12.3 s, over 2 workers at once (--workers 2 on 4 cores): 6.15 s. Their
+    # own times: 3 x 0.1 + 12 x 1.0 = 12.3 s, the same; priced from the cheap 4 alone
+    # (0.01 s a pass) it would be 150 x 0.01 / 2 = 0.75 s, 8.2x short.
+    left = list(range(20))
+    kept = [SimpleNamespace(passes=10, cost=0.1 if i < 4 else 1.0) for i in left]
+    pruned = SimpleNamespace(kept=kept, task=lambda c: c)
+    monkeypatch.setattr(
+        run_module, "run_point", lambda c: PointResult("k", "ok", None, {}, None, c.cost)
+    )
+    monkeypatch.setattr(run_module, "cores", lambda: 4)
+    sampled: dict[int, PointResult] = {}
+    options = run_module.PlanOptions(workers=2)
+    spread_out, rest, estimate_s = run_module.sample_left(pruned, left, sampled, options)
+    assert spread_out == [0, 5, 10, 14, 19] == sorted(sampled)
+    assert rest == [i for i in left if i not in (0, 5, 10, 14, 19)]
+    assert estimate_s == pytest.approx(6.15)

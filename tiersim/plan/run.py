@@ -130,7 +130,7 @@ def _sample_best(
     """A large space's sample: the candidates of the best bounds, simulated here one at a
     time (the search would simulate them first), at least SAMPLE and on until the best K
     plans that hold are known (at most MAX_SAMPLE), then a few spread over those their
-    results leave that could still rank, which price the others (`_sample_left`; results to
+    results leave that could still rank, which price the others (`sample_left`; results to
     come only prune more). Refused over --time-limit, the check's `checking_s` too; the
     simulation after it is held to the limit as it runs (tiersim.plan.simulating)."""
     kept = pruned.kept
@@ -148,7 +148,7 @@ def _sample_best(
     _sample_hbf(pruned, order, sampled, probe)
     best, best_s = len(sampled), sum(r.elapsed_s for r in sampled.values())
     left = [i for i in order if i not in sampled and probe.could_matter(kept[i])]
-    spread_out, rest, estimate = _sample_left(pruned, left, sampled, options)
+    spread_out, rest, estimate = sample_left(pruned, left, sampled, options)
     spent = sum(r.elapsed_s for r in sampled.values())
     print(
         f"plan: {len(kept):,} of {pruned.checked:,} candidates fit; the {best} of the "
@@ -171,7 +171,7 @@ def _sample_best(
     return sampled, estimate
 
 
-def _sample_left(
+def sample_left(
     pruned: Pruned, left: list[int], sampled: dict[int, PointResult], options: PlanOptions
 ) -> tuple[list[int], list[int], float]:
     """(up to SAMPLE of `left` spread over it, the others, their estimated wall time): those
