@@ -1,8 +1,10 @@
 """--time-limit bounds the whole of `tiersim plan`, a large space's check against the inventory
 included (tiersim.plan.checking): a check that alone would take over the limit is refused as
 its first chunks time it, before minutes of checking and before any candidate is simulated,
-and the check's time counts against the limit at the simulation's estimate. No clock is read:
-the check's time and each candidate's are injected."""
+and the check's time counts against the limit at the simulation's estimate; a simulation still
+running when the limit passes is stopped (tiersim.plan.simulating), and a large space's rest
+is priced from a sample spread over it. No clock is read: the check's time, the command's
+and each candidate's are injected."""
 
 from __future__ import annotations
 
