@@ -175,7 +175,10 @@ def test_table_output(default_plan_table):
     assert "Can HBF hold optimizer state? No:" in out
     assert "candidates checked against the inventory" in err and "plans simulated" in err
     # 12 candidates, 2 over HBM; five spread over the 10 kept time the search, 5 are left
-    said = "plan: 10 of 12 candidates fit and are simulated: a sample of 5 spread over the space"
+    said = (
+        "plan: 10 of 12 candidates fit by the inventory (each simulated unless a bound rules "
+        "it out): a sample of 5 spread over the space"
+    )
     assert f"{said} took " in err
     assert "each on average; the other 5 go to 1 worker, about " in err
 

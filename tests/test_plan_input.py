@@ -39,7 +39,10 @@ def test_workers_far_over_the_candidates_start_one_per_candidate(tmp_path):
     args = [sys.executable, "-m", "tiersim", "plan", str(path), "--workers", "100000"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
-    said = "plan: 6 of 6 candidates fit and are simulated: a sample of 5 spread over the space"
+    said = (
+        "plan: 6 of 6 candidates fit by the inventory (each simulated unless a bound rules "
+        "it out): a sample of 5 spread over the space"
+    )
     assert f"{said} took " in done.stderr
     want = "the other 1 go to 1 worker (of 100,000 asked: no more than the candidates left), about "
     assert want in done.stderr

@@ -86,37 +86,3 @@ def test_points_held_when_the_pool_breaks_are_committed_before_the_sweep_stops(
     resumed = sweep(path, out, resume=True, workers=1)
     assert (resumed.reused, resumed.ran) == (9, POINTS - 9)
     assert len(read_log(out / LOG_NAME)[0]) == POINTS
-
-
-def test_a_remote_task_is_about_task_s_of_points():
-    # TASK_S = 0.25 s: 0.25 / 0.008 = 31.25 -> 31 points a Dask task; at most MAX_BATCH = 64
-    assert chunk_size(0.008, 999, 2, run_module.TASK_S, run_module.MAX_BATCH) == 31
-    assert chunk_size(0.001, 9999, 2, run_module.TASK_S, run_module.MAX_BATCH) == 64
-    assert chunk_size(0.001, 40, 2, run_module.TASK_S, run_module.MAX_BATCH) == 5  # 40 // 8
-
-
-class RemotePool(ThreadPool):
-    """A pool whose workers do not see this process's files, as a Dask cluster's: the
-    sweep sends them batches of points (`run_points`) and writes their reports itself."""
-
-    same_files = False
-
-
-def test_a_remote_pool_runs_batches_of_points_and_gives_the_local_rows(tmp_path, monkeypatch):
-    path = write_sweep(tmp_path, GRID)
-    local = sweep(path, tmp_path / "local", workers=1)
-    calls: list[int] = []
-    real = run_module.run_points
-
-    def counted(tasks):
-        calls.append(len(tasks))
-        return real(tasks)
-
-    monkeypatch.setattr(execute_module, "open_pool", lambda *args: RemotePool(2, args[3]))
-    monkeypatch.setattr(run_module, "run_points", counted)
-    monkeypatch.setattr(run_module, "chunk_size", lambda *args: 4)
-    remote = sweep(path, tmp_path / "remote", workers=2)
-    # the first point runs alone in this process (the estimate), the other 29 in batches of 4
-    assert calls == [4] * 7 + [1]
-    assert [r["key"] for r in remote.table.rows] == [r["key"] for r in local.table.rows]
-    assert csv_rows(tmp_path / "remote") == csv_rows(tmp_path / "local")

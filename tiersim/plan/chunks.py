@@ -42,9 +42,12 @@ def prune_on_pool(
     space: Space,
     run: tuple[str, int, str | None],
     progress: Callable[[int], None],
+    received: Callable[[int], None] = lambda positions: None,
 ) -> Pruned:
     """Every candidate of `space` checked on a pool of `run` = (executor, workers,
-    scheduler), as `prune` checks them in one process; `progress(positions checked)`."""
+    scheduler), as `prune` checks them in one process; `progress(positions checked)` (those
+    merged, in order), `received(positions)` (every chunk back so far, in any order: the
+    rate of the check, which --time-limit bounds, tiersim.plan.checking)."""
     folder = str(base_dir.resolve())
     chunks = [
         Chunk(raw, folder, source, space, start, min(start + CHUNK, space.size))
@@ -55,15 +58,18 @@ def prune_on_pool(
 
     def on(pool: Pool) -> None:
         merged = 0  # chunks merged, in order
+        back = 0  # positions received
         for batch in stream(pool, check_chunk, chunks):
             for position, part in batch:
                 if not isinstance(part, Pruned):
                     raise SweepAborted(f"a worker failed: {type(part).__name__}: {part}")
                 parts[position] = part
+                back += chunks[position].stop - chunks[position].start
             while merged in parts:
                 out.merge(parts.pop(merged))
                 merged += 1
             progress(min(space.size, merged * CHUNK))
+            received(back)
 
     executor, workers, scheduler = run
     run_on_pool(executor, workers, scheduler, None, on)

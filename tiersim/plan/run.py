@@ -19,7 +19,8 @@ from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
-from tiersim.plan.chunks import prune_on_pool
+from tiersim.plan.checking import CheckingLimit
+from tiersim.plan.chunks import CHUNK, prune_on_pool
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, best_worn, simulated
@@ -69,9 +70,13 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     space = _checked_space(loaded, raw, path, options)
     stream_to = options.progress or sys.stderr
     bar = Progress(space.size, stream_to, label="candidates checked against the inventory")
+    checking_s = 0.0  # a large space's check, which --time-limit bounds too
     if space.size > LARGE:  # on the workers, a chunk of the space a task
-        run = (options.executor, parallelism(options, cores())[0], options.scheduler)
-        pruned = prune_on_pool(raw, path.parent, source, space, run, bar.update)
+        workers, at_once = parallelism(options, cores())
+        limit = CheckingLimit(source, space, options.time_limit_s, at_once * CHUNK)
+        run = (options.executor, workers, options.scheduler)
+        pruned = prune_on_pool(raw, path.parent, source, space, run, bar.update, limit.received)
+        checking_s = limit.elapsed_s()
     else:
         pruned = prune(raw, path.parent, source, candidates(space), bar.update)
     bar.total = pruned.checked  # the batch pairs off the batch per GPU were never candidates
@@ -79,7 +84,7 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     if not pruned.kept:
         return PlanOutcome(source, space, pruned, [], None, overrides)
     if space.size > LARGE:
-        sampled, estimate = _sample_best(source, space, pruned, options, stream_to)
+        sampled, estimate = _sample_best(source, space, pruned, options, stream_to, checking_s)
     else:
         sampled, estimate = _sample_spread(source, space, pruned, options, stream_to)
     contenders = Contenders(options.objective, options.top)
@@ -101,7 +106,8 @@ def _sample_spread(
     left = len(pruned.kept) - len(sampled)
     rest = f"the other {left:,} go to {_workers(options, left)}, about {fmt_time(estimate)}"
     print(
-        f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit and are simulated: "
+        f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit by the inventory "
+        "(each simulated unless a bound rules it out): "
         f"a sample of {len(sampled)} spread over the space took {fmt_time(mean)} each on "
         "average; " + (rest if left else "none left"),
         file=to,
@@ -110,13 +116,18 @@ def _sample_spread(
 
 
 def _sample_best(
-    source: str, space: Space, pruned: Pruned, options: PlanOptions, to: TextIO
+    source: str,
+    space: Space,
+    pruned: Pruned,
+    options: PlanOptions,
+    to: TextIO,
+    checking_s: float,
 ) -> tuple[dict[int, PointResult], float]:
     """A large space's sample: the candidates of the best bounds, simulated here one at a
     time (the search would simulate them first), at least SAMPLE and on until the best K
     plans that hold are known (at most MAX_SAMPLE), and the time left for those their
     results leave that could still rank (results to come only prune more: an estimate from
-    above), scaled by layer passes. Refused, as `_sample` refuses, over --time-limit."""
+    above), scaled by layer passes. Refused over --time-limit, the check's `checking_s` too."""
     kept = pruned.kept
     probe = Contenders(options.objective, options.top)
     order = probe.order(kept)
@@ -143,18 +154,15 @@ def _sample_best(
         f"{_workers(options, len(left))}, at most about {fmt_time(estimate)}",
         file=to,
     )
-    if spent + estimate > options.time_limit_s:
+    if checking_s + spent + estimate > options.time_limit_s:
         what = (
             f"{len(kept):,} candidates fit and their bounds leave {len(left):,} that could "
-            f"rank, about {fmt_time(spent + estimate)} of simulation, over --time-limit "
+            f"rank, about {fmt_time(spent + estimate)} of simulation after "
+            f"{fmt_time(checking_s)} of checking, over --time-limit "
             f"{fmt_time(options.time_limit_s)}"
         )
-        raise too_large(
-            source,
-            space,
-            what,
-            more=f"; or raise --time-limit to about {fmt_time(spent + estimate)}",
-        )
+        whole = fmt_time(checking_s + spent + estimate)
+        raise too_large(source, space, what, more=f"; or raise --time-limit to about {whole}")
     return sampled, estimate
 
 

@@ -1,9 +1,8 @@
 """Where points run: a local process pool (the default) or a Dask cluster.
 
 Both offer the same three operations (submit, wait, close) to one bounded loop that keeps a
-few calls per worker in flight (a point each, or on the local pool a chunk of points) and hands
-back finished ones in batches as they complete.
-Dask is imported only when asked for, so the core does not need it.
+few calls per worker in flight (each a batch of points) and hands back finished ones in batches
+as they complete. Dask is imported only when asked for, so the core does not need it.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import itertools
 import multiprocessing
 import os
 import shutil
@@ -18,7 +18,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent import futures as cf
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -366,15 +366,16 @@ def run_on_pool(
 
 
 def stream(
-    pool: Pool, fn: Callable[[Any], Any], args: list[Any]
+    pool: Pool, fn: Callable[[Any], Any], args: Iterable[Any], started: Sequence[Any] = ()
 ) -> Iterator[list[tuple[int, Any]]]:
-    """Run `fn` on every arg; yield batches of (position, result or the exception raised).
+    """Run `fn` on every arg (`started`: the calls of the first ones, submitted already);
+    yield batches of (position, result or the exception raised).
 
     A Ctrl-C or SIGTERM (see `signals.deferred`) stops it while it waits for the pool, or
     when the caller asks for the next batch, never while a batch is taken and handled."""
     window = max(8, 4 * pool.slots)
-    pending: dict[Any, int] = {}
-    queue = iter(enumerate(args))
+    pending: dict[Any, int] = {future: position for position, future in enumerate(started)}
+    queue = itertools.islice(enumerate(args), len(pending), None)
     for position, arg in queue:
         pending[pool.submit(fn, arg)] = position
         if len(pending) >= window:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import os
 from collections.abc import Iterator
 from concurrent import futures as cf
 from pathlib import Path
 
-from tiersim.sweep.worker import PointResult, PointTask, run_point
+from tiersim.sweep.worker import PointResult, PointTask, collector_paused, run_point
 
 Outcome = PointResult | Exception  # a point's result, or what kept it from being one
 
@@ -85,22 +84,6 @@ def run_and_keep(job: tuple[list[PointTask], str]) -> list[Outcome]:
                 drop_written(Path(points_dir), outcomes[index].kept)  # type: ignore[union-attr]
                 outcomes[index] = exc
     return outcomes
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a point runs (a sweep worker's choice, not the
-    library's): its young collections trace the point's schedule, tens of thousands of live
-    objects, again and again, about a tenth of a 7B point's CPU. What the point leaves in
-    cycles is collected once it is back on; the engine breaks its own cycles when it ends,
-    so a finished run is freed by reference counting during the point."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def _write_point(result: PointResult, points_dir: Path) -> tuple[PointResult, list[Path]]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent import futures as cf
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from tiersim.core.units import fmt_time
+from tiersim.sweep import remote
 from tiersim.sweep.estimate import NOTHING, plots_estimate, sweep_estimate, to_time, weigh
 from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
 from tiersim.sweep.keep import OutputError, run_and_keep
@@ -31,9 +32,9 @@ from tiersim.sweep.worker import (
     ERROR,
     PointResult,
     PointTask,
+    collector_paused,
     point_key,
     run_point,
-    run_points,
     scenario_key,
 )
 
@@ -151,12 +152,15 @@ def _on_pool(
     say_unreported(keys, store, options.progress)
     todo, retried = points_to_run(keys, store)
     aside = _say_set_aside(spec, points, keys, store, recorded, options.progress)
-    rest, point_s = _first(tasks, todo, keys, store, pool.slots, options.progress, options.plots)
+    lead = remote.lead(pool, tasks, todo)  # a cluster's workers start on these meanwhile
+    rest, point_s = _first(
+        tasks, todo, keys, store, pool.slots, options.progress, options.plots, len(lead.positions)
+    )
+    rest = lead.positions + [i for i in rest if i not in set(lead.positions)]
     tables = threading.Thread(target=import_table_writers, name="tiersim-tables")
     tables.start()  # while the points run, where this process has time to spare
-    target, most = (CHUNK_S, MAX_CHUNK) if pool.same_files else (TASK_S, MAX_BATCH)
-    chunk = chunk_size(point_s, len(rest), pool.slots, target, most)
-    _run(pool, tasks, rest, keys, store, options.progress, len(todo), chunk)
+    outcomes = _points(pool, [tasks[i] for i in rest], store, point_s, lead.futures)
+    _run(outcomes, tasks, rest, keys, store, options.progress, len(todo))
     tables.join()
     return keys, todo, retried, aside
 
@@ -192,18 +196,22 @@ def _first(
     workers: int,
     progress: TextIO | None,
     plots: bool = False,
+    running: int = 0,
 ) -> tuple[list[int], float]:
     """Run one point here, before the rest, or two where some points are extrapolated and
-    some simulated in full (`estimate.to_time`), and say from them how long the sweep will
-    take; return the positions left to run and about how long one of them takes (s)."""
+    some simulated in full (`estimate.to_time`), none of the last `running` of `todo` (sent
+    to a pool already), and say from them how long the sweep will take; return the
+    positions left to run and about how long one of them takes (s)."""
     if not todo:
         return [], 0.0
-    weighed = weigh([tasks[i] for i in todo]) if len(todo) > 1 else [(0, NOTHING)]
+    candidates = [tasks[i] for i in todo[: len(todo) - running]]
+    weighed = weigh(candidates) if len(candidates) > 1 else [(0, NOTHING)]
     timed: list[tuple[int, float]] = []  # (position in todo, seconds)
     for position in to_time(weighed):
         index = todo[position]
         start = point_clock()
-        result = run_point(tasks[index])
+        with collector_paused():  # as a worker runs it (a collection is not the point's time)
+            result = run_point(tasks[index])
         timed.append((position, point_clock() - start))
         with deferred():  # a signal now acts once the point is kept
             store.commit([result], {result.key: tasks[index].values})
@@ -268,13 +276,6 @@ CHUNK_S = 0.05  # about how long a local worker's chunk of points runs, by the t
 MAX_CHUNK = 16  # points
 
 
-# A remote (Dask) task costs the client and the scheduler a few milliseconds whatever it runs:
-# a batch of points per task shares that cost (issue 36: one point a task ran at half the
-# local pool's speed)
-TASK_S = 0.25  # about how long a remote task's batch of points runs, by the timed point's
-MAX_BATCH = 64  # points
-
-
 def chunk_size(
     point_s: float,
     points: int,
@@ -290,17 +291,16 @@ def chunk_size(
 
 
 def _run(
-    pool: Pool,
+    outcomes: Iterator[list[tuple[int, object]]],
     tasks: list[PointTask],
     todo: list[int],
     keys: list[str | None],
     store: SweepStore,
     progress: TextIO | None,
     total: int,
-    chunk: int = 1,
 ) -> None:
-    """Run the points at `todo`, of `total` to run (the others ran before, the first one),
-    `chunk` to a local worker's call; commit what has finished at least every COMMIT_S, and
+    """Take the `outcomes` of the points at `todo` (by position in it), of `total` to run (the
+    others ran before, the first one); commit what has finished at least every COMMIT_S, and
     before stopping for any reason."""
     done = total - len(todo)
     bar = Progress(total, progress or sys.stderr, done=done)
@@ -308,7 +308,7 @@ def _run(
     values: dict[str, dict] = {}  # the held points' swept values, by key, for their log lines
     committed = time.monotonic()
     try:
-        for batch in _points(pool, [tasks[i] for i in todo], store, chunk):
+        for batch in outcomes:
             for position, outcome in batch:
                 if isinstance(outcome, cf.BrokenExecutor | OutputError):
                     continue  # raised below, once the points finished beside it are kept
@@ -334,20 +334,16 @@ def _run(
 
 
 def _points(
-    pool: Pool, tasks: list[PointTask], store: SweepStore, chunk: int
+    pool: Pool, tasks: list[PointTask], store: SweepStore, point_s: float, started: Sequence = ()
 ) -> Iterator[list[tuple[int, object]]]:
-    """The points' outcomes; a worker runs `chunk` points a call; a local one writes each
-    point's report itself, so that only a small result comes back (and the sweep process
-    spends no time writing it)."""
-    if not pool.same_files:  # a remote worker: a batch of points a task, sent back whole
-        batches = [tasks[i : i + chunk] for i in range(0, len(tasks), chunk)]
-        for batch in stream(pool, run_points, batches):
-            yield [
-                (c * chunk + j, outcome)
-                for c, outcomes in batch
-                for j, outcome in enumerate(_each(outcomes, len(batches[c])))
-            ]
+    """The points' outcomes; a local worker runs a chunk of points a call (by the timed
+    point's `point_s`) and writes each point's report itself, so that only a small result
+    comes back (and the sweep process spends no time writing it); a remote one a batch a task
+    (`remote`; `started`: the tasks of its first points, sent already), sent back whole."""
+    if not pool.same_files:
+        yield from remote.outcomes(pool, tasks, point_s, started)
         return
+    chunk = chunk_size(point_s, len(tasks), pool.slots)
     folder = str(store.points_dir)
     chunks = [(tasks[i : i + chunk], folder) for i in range(0, len(tasks), chunk)]
     for batch in stream(pool, run_and_keep, chunks):

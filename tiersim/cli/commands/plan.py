@@ -64,7 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="TIME",
         help="refuse a search whose simulation would take longer, estimated from five "
         "candidates spread over it (they count, and it refuses as soon as those timed say "
-        "so): a time with its unit, quoted if it has a space, e.g. "
+        "so); a space over 20,000 candidates counts its check against the inventory too, "
+        "refused as soon as its first chunks say the check alone would take longer: "
+        "a time with its unit, quoted if it has a space, e.g. "
         "'90 s', '10 min', '2 h' (default: 10 min)",
     )
     parser.set_defaults(handler=run)

@@ -1,0 +1,70 @@
+"""--time-limit over a large space's checking (tiersim.plan.chunks): the time the whole check
+would take, from the chunks checked so far, and the search refused as soon as that alone is
+over the limit (the simulation after it only adds), before minutes are spent on a search
+that would be refused anyway once checked."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from tiersim.core.errors import InputError
+from tiersim.core.units import fmt_time
+from tiersim.plan.check import MAX_CANDIDATES, too_large
+from tiersim.plan.space import Space
+
+
+def now() -> float:
+    """Seconds, monotonic."""
+    return time.monotonic()
+
+
+def checking_estimate_s(elapsed_s: float, received: int, total: int, first_round: int) -> float:
+    """The whole check's wall time, where `received` of `total` positions came back after
+    `elapsed_s`: scaled by the positions received, counting at least `first_round` (the
+    chunks the workers check at once: the first comes back about when the others of its
+    round do, so one alone does not price the check as if they ran one after another)."""
+    return elapsed_s * total / max(received, min(first_round, total), 1)
+
+
+@dataclass
+class CheckingLimit:
+    """The check of `space` (a large one) against --time-limit `limit_s`: `received(n)`
+    after each batch of chunks back, n the positions received so far; `first_round`: the
+    positions the workers check at once. Timed by `now` (a test injects its clock there)."""
+
+    source: str
+    space: Space
+    limit_s: float
+    first_round: int
+    start: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.start = now()
+
+    def elapsed_s(self) -> float:
+        return now() - self.start
+
+    def received(self, positions: int) -> None:
+        """Refuse the search (exit 2, as the refusal at the simulation's estimate) where the
+        check, as the positions received so far time it, would take over the limit."""
+        elapsed = self.elapsed_s()
+        size = self.space.size
+        estimate = checking_estimate_s(elapsed, positions, size, self.first_round)
+        if estimate > self.limit_s:  # all back: still over, and the simulation only adds
+            raise self.refusal(positions, elapsed, estimate)
+
+    def refusal(self, positions: int, elapsed: float, estimate: float) -> InputError:
+        """The search refused with how long its check would take, a plan: section of about
+        as many candidates as the limit would check (their simulation still to come), and
+        the limit it would need."""
+        what = (
+            f"checking its {self.space.size:,} candidates against the inventory would take "
+            f"about {fmt_time(estimate)} on its own (the {positions:,} checked so far took "
+            f"{fmt_time(elapsed)}), before any is simulated, over --time-limit "
+            f"{fmt_time(self.limit_s)}"
+        )
+        fit = min(MAX_CANDIDATES, math.floor(self.space.size * self.limit_s / estimate))
+        more = f"; or raise --time-limit to well over {fmt_time(estimate)}"
+        return too_large(self.source, self.space, what, fit, more)
