@@ -80,3 +80,15 @@ def test_validation_page_counts_every_published_run_and_quotes_the_modern_group(
     assert worst == "nemo2407-llama3-8b-8gpus"  # the page names it
     quoted = f"mean {sum(errors) / len(errors):.1f} %, worst {max(errors):.1f} % (Llama 3 8B)"
     assert quoted in text
+
+
+def test_nemo_as_shipped_now_column_is_todays_check_published():
+    """The page quotes the command: its last column is what the command prints now."""
+    text = page("nemo-as-shipped").split("## Per-run errors before and after", 1)[1]
+    errors = []
+    for run in RUNS.values():
+        predicted, error = _now(run)
+        assert _row(text, run)[-1] == f"{predicted:.4g} s, {error:+.1f} %", run
+        errors.append(abs(error))
+    group = f"mean {sum(errors) / len(errors):.1f} %, max {max(errors):.1f} %"
+    assert _row(text, "group")[-1] == group

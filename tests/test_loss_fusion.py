@@ -271,3 +271,30 @@ def test_a_loss_fusion_that_changes_nothing_is_noted(cli, tmp_path, training, sa
     path.write_text(f"name: n\nmodel: {TINY}\ntraining: {body}\n".replace("'", '"'))
     code, _out, err = cli("inventory", path)
     assert code == 0 and "training.loss_fusion" in err and said in err and "[W-NO-EFFECT]" in err
+
+
+def test_loss_fusion_pages_llama3_8b_table_is_what_inventory_gives():
+    """docs/loss-fusion.md's table of NVIDIA's Llama 3 8B FP8 script quotes the device peak
+    `tiersim inventory` prints for each row (it went stale once: keep it current)."""
+    from docs_text import page
+
+    from tiersim.api import override
+    from tiersim.state.resolved import resolve
+    from tiersim.state.step_memory import gpu_timeline
+
+    imp = import_configs([FIXTURES / "train_llama3_8b_h100_fp8.sh"], ImportOptions(gpus=8))
+    rows = {
+        "before (both flags only noted)": [
+            "training.loss_fusion=none",
+            "training.fp8.param_gather=false",
+        ],
+        "now (`loss_fusion: native`, `fp8.param_gather: true`)": [],
+        "with `--cross-entropy-fusion-impl te` added": ["training.loss_fusion=te"],
+    }
+    text = page("loss-fusion")
+    for label, sets in rows.items():
+        loaded = override(imp.loaded, sets)
+        r = resolve(loaded.scenario)
+        peak = gpu_timeline(r, build_inventory(r)).peak_total_bytes
+        (line,) = [ln for ln in text.splitlines() if ln.startswith(f"| {label} |")]
+        assert line.split("|")[2].strip().startswith(f"{peak / 1e9:.2f} GB"), label

@@ -186,6 +186,19 @@ def test_one_rank_keeps_the_gram_matrix_beside_three_copies_of_x():
     assert ns.temporary_bytes(4, "cuda") == 2_359_296
 
 
+def test_measure_fsdp_muon_with_tiersims_modules_names_the_implementation_that_takes_it(capsys):
+    """Without --implementation huggingface, --fsdp steps AdamW or Adam only: a user asking
+    for Muon (docs/muon-fsdp.md) is told which implementation steps it, exit 2, no rank
+    started."""
+    from tiersim.cli import main
+
+    args = ["measure", "--model", "llama-2-7b", "--fsdp", "2", "--optimizer", "muon"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "optimizer: 'muon' with --fsdp (expected adamw or adam; " in err
+    assert "muon with --implementation huggingface" in err
+
+
 def test_measure_fsdp_with_transformers_takes_muon_and_names_what_it_cannot_step(capsys):
     """`tiersim measure --fsdp 2 --implementation huggingface` steps AdamW, Adam or Muon
     (tests/test_fsdp2_step.py measures them); 8-bit AdamW it refuses before starting a rank,

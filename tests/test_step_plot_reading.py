@@ -5,6 +5,8 @@ time axes use the unit the step is said in. Checked on the artists the figure ho
 
 from __future__ import annotations
 
+import itertools
+
 import plot_panels as panels
 import pytest
 from conftest import SCENARIOS
@@ -195,6 +197,31 @@ def test_notes_sit_above_the_curve_and_an_unused_tier_says_so():
     assert not hbf.lines and not hbf.axison
     assert hbf.get_title() == "hbf: not used in this run"
     assert [t.get_text() for t in hbf.texts] == ["capacity 4.00 TB"]
+
+
+def test_four_tier_panels_keep_their_titles_and_notes_apart():
+    # the default's row: four narrow panels, hbm's peak 50 GB in another step (its note),
+    # dram, nvme and hbf capacities over 10 x their peaks (their off-scale notes)
+    memory = [(t, 0.0, 20 * GB) for t in ("hbm", "dram", "nvme", "hbf")]
+    tiers = {
+        "hbm": (150.11 * GB, 50.39 * GB),
+        "dram": (256 * GB, 20 * GB),
+        "nvme": (7680 * GB, 23.58 * GB),
+        "hbf": (4000 * GB, 20 * GB),
+    }
+    fig = step_figure(
+        _report(1.0, tiers), _trace({(1, "compute"): [(0.0, 1.0, "forward")]}, 1.0, memory)
+    )
+    FigureCanvasAgg(fig).draw()
+    row = _occupancy_panels(fig)
+    titles = [ax.title.get_window_extent() for ax in row]
+    for left, right in itertools.pairwise(titles):
+        assert left.x1 < right.x0  # no title runs into the next one
+    for ax in row:
+        box = ax.get_window_extent()
+        for note in ax.texts:  # each note inside its own panel, clear of the legend
+            extent = note.get_window_extent()
+            assert box.x0 <= extent.x0 and extent.x1 <= box.x1, note.get_text()
 
 
 def test_a_step_of_minutes_has_its_axes_in_minutes():

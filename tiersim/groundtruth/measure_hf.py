@@ -86,7 +86,9 @@ def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
             raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected {expected})")
         return _fsdp_step(req, world)
     if req.optimizer not in ("adamw", "adam"):
-        raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected adamw or adam)")
+        also = "; muon with --implementation huggingface" if req.optimizer == "muon" else ""
+        expected = f"expected adamw or adam{also}"  # Muon steps transformers' model only
+        raise invalid("optimizer", f"{req.optimizer!r} with --fsdp ({expected})")
     scenario = prediction_scenario(req)
     import_torch()
     from tiersim.groundtruth import fsdp2

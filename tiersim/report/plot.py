@@ -95,7 +95,10 @@ def step_figure(
     other = trace["otherData"]
     drawn_s = other["measured_end_s"] - other["measured_start_s"]  # the traced run's step
     draw_timeline(fig.add_subplot(grid[0, :]), rows, drawn_s, unit, extrapolated_note(trace))
-    panels = [fig.add_subplot(grid[1, k]) for k in range(len(tiers))]
+    # a row of its own: in the figure's columns it took the timeline's wide label margin as
+    # each panel's, narrowing the panels until their titles and notes ran into each other
+    row = grid[1, :].subgridspec(1, len(tiers))
+    panels = [fig.add_subplot(row[0, k]) for k in range(len(tiers))]
     kinds = {
         _occupancy(ax, trace, tier, report["tiers"][tier], unit)
         for ax, tier in zip(panels, tiers, strict=True)

@@ -12,6 +12,8 @@ from tiersim.state.timeline import PHASES, Timeline
 
 ALLOCATED, RESERVED, LIMIT = "#4C72B0", "#DD8452", "#C44E52"
 TITLE = "memory timeline"
+# the allocator's room: the CUDA context, NCCL's buffers and TE's userbuffers are outside it
+ROOM = "capacity less memory outside the allocator"
 
 
 def memory_title(t: Timeline) -> str:
@@ -32,13 +34,10 @@ def draw_memory_timeline(ax: Any, t: Timeline) -> None:
     limit, top = room / 1e9, t.peak_reserved_bytes / 1e9  # reserved is never below allocated
     on_scale = on_scale_capacity(room, t.peak_reserved_bytes)
     if on_scale:
-        ax.axhline(limit, color=LIMIT, linestyle="--", label="capacity less context and NCCL")
+        ax.axhline(limit, color=LIMIT, linestyle="--", label=ROOM)
     else:  # a line far above would flatten the curves to the axis (as the host panel)
         share = 100 * t.peak_reserved_bytes / room
-        note = (
-            f"capacity less context and NCCL {fmt_bytes(room)} off scale\n"
-            f"(peak reserved {share:.2g} % of it)"
-        )
+        note = f"{ROOM} {fmt_bytes(room)} off scale\n(peak reserved {share:.2g} % of it)"
         ax.text(0.02, 0.97, note, transform=ax.transAxes, fontsize=7, va="top")
     mark_peak_and_phases(ax, t)
     ax.set_title(memory_title(t), fontsize=9, color="black" if t.fits else LIMIT)
