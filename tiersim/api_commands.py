@@ -99,9 +99,14 @@ def compare(
     from tiersim.config.document import scenario_document
     from tiersim.report.compare import compare as differences
     from tiersim.report.cost import cost_comparison
+    from tiersim.report.utilization import mfu_peak_note, peak_note
 
     doc_a, doc_b = scenario_document(a.scenario), scenario_document(b.scenario)
     out = differences(doc_a, doc_b, a_report, b_report)
+    peaks = {"A": mfu_peak_note(a.scenario), "B": mfu_peak_note(b.scenario)}
+    for row in out["outputs"]:
+        if row["path"] == "step.mfu" and any(peaks.values()):
+            row["of_peak"] = peak_note(peaks)
     cost = cost_comparison(a.scenario, b.scenario, a_report, b_report)
     if cost is not None:
         out["cost"] = cost

@@ -325,7 +325,9 @@ def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
     outputs = result["outputs"]
     rows = [
         [
-            r["path"] + (" (the drive's rating binds)" if "bound_by" in r else ""),
+            r["path"]
+            + (" (the drive's rating binds)" if "bound_by" in r else "")
+            + (f" ({r['of_peak']})" if "of_peak" in r else ""),
             *fmt_pair(r["path"], r["a"], r["b"]),
             fmt_delta(r["path"], r["delta"]),
             fmt_ratio(r["ratio"]),

@@ -83,7 +83,7 @@ def _breakdown_table(st: dict[str, Any], framework: str | None = None) -> list[s
     return [render(["model's prices", "time", "of step"], rows)]
 
 
-def _step_head(report: dict[str, Any]) -> str:
+def _step_head(report: dict[str, Any], mfu_peak: str | None = None) -> str:
     st = report["step"]
     overlap = (  # None: no link was busy in the step, so there is no share to give
         _no_overlap(report)
@@ -98,7 +98,7 @@ def _step_head(report: dict[str, Any]) -> str:
     if st.get("mfu") is not None:  # PaLM's MFU: the model's FLOPs, not recompute's
         tokens += (
             f", {st['model_flops_per_s_per_gpu'] / 1e12:,.1f} model TFLOP/s per GPU "
-            f"(MFU {100 * st['mfu']:.1f} %)"
+            f"(MFU {100 * st['mfu']:.1f} %{' ' + mfu_peak if mfu_peak else ''})"
         )
     head = f"{report['scenario']}: {fmt_time(st['time_s'])} per step, {tokens}, {overlap}"
     return "\n".join([head, *_head_warnings(report)])
@@ -189,11 +189,15 @@ def _priced_outside_flows(links: dict[str, Any]) -> bool:
     return len(expert) > 1 or any("pipeline" in v["bytes_by_direction"] for v in links.values())
 
 
-def step_tables(report: dict[str, Any], engine_s: float | None = None) -> str:
+def step_tables(
+    report: dict[str, Any], engine_s: float | None = None, mfu_peak: str | None = None
+) -> str:
     """`tiersim run`'s table output: the step, links, tiers, then the sentences. `engine_s`,
     the engine's wall-clock time, is a measurement of this machine: said when given, never
-    part of the report."""
-    step = render(["", "time", "share"], _step_rows(report["step"]), _step_head(report))
+    part of the report. `mfu_peak`: which peak MFU is against, where that matters
+    (utilization.mfu_peak_note)."""
+    head = _step_head(report, mfu_peak)
+    step = render(["", "time", "share"], _step_rows(report["step"]), head)
     step += cpu_note(report["step"])
     tables = [
         step,

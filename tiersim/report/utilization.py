@@ -43,3 +43,22 @@ def utilization(s: Scenario, r: StepResult) -> dict[str, Any]:
         "model_flops_per_s_per_gpu": per_gpu,
         "mfu": per_gpu / peak if peak else None,
     }
+
+
+def mfu_peak_note(s: Scenario) -> str | None:
+    """Which peak MFU is against, where that matters: under training.fp8 the linears run in
+    FP8, above the compute precision's peak that MFU divides by (docs/fp8.md), so it can
+    near or pass 100 %; None where every GEMM runs at the precision of the peak."""
+    if s.training.fp8 is None:
+        return None
+    return f"of the {s.training.precision.compute_precision} peak; its FP8 linears run above it"
+
+
+def peak_note(notes: dict[str, str | None]) -> str:
+    """`compare`'s MFU row's note from each side's mfu_peak_note ("A", "B"): one where they
+    agree, else each noted side's, naming it ("B: of the bf16 peak; ..."); a side with none
+    runs its GEMMs at its peak's precision."""
+    given = {side: note for side, note in notes.items() if note}
+    if len(given) == len(notes) and len(set(given.values())) == 1:
+        return next(iter(given.values()))
+    return "; ".join(f"{side}: {note}" for side, note in given.items())

@@ -179,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.output import write_run, write_trace
     from tiersim.report.text import step_tables
+    from tiersim.report.utilization import mfu_peak_note
 
     print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
@@ -213,7 +214,8 @@ def run(args: argparse.Namespace) -> int:
         layout = ""
         if uses_layout_keys(loaded.scenario):
             layout = "\n\n" + mesh_table(loaded.scenario)
-        print(step_tables(report, engine_s=result.wall_s) + layout + "\n\n" + where)
+        tables = step_tables(report, result.wall_s, mfu_peak_note(loaded.scenario))
+        print(tables + layout + "\n\n" + where)
     return 0
 
 
