@@ -19,6 +19,7 @@ from tiersim.cli.stopping import (
     stop_taken,
 )
 from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, one_line
+from tiersim.sweep.progress import end_open_lines
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
@@ -100,12 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_raises(then_ignore=argv is None):
             return _run_command(argv)
     except InputError as exc:
+        end_open_lines()  # a progress bar's line left open: the message on its own
         print(exc.render(), file=sys.stderr)
         return EXIT_INPUT
     except InfeasibleError as exc:
+        end_open_lines()
         print(f"tiersim: cannot run: {exc}", file=sys.stderr)
         return EXIT_INFEASIBLE
     except BugFound as exc:  # our own check refused a result: nothing wrong was written
+        end_open_lines()
         print(one_line(f"tiersim: internal error, {BUG_REPORT}: {exc}"), file=sys.stderr)
         return EXIT_BUG
     except BrokenPipeError:

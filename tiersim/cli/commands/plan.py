@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.plan.report import plan_text
     from tiersim.report.json_report import to_json
     from tiersim.sweep.execute import SweepAborted, check_executor
+    from tiersim.sweep.progress import end_open_lines
 
     limit = _time_limit(args.time_limit)
     check_executor(args.executor, args.scheduler)  # before any candidate is checked or timed
@@ -117,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             args.scheduler,
         )
     except SweepAborted as exc:
+        end_open_lines()  # the progress bar's line, left open on a terminal
         print(f"tiersim: plan stopped: {exc}", file=sys.stderr)
         return EXIT_ABORTED
     report = planned.report

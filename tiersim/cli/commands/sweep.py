@@ -100,6 +100,7 @@ def workers_and_where(args: argparse.Namespace, points: int) -> tuple[int, str]:
 
 def run(args: argparse.Namespace) -> int:
     from tiersim.sweep.execute import SweepAborted
+    from tiersim.sweep.progress import end_open_lines
     from tiersim.sweep.store import LOG_NAME, OutputError
 
     spec, text = _read(Path(args.sweep), args.max_points)
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _sweep(args, spec, out, workers, where)
     except SweepAborted as exc:
+        end_open_lines()  # the progress bar's line, left open on a terminal
         return _stopped(out, f"tiersim: sweep stopped: {exc}", EXIT_ABORTED)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): the same stop
         if isinstance(exc, Terminated):
