@@ -265,10 +265,10 @@ def build_file(
         loaded = build(raw, path.parent, str(path), overrides, origin)
         return dataclasses.replace(loaded, text=text)
     except InputError as exc:
-        raise with_lines(exc, text, _preset_texts(raw, path.parent)) from None
+        raise with_lines(exc, text, preset_texts(raw, path.parent)) from None
 
 
-def _preset_texts(raw: Any, base_dir: Path) -> dict[str, tuple[str, str]]:
+def preset_texts(raw: Any, base_dir: Path) -> dict[str, tuple[str, str]]:
     """section -> (file, text) of the preset files `raw` names (read again: only when a
     problem is reported), for the lines of keys written there."""
     out = {}

@@ -55,7 +55,7 @@ def with_lines(
     as they are. `presets`: section -> (file, text) of the preset file a section names; a
     key written there and not in `text` is given as `(FILE, line N)`."""
     lines = key_lines(text)
-    if not lines:
+    if not lines and not presets:  # no scenario text (`measure`'s): its preset file's lines
         return exc
     files = {section: (name, key_lines(body)) for section, (name, body) in (presets or {}).items()}
     problems = []

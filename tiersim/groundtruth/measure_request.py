@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.load import build
+from tiersim.config.load import build, preset_texts
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import (
     MIXTRAL_VARIANTS,
@@ -19,6 +19,7 @@ from tiersim.config.variants import (
     VARIANT_DEFAULTS,
     given_variants,
 )
+from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
 from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
 from tiersim.state.optimizers import optimizer as optimizer_named
@@ -122,7 +123,10 @@ def _scenario(req: Request, fsdp: int | None = None) -> Scenario:
     if fsdp is not None:
         raw |= {"parallel": {"data": fsdp, "zero_stage": 3}}
         training["framework"] = "fsdp"
-    return build(raw, req.base_dir, SOURCE, list(req.overrides)).scenario
+    try:
+        return build(raw, req.base_dir, SOURCE, list(req.overrides)).scenario
+    except InputError as exc:  # a key of the --model file: its file and line, as validate's
+        raise with_lines(exc, "", preset_texts(raw, req.base_dir)) from None
 
 
 def _check_measurable(s: Scenario) -> None:
