@@ -177,7 +177,7 @@ def test_an_overfull_tier_shows_its_peak_whole_and_says_it_does_not_fit():
     assert "DOES NOT FIT" not in dram.get_title()
 
 
-def test_notes_sit_above_the_curve_and_an_unused_tier_says_so():
+def test_notes_sit_under_the_panel_and_an_unused_tier_says_so():
     # NVMe of 8 TB holding 20 GB, with a 30 GB peak in another step: capacity off scale
     # (8 TB is over 10 x the 30 GB peak) and the peak outside the picture; HBF unused
     memory = [("hbm", 0.0, 20 * GB), ("nvme", 0.0, 20 * GB)]
@@ -191,12 +191,32 @@ def test_notes_sit_above_the_curve_and_an_unused_tier_says_so():
     assert "capacity 8.00 TB off scale" in note.get_text()
     assert "(peak 0.38 % of it)" in note.get_text()  # 30 GB / 8 TB = 0.375 %
     assert "its peak is outside this picture" in note.get_text()
-    [curve] = nvme.get_lines()
-    bottom = nvme.transData.inverted().transform(note.get_window_extent().get_points())[0][1]
-    assert max(curve.get_ydata()) == 20 < bottom  # the note clear of the curve, in GB
+    # the note under the panel's axis label: clear of the curve, whatever the panel's height
+    assert note.get_window_extent().y1 <= nvme.xaxis.label.get_window_extent().y0
     assert not hbf.lines and not hbf.axison
     assert hbf.get_title() == "hbf: not used in this run"
     assert [t.get_text() for t in hbf.texts] == ["capacity 4.00 TB"]
+
+
+def test_an_overfull_peak_outside_the_picture_keeps_its_note_off_the_capacity_line():
+    # the review's gpt3-175b on an 80 GB HBM: the drawn step holds 68 GB, its peak 82.04 GB
+    # is in another moment (the memory timeline's), so the capacity line is on scale
+    # (80 <= 10 x 82.04) and "its peak is outside this picture" is said (82.04 > 1.01 x 68)
+    memory = [("hbm", 0.0, 28 * GB), ("hbm", 0.5, 68 * GB), ("hbm", 8.0, 28 * GB)]
+    tiers = {"hbm": (80 * GB, 82.04 * GB), "dram": (256 * GB, 0), "nvme": (3840 * GB, 0)}
+    fig = step_figure(
+        _report(10.0, tiers), _trace({(1, "compute"): [(0.0, 10.0, "forward")]}, 10.0, memory)
+    )
+    FigureCanvasAgg(fig).draw()
+    hbm = _occupancy_panels(fig)[0]
+    _, capacity = hbm.get_lines()
+    assert list(capacity.get_ydata()) == [80, 80]  # the dashed line, in GB
+    [note] = hbm.texts
+    assert "its peak is outside this picture" in note.get_text()
+    line_y = hbm.transData.transform((0, 80))[1]  # the capacity line, in the figure's pixels
+    box = note.get_window_extent()
+    assert not box.y0 <= line_y <= box.y1  # the note's lines do not cross it
+    assert box.y1 <= hbm.get_window_extent().y0  # nor the axes, where the line is drawn
 
 
 def test_four_tier_panels_keep_their_titles_and_notes_apart():

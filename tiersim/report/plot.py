@@ -159,14 +159,17 @@ def _occupancy(
             "\ntransients: the memory timeline)"
         )
     reach = max(capacity, top) if on_scale else max(top, 1e9)
-    lines = sum(note.count("\n") + 1 for note in notes)
-    ax.set_ylim(0, reach / 1e9 * (1.1 + 0.12 * lines))  # the band above for the notes
-    if notes:
-        ax.text(0.02, 0.97, "\n".join(notes), transform=ax.transAxes, fontsize=7, va="top")
+    ax.set_ylim(0, reach / 1e9 * 1.1)
     fits = "" if figures["fits"] else "\nDOES NOT FIT"
     title = f"{tier}: peak {fmt_bytes(peak)} of {fmt_bytes(capacity)}{fits}"
     ax.set_title(title, fontsize=9, color=CAPACITY if fits else "black")
     ax.set_xlabel(f"time in step ({unit[1]})", fontsize=8)
+    if notes:  # under the axis' label: inside the axes, a band sized in GB crossed the
+        # capacity line wherever the panel was too short for the notes' lines
+        below_label = (ax.transAxes, ax.xaxis.label)  # x in the axes, y the label's box
+        text = "\n".join(notes)
+        at = {"xycoords": below_label, "xytext": (0, -3), "textcoords": "offset points"}
+        ax.annotate(text, (0.0, 0.0), **at, fontsize=7, va="top", ha="left")
     ax.set_ylabel("occupancy (GB)", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(True, alpha=0.3)
