@@ -5,7 +5,8 @@ import contextlib
 import io
 
 from tiersim.cli import main
-from tiersim.sweep.progress import Progress, end_open_lines
+from tiersim.core.open_lines import end_open_lines
+from tiersim.sweep.progress import Progress
 
 
 class FakeTerminal(io.StringIO):

@@ -19,7 +19,7 @@ from tiersim.cli.stopping import (
     stop_taken,
 )
 from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, one_line
-from tiersim.sweep.progress import end_open_lines
+from tiersim.core.open_lines import end_open_lines
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3

@@ -8,9 +8,7 @@ import sys
 import time
 from typing import TextIO
 
-# The terminals a bar last wrote a line to without ending it (it is redrawn in place): what
-# is printed next there, a refusal or an error, would start on the bar's line (end_open_lines).
-_open_lines: list[TextIO] = []
+from tiersim.core.open_lines import note_open
 
 
 class Progress:
@@ -37,7 +35,7 @@ class Progress:
             end = "\n" if not self.tty or done == self.total else ""
             self.stream.write(("\r" if self.tty else "") + self.line(now) + end)
             self.stream.flush()
-            _note_open(self.stream, open_line=not end)
+            note_open(self.stream, open_line=not end)
 
     def line(self, now: float) -> str:
         elapsed = now - self.start
@@ -58,24 +56,3 @@ def clock_text(seconds: float) -> str:
     whole = max(0, round(seconds))  # never a negative time, whatever a clock did
     hours, rest = divmod(whole, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
-
-
-def _note_open(stream: TextIO, open_line: bool) -> None:
-    """Remember whether `stream`'s last line, a bar's, is left open."""
-    if any(s is stream for s in _open_lines) != open_line:
-        if open_line:
-            _open_lines.append(stream)
-        else:
-            _open_lines[:] = [s for s in _open_lines if s is not stream]
-
-
-def end_open_lines() -> None:
-    """End the line each bar left open on a terminal, so that what is printed next (a refusal,
-    an error, an interruption) starts on a line of its own, not after the bar's."""
-    while _open_lines:
-        stream = _open_lines.pop()
-        try:
-            stream.write("\n")
-            stream.flush()
-        except (OSError, ValueError):  # a terminal gone or closed: nothing left to end
-            pass

@@ -98,10 +98,10 @@ def _time_limit(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from tiersim.api import plan
+    from tiersim.core.open_lines import end_open_lines
     from tiersim.plan.report import plan_text
     from tiersim.report.json_report import to_json
     from tiersim.sweep.execute import SweepAborted, check_executor
-    from tiersim.sweep.progress import end_open_lines
 
     limit = _time_limit(args.time_limit)
     check_executor(args.executor, args.scheduler)  # before any candidate is checked or timed

@@ -99,8 +99,8 @@ def workers_and_where(args: argparse.Namespace, points: int) -> tuple[int, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.core.open_lines import end_open_lines
     from tiersim.sweep.execute import SweepAborted
-    from tiersim.sweep.progress import end_open_lines
     from tiersim.sweep.store import LOG_NAME, OutputError
 
     spec, text = _read(Path(args.sweep), args.max_points)
