@@ -52,14 +52,18 @@ class OpList:
         index = len(ops)
         deps = op.deps
         if None in deps:  # a C-level scan: most ops' deps have no None to drop
-            deps = [d for d in deps if d is not None]
+            if len(deps) == 2:  # a compute op's (weights, input): without a comprehension
+                a, b = deps
+                deps = () if a is b else (b,) if a is None else (a,)  # a is b: both None
+            else:
+                deps = [d for d in deps if d is not None]
         kind = op.kind
         stream = kind.stream
         if stream is not None:
             last_on = self.last_on
             prev = last_on.get(stream)
             last_on[stream] = index
-            if prev is not None:
+            if prev is not None and prev not in deps:  # there already: nothing to add
                 deps = (*deps, prev)
         # in order, once each; tuples, which hold no references the garbage collector must
         # trace (a run builds around a million ops); two, the common case, without a dict

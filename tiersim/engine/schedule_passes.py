@@ -255,8 +255,9 @@ class TrainingPasses:
         if unit.recompute_s > 0:  # Op's fields in order, as in forward
             label = ("recompute {} mb{}", unit.name, mb)
             op = ops.add(Op(GPU, RECOMPUTE, label, step, (w, acts), unit.recompute_s))
-        # frees the forward's activations, as `free_after` would
-        label, deps = ("backward {} mb{}", unit.name, mb), (w, acts, grad_read, op)
+        # frees the forward's activations, as `free_after` would; deps mostly a pair (`OpList.add`)
+        label = ("backward {} mb{}", unit.name, mb)
+        deps = (w, op) if acts is None and grad_read is None else (w, acts, grad_read, op)
         alloc, free = self.backward_alloc[u], self.forward_alloc[u]
         op = ops.add(Op(GPU, BACKWARD, label, step, deps, unit.backward_s, 0, "", "", alloc, free))
         if streamed:
