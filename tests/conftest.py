@@ -16,7 +16,7 @@ import yaml
 from hypothesis import settings
 
 from tiersim.cli import main
-from tiersim.config.load import build
+from tiersim.config.load import build, load_scenario
 from tiersim.config.schema import Scenario
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import build_model
@@ -39,6 +39,12 @@ GiB = 2**30
 def scenario(raw: dict[str, Any], base_dir: Path = FIXTURES) -> Scenario:
     """Validate a scenario mapping the way the loader does (presets, defaults, checks)."""
     return build(raw, base_dir, "test.yaml").scenario
+
+
+def published(name: str, *overrides: str):
+    """A shipped published scenario (`scenarios/published/NAME`, `--set`-style overrides),
+    loaded as a user's file is and resolved."""
+    return resolve(load_scenario(SCENARIOS / "published" / name, list(overrides)).scenario)
 
 
 def inventory(raw: dict[str, Any]) -> Inventory:

@@ -5,24 +5,16 @@ the gradient buffer, every micro-batch (tiersim.workload.megatron_elementwise). 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
+from conftest import published
 
-from tiersim.config.load import load_scenario
-from tiersim.state.resolved import resolve
 from tiersim.workload.megatron_elementwise import dense_gradient_bytes
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _resolved(name: str, *overrides: str):
-    return resolve(load_scenario(ROOT / "scenarios/published" / name, list(overrides)).scenario)
 
 
 @pytest.fixture(scope="module")
 def llama3_8b():
-    return _resolved("nemo2407-llama3-8b-8gpus.yaml")
+    return published("nemo2407-llama3-8b-8gpus.yaml")
 
 
 def test_llama3_8b_bf16_buffer(llama3_8b):
@@ -33,12 +25,12 @@ def test_llama3_8b_bf16_buffer(llama3_8b):
 
 def test_gpt3_175b_fp32_buffer_split_over_the_tensor_group():
     # the 512-GPU row syncs its gradients in bf16 (docs/nemo-memory.md); in fp32 here
-    r = _resolved("nemo2407-gpt3-175b-512gpus.yaml", "training.precision.gradients=fp32")
+    r = published("nemo2407-gpt3-175b-512gpus.yaml", "training.precision.gradients=fp32")
     # ceil(50,257 / 4) = 12,565 rows x 12,288 = 154,398,720 values; fp32 gradients:
     # 2 + 2 + 4 + 4 = 12 B: 1,852,784,640 B
     assert dense_gradient_bytes(r, r.model) == 1_852_784_640
     # as shipped, bf16: 2 + 2 + 2 + 2 = 8 B: 154,398,720 x 8 = 1,235,189,760 B
-    shipped = _resolved("nemo2407-gpt3-175b-512gpus.yaml")
+    shipped = published("nemo2407-gpt3-175b-512gpus.yaml")
     assert dense_gradient_bytes(shipped, shipped.model) == 1_235_189_760
 
 

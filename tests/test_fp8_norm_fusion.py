@@ -4,16 +4,12 @@ weight gradient (tiersim.workload.fp8). Expected values by hand."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import published
 
 from tiersim.config.fp8 import Fp8
-from tiersim.config.load import load_scenario
-from tiersim.state.resolved import resolve
 from tiersim.workload.fp8 import layer_quantize_bytes, norm_fused, quantize_bytes
 
-ROOT = Path(__file__).resolve().parents[1]
 # (M, N, K): QKV, attention projection, FC1, FC2 of a toy layer
 LINEARS = [(8, 6, 4), (8, 4, 2), (8, 10, 4), (8, 4, 5)]
 
@@ -39,8 +35,7 @@ def test_only_te_delayed_scaling_under_megatron_fuses():
 
 @pytest.fixture(scope="module")
 def llama2_7b():
-    path = ROOT / "scenarios/published/nemo2407-llama2-7b-8gpus.yaml"
-    return resolve(load_scenario(path).scenario)
+    return published("nemo2407-llama2-7b-8gpus.yaml")
 
 
 def test_llama2_7b_layer(llama2_7b):

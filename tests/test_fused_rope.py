@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 
 import pytest
+from conftest import published
 
-from tiersim.config.load import load_scenario
-from tiersim.state.resolved import resolve
 from tiersim.workload.kernels import layer_kernels
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def llama2_7b():
-    path = ROOT / "scenarios/published/nemo2407-llama2-7b-8gpus.yaml"
-    return resolve(load_scenario(path).scenario)
+    return published("nemo2407-llama2-7b-8gpus.yaml")
 
 
 def test_rope_adds_4_bytes_per_q_and_k_element_each_way(llama2_7b):

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import scenario
+from conftest import published, scenario
 
-from tiersim.config.load import load_scenario
 from tiersim.state.inventory import build_inventory
 from tiersim.state.pipeline_outputs import (
     PIPELINE_OUTPUTS,
@@ -38,8 +37,7 @@ H = 12_288  # GPT-3 175B's hidden size (Brown et al. 2020, Table 2.1)
 
 
 def _load(gpus: int):
-    path = ROOT / f"scenarios/published/nemo2407-gpt3-175b-{gpus}gpus.yaml"
-    return resolve(load_scenario(path).scenario)
+    return published(f"nemo2407-gpt3-175b-{gpus}gpus.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -177,8 +175,7 @@ def test_userbuffers_in_bf16_without_fp8():
 def test_a_model_given_by_its_parameter_count_keeps_none():
     """ren2021-cpu-adam-10b: a model of 10e9 parameters, no hidden size, no pipeline, no TE:
     neither term, and its timeline builds."""
-    path = ROOT / "scenarios/published/ren2021-cpu-adam-10b.yaml"
-    r = resolve(load_scenario(path).scenario)
+    r = published("ren2021-cpu-adam-10b.yaml")
     assert (kept_output_bytes(r, 0), userbuffer_bytes(r)) == (0, 0)
     assert not [e for e in build_events(r, build_inventory(r), 0) if e.part == PIPELINE_OUTPUTS]
 

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 
 import pytest
+from conftest import published
 
-from tiersim.config.load import load_scenario
 from tiersim.config.parallel_schema import Parallel
-from tiersim.state.resolved import resolve
 from tiersim.workload.pipeline_p2p import interleaved_exchange_s, neighbours_off_node, op_costs
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # DGX H100 (tiersim/presets/hardware/dgx-h100.yaml): one 400 Gb/s NIC per GPU = 50e9 B/s,
 # 14 us a hop, NCCL reaching 0.9 of it. Llama 2 13B's activation at 4096 tokens, micro-batch
@@ -26,8 +22,7 @@ IB_SEND_13B_S = 41_943_040 / 50e9 / 0.9 + 14e-6
 
 @pytest.fixture(scope="module")
 def llama2_13b():
-    path = ROOT / "scenarios/published/nemo2407-llama2-13b-16gpus.yaml"
-    return resolve(load_scenario(path).scenario)
+    return published("nemo2407-llama2-13b-16gpus.yaml")
 
 
 def test_ib_send_by_hand():
@@ -82,8 +77,7 @@ def test_both_neighbours_off_node_send_two_tensors_through_one_nic():
     # GPT-3 175B on 128 GPUs (TP 4, PP 8, DP 4, sequence parallel): a stage spans two nodes;
     # piece = 2048 x 12288 x 2 / 4 = 12,582,912 B; one send 12,582,912 / 50e9 / 0.9 + 14 us
     # = 279.6203 + 14 = 293.6203 us; two through the NIC: 587.2406 us
-    path = ROOT / "scenarios/published/nemo2407-gpt3-175b-128gpus.yaml"
-    r = resolve(load_scenario(path).scenario)
+    r = published("nemo2407-gpt3-175b-128gpus.yaml")
     send = 12_582_912 / 50e9 / 0.9 + 14e-6
     assert math.isclose(interleaved_exchange_s(r, 12288), 2 * send, rel_tol=1e-9)
     assert math.isclose(2 * send, 587.2406e-6, rel_tol=1e-6)

@@ -5,21 +5,16 @@ either (tiersim.workload.megatron_elementwise.without_dropout). Expected by hand
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
+from conftest import published
 
-from tiersim.config.load import load_scenario
-from tiersim.state.resolved import resolve
 from tiersim.workload.kernels import element_bytes
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def llama2_7b():
-    path = ROOT / "scenarios/published/nemo2407-llama2-7b-8gpus.yaml"
-    return resolve(load_scenario(path).scenario)
+    return published("nemo2407-llama2-7b-8gpus.yaml")
 
 
 def test_llama_without_dropout_or_biases(llama2_7b):
