@@ -34,3 +34,45 @@ def test_deepspeed_pipeline_with_zero_1_and_other_frameworks_stay_valid(cli, wri
     raw = _deepspeed_pipeline(3)
     raw["training"] = {"grad_accumulation": 8}  # no framework: tiersim's generic engine
     assert cli("validate", write(raw))[0] == 0
+
+
+# A Llama-like layer by its dimensions: q, k, v, o 4 x 256 x 256 = 262,144 values, gate, up,
+# down 3 x 256 x 512 = 393,216: 655,360 linear values. Its FP8 copies (tensorwise): both
+# layouts, 1 B a value, and one fp32 scale each: 2 x 655,360 + 2 x 4 B x 7 weights = 1,310,776 B.
+FP8_LAYER = 2 * 655_360 + 2 * 4 * 7
+TINY = {
+    "layers": 4,
+    "hidden": 256,
+    "heads": 4,
+    "kv_heads": 4,
+    "ffn_hidden": 512,
+    "vocab": 1024,
+    "gated_mlp": True,
+    "position": "rope",
+    "norm": "rmsnorm",
+    "max_positions": 512,
+}
+FP8 = "FP8 weight copies (training.fp8)"
+
+
+def _fp8_at_peak(cli_json, write, framework: str | None, zero: int) -> int:
+    training = {"seq_len": 512, "recompute": "full", "fp8": {"recipe": "tensorwise"}}
+    if framework:
+        training["framework"] = framework
+    raw = {"name": "x", "model": TINY, "training": training}
+    raw["parallel"] = {"data": 2, "zero_stage": zero}
+    report = cli_json(write(raw))
+    return report["memory_timeline"]["peak_parts"].get(FP8, 0)
+
+
+def test_fsdp_fp8_full_recompute_holds_one_layers_copies(cli_json, write):
+    """torchtitan's FP8 (torchao Float8Linear, `framework: fsdp`) casts each weight inside its
+    forward with no cache, and full recompute saves nothing of a layer but its input: at most
+    one layer's copies are live, not the whole model's (they were: 4 x 1,310,776 B)."""
+    for zero in (3, 1):
+        assert _fp8_at_peak(cli_json, write, "fsdp", zero) <= FP8_LAYER
+
+
+def test_transformer_engine_fp8_cache_still_holds_every_layer(cli_json, write):
+    """Megatron-Core's TE layers cache the copies all step (is_first_microbatch): all 4."""
+    assert _fp8_at_peak(cli_json, write, "megatron", 1) == 4 * FP8_LAYER
