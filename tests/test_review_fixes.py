@@ -76,3 +76,16 @@ def test_fsdp_fp8_full_recompute_holds_one_layers_copies(cli_json, write):
 def test_transformer_engine_fp8_cache_still_holds_every_layer(cli_json, write):
     """Megatron-Core's TE layers cache the copies all step (is_first_microbatch): all 4."""
     assert _fp8_at_peak(cli_json, write, "megatron", 1) == 4 * FP8_LAYER
+
+
+def test_a_value_where_a_section_goes_names_the_sections_keys(cli, write):
+    """`endurance: 3000` for `endurance: {pe_cycles: 3000}`: the message said only "input
+    should be a valid dictionary", not which keys the section takes."""
+    tiers = {"hbf": {"kind": "flash", "capacity": "1 TB", "bandwidth": "1 TB/s"}}
+    tiers["hbf"]["endurance"] = 3000
+    file = write({**LLAMA, "hardware": {"preset": "dgx-h100", "tiers": tiers}})
+    code, out, err = cli("validate", file)
+    assert code == 2 and "Traceback" not in err
+    assert said(err.strip(), file).coded == ("E-TYPE", "hardware.tiers.hbf.endurance")
+    assert "pe_cycles, required" in err and "write_amplification" in err
+    assert "(got 3000)" in err
