@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from docs_text import ROOT, page
 from problem_lines import said
 
 LLAMA = {"name": "x", "model": {"preset": "llama-2-7b"}}
@@ -84,8 +87,23 @@ def test_a_value_where_a_section_goes_names_the_sections_keys(cli, write):
     tiers = {"hbf": {"kind": "flash", "capacity": "1 TB", "bandwidth": "1 TB/s"}}
     tiers["hbf"]["endurance"] = 3000
     file = write({**LLAMA, "hardware": {"preset": "dgx-h100", "tiers": tiers}})
-    code, out, err = cli("validate", file)
+    code, _, err = cli("validate", file)
     assert code == 2 and "Traceback" not in err
     assert said(err.strip(), file).coded == ("E-TYPE", "hardware.tiers.hbf.endurance")
     assert "pe_cycles, required" in err and "write_amplification" in err
     assert "(got 3000)" in err
+
+
+def test_hbf_page_quotes_the_step_times_tiersim_gives_now(cli, tmp_path):
+    """docs/hbf.md's first figures, the HBF step and the same state in host DRAM: the page
+    said 17.326 s and 17.389 s where `tiersim compare` printed 17.345 s and 17.408 s."""
+    text = page("hbf").split("## 1. Fit and step time", 1)[1].split("## 2.", 1)[0]
+    hbf = json.loads((ROOT / "tests/golden/reports/hbf-optimizer-state.json").read_text())
+    scenario = ROOT / "scenarios/hbf-optimizer-state.yaml"
+    moved = ("--set", "placement.master=dram", "--set", "placement.optimizer=dram")
+    code, out, err = cli("run", scenario, *moved, "--format", "json", "--out", tmp_path)
+    assert code == 0, err
+    dram = json.loads(out)
+    said = f"the step takes {hbf['step']['time_s']:.3f} s; with master and moments in\nhost DRAM"
+    assert said in text
+    assert f"host DRAM over PCIe, {dram['step']['time_s']:.3f} s" in text
