@@ -107,3 +107,11 @@ def test_hbf_page_quotes_the_step_times_tiersim_gives_now(cli, tmp_path):
     said = f"the step takes {hbf['step']['time_s']:.3f} s; with master and moments in\nhost DRAM"
     assert said in text
     assert f"host DRAM over PCIe, {dram['step']['time_s']:.3f} s" in text
+
+
+def test_fp8_page_quotes_this_versions_activations(cli_json):
+    """docs/fp8.md quoted 18.32 GB and 16.34 GB of activations for the default scenario under
+    FP8, an earlier version's, as if `tiersim` printed them today."""
+    report = cli_json(ROOT / "scenarios/default.yaml", "--set", "training.fp8.recipe=delayed")
+    gb = report["inventory"]["per_gpu"]["activations"] / 1e9
+    assert f"activations {gb:.2f} GB a GPU.\n" in page("fp8")
