@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+from conftest import scenario
 from docs_text import ROOT, page
 from problem_lines import said
+
+from tiersim.state.resolved import resolve
+from tiersim.workload.fp8 import layer_quantize_bytes
 
 LLAMA = {"name": "x", "model": {"preset": "llama-2-7b"}}
 
@@ -115,3 +119,27 @@ def test_fp8_page_quotes_this_versions_activations(cli_json):
     report = cli_json(ROOT / "scenarios/default.yaml", "--set", "training.fp8.recipe=delayed")
     gb = report["inventory"]["per_gpu"]["activations"] / 1e9
     assert f"activations {gb:.2f} GB a GPU.\n" in page("fp8")
+
+
+# TINY's four forward linears (M, N, K) at 512 tokens: QKV (512, 256 + 2 x 256, 256),
+# out-projection (512, 256, 256), gate/up (512, 2 x 512, 256), down (512, 256, 512)
+TINY_LINEARS = [(512, 768, 256), (512, 256, 256), (512, 1024, 256), (512, 256, 512)]
+# inputs sum(M x K) = 3 x 131,072 + 262,144 = 655,360; weights sum(K x N) = 196,608 + 65,536 +
+# 262,144 + 131,072 = 655,360; tensorwise moves 6 B a value quantized (workload/fp8.py)
+INPUTS, WEIGHTS, TENSORWISE_B = 655_360, 655_360, 6
+
+
+def _forward_quantize_bytes(framework: str) -> float:
+    training = {"seq_len": 512, "grad_accumulation": 4, "fp8": {"recipe": "tensorwise"}}
+    training["framework"] = framework
+    raw = {"name": "x", "model": TINY, "training": training, "parallel": {"data": 2}}
+    r = resolve(scenario(raw))
+    return layer_quantize_bytes(r, TINY_LINEARS, 0.0)[0]
+
+
+def test_torchao_casts_the_weights_in_every_micro_batch():
+    """torchao's Float8Linear (framework: fsdp) has no weight cache: each micro-batch's
+    forward casts the weights again, where TE casts them on the step's first micro-batch only
+    (is_first_microbatch): 6 x (inputs + weights), not 6 x (inputs + weights / 4)."""
+    assert _forward_quantize_bytes("fsdp") == TENSORWISE_B * (INPUTS + WEIGHTS)
+    assert _forward_quantize_bytes("megatron") == TENSORWISE_B * (INPUTS + WEIGHTS / 4)
