@@ -143,3 +143,16 @@ def test_torchao_casts_the_weights_in_every_micro_batch():
     (is_first_microbatch): 6 x (inputs + weights), not 6 x (inputs + weights / 4)."""
     assert _forward_quantize_bytes("fsdp") == TENSORWISE_B * (INPUTS + WEIGHTS)
     assert _forward_quantize_bytes("megatron") == TENSORWISE_B * (INPUTS + WEIGHTS / 4)
+
+
+def test_fsdp_without_an_implementation_says_whose_layer_is_counted(cli, write):
+    """`framework: fsdp` left `implementation` at megatron silently: the activations of a
+    layer no FSDP2 run executes (the shipped FSDP2 scenario's peak: 13.38 GB as megatron's,
+    8.18 GB as torchtitan's), with nothing said."""
+    raw = {**LLAMA, "training": {"framework": "fsdp"}, "parallel": {"data": 2, "zero_stage": 3}}
+    code, _, err = cli("validate", write(raw))
+    assert code == 0
+    assert "training.implementation: not given" in err and "[W-DEFAULT]" in err
+    raw["training"]["implementation"] = "torchtitan"
+    code, _, err = cli("validate", write(raw))
+    assert code == 0 and "training.implementation" not in err
