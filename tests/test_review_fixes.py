@@ -156,3 +156,13 @@ def test_fsdp_without_an_implementation_says_whose_layer_is_counted(cli, write):
     raw["training"]["implementation"] = "torchtitan"
     code, _, err = cli("validate", write(raw))
     assert code == 0 and "training.implementation" not in err
+
+
+def test_a_scenario_with_a_stray_base_key_is_judged_as_a_scenario(cli, write):
+    """A top-level `base:` (an anchors' holder) made a scenario a sweep: `model: unknown key`
+    and "nothing to sweep", where the scenario's one fault is the stray key."""
+    text = "base: &b {preset: llama-2-7b}\nname: x\nmodel: {<<: *b}\n"
+    file = write(text)
+    code, _, err = cli("validate", file)
+    assert code == 2 and "Traceback" not in err
+    assert said(err.strip(), file).coded == ("E-KEY-UNKNOWN", "base")
