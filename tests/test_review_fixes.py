@@ -166,3 +166,15 @@ def test_a_scenario_with_a_stray_base_key_is_judged_as_a_scenario(cli, write):
     code, _, err = cli("validate", file)
     assert code == 2 and "Traceback" not in err
     assert said(err.strip(), file).coded == ("E-KEY-UNKNOWN", "base")
+
+
+def test_fsdp_fp8_layers_left_uncheckpointed_keep_their_copies(cli_json, write):
+    """recompute_every 2 checkpoints every other layer (torchtitan's selective_ac_option 2):
+    the other two of TINY's 4 keep what they save, their FP8 copies among it, so more than
+    one layer's copies are live at the end of the forward."""
+    training = {"seq_len": 512, "recompute": "full", "recompute_every": 2, "framework": "fsdp"}
+    training["fp8"] = {"recipe": "tensorwise"}
+    raw = {"name": "x", "model": TINY, "training": training}
+    raw["parallel"] = {"data": 2, "zero_stage": 3}
+    report = cli_json(write(raw))
+    assert report["memory_timeline"]["peak_parts"].get(FP8, 0) > FP8_LAYER

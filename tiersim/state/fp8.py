@@ -113,6 +113,8 @@ def recast_per_pass(r: Resolved) -> bool:
     (torchao/float8/float8_linear.py, `matmul_with_hp_or_float8_args.forward`; no module-level
     cache like TE's `is_first_microbatch`) and saves it for the layer's backward. Under full
     recompute a layer saves nothing but its input, so the copy lives with the layer's forward,
-    then again with its recompute and backward: one layer's at a time, never all the step's."""
+    then again with its recompute and backward: one layer's at a time, never all the step's.
+    Not where `recompute_every` leaves layers uncheckpointed: those keep what they save."""
     tr = r.execution.training
-    return tr.fp8 is not None and tr.framework == "fsdp" and tr.recompute == "full"
+    every_layer = (tr.recompute_every or 1) == 1
+    return tr.fp8 is not None and tr.framework == "fsdp" and tr.recompute == "full" and every_layer
