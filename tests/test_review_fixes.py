@@ -178,3 +178,18 @@ def test_fsdp_fp8_layers_left_uncheckpointed_keep_their_copies(cli_json, write):
     raw["parallel"] = {"data": 2, "zero_stage": 3}
     report = cli_json(write(raw))
     assert report["memory_timeline"]["peak_parts"].get(FP8, 0) > FP8_LAYER
+
+
+def test_api_page_run_cell_prints_what_the_run_gives():
+    """docs/api.md's first simulate cell showed 50.4 ms and 81,251 tokens/s, and an HBM of
+    141 GB, where the cell gives 54.3 ms, 75,414 tokens/s and 150.11 GB (the capacity as
+    CUDA gives it): a notebook user's first figures disagreed with the page."""
+    from tiersim import api
+
+    s = api.load(ROOT / "scenarios/seed-1b-adam.yaml", {"training.micro_batch_size": 2})
+    run = api.run(s)
+    step = run.report["step"]
+    text = page("api")
+    said = f"# {1000 * step['time_s']:.1f} ms a step, {step['tokens_per_s']:,.0f} tokens/s"
+    assert said in text
+    assert f"'capacity_bytes': {run.tiers().to_pylist()[0]['capacity_bytes']}," in text
