@@ -21,7 +21,6 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from tiersim.engine.busy import merge_span
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import OpKind
 from tiersim.hardware.resources import Network
@@ -90,9 +89,31 @@ def run_chain(engine: Any) -> Any:
             if op.duration > 0:
                 timers += 1
                 now = now + op.duration
-        elif op.nbytes > 0 or op.latency > 0:  # a collective alone on its channel
+        elif op.nbytes > 0:  # a collective alone on its channel: `Channel.start`'s plan
+            wakeups += 1  # for a lone flow, inline (an op in three: a call each costs)
+            delay = op.latency
+            begin = now + delay if delay > 0 else now
+            soonest = float(op.nbytes) / capacity[op.resource]
+            if begin > now:
+                soonest += begin - now
+            if not soonest > 0.0:
+                soonest = 0.0
+            end = now + soonest
+            if end > begin:  # merged into the channel's busy spans and ANY's: `merge_span`
+                name = op.resource.channel
+                both = spans_of.get(name)
+                if both is None:  # made at its first span, as the channel's (the log's order)
+                    both = spans_of[name] = net.busy.lists((name, FlowNetwork.ANY))
+                for spans in both:
+                    if spans and begin <= spans[-1][1]:
+                        first = spans[-1][0]
+                        spans[-1] = (begin if begin < first else first, end)
+                    else:
+                        spans.append((begin, end))
+            now = end
+        elif op.latency > 0:  # no bytes: `_nothing_to_move`'s timer
             wakeups += 1
-            now = _collective(op, now, capacity[op.resource], spans_of, net.busy)
+            now = now + op.latency
         ends[i] = now
         if op.free:
             _occupy(occupancy, op.free, now, -1, recorder)
@@ -110,30 +131,6 @@ def run_chain(engine: Any) -> Any:
     net.finished()
     engine.spent()  # as after Engine.run: freed by reference counting
     return log
-
-
-def _collective(op: Any, now: float, capacity: float, spans_of: dict, busy: Any) -> float:
-    """When collective `op`, begun at `now`, lands: `Channel.start`'s plan for a flow alone
-    on its channel (a flow of no bytes: `_nothing_to_move`'s timer), its busy span merged
-    into the channel's and ANY's lists as `Channel._landed` merges it."""
-    nbytes, delay = op.nbytes, op.latency
-    if nbytes <= 0:
-        return now + delay
-    begin = now + delay if delay > 0 else now
-    soonest = float(nbytes) / capacity
-    if begin > now:
-        soonest += begin - now
-    if not soonest > 0.0:
-        soonest = 0.0
-    end = now + soonest
-    if end > begin:
-        name = op.resource.channel
-        spans = spans_of.get(name)
-        if spans is None:  # made at its first span, as the channel's (the log's order)
-            spans = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
-        merge_span(spans[0], begin, end)
-        merge_span(spans[1], begin, end)
-    return end
 
 
 def _occupy(occupancy: dict, changes, now: float, sign: int, recorder) -> None:
