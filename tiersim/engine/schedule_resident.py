@@ -105,7 +105,9 @@ def _forward(passes: Any, u: int, mb: int, step: int) -> None:
     op = _chained(passes.ops, Op(GPU, FORWARD, what, step, (), unit.forward_s, 0, "", "", alloc))
     passes.uses.append(op)
     passes.use_units.append(u)
-    _collectives(passes, unit.tp_forward, unit.ep_forward, unit.cp_forward, step, op)
+    for c in (unit.tp_forward, unit.ep_forward, unit.cp_forward):  # blocking, in this order
+        if c is not None:
+            _synced(passes.ops, c, step, op)
     if unit.cp_forward_hidden is not None:
         passes.ops.net(unit.cp_forward_hidden, step, (op,))
 
@@ -126,15 +128,12 @@ def _backward(passes: Any, u: int, mb: int, step: int) -> None:
     op = _chained(oplist, op)
     passes.uses.append(op)
     passes.use_units.append(u)
-    _collectives(passes, unit.tp_backward, unit.ep_backward, unit.cp_backward, step, op)
+    for c in (unit.tp_backward, unit.ep_backward, unit.cp_backward):  # as the forward's
+        if c is not None:
+            _synced(oplist, c, step, op)
     if unit.cp_backward_hidden is not None:
         oplist.net(unit.cp_backward_hidden, step, (op,))
-    passes.write_gradients(u, mb, step, op, None)
-
-
-def _collectives(passes: Any, tp: Any, ep: Any, cp: Any, step: int, op: int) -> None:
-    """A compute op's blocking tensor-, expert- and context-parallel collectives, in that
-    order, each after `op` (`OpList.net` with deps `(op,)`, as the general passes add them)."""
-    for c in (tp, ep, cp):
-        if c is not None:
-            _synced(passes.ops, c, step, op)
+    if passes.gradients_stay[u] and not passes.scatters[u] and mb != passes.last_microbatch:
+        passes.ready.gradients[u] = op  # `write_gradients`: no reduction due, nothing written
+    else:
+        passes.write_gradients(u, mb, step, op, None)
