@@ -42,16 +42,12 @@ def overlapping(engine: Engine, window: tuple[float, float] | None) -> Rows:
     return [ops[i] for i in keep], [log.start[i] for i in keep], [log.end[i] for i in keep]
 
 
-def _step_ops(
-    rows: Rows, step: int, optimizer_kind: OpKind, window: tuple | None = None, rising=False
-) -> tuple:
+def _step_ops(rows: Rows, step: int, optimizer_kind: OpKind, window=None, rising=False) -> tuple:
     """One pass over a run's ops: the time GPU, bubble (IDLE) and CPU ops ran over the whole
     run, the durations of the `step`'s (with a `window` (lo, hi): of the ops starting in it)
     compute, recompute and optimizer ops (in op order: `sum` over the ops, as before), the time
     collectives and moves ran, and their bytes per kind of transfer (`_moved_by_kind`).
-    `rising`: the run's starts rise with the op index and no op starts before the one before
-    it ended (a chain: `RunLog.rising`), so each kind's spans (those of positive length) come
-    in time order, each starting after the one before: sorted as `union` sorts them."""
+    `rising`: each op starts once the one before ended (`RunLog.rising`): spans come sorted."""
     by_step, (lo, hi) = window is None, window or (0.0, 0.0)
     gpu_spans, idle_spans, cpu_spans = [], [], []  # GPU; the pipeline bubble and the like; CPU
     sync_spans, comm_spans, move_spans = [], [], []  # blocking and overlapped collectives
@@ -92,13 +88,9 @@ def _step_ops(
                 key = _transfer_kind(op)
                 if key is not None:
                     kinds[key] = kinds.get(key, 0) + op.nbytes
-    busy = (iv.union(gpu_spans, rising), iv.union(idle_spans, rising), iv.union(cpu_spans, rising))
-    waits = (
-        iv.union(sync_spans, rising),
-        iv.union(comm_spans, rising),
-        iv.union(move_spans, rising),
-    )
-    return busy, waits, sum(compute), sum(recompute), sum(optimizer), kinds
+    spans = (gpu_spans, idle_spans, cpu_spans, sync_spans, comm_spans, move_spans)
+    merged = tuple(iv.union(found, rising) for found in spans)  # busy, then waits
+    return merged[:3], merged[3:], sum(compute), sum(recompute), sum(optimizer), kinds
 
 
 def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:

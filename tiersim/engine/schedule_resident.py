@@ -1,19 +1,19 @@
-"""A stage's forwards and backwards where nothing moves between tiers, built op by op
-without the general passes' per-op checks.
+"""A stage's forwards and backwards where nothing moves between tiers, built op by op without
+the general passes' per-op checks.
 
-Where no unit's weights are streamed or kept whole, no activations are offloaded and no
-gradients are read back (Korthikanti et al.'s Table 5 stages: everything resident), a
-forward is one GPU op and its blocking collectives, a backward its recompute, itself and
-its collectives, each waiting only for the GPU stream's op before it. `TrainingPasses`
-asks, for each such op, whether the unit's weights are fetched, kept, offloaded or read
-back, and `OpList.add` clears its deps of None and adds the stream's last op: a few
-microseconds an op for answers known once a step. Here the op is made with the deps
-`OpList.add` would give it (the stream's last op, the only one not None) and appended as
-`add` appends it (the stream's last op, the chain's count). Any op whose inputs are not
-that case (a unit's weights waiting on an earlier step's update, the embedding's on the
-first stage, a gradient reduction, a collective that does not block) is made by the
-general passes, so the ops, their fields and their deps are the general builder's
-(tests/test_schedule_resident.py holds the two builders' schedules equal).
+Where no unit's weights are streamed or kept whole, no activations are offloaded, no
+gradients are read back and none are copied on the GPU's stream (Korthikanti et al.'s Table
+5 stages: everything resident), a forward is one GPU op and its blocking collectives, a
+backward its recompute, itself and its collectives, each waiting only for the GPU stream's
+op before it. `TrainingPasses` asks, for each such op, whether the unit's weights are
+fetched, kept, offloaded or read back, and `OpList.add` clears its deps of None and adds the
+stream's last op: about a microsecond an op for answers known once a step. Here the op is
+made with the deps `OpList.add` would give it (the stream's last op, the only one not None)
+and appended as `add` appends it (the stream's last op, the chain's count). Any op whose
+inputs are not that case (a unit's weights waiting on an earlier step's update, the
+embedding's on the first stage, a gradient reduction, a collective that does not block) is
+made by the general passes, so the ops, their fields and their deps are the general
+builder's (tests/test_schedule_resident.py holds the two builders' schedules equal).
 """
 
 from __future__ import annotations
