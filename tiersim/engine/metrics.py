@@ -285,8 +285,9 @@ def in_flight_added_s(
 ) -> dict[str, float]:
     """What the transfers of `role` add to each link's in-flight time (`in_flight_s`) over
     the others' in the same run: the part of theirs no other transfer was in flight in. The
-    others are read only on the links and in the time the role's transfers take."""
-    rows = of_role(engine.schedule.ops, engine.log, role)  # (the two passes read only the ops they may keep)
+    others are read only on the links and in the time the role's transfers take. Each pass
+    reads only the ops it may keep: the role's, then those reaching into their span."""
+    rows = of_role(engine.schedule.ops, engine.log, role)
     mine = _by_link(engine.topo, _spans_by_kind(engine, window, role, True, rows))
     if not mine:
         return {}
