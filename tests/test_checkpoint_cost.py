@@ -23,6 +23,7 @@ import pytest
 from tiersim.config.load import load_scenario
 from tiersim.engine import checkpoint_apart, durable, metrics, resume
 from tiersim.engine import simulate as engine_simulate
+from tiersim.engine.graph import dependency_graph
 from tiersim.runner import simulate
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
@@ -130,3 +131,27 @@ def test_the_async_checkpoint_measured_apart_is_resumed(monkeypatch):
     seen.clear()
     simulate(load_scenario(path, extra).scenario)
     assert seen == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "default: async to NVMe (measured apart)",
+        "70B ZeRO-3 NVMe: blocking (the copy resumed mid-step)",
+    ],
+)
+def test_a_resumed_runs_graph_is_the_one_built_from_its_schedule(name, monkeypatch):
+    """The resumed engine's dependency graph, taken over from the plain run's, is the one
+    `graph.dependency_graph` builds from its whole schedule."""
+    compared: list[bool] = []
+    taken_over = resume._graph
+
+    def checked(a, b, watch):
+        waiting = list(taken_over(a, b, watch))
+        built = dependency_graph(b.schedule.ops, b.topo, b.ordered)
+        compared.append((waiting, b.dependents) == built)
+        return b.waiting
+
+    monkeypatch.setattr(resume, "_graph", checked)
+    simulate(load_scenario(*CASES[name]).scenario)
+    assert compared == [True]
