@@ -206,7 +206,7 @@ def _graph(a: Engine, b: Engine, watch: Watch) -> list[int]:
     n, ops = len(a.schedule.ops), b.schedule.ops
     if (watch.mixed and watch.mixed[0] < n) or a.dependents is None or b.ordered:
         return b.graph()[0]
-    dependents, grown = [*a.dependents, *([] for _ in range(n, len(ops)))], set()
+    dependents, grown = a.dependents + [[] for _ in range(n, len(ops))], set()
     for j in range(n, len(ops)):
         for d in ops[j].deps:
             if d < n and d not in grown:
