@@ -2,14 +2,16 @@
 figures the earlier path gave, to the bit: every figure of the simulated step and of its
 checkpoint, on async and blocking checkpoints to DRAM, NVMe and HBF, one every step included.
 
-The earlier path is run here, not copied: the same simulation with what this round changed
-put back as it was (`put_back`):
+The earlier path is run here, its figures not copied: the same simulation with what this
+round changed put back as it was (`put_back`):
 - the async checkpoint measured apart ran its step from time 0 (now resumed from the plain
   run where its first checkpoint op may start: `simulate._ahead`);
-- the checkpoint's ops were found by a pass over every op in Python (`metrics.of_role`), a
-  window's ops likewise (`metrics.overlapping`);
+- the checkpoint's ops were found by passes over every op (`metrics.of_role` now picks them
+  once, for its write window, bytes and in-flight time);
 - the next step's first uses were read from every op of the plain step, not only from those
-  starting before the last late drain ends (`checkpoint_apart._first_uses`).
+  starting before the last late drain ends (`checkpoint_apart._first_uses`);
+- a resumed run's dependency graph was built from its whole schedule (`resume._graph` now
+  takes the plain run's over).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tiersim.config.load import load_scenario
 from tiersim.engine import checkpoint_apart, durable, metrics, resume
 from tiersim.engine import simulate as engine_simulate
 from tiersim.engine.graph import dependency_graph
+from tiersim.engine.ops import OpKind, Role
 from tiersim.runner import simulate
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
@@ -54,27 +57,26 @@ CASES = {
 }
 
 
-def _of_role_loop(ops, log, role):
-    """`metrics.of_role` as a pass over every op in Python."""
-    keep = [i for i, op in enumerate(ops) if op.role is role]
-    return [ops[i] for i in keep], [log.start[i] for i in keep], [log.end[i] for i in keep]
+def _every_op(ops, log, role):
+    """What the passes read before `metrics.of_role` picked a role's ops: every op (each
+    pass kept the role's itself)."""
+    return ops, log.start, log.end
+
+
+def _windows_over_every_op(schedule, log):
+    """`durable._checkpoint_windows` as it was: a pass over every op."""
+    windows = {}
+    for i, op in enumerate(schedule.ops):
+        if op.role is Role.CHECKPOINT and op.kind is OpKind.MOVE:
+            start, end = windows.get(op.step, (math.inf, -math.inf))
+            windows[op.step] = (min(start, log.start[i]), max(end, log.end[i]))
+    return windows
 
 
 def put_back(monkeypatch) -> None:
     """What this round changed put back as it was (module docstring), while `monkeypatch`
     (or its context) holds."""
-    ahead, overlapping = engine_simulate._ahead, metrics.overlapping
-    first_uses = checkpoint_apart._first_uses
-
-    def overlapping_loop(engine, window):
-        log, ops = engine.log, engine.schedule.ops
-        if window is None or log.rising:  # (unchanged: the whole run, or by bisection)
-            return overlapping(engine, window)
-        lo, hi = window
-        keep = [
-            i for i, (s, e) in enumerate(zip(log.start, log.end, strict=True)) if s < hi and e >= lo
-        ]
-        return [ops[i] for i in keep], [log.start[i] for i in keep], [log.end[i] for i in keep]
+    ahead, first_uses = engine_simulate._ahead, checkpoint_apart._first_uses
 
     def all_first_uses(topo, run, wanted, crossed, limit):
         return first_uses(topo, run, wanted, crossed, math.inf)
@@ -82,10 +84,11 @@ def put_back(monkeypatch) -> None:
     monkeypatch.setattr(
         engine_simulate, "_ahead", lambda res, steps, apart: ahead(res, steps, False)
     )
-    monkeypatch.setattr(metrics, "overlapping", overlapping_loop)
-    monkeypatch.setattr(metrics, "of_role", _of_role_loop)
-    monkeypatch.setattr(durable, "of_role", _of_role_loop)
+    monkeypatch.setattr(durable, "of_role", _every_op)
+    monkeypatch.setattr(metrics, "of_role", _every_op)
+    monkeypatch.setattr(durable, "_checkpoint_windows", _windows_over_every_op)
     monkeypatch.setattr(checkpoint_apart, "_first_uses", all_first_uses)
+    monkeypatch.setattr(resume, "_graph", lambda a, b, watch: b.graph()[0])
 
 
 def _counted(monkeypatch) -> list:

@@ -34,9 +34,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import itertools
 import math
-import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,13 +143,13 @@ def _first_uses(
 ) -> tuple[dict, float]:
     """When the plain step first uses each of `wanted` (resources, ("tier", name)), from its
     start, and when its first update starts (what a snapshot must end before), among the ops
-    that start before `limit` s (the others are left out, found at C speed: a use at or after
-    `limit` reads as none, which no check of `_apart` tells apart)."""
+    that start before `limit` s (a use at or after `limit` reads as none, which no check of
+    `_apart` tells apart)."""
     first_use: dict = {}
     update = math.inf
     move, comm, sync, optimizer = OpKind.MOVE, OpKind.COMM, OpKind.SYNC, Role.OPTIMIZER
     ops, starts = run.ops, run.starts
-    early = itertools.compress(range(len(ops)), map(operator.lt, starts, itertools.repeat(limit)))
+    early = [i for i, start in enumerate(starts) if start < limit]
     for i in early:  # one op after another, lean
         op, start = ops[i], starts[i]
         kind, used = op.kind, ()

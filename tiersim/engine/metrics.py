@@ -6,11 +6,7 @@ log and flow network, never changes them.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
-import operator
-from collections.abc import Iterable
-from itertools import repeat
 from typing import Any
 
 from tiersim.core import intervals as iv
@@ -23,7 +19,6 @@ from tiersim.state.classes import CHECKPOINT_WRITES
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 Rows = tuple[list[Op], list[float], list[float]]  # ops, and each one's start and end
-_ROLE = operator.attrgetter("role")
 
 
 def overlapping(engine: Engine, window: tuple[float, float] | None) -> Rows:
@@ -41,22 +36,19 @@ def overlapping(engine: Engine, window: tuple[float, float] | None) -> Rows:
         first = bisect.bisect_left(log.end, lo)
         stop = max(first, bisect.bisect_left(log.start, hi))
         return ops[first:stop], log.start[first:stop], log.end[first:stop]
-    before = map(operator.lt, log.start, repeat(hi))
-    reach = map(operator.ge, log.end, repeat(lo))
-    return picked((ops, log.start, log.end), map(operator.and_, before, reach))
+    keep = [
+        i for i, (s, e) in enumerate(zip(log.start, log.end, strict=True)) if s < hi and e >= lo
+    ]
+    return [ops[i] for i in keep], [log.start[i] for i in keep], [log.end[i] for i in keep]
 
 
 def of_role(ops: list[Op], log: RunLog, role: Role) -> Rows:
-    """A run's ops of `role`, with their starts and ends, in op order (picked at C speed: a
-    checkpoint's few hundred ops among thousands)."""
-    return picked((ops, log.start, log.end), map(operator.is_, map(_ROLE, ops), repeat(role)))
-
-
-def picked(rows: Rows, flags: Iterable[bool]) -> Rows:
-    """The rows whose flag is true, in their order."""
-    keep = list(itertools.compress(range(len(rows[0])), flags))
-    ops, starts, ends = (list(map(column.__getitem__, keep)) for column in rows)
-    return ops, starts, ends
+    """A run's ops of `role`, with their starts and ends, in op order: a checkpoint's few
+    hundred ops among thousands, for the passes that read only them (a comprehension with
+    the role in a local: faster in CPython 3.11 than a chain of maps, measured)."""
+    keep = [i for i, op in enumerate(ops) if op.role is role]
+    starts, ends = log.start, log.end
+    return [ops[i] for i in keep], [starts[i] for i in keep], [ends[i] for i in keep]
 
 
 def _step_ops(rows: Rows, step: int, optimizer_kind: OpKind, window: tuple | None = None) -> tuple:
@@ -281,20 +273,19 @@ def in_flight_s(
 
 
 def in_flight_added_s(
-    engine: Engine, window: tuple[float, float] | None, role: Role
+    engine: Engine, window: tuple[float, float] | None, role: Role, rows: Rows | None = None
 ) -> dict[str, float]:
     """What the transfers of `role` add to each link's in-flight time (`in_flight_s`) over
     the others' in the same run: the part of theirs no other transfer was in flight in. The
-    others are read only on the links and in the time the role's transfers take. Each pass
-    reads only the ops it may keep: the role's, then those reaching into their span."""
-    rows = of_role(engine.schedule.ops, engine.log, role)
+    others are read only on the links and in the time the role's transfers take. `rows`:
+    the role's ops (`of_role`), where the caller has them."""
+    rows = rows or of_role(engine.schedule.ops, engine.log, role)
     mine = _by_link(engine.topo, _spans_by_kind(engine, window, role, True, rows))
     if not mine:
         return {}
     first = min(start for found in mine.values() for start, _ in found)
     last = max(end for found in mine.values() for _, end in found)
-    rows = overlapping(engine, (first, last))
-    others = _spans_by_kind(engine, (first, last), role, False, rows)
+    others = _spans_by_kind(engine, (first, last), role, False)
     theirs = _by_link(engine.topo, others, only=set(mine))
     out = {}
     for name, found in mine.items():
