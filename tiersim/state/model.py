@@ -198,7 +198,8 @@ class Transformer(TransformerShape):
             "heads": self.heads,
             "kv_heads": self.kv_heads,
             "ffn_hidden": self.ffn_hidden,
-            "vocab": self.vocab,
+            "vocab": self.tokenizer_vocab or self.vocab,
+            **({} if self.tokenizer_vocab is None else {"padded_vocab": self.vocab}),
             **self._moe_summary(),
         }
 
