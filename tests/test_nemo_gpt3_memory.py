@@ -51,15 +51,16 @@ def test_stage_0_gradients_in_bf16_with_the_embeddings_in_fp32(gpt3_512):
     ranks: QKV, projection, fc1, fc2 weights 12·h²/4; the column-parallel biases
     (3h + 4h)/4; the row-parallel biases h + h and two LayerNorms 4h whole:
     3 x 150,994,944 + 7h/4 + 6h = 452,984,832 + 21,504 + 73,728 = 453,080,064; x 12 =
-    5,436,960,768 in bf16 (2 B). Word embedding 50,260 / 4 x h = 154,398,720 (tiersim pads the
-    vocab to the tensor ranks) and positions 2,048 x h = 25,165,824, in fp32 (4 B, NeMo's
-    `_with_fp32_optimizer`): 10,873,921,536 + 718,258,176 = 11,592,179,712 B."""
+    5,436,960,768 in bf16 (2 B). Word embedding 50,688 / 4 x h = 155,713,536 (NeMo pads 50,257
+    to a multiple of make_vocab_size_divisible_by 128 x TP 4 = 512: 99 x 512) and positions
+    2,048 x h = 25,165,824, in fp32 (4 B, NeMo's `_with_fp32_optimizer`): 10,873,921,536 +
+    723,517,440 = 11,597,438,976 B."""
     _, inv = gpt3_512
     layer = 3 * H * H + 7 * H // 4 + 6 * H
     assert layer == 453_080_064
-    body, emb = 12 * layer, 50_260 // 4 * H + 2_048 * H
-    assert (body, emb) == (5_436_960_768, 179_564_544)
-    assert inv.per_gpu["gradients"] == body * 2 + emb * 4 == 11_592_179_712
+    body, emb = 12 * layer, 50_688 // 4 * H + 2_048 * H
+    assert (body, emb) == (5_436_960_768, 180_879_360)
+    assert inv.per_gpu["gradients"] == body * 2 + emb * 4 == 11_597_438_976
 
 
 def test_first_stage_keeps_55_chunk_outputs(gpt3_512):
