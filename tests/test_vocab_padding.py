@@ -83,6 +83,12 @@ def test_the_key_pads_under_any_framework_and_overrides_megatrons_default():
     assert r.model.vocab == 50_260
 
 
+def test_a_generic_model_has_no_vocabulary_to_pad():
+    raw = {"name": "g", "model": {"parameters": 10**9, "layers": 4, "vocab": 50_257}}
+    r = resolve(scenario({**raw, "training": {"framework": "megatron"}}))
+    assert r.model.vocab is None and r.model.parameters == 10**9
+
+
 def test_embedding_bytes_per_rank_follow_the_padded_rows():
     """Stage 0 of TP 4, bf16 weights: 50,688 / 4 = 12,672 rows against 50,260 / 4 = 12,565
     (divisor 1): 107 rows x 768 x 2 B = 164,352 B more weights on each GPU."""

@@ -48,6 +48,6 @@ def padded_model(s: Scenario) -> Model:
     the embedding, the output layer, the logits and the loss all hold the padded rows."""
     model = build_model(s.model)
     vocab = scenario_vocab(s)
-    if vocab is None or vocab == model.vocab:
+    if model.vocab is None or vocab is None or vocab == model.vocab:  # generic: no vocabulary
         return model
     return replace(model, vocab=vocab, tokenizer_vocab=model.vocab)
