@@ -15,6 +15,7 @@ term from the source (docs/nemo-memory.md), each figure worked out by hand:
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -66,15 +67,22 @@ def test_first_stage_keeps_55_chunk_outputs(gpt3_512):
     """p 8, v 6, m 64 micro-batches, stage 0: warm-up (8 - 0 - 1) x 2 + (6 - 1) x 8 = 54
     forwards, one more before the first backward: 55 chunk outputs at once. Each
     [2,048 / 4 (sequence parallel), 2, 12,288] in bf16 = 25,165,824 B; 55 of them
-    1,384,120,320 B, allocated at the start and held to the end of the backward."""
+    1,384,120,320 B, allocated at the start; in the cool-down, where apex makes each chunk's
+    gradient shards, as many as chunk backwards are left: 40, 32, 24, 16, 8 (stage 0,
+    tests/test_apex_cool_down.py), none after the pipeline's flush, before the optimizer."""
     r, inv = gpt3_512
-    assert output_bytes(r) == 2_048 // 4 * 2 * H * 2 == 25_165_824
+    each = output_bytes(r)
+    assert each == 2_048 // 4 * 2 * H * 2 == 25_165_824
     assert kept_outputs(r, 0) == 55
     events = [e for e in build_events(r, inv, 0) if e.part == PIPELINE_OUTPUTS]
+    held = [55, 40, 32, 24, 16, 8]
+    drained = [x for a, b in pairwise(held) for x in ((False, a * each), (True, b * each))]
     assert [(e.phase, e.alloc, e.nbytes) for e in events] == [
-        ("start", True, 1_384_120_320),
-        ("backward", False, 1_384_120_320),  # the pipeline's flush, before the optimizer
+        ("start", True, 55 * each),
+        *(("backward", alloc, n) for alloc, n in drained),
+        ("backward", False, 8 * each),  # the pipeline's flush, before the optimizer
     ]
+    assert 55 * each == 1_384_120_320
 
 
 def test_the_optimizer_steps_after_the_flush():
@@ -88,12 +96,14 @@ def test_the_optimizer_steps_after_the_flush():
     events = build_events(r, inv, 0)
     first_step = next(i for i, e in enumerate(events) if e.phase == "optimizer")
     held = [(i, e) for i, e in enumerate(events) if e.key in ("held", "pipeline outputs")]
-    assert [(e.key, e.alloc) for _, e in held] == [
-        ("held", True),
-        ("pipeline outputs", True),
+    assert [(e.key, e.alloc) for _, e in held[:2]] == [("held", True), ("pipeline outputs", True)]
+    # drained in the cool-down (apex's shards, tests/test_apex_cool_down.py), the rest freed
+    # at the flush: as many frees as allocations, all before the step
+    assert [(e.key, e.alloc) for _, e in held[-2:]] == [
         ("held", False),
         ("pipeline outputs", False),
     ]
+    assert sum(1 if e.alloc else -1 for _, e in held) == 0
     assert all(i < first_step for i, _ in held)
     assert held[0][1].nbytes == pytest.approx(inv.per_gpu["activations"] * 98 / 110, abs=64)
 
