@@ -198,3 +198,34 @@ def test_one_rank_makes_no_shard():
     # distributed_size 1: `sync_grads_shard = bucket.grads_bucket`
     _, made = _apex_events(_tiny(data=1))
     assert made == []
+
+
+def test_uneven_chunks_follow_stage_layers():
+    """Six tiny layers (41,088 values each) over p 2 x v 2 chunks of 2, 1, 1, 2
+    (parallel.stage_layers): stage 0 holds chunks 0 and 2 of the list, 2 layers then 1. Its
+    chunk 1 (one layer, 41,088 values) syncs with p(v-1) - 0 = 2 chunk backwards left; chunk
+    0 (two layers) has none left: at the step, beside the embedding's fp32 bucket."""
+    raw = {
+        "name": "tiny",
+        "model": {**TINY, "layers": 6},
+        "training": {
+            "framework": "megatron",
+            "distributed_optimizer": "apex",
+            "seq_len": 128,
+            "optimizer": "adam",
+            "grad_accumulation": 4,
+            "precision": {"weights": "bf16", "gradients": "fp32", "master": "bf16"},
+        },
+        "parallel": {
+            "data": 2,
+            "pipeline": 2,
+            "virtual_pipeline": 2,
+            "stage_layers": [2, 1, 1, 2],
+            "zero_stage": 1,
+        },
+    }
+    shards = apex_shards(resolve(scenario(raw)), 0)
+    assert [(s.group.label, s.group.values, s.left) for s in shards.cool_down] == [
+        ("chunk 1", 41_088, 2)
+    ]
+    assert shards.at_step == 2 * 52_428_800  # chunk 0's bucket and the embedding's

@@ -130,8 +130,9 @@ def apex_shards(r: Resolved, stage: int) -> ApexShards:
     step = fp32.nbytes + math.ceil(routed / expert_div) * grad
     last = (step, fp32.buckets + (1 if routed else 0))  # the routed experts' as one tensor
     p, v, n = par.pipeline, par.virtual_pipeline, len(layers)
-    if v > 1:
-        return _interleaved(layers, rest, grad, dense_div, stage, (p, v), last)
+    if v > 1:  # each chunk's layers: parallel.stage_layers' entries k, k + p, ..., else even
+        sizes = list(par.stage_layers[stage::p]) if par.stage_layers else [n // v] * v
+        return _interleaved(layers, rest, grad, dense_div, stage, (p, sizes), last)
     values = [lay + (rest if i == 0 else 0) for i, lay in enumerate(layers)]
     groups = [group(f"layer {i}", x, grad, dense_div) for i, x in enumerate(values)]
     if p == 1:
@@ -146,13 +147,13 @@ def apex_shards(r: Resolved, stage: int) -> ApexShards:
 def _interleaved(layers, rest, grad, ranks, stage, pv, last) -> ApexShards:
     """Chunk v-1-q's group after its last backward plus `stage`'s rank: p(v-1-q) - k chunk
     backwards left, each holding a chunk's share and its kept output."""
-    p, v = pv
-    step, count = last
-    per = len(layers) // v  # layout_checks: layers divide into p·v chunks, else stage_layers
+    p, sizes = pv
+    v, step, count = len(sizes), *last
     syncs = []
     for q in range(v):
         c = v - 1 - q
-        values = sum(layers[c * per : (c + 1) * per]) + (rest if c == 0 else 0)
+        first = sum(sizes[:c])
+        values = sum(layers[first : first + sizes[c]]) + (rest if c == 0 else 0)
         g = group(f"chunk {c}", values, grad, ranks)
         left = p * (v - 1 - q) - stage
         if left > 0:
