@@ -144,17 +144,20 @@ def test_the_last_stage_reduce_scatters_k_backwards_later(gpt3_512):
 def test_more_left_than_the_simulated_step_held_is_the_forwards_run_since():
     """Llama 2 13B on 16 GPUs, stage 0: p 4, v 10, one layer a chunk. At the peak it holds
     (v-1)p + 2(p-1) + 1 = 43 chunk micro-batches, the simulated one's 10 among them: 33 held
-    apart, 3.3 x 5,983,436,800 B (10 layers x 598,343,680) = 19,745,341,440 B. Chunk 9's sync
-    leaves 4 x 9 = 36: 3.6 x 5,983,436,800 = 21,540,372,480 B, the 0.3 more (1,795,031,040 B)
-    a new allocation of 30 tensors (10 a layer)."""
+    apart from the start, one allocation each of 598,343,680 B (a layer's saves, one chunk).
+    Chunk 9's sync leaves 4 x 9 = 36: three more, the forwards run since, each its layer's 10
+    tensors: 36 x 598,343,680 = 21,540,372,480 B."""
     r = published("nemo2407-llama2-13b-16gpus.yaml")
-    assert 10 * 598_343_680 == 5_983_436_800
     events, made = _apex_events(r)
+    start = [e for e in events if e.key.startswith("held ") and e.phase == "start"]
+    assert [(e.nbytes, e.pieces) for e in start] == [(598_343_680, 1)] * 33
     assert made[0].moment.startswith("cool-down: chunk 9's") and "(36 chunk" in made[0].moment
-    live = live_parts(events, events.index(made[0]))
-    assert live[HELD] == 21_540_372_480 == 19_745_341_440 + 1_795_031_040
-    (since,) = [e for e in events if e.key == "held since" and e.alloc][:1]
-    assert (since.nbytes, since.pieces) == (1_795_031_040, 30)
+    at = events.index(made[0])
+    assert live_parts(events, at)[HELD] == 36 * 598_343_680 == 21_540_372_480
+    since = [e for e in events[:at] if e.key.startswith("held ") and e.phase == "backward"]
+    assert [(e.key, e.nbytes, e.pieces, e.alloc) for e in since] == [
+        (f"held {k}", 598_343_680, 10, True) for k in (33, 34, 35)
+    ]
 
 
 def _tiny(data: int = 2, pipeline: int = 1):

@@ -99,6 +99,7 @@ class ApexShards:
     cool_down: tuple[Sync, ...]  # made in the cool-down, after the simulated backward
     at_step: int  # bytes made after the flush (fp32 buckets, chunks with no backward left)
     at_step_buckets: int = 1  # the tensors they are (one a bucket)
+    unit: float = 1.0  # the cool-down drains a micro-batch's stage share by this much at once
 
 
 NONE = ApexShards({}, (), 0)
@@ -141,7 +142,7 @@ def apex_shards(r: Resolved, stage: int) -> ApexShards:
         made, count = sum(g.nbytes for g in groups), sum(g.buckets for g in groups)
         return ApexShards({}, (), step + made, last[1] + count)
     syncs = tuple(Sync(g, i, i / n, 0) for i, g in reversed(list(enumerate(groups))))
-    return ApexShards({}, syncs, *last)
+    return ApexShards({}, syncs, *last, unit=1 / n)
 
 
 def _interleaved(layers, rest, grad, ranks, stage, pv, last) -> ApexShards:
@@ -160,22 +161,59 @@ def _interleaved(layers, rest, grad, ranks, stage, pv, last) -> ApexShards:
             syncs.append(Sync(g, left, left / v, left))
         else:  # none left: after the flush
             step, count = step + g.nbytes, count + g.buckets
-    return ApexShards({}, tuple(syncs), step, count)
+    return ApexShards({}, tuple(syncs), step, count, unit=1 / v)
 
 
-def cool_down_events(steps: Steps, shards: ApexShards, share: tuple, output: int, working) -> bool:
+@dataclass(frozen=True)
+class Drained:
+    """What the cool-down drains, one allocation a unit (a chunk micro-batch's saved
+    activations, one kept output), so that a unit's backward frees its own."""
+
+    key: str
+    part: str
+    whole: float  # bytes of what `Sync` counts in: a micro-batch's stage share, an output
+    unit: float  # bytes an allocation
+    per_byte: float  # tensors a byte
+
+    def hold(self, steps: Steps, at: str, phase: str, nbytes: float, whole=False) -> None:
+        """`nbytes` more, in units (the last one what is left), each one block where `whole`
+        (as the start holds the other micro-batches' activations), else its tensors."""
+        k = sum(1 for key in steps.held if key.startswith(self.key + " "))
+        while nbytes >= 1:
+            size = min(self.unit, nbytes)
+            pieces = 1 if whole else max(1, math.ceil(size * self.per_byte))
+            steps.alloc(at, phase, f"{self.key} {k}", self.part, size, pieces)
+            nbytes, k = nbytes - size, k + 1
+
+    def drain(self, steps: Steps, at: str, target: float) -> None:
+        """Down (or up: the forwards run since the simulated step's) to `target` bytes."""
+        keys = [key for key in steps.held if key.startswith(self.key + " ")]
+        total = sum(steps.held[key] for key in keys)
+        while keys and total - steps.held[keys[-1]] >= target - 1:
+            total -= steps.held[keys[-1]]
+            steps.free(at, "backward", keys.pop(), self.part)
+        self.hold(steps, at, "backward", target - total)
+
+
+def drained(shards: ApexShards, share: tuple, output: int) -> tuple[Drained, Drained]:
+    """The saved activations (`share`: one micro-batch's stage share, its bytes and tensors)
+    and NeMo's kept outputs (`output`: one's bytes), as the cool-down drains them."""
+    whole, items = share
+    acts = Drained("held", HELD, whole, whole * shards.unit, items / max(whole, 1))
+    return acts, Drained("pipeline outputs", PIPELINE_OUTPUTS, output, output, 1 / max(output, 1))
+
+
+def cool_down_events(steps: Steps, shards: ApexShards, held: tuple, working) -> bool:
     """The cool-down after the simulated micro-batch's backward: at each sync, what is still
-    held (`share`: the bytes and tensors of one micro-batch's saves on the stage; `output`: one
-    kept output's bytes), the group's shards, then the next backward's first layer
-    (`working`: its (part, bytes)). True where there is one."""
+    held (`held`: the saved activations and kept outputs, `drained`), the group's shards,
+    then the next backward's first layer (`working`: its (part, bytes)). True where any."""
+    acts, outputs = held
     b = "backward"
     for s in shards.cool_down:
         unit = "chunk backwards" if s.group.label.startswith("chunk") else "layers' backward"
         at = f"cool-down: {s.group.label}'s gradients reduce-scattered ({s.left} {unit} left)"
-        _hold(steps, at, HELD, "held", s.share * share[0], share[1] / max(share[0], 1))
-        _hold(
-            steps, at, PIPELINE_OUTPUTS, "pipeline outputs", s.outputs * output, 1 / (output or 1)
-        )
+        acts.drain(steps, at, s.share * acts.whole)
+        outputs.drain(steps, at, s.outputs * outputs.whole)
         key, g = f"apex {s.group.label}", s.group
         steps.alloc(at, b, key, APEX_GRAD_SHARDS, g.nbytes, g.buckets)
         for part, nbytes in working if s.left else ():  # the next backward's first layer
@@ -183,17 +221,3 @@ def cool_down_events(steps: Steps, shards: ApexShards, share: tuple, output: int
         for part, _ in working:
             steps.free(at, b, f"cool-down {part}", part)
     return bool(shards.cool_down)
-
-
-def _hold(steps: Steps, at: str, part: str, key: str, target: float, per_byte: float) -> None:
-    """`key` brought to `target` bytes as the cool-down holds them: those still allocated
-    since the simulated step's start stay where they are; more than those are the forwards run
-    since (one more allocation, of as many tensors); fewer, the drained ones freed."""
-    now, since = steps.held.get(key, 0), f"{key} since"
-    steps.free(at, "backward", since, part)
-    if target > now:
-        pieces = math.ceil((target - now) * per_byte)
-        steps.alloc(at, "backward", since, part, target - now, pieces)
-    elif target < now:
-        steps.free(at, "backward", key, part)
-        steps.alloc(at, "backward", key, part, target)

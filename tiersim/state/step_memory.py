@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from tiersim.config.schema import PRECISION_BYTES
-from tiersim.state.apex_grad_sync import APEX_GRAD_SHARDS, HELD, apex_shards, cool_down_events
+from tiersim.state import apex_grad_sync as apex_sync
 from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_values
 from tiersim.state.inventory import Inventory, rank_matrices, stage_bytes, tier_use
 from tiersim.state.layer_memory import LayerMemory, layer_memory
@@ -123,7 +123,7 @@ def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> No
     for cls, nbytes in use.classes.items():
         if cls != "activations":
             steps.alloc("start of the step", "start", cls, f"resident {cls}", nbytes)
-    steps.alloc("start of the step", "start", "held", HELD, held_acts)
+    steps.alloc("start of the step", "start", "held", apex_sync.HELD, held_acts)
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ def _backward(
         ):
             steps.free(at, b, key, part)
         if g := apex.in_backward.get(i):  # apex's hooks: the layer's group reduce-scattered
-            steps.alloc(at, b, f"apex {g.label}", APEX_GRAD_SHARDS, g.nbytes, g.buckets)
+            steps.alloc(at, b, f"apex {g.label}", apex_sync.APEX_GRAD_SHARDS, g.nbytes, g.buckets)
         if p.fsdp2:  # the rest of its gradients, then the reduce-scatter
             p.fsdp2.post_backward(steps, at, p.groups[i])
         elif p.gather:
@@ -269,10 +269,14 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     outside, log_softmax, head_side = outside_saved(r, stage, last)
     this_mb = sum(lay.saved for lay in layers) + outside
     held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
-    steps = _Steps()
-    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held)
+    steps, apex = _Steps(), apex_sync.apex_shards(r, stage)
     kept = kept_output_bytes(r, stage) if p.on_gpu else 0  # NeMo's, to their backward
-    steps.alloc("start of the step", "start", "pipeline outputs", PIPELINE_OUTPUTS, kept)
+    units = apex_sync.drained(apex, (this_mb, sum(x.items for x in layers)), output_bytes(r))
+    one = not (apex.cool_down and p.on_gpu)  # else in units, as the cool-down drains them
+    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held if one else 0)
+    steps.alloc("start of the step", "start", "pipeline outputs", PIPELINE_OUTPUTS, kept * one)
+    for unit, nbytes in zip(units, (held, kept), strict=True):
+        unit.hold(steps, "start of the step", "start", 0 if one else nbytes, whole=True)
     root = _weights_at_start(steps, p, layers, rest)
     saves = outside - log_softmax - head_side if p.on_gpu else 0
     steps.alloc("forward: embeddings", "forward", "outside saves", "saved activations", saves, 4)
@@ -287,16 +291,13 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
         steps.alloc(at, b, "final norm", norm, final_norm_transients(r) if p.on_gpu else 0, 5)
         steps.free(at, b, "final norm", norm)
         steps.free(at, b, "head saves", "saved activations")
-    apex = apex_shards(r, stage)
     _backward(steps, p, layers, bool(inv.sharded.get("gradients")), apex)
     _embedding_grads(steps, vocab, p)
     steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
     steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
     nxt = [(RECOMPUTE, max((x.recompute for x in layers), default=0))]
     nxt.append(("backward transients", max((x.working for x in layers), default=0)))
-    out = output_bytes(r) if kept else 0
-    share = (this_mb if p.on_gpu else 0, sum(x.items for x in layers))
-    cooled = cool_down_events(steps, apex, share, out, nxt)
+    cooled = apex_sync.cool_down_events(steps, apex, units, nxt)
     _flushed(steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings")
     _optimizer_step(steps, r, stage, apex.at_step_buckets)
     return steps.events
@@ -306,11 +307,10 @@ def _flushed(steps: _Steps, at: str) -> None:
     """The pipeline's flush: the optimizer steps after every micro-batch's backward (Megatron's
     schedules end with the cool-down backwards, then `optimizer.step()`), so no other
     micro-batch's activations nor kept output is left by then."""
-    b = "backward"
-    steps.free(at, b, "held", HELD)
-    steps.free(at, b, "pipeline outputs", PIPELINE_OUTPUTS)
-    steps.free(at, b, "held since", HELD)  # the cool-down's (state/apex_grad_sync.py)
-    steps.free(at, b, "pipeline outputs since", PIPELINE_OUTPUTS)
+    for key in [k for k in steps.held if k.startswith(("held", "pipeline outputs"))]:
+        steps.free(
+            at, "backward", key, apex_sync.HELD if key.startswith("held") else PIPELINE_OUTPUTS
+        )
 
 
 def _rest_values(r: Resolved, stage: int) -> int:
@@ -375,11 +375,11 @@ def _embedding_grads(steps: _Steps, vocab: VocabGrads, p: _Plan) -> None:
 
 def _optimizer_step(steps: _Steps, r: Resolved, stage: int, pieces: int) -> None:
     what, nbytes = optimizer_temporaries(r, stage)  # apex's shards: one tensor a bucket
-    pieces = pieces if what == APEX_GRAD_SHARDS else 1
+    pieces = pieces if what == apex_sync.APEX_GRAD_SHARDS else 1
     steps.alloc("optimizer step", "optimizer", "step temporaries", what, nbytes, pieces)
     steps.free("optimizer step", "optimizer", "step temporaries", what)
     for key in [k for k in steps.held if k.startswith("apex ")]:  # apex's: until zero_grad
-        steps.free("optimizer step", "optimizer", key, APEX_GRAD_SHARDS)
+        steps.free("optimizer step", "optimizer", key, apex_sync.APEX_GRAD_SHARDS)
 
 
 def gpu_timeline(r: Resolved, inv: Inventory) -> Timeline:
