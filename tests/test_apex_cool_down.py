@@ -17,13 +17,13 @@
 from __future__ import annotations
 
 import pytest
-from conftest import published, scenario
+from conftest import published
+from test_apex_distributed_adam import tiny_apex
 from test_memory_timeline import TINY
 
 from tiersim.state.apex_grad_sync import APEX_GRAD_SHARDS, HELD, apex_shards, shard_values
 from tiersim.state.inventory import build_inventory
 from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS
-from tiersim.state.resolved import resolve
 from tiersim.state.step_memory import build_events
 from tiersim.state.timeline import live_parts
 
@@ -161,24 +161,7 @@ def test_more_left_than_the_simulated_step_held_is_the_forwards_run_since():
 
 
 def _tiny(data: int = 2, pipeline: int = 1):
-    raw = {
-        "name": "tiny",
-        "model": TINY,
-        "training": {
-            "framework": "megatron",
-            "distributed_optimizer": "apex",
-            "seq_len": 128,
-            "optimizer": "adam",
-            "precision": {
-                "weights": "bf16",
-                "gradients": "fp32",
-                "master": "bf16",
-                "optimizer": "fp32",
-            },
-        },
-        "parallel": {"data": data, "pipeline": pipeline, "zero_stage": 1},
-    }
-    return resolve(scenario(raw))
+    return tiny_apex(data, parallel={"pipeline": pipeline})
 
 
 def test_1f1b_first_stage_layer_by_layer_other_stages_after_the_flush():
@@ -208,26 +191,9 @@ def test_uneven_chunks_follow_stage_layers():
     (parallel.stage_layers): stage 0 holds chunks 0 and 2 of the list, 2 layers then 1. Its
     chunk 1 (one layer, 41,088 values) syncs with p(v-1) - 0 = 2 chunk backwards left; chunk
     0 (two layers) has none left: at the step, beside the embedding's fp32 bucket."""
-    raw = {
-        "name": "tiny",
-        "model": {**TINY, "layers": 6},
-        "training": {
-            "framework": "megatron",
-            "distributed_optimizer": "apex",
-            "seq_len": 128,
-            "optimizer": "adam",
-            "grad_accumulation": 4,
-            "precision": {"weights": "bf16", "gradients": "fp32", "master": "bf16"},
-        },
-        "parallel": {
-            "data": 2,
-            "pipeline": 2,
-            "virtual_pipeline": 2,
-            "stage_layers": [2, 1, 1, 2],
-            "zero_stage": 1,
-        },
-    }
-    shards = apex_shards(resolve(scenario(raw)), 0)
+    layout = {"pipeline": 2, "virtual_pipeline": 2, "stage_layers": [2, 1, 1, 2]}
+    r = tiny_apex(parallel=layout, model={**TINY, "layers": 6}, grad_accumulation=4)
+    shards = apex_shards(r, 0)
     assert [(s.group.label, s.group.values, s.left) for s in shards.cool_down] == [
         ("chunk 1", 41_088, 2)
     ]

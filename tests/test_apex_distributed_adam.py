@@ -94,11 +94,12 @@ def test_reduce_scattered_shards_live_to_zero_grad_the_fp32_ones_made_at_the_ste
     assert sum(e.nbytes for e in events if e.alloc) == sum(e.nbytes for e in events if not e.alloc)
 
 
-def _apex(data: int = 2, gradients: str = "fp32", **training):
+def tiny_apex(data=2, gradients="fp32", parallel=None, model=None, **training):
+    """The tiny model (or `model`) under apex as NeMo runs it (`parallel`: more of the layout)."""
     precision = {"weights": "bf16", "gradients": gradients, "master": "bf16", "optimizer": "fp32"}
     raw = {
         "name": "tiny",
-        "model": TINY,
+        "model": model or TINY,
         "training": {
             "framework": "megatron",
             "distributed_optimizer": "apex",
@@ -107,7 +108,7 @@ def _apex(data: int = 2, gradients: str = "fp32", **training):
             "precision": precision,
             **training,
         },
-        "parallel": {"data": data, "zero_stage": 1},
+        "parallel": {"data": data, "zero_stage": 1, **(parallel or {})},
     }
     return resolve(scenario(raw))
 
@@ -118,7 +119,7 @@ def test_fp32_grad_sync_the_apex_default():
     whole; at the step the fp32 embedding bucket's shard over 2 ranks: a bucket of 100 MiB /
     4 B = 26,214,400 values holds the 4,096,000, its shard 13,107,200 values x 4 B =
     52,428,800 B (the layers' shards are made in the backward)."""
-    r = _apex()
+    r = tiny_apex()
     inv = build_inventory(r)
     assert inv.per_gpu["gradients"] == 4 * 4_178_240
     assert optimizer_temporaries(r, 0) == (APEX_GRAD_SHARDS, 13_107_200 * 4)
@@ -126,7 +127,7 @@ def test_fp32_grad_sync_the_apex_default():
 
 def test_one_rank_reduce_scatters_into_the_bucket_itself():
     """distributed_size 1: `sync_grads_shard = bucket.grads_bucket`, nothing allocated."""
-    assert optimizer_temporaries(_apex(data=1), 0) == (APEX_GRAD_SHARDS, 0)
+    assert optimizer_temporaries(tiny_apex(data=1), 0) == (APEX_GRAD_SHARDS, 0)
 
 
 @pytest.mark.parametrize(
