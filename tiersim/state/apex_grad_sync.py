@@ -179,7 +179,7 @@ class Drained:
         """`nbytes` more, in units (the last one what is left), each one block where `whole`
         (as the start holds the other micro-batches' activations), else its tensors."""
         k = sum(1 for key in steps.held if key.startswith(self.key + " "))
-        while nbytes >= 1:
+        while nbytes >= 1 and self.unit > 0:
             size = min(self.unit, nbytes)
             pieces = 1 if whole else max(1, math.ceil(size * self.per_byte))
             steps.alloc(at, phase, f"{self.key} {k}", self.part, size, pieces)

@@ -271,7 +271,8 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
     steps, apex = _Steps(), apex_sync.apex_shards(r, stage)
     kept = kept_output_bytes(r, stage) if p.on_gpu else 0  # NeMo's, to their backward
-    units = apex_sync.drained(apex, (this_mb, sum(x.items for x in layers)), output_bytes(r))
+    share = (this_mb if p.on_gpu else 0, sum(x.items for x in layers))  # what drains, if any
+    units = apex_sync.drained(apex, share, output_bytes(r) if kept else 0)
     one = not (apex.cool_down and p.on_gpu)  # else in units, as the cool-down drains them
     _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held if one else 0)
     steps.alloc("start of the step", "start", "pipeline outputs", PIPELINE_OUTPUTS, kept * one)
