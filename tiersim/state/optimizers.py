@@ -5,8 +5,8 @@ builds for it. Nothing else names an optimizer (`training.optimizer` takes REGIS
 A "tensor" here is anything with `rows`, `cols` and `count` (state/layers.py's Matrix: `count`
 tensors of rows x cols, cols == 1 for a vector); `value_bytes` is the optimizer precision's
 bytes per value (`training.precision.optimizer`). This module imports nothing of tiersim but
-state/muon_sharded.py (which imports nothing of it), so the scenario format can take the names
-from it.
+state/muon_sharded.py and state/torchao_adamw8bit.py (which import nothing of it), so the
+scenario format can take the names from it.
 
 Sources, per optimizer:
 - adam / adamw: exp_avg and exp_avg_sq (torch.optim.Adam/AdamW; Kingma and Ba 2015).
@@ -16,7 +16,8 @@ Sources, per optimizer:
   whose CPU backend `measure` runs), optim/optimizer.py
   Optimizer2State.init_state: `state1`, `state2` uint8 of the parameter's shape and, block-wise,
   `absmax1`, `absmax2` fp32 of ceil(n / 256) values each; a tensor of fewer than
-  `min_8bit_size` = 4096 values keeps 32-bit (fp32) state1 and state2 instead.
+  `min_8bit_size` = 4096 values keeps 32-bit (fp32) state1 and state2 instead. On FSDP2's
+  DTensors, which bitsandbytes refuses, torchao's AdamW8bit (state/torchao_adamw8bit.py).
 - muon: torch.optim.Muon (torch/optim/_muon.py, after K. Jordan's muon.py): a momentum buffer
   of the parameter's shape for 2-D matrices; Newton-Schulz runs `ns_steps` = 5 quintic
   iterations on the bf16 update (m <= n after a transpose): X Xᵀ (2m²n FLOPs), A + A·A (2m³)
@@ -32,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tiersim.state import muon_sharded
+from tiersim.state import muon_sharded, torchao_adamw8bit
 
 
 class Tensors(Protocol):
@@ -108,14 +109,24 @@ class Optimizer:
         device: str,
         tensors: Sequence = (),
         shards: int = 1,
+        dtensors: bool = False,
     ) -> int:
         """The largest set of temporaries the step holds at once beside the state, for a rank
         updating `values` parameters whose largest tensor has `largest` values (`tensors`: the
         rank's, where an optimizer treats them apart): torch.optim's foreach path (CUDA's
         default) makes one list the size of all the rank's tensors, the single-tensor path
         (CPU's) one tensor's at a time; `shards`: the ranks each weight is sharded over (FSDP2's
-        DTensors), for an optimizer whose step gathers them."""
+        DTensors), for an optimizer whose step gathers them; `dtensors`: the parameters are
+        FSDP2's DTensors (on one rank too), for an optimizer built otherwise for them."""
         return 0
+
+    def dtensor_state_bytes(
+        self, tensors: Iterable[Tensors], value_bytes: int, shards: int
+    ) -> int | None:
+        """Rank 0's state where each tensor is FSDP2's DTensor cut on its first dimension
+        over `shards` ranks, for an optimizer whose state is decided on the local shard; None:
+        the whole tensors' state, sharded as the other classes (state/sharding.py)."""
+        return None
 
     @property
     def measurable(self) -> bool:
@@ -127,8 +138,9 @@ class Optimizer:
         """What `measure` leaves out of the optimizer class (per optimizer, not per value)."""
         return "scalar step counters"
 
-    def missing(self) -> str | None:
-        """Why `build` cannot run here (a package not installed), else None."""
+    def missing(self, dtensors: bool = False) -> str | None:
+        """Why `build` cannot run here (a package not installed), else None; `dtensors`:
+        for FSDP2's DTensor parameters."""
         return None
 
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
@@ -153,6 +165,7 @@ class AdamLike(Optimizer):
         device: str,
         tensors: Sequence = (),
         shards: int = 1,
+        dtensors: bool = False,
     ) -> int:
         if device == "cpu":
             return 2 * largest * value_bytes
@@ -162,7 +175,9 @@ class AdamLike(Optimizer):
 @dataclass(frozen=True)
 class AdamW8bit(Optimizer):
     """bitsandbytes' AdamW8bit (the `measure` extra installs bitsandbytes, whose CPU backend
-    runs it)."""
+    runs it); on FSDP2's DTensors, which bitsandbytes refuses, torchao's (the extra installs
+    torchao; state/torchao_adamw8bit.py): its state decided on the rank's shard, its eager
+    update's transients."""
 
     @property
     def measurable(self) -> bool:
@@ -172,17 +187,25 @@ class AdamW8bit(Optimizer):
     def reported_apart(self) -> str:
         return "scalar step counters and the two 256-value quantisation maps all tensors share"
 
-    def missing(self) -> str | None:
-        if importlib.util.find_spec("bitsandbytes") is None:
-            return "bitsandbytes is not installed: pip install 'tiersim[measure]'"
+    def missing(self, dtensors: bool = False) -> str | None:
+        package = "torchao" if dtensors else "bitsandbytes"
+        if importlib.util.find_spec(package) is None:
+            return f"{package} is not installed: pip install 'tiersim[measure]'"
         return None
 
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
+        params = [p for _, p in named]
+        from torch.distributed.tensor import DTensor
+
+        if any(isinstance(p, DTensor) for p in params):
+            if self.missing(dtensors=True):
+                raise ValueError(self.missing(dtensors=True))
+            return [torchao_adamw8bit.build_eager(torch, params, lr)]
         try:
             import bitsandbytes
         except ImportError:
             raise ValueError(self.missing() or "bitsandbytes does not import") from None
-        return [bitsandbytes.optim.AdamW8bit([p for _, p in named], lr=lr)]
+        return [bitsandbytes.optim.AdamW8bit(params, lr=lr)]
 
     def step_temporary_bytes(
         self,
@@ -192,13 +215,21 @@ class AdamW8bit(Optimizer):
         device: str,
         tensors: Sequence = (),
         shards: int = 1,
+        dtensors: bool = False,
     ) -> int:
         """CUDA's blockwise kernel updates in place; the CPU backend (backends/cpu/ops.py,
         _optimizer_update_8bit_blockwise_cpu) works one tensor at a time in fp32: both moments
         dequantized (4 + 4 B a value), the gradient upcast and scaled (4), a 16-bit
-        parameter's fp32 copy (4), and sqrt(v) beside sqrt(v) / c (4 + 4)."""
+        parameter's fp32 copy (4), and sqrt(v) beside sqrt(v) / c (4 + 4). On DTensors,
+        torchao's eager update, one local shard at a time."""
         if device != "cpu":
             return 0
+        if dtensors and tensors:
+            # a fused 3-D tensor's largest (gate_up's shard) is `largest`, as Muon's
+            shards_n = [
+                largest if getattr(t, "fused", False) else n for t, n in _local(tensors, shards)
+            ]
+            return max(torchao_adamw8bit.eager_step_bytes(n, value_bytes) for n in shards_n)
         return (20 + (FP32 if value_bytes != FP32 else 0)) * largest
 
     def tensor_state_bytes(self, t: Tensors, value_bytes: int) -> int:
@@ -206,6 +237,27 @@ class AdamW8bit(Optimizer):
         if n < BNB_MIN_8BIT:
             return 2 * n * FP32 * t.count
         return (2 * n + 2 * FP32 * math.ceil(n / BNB_BLOCK)) * t.count
+
+    def dtensor_state_bytes(
+        self, tensors: Iterable[Tensors], value_bytes: int, shards: int
+    ) -> int | None:
+        return sum(
+            torchao_adamw8bit.state_bytes(n, value_bytes) for _, n in _local(tensors, shards)
+        )
+
+
+def _local(tensors: Iterable[Tensors], shards: int) -> list[tuple[Tensors, int]]:
+    """Each tensor beside rank 0's local shard of it (values); transformers 5's fused experts
+    (Matrix.fused: `count` pieces of rows x cols in two 3-D tensors, cut on the expert
+    dimension) as one tensor of their pieces divided, each whole (its second 1 KiB map a
+    moment not counted)."""
+    out = []
+    for t in tensors:
+        if getattr(t, "fused", False):
+            out.append((t, math.ceil(t.count / shards) * _values(t)))
+        else:
+            out += [(t, torchao_adamw8bit.local_values(t.rows, t.cols, shards))] * t.count
+    return out
 
 
 @dataclass(frozen=True)
@@ -236,6 +288,7 @@ class Muon(Optimizer):
         device: str,
         tensors: Sequence = (),
         shards: int = 1,
+        dtensors: bool = False,
     ) -> int:
         # one matrix at a time (no foreach), state/muon_sharded.py: Nesterov's update
         # grad.lerp(buf) in the state's precision, its bf16 copy X (2 B), the Gram matrix and
