@@ -143,6 +143,10 @@ class Optimizer:
         for FSDP2's DTensor parameters."""
         return None
 
+    def dtensor_refusal(self, dtype: str) -> str | None:
+        """Why what `build` makes cannot step FSDP2's DTensors of `dtype`, else None."""
+        return None
+
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
         """The PyTorch optimizers `measure` steps for these (name, parameter) pairs."""
         if self.torch_name is None:
@@ -192,6 +196,11 @@ class AdamW8bit(Optimizer):
         if importlib.util.find_spec(package) is None:
             return f"{package} is not installed: pip install 'tiersim[measure]'"
         return None
+
+    def dtensor_refusal(self, dtype: str) -> str | None:
+        if dtype == "fp32":
+            return None
+        return "torchao's AdamW8bit (0.18.0), the one that steps DTensors, refuses 16-bit ones"
 
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
         params = [p for _, p in named]
