@@ -236,7 +236,8 @@ class AdamW8bit(Optimizer):
         if dtensors and tensors:
             # a fused 3-D tensor's largest (gate_up's shard) is `largest`, as Muon's
             shards_n = [
-                largest if getattr(t, "fused", False) else n for t, n in _local(tensors, shards)
+                largest if getattr(t, "fused", False) else n
+                for t, n in torchao_adamw8bit.local_shards(tensors, shards)
             ]
             return max(torchao_adamw8bit.eager_step_bytes(n, value_bytes) for n in shards_n)
         return (20 + (FP32 if value_bytes != FP32 else 0)) * largest
@@ -251,22 +252,9 @@ class AdamW8bit(Optimizer):
         self, tensors: Iterable[Tensors], value_bytes: int, shards: int
     ) -> int | None:
         return sum(
-            torchao_adamw8bit.state_bytes(n, value_bytes) for _, n in _local(tensors, shards)
+            torchao_adamw8bit.state_bytes(n, value_bytes)
+            for _, n in torchao_adamw8bit.local_shards(tensors, shards)
         )
-
-
-def _local(tensors: Iterable[Tensors], shards: int) -> list[tuple[Tensors, int]]:
-    """Each tensor beside rank 0's local shard of it (values); transformers 5's fused experts
-    (Matrix.fused: `count` pieces of rows x cols in two 3-D tensors, cut on the expert
-    dimension) as one tensor of their pieces divided, each whole (its second 1 KiB map a
-    moment not counted)."""
-    out = []
-    for t in tensors:
-        if getattr(t, "fused", False):
-            out.append((t, math.ceil(t.count / shards) * _values(t)))
-        else:
-            out += [(t, torchao_adamw8bit.local_values(t.rows, t.cols, shards))] * t.count
-    return out
 
 
 @dataclass(frozen=True)

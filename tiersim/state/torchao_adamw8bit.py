@@ -30,6 +30,7 @@ update is not measured here: counted as bitsandbytes' in-place kernel, none.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 BLOCK = 256  # AdamW8bit's block_size default
@@ -45,6 +46,20 @@ def local_values(rows: int, cols: int, shards: int) -> int:
     """Values of rank 0's shard of a rows x cols tensor cut on its first dimension (FSDP2:
     ceil(rows / W) rows; the same as PyTorch's [out, in] wherever W divides both)."""
     return math.ceil(rows / shards) * cols
+
+
+def local_shards(tensors: Iterable[Any], shards: int) -> list[tuple[Any, int]]:
+    """Each tensor (state/layers.py's Matrix: `count` of rows x cols) beside rank 0's local
+    shard of it in values; transformers 5's fused experts (Matrix.fused: `count` pieces in
+    two 3-D tensors, cut on the expert dimension) as one tensor of their pieces divided, each
+    whole (its second 1 KiB map a moment not counted)."""
+    out = []
+    for t in tensors:
+        if getattr(t, "fused", False):
+            out.append((t, math.ceil(t.count / shards) * t.rows * t.cols))
+        else:
+            out += [(t, local_values(t.rows, t.cols, shards))] * t.count
+    return out
 
 
 def quantised(n: int) -> bool:
