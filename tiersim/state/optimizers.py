@@ -2,11 +2,12 @@
 costs, what temporaries its step allocates and which PyTorch optimizer `tiersim measure`
 builds for it. Nothing else names an optimizer (`training.optimizer` takes REGISTRY's names).
 
-A "tensor" here is anything with `rows`, `cols` and `count` (state/layers.py's Matrix: `count`
-tensors of rows x cols, cols == 1 for a vector); `value_bytes` is the optimizer precision's
-bytes per value (`training.precision.optimizer`). This module imports nothing of tiersim but
-state/muon_sharded.py (which imports nothing of it), so the scenario format can take the names
-from it.
+A "tensor" here is anything with `rows`, `cols`, `count` and `linear_shapes()`
+(state/layers.py's Matrix: `count` tensors of rows x cols, cols == 1 for a vector, and their
+nn.Linear [out, in] orientation, which decides what Muon's step does on sharded weights);
+`value_bytes` is the optimizer precision's bytes per value (`training.precision.optimizer`).
+This module imports nothing of tiersim but state/muon_sharded.py (which imports nothing of it),
+so the scenario format can take the names from it.
 
 Sources, per optimizer:
 - adam / adamw: exp_avg and exp_avg_sq (torch.optim.Adam/AdamW; Kingma and Ba 2015).
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,6 +41,11 @@ class Tensors(Protocol):
     rows: int
     cols: int
     count: int
+
+    def linear_shapes(self) -> tuple[tuple[int, int, int], ...]: ...
+
+
+Collectives = tuple[muon_sharded.Collective, ...]
 
 
 FP32 = 4
@@ -94,11 +101,16 @@ class Optimizer:
         they are bound by the bytes they touch)."""
         return 0.0
 
-    def sharded_gathers(self, tensors: Iterable[Tensors], shards: int) -> tuple[int, int]:
-        """(bytes of the gathered outputs, collectives) the step runs on one rank where each
-        weight is sharded over `shards` ranks (FSDP2's DTensors): none for an elementwise
-        update, which needs only the rank's shard."""
-        return 0, 0
+    def sharded_collectives(self, tensors: Iterable[Tensors], shards: int) -> Collectives:
+        """The collectives the step runs on one rank where each weight is sharded over
+        `shards` ranks (FSDP2's DTensors), as (op, bytes of the whole tensor, calls), one entry
+        per op and size: none for an elementwise update, which needs only the rank's shard."""
+        return ()
+
+    def whole_gemm_flops(self, tensors: Iterable[Tensors], shards: int) -> float:
+        """The part of `update_gemm_flops` each rank runs whole, not its share, where weights
+        are sharded over `shards` ranks: none for an elementwise update."""
+        return 0.0
 
     def step_temporary_bytes(
         self,
@@ -240,7 +252,8 @@ class Muon(Optimizer):
         # one matrix at a time (no foreach), state/muon_sharded.py: Nesterov's update
         # grad.lerp(buf) in the state's precision, its bf16 copy X (2 B), the Gram matrix and
         # its quintic update (2 x 2m²) and the next X (2 B), on the CPU oneDNN's packed copy
-        # of X (2 B); sharded over ranks, each matrix gathered whole on every rank in turn.
+        # of X (2 B); sharded over ranks, each matrix gathered whole on every rank in turn, or
+        # its Gram matrix all-reduced, as its nn.Linear orientation has it.
         # The rest (embeddings, head, vectors, 3-D experts) is AdamW's, after Muon's step: the
         # larger of the two. Without the tensors, all are Muon's, at an upper bound of
         # value_bytes + 8 B per value of the largest (2m² <= 2mn).
@@ -264,19 +277,33 @@ class Muon(Optimizer):
 
     @staticmethod
     def _matrix_temporaries(t: Tensors, value_bytes: int, device: str, shards: int) -> int:
-        return muon_sharded.temporary_bytes(t.rows, t.cols, shards, value_bytes, device)
-
-    def sharded_gathers(self, tensors: Iterable[Tensors], shards: int) -> tuple[int, int]:
-        """Every layer matrix gathered whole, 3 times an iteration (state/muon_sharded.py:
-        as the orientation that gathers, whichever each really has)."""
-        if shards == 1:
-            return 0, 0
-        mats = [t for t in tensors if _muon(t)]
-        gathered = sum(
-            muon_sharded.gathering(t.rows, t.cols, shards).gathered_bytes() * t.count for t in mats
+        """The largest of its weights' sets, each in its nn.Linear orientation."""
+        return max(
+            muon_sharded.ShardedNewtonSchulz(out, inn, shards).temporary_bytes(value_bytes, device)
+            for out, inn, _ in t.linear_shapes()
         )
-        calls = sum(NS_STEPS * muon_sharded.GATHERS_PER_STEP * t.count for t in mats)
-        return gathered, calls
+
+    @staticmethod
+    def _sharded(tensors: Iterable[Tensors], shards: int):
+        """(Newton-Schulz on one weight, how many such weights) for each layer matrix."""
+        for t in tensors:
+            if _muon(t):
+                for out, inn, n in t.linear_shapes():
+                    yield muon_sharded.ShardedNewtonSchulz(out, inn, shards), n
+
+    def sharded_collectives(self, tensors: Iterable[Tensors], shards: int) -> Collectives:
+        """Each matrix's, as DTensor runs them for its orientation (state/muon_sharded.py):
+        the gathers of X and the Gram matrix (out <= in) or the Gram matrix's all-reduces (out
+        > in), and X's norm's all-reduce."""
+        calls: Counter = Counter()
+        for ns, n in self._sharded(tensors, shards):
+            for op, size, k in ns.collectives():
+                calls[op, size] += k * n
+        return tuple((op, size, k) for (op, size), k in calls.items())
+
+    def whole_gemm_flops(self, tensors: Iterable[Tensors], shards: int) -> float:
+        """A + A·A on the all-reduced Gram matrix of each out > in matrix, 2m³ an iteration."""
+        return sum(ns.whole_flops() * n for ns, n in self._sharded(tensors, shards))
 
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
         """torch.optim.Muon on the layers' matrices, AdamW on the rest: embeddings, the head,
