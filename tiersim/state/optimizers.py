@@ -2,11 +2,10 @@
 costs, what temporaries its step allocates and which PyTorch optimizer `tiersim measure`
 builds for it. Nothing else names an optimizer (`training.optimizer` takes REGISTRY's names).
 
-A "tensor" here is anything with `rows`, `cols` and `count` (state/layers.py's Matrix: `count`
-tensors of rows x cols, cols == 1 for a vector); `value_bytes` is the optimizer precision's
-bytes per value (`training.precision.optimizer`). This module imports nothing of tiersim but
-state/muon_sharded.py and state/torchao_adamw8bit.py (which import nothing of it), so the
-scenario format can take the names from it.
+A "tensor" is state/layers.py's Matrix (`count` tensors of rows x cols, cols == 1 for a vector;
+`linear_shapes()` their nn.Linear [out, in] orientation, which decides Muon's sharded step);
+`value_bytes` the optimizer precision's bytes a value. Of tiersim this imports only
+state/muon_sharded.py and state/torchao_adamw8bit.py, so the scenario format can use the names.
 
 Sources, per optimizer:
 - adam / adamw: exp_avg and exp_avg_sq (torch.optim.Adam/AdamW; Kingma and Ba 2015).
@@ -29,6 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -41,11 +41,17 @@ class Tensors(Protocol):
     cols: int
     count: int
 
+    def linear_shapes(self) -> tuple[tuple[int, int, int], ...]: ...
+
+
+Collectives = tuple[muon_sharded.Collective, ...]
+
 
 FP32 = 4
 BNB_BLOCK = 256  # bitsandbytes' block-wise quantisation block (Optimizer2State.init_state)
 BNB_MIN_8BIT = 4096  # min_8bit_size: smaller tensors keep 32-bit state
 NS_STEPS = muon_sharded.NS_STEPS  # torch.optim.Muon's default ns_steps
+newton_schulz_flops = muon_sharded.newton_schulz_flops
 
 
 def _values(t: Tensors) -> int:
@@ -95,11 +101,16 @@ class Optimizer:
         they are bound by the bytes they touch)."""
         return 0.0
 
-    def sharded_gathers(self, tensors: Iterable[Tensors], shards: int) -> tuple[int, int]:
-        """(bytes of the gathered outputs, collectives) the step runs on one rank where each
-        weight is sharded over `shards` ranks (FSDP2's DTensors): none for an elementwise
-        update, which needs only the rank's shard."""
-        return 0, 0
+    def sharded_collectives(self, tensors: Iterable[Tensors], shards: int) -> Collectives:
+        """The collectives the step runs on one rank where each weight is sharded over
+        `shards` ranks (FSDP2's DTensors), as (op, bytes of the whole tensor, calls), one entry
+        per op and size: none for an elementwise update, which needs only the rank's shard."""
+        return ()
+
+    def whole_gemm_flops(self, tensors: Iterable[Tensors], shards: int) -> float:
+        """The part of `update_gemm_flops` each rank runs whole, not its share, where weights
+        are sharded over `shards` ranks: none for an elementwise update."""
+        return 0.0
 
     def step_temporary_bytes(
         self,
@@ -234,12 +245,7 @@ class AdamW8bit(Optimizer):
         if device != "cpu":
             return 0
         if dtensors and tensors:
-            # a fused 3-D tensor's largest (gate_up's shard) is `largest`, as Muon's
-            shards_n = [
-                largest if getattr(t, "fused", False) else n
-                for t, n in torchao_adamw8bit.local_shards(tensors, shards)
-            ]
-            return max(torchao_adamw8bit.eager_step_bytes(n, value_bytes) for n in shards_n)
+            return torchao_adamw8bit.update_bytes(tensors, shards, largest, value_bytes)
         return (20 + (FP32 if value_bytes != FP32 else 0)) * largest
 
     def tensor_state_bytes(self, t: Tensors, value_bytes: int) -> int:
@@ -251,10 +257,7 @@ class AdamW8bit(Optimizer):
     def dtensor_state_bytes(
         self, tensors: Iterable[Tensors], value_bytes: int, shards: int
     ) -> int | None:
-        return sum(
-            torchao_adamw8bit.state_bytes(n, value_bytes)
-            for _, n in torchao_adamw8bit.local_shards(tensors, shards)
-        )
+        return torchao_adamw8bit.shards_state_bytes(tensors, value_bytes, shards)
 
 
 @dataclass(frozen=True)
@@ -290,14 +293,19 @@ class Muon(Optimizer):
         # one matrix at a time (no foreach), state/muon_sharded.py: Nesterov's update
         # grad.lerp(buf) in the state's precision, its bf16 copy X (2 B), the Gram matrix and
         # its quintic update (2 x 2m²) and the next X (2 B), on the CPU oneDNN's packed copy
-        # of X (2 B); sharded over ranks, each matrix gathered whole on every rank in turn.
+        # of X (2 B); sharded over ranks, each matrix gathered whole on every rank in turn, or
+        # its Gram matrix all-reduced, as its nn.Linear orientation has it.
         # The rest (embeddings, head, vectors, 3-D experts) is AdamW's, after Muon's step: the
         # larger of the two. Without the tensors, all are Muon's, at an upper bound of
         # value_bytes + 8 B per value of the largest (2m² <= 2mn).
         if not tensors:
             return (value_bytes + 8) * largest
         muon = max(
-            (self._matrix_temporaries(t, value_bytes, device, shards) for t in tensors if _muon(t)),
+            (
+                muon_sharded.largest_set_bytes(t.linear_shapes(), shards, value_bytes, device)
+                for t in tensors
+                if _muon(t)
+            ),
             default=0,
         )
         rest = [t for t in tensors if not _muon(t)]
@@ -313,20 +321,26 @@ class Muon(Optimizer):
         return max(muon, adamw)
 
     @staticmethod
-    def _matrix_temporaries(t: Tensors, value_bytes: int, device: str, shards: int) -> int:
-        return muon_sharded.temporary_bytes(t.rows, t.cols, shards, value_bytes, device)
+    def _sharded(tensors: Iterable[Tensors], shards: int):
+        """(Newton-Schulz on one weight, how many such weights) for each layer matrix."""
+        for t in tensors:
+            if _muon(t):
+                for out, inn, n in t.linear_shapes():
+                    yield muon_sharded.ShardedNewtonSchulz(out, inn, shards), n
 
-    def sharded_gathers(self, tensors: Iterable[Tensors], shards: int) -> tuple[int, int]:
-        """Every layer matrix gathered whole, 3 times an iteration (state/muon_sharded.py:
-        as the orientation that gathers, whichever each really has)."""
-        if shards == 1:
-            return 0, 0
-        mats = [t for t in tensors if _muon(t)]
-        gathered = sum(
-            muon_sharded.gathering(t.rows, t.cols, shards).gathered_bytes() * t.count for t in mats
-        )
-        calls = sum(NS_STEPS * muon_sharded.GATHERS_PER_STEP * t.count for t in mats)
-        return gathered, calls
+    def sharded_collectives(self, tensors: Iterable[Tensors], shards: int) -> Collectives:
+        """Each matrix's, as DTensor runs them for its orientation (state/muon_sharded.py):
+        the gathers of X and the Gram matrix (out <= in) or the Gram matrix's all-reduces (out
+        > in), and X's norm's all-reduce."""
+        calls: Counter = Counter()
+        for ns, n in self._sharded(tensors, shards):
+            for op, size, k in ns.collectives():
+                calls[op, size] += k * n
+        return tuple((op, size, k) for (op, size), k in calls.items())
+
+    def whole_gemm_flops(self, tensors: Iterable[Tensors], shards: int) -> float:
+        """A + A·A on the all-reduced Gram matrix of each out > in matrix, 2m³ an iteration."""
+        return sum(ns.whole_flops() * n for ns, n in self._sharded(tensors, shards))
 
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
         """torch.optim.Muon on the layers' matrices, AdamW on the rest: embeddings, the head,
@@ -349,13 +363,6 @@ EMBEDDING_NAMES = ("embed", "wte", "wpe", "lm_head", "pos")  # tiersim's and tra
 def embedding_name(name: str) -> bool:
     """A parameter's name says it is an embedding or the output head."""
     return any(part in name for part in EMBEDDING_NAMES)
-
-
-def newton_schulz_flops(rows: int, cols: int, steps: int = NS_STEPS) -> float:
-    """FLOPs of Muon's Newton-Schulz on one rows x cols matrix: per iteration X Xᵀ (2m²n), the
-    quintic's A·A (2m³) and B·X (2m²n), with m = min, n = max."""
-    m, n = min(rows, cols), max(rows, cols)
-    return steps * (4.0 * m * m * n + 2.0 * m**3)
 
 
 OPTIMIZERS: tuple[Optimizer, ...] = (

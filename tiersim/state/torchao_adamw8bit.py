@@ -89,3 +89,15 @@ def build_eager(torch: Any, params: list, lr: float) -> Any:
     opt = AdamW8bit(params, lr=lr)
     opt.step = torch.compiler.set_stance("force_eager")(opt.step)
     return opt
+
+
+def shards_state_bytes(tensors: Iterable[Any], param_bytes: int, shards: int) -> int:
+    """The state of every tensor's local shard on one rank."""
+    return sum(state_bytes(n, param_bytes) for _, n in local_shards(tensors, shards))
+
+
+def update_bytes(tensors: Iterable[Any], shards: int, largest: int, param_bytes: int) -> int:
+    """The eager update's peak, one local shard at a time; a fused 3-D tensor's shard is
+    `largest` (gate_up's), as Muon's."""
+    sizes = [largest if getattr(t, "fused", False) else n for t, n in local_shards(tensors, shards)]
+    return max(eager_step_bytes(n, param_bytes) for n in sizes)
