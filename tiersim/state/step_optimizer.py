@@ -95,15 +95,21 @@ def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
     mats = as_held(tr, [m for unit in rank_matrices(r, stage) for m in unit if m.count])
     opt = optimizer(tr.optimizer)
     shards = weight_shards(r)
-    temp = opt.step_temporary_bytes(values, largest, value_bytes, device, mats, shards)
+    temp = opt.step_temporary_bytes(
+        values, largest, value_bytes, device, mats, shards, dtensors=on_dtensors(r)
+    )
     return "optimizer step temporaries", temp
+
+
+def on_dtensors(r: Resolved) -> bool:
+    """The optimizer steps FSDP2's DTensors (`framework: fsdp`, weights sharded; on one
+    rank too)."""
+    par = r.execution.parallel
+    return r.execution.training.framework == "fsdp" and sharded_classes(par)["weights"]
 
 
 def weight_shards(r: Resolved) -> int:
     """Ranks each dense weight is sharded over where the optimizer steps FSDP2's DTensors
     (`framework: fsdp`, weights sharded), else 1: an optimizer that needs a matrix whole
     (Muon) gathers it."""
-    par = r.execution.parallel
-    if r.execution.training.framework != "fsdp" or not sharded_classes(par)["weights"]:
-        return 1
-    return shard_divisors(par)[0]
+    return shard_divisors(r.execution.parallel)[0] if on_dtensors(r) else 1
