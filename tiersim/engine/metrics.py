@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from tiersim.core import intervals as iv
-from tiersim.engine.core import NET_CHANNELS, Engine
+from tiersim.engine.core import NET_CHANNELS, Engine, RunLog
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import COMPUTE_ROLES, Op, OpKind, Role
 from tiersim.engine.results import LinkStats, StepResult, TierStats
@@ -40,6 +40,15 @@ def overlapping(engine: Engine, window: tuple[float, float] | None) -> Rows:
         i for i, (s, e) in enumerate(zip(log.start, log.end, strict=True)) if s < hi and e >= lo
     ]
     return [ops[i] for i in keep], [log.start[i] for i in keep], [log.end[i] for i in keep]
+
+
+def of_role(ops: list[Op], log: RunLog, role: Role) -> Rows:
+    """A run's ops of `role`, with their starts and ends, in op order: a checkpoint's few
+    hundred ops among thousands, for the passes that read only them (a comprehension with
+    the role in a local: faster in CPython 3.11 than a chain of maps, measured)."""
+    keep = [i for i, op in enumerate(ops) if op.role is role]
+    starts, ends = log.start, log.end
+    return [ops[i] for i in keep], [starts[i] for i in keep], [ends[i] for i in keep]
 
 
 def _step_ops(rows: Rows, step: int, optimizer_kind: OpKind, window=None, rising=False) -> tuple:
@@ -265,12 +274,14 @@ def in_flight_s(
 
 
 def in_flight_added_s(
-    engine: Engine, window: tuple[float, float] | None, role: Role
+    engine: Engine, window: tuple[float, float] | None, role: Role, rows: Rows | None = None
 ) -> dict[str, float]:
     """What the transfers of `role` add to each link's in-flight time (`in_flight_s`) over
     the others' in the same run: the part of theirs no other transfer was in flight in. The
-    others are read only on the links and in the time the role's transfers take."""
-    mine = _by_link(engine.topo, _spans_by_kind(engine, window, role, True))
+    others are read only on the links and in the time the role's transfers take. `rows`:
+    the role's ops (`of_role`), where the caller has them."""
+    rows = rows or of_role(engine.schedule.ops, engine.log, role)
+    mine = _by_link(engine.topo, _spans_by_kind(engine, window, role, True, rows))
     if not mine:
         return {}
     first = min(start for found in mine.values() for start, _ in found)
