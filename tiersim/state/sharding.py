@@ -127,9 +127,17 @@ def sharded_parameter_bytes(
     divisor: int,
     padded: int | None = None,
 ) -> dict[str, int]:
-    """Bytes per per-parameter class of these tensors, the sharded classes over `divisor`."""
+    """Bytes per per-parameter class of these tensors, the sharded classes over `divisor`;
+    under FSDP2 (`framework: fsdp`, weights sharded: DTensors) the optimizer's state as it
+    decides it on rank 0's shards, where it does (8-bit AdamW: state/torchao_adamw8bit.py)."""
     raw = raw_parameter_bytes(training, mats)
     params = sum(m.size for m in mats)
-    return {
+    out = {
         k: shard_bytes(v, params, divisor, padded) if shards.get(k) else v for k, v in raw.items()
     }
+    if training.framework == "fsdp" and shards.get("weights") and shards.get("optimizer"):
+        local = optimizer(training.optimizer).dtensor_state_bytes(
+            as_held(training, mats), PRECISION_BYTES[training.precision.optimizer], divisor
+        )
+        out["optimizer"] = out["optimizer"] if local is None else local
+    return out
