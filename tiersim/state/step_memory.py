@@ -22,12 +22,11 @@ In order (docs/memory.md says what is and is not counted, and why):
    layer's backward transients (the gradient flowing between layers, s·b·h, and two of the
    MLP's s·b·f gradients), sharded gradients' unsharded copy before the reduce-scatter.
 4. optimizer, after the pipeline's flush (no other micro-batch's activations left): DeepSpeed
-   ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before
-   it frees the 16-bit gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one
-   sub-group (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's
-   temporaries (state/optimizers.py); Megatron's fused Adam none. apex's (NeMo's) gradient
-   shards are made earlier, in the last micro-batch's backward or the pipeline's cool-down
-   (state/apex_grad_sync.py), and held to the step.
+   ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before it frees the 16-bit
+   gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one sub-group
+   (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's temporaries
+   (state/optimizers.py); Megatron's fused Adam none. apex's (NeMo's) gradient shards come
+   earlier, in the last backward or the cool-down (state/apex_grad_sync.py), held to the step.
 """
 
 from __future__ import annotations
