@@ -11,7 +11,16 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes, fmt_count, fmt_time
+from tiersim.core.units import (
+    DAY_S,
+    YEAR_S,
+    Kind,
+    fmt_bytes,
+    fmt_count,
+    fmt_rate,
+    fmt_time,
+    read_quantity,
+)
 from tiersim.engine.figures import compared_paths
 from tiersim.engine.results import LinkStats, StepResult, TierStats
 from tiersim.report.json_layout import STEP_FIGURES
@@ -362,4 +371,18 @@ def _text(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str):
+        return _quantity_text(value)
     return str(value)
+
+
+def _quantity_text(written: str) -> str:
+    """A size or bandwidth in `run`'s decimal units, the scenario's written form beside it
+    ('81008 MiB' -> '84.94 GB (81008 MiB)'); as written where it is in them ('50 GB/s')."""
+    quantity = read_quantity(written)
+    if quantity is None or quantity[0] not in (Kind.SIZE, Kind.BANDWIDTH):
+        return written
+    kind, value = quantity
+    shown = fmt_bytes(value) if kind is Kind.SIZE else fmt_rate(value)
+    same_unit = written.replace(" ", "").endswith(shown.split()[-1])
+    return written if same_unit else f"{shown} ({written})"
