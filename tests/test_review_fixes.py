@@ -147,8 +147,8 @@ def test_torchao_casts_the_weights_in_every_micro_batch():
 
 def test_fsdp_without_an_implementation_says_whose_layer_is_counted(cli, write):
     """`framework: fsdp` left `implementation` at megatron silently: the activations of a
-    layer no FSDP2 run executes (the shipped FSDP2 scenario's peak: 13.38 GB as megatron's with its 0.1 dropouts,
-    8.18 GB as torchtitan's), with nothing said."""
+    layer no FSDP2 run executes (the shipped FSDP2 scenario's peak: 13.38 GB as megatron's
+    with its 0.1 dropouts then, 8.18 GB as torchtitan's), with nothing said."""
     raw = {**LLAMA, "training": {"framework": "fsdp"}, "parallel": {"data": 2, "zero_stage": 3}}
     code, _, err = cli("validate", write(raw))
     assert code == 0
