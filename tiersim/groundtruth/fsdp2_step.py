@@ -37,12 +37,13 @@ from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
     DefaultAllGather,
     DefaultReduceScatter,
 )
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity
 
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth.fsdp2 import free_port
 from tiersim.groundtruth.muon_dtensor import settled_collectives
+from tiersim.groundtruth.quiet_profiler import quiet_profile
 from tiersim.groundtruth.selective import recompute_attention_core
 from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks
 from tiersim.groundtruth.step_timeline import train_step
@@ -160,7 +161,7 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
     # DTensor's own collectives, in Muon's step (groundtruth/muon_dtensor.py), settled
     with (
         settled_collectives(),
-        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+        quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
     ):
         train_step(net, [optimizer], ids, recorded=True)
     return measured_peaks(prof, base)

@@ -315,10 +315,11 @@ def _recorded_peak(step: Any, device: str, before: int) -> int:
         step()
         torch.cuda.synchronize()
         return int(torch.cuda.max_memory_allocated())
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
+    from tiersim.groundtruth.quiet_profiler import quiet_profile
     from tiersim.groundtruth.step_peaks import measured_peaks
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     return measured_peaks(prof, before).peak_bytes

@@ -36,9 +36,10 @@ import torch.distributed._functional_collectives as funcol
 import torch.multiprocessing as mp
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import distribute_tensor
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity
 
 from tiersim.groundtruth.fsdp2 import free_port
+from tiersim.groundtruth.quiet_profiler import quiet_profile
 
 WORKER_LETS_GO_S = 0.002  # the worker drops a collective's tensors within microseconds
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
@@ -120,7 +121,7 @@ def _record(shapes: Shapes, dtype: str) -> MuonStep:
     optimizer.step()  # warm-up: the momentum buffers exist
     with (
         settled_collectives(),
-        profile(
+        quiet_profile(
             activities=[ProfilerActivity.CPU],
             profile_memory=True,
             record_shapes=True,
