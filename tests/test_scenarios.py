@@ -15,9 +15,11 @@ GiB = 2**30
 
 # Llama 2 7B (6,738,415,616 params, HF), no ZeRO: bytes/param 2, 2, 4, 8.
 # Activations (selective, t = 1, s = 4096, b = 1, h = 4096, f = 11008), per layer:
-#   10sbh replicated + Q 2sbh + K,V 4sbh + out-projection input 2sbh = 18sbh = 301,989,888
+#   8sbh replicated (Korthikanti's 10sbh less the two sbh dropout masks: Llama 2 has no
+#   dropout, its preset carries none) + Q 2sbh + K,V 4sbh + out-projection input 2sbh
+#   = 16sbh = 268,435,456
 #   gated MLP 6sbf (tiersim's documented generalisation of Korthikanti's 16sbh) = 270,532,608
-#   32 layers x 572,522,496 = 18,320,719,872
+#   32 layers x 538,968,064 = 17,246,978,048
 P7 = 6_738_415_616
 LLAMA2_7B_HBF = {
     "parameters": P7,
@@ -26,11 +28,11 @@ LLAMA2_7B_HBF = {
         "gradients": 2 * P7,
         "master": 4 * P7,  # 26,953,662,464
         "optimizer": 8 * P7,  # 53,907,324,928
-        "activations": 32 * (18 * 4096 * 4096 + 6 * 4096 * 11008),
+        "activations": 32 * (16 * 4096 * 4096 + 6 * 4096 * 11008),
         "workspace": GiB,
     },
     "resident": {
-        "hbm": 4 * P7 + 18_320_719_872 + GiB,  # 46,348,124,160 of 141 GB
+        "hbm": 4 * P7 + 17_246_978_048 + GiB,  # 45,274,382,336 of 141 GB
         "hbf": 12 * P7,  # 80,860,987,392 of 4 TB
         "dram": 0,
         "nvme": 0,
