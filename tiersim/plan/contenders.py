@@ -99,6 +99,19 @@ class Contenders:
         # it could be the best on HBF that fits, while none there holds
         return worn and score_bound(candidate, self.objective) >= self.worn_best
 
+    def decided(self, candidate: Candidate, wears: bool) -> bool:
+        """Whether a candidate whose step was simulated without its checkpoint is settled
+        (tiersim.plan.screening): it cannot hold its wear budget (`wears`) and cannot be
+        the best on HBF that fits either (counted as pruned by its budget, its step
+        simulated); else it is simulated in full once it still matters."""
+        if not wears:
+            return False
+        worn = candidate.hbf_optimizer and True not in self.group_best
+        if worn and score_bound(candidate, self.objective) >= self.worn_best:
+            return False
+        self.pruned[f"{candidate.wear_tier} wear budget, by its simulated step"] += 1
+        return True
+
     def _why(self, candidate: Candidate, kth: float, own: float) -> str:
         """The bound that ruled the candidate out: its step time's binding term, or the wear
         budget of a tier where the step time alone would not have."""

@@ -24,6 +24,7 @@ from tiersim.plan.chunks import CHUNK, prune_on_pool
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, best_worn, simulated
+from tiersim.plan.screening import screened_cost_s
 from tiersim.plan.simulating import Deadline, simulate_rest
 from tiersim.plan.space import Space, candidates
 from tiersim.rulebook import check_plan_section
@@ -92,7 +93,8 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     contenders = Contenders(options.objective, options.top)
     workers = parallelism(options, len(pruned.kept) - len(sampled))[0]  # for those left
     run = (options.executor, workers, options.scheduler)
-    results = simulate_rest(pruned, sampled, run, stream_to, contenders, deadline)
+    large = space.size > LARGE  # its undecided wear screened (tiersim.plan.screening)
+    results = simulate_rest(pruned, sampled, run, stream_to, contenders, deadline, large)
     sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True) if r is not None]
     sims = _remedied(sims, options.objective, pruned)
     by_bound = dict(contenders.pruned.most_common())
@@ -188,7 +190,8 @@ def sample_left(
     per_pass = spent / max(1, sum(kept[i].passes for i in timed))
     rest = [i for i in left if i not in sampled]
     at_once = parallelism(options, len(rest))[1]
-    return spread_out, rest, per_pass * sum(kept[i].passes for i in rest) / at_once
+    # those whose wear their bounds leave open are screened first (tiersim.plan.screening)
+    return spread_out, rest, screened_cost_s(pruned, rest, per_pass, SAMPLE) / at_once
 
 
 def _sample_hbf(
