@@ -24,11 +24,13 @@ from dataclasses import dataclass
 
 from tiersim.core.errors import InputError
 from tiersim.engine.simulate import simulate_resolved
+from tiersim.plan.bound import StepBound
 from tiersim.plan.prune import Candidate, Pruned
 from tiersim.state.resolved import resolve
 from tiersim.sweep.worker import PointResult, PointTask, identify, run_point
 
 ROUND_OFF = 1e-9  # relative: the plain run's step beside the whole run's
+SIMULATED = "step simulated without its checkpoint"  # a screened candidate's binding bound
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,18 @@ def wears(c: Candidate, screened: Screened) -> bool:
     if screened.step_s is None:
         return False
     return (screened.step_s + c.checkpoint_upper_s) * (1 + ROUND_OFF) < c.wear_floor_s
+
+
+def tightened(c: Candidate, screened: Screened) -> Candidate:
+    """The candidate with its step bound raised to its simulated step (less `ROUND_OFF`),
+    where that is higher: its step takes that long, whatever its checkpoint adds."""
+    if screened.step_s is None or c.bound is None:
+        return c
+    least = screened.step_s * (1 - ROUND_OFF)
+    if least <= c.bound.time_s:
+        return c
+    bound = StepBound(least, SIMULATED, {**c.bound.terms, SIMULATED: least}, c.bound.written)
+    return dataclasses.replace(c, bound=bound)
 
 
 def plain_step(task: PointTask) -> Screened:

@@ -16,7 +16,7 @@ from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned
-from tiersim.plan.screening import Screened, plan_point, screenable, wears
+from tiersim.plan.screening import Screened, plan_point, screenable, tightened, wears
 from tiersim.plan.space import Space
 from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
 from tiersim.sweep.progress import Progress
@@ -103,7 +103,8 @@ def simulate_rest(
         rest.started = deadline.elapsed_s()
         rest.through(pool, left, screen)
         rank = {i: r for r, i in enumerate(left)}
-        rest.through(pool, sorted(rest.later, key=rank.__getitem__), False)  # best bound first
+        last, rest.later = sorted(rest.later + rest.worn, key=rank.__getitem__), []
+        rest.through(pool, last, False)  # best bound first
 
     executor, workers, scheduler = run
     run_on_pool(executor, workers, scheduler, None, on)
@@ -120,20 +121,39 @@ class Rest:
     deadline: Deadline
     results: list[Any]
     left: list[int]  # positions in `pruned.kept`, best bound first
-    later: list[int] = field(default_factory=list)  # screened, not settled: run in full later
-    worn: set[int] = field(default_factory=set)  # of those, the ones found to wear
+    later: list[int] = field(default_factory=list)  # screened, might hold: run in full next
+    worn: list[int] = field(default_factory=list)  # screened, wear, not settled: run in full last
     done: int = 0  # simulated in full
     started: float = 0.0  # when the pool started, as the deadline reads it
     bar: Any = None
 
     def jobs(self, positions: list[int], sent: list[int], screening: bool):
+        """(screen?, task) of each of `positions` that still matters, in order, and before
+        each, the screened ones that might hold: the first on HBF that holds prunes others."""
         kept = self.pruned.kept
         for i in positions:
-            if i in self.worn and self.contenders.decided(kept[i], True):
-                continue  # found to wear, and no longer a contender as the best that fits
+            yield from self.next_in_full(sent)
             if self.contenders.matters(kept[i]):
                 sent.append(i)
                 yield screening and screenable(kept[i]), self.pruned.task(kept[i])
+        yield from self.next_in_full(sent)
+
+    def next_in_full(self, sent: list[int]):
+        while self.later:
+            i = self.later.pop(0)
+            if self.contenders.matters(self.pruned.kept[i]):
+                sent.append(i)
+                yield False, self.pruned.task(self.pruned.kept[i])
+
+    def screened(self, i: int, outcome: Screened) -> None:
+        """A screen back: settled, or its candidate's bound tightened by its step and queued
+        to run in full (one that wears only while it could be the best on HBF that fits)."""
+        kept = self.pruned.kept
+        worn = wears(kept[i], outcome)
+        if self.contenders.decided(kept[i], worn):
+            return
+        kept[i] = tightened(kept[i], outcome)
+        (self.worn if worn else self.later).append(i)
 
     def through(self, pool: Pool, positions: list[int], screening: bool) -> None:
         """`positions` sent while they still matter, each result taken in as it comes."""
@@ -143,10 +163,7 @@ class Rest:
             for position, outcome in batch:
                 i = sent[position]
                 if isinstance(outcome, Screened):
-                    worn = wears(kept[i], outcome)
-                    if not contenders.decided(kept[i], worn):
-                        self.later.append(i)
-                        self.worn.update([i] if worn else [])
+                    self.screened(i, outcome)
                     continue
                 if not isinstance(outcome, PointResult):
                     raise SweepAborted(f"a worker failed: {type(outcome).__name__}: {outcome}")
