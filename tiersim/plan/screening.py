@@ -1,18 +1,20 @@
-"""Contenders whose wear its bounds cannot decide, decided by their step simulated without the
-durable checkpoint: several times cheaper than the whole run (the checkpoint's runs are most
-of a point's time, docs/speed.md), and enough where the step is far below the wear floor.
+"""Contenders with a wear budget to hold, settled by their step simulated without the durable
+checkpoint: about a tenth of the whole run's time (the checkpoint's runs are most of a point's
+time, docs/speed.md), and on the default space enough for nine in ten of them.
 
 A plan holds a flash tier's wear budget only at a period (the step with its checkpoint's stall
-share) no shorter than the tier's wear floor (tiersim.plan.bound.wear_floor). Where the
-candidate's step bound lies under its floor and its period's upper bound (tiersim.plan.upper)
-over it, neither decides; the step itself does: the run's step is its plain run's (the
-checkpoint is measured in runs of its own and reported apart: engine/simulate.py), and the
-checkpoint adds to the period at most its stall's upper bound over the interval
-(`Candidate.checkpoint_upper_s`, the part of the period's upper bound it is). So a step whose
-sum with that share is still under the floor cannot hold the budget: the candidate is
-counted as pruned by it, unless it could be the best on HBF that fits while none there holds
-(then it is simulated in full, as every other candidate left that could still matter).
-`ROUND_OFF` keeps the two runs' arithmetic from deciding a candidate on the floor's edge.
+share) long enough for the bytes it writes a step. Its bounds often cannot tell: its step
+bound under its wear floor (tiersim.plan.bound.wear_floor, from the least bytes a step
+writes), its period's upper bound (tiersim.plan.upper) over it. The plain run can: the run's
+step is its plain run's (the checkpoint is measured in runs of its own and reported apart:
+engine/simulate.py), the checkpoint adds to the period at most its stall's upper bound over
+the interval (`Candidate.checkpoint_upper_s`, the part of the period's upper bound it is), and
+the plain run's writes are the step's (a checkpoint only adds its own). So where the step and
+that share are still under the floor, or where the plain run's writes wear a tier past its
+budget even at that longest period (`worn_at`), no run of the candidate holds: it is counted
+as pruned by it, unless it could be the best on HBF that fits while none there holds (then it
+is simulated in full). One that might hold is simulated in full, its step bound raised to its
+step (`tightened`). `ROUND_OFF` keeps the two runs' arithmetic from deciding on an edge.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ import math
 import time
 from dataclasses import dataclass
 
+from tiersim.analysis.wear import judge, steps_per_day, tier_wear
+from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError
+from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate_resolved
 from tiersim.plan.bound import StepBound
 from tiersim.plan.prune import Candidate, Pruned
@@ -36,30 +41,45 @@ SIMULATED = "step simulated without its checkpoint"  # a screened candidate's bi
 @dataclass(frozen=True)
 class Screened:
     """A candidate's step simulated without its checkpoint: `step_s` None where it could not
-    be (its whole run says why)."""
+    be (its whole run says why); `worn`: no run of it holds a wear budget (`worn_at`)."""
 
     step_s: float | None
     elapsed_s: float
+    worn: bool = False
 
 
 def screenable(c: Candidate) -> bool:
-    """Whether the candidate's wear is undecided by its bounds (its step bound under its wear
-    floor, its period's upper bound at or over it) and its step can decide it (a finite
-    share of a checkpoint's stall)."""
-    return (
-        c.bound is not None
-        and c.bound.time_s < c.wear_floor_s <= c.upper_s
-        and math.isfinite(c.upper_s)
-        and math.isfinite(c.checkpoint_upper_s)
-    )
+    """Whether the candidate has a wear budget to hold (a wear floor) and its period is
+    bounded from its step (a finite share of a checkpoint's stall): its step, simulated,
+    can settle it."""
+    return c.wear_floor_s > 0 and math.isfinite(c.upper_s) and math.isfinite(c.checkpoint_upper_s)
 
 
 def wears(c: Candidate, screened: Screened) -> bool:
-    """Whether the candidate's period, at most its simulated step plus its checkpoint's share,
-    is under its wear floor: no run of it holds the budget."""
+    """Whether no run of the candidate holds its wear budget: its period, at most its
+    simulated step plus its checkpoint's share, is under its wear floor, or its plain run's
+    writes wear a tier past its budget even at that longest period (`worn_at`)."""
     if screened.step_s is None:
         return False
-    return (screened.step_s + c.checkpoint_upper_s) * (1 + ROUND_OFF) < c.wear_floor_s
+    return screened.worn or (screened.step_s + c.checkpoint_upper_s) * (1 + ROUND_OFF) < (
+        c.wear_floor_s
+    )
+
+
+def worn_at(s: Scenario, result: StepResult, period_s: float) -> bool:
+    """Whether the run's writes wear some tier past its budget at `period_s` a step (as
+    analysis.wear.assess judges them at the run's period): a longer period writes less a day
+    and a checkpoint only adds writes, so where the plain run's writes fail at the longest
+    period the whole run can have, the whole run fails too."""
+    per_day = steps_per_day(s.budget, period_s)
+    for name, budget in s.budget.tiers.items():
+        tier, stats = s.hardware.tiers.get(name), result.tiers.get(name)
+        if tier is None or tier.endurance is None or stats is None:
+            continue
+        w = tier_wear(name, tier, stats.written_by_source, period_s, per_day)
+        if not judge(w, budget, tier.endurance.warranty).within_budget:
+            return True
+    return False
 
 
 def tightened(c: Candidate, screened: Screened) -> Candidate:
@@ -74,8 +94,10 @@ def tightened(c: Candidate, screened: Screened) -> Candidate:
     return dataclasses.replace(c, bound=bound)
 
 
-def plain_step(task: PointTask) -> Screened:
-    """The point's step as its whole run gives it, its durable checkpoint not simulated."""
+def plain_step(task: PointTask, checkpoint_upper_s: float = 0.0) -> Screened:
+    """The point's step as its whole run gives it, its durable checkpoint not simulated, and
+    whether its writes wear a tier past its budget at the longest period the whole run can
+    have (the step plus `checkpoint_upper_s`, `Candidate.checkpoint_upper_s`)."""
     start = time.perf_counter()
     built = identify(task)[1]
     if isinstance(built, InputError):
@@ -83,16 +105,19 @@ def plain_step(task: PointTask) -> Screened:
     try:
         res = resolve(built.scenario)
         execution = dataclasses.replace(res.execution, checkpoint_simulated=False)
-        step = simulate_resolved(dataclasses.replace(res, execution=execution)).time_s
+        result = simulate_resolved(dataclasses.replace(res, execution=execution))
+        longest = (result.time_s + checkpoint_upper_s) * (1 + ROUND_OFF)
+        worn = worn_at(built.scenario, result, longest)
     except Exception:  # any failure: its whole run finds it and reports it
-        step = None
-    return Screened(step, time.perf_counter() - start)
+        return Screened(None, time.perf_counter() - start)
+    return Screened(result.time_s, time.perf_counter() - start, worn)
 
 
-def plan_point(job: tuple[bool, PointTask]) -> Screened | PointResult:
-    """A worker's task in the search: (screen?, the point): its plain step, or its run."""
-    screen, task = job
-    return plain_step(task) if screen else run_point(task)
+def plan_point(job: tuple[float | None, PointTask]) -> Screened | PointResult:
+    """A worker's task in the search: (a checkpoint's share to screen with, or None; the
+    point): its plain step (`plain_step`), or its whole run."""
+    share, task = job
+    return run_point(task) if share is None else plain_step(task, share)
 
 
 def screened_cost_s(pruned: Pruned, rest: list[int], per_pass_s: float, at_most: int) -> float:
@@ -109,7 +134,7 @@ def screened_cost_s(pruned: Pruned, rest: list[int], per_pass_s: float, at_most:
     timed = screens[::step][:at_most]
     spent = 0.0
     for i in timed:
-        screened = plain_step(pruned.task(kept[i]))
+        screened = plain_step(pruned.task(kept[i]), kept[i].checkpoint_upper_s)
         spent += screened.elapsed_s + per_pass_s * kept[i].passes * (not wears(kept[i], screened))
     screen_pass = spent / max(1, sum(kept[i].passes for i in timed))
     return per_pass_s * others + screen_pass * sum(kept[i].passes for i in screens)

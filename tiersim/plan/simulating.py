@@ -135,7 +135,8 @@ class Rest:
             yield from self.next_in_full(sent)
             if self.contenders.matters(kept[i]):
                 sent.append(i)
-                yield screening and screenable(kept[i]), self.pruned.task(kept[i])
+                screen = screening and screenable(kept[i])
+                yield kept[i].checkpoint_upper_s if screen else None, self.pruned.task(kept[i])
         yield from self.next_in_full(sent)
 
     def next_in_full(self, sent: list[int]):
@@ -143,7 +144,7 @@ class Rest:
             i = self.later.pop(0)
             if self.contenders.matters(self.pruned.kept[i]):
                 sent.append(i)
-                yield False, self.pruned.task(self.pruned.kept[i])
+                yield None, self.pruned.task(self.pruned.kept[i])
 
     def screened(self, i: int, outcome: Screened) -> None:
         """A screen back: settled, or its candidate's bound tightened by its step and queued
