@@ -150,7 +150,7 @@ def _sample_best(
     _sample_hbf(pruned, order, sampled, probe)
     best, best_s = len(sampled), sum(r.elapsed_s for r in sampled.values())
     left = [i for i in order if i not in sampled and probe.could_matter(kept[i])]
-    spread_out, rest, estimate = sample_left(pruned, left, sampled, options)
+    spread_out, rest, estimate = sample_left(pruned, left, sampled, options, probe)
     spent = sum(r.elapsed_s for r in sampled.values())
     print(
         f"plan: {len(kept):,} of {pruned.checked:,} candidates fit; the {best} of the "
@@ -174,7 +174,11 @@ def _sample_best(
 
 
 def sample_left(
-    pruned: Pruned, left: list[int], sampled: dict[int, PointResult], options: PlanOptions
+    pruned: Pruned,
+    left: list[int],
+    sampled: dict[int, PointResult],
+    options: PlanOptions,
+    probe: Contenders | None = None,
 ) -> tuple[list[int], list[int], float]:
     """(up to SAMPLE of `left` spread over it, the others, their estimated wall time): those
     the best bounds leave that could still rank (best bound first) sampled from end to end,
@@ -190,8 +194,11 @@ def sample_left(
     per_pass = spent / max(1, sum(kept[i].passes for i in timed))
     rest = [i for i in left if i not in sampled]
     at_once = parallelism(options, len(rest))[1]
-    # those whose wear their bounds leave open are screened first (tiersim.plan.screening)
-    return spread_out, rest, screened_cost_s(pruned, rest, per_pass, SAMPLE) / at_once
+    # those with a wear budget are screened first (tiersim.plan.screening); `probe`: those
+    # screened here that might hold run in full too, and join the sample
+    found = None if probe is None else (probe, sampled)
+    cost = screened_cost_s(pruned, rest, per_pass, SAMPLE, found)
+    return spread_out, [i for i in rest if i not in sampled], cost / at_once
 
 
 def _sample_hbf(

@@ -30,6 +30,7 @@ from tiersim.core.errors import InputError
 from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate_resolved
 from tiersim.plan.bound import StepBound
+from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Candidate, Pruned
 from tiersim.state.resolved import resolve
 from tiersim.sweep.worker import PointResult, PointTask, identify, run_point
@@ -120,21 +121,36 @@ def plan_point(job: tuple[float | None, PointTask]) -> Screened | PointResult:
     return run_point(task) if share is None else plain_step(task, share)
 
 
-def screened_cost_s(pruned: Pruned, rest: list[int], per_pass_s: float, at_most: int) -> float:
-    """One worker's time for the candidates `rest` (positions in `pruned.kept`)
-    where those `screenable` have their step simulated first: up to `at_most` of them, spread
-    over them, are screened here, and price the others by layer passes (a screen, and the
-    whole run where it does not decide, at `per_pass_s`); the rest at `per_pass_s` a pass."""
+def screened_cost_s(
+    pruned: Pruned,
+    rest: list[int],
+    per_pass_s: float,
+    at_most: int,
+    found: tuple[Contenders, dict[int, PointResult]] | None = None,
+) -> float:
+    """One worker's time for the candidates `rest` (positions in `pruned.kept`) where those
+    `screenable` have their step simulated first: up to `at_most` of them, spread over them,
+    are screened here and price the others by layer passes (the screen, and the whole run at
+    `per_pass_s` where it still matters after it); the rest at `per_pass_s` a pass. `found`:
+    the results so far (their `Contenders`, and the results by position): a screened one that
+    might hold is run here in full and added to them (the search's first plans that hold are
+    what prune the others), and priced in full only where it could still matter after."""
     kept = pruned.kept
     screens = [i for i in rest if screenable(kept[i])]
     others = sum(kept[i].passes for i in rest if not screenable(kept[i]))
     if not screens:
         return per_pass_s * others
-    step = max(1, len(screens) // at_most)
-    timed = screens[::step][:at_most]
+    timed = screens[:: max(1, len(screens) // at_most)][:at_most]
+    outcomes = [(i, plain_step(pruned.task(kept[i]), kept[i].checkpoint_upper_s)) for i in timed]
+    probe, sampled = found if found is not None else (None, {})
+    for i, screened in outcomes:
+        if probe is not None and not wears(kept[i], screened):
+            sampled[i] = run_point(pruned.task(kept[i]))
+            probe.add(kept[i], sampled[i])
     spent = 0.0
-    for i in timed:
-        screened = plain_step(pruned.task(kept[i]), kept[i].checkpoint_upper_s)
-        spent += screened.elapsed_s + per_pass_s * kept[i].passes * (not wears(kept[i], screened))
+    for i, screened in outcomes:
+        c = tightened(kept[i], screened)
+        full = not wears(c, screened) and (probe is None or probe.could_matter(c))
+        spent += screened.elapsed_s + per_pass_s * c.passes * full
     screen_pass = spent / max(1, sum(kept[i].passes for i in timed))
     return per_pass_s * others + screen_pass * sum(kept[i].passes for i in screens)
