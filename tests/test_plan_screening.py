@@ -20,7 +20,7 @@ from tiersim.plan import run as run_module
 from tiersim.plan.bound import StepBound
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Candidate
-from tiersim.plan.screening import Screened, plain_step, screenable, wears
+from tiersim.plan.screening import SIMULATED, Screened, plain_step, screenable, wears
 from tiersim.sweep.worker import PointTask, run_point
 
 # The default scenario (its checkpoint kept: every 1,000 steps, async to NVMe) cut to 4 layers
@@ -68,7 +68,9 @@ def test_a_screened_search_gives_the_exhaustive_search_s_answer(screened_and_exh
     assert screened["hbf_optimizer"] == exhaustive["hbf_optimizer"]
     assert screened["hbf_optimizer"]["with"] is not None  # an HBF plan holds: the case screened
     by_bound = screened["candidates"]["pruned_by_bound"]
-    assert by_bound.get(SCREENED, 0) > 0, by_bound
+    assert by_bound.get(SCREENED, 0) > 0, by_bound  # found to wear by the screen
+    # found to hold by the screen, and then below the best HBF plan that holds
+    assert by_bound.get(SIMULATED, 0) > 0, by_bound
     assert exhaustive["candidates"]["pruned_by_bound"] == {}
     # every candidate either simulated in full or counted as pruned, by what ruled it out
     simulated = exhaustive["candidates"]["simulated"]
@@ -149,3 +151,15 @@ def test_a_plan_found_to_wear_is_settled_once_it_cannot_be_the_best_that_fits():
     assert contenders.decided(c, wears=True)
     assert not contenders.decided(c, wears=False)  # it might hold: simulated in full
     assert dict(contenders.pruned) == {SCREENED: 1}
+
+
+def test_a_plan_found_to_hold_sets_the_least_its_group_s_best_scores():
+    # 80,000 tokens a step, found to hold with a step of at most 2 s: the best HBF plan that
+    # holds scores at least 80,000 / 2 = 40,000 tokens/s; a later 1.6 s one lifts it to 50,000
+    contenders = Contenders("tokens_per_s", 2)
+    assert contenders.holds_at_least(_candidate(2.0, 0.05), 2.0)
+    assert contenders.group_best == {True: 40_000.0}
+    contenders.holds_at_least(_candidate(2.0, 0.05), 1.6)
+    assert contenders.group_best == {True: 50_000.0}
+    # an objective whose score needs the whole run (goodput, cost): nothing set
+    assert not Contenders("goodput", 2).holds_at_least(_candidate(2.0, 0.05), 2.0)

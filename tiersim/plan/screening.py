@@ -32,7 +32,7 @@ from tiersim.engine.simulate import simulate_resolved
 from tiersim.plan.bound import StepBound
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Candidate, Pruned
-from tiersim.state.resolved import resolve
+from tiersim.state.resolved import Resolved, resolve
 from tiersim.sweep.worker import PointResult, PointTask, identify, run_point
 
 ROUND_OFF = 1e-9  # relative: the plain run's step beside the whole run's
@@ -47,6 +47,7 @@ class Screened:
     step_s: float | None
     elapsed_s: float
     worn: bool = False
+    holds: bool = False  # every run of it holds every wear budget (`plain_step`)
 
 
 def screenable(c: Candidate) -> bool:
@@ -109,9 +110,21 @@ def plain_step(task: PointTask, checkpoint_upper_s: float = 0.0) -> Screened:
         result = simulate_resolved(dataclasses.replace(res, execution=execution))
         longest = (result.time_s + checkpoint_upper_s) * (1 + ROUND_OFF)
         worn = worn_at(built.scenario, result, longest)
+        holds = not worn and _holds(built.scenario, res, result)
     except Exception:  # any failure: its whole run finds it and reports it
         return Screened(None, time.perf_counter() - start)
-    return Screened(result.time_s, time.perf_counter() - start, worn)
+    return Screened(result.time_s, time.perf_counter() - start, worn, holds)
+
+
+def _holds(s: Scenario, res: Resolved, result: StepResult) -> bool:
+    """Whether every run of it holds every wear budget: its plain run's writes hold them at
+    its shortest period (its step: a checkpoint only lengthens it) and its checkpoint, if
+    any, writes into no tier with a budget (its writes are then the plain run's)."""
+    ck = res.execution.checkpoint
+    written = {ck.target, ck.staging} if res.execution.checkpoint_simulated else set()
+    if written & set(s.budget.tiers):
+        return False
+    return not worn_at(s, result, result.time_s * (1 - ROUND_OFF))
 
 
 def plan_point(job: tuple[float | None, PointTask]) -> Screened | PointResult:
@@ -150,7 +163,9 @@ def screened_cost_s(
     spent = 0.0
     for i, screened in outcomes:
         c = tightened(kept[i], screened)
-        full = not wears(c, screened) and (probe is None or probe.could_matter(c))
+        full = not (wears(c, screened) or screened.holds) and (
+            probe is None or probe.could_matter(c)
+        )
         spent += screened.elapsed_s + per_pass_s * c.passes * full
     screen_pass = spent / max(1, sum(kept[i].passes for i in timed))
     return per_pass_s * others + screen_pass * sum(kept[i].passes for i in screens)

@@ -16,7 +16,14 @@ from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned
-from tiersim.plan.screening import Screened, plan_point, screenable, tightened, wears
+from tiersim.plan.screening import (
+    ROUND_OFF,
+    Screened,
+    plan_point,
+    screenable,
+    tightened,
+    wears,
+)
 from tiersim.plan.space import Space
 from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
 from tiersim.sweep.progress import Progress
@@ -103,7 +110,7 @@ def simulate_rest(
         rest.started = deadline.elapsed_s()
         rest.through(pool, left, screen)
         rank = {i: r for r, i in enumerate(left)}
-        last, rest.later = sorted(rest.later + rest.worn, key=rank.__getitem__), []
+        last, rest.later = sorted(rest.later + rest.deferred, key=rank.__getitem__), []
         rest.through(pool, last, False)  # best bound first
 
     executor, workers, scheduler = run
@@ -122,7 +129,9 @@ class Rest:
     results: list[Any]
     left: list[int]  # positions in `pruned.kept`, best bound first
     later: list[int] = field(default_factory=list)  # screened, might hold: run in full next
-    worn: list[int] = field(default_factory=list)  # screened, wear, not settled: run in full last
+    # screened and not settled: wear (while one could be the best on HBF that fits) or hold
+    # (while one could be the best that holds): run in full last, where they still matter
+    deferred: list[int] = field(default_factory=list)
     done: int = 0  # simulated in full
     started: float = 0.0  # when the pool started, as the deadline reads it
     bar: Any = None
@@ -154,7 +163,11 @@ class Rest:
         if self.contenders.decided(kept[i], worn):
             return
         kept[i] = tightened(kept[i], outcome)
-        (self.worn if worn else self.later).append(i)
+        longest = outcome.step_s * (1 + ROUND_OFF) if outcome.step_s is not None else 0.0
+        if outcome.holds and self.contenders.holds_at_least(kept[i], longest):
+            self.deferred.append(i)  # held: run in full last, only if still among the best
+        else:
+            (self.deferred if worn else self.later).append(i)
 
     def through(self, pool: Pool, positions: list[int], screening: bool) -> None:
         """`positions` sent while they still matter, each result taken in as it comes."""
