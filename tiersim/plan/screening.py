@@ -13,8 +13,12 @@ the plain run's writes are the step's (a checkpoint only adds its own). So where
 that share are still under the floor, or where the plain run's writes wear a tier past its
 budget even at that longest period (`worn_at`), no run of the candidate holds: it is counted
 as pruned by it, unless it could be the best on HBF that fits while none there holds (then it
-is simulated in full). One that might hold is simulated in full, its step bound raised to its
-step (`tightened`). `ROUND_OFF` keeps the two runs' arithmetic from deciding on an edge.
+is simulated in full). One found to hold every budget (its writes hold them at its shortest
+period, its step, and its checkpoint writes into no budgeted tier) sets, for tokens/s, the
+least its group's best that holds scores (`Contenders.holds_at_least`) and is simulated in
+full last, only if still among the best; one that might hold is simulated in full next. Each
+has its step bound raised to its step (`tightened`). `ROUND_OFF` keeps the two runs'
+arithmetic from deciding on an edge.
 """
 
 from __future__ import annotations
