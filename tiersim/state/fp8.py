@@ -9,7 +9,7 @@ copy in the module (at TE commit 0004dbd0 the attributes `weight1_fp8` and `weig
 TE 1.8+ its `_fp8_workspaces` dict, `get_fp8_workspace` with `cache_name=(None if
 is_first_microbatch is None else "weight")`), recasts it on a step's first micro-batch and
 reuses it on the others; nothing frees it between steps. Counted from the start of the step
-(state/step_memory.py):
+(state/step_memory.py); not under `framework: fsdp`'s torchao, which keeps none (`recast_per_pass`):
 
 - tensorwise (current scaling): one fp32 scale per copy;
 - delayed (Transformer Engine's DelayedScaling, what Megatron-Core and NeMo run on Hopper): the
@@ -107,14 +107,28 @@ def linear_values(mats: Iterable[Matrix]) -> int:
     return sum(m.size for m in mats if fp8_matrix(m))
 
 
+def gemm_cast_bytes(recipe: str, mats: Iterable[Matrix]) -> int:
+    """The largest FP8 cast of one linear weight in one layout with its scales: what torchao's
+    Float8Linear holds of a weight in FP8 at a time (`recast_per_pass`). The larger of the two
+    layouts, the forward's and the backward's data-gradient one (rowwise: a scale per row)."""
+    casts = (
+        max(_copy_bytes(recipe, m.rows, m.cols), _copy_bytes(recipe, m.cols, m.rows))
+        for m in mats
+        if fp8_matrix(m)
+    )
+    return max(casts, default=0)
+
+
 def recast_per_pass(r: Resolved) -> bool:
-    """FP8 weight copies no cache keeps: torchao's Float8Linear, what torchtitan trains FP8
-    with (`framework: fsdp`), casts the weight inside each forward
-    (torchao/float8/float8_linear.py, `matmul_with_hp_or_float8_args.forward`; no module-level
-    cache like TE's `is_first_microbatch`) and saves it for the layer's backward. Under full
-    recompute a layer saves nothing but its input, so the copy lives with the layer's forward,
-    then again with its recompute and backward: one layer's at a time, never all the step's.
-    Not where `recompute_every` leaves layers uncheckpointed: those keep what they save."""
+    """FP8 weight copies neither cached nor saved: torchao's Float8Linear, what torchtitan
+    trains FP8 with (`framework: fsdp`). torchao 0.18.0's `matmul_with_hp_or_float8_args`
+    (torchao/float8/float8_linear.py) does `ctx.save_for_backward(input_hp, weight_hp_t)`, the
+    high-precision input and a view of the weight parameter, under every recipe (tensorwise,
+    rowwise, rowwise_with_gw_hp; the blockwise and mxfp8 prototypes' linears save `x, weight`
+    and `input_hp, weight_hp` the same way); it casts the weight to FP8 inside the forward for
+    its GEMM and again inside the backward for the data gradient, each a local tensor freed
+    with its GEMM; no module keeps an FP8 copy between passes or micro-batches. So under any
+    recompute and ZeRO stage only the running GEMM's cast is live (`gemm_cast_bytes`), beside
+    the weight the framework already holds (measured: tests/test_fp8_torchao.py)."""
     tr = r.execution.training
-    every_layer = (tr.recompute_every or 1) == 1
-    return tr.fp8 is not None and tr.framework == "fsdp" and tr.recompute == "full" and every_layer
+    return tr.fp8 is not None and tr.framework == "fsdp"
