@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 from conftest import scenario
+from problem_lines import said
 
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
@@ -137,3 +138,36 @@ def test_measured_float8_linear_saves_its_bf16_input_and_its_weight_no_fp8_copy(
     saved.clear()
     assert _fp8_tensors(torch, Float8TrainingTensor) == []  # between micro-batches
     assert all(m.weight.grad is not None for m in model)
+
+
+def test_torchao_fp8_all_gather_keeps_the_shards_unquantized():
+    """torchao's `enable_fsdp_float8_all_gather` (`param_gather` under fsdp) casts each shard
+    to FP8 for the all-gather only (WeightWithDynamicFloat8CastTensor wraps the fp32 shard):
+    the resident weights stay fp32. TINY: embedding and head 2 x 1,024 x 64 = 131,072, final
+    norm 64, two layers of 4 x 4,096 + 3 x 8,192 + 2 x 64 = 41,088: 213,312 values x 4 B =
+    853,248 B, ZeRO-3 over 2 GPUs: 426,624 B a GPU (Megatron's param_gather would keep the
+    linears in FP8)."""
+    training = {"seq_len": 128, "precision": {**PRECISION, "compute": "bf16"}}
+    training |= {"framework": "fsdp", "implementation": "torchtitan"}
+    training["fp8"] = {"recipe": "tensorwise", "param_gather": True}
+    raw = {"name": "tiny", "model": TINY, "training": training}
+    raw["parallel"] = {"data": 2, "zero_stage": 3}
+    raw["hardware"] = {"gpu": {"kernels": None}}
+    inv = build_inventory(resolve(scenario(raw)))
+    assert inv.per_gpu["weights"] == 426_624
+
+
+def test_torchao_fp8_all_gather_with_rowwise_is_refused(cli, write):
+    """torchao 0.18.0's Float8LinearConfig asserts "enable_fsdp_float8_all_gather only
+    supports tensorwise scaling granularity": no such run exists."""
+    training = {"framework": "fsdp", "implementation": "torchtitan"}
+    training["fp8"] = {"recipe": "rowwise", "param_gather": True}
+    raw = {"name": "x", "model": {"preset": "llama-2-7b"}, "training": training}
+    raw["parallel"] = {"data": 2, "zero_stage": 3}
+    file = write(raw)
+    code, _, err = cli("validate", file)
+    assert code == 2 and "Traceback" not in err
+    assert said(err.strip(), file).coded == ("E-CONFLICT", "training.fp8.param_gather")
+    assert "tensorwise" in err
+    raw["training"]["fp8"]["recipe"] = "tensorwise"
+    assert cli("validate", write(raw))[0] == 0

@@ -78,20 +78,34 @@ def _copy_bytes(recipe: str, rows: int, cols: int) -> int:
     return int(values + scales)
 
 
-def _weight_bytes(recipe: str, rows: int, cols: int) -> int:
+def _weight_bytes(recipe: str, rows: int, cols: int, layouts: int = 2) -> int:
     """One linear weight's FP8 state: both layouts with their scales and, under delayed
     scaling, the GEMM's metadata (module docstring). Counted per weight tensor: Megatron-Core
     fuses Q, K and V (linear_qkv) and gate and up (linear_fc1) into one TE module each, so the
     metadata here is an upper figure (a gated dense layer: 7 weights where TE has 4 GEMMs,
     3 x 20,520 = 61,560 B more)."""
+    if layouts == 1:  # torchao's FP8 all-gather: the weight's one layout and its scale
+        return _copy_bytes(recipe, rows, cols)
     meta = DELAYED_META if recipe == "delayed" else 0
     return _copy_bytes(recipe, rows, cols) + _copy_bytes(recipe, cols, rows) + meta
 
 
-def fp8_weight_bytes(recipe: str, mats: Iterable[Matrix]) -> int:
+def fp8_weight_bytes(recipe: str, mats: Iterable[Matrix], layouts: int = 2) -> int:
     """Bytes of the FP8 copies of these tensors' linear weights: the row-wise copy and the
-    transposed (column-wise) one, with their scales (and delayed scaling's metadata)."""
-    return sum(m.count * _weight_bytes(recipe, m.rows, m.cols) for m in mats if fp8_matrix(m))
+    transposed (column-wise) one, with their scales (and delayed scaling's metadata); with
+    `layouts` 1 the row-wise one alone (torchao's FP8 all-gather, `fp8_layouts`)."""
+    return sum(
+        m.count * _weight_bytes(recipe, m.rows, m.cols, layouts) for m in mats if fp8_matrix(m)
+    )
+
+
+def fp8_layouts(r: Resolved) -> int:
+    """FP8 layouts a weight's copy holds: Transformer Engine's cached data and transpose (2);
+    torchao's 1 (`recast_per_pass`): with `param_gather` (torchao's
+    `enable_fsdp_float8_all_gather`, torchao/float8/fsdp_utils.py) FSDP2 all-gathers the
+    weight cast to FP8 (`fsdp_pre_all_gather` returns `float8_training_tensor._data` and its
+    scale) and the unsharded parameter is that one Float8TrainingTensor, no transpose."""
+    return 1 if recast_per_pass(r) else 2
 
 
 def fp8_param_bytes(recipe: str, mats: Iterable[Matrix], other_bytes: int) -> int:

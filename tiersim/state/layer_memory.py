@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tiersim.state.activation_kinds import divided
 from tiersim.state.activations import layer_items
 from tiersim.state.activations_moe import hf_moe_backward_moments
-from tiersim.state.fp8 import fp8_weight_bytes, gemm_cast_bytes, linear_values
+from tiersim.state.fp8 import fp8_layouts, fp8_weight_bytes, gemm_cast_bytes, linear_values
 from tiersim.state.inventory import per_context_rank, rank_matrices, stage_layers
 from tiersim.state.model import Transformer
 from tiersim.state.op_recompute import op_working_bytes
@@ -80,7 +80,7 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
                 working=_working(r, index),
                 items=items,
                 module=_largest_module(r, mat),
-                fp8=fp8_weight_bytes(tr.fp8.recipe, mat) if tr.fp8 else 0,
+                fp8=fp8_weight_bytes(tr.fp8.recipe, mat, fp8_layouts(r)) if tr.fp8 else 0,
                 fp8_values=linear_values(mat) if tr.fp8 else 0,
                 fp8_cast=gemm_cast_bytes(tr.fp8.recipe, mat) if tr.fp8 else 0,
                 busiest=busiest,
