@@ -90,6 +90,7 @@ def test_transformer_engine_keeps_both_layouts_of_every_weight_all_step():
 def _fp8_tensors(torch, f8) -> list:
     """FP8 tensors Python can reach: torchao's Float8TrainingTensor or a raw FP8 dtype."""
     fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    gc.collect()
     with warnings.catch_warnings():  # gc meets deprecated torch.distributed names
         warnings.simplefilter("ignore")
         objs = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
@@ -107,6 +108,7 @@ def test_measured_float8_linear_saves_its_bf16_input_and_its_weight_no_fp8_copy(
     ao = pytest.importorskip("torchao.float8")
     from torchao.float8.float8_training_tensor import Float8TrainingTensor
 
+    earlier = {id(t) for t in _fp8_tensors(torch, Float8TrainingTensor)}  # other tests'
     torch.manual_seed(0)
     lin = [torch.nn.Linear(64, 128, bias=False), torch.nn.Linear(128, 64, bias=False)]
     model = torch.nn.Sequential(*lin).to(torch.bfloat16)
@@ -133,10 +135,12 @@ def test_measured_float8_linear_saves_its_bf16_input_and_its_weight_no_fp8_copy(
     weights = {m.weight.untyped_storage().data_ptr() for m in model}
     assert {saved[1].untyped_storage().data_ptr(), saved[3].untyped_storage().data_ptr()} == weights
     assert not [t for t in saved if isinstance(t, Float8TrainingTensor)]
-    assert _fp8_tensors(torch, Float8TrainingTensor) == []  # forward done, backward to come
+    fp8 = _fp8_tensors(torch, Float8TrainingTensor)
+    assert [t for t in fp8 if id(t) not in earlier] == []  # forward done, backward to come
     y.float().sum().backward()
     saved.clear()
-    assert _fp8_tensors(torch, Float8TrainingTensor) == []  # between micro-batches
+    fp8 = _fp8_tensors(torch, Float8TrainingTensor)
+    assert [t for t in fp8 if id(t) not in earlier] == []  # between micro-batches
     assert all(m.weight.grad is not None for m in model)
 
 
