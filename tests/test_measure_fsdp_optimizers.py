@@ -1,0 +1,41 @@
+"""`tiersim measure --fsdp N` and its optimizers, as a user meets them: the help names every
+optimizer --fsdp steps, and a refusal names where the refused one runs."""
+
+from tiersim.groundtruth.measure_hf import FSDP_STEP_OPTIMIZERS
+
+
+def _fsdp_help(capsys) -> str:
+    """--fsdp's paragraph of `tiersim measure --help`, on one line."""
+    import pytest
+
+    from tiersim.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["measure", "--help"])
+    out = capsys.readouterr().out
+    block = out[out.index("  --fsdp N") : out.index("  --calibrate")]
+    return " ".join(block.split())
+
+
+def test_fsdp_help_names_every_optimizer_transformers_model_steps(capsys):
+    """--fsdp with --implementation huggingface steps adamw, adam, muon and adamw8bit (the last
+    in fp32 only: torchao's refuses 16-bit DTensors); its help said 'AdamW, Adam or Muon'."""
+    text = _fsdp_help(capsys)
+    words = text.replace(",", " ").replace("(", " ").replace(")", " ").split()
+    for name in ("adamw", "adam", "muon", "adamw8bit"):
+        assert name in words, (name, text)
+    assert set(FSDP_STEP_OPTIMIZERS) == {"adamw", "adam", "muon", "adamw8bit"}
+    assert "fp32" in text
+
+
+def test_fsdp_with_tiersims_modules_refuses_8bit_adamw_naming_huggingface(capsys):
+    """`measure --fsdp 2 --optimizer adamw8bit --dtype fp32` (tiersim's own modules, --fsdp's
+    default) exits 2 and says which implementation steps it, as it does for muon."""
+    from tiersim.cli import main
+
+    args = ["measure", "--model", "llama-2-7b", "--fsdp", "2", "--dtype", "fp32"]
+    assert main([*args, "--optimizer", "adamw8bit"]) == 2
+    err = capsys.readouterr().err
+    assert "'adamw8bit' with --fsdp" in err
+    assert "adamw8bit with --implementation huggingface" in err
+    assert "Traceback" not in err
