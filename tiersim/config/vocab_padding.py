@@ -42,9 +42,10 @@ def padded_vocab(vocab: int, divisor: int | None, tensor: int) -> int:
 
 
 def scenario_vocab(s: Scenario) -> int | None:
-    """The padded vocabulary of `s`'s model (None: a generic model, no vocabulary known)."""
+    """The padded vocabulary of `s`'s model (None: no vocabulary known, or a generic model,
+    whose `model.vocab` builds no embedding to pad)."""
     vocab = s.model.vocab
-    if vocab is None:
+    if vocab is None or s.model.parameters is not None:
         return None
     return padded_vocab(vocab, vocab_divisor(s), s.parallel.tensor)
 
@@ -53,7 +54,7 @@ def padding_note(s: Scenario) -> str:
     """'vocabulary 50,257 padded to 50,688 (make_vocab_size_divisible_by 128 x tensor 4)'
     where the framework pads it, else ''."""
     vocab, padded = s.model.vocab, scenario_vocab(s)
-    if vocab is None or padded == vocab:
+    if padded is None or padded == vocab:
         return ""
     return (
         f"vocabulary {vocab:,} padded to {padded:,} (make_vocab_size_divisible_by "

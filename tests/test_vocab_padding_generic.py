@@ -1,0 +1,20 @@
+"""`training.make_vocab_size_divisible_by` and framework megatron on a generic model (a
+parameter count and layers): no embedding is built, so nothing is padded, and what tiersim
+prints must not say otherwise."""
+
+GENERIC = {"parameters": 10**9, "layers": 4, "hidden": 2048, "activation_bytes_per_layer": "200 MB"}
+
+
+def generic(**training) -> dict:
+    return {"name": "g", "model": {**GENERIC, "vocab": 50_257}, "training": training}
+
+
+def test_inventory_claims_no_padding_for_a_generic_model(write, cli):
+    """The generic model keeps its 1,000,000,000 parameters whatever the vocabulary (resolve
+    leaves it as it is): the inventory's first line said 'vocabulary 50,257 padded to 50,304'
+    (128 x tensor 1), a padding nothing applied."""
+    for training in ({"make_vocab_size_divisible_by": 128}, {"framework": "megatron"}):
+        code, out, err = cli("inventory", write(generic(**training)))
+        assert code == 0, err
+        first = out.splitlines()[0]
+        assert "1,000,000,000" in first and "padded" not in first, first
