@@ -18,3 +18,16 @@ def test_inventory_claims_no_padding_for_a_generic_model(write, cli):
         assert code == 0, err
         first = out.splitlines()[0]
         assert "1,000,000,000" in first and "padded" not in first, first
+
+
+def test_the_key_on_a_generic_model_is_noted_as_having_no_effect(write, cli):
+    """Given on a generic model the key changes no figure: `validate` says so (W-NO-EFFECT),
+    as it does for an attention kernel there, so an unchanged figure is not taken for a
+    measured non-effect; framework megatron's default alone is no note."""
+    code, out, err = cli("validate", write(generic(make_vocab_size_divisible_by=128)))
+    assert code == 0, err
+    said = out + err
+    assert "training.make_vocab_size_divisible_by: 128 has no effect" in said, said
+    assert "[W-NO-EFFECT]" in said
+    code, out, err = cli("validate", write(generic(framework="megatron")))
+    assert "make_vocab_size_divisible_by" not in out + err

@@ -19,6 +19,7 @@ their gradients and optimizer state, the logits, the loss and the logits GEMM al
 from __future__ import annotations
 
 from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem
 
 MEGATRON_DIVISOR = 128  # --make-vocab-size-divisible-by's default (Megatron-LM, NeMo)
 
@@ -60,3 +61,16 @@ def padding_note(s: Scenario) -> str:
         f"vocabulary {vocab:,} padded to {padded:,} (make_vocab_size_divisible_by "
         f"{vocab_divisor(s)} x tensor {s.parallel.tensor})"
     )
+
+
+def vocab_padding_notes(s: Scenario) -> list[Problem]:
+    """The key given on a generic model, which has no embedding or output layer to pad."""
+    divisor = s.training.make_vocab_size_divisible_by
+    if divisor is None or s.model.parameters is None:
+        return []
+    why = (
+        f"{divisor} has no effect: the model is generic (a parameter count and layers), so it "
+        "has no embedding or output layer to pad (give the transformer's dimensions, a preset "
+        "or an hf_config)"
+    )
+    return [Problem("training.make_vocab_size_divisible_by", why, "W-NO-EFFECT")]
