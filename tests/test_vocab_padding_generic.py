@@ -31,3 +31,20 @@ def test_the_key_on_a_generic_model_is_noted_as_having_no_effect(write, cli):
     assert "[W-NO-EFFECT]" in said
     code, out, err = cli("validate", write(generic(framework="megatron")))
     assert "make_vocab_size_divisible_by" not in out + err
+
+
+def test_a_generic_megatron_runs_scenario_file_takes_no_divisor():
+    """The scenario.yaml a run writes (config/document.py) gives the divisor the run used:
+    framework megatron's 128 on a transformer; a generic model pads nothing, so null there
+    (128 in the file made its rerun note the key as having no effect); a given one as given."""
+    from conftest import scenario
+
+    from tiersim.config.document import scenario_document
+
+    def written(**training):
+        return scenario_document(scenario(generic(**training)))["training"]
+
+    assert written(framework="megatron")["make_vocab_size_divisible_by"] is None
+    assert written(make_vocab_size_divisible_by=64)["make_vocab_size_divisible_by"] == 64
+    gpt2 = {"name": "t", "model": {"preset": "gpt2"}, "training": {"framework": "megatron"}}
+    assert scenario_document(scenario(gpt2))["training"]["make_vocab_size_divisible_by"] == 128

@@ -26,11 +26,12 @@ MEGATRON_DIVISOR = 128  # --make-vocab-size-divisible-by's default (Megatron-LM,
 
 def vocab_divisor(s: Scenario) -> int | None:
     """`training.make_vocab_size_divisible_by` as given, else its framework's (None: the
-    vocabulary is not padded)."""
+    vocabulary is not padded; a generic model has none to pad)."""
     given = s.training.make_vocab_size_divisible_by
     if given is not None:
         return given
-    return MEGATRON_DIVISOR if s.training.framework == "megatron" else None
+    transformer = s.model.parameters is None
+    return MEGATRON_DIVISOR if s.training.framework == "megatron" and transformer else None
 
 
 def padded_vocab(vocab: int, divisor: int | None, tensor: int) -> int:
