@@ -39,3 +39,25 @@ def test_fsdp_with_tiersims_modules_refuses_8bit_adamw_naming_huggingface(capsys
     assert "'adamw8bit' with --fsdp" in err
     assert "adamw8bit with --implementation huggingface" in err
     assert "Traceback" not in err
+
+
+def test_step_table_names_torchaos_eager_8bit_adamw():
+    """The table's title names the optimizer stepped as the others are ("AdamW", "Muon and
+    AdamW"): 8-bit AdamW under FSDP2 is torchao's, run eagerly, not bitsandbytes' (it printed
+    the bare key `adamw8bit`). The figures are this run's (docs/muon-fsdp.md: dense, 2 ranks)."""
+    from tiersim.cli.commands.measure_fsdp import step_table
+
+    got = {
+        "world_size": 2,
+        "configuration": {"dtype": "fp32", "optimizer": "adamw8bit", "seq_len": 128},
+        "step_peak": {
+            "measured_bytes": 3_370_504,
+            "measured_phase": "backward",
+            "predicted_bytes": 3_372_556,
+            "predicted_moment": "backward: loss",
+            "predicted_parts": {},
+        },
+    }
+    text = step_table(got)
+    assert "transformers' model, fp32, torchao's AdamW8bit (eager), seq_len 128 tokens" in text
+    assert "+2,052 B (+0.06%)" in text  # 3,372,556 - 3,370,504 = 2,052 B; / 3,370,504 = 0.061 %
