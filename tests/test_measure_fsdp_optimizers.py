@@ -47,17 +47,11 @@ def test_step_table_names_torchaos_eager_8bit_adamw():
     the bare key `adamw8bit`). The figures are this run's (docs/muon-fsdp.md: dense, 2 ranks)."""
     from tiersim.cli.commands.measure_fsdp import step_table
 
-    got = {
-        "world_size": 2,
-        "configuration": {"dtype": "fp32", "optimizer": "adamw8bit", "seq_len": 128},
-        "step_peak": {
-            "measured_bytes": 3_370_504,
-            "measured_phase": "backward",
-            "predicted_bytes": 3_372_556,
-            "predicted_moment": "backward: loss",
-            "predicted_parts": {},
-        },
-    }
+    measured, predicted = 3_370_504, 3_372_556
+    peak = dict(measured_bytes=measured, measured_phase="backward", predicted_parts={})
+    peak.update(predicted_bytes=predicted, predicted_moment="backward: loss")
+    config = {"dtype": "fp32", "optimizer": "adamw8bit", "seq_len": 128}
+    got = {"world_size": 2, "configuration": config, "step_peak": peak}
     text = step_table(got)
     assert "transformers' model, fp32, torchao's AdamW8bit (eager), seq_len 128 tokens" in text
     assert "+2,052 B (+0.06%)" in text  # 3,372,556 - 3,370,504 = 2,052 B; / 3,370,504 = 0.061 %
