@@ -89,12 +89,12 @@ def test_interleaved_chunk_groups_in_the_cool_down_stage_0(gpt3_512):
     906,160,128, over buckets of 16 x 3,276,800 = 52,428,800: 17.28, so 18 buckets, 18 x
     3,276,800 x 2 B = 117,964,800 B a chunk. In the last group of p·v = 48 backwards chunk
     5-q's last is the 8(q+1)-th: 8(5-q) chunk backwards left on stage 0 (40, 32, 24, 16, 8);
-    chunk 0 has none left and joins the fp32 embeddings at the step: 179,564,544 values over
-    buckets of the same 52,428,800 values (one default_shard_size): 3.42, so 4 x 3,276,800 x
+    chunk 0 has none left and joins the fp32 embeddings at the step: 180,879,360 values over
+    buckets of the same 52,428,800 values (one default_shard_size): 3.45, so 4 x 3,276,800 x
     4 B = 52,428,800 B."""
     assert 5_436_960_768 // 12 * 2 == 906_160_128
     assert 17 * 52_428_800 < 906_160_128 <= 18 * 52_428_800
-    assert 3 * 52_428_800 < 179_564_544 <= 4 * 52_428_800
+    assert 3 * 52_428_800 < 180_879_360 <= 4 * 52_428_800
     _, made = _apex_events(gpt3_512)
     left = {5: 40, 4: 32, 3: 24, 2: 16, 1: 8}
     assert [(e.moment, e.nbytes, e.pieces) for e in made] == [
