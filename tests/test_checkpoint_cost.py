@@ -1,4 +1,4 @@
-"""A durable checkpoint measured at less cost (issue 36, docs/speed.md "Sixth round") gives the
+"""A durable checkpoint measured at less cost (issue 36, docs/speed.md "Seventh round") gives the
 figures the earlier path gave, to the bit: every figure of the simulated step and of its
 checkpoint, on async and blocking checkpoints to DRAM, NVMe and HBF, one every step included.
 

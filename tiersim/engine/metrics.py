@@ -51,11 +51,12 @@ def of_role(ops: list[Op], log: RunLog, role: Role) -> Rows:
     return [ops[i] for i in keep], [starts[i] for i in keep], [ends[i] for i in keep]
 
 
-def _step_ops(rows: Rows, step: int, optimizer_kind: OpKind, window: tuple | None = None) -> tuple:
+def _step_ops(rows: Rows, step: int, optimizer_kind: OpKind, window=None, rising=False) -> tuple:
     """One pass over a run's ops: the time GPU, bubble (IDLE) and CPU ops ran over the whole
     run, the durations of the `step`'s (with a `window` (lo, hi): of the ops starting in it)
     compute, recompute and optimizer ops (in op order: `sum` over the ops, as before), the time
-    collectives and moves ran, and their bytes per kind of transfer (`_moved_by_kind`)."""
+    collectives and moves ran, and their bytes per kind of transfer (`_moved_by_kind`).
+    `rising`: each op starts once the one before ended (`RunLog.rising`): spans come sorted."""
     by_step, (lo, hi) = window is None, window or (0.0, 0.0)
     gpu_spans, idle_spans, cpu_spans = [], [], []  # GPU; the pipeline bubble and the like; CPU
     sync_spans, comm_spans, move_spans = [], [], []  # blocking and overlapped collectives
@@ -96,9 +97,9 @@ def _step_ops(rows: Rows, step: int, optimizer_kind: OpKind, window: tuple | Non
                 key = _transfer_kind(op)
                 if key is not None:
                     kinds[key] = kinds.get(key, 0) + op.nbytes
-    busy = (iv.union(gpu_spans), iv.union(idle_spans), iv.union(cpu_spans))
-    waits = (iv.union(sync_spans), iv.union(comm_spans), iv.union(move_spans))
-    return busy, waits, sum(compute), sum(recompute), sum(optimizer), kinds
+    spans = (gpu_spans, idle_spans, cpu_spans, sync_spans, comm_spans, move_spans)
+    merged = tuple(iv.union(found, rising) for found in spans)  # busy, then waits
+    return merged[:3], merged[3:], sum(compute), sum(recompute), sum(optimizer), kinds
 
 
 def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> dict[str, float]:
@@ -188,7 +189,7 @@ def measure(
     optimizer_kind = OpKind.GPU if gpu_optimizer else OpKind.CPU
     rows = overlapping(engine, window)  # a period's: only the ops that reach into it
     busy, waits, compute_s, recompute_s, optimizer_s, kinds = _step_ops(
-        rows, measured_step, optimizer_kind, window
+        rows, measured_step, optimizer_kind, window, log.rising
     )
     gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)

@@ -42,8 +42,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from tiersim.state.layers import Matrix
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
 
 AMAX_HISTORY = 1024  # DelayedScaling's amax_history_len default (NeMo's launcher sets 1024 too)
 # FP8 tensors a GEMM's metadata tracks (TE base.py `set_meta_tensor`): forward input, weight,
@@ -101,3 +105,16 @@ def fp8_param_bytes(recipe: str, mats: Iterable[Matrix], other_bytes: int) -> in
 def linear_values(mats: Iterable[Matrix]) -> int:
     """Values of these tensors' linear weights (those kept in FP8)."""
     return sum(m.size for m in mats if fp8_matrix(m))
+
+
+def recast_per_pass(r: Resolved) -> bool:
+    """FP8 weight copies no cache keeps: torchao's Float8Linear, what torchtitan trains FP8
+    with (`framework: fsdp`), casts the weight inside each forward
+    (torchao/float8/float8_linear.py, `matmul_with_hp_or_float8_args.forward`; no module-level
+    cache like TE's `is_first_microbatch`) and saves it for the layer's backward. Under full
+    recompute a layer saves nothing but its input, so the copy lives with the layer's forward,
+    then again with its recompute and backward: one layer's at a time, never all the step's.
+    Not where `recompute_every` leaves layers uncheckpointed: those keep what they save."""
+    tr = r.execution.training
+    every_layer = (tr.recompute_every or 1) == 1
+    return tr.fp8 is not None and tr.framework == "fsdp" and tr.recompute == "full" and every_layer

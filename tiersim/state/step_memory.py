@@ -22,12 +22,11 @@ In order (docs/memory.md says what is and is not counted, and why):
    layer's backward transients (the gradient flowing between layers, s·b·h, and two of the
    MLP's s·b·f gradients), sharded gradients' unsharded copy before the reduce-scatter.
 4. optimizer, after the pipeline's flush (no other micro-batch's activations left): DeepSpeed
-   ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before
-   it frees the 16-bit gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one
-   sub-group (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's
-   temporaries (state/optimizers.py); Megatron's fused Adam none. apex's (NeMo's) gradient
-   shards are made earlier, in the last micro-batch's backward or the pipeline's cool-down
-   (state/apex_grad_sync.py), and held to the step.
+   ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before it frees the 16-bit
+   gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one sub-group
+   (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's temporaries
+   (state/optimizers.py); Megatron's fused Adam none. apex's (NeMo's) gradient shards come
+   earlier, in the last backward or the cool-down (state/apex_grad_sync.py), held to the step.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state import apex_grad_sync as apex_sync
+from tiersim.state.fp8 import recast_per_pass
 from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_values
 from tiersim.state.inventory import Inventory, rank_matrices, stage_bytes, tier_use
 from tiersim.state.layer_memory import LayerMemory, layer_memory
@@ -138,6 +138,7 @@ class _Plan:
     cb: int  # compute precision's bytes
     grad_bytes: int  # an unsharded gradient's bytes per value
     fp8_params: bool = False  # training.fp8.param_gather: the FP8 copies are the weights
+    fp8_recast: bool = False  # FP8 copies cast in each pass, not cached (state/fp8.py)
     fsdp2: Fsdp2 | None = None  # FSDP2's own buffers (state/fsdp2_memory.py)
     groups: tuple[Group, ...] = ()  # FSDP2's: each layer's, then the root group's
 
@@ -157,6 +158,7 @@ def _plan(r: Resolved, layers: list[LayerMemory], rest: int) -> _Plan:
         cb=cb,
         grad_bytes=cb if tr.framework == "fsdp" else PRECISION_BYTES[tr.precision.gradients],
         fp8_params=tr.fp8 is not None and tr.fp8.param_gather,
+        fp8_recast=recast_per_pass(r),
     )
     if tr.framework == "fsdp" and p.gather:  # FSDP2's groups: each layer, and the root
         groups = [(str(i), "layer", lay) for i, lay in enumerate(layers)] + [("rest", "rest", None)]
@@ -203,8 +205,10 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
             steps.alloc(at, "forward", f"saved first {i}", SAVED, first, lay.first_items)
         extra = lay.busiest if p.on_gpu else 0
         steps.alloc(at, "forward", f"busiest {i}", BUSIEST, extra, 3)
-        if p.gather and not p.fp8_params:  # FP8 copies: cast here, kept for its backward
+        if (p.gather or p.fp8_recast) and not p.fp8_params:  # FP8 copies: cast here
             steps.alloc(at, "forward", f"fp8 {i}", FP8, lay.fp8, 2 * lay.tensors)
+        if p.fp8_recast:  # not kept for its backward (recast_per_pass)
+            steps.free(at, "forward", f"fp8 {i}", FP8)
         if p.gather and p.reshard:
             steps.free(at, "forward", f"gathered {i}", "gathered weights")
 
@@ -230,6 +234,8 @@ def _backward(
             _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
         if not lay.first:  # recomputed before the layer's backward starts (full)
             steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
+        if p.fp8_recast and not p.fp8_params:  # cast again by the recompute
+            steps.alloc(at, b, f"fp8 {i}", FP8, lay.fp8, 2 * lay.tensors)
         steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
         if p.fsdp2:  # the first of the layer's gradients, beside all it saved
             p.fsdp2.first_gradient(steps, at, p.groups[i], lay.largest * p.grad_bytes)
@@ -325,7 +331,7 @@ def _weights_at_start(steps: _Steps, p: _Plan, layers: list[LayerMemory], rest: 
     (embeddings, final norm, head) gathered from the forward to its backward. True where the
     root group is held so."""
     if not p.gather:  # with fp8_params they are the resident weights
-        fp8 = 0 if p.fp8_params else sum(lay.fp8 for lay in layers)
+        fp8 = 0 if p.fp8_params or p.fp8_recast else sum(lay.fp8 for lay in layers)
         steps.alloc("start of the step", "start", "fp8", FP8, fp8, 2 * len(layers))
         return False
     if p.max_live < math.inf:  # a submodule fetch (DeepSpeed): the head about the loss alone
