@@ -1,7 +1,7 @@
 """docs/nemo-memory.md's table of apex's cool-down peaks quotes what `tiersim run` prints now
 (its `now` column, read from the golden reports, tests/test_golden.py): its `after` column is
-that change alone, before Megatron's vocabulary padding moved three of them by 0.01 GB, and was
-the only figure a reader could take for `tiersim run`'s."""
+that change alone, before Megatron's vocabulary padding and apex's whole buckets moved them, and
+was the only figure a reader could take for `tiersim run`'s."""
 
 from __future__ import annotations
 
