@@ -22,6 +22,7 @@ from tiersim.config.layout_checks import layout_notes
 from tiersim.config.load import Loaded, blamed_on_overrides
 from tiersim.config.loss_fusion_notes import loss_fusion_notes
 from tiersim.config.model_notes import model_notes
+from tiersim.config.optimizer_notes import optimizer_notes
 from tiersim.config.schema import Scenario
 from tiersim.config.vocab_padding import vocab_padding_notes
 from tiersim.config.yamllines import with_lines
@@ -119,6 +120,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + context_comm_notes(scenario)
         + distributed_optimizer_notes(scenario)
         + vocab_padding_notes(scenario)
+        + optimizer_notes(scenario)
     )
 
 
