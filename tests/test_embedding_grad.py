@@ -26,12 +26,12 @@ def test_llama3_8b_bf16_buffer(llama3_8b):
 def test_gpt3_175b_fp32_buffer_split_over_the_tensor_group():
     # the 512-GPU row syncs its gradients in bf16 (docs/nemo-memory.md); in fp32 here
     r = published("nemo2407-gpt3-175b-512gpus.yaml", "training.precision.gradients=fp32")
-    # ceil(50,257 / 4) = 12,565 rows x 12,288 = 154,398,720 values; fp32 gradients:
-    # 2 + 2 + 4 + 4 = 12 B: 1,852,784,640 B
-    assert dense_gradient_bytes(r, r.model) == 1_852_784_640
-    # as shipped, bf16: 2 + 2 + 2 + 2 = 8 B: 154,398,720 x 8 = 1,235,189,760 B
+    # NeMo pads 50,257 to a multiple of 128 x TP 4 = 512: 50,688; 50,688 / 4 = 12,672 rows
+    # x 12,288 = 155,713,536 values; fp32 gradients: 2 + 2 + 4 + 4 = 12 B: 1,868,562,432 B
+    assert dense_gradient_bytes(r, r.model) == 1_868_562_432
+    # as shipped, bf16: 2 + 2 + 2 + 2 = 8 B: 155,713,536 x 8 = 1,245,708,288 B
     shipped = published("nemo2407-gpt3-175b-512gpus.yaml")
-    assert dense_gradient_bytes(shipped, shipped.model) == 1_235_189_760
+    assert dense_gradient_bytes(shipped, shipped.model) == 1_245_708_288
 
 
 def test_other_implementations_are_left_as_they_were(llama3_8b):

@@ -18,6 +18,7 @@ from tiersim.core.errors import InputError
 from tiersim.frameworks.assemble import ImportOptions, import_configs
 from tiersim.frameworks.mapping import accepts, as_yaml
 from tiersim.runner import report_for
+from tiersim.state.resolved import resolve
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "frameworks"
 
@@ -123,8 +124,10 @@ def test_megatron_gpt3_175b_script_gives_its_model_and_3d_parallelism():
     m = s.model
     assert (m.layers, m.hidden, m.heads) == (96, 12288, 96)
     assert m.ffn_hidden == 4 * 12288  # Megatron's default ffn_hidden_size
-    # GPT-2's 50,257 tokens padded to a multiple of 128 x tensor 8 = 1,024: 50 x 1,024
-    assert m.vocab == 51_200
+    # the tokenizer's 50,257 (GPT-2); no --make-vocab-size-divisible-by: framework megatron's
+    # 128, so resolved it is padded to a multiple of 128 x tensor 8 = 1,024: 50 x 1,024
+    assert m.vocab == 50_257 and s.training.make_vocab_size_divisible_by is None
+    assert resolve(s).model.vocab == 51_200
     assert m.tied_embeddings and m.qkv_bias and m.norm == "layernorm" and m.position == "learned"
     assert (s.parallel.tensor, s.parallel.pipeline) == (8, 16)
     assert s.parallel.data == 1536 // (8 * 16)  # 12

@@ -30,6 +30,21 @@ def test_union_covers_what_its_inputs_cover_in_disjoint_sorted_intervals(spans):
     assert _disjoint_sorted(merged)
 
 
+@given(_spans)
+def test_union_in_order_is_the_merge_of_spans_a_chain_logs(spans):
+    """`in_order`: spans in time order, each starting at or after the one before ended (a
+    chain's ops of one kind, `metrics._step_ops`): the same cells, disjoint and sorted, and
+    the same list as the sorting union's."""
+    chained, now = [], 0.0
+    for s, e in spans:  # laid end to end, gaps kept: each after the last
+        chained.append((now + s, now + e))
+        now += e
+    merged = iv.union(chained, in_order=True)
+    assert _disjoint_sorted(merged)
+    assert _cells(merged) == _cells(chained)
+    assert merged == iv.union(chained)
+
+
 @given(_spans, _spans)
 def test_intersect_covers_what_both_cover(a, b):
     a, b = iv.union(a), iv.union(b)

@@ -6,8 +6,9 @@ units, so the file reproduces the run even after presets or defaults change.
 the document names them in `provenance` comments only (`hardware.preset: none`); a default
 `training.seq_len` is written as the length it resolved to; and with a `training.framework`,
 each `training.offload` key left out is written as the framework's default it resolved to
-(tiersim.config.framework), and its attention kernel on this GPU
-(tiersim.config.framework_attention), so the file says what the run did and reruns it the same.
+(tiersim.config.framework), its attention kernel on this GPU
+(tiersim.config.framework_attention) and its vocabulary divisor (tiersim.config.vocab_padding),
+so the file says what the run did and reruns it the same.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tiersim.config.framework import offload_plan, resolved_prefetch_depth
 from tiersim.config.framework_attention import resolved_flash_kernel
 from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.schema import Offload, Scenario, unit_kind
+from tiersim.config.vocab_padding import vocab_divisor
 from tiersim.core.units import Kind, fmt_exact
 
 SOURCES = (("model", "preset"), ("model", "hf_config"), ("hardware", "preset"))
@@ -30,6 +32,7 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
     doc = _model(s)
     doc["training"]["seq_len"] = s.seq_len  # the default resolved: the model's max_positions
     doc["training"]["flash_kernel"] = resolved_flash_kernel(s)  # the framework's, on this GPU
+    doc["training"]["make_vocab_size_divisible_by"] = vocab_divisor(s)  # megatron's 128
     if s.training.global_batch_size is not None:  # derived from it (config/batch.py)
         doc["training"].pop("grad_accumulation")
     # Megatron-LM refuses every offload key (config/consistency.py): nothing to resolve

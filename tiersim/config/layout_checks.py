@@ -46,6 +46,7 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
         problems.append(
             Problem("parallel.virtual_pipeline", "interleaving needs pipeline > 1", "E-LAYOUT")
         )
+    problems += _deepspeed_pipeline_problems(s)
     m_b = s.training.grad_accumulation
     if p.virtual_pipeline > 1 and m_b % p.pipeline:
         problems.append(
@@ -57,6 +58,22 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
             )
         )
     return problems
+
+
+def _deepspeed_pipeline_problems(s: Scenario) -> list[Problem]:
+    """DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3: PipelineEngine.__init__ asserts
+    `zero_optimization_stage() < ZeroStageEnum.gradients`, "ZeRO-2 and ZeRO-3 are incompatible
+    with pipeline parallelism" (deepspeed/runtime/pipe/engine.py); such a run never starts."""
+    p = s.parallel
+    if s.training.framework != "deepspeed" or p.pipeline == 1 or p.zero_stage < 2:
+        return []
+    why = (
+        f"is {p.zero_stage} with parallel.pipeline {p.pipeline}, but DeepSpeed's pipeline "
+        'engine refuses ZeRO-2 and ZeRO-3 ("ZeRO-2 and ZeRO-3 are incompatible with pipeline '
+        'parallelism", deepspeed/runtime/pipe/engine.py); expected zero_stage 0 or 1, '
+        "pipeline: 1, or another training.framework"
+    )
+    return [Problem("parallel.zero_stage", why, "E-CONFLICT")]
 
 
 def _tensor_problems(s: Scenario) -> list[Problem]:

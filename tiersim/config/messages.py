@@ -133,6 +133,24 @@ def _null_section(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     )
 
 
+def _section_keys(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+    """The keys a section takes, for a value given where the section goes (`endurance: 3000`
+    for `endurance: {pe_cycles: 3000}`), required ones first."""
+    field = parent.model_fields.get(str(err["loc"][-1])) if parent and err["loc"] else None
+    model = _model_class(field.annotation) if field else None
+    if model is None:
+        return ""
+    fields = model.model_fields
+    need = [k for k, f in fields.items() if f.is_required()]
+    rest = [k for k, f in fields.items() if not f.is_required()]
+    more = ", ..." if len(rest) > SECTION_KEYS else ""
+    rest_said = ", ".join(rest[:SECTION_KEYS]) + more
+    return f"{', '.join(need)}, required; {rest_said}" if need else rest_said
+
+
+SECTION_KEYS = 10  # keys named where a section was expected; docs/scenario-reference.md has all
+
+
 def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
@@ -170,6 +188,8 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         )
     if kind in ("dict_type", "model_type") and err.get("input", 0) is None:
         return _null_section(err, parent)
+    if kind == "model_type" and (section := _section_keys(err, parent)):
+        return f"expected a mapping (keys: {section}) (got {shown(err.get('input'))})"
     if kind in ("tuple_type", "list_type"):  # Python's words: a YAML user writes a list
         return _not_a_list(err.get("input"))
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")

@@ -250,6 +250,9 @@ class Training(Strict):
     optimizer_step: Literal["synchronous", "pipelined", "delayed"] = "synchronous"
     # the parallel/offload engine: how it moves state (DESIGN.md Extensions); null: generic
     framework: Literal["deepspeed", "fsdp", "megatron"] | None = None
+    # Megatron's --make-vocab-size-divisible-by: the vocabulary padded to a multiple of it x
+    # parallel.tensor; null: the framework's (megatron 128, others none; config/vocab_padding.py)
+    make_vocab_size_divisible_by: PositiveInt | None = None
     # under framework megatron, the ZeRO-1 optimizer that shards the state: Megatron-Core's
     # distributed optimizer (null, megatron) or apex's DistributedFusedAdam as NeMo 1.x
     # drives it (optim.name: distributed_fused_adam; config/distributed_optimizer.py)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from tiersim.engine.busy import merge_span
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import OpKind
 from tiersim.hardware.resources import Network
@@ -73,14 +72,11 @@ def run_chain(engine: Any) -> Any:
     its network's busy spans and wake-ups, its tiers' occupancy and its recorder's calls."""
     recorder, occupancy = engine.recorder, engine.occupancy
     tell = None if not ops_wanted(recorder) else recorder.op
-    if recorder is not None:  # what each tier holds before anything moves
-        for tier, occ in occupancy.items():
-            recorder.memory(tier, 0.0, occ.current)
+    _holding(recorder, occupancy)
     log, net = engine.log, engine.net
     starts, ends, step_left = log.start, log.end, log.step_left
     capacity, spans_of = net.capacity, {}
-    timers = wakeups = 0
-    now = 0.0
+    timers, wakeups, now = 0, 0, 0.0
     for i, op in enumerate(engine.schedule.ops):
         starts[i] = now
         if op.alloc:
@@ -90,20 +86,31 @@ def run_chain(engine: Any) -> Any:
             if op.duration > 0:
                 timers += 1
                 now = now + op.duration
-        elif op.nbytes > 0 or op.latency > 0:  # a collective alone on its channel
+        elif op.nbytes > 0:  # a collective alone on its channel: `Channel.start`'s plan
+            wakeups += 1  # for a lone flow, inline
+            delay = op.latency
+            begin = now + delay if delay > 0 else now
+            soonest = float(op.nbytes) / capacity[op.resource]
+            if begin > now:
+                soonest += begin - now
+            if not soonest > 0.0:
+                soonest = 0.0
+            end = now + soonest
+            if end > begin:
+                _landed(op, begin, end, spans_of, net.busy)
+            now = end
+        elif op.latency > 0:  # no bytes: `_nothing_to_move`'s timer
             wakeups += 1
-            now = _collective(op, now, capacity[op.resource], spans_of, net.busy)
+            now = now + op.latency
         ends[i] = now
         if op.free:
             _occupy(occupancy, op.free, now, -1, recorder)
         if tell is not None:
             tell(op, starts[i], now)
-        step = op.step
-        left = step_left[step] - 1
-        step_left[step] = left
+        left = step_left[op.step] - 1
+        step_left[op.step] = left
         if not left:
-            log.step_end[step] = now
-            log.snapshots[step] = {t: o.integral_at(now) for t, o in occupancy.items()}
+            _step_ended(log, op.step, now, occupancy)
     log.events += timers
     log.rising = True  # each op began at the end before it, and no op ends before it begins
     net.wakeups += wakeups
@@ -112,28 +119,32 @@ def run_chain(engine: Any) -> Any:
     return log
 
 
-def _collective(op: Any, now: float, capacity: float, spans_of: dict, busy: Any) -> float:
-    """When collective `op`, begun at `now`, lands: `Channel.start`'s plan for a flow alone
-    on its channel (a flow of no bytes: `_nothing_to_move`'s timer), its busy span merged
-    into the channel's and ANY's lists as `Channel._landed` merges it."""
-    nbytes, delay = op.nbytes, op.latency
-    if nbytes <= 0:
-        return now + delay
-    begin = now + delay if delay > 0 else now
-    soonest = float(nbytes) / capacity
-    if begin > now:
-        soonest += begin - now
-    if not soonest > 0.0:
-        soonest = 0.0
-    end = now + soonest
-    if end > begin:
-        name = op.resource.channel
-        spans = spans_of.get(name)
-        if spans is None:  # made at its first span, as the channel's (the log's order)
-            spans = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
-        merge_span(spans[0], begin, end)
-        merge_span(spans[1], begin, end)
-    return end
+def _holding(recorder: Any, occupancy: dict) -> None:
+    """The recorder told what each tier holds before anything moves."""
+    if recorder is not None:
+        for tier, occ in occupancy.items():
+            recorder.memory(tier, 0.0, occ.current)
+
+
+def _step_ended(log: Any, step: int, now: float, occupancy: dict) -> None:
+    """Step `step`'s last op ended at `now`: its end, and each tier's integral then."""
+    log.step_end[step] = now
+    log.snapshots[step] = {t: o.integral_at(now) for t, o in occupancy.items()}
+
+
+def _landed(op: Any, begin: float, end: float, spans_of: dict, busy: Any) -> None:
+    """[begin, end) merged into `op`'s channel's busy spans and ANY's, as `merge_span`
+    merges it (one call for both: a blocking collective is an op in three)."""
+    name = op.resource.channel
+    both = spans_of.get(name)
+    if both is None:  # made at its first span, as the channel's (the log's order)
+        both = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
+    for spans in both:
+        if spans and begin <= spans[-1][1]:
+            first = spans[-1][0]
+            spans[-1] = (begin if begin < first else first, end)
+        else:
+            spans.append((begin, end))
 
 
 def _occupy(occupancy: dict, changes, now: float, sign: int, recorder) -> None:

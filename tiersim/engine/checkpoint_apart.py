@@ -115,10 +115,16 @@ def _apart(
     update could start (module docstring). The next step would start each op at the
     training's end (`run.trained`) plus its start in the plain run. `ck`: the checkpoint's
     ops and its run's peak per tier."""
+    if not late:
+        return True  # nothing of the checkpoint outlasts the training
     crossed: dict[tuple, tuple] = {}
     theirs = [(op, end, *_resources(topo, op, crossed)) for op, end in late]
     wanted = {u for _, _, rs, ts in theirs for u in (*rs, *(t for t, _ in ts))}
-    first_use, update = _first_uses(topo, run, wanted, crossed)
+    # only a use or an update starting before the last late op's end (from the training's
+    # end) can fail a check below; a margin far over round-off keeps every one that could
+    last = max(end for _, end in late) - run.trained
+    limit = last + 1e-9 * (abs(last) + abs(run.trained))
+    first_use, update = _first_uses(topo, run, wanted, crossed, limit)
     staging, trained = res.execution.checkpoint.staging, run.trained
     shared: dict[str, float] = {}  # tiers the next step changes while a late op holds bytes
     for op, end, resources, tiers in theirs:
@@ -133,14 +139,19 @@ def _apart(
 
 
 def _first_uses(
-    topo: Topology, run: PlainRun, wanted: set, crossed: dict[tuple, tuple]
+    topo: Topology, run: PlainRun, wanted: set, crossed: dict[tuple, tuple], limit: float
 ) -> tuple[dict, float]:
     """When the plain step first uses each of `wanted` (resources, ("tier", name)), from its
-    start, and when its first update starts (what a snapshot must end before)."""
+    start, and when its first update starts (what a snapshot must end before), among the ops
+    that start before `limit` s (a use at or after `limit` reads as none, which no check of
+    `_apart` tells apart)."""
     first_use: dict = {}
     update = math.inf
     move, comm, sync, optimizer = OpKind.MOVE, OpKind.COMM, OpKind.SYNC, Role.OPTIMIZER
-    for op, start in zip(run.ops, run.starts, strict=True):  # one op after another, lean
+    ops, starts = run.ops, run.starts
+    early = [i for i, start in enumerate(starts) if start < limit]
+    for i in early:  # one op after another, lean
+        op, start = ops[i], starts[i]
         kind, used = op.kind, ()
         if kind is move:
             key = (op.src, op.dst, op.nbytes)

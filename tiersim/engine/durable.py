@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from tiersim.engine.core import Engine, RunLog
-from tiersim.engine.metrics import in_flight_added_s, link_busy_s, moved
+from tiersim.engine.metrics import Rows, in_flight_added_s, link_busy_s, moved, of_role
 from tiersim.engine.ops import OpKind, Role
 from tiersim.engine.results import MAX_STEADY_STEPS, CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share, shares, split_of
@@ -63,12 +63,13 @@ def _checkpoint_windows(schedule, log) -> dict[int, tuple[float, float]]:
     starts once its deps are done, its staging allocated at once) and last one's end (its
     last byte durable). Moves only: the checkpoint's JOIN on the previous checkpoint's
     drains "starts" when that one ends, which would measure every-step checkpoints from the
-    previous one's end (the whole period) instead of from their own snapshot."""
+    previous one's end (the whole period) instead of from their own snapshot. Read from
+    the checkpoint's ops alone (`of_role`)."""
     windows: dict[int, tuple[float, float]] = {}
-    for i, op in enumerate(schedule.ops):
-        if op.role is Role.CHECKPOINT and op.kind is OpKind.MOVE:
-            start, end = windows.get(op.step, (math.inf, -math.inf))
-            windows[op.step] = (min(start, log.start[i]), max(end, log.end[i]))
+    for op, start, end in zip(*of_role(schedule.ops, log, Role.CHECKPOINT), strict=True):
+        if op.kind is OpKind.MOVE:
+            first, last = windows.get(op.step, (math.inf, -math.inf))
+            windows[op.step] = (min(first, start), max(last, end))
     return windows
 
 
@@ -250,8 +251,9 @@ def checkpoint_run(
     schedule, engine, window, base_busy = run_figures
     write_s, stall_s, noise_s = seconds
     per_class = shares(res, setup.wl.units)
-    links, read, written = moved(setup.topo, schedule.ops, step, roles=(Role.CHECKPOINT,))
-    added, flying = _added_link_time(engine, window, base_busy)
+    mine = of_role(schedule.ops, engine.log, Role.CHECKPOINT)  # what both passes below read
+    links, read, written = moved(setup.topo, mine[0], step, roles=(Role.CHECKPOINT,))
+    added, flying = _added_link_time(engine, window, base_busy, mine)
     return CheckpointRun(
         interval_steps=None,
         bytes=sum(per_class.values()),
@@ -272,14 +274,14 @@ def checkpoint_run(
 
 
 def _added_link_time(
-    engine: Engine, window: tuple[float, float] | None, base_busy: dict[str, float]
+    engine: Engine, window: tuple[float, float] | None, base_busy: dict[str, float], mine: Rows
 ) -> tuple[dict[str, float], dict[str, float]]:
     """What the checkpoint adds to each link's busy time (over the baseline run's: its
     transfers overlapping others' add only the part not already busy) and in-flight time
-    (over its own run's other transfers: no baseline run needed)."""
+    (over its own run's other transfers: no baseline run needed). `mine`: its ops."""
     busy = link_busy_s(engine, window)
     added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
-    return added, in_flight_added_s(engine, window, Role.CHECKPOINT)
+    return added, in_flight_added_s(engine, window, Role.CHECKPOINT, mine)
 
 
 def _settled(

@@ -128,6 +128,14 @@ def _exact(record_type: type) -> frozenset[str]:
     return frozenset(name for name, _, ftype in _declared(record_type) if ftype in counts)
 
 
+@functools.cache
+def _walked(record_type: type) -> tuple[tuple[str, Figure, str], ...]:
+    """`figures` of a record class with each one's `kind`, worked out once a class: the
+    extrapolation's walks below ask for them every run (a field without a figure is the
+    same error as `figures` raises)."""
+    return tuple((name, fig, kind(record_type, name, fig)) for name, fig in figures(record_type))
+
+
 def kind(record: Any, name: str, fig: Figure) -> str:
     """How the repetition test judges the figure: "n" exactly, else "s" or fig.kind."""
     if fig.kind is not None:
@@ -173,19 +181,18 @@ def additive(record: Any, spans: dict[str, float], path: tuple = ()) -> dict[Key
     (`spans`: the step's time and what the run measured beside it), the EACH records'
     likewise."""
     out: dict[Key, float] = {}
-    for name, fig in figures(record):
+    for name, fig, k in _walked(type(record)):
         value, key = getattr(record, name), (*path, name)
         if fig.rule is Rule.EACH:
             for each, sub in value.items():
                 out.update(additive(sub, spans, (*key, each)))
         elif fig.rule is Rule.PER_PERIOD:
-            k = kind(record, name, fig)
             if isinstance(value, dict):
                 out.update(((k, *key, d), v) for d, v in value.items())
             else:
                 out[(k, *key)] = value
         elif fig.rule is Rule.MEAN:
-            out[(kind(record, name, fig), *key)] = (value or 0.0) * spans[fig.over]
+            out[(k, *key)] = (value or 0.0) * spans[fig.over]
     return out
 
 
@@ -194,9 +201,8 @@ def rebuilt(record: Any, values: dict[Key, float], spans: dict[str, float], path
     MEAN figures their integral over the new span (as they were where that is 0), its SHARE
     figures recomputed over the new step time; the rest as they were."""
     changes: dict[str, Any] = {}
-    for name, fig in figures(record):
+    for name, fig, k in _walked(type(record)):
         value, key = getattr(record, name), (*path, name)
-        k = kind(record, name, fig)
         if fig.rule is Rule.EACH:
             changes[name] = {e: rebuilt(r, values, spans, (*key, e)) for e, r in value.items()}
         elif fig.rule is Rule.PER_PERIOD and isinstance(value, dict):
@@ -221,7 +227,7 @@ def held(record: Any, path: tuple = ()) -> dict[tuple, Any]:
     """The figures that must not change with the micro-batch count (CONSTANT, PEAK), flat by
     path, the EACH records' likewise."""
     out: dict[tuple, Any] = {}
-    for name, fig in figures(record):
+    for name, fig, _ in _walked(type(record)):
         value, key = getattr(record, name), (*path, name)
         if fig.rule is Rule.EACH:
             for each, sub in value.items():

@@ -102,9 +102,8 @@ class Watch:
             return None
         if not all(map(len, map(_DEPS, ops[n:]))):
             return None  # an extra op waiting for nothing: it starts at time 0
-        # the extra ops waiting for a plain op: each one's lowest dep below n (n added: none)
-        lowest = map(min, map(operator.add, map(_DEPS, ops[n:]), itertools.repeat((n,))))
-        plain_deps = map(operator.lt, lowest, itertools.repeat(n))
+        # the extra ops waiting for a plain op: each one's lowest dep below n (each has one)
+        plain_deps = map(operator.lt, map(min, map(_DEPS, ops[n:])), itertools.repeat(n))
         mixed = [*differ, *itertools.compress(range(n, len(ops)), plain_deps)]
         candidates = differ + [j for j in mixed if j >= n and max(ops[j].deps) < n]
         needs = set(map(functools.partial(_timed_before, mine), {ops[j].deps for j in candidates}))
@@ -179,7 +178,7 @@ def _transplant(a: Engine, b: Engine, watch: Watch) -> bool:
     queue, in_flight = _queue(a, b)
     if not queue:
         return False
-    n, ops, waiting = len(a.schedule.ops), b.schedule.ops, b.graph()[0]
+    n, ops, waiting = len(a.schedule.ops), b.schedule.ops, _graph(a, b, watch)
     ended = [*map(operator.not_, a.waiting), *itertools.repeat(False, len(ops) - n)]
     for i in in_flight:
         ended[i] = False
@@ -197,6 +196,26 @@ def _transplant(a: Engine, b: Engine, watch: Watch) -> bool:
     }
     b._plans, b._alone_sets, b._timers = dict(a._plans), dict(a._alone_sets), a._timers
     return _network(a, b, queue)
+
+
+def _graph(a: Engine, b: Engine, watch: Watch) -> list[int]:
+    """`b`'s dependency graph (Engine.graph) from `a`'s where `b`'s first ops are `a`'s
+    (none differs): `a`'s list of each op's dependents, with the extra ops' appended (in
+    index order, as `graph.dependency_graph` has them); a list neither gains is shared, as
+    no run changes one. Its wait counts (`b.waiting`), before the caller sets them."""
+    n, ops = len(a.schedule.ops), b.schedule.ops
+    if (watch.mixed and watch.mixed[0] < n) or a.dependents is None or b.ordered:
+        return b.graph()[0]
+    dependents, grown = a.dependents + [[] for _ in range(n, len(ops))], set()
+    for j in range(n, len(ops)):
+        for d in ops[j].deps:
+            if d < n and d not in grown:
+                grown.add(d)
+                dependents[d] = [*dependents[d], j]
+            else:
+                dependents[d].append(j)
+    b.waiting, b.dependents = list(map(len, map(_DEPS, ops))), dependents
+    return b.waiting
 
 
 def _queue(a: Engine, b: Engine) -> tuple[list | None, set[int]]:

@@ -6,6 +6,7 @@ offloaded and fetched back, gradients written home, reduced and read back to acc
 
 from __future__ import annotations
 
+from tiersim.engine import schedule_resident
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.param_swap import ParamSwapIn
@@ -375,6 +376,8 @@ class TrainingPasses:
         waits = self.c.wl.bubble_s - self.c.wl.bubble_after_s
         marks: list[int] = []
         self.order_starts.append(marks)
+        if schedule_resident.applies(self):  # nothing moves: the same ops, built directly
+            return schedule_resident.build(self, step, order, waits, marks)
         ops, chunks, last = self.ops, self.c.wl.chunks, len(order) - 1
         forward, backward, offload = self.forward, self.backward, self.offload_activations
         for k, op in enumerate(order):

@@ -9,7 +9,7 @@ from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
 from tiersim.engine import steady
-from tiersim.engine.checkpoint_apart import PlainRun, measure_apart, staging_homed
+from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN, PlainRun, measure_apart, staging_homed
 from tiersim.engine.core import Recorder
 from tiersim.engine.durable import (
     checkpoint_baseline,
@@ -198,7 +198,7 @@ def _measured(
         res,
         setup,
         first_checkpointed(res, measured) if checkpointed else None,
-        _ahead(res, steps),
+        _ahead(res, steps, keep is not None),
     )
     schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     result = measure(
@@ -227,12 +227,14 @@ def _measured(
     return result, repetition, checkpoint
 
 
-def _ahead(res: Resolved, steps: int) -> tuple[int, frozenset[int]] | None:
+def _ahead(res: Resolved, steps: int, apart: bool) -> tuple[int, frozenset[int]] | None:
     """The checkpoint run asked for after a plain run of one step (steps independent), which
     the plain run is watched for (tiersim.engine.runs.Runs): the first of
-    `measure_checkpoint`'s runs, the step with its checkpoint and the next one. (An async
-    checkpoint measured apart is asked for from a plain run without one: its step up to the
-    first checkpoint move costs about what watching and copying do, docs/speed.md.)"""
+    `measure_checkpoint`'s runs, the step with its checkpoint and the next one; or, for the
+    plain run of an async checkpoint measured apart (`apart`), that step with its checkpoint
+    (checkpoint_apart.CHECKPOINT_RUN), resumed where its first checkpoint op may start."""
+    if apart:
+        return CHECKPOINT_RUN
     if steps != 1 or not res.execution.checkpoint_simulated:
         return None
     return first_run_after_one_step(res)

@@ -22,6 +22,7 @@ from tiersim.frameworks.deepspeed import read_deepspeed
 from tiersim.frameworks.detect import ConfigFile, read_config
 from tiersim.frameworks.mapping import PENDING, Mapped, as_yaml
 from tiersim.frameworks.megatron import read_megatron
+from tiersim.frameworks.megatron_vocab import bridge_keeps_vocab
 from tiersim.frameworks.torchtitan import read_torchtitan
 from tiersim.frameworks.values import ValueProblem
 
@@ -79,6 +80,8 @@ def _recipe_model(config: ConfigFile, mapped: Mapped, hf_config: bool) -> Mapped
     """A Megatron-Bridge recipe's model (AutoBridge.from_hf_pretrained) as the tiersim preset
     of that name, and what reading the recipe left out."""
     mapped.notes.extend(config.notes)
+    if config.hf_model is not None:
+        bridge_keeps_vocab(mapped, f"cfg.model ({config.hf_model})")
     if config.hf_model is None or hf_config:
         return mapped
     from tiersim.config.presets import preset_names

@@ -4,12 +4,12 @@ config onto the scenario's keys.
 Megatron-LM's defaults where a flag is absent, each as its arguments.py sets it: biases on
 (--disable-bias-linear turns them off), embeddings tied (--untie-embeddings-and-output-
 weights), LayerNorm, learned absolute positions, ffn_hidden_size 4 x hidden (swiglu:
-int(4h x 2/3 / 64) x 64), kv_channels hidden / heads, the vocabulary padded to a multiple of
---make-vocab-size-divisible-by (128) x tensor-parallel size, gradients reduced after backward
-unless --overlap-grad-reduce, Adam with decoupled weight decay. With --bf16 the gradients are
-accumulated and all-reduced in fp32 unless --grad-reduce-in-bf16; the optimizer keeps fp32
-master weights under --bf16 or --fp16. The data-parallel size is the world size (torchrun's
---nproc_per_node x --nnodes, or --gpus) over tensor x pipeline x context.
+int(4h x 2/3 / 64) x 64), kv_channels hidden / heads, the tokenizer's vocabulary padded to a
+multiple of --make-vocab-size-divisible-by (128) x tensor size (megatron_vocab.py), gradients
+reduced after backward unless --overlap-grad-reduce, Adam with decoupled weight decay. With
+--bf16 the gradients are accumulated and all-reduced in fp32 unless --grad-reduce-in-bf16; the
+optimizer keeps fp32 master weights under --bf16 or --fp16. The data-parallel size is the world
+size (torchrun's --nproc_per_node x --nnodes, or --gpus) over tensor x pipeline x context.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from tiersim.frameworks.arglist import Flag, parse_args
 from tiersim.frameworks.bridge import bridge_flags
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.megatron_fusion import fp8_settings, loss_fusion
+from tiersim.frameworks.megatron_vocab import tokenizer_vocab, vocab_divisor
 from tiersim.frameworks.values import ValueProblem, integer, number, text
 
-GPT2_VOCAB = 50257  # the GPT-2 BPE vocabulary (gpt2-vocab.json) Megatron's GPT examples use
 LAUNCHER = {"nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "node-rank",
             "master_addr", "master-addr", "master_port", "master-port", "rdzv_endpoint",
             "rdzv_backend", "rdzv_id"}  # fmt: skip
@@ -93,6 +93,7 @@ def read_megatron(content: Any, source: str, hf_config: bool) -> Mapped:
     _batch(args, out)
     _precision(args, out)
     _recompute(args, out)
+    vocab_divisor(args, out)
     if hf_config:
         _superseded(args, out)
     else:
@@ -293,8 +294,8 @@ _MODEL_FLAGS = ("num-layers", "hidden-size", "num-attention-heads", "ffn-hidden-
                 "max-position-embeddings", "swiglu", "untie-embeddings-and-output-weights",
                 "normalization", "position-embedding-type", "disable-bias-linear",
                 "add-qkv-bias", "attention-dropout", "hidden-dropout", "num-experts",
-                "moe-router-topk", "moe-ffn-hidden-size", "make-vocab-size-divisible-by",
-                "vocab-file", "tokenizer-type")  # fmt: skip
+                "moe-router-topk", "moe-ffn-hidden-size", "vocab-file",
+                "tokenizer-type")  # fmt: skip
 
 
 def _superseded(args: _Args, out: Mapped) -> None:
@@ -321,7 +322,7 @@ def _model(args: _Args, out: Mapped) -> None:
     head_dim = args.integer("kv-channels")
     if head_dim is not None and head_dim * heads != hidden:
         model["head_dim"] = head_dim
-    model["vocab"] = _vocab(args, out)
+    model["vocab"] = tokenizer_vocab(args)  # padded as the framework pads it, at resolve
     positions = args.integer("max-position-embeddings")
     kind = args.value("position-embedding-type") or "learned_absolute"
     model["position"] = {"learned_absolute": "learned", "rope": "rope", "none": "none"}.get(kind)
@@ -351,25 +352,3 @@ def _model(args: _Args, out: Mapped) -> None:
             model["expert_ffn_hidden"] = ffn
     for key, value in model.items():
         out.put(f"model.{key}", value, "(model flags)")
-
-
-def _vocab(args: _Args, out: Mapped) -> int:
-    given = args.integer("vocab-size")
-    tokenizer = args.value("tokenizer-type")
-    args.has("vocab-file")
-    if given is None:
-        if tokenizer not in (None, "GPT2BPETokenizer"):
-            raise ValueProblem(
-                "--vocab-size",
-                f"absent, and the vocabulary of --tokenizer-type {tokenizer} is not known "
-                "here (expected --vocab-size N, or --hf-config)",
-            )
-        given = GPT2_VOCAB
-    multiple = (args.integer("make-vocab-size-divisible-by") or 128) * out.values["parallel.tensor"]
-    padded = -(-given // multiple) * multiple
-    out.note(
-        "--vocab-size",
-        f"{given} padded to {padded}, a multiple of {multiple} (make-vocab-size-divisible-by "
-        "x tensor-parallel size), as Megatron-LM pads it",
-    )
-    return padded

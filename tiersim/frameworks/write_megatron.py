@@ -18,11 +18,14 @@ def _megatron_model(s: Scenario) -> list[str]:
         f"--hidden-size {m.hidden}",
         f"--num-attention-heads {m.heads}",
         f"--ffn-hidden-size {m.ffn_hidden}",
-        f"--vocab-size {m.vocab}",
+        f"--vocab-size {m.vocab}",  # the tokenizer's: Megatron-LM pads it
         f"--normalization {'RMSNorm' if m.norm == 'rmsnorm' else 'LayerNorm'}",
         "--position-embedding-type "
         + {"learned": "learned_absolute", "rope": "rope", "none": "none"}[m.position],
     ]
+    divisor = s.training.make_vocab_size_divisible_by
+    if divisor is not None:
+        flags.append(f"--make-vocab-size-divisible-by {divisor}")
     if m.max_positions is not None:
         flags.append(f"--max-position-embeddings {m.max_positions}")
     if m.kv_heads and m.kv_heads != m.heads:

@@ -101,9 +101,19 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
 
+def _storages(t: torch.Tensor) -> list:
+    """The storages behind (the local shard of) `t`; a tensor subclass's (torchao's
+    OptimState8bit: its codes, scale and map), those of the tensors it is made of."""
+    t = _local(t)
+    if hasattr(t, "__tensor_flatten__"):
+        names, _ = t.__tensor_flatten__()
+        return [st for name in names for st in _storages(getattr(t, name))]
+    return [t.untyped_storage()]
+
+
 def _stored(tensors) -> int:
     """Bytes of the distinct storages behind the (local shards of) `tensors`."""
-    storages = [_local(t).untyped_storage() for t in tensors]
+    storages = [st for t in tensors for st in _storages(t)]
     return sum({st.data_ptr(): st.nbytes() for st in storages}.values())
 
 

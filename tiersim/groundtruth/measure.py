@@ -72,8 +72,8 @@ from tiersim.groundtruth.measure_request import (
 )
 from tiersim.state.classes import PLACED
 from tiersim.state.inventory import build_inventory
-from tiersim.state.model import Transformer, build_model
-from tiersim.state.resolved import resolve
+from tiersim.state.model import Transformer
+from tiersim.state.resolved import padded_model, resolve
 
 CLASSES = PLACED  # what a real training step holds and measure compares (no workspace)
 
@@ -176,7 +176,7 @@ def check_fits(torch: Any, s: Scenario, device: str) -> None:
 def train_and_measure(torch: Any, s: Scenario, req: Request, device: str) -> dict[str, Any]:
     from tiersim.groundtruth import torchmodels as tm
 
-    model = build_model(s.model)
+    model = padded_model(s)  # the embedding and head as the framework pads them
     assert isinstance(model, Transformer)
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[req.dtype]
     shape = (s.training.micro_batch_size, s.seq_len)

@@ -16,6 +16,7 @@ from tiersim.groundtruth.measure_request import (
 )
 from tiersim.state.activations import Accounting, accounting_for, layer_bytes, outside_items
 from tiersim.state.model import Transformer, build_model
+from tiersim.state.optimizers import optimizer as optimizer_named
 
 
 def _hf_accounting(s: Scenario, device: str) -> tuple[Transformer, Accounting]:
@@ -69,7 +70,8 @@ def step_peak_prediction(s: Scenario, device: str) -> int:
     return predicted_timeline(s, device).peak_allocated_bytes
 
 
-FSDP_STEP_OPTIMIZERS = ("adamw", "adam", "muon")  # measured under FSDP2 (tests/test_fsdp2_step.py)
+# measured under FSDP2 (tests/test_fsdp2_step.py)
+FSDP_STEP_OPTIMIZERS = ("adamw", "adam", "muon", "adamw8bit")
 
 
 def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
@@ -79,15 +81,22 @@ def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
     if not low <= world <= 16:
         raise invalid("--fsdp", f"{world} ranks (expected {low} to 16 processes on this host)")
     if req.implementation == "huggingface":
-        # torch.optim.Muon steps FSDP2's DTensors (state/muon_sharded.py); bitsandbytes'
-        # AdamW8bit cannot (docs/muon-fsdp.md)
+        # torch.optim.Muon steps FSDP2's DTensors (state/muon_sharded.py); 8-bit AdamW is
+        # torchao's on them, in fp32 only (docs/muon-fsdp.md)
         if req.optimizer not in FSDP_STEP_OPTIMIZERS:
             expected = " or ".join(FSDP_STEP_OPTIMIZERS)
             raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected {expected})")
+        why = optimizer_named(req.optimizer).dtensor_refusal(req.dtype)
+        if why:
+            raise invalid(
+                "--dtype", f"{req.dtype} with --fsdp and {req.optimizer}: {why} (expected fp32)"
+            )
         return _fsdp_step(req, world)
     if req.optimizer not in ("adamw", "adam"):
-        also = "; muon with --implementation huggingface" if req.optimizer == "muon" else ""
-        expected = f"expected adamw or adam{also}"  # Muon steps transformers' model only
+        # Muon and torchao's 8-bit AdamW step transformers' model only
+        huggingface = req.optimizer in FSDP_STEP_OPTIMIZERS
+        also = f"; {req.optimizer} with --implementation huggingface" if huggingface else ""
+        expected = f"expected adamw or adam{also}"
         raise invalid("optimizer", f"{req.optimizer!r} with --fsdp ({expected})")
     scenario = prediction_scenario(req)
     import_torch()

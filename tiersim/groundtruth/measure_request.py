@@ -100,7 +100,7 @@ def _scenario(req: Request, fsdp: int | None = None) -> Scenario:
         if value not in allowed:
             expected = ", ".join(allowed)
             raise invalid(name, f"{value!r} is not one of: {expected}")
-    why = optimizer_named(req.optimizer).missing()
+    why = optimizer_named(req.optimizer).missing(dtensors=fsdp is not None)
     if why:
         raise invalid("optimizer", f"{req.optimizer}: {why}")
     training: dict[str, Any] = {

@@ -1,8 +1,10 @@
 """Ground truth for Muon's step on FSDP2's sharded parameters: torch.optim.Muon (torch 2.13)
-stepping one weight under `fully_shard` (a DTensor sharded on its rows) on W gloo CPU ranks,
-its allocations recorded with the profiler's memory events as the step's ground truth records
-a whole step (step_timeline.py), the collectives DTensor runs for it counted by name, and the
-FLOPs of its matrix multiplications on the rank (the profiler's, of the local matmuls).
+stepping weights under `fully_shard` (DTensors sharded on their rows) on W gloo CPU ranks: one
+weight, or a layer's, with the shapes its nn.Linear modules have. Its allocations recorded with
+the profiler's memory events as the step's ground truth records a whole step
+(step_timeline.py), the collectives DTensor runs counted by name and by the bytes of the tensor
+each is given (the profiler's shapes and dtypes of gloo's events), and the FLOPs of its matrix
+multiplications on the rank (the profiler's, of the local matmuls).
 Compared with state/muon_sharded.py by tests/test_muon_sharded.py.
 
 DTensor's collectives are functional collectives (`_c10d_functional`), which gloo runs on a
@@ -19,10 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -39,6 +43,7 @@ from tiersim.groundtruth.fsdp2 import free_port
 WORKER_LETS_GO_S = 0.002  # the worker drops a collective's tensors within microseconds
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 MATMULS = ("aten::mm", "aten::addmm")
+ELEMENT_BYTES = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8}  # kineto's names
 
 
 @contextlib.contextmanager
@@ -60,23 +65,59 @@ def settled_collectives() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class MuonStep:
-    """Rank 0's recorded Muon step of one rows x cols weight."""
+    """Rank 0's recorded Muon step of one or more weights."""
 
     peak_bytes: int  # the most its transients held at once (beyond weights, grads, state)
     left_bytes: int  # what it left allocated (0: every free seen)
     collectives: dict[str, int]  # gloo's collectives by name (all_gather, all_reduce)
     matmul_flops: float  # the profiler's FLOPs of the local matmuls
+    # [name, bytes of the rank's tensor (an all-gather's shard), calls], by name and size
+    collective_sizes: list[list] = field(default_factory=list)
 
 
-def _record(rows: int, cols: int, dtype: str) -> MuonStep:
+Shapes = tuple[tuple[int, int], ...]  # weights' [out, in], as nn.Linear holds them
+
+
+def _memory_peak(prof) -> tuple[int, int]:
+    """(peak, left) of the recorded thread's allocations, in the order they happened."""
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    current = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        current += e.nbytes()
+        peak = max(peak, current)
+    return peak, current
+
+
+def _collectives(prof) -> tuple[dict[str, int], list[list]]:
+    """gloo's collectives by name, and by name and the bytes of the tensor each was given."""
+    names: Counter = Counter()
+    sizes: Counter = Counter()
+    for e in prof.profiler.kineto_results.events():
+        if e.name().startswith("gloo:"):
+            name = e.name()[5:]
+            shape, dtype = e.shapes()[0], e.dtypes()[0]
+            names[name] += 1
+            sizes[name, math.prod(shape) * ELEMENT_BYTES[dtype]] += 1
+    return dict(names), [[n, b, k] for (n, b), k in sorted(sizes.items())]
+
+
+def _sharded_weights(shapes: Shapes, dtype: str) -> list:
+    """One `fully_shard` group of bias-free linear layers, their gradients set (DTensors)."""
     torch.manual_seed(0)
-    layer = torch.nn.Linear(cols, rows, bias=False).to(DTYPES[dtype])
-    fully_shard(layer)
-    weight = layer.weight
-    grad = torch.randn(rows, cols, dtype=DTYPES[dtype])
-    weight.grad = distribute_tensor(grad, weight.device_mesh, weight.placements)
-    optimizer = torch.optim.Muon([weight], lr=1e-3)
-    optimizer.step()  # warm-up: the momentum buffer exists
+    layers = torch.nn.Sequential(
+        *(torch.nn.Linear(i, o, bias=False).to(DTYPES[dtype]) for o, i in shapes)
+    )
+    fully_shard(layers)
+    weights = [layer.weight for layer in layers]
+    for w in weights:
+        grad = torch.randn(*w.shape, dtype=DTYPES[dtype])
+        w.grad = distribute_tensor(grad, w.device_mesh, w.placements)
+    return weights
+
+
+def _record(shapes: Shapes, dtype: str) -> MuonStep:
+    optimizer = torch.optim.Muon(_sharded_weights(shapes, dtype), lr=1e-3)
+    optimizer.step()  # warm-up: the momentum buffers exist
     with (
         settled_collectives(),
         profile(
@@ -87,15 +128,8 @@ def _record(rows: int, cols: int, dtype: str) -> MuonStep:
         ) as prof,
     ):
         optimizer.step()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    current = peak = 0
-    for e in sorted(events, key=lambda e: e.start_ns()):
-        current += e.nbytes()
-        peak = max(peak, current)
-    collectives: dict[str, int] = {}
-    for e in prof.events():
-        if e.name.startswith("gloo:"):
-            collectives[e.name[5:]] = collectives.get(e.name[5:], 0) + 1
+    peak, left = _memory_peak(prof)
+    names, sizes = _collectives(prof)
     # the local matmuls, on plain tensors: DTensor's own (global shapes) run them inside
     # its dispatch (a `PythonSubclass` range)
     flops = sum(
@@ -103,7 +137,7 @@ def _record(rows: int, cols: int, dtype: str) -> MuonStep:
         for e in prof.events()
         if e.name in MATMULS and not any(c.name == "PythonSubclass" for c in e.cpu_children)
     )
-    return MuonStep(peak, current, collectives, float(flops))
+    return MuonStep(peak, left, names, float(flops), sizes)
 
 
 def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
@@ -112,7 +146,7 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
     try:
-        got = [_record(*job).__dict__ for job in jobs]
+        got = [_record(tuple(map(tuple, shapes)), dtype).__dict__ for shapes, dtype in jobs]
         if rank == 0:
             Path(out, "rank0.json").write_text(json.dumps(got))
         dist.barrier()
@@ -120,9 +154,10 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
         dist.destroy_process_group()
 
 
-def record_muon_steps(jobs: list[tuple[int, int, str]], world: int) -> list[MuonStep]:
-    """Rank 0's recorded Muon step of each (rows, cols, dtype) weight on `world` gloo ranks,
-    forked once for them all."""
+def record_muon_steps(jobs: list[tuple[Shapes, str]], world: int) -> list[MuonStep]:
+    """Rank 0's recorded Muon step of each job's (weights' [out, in] shapes, dtype) on
+    `world` gloo ranks, all of a job's weights in one `fully_shard` group and one
+    torch.optim.Muon, forked once for them all."""
     with tempfile.TemporaryDirectory(prefix="tiersim-muon-") as out:
         args = (world, free_port(), out, jobs)
         mp.start_processes(_worker, args=args, nprocs=world, join=True, start_method="fork")

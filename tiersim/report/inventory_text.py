@@ -8,6 +8,7 @@ engine.
 from __future__ import annotations
 
 from tiersim.config.schema import Scenario
+from tiersim.config.vocab_padding import padding_note
 from tiersim.core.units import fmt_bytes, fmt_count
 from tiersim.report.host_memory import host_section, host_text
 from tiersim.report.inventory_note import inflight_text, split_note
@@ -65,8 +66,10 @@ def inventory_tables(s: Scenario, inv: Inventory, host: HostTimeline | None = No
     uses host memory (engine/host_memory.py, built by the caller)."""
     columns, rows = _class_rows(s, inv)
     par = s.parallel
+    vocab = padding_note(s)  # the tokenizer's vocabulary and the framework's padded one
     head = (
-        f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}); "
+        f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}"
+        f"{'; ' + vocab if vocab else ''}); "
         f"per GPU = stage {inv.stage} of pipeline {par.pipeline}, tensor {par.tensor}, "
         f"data {par.data}{_context(s)}{_experts(s)}, {_sharding(s, inv)}; "
         f"{inflight_text(inv)}"

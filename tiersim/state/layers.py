@@ -16,7 +16,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Matrix:
-    """`count` parameter tensors of shape (rows, cols); cols == 1 for vectors."""
+    """`count` parameter tensors of shape (rows, cols); cols == 1 for vectors. A weight's
+    shape is [in, out] (y = x W), the transpose of PyTorch's nn.Linear [out, in], except the
+    MLP's down projection, kept in its gate's and up's shape (h, f) though it maps f to h:
+    nn.Linear holds it [h, f] (`down_every`)."""
 
     rows: int
     cols: int
@@ -31,10 +34,20 @@ class Matrix:
     # held in tensors of 3 dimensions (transformers 5's fused experts, under implementation:
     # huggingface), which torch.optim.Muon refuses: Muon leaves them to AdamW
     fused: bool = False
+    # 1 of every `down_every` of the `count` tensors is an MLP's down projection (3: gate, up
+    # and down; 2: up and down; 0: none), whose nn.Linear weight is [rows, cols], not [cols, rows]
+    down_every: int = 0
 
     @property
     def size(self) -> int:
         return self.rows * self.cols * self.count
+
+    def linear_shapes(self) -> tuple[tuple[int, int, int], ...]:
+        """(out, in, tensors) of these weights as PyTorch's nn.Linear holds them, [out, in]:
+        the orientation FSDP2 shards (dim 0) and torch.optim.Muon transposes (out > in)."""
+        down = self.count // self.down_every if self.down_every else 0
+        shapes = ((self.cols, self.rows, self.count - down), (self.rows, self.cols, down))
+        return tuple(s for s in shapes if s[2])
 
 
 @dataclass(frozen=True)
@@ -86,7 +99,8 @@ class Latent:
 
 def mlp_matrices(h: int, f: int, gated: bool, bias: bool) -> list[Matrix]:
     """A dense MLP of width f: up (and gate) column-parallel, down row-parallel."""
-    mats = [Matrix(h, f, 3 if gated else 2)]
+    per = 3 if gated else 2
+    mats = [Matrix(h, f, per, down_every=per)]
     if bias:
         mats += [Matrix(f, 1, 2 if gated else 1), Matrix(h, 1, tensor_split=False)]
     return mats
@@ -97,7 +111,8 @@ def moe_matrices(h: int, moe: Moe, gated: bool, bias: bool) -> list[Matrix]:
     MLP of width shared x shared_ffn_hidden (as DeepSeek builds them; biases as a dense MLP's),
     and Qwen2-MoE's one-output shared-expert gate."""
     mats = [Matrix(h, moe.experts, tensor_split=False, fp32=moe.groups is not None)]
-    mats.append(Matrix(h, moe.ffn_hidden, (3 if gated else 2) * moe.experts, expert=True))
+    per = 3 if gated else 2  # an expert's gate (gated), up and down projections
+    mats.append(Matrix(h, moe.ffn_hidden, per * moe.experts, expert=True, down_every=per))
     if moe.shared:
         mats += mlp_matrices(h, moe.shared * moe.shared_ffn_hidden, gated, bias)
     if moe.shared_gate:

@@ -198,7 +198,8 @@ class Transformer(TransformerShape):
             "heads": self.heads,
             "kv_heads": self.kv_heads,
             "ffn_hidden": self.ffn_hidden,
-            "vocab": self.vocab,
+            "vocab": self.tokenizer_vocab or self.vocab,
+            **({} if self.tokenizer_vocab is None else {"padded_vocab": self.vocab}),
             **self._moe_summary(),
         }
 
@@ -215,7 +216,16 @@ class Transformer(TransformerShape):
     def all_matrices(self) -> list[Matrix]:
         moe = self.moe_layers
         layer = [
-            Matrix(m.rows, m.cols, m.count * n, m.tensor_split, m.split_rows, m.expert, m.embedding)
+            Matrix(
+                m.rows,
+                m.cols,
+                m.count * n,
+                m.tensor_split,
+                m.split_rows,
+                m.expert,
+                m.embedding,
+                down_every=m.down_every,
+            )
             for kind, n in ((0, self.layers - moe), (1, moe))
             if n
             for m in self.layer_matrices(self._first_of_kind(kind))

@@ -34,7 +34,16 @@ def mtp_matrices(m: WithLastLayer) -> list[Matrix]:
     norms = Matrix(h, 1, per_norm * 3, tensor_split=False)
     one = [norms, Matrix(2 * h, h), *m.layer_matrices(m.layers - 1)]
     return [
-        Matrix(x.rows, x.cols, x.count * d, x.tensor_split, x.split_rows, x.expert) for x in one
+        Matrix(
+            x.rows,
+            x.cols,
+            x.count * d,
+            x.tensor_split,
+            x.split_rows,
+            x.expert,
+            down_every=x.down_every,
+        )
+        for x in one
     ]
 
 

@@ -22,6 +22,12 @@ matmuls need depends on which dimension the shard cuts, so on the weight's orien
   it whole on every rank (2m³ FLOPs unsplit) and its partial result is all-reduced again
   before B·X: 2 all-reduces of 2m² bytes an iteration, no gather of X.
 
+Both begin with X's norm, an all-reduce of one bf16 value. The profiler's gloo events give each
+collective's tensor (tests/test_muon_sharded.py): the all-gathers' shards, 1/W of the whole.
+A model's matrices take their orientation from nn.Linear's [out, in] (state/layers.py,
+Matrix.linear_shapes): a Llama layer's q, k, v, o and down projections gather, its gate and up
+projections (and a wide q, heads x head_dim > hidden) all-reduce.
+
 Transient bytes at the step's peak for one matrix (U: the update's shard, v B a value; X: the
 bf16 shard, 2 B a value; g: the rank's rows of the Gram matrix; G: X whole, 2mn; R: the Gram
 matrix whole, 2m²):
@@ -31,8 +37,13 @@ matrix whole, 2m²):
   the old, X gathered, the Gram matrix's and A + A·A's rows).
 - rows <= cols, CPU (gloo, oneDNN): U + 2X + 2g + 2G, at B·X, with oneDNN's packed copy of the
   gathered X (its bf16 GEMM packs the second operand; 5,120 B more, not counted).
-- rows > cols: U + 2X + 3R (the Gram matrix, A + A·A and its all-reduced copy, at B·X); on
-  the CPU U + 3X + 3R, with oneDNN's packed copy of X.
+- rows > cols: the larger of two moments. At B·X, U + 2X + 3R (the Gram matrix, A + A·A and
+  its all-reduced copy); on the CPU U + 3X + 3R, with oneDNN's packed copy of X. At A·A, U +
+  X + 4R: the Gram matrix, its all-reduced copy, A + A·A, and the last iteration's A + A·A,
+  which `gram_update` holds until this one replaces it; on the CPU U + X + 5R, with oneDNN's
+  packed copy of the Gram matrix. A·A's moment is the larger where m > n / W or so (a
+  Llama-2-7B gate projection, 11008 x 4096, on 8 ranks; measured on the CPU: 256 x 192 on 2
+  and 4 ranks).
 
 On one rank (a plain tensor, or a DTensor on one rank: no collective) the update, X, the
 new X and the Gram matrix and A + A·A: U + 2X + 2R, with oneDNN's packed copy of X on the CPU
@@ -49,7 +60,9 @@ from dataclasses import dataclass
 
 BF16 = 2  # Newton-Schulz runs in bf16 (`grad.bfloat16()`)
 NS_STEPS = 5  # torch.optim.Muon's default ns_steps
-GATHERS_PER_STEP = 3  # all-gathers per iteration, rows <= cols: X, the Gram matrix, X
+NORM_BYTES = BF16  # X.norm(): one bf16 value a rank, all-reduced (DTensor's _NormPartial)
+
+Collective = tuple[str, int, int]  # (op, bytes of the whole tensor, calls), as comm() takes it
 
 
 @dataclass(frozen=True)
@@ -88,48 +101,63 @@ class ShardedNewtonSchulz:
             if device == "cpu":
                 return update + 2 * x + 2 * gram_rows + 2 * whole
             return max(update + 2 * x + 2 * whole, update + 2 * x + 2 * gram_rows + whole)
-        gram = BF16 * m * m
-        return update + (3 if device == "cpu" else 2) * x + 3 * gram
+        gram, packed = BF16 * m * m, 1 if device == "cpu" else 0  # oneDNN's packed operand
+        return max(update + (2 + packed) * x + 3 * gram, update + x + (4 + packed) * gram)
 
     def gathered_bytes(self) -> int:
         """Bytes of the all-gathers' outputs over the step (0 where the Gram is all-reduced):
         X whole twice and the Gram matrix once an iteration."""
-        if not self.gathers:
-            return 0
-        m, n = self._mn
-        return self.steps * BF16 * (2 * m * n + m * m)
+        return sum(size * calls for op, size, calls in self.collectives()[1:] if op == "all_gather")
 
     def all_reduced_bytes(self) -> int:
-        """Bytes all-reduced over the step where X is cut along n: the Gram matrix, twice an
-        iteration (X's norm, one scalar, is left out)."""
+        """Bytes all-reduced over the step where X is cut along n (rows > cols): the Gram
+        matrix and A + A·A, each once an iteration (X's norm, one scalar, is left out)."""
+        return sum(size * calls for op, size, calls in self.collectives()[1:] if op == "all_reduce")
+
+    def collectives(self) -> tuple[Collective, ...]:
+        """What DTensor runs for this matrix on each rank (none on one rank): X's norm, one
+        all-reduce, first; then, an iteration, all-gathers of X whole twice and of the m x m
+        Gram matrix (rows <= cols), or all-reduces of the Gram matrix and of A + A·A (a partial
+        sum each, rows > cols)."""
+        if self.shards == 1:
+            return ()
+        m, n = self._mn
+        norm = ("all_reduce", NORM_BYTES, 1)
         if self.gathers:
-            return 0
-        m, _ = self._mn
-        return self.steps * 2 * BF16 * m * m
+            x = ("all_gather", BF16 * m * n, 2 * self.steps)
+            return norm, x, ("all_gather", BF16 * m * m, self.steps)
+        return norm, ("all_reduce", BF16 * m * m, 2 * self.steps)
+
+    @property
+    def _gram_whole(self) -> bool:
+        return not self.gathers and self.shards > 1
 
     def flops(self) -> float:
         """Newton-Schulz FLOPs on one rank: each matmul on the rank's rows (X Xᵀ and B·X: 2m²n
         each, A·A 2m³, split W ways), except A + A·A where X is cut along n (whole on every
         rank)."""
         m, n = self._mn
-        split = 4.0 * m * m * n / self.shards
-        gram = 2.0 * m**3 / (self.shards if self.gathers else 1)
-        return self.steps * (split + gram)
+        gram = 2.0 * m**3 / (1 if self._gram_whole else self.shards)
+        return self.steps * (4.0 * m * m * n / self.shards + gram)
+
+    def whole_flops(self) -> float:
+        """The part of `flops` every rank runs whole: A + A·A (2m³ an iteration) on the
+        all-reduced Gram matrix where X is cut along n; 0 where it is split, or on one rank."""
+        m, _ = self._mn
+        return self.steps * 2.0 * m**3 if self._gram_whole else 0.0
 
 
-def gathering(rows: int, cols: int, shards: int) -> ShardedNewtonSchulz:
-    """A rows x cols matrix whose orientation tiersim does not know (state/layers.py's Matrix
-    keeps one shape for a Llama MLP's gate, up and down projections) as the one that gathers
-    X whole (out <= in): the only one that gathers; its time is counted for every matrix."""
+def newton_schulz_flops(rows: int, cols: int, steps: int = NS_STEPS) -> float:
+    """FLOPs of Muon's Newton-Schulz on one rows x cols matrix: per iteration X Xᵀ (2m²n), the
+    quintic's A·A (2m³) and B·X (2m²n), with m = min, n = max."""
     m, n = min(rows, cols), max(rows, cols)
-    return ShardedNewtonSchulz(m, n, shards)
+    return steps * (4.0 * m * m * n + 2.0 * m**3)
 
 
-def temporary_bytes(rows: int, cols: int, shards: int, value_bytes: int, device: str) -> int:
-    """The transients of a matrix of either orientation: the larger of the two (a square one
-    is never transposed). The gathering one's unless n < 4m/3 or so on 2 ranks."""
-    m, n = min(rows, cols), max(rows, cols)
-    orientations = [ShardedNewtonSchulz(m, n, shards)]
-    if m != n:
-        orientations.append(ShardedNewtonSchulz(n, m, shards))
-    return max(o.temporary_bytes(value_bytes, device) for o in orientations)
+def largest_set_bytes(shapes, shards: int, value_bytes: int, device: str) -> int:
+    """The largest transient set of a matrix's weights, each ([out, in], count) in its
+    nn.Linear orientation."""
+    return max(
+        ShardedNewtonSchulz(out, inn, shards).temporary_bytes(value_bytes, device)
+        for out, inn, _ in shapes
+    )

@@ -2,11 +2,10 @@
 costs, what temporaries its step allocates and which PyTorch optimizer `tiersim measure`
 builds for it. Nothing else names an optimizer (`training.optimizer` takes REGISTRY's names).
 
-A "tensor" here is anything with `rows`, `cols` and `count` (state/layers.py's Matrix: `count`
-tensors of rows x cols, cols == 1 for a vector); `value_bytes` is the optimizer precision's
-bytes per value (`training.precision.optimizer`). This module imports nothing of tiersim but
-state/muon_sharded.py (which imports nothing of it), so the scenario format can take the names
-from it.
+A "tensor" is state/layers.py's Matrix (`count` tensors of rows x cols, cols == 1 for a vector;
+`linear_shapes()` their nn.Linear [out, in] orientation, which decides Muon's sharded step);
+`value_bytes` the optimizer precision's bytes a value. Of tiersim this imports only
+state/muon_sharded.py and state/torchao_adamw8bit.py, so the scenario format can use the names.
 
 Sources, per optimizer:
 - adam / adamw: exp_avg and exp_avg_sq (torch.optim.Adam/AdamW; Kingma and Ba 2015).
@@ -16,7 +15,8 @@ Sources, per optimizer:
   whose CPU backend `measure` runs), optim/optimizer.py
   Optimizer2State.init_state: `state1`, `state2` uint8 of the parameter's shape and, block-wise,
   `absmax1`, `absmax2` fp32 of ceil(n / 256) values each; a tensor of fewer than
-  `min_8bit_size` = 4096 values keeps 32-bit (fp32) state1 and state2 instead.
+  `min_8bit_size` = 4096 values keeps 32-bit (fp32) state1 and state2 instead. On FSDP2's
+  DTensors, which bitsandbytes refuses, torchao's AdamW8bit (state/torchao_adamw8bit.py).
 - muon: torch.optim.Muon (torch/optim/_muon.py, after K. Jordan's muon.py): a momentum buffer
   of the parameter's shape for 2-D matrices; Newton-Schulz runs `ns_steps` = 5 quintic
   iterations on the bf16 update (m <= n after a transpose): X Xᵀ (2m²n FLOPs), A + A·A (2m³)
@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tiersim.state import muon_sharded
+from tiersim.state import muon_sharded, torchao_adamw8bit
 
 
 class Tensors(Protocol):
@@ -40,11 +41,17 @@ class Tensors(Protocol):
     cols: int
     count: int
 
+    def linear_shapes(self) -> tuple[tuple[int, int, int], ...]: ...
+
+
+Collectives = tuple[muon_sharded.Collective, ...]
+
 
 FP32 = 4
 BNB_BLOCK = 256  # bitsandbytes' block-wise quantisation block (Optimizer2State.init_state)
 BNB_MIN_8BIT = 4096  # min_8bit_size: smaller tensors keep 32-bit state
 NS_STEPS = muon_sharded.NS_STEPS  # torch.optim.Muon's default ns_steps
+newton_schulz_flops = muon_sharded.newton_schulz_flops
 
 
 def _values(t: Tensors) -> int:
@@ -94,11 +101,16 @@ class Optimizer:
         they are bound by the bytes they touch)."""
         return 0.0
 
-    def sharded_gathers(self, tensors: Iterable[Tensors], shards: int) -> tuple[int, int]:
-        """(bytes of the gathered outputs, collectives) the step runs on one rank where each
-        weight is sharded over `shards` ranks (FSDP2's DTensors): none for an elementwise
-        update, which needs only the rank's shard."""
-        return 0, 0
+    def sharded_collectives(self, tensors: Iterable[Tensors], shards: int) -> Collectives:
+        """The collectives the step runs on one rank where each weight is sharded over
+        `shards` ranks (FSDP2's DTensors), as (op, bytes of the whole tensor, calls), one entry
+        per op and size: none for an elementwise update, which needs only the rank's shard."""
+        return ()
+
+    def whole_gemm_flops(self, tensors: Iterable[Tensors], shards: int) -> float:
+        """The part of `update_gemm_flops` each rank runs whole, not its share, where weights
+        are sharded over `shards` ranks: none for an elementwise update."""
+        return 0.0
 
     def step_temporary_bytes(
         self,
@@ -108,14 +120,24 @@ class Optimizer:
         device: str,
         tensors: Sequence = (),
         shards: int = 1,
+        dtensors: bool = False,
     ) -> int:
         """The largest set of temporaries the step holds at once beside the state, for a rank
         updating `values` parameters whose largest tensor has `largest` values (`tensors`: the
         rank's, where an optimizer treats them apart): torch.optim's foreach path (CUDA's
         default) makes one list the size of all the rank's tensors, the single-tensor path
         (CPU's) one tensor's at a time; `shards`: the ranks each weight is sharded over (FSDP2's
-        DTensors), for an optimizer whose step gathers them."""
+        DTensors), for an optimizer whose step gathers them; `dtensors`: the parameters are
+        FSDP2's DTensors (on one rank too), for an optimizer built otherwise for them."""
         return 0
+
+    def dtensor_state_bytes(
+        self, tensors: Iterable[Tensors], value_bytes: int, shards: int
+    ) -> int | None:
+        """Rank 0's state where each tensor is FSDP2's DTensor cut on its first dimension
+        over `shards` ranks, for an optimizer whose state is decided on the local shard; None:
+        the whole tensors' state, sharded as the other classes (state/sharding.py)."""
+        return None
 
     @property
     def measurable(self) -> bool:
@@ -127,8 +149,13 @@ class Optimizer:
         """What `measure` leaves out of the optimizer class (per optimizer, not per value)."""
         return "scalar step counters"
 
-    def missing(self) -> str | None:
-        """Why `build` cannot run here (a package not installed), else None."""
+    def missing(self, dtensors: bool = False) -> str | None:
+        """Why `build` cannot run here (a package not installed), else None; `dtensors`:
+        for FSDP2's DTensor parameters."""
+        return None
+
+    def dtensor_refusal(self, dtype: str) -> str | None:
+        """Why what `build` makes cannot step FSDP2's DTensors of `dtype`, else None."""
         return None
 
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
@@ -153,6 +180,7 @@ class AdamLike(Optimizer):
         device: str,
         tensors: Sequence = (),
         shards: int = 1,
+        dtensors: bool = False,
     ) -> int:
         if device == "cpu":
             return 2 * largest * value_bytes
@@ -162,7 +190,9 @@ class AdamLike(Optimizer):
 @dataclass(frozen=True)
 class AdamW8bit(Optimizer):
     """bitsandbytes' AdamW8bit (the `measure` extra installs bitsandbytes, whose CPU backend
-    runs it)."""
+    runs it); on FSDP2's DTensors, which bitsandbytes refuses, torchao's (the extra installs
+    torchao; state/torchao_adamw8bit.py): its state decided on the rank's shard, its eager
+    update's transients."""
 
     @property
     def measurable(self) -> bool:
@@ -172,17 +202,30 @@ class AdamW8bit(Optimizer):
     def reported_apart(self) -> str:
         return "scalar step counters and the two 256-value quantisation maps all tensors share"
 
-    def missing(self) -> str | None:
-        if importlib.util.find_spec("bitsandbytes") is None:
-            return "bitsandbytes is not installed: pip install 'tiersim[measure]'"
+    def missing(self, dtensors: bool = False) -> str | None:
+        package = "torchao" if dtensors else "bitsandbytes"
+        if importlib.util.find_spec(package) is None:
+            return f"{package} is not installed: pip install 'tiersim[measure]'"
         return None
 
+    def dtensor_refusal(self, dtype: str) -> str | None:
+        if dtype == "fp32":
+            return None
+        return "torchao's AdamW8bit (0.18.0), the one that steps DTensors, refuses 16-bit ones"
+
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
+        params = [p for _, p in named]
+        from torch.distributed.tensor import DTensor
+
+        if any(isinstance(p, DTensor) for p in params):
+            if self.missing(dtensors=True):
+                raise ValueError(self.missing(dtensors=True))
+            return [torchao_adamw8bit.build_eager(torch, params, lr)]
         try:
             import bitsandbytes
         except ImportError:
             raise ValueError(self.missing() or "bitsandbytes does not import") from None
-        return [bitsandbytes.optim.AdamW8bit([p for _, p in named], lr=lr)]
+        return [bitsandbytes.optim.AdamW8bit(params, lr=lr)]
 
     def step_temporary_bytes(
         self,
@@ -192,13 +235,17 @@ class AdamW8bit(Optimizer):
         device: str,
         tensors: Sequence = (),
         shards: int = 1,
+        dtensors: bool = False,
     ) -> int:
         """CUDA's blockwise kernel updates in place; the CPU backend (backends/cpu/ops.py,
         _optimizer_update_8bit_blockwise_cpu) works one tensor at a time in fp32: both moments
         dequantized (4 + 4 B a value), the gradient upcast and scaled (4), a 16-bit
-        parameter's fp32 copy (4), and sqrt(v) beside sqrt(v) / c (4 + 4)."""
+        parameter's fp32 copy (4), and sqrt(v) beside sqrt(v) / c (4 + 4). On DTensors,
+        torchao's eager update, one local shard at a time."""
         if device != "cpu":
             return 0
+        if dtensors and tensors:
+            return torchao_adamw8bit.update_bytes(tensors, shards, largest, value_bytes)
         return (20 + (FP32 if value_bytes != FP32 else 0)) * largest
 
     def tensor_state_bytes(self, t: Tensors, value_bytes: int) -> int:
@@ -206,6 +253,11 @@ class AdamW8bit(Optimizer):
         if n < BNB_MIN_8BIT:
             return 2 * n * FP32 * t.count
         return (2 * n + 2 * FP32 * math.ceil(n / BNB_BLOCK)) * t.count
+
+    def dtensor_state_bytes(
+        self, tensors: Iterable[Tensors], value_bytes: int, shards: int
+    ) -> int | None:
+        return torchao_adamw8bit.shards_state_bytes(tensors, value_bytes, shards)
 
 
 @dataclass(frozen=True)
@@ -236,18 +288,24 @@ class Muon(Optimizer):
         device: str,
         tensors: Sequence = (),
         shards: int = 1,
+        dtensors: bool = False,
     ) -> int:
         # one matrix at a time (no foreach), state/muon_sharded.py: Nesterov's update
         # grad.lerp(buf) in the state's precision, its bf16 copy X (2 B), the Gram matrix and
         # its quintic update (2 x 2m²) and the next X (2 B), on the CPU oneDNN's packed copy
-        # of X (2 B); sharded over ranks, each matrix gathered whole on every rank in turn.
+        # of X (2 B); sharded over ranks, each matrix gathered whole on every rank in turn, or
+        # its Gram matrix all-reduced, as its nn.Linear orientation has it.
         # The rest (embeddings, head, vectors, 3-D experts) is AdamW's, after Muon's step: the
         # larger of the two. Without the tensors, all are Muon's, at an upper bound of
         # value_bytes + 8 B per value of the largest (2m² <= 2mn).
         if not tensors:
             return (value_bytes + 8) * largest
         muon = max(
-            (self._matrix_temporaries(t, value_bytes, device, shards) for t in tensors if _muon(t)),
+            (
+                muon_sharded.largest_set_bytes(t.linear_shapes(), shards, value_bytes, device)
+                for t in tensors
+                if _muon(t)
+            ),
             default=0,
         )
         rest = [t for t in tensors if not _muon(t)]
@@ -263,20 +321,26 @@ class Muon(Optimizer):
         return max(muon, adamw)
 
     @staticmethod
-    def _matrix_temporaries(t: Tensors, value_bytes: int, device: str, shards: int) -> int:
-        return muon_sharded.temporary_bytes(t.rows, t.cols, shards, value_bytes, device)
+    def _sharded(tensors: Iterable[Tensors], shards: int):
+        """(Newton-Schulz on one weight, how many such weights) for each layer matrix."""
+        for t in tensors:
+            if _muon(t):
+                for out, inn, n in t.linear_shapes():
+                    yield muon_sharded.ShardedNewtonSchulz(out, inn, shards), n
 
-    def sharded_gathers(self, tensors: Iterable[Tensors], shards: int) -> tuple[int, int]:
-        """Every layer matrix gathered whole, 3 times an iteration (state/muon_sharded.py:
-        as the orientation that gathers, whichever each really has)."""
-        if shards == 1:
-            return 0, 0
-        mats = [t for t in tensors if _muon(t)]
-        gathered = sum(
-            muon_sharded.gathering(t.rows, t.cols, shards).gathered_bytes() * t.count for t in mats
-        )
-        calls = sum(NS_STEPS * muon_sharded.GATHERS_PER_STEP * t.count for t in mats)
-        return gathered, calls
+    def sharded_collectives(self, tensors: Iterable[Tensors], shards: int) -> Collectives:
+        """Each matrix's, as DTensor runs them for its orientation (state/muon_sharded.py):
+        the gathers of X and the Gram matrix (out <= in) or the Gram matrix's all-reduces (out
+        > in), and X's norm's all-reduce."""
+        calls: Counter = Counter()
+        for ns, n in self._sharded(tensors, shards):
+            for op, size, k in ns.collectives():
+                calls[op, size] += k * n
+        return tuple((op, size, k) for (op, size), k in calls.items())
+
+    def whole_gemm_flops(self, tensors: Iterable[Tensors], shards: int) -> float:
+        """A + A·A on the all-reduced Gram matrix of each out > in matrix, 2m³ an iteration."""
+        return sum(ns.whole_flops() * n for ns, n in self._sharded(tensors, shards))
 
     def build(self, torch: Any, named: list[tuple[str, Any]], lr: float = 1e-4) -> list:
         """torch.optim.Muon on the layers' matrices, AdamW on the rest: embeddings, the head,
@@ -299,13 +363,6 @@ EMBEDDING_NAMES = ("embed", "wte", "wpe", "lm_head", "pos")  # tiersim's and tra
 def embedding_name(name: str) -> bool:
     """A parameter's name says it is an embedding or the output head."""
     return any(part in name for part in EMBEDDING_NAMES)
-
-
-def newton_schulz_flops(rows: int, cols: int, steps: int = NS_STEPS) -> float:
-    """FLOPs of Muon's Newton-Schulz on one rows x cols matrix: per iteration X Xᵀ (2m²n), the
-    quintic's A·A (2m³) and B·X (2m²n), with m = min, n = max."""
-    m, n = min(rows, cols), max(rows, cols)
-    return steps * (4.0 * m * m * n + 2.0 * m**3)
 
 
 OPTIMIZERS: tuple[Optimizer, ...] = (

@@ -11,11 +11,12 @@ file gives it) is resolved here too, so nothing below the edge reads `Resolved.s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tiersim.config.execution import Execution, execution_plan
 from tiersim.config.hardware_schema import Hardware
 from tiersim.config.schema import Budget, Scenario
+from tiersim.config.vocab_padding import scenario_vocab
 from tiersim.state.activations import Accounting, accounting_for
 from tiersim.state.model import Model, build_model
 from tiersim.state.model_shapes import ModelUnit
@@ -38,5 +39,15 @@ class Resolved:
 
 def resolve(s: Scenario) -> Resolved:
     """The scenario's model built and its execution plan read, once."""
-    model, plan, acc = build_model(s.model), execution_plan(s), accounting_for(s)
+    model, plan, acc = padded_model(s), execution_plan(s), accounting_for(s)
     return Resolved(s.name, model, plan, s.hardware, s.budget, acc, s, model.units())
+
+
+def padded_model(s: Scenario) -> Model:
+    """The scenario's model with the vocabulary its framework pads it to (config/vocab_padding.py):
+    the embedding, the output layer, the logits and the loss all hold the padded rows."""
+    model = build_model(s.model)
+    vocab = scenario_vocab(s)
+    if model.vocab is None or vocab is None or vocab == model.vocab:  # generic: no vocabulary
+        return model
+    return replace(model, vocab=vocab, tokenizer_vocab=model.vocab)

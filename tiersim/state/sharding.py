@@ -55,7 +55,8 @@ def _raw_bytes(training: Training, mats: list[Matrix]) -> dict[str, int]:
     out = {c: params * per_value[c] for c in PER_PARAMETER if c != "optimizer"}
     out["optimizer"] = optimizer(training.optimizer).state_bytes(mats, per_value["optimizer"])
     out["gradients"] += apex_fp32_gradient_bytes(training, mats, per_value["gradients"])
-    if training.fp8 is not None and training.fp8.param_gather:  # FP8 weights alone (fp8.py)
+    # FP8 weights alone (fp8.py); torchao's FP8 all-gather (fsdp) keeps the shards unquantized
+    if training.fp8 is not None and training.fp8.param_gather and training.framework != "fsdp":
         out["weights"] = fp8_param_bytes(training.fp8.recipe, mats, per_value["weights"])
     return {c: out[c] for c in PER_PARAMETER}
 
@@ -127,9 +128,17 @@ def sharded_parameter_bytes(
     divisor: int,
     padded: int | None = None,
 ) -> dict[str, int]:
-    """Bytes per per-parameter class of these tensors, the sharded classes over `divisor`."""
+    """Bytes per per-parameter class of these tensors, the sharded classes over `divisor`;
+    under FSDP2 (`framework: fsdp`, weights sharded: DTensors) the optimizer's state as it
+    decides it on rank 0's shards, where it does (8-bit AdamW: state/torchao_adamw8bit.py)."""
     raw = raw_parameter_bytes(training, mats)
     params = sum(m.size for m in mats)
-    return {
+    out = {
         k: shard_bytes(v, params, divisor, padded) if shards.get(k) else v for k, v in raw.items()
     }
+    if training.framework == "fsdp" and shards.get("weights") and shards.get("optimizer"):
+        local = optimizer(training.optimizer).dtensor_state_bytes(
+            as_held(training, mats), PRECISION_BYTES[training.precision.optimizer], divisor
+        )
+        out["optimizer"] = out["optimizer"] if local is None else local
+    return out

@@ -22,10 +22,11 @@ In order (docs/memory.md says what is and is not counted, and why):
    layer's backward transients (the gradient flowing between layers, s·b·h, and two of the
    MLP's s·b·f gradients), sharded gradients' unsharded copy before the reduce-scatter.
 4. optimizer, after the pipeline's flush (no other micro-batch's activations left): DeepSpeed
-   ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before
-   it frees the 16-bit gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one
-   sub-group (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's
-   temporaries (state/optimizers.py); Megatron's fused Adam none.
+   ZeRO-1/2 builds an fp32 copy of the rank's gradient partition before it frees the 16-bit
+   gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one sub-group
+   (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's temporaries
+   (state/optimizers.py); Megatron's fused Adam none. apex's (NeMo's) gradient shards come
+   earlier, in the last backward or the cool-down (state/apex_grad_sync.py), held to the step.
 """
 
 from __future__ import annotations
@@ -34,22 +35,14 @@ import math
 from dataclasses import dataclass, field, replace
 
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state import apex_grad_sync as apex_sync
+from tiersim.state.fp8 import recast_per_pass
 from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_values
-from tiersim.state.inventory import (
-    Inventory,
-    rank_matrices,
-    stage_bytes,
-    tier_use,
-)
+from tiersim.state.inventory import Inventory, rank_matrices, stage_bytes, tier_use
 from tiersim.state.layer_memory import LayerMemory, layer_memory
-from tiersim.state.loss_memory import (
-    HEAD_GRAD,
-    final_norm_transients,
-    loss_events,
-    outside_saved,
-)
+from tiersim.state.loss_memory import HEAD_GRAD, final_norm_transients, loss_events, outside_saved
 from tiersim.state.loss_memory import logits_values as logits_values  # re-exported
-from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS, kept_output_bytes
+from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS, kept_output_bytes, output_bytes
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.step_optimizer import optimizer_temporaries
@@ -130,9 +123,7 @@ def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> No
     for cls, nbytes in use.classes.items():
         if cls != "activations":
             steps.alloc("start of the step", "start", cls, f"resident {cls}", nbytes)
-    steps.alloc(
-        "start of the step", "start", "held", "saved activations (other micro-batches)", held_acts
-    )
+    steps.alloc("start of the step", "start", "held", apex_sync.HELD, held_acts)
 
 
 @dataclass(frozen=True)
@@ -147,6 +138,7 @@ class _Plan:
     cb: int  # compute precision's bytes
     grad_bytes: int  # an unsharded gradient's bytes per value
     fp8_params: bool = False  # training.fp8.param_gather: the FP8 copies are the weights
+    fp8_recast: bool = False  # FP8 copies cast in each pass, not cached (state/fp8.py)
     fsdp2: Fsdp2 | None = None  # FSDP2's own buffers (state/fsdp2_memory.py)
     groups: tuple[Group, ...] = ()  # FSDP2's: each layer's, then the root group's
 
@@ -166,6 +158,7 @@ def _plan(r: Resolved, layers: list[LayerMemory], rest: int) -> _Plan:
         cb=cb,
         grad_bytes=cb if tr.framework == "fsdp" else PRECISION_BYTES[tr.precision.gradients],
         fp8_params=tr.fp8 is not None and tr.fp8.param_gather,
+        fp8_recast=recast_per_pass(r),
     )
     if tr.framework == "fsdp" and p.gather:  # FSDP2's groups: each layer, and the root
         groups = [(str(i), "layer", lay) for i, lay in enumerate(layers)] + [("rest", "rest", None)]
@@ -212,8 +205,10 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
             steps.alloc(at, "forward", f"saved first {i}", SAVED, first, lay.first_items)
         extra = lay.busiest if p.on_gpu else 0
         steps.alloc(at, "forward", f"busiest {i}", BUSIEST, extra, 3)
-        if p.gather and not p.fp8_params:  # FP8 copies: cast here, kept for its backward
-            steps.alloc(at, "forward", f"fp8 {i}", FP8, lay.fp8, 2 * lay.tensors)
+        if (p.gather or p.fp8_recast) and not p.fp8_params:  # FP8 copies: cast here
+            steps.alloc(at, "forward", f"fp8 {i}", FP8, *lay.fp8_live(p.fp8_recast))
+        if p.fp8_recast:  # not kept for its backward (recast_per_pass)
+            steps.free(at, "forward", f"fp8 {i}", FP8)
         if p.gather and p.reshard:
             steps.free(at, "forward", f"gathered {i}", "gathered weights")
 
@@ -228,7 +223,9 @@ SAVED = "saved activations"
 RECOMPUTE = "recompute working set"
 
 
-def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads: bool) -> None:
+def _backward(
+    steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads: bool, apex
+) -> None:
     for i in reversed(range(len(layers))):
         lay, at, b = layers[i], f"backward: layer {i}", "backward"
         if p.fsdp2:
@@ -237,6 +234,8 @@ def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads:
             _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
         if not lay.first:  # recomputed before the layer's backward starts (full)
             steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
+        if p.fp8_recast and not p.fp8_params:  # cast again for the data gradient
+            steps.alloc(at, b, f"fp8 {i}", FP8, *lay.fp8_live(True))
         steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
         if p.fsdp2:  # the first of the layer's gradients, beside all it saved
             p.fsdp2.first_gradient(steps, at, p.groups[i], lay.largest * p.grad_bytes)
@@ -257,6 +256,8 @@ def _backward(steps: _Steps, p: _Plan, layers: list[LayerMemory], sharded_grads:
             (f"unsharded {i}", UNSHARDED),
         ):
             steps.free(at, b, key, part)
+        if g := apex.in_backward.get(i):  # apex's hooks: the layer's group reduce-scattered
+            steps.alloc(at, b, f"apex {g.label}", apex_sync.APEX_GRAD_SHARDS, g.nbytes, g.buckets)
         if p.fsdp2:  # the rest of its gradients, then the reduce-scatter
             p.fsdp2.post_backward(steps, at, p.groups[i])
         elif p.gather:
@@ -274,10 +275,15 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     outside, log_softmax, head_side = outside_saved(r, stage, last)
     this_mb = sum(lay.saved for lay in layers) + outside
     held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
-    steps = _Steps()
-    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held)
+    steps, apex = _Steps(), apex_sync.apex_shards(r, stage)
     kept = kept_output_bytes(r, stage) if p.on_gpu else 0  # NeMo's, to their backward
-    steps.alloc("start of the step", "start", "pipeline outputs", PIPELINE_OUTPUTS, kept)
+    share = (this_mb if p.on_gpu else 0, sum(x.items for x in layers))  # what drains, if any
+    units = apex_sync.drained(apex, share, output_bytes(r) if kept else 0)
+    one = not (apex.cool_down and p.on_gpu)  # else in units, as the cool-down drains them
+    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held if one else 0)
+    steps.alloc("start of the step", "start", "pipeline outputs", PIPELINE_OUTPUTS, kept * one)
+    for unit, nbytes in zip(units, (held, kept), strict=True):
+        unit.hold(steps, "start of the step", "start", 0 if one else nbytes, whole=True)
     root = _weights_at_start(steps, p, layers, rest)
     saves = outside - log_softmax - head_side if p.on_gpu else 0
     steps.alloc("forward: embeddings", "forward", "outside saves", "saved activations", saves, 4)
@@ -292,22 +298,26 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
         steps.alloc(at, b, "final norm", norm, final_norm_transients(r) if p.on_gpu else 0, 5)
         steps.free(at, b, "final norm", norm)
         steps.free(at, b, "head saves", "saved activations")
-    _backward(steps, p, layers, bool(inv.sharded.get("gradients")))
+    _backward(steps, p, layers, bool(inv.sharded.get("gradients")), apex)
     _embedding_grads(steps, vocab, p)
     steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
     steps.free("backward: embeddings", "backward", "gathered rest", "gathered weights")
-    _flushed(steps)
-    _optimizer_step(steps, r, stage)
+    nxt = [(RECOMPUTE, max((x.recompute for x in layers), default=0))]
+    nxt.append(("backward transients", max((x.working for x in layers), default=0)))
+    cooled = apex_sync.cool_down_events(steps, apex, units, nxt)
+    _flushed(steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings")
+    _optimizer_step(steps, r, stage, apex.at_step_buckets)
     return steps.events
 
 
-def _flushed(steps: _Steps) -> None:
+def _flushed(steps: _Steps, at: str) -> None:
     """The pipeline's flush: the optimizer steps after every micro-batch's backward (Megatron's
     schedules end with the cool-down backwards, then `optimizer.step()`), so no other
     micro-batch's activations nor kept output is left by then."""
-    at, b = "backward: embeddings", "backward"
-    steps.free(at, b, "held", "saved activations (other micro-batches)")
-    steps.free(at, b, "pipeline outputs", PIPELINE_OUTPUTS)
+    for key in [k for k in steps.held if k.startswith(("held", "pipeline outputs"))]:
+        steps.free(
+            at, "backward", key, apex_sync.HELD if key.startswith("held") else PIPELINE_OUTPUTS
+        )
 
 
 def _rest_values(r: Resolved, stage: int) -> int:
@@ -321,7 +331,7 @@ def _weights_at_start(steps: _Steps, p: _Plan, layers: list[LayerMemory], rest: 
     (embeddings, final norm, head) gathered from the forward to its backward. True where the
     root group is held so."""
     if not p.gather:  # with fp8_params they are the resident weights
-        fp8 = 0 if p.fp8_params else sum(lay.fp8 for lay in layers)
+        fp8 = 0 if p.fp8_params or p.fp8_recast else sum(lay.fp8 for lay in layers)
         steps.alloc("start of the step", "start", "fp8", FP8, fp8, 2 * len(layers))
         return False
     if p.max_live < math.inf:  # a submodule fetch (DeepSpeed): the head about the loss alone
@@ -370,10 +380,13 @@ def _embedding_grads(steps: _Steps, vocab: VocabGrads, p: _Plan) -> None:
         steps.free(at, b, key, part)
 
 
-def _optimizer_step(steps: _Steps, r: Resolved, stage: int) -> None:
-    what, nbytes = optimizer_temporaries(r, stage)
-    steps.alloc("optimizer step", "optimizer", "step temporaries", what, nbytes)
+def _optimizer_step(steps: _Steps, r: Resolved, stage: int, pieces: int) -> None:
+    what, nbytes = optimizer_temporaries(r, stage)  # apex's shards: one tensor a bucket
+    pieces = pieces if what == apex_sync.APEX_GRAD_SHARDS else 1
+    steps.alloc("optimizer step", "optimizer", "step temporaries", what, nbytes, pieces)
     steps.free("optimizer step", "optimizer", "step temporaries", what)
+    for key in [k for k in steps.held if k.startswith("apex ")]:  # apex's: until zero_grad
+        steps.free("optimizer step", "optimizer", key, apex_sync.APEX_GRAD_SHARDS)
 
 
 def gpu_timeline(r: Resolved, inv: Inventory) -> Timeline:

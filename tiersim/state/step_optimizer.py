@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state.apex_grad_sync import APEX_GRAD_SHARDS, apex_shards
 from tiersim.state.buffers import largest_tensor_elements
 from tiersim.state.inventory import rank_matrices
 from tiersim.state.optimizers import optimizer
@@ -66,35 +67,6 @@ def megatron_main_grads(gradients: str, values: int) -> tuple[str, int]:
     return MEGATRON_GRAD_COPY, 4 * values
 
 
-APEX_GRAD_SHARDS = "reduce-scattered gradient shards (apex DistributedFusedAdam)"
-
-
-def apex_gradient_shard_bytes(r: Resolved, stage: int) -> int:
-    """apex's DistributedFusedAdam (apex/contrib/optimizers/distributed_fused_adam.py at
-    d571f3ee) reduce-scatters each gradient bucket out of the whole contiguous grad buffer
-    into a new shard, `sync_grads_shard = torch.empty([bucket_size // distributed_size],
-    dtype=grad_sync_dtype)` (`_start_bucket_grad_sync`), which becomes the bucket's
-    `grads_shard` (`_finish_bucket_grad_sync`) and is read by the fused Adam step in place,
-    with no fp32 copy (`_local_step_with_param_remainders`); `zero_grad` frees it
-    (`_grads_buckets.clear()`). One data x context shard of the stage's gradients, the
-    embeddings' and output layer's in fp32 (NeMo's fp32 buckets, state/sharding.py); none on
-    one rank, where the shard is the bucket itself."""
-    dense_div, expert_div = shard_divisors(r.execution.parallel)
-    if dense_div == 1:
-        return 0
-    grad = PRECISION_BYTES[r.execution.training.precision.gradients]
-    mats = [m for unit in rank_matrices(r, stage) for m in unit]
-    emb = sum(m.size for m in mats if m.embedding and not m.expert)
-    dense = sum(m.size for m in mats if not m.embedding and not m.expert)
-    routed = sum(m.size for m in mats if m.expert)
-    emb_bytes = max(grad, 4)  # NeMo's _with_fp32_optimizer buckets
-    return (
-        math.ceil(dense / dense_div) * grad
-        + math.ceil(emb / dense_div) * emb_bytes
-        + math.ceil(routed / expert_div) * grad
-    )
-
-
 def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
     """(what, bytes) the optimizer step allocates at most beside the state on the GPU."""
     tr, par = r.execution.training, r.execution.parallel
@@ -110,7 +82,8 @@ def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
         group = min(values, r.execution.offload.sub_group_size or DEEPSPEED_SUB_GROUP)
         return "fp32 gradients of one sub-group (DeepSpeed ZeRO-3)", 4 * group
     if framework == "megatron" and tr.distributed_optimizer == "apex":
-        return APEX_GRAD_SHARDS, apex_gradient_shard_bytes(r, stage)
+        # those the cool-down has not made (state/apex_grad_sync.py)
+        return APEX_GRAD_SHARDS, apex_shards(r, stage).at_step
     if framework == "megatron" and master_bytes(tr.precision):
         return megatron_main_grads(tr.precision.gradients, values)
     if framework in ("deepspeed", "megatron") or master_bytes(tr.precision):
@@ -122,15 +95,21 @@ def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
     mats = as_held(tr, [m for unit in rank_matrices(r, stage) for m in unit if m.count])
     opt = optimizer(tr.optimizer)
     shards = weight_shards(r)
-    temp = opt.step_temporary_bytes(values, largest, value_bytes, device, mats, shards)
+    temp = opt.step_temporary_bytes(
+        values, largest, value_bytes, device, mats, shards, dtensors=on_dtensors(r)
+    )
     return "optimizer step temporaries", temp
+
+
+def on_dtensors(r: Resolved) -> bool:
+    """The optimizer steps FSDP2's DTensors (`framework: fsdp`, weights sharded; on one
+    rank too)."""
+    par = r.execution.parallel
+    return r.execution.training.framework == "fsdp" and sharded_classes(par)["weights"]
 
 
 def weight_shards(r: Resolved) -> int:
     """Ranks each dense weight is sharded over where the optimizer steps FSDP2's DTensors
     (`framework: fsdp`, weights sharded), else 1: an optimizer that needs a matrix whole
     (Muon) gathers it."""
-    par = r.execution.parallel
-    if r.execution.training.framework != "fsdp" or not sharded_classes(par)["weights"]:
-        return 1
-    return shard_divisors(par)[0]
+    return shard_divisors(r.execution.parallel)[0] if on_dtensors(r) else 1

@@ -39,6 +39,8 @@ class TransformerShape:
     sliding_window_layers: tuple[int, ...] | None = None  # None: all, where a window is given
     fused_qkv: bool = False  # q, k, v one tensor each of weight and bias (GPT-2, Megatron-LM)
     mtp_layers: int = 0  # DeepSeek-V3's multi-token-prediction modules (last stage)
+    # the tokenizer's vocabulary where the framework pads it into `vocab` (config/vocab_padding.py)
+    tokenizer_vocab: int | None = None
 
     def is_moe(self, index: int) -> bool:
         return self.moe is not None and self.moe.is_moe(index)

@@ -89,8 +89,12 @@ class Point:
 
 
 def is_sweep(raw: Any) -> bool:
-    """A mapping with any sweep-only key (a scenario has none of them)."""
-    return isinstance(raw, dict) and any(k in raw for k in ("base", "grid", "zip"))
+    """A mapping with a grid or a zip, or a base and no model: a scenario (its model is
+    required) with a stray `base:` key, an anchors' holder or a typo, is a scenario with an
+    unknown key, not a sweep missing its grid."""
+    if not isinstance(raw, dict):
+        return False
+    return "grid" in raw or "zip" in raw or ("base" in raw and "model" not in raw)
 
 
 def load_sweep(path: str | Path, max_points: int | None = None) -> SweepSpec:
@@ -187,7 +191,7 @@ def _refuse_a_scenario(raw: dict[str, Any], source: str) -> None:
     if scenario_keys and not is_sweep(raw):
         what = (
             f"a scenario file, not a sweep (sections {', '.join(scenario_keys[:3])}"
-            f"{', ...' if len(scenario_keys) > 3 else ''}; no base, grid or zip): run it with "
+            f"{', ...' if len(scenario_keys) > 3 else ''}; no grid or zip): run it with "
             "`tiersim run`, or sweep it from a sweep file whose base: names it"
         )
         raise InputError(source, [Problem("", what, "E-SWEEP")])

@@ -23,7 +23,8 @@ read + written per element quantized (BF16 in, 2 B; FP8 out, 1 B):
 Elements quantized, per micro-batch: each linear's input (tokens x its K) in forward and the
 gradient of its output (tokens x its N) in backward; each weight (K x N) once per optimizer
 step (Transformer Engine keeps the FP8 weights for the step's later micro-batches: Megatron-LM
-passes `is_first_microbatch`), counted here as K·N / grad_accumulation a micro-batch, forward.
+passes `is_first_microbatch`), counted here as K·N / grad_accumulation a micro-batch, forward;
+under `framework: fsdp` (torchao, no such cache) K·N every micro-batch.
 The kernels run at HBM bandwidth x `gpu.memory_efficiency`, or where the GPU's kernel table
 measures the recipe's kernel (`fp8_quantize`), at that share of HBM bandwidth: the bytes are
 weighted by memory_efficiency / share, so that the layer's memory-bound time prices them at
@@ -115,7 +116,11 @@ def layer_quantize_bytes(
     if fp8 is None:
         return 0.0, 0.0
     fused = norm_fused(fp8, r.accounting.implementation)
-    accumulation = r.execution.training.grad_accumulation
+    training = r.execution.training
+    # torchao's Float8Linear (framework: fsdp, torchtitan) keeps no FP8 weight between
+    # micro-batches: each forward casts the weights again (torchao/float8/float8_linear.py,
+    # no `is_first_microbatch` cache), so the weights' cast is every micro-batch's whole
+    accumulation = 1 if training.framework == "fsdp" else training.grad_accumulation
     forward, backward = quantize_bytes(fp8, linears, accumulation, fused, slowdown=slowdown)
     if fused:
         forward -= 2 * NORM_FP8_SAVED_B * norm_values

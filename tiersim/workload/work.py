@@ -28,7 +28,6 @@ from tiersim.state.inventory import (
     sharded_parameter_bytes,
     stage_layers,
 )
-from tiersim.state.optimizers import optimizer
 from tiersim.state.placement import expert_homes, experts_placed_apart
 from tiersim.state.resolved import Resolved
 from tiersim.workload.amax import per_layer_s as amax_per_layer_s
@@ -49,7 +48,7 @@ from tiersim.workload.experts import expert_comms, overlapped, routed_flops_shar
 from tiersim.workload.fetch import fetch_units
 from tiersim.workload.fsdp_exposure import with_fsdp_overheads
 from tiersim.workload.optimizer_bytes import mixed_precision_bytes
-from tiersim.workload.optimizer_gathers import update_gathers_s
+from tiersim.workload.optimizer_gathers import update_collectives_s, update_gemm_flops
 from tiersim.workload.reduce_buckets import reduces_per_unit
 from tiersim.workload.stage_times import bubble as stage_bubble
 from tiersim.workload.stage_times import chunks, compute_times
@@ -90,10 +89,10 @@ def _update_flops_s(r: Resolved, mats, updated: float) -> float:
     none, bound by its bytes)."""
     params = sum(m.size for m in mats)
     share = updated / params if params else 0.0
-    flops = optimizer(r.execution.training.optimizer).update_gemm_flops(mats) * share
+    flops = update_gemm_flops(r, mats, share)  # workload/optimizer_gathers.py
     gpu = r.machine.gpu
     rate = gpu.peak_flops.get("bf16") or max(gpu.peak_flops.values(), default=0.0)
-    return (flops / (rate * gpu.efficiency) if rate else 0.0) + update_gathers_s(r, mats)
+    return (flops / (rate * gpu.efficiency) if rate else 0.0) + update_collectives_s(r, mats)
 
 
 def _timed(r: Resolved, model, is_layer: bool, ends: tuple[bool, bool], timed: dict) -> tuple:

@@ -1,0 +1,160 @@
+"""A durable checkpoint measured at less cost (issue 36, docs/speed.md "Seventh round") gives the
+figures the earlier path gave, to the bit: every figure of the simulated step and of its
+checkpoint, on async and blocking checkpoints to DRAM, NVMe and HBF, one every step included.
+
+The earlier path is run here, its figures not copied: the same simulation with what this
+round changed put back as it was (`put_back`):
+- the async checkpoint measured apart ran its step from time 0 (now resumed from the plain
+  run where its first checkpoint op may start: `simulate._ahead`);
+- the checkpoint's ops were found by passes over every op (`metrics.of_role` now picks them
+  once, for its write window, bytes and in-flight time);
+- the next step's first uses were read from every op of the plain step, not only from those
+  starting before the last late drain ends (`checkpoint_apart._first_uses`);
+- a resumed run's dependency graph was built from its whole schedule (`resume._graph` now
+  takes the plain run's over).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from tiersim.config.load import load_scenario
+from tiersim.engine import checkpoint_apart, durable, metrics, resume
+from tiersim.engine import simulate as engine_simulate
+from tiersim.engine.graph import dependency_graph
+from tiersim.engine.ops import OpKind, Role
+from tiersim.runner import simulate
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+DEFAULT, NVME_70B = SCENARIOS / "default.yaml", SCENARIOS / "llama2-70b-zero3-nvme.yaml"
+CASES = {
+    "default: async to NVMe (measured apart)": (DEFAULT, []),
+    "default: async to DRAM": (DEFAULT, ["checkpoint.target=dram"]),
+    "default: async to HBF": (DEFAULT, ["checkpoint.target=hbf"]),
+    "default: async every step": (DEFAULT, ["checkpoint.every_steps=1"]),
+    "default: blocking to NVMe": (DEFAULT, ["checkpoint.mode=blocking"]),
+    "default: blocking to DRAM": (DEFAULT, ["checkpoint.mode=blocking", "checkpoint.target=dram"]),
+    "default: blocking every step to HBF": (
+        DEFAULT,
+        ["checkpoint.mode=blocking", "checkpoint.every_steps=1", "checkpoint.target=hbf"],
+    ),
+    "70B ZeRO-3 NVMe: blocking (the copy resumed mid-step)": (
+        NVME_70B,
+        ["training.grad_accumulation=64"],
+    ),
+    "70B ZeRO-3 NVMe: async, a stall": (
+        NVME_70B,
+        ["checkpoint.mode=async", "training.grad_accumulation=64"],
+    ),
+    "HBF optimizer state, 4 layers: async, staged on DRAM": (
+        SCENARIOS / "hbf-optimizer-state.yaml",
+        ["model.layers=4", "training.grad_accumulation=64"],
+    ),
+}
+
+
+def _every_op(ops, log, role):
+    """What the passes read before `metrics.of_role` picked a role's ops: every op (each
+    pass kept the role's itself)."""
+    return ops, log.start, log.end
+
+
+def _windows_over_every_op(schedule, log):
+    """`durable._checkpoint_windows` as it was: a pass over every op."""
+    windows = {}
+    for i, op in enumerate(schedule.ops):
+        if op.role is Role.CHECKPOINT and op.kind is OpKind.MOVE:
+            start, end = windows.get(op.step, (math.inf, -math.inf))
+            windows[op.step] = (min(start, log.start[i]), max(end, log.end[i]))
+    return windows
+
+
+def put_back(monkeypatch) -> None:
+    """What this round changed put back as it was (module docstring), while `monkeypatch`
+    (or its context) holds."""
+    ahead, first_uses = engine_simulate._ahead, checkpoint_apart._first_uses
+
+    def all_first_uses(topo, run, wanted, crossed, limit):
+        return first_uses(topo, run, wanted, crossed, math.inf)
+
+    monkeypatch.setattr(
+        engine_simulate, "_ahead", lambda res, steps, apart: ahead(res, steps, False)
+    )
+    monkeypatch.setattr(durable, "of_role", _every_op)
+    monkeypatch.setattr(metrics, "of_role", _every_op)
+    monkeypatch.setattr(durable, "_checkpoint_windows", _windows_over_every_op)
+    monkeypatch.setattr(checkpoint_apart, "_first_uses", all_first_uses)
+    monkeypatch.setattr(resume, "_graph", lambda a, b, watch: b.graph()[0])
+
+
+def _counted(monkeypatch) -> list:
+    """The resumed runs gone on with (resume.go_on), counted."""
+    seen: list = []
+    go_on = resume.go_on
+
+    def counted(engine):
+        seen.append(engine)
+        return go_on(engine)
+
+    monkeypatch.setattr(resume, "go_on", counted)
+    return seen
+
+
+def _simulated(path: Path, extra: list[str]):
+    result = simulate(load_scenario(path, extra).scenario)
+    return dataclasses.replace(result, wall_s=0.0)  # the only figure that is not the model's
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_same_figures_as_the_earlier_path(name, monkeypatch):
+    new = _simulated(*CASES[name])
+    with monkeypatch.context() as m:
+        put_back(m)
+        old = _simulated(*CASES[name])
+    assert new.checkpoint is not None
+    assert new.checkpoint == old.checkpoint
+    assert new == old
+
+
+def test_the_async_checkpoint_measured_apart_is_resumed(monkeypatch):
+    """The default scenario's checkpoint run goes on from its plain run's state (one resumed
+    run); the earlier path ran it from time 0 (none)."""
+    path, extra = CASES["default: async to NVMe (measured apart)"]
+    seen = _counted(monkeypatch)
+    simulate(load_scenario(path, extra).scenario)
+    assert len(seen) == 1
+    ahead = engine_simulate._ahead
+    monkeypatch.setattr(
+        engine_simulate, "_ahead", lambda res, steps, apart: ahead(res, steps, False)
+    )
+    seen.clear()
+    simulate(load_scenario(path, extra).scenario)
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "default: async to NVMe (measured apart)",
+        "70B ZeRO-3 NVMe: blocking (the copy resumed mid-step)",
+    ],
+)
+def test_a_resumed_runs_graph_is_the_one_built_from_its_schedule(name, monkeypatch):
+    """The resumed engine's dependency graph, taken over from the plain run's, is the one
+    `graph.dependency_graph` builds from its whole schedule."""
+    compared: list[bool] = []
+    taken_over = resume._graph
+
+    def checked(a, b, watch):
+        waiting = list(taken_over(a, b, watch))
+        built = dependency_graph(b.schedule.ops, b.topo, b.ordered)
+        compared.append((waiting, b.dependents) == built)
+        return b.waiting
+
+    monkeypatch.setattr(resume, "_graph", checked)
+    simulate(load_scenario(*CASES[name]).scenario)
+    assert compared == [True]

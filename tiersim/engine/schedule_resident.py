@@ -1,0 +1,139 @@
+"""A stage's forwards and backwards where nothing moves between tiers, built op by op without
+the general passes' per-op checks.
+
+Where no unit's weights are streamed or kept whole, no activations are offloaded, no
+gradients are read back and none are copied on the GPU's stream (Korthikanti et al.'s Table
+5 stages: everything resident), a forward is one GPU op and its blocking collectives, a
+backward its recompute, itself and its collectives, each waiting only for the GPU stream's
+op before it. `TrainingPasses` asks, for each such op, whether the unit's weights are
+fetched, kept, offloaded or read back, and `OpList.add` clears its deps of None and adds the
+stream's last op: about a microsecond an op for answers known once a step. Here the op is
+made with the deps `OpList.add` would give it (the stream's last op, the only one not None)
+and appended as `add` appends it (the stream's last op, the chain's count). Any op whose
+inputs are not that case (a unit's weights waiting on an earlier step's update, the
+embedding's on the first stage, a gradient reduction, a collective that does not block) is
+made by the general passes, so the ops, their fields and their deps are the general
+builder's (tests/test_schedule_resident.py holds the two builders' schedules equal).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiersim.engine.ops import Op, OpKind, Role
+
+# False: every stage built by the general passes (tests compare the two ways)
+ENABLED = True
+GPU, SYNC = OpKind.GPU, OpKind.SYNC
+FORWARD, RECOMPUTE, BACKWARD, COLLECTIVE = (
+    Role.FORWARD,
+    Role.RECOMPUTE,
+    Role.BACKWARD,
+    Role.COLLECTIVE,
+)
+
+
+def applies(passes: Any) -> bool:
+    """Whether every op of `passes`' forwards and backwards stays in GPU memory and on its
+    stream as far as placement goes (`build` may then make them)."""
+    return ENABLED and not (
+        passes.in_stream
+        or any(passes.is_streamed)
+        or any(passes.keeps)
+        or any(passes.offloads)
+        or any(passes.reads_back)
+    )
+
+
+def build(passes: Any, step: int, order: list, waits: float, marks: list[int]) -> None:
+    """`TrainingPasses.micro_batches`' ops in the stage's `order` (`waits`: the bubble before
+    its last op; `marks`: where each forward or backward begins), where `applies`."""
+    ops, chunks, last = passes.ops, passes.c.wl.chunks, len(order) - 1
+    for k, entry in enumerate(order):
+        marks.append(len(ops))
+        units, mb = chunks[entry.chunk], entry.microbatch
+        if k == last and waits > 0:  # the other stages' work before the last op
+            ops.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", step, [], duration=waits))
+        if entry.kind == "forward":
+            for u in units:
+                _forward(passes, u, mb, step)
+        else:
+            for u in reversed(units):
+                _backward(passes, u, mb, step)
+
+
+def _chained(oplist: Any, op: Op) -> int:
+    """`OpList.add` of a GPU-stream op whose own deps are all None: its deps the stream's
+    last op (none for the first), appended, the chain's count carried on."""
+    ops, last_on = oplist.ops, oplist.last_on
+    index = len(ops)
+    prev = last_on.get("gpu")
+    last_on["gpu"] = index
+    op.deps = () if prev is None else (prev,)
+    if oplist.chain_length == index and (prev == index - 1 or not index):
+        oplist.chain_length = index + 1
+    ops.append(op)
+    return index
+
+
+def _synced(oplist: Any, c: Any, step: int, after: int) -> None:
+    """`OpList.net` of a blocking collective after GPU op `after` (deps `(after,)`), as
+    `add` appends it: the stream's last op added where it is not `after` (a collective
+    after another of the same op)."""
+    ops, last_on = oplist.ops, oplist.last_on
+    index = len(ops)
+    prev = last_on.get("gpu")
+    last_on["gpu"] = index
+    deps = (after,) if prev is None or prev == after else (after, prev)
+    op = Op(
+        SYNC, COLLECTIVE, c.name, step, deps, 0.0, int(c.nbytes), "", "", (), (), c.resource,
+        c.latency_s, c.group,
+    )  # fmt: skip
+    if oplist.chain_length == index and (index - 1 in deps or not index):
+        oplist.chain_length = index + 1
+    ops.append(op)
+
+
+def _forward(passes: Any, u: int, mb: int, step: int) -> None:
+    weights = passes.ready.weights
+    unit = passes.units[u]
+    if weights[u] is not None or (u == 0 and passes.first_stage and weights[-1] is not None):
+        passes.forward(u, mb, step)  # waits on an op: the general passes' deps
+        return
+    what = ("forward {} mb{}", unit.name, mb)
+    alloc = passes.forward_alloc[u]
+    op = _chained(passes.ops, Op(GPU, FORWARD, what, step, (), unit.forward_s, 0, "", "", alloc))
+    passes.uses.append(op)
+    passes.use_units.append(u)
+    for c in (unit.tp_forward, unit.ep_forward, unit.cp_forward):  # blocking, in this order
+        if c is not None:
+            _synced(passes.ops, c, step, op)
+    if unit.cp_forward_hidden is not None:
+        passes.ops.net(unit.cp_forward_hidden, step, (op,))
+
+
+def _backward(passes: Any, u: int, mb: int, step: int) -> None:
+    unit, oplist = passes.units[u], passes.ops
+    if passes.ready.weights[u] is not None:
+        passes.backward(u, mb, step, None)  # waits on an op: the general passes' deps
+        return
+    if unit.recompute_s > 0:  # its deps (weights, activations) both None: the stream's last
+        what = ("recompute {} mb{}", unit.name, mb)
+        _chained(oplist, Op(GPU, RECOMPUTE, what, step, (), unit.recompute_s))
+    # (weights, recompute): the recompute is the stream's last op, or with none, the
+    # stream's last op alone; either way the stream's last op
+    what = ("backward {} mb{}", unit.name, mb)
+    alloc, free = passes.backward_alloc[u], passes.forward_alloc[u]
+    op = Op(GPU, BACKWARD, what, step, (), unit.backward_s, 0, "", "", alloc, free)
+    op = _chained(oplist, op)
+    passes.uses.append(op)
+    passes.use_units.append(u)
+    for c in (unit.tp_backward, unit.ep_backward, unit.cp_backward):  # as the forward's
+        if c is not None:
+            _synced(oplist, c, step, op)
+    if unit.cp_backward_hidden is not None:
+        oplist.net(unit.cp_backward_hidden, step, (op,))
+    if passes.gradients_stay[u] and not passes.scatters[u] and mb != passes.last_microbatch:
+        passes.ready.gradients[u] = op  # `write_gradients`: no reduction due, nothing written
+    else:
+        passes.write_gradients(u, mb, step, op, None)
