@@ -57,20 +57,21 @@ def test_no_pipeline_each_layer_group_is_made_as_its_backward_completes(llama3_8
     (tests/test_apex_distributed_adam.py; layer 0's group also the final norm's 4,096) over
     buckets of 8 x 6,553,600 = 52,428,800 values: 4.16, so 5 buckets, 5 x 6,553,600 x 2 B =
     65,536,000 B a layer, made at `backward: layer i` from 31 down to 0; the embedding and
-    output layer, 1,050,673,152 fp32 values over buckets of 8 x 3,276,800 = 26,214,400: 40.08,
-    so 41 buckets, 41 x 3,276,800 x 4 B = 537,395,200 B at the optimizer step."""
+    output layer, 1,050,673,152 fp32 values over buckets of the same 52,428,800 values (apex
+    has one default_shard_size, from the optimizer's bf16 grad_sync_dtype): 20.04, so 21
+    buckets, 21 x 6,553,600 x 4 B = 550,502,400 B at the optimizer step."""
     assert 4 * 52_428_800 < 218_116_096 <= 5 * 52_428_800
-    assert 40 * 26_214_400 < 1_050_673_152 <= 41 * 26_214_400
+    assert 20 * 52_428_800 < 1_050_673_152 <= 21 * 52_428_800
     events, made = _apex_events(llama3_8b)
     assert [(e.moment, e.nbytes, e.pieces) for e in made] == [
         *((f"backward: layer {i}", 65_536_000, 5) for i in reversed(range(32))),
-        ("optimizer step", 537_395_200, 41),
+        ("optimizer step", 550_502_400, 21),
     ]
-    # every shard is live at the step: 32 x 65,536,000 + 537,395,200 = 2,634,547,200 B (the
-    # unpadded shard was 2,270,233,600 B: whole buckets are 364,313,600 B more)
+    # every shard is live at the step: 32 x 65,536,000 + 550,502,400 = 2,647,654,400 B (the
+    # unpadded shard was 2,270,233,600 B: whole buckets are 377,420,800 B more)
     at = events.index(made[-1])
-    assert live_parts(events, at)[APEX_GRAD_SHARDS] == 32 * 65_536_000 + 537_395_200
-    assert 32 * 65_536_000 + 537_395_200 == 2_634_547_200
+    assert live_parts(events, at)[APEX_GRAD_SHARDS] == 32 * 65_536_000 + 550_502_400
+    assert 32 * 65_536_000 + 550_502_400 == 2_647_654_400
     # made after the layer's saved activations are freed: at layer 31's moment its
     # "saved 31" free comes first
     i31 = events.index(made[0])
@@ -88,11 +89,12 @@ def test_interleaved_chunk_groups_in_the_cool_down_stage_0(gpt3_512):
     906,160,128, over buckets of 16 x 3,276,800 = 52,428,800: 17.28, so 18 buckets, 18 x
     3,276,800 x 2 B = 117,964,800 B a chunk. In the last group of p·v = 48 backwards chunk
     5-q's last is the 8(q+1)-th: 8(5-q) chunk backwards left on stage 0 (40, 32, 24, 16, 8);
-    chunk 0 has none left and joins the fp32 embeddings at the step: 179,564,544 values over
-    buckets of 16 x 1,638,400 = 26,214,400: 6.85, so 7 x 1,638,400 x 4 B = 45,875,200 B."""
+    chunk 0 has none left and joins the fp32 embeddings at the step: 180,879,360 values over
+    buckets of the same 52,428,800 values (one default_shard_size): 3.45, so 4 x 3,276,800 x
+    4 B = 52,428,800 B."""
     assert 5_436_960_768 // 12 * 2 == 906_160_128
     assert 17 * 52_428_800 < 906_160_128 <= 18 * 52_428_800
-    assert 6 * 26_214_400 < 179_564_544 <= 7 * 26_214_400
+    assert 3 * 52_428_800 < 180_879_360 <= 4 * 52_428_800
     _, made = _apex_events(gpt3_512)
     left = {5: 40, 4: 32, 3: 24, 2: 16, 1: 8}
     assert [(e.moment, e.nbytes, e.pieces) for e in made] == [
@@ -104,7 +106,7 @@ def test_interleaved_chunk_groups_in_the_cool_down_stage_0(gpt3_512):
             )
             for c, n in left.items()
         ),
-        ("optimizer step", 117_964_800 + 45_875_200, 18 + 7),
+        ("optimizer step", 117_964_800 + 52_428_800, 18 + 4),
     ]
 
 

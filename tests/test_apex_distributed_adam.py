@@ -1,7 +1,9 @@
 """apex's DistributedFusedAdam as NeMo 1.x drives it (`training.distributed_optimizer: apex`,
 issue 38; docs/memory.md, "FP8 training"), each figure worked out by hand from the source:
 
-- apex/contrib/optimizers/distributed_fused_adam.py at d571f3ee: `StateBucket` keeps per
+- apex/contrib/optimizers/distributed_fused_adam.py at d571f3ee (and the later version with
+  per-bucket dtypes NeMo 24.07 needs, where one default_shard_size sizes every bucket, the fp32
+  ones too; state/apex_buckets.py): `StateBucket` keeps per
   bucket an int16 `param_remainders_shard` (store_param_remainders) and fp32 `exp_avg_shard`
   and `exp_avg_sq_shard`, each `shard_size` = bucket / distributed ranks; `_init_grad_buffer`
   one contiguous grad buffer over every bucket in `grad_sync_dtype` (default: the optimizer's
@@ -57,23 +59,34 @@ def llama3_8b():
 
 
 def test_whole_gradient_buffer_bf16_with_embeddings_in_fp32(llama3_8b):
-    """grad_sync_dtype bf16 (the launcher's llama3_8b_fp8.sh): the contiguous buffer holds
-    every value of the rank, 2 B each, the embeddings' and output layer's 4 B:
-    6,979,588,096 x 2 + 1,050,673,152 x 4 = 13,959,176,192 + 4,202,692,608."""
+    """grad_sync_dtype bf16 (the launcher's llama3_8b_fp8.sh): the contiguous buffer is whole
+    buckets (state/apex_buckets.py), one default_shard_size of 100 MiB / 2 B / 8 = 6,553,600
+    values, a bucket 52,428,800 values. NeMo starts a fresh bucket for each layer: 218,112,000
+    values (layer 0 with the final norm's 4,096: 218,116,096) over 52,428,800 is 4.16, so 5
+    buckets a layer, 160 in all, 2 B each: 160 x 52,428,800 x 2 = 16,777,216,000 B; the
+    embedding and output layer's 1,050,673,152 fp32 values 20.04, so 21 buckets of 4 B values:
+    21 x 52,428,800 x 4 = 4,404,019,200 B. 21,181,235,200 B, where every value of the rank
+    once (6,979,588,096 x 2 + 1,050,673,152 x 4) was 18,161,868,800."""
     _, inv = llama3_8b
-    assert inv.per_gpu["gradients"] == 18_161_868_800
+    assert 4 * 52_428_800 < 218_116_096 <= 5 * 52_428_800
+    assert 20 * 52_428_800 < LLAMA3_EMB <= 21 * 52_428_800
+    assert 160 * 52_428_800 * 2 + 21 * 52_428_800 * 4 == 21_181_235_200
+    assert inv.per_gpu["gradients"] == 21_181_235_200
     assert LLAMA3_BODY * 2 + LLAMA3_EMB * 4 == 18_161_868_800
 
 
-def test_remainders_and_moments_are_sharded_over_data_x_context(llama3_8b):
-    """int16 remainders 2 B and two fp32 moments 8 B a value of the shard,
-    ceil(8,030,261,248 / 8) = 1,003,782,656 values."""
+def test_remainders_and_moments_are_whole_bucket_shards(llama3_8b):
+    """`StateBucket` allocates an int16 remainder shard (2 B) and two fp32 moment shards
+    (8 B) of shard_size = 6,553,600 values for each of the 160 + 21 = 181 buckets, however
+    full: 181 x 6,553,600 = 1,186,201,600 values, where ceil(8,030,261,248 / 8) =
+    1,003,782,656 were counted before."""
     _, inv = llama3_8b
-    shard = math.ceil((LLAMA3_BODY + LLAMA3_EMB) / RANKS)
-    assert shard == 1_003_782_656
-    assert inv.per_gpu["master"] == 2 * shard == 2_007_565_312
-    assert inv.per_gpu["optimizer"] == 8 * shard == 8_030_261_248
-    # the bf16 weights stay whole (the contiguous param buffer, param_sync_dtype bf16)
+    shard = 181 * 6_553_600
+    assert shard == 1_186_201_600
+    assert math.ceil((LLAMA3_BODY + LLAMA3_EMB) / RANKS) == 1_003_782_656
+    assert inv.per_gpu["master"] == 2 * shard == 2_372_403_200
+    assert inv.per_gpu["optimizer"] == 8 * shard == 9_489_612_800
+    # the bf16 weights stay exact (the contiguous param buffer is not counted: no key)
     assert inv.per_gpu["weights"] == 2 * (LLAMA3_BODY + LLAMA3_EMB)
 
 
@@ -81,12 +94,12 @@ def test_reduce_scattered_shards_live_to_zero_grad_the_fp32_ones_made_at_the_ste
     """The gradient shards, one data x context shard of each apex bucket: the layers' are made
     in the last micro-batch's backward (tests/test_apex_cool_down.py), the embedding's and
     output layer's fp32 buckets at the step: 1,050,673,152 values over buckets of 8 x
-    3,276,800 = 26,214,400, 41 buckets, 41 x 3,276,800 x 4 B = 537,395,200 B; no fp32 copy
+    6,553,600 = 52,428,800, 21 buckets, 21 x 6,553,600 x 4 B = 550,502,400 B; no fp32 copy
     of them (Megatron's `_copy_model_grads_to_main_grads` is not run). All of them are freed
     together (`zero_grad`)."""
     r, inv = llama3_8b
-    expected = 41 * 3_276_800 * 4
-    assert expected == 537_395_200
+    expected = 21 * 6_553_600 * 4
+    assert expected == 550_502_400
     assert optimizer_temporaries(r, 0) == (APEX_GRAD_SHARDS, expected)
     events = [e for e in build_events(r, inv, 0) if e.part == APEX_GRAD_SHARDS]
     assert [(e.phase, e.alloc) for e in events].count(("optimizer", True)) == 1
@@ -115,13 +128,18 @@ def tiny_apex(data=2, gradients="fp32", parallel=None, model=None, **training):
 
 def test_fp32_grad_sync_the_apex_default():
     """The tiny model (tests/test_fp8_memory.py): 4,178,240 values, of them 4,096,000 the
-    embedding and head. grad_sync_dtype fp32 (apex's default, NeMo passes none): 4 B each
-    whole; at the step the fp32 embedding bucket's shard over 2 ranks: a bucket of 100 MiB /
-    4 B = 26,214,400 values holds the 4,096,000, its shard 13,107,200 values x 4 B =
+    embedding and head, 2 layers of 41,088 and a final norm of 64. grad_sync_dtype fp32
+    (apex's default, NeMo passes none): a bucket of 100 MiB / 4 B = 26,214,400 values, its
+    shard over 2 ranks 13,107,200. The buffer is whole buckets: one a layer and one for the
+    fp32 embeddings, 3 x 26,214,400 x 4 B = 314,572,800 B (the values once, 4 x 4,178,240 =
+    16,712,960 B); at the step the fp32 embedding bucket's shard, 13,107,200 x 4 B =
     52,428,800 B (the layers' shards are made in the backward)."""
     r = tiny_apex()
     inv = build_inventory(r)
-    assert inv.per_gpu["gradients"] == 4 * 4_178_240
+    assert 2 * 41_088 + 64 + 4_096_000 == 4_178_240
+    assert inv.per_gpu["gradients"] == 3 * 26_214_400 * 4 == 314_572_800
+    assert inv.per_gpu["optimizer"] == 3 * 13_107_200 * 8
+    assert inv.per_gpu["master"] == 3 * 13_107_200 * 2
     assert optimizer_temporaries(r, 0) == (APEX_GRAD_SHARDS, 13_107_200 * 4)
 
 

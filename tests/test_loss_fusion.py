@@ -192,15 +192,17 @@ def test_fp8_params_are_the_weights_no_bf16_copy_beside_them():
 
 
 def test_fp8_params_are_gathered_in_fp8_layer_by_layer():
-    """ZeRO-3 / FSDP with FP8 params: a layer's gather is its FP8 linears (mxfp8: a 1-byte
-    scale per 32 values of each copy, 4 x 2 x 4,224 + 3 x 2 x 8,448 = 84,480 B) and its two
-    norms in bf16 (128 x 2 = 256 B): 84,736 B; no FP8 copies besides."""
-    fp8 = {"recipe": "mxfp8", "param_gather": True}
+    """FSDP2 with torchao's FP8 all-gather (tensorwise alone): a layer's gather is its FP8
+    linears in one layout, no transpose (torchao/float8/fsdp_utils.py; state/fp8.py), one
+    fp32 scale each, 4 x (4,096 + 4) + 3 x (8,192 + 4) = 40,988 B, and its two norms in bf16
+    (128 x 2 = 256 B): 41,244 B; no FP8 copies besides (was 84,736 B with mxfp8's two
+    layouts, which torchao refuses to all-gather)."""
+    fp8 = {"recipe": "tensorwise", "param_gather": True}
     raw = tiny({"data": 2, "zero_stage": 3}, framework="fsdp", fp8=fp8)
     r, inv, _ = timeline(raw)
     events = build_events(r, inv, 0)
     gathered = [e.nbytes for e in events if e.part == "gathered weights" and e.alloc]
-    assert 84_736 in gathered
+    assert 41_244 in gathered
     assert not [e for e in events if e.part == FP8_COPIES]
 
 

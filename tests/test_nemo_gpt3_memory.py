@@ -54,13 +54,16 @@ def test_stage_0_gradients_in_bf16_with_the_embeddings_in_fp32(gpt3_512):
     5,436,960,768 in bf16 (2 B). Word embedding 50,688 / 4 x h = 155,713,536 (NeMo pads 50,257
     to a multiple of make_vocab_size_divisible_by 128 x TP 4 = 512: 99 x 512) and positions
     2,048 x h = 25,165,824, in fp32 (4 B, NeMo's `_with_fp32_optimizer`): 10,873,921,536 +
-    723,517,440 = 11,597,438,976 B."""
+    723,517,440 = 11,597,438,976 B once each. apex's contiguous buffer holds whole buckets of
+    52,428,800 values (tests/test_apex_buckets.py): each chunk of 2 layers, 906,160,128
+    values, 18 of them, 108 in all at 2 B; the embeddings 4 at 4 B: 12,163,481,600 B."""
     _, inv = gpt3_512
     layer = 3 * H * H + 7 * H // 4 + 6 * H
     assert layer == 453_080_064
     body, emb = 12 * layer, 50_688 // 4 * H + 2_048 * H
     assert (body, emb) == (5_436_960_768, 180_879_360)
-    assert inv.per_gpu["gradients"] == body * 2 + emb * 4 == 11_597_438_976
+    assert body * 2 + emb * 4 == 11_597_438_976
+    assert inv.per_gpu["gradients"] == (108 * 2 + 4 * 4) * 52_428_800 == 12_163_481_600
 
 
 def test_first_stage_keeps_55_chunk_outputs(gpt3_512):

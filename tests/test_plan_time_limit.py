@@ -179,7 +179,7 @@ def test_a_large_space_s_rest_is_priced_from_a_sample_spread_over_it(monkeypatch
     # own times: 3 x 0.1 + 12 x 1.0 = 12.3 s, the same; priced from the cheap 4 alone
     # (0.01 s a pass) it would be 150 x 0.01 / 2 = 0.75 s, 8.2x short.
     left = list(range(20))
-    kept = [SimpleNamespace(passes=10, cost=0.1 if i < 4 else 1.0) for i in left]
+    kept = [SimpleNamespace(passes=10, cost=0.1 if i < 4 else 1.0, wear_floor_s=0) for i in left]
     pruned = SimpleNamespace(kept=kept, task=lambda c: c)
     monkeypatch.setattr(
         run_module, "run_point", lambda c: PointResult("k", "ok", None, {}, None, c.cost)

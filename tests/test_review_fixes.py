@@ -168,16 +168,18 @@ def test_a_scenario_with_a_stray_base_key_is_judged_as_a_scenario(cli, write):
     assert said(err.strip(), file).coded == ("E-KEY-UNKNOWN", "base")
 
 
-def test_fsdp_fp8_layers_left_uncheckpointed_keep_their_copies(cli_json, write):
+def test_fsdp_fp8_layers_left_uncheckpointed_keep_no_fp8_copy(cli_json, write):
     """recompute_every 2 checkpoints every other layer (torchtitan's selective_ac_option 2):
-    the other two of TINY's 4 keep what they save, their FP8 copies among it, so more than
-    one layer's copies are live at the end of the forward."""
+    the other two of TINY's 4 keep what they save, and torchao's Float8Linear saves its bf16
+    input and its weight parameter, no FP8 copy (state/fp8.py, tests/test_fp8_torchao.py):
+    at most one GEMM's cast, the largest weight 256 x 512 (131,072 values) at 1 B with one fp32
+    scale, 131,076 B, is live at the peak (this test asked for more than a layer's before)."""
     training = {"seq_len": 512, "recompute": "full", "recompute_every": 2, "framework": "fsdp"}
     training["fp8"] = {"recipe": "tensorwise"}
     raw = {"name": "x", "model": TINY, "training": training}
     raw["parallel"] = {"data": 2, "zero_stage": 3}
     report = cli_json(write(raw))
-    assert report["memory_timeline"]["peak_parts"].get(FP8, 0) > FP8_LAYER
+    assert report["memory_timeline"]["peak_parts"].get(FP8, 0) <= 131_072 + 4
 
 
 def test_api_page_run_cell_prints_what_the_run_gives():

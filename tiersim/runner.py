@@ -22,7 +22,9 @@ from tiersim.config.layout_checks import layout_notes
 from tiersim.config.load import Loaded, blamed_on_overrides
 from tiersim.config.loss_fusion_notes import loss_fusion_notes
 from tiersim.config.model_notes import model_notes
+from tiersim.config.optimizer_notes import optimizer_notes
 from tiersim.config.schema import Scenario
+from tiersim.config.vocab_padding import vocab_padding_notes
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
 from tiersim.engine.host_memory import host_timeline
@@ -117,6 +119,8 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + loss_fusion_notes(scenario)
         + context_comm_notes(scenario)
         + distributed_optimizer_notes(scenario)
+        + vocab_padding_notes(scenario)
+        + optimizer_notes(scenario)
     )
 
 

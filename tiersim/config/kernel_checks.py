@@ -49,7 +49,26 @@ def fp8_compute_problems(s: Scenario) -> list[Problem]:
 def fp8_problems(s: Scenario) -> list[Problem]:
     """FP8 is `training.fp8` alone, its linears need an FP8 rate, and a kernel table's FP8
     quantize shares are shares."""
-    return fp8_compute_problems(s) + _fp8_rate_problems(s) + quantize_share_problems(s)
+    rate = _fp8_rate_problems(s) + quantize_share_problems(s)
+    return fp8_compute_problems(s) + _fp8_gather_problems(s) + rate
+
+
+def _fp8_gather_problems(s: Scenario) -> list[Problem]:
+    """`param_gather` under `framework: fsdp` is torchao's `enable_fsdp_float8_all_gather`,
+    which torchao 0.18.0 allows with tensorwise scaling alone (torchao/float8/config.py,
+    `Float8LinearConfig.__post_init__`: "enable_fsdp_float8_all_gather only supports
+    tensorwise scaling granularity")."""
+    tr = s.training
+    if tr.fp8 is None or not tr.fp8.param_gather or tr.framework != "fsdp":
+        return []
+    if tr.fp8.recipe == "tensorwise":
+        return []
+    what = (
+        f"true with recipe {tr.fp8.recipe} under framework fsdp: torchao's FP8 all-gather "
+        "(enable_fsdp_float8_all_gather) takes tensorwise scaling only; expected "
+        "training.fp8.recipe: tensorwise, or param_gather: false; docs/fp8.md"
+    )
+    return [Problem("training.fp8.param_gather", what, "E-CONFLICT")]
 
 
 def _fp8_rate_problems(s: Scenario) -> list[Problem]:

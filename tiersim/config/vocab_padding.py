@@ -19,17 +19,19 @@ their gradients and optimizer state, the logits, the loss and the logits GEMM al
 from __future__ import annotations
 
 from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem
 
 MEGATRON_DIVISOR = 128  # --make-vocab-size-divisible-by's default (Megatron-LM, NeMo)
 
 
 def vocab_divisor(s: Scenario) -> int | None:
     """`training.make_vocab_size_divisible_by` as given, else its framework's (None: the
-    vocabulary is not padded)."""
+    vocabulary is not padded; a generic model has none to pad)."""
     given = s.training.make_vocab_size_divisible_by
     if given is not None:
         return given
-    return MEGATRON_DIVISOR if s.training.framework == "megatron" else None
+    transformer = s.model.parameters is None
+    return MEGATRON_DIVISOR if s.training.framework == "megatron" and transformer else None
 
 
 def padded_vocab(vocab: int, divisor: int | None, tensor: int) -> int:
@@ -42,9 +44,10 @@ def padded_vocab(vocab: int, divisor: int | None, tensor: int) -> int:
 
 
 def scenario_vocab(s: Scenario) -> int | None:
-    """The padded vocabulary of `s`'s model (None: a generic model, no vocabulary known)."""
+    """The padded vocabulary of `s`'s model (None: no vocabulary known, or a generic model,
+    whose `model.vocab` builds no embedding to pad)."""
     vocab = s.model.vocab
-    if vocab is None:
+    if vocab is None or s.model.parameters is not None:
         return None
     return padded_vocab(vocab, vocab_divisor(s), s.parallel.tensor)
 
@@ -53,9 +56,22 @@ def padding_note(s: Scenario) -> str:
     """'vocabulary 50,257 padded to 50,688 (make_vocab_size_divisible_by 128 x tensor 4)'
     where the framework pads it, else ''."""
     vocab, padded = s.model.vocab, scenario_vocab(s)
-    if vocab is None or padded == vocab:
+    if padded is None or padded == vocab:
         return ""
     return (
         f"vocabulary {vocab:,} padded to {padded:,} (make_vocab_size_divisible_by "
         f"{vocab_divisor(s)} x tensor {s.parallel.tensor})"
     )
+
+
+def vocab_padding_notes(s: Scenario) -> list[Problem]:
+    """The key given on a generic model, which has no embedding or output layer to pad."""
+    divisor = s.training.make_vocab_size_divisible_by
+    if divisor is None or s.model.parameters is None:
+        return []
+    why = (
+        f"{divisor} has no effect: the model is generic (a parameter count and layers), so it "
+        "has no embedding or output layer to pad (give the transformer's dimensions, a preset "
+        "or an hf_config)"
+    )
+    return [Problem("training.make_vocab_size_divisible_by", why, "W-NO-EFFECT")]

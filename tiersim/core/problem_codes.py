@@ -69,6 +69,8 @@ CODES: dict[str, str] = {
     "W-DEFAULT": "a default the model took that a model of its kind usually sets otherwise",
     "W-MODEL-LIMIT": "a setting past what the model was built for (a sequence longer than its "
     "max_positions, with rotary positions): counted, not refused",
+    "W-UNMEASURED": "a combination the implementation tiersim follows refused where tiersim "
+    "measured it, or never ran: counted by that implementation's source, unchecked",
     "W-EMIT-APPROXIMATE": "a scenario setting the framework written for has no exact "
     "counterpart for (written approximately, or left out)",
 }

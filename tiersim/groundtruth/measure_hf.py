@@ -93,8 +93,10 @@ def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
             )
         return _fsdp_step(req, world)
     if req.optimizer not in ("adamw", "adam"):
-        also = "; muon with --implementation huggingface" if req.optimizer == "muon" else ""
-        expected = f"expected adamw or adam{also}"  # Muon steps transformers' model only
+        # Muon and torchao's 8-bit AdamW step transformers' model only
+        huggingface = req.optimizer in FSDP_STEP_OPTIMIZERS
+        also = f"; {req.optimizer} with --implementation huggingface" if huggingface else ""
+        expected = f"expected adamw or adam{also}"
         raise invalid("optimizer", f"{req.optimizer!r} with --fsdp ({expected})")
     scenario = prediction_scenario(req)
     import_torch()

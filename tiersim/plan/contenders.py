@@ -99,6 +99,31 @@ class Contenders:
         # it could be the best on HBF that fits, while none there holds
         return worn and score_bound(candidate, self.objective) >= self.worn_best
 
+    def decided(self, candidate: Candidate, wears: bool) -> bool:
+        """Whether a candidate whose step was simulated without its checkpoint is settled
+        (tiersim.plan.screening): it cannot hold its wear budget (`wears`) and cannot be
+        the best on HBF that fits either (counted as pruned by its budget, its step
+        simulated); else it is simulated in full once it still matters."""
+        if not wears:
+            return False
+        worn = candidate.hbf_optimizer and True not in self.group_best
+        if worn and score_bound(candidate, self.objective) >= self.worn_best:
+            return False
+        self.pruned[f"{candidate.wear_tier} wear budget, by its simulated step"] += 1
+        return True
+
+    def holds_at_least(self, candidate: Candidate, step_s: float) -> bool:
+        """A candidate found to hold every wear budget with a step of at most `step_s`
+        (tiersim.plan.screening): its group's best that holds scores at least what that
+        step gives, for tokens/s (a step's tokens over it), so that is its best so far until
+        it runs in full; False for other objectives (its score needs the whole run)."""
+        if self.objective != "tokens_per_s" or step_s <= 0:
+            return False
+        least = candidate.tokens_per_step / step_s
+        group = candidate.hbf_optimizer
+        self.group_best[group] = max(self.group_best.get(group, -math.inf), least)
+        return True
+
     def _why(self, candidate: Candidate, kth: float, own: float) -> str:
         """The bound that ruled the candidate out: its step time's binding term, or the wear
         budget of a tier where the step time alone would not have."""

@@ -24,7 +24,7 @@ from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import StepBound, step_bound, wear_floor
 from tiersim.plan.space import override_text
-from tiersim.plan.upper import MARGIN, period_upper_s
+from tiersim.plan.upper import MARGIN, checkpoint_share_s, serial_step_s
 from tiersim.runner import check_runnable
 from tiersim.state.classes import STATE_CLASSES
 from tiersim.state.inventory import build_inventory
@@ -63,6 +63,9 @@ class Candidate:
     # its step's period can take no more (plan.upper, with its margin): where that is under
     # the wear floor, no run of it holds the budget
     upper_s: float = math.inf
+    # of which a durable checkpoint's stall share (with the margin): its period is at most its
+    # step as simulated plus this (tiersim.plan.screening)
+    checkpoint_upper_s: float = math.inf
 
 
 @dataclass
@@ -141,6 +144,7 @@ class Assessed:
     hbf_optimizer: bool = False
     floor: tuple[float, str | None] = (0.0, None)
     upper_s: float = math.inf
+    checkpoint_upper_s: float = math.inf  # the part of `upper_s` a checkpoint's stall adds
     costs: tuple = ()  # (GPUs, price per GPU-hour, tier prices, amortization): `costs`
 
 
@@ -250,6 +254,7 @@ class Checker:
             tier_prices=prices,
             amortization_s=amortization,
             upper_s=a.upper_s,
+            checkpoint_upper_s=a.checkpoint_upper_s,
         )
         return candidate, hashlib.sha256(s.model_dump_json().encode()).hexdigest()[:16]
 
@@ -274,9 +279,15 @@ def assess(s: Scenario, shared: dict | None = None) -> Assessed:
     bound = step_bound(res, wl)
     # a flash tier whose reads and programs share its dies runs at ports a first simulation
     # sets (runner.as_dies_allow): its step is not bounded above before that
-    upper = math.inf if interfering(s) else MARGIN * period_upper_s(res, wl, Topology(res.machine))
+    upper = share = math.inf
+    if not interfering(s):
+        topo = Topology(res.machine)
+        step = serial_step_s(res, wl, topo)
+        share = checkpoint_share_s(res, wl, topo, step)
+        upper = MARGIN * (step + share)  # plan.upper.period_upper_s, with its margin
     floor = wear_floor(s, bound.written)
-    return Assessed((), bound, wl.tokens_per_step, on_hbf, floor, upper, costs)
+    tokens = wl.tokens_per_step
+    return Assessed((), bound, tokens, on_hbf, floor, upper, MARGIN * share, costs)
 
 
 def costs_of(s: Scenario) -> tuple[int, float | None, dict[str, float], float | None]:

@@ -24,6 +24,7 @@ from tiersim.plan.chunks import CHUNK, prune_on_pool
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.rank import Simulated, best_worn, simulated
+from tiersim.plan.screening import screened_cost_s
 from tiersim.plan.simulating import Deadline, simulate_rest
 from tiersim.plan.space import Space, candidates
 from tiersim.rulebook import check_plan_section
@@ -92,7 +93,8 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     contenders = Contenders(options.objective, options.top)
     workers = parallelism(options, len(pruned.kept) - len(sampled))[0]  # for those left
     run = (options.executor, workers, options.scheduler)
-    results = simulate_rest(pruned, sampled, run, stream_to, contenders, deadline)
+    large = space.size > LARGE  # its undecided wear screened (tiersim.plan.screening)
+    results = simulate_rest(pruned, sampled, run, stream_to, contenders, deadline, large)
     sims = [simulated(c, r) for c, r in zip(pruned.kept, results, strict=True) if r is not None]
     sims = _remedied(sims, options.objective, pruned)
     by_bound = dict(contenders.pruned.most_common())
@@ -148,7 +150,7 @@ def _sample_best(
     _sample_hbf(pruned, order, sampled, probe)
     best, best_s = len(sampled), sum(r.elapsed_s for r in sampled.values())
     left = [i for i in order if i not in sampled and probe.could_matter(kept[i])]
-    spread_out, rest, estimate = sample_left(pruned, left, sampled, options)
+    spread_out, rest, estimate = sample_left(pruned, left, sampled, options, probe)
     spent = sum(r.elapsed_s for r in sampled.values())
     print(
         f"plan: {len(kept):,} of {pruned.checked:,} candidates fit; the {best} of the "
@@ -172,7 +174,11 @@ def _sample_best(
 
 
 def sample_left(
-    pruned: Pruned, left: list[int], sampled: dict[int, PointResult], options: PlanOptions
+    pruned: Pruned,
+    left: list[int],
+    sampled: dict[int, PointResult],
+    options: PlanOptions,
+    probe: Contenders | None = None,
 ) -> tuple[list[int], list[int], float]:
     """(up to SAMPLE of `left` spread over it, the others, their estimated wall time): those
     the best bounds leave that could still rank (best bound first) sampled from end to end,
@@ -188,7 +194,11 @@ def sample_left(
     per_pass = spent / max(1, sum(kept[i].passes for i in timed))
     rest = [i for i in left if i not in sampled]
     at_once = parallelism(options, len(rest))[1]
-    return spread_out, rest, per_pass * sum(kept[i].passes for i in rest) / at_once
+    # those with a wear budget are screened first (tiersim.plan.screening); `probe`: those
+    # screened here that might hold run in full too, and join the sample
+    found = None if probe is None else (probe, sampled)
+    cost = screened_cost_s(pruned, rest, per_pass, SAMPLE, found)
+    return spread_out, [i for i in rest if i not in sampled], cost / at_once
 
 
 def _sample_hbf(

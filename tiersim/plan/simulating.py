@@ -16,10 +16,18 @@ from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned
+from tiersim.plan.screening import (
+    ROUND_OFF,
+    Screened,
+    plan_point,
+    screenable,
+    tightened,
+    wears,
+)
 from tiersim.plan.space import Space
 from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
 from tiersim.sweep.progress import Progress
-from tiersim.sweep.worker import PointResult, run_point
+from tiersim.sweep.worker import PointResult
 
 
 def now() -> float:
@@ -79,11 +87,15 @@ def simulate_rest(
     to: TextIO,
     contenders: Contenders,
     deadline: Deadline,
+    screen: bool = False,
 ) -> list[PointResult | None]:
     """Every kept candidate's result, in order (None: never simulated, its bound cannot reach
     the answer): the sampled ones as they are, the rest on `run` = (executor, workers,
     scheduler), best bound first, each checked against the results in when it is about to
-    be sent (`Contenders`), the search refused once `deadline` has passed (`Deadline`)."""
+    be sent (`Contenders`), the search refused once `deadline` has passed (`Deadline`).
+    `screen`: a candidate whose wear its bounds leave undecided has its step simulated
+    first, without its checkpoint (tiersim.plan.screening), and is simulated in full, after
+    the others, only where that does not settle it."""
     kept = pruned.kept
     for i, r in sampled.items():
         contenders.add(kept[i], r)
@@ -91,32 +103,88 @@ def simulate_rest(
     left = [i for i in contenders.order(kept) if i not in sampled]
     if not left:
         return results
-    sent: list[int] = []  # positions in `kept` of the candidates sent, in order
-
-    def tasks():
-        for i in left:
-            if contenders.matters(kept[i]):
-                sent.append(i)
-                yield pruned.task(kept[i])
-
-    bar = Progress(len(left), to, label="plans simulated or pruned")
+    rest = Rest(pruned, contenders, deadline, results, left)
+    rest.bar = Progress(len(left), to, label="plans simulated or pruned")
 
     def on(pool: Pool) -> None:  # an InputError raised here ends the workers at once
-        done = 0
-        started = deadline.elapsed_s()
-        for batch in stream(pool, run_point, tasks()):
-            for position, outcome in batch:
-                if not isinstance(outcome, PointResult):
-                    raise SweepAborted(f"a worker failed: {type(outcome).__name__}: {outcome}")
-                i = sent[position]
-                results[i] = outcome
-                contenders.add(kept[i], outcome)
-            done += len(batch)
-            settled = done + sum(contenders.pruned.values())
-            bar.update(settled)
-            deadline.check(done, settled, len(left), deadline.elapsed_s() - started)
+        rest.started = deadline.elapsed_s()
+        rest.through(pool, left, screen)
+        rank = {i: r for r, i in enumerate(left)}
+        last, rest.later = sorted(rest.later + rest.deferred, key=rank.__getitem__), []
+        rest.through(pool, last, False)  # best bound first
 
     executor, workers, scheduler = run
     run_on_pool(executor, workers, scheduler, None, on)
-    bar.update(len(left))
+    rest.bar.update(len(left))
     return results
+
+
+@dataclass
+class Rest:
+    """The candidates left after the sample, as their results come back (`simulate_rest`)."""
+
+    pruned: Pruned
+    contenders: Contenders
+    deadline: Deadline
+    results: list[Any]
+    left: list[int]  # positions in `pruned.kept`, best bound first
+    later: list[int] = field(default_factory=list)  # screened, might hold: run in full next
+    # screened and not settled: wear (while one could be the best on HBF that fits) or hold
+    # (while one could be the best that holds): run in full last, where they still matter
+    deferred: list[int] = field(default_factory=list)
+    done: int = 0  # simulated in full
+    started: float = 0.0  # when the pool started, as the deadline reads it
+    bar: Any = None
+
+    def jobs(self, positions: list[int], sent: list[int], screening: bool):
+        """(screen?, task) of each of `positions` that still matters, in order, and before
+        each, the screened ones that might hold: the first on HBF that holds prunes others."""
+        kept = self.pruned.kept
+        for i in positions:
+            yield from self.next_in_full(sent)
+            if self.contenders.matters(kept[i]):
+                sent.append(i)
+                screen = screening and screenable(kept[i])
+                yield kept[i].checkpoint_upper_s if screen else None, self.pruned.task(kept[i])
+        yield from self.next_in_full(sent)
+
+    def next_in_full(self, sent: list[int]):
+        while self.later:
+            i = self.later.pop(0)
+            if self.contenders.matters(self.pruned.kept[i]):
+                sent.append(i)
+                yield None, self.pruned.task(self.pruned.kept[i])
+
+    def screened(self, i: int, outcome: Screened) -> None:
+        """A screen back: settled, or its candidate's bound tightened by its step and queued
+        to run in full (one that wears only while it could be the best on HBF that fits)."""
+        kept = self.pruned.kept
+        worn = wears(kept[i], outcome)
+        if self.contenders.decided(kept[i], worn):
+            return
+        kept[i] = tightened(kept[i], outcome)
+        longest = outcome.step_s * (1 + ROUND_OFF) if outcome.step_s is not None else 0.0
+        if outcome.holds and self.contenders.holds_at_least(kept[i], longest):
+            self.deferred.append(i)  # held: run in full last, only if still among the best
+        else:
+            (self.deferred if worn else self.later).append(i)
+
+    def through(self, pool: Pool, positions: list[int], screening: bool) -> None:
+        """`positions` sent while they still matter, each result taken in as it comes."""
+        kept, contenders = self.pruned.kept, self.contenders
+        sent: list[int] = []  # positions in `kept` of the candidates sent, in order
+        for batch in stream(pool, plan_point, self.jobs(positions, sent, screening)):
+            for position, outcome in batch:
+                i = sent[position]
+                if isinstance(outcome, Screened):
+                    self.screened(i, outcome)
+                    continue
+                if not isinstance(outcome, PointResult):
+                    raise SweepAborted(f"a worker failed: {type(outcome).__name__}: {outcome}")
+                self.results[i] = outcome
+                contenders.add(kept[i], outcome)
+                self.done += 1
+            settled = self.done + sum(contenders.pruned.values())
+            self.bar.update(settled)
+            sent_s = self.deadline.elapsed_s() - self.started
+            self.deadline.check(self.done, settled, len(self.left), sent_s)

@@ -176,10 +176,17 @@ def period_upper_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     """The most the step's period can be (module docstring), without `MARGIN`; inf where a
     checkpoint's interval is not known before the run (chosen from its cost)."""
     step = serial_step_s(res, wl, topo)
+    return step + checkpoint_share_s(res, wl, topo, step)
+
+
+def checkpoint_share_s(res: Resolved, wl: Workload, topo: Topology, step_s: float) -> float:
+    """The most a durable checkpoint adds to each step's period (its stall over the interval:
+    module docstring), where a step takes at most `step_s`; 0 without one, inf where its
+    interval is not known before the run (chosen from its cost)."""
     if not res.execution.checkpoint_simulated:
-        return step
+        return 0.0
     every = res.execution.checkpoint.every_steps
     if not isinstance(every, int) or isinstance(every, bool):
         return math.inf
-    stall = checkpoint_copy_s(res, wl, topo) + (1 + MAX_TRAILING_STEPS) * step
-    return step + stall / every
+    stall = checkpoint_copy_s(res, wl, topo) + (1 + MAX_TRAILING_STEPS) * step_s
+    return stall / every

@@ -5,7 +5,8 @@
 apex (apex/contrib/optimizers/distributed_fused_adam.py at d571f3ee) cuts the parameters into
 buckets of `bucket_cap_mb` (100 MiB by default) in `grad_sync_dtype`: `shard_size =
 int(2**20 * bucket_cap_mb / dtype_bytes / ranks)` rounded down to `128 // dtype_bytes` values,
-a bucket `shard_size x ranks` values. `_start_bucket_grad_sync` reduce-scatters a bucket into a
+a bucket `shard_size x ranks` values, one size for every bucket, the fp32 ones included
+(state/apex_buckets.py). `_start_bucket_grad_sync` reduce-scatters a bucket into a
 new `torch.empty([bucket_size // distributed_size], dtype=grad_sync_dtype)` (none on one rank:
 the bucket itself); `_finish_bucket_grad_sync` keeps that tensor as the bucket's `grads_shard`
 (with `contiguous_grad_buffer` the bucket is a view of the whole buffer, nothing else is made
@@ -47,6 +48,7 @@ import math
 from dataclasses import dataclass
 
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state.apex_buckets import FP32, buckets_for, shard_values, stage_values
 from tiersim.state.inventory import rank_matrices
 from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS
 from tiersim.state.resolved import Resolved
@@ -55,15 +57,6 @@ from tiersim.state.timeline import Steps
 
 APEX_GRAD_SHARDS = "reduce-scattered gradient shards (apex DistributedFusedAdam)"
 HELD = "saved activations (other micro-batches)"
-BUCKET_CAP_MB = 100  # DistributedFusedAdam's bucket_cap_mb default (GPT-3's NeMo configs too)
-FP32 = 4  # NeMo's _with_fp32_optimizer buckets: embeddings and output layer
-
-
-def shard_values(dtype_bytes: int, ranks: int, cap_mb: float = BUCKET_CAP_MB) -> int:
-    """apex's `default_shard_size`: one rank's values of a bucket."""
-    alignment = 128 // dtype_bytes
-    shard = int(1024 * 1024 * cap_mb / dtype_bytes / ranks)
-    return max(shard // alignment * alignment, alignment)
 
 
 @dataclass(frozen=True)
@@ -76,9 +69,9 @@ class Group:
     nbytes: int  # buckets x shard values x dtype bytes
 
 
-def group(label: str, values: int, dtype_bytes: int, ranks: int) -> Group:
-    shard = shard_values(dtype_bytes, ranks)
-    count = math.ceil(values / (shard * ranks)) if values else 0
+def group(label: str, values: int, dtype_bytes: int, shard: int, ranks: int) -> Group:
+    """`shard`: apex's one default_shard_size, for the fp32 buckets too."""
+    count = buckets_for(values, shard * ranks)
     return Group(label, values, count, count * shard * dtype_bytes)
 
 
@@ -105,18 +98,6 @@ class ApexShards:
 NONE = ApexShards({}, (), 0)
 
 
-def _layer_values(r: Resolved, stage: int) -> tuple[list[int], int, int, int]:
-    """(each layer's dense values, the rest's non-fp32 values, the fp32 embeddings' and
-    head's, the routed experts') on one GPU of `stage`."""
-    units = rank_matrices(r, stage)
-    layers = [sum(m.size for m in u if not m.expert and not m.embedding) for u in units[:-1]]
-    mats = [m for u in units for m in u]
-    emb = sum(m.size for m in mats if m.embedding and not m.expert)
-    routed = sum(m.size for m in mats if m.expert)
-    rest = sum(m.size for m in units[-1] if not m.expert and not m.embedding)
-    return layers, rest, emb, routed
-
-
 def apex_shards(r: Resolved, stage: int) -> ApexShards:
     """Each bucket group's shards and when `stage`'s GPU makes them (the module's docstring)."""
     ex, par = r.execution, r.execution.parallel
@@ -126,16 +107,15 @@ def apex_shards(r: Resolved, stage: int) -> ApexShards:
     if dense_div == 1:
         return NONE  # one rank: the bucket itself is the shard
     grad = PRECISION_BYTES[ex.training.precision.gradients]
-    layers, rest, emb, routed = _layer_values(r, stage)
-    fp32 = group("embeddings", emb, max(grad, FP32), dense_div)
-    step = fp32.nbytes + math.ceil(routed / expert_div) * grad
-    last = (step, fp32.buckets + (1 if routed else 0))  # the routed experts' as one tensor
-    p, v, n = par.pipeline, par.virtual_pipeline, len(layers)
-    if v > 1:  # each chunk's layers: parallel.stage_layers' entries k, k + p, ..., else even
-        sizes = list(par.stage_layers[stage::p]) if par.stage_layers else [n // v] * v
-        return _interleaved(layers, rest, grad, dense_div, stage, (p, sizes), last)
-    values = [lay + (rest if i == 0 else 0) for i, lay in enumerate(layers)]
-    groups = [group(f"layer {i}", x, grad, dense_div) for i, x in enumerate(values)]
+    shard = shard_values(grad, dense_div)
+    values = stage_values(r, rank_matrices(r, stage), stage)
+    groups = [group(label, x, grad, shard, dense_div) for label, x in values.groups]
+    fp32 = group("embeddings", values.fp32, max(grad, FP32), shard, dense_div)
+    step = fp32.nbytes + math.ceil(values.routed / expert_div) * grad
+    last = (step, fp32.buckets + (1 if values.routed else 0))  # the routed experts' as one
+    p, v, n = par.pipeline, par.virtual_pipeline, len(groups)
+    if v > 1:
+        return _interleaved(groups, stage, p, last)
     if p == 1:
         return ApexShards(dict(enumerate(groups)), (), *last)
     if stage > 0:  # grad_sync_func after the last backward: everything after the flush
@@ -145,17 +125,13 @@ def apex_shards(r: Resolved, stage: int) -> ApexShards:
     return ApexShards({}, syncs, *last, unit=1 / n)
 
 
-def _interleaved(layers, rest, grad, ranks, stage, pv, last) -> ApexShards:
+def _interleaved(groups: list[Group], stage: int, p: int, last: tuple) -> ApexShards:
     """Chunk v-1-q's group after its last backward plus `stage`'s rank: p(v-1-q) - k chunk
     backwards left, each holding a chunk's share and its kept output."""
-    p, sizes = pv
-    v, step, count = len(sizes), *last
+    v, (step, count) = len(groups), last
     syncs = []
     for q in range(v):
-        c = v - 1 - q
-        first = sum(sizes[:c])
-        values = sum(layers[first : first + sizes[c]]) + (rest if c == 0 else 0)
-        g = group(f"chunk {c}", values, grad, ranks)
+        g = groups[v - 1 - q]
         left = p * (v - 1 - q) - stage
         if left > 0:
             syncs.append(Sync(g, left, left / v, left))

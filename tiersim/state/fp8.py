@@ -9,7 +9,7 @@ copy in the module (at TE commit 0004dbd0 the attributes `weight1_fp8` and `weig
 TE 1.8+ its `_fp8_workspaces` dict, `get_fp8_workspace` with `cache_name=(None if
 is_first_microbatch is None else "weight")`), recasts it on a step's first micro-batch and
 reuses it on the others; nothing frees it between steps. Counted from the start of the step
-(state/step_memory.py):
+(state/step_memory.py); not under `framework: fsdp`'s torchao, which keeps none (`recast_per_pass`):
 
 - tensorwise (current scaling): one fp32 scale per copy;
 - delayed (Transformer Engine's DelayedScaling, what Megatron-Core and NeMo run on Hopper): the
@@ -78,20 +78,34 @@ def _copy_bytes(recipe: str, rows: int, cols: int) -> int:
     return int(values + scales)
 
 
-def _weight_bytes(recipe: str, rows: int, cols: int) -> int:
+def _weight_bytes(recipe: str, rows: int, cols: int, layouts: int = 2) -> int:
     """One linear weight's FP8 state: both layouts with their scales and, under delayed
     scaling, the GEMM's metadata (module docstring). Counted per weight tensor: Megatron-Core
     fuses Q, K and V (linear_qkv) and gate and up (linear_fc1) into one TE module each, so the
     metadata here is an upper figure (a gated dense layer: 7 weights where TE has 4 GEMMs,
     3 x 20,520 = 61,560 B more)."""
+    if layouts == 1:  # torchao's FP8 all-gather: the weight's one layout and its scale
+        return _copy_bytes(recipe, rows, cols)
     meta = DELAYED_META if recipe == "delayed" else 0
     return _copy_bytes(recipe, rows, cols) + _copy_bytes(recipe, cols, rows) + meta
 
 
-def fp8_weight_bytes(recipe: str, mats: Iterable[Matrix]) -> int:
+def fp8_weight_bytes(recipe: str, mats: Iterable[Matrix], layouts: int = 2) -> int:
     """Bytes of the FP8 copies of these tensors' linear weights: the row-wise copy and the
-    transposed (column-wise) one, with their scales (and delayed scaling's metadata)."""
-    return sum(m.count * _weight_bytes(recipe, m.rows, m.cols) for m in mats if fp8_matrix(m))
+    transposed (column-wise) one, with their scales (and delayed scaling's metadata); with
+    `layouts` 1 the row-wise one alone (torchao's FP8 all-gather, `fp8_layouts`)."""
+    return sum(
+        m.count * _weight_bytes(recipe, m.rows, m.cols, layouts) for m in mats if fp8_matrix(m)
+    )
+
+
+def fp8_layouts(r: Resolved) -> int:
+    """FP8 layouts a weight's copy holds: Transformer Engine's cached data and transpose (2);
+    torchao's 1 (`recast_per_pass`): with `param_gather` (torchao's
+    `enable_fsdp_float8_all_gather`, torchao/float8/fsdp_utils.py) FSDP2 all-gathers the
+    weight cast to FP8 (`fsdp_pre_all_gather` returns `float8_training_tensor._data` and its
+    scale) and the unsharded parameter is that one Float8TrainingTensor, no transpose."""
+    return 1 if recast_per_pass(r) else 2
 
 
 def fp8_param_bytes(recipe: str, mats: Iterable[Matrix], other_bytes: int) -> int:
@@ -107,14 +121,28 @@ def linear_values(mats: Iterable[Matrix]) -> int:
     return sum(m.size for m in mats if fp8_matrix(m))
 
 
+def gemm_cast_bytes(recipe: str, mats: Iterable[Matrix]) -> int:
+    """The largest FP8 cast of one linear weight in one layout with its scales: what torchao's
+    Float8Linear holds of a weight in FP8 at a time (`recast_per_pass`). The larger of the two
+    layouts, the forward's and the backward's data-gradient one (rowwise: a scale per row)."""
+    casts = (
+        max(_copy_bytes(recipe, m.rows, m.cols), _copy_bytes(recipe, m.cols, m.rows))
+        for m in mats
+        if fp8_matrix(m)
+    )
+    return max(casts, default=0)
+
+
 def recast_per_pass(r: Resolved) -> bool:
-    """FP8 weight copies no cache keeps: torchao's Float8Linear, what torchtitan trains FP8
-    with (`framework: fsdp`), casts the weight inside each forward
-    (torchao/float8/float8_linear.py, `matmul_with_hp_or_float8_args.forward`; no module-level
-    cache like TE's `is_first_microbatch`) and saves it for the layer's backward. Under full
-    recompute a layer saves nothing but its input, so the copy lives with the layer's forward,
-    then again with its recompute and backward: one layer's at a time, never all the step's.
-    Not where `recompute_every` leaves layers uncheckpointed: those keep what they save."""
+    """FP8 weight copies neither cached nor saved: torchao's Float8Linear, what torchtitan
+    trains FP8 with (`framework: fsdp`). torchao 0.18.0's `matmul_with_hp_or_float8_args`
+    (torchao/float8/float8_linear.py) does `ctx.save_for_backward(input_hp, weight_hp_t)`, the
+    high-precision input and a view of the weight parameter, under every recipe (tensorwise,
+    rowwise, rowwise_with_gw_hp; the blockwise and mxfp8 prototypes' linears save `x, weight`
+    and `input_hp, weight_hp` the same way); it casts the weight to FP8 inside the forward for
+    its GEMM and again inside the backward for the data gradient, each a local tensor freed
+    with its GEMM; no module keeps an FP8 copy between passes or micro-batches. So under any
+    recompute and ZeRO stage only the running GEMM's cast is live (`gemm_cast_bytes`), beside
+    the weight the framework already holds (measured: tests/test_fp8_torchao.py)."""
     tr = r.execution.training
-    every_layer = (tr.recompute_every or 1) == 1
-    return tr.fp8 is not None and tr.framework == "fsdp" and tr.recompute == "full" and every_layer
+    return tr.fp8 is not None and tr.framework == "fsdp"

@@ -15,16 +15,10 @@ from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
 from tiersim.state.activation_policy import kept
-from tiersim.state.activations import (
-    Item,
-    divided,
-    layer_items,
-    outside_items,
-)
+from tiersim.state.activations import Item, divided, layer_items, outside_items
+from tiersim.state.apex_buckets import apex_resident_bytes
 from tiersim.state.buffers import largest_tensor_elements, workspace_bytes
-from tiersim.state.classes import (
-    NAMES,
-)
+from tiersim.state.classes import NAMES
 from tiersim.state.context import gathered_kv_bytes
 from tiersim.state.layer_sac import checkpointed_share
 from tiersim.state.model import (
@@ -277,15 +271,17 @@ def _class_bytes(
     shards: dict[str, bool],
     single: bool,
     padded: int | None = None,
+    apex: dict[str, int] | None = None,
 ) -> tuple[ClassBytes, ClassBytes]:
     """Every class's bytes (dense state sharded over the data-parallel group, routed experts'
-    over their expert-data-parallel part), and the routed experts' share of them."""
+    over their expert-data-parallel part; `apex`: the dense classes apex holds in whole
+    buckets, state/apex_buckets.py), and the routed experts' share of them."""
     dense_div, expert_div = (1, 1) if single else shard_divisors(r.execution.parallel)
     experts_m = [m for m in mats if m.expert]
     padded = padded if not experts_m else None  # FSDP2's padding is known for dense models
     dense = sharded_parameter_bytes(
         r.execution.training, [m for m in mats if not m.expert], shards, dense_div, padded
-    )
+    ) | (apex or {})
     experts = sharded_parameter_bytes(r.execution.training, experts_m, shards, expert_div)
     workspace = workspace_bytes(r.execution, largest_tensor_elements(r.model, mats))
     if not single:  # context_comm: all_gather holds a layer's gathered K/V (state/context.py)
@@ -343,7 +339,10 @@ def stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, in
         inflight = peak / (per_microbatch + outside)  # in units of the stage's whole share
     acts = math.ceil((per_microbatch + outside) * inflight)
     padded = fsdp2_padded_values(r.execution.training, r.execution.parallel, model)
-    per_gpu = _class_bytes(r, mats, acts, sharded_classes(r.execution.parallel), False, padded)
+    apex = apex_resident_bytes(r, rank_matrices(r, stage, model), stage)
+    per_gpu = _class_bytes(
+        r, mats, acts, sharded_classes(r.execution.parallel), False, padded, apex
+    )
     return per_gpu, inflight, sum(m.size for m in mats)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tiersim.state.activation_kinds import divided
 from tiersim.state.activations import layer_items
 from tiersim.state.activations_moe import hf_moe_backward_moments
-from tiersim.state.fp8 import fp8_weight_bytes, linear_values
+from tiersim.state.fp8 import fp8_layouts, fp8_weight_bytes, gemm_cast_bytes, linear_values
 from tiersim.state.inventory import per_context_rank, rank_matrices, stage_layers
 from tiersim.state.model import Transformer
 from tiersim.state.op_recompute import op_working_bytes
@@ -29,11 +29,17 @@ class LayerMemory:
     module: int = 0  # values of its largest module fetched whole (transformers' fused experts)
     fp8: int = 0  # bytes of its linear weights' FP8 copies (training.fp8)
     fp8_values: int = 0  # values of those linear weights
+    fp8_cast: int = 0  # bytes of its largest one-GEMM FP8 weight cast (torchao, state/fp8.py)
     busiest: float = 0.0  # the busiest expert rank's routed rows beyond the mean, bytes
     # selective: bytes of `saved` (and its tensors) freed in backward before the attention
     # core is recomputed (state/selective_order.py); 0: the whole set held through it
     first: float = 0.0
     first_items: int = 0
+
+    def fp8_live(self, torchao: bool) -> tuple[int, int]:
+        """Bytes and tensors of its FP8 weight copies live at once: torchao's one GEMM's cast
+        (its data and its scales), else every linear weight's both layouts."""
+        return (self.fp8_cast, 2) if torchao else (self.fp8, 2 * self.tensors)
 
 
 def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
@@ -74,8 +80,9 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
                 working=_working(r, index),
                 items=items,
                 module=_largest_module(r, mat),
-                fp8=fp8_weight_bytes(tr.fp8.recipe, mat) if tr.fp8 else 0,
+                fp8=fp8_weight_bytes(tr.fp8.recipe, mat, fp8_layouts(r)) if tr.fp8 else 0,
                 fp8_values=linear_values(mat) if tr.fp8 else 0,
+                fp8_cast=gemm_cast_bytes(tr.fp8.recipe, mat) if tr.fp8 else 0,
                 busiest=busiest,
                 first=first[0] if again else 0.0,
                 first_items=first[1] if again else 0,

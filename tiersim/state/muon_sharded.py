@@ -110,8 +110,8 @@ class ShardedNewtonSchulz:
         return sum(size * calls for op, size, calls in self.collectives()[1:] if op == "all_gather")
 
     def all_reduced_bytes(self) -> int:
-        """Bytes all-reduced over the step where X is cut along n: the Gram matrix, twice an
-        iteration (X's norm, one scalar, is left out)."""
+        """Bytes all-reduced over the step where X is cut along n (rows > cols): the Gram
+        matrix and A + A·A, each once an iteration (X's norm, one scalar, is left out)."""
         return sum(size * calls for op, size, calls in self.collectives()[1:] if op == "all_reduce")
 
     def collectives(self) -> tuple[Collective, ...]:

@@ -55,7 +55,8 @@ def _raw_bytes(training: Training, mats: list[Matrix]) -> dict[str, int]:
     out = {c: params * per_value[c] for c in PER_PARAMETER if c != "optimizer"}
     out["optimizer"] = optimizer(training.optimizer).state_bytes(mats, per_value["optimizer"])
     out["gradients"] += apex_fp32_gradient_bytes(training, mats, per_value["gradients"])
-    if training.fp8 is not None and training.fp8.param_gather:  # FP8 weights alone (fp8.py)
+    # FP8 weights alone (fp8.py); torchao's FP8 all-gather (fsdp) keeps the shards unquantized
+    if training.fp8 is not None and training.fp8.param_gather and training.framework != "fsdp":
         out["weights"] = fp8_param_bytes(training.fp8.recipe, mats, per_value["weights"])
     return {c: out[c] for c in PER_PARAMETER}
 

@@ -206,7 +206,7 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
         extra = lay.busiest if p.on_gpu else 0
         steps.alloc(at, "forward", f"busiest {i}", BUSIEST, extra, 3)
         if (p.gather or p.fp8_recast) and not p.fp8_params:  # FP8 copies: cast here
-            steps.alloc(at, "forward", f"fp8 {i}", FP8, lay.fp8, 2 * lay.tensors)
+            steps.alloc(at, "forward", f"fp8 {i}", FP8, *lay.fp8_live(p.fp8_recast))
         if p.fp8_recast:  # not kept for its backward (recast_per_pass)
             steps.free(at, "forward", f"fp8 {i}", FP8)
         if p.gather and p.reshard:
@@ -234,8 +234,8 @@ def _backward(
             _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
         if not lay.first:  # recomputed before the layer's backward starts (full)
             steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
-        if p.fp8_recast and not p.fp8_params:  # cast again by the recompute
-            steps.alloc(at, b, f"fp8 {i}", FP8, lay.fp8, 2 * lay.tensors)
+        if p.fp8_recast and not p.fp8_params:  # cast again for the data gradient
+            steps.alloc(at, b, f"fp8 {i}", FP8, *lay.fp8_live(True))
         steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
         if p.fsdp2:  # the first of the layer's gradients, beside all it saved
             p.fsdp2.first_gradient(steps, at, p.groups[i], lay.largest * p.grad_bytes)

@@ -64,7 +64,12 @@ def step_table(got: dict[str, Any]) -> str:
 
 
 # what the step's optimizer is called in the title (Muon's matrices, AdamW on the rest)
-OPTIMIZER_NAMES = {"adamw": "AdamW", "adam": "Adam", "muon": "Muon and AdamW"}
+OPTIMIZER_NAMES = {
+    "adamw": "AdamW",
+    "adam": "Adam",
+    "muon": "Muon and AdamW",
+    "adamw8bit": "torchao's AdamW8bit (eager)",  # bitsandbytes' refuses DTensors
+}
 
 STEP_NOTES = (
     "the timeline for the CPU counts gloo's own copies (its all-gather output, the clone its "

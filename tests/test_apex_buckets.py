@@ -1,0 +1,82 @@
+"""apex's whole buckets in the resident state (state/apex_buckets.py; docs/nemo-memory.md,
+"apex's whole buckets in the resident state"): under NeMo each layer, or each model chunk
+under interleaving, starts a fresh apex bucket (`init_params_bucket`: `able_to_fill =
+False`), the fp32 embeddings and output layer buckets of their own; every bucket is
+`default_shard_size x ranks` values; the contiguous grad buffer holds whole buckets, and each
+bucket's `StateBucket` an int16 remainder shard and two fp32 moment shards of shard_size.
+Every figure below by hand."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import published
+from test_apex_distributed_adam import tiny_apex
+from test_memory_timeline import TINY
+
+from tiersim.state.apex_buckets import apex_resident_bytes, shard_values, stage_values
+from tiersim.state.inventory import build_inventory, rank_matrices
+
+
+def test_one_shard_size_for_every_bucket_from_the_grad_sync_dtype():
+    # bf16 over 16 ranks: 100 MiB / 2 B = 52,428,800 values, / 16 = 3,276,800 (a multiple
+    # of 64); the launcher's Llama 125 MiB over 8: 65,536,000 / 8 = 8,192,000
+    assert shard_values(2, 16) == 3_276_800
+    assert shard_values(2, 8, 125) == 8_192_000
+
+
+@pytest.fixture(scope="module")
+def gpt3_512():
+    r = published("nemo2407-gpt3-175b-512gpus.yaml")
+    return r, build_inventory(r)
+
+
+def test_interleaved_stage_0_resident_classes(gpt3_512):
+    """GPT-3 175B on 512 GPUs, stage 0 (the loaded one): 6 chunks of 2 layers, each
+    906,160,128 values on the GPU (tests/test_apex_cool_down.py), over buckets of 16 x
+    3,276,800 = 52,428,800 values: 17.28, so 18 buckets a chunk, 108 in all; the fp32
+    embeddings 180,879,360 values (the padded vocabulary, docs/nemo-memory.md): 3.45, so 4
+    buckets. 112 buckets.
+    gradients: 108 x 52,428,800 x 2 B + 4 x 52,428,800 x 4 B = 11,324,620,800 + 838,860,800
+    = 12,163,481,600 B (11.60 GB when each value was counted once);
+    optimizer: 112 x 3,276,800 x 8 B = 2,936,012,800 B; master: 112 x 3,276,800 x 2 B =
+    734,003,200 B."""
+    r, inv = gpt3_512
+    assert inv.stage == 0
+    values = stage_values(r, rank_matrices(r, 0), 0)
+    assert [label for label, _ in values.groups] == [f"chunk {c}" for c in range(6)]
+    assert {x for _, x in values.groups} == {906_160_128}
+    assert values.fp32 == 180_879_360
+    assert 17 * 52_428_800 < 906_160_128 <= 18 * 52_428_800
+    assert 3 * 52_428_800 < 180_879_360 <= 4 * 52_428_800
+    assert inv.per_gpu["gradients"] == 108 * 52_428_800 * 2 + 4 * 52_428_800 * 4
+    assert inv.per_gpu["gradients"] == 12_163_481_600
+    assert inv.per_gpu["optimizer"] == 112 * 3_276_800 * 8 == 2_936_012_800
+    assert inv.per_gpu["master"] == 112 * 3_276_800 * 2 == 734_003_200
+
+
+def test_tiny_interleaved_groups_are_chunks_with_the_rest_in_the_first():
+    """Six tiny layers (41,088 values each) over p 2 x v 2, chunks as parallel.stage_layers
+    says (2, 1, 1, 2: stage 1 holds entries 1 and 3, chunks of 1 and 2 layers);
+    stage 1's rest (final norm 64) joins chunk 0, its output layer (2,048,000) is fp32.
+    bf16 over 2 ranks: a bucket 52,428,800 values, each group one bucket: 3 buckets.
+    gradients 2 x 52,428,800 x 2 B + 1 x 52,428,800 x 4 B = 419,430,400 B; optimizer
+    3 x 26,214,400 x 8 B; master 3 x 26,214,400 x 2 B."""
+    r = tiny_apex(
+        gradients="bf16",
+        model={**TINY, "layers": 6},
+        parallel={"pipeline": 2, "virtual_pipeline": 2, "stage_layers": [2, 1, 1, 2]},
+        grad_accumulation=4,
+    )
+    values = stage_values(r, rank_matrices(r, 1), 1)
+    assert values.groups == (("chunk 0", 41_088 + 64), ("chunk 1", 2 * 41_088))
+    assert values.fp32 == 2_048_000
+    assert apex_resident_bytes(r, rank_matrices(r, 1), 1) == {
+        "gradients": 2 * 52_428_800 * 2 + 52_428_800 * 4,
+        "optimizer": 3 * 26_214_400 * 8,
+        "master": 3 * 26_214_400 * 2,
+    }
+
+
+def test_other_optimizers_are_not_bucketed():
+    r = tiny_apex(distributed_optimizer="megatron")
+    assert apex_resident_bytes(r, rank_matrices(r, 0), 0) == {}

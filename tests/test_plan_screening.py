@@ -1,0 +1,165 @@
+"""A large space's contenders whose wear their bounds leave open have their step simulated
+without the durable checkpoint first (tiersim.plan.screening): one whose step is too short
+for its wear floor is settled there, and the answer is still the exhaustive search's."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+
+import pytest
+from conftest import SCENARIOS
+
+from tiersim.cli import main
+from tiersim.config.overrides import apply_overrides
+from tiersim.config.yamlfile import read_yaml
+from tiersim.plan import chunks
+from tiersim.plan import run as run_module
+from tiersim.plan.bound import StepBound
+from tiersim.plan.contenders import Contenders
+from tiersim.plan.prune import Candidate
+from tiersim.plan.screening import SIMULATED, Screened, plain_step, screenable, wears
+from tiersim.sweep.worker import PointTask, run_point
+
+# The default scenario (its checkpoint kept: every 1,000 steps, async to NVMe) cut to 4 layers
+# so each run is quick, with a 6-month HBF budget: its wear floor, 1.41 s a step at ZeRO 1
+# and 3, lies between the steps of these plans (1.07-2.07 s), so some HBF plans hold and some
+# wear, and every HBF plan's bounds leave its wear open (its step bound about 1.05-1.09 s,
+# its period's upper bound 2.5-8 s): 2 x 2 x 2 x 2 x 2 = 32 candidates, 16 on HBF
+SETS = ("--set", "model.layers=4", "--set", "budget.hbf.lifetime=0.5 years")
+PLAN = """plan:
+  placement.optimizer: [hbm, hbf]
+  placement.gradients: [hbm, dram]
+  placement.master: [hbm, dram]
+  placement.activations: [hbm, dram]
+  parallel.zero_stage: [1, 3]
+"""
+SCREENED = "hbf wear budget, by its simulated step"
+
+
+def _plan(path) -> dict:
+    out, err = io.StringIO(), io.StringIO()
+    args = ["plan", str(path), "--format", "json", "--workers", "2", "--top", "3", *SETS]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    assert code == 0, err.getvalue()
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture(scope="module")
+def screened_and_exhaustive(tmp_path_factory):
+    path = tmp_path_factory.mktemp("screening") / "default.yaml"
+    path.write_text((SCENARIOS / "default.yaml").read_text() + "\n" + PLAN)
+    with pytest.MonkeyPatch.context() as mp:  # searched as a large space is: screened
+        mp.setattr(run_module, "LARGE", 0)
+        mp.setattr(chunks, "CHUNK", 16)
+        screened = _plan(path)
+    with pytest.MonkeyPatch.context() as mp:  # every candidate simulated in full
+        mp.setattr(Contenders, "matters", lambda self, candidate: True)
+        exhaustive = _plan(path)
+    return screened, exhaustive, path
+
+
+def test_a_screened_search_gives_the_exhaustive_search_s_answer(screened_and_exhaustive):
+    screened, exhaustive, _ = screened_and_exhaustive
+    assert screened["plans"] == exhaustive["plans"]
+    assert screened["hbf_optimizer"] == exhaustive["hbf_optimizer"]
+    assert screened["hbf_optimizer"]["with"] is not None  # an HBF plan holds: the case screened
+    by_bound = screened["candidates"]["pruned_by_bound"]
+    assert by_bound.get(SCREENED, 0) > 0, by_bound  # found to wear by the screen
+    # found to hold by the screen, and then below the best HBF plan that holds
+    assert by_bound.get(SIMULATED, 0) > 0, by_bound
+    assert exhaustive["candidates"]["pruned_by_bound"] == {}
+    # every candidate either simulated in full or counted as pruned, by what ruled it out
+    simulated = exhaustive["candidates"]["simulated"]
+    assert simulated == 32
+    assert screened["candidates"]["simulated"] + sum(by_bound.values()) == simulated
+
+
+def _task(path, *sets: str) -> PointTask:
+    """One plan of the space as the search sends it: the scenario with its choices set."""
+    mapping = apply_overrides(read_yaml(path, str(path)), [*SETS[1::2], *sets], str(path))
+    mapping.pop("plan")
+    return PointTask(mapping, str(path.parent), str(path), remedies=False)
+
+
+@pytest.mark.parametrize("activations", ["hbm", "dram"])
+def test_the_step_without_the_checkpoint_is_the_whole_run_s(screened_and_exhaustive, activations):
+    # the step the screen simulates is the one the whole run reports (its checkpoint is
+    # measured in runs of its own), up to round-off (the two extrapolate it from runs of their
+    # own lengths), far inside screening.ROUND_OFF (1e-9): at ZeRO 1 with optimizer state on
+    # HBF, master weights and gradients on HBM, activations on HBM (a step of about 1.07 s,
+    # under the 1.41 s floor: it wears) and on DRAM (about 1.93 s: it holds)
+    path = screened_and_exhaustive[2]
+    homes = ("placement.optimizer=hbf", "placement.master=hbm", "placement.gradients=hbm")
+    task = _task(path, *homes, "parallel.zero_stage=1", f"placement.activations={activations}")
+    report = json.loads(run_point(task).report_json)
+    assert report["checkpoint"] is not None  # the checkpoint is simulated in the whole run
+    # judged at the whole run's period (its step and its checkpoint's stall over its 1,000
+    # steps), the plain run's writes give the whole run's verdict on the HBF budget
+    share = report["checkpoint"]["stall_s"] / 1000
+    screened = plain_step(task, share)
+    assert screened.step_s == pytest.approx(report["step"]["time_s"], rel=1e-12)
+    assert screened.worn == (not report["wear"]["hbf"]["within_budget"])
+    assert screened.worn == (activations == "hbm")
+
+
+def _candidate(floor_s: float, checkpoint_s: float, hbf: bool = True) -> Candidate:
+    return Candidate(
+        overrides=(),
+        values={},
+        task=None,
+        gpus=8,
+        price_per_gpu_hour=None,
+        passes=1,
+        bound=StepBound(1.0, "compute", {"compute": 1.0}),
+        tokens_per_step=80_000,
+        hbf_optimizer=hbf,
+        wear_floor_s=floor_s,
+        wear_tier="hbf",
+        upper_s=4.0,
+        checkpoint_upper_s=checkpoint_s,
+    )
+
+
+def test_a_step_too_short_for_its_floor_with_its_checkpoint_s_share_wears():
+    # floor 2.0 s; a step of 1.9 s plus a checkpoint share of at most 0.05 s: 1.95 s < 2.0 s,
+    # wears; with a share of 0.1 s, 2.0 s: could hold (not under the floor)
+    assert wears(_candidate(2.0, 0.05), Screened(1.9, 0.0))
+    assert not wears(_candidate(2.0, 0.1), Screened(1.9, 0.0))
+    assert not wears(_candidate(2.0, 0.05), Screened(None, 0.0))  # not simulated: undecided
+    # screened where it has a wear budget to hold (a floor) and its period is bounded
+    assert screenable(_candidate(2.0, 0.05))
+    assert screenable(_candidate(0.5, 0.05))  # its bound over its floor: it may still wear
+    assert not screenable(_candidate(0.0, 0.05))  # no wear budget binds
+    assert not screenable(_candidate(2.0, math.inf))  # its checkpoint's share is not bounded
+    # worn by its writes at its longest period, whatever its floor says
+    assert wears(_candidate(2.0, 0.1), Screened(1.9, 0.0, worn=True))
+
+
+def test_a_plan_found_to_wear_is_settled_once_it_cannot_be_the_best_that_fits():
+    contenders = Contenders("tokens_per_s", 2)
+    c = _candidate(2.0, 0.05)
+    # none on HBF holds yet and it could be the best there that fits (80,000 / 1 s a step at
+    # most, over the 70,000 found): simulated in full
+    contenders.worn_best = 70_000.0
+    assert not contenders.decided(c, wears=True)
+    # one on HBF holds: a plan that wears cannot enter the answer
+    contenders.group_best = {True: 30_000.0}
+    assert contenders.decided(c, wears=True)
+    assert not contenders.decided(c, wears=False)  # it might hold: simulated in full
+    assert dict(contenders.pruned) == {SCREENED: 1}
+
+
+def test_a_plan_found_to_hold_sets_the_least_its_group_s_best_scores():
+    # 80,000 tokens a step, found to hold with a step of at most 2 s: the best HBF plan that
+    # holds scores at least 80,000 / 2 = 40,000 tokens/s; a later 1.6 s one lifts it to 50,000
+    contenders = Contenders("tokens_per_s", 2)
+    assert contenders.holds_at_least(_candidate(2.0, 0.05), 2.0)
+    assert contenders.group_best == {True: 40_000.0}
+    contenders.holds_at_least(_candidate(2.0, 0.05), 1.6)
+    assert contenders.group_best == {True: 50_000.0}
+    # an objective whose score needs the whole run (goodput, cost): nothing set
+    assert not Contenders("goodput", 2).holds_at_least(_candidate(2.0, 0.05), 2.0)

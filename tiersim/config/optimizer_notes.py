@@ -1,0 +1,34 @@
+"""Notes on `training.optimizer` where tiersim's figures rest on rules its ground truth could
+not check: 8-bit AdamW with 16-bit weights on FSDP2's DTensors. There the optimizer is torchao's
+AdamW8bit (bitsandbytes' refuses DTensors, state/torchao_adamw8bit.py), whose 0.18.0 refused
+16-bit DTensors on the CPU, compiled and eager alike (docs/muon-fsdp.md, "8-bit AdamW under
+FSDP2"), and whose GPU step is not measured: the state follows torchao's source, unmeasured."""
+
+from __future__ import annotations
+
+from tiersim.config.schema import Scenario
+from tiersim.core.errors import Problem
+
+WHERE = "training.optimizer"
+SIXTEEN_BIT = ("bf16", "fp16")
+
+
+def _weights_sharded(s: Scenario) -> bool:
+    """FSDP2 shards the weights (ZeRO-3's sharding, or `parallel.shard.weights`)."""
+    given = s.parallel.shard.weights
+    return s.parallel.zero_stage >= 3 if given is None else given
+
+
+def optimizer_notes(s: Scenario) -> list[Problem]:
+    tr = s.training
+    if tr.optimizer != "adamw8bit" or tr.framework != "fsdp" or not _weights_sharded(s):
+        return []
+    if tr.precision.weights not in SIXTEEN_BIT:
+        return []
+    why = (
+        f"adamw8bit on FSDP2's sharded {tr.precision.weights} weights is torchao's AdamW8bit, "
+        "which refused 16-bit DTensors where tiersim measured it (torchao 0.18.0 on the CPU; "
+        "its GPU step is not measured): its state and update follow torchao's source, "
+        "unchecked (docs/muon-fsdp.md); fp32 weights are measured"
+    )
+    return [Problem(WHERE, why, "W-UNMEASURED")]

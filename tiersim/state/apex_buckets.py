@@ -1,0 +1,108 @@
+"""apex DistributedFusedAdam's buckets under NeMo 1.x (`training.distributed_optimizer: apex`):
+how one GPU's parameters fall into whole buckets, and the resident state they size
+(docs/nemo-memory.md, "apex's whole buckets in the resident state").
+
+apex (apex/contrib/optimizers/distributed_fused_adam.py, the version with per-bucket dtypes
+NeMo 24.07's MegatronDistributedFusedAdam needs): `__init__` sets one `default_shard_size =
+int(2**20 * bucket_cap_mb / grad_sync_bytes / ranks)` rounded down to `128 // grad_sync_bytes`
+values, from the optimizer's `grad_sync_dtype`; every bucket, the fp32 ones NeMo asks for
+included, is `default_shard_size x ranks` values (`_init_param_state`, `make_bucket`).
+`init_params_bucket` marks every existing bucket full (`able_to_fill = False`), so each call
+starts a fresh bucket: NeMo (megatron_gpt_model.py `configure_optimizers`) calls it once a
+Transformer layer, or once a model chunk under the interleaved schedule, the rest (final norm,
+embeddings, output layer) with the first; its MegatronDistributedFusedAdam.init_params_bucket
+puts the `_with_fp32_optimizer` embeddings and output layer in buckets of their own with
+`grad_sync_dtype=torch.float32`. So each group is whole buckets, and what is sized by the
+bucket is resident:
+
+- the gradients: `_init_grad_buffer` allocates, per dtype, `max(contiguous_buffer_offset +
+  bucket_size)` values in the bucket's grad_sync_dtype (NeMo sets `contiguous_grad_buffer`);
+- the optimizer state: `StateBucket` allocates `exp_avg_shard` and `exp_avg_sq_shard` of
+  `shard_size` values in `dtype` (fp32) for every bucket, whatever it holds;
+- the master remainders: `param_remainders_shard`, `shard_size` int16 values a bucket
+  (`store_param_remainders`, NeMo's with bf16 weights and fp32 state).
+
+Not counted here: the contiguous param buffer (`init_param_buffer`, bf16 weights in whole
+buckets), which exists only where the run's config sets `contiguous_param_buffer` (the
+launcher's llama3_8b.yaml does, its llama2_70b.yaml does not) and tiersim has no key saying
+so; the weights stay exact-size tensors. Routed experts are not bucketed here (no NeMo 1.x
+MoE run is shipped)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state.model import Matrix
+from tiersim.state.sharding import master_bytes, shard_divisors
+
+if TYPE_CHECKING:
+    from tiersim.state.resolved import Resolved
+
+BUCKET_CAP_MB = 100  # DistributedFusedAdam's bucket_cap_mb default (GPT-3's NeMo configs too)
+FP32 = 4  # NeMo's _with_fp32_optimizer buckets: embeddings and output layer
+ADAM_MOMENTS = 2  # exp_avg_shard, exp_avg_sq_shard
+
+
+def shard_values(dtype_bytes: int, ranks: int, cap_mb: float = BUCKET_CAP_MB) -> int:
+    """apex's `default_shard_size`: one rank's values of a bucket, from the optimizer's
+    grad_sync_dtype (`dtype_bytes`)."""
+    alignment = 128 // dtype_bytes
+    shard = int(1024 * 1024 * cap_mb / dtype_bytes / ranks)
+    return max(shard // alignment * alignment, alignment)
+
+
+def buckets_for(values: int, bucket_values: int) -> int:
+    """Whole buckets a group of `values` fills (a fresh bucket each group)."""
+    return math.ceil(values / bucket_values) if values else 0
+
+
+@dataclass(frozen=True)
+class StageValues:
+    """One GPU's parameter values as NeMo groups them for apex."""
+
+    groups: tuple[tuple[str, int], ...]  # (label, values) per layer or chunk, in model order
+    fp32: int  # the embeddings' and output layer's values (their own fp32 buckets)
+    routed: int  # routed experts' values (not bucketed here)
+
+
+def stage_values(r: Resolved, units: list[list[Matrix]], stage: int) -> StageValues:
+    """`units`: one GPU of `stage`'s tensors, each layer then the rest (rank_matrices)."""
+    layers = [sum(m.size for m in u if not m.expert and not m.embedding) for u in units[:-1]]
+    mats = [m for u in units for m in u]
+    fp32 = sum(m.size for m in mats if m.embedding and not m.expert)
+    routed = sum(m.size for m in mats if m.expert)
+    rest = sum(m.size for m in units[-1] if not m.expert and not m.embedding)
+    par = r.execution.parallel
+    p, v, n = par.pipeline, par.virtual_pipeline, len(layers)
+    if v > 1:  # each chunk's layers: parallel.stage_layers' entries k, k + p, ..., else even
+        sizes = list(par.stage_layers[stage::p]) if par.stage_layers else [n // v] * v
+        starts = [sum(sizes[:c]) for c in range(v)]
+        groups = [(f"chunk {c}", sum(layers[s : s + sizes[c]])) for c, s in enumerate(starts)]
+    else:
+        groups = [(f"layer {i}", x) for i, x in enumerate(layers)]
+    if groups:  # the rest (final norm) joins the first layer's or chunk's group
+        groups[0] = (groups[0][0], groups[0][1] + rest)
+    return StageValues(tuple(groups), fp32, routed)
+
+
+def apex_resident_bytes(r: Resolved, units: list[list[Matrix]], stage: int) -> dict[str, int]:
+    """The dense gradients, optimizer state and master remainders one GPU of `stage` holds
+    under apex, in whole buckets (the module's docstring); {} for any other optimizer."""
+    tr = r.execution.training
+    if tr.distributed_optimizer != "apex" or tr.framework != "megatron":
+        return {}
+    ranks = shard_divisors(r.execution.parallel)[0]
+    grad = PRECISION_BYTES[tr.precision.gradients]
+    shard = shard_values(grad, ranks)
+    values = stage_values(r, units, stage)
+    plain = sum(buckets_for(x, shard * ranks) for _, x in values.groups)
+    fp32 = buckets_for(values.fp32, shard * ranks)
+    moments = ADAM_MOMENTS * PRECISION_BYTES[tr.precision.optimizer]
+    return {
+        "gradients": (plain * grad + fp32 * max(grad, FP32)) * shard * ranks,
+        "optimizer": (plain + fp32) * shard * moments,
+        "master": (plain + fp32) * shard * master_bytes(tr.precision),
+    }
