@@ -294,3 +294,22 @@ def test_megatron_fp8_round_trips_as_training_fp8_with_its_recipe(tmp_path):
     assert "--fp8-format hybrid" in emitted.text and "--fp8-recipe tensorwise" in emitted.text
     assert back.training.fp8.recipe == "tensorwise" and back.training.precision.compute is None
     _same(s, back)
+
+
+def _flags(s) -> list[str]:
+    """The Megatron-LM script's lines, each without its continuation backslash."""
+    return [line.strip(" \\") for line in emit(s, "megatron").text.splitlines()]
+
+
+def test_megatron_emit_writes_an_unpadded_vocabulary_as_divisor_one(tmp_path):
+    # framework deepspeed, make_vocab_size_divisible_by unset: tiersim keeps gpt2's 50,257 rows
+    # as they are; a script without the flag would pad them (Megatron-LM's default 128 x TP)
+    flags = _flags(_scenario(tmp_path, DEEPSPEED))
+    assert "--vocab-size 50257" in flags
+    assert "--make-vocab-size-divisible-by 1" in flags
+    # framework megatron, unset: tiersim pads by Megatron-LM's own default, which needs no flag
+    assert not any("--make-vocab-size" in f for f in _flags(_scenario(tmp_path, MEGATRON)))
+    # given, it is written as given under any framework
+    given = "  recompute: full\n  make_vocab_size_divisible_by: 64\n"
+    text = DEEPSPEED.replace("  recompute: full\n", given)
+    assert "--make-vocab-size-divisible-by 64" in _flags(_scenario(tmp_path, text))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.schema import Scenario
+from tiersim.config.vocab_padding import MEGATRON_DIVISOR, vocab_divisor
 from tiersim.core.errors import Problem
 from tiersim.frameworks.written import Emitted, framework_note, global_batch, world
 from tiersim.state.activation_kinds import DEFAULT_KERNEL
@@ -23,8 +24,10 @@ def _megatron_model(s: Scenario) -> list[str]:
         "--position-embedding-type "
         + {"learned": "learned_absolute", "rope": "rope", "none": "none"}[m.position],
     ]
-    divisor = s.training.make_vocab_size_divisible_by
-    if divisor is not None:
+    # the divisor tiersim's estimate used (1: not padded); Megatron-LM's own default (128)
+    # needs no flag, any other does, or the script pads by 128 x TP where tiersim did not
+    divisor = vocab_divisor(s) or 1
+    if divisor != MEGATRON_DIVISOR or s.training.make_vocab_size_divisible_by is not None:
         flags.append(f"--make-vocab-size-divisible-by {divisor}")
     if m.max_positions is not None:
         flags.append(f"--max-position-embeddings {m.max_positions}")
