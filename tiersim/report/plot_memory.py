@@ -14,6 +14,7 @@ ALLOCATED, RESERVED, LIMIT = "#4C72B0", "#DD8452", "#C44E52"
 TITLE = "memory timeline"
 # the allocator's room: the CUDA context, NCCL's buffers and TE's userbuffers are outside it
 ROOM = "capacity less memory outside the allocator"
+LABEL_PT = 7  # the phase labels' font size (points)
 
 
 def memory_title(t: Timeline) -> str:
@@ -60,8 +61,30 @@ def mark_peak_and_phases(ax: Any, t: Timeline) -> None:
     begin (grey lines), for the GPU's and the host's timelines alike."""
     if t.events:
         ax.plot([t.peak_index], [t.peak_allocated_bytes / 1e9], "o", color="black")
+    starts = []
     for phase in PHASES[1:]:  # where forward, backward and the optimizer step begin
         first = next((i for i, e in enumerate(t.events) if e.phase == phase), None)
         if first is not None:
             ax.axvline(first, color="grey", linewidth=0.6)
-            ax.text(first, 0, f" {phase}", fontsize=7, va="bottom", color="grey")
+            starts.append((phase, first))
+    _label_phases(ax, starts, len(t.events))
+
+
+def _label_phases(ax: Any, starts: list[tuple[str, int]], events: int) -> None:
+    """Each phase's name at its line's foot, a line higher where it would print over the
+    previous label (two phases a few events apart: nemo2407-gpt3-175b-512gpus begins its
+    backward 12 events of 284 after its forward)."""
+    from matplotlib.textpath import TextPath
+
+    # points per event, from the panel's width before the layout, halved as a margin for the
+    # layout's narrowing (legends beside it) and the axis' 5 % margins either side
+    inches = ax.get_position().width * ax.get_figure().get_figwidth()
+    per_event = inches * 72 / 2 / max(events, 1)
+    level, free_from = 0, None  # the previous label's line and where its text ends (points)
+    for phase, first in starts:
+        text, x = f" {phase}", first * per_event
+        level = level + 1 if free_from is not None and x < free_from else 0
+        width = TextPath((0, 0), text, size=LABEL_PT).get_extents().width
+        free_from = x + width
+        at = {"xytext": (0, level * LABEL_PT * 1.4), "textcoords": "offset points"}
+        ax.annotate(text, (first, 0), **at, fontsize=LABEL_PT, va="bottom", color="grey")
