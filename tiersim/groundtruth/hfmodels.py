@@ -21,9 +21,15 @@ import transformers
 from torch import nn
 
 from tiersim.groundtruth.hfdeepseek import deepseek_config, deepseek_fits
+from tiersim.groundtruth.quiet_imports import quiet_import
 from tiersim.groundtruth.torchmodels import LayerWatch, storage_key
 from tiersim.state.activations import Accounting, hf_style, hf_unsupported
 from tiersim.state.model import Transformer
+
+# transformers' model code imports torchao wherever it is installed, whose first import logs
+# its unloadable CUDA extensions and PyTorch's Enum deprecation: done here, quietly, before any
+# model is built (the measuring modules import this module before groundtruth/selective.py)
+quiet_import("transformers.modeling_utils")
 
 KERNELS = {"eager": "eager", "sdpa": "sdpa"}  # transformers' attn_implementation names
 FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "deepseek_v3")

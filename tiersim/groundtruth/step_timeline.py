@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, record_function
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth import torchmodels as tm
+from tiersim.groundtruth.quiet_imports import quiet_imports
 from tiersim.groundtruth.quiet_profiler import quiet_profile
 from tiersim.groundtruth.selective import recompute_attention_core
 from tiersim.groundtruth.step_peaks import PHASES, StepPeaks, measured_peaks
@@ -109,7 +110,8 @@ def record_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
     if s.training.recompute == "selective":  # the attention core recomputed
         recompute_attention_core(net)
     named = list(net.named_parameters())
-    optimizers = optimizer_named(s.training.optimizer).build(torch, named)
+    with quiet_imports():  # an 8-bit optimizer's library, imported here first: no chatter
+        optimizers = optimizer_named(s.training.optimizer).build(torch, named)
     threads = torch.get_num_threads()
     torch.set_num_threads(ONE_THREAD)
     try:

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tiersim.groundtruth.quiet_imports import quiet_imports
 from tiersim.state.model import Transformer
 from tiersim.state.optimizers import optimizer
 
@@ -192,7 +193,8 @@ class Optimizers:
 
 def make_optimizer(name: str, named: list[tuple[str, nn.Parameter]]) -> Any:
     """The PyTorch optimizer the registry (state/optimizers.py) builds for `name`."""
-    parts = optimizer(name).build(torch, named, lr=1e-4)
+    with quiet_imports():  # bitsandbytes' and torchao's first import: groundtruth/quiet_imports.py
+        parts = optimizer(name).build(torch, named, lr=1e-4)
     return parts[0] if len(parts) == 1 else Optimizers(parts)
 
 
