@@ -88,11 +88,18 @@ def stage_values(r: Resolved, units: list[list[Matrix]], stage: int) -> StageVal
     return StageValues(tuple(groups), fp32, routed)
 
 
+def on_apex(r: Resolved) -> bool:
+    """apex's DistributedFusedAdam as NeMo runs it (`distributed_optimizer: apex` under
+    `framework: megatron`): the only optimizer counted in whole buckets."""
+    tr = r.execution.training
+    return tr.distributed_optimizer == "apex" and tr.framework == "megatron"
+
+
 def apex_resident_bytes(r: Resolved, units: list[list[Matrix]], stage: int) -> dict[str, int]:
     """The dense gradients, optimizer state and master remainders one GPU of `stage` holds
     under apex, in whole buckets (the module's docstring); {} for any other optimizer."""
     tr = r.execution.training
-    if tr.distributed_optimizer != "apex" or tr.framework != "megatron":
+    if not on_apex(r):
         return {}
     ranks = shard_divisors(r.execution.parallel)[0]
     grad = PRECISION_BYTES[tr.precision.gradients]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tiersim.config.mesh import Mesh
 from tiersim.state.activation_policy import kept
 from tiersim.state.activations import Item, divided, layer_items, outside_items
-from tiersim.state.apex_buckets import apex_resident_bytes
+from tiersim.state.apex_buckets import apex_resident_bytes, on_apex
 from tiersim.state.buffers import largest_tensor_elements, workspace_bytes
 from tiersim.state.classes import NAMES
 from tiersim.state.context import gathered_kv_bytes
@@ -339,7 +339,8 @@ def stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, in
         inflight = peak / (per_microbatch + outside)  # in units of the stage's whole share
     acts = math.ceil((per_microbatch + outside) * inflight)
     padded = fsdp2_padded_values(r.execution.training, r.execution.parallel, model)
-    apex = apex_resident_bytes(r, rank_matrices(r, stage, model), stage)
+    # a tensor list per layer only where apex buckets by layer (a 10^8-layer model has none)
+    apex = apex_resident_bytes(r, rank_matrices(r, stage, model), stage) if on_apex(r) else {}
     per_gpu = _class_bytes(
         r, mats, acts, sharded_classes(r.execution.parallel), False, padded, apex
     )
