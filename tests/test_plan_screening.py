@@ -11,13 +11,13 @@ import math
 
 import pytest
 from conftest import SCENARIOS
+from test_plan_search import plan_candidate
 
 from tiersim.cli import main
 from tiersim.config.overrides import apply_overrides
 from tiersim.config.yamlfile import read_yaml
 from tiersim.plan import chunks
 from tiersim.plan import run as run_module
-from tiersim.plan.bound import StepBound
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Candidate
 from tiersim.plan.screening import SIMULATED, Screened, plain_step, screenable, wears
@@ -107,21 +107,7 @@ def test_the_step_without_the_checkpoint_is_the_whole_run_s(screened_and_exhaust
 
 
 def _candidate(floor_s: float, checkpoint_s: float, hbf: bool = True) -> Candidate:
-    return Candidate(
-        overrides=(),
-        values={},
-        task=None,
-        gpus=8,
-        price_per_gpu_hour=None,
-        passes=1,
-        bound=StepBound(1.0, "compute", {"compute": 1.0}),
-        tokens_per_step=80_000,
-        hbf_optimizer=hbf,
-        wear_floor_s=floor_s,
-        wear_tier="hbf",
-        upper_s=4.0,
-        checkpoint_upper_s=checkpoint_s,
-    )
+    return plan_candidate(1.0, hbf, floor_s, 4.0, wear_tier="hbf", checkpoint_upper_s=checkpoint_s)
 
 
 def test_a_step_too_short_for_its_floor_with_its_checkpoint_s_share_wears():

@@ -126,24 +126,29 @@ def test_a_large_space_s_sample_takes_an_hbf_plan_and_leaves_fewer_to_estimate(
     assert large["candidates"]["simulated"] - sampled <= left
 
 
-def _candidate(
-    bound_s: float, hbf: bool = False, wear_floor_s: float = 0.0, upper_s: float = math.inf
+def plan_candidate(
+    bound_s: float,
+    hbf: bool = False,
+    wear_floor_s: float = 0.0,
+    upper_s: float = math.inf,
+    **more,
 ) -> Candidate:
-    bound = StepBound(bound_s, "compute", {"compute": bound_s})
-    return Candidate(
-        overrides=(),
-        values={},
-        task=None,
-        gpus=8,
-        price_per_gpu_hour=None,
-        passes=1,
-        bound=bound,
-        tokens_per_step=80_000,
-        hbf_optimizer=hbf,
-        wear_floor_s=wear_floor_s,
-        wear_tier="hbf" if wear_floor_s else None,
-        upper_s=upper_s,
-    )
+    """A hand-made candidate of 8 GPUs and 80,000 tokens a step (`more`: other fields)."""
+    fields = {
+        "overrides": (),
+        "values": {},
+        "task": None,
+        "gpus": 8,
+        "price_per_gpu_hour": None,
+        "passes": 1,
+        "bound": StepBound(bound_s, "compute", {"compute": bound_s}),
+        "tokens_per_step": 80_000,
+        "hbf_optimizer": hbf,
+        "wear_floor_s": wear_floor_s,
+        "wear_tier": "hbf" if wear_floor_s else None,
+        "upper_s": upper_s,
+    }
+    return Candidate(**{**fields, **more})
 
 
 def test_a_candidate_is_pruned_only_below_the_kth_best_and_its_group_s_best():
@@ -153,21 +158,21 @@ def test_a_candidate_is_pruned_only_below_the_kth_best_and_its_group_s_best():
     contenders = Contenders("tokens_per_s", 2)
     contenders.best = [8_000.0, 10_000.0]
     contenders.group_best = {False: 10_000.0}
-    assert contenders.matters(_candidate(10.0))
-    assert not contenders.matters(_candidate(10.1))
+    assert contenders.matters(plan_candidate(10.0))
+    assert not contenders.matters(plan_candidate(10.1))
     # on HBF, with no plan on HBF found yet: kept (it might be the first that holds)...
-    assert contenders.matters(_candidate(10.1, hbf=True))
+    assert contenders.matters(plan_candidate(10.1, hbf=True))
     # ...unless its wear floor says it cannot hold (inf) and a plan on HBF that fits but
     # wears already scores more than it could
     contenders.worn_best = 9_000.0
-    assert not contenders.matters(_candidate(10.1, hbf=True, wear_floor_s=math.inf))
+    assert not contenders.matters(plan_candidate(10.1, hbf=True, wear_floor_s=math.inf))
     assert dict(contenders.pruned) == {"compute": 1, "hbf wear budget": 1}
 
 
 def test_the_wear_floor_lowers_the_score_a_plan_that_holds_can_reach():
     # 80,000 tokens a step, a bound of 5 s, a wear floor of 20 s: 16,000 tokens/s at most,
     # but 4,000 as a plan that holds its wear budget
-    c = _candidate(5.0, wear_floor_s=20.0)
+    c = plan_candidate(5.0, wear_floor_s=20.0)
     assert score_bound(c, "tokens_per_s") == pytest.approx(16_000.0)
     assert score_bound(c, "tokens_per_s", holding=True) == pytest.approx(4_000.0)
     # a candidate without a bound (its workload could not be built) is always simulated
@@ -177,7 +182,7 @@ def test_the_wear_floor_lowers_the_score_a_plan_that_holds_can_reach():
 def test_a_plan_whose_step_cannot_reach_its_wear_floor_cannot_hold():
     # on HBF, bounded between 5 s and 8 s a step, its budget needing steps of 20 s or more:
     # no run of it holds, so as a plan that holds it reaches nothing (-inf)...
-    c = _candidate(5.0, hbf=True, wear_floor_s=20.0, upper_s=8.0)
+    c = plan_candidate(5.0, hbf=True, wear_floor_s=20.0, upper_s=8.0)
     assert score_bound(c, "tokens_per_s", holding=True) == -math.inf
     # ...and, none on HBF holding yet, it is simulated only while it could still be the best
     # on HBF that fits: 80,000 / 5 = 16,000 tokens/s at most
@@ -188,4 +193,4 @@ def test_a_plan_whose_step_cannot_reach_its_wear_floor_cannot_hold():
     assert not contenders.matters(c)
     assert dict(contenders.pruned) == {"hbf wear budget": 1}
     # where its step could be 20 s long (upper bound 25 s), it might hold: simulated
-    assert contenders.matters(_candidate(5.0, hbf=True, wear_floor_s=20.0, upper_s=25.0))
+    assert contenders.matters(plan_candidate(5.0, hbf=True, wear_floor_s=20.0, upper_s=25.0))
