@@ -26,10 +26,13 @@ demo: $(STAMP)
 # PYTHONDONTWRITEBYTECODE emptied: the suite's Python processes (a few dozen CLI and sweep
 # subprocesses) load tiersim's compiled modules from __pycache__ instead of compiling its
 # source each time (an environment that sets it had every one compile it again).
+# The suite on TEST_WORKERS processes (pytest-xdist; CI has 2 cores), whole test files to a
+# worker so that each module's shared runs are made once (tests/conftest.py); 0: in this one.
+TEST_WORKERS ?= 2
 test: $(TEST_STAMP)
 	$(BIN)/ruff check tiersim tests benchmarks
 	$(BIN)/ruff format --check tiersim tests benchmarks
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check tiersim tests benchmarks

@@ -28,6 +28,29 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+# Files whose tests read the same session-scoped runs: under `pytest -n N` (make test) each
+# group goes to one worker, so no run is made twice (shipped_run below).
+SHARED_RUNS = {"test_run_cli.py": "test_golden.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under `--dist loadfile` (make test): whole files to a worker, as pytest-xdist does, with
+    SHARED_RUNS's files taken as the file they share runs with. Module-scoped fixtures (a
+    measured run, a plan search) stay made once; another --dist is pytest-xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedRunsScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            folder, _, name = path.rpartition("/")
+            return f"{folder}/{SHARED_RUNS[name]}" if name in SHARED_RUNS else path
+
+    return SharedRunsScheduling(config, log)
+
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SCENARIOS = ROOT / "scenarios"

@@ -95,7 +95,6 @@ def test_the_sustained_share_is_the_last_samples_rate_over_the_firsts():
     assert sustained_share(lambda fn, n: [2e-3] * WINDOW + [1e-3] * (n - WINDOW), None, 1) == 1.0
 
 
-def test_the_measured_table_carries_its_sustained_shares():
-    notes: list[str] = []
-    table = measured(notes)  # the 1 ns timer: no throttle, every share 1
+def test_the_measured_table_carries_its_sustained_shares(table):
+    # the module's table, measured with the 1 ns timer: no throttle, every share 1
     assert table["sustained"]["bf16"] == 1.0
