@@ -28,6 +28,14 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+# Under pytest-xdist each worker has a core of its own: PyTorch's OpenMP threads are kept to
+# one a process (as many as the machine has cores otherwise: under `make test` on 2 cores,
+# test_measure's threads spun waiting for the core the other worker held, 1.6 -> 8-13 s of
+# CPU). Set before anything imports torch; the processes the tests start inherit it. The
+# measurements that depend on threads set their own (groundtruth/step_timeline.py).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # Files whose tests read the same session-scoped runs: under `pytest -n N` (make test) each
 # group goes to one worker, so no run is made twice (shipped_run below).
 SHARED_RUNS = {"test_run_cli.py": "test_golden.py"}
