@@ -113,7 +113,10 @@ def simulate_rest(
         rest.through(pool, left, True)
         rank = {i: r for r, i in enumerate(left)}
         last, rest.later = sorted(rest.later + rest.deferred, key=rank.__getitem__), []
-        rest.through(pool, last, False)  # best bound first
+        # best bound first, their bounds raised by their screens (ties in the search's order),
+        # one a worker at a time: each whole run may rule out the next
+        last = [last[j] for j in contenders.order([kept[i] for i in last])]
+        rest.through(pool, last, False, pool.slots)
 
     executor, workers, scheduler = run
     run_on_pool(executor, workers, scheduler, None, on)
@@ -177,11 +180,15 @@ class Rest:
         else:
             (self.deferred if worn else self.later).append(i)
 
-    def through(self, pool: Pool, positions: list[int], screening: bool) -> None:
-        """`positions` sent while they still matter, each result taken in as it comes."""
+    def through(
+        self, pool: Pool, positions: list[int], screening: bool, window: int | None = None
+    ) -> None:
+        """`positions` sent while they still matter, each result taken in as it comes, at
+        most `window` in flight (`stream`'s)."""
         kept, contenders = self.pruned.kept, self.contenders
         sent: list[int] = []  # positions in `kept` of the candidates sent, in order
-        for batch in stream(pool, plan_point, self.jobs(positions, sent, screening)):
+        jobs = self.jobs(positions, sent, screening)
+        for batch in stream(pool, plan_point, jobs, window=window):
             for position, outcome in batch:
                 i = sent[position]
                 if isinstance(outcome, Screened):

@@ -366,14 +366,19 @@ def run_on_pool(
 
 
 def stream(
-    pool: Pool, fn: Callable[[Any], Any], args: Iterable[Any], started: Sequence[Any] = ()
+    pool: Pool,
+    fn: Callable[[Any], Any],
+    args: Iterable[Any],
+    started: Sequence[Any] = (),
+    window: int | None = None,
 ) -> Iterator[list[tuple[int, Any]]]:
     """Run `fn` on every arg (`started`: the calls of the first ones, submitted already);
-    yield batches of (position, result or the exception raised).
+    yield batches of (position, result or the exception raised). `window`: the most calls in
+    flight (by default a few a worker; fewer where each result may make the next call moot).
 
     A Ctrl-C or SIGTERM (see `signals.deferred`) stops it while it waits for the pool, or
     when the caller asks for the next batch, never while a batch is taken and handled."""
-    window = max(8, 4 * pool.slots)
+    window = max(8, 4 * pool.slots) if window is None else max(1, window)
     pending: dict[Any, int] = {future: position for position, future in enumerate(started)}
     queue = itertools.islice(enumerate(args), len(pending), None)
     for position, arg in queue:
