@@ -28,6 +28,7 @@ from tiersim.plan.screening import screened_cost_s
 from tiersim.plan.simulating import Deadline, simulate_rest
 from tiersim.plan.space import Space, candidates
 from tiersim.rulebook import check_plan_section
+from tiersim.sweep.execute import local_context
 from tiersim.sweep.progress import Progress
 from tiersim.sweep.worker import PointResult, run_point
 
@@ -67,6 +68,8 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     the search; a candidate's own choice of the same key wins."""
     source = str(path)
     deadline = Deadline(source, options.time_limit_s)  # the whole command's, from here
+    if options.executor == "local":  # the workers' fork server imports while this checks
+        local_context()
     loaded = load_scenario(path, list(overrides))
     raw = apply_overrides(read_yaml(path, source), list(overrides), source)
     space = _checked_space(loaded, raw, path, options)

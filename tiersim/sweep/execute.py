@@ -97,11 +97,7 @@ class LocalPool:
         if folder is None:
             self._own_folder = tempfile.mkdtemp(prefix="tiersim-pool-")
         self.folder = str(folder) if folder is not None else self._own_folder
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        if context.get_start_method() == "forkserver":  # a server already running keeps its own
-            context.set_forkserver_preload(["__main__", WORKER_MODULE])  # __main__: the default
-        _start_helpers(context)
+        context = local_context()
         self.pool = cf.ProcessPoolExecutor(
             max_workers=workers,
             mp_context=context,
@@ -165,6 +161,19 @@ class LocalPool:
         for process in list(processes.values()):
             with contextlib.suppress(OSError, ValueError):  # gone already, or closed
                 process.terminate()
+
+
+def local_context() -> multiprocessing.context.BaseContext:
+    """The local pool's way of starting workers: from a fork server (else spawned), its
+    helpers started (`_start_helpers`) with the points' code to preload. Called early (as
+    `tiersim plan` starts), the server's imports run while the caller works, and the pool
+    opened later finds it running."""
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if context.get_start_method() == "forkserver":  # a server already running keeps its own
+        context.set_forkserver_preload(["__main__", WORKER_MODULE])  # __main__: the default
+    _start_helpers(context)
+    return context
 
 
 def _start_helpers(context: multiprocessing.context.BaseContext) -> None:
