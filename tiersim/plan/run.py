@@ -28,7 +28,7 @@ from tiersim.plan.screening import screened_cost_s
 from tiersim.plan.simulating import Deadline, simulate_rest
 from tiersim.plan.space import Space, candidates
 from tiersim.rulebook import check_plan_section
-from tiersim.sweep.execute import local_context
+from tiersim.sweep.local_start import local_context
 from tiersim.sweep.progress import Progress
 from tiersim.sweep.worker import PointResult, run_point
 

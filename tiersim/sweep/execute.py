@@ -11,7 +11,6 @@ import contextlib
 import gc
 import importlib
 import itertools
-import multiprocessing
 import os
 import shutil
 import signal
@@ -27,6 +26,7 @@ from tiersim.core.errors import InputError, Problem
 from tiersim.sweep import handoff
 from tiersim.sweep.dask_address import CONNECT_S, check_address, quiet, reachable
 from tiersim.sweep.lifeline import watch
+from tiersim.sweep.local_start import WORKER_MODULE, local_context
 from tiersim.sweep.signals import Gate, blocked, deferred, unblock
 
 DASK_HINT = "pip install 'tiersim[dask]'"
@@ -45,9 +45,6 @@ class Pool(Protocol):
     def wait(self, pending: set[Any]) -> set[Any]: ...
 
     def close(self, stop: bool = False) -> None: ...
-
-
-WORKER_MODULE = "tiersim.sweep.keep"  # what points run (run_and_keep, run_point): imported first
 
 
 def start_worker(sweep_pid: int) -> None:
@@ -161,33 +158,6 @@ class LocalPool:
         for process in list(processes.values()):
             with contextlib.suppress(OSError, ValueError):  # gone already, or closed
                 process.terminate()
-
-
-def local_context() -> multiprocessing.context.BaseContext:
-    """The local pool's way of starting workers: from a fork server (else spawned), its
-    helpers started (`_start_helpers`) with the points' code to preload. Called early (as
-    `tiersim plan` starts), the server's imports run while the caller works, and the pool
-    opened later finds it running."""
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if context.get_start_method() == "forkserver":  # a server already running keeps its own
-        context.set_forkserver_preload(["__main__", WORKER_MODULE])  # __main__: the default
-    _start_helpers(context)
-    return context
-
-
-def _start_helpers(context: multiprocessing.context.BaseContext) -> None:
-    """Start CPython's resource tracker and, for `context` "forkserver", the fork server (each
-    unless running), Ctrl-C and SIGTERM blocked in them (see `LocalPool`). The tracker first:
-    it blocks them itself while it starts, then unblocks them in the thread that started it."""
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()
-    if context.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        with blocked():
-            forkserver.ensure_running()  # returns at once: the server's imports run in it
 
 
 class DaskPool:
