@@ -28,7 +28,7 @@ from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import StepBound, step_bound, wear_floor
 from tiersim.plan.space import override_text
-from tiersim.plan.upper import MARGIN, checkpoint_share_s, serial_step_s
+from tiersim.plan.upper import MARGIN, alike_runs, checkpoint_share_s, serial_step_s
 from tiersim.runner import check_runnable
 from tiersim.state.classes import STATE_CLASSES
 from tiersim.state.inventory import build_inventory
@@ -325,8 +325,9 @@ def assess(s: Scenario, shared: dict | None = None) -> Assessed:
     upper = share = math.inf
     if not interfering(s):
         topo = Topology(res.machine)
-        step = serial_step_s(res, wl, topo)
-        share = checkpoint_share_s(res, wl, topo, step)
+        runs = alike_runs(wl.units)  # read by both sums
+        step = serial_step_s(res, wl, topo, runs)
+        share = checkpoint_share_s(res, wl, topo, step, runs)
         upper = MARGIN * (step + share)  # plan.upper.period_upper_s, with its margin
     floor = wear_floor(s, bound.written)
     tokens = wl.tokens_per_step
