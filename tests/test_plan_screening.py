@@ -235,3 +235,20 @@ def test_a_plan_found_to_hold_sets_the_least_its_group_s_best_scores():
     assert contenders.group_best == {True: 50_000.0}
     # an objective whose score needs the whole run (goodput, cost): nothing set
     assert not Contenders("goodput", 2).holds_at_least(_candidate(2.0, 0.05), 2.0)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_a_plan_found_to_hold_sets_its_group_s_least_best_only_in_a_large_space(large):
+    # on HBF, floor 2 s, a checkpoint's share of at most 0.05 s, simulated at 2.5 s and found
+    # to hold: a large space takes 80,000 / (2.5 x (1 + 1e-9)) tokens/s as its group's least
+    # best and runs it in full last; a small space runs it in full next and sets nothing
+    c = _candidate(2.0, 0.05)
+    rest = simulating.Rest(Pruned(kept=[c]), Contenders("tokens_per_s", 2), None, [], [])
+    rest.wear_screens = large
+    rest.screened(0, Screened(2.5, 0.01, holds=True))
+    if large:
+        assert rest.deferred == [0] and rest.later == []
+        assert rest.contenders.group_best[True] == pytest.approx(80_000 / 2.5, rel=1e-8)
+    else:
+        assert rest.later == [0] and rest.deferred == []
+        assert rest.contenders.group_best == {}

@@ -175,7 +175,11 @@ class Rest:
             return
         kept[i] = tightened(kept[i], outcome)
         longest = outcome.step_s * (1 + ROUND_OFF) if outcome.step_s is not None else 0.0
-        if outcome.holds and self.contenders.holds_at_least(kept[i], longest):
+        # found to hold sets its group's least best only in a large space, as before: a
+        # small space's screens raise bounds and settle wear, nothing more (the screen does
+        # not say whether its whole run's peak fits, which the answer also needs)
+        held = outcome.holds and self.wear_screens
+        if held and self.contenders.holds_at_least(kept[i], longest):
             self.deferred.append(i)  # held: run in full last, only if still among the best
         else:
             (self.deferred if worn else self.later).append(i)
