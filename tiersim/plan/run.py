@@ -68,11 +68,11 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     the search; a candidate's own choice of the same key wins."""
     source = str(path)
     deadline = Deadline(source, options.time_limit_s)  # the whole command's, from here
-    if options.executor == "local":  # the workers' fork server imports while this checks
-        local_context()
     loaded = load_scenario(path, list(overrides))
     raw = apply_overrides(read_yaml(path, source), list(overrides), source)
     space = _checked_space(loaded, raw, path, options)
+    if options.executor == "local":  # the workers' fork server imports while this checks
+        local_context()
     deadline = dataclasses.replace(deadline, space=space)
     stream_to = options.progress or sys.stderr
     bar = Progress(space.size, stream_to, label="candidates checked against the inventory")
