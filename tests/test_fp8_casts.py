@@ -11,8 +11,12 @@ M·N = 7,680: FP8 1 B a value, bf16 2 B, fp32 scales 4 B each.
 from __future__ import annotations
 
 import pytest
+from conftest import scenario
+from problem_lines import said
 
 from tiersim.state.fp8_casts import backward_cast_bytes, forward_cast_bytes
+from tiersim.state.resolved import resolve
+from tiersim.workload.kernels import layer_kernels
 
 M, K, N = 48, 64, 160
 MK, KN, MN = 48 * 64, 64 * 160, 48 * 160  # 3,072, 10,240, 7,680
@@ -97,3 +101,56 @@ def test_measured_eager_casts_work_in_fp32(measured):
     weight_cast_working = 4 + (4 + 4 + 1) * KN  # scale, fp32 product, clamp, FP8 result
     assert fwd.peak_bytes == (MK + 4) + weight_cast_working  # 95,240
     assert bwd.peak_bytes == (MN + 4) + weight_cast_working  # 99,848
+
+
+# --- the recipe rowwise_with_gw_hp: its timing -------------------------------------------------
+
+T = 1e12
+HBM = 3.35e12 * 0.90  # dgx-h100's HBM x memory_efficiency
+# Llama 2 7B's four linears on one GPU, (M, N, K), as in test_fp8.py: QKV, output, gated FC1,
+# FC2; each weight gradient's GEMM (K x M)·(M x N) at or past the H100 table's 4096 edge
+LINEARS = [(4096, 12288, 4096), (4096, 4096, 4096), (4096, 22016, 4096), (4096, 4096, 11008)]
+FLOPS = sum(2 * m * n * k for m, n, k in LINEARS)
+# held at the sustained ceilings (h100-sxm.yaml, 0.888): BF16 0.888 x 794.5, FP8 (rowwise's
+# share 1.0 of tensorwise's) 0.888 x 1402.6 TFLOP/s
+BF16, FP8 = 705.516 * T, 1245.5088 * T
+
+
+def _llama7b_fsdp(recipe: str):
+    training = {"seq_len": 4096, "micro_batch_size": 1, "fp8": {"recipe": recipe}}
+    training |= {"framework": "fsdp", "implementation": "torchtitan"}
+    raw = {"name": "f", "model": {"preset": "llama-2-7b"}, "training": training}
+    raw["hardware"] = {"preset": "dgx-h100"}
+    raw["parallel"] = {"data": 8, "zero_stage": 3}
+    return resolve(scenario(raw))
+
+
+def test_rowwise_with_gw_hp_runs_the_weight_gradients_gemm_in_bf16():
+    """torchao's rowwise_with_gw_hp: output and grad_input GEMMs at rowwise's FP8 rate, the
+    weight gradient's GEMM in bf16 (`grad_weight_hp = input_t_hp @ grad_output_hp`,
+    torchao/float8/config.py); its quantize kernels cast the input and the gradient once
+    (3 B a value), the weight twice (rowwise 3 B, tensorwise with its amax pass 5 B), where
+    rowwise casts all three twice, 6 B a value each."""
+    rw, hp = _llama7b_fsdp("rowwise"), _llama7b_fsdp("rowwise_with_gw_hp")
+    krw, khp = layer_kernels(rw, rw.model), layer_kernels(hp, hp.model)
+    assert khp.forward.gemm_s == pytest.approx(krw.forward.gemm_s)
+    assert khp.backward.gemm_s - krw.backward.gemm_s == pytest.approx(FLOPS / BF16 - FLOPS / FP8)
+    inputs = sum(m * k for m, _, k in LINEARS)
+    weights = sum(k * n for _, n, k in LINEARS)  # every micro-batch under torchao
+    grads = sum(m * n for m, n, _ in LINEARS)
+    forward = (3 * inputs + 8 * weights) - 6 * (inputs + weights)
+    assert khp.forward.memory_s - krw.forward.memory_s == pytest.approx(forward / HBM)
+    assert khp.backward.memory_s - krw.backward.memory_s == pytest.approx((3 - 6) * grads / HBM)
+
+
+def test_rowwise_with_gw_hp_is_torchaos_alone(cli, write):
+    """Transformer Engine has no such recipe: under Megatron it is refused (exit 2)."""
+    raw = {"name": "x", "model": {"preset": "llama-2-7b"}}
+    raw["training"] = {"framework": "megatron", "fp8": {"recipe": "rowwise_with_gw_hp"}}
+    file = write(raw)
+    code, _, err = cli("validate", file)
+    assert code == 2 and "Traceback" not in err
+    assert said(err.strip(), file).coded == ("E-CONFLICT", "training.fp8.recipe")
+    raw["training"] |= {"framework": "fsdp", "implementation": "torchtitan"}
+    raw["parallel"] = {"data": 8, "zero_stage": 3}
+    assert cli("validate", write(raw))[0] == 0

@@ -72,6 +72,7 @@ def _copy_bytes(recipe: str, rows: int, cols: int) -> int:
         "tensorwise": FP32,
         "delayed": FP32,
         "rowwise": FP32 * rows,
+        "rowwise_with_gw_hp": FP32 * rows,  # its forward's cast, rowwise's
         "blockwise": FP32 * math.ceil(rows / BLOCK) * math.ceil(cols / BLOCK),
         "mxfp8": math.ceil(values / MX_BLOCK),
     }[recipe]
