@@ -11,9 +11,10 @@ M·N = 7,680: FP8 1 B a value, bf16 2 B, fp32 scales 4 B each.
 from __future__ import annotations
 
 import pytest
-from conftest import scenario
+from conftest import FIXTURES, scenario
 from problem_lines import said
 
+from tiersim.frameworks.assemble import ImportOptions, import_configs
 from tiersim.state.fp8_casts import backward_cast_bytes, forward_cast_bytes
 from tiersim.state.resolved import resolve
 from tiersim.workload.kernels import layer_kernels
@@ -154,3 +155,14 @@ def test_rowwise_with_gw_hp_is_torchaos_alone(cli, write):
     raw["training"] |= {"framework": "fsdp", "implementation": "torchtitan"}
     raw["parallel"] = {"data": 8, "zero_stage": 3}
     assert cli("validate", write(raw))[0] == 0
+
+
+def test_torchtitans_recipe_name_rowwise_with_gw_hp_is_imported(tmp_path):
+    """torchtitan's `[float8] recipe_name` names torchao's recipe (Float8LinearRecipeName)."""
+    text = (FIXTURES / "frameworks" / "llama3_8b.toml").read_text()
+    text = text.replace('# converters = "float8"', 'converters = ["float8"]')
+    text = text.replace("[float8]\n", '[float8]\nrecipe_name = "rowwise_with_gw_hp"\n')
+    path = tmp_path / "llama3_8b_float8.toml"
+    path.write_text(text)
+    s = import_configs([path], ImportOptions(gpus=64, hardware="dgx-h100")).loaded.scenario
+    assert s.training.fp8 is not None and s.training.fp8.recipe == "rowwise_with_gw_hp"
