@@ -16,10 +16,13 @@ from problem_lines import said
 
 from tiersim.frameworks.assemble import ImportOptions, import_configs
 from tiersim.state.fp8_casts import backward_cast_bytes, forward_cast_bytes
+from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
+from tiersim.state.step_memory import build_events
 from tiersim.workload.kernels import layer_kernels
 
 M, K, N = 48, 64, 160
+CASTS_PART = "FP8 casts of GEMM operands (torchao)"
 MK, KN, MN = 48 * 64, 64 * 160, 48 * 160  # 3,072, 10,240, 7,680
 
 # tiersim's count, by hand: each cast 1 B a value plus its fp32 scales
@@ -166,3 +169,19 @@ def test_torchtitans_recipe_name_rowwise_with_gw_hp_is_imported(tmp_path):
     path.write_text(text)
     s = import_configs([path], ImportOptions(gpus=64, hardware="dgx-h100")).loaded.scenario
     assert s.training.fp8 is not None and s.training.fp8.recipe == "rowwise_with_gw_hp"
+
+
+def test_llama2_7b_layers_casts_in_the_timeline():
+    """Llama-2-7B (h 4096, f 11008) under FSDP2 on 8 H100s, seq_len 4096, two sequences:
+    M = 8,192 tokens. Forward: the down projection's (K f -> N h) input and weight,
+    8192·11008 + 11008·4096 + 2 x 4 = 135,266,312 B; backward: gate's or up's (K h -> N f)
+    gradient twice, input and weight, 2 x 8192·11008 + 8192·4096 + 4096·11008 + 4 x 4 =
+    258,998,288 B (docs/fp8.md's 259.00 MB)."""
+    training = {"seq_len": 4096, "micro_batch_size": 2, "fp8": {"recipe": "tensorwise"}}
+    training |= {"framework": "fsdp", "implementation": "torchtitan", "recompute": "full"}
+    raw = {"name": "f", "model": {"preset": "llama-2-7b"}, "training": training}
+    raw |= {"hardware": {"preset": "dgx-h100"}, "parallel": {"data": 8, "zero_stage": 3}}
+    r = resolve(scenario(raw))
+    events = build_events(r, build_inventory(r), 0)
+    casts = {(e.phase, e.nbytes) for e in events if e.part == CASTS_PART and e.alloc}
+    assert casts == {("forward", 135_266_312), ("backward", 258_998_288)}
