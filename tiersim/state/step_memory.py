@@ -46,7 +46,7 @@ from tiersim.state.loss_memory import logits_values as logits_values  # re-expor
 from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS, kept_output_bytes, output_bytes
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
-from tiersim.state.step_optimizer import optimizer_temporaries
+from tiersim.state.step_optimizer import optimizer_step
 from tiersim.state.timeline import Event, Outside, Timeline, evaluate
 from tiersim.state.userbuffers import UB_NAME, userbuffer_bytes, userbuffer_source
 from tiersim.state.vocab_grads import VocabGrads, vocab_grads
@@ -306,7 +306,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     nxt.append(("backward transients", max((x.working for x in layers), default=0)))
     cooled = apex_sync.cool_down_events(steps, apex, units, nxt)
     _flushed(steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings")
-    _optimizer_step(steps, r, stage, apex.at_step_buckets)
+    optimizer_step(steps, r, stage, apex.at_step_buckets)
     return steps.events
 
 
@@ -378,15 +378,6 @@ def _embedding_grads(steps: _Steps, vocab: VocabGrads, p: _Plan) -> None:
         p.fsdp2.end_of_backward(steps, at)
     for key, part in grads:
         steps.free(at, b, key, part)
-
-
-def _optimizer_step(steps: _Steps, r: Resolved, stage: int, pieces: int) -> None:
-    what, nbytes = optimizer_temporaries(r, stage)  # apex's shards: one tensor a bucket
-    pieces = pieces if what == apex_sync.APEX_GRAD_SHARDS else 1
-    steps.alloc("optimizer step", "optimizer", "step temporaries", what, nbytes, pieces)
-    steps.free("optimizer step", "optimizer", "step temporaries", what)
-    for key in [k for k in steps.held if k.startswith("apex ")]:  # apex's: until zero_grad
-        steps.free("optimizer step", "optimizer", key, apex_sync.APEX_GRAD_SHARDS)
 
 
 def gpu_timeline(r: Resolved, inv: Inventory) -> Timeline:
