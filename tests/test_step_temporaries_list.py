@@ -26,11 +26,16 @@ TINY = {
 }
 FP32 = {"weights": "fp32", "gradients": "fp32", "master": "none", "optimizer": "fp32"}
 
-# one layer's tensors in fp32 (4 B a value), as the step's list groups them (bytes, tensors):
-# q 64 x 64; k and v 2 x 64 x 64; o 64 x 64; gate, up, down 3 x 64 x 128; two norms of 64
-LAYER = [(4 * 4096, 1), (4 * 2 * 4096, 2), (4 * 4096, 1), (4 * 3 * 8192, 3), (4 * 2 * 64, 2)]
-# then the embedding 32,000 x 64, the final norm 64, the head 32,000 x 64
-OUTSIDE = [(4 * 2_048_000, 1), (4 * 64, 1), (4 * 2_048_000, 1)]
+# the rank's tensors in fp32 (4 B a value), grouped by size (bytes, tensors), as first met:
+# each of 2 layers' q, k, v, o 64 x 64 (16,384 B each: 8 tensors); gate, up, down 64 x 128
+# (32,768 B each: 6); two RMSNorms of 64 a layer and the final norm (256 B each: 5); the
+# embedding and the head 32,000 x 64 (8,192,000 B each: 2)
+TENSORS = [
+    (8 * 4 * 4096, 8),
+    (6 * 4 * 8192, 6),
+    (5 * 4 * 64, 5),
+    (2 * 4 * 2_048_000, 2),
+]
 
 
 def step_allocations(raw: dict) -> list[tuple[str, int, int]]:
@@ -46,7 +51,7 @@ def test_torch_adamw_s_foreach_list_is_a_tensor_a_parameter():
     raw = {"name": "tiny", "model": TINY, "training": {"seq_len": 128, "precision": FP32}}
     got = step_allocations(raw)
     assert {part for part, _, _ in got} == {"optimizer step temporaries"}
-    assert [(b, n) for _, b, n in got] == LAYER + LAYER + OUTSIDE
+    assert [(b, n) for _, b, n in got] == TENSORS
     assert sum(b for _, b, _ in got) == 4 * 4_178_240 == 16_712_960
     assert sum(n for _, _, n in got) == 21
 
@@ -58,7 +63,7 @@ def test_megatron_s_fp32_copies_are_a_tensor_a_parameter():
     raw = {"name": "tiny", "model": TINY, "training": training, "parallel": {"data": 4}}
     got = step_allocations(raw)
     assert {part for part, _, _ in got} == {"fp32 copy of 16-bit gradients (Megatron)"}
-    assert [(b, n) for _, b, n in got] == LAYER + LAYER + OUTSIDE
+    assert [(b, n) for _, b, n in got] == TENSORS
 
 
 def test_deepspeed_s_partition_stays_one_flat_tensor():

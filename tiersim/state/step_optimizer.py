@@ -122,7 +122,8 @@ def temporary_groups(r: Resolved, stage: int, what: str, nbytes: int) -> list[tu
     list on CUDA (`_foreach_sqrt`: one tensor a parameter) and Megatron's fp32 copies (one a
     parameter; under the distributed optimizer, whose shard is a range of the flat buffer, a
     group's share in 1/shards of its tensors, at least one: an approximation), each group's
-    share of `nbytes` as its share of the rank's values; else one tensor (DeepSpeed's flat
+    share of `nbytes` as its share of the rank's values, groups of one tensor size merged;
+    else one tensor (DeepSpeed's flat
     partition and sub-group, a CPU step's, Muon's working set)."""
     opt = optimizer(r.execution.training.optimizer)
     on_gpu_list = r.accounting.device != "cpu" and opt.foreach_list
@@ -136,7 +137,12 @@ def temporary_groups(r: Resolved, stage: int, what: str, nbytes: int) -> list[tu
     per = shard_divisors(par)[0] if ranges else 1
     groups = [(nbytes * m.size // total, max(1, (2 if m.fused else m.count) // per)) for m in mats]
     rest = nbytes - sum(b for b, _ in groups)  # the integer shares' remainder, on the last
-    return [*groups[:-1], (groups[-1][0] + rest, groups[-1][1])]
+    groups[-1] = (groups[-1][0] + rest, groups[-1][1])
+    merged: dict[int, tuple[int, int]] = {}  # one group a tensor size: each layer's are alike
+    for b, n in groups:
+        held, tensors = merged.get(b // n, (0, 0))
+        merged[b // n] = (held + b, tensors + n)
+    return list(merged.values())
 
 
 def optimizer_step(steps: Steps, r: Resolved, stage: int, apex_buckets: int) -> None:
