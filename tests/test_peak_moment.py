@@ -101,3 +101,20 @@ def test_inventory_s_table_says_which_part_the_step_could_not_allocate():
     mt = inventory_report(s, build_inventory(resolve(s)))["memory_timeline"]
     said = "DOES NOT FIT: out of memory at backward: loss (allocating loss gradient (fp32))"
     assert said in timeline_text(mt).splitlines()[0]
+
+
+def test_the_host_s_verdict_says_which_part_it_could_not_allocate(cli):
+    """zero-infinity-1t-dgx2 with 60 GB of host memory a GPU (docs/memory.md): the resident
+    activations, 46.98 GB, fit; the step runs out allocating layer 113's offloaded
+    activations. The table's verdict named the moment only."""
+    from conftest import SCENARIOS
+
+    code, out, _ = cli(
+        "inventory",
+        SCENARIOS / "zero-infinity-1t-dgx2.yaml",
+        "--set",
+        "hardware.tiers.dram.capacity=60 GB",
+    )
+    assert code == 0
+    said = "DOES NOT FIT: out of memory at forward: layer 113, part 0 (allocating offloaded"
+    assert said in out
