@@ -118,3 +118,20 @@ def test_the_host_s_verdict_says_which_part_it_could_not_allocate(cli):
     assert code == 0
     said = "DOES NOT FIT: out of memory at forward: layer 113, part 0 (allocating offloaded"
     assert said in out
+
+
+def test_the_host_panel_s_title_says_which_part_it_could_not_allocate():
+    """A host of 3 GB a GPU: 2 GB resident, then 2 GB of temporaries at the optimizer step
+    (4 GB > 3 GB): out of memory there, allocating the temporaries."""
+    from tiersim.report.plot_host import host_title
+    from tiersim.state.host_timeline import HostTimeline, evaluate_host
+
+    GB = 10**9
+    events = [
+        Event("start of the step", "start", "a", "resident optimizer", 2 * GB, True),
+        Event("optimizer step", "optimizer", "b", "CPU optimizer step temporaries", 2 * GB, True),
+        Event("optimizer step", "optimizer", "b", "CPU optimizer step temporaries", 2 * GB, False),
+    ]
+    h = HostTimeline(evaluate_host("dram", 3 * GB, events), node_gpus=8, node_stages=1)
+    said = "DOES NOT FIT: out of memory at optimizer step (CPU optimizer step temporaries)"
+    assert said in host_title(h)

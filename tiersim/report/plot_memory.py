@@ -20,8 +20,7 @@ LABEL_PT = 7  # the phase labels' font size (points)
 def memory_title(t: Timeline) -> str:
     peak, most = t.peak_event, t.device_peak_event
     where = peak.moment if peak else "-"
-    oom = t.oom_event
-    verdict = "" if oom is None else f"\nDOES NOT FIT: out of memory at {oom.moment} ({oom.part})"
+    verdict = f"\n{out_of_memory_words(t)}" if not t.fits else ""
     total = f"{fmt_bytes(t.peak_total_bytes)} of {fmt_bytes(t.capacity_bytes)}"
     if most is None or most.moment == where:
         return f"{TITLE} ({t.tier}): peak {total} at {where}{verdict}"
@@ -30,6 +29,12 @@ def memory_title(t: Timeline) -> str:
         f"{TITLE} ({t.tier}): the device holds most (the square), {total}, at {most.moment};\n"
         f"allocation peaks (the dot) at {where}{verdict}"
     )
+
+
+def out_of_memory_words(t: Timeline) -> str:
+    """'DOES NOT FIT: out of memory at <moment> (<part it could not allocate>)'."""
+    oom = t.oom_event
+    return f"DOES NOT FIT: out of memory at {oom.moment} ({oom.part})" if oom else ""
 
 
 def draw_memory_timeline(ax: Any, t: Timeline) -> None:
