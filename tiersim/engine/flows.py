@@ -73,6 +73,8 @@ class FlowNetwork:
         self._pending: Due | None = None  # the one wake-up planned
         self._pending_at = math.inf
         self._pending_for: Flow | None = None  # the flow it ends or begins
+        # the last plan's (instant, flows, soonest change from then, its flow): `_plan_wake`
+        self._planned: tuple | None = None
         self._on_wake = self._wake
         self._wake_callbacks: tuple = (self._wake,)  # every wake-up's (see Due)
         self._timeout = env.timeout
@@ -120,10 +122,10 @@ class FlowNetwork:
             users[r] = n + 1
         if alone:
             flow.rate = shares.alone
-            self._plan_wake(now)
+            self._plan_wake(now, flow)
         elif delay > 0:  # joins the sharing at its begin: nothing changes before
             flow.latent = True
-            self._plan_wake(now)
+            self._plan_wake(now, flow)
         else:
             self._reschedule(now)
 
@@ -146,6 +148,7 @@ class FlowNetwork:
         """`flow` into an empty network (no wake-up pending): alone, at its narrowest
         resource's rate, its end planned as _plan_wake plans one flow's."""
         self._last = now
+        self._planned = None  # planned here without `_plan_wake`
         self.flows.append(flow)
         users = self._users
         for r in shares.finite:
@@ -272,23 +275,31 @@ class FlowNetwork:
                 f.rate = rate
         self._plan_wake(now)
 
-    def _plan_wake(self, now: float) -> None:
+    def _plan_wake(self, now: float, added: Flow | None = None) -> None:
         """One wake-up at the soonest end of a moving flow or begin of a latent one; the one
-        planned before is dropped unless it falls at the same time."""
-        soonest, which = math.inf, None
-        for f in self.flows:
-            rate = f.rate
+        planned before is dropped unless it falls at the same time. `added`: the flow just
+        appended, changing no other flow's rate or bytes: where the last plan was made at
+        this instant over the flows before it, only its own change is compared with that
+        plan's soonest (`soonest_change`'s loop, the flows before it already walked: the
+        same result; a checkpoint's hundreds of copies registered at one instant would walk
+        every flow registered before each, a quadratic cost)."""
+        flows = self.flows
+        planned = self._planned
+        if added is not None and planned is not None and planned[:2] == (now, len(flows) - 1):
+            soonest, which = planned[2], planned[3]
+            rate = added.rate
             if rate > 0:
-                left = f.remaining / rate
-                begin = f.begin
-                if begin > now:
-                    left += begin - now
-            elif f.latent:
-                left = f.begin - now
-            else:
-                continue
-            if left < soonest:
-                soonest, which = left, f
+                left = added.remaining / rate
+                if added.begin > now:
+                    left += added.begin - now
+                if left < soonest:
+                    soonest, which = left, added
+            elif added.latent and added.begin - now < soonest:
+                soonest, which = added.begin - now, added
+        else:
+            soonest, which = soonest_change(flows, now)
+        # every change to the flows at this instant plans again (or empties the network)
+        self._planned = (now, len(flows), soonest, which)
         if soonest < 0.0:
             soonest = 0.0
         pending = self._pending
@@ -319,7 +330,7 @@ class FlowNetwork:
         flows = self.flows
         if len(flows) == 1 and not which.latent:  # the common case: the one flow ends
             self._last = now
-            self.flows = []
+            self.flows, self._planned = [], None
             users = self._users
             shares = which.shares
             for r in shares.finite:
@@ -365,6 +376,26 @@ class FlowNetwork:
             f.on_done()
         else:
             f.on_done(tag, now)
+
+
+def soonest_change(flows: list[Flow], now: float) -> tuple[float, Flow | None]:
+    """The seconds from `now` to the soonest end of a moving flow or begin of a latent one,
+    and that flow (the first as soon, in order); (inf, None) where none changes."""
+    soonest, which = _INF, None
+    for f in flows:
+        rate = f.rate
+        if rate > 0:
+            left = f.remaining / rate
+            begin = f.begin
+            if begin > now:
+                left += begin - now
+        elif f.latent:
+            left = f.begin - now
+        else:
+            continue
+        if left < soonest:
+            soonest, which = left, f
+    return soonest, which
 
 
 def _split(flows: list[Flow], now: float, which: Flow | None) -> tuple[list, list, bool]:
