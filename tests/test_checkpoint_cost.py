@@ -15,7 +15,10 @@ round changed put back as it was (`put_back`):
   takes the plain run's over);
 - (eighth round) each flow registered planned the next wake-up over every flow in the
   network (`FlowNetwork._plan_wake` now compares only the new flow with the plan made at the
-  same instant, where nothing else changed since).
+  same instant, where nothing else changed since); a wake-up brought the flows' bytes up to
+  date, split the landed ones off, set the new rates and planned the next wake-up in four
+  passes over the flows (now two: `flowwalks.split_landed` advances them, `rated_soonest` sets the
+  rates as it plans).
 """
 
 from __future__ import annotations
@@ -93,10 +96,32 @@ def put_back(monkeypatch) -> None:
     monkeypatch.setattr(durable, "_checkpoint_windows", _windows_over_every_op)
     monkeypatch.setattr(checkpoint_apart, "_first_uses", all_first_uses)
     monkeypatch.setattr(resume, "_graph", lambda a, b, watch: b.graph()[0])
-    plan_wake = flows.FlowNetwork._plan_wake
-    monkeypatch.setattr(
-        flows.FlowNetwork, "_plan_wake", lambda self, now, added=None: plan_wake(self, now)
-    )
+    monkeypatch.setattr(flows.FlowNetwork, "_plan_wake", _plan_wake_walking_every_flow)
+    monkeypatch.setattr(flows, "split_landed", _split_after_a_pass_advancing)
+
+
+_PLAN_WAKE, _SPLIT = flows.FlowNetwork._plan_wake, flows.split_landed
+
+
+def _plan_wake_walking_every_flow(self, now, added=None, rates=None):
+    """`FlowNetwork._plan_wake` as it was: the rates set in a pass of their own, then a walk
+    over every flow, whatever was added."""
+    if rates is not None:
+        for f, rate in zip(self.flows, rates, strict=True):
+            f.rate = rate
+    _PLAN_WAKE(self, now)
+
+
+def _split_after_a_pass_advancing(flows_, now, which, last):
+    """`flows.split_landed` as it was called: every flow brought up to now in a pass of its own
+    (`FlowNetwork._advance`), then split with nothing left to move."""
+    for f in flows_:
+        rate = f.rate
+        if rate:
+            since = f.begin if f.begin > last else last
+            if now > since:
+                f.remaining -= rate * (now - since)
+    return _SPLIT(flows_, now, which, now)
 
 
 def _counted(monkeypatch) -> list:
@@ -171,15 +196,16 @@ def test_a_resumed_runs_graph_is_the_one_built_from_its_schedule(name, monkeypat
 def test_a_flow_registered_is_planned_as_a_walk_over_every_flow_plans_it(monkeypatch):
     """The 70B blocking copy registers its 245 copies at one instant, each latent (its route's
     latency before it): each one's plan, compared with the plan made for the flow before it,
-    is the soonest change and its flow that a walk over every flow finds, at every plan."""
+    is the soonest change and its flow that a walk over every flow finds, at every plan (the
+    rates set in the walk included)."""
     plan_wake, walked = flows.FlowNetwork._plan_wake, []
 
-    def checked(self, now, added=None):
+    def checked(self, now, added=None, rates=None):
         planned = self._planned
         quick = (
             added is not None and planned is not None and planned[:2] == (now, len(self.flows) - 1)
         )
-        plan_wake(self, now, added)
+        plan_wake(self, now, added, rates)
         soonest, which = flows.soonest_change(self.flows, now)
         walked.append((quick, self._planned[2] == soonest and self._planned[3] is which))
 

@@ -21,11 +21,11 @@ import simpy
 from tiersim.engine.busy import BusyLog, merge_span
 from tiersim.engine.clock import scheduler
 from tiersim.engine.flowtypes import UNTAGGED, Due, Flow, Shares
+from tiersim.engine.flowwalks import rated_soonest, soonest_change, split_landed
 from tiersim.engine.rates import max_min_rates, narrowest, priority_rates
 
 __all__ = ["BusyLog", "Due", "Flow", "FlowNetwork", "max_min_rates", "priority_rates"]
 
-EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
 TIE = 1e-13  # of the clock: two instants this close are one (float round-off)
 _INF = math.inf
 _RATES_KEPT = 4096  # memoized max-min allocations kept at most (a run has a few dozen)
@@ -252,37 +252,47 @@ class FlowNetwork:
             self._plan_wake(now)
             return
         active = [f for f in flows if f.begin <= now]
-        if len(active) < len(flows):
-            for f in flows:
-                if f.begin > now:
-                    f.rate = 0.0
-                    f.latent = True
-        if len(active) == 1:  # the common case: alone now, at its narrowest resource's rate
-            active[0].rate = active[0].shares.alone
-        elif active:
-            if self.policy is max_min_rates:
-                # a function of the sequence of resource sets alone (capacities are fixed), and
-                # the same few sequences recur: each computed once (the same floats, to the bit)
-                key = tuple([f.shares.index for f in active])
-                rates = self._rates.get(key)
-                if rates is None:
-                    if len(self._rates) >= _RATES_KEPT:
-                        self._rates.clear()
-                    rates = self._rates[key] = max_min_rates(active, self.capacity, self._finite)
-            else:  # priorities order the flows: not a function of their resources alone
-                rates = self.policy(active, self.capacity, self._finite)
-            for f, rate in zip(active, rates, strict=True):
-                f.rate = rate
+        rates = self._rates_of(active)
+        if len(active) == len(flows):  # every flow begun: each rate set in the plan's walk
+            self._plan_wake(now, rates=rates)
+            return
+        for f in flows:
+            if f.begin > now:
+                f.rate = 0.0
+                f.latent = True
+        for f, rate in zip(active, rates, strict=True):
+            f.rate = rate
         self._plan_wake(now)
 
-    def _plan_wake(self, now: float, added: Flow | None = None) -> None:
+    def _rates_of(self, active: list[Flow]) -> list[float]:
+        """The rates of the flows that have begun, in their order."""
+        if len(active) == 1:  # the common case: alone now, at its narrowest resource's rate
+            return [active[0].shares.alone]
+        if not active:
+            return []
+        if self.policy is not max_min_rates:  # priorities order the flows: not a function
+            return self.policy(active, self.capacity, self._finite)  # of their resources alone
+        # a function of the sequence of resource sets alone (capacities are fixed), and the
+        # same few sequences recur: each computed once (the same floats, to the bit)
+        key = tuple([f.shares.index for f in active])
+        rates = self._rates.get(key)
+        if rates is None:
+            if len(self._rates) >= _RATES_KEPT:
+                self._rates.clear()
+            rates = self._rates[key] = max_min_rates(active, self.capacity, self._finite)
+        return rates
+
+    def _plan_wake(
+        self, now: float, added: Flow | None = None, rates: list[float] | None = None
+    ) -> None:
         """One wake-up at the soonest end of a moving flow or begin of a latent one; the one
         planned before is dropped unless it falls at the same time. `added`: the flow just
         appended, changing no other flow's rate or bytes: where the last plan was made at
         this instant over the flows before it, only its own change is compared with that
         plan's soonest (`soonest_change`'s loop, the flows before it already walked: the
         same result; a checkpoint's hundreds of copies registered at one instant would walk
-        every flow registered before each, a quadratic cost)."""
+        every flow registered before each, a quadratic cost). `rates`: every flow's new rate,
+        in order, set in the same walk (`_reschedule`)."""
         flows = self.flows
         planned = self._planned
         if added is not None and planned is not None and planned[:2] == (now, len(flows) - 1):
@@ -296,6 +306,8 @@ class FlowNetwork:
                     soonest, which = left, added
             elif added.latent and added.begin - now < soonest:
                 soonest, which = added.begin - now, added
+        elif rates is not None:
+            soonest, which = rated_soonest(flows, rates, now)
         else:
             soonest, which = soonest_change(flows, now)
         # every change to the flows at this instant plans again (or empties the network)
@@ -337,9 +349,12 @@ class FlowNetwork:
                 users[r] -= 1
             self._landed(which, now)  # one call, as add_spans was
             return
-        if now > self._last:
-            self._advance(now)
-        done, left, begun = _split(flows, now, which)
+        last = self._last
+        if now > last:
+            self._last = now
+        else:  # nothing moves: `split_landed` brings every flow up to now from now
+            last = now
+        done, left, begun = split_landed(flows, now, which, last)
         if not done and not begun:  # round-off: the soonest flow is a hair short of its end
             done = [which]
             left = [f for f in flows if f is not which]
@@ -376,44 +391,3 @@ class FlowNetwork:
             f.on_done()
         else:
             f.on_done(tag, now)
-
-
-def soonest_change(flows: list[Flow], now: float) -> tuple[float, Flow | None]:
-    """The seconds from `now` to the soonest end of a moving flow or begin of a latent one,
-    and that flow (the first as soon, in order); (inf, None) where none changes."""
-    soonest, which = _INF, None
-    for f in flows:
-        rate = f.rate
-        if rate > 0:
-            left = f.remaining / rate
-            begin = f.begin
-            if begin > now:
-                left += begin - now
-        elif f.latent:
-            left = f.begin - now
-        else:
-            continue
-        if left < soonest:
-            soonest, which = left, f
-    return soonest, which
-
-
-def _split(flows: list[Flow], now: float, which: Flow | None) -> tuple[list, list, bool]:
-    """The flows that have landed their last byte (within round-off) and the rest, both in
-    their order, and whether a latent flow begins now (`which`, the one woken for, even if a
-    hair early: it is then begun now)."""
-    done: list[Flow] = []
-    left: list[Flow] = []
-    begun = False
-    for f in flows:
-        if f.latent:
-            if f.begin <= now or f is which:
-                f.latent = False
-                f.begin = now if f.begin > now else f.begin
-                begun = True
-            left.append(f)
-        elif f.begin <= now and (f.remaining <= EPS_BYTES + 1e-12 * f.bytes or f.rate == _INF):
-            done.append(f)
-        else:
-            left.append(f)
-    return done, left, begun
