@@ -96,6 +96,11 @@ def put_back(monkeypatch) -> None:
     monkeypatch.setattr(durable, "_checkpoint_windows", _windows_over_every_op)
     monkeypatch.setattr(checkpoint_apart, "_first_uses", all_first_uses)
     monkeypatch.setattr(resume, "_graph", lambda a, b, watch: b.graph()[0])
+    put_back_flow_walks(monkeypatch)
+
+
+def put_back_flow_walks(monkeypatch) -> None:
+    """The flow network's walks as they were before the eighth round (module docstring)."""
     monkeypatch.setattr(flows.FlowNetwork, "_plan_wake", _plan_wake_walking_every_flow)
     monkeypatch.setattr(flows, "split_landed", _split_after_a_pass_advancing)
 
