@@ -18,7 +18,7 @@ import itertools
 import operator
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import simpy
 
@@ -79,6 +79,9 @@ class RunLog:
     # every op started as the one before it ended (a chain: tiersim.engine.chain), so starts
     # and ends rise with the op index (metrics.overlapping finds a window's ops by bisection)
     rising: bool = False
+    # a walked chain's ops read once for its measures (tiersim.engine.chain_columns), at
+    # the first measure
+    columns: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from tiersim.core import intervals as iv
+from tiersim.engine import chain_columns
 from tiersim.engine.core import NET_CHANNELS, Engine, RunLog
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import COMPUTE_ROLES, Op, OpKind, Role
@@ -187,10 +188,8 @@ def measure(
     lo, hi = window or step  # a measured first step (independent steps: steady.py) starts at 0
     gpu_optimizer = res.execution.placement.optimizer_compute == "gpu"
     optimizer_kind = OpKind.GPU if gpu_optimizer else OpKind.CPU
-    rows = overlapping(engine, window)  # a period's: only the ops that reach into it
-    busy, waits, compute_s, recompute_s, optimizer_s, kinds = _step_ops(
-        rows, measured_step, optimizer_kind, window, log.rising
-    )
+    rows, columns, figures = _read(engine, measured_step, optimizer_kind, window)
+    busy, waits, compute_s, recompute_s, optimizer_s, kinds = figures
     gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
     idle = iv.complement(iv.union(gpu + bubble), lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
@@ -200,7 +199,7 @@ def measure(
     link_time = iv.total(any_link)
     overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
     links_moved, read, written = _routed(engine.topo, kinds)
-    links = _link_stats(engine, links_moved, lo, hi, rows)
+    links = _link_stats(engine, links_moved, lo, hi, rows, columns)
     tiers = _tier_stats(engine, measured_step, read, written, occupancy)
     return StepResult(
         time_s=hi - lo,
@@ -222,6 +221,17 @@ def measure(
     )
 
 
+def _read(engine: Engine, step: int, optimizer_kind: OpKind, window) -> tuple:
+    """`_step_ops`' figures of the step or the window: from a walked chain's columns, read
+    once for every window (tiersim.engine.chain_columns), else from the ops that reach into
+    it (a period's: `overlapping`); with those ops, or the columns, for the links' stats."""
+    columns = chain_columns.of(engine)
+    if columns is not None:
+        return None, columns, columns.step_ops(window, optimizer_kind)
+    rows = overlapping(engine, window)
+    return rows, None, _step_ops(rows, step, optimizer_kind, window, engine.log.rising)
+
+
 def _exposed_collective(
     idle: iv.Intervals, cpu: iv.Intervals, waits: tuple, lo: float, hi: float
 ) -> float:
@@ -237,12 +247,21 @@ def _exposed_collective(
 
 
 def _link_stats(
-    engine: Engine, links_moved: dict, lo: float, hi: float, rows: Rows | None = None
+    engine: Engine,
+    links_moved: dict,
+    lo: float,
+    hi: float,
+    rows: Rows | None = None,
+    columns: chain_columns.Columns | None = None,
 ) -> dict[str, LinkStats]:
     """Each hardware link and network channel: bytes per direction, busy time and time with
-    a transfer in flight in [lo, hi] (`rows`: the ops that may overlap it, else every op)."""
+    a transfer in flight in [lo, hi] (`rows`: the ops that may overlap it, else every op;
+    `columns`: a walked chain's, read instead)."""
     busy, step_s = engine.net.busy.intervals, hi - lo
-    in_flight = in_flight_s(engine, (lo, hi), rows)
+    if columns is None:
+        in_flight = in_flight_s(engine, (lo, hi), rows)
+    else:
+        in_flight = columns.in_flight(lo, hi)
     channels = list(engine.res.machine.links) + [c for c in NET_CHANNELS if c in links_moved]
     links = {}
     for name in channels:
