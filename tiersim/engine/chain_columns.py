@@ -47,63 +47,80 @@ GPU, IDLE, CPU, MOVE, COMM, SYNC = (
 class Columns:
     """One walked single-step chain's ops, read once (module docstring)."""
 
-    __slots__ = ("busy", "flying", "starts", "terms", "transfers", "waits")
+    __slots__ = (
+        "busy", "collective", "flying", "others", "starts", "terms", "transfers", "waits"
+    )  # fmt: skip
 
     def __init__(self, ops: list, starts: list[float], ends: list[float]) -> None:
         self.starts = starts
         # each kind's spans, merged as they come (starts and ends rise: `iv.union`'s merge,
         # where the span before is the latest); keyed by label: an enum's hash is a Python call
-        spans: dict[str, list] = {k.label: [] for k in (GPU, IDLE, CPU, SYNC, COMM, MOVE)}
+        spans: dict[str, list] = {k.label: [] for k in OpKind}
         # op indices and durations: compute, recompute, a GPU's and a CPU's optimizer
         terms = {name: ([], []) for name in ("compute", "recompute", "gpu", "cpu")}
         (compute_at, compute), (recompute_at, recompute) = terms["compute"], terms["recompute"]
         transfers: dict[tuple, tuple[list[int], list]] = {}  # by kind, first seen first
-        flying: dict[str, list] = {}  # a channel's in-flight spans, merged as they come
         forward, backward, recompute_role = Role.FORWARD, Role.BACKWARD, Role.RECOMPUTE
         i = -1
         for op, start, end in zip(ops, starts, ends, strict=True):
             i += 1
             kind = op.kind  # compared by identity
-            if end > start:
-                found = spans.get(kind.label)
-                if found is not None:  # (a join's span counts nowhere)
-                    _merged(found, start, end)
+            if end > start:  # merged as `iv.union` merges spans in order
+                found = spans[kind.label]
+                if found and start <= found[-1][1]:  # (its end no later than this one)
+                    found[-1] = (found[-1][0], end)
+                else:
+                    found.append((start, end))
             if kind is GPU:
                 role = op.role
-                if role is forward or role is backward:
+                if role is forward or role is backward or role is recompute_role:
                     compute_at.append(i)
                     compute.append(op.duration)
-                elif role is recompute_role:
-                    compute_at.append(i)
-                    compute.append(op.duration)
-                    recompute_at.append(i)
-                    recompute.append(op.duration)
+                    if role is recompute_role:
+                        recompute_at.append(i)
+                        recompute.append(op.duration)
                 elif role is Role.OPTIMIZER:
                     _add(terms["gpu"], i, op.duration)
             elif kind is CPU:
                 if op.role is Role.OPTIMIZER:
                     _add(terms["cpu"], i, op.duration)
             elif kind is COMM or kind is SYNC:
-                self._transfer(op, i, start, end, transfers, flying)
+                key = ("net", op.resource.channel, op.subject)
+                found = transfers.get(key)
+                if found is None:
+                    found = transfers[key] = ([], [])
+                found[0].append(i)
+                found[1].append(op.nbytes)
+        self.terms, self.transfers = terms, transfers
+        self._spans(spans, ops, starts, ends)
+
+    def _spans(self, spans: dict[str, list], ops: list, starts: list, ends: list) -> None:
+        """Each kind's merged spans; where the GPU idles and where it waits on collectives
+        (ops tile a chain's time: a point of it not in a GPU op or the bubble is in exactly
+        one other op); each channel's spans with a transfer in flight."""
         self.busy = tuple(spans[k.label] for k in (GPU, IDLE, CPU))
         self.waits = tuple(spans[k.label] for k in (SYNC, COMM, MOVE))
-        self.terms, self.transfers, self.flying = terms, transfers, flying
+        others = (SYNC, COMM, CPU, MOVE, OpKind.JOIN)
+        self.others = _together([spans[k.label] for k in others])
+        self.collective = _together([spans[SYNC.label], spans[COMM.label]])
+        channels = {key[1] for key in self.transfers}
+        if len(channels) == 1:  # every collective on it: its spans the collectives'
+            self.flying = {channels.pop(): self.collective} if self.collective else {}
+            return
+        self.flying = {}
+        for name in channels:  # each channel's collectives' spans, in op order
+            at = sorted(
+                i for key, (found, _) in self.transfers.items() if key[1] == name for i in found
+            )
+            found = [(starts[i], ends[i]) for i in at if ends[i] > starts[i]]
+            if found:
+                self.flying[name] = iv.union(found, True)
 
-    @staticmethod
-    def _transfer(op, i: int, start: float, end: float, transfers: dict, flying: dict) -> None:
-        """A collective's bytes by kind of transfer, and its span in flight on its channel."""
-        name = op.resource.channel
-        key = ("net", name, op.subject)
-        found = transfers.get(key)
-        if found is None:
-            found = transfers[key] = ([], [])
-        found[0].append(i)
-        found[1].append(op.nbytes)
-        if end > start:
-            spans = flying.get(name)
-            if spans is None:
-                spans = flying[name] = []
-            _merged(spans, start, end)
+    def idle(self, lo: float, hi: float) -> tuple[list, float]:
+        """`metrics.measure`'s GPU idle time in [lo, hi) (no GPU op nor the bubble), and of
+        it the time the GPU waits on collectives (`metrics._exposed_collective`: a chain's
+        collectives run alone, no move or CPU op beside them)."""
+        return iv.clip(self.others, lo, hi), iv.total(iv.clip(self.collective, lo, hi))
 
     def step_ops(self, window: tuple[float, float] | None, optimizer_kind: OpKind) -> tuple:
         """`metrics._step_ops`' figures over the step (`window` None) or the ops starting
@@ -151,16 +168,13 @@ def _add(found: tuple[list[int], list], i: int, value: Any) -> None:
     found[1].append(value)
 
 
-def _merged(spans: list, start: float, end: float) -> None:
-    """[start, end) merged into `spans` as `iv.union` merges sorted spans, where no span
-    starts or ends before the one before it (a walked chain's)."""
-    if spans:
-        lo, hi = spans[-1]
-        if start <= hi:
-            if end > hi:
-                spans[-1] = (lo, end)
-            return
-    spans.append((start, end))
+def _together(lists: list[list]) -> list:
+    """The spans of the (merged) lists merged together: one list itself, where the others
+    are empty."""
+    found = [spans for spans in lists if spans]
+    if len(found) <= 1:
+        return found[0] if found else []
+    return iv.union([span for spans in found for span in spans])
 
 
 def _first(seen: tuple) -> int:

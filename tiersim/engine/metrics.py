@@ -191,13 +191,17 @@ def measure(
     rows, columns, figures = _read(engine, measured_step, optimizer_kind, window)
     busy, waits, compute_s, recompute_s, optimizer_s, kinds = figures
     gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
-    idle = iv.complement(iv.union(gpu + bubble), lo, hi)
+    if columns is None:
+        idle = iv.complement(iv.union(gpu + bubble), lo, hi)
+        exposed_collective = _exposed_collective(idle, cpu, waits, lo, hi)
+        beside = gpu  # the GPU's work a transfer may overlap
+    else:  # a chain's: no transfer runs beside the GPU's work
+        (idle, exposed_collective), beside = columns.idle(lo, hi), []
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
-    exposed_collective = _exposed_collective(idle, cpu, waits, lo, hi)
     # the network's busy intervals are disjoint and sorted already (flows.BusyLog.intervals)
     any_link = iv.clip(engine.net.busy.intervals.get(FlowNetwork.ANY, []), lo, hi)
     link_time = iv.total(any_link)
-    overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
+    overlap = iv.total(iv.intersect(any_link, beside)) / link_time if link_time > 0 else None
     links_moved, read, written = _routed(engine.topo, kinds)
     links = _link_stats(engine, links_moved, lo, hi, rows, columns)
     tiers = _tier_stats(engine, measured_step, read, written, occupancy)
