@@ -203,7 +203,8 @@ def measure(
     link_time = iv.total(any_link)
     overlap = iv.total(iv.intersect(any_link, beside)) / link_time if link_time > 0 else None
     links_moved, read, written = _routed(engine.topo, kinds)
-    links = _link_stats(engine, links_moved, lo, hi, rows, columns)
+    flying = in_flight_s(engine, (lo, hi), rows) if columns is None else columns.in_flight(lo, hi)
+    links = _link_stats(engine, links_moved, lo, hi, flying)
     tiers = _tier_stats(engine, measured_step, read, written, occupancy)
     return StepResult(
         time_s=hi - lo,
@@ -251,21 +252,11 @@ def _exposed_collective(
 
 
 def _link_stats(
-    engine: Engine,
-    links_moved: dict,
-    lo: float,
-    hi: float,
-    rows: Rows | None = None,
-    columns: chain_columns.Columns | None = None,
+    engine: Engine, links_moved: dict, lo: float, hi: float, in_flight: dict[str, float]
 ) -> dict[str, LinkStats]:
     """Each hardware link and network channel: bytes per direction, busy time and time with
-    a transfer in flight in [lo, hi] (`rows`: the ops that may overlap it, else every op;
-    `columns`: a walked chain's, read instead)."""
+    a transfer in flight in [lo, hi] (`in_flight`: that time, by link or channel)."""
     busy, step_s = engine.net.busy.intervals, hi - lo
-    if columns is None:
-        in_flight = in_flight_s(engine, (lo, hi), rows)
-    else:
-        in_flight = columns.in_flight(lo, hi)
     channels = list(engine.res.machine.links) + [c for c in NET_CHANNELS if c in links_moved]
     links = {}
     for name in channels:
