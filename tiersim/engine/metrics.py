@@ -191,12 +191,7 @@ def measure(
     rows, columns, figures = _read(engine, measured_step, optimizer_kind, window)
     busy, waits, compute_s, recompute_s, optimizer_s, kinds = figures
     gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
-    if columns is None:
-        idle = iv.complement(iv.union(gpu + bubble), lo, hi)
-        exposed_collective = _exposed_collective(idle, cpu, waits, lo, hi)
-        beside = gpu  # the GPU's work a transfer may overlap
-    else:  # a chain's: no transfer runs beside the GPU's work
-        (idle, exposed_collective), beside = columns.idle(lo, hi), []
+    idle, exposed_collective, beside = _idle(columns, (gpu, bubble, cpu), waits, lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
     # the network's busy intervals are disjoint and sorted already (flows.BusyLog.intervals)
     any_link = iv.clip(engine.net.busy.intervals.get(FlowNetwork.ANY, []), lo, hi)
@@ -235,6 +230,16 @@ def _read(engine: Engine, step: int, optimizer_kind: OpKind, window) -> tuple:
         return None, columns, columns.step_ops(window, optimizer_kind)
     rows = overlapping(engine, window)
     return rows, None, _step_ops(rows, step, optimizer_kind, window, engine.log.rising)
+
+
+def _idle(columns: Any, busy: tuple, waits: tuple, lo: float, hi: float) -> tuple:
+    """The GPU's idle spans in [lo, hi), the time of it it waits on collectives, and the
+    GPU's work a transfer may run beside (a chain's: none; `columns`: its, or None)."""
+    if columns is not None:
+        return (*columns.idle(lo, hi), [])
+    gpu, bubble, cpu = busy
+    idle = iv.complement(iv.union(gpu + bubble), lo, hi)
+    return idle, _exposed_collective(idle, cpu, waits, lo, hi), gpu
 
 
 def _exposed_collective(
