@@ -21,6 +21,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from tiersim.core.intervals import union
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import OpKind
 from tiersim.hardware.resources import Network
@@ -114,7 +115,7 @@ def run_chain(engine: Any) -> Any:
     log.events += timers
     log.rising = True  # each op began at the end before it, and no op ends before it begins
     net.wakeups += wakeups
-    net.finished()
+    _any_channel(spans_of, net)
     engine.spent()  # as after Engine.run: freed by reference counting
     return log
 
@@ -133,18 +134,32 @@ def _step_ended(log: Any, step: int, now: float, occupancy: dict) -> None:
 
 
 def _landed(op: Any, begin: float, end: float, spans_of: dict, busy: Any) -> None:
-    """[begin, end) merged into `op`'s channel's busy spans and ANY's, as `merge_span`
-    merges it (one call for both: a blocking collective is an op in three)."""
+    """[begin, end) merged into `op`'s channel's busy spans as `merge_span` merges it (ANY's,
+    the same spans, filled once the walk is over: `_any_channel`). Made at its first span,
+    ANY's with it (the log's order of channels)."""
     name = op.resource.channel
     both = spans_of.get(name)
-    if both is None:  # made at its first span, as the channel's (the log's order)
+    if both is None:
         both = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
-    for spans in both:
-        if spans and begin <= spans[-1][1]:
-            first = spans[-1][0]
-            spans[-1] = (begin if begin < first else first, end)
-        else:
-            spans.append((begin, end))
+    spans = both[0]
+    if spans and begin <= spans[-1][1]:
+        first = spans[-1][0]
+        spans[-1] = (begin if begin < first else first, end)
+    else:
+        spans.append((begin, end))
+
+
+def _any_channel(spans_of: dict, net: Any) -> None:
+    """ANY's busy spans, those of every channel merged: each channel's own where there is
+    one (a collective runs alone: no two channels' spans overlap, and a chain's spans,
+    each after the one before ended, are each channel's in time order, merged), else all
+    of them merged: the spans `merge_span` would have merged into ANY flow by flow. Then
+    the network's run is over, its spans disjoint and sorted as they are."""
+    if spans_of:
+        lists = list(spans_of.values())
+        merged = lists[0][0] if len(lists) == 1 else union([s for own, _ in lists for s in own])
+        lists[0][1][:] = merged
+    net.finished(in_order=True)
 
 
 def _occupy(occupancy: dict, changes, now: float, sign: int, recorder) -> None:
