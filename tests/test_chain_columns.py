@@ -14,13 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiersim.config.load import load_scenario
-from tiersim.engine import chain_columns, metrics, periods
+from tiersim.engine import chain, chain_columns, metrics, periods
 from tiersim.engine import simulate as simulate_module
-from tiersim.engine.simulate import simulate
+from tiersim.engine.core import run_engine
+from tiersim.engine.flows import FlowNetwork
+from tiersim.engine.schedule import ScheduleBuilder
+from tiersim.engine.simulate import prepare, simulate
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "scenarios" / "published"
 SMALL = PUBLISHED / "narayanan2021-1.7b.yaml"
+ANY = FlowNetwork.ANY
 MEASURE = metrics.measure
 TABLE5 = [
     f"korthikanti2022-{m}-{r}"
@@ -105,3 +111,32 @@ def test_a_run_that_is_no_chain_is_measured_from_its_ops(monkeypatch):
     columns, ops, taken = both_ways(load_scenario(path, overrides).scenario, monkeypatch)
     assert taken == 0
     assert columns == ops
+
+
+@pytest.mark.parametrize(
+    "overrides, channels",
+    [
+        (["parallel.tensor=2", "parallel.data=2"], ["nvlink", ANY]),  # NVLink alone
+        (
+            ["parallel.tensor=8", "parallel.data=4", "parallel.pipeline=2"],
+            ["nvlink", ANY, "network"],
+        ),
+    ],
+)
+def test_a_chain_walked_is_the_event_loops_run_on_one_channel_or_two(
+    overrides, channels, monkeypatch
+):
+    """The walk's busy spans (ANY's filled once the walk is over, each channel's kept as
+    they come) against the event loop's: every channel's, ANY's, in the same order."""
+    base = ["model.layers=8", "parallel.overlap_gradient_reduce=false"]
+    scenario = load_scenario(SMALL, [*base, "training.grad_accumulation=4", *overrides]).scenario
+    res = resolve(scenario)
+    setup = prepare(res, build_inventory(res))
+    schedule = ScheduleBuilder(res, setup.wl, setup.depth).build(1)
+    out = []
+    for enabled in (True, False):
+        monkeypatch.setattr(chain, "ENABLED", enabled)
+        engine, log, _ = run_engine(res, setup.topo, schedule, setup.baseline)
+        out.append((list(engine.net.busy.intervals.items()), log.start, log.end))
+    assert [name for name, _ in out[0][0]] == channels  # ANY's made with the first one's
+    assert out[0] == out[1]
