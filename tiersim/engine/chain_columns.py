@@ -51,26 +51,18 @@ class Columns:
         "busy", "collective", "flying", "others", "starts", "terms", "transfers", "waits"
     )  # fmt: skip
 
-    def __init__(self, ops: list, starts: list[float], ends: list[float]) -> None:
+    def __init__(self, ops: list, starts: list, ends: list, spans: dict[str, list]) -> None:
+        """`spans`: each kind's, merged, by its label (the walk's: `RunLog.spans`)."""
         self.starts = starts
-        # each kind's spans, merged as they come (starts and ends rise: `iv.union`'s merge,
-        # where the span before is the latest); keyed by label: an enum's hash is a Python call
-        spans: dict[str, list] = {k.label: [] for k in OpKind}
         # op indices and durations: compute, recompute, a GPU's and a CPU's optimizer
         terms = {name: ([], []) for name in ("compute", "recompute", "gpu", "cpu")}
         (compute_at, compute), (recompute_at, recompute) = terms["compute"], terms["recompute"]
         transfers: dict[tuple, tuple[list[int], list]] = {}  # by kind, first seen first
         forward, backward, recompute_role = Role.FORWARD, Role.BACKWARD, Role.RECOMPUTE
         i = -1
-        for op, start, end in zip(ops, starts, ends, strict=True):
+        for op in ops:
             i += 1
-            kind = op.kind  # compared by identity
-            if end > start:  # merged as `iv.union` merges spans in order
-                found = spans[kind.label]
-                if found and start <= found[-1][1]:  # (its end no later than this one)
-                    found[-1] = (found[-1][0], end)
-                else:
-                    found.append((start, end))
+            kind = op.kind  # compared by identity: an enum's hash is a Python call
             if kind is GPU:
                 role = op.role
                 if role is forward or role is backward or role is recompute_role:
@@ -92,9 +84,9 @@ class Columns:
                 found[0].append(i)
                 found[1].append(op.nbytes)
         self.terms, self.transfers = terms, transfers
-        self._spans(spans, ops, starts, ends)
+        self._spans(spans, starts, ends)
 
-    def _spans(self, spans: dict[str, list], ops: list, starts: list, ends: list) -> None:
+    def _spans(self, spans: dict[str, list], starts: list, ends: list) -> None:
         """Each kind's merged spans; where the GPU idles and where it waits on collectives
         (ops tile a chain's time: a point of it not in a GPU op or the bubble is in exactly
         one other op); each channel's spans with a transfer in flight."""
@@ -188,5 +180,5 @@ def of(engine: Any) -> Columns | None:
     if not (ENABLED and log.rising and engine.schedule.steps == 1):
         return None
     if log.columns is None:
-        log.columns = Columns(engine.schedule.ops, log.start, log.end)
+        log.columns = Columns(engine.schedule.ops, log.start, log.end, log.spans)
     return log.columns

@@ -79,8 +79,9 @@ class RunLog:
     # every op started as the one before it ended (a chain: tiersim.engine.chain), so starts
     # and ends rise with the op index (metrics.overlapping finds a window's ops by bisection)
     rising: bool = False
-    # a walked chain's ops read once for its measures (tiersim.engine.chain_columns), at
-    # the first measure
+    # a walked chain's: each kind of op's spans, merged, by the kind's label (its walk,
+    # tiersim.engine.chain), and its ops read once for its measures (chain_columns)
+    spans: dict[str, list] | None = None
     columns: Any = None
 
 
