@@ -21,7 +21,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from tiersim.core.intervals import union
+from tiersim.core.intervals import union_of
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import OpKind
 from tiersim.hardware.resources import Network
@@ -75,7 +75,7 @@ def run_chain(engine: Any) -> Any:
     _holding(engine.recorder, engine.occupancy)
     log, net = engine.log, engine.net
     spans_of: dict = {}  # each channel's busy spans, and ANY's
-    log.spans = {kind.label: [] for kind in OpKind}
+    log.spans, log.flying = {kind.label: [] for kind in OpKind}, {}
     timers, wakeups = _walk(engine, spans_of, log.spans)
     log.events += timers
     log.rising = True  # each op began at the end before it, and no op ends before it begins
@@ -94,7 +94,7 @@ def _walk(engine: Any, spans_of: dict, kinds: dict[str, list]) -> tuple[int, int
     tell = None if not ops_wanted(recorder) else recorder.op
     log, net = engine.log, engine.net
     starts, ends, step_left = log.start, log.end, log.step_left
-    capacity, busy = net.capacity, net.busy
+    capacity, busy, flying = net.capacity, net.busy, log.flying
     timers, wakeups, now, latest, spans = 0, 0, 0.0, None, []
     for i, op in enumerate(engine.schedule.ops):
         start = starts[i] = now
@@ -105,12 +105,9 @@ def _walk(engine: Any, spans_of: dict, kinds: dict[str, list]) -> tuple[int, int
             if op.duration > 0:
                 timers += 1
                 now = now + op.duration
-        elif op.nbytes > 0:  # a collective alone on its channel
+        elif op.nbytes > 0 or op.latency > 0:  # a collective alone on its channel
             wakeups += 1
-            now = _collective(op, now, capacity, spans_of, busy)
-        elif op.latency > 0:  # no bytes: `_nothing_to_move`'s timer
-            wakeups += 1
-            now = now + op.latency
+            now = _collective(op, now, capacity, (spans_of, busy, flying))
         ends[i] = now
         if now > start:
             if kind is latest:
@@ -142,30 +139,44 @@ def _step_ended(log: Any, step: int, now: float, occupancy: dict) -> None:
     log.snapshots[step] = {t: o.integral_at(now) for t, o in occupancy.items()}
 
 
-def _collective(op: Any, now: float, capacity: dict, spans_of: dict, busy: Any) -> float:
-    """When a collective alone on its channel, started at `now`, ends (`Channel.start`'s
-    plan for a lone flow), its busy span merged into its channel's as `merge_span` merges
-    it (ANY's, the same spans, filled once the walk is over: `_any_channel`). A channel's
-    list is made at its first span, ANY's with it (the log's order of channels)."""
-    delay = op.latency
-    begin = now + delay if delay > 0 else now
-    soonest = float(op.nbytes) / capacity[op.resource]
-    if begin > now:
-        soonest += begin - now
-    if not soonest > 0.0:
-        soonest = 0.0
-    end = now + soonest
-    if end > begin:
-        name = op.resource.channel
-        both = spans_of.get(name)
-        if both is None:
-            both = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
-        spans = both[0]
-        if spans and begin <= spans[-1][1]:
-            first = spans[-1][0]
-            spans[-1] = (begin if begin < first else first, end)
+def _collective(op: Any, now: float, capacity: dict, logs: tuple) -> float:
+    """When a collective alone on its channel, started at `now`, ends: `Channel.start`'s
+    plan for a lone flow, or with no bytes `_nothing_to_move`'s timer. Its busy span merged
+    into its channel's as `merge_span` merges it (ANY's, the same spans, filled once the
+    walk is over: `_any_channel`; a channel's list made at its first span, ANY's with it:
+    the log's order of channels), and its span in flight into its channel's
+    (`RunLog.flying`), each merged with the one before where they touch."""
+    spans_of, busy, flying = logs
+    name = op.resource.channel
+    if op.nbytes > 0:
+        delay = op.latency
+        begin = now + delay if delay > 0 else now
+        soonest = float(op.nbytes) / capacity[op.resource]
+        if begin > now:
+            soonest += begin - now
+        if not soonest > 0.0:
+            soonest = 0.0
+        end = now + soonest
+        if end > begin:
+            both = spans_of.get(name)
+            if both is None:
+                both = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
+            spans = both[0]  # `_merged`, inline (a collective in three ops)
+            if spans and begin <= spans[-1][1]:
+                first = spans[-1][0]
+                spans[-1] = (begin if begin < first else first, end)
+            else:
+                spans.append((begin, end))
+    else:
+        end = now + op.latency
+    if end > now:
+        spans = flying.get(name)
+        if spans is None:
+            flying[name] = [(now, end)]
+        elif now <= spans[-1][1]:  # `_merged`: (now at or after the one before's start)
+            spans[-1] = (spans[-1][0], end)
         else:
-            spans.append((begin, end))
+            spans.append((now, end))
     return end
 
 
@@ -177,8 +188,7 @@ def _any_channel(spans_of: dict, net: Any) -> None:
     the network's run is over, its spans disjoint and sorted as they are."""
     if spans_of:
         lists = list(spans_of.values())
-        merged = lists[0][0] if len(lists) == 1 else union([s for own, _ in lists for s in own])
-        lists[0][1][:] = merged
+        lists[0][1][:] = lists[0][0] if len(lists) == 1 else union_of([own for own, _ in lists])
     net.finished(in_order=True)
 
 

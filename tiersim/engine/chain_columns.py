@@ -51,8 +51,9 @@ class Columns:
         "busy", "collective", "flying", "others", "starts", "terms", "transfers", "waits"
     )  # fmt: skip
 
-    def __init__(self, ops: list, starts: list, ends: list, spans: dict[str, list]) -> None:
-        """`spans`: each kind's, merged, by its label (the walk's: `RunLog.spans`)."""
+    def __init__(self, ops: list, starts: list, spans: dict, flying: dict) -> None:
+        """`spans`: each kind's, merged, by its label; `flying`: each channel's spans with a
+        collective in flight, merged (the walk's: `RunLog.spans`, `RunLog.flying`)."""
         self.starts = starts
         # op indices and durations: compute, recompute, a GPU's and a CPU's optimizer
         terms = {name: ([], []) for name in ("compute", "recompute", "gpu", "cpu")}
@@ -84,29 +85,18 @@ class Columns:
                 found[0].append(i)
                 found[1].append(op.nbytes)
         self.terms, self.transfers = terms, transfers
-        self._spans(spans, starts, ends)
+        self._spans(spans, flying)
 
-    def _spans(self, spans: dict[str, list], starts: list, ends: list) -> None:
+    def _spans(self, spans: dict[str, list], flying: dict[str, list]) -> None:
         """Each kind's merged spans; where the GPU idles and where it waits on collectives
         (ops tile a chain's time: a point of it not in a GPU op or the bubble is in exactly
         one other op); each channel's spans with a transfer in flight."""
         self.busy = tuple(spans[k.label] for k in (GPU, IDLE, CPU))
         self.waits = tuple(spans[k.label] for k in (SYNC, COMM, MOVE))
         others = (SYNC, COMM, CPU, MOVE, OpKind.JOIN)
-        self.others = _together([spans[k.label] for k in others])
-        self.collective = _together([spans[SYNC.label], spans[COMM.label]])
-        channels = {key[1] for key in self.transfers}
-        if len(channels) == 1:  # every collective on it: its spans the collectives'
-            self.flying = {channels.pop(): self.collective} if self.collective else {}
-            return
-        self.flying = {}
-        for name in channels:  # each channel's collectives' spans, in op order
-            at = sorted(
-                i for key, (found, _) in self.transfers.items() if key[1] == name for i in found
-            )
-            found = [(starts[i], ends[i]) for i in at if ends[i] > starts[i]]
-            if found:
-                self.flying[name] = iv.union(found, True)
+        self.others = iv.union_of([spans[k.label] for k in others])
+        self.collective = iv.union_of([spans[SYNC.label], spans[COMM.label]])
+        self.flying = flying
 
     def idle(self, lo: float, hi: float) -> tuple[list, float]:
         """`metrics.measure`'s GPU idle time in [lo, hi) (no GPU op nor the bubble), and of
@@ -160,15 +150,6 @@ def _add(found: tuple[list[int], list], i: int, value: Any) -> None:
     found[1].append(value)
 
 
-def _together(lists: list[list]) -> list:
-    """The spans of the (merged) lists merged together: one list itself, where the others
-    are empty."""
-    found = [spans for spans in lists if spans]
-    if len(found) <= 1:
-        return found[0] if found else []
-    return iv.union([span for spans in found for span in spans])
-
-
 def _first(seen: tuple) -> int:
     return seen[0]
 
@@ -180,5 +161,5 @@ def of(engine: Any) -> Columns | None:
     if not (ENABLED and log.rising and engine.schedule.steps == 1):
         return None
     if log.columns is None:
-        log.columns = Columns(engine.schedule.ops, log.start, log.end, log.spans)
+        log.columns = Columns(engine.schedule.ops, log.start, log.spans, log.flying)
     return log.columns

@@ -82,6 +82,7 @@ class RunLog:
     # a walked chain's: each kind of op's spans, merged, by the kind's label (its walk,
     # tiersim.engine.chain), and its ops read once for its measures (chain_columns)
     spans: dict[str, list] | None = None
+    flying: dict[str, list] | None = None  # and each channel's spans with a transfer in flight
     columns: Any = None
 
 
