@@ -194,9 +194,18 @@ def _any_channel(spans_of: dict, net: Any) -> None:
 
 def _occupy(occupancy: dict, changes, now: float, sign: int, recorder) -> None:
     """Each (tier, bytes) of `changes` taken (sign 1) or given back (-1) at `now`, the
-    engine's arithmetic (`_Occupancy.change`), the recorder told of each."""
+    engine's arithmetic (`_Occupancy.change`, inline: an op in two changes one), the
+    recorder told of each."""
     for tier, nbytes in changes:
         occ = occupancy[tier]
-        occ.change(now, sign * nbytes)
+        current = occ.current
+        occ.integral += current * (now - occ.last)
+        occ.last = now
+        current += sign * nbytes
+        occ.current = current
+        if current > occ.peak:
+            occ.peak = current
+        elif current < occ.low:
+            occ.low = current
         if recorder is not None:
-            recorder.memory(tier, now, occ.current)
+            recorder.memory(tier, now, current)
