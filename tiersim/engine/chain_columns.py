@@ -13,7 +13,13 @@ read once here:
   ends before lo or starts at hi or later), and a merged, cut list of half-open intervals
   is the one list of disjoint, non-touching intervals that covers those points: the same
   intervals, the same end points (an op's start or end, or lo or hi: no arithmetic), so
-  the same sums.
+  the same sums. The walk merges each kind's spans and each channel's in-flight ones as
+  it goes (`RunLog.spans`, `RunLog.flying`).
+- the GPU's idle time and its wait on collectives: a chain's ops tile its time (each
+  starts as the one before ends), so a point of the step in no GPU op nor the bubble is in
+  exactly one other op (a collective, a CPU op, a join): the idle spans are those ops'
+  spans, merged, and of them the GPU waits on collectives in the collectives' (no move
+  or CPU op runs beside one); and no transfer runs beside the GPU's work (`overlap` 0).
 - compute, recompute and optimizer seconds, and bytes by kind of transfer: the ops that
   start in the window (or, over the step, every op: one step) are a run of consecutive ops
   (starts rise), so each figure's terms are a slice of the whole run's, in op order: the
