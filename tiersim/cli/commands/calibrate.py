@@ -81,8 +81,9 @@ OPTIONS = (
         None,
         "FILE",
         "where PyTorch sees a CUDA GPU, also measure its kernel table (BF16 GEMMs on a grid "
-        "of shapes, FP8 GEMM, the share of each kept over 30 s of back-to-back GEMMs, causal "
-        "SDPA attention by sequence) and write it to FILE.yaml, "
+        "of shapes, FP8 GEMM per scaling recipe, grouped GEMM by rows a group, the share of "
+        "each GEMM kept over 30 s of back-to-back calls, FlashAttention-2 and cuDNN attention "
+        "by sequence, causal and full, forward and backward) and write it to FILE.yaml, "
         "usable as hardware.gpu.kernels: FILE.yaml (docs/kernels.md; default: none)",
     ),
 )
