@@ -48,21 +48,22 @@ def table(notes_and_table):
 def test_the_table_by_hand(table):
     bf16 = table["gemm"]["bf16"]
     assert bf16["grid"] == [16, 32]
-    # 2 m n k FLOPs in 1 ns, TFLOP/s to 0.1: (16, 32, 16) 2 * 16 * 32 * 16 / 1e-9 / 1e12 =
-    # 16.384 -> 16.4; (32, 32, 32) 65.536 -> 65.5
-    assert bf16["tflops"][0][1][0] == 16.4
-    assert bf16["tflops"][1][1][1] == 65.5
+    # 2 m n k FLOPs in 1 ns, TFLOP/s to 4 significant figures: (16, 32, 16)
+    # 2 * 16 * 32 * 16 / 1e-9 / 1e12 = 16.384 -> 16.38; (32, 32, 32) 65.536 -> 65.54
+    assert bf16["tflops"][0][1][0] == 16.38
+    assert bf16["tflops"][1][1][1] == 65.54
     assert bf16["best"] == max(v for p in bf16["tflops"] for r in p for v in r)
     # causal attention: 16 heads of 128, 256 // 64 = 4 sequences of 64 tokens:
-    # 4 * 64^2 * 128 * 16 * 4 / 2 = 67,108,864 FLOPs in 1 ns: 67,108.9 TFLOP/s; backward
-    # 2.5x: 167,772.2; full (no mask), twice the causal FLOPs: 134,217.7 and 335,544.3
+    # 4 * 64^2 * 128 * 16 * 4 / 2 = 67,108,864 FLOPs in 1 ns: 67,108.9 -> 67,110 TFLOP/s;
+    # backward 2.5x: 167,772.2 -> 167,800; full (no mask), twice the causal FLOPs: 134,217.7
+    # -> 134,200 and 335,544.3 -> 335,500
     att = table["attention"]["flash2"]
-    assert att["forward"]["causal"][128][0] == 67108.9
-    assert att["backward"]["causal"][128][0] == 167772.2
-    assert att["forward"]["full"][128][0] == 134217.7
-    assert att["backward"]["full"][128][0] == 335544.3
-    # 128 tokens: 2 sequences, 4 * 128^2 * 128 * 16 * 2 / 2 = 134,217,728 causal: 134,217.7
-    assert att["forward"]["causal"][128][1] == 134217.7
+    assert att["forward"]["causal"][128][0] == 67110
+    assert att["backward"]["causal"][128][0] == 167800
+    assert att["forward"]["full"][128][0] == 134200
+    assert att["backward"]["full"][128][0] == 335500
+    # 128 tokens: 2 sequences, 4 * 128^2 * 128 * 16 * 2 / 2 = 134,217,728 causal: 134,200
+    assert att["forward"]["causal"][128][1] == 134200
     assert table["attention"]["seq"] == [64, 128]
 
 
@@ -143,8 +144,8 @@ def test_a_kernel_the_device_cannot_run_is_a_note_and_left_out(notes_and_table):
 def test_the_fp8_recipes_by_hand():
     from tiersim.groundtruth.calibrate_kernels import fp8_recipes
 
-    # rowwise scaling's n^3 GEMM in 2 ns, n = 32: 2 * 32^3 / 2e-9 / 1e12 = 32.768 -> 32.8
-    # TFLOP/s, over a tensorwise 65.5: 0.501 (tensorwise and delayed: the same GEMM, 1)
+    # rowwise scaling's n^3 GEMM in 2 ns, n = 32: 2 * 32^3 / 2e-9 / 1e12 = 32.768 -> 32.77
+    # TFLOP/s, over a tensorwise 65.5: 0.50031 -> 0.5 (tensorwise and delayed: the same GEMM, 1)
     notes: list[str] = []
 
     def two_ns(fn, repeats):
@@ -152,7 +153,7 @@ def test_the_fp8_recipes_by_hand():
         return [2 * T] * repeats
 
     got = fp8_recipes(torch, "cpu", two_ns, 3, 32, 65.5, notes)
-    assert got == {"tensorwise": 1.0, "delayed": 1.0, "rowwise": 0.501}
+    assert got == {"tensorwise": 1.0, "delayed": 1.0, "rowwise": 0.5}
     assert notes == []
 
 
@@ -161,7 +162,7 @@ def test_the_grouped_gemm_shares_by_hand():
 
     assert GROUPS == 8
     # 8 groups of 16 rows against a 32 x 32 weight each in 1 ns: 2 * 8 * 16 * 32 * 32 =
-    # 262,144 FLOPs, 262.1 TFLOP/s, over a dense 524.2: 0.5; 32 rows: 524.3 / 524.2 = 1.0
+    # 262,144 FLOPs, 262.144 -> 262.1 TFLOP/s, over a dense 524.2: 0.5; 32 rows: 524.3 / 524.2 = 1.0
     got = grouped_gemm(torch, "cpu", one_ns, 3, 32, 524.2, rows=(16, 32))
     assert got == {"rows": [16, 32], "share": [0.5, 1.0]}
 
@@ -183,3 +184,45 @@ def test_every_measured_section_reads_back_as_the_table_it_names(tmp_path, table
     assert mine.grouped_gemm_share(rows[2]) == pytest.approx(share[2])
     full = table["attention"]["flash2"]["backward"]["full"][128][1]
     assert mine.attention_rate("flash2", "backward", False, 128, 128) == pytest.approx(full * 1e12)
+
+
+def test_kernels_dry_run_needs_kernels_out(tmp_path, capsys):
+    from problem_lines import said
+
+    from tiersim.cli import main
+
+    assert main(["calibrate", "--out", str(tmp_path / "x.yaml"), "--kernels-dry-run"]) == 2
+    line = said(capsys.readouterr().err.strip(), "tiersim calibrate")
+    assert (line.path, line.code) == ("--kernels-dry-run", "E-OPTION")
+    assert "expected --kernels-out FILE.yaml" in line.message
+
+
+def test_a_dry_run_writes_a_table_a_scenario_is_timed_from(tmp_path):
+    # `tiersim calibrate --kernels-out k.yaml --kernels-dry-run`'s table, measured on this CPU
+    # (real timings, tiny shapes), then a scenario on it: GPT-2's GEMMs run at the CPU's
+    # rates (a few GFLOP/s, where the H100's table gives hundreds of TFLOP/s), so they take
+    # over 10,000x as long as on the shipped table: the file, not the preset, timed them
+    from argparse import Namespace
+
+    from tiersim import api
+    from tiersim.cli.commands.calibrate import write_kernel_table
+
+    out = tmp_path / "k.yaml"
+    write_kernel_table(Namespace(kernels_out=str(out), kernels_dry_run=True, repeat=2))
+    text = out.read_text()
+    assert text.startswith("# CPU dry run (not a GPU's rates): kernel table measured")
+    data = yaml.safe_load(text)
+    assert data["gemm"]["bf16"]["grid"] == [16, 32] and data["attention"]["seq"] == [64]
+    assert "compute_capability" not in data  # a CUDA device's only
+    gemm_s = {}
+    for name, kernels in (("dry", str(out)), ("shipped", "h100-sxm")):
+        raw = {
+            "name": name,
+            "model": {"preset": "gpt2"},
+            "training": {"seq_len": 1024, "micro_batch_size": 1, "attention_kernel": "flash"},
+            "hardware": {"preset": "dgx-h100", "gpu": {"kernels": kernels}},
+        }
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        gemm_s[name] = api.run(api.load(path)).report["step"]["breakdown"]["gemm_s"]
+    assert gemm_s["dry"] > 1e4 * gemm_s["shipped"] > 0

@@ -51,6 +51,9 @@ ROWS = (256, 512, 1024, 4096, 8192)  # rows a group of the grouped GEMM
 GROUPS = 8  # groups (local experts) of the grouped GEMM
 SUSTAIN_S = 30.0  # seconds of back-to-back GEMMs a dtype for `sustained`
 WINDOW = 20  # samples compared at each end
+# `tiersim calibrate --kernels-dry-run`: the same code on the CPU at tiny shapes (a check of
+# the path and the file it writes, not a GPU's rates)
+DRY_RUN = {"grid": (16, 32), "seqs": (64,), "sustain_s": 0.01, "tokens": 64, "rows": (16,)}
 # the table's kernel name -> PyTorch's SDPBackend member that runs it
 ATTENTION_BACKENDS = (("flash2", "FLASH_ATTENTION"), ("cudnn", "CUDNN_ATTENTION"))
 MASKS = (("causal", True), ("full", False))
@@ -60,7 +63,9 @@ CANNOT_RUN = (RuntimeError, ValueError, AttributeError, TypeError, NotImplemente
 
 
 def _tflops(flop: float, times: list[float]) -> float:
-    return round(flop / statistics.median(times) / 1e12, 1)
+    """TFLOP/s to 4 significant figures (0.1 TFLOP/s at a GPU's hundreds; a dry run's CPU
+    rates, thousandths, are not rounded to 0)."""
+    return float(f"{flop / statistics.median(times) / 1e12:.4g}")
 
 
 def gemm_grid(torch: Any, device: str, timer: Timer, repeats: int, grid=GRID) -> dict[str, Any]:
@@ -219,7 +224,9 @@ def attention_table(
     return table if len(table) > 1 else {}
 
 
-def _gemm_extras(table: dict, torch: Any, device: str, timer: Timer, repeats: int, notes: list):
+def _gemm_extras(
+    table: dict, torch: Any, device: str, timer: Timer, repeats: int, notes: list, rows=ROWS
+) -> None:
     """FP8's best and recipes, and the grouped GEMM's shares, into `table` (measured BF16)."""
     bf16 = table["gemm"]["bf16"]
     n = bf16["grid"][-1]
@@ -231,7 +238,7 @@ def _gemm_extras(table: dict, torch: Any, device: str, timer: Timer, repeats: in
         notes.append(f"kernel table: fp8 GEMM not measured: {first_line(exc)}")
     try:
         dense = bf16["tflops"][-1][-1][-1]
-        table["grouped_gemm"] = grouped_gemm(torch, device, timer, repeats, n, dense)
+        table["grouped_gemm"] = grouped_gemm(torch, device, timer, repeats, n, dense, rows)
     except CANNOT_RUN as exc:
         notes.append(f"kernel table: grouped GEMM not measured: {first_line(exc)}")
 
@@ -247,6 +254,7 @@ def kernel_table(
     seqs=SEQS,
     sustain_s: float = SUSTAIN_S,
     tokens: int = TOKENS,
+    rows=ROWS,
 ) -> dict[str, Any]:
     """The measured kernel table as the shipped files hold it (a mapping, YAML-ready)."""
     table: dict[str, Any] = {"name": name}
@@ -261,7 +269,7 @@ def kernel_table(
         return table
     if sustain_s > 0:
         table["sustained"] = sustained_shares(torch, device, timer, grid[-1], sustain_s, notes)
-    _gemm_extras(table, torch, device, timer, repeats, notes)
+    _gemm_extras(table, torch, device, timer, repeats, notes, rows)
     attention = attention_table(torch, device, timer, repeats, notes, seqs, tokens)
     if attention:
         table["attention"] = attention
