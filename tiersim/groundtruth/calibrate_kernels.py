@@ -212,8 +212,11 @@ def attention_table(
 ) -> dict[str, Any]:
     """`attention`: each kernel of ATTENTION_BACKENDS the device runs, its SDPA backend pinned
     (torch.nn.attention.sdpa_kernel), so the rate is that kernel's and no other's."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as exc:  # a PyTorch before 2.3: no way to pin a backend
+        notes.append(f"kernel table: attention not measured: {first_line(exc)}")
+        return {}
     table: dict[str, Any] = {"seq": list(seqs)}
     for kernel, backend in ATTENTION_BACKENDS:
         try:
