@@ -153,8 +153,26 @@ def test_the_fp8_recipes_by_hand():
         return [2 * T] * repeats
 
     got = fp8_recipes(torch, "cpu", two_ns, 3, 32, 65.5, notes)
+    # MXFP8 (E8M0 scales a 32 elements) runs on Blackwell's tensor cores: PyTorch's CPU build
+    # refuses the scales (a ValueError), which leaves it out with a note; where it runs, the
+    # same 2 ns gives the same 0.5
+    if "mxfp8" in got:
+        assert got.pop("mxfp8") == 0.5
+    else:
+        assert [n.split(":")[1] for n in notes] == [" fp8 mxfp8 GEMM not measured"]
     assert got == {"tensorwise": 1.0, "delayed": 1.0, "rowwise": 0.5}
-    assert notes == []
+
+
+def test_mxfp8_scales_are_one_e8m0_a_32_elements_of_k():
+    from tiersim.groundtruth.calibrate_kernels import fp8_scales
+
+    # n = 64: 64 rows x 64 / 32 blocks = 128 scales an operand, flattened (cuBLAS's swizzled
+    # layout); E8M0 1.0 is exponent 127 alone
+    scale_a, scale_b = fp8_scales(torch, "cpu", 64, "mxfp8")
+    assert scale_a.dtype == torch.float8_e8m0fnu and scale_a.shape == (128,)
+    assert scale_b.shape == (128,) and bool((scale_a.float() == 1.0).all())
+    rows, cols = fp8_scales(torch, "cpu", 64, "rowwise")
+    assert (rows.shape, cols.shape) == ((64, 1), (1, 64))
 
 
 def test_the_grouped_gemm_shares_by_hand():

@@ -9,7 +9,8 @@ shipped ones hold (tiersim/presets/kernels, docs/kernels.md), on this machine's 
   square, its `best`, with BF16's shape (`shape_of: bf16`), as the shipped tables do.
 - `fp8_recipes`: tensorwise and delayed 1 (the same GEMM: one scale per tensor either way);
   rowwise, torch._scaled_mm with a scale per row of A and per column of B at the same square,
-  as a share of the tensorwise rate, where the device runs it.
+  and mxfp8, with an E8M0 scale a 32 elements (Blackwell's block-scaled tensor cores), each as
+  a share of the tensorwise rate, where the device runs it (mxfp8: a B200's, not an H100's).
 - `grouped_gemm`: torch._grouped_mm of GROUPS groups of `rows` rows each against one K x N
   weight a group (N = K = the grid's largest size), for rows a group in ROWS (DeepGEMM's
   points, h100-sxm.yaml), as a share of the dense grid's largest square: the share an MoE
@@ -28,8 +29,8 @@ shipped ones hold (tiersim/presets/kernels, docs/kernels.md), on this machine's 
   time (the throttle the isolated benchmarks miss, docs/kernels.md). Thermal settling over
   minutes is not covered.
 Not measured: `fp8_quantize` (the quantize kernels are the framework's own, Transformer
-Engine's or torchao's, not PyTorch's) and mxfp8's GEMM (its block-scale layout); a table
-written here prices those as docs/kernels.md says for a table without them.
+Engine's or torchao's, not PyTorch's); a table written here prices them as docs/kernels.md
+says for a table without them.
 Each figure is the median of `repeats` timed samples (calibrate_gpu.device_times). What the
 device or PyTorch cannot run becomes a note, and its table is left out.
 """
@@ -57,6 +58,9 @@ DRY_RUN = {"grid": (16, 32), "seqs": (64,), "sustain_s": 0.01, "tokens": 64, "ro
 # the table's kernel name -> PyTorch's SDPBackend member that runs it
 ATTENTION_BACKENDS = (("flash2", "FLASH_ATTENTION"), ("cudnn", "CUDNN_ATTENTION"))
 MASKS = (("causal", True), ("full", False))
+# FP8 recipes measured beside tensorwise (MXFP8: Blackwell's block scaling, 32 elements a scale)
+MEASURED_RECIPES = ("rowwise", "mxfp8")
+MX_BLOCK = 32
 # what a device or PyTorch that cannot run a kernel raises (TORCH_CHECK: RuntimeError;
 # TORCH_CHECK_VALUE: ValueError; a PyTorch without the function: AttributeError)
 CANNOT_RUN = (RuntimeError, ValueError, AttributeError, TypeError, NotImplementedError)
@@ -94,13 +98,27 @@ def _bf16_mm(torch: Any, device: str, n: int) -> Callable[[], object]:
     return lambda: torch.mm(a, b, out=out)
 
 
-def _fp8_mm(torch: Any, device: str, n: int, rowwise: bool = False) -> Callable[[], object]:
-    """An n^3 FP8 GEMM: one scale per tensor, or (rowwise) one per row of A and column of B."""
-    a, b, one = fp8_operands(torch, n, device)
-    scale_a, scale_b = one, one
-    if rowwise:
-        scale_a = torch.ones(n, 1, device=device, dtype=torch.float32)
-        scale_b = torch.ones(1, n, device=device, dtype=torch.float32)
+def fp8_scales(torch: Any, device: str, n: int, recipe: str) -> tuple[Any, Any]:
+    """torch._scaled_mm's scales for an n^3 GEMM under `recipe`: one float a tensor
+    (tensorwise), one a row of A and a column of B (rowwise), or MXFP8's E8M0 scale a 32
+    elements along K, in the swizzled layout cuBLAS takes flattened (n x n / 32 of them; all
+    ones, so the swizzle's order does not matter, only their number)."""
+    if recipe == "rowwise":
+        return (
+            torch.ones(n, 1, device=device, dtype=torch.float32),
+            torch.ones(1, n, device=device, dtype=torch.float32),
+        )
+    if recipe == "mxfp8":
+        block = torch.ones(n * (n // MX_BLOCK), device=device).to(torch.float8_e8m0fnu)
+        return block, block.clone()
+    one = torch.ones((), device=device, dtype=torch.float32)
+    return one, one
+
+
+def _fp8_mm(torch: Any, device: str, n: int, recipe: str = "tensorwise") -> Callable[[], object]:
+    """An n^3 FP8 GEMM (E4M3 operands, BF16 out) with `recipe`'s scales (fp8_scales)."""
+    a, b, _ = fp8_operands(torch, n, device)
+    scale_a, scale_b = fp8_scales(torch, device, n, recipe)
     out = torch.empty(n, n, device=device, dtype=torch.bfloat16)
 
     def mm() -> object:
@@ -120,12 +138,13 @@ def fp8_recipes(
 ) -> dict[str, float]:
     """Each recipe's FP8 GEMM rate over the tensorwise one (module docstring)."""
     out = {"tensorwise": 1.0, "delayed": 1.0}
-    try:
-        rowwise = _tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n, rowwise=True), repeats))
-    except CANNOT_RUN as exc:
-        notes.append(f"kernel table: fp8 rowwise GEMM not measured: {first_line(exc)}")
-        return out
-    out["rowwise"] = round(rowwise / tensorwise, 3)
+    for recipe in MEASURED_RECIPES:
+        try:
+            rate = _tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n, recipe), repeats))
+        except CANNOT_RUN as exc:
+            notes.append(f"kernel table: fp8 {recipe} GEMM not measured: {first_line(exc)}")
+            continue
+        out[recipe] = round(rate / tensorwise, 3)
     return out
 
 
