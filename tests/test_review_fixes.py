@@ -113,6 +113,22 @@ def test_hbf_page_quotes_the_step_times_tiersim_gives_now(cli, tmp_path):
     assert f"host DRAM over PCIe, {dram['step']['time_s']:.3f} s" in text
 
 
+def test_hbf_page_quotes_the_lifetimes_tiersim_gives_now():
+    """docs/hbf.md's section 2 said HBF wears out in 23.08 days over the whole device and
+    lasts 2.934 years at a minute's retention, where `tiersim wear` gives 23.07 days (and so
+    2.907 years): the lifetimes a buyer reads there, a version old. Neither key moves the step,
+    so each is the scenario's lifetime scaled by hand."""
+    text = " ".join(page("hbf").split("## 2. Flash as it behaves", 1)[1].split("## 3.")[0].split())
+    hbf = json.loads((ROOT / "tests/golden/reports/hbf-optimizer-state.json").read_text())
+    days = hbf["wear"]["hbf"]["lifetime_days"]  # 4,096 GB x 3,000 P/E / bytes a day
+    # wear levelled over the state's 105.84 GB instead of the device's 4,096 GB
+    span = days * 105.84e9 / 4096e9
+    assert f"wears HBF out in {span:.2f} days instead of {days:.2f}." in text
+    # a minute's retention: below 3 days the curve keeps its shortest point's 46x the rating
+    minute = days * 46 / 365  # years
+    assert f"`retention: 1 min`: {3000 * 46:,} cycles, lifetime {minute:.3f} years." in text
+
+
 def test_fp8_page_quotes_this_versions_activations(cli_json):
     """docs/fp8.md quoted 18.32 GB and 16.34 GB of activations for the default scenario under
     FP8, an earlier version's, as if `tiersim` printed them today."""
