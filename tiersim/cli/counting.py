@@ -61,3 +61,32 @@ class Counted:
         self.stream.flush()
         self.open = not end
         note_open(self.stream, open_line=self.open)
+
+
+class Stages:
+    """A long command's stage named on a terminal as it is reached (`calibrate: storage on .,
+    elapsed 0:31`), over the previous one, the line ended by `close`; nothing where standard
+    error is a log (the command's output says it all at its end)."""
+
+    def __init__(self, label: str, stream: TextIO | None = None):
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
+        self.start = time.monotonic()
+        self.width = 0  # the line drawn last, to blank what a shorter one leaves of it
+
+    def __call__(self, stage: str) -> None:
+        if not self.tty:
+            return
+        text = f"{self.label}: {stage}, elapsed {clock_text(time.monotonic() - self.start)}"
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+        note_open(self.stream, open_line=True)
+
+    def close(self) -> None:
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")  # the answer prints in its place
+            self.stream.flush()
+            self.width = 0
+            note_open(self.stream, open_line=False)
