@@ -84,3 +84,25 @@ def test_a_log_gets_no_stage_lines():
     stages("host memory bandwidth")
     stages.close()
     assert stream.getvalue() == ""
+
+
+def test_measure_says_it_is_training_on_a_terminal(monkeypatch, capsys):
+    # `tiersim measure --model gpt2 --set model.layers=2` took 39 s here, silent until its table
+    import sys
+
+    from tiersim.cli import main
+    from tiersim.groundtruth import measure as measuring
+
+    seen: list[str] = []
+
+    def measure(req):  # what a terminal shows while PyTorch trains, then no measurement
+        seen.append(sys.stderr.getvalue())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(measuring, "measure", measure)
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert main(["measure", "--model", "gpt2"]) == 130
+    said = "measure: training the model in PyTorch (a warm-up step, then the measured one)"
+    said += ", elapsed 0:00"
+    assert seen == ["\r" + said]
+    assert f"\r{' ' * len(said)}\r" in sys.stderr.getvalue()  # cleared before the message
