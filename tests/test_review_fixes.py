@@ -129,6 +129,23 @@ def test_hbf_page_quotes_the_lifetimes_tiersim_gives_now():
     assert f"`retention: 1 min`: {3000 * 46:,} cycles, lifetime {minute:.3f} years." in text
 
 
+def test_science_page_quotes_the_checkpoint_interval_tiersim_gives_now():
+    """docs/science.md said hbf-optimizer-state's NVMe budget bounds its checkpoints to every
+    83 steps, and that Daly's optimum (every 2) would take 41 drive writes a day and wear the
+    drive out in 44.02 days, where `tiersim run` gives 81 steps, 40.5 and 45.1 days."""
+    text = " ".join(page("science").split())
+    c = json.loads((ROOT / "tests/golden/reports/hbf-optimizer-state.json").read_text())
+    c = c["checkpoint"]
+    at = c["target_wear_at_optimum"]
+    said = (
+        f"every {at['interval_steps']} steps, the drain (its snapshot stalls nothing, so Daly's "
+        f"optimum is 0 s), {at['drive_writes_per_day']:.1f} drive writes a day on a drive rated "
+        f"1, its rated 14.02 PB written gone in {at['rated_lifetime_days']:.1f} days; with it, "
+        f"every {c['interval_steps']} steps, goodput {100 * c['goodput']:.2f} %)."
+    )
+    assert said in text
+
+
 def test_fp8_page_quotes_this_versions_activations(cli_json):
     """docs/fp8.md quoted 18.32 GB and 16.34 GB of activations for the default scenario under
     FP8, an earlier version's, as if `tiersim` printed them today."""
