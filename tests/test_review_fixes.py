@@ -146,6 +146,23 @@ def test_science_page_quotes_the_checkpoint_interval_tiersim_gives_now():
     assert said in text
 
 
+def test_science_page_quotes_the_fsdp2_offload_step_tiersim_gives_now():
+    """docs/science.md said `tiersim run scenarios/fsdp2-cpu-offload-llama2-7b.yaml` gives a
+    17.46 s step (GPU compute 12.78 s) where it prints 17.481 s (12.794 s)."""
+    text = " ".join(page("science").split())
+    r = json.loads((ROOT / "tests/golden/reports/fsdp2-cpu-offload-llama2-7b.json").read_text())
+    s, pcie = r["step"], r["links"]["pcie"]["bytes_by_direction"]
+    said = (
+        f"{s['time_s']:.2f} s a step (GPU compute {s['compute_s']:.2f} s, the CPU update "
+        f"{s['optimizer_s']:.2f} s, the three host adds {s['exposed_cpu_s'] - s['optimizer_s']:.2f}"
+        f" s, exposed transfer {s['exposed_transfer_s']:.2f} s); PCIe "
+        f"{(pcie['dram->hbm'] + pcie['hbm->dram']) / 1e9:.1f} GB a step "
+        f"({pcie['dram->hbm'] / 1e9:.1f} GB of fp32 shards in, "
+        f"{pcie['hbm->dram'] / 1e9:.1f} GB of fp32 gradients out)"
+    )
+    assert said in text
+
+
 def test_fp8_page_quotes_this_versions_activations(cli_json):
     """docs/fp8.md quoted 18.32 GB and 16.34 GB of activations for the default scenario under
     FP8, an earlier version's, as if `tiersim` printed them today."""
