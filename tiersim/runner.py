@@ -32,6 +32,7 @@ from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate as simulate_plain
 from tiersim.engine.simulate import simulate_resolved
 from tiersim.engine.steady import steps_to_simulate
+from tiersim.hardware.kernel_notes import peak_notes
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.invariants import check_report
 from tiersim.report.json_report import run_report
@@ -121,6 +122,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + distributed_optimizer_notes(scenario)
         + vocab_padding_notes(scenario)
         + optimizer_notes(scenario)
+        + peak_notes(scenario)
     )
 
 
