@@ -15,6 +15,7 @@ from tiersim.analysis.checkpoint_interval import with_checkpoint
 from tiersim.analysis.flash import interfering, with_interference
 from tiersim.analysis.wear import wear_problems
 from tiersim.config.context_notes import context_comm_notes
+from tiersim.config.cpu_rate_notes import cpu_rate_notes
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
@@ -123,6 +124,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + vocab_padding_notes(scenario)
         + optimizer_notes(scenario)
         + peak_notes(scenario)
+        + cpu_rate_notes(scenario)
     )
 
 
