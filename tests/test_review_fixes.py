@@ -163,6 +163,15 @@ def test_science_page_quotes_the_fsdp2_offload_step_tiersim_gives_now():
     assert said in text
 
 
+def test_hbf_answers_page_dates_its_figures_with_todays_step():
+    """docs/hbf-answers.md quotes hbf-optimizer-state at 17.326 s "at this version", the
+    version its rules came in: read today, that is a figure tiersim no longer prints. Its
+    opening says so, with today's step (the golden report's), kept current by this test."""
+    hbf = json.loads((ROOT / "tests/golden/reports/hbf-optimizer-state.json").read_text())
+    opening = " ".join(page("hbf-answers").split("## 1.", 1)[0].split())
+    assert f"`hbf-optimizer-state` steps in {hbf['step']['time_s']:.3f} s today" in opening
+
+
 def test_fp8_page_quotes_this_versions_activations(cli_json):
     """docs/fp8.md quoted 18.32 GB and 16.34 GB of activations for the default scenario under
     FP8, an earlier version's, as if `tiersim` printed them today."""
