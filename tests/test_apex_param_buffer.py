@@ -161,3 +161,51 @@ def test_apex_settings_where_apex_does_not_run_are_a_no_effect_note(optimizer, n
     said = [n for n in distributed_optimizer_notes(scenario(raw)) if n.path == "training.apex"]
     assert len(said) == notes
     assert all("no effect" in n.message and n.code == "W-NO-EFFECT" for n in said)
+
+
+# The Llama 2 runs' launcher configs (llama2_7b.yaml at 064e6769; llama2_13b.yaml and
+# llama2_70b.yaml at 0446d2c0) set bucket_cap_mb 125 too, and only the 7B one
+# contiguous_param_buffer. Per GPU of the loaded stage, by hand:
+# - 7B, data 8: shard int(125 MiB / 2 B / 8) = 8,192,000, bucket 65,536,000. A layer
+#   4 x 4,096^2 + 3 x 4,096 x 11,008 + 2 x 4,096 = 202,383,360 (layer 0 with the final norm
+#   202,387,456): 3.09, so 4 buckets, 128 in all; the embedding and output layer 2 x 32,000 x
+#   4,096 = 262,144,000 fp32 values: exactly 4 buckets. 132 buckets.
+# - 13B, data 4, pipeline 4 x virtual 10: a chunk is one layer, 4 x 5,120^2 + 3 x 5,120 x
+#   13,824 + 2 x 5,120 = 317,204,480 values, over 4 x 16,384,000 = 65,536,000: 4.84, so 5
+#   buckets, 10 chunks 50; stage 0's embedding 32,000 x 5,120 = 163,840,000 fp32: 2.5, so 3.
+# - 70B, tensor 4, data 4, pipeline 4 x virtual 20: a chunk is one layer, (2 x 8,192^2 +
+#   2 x 8,192 x 1,024 + 3 x 8,192 x 28,672) / 4 + 2 x 8,192 = 213,925,888: 3.26, so 4
+#   buckets, 20 chunks 80; the embedding's 32,256 padded rows x 8,192 / 4 = 66,060,288 fp32:
+#   1.008, so 2.
+LLAMA2 = {
+    "nemo2407-llama2-7b-8gpus.yaml": (128, 4, 8_192_000, 8, True),
+    "nemo2407-llama2-13b-16gpus.yaml": (50, 3, 16_384_000, 4, False),
+    "nemo2407-llama2-70b-64gpus.yaml": (80, 2, 16_384_000, 4, False),
+}
+
+
+def test_llama2_layer_and_embedding_counts():
+    assert 4 * 4_096**2 + 3 * 4_096 * 11_008 + 2 * 4_096 == 202_383_360
+    assert 3 * 65_536_000 < 202_387_456 <= 4 * 65_536_000
+    assert 2 * 32_000 * 4_096 == 262_144_000 == 4 * 65_536_000
+    assert 4 * 5_120**2 + 3 * 5_120 * 13_824 + 2 * 5_120 == 317_204_480
+    assert 4 * 65_536_000 < 317_204_480 <= 5 * 65_536_000
+    assert 2 * 65_536_000 < 32_000 * 5_120 <= 3 * 65_536_000
+    layer_70b = (2 * 8_192**2 + 2 * 8_192 * 1_024 + 3 * 8_192 * 28_672) // 4 + 2 * 8_192
+    assert layer_70b == 213_925_888
+    assert 3 * 65_536_000 < layer_70b <= 4 * 65_536_000
+    assert 65_536_000 < 32_256 * 8_192 // 4 == 66_060_288 <= 2 * 65_536_000
+    assert 131_072_000 // 2 // 8 == 8_192_000 and 131_072_000 // 2 // 4 == 16_384_000
+
+
+@pytest.mark.parametrize("name", sorted(LLAMA2))
+def test_llama2_runs_in_their_configs_buckets(name):
+    plain, fp32, shard, ranks, param_buffer = LLAMA2[name]
+    inv = build_inventory(published(name))
+    bucket = shard * ranks
+    assert bucket == 65_536_000
+    assert inv.per_gpu["gradients"] == (plain * 2 + fp32 * 4) * bucket
+    assert inv.per_gpu["optimizer"] == (plain + fp32) * shard * 8
+    assert inv.per_gpu["master"] == (plain + fp32) * shard * 2
+    if param_buffer:  # 7B: 132 x 65,536,000 x 2 B = 17,301,504,000 B
+        assert inv.per_gpu["weights"] == (plain + fp32) * bucket * 2 == 17_301_504_000
