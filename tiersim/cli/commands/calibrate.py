@@ -302,10 +302,15 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     inputs = [Path(args.base)] if is_preset_file(args.base) else []
     usable_preset_path("--out", out, inputs, SOURCE)
+    from tiersim.cli.counting import Stages
+
+    stages = Stages("calibrate")
     try:
-        cal = calibrate(settings(args))
+        cal = calibrate(settings(args), stages)
     except StorageError as exc:  # the checks in settings() passed, then the I/O failed
         raise InputError(SOURCE, [Problem(exc.option, str(exc), "E-OPTION")]) from None
+    finally:
+        stages.close()
     text = hardware_preset(cal, base, args.base)
     check_preset(text)
     try:
