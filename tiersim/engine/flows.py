@@ -137,12 +137,13 @@ class FlowNetwork:
         self._pending.callbacks = ()
         self._wake(None)
 
-    def finished(self) -> None:
+    def finished(self, in_order: bool = False) -> None:
         """The run is over (no flow left): drop the bound wake-up callback, a cycle back to
-        the network, so that a finished network is freed by reference counting."""
+        the network, so that a finished network is freed by reference counting.
+        `in_order`: each channel's busy spans are disjoint and sorted already (`BusyLog.seal`)."""
         self._on_wake = None
         self._wake_callbacks = ()
-        self.busy.seal()
+        self.busy.seal(in_order)
 
     def _into_empty(self, flow: Flow, shares: Shares, now: float) -> None:
         """`flow` into an empty network (no wake-up pending): alone, at its narrowest

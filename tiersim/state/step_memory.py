@@ -39,6 +39,7 @@ from tiersim.state import apex_grad_sync as apex_sync
 from tiersim.state.fp8 import recast_per_pass
 from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_values
 from tiersim.state.inventory import Inventory, rank_matrices, stage_bytes, tier_use
+from tiersim.state.layer_memory import FP8_COPIES as FP8
 from tiersim.state.layer_memory import LayerMemory, layer_memory
 from tiersim.state.loss_memory import HEAD_GRAD, final_norm_transients, loss_events, outside_saved
 from tiersim.state.loss_memory import logits_values as logits_values  # re-exported
@@ -205,10 +206,10 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
             steps.alloc(at, "forward", f"saved first {i}", SAVED, first, lay.first_items)
         extra = lay.busiest if p.on_gpu else 0
         steps.alloc(at, "forward", f"busiest {i}", BUSIEST, extra, 3)
-        if (p.gather or p.fp8_recast) and not p.fp8_params:  # FP8 copies: cast here
-            steps.alloc(at, "forward", f"fp8 {i}", FP8, *lay.fp8_live(p.fp8_recast))
-        if p.fp8_recast:  # not kept for its backward (recast_per_pass)
-            steps.free(at, "forward", f"fp8 {i}", FP8)
+        if p.fp8_recast or (p.gather and not p.fp8_params):  # FP8 copies: cast here
+            steps.alloc(at, "forward", f"fp8 {i}", *lay.fp8_live(p.fp8_recast))
+        if p.fp8_recast:  # not kept for its backward (recast_per_pass, state/fp8_casts.py)
+            steps.free(at, "forward", f"fp8 {i}", lay.fp8_live(True)[0])
         if p.gather and p.reshard:
             steps.free(at, "forward", f"gathered {i}", "gathered weights")
 
@@ -218,7 +219,6 @@ EMBEDDING_GRAD = "embedding's weight gradient (dense)"
 TIED_SUM = "tied weight's summed gradient"
 FINAL_NORM = "final norm's backward transients (fp32)"
 BUSIEST = "saved activations: the busiest expert rank's rows beyond the mean"
-FP8 = "FP8 weight copies (training.fp8)"
 SAVED = "saved activations"
 RECOMPUTE = "recompute working set"
 
@@ -234,8 +234,8 @@ def _backward(
             _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
         if not lay.first:  # recomputed before the layer's backward starts (full)
             steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
-        if p.fp8_recast and not p.fp8_params:  # cast again for the data gradient
-            steps.alloc(at, b, f"fp8 {i}", FP8, *lay.fp8_live(True))
+        if p.fp8_recast:  # cast again for the backward's GEMMs
+            steps.alloc(at, b, f"fp8 {i}", *lay.fp8_live(True, backward=True))
         steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
         if p.fsdp2:  # the first of the layer's gradients, beside all it saved
             p.fsdp2.first_gradient(steps, at, p.groups[i], lay.largest * p.grad_bytes)
@@ -252,7 +252,7 @@ def _backward(
             (f"recompute {i}", RECOMPUTE),
             (f"saved {i}", SAVED),
             (f"busiest {i}", BUSIEST),
-            (f"fp8 {i}", FP8),
+            (f"fp8 {i}", lay.fp8_live(p.fp8_recast)[0]),
             (f"unsharded {i}", UNSHARDED),
         ):
             steps.free(at, b, key, part)
