@@ -13,12 +13,15 @@
 # (pydantic_core's wheel is for CPython 3.12 only), by unpacking the wheels of the modules that
 # are missing and fit this python; pytest and hypothesis likewise, when they are missing and
 # their wheels are there. Failing that, a venv that sees the system's torch is tried with
-# `pip install -e .` from $WHEELS alone (the machine has no network). Outputs (at most 10
-# files): summary.txt, stderr.txt,
-# calibrate.json, calibrated-hardware.yaml, kernel-table.yaml (the GPU's measured kernel table,
-# docs/kernels.md), measure-gpt2.json, measure-llama.json, pytest.txt,
-# gemm-waves.txt (benchmarks/gemm_waves.py: measured GEMM throughput across wave boundaries
-# against the model's), measure-extra.txt. Exit status: 0 all ran, 1 a step failed, 3 no GPU, 4 tiersim not importable.
+# `pip install -e .` from $WHEELS alone (the machine has no network). Outputs, 8 files (the
+# device tool brings back at most 8 from $OUT): summary.txt, stderr.txt, calibrate.json,
+# calibrated-hardware.yaml, kernel-table.yaml (the GPU's measured kernel table,
+# docs/kernels.md; DEVICE=cpu: `--kernels-dry-run`'s, the CPU's at tiny shapes),
+# kernels-check.txt (a published scenario's step on the shipped and on the measured kernel
+# table, then benchmarks/gemm_waves.py: measured GEMM throughput across wave boundaries
+# against the model's), measure.txt (`tiersim measure` GPT-2, a 2-layer Llama-3-8B, GPT-2
+# with math attention, Adafactor, fp32; one JSON report after each "=== name" line),
+# pytest.txt. Exit status: 0 all ran, 1 a step failed, 3 no GPU, 4 tiersim not importable.
 # dist/ is git-ignored: to fill $WHEELS on this machine before the device call (the device
 # image's python is 3.12; it has numpy, networkx, yaml):
 #   .venv/bin/pip download -d dist/gpu-wheels --only-binary=:all: --python-version 3.12 \
@@ -162,27 +165,47 @@ fi
 
 # 3. Measurements, most valuable first.
 mkdir -p /tmp/tiersim-cal
+DRY=()
+[ "$DEVICE" = cuda ] || DRY=(--kernels-dry-run) # no GPU: the kernel table's code path on the CPU
 # 210 s: the kernel table's sustained shares run 30 s of back-to-back BF16 and FP8 GEMMs each
 step "calibrate" 210 "$OUT/calibrate.json" "${TIERSIM[@]}" calibrate --path /tmp/tiersim-cal \
-  --out "$OUT/calibrated-hardware.yaml" --kernels-out "$OUT/kernel-table.yaml" --format json
-step "measure gpt2" 90 "$OUT/measure-gpt2.json" "${TIERSIM[@]}" measure --model gpt2 \
-  --device "$DEVICE" --format json
-step "measure llama-3-8b, 2 layers, seq 2048" 90 "$OUT/measure-llama.json" "${TIERSIM[@]}" \
-  measure --model llama-3-8b --set model.layers=2 --seq-len 2048 --device "$DEVICE" \
+  --out "$OUT/calibrated-hardware.yaml" --kernels-out "$OUT/kernel-table.yaml" "${DRY[@]}" \
   --format json
+# the measured table in use: one published H100 run's step on the shipped and on it
+CHECK=$OUT/kernels-check.txt
+SCENARIO=scenarios/published/nemo2407-llama2-7b-8gpus.yaml
+if [ -s "$OUT/kernel-table.yaml" ]; then
+  for table in h100-sxm "$OUT/kernel-table.yaml"; do
+    echo "=== $SCENARIO on kernel table $table" >>"$CHECK"
+    step "run $SCENARIO on $table" 60 "$CHECK" "${TIERSIM[@]}" run "$SCENARIO" \
+      --set "hardware.gpu.kernels=$table" --out /tmp/tiersim-run
+  done
+else
+  say "SKIPPED the run on the measured kernel table: calibrate wrote none (see stderr.txt)"
+fi
+# measure NAME ARGS...: one `tiersim measure` report into measure.txt after its name
+measure() {
+  local name=$1 limit=$2
+  shift 2
+  echo "=== $name" >>"$OUT/measure.txt"
+  step "measure $name" "$limit" "$OUT/measure.txt" "${TIERSIM[@]}" measure --device "$DEVICE" \
+    --format json "$@"
+}
+measure gpt2 90 --model gpt2
+measure "llama-3-8b, 2 layers, seq 2048" 90 --model llama-3-8b --set model.layers=2 \
+  --seq-len 2048
 if "$PY" -c 'import pytest, hypothesis' >/dev/null 2>&1; then
-  step "pytest calibrate + measure" 150 "$OUT/pytest.txt" "$PY" -m pytest -q -rs \
-    -p no:cacheprovider tests/test_calibrate.py tests/test_measure.py
+  step "pytest calibrate + kernel tables + measure" 150 "$OUT/pytest.txt" "$PY" -m pytest -q \
+    -rs -p no:cacheprovider tests/test_calibrate.py tests/test_calibrate_kernels.py \
+    tests/test_kernel_tables.py tests/test_measure.py
 else
   say "SKIPPED pytest: pytest or hypothesis is not installed for $PY"
 fi
-step "gemm waves" 90 "$OUT/gemm-waves.txt" "$PY" benchmarks/gemm_waves.py --device "$DEVICE"
-for extra in "--attention math" "--optimizer adafactor" "--dtype fp32"; do
-  echo "=== gpt2 $extra" >>"$OUT/measure-extra.txt"
-  # shellcheck disable=SC2086  # $extra is two words on purpose
-  step "measure gpt2 $extra" 60 "$OUT/measure-extra.txt" "${TIERSIM[@]}" measure \
-    --model gpt2 --device "$DEVICE" --format json $extra
-done
+echo "=== benchmarks/gemm_waves.py" >>"$CHECK"
+step "gemm waves" 90 "$CHECK" "$PY" benchmarks/gemm_waves.py --device "$DEVICE"
+measure "gpt2 --attention math" 60 --model gpt2 --attention math
+measure "gpt2 --optimizer adafactor" 60 --model gpt2 --optimizer adafactor
+measure "gpt2 --dtype fp32" 60 --model gpt2 --dtype fp32
 
 say "done in $(($(date +%s) - START)) s; $FAILS step(s) failed"
 [ "$FAILS" -eq 0 ]

@@ -53,25 +53,29 @@ def llama3_8b():
 
 
 def test_no_pipeline_each_layer_group_is_made_as_its_backward_completes(llama3_8b):
-    """Llama 3 8B, data 4 x context 2 = 8 ranks, bf16 gradients: a layer's 218,112,000 values
+    """Llama 3 8B, data 4 x context 2 = 8 ranks, bf16 gradients, the run's bucket_cap_mb 125
+    (`training.apex`, llama3_8b.yaml at 157ea78b): int(125 MiB / 2 B / 8) = 8,192,000
+    values a shard, a bucket 65,536,000. A layer's 218,112,000 values
     (tests/test_apex_distributed_adam.py; layer 0's group also the final norm's 4,096) over
-    buckets of 8 x 6,553,600 = 52,428,800 values: 4.16, so 5 buckets, 5 x 6,553,600 x 2 B =
-    65,536,000 B a layer, made at `backward: layer i` from 31 down to 0; the embedding and
-    output layer, 1,050,673,152 fp32 values over buckets of the same 52,428,800 values (apex
-    has one default_shard_size, from the optimizer's bf16 grad_sync_dtype): 20.04, so 21
-    buckets, 21 x 6,553,600 x 4 B = 550,502,400 B at the optimizer step."""
-    assert 4 * 52_428_800 < 218_116_096 <= 5 * 52_428_800
-    assert 20 * 52_428_800 < 1_050_673_152 <= 21 * 52_428_800
+    65,536,000: 3.33, so 4 buckets, 4 x 8,192,000 x 2 B = 65,536,000 B a layer (the same
+    bytes as 5 buckets of 100 MiB), made at `backward: layer i` from 31 down to 0; the
+    embedding and output layer, 1,050,673,152 fp32 values over buckets of the same
+    65,536,000 values (apex has one default_shard_size, from the optimizer's bf16
+    grad_sync_dtype): 16.03, so 17 buckets, 17 x 8,192,000 x 4 B = 557,056,000 B at the
+    optimizer step."""
+    assert 3 * 65_536_000 < 218_116_096 <= 4 * 65_536_000
+    assert 16 * 65_536_000 < 1_050_673_152 <= 17 * 65_536_000
     events, made = _apex_events(llama3_8b)
     assert [(e.moment, e.nbytes, e.pieces) for e in made] == [
-        *((f"backward: layer {i}", 65_536_000, 5) for i in reversed(range(32))),
-        ("optimizer step", 550_502_400, 21),
+        *((f"backward: layer {i}", 65_536_000, 4) for i in reversed(range(32))),
+        ("optimizer step", 557_056_000, 17),
     ]
-    # every shard is live at the step: 32 x 65,536,000 + 550,502,400 = 2,647,654,400 B (the
-    # unpadded shard was 2,270,233,600 B: whole buckets are 377,420,800 B more)
+    # every shard is live at the step: 32 x 65,536,000 + 557,056,000 = 2,654,208,000 B (the
+    # unpadded shard was 2,270,233,600 B: whole buckets are 383,974,400 B more)
     at = events.index(made[-1])
-    assert live_parts(events, at)[APEX_GRAD_SHARDS] == 32 * 65_536_000 + 550_502_400
-    assert 32 * 65_536_000 + 550_502_400 == 2_647_654_400
+    assert live_parts(events, at)[APEX_GRAD_SHARDS] == 32 * 65_536_000 + 557_056_000
+    assert 32 * 65_536_000 + 557_056_000 == 2_654_208_000
+    assert 2_654_208_000 - 2_270_233_600 == 383_974_400
     # made after the layer's saved activations are freed: at layer 31's moment its
     # "saved 31" free comes first
     i31 = events.index(made[0])

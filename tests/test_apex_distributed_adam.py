@@ -60,46 +60,47 @@ def llama3_8b():
 
 def test_whole_gradient_buffer_bf16_with_embeddings_in_fp32(llama3_8b):
     """grad_sync_dtype bf16 (the launcher's llama3_8b_fp8.sh): the contiguous buffer is whole
-    buckets (state/apex_buckets.py), one default_shard_size of 100 MiB / 2 B / 8 = 6,553,600
-    values, a bucket 52,428,800 values. NeMo starts a fresh bucket for each layer: 218,112,000
-    values (layer 0 with the final norm's 4,096: 218,116,096) over 52,428,800 is 4.16, so 5
-    buckets a layer, 160 in all, 2 B each: 160 x 52,428,800 x 2 = 16,777,216,000 B; the
-    embedding and output layer's 1,050,673,152 fp32 values 20.04, so 21 buckets of 4 B values:
-    21 x 52,428,800 x 4 = 4,404,019,200 B. 21,181,235,200 B, where every value of the rank
-    once (6,979,588,096 x 2 + 1,050,673,152 x 4) was 18,161,868,800."""
+    buckets (state/apex_buckets.py), one default_shard_size of the run's bucket_cap_mb 125
+    (llama3_8b.yaml at 157ea78b, `training.apex`): int(125 MiB / 2 B / 8) = 131,072,000 / 16
+    = 8,192,000 values (a multiple of 64), a bucket 65,536,000 values. NeMo starts a fresh
+    bucket for each layer: 218,112,000 values (layer 0 with the final norm's 4,096:
+    218,116,096) over 65,536,000 is 3.33, so 4 buckets a layer, 128 in all, 2 B each:
+    128 x 65,536,000 x 2 = 16,777,216,000 B; the embedding and output layer's 1,050,673,152
+    fp32 values 16.03, so 17 buckets of 4 B values: 17 x 65,536,000 x 4 = 4,456,448,000 B.
+    21,233,664,000 B, where every value of the rank once (6,979,588,096 x 2 + 1,050,673,152
+    x 4) was 18,161,868,800 (apex's default 100 MiB: 21,181,235,200, test_apex_param_buffer)."""
     _, inv = llama3_8b
-    assert 4 * 52_428_800 < 218_116_096 <= 5 * 52_428_800
-    assert 20 * 52_428_800 < LLAMA3_EMB <= 21 * 52_428_800
-    assert 160 * 52_428_800 * 2 + 21 * 52_428_800 * 4 == 21_181_235_200
-    assert inv.per_gpu["gradients"] == 21_181_235_200
+    assert 131_072_000 // 16 == 8_192_000 and 8_192_000 % 64 == 0
+    assert 3 * 65_536_000 < 218_116_096 <= 4 * 65_536_000
+    assert 16 * 65_536_000 < LLAMA3_EMB <= 17 * 65_536_000
+    assert 128 * 65_536_000 * 2 + 17 * 65_536_000 * 4 == 21_233_664_000
+    assert inv.per_gpu["gradients"] == 21_233_664_000
     assert LLAMA3_BODY * 2 + LLAMA3_EMB * 4 == 18_161_868_800
 
 
 def test_remainders_and_moments_are_whole_bucket_shards(llama3_8b):
     """`StateBucket` allocates an int16 remainder shard (2 B) and two fp32 moment shards
-    (8 B) of shard_size = 6,553,600 values for each of the 160 + 21 = 181 buckets, however
-    full: 181 x 6,553,600 = 1,186,201,600 values, where ceil(8,030,261,248 / 8) =
-    1,003,782,656 were counted before."""
+    (8 B) of shard_size = 8,192,000 values for each of the 128 + 17 = 145 buckets, however
+    full: 145 x 8,192,000 = 1,187,840,000 values, where ceil(8,030,261,248 / 8) =
+    1,003,782,656 would be each value once."""
     _, inv = llama3_8b
-    shard = 181 * 6_553_600
-    assert shard == 1_186_201_600
+    shard = 145 * 8_192_000
+    assert shard == 1_187_840_000
     assert math.ceil((LLAMA3_BODY + LLAMA3_EMB) / RANKS) == 1_003_782_656
-    assert inv.per_gpu["master"] == 2 * shard == 2_372_403_200
-    assert inv.per_gpu["optimizer"] == 8 * shard == 9_489_612_800
-    # the bf16 weights stay exact (the contiguous param buffer is not counted: no key)
-    assert inv.per_gpu["weights"] == 2 * (LLAMA3_BODY + LLAMA3_EMB)
+    assert inv.per_gpu["master"] == 2 * shard == 2_375_680_000
+    assert inv.per_gpu["optimizer"] == 8 * shard == 9_502_720_000
 
 
 def test_reduce_scattered_shards_live_to_zero_grad_the_fp32_ones_made_at_the_step(llama3_8b):
     """The gradient shards, one data x context shard of each apex bucket: the layers' are made
     in the last micro-batch's backward (tests/test_apex_cool_down.py), the embedding's and
     output layer's fp32 buckets at the step: 1,050,673,152 values over buckets of 8 x
-    6,553,600 = 52,428,800, 21 buckets, 21 x 6,553,600 x 4 B = 550,502,400 B; no fp32 copy
+    8,192,000 = 65,536,000, 17 buckets, 17 x 8,192,000 x 4 B = 557,056,000 B; no fp32 copy
     of them (Megatron's `_copy_model_grads_to_main_grads` is not run). All of them are freed
     together (`zero_grad`)."""
     r, inv = llama3_8b
-    expected = 21 * 6_553_600 * 4
-    assert expected == 550_502_400
+    expected = 17 * 8_192_000 * 4
+    assert expected == 557_056_000
     assert optimizer_temporaries(r, 0) == (APEX_GRAD_SHARDS, expected)
     events = [e for e in build_events(r, inv, 0) if e.part == APEX_GRAD_SHARDS]
     assert [(e.phase, e.alloc) for e in events].count(("optimizer", True)) == 1

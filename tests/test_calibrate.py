@@ -461,6 +461,26 @@ def test_gpu_preset_by_hand():
     assert hw.tiers["hbm"].capacity == pytest.approx(150.8e9)
 
 
+def test_host_memory_is_one_gpus_share_as_in_every_preset():
+    """A preset's tiers are per GPU (h200-hbf: 2 TB and 921.6 GB/s of DRAM a node, 256 GB and
+    115 GB/s a GPU); the calibrated one gave each GPU the whole host's memory and bandwidth,
+    8x an 8-GPU node's share, so DRAM offload looked 8x roomier and faster than it is."""
+    text = hardware_preset(gpu_calibration(), load_preset("hardware", "h200-hbf"), "h200-hbf")
+    data = yaml.safe_load(text)
+    assert data["network"]["gpus_per_node"] == 8  # the base's, copied
+    # host 2,000,000,000,000 B / 8 GPUs = 250,000,000,000 B; copies 2.0e11 B/s / 8 = 2.5e10
+    assert data["tiers"]["dram"]["capacity"] == "250 GB"
+    assert data["tiers"]["dram"]["bandwidth"] == "25 GB/s"
+    assert data["cpu"]["memory_bandwidth"] == "25 GB/s"
+    assert "divided by the 8 GPU(s) that share it" in " ".join(text.split())
+    # a GH200 superchip has its Grace memory to itself (gpus_per_node 1): nothing divided
+    gh = yaml.safe_load(hardware_preset(gpu_calibration(), load_preset("hardware", "gh200"), "gh"))
+    assert (gh["tiers"]["dram"]["capacity"], gh["tiers"]["dram"]["bandwidth"]) == (
+        "2 TB",
+        "200 GB/s",
+    )
+
+
 def test_gpu_preset_with_one_copy_direction_missing():
     cal = gpu_calibration(device_to_host_bandwidth=True, matmul_fp8=True)
     text = hardware_preset(cal, load_preset("hardware", "h200-hbf"), "h200-hbf")

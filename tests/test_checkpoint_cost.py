@@ -1,6 +1,7 @@
-"""A durable checkpoint measured at less cost (issue 36, docs/speed.md "Seventh round") gives the
-figures the earlier path gave, to the bit: every figure of the simulated step and of its
-checkpoint, on async and blocking checkpoints to DRAM, NVMe and HBF, one every step included.
+"""A durable checkpoint measured at less cost (issue 36, docs/speed.md "Seventh round" and
+"Eighth round") gives the figures the earlier path gave, to the bit: every figure of the
+simulated step and of its checkpoint, on async and blocking checkpoints to DRAM, NVMe and HBF,
+one every step included.
 
 The earlier path is run here, its figures not copied: the same simulation with what this
 round changed put back as it was (`put_back`):
@@ -11,7 +12,13 @@ round changed put back as it was (`put_back`):
 - the next step's first uses were read from every op of the plain step, not only from those
   starting before the last late drain ends (`checkpoint_apart._first_uses`);
 - a resumed run's dependency graph was built from its whole schedule (`resume._graph` now
-  takes the plain run's over).
+  takes the plain run's over);
+- (eighth round) each flow registered planned the next wake-up over every flow in the
+  network (`FlowNetwork._plan_wake` now compares only the new flow with the plan made at the
+  same instant, where nothing else changed since); a wake-up brought the flows' bytes up to
+  date, split the landed ones off, set the new rates and planned the next wake-up in four
+  passes over the flows (now two: `flowwalks.split_landed` advances them, `rated_soonest` sets the
+  rates as it plans).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tiersim.config.load import load_scenario
-from tiersim.engine import checkpoint_apart, durable, metrics, resume
+from tiersim.engine import checkpoint_apart, durable, flows, metrics, resume
 from tiersim.engine import simulate as engine_simulate
 from tiersim.engine.graph import dependency_graph
 from tiersim.engine.ops import OpKind, Role
@@ -89,6 +96,37 @@ def put_back(monkeypatch) -> None:
     monkeypatch.setattr(durable, "_checkpoint_windows", _windows_over_every_op)
     monkeypatch.setattr(checkpoint_apart, "_first_uses", all_first_uses)
     monkeypatch.setattr(resume, "_graph", lambda a, b, watch: b.graph()[0])
+    put_back_flow_walks(monkeypatch)
+
+
+def put_back_flow_walks(monkeypatch) -> None:
+    """The flow network's walks as they were before the eighth round (module docstring)."""
+    monkeypatch.setattr(flows.FlowNetwork, "_plan_wake", _plan_wake_walking_every_flow)
+    monkeypatch.setattr(flows, "split_landed", _split_after_a_pass_advancing)
+
+
+_PLAN_WAKE, _SPLIT = flows.FlowNetwork._plan_wake, flows.split_landed
+
+
+def _plan_wake_walking_every_flow(self, now, added=None, rates=None):
+    """`FlowNetwork._plan_wake` as it was: the rates set in a pass of their own, then a walk
+    over every flow, whatever was added."""
+    if rates is not None:
+        for f, rate in zip(self.flows, rates, strict=True):
+            f.rate = rate
+    _PLAN_WAKE(self, now)
+
+
+def _split_after_a_pass_advancing(flows_, now, which, last):
+    """`flows.split_landed` as it was called: every flow brought up to now in a pass of its own
+    (`FlowNetwork._advance`), then split with nothing left to move."""
+    for f in flows_:
+        rate = f.rate
+        if rate:
+            since = f.begin if f.begin > last else last
+            if now > since:
+                f.remaining -= rate * (now - since)
+    return _SPLIT(flows_, now, which, now)
 
 
 def _counted(monkeypatch) -> list:
@@ -158,3 +196,27 @@ def test_a_resumed_runs_graph_is_the_one_built_from_its_schedule(name, monkeypat
     monkeypatch.setattr(resume, "_graph", checked)
     simulate(load_scenario(*CASES[name]).scenario)
     assert compared == [True]
+
+
+def test_a_flow_registered_is_planned_as_a_walk_over_every_flow_plans_it(monkeypatch):
+    """The 70B blocking copy registers its 245 copies at one instant, each latent (its route's
+    latency before it): each one's plan, compared with the plan made for the flow before it,
+    is the soonest change and its flow that a walk over every flow finds, at every plan (the
+    rates set in the walk included)."""
+    plan_wake, walked = flows.FlowNetwork._plan_wake, []
+
+    def checked(self, now, added=None, rates=None):
+        planned = self._planned
+        quick = (
+            added is not None and planned is not None and planned[:2] == (now, len(self.flows) - 1)
+        )
+        plan_wake(self, now, added, rates)
+        soonest, which = flows.soonest_change(self.flows, now)
+        walked.append((quick, self._planned[2] == soonest and self._planned[3] is which))
+
+    monkeypatch.setattr(flows.FlowNetwork, "_plan_wake", checked)
+    simulate(
+        load_scenario(*CASES["70B ZeRO-3 NVMe: blocking (the copy resumed mid-step)"]).scenario
+    )
+    assert all(same for _, same in walked)
+    assert sum(quick for quick, _ in walked) >= 244  # each copy after the first, at least

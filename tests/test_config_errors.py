@@ -844,6 +844,21 @@ def test_a_whole_number_with_an_exponent_says_yaml_read_it_as_text(problems, wri
     assert "YAML reads" not in only(problems(write(huge)))
 
 
+def test_a_whole_number_in_quotes_says_the_quotes_make_it_text(problems, write):
+    # `seq_len: "4096"` was refused as "input should be a valid integer (got '4096')": the
+    # digits are a whole number, the quotes are what is wrong
+    for given, digits in (('"1024"', "1024"), ('" 2"', "2")):
+        path = write(f"name: x\nmodel: {{preset: gpt2}}\ntraining: {{seq_len: {given}}}\n")
+        line = said(only(problems(path)), path)
+        assert line.coded == ("E-TYPE", "training.seq_len")
+        assert line.message.endswith(
+            f"in quotes YAML reads {digits} as text: write it without them"
+        )
+    # a quoted word or fraction is not a whole number: no such hint
+    text = 'name: x\nmodel: {preset: gpt2}\ntraining: {seq_len: "four", micro_batch_size: "1.5"}\n'
+    assert not any("in quotes" in p for p in problems(write(text)))
+
+
 def test_a_tier_name_misspelt_is_named_with_the_tier_meant(problems, write):
     budget = {"name": "x", "model": {"preset": "gpt2"}, "budget": {"hbff": {"lifetime": "5 years"}}}
     path = write(budget)

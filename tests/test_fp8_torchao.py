@@ -15,7 +15,8 @@ from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.state.step_memory import build_events, gpu_timeline
 
-FP8 = "FP8 weight copies (training.fp8)"
+FP8 = "FP8 weight copies (training.fp8)"  # Transformer Engine's cached copies
+CASTS = "FP8 casts of GEMM operands (torchao)"
 # a Llama-like layer: q, k, v, o 64 x 64 (4,096 values), gate, up, down 64 x 128 (8,192)
 TINY = {
     "hidden": 64,
@@ -29,18 +30,32 @@ TINY = {
     "tied_embeddings": False,
 }
 PRECISION = {"weights": "fp32", "gradients": "fp32", "master": "none", "optimizer": "fp32"}
-# torchao's casts of one weight at a time: the largest, a 64 x 128 weight, 8,192 values at 1 B
-CAST = {
-    "tensorwise": 8_192 + 4,  # one fp32 scale
-    "rowwise": 8_192 + 4 * 128,  # an fp32 scale a row, the 128-row layout the larger
-    "mxfp8": 8_192 + 8_192 // 32,  # a 1-byte E8M0 scale per 32 values
+# torchao's casts live at once in a layer (state/fp8_casts.py, measured in test_fp8_casts.py),
+# M = 128 tokens (seq_len 128, one sequence): its largest linear's, the down projection's
+# (K 128 -> N 64) forward, gate's or up's (K 64 -> N 128) backward; 1 B a value, fp32 scales
+# forward: input M·K + weight K·N; backward: gradient M·N + weight K·N (grad_input GEMM) held
+# beside gradient M·N + input M·K (grad_weight GEMM)
+LIVE = {
+    # forward 128·128 + 4 + 128·64 + 4; backward 2 x 128·128 + 128·64 + 64·128 + 4 x 4
+    "tensorwise": (16_384 + 8_192 + 8, 2 * 16_384 + 8_192 + 8_192 + 16),  # 24,584, 49,168
+    # forward: scales a row of the input (128), a column of the weight (64); backward:
+    # gradient 128 and 128 (grad_input, grad_weight), weight 64, input 64
+    "rowwise": (
+        16_384 + 4 * 128 + 8_192 + 4 * 64,  # 25,344
+        (16_384 + 4 * 128) + (8_192 + 4 * 64) + (16_384 + 4 * 128) + (8_192 + 4 * 64),  # 50,688
+    ),
+    # rowwise's forward; backward the grad_input GEMM's alone, its weight tensorwise (one
+    # scale): the grad_weight GEMM runs in bf16
+    "rowwise_with_gw_hp": (25_344, (16_384 + 4 * 128) + (8_192 + 4)),  # 25,092
+    # the prototype: the largest weight's cast alone, 8,192 B and a 1-byte scale a 32 values
+    "mxfp8": (8_192 + 8_192 // 32, 8_192 + 8_192 // 32),
 }
 
 
-def _events(recipe: str, zero: int, recompute: str = "none"):
+def _events(recipe: str, zero: int, recompute: str = "none", param_gather: bool = False):
     training = {"seq_len": 128, "precision": {**PRECISION, "compute": "bf16"}, "workspace": "0 B"}
     training |= {"framework": "fsdp", "implementation": "torchtitan", "recompute": recompute}
-    training["fp8"] = {"recipe": recipe}
+    training["fp8"] = {"recipe": recipe, "param_gather": param_gather}
     raw = {"name": "tiny", "model": TINY, "training": training}
     raw["parallel"] = {"data": 2, "zero_stage": zero}
     raw["hardware"] = {"gpu": {"kernels": None}}  # every recipe taken (memory needs no rate)
@@ -49,16 +64,19 @@ def _events(recipe: str, zero: int, recompute: str = "none"):
     return build_events(r, inv, 0), gpu_timeline(r, inv)
 
 
-@pytest.mark.parametrize("recipe", sorted(CAST))
+@pytest.mark.parametrize("recipe", sorted(LIVE))
 @pytest.mark.parametrize(("zero", "recompute"), [(3, "none"), (1, "none"), (3, "full")])
-def test_torchao_holds_one_gemms_cast_and_frees_it_with_the_gemm(recipe, zero, recompute):
-    """Each layer's forward casts, and its backward casts again: one weight's one layout
-    (CAST) live, freed at the same moment (forward) or with the layer's backward; nothing at
-    the start of the step (no step-long cache under ZeRO 1 either) and nothing held from a
-    layer's forward to its backward (TE's two layouts of every weight were, 2 x 4 x 4,100 +
-    2 x 3 x 8,196 = 81,976 B a layer tensorwise)."""
+def test_torchao_casts_each_layers_gemm_operands_and_frees_them_with_the_pass(
+    recipe, zero, recompute
+):
+    """Each layer's forward casts its GEMMs' operands and frees them at once; its backward
+    casts again, freed with the layer's backward (LIVE); nothing at the start of the step (no
+    step-long cache under ZeRO 1 either) and nothing held from a layer's forward to its
+    backward (TE's two layouts of every weight were, 2 x 4 x 4,100 + 2 x 3 x 8,196 = 81,976 B
+    a layer tensorwise)."""
     events, t = _events(recipe, zero, recompute)
-    fp8 = [(e.moment, e.alloc, e.nbytes) for e in events if e.part == FP8 and e.nbytes]
+    assert not [e for e in events if e.part == FP8 and e.nbytes]
+    fp8 = [(e.moment, e.alloc, e.nbytes) for e in events if e.part == CASTS and e.nbytes]
     layer = [
         ("forward: layer {i}", True),
         ("forward: layer {i}", False),
@@ -66,8 +84,19 @@ def test_torchao_holds_one_gemms_cast_and_frees_it_with_the_gemm(recipe, zero, r
     want = [(m.format(i=i), a) for i in (0, 1) for m, a in layer]
     want += [(f"backward: layer {i}", a) for i in (1, 0) for a in (True, False)]
     assert [(m, a) for m, a, _ in fp8] == want
-    assert {n for _, a, n in fp8 if a} == {CAST[recipe]}
-    assert t.peak_parts.get(FP8, 0) in (0, CAST[recipe])
+    forward, backward = LIVE[recipe]
+    assert [n for m, a, n in fp8 if a] == [forward, forward, backward, backward]
+    assert t.peak_parts.get(CASTS, 0) in (0, forward, backward)
+
+
+def test_torchao_fp8_all_gather_casts_no_weight():
+    """Under torchao's FP8 all-gather the gathered weight is already FP8
+    (`tensor_already_casted_to_fp8`): only the activations' casts, tensorwise: forward the
+    down projection's input 128·128 + 4; backward gate's gradient twice and its input,
+    2 x (128·128 + 4) + 128·64 + 4."""
+    events, _ = _events("tensorwise", 3, param_gather=True)
+    live = [e.nbytes for e in events if e.part == CASTS and e.alloc]
+    assert live == [16_388, 16_388, 40_972, 40_972]
 
 
 def test_transformer_engine_keeps_both_layouts_of_every_weight_all_step():

@@ -3,7 +3,7 @@ the unit cells they cover (integer ends: a brute-force count, not the code under
 
 import itertools
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiersim.core import intervals as iv
@@ -131,3 +131,13 @@ def test_intersect_shortcuts_by_hand():
         (2.0, 3.0),
     ]
     assert iv.intersect([(0.0, 1.0)], []) == iv.intersect([], [(0.0, 1.0)]) == []
+
+
+@settings(max_examples=120)
+@given(st.lists(_spans, max_size=4), st.integers(0, 200))
+def test_union_of_disjoint_lists_is_the_union_of_them_all(lists, longest):
+    """`union_of` (the longest list kept, the others put in by bisection where few) against
+    `union` of every interval, exactly: the same intervals."""
+    lists = [iv.union(spans) for spans in lists]
+    lists.append([(2.0 * k, 2.0 * k + 1) for k in range(longest)])  # often the longest
+    assert iv.union_of(lists) == iv.union([s for spans in lists for s in spans])

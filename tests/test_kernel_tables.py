@@ -108,17 +108,49 @@ def test_fp8s_fall_with_k_follows_deepgemms_measurements():
             assert before > 1.2 * measured and abs(model - measured) < before - measured
 
 
-def test_a_table_without_a_grid_shapes_its_best_rate_by_waves():
-    # b200.yaml: BF16 1745.0 TFLOP/s best; 148 SMs. A 4096 x 3072 output in 256 x 128 tiles:
-    # 16 x 24 = 384 tiles = 2.595 waves of 148, the last one 0.595 full: share 2.595 / 3
-    b200 = burst("b200")
+def test_a_table_without_a_grid_shapes_its_best_rate_by_waves(tmp_path):
+    # a table of best rates alone (B200's mamf-finder figures, BF16 1745.0 and FP8 3432.5
+    # TFLOP/s) over 148 SMs. A 4096 x 3072 output in 256 x 128 tiles: 16 x 24 = 384 tiles =
+    # 2.595 waves of 148, the last one 0.595 full: share 2.595 / 3
+    path = tmp_path / "best-only.yaml"
+    path.write_text("gemm: {bf16: {best: 1745.0}, fp8: {best: 3432.5}}\n")
+    best_only = kernel_table(str(path))
     share = (384 / 148) / 3
-    assert b200.gemm_rate("bf16", 4096, 3072, 8192, 148) == pytest.approx(1745.0 * share * T)
-    assert b200.gemm_rate("fp8", 4096, 3072, 8192, 148) == pytest.approx(3432.5 * share * T)
+    assert best_only.gemm_rate("bf16", 4096, 3072, 8192, 148) == pytest.approx(1745.0 * share * T)
+    assert best_only.gemm_rate("fp8", 4096, 3072, 8192, 148) == pytest.approx(3432.5 * share * T)
     assert kernel_table("a100-sxm").gemm_rate("bf16", 8192, 8192, 8192, 108) == pytest.approx(
         271.2 * T * (32 * 64 / 108) / math.ceil(32 * 64 / 108)
     )
-    assert b200.gemm_rate("tf32", 4096, 4096, 4096, 148) is None  # not measured
+    assert best_only.gemm_rate("tf32", 4096, 4096, 4096, 148) is None  # not measured
+
+
+def test_the_b200_grids_are_openxlas_measured_sm100_rates():
+    # tensorflow/tensorflow third_party/xla/xla/backends/gpu/cost_model/
+    # matmul_interpolator_data.h (commit a305421c), key "sm_100", b 1, FLOP/s:
+    #   4096^3 "bf16xbf16->bf16" 1416867213789406 -> 1416.9 TFLOP/s
+    #   (1024, 2048, 4096) "f8e4m3fnxf8e4m3fn->bf16" 1470879210958904 -> 1470.9
+    #   (2048, 1024, 1024) bf16 496069218757218 -> 496.1; fp8 504518653353694 -> 504.5
+    b200 = burst("b200")
+    assert b200.gemm_rate("bf16", 4096, 4096, 4096, 148) == pytest.approx(1416.9 * T)
+    assert b200.gemm_rate("fp8", 1024, 2048, 4096, 148, "tensorwise") == pytest.approx(1470.9 * T)
+    assert b200.gemm_rate("bf16", 2048, 1024, 1024, 148) == pytest.approx(496.1 * T)
+    assert b200.gemm_rate("fp8", 2048, 1024, 1024, 148) == pytest.approx(504.5 * T)
+    # FP8 is its own measured grid, at the full K (no BF16 shape, no k_scale)
+    assert b200.gemm["fp8"].scale == 1.0 and b200.gemm["fp8"].k_scale == 1.0
+    # (4096, 3072, 8192): m at the 4096 edge, n 3072 at log2(1.5) = 0.58496 of the way from
+    # 2048 to 4096, k held at 4096: BF16 1343.5 + 0.58496 x (1416.9 - 1343.5) = 1386.436;
+    # FP8 2499.4 + 0.58496 x (2765.0 - 2499.4) = 2654.765
+    w = math.log2(1.5)
+    assert b200.gemm_rate("bf16", 4096, 3072, 8192, 148) == pytest.approx(
+        (1343.5 + w * (1416.9 - 1343.5)) * T
+    )
+    assert b200.gemm_rate("fp8", 4096, 3072, 8192, 148) == pytest.approx(
+        (2499.4 + w * (2765.0 - 2499.4)) * T
+    )
+    # MXFP8 runs at the tensorwise rate (unmeasured beside it: an assumption, b200.yaml)
+    assert b200.gemm_rate("fp8", 4096, 3072, 8192, 148, "mxfp8") == b200.gemm_rate(
+        "fp8", 4096, 3072, 8192, 148, "tensorwise"
+    )
 
 
 def test_h200_inherits_the_h100s_grid_and_attention_with_its_own_fp8():
@@ -269,13 +301,14 @@ def test_under_sustained_load_no_gemm_runs_above_the_share_of_the_best():
     assert h100.gemm_rate("fp8", 4096, 4096, 2048, 132) == pytest.approx(677.4 * 1402.6 / 794.5 * T)
     assert h100.gemm_rate("fp8", 4096, 4096, 7168, 132, "blockwise") == pytest.approx(1245.5088 * T)
     # the H200: its own FP8 best, 0.888 x 1453.4 = 1290.6192; B200 BF16 0.828 x 1745.0 =
-    # 1444.86, FP8 0.832 x 3432.5 = 2855.84 (a 4096 x 3072 output's burst 1509.6 and 2969.4
-    # at 2.595 / 3 waves are held; 1024 x 2048 in 64 tiles of 256 x 128, 64 / 148 of a wave,
-    # keeps 754.6)
+    # 1444.86, FP8 0.832 x 3432.5 = 2855.84: every point of its measured grids is under them
+    # (BF16 at most 1416.9, FP8 2765.0 at 4096^3), so a GEMM keeps its rate; a layer timed by
+    # its FLOPs runs at the ceilings
     assert h200.gemm_rate("fp8", 8192, 8192, 8192, 132) == pytest.approx(1290.6192 * T)
-    assert b200.gemm_rate("bf16", 4096, 3072, 8192, 148) == pytest.approx(1444.86 * T)
-    assert b200.gemm_rate("fp8", 4096, 3072, 8192, 148) == pytest.approx(2855.84 * T)
-    assert b200.gemm_rate("bf16", 1024, 2048, 8192, 148) == pytest.approx(1745.0 * 64 / 148 * T)
+    assert b200.gemm_rate("bf16", 8192, 8192, 8192, 148) == pytest.approx(1416.9 * T)
+    assert b200.gemm_rate("fp8", 8192, 8192, 8192, 148) == pytest.approx(2765.0 * T)
+    assert b200.best_rate("bf16") == pytest.approx(1444.86 * T)
+    assert b200.best_rate("fp8") == pytest.approx(2855.84 * T)
     # a layer timed by its FLOPs runs at the ceiling itself
     assert h100.best_rate("bf16") == pytest.approx(705.516 * T)
     assert h100.best_rate("fp8") == pytest.approx(1245.5088 * T)

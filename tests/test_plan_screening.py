@@ -11,16 +11,24 @@ import math
 
 import pytest
 from conftest import SCENARIOS
-from test_plan_search import plan_candidate
+from test_plan_search import exhaustively, plan_candidate
 
 from tiersim.cli import main
 from tiersim.config.overrides import apply_overrides
 from tiersim.config.yamlfile import read_yaml
-from tiersim.plan import chunks
+from tiersim.plan import chunks, simulating
 from tiersim.plan import run as run_module
 from tiersim.plan.contenders import Contenders
-from tiersim.plan.prune import Candidate
-from tiersim.plan.screening import SIMULATED, Screened, plain_step, screenable, wears
+from tiersim.plan.prune import Candidate, Pruned
+from tiersim.plan.screening import (
+    SIMULATED,
+    Screened,
+    plain_step,
+    screenable,
+    tightened,
+    wears,
+    worth_screening,
+)
 from tiersim.sweep.worker import PointTask, run_point
 
 # The default scenario (its checkpoint kept: every 1,000 steps, async to NVMe) cut to 4 layers
@@ -57,9 +65,27 @@ def screened_and_exhaustive(tmp_path_factory):
         mp.setattr(chunks, "CHUNK", 16)
         screened = _plan(path)
     with pytest.MonkeyPatch.context() as mp:  # every candidate simulated in full
-        mp.setattr(Contenders, "matters", lambda self, candidate: True)
+        exhaustively(mp)
         exhaustive = _plan(path)
     return screened, exhaustive, path
+
+
+@pytest.fixture(scope="module")
+def small_screened(screened_and_exhaustive):
+    """The same space searched as a small space is (checked here, a sample spread over it),
+    each candidate the search screens recorded: (optimizer on HBF, its wear floor, its step
+    bound before its screen and after)."""
+    path = screened_and_exhaustive[2]
+    seen: list[tuple[bool, float, float, float]] = []
+
+    def recorded(c: Candidate, outcome: Screened) -> Candidate:
+        after = tightened(c, outcome)
+        seen.append((c.hbf_optimizer, c.wear_floor_s, c.bound.time_s, after.bound.time_s))
+        return after
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(simulating, "tightened", recorded)
+        return _plan(path), seen
 
 
 def test_a_screened_search_gives_the_exhaustive_search_s_answer(screened_and_exhaustive):
@@ -78,11 +104,70 @@ def test_a_screened_search_gives_the_exhaustive_search_s_answer(screened_and_exh
     assert screened["candidates"]["simulated"] + sum(by_bound.values()) == simulated
 
 
+def test_a_small_space_s_contenders_are_screened_too_and_the_answer_is_the_same(
+    screened_and_exhaustive, small_screened
+):
+    # every contender with a durable checkpoint (here all of them, every 1,000 steps) has its
+    # step simulated first, wear or not: those off HBF (no wear floor) have their step bound
+    # raised to it, and only those still among the best are run in full; the answer is still
+    # the exhaustive search's, and every candidate is simulated or counted
+    _, exhaustive, _ = screened_and_exhaustive
+    small, seen = small_screened
+    assert small["plans"] == exhaustive["plans"]
+    assert small["hbf_optimizer"] == exhaustive["hbf_optimizer"]
+    off_hbf = [(before, after) for hbf, floor, before, after in seen if not hbf and floor == 0]
+    assert off_hbf, seen  # screened without a wear floor to judge
+    assert all(after >= before for before, after in off_hbf)
+    assert any(after > before for before, after in off_hbf)  # its step over its bound
+    by_bound = small["candidates"]["pruned_by_bound"]
+    assert by_bound.get(SIMULATED, 0) > 0, by_bound
+    simulated = exhaustive["candidates"]["simulated"]
+    assert small["candidates"]["simulated"] + sum(by_bound.values()) == simulated
+    assert small["candidates"]["simulated"] < simulated
+
+
+def test_screened_wear_or_not_where_a_checkpoint_s_runs_are_saved():
+    # a bound, a period bounded above, a checkpoint's share of it in (0, inf): screened
+    assert worth_screening(_candidate(0.0, 0.05))  # no wear floor: its step bound raised
+    assert not worth_screening(_candidate(0.0, 0.0))  # no checkpoint: nothing to save
+    assert not worth_screening(_candidate(0.0, math.inf))  # interval chosen by the run
+    # a flash tier whose dies reads and programs share: its period is not bounded above
+    # (its whole run sets the ports from a first simulation, so its step is not the plain one)
+    assert not worth_screening(plan_candidate(1.0, checkpoint_upper_s=0.05))
+    unbounded = plan_candidate(1.0, upper_s=4.0, checkpoint_upper_s=0.05, bound=None)
+    assert not worth_screening(unbounded)  # no bound to raise
+
+
+def test_a_screen_without_a_wear_floor_raises_the_bound_only():
+    # a candidate off HBF (no wear floor) bounded at 1 s, simulated at 1.5 s: its bound is
+    # 1.5 x (1 - 1e-9) s and it waits to run in full (it is not settled: its whole run is
+    # what ranks it), whatever the screen says of wear
+    c = _candidate(0.0, 0.05, hbf=False)
+    rest = simulating.Rest(Pruned(kept=[c]), Contenders("tokens_per_s", 2), None, [], [])
+    rest.screened(0, Screened(1.5, 0.01, worn=True, holds=True))
+    assert rest.later == [0] and rest.deferred == []
+    assert rest.pruned.kept[0].bound.time_s == pytest.approx(1.5 * (1 - 1e-9), rel=1e-15)
+    assert rest.pruned.kept[0].bound.binding == SIMULATED
+    assert not rest.contenders.pruned and not rest.contenders.group_best
+
+
 def _task(path, *sets: str) -> PointTask:
     """One plan of the space as the search sends it: the scenario with its choices set."""
     mapping = apply_overrides(read_yaml(path, str(path)), [*SETS[1::2], *sets], str(path))
     mapping.pop("plan")
     return PointTask(mapping, str(path.parent), str(path), remedies=False)
+
+
+def test_the_step_without_the_checkpoint_is_the_whole_run_s_off_hbf(screened_and_exhaustive):
+    # the same for a plan with no wear floor (everything on HBM, ZeRO 3), which the search
+    # now screens too: its simulated step is the one its whole run reports, to round-off
+    path = screened_and_exhaustive[2]
+    homes = ("placement.optimizer=hbm", "placement.master=hbm", "placement.gradients=hbm")
+    task = _task(path, *homes, "parallel.zero_stage=3", "placement.activations=hbm")
+    report = json.loads(run_point(task).report_json)
+    assert report["checkpoint"] is not None
+    screened = plain_step(task, report["checkpoint"]["stall_s"] / 1000)
+    assert screened.step_s == pytest.approx(report["step"]["time_s"], rel=1e-12)
 
 
 @pytest.mark.parametrize("activations", ["hbm", "dram"])
@@ -107,7 +192,8 @@ def test_the_step_without_the_checkpoint_is_the_whole_run_s(screened_and_exhaust
 
 
 def _candidate(floor_s: float, checkpoint_s: float, hbf: bool = True) -> Candidate:
-    return plan_candidate(1.0, hbf, floor_s, 4.0, wear_tier="hbf", checkpoint_upper_s=checkpoint_s)
+    tier = "hbf" if floor_s else None
+    return plan_candidate(1.0, hbf, floor_s, 4.0, wear_tier=tier, checkpoint_upper_s=checkpoint_s)
 
 
 def test_a_step_too_short_for_its_floor_with_its_checkpoint_s_share_wears():
@@ -149,3 +235,20 @@ def test_a_plan_found_to_hold_sets_the_least_its_group_s_best_scores():
     assert contenders.group_best == {True: 50_000.0}
     # an objective whose score needs the whole run (goodput, cost): nothing set
     assert not Contenders("goodput", 2).holds_at_least(_candidate(2.0, 0.05), 2.0)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_a_plan_found_to_hold_sets_its_group_s_least_best_only_in_a_large_space(large):
+    # on HBF, floor 2 s, a checkpoint's share of at most 0.05 s, simulated at 2.5 s and found
+    # to hold: a large space takes 80,000 / (2.5 x (1 + 1e-9)) tokens/s as its group's least
+    # best and runs it in full last; a small space runs it in full next and sets nothing
+    c = _candidate(2.0, 0.05)
+    rest = simulating.Rest(Pruned(kept=[c]), Contenders("tokens_per_s", 2), None, [], [])
+    rest.wear_screens = large
+    rest.screened(0, Screened(2.5, 0.01, holds=True))
+    if large:
+        assert rest.deferred == [0] and rest.later == []
+        assert rest.contenders.group_best[True] == pytest.approx(80_000 / 2.5, rel=1e-8)
+    else:
+        assert rest.later == [0] and rest.deferred == []
+        assert rest.contenders.group_best == {}

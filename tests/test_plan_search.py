@@ -15,7 +15,7 @@ import pytest
 from conftest import SCENARIOS
 
 from tiersim.cli import main
-from tiersim.plan import chunks
+from tiersim.plan import chunks, simulating
 from tiersim.plan import run as run_module
 from tiersim.plan.bound import StepBound
 from tiersim.plan.contenders import Contenders, score_bound
@@ -58,7 +58,7 @@ def pruned_and_exhaustive(tmp_path_factory):
     path.write_text((SCENARIOS / "default.yaml").read_text() + "\n" + PLAN)
     pruned = _plan(path)
     with pytest.MonkeyPatch.context() as mp:  # every candidate simulated
-        mp.setattr(Contenders, "matters", lambda self, candidate: True)
+        exhaustively(mp)
         exhaustive = _plan(path)
     with pytest.MonkeyPatch.context() as mp:  # searched as a large space is (tiersim.plan.chunks)
         mp.setattr(run_module, "LARGE", 0)
@@ -68,6 +68,14 @@ def pruned_and_exhaustive(tmp_path_factory):
         mp.setattr(run_module, "_sample_hbf", lambda *args: None)  # sampled as it was before
         large["sample without hbf"] = _sample_said(_plan_said(path)[1])
     return pruned, exhaustive, large
+
+
+def exhaustively(mp: pytest.MonkeyPatch) -> None:
+    """A search that simulates every candidate in full: none pruned by a bound, none settled
+    by its step simulated first (tiersim.plan.screening)."""
+    mp.setattr(Contenders, "matters", lambda self, candidate: True)
+    mp.setattr(simulating, "screenable", lambda candidate: False)
+    mp.setattr(simulating, "worth_screening", lambda candidate: False)
 
 
 def _plan_said(path: Path, *extra: str) -> tuple[dict, str]:

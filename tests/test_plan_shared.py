@@ -138,3 +138,47 @@ def test_a_prefetch_depth_off_a_whole_number_is_built_as_written():
     candidate, _ = check(_combo({"simulation.prefetch_depth": 0}), out)  # not >= 1: refused
     assert candidate is None and sum(out.invalid.values()) == 1
     assert "simulation.prefetch_depth" in next(iter(out.invalid))
+
+
+def _as_written(raw: dict, combo: tuple):
+    """The candidate's scenario built afresh from the mapping with its choices written in."""
+    mapping = copy.deepcopy(raw)
+    for path, value in combo:
+        set_path(mapping, path.split("."), value)
+    return build(mapping, DEFAULT.parent, str(DEFAULT)).scenario
+
+
+def test_a_candidate_with_another_placement_is_the_scenario_built_as_written():
+    # the first built in full; the others differ from it only in placement.* (homes and the
+    # optimizer's device), so each is that one with its placement validated alone and set in
+    raw = read_yaml(DEFAULT, str(DEFAULT))
+    check = Checker(raw, DEFAULT.parent, str(DEFAULT))
+    out = Pruned()
+    others = {"parallel.zero_stage": 2, "training.recompute": "selective"}
+    built = []
+    for homes in HOMES[:3]:
+        choices = dict(sorted(dict(h.split("=") for h in homes).items()))
+        combo = _combo({**choices, **others})
+        candidate, key = check(combo, out)
+        alone = _as_written(raw, combo)
+        assert check.recent[tuple((p, type(v), v) for p, v in combo)] == alone
+        assert key == hashlib.sha256(alone.model_dump_json().encode()).hexdigest()[:16]
+        assert candidate.passes == layer_passes(alone)
+        built.append(alone.placement)
+    assert len(check.placed) == 1  # one built in full: the placements set in it
+    assert len({p.model_dump_json() for p in built}) == 3  # three placements, each its own
+
+
+def test_a_placement_that_is_not_consistent_is_refused_as_built_afresh():
+    # a home on a tier the machine lacks validates as a name, but config.consistency refuses
+    # it: the candidate is built in full and counted invalid for the same reason as a checker
+    # that never built another candidate before it says
+    raw = read_yaml(DEFAULT, str(DEFAULT))
+    check, out = Checker(raw, DEFAULT.parent, str(DEFAULT)), Pruned()
+    check(_combo({"placement.weights": "hbm"}), out)  # valid: the one set in next
+    wrong = _combo({"placement.weights": "tape"})
+    assert check(wrong, out) == (None, "")
+    fresh, alone = Checker(raw, DEFAULT.parent, str(DEFAULT)), Pruned()
+    fresh(wrong, alone)
+    assert out.invalid == alone.invalid and sum(out.invalid.values()) == 1
+    assert next(iter(out.invalid)).startswith("placement.weights")

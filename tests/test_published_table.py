@@ -27,7 +27,7 @@ HEAD = [
     "error",
     "GEMM s",
     "memory s",
-    "framew. s",
+    "calib. s",  # parallel.pipeline_engine_overhead, a calibration (not a framework's)
     "collect. s",
     "bubble s",
     "imbal. s",

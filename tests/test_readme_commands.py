@@ -23,3 +23,14 @@ def test_every_command_and_option_is_in_the_readme_with_help():
             assert action.help, f"{name} {action.option_strings or action.dest}: no help text"
             for option in action.option_strings:
                 assert option in README, f"tiersim {name} {option}"
+
+
+def test_every_command_the_pages_name_exists():
+    """docs/link-bytes.md sent readers to `tiersim layout`, a command tiersim never had (the
+    mesh's strides are in the table `tiersim inventory` prints)."""
+    import re
+
+    from docs_text import every_page
+
+    named = set(re.findall(r"`(?:\.venv/bin/)?tiersim ([a-z][a-z-]*)", every_page()))
+    assert named and named <= {name for name, _ in _commands()}, named

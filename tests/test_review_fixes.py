@@ -113,6 +113,65 @@ def test_hbf_page_quotes_the_step_times_tiersim_gives_now(cli, tmp_path):
     assert f"host DRAM over PCIe, {dram['step']['time_s']:.3f} s" in text
 
 
+def test_hbf_page_quotes_the_lifetimes_tiersim_gives_now():
+    """docs/hbf.md's section 2 said HBF wears out in 23.08 days over the whole device and
+    lasts 2.934 years at a minute's retention, where `tiersim wear` gives 23.07 days (and so
+    2.907 years): the lifetimes a buyer reads there, a version old. Neither key moves the step,
+    so each is the scenario's lifetime scaled by hand."""
+    text = " ".join(page("hbf").split("## 2. Flash as it behaves", 1)[1].split("## 3.")[0].split())
+    hbf = json.loads((ROOT / "tests/golden/reports/hbf-optimizer-state.json").read_text())
+    days = hbf["wear"]["hbf"]["lifetime_days"]  # 4,096 GB x 3,000 P/E / bytes a day
+    # wear levelled over the state's 105.84 GB instead of the device's 4,096 GB
+    span = days * 105.84e9 / 4096e9
+    assert f"wears HBF out in {span:.2f} days instead of {days:.2f}." in text
+    # a minute's retention: below 3 days the curve keeps its shortest point's 46x the rating
+    minute = days * 46 / 365  # years
+    assert f"`retention: 1 min`: {3000 * 46:,} cycles, lifetime {minute:.3f} years." in text
+
+
+def test_science_page_quotes_the_checkpoint_interval_tiersim_gives_now():
+    """docs/science.md said hbf-optimizer-state's NVMe budget bounds its checkpoints to every
+    83 steps, and that Daly's optimum (every 2) would take 41 drive writes a day and wear the
+    drive out in 44.02 days, where `tiersim run` gives 81 steps, 40.5 and 45.1 days."""
+    text = " ".join(page("science").split())
+    c = json.loads((ROOT / "tests/golden/reports/hbf-optimizer-state.json").read_text())
+    c = c["checkpoint"]
+    at = c["target_wear_at_optimum"]
+    said = (
+        f"every {at['interval_steps']} steps, the drain (its snapshot stalls nothing, so Daly's "
+        f"optimum is 0 s), {at['drive_writes_per_day']:.1f} drive writes a day on a drive rated "
+        f"1, its rated 14.02 PB written gone in {at['rated_lifetime_days']:.1f} days; with it, "
+        f"every {c['interval_steps']} steps, goodput {100 * c['goodput']:.2f} %)."
+    )
+    assert said in text
+
+
+def test_science_page_quotes_the_fsdp2_offload_step_tiersim_gives_now():
+    """docs/science.md said `tiersim run scenarios/fsdp2-cpu-offload-llama2-7b.yaml` gives a
+    17.46 s step (GPU compute 12.78 s) where it prints 17.481 s (12.794 s)."""
+    text = " ".join(page("science").split())
+    r = json.loads((ROOT / "tests/golden/reports/fsdp2-cpu-offload-llama2-7b.json").read_text())
+    s, pcie = r["step"], r["links"]["pcie"]["bytes_by_direction"]
+    said = (
+        f"{s['time_s']:.2f} s a step (GPU compute {s['compute_s']:.2f} s, the CPU update "
+        f"{s['optimizer_s']:.2f} s, the three host adds {s['exposed_cpu_s'] - s['optimizer_s']:.2f}"
+        f" s, exposed transfer {s['exposed_transfer_s']:.2f} s); PCIe "
+        f"{(pcie['dram->hbm'] + pcie['hbm->dram']) / 1e9:.1f} GB a step "
+        f"({pcie['dram->hbm'] / 1e9:.1f} GB of fp32 shards in, "
+        f"{pcie['hbm->dram'] / 1e9:.1f} GB of fp32 gradients out)"
+    )
+    assert said in text
+
+
+def test_hbf_answers_page_dates_its_figures_with_todays_step():
+    """docs/hbf-answers.md quotes hbf-optimizer-state at 17.326 s "at this version", the
+    version its rules came in: read today, that is a figure tiersim no longer prints. Its
+    opening says so, with today's step (the golden report's), kept current by this test."""
+    hbf = json.loads((ROOT / "tests/golden/reports/hbf-optimizer-state.json").read_text())
+    opening = " ".join(page("hbf-answers").split("## 1.", 1)[0].split())
+    assert f"`hbf-optimizer-state` steps in {hbf['step']['time_s']:.3f} s today" in opening
+
+
 def test_fp8_page_quotes_this_versions_activations(cli_json):
     """docs/fp8.md quoted 18.32 GB and 16.34 GB of activations for the default scenario under
     FP8, an earlier version's, as if `tiersim` printed them today."""

@@ -157,7 +157,7 @@ def test_a_references_files_problems_name_their_lines(tmp_path):
     assert code == 2, err
     refs = tmp_path / "references.yaml"
     assert err.splitlines() == [  # lines 3 and 6 of the file
-        f"{refs}: a.yaml.extra: unknown key 'extra' (expected one of: calibrates, derived, "
+        f"{refs}: a.yaml.extra: unknown key 'extra' (expected one of: calibrates, derived, fit, "
         "iteration_time_s, metric, notes, source, tflops_per_gpu, unfitted) (line 6)",
         f"{refs}: a.yaml.iteration_time_s: must be > 0 (got -1) (line 3)",
     ]

@@ -19,7 +19,7 @@ here is the figure the CLI prints; tiersim/api_commands.py holds the rest of the
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -279,16 +279,19 @@ class Planned:
             rows.append({k: p.get(k) for k in keep} | {"overrides": " ".join(p["overrides"])})
         return _table(rows)
 
-    def break_even(self) -> dict[str, Any] | None:
+    def break_even(
+        self, wrap: Callable[[Callable], Callable] | None = None
+    ) -> dict[str, Any] | None:
         """`tiersim plan --break-even`: where a plan holds optimizer state on HBF, the
-        figures at which it stops paying (None where no plan asks the question)."""
+        figures at which it stops paying (None where no plan asks the question). `wrap`, given,
+        wraps the simulate function its ~30 simulations call (the CLI counts them)."""
         from tiersim.plan.breakeven import hbf_break_even
 
         question = self.report["hbf_optimizer"]
         if question is None:
             return None
         base = tuple(self.report["base_overrides"])
-        return hbf_break_even(Path(self.report["scenario"]), question, base)
+        return hbf_break_even(Path(self.report["scenario"]), question, base, wrap)
 
     def best(self) -> Loaded | None:
         """The best plan as a scenario (None where no plan fits)."""

@@ -15,6 +15,7 @@ from tiersim.analysis.checkpoint_interval import with_checkpoint
 from tiersim.analysis.flash import interfering, with_interference
 from tiersim.analysis.wear import wear_problems
 from tiersim.config.context_notes import context_comm_notes
+from tiersim.config.cpu_rate_notes import cpu_rate_notes
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
@@ -32,6 +33,7 @@ from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate as simulate_plain
 from tiersim.engine.simulate import simulate_resolved
 from tiersim.engine.steady import steps_to_simulate
+from tiersim.hardware.kernel_notes import peak_notes
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.report.invariants import check_report
 from tiersim.report.json_report import run_report
@@ -121,6 +123,8 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + distributed_optimizer_notes(scenario)
         + vocab_padding_notes(scenario)
         + optimizer_notes(scenario)
+        + peak_notes(scenario)
+        + cpu_rate_notes(scenario)
     )
 
 

@@ -14,10 +14,12 @@ bf16 the 16-bit remainders NeMo asks for with bf16 weights and an fp32 optimizer
 
 from __future__ import annotations
 
+from tiersim.config.apex_optim import ApexOptim
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 
 KEY = "training.distributed_optimizer"
+APEX_KEY = "training.apex"
 
 
 def distributed_optimizer_problems(s: Scenario) -> list[Problem]:
@@ -47,19 +49,43 @@ def distributed_optimizer_problems(s: Scenario) -> list[Problem]:
             f"master {prec.master}, optimizer state {prec.optimizer}"
         )
         problems.append(Problem(KEY, what, "E-CONFLICT"))
+    if tr.apex.contiguous_param_buffer and tr.fp8 is not None and tr.fp8.param_gather:
+        what = (
+            "contiguous_param_buffer is counted for the 16-bit weights apex all-gathers; "
+            "with training.fp8.param_gather the linear weights are FP8 (NeMo's fp8_params, "
+            "uint8 buckets), which is not modelled: expected one of the two"
+        )
+        problems.append(Problem(f"{APEX_KEY}.contiguous_param_buffer", what, "E-CONFLICT"))
     return problems
 
 
 def distributed_optimizer_notes(s: Scenario) -> list[Problem]:
     """`megatron` chooses Megatron-Core's distributed optimizer, which only `framework:
-    megatron` runs: under another framework (or none) the key changes nothing (a note)."""
+    megatron` runs: under another framework (or none) the key changes nothing (a note);
+    likewise `training.apex` where apex does not run."""
     tr = s.training
     if tr.distributed_optimizer != "megatron" or tr.framework == "megatron":
-        return []
+        return apex_settings_notes(s)
     got = f"training.framework is {tr.framework}" if tr.framework else "no training.framework"
     why = (
         f"megatron has no effect: it chooses Megatron-Core's distributed optimizer, which "
         f"training.framework megatron runs ({got}: its own sharding, parallel.zero_stage, "
         f"is what is counted)"
     )
-    return [Problem(KEY, why, "W-NO-EFFECT")]
+    return [Problem(KEY, why, "W-NO-EFFECT"), *apex_settings_notes(s)]
+
+
+def apex_settings_notes(s: Scenario) -> list[Problem]:
+    """`training.apex` set where apex does not run (`distributed_optimizer` other than apex,
+    or a framework other than megatron): it changes nothing (a note)."""
+    tr = s.training
+    if tr.apex == ApexOptim() or (
+        tr.distributed_optimizer == "apex" and tr.framework == "megatron"
+    ):
+        return []
+    why = (
+        "has no effect: it sets apex DistributedFusedAdam's buckets, counted only under "
+        "training.distributed_optimizer: apex with training.framework: megatron (got "
+        f"distributed_optimizer {tr.distributed_optimizer}, framework {tr.framework})"
+    )
+    return [Problem(APEX_KEY, why, "W-NO-EFFECT")]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tiersim.config.fp8 import FP8_RECIPES
+from tiersim.config.fp8 import FP8_RECIPES, TORCHAO_ONLY
 from tiersim.config.presets import is_preset_file, read_preset
 from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml
@@ -50,7 +50,21 @@ def fp8_problems(s: Scenario) -> list[Problem]:
     """FP8 is `training.fp8` alone, its linears need an FP8 rate, and a kernel table's FP8
     quantize shares are shares."""
     rate = _fp8_rate_problems(s) + quantize_share_problems(s)
-    return fp8_compute_problems(s) + _fp8_gather_problems(s) + rate
+    return fp8_compute_problems(s) + _fp8_gather_problems(s) + _torchao_recipe_problems(s) + rate
+
+
+def _torchao_recipe_problems(s: Scenario) -> list[Problem]:
+    """rowwise_with_gw_hp is torchao's (torchtitan's float8 `recipe_name`): Transformer
+    Engine, what Megatron runs FP8 with, has no such recipe."""
+    tr = s.training
+    if tr.fp8 is None or tr.fp8.recipe not in TORCHAO_ONLY or tr.framework == "fsdp":
+        return []
+    what = (
+        f"'{tr.fp8.recipe}' under framework {tr.framework}: a torchao recipe (torchtitan's "
+        "Float8Linear), run under framework fsdp alone; expected framework: fsdp, or another "
+        "recipe (tensorwise, delayed, rowwise, blockwise, mxfp8); docs/fp8.md"
+    )
+    return [Problem("training.fp8.recipe", what, "E-CONFLICT")]
 
 
 def _fp8_gather_problems(s: Scenario) -> list[Problem]:
@@ -84,7 +98,7 @@ def _fp8_rate_problems(s: Scenario) -> list[Problem]:
     if gpu.kernels is None:
         return []
     recipes = _table_recipes(gpu.kernels)
-    if fp8.recipe in recipes:
+    if fp8.gemm_kernel in recipes:
         return []
     what = (
         f"'{fp8.recipe}': kernel table {gpu.kernels} has no measured FP8 GEMM rate for this "

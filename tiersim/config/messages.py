@@ -212,10 +212,13 @@ def _not_a_list(value: Any) -> str:
 
 
 def _whole_number_as_text(err: dict[str, Any]) -> str:
-    """The hint for `1e3` where a whole number is expected: YAML 1.1 (PyYAML) reads a number
-    with an exponent as a float only with a dot and a signed exponent (1.0e+3), else as a
-    string, which an integer field refuses (a float field parses it)."""
+    """The hint for `1e3` (or a quoted `"4096"`) where a whole number is expected: YAML 1.1
+    (PyYAML) reads a number with an exponent as a float only with a dot and a signed exponent
+    (1.0e+3), else as a string, which an integer field refuses (a float field parses it)."""
     value = err.get("input")
+    if isinstance(value, str) and value.strip().isascii() and value.strip().lstrip("+-").isdigit():
+        # "4096" in quotes: the digits are right, the quotes make it text
+        return f"; in quotes YAML reads {value.strip()} as text: write it without them"
     if not isinstance(value, str) or "e" not in value.lower():
         return ""
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
+from tiersim.state.optimizers import optimizer
 
 WHERE = "training.optimizer"
 SIXTEEN_BIT = ("bf16", "fp16")
@@ -21,10 +22,12 @@ def _weights_sharded(s: Scenario) -> bool:
 
 def optimizer_notes(s: Scenario) -> list[Problem]:
     tr = s.training
-    if tr.optimizer != "adamw8bit" or tr.framework != "fsdp" or not _weights_sharded(s):
+    if tr.framework != "fsdp" or not _weights_sharded(s):
         return []
     if tr.precision.weights not in SIXTEEN_BIT:
         return []
+    if optimizer(tr.optimizer).dtensor_refusal(tr.precision.weights) is None:
+        return []  # the registry's: only 8-bit AdamW's DTensor step refuses 16-bit weights
     why = (
         f"adamw8bit on FSDP2's sharded {tr.precision.weights} weights is torchao's AdamW8bit, "
         "which refused 16-bit DTensors where tiersim measured it (torchao 0.18.0 on the CPU; "

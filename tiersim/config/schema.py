@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from tiersim.config.apex_optim import ApexOptim
 from tiersim.config.budget_schema import Budget, TierBudget
 from tiersim.config.fields import (
     PRECISION_BYTES,
@@ -253,10 +254,10 @@ class Training(Strict):
     # Megatron's --make-vocab-size-divisible-by: the vocabulary padded to a multiple of it x
     # parallel.tensor; null: the framework's (megatron 128, others none; config/vocab_padding.py)
     make_vocab_size_divisible_by: PositiveInt | None = None
-    # under framework megatron, the ZeRO-1 optimizer that shards the state: Megatron-Core's
-    # distributed optimizer (null, megatron) or apex's DistributedFusedAdam as NeMo 1.x
-    # drives it (optim.name: distributed_fused_adam; config/distributed_optimizer.py)
+    # under framework megatron, the ZeRO-1 optimizer sharding the state: Megatron-Core's (null,
+    # megatron) or apex's DistributedFusedAdam as NeMo 1.x runs it (distributed_optimizer.py)
     distributed_optimizer: Literal["megatron", "apex"] | None = None
+    apex: ApexOptim = ApexOptim()  # apex's bucket_cap_mb and contiguous_param_buffer
     offload: Offload = Offload()
     # the modelling code, which decides what each op keeps for backward (state/activations.py)
     implementation: Literal["megatron", "huggingface", "torchtitan"] = "megatron"

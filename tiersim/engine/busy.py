@@ -39,9 +39,13 @@ class BusyLog:
         all_spans = self._spans
         return tuple(all_spans.setdefault(key, []) for key in keys)
 
-    def seal(self) -> None:
-        """No span is added any more (until `add_spans`): the union read may be kept."""
+    def seal(self, in_order: bool = False) -> None:
+        """No span is added any more (until `add_spans`): the union read may be kept.
+        `in_order`: each channel's spans are disjoint and sorted already (a walked chain's:
+        tiersim.engine.chain), their own union."""
         self._sealed = True
+        if in_order:
+            self._merged = {key: list(spans) for key, spans in self._spans.items() if spans}
 
     @property
     def intervals(self) -> dict[str, Spans]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from tiersim.core.intervals import union_of
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import OpKind
 from tiersim.hardware.resources import Network
@@ -69,16 +70,34 @@ def ops_wanted(recorder: Any) -> bool:
 
 def run_chain(engine: Any) -> Any:
     """Run `engine`'s schedule (a chain: `refusal` is None) as the engine would: its log,
-    its network's busy spans and wake-ups, its tiers' occupancy and its recorder's calls."""
+    its network's busy spans and wake-ups, its tiers' occupancy and its recorder's calls;
+    and each kind of op's spans, merged (`RunLog.spans`)."""
+    _holding(engine.recorder, engine.occupancy)
+    log, net = engine.log, engine.net
+    spans_of: dict = {}  # each channel's busy spans, and ANY's
+    log.spans, log.flying = {kind.label: [] for kind in OpKind}, {}
+    timers, wakeups = _walk(engine, spans_of, log.spans)
+    log.events += timers
+    log.rising = True  # each op began at the end before it, and no op ends before it begins
+    net.wakeups += wakeups
+    _any_channel(spans_of, net)
+    engine.spent()  # as after Engine.run: freed by reference counting
+    return log
+
+
+def _walk(engine: Any, spans_of: dict, kinds: dict[str, list]) -> tuple[int, int]:
+    """`run_chain`'s walk over the ops, each starting as the one before it ends: the timers
+    and wake-ups the engine would have had. Each op's span (where it takes time) is merged
+    into its kind's as `iv.union` merges spans in order: with the span before of its kind
+    where that was the latest op to take time (they touch), else after it."""
     recorder, occupancy = engine.recorder, engine.occupancy
     tell = None if not ops_wanted(recorder) else recorder.op
-    _holding(recorder, occupancy)
     log, net = engine.log, engine.net
     starts, ends, step_left = log.start, log.end, log.step_left
-    capacity, spans_of = net.capacity, {}
-    timers, wakeups, now = 0, 0, 0.0
+    capacity, busy, flying = net.capacity, net.busy, log.flying
+    timers, wakeups, now, latest, spans = 0, 0, 0.0, None, []
     for i, op in enumerate(engine.schedule.ops):
-        starts[i] = now
+        start = starts[i] = now
         if op.alloc:
             _occupy(occupancy, op.alloc, now, 1, recorder)
         kind = op.kind
@@ -86,37 +105,25 @@ def run_chain(engine: Any) -> Any:
             if op.duration > 0:
                 timers += 1
                 now = now + op.duration
-        elif op.nbytes > 0:  # a collective alone on its channel: `Channel.start`'s plan
-            wakeups += 1  # for a lone flow, inline
-            delay = op.latency
-            begin = now + delay if delay > 0 else now
-            soonest = float(op.nbytes) / capacity[op.resource]
-            if begin > now:
-                soonest += begin - now
-            if not soonest > 0.0:
-                soonest = 0.0
-            end = now + soonest
-            if end > begin:
-                _landed(op, begin, end, spans_of, net.busy)
-            now = end
-        elif op.latency > 0:  # no bytes: `_nothing_to_move`'s timer
+        elif op.nbytes > 0 or op.latency > 0:  # a collective alone on its channel
             wakeups += 1
-            now = now + op.latency
+            now = _collective(op, now, capacity, (spans_of, busy, flying))
         ends[i] = now
+        if now > start:
+            if kind is latest:
+                spans[-1] = (spans[-1][0], now)
+            else:
+                latest, spans = kind, kinds[kind.label]
+                spans.append((start, now))
         if op.free:
             _occupy(occupancy, op.free, now, -1, recorder)
         if tell is not None:
-            tell(op, starts[i], now)
+            tell(op, start, now)
         left = step_left[op.step] - 1
         step_left[op.step] = left
         if not left:
             _step_ended(log, op.step, now, occupancy)
-    log.events += timers
-    log.rising = True  # each op began at the end before it, and no op ends before it begins
-    net.wakeups += wakeups
-    net.finished()
-    engine.spent()  # as after Engine.run: freed by reference counting
-    return log
+    return timers, wakeups
 
 
 def _holding(recorder: Any, occupancy: dict) -> None:
@@ -132,26 +139,73 @@ def _step_ended(log: Any, step: int, now: float, occupancy: dict) -> None:
     log.snapshots[step] = {t: o.integral_at(now) for t, o in occupancy.items()}
 
 
-def _landed(op: Any, begin: float, end: float, spans_of: dict, busy: Any) -> None:
-    """[begin, end) merged into `op`'s channel's busy spans and ANY's, as `merge_span`
-    merges it (one call for both: a blocking collective is an op in three)."""
+def _collective(op: Any, now: float, capacity: dict, logs: tuple) -> float:
+    """When a collective alone on its channel, started at `now`, ends: `Channel.start`'s
+    plan for a lone flow, or with no bytes `_nothing_to_move`'s timer. Its busy span merged
+    into its channel's as `merge_span` merges it (ANY's, the same spans, filled once the
+    walk is over: `_any_channel`; a channel's list made at its first span, ANY's with it:
+    the log's order of channels), and its span in flight into its channel's
+    (`RunLog.flying`), each merged with the one before where they touch."""
+    spans_of, busy, flying = logs
     name = op.resource.channel
-    both = spans_of.get(name)
-    if both is None:  # made at its first span, as the channel's (the log's order)
-        both = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
-    for spans in both:
-        if spans and begin <= spans[-1][1]:
-            first = spans[-1][0]
-            spans[-1] = (begin if begin < first else first, end)
+    if op.nbytes > 0:
+        delay = op.latency
+        begin = now + delay if delay > 0 else now
+        soonest = float(op.nbytes) / capacity[op.resource]
+        if begin > now:
+            soonest += begin - now
+        if not soonest > 0.0:
+            soonest = 0.0
+        end = now + soonest
+        if end > begin:
+            both = spans_of.get(name)
+            if both is None:
+                both = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
+            spans = both[0]  # `_merged`, inline (a collective in three ops)
+            if spans and begin <= spans[-1][1]:
+                first = spans[-1][0]
+                spans[-1] = (begin if begin < first else first, end)
+            else:
+                spans.append((begin, end))
+    else:
+        end = now + op.latency
+    if end > now:
+        spans = flying.get(name)
+        if spans is None:
+            flying[name] = [(now, end)]
+        elif now <= spans[-1][1]:  # `_merged`: (now at or after the one before's start)
+            spans[-1] = (spans[-1][0], end)
         else:
-            spans.append((begin, end))
+            spans.append((now, end))
+    return end
+
+
+def _any_channel(spans_of: dict, net: Any) -> None:
+    """ANY's busy spans, those of every channel merged: each channel's own where there is
+    one (a collective runs alone: no two channels' spans overlap, and a chain's spans,
+    each after the one before ended, are each channel's in time order, merged), else all
+    of them merged: the spans `merge_span` would have merged into ANY flow by flow. Then
+    the network's run is over, its spans disjoint and sorted as they are."""
+    if spans_of:
+        lists = list(spans_of.values())
+        lists[0][1][:] = lists[0][0] if len(lists) == 1 else union_of([own for own, _ in lists])
+    net.finished(in_order=True)
 
 
 def _occupy(occupancy: dict, changes, now: float, sign: int, recorder) -> None:
     """Each (tier, bytes) of `changes` taken (sign 1) or given back (-1) at `now`, the
-    engine's arithmetic (`_Occupancy.change`), the recorder told of each."""
+    engine's arithmetic (`_Occupancy.change`, inline: an op in two changes one), the
+    recorder told of each."""
     for tier, nbytes in changes:
         occ = occupancy[tier]
-        occ.change(now, sign * nbytes)
+        current = occ.current
+        occ.integral += current * (now - occ.last)
+        occ.last = now
+        current += sign * nbytes
+        occ.current = current
+        if current > occ.peak:
+            occ.peak = current
+        elif current < occ.low:
+            occ.low = current
         if recorder is not None:
-            recorder.memory(tier, now, occ.current)
+            recorder.memory(tier, now, current)

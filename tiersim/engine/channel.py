@@ -31,8 +31,9 @@ import simpy
 
 from tiersim.engine.busy import BusyLog, merge_span
 from tiersim.engine.clock import scheduler
-from tiersim.engine.flows import EPS_BYTES, TIE, FlowNetwork
+from tiersim.engine.flows import TIE, FlowNetwork
 from tiersim.engine.flowtypes import Due
+from tiersim.engine.flowwalks import EPS_BYTES
 
 # a flow: [bytes left, begin (s), rate (bytes/s), latent, tag, bytes]
 _LEFT, _BEGIN, _RATE, _LATENT, _TAG, _BYTES = range(6)

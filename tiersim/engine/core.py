@@ -18,7 +18,7 @@ import itertools
 import operator
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import simpy
 
@@ -79,6 +79,11 @@ class RunLog:
     # every op started as the one before it ended (a chain: tiersim.engine.chain), so starts
     # and ends rise with the op index (metrics.overlapping finds a window's ops by bisection)
     rising: bool = False
+    # a walked chain's: each kind of op's spans, merged, by the kind's label (its walk,
+    # tiersim.engine.chain), and its ops read once for its measures (chain_columns)
+    spans: dict[str, list] | None = None
+    flying: dict[str, list] | None = None  # and each channel's spans with a transfer in flight
+    columns: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,11 +21,11 @@ import simpy
 from tiersim.engine.busy import BusyLog, merge_span
 from tiersim.engine.clock import scheduler
 from tiersim.engine.flowtypes import UNTAGGED, Due, Flow, Shares
+from tiersim.engine.flowwalks import rated_soonest, soonest_change, split_landed
 from tiersim.engine.rates import max_min_rates, narrowest, priority_rates
 
 __all__ = ["BusyLog", "Due", "Flow", "FlowNetwork", "max_min_rates", "priority_rates"]
 
-EPS_BYTES = 1e-6  # a flow with less than this left is done (float round-off)
 TIE = 1e-13  # of the clock: two instants this close are one (float round-off)
 _INF = math.inf
 _RATES_KEPT = 4096  # memoized max-min allocations kept at most (a run has a few dozen)
@@ -73,6 +73,8 @@ class FlowNetwork:
         self._pending: Due | None = None  # the one wake-up planned
         self._pending_at = math.inf
         self._pending_for: Flow | None = None  # the flow it ends or begins
+        # the last plan's (instant, flows, soonest change from then, its flow): `_plan_wake`
+        self._planned: tuple | None = None
         self._on_wake = self._wake
         self._wake_callbacks: tuple = (self._wake,)  # every wake-up's (see Due)
         self._timeout = env.timeout
@@ -120,10 +122,10 @@ class FlowNetwork:
             users[r] = n + 1
         if alone:
             flow.rate = shares.alone
-            self._plan_wake(now)
+            self._plan_wake(now, flow)
         elif delay > 0:  # joins the sharing at its begin: nothing changes before
             flow.latent = True
-            self._plan_wake(now)
+            self._plan_wake(now, flow)
         else:
             self._reschedule(now)
 
@@ -135,17 +137,19 @@ class FlowNetwork:
         self._pending.callbacks = ()
         self._wake(None)
 
-    def finished(self) -> None:
+    def finished(self, in_order: bool = False) -> None:
         """The run is over (no flow left): drop the bound wake-up callback, a cycle back to
-        the network, so that a finished network is freed by reference counting."""
+        the network, so that a finished network is freed by reference counting.
+        `in_order`: each channel's busy spans are disjoint and sorted already (`BusyLog.seal`)."""
         self._on_wake = None
         self._wake_callbacks = ()
-        self.busy.seal()
+        self.busy.seal(in_order)
 
     def _into_empty(self, flow: Flow, shares: Shares, now: float) -> None:
         """`flow` into an empty network (no wake-up pending): alone, at its narrowest
         resource's rate, its end planned as _plan_wake plans one flow's."""
         self._last = now
+        self._planned = None  # planned here without `_plan_wake`
         self.flows.append(flow)
         users = self._users
         for r in shares.finite:
@@ -249,46 +253,66 @@ class FlowNetwork:
             self._plan_wake(now)
             return
         active = [f for f in flows if f.begin <= now]
-        if len(active) < len(flows):
-            for f in flows:
-                if f.begin > now:
-                    f.rate = 0.0
-                    f.latent = True
-        if len(active) == 1:  # the common case: alone now, at its narrowest resource's rate
-            active[0].rate = active[0].shares.alone
-        elif active:
-            if self.policy is max_min_rates:
-                # a function of the sequence of resource sets alone (capacities are fixed), and
-                # the same few sequences recur: each computed once (the same floats, to the bit)
-                key = tuple([f.shares.index for f in active])
-                rates = self._rates.get(key)
-                if rates is None:
-                    if len(self._rates) >= _RATES_KEPT:
-                        self._rates.clear()
-                    rates = self._rates[key] = max_min_rates(active, self.capacity, self._finite)
-            else:  # priorities order the flows: not a function of their resources alone
-                rates = self.policy(active, self.capacity, self._finite)
-            for f, rate in zip(active, rates, strict=True):
-                f.rate = rate
+        rates = self._rates_of(active)
+        if len(active) == len(flows):  # every flow begun: each rate set in the plan's walk
+            self._plan_wake(now, rates=rates)
+            return
+        for f in flows:
+            if f.begin > now:
+                f.rate = 0.0
+                f.latent = True
+        for f, rate in zip(active, rates, strict=True):
+            f.rate = rate
         self._plan_wake(now)
 
-    def _plan_wake(self, now: float) -> None:
+    def _rates_of(self, active: list[Flow]) -> list[float]:
+        """The rates of the flows that have begun, in their order."""
+        if len(active) == 1:  # the common case: alone now, at its narrowest resource's rate
+            return [active[0].shares.alone]
+        if not active:
+            return []
+        if self.policy is not max_min_rates:  # priorities order the flows: not a function
+            return self.policy(active, self.capacity, self._finite)  # of their resources alone
+        # a function of the sequence of resource sets alone (capacities are fixed), and the
+        # same few sequences recur: each computed once (the same floats, to the bit)
+        key = tuple([f.shares.index for f in active])
+        rates = self._rates.get(key)
+        if rates is None:
+            if len(self._rates) >= _RATES_KEPT:
+                self._rates.clear()
+            rates = self._rates[key] = max_min_rates(active, self.capacity, self._finite)
+        return rates
+
+    def _plan_wake(
+        self, now: float, added: Flow | None = None, rates: list[float] | None = None
+    ) -> None:
         """One wake-up at the soonest end of a moving flow or begin of a latent one; the one
-        planned before is dropped unless it falls at the same time."""
-        soonest, which = math.inf, None
-        for f in self.flows:
-            rate = f.rate
+        planned before is dropped unless it falls at the same time. `added`: the flow just
+        appended, changing no other flow's rate or bytes: where the last plan was made at
+        this instant over the flows before it, only its own change is compared with that
+        plan's soonest (`soonest_change`'s loop, the flows before it already walked: the
+        same result; a checkpoint's hundreds of copies registered at one instant would walk
+        every flow registered before each, a quadratic cost). `rates`: every flow's new rate,
+        in order, set in the same walk (`_reschedule`)."""
+        flows = self.flows
+        planned = self._planned
+        if added is not None and planned is not None and planned[:2] == (now, len(flows) - 1):
+            soonest, which = planned[2], planned[3]
+            rate = added.rate
             if rate > 0:
-                left = f.remaining / rate
-                begin = f.begin
-                if begin > now:
-                    left += begin - now
-            elif f.latent:
-                left = f.begin - now
-            else:
-                continue
-            if left < soonest:
-                soonest, which = left, f
+                left = added.remaining / rate
+                if added.begin > now:
+                    left += added.begin - now
+                if left < soonest:
+                    soonest, which = left, added
+            elif added.latent and added.begin - now < soonest:
+                soonest, which = added.begin - now, added
+        elif rates is not None:
+            soonest, which = rated_soonest(flows, rates, now)
+        else:
+            soonest, which = soonest_change(flows, now)
+        # every change to the flows at this instant plans again (or empties the network)
+        self._planned = (now, len(flows), soonest, which)
         if soonest < 0.0:
             soonest = 0.0
         pending = self._pending
@@ -319,16 +343,19 @@ class FlowNetwork:
         flows = self.flows
         if len(flows) == 1 and not which.latent:  # the common case: the one flow ends
             self._last = now
-            self.flows = []
+            self.flows, self._planned = [], None
             users = self._users
             shares = which.shares
             for r in shares.finite:
                 users[r] -= 1
             self._landed(which, now)  # one call, as add_spans was
             return
-        if now > self._last:
-            self._advance(now)
-        done, left, begun = _split(flows, now, which)
+        last = self._last
+        if now > last:
+            self._last = now
+        else:  # nothing moves: `split_landed` brings every flow up to now from now
+            last = now
+        done, left, begun = split_landed(flows, now, which, last)
         if not done and not begun:  # round-off: the soonest flow is a hair short of its end
             done = [which]
             left = [f for f in flows if f is not which]
@@ -365,24 +392,3 @@ class FlowNetwork:
             f.on_done()
         else:
             f.on_done(tag, now)
-
-
-def _split(flows: list[Flow], now: float, which: Flow | None) -> tuple[list, list, bool]:
-    """The flows that have landed their last byte (within round-off) and the rest, both in
-    their order, and whether a latent flow begins now (`which`, the one woken for, even if a
-    hair early: it is then begun now)."""
-    done: list[Flow] = []
-    left: list[Flow] = []
-    begun = False
-    for f in flows:
-        if f.latent:
-            if f.begin <= now or f is which:
-                f.latent = False
-                f.begin = now if f.begin > now else f.begin
-                begun = True
-            left.append(f)
-        elif f.begin <= now and (f.remaining <= EPS_BYTES + 1e-12 * f.bytes or f.rate == _INF):
-            done.append(f)
-        else:
-            left.append(f)
-    return done, left, begun

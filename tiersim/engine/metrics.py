@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from tiersim.core import intervals as iv
+from tiersim.engine import chain_columns
 from tiersim.engine.core import NET_CHANNELS, Engine, RunLog
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.ops import COMPUTE_ROLES, Op, OpKind, Role
@@ -187,20 +188,18 @@ def measure(
     lo, hi = window or step  # a measured first step (independent steps: steady.py) starts at 0
     gpu_optimizer = res.execution.placement.optimizer_compute == "gpu"
     optimizer_kind = OpKind.GPU if gpu_optimizer else OpKind.CPU
-    rows = overlapping(engine, window)  # a period's: only the ops that reach into it
-    busy, waits, compute_s, recompute_s, optimizer_s, kinds = _step_ops(
-        rows, measured_step, optimizer_kind, window, log.rising
-    )
+    rows, columns, figures = _read(engine, measured_step, optimizer_kind, window)
+    busy, waits, compute_s, recompute_s, optimizer_s, kinds = figures
     gpu, bubble, cpu = (iv.clip(spans, lo, hi) for spans in busy)
-    idle = iv.complement(iv.union(gpu + bubble), lo, hi)
+    idle, exposed_collective, beside = _idle(columns, (gpu, bubble, cpu), waits, lo, hi)
     exposed_cpu = iv.total(iv.intersect(idle, cpu))
-    exposed_collective = _exposed_collective(idle, cpu, waits, lo, hi)
     # the network's busy intervals are disjoint and sorted already (flows.BusyLog.intervals)
     any_link = iv.clip(engine.net.busy.intervals.get(FlowNetwork.ANY, []), lo, hi)
     link_time = iv.total(any_link)
-    overlap = iv.total(iv.intersect(any_link, gpu)) / link_time if link_time > 0 else None
+    overlap = iv.total(iv.intersect(any_link, beside)) / link_time if link_time > 0 else None
     links_moved, read, written = _routed(engine.topo, kinds)
-    links = _link_stats(engine, links_moved, lo, hi, rows)
+    flying = in_flight_s(engine, (lo, hi), rows) if columns is None else columns.in_flight(lo, hi)
+    links = _link_stats(engine, links_moved, lo, hi, flying)
     tiers = _tier_stats(engine, measured_step, read, written, occupancy)
     return StepResult(
         time_s=hi - lo,
@@ -222,6 +221,27 @@ def measure(
     )
 
 
+def _read(engine: Engine, step: int, optimizer_kind: OpKind, window) -> tuple:
+    """`_step_ops`' figures of the step or the window: from a walked chain's columns, read
+    once for every window (tiersim.engine.chain_columns), else from the ops that reach into
+    it (a period's: `overlapping`); with those ops, or the columns, for the links' stats."""
+    columns = chain_columns.of(engine)
+    if columns is not None:
+        return None, columns, columns.step_ops(window, optimizer_kind)
+    rows = overlapping(engine, window)
+    return rows, None, _step_ops(rows, step, optimizer_kind, window, engine.log.rising)
+
+
+def _idle(columns: Any, busy: tuple, waits: tuple, lo: float, hi: float) -> tuple:
+    """The GPU's idle spans in [lo, hi), the time of it it waits on collectives, and the
+    GPU's work a transfer may run beside (a chain's: none; `columns`: its, or None)."""
+    if columns is not None:
+        return (*columns.idle(lo, hi), [])
+    gpu, bubble, cpu = busy
+    idle = iv.complement(iv.union(gpu + bubble), lo, hi)
+    return idle, _exposed_collective(idle, cpu, waits, lo, hi), gpu
+
+
 def _exposed_collective(
     idle: iv.Intervals, cpu: iv.Intervals, waits: tuple, lo: float, hi: float
 ) -> float:
@@ -237,12 +257,11 @@ def _exposed_collective(
 
 
 def _link_stats(
-    engine: Engine, links_moved: dict, lo: float, hi: float, rows: Rows | None = None
+    engine: Engine, links_moved: dict, lo: float, hi: float, in_flight: dict[str, float]
 ) -> dict[str, LinkStats]:
     """Each hardware link and network channel: bytes per direction, busy time and time with
-    a transfer in flight in [lo, hi] (`rows`: the ops that may overlap it, else every op)."""
+    a transfer in flight in [lo, hi] (`in_flight`: that time, by link or channel)."""
     busy, step_s = engine.net.busy.intervals, hi - lo
-    in_flight = in_flight_s(engine, (lo, hi), rows)
     channels = list(engine.res.machine.links) + [c for c in NET_CHANNELS if c in links_moved]
     links = {}
     for name in channels:

@@ -49,17 +49,27 @@ def build(passes: Any, step: int, order: list, waits: float, marks: list[int]) -
     """`TrainingPasses.micro_batches`' ops in the stage's `order` (`waits`: the bubble before
     its last op; `marks`: where each forward or backward begins), where `applies`."""
     ops, chunks, last = passes.ops, passes.c.wl.chunks, len(order) - 1
+    forward = [_blocking(u.tp_forward, u.ep_forward, u.cp_forward) for u in passes.units]
+    backward = [_blocking(u.tp_backward, u.ep_backward, u.cp_backward) for u in passes.units]
     for k, entry in enumerate(order):
         marks.append(len(ops))
         units, mb = chunks[entry.chunk], entry.microbatch
         if k == last and waits > 0:  # the other stages' work before the last op
             ops.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", step, [], duration=waits))
         if entry.kind == "forward":
-            for u in units:
-                _forward(passes, u, mb, step)
+            _forwards(passes, units, mb, step, forward)
         else:
-            for u in reversed(units):
-                _backward(passes, u, mb, step)
+            _backwards(passes, reversed(units), mb, step, backward)
+
+
+def _blocking(*collectives: Any) -> tuple[tuple, ...]:
+    """A unit's blocking collectives after its GPU op, in order, each as the fields of its
+    op (`OpList.net`'s): name, bytes, channel, latency, group."""
+    return tuple(
+        (c.name, int(c.nbytes), c.resource, c.latency_s, c.group)
+        for c in collectives
+        if c is not None
+    )
 
 
 def _chained(oplist: Any, op: Op) -> int:
@@ -76,64 +86,93 @@ def _chained(oplist: Any, op: Op) -> int:
     return index
 
 
-def _synced(oplist: Any, c: Any, step: int, after: int) -> None:
-    """`OpList.net` of a blocking collective after GPU op `after` (deps `(after,)`), as
-    `add` appends it: the stream's last op added where it is not `after` (a collective
-    after another of the same op)."""
+def _synced(oplist: Any, collectives: tuple, step: int, after: int) -> None:
+    """`OpList.net` of each blocking collective after GPU op `after` (`_blocking`'s fields),
+    in order, as `add` appends it: deps `(after,)` and the stream's last op where that is
+    not `after` (a collective after another of the same op)."""
     ops, last_on = oplist.ops, oplist.last_on
-    index = len(ops)
-    prev = last_on.get("gpu")
-    last_on["gpu"] = index
-    deps = (after,) if prev is None or prev == after else (after, prev)
-    op = Op(
-        SYNC, COLLECTIVE, c.name, step, deps, 0.0, int(c.nbytes), "", "", (), (), c.resource,
-        c.latency_s, c.group,
-    )  # fmt: skip
-    if oplist.chain_length == index and (index - 1 in deps or not index):
-        oplist.chain_length = index + 1
-    ops.append(op)
+    for name, nbytes, resource, latency, group in collectives:
+        index = len(ops)
+        prev = last_on.get("gpu")
+        last_on["gpu"] = index
+        deps = (after,) if prev is None or prev == after else (after, prev)
+        op = Op(
+            SYNC, COLLECTIVE, name, step, deps, 0.0, nbytes, "", "", (), (), resource, latency,
+            group,
+        )  # fmt: skip
+        ops.append(op)
+        if oplist.chain_length == index and (index - 1 in deps or not index):
+            oplist.chain_length = index + 1
 
 
-def _forward(passes: Any, u: int, mb: int, step: int) -> None:
-    weights = passes.ready.weights
-    unit = passes.units[u]
-    if weights[u] is not None or (u == 0 and passes.first_stage and weights[-1] is not None):
-        passes.forward(u, mb, step)  # waits on an op: the general passes' deps
-        return
-    what = ("forward {} mb{}", unit.name, mb)
-    alloc = passes.forward_alloc[u]
-    op = _chained(passes.ops, Op(GPU, FORWARD, what, step, (), unit.forward_s, 0, "", "", alloc))
-    passes.uses.append(op)
-    passes.use_units.append(u)
-    for c in (unit.tp_forward, unit.ep_forward, unit.cp_forward):  # blocking, in this order
-        if c is not None:
-            _synced(passes.ops, c, step, op)
-    if unit.cp_forward_hidden is not None:
-        passes.ops.net(unit.cp_forward_hidden, step, (op,))
+def _forwards(passes: Any, units: Any, mb: int, step: int, blocking: list) -> None:
+    """Micro-batch `mb`'s forward of `units`, one after another: each unit's GPU op made as
+    `_chained` makes it (inline, the per-unit lookups hoisted), then its blocking
+    collectives; a unit whose weights wait on an op is left to the general passes."""
+    oplist, weights = passes.ops, passes.ready.weights
+    ops, last_on, allocs = oplist.ops, oplist.last_on, passes.forward_alloc
+    all_units, uses, use_units = passes.units, passes.uses, passes.use_units
+    for u in units:
+        if weights[u] is not None or (u == 0 and passes.first_stage and weights[-1] is not None):
+            passes.forward(u, mb, step)  # waits on an op: the general passes' deps
+            continue
+        unit = all_units[u]
+        index = len(ops)  # `_chained`, inline
+        prev = last_on.get("gpu")
+        last_on["gpu"] = index
+        what = ("forward {} mb{}", unit.name, mb)
+        deps = () if prev is None else (prev,)
+        ops.append(Op(GPU, FORWARD, what, step, deps, unit.forward_s, 0, "", "", allocs[u]))
+        if oplist.chain_length == index and (prev == index - 1 or not index):
+            oplist.chain_length = index + 1
+        uses.append(index)
+        use_units.append(u)
+        if blocking[u]:
+            _synced(oplist, blocking[u], step, index)
+        if unit.cp_forward_hidden is not None:
+            oplist.net(unit.cp_forward_hidden, step, (index,))
 
 
-def _backward(passes: Any, u: int, mb: int, step: int) -> None:
-    unit, oplist = passes.units[u], passes.ops
-    if passes.ready.weights[u] is not None:
-        passes.backward(u, mb, step, None)  # waits on an op: the general passes' deps
-        return
-    if unit.recompute_s > 0:  # its deps (weights, activations) both None: the stream's last
-        what = ("recompute {} mb{}", unit.name, mb)
-        _chained(oplist, Op(GPU, RECOMPUTE, what, step, (), unit.recompute_s))
-    # (weights, recompute): the recompute is the stream's last op, or with none, the
-    # stream's last op alone; either way the stream's last op
-    what = ("backward {} mb{}", unit.name, mb)
-    alloc, free = passes.backward_alloc[u], passes.forward_alloc[u]
-    op = Op(GPU, BACKWARD, what, step, (), unit.backward_s, 0, "", "", alloc, free)
-    op = _chained(oplist, op)
-    passes.uses.append(op)
-    passes.use_units.append(u)
-    for c in (unit.tp_backward, unit.ep_backward, unit.cp_backward):  # as the forward's
-        if c is not None:
-            _synced(oplist, c, step, op)
-    if unit.cp_backward_hidden is not None:
-        oplist.net(unit.cp_backward_hidden, step, (op,))
-    if passes.gradients_stay[u] and not passes.scatters[u] and mb != passes.last_microbatch:
-        passes.ready.gradients[u] = op  # `write_gradients`: no reduction due, nothing written
-    else:
-        passes.write_gradients(u, mb, step, op, None)
+def _backwards(passes: Any, units: Any, mb: int, step: int, blocking: list) -> None:
+    """Micro-batch `mb`'s backward of `units` (last first): each unit's recompute and GPU op
+    made as `_chained` makes them (the backward's inline, the per-unit lookups hoisted),
+    its blocking collectives, its gradients kept or written; a unit whose weights wait on
+    an op is left to the general passes."""
+    oplist, ready, weights = passes.ops, passes.ready, passes.ready.weights
+    ops, last_on, stay, scatters = (
+        oplist.ops,
+        oplist.last_on,
+        passes.gradients_stay,
+        passes.scatters,
+    )
+    all_units, uses, use_units = passes.units, passes.uses, passes.use_units
+    last = mb == passes.last_microbatch
+    for u in units:
+        if weights[u] is not None:
+            passes.backward(u, mb, step, None)  # waits on an op: the general passes' deps
+            continue
+        unit = all_units[u]
+        if unit.recompute_s > 0:  # its deps (weights, activations) both None: the stream's
+            what = ("recompute {} mb{}", unit.name, mb)  # last op
+            _chained(oplist, Op(GPU, RECOMPUTE, what, step, (), unit.recompute_s))
+        # (weights, recompute): the recompute is the stream's last op, or with none, the
+        # stream's last op alone; either way the stream's last op (`_chained`, inline)
+        index = len(ops)
+        prev = last_on.get("gpu")
+        last_on["gpu"] = index
+        what = ("backward {} mb{}", unit.name, mb)
+        alloc, free = passes.backward_alloc[u], passes.forward_alloc[u]
+        deps = () if prev is None else (prev,)
+        ops.append(Op(GPU, BACKWARD, what, step, deps, unit.backward_s, 0, "", "", alloc, free))
+        if oplist.chain_length == index and (prev == index - 1 or not index):
+            oplist.chain_length = index + 1
+        uses.append(index)
+        use_units.append(u)
+        if blocking[u]:
+            _synced(oplist, blocking[u], step, index)
+        if unit.cp_backward_hidden is not None:
+            oplist.net(unit.cp_backward_hidden, step, (index,))
+        if stay[u] and not scatters[u] and not last:
+            ready.gradients[u] = index  # `write_gradients`: no reduction due, nothing written
+        else:
+            passes.write_gradients(u, mb, step, index, None)

@@ -367,5 +367,5 @@ def _shifted_alike(starts: list[float], ends: list[float], blocks: list[int]) ->
 def any_link_s(engine: Engine, log: Any, measured: int) -> float:
     """Seconds of the measured step during which any link or network channel was busy."""
     lo = log.step_end[measured - 1] if measured else 0.0
-    spans = iv.union(engine.net.busy.intervals.get(FlowNetwork.ANY, []))
+    spans = engine.net.busy.intervals.get(FlowNetwork.ANY, [])  # disjoint and sorted (BusyLog)
     return iv.total(iv.clip(spans, lo, log.step_end[measured]))

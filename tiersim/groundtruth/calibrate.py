@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -77,10 +78,16 @@ def physical_memory() -> int | None:
 # --- everything --------------------------------------------------------------------------------
 
 
-def calibrate(s: Settings) -> Calibration:
+def calibrate(s: Settings, stage: Callable[[str], None] | None = None) -> Calibration:
+    """Every figure this machine gives; `stage`, given, is told each group's name as it starts
+    (the CLI names it on a terminal: the whole takes about a minute)."""
+    tell = stage if stage is not None else (lambda _: None)
     notes: list[str] = []
+    tell("host memory bandwidth")
     figures = [host_memory_bandwidth(s.memory_bytes, s.repeats, s.threads)]
+    tell("CPU AdamW rates")
     figures += optimizer_figures(s.optimizer_params, s.repeats, s.threads, notes)
+    tell(f"storage on {s.storage_dir}")
     storage, how = storage_figures(s)
     figures += storage
     if how != "O_DIRECT":
@@ -88,6 +95,7 @@ def calibrate(s: Settings) -> Calibration:
     torch = torch_with_cuda(notes)
     gpu_name = gpu_memory = gpu_sm_count = None
     if torch is not None:
+        tell("the GPU")
         try:
             gpu, gpu_name, gpu_memory, gpu_sm_count = gpu_figures(torch, s, notes)
         except RuntimeError as exc:  # e.g. the CUDA driver fails to initialise

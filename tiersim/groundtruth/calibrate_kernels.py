@@ -1,21 +1,36 @@
 """Measure a GPU's kernel table (`tiersim calibrate --kernels-out FILE`): the same tables the
 shipped ones hold (tiersim/presets/kernels, docs/kernels.md), on this machine's GPU.
 
+- `compute_capability` (CUDA only): torch.cuda.get_device_capability(), which decides the
+  attention kernel `training.framework: megatron` implies (config/framework_attention.py).
 - `gemm.bf16`: torch.mm at every (m, n, k) of the grid (default {1024, 2048, 4096}, as
   OpenXLA's table the H100's rests on), TFLOP/s; `best` the grid's highest.
 - `gemm.fp8`: torch._scaled_mm (e4m3, one scale per tensor, bf16 output) at the grid's largest
   square, its `best`, with BF16's shape (`shape_of: bf16`), as the shipped tables do.
-- `attention.flash2`: PyTorch's scaled_dot_product_attention with its FlashAttention-2
-  backend, causal, head dimension 128, 16 heads, batch x sequence = 16k tokens (the
-  FlashAttention-3 paper's setup), forward and backward by sequence length, TFLOP/s in
-  FlashAttention's count (forward 4·s²·d per head, half of it causal; backward 2.5x). Written
-  as the table's `flash2`, which `attention_kernel: sdpa` and `flash` read.
+- `fp8_recipes`: tensorwise and delayed 1 (the same GEMM: one scale per tensor either way);
+  rowwise, torch._scaled_mm with a scale per row of A and per column of B at the same square,
+  and mxfp8, with an E8M0 scale a 32 elements (Blackwell's block-scaled tensor cores), each as
+  a share of the tensorwise rate, where the device runs it (mxfp8: a B200's, not an H100's).
+- `grouped_gemm`: torch._grouped_mm of GROUPS groups of `rows` rows each against one K x N
+  weight a group (N = K = the grid's largest size), for rows a group in ROWS (DeepGEMM's
+  points, h100-sxm.yaml), as a share of the dense grid's largest square: the share an MoE
+  layer's routed experts run at (tiersim/workload/experts.py).
+- `attention.flash2` and `attention.cudnn`: PyTorch's scaled_dot_product_attention pinned to
+  its FlashAttention-2 backend (SDPBackend.FLASH_ATTENTION) and to cuDNN's fused attention
+  (SDPBackend.CUDNN_ATTENTION, Transformer Engine's on Hopper), causal and full, head
+  dimension 128, 16 heads, batch x sequence = 16k tokens (the FlashAttention-3 paper's
+  setup), forward and backward by sequence length, TFLOP/s in FlashAttention's count (forward
+  4·s²·d per head, half of it causal; backward 2.5x). A backend the device or PyTorch does not
+  run is a note, and its kernel is left out.
 - `sustained`: the share of the 4096^3 BF16 (and FP8) GEMM's rate kept after `sustain_s`
   seconds of back-to-back calls (default 30 s a dtype, samples of at least 10 ms each): the
   median of the last 20 samples' rate over the first 20's, at most 1. The isolated figures
   above are the first samples' regime; a GPU at its power limit lowers its clock within that
   time (the throttle the isolated benchmarks miss, docs/kernels.md). Thermal settling over
   minutes is not covered.
+Not measured: `fp8_quantize` (the quantize kernels are the framework's own, Transformer
+Engine's or torchao's, not PyTorch's); a table written here prices them as docs/kernels.md
+says for a table without them.
 Each figure is the median of `repeats` timed samples (calibrate_gpu.device_times). What the
 device or PyTorch cannot run becomes a note, and its table is left out.
 """
@@ -33,12 +48,28 @@ from tiersim.groundtruth.figure import first_line
 GRID = (1024, 2048, 4096)
 SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 HEAD_DIM, HEADS, TOKENS = 128, 16, 16384
+ROWS = (256, 512, 1024, 4096, 8192)  # rows a group of the grouped GEMM
+GROUPS = 8  # groups (local experts) of the grouped GEMM
 SUSTAIN_S = 30.0  # seconds of back-to-back GEMMs a dtype for `sustained`
 WINDOW = 20  # samples compared at each end
+# `tiersim calibrate --kernels-dry-run`: the same code on the CPU at tiny shapes (a check of
+# the path and the file it writes, not a GPU's rates)
+DRY_RUN = {"grid": (16, 32), "seqs": (64,), "sustain_s": 0.01, "tokens": 64, "rows": (16,)}
+# the table's kernel name -> PyTorch's SDPBackend member that runs it
+ATTENTION_BACKENDS = (("flash2", "FLASH_ATTENTION"), ("cudnn", "CUDNN_ATTENTION"))
+MASKS = (("causal", True), ("full", False))
+# FP8 recipes measured beside tensorwise (MXFP8: Blackwell's block scaling, 32 elements a scale)
+MEASURED_RECIPES = ("rowwise", "mxfp8")
+MX_BLOCK = 32
+# what a device or PyTorch that cannot run a kernel raises (TORCH_CHECK: RuntimeError;
+# TORCH_CHECK_VALUE: ValueError; a PyTorch without the function: AttributeError)
+CANNOT_RUN = (RuntimeError, ValueError, AttributeError, TypeError, NotImplementedError)
 
 
 def _tflops(flop: float, times: list[float]) -> float:
-    return round(flop / statistics.median(times) / 1e12, 1)
+    """TFLOP/s to 4 significant figures (0.1 TFLOP/s at a GPU's hundreds; a dry run's CPU
+    rates, thousandths, are not rounded to 0)."""
+    return float(f"{flop / statistics.median(times) / 1e12:.4g}")
 
 
 def gemm_grid(torch: Any, device: str, timer: Timer, repeats: int, grid=GRID) -> dict[str, Any]:
@@ -67,18 +98,70 @@ def _bf16_mm(torch: Any, device: str, n: int) -> Callable[[], object]:
     return lambda: torch.mm(a, b, out=out)
 
 
-def _fp8_mm(torch: Any, device: str, n: int) -> Callable[[], object]:
-    a, b, one = fp8_operands(torch, n, device)
+def fp8_scales(torch: Any, device: str, n: int, recipe: str) -> tuple[Any, Any]:
+    """torch._scaled_mm's scales for an n^3 GEMM under `recipe`: one float a tensor
+    (tensorwise), one a row of A and a column of B (rowwise), or MXFP8's E8M0 scale a 32
+    elements along K, in the swizzled layout cuBLAS takes flattened (n x n / 32 of them; all
+    ones, so the swizzle's order does not matter, only their number)."""
+    if recipe == "rowwise":
+        return (
+            torch.ones(n, 1, device=device, dtype=torch.float32),
+            torch.ones(1, n, device=device, dtype=torch.float32),
+        )
+    if recipe == "mxfp8":
+        block = torch.ones(n * (n // MX_BLOCK), device=device).to(torch.float8_e8m0fnu)
+        return block, block.clone()
+    one = torch.ones((), device=device, dtype=torch.float32)
+    return one, one
+
+
+def _fp8_mm(torch: Any, device: str, n: int, recipe: str = "tensorwise") -> Callable[[], object]:
+    """An n^3 FP8 GEMM (E4M3 operands, BF16 out) with `recipe`'s scales (fp8_scales)."""
+    a, b, _ = fp8_operands(torch, n, device)
+    scale_a, scale_b = fp8_scales(torch, device, n, recipe)
     out = torch.empty(n, n, device=device, dtype=torch.bfloat16)
 
     def mm() -> object:
-        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, out=out)
+        return torch._scaled_mm(
+            a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16, out=out
+        )
 
     return mm
 
 
 def fp8_best(torch: Any, device: str, timer: Timer, repeats: int, n: int) -> float:
     return _tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n), repeats))
+
+
+def fp8_recipes(
+    torch: Any, device: str, timer: Timer, repeats: int, n: int, tensorwise: float, notes: list
+) -> dict[str, float]:
+    """Each recipe's FP8 GEMM rate over the tensorwise one (module docstring)."""
+    out = {"tensorwise": 1.0, "delayed": 1.0}
+    for recipe in MEASURED_RECIPES:
+        try:
+            rate = _tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n, recipe), repeats))
+        except CANNOT_RUN as exc:
+            notes.append(f"kernel table: fp8 {recipe} GEMM not measured: {first_line(exc)}")
+            continue
+        out[recipe] = round(rate / tensorwise, 3)
+    return out
+
+
+def grouped_gemm(
+    torch: Any, device: str, timer: Timer, repeats: int, n: int, dense: float, rows=ROWS
+) -> dict[str, list[float]]:
+    """`grouped_gemm`: torch._grouped_mm's rate at each of `rows` rows a group over `dense`,
+    the dense n^3 GEMM's TFLOP/s (module docstring)."""
+    shares = []
+    for r in rows:
+        x = torch.randn(GROUPS * r, n, device=device, dtype=torch.bfloat16)
+        # one n x n weight a group, column-major as the CUDA kernel takes it
+        w = torch.randn(GROUPS, n, n, device=device, dtype=torch.bfloat16).transpose(-2, -1)
+        offs = torch.arange(r, GROUPS * r + 1, r, device=device, dtype=torch.int32)
+        times = timer(lambda x=x, w=w, offs=offs: torch._grouped_mm(x, w, offs=offs), repeats)
+        shares.append(round(_tflops(2.0 * GROUPS * r * n * n, times) / dense, 3))
+    return {"rows": list(rows), "share": shares}
 
 
 def sustained_share(timer: Timer, fn: Callable[[], object], seconds: float) -> float:
@@ -97,24 +180,26 @@ def sustained_shares(
     out = {"bf16": sustained_share(timer, _bf16_mm(torch, device, n), seconds)}
     try:
         out["fp8"] = sustained_share(timer, _fp8_mm(torch, device, n), seconds)
-    except (RuntimeError, ValueError, AttributeError, TypeError) as exc:
+    except CANNOT_RUN as exc:
         notes.append(f"kernel table: fp8 sustained share not measured: {first_line(exc)}")
     return out
 
 
-def _attention_case(torch: Any, device: str, seq: int) -> tuple[Callable, Callable]:
-    batch = max(1, TOKENS // seq)
+def _attention_case(
+    torch: Any, device: str, seq: int, causal: bool, tokens: int
+) -> tuple[Callable, Callable]:
+    batch = max(1, tokens // seq)
     shape = (batch, HEADS, seq, HEAD_DIM)
     q, k, v = (
         torch.randn(shape, device=device, dtype=torch.bfloat16, requires_grad=True)
         for _ in range(3)
     )
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    out = sdpa(q, k, v, is_causal=True)
+    out = sdpa(q, k, v, is_causal=causal)
     grad = torch.randn_like(out)
 
     def forward() -> object:
-        return sdpa(q, k, v, is_causal=True)
+        return sdpa(q, k, v, is_causal=causal)
 
     def backward() -> object:
         return torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
@@ -123,17 +208,61 @@ def _attention_case(torch: Any, device: str, seq: int) -> tuple[Callable, Callab
 
 
 def attention_rates(
-    torch: Any, device: str, timer: Timer, repeats: int, seqs=SEQS
-) -> dict[str, list[float]]:
-    """Causal SDPA (its flash backend on CUDA) forward and backward TFLOP/s by sequence."""
-    fwd, bwd = [], []
-    for seq in seqs:
-        batch = max(1, TOKENS // seq)
-        flop = 4.0 * seq * seq * HEAD_DIM * HEADS * batch / 2  # causal: half the scores
-        forward, backward = _attention_case(torch, device, seq)
-        fwd.append(_tflops(flop, timer(forward, repeats)))
-        bwd.append(_tflops(2.5 * flop, timer(backward, repeats)))
-    return {"forward": fwd, "backward": bwd}
+    torch: Any, device: str, timer: Timer, repeats: int, seqs=SEQS, tokens: int = TOKENS
+) -> dict[str, dict[str, dict[int, list[float]]]]:
+    """SDPA forward and backward TFLOP/s by mask and sequence, on whichever backend the caller
+    pins (attention_table): {direction: {mask: {HEAD_DIM: [rate by seq]}}}."""
+    out: dict[str, dict[str, dict[int, list[float]]]] = {"forward": {}, "backward": {}}
+    for mask, causal in MASKS:
+        fwd, bwd = [], []
+        for seq in seqs:
+            batch = max(1, tokens // seq)
+            flop = 4.0 * seq * seq * HEAD_DIM * HEADS * batch / (2 if causal else 1)
+            forward, backward = _attention_case(torch, device, seq, causal, tokens)
+            fwd.append(_tflops(flop, timer(forward, repeats)))
+            bwd.append(_tflops(2.5 * flop, timer(backward, repeats)))
+        out["forward"][mask] = {HEAD_DIM: fwd}
+        out["backward"][mask] = {HEAD_DIM: bwd}
+    return out
+
+
+def attention_table(
+    torch: Any, device: str, timer: Timer, repeats: int, notes: list, seqs=SEQS, tokens=TOKENS
+) -> dict[str, Any]:
+    """`attention`: each kernel of ATTENTION_BACKENDS the device runs, its SDPA backend pinned
+    (torch.nn.attention.sdpa_kernel), so the rate is that kernel's and no other's."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as exc:  # a PyTorch before 2.3: no way to pin a backend
+        notes.append(f"kernel table: attention not measured: {first_line(exc)}")
+        return {}
+    table: dict[str, Any] = {"seq": list(seqs)}
+    for kernel, backend in ATTENTION_BACKENDS:
+        try:
+            with sdpa_kernel([getattr(SDPBackend, backend)]):
+                table[kernel] = attention_rates(torch, device, timer, repeats, seqs, tokens)
+        except CANNOT_RUN as exc:
+            notes.append(f"kernel table: attention {kernel} not measured: {first_line(exc)}")
+    return table if len(table) > 1 else {}
+
+
+def _gemm_extras(
+    table: dict, torch: Any, device: str, timer: Timer, repeats: int, notes: list, rows=ROWS
+) -> None:
+    """FP8's best and recipes, and the grouped GEMM's shares, into `table` (measured BF16)."""
+    bf16 = table["gemm"]["bf16"]
+    n = bf16["grid"][-1]
+    try:
+        best = fp8_best(torch, device, timer, repeats, n)
+        table["gemm"]["fp8"] = {"best": best, "shape_of": "bf16"}
+        table["fp8_recipes"] = fp8_recipes(torch, device, timer, repeats, n, best, notes)
+    except CANNOT_RUN as exc:
+        notes.append(f"kernel table: fp8 GEMM not measured: {first_line(exc)}")
+    try:
+        dense = bf16["tflops"][-1][-1][-1]
+        table["grouped_gemm"] = grouped_gemm(torch, device, timer, repeats, n, dense, rows)
+    except CANNOT_RUN as exc:
+        notes.append(f"kernel table: grouped GEMM not measured: {first_line(exc)}")
 
 
 def kernel_table(
@@ -146,9 +275,15 @@ def kernel_table(
     grid=GRID,
     seqs=SEQS,
     sustain_s: float = SUSTAIN_S,
+    tokens: int = TOKENS,
+    rows=ROWS,
 ) -> dict[str, Any]:
     """The measured kernel table as the shipped files hold it (a mapping, YAML-ready)."""
-    table: dict[str, Any] = {"name": name, "gemm": {}}
+    table: dict[str, Any] = {"name": name}
+    if device == "cuda":
+        major, minor = torch.cuda.get_device_capability()
+        table["compute_capability"] = float(f"{major}.{minor}")
+    table["gemm"] = {}
     try:
         table["gemm"]["bf16"] = gemm_grid(torch, device, timer, repeats, grid)
     except (RuntimeError, ValueError) as exc:
@@ -156,22 +291,8 @@ def kernel_table(
         return table
     if sustain_s > 0:
         table["sustained"] = sustained_shares(torch, device, timer, grid[-1], sustain_s, notes)
-    try:
-        best = fp8_best(torch, device, timer, repeats, grid[-1])
-        table["gemm"]["fp8"] = {"best": best, "shape_of": "bf16"}
-        table["fp8_recipes"] = {"tensorwise": 1.0, "delayed": 1.0}
-    except (RuntimeError, ValueError, AttributeError, TypeError) as exc:
-        notes.append(f"kernel table: fp8 GEMM not measured: {first_line(exc)}")
-    try:
-        rates = attention_rates(torch, device, timer, repeats, seqs)
-    except (RuntimeError, ValueError) as exc:
-        notes.append(f"kernel table: attention not measured: {first_line(exc)}")
-        return table
-    table["attention"] = {
-        "seq": list(seqs),
-        "flash2": {
-            "forward": {"causal": {HEAD_DIM: rates["forward"]}},
-            "backward": {"causal": {HEAD_DIM: rates["backward"]}},
-        },
-    }
+    _gemm_extras(table, torch, device, timer, repeats, notes, rows)
+    attention = attention_table(torch, device, timer, repeats, notes, seqs, tokens)
+    if attention:
+        table["attention"] = attention
     return table

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from tiersim.config.hardware_schema import Network
 from tiersim.groundtruth.calibrate import machine
 from tiersim.groundtruth.calibrate_settings import Calibration
 from tiersim.groundtruth.figure import Figure
@@ -51,8 +52,15 @@ def _gpu_section(cal: Calibration, base: dict[str, Any], copied: list[str]) -> d
     return {**gpu, **rest}
 
 
+def host_share(base: dict[str, Any]) -> int:
+    """The GPUs that share the host's memory: the preset's network.gpus_per_node (the base's,
+    which the file copies). A preset's tiers are one GPU's (h200-hbf: a node's 2 TB and
+    921.6 GB/s of DRAM over its 8 GPUs), so the host measured whole is divided by them."""
+    return int(base.get("network", {}).get("gpus_per_node", Network().gpus_per_node))
+
+
 def _tiers(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[str, Any]:
-    f, tiers = cal.figures, base.get("tiers", {})
+    f, tiers, share = cal.figures, base.get("tiers", {}), host_share(base)
     latency = {name: tiers.get(name, {}).get("latency", "0 us") for name in ("hbm", "dram")}
     copied.append("tier latencies of hbm and dram")
     if "hbm copy bandwidth" in f and cal.gpu_memory_bytes:
@@ -70,8 +78,10 @@ def _tiers(cal: Calibration, base: dict[str, Any], copied: list[str]) -> dict[st
         copied.append("tiers.dram.capacity")
     dram = {
         "kind": "dram",
-        "capacity": quantity(dram_capacity, "B") if dram_capacity else tiers["dram"]["capacity"],
-        "bandwidth": quantity(f["dram copy bandwidth"].median, "B/s"),
+        "capacity": quantity(dram_capacity / share, "B")
+        if dram_capacity
+        else tiers["dram"]["capacity"],
+        "bandwidth": quantity(f["dram copy bandwidth"].median / share, "B/s"),
         "latency": latency["dram"],
     }
     nvme = {
@@ -131,7 +141,8 @@ def hardware_preset(cal: Calibration, base: dict[str, Any], base_name: str) -> s
     """The hardware preset YAML text; what was not measured comes from `base`, and says so."""
     copied: list[str] = []
     cpu = {**base.get("cpu", {}), "name": machine(), "memory": "dram"}
-    cpu["memory_bandwidth"] = quantity(cal.figures["dram copy bandwidth"].median, "B/s")
+    share = host_share(base)
+    cpu["memory_bandwidth"] = quantity(cal.figures["dram copy bandwidth"].median / share, "B/s")
     hardware = {"gpu": _gpu_section(cal, base, copied), "cpu": cpu}
     copied += [f"cpu.{k}" for k in base.get("cpu", {}) if k not in MEASURED_CPU]
     notes = [*cal.notes, *_rate_notes(cal, cpu)]
@@ -144,7 +155,11 @@ def hardware_preset(cal: Calibration, base: dict[str, Any], base_name: str) -> s
         copied.append("network")
     lines = [
         f"Hardware preset measured by `tiersim calibrate` on {machine()}.",
-        "Figures: median of the runs (min .. max, runs); capacities are the whole machine's.",
+        "Figures: median of the runs (min .. max, runs), as measured on the whole machine.",
+        f"Per GPU, as every preset's tiers are: host memory's capacity and bandwidth (tiers.dram, "
+        f"cpu.memory_bandwidth) are the host's divided by the {share} GPU(s) that share it "
+        f"(network.gpus_per_node, the base preset's: change both if this host has another "
+        f"count); storage (tiers.nvme) is the one drive measured, as each GPU's own.",
         *(f"  {f.name}: {describe(f)} - {f.method}" for f in cal.figures.values()),
         *notes,
         f"NOT measured, copied from base preset '{base_name}': {', '.join(copied)}.",

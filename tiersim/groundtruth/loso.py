@@ -1,7 +1,9 @@
 """Leave one source out (issue 39): every constant fitted on end-to-end runs, predicted on its
 own source without its fit. A run a constant was fitted to names, in references.yaml, the
 `--set` overrides that take the fit away (`unfitted`: the value the constant has without that
-source: none, or the GPU's own figure from another measurement); each run of the same source is
+source: none, or the GPU's own figure from another measurement); a constant fitted on the source
+outside the runs compared (Korthikanti et al.'s Table 4 layer for the A100's efficiency, whose
+Table 5 runs are compared) names itself in `fit` instead. Each run of the same source is
 simulated with them, and its error is what the fit would be worth had the source been left out.
 A constant fitted on one source only has no value at all without it, so this is the honest
 out-of-sample figure for it; the other sources' errors (check-published's table) already are
@@ -37,7 +39,7 @@ def leave_one_source_out(references: list[Reference], simulate_ref) -> list[Left
         overrides = tuple(o for r in runs for o in r.unfitted)
         if not overrides:
             continue
-        fitted = "; ".join(r.calibrates for r in runs if r.unfitted)
+        fitted = "; ".join(r.calibrates or r.fit for r in runs if r.unfitted)
         with_fit = [simulate_ref(r, ()) / r.iteration_time_s - 1 for r in runs]
         without = [simulate_ref(r, overrides) / r.iteration_time_s - 1 for r in runs]
         out.append(LeftOut(source, fitted, overrides, _summary(with_fit), _summary(without)))

@@ -34,6 +34,7 @@ _KEYS = {
     "calibrates",
     "metric",
     "unfitted",
+    "fit",
 }
 # what a published time is compared with: the step, or (a table of optimizer times) the
 # optimizer's own time in the step
@@ -56,6 +57,9 @@ class Reference:
     # on a run a constant was fitted to: `--set` overrides that take the fit away (the value
     # without this source), for the leave-one-source-out check (groundtruth/loso.py)
     unfitted: tuple[str, ...] = ()
+    # a constant fitted on this run's source outside the runs compared here (a layer of the
+    # same paper, say): what it is, for the leave-one-source-out check with `unfitted`
+    fit: str = ""
 
     @property
     def name(self) -> str:
@@ -155,6 +159,13 @@ def _entry_problems(name: Any, entry: Any, folder: Path) -> list[Problem]:
     if "calibrates" in entry and not (isinstance(fitted, str) and fitted.strip()):
         what = f"expected the scenario figure fitted to this run (got {fitted!r})"
         problems.append(Problem(f"{name}.calibrates", what, "E-PUBLISHED"))
+    fit = entry.get("fit")
+    if "fit" in entry and not (isinstance(fit, str) and fit.strip() and entry.get("unfitted")):
+        what = (
+            f"expected the constant fitted on this source elsewhere, with the 'unfitted' "
+            f"overrides that take it away (got {fit!r})"
+        )
+        problems.append(Problem(f"{name}.fit", what, "E-PUBLISHED"))
     unfitted = entry.get("unfitted", [])
     if not (isinstance(unfitted, list) and all(isinstance(u, str) and "=" in u for u in unfitted)):
         what = f"expected a list of PATH=VALUE overrides (got {unfitted!r})"
@@ -198,6 +209,7 @@ def load_references(folder: Path | None = None) -> list[Reference]:
             calibrates=" ".join(str(e.get("calibrates", "")).split()),
             metric=e.get("metric", "time_s"),
             unfitted=tuple(e.get("unfitted", ())),
+            fit=" ".join(str(e.get("fit", "")).split()),
         )
         for name, e in raw.items()
     ]

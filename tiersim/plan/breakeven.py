@@ -4,6 +4,7 @@ the best that fits but wears out), re-simulated from its overrides."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,10 @@ from tiersim.plan.rank import HBF, rerun_overrides
 
 
 def hbf_break_even(
-    path: Path, question: dict[str, Any] | None, base: tuple[str, ...]
+    path: Path,
+    question: dict[str, Any] | None,
+    base: tuple[str, ...],
+    wrap: Callable[[Callable], Callable] | None = None,
 ) -> dict[str, Any] | None:
     from tiersim.analysis.wear import assess
     from tiersim.config.load import load_scenario
@@ -25,11 +29,12 @@ def hbf_break_even(
         return None
     overrides = rerun_overrides(base, tuple(plan["overrides"]))
     s = load_scenario(path, overrides).scenario
-    assessed = {n: a for n, a in assess(s, simulate(s)).items() if n == HBF}
+    simulating = wrap(simulate) if wrap is not None else simulate
+    assessed = {n: a for n, a in assess(s, simulating(s)).items() if n == HBF}
     return {
         "overrides": overrides,
-        "break_even": break_even_section(s, assessed, simulate).get(HBF),
-        "ranges": ranges_section(s, simulate),
+        "break_even": break_even_section(s, assessed, simulating).get(HBF),
+        "ranges": ranges_section(s, simulating),
     }
 
 

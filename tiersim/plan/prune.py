@@ -5,6 +5,7 @@ simulated. Equal scenarios (written differently) are simulated once."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import math
 from collections import Counter
@@ -13,18 +14,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from tiersim.analysis.cost import tier_prices
 from tiersim.analysis.flash import interfering
+from tiersim.config.consistency import consistency_problems
 from tiersim.config.load import Loaded, build, build_resolved
 from tiersim.config.mesh import Mesh
 from tiersim.config.overrides import set_path
 from tiersim.config.presets import resolve as resolve_presets
-from tiersim.config.schema import Scenario
+from tiersim.config.schema import Placement, Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import StepBound, step_bound, wear_floor
 from tiersim.plan.space import override_text
-from tiersim.plan.upper import MARGIN, checkpoint_share_s, serial_step_s
+from tiersim.plan.upper import MARGIN, alike_runs, checkpoint_share_s, serial_step_s
 from tiersim.runner import check_runnable
 from tiersim.state.classes import STATE_CLASSES
 from tiersim.state.inventory import build_inventory
@@ -36,6 +40,7 @@ from tiersim.workload.work import build_workload
 PRESET_SECTIONS = ("model.", "hardware.", "model", "hardware")  # what presets fill
 HBF = "hbf"  # the tier of "can HBF hold optimizer state?" (plan.rank.HBF)
 PREFETCH = "simulation.prefetch_depth"
+PLACED = "placement."  # the choices `Checker._placed` sets in a scenario built before
 RECENT = 64  # valid scenarios kept to set another prefetch depth in (a space's last keys')
 # the choices a workload's shared parts never read (workload.work.build_workload)
 HOME_CHOICES = frozenset(
@@ -163,15 +168,18 @@ class Checker:
         # the valid scenarios built last, by their choices but the prefetch depth (`_scenario`)
         self.recent: dict[tuple, Scenario] = {}
         self.passes: dict[tuple, int] = {}  # their layer passes (`_passes`)
+        # valid scenarios built from the resolved mapping, by their choices but placement.*
+        # (`_placed`)
+        self.placed: dict[tuple, Loaded] = {}
         problems: list = []  # the scenario's presets merged in once (`_built`)
         self.resolved = resolve_presets(copy.deepcopy(raw), base_dir, problems)
         self.resolved = None if problems else self.resolved
 
-    def _built(self, combo) -> Loaded:
+    def _built(self, combo) -> tuple[Loaded, bool]:
         """The candidate's scenario: where its choices are outside the sections presets and
         config.json fill (model:, hardware:), from the scenario resolved once with them
         written in; else, or where that has a problem, built as written (`build`, which
-        raises the problems as a run would)."""
+        raises the problems as a run would); and whether it was the former."""
         if self.resolved is not None and not any(p.startswith(PRESET_SECTIONS) for p, _ in combo):
             mapping = dict(self.resolved)
             for section in {p.split(".")[0] for p, _ in combo} | {"training"}:
@@ -180,13 +188,13 @@ class Checker:
                 set_path(mapping, path.split("."), copy.deepcopy(value))
             loaded = build_resolved(mapping, self.source)
             if loaded is not None:
-                return loaded
+                return loaded, True
         # built from the mapping with the choices written in, not as --set overrides: its
         # problems are the plan's choices, not a --set the user never typed
         mapping = copy.deepcopy(self.raw)
         for path, value in combo:
             set_path(mapping, path.split("."), copy.deepcopy(value))
-        return build(mapping, self.base_dir, self.source)
+        return build(mapping, self.base_dir, self.source), False
 
     def text(self, path: str, value: Any) -> str:
         key = (path, type(value), value)
@@ -206,13 +214,48 @@ class Checker:
         if base is not None and type(depth) is int and depth >= 1:
             sim = base.simulation.model_copy(update={"prefetch_depth": depth})
             return base.model_copy(update={"simulation": sim})
-        loaded = self._built(combo)
+        others = tuple((p, type(v), v) for p, v in combo if not p.startswith(PLACED))
+        loaded = self._placed(combo, others)
+        if loaded is None:
+            loaded, from_resolved = self._built(combo)
+            if from_resolved:
+                if len(self.placed) >= RECENT:
+                    self.placed.clear()
+                self.placed[others] = loaded  # valid: placements are set in it next
         check_runnable(loaded)
         if len(self.recent) >= RECENT:
             self.recent.clear()
             self.passes.clear()
         self.recent[rest] = loaded.scenario
         return loaded.scenario
+
+    def _placed(self, combo, others: tuple) -> Loaded | None:
+        """The candidate's scenario from a valid one built from the resolved mapping whose
+        choices differ only in placement.* (`others`: its choices but those): that one with
+        its placement section, as the resolved mapping has it with the choices written in,
+        validated alone and set in, where that is valid and consistent; else None (it is
+        built in full, so a problem is said as before). Exact: pydantic validates a
+        scenario's sections each on its own (no validator reads another section), the
+        placement is read beside other sections only by config.consistency, checked here as
+        `build_resolved` checks it, and the rest of the mapping is the one built
+        (tests/test_plan_shared.py)."""
+        base = self.placed.get(others)
+        if base is None:
+            return None
+        section = copy.deepcopy(self.resolved.get("placement", {}))
+        for path, value in combo:
+            if path.startswith(PLACED):
+                set_path(section, path.split(".")[1:], copy.deepcopy(value))
+        try:
+            placement = Placement.model_validate(section)
+        except ValidationError:
+            return None
+        scenario = base.scenario.model_copy(update={"placement": placement})
+        if consistency_problems(scenario):
+            return None
+        # its mapping is not written out: nothing here reads it (check_runnable reads the
+        # scenario, and its problems carry no lines: the resolved path has no text)
+        return dataclasses.replace(base, scenario=scenario, resolved={})
 
     def _passes(self, rest: tuple, s: Scenario) -> int:
         """The layer passes its run simulates (sweep.estimate.work, which reads no prefetch
@@ -282,8 +325,9 @@ def assess(s: Scenario, shared: dict | None = None) -> Assessed:
     upper = share = math.inf
     if not interfering(s):
         topo = Topology(res.machine)
-        step = serial_step_s(res, wl, topo)
-        share = checkpoint_share_s(res, wl, topo, step)
+        runs = alike_runs(wl.units)  # read by both sums
+        step = serial_step_s(res, wl, topo, runs)
+        share = checkpoint_share_s(res, wl, topo, step, runs)
         upper = MARGIN * (step + share)  # plan.upper.period_upper_s, with its margin
     floor = wear_floor(s, bound.written)
     tokens = wl.tokens_per_step

@@ -28,6 +28,7 @@ from tiersim.plan.screening import screened_cost_s
 from tiersim.plan.simulating import Deadline, simulate_rest
 from tiersim.plan.space import Space, candidates
 from tiersim.rulebook import check_plan_section
+from tiersim.sweep.local_start import local_context
 from tiersim.sweep.progress import Progress
 from tiersim.sweep.worker import PointResult, run_point
 
@@ -70,6 +71,8 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     loaded = load_scenario(path, list(overrides))
     raw = apply_overrides(read_yaml(path, source), list(overrides), source)
     space = _checked_space(loaded, raw, path, options)
+    if options.executor == "local":  # the workers' fork server imports while this checks
+        local_context()
     deadline = dataclasses.replace(deadline, space=space)
     stream_to = options.progress or sys.stderr
     bar = Progress(space.size, stream_to, label="candidates checked against the inventory")

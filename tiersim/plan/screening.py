@@ -61,6 +61,17 @@ def screenable(c: Candidate) -> bool:
     return c.wear_floor_s > 0 and math.isfinite(c.upper_s) and math.isfinite(c.checkpoint_upper_s)
 
 
+def worth_screening(c: Candidate) -> bool:
+    """Whether the candidate's step is simulated first, wear or not: it has a step bound to
+    raise and a durable checkpoint whose runs its whole run adds (most of a point's time,
+    docs/speed.md), with a known interval (a finite share of its period), and no flash tier
+    whose dies reads and programs share (its whole run sets their ports from a first
+    simulation: its step is not the plain one). Its simulated step then prices it exactly
+    for the objective (a step's tokens over it, at most), so only those still among the
+    best after it are run in full."""
+    return c.bound is not None and math.isfinite(c.upper_s) and 0 < c.checkpoint_upper_s < math.inf
+
+
 def wears(c: Candidate, screened: Screened) -> bool:
     """Whether no run of the candidate holds its wear budget: its period, at most its
     simulated step plus its checkpoint's share, is under its wear floor, or its plain run's

@@ -23,6 +23,7 @@ from tiersim.plan.screening import (
     screenable,
     tightened,
     wears,
+    worth_screening,
 )
 from tiersim.plan.space import Space
 from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
@@ -93,9 +94,10 @@ def simulate_rest(
     the answer): the sampled ones as they are, the rest on `run` = (executor, workers,
     scheduler), best bound first, each checked against the results in when it is about to
     be sent (`Contenders`), the search refused once `deadline` has passed (`Deadline`).
-    `screen`: a candidate whose wear its bounds leave undecided has its step simulated
-    first, without its checkpoint (tiersim.plan.screening), and is simulated in full, after
-    the others, only where that does not settle it."""
+    A candidate with a durable checkpoint has its step simulated first, without it
+    (tiersim.plan.screening: `worth_screening`), and is simulated in full only where that
+    does not settle it and it still matters; `screen`: so is one whose wear its bounds leave
+    undecided, checkpoint or not (a large space's)."""
     kept = pruned.kept
     for i, r in sampled.items():
         contenders.add(kept[i], r)
@@ -103,15 +105,18 @@ def simulate_rest(
     left = [i for i in contenders.order(kept) if i not in sampled]
     if not left:
         return results
-    rest = Rest(pruned, contenders, deadline, results, left)
+    rest = Rest(pruned, contenders, deadline, results, left, wear_screens=screen)
     rest.bar = Progress(len(left), to, label="plans simulated or pruned")
 
     def on(pool: Pool) -> None:  # an InputError raised here ends the workers at once
         rest.started = deadline.elapsed_s()
-        rest.through(pool, left, screen)
+        rest.through(pool, left, True)
         rank = {i: r for r, i in enumerate(left)}
         last, rest.later = sorted(rest.later + rest.deferred, key=rank.__getitem__), []
-        rest.through(pool, last, False)  # best bound first
+        # best bound first, their bounds raised by their screens (ties in the search's order),
+        # one a worker at a time: each whole run may rule out the next
+        last = [last[j] for j in contenders.order([kept[i] for i in last])]
+        rest.through(pool, last, False, pool.slots)
 
     executor, workers, scheduler = run
     run_on_pool(executor, workers, scheduler, None, on)
@@ -128,6 +133,7 @@ class Rest:
     deadline: Deadline
     results: list[Any]
     left: list[int]  # positions in `pruned.kept`, best bound first
+    wear_screens: bool = False  # wear screened without a checkpoint too (`simulate_rest`)
     later: list[int] = field(default_factory=list)  # screened, might hold: run in full next
     # screened and not settled: wear (while one could be the best on HBF that fits) or hold
     # (while one could be the best that holds): run in full last, where they still matter
@@ -144,7 +150,8 @@ class Rest:
             yield from self.next_in_full(sent)
             if self.contenders.matters(kept[i]):
                 sent.append(i)
-                screen = screening and screenable(kept[i])
+                wear = self.wear_screens and screenable(kept[i])
+                screen = screening and (worth_screening(kept[i]) or wear)
                 yield kept[i].checkpoint_upper_s if screen else None, self.pruned.task(kept[i])
         yield from self.next_in_full(sent)
 
@@ -159,21 +166,33 @@ class Rest:
         """A screen back: settled, or its candidate's bound tightened by its step and queued
         to run in full (one that wears only while it could be the best on HBF that fits)."""
         kept = self.pruned.kept
+        if not screenable(kept[i]):  # no wear floor to judge: its step bound raised only
+            kept[i] = tightened(kept[i], outcome)
+            self.later.append(i)
+            return
         worn = wears(kept[i], outcome)
         if self.contenders.decided(kept[i], worn):
             return
         kept[i] = tightened(kept[i], outcome)
         longest = outcome.step_s * (1 + ROUND_OFF) if outcome.step_s is not None else 0.0
-        if outcome.holds and self.contenders.holds_at_least(kept[i], longest):
+        # found to hold sets its group's least best only in a large space, as before: a
+        # small space's screens raise bounds and settle wear, nothing more (the screen does
+        # not say whether its whole run's peak fits, which the answer also needs)
+        held = outcome.holds and self.wear_screens
+        if held and self.contenders.holds_at_least(kept[i], longest):
             self.deferred.append(i)  # held: run in full last, only if still among the best
         else:
             (self.deferred if worn else self.later).append(i)
 
-    def through(self, pool: Pool, positions: list[int], screening: bool) -> None:
-        """`positions` sent while they still matter, each result taken in as it comes."""
+    def through(
+        self, pool: Pool, positions: list[int], screening: bool, window: int | None = None
+    ) -> None:
+        """`positions` sent while they still matter, each result taken in as it comes, at
+        most `window` in flight (`stream`'s)."""
         kept, contenders = self.pruned.kept, self.contenders
         sent: list[int] = []  # positions in `kept` of the candidates sent, in order
-        for batch in stream(pool, plan_point, self.jobs(positions, sent, screening)):
+        jobs = self.jobs(positions, sent, screening)
+        for batch in stream(pool, plan_point, jobs, window=window):
             for position, outcome in batch:
                 i = sent[position]
                 if isinstance(outcome, Screened):

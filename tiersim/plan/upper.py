@@ -118,8 +118,9 @@ def _copy_of(u: Unit, v: Unit) -> bool:
     return {**u.__dict__, "name": None} == {**v.__dict__, "name": None}
 
 
-def serial_step_s(res: Resolved, wl: Workload, topo: Topology) -> float:
-    """Every operation of one step one after another, each alone (module docstring)."""
+def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> float:
+    """Every operation of one step one after another, each alone (module docstring); `runs`:
+    `alike_runs(wl.units)`, where the caller has them (else worked out here)."""
     m, units = wl.micro_batches, wl.units
     machine, placement = res.machine, res.execution.placement
     gpu = machine.gpu.memory
@@ -130,7 +131,8 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     total += wl.bubble_s + wl.bubble_after_s
     moves = Moves(topo, res.execution.simulation.chunk_size)
     cap = wl.net_capacity
-    for u, n in alike_runs(units):  # moves counted by the run (whole counts: sums exact)
+    runs = alike_runs(units) if runs is None else runs
+    for u, n in runs:  # moves counted by the run (whole counts: sums exact)
         home = u.home or base
         weights, gradients = tier_bytes(u)
         moves.add(home["weights"], gpu, weights, n * 2 * (2 * m + 2))
@@ -155,14 +157,14 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     return total + moves.seconds()
 
 
-def checkpoint_copy_s(res: Resolved, wl: Workload, topo: Topology) -> float:
+def checkpoint_copy_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> float:
     """Each checkpointed class's bytes copied to the target alone: from its home directly,
     and through the staging tier (a snapshot, then its drain), all one after another."""
     target = res.execution.checkpoint.target
     staging = res.execution.checkpoint.staging
     base = homes(res.execution.placement, res.machine)
     moves = Moves(topo, res.execution.simulation.chunk_size)
-    for u, n in alike_runs(wl.units):
+    for u, n in alike_runs(wl.units) if runs is None else runs:
         home = u.home or base
         for cls in CHECKPOINTED:
             nbytes = max(u.homed.get(cls, 0), u.weights_full if cls == "weights" else 0)
@@ -179,7 +181,9 @@ def period_upper_s(res: Resolved, wl: Workload, topo: Topology) -> float:
     return step + checkpoint_share_s(res, wl, topo, step)
 
 
-def checkpoint_share_s(res: Resolved, wl: Workload, topo: Topology, step_s: float) -> float:
+def checkpoint_share_s(
+    res: Resolved, wl: Workload, topo: Topology, step_s: float, runs=None
+) -> float:
     """The most a durable checkpoint adds to each step's period (its stall over the interval:
     module docstring), where a step takes at most `step_s`; 0 without one, inf where its
     interval is not known before the run (chosen from its cost)."""
@@ -188,5 +192,5 @@ def checkpoint_share_s(res: Resolved, wl: Workload, topo: Topology, step_s: floa
     every = res.execution.checkpoint.every_steps
     if not isinstance(every, int) or isinstance(every, bool):
         return math.inf
-    stall = checkpoint_copy_s(res, wl, topo) + (1 + MAX_TRAILING_STEPS) * step_s
+    stall = checkpoint_copy_s(res, wl, topo, runs) + (1 + MAX_TRAILING_STEPS) * step_s
     return stall / every

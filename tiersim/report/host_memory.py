@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_bytes
+from tiersim.report.memory import out_of_memory
 from tiersim.report.table import render
 from tiersim.state.host_timeline import HostTimeline
 
@@ -61,8 +62,7 @@ def host_warning(report: dict[str, Any]) -> str:
         return ""
     node = hm["node"]
     return (
-        f"{hm['tier']} runs out of memory at {hm['out_of_memory_at']} (allocating "
-        f"{hm['out_of_memory_allocating']}): {fmt_bytes(hm['peak_bytes'])} of "
+        f"{hm['tier']} runs {out_of_memory(hm)}: {fmt_bytes(hm['peak_bytes'])} of "
         f"{fmt_bytes(hm['capacity_bytes'])} a GPU ({fmt_bytes(node['peak_bytes'])} of "
         f"{fmt_bytes(node['capacity_bytes'])} a node)"
     )
@@ -77,7 +77,7 @@ def host_text(hm: dict[str, Any], engine_peak: int | None = None) -> str:
     node = hm["node"]
     gpus = f"{node['gpus']} GPU{'s' * (node['gpus'] != 1)}"
     rows.append([f"the node ({gpus})", fmt_bytes(node["peak_bytes"]), ""])
-    verdict = "fits" if hm["fits"] else f"DOES NOT FIT: out of memory at {hm['out_of_memory_at']}"
+    verdict = "fits" if hm["fits"] else f"DOES NOT FIT: {out_of_memory(hm)}"
     head = (
         f"host memory ({hm['tier']}) over the step: peak at {hm['peak_moment']}, "
         f"{fmt_bytes(hm['peak_bytes'])} of {fmt_bytes(hm['capacity_bytes'])} a GPU, "

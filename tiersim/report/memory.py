@@ -31,6 +31,7 @@ def section_of(t: Timeline) -> dict[str, Any]:
         "peak_moment": peak.moment if peak else None,
         "peak_phase": peak.phase if peak else None,
         "peak_parts": t.peak_parts,
+        "peak_total_moment": t.device_peak_event.moment if t.device_peak_event else None,
         "fits": t.fits,
         "out_of_memory_at": oom.moment if oom else None,
         "out_of_memory_allocating": oom.part if oom else None,
@@ -59,9 +60,9 @@ def timeline_warning(report: dict[str, Any]) -> str:
     if mt is None or mt["fits"]:
         return ""
     return (
-        f"{mt['tier']} runs out of memory at {mt['out_of_memory_at']} (allocating "
-        f"{mt['out_of_memory_allocating']}): the step needs {fmt_bytes(mt['peak_total_bytes'])} "
-        f"of {fmt_bytes(mt['capacity_bytes'])} with the allocator's reserve"
+        f"{mt['tier']} runs {out_of_memory(mt)}: the step needs "
+        f"{fmt_bytes(mt['peak_total_bytes'])} of {fmt_bytes(mt['capacity_bytes'])} with the "
+        "allocator's reserve"
     )
 
 
@@ -76,11 +77,8 @@ def timeline_text(mt: dict[str, Any], engine_peak: int | None = None) -> str:
     for name, nbytes in mt["outside_allocator_bytes"].items():
         rows.append([f"{name} (outside the allocator)", fmt_bytes(nbytes), ""])
     rows.append(["device memory at most", fmt_bytes(mt["peak_total_bytes"]), ""])
-    verdict = "fits" if mt["fits"] else f"DOES NOT FIT: out of memory at {mt['out_of_memory_at']}"
-    head = (
-        f"{mt['tier']} over the step: peak at {mt['peak_moment']}, "
-        f"{fmt_bytes(mt['peak_total_bytes'])} of {fmt_bytes(mt['capacity_bytes'])} ({verdict})"
-    )
+    verdict = "fits" if mt["fits"] else f"DOES NOT FIT: {out_of_memory(mt)}"
+    head = f"{mt['tier']} over the step: {peak_words(mt)} ({verdict})"
     table = render(["part live at the peak", "bytes", "of allocated"], rows, head)
     if engine_peak is not None and engine_peak > mt["peak_total_bytes"]:
         table += (
@@ -89,3 +87,23 @@ def timeline_text(mt: dict[str, Any], engine_peak: int | None = None) -> str:
             "buffers not included): the tier table's peak"
         )
     return table
+
+
+def out_of_memory(mt: dict[str, Any]) -> str:
+    """'out of memory at <moment> (allocating <part>)': the first request the device refused."""
+    return (
+        f"out of memory at {mt['out_of_memory_at']} (allocating {mt['out_of_memory_allocating']})"
+    )
+
+
+def peak_words(mt: dict[str, Any]) -> str:
+    """'peak at <moment>, <device bytes> of <capacity>'; where the device holds most at another
+    moment than allocation peaks (the allocator reserving more with less allocated), both."""
+    total, cap = fmt_bytes(mt["peak_total_bytes"]), fmt_bytes(mt["capacity_bytes"])
+    most = mt.get("peak_total_moment")
+    if most is None or most == mt["peak_moment"]:
+        return f"peak at {mt['peak_moment']}, {total} of {cap}"
+    return (
+        f"allocation peaks at {mt['peak_moment']} ({fmt_bytes(mt['peak_allocated_bytes'])}, "
+        f"its parts below); the device holds most at {most}, {total} of {cap}"
+    )

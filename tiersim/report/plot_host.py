@@ -8,7 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.core.units import fmt_bytes
-from tiersim.report.plot_memory import ALLOCATED, LIMIT, mark_peak_and_phases, on_scale_capacity
+from tiersim.report.plot_memory import (
+    ALLOCATED,
+    LIMIT,
+    mark_peak_and_phases,
+    on_scale_capacity,
+    out_of_memory_words,
+)
 from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.timeline import Timeline
 
@@ -19,7 +25,7 @@ def host_title(h: HostTimeline) -> str:
     t = h.timeline
     peak = t.peak_event
     where = peak.moment if peak else "-"
-    verdict = "" if t.fits else f"; DOES NOT FIT: out of memory at {t.oom_event.moment}"
+    verdict = "" if t.fits else f"; {out_of_memory_words(t)}"
     return (
         f"{TITLE} ({t.tier}, one GPU's share; a node: {h.node_gpus} x this)\n"
         f"peak {fmt_bytes(t.peak_allocated_bytes)} of {fmt_bytes(t.capacity_bytes)} at "

@@ -18,13 +18,23 @@ LABEL_PT = 7  # the phase labels' font size (points)
 
 
 def memory_title(t: Timeline) -> str:
-    peak = t.peak_event
+    peak, most = t.peak_event, t.device_peak_event
     where = peak.moment if peak else "-"
-    verdict = "" if t.fits else f"; DOES NOT FIT: out of memory at {t.oom_event.moment}"
+    verdict = f"\n{out_of_memory_words(t)}" if not t.fits else ""
+    total = f"{fmt_bytes(t.peak_total_bytes)} of {fmt_bytes(t.capacity_bytes)}"
+    if most is None or most.moment == where:
+        return f"{TITLE} ({t.tier}): peak {total} at {where}{verdict}"
+    # the allocator reserves most elsewhere (a square marks it): say both moments
     return (
-        f"{TITLE} ({t.tier}): peak {fmt_bytes(t.peak_total_bytes)} of "
-        f"{fmt_bytes(t.capacity_bytes)} at {where}{verdict}"
+        f"{TITLE} ({t.tier}): the device holds most (the square), {total}, at {most.moment};\n"
+        f"allocation peaks (the dot) at {where}{verdict}"
     )
+
+
+def out_of_memory_words(t: Timeline) -> str:
+    """'DOES NOT FIT: out of memory at <moment> (<part it could not allocate>)'."""
+    oom = t.oom_event
+    return f"DOES NOT FIT: out of memory at {oom.moment} ({oom.part})" if oom else ""
 
 
 def draw_memory_timeline(ax: Any, t: Timeline) -> None:
@@ -61,6 +71,9 @@ def mark_peak_and_phases(ax: Any, t: Timeline) -> None:
     begin (grey lines), for the GPU's and the host's timelines alike."""
     if t.events:
         ax.plot([t.peak_index], [t.peak_allocated_bytes / 1e9], "o", color="black")
+    most = t.device_peak_index
+    if most is not None and t.events[most].moment != t.peak_event.moment:
+        ax.plot([most], [t.reserved[most] / 1e9], "s", color="black")
     starts = []
     for phase in PHASES[1:]:  # where forward, backward and the optimizer step begin
         first = next((i for i, e in enumerate(t.events) if e.phase == phase), None)

@@ -22,11 +22,16 @@ bucket is resident:
 - the master remainders: `param_remainders_shard`, `shard_size` int16 values a bucket
   (`store_param_remainders`, NeMo's with bf16 weights and fp32 state).
 
-Not counted here: the contiguous param buffer (`init_param_buffer`, bf16 weights in whole
-buckets), which exists only where the run's config sets `contiguous_param_buffer` (the
-launcher's llama3_8b.yaml does, its llama2_70b.yaml does not) and tiersim has no key saying
-so; the weights stay exact-size tensors. Routed experts are not bucketed here (no NeMo 1.x
-MoE run is shipped)."""
+- the weights, where the run sets `contiguous_param_buffer` (`training.apex`; the launcher's
+  llama3_8b.yaml does, its llama2_70b.yaml does not): `init_param_buffer` allocates, per
+  bucket dtypes, `max(contiguous_buffer_offset + bucket_size)` values in the bucket's
+  param_sync_dtype (NeMo's `setup_optimization`: the model's bf16 for every bucket, the fp32
+  ones too), copies each parameter in and makes it a view of its bucket's place
+  (`param.data = ...`, NeMo's MegatronDistributedFusedAdam.init_param_buffer at 014d03cf):
+  the buffer replaces the exact-size tensors, whose blocks go back to the allocator.
+
+`bucket_cap_mb` is `training.apex.bucket_cap_mb` (apex's 100 when left out). Routed experts
+are not bucketed here (no NeMo 1.x MoE run is shipped)."""
 
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tiersim.config.schema import PRECISION_BYTES
+from tiersim.config.schema import PRECISION_BYTES, Training
 from tiersim.state.model import Matrix
 from tiersim.state.sharding import master_bytes, shard_divisors
 
@@ -52,6 +57,12 @@ def shard_values(dtype_bytes: int, ranks: int, cap_mb: float = BUCKET_CAP_MB) ->
     alignment = 128 // dtype_bytes
     shard = int(1024 * 1024 * cap_mb / dtype_bytes / ranks)
     return max(shard // alignment * alignment, alignment)
+
+
+def bucket_cap_mb(training: Training) -> float:
+    """The run's `bucket_cap_mb` (`training.apex`), apex's 100 when it sets none."""
+    cap = training.apex.bucket_cap_mb
+    return BUCKET_CAP_MB if cap is None else cap
 
 
 def buckets_for(values: int, bucket_values: int) -> int:
@@ -97,19 +108,23 @@ def on_apex(r: Resolved) -> bool:
 
 def apex_resident_bytes(r: Resolved, units: list[list[Matrix]], stage: int) -> dict[str, int]:
     """The dense gradients, optimizer state and master remainders one GPU of `stage` holds
-    under apex, in whole buckets (the module's docstring); {} for any other optimizer."""
+    under apex, in whole buckets, and with `contiguous_param_buffer` its weights (the
+    module's docstring); {} for any other optimizer."""
     tr = r.execution.training
     if not on_apex(r):
         return {}
     ranks = shard_divisors(r.execution.parallel)[0]
     grad = PRECISION_BYTES[tr.precision.gradients]
-    shard = shard_values(grad, ranks)
+    shard = shard_values(grad, ranks, bucket_cap_mb(tr))
     values = stage_values(r, units, stage)
     plain = sum(buckets_for(x, shard * ranks) for _, x in values.groups)
     fp32 = buckets_for(values.fp32, shard * ranks)
     moments = ADAM_MOMENTS * PRECISION_BYTES[tr.precision.optimizer]
-    return {
+    held = {
         "gradients": (plain * grad + fp32 * max(grad, FP32)) * shard * ranks,
         "optimizer": (plain + fp32) * shard * moments,
         "master": (plain + fp32) * shard * master_bytes(tr.precision),
     }
+    if tr.apex.contiguous_param_buffer:  # param_sync_dtype: the weights' 16 bits, all buckets
+        held["weights"] = (plain + fp32) * shard * ranks * PRECISION_BYTES[tr.precision.weights]
+    return held

@@ -36,10 +36,10 @@ apex's `try_grad_sync`):
   none left sync after the flush, with the fp32 buckets (`_force_bucket_grad_sync` at the
   optimizer step).
 
-Not counted: apex's alignment of each parameter in its bucket (at most 128 B each); the
-launcher's Llama configs set `bucket_cap_mb: 125` (llama3_8b.yaml at 14860f74), tiersim takes
-apex's 100 for every run (no key); under uneven `parallel.stage_layers` a chunk's held
-activations are the stage's mean chunk.
+`bucket_cap_mb` is the run's `training.apex.bucket_cap_mb` (apex's 100 when left out; the
+launcher's llama3_8b.yaml at 157ea78b sets 125). Not counted: apex's alignment of each
+parameter in its bucket (at most 128 B each); under uneven `parallel.stage_layers` a chunk's
+held activations are the stage's mean chunk.
 """
 
 from __future__ import annotations
@@ -48,7 +48,13 @@ import math
 from dataclasses import dataclass
 
 from tiersim.config.schema import PRECISION_BYTES
-from tiersim.state.apex_buckets import FP32, buckets_for, shard_values, stage_values
+from tiersim.state.apex_buckets import (
+    FP32,
+    bucket_cap_mb,
+    buckets_for,
+    shard_values,
+    stage_values,
+)
 from tiersim.state.inventory import rank_matrices
 from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS
 from tiersim.state.resolved import Resolved
@@ -107,7 +113,7 @@ def apex_shards(r: Resolved, stage: int) -> ApexShards:
     if dense_div == 1:
         return NONE  # one rank: the bucket itself is the shard
     grad = PRECISION_BYTES[ex.training.precision.gradients]
-    shard = shard_values(grad, dense_div)
+    shard = shard_values(grad, dense_div, bucket_cap_mb(ex.training))
     values = stage_values(r, rank_matrices(r, stage), stage)
     groups = [group(label, x, grad, shard, dense_div) for label, x in values.groups]
     fp32 = group("embeddings", values.fp32, max(grad, FP32), shard, dense_div)

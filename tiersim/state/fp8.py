@@ -72,6 +72,7 @@ def _copy_bytes(recipe: str, rows: int, cols: int) -> int:
         "tensorwise": FP32,
         "delayed": FP32,
         "rowwise": FP32 * rows,
+        "rowwise_with_gw_hp": FP32 * rows,  # its forward's cast, rowwise's
         "blockwise": FP32 * math.ceil(rows / BLOCK) * math.ceil(cols / BLOCK),
         "mxfp8": math.ceil(values / MX_BLOCK),
     }[recipe]
@@ -122,9 +123,10 @@ def linear_values(mats: Iterable[Matrix]) -> int:
 
 
 def gemm_cast_bytes(recipe: str, mats: Iterable[Matrix]) -> int:
-    """The largest FP8 cast of one linear weight in one layout with its scales: what torchao's
-    Float8Linear holds of a weight in FP8 at a time (`recast_per_pass`). The larger of the two
-    layouts, the forward's and the backward's data-gradient one (rowwise: a scale per row)."""
+    """The largest FP8 cast of one linear weight in one layout with its scales: what the
+    torchao prototypes (blockwise, mxfp8) are counted to hold in FP8 at a time; the other
+    torchao recipes' casts of each GEMM's operands are state/fp8_casts.py's. The larger of
+    the two layouts, the forward's and the backward's data-gradient one."""
     casts = (
         max(_copy_bytes(recipe, m.rows, m.cols), _copy_bytes(recipe, m.cols, m.rows))
         for m in mats
@@ -142,7 +144,8 @@ def recast_per_pass(r: Resolved) -> bool:
     and `input_hp, weight_hp` the same way); it casts the weight to FP8 inside the forward for
     its GEMM and again inside the backward for the data gradient, each a local tensor freed
     with its GEMM; no module keeps an FP8 copy between passes or micro-batches. So under any
-    recompute and ZeRO stage only the running GEMM's cast is live (`gemm_cast_bytes`), beside
-    the weight the framework already holds (measured: tests/test_fp8_torchao.py)."""
+    recompute and ZeRO stage only the running layer's casts of its GEMMs' operands are live
+    (state/fp8_casts.py), beside the weight the framework already holds (measured:
+    tests/test_fp8_torchao.py, tests/test_fp8_casts.py)."""
     tr = r.execution.training
     return tr.fp8 is not None and tr.framework == "fsdp"

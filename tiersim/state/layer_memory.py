@@ -10,11 +10,14 @@ from tiersim.state.activation_kinds import divided
 from tiersim.state.activations import layer_items
 from tiersim.state.activations_moe import hf_moe_backward_moments
 from tiersim.state.fp8 import fp8_layouts, fp8_weight_bytes, gemm_cast_bytes, linear_values
+from tiersim.state.fp8_casts import TORCHAO_CASTS, TORCHAO_RECIPES, layer_cast_bytes
 from tiersim.state.inventory import per_context_rank, rank_matrices, stage_layers
 from tiersim.state.model import Transformer
 from tiersim.state.op_recompute import op_working_bytes
 from tiersim.state.resolved import Resolved
 from tiersim.state.selective_order import freed_before_core
+
+FP8_COPIES = "FP8 weight copies (training.fp8)"
 
 
 @dataclass(frozen=True)
@@ -29,17 +32,21 @@ class LayerMemory:
     module: int = 0  # values of its largest module fetched whole (transformers' fused experts)
     fp8: int = 0  # bytes of its linear weights' FP8 copies (training.fp8)
     fp8_values: int = 0  # values of those linear weights
-    fp8_cast: int = 0  # bytes of its largest one-GEMM FP8 weight cast (torchao, state/fp8.py)
+    # torchao's FP8 casts live at once in its forward and in its backward (state/fp8_casts.py)
+    fp8_cast: tuple[int, int] = (0, 0)
+    fp8_cast_pieces: tuple[int, int] = (2, 2)  # their tensors: each cast's data and scales
     busiest: float = 0.0  # the busiest expert rank's routed rows beyond the mean, bytes
     # selective: bytes of `saved` (and its tensors) freed in backward before the attention
     # core is recomputed (state/selective_order.py); 0: the whole set held through it
     first: float = 0.0
     first_items: int = 0
 
-    def fp8_live(self, torchao: bool) -> tuple[int, int]:
-        """Bytes and tensors of its FP8 weight copies live at once: torchao's one GEMM's cast
-        (its data and its scales), else every linear weight's both layouts."""
-        return (self.fp8_cast, 2) if torchao else (self.fp8, 2 * self.tensors)
+    def fp8_live(self, torchao: bool, backward: bool = False) -> tuple[str, int, int]:
+        """The part, bytes and tensors of its FP8 state live at once: torchao's casts of the
+        GEMMs' operands (forward's or backward's), else every linear weight's both layouts."""
+        if torchao:
+            return TORCHAO_CASTS, self.fp8_cast[backward], self.fp8_cast_pieces[backward]
+        return FP8_COPIES, self.fp8, 2 * self.tensors
 
 
 def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
@@ -82,13 +89,32 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
                 module=_largest_module(r, mat),
                 fp8=fp8_weight_bytes(tr.fp8.recipe, mat, fp8_layouts(r)) if tr.fp8 else 0,
                 fp8_values=linear_values(mat) if tr.fp8 else 0,
-                fp8_cast=gemm_cast_bytes(tr.fp8.recipe, mat) if tr.fp8 else 0,
+                **_torchao_casts(r, mat),
                 busiest=busiest,
                 first=first[0] if again else 0.0,
                 first_items=first[1] if again else 0,
             )
         )
     return out
+
+
+def _torchao_casts(r: Resolved, mats) -> dict:
+    """LayerMemory's fp8_cast and its pieces: torchao's casts of the largest linear's
+    operands (state/fp8_casts.py); under the blockwise and mxfp8 prototypes the largest
+    weight's cast alone (state/fp8.py gemm_cast_bytes)."""
+    fp8 = r.execution.training.fp8
+    if fp8 is None:
+        return {}
+    if fp8.recipe not in TORCHAO_RECIPES:
+        weight = gemm_cast_bytes(fp8.recipe, mats)
+        return {"fp8_cast": (weight, weight)}
+    tokens = r.execution.seq_len * r.execution.training.micro_batch_size
+    tokens //= r.execution.parallel.context
+    casts = 2 if fp8.recipe == "rowwise_with_gw_hp" else 4  # the backward's
+    return {
+        "fp8_cast": layer_cast_bytes(fp8.recipe, mats, tokens, not fp8.param_gather),
+        "fp8_cast_pieces": (2 * 2, 2 * casts),
+    }
 
 
 def _freed_first(r: Resolved, index: int) -> tuple[float, int]:

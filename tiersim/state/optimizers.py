@@ -12,11 +12,11 @@ Sources, per optimizer:
 - sgd / sgd_momentum: none / a momentum buffer; lion: one momentum (Chen et al. 2023).
 - adafactor: row and column statistics per matrix (Shazeer and Stern 2018).
 - adamw8bit: bitsandbytes' block-wise 8-bit AdamW (Dettmers et al. 2022; bitsandbytes 0.50.2,
-  whose CPU backend `measure` runs), optim/optimizer.py
-  Optimizer2State.init_state: `state1`, `state2` uint8 of the parameter's shape and, block-wise,
-  `absmax1`, `absmax2` fp32 of ceil(n / 256) values each; a tensor of fewer than
-  `min_8bit_size` = 4096 values keeps 32-bit (fp32) state1 and state2 instead. On FSDP2's
-  DTensors, which bitsandbytes refuses, torchao's AdamW8bit (state/torchao_adamw8bit.py).
+  whose CPU backend `measure` runs), optim/optimizer.py Optimizer2State.init_state: `state1`,
+  `state2` uint8 of the parameter's shape and, block-wise, `absmax1`, `absmax2` fp32 of
+  ceil(n / 256) values each; a tensor of fewer than `min_8bit_size` = 4096 values keeps 32-bit
+  (fp32) state1 and state2 instead. On FSDP2's DTensors, which bitsandbytes refuses,
+  torchao's AdamW8bit (state/torchao_adamw8bit.py).
 - muon: torch.optim.Muon (torch/optim/_muon.py, after K. Jordan's muon.py): a momentum buffer
   of the parameter's shape for 2-D matrices; Newton-Schulz runs `ns_steps` = 5 quintic
   iterations on the bf16 update (m <= n after a transpose): X Xᵀ (2m²n FLOPs), A + A·A (2m³)
@@ -77,6 +77,7 @@ class Optimizer:
     torch_name: str | None  # the torch.optim class `measure` builds (None: not in PyTorch)
     torch_options: tuple[tuple[str, float], ...] = ()  # its keyword arguments beside lr
     shapes: str = ""  # why it needs the weight matrices' shapes ("": it does not)
+    foreach_list: bool = False  # CUDA's step temporaries: a list, a tensor a parameter (Adam)
 
     @property
     def values_per_parameter(self) -> int | None:  # the name classes.py's table used
@@ -150,8 +151,7 @@ class Optimizer:
         return "scalar step counters"
 
     def missing(self, dtensors: bool = False) -> str | None:
-        """Why `build` cannot run here (a package not installed), else None; `dtensors`:
-        for FSDP2's DTensor parameters."""
+        """Why `build` cannot run here (a package not installed; `dtensors`: on DTensors)."""
         return None
 
     def dtensor_refusal(self, dtype: str) -> str | None:
@@ -366,8 +366,8 @@ def embedding_name(name: str) -> bool:
 
 
 OPTIMIZERS: tuple[Optimizer, ...] = (
-    AdamLike("adam", 2, 12.0, "Adam"),
-    AdamLike("adamw", 2, 13.0, "AdamW"),
+    AdamLike("adam", 2, 12.0, "Adam", foreach_list=True),
+    AdamLike("adamw", 2, 13.0, "AdamW", foreach_list=True),
     Optimizer("sgd", 0, 2.0, "SGD"),
     Optimizer("sgd_momentum", 1, 4.0, "SGD", (("momentum", 0.9),)),
     Optimizer(

@@ -39,13 +39,14 @@ from tiersim.state import apex_grad_sync as apex_sync
 from tiersim.state.fp8 import recast_per_pass
 from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_values
 from tiersim.state.inventory import Inventory, rank_matrices, stage_bytes, tier_use
+from tiersim.state.layer_memory import FP8_COPIES as FP8
 from tiersim.state.layer_memory import LayerMemory, layer_memory
 from tiersim.state.loss_memory import HEAD_GRAD, final_norm_transients, loss_events, outside_saved
 from tiersim.state.loss_memory import logits_values as logits_values  # re-exported
 from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS, kept_output_bytes, output_bytes
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
-from tiersim.state.step_optimizer import optimizer_temporaries
+from tiersim.state.step_optimizer import optimizer_step
 from tiersim.state.timeline import Event, Outside, Timeline, evaluate
 from tiersim.state.userbuffers import UB_NAME, userbuffer_bytes, userbuffer_source
 from tiersim.state.vocab_grads import VocabGrads, vocab_grads
@@ -205,10 +206,10 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
             steps.alloc(at, "forward", f"saved first {i}", SAVED, first, lay.first_items)
         extra = lay.busiest if p.on_gpu else 0
         steps.alloc(at, "forward", f"busiest {i}", BUSIEST, extra, 3)
-        if (p.gather or p.fp8_recast) and not p.fp8_params:  # FP8 copies: cast here
-            steps.alloc(at, "forward", f"fp8 {i}", FP8, *lay.fp8_live(p.fp8_recast))
-        if p.fp8_recast:  # not kept for its backward (recast_per_pass)
-            steps.free(at, "forward", f"fp8 {i}", FP8)
+        if p.fp8_recast or (p.gather and not p.fp8_params):  # FP8 copies: cast here
+            steps.alloc(at, "forward", f"fp8 {i}", *lay.fp8_live(p.fp8_recast))
+        if p.fp8_recast:  # not kept for its backward (recast_per_pass, state/fp8_casts.py)
+            steps.free(at, "forward", f"fp8 {i}", lay.fp8_live(True)[0])
         if p.gather and p.reshard:
             steps.free(at, "forward", f"gathered {i}", "gathered weights")
 
@@ -218,7 +219,6 @@ EMBEDDING_GRAD = "embedding's weight gradient (dense)"
 TIED_SUM = "tied weight's summed gradient"
 FINAL_NORM = "final norm's backward transients (fp32)"
 BUSIEST = "saved activations: the busiest expert rank's rows beyond the mean"
-FP8 = "FP8 weight copies (training.fp8)"
 SAVED = "saved activations"
 RECOMPUTE = "recompute working set"
 
@@ -234,8 +234,8 @@ def _backward(
             _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
         if not lay.first:  # recomputed before the layer's backward starts (full)
             steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
-        if p.fp8_recast and not p.fp8_params:  # cast again for the data gradient
-            steps.alloc(at, b, f"fp8 {i}", FP8, *lay.fp8_live(True))
+        if p.fp8_recast:  # cast again for the backward's GEMMs
+            steps.alloc(at, b, f"fp8 {i}", *lay.fp8_live(True, backward=True))
         steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
         if p.fsdp2:  # the first of the layer's gradients, beside all it saved
             p.fsdp2.first_gradient(steps, at, p.groups[i], lay.largest * p.grad_bytes)
@@ -252,7 +252,7 @@ def _backward(
             (f"recompute {i}", RECOMPUTE),
             (f"saved {i}", SAVED),
             (f"busiest {i}", BUSIEST),
-            (f"fp8 {i}", FP8),
+            (f"fp8 {i}", lay.fp8_live(p.fp8_recast)[0]),
             (f"unsharded {i}", UNSHARDED),
         ):
             steps.free(at, b, key, part)
@@ -306,7 +306,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     nxt.append(("backward transients", max((x.working for x in layers), default=0)))
     cooled = apex_sync.cool_down_events(steps, apex, units, nxt)
     _flushed(steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings")
-    _optimizer_step(steps, r, stage, apex.at_step_buckets)
+    optimizer_step(steps, r, stage, apex.at_step_buckets)
     return steps.events
 
 
@@ -378,15 +378,6 @@ def _embedding_grads(steps: _Steps, vocab: VocabGrads, p: _Plan) -> None:
         p.fsdp2.end_of_backward(steps, at)
     for key, part in grads:
         steps.free(at, b, key, part)
-
-
-def _optimizer_step(steps: _Steps, r: Resolved, stage: int, pieces: int) -> None:
-    what, nbytes = optimizer_temporaries(r, stage)  # apex's shards: one tensor a bucket
-    pieces = pieces if what == apex_sync.APEX_GRAD_SHARDS else 1
-    steps.alloc("optimizer step", "optimizer", "step temporaries", what, nbytes, pieces)
-    steps.free("optimizer step", "optimizer", "step temporaries", what)
-    for key in [k for k in steps.held if k.startswith("apex ")]:  # apex's: until zero_grad
-        steps.free("optimizer step", "optimizer", key, apex_sync.APEX_GRAD_SHARDS)
 
 
 def gpu_timeline(r: Resolved, inv: Inventory) -> Timeline:

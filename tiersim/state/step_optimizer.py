@@ -19,6 +19,7 @@ from tiersim.state.optimizers import optimizer
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import as_held, master_bytes, shard_divisors, sharded_classes
+from tiersim.state.timeline import Steps
 
 DEEPSPEED_SUB_GROUP = 1_000_000_000  # stage3.py's sub_group_size default
 
@@ -113,3 +114,47 @@ def weight_shards(r: Resolved) -> int:
     (`framework: fsdp`, weights sharded), else 1: an optimizer that needs a matrix whole
     (Muon) gathers it."""
     return shard_divisors(r.execution.parallel)[0] if on_dtensors(r) else 1
+
+
+def temporary_groups(r: Resolved, stage: int, what: str, nbytes: int) -> list[tuple[int, int]]:
+    """The step's temporaries as (bytes, tensors) groups of equal tensors, each of which the
+    caching allocator serves apart (from a cached block where one fits): torch.optim's foreach
+    list on CUDA (`_foreach_sqrt`: one tensor a parameter) and Megatron's fp32 copies (one a
+    parameter; under the distributed optimizer, whose shard is a range of the flat buffer, a
+    group's share in 1/shards of its tensors, at least one: an approximation), each group's
+    share of `nbytes` as its share of the rank's values, groups of one tensor size merged;
+    else one tensor (DeepSpeed's flat
+    partition and sub-group, a CPU step's, Muon's working set)."""
+    opt = optimizer(r.execution.training.optimizer)
+    on_gpu_list = r.accounting.device != "cpu" and opt.foreach_list
+    listed = what == MEGATRON_GRAD_COPY or (what == "optimizer step temporaries" and on_gpu_list)
+    mats = [m for unit in rank_matrices(r, stage) for m in unit if m.count]
+    total = sum(m.size for m in mats)
+    if not listed or nbytes <= 0 or not total:
+        return [(nbytes, 1)]
+    par = r.execution.parallel
+    ranges = what == MEGATRON_GRAD_COPY and sharded_classes(par)["optimizer"]
+    per = shard_divisors(par)[0] if ranges else 1
+    groups = [(nbytes * m.size // total, max(1, (2 if m.fused else m.count) // per)) for m in mats]
+    rest = nbytes - sum(b for b, _ in groups)  # the integer shares' remainder, on the last
+    groups[-1] = (groups[-1][0] + rest, groups[-1][1])
+    merged: dict[int, tuple[int, int]] = {}  # one group a tensor size: each layer's are alike
+    for b, n in groups:
+        held, tensors = merged.get(b // n, (0, 0))
+        merged[b // n] = (held + b, tensors + n)
+    return list(merged.values())
+
+
+def optimizer_step(steps: Steps, r: Resolved, stage: int, apex_buckets: int) -> None:
+    """The memory timeline's optimizer step: its temporaries made and freed (apex's shards one
+    tensor a bucket, `apex_buckets` of them), then apex's shards kept until `zero_grad`."""
+    at, phase = "optimizer step", "optimizer"
+    what, nbytes = optimizer_temporaries(r, stage)
+    apex = what == APEX_GRAD_SHARDS
+    groups = [(nbytes, apex_buckets)] if apex else temporary_groups(r, stage, what, nbytes)
+    for k, (n, tensors) in enumerate(groups):  # a list's tensors, grouped by size
+        steps.alloc(at, phase, f"step temporaries {k}", what, n, tensors)
+    for k in range(len(groups)):
+        steps.free(at, phase, f"step temporaries {k}", what)
+    for key in [k for k in steps.held if k.startswith("apex ")]:  # apex's: until zero_grad
+        steps.free(at, phase, key, APEX_GRAD_SHARDS)

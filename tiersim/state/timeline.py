@@ -89,6 +89,21 @@ class Timeline:
         return self.events[self.peak_index] if self.events else None
 
     @property
+    def device_peak_index(self) -> int | None:
+        """The event after which the device holds most: the allocator's reserve at its most
+        (what lies outside it is held all step), which need not be allocation's peak: a step
+        whose cached blocks do not fit a later request (the optimizer step's fp32 copies after
+        the activations' many smaller blocks) reserves more with less allocated."""
+        if not self.reserved:
+            return None
+        return max(range(len(self.reserved)), key=self.reserved.__getitem__)  # the first most
+
+    @property
+    def device_peak_event(self) -> Event | None:
+        i = self.device_peak_index
+        return None if i is None else self.events[i]
+
+    @property
     def fits(self) -> bool:
         return self.oom_index is None
 

@@ -11,7 +11,6 @@ import contextlib
 import gc
 import importlib
 import itertools
-import multiprocessing
 import os
 import shutil
 import signal
@@ -27,6 +26,7 @@ from tiersim.core.errors import InputError, Problem
 from tiersim.sweep import handoff
 from tiersim.sweep.dask_address import CONNECT_S, check_address, quiet, reachable
 from tiersim.sweep.lifeline import watch
+from tiersim.sweep.local_start import WORKER_MODULE, local_context
 from tiersim.sweep.signals import Gate, blocked, deferred, unblock
 
 DASK_HINT = "pip install 'tiersim[dask]'"
@@ -45,9 +45,6 @@ class Pool(Protocol):
     def wait(self, pending: set[Any]) -> set[Any]: ...
 
     def close(self, stop: bool = False) -> None: ...
-
-
-WORKER_MODULE = "tiersim.sweep.keep"  # what points run (run_and_keep, run_point): imported first
 
 
 def start_worker(sweep_pid: int) -> None:
@@ -97,11 +94,7 @@ class LocalPool:
         if folder is None:
             self._own_folder = tempfile.mkdtemp(prefix="tiersim-pool-")
         self.folder = str(folder) if folder is not None else self._own_folder
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        if context.get_start_method() == "forkserver":  # a server already running keeps its own
-            context.set_forkserver_preload(["__main__", WORKER_MODULE])  # __main__: the default
-        _start_helpers(context)
+        context = local_context()
         self.pool = cf.ProcessPoolExecutor(
             max_workers=workers,
             mp_context=context,
@@ -165,20 +158,6 @@ class LocalPool:
         for process in list(processes.values()):
             with contextlib.suppress(OSError, ValueError):  # gone already, or closed
                 process.terminate()
-
-
-def _start_helpers(context: multiprocessing.context.BaseContext) -> None:
-    """Start CPython's resource tracker and, for `context` "forkserver", the fork server (each
-    unless running), Ctrl-C and SIGTERM blocked in them (see `LocalPool`). The tracker first:
-    it blocks them itself while it starts, then unblocks them in the thread that started it."""
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()
-    if context.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        with blocked():
-            forkserver.ensure_running()  # returns at once: the server's imports run in it
 
 
 class DaskPool:
@@ -366,14 +345,19 @@ def run_on_pool(
 
 
 def stream(
-    pool: Pool, fn: Callable[[Any], Any], args: Iterable[Any], started: Sequence[Any] = ()
+    pool: Pool,
+    fn: Callable[[Any], Any],
+    args: Iterable[Any],
+    started: Sequence[Any] = (),
+    window: int | None = None,
 ) -> Iterator[list[tuple[int, Any]]]:
     """Run `fn` on every arg (`started`: the calls of the first ones, submitted already);
-    yield batches of (position, result or the exception raised).
+    yield batches of (position, result or the exception raised). `window`: the most calls in
+    flight (by default a few a worker; fewer where each result may make the next call moot).
 
     A Ctrl-C or SIGTERM (see `signals.deferred`) stops it while it waits for the pool, or
     when the caller asks for the next batch, never while a batch is taken and handled."""
-    window = max(8, 4 * pool.slots)
+    window = max(8, 4 * pool.slots) if window is None else max(1, window)
     pending: dict[Any, int] = {future: position for position, future in enumerate(started)}
     queue = itertools.islice(enumerate(args), len(pending), None)
     for position, arg in queue:

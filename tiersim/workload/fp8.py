@@ -19,7 +19,10 @@ read + written per element quantized (BF16 in, 2 B; FP8 out, 1 B):
   run along one direction, so the transposed operand is quantized again from the BF16 tensor,
   not copied: two passes of read 2 + write 1 = 6 B;
 - mxfp8 (1x32 blocks, one E8M0 scale byte a block): the same two passes, each writing a scale
-  byte per 32 elements: 2 x (2 + 1 + 1/32) = 6.0625 B.
+  byte per 32 elements: 2 x (2 + 1 + 1/32) = 6.0625 B;
+- rowwise_with_gw_hp (torchao's: the weight gradient's GEMM in the compute precision, at its
+  rate): the input and the output's gradient quantized once each, 3 B; the weight rowwise for
+  the forward and tensorwise for grad_input, 3 + 5 B (`WEIGHT_QUANTIZE_B`).
 Elements quantized, per micro-batch: each linear's input (tokens x its K) in forward and the
 gradient of its output (tokens x its N) in backward; each weight (K x N) once per optimizer
 step (Transformer Engine keeps the FP8 weights for the step's later micro-batches: Megatron-LM
@@ -57,7 +60,14 @@ QUANTIZE_B = {
     "rowwise": 6.0,
     "blockwise": 6.0,
     "mxfp8": 2 * (2.0 + 1.0 + 1.0 / 32.0),
+    # torchao's rowwise_with_gw_hp: the weight gradient's GEMM in bf16, so the input and the
+    # output's gradient are cast once, for the output and the grad_input GEMM: read 2 + write 1
+    "rowwise_with_gw_hp": 2.0 + 1.0,
 }
+# a weight's bytes where they differ from its recipe's QUANTIZE_B: rowwise_with_gw_hp casts it
+# rowwise for the forward (read 2 + write 1) and tensorwise for grad_input (an amax pass,
+# read 2, then read 2 + write 1)
+WEIGHT_QUANTIZE_B = {"rowwise_with_gw_hp": (2.0 + 1.0) + (2.0 + 2.0 + 1.0)}
 
 
 NORM_FP8_SAVED_B = 1.0  # per norm output value: FP8 (1 B) written instead of BF16 (2 B)
@@ -101,7 +111,7 @@ def quantize_bytes(
     normed = sum(m * k for i, (m, _, k) in enumerate(linears) if i in skip)
     weights = sum(k * n for _, n, k in linears) / grad_accumulation
     grads = sum(m * n for m, n, _ in linears)
-    forward = per * (inputs + weights)
+    forward = per * inputs + WEIGHT_QUANTIZE_B.get(fp8.recipe, per) * weights
     return slowdown * forward, slowdown * (per * grads + NORM_FP8_TRANSPOSE_B * normed)
 
 

@@ -156,7 +156,6 @@ class _Shape:
         # the GPU's measured kernel rates (tiersim/hardware/kernel_tables.py), if it has them
         self.table = kernel_table(gpu.kernels) if gpu.kernels else None
         self.fp8 = x.training.fp8
-        self.linear_dtype = "fp8" if self.fp8 is not None else compute
         hbm = hw.tiers[gpu.memory]
         self.hbm_bw = min(hbm.read_bw, hbm.write_bw) * gpu.memory_efficiency
         self.quant_slowdown = quantize_slowdown(self.table, self.fp8, gpu.memory_efficiency)
@@ -177,16 +176,17 @@ class _Shape:
         if min(m, n, k, batch) < 1:
             return 0.0
         if self.table is not None:
-            recipe = self.fp8.recipe if dtype == "fp8" and self.fp8 is not None else ""
+            recipe = self.fp8.gemm_kernel if dtype == "fp8" and self.fp8 is not None else ""
             rate = self.table.gemm_rate(dtype, m * batch, n, k, self.sms, recipe)
             if rate is not None:
                 return 2.0 * m * n * k * batch / rate
         peak, operand = self.peak_flops[dtype], PRECISION_BYTES[dtype]
         return gemm_s(m, n, k, peak, self.eta, self.sms, batch, self.l2_bw, operand)
 
-    def linear(self, m: int, n: int, k: int) -> float:
-        """A linear layer's GEMM: FP8 under `training.fp8`, else the compute precision."""
-        return self.gemm(m, n, k, dtype=self.linear_dtype)
+    def linear(self, m: int, n: int, k: int, weight_grad: bool = False) -> float:
+        """A linear's GEMM: FP8 under `training.fp8` (a weight gradient's as the recipe says)."""
+        fp8 = self.fp8 is not None and (self.fp8.weight_grad_fp8 or not weight_grad)
+        return self.gemm(m, n, k, dtype="fp8" if fp8 else self.compute)
 
     def attention_dtype(self) -> str:
         return "fp8" if self.fp8 is not None and self.fp8.attention else self.compute
@@ -279,7 +279,7 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
         attention, attention_b = fused
     linears = sh.linears()
     lin_f = sum(sh.linear(m, n, k) for m, n, k in linears)
-    lin_b = sum(sh.linear(m, k, n) + sh.linear(k, n, m) for m, n, k in linears)
+    lin_b = sum(sh.linear(m, k, n) + sh.linear(k, n, m, weight_grad=True) for m, n, k in linears)
     quant_f, quant_b = layer_quantize_bytes(r, linears, sh.e, sh.quant_slowdown)
     scores_f, scores_b = (sh.core_bytes(core, i) for i in (0, 1))
     if ring is not None:  # the ring's output merges, copies and gradient sums

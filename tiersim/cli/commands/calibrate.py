@@ -81,8 +81,9 @@ OPTIONS = (
         None,
         "FILE",
         "where PyTorch sees a CUDA GPU, also measure its kernel table (BF16 GEMMs on a grid "
-        "of shapes, FP8 GEMM, the share of each kept over 30 s of back-to-back GEMMs, causal "
-        "SDPA attention by sequence) and write it to FILE.yaml, "
+        "of shapes, FP8 GEMM per scaling recipe, grouped GEMM by rows a group, the share of "
+        "each GEMM kept over 30 s of back-to-back calls, FlashAttention-2 and cuDNN attention "
+        "by sequence, causal and full, forward and backward) and write it to FILE.yaml, "
         "usable as hardware.gpu.kernels: FILE.yaml (docs/kernels.md; default: none)",
     ),
 )
@@ -102,6 +103,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     for option, kind, default, metavar, text in OPTIONS:
         parser.add_argument(option, type=kind, default=default, metavar=metavar, help=text)
+    parser.add_argument(
+        "--kernels-dry-run",
+        action="store_true",
+        help="with --kernels-out: measure the kernel table on the CPU at tiny shapes instead "
+        "(a check of the code path and the file it writes, e.g. before a GPU is lent; its "
+        "rates are the CPU's, not a GPU's, and the file's header says so)",
+    )
     add_format_arg(parser)
     parser.set_defaults(handler=run)
 
@@ -288,13 +296,21 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             SOURCE, [Problem("--kernels-out", f"{args.kernels_out!r}: {why}", "E-OPTION")]
         )
+    if args.kernels_dry_run and not args.kernels_out:
+        why = "measures a kernel table only where one is written: expected --kernels-out FILE.yaml"
+        raise InputError(SOURCE, [Problem("--kernels-dry-run", why, "E-OPTION")])
     out = Path(args.out)
     inputs = [Path(args.base)] if is_preset_file(args.base) else []
     usable_preset_path("--out", out, inputs, SOURCE)
+    from tiersim.cli.counting import Stages
+
+    stages = Stages("calibrate")
     try:
-        cal = calibrate(settings(args))
+        cal = calibrate(settings(args), stages)
     except StorageError as exc:  # the checks in settings() passed, then the I/O failed
         raise InputError(SOURCE, [Problem(exc.option, str(exc), "E-OPTION")]) from None
+    finally:
+        stages.close()
     text = hardware_preset(cal, base, args.base)
     check_preset(text)
     try:
@@ -308,25 +324,29 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if args.kernels_out:
-        _write_kernel_table(args)
+        write_kernel_table(args)
     return 0
 
 
-def _write_kernel_table(args: argparse.Namespace) -> None:
+def write_kernel_table(args: argparse.Namespace) -> None:
     """`--kernels-out`: the GPU's kernel table measured and written, or why not (stderr)."""
     from tiersim.groundtruth.calibrate_gpu import device_times, torch_with_cuda
-    from tiersim.groundtruth.calibrate_kernels import kernel_table
+    from tiersim.groundtruth.calibrate_kernels import DRY_RUN, kernel_table
     from tiersim.report.output import write_atomic
 
     out = Path(args.kernels_out)
     notes: list[str] = []
-    torch = torch_with_cuda(notes)
+    if args.kernels_dry_run:
+        torch, device, shapes = _cpu_torch(notes), "cpu", DRY_RUN
+        name = "CPU dry run (not a GPU's rates)"
+    else:
+        torch, device, shapes = torch_with_cuda(notes), "cuda", {}
+        name = torch.cuda.get_device_name() if torch is not None else ""
     if torch is None:
         print(f"kernel table not measured: {'; '.join(notes)}", file=sys.stderr)
         return
-    name = torch.cuda.get_device_name()
-    timer = lambda fn, repeats: device_times(torch, "cuda", fn, repeats)  # noqa: E731
-    data = kernel_table(torch, "cuda", timer, args.repeat, name, notes)
+    timer = lambda fn, repeats: device_times(torch, device, fn, repeats)  # noqa: E731
+    data = kernel_table(torch, device, timer, args.repeat, name, notes, **shapes)
     header = f"# {name}: kernel table measured by tiersim calibrate --kernels-out\n"
     header += "".join(f"# note: {n}\n" for n in notes)
     try:
@@ -334,3 +354,13 @@ def _write_kernel_table(args: argparse.Namespace) -> None:
     except OSError as exc:
         raise cannot_write("--kernels-out", out, exc, "a writable file path", SOURCE) from None
     print(f"wrote kernel table {out}; use it as hardware.gpu.kernels: {out}", file=sys.stderr)
+
+
+def _cpu_torch(notes: list[str]) -> Any:
+    """PyTorch for `--kernels-dry-run` (None, with a note, where it is not installed)."""
+    try:
+        import torch
+    except ImportError:
+        notes.append("PyTorch is not installed (pip install 'tiersim[measure]')")
+        return None
+    return torch

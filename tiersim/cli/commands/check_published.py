@@ -100,7 +100,7 @@ def compare_all(folder: Path | None) -> list[Comparison]:
 BREAKDOWN = (
     ("gemm_s", "GEMM s"),
     ("memory_bound_s", "memory s"),
-    ("framework_s", "framew. s"),
+    ("framework_s", "calib. s"),  # parallel.pipeline_engine_overhead: a user's calibration
     ("collectives_s", "collect. s"),
     ("bubble_s", "bubble s"),
     ("imbalance_s", "imbal. s"),
@@ -183,8 +183,10 @@ def table(comparisons: list[Comparison], summary: Summary) -> str:
 
 _PARTS_NOTE = (
     "\nthe parts, GEMM s to other s, add up to the predicted figure:"
-    "\n  GEMM, memory-bound kernels, framework overhead, blocking collectives, pipeline fill and"
-    "\n    drain, stage imbalance: the model's prices of the step;"
+    "\n  GEMM, memory-bound kernels, blocking collectives, pipeline fill and drain, stage"
+    "\n    imbalance: the model's prices of the step;"
+    "\n  calib. s: what parallel.pipeline_engine_overhead adds, a calibration of one's own run"
+    "\n    (a fit where the run says so), not a property of any framework;"
     "\n  optim. s: the GPU optimizer's step, or the step's wait on a CPU optimizer;"
     "\n  other s: what no price covers (waits on links, kernels no price counts)"
 )

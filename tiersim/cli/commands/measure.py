@@ -376,7 +376,14 @@ def _run(args: argparse.Namespace) -> int:
     preset = Path(args.calibrate) if args.calibrate else None
     if preset:  # before measuring, so a mistake in it costs nothing
         usable_preset_path("--calibrate", preset, _preset_inputs(args), SOURCE)
-    m = measure(req)
+    from tiersim.cli.counting import Stages
+
+    stages = Stages("measure")  # tens of seconds in PyTorch: said on a terminal meanwhile
+    stages("training the model in PyTorch (a warm-up step, then the measured one)")
+    try:
+        m = measure(req)
+    finally:
+        stages.close()
     if args.format == "json":
         print(to_json(report(m)))
     else:

@@ -123,9 +123,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ABORTED
     report = planned.report
     if args.break_even and report["hbf_optimizer"] is not None:
+        from tiersim.cli.commands.wear import BREAK_EVEN_SIMULATIONS
+        from tiersim.cli.counting import Counted
         from tiersim.plan.breakeven import hbf_break_even_text
 
-        section = planned.break_even()
+        counted = Counted(None, "break-even", BREAK_EVEN_SIMULATIONS)
+        try:  # its ~30 simulations counted on standard error, as `wear --break-even`'s
+            section = planned.break_even(counted.wrap)
+        finally:
+            counted.close()
         report["hbf_optimizer"]["break_even"] = section
         if args.format != "json":
             print(plan_text(report) + "\n\n" + hbf_break_even_text(section))

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # annotations only: the heavy modules load when a command run
     from tiersim.analysis.wear import Assessment
 
 EXIT_BUDGET_FAILED = 1
+BREAK_EVEN_SIMULATIONS = 30  # about what --break-even re-simulates (its help says so)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -81,12 +82,17 @@ def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[
         raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
     if not args.break_even:
         return {}
+    from tiersim.cli.counting import Counted
     from tiersim.report.breakeven import break_even_section, ranges_section
 
-    out = {
-        "break_even": break_even_section(scenario, assessed, simulate),
-        "ranges": ranges_section(scenario, simulate),
-    }
+    counted = Counted(simulate, "break-even", BREAK_EVEN_SIMULATIONS)
+    try:
+        out = {
+            "break_even": break_even_section(scenario, assessed, counted),
+            "ranges": ranges_section(scenario, counted),
+        }
+    finally:
+        counted.close()
     if args.plot:
         _write_ranges_plot(Path(args.plot), out["ranges"], scenario)
     return out

@@ -1,0 +1,108 @@
+"""`wear --break-even` and `plan --break-even` ran about 30 simulations (half a minute on this
+project's loaded 2-core machine) without a word on standard error: now their count and the
+time elapsed, redrawn on a terminal, a line every 10 s elsewhere."""
+
+import io
+
+from tiersim.cli import counting
+from tiersim.cli.counting import Counted
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def clocked(monkeypatch, times: list[float]) -> None:
+    ticks = iter(times)
+    monkeypatch.setattr(counting.time, "monotonic", lambda: next(ticks))
+
+
+def test_a_terminal_sees_the_count_redrawn_and_its_line_ended(monkeypatch):
+    # the start at 0 s, then three simulations ending at 1, 2 and 62 s, then the close at 63 s
+    clocked(monkeypatch, [0.0, 1.0, 2.0, 62.0, 63.0])
+    stream = Terminal()
+    counted = Counted(lambda s: s * 2, "break-even", 30, stream)
+    assert [counted(n) for n in (1, 2, 3)] == [2, 4, 6]  # the simulations' own results
+    counted.close()
+    assert stream.getvalue() == (
+        "\rbreak-even: 1 simulation (about 30), elapsed 0:01"
+        "\rbreak-even: 2 simulations (about 30), elapsed 0:02"
+        "\rbreak-even: 3 simulations (about 30), elapsed 1:02"
+        "\rbreak-even: 3 simulations (about 30), elapsed 1:03\n"
+    )
+
+
+def test_a_log_gets_a_line_every_10_s_and_nothing_to_end(monkeypatch):
+    clocked(monkeypatch, [0.0, 4.0, 9.0, 12.0, 15.0])
+    stream = io.StringIO()
+    counted = Counted(None, "break-even", 30, stream).wrap(lambda s: s)
+    for n in range(4):
+        counted(n)
+    counted.close()
+    # only at 12 s, 10 s or more after the start
+    assert stream.getvalue() == "break-even: 3 simulations (about 30), elapsed 0:12\n"
+
+
+def test_calibrate_names_each_stage_on_a_terminal_and_clears_it(monkeypatch):
+    # `tiersim calibrate` took 53 s on this machine with nothing on standard error
+    from tiersim.cli.counting import Stages
+
+    clocked(monkeypatch, [0.0, 1.0, 31.0])
+    stream = Terminal()
+    stages = Stages("calibrate", stream)
+    stages("CPU AdamW rates")
+    stages("storage on .")
+    stages.close()
+    first = "calibrate: CPU AdamW rates, elapsed 0:01"  # 40 characters
+    second = "calibrate: storage on ., elapsed 0:31"  # 37: padded over the first's last 3
+    assert stream.getvalue() == f"\r{first}\r{second}   \r{' ' * 37}\r"
+
+
+def test_calibrate_tells_its_stages_in_order(tmp_path, monkeypatch):
+    from tiersim.groundtruth import calibrate as measured
+    from tiersim.groundtruth.calibrate_settings import Settings
+    from tiersim.groundtruth.figure import Figure
+
+    told: list[str] = []
+    # each group's measurement replaced by nothing: what is tested is the stages' order
+    monkeypatch.setattr(
+        measured, "host_memory_bandwidth", lambda *a: Figure("m", "B/s", (1, 1, 1), "")
+    )
+    monkeypatch.setattr(measured, "optimizer_figures", lambda *a: [])
+    monkeypatch.setattr(measured, "storage_figures", lambda s: ([], "O_DIRECT"))
+    monkeypatch.setattr(measured, "torch_with_cuda", lambda notes: None)  # no GPU stage
+    measured.calibrate(Settings(tmp_path), told.append)
+    assert told == ["host memory bandwidth", "CPU AdamW rates", f"storage on {tmp_path}"]
+
+
+def test_a_log_gets_no_stage_lines():
+    from tiersim.cli.counting import Stages
+
+    stream = io.StringIO()
+    stages = Stages("calibrate", stream)
+    stages("host memory bandwidth")
+    stages.close()
+    assert stream.getvalue() == ""
+
+
+def test_measure_says_it_is_training_on_a_terminal(monkeypatch, capsys):
+    # `tiersim measure --model gpt2 --set model.layers=2` took 39 s here, silent until its table
+    import sys
+
+    from tiersim.cli import main
+    from tiersim.groundtruth import measure as measuring
+
+    seen: list[str] = []
+
+    def measure(req):  # what a terminal shows while PyTorch trains, then no measurement
+        seen.append(sys.stderr.getvalue())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(measuring, "measure", measure)
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert main(["measure", "--model", "gpt2"]) == 130
+    said = "measure: training the model in PyTorch (a warm-up step, then the measured one)"
+    said += ", elapsed 0:00"
+    assert seen == ["\r" + said]
+    assert f"\r{' ' * len(said)}\r" in sys.stderr.getvalue()  # cleared before the message
