@@ -28,7 +28,10 @@ demo: $(STAMP)
 # source each time (an environment that sets it had every one compile it again).
 # The suite on TEST_WORKERS processes (pytest-xdist; CI has 2 cores), whole test files to a
 # worker so that each module's shared runs are made once (tests/conftest.py); 0: in this one.
-TEST_WORKERS ?= 2
+# 0 by default until the Muon DTensor measurement's settle race is fixed (docs/suite-time.md:
+# one run in five failed on two workers, its fixed 2 ms wait for gloo's worker too short when
+# another process holds the core); `make test TEST_WORKERS=2` runs 41 % faster in wall time.
+TEST_WORKERS ?= 0
 test: $(TEST_STAMP)
 	$(BIN)/ruff check tiersim tests benchmarks
 	$(BIN)/ruff format --check tiersim tests benchmarks
