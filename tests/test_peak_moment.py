@@ -6,6 +6,7 @@ and a step that runs out says which part it could not allocate, in `inventory`'s
 from __future__ import annotations
 
 from conftest import scenario
+from test_memory_timeline import TINY
 
 from tiersim.report.json_report import inventory_report
 from tiersim.report.memory import section_of, timeline_text
@@ -75,22 +76,11 @@ def test_inventory_s_table_says_which_part_the_step_could_not_allocate():
     """The tiny model of tests/test_memory_timeline.py whose loss's backward runs out: the
     table's verdict named the moment only; the part (log_softmax_backward's s·V·4 =
     128 x 32,000 x 4 = 16,384,000 B fp32 gradient) was in `run`'s headline alone."""
-    model = {
-        "hidden": 64,
-        "layers": 2,
-        "heads": 4,
-        "ffn_hidden": 128,
-        "vocab": 32000,
-        "norm": "rmsnorm",
-        "position": "rope",
-        "gated_mlp": True,
-        "tied_embeddings": False,
-    }
     fp32 = {"weights": "fp32", "gradients": "fp32", "master": "none", "optimizer": "fp32"}
     training = {"seq_len": 128, "precision": fp32, "workspace": "0 B"}
     raw = {
         "name": "tiny",
-        "model": model,
+        "model": TINY,
         "training": {**training, "implementation": "huggingface"},
     }
     r = resolve(scenario(raw))

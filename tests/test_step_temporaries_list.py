@@ -6,6 +6,7 @@ partition stays one flat tensor."""
 from __future__ import annotations
 
 from conftest import scenario
+from test_memory_timeline import FP32, TINY
 
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
@@ -13,18 +14,6 @@ from tiersim.state.step_memory import build_events
 from tiersim.state.timeline import Event, evaluate
 
 MiB = 2**20
-TINY = {
-    "hidden": 64,
-    "layers": 2,
-    "heads": 4,
-    "ffn_hidden": 128,
-    "vocab": 32000,
-    "norm": "rmsnorm",
-    "position": "rope",
-    "gated_mlp": True,
-    "tied_embeddings": False,
-}
-FP32 = {"weights": "fp32", "gradients": "fp32", "master": "none", "optimizer": "fp32"}
 
 # the rank's tensors in fp32 (4 B a value), grouped by size (bytes, tensors), as first met:
 # each of 2 layers' q, k, v, o 64 x 64 (16,384 B each: 8 tensors); gate, up, down 64 x 128
