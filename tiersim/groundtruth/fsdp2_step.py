@@ -13,9 +13,10 @@ FSDP2 drops it (seen) or later on the worker (unseen) is a race. The collectives
 through FSDP2's own hooks (`set_custom_all_gather` / `set_custom_reduce_scatter`): the same
 `all_gather_single`, and gloo's reduce-scatter algorithm run from here (a clone of the input,
 all-reduced, the rank's chunk copied out: ProcessGroupGloo.cpp, reduce_scatter_tensor_coalesced),
-each returning once the worker has let go of its tensors (their storage's use count back to
-what it was): every buffer is then freed on the recording thread, where FSDP2 drops it. The
-recorded step leaves nothing allocated that it did not start with (StepPeaks.left_bytes 0).
+each returning once the worker has let go of its tensors (groundtruth/settled_collectives.py:
+their storage's use count back to what it was before the collective): every buffer is then
+freed on the recording thread, where FSDP2 drops it. The recorded step leaves nothing
+allocated that it did not start with (StepPeaks.left_bytes 0).
 
 Nothing here is imported unless PyTorch and transformers are installed (the `measure` extra).
 """
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,9 @@ from torch.profiler import ProfilerActivity
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth.fsdp2 import free_port
-from tiersim.groundtruth.muon_dtensor import settled_collectives
 from tiersim.groundtruth.quiet_profiler import quiet_profile
 from tiersim.groundtruth.selective import recompute_attention_core
+from tiersim.groundtruth.settled_collectives import Wait, settle, settled_collectives
 from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks
 from tiersim.groundtruth.step_timeline import train_step
 from tiersim.groundtruth.torchmodels import APART, make_optimizer
@@ -52,32 +52,16 @@ from tiersim.state.activations import accounting_for
 from tiersim.state.model import Transformer
 from tiersim.state.resolved import resolve
 
-SETTLE_S = 30.0  # at most this long for the worker to let go (it takes microseconds)
-SETTLE_POLL_S = 1e-4  # asleep between looks, so that the worker gets a core
-
-
-def _uses(t: torch.Tensor) -> int:
-    """References to the storage behind `t` (each tensor or view holding it counts one)."""
-    return int(torch._C._storage_Use_Count(t.untyped_storage()._cdata))
-
-
-def _settle(t: torch.Tensor, uses: int) -> None:
-    """Wait until gloo's worker has dropped the finished work's references to `t`."""
-    deadline = time.monotonic() + SETTLE_S
-    while _uses(t) > uses and time.monotonic() < deadline:
-        time.sleep(SETTLE_POLL_S)
-
 
 class SettledAllGather(DefaultAllGather):
     """FSDP2's all-gather (dist.all_gather_single), returning once gloo's worker has let go
     of the output: FSDP2 frees its buffer, where the profiler sees it."""
 
     def __call__(self, output_tensor, input_tensor, group, async_op=False):
-        uses = _uses(output_tensor)
-        work = dist.all_gather_single(output_tensor, input_tensor, group=group, async_op=True)
-        work.wait()
-        del work
-        _settle(output_tensor, uses)
+        def issue(out: torch.Tensor) -> Wait:
+            return dist.all_gather_single(out, input_tensor, group=group, async_op=True).wait
+
+        settle(output_tensor, issue, "FSDP2's all-gather")
 
 
 class SettledReduceScatter(DefaultReduceScatter):
@@ -88,13 +72,11 @@ class SettledReduceScatter(DefaultReduceScatter):
 
     def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
         clone = input_tensor.clone()
-        uses = _uses(clone)
-        # a view: the work's tensor then counts among the storage's uses (the clone itself
-        # would be the same tensor, one use however many hold it)
-        work = dist.all_reduce(clone.view(-1), op=op, group=group, async_op=True)
-        work.wait()
-        del work
-        _settle(clone, uses)
+
+        def issue(view: torch.Tensor) -> Wait:
+            return dist.all_reduce(view, op=op, group=group, async_op=True).wait
+
+        settle(clone, issue, "FSDP2's reduce-scatter")
         output_tensor.copy_(clone.chunk(group.size())[group.rank()])
 
 

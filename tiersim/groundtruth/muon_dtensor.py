@@ -9,30 +9,27 @@ Compared with state/muon_sharded.py by tests/test_muon_sharded.py.
 
 DTensor's collectives are functional collectives (`_c10d_functional`), which gloo runs on a
 worker thread of its own: the worker drops its reference to a finished collective's tensors
-microseconds after `wait_tensor` returns, and a tensor it drops last is freed there, unseen by
-the profiler (which records the recording thread's allocations), and counted as never freed.
-`settled_collectives` gives the worker that time after each wait, while the caller still holds
-the tensor, so that every free happens, and is seen, on the recording thread.
+after `wait_tensor` returns, and a tensor it drops last is freed there, unseen by the profiler
+(which records the recording thread's allocations), and counted as never freed.
+`settled_collectives` (groundtruth/settled_collectives.py) returns from each collective only
+once the worker has let go of its tensors, while the caller still holds them, so that every
+free happens, and is seen, on the recording thread.
 
 Nothing here is imported unless PyTorch is installed (the `measure` extra).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import tempfile
-import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch._dynamo  # FSDP2 imports it lazily in every rank otherwise
 import torch.distributed as dist
-import torch.distributed._functional_collectives as funcol
 import torch.multiprocessing as mp
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import distribute_tensor
@@ -40,28 +37,11 @@ from torch.profiler import ProfilerActivity
 
 from tiersim.groundtruth.fsdp2 import free_port
 from tiersim.groundtruth.quiet_profiler import quiet_profile
+from tiersim.groundtruth.settled_collectives import settled_collectives
 
-WORKER_LETS_GO_S = 0.002  # the worker drops a collective's tensors within microseconds
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 MATMULS = ("aten::mm", "aten::addmm")
 ELEMENT_BYTES = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8}  # kineto's names
-
-
-@contextlib.contextmanager
-def settled_collectives() -> Iterator[None]:
-    """Each functional collective's wait returns once gloo's worker has let go of its tensors."""
-    wait = funcol.wait_tensor
-
-    def settled(tensor: torch.Tensor) -> torch.Tensor:
-        out = wait(tensor)
-        time.sleep(WORKER_LETS_GO_S)
-        return out
-
-    funcol.wait_tensor = settled
-    try:
-        yield
-    finally:
-        funcol.wait_tensor = wait
 
 
 @dataclass(frozen=True)
