@@ -65,7 +65,7 @@ def settle(kept: torch.Tensor, issue: Callable[[torch.Tensor], Wait], what: str)
     while storage_uses(kept) > uses:
         if time.monotonic() > deadline:
             raise UnsettledCollectiveError(
-                f"{what}: gloo's worker still holds the collective's tensors {SETTLE_S:.0f} s "
+                f"{what}: gloo's worker still holds the collective's tensors {SETTLE_S:g} s "
                 f"after it finished (storage use count {storage_uses(kept)}, {uses} before "
                 "it was issued)"
             )
