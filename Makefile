@@ -26,12 +26,10 @@ demo: $(STAMP)
 # PYTHONDONTWRITEBYTECODE emptied: the suite's Python processes (a few dozen CLI and sweep
 # subprocesses) load tiersim's compiled modules from __pycache__ instead of compiling its
 # source each time (an environment that sets it had every one compile it again).
-# The suite on TEST_WORKERS processes (pytest-xdist; CI has 2 cores), whole test files to a
-# worker so that each module's shared runs are made once (tests/conftest.py); 0: in this one.
-# 0 by default until the Muon DTensor measurement's settle race is fixed (docs/suite-time.md:
-# one run in five failed on two workers, its fixed 2 ms wait for gloo's worker too short when
-# another process holds the core); `make test TEST_WORKERS=2` runs 41 % faster in wall time.
-TEST_WORKERS ?= 0
+# The suite on TEST_WORKERS processes (pytest-xdist, in the test extra; CI has 2 cores), whole
+# test files to a worker so that each module's shared runs are made once (tests/conftest.py);
+# `make test TEST_WORKERS=0` runs it in this one process (docs/suite-time.md).
+TEST_WORKERS ?= 2
 test: $(TEST_STAMP)
 	$(BIN)/ruff check tiersim tests benchmarks
 	$(BIN)/ruff format --check tiersim tests benchmarks
