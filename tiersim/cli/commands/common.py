@@ -173,16 +173,26 @@ def usable_preset_path(
     option: str, path: Path, inputs: Iterable[Path] = (), command: str = ""
 ) -> None:
     """Before any work: a preset can be written at `path` and then loaded from it. Its name
-    ends in .yaml or .yml (the preset loader reads no other file), it is not a folder nor one
-    of the command's own `inputs`, and its folder exists and is writable. A file's folder is
-    not made, unlike a results folder (run --out): a mistyped one would be made silently."""
+    ends in .yaml or .yml (the preset loader reads no other file), and `usable_file_path`
+    holds for it."""
+    name = str(path)
+    if not path.is_dir() and not is_preset_file(name):
+        why = f"a preset is loaded only from a {' or '.join(PRESET_FILE_SUFFIXES)} file"
+        raise output_error(option, name, f"{why} (expected e.g. {path.stem}.yaml)", command)
+    usable_file_path(option, path, inputs, command)
+
+
+def usable_file_path(
+    option: str, path: Path, inputs: Iterable[Path] = (), command: str = ""
+) -> None:
+    """Before any work: a file can be written at `path`. It is not a folder nor one of the
+    command's own `inputs` (a scenario the command read), and its folder exists and is
+    writable. A file's folder is not made, unlike a results folder (run --out): a mistyped
+    one would be made silently."""
     name = str(path)
     if path.is_dir():
         raise output_error(option, name, "is a folder (expected a file path)", command)
-    if not is_preset_file(name):
-        why = f"a preset is loaded only from a {' or '.join(PRESET_FILE_SUFFIXES)} file"
-        raise output_error(option, name, f"{why} (expected e.g. {path.stem}.yaml)", command)
-    if path.resolve() in {p.resolve() for p in inputs}:
+    if path.resolve() in {Path(p).resolve() for p in inputs}:
         why = "is this command's own input (expected another file path)"
         raise output_error(option, name, why, command)
     folder = path.parent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.report.json_report import to_json
 
     loaded = load(args)
+    _check_plot(args)  # before the simulations: a path it cannot take is refused at once
     print_notes(loaded, args.overrides)
     worn = judged(loaded)  # checked; its changed scenarios are its run's variants, each run once
     assessed = worn.assessed
@@ -70,16 +72,31 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(wear_text(assessed) + _robustness_text(extra))
+    if args.plot:  # as `run` names its results: on standard error beside a JSON report
+        print(f"plot: {args.plot}", file=sys.stderr if args.format == "json" else sys.stdout)
     return EXIT_BUDGET_FAILED if args.check and budget_failed(assessed) else 0
+
+
+def _check_plot(args: argparse.Namespace) -> None:
+    """--plot's path, before any work: beside --break-even, a .png file (it is one whatever
+    its name) that replaces no input of the run, in a folder that exists."""
+    from tiersim.cli.commands.common import output_error, usable_file_path
+    from tiersim.core.errors import InputError, Problem
+
+    if not args.plot:
+        return
+    if not args.break_even:
+        why = "draws --break-even's ranges (expected --break-even beside it)"
+        raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
+    path = Path(args.plot)
+    if not path.is_dir() and path.suffix.lower() != ".png":
+        why = f"the picture is a PNG (expected a file name ending .png, e.g. {path.stem}.png)"
+        raise output_error("--plot", args.plot, why)
+    usable_file_path("--plot", path, [Path(args.scenario)])
 
 
 def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[str, object]:
     """--break-even's sections (and --plot's picture), or nothing."""
-    from tiersim.core.errors import InputError, Problem
-
-    if args.plot and not args.break_even:
-        why = "draws --break-even's ranges (expected --break-even beside it)"
-        raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
     if not args.break_even:
         return {}
     from tiersim.cli.counting import Counted
