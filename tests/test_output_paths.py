@@ -6,6 +6,7 @@ leaves the files as they were."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import SCENARIOS
@@ -68,3 +69,19 @@ def test_emit_out_without_emit_is_refused(cli, own, tmp_path):
     code, _, err = cli("compare", path, "--set", "training.seq_len=2048", "--emit-out", out)
     assert code == 2 and f"--emit-out: {out}: " in err and "expected --emit" in err
     assert "[E-OPTION]" in err and not out.exists()
+
+
+def test_a_shipped_preset_is_never_replaced(cli, tmp_path):
+    """measure --calibrate and calibrate --out write a preset: never over a shipped one (a
+    user's `--model gpt2 --calibrate .../presets/models/gpt2.yaml` replaced it, moving every
+    scenario that names gpt2), refused before anything is measured."""
+    import tiersim
+
+    shipped = Path(tiersim.__file__).parent / "presets"
+    model, hardware = shipped / "models" / "gpt2.yaml", shipped / "hardware" / "dgx2.yaml"
+    before = model.read_bytes(), hardware.read_bytes()
+    code, _, err = cli("measure", "--model", "gpt2", "--calibrate", model)
+    _refused(code, err, "--calibrate", model, "one of tiersim's shipped presets")
+    code, _, err = cli("calibrate", "--path", tmp_path, "--out", hardware)
+    _refused(code, err, "--out", hardware, "one of tiersim's shipped presets")
+    assert (model.read_bytes(), hardware.read_bytes()) == before

@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterable
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -179,7 +180,15 @@ def usable_preset_path(
     if not path.is_dir() and not is_preset_file(name):
         why = f"a preset is loaded only from a {' or '.join(PRESET_FILE_SUFFIXES)} file"
         raise output_error(option, name, f"{why} (expected e.g. {path.stem}.yaml)", command)
+    if path.is_file() and path.resolve().parent.parent == _shipped_presets():
+        why = "is one of tiersim's shipped presets, which every scenario naming it reads"
+        raise output_error(option, name, f"{why} (expected another file path)", command)
     usable_file_path(option, path, inputs, command)
+
+
+def _shipped_presets() -> Path:
+    """The folder of the shipped presets (presets/<kind>/<name>.yaml), resolved."""
+    return Path(str(resources.files("tiersim") / "presets")).resolve()
 
 
 def usable_file_path(
