@@ -59,6 +59,29 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
     return out
 
 
+def dropped_by_overrides(raw: Any, overrides: list[str]) -> dict[str, list[str]]:
+    """For each --set (valid, applied in order) whose value is a mapping set over a mapping the
+    scenario gives: the keys that mapping had and the value leaves out. `set_path` replaces a
+    mapping whole, so `--set training={seq_len: 1024}` drops the file's grad_accumulation,
+    recompute, ... (their defaults are used): said beside the result, by key path."""
+    out: dict[str, list[str]] = {}
+    node = copy.deepcopy(raw) if isinstance(raw, dict) else {}
+    for text in overrides:
+        keys, value = parse_override(text)
+        before = node
+        for key in keys:
+            before = before.get(key) if isinstance(before, dict) else None
+        path = ".".join(keys)
+        if isinstance(value, dict) and isinstance(before, dict):
+            gone = [str(k) for k in before if k not in value]
+            if gone:
+                out[path] = gone
+        else:
+            out.pop(path, None)  # a later --set of the same path says again what it keeps
+        set_path(node, keys, value)
+    return out
+
+
 def clipped(text: str, chars: int = 80) -> str:
     """A --set as the user gave it, cut short: a message never grows with the input."""
     return text if len(text) <= chars else f"{text[: chars - 3]}..."

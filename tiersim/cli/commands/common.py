@@ -133,12 +133,32 @@ def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
             last = clipped(given[path])
             what = f"given {count} times by --set: the last, {last}, is used"
             out.append(f"note: {Problem(path, what, 'W-SET-REPEATED').render(loaded.source)}")
+    out += _replaced_lines(loaded, list(overrides))
     lines = key_lines(loaded.text) if loaded.text else {}
     for note in notes(loaded):
         line = lines.get(note.path)
         origin = f" (line {line})" if line else ""
         origin = f" (from --set {given[note.path]})" if note.path in given else origin
         out.append(f"note: {note.reworded(note.message + origin).render(loaded.source)}")
+    return out
+
+
+def _replaced_lines(loaded: Loaded, overrides: list[str]) -> list[str]:
+    """A note for each --set mapping that replaces one of the file's whole (W-SET-REPLACES)."""
+    from tiersim.config.overrides import clipped, dropped_by_overrides
+    from tiersim.config.yamlfile import parse_yaml
+
+    if not loaded.text or not overrides:
+        return []
+    out = []
+    for path, gone in dropped_by_overrides(parse_yaml(loaded.text), overrides).items():
+        shown_keys = ", ".join(gone[:6]) + (", ..." if len(gone) > 6 else "")
+        what = (
+            f"a mapping given by --set replaces the file's whole {path}: its {shown_keys} "
+            f"take their defaults (to change some keys and keep the rest, set each by its "
+            f"path: --set {clipped(path, 60)}.KEY=VALUE)"
+        )
+        out.append(f"note: {Problem(path, what, 'W-SET-REPLACES').render(loaded.source)}")
     return out
 
 
