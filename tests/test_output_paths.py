@@ -85,3 +85,23 @@ def test_a_shipped_preset_is_never_replaced(cli, tmp_path):
     code, _, err = cli("calibrate", "--path", tmp_path, "--out", hardware)
     _refused(code, err, "--out", hardware, "one of tiersim's shipped presets")
     assert (model.read_bytes(), hardware.read_bytes()) == before
+
+
+def test_import_and_emit_write_whole_files_by_rename(cli, own, tmp_path):
+    """A file written in place (truncated, then filled) shows a half-written state to anyone
+    reading it and, where the write fails, leaves one; written beside it and renamed over it
+    (report.output.write_atomic) it never does. A second hard link to the old file tells the
+    two apart: a rename leaves the link's content as it was, an in-place write changes it."""
+    path, _ = own
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"train_batch_size": 8}')
+    for option, args in (
+        ("--out", ["import", ds, "--set", "model.preset=gpt2", "--gpus", "8"]),
+        ("--emit-out", ["compare", path, "--set", "training.seq_len=2048", "--emit", "deepspeed"]),
+    ):
+        out, link = tmp_path / f"out{option}", tmp_path / f"link{option}"
+        out.write_text("old")
+        link.hardlink_to(out)
+        code, _, err = cli(*args, option, out)
+        assert code == 0, err
+        assert link.read_text() == "old" and out.read_text() != "old"
