@@ -224,6 +224,15 @@ def fmt_time(s: float) -> str:
     return f"{s / _YEAR_S:,.0f} years"  # 7,228 years, not 7227.54: digits past the sense
 
 
+def fmt_tokens_per_s(n: float) -> str:
+    """A token rate: 56857.5 -> '56,858 tokens/s'; below 100, three significant figures
+    (1.3125 -> '1.31 tokens/s'), not a rounded '1 tokens/s' (a CPU-measured kernel table, a
+    huge model on few GPUs)."""
+    if n is None or math.isnan(n):
+        return "-"
+    return f"{n:,.0f} tokens/s" if abs(n) >= 100 else f"{n:.3g} tokens/s"
+
+
 def fmt_count(n: float) -> str:
     """Large counts with a suffix: 6738415616 -> '6.74 B'."""
     for name, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
