@@ -217,6 +217,8 @@ def _lifetime_rows(a: Assessment) -> list[tuple[str, str]]:
     if w.rated_total_bytes_written is None:
         return [("lifetime", _days(w.lifetime_days, a))]
     binds = "rated TBW binds" if w.lifetime_bound_by == "rated" else "P/E cycles bind"
+    if not w.host_bytes_per_step:  # neither binds what is never written
+        binds = "nothing written"
     rated = f"{fmt_bytes(w.rated_total_bytes_written)} ({_days(w.rated_lifetime_days, a)})"
     return [
         ("lifetime", f"{_days(w.lifetime_days, a)} ({binds})"),
