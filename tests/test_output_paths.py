@@ -105,3 +105,20 @@ def test_import_and_emit_write_whole_files_by_rename(cli, own, tmp_path):
         code, _, err = cli(*args, option, out)
         assert code == 0, err
         assert link.read_text() == "old" and out.read_text() != "old"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("hw.yaml", "is the --out file too"),  # the table would replace the preset just written
+        ("missing/k.yaml", "does not exist (expected a file path"),
+    ],
+)
+def test_calibrate_kernels_out_is_checked_before_measuring(cli, tmp_path, name, expected):
+    out, kernels = tmp_path / "hw.yaml", tmp_path / name
+    code, _, err = cli(
+        "calibrate", "--path", tmp_path, "--out", out, "--kernels-out", kernels,
+        "--kernels-dry-run",
+    )  # fmt: skip
+    assert code == 2 and f"--kernels-out: {kernels}: " in err and expected in err, err
+    assert not out.exists()  # refused before anything was measured or written
