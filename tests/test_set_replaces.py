@@ -36,7 +36,24 @@ def test_run_notes_what_the_mapping_dropped(cli, tmp_path):
     assert code == 0, err
     # default.yaml's checkpoint: every_steps 1000, target nvme, mode async
     assert (
-        "checkpoint: a mapping given by --set replaces the file's whole checkpoint: its "
+        "checkpoint: a mapping given by --set replaces the scenario's whole checkpoint: its "
         "target, mode take their defaults" in err
     )
     assert "[W-SET-REPLACES]" in err
+
+
+def test_validate_notes_a_sweep_value_that_replaces_a_section(cli, tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        f"base: {DEFAULT}\n"
+        "grid:\n"
+        "  checkpoint: [{every_steps: 10}, {every_steps: 20, target: nvme, mode: async}]\n"
+    )
+    code, _, err = cli("validate", sweep)
+    assert code == 0, err
+    # value 0 drops default.yaml's checkpoint.target and .mode; value 1 gives all three
+    assert err.count("[W-SET-REPLACES]") == 1
+    assert (
+        "grid.checkpoint: a mapping given by value 0 of grid.checkpoint replaces the "
+        "scenario's whole checkpoint: its target, mode take their defaults" in err
+    )

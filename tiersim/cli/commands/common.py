@@ -145,21 +145,17 @@ def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
 
 def _replaced_lines(loaded: Loaded, overrides: list[str]) -> list[str]:
     """A note for each --set mapping that replaces one of the file's whole (W-SET-REPLACES)."""
-    from tiersim.config.overrides import clipped, dropped_by_overrides
+    from tiersim.config.overrides import dropped_by_overrides, dropped_message
     from tiersim.config.yamlfile import parse_yaml
 
     if not loaded.text or not overrides:
         return []
-    out = []
-    for path, gone in dropped_by_overrides(parse_yaml(loaded.text), overrides).items():
-        shown_keys = ", ".join(gone[:6]) + (", ..." if len(gone) > 6 else "")
-        what = (
-            f"a mapping given by --set replaces the file's whole {path}: its {shown_keys} "
-            f"take their defaults (to change some keys and keep the rest, set each by its "
-            f"path: --set {clipped(path, 60)}.KEY=VALUE)"
-        )
-        out.append(f"note: {Problem(path, what, 'W-SET-REPLACES').render(loaded.source)}")
-    return out
+    dropped = dropped_by_overrides(parse_yaml(loaded.text), overrides)
+    notes = [
+        Problem(p, dropped_message(p, gone, "--set"), "W-SET-REPLACES")
+        for p, gone in dropped.items()
+    ]
+    return [f"note: {n.render(loaded.source)}" for n in notes]
 
 
 def output_error(option: str, path: str | Path, why: str, command: str = "") -> InputError:
