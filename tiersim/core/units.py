@@ -151,7 +151,9 @@ def parse(value: object, kind: Kind, example: str | None = None) -> float:
             f"'{value}' is {found_kind.label}, but {kind.label} is needed here (e.g. '{example}')"
         )
     if not math.isfinite(number * factor):
-        raise UnitError(f"'{value}' is too large to represent")
+        raise UnitError(
+            f"'{value}' is too large to represent (expected {kind.label}, e.g. '{example}')"
+        )
     if len(_PARSED) < MAX_PARSED:
         _PARSED[(value, kind)] = number * factor
     return number * factor
