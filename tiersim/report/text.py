@@ -174,7 +174,8 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
 IN_FLIGHT_NOTE = (
     "busy: bytes moving (utilization: its share of the step); in flight: a transfer begun "
     "and not landed, its latency included (as `run --plot` says of a link's rows, there per "
-    "direction or group)"
+    "direction or group); bandwidth used: the busier direction's bytes / (bandwidth/dir x step "
+    "time)"
 )
 
 
