@@ -87,7 +87,8 @@ def step_figure(
     title += fmt_tokens_per_s(st["tokens_per_s"])
     if neck:
         share = 100 * neck["bandwidth_utilization"]
-        title += f"; busiest: {neck['resource']} ({share:.1f} % of its bandwidth)"
+        # as the text says it: 'network (data group), 6.9 % of ...', not '(data group) (6.9 %'
+        title += f"; busiest: {neck['resource']}, {share:.1f} % of its bandwidth"
     fits = fit_warning(report)
     lines = [title, fits] if fits else [title]  # each wrapped: a long verdict was cut at the edges
     fig.suptitle("\n".join(textwrap.fill(t, TITLE_CHARS) for t in lines), fontsize=12)
