@@ -143,6 +143,8 @@ def _looks_like(text: str, source: str) -> str | None:
         toml = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError):
         toml = None
+        if source.lower().endswith(".toml"):  # read as one, to say where its syntax breaks
+            return "torchtitan"
     if isinstance(toml, dict) and set(toml) & _TORCHTITAN_TABLES:
         return "torchtitan"
     if looks_like_recipe(text):
