@@ -1,5 +1,5 @@
-"""A .toml config with a syntax error is said to be one, where it breaks (as a JSON config's
-is), not "cannot tell which framework's config this is"."""
+"""A .toml (or .yaml) config with a syntax error is said to be one, where it breaks (as a
+JSON config's is), not "cannot tell which framework's config this is"."""
 
 from __future__ import annotations
 
@@ -21,3 +21,13 @@ def test_a_toml_name_on_other_content_is_still_recognised(cli, tmp_path):
     code, out, err = cli("import", path, "--set", "model.preset=gpt2")
     assert code == 0, err
     assert "framework: deepspeed" in out
+
+
+def test_a_broken_yaml_file_names_its_syntax_error(cli, tmp_path):
+    """A Megatron-Bridge YAML with a syntax error, likewise."""
+    path = tmp_path / "bridge.yaml"
+    path.write_text("model:\n  num_layers: 32\n  hidden_size: [4096\n")  # the list unclosed
+    code, _, err = cli("import", path)
+    assert code == 2, err
+    assert f"{path}: not valid YAML (YAML syntax error at line 4, column 1: " in err
+    assert "cannot tell which framework" not in err and "\\n" not in err  # one line
