@@ -24,3 +24,12 @@ def test_run_headline_shows_a_slow_rate():
     report["step"]["tokens_per_s"] = 1024 / 780
     head = step_tables(report).splitlines()[0]
     assert "per step, 1.31 tokens/s over all the job's GPUs" in head
+
+
+def test_the_goodput_share_is_said_beside_its_rate():
+    """hbf-optimizer-state's goodput is 99.994 %: its two rates both print as 3,818 tokens/s;
+    the share says why they agree."""
+    report = json.loads((GOLDEN.parent / "hbf-optimizer-state.json").read_text())
+    head = step_tables(report).splitlines()[0]
+    rate = report["step"]["tokens_per_s"] * report["checkpoint"]["goodput"]
+    assert f"({rate:,.0f} tokens/s after checkpoints and failures: goodput 99.99 %)" in head

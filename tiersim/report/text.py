@@ -96,7 +96,11 @@ def _step_head(report: dict[str, Any], mfu_peak: str | None = None) -> str:
     ck = report.get("checkpoint") or {}
     if ck.get("mtbf_s") is not None and ck.get("goodput") is not None:  # beside what it scales
         goodput = st["tokens_per_s"] * ck["goodput"]
-        tokens += f" ({fmt_tokens_per_s(goodput)} after checkpoints and failures)"
+        # the share too: at 99.99 % the two rates print alike, and the reader wonders why
+        tokens += (
+            f" ({fmt_tokens_per_s(goodput)} after checkpoints and failures: goodput "
+            f"{100 * ck['goodput']:.2f} %)"
+        )
     if st.get("mfu") is not None:  # PaLM's MFU: the model's FLOPs, not recompute's
         tokens += (
             f", {st['model_flops_per_s_per_gpu'] / 1e12:,.1f} model TFLOP/s per GPU "
