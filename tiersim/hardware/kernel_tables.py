@@ -40,7 +40,12 @@ GPU's rests on), never a fit to a training run:
   of it causal; the backward 2.5x the forward's). Interpolated linearly in log2 of the sequence
   length and of the head dimension, held at the edges. A backward not measured for a mask or
   head dimension takes the measured backward's rate times the forward's ratio between the two
-  (the backward of the same kernel scales with its forward).
+  (the backward of the same kernel scales with its forward). A kernel may give its own `seq`
+  (eager attention's stops where the score matrix no longer fits).
+- `attention.eager`: eager attention's op set (QK^T by baddbmm, softmax, PV by bmm; the
+  scores in HBM) timed whole, in the same FLOP count (tiersim/workload/eager_attention.py).
+  Mostly memory-bound, so no sustained ceiling holds it (its GEMMs, at K = head_dim, run far
+  below the GEMM ceiling; the HBM keeps its clock).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ TERA = 1e12
 # dtypes that share a table: fp16 runs on the same tensor-core paths at BF16's rate
 TABLE_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
 ATTENTION_KERNELS = ("flash2", "flash3", "cudnn")
+UNHELD_ATTENTION = ("eager",)  # memory-bound mostly: no sustained ceiling (module docstring)
 
 
 def table_names() -> list[str]:
@@ -223,6 +229,8 @@ class KernelTable:
         if table is None:
             return None
         rate = table.tflops(direction, causal, head_dim, seq)
+        if kernel in UNHELD_ATTENTION:
+            return rate * TERA
         return self.held("bf16", rate, table.best(direction)) * TERA
 
 
@@ -248,9 +256,12 @@ def _gemm_tables(raw: dict[str, Any]) -> dict[str, GemmTable]:
 
 def _attention_tables(raw: dict[str, Any]) -> dict[str, AttentionTable]:
     raw = dict(raw)
-    seq = tuple(float(s) for s in raw.pop("seq", ()))
+    shared = tuple(float(s) for s in raw.pop("seq", ()))
     out = {}
-    for kernel, directions in raw.items():
+    for kernel, entry in raw.items():
+        directions = dict(entry)
+        own = directions.pop("seq", None)  # a kernel's own lengths (eager's)
+        seq = shared if own is None else tuple(float(s) for s in own)
         rates = {
             direction: {
                 mask: {int(d): tuple(float(v) for v in vals) for d, vals in dims.items()}

@@ -12,6 +12,8 @@ tokens, tensor-parallel size t, q = heads·head_dim, kv = kv_heads·head_dim, f 
   attention's four batched products (dQ, dK, dP, dV);
 - recompute: full, the whole forward again; selective, attention's QK^T and PV again;
   selective_op, the mms torchtitan's policy does not save (workload/op_recompute.py).
+Eager attention under Megatron's implementation, where the GPU's kernel table measures its op
+set (`attention.eager`), is timed whole from it (tiersim/workload/eager_attention.py).
 Attention's products as `training.attention_kernel` runs them (tiersim/workload/attention.py):
 eager all s x k scores, backward twice the forward; flash (and sdpa without a padding mask)
 the causal tiles only, (n + 1) / 2n of them at n = ceil(s / 128), backward 2.5x the forward
@@ -29,7 +31,7 @@ hidden states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.gemm import gemm_s
@@ -41,6 +43,7 @@ from tiersim.state.resolved import Resolved
 from tiersim.workload import megatron_elementwise as mcore
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
 from tiersim.workload.eager import compile_bytes
+from tiersim.workload.eager_attention import MeasuredEager, eager_from_table
 from tiersim.workload.fp8 import layer_quantize_bytes, quantize_slowdown
 from tiersim.workload.layer_bytes import ElementBytes, element_bytes
 from tiersim.workload.op_recompute import op_recompute_gemm_s
@@ -157,6 +160,12 @@ class _Shape:
             return None
         return kernel
 
+    def measured_eager(self, r: Resolved) -> MeasuredEager | None:
+        """The eager core from the table's measured op set (workload/eager_attention.py)."""
+        batch, d = self.b * self.heads, self.model.head_dim
+        dtype = self.attention_dtype()
+        return eager_from_table(r, self.table, dtype, batch, self.seq, self.keys, d)
+
     def memory(self, nbytes: float) -> float:
         return nbytes / self.hbm_bw
 
@@ -207,6 +216,10 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     b = element_bytes(r, model)
     core = sh.attention_core(r, b.scores)
     fused, kernel = sh.fused_attention(r, core), sh.fused_kernel(r, core)
+    eager = None if fused is not None else sh.measured_eager(r)
+    if eager is not None:  # the table's measured eager op set, and the bytes it leaves out
+        fused = (eager.forward_s, eager.backward_s)
+        core = replace(core, score_bytes=eager.score_bytes)
     # under TE's P2P ring, step by step (a windowed layer: as one kernel)
     ring = context_ring(r, model, sh.table, kernel, sh.hbm_bw) if sh.keys >= sh.full_seq else None
     if ring is not None:
