@@ -22,6 +22,9 @@ shipped ones hold (tiersim/presets/kernels, docs/kernels.md), on this machine's 
   setup), forward and backward by sequence length, TFLOP/s in FlashAttention's count (forward
   4·s²·d per head, half of it causal; backward 2.5x). A backend the device or PyTorch does not
   run is a note, and its kernel is left out.
+- `attention.eager`: eager attention's op set (baddbmm, softmax, einsum: flash-attention's
+  attention_pytorch, the shipped H100 figures' benchmark; calibrate_eager.py), BF16, at the
+  same shapes, causal and full, forward and backward, over the lengths whose scores fit.
 - `sustained`: the share of the 4096^3 BF16 (and FP8) GEMM's rate kept after `sustain_s`
   seconds of back-to-back calls (default 30 s a dtype, samples of at least 10 ms each): the
   median of the last 20 samples' rate over the first 20's, at most 1. The isolated figures
@@ -42,7 +45,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from tiersim.groundtruth.calibrate_gpu import MIN_SAMPLE_S, Timer, fp8_operands
+from tiersim.groundtruth.calibrate_eager import eager_rates
+from tiersim.groundtruth.calibrate_gpu import MIN_SAMPLE_S, Timer, fp8_operands, median_tflops
 from tiersim.groundtruth.figure import first_line
 
 GRID = (1024, 2048, 4096)
@@ -66,12 +70,6 @@ MX_BLOCK = 32
 CANNOT_RUN = (RuntimeError, ValueError, AttributeError, TypeError, NotImplementedError)
 
 
-def _tflops(flop: float, times: list[float]) -> float:
-    """TFLOP/s to 4 significant figures (0.1 TFLOP/s at a GPU's hundreds; a dry run's CPU
-    rates, thousandths, are not rounded to 0)."""
-    return float(f"{flop / statistics.median(times) / 1e12:.4g}")
-
-
 def gemm_grid(torch: Any, device: str, timer: Timer, repeats: int, grid=GRID) -> dict[str, Any]:
     """BF16 TFLOP/s at every (m, n, k) of `grid`, indexed [m][n][k]."""
     rates = []
@@ -84,7 +82,7 @@ def gemm_grid(torch: Any, device: str, timer: Timer, repeats: int, grid=GRID) ->
                 b = torch.randn(k, n, device=device, dtype=torch.bfloat16)
                 out = torch.empty(m, n, device=device, dtype=torch.bfloat16)
                 times = timer(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), repeats)
-                row.append(_tflops(2.0 * m * n * k, times))
+                row.append(median_tflops(2.0 * m * n * k, times))
             plane.append(row)
         rates.append(plane)
     best = max(v for plane in rates for row in plane for v in row)
@@ -130,7 +128,7 @@ def _fp8_mm(torch: Any, device: str, n: int, recipe: str = "tensorwise") -> Call
 
 
 def fp8_best(torch: Any, device: str, timer: Timer, repeats: int, n: int) -> float:
-    return _tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n), repeats))
+    return median_tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n), repeats))
 
 
 def fp8_recipes(
@@ -140,7 +138,7 @@ def fp8_recipes(
     out = {"tensorwise": 1.0, "delayed": 1.0}
     for recipe in MEASURED_RECIPES:
         try:
-            rate = _tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n, recipe), repeats))
+            rate = median_tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n, recipe), repeats))
         except CANNOT_RUN as exc:
             notes.append(f"kernel table: fp8 {recipe} GEMM not measured: {first_line(exc)}")
             continue
@@ -160,7 +158,7 @@ def grouped_gemm(
         w = torch.randn(GROUPS, n, n, device=device, dtype=torch.bfloat16).transpose(-2, -1)
         offs = torch.arange(r, GROUPS * r + 1, r, device=device, dtype=torch.int32)
         times = timer(lambda x=x, w=w, offs=offs: torch._grouped_mm(x, w, offs=offs), repeats)
-        shares.append(round(_tflops(2.0 * GROUPS * r * n * n, times) / dense, 3))
+        shares.append(round(median_tflops(2.0 * GROUPS * r * n * n, times) / dense, 3))
     return {"rows": list(rows), "share": shares}
 
 
@@ -219,8 +217,8 @@ def attention_rates(
             batch = max(1, tokens // seq)
             flop = 4.0 * seq * seq * HEAD_DIM * HEADS * batch / (2 if causal else 1)
             forward, backward = _attention_case(torch, device, seq, causal, tokens)
-            fwd.append(_tflops(flop, timer(forward, repeats)))
-            bwd.append(_tflops(2.5 * flop, timer(backward, repeats)))
+            fwd.append(median_tflops(flop, timer(forward, repeats)))
+            bwd.append(median_tflops(2.5 * flop, timer(backward, repeats)))
         out["forward"][mask] = {HEAD_DIM: fwd}
         out["backward"][mask] = {HEAD_DIM: bwd}
     return out
@@ -230,20 +228,32 @@ def attention_table(
     torch: Any, device: str, timer: Timer, repeats: int, notes: list, seqs=SEQS, tokens=TOKENS
 ) -> dict[str, Any]:
     """`attention`: each kernel of ATTENTION_BACKENDS the device runs, its SDPA backend pinned
-    (torch.nn.attention.sdpa_kernel), so the rate is that kernel's and no other's."""
+    (torch.nn.attention.sdpa_kernel), so the rate is that kernel's and no other's; then eager
+    attention's op set (calibrate_eager.py), which needs no backend."""
+    table: dict[str, Any] = {"seq": list(seqs)}
+    _sdpa_kernels(table, torch, device, timer, repeats, notes, tokens)
+    eager = eager_rates(torch, device, timer, repeats, notes, seqs, (tokens, HEADS, HEAD_DIM))
+    if eager:
+        table["eager"] = eager
+    return table if len(table) > 1 else {}
+
+
+def _sdpa_kernels(
+    table: dict, torch: Any, device: str, timer: Timer, repeats: int, notes: list, tokens: int
+) -> None:
+    """Each SDPA-backed kernel the device runs into `table` (attention_table)."""
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError as exc:  # a PyTorch before 2.3: no way to pin a backend
         notes.append(f"kernel table: attention not measured: {first_line(exc)}")
-        return {}
-    table: dict[str, Any] = {"seq": list(seqs)}
+        return
     for kernel, backend in ATTENTION_BACKENDS:
         try:
             with sdpa_kernel([getattr(SDPBackend, backend)]):
-                table[kernel] = attention_rates(torch, device, timer, repeats, seqs, tokens)
+                rates = attention_rates(torch, device, timer, repeats, table["seq"], tokens)
+            table[kernel] = rates
         except CANNOT_RUN as exc:
             notes.append(f"kernel table: attention {kernel} not measured: {first_line(exc)}")
-    return table if len(table) > 1 else {}
 
 
 def _gemm_extras(
