@@ -45,7 +45,8 @@ GPU's rests on), never a fit to a training run:
 - `attention.eager`: eager attention's op set (QK^T by baddbmm, softmax, PV by bmm; the
   scores in HBM) timed whole, in the same FLOP count (tiersim/workload/eager_attention.py).
   Mostly memory-bound, so no sustained ceiling holds it (its GEMMs, at K = head_dim, run far
-  below the GEMM ceiling; the HBM keeps its clock).
+  below the GEMM ceiling; the HBM keeps its clock), and `hbm_tb_s` says the HBM bandwidth it
+  was measured through: a GPU with other HBM (an H200 on the H100's table) does not take it.
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ class AttentionTable:
 
     seq: tuple[float, ...]
     rates: dict[str, dict[str, dict[int, tuple[float, ...]]]]
+    hbm: float | None = None  # bytes/s of the HBM it was measured through, where it says
 
     def _measured(self, direction: str, mask: str, head_dim: int, seq: float) -> float | None:
         by_dim = self.rates.get(direction, {}).get(mask)
@@ -262,6 +264,7 @@ def _attention_tables(raw: dict[str, Any]) -> dict[str, AttentionTable]:
         directions = dict(entry)
         own = directions.pop("seq", None)  # a kernel's own lengths (eager's)
         seq = shared if own is None else tuple(float(s) for s in own)
+        hbm = directions.pop("hbm_tb_s", None)
         rates = {
             direction: {
                 mask: {int(d): tuple(float(v) for v in vals) for d, vals in dims.items()}
@@ -269,7 +272,7 @@ def _attention_tables(raw: dict[str, Any]) -> dict[str, AttentionTable]:
             }
             for direction, masks in directions.items()
         }
-        out[kernel] = AttentionTable(seq, rates)
+        out[kernel] = AttentionTable(seq, rates, None if hbm is None else float(hbm) * TERA)
     return out
 
 

@@ -29,7 +29,10 @@ megatron_elementwise.py). Not from the table (the op-by-op model keeps them): tr
 eager attention (a separate scale multiply, a mask add, softmax in float32 and a cast back:
 another op set), Megatron-LM v1's unfused GPT-2 layer (`fused_kernels: false`), FP8
 attention products (`fp8.attention`), a compute precision other than 16-bit (the
-measurement's is FP16; BF16 runs the same kernels at the same rates).
+measurement's is FP16; BF16 runs the same kernels at the same rates), and a GPU whose HBM
+bandwidth is not the measurement's within 2 % (`hbm_tb_s` in the table): mostly memory-bound,
+the op set's time is its HBM's, so the H200 (4.8 TB/s HBM3e) and the GH200 (4 TB/s), on the
+H100's table (3.35 TB/s HBM3), keep the op-by-op model at their own bandwidth.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
 MEASURED_SCORE_B = (8.0, 14.0)  # per score, forward and backward: the measured op set's
 DROPOUT_SCORE_B = (5.0, 5.0)  # Megatron's attention dropout per score (layer_bytes.py's)
 SIXTEEN_BIT = ("bf16", "fp16")
+SAME_HBM = 0.02  # the GPU's HBM bandwidth within 2 % of the measurement's: the same memory
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,10 @@ def eager_from_table(
     acc, training = r.accounting, r.execution.training
     if table is None or "eager" not in table.attention or acc.kernel != "eager":
         return None
+    measured_hbm, hw = table.attention["eager"].hbm, r.machine
+    hbm = hw.tiers[hw.gpu.memory].read_bw
+    if measured_hbm is not None and abs(hbm / measured_hbm - 1) > SAME_HBM:
+        return None  # another HBM than the one the op set's scores went through
     if acc.implementation != "megatron" or not training.fused_kernels or dtype not in SIXTEEN_BIT:
         return None
     flops = 4.0 * batch * seq * keys * head_dim  # every score's products: no causal skip
