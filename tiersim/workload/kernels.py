@@ -257,7 +257,7 @@ def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float,
     if compiled is None:
         rope = mcore.fused_rope_bytes(r, sh.model, sh.e_qk)
         return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f + rope for i in (0, 1))  # type: ignore[return-value]
-    eb = compile_bytes(compiled)
+    eb = compile_bytes(compiled, r.accounting.implementation)
     return tuple(  # type: ignore[return-value]
         eb.hidden[i] * sh.e + eb.rotary[i] * sh.e_qk + eb.ffn[i] * sh.e_f for i in (0, 1)
     )
