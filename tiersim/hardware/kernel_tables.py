@@ -34,7 +34,10 @@ GPU's rests on), never a fit to a training run:
   measured on the GPU (tiersim/workload/fp8.py); a recipe not listed runs at the memory-bound
   kernels' `gpu.memory_efficiency`.
 - `grouped_gemm`: a grouped GEMM's (a mixture-of-experts layer's routed experts) rate as a
-  share of the dense GEMM's, by rows a group, interpolated in log2 and held at the edges.
+  share of the dense GEMM's, by rows a group, interpolated in log2 and held at the edges; with
+  `k`, a row of shares by the GEMM's contraction K (an expert's up / gate projection contracts
+  over the hidden size, its down projection over the expert's width), interpolated in log2 of
+  K between them and held at the edges.
 - `attention.<kernel>`: fused attention rates by head dimension and sequence length, forward
   and backward, causal or full, as FlashAttention counts FLOPs (4·s²·d per head forward, half
   of it causal; the backward 2.5x the forward's). Interpolated linearly in log2 of the sequence
@@ -184,7 +187,9 @@ class KernelTable:
     fp8_recipes: dict[str, float] = field(default_factory=dict)
     attention: dict[str, AttentionTable] = field(default_factory=dict)
     grouped_rows: tuple[float, ...] = ()  # rows a group (a grouped GEMM's tokens per expert)
-    grouped_share: tuple[float, ...] = ()  # the dense rate's share at those rows
+    # the dense rate's share at those rows: one row, or one a contraction K of grouped_k
+    grouped_share: tuple[tuple[float, ...], ...] = ()
+    grouped_k: tuple[float, ...] = ()
     sustained: dict[str, float] = field(default_factory=dict)  # dtype -> share kept (docstring)
     quantize_share: dict[str, float] = field(default_factory=dict)  # FP8 recipe -> HBM share
 
@@ -192,12 +197,18 @@ class KernelTable:
         """The share of `dtype`'s isolated rate kept under sustained load (1: not measured)."""
         return self.sustained.get(TABLE_DTYPE.get(dtype, dtype), 1.0)
 
-    def grouped_gemm_share(self, rows: float) -> float:
-        """A grouped GEMM's rate over the dense one's at `rows` a group (interpolated in log2,
-        held at the edges); 1 where the table measures none."""
+    def grouped_gemm_share(self, rows: float, k: float | None = None) -> float:
+        """A grouped GEMM's rate over the dense one's at `rows` a group and contraction `k`
+        (each interpolated in log2, held at the edges; `k` where the table measures by it);
+        1 where the table measures none."""
         if not self.grouped_rows:
             return 1.0
-        return _interp1(self.grouped_rows, self.grouped_share, max(1.0, rows))
+        by_k = [_interp1(self.grouped_rows, row, max(1.0, rows)) for row in self.grouped_share]
+        if not self.grouped_k:
+            return by_k[0]
+        if k is None:
+            raise ValueError(f"kernel table {self.name}: grouped GEMM shares need the K")
+        return _interp1(self.grouped_k, tuple(by_k), k)
 
     def gemm_rate(
         self, dtype: str, m: float, n: float, k: float, sm_count: int | None, recipe: str = ""
@@ -276,6 +287,17 @@ def _attention_tables(raw: dict[str, Any]) -> dict[str, AttentionTable]:
     return out
 
 
+def _grouped(raw: dict[str, Any]) -> dict[str, tuple]:
+    """`grouped_gemm`'s rows, shares (a row, or a row a K) and K axis, as KernelTable's."""
+    share = raw.get("share", ())
+    rows = [share] if share and not isinstance(share[0], list) else share
+    return {
+        "grouped_rows": tuple(float(x) for x in raw.get("rows", ())),
+        "grouped_share": tuple(tuple(float(x) for x in row) for row in rows),
+        "grouped_k": tuple(float(x) for x in raw.get("k", ())),
+    }
+
+
 @functools.cache
 def kernel_table(name: str) -> KernelTable:
     """The kernel table `name`, shipped or a YAML file (KeyError: no such shipped table),
@@ -286,8 +308,7 @@ def kernel_table(name: str) -> KernelTable:
         gemm=_gemm_tables(raw.get("gemm", {})),
         fp8_recipes={k: float(v) for k, v in raw.get("fp8_recipes", {}).items()},
         attention=_attention_tables(raw.get("attention", {})),
-        grouped_rows=tuple(float(x) for x in raw.get("grouped_gemm", {}).get("rows", ())),
-        grouped_share=tuple(float(x) for x in raw.get("grouped_gemm", {}).get("share", ())),
+        **_grouped(raw.get("grouped_gemm", {})),
         sustained={k: float(v) for k, v in raw.get("sustained", {}).items()},
         quantize_share={k: float(v) for k, v in raw.get("fp8_quantize", {}).items()},
     )
