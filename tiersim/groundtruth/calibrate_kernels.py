@@ -12,9 +12,10 @@ shipped ones hold (tiersim/presets/kernels, docs/kernels.md), on this machine's 
   and mxfp8, with an E8M0 scale a 32 elements (Blackwell's block-scaled tensor cores), each as
   a share of the tensorwise rate, where the device runs it (mxfp8: a B200's, not an H100's).
 - `grouped_gemm`: torch._grouped_mm of GROUPS groups of `rows` rows each against one K x N
-  weight a group (N = K = the grid's largest size), for rows a group in ROWS (DeepGEMM's
-  points, h100-sxm.yaml), as a share of the dense grid's largest square: the share an MoE
-  layer's routed experts run at (tiersim/workload/experts.py).
+  weight a group (N the grid's largest size, K each of its two largest), for rows a group in
+  ROWS (DeepGEMM's points, h100-sxm.yaml), as a share of the dense grid's rate at (N, N, K),
+  a row of shares a K (`k`): the share an MoE layer's routed experts run at
+  (tiersim/workload/stage_times.py, each expert GEMM at its own K).
 - `attention.flash2` and `attention.cudnn`: PyTorch's scaled_dot_product_attention pinned to
   its FlashAttention-2 backend (SDPBackend.FLASH_ATTENTION) and to cuDNN's fused attention
   (SDPBackend.CUDNN_ATTENTION, Transformer Engine's on Hopper), causal and full, head
@@ -147,19 +148,47 @@ def fp8_recipes(
 
 
 def grouped_gemm(
-    torch: Any, device: str, timer: Timer, repeats: int, n: int, dense: float, rows=ROWS
+    torch: Any,
+    device: str,
+    timer: Timer,
+    repeats: int,
+    n: int,
+    dense: float,
+    rows=ROWS,
+    k: int | None = None,
 ) -> dict[str, list[float]]:
-    """`grouped_gemm`: torch._grouped_mm's rate at each of `rows` rows a group over `dense`,
-    the dense n^3 GEMM's TFLOP/s (module docstring)."""
+    """`grouped_gemm`: torch._grouped_mm's rate at each of `rows` rows a group against a
+    k x n weight a group (k: n unless given) over `dense`, the dense n x n x k GEMM's TFLOP/s
+    (module docstring)."""
+    k = k or n
     shares = []
     for r in rows:
-        x = torch.randn(GROUPS * r, n, device=device, dtype=torch.bfloat16)
-        # one n x n weight a group, column-major as the CUDA kernel takes it
-        w = torch.randn(GROUPS, n, n, device=device, dtype=torch.bfloat16).transpose(-2, -1)
+        x = torch.randn(GROUPS * r, k, device=device, dtype=torch.bfloat16)
+        # one k x n weight a group, column-major as the CUDA kernel takes it
+        w = torch.randn(GROUPS, n, k, device=device, dtype=torch.bfloat16).transpose(-2, -1)
         offs = torch.arange(r, GROUPS * r + 1, r, device=device, dtype=torch.int32)
         times = timer(lambda x=x, w=w, offs=offs: torch._grouped_mm(x, w, offs=offs), repeats)
-        shares.append(round(median_tflops(2.0 * GROUPS * r * n * n, times) / dense, 3))
+        shares.append(round(median_tflops(2.0 * GROUPS * r * n * k, times) / dense, 3))
     return {"rows": list(rows), "share": shares}
+
+
+def grouped_gemm_by_k(
+    torch: Any, device: str, timer: Timer, repeats: int, bf16: dict, rows=ROWS
+) -> dict[str, list]:
+    """`grouped_gemm` by contraction: at N the grid's largest size and K each of its two
+    largest, over the measured dense grid's rate at (N, N, K), as the shipped tables'
+    DeepGEMM shares (one row, no `k`, for a grid of one size)."""
+    grid, n = bf16["grid"], bf16["grid"][-1]
+    ks = grid[-2:]
+    by_k = [
+        grouped_gemm(
+            torch, device, timer, repeats, n, bf16["tflops"][-1][-1][grid.index(k)], rows, k
+        )
+        for k in ks
+    ]
+    if len(ks) == 1:
+        return by_k[0]
+    return {"rows": list(rows), "k": list(ks), "share": [g["share"] for g in by_k]}
 
 
 def sustained_share(timer: Timer, fn: Callable[[], object], seconds: float) -> float:
@@ -269,8 +298,7 @@ def _gemm_extras(
     except CANNOT_RUN as exc:
         notes.append(f"kernel table: fp8 GEMM not measured: {first_line(exc)}")
     try:
-        dense = bf16["tflops"][-1][-1][-1]
-        table["grouped_gemm"] = grouped_gemm(torch, device, timer, repeats, n, dense, rows)
+        table["grouped_gemm"] = grouped_gemm_by_k(torch, device, timer, repeats, bf16, rows)
     except CANNOT_RUN as exc:
         notes.append(f"kernel table: grouped GEMM not measured: {first_line(exc)}")
 
