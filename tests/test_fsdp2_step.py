@@ -241,6 +241,10 @@ MATRIX = [
     ("moe", "none", "bf16", "muon", (1, 2)),
     ("dense", "selective", "fp32", "muon", (2,)),
     ("moe", "selective", "bf16", "muon", (4,)),
+    ("gqa", "selective", "fp32", "muon", (1,)),
+    ("moe", "full", "fp32", "muon", (1,)),
+    ("moe", "full", "bf16", "muon", (4,)),
+    ("dense", "full", "bf16", "muon", (4,)),
 ]
 # 8-bit AdamW: torchao's AdamW8bit (0.18.0), its update run eagerly (state/torchao_adamw8bit.py;
 # bitsandbytes' refuses DTensors): fp32 on the DTensors, bf16 on each rank's local shards (its
@@ -250,9 +254,13 @@ EIGHT_BIT = [
     ("gqa", "full", "fp32", "adamw8bit", (2,)),
     ("moe", "none", "fp32", "adamw8bit", (1, 2)),
     ("gqa", "selective", "fp32", "adamw8bit", (1,)),
-    ("dense", "none", "bf16", "adamw8bit", (1, 2, 4)),
+    ("dense", "none", "bf16", "adamw8bit", (2,)),
     ("gqa", "selective", "bf16", "adamw8bit", (2, 4)),
     ("moe", "full", "bf16", "adamw8bit", (2,)),
+    ("dense", "full", "bf16", "adamw8bit", (1, 4)),
+    ("dense", "selective", "bf16", "adamw8bit", (1, 4)),
+    ("moe", "selective", "fp32", "adamw8bit", (1, 4)),
+    ("gqa", "none", "bf16", "adamw8bit", (2,)),
 ]
 # what PyTorch refuses to step under FSDP2 (torch 2.13, torchao 0.18.0): the error's words
 REFUSED = [
