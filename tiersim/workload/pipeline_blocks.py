@@ -40,81 +40,83 @@ def timeline_blocks(
     starts (empty unless `keep_starts`) and ends in its schedule order (its warm-up's
     forwards, then forward w + i before backward i, then the cool-down's backwards), put in
     that order by slices at the end."""
-    p, total = pipeline, micro_batches * virtual
-    walk = _Walk(p, virtual, total, p2p_s, keep_starts)
-    for block in range(1 - p * virtual, total + p - 1):
-        walk.forwards(block, fwd)
-        walk.backwards(block, bwd)
-    warmups = [2 * (p - k - 1) + (virtual - 1) * p for k in range(p)]
-    ends = [in_order(warmups[k], walk.f_end[k], walk.b_end[k]) for k in range(p)]
-    f_start, b_start = walk.f_start, walk.b_start
-    if f_start is None or b_start is None:
+    p, v, total = pipeline, virtual, micro_batches * virtual
+    chunk_f = [(j % (p * v)) // p for j in range(total)]  # each forward visit's chunk
+    chunk_b = [v - 1 - c for c in chunk_f]  # backwards visit the chunks in reverse
+    f_end, b_end = _table(p, total), _table(p, total)
+    f_start, b_start = (_table(p, total), _table(p, total)) if keep_starts else ([], [])
+    times = (_by_visit(fwd, chunk_f), _by_visit(bwd, chunk_b), chunk_f, chunk_b)
+    _walk(p, v, total, p2p_s, times, (f_end, b_end, f_start, b_start))
+    warmups = [2 * (p - k - 1) + (v - 1) * p for k in range(p)]
+    ends = [in_order(warmups[k], f_end[k], b_end[k]) for k in range(p)]
+    if not keep_starts:
         return [[] for _ in range(p)], ends
     return [in_order(warmups[k], f_start[k], b_start[k]) for k in range(p)], ends
 
 
-class _Walk:
-    """Every stage's forward and backward visits' ends (and starts), filled block by block."""
-
-    def __init__(self, p: int, v: int, total: int, p2p_s: float, keep_starts: bool):
-        self.p, self.v, self.total, self.p2p_s = p, v, total, p2p_s
-        pv = p * v
-        self.chunk_f = [(j % pv) // p for j in range(total)]  # each forward visit's chunk
-        self.chunk_b = [v - 1 - c for c in self.chunk_f]  # backwards visit them in reverse
-        self.f_end, self.b_end = _table(p, total), _table(p, total)
-        self.f_start = _table(p, total) if keep_starts else None
-        self.b_start = _table(p, total) if keep_starts else None
-        self.free = [0.0] * p  # each stage's last op's end
-
-    def forwards(self, block: int, fwd: list[list[float]]) -> None:
-        """The block's forwards: visit j = block - k - 1 + p·v of stage k, 0 <= j < total."""
-        p, last, p2p_s, free, chunk_f = self.p, self.p - 1, self.p2p_s, self.free, self.chunk_f
-        f_end, f_start = self.f_end, self.f_start
-        base = block - 1 + p * self.v
-        lo, hi = max(0, base + 1 - self.total), min(last, base)
-        if lo == 0:  # stage 0: its first chunk waits for nothing
-            c, now = chunk_f[base], free[0]
-            if c:  # a later chunk for the last stage's chunk before, sent
-                arrive = f_end[last][base - p] + p2p_s
+def _walk(p: int, v: int, total: int, p2p_s: float, times: tuple, tables: tuple) -> None:
+    """Every stage's forward and backward visits' ends (and starts, where kept) filled block
+    by block in one loop, a block's forwards (stage k's visit j = block - k - 1 + p·v) then
+    its backwards (visit i = block - (p - 1) + k), each 0 <= . < total."""
+    df, db, chunk_f, chunk_b = times
+    f_end, b_end, f_start, b_start = tables
+    keep, last, free = bool(f_start), p - 1, [0.0] * p  # each stage's last op's end
+    f_first, f_last, b_first, b_last = f_end[0], f_end[last], b_end[0], b_end[last]
+    for block in range(1 - p * v, total + p - 1):
+        base = block - 1 + p * v
+        lo, hi = base + 1 - total, base if base < last else last
+        if lo <= 0:  # stage 0: its first chunk waits for nothing
+            now = free[0]
+            if chunk_f[base]:  # a later chunk for the last stage's chunk before, sent
+                arrive = f_last[base - p] + p2p_s
                 if now < arrive:
                     now = arrive
-            if f_start is not None:
+            if keep:
                 f_start[0][base] = now
-            f_end[0][base] = free[0] = now + fwd[0][c]
+            f_first[base] = free[0] = now + df[0][base]
             lo = 1
         for k in range(lo, hi + 1):  # the previous stage's same visit, sent
             j = base - k
             now, arrive = free[k], f_end[k - 1][j] + p2p_s
             if now < arrive:
                 now = arrive
-            if f_start is not None:
+            if keep:
                 f_start[k][j] = now
-            f_end[k][j] = free[k] = now + fwd[k][chunk_f[j]]
-
-    def backwards(self, block: int, bwd: list[list[float]]) -> None:
-        """The block's backwards: visit i = block - (p - 1) + k of stage k, 0 <= i < total."""
-        p, last, p2p_s, free, chunk_b = self.p, self.p - 1, self.p2p_s, self.free, self.chunk_b
-        b_end, b_start = self.b_end, self.b_start
-        lo, hi = max(0, last - block), min(last, self.total + last - 1 - block)
-        for k in range(lo, min(hi, last - 1) + 1):  # the next stage's same visit, sent
+            f_end[k][j] = free[k] = now + df[k][j]
+        lo, hi = last - block, total + last - 1 - block
+        lo, hi = lo if lo > 0 else 0, hi if hi < last else last
+        for k in range(lo, (hi if hi < last else last - 1) + 1):  # the next stage's, sent
             i = block - last + k
             now, arrive = free[k], b_end[k + 1][i] + p2p_s
             if now < arrive:
                 now = arrive
-            if b_start is not None:
+            if keep:
                 b_start[k][i] = now
-            b_end[k][i] = free[k] = now + bwd[k][chunk_b[i]]
-        if lo <= last == hi:  # the last stage (visit i = block)
-            c, now = chunk_b[block], free[last]
-            if c < self.v - 1:  # an earlier chunk: stage 0's chunk after, sent
-                arrive = b_end[0][block - p] + p2p_s
-            else:  # the last virtual stage: its own forward of the micro-batch
-                arrive = self.f_end[last][block + (self.v - 1) * p]
+            b_end[k][i] = free[k] = now + db[k][i]
+        if lo <= last == hi:  # the last stage (visit i = block): an earlier chunk waits for
+            now = free[last]  # stage 0's chunk after, sent; the last its own forward
+            if chunk_b[block] < v - 1:
+                arrive = b_first[block - p] + p2p_s
+            else:
+                arrive = f_last[block + (v - 1) * p]
             if now < arrive:
                 now = arrive
-            if b_start is not None:
+            if keep:
                 b_start[last][block] = now
-            b_end[last][block] = free[last] = now + bwd[last][c]
+            b_last[block] = free[last] = now + db[last][block]
+
+
+def _by_visit(rows: list[list[float]], chunk_of: list[int]) -> list[list[float]]:
+    """Each stage's time of each of its visits (`rows`: per chunk), read by the visit's
+    index; stages with the same times share one list (a Table 5 pipeline has three)."""
+    made: dict[tuple[float, ...], list[float]] = {}
+    out = []
+    for row in rows:
+        key = tuple(row)
+        if key not in made:
+            made[key] = [row[c] for c in chunk_of]
+        out.append(made[key])
+    return out
 
 
 def _table(rows: int, columns: int) -> list[list[float]]:
