@@ -33,7 +33,7 @@ from tiersim.workload.pipeline import (
     warmup_forwards,
 )
 from tiersim.workload.pipeline_blocks import fits, steady_blocks
-from tiersim.workload.pipeline_timeline import evaluate, timeline
+from tiersim.workload.pipeline_timeline import evaluate, steady_ticks, timeline
 
 REL = 1e-12  # the repetition's tolerance, relative to the block's times
 
@@ -57,7 +57,10 @@ def evaluate_steady(
     per = 1 if virtual == 1 else pipeline  # micro-batches per period
     n = _shortest(pipeline, micro_batches, virtual, per)
     while n < micro_batches:
-        if fits(pipeline, n, virtual):  # the blocks' ends let go as they are walked
+        if virtual == 1:  # 1F1B, n > p + 1: the ticks' ends let go as they are walked
+            f, b = [row[0] for row in fwd], [row[0] for row in bwd]
+            last, shift = steady_ticks(pipeline, n, f, b, p2p_s, REL)
+        elif fits(pipeline, n, virtual):  # the blocks' ends let go as they are walked
             last, shift = steady_blocks(pipeline, n, virtual, fwd, bwd, p2p_s, REL)
         else:
             _, ends = timeline(pipeline, n, virtual, fwd, bwd, p2p_s, keep_starts=False)

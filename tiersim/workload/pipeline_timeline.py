@@ -92,6 +92,59 @@ def timeline_1f1b(
     ]
 
 
+def steady_ticks(
+    p: int, m: int, f: list[float], b: list[float], p2p_s: float, rel: float
+) -> tuple[list[float], float | None]:
+    """What `pipeline_steady` reads of `timeline_1f1b`'s ends, without keeping them all:
+    each stage's last end, and the shift `_repetition` finds over them (or None). An op
+    reads only the tick before's ends (stage k - 1's forward, stage k + 1's backward, the
+    last stage's own forward) and a stage runs at most one op a tick, so a tick's ends are
+    one per stage, kept p + 3 ticks: block I (stage k's forward at tick 2I + k, its
+    backward at 2I + k + 1) is whole at tick 2I + p and compared with block I - 1, for
+    I - 1 from p on while I is steady (I < m), until one repeats."""
+    last, free, size = p - 1, [0.0] * p, p + 3
+    ticks: list[list[float]] = [[0.0] * p] * size
+    prev, shift = ticks[0], None
+    for t in range(2 * m + 2 * p - 2):
+        cur = [0.0] * p
+        lo, hi = max(t - 2 * (m - 1), t % 2), t if t < last else last  # forwards
+        if not lo:  # stage 0 waits for nothing
+            cur[0] = free[0] = free[0] + f[0]
+            lo = 2
+        for k in range(lo, hi + 1, 2):
+            now, arrive = free[k], prev[k - 1] + p2p_s
+            if now < arrive:
+                now = arrive
+            cur[k] = free[k] = now + f[k]
+        lo, hi = max(2 * p - 1 - t, (t + 1) % 2), min(last, 2 * p + 2 * m - 3 - t)  # backwards
+        for k in range(lo, (hi if hi < last else last - 1) + 1, 2):
+            now, arrive = free[k], prev[k + 1] + p2p_s
+            if now < arrive:
+                now = arrive
+            cur[k] = free[k] = now + b[k]
+        if lo <= last == hi and not (t + p) % 2:  # the last stage: its own forward
+            now, arrive = free[last], prev[last]
+            if now < arrive:
+                now = arrive
+            cur[last] = free[last] = now + b[last]
+        ticks[t % size] = prev = cur
+        if shift is None and not (t - p) % 2 and p < (t - p) // 2 < m:
+            shift = _repeats(ticks, (t - p) // 2, rel)
+    return free, shift
+
+
+def _repeats(ticks: list[list[float]], block: int, rel: float) -> float | None:
+    """`_repetition`'s test of block - 1 against `block` from the kept ticks' ends."""
+    size, p = len(ticks), len(ticks[0])
+
+    def ends(at: int) -> list[float]:  # stage k's forward, then its backward, for each k
+        return [ticks[(2 * at + k + kind) % size][k] for k in range(p) for kind in (0, 1)]
+
+    a, b = ends(block - 1), ends(block)
+    shifts = [y - x for x, y in zip(a, b, strict=True)]
+    return shifts[-1] if max(shifts) - min(shifts) <= rel * max(abs(y) for y in b) else None
+
+
 def timeline_graph(
     pipeline: int,
     micro_batches: int,
