@@ -3,12 +3,12 @@ from its source, where tiersim has read that stack; elsewhere the former 1 GiB a
 
 The 1 GiB default ("temporary buffers, buckets, slack") was never sourced. Under
 `training.distributed_optimizer: apex` (NeMo 1.x as the NeMo 24.07 container ships it: PyTorch
-2.4, Transformer Engine 1.8, apex; docs/nemo-memory.md "The stack") its parts are all counted
+2.3.0a0, Transformer Engine 1.8, apex; docs/nemo-memory.md "The stack") its parts are all counted
 elsewhere, so it double-counted them: the gradient buckets are views of apex's contiguous grad
 buffer (`resident gradients`), their reduce-scatter outputs are the `reduce-scattered gradient
 shards`, the allocator's rounding and caching is the allocator's view (state/allocator.py),
 the CUDA context and NCCL's buffers are outside terms. What is left, held from the first step
-to the end of the run, is two kernels' workspaces (docs/nemo-memory.md, "The workspace"):
+to the end of the run, is one kernel library's workspace (docs/kernel-workspace.md):
 
 - Transformer Engine's cuBLAS workspace, one tensor for every TE GEMM: `get_workspace()`
   allocates `torch.empty(get_cublas_workspace_size_bytes(), dtype=torch.uint8)` once, kept in
@@ -17,16 +17,18 @@ to the end of the run, is two kernels' workspaces (docs/nemo-memory.md, "The wor
   with `get_workspace().repeat(_NUM_MAX_UB_STREAMS)`, `_NUM_MAX_UB_STREAMS = 3`
   (transformer_engine/pytorch/module/base.py, the 1.8-era copy with `_fp8_workspaces`; the
   same lines at 0004dbd0).
-- PyTorch's cuBLAS workspace for the GEMMs TE does not run (Megatron-Core's output layer,
-  `ColumnParallelLinear`, and its backward): `getCurrentCUDABlasHandle()` allocates one
-  through the caching allocator per (handle, stream) and keeps it in
-  `cublas_handle_stream_to_workspace()`, `getChosenWorkspaceSize()` bytes: 4096 * 8 * 1024 on
-  sm_90 ("32MiB for Hopper"), else 4096 * 1024 * 2 + 16 * 1024 * 8 (":4096:2:16:8")
-  (aten/src/ATen/cuda/CublasHandlePool.cpp, `parseChosenWorkspaceSize`; PyTorch PR 124250,
-  April 2024, kept the allocation for CUDA 12.2+ before 2.4's branch cut). Handles are per
-  thread (a thread-local `PoolWindow`), and autograd runs CUDA backward ops on its device
-  thread (torch/csrc/autograd/engine.cpp `Engine::ready_queue`: `device_ready_queues_`), so
-  the forward's thread and the backward's each hold one on the one compute stream: two.
+- PyTorch's cuBLAS workspace: none held. NVIDIA's component table gives NeMo 24.07's PyTorch
+  as 2.3.0a0 (docs.nvidia.com/nemo-framework/user-guide/24.09/softwarecomponentversions.html),
+  a main-branch build between 2.2's and 2.3's branch cuts, built with CUDA 12.3 or later (NGC's
+  24.02 and 24.03 PyTorch containers, the base the same table names for NeMo 24.05 and
+  NeMo-Aligner's Dockerfile for this stack's commits).
+  There `getCurrentCUDABlasHandle` (aten/src/ATen/cuda/CublasHandlePool.cpp) sets no
+  workspace where `CUDA_VERSION >= 12200` (PyTorch PR 113994, November 2023: "cuBLAS should
+  not need an explicitly allocated workspace after CUDA 12.2"), and cuBLAS allocates its own
+  dynamically with `cudaMallocAsync`, outside PyTorch's allocator, within its calls. The
+  caching allocator's per-(handle, stream) workspace came back in PR 124250 (April 2024,
+  2.4.0a0): PyTorch 2.4 would hold 32 MiB on sm_90 for each of the forward's thread and
+  autograd's device thread (docs/kernel-workspace.md), not counted for this stack.
 
 The GPU generation is the kernel table's `compute_capability` (as config/framework_attention.py
 reads it); without one, or under another stack, the former allowance stays (not sourced: said
@@ -46,21 +48,11 @@ TE_WORKSPACE_HOPPER = 33_554_432  # get_cublas_workspace_size_bytes(), major >= 
 TE_WORKSPACE_OTHER = 4_194_304
 UB_STREAMS = 3  # _NUM_MAX_UB_STREAMS: initialize_ub's repeat
 
-TORCH_WORKSPACE_SM90 = 4096 * 8 * 1024  # parseChosenWorkspaceSize: "32MiB for Hopper"
-TORCH_WORKSPACE_OTHER = 4096 * 1024 * 2 + 16 * 1024 * 8  # ":4096:2:16:8"
-TORCH_HANDLES = 2  # the forward's thread and autograd's device thread, one stream
-
 
 def te_workspace_bytes(capability: float, userbuffers: bool) -> int:
     """Transformer Engine's cuBLAS workspace (three of them under tp_comm_overlap)."""
     one = TE_WORKSPACE_HOPPER if capability >= 9.0 else TE_WORKSPACE_OTHER
     return one * (UB_STREAMS if userbuffers else 1)
-
-
-def torch_workspace_bytes(capability: float) -> int:
-    """PyTorch's cuBLAS workspaces: one a (handle, stream), two handles."""
-    one = TORCH_WORKSPACE_SM90 if capability == 9.0 else TORCH_WORKSPACE_OTHER
-    return TORCH_HANDLES * one
 
 
 def sourced_stack(s: Scenario) -> bool:
@@ -88,4 +80,4 @@ def resolved_workspace(s: Scenario) -> float:
         return FORMER_ALLOWANCE
     par = resolved_parallel(s)
     userbuffers = par.overlap_tensor_forward and par.tensor > 1  # state/userbuffers.py's rule
-    return te_workspace_bytes(capability, bool(userbuffers)) + torch_workspace_bytes(capability)
+    return te_workspace_bytes(capability, bool(userbuffers))
