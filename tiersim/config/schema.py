@@ -243,11 +243,7 @@ class Training(Strict):
     # with recompute: full, only every N-th layer of a rank is checkpointed, the others keep
     # all they save (torchtitan's selective_ac_option N; state/layer_sac.py); None: every layer
     recompute_every: PositiveInt | None = None
-    # kernels' workspaces and buffers held all run; null: the stack's sourced ones where tiersim
-    # read its source (NeMo 1.x under apex), else 1 GiB (config/kernel_workspace.py)
-    workspace: SizeOrZero | None = Field(
-        default=None, description="kernel workspaces and buffers held all run"
-    )
+    workspace: SizeOrZero | None = None  # kernel workspaces, buffers; null: the stack's, else 1 GiB
     # synchronous: the update waits for every gradient and the next step for the whole update
     # (DeepSpeed, FSDP, Megatron); pipelined: unit by unit, into the next step's forward
     # delayed: ZeRO-Offload's delayed parameter update (DPU): step k's CPU update overlaps step
