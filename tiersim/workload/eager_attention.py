@@ -24,8 +24,8 @@ Megatron's fused softmax kernel (both one read and one write per score): an assu
 measured causal column (attention_pytorch's mask added by a separate kernel) is kept in the
 table as measured and read by nothing: no layer tiersim times runs that op set.
 Left to the op-by-op model beside it: Megatron's attention dropout where its probability is
-above 0 (5 B a score each way, layer_bytes.py's; at 0 ATen runs no kernel,
-megatron_elementwise.py). Not from the table (the op-by-op model keeps them): transformers'
+above 0 (5 B a score each way; at 0 ATen runs no kernel: layer_bytes.py, as the op-by-op
+model counts it). Not from the table (the op-by-op model keeps them): transformers'
 eager attention (a separate scale multiply, a mask add, softmax in float32 and a cast back:
 another op set), Megatron-LM v1's unfused GPT-2 layer (`fused_kernels: false`), FP8
 attention products (`fp8.attention`), a compute precision other than 16-bit (the

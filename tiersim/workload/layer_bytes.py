@@ -13,6 +13,13 @@ e_a = b·(heads/t)·s·k attention scores:
   = 38·e; GeLU 8·e_f (gated 10·e_f); softmax 6, attention dropout 5, the batched GEMMs'
   gradient reads and writes 8 = 19·e_a;
 - selective recompute: the attention core's 13·e_a again.
+Attention dropout at probability 0 runs no kernel (`without_attention_dropout`): ATen's
+`dropout` takes its fused native_dropout only for 0 < p < 1 (is_fused_kernel_acceptable) and
+otherwise `_dropout_impl` returns its input when p == 0 (aten/src/ATen/native/Dropout.cpp),
+and Megatron's `attention_dropout` (torch.nn.Dropout) and transformers' eager attention
+(`nn.functional.dropout(attn_weights, p=...)`) both call it: no mask written, nothing read or
+written forward or backward, so the 5 B a score each way go (fused 13 -> 8, 19 -> 14;
+unfused 25 -> 20, 27 -> 22). The saved mask goes alike (state/activations.py).
 The score bytes are eager attention's (Megatron-LM's fused softmax keeps the scores in HBM):
 flash and sdpa move none (S and P stay on chip); sdpa behind a padding mask converts the
 boolean mask to bf16 (3 B) and reads it forward and backward (2 B each) per mask element,
@@ -39,6 +46,7 @@ PyTorch kernel of its own (fp16, read + written per element):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,6 +60,7 @@ FWD_HIDDEN_B, BWD_HIDDEN_B = 22.0, 38.0  # per element of the hidden states (e)
 FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), GeLU
 FWD_GATED_B, BWD_GATED_B = 6.0, 10.0  # the same with a gated MLP (SwiGLU)
 FWD_SCORES_B, BWD_SCORES_B = 13.0, 19.0  # per attention score (e_a)
+ATTENTION_DROPOUT_B = 5.0  # per score each way: read 2, write 2, the mask 1 (written, read)
 
 
 @dataclass(frozen=True)
@@ -77,5 +86,15 @@ def element_bytes(r: Resolved, model: Transformer) -> ElementBytes:
     """The layer's memory-bound bytes per element: fused kernels, or Megatron-LM v1's
     separate ops (a GPT-2 layer only: the config refuses others)."""
     if not r.execution.training.fused_kernels:
-        return UNFUSED_GPT2
-    return mcore.without_dropout(r, model, FUSED_GATED if model.gated_mlp else FUSED)
+        return without_attention_dropout(r, UNFUSED_GPT2)
+    fused = FUSED_GATED if model.gated_mlp else FUSED
+    return without_attention_dropout(r, mcore.without_dropout(r, model, fused))
+
+
+def without_attention_dropout(r: Resolved, b: ElementBytes) -> ElementBytes:
+    """`b` without the attention dropout's bytes per score where its probability is 0 (no
+    kernel runs: module docstring); unchanged otherwise."""
+    if r.accounting.attention_dropout > 0:
+        return b
+    forward, backward = (x - ATTENTION_DROPOUT_B for x in b.scores)
+    return dataclasses.replace(b, scores=(forward, backward))
