@@ -41,13 +41,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.workload.attention import FUSED_BACKWARD
+from tiersim.workload.layer_bytes import ATTENTION_DROPOUT_B
 
 if TYPE_CHECKING:
     from tiersim.hardware.kernel_tables import KernelTable
     from tiersim.state.resolved import Resolved
 
 MEASURED_SCORE_B = (8.0, 14.0)  # per score, forward and backward: the measured op set's
-DROPOUT_SCORE_B = (5.0, 5.0)  # Megatron's attention dropout per score (layer_bytes.py's)
+DROPOUT_SCORE_B = (ATTENTION_DROPOUT_B, ATTENTION_DROPOUT_B)  # Megatron's attention dropout
 SIXTEEN_BIT = ("bf16", "fp16")
 SAME_HBM = 0.02  # the GPU's HBM bandwidth within 2 % of the measurement's: the same memory
 
