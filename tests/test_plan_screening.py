@@ -49,13 +49,15 @@ PLAN = """plan:
 SCREENED = "hbf wear budget, by its simulated step"
 
 
-def _plan(path, *sets: str, top: int = 3) -> dict:
+def _plan(path, *sets: str, top: int = 3, said: list | None = None) -> dict:
     out, err = io.StringIO(), io.StringIO()
     args = ["plan", str(path), "--format", "json", "--workers", "2", "--top", str(top)]
     args += [*SETS, *sets]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(args)
     assert code == 0, err.getvalue()
+    if said is not None:
+        said.append(err.getvalue())
     return json.loads(out.getvalue())
 
 
@@ -66,11 +68,25 @@ def screened_and_exhaustive(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:  # searched as a large space is: screened
         mp.setattr(run_module, "LARGE", 0)
         mp.setattr(chunks, "CHUNK", 16)
-        screened = _plan(path)
+        screened = _plan(path, said=LARGE_SAID)
     with pytest.MonkeyPatch.context() as mp:  # every candidate simulated in full
         exhaustively(mp)
         exhaustive = _plan(path)
     return screened, exhaustive, path
+
+
+LARGE_SAID: list[str] = []  # what the search as a large space wrote to stderr
+
+
+def test_a_large_space_says_what_it_does_before_its_check(screened_and_exhaustive):
+    # its first line at once, then the check's bar at 0 before any chunk is back (a large
+    # space's check takes minutes: the default space's printed nothing for 12-25 s)
+    lines = LARGE_SAID[0].splitlines()
+    assert lines[0] == (
+        "plan: checking the 32 candidates of its plan: section against the inventory on 2 "
+        "workers; then the best bounds are sampled and the contenders simulated"
+    )
+    assert lines[1].startswith("[------------------------] 0/32 candidates checked against")
 
 
 @pytest.fixture(scope="module")
