@@ -45,13 +45,14 @@ Handles are per thread (a `thread_local` PoolWindow), and autograd runs a CUDA d
 on its own thread (torch/csrc/autograd/engine.cpp's device ready queues), on the forward op's
 stream: two (handle, stream) pairs, two workspaces. Under `framework: megatron` with a kernel
 table, Megatron-LM's `--transformer-impl` default `transformer_engine` (megatron/training/
-arguments.py) adds TE's one workspace (Megatron-Core's output layer still multiplies through
-PyTorch); a run without a table is taken as Megatron-LM's 2021-22, before TE.
+arguments.py) adds TE's workspace, three under tp_comm_overlap (Megatron-Core's output layer
+still multiplies through PyTorch); a run without a table is taken as Megatron-LM's 2021-22,
+before TE.
 
 The GPU generation is the kernel table's `compute_capability` (as config/framework_attention.py
 reads it); without one the GPU is taken as older than Hopper (the presets without a table are
-A100 and V100 systems). Not counted: workspaces freed within their kernel call (cuBLASLt's under
-CUDA 12.2+ without PyTorch's, cuDNN's fused attention's), and PyTorch's cuBLASLt workspace
+A100 and V100 systems). Not counted: workspaces freed within their kernel call (cuBLAS's own under
+CUDA 12.2+ where PyTorch sets none, cuDNN's fused attention's), and PyTorch's cuBLASLt workspace
 (`getCUDABlasLtWorkspace`, `CUBLASLT_WORKSPACE_SIZE` 1,024 KiB a (handle, stream)), made only
 where a GEMM takes the Lt path (addmm's fused bias). DeepSpeed's own buckets are
 state/buffers.py's (counted where `training.offload.reduce_bucket_size` names them); FSDP's
