@@ -28,7 +28,10 @@ from tiersim.sweep.summary import summary_text
 from tiersim.sweep.worker import point_key
 
 MIXED = {  # 6 points: 2 run, 1 cannot run (HBM below one layer's working set), 3 invalid
-    "grid": {"hardware.tiers.hbm.capacity": ["1 GB", "20 GB", "40 GB"], "parallel.pipeline": [1, 5]}
+    "grid": {
+        "hardware.tiers.hbm.capacity": ["100 MB", "20 GB", "40 GB"],
+        "parallel.pipeline": [1, 5],
+    }
 }
 STATUSES = ["infeasible", "invalid", "ok", "invalid", "ok", "invalid"]
 OFFLOAD = {  # 8 points, all run; optimizer state on HBF so its write bandwidth matters
@@ -61,7 +64,7 @@ def test_one_row_per_point_and_failures_recorded_in_their_rows(tmp_path):
     rows = csv_rows(out)
     assert [r["point"] for r in rows] == [str(i) for i in range(6)]
     assert [r["status"] for r in rows] == STATUSES
-    assert [r["hardware.tiers.hbm.capacity"] for r in rows] == ["1 GB"] * 2 + ["20 GB"] * 2 + [
+    assert [r["hardware.tiers.hbm.capacity"] for r in rows] == ["100 MB"] * 2 + ["20 GB"] * 2 + [
         "40 GB"
     ] * 2
     assert "cannot hold even one layer's working set" in rows[0]["error"]
@@ -340,11 +343,11 @@ def test_estimate_on_one_worker_says_worker(tmp_path):
     assert "the other 1 on 1 worker, about" in progress.getvalue()
 
 
-# 8 points: pipeline 2 does not divide 25 layers (2 invalid points), 1 GB of HBM cannot hold a
+# 8 points: pipeline 2 does not divide 25 layers (2 invalid points), 100 MB of HBM cannot hold a
 # layer (3 infeasible), 3 run; no value is wrong on its own (pipeline 2 runs with 24 layers)
 COMBINED = {
     "grid": {
-        "hardware.tiers.hbm.capacity": ["1 GB", "40 GB"],
+        "hardware.tiers.hbm.capacity": ["100 MB", "40 GB"],
         "model.layers": [24, 25],
         "parallel.pipeline": [1, 2],
     }
