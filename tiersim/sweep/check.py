@@ -53,24 +53,50 @@ def file_refusal(spec: SweepSpec | None, problems: list[Problem]) -> list[Proble
 def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], int]:
     """Every distinct problem of the points (listed once, with how many points have it and
     the first of them), and how many points have any."""
-    base_dir = spec.base_path.parent
-    found: dict[Problem, list[Point]] = {}
-    invalid = 0
+    failures = _failures(spec, points)
+    return _gathered(spec, failures, len(points)), len(failures)
+
+
+def every_point_invalid(spec: SweepSpec) -> list[Problem]:
+    """Where no point builds (a base scenario wrong whatever is swept), every problem as
+    `point_check` lists them, for `tiersim sweep` to refuse before any point runs; [] once a
+    point builds (a sound sweep builds one point for this)."""
+    points = expand(spec)
+    failures = _failures(spec, points, stop_at_valid=True)
+    return _gathered(spec, failures, len(points)) if len(failures) == len(points) else []
+
+
+def _failures(
+    spec: SweepSpec, points: list[Point], stop_at_valid: bool = False
+) -> list[tuple[Point, InputError]]:
+    """Each point that does not build, with why; with `stop_at_valid`, up to the first that
+    does."""
+    out = []
     for point in points:
         try:
-            build(point.raw, base_dir, f"{spec.source} point {point.index}")
+            build(point.raw, spec.base_path.parent, f"{spec.source} point {point.index}")
         except InputError as exc:
-            invalid += 1
-            for problem in exc.problems:
-                found.setdefault(_where(point, spec, problem), []).append(point)
-    problems = [_listed(problem, failing, len(points)) for problem, failing in found.items()]
+            out.append((point, exc))
+            continue
+        if stop_at_valid:
+            break
+    return out
+
+
+def _gathered(spec: SweepSpec, failures: list[tuple[Point, InputError]], total: int) -> list:
+    """Every distinct problem of the failures, listed once with how many points have it."""
+    found: dict[Problem, list[Point]] = {}
+    for point, exc in failures:
+        for problem in exc.problems:
+            found.setdefault(_where(point, spec, problem), []).append(point)
+    problems = [_listed(problem, failing, total) for problem, failing in found.items()]
     if len(problems) > MAX_LISTED:
         more = len(problems) - MAX_LISTED
         problems = [
             *problems[:MAX_LISTED],
             Problem("", f"... and {more} more problems", "E-SWEEP-POINT"),
         ]
-    return problems, invalid
+    return problems
 
 
 # what the notes read (tiersim.runner.scenario_notes: the model, its attention kernel and
