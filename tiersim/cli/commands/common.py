@@ -104,7 +104,29 @@ def load(args: argparse.Namespace) -> Loaded:
     from tiersim.api import SET_FLAGS
     from tiersim.api import load as load_scenario
 
-    return load_scenario(args.scenario, args.overrides, SET_FLAGS)
+    try:
+        return load_scenario(args.scenario, args.overrides, SET_FLAGS)
+    except InputError as exc:
+        raise _a_sweep_file(args.scenario) or exc from None
+
+
+def _a_sweep_file(name: str) -> InputError | None:
+    """A sweep file given where a scenario is expected: said in one line, not as a missing
+    model and an unknown key per sweep section."""
+    from tiersim.config.yamlfile import read_yaml
+    from tiersim.sweep.spec import is_sweep
+
+    try:
+        raw = read_yaml(Path(name), name)
+    except InputError:
+        return None
+    if not is_sweep(raw) or "model" in raw:  # with a model: a scenario with a stray key
+        return None
+    what = (
+        "a sweep file, not a scenario (it has grid, zip or base): run it with "
+        f"`tiersim sweep {name}`, or run the scenario its base: names"
+    )
+    return InputError(name, [Problem("", what, "E-SWEEP")])
 
 
 def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
