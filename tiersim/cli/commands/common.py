@@ -191,6 +191,24 @@ def usable_folder(option: str, folder: Path) -> None:
         raise cannot_write(option, folder, exc, "a writable folder path") from None
 
 
+def usable_file_path(option: str, path: Path) -> None:
+    """Before any work: `path`'s folder made (as usable_folder makes a results folder) and a
+    file writable in it, so a read-only place is an input error, not a failure after it."""
+    usable_folder(option, path.parent)
+    _writable_beside(option, path)
+
+
+def _writable_beside(option: str, path: Path, command: str = "") -> None:
+    """A file can be made in `path`'s folder (a probe, removed)."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        expected = "a file path in a writable folder"
+        raise cannot_write(option, path, exc, expected, command) from None
+
+
 def usable_preset_path(
     option: str, path: Path, inputs: Iterable[Path] = (), command: str = ""
 ) -> None:
@@ -212,10 +230,4 @@ def usable_preset_path(
         what = "is not a folder" if folder.exists() else "does not exist"
         why = f"its folder {folder} {what} (expected a file path in an existing folder)"
         raise output_error(option, name, why, command)
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        expected = "a file path in a writable folder"
-        raise cannot_write(option, path, exc, expected, command) from None
+    _writable_beside(option, path, command)

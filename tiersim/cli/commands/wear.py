@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tiersim import __version__
 from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load, print_notes
+from tiersim.core.errors import one_line
 from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
@@ -42,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--plot",
         metavar="FILE.png",
         help="with --break-even: a PNG of HBF's lifetime across those values against its budget "
-        "(needs matplotlib; by default none is drawn)",
+        "(needs matplotlib; by default none is drawn), its folder made; refused before "
+        "anything is simulated where it cannot be written; a last line `plot: FILE` names it",
     )
     parser.set_defaults(handler=run)
 
@@ -51,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.api import wear as judged
     from tiersim.report.json_report import to_json
 
+    _check_plot_option(args)  # before the simulations, not after them
     loaded = load(args)
     print_notes(loaded, args.overrides)
     worn = judged(loaded)  # checked; its changed scenarios are its run's variants, each run once
@@ -70,16 +74,13 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(wear_text(assessed) + _robustness_text(extra))
+    if args.plot:  # where the picture went, as run's results: line says (stderr beside JSON)
+        print(f"\nplot: {one_line(args.plot)}", file=sys.stderr if args.format == "json" else None)
     return EXIT_BUDGET_FAILED if args.check and budget_failed(assessed) else 0
 
 
 def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[str, object]:
     """--break-even's sections (and --plot's picture), or nothing."""
-    from tiersim.core.errors import InputError, Problem
-
-    if args.plot and not args.break_even:
-        why = "draws --break-even's ranges (expected --break-even beside it)"
-        raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
     if not args.break_even:
         return {}
     from tiersim.cli.counting import Counted
@@ -96,6 +97,23 @@ def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[
     if args.plot:
         _write_ranges_plot(Path(args.plot), out["ranges"], scenario)
     return out
+
+
+def _check_plot_option(args: argparse.Namespace) -> None:
+    """--plot refused before anything is simulated: without --break-even, or at a path no
+    file can be written to (a folder, a read-only place); its folder is made, as run's is."""
+    from tiersim.cli.commands.common import output_error, usable_file_path
+    from tiersim.core.errors import InputError, Problem
+
+    if args.plot is None:
+        return
+    if not args.break_even:
+        why = "draws --break-even's ranges (expected --break-even beside it)"
+        raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
+    path = Path(args.plot)
+    if path.is_dir():
+        raise output_error("--plot", path, "is a folder (expected a file path, e.g. ranges.png)")
+    usable_file_path("--plot", path)
 
 
 def _write_ranges_plot(path: Path, ranges: dict | None, scenario) -> None:
