@@ -57,7 +57,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="continue a sweep in DIR: run the points it has no result for, and once more "
         "those that failed with an error",
     )
-    parser.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNGs")
+    parser.add_argument(
+        "--no-plots",
+        dest="plots",
+        action="store_false",
+        help="skip the PNGs (an earlier sweep's are removed from DIR/plots: they would not "
+        "match the tables)",
+    )
     parser.add_argument(
         "--point-plots",
         action="store_true",
