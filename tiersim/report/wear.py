@@ -286,6 +286,10 @@ def verdict_sentence(a: Assessment) -> str:
         dwpd = w.drive_writes_per_day
         digits = telling_digits(dwpd, v.limit)
         life = f"that is {dwpd:.{digits}g} drive writes/day" + _rating_note(w)
+    if v is not None and v.kind == "total_bytes_written" and w.host_bytes_per_day > 0:
+        # the budget's own clock first: when those bytes are written, not only the cycles'
+        reached = fmt_days(v.limit / w.host_bytes_per_day, (v.over_s or 0.0) / DAY_S)
+        life = f"reaches the {fmt_bytes(v.limit)} in {reached} (and {life})"
     if not held:
         return f"{tier}: nothing is written to it per step, so it never wears out."
     if v is None:
