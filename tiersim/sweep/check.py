@@ -26,15 +26,23 @@ def _valued(value: object, message: str) -> str:
     return message if message.startswith(f"{said} ") else f"value {said}: {message}"
 
 
+def _under(problem: Problem, path: str, value: object) -> str:
+    """The message of `problem` about the value swept (or set) at `path`, naming the key
+    under it where the problem is deeper (a swept mapping's missing key): the sweep file
+    writes no such key, so the place is `path`'s, and the key is said."""
+    under = problem.path[len(path) + 1 :]
+    return _valued(value, f"{under}: {problem.message}" if under else problem.message)
+
+
 def _where(point: Point, spec: SweepSpec, problem: Problem) -> Problem:
     """One problem of one point, at its place in the sweep file (its code kept)."""
     for axis in spec.axes:
         if problem.path == axis.path or problem.path.startswith(axis.path + "."):
             value = point.values[axis.path]
-            return problem.reworded(_valued(value, problem.message), f"{axis.group}.{axis.path}")
+            return problem.reworded(_under(problem, axis.path, value), f"{axis.group}.{axis.path}")
     for path, value in spec.fixed:  # a `set:` entry of the sweep file, not the base's value
         if problem.path == path or problem.path.startswith(path + "."):
-            return problem.reworded(_valued(value, problem.message), f"set.{path}")
+            return problem.reworded(_under(problem, path, value), f"set.{path}")
     if spec.base_path.resolve() != Path(spec.source).resolve():  # the value is the base's
         return problem.reworded(f"{problem.message} (base scenario {spec.base_path})")
     return problem
@@ -184,7 +192,7 @@ def lone_value_problems(spec: SweepSpec) -> list[Problem]:
             for axis, problem in own:
                 value = values[axes.index(axis)]
                 where = f"{axis.group}.{axis.path}"
-                out.append(problem.reworded(_valued(value, problem.message), where))
+                out.append(problem.reworded(_under(problem, axis.path, value), where))
     return out + _fixed_problems(spec, good)
 
 
@@ -197,7 +205,7 @@ def _fixed_problems(spec: SweepSpec, good: dict[str, object]) -> list[Problem]:
         build(_with(spec.base, good), spec.base_path.parent, spec.source)
     except InputError as exc:
         return [
-            Problem(f"set.{path}", _valued(value, p.message), p.code)
+            Problem(f"set.{path}", _under(p, path, value), p.code)
             for p in exc.problems
             for path, value in spec.fixed
             if p.path == path or p.path.startswith(path + ".")
