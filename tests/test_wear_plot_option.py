@@ -40,3 +40,12 @@ def test_a_plot_under_a_file_is_refused_before_simulating(cli, tmp_path, no_simu
     code, _, err = cli("wear", SCENARIO, "--break-even", "--plot", a_file / "x.png")
     assert code == 2
     assert err == f"--plot: {a_file}: is a file (expected a folder path) [E-RESULTS]\n"
+
+
+def test_a_plot_not_named_png_is_refused_before_simulating(cli, tmp_path, no_simulation):
+    code, _, err = cli("wear", SCENARIO, "--break-even", "--plot", tmp_path / "ranges.svg")
+    assert code == 2
+    assert err == (
+        f"--plot: {tmp_path / 'ranges.svg'}: the picture is a PNG (expected a name ending "
+        ".png, e.g. ranges.png) [E-RESULTS]\n"
+    )

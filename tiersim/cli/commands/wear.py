@@ -113,6 +113,9 @@ def _check_plot_option(args: argparse.Namespace) -> None:
     path = Path(args.plot)
     if path.is_dir():
         raise output_error("--plot", path, "is a folder (expected a file path, e.g. ranges.png)")
+    if path.suffix.lower() != ".png":  # a PNG is what is drawn, whatever the name says
+        why = f"the picture is a PNG (expected a name ending .png, e.g. {path.stem}.png)"
+        raise output_error("--plot", path, why)
     usable_file_path("--plot", path)
 
 
