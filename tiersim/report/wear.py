@@ -42,7 +42,7 @@ def _verdict_dict(v: Verdict | None) -> dict[str, object]:
         "allowed_host_bytes_per_day": v.allowed_host_bytes_per_day,
         "within_budget": v.within_budget,
         "margin": json_number(v.margin),
-        "budget_bound_by": v.bound_by,  # lifetime budgets: "pe_cycles" or "rated"
+        "budget_bound_by": v.bound_by,  # "pe_cycles" or "rated" (a bytes budget: cycles or null)
     }
 
 
