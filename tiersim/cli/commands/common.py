@@ -123,8 +123,8 @@ def _a_sweep_file(name: str) -> InputError | None:
     if not is_sweep(raw) or "model" in raw:  # with a model: a scenario with a stray key
         return None
     what = (
-        "a sweep file, not a scenario (it has grid, zip or base): run it with "
-        f"`tiersim sweep {name}`, or run the scenario its base: names"
+        "not a scenario but a sweep file (it has grid, zip or base): run it with "
+        "`tiersim sweep`, or run the scenario its base: names"
     )
     return InputError(name, [Problem("", what, "E-SWEEP")])
 
