@@ -204,9 +204,25 @@ def print_sweep_notes(spec: SweepSpec, text: str) -> None:
     from tiersim.config.yamllines import with_lines
     from tiersim.sweep.check import point_notes
 
-    notes = with_lines(InputError(spec.source, point_notes(spec)), text).problems
+    found = [*_replacing_values(spec), *point_notes(spec)]
+    notes = with_lines(InputError(spec.source, found), text).problems
     for note in notes:
         print(f"note: {note.render(spec.source)}", file=sys.stderr)
+
+
+def _replacing_values(spec: SweepSpec) -> list[Problem]:
+    """A W-SET-REPLACES note for each swept value, a mapping, that replaces a whole mapping
+    of the base (`grid: {training: [{seq_len: 1024}]}` drops its grad_accumulation, ...)."""
+    from tiersim.config.overrides import dropped_keys, dropped_message
+
+    out = []
+    for axis in spec.axes:
+        for i, value in enumerate(axis.values):
+            gone = dropped_keys(spec.base, axis.keys, value)
+            if gone:
+                why = dropped_message(axis.path, gone, f"value {i} of {axis.group}.{axis.path}")
+                out.append(Problem(f"{axis.group}.{axis.path}", why, "W-SET-REPLACES"))
+    return out
 
 
 def _refuse_lone_values(spec: SweepSpec, text: str) -> None:

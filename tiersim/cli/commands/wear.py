@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.api import wear as judged
     from tiersim.report.json_report import to_json
 
-    _check_plot_option(args)  # before the simulations, not after them
     loaded = load(args)
+    _check_plot(args)  # before the simulations: a path it cannot take is refused at once
     print_notes(loaded, args.overrides)
     worn = judged(loaded)  # checked; its changed scenarios are its run's variants, each run once
     assessed = worn.assessed
@@ -74,9 +74,29 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(wear_text(assessed) + _robustness_text(extra))
-    if args.plot:  # where the picture went, as run's results: line says (stderr beside JSON)
-        print(f"\nplot: {one_line(args.plot)}", file=sys.stderr if args.format == "json" else None)
+    if args.plot:  # as `run` names its results: on standard error beside a JSON report
+        print(f"plot: {one_line(args.plot)}", file=sys.stderr if args.format == "json" else sys.stdout)
     return EXIT_BUDGET_FAILED if args.check and budget_failed(assessed) else 0
+
+
+def _check_plot(args: argparse.Namespace) -> None:
+    """--plot's path, before any work: beside --break-even, a .png file (it is one whatever
+    its name) that replaces no input of the run, in a folder that exists."""
+    from tiersim.cli.commands.common import output_error, usable_file_path
+    from tiersim.core.errors import InputError, Problem
+
+    if not args.plot:
+        return
+    if not args.break_even:
+        why = "draws --break-even's ranges (expected --break-even beside it)"
+        raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
+    path = Path(args.plot)
+    if path.is_dir():
+        raise output_error("--plot", path, "is a folder (expected a file path, e.g. ranges.png)")
+    if path.suffix.lower() != ".png":
+        why = f"the picture is a PNG (expected a file name ending .png, e.g. {path.stem}.png)"
+        raise output_error("--plot", args.plot, why)
+    usable_file_path("--plot", path, [Path(args.scenario)])
 
 
 def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[str, object]:
@@ -97,26 +117,6 @@ def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[
     if args.plot:
         _write_ranges_plot(Path(args.plot), out["ranges"], scenario)
     return out
-
-
-def _check_plot_option(args: argparse.Namespace) -> None:
-    """--plot refused before anything is simulated: without --break-even, or at a path no
-    file can be written to (a folder, a read-only place); its folder is made, as run's is."""
-    from tiersim.cli.commands.common import output_error, usable_file_path
-    from tiersim.core.errors import InputError, Problem
-
-    if args.plot is None:
-        return
-    if not args.break_even:
-        why = "draws --break-even's ranges (expected --break-even beside it)"
-        raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
-    path = Path(args.plot)
-    if path.is_dir():
-        raise output_error("--plot", path, "is a folder (expected a file path, e.g. ranges.png)")
-    if path.suffix.lower() != ".png":  # a PNG is what is drawn, whatever the name says
-        why = f"the picture is a PNG (expected a name ending .png, e.g. {path.stem}.png)"
-        raise output_error("--plot", path, why)
-    usable_file_path("--plot", path)
 
 
 def _write_ranges_plot(path: Path, ranges: dict | None, scenario) -> None:
@@ -221,6 +221,8 @@ def _lifetime_rows(a: Assessment) -> list[tuple[str, str]]:
     if w.rated_total_bytes_written is None:
         return [("lifetime", _days(w.lifetime_days, a))]
     binds = "rated TBW binds" if w.lifetime_bound_by == "rated" else "P/E cycles bind"
+    if not w.host_bytes_per_step:  # neither binds what is never written
+        binds = "nothing written"
     rated = f"{fmt_bytes(w.rated_total_bytes_written)} ({_days(w.rated_lifetime_days, a)})"
     return [
         ("lifetime", f"{_days(w.lifetime_days, a)} ({binds})"),
