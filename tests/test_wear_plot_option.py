@@ -23,10 +23,7 @@ def no_simulation(monkeypatch):
 def test_a_folder_as_plot_is_refused_before_simulating(cli, tmp_path, no_simulation):
     code, out, err = cli("wear", SCENARIO, "--break-even", "--plot", tmp_path)
     assert code == 2 and out == ""
-    assert (
-        err
-        == f"--plot: {tmp_path}: is a folder (expected a file path, e.g. ranges.png) [E-RESULTS]\n"
-    )
+    assert err == f"--plot: {tmp_path}: is a folder (expected a file path) [E-RESULTS]\n"
 
 
 def test_plot_without_break_even_is_refused_before_simulating(cli, tmp_path, no_simulation):
@@ -39,13 +36,16 @@ def test_a_plot_under_a_file_is_refused_before_simulating(cli, tmp_path, no_simu
     a_file.write_text("a file, not a folder")
     code, _, err = cli("wear", SCENARIO, "--break-even", "--plot", a_file / "x.png")
     assert code == 2
-    assert err == f"--plot: {a_file}: is a file (expected a folder path) [E-RESULTS]\n"
+    assert err == (
+        f"--plot: {a_file / 'x.png'}: its folder {a_file} is not a folder (expected a file "
+        "path in an existing folder) [E-RESULTS]\n"
+    )
 
 
 def test_a_plot_not_named_png_is_refused_before_simulating(cli, tmp_path, no_simulation):
     code, _, err = cli("wear", SCENARIO, "--break-even", "--plot", tmp_path / "ranges.svg")
     assert code == 2
     assert err == (
-        f"--plot: {tmp_path / 'ranges.svg'}: the picture is a PNG (expected a name ending "
-        ".png, e.g. ranges.png) [E-RESULTS]\n"
+        f"--plot: {tmp_path / 'ranges.svg'}: the picture is a PNG (expected a file name "
+        "ending .png, e.g. ranges.png) [E-RESULTS]\n"
     )

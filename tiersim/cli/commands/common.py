@@ -208,13 +208,6 @@ def usable_folder(option: str, folder: Path) -> None:
         raise cannot_write(option, folder, exc, "a writable folder path") from None
 
 
-def usable_file_path(option: str, path: Path) -> None:
-    """Before any work: `path`'s folder made (as usable_folder makes a results folder) and a
-    file writable in it, so a read-only place is an input error, not a failure after it."""
-    usable_folder(option, path.parent)
-    _writable_beside(option, path)
-
-
 def _writable_beside(option: str, path: Path, command: str = "") -> None:
     """A file can be made in `path`'s folder (a probe, removed)."""
     try:

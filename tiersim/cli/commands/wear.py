@@ -75,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(wear_text(assessed) + _robustness_text(extra))
     if args.plot:  # as `run` names its results: on standard error beside a JSON report
-        print(f"plot: {one_line(args.plot)}", file=sys.stderr if args.format == "json" else sys.stdout)
+        print(
+            f"plot: {one_line(args.plot)}", file=sys.stderr if args.format == "json" else sys.stdout
+        )
     return EXIT_BUDGET_FAILED if args.check and budget_failed(assessed) else 0
 
 
@@ -91,9 +93,7 @@ def _check_plot(args: argparse.Namespace) -> None:
         why = "draws --break-even's ranges (expected --break-even beside it)"
         raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
     path = Path(args.plot)
-    if path.is_dir():
-        raise output_error("--plot", path, "is a folder (expected a file path, e.g. ranges.png)")
-    if path.suffix.lower() != ".png":
+    if not path.is_dir() and path.suffix.lower() != ".png":
         why = f"the picture is a PNG (expected a file name ending .png, e.g. {path.stem}.png)"
         raise output_error("--plot", args.plot, why)
     usable_file_path("--plot", path, [Path(args.scenario)])
