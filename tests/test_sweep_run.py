@@ -12,7 +12,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from problem_lines import bare
 from test_sweep_spec import TINY, write_sweep
 
 import tiersim.sweep.run as run_module
@@ -380,14 +379,22 @@ def test_cli_sweep_refuses_a_value_wrong_on_its_own_before_any_point(tmp_path, c
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
-def test_a_sweep_whose_every_point_is_invalid_exits_2(tmp_path, cli):
+def test_a_sweep_whose_every_point_is_invalid_exits_2_before_any_point_runs(tmp_path, cli):
+    # the base is wrong whatever is swept: refused as validate refuses it, no folder made (a
+    # folder of invalid rows made the fixed sweep's plain rerun need --resume)
     base = {**TINY, "training": {"optimizer": "adamm"}}
     path = write_sweep(tmp_path, {"grid": {"parallel.data": [1, 2]}}, base=base)
     code, _, err = cli("sweep", path, "--out", tmp_path / "out", "--no-plots")
     assert code == 2
-    assert f"{path}: point 0 (parallel.data=1): every point is invalid; training.optimizer" in err
-    assert f"(`tiersim validate {path}` lists every problem and the file it is in)\n" in bare(err)
-    assert len(csv_rows(tmp_path / "out")) == 2
+    assert f"{path}: every point is invalid, so none is run (`tiersim validate {path}`" in err
+    assert f"{path}: training.optimizer: input should be" in err
+    assert "[2 of 2 points; first: point 0 (parallel.data=1)]" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+    # fixed, the same command runs, no --resume needed
+    write_sweep(tmp_path, {"grid": {"parallel.data": [1, 2]}}, base=TINY)
+    code, _, _ = cli("sweep", path, "--out", tmp_path / "out", "--no-plots")
+    assert code == 0 and len(csv_rows(tmp_path / "out")) == 2
 
 
 def test_headline_columns_follow_whatever_sections_a_report_has():

@@ -277,7 +277,7 @@ class Training(Strict):
     loss_chunks: PositiveInt | None = None
     # `attention_kernel: flash` as FlashAttention-2, -3 or cuDNN's (TE's), null: -2 (kernel table)
     flash_kernel: Literal["flash2", "flash3", "cudnn"] | None = None
-    # huggingface's elementwise ops torch.compile'd (true) or eager (false; workload/eager.py)
+    # huggingface's or torchtitan's elementwise ops compiled (true) or eager (workload/eager.py)
     compile: bool | None = None
 
 
