@@ -100,7 +100,8 @@ def test_a_runs_scenario_file_reruns_to_the_same_report(tmp_path, capsys):
     written = (first / "scenario.yaml").read_text()
     assert written.startswith("# The scenario as tiersim")
     assert "# model.preset: llama-3-70b\n# hardware.preset: h200-hbf-8stack\n" in written
-    assert "workspace: 1 GiB" in written and "warmup_steps: 1" in written  # defaults too
+    assert "workspace: 64 MiB" in written and "warmup_steps: 1" in written  # defaults too (the
+    # workspace: PyTorch's two 32 MiB cuBLAS workspaces on an H200, docs/kernel-workspace.md)
     assert "layers: 8" in written  # the --set, written in
     assert main(["run", str(first / "scenario.yaml"), "--out", str(again), "--format", "json"]) == 0
     rerun = json.loads(capsys.readouterr().out)

@@ -59,15 +59,14 @@ def test_other_generations_take_tes_rule(kernels, expected):
     assert _workspace(LLAMA3, f"hardware.gpu.kernels={kernels}", *fp8) == expected
 
 
-def test_a_given_workspace_wins_and_unread_stacks_keep_the_former_allowance():
-    """`training.workspace` as given; no kernel table (no compute capability) or another
-    stack (Megatron-Core's optimizer, nemo2407-llama3-70b-64gpus): 1 GiB, as before."""
+def test_a_given_workspace_wins_and_no_table_takes_tes_older_rule():
+    """`training.workspace` as given; NeMo's stack on a GPU without a kernel table (no compute
+    capability) is taken as older than Hopper: TE's 4,194,304 B, where 1 GiB was."""
     assert _workspace(LLAMA3, 'training.workspace="256 MiB"') == 256 * 1024**2
-    assert _workspace(LLAMA3, "hardware.gpu.kernels=null") == GIB
-    assert _workspace("nemo2407-llama3-70b-64gpus.yaml") == GIB
+    assert _workspace(LLAMA3, "hardware.gpu.kernels=null", "training.fp8=null") == TE_OTHER
 
 
-def test_llama3_8b_peak_falls_by_the_allowance_less_tes_workspace():
+def test_llama3_8b_peak_falls_by_the_former_allowance_less_tes_workspace():
     """At `forward: loss` (both), allocated falls by 1,073,741,824 - 33,554,432 =
     1,040,187,392 B, and the device at most by the same (the allocator's reserve and the
     outside terms unchanged): the verdict stays DOES NOT FIT, from the sourced terms."""

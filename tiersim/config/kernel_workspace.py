@@ -1,5 +1,5 @@
 """`training.workspace` left out: the kernels' workspaces a stack keeps allocated all run, read
-from its source, where tiersim has read that stack; elsewhere the former 1 GiB allowance.
+from its source (the former unsourced 1 GiB allowance is gone).
 
 The 1 GiB default ("temporary buffers, buckets, slack") was never sourced. Under
 `training.distributed_optimizer: apex` (NeMo 1.x as the NeMo 24.07 container ships it: PyTorch
@@ -30,10 +30,33 @@ to the end of the run, is one kernel library's workspace (docs/kernel-workspace.
   2.4.0a0): PyTorch 2.4 would hold 32 MiB on sm_90 for each of the forward's thread and
   autograd's device thread (docs/kernel-workspace.md), not counted for this stack.
 
+Every other stack (Megatron-Core's own distributed optimizer, Megatron-LM, DeepSpeed, FSDP and
+DDP, the generic engine) is taken to run the PyTorch read at 26a39059 (a 2.9-era main-branch
+copy of aten/src/ATen/cuda/CublasHandlePool.cpp, with `float32Precision`): tiersim has no key
+for the PyTorch version, so this is the stack's documented assumption (docs/kernel-workspace.md),
+and a scenario that knows better sets `training.workspace`. There `getCurrentCUDABlasHandle`
+calls `setWorkspaceForHandle` on every handle, which keeps one `getNewWorkspace()` (the caching
+allocator's `allocate(getChosenWorkspaceSize())`) per (handle, stream) in
+`cublas_handle_stream_to_workspace()` until `clearCublasWorkspaces()`:
+`parseChosenWorkspaceSize()` is `4096 * 8 * 1024` = 33,554,432 B where `major == 9 &&
+minor == 0` ("32MiB for Hopper") and `4096 * 1024 * 2 + 16 * 1024 * 8` = 8,519,680 B otherwise
+(":4096:2:16:8").
+Handles are per thread (a `thread_local` PoolWindow), and autograd runs a CUDA device's backward
+on its own thread (torch/csrc/autograd/engine.cpp's device ready queues), on the forward op's
+stream: two (handle, stream) pairs, two workspaces. Under `framework: megatron` with a kernel
+table, Megatron-LM's `--transformer-impl` default `transformer_engine` (megatron/training/
+arguments.py) adds TE's workspace, three under tp_comm_overlap (Megatron-Core's output layer
+still multiplies through PyTorch); a run without a table is taken as Megatron-LM's 2021-22,
+before TE.
+
 The GPU generation is the kernel table's `compute_capability` (as config/framework_attention.py
-reads it); without one, or under another stack, the former allowance stays (not sourced: said
-in docs/memory.md). Transient workspaces (cuBLASLt's per call, cuDNN's fused attention's) are
-freed within their kernel call and not counted.
+reads it); without one the GPU is taken as older than Hopper (the presets without a table are
+A100 and V100 systems). Not counted: workspaces freed within their kernel call (cuBLAS's own under
+CUDA 12.2+ where PyTorch sets none, cuDNN's fused attention's), and PyTorch's cuBLASLt workspace
+(`getCUDABlasLtWorkspace`, `CUBLASLT_WORKSPACE_SIZE` 1,024 KiB a (handle, stream)), made only
+where a GEMM takes the Lt path (addmm's fused bias). DeepSpeed's own buckets are
+state/buffers.py's (counted where `training.offload.reduce_bucket_size` names them); FSDP's
+and DDP's buffers are their own parts of the timeline.
 """
 
 from __future__ import annotations
@@ -42,11 +65,13 @@ from tiersim.config.framework_parallel import resolved_parallel
 from tiersim.config.kernel_checks import table_value
 from tiersim.config.schema import Scenario
 
-FORMER_ALLOWANCE = 2**30  # the unsourced 1 GiB default, kept where no stack was read
-
 TE_WORKSPACE_HOPPER = 33_554_432  # get_cublas_workspace_size_bytes(), major >= 9
 TE_WORKSPACE_OTHER = 4_194_304
 UB_STREAMS = 3  # _NUM_MAX_UB_STREAMS: initialize_ub's repeat
+
+TORCH_WORKSPACE_SM90 = 4096 * 8 * 1024  # parseChosenWorkspaceSize(): 33,554,432 B on sm_90
+TORCH_WORKSPACE_OTHER = 4096 * 1024 * 2 + 16 * 1024 * 8  # ":4096:2:16:8": 8,519,680 B
+TORCH_HANDLES = 2  # the forward's thread and autograd's device thread, one handle each
 
 
 def te_workspace_bytes(capability: float, userbuffers: bool) -> int:
@@ -70,14 +95,25 @@ def gpu_capability(s: Scenario) -> float | None:
     return None if value is None else float(value)
 
 
+def torch_workspace_bytes(capability: float | None) -> int:
+    """PyTorch's cuBLAS workspaces (the copy read at 26a39059): one per (handle, stream), two
+    pairs in a training step; 32 MiB only on compute capability 9.0 exactly."""
+    one = TORCH_WORKSPACE_SM90 if capability == 9.0 else TORCH_WORKSPACE_OTHER
+    return TORCH_HANDLES * one
+
+
 def resolved_workspace(s: Scenario) -> float:
-    """`training.workspace` as given, else the stack's sourced kernel workspaces, else the
-    former 1 GiB allowance."""
+    """`training.workspace` as given, else the kernels' workspaces the stack holds all run:
+    NeMo 24.07's TE workspace (its PyTorch 2.3.0a0 holds none), else PyTorch's two, with TE's
+    under Megatron on a GPU with a kernel table. A GPU without a kernel table is taken as no
+    Hopper (capability 0 to TE's rule, not 9.0 to PyTorch's)."""
     if s.training.workspace is not None:
         return s.training.workspace
     capability = gpu_capability(s)
-    if not sourced_stack(s) or capability is None:
-        return FORMER_ALLOWANCE
     par = resolved_parallel(s)
-    userbuffers = par.overlap_tensor_forward and par.tensor > 1  # state/userbuffers.py's rule
-    return te_workspace_bytes(capability, bool(userbuffers))
+    userbuffers = bool(par.overlap_tensor_forward and par.tensor > 1)  # state/userbuffers.py
+    te = te_workspace_bytes(capability or 0.0, userbuffers)
+    if sourced_stack(s):
+        return te
+    megatron_te = s.training.framework == "megatron" and capability is not None
+    return torch_workspace_bytes(capability) + (te if megatron_te else 0)

@@ -243,7 +243,7 @@ class Training(Strict):
     # with recompute: full, only every N-th layer of a rank is checkpointed, the others keep
     # all they save (torchtitan's selective_ac_option N; state/layer_sac.py); None: every layer
     recompute_every: PositiveInt | None = None
-    workspace: SizeOrZero | None = None  # kernel workspaces, buffers; null: the stack's, else 1 GiB
+    workspace: SizeOrZero | None = None  # held kernel workspaces; null: the stack's (sourced)
     # synchronous: the update waits for every gradient and the next step for the whole update
     # (DeepSpeed, FSDP, Megatron); pipelined: unit by unit, into the next step's forward
     # delayed: ZeRO-Offload's delayed parameter update (DPU): step k's CPU update overlaps step

@@ -105,7 +105,29 @@ def load(args: argparse.Namespace) -> Loaded:
     from tiersim.api import SET_FLAGS
     from tiersim.api import load as load_scenario
 
-    return load_scenario(args.scenario, args.overrides, SET_FLAGS)
+    try:
+        return load_scenario(args.scenario, args.overrides, SET_FLAGS)
+    except InputError as exc:
+        raise _a_sweep_file(args.scenario) or exc from None
+
+
+def _a_sweep_file(name: str) -> InputError | None:
+    """A sweep file given where a scenario is expected: said in one line, not as a missing
+    model and an unknown key per sweep section."""
+    from tiersim.config.yamlfile import read_yaml
+    from tiersim.sweep.spec import is_sweep
+
+    try:
+        raw = read_yaml(Path(name), name)
+    except InputError:
+        return None
+    if not is_sweep(raw) or "model" in raw:  # with a model: a scenario with a stray key
+        return None
+    what = (
+        "not a scenario but a sweep file (it has grid, zip or base): run it with "
+        "`tiersim sweep`, or run the scenario its base: names"
+    )
+    return InputError(name, [Problem("", what, "E-SWEEP")])
 
 
 def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
@@ -186,6 +208,17 @@ def usable_folder(option: str, folder: Path) -> None:
         raise cannot_write(option, folder, exc, "a writable folder path") from None
 
 
+def _writable_beside(option: str, path: Path, command: str = "") -> None:
+    """A file can be made in `path`'s folder (a probe, removed)."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        expected = "a file path in a writable folder"
+        raise cannot_write(option, path, exc, expected, command) from None
+
+
 def usable_preset_path(
     option: str, path: Path, inputs: Iterable[Path] = (), command: str = ""
 ) -> None:
@@ -225,10 +258,4 @@ def usable_file_path(
         what = "is not a folder" if folder.exists() else "does not exist"
         why = f"its folder {folder} {what} (expected a file path in an existing folder)"
         raise output_error(option, name, why, command)
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        expected = "a file path in a writable folder"
-        raise cannot_write(option, path, exc, expected, command) from None
+    _writable_beside(option, path, command)

@@ -57,7 +57,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="continue a sweep in DIR: run the points it has no result for, and once more "
         "those that failed with an error",
     )
-    parser.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNGs")
+    parser.add_argument(
+        "--no-plots",
+        dest="plots",
+        action="store_false",
+        help="skip the PNGs (an earlier sweep's are removed from DIR/plots: they would not "
+        "match the tables)",
+    )
     parser.add_argument(
         "--point-plots",
         action="store_true",
@@ -107,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers, where = workers_and_where(args, spec.size)
     _refuse_lone_values(spec, text)
+    _refuse_every_point_invalid(spec, text)
     print_sweep_notes(spec, text)
     if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
         print(
@@ -227,6 +234,23 @@ def _refuse_lone_values(spec: SweepSpec, text: str) -> None:
     if wrong:
         with lines_from(text):
             raise InputError(spec.source, wrong)
+
+
+def _refuse_every_point_invalid(spec: SweepSpec, text: str) -> None:
+    """A sweep none of whose points builds (a base scenario wrong whatever is swept), refused
+    before its folder is made: a folder of invalid rows would only make the fixed sweep's
+    rerun need --resume."""
+    from tiersim.config.yamllines import lines_from
+    from tiersim.sweep.check import every_point_invalid
+
+    wrong = every_point_invalid(spec)
+    if wrong:
+        what = (
+            f"every point is invalid, so none is run (`tiersim validate {spec.source}` "
+            "lists the same problems)"
+        )
+        with lines_from(text):
+            raise InputError(spec.source, [Problem("", what, "E-SWEEP"), *wrong])
 
 
 def _unwritable(out: Path, exc: OutputError) -> InputError:

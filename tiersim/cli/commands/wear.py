@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from tiersim import __version__
 from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load, print_notes
+from tiersim.core.errors import one_line
 from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
@@ -43,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--plot",
         metavar="FILE.png",
         help="with --break-even: a PNG of HBF's lifetime across those values against its budget "
-        "(needs matplotlib; by default none is drawn)",
+        "(needs matplotlib; by default none is drawn), its folder made; refused before "
+        "anything is simulated where it cannot be written; a last line `plot: FILE` names it",
     )
     parser.set_defaults(handler=run)
 
@@ -73,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(wear_text(assessed) + _robustness_text(extra))
     if args.plot:  # as `run` names its results: on standard error beside a JSON report
-        print(f"plot: {args.plot}", file=sys.stderr if args.format == "json" else sys.stdout)
+        print(
+            f"plot: {one_line(args.plot)}", file=sys.stderr if args.format == "json" else sys.stdout
+        )
     return EXIT_BUDGET_FAILED if args.check and budget_failed(assessed) else 0
 
 
