@@ -50,14 +50,22 @@ def timed(cls=None, /, **options):
     return wrap if cls is None else wrap(cls)
 
 dataclasses.dataclass = timed
+"""
+# a child's `tiersim run SCENARIO --out OUT` in its own process (argv: SCENARIO OUT), `out` kept
+RUN_IN_CHILD = r"""
 out = sys.argv[2]
 sys.argv = ["tiersim", "run", sys.argv[1], "--out", out]
 try:
     runpy.run_module("tiersim", run_name="__main__")
 except SystemExit:
     pass
+"""
+_RUN_AND_LIST += (
+    RUN_IN_CHILD
+    + r"""
 json.dump({"modules": list(sys.modules), "dataclasses": made}, open(out + ".modules.json", "w"))
 """
+)
 
 
 _IMPORTER = """
@@ -90,25 +98,41 @@ def child_cpu_s(args: list[str], env: dict[str, str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str) -> tuple[argparse.Namespace, dict[str, str]]:
+    """The command line (a scenario, `--repeat`) and the children's environment: this tree on
+    the path, compiled modules written and reused."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("scenario", nargs="?", default=str(ROOT / "scenarios" / "default.yaml"))
     parser.add_argument("--repeat", type=int, default=7, help="rounds, least kept")
-    args = parser.parse_args()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "", "PYTHONPATH": str(ROOT)}
+    return parser.parse_args(), env
+
+
+def listed_run(scenario: str, out: str, env: dict[str, str]) -> tuple[list[str], dict]:
+    """One run (compiling what it imports): the modules it imported, in order, and its
+    dataclasses' creation (`classes`, `cpu_s`)."""
+    child_cpu_s(["-c", _RUN_AND_LIST, scenario, out], env)
+    listed = json.loads(Path(out + ".modules.json").read_text())
+    return listed["modules"], listed["dataclasses"]
+
+
+def importer(modules: list[str]) -> list[str]:
+    """A child's arguments that import exactly `modules` and do nothing else."""
+    return ["-c", _IMPORTER.format(names=[m for m in modules if not m.startswith("__")])]
+
+
+def main() -> None:
+    args, env = arguments(__doc__.splitlines()[0])
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "run")
-        child_cpu_s(["-c", _RUN_AND_LIST, args.scenario, out], env)  # compiles, lists modules
-        listed = json.loads(Path(out + ".modules.json").read_text())
-        modules, made = listed["modules"], listed["dataclasses"]
-        names = [m for m in modules if not m.startswith("__")]
+        modules, made = listed_run(args.scenario, out, env)
         run = ["-m", "tiersim", "run", args.scenario, "--out", out]
         kinds = {"run": run, "bare": ["-c", "pass"]}
         code = ""
         for label, statement in _STAGES:
             code += statement + "\n"
             kinds[label] = ["-c", code]
-        kinds["imports"] = ["-c", _IMPORTER.format(names=names)]
+        kinds["imports"] = importer(modules)
         best = dict.fromkeys(kinds, float("inf"))
         for _ in range(args.repeat):
             for name, argv in kinds.items():

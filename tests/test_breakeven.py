@@ -152,6 +152,7 @@ def test_wear_break_even_cli_json_and_plot(cli, tmp_path):
     assert be["write_bandwidth_to_match_host"]["write_bandwidth"]["simulations"] >= 2
     assert len(report["ranges"]["cases"]) == 9
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plot: {png}" in err  # where it went, on stderr beside the JSON report
 
 
 def test_plot_without_break_even_is_refused(cli, tmp_path):

@@ -185,6 +185,18 @@ def test_the_grouped_gemm_shares_by_hand():
     assert got == {"rows": [16, 32], "share": [0.5, 1.0]}
 
 
+def test_the_grouped_gemm_shares_by_contraction_by_hand():
+    from tiersim.groundtruth.calibrate_kernels import grouped_gemm_by_k
+
+    # N 32, K each of the grid's two largest, 16 and 32, over the grid's (32, 32, K) rate:
+    # K 16: 2 x 8 x 16 x 32 x 16 = 131,072 FLOPs in 1 ns, 131.1 TFLOP/s, and 262.1 at 32
+    # rows, over the grid's 131.1: 1.0 and 262.1 / 131.1 = 1.99924 -> 1.999; K 32: 262.1 and
+    # 524.3 over 524.2: 0.5 and 1.0
+    bf16 = {"grid": [16, 32], "tflops": [[[0, 0], [0, 0]], [[0, 0], [131.1, 524.2]]]}
+    got = grouped_gemm_by_k(torch, "cpu", one_ns, 3, bf16, rows=(16, 32))
+    assert got == {"rows": [16, 32], "k": [16, 32], "share": [[1.0, 1.999], [0.5, 1.0]]}
+
+
 def test_every_measured_section_reads_back_as_the_table_it_names(tmp_path, table):
     path = tmp_path / "all.yaml"
     path.write_text(yaml.safe_dump(table, sort_keys=False))
@@ -198,8 +210,10 @@ def test_every_measured_section_reads_back_as_the_table_it_names(tmp_path, table
     assert mine.gemm_rate("fp8", 32, 32, 32, None, "tensorwise") == pytest.approx(want)
     assert set(mine.fp8_recipes) >= {"tensorwise", "delayed"}
     # the grouped share at a measured point, and full attention's backward at 128 tokens
-    rows, share = table["grouped_gemm"]["rows"], table["grouped_gemm"]["share"]
-    assert mine.grouped_gemm_share(rows[2]) == pytest.approx(share[2])
+    grouped = table["grouped_gemm"]
+    rows, ks, share = grouped["rows"], grouped["k"], grouped["share"]
+    assert mine.grouped_gemm_share(rows[2], ks[1]) == pytest.approx(share[1][2])
+    assert mine.grouped_gemm_share(rows[2], ks[0]) == pytest.approx(share[0][2])
     full = table["attention"]["flash2"]["backward"]["full"][128][1]
     assert mine.attention_rate("flash2", "backward", False, 128, 128) == pytest.approx(full * 1e12)
 
@@ -246,14 +260,16 @@ def test_a_dry_run_writes_a_table_a_scenario_is_timed_from(tmp_path):
     assert gemm_s["dry"] > 1e4 * gemm_s["shipped"] > 0
 
 
-def test_a_pytorch_that_cannot_pin_a_backend_measures_no_attention(monkeypatch):
+def test_a_pytorch_that_cannot_pin_a_backend_measures_no_sdpa_attention(monkeypatch):
     # PyTorch before 2.3 has no torch.nn.attention.sdpa_kernel: unpinned rates would not be
-    # the kernel's they are filed under, so none are written
+    # the kernel's they are filed under, so none are written (eager attention, plain ops,
+    # is: tests/test_calibrate_eager.py)
     import sys
 
     from tiersim.groundtruth.calibrate_kernels import attention_table
 
     monkeypatch.setitem(sys.modules, "torch.nn.attention", None)  # import fails
     notes: list[str] = []
-    assert attention_table(torch, "cpu", one_ns, 1, notes, seqs=(64,), tokens=64) == {}
+    table = attention_table(torch, "cpu", one_ns, 1, notes, seqs=(64,), tokens=64)
+    assert sorted(table) == ["eager", "seq"]
     assert notes and notes[0].startswith("kernel table: attention not measured")

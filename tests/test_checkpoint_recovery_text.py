@@ -1,5 +1,5 @@
 """`tiersim run`'s checkpoint line says what its recovery adds up to: the default scenario's
-81.9 min, for an 11.79 GB checkpoint read back in under a second, is mostly the half interval of
+73.9 min, for an 11.79 GB checkpoint read back in under a second, is mostly the half interval of
 steps redone, which the line did not say."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ def test_the_default_runs_recovery_is_said_part_by_part(cli, tmp_path):
     # restart: the scenario leaves checkpoint.restart at its default, 300 s = 5.0 min;
     # read-back: 6,738,415,616 params x (2 + 4 + 8) B / 8 data-parallel ranks = 11,792,227,328 B
     #   from the h200-hbf NVMe at 13 GB/s: 11,792,227,328 / 13e9 = 0.9071 s;
-    # redone: every 1000 steps of 9.221 s (the step the report's headline gives), half an
-    #   interval on average, 4,610.5 s, plus the async drain's lag, the 1.917 s write:
-    #   4,612.4 s = 76.9 min; 300 + 0.907 + 4,612.4 = 4,913.3 s = 81.9 min
-    assert "9.221 s per step" in out and "written in 1.917 s" in line
+    # redone: every 1000 steps of 8.267 s (the step the report's headline gives), half an
+    #   interval on average, 8,266.6 / 2 = 4,133.3 s, plus the async drain's lag, the 1.917 s
+    #   write: 4,135.2 s = 68.9 min; 300 + 0.907 + 4,135.2 = 4,436.1 s = 73.9 min
+    assert "8.267 s per step" in out and "written in 1.917 s" in line
     assert (
-        "recovery 81.9 min (restart 5.0 min + read-back 907.32 ms + redoing the steps since "
-        "the checkpoint 76.9 min)"
+        "recovery 73.9 min (restart 5.0 min + read-back 907.32 ms + redoing the steps since "
+        "the checkpoint 68.9 min)"
     ) in line
 
 

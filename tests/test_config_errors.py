@@ -777,7 +777,7 @@ def test_a_checkpoint_in_gpu_memory_is_refused(problems, write):
         ("name=münchen", "expected ASCII letters, digits, '_', '-' and '.' only"),
         ("budget.steps_per_day=.inf", "expected a finite number (got inf)"),
         ("hardware.tiers.hbf.endurance.pe_cycles=.nan", "expected a finite number (got nan)"),
-        ("training.workspace=1e400 B", "too large to represent"),
+        ("training.workspace=1e400 B", "too large to represent (expected a size, e.g."),
         ("model.activation_factor=1e300", "less than or equal to 1000"),
     ],
 )

@@ -17,6 +17,7 @@ from tiersim.config.document import SOURCES, scenario_document
 from tiersim.config.framework import offload_plan, resolved_prefetch_depth
 from tiersim.config.framework_attention import resolved_flash_kernel
 from tiersim.config.framework_parallel import resolved_parallel
+from tiersim.config.kernel_workspace import resolved_workspace
 from tiersim.config.load import build, load_scenario
 from tiersim.config.vocab_padding import vocab_divisor
 from tiersim.core.units import Kind, fmt_exact, parse
@@ -69,6 +70,7 @@ def _without_sources(s) -> dict:
     dump["training"]["seq_len"] = s.seq_len  # written resolved
     dump["training"]["flash_kernel"] = resolved_flash_kernel(s)  # the framework's, on the GPU
     dump["training"]["make_vocab_size_divisible_by"] = vocab_divisor(s)  # megatron's 128
+    dump["training"]["workspace"] = resolved_workspace(s)  # the stack's kernel workspaces
     if s.training.framework is not None:  # written resolved: the framework's defaults
         dump["training"]["offload"] = offload_plan(s)
     dump["parallel"] = resolved_parallel(s).model_dump()  # the overlap keys written resolved
@@ -98,7 +100,8 @@ def test_a_runs_scenario_file_reruns_to_the_same_report(tmp_path, capsys):
     written = (first / "scenario.yaml").read_text()
     assert written.startswith("# The scenario as tiersim")
     assert "# model.preset: llama-3-70b\n# hardware.preset: h200-hbf-8stack\n" in written
-    assert "workspace: 1 GiB" in written and "warmup_steps: 1" in written  # defaults too
+    assert "workspace: 64 MiB" in written and "warmup_steps: 1" in written  # defaults too (the
+    # workspace: PyTorch's two 32 MiB cuBLAS workspaces on an H200, docs/kernel-workspace.md)
     assert "layers: 8" in written  # the --set, written in
     assert main(["run", str(first / "scenario.yaml"), "--out", str(again), "--format", "json"]) == 0
     rerun = json.loads(capsys.readouterr().out)

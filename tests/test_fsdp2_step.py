@@ -5,9 +5,10 @@ unsharded parameters, per-tensor gradients, reduce-scatter input and output, and
 copies): the whole-step peak within 3 % over dense and grouped-query attention x recompute
 none / full x fp32 / bf16 x AdamW, the same shapes as tests/test_step_measure.py; then the rest
 of issue 38's matrix (MATRIX: shared-expert MoE, selective recompute, Muon, MoE with Muon;
-EIGHT_BIT: torchao's 8-bit AdamW, eager, fp32) and what cannot be stepped under FSDP2
-(REFUSED: 8-bit AdamW in bf16), named by its error. The ranks are forked once per world size
-and run all their steps (tiny models: seconds)."""
+EIGHT_BIT: torchao's 8-bit AdamW, eager, fp32 on the DTensors and bf16 on each rank's local
+shards) and what cannot be stepped under FSDP2 (REFUSED: 8-bit AdamW's DTensor step in bf16),
+named by its error. The ranks are forked once per world size and run all their steps (tiny
+models: seconds)."""
 
 from __future__ import annotations
 
@@ -133,9 +134,14 @@ def recorded(request):
         jobs += [(scenario(kept_whole(sh, rc, dt)), dt) for _, sh, rc, dt in KEPT_WHOLE]
         keys += [f"{name}{recompute}{dtype}-kept" for name, _, recompute, dtype in KEPT_WHOLE]
     # the rest of the matrix, each on the ranks it is measured on
-    for case in [c for c in MATRIX + EIGHT_BIT + REFUSED if world in c[4] and not missing(c[3])]:
+    for case in [c for c in MATRIX + EIGHT_BIT if world in c[4] and not missing(c[3])]:
         jobs.append((scenario(matrix_raw(*case[:4], world)), case[2]))
         keys.append("-".join(case[:4]))
+    if world == 2 and not missing("adamw8bit"):  # 8-bit AdamW by the route it does not take
+        for case in (*REFUSED, LOCAL_CHECK):
+            route = dtensor_route if case in REFUSED else local_route
+            jobs.append((scenario(matrix_raw(*case[:4], world)), case[2], route))
+            keys.append("-".join(case[:4]) + f"-{route.__name__}")
     if world == 2:  # eager attention: its s x s scores recomputed (tests/test_selective_order.py)
         jobs.append((scenario(eager_selective(world)), "bf16"))
         keys.append("gqa-selective-bf16-eager")
@@ -233,18 +239,52 @@ MATRIX = [
     ("gqa", "full", "bf16", "muon", (2,)),
     ("gqa", "none", "fp32", "muon", (4,)),
     ("moe", "none", "bf16", "muon", (1, 2)),
+    ("dense", "selective", "fp32", "muon", (2,)),
+    ("moe", "selective", "bf16", "muon", (4,)),
+    ("gqa", "selective", "fp32", "muon", (1,)),
+    ("moe", "full", "fp32", "muon", (1,)),
+    ("moe", "full", "bf16", "muon", (4,)),
+    ("dense", "full", "bf16", "muon", (4,)),
 ]
-# 8-bit AdamW: torchao's AdamW8bit (0.18.0) on the DTensors, its update run eagerly
-# (state/torchao_adamw8bit.py; bitsandbytes' refuses DTensors)
+# 8-bit AdamW: torchao's AdamW8bit (0.18.0), its update run eagerly (state/torchao_adamw8bit.py;
+# bitsandbytes' refuses DTensors): fp32 on the DTensors, bf16 on each rank's local shards (its
+# DTensor step refuses bf16: REFUSED; the two routes measure alike: LOCAL_CHECK)
 EIGHT_BIT = [
     ("dense", "none", "fp32", "adamw8bit", (1, 2, 4)),
     ("gqa", "full", "fp32", "adamw8bit", (2,)),
     ("moe", "none", "fp32", "adamw8bit", (1, 2)),
+    ("gqa", "selective", "fp32", "adamw8bit", (1,)),
+    ("dense", "none", "bf16", "adamw8bit", (2,)),
+    ("gqa", "selective", "bf16", "adamw8bit", (2, 4)),
+    ("moe", "full", "bf16", "adamw8bit", (2,)),
+    ("dense", "full", "bf16", "adamw8bit", (1, 4)),
+    ("dense", "selective", "bf16", "adamw8bit", (1, 4)),
+    ("moe", "selective", "fp32", "adamw8bit", (1, 4)),
+    ("gqa", "none", "bf16", "adamw8bit", (2,)),
 ]
 # what PyTorch refuses to step under FSDP2 (torch 2.13, torchao 0.18.0): the error's words
 REFUSED = [
     ("dense", "none", "bf16", "adamw8bit", (2,), "Sharding propagation failed for aten.lerp"),
 ]
+LOCAL_CHECK = ("dense", "none", "fp32", "adamw8bit", (2,))
+
+
+def dtensor_route(named: list) -> object:
+    """torchao's AdamW8bit on the DTensors themselves, eager, whatever their dtype."""
+    import torch
+
+    from tiersim.state.torchao_adamw8bit import build_eager
+
+    return build_eager(torch, [p for _, p in named], 1e-4)
+
+
+def local_route(named: list) -> object:
+    """torchao's AdamW8bit on each rank's local shards, whatever their dtype."""
+    import torch
+
+    from tiersim.state.torchao_adamw8bit import LocalShards
+
+    return LocalShards(torch, [p for _, p in named], 1e-4)
 
 
 def missing(name: str) -> str | None:
@@ -312,13 +352,15 @@ def test_fsdp2_selective_recompute_of_eager_attention_within_3_percent(recorded)
 
 @pytest.mark.parametrize("case", EIGHT_BIT, ids=lambda c: "-".join(c[:4]))
 def test_fsdp2_8bit_adamw_within_3_percent(recorded, case):
-    """torchao's AdamW8bit on FSDP2's DTensors, eager: rank 0's step peak within 3 %, and its
-    optimizer phase: the state decided on the rank's shard (a shard under 4,096 values, or
-    not a multiple of 256, keeps both moments in the parameter's dtype; an 8-bit moment has
-    its own 1 KiB map) and the eager update's 53 B a value of the largest shard
-    (state/torchao_adamw8bit.py). On one rank MoE's peak is that update, in the optimizer
-    phase. Counted with bitsandbytes' rules (the state of the whole tensor, 20 B a value),
-    dense on 2 ranks was -3.3 % whole and -38 % in the optimizer phase."""
+    """torchao's AdamW8bit under FSDP2, eager (bf16 on the local shards, LOCAL_CHECK): rank 0's
+    step peak within 3 %, and its optimizer phase: the state decided on the rank's shard (a
+    shard under 4,096 values, or not a multiple of 256, keeps both moments in the parameter's
+    dtype; an 8-bit moment has its own 1 KiB map) and the eager update's 53 B a value of the
+    largest shard, 4 B more in bf16 (its gradient's fp32 copy; state/torchao_adamw8bit.py).
+    On one rank MoE's peak is that update, in the optimizer phase (and dense's in bf16, and
+    MoE's with full recompute in bf16 on 2 ranks). Counted with bitsandbytes' rules (the state
+    of the whole tensor, 20 B a value), dense on 2 ranks was -3.3 % whole and -38 % in the
+    optimizer phase."""
     from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
 
     world, steps = recorded
@@ -346,7 +388,7 @@ def test_what_fsdp2_cannot_step_on_the_cpu_is_named(recorded, case):
         pytest.skip(f"tried on {case[4]} ranks")
     if missing(case[3]):
         pytest.skip(missing(case[3]))
-    error = steps["-".join(case[:4])]
+    error = steps["-".join(case[:4]) + "-dtensor_route"]
     assert isinstance(error, str) and case[5] in error, error
     pytest.skip(f"{'-'.join(case[:4])} under FSDP2 on {world} gloo ranks: {error.splitlines()[0]}")
 
@@ -361,3 +403,20 @@ def test_a_moe_layers_fsdp_group_by_hand():
     events = cpu_events(matrix_raw("moe", "none", "fp32", "adamw", 2))
     gathers = [e.nbytes for e in events if e.part == ALL_GATHER and e.moment == "forward: layer 1"]
     assert gathers[0] == 469_248
+
+
+def test_8bit_adamw_on_local_shards_measures_what_its_dtensor_step_does(recorded):
+    """The bf16 cells step torchao's AdamW8bit on each rank's local shards, as its DTensor step
+    refuses bf16 (REFUSED). In fp32, which both routes step, the two measure the same rank 0
+    step to the byte (3,370,504 B whole, 1,724,940 B in the optimizer phase when written, dense
+    on 2 ranks): the state is decided on, and the update runs over, the same local tensors."""
+    world, steps = recorded
+    if world != 2:
+        pytest.skip("measured on 2 ranks")
+    if missing("adamw8bit"):
+        pytest.skip(missing("adamw8bit"))
+    key = "-".join(LOCAL_CHECK[:4])
+    dtensor, local = steps[key], steps[key + "-local_route"]
+    assert local.left_bytes == dtensor.left_bytes == 0
+    assert local.peak_bytes == dtensor.peak_bytes, (local, dtensor)
+    assert local.phase_peaks == dtensor.phase_peaks, (local, dtensor)

@@ -232,13 +232,34 @@ def test_the_linears_gemms_come_from_the_table():
 
 
 def test_grouped_gemm_share_by_rows_a_group():
-    # DeepGEMM's grouped over dense at 256 / 512 / 1024 / 4096 / 8192 rows: 0.715 / 0.798 /
-    # 0.946 / 0.988 / 0.995; 2048 rows halfway in log2 between 1024 and 4096
+    # DeepGEMM's grouped over dense at 256 / 512 / 1024 / 4096 / 8192 rows, K 7168 (N 4096):
+    # 932 / 1304 = 0.715, 0.798, 0.946, 0.988, 0.995; 2048 rows halfway in log2 between 1024
+    # and 4096
     h100 = kernel_table("h100-sxm")
-    assert h100.grouped_gemm_share(1024) == pytest.approx(0.946)
-    assert h100.grouped_gemm_share(2048) == pytest.approx((0.946 + 0.988) / 2)
-    assert h100.grouped_gemm_share(64) == pytest.approx(0.715)  # held at the edge
+    assert h100.grouped_gemm_share(1024, 7168) == pytest.approx(0.946)
+    assert h100.grouped_gemm_share(2048, 7168) == pytest.approx((0.946 + 0.988) / 2)
+    assert h100.grouped_gemm_share(64, 7168) == pytest.approx(0.715)  # held at the edge
     assert kernel_table("b200").grouped_gemm_share(64) == 1.0  # not measured: dense rate
+
+
+def test_grouped_gemm_share_by_contraction():
+    # K 2048 (N 7168, DeepSeek-V3's down projection): 815 / 916 / 925 TFLOP/s at 256 / 512 /
+    # 1024 rows over dense 4096 x 7168 x 2048's 1025: 0.795, 0.894, 0.902; contiguous 1093 and
+    # 1099 over 1025 (1.066, 1.072) taken as 1
+    h100 = kernel_table("h100-sxm")
+    assert [h100.grouped_gemm_share(r, 2048) for r in (256, 512, 1024, 4096, 8192)] == [
+        0.795,
+        0.894,
+        0.902,
+        1.0,
+        1.0,
+    ]
+    assert h100.grouped_gemm_share(512, 1024) == 0.894  # held at the smallest K
+    # K 4096 between 2048 and 7168 in log2: w = log2(2) / log2(3.5) = 0.553295; at 1024 rows
+    # 0.902 + 0.553295 x (0.946 - 0.902) = 0.926345
+    assert h100.grouped_gemm_share(1024, 4096) == pytest.approx(0.926345, rel=1e-6)
+    with pytest.raises(ValueError, match="need the K"):
+        h100.grouped_gemm_share(1024)
 
 
 def test_an_moe_layers_routed_gemms_run_at_the_grouped_share():
@@ -253,14 +274,18 @@ def test_an_moe_layers_routed_gemms_run_at_the_grouped_share():
         "hardware": {"preset": "dgx-h100"},
     }
     r = resolve(scenario(raw))
-    # 4096 tokens x 2 experts each over 8 experts: 1024 rows a group, share 0.946
+    # 4096 tokens x 2 experts each over 8 experts: 1024 rows a group. Mixtral's experts (hidden
+    # 4096, width 14336, gated): the up / gate projections (2/3 of the FLOPs) contract over
+    # K 4096, 0.926345 (above); the down projection over 14336, held at K 7168's 0.946:
+    # g = 1 / (2/3 / 0.926345 + 1/3 / 0.946) = 1 / (0.719674 + 0.352361) = 0.932805
     s = routed_flops_share(r, LayerView(r.model, 0))
     assert 0 < s < 1
-    assert grouped_slowdown(r, r.model) == pytest.approx(1 - s + s / 0.946)
-    # expert parallelism 8: each GPU's one expert gets 8 x 1024 rows: 0.995
+    assert grouped_slowdown(r, r.model) == pytest.approx(1 - s + s / 0.932805, rel=1e-6)
+    # expert parallelism 8: each GPU's one expert gets 8 x 1024 rows: up 1 + 0.553295 x
+    # (0.995 - 1) = 0.997234, down 0.995: g = 1 / (2/3 / 0.997234 + 1/3 / 0.995) = 0.996488
     raw["parallel"] = {"data": 8, "expert": 8}
     r8 = resolve(scenario(raw))
-    assert grouped_slowdown(r8, r8.model) == pytest.approx(1 - s + s / 0.995)
+    assert grouped_slowdown(r8, r8.model) == pytest.approx(1 - s + s / 0.996488, rel=1e-6)
 
 
 # stas00/ml-engineering compute/accelerator/README.md (commit 0359db89), "Maximum Achievable and

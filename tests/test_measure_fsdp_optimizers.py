@@ -18,14 +18,15 @@ def _fsdp_help(capsys) -> str:
 
 
 def test_fsdp_help_names_every_optimizer_transformers_model_steps(capsys):
-    """--fsdp with --implementation huggingface steps adamw, adam, muon and adamw8bit (the last
-    in fp32 only: torchao's refuses 16-bit DTensors); its help said 'AdamW, Adam or Muon'."""
+    """--fsdp with --implementation huggingface steps adamw, adam, muon and adamw8bit (torchao's:
+    in bf16 on each rank's local shards, its DTensor step refusing 16-bit DTensors); its help
+    said 'AdamW, Adam or Muon', then 'the last with --dtype fp32'."""
     text = _fsdp_help(capsys)
     words = text.replace(",", " ").replace("(", " ").replace(")", " ").split()
     for name in ("adamw", "adam", "muon", "adamw8bit"):
         assert name in words, (name, text)
     assert set(FSDP_STEP_OPTIMIZERS) == {"adamw", "adam", "muon", "adamw8bit"}
-    assert "fp32" in text
+    assert "in bf16 stepping each rank's local shards" in text
 
 
 def test_fsdp_with_tiersims_modules_refuses_8bit_adamw_naming_huggingface(capsys):

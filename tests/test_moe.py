@@ -98,11 +98,12 @@ def test_workload_units_follow_their_layers():
     rate, hbm = 705.516e12, 3.35e12 * 0.90
     assert layers[0].forward_s == pytest.approx(2_752_512 / rate + 71_680 / hbm, rel=1e-12)
     # the MoE layer's routed experts as grouped GEMMs: 32 tokens x 2 experts / 8 experts = 8
-    # rows a group, under the table's 256: share 0.715 (DeepGEMM); routed FLOPs
+    # rows a group, under the table's 256, and both expert GEMMs' K (hidden 64, width 32)
+    # under its 2048: share 0.795 (DeepGEMM's K 2048); routed FLOPs
     # 2 x 32 x 2 x 3 x 64 x 32 = 786,432 of the layer's 1,998,848, so its GEMMs take
-    # 1 - s + s / 0.715 as long
+    # 1 - s + s / 0.795 as long
     s = 786_432 / 1_998_848
-    moe_flops = 1_998_848 * (1 - s + s / 0.715)
+    moe_flops = 1_998_848 * (1 - s + s / 0.795)
     # and its MoE block's memory-bound kernels (workload/moe_kernels.py): the router's 32
     # tokens x 8 experts = 256 fp32 scores at 23 B; the permutation's R = 2 x 32 x 64 = 4,096
     # routed elements at 6 B and the 32 x 64 = 2,048 token elements at 2 B; no expert
@@ -291,7 +292,7 @@ def test_a_pipeline_of_unlike_stages_waits_on_the_other_stages_own_layers():
     rate, hbm = 705.516e12, 3.35e12 * 0.90  # as test_workload_units_follow_their_layers
     # L0 (dense) and L1 (MoE, its routed GEMMs grouped: test_workload_units_follow_their_layers)
     routed = 786_432 / 1_998_848
-    flops = 2_752_512 + 1_998_848 * (1 - routed + routed / 0.715)
+    flops = 2_752_512 + 1_998_848 * (1 - routed + routed / 0.795)
     kept = 71_680 + 77_568
     stage0 = 3 * flops / rate + 3 * kept / hbm  # forward once, backward twice
     # and the embedding, a dense model's: 16 B per element of the T x h = 32 x 64 hidden

@@ -105,8 +105,14 @@ def _flags(sets: tuple[str, ...]) -> list[str]:
 def test_a_layer_fetched_whole_in_tiles_says_so(cli, tmp_path):
     # FSDP2 fetches the 1T model's layer whole: 7,864,652,800 parameters, fp16 weights and
     # gradients 4 B each, 31.46 GB against room 32e9 - 1 GiB - 367,001,600 = 30,559,256,576
-    # B: 2 tiles of 3,932,326,400 parameters
-    sets = ("model.layers=2", "training.framework=fsdp", "training.offload.tiling=true")
+    # B: 2 tiles of 3,932,326,400 parameters (the 1 GiB set: with the stack's 17,039,360 B of
+    # cuBLAS workspaces the layer's 31,458,611,200 B fits the room whole, in one tile)
+    sets = (
+        "model.layers=2",
+        "training.framework=fsdp",
+        "training.offload.tiling=true",
+        "training.workspace=1 GiB",
+    )
     off, line = _run(cli, tmp_path, ONE_T, *sets)
     assert (off["fetch_units_per_layer"], off["fetch_parts_per_layer"]) == (2, 1)
     assert off["largest_fetch_parameters"] == 7_864_652_800 // 2

@@ -1,6 +1,7 @@
 """`validate` (and every command that reads a scenario) notes 8-bit AdamW on FSDP2's sharded
-16-bit weights: there tiersim follows torchao's AdamW8bit, which refused 16-bit DTensors where
-it was measured (docs/muon-fsdp.md), so the figures are unchecked. fp32 weights (measured),
+16-bit weights: there tiersim follows torchao's AdamW8bit, whose DTensor step refused 16-bit
+DTensors where it was measured (docs/muon-fsdp.md), so its bf16 figures were measured with it
+stepping each rank's local shards, not as a run steps it. fp32 weights (measured as DTensors),
 unsharded weights and other optimizers get no note."""
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def test_8bit_adamw_on_sharded_16bit_weights_is_noted(cli, weights):
     )
     assert CODE in err
     assert f"training.optimizer: adamw8bit on FSDP2's sharded {weights} weights" in err
-    assert "torchao" in err
+    assert "torchao" in err and "stepping each rank's local shards" in err
 
 
 @pytest.mark.parametrize(

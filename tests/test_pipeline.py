@@ -321,3 +321,39 @@ def test_the_tick_ordered_1f1b_timeline_is_the_dependency_graph_walk(p, extra, k
     fast = timeline_1f1b(p, m, fwd, bwd, c, keep_starts)
     graph = timeline_graph(p, m, 1, [[f] for f in fwd], [[b] for b in bwd], c, keep_starts)
     assert fast == graph
+
+
+@settings(max_examples=150, deadline=None)
+@given(p=st.integers(1, 9), extra=st.integers(0, 24), few=st.booleans(), data=st.data())
+def test_the_ticks_let_go_as_walked_give_the_kept_ends_last_and_repetition(p, extra, few, data):
+    """`steady_ticks` (each tick's ends kept p + 3 ticks, the repetition found as the blocks
+    come) against the graph walk's ends kept and `_repetition` run over them: the same
+    last ends and the same shift (or none), to the bit. Times drawn from a few values
+    repeat (a shift found), drawn freely often do not (none)."""
+    from tiersim.workload import pipeline_steady
+    from tiersim.workload.pipeline_timeline import steady_ticks, timeline_graph
+
+    m = max(1, p - 1 + extra)
+    drawn = st.sampled_from([0.5, 1.0, 1.5]) if few else stage_times
+    fwd = [data.draw(drawn) for _ in range(p)]
+    bwd = [data.draw(drawn) for _ in range(p)]
+    c = data.draw(st.sampled_from([0.0, 0.25]) | st.floats(0.0, 2.0))
+    _, ends = timeline_graph(p, m, 1, [[x] for x in fwd], [[x] for x in bwd], c, False)
+    kept = [e[-1] for e in ends], pipeline_steady._repetition(p, m, 1, ends)
+    assert steady_ticks(p, m, fwd, bwd, c, pipeline_steady.REL) == kept
+
+
+def test_the_1t_pipeline_repeats_the_same_when_let_go():
+    """Korthikanti et al.'s 1T stage times (64 stages, its first stage's embedding and last
+    stage's head heavier) over `evaluate_steady`'s shortest schedule: a shift found, the
+    same as the graph walk's ends give, and the same last ends."""
+    from tiersim.workload import pipeline_steady
+    from tiersim.workload.pipeline_timeline import steady_ticks, timeline_graph
+
+    p, m = 64, pipeline_steady._shortest(64, 512, 1, 1)
+    fwd = [0.04323083660008902] + [0.04250256962373283] * 62 + [0.04629661377493306]
+    bwd = [0.07979109068161466] + [0.07884828080749336] * 62 + [0.08566837123518359]
+    _, ends = timeline_graph(p, m, 1, [[x] for x in fwd], [[x] for x in bwd], 0.0, False)
+    shift = pipeline_steady._repetition(p, m, 1, ends)
+    assert shift is not None
+    assert steady_ticks(p, m, fwd, bwd, 0.0, pipeline_steady.REL) == ([e[-1] for e in ends], shift)

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from tiersim.config.load import load_scenario
 from tiersim.state.resolved import resolve
-from tiersim.workload import pipeline_timeline, stage_times
+from tiersim.workload import pipeline_steady, pipeline_timeline, stage_times
 from tiersim.workload.pipeline import warmup_forwards
-from tiersim.workload.pipeline_blocks import fits, timeline_blocks
+from tiersim.workload.pipeline_blocks import fits, steady_blocks, timeline_blocks
 from tiersim.workload.pipeline_steady import evaluate_steady
 from tiersim.workload.pipeline_timeline import timeline_graph
 from tiersim.workload.work import build_workload
@@ -105,6 +105,7 @@ def test_every_interleaved_scenario_is_timed_the_same_as_by_the_graph(
     assert len(shipped_stage_times) == len(INTERLEAVED)
     fast = [evaluate_steady(*args) for args in shipped_stage_times]
     monkeypatch.setattr(pipeline_timeline, "fits", lambda p, m, v: False)
+    monkeypatch.setattr(pipeline_steady, "fits", lambda p, m, v: False)  # every op's ends kept
     for args, got in zip(shipped_stage_times, fast, strict=True):
         p, m, v, fwd, bwd, c = args
         assert fits(p, m, v)
@@ -112,3 +113,42 @@ def test_every_interleaved_scenario_is_timed_the_same_as_by_the_graph(
         assert timeline_blocks(p, m, v, fwd, bwd, c, True) == timeline_graph(
             p, m, v, fwd, bwd, c, True
         )
+
+
+def graph_steady(p, m, v, fwd, bwd, c) -> tuple[list[float], float | None]:
+    """What `evaluate_steady` reads of a schedule, from the graph walk's every end: each
+    stage's last, and `_repetition` over all of them."""
+    _, ends = timeline_graph(p, m, v, fwd, bwd, c, False)
+    return [e[-1] for e in ends], pipeline_steady._repetition(p, m, v, ends)
+
+
+@settings(max_examples=150, deadline=None)
+@given(p=st.integers(1, 6), v=st.integers(2, 4), groups=st.integers(1, 7), data=st.data())
+def test_the_blocks_let_go_as_walked_give_the_kept_ends_last_and_repetition(p, v, groups, data):
+    """`steady_blocks` (each block's ends let go a period after it, the repetition found as
+    the blocks come) against the graph walk's ends kept and `_repetition` run over them:
+    the same last ends and the same shift (or none), to the bit. Times drawn from a few
+    values repeat (a shift found), drawn freely often do not (none)."""
+    m = p * groups
+    if not fits(p, m, v):
+        return
+    few = st.sampled_from([0.5, 1.0, 1.5])
+    drawn = data.draw(st.sampled_from([few, times]))
+    fwd = [[data.draw(drawn) for _ in range(v)] for _ in range(p)]
+    bwd = [[data.draw(drawn) for _ in range(v)] for _ in range(p)]
+    c = data.draw(st.sampled_from([0.0, 0.25]) | st.floats(0.0, 2.0))
+    got = steady_blocks(p, m, v, fwd, bwd, c, pipeline_steady.REL)
+    assert got == graph_steady(p, m, v, fwd, bwd, c)
+
+
+def test_the_shipped_schedules_repeat_the_same_when_let_go(shipped_stage_times):
+    """Every interleaved scenario's shortest schedule (`evaluate_steady`'s first try): the
+    same last ends and shift from `steady_blocks` as from the graph walk's ends, and a
+    shift found in each (so the extrapolation, not a fallback, is what was compared)."""
+    for p, m, v, fwd, bwd, c in shipped_stage_times:
+        n = pipeline_steady._shortest(p, m, v, p)
+        if n >= m:  # simulated in full: nothing extrapolated
+            continue
+        last, shift = steady_blocks(p, n, v, fwd, bwd, c, pipeline_steady.REL)
+        assert shift is not None
+        assert (last, shift) == graph_steady(p, n, v, fwd, bwd, c)

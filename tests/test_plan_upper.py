@@ -11,7 +11,7 @@ from engine_helpers import scenario, tiny
 from tiersim.config.load import load_scenario
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import step_bound, wear_floor
-from tiersim.plan.upper import MARGIN, Moves, period_upper_s, tier_bytes
+from tiersim.plan.upper import MARGIN, Moves, period_upper_s, tier_bytes, weight_moves
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.workload.work import build_workload
@@ -77,3 +77,21 @@ def test_a_zero_3_plan_on_hbf_that_wears_is_ruled_out_without_simulation():
     floor, tier = wear_floor(s, step_bound(res, wl).written)
     assert tier == "hbf" and 80 < floor < 100
     assert MARGIN * period_upper_s(res, wl, Topology(res.machine)) < floor
+
+
+def test_a_unit_s_weights_move_as_often_as_the_schedule_moves_them_by_hand():
+    # tiny(): one layer of 1e9 fp32 parameters (4e9 B of weights), SGD with no master copy,
+    # 3 micro-batches, its weights homed on NVMe, updated on the GPU (HBM), no data
+    # parallelism (fetched whole). A step fetches them for each micro-batch's forward and
+    # backward (2 x 3 = 6), reads them once more for the update (no master copy: it updates
+    # the weights themselves) over the same route, 7 in all, and writes the updated ones
+    # home once; nothing is gathered (no ZeRO), so no rest goes home. The bound counted
+    # 2 x (2 x 3 + 2) = 16 fetches before.
+    raw = tiny()
+    raw["placement"]["weights"] = "nvme"
+    raw["training"]["grad_accumulation"] = 3
+    res = resolve(scenario(raw))
+    wl = build_workload(res, build_inventory(res))
+    moves = Moves(Topology(res.machine), 64 * 2**20)
+    weight_moves(moves, res, "nvme", "hbm", wl.units[0], 1, wl.micro_batches)
+    assert moves.by_move == {("nvme", "hbm", 4e9): 7, ("hbm", "nvme", 4e9): 1}

@@ -318,7 +318,7 @@ def test_the_headline_gives_tokens_per_second_after_goodput_when_failures_are_se
     # with its unit, beside the figure it scales (not after the MFU's parenthesis)
     assert (
         f"{tokens:,.0f} tokens/s over all the job's GPUs ({tokens * goodput:,.0f} tokens/s after "
-        "checkpoints and failures), " in head
+        f"checkpoints and failures: goodput {100 * goodput:.2f} %), " in head
     )
 
 

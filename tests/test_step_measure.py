@@ -161,3 +161,50 @@ def test_step_peak_of_qwen2_moe_with_full_recompute(dtype):
     # the optimizer step: AdamW's single-tensor temporaries on the fused gate_up parameter
     step = c.predicted.phase_peaks["optimizer"] / c.measured.phase_peaks["optimizer"] - 1
     assert abs(step) <= 0.01, (c.measured, c.predicted)
+
+
+def moe_scenario(recompute: str, dtype: str, optimizer: str = "adamw"):
+    precision = {k: dtype for k in ("weights", "gradients", "optimizer")} | {"master": "none"}
+    training = {"seq_len": 64, "precision": precision, "workspace": "0 B", "recompute": recompute}
+    training |= {
+        "implementation": "huggingface",
+        "attention_kernel": "sdpa",
+        "optimizer": optimizer,
+    }
+    return scenario({"name": "q", "model": QWEN2_MOE, "training": training})
+
+
+# the rest of issue 38's matrix in one process (bitsandbytes' AdamW8bit, torch.optim.Muon): 8-bit
+# AdamW and Muon in fp32, with recompute full and selective, and on the shared-expert MoE
+REST = [
+    ("dense", "full", "fp32", "adamw8bit"),
+    ("dense", "none", "fp32", "adamw8bit"),
+    ("gqa", "selective", "bf16", "adamw8bit"),
+    ("moe", "none", "bf16", "adamw8bit"),
+    ("moe", "none", "fp32", "adamw8bit"),
+    ("gqa", "full", "fp32", "muon"),
+    ("gqa", "none", "fp32", "muon"),
+    ("dense", "selective", "fp32", "muon"),
+    ("moe", "full", "fp32", "muon"),
+    ("moe", "selective", "bf16", "muon"),
+]
+
+
+@pytest.mark.parametrize("case", REST, ids=lambda c: "-".join(c))
+def test_step_peak_of_the_rest_of_the_matrix(case):
+    """Within 3 % and in the same phase, and the optimizer phase's own peak within 3 %
+    (bitsandbytes' CPU update one tensor at a time, 20 B a value and 4 more for a 16-bit
+    parameter; Muon's Newton-Schulz working set). When written: -0.37 % to +1.14 % whole, the
+    optimizer phases -0.01 % to +1.20 %; the MoE in bf16 with 8-bit AdamW peaks in its
+    optimizer step (2,848,912 B measured, 2,848,896 B predicted: its fused gate_up tensor's
+    update)."""
+    name, recompute, dtype, opt = case
+    if opt == "adamw8bit":
+        pytest.importorskip("bitsandbytes")
+    shape = {"dense": DENSE, "gqa": GQA}.get(name)
+    s = moe_scenario(recompute, dtype, opt) if shape is None else None
+    c = compare_step(s or step_scenario(shape, recompute, dtype, opt), dtype)
+    assert abs(c.peak_error) <= 0.03, (c.measured, c.predicted)
+    assert c.predicted.peak_phase == c.measured.peak_phase
+    step = c.predicted.phase_peaks["optimizer"] / c.measured.phase_peaks["optimizer"] - 1
+    assert abs(step) <= 0.03, (c.measured, c.predicted)

@@ -292,3 +292,15 @@ def test_gpt3s_tensor_parallel_link_is_not_a_solid_bar(gpt3):
     solid = sum(x1 - x0 for x0, x1, _, alpha in bars if alpha > 0.9)
     assert solid < 0.05 * drawn
     assert labels[row] == f"nvlink: tensor group, {100 * in_flight:.1f} % in flight"
+
+
+def test_the_title_names_the_busiest_resource_as_the_text_does():
+    """'busiest: network (data group), 6.9 % of its bandwidth', as `run` prints it; the title
+    said 'network (data group) (6.9 % of its bandwidth)', two brackets in a row."""
+    report = _report(1.0, {"hbm": (100 * GB, 60 * GB)})
+    report["step"]["bottleneck"] = {
+        "resource": "network (data group)",
+        "bandwidth_utilization": 0.069,
+    }
+    fig = step_figure(report, _trace({(1, "compute"): [(0.0, 1.0, "forward")]}, 1.0))
+    assert "; busiest: network (data group), 6.9 % of its bandwidth" in fig.get_suptitle()

@@ -12,7 +12,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from problem_lines import bare
 from test_sweep_spec import TINY, write_sweep
 
 import tiersim.sweep.run as run_module
@@ -28,7 +27,10 @@ from tiersim.sweep.summary import summary_text
 from tiersim.sweep.worker import point_key
 
 MIXED = {  # 6 points: 2 run, 1 cannot run (HBM below one layer's working set), 3 invalid
-    "grid": {"hardware.tiers.hbm.capacity": ["1 GB", "20 GB", "40 GB"], "parallel.pipeline": [1, 5]}
+    "grid": {
+        "hardware.tiers.hbm.capacity": ["100 MB", "20 GB", "40 GB"],
+        "parallel.pipeline": [1, 5],
+    }
 }
 STATUSES = ["infeasible", "invalid", "ok", "invalid", "ok", "invalid"]
 OFFLOAD = {  # 8 points, all run; optimizer state on HBF so its write bandwidth matters
@@ -61,7 +63,7 @@ def test_one_row_per_point_and_failures_recorded_in_their_rows(tmp_path):
     rows = csv_rows(out)
     assert [r["point"] for r in rows] == [str(i) for i in range(6)]
     assert [r["status"] for r in rows] == STATUSES
-    assert [r["hardware.tiers.hbm.capacity"] for r in rows] == ["1 GB"] * 2 + ["20 GB"] * 2 + [
+    assert [r["hardware.tiers.hbm.capacity"] for r in rows] == ["100 MB"] * 2 + ["20 GB"] * 2 + [
         "40 GB"
     ] * 2
     assert "cannot hold even one layer's working set" in rows[0]["error"]
@@ -340,11 +342,11 @@ def test_estimate_on_one_worker_says_worker(tmp_path):
     assert "the other 1 on 1 worker, about" in progress.getvalue()
 
 
-# 8 points: pipeline 2 does not divide 25 layers (2 invalid points), 1 GB of HBM cannot hold a
+# 8 points: pipeline 2 does not divide 25 layers (2 invalid points), 100 MB of HBM cannot hold a
 # layer (3 infeasible), 3 run; no value is wrong on its own (pipeline 2 runs with 24 layers)
 COMBINED = {
     "grid": {
-        "hardware.tiers.hbm.capacity": ["1 GB", "40 GB"],
+        "hardware.tiers.hbm.capacity": ["100 MB", "40 GB"],
         "model.layers": [24, 25],
         "parallel.pipeline": [1, 2],
     }
@@ -377,14 +379,22 @@ def test_cli_sweep_refuses_a_value_wrong_on_its_own_before_any_point(tmp_path, c
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
-def test_a_sweep_whose_every_point_is_invalid_exits_2(tmp_path, cli):
+def test_a_sweep_whose_every_point_is_invalid_exits_2_before_any_point_runs(tmp_path, cli):
+    # the base is wrong whatever is swept: refused as validate refuses it, no folder made (a
+    # folder of invalid rows made the fixed sweep's plain rerun need --resume)
     base = {**TINY, "training": {"optimizer": "adamm"}}
     path = write_sweep(tmp_path, {"grid": {"parallel.data": [1, 2]}}, base=base)
     code, _, err = cli("sweep", path, "--out", tmp_path / "out", "--no-plots")
     assert code == 2
-    assert f"{path}: point 0 (parallel.data=1): every point is invalid; training.optimizer" in err
-    assert f"(`tiersim validate {path}` lists every problem and the file it is in)\n" in bare(err)
-    assert len(csv_rows(tmp_path / "out")) == 2
+    assert f"{path}: every point is invalid, so none is run (`tiersim validate {path}`" in err
+    assert f"{path}: training.optimizer: input should be" in err
+    assert "[2 of 2 points; first: point 0 (parallel.data=1)]" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+    # fixed, the same command runs, no --resume needed
+    write_sweep(tmp_path, {"grid": {"parallel.data": [1, 2]}}, base=TINY)
+    code, _, _ = cli("sweep", path, "--out", tmp_path / "out", "--no-plots")
+    assert code == 0 and len(csv_rows(tmp_path / "out")) == 2
 
 
 def test_headline_columns_follow_whatever_sections_a_report_has():

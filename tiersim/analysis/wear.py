@@ -170,7 +170,8 @@ class Verdict:
     allowed_host_bytes_per_day: float
     margin: float  # allowed / actual host bytes per day
     # what limits a lifetime budget: the flash's "pe_cycles", or the drive's "rated" bytes
-    # written (rated DWPD x capacity x warranty) where those run out first
+    # written (rated DWPD x capacity x warranty) where those run out first; a
+    # total_bytes_written budget: "pe_cycles" where the cycles run out within its warranty
     bound_by: str | None = None
 
     @property
@@ -191,6 +192,11 @@ def judge(w: TierWear, budget: TierBudget, warranty_s: float | None) -> Verdict:
             raise ValueError("a total_bytes_written budget needs the tier's warranty period")
         kind, limit, over = "total_bytes_written", budget.total_bytes_written, warranty_s
         allowed = limit / (warranty_s / DAY_S)
+        # bytes the cells cannot take over the warranty are no allowance: the flash wears out
+        # before the period ends, as a lifetime budget is held to the cycles too
+        by_cycles = _cycles_allowance(w, warranty_s / DAY_S)
+        if by_cycles < allowed:
+            allowed, bound_by = by_cycles, "pe_cycles"
     actual = w.host_bytes_per_day
     margin = allowed / actual if actual > 0 else math.inf
     return Verdict(kind, limit, over, allowed, margin, bound_by)
@@ -200,11 +206,16 @@ def _lifetime_allowance(w: TierWear, days: float) -> tuple[float, str]:
     """Host bytes a day that last `days`: by the P/E cycles (NAND bytes over write
     amplification), or by the drive's rated bytes written where that allows less (a drive
     written past its rating is out of warranty, whatever its cells could still take)."""
-    by_cycles = w.pe_cycles * w.physical_bytes / days / w.write_amplification
+    by_cycles = _cycles_allowance(w, days)
     rated = w.rated_total_bytes_written
     if rated is not None and rated / days < by_cycles:
         return rated / days, "rated"
     return by_cycles, "pe_cycles"
+
+
+def _cycles_allowance(w: TierWear, days: float) -> float:
+    """Host bytes a day the P/E cycles allow for `days` (NAND bytes over write amplification)."""
+    return w.pe_cycles * w.physical_bytes / days / w.write_amplification
 
 
 # --- remedies ----------------------------------------------------------------------------------

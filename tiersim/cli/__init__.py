@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import sys
 import textwrap
 from collections.abc import Callable
@@ -39,6 +40,9 @@ SIMULATING = ("run", "wear", "compare", "check-published")
 # the commands that read no file: their only invalid input is on the command line
 NO_FILES = ("presets",)
 INPUT_PROBLEM = "each problem as FILE: key.path: what is wrong (what is expected)"
+# where standard output cannot be written (`> /dev/full`, a full disk, a quota): the place the
+# user sent it, said in a line (exit 2, as an unwritable --out is), not a traceback
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def exit_codes(one: str | None = "a --check failed", three: bool = True, files: bool = True) -> str:
@@ -99,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     _escape_what_cannot_be_shown()
     try:
         with sigterm_raises(then_ignore=argv is None):
-            return _run_command(argv)
+            code = _run_command(argv)
+            sys.stdout.flush()  # what is left in the buffer fails here, inside main, if it must
+            return code
     except InputError as exc:
         end_open_lines()  # a progress bar's line left open: the message on its own
         print(exc.render(), file=sys.stderr)
@@ -114,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BUG
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        if exc.errno not in FULL:
+            raise
+        _said(f"standard output: cannot write there: {exc.strerror} (expected room for the output)")
+        return EXIT_INPUT
     except Terminated:  # SIGTERM: as Ctrl-C
         stop_taken()
         print("\ntiersim: terminated (SIGTERM)", file=sys.stderr)
@@ -125,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if argv is None:  # the program itself: its exit code stands (see `ignore_stops`)
             ignore_stops()
+
+
+def _said(line: str) -> None:
+    """`line` on standard error, where that can still be written (it may be full too)."""
+    with contextlib.suppress(OSError):
+        print(f"{line} [E-RESULTS]", file=sys.stderr)
 
 
 def _escape_what_cannot_be_shown() -> None:

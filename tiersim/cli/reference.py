@@ -106,13 +106,26 @@ def scenario_reference() -> str:
     )
 
 
+def _resolved_defaults() -> dict[str, str]:
+    """Defaults the file's resolution gives before the schema sees it (config/presets.py):
+    the schema alone would say `hardware` is required and its preset null, where a file
+    without them runs on the default preset."""
+    from tiersim.config.presets import DEFAULT_HARDWARE
+
+    return {
+        "hardware": f"(section; the `{DEFAULT_HARDWARE}` preset where left out)",
+        "hardware.preset": f"`'{DEFAULT_HARDWARE}'` (config/presets.py DEFAULT_HARDWARE)",
+    }
+
+
 def _walk(model: type[BaseModel], prefix: str, rows: list[str]) -> None:
     notes = _field_comments(model)
     spelled = _annotations(model)
+    resolved = _resolved_defaults()
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
         nested = _nested_model(field.annotation)
-        default = _default(field)
+        default = resolved.get(path) or _default(field)
         note = notes.get(name) or (field.description or "")
         kind = _type_text(field.annotation, spelled.get(name, ""))
         entry = _entry_model(field.annotation)

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from tiersim.config.framework import offload_plan, resolved_prefetch_depth
 from tiersim.config.framework_attention import resolved_flash_kernel
 from tiersim.config.framework_parallel import resolved_parallel
+from tiersim.config.kernel_workspace import resolved_workspace
 from tiersim.config.schema import Offload, Scenario, unit_kind
 from tiersim.config.vocab_padding import vocab_divisor
 from tiersim.core.units import Kind, fmt_exact
@@ -33,6 +34,7 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
     doc["training"]["seq_len"] = s.seq_len  # the default resolved: the model's max_positions
     doc["training"]["flash_kernel"] = resolved_flash_kernel(s)  # the framework's, on this GPU
     doc["training"]["make_vocab_size_divisible_by"] = vocab_divisor(s)  # megatron's 128
+    doc["training"]["workspace"] = fmt_exact(resolved_workspace(s), Kind.SIZE)  # the stack's
     if s.training.global_batch_size is not None:  # derived from it (config/batch.py)
         doc["training"].pop("grad_accumulation")
     # Megatron-LM refuses every offload key (config/consistency.py): nothing to resolve

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from tiersim.config.framework import OffloadPlan, offload_plan, resolved_prefetch_depth
 from tiersim.config.framework_attention import resolved_training
 from tiersim.config.framework_parallel import resolved_parallel
+from tiersim.config.kernel_workspace import resolved_workspace
 from tiersim.config.layout_checks import default_stage_layers
 from tiersim.config.schema import (
     Checkpoint,
@@ -47,7 +48,8 @@ def _with_split(s: Scenario) -> Parallel:
 def execution_plan(s: Scenario) -> Execution:
     """The scenario's execution plan, its defaults resolved."""
     return Execution(
-        training=resolved_training(s),  # the framework's attention kernel resolved
+        # the framework's attention kernel resolved, and the stack's kernel workspaces
+        training=resolved_training(s).model_copy(update={"workspace": resolved_workspace(s)}),
         parallel=_with_split(s),
         placement=s.placement,
         simulation=s.simulation.model_copy(update={"prefetch_depth": resolved_prefetch_depth(s)}),

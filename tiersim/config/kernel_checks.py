@@ -153,16 +153,19 @@ def _share_problems(
     return [Problem("hardware.gpu.kernels", what, "E-KERNEL")]
 
 
+COUNTED_CODE = ("huggingface", "torchtitan")  # whose eager and compiled bytes are counted
+
+
 def compile_problems(s: Scenario) -> list[Problem]:
-    """`training.compile`'s eager and compiled kernels are counted for transformers'
-    Llama-style layer (workload/eager.py): huggingface code, RMSNorm, rotary, gated MLP."""
+    """`training.compile`'s eager and compiled kernels are counted for transformers' and
+    torchtitan's Llama-style layer (workload/eager.py): RMSNorm, rotary, gated MLP."""
     t, m = s.training, s.model
     if t.compile is None:
         return []
     other = [
         what
         for what, given in (
-            (f"implementation {t.implementation}", t.implementation != "huggingface"),
+            (f"implementation {t.implementation}", t.implementation not in COUNTED_CODE),
             ("no gated MLP", not m.gated_mlp),
             (f"norm {m.norm}", m.norm != "rmsnorm"),
             (f"position {m.position}", m.position != "rope"),
@@ -174,7 +177,8 @@ def compile_problems(s: Scenario) -> list[Problem]:
         return []
     what = (
         f"{str(t.compile).lower()}: eager and compiled kernels are counted for a Llama-style "
-        f"layer in transformers' code (implementation huggingface, RMSNorm, rotary positions, "
-        f"a gated MLP), and the scenario has {', '.join(other)} (expected the key left out)"
+        f"layer in transformers' or torchtitan's code (implementation huggingface or "
+        f"torchtitan, RMSNorm, rotary positions, a gated MLP), and the scenario has "
+        f"{', '.join(other)} (expected the key left out)"
     )
     return [Problem("training.compile", what, "E-KERNEL")]

@@ -199,7 +199,7 @@ class Mesh:
                 f"x expert_data {self.expert_data}"
             )
         tail = f" ({'; '.join(extra)})" if extra else ""
-        return f"{text} = {self.world} GPUs{tail}"
+        return f"{text} = {self.world:,} GPUs{tail}"
 
 
 @functools.cache

@@ -1,8 +1,9 @@
-"""Notes on `training.optimizer` where tiersim's figures rest on rules its ground truth could
-not check: 8-bit AdamW with 16-bit weights on FSDP2's DTensors. There the optimizer is torchao's
-AdamW8bit (bitsandbytes' refuses DTensors, state/torchao_adamw8bit.py), whose 0.18.0 refused
-16-bit DTensors on the CPU, compiled and eager alike (docs/muon-fsdp.md, "8-bit AdamW under
-FSDP2"), and whose GPU step is not measured: the state follows torchao's source, unmeasured."""
+"""Notes on `training.optimizer` where the implementation tiersim follows refuses what a
+scenario asks: 8-bit AdamW with 16-bit weights on FSDP2's DTensors. There the optimizer is
+torchao's AdamW8bit (bitsandbytes' refuses DTensors, state/torchao_adamw8bit.py), whose 0.18.0
+refused 16-bit DTensors on the CPU, compiled and eager alike (docs/muon-fsdp.md, "8-bit AdamW
+under FSDP2"): tiersim's figures were measured with it stepping each rank's local shards, and
+its GPU step is not measured."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def optimizer_notes(s: Scenario) -> list[Problem]:
         return []  # the registry's: only 8-bit AdamW's DTensor step refuses 16-bit weights
     why = (
         f"adamw8bit on FSDP2's sharded {tr.precision.weights} weights is torchao's AdamW8bit, "
-        "which refused 16-bit DTensors where tiersim measured it (torchao 0.18.0 on the CPU; "
-        "its GPU step is not measured): its state and update follow torchao's source, "
-        "unchecked (docs/muon-fsdp.md); fp32 weights are measured"
+        "whose DTensor step refused 16-bit DTensors where tiersim measured it (torchao 0.18.0 "
+        "on the CPU, eager and compiled; its GPU step is not measured): tiersim's bf16 "
+        "figures were measured with it stepping each rank's local shards, not through DTensor "
+        "as a run would (docs/muon-fsdp.md); fp32 weights are measured as DTensors"
     )
     return [Problem(WHERE, why, "W-UNMEASURED")]

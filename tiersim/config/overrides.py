@@ -59,6 +59,46 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
     return out
 
 
+def dropped_keys(raw: Any, keys: list[str], value: Any) -> list[str]:
+    """The keys of `raw`'s mapping at `keys` that `value`, a mapping set there, leaves out:
+    `set_path` replaces a mapping whole, so they take their defaults ([] where `value` or
+    what it replaces is no mapping)."""
+    before = raw
+    for key in keys:
+        before = before.get(key) if isinstance(before, dict) else None
+    if not isinstance(value, dict) or not isinstance(before, dict):
+        return []
+    return [str(k) for k in before if k not in value]
+
+
+def dropped_by_overrides(raw: Any, overrides: list[str]) -> dict[str, list[str]]:
+    """For each --set (valid, applied in order) whose value is a mapping set over a mapping the
+    scenario gives, by key path: the keys it drops (`dropped_keys`). `--set
+    training={seq_len: 1024}` drops the file's grad_accumulation, recompute, ...: said beside
+    the result."""
+    out: dict[str, list[str]] = {}
+    node = copy.deepcopy(raw) if isinstance(raw, dict) else {}
+    for text in overrides:
+        keys, value = parse_override(text)
+        path, gone = ".".join(keys), dropped_keys(node, keys, value)
+        if gone:
+            out[path] = gone
+        elif not isinstance(value, dict):
+            out.pop(path, None)  # a later scalar at the same path ends what was said
+        set_path(node, keys, value)
+    return out
+
+
+def dropped_message(path: str, gone: list[str], by: str) -> str:
+    """The W-SET-REPLACES note's text: what a mapping set `by` (--set, a grid value) drops."""
+    shown_keys = ", ".join(gone[:6]) + (", ..." if len(gone) > 6 else "")
+    return (
+        f"a mapping given by {by} replaces the scenario's whole {path}: its {shown_keys} "
+        "take their defaults (to change some keys and keep the rest, give each by its full "
+        f"path, {clipped(path, 60)}.KEY)"
+    )
+
+
 def clipped(text: str, chars: int = 80) -> str:
     """A --set as the user gave it, cut short: a message never grows with the input."""
     return text if len(text) <= chars else f"{text[: chars - 3]}..."

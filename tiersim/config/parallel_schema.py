@@ -77,3 +77,6 @@ class Parallel(Strict):
     # FSDP2: False keeps the parameters gathered from forward to backward (None: the
     # framework's behaviour, ZeRO-3 and FSDP reshard)
     reshard_after_forward: bool | None = None
+    # PyTorch DDP (framework fsdp, zero_stage 0): true makes each gradient a view of its
+    # all-reduce bucket; false (DDP's default) keeps a second copy of them in the buckets
+    gradient_as_bucket_view: bool = False

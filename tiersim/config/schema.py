@@ -243,7 +243,7 @@ class Training(Strict):
     # with recompute: full, only every N-th layer of a rank is checkpointed, the others keep
     # all they save (torchtitan's selective_ac_option N; state/layer_sac.py); None: every layer
     recompute_every: PositiveInt | None = None
-    workspace: SizeOrZero = Field(default=2**30, description="temporary buffers, buckets, slack")
+    workspace: SizeOrZero | None = None  # held kernel workspaces; null: the stack's (sourced)
     # synchronous: the update waits for every gradient and the next step for the whole update
     # (DeepSpeed, FSDP, Megatron); pipelined: unit by unit, into the next step's forward
     # delayed: ZeRO-Offload's delayed parameter update (DPU): step k's CPU update overlaps step
@@ -277,7 +277,7 @@ class Training(Strict):
     loss_chunks: PositiveInt | None = None
     # `attention_kernel: flash` as FlashAttention-2, -3 or cuDNN's (TE's), null: -2 (kernel table)
     flash_kernel: Literal["flash2", "flash3", "cudnn"] | None = None
-    # huggingface's elementwise ops torch.compile'd (true) or eager (false; workload/eager.py)
+    # huggingface's or torchtitan's elementwise ops compiled (true) or eager (workload/eager.py)
     compile: bool | None = None
 
 

@@ -65,6 +65,8 @@ CODES: dict[str, str] = {
     "W-IMPORT-UNMAPPED": "a framework setting tiersim has no key for, or does not yet model "
     "(left out of the scenario)",
     "W-SET-REPEATED": "a key given more than once by --set: the last value is used",
+    "W-SET-REPLACES": "a --set whose value, a mapping, replaces a whole mapping of the file: "
+    "the keys it leaves out take their defaults",
     "W-NO-EFFECT": "a setting that changes nothing for this scenario (noted beside the result)",
     "W-DEFAULT": "a default the model took that a model of its kind usually sets otherwise",
     "W-MODEL-LIMIT": "a setting past what the model was built for (a sequence longer than its "

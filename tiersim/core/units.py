@@ -151,7 +151,9 @@ def parse(value: object, kind: Kind, example: str | None = None) -> float:
             f"'{value}' is {found_kind.label}, but {kind.label} is needed here (e.g. '{example}')"
         )
     if not math.isfinite(number * factor):
-        raise UnitError(f"'{value}' is too large to represent")
+        raise UnitError(
+            f"'{value}' is too large to represent (expected {kind.label}, e.g. '{example}')"
+        )
     if len(_PARSED) < MAX_PARSED:
         _PARSED[(value, kind)] = number * factor
     return number * factor
@@ -222,6 +224,15 @@ def fmt_time(s: float) -> str:
     if a < 1000 * _YEAR_S:
         return f"{s / _YEAR_S:.2f} years"
     return f"{s / _YEAR_S:,.0f} years"  # 7,228 years, not 7227.54: digits past the sense
+
+
+def fmt_tokens_per_s(n: float) -> str:
+    """A token rate: 56857.5 -> '56,858 tokens/s'; below 100, three significant figures
+    (1.3125 -> '1.31 tokens/s'), not a rounded '1 tokens/s' (a CPU-measured kernel table, a
+    huge model on few GPUs)."""
+    if n is None or math.isnan(n):
+        return "-"
+    return f"{n:,.0f} tokens/s" if abs(n) >= 100 else f"{n:.3g} tokens/s"
 
 
 def fmt_count(n: float) -> str:

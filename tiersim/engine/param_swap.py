@@ -25,6 +25,8 @@ workload/pinned.py, so the read allocates nothing.
 
 from __future__ import annotations
 
+from tiersim.config.framework import OffloadPlan
+from tiersim.config.hardware_schema import Hardware
 from tiersim.engine.oplist import OpList
 from tiersim.engine.phases import Context
 
@@ -32,8 +34,13 @@ from tiersim.engine.phases import Context
 def swaps_ahead(c: Context, u: int) -> bool:
     """Unit u's weights come through DeepSpeed's parameter swapper: fetched per submodule
     from a drive behind host memory."""
-    plan, machine = c.plan, c.res.machine
-    home, host = c.home_of(u)["weights"], machine.cpu.memory
+    return swapped_in(c.plan, c.res.machine, c.home_of(u)["weights"])
+
+
+def swapped_in(plan: OffloadPlan, machine: Hardware, home: str) -> bool:
+    """Weights homed on `home` come through DeepSpeed's parameter swapper (`swaps_ahead`):
+    each fetch a move from `home` to host memory, then from there to the GPU."""
+    host = machine.cpu.memory
     if plan.framework != "deepspeed" or plan.fetch != "submodule" or home == host:
         return False
     if not machine.tiers[home].behaviour.swapped_in_blocks:

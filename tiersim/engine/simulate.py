@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from tiersim.config.schema import Scenario
+from tiersim.core.collector import collector_paused
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
 from tiersim.engine import steady
@@ -136,7 +137,15 @@ def simulate_resolved(
     res: Resolved, inventory: Inventory | None = None, recorder: Recorder | None = None
 ) -> StepResult:
     """`simulate` of a scenario already resolved (tiersim.state.resolved): the engine below
-    reads its model, execution plan and machine."""
+    reads its model, execution plan and machine. The cyclic collector is paused meanwhile
+    (tiersim.core.collector: a run's records are freed by reference counting)."""
+    with collector_paused():
+        return _simulated_resolved(res, inventory, recorder)
+
+
+def _simulated_resolved(
+    res: Resolved, inventory: Inventory | None, recorder: Recorder | None
+) -> StepResult:
     # the fewest passes any run takes (one step, one micro-batch, one unit a layer), checked
     # before the workload is built: building it is itself linear in the layers
     _check_size(res, 1, 1)

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tiersim.config.yamlfile import YamlLimitError, parse_yaml
+from tiersim.config.yamlfile import YamlLimitError, parse_yaml, yaml_problem
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem, shown
 from tiersim.core.files import FileProblem, read_regular_file
@@ -106,9 +106,9 @@ def parse_bridge_yaml(text: str, source: str) -> Any:
         return parse_yaml(text)
     except YamlLimitError as exc:
         raise InputError(source, [Problem("", str(exc.problem), "E-IMPORT-FILE")]) from None
-    except yaml.YAMLError as exc:
+    except yaml.YAMLError as exc:  # as a scenario's is said: where, and what, on one line
         raise InputError(
-            source, [Problem("", f"not valid YAML ({exc})", "E-IMPORT-FILE")]
+            source, [Problem("", f"not valid YAML ({yaml_problem(exc, text)})", "E-IMPORT-FILE")]
         ) from None
     except RecursionError:
         raise InputError(
@@ -143,6 +143,8 @@ def _looks_like(text: str, source: str) -> str | None:
         toml = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError):
         toml = None
+        if source.lower().endswith(".toml"):  # read as one, to say where its syntax breaks
+            return "torchtitan"
     if isinstance(toml, dict) and set(toml) & _TORCHTITAN_TABLES:
         return "torchtitan"
     if looks_like_recipe(text):
@@ -152,7 +154,8 @@ def _looks_like(text: str, source: str) -> str | None:
     try:
         parsed = parse_yaml(text)
     except (yaml.YAMLError, RecursionError):
-        return None
+        # a .yaml file is read as a Megatron-Bridge config, to say where its syntax breaks
+        return "megatron" if source.lower().endswith((".yaml", ".yml")) else None
     if isinstance(parsed, dict) and any(
         isinstance(v, dict) and set(v) & _BRIDGE_KEYS for v in parsed.values()
     ):

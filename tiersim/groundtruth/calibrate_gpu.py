@@ -7,6 +7,7 @@ timing starts. What the GPU or PyTorch cannot run becomes a note."""
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +23,12 @@ MIN_SAMPLE_S = 0.01
 MAX_INNER = 1000
 
 Timer = Callable[[Callable[[], object], int], list[float]]
+
+
+def median_tflops(flop: float, times: list[float]) -> float:
+    """TFLOP/s of `flop` over the median of `times`, to 4 significant figures (0.1 TFLOP/s at
+    a GPU's hundreds; a dry run's CPU rates, thousandths, are not rounded to 0)."""
+    return float(f"{flop / statistics.median(times) / 1e12:.4g}")
 
 
 def matmul_flop(n: int) -> int:

@@ -12,9 +12,10 @@ shipped ones hold (tiersim/presets/kernels, docs/kernels.md), on this machine's 
   and mxfp8, with an E8M0 scale a 32 elements (Blackwell's block-scaled tensor cores), each as
   a share of the tensorwise rate, where the device runs it (mxfp8: a B200's, not an H100's).
 - `grouped_gemm`: torch._grouped_mm of GROUPS groups of `rows` rows each against one K x N
-  weight a group (N = K = the grid's largest size), for rows a group in ROWS (DeepGEMM's
-  points, h100-sxm.yaml), as a share of the dense grid's largest square: the share an MoE
-  layer's routed experts run at (tiersim/workload/experts.py).
+  weight a group (N the grid's largest size, K each of its two largest), for rows a group in
+  ROWS (DeepGEMM's points, h100-sxm.yaml), as a share of the dense grid's rate at (N, N, K),
+  a row of shares a K (`k`): the share an MoE layer's routed experts run at
+  (tiersim/workload/stage_times.py, each expert GEMM at its own K).
 - `attention.flash2` and `attention.cudnn`: PyTorch's scaled_dot_product_attention pinned to
   its FlashAttention-2 backend (SDPBackend.FLASH_ATTENTION) and to cuDNN's fused attention
   (SDPBackend.CUDNN_ATTENTION, Transformer Engine's on Hopper), causal and full, head
@@ -22,6 +23,9 @@ shipped ones hold (tiersim/presets/kernels, docs/kernels.md), on this machine's 
   setup), forward and backward by sequence length, TFLOP/s in FlashAttention's count (forward
   4·s²·d per head, half of it causal; backward 2.5x). A backend the device or PyTorch does not
   run is a note, and its kernel is left out.
+- `attention.eager`: eager attention's op set (baddbmm, softmax, einsum: flash-attention's
+  attention_pytorch, the shipped H100 figures' benchmark; calibrate_eager.py), BF16, at the
+  same shapes, causal and full, forward and backward, over the lengths whose scores fit.
 - `sustained`: the share of the 4096^3 BF16 (and FP8) GEMM's rate kept after `sustain_s`
   seconds of back-to-back calls (default 30 s a dtype, samples of at least 10 ms each): the
   median of the last 20 samples' rate over the first 20's, at most 1. The isolated figures
@@ -42,7 +46,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from tiersim.groundtruth.calibrate_gpu import MIN_SAMPLE_S, Timer, fp8_operands
+from tiersim.groundtruth.calibrate_eager import eager_rates
+from tiersim.groundtruth.calibrate_gpu import MIN_SAMPLE_S, Timer, fp8_operands, median_tflops
 from tiersim.groundtruth.figure import first_line
 
 GRID = (1024, 2048, 4096)
@@ -66,12 +71,6 @@ MX_BLOCK = 32
 CANNOT_RUN = (RuntimeError, ValueError, AttributeError, TypeError, NotImplementedError)
 
 
-def _tflops(flop: float, times: list[float]) -> float:
-    """TFLOP/s to 4 significant figures (0.1 TFLOP/s at a GPU's hundreds; a dry run's CPU
-    rates, thousandths, are not rounded to 0)."""
-    return float(f"{flop / statistics.median(times) / 1e12:.4g}")
-
-
 def gemm_grid(torch: Any, device: str, timer: Timer, repeats: int, grid=GRID) -> dict[str, Any]:
     """BF16 TFLOP/s at every (m, n, k) of `grid`, indexed [m][n][k]."""
     rates = []
@@ -84,7 +83,7 @@ def gemm_grid(torch: Any, device: str, timer: Timer, repeats: int, grid=GRID) ->
                 b = torch.randn(k, n, device=device, dtype=torch.bfloat16)
                 out = torch.empty(m, n, device=device, dtype=torch.bfloat16)
                 times = timer(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), repeats)
-                row.append(_tflops(2.0 * m * n * k, times))
+                row.append(median_tflops(2.0 * m * n * k, times))
             plane.append(row)
         rates.append(plane)
     best = max(v for plane in rates for row in plane for v in row)
@@ -130,7 +129,7 @@ def _fp8_mm(torch: Any, device: str, n: int, recipe: str = "tensorwise") -> Call
 
 
 def fp8_best(torch: Any, device: str, timer: Timer, repeats: int, n: int) -> float:
-    return _tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n), repeats))
+    return median_tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n), repeats))
 
 
 def fp8_recipes(
@@ -140,7 +139,7 @@ def fp8_recipes(
     out = {"tensorwise": 1.0, "delayed": 1.0}
     for recipe in MEASURED_RECIPES:
         try:
-            rate = _tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n, recipe), repeats))
+            rate = median_tflops(2.0 * n**3, timer(_fp8_mm(torch, device, n, recipe), repeats))
         except CANNOT_RUN as exc:
             notes.append(f"kernel table: fp8 {recipe} GEMM not measured: {first_line(exc)}")
             continue
@@ -149,19 +148,47 @@ def fp8_recipes(
 
 
 def grouped_gemm(
-    torch: Any, device: str, timer: Timer, repeats: int, n: int, dense: float, rows=ROWS
+    torch: Any,
+    device: str,
+    timer: Timer,
+    repeats: int,
+    n: int,
+    dense: float,
+    rows=ROWS,
+    k: int | None = None,
 ) -> dict[str, list[float]]:
-    """`grouped_gemm`: torch._grouped_mm's rate at each of `rows` rows a group over `dense`,
-    the dense n^3 GEMM's TFLOP/s (module docstring)."""
+    """`grouped_gemm`: torch._grouped_mm's rate at each of `rows` rows a group against a
+    k x n weight a group (k: n unless given) over `dense`, the dense n x n x k GEMM's TFLOP/s
+    (module docstring)."""
+    k = k or n
     shares = []
     for r in rows:
-        x = torch.randn(GROUPS * r, n, device=device, dtype=torch.bfloat16)
-        # one n x n weight a group, column-major as the CUDA kernel takes it
-        w = torch.randn(GROUPS, n, n, device=device, dtype=torch.bfloat16).transpose(-2, -1)
+        x = torch.randn(GROUPS * r, k, device=device, dtype=torch.bfloat16)
+        # one k x n weight a group, column-major as the CUDA kernel takes it
+        w = torch.randn(GROUPS, n, k, device=device, dtype=torch.bfloat16).transpose(-2, -1)
         offs = torch.arange(r, GROUPS * r + 1, r, device=device, dtype=torch.int32)
         times = timer(lambda x=x, w=w, offs=offs: torch._grouped_mm(x, w, offs=offs), repeats)
-        shares.append(round(_tflops(2.0 * GROUPS * r * n * n, times) / dense, 3))
+        shares.append(round(median_tflops(2.0 * GROUPS * r * n * k, times) / dense, 3))
     return {"rows": list(rows), "share": shares}
+
+
+def grouped_gemm_by_k(
+    torch: Any, device: str, timer: Timer, repeats: int, bf16: dict, rows=ROWS
+) -> dict[str, list]:
+    """`grouped_gemm` by contraction: at N the grid's largest size and K each of its two
+    largest, over the measured dense grid's rate at (N, N, K), as the shipped tables'
+    DeepGEMM shares (one row, no `k`, for a grid of one size)."""
+    grid, n = bf16["grid"], bf16["grid"][-1]
+    ks = grid[-2:]
+    by_k = [
+        grouped_gemm(
+            torch, device, timer, repeats, n, bf16["tflops"][-1][-1][grid.index(k)], rows, k
+        )
+        for k in ks
+    ]
+    if len(ks) == 1:
+        return by_k[0]
+    return {"rows": list(rows), "k": list(ks), "share": [g["share"] for g in by_k]}
 
 
 def sustained_share(timer: Timer, fn: Callable[[], object], seconds: float) -> float:
@@ -219,8 +246,8 @@ def attention_rates(
             batch = max(1, tokens // seq)
             flop = 4.0 * seq * seq * HEAD_DIM * HEADS * batch / (2 if causal else 1)
             forward, backward = _attention_case(torch, device, seq, causal, tokens)
-            fwd.append(_tflops(flop, timer(forward, repeats)))
-            bwd.append(_tflops(2.5 * flop, timer(backward, repeats)))
+            fwd.append(median_tflops(flop, timer(forward, repeats)))
+            bwd.append(median_tflops(2.5 * flop, timer(backward, repeats)))
         out["forward"][mask] = {HEAD_DIM: fwd}
         out["backward"][mask] = {HEAD_DIM: bwd}
     return out
@@ -230,20 +257,32 @@ def attention_table(
     torch: Any, device: str, timer: Timer, repeats: int, notes: list, seqs=SEQS, tokens=TOKENS
 ) -> dict[str, Any]:
     """`attention`: each kernel of ATTENTION_BACKENDS the device runs, its SDPA backend pinned
-    (torch.nn.attention.sdpa_kernel), so the rate is that kernel's and no other's."""
+    (torch.nn.attention.sdpa_kernel), so the rate is that kernel's and no other's; then eager
+    attention's op set (calibrate_eager.py), which needs no backend."""
+    table: dict[str, Any] = {"seq": list(seqs)}
+    _sdpa_kernels(table, torch, device, timer, repeats, notes, tokens)
+    eager = eager_rates(torch, device, timer, repeats, notes, seqs, (tokens, HEADS, HEAD_DIM))
+    if eager:
+        table["eager"] = eager
+    return table if len(table) > 1 else {}
+
+
+def _sdpa_kernels(
+    table: dict, torch: Any, device: str, timer: Timer, repeats: int, notes: list, tokens: int
+) -> None:
+    """Each SDPA-backed kernel the device runs into `table` (attention_table)."""
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError as exc:  # a PyTorch before 2.3: no way to pin a backend
         notes.append(f"kernel table: attention not measured: {first_line(exc)}")
-        return {}
-    table: dict[str, Any] = {"seq": list(seqs)}
+        return
     for kernel, backend in ATTENTION_BACKENDS:
         try:
             with sdpa_kernel([getattr(SDPBackend, backend)]):
-                table[kernel] = attention_rates(torch, device, timer, repeats, seqs, tokens)
+                rates = attention_rates(torch, device, timer, repeats, table["seq"], tokens)
+            table[kernel] = rates
         except CANNOT_RUN as exc:
             notes.append(f"kernel table: attention {kernel} not measured: {first_line(exc)}")
-    return table if len(table) > 1 else {}
 
 
 def _gemm_extras(
@@ -259,8 +298,7 @@ def _gemm_extras(
     except CANNOT_RUN as exc:
         notes.append(f"kernel table: fp8 GEMM not measured: {first_line(exc)}")
     try:
-        dense = bf16["tflops"][-1][-1][-1]
-        table["grouped_gemm"] = grouped_gemm(torch, device, timer, repeats, n, dense, rows)
+        table["grouped_gemm"] = grouped_gemm_by_k(torch, device, timer, repeats, bf16, rows)
     except CANNOT_RUN as exc:
         notes.append(f"kernel table: grouped GEMM not measured: {first_line(exc)}")
 

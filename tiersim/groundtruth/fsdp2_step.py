@@ -111,8 +111,9 @@ def _sharded(net: Any, reshard: bool) -> None:
         module.set_custom_reduce_scatter(SettledReduceScatter())
 
 
-def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
-    """One rank: transformers' model of `s` under FSDP2, a warm-up step, the recorded one."""
+def record_rank_step(s: Scenario, dtype: str, make: Any = None, seed: int = 0) -> StepPeaks:
+    """One rank: transformers' model of `s` under FSDP2, a warm-up step, the recorded one;
+    `make(named_parameters)` builds the optimizer where given (else the registry's)."""
     m = resolve(s).model
     assert isinstance(m, Transformer)
     acc = accounting_for(s, "cpu")
@@ -130,7 +131,8 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
     if s.training.recompute == "selective":  # the attention core recomputed
         recompute_attention_core(net)
     _sharded(net, s.parallel.reshard_after_forward is not False)
-    optimizer = make_optimizer(s.training.optimizer, list(net.named_parameters()))
+    named = list(net.named_parameters())
+    optimizer = make(named) if make else make_optimizer(s.training.optimizer, named)
     train_step(net, [optimizer], ids, recorded=False)  # warm-up: the optimizer state exists
     params = list(net.parameters())
     state = [
@@ -149,11 +151,11 @@ def record_rank_step(s: Scenario, dtype: str, seed: int = 0) -> StepPeaks:
     return measured_peaks(prof, base)
 
 
-def _outcome(s: Scenario, dtype: str) -> dict:
+def _outcome(s: Scenario, dtype: str, make: Any = None) -> dict:
     """The rank's recorded step, or the error PyTorch (or an optimizer's package) raised in
     it: every rank raises it alike, at the same operation, so the ranks go on together."""
     try:
-        return record_rank_step(s, dtype).__dict__
+        return record_rank_step(s, dtype, make).__dict__
     except RuntimeError as e:
         return {"error": f"{type(e).__name__}: {e}"}
 
@@ -164,7 +166,7 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
     try:
-        got = [_outcome(s, dtype) for s, dtype in jobs]
+        got = [_outcome(*job) for job in jobs]
         if rank == 0:
             Path(out, "rank0.json").write_text(json.dumps(got))
         dist.barrier()
@@ -172,8 +174,9 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
         dist.destroy_process_group()
 
 
-def record_fsdp_outcomes(jobs: list[tuple[Scenario, str]], world: int) -> list[StepPeaks | str]:
-    """Rank 0's recorded step of each job (a scenario, the dtype its model is trained in) on
+def record_fsdp_outcomes(jobs: list[tuple], world: int) -> list[StepPeaks | str]:
+    """Rank 0's recorded step of each job (a scenario, the dtype its model is trained in, and
+    optionally a function building its optimizer from the named parameters) on
     `world` gloo ranks, forked once for them all (the jobs reach them in the fork); a job
     PyTorch cannot run comes back as the error it raised."""
     with tempfile.TemporaryDirectory(prefix="tiersim-fsdp2-step-") as out:

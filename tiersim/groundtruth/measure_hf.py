@@ -16,7 +16,6 @@ from tiersim.groundtruth.measure_request import (
 )
 from tiersim.state.activations import Accounting, accounting_for, layer_bytes, outside_items
 from tiersim.state.model import Transformer, build_model
-from tiersim.state.optimizers import optimizer as optimizer_named
 
 
 def _hf_accounting(s: Scenario, device: str) -> tuple[Transformer, Accounting]:
@@ -82,15 +81,10 @@ def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
         raise invalid("--fsdp", f"{world} ranks (expected {low} to 16 processes on this host)")
     if req.implementation == "huggingface":
         # torch.optim.Muon steps FSDP2's DTensors (state/muon_sharded.py); 8-bit AdamW is
-        # torchao's on them, in fp32 only (docs/muon-fsdp.md)
+        # torchao's on them, in bf16 on each rank's local shards (docs/muon-fsdp.md)
         if req.optimizer not in FSDP_STEP_OPTIMIZERS:
             expected = " or ".join(FSDP_STEP_OPTIMIZERS)
             raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected {expected})")
-        why = optimizer_named(req.optimizer).dtensor_refusal(req.dtype)
-        if why:
-            raise invalid(
-                "--dtype", f"{req.dtype} with --fsdp and {req.optimizer}: {why} (expected fp32)"
-            )
         return _fsdp_step(req, world)
     if req.optimizer not in ("adamw", "adam"):
         # Muon and torchao's 8-bit AdamW step transformers' model only

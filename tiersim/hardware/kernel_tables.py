@@ -34,13 +34,22 @@ GPU's rests on), never a fit to a training run:
   measured on the GPU (tiersim/workload/fp8.py); a recipe not listed runs at the memory-bound
   kernels' `gpu.memory_efficiency`.
 - `grouped_gemm`: a grouped GEMM's (a mixture-of-experts layer's routed experts) rate as a
-  share of the dense GEMM's, by rows a group, interpolated in log2 and held at the edges.
+  share of the dense GEMM's, by rows a group, interpolated in log2 and held at the edges; with
+  `k`, a row of shares by the GEMM's contraction K (an expert's up / gate projection contracts
+  over the hidden size, its down projection over the expert's width), interpolated in log2 of
+  K between them and held at the edges.
 - `attention.<kernel>`: fused attention rates by head dimension and sequence length, forward
   and backward, causal or full, as FlashAttention counts FLOPs (4·s²·d per head forward, half
   of it causal; the backward 2.5x the forward's). Interpolated linearly in log2 of the sequence
   length and of the head dimension, held at the edges. A backward not measured for a mask or
   head dimension takes the measured backward's rate times the forward's ratio between the two
-  (the backward of the same kernel scales with its forward).
+  (the backward of the same kernel scales with its forward). A kernel may give its own `seq`
+  (eager attention's stops where the score matrix no longer fits).
+- `attention.eager`: eager attention's op set (QK^T by baddbmm, softmax, PV by bmm; the
+  scores in HBM) timed whole, in the same FLOP count (tiersim/workload/eager_attention.py).
+  Mostly memory-bound, so no sustained ceiling holds it (its GEMMs, at K = head_dim, run far
+  below the GEMM ceiling; the HBM keeps its clock), and `hbm_tb_s` says the HBM bandwidth it
+  was measured through: a GPU with other HBM (an H200 on the H100's table) does not take it.
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ TERA = 1e12
 # dtypes that share a table: fp16 runs on the same tensor-core paths at BF16's rate
 TABLE_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
 ATTENTION_KERNELS = ("flash2", "flash3", "cudnn")
+UNHELD_ATTENTION = ("eager",)  # memory-bound mostly: no sustained ceiling (module docstring)
 
 
 def table_names() -> list[str]:
@@ -137,6 +147,7 @@ class AttentionTable:
 
     seq: tuple[float, ...]
     rates: dict[str, dict[str, dict[int, tuple[float, ...]]]]
+    hbm: float | None = None  # bytes/s of the HBM it was measured through, where it says
 
     def _measured(self, direction: str, mask: str, head_dim: int, seq: float) -> float | None:
         by_dim = self.rates.get(direction, {}).get(mask)
@@ -176,7 +187,9 @@ class KernelTable:
     fp8_recipes: dict[str, float] = field(default_factory=dict)
     attention: dict[str, AttentionTable] = field(default_factory=dict)
     grouped_rows: tuple[float, ...] = ()  # rows a group (a grouped GEMM's tokens per expert)
-    grouped_share: tuple[float, ...] = ()  # the dense rate's share at those rows
+    # the dense rate's share at those rows: one row, or one a contraction K of grouped_k
+    grouped_share: tuple[tuple[float, ...], ...] = ()
+    grouped_k: tuple[float, ...] = ()
     sustained: dict[str, float] = field(default_factory=dict)  # dtype -> share kept (docstring)
     quantize_share: dict[str, float] = field(default_factory=dict)  # FP8 recipe -> HBM share
 
@@ -184,12 +197,18 @@ class KernelTable:
         """The share of `dtype`'s isolated rate kept under sustained load (1: not measured)."""
         return self.sustained.get(TABLE_DTYPE.get(dtype, dtype), 1.0)
 
-    def grouped_gemm_share(self, rows: float) -> float:
-        """A grouped GEMM's rate over the dense one's at `rows` a group (interpolated in log2,
-        held at the edges); 1 where the table measures none."""
+    def grouped_gemm_share(self, rows: float, k: float | None = None) -> float:
+        """A grouped GEMM's rate over the dense one's at `rows` a group and contraction `k`
+        (each interpolated in log2, held at the edges; `k` where the table measures by it);
+        1 where the table measures none."""
         if not self.grouped_rows:
             return 1.0
-        return _interp1(self.grouped_rows, self.grouped_share, max(1.0, rows))
+        by_k = [_interp1(self.grouped_rows, row, max(1.0, rows)) for row in self.grouped_share]
+        if not self.grouped_k:
+            return by_k[0]
+        if k is None:
+            raise ValueError(f"kernel table {self.name}: grouped GEMM shares need the K")
+        return _interp1(self.grouped_k, tuple(by_k), k)
 
     def gemm_rate(
         self, dtype: str, m: float, n: float, k: float, sm_count: int | None, recipe: str = ""
@@ -223,6 +242,8 @@ class KernelTable:
         if table is None:
             return None
         rate = table.tflops(direction, causal, head_dim, seq)
+        if kernel in UNHELD_ATTENTION:
+            return rate * TERA
         return self.held("bf16", rate, table.best(direction)) * TERA
 
 
@@ -248,9 +269,13 @@ def _gemm_tables(raw: dict[str, Any]) -> dict[str, GemmTable]:
 
 def _attention_tables(raw: dict[str, Any]) -> dict[str, AttentionTable]:
     raw = dict(raw)
-    seq = tuple(float(s) for s in raw.pop("seq", ()))
+    shared = tuple(float(s) for s in raw.pop("seq", ()))
     out = {}
-    for kernel, directions in raw.items():
+    for kernel, entry in raw.items():
+        directions = dict(entry)
+        own = directions.pop("seq", None)  # a kernel's own lengths (eager's)
+        seq = shared if own is None else tuple(float(s) for s in own)
+        hbm = directions.pop("hbm_tb_s", None)
         rates = {
             direction: {
                 mask: {int(d): tuple(float(v) for v in vals) for d, vals in dims.items()}
@@ -258,8 +283,19 @@ def _attention_tables(raw: dict[str, Any]) -> dict[str, AttentionTable]:
             }
             for direction, masks in directions.items()
         }
-        out[kernel] = AttentionTable(seq, rates)
+        out[kernel] = AttentionTable(seq, rates, None if hbm is None else float(hbm) * TERA)
     return out
+
+
+def _grouped(raw: dict[str, Any]) -> dict[str, tuple]:
+    """`grouped_gemm`'s rows, shares (a row, or a row a K) and K axis, as KernelTable's."""
+    share = raw.get("share", ())
+    rows = [share] if share and not isinstance(share[0], list) else share
+    return {
+        "grouped_rows": tuple(float(x) for x in raw.get("rows", ())),
+        "grouped_share": tuple(tuple(float(x) for x in row) for row in rows),
+        "grouped_k": tuple(float(x) for x in raw.get("k", ())),
+    }
 
 
 @functools.cache
@@ -272,8 +308,7 @@ def kernel_table(name: str) -> KernelTable:
         gemm=_gemm_tables(raw.get("gemm", {})),
         fp8_recipes={k: float(v) for k, v in raw.get("fp8_recipes", {}).items()},
         attention=_attention_tables(raw.get("attention", {})),
-        grouped_rows=tuple(float(x) for x in raw.get("grouped_gemm", {}).get("rows", ())),
-        grouped_share=tuple(float(x) for x in raw.get("grouped_gemm", {}).get("share", ())),
+        **_grouped(raw.get("grouped_gemm", {})),
         sustained={k: float(v) for k, v in raw.get("sustained", {}).items()},
         quantize_share={k: float(v) for k, v in raw.get("fp8_quantize", {}).items()},
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from tiersim.core.errors import InputError
 from tiersim.core.units import fmt_time
@@ -68,3 +69,15 @@ class CheckingLimit:
         fit = min(MAX_CANDIDATES, math.floor(self.space.size * self.limit_s / estimate))
         more = f"; or raise --time-limit to well over {fmt_time(estimate)}"
         return too_large(self.source, self.space, what, fit, more)
+
+
+def say_check(space: Space, workers: int, to: TextIO) -> None:
+    """The first line of a large space's plan, before its check starts."""
+    what = "its plan: section" if space.from_file else "the default space (no plan: section)"
+    print(
+        f"plan: checking the {space.size:,} candidates of {what} against the inventory on "
+        f"{workers} worker{'s' if workers != 1 else ''}; then the best bounds are sampled and "
+        "the contenders simulated",
+        file=to,
+        flush=True,
+    )

@@ -14,6 +14,13 @@ its bound is below the best on HBF that fits but wears. Strictly below: a tie co
 the order. While its group has no plan that holds, it is simulated unless its wear floor
 rules out that it holds (it might be the first). The answer from the simulated candidates
 is then the answer an exhaustive simulation gives (tests/test_plan_search.py).
+
+A plan whose step, simulated without its checkpoint, is found to hold every wear budget
+(tiersim.plan.screening) only claims its group's least best (`claim`): whether its whole run
+fits at its peak is known only from that run (the engine's peaks with the checkpoint's, the
+GPU's and host's memory timelines). A candidate ruled out only by a claim is parked, not
+pruned (`parks`), and judged again once claims no longer count (`confirm`), against the
+results alone: a claim whose plan overflows then prunes nothing.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ class Contenders:
         self.objective, self.top = objective, top
         self.best: list[float] = []  # the top scores that hold (a min-heap of at most `top`)
         self.group_best: dict[bool, float] = {}  # HBF optimizer or not -> best that holds
+        # HBF optimizer or not -> the least its best that holds scores, by screens (`claim`)
+        self.claimed: dict[bool, float] = {}
         self.pruned: Counter = Counter()  # the bound's binding term -> candidates pruned
         self.worn_best = -math.inf  # the best score on HBF of a plan that fits but wears
 
@@ -84,44 +93,65 @@ class Contenders:
         self.pruned[self._why(candidate, kth, own)] += 1
         return False
 
-    def could_matter(self, candidate: Candidate) -> bool:
+    def could_matter(self, candidate: Candidate, claims: bool = True) -> bool:
         """Whether the candidate could still enter the answer (module docstring): among the
         best K or first in its group as a plan that holds, or, with optimizer state on HBF
-        while none such holds, as the best that fits. Results added later only lower it."""
+        while none such holds, as the best that fits. Results added later only lower it.
+        `claims`: the screens' claims (`claim`) count as results."""
         if candidate.bound is None:
             return True
         holding = score_bound(candidate, self.objective, holding=True)
         kth = self.best[0] if len(self.best) >= self.top else -math.inf
-        own = self.group_best.get(candidate.hbf_optimizer, -math.inf)
+        own = self._own(candidate.hbf_optimizer, claims)
         if holding > -math.inf and (holding >= kth or holding >= own):
             return True
-        worn = candidate.hbf_optimizer and True not in self.group_best
-        # it could be the best on HBF that fits, while none there holds
+        return self._could_be_worn_best(candidate, claims)
+
+    def parks(self, candidate: Candidate) -> bool:
+        """Whether the candidate is ruled out only by a claim (`claim`): not counted as
+        pruned, judged again once the claims are confirmed or not (`confirm`)."""
+        return not self.could_matter(candidate) and self.could_matter(candidate, claims=False)
+
+    def confirm(self) -> None:
+        """Claims count no more: only the results do (the plans that claimed have run in
+        full, where they still mattered); parked candidates are judged again against them."""
+        self.claimed = {}
+
+    def _own(self, group: bool, claims: bool) -> float:
+        own = self.group_best.get(group, -math.inf)
+        return max(own, self.claimed.get(group, -math.inf)) if claims else own
+
+    def _could_be_worn_best(self, candidate: Candidate, claims: bool) -> bool:
+        """With optimizer state on HBF while none there holds (nor claims to): it could be
+        the best there that fits."""
+        holds = True in self.group_best or (claims and True in self.claimed)
+        worn = candidate.hbf_optimizer and not holds
         return worn and score_bound(candidate, self.objective) >= self.worn_best
 
-    def decided(self, candidate: Candidate, wears: bool) -> bool:
+    def decided(self, candidate: Candidate, wears: bool) -> bool | None:
         """Whether a candidate whose step was simulated without its checkpoint is settled
         (tiersim.plan.screening): it cannot hold its wear budget (`wears`) and cannot be
         the best on HBF that fits either (counted as pruned by its budget, its step
-        simulated); else it is simulated in full once it still matters."""
-        if not wears:
+        simulated); else it is simulated in full once it still matters. None: settled only
+        by a claim (`parks`), not counted."""
+        if not wears or self._could_be_worn_best(candidate, claims=True):
             return False
-        worn = candidate.hbf_optimizer and True not in self.group_best
-        if worn and score_bound(candidate, self.objective) >= self.worn_best:
-            return False
+        if self._could_be_worn_best(candidate, claims=False):
+            return None
         self.pruned[f"{candidate.wear_tier} wear budget, by its simulated step"] += 1
         return True
 
-    def holds_at_least(self, candidate: Candidate, step_s: float) -> bool:
+    def claim(self, candidate: Candidate, step_s: float) -> bool:
         """A candidate found to hold every wear budget with a step of at most `step_s`
         (tiersim.plan.screening): its group's best that holds scores at least what that
-        step gives, for tokens/s (a step's tokens over it), so that is its best so far until
-        it runs in full; False for other objectives (its score needs the whole run)."""
+        step gives, for tokens/s (a step's tokens over it), if its whole run fits at its
+        peak; claimed until then (`parks`, `confirm`). False for other objectives (its
+        score needs the whole run)."""
         if self.objective != "tokens_per_s" or step_s <= 0:
             return False
         least = candidate.tokens_per_step / step_s
         group = candidate.hbf_optimizer
-        self.group_best[group] = max(self.group_best.get(group, -math.inf), least)
+        self.claimed[group] = max(self.claimed.get(group, -math.inf), least)
         return True
 
     def _why(self, candidate: Candidate, kth: float, own: float) -> str:

@@ -19,7 +19,7 @@ from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
-from tiersim.plan.checking import CheckingLimit
+from tiersim.plan.checking import CheckingLimit, say_check
 from tiersim.plan.chunks import CHUNK, prune_on_pool
 from tiersim.plan.contenders import Contenders
 from tiersim.plan.prune import Pruned, prune
@@ -71,13 +71,16 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     loaded = load_scenario(path, list(overrides))
     raw = apply_overrides(read_yaml(path, source), list(overrides), source)
     space = _checked_space(loaded, raw, path, options)
+    stream_to = options.progress or sys.stderr
+    if space.size > LARGE:  # said at once: its check alone takes minutes
+        say_check(space, parallelism(options, cores())[0], stream_to)
     if options.executor == "local":  # the workers' fork server imports while this checks
         local_context()
     deadline = dataclasses.replace(deadline, space=space)
-    stream_to = options.progress or sys.stderr
     bar = Progress(space.size, stream_to, label="candidates checked against the inventory")
     checking_s = 0.0  # a large space's check, which --time-limit bounds too
     if space.size > LARGE:  # on the workers, a chunk of the space a task
+        bar.begin()
         workers, at_once = parallelism(options, cores())
         limit = CheckingLimit(source, space, options.time_limit_s, at_once * CHUNK)
         run = (options.executor, workers, options.scheduler)

@@ -14,9 +14,11 @@ that share are still under the floor, or where the plain run's writes wear a tie
 budget even at that longest period (`worn_at`), no run of the candidate holds: it is counted
 as pruned by it, unless it could be the best on HBF that fits while none there holds (then it
 is simulated in full). One found to hold every budget (its writes hold them at its shortest
-period, its step, and its checkpoint writes into no budgeted tier) sets, for tokens/s, the
-least its group's best that holds scores (`Contenders.holds_at_least`) and is simulated in
-full last, only if still among the best; one that might hold is simulated in full next. Each
+period, its step, its checkpoint writes into no budgeted tier, and its plain run's peaks
+fit) claims, for tokens/s, the least its group's best that holds scores (`Contenders.claim`:
+it stands once its whole run fits at its peak; what only a claim rules out is parked and
+judged again without claims) and is simulated in full last, only if still among the best;
+one that might hold is simulated in full next. Each
 has its step bound raised to its step (`tightened`). `ROUND_OFF` keeps the two runs'
 arithmetic from deciding on an edge.
 """
@@ -125,7 +127,10 @@ def plain_step(task: PointTask, checkpoint_upper_s: float = 0.0) -> Screened:
         result = simulate_resolved(dataclasses.replace(res, execution=execution))
         longest = (result.time_s + checkpoint_upper_s) * (1 + ROUND_OFF)
         worn = worn_at(built.scenario, result, longest)
-        holds = not worn and _holds(built.scenario, res, result)
+        # a tier over its capacity at the plain run's peak is over it in the whole run's too
+        # (a checkpoint only adds to a peak): such a plan claims nothing (`Contenders.claim`)
+        fits = all(ts.fits for ts in result.tiers.values())
+        holds = not worn and fits and _holds(built.scenario, res, result)
     except Exception:  # any failure: its whole run finds it and reports it
         return Screened(None, time.perf_counter() - start)
     return Screened(result.time_s, time.perf_counter() - start, worn, holds)

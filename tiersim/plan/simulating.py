@@ -111,12 +111,14 @@ def simulate_rest(
     def on(pool: Pool) -> None:  # an InputError raised here ends the workers at once
         rest.started = deadline.elapsed_s()
         rest.through(pool, left, True)
-        rank = {i: r for r, i in enumerate(left)}
-        last, rest.later = sorted(rest.later + rest.deferred, key=rank.__getitem__), []
-        # best bound first, their bounds raised by their screens (ties in the search's order),
-        # one a worker at a time: each whole run may rule out the next
-        last = [last[j] for j in contenders.order([kept[i] for i in last])]
-        rest.through(pool, last, False, pool.slots)
+        rest.last_pass(pool)
+        if rest.parked or rest.parked_screened:  # ruled out by claims only: judged again
+            contenders.confirm()  # by the results alone, none claiming any more
+            rest.claiming = False
+            rest.later += rest.parked_screened
+            unscreened, rest.parked, rest.parked_screened = rest.parked, [], []
+            rest.through(pool, rest.in_order(unscreened), True)
+            rest.last_pass(pool)
 
     executor, workers, scheduler = run
     run_on_pool(executor, workers, scheduler, None, on)
@@ -138,9 +140,35 @@ class Rest:
     # screened and not settled: wear (while one could be the best on HBF that fits) or hold
     # (while one could be the best that holds): run in full last, where they still matter
     deferred: list[int] = field(default_factory=list)
+    # ruled out only by a screen's claim (`Contenders.parks`), before their screen and after
+    parked: list[int] = field(default_factory=list)
+    parked_screened: list[int] = field(default_factory=list)
+    claiming: bool = True  # a screen found to hold claims its group's least best
     done: int = 0  # simulated in full
     started: float = 0.0  # when the pool started, as the deadline reads it
     bar: Any = None
+
+    def in_order(self, positions: list[int]) -> list[int]:
+        """`positions` best bound first, their bounds raised by their screens (ties in the
+        search's order)."""
+        rank = {i: r for r, i in enumerate(self.left)}
+        ordered = sorted(positions, key=rank.__getitem__)
+        return [ordered[j] for j in self.contenders.order([self.pruned.kept[i] for i in ordered])]
+
+    def last_pass(self, pool: Pool) -> None:
+        """The screened ones left to run in full, best raised bound first, one a worker at a
+        time: each whole run may rule out the next."""
+        last, self.later = self.in_order(self.later + self.deferred), []
+        self.deferred = []
+        self.through(pool, last, False, pool.slots)
+
+    def still_matters(self, i: int, screened: bool) -> bool:
+        """Whether kept[i] still matters (`Contenders.matters`); one ruled out only by a
+        claim is parked (`Contenders.parks`), `screened` or not."""
+        if self.contenders.parks(self.pruned.kept[i]):
+            (self.parked_screened if screened else self.parked).append(i)
+            return False
+        return self.contenders.matters(self.pruned.kept[i])
 
     def jobs(self, positions: list[int], sent: list[int], screening: bool):
         """(screen?, task) of each of `positions` that still matters, in order, and before
@@ -148,7 +176,7 @@ class Rest:
         kept = self.pruned.kept
         for i in positions:
             yield from self.next_in_full(sent)
-            if self.contenders.matters(kept[i]):
+            if self.still_matters(i, not screening):
                 sent.append(i)
                 wear = self.wear_screens and screenable(kept[i])
                 screen = screening and (worth_screening(kept[i]) or wear)
@@ -158,7 +186,7 @@ class Rest:
     def next_in_full(self, sent: list[int]):
         while self.later:
             i = self.later.pop(0)
-            if self.contenders.matters(self.pruned.kept[i]):
+            if self.still_matters(i, True):
                 sent.append(i)
                 yield None, self.pruned.task(self.pruned.kept[i])
 
@@ -171,15 +199,19 @@ class Rest:
             self.later.append(i)
             return
         worn = wears(kept[i], outcome)
-        if self.contenders.decided(kept[i], worn):
+        decided = self.contenders.decided(kept[i], worn)
+        if decided:
             return
         kept[i] = tightened(kept[i], outcome)
+        if decided is None:  # worn, and ruled out only by a claim
+            self.parked_screened.append(i)
+            return
         longest = outcome.step_s * (1 + ROUND_OFF) if outcome.step_s is not None else 0.0
-        # found to hold sets its group's least best only in a large space, as before: a
-        # small space's screens raise bounds and settle wear, nothing more (the screen does
-        # not say whether its whole run's peak fits, which the answer also needs)
-        held = outcome.holds and self.wear_screens
-        if held and self.contenders.holds_at_least(kept[i], longest):
+        # found to hold claims its group's least best only in a large space, as before: a
+        # small space's screens raise bounds and settle wear, nothing more; the claim stands
+        # only once its whole run is found to fit at its peak (`Contenders.claim`)
+        held = outcome.holds and self.wear_screens and self.claiming
+        if held and self.contenders.claim(kept[i], longest):
             self.deferred.append(i)  # held: run in full last, only if still among the best
         else:
             (self.deferred if worn else self.later).append(i)

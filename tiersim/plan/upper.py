@@ -12,16 +12,19 @@ step takes at most the time of all its operations run one after another, each al
 - every move of a class between tiers, each as long as the engine makes it alone (the
   quickest route for its size: latency, the pipeline's fill, then its bytes at the route's
   bottleneck), carrying what the engine moves (a unit sharded over data parallelism only
-  its shard: `tier_bytes`), counted twice as often as the schedule makes it
+  its shard: `tier_bytes`). Weights exactly as often as the schedule moves them, each on
+  its own route (`weight_moves`: fetched for each micro-batch's forward and backward,
+  through host memory where DeepSpeed's swapper reads them, read for an update with no
+  master copy, the updated shard and the gathered rest written home: their only moves).
+  The other classes counted twice as often as the schedule makes it
   (tiersim.engine.schedule: the factor covers the update's other paths, an fp32 boundary
-  write of twice the bytes among them): weights homed off the GPU fetched for each
-  micro-batch's forward and backward (and once more for the update), gradients homed off
-  it written after each backward and read back for the next and for the update,
-  optimizer state and master weights homed off the device that updates them read and
-  written back, and for an update off the GPU its gradients sent there and its weights
-  sent back; activations homed off the GPU exactly as often as the schedule moves them,
-  each way on its own route (written out after each micro-batch's forward and fetched
-  back for its backward: engine/schedule_passes.py, their only moves);
+  write of twice the bytes among them): gradients homed off the GPU written after each
+  backward and read back for the next and for the update, optimizer state and master
+  weights homed off the device that updates them read and written back, and for an
+  update off the GPU its gradients sent there; activations homed off the GPU exactly as
+  often as the schedule moves them, each way on its own route (written out after each
+  micro-batch's forward and fetched back for its backward: engine/schedule_passes.py,
+  their only moves);
 - every collective: the tensor-, expert- and context-parallel ones of every micro-batch,
   the data-parallel weight gathers of every forward and backward, gradient reductions of
   every micro-batch, the updated parameters gathered.
@@ -44,6 +47,7 @@ from __future__ import annotations
 import math
 
 from tiersim.engine.durable import MAX_TRAILING_STEPS
+from tiersim.engine.param_swap import swapped_in
 from tiersim.hardware.topology import Topology
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.placement import homes
@@ -134,8 +138,8 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> flo
     runs = alike_runs(units) if runs is None else runs
     for u, n in runs:  # moves counted by the run (whole counts: sums exact)
         home = u.home or base
-        weights, gradients = tier_bytes(u)
-        moves.add(home["weights"], gpu, weights, n * 2 * (2 * m + 2))
+        gradients = tier_bytes(u)[1]
+        weight_moves(moves, res, home["weights"], updater, u, n, m)
         # written after each backward (the last maybe fp32: twice the bytes), read back for
         # the next and for the update: at most m + 1 each way, counted twice, each on its route
         moves.add(gpu, home["gradients"], gradients, n * 2 * (m + 1))
@@ -146,7 +150,6 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> flo
             moves.add(home[cls], updater, u.homed.get(cls, 0), n * 2)
             moves.add(updater, home[cls], u.homed.get(cls, 0), n * 2)
         moves.add(gpu, updater, u.gradients_for_update, n * 2)
-        moves.add(updater, gpu, u.weights_updated, n * 2)
     for u in units:
         for comm in (u.tp_forward, u.tp_backward, u.ep_forward, u.ep_backward):
             total += _comm_s(comm, m, cap)
@@ -155,6 +158,28 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> flo
         total += _comm_s(u.dp_weights, 2 * m + 2, cap) + _comm_s(u.dp_gradients, m + 1, cap)
         total += _comm_s(u.dp_parameters, 2, cap) + _comm_s(u.embedding_sync, 2, cap)
     return total + moves.seconds()
+
+
+def weight_moves(moves: Moves, res: Resolved, home: str, updater: str, u: Unit, n: int, m: int):
+    """Every move of `n` alike units' weights in a step, each as often as the schedule makes
+    it (engine/schedule_passes.py, schedule_optimizer.py, param_swap.py): fetched for each
+    micro-batch's forward and backward (its home shard, or all of it: `tier_bytes`; none
+    where still held or kept), through host memory where DeepSpeed's swapper reads them
+    (`swapped_in`: from home to host, then to the GPU); for the update, read where no master
+    copy is (`_fetch_state`), the updated shard written home (`_write_unit`), and the
+    gathered rest written home where they live off the GPU (`_gather_parameters`): `n` x
+    (2 `m` + 3) moves at most, each counted once (it was 2 x (2 `m` + 2) fetches)."""
+    gpu, uses = res.machine.gpu.memory, n * 2 * m  # `m` micro-batches a step
+    weights = tier_bytes(u)[0]
+    if swapped_in(res.execution.offload, res.machine, home):
+        host = res.machine.cpu.memory
+        moves.add(home, host, weights, uses)
+        moves.add(host, gpu, weights, uses)
+    else:
+        moves.add(home, gpu, weights, uses)
+    moves.add(home, updater, u.weights_updated, n)
+    moves.add(updater, home, u.weights_updated, n)
+    moves.add(gpu, home, max(0, u.weights_full - u.weights_updated), n)
 
 
 def checkpoint_copy_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> float:

@@ -19,6 +19,7 @@ from tiersim.core.units import (
     fmt_count,
     fmt_rate,
     fmt_time,
+    fmt_tokens_per_s,
     read_quantity,
 )
 from tiersim.engine.figures import compared_paths
@@ -247,7 +248,7 @@ def fmt_value(path: str, value: Any) -> str:
     if last.endswith("_days"):
         return fmt_days(value)
     if last == "tokens_per_s":
-        return f"{value:,.0f} tokens/s"
+        return fmt_tokens_per_s(value)
     if "bytes" in path or path.startswith("inventory."):
         return fmt_bytes(value)
     if last == "margin":  # the wear margin, as `wear` gives it

@@ -9,7 +9,7 @@ import io
 import textwrap
 from typing import Any
 
-from tiersim.core.units import fmt_bytes, fmt_time
+from tiersim.core.units import fmt_bytes, fmt_time, fmt_tokens_per_s
 from tiersim.report.plot_host import draw_host_timeline
 from tiersim.report.plot_memory import draw_memory_timeline
 from tiersim.report.plot_timeline import COLOURS, draw_timeline, timeline_rows
@@ -84,10 +84,11 @@ def step_figure(
     st = report["step"]
     neck = st.get("bottleneck")
     title = f"{report['scenario']}: measured step {fmt_time(st['time_s'])}, "
-    title += f"{st['tokens_per_s']:,.0f} tokens/s"
+    title += fmt_tokens_per_s(st["tokens_per_s"])
     if neck:
         share = 100 * neck["bandwidth_utilization"]
-        title += f"; busiest: {neck['resource']} ({share:.1f} % of its bandwidth)"
+        # as the text says it: 'network (data group), 6.9 % of ...', not '(data group) (6.9 %'
+        title += f"; busiest: {neck['resource']}, {share:.1f} % of its bandwidth"
     fits = fit_warning(report)
     lines = [title, fits] if fits else [title]  # each wrapped: a long verdict was cut at the edges
     fig.suptitle("\n".join(textwrap.fill(t, TITLE_CHARS) for t in lines), fontsize=12)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time
+from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time, fmt_tokens_per_s
 from tiersim.engine.results import MAX_STEADY_STEPS
 from tiersim.report.checkpoint_text import checkpoint_lines
 from tiersim.report.host_memory import SECTION as HOST
@@ -92,11 +92,15 @@ def _step_head(report: dict[str, Any], mfu_peak: str | None = None) -> str:
         if st["overlap"] is None
         else f"transfer overlapped with compute {100 * st['overlap']:.1f} %"
     )
-    tokens = f"{st['tokens_per_s']:,.0f} tokens/s over all the job's GPUs"
+    tokens = f"{fmt_tokens_per_s(st['tokens_per_s'])} over all the job's GPUs"
     ck = report.get("checkpoint") or {}
     if ck.get("mtbf_s") is not None and ck.get("goodput") is not None:  # beside what it scales
         goodput = st["tokens_per_s"] * ck["goodput"]
-        tokens += f" ({goodput:,.0f} tokens/s after checkpoints and failures)"
+        # the share too: at 99.99 % the two rates print alike, and the reader wonders why
+        tokens += (
+            f" ({fmt_tokens_per_s(goodput)} after checkpoints and failures: goodput "
+            f"{100 * ck['goodput']:.2f} %)"
+        )
     if st.get("mfu") is not None:  # PaLM's MFU: the model's FLOPs, not recompute's
         tokens += (
             f", {st['model_flops_per_s_per_gpu'] / 1e12:,.1f} model TFLOP/s per GPU "
@@ -174,7 +178,8 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
 IN_FLIGHT_NOTE = (
     "busy: bytes moving (utilization: its share of the step); in flight: a transfer begun "
     "and not landed, its latency included (as `run --plot` says of a link's rows, there per "
-    "direction or group)"
+    "direction or group); bandwidth used: the busier direction's bytes / (bandwidth/dir x step "
+    "time)"
 )
 
 

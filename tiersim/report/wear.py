@@ -42,7 +42,7 @@ def _verdict_dict(v: Verdict | None) -> dict[str, object]:
         "allowed_host_bytes_per_day": v.allowed_host_bytes_per_day,
         "within_budget": v.within_budget,
         "margin": json_number(v.margin),
-        "budget_bound_by": v.bound_by,  # lifetime budgets: "pe_cycles" or "rated"
+        "budget_bound_by": v.bound_by,  # "pe_cycles" or "rated" (a bytes budget: cycles or null)
     }
 
 
@@ -286,6 +286,10 @@ def verdict_sentence(a: Assessment) -> str:
         dwpd = w.drive_writes_per_day
         digits = telling_digits(dwpd, v.limit)
         life = f"that is {dwpd:.{digits}g} drive writes/day" + _rating_note(w)
+    if v is not None and v.kind == "total_bytes_written" and w.host_bytes_per_day > 0:
+        # the budget's own clock first: when those bytes are written, not only the cycles'
+        reached = fmt_days(v.limit / w.host_bytes_per_day, (v.over_s or 0.0) / DAY_S)
+        life = f"reaches the {fmt_bytes(v.limit)} in {reached} (and {life})"
     if not held:
         return f"{tier}: nothing is written to it per step, so it never wears out."
     if v is None:

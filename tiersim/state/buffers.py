@@ -10,7 +10,9 @@
   elements of the model's 16-bit dtype, the gradients' (`__ipg_bucket_flat_buffer`), once.
   Both counted whole all step, as the workspace is: ZeRO-1/2's is live from the start of
   each backward, when the forward's activations are all held, so the peak includes it.
-  Left out (null), no bucket is counted beyond `training.workspace`, which stands for it.
+  Left out (null), no bucket is counted: `training.workspace` is kernels' workspaces only
+  (config/kernel_workspace.py), so DeepSpeed's default bucket is not counted (an open item,
+  docs/kernel-workspace.md).
 - ZeRO-Offload's GPU gradient buffer: ZeRO-1/2 with the optimizer offloaded to the CPU
   allocates, once in the optimizer's __init__, `temp_grad_buffer_for_gpu_offload`
   = torch.zeros(largest_param_numel) in GPU memory, in the model's 16-bit dtype, where

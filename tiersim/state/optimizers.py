@@ -220,7 +220,7 @@ class AdamW8bit(Optimizer):
         if any(isinstance(p, DTensor) for p in params):
             if self.missing(dtensors=True):
                 raise ValueError(self.missing(dtensors=True))
-            return [torchao_adamw8bit.build_eager(torch, params, lr)]
+            return [torchao_adamw8bit.build_for_dtensors(torch, params, lr)]
         try:
             import bitsandbytes
         except ImportError:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 
+from tiersim.core.frozen import replaced
 from tiersim.state.model import Matrix, Model, ModelUnit, UnitKind
 
 Units = Sequence[ModelUnit]  # a model's units: Model.units(), as Resolved.units holds them
@@ -21,8 +21,8 @@ def _split(m: Matrix, tensor: int) -> Matrix:
     if not m.tensor_split or tensor == 1:
         return m
     if m.cols > 1 and not m.split_rows:
-        return replace(m, cols=math.ceil(m.cols / tensor))
-    return replace(m, rows=math.ceil(m.rows / tensor))
+        return replaced(m, cols=math.ceil(m.cols / tensor))
+    return replaced(m, rows=math.ceil(m.rows / tensor))
 
 
 def stage_layers(
@@ -44,7 +44,7 @@ def stage_layers(
         for u in runs:
             a, b = max(lo, u.first), min(hi, u.first + u.count)
             if a < b:
-                out.append(replace(u, name=f"L{a}", first=a, count=b - a))
+                out.append(replaced(u, name=f"L{a}", first=a, count=b - a))
     return out
 
 
@@ -62,7 +62,7 @@ def _rest(model: Model, units: Units, stage: int, pipeline: int) -> list[Matrix]
 
 def _expert_split(m: Matrix, expert: int) -> Matrix:
     """One GPU's share of the routed experts' tensors: 1/e of them (e divides the experts)."""
-    return replace(m, count=m.count // expert) if m.expert else m
+    return replaced(m, count=m.count // expert) if m.expert else m
 
 
 def _layer_split(m: Matrix, tensor: int, expert: int, expert_tensor: int | None) -> Matrix:
@@ -110,7 +110,7 @@ def stage_matrices(
     for u in stage_layers(units, stage, pipeline, split):
         alike[u.matrices] += u.count
     stacked = [
-        replace(m2, count=m2.count * n)
+        replaced(m2, count=m2.count * n)
         for mats, n in alike.items()
         for m2 in (_layer_split(m, tensor, expert, expert_tensor) for m in mats)
     ]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state import apex_grad_sync as apex_sync
+from tiersim.state.ddp_buckets import DDP_BUCKETS, ddp_bucket_bytes
 from tiersim.state.fp8 import recast_per_pass
 from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_values
 from tiersim.state.inventory import Inventory, rank_matrices, stage_bytes, tier_use
@@ -125,6 +126,8 @@ def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> No
         if cls != "activations":
             steps.alloc("start of the step", "start", cls, f"resident {cls}", nbytes)
     steps.alloc("start of the step", "start", "held", apex_sync.HELD, held_acts)
+    ddp = ddp_bucket_bytes(r, use.classes.get("weights", 0))  # state/ddp_buckets.py
+    steps.alloc("start of the step", "start", "ddp buckets", DDP_BUCKETS, ddp)
 
 
 @dataclass(frozen=True)

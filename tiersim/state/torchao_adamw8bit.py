@@ -101,3 +101,50 @@ def update_bytes(tensors: Iterable[Any], shards: int, largest: int, param_bytes:
     `largest` (gate_up's), as Muon's."""
     sizes = [largest if getattr(t, "fused", False) else n for t, n in local_shards(tensors, shards)]
     return max(eager_step_bytes(n, param_bytes) for n in sizes)
+
+
+class LocalShards:
+    """torchao's AdamW8bit stepping each DTensor parameter's local shard, a plain tensor, where
+    its DTensor step refuses 16-bit parameters (0.18.0 on the CPU: DTensor's sharding
+    propagation fails on `aten.lerp.Scalar` of the dequantised moment, whose DTensor spec keeps
+    the parameter's dtype). The optimizer's own code runs on exactly the tensors it would reach
+    through DTensor (`_new_buffer` decides on `p.to_local()`, the update reads the local
+    shards): the gradient's local shard is handed to it as `.grad` for the step and dropped
+    after. Under fp32, which both routes step, the two measured the same step peak
+    (tests/test_fsdp2_step.py)."""
+
+    def __init__(self, torch: Any, params: list, lr: float) -> None:
+        self._torch = torch
+        self.params = params
+        with torch.no_grad():  # no autograd view: the local shard itself
+            self.locals = [p.to_local() for p in params]
+        self.inner = build_eager(torch, self.locals, lr)
+
+    @property
+    def state(self) -> Any:
+        return self.inner.state
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            if p.grad is not None:
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.zero_()
+
+    def step(self) -> None:
+        with self._torch.no_grad():
+            for p, local in zip(self.params, self.locals, strict=True):
+                local.grad = None if p.grad is None else p.grad.to_local()
+            self.inner.step()
+            for local in self.locals:
+                local.grad = None
+
+
+def build_for_dtensors(torch: Any, params: list, lr: float) -> Any:
+    """torchao's AdamW8bit for FSDP2's DTensor parameters: on the DTensors, eager, where they
+    are fp32; on their local shards where any is 16-bit (LocalShards: its DTensor step refuses
+    them)."""
+    if all(p.dtype == torch.float32 for p in params):
+        return build_eager(torch, params, lr)
+    return LocalShards(torch, params, lr)

@@ -18,9 +18,9 @@ caching allocator (docs/nemo-memory.md).
   `torch::from_blob`; the sample itself goes back to the allocator's cache.
 
 Not counted: later TE versions' 2t - 1 chunks for a reduce-scatter overlapped by ring exchange
-(where a config asks for one), the communicators' flags, and `initialize_ub`'s cuBLAS
-workspace repeated for three streams (3 x 32 MiB on Hopper), which `training.workspace`
-stands for.
+(where a config asks for one) and the communicators' flags. `initialize_ub`'s cuBLAS
+workspace repeated for three streams (3 x 32 MiB on Hopper) is in `training.workspace`
+(config/kernel_workspace.py).
 """
 
 from __future__ import annotations

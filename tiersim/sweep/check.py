@@ -26,15 +26,23 @@ def _valued(value: object, message: str) -> str:
     return message if message.startswith(f"{said} ") else f"value {said}: {message}"
 
 
+def _under(problem: Problem, path: str, value: object) -> str:
+    """The message of `problem` about the value swept (or set) at `path`, naming the key
+    under it where the problem is deeper (a swept mapping's missing key): the sweep file
+    writes no such key, so the place is `path`'s, and the key is said."""
+    under = problem.path[len(path) + 1 :]
+    return _valued(value, f"{under}: {problem.message}" if under else problem.message)
+
+
 def _where(point: Point, spec: SweepSpec, problem: Problem) -> Problem:
     """One problem of one point, at its place in the sweep file (its code kept)."""
     for axis in spec.axes:
         if problem.path == axis.path or problem.path.startswith(axis.path + "."):
             value = point.values[axis.path]
-            return problem.reworded(_valued(value, problem.message), f"{axis.group}.{axis.path}")
+            return problem.reworded(_under(problem, axis.path, value), f"{axis.group}.{axis.path}")
     for path, value in spec.fixed:  # a `set:` entry of the sweep file, not the base's value
         if problem.path == path or problem.path.startswith(path + "."):
-            return problem.reworded(_valued(value, problem.message), f"set.{path}")
+            return problem.reworded(_under(problem, path, value), f"set.{path}")
     if spec.base_path.resolve() != Path(spec.source).resolve():  # the value is the base's
         return problem.reworded(f"{problem.message} (base scenario {spec.base_path})")
     return problem
@@ -53,24 +61,50 @@ def file_refusal(spec: SweepSpec | None, problems: list[Problem]) -> list[Proble
 def point_check(spec: SweepSpec, points: list[Point]) -> tuple[list[Problem], int]:
     """Every distinct problem of the points (listed once, with how many points have it and
     the first of them), and how many points have any."""
-    base_dir = spec.base_path.parent
-    found: dict[Problem, list[Point]] = {}
-    invalid = 0
+    failures = _failures(spec, points)
+    return _gathered(spec, failures, len(points)), len(failures)
+
+
+def every_point_invalid(spec: SweepSpec) -> list[Problem]:
+    """Where no point builds (a base scenario wrong whatever is swept), every problem as
+    `point_check` lists them, for `tiersim sweep` to refuse before any point runs; [] once a
+    point builds (a sound sweep builds one point for this)."""
+    points = expand(spec)
+    failures = _failures(spec, points, stop_at_valid=True)
+    return _gathered(spec, failures, len(points)) if len(failures) == len(points) else []
+
+
+def _failures(
+    spec: SweepSpec, points: list[Point], stop_at_valid: bool = False
+) -> list[tuple[Point, InputError]]:
+    """Each point that does not build, with why; with `stop_at_valid`, up to the first that
+    does."""
+    out = []
     for point in points:
         try:
-            build(point.raw, base_dir, f"{spec.source} point {point.index}")
+            build(point.raw, spec.base_path.parent, f"{spec.source} point {point.index}")
         except InputError as exc:
-            invalid += 1
-            for problem in exc.problems:
-                found.setdefault(_where(point, spec, problem), []).append(point)
-    problems = [_listed(problem, failing, len(points)) for problem, failing in found.items()]
+            out.append((point, exc))
+            continue
+        if stop_at_valid:
+            break
+    return out
+
+
+def _gathered(spec: SweepSpec, failures: list[tuple[Point, InputError]], total: int) -> list:
+    """Every distinct problem of the failures, listed once with how many points have it."""
+    found: dict[Problem, list[Point]] = {}
+    for point, exc in failures:
+        for problem in exc.problems:
+            found.setdefault(_where(point, spec, problem), []).append(point)
+    problems = [_listed(problem, failing, total) for problem, failing in found.items()]
     if len(problems) > MAX_LISTED:
         more = len(problems) - MAX_LISTED
         problems = [
             *problems[:MAX_LISTED],
             Problem("", f"... and {more} more problems", "E-SWEEP-POINT"),
         ]
-    return problems, invalid
+    return problems
 
 
 # what the notes read (tiersim.runner.scenario_notes: the model, its attention kernel and
@@ -158,7 +192,7 @@ def lone_value_problems(spec: SweepSpec) -> list[Problem]:
             for axis, problem in own:
                 value = values[axes.index(axis)]
                 where = f"{axis.group}.{axis.path}"
-                out.append(problem.reworded(_valued(value, problem.message), where))
+                out.append(problem.reworded(_under(problem, axis.path, value), where))
     return out + _fixed_problems(spec, good)
 
 
@@ -171,7 +205,7 @@ def _fixed_problems(spec: SweepSpec, good: dict[str, object]) -> list[Problem]:
         build(_with(spec.base, good), spec.base_path.parent, spec.source)
     except InputError as exc:
         return [
-            Problem(f"set.{path}", _valued(value, p.message), p.code)
+            Problem(f"set.{path}", _under(p, path, value), p.code)
             for p in exc.problems
             for path, value in spec.fixed
             if p.path == path or p.path.startswith(path + ".")

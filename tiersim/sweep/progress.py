@@ -24,6 +24,14 @@ class Progress:
         self.done = self.before = done  # `before`: done when the bar started, not in its rate
         self.ended = False  # the line saying every point is done was written
 
+    def begin(self) -> None:
+        """The line as it stands now (nothing done yet), written at once: a long first step
+        is not silent until the first update."""
+        end = "" if self.tty else "\n"
+        self.stream.write(("\r" if self.tty else "") + self.line(time.monotonic()) + end)
+        self.stream.flush()
+        note_open(self.stream, open_line=not end)
+
     def update(self, done: int) -> None:
         if done == self.total and self.done == done and self.ended:
             return  # the last line once: a plan's bar is updated again as its pool ends

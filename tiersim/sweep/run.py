@@ -20,7 +20,7 @@ from tiersim.sweep import remote
 from tiersim.sweep.estimate import NOTHING, plots_estimate, sweep_estimate, to_time, weigh
 from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
 from tiersim.sweep.keep import OutputError, run_and_keep
-from tiersim.sweep.plots import plot_sweep
+from tiersim.sweep.plots import plot_sweep, remove_stale
 from tiersim.sweep.progress import Progress
 from tiersim.sweep.rows import Table, build_rows
 from tiersim.sweep.setaside import set_aside, set_aside_note
@@ -126,11 +126,21 @@ def _plots(
     cannot be loaded under a batch scheduler's address-space limit, say): the points and
     tables are kept and said, the plots are not, and the sweep says so in a line."""
     if not options.plots:
+        _no_plots(options.out)
         return [], None
     try:
         return plot_sweep(options.out, spec, points, table), None
     except (MemoryError, ImportError) as exc:
+        _no_plots(options.out)
         return [], f"{type(exc).__name__}: {exc}"
+
+
+def _no_plots(out: Path) -> None:
+    """Remove an earlier sweep's plots from the folder: drawn from other tables (an edited
+    sweep file's, points since run), they would pass for these (as `run` without --plot
+    removes an earlier step.png)."""
+    if (out / "plots").is_dir():
+        remove_stale(out / "plots", keep=set())
 
 
 def _on_pool(

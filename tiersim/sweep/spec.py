@@ -282,6 +282,10 @@ def _read_base(value: Any, folder: Path, problems: list[Problem]) -> tuple[Path,
         why = f"{base_path} is not a scenario (expected a mapping)"
         problems.append(Problem("base", why, "E-SWEEP"))
         return base_path, None
+    if is_sweep(base) and "model" not in base:  # with a model: a scenario, a stray key
+        why = f"{base_path} is a sweep file (it has grid, zip or base; expected a scenario file)"
+        problems.append(Problem("base", why, "E-SWEEP"))
+        return base_path, None
     return base_path, base
 
 

@@ -6,20 +6,18 @@ local process pool and on Dask workers. Nothing here writes files or prints.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import hashlib
 import json
 import time
 import traceback
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tiersim.config.load import Loaded, build
 from tiersim.config.presets import resolve
+from tiersim.core.collector import collector_paused
 from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, Problem
 from tiersim.report.json_report import to_json
 from tiersim.runner import Run, SearchRun, report_for
@@ -136,22 +134,6 @@ def run_points(tasks: list[PointTask]) -> list[PointResult]:
             result = run_point(task)
         results.append(dataclasses.replace(result, cpu_s=time.thread_time() - start))
     return results
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a point runs (a sweep worker's choice, not the
-    library's): its young collections trace the point's schedule, tens of thousands of live
-    objects, again and again, about a tenth of a 7B point's CPU. What the point leaves in
-    cycles is collected once it is back on; the engine breaks its own cycles when it ends,
-    so a finished run is freed by reference counting during the point."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def _picture(report: dict[str, Any], trace: dict[str, Any], task: PointTask) -> bytes:

@@ -26,6 +26,23 @@ layer's ops outside its GEMMs and attention kernel:
   element of the MLP's width forward; backward the product's two gradients 6 + 6 and silu's
   (gradient and saved input read, one written) 6 = 18 B. Compiled: 6 B forward (read gate and
   up, write one), 10 B backward (read the gradient, gate and up, write two): as Megatron's.
+torchtitan's Llama layer (`implementation: torchtitan`; torchtitan/models/llama3/model/model.py)
+runs the same ops but its norms: `nn.RMSNorm` (attention_norm, ffn_norm), which in PyTorch
+2.13.0 (the project's pin) calls aten::rms_norm -> aten::_fused_rms_norm (its profiler says so
+on this CPU build, where the op falls back to the composite; ATen's rms_norm_symint,
+aten/src/ATen/native/layer_norm.cpp, takes the fused op unless the weight's dtype is not the
+input's, the input channels-last or complex). On CUDA `_fused_rms_norm` is one kernel
+(`_fused_rms_norm_cuda`, layer_norm_kernel.cu's RmsNormKernelImpl, the layer norm's vectorized
+kernel without the mean): read x 2, write y 2 = 4 B forward; its backward
+(`_fused_rms_norm_backward`) runs the layer norm's two backward kernels, the input gradient's
+(read dy 2 and x 2, write dx 2 = 6) and the weight gradient's (read dy and x again: 4) = 10 B.
+Counted for bf16 weights and activations (FSDP2's `param_dtype` bf16, torchtitan's default);
+fp32 norm weights beside bf16 inputs fall back to the composite (not counted). Its rotary
+(apply_rotary_emb: `xq.float()` r2 w4 6, the complex multiply by freqs_cis r4 w4 8, `type_as`
+r4 w2 6 = 20 B forward; backward the same casts and multiply transposed, 20 B), SwiGLU
+(`F.silu(w1(x)) * w3(x)`), residual adds and the attention output's `transpose(1, 2)
+.contiguous()` are transformers' bytes above. Compiled, torch.compile fuses the same chains:
+the same bytes as transformers' compiled layer.
 Left out: what torch.compile changes in the activations kept for backward (the memory
 accounting is the implementation's either way), and the output head's cross-entropy (the
 fused kernels' bytes either way).
@@ -55,8 +72,13 @@ def _hidden(norm: tuple[float, float]) -> tuple[float, float]:
 
 EAGER_LLAMA = EagerBytes(_hidden((36.0, 64.0)), (20.0, 20.0), (10.0, 18.0))
 COMPILED_LLAMA = EagerBytes(_hidden((4.0, 6.0)), (4.0, 4.0), (6.0, 10.0))
+FUSED_RMS_NORM_B = (4.0, 10.0)  # PyTorch's _fused_rms_norm on CUDA, forward and backward
+EAGER_TORCHTITAN = EagerBytes(_hidden(FUSED_RMS_NORM_B), (20.0, 20.0), (10.0, 18.0))
 
 
-def compile_bytes(compiled: bool) -> EagerBytes:
-    """The Llama-style layer's memory-bound bytes, torch.compile'd or eager."""
-    return COMPILED_LLAMA if compiled else EAGER_LLAMA
+def compile_bytes(compiled: bool, implementation: str = "huggingface") -> EagerBytes:
+    """The Llama-style layer's memory-bound bytes, torch.compile'd or eager, as
+    `implementation`'s modelling code runs them (module docstring)."""
+    if compiled:
+        return COMPILED_LLAMA
+    return EAGER_TORCHTITAN if implementation == "torchtitan" else EAGER_LLAMA

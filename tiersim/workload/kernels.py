@@ -12,45 +12,16 @@ tokens, tensor-parallel size t, q = heads·head_dim, kv = kv_heads·head_dim, f 
   attention's four batched products (dQ, dK, dP, dV);
 - recompute: full, the whole forward again; selective, attention's QK^T and PV again;
   selective_op, the mms torchtitan's policy does not save (workload/op_recompute.py).
+Eager attention under Megatron's implementation, where the GPU's kernel table measures its op
+set (`attention.eager`), is timed whole from it (tiersim/workload/eager_attention.py).
 Attention's products as `training.attention_kernel` runs them (tiersim/workload/attention.py):
 eager all s x k scores, backward twice the forward; flash (and sdpa without a padding mask)
 the causal tiles only, (n + 1) / 2n of them at n = ceil(s / 128), backward 2.5x the forward
 (QK^T recomputed); sdpa behind a padding mask (huggingface) every tile, backward 2.5x.
 
-Memory-bound kernels (Megatron-LM's fused GPT kernels, fp16/bf16), bytes read + written per
-element, at HBM bandwidth x `gpu.memory_efficiency`; e = T·h hidden elements (e/t under
-sequence parallelism: norms, dropouts and residuals run on the shard), e_f = T·f/t, and
-e_a = b·(heads/t)·s·k attention scores:
-- forward: 2 LayerNorms (read, write: 4 B), 2 bias-dropout-adds (2 reads, a write, a 1-byte
-  mask: 7 B) = 22·e; bias-GeLU 4·e_f (gated: the two halves read, one written, 6·e_f);
-  scale-mask-softmax 4, attention dropout 5, the QK^T output written and PV's probabilities
-  read 4 = 13·e_a;
-- backward: LayerNorms 6 B x 2, residual-gradient adds 6 x 2, dropout + bias gradient 7 x 2
-  = 38·e; GeLU 8·e_f (gated 10·e_f); softmax 6, attention dropout 5, the batched GEMMs'
-  gradient reads and writes 8 = 19·e_a;
-- selective recompute: the attention core's 13·e_a again.
-The score bytes are eager attention's (Megatron-LM's fused softmax keeps the scores in HBM):
-flash and sdpa move none (S and P stay on chip); sdpa behind a padding mask converts the
-boolean mask to bf16 (3 B) and reads it forward and backward (2 B each) per mask element,
-e_a / (heads/t), the mask being one per sequence shared by the heads.
-Unfused (`training.fused_kernels: false`): Megatron-LM v1's GPT-2 layer as DeepSpeedExamples
-ran it (Megatron-LM/mpu/transformer.py, layers.py; what ZeRO-Offload's runs used), every op a
-PyTorch kernel of its own (fp16, read + written per element):
-- forward: LayerNorms (apex's fused: 4 B) x 2; the linears' bias added apart (F.linear on a
-  3-D input is a matmul then `output += bias`, 4 B per output: 3 e for QKV, e, e_f, e); query,
-  key and value copied to batch-contiguous for torch.matmul (4 B x 3) and the context copied
-  back by `.contiguous()` (4); output dropouts (5) and residual adds (6) x 2 = 66·e; GeLU (a
-  torch.jit.script function, fused: 4) after the bias add = 8·e_f; per score: QK^T written 2,
-  `/ sqrt(head_dim)` 4, `torch.mul(scores, mask)` 4, `- 10000 * (1 - mask)` 4 (the [s, s]
-  mask itself is once per layer, not counted), softmax 4, dropout 5, PV's read 2 = 25·e_a;
-- backward: LayerNorms 6 x 2, the residual-gradient adds 6 x 2, dropouts 5 x 2, the bias
-  gradients' reads (2 B per output: 3 e + e + e, and 2 e_f), the context gradient copied for
-  PV's backward (4), and q's, k's and v's gradients, head-major, each copied back to the
-  token-major view (4; `view` backward on a permuted gradient reshapes) and concatenated
-  into QKV's (4): 4 x 3 + 4 x 3 = 72·e;
-  GeLU's fused backward 6 and FC1's bias gradient 2 = 8·e_f; per score: dP written and P read
-  4, dropout 5, softmax 6, the mask multiply's gradient 4 and the scale's 4, dQ's and dK's
-  reads 4 = 27·e_a.
+Memory-bound kernels per element of the hidden states, the MLP's width and the attention
+scores (e, e_f, e_a): tiersim/workload/layer_bytes.py, at HBM bandwidth x
+`gpu.memory_efficiency`.
 Output head (last stage): the final LayerNorm fwd + bwd 16·e, the fp32 vocabulary-parallel
 cross-entropy 50 B per logit (T·V/t: the logits cast, max, exp, sum, the loss and its
 gradient), a third of those bytes counted in forward and two thirds in backward.
@@ -60,7 +31,7 @@ hidden states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.hardware.gemm import gemm_s
@@ -72,42 +43,13 @@ from tiersim.state.resolved import Resolved
 from tiersim.workload import megatron_elementwise as mcore
 from tiersim.workload.attention import FUSED_BACKWARD, AttentionCore, attention_core
 from tiersim.workload.eager import compile_bytes
+from tiersim.workload.eager_attention import MeasuredEager, eager_from_table
 from tiersim.workload.fp8 import layer_quantize_bytes, quantize_slowdown
+from tiersim.workload.layer_bytes import ElementBytes, element_bytes
 from tiersim.workload.op_recompute import op_recompute_gemm_s
 from tiersim.workload.ring_attention import context_ring
 
-FWD_HIDDEN_B, BWD_HIDDEN_B = 22.0, 38.0  # per element of the hidden states (e)
-FWD_FFN_B, BWD_FFN_B = 4.0, 8.0  # per element of the MLP's wide tensor (e_f), GeLU
-FWD_GATED_B, BWD_GATED_B = 6.0, 10.0  # the same with a gated MLP (SwiGLU)
-FWD_SCORES_B, BWD_SCORES_B = 13.0, 19.0  # per attention score (e_a)
 HEAD_NORM_B, LOGIT_B, EMBEDDING_B = 16.0, 50.0, 16.0
-
-
-@dataclass(frozen=True)
-class ElementBytes:
-    """Bytes the memory-bound kernels of one layer read and write per element, forward and
-    backward: of the hidden states (e), the MLP's wide tensor (e_f), the attention scores."""
-
-    hidden: tuple[float, float]
-    ffn: tuple[float, float]
-    scores: tuple[float, float]
-
-
-FUSED = ElementBytes(
-    (FWD_HIDDEN_B, BWD_HIDDEN_B), (FWD_FFN_B, BWD_FFN_B), (FWD_SCORES_B, BWD_SCORES_B)
-)
-FUSED_GATED = ElementBytes(
-    (FWD_HIDDEN_B, BWD_HIDDEN_B), (FWD_GATED_B, BWD_GATED_B), (FWD_SCORES_B, BWD_SCORES_B)
-)
-UNFUSED_GPT2 = ElementBytes((66.0, 72.0), (8.0, 8.0), (25.0, 27.0))  # Megatron-LM v1's
-
-
-def element_bytes(r: Resolved, model: Transformer) -> ElementBytes:
-    """The layer's memory-bound bytes per element: fused kernels, or Megatron-LM v1's
-    separate ops (a GPT-2 layer only: the config refuses others)."""
-    if not r.execution.training.fused_kernels:
-        return UNFUSED_GPT2
-    return mcore.without_dropout(r, model, FUSED_GATED if model.gated_mlp else FUSED)
 
 
 @dataclass(frozen=True)
@@ -218,6 +160,12 @@ class _Shape:
             return None
         return kernel
 
+    def measured_eager(self, r: Resolved) -> MeasuredEager | None:
+        """The eager core from the table's measured op set (workload/eager_attention.py)."""
+        batch, d = self.b * self.heads, self.model.head_dim
+        dtype = self.attention_dtype()
+        return eager_from_table(r, self.table, dtype, batch, self.seq, self.keys, d)
+
     def memory(self, nbytes: float) -> float:
         return nbytes / self.hbm_bw
 
@@ -268,6 +216,10 @@ def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKerne
     b = element_bytes(r, model)
     core = sh.attention_core(r, b.scores)
     fused, kernel = sh.fused_attention(r, core), sh.fused_kernel(r, core)
+    eager = None if fused is not None else sh.measured_eager(r)
+    if eager is not None:  # the table's measured eager op set, and the bytes it leaves out
+        fused = (eager.forward_s, eager.backward_s)
+        core = replace(core, score_bytes=eager.score_bytes)
     # under TE's P2P ring, step by step (a windowed layer: as one kernel)
     ring = context_ring(r, model, sh.table, kernel, sh.hbm_bw) if sh.keys >= sh.full_seq else None
     if ring is not None:
@@ -305,7 +257,7 @@ def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float,
     if compiled is None:
         rope = mcore.fused_rope_bytes(r, sh.model, sh.e_qk)
         return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f + rope for i in (0, 1))  # type: ignore[return-value]
-    eb = compile_bytes(compiled)
+    eb = compile_bytes(compiled, r.accounting.implementation)
     return tuple(  # type: ignore[return-value]
         eb.hidden[i] * sh.e + eb.rotary[i] * sh.e_qk + eb.ffn[i] * sh.e_f for i in (0, 1)
     )

@@ -15,6 +15,10 @@ for its own forward of the same block: taking the blocks in turn, each block's f
 before its backwards, finds everything an op waits for done. This holds where every stage
 runs its full warm-up, w_0 = (v + 1)p - 2 <= m·v with m != p (`fits`); elsewhere the graph
 walk times the schedule.
+
+So a block reads only the block before's ends: the walk keeps two blocks' and hands each
+on (`steady_blocks`: to the repetition test as the blocks come, each let go a period
+later; `timeline_blocks`: kept, and read out by stage at the end).
 """
 
 from __future__ import annotations
@@ -38,87 +42,142 @@ def timeline_blocks(
 ) -> tuple[list[list[float]], list[list[float]]]:
     """`pipeline_timeline.timeline` of an interleaved schedule that `fits`: each stage's op
     starts (empty unless `keep_starts`) and ends in its schedule order (its warm-up's
-    forwards, then forward w + i before backward i, then the cool-down's backwards), put in
-    that order by slices at the end."""
-    p, total = pipeline, micro_batches * virtual
-    walk = _Walk(p, virtual, total, p2p_s, keep_starts)
-    for block in range(1 - p * virtual, total + p - 1):
-        walk.forwards(block, fwd)
-        walk.backwards(block, bwd)
-    warmups = [2 * (p - k - 1) + (virtual - 1) * p for k in range(p)]
-    ends = [in_order(warmups[k], walk.f_end[k], walk.b_end[k]) for k in range(p)]
-    f_start, b_start = walk.f_start, walk.b_start
-    if f_start is None or b_start is None:
-        return [[] for _ in range(p)], ends
-    return [in_order(warmups[k], f_start[k], b_start[k]) for k in range(p)], ends
+    forwards, then forward w + i before backward i, then the cool-down's backwards), read
+    from the blocks' at the end: stage k's forward visit j is in the walk's (j + k)-th
+    block, its backward visit i in the (i + p + p·v - 2 - k)-th."""
+    p, v, total = pipeline, virtual, micro_batches * virtual
+    blocks: list[tuple] = []
+    _walk(p, v, total, p2p_s, _times(p, v, total, fwd, bwd), keep_starts, blocks.append)
+    warmups = [2 * (p - k - 1) + (v - 1) * p for k in range(p)]
+
+    def stage(k: int, f: int, b: int) -> list[float]:
+        back = p + p * v - 2 - k
+        forwards = [block[f][k] for block in blocks[k : k + total]]
+        return in_order(
+            warmups[k], forwards, [block[b][k] for block in blocks[back : back + total]]
+        )
+
+    ends = [stage(k, 0, 1) for k in range(p)]
+    return [stage(k, 2, 3) if keep_starts else [] for k in range(p)], ends
 
 
-class _Walk:
-    """Every stage's forward and backward visits' ends (and starts), filled block by block."""
+def steady_blocks(
+    pipeline: int,
+    micro_batches: int,
+    virtual: int,
+    fwd: list[list[float]],
+    bwd: list[list[float]],
+    p2p_s: float,
+    rel: float,
+) -> tuple[list[float], float | None]:
+    """What `pipeline_steady` reads of `timeline_blocks`' ends, without keeping them all
+    (each block's let go a period after it, or at once once the repetition is found): each
+    stage's last end, and the shift of the first steady block from p on that the block a
+    period later repeats within `rel` of its times (`pipeline_steady._repetition`'s, on the
+    same ends, in the same order), or None."""
+    p, v, total = pipeline, virtual, micro_batches * virtual
+    repetition = _Repetition(p, v, total, rel)
+    last = _walk(p, v, total, p2p_s, _times(p, v, total, fwd, bwd), False, repetition.see)
+    return last, repetition.shift
 
-    def __init__(self, p: int, v: int, total: int, p2p_s: float, keep_starts: bool):
-        self.p, self.v, self.total, self.p2p_s = p, v, total, p2p_s
-        pv = p * v
-        self.chunk_f = [(j % pv) // p for j in range(total)]  # each forward visit's chunk
-        self.chunk_b = [v - 1 - c for c in self.chunk_f]  # backwards visit them in reverse
-        self.f_end, self.b_end = _table(p, total), _table(p, total)
-        self.f_start = _table(p, total) if keep_starts else None
-        self.b_start = _table(p, total) if keep_starts else None
-        self.free = [0.0] * p  # each stage's last op's end
 
-    def forwards(self, block: int, fwd: list[list[float]]) -> None:
-        """The block's forwards: visit j = block - k - 1 + p·v of stage k, 0 <= j < total."""
-        p, last, p2p_s, free, chunk_f = self.p, self.p - 1, self.p2p_s, self.free, self.chunk_f
-        f_end, f_start = self.f_end, self.f_start
-        base = block - 1 + p * self.v
-        lo, hi = max(0, base + 1 - self.total), min(last, base)
-        if lo == 0:  # stage 0: its first chunk waits for nothing
-            c, now = chunk_f[base], free[0]
-            if c:  # a later chunk for the last stage's chunk before, sent
-                arrive = f_end[last][base - p] + p2p_s
-                if now < arrive:
-                    now = arrive
-            if f_start is not None:
-                f_start[0][base] = now
-            f_end[0][base] = free[0] = now + fwd[0][c]
-            lo = 1
+class _Repetition:
+    """`pipeline_steady._repetition` told the blocks as they are walked: each steady block
+    (pair i of stage k is block i + p - 1 - k; steady while every stage has pairs left)
+    from p on is kept a period, then compared with the block a period after it."""
+
+    def __init__(self, p: int, v: int, total: int, rel: float) -> None:
+        self.p, self.period, self.rel = p, p * v, rel
+        self.block = -p * v  # the walk's first block is 1 - p·v
+        warmups = [2 * (p - k - 1) + (v - 1) * p for k in range(p)]
+        self.steady = min(total - warmups[k] + p - 1 - k for k in range(p))
+        self.kept: list = [None] * (self.period + 1)
+        self.shift: float | None = None
+
+    def see(self, entry: tuple) -> None:
+        """The next block's (forward ends, backward ends, ...), one per stage each."""
+        self.block = block = self.block + 1
+        if self.shift is not None or not self.p <= block < self.steady:
+            return
+        kept, size = self.kept, self.period + 1
+        kept[block % size] = entry
+        if block - self.period < self.p:
+            return
+        before = kept[(block - self.period) % size]
+        a = [x for pair in zip(before[0], before[1], strict=True) for x in pair]
+        b = [x for pair in zip(entry[0], entry[1], strict=True) for x in pair]
+        shifts = [y - x for x, y in zip(a, b, strict=True)]
+        scale = self.rel * max(abs(y) for y in b)
+        if max(shifts) - min(shifts) <= scale:
+            self.shift = shifts[-1]
+
+
+def _times(p: int, v: int, total: int, fwd: list[list[float]], bwd: list[list[float]]) -> tuple:
+    """Each stage's forward and backward time of each visit, and each visit's chunk."""
+    chunk_f = [(j % (p * v)) // p for j in range(total)]  # each forward visit's chunk
+    chunk_b = [v - 1 - c for c in chunk_f]  # backwards visit the chunks in reverse
+    return _by_visit(fwd, chunk_f), _by_visit(bwd, chunk_b), chunk_f, chunk_b
+
+
+def _walk(
+    p: int, v: int, total: int, p2p_s: float, times: tuple, keep_starts: bool, seen
+) -> list[float]:
+    """Every stage's forward and backward visits' ends (and starts) block by block in one
+    loop, a block's forwards (stage k's visit j = block - k - 1 + p·v) then its backwards
+    (visit i = block - (p - 1) + k), each 0 <= . < total: each op waits only for the
+    block before's (or its own forward), so only that block's ends are read. `seen` is
+    told each block's (forward ends, backward ends, forward starts, backward starts), one
+    per stage (a stage with none in the block: 0.0); each stage's last end returned."""
+    df, db, chunk_f, chunk_b = times
+    last, free = p - 1, [0.0] * p  # each stage's last op's end
+    f_prev, b_prev = [0.0] * p, [0.0] * p  # the block before's (none before the first)
+    for block in range(1 - p * v, total + p - 1):
+        f_end, b_end, base = [0.0] * p, [0.0] * p, block - 1 + p * v
+        f_start, b_start = ([0.0] * p, [0.0] * p) if keep_starts else (f_end, b_end)
+        lo, hi = base + 1 - total, base if base < last else last
+        if lo <= 0:  # stage 0: its first chunk waits for nothing, a later one for the last
+            now = free[0]  # stage's chunk before, sent
+            if chunk_f[base] and now < f_prev[last] + p2p_s:
+                now = f_prev[last] + p2p_s
+            f_start[0], lo = now, 1
+            f_end[0] = free[0] = now + df[0][base]
         for k in range(lo, hi + 1):  # the previous stage's same visit, sent
-            j = base - k
-            now, arrive = free[k], f_end[k - 1][j] + p2p_s
+            now, arrive = free[k], f_prev[k - 1] + p2p_s
             if now < arrive:
                 now = arrive
-            if f_start is not None:
-                f_start[k][j] = now
-            f_end[k][j] = free[k] = now + fwd[k][chunk_f[j]]
-
-    def backwards(self, block: int, bwd: list[list[float]]) -> None:
-        """The block's backwards: visit i = block - (p - 1) + k of stage k, 0 <= i < total."""
-        p, last, p2p_s, free, chunk_b = self.p, self.p - 1, self.p2p_s, self.free, self.chunk_b
-        b_end, b_start = self.b_end, self.b_start
-        lo, hi = max(0, last - block), min(last, self.total + last - 1 - block)
-        for k in range(lo, min(hi, last - 1) + 1):  # the next stage's same visit, sent
-            i = block - last + k
-            now, arrive = free[k], b_end[k + 1][i] + p2p_s
+            f_start[k] = now
+            f_end[k] = free[k] = now + df[k][base - k]
+        lo, hi = last - block, total + last - 1 - block
+        lo, hi = lo if lo > 0 else 0, hi if hi < last else last
+        for k in range(lo, (hi if hi < last else last - 1) + 1):  # the next stage's, sent
+            now, arrive = free[k], b_prev[k + 1] + p2p_s
             if now < arrive:
                 now = arrive
-            if b_start is not None:
-                b_start[k][i] = now
-            b_end[k][i] = free[k] = now + bwd[k][chunk_b[i]]
-        if lo <= last == hi:  # the last stage (visit i = block)
-            c, now = chunk_b[block], free[last]
-            if c < self.v - 1:  # an earlier chunk: stage 0's chunk after, sent
-                arrive = b_end[0][block - p] + p2p_s
-            else:  # the last virtual stage: its own forward of the micro-batch
-                arrive = self.f_end[last][block + (self.v - 1) * p]
+            b_start[k] = now
+            b_end[k] = free[k] = now + db[k][block - last + k]
+        if lo <= last == hi:  # the last stage (visit i = block): an earlier chunk waits for
+            now = free[last]  # stage 0's chunk after, sent; the last its own forward
+            arrive = b_prev[0] + p2p_s if chunk_b[block] < v - 1 else f_end[last]
             if now < arrive:
                 now = arrive
-            if b_start is not None:
-                b_start[last][block] = now
-            b_end[last][block] = free[last] = now + bwd[last][c]
+            b_start[last] = now
+            b_end[last] = free[last] = now + db[last][block]
+        seen((f_end, b_end, f_start, b_start))
+        f_prev, b_prev = f_end, b_end
+    return free
 
 
-def _table(rows: int, columns: int) -> list[list[float]]:
-    return [[0.0] * columns for _ in range(rows)]
+def _by_visit(rows: list[list[float]], chunk_of: list[int]) -> list[list[float]]:
+    """Each stage's time of each of its visits (`rows`: per chunk), read by the visit's
+    index; stages with the same times share one list (a Table 5 pipeline has three)."""
+    made: dict[tuple[float, ...], list[float]] = {}
+    out = []
+    for row in rows:
+        key = tuple(row)
+        if key not in made:
+            made[key] = [row[c] for c in chunk_of]
+        out.append(made[key])
+    return out
 
 
 def in_order(warmup: int, fwd: list[float], bwd: list[float]) -> list[float]:

@@ -32,7 +32,8 @@ from tiersim.workload.pipeline import (
     step_time,
     warmup_forwards,
 )
-from tiersim.workload.pipeline_timeline import evaluate, timeline
+from tiersim.workload.pipeline_blocks import fits, steady_blocks
+from tiersim.workload.pipeline_timeline import evaluate, steady_ticks, timeline
 
 REL = 1e-12  # the repetition's tolerance, relative to the block's times
 
@@ -56,11 +57,17 @@ def evaluate_steady(
     per = 1 if virtual == 1 else pipeline  # micro-batches per period
     n = _shortest(pipeline, micro_batches, virtual, per)
     while n < micro_batches:
-        _, ends = timeline(pipeline, n, virtual, fwd, bwd, p2p_s, keep_starts=False)
-        shift = _repetition(pipeline, n, virtual, ends)
+        if virtual == 1:  # 1F1B, n > p + 1: the ticks' ends let go as they are walked
+            f, b = [row[0] for row in fwd], [row[0] for row in bwd]
+            last, shift = steady_ticks(pipeline, n, f, b, p2p_s, REL)
+        elif fits(pipeline, n, virtual):  # the blocks' ends let go as they are walked
+            last, shift = steady_blocks(pipeline, n, virtual, fwd, bwd, p2p_s, REL)
+        else:
+            _, ends = timeline(pipeline, n, virtual, fwd, bwd, p2p_s, keep_starts=False)
+            last, shift = [e[-1] for e in ends], _repetition(pipeline, n, virtual, ends)
         if shift is not None:
             later = (micro_batches - n) // per * shift
-            finish = tuple(e[-1] + later for e in ends)
+            finish = tuple(e + later for e in last)
             return PipelineTiming(max(finish), busy(micro_batches, fwd, bwd), finish, ())
         n += max(per, (n // 2) // per * per)  # a longer transient: a longer schedule
     full = evaluate(pipeline, micro_batches, virtual, fwd, bwd, p2p_s)

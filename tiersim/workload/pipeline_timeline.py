@@ -43,43 +43,106 @@ def timeline(
 def timeline_1f1b(
     p: int, m: int, f: list[float], b: list[float], p2p_s: float, keep_starts: bool
 ) -> tuple[list[list[float]], list[list[float]]]:
-    """`timeline` of plain 1F1B with every stage's full warm-up (m >= p - 1), without the
-    dependency graph: each op has a tick, forward i of stage k 2i + k, backward i
-    2i + 2p - 1 - k, that is above the ticks of what it waits for (stage k - 1's forward i,
-    stage k + 1's backward i, the last stage's own forward i) and rises along each stage's
-    order (warm-up forwards, then forward w + i before backward i, w = p - 1 - k), with at
-    most one op per stage per tick: ops taken tick by tick find what they wait for done.
-    The same sums and comparisons as the graph walk, so the same times to the bit; the ends
-    are put in each stage's order at the end, by slices."""
-    fwd_end = [[0.0] * m for _ in range(p)]
-    bwd_end = [[0.0] * m for _ in range(p)]
-    free = [0.0] * p
+    """`timeline` of plain 1F1B with every stage's full warm-up (m >= p - 1), tick by tick:
+    forward i of stage k at tick 2i + k, backward i at 2i + 2p - 1 - k, above the ticks of
+    what each waits for (stage k - 1's forward i, stage k + 1's backward i, the last stage's
+    own forward i), at most one op a stage a tick: the graph walk's sums and comparisons, so
+    its times to the bit. Stage k's forward (backward) i ends at fe[k·w + i] (be[...]); stage
+    k + 2's op in a tick is 2w -+ 1 on. The ends put in each stage's order by slices."""
+    w, last = m + 1, p - 1
+    f_step, b_step = w + w - 1, w + w + 1  # stage k + 2's op within a tick
+    fe, be, free = [0.0] * (p * w), [0.0] * (p * w), [0.0] * p
     starts: list[list[float]] = [[] for _ in range(p)]
-    last = p - 1
     for t in range(2 * m + 2 * p - 2):
-        # forwards at tick t: k = t - 2i, i in [0, m); backwards: k = 2i + 2p - 1 - t
-        for k in range(max(t - 2 * (m - 1), t % 2), min(t, last) + 1, 2):
-            i = (t - k) >> 1
-            now = free[k]
-            if k:
-                arrive = fwd_end[k - 1][i] + p2p_s
-                if now < arrive:
-                    now = arrive
+        lo, hi = max(t - 2 * (m - 1), t % 2), t if t < last else last  # forwards: i = (t - k)/2
+        if not lo:  # stage 0 waits for nothing
             if keep_starts:
-                starts[k].append(now)
-            now += f[k]
-            fwd_end[k][i] = free[k] = now
-        for k in range(max(2 * p - 1 - t, (t + 1) % 2), min(last, 2 * p + 2 * m - 3 - t) + 1, 2):
-            i = (t + k + 1 - 2 * p) >> 1
-            now = free[k]
-            arrive = bwd_end[k + 1][i] + p2p_s if k < last else fwd_end[k][i]
+                starts[0].append(free[0])
+            fe[t >> 1] = free[0] = free[0] + f[0]
+            lo = 2
+        at = lo * w + ((t - lo) >> 1)
+        for k in range(lo, hi + 1, 2):
+            now, arrive = free[k], fe[at - w] + p2p_s
             if now < arrive:
                 now = arrive
             if keep_starts:
                 starts[k].append(now)
-            now += b[k]
-            bwd_end[k][i] = free[k] = now
-    return starts, [in_order(p - 1 - k, fwd_end[k], bwd_end[k]) for k in range(p)]
+            fe[at] = free[k] = now + f[k]
+            at += f_step
+        lo, hi = max(2 * p - 1 - t, (t + 1) % 2), min(last, 2 * p + 2 * m - 3 - t)  # backwards
+        at = lo * w + ((t + lo + 1 - 2 * p) >> 1)  # i = (t + k + 1 - 2p)/2
+        for k in range(lo, (hi if hi < last else last - 1) + 1, 2):
+            now, arrive = free[k], be[at + w] + p2p_s
+            if now < arrive:
+                now = arrive
+            if keep_starts:
+                starts[k].append(now)
+            be[at] = free[k] = now + b[k]
+            at += b_step
+        if lo <= last == hi and not (t + p) % 2:  # the last stage: its own forward
+            at = last * w + ((t - p) >> 1)
+            now, arrive = free[last], fe[at]
+            if now < arrive:
+                now = arrive
+            if keep_starts:
+                starts[last].append(now)
+            be[at] = free[last] = now + b[last]
+    return starts, [
+        in_order(last - k, fe[k * w : k * w + m], be[k * w : k * w + m]) for k in range(p)
+    ]
+
+
+def steady_ticks(
+    p: int, m: int, f: list[float], b: list[float], p2p_s: float, rel: float
+) -> tuple[list[float], float | None]:
+    """What `pipeline_steady` reads of `timeline_1f1b`'s ends, without keeping them all:
+    each stage's last end, and the shift `_repetition` finds over them (or None). An op
+    reads only the tick before's ends (stage k - 1's forward, stage k + 1's backward, the
+    last stage's own forward) and a stage runs at most one op a tick, so a tick's ends are
+    one per stage, kept p + 3 ticks: block I (stage k's forward at tick 2I + k, its
+    backward at 2I + k + 1) is whole at tick 2I + p and compared with block I - 1, for
+    I - 1 from p on while I is steady (I < m), until one repeats."""
+    last, free, size = p - 1, [0.0] * p, p + 3
+    ticks: list[list[float]] = [[0.0] * p] * size
+    prev, shift = ticks[0], None
+    for t in range(2 * m + 2 * p - 2):
+        cur = [0.0] * p
+        lo, hi = max(t - 2 * (m - 1), t % 2), t if t < last else last  # forwards
+        if not lo:  # stage 0 waits for nothing
+            cur[0] = free[0] = free[0] + f[0]
+            lo = 2
+        for k in range(lo, hi + 1, 2):
+            now, arrive = free[k], prev[k - 1] + p2p_s
+            if now < arrive:
+                now = arrive
+            cur[k] = free[k] = now + f[k]
+        lo, hi = max(2 * p - 1 - t, (t + 1) % 2), min(last, 2 * p + 2 * m - 3 - t)  # backwards
+        for k in range(lo, (hi if hi < last else last - 1) + 1, 2):
+            now, arrive = free[k], prev[k + 1] + p2p_s
+            if now < arrive:
+                now = arrive
+            cur[k] = free[k] = now + b[k]
+        if lo <= last == hi and not (t + p) % 2:  # the last stage: its own forward
+            now, arrive = free[last], prev[last]
+            if now < arrive:
+                now = arrive
+            cur[last] = free[last] = now + b[last]
+        ticks[t % size] = prev = cur
+        if shift is None and not (t - p) % 2 and p < (t - p) // 2 < m:
+            shift = _repeats(ticks, (t - p) // 2, rel)
+    return free, shift
+
+
+def _repeats(ticks: list[list[float]], block: int, rel: float) -> float | None:
+    """`_repetition`'s test of block - 1 against `block` from the kept ticks' ends."""
+    size, p = len(ticks), len(ticks[0])
+
+    def ends(at: int) -> list[float]:  # stage k's forward, then its backward, for each k
+        return [ticks[(2 * at + k + kind) % size][k] for k in range(p) for kind in (0, 1)]
+
+    a, b = ends(block - 1), ends(block)
+    shifts = [y - x for x, y in zip(a, b, strict=True)]
+    return shifts[-1] if max(shifts) - min(shifts) <= rel * max(abs(y) for y in b) else None
 
 
 def timeline_graph(

@@ -143,7 +143,8 @@ def grouped_slowdown(r: Resolved, model) -> float:
     dense rate (1 for a GPU whose kernel table measures none), 1 - s + s x imbalance / g.
     Rows a group, the tokens one of this GPU's experts gets: each GPU's T = s·b / t tokens
     go to k experts each (times the capacity factor), over the E / e experts a GPU holds of
-    the E (`parallel.expert` = e): k·c·T·e / E, times the imbalance."""
+    the E (`parallel.expert` = e): k·c·T·e / E, times the imbalance. g weighs each expert
+    GEMM's share by its FLOPs (expert_grouped_share)."""
     view = _moe_view(model)
     if view is None:
         return 1.0
@@ -151,10 +152,22 @@ def grouped_slowdown(r: Resolved, model) -> float:
     imbalance = ex.parallel.expert_imbalance
     tokens = ex.seq_len * ex.training.micro_batch_size / ex.parallel.tensor
     rows = moe.per_token * moe.padding * tokens * ex.parallel.expert / moe.experts * imbalance
-    share = kernel_table(gpu.kernels).grouped_gemm_share(rows) if gpu.kernels else 1.0
+    table = kernel_table(gpu.kernels) if gpu.kernels else None
+    share = 1.0 if table is None else expert_grouped_share(table, rows, view.model)
     if share == 1.0 and imbalance == 1.0:
         return 1.0  # exactly: dense-rate experts with balanced routing slow nothing
     return busiest_rank_slowdown(routed_flops_share(r, view), share, imbalance)
+
+
+def expert_grouped_share(table, rows: float, model) -> float:
+    """The grouped share of an expert's GEMMs together, each at the share of its contraction
+    K (the up / gate projection over the hidden size: 2 of a gated expert's 3 GEMMs' FLOPs, 1
+    of 2 ungated; the down projection over the expert's width, the rest), by their time:
+    1 / (w_up / g_up + w_down / g_down)."""
+    up = (2.0 if model.gated_mlp else 1.0) / (3.0 if model.gated_mlp else 2.0)
+    g_up = table.grouped_gemm_share(rows, model.hidden)
+    g_down = table.grouped_gemm_share(rows, model.moe.ffn_hidden)
+    return 1.0 / (up / g_up + (1.0 - up) / g_down)
 
 
 def module_recompute(r: Resolved, shape, core: Kernels, split: int, rate: float) -> Kernels:

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
+from tiersim.cli.commands.common import (
+    add_format_arg,
+    cannot_write,
+    output_error,
+    usable_preset_path,
+)
 from tiersim.cli.commands.measure import positive_int
 from tiersim.config.presets import DEFAULT_HARDWARE, is_preset_file, load_preset, preset_names
 from tiersim.core.errors import InputError, Problem
@@ -302,6 +307,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     inputs = [Path(args.base)] if is_preset_file(args.base) else []
     usable_preset_path("--out", out, inputs, SOURCE)
+    if args.kernels_out:  # before the minutes of measuring, as --out is
+        _usable_kernels_out(Path(args.kernels_out), out, inputs)
     from tiersim.cli.counting import Stages
 
     stages = Stages("calibrate")
@@ -326,6 +333,15 @@ def run(args: argparse.Namespace) -> int:
     if args.kernels_out:
         write_kernel_table(args)
     return 0
+
+
+def _usable_kernels_out(path: Path, out: Path, inputs: list[Path]) -> None:
+    """--kernels-out may be written: not the --out preset (the table would replace it), an
+    input, a shipped preset or a folder, and its folder exists (usable_preset_path)."""
+    if path.resolve() == out.resolve():
+        why = "is the --out file too: the hardware preset and the kernel table are two files"
+        raise output_error("--kernels-out", path, f"{why} (expected another file path)", SOURCE)
+    usable_preset_path("--kernels-out", path, inputs, SOURCE)
 
 
 def write_kernel_table(args: argparse.Namespace) -> None:

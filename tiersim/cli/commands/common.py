@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterable
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,7 +105,29 @@ def load(args: argparse.Namespace) -> Loaded:
     from tiersim.api import SET_FLAGS
     from tiersim.api import load as load_scenario
 
-    return load_scenario(args.scenario, args.overrides, SET_FLAGS)
+    try:
+        return load_scenario(args.scenario, args.overrides, SET_FLAGS)
+    except InputError as exc:
+        raise _a_sweep_file(args.scenario) or exc from None
+
+
+def _a_sweep_file(name: str) -> InputError | None:
+    """A sweep file given where a scenario is expected: said in one line, not as a missing
+    model and an unknown key per sweep section."""
+    from tiersim.config.yamlfile import read_yaml
+    from tiersim.sweep.spec import is_sweep
+
+    try:
+        raw = read_yaml(Path(name), name)
+    except InputError:
+        return None
+    if not is_sweep(raw) or "model" in raw:  # with a model: a scenario with a stray key
+        return None
+    what = (
+        "not a scenario but a sweep file (it has grid, zip or base): run it with "
+        "`tiersim sweep`, or run the scenario its base: names"
+    )
+    return InputError(name, [Problem("", what, "E-SWEEP")])
 
 
 def print_notes(loaded: Loaded, overrides: Iterable[str] = ()) -> None:
@@ -132,6 +155,7 @@ def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
             last = clipped(given[path])
             what = f"given {count} times by --set: the last, {last}, is used"
             out.append(f"note: {Problem(path, what, 'W-SET-REPEATED').render(loaded.source)}")
+    out += _replaced_lines(loaded, list(overrides))
     lines = key_lines(loaded.text) if loaded.text else {}
     for note in notes(loaded):
         line = lines.get(note.path)
@@ -139,6 +163,21 @@ def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
         origin = f" (from --set {given[note.path]})" if note.path in given else origin
         out.append(f"note: {note.reworded(note.message + origin).render(loaded.source)}")
     return out
+
+
+def _replaced_lines(loaded: Loaded, overrides: list[str]) -> list[str]:
+    """A note for each --set mapping that replaces one of the file's whole (W-SET-REPLACES)."""
+    from tiersim.config.overrides import dropped_by_overrides, dropped_message
+    from tiersim.config.yamlfile import parse_yaml
+
+    if not loaded.text or not overrides:
+        return []
+    dropped = dropped_by_overrides(parse_yaml(loaded.text), overrides)
+    notes = [
+        Problem(p, dropped_message(p, gone, "--set"), "W-SET-REPLACES")
+        for p, gone in dropped.items()
+    ]
+    return [f"note: {n.render(loaded.source)}" for n in notes]
 
 
 def output_error(option: str, path: str | Path, why: str, command: str = "") -> InputError:
@@ -169,20 +208,49 @@ def usable_folder(option: str, folder: Path) -> None:
         raise cannot_write(option, folder, exc, "a writable folder path") from None
 
 
+def _writable_beside(option: str, path: Path, command: str = "") -> None:
+    """A file can be made in `path`'s folder (a probe, removed)."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        expected = "a file path in a writable folder"
+        raise cannot_write(option, path, exc, expected, command) from None
+
+
 def usable_preset_path(
     option: str, path: Path, inputs: Iterable[Path] = (), command: str = ""
 ) -> None:
     """Before any work: a preset can be written at `path` and then loaded from it. Its name
-    ends in .yaml or .yml (the preset loader reads no other file), it is not a folder nor one
-    of the command's own `inputs`, and its folder exists and is writable. A file's folder is
-    not made, unlike a results folder (run --out): a mistyped one would be made silently."""
+    ends in .yaml or .yml (the preset loader reads no other file), and `usable_file_path`
+    holds for it."""
+    name = str(path)
+    if not path.is_dir() and not is_preset_file(name):
+        why = f"a preset is loaded only from a {' or '.join(PRESET_FILE_SUFFIXES)} file"
+        raise output_error(option, name, f"{why} (expected e.g. {path.stem}.yaml)", command)
+    if path.is_file() and path.resolve().parent.parent == _shipped_presets():
+        why = "is one of tiersim's shipped presets, which every scenario naming it reads"
+        raise output_error(option, name, f"{why} (expected another file path)", command)
+    usable_file_path(option, path, inputs, command)
+
+
+def _shipped_presets() -> Path:
+    """The folder of the shipped presets (presets/<kind>/<name>.yaml), resolved."""
+    return Path(str(resources.files("tiersim") / "presets")).resolve()
+
+
+def usable_file_path(
+    option: str, path: Path, inputs: Iterable[Path] = (), command: str = ""
+) -> None:
+    """Before any work: a file can be written at `path`. It is not a folder nor one of the
+    command's own `inputs` (a scenario the command read), and its folder exists and is
+    writable. A file's folder is not made, unlike a results folder (run --out): a mistyped
+    one would be made silently."""
     name = str(path)
     if path.is_dir():
         raise output_error(option, name, "is a folder (expected a file path)", command)
-    if not is_preset_file(name):
-        why = f"a preset is loaded only from a {' or '.join(PRESET_FILE_SUFFIXES)} file"
-        raise output_error(option, name, f"{why} (expected e.g. {path.stem}.yaml)", command)
-    if path.resolve() in {p.resolve() for p in inputs}:
+    if path.resolve() in {Path(p).resolve() for p in inputs}:
         why = "is this command's own input (expected another file path)"
         raise output_error(option, name, why, command)
     folder = path.parent
@@ -190,10 +258,4 @@ def usable_preset_path(
         what = "is not a folder" if folder.exists() else "does not exist"
         why = f"its folder {folder} {what} (expected a file path in an existing folder)"
         raise output_error(option, name, why, command)
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        expected = "a file path in a writable folder"
-        raise cannot_write(option, path, exc, expected, command) from None
+    _writable_beside(option, path, command)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tiersim.cli.commands.common import add_format_arg, add_set_arg, note_lines
-from tiersim.cli.commands.emitting import add_emit_args, write_emitted
+from tiersim.cli.commands.emitting import add_emit_args, check_emit_out, write_emitted
 from tiersim.core.errors import InfeasibleError, InputError, Problem
 
 MAX_REPORT_BYTES = 64 * 2**20  # a report.json is tens of kB; anything this large is not one
@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
             "", "give B, or --set overrides to compare A with (expected A B)", "E-RESULTS"
         )
         raise InputError("compare", [problem])
+    sides = (Path(args.a), Path(args.b or args.a))
+    check_emit_out(args, [p / "scenario.yaml" if p.is_dir() else p for p in sides])
     # both sides read and checked before either is simulated: a bad B fails at once
     pending = [load_side(Path(args.a), []), load_side(Path(args.b or args.a), args.overrides)]
     notes = note_lines(pending[0][1]) + note_lines(pending[1][1], args.overrides)

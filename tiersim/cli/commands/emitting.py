@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import cannot_write
+from tiersim.cli.commands.common import cannot_write, usable_file_path
+from tiersim.core.errors import InputError, Problem
 from tiersim.frameworks import KINDS
 
 if TYPE_CHECKING:
@@ -33,10 +35,23 @@ def add_emit_args(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def check_emit_out(args: argparse.Namespace, inputs: Iterable[Path]) -> None:
+    """--emit-out before any work: beside --emit, a file path that is none of the command's
+    `inputs` (its scenario files), in a folder that exists (results/<name>/, the default, is
+    made when written)."""
+    if args.emit_out is None:
+        return
+    if args.emit is None:
+        why = "names the file --emit writes (expected --emit deepspeed|megatron|torchtitan)"
+        raise InputError("--emit-out", [Problem(args.emit_out, why, "E-OPTION")])
+    usable_file_path("--emit-out", Path(args.emit_out), inputs)
+
+
 def write_emitted(scenario: Scenario, kind: str, out: str | None, command: str) -> Path:
     """`scenario` written as `kind`'s configuration to `out` (or the default path); its
     notes and the path on standard error."""
     from tiersim.frameworks.emit import EXTENSIONS, emit
+    from tiersim.report.output import write_atomic
 
     emitted = emit(scenario, kind)
     path = (
@@ -46,7 +61,7 @@ def write_emitted(scenario: Scenario, kind: str, out: str | None, command: str) 
     )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(emitted.text, encoding="utf-8")
+        write_atomic(path, emitted.text)  # never half a config where an earlier one was
     except OSError as exc:
         raise cannot_write("--emit-out", path, exc, "a writable file path") from None
     for note in emitted.notes:

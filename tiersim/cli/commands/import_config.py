@@ -101,8 +101,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.resolve() in {p.resolve() for p in paths}:  # never write over a config read
         raise output_error("--out", out, "is one of the configs read (expected another path)")
+    from tiersim.report.output import write_atomic
+
     try:
-        out.write_text(text, encoding="utf-8")
+        write_atomic(out, text)  # never half a scenario where an earlier one was
     except OSError as exc:
         raise cannot_write("--out", out, exc, "a writable file path") from None
     print(f"wrote {out}", file=sys.stderr)

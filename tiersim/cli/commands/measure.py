@@ -168,8 +168,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         help="run FSDP2 (fully_shard) on N CPU processes (gloo, 127.0.0.1) with tiersim's own "
         "modules and AdamW, and compare each rank's shard bytes with the prediction; with "
         "--implementation huggingface, transformers' model (--optimizer adamw, adam, muon or "
-        "adamw8bit, the last with --dtype fp32), and compare rank 0's step peak with the memory "
-        "timeline's (default: no FSDP, one process on --device)",
+        "adamw8bit, torchao's: in bf16 stepping each rank's local shards), and compare rank 0's "
+        "step peak with the memory timeline's (default: no FSDP, one process on --device)",
     )
     parser.add_argument(
         "--calibrate",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from tiersim.cli.commands.common import (
     add_executor_args,
@@ -13,7 +14,7 @@ from tiersim.cli.commands.common import (
     positive_int,
     print_notes,
 )
-from tiersim.cli.commands.emitting import add_emit_args, write_emitted
+from tiersim.cli.commands.emitting import add_emit_args, check_emit_out, write_emitted
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import Kind, parse
 from tiersim.plan import OBJECTIVES
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
     limit = _time_limit(args.time_limit)
     check_executor(args.executor, args.scheduler)  # before any candidate is checked or timed
+    check_emit_out(args, [Path(args.scenario)])
     print_notes(load(args), args.overrides)  # the base scenario's, as run gives them
     try:
         planned = plan(

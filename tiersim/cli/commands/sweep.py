@@ -57,7 +57,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="continue a sweep in DIR: run the points it has no result for, and once more "
         "those that failed with an error",
     )
-    parser.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNGs")
+    parser.add_argument(
+        "--no-plots",
+        dest="plots",
+        action="store_false",
+        help="skip the PNGs (an earlier sweep's are removed from DIR/plots: they would not "
+        "match the tables)",
+    )
     parser.add_argument(
         "--point-plots",
         action="store_true",
@@ -107,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("results") / spec.name
     workers, where = workers_and_where(args, spec.size)
     _refuse_lone_values(spec, text)
+    _refuse_every_point_invalid(spec, text)
     print_sweep_notes(spec, text)
     if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
         print(
@@ -197,9 +204,25 @@ def print_sweep_notes(spec: SweepSpec, text: str) -> None:
     from tiersim.config.yamllines import with_lines
     from tiersim.sweep.check import point_notes
 
-    notes = with_lines(InputError(spec.source, point_notes(spec)), text).problems
+    found = [*_replacing_values(spec), *point_notes(spec)]
+    notes = with_lines(InputError(spec.source, found), text).problems
     for note in notes:
         print(f"note: {note.render(spec.source)}", file=sys.stderr)
+
+
+def _replacing_values(spec: SweepSpec) -> list[Problem]:
+    """A W-SET-REPLACES note for each swept value, a mapping, that replaces a whole mapping
+    of the base (`grid: {training: [{seq_len: 1024}]}` drops its grad_accumulation, ...)."""
+    from tiersim.config.overrides import dropped_keys, dropped_message
+
+    out = []
+    for axis in spec.axes:
+        for i, value in enumerate(axis.values):
+            gone = dropped_keys(spec.base, axis.keys, value)
+            if gone:
+                why = dropped_message(axis.path, gone, f"value {i} of {axis.group}.{axis.path}")
+                out.append(Problem(f"{axis.group}.{axis.path}", why, "W-SET-REPLACES"))
+    return out
 
 
 def _refuse_lone_values(spec: SweepSpec, text: str) -> None:
@@ -211,6 +234,23 @@ def _refuse_lone_values(spec: SweepSpec, text: str) -> None:
     if wrong:
         with lines_from(text):
             raise InputError(spec.source, wrong)
+
+
+def _refuse_every_point_invalid(spec: SweepSpec, text: str) -> None:
+    """A sweep none of whose points builds (a base scenario wrong whatever is swept), refused
+    before its folder is made: a folder of invalid rows would only make the fixed sweep's
+    rerun need --resume."""
+    from tiersim.config.yamllines import lines_from
+    from tiersim.sweep.check import every_point_invalid
+
+    wrong = every_point_invalid(spec)
+    if wrong:
+        what = (
+            f"every point is invalid, so none is run (`tiersim validate {spec.source}` "
+            "lists the same problems)"
+        )
+        with lines_from(text):
+            raise InputError(spec.source, [Problem("", what, "E-SWEEP"), *wrong])
 
 
 def _unwritable(out: Path, exc: OutputError) -> InputError:

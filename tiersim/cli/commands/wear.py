@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tiersim import __version__
 from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load, print_notes
+from tiersim.core.errors import one_line
 from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
@@ -42,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--plot",
         metavar="FILE.png",
         help="with --break-even: a PNG of HBF's lifetime across those values against its budget "
-        "(needs matplotlib; by default none is drawn)",
+        "(needs matplotlib; by default none is drawn), its folder made; refused before "
+        "anything is simulated where it cannot be written; a last line `plot: FILE` names it",
     )
     parser.set_defaults(handler=run)
 
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from tiersim.report.json_report import to_json
 
     loaded = load(args)
+    _check_plot(args)  # before the simulations: a path it cannot take is refused at once
     print_notes(loaded, args.overrides)
     worn = judged(loaded)  # checked; its changed scenarios are its run's variants, each run once
     assessed = worn.assessed
@@ -70,16 +74,33 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(wear_text(assessed) + _robustness_text(extra))
+    if args.plot:  # as `run` names its results: on standard error beside a JSON report
+        print(
+            f"plot: {one_line(args.plot)}", file=sys.stderr if args.format == "json" else sys.stdout
+        )
     return EXIT_BUDGET_FAILED if args.check and budget_failed(assessed) else 0
+
+
+def _check_plot(args: argparse.Namespace) -> None:
+    """--plot's path, before any work: beside --break-even, a .png file (it is one whatever
+    its name) that replaces no input of the run, in a folder that exists."""
+    from tiersim.cli.commands.common import output_error, usable_file_path
+    from tiersim.core.errors import InputError, Problem
+
+    if not args.plot:
+        return
+    if not args.break_even:
+        why = "draws --break-even's ranges (expected --break-even beside it)"
+        raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
+    path = Path(args.plot)
+    if not path.is_dir() and path.suffix.lower() != ".png":
+        why = f"the picture is a PNG (expected a file name ending .png, e.g. {path.stem}.png)"
+        raise output_error("--plot", args.plot, why)
+    usable_file_path("--plot", path, [Path(args.scenario)])
 
 
 def _robustness(args: argparse.Namespace, scenario, assessed, simulate) -> dict[str, object]:
     """--break-even's sections (and --plot's picture), or nothing."""
-    from tiersim.core.errors import InputError, Problem
-
-    if args.plot and not args.break_even:
-        why = "draws --break-even's ranges (expected --break-even beside it)"
-        raise InputError("--plot", [Problem(args.plot, why, "E-OPTION")])
     if not args.break_even:
         return {}
     from tiersim.cli.counting import Counted
@@ -200,6 +221,8 @@ def _lifetime_rows(a: Assessment) -> list[tuple[str, str]]:
     if w.rated_total_bytes_written is None:
         return [("lifetime", _days(w.lifetime_days, a))]
     binds = "rated TBW binds" if w.lifetime_bound_by == "rated" else "P/E cycles bind"
+    if not w.host_bytes_per_step:  # neither binds what is never written
+        binds = "nothing written"
     rated = f"{fmt_bytes(w.rated_total_bytes_written)} ({_days(w.rated_lifetime_days, a)})"
     return [
         ("lifetime", f"{_days(w.lifetime_days, a)} ({binds})"),

@@ -1,0 +1,99 @@
+"""The whole step under `training.implementation: torchtitan` against PyTorch on the CPU: the
+module written op for op as torchtitan's Llama code (tests/test_titan_activations.py: nn.RMSNorm,
+rotary positions as a complex multiply, K and V repeated to every head, SwiGLU, the loss over
+fp32 logits in one piece), trained one step with torch.optim.AdamW and recorded with the
+profiler's memory events (groundtruth/step_peaks.py), beside the memory timeline built for the
+CPU: the step's peak within 3 % and in the same phase. Full recompute wraps each block in
+PyTorch's non-reentrant checkpoint, as torchtitan's activation checkpointing does.
+
+Measured and left out (docs/issue38-status.md): full recompute in bf16, -3.15 % (4 kv heads)
+and -3.35 % (2): its peak is layer 1's backward, where the CPU's bf16 GEMMs take transient
+workspaces (21,504 B and 13,440 B, a kernel workspace the timeline does not count) and the
+step holds about 24 KB more than the timeline's moment."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import test_titan_activations as titan  # noqa: E402
+from torch.profiler import ProfilerActivity, record_function  # noqa: E402
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+from tiersim.groundtruth.quiet_profiler import quiet_profile  # noqa: E402
+from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks  # noqa: E402
+from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline  # noqa: E402
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def _stored(tensors) -> int:
+    storages = [t.untyped_storage() for t in tensors]
+    return sum({st.data_ptr(): st.nbytes() for st in storages}.values())
+
+
+def _checkpointed(net) -> None:
+    """Each block recomputed in its backward (torch.utils.checkpoint, non-reentrant)."""
+    for block in net.layers:
+        forward = block.forward
+        block.forward = lambda x, cis, f=forward: checkpoint(f, x, cis, use_reentrant=False)
+
+
+def recorded_step(kv: int, dtype: str, recompute: str) -> StepPeaks:
+    """A warm-up step, then the recorded one (zero_grad(set_to_none=False), forward with the
+    loss, backward, AdamW's step), on one thread."""
+    torch.manual_seed(0)
+    net = titan.Model(kv)
+    for p in net.parameters():
+        p.data = p.data.to(DTYPES[dtype])
+    if recompute == "full":
+        _checkpointed(net)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    ids = torch.randint(0, titan.V, (1, titan.S))
+
+    def step(recorded: bool) -> None:
+        opt.zero_grad(set_to_none=False)
+
+        def run(name, fn):
+            if not recorded:
+                return fn()
+            with record_function(name):
+                return fn()
+
+        loss = run("forward", lambda: net(ids))
+        run("backward", loss.backward)
+        run("optimizer", opt.step)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 16-bit GEMM's CPU workspace grows with its threads
+    try:
+        step(False)
+        params = list(net.parameters())
+        state = [v for st in opt.state.values() for k, v in st.items() if k != "step"]
+        base = _stored(params) + _stored([p.grad for p in params]) + _stored(state)
+        base += _stored(list(net.buffers()))  # the rotary table, outside the step's allocations
+        with quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            step(True)
+    finally:
+        torch.set_num_threads(threads)
+    return measured_peaks(prof, base)
+
+
+CASES = [(4, "fp32", "none"), (2, "fp32", "none"), (4, "bf16", "none"), (2, "bf16", "none")]
+CASES += [(4, "fp32", "full"), (2, "fp32", "full")]
+
+
+@pytest.mark.parametrize(("kv", "dtype", "recompute"), CASES, ids=lambda v: str(v))
+def test_torchtitan_step_peak_within_3_percent_of_pytorch(kv, dtype, recompute):
+    """When written: recompute none -0.16 % to -0.47 % (the loss's backward), full fp32
+    -1.37 % and -1.46 % (layer 1's backward)."""
+    s = titan.titan(kv, dtype, seq_len=titan.S, workspace="0 B", recompute=recompute)
+    measured = recorded_step(kv, dtype, recompute)
+    assert measured.left_bytes == 0, measured  # every allocation the step made, seen freed
+    t = predicted_timeline(s)
+    predicted = predicted_peaks(t)
+    assert abs(predicted.peak_bytes / measured.peak_bytes - 1) <= 0.03, (measured, predicted)
+    assert predicted.peak_phase == measured.peak_phase == "backward"
+    moment = "backward: loss" if recompute == "none" else "backward: layer 1"
+    assert t.peak_event.moment == moment
