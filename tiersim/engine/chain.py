@@ -41,10 +41,9 @@ def refusal(engine: Any) -> str | None:
     """Why `engine`'s schedule cannot be walked as a chain (None: it can). Checked over
     every op in C-level passes (a run's ops are thousands); the op to blame found only
     where one fails."""
-    if engine.res.execution.simulation.link_sharing in ("ordered", "issue_order"):
-        return "link sharing is not max-min (collectives are ordered with other transfers)"
-    if any(not c > 0 for r, c in engine.net.capacity.items() if isinstance(r, Network)):
-        return "a network channel has no bandwidth"
+    why = unwalkable(engine.res, engine.net.capacity)
+    if why is not None:
+        return why
     ops = engine.schedule.ops
     if len(ops) <= engine.schedule.chain_length:  # a chain as it was built: nothing to check
         return None
@@ -61,6 +60,22 @@ def refusal(engine: Any) -> str | None:
         if i and (i - 1 not in op.deps or max(op.deps) >= i):
             return f"op {i} ({op.label}) does not wait for the op before it"
     raise AssertionError("a chain refused with no op to blame")
+
+
+def unwalkable(res: Any, capacity: dict) -> str | None:
+    """Why no schedule of this scenario is walked as a chain, whatever its ops (`capacity`:
+    the engine's, by resource), or None; `refusal`'s first questions."""
+    if res.execution.simulation.link_sharing in ("ordered", "issue_order"):
+        return "link sharing is not max-min (collectives are ordered with other transfers)"
+    if any(not c > 0 for r, c in capacity.items() if isinstance(r, Network)):
+        return "a network channel has no bandwidth"
+    return None
+
+
+def walked(res: Any, capacity: dict) -> bool:
+    """Whether a schedule of this scenario that is a chain as built (`Schedule.chain_length`)
+    is walked here, whatever its ops (`walks`'s answer for it)."""
+    return ENABLED and unwalkable(res, capacity) is None
 
 
 def ops_wanted(recorder: Any) -> bool:
