@@ -173,7 +173,7 @@ class _Lone:
         once the walk is over: `_any_channel`; a channel's list made at its first span,
         ANY's with it: the log's order of channels), and its span in flight into its
         channel's (`RunLog.flying`), each merged with the one before where they touch."""
-        if op.resource is not self.resource:
+        if op.resource != self.resource:  # equal channels: the same name and capacity
             self.resource, self.name = op.resource, op.resource.channel
             self.own, self.fly = self.spans_of.get(self.name), self.flying.get(self.name)
         if op.nbytes > 0:

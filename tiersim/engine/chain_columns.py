@@ -84,7 +84,7 @@ class Columns:
                 if op.role is Role.OPTIMIZER:
                     _add(terms["cpu"], i, op.duration)
             elif kind is COMM or kind is SYNC:
-                if op.resource is not last[0] or op.subject is not last[1]:  # a new kind
+                if op.resource != last[0] or op.subject != last[1]:  # a new kind
                     key = ("net", op.resource.channel, op.subject)
                     found = transfers.get(key)
                     if found is None:
