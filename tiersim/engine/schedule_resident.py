@@ -54,19 +54,22 @@ def build(passes: Any, step: int, order: list, waits: float, marks: list[int]) -
     backward = [_blocking(u.tp_backward, u.ep_backward, u.cp_backward) for u in passes.units]
     # one record per unit and role for every micro-batch, where no record is read
     shared = None if ops.shared is None else Chunks(passes, step, forward, backward)
-    for k, entry in enumerate(order):
+    k = 0
+    while k <= last:
+        if shared is not None:  # as many entries as continue the chain (not the last)
+            k += appended(passes, shared, order, k, last, marks)
+        entry = order[k]
         marks.append(len(ops))
         units, mb = chunks[entry.chunk], entry.microbatch
         if k == last and waits > 0:  # the other stages' work before the last op
             ops.add(Op(OpKind.IDLE, Role.BUBBLE, "pipeline bubble", step, [], duration=waits))
-        if shared is not None and appended(passes, shared, entry):
-            continue
         if entry.kind == "forward":
             _forwards(passes, units, mb, step, forward)
         else:
             _backwards(passes, reversed(units), mb, step, backward)
         if ops.shared and ops.chain_length != len(ops):  # the chain broken: records read
             ops.own_records()
+        k += 1
 
 
 def _blocking(*collectives: Any) -> tuple[tuple, ...]:

@@ -107,42 +107,54 @@ def _collectives(blocking: tuple, step: int) -> list[SharedOp]:
     ]
 
 
-def appended(passes: Any, shared: Chunks, entry: Any) -> bool:
-    """Order entry `entry`'s ops appended as its chunk's shared records, where they continue
-    the chain and wait on nothing else (the module docstring); False (nothing done) where
-    not: the per-op builder makes them."""
+def appended(passes: Any, shared: Chunks, order: list, k: int, stop: int, marks: list) -> int:
+    """Order entries k, k + 1, ... (before `stop`) appended as their chunks' shared records,
+    each while its ops continue the chain and wait on nothing else (the module docstring),
+    with each one's mark; how many (0: none, the per-op builder makes entry k). Nothing but
+    shared records is added between them, so the chain and each unit's weights stay as
+    they were at the first."""
     oplist = passes.ops
-    ops, index = oplist.ops, len(oplist.ops)
-    if oplist.chain_length != index or oplist.shared is None:
-        return False
-    if index and oplist.last_on.get("gpu") != index - 1:  # the stream's last op, just before
-        return False
-    forward = entry.kind == "forward"
-    found = (shared.forward if forward else shared.backward)[entry.chunk]
-    if found is None:
-        return False
-    records, at, units = found
-    weights = passes.ready.weights
+    ops, start = oplist.ops, len(oplist.ops)
+    if oplist.shared is None or oplist.chain_length != start:
+        return 0
+    if start and oplist.last_on.get("gpu") != start - 1:  # the stream's last op, just before
+        return 0
+    weights, gradients = passes.ready.weights, passes.ready.gradients
+    uses, use_units, entries = passes.uses, passes.use_units, oplist.shared
+    embedding = passes.first_stage and weights[-1] is not None  # unit 0 waits on an op
+    last_mb, forwards, backwards = passes.last_microbatch, shared.forward, shared.backward
+    n = k
+    while n < stop:
+        entry = order[n]
+        forward = entry.kind == "forward"
+        found = (forwards if forward else backwards)[entry.chunk]
+        if found is None or not _ready(found[2], weights, forward and embedding):
+            break
+        if not forward and entry.microbatch == last_mb:  # gradients reduced or written
+            break
+        records, at, units = found
+        index = len(ops)
+        marks.append(index)
+        ops += records
+        entries.append((index, len(ops), entry.microbatch))
+        uses += map(index.__add__, at)
+        use_units += units
+        if not forward:
+            for u, a in zip(units, at, strict=True):
+                gradients[u] = index + a  # `write_gradients`: no reduction due, nothing written
+        n += 1
+    if n > k:
+        oplist.chain_length = len(ops)  # every op waits for the one before it
+        oplist.last_on["gpu"] = len(ops) - 1
+    return n - k
+
+
+def _ready(units: list[int], weights: list, embedding: bool) -> bool:
+    """No unit's weights wait on an op (nor, `embedding`, unit 0's on the embedding's)."""
     for u in units:
         if weights[u] is not None:
             return False
-    if forward:
-        if passes.first_stage and 0 in units and weights[-1] is not None:
-            return False
-    elif entry.microbatch == passes.last_microbatch:  # gradients reduced or written
-        return False
-    ops += records
-    stop = len(ops)
-    oplist.shared.append((index, stop, entry.microbatch))
-    oplist.chain_length = stop  # every op waits for the one before it
-    oplist.last_on["gpu"] = stop - 1
-    passes.uses += map(index.__add__, at)
-    passes.use_units += units
-    if not forward:
-        gradients = passes.ready.gradients
-        for u, a in zip(units, at, strict=True):
-            gradients[u] = index + a  # `write_gradients`: no reduction due, nothing written
-    return True
+    return not (embedding and 0 in units)
 
 
 def materialize(ops: list, entries: list[tuple[int, int, int]]) -> None:
