@@ -6,7 +6,8 @@ elements, deepspeed/runtime/zero/config.py), a named part of the GPU's memory ti
   the backward's first gradient hook to its epilogue; a second with overlap_comm; one, after
   the backwards, under a pipeline (`reduce_gradients(pipeline_parallel=True)`);
 - ZeRO-3 (stage3.py `_setup_for_real_optimizer`): torch.empty(5e8) in the communication
-  dtype, made with the optimizer and held all step."""
+  dtype (engine.py: the model's, float32 without fp16 or bf16), made with the optimizer and
+  held all step."""
 
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ def test_zero3_holds_its_bucket_all_step():
     # 5e8 x 2 B (bf16 communication dtype) from the start, never freed within the step
     assert _bucket_events(t) == [("start of the step", "start", 1_000_000_000, True)]
     assert live_parts(t.events, len(t.events) - 1)[BUCKET] == 1_000_000_000
+    # fp32 weights: engine.py's communication_data_type is float32, 5e8 x 4 B
+    assert _bucket_events(_timeline(_raw(3, FP32)))[0][2] == 2_000_000_000
 
 
 def test_under_a_pipeline_one_buffer_after_the_backwards():

@@ -24,8 +24,9 @@ What DeepSpeed allocates (deepspeedai/DeepSpeed, read at the commits named):
 - ZeRO-3 (deepspeed/runtime/zero/stage3.py, commit 007cca6a): `_setup_for_real_optimizer()`
   allocates `torch.empty(self.reduce_bucket_size, dtype=dtype, ...)` for each communication
   dtype once, when the optimizer is built, and keeps it (IPGBucketZ3.clear_params keeps the
-  buffer): held all step. Its dtype, the communication dtype, is the 16-bit model's
-  (counted in the gradients' precision, as state/buffers.py counts the key's buffer).
+  buffer): held all step. Its dtype, the communication dtype, is the model's
+  (deepspeed/runtime/engine.py `communication_data_type`: unless configured, float16 with
+  fp16 on, bfloat16 with bf16 on, else float32): the weights' precision here.
 
 Counted here from the first gradient (after the loss's backward on the last stage; at the
 start of the backward elsewhere) to the end of the backward, as one allocation of the buffers'
@@ -53,11 +54,12 @@ def default_bucket_bytes(r: Resolved) -> int:
         return 0
     if stage == 0:
         return 0
-    if stage == 3:  # stage3.py: one buffer in the communication (gradients') dtype
-        return DEFAULT_REDUCE_BUCKET * PRECISION_BYTES[ex.training.precision.gradients]
+    value_bytes = PRECISION_BYTES[ex.training.precision.weights]
+    if stage == 3:  # stage3.py: one buffer in the communication dtype (the model's)
+        return DEFAULT_REDUCE_BUCKET * value_bytes
     # stage_1_and_2.py: self.dtype (the weights'); two with overlap_comm, one under a pipeline
     buffers = 2 if ex.offload.overlap_comm and ex.parallel.pipeline == 1 else 1
-    return buffers * DEFAULT_REDUCE_BUCKET * PRECISION_BYTES[ex.training.precision.weights]
+    return buffers * DEFAULT_REDUCE_BUCKET * value_bytes
 
 
 def _held_all_step(r: Resolved) -> bool:
