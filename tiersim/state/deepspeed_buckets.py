@@ -28,9 +28,9 @@ What DeepSpeed allocates (deepspeedai/DeepSpeed, read at the commits named):
   (deepspeed/runtime/engine.py `communication_data_type`: unless configured, float16 with
   fp16 on, bfloat16 with bf16 on, else float32): the weights' precision here.
 
-Counted here from the first gradient (after the loss's backward on the last stage; at the
-start of the backward elsewhere) to the end of the backward, as one allocation of the buffers'
-bytes; ZeRO-3's from the start of the step.
+Counted here from the first gradient (the head's, after the loss's backward) to the end of
+the backward, as one allocation of the buffers' bytes; under a pipeline, allocated and freed
+after the backwards; ZeRO-3's from the start of the step, never freed.
 """
 
 from __future__ import annotations
