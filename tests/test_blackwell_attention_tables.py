@@ -14,6 +14,7 @@ from tiersim.config.framework_attention import resolved_flash_kernel
 from tiersim.hardware.kernel_tables import kernel_table, table_names
 from tiersim.state.resolved import resolve
 from tiersim.workload import kernels as kernels_module
+from tiersim.workload.ring_attention import RingShape, ring_attention
 
 T = 1e12
 
@@ -201,3 +202,21 @@ def test_a_gb200_layers_attention_is_timed_from_its_table():
     )
     assert fwd == pytest.approx(flops / (1334 * T))
     assert bwd == pytest.approx(2.5 * flops / (1131 * T))
+
+
+def test_a_b200_context_ring_runs_its_full_mask_steps_at_the_causal_rates():
+    # TE's P2P ring, c = 2, s = 8192: L = 2048. Step 0 causal on 2L x 2L = 4096 x 4096; step 1
+    # the slower of 4096 queries x 2048 keys and 2048 x 4096, both full-mask, timed at the B200's
+    # causal cuDNN rates (the full mask is not measured). 32 heads of 128, batch 1; the ring's
+    # memory-bound bytes left out (an HBM of 1e30 B/s).
+    # Step 0: 4 * 32 * 4096^2 * 128 / 2 = 1.374e11 FLOPs at 855.678 (forward, keys 4096) and
+    # 2.5x at 701.265 (backward, rows 4096). Step 1: 4 * 32 * 4096 * 2048 * 128 = 1.374e11 FLOPs
+    # each; forward by keys: 2048 keys at 478.921 is slower than 4096 at 855.678; backward by
+    # rows: 2048 rows at 371.486 is slower than 4096 at 701.265. All under the ceilings.
+    shape = RingShape(b=1, heads=32, kv_heads=8, head_dim=128, seq=8192, c=2, act=2.0)
+    ring = ring_attention(kernel_table("b200"), "cudnn", shape, hbm_bw=1e30)
+    flops = 4 * 32 * 4096**2 * 128 / 2
+    assert ring.forward_s == pytest.approx(flops / (855.678 * T) + flops / (478.921 * T))
+    assert ring.backward_s == pytest.approx(
+        2.5 * flops / (701.265 * T) + 2.5 * flops / (371.486 * T)
+    )
