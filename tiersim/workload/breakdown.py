@@ -86,9 +86,10 @@ def _kernel_totals(r: Resolved, model, units, stage: int) -> tuple[float, float]
     return gemm, memory
 
 
-def _blocking_s(r: Resolved, units, dp_per_microbatch: bool) -> float:
-    """The step's blocking collectives over the stage's units, each at its time alone."""
-    m, cap = r.execution.training.grad_accumulation, capacities(r)
+def _blocking_s(r: Resolved, units, dp_per_microbatch: bool, cap: dict | None) -> float:
+    """The step's blocking collectives over the stage's units, each at its time alone
+    (`cap`: `capacities(r)`, where the caller has it)."""
+    m, cap = r.execution.training.grad_accumulation, capacities(r) if cap is None else cap
     total = m * sum(alone_s(r, u.tp_forward, cap) + alone_s(r, u.tp_backward, cap) for u in units)
     total += m * sum(alone_s(r, u.ep_forward, cap) + alone_s(r, u.ep_backward, cap) for u in units)
     total += m * sum(alone_s(r, u.cp_forward, cap) + alone_s(r, u.cp_backward, cap) for u in units)
@@ -106,9 +107,11 @@ def step_breakdown(
     stage: int,
     pipeline_idle: tuple[float, float, float],
     dp_per_microbatch: bool,
+    cap: dict | None = None,
 ) -> StepBreakdown:
     """`pipeline_idle`: (the stage's pipeline idle time, the uniform fill and drain within
-    it, one micro-batch's point-to-point time on this stage)."""
+    it, one micro-batch's point-to-point time on this stage); `cap`: `capacities(r)`, where
+    the caller has it (else worked out here)."""
     m = r.execution.training.grad_accumulation
     gemm, memory = _kernel_totals(r, model, units, stage)
     scale = kernels.overhead(r)  # kernel- or FLOP-timed, compute_times applies it
@@ -118,7 +121,7 @@ def step_breakdown(
     # rounding (relative 1e-9, far below any real share) is no time at all
     sm_share = sm_share if sm_share > 1e-9 * compute else 0.0
     idle, fill, p2p = pipeline_idle
-    blocking = _blocking_s(r, units, dp_per_microbatch) + m * p2p + sm_share
+    blocking = _blocking_s(r, units, dp_per_microbatch, cap) + m * p2p + sm_share
     return StepBreakdown(
         gemm_s=m * gemm,
         memory_bound_s=m * memory,

@@ -292,7 +292,8 @@ def rest_tensor_comms(r: Resolved, hidden: int | None, stage: int) -> tuple[Comm
     return joined("tp rest", fwd), joined("tp rest", bwd), hidden_c
 
 
-def sm_share_s(r: Resolved, hidden: Comm | None) -> float:
+def sm_share_s(r: Resolved, hidden: Comm | None, cap: dict[Network, float] | None = None) -> float:
     """Compute time lost while a hidden collective runs beside it: the share of the GPU
-    NCCL's kernels take (`gpu.collective_sm_share`) times the collective's time."""
-    return r.machine.gpu.collective_sm_share * alone_s(r, hidden)
+    NCCL's kernels take (`gpu.collective_sm_share`) times the collective's time; `cap`: as
+    `alone_s`'s."""
+    return r.machine.gpu.collective_sm_share * alone_s(r, hidden, cap)

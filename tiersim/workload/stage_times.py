@@ -212,7 +212,7 @@ def _rest_times(r: Resolved, model, hidden: int | None, stage: int, cap: dict) -
         r, model, False, stage == r.execution.parallel.pipeline - 1, stage == 0
     )
     tp_f, tp_b, hidden_c = rest_tensor_comms(r, hidden, stage)
-    bwd += sm_share_s(r, hidden_c)
+    bwd += sm_share_s(r, hidden_c, cap)
     return fwd + _alone_s(tp_f, cap), bwd + _alone_s(tp_b, cap)
 
 

@@ -208,12 +208,12 @@ def _layer_units(r: Resolved, model, index: int, shape, mats, ends, timed: dict)
     return [rest, experts]
 
 
-def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
+def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit], list]:
     """The stage's units with their communication: each layer (with its run's shape; the run
     was checked against max_layer_passes), then the rest (embedding, head); and the first
     unit's parameter tensors (what DeepSpeed's submodule fetch splits). The layers of a run
     of alike layers differ only in their names: each run's first is worked out, the others
-    are renamed copies of it."""
+    are renamed copies of it. `cap`: the network's `capacities(r)`."""
     par = r.execution.parallel
     groups = rank_matrices(r, stage, model)
     ends = (stage == 0, stage == par.pipeline - 1)
@@ -225,7 +225,7 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
     amax = amax_per_layer_s(r, sum(run.count for run in runs))  # delayed FP8 scaling's
     for run in runs:
         first = [
-            with_fsdp_overheads(r, _with_layer_comms(r, with_amax_reduction(u, amax), tp))
+            with_fsdp_overheads(r, _with_layer_comms(r, with_amax_reduction(u, amax), tp, cap))
             for u in _layer_units(r, model, run.first, run.shape, groups[at], ends, timed)
         ]
         units += first
@@ -239,13 +239,13 @@ def _stage_units(r: Resolved, model, stage: int) -> tuple[list[Unit], list]:
         **data_comms(r, rest),
         tp_forward=rest_f,
         tp_backward=rest_b,
-        backward_s=rest.backward_s + sm_share_s(r, rest_hidden),
+        backward_s=rest.backward_s + sm_share_s(r, rest_hidden, cap),
         embedding_sync=embedding_sync(r, model, stage),
     )
     return [*units, with_fsdp_overheads(r, rest)], groups[0]
 
 
-def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:
+def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
     """A layer's unit with its data-parallel collectives and, unless it is a layer's routed
     experts placed apart (no tensor collectives of their own), its tensor-parallel ones."""
     if u.home is not None:
@@ -261,11 +261,11 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:
         # Transformer Engine's userbuffers (--tp-comm-overlap): the forward's collectives run
         # split inside their GEMMs, and with overlap_tensor_backward the backward's all do:
         # each costs only the SM share it takes
-        forward_s = u.forward_s + sm_share_s(r, tp_fwd)
+        forward_s = u.forward_s + sm_share_s(r, tp_fwd, cap)
         both = r.execution.parallel.overlap_tensor_backward
-        backward_s = u.backward_s + sm_share_s(r, tp_hidden)
+        backward_s = u.backward_s + sm_share_s(r, tp_hidden, cap)
         if both:
-            backward_s += sm_share_s(r, tp_bwd)
+            backward_s += sm_share_s(r, tp_bwd, cap)
         return dataclasses.replace(
             u,
             **data_comms(r, u),
@@ -281,7 +281,7 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple) -> Unit:
         **context,
         tp_forward=tp_fwd,
         tp_backward=tp_bwd,
-        backward_s=u.backward_s + sm_share_s(r, tp_hidden),
+        backward_s=u.backward_s + sm_share_s(r, tp_hidden, cap),
     )
 
 
@@ -315,9 +315,10 @@ def build_workload(
     inv = build_inventory(r) if inv is None else inv
     par = r.execution.parallel
     parts = _parts(r, {} if shared is None else shared)
-    stage_units = lambda k: parts(("units", k), lambda: _stage_units(r, model, k))  # noqa: E731
-    units, first_mats = stage_units(inv.stage)  # and the first layer's tensors
+    # worked out once: the units' hidden collectives and the breakdown read them too
     cap = parts(("capacities",), lambda: capacities(r))
+    stage_units = lambda k: parts(("units", k), lambda: _stage_units(r, model, k, cap))  # noqa: E731
+    units, first_mats = stage_units(inv.stage)  # and the first layer's tensors
     every_mb = sharded_classes(par)["gradients"] and Mesh.of(par).group("data").size > 1
     held = inv.tiers[r.machine.gpu.memory].classes  # each class's part homed in GPU memory
     resident = sum(n for c, n in held.items() if c != "activations")  # workspace included
@@ -348,7 +349,7 @@ def build_workload(
         net_capacity=cap,
         breakdown=parts(
             ("breakdown", inv.stage, bubble, fill, p2p, every_mb),
-            lambda: step_breakdown(r, model, whole, inv.stage, (bubble, fill, p2p), every_mb),
+            lambda: step_breakdown(r, model, whole, inv.stage, (bubble, fill, p2p), every_mb, cap),
         ),
         tiling=tiling,
         parts_per_layer=per_layer,
