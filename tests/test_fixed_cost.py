@@ -1,13 +1,18 @@
 """A point's fixed cost cut without moving a figure (docs/speed.md, twelfth round): what each
-cut now takes from its caller, held to arithmetic written out here."""
+cut now takes from its caller, or skips, held to arithmetic or counts written out here."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+import yaml
 from conftest import scenario
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tiersim.config import yamlfile
+from tiersim.core import limits
 from tiersim.state.resolved import resolve
 from tiersim.workload import breakdown, comms, work
 from tiersim.workload.work import build_workload
@@ -66,3 +71,86 @@ def test_a_workload_works_the_capacities_out_once(monkeypatch):
         monkeypatch.setattr(module, "capacities", counted)
     build_workload(resolve(_megatron(overlap_tensor_backward=True)))
     assert len(calls) == 1
+
+
+# --- the YAML bounds' walk, skipped where the text alone shows it within them ----------------
+
+_scalars = st.one_of(st.integers(-(10**6), 10**6), st.booleans(), st.none(), st.text(max_size=6))
+_documents = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=24,
+)
+
+
+def _size_and_depth(node: yaml.Node) -> tuple[int, int]:
+    """Values and levels of a composed document without aliases, by recursion."""
+    if isinstance(node, yaml.ScalarNode):
+        return 1, 1
+    kids = [k for pair in node.value for k in pair] if node.id == "mapping" else node.value
+    sizes = [_size_and_depth(k) for k in kids]
+    return 1 + sum(s for s, _ in sizes), 1 + max((d for _, d in sizes), default=0)
+
+
+def _marks(text: str) -> int:
+    return sum(text.count(c) for c in "-:,[{?")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    _documents,
+    st.sampled_from([True, False, None]),
+    st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(":-[]{},? \n")), max_size=3),
+)
+def test_a_text_without_aliases_holds_no_more_values_or_levels_than_its_marks_allow(
+    document, flow, edits
+):
+    # `within_bounds` skips `_check_expanded` where 3 x marks + 1 <= the values bound and
+    # marks + 1 <= the levels bound: every text that reads (dumped documents in each style,
+    # some with marks put in at random) is counted here, value by value
+    text = yaml.safe_dump(document, default_flow_style=flow, allow_unicode=True)
+    for at, char in edits:
+        at %= len(text) + 1
+        text = text[:at] + char + text[at:]
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return
+    if node is None:
+        return
+    size, depth = _size_and_depth(node)
+    assert size <= 3 * _marks(text) + 1
+    assert depth <= _marks(text) + 1
+
+
+@pytest.mark.parametrize(
+    "text, size, depth",
+    [
+        ("a\n", 1, 1),
+        ("[a: b]\n", 4, 3),  # a flow sequence of one pair: '[' and ':' bring 4 values
+        ("{a, b}\n", 5, 2),  # keys with no values: '{' and ',' each bring a key and a null
+        ("- - - 1\n", 4, 4),
+        ("a:\n  b:\n    c: 1\n", 7, 4),
+    ],
+)
+def test_the_marks_bound_on_texts_counted_by_hand(text, size, depth):
+    assert _size_and_depth(yaml.compose(text, Loader=yaml.SafeLoader)) == (size, depth)
+    m = _marks(text)  # the bounds it skips the walk within are exactly these
+    assert yamlfile.within_bounds(text, 3 * m + 1, m + 1)
+    assert not yamlfile.within_bounds(text, 3 * m, m + 1)
+    assert not yamlfile.within_bounds(text, 3 * m + 1, m)
+
+
+def test_an_alias_or_a_lowered_bound_is_still_walked(monkeypatch):
+    assert not yamlfile.within_bounds("a: &x [1]\nb: *x\n", 10**6, 64)
+    # a shallow text over a levels bound lowered to 2: the walk runs and refuses it
+    monkeypatch.setenv(limits.NESTING.env, "2")
+    with pytest.raises(yaml.YAMLError):
+        yamlfile.parse_yaml("a:\n  b:\n    c: 1\n")
+    calls = []
+    monkeypatch.setattr(yamlfile, "_check_expanded", lambda *a: calls.append(a))
+    monkeypatch.delenv(limits.NESTING.env)
+    assert yamlfile.parse_yaml("a: {b: [1, 2]}\n") == {"a": {"b": [1, 2]}}
+    assert calls == []  # within both bounds by its marks: not walked

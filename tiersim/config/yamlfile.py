@@ -36,9 +36,11 @@ class _Bounded:
 
     _max_nodes: int
     _max_depth: int
+    _within: bool = False  # the text alone shows it within both bounds (`within_bounds`)
 
     def construct_document(self, node: yaml.Node) -> Any:
-        _check_expanded(node, self._max_nodes, self._max_depth)
+        if not self._within:
+            _check_expanded(node, self._max_nodes, self._max_depth)
         return super().construct_document(node)
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
@@ -143,6 +145,19 @@ class _FastLoader(_Bounded, yaml.CSafeLoader):
         super().__init__(stream)
         self._max_depth = limits.NESTING.value()
         self._max_nodes = limits.YAML_NODES.value()
+        self._within = within_bounds(stream, self._max_nodes, self._max_depth)
+
+
+def within_bounds(text: str, max_nodes: int, max_depth: int) -> bool:
+    """Whether `text` holds at most `max_nodes` values and `max_depth` levels, whatever it
+    says, so that `_check_expanded` need not walk it: without an alias (`*`) nothing is
+    expanded or recursive, every value but the first comes with one of `-:,[{?` (one of
+    them brings at most three: a flow collection, or a pair, and the pair's key and value),
+    and every level of nesting needs one of its own."""
+    if "*" in text:
+        return False
+    marks = sum(map(text.count, "-:,[{?"))
+    return 3 * marks + 1 <= max_nodes and marks + 1 <= max_depth
 
 
 for _loader in (_UniqueKeyLoader, _FastLoader):
