@@ -3,19 +3,24 @@ cut now takes from its caller, or skips, held to arithmetic or counts written ou
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import yaml
-from conftest import scenario
+from conftest import SCENARIOS, scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiersim.config import yamlfile
+from tiersim.config.load import load_scenario
 from tiersim.core import limits
+from tiersim.core.frozen import replaced
 from tiersim.state.resolved import resolve
 from tiersim.workload import breakdown, comms, work
 from tiersim.workload.work import build_workload
+
+PUBLISHED = SCENARIOS / "published"
 
 
 def _megatron(**parallel):
@@ -154,3 +159,35 @@ def test_an_alias_or_a_lowered_bound_is_still_walked(monkeypatch):
     monkeypatch.delenv(limits.NESTING.env)
     assert yamlfile.parse_yaml("a: {b: [1, 2]}\n") == {"a": {"b": [1, 2]}}
     assert calls == []  # within both bounds by its marks: not walked
+
+
+# --- the records a point copies, copied without `dataclasses.replace`'s field walk -----------
+
+
+def test_a_points_records_are_copied_as_replace_copies_them():
+    # `core.frozen.replaced` on the records an in-process point copies (the result, each
+    # link's, the workload, the run's set-up, a unit): the same class and every field the
+    # same object as `dataclasses.replace` gives, the changed one included
+    from tiersim.engine.simulate import prepare, simulate_resolved
+    from tiersim.state.inventory import build_inventory
+
+    res = resolve(load_scenario(PUBLISHED / "korthikanti2022-22b-selective-sp.yaml").scenario)
+    result = simulate_resolved(res)
+    setup = prepare(res, build_inventory(res))
+    link = next(iter(result.links.values()))
+    cases = [
+        (result, "steps_simulated", 7),
+        (link, "bytes", 3),
+        (setup, "baseline", {}),
+        (setup.wl, "micro_batches", 2),
+        (setup.wl.units[0], "backward_s", 1.5),
+    ]
+    for record, name, value in cases:
+        ours, theirs = (
+            replaced(record, **{name: value}),
+            dataclasses.replace(record, **{name: value}),
+        )
+        assert type(ours) is type(theirs) and not hasattr(type(record), "__post_init__")
+        fields = [f.name for f in dataclasses.fields(record)]
+        assert all(getattr(ours, f) is getattr(theirs, f) for f in fields), type(record)
+        assert getattr(ours, name) is value and ours == theirs

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tiersim.core.frozen import replaced
+
 
 class Rule(enum.Enum):
     """How a figure behaves as the step gets longer by a period (steady.py's module
@@ -216,7 +218,7 @@ def rebuilt(record: Any, values: dict[Key, float], spans: dict[str, float], path
     t = spans["time_s"]
     for name, fig in with_rule(record, Rule.SHARE):
         changes[name] = changes[fig.of] / t if t > 0 else 0.0
-    return dataclasses.replace(record, **changes)
+    return replaced(record, **changes)
 
 
 def _typed(kind: str, value: float) -> float:

@@ -7,8 +7,7 @@ in-flight time stay as measured: these bytes are priced in the stages' times, no
 
 from __future__ import annotations
 
-import dataclasses
-
+from tiersim.core.frozen import replaced
 from tiersim.engine.results import LinkStats, StepResult
 from tiersim.state.resolved import Resolved
 from tiersim.workload.link_bytes import expert_bytes, pipeline_bytes
@@ -28,10 +27,10 @@ def with_link_totals(res: Resolved, stage: int, result: StepResult) -> StepResul
         if "expert" in expert.get(channel, {}):  # the flows' share of it replaced by the whole
             per["expert"] = expert[channel]["expert"]
         links[channel] = _with_bytes(links.get(channel), per)
-    return dataclasses.replace(result, links=links)
+    return replaced(result, links=links)
 
 
 def _with_bytes(link: LinkStats | None, per: dict[str, int]) -> LinkStats:
     if link is None:  # a channel no flow crossed: bytes, no busy time
         return LinkStats(sum(per.values()), 0.0, 0.0, per)
-    return dataclasses.replace(link, bytes=sum(per.values()), bytes_by_direction=per)
+    return replaced(link, bytes=sum(per.values()), bytes_by_direction=per)

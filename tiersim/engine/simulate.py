@@ -8,6 +8,7 @@ from typing import Any
 from tiersim.config.schema import Scenario
 from tiersim.core.collector import collector_paused
 from tiersim.core.errors import InfeasibleError, InputError
+from tiersim.core.frozen import replaced
 from tiersim.core.units import fmt_bytes
 from tiersim.engine import chain, steady
 from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN, PlainRun, measure_apart, staging_homed
@@ -154,14 +155,14 @@ def _simulated_resolved(
     result = _with_breakdown(_simulate(res, setup, recorder), setup)
     result = with_link_totals(res, setup.wl.stage, result)  # the bytes flows do not carry
     facts = offload_facts(res, inv, setup.wl)  # a framework's fetches, tiles, pinned memory
-    return result if facts is None else dataclasses.replace(result, offload=facts)
+    return result if facts is None else replaced(result, offload=facts)
 
 
 def _with_breakdown(result: StepResult, setup: RunSetup) -> StepResult:
     """The step-time model's prices of the whole step (workload.breakdown), when it has them."""
     if setup.wl.breakdown is None:
         return result
-    return dataclasses.replace(result, breakdown=setup.wl.breakdown.as_dict())
+    return replaced(result, breakdown=setup.wl.breakdown.as_dict())
 
 
 def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> StepResult:
@@ -177,12 +178,10 @@ def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> Step
     _check_size(res, steps, res.execution.training.grad_accumulation, setup.wl.parts_per_layer)
     result, _, checkpoint = _measured(res, setup, recorder, verify=False)
     if checkpoint is not None:
-        result = dataclasses.replace(result, checkpoint=checkpoint(result))
+        result = replaced(result, checkpoint=checkpoint(result))
     if runs is None:
-        return dataclasses.replace(result, steady_state="full")
-    return dataclasses.replace(
-        result, steady_state="full (no repetition found)", steady_state_why=why
-    )
+        return replaced(result, steady_state="full")
+    return replaced(result, steady_state="full (no repetition found)", steady_state_why=why)
 
 
 def _measured(
@@ -214,7 +213,7 @@ def _measured(
     result = measure(
         engine, measured, setup.wl.tokens_per_step, res.execution.training.grad_accumulation, wall
     )
-    result = dataclasses.replace(result, steps_simulated=steps)
+    result = replaced(result, steps_simulated=steps)
     repetition = None
     if verify:
         starts = steady.period_starts(res, setup.wl.stage, schedule, log, measured)
@@ -260,7 +259,7 @@ def _ahead(res: Resolved, steps: int, apart: bool) -> tuple[int, frozenset[int]]
 
 
 def _shorter(setup: RunSetup, micro_batches: int) -> RunSetup:
-    return dataclasses.replace(setup, wl=dataclasses.replace(setup.wl, micro_batches=micro_batches))
+    return replaced(setup, wl=replaced(setup.wl, micro_batches=micro_batches))
 
 
 def _extrapolated(
@@ -289,14 +288,14 @@ def _extrapolated(
     plain = steady.grow(results, [link_time for _, (link_time, _), _ in samples], periods)
     if isinstance(plain, steady.NoRepetition):
         return plain
-    plain = dataclasses.replace(
+    plain = replaced(
         plain, micro_batches=m, steady_state="extrapolated", micro_batches_simulated=runs
     )
     if res.execution.checkpoint_simulated:
         checkpoint = _checkpoint(res, plain, samples, periods)
         if isinstance(checkpoint, steady.NoRepetition):
             return checkpoint
-        plain = dataclasses.replace(plain, checkpoint=checkpoint)
+        plain = replaced(plain, checkpoint=checkpoint)
     if recorder is not None:  # only now: a run that falls back to full records that one
         _measured(res, _shorter(setup, runs[-1]), recorder, verify=False)
     return plain
@@ -317,7 +316,7 @@ def _apart(res: Resolved, setup: RunSetup, n: int, recorder: Recorder | None) ->
         return None
     if recorder is not None:  # the steps as traced with a checkpoint (warm-up, measured, after)
         _measured(res, _shorter(setup, n), recorder, verify=False)
-    return dataclasses.replace(grown, checkpoint=checkpoint)
+    return replaced(grown, checkpoint=checkpoint)
 
 
 def _from_one_run(
@@ -343,11 +342,11 @@ def _from_one_run(
     grown = steady.grow_within(plain, link_time, found, (m - n) // steady.period(res))
     if isinstance(grown, steady.NoRepetition):
         return grown
-    grown = dataclasses.replace(
+    grown = replaced(
         grown, micro_batches=m, steady_state="extrapolated", micro_batches_simulated=(n,)
     )
     if checkpoint is not None:  # stands alone: the same at every micro-batch count
-        grown = dataclasses.replace(grown, checkpoint=checkpoint(grown))
+        grown = replaced(grown, checkpoint=checkpoint(grown))
     if recorder is not None:  # only now: a run that falls back to full records that one
         _measured(res, _shorter(setup, n), recorder, verify=False)
     return grown

@@ -35,12 +35,12 @@ not a period that grows unevenly: with thousands of events and a step of seconds
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 from tiersim.core import intervals as iv
+from tiersim.core.frozen import replaced
 from tiersim.engine.core import Engine
 from tiersim.engine.figures import Rule, additive, held, named, rebuilt, with_rule
 from tiersim.engine.flows import FlowNetwork
@@ -294,7 +294,7 @@ def _grown(
     f = {k: v + periods * step[k] for k, v in figs.items()}
     spans = {"time_s": f[("s", "time_s")], LINK_TIME: f[("s", LINK_TIME)]}
     cost = {name: sum(getattr(r, name) for r in runs) for name, _ in with_rule(last, COST)}
-    return dataclasses.replace(rebuilt(last, f, spans), **cost)
+    return replaced(rebuilt(last, f, spans), **cost)
 
 
 def grow_checkpoint(
@@ -320,7 +320,7 @@ def grow_checkpoint(
         flat = all(abs(f[key] - seconds[0][key]) <= noise for f in seconds)
         out[key] = seconds[-1][key] + (0.0 if flat else periods * growth)
     grown = rebuilt(runs[-1], out, {"time_s": 0.0}, ("checkpoint",))
-    return dataclasses.replace(grown, round_off_s=noise_s)
+    return replaced(grown, round_off_s=noise_s)
 
 
 def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.core.frozen import replaced
 from tiersim.state.inventory import (
     Inventory,
     build_inventory,
@@ -234,7 +235,7 @@ def _stage_units(r: Resolved, model, stage: int, cap: dict) -> tuple[list[Unit],
     outside = math.ceil(outside_activation_bytes(r, model, stage))
     rest = _unit(r, model, "rest", groups[-1], False, ends, outside)
     rest_f, rest_b, rest_hidden = rest_tensor_comms(r, model.hidden, stage)
-    rest = dataclasses.replace(
+    rest = replaced(
         rest,
         **data_comms(r, rest),
         tp_forward=rest_f,
@@ -249,7 +250,7 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
     """A layer's unit with its data-parallel collectives and, unless it is a layer's routed
     experts placed apart (no tensor collectives of their own), its tensor-parallel ones."""
     if u.home is not None:
-        return dataclasses.replace(u, **data_comms(r, u))
+        return replaced(u, **data_comms(r, u))
     tp_fwd, tp_bwd, tp_hidden, cp = tp
     context = {
         "cp_forward": cp.forward,
@@ -266,7 +267,7 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
         backward_s = u.backward_s + sm_share_s(r, tp_hidden, cap)
         if both:
             backward_s += sm_share_s(r, tp_bwd, cap)
-        return dataclasses.replace(
+        return replaced(
             u,
             **data_comms(r, u),
             **context,
@@ -275,7 +276,7 @@ def _with_layer_comms(r: Resolved, u: Unit, tp: tuple, cap: dict) -> Unit:
             forward_s=forward_s,
             backward_s=backward_s,
         )
-    return dataclasses.replace(
+    return replaced(
         u,
         **data_comms(r, u),
         **context,
