@@ -137,20 +137,16 @@ def _times(p: int, v: int, total: int, fwd: list[list[float]], bwd: list[list[fl
 def _walk(
     p: int, v: int, total: int, p2p_s: float, times: tuple, keep_starts: bool, seen
 ) -> list[float]:
-    """Every stage's forward and backward visits' ends (and starts) block by block in one
-    loop, a block's forwards (stage k's visit j = block - k - 1 + p·v) then its backwards
-    (visit i = block - (p - 1) + k), each 0 <= . < total: each op waits only for the
-    block before's (or its own forward), so only that block's ends are read. `seen` is
-    told each block's (forward ends, backward ends, forward starts, backward starts), one
-    per stage (a stage with none in the block: 0.0), and may answer (blocks, shift): the
-    walk goes on after that many more blocks, every end so far moved by shift (steady
-    blocks only: every stage's last op is then its backward of the block). Each stage's
-    last end returned."""
+    """Every stage's visits' ends (and starts) block by block in one loop, a block's forwards
+    (stage k's visit j = block - k - 1 + p·v) then its backwards (visit i = block - p + 1 + k),
+    each 0 <= . < total: an op waits only for the block before's (or its own forward). `seen`
+    is told each block's (forward ends, backward ends, forward starts, backward starts), one
+    per stage (0.0 where none), and may answer (blocks, shift): go on that many blocks later,
+    every end moved by shift (`_Repetition`). Each stage's last end returned."""
     df, db, chunk_f, chunk_b = times
-    last, free = p - 1, [0.0] * p  # each stage's last op's end
-    f_prev, b_prev = [0.0] * p, [0.0] * p  # the block before's (none before the first)
-    block, end = -p * v, total + p - 2  # the walk's blocks: 1 - p·v to end
-    while block < end:
+    last, free, block = p - 1, [0.0] * p, -p * v  # each stage's last op's end; the block
+    f_prev, b_prev = [0.0] * p, [0.0] * p  # before the first; its ends (none: 0.0)
+    while block < total + p - 2:  # the walk's blocks: 1 - p·v to total + p - 2
         block += 1
         f_end, b_end, base = [0.0] * p, [0.0] * p, block - 1 + p * v
         f_start, b_start = ([0.0] * p, [0.0] * p) if keep_starts else (f_end, b_end)
@@ -182,14 +178,11 @@ def _walk(
                 now = arrive
             b_start[last] = now
             b_end[last] = free[last] = now + db[last][block]
-        skip = seen((f_end, b_end, f_start, b_start))
-        f_prev, b_prev = f_end, b_end
-        if skip is not None:  # the periods between added, not walked
-            blocks, shift = skip
-            block += blocks
-            f_prev = [x + shift for x in f_end]
-            b_prev = [x + shift for x in b_end]
-            free = [x + shift for x in free]
+        if (skip := seen((f_end, b_end, f_start, b_start))) is None:
+            f_prev, b_prev = f_end, b_end
+        else:  # the periods between added, not walked: every end moved by the shift
+            block += skip[0]
+            f_prev, b_prev, free = ([x + skip[1] for x in e] for e in (f_end, b_end, free))
     return free
 
 
