@@ -7,8 +7,10 @@ step cannot be that long wears the tier past it.
 The engine never idles: at every instant of a step some operation is under way (one waits
 only for another to end), and operations that share a resource share its bandwidth. So a
 step takes at most the time of all its operations run one after another, each alone:
-- the GPU's forward, backward and recompute of every unit and micro-batch, its optimizer,
-  the CPU's optimizer and the pipeline's idle time;
+- the GPU's forward, backward and recompute of every unit and micro-batch, the update on
+  the device that runs it (engine/schedule_optimizer.py `_compute`: the GPU's or the CPU's,
+  never both; both were summed before issue 36's seventh round) and the pipeline's idle
+  time;
 - every move of a class between tiers, each as long as the engine makes it alone (the
   quickest route for its size: latency, the pipeline's fill, then its bytes at the route's
   bottleneck), carrying what the engine moves (a unit sharded over data parallelism only
@@ -56,6 +58,9 @@ from tiersim.workload.unit import Unit
 from tiersim.workload.work import Workload
 
 MARGIN = 1.25  # the bound the planner uses: the serial sum and a quarter (module docstring)
+# the sum grown by this: float round-off never drops it below a period it equals (a step of
+# resident compute and blocking collectives only is its serial sum)
+ROUND_UP = 1 + 1e-9
 
 
 class Moves:
@@ -131,7 +136,8 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> flo
     updater = gpu if placement.optimizer_compute == "gpu" else machine.cpu.memory
     base = homes(placement, machine)
     total = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
-    total += sum(u.optimizer_gpu_s + u.optimizer_cpu_s for u in units)
+    on_gpu = placement.optimizer_compute == "gpu"  # the update runs on one device only
+    total += sum(u.optimizer_gpu_s if on_gpu else u.optimizer_cpu_s for u in units)
     total += wl.bubble_s + wl.bubble_after_s
     moves = Moves(topo, res.execution.simulation.chunk_size)
     cap = wl.net_capacity
@@ -157,7 +163,7 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> flo
             total += _comm_s(comm, m, cap)
         total += _comm_s(u.dp_weights, 2 * m + 2, cap) + _comm_s(u.dp_gradients, m + 1, cap)
         total += _comm_s(u.dp_parameters, 2, cap) + _comm_s(u.embedding_sync, 2, cap)
-    return total + moves.seconds()
+    return (total + moves.seconds()) * ROUND_UP
 
 
 def weight_moves(moves: Moves, res: Resolved, home: str, updater: str, u: Unit, n: int, m: int):
