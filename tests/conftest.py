@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,25 @@ def pytest_xdist_make_scheduler(config, log):
             return f"{folder}/{SHARED_RUNS[name]}" if name in SHARED_RUNS else path
 
     return SharedRunsScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    """In a pytest-xdist worker whose tests are all done: ignore SIGINT from here on.
+
+    Once every worker has finished, the controller tells them to exit, and execnet's worker
+    (execnet/gateway_base.py, `_terminate_execution`) sends itself a SIGINT if its pytest has
+    not returned within 5 s. Under load it often has not: after this hook pytest's own cleanup
+    runs gc.collect() five times over a heap holding torch and every tiersim module, and the
+    KeyboardInterrupt landed in hypothesis's gc callback ("Exception ignored in: ...
+    gc_callback ... KeyboardInterrupt" at the end of a passing run). Every result has been
+    sent by then; ignored, the signal cuts nothing short and prints nothing (execnet ends the
+    worker with os._exit 10 s later if it is still busy). docs/flaky-tests.md."""
+    if (
+        os.environ.get("PYTEST_XDIST_WORKER")
+        and threading.current_thread() is threading.main_thread()
+    ):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 ROOT = Path(__file__).resolve().parent.parent
