@@ -5,7 +5,6 @@ that ignores execnet's exit SIGINT once its tests are done."""
 from __future__ import annotations
 
 import errno
-import os
 import signal
 import socket
 
@@ -53,7 +52,7 @@ def test_an_xdist_worker_ignores_sigint_once_its_session_has_finished(monkeypatc
         signal.signal(signal.SIGINT, signal.default_int_handler)
         conftest.pytest_sessionfinish(session=None)  # `pytest` alone: Ctrl-C still stops it
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        monkeypatch.setenv("PYTEST_XDIST_WORKER", os.environ.get("PYTEST_XDIST_WORKER", "gw0"))
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
         conftest.pytest_sessionfinish(session=None)
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
