@@ -164,7 +164,7 @@ def fmt_significant(value: float, digits: int = 4) -> str:
 
 def bytes_rounded_up(n: float) -> str:
     """Decimal size rounded up in its last shown digit, so the figure pasted back still fits."""
-    for name, factor in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+    for name, factor in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
         if n >= factor:
             scaled = n / factor
             if scaled >= 1e4:  # past ten thousand of the largest unit: three digits, up
