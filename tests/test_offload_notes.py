@@ -23,6 +23,7 @@ OFFLOAD = """  offload:
 """  # the keys on lines 7-10
 TAIL = """parallel: {data: 2, zero_stage: 2}
 placement: {gradients: dram, master: dram, optimizer: dram, optimizer_compute: cpu}
+hardware: {preset: h200-hbf}
 """
 
 
@@ -115,6 +116,7 @@ def test_the_submodule_fetchs_keys_are_noted_where_a_layer_is_fetched_whole(
     offload = {"fetch": fetch} if fetch else {}
     raw = {
         "name": "s",
+        "hardware": {"preset": "h200-hbf"},
         "model": {"parameters": 1_000_000_000, "layers": 2},
         "training": {**training, "offload": {**offload, "prefetch_bucket_size": 1000}},
     }
@@ -132,6 +134,7 @@ def test_the_submodule_fetchs_keys_are_noted_where_a_layer_is_fetched_whole(
 def test_no_note_where_the_submodule_fetch_is_chosen(write, cli):
     raw = {
         "name": "s",
+        "hardware": {"preset": "h200-hbf"},
         "model": {"parameters": 1_000_000_000, "layers": 2},
         "training": {
             "framework": "fsdp",
