@@ -62,6 +62,6 @@ def test_the_plot_names_the_runs_gpus_not_a_node():
     events = [Event("start of the step", "start", "a", "resident optimizer", 2 * GB, True)]
     timeline = evaluate_host("dram", 256 * GB, events)
     part = HostTimeline(timeline, node_gpus=2, node_stages=1, node_size=8)
-    assert "(dram, one GPU's share; the run's 2 GPUs: 2 x this)" in host_title(part)
+    assert "(dram, one GPU's share; \nthe run's 2 GPUs: 2 x this)" in host_title(part)
     whole = HostTimeline(timeline, node_gpus=8, node_stages=1, node_size=8)
     assert "(dram, one GPU's share; a node: 8 x this)" in host_title(whole)

@@ -34,8 +34,10 @@ def host_title(h: HostTimeline) -> str:
 
 
 def _whose(h: HostTimeline) -> str:
-    """'a node', or the run's GPUs where the run fills part of a node."""
-    return f"the run's {h.node_gpus} GPUs" if h.part_of_node else "a node"
+    """'a node', or the run's GPUs where the run fills part of a node (on a line of its own:
+    a half-width panel's title would run past the picture's edge)."""
+    n = h.node_gpus
+    return f"\nthe run's {n} GPU{'s' * (n != 1)}" if h.part_of_node else "a node"
 
 
 def draw_host_timeline(ax: Any, h: HostTimeline, engine_peak: float | None = None) -> None:
