@@ -264,9 +264,7 @@ def _expert_problems(s: Scenario) -> list[Problem]:
                 f"pipeline stage, tensor x context x data ({par.tensor} x {par.context} x "
                 f"{par.data} = {ranks})"
             )
-            fits = [k for k in range(1, ranks // et + 1) if (ranks // et) % k == 0]
-            hint = ", ".join(map(str, fits[-4:]))
-            problems.append(_layout("parallel.expert", f"is {e}: {why} (expected one of {hint})"))
+            problems.append(_layout("parallel.expert", f"is {e}: {why} ({_sizes(ranks, et)})"))
         if et > 1 and (s.model.expert_ffn_hidden or s.model.ffn_hidden or 0) % et:
             width = s.model.expert_ffn_hidden or s.model.ffn_hidden
             why = f"the expert FFN width ({width}) is not divisible by it"
@@ -275,3 +273,13 @@ def _expert_problems(s: Scenario) -> list[Problem]:
         why = f"the experts ({experts}) do not split evenly over it"
         problems.append(_layout("parallel.expert", f"is {e}: {why} (expected a divisor)"))
     return problems
+
+
+def _sizes(ranks: int, et: int) -> str:
+    """What to expect of an expert size that does not fit: the sizes k with k x `et` dividing
+    the stage's `ranks` (the largest four), or, where `et` itself does not divide them (no
+    expert size then does), an expert_tensor that does."""
+    fits = [k for k in range(1, ranks + 1) if ranks % (k * et) == 0]
+    if not fits:
+        return f"expected an expert_tensor that divides {ranks}: with {et}, no expert size does"
+    return "expected one of " + ", ".join(map(str, fits[-4:]))
