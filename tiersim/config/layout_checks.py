@@ -37,8 +37,7 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
                 "parallel.pipeline",
                 f"layers ({m.layers}) are not divisible by "
                 f"pipeline x virtual_pipeline ({p.pipeline} x {p.virtual_pipeline})"
-                f" (expected a divisor, or parallel.stage_layers: {chunks} entries, e.g. "
-                f"{list(even_split(m.layers, chunks))})",
+                f" ({_chunks_expected(m.layers, chunks)})",
                 "E-LAYOUT",
             )
         )
@@ -58,6 +57,20 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
             )
         )
     return problems
+
+
+def _chunks_expected(layers: int, chunks: int) -> str:
+    """What a layer split that does not divide expects: a divisor, or stage_layers with an
+    example; past one layer a chunk, the example would be mostly empty stages (64 entries
+    for 32 layers), so the count of empty ones is said instead."""
+    if chunks > layers:
+        return (
+            f"expected a divisor of {layers} (at most {layers} chunks of layers), or "
+            f"parallel.stage_layers: {chunks} entries summing to {layers}, at least "
+            f"{chunks - layers} of them 0"
+        )
+    example = list(even_split(layers, chunks))
+    return f"expected a divisor, or parallel.stage_layers: {chunks} entries, e.g. {example}"
 
 
 def _deepspeed_pipeline_problems(s: Scenario) -> list[Problem]:
