@@ -302,7 +302,8 @@ def test_validate_reports_a_broken_base_once_for_all_points(tmp_path, cli):
     assert err.count("training.optimizer") == 1, err
     assert "[3 of 3 points; first: point 0 (parallel.data=1)]" in err
     base_file = path.parent / "../scenarios/tiny.yaml"
-    assert f"(got 'adamm') (base scenario {base_file})" in err  # where to fix it
+    # where to fix it, after the choice it is close to
+    assert f"(got 'adamm') (did you mean 'adam'?) (base scenario {base_file})" in err
 
 
 def test_validate_still_checks_scenarios(tmp_path, cli):
