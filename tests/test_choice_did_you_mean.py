@@ -35,3 +35,14 @@ def test_a_value_close_to_none_gets_no_guess(cli):
     message = _refusal(cli, "training.implementation=banana")
     assert "did you mean" not in message
     assert "input should be 'megatron', 'huggingface' or 'torchtitan' (got 'banana')" in message
+
+
+def test_a_tier_in_another_case_names_the_tier(cli):
+    # 'HBF' for hbf: the tier table's names are lower case (review b: no hint was given)
+    code, _, err = cli("validate", SCENARIO, "--set", "placement.master=HBF")
+    assert code == 2
+    line = said(err.strip(), SCENARIO)
+    assert line.coded == ("E-TIER-UNKNOWN", "placement.master")
+    assert "tier 'HBF' does not exist (did you mean 'hbf'? tiers: hbm, dram, nvme, hbf)" in (
+        line.message
+    )
