@@ -55,3 +55,12 @@ def test_a_sweep_over_a_base_without_hardware_notes_it_once_for_every_point(tmp_
     assert code == 0, err
     (note,) = _notes(err)
     assert "[W-HARDWARE-DEFAULT]" in note and "[2 of 2 points; first: point 0" in note
+
+
+def test_presets_names_the_default_machine(cli):
+    code, out, _ = cli("presets")
+    assert code == 0
+    assert (
+        "Hardware presets (hardware.preset; a scenario naming none runs on h200-hbf), as one "
+        "GPU sees its node:"
+    ) in out
