@@ -1,16 +1,18 @@
 """Figures of the shipped scenarios that docs/science.md, memory.md, nemo-memory.md, fp8.md,
-muon-fsdp.md and link-bytes.md quote as what tiersim prints are what it prints now: read from
-the golden reports (every shipped scenario's report, tests/test_golden.py) or, for a page's
-`--set` variant, from that run. Each was a version stale when this test came (HBM 32.32 GB
-resident for 31.32 GB, a 2.10 s step for 2.04 s, 82.83 GB for 81.86 GB, 8.38 GB for 7.37 GB,
-a 1.409 s Muon step for 1.360 s): the kernel workspaces and later changes moved them and no
-test read the pages."""
+muon-fsdp.md, link-bytes.md and validation.md quote as what tiersim prints are what it prints
+now: read from the golden reports (every shipped scenario's report, tests/test_golden.py) or,
+for a page's `--set` variant, from that run. Each was a version stale when this test came (HBM
+32.32 GB resident for 31.32 GB, a 2.10 s step for 2.04 s, 82.83 GB for 81.86 GB, 8.38 GB for
+7.37 GB, a 1.409 s Muon step for 1.360 s, ZeRO-Offload's 12B at +4.3 % for +4.4 %): the kernel
+workspaces and later changes moved them and no test read the pages."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+import yaml
 from docs_text import ROOT, page
 
 from tiersim import api
@@ -182,3 +184,17 @@ def test_link_bytes_example():
         f"pipeline sends {gb['pipeline']}, data parallelism {gb['data']})"
     )
     assert said in _text("link-bytes")
+
+
+def test_validation_zero_offload_errors_are_todays_check_published():
+    """The eight ZeRO-Offload runs other than the fitted 1B, in the page's order: each
+    predicted step against the published one (references.yaml), signed, to 0.1 %."""
+    refs = yaml.safe_load((SCENARIOS / "published" / "references.yaml").read_text())
+    errors = []
+    for size in ("2b", "4b", "6b", "8b", "10b", "11b", "12b", "13b"):
+        run = f"ren2021-zero-offload-{size}"
+        published = refs[f"{run}.yaml"]["iteration_time_s"]
+        predicted = _golden(f"published-{run}")["step"]["time_s"]
+        errors.append(f"{100 * (predicted - published) / published:+.1f}")
+    quoted = _text("validation").split("The other eight: ", 1)[1].split(" (per parameter", 1)[0]
+    assert re.findall(r"[+-]\d+\.\d+", quoted) == errors
