@@ -1,10 +1,11 @@
 """Figures of the shipped scenarios that docs/science.md, memory.md, nemo-memory.md, fp8.md,
-muon-fsdp.md, link-bytes.md and validation.md quote as what tiersim prints are what it prints
-now: read from the golden reports (every shipped scenario's report, tests/test_golden.py) or,
-for a page's `--set` variant, from that run. Each was a version stale when this test came (HBM
-32.32 GB resident for 31.32 GB, a 2.10 s step for 2.04 s, 82.83 GB for 81.86 GB, 8.38 GB for
-7.37 GB, a 1.409 s Muon step for 1.360 s, ZeRO-Offload's 12B at +4.3 % for +4.4 %): the kernel
-workspaces and later changes moved them and no test read the pages."""
+muon-fsdp.md, link-bytes.md, parallelism.md and validation.md quote as what tiersim prints are
+what it prints now: read from the golden reports (every shipped scenario's report,
+tests/test_golden.py) or, for a page's `--set` variant, from that run. Each was a version stale
+when this test came (HBM 32.32 GB resident for 31.32 GB, a 2.10 s step for 2.04 s, 82.83 GB
+for 81.86 GB, 8.38 GB for 7.37 GB, a 1.409 s Muon step for 1.360 s, ZeRO-Offload's 12B at
++4.3 % for +4.4 %, DeepSeek-V3's 70.0 GB a GPU for 69.0 GB): the kernel workspaces and later
+changes moved them and no test read the pages."""
 
 from __future__ import annotations
 
@@ -198,3 +199,13 @@ def test_validation_zero_offload_errors_are_todays_check_published():
         errors.append(f"{100 * (predicted - published) / published:+.1f}")
     quoted = _text("validation").split("The other eight: ", 1)[1].split(" (per parameter", 1)[0]
     assert re.findall(r"[+-]\d+\.\d+", quoted) == errors
+
+
+def test_parallelism_deepseek_recompute_totals(cli):
+    """DeepSeek-V3's per-GPU state with the MoE layers recomputed (the scenario) and without."""
+    total = _golden("deepseek-v3-pp16-vp2")["inventory"]["per_gpu"]["total"]
+    sets = "training.recompute_modules=[core_attn, layernorm, mla_up_proj]"
+    without = _inventory(cli, "deepseek-v3-pp16-vp2.yaml", sets)["inventory"]["per_gpu"]["total"]
+    assert f"({total / 1e9:.1f} GB a GPU; {without / 1e9:.1f} GB without moe)" in _text(
+        "parallelism"
+    )
