@@ -209,3 +209,12 @@ def test_parallelism_deepseek_recompute_totals(cli):
     assert f"({total / 1e9:.1f} GB a GPU; {without / 1e9:.1f} GB without moe)" in _text(
         "parallelism"
     )
+
+
+def test_h100_kernel_evidence_memory_bound_share():
+    step = _golden("published-nemo2407-llama2-7b-8gpus")["step"]
+    said = (
+        f"prints {step['breakdown']['memory_bound_s']:.3f} s of memory-bound kernels in "
+        f"{step['time_s']:.3f} s today"
+    )
+    assert said in _text("h100-kernel-evidence")
