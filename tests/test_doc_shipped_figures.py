@@ -218,3 +218,30 @@ def test_h100_kernel_evidence_memory_bound_share():
         f"{step['time_s']:.3f} s today"
     )
     assert said in _text("h100-kernel-evidence")
+
+
+def test_science_zero_infinity_measured_step():
+    r = _golden("zero-infinity-1t-dgx2")
+    s, nvme, tiers, wear = r["step"], r["links"]["nvme"], r["tiers"], r["wear"]["nvme"]
+    parts = r["host_memory_timeline"]["peak_parts"]
+    pinned = parts["optimizer swap buffers (pinned)"] + parts["parameter swap buffers (pinned)"]
+    said = (
+        f"runs a step in {s['time_s'] / 60:.1f} min: GPU compute {s['compute_s'] / 60:.1f} min "
+        f"(recompute {s['recompute_s'] / 60:.1f}), exposed transfer "
+        f"{s['exposed_transfer_s'] / 60:.1f} min (NVMe, busy {nvme['busy_s'] / 60:.1f} min: "
+        f"{nvme['bytes_by_direction']['nvme->dram'] / 1e12:.2f} TB read, "
+        f"{nvme['bytes_by_direction']['dram->nvme'] / 1e12:.2f} TB written a GPU per step",
+        f"the CPU update {s['exposed_cpu_s'] / 60:.1f} min exposed. Peaks: HBM "
+        f"{r['memory_timeline']['peak_total_bytes'] / 1e9:.2f} of "
+        f"{r['memory_timeline']['capacity_bytes'] / 1e9:.0f} GB",
+        f"DRAM {tiers['dram']['peak_bytes'] / 1e9:.2f} of "
+        f"{tiers['dram']['capacity_bytes'] / 1e9:.0f} GB "
+        f"({parts['offloaded activations'] / 1e9:.0f} GB of offloaded checkpoints, "
+        f"{pinned / 1e9:.1f} GB pinned buffers), NVMe {tiers['nvme']['peak_bytes'] / 1e12:.2f} of "
+        f"{tiers['nvme']['capacity_bytes'] / 1e12:.2f} TB. NVMe wear: "
+        f"{wear['host_bytes_written_per_day'] / 1e12:.2f} TB a day at {wear['steps_per_day']:.1f} "
+        f"steps a day, P/E cycles for {wear['pe_lifetime_days']:.0f} days, the drives' rated "
+        f"bytes written for {wear['rated_lifetime_days']:.0f}",
+    )
+    for part in said:
+        assert part in _text("science"), part
