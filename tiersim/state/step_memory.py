@@ -239,9 +239,11 @@ def _backward(
             steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
         if p.fp8_recast:  # cast again for the backward's GEMMs
             steps.alloc(at, b, f"fp8 {i}", *lay.fp8_live(True, backward=True))
-        steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
+        kept = lay.kept_working if p.fsdp2 else 0.0  # the first gradients inside, FSDP2's
+        steps.alloc(at, b, f"working {i}", "backward transients", kept or lay.working, 3)
         if p.fsdp2:  # the first of the layer's gradients, beside all it saved
-            p.fsdp2.first_gradient(steps, at, p.groups[i], lay.largest * p.grad_bytes)
+            first = 0 if kept else lay.largest * p.grad_bytes
+            p.fsdp2.first_gradient(steps, at, p.groups[i], first)
         elif sharded_grads:
             # ZeRO: each tensor's as it is reduced, a tiled operator's (ZeRO-Infinity) a
             # tile's, at most what one fetch gathers
