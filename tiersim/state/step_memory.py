@@ -200,6 +200,7 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
         if p.fsdp2:  # the previous group's all-gather buffer kept to this copy-out
             p.fsdp2.unshard(steps, at, "forward", p.groups[i])
             p.fsdp2.release(steps, at, "forward", str(i - 1) if i else "rest")
+            p.fsdp2.forward_prefetch(steps, at, p.groups, i)
         elif p.gather:
             _gather(steps, p, layers, at, "forward", range(i, min(i + p.window, len(layers))))
         saved, first = (lay.saved, lay.first) if p.on_gpu else (0, 0)
