@@ -317,7 +317,8 @@ class Simulation(Strict):
     # hops is added to its time (default 64 MiB)
     chunk_size: Size = 64 * 2**20
     # uses ahead a fetch (a tier read, an all-gather) may be issued; None: the framework's
-    # (FSDP2: 1, config/framework.py `default_prefetch_depth`; else 2)
+    # (FSDP2: 1, config/framework.py `default_prefetch_depth`; else 2); under FSDP2 also the
+    # layers gathered ahead in the memory timeline (n > 1: its explicit prefetch)
     prefetch_depth: PositiveInt | None = None
     # chunks a multi-hop transfer holds in each tier it passes through (staging buffers)
     staging_chunks: PositiveInt = 4
