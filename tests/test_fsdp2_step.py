@@ -306,6 +306,19 @@ def matrix_raw(name: str, recompute: str, dtype: str, optimizer: str, world: int
     return raw
 
 
+def measured_and_predicted(recorded, case: tuple):
+    """The case's rank 0 step measured on the fixture's ranks (skipped where it is measured on
+    others; every allocation seen freed) and the timeline's peaks for it."""
+    from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
+
+    world, steps = recorded
+    if world not in case[4]:
+        pytest.skip(f"measured on {case[4]} ranks")
+    measured = steps["-".join(case[:4])]
+    assert measured.left_bytes == 0, measured
+    return measured, predicted_peaks(predicted_timeline(scenario(matrix_raw(*case[:4], world))))
+
+
 @pytest.mark.parametrize("case", MATRIX, ids=lambda c: "-".join(c[:4]))
 def test_fsdp2_moe_selective_and_muon_within_3_percent(recorded, case):
     """Shared-expert MoE (the layer's FSDP group: its router, fused experts, shared expert and
@@ -316,14 +329,7 @@ def test_fsdp2_moe_selective_and_muon_within_3_percent(recorded, case):
     stepped by AdamW (state/optimizers.py: Muon takes neither). When written the optimizer
     phases were -2.0 % to 0.0 %; counting each rank's matrix as if held whole, +7.8 % (GQA, 2
     ranks); counting Muon's one moment for the 3-D experts, the MoE step -6.4 % (2 ranks)."""
-    from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
-
-    world, steps = recorded
-    if world not in case[4]:
-        pytest.skip(f"measured on {case[4]} ranks")
-    measured = steps["-".join(case[:4])]
-    assert measured.left_bytes == 0, measured
-    predicted = predicted_peaks(predicted_timeline(scenario(matrix_raw(*case[:4], world))))
+    measured, predicted = measured_and_predicted(recorded, case)
     assert abs(predicted.peak_bytes / measured.peak_bytes - 1) <= 0.03, (measured, predicted)
     assert predicted.peak_phase == measured.peak_phase == "backward"
     if case[3] == "muon":
@@ -356,14 +362,7 @@ def test_fsdp2_moe_bf16_full_recompute_peaks_in_a_gemm_scratchpad(
     the largest scratchpad (89,216 B, K = 97..127) added (Muon's, measured alike: -3.22 % and
     -4.28 %). The double count these cells passed with before (the down weight's moment and
     the first gradient beside it) was +3.8 % high in fp32."""
-    from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
-
-    world, steps = recorded
-    if world not in case[4]:
-        pytest.skip(f"measured on {case[4]} ranks")
-    measured = steps["-".join(case[:4])]
-    assert measured.left_bytes == 0, measured
-    predicted = predicted_peaks(predicted_timeline(scenario(matrix_raw(*case[:4], world))))
+    measured, predicted = measured_and_predicted(recorded, case)
     assert predicted.peak_phase == measured.peak_phase == "backward"
     assert predicted.peak_bytes / measured.peak_bytes - 1 <= 0.03, (measured, predicted)
     largest = max(gate_up_scratchpads.values())
