@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state import apex_grad_sync as apex_sync
+from tiersim.state import deepspeed_buckets as ds_buckets
 from tiersim.state.ddp_buckets import DDP_BUCKETS, ddp_bucket_bytes
 from tiersim.state.fp8 import recast_per_pass
 from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_values
@@ -128,6 +129,7 @@ def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> No
     steps.alloc("start of the step", "start", "held", apex_sync.HELD, held_acts)
     ddp = ddp_bucket_bytes(r, use.classes.get("weights", 0))  # state/ddp_buckets.py
     steps.alloc("start of the step", "start", "ddp buckets", DDP_BUCKETS, ddp)
+    ds_buckets.bucket_at_start(steps, r)  # ZeRO-3's reduce bucket (state/deepspeed_buckets.py)
 
 
 @dataclass(frozen=True)
@@ -300,6 +302,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
         at = "forward: final norm and head"
         steps.alloc(at, "forward", "head saves", "saved activations", head, 4)
         _loss_with_head(steps, r, p, 0 if root else rest, log_softmax, vocab)
+        ds_buckets.bucket_at_first_gradient(steps, r, "backward: final norm and head")
         at, b, norm = "backward: final norm and head", "backward", FINAL_NORM
         steps.alloc(at, b, "final norm", norm, final_norm_transients(r) if p.on_gpu else 0, 5)
         steps.free(at, b, "final norm", norm)
@@ -312,6 +315,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     nxt.append(("backward transients", max((x.working for x in layers), default=0)))
     cooled = apex_sync.cool_down_events(steps, apex, units, nxt)
     _flushed(steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings")
+    ds_buckets.bucket_at_end_of_backward(steps, r, "backward: ZeRO's gradient epilogue")
     optimizer_step(steps, r, stage, apex.at_step_buckets)
     return steps.events
 
