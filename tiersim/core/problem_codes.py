@@ -75,6 +75,8 @@ CODES: dict[str, str] = {
     "max_positions, with rotary positions): counted, not refused",
     "W-UNMEASURED": "a combination the implementation tiersim follows refused where tiersim "
     "measured it, or never ran: counted by that implementation's source, unchecked",
+    "W-FRAMEWORK-LIMIT": "a combination the framework named refuses at its defaults, or runs "
+    "otherwise than tiersim counts: the note says what the figures are",
     "W-EMIT-APPROXIMATE": "a scenario setting the framework written for has no exact "
     "counterpart for (written approximately, or left out)",
 }
