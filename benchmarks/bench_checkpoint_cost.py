@@ -10,7 +10,11 @@ without (`checkpoint.every_steps` null), least of N simulate calls in this proce
   `watched` (the plain run watched for the checkpoint run, its state copied there) and
   `resumed` (the checkpoint run resumed from that copy: tiersim.engine.resume);
 - FlowNetwork: flows started per call and the mean number of flows already in the network at
-  a start and at a wake-up (a quadratic cost of sharing would show as a large mean here).
+  a start and at a wake-up (a quadratic cost of sharing would show as a large mean here);
+- each schedule built (`schedule`: Schedules.get), its CPU time and op count;
+- the floor: (without + every schedule built and engine run made after the plain ones) /
+  without, the least the ratio can be while the checkpoint's schedule is built and its run
+  simulated, everything else the checkpoint costs taken away.
 The counts come from wrapping the engine's functions, so they are taken on a separate call
 from the timed ones (the wrapping slows what it counts).
 """
@@ -37,19 +41,22 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
     import tiersim.engine.flows as flows
     import tiersim.engine.resume as resume
     import tiersim.engine.runs as runs
+    from tiersim.engine.schedule_sharing import Schedules
     from tiersim.runner import simulate
 
     runs_seen: list = []
     counts: Counter = Counter()
     ops_of = {
-        "runs": lambda args: args[2].ops,  # run_engine(res, topo, schedule, ...)
-        "watched": lambda args: args[0].plain.ops,  # Watch.run(self, ...)
-        "resumed": lambda args: args[0].schedule.ops,  # go_on(engine)
+        "runs": lambda args, out: args[2].ops,  # run_engine(res, topo, schedule, ...)
+        "watched": lambda args, out: args[0].plain.ops,  # Watch.run(self, ...)
+        "resumed": lambda args, out: args[0].schedule.ops,  # go_on(engine)
+        "schedule": lambda args, out: out.ops,  # Schedules.get(self, steps, ...)
     }
     saved = [
         (runs, "run_engine", "runs"),
         (resume.Watch, "run", "watched"),
         (resume, "go_on", "resumed"),
+        (Schedules, "get", "schedule"),
     ]
     originals = [getattr(owner, name) for owner, name, _ in saved]
     saved_methods = [(name, getattr(flows.FlowNetwork, name)) for name in ("start", "_wake")]
@@ -70,11 +77,18 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
     return cpu, runs_seen, counts
 
 
+def _after_the_plain_ones(seen: list) -> list:
+    """The schedules built and engine runs made after the first of each (the plain run's)."""
+    first_schedule = next(i for i, (c, _, _) in enumerate(seen) if c == "schedule")
+    first_run = next(i for i, (c, _, _) in enumerate(seen) if c != "schedule")
+    return [entry for i, entry in enumerate(seen) if i not in (first_schedule, first_run)]
+
+
 def _timed_run(original, caller: str, ops_of, seen: list):
     def run(*args, **kwargs):
         started = time.process_time()
         out = original(*args, **kwargs)
-        seen.append((caller, time.process_time() - started, len(ops_of(args))))
+        seen.append((caller, time.process_time() - started, len(ops_of(args, out))))
         return out
 
     return run
@@ -103,14 +117,21 @@ def report(path: Path, extra: list[str], repeat: int) -> None:
             if cpu < best.get(name, (math.inf,))[0]:
                 best[name] = (cpu, seen)
     ratio = best["with"][0] / best["without"][0]
-    print(f"{path.name} {' '.join(extra)}: with/without {ratio:.2f}x", flush=True)
+    own = sum(s for _, s, _ in _after_the_plain_ones(best["with"][1]))
+    floor = (best["without"][0] + own) / best["without"][0]
+    print(
+        f"{path.name} {' '.join(extra)}: with/without {ratio:.2f}x (floor, the checkpoint's "
+        f"schedule and engine run alone: {floor:.2f}x)",
+        flush=True,
+    )
     for name, scenario in cases.items():
         cpu, seen = best[name]
         _, _, counts = engine_runs(scenario, timed=False)
         runs = ", ".join(f"{c} {1e3 * s:.2f} ms ({n} ops)" for c, s, n in seen)
         starts, wakes = counts["start"], counts["_wake"]
         print(
-            f"  {name:7s} simulate {1e3 * cpu:7.2f} ms CPU; engine runs: {runs}; network: "
+            f"  {name:7s} simulate {1e3 * cpu:7.2f} ms CPU; schedules and engine runs: {runs}; "
+            "network: "
             f"{starts} flows, mean {counts['start flows'] / max(starts, 1):.1f} present at a "
             f"start, {counts['_wake flows'] / max(wakes, 1):.1f} at each of {wakes} wake-ups",
             flush=True,

@@ -70,13 +70,14 @@ def _every_op(ops, log, role):
     return ops, log.start, log.end
 
 
-def _windows_over_every_op(schedule, log):
-    """`durable._checkpoint_windows` as it was: a pass over every op."""
+def _windows_over_every_op(rows):
+    """`durable._checkpoint_windows` as it was: a pass over every op (`rows`: every op, as
+    `_every_op` gives them), each checked for its role."""
     windows = {}
-    for i, op in enumerate(schedule.ops):
+    for op, op_start, op_end in zip(*rows, strict=True):
         if op.role is Role.CHECKPOINT and op.kind is OpKind.MOVE:
             start, end = windows.get(op.step, (math.inf, -math.inf))
-            windows[op.step] = (min(start, log.start[i]), max(end, log.end[i]))
+            windows[op.step] = (min(start, op_start), max(end, op_end))
     return windows
 
 
@@ -183,14 +184,19 @@ def test_the_async_checkpoint_measured_apart_is_resumed(monkeypatch):
 )
 def test_a_resumed_runs_graph_is_the_one_built_from_its_schedule(name, monkeypatch):
     """The resumed engine's dependency graph, taken over from the plain run's, is the one
-    `graph.dependency_graph` builds from its whole schedule."""
+    `graph.dependency_graph` builds from its whole schedule: every op's dependents, and
+    how many ops each extra op waits for (the plain ops' counts are the plain run's as they
+    stand at the copy, `a.waiting`, not the counts before any op ended)."""
     compared: list[bool] = []
     taken_over = resume._graph
 
     def checked(a, b, watch):
+        n, live = len(a.schedule.ops), list(a.waiting)
         waiting = list(taken_over(a, b, watch))
-        built = dependency_graph(b.schedule.ops, b.topo, b.ordered)
-        compared.append((waiting, b.dependents) == built)
+        built_waiting, built_dependents = dependency_graph(b.schedule.ops, b.topo, b.ordered)
+        compared.append(
+            (waiting[:n], waiting[n:], b.dependents) == (live, built_waiting[n:], built_dependents)
+        )
         return b.waiting
 
     monkeypatch.setattr(resume, "_graph", checked)
@@ -220,3 +226,51 @@ def test_a_flow_registered_is_planned_as_a_walk_over_every_flow_plans_it(monkeyp
     )
     assert all(same for _, same in walked)
     assert sum(quick for quick, _ in walked) >= 244  # each copy after the first, at least
+
+
+TIMED_KINDS = (OpKind.GPU, OpKind.CPU, OpKind.IDLE, OpKind.JOIN)  # on a timer (ops.py)
+
+
+def _waited_for(ops, deps, memo: dict) -> frozenset:
+    """Written out here, apart from tiersim.engine.resume: the ops that take time (a timer
+    of positive duration, a transfer of some bytes) that an op waiting for `deps` waits for,
+    directly or through ops that take none, by recursion over each dep (`memo`: by op)."""
+    found: set = set()
+    for d in deps:
+        if d not in memo:
+            op = ops[d]
+            takes_time = op.duration > 0 if op.kind in TIMED_KINDS else op.nbytes > 0
+            memo[d] = frozenset({d}) if takes_time else _waited_for(ops, op.deps, memo)
+        found |= memo[d]
+    return frozenset(found)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "default: async to NVMe (measured apart)",
+        "default: blocking to NVMe",
+        "70B ZeRO-3 NVMe: blocking (the copy resumed mid-step)",
+        "70B ZeRO-3 NVMe: async, a stall",
+    ],
+)
+def test_a_watch_waits_for_what_each_candidate_waits_for(name, monkeypatch):
+    """(Ninth round) `Watch.of` walks each dep of the candidates once a watch (the 70B
+    blocking copy's candidates share the update's barrier, 325 ops deep) instead of once a
+    candidate: what it waits for is, for each extra op waiting only for plain ops, the ops
+    that take time it waits for, as the recursion above finds them; and the run is resumed."""
+    of, watches = resume.Watch.of, []
+
+    def kept(plain, longer):
+        watch = of(plain, longer)
+        watches.append((plain, longer, watch))
+        return watch
+
+    monkeypatch.setattr(resume.Watch, "of", kept)
+    simulate(load_scenario(*CASES[name]).scenario)
+    assert [watch is not None for _, _, watch in watches] == [True]
+    plain, longer, watch = watches[0]
+    n, ops, memo = len(plain.ops), longer.ops, {}
+    candidates = [j for j in range(n, len(ops)) if max(ops[j].deps) < n]
+    assert candidates
+    assert set(watch._needs) == {_waited_for(plain.ops, ops[j].deps, memo) for j in candidates}

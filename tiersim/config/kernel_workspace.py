@@ -55,7 +55,8 @@ A100 and V100 systems). Not counted: workspaces freed within their kernel call (
 CUDA 12.2+ where PyTorch sets none, cuDNN's fused attention's), and PyTorch's cuBLASLt workspace
 (`getCUDABlasLtWorkspace`, `CUBLASLT_WORKSPACE_SIZE` 1,024 KiB a (handle, stream)), made only
 where a GEMM takes the Lt path (addmm's fused bias). DeepSpeed's own buckets are
-state/buffers.py's (counted where `training.offload.reduce_bucket_size` names them); FSDP's
+state/buffers.py's where `training.offload.reduce_bucket_size` names them, and at DeepSpeed's
+default a timeline part of their own (state/deepspeed_buckets.py); FSDP's
 and DDP's buffers are their own parts of the timeline.
 """
 

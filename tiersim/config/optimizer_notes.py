@@ -1,9 +1,26 @@
 """Notes on `training.optimizer` where the implementation tiersim follows refuses what a
-scenario asks: 8-bit AdamW with 16-bit weights on FSDP2's DTensors. There the optimizer is
-torchao's AdamW8bit (bitsandbytes' refuses DTensors, state/torchao_adamw8bit.py), whose 0.18.0
-refused 16-bit DTensors on the CPU, compiled and eager alike (docs/muon-fsdp.md, "8-bit AdamW
-under FSDP2"): tiersim's figures were measured with it stepping each rank's local shards, and
-its GPU step is not measured."""
+scenario asks:
+- 8-bit AdamW with 16-bit weights on FSDP2's DTensors. There the optimizer is torchao's
+  AdamW8bit (bitsandbytes' refuses DTensors, state/torchao_adamw8bit.py), whose 0.18.0 refused
+  16-bit DTensors on the CPU, compiled and eager alike (docs/muon-fsdp.md, "8-bit AdamW under
+  FSDP2"): tiersim's figures were measured with it stepping each rank's local shards, and its
+  GPU step is not measured.
+- Muon under DeepSpeed ZeRO (deepspeedai/DeepSpeed): DeepSpeed refuses it with its default
+  `zero_optimization.reduce_scatter: true` (stage_1_and_2.py, commit 02aa38c3, `__init__`:
+  `if self.reduce_scatter and self.uses_muon: assert False, "... with reduce_scatter=True is
+  incompatible with Muon optimizer ..."`; stage3.py, commit 007cca6a: `raise
+  ValueError("Muon and reduce scatter cannot be used together")`; zero/config.py:
+  `reduce_scatter: bool = True`), and runs it otherwise than tiersim counts: with
+  reduce_scatter false each gradient bucket is all-reduced whole (`average_tensor`: "Force
+  full all-reduce for Muon parameters"), ZeRO-1/2 apply Muon to each whole matrix the rank's
+  partition touches in `get_flat_partition` at the backward's end (its momentum over those
+  whole matrices), ZeRO-3 all-gathers each bucket's momentum partitions whole, divides the
+  updates over the ranks and all-gathers them back (`_apply_distributed_muon_update`); with
+  the optimizer on the CPU DeepSpeed has no Muon (its blog, blogs/muon-optimizer: "CPU
+  Offloading -- in progress"). tiersim has no reduce_scatter key and counts ZeRO's
+  reduce-scatter, a partitioned momentum and no Newton-Schulz working set there: a note says
+  so (docs/deepspeed-buckets.md, "Muon under DeepSpeed ZeRO").
+"""
 
 from __future__ import annotations
 
@@ -22,6 +39,43 @@ def _weights_sharded(s: Scenario) -> bool:
 
 
 def optimizer_notes(s: Scenario) -> list[Problem]:
+    return _fsdp2_8bit_notes(s) + _deepspeed_muon_notes(s)
+
+
+DEEPSPEED_MUON = (
+    "muon under DeepSpeed ZeRO-{stage} is refused by DeepSpeed at its default "
+    "zero_optimization.reduce_scatter: true ({refusal}); run with reduce_scatter false, "
+    "DeepSpeed all-reduces every gradient bucket whole and {how}{cpu}. tiersim counts "
+    "none of that here: its figures are "
+    "ZeRO's reduce-scatter, a partitioned momentum and no Newton-Schulz working set "
+    "(docs/deepspeed-buckets.md)"
+)
+MUON_HOW = {
+    1: "applies Muon to each whole matrix the rank's partition touches (no gather)",
+    2: "applies Muon to each whole matrix the rank's partition touches (no gather)",
+    3: "all-gathers each bucket's momentum partitions whole, divides the updates over the "
+    "ranks and all-gathers them back",
+}
+MUON_REFUSAL = {
+    1: "stage_1_and_2.py's assert",
+    2: "stage_1_and_2.py's assert",
+    3: "stage3.py's ValueError",
+}
+MUON_CPU = "; with the optimizer on the CPU DeepSpeed has no Muon at all (in progress there)"
+
+
+def _deepspeed_muon_notes(s: Scenario) -> list[Problem]:
+    """Muon under DeepSpeed ZeRO: not as DeepSpeed ships it (the module's docstring)."""
+    stage, tr = s.parallel.zero_stage, s.training
+    if tr.optimizer != "muon" or tr.framework != "deepspeed" or stage == 0:
+        return []
+    cpu = MUON_CPU if s.placement.optimizer_compute == "cpu" else ""
+    how, refusal = MUON_HOW[stage], MUON_REFUSAL[stage]
+    why = DEEPSPEED_MUON.format(stage=stage, refusal=refusal, how=how, cpu=cpu)
+    return [Problem(WHERE, why, "W-FRAMEWORK-LIMIT")]
+
+
+def _fsdp2_8bit_notes(s: Scenario) -> list[Problem]:
     tr = s.training
     if tr.framework != "fsdp" or not _weights_sharded(s):
         return []

@@ -27,6 +27,7 @@ from tiersim.engine.ops import OpKind
 from tiersim.hardware.resources import Network
 
 MOVE = OpKind.MOVE
+ANY = FlowNetwork.ANY
 _DEPS, _KIND = operator.attrgetter("deps"), operator.attrgetter("kind")
 # False: every run on the event loop (tests compare the two ways)
 ENABLED = True
@@ -41,10 +42,9 @@ def refusal(engine: Any) -> str | None:
     """Why `engine`'s schedule cannot be walked as a chain (None: it can). Checked over
     every op in C-level passes (a run's ops are thousands); the op to blame found only
     where one fails."""
-    if engine.res.execution.simulation.link_sharing in ("ordered", "issue_order"):
-        return "link sharing is not max-min (collectives are ordered with other transfers)"
-    if any(not c > 0 for r, c in engine.net.capacity.items() if isinstance(r, Network)):
-        return "a network channel has no bandwidth"
+    why = unwalkable(engine.res, engine.net.capacity)
+    if why is not None:
+        return why
     ops = engine.schedule.ops
     if len(ops) <= engine.schedule.chain_length:  # a chain as it was built: nothing to check
         return None
@@ -61,6 +61,22 @@ def refusal(engine: Any) -> str | None:
         if i and (i - 1 not in op.deps or max(op.deps) >= i):
             return f"op {i} ({op.label}) does not wait for the op before it"
     raise AssertionError("a chain refused with no op to blame")
+
+
+def unwalkable(res: Any, capacity: dict) -> str | None:
+    """Why no schedule of this scenario is walked as a chain, whatever its ops (`capacity`:
+    the engine's, by resource), or None; `refusal`'s first questions."""
+    if res.execution.simulation.link_sharing in ("ordered", "issue_order"):
+        return "link sharing is not max-min (collectives are ordered with other transfers)"
+    if any(not c > 0 for r, c in capacity.items() if isinstance(r, Network)):
+        return "a network channel has no bandwidth"
+    return None
+
+
+def walked(res: Any, capacity: dict) -> bool:
+    """Whether a schedule of this scenario that is a chain as built (`Schedule.chain_length`)
+    is walked here, whatever its ops (`walks`'s answer for it)."""
+    return ENABLED and unwalkable(res, capacity) is None
 
 
 def ops_wanted(recorder: Any) -> bool:
@@ -94,7 +110,7 @@ def _walk(engine: Any, spans_of: dict, kinds: dict[str, list]) -> tuple[int, int
     tell = None if not ops_wanted(recorder) else recorder.op
     log, net = engine.log, engine.net
     starts, ends, step_left = log.start, log.end, log.step_left
-    capacity, busy, flying = net.capacity, net.busy, log.flying
+    collective = _Lone(net.capacity, spans_of, net.busy, log.flying).end
     timers, wakeups, now, latest, spans = 0, 0, 0.0, None, []
     for i, op in enumerate(engine.schedule.ops):
         start = starts[i] = now
@@ -107,7 +123,7 @@ def _walk(engine: Any, spans_of: dict, kinds: dict[str, list]) -> tuple[int, int
                 now = now + op.duration
         elif op.nbytes > 0 or op.latency > 0:  # a collective alone on its channel
             wakeups += 1
-            now = _collective(op, now, capacity, (spans_of, busy, flying))
+            now = collective(op, now)
         ends[i] = now
         if now > start:
             if kind is latest:
@@ -139,45 +155,56 @@ def _step_ended(log: Any, step: int, now: float, occupancy: dict) -> None:
     log.snapshots[step] = {t: o.integral_at(now) for t, o in occupancy.items()}
 
 
-def _collective(op: Any, now: float, capacity: dict, logs: tuple) -> float:
-    """When a collective alone on its channel, started at `now`, ends: `Channel.start`'s
-    plan for a lone flow, or with no bytes `_nothing_to_move`'s timer. Its busy span merged
-    into its channel's as `merge_span` merges it (ANY's, the same spans, filled once the
-    walk is over: `_any_channel`; a channel's list made at its first span, ANY's with it:
-    the log's order of channels), and its span in flight into its channel's
-    (`RunLog.flying`), each merged with the one before where they touch."""
-    spans_of, busy, flying = logs
-    name = op.resource.channel
-    if op.nbytes > 0:
-        delay = op.latency
-        begin = now + delay if delay > 0 else now
-        soonest = float(op.nbytes) / capacity[op.resource]
-        if begin > now:
-            soonest += begin - now
-        if not soonest > 0.0:
-            soonest = 0.0
-        end = now + soonest
-        if end > begin:
-            both = spans_of.get(name)
-            if both is None:
-                both = spans_of[name] = busy.lists((name, FlowNetwork.ANY))
-            spans = both[0]  # `_merged`, inline (a collective in three ops)
-            if spans and begin <= spans[-1][1]:
-                first = spans[-1][0]
-                spans[-1] = (begin if begin < first else first, end)
-            else:
-                spans.append((begin, end))
-    else:
-        end = now + op.latency
-    if end > now:
-        spans = flying.get(name)
-        if spans is None:
-            flying[name] = [(now, end)]
-        elif now <= spans[-1][1]:  # `_merged`: (now at or after the one before's start)
-            spans[-1] = (spans[-1][0], end)
+class _Lone:
+    """The walk's collectives, each alone on its channel (`end`), with what the collective
+    before had of its channel kept: its name, its capacity and its span lists (a chain's
+    collectives mostly follow one another on one channel; looked up again at a change)."""
+
+    __slots__ = ("busy", "capacity", "fly", "flying", "name", "own", "resource", "spans_of")
+
+    def __init__(self, capacity: dict, spans_of: dict, busy: Any, flying: dict) -> None:
+        self.capacity, self.spans_of, self.busy, self.flying = capacity, spans_of, busy, flying
+        self.resource = self.name = self.own = self.fly = None
+
+    def end(self, op: Any, now: float) -> float:
+        """When a collective alone on its channel, started at `now`, ends: `Channel.start`'s
+        plan for a lone flow, or with no bytes `_nothing_to_move`'s timer. Its busy span
+        merged into its channel's as `merge_span` merges it (ANY's, the same spans, filled
+        once the walk is over: `_any_channel`; a channel's list made at its first span,
+        ANY's with it: the log's order of channels), and its span in flight into its
+        channel's (`RunLog.flying`), each merged with the one before where they touch."""
+        if op.resource != self.resource:  # equal channels: the same name and capacity
+            self.resource, self.name = op.resource, op.resource.channel
+            self.own, self.fly = self.spans_of.get(self.name), self.flying.get(self.name)
+        if op.nbytes > 0:
+            delay = op.latency
+            begin = now + delay if delay > 0 else now
+            soonest = float(op.nbytes) / self.capacity[op.resource]
+            if begin > now:
+                soonest += begin - now
+            if not soonest > 0.0:
+                soonest = 0.0
+            end = now + soonest
+            if end > begin:
+                if self.own is None:
+                    self.own = self.spans_of[self.name] = self.busy.lists((self.name, ANY))
+                spans = self.own[0]  # `_merged`, inline (a collective in three ops)
+                if spans and begin <= spans[-1][1]:
+                    first = spans[-1][0]
+                    spans[-1] = (begin if begin < first else first, end)
+                else:
+                    spans.append((begin, end))
         else:
-            spans.append((now, end))
-    return end
+            end = now + op.latency
+        if end > now:
+            spans = self.fly
+            if spans is None:
+                self.fly = self.flying[self.name] = [(now, end)]
+            elif now <= spans[-1][1]:  # `_merged`: (now at or after the one before's start)
+                spans[-1] = (spans[-1][0], end)
+            else:
+                spans.append((now, end))
+        return end
 
 
 def _any_channel(spans_of: dict, net: Any) -> None:

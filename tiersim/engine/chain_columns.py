@@ -66,7 +66,7 @@ class Columns:
         (compute_at, compute), (recompute_at, recompute) = terms["compute"], terms["recompute"]
         transfers: dict[tuple, tuple[list[int], list]] = {}  # by kind, first seen first
         forward, backward, recompute_role = Role.FORWARD, Role.BACKWARD, Role.RECOMPUTE
-        i = -1
+        i, last = -1, (None, None, None)  # the last collective's channel, group, columns
         for op in ops:
             i += 1
             kind = op.kind  # compared by identity: an enum's hash is a Python call
@@ -84,10 +84,13 @@ class Columns:
                 if op.role is Role.OPTIMIZER:
                     _add(terms["cpu"], i, op.duration)
             elif kind is COMM or kind is SYNC:
-                key = ("net", op.resource.channel, op.subject)
-                found = transfers.get(key)
-                if found is None:
-                    found = transfers[key] = ([], [])
+                if op.resource != last[0] or op.subject != last[1]:  # a new kind
+                    key = ("net", op.resource.channel, op.subject)
+                    found = transfers.get(key)
+                    if found is None:
+                        found = transfers[key] = ([], [])
+                    last = (op.resource, op.subject, found)
+                found = last[2]  # the kind of the collective before (the same channel and group)
                 found[0].append(i)
                 found[1].append(op.nbytes)
         self.terms, self.transfers = terms, transfers

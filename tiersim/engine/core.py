@@ -147,6 +147,8 @@ class Engine:
         built at the first call."""
         if self.waiting is None or self.dependents is None:
             s = self.schedule
+            if not s.records:  # shared records' deps are no op's (engine.schedule_shared)
+                raise AssertionError("a schedule of shared op records put on the event loop")
             self.waiting, self.dependents = dependency_graph(s.ops, self.topo, self.ordered)
         return self.waiting, self.dependents
 

@@ -58,15 +58,15 @@ def read_back_s(res: Resolved, setup: RunSetup) -> float:
     return total
 
 
-def _checkpoint_windows(schedule, log) -> dict[int, tuple[float, float]]:
+def _checkpoint_windows(mine: Rows) -> dict[int, tuple[float, float]]:
     """Each checkpointed step's first checkpoint move's start (its snapshot taken: a move
     starts once its deps are done, its staging allocated at once) and last one's end (its
     last byte durable). Moves only: the checkpoint's JOIN on the previous checkpoint's
     drains "starts" when that one ends, which would measure every-step checkpoints from the
     previous one's end (the whole period) instead of from their own snapshot. Read from
-    the checkpoint's ops alone (`of_role`)."""
+    the checkpoint's ops alone (`mine`: `of_role`'s, picked once for this and the figures)."""
     windows: dict[int, tuple[float, float]] = {}
-    for op, start, end in zip(*of_role(schedule.ops, log, Role.CHECKPOINT), strict=True):
+    for op, start, end in zip(*mine, strict=True):
         if op.kind is OpKind.MOVE:
             first, last = windows.get(op.step, (math.inf, -math.inf))
             windows[op.step] = (min(first, start), max(last, end))
@@ -76,7 +76,7 @@ def _checkpoint_windows(schedule, log) -> dict[int, tuple[float, float]]:
 def _repeating(schedule, log, first: int) -> int | None:
     """The first checkpointed step from `first` on whose duration and checkpoint write time
     agree (to SAME) with the next step's, which may be the run's last; None if none does."""
-    ends, windows = log.step_end, _checkpoint_windows(schedule, log)
+    ends, windows = log.step_end, _checkpoint_windows(of_role(schedule.ops, log, Role.CHECKPOINT))
 
     def figures(k: int) -> tuple[float, float]:
         start, end = windows[k]
@@ -229,12 +229,14 @@ def measure_checkpoint(
         del engine, log  # freed first
         settled = _settled(res, setup, run, steps, bound, measured)
         schedule, engine, log, measured, steady, (base_ends, base_busy) = settled
-    start, end = _checkpoint_windows(schedule, log)[measured]
+    mine = of_role(schedule.ops, log, Role.CHECKPOINT)
+    start, end = _checkpoint_windows(mine)[measured]
     stall = _stall(res, plain, log.step_end, base_ends, end - start, measured)
     run_figures = (schedule, engine, _window(res, log.step_end, measured), base_busy)
     # the checkpoint run's and its baseline's, at most as many events and as long
     noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
-    return checkpoint_run(res, setup, run_figures, measured, (end - start, stall, noise), steady)
+    seconds = (end - start, stall, noise)
+    return checkpoint_run(res, setup, run_figures, measured, seconds, steady, mine)
 
 
 def checkpoint_run(
@@ -244,14 +246,17 @@ def checkpoint_run(
     step: int,
     seconds: tuple[float, float, float],
     steady: bool = True,
+    mine: Rows | None = None,
 ) -> CheckpointRun:
     """The checkpoint of `step` as its run measured it: `run_figures` (the checkpoint run's
     schedule and finished engine, the window its link time counts in, its baseline's busy
-    seconds per link), `seconds` (its write time, stall before the floor at 0, round-off)."""
+    seconds per link), `seconds` (its write time, stall before the floor at 0, round-off);
+    `mine`: the checkpoint's ops (`of_role`), where the caller has picked them."""
     schedule, engine, window, base_busy = run_figures
     write_s, stall_s, noise_s = seconds
     per_class = shares(res, setup.wl.units)
-    mine = of_role(schedule.ops, engine.log, Role.CHECKPOINT)  # what both passes below read
+    if mine is None:  # what both passes below read
+        mine = of_role(schedule.ops, engine.log, Role.CHECKPOINT)
     links, read, written = moved(setup.topo, mine[0], step, roles=(Role.CHECKPOINT,))
     added, flying = _added_link_time(engine, window, base_busy, mine)
     return CheckpointRun(

@@ -31,7 +31,10 @@ def dependency_graph(
 
 
 def ops_per_step(ops: list[Op], steps: int) -> list[int]:
-    """How many ops each step has."""
+    """How many ops each step has (a schedule's ops are of its steps: one step's are all
+    its own, counted without reading each)."""
+    if steps == 1:
+        return [len(ops)]
     step_of = list(map(_STEP, ops))
     return [step_of.count(step) for step in range(steps)]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from tiersim.engine.ops import Op, OpKind, Role
+from tiersim.engine.schedule_shared import materialize
 from tiersim.state.classes import BY_NAME
 from tiersim.workload.comms import Comm
 
@@ -17,8 +18,12 @@ MOVE = OpKind.MOVE
 
 
 class OpList:
-    def __init__(self) -> None:
+    def __init__(self, shared: bool = False) -> None:
+        """`shared`: a resident stage's ops may be shared records where they continue the
+        chain (tiersim.engine.schedule_shared), while nothing reads or changes them."""
         self.ops: list[Op] = []
+        # the runs of shared records appended (start, stop, micro-batch); None: each op its own
+        self.shared: list[tuple[int, int, int]] | None = [] if shared else None
         self.last_on: dict[str, int] = {}  # the last op on each stream
         # ops below this index are shared with a fork: copied before their `free` changes
         self.shared_below = 0
@@ -40,6 +45,7 @@ class OpList:
 
     def fork(self) -> OpList:
         """An independent list sharing the ops built so far (each copied on its next change)."""
+        self.own_records()
         twin = OpList()
         twin.ops, twin.last_on = list(self.ops), dict(self.last_on)
         twin.chain_length = self.chain_length
@@ -83,7 +89,16 @@ class OpList:
         if type(op.alloc) is not tuple:
             op.alloc = tuple(op.alloc)
         ops.append(op)
+        if self.shared and self.chain_length <= index:  # the chain broken: records read
+            self.own_records()
         return index
+
+    def own_records(self) -> None:
+        """Every shared record made the op's own (schedule_shared.materialize); from now on
+        each op is built with its own."""
+        if self.shared:
+            materialize(self.ops, self.shared)
+        self.shared = None
 
     def free_after(self, i: int, tier: str, nbytes: int) -> None:
         """Op `i` frees `nbytes` on `tier` when it ends."""
@@ -99,6 +114,8 @@ class OpList:
 
     def _own(self, i: int) -> Op:
         """Op `i`, copied first if it is shared with a fork (copy on write)."""
+        if self.shared:
+            self.own_records()
         if i < self.shared_below and i not in self.owned:
             op = self.ops[i]
             self.ops[i] = dataclasses.replace(op)

@@ -96,3 +96,6 @@ class Schedule:
     # how many of the first ops are one chain as built (OpList.chain_length): each on a stream
     # and after the one before it, so tiersim.engine.chain walks them without checking again
     chain_length: int = 0
+    # each op its own record (False: a resident stage's ops share one record per unit and
+    # role, tiersim.engine.schedule_shared; then the schedule is a chain to its end, walked)
+    records: bool = True

@@ -49,27 +49,36 @@ GO_ON = -1  # Engine.run's `after` for an engine given a state taken between two
 _DEPS, _STEP = operator.attrgetter("deps"), operator.attrgetter("step")
 
 
-def _takes_time(op: Op) -> bool:
-    """Whether `op` ends in a later event than the one it starts in (tiersim.engine.core:
-    a timer of positive duration, a flow of some bytes; anything else may end at once)."""
-    if op.kind.timed:
-        return op.duration > 0
-    return op.nbytes > 0
-
-
-def _timed_before(ops: list[Op], deps: tuple[int, ...]) -> frozenset[int]:
+def _timed_before(ops: list[Op], deps: tuple[int, ...], reached: dict) -> frozenset[int]:
     """The ops that take time an op waiting for `deps` waits for, directly or through ops
-    that may end at once (each of those stands for the ops it waits for, in turn)."""
-    found, seen, todo = set(), set(), list(deps)
+    that may end at once (each of those stands for the ops it waits for, in turn): the
+    union of what each dep reaches, each dep's walked once a watch (`reached`, by dep: the
+    candidates of a blocking checkpoint share the update's barrier, hundreds of ops deep)."""
+    found: set[int] = set()
+    for d in deps:
+        mine = reached.get(d)
+        if mine is None:
+            mine = reached[d] = _reached(ops, d)
+        found.update(mine)
+    return frozenset(found)
+
+
+def _reached(ops: list[Op], first: int) -> frozenset[int]:
+    """The ops that take time reached from op `first` through ops that may end at once
+    (`first` itself where it takes time). An op takes time where it ends in a later event
+    than the one it starts in (tiersim.engine.core: a timer of positive duration, a flow of
+    some bytes); anything else may end at once."""
+    found, seen, todo = set(), set(), [first]
     while todo:
         d = todo.pop()
         if d in seen:
             continue
         seen.add(d)
-        if _takes_time(ops[d]):
+        op = ops[d]
+        if op.duration > 0 if op.kind.timed else op.nbytes > 0:
             found.add(d)
         else:
-            todo.extend(ops[d].deps)
+            todo.extend(op.deps)
     return frozenset(found)
 
 
@@ -106,7 +115,9 @@ class Watch:
         plain_deps = map(operator.lt, map(min, map(_DEPS, ops[n:])), itertools.repeat(n))
         mixed = [*differ, *itertools.compress(range(n, len(ops)), plain_deps)]
         candidates = differ + [j for j in mixed if j >= n and max(ops[j].deps) < n]
-        needs = set(map(functools.partial(_timed_before, mine), {ops[j].deps for j in candidates}))
+        reached: dict[int, frozenset[int]] = {}
+        timed = functools.partial(_timed_before, mine, reached=reached)
+        needs = set(map(timed, {ops[j].deps for j in candidates}))
         if not all(needs):
             return None  # a candidate could start at once: nothing of the plain run before it
         return cls(plain, longer, list(needs), mixed)
@@ -214,7 +225,8 @@ def _graph(a: Engine, b: Engine, watch: Watch) -> list[int]:
                 dependents[d] = [*dependents[d], j]
             else:
                 dependents[d].append(j)
-    b.waiting, b.dependents = list(map(len, map(_DEPS, ops))), dependents
+    # the plain ops' counts are `a`'s as they stand (the caller sets them): the extra ops' only
+    b.waiting, b.dependents = [*a.waiting, *map(len, map(_DEPS, ops[n:]))], dependents
     return b.waiting
 
 

@@ -39,8 +39,11 @@ class Runs:
         setup: RunSetup,
         fork_at: int | None,
         ahead: tuple[int, frozenset[int]] | None = None,
+        records: bool = True,
     ):
-        self.schedules = Schedules(res, setup.wl, setup.depth, fork_at)
+        """`records`: False where no plain run's op records are read (its ops may share
+        them: tiersim.engine.schedule_shared)."""
+        self.schedules = Schedules(res, setup.wl, setup.depth, fork_at, records)
         self.fork_at = fork_at or 0
         self.ahead = ahead
         self._next: tuple | None = None  # ((steps, marks), its schedule, resumed engine)

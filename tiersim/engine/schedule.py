@@ -23,6 +23,7 @@ What moves, per class, never listed by the user:
 
 from __future__ import annotations
 
+from tiersim.engine import schedule_shared
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Schedule
 from tiersim.engine.phases import Context, Readiness
@@ -37,9 +38,11 @@ class ScheduleBuilder:
     """Builds a schedule step by step, each step by its phases in turn: the training passes,
     the optimizer step and, on the steps asked for, a durable checkpoint."""
 
-    def __init__(self, res: Resolved, wl: Workload, depth: int):
+    def __init__(self, res: Resolved, wl: Workload, depth: int, records: bool = True):
+        """`records`: False where nobody reads an op's deps or label (its run walked as a
+        chain: tiersim.engine.schedule_shared); the ops then may share records."""
         self.c = Context.of(res, wl, depth)
-        self.ops = OpList()
+        self.ops = OpList(shared=not records and schedule_shared.ENABLED)
         self.ready = Readiness.empty(len(wl.units))
         self.passes = TrainingPasses(self.c, self.ops, self.ready)
         self.optimizer = OptimizerStep(self.c, self.ops, self.ready)
@@ -64,7 +67,9 @@ class ScheduleBuilder:
         wl = self.c.wl
         starts = tuple(tuple(marks) for marks in self.passes.order_starts[:steps])
         chained = min(end, self.ops.chain_length)
-        return Schedule(self.ops.ops[:end], steps, self.c.depth, wl.net_capacity, starts, chained)
+        records = not self.ops.shared  # shared records: a chain to the end (OpList.add)
+        ops = self.ops.ops[:end]
+        return Schedule(ops, steps, self.c.depth, wl.net_capacity, starts, chained, records)
 
     def build(self, steps: int, checkpoint_steps: frozenset[int] = frozenset()) -> Schedule:
         self.extend(steps, checkpoint_steps)
@@ -102,5 +107,6 @@ def build_schedule(
     steps: int,
     depth: int,
     checkpoint_steps: frozenset[int] = frozenset(),
+    records: bool = True,
 ) -> Schedule:
-    return ScheduleBuilder(res, wl, depth).build(steps, checkpoint_steps)
+    return ScheduleBuilder(res, wl, depth, records).build(steps, checkpoint_steps)

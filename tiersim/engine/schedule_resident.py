@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.engine.ops import Op, OpKind, Role
+from tiersim.engine.schedule_shared import Chunks, appended
 
 # False: every stage built by the general passes (tests compare the two ways)
 ENABLED = True
@@ -51,7 +52,13 @@ def build(passes: Any, step: int, order: list, waits: float, marks: list[int]) -
     ops, chunks, last = passes.ops, passes.c.wl.chunks, len(order) - 1
     forward = [_blocking(u.tp_forward, u.ep_forward, u.cp_forward) for u in passes.units]
     backward = [_blocking(u.tp_backward, u.ep_backward, u.cp_backward) for u in passes.units]
-    for k, entry in enumerate(order):
+    # one record per unit and role for every micro-batch, where no record is read
+    shared = None if ops.shared is None else Chunks(passes, step, forward, backward)
+    k = 0
+    while k <= last:
+        if shared is not None:  # as many entries as continue the chain (not the last)
+            k += appended(passes, shared, order, k, last, marks)
+        entry = order[k]
         marks.append(len(ops))
         units, mb = chunks[entry.chunk], entry.microbatch
         if k == last and waits > 0:  # the other stages' work before the last op
@@ -60,6 +67,9 @@ def build(passes: Any, step: int, order: list, waits: float, marks: list[int]) -
             _forwards(passes, units, mb, step, forward)
         else:
             _backwards(passes, reversed(units), mb, step, backward)
+        if ops.shared and ops.chain_length != len(ops):  # the chain broken: records read
+            ops.own_records()
+        k += 1
 
 
 def _blocking(*collectives: Any) -> tuple[tuple, ...]:

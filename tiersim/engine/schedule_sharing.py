@@ -15,8 +15,17 @@ class Schedules:
     A step's ops depend only on earlier ops, and a built step's ops never change, so the
     schedules are the ones `build_schedule` makes, op for op."""
 
-    def __init__(self, res: Resolved, wl: Workload, depth: int, fork_at: int | None = None):
+    def __init__(
+        self,
+        res: Resolved,
+        wl: Workload,
+        depth: int,
+        fork_at: int | None = None,
+        records: bool = True,
+    ):
+        """`records`: False where the plain runs' op records are never read (ScheduleBuilder)."""
         self.res, self.wl, self.depth, self.fork_at = res, wl, depth, fork_at
+        self.records = records
         self._plain: ScheduleBuilder | None = None
         self._fork: ScheduleBuilder | None = None  # the plain builder as it was at step `fork_at`
 
@@ -36,7 +45,7 @@ class Schedules:
     def _plain_schedule(self, steps: int) -> Schedule:
         # a longer build may have moved frees out of its earlier steps' last ops
         if self._plain is None or len(self._plain.step_ends) - 1 > steps:
-            self._plain = ScheduleBuilder(self.res, self.wl, self.depth)
+            self._plain = ScheduleBuilder(self.res, self.wl, self.depth, self.records)
         plain, at = self._plain, self.fork_at
         if self._fork is None and at is not None and len(plain.step_ends) - 1 <= at <= steps:
             plain.extend(at)

@@ -9,7 +9,7 @@ from tiersim.config.schema import Scenario
 from tiersim.core.collector import collector_paused
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.units import fmt_bytes
-from tiersim.engine import steady
+from tiersim.engine import chain, steady
 from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN, PlainRun, measure_apart, staging_homed
 from tiersim.engine.core import Recorder
 from tiersim.engine.durable import (
@@ -208,6 +208,7 @@ def _measured(
         setup,
         first_checkpointed(res, measured) if checkpointed else None,
         _ahead(res, steps, keep is not None),
+        _records_read(res, setup, recorder, keep is not None),
     )
     schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     result = measure(
@@ -234,6 +235,15 @@ def _measured(
         return measure_checkpoint(res, setup, plain, run, plain_figures)
 
     return result, repetition, checkpoint
+
+
+def _records_read(res: Resolved, setup: RunSetup, recorder: Recorder | None, kept: bool) -> bool:
+    """Whether anything reads the plain run's op records beyond what a walked chain's
+    columns read (tiersim.engine.schedule_shared): a checkpoint's runs (they go on from
+    them), a `kept` run, a recorder told of each op, the event loop (its dependency graph)."""
+    if res.execution.checkpoint_simulated or kept or chain.ops_wanted(recorder):
+        return True
+    return not chain.walked(res, {**setup.topo.capacities, **setup.wl.net_capacity})
 
 
 def _ahead(res: Resolved, steps: int, apart: bool) -> tuple[int, frozenset[int]] | None:

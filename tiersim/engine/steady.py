@@ -357,10 +357,12 @@ def _shifted_alike(starts: list[float], ends: list[float], blocks: list[int]) ->
         return False
     shift = starts[second] - starts[first]
     tol = REL * max(1e-300, abs(ends[end - 1]))
-    pairs = zip(range(first, second), range(second, end), strict=True)
+    # each op i of the first period against op i + (second - first) of the next: slices
+    # zipped (no subscript an op), starts and ends alike, the same differences
     return all(
-        abs(starts[j] - starts[i] - shift) <= tol and abs(ends[j] - ends[i] - shift) <= tol
-        for i, j in pairs
+        abs(later - earlier - shift) <= tol
+        for times in (starts, ends)
+        for earlier, later in zip(times[first:second], times[second:end], strict=True)
     )
 
 

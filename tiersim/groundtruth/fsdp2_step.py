@@ -55,13 +55,13 @@ from tiersim.state.resolved import resolve
 
 class SettledAllGather(DefaultAllGather):
     """FSDP2's all-gather (dist.all_gather_single), returning once gloo's worker has let go
-    of the output: FSDP2 frees its buffer, where the profiler sees it."""
+    of its input and its output: FSDP2 frees its buffers, where the profiler sees them."""
 
     def __call__(self, output_tensor, input_tensor, group, async_op=False):
-        def issue(out: torch.Tensor) -> Wait:
-            return dist.all_gather_single(out, input_tensor, group=group, async_op=True).wait
+        def issue(view_in: torch.Tensor, view_out: torch.Tensor) -> Wait:
+            return dist.all_gather_single(view_out, view_in, group=group, async_op=True).wait
 
-        settle(output_tensor, issue, "FSDP2's all-gather")
+        settle((input_tensor, output_tensor), issue, "FSDP2's all-gather")
 
 
 class SettledReduceScatter(DefaultReduceScatter):
@@ -76,7 +76,7 @@ class SettledReduceScatter(DefaultReduceScatter):
         def issue(view: torch.Tensor) -> Wait:
             return dist.all_reduce(view, op=op, group=group, async_op=True).wait
 
-        settle(clone, issue, "FSDP2's reduce-scatter")
+        settle((clone,), issue, "FSDP2's reduce-scatter")
         output_tensor.copy_(clone.chunk(group.size())[group.rank()])
 
 

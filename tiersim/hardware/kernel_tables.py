@@ -43,8 +43,11 @@ GPU's rests on), never a fit to a training run:
   of it causal; the backward 2.5x the forward's). Interpolated linearly in log2 of the sequence
   length and of the head dimension, held at the edges. A backward not measured for a mask or
   head dimension takes the measured backward's rate times the forward's ratio between the two
-  (the backward of the same kernel scales with its forward). A kernel may give its own `seq`
-  (eager attention's stops where the score matrix no longer fits).
+  (the backward of the same kernel scales with its forward). A mask not measured at all
+  takes the measured mask's rates (the B200's and GB200's FlashAttention-2 are measured causal
+  only: a context-parallel ring's full-mask steps run at the causal rates, slow where the
+  diagonal's tiles weigh). A kernel may give its own `seq` (eager attention's stops where the
+  score matrix no longer fits).
 - `attention.eager`: eager attention's op set (QK^T by baddbmm, softmax, PV by bmm; the
   scores in HBM) timed whole, in the same FLOP count (tiersim/workload/eager_attention.py).
   Mostly memory-bound, so no sustained ceiling holds it (its GEMMs, at K = head_dim, run far
@@ -164,8 +167,11 @@ class AttentionTable:
     def tflops(self, direction: str, causal: bool, head_dim: int, seq: float) -> float:
         mask = "causal" if causal else "full"
         forward = self._measured("forward", mask, head_dim, seq)
+        if forward is None:  # the mask not measured: the other's rates (module docstring)
+            mask = "full" if causal else "causal"
+            forward = self._measured("forward", mask, head_dim, seq)
         if forward is None:
-            raise KeyError(f"no forward {mask} measurement")
+            raise KeyError("no forward measurement")
         if direction == "forward":
             return forward
         own = self.rates.get("backward", {}).get(mask, {})

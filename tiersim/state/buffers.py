@@ -10,9 +10,9 @@
   elements of the model's 16-bit dtype, the gradients' (`__ipg_bucket_flat_buffer`), once.
   Both counted whole all step, as the workspace is: ZeRO-1/2's is live from the start of
   each backward, when the forward's activations are all held, so the peak includes it.
-  Left out (null), no bucket is counted: `training.workspace` is kernels' workspaces only
-  (config/kernel_workspace.py), so DeepSpeed's default bucket is not counted (an open item,
-  docs/kernel-workspace.md).
+  Left out (null), DeepSpeed's default bucket (5e8 elements) is not in `workspace` but a part
+  of the memory timeline of its own, by today's stage_1_and_2.py and stage3.py
+  (state/deepspeed_buckets.py).
 - ZeRO-Offload's GPU gradient buffer: ZeRO-1/2 with the optimizer offloaded to the CPU
   allocates, once in the optimizer's __init__, `temp_grad_buffer_for_gpu_offload`
   = torch.zeros(largest_param_numel) in GPU memory, in the model's 16-bit dtype, where

@@ -8,9 +8,9 @@ In order (docs/memory.md says what is and is not counted, and why):
    as the inventory counts them; gradients stay allocated all step (flat gradient buffers of
    DeepSpeed and Megatron, `zero_grad(set_to_none=False)`); the saved activations of the other
    micro-batches in flight; outside the allocator, the CUDA context and NCCL's buffers.
-2. forward, layer by layer: sharded (ZeRO-3, FSDP) or offloaded weights gathered in the compute
-   precision, the current layer and the next one (a prefetch depth of one), released after the
-   layer (`reshard_after_forward`) or kept until backward; the layer's saved activations. At
+2. forward, layer by layer: sharded or offloaded weights gathered in the compute precision, the
+   current layer and those prefetched (FSDP2: `simulation.prefetch_depth`; else the next one),
+   released after the layer or kept to backward; the layer's saved activations. At
    the last stage, the loss: the logits (s·b·V/t in the compute precision) and their fp32 copy;
    `huggingface` keeps the fp32 log-softmax (F.cross_entropy), `megatron` turns the fp32 copy
    into the softmax in place and keeps it (vocab_parallel_cross_entropy).
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state import apex_grad_sync as apex_sync
+from tiersim.state import deepspeed_buckets as ds_buckets
 from tiersim.state.ddp_buckets import DDP_BUCKETS, ddp_bucket_bytes
 from tiersim.state.fp8 import recast_per_pass
 from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_values
@@ -52,10 +53,9 @@ from tiersim.state.timeline import Event, Outside, Timeline, evaluate
 from tiersim.state.userbuffers import UB_NAME, userbuffer_bytes, userbuffer_source
 from tiersim.state.vocab_grads import VocabGrads, vocab_grads
 
-# Outside the allocator (not in torch.cuda.memory_reserved), held from the first CUDA call:
-# the CUDA context: 723 MiB on the first CUDA call (PyTorch forums, "What is the reason for
-# pytorch's GPU memory floor?", measured with nvidia-smi); CUDA >= 11.7's lazy module loading
-# lowers it, so this is an upper figure.
+# Outside the allocator (not in torch.cuda.memory_reserved): the CUDA context, 723 MiB on the
+# first CUDA call (PyTorch forums, "What is the reason for pytorch's GPU memory floor?", measured
+# with nvidia-smi); CUDA >= 11.7's lazy module loading lowers it: an upper figure.
 CUDA_CONTEXT_BYTES = 723 * 2**20
 # NCCL: NCCL_BUFFSIZE, 4 MiB by default (NCCL environment variables, docs.nvidia.com), per
 # channel and peer of a communicator's ring; counted for the send and receive peer of each
@@ -128,6 +128,7 @@ def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> No
     steps.alloc("start of the step", "start", "held", apex_sync.HELD, held_acts)
     ddp = ddp_bucket_bytes(r, use.classes.get("weights", 0))  # state/ddp_buckets.py
     steps.alloc("start of the step", "start", "ddp buckets", DDP_BUCKETS, ddp)
+    ds_buckets.bucket_at_start(steps, r)  # ZeRO-3's reduce bucket (state/deepspeed_buckets.py)
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
         if p.fsdp2:  # the previous group's all-gather buffer kept to this copy-out
             p.fsdp2.unshard(steps, at, "forward", p.groups[i])
             p.fsdp2.release(steps, at, "forward", str(i - 1) if i else "rest")
+            p.fsdp2.forward_prefetch(steps, at, p.groups, i)
         elif p.gather:
             _gather(steps, p, layers, at, "forward", range(i, min(i + p.window, len(layers))))
         saved, first = (lay.saved, lay.first) if p.on_gpu else (0, 0)
@@ -239,9 +241,11 @@ def _backward(
             steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
         if p.fp8_recast:  # cast again for the backward's GEMMs
             steps.alloc(at, b, f"fp8 {i}", *lay.fp8_live(True, backward=True))
-        steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
+        kept = lay.kept_working if p.fsdp2 else 0.0  # the first gradients inside, FSDP2's
+        steps.alloc(at, b, f"working {i}", "backward transients", kept or lay.working, 3)
         if p.fsdp2:  # the first of the layer's gradients, beside all it saved
-            p.fsdp2.first_gradient(steps, at, p.groups[i], lay.largest * p.grad_bytes)
+            first = 0 if kept else lay.largest * p.grad_bytes
+            p.fsdp2.first_gradient(steps, at, p.groups[i], first)
         elif sharded_grads:
             # ZeRO: each tensor's as it is reduced, a tiled operator's (ZeRO-Infinity) a
             # tile's, at most what one fetch gathers
@@ -297,6 +301,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
         at = "forward: final norm and head"
         steps.alloc(at, "forward", "head saves", "saved activations", head, 4)
         _loss_with_head(steps, r, p, 0 if root else rest, log_softmax, vocab)
+        ds_buckets.bucket_at_first_gradient(steps, r, "backward: final norm and head")
         at, b, norm = "backward: final norm and head", "backward", FINAL_NORM
         steps.alloc(at, b, "final norm", norm, final_norm_transients(r) if p.on_gpu else 0, 5)
         steps.free(at, b, "final norm", norm)
@@ -309,6 +314,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     nxt.append(("backward transients", max((x.working for x in layers), default=0)))
     cooled = apex_sync.cool_down_events(steps, apex, units, nxt)
     _flushed(steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings")
+    ds_buckets.bucket_at_end_of_backward(steps, r, "backward: ZeRO's gradient epilogue")
     optimizer_step(steps, r, stage, apex.at_step_buckets)
     return steps.events
 

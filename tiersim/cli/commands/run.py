@@ -60,6 +60,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(allocated and reserved, allocation by allocation; docs/memory.md) with the host's "
         "beside it where the step uses host memory (needs matplotlib)",
     )
+    parser.add_argument(
+        "--memory-events",
+        action="store_true",
+        help="also write each memory timeline's events into report.json (memory_timeline."
+        "series, host_memory_timeline.series): phase, moment, part, bytes and the running "
+        "totals, a row an event, merged by moment beyond 256 rows a tier (docs/commands.md, "
+        "Results); without it report.json gives their count alone",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -188,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     _refuse_outputs(args, loaded, folder, trace if tracing else None)
     with _locked(folder):  # one writer: two runs must not leave one's scenario, the other's report
         built = simulate(loaded, record=bool(tracing or args.plot)).lifecycle  # simulated once
-        report, result = built.report, built.result
+        report, result = _with_events(built, args.memory_events), built.result
         text = to_json(report)
         try:
             write_run(folder, loaded.scenario, loaded.source, text)
@@ -217,6 +225,15 @@ def run(args: argparse.Namespace) -> int:
         tables = step_tables(report, result.wall_s, mfu_peak_note(loaded.scenario))
         print(tables + layout + "\n\n" + where)
     return 0
+
+
+def _with_events(built, events: bool) -> dict:
+    """The run's report, with each memory timeline's rows where --memory-events asks."""
+    from tiersim.report.memory_series import with_series
+
+    if events:
+        with_series(built.report, built.memory_timeline, built.host_timeline)
+    return built.report
 
 
 def _refuse_outputs(
