@@ -127,7 +127,7 @@ CASES = (
         "command-line",
         "an output folder that is a file",
         ("run", "{tmp}/s.yaml", "--out", "{tmp}/s.yaml"),
-        (("s.yaml", SMALL),),
+        (("s.yaml", SMALL + "hardware: {preset: h200-hbf}\n"),),  # the machine named: no note
         (("E-RESULTS", "--out: <tmp>/s.yaml"),),
     ),
     Case(

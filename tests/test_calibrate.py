@@ -143,10 +143,10 @@ def test_proc_is_no_place_for_a_test_file(tmp_path: Path, capsys):
 
 def test_a_size_over_the_free_space_exits_2_before_measuring(tmp_path: Path, capsys):
     argv = ["--path", str(tmp_path), "--out", str(tmp_path / "x.yaml")]
-    err = _calibrate_fails([*argv, "--size", "1000 PB"], capsys)
+    err = _calibrate_fails([*argv, "--size", "1000 PB"], capsys)  # 1e18 B: said as 1.00 EB
     line = said(err.strip(), "tiersim calibrate")
     assert line.coded == ("E-OPTION", "--size")
-    assert line.message.startswith(f"{tmp_path}: ") and "1000.00 PB" in line.message
+    assert line.message.startswith(f"{tmp_path}: ") and "1.00 EB" in line.message
     assert list(tmp_path.iterdir()) == []
 
 

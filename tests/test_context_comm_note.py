@@ -18,7 +18,7 @@ def _scenario(tmp_path, parallel: str) -> object:
     path = tmp_path / f"s{len(list(tmp_path.iterdir()))}.yaml"
     path.write_text(
         f"name: s\nmodel: {MODEL}\ntraining: {{seq_len: 128}}\nparallel: {parallel}\n"
-        "hardware: {tiers: {hbm: {capacity: 10 TB}}}\n"
+        "hardware: {preset: h200-hbf, tiers: {hbm: {capacity: 10 TB}}}\n"
     )
     return path
 

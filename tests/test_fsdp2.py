@@ -9,7 +9,6 @@ padding shows. The ranks fork from this process (torch and FSDP imported once).
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ import torch.multiprocessing as mp
 from conftest import scenario
 from torch.distributed.fsdp import fully_shard
 
+from tiersim.groundtruth.ports import reserved_port
 from tiersim.groundtruth.torchmodels import Decoder
 from tiersim.state.fsdp import rank_bytes
 from tiersim.state.inventory import build_inventory
@@ -76,12 +76,10 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
 
 
 def run_ranks(world: int, tmp_path: Path) -> list[dict]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    mp.start_processes(
-        _worker, args=(world, port, str(tmp_path)), nprocs=world, start_method="fork"
-    )
+    with reserved_port() as port:  # kept from other processes until rank 0 has bound it
+        mp.start_processes(
+            _worker, args=(world, port, str(tmp_path)), nprocs=world, start_method="fork"
+        )
     return [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(world)]
 
 

@@ -175,6 +175,7 @@ def test_the_run_report_shows_the_host_and_keeps_the_engines_peak(runs):
     assert dram["peak_bytes"] == hm["peak_bytes"] == 15_728_123_904  # the larger of the two
     assert hm["node"] == {
         "gpus": 8,
+        "gpus_per_node": 8,
         "pipeline_stages": 1,
         "capacity_bytes": 8 * 256_000_000_000,
         "peak_bytes": 8 * 15_728_123_904,

@@ -16,6 +16,7 @@ from tiersim.core.errors import shown
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SMALL = {"name": "small", "model": {"preset": "gpt2"}}
+H200 = {"hardware": {"preset": "h200-hbf"}}  # the machine named: no note on its default
 # every problem is one short line, whatever the input's size: the longest here, an unknown
 # model_type without transformers (two ~70-character temp paths, the value's 60-character
 # echo, the named families and the install hint), is 464 characters
@@ -290,7 +291,8 @@ def test_json_hf_config_error_quotes_are_short(cli, write, tmp_path):
 
 def test_a_special_file_as_a_sweeps_log_is_refused(cli, write, tmp_path):
     sweep = write(
-        {"base": str(write(SMALL)), "grid": {"training.grad_accumulation": [1, 2]}}, "w.yaml"
+        {"base": str(write({**SMALL, **H200})), "grid": {"training.grad_accumulation": [1, 2]}},
+        "w.yaml",
     )
     out = tmp_path / "out"
     out.mkdir()

@@ -377,6 +377,20 @@ def test_a_narrower_model_is_written_as_measured_and_says_so(tmp_path: Path, cap
     assert f"the calibrated preset is that smaller model, NOT {model_file}" in comments
 
 
+def test_a_shallower_model_measured_without_calibrate_speaks_of_no_preset(tmp_path, capsys):
+    """Without --calibrate no preset is written: the note said "the calibrated preset has
+    ...'s own dimensions" all the same; it says what the figures shown are instead."""
+    model_file = _tiny_model(tmp_path)
+    assert _measure_cli(model_file, "--set", "model.layers=1", "--implementation", "tiersim") == 0
+    stdout = " ".join(capsys.readouterr().out.split())
+    assert "calibrated preset" not in stdout
+    assert (
+        f"measured with model.layers=1 ({model_file}: 2), not {model_file} itself: the "
+        f"per-layer figures are {model_file}'s (depth and vocabulary do not change a layer), "
+        "the totals the smaller model's"
+    ) in stdout
+
+
 def test_without_overrides_nothing_is_said_about_shrinking(tmp_path: Path, capsys):
     out = tmp_path / "calibrated.yaml"
     assert _measure_cli(_tiny_model(tmp_path), "--calibrate", str(out)) == 0

@@ -16,6 +16,7 @@ from problem_lines import said
 LLAMA_2_7B = 6_738_415_616  # HF meta-llama/Llama-2-7b-hf ("6.74B params")
 GPT2 = 124_439_808  # HF `gpt2` (model.num_parameters())
 
+H200 = {"hardware": {"preset": "h200-hbf"}}  # the machine named: no note on its default
 LLAMA_DIMS = {
     "layers": 32,
     "hidden": 4096,
@@ -67,7 +68,7 @@ def test_gpt2_by_its_dimensions_needs_its_three_biases():
 
 
 def test_a_model_by_its_dimensions_notes_the_defaults_it_took(cli, write):
-    path = write({"name": "l", "model": LLAMA_DIMS})
+    path = write({"name": "l", **H200, "model": LLAMA_DIMS})
     code, out, err = cli("validate", path)
     assert (code, out) == (0, f"{path}: valid scenario 'l'\n")
     note = said(err.strip().removeprefix("note: "), path)
@@ -78,16 +79,20 @@ def test_a_model_by_its_dimensions_notes_the_defaults_it_took(cli, write):
 
 
 def test_the_note_names_only_the_default_taken_and_goes_once_both_are_given(cli, write):
-    path = write({"name": "l", "model": {**LLAMA_DIMS, "position": "rope"}})
+    path = write({"name": "l", **H200, "model": {**LLAMA_DIMS, "position": "rope"}})
     note = said(cli("validate", path)[2].strip().removeprefix("note: "), path)
     assert note.coded == ("W-DEFAULT", "model")
     assert note.message.startswith("norm not given: took norm: layernorm")  # position given
-    given = write({"name": "l", "model": {**LLAMA_DIMS, "position": "rope", "norm": "rmsnorm"}})
+    given = write(
+        {"name": "l", **H200, "model": {**LLAMA_DIMS, "position": "rope", "norm": "rmsnorm"}}
+    )
     assert cli("validate", given)[2] == ""
 
 
 def test_the_bias_remark_goes_where_a_bias_is_given(cli, write):
-    path = write({"name": "g", "model": {**GPT2_DIMS, "qkv_bias": True, "norm": "layernorm"}})
+    path = write(
+        {"name": "g", **H200, "model": {**GPT2_DIMS, "qkv_bias": True, "norm": "layernorm"}}
+    )
     note = said(cli("validate", path)[2].strip().removeprefix("note: "), path)
     assert note.coded == ("W-DEFAULT", "model")
     assert "as GPT-2 has;" in note.message  # a bias given: no remark on biases
@@ -95,7 +100,7 @@ def test_the_bias_remark_goes_where_a_bias_is_given(cli, write):
 
 def test_no_max_positions_names_model_position_as_the_other_fix(cli, write):
     dims = {k: v for k, v in LLAMA_DIMS.items() if k != "max_positions"}
-    path = write({"name": "l", "model": dims})
+    path = write({"name": "l", **H200, "model": dims})
     code, out, err = cli("validate", path)
     assert (code, out) == (2, "")
     assert said(err.strip(), path).coded == ("E-VALUE", "model")

@@ -25,6 +25,7 @@ OFFLOAD = """  offload:
 """  # the keys on lines 7-10
 TAIL = """parallel: {data: 2, zero_stage: 2}
 placement: {gradients: dram, master: dram, optimizer: dram, optimizer_compute: cpu}
+hardware: {preset: h200-hbf}
 """
 
 
@@ -121,6 +122,7 @@ def test_the_submodule_fetchs_keys_are_noted_where_a_layer_is_fetched_whole(
     offload = {"fetch": fetch} if fetch else {}
     raw = {
         "name": "s",
+        "hardware": {"preset": "h200-hbf"},
         "model": {"parameters": 1_000_000_000, "layers": 2},
         "training": {**training, "offload": {**offload, "prefetch_bucket_size": 1000}},
     }
@@ -138,6 +140,7 @@ def test_the_submodule_fetchs_keys_are_noted_where_a_layer_is_fetched_whole(
 def test_no_note_where_the_submodule_fetch_is_chosen(write, cli):
     raw = {
         "name": "s",
+        "hardware": {"preset": "h200-hbf"},
         "model": {"parameters": 1_000_000_000, "layers": 2},
         "training": {
             "framework": "fsdp",

@@ -26,7 +26,8 @@ RECOMPUTE = "  training.recompute: [none, selective, full]\n"
 
 def _write(tmp: Path, body: str) -> Path:
     path = tmp / "p.yaml"
-    path.write_text(body)
+    # the machine named last (no note on its default; the lines above keep their numbers)
+    path.write_text(body + "hardware: {preset: h200-hbf}\n")
     return path
 
 

@@ -11,7 +11,15 @@ from engine_helpers import scenario, tiny
 from tiersim.config.load import load_scenario
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import step_bound, wear_floor
-from tiersim.plan.upper import MARGIN, Moves, period_upper_s, tier_bytes, weight_moves
+from tiersim.plan.upper import (
+    MARGIN,
+    Moves,
+    gradient_moves,
+    period_upper_s,
+    tier_bytes,
+    weight_moves,
+)
+from tiersim.runner import simulate
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.workload.work import build_workload
@@ -95,3 +103,35 @@ def test_a_unit_s_weights_move_as_often_as_the_schedule_moves_them_by_hand():
     moves = Moves(Topology(res.machine), 64 * 2**20)
     weight_moves(moves, res, "nvme", "hbm", wl.units[0], 1, wl.micro_batches)
     assert moves.by_move == {("nvme", "hbm", 4e9): 7, ("hbm", "nvme", 4e9): 1}
+
+
+def test_a_unit_s_gradients_move_as_often_as_the_generic_engine_moves_them_by_hand():
+    # tiny(): one layer of 1e9 fp32 parameters (4e9 B of gradients), 3 micro-batches, its
+    # gradients homed on NVMe, updated on the CPU (in DRAM), no framework (the generic
+    # engine), no data parallelism. A step writes them home after each backward (3), reads
+    # them back to accumulate from the second micro-batch on (2) and once for the update,
+    # NVMe to DRAM (1). The bound counted 2 x (3 + 1) = 8 each way between HBM and NVMe.
+    raw = tiny()
+    raw["placement"].update(gradients="nvme", optimizer_compute="cpu")
+    raw["training"]["grad_accumulation"] = 3
+    s = scenario(raw)
+    res = resolve(s)
+    wl = build_workload(res, build_inventory(res))
+    moves = Moves(Topology(res.machine), 64 * 2**20)
+    gradient_moves(moves, res, "nvme", "dram", wl.units[0], 1, wl.micro_batches)
+    assert moves.by_move == {
+        ("hbm", "nvme", 4e9): 3,
+        ("nvme", "hbm", 4e9): 2,
+        ("nvme", "dram", 4e9): 1,
+    }
+    # the engine moves as many: 3 x 4e9 B written into NVMe, 3 x 4e9 B read out of it
+    nvme = simulate(s).tiers["nvme"]
+    assert nvme.written_by_class["gradients"] == pytest.approx(12e9, rel=1e-6)
+    assert nvme.read_by_class["gradients"] == pytest.approx(12e9, rel=1e-6)
+    # under DeepSpeed (fp32 boundary gradients, swapped with the optimizer state, kernels on
+    # the compute stream) each way is still counted 2 x (3 + 1) = 8 times
+    raw["training"]["framework"] = "deepspeed"
+    res = resolve(scenario(raw))
+    moves = Moves(Topology(res.machine), 64 * 2**20)
+    gradient_moves(moves, res, "nvme", "dram", wl.units[0], 1, wl.micro_batches)
+    assert moves.by_move == {("hbm", "nvme", 4e9): 8, ("nvme", "hbm", 4e9): 8}

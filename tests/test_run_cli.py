@@ -274,7 +274,10 @@ def test_a_trace_over_the_models_config_json_is_refused(tmp_path, capsys):
     config = Path(__file__).resolve().parent / "fixtures" / "gpt2.config.json"
     (tmp_path / "config.json").write_text(config.read_text())
     scenario = tmp_path / "s.yaml"
-    scenario.write_text("name: s\nmodel: {hf_config: config.json}\ntraining: {seq_len: 128}\n")
+    scenario.write_text(
+        "name: s\nmodel: {hf_config: config.json}\ntraining: {seq_len: 128}\n"
+        "hardware: {preset: h200-hbf}\n"
+    )
     args = ["run", str(scenario), "--out", str(tmp_path / "out"), "--trace"]
     assert main([*args, str(tmp_path / "config.json")]) == 2
     err = capsys.readouterr().err.strip()
@@ -283,7 +286,9 @@ def test_a_trace_over_the_models_config_json_is_refused(tmp_path, capsys):
     # hf_config naming the model's folder: its config.json is the input
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text(config.read_text())
-    scenario.write_text("name: s\nmodel: {hf_config: m}\ntraining: {seq_len: 128}\n")
+    scenario.write_text(
+        "name: s\nmodel: {hf_config: m}\ntraining: {seq_len: 128}\nhardware: {preset: h200-hbf}\n"
+    )
     assert main([*args, str(tmp_path / "m" / "config.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert said(err, "--trace").coded == ("E-RESULTS", str(tmp_path / "m" / "config.json"))
@@ -451,7 +456,7 @@ def test_prices_table_adds_up_to_the_step(tmp_path, cli):
 
 def test_run_refuses_a_sweeps_results_folder(tmp_path, cli):
     path = tmp_path / "x.yaml"
-    path.write_text("name: x\nmodel: {preset: gpt2}\n")
+    path.write_text("name: x\nmodel: {preset: gpt2}\nhardware: {preset: h200-hbf}\n")
     sweep_out = tmp_path / "sweep"
     sweep_out.mkdir()
     (sweep_out / "results.jsonl").write_text("")
@@ -462,7 +467,7 @@ def test_run_refuses_a_sweeps_results_folder(tmp_path, cli):
 
 def test_run_refuses_the_points_and_plots_folders_of_a_sweep(tmp_path, cli):
     path = tmp_path / "x.yaml"
-    path.write_text("name: x\nmodel: {preset: gpt2}\n")
+    path.write_text("name: x\nmodel: {preset: gpt2}\nhardware: {preset: h200-hbf}\n")
     sweep_out = tmp_path / "sweep"
     (sweep_out / "points").mkdir(parents=True)
     (sweep_out / "results.jsonl").write_text("")
@@ -485,7 +490,7 @@ def test_run_refuses_the_points_and_plots_folders_of_a_sweep(tmp_path, cli):
 
 def test_run_writes_no_trace_among_a_sweeps_points(tmp_path, cli):
     path = tmp_path / "x.yaml"
-    path.write_text("name: x\nmodel: {preset: gpt2}\n")
+    path.write_text("name: x\nmodel: {preset: gpt2}\nhardware: {preset: h200-hbf}\n")
     sweep_out = tmp_path / "sweep"
     (sweep_out / "points").mkdir(parents=True)
     (sweep_out / "results.jsonl").write_text("")

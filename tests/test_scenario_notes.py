@@ -16,7 +16,7 @@ def _scenario(tmp_path, model: str, kernel: str | None) -> object:
     training = f", attention_kernel: {kernel}" if kernel else ""
     path.write_text(
         f"name: s\nmodel: {model}\ntraining: {{seq_len: 512{training}}}\n"
-        "hardware: {tiers: {hbm: {capacity: 10 TB}}}\n"
+        "hardware: {preset: h200-hbf, tiers: {hbm: {capacity: 10 TB}}}\n"
     )
     return path
 
@@ -221,7 +221,7 @@ def test_under_full_recompute_a_kernel_on_an_moe_has_no_effect_and_says_so(tmp_p
         path.write_text(
             "name: s\nmodel: {preset: mixtral-8x7b, layers: 2}\n"
             f"training: {{seq_len: 512, recompute: full, attention_kernel: {kernel}}}\n"
-            "hardware: {tiers: {hbm: {capacity: 10 TB}}}\n"
+            "hardware: {preset: h200-hbf, tiers: {hbm: {capacity: 10 TB}}}\n"
         )
         return path
 
@@ -325,6 +325,7 @@ def test_sequence_parallelism_without_tensor_parallelism_is_noted(tmp_path, cli)
     path = tmp_path / "s.yaml"
     path.write_text(
         "name: s\nmodel: {preset: gpt2}\ntraining: {seq_len: 512}\nparallel: {sequence: true}\n"
+        "hardware: {preset: h200-hbf}\n"
     )
     code, _, err = cli("validate", path)
     assert code == 0 and err == f"note: {path}: {SP_NOTE} (line 4){NOTE}\n"

@@ -22,6 +22,7 @@ TINY = {
         "activation_bytes_per_layer": "200 MB",
     },
     "training": {"optimizer": "adam"},
+    "hardware": {"preset": "h200-hbf"},  # the machine named: no note on its default
 }
 
 
@@ -68,7 +69,10 @@ def test_grid_times_zip_expands_in_order_into_plain_scenarios(tmp_path):
     assert points[2].values["training.grad_accumulation"] == 2
     assert points[11].coords == (1, 2, 1)
     last = points[11].raw
-    assert last["hardware"] == {"tiers": {"hbf": {"write_bandwidth": "50 GB/s"}}}
+    assert last["hardware"] == {
+        "preset": "h200-hbf",
+        "tiers": {"hbf": {"write_bandwidth": "50 GB/s"}},
+    }
     assert last["training"] == {
         "optimizer": "adam",
         "grad_accumulation": 4,
@@ -298,7 +302,8 @@ def test_validate_reports_a_broken_base_once_for_all_points(tmp_path, cli):
     assert err.count("training.optimizer") == 1, err
     assert "[3 of 3 points; first: point 0 (parallel.data=1)]" in err
     base_file = path.parent / "../scenarios/tiny.yaml"
-    assert f"(got 'adamm') (base scenario {base_file})" in err  # where to fix it
+    # where to fix it, after the choice it is close to
+    assert f"(got 'adamm') (did you mean 'adam'?) (base scenario {base_file})" in err
 
 
 def test_validate_still_checks_scenarios(tmp_path, cli):

@@ -209,9 +209,13 @@ def test_huge_sizes_and_lifetimes_print_three_significant_digits():
     from tiersim.core.units import fmt_bytes
     from tiersim.report.wear import fmt_days
 
-    assert fmt_bytes(5e18) == "5000.00 PB"  # below 10,000 of the largest unit: as before
-    assert fmt_bytes(1_578_637.77e15) == "1.58e+06 PB"
-    assert fmt_bytes(-2e20) == "-2e+05 PB"
+    assert fmt_bytes(5e15) == "5.00 PB"
+    assert fmt_bytes(9.99e17) == "999.00 PB"
+    # the exabyte step (units.py reads "EB"): 5e18 B / 1e18 = 5 EB, not "5000.00 PB"
+    assert fmt_bytes(5e18) == "5.00 EB"
+    assert fmt_bytes(-2e20) == "-200.00 EB"  # 2e20 / 1e18 = 200
+    # past 10,000 of the largest unit, three significant digits: 1.57863777e24 B / 1e18
+    assert fmt_bytes(1_578_637.77e18) == "1.58e+06 EB"
     assert fmt_days(4000 * 365) == "4,000 years"
     assert fmt_days(365 * 1.05e24) == "1.05e+24 years"
 

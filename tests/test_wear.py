@@ -697,12 +697,15 @@ def test_a_remedys_limit_and_the_steps_a_day_it_leaves_read_alike(limit, value, 
     assert f"<= {steps_per_day_cap(limit)} steps/day, grad_accumulation {fix}".startswith(text)
 
 
-def test_a_capacity_remedy_past_ten_thousand_petabytes_keeps_three_digits_rounded_up():
+def test_a_capacity_remedy_past_ten_thousand_exabytes_keeps_three_digits_rounded_up():
     from tiersim.report.wear import bytes_rounded_up
 
-    # 1.2341e19 B = 12,341 PB: three significant digits, rounded up so it still fits: 12,400
-    assert bytes_rounded_up(1.2341e19) == "1.24e+04 PB"
-    assert bytes_rounded_up(5.5e18) == "5500.00 PB"  # below 10,000 PB: as before
+    # 1.2341e22 B = 12,341 EB: three significant digits, rounded up so it still fits: 12,400
+    assert bytes_rounded_up(1.2341e22) == "1.24e+04 EB"
+    # in exabytes, as fmt_bytes says them: 1.2341e19 B = 12.341 EB, up in the last digit
+    assert bytes_rounded_up(1.2341e19) == "12.35 EB"
+    assert bytes_rounded_up(5.5e18) == "5.50 EB"
+    assert bytes_rounded_up(5.5e17) == "550.00 PB"  # below an exabyte: petabytes
 
 
 # --- one margin format, and digits at the boundary ----------------------------------------------

@@ -49,3 +49,15 @@ def test_a_plot_not_named_png_is_refused_before_simulating(cli, tmp_path, no_sim
         f"--plot: {tmp_path / 'ranges.svg'}: the picture is a PNG (expected a file name "
         "ending .png, e.g. ranges.png) [E-RESULTS]\n"
     )
+
+
+def test_the_help_says_the_folder_must_exist_as_it_must(cli, tmp_path, no_simulation, capsys):
+    """--help said "its folder made", but a missing folder is refused (none is made)."""
+    with pytest.raises(SystemExit):
+        cli("wear", "--help")
+    said = " ".join(capsys.readouterr().out.split())
+    assert "its folder made" not in said
+    assert "in a folder that exists (none is made" in said
+    code, _, err = cli("wear", SCENARIO, "--break-even", "--plot", tmp_path / "no" / "x.png")
+    assert code == 2 and "does not exist" in err
+    assert not (tmp_path / "no").exists()

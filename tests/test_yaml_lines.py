@@ -127,7 +127,10 @@ def test_a_problem_of_a_sweeps_base_scenario_has_no_line_of_the_sweep_file(tmp_p
 def test_problems_found_once_the_scenario_is_built_name_their_line_too(tmp_path):
     # the failure model's two rates: found by the checkpoint model's checks, after the schema
     path = tmp_path / "f.yaml"
-    path.write_text("name: x\nmodel: {preset: gpt2}\nfailures:\n  mtbf: 3 h\n  gpu_mtbf: 5 h\n")
+    path.write_text(
+        "name: x\nmodel: {preset: gpt2}\nfailures:\n  mtbf: 3 h\n  gpu_mtbf: 5 h\n"
+        "hardware: {preset: h200-hbf}\n"
+    )
     for command in ("validate", "run", "wear"):
         args = ["--out", tmp_path / "o"] if command == "run" else []
         code, err = _err(command, path, *args)
@@ -139,7 +142,10 @@ def test_problems_found_once_the_scenario_is_built_name_their_line_too(tmp_path)
 def test_a_plan_sections_problems_name_their_lines_in_validate_and_plan(tmp_path):
     path = tmp_path / "p.yaml"
     # the misspelt key path is on line 4
-    path.write_text("name: x\nmodel: {preset: gpt2}\nplan:\n  placement.optimizr: [hbm, dram]\n")
+    path.write_text(
+        "name: x\nmodel: {preset: gpt2}\nplan:\n  placement.optimizr: [hbm, dram]\n"
+        "hardware: {preset: h200-hbf}\n"
+    )
     for command in ("validate", "plan"):
         code, err = _err(command, path)
         assert code == 2, err

@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 def notes(loaded: Loaded) -> list[Problem]:
     """What the scenario sets that the models do not use: notes, not problems (a figure
     unchanged by such a key is not a measured non-effect); the CLI prints them as `note:`."""
-    from tiersim.runner import scenario_notes
+    from tiersim.runner import loaded_notes
 
-    return scenario_notes(loaded.scenario)
+    return loaded_notes(loaded)
 
 
 def check(

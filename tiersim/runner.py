@@ -19,6 +19,7 @@ from tiersim.config.cpu_rate_notes import cpu_rate_notes
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
+from tiersim.config.hardware_notes import hardware_notes
 from tiersim.config.layout_checks import layout_notes
 from tiersim.config.load import Loaded, blamed_on_overrides
 from tiersim.config.loss_fusion_notes import loss_fusion_notes
@@ -107,6 +108,11 @@ def check_runnable(loaded: Loaded) -> None:
     if problems:  # each with the --set or the line of its key, as the file's other problems
         problems = blamed_on_overrides(problems, loaded.overrides, loaded.origin)
         raise with_lines(InputError(loaded.source, problems), loaded.text)
+
+
+def loaded_notes(loaded: Loaded) -> list[Problem]:
+    """scenario_notes, after what only the file as written tells: a machine left unnamed."""
+    return hardware_notes(loaded) + scenario_notes(loaded.scenario)
 
 
 def scenario_notes(scenario: Scenario) -> list[Problem]:

@@ -22,8 +22,9 @@ from tiersim.state.optimizers import optimizer
 def no_such_tier(tier: str, tiers: Iterable[str]) -> str:
     """`tier 'hbff' does not exist (did you mean 'hbf'? tiers: hbm, dram, nvme, hbf)`."""
     names = [str(t) for t in tiers]
-    # the same letters swapped (hfb: hbf) before difflib's nearest, which may tie (hbm)
-    close = [n for n in names if sorted(n) == sorted(str(tier))]
+    # another case (HBF: hbf), or the same letters swapped (hfb: hbf), before difflib's
+    # nearest, which may tie (hbm)
+    close = [n for n in names if sorted(n.lower()) == sorted(str(tier).lower())]
     close = close or difflib.get_close_matches(str(tier), names, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
     return f"tier {shown(tier)} does not exist ({hint}tiers: {', '.join(names)})"

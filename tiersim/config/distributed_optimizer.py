@@ -86,6 +86,12 @@ def apex_settings_notes(s: Scenario) -> list[Problem]:
     why = (
         "has no effect: it sets apex DistributedFusedAdam's buckets, counted only under "
         "training.distributed_optimizer: apex with training.framework: megatron (got "
-        f"distributed_optimizer {tr.distributed_optimizer}, framework {tr.framework})"
+        f"distributed_optimizer {_given(tr.distributed_optimizer)}, framework "
+        f"{_given(tr.framework)})"
     )
     return [Problem(APEX_KEY, why, "W-NO-EFFECT")]
+
+
+def _given(value: object) -> str:
+    """A key's value as the user would write it: one left out is 'not set', not Python's None."""
+    return "not set" if value is None else str(value)

@@ -59,8 +59,10 @@ def _torchao_recipe_problems(s: Scenario) -> list[Problem]:
     tr = s.training
     if tr.fp8 is None or tr.fp8.recipe not in TORCHAO_ONLY or tr.framework == "fsdp":
         return []
+    # a framework left out is tiersim's generic engine, not Python's None
+    under = f"framework {tr.framework}" if tr.framework else "no training.framework"
     what = (
-        f"'{tr.fp8.recipe}' under framework {tr.framework}: a torchao recipe (torchtitan's "
+        f"'{tr.fp8.recipe}' under {under}: a torchao recipe (torchtitan's "
         "Float8Linear), run under framework fsdp alone; expected framework: fsdp, or another "
         "recipe (tensorwise, delayed, rowwise, blockwise, mxfp8); docs/fp8.md"
     )

@@ -37,8 +37,7 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
                 "parallel.pipeline",
                 f"layers ({m.layers}) are not divisible by "
                 f"pipeline x virtual_pipeline ({p.pipeline} x {p.virtual_pipeline})"
-                f" (expected a divisor, or parallel.stage_layers: {chunks} entries, e.g. "
-                f"{list(even_split(m.layers, chunks))})",
+                f" ({_chunks_expected(m.layers, chunks)})",
                 "E-LAYOUT",
             )
         )
@@ -58,6 +57,20 @@ def _pipeline_problems(s: Scenario) -> list[Problem]:
             )
         )
     return problems
+
+
+def _chunks_expected(layers: int, chunks: int) -> str:
+    """What a layer split that does not divide expects: a divisor, or stage_layers with an
+    example; past one layer a chunk, the example would be mostly empty stages (64 entries
+    for 32 layers), so the count of empty ones is said instead."""
+    if chunks > layers:
+        return (
+            f"expected a divisor of {layers} (at most {layers} chunks of layers), or "
+            f"parallel.stage_layers: {chunks} entries summing to {layers}, at least "
+            f"{chunks - layers} of them 0"
+        )
+    example = list(even_split(layers, chunks))
+    return f"expected a divisor, or parallel.stage_layers: {chunks} entries, e.g. {example}"
 
 
 def _deepspeed_pipeline_problems(s: Scenario) -> list[Problem]:
@@ -264,9 +277,7 @@ def _expert_problems(s: Scenario) -> list[Problem]:
                 f"pipeline stage, tensor x context x data ({par.tensor} x {par.context} x "
                 f"{par.data} = {ranks})"
             )
-            fits = [k for k in range(1, ranks // et + 1) if (ranks // et) % k == 0]
-            hint = ", ".join(map(str, fits[-4:]))
-            problems.append(_layout("parallel.expert", f"is {e}: {why} (expected one of {hint})"))
+            problems.append(_layout("parallel.expert", f"is {e}: {why} ({_sizes(ranks, et)})"))
         if et > 1 and (s.model.expert_ffn_hidden or s.model.ffn_hidden or 0) % et:
             width = s.model.expert_ffn_hidden or s.model.ffn_hidden
             why = f"the expert FFN width ({width}) is not divisible by it"
@@ -275,3 +286,13 @@ def _expert_problems(s: Scenario) -> list[Problem]:
         why = f"the experts ({experts}) do not split evenly over it"
         problems.append(_layout("parallel.expert", f"is {e}: {why} (expected a divisor)"))
     return problems
+
+
+def _sizes(ranks: int, et: int) -> str:
+    """What to expect of an expert size that does not fit: the sizes k with k x `et` dividing
+    the stage's `ranks` (the largest four), or, where `et` itself does not divide them (no
+    expert size then does), an expert_tensor that does."""
+    fits = [k for k in range(1, ranks + 1) if ranks % (k * et) == 0]
+    if not fits:
+        return f"expected an expert_tensor that divides {ranks}: with {et}, no expert size does"
+    return "expected one of " + ", ".join(map(str, fits[-4:]))

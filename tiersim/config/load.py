@@ -21,7 +21,7 @@ from tiersim.config.batch import derive_accumulation
 from tiersim.config.consistency import consistency_problems, no_such_tier
 from tiersim.config.messages import validation_problems
 from tiersim.config.overrides import apply_overrides, clipped, parse_override
-from tiersim.config.presets import is_preset_file, resolve
+from tiersim.config.presets import is_preset_file, preset_named, resolve
 from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.config.yamllines import with_lines
@@ -51,6 +51,7 @@ class Loaded:
     text: str = ""  # the file's text, where it was read from one (for the lines of problems)
     overrides: tuple[str, ...] = ()  # the --set values applied (for the problems they cause)
     origin: Origin = SET_FLAGS  # how problems name those overrides
+    hardware_named: bool = True  # False: no hardware.preset given, the default machine taken
 
 
 _TYPE_NAMES = {
@@ -167,7 +168,10 @@ def build(
     problems += consistency_problems(scenario)
     if problems:
         raise InputError(source, _from_overrides(problems, overrides, raw_in, base_dir, origin))
-    return Loaded(scenario, resolved, source, overrides=tuple(overrides), origin=origin)
+    named = preset_named(raw.get("hardware"))
+    return Loaded(
+        scenario, resolved, source, overrides=tuple(overrides), origin=origin, hardware_named=named
+    )
 
 
 def build_resolved(resolved: dict[str, Any], source: str) -> Loaded | None:

@@ -255,17 +255,33 @@ def _code(err: dict[str, Any]) -> str:
 def validation_problems(exc: ValidationError) -> list[Problem]:
     by_path: dict[str, list[str]] = {}
     codes: dict[str, str] = {}  # each path's first error's code (a union's branches agree)
+    given: dict[str, Any] = {}  # each path's value, for a choice's "did you mean"
     for err in exc.errors():
         path, parent = _walk(tuple(err["loc"]))
         key = ".".join(path)
         codes.setdefault(key, _code(err))
+        given.setdefault(key, err.get("input"))
         text = _message(err, parent).replace("--set ...", f"--set {key}.")  # the full path
         text = text.replace("--set KEY=", f"--set {key}=")
         if "valid integer" in text:
             text += _whole_number_as_text(err)
         if text not in by_path.setdefault(key, []):
             by_path[key].append(text)
-    return [Problem(path, _alternatives(msgs), codes[path]) for path, msgs in by_path.items()]
+    return [
+        Problem(path, _alternatives(msgs) + _closest(codes[path], msgs, given[path]), codes[path])
+        for path, msgs in by_path.items()
+    ]
+
+
+def _closest(code: str, msgs: list[str], value: Any) -> str:
+    """' (did you mean 'megatron'?)' after a choice refused for a value close to one (a typo,
+    another case: 'megatorn', 'AdamW'), as an unknown key gets; '' where none is close."""
+    if code != "E-CHOICE" or not isinstance(value, str):
+        return ""
+    names = [n.strip("'") for m in msgs for n in _CHOICE.findall(_GOT.sub("", m))]
+    same_case = [n for n in names if n.lower() == value.lower()]
+    close = same_case or difflib.get_close_matches(value.lower(), names, n=1, cutoff=0.75)
+    return f" (did you mean '{close[0]}'?)" if close and close[0] != value else ""
 
 
 _GOT = re.compile(r" \(got [^()]*\)$")

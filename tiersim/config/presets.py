@@ -221,6 +221,13 @@ def _preset_file(
     return data
 
 
+def preset_named(hardware: Any) -> bool:
+    """Whether a scenario's `hardware` (as written, overrides applied) names its machine: a
+    preset (or `none`), or no mapping at all to merge onto one (a value refused elsewhere);
+    else it runs on DEFAULT_HARDWARE."""
+    return not isinstance(hardware, dict | None) or "preset" in (hardware or {})
+
+
 def _resolve_hardware(hardware: Any, base_dir: Path, problems: list[Problem]) -> Any:
     """Merge inline hardware keys onto a preset: a shipped name, a YAML path, or `none`."""
     if hardware is None:

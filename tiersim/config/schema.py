@@ -316,8 +316,8 @@ class Simulation(Strict):
     # bytes a transfer over several hops is pipelined in: the first chunk's fill of the later
     # hops is added to its time (default 64 MiB)
     chunk_size: Size = 64 * 2**20
-    # uses ahead a fetch (a tier read, an all-gather) may be issued; None: the framework's
-    # (FSDP2: 1, config/framework.py `default_prefetch_depth`; else 2)
+    # uses ahead a fetch (a tier read, an all-gather) may be issued, FSDP2's gathered layers too
+    # (n > 1: its explicit prefetch); None: the framework's (FSDP2: 1; else 2, config/framework.py)
     prefetch_depth: PositiveInt | None = None
     # chunks a multi-hop transfer holds in each tier it passes through (staging buffers)
     staging_chunks: PositiveInt = 4

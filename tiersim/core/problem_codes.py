@@ -69,6 +69,8 @@ CODES: dict[str, str] = {
     "the keys it leaves out take their defaults",
     "W-NO-EFFECT": "a setting that changes nothing for this scenario (noted beside the result)",
     "W-DEFAULT": "a default the model took that a model of its kind usually sets otherwise",
+    "W-HARDWARE-DEFAULT": "no hardware.preset given: the scenario runs on the default machine "
+    "(h200-hbf, whose HBF tier's write bandwidth and endurance are assumptions)",
     "W-MODEL-LIMIT": "a setting past what the model was built for (a sequence longer than its "
     "max_positions, with rotary positions): counted, not refused",
     "W-UNMEASURED": "a combination the implementation tiersim follows refused where tiersim "

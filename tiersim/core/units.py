@@ -172,7 +172,7 @@ def read_quantity(text: str) -> tuple[Kind, float] | None:
         return None
 
 
-_SIZE_STEPS = [("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)]
+_SIZE_STEPS = [("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)]
 
 
 def fmt_bytes(n: float) -> str:

@@ -280,4 +280,4 @@ def host_timeline(res: Resolved, inv: Inventory, depth: int | None = None) -> Ho
     per_node = res.machine.network.gpus_per_node
     pipeline = mesh.group("pipeline")  # a node holds stages its stride apart
     stages = min(pipeline.size, max(1, -(-per_node // pipeline.stride)))
-    return HostTimeline(timeline, min(per_node, mesh.world), stages)
+    return HostTimeline(timeline, min(per_node, mesh.world), stages, per_node)

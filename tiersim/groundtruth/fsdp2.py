@@ -9,7 +9,6 @@ Nothing here is imported unless PyTorch is installed (the `measure` extra).
 from __future__ import annotations
 
 import json
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,18 +19,15 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.distributed.fsdp import fully_shard  # imported once, before the ranks fork
 
+from tiersim.groundtruth.ports import (
+    free_port,
+)  # also fsdp2_step's, muon_dtensor's, fsdp2_reshard's
 from tiersim.groundtruth.torchmodels import Decoder
 from tiersim.state.fsdp import rank_bytes
 from tiersim.state.model import Transformer
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 MAX_RANKS = 16  # processes on one host; each imports torch and holds its shard
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:

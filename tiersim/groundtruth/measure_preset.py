@@ -31,9 +31,9 @@ def named(m: Measurement) -> str:
     return str(model.get("preset") or model.get("hf_config") or "the model given")
 
 
-def shrink_lines(m: Measurement) -> list[str]:
-    """What was measured instead of the named model, and what the preset holds; [] if nothing
-    was overridden."""
+def shrink_lines(m: Measurement, calibrating: bool = True) -> list[str]:
+    """What was measured instead of the named model, and what the preset holds (`calibrating`:
+    one is written, else what the figures shown are); [] if nothing was overridden."""
     changed = overridden(m)
     if not changed:
         return []
@@ -42,6 +42,8 @@ def shrink_lines(m: Measurement) -> list[str]:
         f"model.{k}={new} ({name}: {'not set' if old is None else old})"
         for k, (old, new) in changed.items()
     )
+    if not calibrating:
+        return [_measured_instead(name, sets, carries_over(m))]
     if carries_over(m):
         return [
             f"measured with {sets}; the calibrated preset has {name}'s own dimensions: the "
@@ -53,6 +55,19 @@ def shrink_lines(m: Measurement) -> list[str]:
         f"activation factor depends on the layer's shape, so it does not carry over to {name} "
         "(measure that shape, on a machine with the memory, to calibrate it)"
     ]
+
+
+def _measured_instead(name: str, sets: str, same_layers: bool) -> str:
+    """The shrunk model's figures, said as what they are where no preset is written."""
+    if same_layers:
+        return (
+            f"measured with {sets}, not {name} itself: the per-layer figures are {name}'s "
+            "(depth and vocabulary do not change a layer), the totals the smaller model's"
+        )
+    return (
+        f"measured with {sets}: a smaller model than {name}, of another layer shape; no "
+        f"figure here is {name}'s"
+    )
 
 
 def calibrated_preset(m: Measurement) -> str:

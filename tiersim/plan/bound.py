@@ -19,9 +19,12 @@ Each term is time the step cannot do without, whatever overlaps with what:
   the engine keeps a unit's weights only into that unit's next use); the activations homed
   off it, written out after each micro-batch's forward; the gradients homed off the GPU,
   written once; the optimizer state and master weights homed off the device
-  that updates them, read and written back once. Any route, split or staged, starts at the
-  source's read port and ends at the destination's write port, so bytes / bandwidth bounds
-  it, however the links between are shared.
+  that updates them, read and written back once; the weights homed off the GPU, their
+  updated shard written home once and, where ZeRO-1/2 gathers the update, the gathered rest
+  too (`weights_written_home`: they were not counted before issue 36's seventh round, so a
+  plan with its weights on flash had a wear floor a third or less of its least). Any
+  route, split or staged, starts at the source's read port and ends at the destination's
+  write port, so bytes / bandwidth bounds it, however the links between are shared.
 The bound is never above the simulated step (tests/test_plan_bound.py: every shipped
 scenario, and random ones); `SAFETY` keeps float round-off from making it so.
 
@@ -105,12 +108,26 @@ def _port_seconds(res: Resolved, wl: Workload) -> tuple[dict[str, float], dict[s
         for cls in ("optimizer", "master"):
             move(home[cls], updater, u.homed.get(cls, 0))
             move(updater, home[cls], u.homed.get(cls, 0))
+        for src, nbytes in weights_written_home(u, gpu, updater):
+            move(src, home["weights"], nbytes)
     out = {}
     for tier, nbytes in read.items():
         out[f"{tier} read port"] = nbytes / machine.tiers[tier].read_bw
     for tier, nbytes in written.items():
         out[f"{tier} write port"] = nbytes / machine.tiers[tier].write_bw
     return out, dict(written)
+
+
+def weights_written_home(u, gpu: str, updater: str) -> list[tuple[str, int]]:
+    """The weight bytes a step's update sends home, and from where (engine/
+    schedule_optimizer.py, the only optimizer step): the updated shard from the device that
+    updates it (`_write_unit`), and, where the updated weights are all-gathered (ZeRO-1/2's
+    `dp_parameters`), the gathered rest from the GPU (`_gather_parameters`). A home on the
+    same device moves nothing (`move` skips it)."""
+    out = [(updater, u.weights_updated)]
+    if u.dp_parameters is not None:
+        out.append((gpu, max(0, u.weights_full - u.weights_updated)))
+    return out
 
 
 def _exposed_update_s(res: Resolved, wl: Workload) -> float | None:

@@ -7,8 +7,10 @@ step cannot be that long wears the tier past it.
 The engine never idles: at every instant of a step some operation is under way (one waits
 only for another to end), and operations that share a resource share its bandwidth. So a
 step takes at most the time of all its operations run one after another, each alone:
-- the GPU's forward, backward and recompute of every unit and micro-batch, its optimizer,
-  the CPU's optimizer and the pipeline's idle time;
+- the GPU's forward, backward and recompute of every unit and micro-batch, the update on
+  the device that runs it (engine/schedule_optimizer.py `_compute`: the GPU's or the CPU's,
+  never both; both were summed before issue 36's seventh round) and the pipeline's idle
+  time;
 - every move of a class between tiers, each as long as the engine makes it alone (the
   quickest route for its size: latency, the pipeline's fill, then its bytes at the route's
   bottleneck), carrying what the engine moves (a unit sharded over data parallelism only
@@ -16,12 +18,13 @@ step takes at most the time of all its operations run one after another, each al
   its own route (`weight_moves`: fetched for each micro-batch's forward and backward,
   through host memory where DeepSpeed's swapper reads them, read for an update with no
   master copy, the updated shard and the gathered rest written home: their only moves).
-  The other classes counted twice as often as the schedule makes it
-  (tiersim.engine.schedule: the factor covers the update's other paths, an fp32 boundary
-  write of twice the bytes among them): gradients homed off the GPU written after each
-  backward and read back for the next and for the update, optimizer state and master
-  weights homed off the device that updates them read and written back, and for an
-  update off the GPU its gradients sent there; activations homed off the GPU exactly as
+  Gradients homed off the GPU exactly as often as the schedule moves them in the generic
+  engine (`gradient_moves`: written after each backward, read back for the next and for
+  the update), and twice that under DeepSpeed or FSDP2. The other classes counted twice as
+  often as the schedule makes it (tiersim.engine.schedule: the factor covers the update's
+  other paths): optimizer state and master weights homed off the device that updates
+  them read and written back, and for an update off the GPU its gradients sent there;
+  activations homed off the GPU exactly as
   often as the schedule moves them, each way on its own route (written out after each
   micro-batch's forward and fetched back for its backward: engine/schedule_passes.py,
   their only moves);
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import math
 
+from tiersim.config.framework import OffloadPlan
 from tiersim.engine.durable import MAX_TRAILING_STEPS
 from tiersim.engine.param_swap import swapped_in
 from tiersim.hardware.topology import Topology
@@ -56,6 +60,9 @@ from tiersim.workload.unit import Unit
 from tiersim.workload.work import Workload
 
 MARGIN = 1.25  # the bound the planner uses: the serial sum and a quarter (module docstring)
+# the sum grown by this: float round-off never drops it below a period it equals (a step of
+# resident compute and blocking collectives only is its serial sum)
+ROUND_UP = 1 + 1e-9
 
 
 class Moves:
@@ -131,19 +138,16 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> flo
     updater = gpu if placement.optimizer_compute == "gpu" else machine.cpu.memory
     base = homes(placement, machine)
     total = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in units)
-    total += sum(u.optimizer_gpu_s + u.optimizer_cpu_s for u in units)
+    on_gpu = placement.optimizer_compute == "gpu"  # the update runs on one device only
+    total += sum(u.optimizer_gpu_s if on_gpu else u.optimizer_cpu_s for u in units)
     total += wl.bubble_s + wl.bubble_after_s
     moves = Moves(topo, res.execution.simulation.chunk_size)
     cap = wl.net_capacity
     runs = alike_runs(units) if runs is None else runs
     for u, n in runs:  # moves counted by the run (whole counts: sums exact)
         home = u.home or base
-        gradients = tier_bytes(u)[1]
         weight_moves(moves, res, home["weights"], updater, u, n, m)
-        # written after each backward (the last maybe fp32: twice the bytes), read back for
-        # the next and for the update: at most m + 1 each way, counted twice, each on its route
-        moves.add(gpu, home["gradients"], gradients, n * 2 * (m + 1))
-        moves.add(home["gradients"], gpu, gradients, n * 2 * (m + 1))
+        gradient_moves(moves, res, home["gradients"], updater, u, n, m)
         moves.add(gpu, home["activations"], u.activations, n * m)
         moves.add(home["activations"], gpu, u.activations, n * m)
         for cls in ("optimizer", "master"):
@@ -157,7 +161,7 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> flo
             total += _comm_s(comm, m, cap)
         total += _comm_s(u.dp_weights, 2 * m + 2, cap) + _comm_s(u.dp_gradients, m + 1, cap)
         total += _comm_s(u.dp_parameters, 2, cap) + _comm_s(u.embedding_sync, 2, cap)
-    return total + moves.seconds()
+    return (total + moves.seconds()) * ROUND_UP
 
 
 def weight_moves(moves: Moves, res: Resolved, home: str, updater: str, u: Unit, n: int, m: int):
@@ -180,6 +184,40 @@ def weight_moves(moves: Moves, res: Resolved, home: str, updater: str, u: Unit, 
     moves.add(home, updater, u.weights_updated, n)
     moves.add(updater, home, u.weights_updated, n)
     moves.add(gpu, home, max(0, u.weights_full - u.weights_updated), n)
+
+
+def exact_gradients(plan: OffloadPlan) -> bool:
+    """Whether a step's gradients move only as tiersim's generic engine moves them (megatron,
+    or no framework: config/framework.py): as stored, none through flash with the optimizer
+    state, no DeepSpeed kernels or copies on the compute stream, no FSDP2 host adds
+    (engine/schedule_offload.py: each of those needs DeepSpeed, FSDP2 or fp32 boundary
+    gradients)."""
+    return (
+        plan.framework not in ("deepspeed", "fsdp")
+        and plan.boundary_gradients != "fp32"
+        and not plan.swap_gradients
+    )
+
+
+def gradient_moves(moves: Moves, res: Resolved, home: str, updater: str, u: Unit, n: int, m: int):
+    """Every move of `n` alike units' gradients homed at `home` in a step of `m` micro-batches.
+    In the generic engine (`exact_gradients`), as often as the schedule makes them
+    (engine/schedule_passes.py): written home after each backward (`write_gradients`: m),
+    read back to accumulate from the second micro-batch on (`accumulation_read`: m - 1), and
+    read by the update from home (schedule_offload.py `update_gradients`; one held on the
+    GPU is sent to the updater with the other classes' moves). Elsewhere at most m + 1 each
+    way, counted twice: the factor covers a framework's fp32 boundary write (twice the
+    bytes), its swap through flash, and its work that is not a move (DeepSpeed's bucket
+    kernels, FSDP2's host adds: counted exactly, the sum fell under the ZeRO-Offload
+    scenarios' periods, docs/plan-scale.md's sixth round)."""
+    gpu, gradients = res.machine.gpu.memory, tier_bytes(u)[1]
+    if exact_gradients(res.execution.offload):
+        moves.add(gpu, home, gradients, n * m)
+        moves.add(home, gpu, gradients, n * (m - 1))
+        moves.add(home, updater, u.gradients_for_update, n)
+        return
+    moves.add(gpu, home, gradients, n * 2 * (m + 1))
+    moves.add(home, gpu, gradients, n * 2 * (m + 1))
 
 
 def checkpoint_copy_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> float:

@@ -31,7 +31,8 @@ def host_section(h: HostTimeline) -> dict[str, Any]:
         "out_of_memory_allocating": oom.part if oom else None,
         "events": len(t.events),
         "node": {
-            "gpus": h.node_gpus,
+            "gpus": h.node_gpus,  # the run's GPUs on one node (capacity_bytes: theirs)
+            "gpus_per_node": h.gpus_per_node,  # the machine's: more where the run is smaller
             "pipeline_stages": h.node_stages,
             "capacity_bytes": int(h.node_capacity_bytes),
             "peak_bytes": h.node_peak_bytes,
@@ -64,7 +65,36 @@ def host_warning(report: dict[str, Any]) -> str:
     return (
         f"{hm['tier']} runs {out_of_memory(hm)}: {fmt_bytes(hm['peak_bytes'])} of "
         f"{fmt_bytes(hm['capacity_bytes'])} a GPU ({fmt_bytes(node['peak_bytes'])} of "
-        f"{fmt_bytes(node['capacity_bytes'])} a node)"
+        f"{fmt_bytes(node['capacity_bytes'])} {_node_words(node)})"
+    )
+
+
+def _part_of_node(node: dict[str, Any]) -> bool:
+    """The run has fewer GPUs than a node (a report without `gpus_per_node`: a whole node)."""
+    return node["gpus"] < node.get("gpus_per_node", node["gpus"])
+
+
+def _node_words(node: dict[str, Any]) -> str:
+    """Whose the node's figures are: 'a node', or the run's GPUs where it fills part of one
+    (their shares, not the node's whole)."""
+    if not _part_of_node(node):
+        return "a node"
+    return f"for the run's {_gpus(node['gpus'])}"
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU{'s' * (n != 1)}"
+
+
+def part_of_node_note(tier: str, capacity: float, node: dict[str, Any]) -> str:
+    """What a run smaller than a node is held to: one GPU's share of host memory each (the
+    presets divide the node's by its GPUs), where alone on the node it could use more."""
+    n, per_node = node["gpus"], node["gpus_per_node"]
+    return (
+        f"the run uses {n} of the node's {per_node} GPUs: each is held to one GPU's share of "
+        f"host memory, {fmt_bytes(capacity)} (hardware.tiers.{tier}.capacity, the node's "
+        f"{fmt_bytes(capacity * per_node)} / {per_node}); alone on the node it could use up to "
+        f"{fmt_bytes(capacity * per_node / n)} a GPU: set that capacity to say so"
     )
 
 
@@ -75,17 +105,18 @@ def host_text(hm: dict[str, Any], engine_peak: int | None = None) -> str:
     rows = [[p, fmt_bytes(b), f"{100 * b / total:.1f} %"] for p, b in hm["peak_parts"].items()]
     rows.append(["one GPU's share at the peak", fmt_bytes(hm["peak_bytes"]), "100.0 %"])
     node = hm["node"]
-    gpus = f"{node['gpus']} GPU{'s' * (node['gpus'] != 1)}"
-    rows.append([f"the node ({gpus})", fmt_bytes(node["peak_bytes"]), ""])
+    part = _part_of_node(node)
+    label = f"the run's {_gpus(node['gpus'])}" if part else f"the node ({_gpus(node['gpus'])})"
+    rows.append([label, fmt_bytes(node["peak_bytes"]), ""])
     verdict = "fits" if hm["fits"] else f"DOES NOT FIT: {out_of_memory(hm)}"
     head = (
         f"host memory ({hm['tier']}) over the step: peak at {hm['peak_moment']}, "
         f"{fmt_bytes(hm['peak_bytes'])} of {fmt_bytes(hm['capacity_bytes'])} a GPU, "
-        f"{fmt_bytes(node['peak_bytes'])} of {fmt_bytes(node['capacity_bytes'])} a node "
-        f"({verdict})"
+        f"{fmt_bytes(node['peak_bytes'])} of {fmt_bytes(node['capacity_bytes'])} "
+        f"{_node_words(node)} ({verdict})"
     )
     table = render(["part live at the peak", "bytes", "of the peak"], rows, head)
-    notes = []
+    notes = [part_of_node_note(hm["tier"], hm["capacity_bytes"], node)] if part else []
     if node["pipeline_stages"] > 1:
         notes.append(
             f"a node holds {node['pipeline_stages']} pipeline stages: each GPU is counted as "

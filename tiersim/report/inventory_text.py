@@ -70,8 +70,8 @@ def inventory_tables(s: Scenario, inv: Inventory, host: HostTimeline | None = No
     head = (
         f"{s.name}: {fmt_count(inv.parameters)} parameters ({inv.parameters:,}"
         f"{'; ' + vocab if vocab else ''}); "
-        f"per GPU = stage {inv.stage} of pipeline {par.pipeline}, tensor {par.tensor}, "
-        f"data {par.data}{_context(s)}{_experts(s)}, {_sharding(s, inv)}; "
+        f"per GPU = stage {inv.stage} of pipeline {par.pipeline:,}, tensor {par.tensor:,}, "
+        f"data {par.data:,}{_context(s)}{_experts(s)}, {_sharding(s, inv)}; "
         f"{inflight_text(inv)}"
     )
     classes = render(columns, rows, head)
@@ -80,7 +80,7 @@ def inventory_tables(s: Scenario, inv: Inventory, host: HostTimeline | None = No
             name,
             fmt_bytes(u.resident_bytes),
             fmt_bytes(u.capacity_bytes),
-            f"{100 * u.resident_bytes / u.capacity_bytes:.1f} %",
+            f"{100 * u.resident_bytes / u.capacity_bytes:,.1f} %",
             "yes" if u.fits else "NO",
         ]
         for name, u in inv.tiers.items()

@@ -27,10 +27,17 @@ def host_title(h: HostTimeline) -> str:
     where = peak.moment if peak else "-"
     verdict = "" if t.fits else f"; {out_of_memory_words(t)}"
     return (
-        f"{TITLE} ({t.tier}, one GPU's share; a node: {h.node_gpus} x this)\n"
+        f"{TITLE} ({t.tier}, one GPU's share; {_whose(h)}: {h.node_gpus} x this)\n"
         f"peak {fmt_bytes(t.peak_allocated_bytes)} of {fmt_bytes(t.capacity_bytes)} at "
         f"{where}{verdict}"
     )
+
+
+def _whose(h: HostTimeline) -> str:
+    """'a node', or the run's GPUs where the run fills part of a node (on a line of its own:
+    a half-width panel's title would run past the picture's edge)."""
+    n = h.node_gpus
+    return f"\nthe run's {n} GPU{'s' * (n != 1)}" if h.part_of_node else "a node"
 
 
 def draw_host_timeline(ax: Any, h: HostTimeline, engine_peak: float | None = None) -> None:

@@ -81,7 +81,7 @@ def assessment_dict(a: Assessment, tier: Tier | None = None) -> dict[str, object
         "pe_cycles_per_day": w.pe_cycles_per_day,
         "drive_writes_per_day": w.drive_writes_per_day,
         "lifetime_days": json_number(w.lifetime_days),  # the lesser of the two below
-        "lifetime_bound_by": w.lifetime_bound_by,  # "pe_cycles" or "rated"
+        "lifetime_bound_by": lifetime_bound_by(w),  # "pe_cycles", "rated"; null: never written
         "pe_lifetime_days": json_number(w.pe_lifetime_days),
         "rated_total_bytes_written": w.rated_total_bytes_written,
         "rated_lifetime_days": json_number(w.rated_lifetime_days),
@@ -91,6 +91,13 @@ def assessment_dict(a: Assessment, tier: Tier | None = None) -> dict[str, object
         "remedies": _remedies_dict(a.remedies, w),
         **(flash_fields(tier) if tier is not None else {}),  # only with their keys given
     }
+
+
+def lifetime_bound_by(w: TierWear) -> str | None:
+    """What ends the tier's life first; None where nothing is written to it: a lifetime
+    without end (`lifetime_days` null) is bound by neither the cycles nor the rating, as the
+    wear table says "never (nothing written)"."""
+    return None if math.isinf(w.lifetime_days) else w.lifetime_bound_by
 
 
 def wear_section(
@@ -164,7 +171,7 @@ def fmt_significant(value: float, digits: int = 4) -> str:
 
 def bytes_rounded_up(n: float) -> str:
     """Decimal size rounded up in its last shown digit, so the figure pasted back still fits."""
-    for name, factor in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+    for name, factor in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
         if n >= factor:
             scaled = n / factor
             if scaled >= 1e4:  # past ten thousand of the largest unit: three digits, up

@@ -147,7 +147,13 @@ def deepseek_moe_mlp(m: TransformerShape, s: int, b: int, acc: Accounting) -> li
 
 
 def hf_moe_backward_moments(
-    moe: Moe, hidden: int, tokens: int, dt: float, experts: int, recomputed: bool
+    moe: Moe,
+    hidden: int,
+    tokens: int,
+    dt: float,
+    experts: int,
+    recomputed: bool,
+    grads_kept: bool = False,
 ) -> list[Item]:
     """The three moments of transformers 5's routed experts' backward (grouped_mm) that hold
     the most beyond what the block saves, per micro-batch of `tokens` on a rank of `experts`;
@@ -168,15 +174,19 @@ def hf_moe_backward_moments(
       + R·f);
     - the gate/up weight gradient (gate_up_proj, E x 2f x h) beside the gradients of the
       dispatched rows (R·h) and of the gate/up output (R·2f), the rows' gate/up output, SiLU,
-      product (4f) and experts' outputs (h) freed: dt·(2E·f·h - 2R·f), none below zero."""
+      product (4f) and experts' outputs (h) freed: dt·(2E·f·h - 2R·f), none below zero;
+      `grads_kept` (FSDP2: an unsharded parameter's `.grad` is None when its gradient is made,
+      so AccumulateGrad keeps the tensor itself as `.grad` until the reduce-scatter) with the
+      down weight's gradient still held beside it: dt·E·h·f more."""
     rows, f = moe.per_token * tokens, moe.ffn_hidden
     wide = dt if moe.shared_gate and moe.groups is None else max(dt, 4.0)
     cast = dt * rows * hidden if wide != dt and not recomputed else 0.0
     gate_up = dt * (experts * 2 * f * hidden + rows * hidden + rows * 2 * f)
     freed = dt * rows * (4 * f + hidden)
+    kept_down = dt * experts * hidden * f if grads_kept else 0.0
     moments = [
         ("routing weight's product gradients", 3 * wide * rows * hidden + cast),
         ("experts' down weight gradient", dt * (experts * hidden + rows) * f),
-        ("experts' gate/up weight gradient", gate_up - freed),
+        ("experts' gate/up weight gradient", gate_up - freed + kept_down),
     ]
     return [Item("backward", n, max(0.0, b - 8.0 * rows), False) for n, b in moments]

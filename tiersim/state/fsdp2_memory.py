@@ -13,6 +13,13 @@ compute precision; G_g its gradients in the same precision (reduce_dtype default
   freed at its own copy-out. The last layer's buffer lives through the loss's forward; the
   root's post-forward frees it, and where layers reshard after forward it is gathered again as
   the backward starts (step_memory.py, after the loss's forward).
+- prefetch depth (`simulation.prefetch_depth`, resolved: 1 under FSDP2): 1 is FSDP2's defaults
+  above; n > 1 the explicit prefetch FSDP2 offers for more (`set_modules_to_forward_prefetch`
+  / `set_modules_to_backward_prefetch` with the next n layers, groundtruth/fsdp2_prefetch.py):
+  after layer i's copy-out its forward all-gathers layers i + 1 .. i + n (`_pre_forward`), its
+  backward layers i - 1 .. i - n (`_pre_backward`, default prefetch off), each buffer alive to
+  that layer's own copy-out. So in a layer's backward its unsharded parameters live beside n
+  all-gather buffers, in its forward beside its own kept buffer and n more.
 - reduce-scatter (`foreach_reduce`, after the group's backward): autograd has made one
   gradient tensor per parameter (G_g); FSDP2 frees the unsharded parameters, allocates the
   reduce-scatter input (G_g), copies the gradients into it (`chunk_cat`) and frees them,
@@ -63,7 +70,9 @@ class Group:
 def fsdp2_of(r: Resolved) -> Fsdp2:
     """FSDP2 over the shard group (data x context; HSDP: its shard group), with gloo's copies
     where the timeline is the CPU's."""
-    return Fsdp2(Mesh.of(r.execution.parallel).dense_shard_ranks, r.accounting.device == "cpu")
+    world = Mesh.of(r.execution.parallel).dense_shard_ranks
+    depth = r.execution.simulation.prefetch_depth or 1
+    return Fsdp2(world, r.accounting.device == "cpu", depth)
 
 
 def padded_group_values(r: Resolved, unit: str, values: int) -> int:
@@ -82,6 +91,7 @@ def padded_group_values(r: Resolved, unit: str, values: int) -> int:
 class Fsdp2:
     world: int  # ranks the groups are sharded over
     gloo: bool  # the CPU's transport, with its own copies
+    depth: int = 1  # layers prefetched ahead: 1 FSDP2's defaults, n > 1 its explicit prefetch
 
     def _transport(self, steps: Steps, at: str, phase: str, nbytes: int) -> None:
         if self.gloo and self.world > 1:
@@ -118,12 +128,26 @@ class Fsdp2:
         self._transport(steps, at, phase, g.grad_nbytes)
         steps.free(at, phase, "rs output", RS_OUTPUT)
 
+    def _prefetch(self, steps: Steps, at: str, phase: str, groups) -> None:
+        """The all-gathers of `groups` not unsharded already (FSDP2's `unshard`: a no-op for
+        a group whose parameters are whole, or whose all-gather is pending)."""
+        for g in groups:
+            if f"gathered {g.key}" not in steps.held:
+                self.all_gather(steps, at, phase, g)
+
+    def forward_prefetch(self, steps: Steps, at: str, groups: tuple[Group, ...], i: int) -> None:
+        """After layer i's copy-out, its explicit prefetch: layers i + 1 .. i + n (none at
+        FSDP2's default, n = 1: the next layer's all-gather is issued by its own forward)."""
+        if self.depth > 1:
+            layers = len(groups) - 1  # the root group's is the last
+            self._prefetch(steps, at, "forward", groups[i + 1 : min(i + 1 + self.depth, layers)])
+
     def pre_backward(self, steps: Steps, at: str, groups: tuple[Group, ...], i: int) -> None:
-        """Layer i's copy-out (its buffer freed at once), then layer i - 1's all-gather."""
+        """Layer i's copy-out (its buffer freed at once), then the all-gathers of layers
+        i - 1 .. i - n, the nearest first."""
         self.unshard(steps, at, "backward", groups[i])
         self.release(steps, at, "backward", groups[i].key)
-        if i and f"gathered {groups[i - 1].key}" not in steps.held:
-            self.all_gather(steps, at, "backward", groups[i - 1])
+        self._prefetch(steps, at, "backward", groups[max(0, i - self.depth) : i][::-1])
 
     @staticmethod
     def first_gradient(steps: Steps, at: str, g: Group, nbytes: int) -> None:

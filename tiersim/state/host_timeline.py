@@ -18,6 +18,17 @@ class HostTimeline:
     timeline: Timeline
     node_gpus: int  # GPUs of the run on one node
     node_stages: int  # pipeline stages one node holds (> 1: each GPU counted as this stage's)
+    node_size: int | None = None  # GPUs the node has (None: node_gpus, the run fills it)
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.node_size or self.node_gpus
+
+    @property
+    def part_of_node(self) -> bool:
+        """The run uses fewer GPUs than a node has: each still gets one GPU's share of host
+        memory (the tier's capacity), not the node's whole divided among the run's GPUs."""
+        return self.node_gpus < self.gpus_per_node
 
     @property
     def node_capacity_bytes(self) -> float:

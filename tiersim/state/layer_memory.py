@@ -40,6 +40,10 @@ class LayerMemory:
     # core is recomputed (state/selective_order.py); 0: the whole set held through it
     first: float = 0.0
     first_items: int = 0
+    # FSDP2: the backward transients where the weights' gradients made whole are the tensors
+    # kept as the unsharded `.grad` (an MoE layer's under huggingface: the experts'), those
+    # gradients inside; 0 where the layer has no such moment (its first gradient apart)
+    kept_working: float = 0.0
 
     def fp8_live(self, torchao: bool, backward: bool = False) -> tuple[str, int, int]:
         """The part, bytes and tensors of its FP8 state live at once: torchao's casts of the
@@ -85,6 +89,7 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
                 saved=saved,
                 recompute=again,
                 working=_working(r, index),
+                kept_working=_working(r, index, grads_kept=True),
                 items=items,
                 module=_largest_module(r, mat),
                 fp8=fp8_weight_bytes(tr.fp8.recipe, mat, fp8_layouts(r)) if tr.fp8 else 0,
@@ -176,11 +181,12 @@ def _largest_tensor(r: Resolved, mats) -> int:
     return max(largest, round(experts * up_share))
 
 
-def _working(r: Resolved, index: int) -> float:
+def _working(r: Resolved, index: int, grads_kept: bool = False) -> float:
     """A layer's backward transients: the gradient flowing between layers (s·b·h, split under
     sequence parallelism) and two of the MLP's s·b·f gradients (split over t); under the
     huggingface accounting an MoE layer's the largest of its routed experts' three backward
-    moments in their place (activations_moe.hf_moe_backward_moments)."""
+    moments in their place (activations_moe.hf_moe_backward_moments). `grads_kept`: those
+    moments with the experts' gradients kept (FSDP2), and 0 for a layer without them."""
     model = r.model
     if not isinstance(model, Transformer):
         return 0.0
@@ -193,6 +199,8 @@ def _working(r: Resolved, index: int) -> float:
     mlp = 2 * cb * tokens * width / par.tensor
     if moe and r.accounting.implementation == "huggingface":
         experts, again = moe.experts // par.expert, tr.recompute == "full"
-        moments = hf_moe_backward_moments(moe, model.hidden, tokens, cb, experts, again)
-        mlp = max(m.nbytes for m in moments) / par.tensor
+        args = (moe, model.hidden, tokens, cb, experts, again, grads_kept)
+        mlp = max(m.nbytes for m in hf_moe_backward_moments(*args)) / par.tensor
+    elif grads_kept:
+        return 0.0
     return per_context_rank(r, flowing + mlp)

@@ -44,7 +44,8 @@ def loss_events(
     `head_grad`: the head's weight gradient, made while the logits' gradient lives; `between`
     adds what happens after the forward and before the backward."""
     n, cb = logits_values(r), r.accounting.compute_bytes
-    if r.accounting.loss_chunks > 1:  # torchtitan's ChunkedLossWrapper, inside the forward
+    # torchtitan's ChunkedLossWrapper, inside the forward; a generic model has no logits to chunk
+    if r.accounting.loss_chunks > 1 and isinstance(r.model, Transformer):
         chunked_loss(steps, r, n, log_softmax, (head_grad, HEAD_GRAD))
         return between()
     if r.accounting.implementation == "megatron":

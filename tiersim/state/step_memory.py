@@ -8,9 +8,9 @@ In order (docs/memory.md says what is and is not counted, and why):
    as the inventory counts them; gradients stay allocated all step (flat gradient buffers of
    DeepSpeed and Megatron, `zero_grad(set_to_none=False)`); the saved activations of the other
    micro-batches in flight; outside the allocator, the CUDA context and NCCL's buffers.
-2. forward, layer by layer: sharded (ZeRO-3, FSDP) or offloaded weights gathered in the compute
-   precision, the current layer and the next one (a prefetch depth of one), released after the
-   layer (`reshard_after_forward`) or kept until backward; the layer's saved activations. At
+2. forward, layer by layer: sharded or offloaded weights gathered in the compute precision, the
+   current layer and those prefetched (FSDP2: `simulation.prefetch_depth`; else the next one),
+   released after the layer or kept to backward; the layer's saved activations. At
    the last stage, the loss: the logits (s·b·V/t in the compute precision) and their fp32 copy;
    `huggingface` keeps the fp32 log-softmax (F.cross_entropy), `megatron` turns the fp32 copy
    into the softmax in place and keeps it (vocab_parallel_cross_entropy).
@@ -53,10 +53,9 @@ from tiersim.state.timeline import Event, Outside, Timeline, evaluate
 from tiersim.state.userbuffers import UB_NAME, userbuffer_bytes, userbuffer_source
 from tiersim.state.vocab_grads import VocabGrads, vocab_grads
 
-# Outside the allocator (not in torch.cuda.memory_reserved), held from the first CUDA call:
-# the CUDA context: 723 MiB on the first CUDA call (PyTorch forums, "What is the reason for
-# pytorch's GPU memory floor?", measured with nvidia-smi); CUDA >= 11.7's lazy module loading
-# lowers it, so this is an upper figure.
+# Outside the allocator (not in torch.cuda.memory_reserved): the CUDA context, 723 MiB on the
+# first CUDA call (PyTorch forums, "What is the reason for pytorch's GPU memory floor?", measured
+# with nvidia-smi); CUDA >= 11.7's lazy module loading lowers it: an upper figure.
 CUDA_CONTEXT_BYTES = 723 * 2**20
 # NCCL: NCCL_BUFFSIZE, 4 MiB by default (NCCL environment variables, docs.nvidia.com), per
 # channel and peer of a communicator's ring; counted for the send and receive peer of each
@@ -202,6 +201,7 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
         if p.fsdp2:  # the previous group's all-gather buffer kept to this copy-out
             p.fsdp2.unshard(steps, at, "forward", p.groups[i])
             p.fsdp2.release(steps, at, "forward", str(i - 1) if i else "rest")
+            p.fsdp2.forward_prefetch(steps, at, p.groups, i)
         elif p.gather:
             _gather(steps, p, layers, at, "forward", range(i, min(i + p.window, len(layers))))
         saved, first = (lay.saved, lay.first) if p.on_gpu else (0, 0)
@@ -241,9 +241,11 @@ def _backward(
             steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
         if p.fp8_recast:  # cast again for the backward's GEMMs
             steps.alloc(at, b, f"fp8 {i}", *lay.fp8_live(True, backward=True))
-        steps.alloc(at, b, f"working {i}", "backward transients", lay.working, 3)
+        kept = lay.kept_working if p.fsdp2 else 0.0  # the first gradients inside, FSDP2's
+        steps.alloc(at, b, f"working {i}", "backward transients", kept or lay.working, 3)
         if p.fsdp2:  # the first of the layer's gradients, beside all it saved
-            p.fsdp2.first_gradient(steps, at, p.groups[i], lay.largest * p.grad_bytes)
+            first = 0 if kept else lay.largest * p.grad_bytes
+            p.fsdp2.first_gradient(steps, at, p.groups[i], first)
         elif sharded_grads:
             # ZeRO: each tensor's as it is reduced, a tiled operator's (ZeRO-Infinity) a
             # tile's, at most what one fetch gathers

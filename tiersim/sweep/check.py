@@ -109,7 +109,7 @@ def _gathered(spec: SweepSpec, failures: list[tuple[Point, InputError]], total: 
 
 # what the notes read (tiersim.runner.scenario_notes: the model, its attention kernel and
 # recompute, sequence parallelism against the tensor split, the offload keys against the
-# framework and the ZeRO stage)
+# framework and the ZeRO stage; the machine left unnamed)
 NOTE_KEYS = (
     "model",
     "training.attention_kernel",
@@ -119,6 +119,7 @@ NOTE_KEYS = (
     "parallel.zero_stage",
     "parallel.sequence",
     "parallel.tensor",
+    "hardware.preset",
 )
 
 
@@ -128,10 +129,10 @@ def _touches_notes(path: str) -> bool:
 
 
 def point_notes(spec: SweepSpec) -> list[Problem]:
-    """The notes `tiersim run` would give the valid points (tiersim.runner.scenario_notes),
+    """The notes `tiersim run` would give the valid points (tiersim.runner.loaded_notes),
     each listed once as `point_check` lists problems. Where no axis touches a key a note
     reads, every point has the first valid one's notes: only it is built."""
-    from tiersim.runner import scenario_notes  # the engine's side: only when needed
+    from tiersim.runner import loaded_notes  # the engine's side: only when needed
 
     points = expand(spec)
     varying = any(_touches_notes(a.path) for a in spec.axes)
@@ -141,7 +142,7 @@ def point_notes(spec: SweepSpec) -> list[Problem]:
             loaded = build(point.raw, spec.base_path.parent, spec.source)
         except InputError:
             continue  # an invalid point is a problem, listed apart
-        for note in scenario_notes(loaded.scenario):
+        for note in loaded_notes(loaded):
             found.setdefault(_where(point, spec, note), []).append(point)
         if not varying:  # the same notes at every point
             found = {key: list(points) for key in found}

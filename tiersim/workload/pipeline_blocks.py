@@ -69,14 +69,22 @@ def steady_blocks(
     bwd: list[list[float]],
     p2p_s: float,
     rel: float,
+    jump: bool = False,
 ) -> tuple[list[float], float | None]:
     """What `pipeline_steady` reads of `timeline_blocks`' ends, without keeping them all
     (each block's let go a period after it, or at once once the repetition is found): each
     stage's last end, and the shift of the first steady block from p on that the block a
     period later repeats within `rel` of its times (`pipeline_steady._repetition`'s, on the
-    same ends, in the same order), or None."""
+    same ends, in the same order), or None.
+
+    With `jump`, the steady periods after the repetition are not walked but added: block
+    B + q·period's ends are block B's moved by q·shift (the module docstring of
+    `pipeline_steady`: the blocks between are steady, so each repeats the one a period
+    before it moved by the shift), for the largest q that keeps B + q·period steady; the
+    walk goes on from there through the cool-down. The last ends are then this schedule's
+    to within round-off (the shift's own, q times), not to the bit."""
     p, v, total = pipeline, virtual, micro_batches * virtual
-    repetition = _Repetition(p, v, total, rel)
+    repetition = _Repetition(p, v, total, rel, jump)
     last = _walk(p, v, total, p2p_s, _times(p, v, total, fwd, bwd), False, repetition.see)
     return last, repetition.shift
 
@@ -84,25 +92,27 @@ def steady_blocks(
 class _Repetition:
     """`pipeline_steady._repetition` told the blocks as they are walked: each steady block
     (pair i of stage k is block i + p - 1 - k; steady while every stage has pairs left)
-    from p on is kept a period, then compared with the block a period after it."""
+    from p on is kept a period, then compared with the block a period after it; with `jump`,
+    the walk is told to skip the steady periods after the first repetition."""
 
-    def __init__(self, p: int, v: int, total: int, rel: float) -> None:
-        self.p, self.period, self.rel = p, p * v, rel
+    def __init__(self, p: int, v: int, total: int, rel: float, jump: bool = False) -> None:
+        self.p, self.period, self.rel, self.jump = p, p * v, rel, jump
         self.block = -p * v  # the walk's first block is 1 - p·v
         warmups = [2 * (p - k - 1) + (v - 1) * p for k in range(p)]
         self.steady = min(total - warmups[k] + p - 1 - k for k in range(p))
         self.kept: list = [None] * (self.period + 1)
         self.shift: float | None = None
 
-    def see(self, entry: tuple) -> None:
-        """The next block's (forward ends, backward ends, ...), one per stage each."""
+    def see(self, entry: tuple) -> tuple[int, float] | None:
+        """The next block's (forward ends, backward ends, ...), one per stage each; with
+        `jump`, once the repetition is found, the blocks to skip and what their ends add."""
         self.block = block = self.block + 1
         if self.shift is not None or not self.p <= block < self.steady:
-            return
+            return None
         kept, size = self.kept, self.period + 1
         kept[block % size] = entry
         if block - self.period < self.p:
-            return
+            return None
         before = kept[(block - self.period) % size]
         a = [x for pair in zip(before[0], before[1], strict=True) for x in pair]
         b = [x for pair in zip(entry[0], entry[1], strict=True) for x in pair]
@@ -110,6 +120,11 @@ class _Repetition:
         scale = self.rel * max(abs(y) for y in b)
         if max(shifts) - min(shifts) <= scale:
             self.shift = shifts[-1]
+            periods = (self.steady - 1 - block) // self.period  # block + q·period steady
+            if self.jump and periods > 0:
+                self.block += periods * self.period
+                return periods * self.period, periods * self.shift
+        return None
 
 
 def _times(p: int, v: int, total: int, fwd: list[list[float]], bwd: list[list[float]]) -> tuple:
@@ -122,16 +137,17 @@ def _times(p: int, v: int, total: int, fwd: list[list[float]], bwd: list[list[fl
 def _walk(
     p: int, v: int, total: int, p2p_s: float, times: tuple, keep_starts: bool, seen
 ) -> list[float]:
-    """Every stage's forward and backward visits' ends (and starts) block by block in one
-    loop, a block's forwards (stage k's visit j = block - k - 1 + p·v) then its backwards
-    (visit i = block - (p - 1) + k), each 0 <= . < total: each op waits only for the
-    block before's (or its own forward), so only that block's ends are read. `seen` is
-    told each block's (forward ends, backward ends, forward starts, backward starts), one
-    per stage (a stage with none in the block: 0.0); each stage's last end returned."""
+    """Every stage's visits' ends (and starts) block by block in one loop, a block's forwards
+    (stage k's visit j = block - k - 1 + p·v) then its backwards (visit i = block - p + 1 + k),
+    each 0 <= . < total: an op waits only for the block before's (or its own forward). `seen`
+    is told each block's (forward ends, backward ends, forward starts, backward starts), one
+    per stage (0.0 where none), and may answer (blocks, shift): go on that many blocks later,
+    every end moved by shift (`_Repetition`). Each stage's last end returned."""
     df, db, chunk_f, chunk_b = times
-    last, free = p - 1, [0.0] * p  # each stage's last op's end
-    f_prev, b_prev = [0.0] * p, [0.0] * p  # the block before's (none before the first)
-    for block in range(1 - p * v, total + p - 1):
+    last, free, block = p - 1, [0.0] * p, -p * v  # each stage's last op's end; the block
+    f_prev, b_prev = [0.0] * p, [0.0] * p  # before the first; its ends (none: 0.0)
+    while block < total + p - 2:  # the walk's blocks: 1 - p·v to total + p - 2
+        block += 1
         f_end, b_end, base = [0.0] * p, [0.0] * p, block - 1 + p * v
         f_start, b_start = ([0.0] * p, [0.0] * p) if keep_starts else (f_end, b_end)
         lo, hi = base + 1 - total, base if base < last else last
@@ -162,8 +178,11 @@ def _walk(
                 now = arrive
             b_start[last] = now
             b_end[last] = free[last] = now + db[last][block]
-        seen((f_end, b_end, f_start, b_start))
-        f_prev, b_prev = f_end, b_end
+        if (skip := seen((f_end, b_end, f_start, b_start))) is None:
+            f_prev, b_prev = f_end, b_end
+        else:  # the periods between added, not walked: every end moved by the shift
+            block += skip[0]
+            f_prev, b_prev, free = ([x + skip[1] for x in e] for e in (f_end, b_end, free))
     return free
 
 

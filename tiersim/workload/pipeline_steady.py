@@ -19,6 +19,12 @@ the same λ) every later block repeats with λ, and a schedule q periods longer 
 (the blocks after the repetition and the cool-down are the same ops, shifted). Equality is
 checked to a relative 1e-12 of the times (floating-point sums); max-plus maps do not expand
 differences, so an error within it stays within it per period.
+
+Where the blocks order an interleaved schedule (`pipeline_blocks.fits`), the m-micro-batch
+schedule itself is walked, but only its warm-up, the steady blocks up to the first
+repetition and the cool-down: the periods between are added to the walk's ends, not walked
+(`pipeline_blocks.steady_blocks` with `jump`), so the cool-down starts from block
+B + q·period's ends as B's moved by q·λ. 530B's timeline: 22,050 ops walked, not 36,750.
 """
 
 from __future__ import annotations
@@ -56,13 +62,15 @@ def evaluate_steady(
         raise ValueError(f"p2p_s(={p2p_s}) must be >= 0")
     per = 1 if virtual == 1 else pipeline  # micro-batches per period
     n = _shortest(pipeline, micro_batches, virtual, per)
+    if n < micro_batches and virtual > 1 and fits(pipeline, micro_batches, virtual):
+        # all m micro-batches' blocks, the steady periods after the repetition added
+        last, _ = steady_blocks(pipeline, micro_batches, virtual, fwd, bwd, p2p_s, REL, True)
+        return PipelineTiming(max(last), busy(micro_batches, fwd, bwd), tuple(last), ())
     while n < micro_batches:
         if virtual == 1:  # 1F1B, n > p + 1: the ticks' ends let go as they are walked
             f, b = [row[0] for row in fwd], [row[0] for row in bwd]
             last, shift = steady_ticks(pipeline, n, f, b, p2p_s, REL)
-        elif fits(pipeline, n, virtual):  # the blocks' ends let go as they are walked
-            last, shift = steady_blocks(pipeline, n, virtual, fwd, bwd, p2p_s, REL)
-        else:
+        else:  # a warm-up cut short: the graph walk's ends
             _, ends = timeline(pipeline, n, virtual, fwd, bwd, p2p_s, keep_starts=False)
             last, shift = [e[-1] for e in ends], _repetition(pipeline, n, virtual, ends)
         if shift is not None:

@@ -25,7 +25,7 @@ from tiersim.cli.commands.common import (
 from tiersim.cli.commands.measure import positive_int
 from tiersim.config.presets import DEFAULT_HARDWARE, is_preset_file, load_preset, preset_names
 from tiersim.core.errors import InputError, Problem
-from tiersim.core.units import Kind, UnitError, fmt_bytes, parse
+from tiersim.core.units import Kind, UnitError, fmt_bytes, fmt_time, parse
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.groundtruth.calibrate_settings import Calibration, Settings
@@ -239,14 +239,12 @@ def table(cal: Calibration) -> str:
     from tiersim.groundtruth.calibrated_preset import quantity
     from tiersim.report.table import render
 
+    def shown(value: float, unit: str) -> str:
+        # a time as every table says one (3.128 ms, 70.4 us); the preset keeps its exact "us"
+        return fmt_time(value) if unit == "s" else quantity(value, unit)
+
     rows = [
-        [
-            name,
-            quantity(f.median, f.unit),
-            quantity(f.low, f.unit),
-            quantity(f.high, f.unit),
-            len(f.samples),
-        ]
+        [name, shown(f.median, f.unit), shown(f.low, f.unit), shown(f.high, f.unit), len(f.samples)]
         for name, f in cal.figures.items()
     ]
     head = f"{machine()}; host memory {fmt_bytes(cal.host_memory_bytes or float('nan'))}"

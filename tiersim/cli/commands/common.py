@@ -160,9 +160,17 @@ def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
     for note in notes(loaded):
         line = lines.get(note.path)
         origin = f" (line {line})" if line else ""
-        origin = f" (from --set {given[note.path]})" if note.path in given else origin
+        # the --set of the key, or of a mapping above it (--set training.offload={...})
+        setting = next((given[p] for p in _above(note.path) if p in given), None)
+        origin = f" (from --set {setting})" if setting is not None else origin
         out.append(f"note: {note.reworded(note.message + origin).render(loaded.source)}")
     return out
+
+
+def _above(path: str) -> list[str]:
+    """`path` and the key paths above it, nearest first: a.b.c, a.b, a."""
+    parts = path.split(".")
+    return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
 def _replaced_lines(loaded: Loaded, overrides: list[str]) -> list[str]:

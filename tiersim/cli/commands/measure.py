@@ -290,11 +290,14 @@ def hf_notes(m: Measurement) -> list[str]:
     return lines
 
 
-def notes(m: Measurement) -> str:
+def notes(m: Measurement, calibrating: bool = False) -> str:
+    """The table's notes; `calibrating`: a preset is written (--calibrate), which the notes
+    on a shrunk model speak of."""
     from tiersim.groundtruth.measure_preset import shrink_lines
 
+    shrunk = shrink_lines(m, calibrating)
     if m.hf:
-        return "\n".join(f"  - {line}" for line in hf_notes(m) + shrink_lines(m))
+        return "\n".join(f"  - {line}" for line in hf_notes(m) + shrunk)
     per = m.activations_per_layer
     each = (
         fmt_bytes(per[0]) if len(set(per)) == 1 else f"{fmt_bytes(min(per))}-{fmt_bytes(max(per))}"
@@ -309,7 +312,7 @@ def notes(m: Measurement) -> str:
         f"optimizer excludes {fmt_bytes(m.optimizer_step_counters_bytes)} of {_apart(m)}",
         "master: one precision throughout, so no separate master copy exists or is predicted",
     ]
-    lines += shrink_lines(m)
+    lines += shrunk
     return "\n".join(f"  - {line}" for line in lines)
 
 
@@ -387,7 +390,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(to_json(report(m)))
     else:
-        print(f"{table(m)}\n\nnotes:\n{notes(m)}")
+        print(f"{table(m)}\n\nnotes:\n{notes(m, preset is not None)}")
     if preset:
         _write_preset(preset, m)
     return 0

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiersim.cli.commands.common import add_format_arg
-from tiersim.config.presets import load_preset, preset_names
+from tiersim.config.presets import DEFAULT_HARDWARE, load_preset, preset_names
 from tiersim.core.units import fmt_bytes, fmt_count, fmt_rate
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
@@ -162,7 +162,10 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
     head = ["hardware preset", "GPU", "16-bit peak", "efficiency", "gpu.kernels"]
     head += ["cpu.optimizer_rate", "cpu.adam_kernel_rate"]
     head += ["in node/dir", "across nodes/dir"]  # the network: run's `nvlink` link, then NICs
-    title = "Hardware presets (hardware.preset), as one GPU sees its node:"
+    title = (
+        f"Hardware presets (hardware.preset; a scenario naming none runs on {DEFAULT_HARDWARE}), "
+        "as one GPU sees its node:"
+    )
     rates = (
         "cpu.optimizer_rate: the CPU update without a framework;\n"
         "cpu.adam_kernel_rate: DeepSpeed's CPU-Adam kernel (training.framework: deepspeed), "

@@ -44,8 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--plot",
         metavar="FILE.png",
         help="with --break-even: a PNG of HBF's lifetime across those values against its budget "
-        "(needs matplotlib; by default none is drawn), its folder made; refused before "
-        "anything is simulated where it cannot be written; a last line `plot: FILE` names it",
+        "(needs matplotlib; by default none is drawn), in a folder that exists (none is "
+        "made: a mistyped one would be); refused before anything is simulated where it cannot "
+        "be written; a last line `plot: FILE` names it",
     )
     parser.set_defaults(handler=run)
 

@@ -1,0 +1,140 @@
+"""The all-stage pipeline timeline walked by its period (tiersim/workload/pipeline_blocks.py,
+`steady_blocks` with `jump`, taken by `pipeline_steady.evaluate_steady`): the warm-up, the
+steady blocks up to the first repetition and the cool-down walked, the periods between added.
+Its step and finishes against the full walk of every micro-batch (`pipeline_timeline.evaluate`,
+itself held to the dependency-graph walk to the bit by tests/test_pipeline_blocks.py) within a
+relative 1e-12: round-off, the shift added q times instead of walked."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiersim.config.load import load_scenario
+from tiersim.state.resolved import resolve
+from tiersim.workload import pipeline_blocks, pipeline_steady, stage_times
+from tiersim.workload.pipeline_blocks import fits, steady_blocks, timeline_blocks
+from tiersim.workload.pipeline_steady import REL, evaluate_steady
+from tiersim.workload.pipeline_timeline import evaluate
+from tiersim.workload.work import build_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED = [  # Korthikanti et al. 2022's Table 5, and Smith et al. 2022's 530B runs
+    *(
+        f"korthikanti2022-{size}-{recompute}"
+        for size in ("22b", "175b", "530b", "1t")
+        for recompute in ("full-recompute", "selective-sp")
+    ),
+    *(f"smith2022-mtnlg-530b-{nodes}nodes" for nodes in (280, 350, 420)),
+]
+WITHIN = 1e-12  # relative: the walk by its period is the full walk to round-off
+
+
+def assert_like_the_full_walk(p, m, v, fwd, bwd, c) -> None:
+    """evaluate_steady's step and finishes within WITHIN of every op walked; busy equal."""
+    full, periodic = evaluate(p, m, v, fwd, bwd, c), evaluate_steady(p, m, v, fwd, bwd, c)
+    assert periodic.step_s == pytest.approx(full.step_s, rel=WITHIN, abs=0.0)
+    assert periodic.finish_s == pytest.approx(full.finish_s, rel=WITHIN, abs=0.0)
+    assert periodic.busy_s == full.busy_s
+
+
+@pytest.fixture(scope="module")
+def published_stage_times() -> dict[str, list[tuple]]:
+    """The (p, m, v, forward, backward, p2p) each published scenario's workload times its
+    pipeline with (`stage_times.bubble`'s calls of `evaluate_steady`), by scenario."""
+    seen: dict[str, list[tuple]] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for name in PUBLISHED:
+            calls = seen.setdefault(name, [])
+
+            def recording(p, m, v, fwd, bwd, p2p_s=0.0, calls=calls):
+                calls.append((p, m, v, fwd, bwd, p2p_s))
+                return evaluate_steady(p, m, v, fwd, bwd, p2p_s)
+
+            patch.setattr(stage_times, "evaluate_steady", recording)
+            path = ROOT / "scenarios" / "published" / f"{name}.yaml"
+            build_workload(resolve(load_scenario(path, []).scenario))
+    return seen
+
+
+def test_every_published_pipeline_is_the_full_walk_to_round_off(published_stage_times):
+    """Table 5's eight configurations (22B has one stage: no pipeline to time) and Smith's
+    530B runs (1F1B, 35 stages, m = 160-240: not multiples of 35), each stage's own times."""
+    timed = {name: calls for name, calls in published_stage_times.items() if calls}
+    assert set(timed) == set(PUBLISHED) - {
+        "korthikanti2022-22b-full-recompute",
+        "korthikanti2022-22b-selective-sp",
+    }
+    for calls in timed.values():
+        for args in calls:
+            assert_like_the_full_walk(*args)
+
+
+def test_530b_walks_its_warm_up_a_few_periods_and_its_cool_down(published_stage_times, monkeypatch):
+    """530B (p 35, v 3, m 280) has blocks 1 - 105 = -104 to 280·3 + 35 - 2 = 873 (978). Its
+    first repetition, block B against B - 105 (B - 105 >= p = 35, so B >= 140), is the one the
+    full walk's ends show (`_repetition`: the same shift, to the bit); its steady blocks end
+    before (280 - 35)·3 + 1 = 736, so q = (735 - B) // 105 periods are added, not walked
+    (5 for any B in 140-175), and the walk goes on from B + 105·q + 1: 978 - 525 = 453 blocks
+    walked, not 978 (nor the 663 of the 175 micro-batches walked before)."""
+    walked: list[int] = []
+    see = pipeline_blocks._Repetition.see
+
+    def counting(self, entry):
+        walked.append(self.block + 1)
+        return see(self, entry)
+
+    monkeypatch.setattr(pipeline_blocks._Repetition, "see", counting)
+    (p, m, v, fwd, bwd, c) = published_stage_times["korthikanti2022-530b-selective-sp"][0]
+    assert (p, m, v) == (35, 280, 3)
+    last, shift = steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True)
+    _, ends = timeline_blocks(p, m, v, fwd, bwd, c, False)
+    assert shift is not None and shift == pipeline_steady._repetition(p, m, v, ends)
+    b = next(x for x, y in pairwise(walked) if y != x + 1)
+    q = (735 - b) // 105
+    assert 140 <= b <= 175 and q == 5
+    assert walked == [*range(-104, b + 1), *range(b + 105 * q + 1, 874)]
+    assert len(walked) == 453
+    assert last == pytest.approx([e[-1] for e in ends], rel=WITHIN, abs=0.0)
+
+
+SMALL = [  # (p, m, v, forward, backward, p2p): odd shapes, each stage its own times
+    (4, 10, 1, [1.0, 1.5, 1.0, 2.5], [2.0, 3.0, 2.0, 4.5], 0.1),  # m not a multiple of p
+    (3, 7, 1, 1.0, 2.0, 0.0),
+    (5, 13, 1, [0.3, 0.1, 0.7, 0.2, 0.9], [0.6, 0.2, 1.1, 0.5, 2.0], 0.05),
+    (2, 40, 4, 1.0, 2.0, 0.25),  # interleaved
+    (4, 24, 2, [[1.0, 1.2], [0.9, 1.1], [1.0, 1.0], [1.3, 2.0]], 2.0, 0.0),  # uneven stages
+    (6, 60, 3, [[0.5, 0.7, 0.6]] * 5 + [[0.5, 0.7, 1.9]], 1.4, 0.03),  # a heavier head
+    (3, 9, 5, [[1.0] * 5, [3.0] * 5, [1.0] * 5], [[2.0] * 5, [1.0] * 5, [2.0] * 5], 0.5),
+]
+
+
+@pytest.mark.parametrize("args", SMALL)
+def test_small_pipelines_are_the_full_walk_to_round_off(args):
+    assert_like_the_full_walk(*args)
+
+
+durations = st.sampled_from([0.5, 1.0, 1.5]) | st.floats(0.01, 3.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(p=st.integers(1, 6), v=st.integers(2, 4), groups=st.integers(3, 12), data=st.data())
+def test_random_pipelines_walked_by_their_period_are_the_full_walk(p, v, groups, data):
+    """Random interleaved shapes that the blocks order, each stage and chunk its own time
+    (a few values, so periods repeat early, or any): the periodic walk's last ends against
+    every block walked, and evaluate_steady against the full evaluation."""
+    m = p * groups
+    if not fits(p, m, v):
+        return
+    drawn = data.draw(st.sampled_from([durations, st.sampled_from([1.0, 2.0])]))
+    fwd = [[data.draw(drawn) for _ in range(v)] for _ in range(p)]
+    bwd = [[data.draw(drawn) for _ in range(v)] for _ in range(p)]
+    c = data.draw(st.sampled_from([0.0, 0.25]) | st.floats(0.0, 2.0))
+    last, _ = steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True)
+    _, ends = timeline_blocks(p, m, v, fwd, bwd, c, False)
+    assert last == pytest.approx([e[-1] for e in ends], rel=WITHIN, abs=0.0)
+    assert_like_the_full_walk(p, m, v, fwd, bwd, c)
