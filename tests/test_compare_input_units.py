@@ -30,3 +30,25 @@ def test_a_bandwidth_already_in_runs_unit_is_shown_as_written():
 def test_other_inputs_are_shown_as_written():
     text = _inputs_table("h100", "15 us", "hardware.preset")
     assert "h100" in text and "15 us" in text
+
+
+def test_an_integral_count_read_as_a_float_is_shown_as_an_integer():
+    # the schema reads pe_cycles as a float (3000 -> 3000.0); the review saw `3000.0` shown
+    text = _inputs_table(3000.0, 5000.0, "hardware.tiers.hbf.endurance.pe_cycles")
+    (row,) = [ln for ln in text.splitlines() if "pe_cycles" in ln]
+    assert row.split()[1:] == ["3000", "5000"]
+    # a fraction keeps its digits
+    assert "1.5" in _inputs_table(1.5, 2.0, "training.expert_imbalance")
+
+
+def test_a_changed_hardware_preset_is_listed_among_the_inputs_that_differ():
+    from tiersim.api import load
+    from tiersim.api_commands import compared_documents
+    from tiersim.report.compare import changed, flatten
+
+    a = load("scenarios/default.yaml")  # hardware.preset: h200-hbf
+    b = load("scenarios/default.yaml", {"hardware.preset": "h200-hbf-8stack"})
+    doc_a, doc_b = compared_documents(a, b)
+    rows = {c.path: (c.a, c.b) for c in changed(flatten(doc_a), flatten(doc_b))}
+    assert rows["hardware.preset"] == ("h200-hbf", "h200-hbf-8stack")
+    assert "model.preset" not in rows  # llama-2-7b on both sides: not an input that differs

@@ -96,12 +96,11 @@ def compare(
     """`tiersim compare`'s content (its JSON less the labels): the inputs that differ, the
     outputs that moved (B - A, B / A), and `cost` where either scenario gives a price.
     The reports are the runs' (`api.run(a).report`) or results folders' report.json."""
-    from tiersim.config.document import scenario_document
     from tiersim.report.compare import compare as differences
     from tiersim.report.cost import cost_comparison
     from tiersim.report.utilization import mfu_peak_note, peak_note
 
-    doc_a, doc_b = scenario_document(a.scenario), scenario_document(b.scenario)
+    doc_a, doc_b = compared_documents(a, b)
     out = differences(doc_a, doc_b, a_report, b_report)
     peaks = {"A": mfu_peak_note(a.scenario), "B": mfu_peak_note(b.scenario)}
     for row in out["outputs"]:
@@ -111,6 +110,23 @@ def compare(
     if cost is not None:
         out["cost"] = cost
     return out
+
+
+def compared_documents(a: Loaded, b: Loaded) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both scenarios' documents with the presets both name put back (`hardware.preset:
+    dgx-h100`, `model.preset`, `model.hf_config`): a changed preset is an input that differs,
+    listed beside the values it changed. The document itself names no preset (it writes every
+    value out: `hardware.preset: none`), as does a results folder's scenario.yaml: against
+    one, a preset is not compared (its values are)."""
+    from tiersim.config.document import SOURCES, scenario_document
+
+    docs = scenario_document(a.scenario), scenario_document(b.scenario)
+    for section, key in SOURCES:
+        values = [getattr(getattr(x.scenario, section), key) for x in (a, b)]
+        if None not in values:
+            for doc, value in zip(docs, values, strict=True):
+                doc[section][key] = value
+    return docs
 
 
 @dataclass(frozen=True)

@@ -374,6 +374,8 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return _quantity_text(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))  # a count the schema reads as a float: 3000, not 3000.0
     return str(value)
 
 
