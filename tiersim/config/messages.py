@@ -148,6 +148,10 @@ def _section_keys(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     return f"{', '.join(need)}, required; {rest_said}" if need else rest_said
 
 
+# keys whose name carries their unit: a count of it, as the framework reads them, not a
+# quantity with a unit (apex's `bucket_cap_mb: 100` is 100 MiB; `100 MB` is refused)
+COUNT_OF = {"bucket_cap_mb": ("MiB", "100")}
+
 SECTION_KEYS = 10  # keys named where a section was expected; docs/scenario-reference.md has all
 
 
@@ -166,6 +170,12 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         return "required key is missing" + _missing_hint(err, parent)
     if kind == "bool_parsing":
         return f"expected true or false (got {shown(err.get('input'))})"
+    if kind in ("float_parsing", "int_parsing") and err["loc"] and err["loc"][-1] in COUNT_OF:
+        unit, example = COUNT_OF[err["loc"][-1]]
+        return (
+            f"a count of {unit}, not a quantity with a unit (expected a number, e.g. "
+            f"{example}; got {shown(err.get('input'))})"
+        )
     if kind in ("float_parsing", "int_parsing"):
         return f"expected a number (got {shown(err.get('input'))})"
     if kind == "finite_number":
