@@ -152,6 +152,18 @@ def _section_keys(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
 # quantity with a unit (apex's `bucket_cap_mb: 100` is 100 MiB; `100 MB` is refused)
 COUNT_OF = {"bucket_cap_mb": ("MiB", "100")}
 
+
+def _not_a_number(err: dict[str, Any]) -> str:
+    """A number's key given something else; a key counting in its name's unit says so."""
+    if err["loc"] and err["loc"][-1] in COUNT_OF:
+        unit, example = COUNT_OF[err["loc"][-1]]
+        return (
+            f"a count of {unit}, not a quantity with a unit (expected a number, e.g. "
+            f"{example}; got {shown(err.get('input'))})"
+        )
+    return f"expected a number (got {shown(err.get('input'))})"
+
+
 SECTION_KEYS = 10  # keys named where a section was expected; docs/scenario-reference.md has all
 
 
@@ -170,14 +182,8 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         return "required key is missing" + _missing_hint(err, parent)
     if kind == "bool_parsing":
         return f"expected true or false (got {shown(err.get('input'))})"
-    if kind in ("float_parsing", "int_parsing") and err["loc"] and err["loc"][-1] in COUNT_OF:
-        unit, example = COUNT_OF[err["loc"][-1]]
-        return (
-            f"a count of {unit}, not a quantity with a unit (expected a number, e.g. "
-            f"{example}; got {shown(err.get('input'))})"
-        )
     if kind in ("float_parsing", "int_parsing"):
-        return f"expected a number (got {shown(err.get('input'))})"
+        return _not_a_number(err)
     if kind == "finite_number":
         return f"expected a finite number (got {shown(err.get('input'))})"
     if kind == "string_too_long" and tuple(err["loc"]) == ("name",):
