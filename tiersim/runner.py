@@ -19,6 +19,7 @@ from tiersim.config.cpu_rate_notes import cpu_rate_notes
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
+from tiersim.config.generic_model_notes import generic_model_notes
 from tiersim.config.hardware_notes import hardware_notes
 from tiersim.config.layout_checks import layout_notes
 from tiersim.config.load import Loaded, blamed_on_overrides
@@ -121,6 +122,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
     return (
         model_notes(scenario)
         + _kernel_notes(scenario)
+        + generic_model_notes(scenario)
         + _parallel_notes(scenario)
         + layout_notes(scenario)
         + offload_notes(scenario)
