@@ -379,19 +379,20 @@ def test_unknown_hardware_preset(problems, write):
 
 
 @pytest.mark.parametrize(
-    ("fixture", "words"),
+    ("fixture", "words", "code"),
     [
-        ("truncated.config.json", "not valid JSON (line"),
-        ("unknown-type.config.json", "unsupported model_type 'tiersim-no-such-model'"),
-        ("list.config.json", "not a JSON object"),
-        ("missing-layers.config.json", "num_hidden_layers: required key is missing"),
-        ("absent.config.json", "cannot read"),
+        ("truncated.config.json", "not valid JSON (line", "E-PRESET"),
+        ("unknown-type.config.json", "unsupported model_type 'tiersim-no-such-model'", "E-PRESET"),
+        ("list.config.json", "not a JSON object", "E-PRESET"),
+        ("missing-layers.config.json", "num_hidden_layers: required key is missing", "E-PRESET"),
+        # a file that cannot be read: E-FILE, as a model preset's YAML file
+        ("absent.config.json", "absent.config.json: file not found", "E-FILE"),
     ],
 )
-def test_malformed_or_unsupported_config_json(problems, write, fixture, words):
+def test_malformed_or_unsupported_config_json(problems, write, fixture, words, code):
     file = write({"name": "x", "model": {"hf_config": str(FIXTURES / fixture)}})
     line = only(problems(file))
-    assert said(line, file).coded == ("E-PRESET", "model.hf_config")
+    assert said(line, file).coded == (code, "model.hf_config")
     assert words in line
 
 

@@ -248,8 +248,8 @@ def test_only_a_regular_file_is_read(cli, write, tmp_path, special):
     code, _out, err = cli("validate", file)
     assert code == 2
     line = said(err.strip(), file)
-    assert line.coded == ("E-PRESET", "model.hf_config")
-    assert line.message.startswith(f"{special} is not a regular file")
+    assert line.coded == ("E-FILE", "model.hf_config")  # as a preset's YAML file: E-FILE
+    assert line.message.startswith(f"{special}: is not a regular file")
 
 
 def test_a_file_over_16_mib_is_refused(cli, write, tmp_path):
@@ -259,8 +259,8 @@ def test_a_file_over_16_mib_is_refused(cli, write, tmp_path):
     code, _out, err = cli("validate", file)
     assert code == 2
     line = said(err.strip(), file)
-    assert line.coded == ("E-PRESET", "model.hf_config")
-    assert line.message.startswith(f"{tmp_path / 'big.json'} ") and "16 MiB" in line.message
+    assert line.coded == ("E-FILE", "model.hf_config")
+    assert line.message.startswith(f"{tmp_path / 'big.json'}: ") and "16 MiB" in line.message
 
 
 @pytest.mark.parametrize(

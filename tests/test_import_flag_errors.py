@@ -20,7 +20,7 @@ def _import(cli, tmp_path, *flags):
 def test_a_missing_hf_config_is_named_by_its_flag_and_file(cli, tmp_path):
     missing = tmp_path / "missing.json"
     (line,) = _import(cli, tmp_path, "--hf-config", missing)
-    assert said(line, "tiersim import").coded == ("E-PRESET", "--hf-config")
+    assert said(line, "tiersim import").coded == ("E-FILE", "--hf-config")  # a file unread
     assert str(missing) in said(line, "tiersim import").message
     assert "model.hf_config" not in line
 

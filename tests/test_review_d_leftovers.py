@@ -56,3 +56,22 @@ def test_a_transformer_gets_no_generic_model_note(cli):
     # default.yaml: llama-2-7b, whose linears FP8 does change
     _, _, err = cli("validate", SCENARIO, "--set", "training.fp8={recipe: tensorwise}")
     assert "the model is generic" not in err
+
+
+def test_a_binary_file_reads_the_same_as_hf_config_and_as_a_model_preset(cli, tmp_path):
+    # review d: --hf-config said "FILE is not UTF-8 text ... [E-PRESET]", --model FILE.yaml
+    # "FILE: not UTF-8 text ... [E-FILE]"; 0xff is never a UTF-8 byte
+    said_of = {}
+    for key, name in (("model.hf_config", "bin.json"), ("model.preset", "bin.yaml")):
+        binary = tmp_path / name
+        binary.write_bytes(b"\xff\xfe\x00binary")
+        code, _, err = cli(
+            "validate", SCENARIO, "--set", "model.preset=null", "--set", f"{key}={binary}"
+        )
+        assert code == 2
+        line = said(err.strip(), SCENARIO)
+        assert line.coded == ("E-FILE", key)
+        said_of[key] = line.message.replace(str(binary), "FILE")
+    # one shape: "FILE: not UTF-8 text (byte 0: invalid start byte) (from --set ...)"
+    shapes = {m.split(" (from --set")[0] for m in said_of.values()}
+    assert shapes == {"FILE: not UTF-8 text (byte 0: invalid start byte)"}

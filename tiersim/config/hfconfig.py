@@ -16,6 +16,7 @@ from tiersim.config import hfmeta
 from tiersim.config.hffamilies import FAMILIES, read_family
 from tiersim.config.hfvalues import (
     HfConfigError,
+    HfConfigFileError,
     attention_dims,
     divides,
     probability_at,
@@ -192,14 +193,18 @@ def _read_text(path: Path) -> tuple[Path, str]:
         raise
     except FileProblem as exc:
         hint = f"; {limits.JSON_BYTES.env} raises the bound" if "larger" in str(exc) else ""
-        raise HfConfigError(f"{path} {exc}{hint}") from None
+        raise HfConfigFileError(f"{path}: {exc}{hint}") from None
+    except FileNotFoundError:
+        raise HfConfigFileError(f"{path}: file not found") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         reason = getattr(exc, "strerror", None) or exc
-        raise HfConfigError(f"cannot read {path}: {reason}") from None
+        raise HfConfigFileError(f"{path}: cannot read: {reason}") from None
     try:
         return path, data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise HfConfigError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        raise HfConfigFileError(
+            f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
 
 
 def read_hf_config(path: Path) -> dict[str, Any]:

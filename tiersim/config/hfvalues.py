@@ -15,6 +15,15 @@ _COUNT = "expected an integer >= 0, written without a decimal point"
 class HfConfigError(ValueError):
     """A config.json that is missing, malformed or of an unsupported model type."""
 
+    code = "E-PRESET"  # the problem code it is reported under (core/problem_codes.py)
+
+
+class HfConfigFileError(HfConfigError):
+    """A config.json that cannot be read as text (missing, unreadable, too large, not
+    UTF-8): said as a model preset's YAML file is (`PATH: not UTF-8 text ...`), one code."""
+
+    code = "E-FILE"
+
 
 def shown(value: Any) -> str:
     """A value as the file writes it (JSON: true, null, "false", NaN), shortened."""

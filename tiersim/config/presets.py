@@ -177,7 +177,7 @@ def _model_source(model: dict[str, Any], base_dir: Path, problems: list[Problem]
             path = hf_config_path(model["hf_config"], base_dir)
             merged = deep_merge(merged, read_hf_config(path))
         except HfConfigError as exc:
-            problems.append(Problem("model.hf_config", str(exc), "E-PRESET"))
+            problems.append(Problem("model.hf_config", str(exc), exc.code))
     return merged
 
 
