@@ -268,7 +268,7 @@ def test_a_config_json_5000_digit_integer_is_refused(cli, write, tmp_path):
 def test_a_special_file_as_config_json_is_refused(cli, write, specials, kind):
     path, what = specials[kind]
     code, _, err = run(cli, "validate", write({"name": "x", "model": {"hf_config": path}}))
-    assert code == 2 and f"{path} is not a regular file ({what}" in err
+    assert code == 2 and f"{path}: is not a regular file ({what}" in err
 
 
 # --- shown values ------------------------------------------------------------------------------

@@ -194,7 +194,7 @@ def test_results_that_are_not_failures_are_kept_on_resume(tmp_path):
     ("grid", "statuses", "error"),
     [
         ({"hardware.preset": ["dgx-h100", "nosuch"]}, ["ok", "invalid"], "hardware.preset: unk"),
-        ({"model.hf_config": ["missing.json"]}, ["invalid"], "model.hf_config: cannot read"),
+        ({"model.hf_config": ["missing.json"]}, ["invalid"], "missing.json: file not found"),
     ],
 )
 def test_a_point_whose_preset_or_config_does_not_resolve_is_invalid_not_failed(
@@ -204,7 +204,7 @@ def test_a_point_whose_preset_or_config_does_not_resolve_is_invalid_not_failed(
     out = tmp_path / "out"
     first = sweep(path, out)
     assert [r["status"] for r in first.table.rows] == statuses
-    assert first.table.rows[-1]["error"].startswith(error)
+    assert error in first.table.rows[-1]["error"]
     resumed = sweep(path, out, resume=True)
     assert counts(resumed) == (0, len(statuses), 0, 0)
 
