@@ -6,7 +6,7 @@ from __future__ import annotations
 
 def timeline(fig):
     """The GPU stream, link directions and tier ports in time."""
-    (ax,) = [a for a in fig.axes if a.get_xlabel().startswith("time in the measured step")]
+    (ax,) = [a for a in fig.axes if a.get_xlabel().startswith("time in the simulated step")]
     return ax
 
 

@@ -4,6 +4,7 @@ binary file reads the same from --hf-config and --model."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import SCENARIOS
 from problem_lines import said
 
@@ -75,3 +76,13 @@ def test_a_binary_file_reads_the_same_as_hf_config_and_as_a_model_preset(cli, tm
     # one shape: "FILE: not UTF-8 text (byte 0: invalid start byte) (from --set ...)"
     shapes = {m.split(" (from --set")[0] for m in said_of.values()}
     assert shapes == {"FILE: not UTF-8 text (byte 0: invalid start byte)"}
+
+
+def test_runs_help_calls_the_step_it_reports_simulated_not_measured(cli, capsys):
+    # `tiersim measure` measures PyTorch; `run` simulates: its help said "the measured step"
+    with pytest.raises(SystemExit) as done:
+        cli("run", "--help")
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "report the simulated step" in text and "a timeline of the simulated step" in text
+    assert "measured step" not in text

@@ -249,7 +249,9 @@ def test_a_step_of_minutes_has_its_axes_in_minutes():
     tracks = {(1, "compute"): [(0.0, 3036.0, "forward")]}
     fig = step_figure(_report(3036.0, HBM), _trace(tracks, 3036.0, [("hbm", 0.0, 20 * GB)]))
     timeline, bar = panels.timeline(fig), panels.breakdown(fig)
-    assert timeline.get_xlabel() == "time in the measured step (min)"
+    # "simulated", not "measured": beside `tiersim measure`, which measures PyTorch (review d)
+    assert timeline.get_xlabel() == "time in the simulated step (min)"
+    assert fig.get_suptitle().startswith("synthetic: simulated step 50.6 min, ")
     assert timeline.get_xlim()[1] == pytest.approx(50.6)
     assert bar.get_xlabel() == "where the step's 50.6 min go (min)"
     assert sum(p.get_width() for p in bar.patches) == pytest.approx(50.6)

@@ -83,7 +83,7 @@ def step_figure(
     grid = fig.add_gridspec(len(ratios), len(tiers), height_ratios=ratios)
     st = report["step"]
     neck = st.get("bottleneck")
-    title = f"{report['scenario']}: measured step {fmt_time(st['time_s'])}, "
+    title = f"{report['scenario']}: simulated step {fmt_time(st['time_s'])}, "
     title += fmt_tokens_per_s(st["tokens_per_s"])
     if neck:
         share = 100 * neck["bandwidth_utilization"]

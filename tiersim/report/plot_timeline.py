@@ -177,7 +177,7 @@ def draw_timeline(
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, step_s * unit[0])
-    ax.set_xlabel(f"time in the measured step ({unit[1]})")
+    ax.set_xlabel(f"time in the simulated step ({unit[1]})")
     ax.set_title(
         "timeline: GPU stream, link directions and tier ports (concurrent transfers side by "
         f"side in a row; a link's or port's shade: how busy it is at that time){note}",

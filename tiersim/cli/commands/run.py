@@ -28,8 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "run",
         help="simulate a training step: time, overlap, bytes moved, tier peaks",
         description="Simulate training steps of one GPU as discrete events, moving each class "
-        "of state as its placement implies, and report the measured step (one step where the "
-        "synchronous update makes steps independent, else warm-up, measured and trailing "
+        "of state as its placement implies, and report the simulated step (one step where the "
+        "synchronous update makes steps independent, else warm-up, reported and trailing "
         "steps; with simulation.steady_state: extrapolate, a few micro-batches, extrapolated "
         "once its micro-batches are verified to repeat period to period). Writes the resolved "
         "scenario and report.json to results/<name>/ (or --out).",
@@ -54,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--plot",
         action="store_true",
-        help="also write step.png beside report.json: a timeline of the measured step (GPU "
+        help="also write step.png beside report.json: a timeline of the simulated step (GPU "
         "stream, link directions, tier ports, coloured by state class), each tier's occupancy "
         "against its capacity, where the step time goes, and the GPU's memory timeline "
         "(allocated and reserved, allocation by allocation; docs/memory.md) with the host's "
