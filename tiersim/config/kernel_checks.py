@@ -102,9 +102,16 @@ def _fp8_rate_problems(s: Scenario) -> list[Problem]:
     recipes = _table_recipes(gpu.kernels)
     if fp8.gemm_kernel in recipes:
         return []
+    if not recipes:  # 'expected one of: none' read as a recipe named none (not one)
+        what = (
+            f"'{fp8.recipe}': kernel table {gpu.kernels} measures no FP8 GEMM at all (expected "
+            "a table with FP8 rates, or FP8 training off: training.fp8 left out, "
+            "--set training.fp8=null; docs/kernels.md)"
+        )
+        return [Problem("training.fp8.recipe", what, "E-KERNEL")]
     what = (
         f"'{fp8.recipe}': kernel table {gpu.kernels} has no measured FP8 GEMM rate for this "
-        f"recipe (expected one of: {', '.join(recipes) or 'none'}; docs/kernels.md)"
+        f"recipe (expected one of: {', '.join(recipes)}; docs/kernels.md)"
     )
     return [Problem("training.fp8.recipe", what, "E-KERNEL")]
 
