@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiersim.config.framework import default_prefetch_depth
 from tiersim.core.units import fmt_bytes, fmt_time
 
 _FRAMEWORKS = {"deepspeed": "DeepSpeed", "fsdp": "FSDP2", "megatron": "Megatron-LM"}
@@ -63,11 +64,28 @@ def _fetches(off: dict[str, Any]) -> str:
     )
 
 
-def offload_line(off: dict[str, Any], cpu_update: bool) -> str:
-    """How the scenario's framework moved state (the report's `offload` section), in words."""
+def _prefetch(framework: str, name: str, depth: int) -> str:
+    """How far ahead a fetch is issued (`simulation.prefetch_depth`), and whether that is the
+    framework's default: a `--set simulation.prefetch_depth=2` moved the figures unsaid."""
+    default = default_prefetch_depth(framework)
+    if depth == default:
+        return f"prefetch depth {depth} (simulation.prefetch_depth, {name}'s default)"
+    more = ""
+    if framework == "fsdp" and depth > default:  # FSDP2's explicit prefetch (framework.py)
+        extra = depth - default
+        buffers = f"{extra} all-gather buffer{'s' if extra != 1 else ''}"
+        more = f": FSDP2's explicit prefetch, {buffers} more in each layer's backward"
+    return f"prefetch depth {depth} (simulation.prefetch_depth; {name}'s default {default}){more}"
+
+
+def offload_line(off: dict[str, Any], cpu_update: bool, depth: int | None = None) -> str:
+    """How the scenario's framework moved state (the report's `offload` section), in words;
+    `depth` the run's prefetch depth (the report's `sim.prefetch_depth`)."""
     name = _FRAMEWORKS.get(off["framework"], off["framework"])
     parts = [_fetches(off)]
     parts.append("operators tiled as said above" if off["tiling"] else "no operator tiled")
+    if depth is not None and off.get("weights_streamed", True):
+        parts.append(_prefetch(off["framework"], name, depth))
     deepspeed = off["framework"] == "deepspeed"
     if cpu_update:
         parts.append(_gradient_path(off) if deepspeed else _FSDP_GRADIENTS)
