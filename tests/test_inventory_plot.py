@@ -33,7 +33,7 @@ def test_the_picture_has_the_gpus_timeline_and_the_hosts_where_used(tmp_path, ex
     fig = inventory_memory_figure(loaded.scenario, inv, api.host_memory(loaded, inv))
     titles = [ax.get_title() for ax in fig.axes]
     assert len(titles) == panels
-    assert titles[0].startswith("memory timeline (hbm): peak ")
+    assert titles[0].startswith("memory timeline (hbm): the device holds at most ")
     if panels == 2:
         # one GPU of dgx-h100's 8: its share, said as the run's
         assert titles[1].startswith(

@@ -44,3 +44,26 @@ def test_run_s_table_says_the_prefetch_depth_a_set_changed(cli, tmp_path):
         "; prefetch depth 3 (simulation.prefetch_depth; FSDP2's default 1): FSDP2's explicit "
         "prefetch, 2 all-gather buffers more in each layer's backward;"
     ) in offload_line("simulation.prefetch_depth=3")
+
+
+def test_the_memory_panel_s_title_says_what_its_dot_marks():
+    """The panel's curves are the allocator's and its dot the allocation peak, but the title
+    said "peak" beside the device's total (reserved and the memory outside the allocator):
+    zero-offload-10b-dgx2's title read 30.29 GB over a dot at 28.50 GB.
+
+    One 12 MiB activation, a segment of its own (10 MiB or more: rounded to 2 MiB, 12 MiB),
+    and a 100 MiB CUDA context outside: allocated 12 MiB = 12,582,912 B (12.58 MB); the
+    device holds 12 + 100 = 112 MiB = 117,440,512 B (117.44 MB) of 1e9 B."""
+    from tiersim.report.plot_memory import memory_title
+    from tiersim.state.timeline import Event, Outside, evaluate
+
+    mib = 2**20
+    events = [
+        Event("forward: layer 0", "forward", "a0", "saved activations", 12 * mib, True),
+        Event("backward: layer 0", "backward", "a0", "saved activations", 12 * mib, False),
+    ]
+    t = evaluate("hbm", 10**9, events, [Outside("CUDA context", 100 * mib, "test")])
+    assert memory_title(t) == (
+        "memory timeline (hbm): the device holds at most 117.44 MB of 1.00 GB\n"
+        "at forward: layer 0 (the dot: 12.58 MB allocated)"
+    )

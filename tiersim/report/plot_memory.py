@@ -23,7 +23,10 @@ def memory_title(t: Timeline) -> str:
     verdict = f"\n{out_of_memory_words(t)}" if not t.fits else ""
     total = f"{fmt_bytes(t.peak_total_bytes)} of {fmt_bytes(t.capacity_bytes)}"
     if most is None or most.moment == where:
-        return f"{TITLE} ({t.tier}): peak {total} at {where}{verdict}"
+        # the curves are the allocator's: the dot stands at what is allocated, below the
+        # device's total (reserved, the CUDA context, NCCL's buffers) that "peak" said alone
+        dot = f"the dot: {fmt_bytes(t.peak_allocated_bytes)} allocated"
+        return f"{TITLE} ({t.tier}): the device holds at most {total}\nat {where} ({dot}){verdict}"
     # the allocator reserves most elsewhere (a square marks it): say both moments
     return (
         f"{TITLE} ({t.tier}): the device holds most (the square), {total}, at {most.moment};\n"
