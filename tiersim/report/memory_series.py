@@ -122,3 +122,28 @@ def with_series(report: dict[str, Any], gpu: Timeline, host: Any = None) -> None
     report["memory_timeline"]["series"] = series(gpu)
     if host is not None and "host_memory_timeline" in report:
         report["host_memory_timeline"]["series"] = series(host.timeline)
+
+
+_GRAIN = {"event": "a row an event", "moment": "a row a moment"}
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'s' if n != 1 else ''}"
+
+
+def series_line(report: dict[str, Any]) -> str:
+    """What `run --memory-events` wrote, for the table (which shows no row of it): each
+    timeline's events and rows, and where in report.json they are."""
+    said = []
+    for key, who in (("memory_timeline", "GPU"), ("host_memory_timeline", "host")):
+        s = report.get(key, {}).get("series")
+        if s is None:
+            continue
+        grain = _GRAIN.get(s["granularity"], f"a row each {s['moments_per_row']:,} moments")
+        events, rows = _count(report[key]["events"], "event"), _count(len(s["rows"]), "row")
+        said.append(f"{who}: {events} in {rows} ({grain}), {key}.series")
+    columns = ", ".join(COLUMNS)
+    return (
+        f"memory events written to report.json: {'; '.join(said)} (columns: {columns}; "
+        "docs/commands.md, Results)"
+    )

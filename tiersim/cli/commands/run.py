@@ -223,6 +223,10 @@ def run(args: argparse.Namespace) -> int:
         if uses_layout_keys(loaded.scenario):
             layout = "\n\n" + mesh_table(loaded.scenario)
         tables = step_tables(report, result.wall_s, mfu_peak_note(loaded.scenario))
+        if args.memory_events:  # the table shows no row of them: say they were written
+            from tiersim.report.memory_series import series_line
+
+            where = series_line(report) + "\n" + where
         print(tables + layout + "\n\n" + where)
     return 0
 
