@@ -86,3 +86,19 @@ def test_run_s_table_says_where_the_memory_events_went(cli, tmp_path):
     code, out, err = cli("run", path, "--out", tmp_path / "b")
     assert code == 0, err
     assert "memory events" not in out
+
+
+def test_a_note_on_a_mapping_names_the_set_of_a_key_under_it(cli, tmp_path):
+    """`--set training.fp8.recipe=delayed` on a generic model: the W-NO-EFFECT note is on
+    `training.fp8` and said neither its --set nor a line (a --set of the key itself or of a
+    mapping above it was named; one under it was not)."""
+    path = tmp_path / "gen.yaml"
+    path.write_text(
+        "name: gen\nmodel: {parameters: 1e9, layers: 16, hidden: 2048, heads: 16}\n"
+        "hardware: {preset: dgx-h100}\n"
+    )
+    code, _out, err = cli("inventory", path, "--set", "training.fp8.recipe=delayed")
+    assert code == 0, err
+    note = next(x for x in err.splitlines() if "[W-NO-EFFECT]" in x)
+    assert note.startswith(f"note: {path}: training.fp8: has no effect on the GEMMs")
+    assert note.endswith("(from --set training.fp8.recipe=delayed) [W-NO-EFFECT]")

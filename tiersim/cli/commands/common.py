@@ -160,8 +160,12 @@ def note_lines(loaded: Loaded, overrides: Iterable[str] = ()) -> list[str]:
     for note in notes(loaded):
         line = lines.get(note.path)
         origin = f" (line {line})" if line else ""
-        # the --set of the key, or of a mapping above it (--set training.offload={...})
+        # the --set of the key, or of a mapping above it (--set training.offload={...}), or
+        # of keys under it (--set training.fp8.recipe=delayed for a note on training.fp8)
         setting = next((given[p] for p in _above(note.path) if p in given), None)
+        below = [text for p, text in given.items() if p.startswith(note.path + ".")]
+        if setting is None and below:
+            setting = ", --set ".join(below)
         origin = f" (from --set {setting})" if setting is not None else origin
         out.append(f"note: {note.reworded(note.message + origin).render(loaded.source)}")
     return out
