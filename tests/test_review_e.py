@@ -102,3 +102,24 @@ def test_a_note_on_a_mapping_names_the_set_of_a_key_under_it(cli, tmp_path):
     note = next(x for x in err.splitlines() if "[W-NO-EFFECT]" in x)
     assert note.startswith(f"note: {path}: training.fp8: has no effect on the GEMMs")
     assert note.endswith("(from --set training.fp8.recipe=delayed) [W-NO-EFFECT]")
+
+
+def test_a_given_reduce_bucket_says_which_deepspeed_s_rule_counts_it(cli):
+    """zero-offload-10b-dgx2 (ZeRO-2, fp16 weights, overlap_comm off: one buffer) with the key
+    set to DeepSpeed's own default, 5e8: v0.3's rule, 4.5 x 5e8 elements x 2 B =
+    4,500,000,000 B (4.50 GB) in `workspace` all step, where the key left out holds today's
+    5e8 x 2 B = 1,000,000,000 B (1.00 GB) a part of its own (docs/deepspeed-buckets.md). The
+    same value, twice the memory and another fit verdict, and no note said why."""
+    path = "scenarios/zero-offload-10b-dgx2.yaml"
+    code, _out, err = cli("inventory", path, "--set", "training.offload.reduce_bucket_size=5e8")
+    assert code == 0, err
+    note = next(x for x in err.splitlines() if "[W-FRAMEWORK-LIMIT]" in x)
+    assert note.startswith(
+        f"note: {path}: training.offload.reduce_bucket_size: 500,000,000 elements counted by "
+        "DeepSpeed v0.3's rule (what ZeRO-Offload ran): 4.5 x the bucket in fp16 = 4.50 GB in "
+        "the workspace class, all step; left out, the bucket is today's DeepSpeed's default, "
+        "5e8 elements of the weights' fp16 = 1.00 GB from the backward's first gradient"
+    )
+    code, _out, err = cli("inventory", path)  # left out: nothing to say
+    assert code == 0, err
+    assert "reduce_bucket_size:" not in err

@@ -42,6 +42,7 @@ from tiersim.report.json_report import run_report
 from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import GenericModel, build_model
+from tiersim.state.reduce_bucket_notes import reduce_bucket_notes
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.step_memory import gpu_timeline
 from tiersim.state.timeline import Timeline
@@ -131,6 +132,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + distributed_optimizer_notes(scenario)
         + vocab_padding_notes(scenario)
         + optimizer_notes(scenario)
+        + reduce_bucket_notes(scenario)
         + peak_notes(scenario)
         + cpu_rate_notes(scenario)
     )

@@ -184,10 +184,7 @@ def run(args: argparse.Namespace) -> int:
     check(loaded, scenario)  # what validate refuses (a plan: section too), refused
     # the report's modules once the input is known good: a refused one exits without them
     from tiersim.report.json_report import to_json
-    from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.output import write_run, write_trace
-    from tiersim.report.text import step_tables
-    from tiersim.report.utilization import mfu_peak_note
 
     print_notes(loaded, args.overrides)
     folder = Path(args.out) if args.out else Path("results") / loaded.scenario.name
@@ -219,16 +216,24 @@ def run(args: argparse.Namespace) -> int:
         print(text)
         print(where, file=sys.stderr)
     else:
-        layout = ""
-        if uses_layout_keys(loaded.scenario):
-            layout = "\n\n" + mesh_table(loaded.scenario)
-        tables = step_tables(report, result.wall_s, mfu_peak_note(loaded.scenario))
         if args.memory_events:  # the table shows no row of them: say they were written
             from tiersim.report.memory_series import series_line
 
             where = series_line(report) + "\n" + where
-        print(tables + layout + "\n\n" + where)
+        print(_tables(loaded, report, result.wall_s) + "\n\n" + where)
     return 0
+
+
+def _tables(loaded: Loaded, report: dict, wall_s: float) -> str:
+    """The run's text: the step's tables, and the layout's where the scenario names one."""
+    from tiersim.report.mesh_text import mesh_table, uses_layout_keys
+    from tiersim.report.text import step_tables
+    from tiersim.report.utilization import mfu_peak_note
+
+    layout = ""
+    if uses_layout_keys(loaded.scenario):
+        layout = "\n\n" + mesh_table(loaded.scenario)
+    return step_tables(report, wall_s, mfu_peak_note(loaded.scenario)) + layout
 
 
 def _with_events(built, events: bool) -> dict:
