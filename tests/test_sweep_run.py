@@ -461,5 +461,5 @@ def test_a_point_picture_says_its_point_and_swept_values(tmp_path, monkeypatch):
     assert run_point(task).png == b"png"
     (fig,) = drawn
     first, second = fig.get_suptitle().split("\n")
-    assert first.startswith("tiny: measured step ")  # the run's own title, then the point's
+    assert first.startswith("tiny: simulated step ")  # the run's own title, then the point's
     assert second == "sweep point 1: training.grad_accumulation=2"
