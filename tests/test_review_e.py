@@ -104,6 +104,9 @@ def test_a_note_on_a_mapping_names_the_set_of_a_key_under_it(cli, tmp_path):
     assert note.endswith("(from --set training.fp8.recipe=delayed) [W-NO-EFFECT]")
 
 
+WHERE = "training.offload.reduce_bucket_size"
+
+
 def test_a_given_reduce_bucket_says_which_deepspeed_s_rule_counts_it(cli):
     """zero-offload-10b-dgx2 (ZeRO-2, fp16 weights, overlap_comm off: one buffer) with the key
     set to DeepSpeed's own default, 5e8: v0.3's rule, 4.5 x 5e8 elements x 2 B =
@@ -123,3 +126,9 @@ def test_a_given_reduce_bucket_says_which_deepspeed_s_rule_counts_it(cli):
     code, _out, err = cli("inventory", path)  # left out: nothing to say
     assert code == 0, err
     assert "reduce_bucket_size:" not in err
+    # a bucket that holds less named than left out: 2e8 x 4.5 x 2 B = 1.80 GB > 1.00 GB, noted;
+    # 1e8 x 4.5 x 2 B = 900 MB < 1.00 GB, not (the ZeRO-Offload runs' 5e7: 450 MB)
+    for elements, noted in (("2e8", True), ("1e8", False)):
+        code, _out, err = cli("inventory", path, "--set", f"{WHERE}={elements}")
+        assert code == 0, err
+        assert ("[W-FRAMEWORK-LIMIT]" in err and "reduce_bucket_size:" in err) is noted, err
