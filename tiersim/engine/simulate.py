@@ -208,6 +208,7 @@ def _measured(
         first_checkpointed(res, measured) if checkpointed else None,
         _ahead(res, steps, keep is not None),
         _records_read(res, setup, recorder, keep is not None),
+        steady.checkpoint_stands_alone(res),
     )
     schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     result = measure(
@@ -229,11 +230,23 @@ def _measured(
         return result, repetition, None
     plain_figures = checkpoint_baseline(res, engine, log)
     del schedule, engine, log  # free the plain run before the checkpoint runs: a few figures do
+    return result, repetition, _checkpoint_measure(res, setup, run, plain_figures)
 
-    def checkpoint(plain: StepResult):
+
+def _checkpoint_measure(res: Resolved, setup: RunSetup, run: Runs, plain_figures: tuple):
+    """The function of the plain result that measures the checkpoint: from the plain run
+    kept for it where the step after a blocking copy is the plain one moved in time
+    (tiersim.engine.step_after_copy), else by its own runs (durable.measure_checkpoint)."""
+
+    def checkpoint(plain: StepResult) -> CheckpointRun:
+        taken, run.next_step = run.next_step, None
+        if taken is not None:
+            measured = taken[0].measure(res, setup, taken[1], plain_figures[1])
+            if measured is not None:
+                return measured
         return measure_checkpoint(res, setup, plain, run, plain_figures)
 
-    return result, repetition, checkpoint
+    return checkpoint
 
 
 def _records_read(res: Resolved, setup: RunSetup, recorder: Recorder | None, kept: bool) -> bool:
