@@ -52,6 +52,7 @@ class Moment:
     peak: int
     end: int
     fetched: int  # parameters gathered in it (the allocator's pieces)
+    ahead: int = 0  # the fewest values gathered ahead of use at any of its fetches
 
 
 @dataclass
@@ -64,6 +65,7 @@ class _Coordinator:
     gathered: set[int] = field(default_factory=set)
     available: int = 0
     recent: dict[int, int] = field(default_factory=dict)  # the latest step fetched for
+    ahead: dict[int, int] = field(default_factory=dict)  # prefetched, not used yet: values
 
     def gather(self, params) -> int:
         new = [p for p in params if p not in self.gathered and p not in self.persistent]
@@ -73,6 +75,8 @@ class _Coordinator:
 
     def fetch(self, k: int, params: tuple[int, ...]) -> int:
         count = self.gather(params)
+        for p in params:
+            self.ahead.pop(p, None)
         due = {p for p in params if self.recent.get(p, -math.inf) < k}
         passed: set[int] = set()  # the current module's own entries leave the queue
         while self.head < len(self.queue) and len(passed) < len(due):
@@ -96,6 +100,7 @@ class _Coordinator:
             if p not in self.gathered and p not in self.persistent and p not in taken:
                 taken.append(p)
                 values += self.trace.numel[p]
+        self.ahead |= {p: self.trace.numel[p] for p in taken}
         return self.gather(taken)
 
     def release(self, k: int, params: tuple[int, ...], reused) -> None:
@@ -137,12 +142,12 @@ def gathered_moments(trace: Trace, limits: Limits) -> tuple[int, list[Moment]]:
     out: list[Moment] = []
     for k, (name, params) in enumerate(trace.steps):
         if not out or out[-1].name != name:
-            out.append(Moment(name, c.available, c.available, 0))
+            out.append(Moment(name, c.available, c.available, 0, c.limits.max_live_parameters))
         count = c.fetch(k, params)
         last = out[-1]
-        peak = max(last.peak, c.available)
+        peak, ahead = max(last.peak, c.available), min(last.ahead, sum(c.ahead.values()))
         c.release(k, params, reused)
-        out[-1] = Moment(name, peak, c.available, last.fetched + count)
+        out[-1] = Moment(name, peak, c.available, last.fetched + count, ahead)
     return sum(trace.numel[p] for p in persistent), out
 
 
@@ -194,3 +199,14 @@ def zero3_gathers(r: Resolved, stage: int, value_bytes: int) -> Zero3Gathers:
     tile = limits.max_live_parameters if plan.tiling and limits.max_live_parameters else None
     persistent, moments = gathered_moments(step_trace(r, stage, tile), limits)
     return Zero3Gathers(persistent, {m.name: m for m in moments}, value_bytes)
+
+
+def fetch_ahead_values(r: Resolved) -> int:
+    """The values DeepSpeed's coordinator keeps gathered ahead of use in the forward of a layer
+    in the middle of the first stage (state/zero3_trace.py's trace, the scenario's settings):
+    the fewest at any of its fetches, the window every fetch there can count on (the engine's
+    fetch-ahead depth, workload/fetch.py `fetch_depth`)."""
+    z = zero3_gathers(r, 0, 1)
+    layers = sum(1 for name in z.moments if name.startswith("forward: layer "))
+    middle = z.moments.get(f"forward: layer {layers // 2}")
+    return middle.ahead if middle else 0
