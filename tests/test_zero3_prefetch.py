@@ -31,6 +31,13 @@ BF16 = {"weights": "bf16", "gradients": "bf16", "master": "fp32", "optimizer": "
 EMB = HEAD = 32_000 * 64  # 2,048,000 values
 GATHERED = "gathered weights"
 PERSISTENT = "persistent parameters (ZeRO-3, at most stage3_param_persistence_threshold)"
+# the window tests' settings: bucket 8,192, max_live 20,000, reuse distance 0, norms persistent
+WINDOW = {
+    "stage3_prefetch_bucket_size": 8192,
+    "stage3_max_live_parameters": 20_000,
+    "stage3_max_reuse_distance": 0,
+    "stage3_param_persistence_threshold": 100,
+}
 
 
 def raw(deepspeed: dict | None = None, **training) -> dict:
@@ -111,13 +118,7 @@ def test_the_prefetch_window_by_hand():
     backward (2,048,000); the final norm's backward prefetches layer 1's down: 8,192 left.
     backward, layer 1: down, then up and gate (24,576); at its end layer 0's down and up,
     16,384. In bf16, 2 B a value."""
-    limits = {
-        "stage3_prefetch_bucket_size": 8192,
-        "stage3_max_live_parameters": 20_000,
-        "stage3_max_reuse_distance": 0,
-        "stage3_param_persistence_threshold": 100,
-    }
-    got = gathered_by_moment(events(raw(limits)))
+    got = gathered_by_moment(events(raw(WINDOW)))
     assert got["forward: embeddings"] == (2 * EMB, 0)
     assert got["forward: layer 0"] == (2 * 24_576, 2 * 24_576)
     assert got["forward: layer 1"] == (2 * 2_064_384, 2 * HEAD)
@@ -179,3 +180,31 @@ def test_keys_without_a_zero3_fetch_are_noted_not_read(cli, write):
     assert code == 0
     assert "training.deepspeed.stage3_max_reuse_distance: 0 has no effect" in err
     assert "[W-NO-EFFECT]" in err
+
+
+def test_the_values_kept_ahead_of_use_in_the_middle_layer_by_hand():
+    """Layer 1's forward under the window test's settings: it starts with q, k, v, o, gate
+    ahead (24,576); q's and k's fetches use two of them (16,384); v's uses v and prefetches up
+    (20,480); o's uses o (16,384); gate's uses gate and prefetches down (16,384); up's takes
+    the head (2,056,192); the fewest: 16,384 values."""
+    from tiersim.state.zero3_prefetch import fetch_ahead_values
+
+    assert fetch_ahead_values(resolve(scenario(raw(WINDOW)))) == 16_384
+
+
+def test_the_engine_fetches_as_many_units_ahead_as_fit_in_that_window():
+    """workload/fetch.py `fetch_depth` with DeepSpeed's window: the largest unit as many times
+    as it fits, never beyond the configured depth. 16,384 // 8,320 = 1; the 1T model's
+    attention matrix ahead (655,360,000 values) holds no 2,621,440,000-value MLP part: 0;
+    5e9 holds one."""
+    from types import SimpleNamespace
+
+    from tiersim.workload.fetch import fetch_depth
+
+    plan = offload_plan(scenario(raw(WINDOW)))
+    units = [SimpleNamespace(params=n) for n in (8_192, 8_320)]
+    assert fetch_depth(plan, units, 2, window=16_384) == 1
+    big = [SimpleNamespace(params=n) for n in (655_360_000, 2_621_440_000)]
+    assert fetch_depth(plan, big, 2, window=655_360_000) == 0
+    assert fetch_depth(plan, big, 2, window=5_000_000_000) == 1
+    assert fetch_depth(plan, units, 2, window=10**9) == 2  # the configured depth bounds it
