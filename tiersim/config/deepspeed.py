@@ -25,12 +25,15 @@ class DeepSpeed(Strict):
     """DeepSpeed ZeRO-3's parameter-fetch settings (elements; 0 is DeepSpeed's "off")."""
 
     # elements gathered ahead of use at each submodule's fetch, in the recorded trace's order
+    # (null: DeepSpeed's 5e7; training.offload.prefetch_bucket_size is the same setting)
     stage3_prefetch_bucket_size: CountOrZero | None = None
-    # the most gathered elements a prefetch may bring the GPU to (the current fetch aside)
+    # the most gathered elements a prefetch may bring the GPU to (the current fetch aside;
+    # null: 1e9; training.offload.max_live_parameters is the same setting)
     stage3_max_live_parameters: CountOrZero | None = None
-    # a parameter used again within this many elements of the trace is not released
+    # a parameter used again within this many elements of the trace is not released (null: 1e9)
     stage3_max_reuse_distance: CountOrZero | None = None
-    # parameters of at most this many elements stay gathered all step (norms, biases)
+    # parameters of at most this many elements stay gathered all step, norms and biases
+    # (null: 1e5)
     stage3_param_persistence_threshold: CountOrZero | None = None
 
 
