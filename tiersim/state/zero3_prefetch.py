@@ -196,8 +196,7 @@ def zero3_gathers(r: Resolved, stage: int, value_bytes: int) -> Zero3Gathers:
         max_reuse_distance=plan.max_reuse_distance or 0,
         param_persistence_threshold=plan.param_persistence_threshold or 0,
     )
-    tile = limits.max_live_parameters if plan.tiling and limits.max_live_parameters else None
-    persistent, moments = gathered_moments(step_trace(r, stage, tile), limits)
+    persistent, moments = gathered_moments(step_trace(r, stage), limits)
     return Zero3Gathers(persistent, {m.name: m for m in moments}, value_bytes)
 
 

@@ -12,17 +12,17 @@ Here, in each pass of a layer:
 - then every parameter tensor as the module it belongs to, in the order tiersim lists them
   (attention projections, MLP, biases, norms): a matrix is a linear layer, a vector a norm or
   a bias; transformers 5's fused experts (`implementation: huggingface`) are one module of two
-  tensors; a matrix above `max_live_parameters` values, where ZeRO-Infinity's memory-centric
-  tiling is on, is as many tiles of at most that (TiledLinear: each tile its own module).
+  tensors; every tensor whole (DeepSpeed fetches a module's parameters whole, whatever
+  `max_live_parameters` says).
 The step: the embeddings, the layers, the final norm and head (the head's weight the
 embedding's own where tied), then the backward in reverse; with full recompute each layer's
 backward runs its forward again first (its checkpoint's hooks fire again). Not modelled: the
 model's outer containers and the rotary embedding module (a few more prefetch rounds a step),
-the order of a layer's tensors beyond tiersim's listing."""
+the order of a layer's tensors beyond tiersim's listing, and ZeRO-Infinity's memory-centric
+tiling (an operator the engine tiles, workload/fetch.py, is counted whole here)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from tiersim.state.inventory import rank_matrices
@@ -51,7 +51,7 @@ class _Builder:
         self.numel.append(n)
         return len(self.numel) - 1
 
-    def modules(self, mats: list[Matrix], fused: bool, tile: int | None) -> list[tuple]:
+    def modules(self, mats: list[Matrix], fused: bool) -> list[tuple]:
         """Each module's parameter ids, new parameters, in the order listed."""
         out: list[tuple] = []
         for m in mats:
@@ -59,27 +59,22 @@ class _Builder:
                 down = m.size // m.down_every
                 out.append((self.add(m.size - down), self.add(down)))
                 continue
-            n = m.rows * m.cols
-            tiled = tile and m.cols > 1 and not m.embedding and n > tile
-            tiles = math.ceil(n / tile) if tiled else 1
-            for _ in range(m.count):
-                out += [(self.add(n // tiles + (j < n % tiles)),) for j in range(tiles)]
+            out += [(self.add(m.rows * m.cols),) for _ in range(m.count)]
         return out
 
 
-def step_trace(r: Resolved, stage: int, tile: int | None) -> Trace:
-    """The step's fetches on one GPU of `stage` (see the module's docstring). `tile`: the most
-    values one fetched tensor may hold (memory-centric tiling), None: whole tensors."""
+def step_trace(r: Resolved, stage: int) -> Trace:
+    """The step's fetches on one GPU of `stage` (see the module's docstring)."""
     b = _Builder()
     fused = r.accounting.implementation == "huggingface"
     mats = rank_matrices(r, stage)
-    layers = [b.modules(lay, fused, tile) for lay in mats[:-1]]
+    layers = [b.modules(lay, fused) for lay in mats[:-1]]
     rest = mats[-1]
     n_emb = 0
     if stage == 0:
         n_emb = len(next(u for u in r.units if u.kind is UnitKind.EMBEDDING).matrices)
-    emb = b.modules(rest[:n_emb], fused, tile)
-    head = b.modules(rest[n_emb:], fused, tile)
+    emb = b.modules(rest[:n_emb], fused)
+    head = b.modules(rest[n_emb:], fused)
     if emb and head and r.model.tied_embeddings and stage == r.execution.parallel.pipeline - 1:
         head.append(emb[0])  # the head's weight is the embedding's parameter
     hooked = LAYER_CONTAINERS if isinstance(r.model, Transformer) else 0
