@@ -7,26 +7,17 @@ from __future__ import annotations
 
 from conftest import scenario
 from problem_lines import said
+from test_memory_timeline import TINY
 
 from tiersim.config.framework import offload_plan
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.state.step_memory import build_events
 
-# hidden 64, 4 heads of 16 (no GQA), MLP 128 gated, 2 layers, untied: each layer's q, k, v, o
-# are 64 x 64 = 4,096 values, gate, up, down 64 x 128 = 8,192, two RMSNorms of 64; the
-# embedding and the head 32,000 x 64 = 2,048,000; the final norm 64
-TINY = {
-    "hidden": 64,
-    "layers": 2,
-    "heads": 4,
-    "ffn_hidden": 128,
-    "vocab": 32000,
-    "norm": "rmsnorm",
-    "position": "rope",
-    "gated_mlp": True,
-    "tied_embeddings": False,
-}
+# test_memory_timeline's tiny model: hidden 64, 4 heads of 16 (no GQA), MLP 128 gated, 2
+# layers, untied: each layer's q, k, v, o are 64 x 64 = 4,096 values, gate, up, down
+# 64 x 128 = 8,192, two RMSNorms of 64; the embedding and the head 32,000 x 64 = 2,048,000;
+# the final norm 64
 BF16 = {"weights": "bf16", "gradients": "bf16", "master": "fp32", "optimizer": "fp32"}
 EMB = HEAD = 32_000 * 64  # 2,048,000 values
 GATHERED = "gathered weights"
