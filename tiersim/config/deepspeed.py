@@ -70,14 +70,18 @@ def deepspeed_key_problems(s) -> list[Problem]:
 
 
 def deepspeed_notes(s) -> list[Problem]:
-    """training.deepspeed keys given where no DeepSpeed ZeRO-3 fetch reads them (a note)."""
-    tr, stage = s.training, s.parallel.zero_stage
-    if tr.framework == "deepspeed" and stage == 3:
+    """training.deepspeed keys given where no DeepSpeed ZeRO-3 fetch reads them (a note): another
+    framework, or weights neither sharded (ZeRO-3) nor offloaded, so never gathered."""
+    tr, par = s.training, s.parallel
+    fetched = (
+        par.zero_stage == 3 or par.shard.weights or s.placement.weights != s.hardware.gpu.memory
+    )
+    if tr.framework == "deepspeed" and fetched:
         return []
     where = (
         f"training.framework is {tr.framework or 'not set'}"
         if tr.framework != "deepspeed"
-        else f"parallel.zero_stage is {stage}"
+        else f"parallel.zero_stage is {par.zero_stage} with the weights in GPU memory"
     )
     return [
         Problem(
