@@ -199,3 +199,21 @@ def test_the_engine_fetches_as_many_units_ahead_as_fit_in_that_window():
     assert fetch_depth(plan, big, 2, window=655_360_000) == 0
     assert fetch_depth(plan, big, 2, window=5_000_000_000) == 1
     assert fetch_depth(plan, units, 2, window=10**9) == 2  # the configured depth bounds it
+
+
+def test_import_and_emit_carry_the_keys_under_deepspeeds_names():
+    """`tiersim import` reads zero_optimization.stage3_max_reuse_distance (1e8 in the fixture,
+    DeepSpeed's ZeRO-Infinity example) into training.deepspeed; `plan --emit deepspeed`
+    writes the four back under the same names."""
+    import json
+
+    from conftest import FIXTURES
+
+    from tiersim.frameworks.deepspeed import read_deepspeed
+    from tiersim.frameworks.write_deepspeed import write_deepspeed
+
+    cfg = json.loads((FIXTURES / "frameworks" / "ds_zero_stage_infinity_config.json").read_text())
+    mapped = read_deepspeed(cfg, "ds.json")
+    assert mapped.values["training.deepspeed.stage3_max_reuse_distance"] == 100_000_000
+    emitted = json.loads(write_deepspeed(scenario(raw(WINDOW))).text)["zero_optimization"]
+    assert {k: emitted[k] for k in WINDOW} == WINDOW

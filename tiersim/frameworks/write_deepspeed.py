@@ -69,6 +69,7 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         value = getattr(t.offload, ours)
         if value is not None:
             zero[theirs] = value
+    zero |= {k: v for k, v in t.deepspeed.model_dump().items() if v is not None}
     if pl.optimizer_compute == "cpu":
         device = _DS_TIER.get(pl.optimizer)
         if device is None or pl.master != pl.optimizer:
