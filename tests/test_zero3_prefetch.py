@@ -217,3 +217,15 @@ def test_import_and_emit_carry_the_keys_under_deepspeeds_names():
     assert mapped.values["training.deepspeed.stage3_max_reuse_distance"] == 100_000_000
     emitted = json.loads(write_deepspeed(scenario(raw(WINDOW))).text)["zero_optimization"]
     assert {k: emitted[k] for k in WINDOW} == WINDOW
+
+
+def test_full_recompute_fetches_a_layers_tensors_again_for_its_backward():
+    """With activation checkpointing each layer's backward first runs its forward again (the
+    checkpoint's module hooks fire again): without prefetch or reuse, layer 1's backward
+    gathers its 7 matrices twice (14 tensors, the allocator's pieces), else once; at most its
+    largest, 8,192 values, at a time."""
+    plain = {**WINDOW, "stage3_prefetch_bucket_size": 0}
+    for recompute, gathers in (("none", 7), ("full", 14)):
+        evs = events(raw(plain, recompute=recompute))
+        got = [e for e in evs if e.part == GATHERED and e.moment == "backward: layer 1" and e.alloc]
+        assert [(e.nbytes, e.pieces) for e in got][:1] == [(2 * 8_192, gathers)]
