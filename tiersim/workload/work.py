@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.frozen import replaced
@@ -377,11 +378,13 @@ def _parts(r: Resolved, shared: dict):
 
 def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ...]:
     """Each unit's bucket reduces, its tensors in reverse (backward's order), the layers last
-    to first, then the rest (the tied embedding's gradient completes last); () without a
-    bucket size, or where units are not whole layers (submodules, experts apart)."""
-    bucket = r.execution.offload.reduce_bucket_size
-    if bucket is None:
-        return ()
+    to first, then the rest (the tied embedding's gradient completes last); () but for
+    DeepSpeed before 0.3.17 (config/deepspeed.py), or where units are not whole layers
+    (submodules, experts apart)."""
+    ex = r.execution
+    if ex.offload.framework != "deepspeed" or not ex.training.deepspeed.v03_bucket:
+        return ()  # from 0.3.17 a reduce divides what the bucket holds: no whole-buffer pass
+    bucket = reduce_bucket(r.execution.offload.reduce_bucket_size)
     groups = rank_matrices(r, stage, model)
     if len(groups) != count:
         return ()
