@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state import deepspeed_muon as ds_muon
 from tiersim.state.resolved import Resolved
 from tiersim.state.timeline import Steps
 
@@ -72,8 +73,10 @@ def _after_pipeline(r: Resolved) -> bool:
     return r.execution.parallel.pipeline > 1
 
 
-def bucket_at_start(steps: Steps, r: Resolved) -> None:
-    """ZeRO-3's buffer, allocated when the optimizer is built: held from the step's start."""
+def bucket_at_start(steps: Steps, r: Resolved, stage: int) -> None:
+    """ZeRO-3's buffer, allocated when the optimizer is built: held from the step's start
+    (and, Muon's, ZeRO-1/2's momentum beyond the partition: state/deepspeed_muon.py)."""
+    ds_muon.at_start(steps, r, stage)
     if _held_all_step(r):
         steps.alloc("start of the step", "start", KEY, BUCKET, default_bucket_bytes(r))
 
@@ -84,9 +87,11 @@ def bucket_at_first_gradient(steps: Steps, r: Resolved, at: str) -> None:
         steps.alloc(at, "backward", KEY, BUCKET, default_bucket_bytes(r))
 
 
-def bucket_at_end_of_backward(steps: Steps, r: Resolved, at: str) -> None:
+def bucket_at_end_of_backward(steps: Steps, r: Resolved, at: str, stage: int) -> None:
     """The backward's epilogue frees ZeRO-1/2's buffers; under a pipeline, the one buffer
-    `reduce_gradients` makes after the backwards is allocated and freed there."""
+    `reduce_gradients` makes after the backwards is allocated and freed there. (Muon's
+    epilogue: state/deepspeed_muon.py.)"""
+    ds_muon.at_epilogue(steps, r, stage, at)
     if _held_all_step(r):
         return
     if _after_pipeline(r):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
+from tiersim.state import deepspeed_muon as ds_muon
 from tiersim.state.inventory import sharded_classes
 from tiersim.workload.comms import Comm, comm
 
@@ -33,10 +34,23 @@ def data_comms(r: Resolved, unit: Unit) -> dict[str, Comm | None]:
     out: dict[str, Comm | None] = {}
     if shard["weights"]:
         out["dp_weights"] = _dense_and_experts(r, "dp weights", "all_gather", unit, "weights")
-    out["dp_gradients"] = _dense_and_experts(r, "dp gradients", gradient_op, unit, "gradients")
+    reduce = _dense_and_experts(r, "dp gradients", gradient_op, unit, "gradients")
+    out["dp_gradients"] = _with_muon_gathers(r, unit, reduce)
     if not shard["weights"] and sharded_update:
         out["dp_parameters"] = _dense_and_experts(r, "dp parameters", "all_gather", unit, "weights")
     return out
+
+
+def _with_muon_gathers(r: Resolved, unit: Unit, reduce: Comm | None) -> Comm | None:
+    """DeepSpeed ZeRO-3's Muon all-gathers after each bucket's all-reduce, on the same stream,
+    as one flow with it (state/deepspeed_muon.py): the unit's Muon values whole, their
+    momentum twice and their update once, every micro-batch."""
+    per_value = ds_muon.gathered_per_value(r)
+    if reduce is None or not per_value or not unit.muon_values:
+        return reduce
+    gathers = comm(r, "dp muon gathers", "data", "all_gather", unit.muon_values * per_value)
+    latency = reduce.latency_s + gathers.latency_s
+    return Comm(reduce.name, reduce.nbytes + gathers.nbytes, latency, reduce.resource, reduce.group)
 
 
 def _deepspeed_reduce_scatters(r: Resolved) -> bool:
