@@ -58,7 +58,9 @@ def test_with_reduce_scatter_false_the_refusal_is_not_said(cli):
     err = _validate(cli, ZERO2, *sets, "training.deepspeed.reduce_scatter=false")
     assert CODE not in err
     # the optimizer on the CPU: DeepSpeed has no Muon path there, whatever reduce_scatter says
-    err = _validate(cli, ZERO2, "training.optimizer=muon", "training.deepspeed.reduce_scatter=false")
+    err = _validate(
+        cli, ZERO2, "training.optimizer=muon", "training.deepspeed.reduce_scatter=false"
+    )
     assert CODE in err and "DeepSpeed has no Muon path there" in err
     assert "refused by DeepSpeed" not in err
 

@@ -5,10 +5,15 @@ the scenario.yaml a run writes, and each rule's bytes by hand."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import scenario
 
 from tiersim.config.document import scenario_document
+from tiersim.config.load import load_scenario
+from tiersim.frameworks.assemble import ImportOptions, import_configs
+from tiersim.frameworks.emit import emit
 from tiersim.state.resolved import resolve
 from tiersim.workload.work import build_workload
 
@@ -80,3 +85,17 @@ def test_reduce_scatter_false_all_reduces_every_gradient_bucket_whole(zero):
         assert b.dp_gradients.group == "data"
     # the weights' gathers do not change
     assert [u.dp_weights for u in scattered.units] == [u.dp_weights for u in whole.units]
+
+
+def test_reduce_scatter_false_is_written_to_a_deepspeed_config_and_read_back(tmp_path):
+    s = load_scenario(ZERO2_10B, ["training.deepspeed.reduce_scatter=false"]).scenario
+    cfg = json.loads(emit(s, "deepspeed").text)
+    assert cfg["zero_optimization"]["reduce_scatter"] is False
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(cfg))
+    options = ImportOptions(name="back", overrides=("model.preset=gpt2",))
+    back = import_configs([path], options).loaded.scenario
+    assert back.training.deepspeed.reduce_scatter is False
+    # DeepSpeed's default is left to it: not written
+    plain = load_scenario(ZERO2_10B).scenario
+    assert "reduce_scatter" not in json.loads(emit(plain, "deepspeed").text)["zero_optimization"]

@@ -32,7 +32,6 @@ ZERO_NOT_MODELLED = {
     "contiguous_gradients": "a gradient buffer layout; tiersim counts the bytes, not their layout",
     "allgather_bucket_size": "ZeRO-1/2's all-gather buckets are not modelled separately",
     "allgather_partitions": "not mapped (tiersim has no setting for it)",
-    "reduce_scatter": "not mapped (reduce-scatter is how tiersim reduces sharded gradients)",
     "stage3_max_reuse_distance": "not mapped (tiersim frees a gathered unit after its use)",
     "stage3_param_persistence_threshold": "not mapped (every parameter is partitioned)",
     "stage3_gather_16bit_weights_on_model_save": "a checkpoint-format choice, not modelled",
@@ -146,6 +145,8 @@ def _zero(out: Mapped, key: str, value: Any) -> None:
             out.put(f"training.offload.{ZERO_OFFLOAD_KEYS[sub]}", integer(where, val), where)
         elif sub == "overlap_comm":
             out.put("training.offload.overlap_comm", boolean(where, val), where)
+        elif sub == "reduce_scatter":  # false: all-reduces (config/deepspeed.py)
+            out.put("training.deepspeed.reduce_scatter", boolean(where, val), where)
         elif sub == "offload_optimizer":
             _offload_optimizer(out, where, table(where, val))
         elif sub == "offload_param":

@@ -69,6 +69,8 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         value = getattr(t.offload, ours)
         if value is not None:
             zero[theirs] = value
+    if not t.deepspeed.reduce_scatter:  # DeepSpeed's default true is left to it
+        zero["reduce_scatter"] = False
     if pl.optimizer_compute == "cpu":
         device = _DS_TIER.get(pl.optimizer)
         if device is None or pl.master != pl.optimizer:
