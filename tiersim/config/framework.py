@@ -36,8 +36,8 @@ from tiersim.config.deepspeed import (
     MAX_REUSE_DISTANCE,
     PARAM_PERSISTENCE_THRESHOLD,
     PREFETCH_BUCKET_SIZE,
-    deepspeed_notes,
     deepspeed_settings,
+    zero3_fetch_notes,
 )
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
@@ -233,4 +233,4 @@ def offload_notes(s: Scenario) -> list[Problem]:
             notes.append(Problem(f"training.offload.{key}", why, "W-NO-EFFECT"))
         elif key == "overlap_comm" and overlap_comm_in_force(s) is None:  # off at ZeRO-3
             notes.append(Problem(f"training.offload.{key}", ZERO3_OVERLAP_OFF, "W-NO-EFFECT"))
-    return notes + deepspeed_notes(s)
+    return notes + zero3_fetch_notes(s)

@@ -207,9 +207,7 @@ class Offload(Strict):
     # DeepSpeed's overlap_comm (default: on with ZeRO-3, off with ZeRO-1/2): off, ZeRO-1/2's
     # gradient copies to and from the host run on the compute stream, so backward waits
     overlap_comm: bool | None = None
-    # elements per reduce bucket (DeepSpeed's reduce_bucket_size); given, its buffer counts in
-    # the GPU's workspace (state/buffers.py) and each ZeRO-1/2 reduce divides the whole reduce
-    # buffer as DeepSpeed v0.3's stage2.py does (schedule_offload.py)
+    # elements per reduce bucket (DeepSpeed's; null: 5e8), its rule by training.deepspeed.version
     reduce_bucket_size: Count | None = None
 
 
@@ -257,6 +255,7 @@ class Training(Strict):
     # megatron) or apex's DistributedFusedAdam as NeMo 1.x runs it (distributed_optimizer.py)
     distributed_optimizer: Literal["megatron", "apex"] | None = None
     apex: ApexOptim = ApexOptim()  # apex's bucket_cap_mb and contiguous_param_buffer
+    deepspeed: DeepSpeed = DeepSpeed()  # DeepSpeed's release and ZeRO settings (deepspeed.py)
     offload: Offload = Offload()
     deepspeed: DeepSpeed = DeepSpeed()  # DeepSpeed's stage3_* keys (config/deepspeed.py)
     # the modelling code, which decides what each op keeps for backward (state/activations.py)

@@ -34,7 +34,6 @@ ZERO_NOT_MODELLED = {
     "contiguous_gradients": "a gradient buffer layout; tiersim counts the bytes, not their layout",
     "allgather_bucket_size": "ZeRO-1/2's all-gather buckets are not modelled separately",
     "allgather_partitions": "not mapped (tiersim has no setting for it)",
-    "reduce_scatter": "not mapped (reduce-scatter is how tiersim reduces sharded gradients)",
     "stage3_gather_16bit_weights_on_model_save": "a checkpoint-format choice, not modelled",
     "round_robin_gradients": "not mapped (tiersim has no setting for it)",
 }
@@ -148,6 +147,8 @@ def _zero(out: Mapped, key: str, value: Any) -> None:
             out.put(f"training.deepspeed.{sub}", integer(where, val, low=0), where)
         elif sub == "overlap_comm":
             out.put("training.offload.overlap_comm", boolean(where, val), where)
+        elif sub == "reduce_scatter":  # false: all-reduces (config/deepspeed.py)
+            out.put("training.deepspeed.reduce_scatter", boolean(where, val), where)
         elif sub == "offload_optimizer":
             _offload_optimizer(out, where, table(where, val))
         elif sub == "offload_param":

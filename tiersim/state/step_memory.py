@@ -93,16 +93,16 @@ def _reshard(r: Resolved) -> bool:
     return r.execution.parallel.reshard_after_forward is not False
 
 
-def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> None:
+def _start(steps: _Steps, r: Resolved, per_gpu, experts, held: float, stage: int) -> None:
     gpu = r.machine.gpu.memory
     use = tier_use(r, per_gpu, experts)[gpu]
     for cls, nbytes in use.classes.items():
         if cls != "activations":
             steps.alloc("start of the step", "start", cls, f"resident {cls}", nbytes)
-    steps.alloc("start of the step", "start", "held", apex_sync.HELD, held_acts)
+    steps.alloc("start of the step", "start", "held", apex_sync.HELD, held)
     ddp = ddp_bucket_bytes(r, use.classes.get("weights", 0))  # state/ddp_buckets.py
     steps.alloc("start of the step", "start", "ddp buckets", DDP_BUCKETS, ddp)
-    ds_buckets.bucket_at_start(steps, r)  # ZeRO-3's reduce bucket (state/deepspeed_buckets.py)
+    ds_buckets.bucket_at_start(steps, r, stage)  # ZeRO-3's reduce bucket, Muon's momentum
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     share = (this_mb if p.on_gpu else 0, sum(x.items for x in layers))  # what drains, if any
     units = apex_sync.drained(apex, share, output_bytes(r) if kept else 0)
     one = not (apex.cool_down and p.on_gpu)  # else in units, as the cool-down drains them
-    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held if one else 0)
+    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held * one, stage)
     steps.alloc("start of the step", "start", "pipeline outputs", PIPELINE_OUTPUTS, kept * one)
     for unit, nbytes in zip(units, (held, kept), strict=True):
         unit.hold(steps, "start of the step", "start", 0 if one else nbytes, whole=True)
@@ -299,7 +299,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     nxt.append(("backward transients", max((x.working for x in layers), default=0)))
     cooled = apex_sync.cool_down_events(steps, apex, units, nxt)
     _flushed(steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings")
-    ds_buckets.bucket_at_end_of_backward(steps, r, "backward: ZeRO's gradient epilogue")
+    ds_buckets.bucket_at_end_of_backward(steps, r, "backward: ZeRO's gradient epilogue", stage)
     optimizer_step(steps, r, stage, apex.at_step_buckets)
     return steps.events
 
