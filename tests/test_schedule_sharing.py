@@ -104,3 +104,21 @@ def test_a_checkpoint_after_the_plain_runs_last_step_goes_on_from_its_builder(
     assert plain == build_schedule(res, setup.wl, first + 1, setup.depth)
     # asked again, nothing is kept to go on from: built anew, the same
     assert shared.get(steps, frozenset(marks)) == checkpointed
+
+
+def test_a_fork_at_step_0_is_a_new_builder_not_a_fork(monkeypatch):
+    """Checkpoints from step 0 on (steps independent): no builder is forked before any step
+    is built (its fork would be a new builder, which the checkpoint run gets instead), and
+    every schedule is still the one built from scratch."""
+    s = load_scenario(
+        str(SCENARIOS / "llama2-70b-zero3-nvme.yaml"), ["training.grad_accumulation=2"]
+    ).scenario
+    res = resolve(s)
+    setup = prepare(res, build_inventory(resolve(s)))
+    forks = []
+    real_fork = ScheduleBuilder.fork
+    monkeypatch.setattr(ScheduleBuilder, "fork", lambda b: forks.append(b) or real_fork(b))
+    shared = Schedules(res, setup.wl, setup.depth, fork_at=0)
+    for steps, marks in [(2, frozenset()), (2, frozenset({0, 1})), (1, frozenset())]:
+        assert shared.get(steps, marks) == build_schedule(res, setup.wl, steps, setup.depth, marks)
+    assert forks == []  # the plain builder was never forked: two steps built, not the mark's one

@@ -47,7 +47,8 @@ class Schedules:
         if self._plain is None or len(self._plain.step_ends) - 1 > steps:
             self._plain = ScheduleBuilder(self.res, self.wl, self.depth, self.records)
         plain, at = self._plain, self.fork_at
-        if self._fork is None and at is not None and len(plain.step_ends) - 1 <= at <= steps:
+        # no fork at step 0: a builder with no step built forks into a new one (`_forked`)
+        if self._fork is None and at and len(plain.step_ends) - 1 <= at <= steps:
             plain.extend(at)
             self._fork = plain.fork()
         plain.extend(steps)
