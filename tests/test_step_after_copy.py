@@ -213,3 +213,21 @@ def test_the_plain_runs_cut():
     assert cut([0.0, 2.0, 0.5, 2.5], [1.5, 3.0, 2.0, 4.0]) == 2.0
     assert cut([0.0, 2.0, 0.5, 2.5], [1.5, 3.0, 2.1, 4.0]) is None
     assert cut([0.0, 2.0, 0.5, 1.9], [1.5, 3.0, 2.0, 4.0]) is None
+
+
+def test_the_plain_steps_last_op_ended_last():
+    """By hand, four ops: 0 waited for by none (a gradient reduction, say), 1, 2 waiting for
+    1, and 3 a zero-time barrier on 2. Op 3 ended last where every op but its ancestors
+    ended before it (3.0 s): its dep 2 may end with it (the barrier), and so may op 1 (an
+    ancestor: the walk over them); not where op 0 ends with it or after it."""
+
+    def ended_last(ends):
+        ops = [_op(OpKind.MOVE, deps) for deps in [(), (), (1,), (2,)]]
+        prior = SimpleNamespace(log=SimpleNamespace(end=ends), schedule=SimpleNamespace(ops=ops))
+        return step_after_copy._ended_last(prior, 3)
+
+    assert ended_last([1.0, 2.0, 2.5, 3.0])
+    assert ended_last([1.0, 2.0, 3.0, 3.0])  # its dep ends with it
+    assert ended_last([1.0, 3.0, 3.0, 3.0])  # an ancestor, not a dep: found by the walk
+    assert not ended_last([3.0, 2.0, 2.5, 3.0])  # op 0 ends with it
+    assert not ended_last([3.5, 2.0, 2.5, 3.0])  # op 0 ends after it

@@ -234,11 +234,14 @@ def _ended_last(prior: Engine, last: int) -> bool:
     `last`'s own deps ends as late as it (the op before a zero-time barrier ends with it)."""
     ends = prior.log.end
     t = ends[last]
-    late = itertools.compress(range(len(ends)), map(t.__le__, ends))
-    deps = prior.schedule.ops[last].deps
-    if all(j == last or (j in deps and ends[j] == t) for j in late):
-        return True
-    return ended_last(prior, last)
+    if max(ends) != t:  # an op ended later (C-level scans: the few at t found by index)
+        return ended_last(prior, last)
+    deps, j = prior.schedule.ops[last].deps, -1
+    for _ in range(ends.count(t)):
+        j = ends.index(t, j + 1)
+        if j != last and j not in deps:
+            return ended_last(prior, last)
+    return True
 
 
 def _cut(prior: Engine, beside: tuple[int, ...], gpu: int) -> float | None:
