@@ -122,3 +122,32 @@ def test_a_fork_at_step_0_is_a_new_builder_not_a_fork(monkeypatch):
     for steps, marks in [(2, frozenset()), (2, frozenset({0, 1})), (1, frozenset())]:
         assert shared.get(steps, marks) == build_schedule(res, setup.wl, steps, setup.depth, marks)
     assert forks == []  # the plain builder was never forked: two steps built, not the mark's one
+
+
+def test_a_fork_of_the_passes_shares_their_facts_and_copies_their_state():
+    """TrainingPasses' attributes are its FACTS (worked out from the context, shared by a
+    fork) or its state (forked): a new attribute must be one or the other. The facts are not
+    changed by building steps (equal to a new builder's), so sharing them is sound."""
+    from tiersim.engine.schedule_passes import FACTS
+
+    s = load_scenario(
+        str(SCENARIOS / "fsdp2-cpu-offload-llama2-7b.yaml"), ["training.grad_accumulation=2"]
+    ).scenario
+    res = resolve(s)
+    setup = prepare(res, build_inventory(resolve(s)))
+    builder = ScheduleBuilder(res, setup.wl, setup.depth)
+    state = {"ops", "ready", "uses", "use_units", "kept", "swap", "order_starts"}
+    assert set(vars(builder.passes)) == set(FACTS.split()) | state
+    builder.extend(2)
+    fresh = ScheduleBuilder(res, setup.wl, setup.depth).passes
+    twin = builder.fork()
+    for name in FACTS.split():
+        assert getattr(builder.passes, name) == getattr(fresh, name), name
+        assert getattr(twin.passes, name) is getattr(builder.passes, name), name
+    for name in state - {"ops", "ready"}:
+        mine, theirs = getattr(twin.passes, name), getattr(builder.passes, name)
+        assert mine is not theirs, name
+    assert twin.passes.uses == builder.passes.uses and twin.passes.kept == builder.passes.kept
+    assert twin.passes.ops is twin.ops and twin.passes.ready is twin.ready
+    twin.extend(3)  # the twin builds on as a fresh builder would
+    assert twin.schedule(3) == build_schedule(res, setup.wl, 3, setup.depth)

@@ -25,6 +25,10 @@ from tiersim.workload.pipeline import stage_schedule
 # the kinds and roles of the passes' ops, looked up once: an enum member is a class attribute
 GPU, SYNC = OpKind.GPU, OpKind.SYNC
 FORWARD, RECOMPUTE, BACKWARD = Role.FORWARD, Role.RECOMPUTE, Role.BACKWARD
+FACTS = (  # what TrainingPasses.__init__ works out from the context, never changed after
+    "c units first_stage homes is_streamed keeps offloads reads_back scatters gradients_stay "
+    "last_microbatch forward_alloc backward_alloc in_stream host_adds blocking_out reduce_kind"
+)
 
 
 class TrainingPasses:
@@ -79,7 +83,10 @@ class TrainingPasses:
         self.reduce_kind = OpKind.COMM if overlap else OpKind.SYNC  # not overlapped: GPU waits
 
     def fork(self, ops: OpList, ready: Readiness) -> TrainingPasses:
-        twin = TrainingPasses(self.c, ops, ready)
+        twin = object.__new__(TrainingPasses)  # FACTS shared, not worked out again; state copied
+        for name in FACTS.split():
+            setattr(twin, name, getattr(self, name))
+        twin.ops, twin.ready = ops, ready
         twin.uses, twin.use_units = list(self.uses), list(self.use_units)
         twin.kept = {u: list(k) for u, k in self.kept.items()}
         twin.swap = self.swap.fork()
