@@ -178,6 +178,28 @@ def test_which_next_step_ops_wait_for_the_copy():
     assert step_after_copy._gated(mine, [*mine, barrier, *other], 5) is None
 
 
+def test_which_next_step_ops_wait_for_the_copy_two_deps_each():
+    """By hand, each op's deps in each order: a plain step of four ops, 0 and 1 with no
+    deps, 2 waiting for 0 and 1, 3 for 1. The checkpoint run's ops 0-3 the plain ones, 4
+    the copy's barrier, the next step 5-8: 5 waits for the plain 2 then nothing of its
+    step, 6 for the barrier before 5 (its twin 1 has no deps: a longer tuple of one),
+    7 for 5 and 6 (its twin's 0 and 1), 8 for 6 then the plain 3. Gated: 6 (the barrier),
+    7 and 8 (through 6); 5 alone beside the copy."""
+    gpu, move = OpKind.GPU, OpKind.MOVE
+    mine = [_op(move, ()), _op(gpu, ()), _op(move, (0, 1)), _op(move, (1,))]
+    barrier = _op(OpKind.IDLE, (1,), role=Role.CHECKPOINT)
+    nxt = [_op(move, (2,), 1), _op(gpu, (4,), 1), _op(move, (5, 6), 1), _op(move, (6, 3), 1)]
+    run = [*mine, barrier, *nxt]
+    assert list(step_after_copy._gated(mine, run, 5)) == [0, 1, 1, 1]
+    # 8 waiting for the barrier second, its step's op first: gated all the same
+    assert list(step_after_copy._gated(mine, [*run[:8], _op(move, (6, 4), 1)], 5)) == [0, 1, 1, 1]
+    # 8 waiting for the plain 3 beside its twin's 1 (5 + 1 = 6 expected, 7 given), for two
+    # ops before its step, for two of its step, or 7 for 6 then 5 (its twin 0 then 1): refused
+    for wrong in [(7, 3), (3, 2), (6, 7)]:
+        assert step_after_copy._gated(mine, [*run[:8], _op(move, wrong, 1)], 5) is None
+    assert step_after_copy._gated(mine, [*run[:7], _op(move, (6, 5), 1), run[8]], 5) is None
+
+
 def test_a_next_step_op_unlike_its_twin_is_not_taken():
     """The shipped 70B scenario's schedules are taken (`NextStep.of`), and refused where one
     next-step op lasts longer than its plain twin or waits for a further op of its step."""

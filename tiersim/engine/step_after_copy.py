@@ -152,21 +152,35 @@ def _gated(mine: list[Op], ops: list[Op], first: int) -> bytearray | None:
     n, barrier, tail = len(mine), first - 1, ops[first:]
     if set(map(_STEP, tail)) != {1}:
         return None
-    gated = bytearray(n)
-    for j, deps, twin in zip(range(n), map(_DEPS, tail), map(_DEPS, mine), strict=True):
-        k = len(twin)
-        if len(deps) != k:  # it waits for ops before its step too (a longer tuple)
+    gated, j = bytearray(n), -1
+    for deps, twin in zip(map(_DEPS, tail), map(_DEPS, mine), strict=True):
+        j += 1
+        k, m = len(twin), len(deps)
+        if k == 1:  # the common cases first, without a tuple made
+            d = twin[0]
+            if m == 1:
+                if deps[0] != d + first:
+                    return None
+                gated[j] = gated[d]
+                continue
+            if m == 2:  # and one op before its step, first or second
+                a, b = deps
+                if (a < first) == (b < first) or (b if a < first else a) != d + first:
+                    return None
+                gated[j] = 1 if (a if a < first else b) == barrier else gated[d]
+                continue
+        elif k == 2 and m == 2:
+            a, b = twin
+            if deps[0] != a + first or deps[1] != b + first:
+                return None
+            gated[j] = gated[a] | gated[b]
+            continue
+        if m != k:  # it waits for ops before its step too (a longer tuple)
             if tuple([d - first for d in deps if d >= first]) != twin:
                 return None
             if barrier in deps:
                 gated[j] = 1
                 continue
-        elif k == 1:  # the common cases, without a tuple made
-            if deps[0] != twin[0] + first:
-                return None
-        elif k == 2:
-            if deps[0] != twin[0] + first or deps[1] != twin[1] + first:
-                return None
         elif deps != tuple([d + first for d in twin]):
             return None
         for d in twin:
