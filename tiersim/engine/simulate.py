@@ -231,23 +231,26 @@ def _measured(
             keep.append(PlainRun(run, ops, log.start, end, busy, occupancies, starts))
     if not res.execution.checkpoint_simulated:
         return result, repetition, None
-    plain_figures = checkpoint_baseline(res, engine, log)
+    # the plain run kept for the step after a blocking copy: its figures read if that fails
+    plain_figures = None if run.next_step else checkpoint_baseline(res, engine, log)
     del schedule, engine, log  # free the plain run before the checkpoint runs: a few figures do
     return result, repetition, _checkpoint_measure(res, setup, run, plain_figures)
 
 
-def _checkpoint_measure(res: Resolved, setup: RunSetup, run: Runs, plain_figures: tuple):
+def _checkpoint_measure(res: Resolved, setup: RunSetup, run: Runs, plain_figures: tuple | None):
     """The function of the plain result that measures the checkpoint: from the plain run
     kept for it where the step after a blocking copy is the plain one moved in time
     (tiersim.engine.step_after_copy), else by its own runs (durable.measure_checkpoint)."""
 
     def checkpoint(plain: StepResult) -> CheckpointRun:
         taken, run.next_step = run.next_step, None
+        figures = plain_figures
         if taken is not None:
-            measured = taken[0].measure(res, setup, taken[1], plain_figures[1])
+            measured = taken[0].measure(res, setup, taken[1])
             if measured is not None:
                 return measured
-        return measure_checkpoint(res, setup, plain, run, plain_figures)
+            figures = checkpoint_baseline(res, taken[1], taken[1].log)
+        return measure_checkpoint(res, setup, plain, run, figures)
 
     return checkpoint
 

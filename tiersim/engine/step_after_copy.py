@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from tiersim.engine.core import Engine
 from tiersim.engine.durable import checkpoint_run
+from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.fork import ended_last
 from tiersim.engine.metrics import link_busy_s, of_role
 from tiersim.engine.ops import Op, OpKind, Role, Schedule
@@ -97,12 +98,10 @@ class NextStep:
         head = _head(longer, n, first, beside)
         return None if head is None else cls(head, n, beside, gpu)
 
-    def measure(
-        self, res: Resolved, setup: RunSetup, prior: Engine, plain_busy: dict[str, float]
-    ) -> CheckpointRun | None:
-        """The checkpoint, from the finished plain run `prior` (its links' busy seconds
-        `plain_busy`) and the head run gone on from its end; None where the run does not
-        bear the next step out as the plain one (module docstring)."""
+    def measure(self, res: Resolved, setup: RunSetup, prior: Engine) -> CheckpointRun | None:
+        """The checkpoint, from the finished plain run `prior` and the head run gone on from
+        its end; None where the run does not bear the next step out as the plain one (module
+        docstring)."""
         n, last = self.plain, len(self.head.ops) - len(self.beside) - 1
         if not _ended_last(prior, n - 1):
             return None
@@ -123,7 +122,8 @@ class NextStep:
         # (the copy's and the ops beside it), then the plain step's from the cut, b less its
         # busy time before the cut: over two plain steps' 2b it adds h less that time
         before = link_busy_s(prior, (0.0, cut)) if cut > 0 else {}
-        base = {name: before.get(name, 0.0) for name in plain_busy}
+        busy = prior.net.busy.intervals  # the links the plain run was busy on (link_busy_s)
+        base = {name: before.get(name, 0.0) for name in busy if name != FlowNetwork.ANY}
         events = log.events + engine.net.wakeups + 2 * (prior.log.events + prior.net.wakeups)
         noise = 2 * round_off(events, copied + step_s)
         figures = (self.head, engine, None, base)
@@ -198,13 +198,17 @@ def _head(longer: Schedule, n: int, first: int, beside: tuple[int, ...]) -> Sche
     place = {i: i - n + 1 for i in range(n, first)}
     place.update({first + j: first - n + 1 + k for k, j in enumerate(beside)})
     made = [Op(OpKind.JOIN, Role.OPTIMIZER, "the plain step done", 0, ())]  # no checkpoint op
+    placed: dict[tuple[int, ...], tuple[int, ...]] = {}  # the copies share their deps
     for op in (*ops[n:first], *(ops[first + j] for j in beside)):
-        deps = [place[d] for d in op.deps if d >= n]
-        if n - 1 in op.deps:
-            deps.insert(0, 0)
-        elif not deps:
-            return None
-        made.append(_moved(op, tuple(deps)))
+        deps = placed.get(op.deps)
+        if deps is None:
+            deps = [place[d] for d in op.deps if d >= n]
+            if n - 1 in op.deps:
+                deps.insert(0, 0)
+            elif not deps:
+                return None
+            deps = placed[op.deps] = tuple(deps)
+        made.append(_moved(op, deps))
     return dataclasses.replace(longer, ops=made, order_starts=(), chain_length=0)
 
 
