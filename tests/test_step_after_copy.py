@@ -253,3 +253,26 @@ def test_the_plain_steps_last_op_ended_last():
     assert ended_last([1.0, 3.0, 3.0, 3.0])  # an ancestor, not a dep: found by the walk
     assert not ended_last([3.0, 2.0, 2.5, 3.0])  # op 0 ends with it
     assert not ended_last([3.5, 2.0, 2.5, 3.0])  # op 0 ends after it
+
+
+def test_a_blocking_copy_is_the_move_ops_move_builds():
+    """The checkpoint phase builds each blocking copy's op itself (a copy to the target,
+    waiting for the barrier, allocating nothing there): each is the op OpList.move builds
+    from the same arguments, field for field."""
+    from tiersim.engine.oplist import OpList
+    from tiersim.engine.schedule import build_schedule
+    from tiersim.engine.simulate import prepare
+    from tiersim.state.inventory import build_inventory
+    from tiersim.state.resolved import resolve
+
+    res = resolve(load_scenario(NVME_70B, ["training.grad_accumulation=1"]).scenario)
+    setup = prepare(res, build_inventory(res))
+    ops = build_schedule(res, setup.wl, 1, setup.depth, frozenset({0})).ops
+    copies = [op for op in ops if op.role is Role.CHECKPOINT and op.kind is OpKind.MOVE]
+    assert len(copies) == 81 * 3  # 80 layers and the rest: weights, master, optimizer
+    for op in copies:
+        built = OpList()
+        at = built.move(
+            op.subject, op.what, 0, op.src, op.dst, op.nbytes, [], False, True, Role.CHECKPOINT
+        )
+        assert dataclasses.replace(built.ops[at], step=op.step, deps=op.deps) == op

@@ -31,6 +31,8 @@ from tiersim.state.inventory import sharded_classes
 from tiersim.state.resolved import Resolved
 from tiersim.workload.work import Unit
 
+MOVE, ROLE = OpKind.MOVE, Role.CHECKPOINT  # a blocking copy's, looked up once
+
 
 def share(res: Resolved, unit: Unit, cls: str, split: tuple | None = None) -> int:
     """Bytes of a unit's class this GPU writes: its shard if the class is sharded; else its
@@ -102,23 +104,15 @@ class CheckpointPhase:
             for cls, nbytes, ready in own:
                 if nbytes <= 0:
                     continue
-                label = f"{cls} {unit.name}"
-                if ck.mode == "blocking":
-                    op = self.ops.move(
-                        cls,
-                        f"checkpoint {label}",
-                        step,
-                        self.c.home_of(u)[cls],
-                        ck.target,
-                        nbytes,
-                        [after],
-                        alloc_dst=False,
-                        copy=True,
-                        role=Role.CHECKPOINT,
-                    )
-                    done.append(op)
+                if after is not None:  # a copy: ops.move(..., [after], alloc_dst=False,
+                    # copy=True, role=CHECKPOINT) built here, its checks true of every copy
+                    home = self.c.home_of(u)[cls]
+                    label = f"checkpoint {cls} {unit.name}"
+                    op = Op(MOVE, ROLE, label, step, [after], 0.0, nbytes, home, ck.target)
+                    op.subject = cls  # as ops.move gives it (Op's last field)
+                    done.append(self.ops.add(op))
                 else:
-                    self._async(step, u, cls, nbytes, [ready, *previous], label)
+                    self._async(step, u, cls, nbytes, [ready, *previous], f"{cls} {unit.name}")
         if done:
             self.ops.barrier("blocking checkpoint", step, done)
         self._durable(step)
