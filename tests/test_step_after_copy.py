@@ -276,3 +276,22 @@ def test_a_blocking_copy_is_the_move_ops_move_builds():
             op.subject, op.what, 0, op.src, op.dst, op.nbytes, [], False, True, Role.CHECKPOINT
         )
         assert dataclasses.replace(built.ops[at], step=op.step, deps=op.deps) == op
+
+
+def test_the_read_back_with_one_home_is_the_unit_by_unit_sum():
+    """read_back_s takes each class's bytes at once where no unit is homed apart: the same
+    seconds as unit by unit, each unit given the scenario's homes as its own (the loop)."""
+    from tiersim.engine.durable import read_back_s
+    from tiersim.engine.schedule_checkpoint import shares
+    from tiersim.engine.simulate import prepare
+    from tiersim.state.inventory import build_inventory
+    from tiersim.state.placement import homes
+    from tiersim.state.resolved import resolve
+
+    res = resolve(load_scenario(NVME_70B, ["training.grad_accumulation=1"]).scenario)
+    setup = prepare(res, build_inventory(res))
+    home = homes(res.execution.placement, res.machine)
+    units = [dataclasses.replace(u, home=dict(home)) for u in setup.wl.units]
+    apart = dataclasses.replace(setup, wl=dataclasses.replace(setup.wl, units=units))
+    per_class = shares(res, setup.wl.units)
+    assert read_back_s(res, setup, per_class) == read_back_s(res, apart, per_class) > 0

@@ -43,12 +43,16 @@ MAX_TRAILING_STEPS = 8  # steps simulated after a checkpoint for its drain to fi
 SAME = 1e-9  # relative: a checkpointed step repeats when its figures agree with the next's
 
 
-def read_back_s(res: Resolved, setup: RunSetup) -> float:
+def read_back_s(res: Resolved, setup: RunSetup, per_class: dict[str, int]) -> float:
     """Each class read back from the target to its home, unit by unit's home (a layer's
-    routed experts may be homed apart), one home's bytes as one transfer."""
+    routed experts may be homed apart), one home's bytes as one transfer. `per_class`:
+    `shares` over the units, each class's bytes where no unit is homed apart."""
     home, per_home = homes(res.execution.placement, res.machine), Counter()
     split = split_of(res)
-    for u in setup.wl.units:
+    apart = [u for u in setup.wl.units if u.home is not None]
+    if not apart:  # one home each: the class's bytes, in the order the loop below keys them
+        per_home.update({(cls, home[cls]): per_class[cls] for cls in CHECKPOINTED})
+    for u in setup.wl.units if apart else ():
         for cls in CHECKPOINTED:
             per_home[(cls, (u.home or home)[cls])] += share(res, u, cls, split)
     total = 0.0
@@ -264,7 +268,7 @@ def checkpoint_run(
         bytes=sum(per_class.values()),
         write_s=write_s,
         stall_s=max(0.0, stall_s),
-        read_back_s=read_back_s(res, setup),
+        read_back_s=read_back_s(res, setup, per_class),
         restart_s=res.execution.checkpoint.restart,
         mtbf_s=None,  # the failure model's, applied with the interval
         written_by_tier={t: sum(by.values()) for t, by in written.items()},
