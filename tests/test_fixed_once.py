@@ -1,0 +1,50 @@
+"""A point's fixed cost, the work done once (docs/speed.md, "Fourteenth round"): each cut
+held to the path it replaces, or to arithmetic written out here, so that a cut that moved a
+figure fails."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from conftest import SCENARIOS
+
+from tiersim.config.load import load_scenario
+from tiersim.state.buffers import largest_tensor_elements, offload_gradient_buffer_bytes
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
+from tiersim.state.stages import stage_matrices
+from tiersim.workload.pinned import host_gradient_buffer_bytes, pinned_size
+
+SHIPPED = sorted(SCENARIOS.glob("*.yaml")) + sorted(
+    p for p in (SCENARIOS / "published").glob("*.yaml") if p.name != "references.yaml"
+)
+
+
+@functools.cache
+def _resolved(path):
+    r = resolve(load_scenario(path, []).scenario)
+    return r, build_inventory(r)
+
+
+def test_the_zero_offload_host_gradient_buffer_by_hand():
+    # DeepSpeed ZeRO-2 with the optimizer on the CPU holds a pinned fp16 buffer of the rank's
+    # largest tensor: GPT-2's embedding, 50,257 rows (50,304 where padded) x 4,096 = 205.9
+    # (206.0) M values against the MLP's 4,096 x 16,384 = 67.1 M; x 2 B = 411.7 (412.1) MB,
+    # held as the next power of two, 2^29 B, either way
+    r, inv = _resolved(SCENARIOS / "zero-offload-10b-dgx2.yaml")
+    assert host_gradient_buffer_bytes(r, r.execution.offload, inv) == 2**29
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_the_host_gradient_buffer_as_worked_out_from_the_stages_tensors(path):
+    # the stage's tensors are split only where a buffer is held: every shipped scenario
+    # gives what splitting them always gave
+    r, inv = _resolved(path)
+    par = r.execution.parallel
+    mats = stage_matrices(
+        r.model, r.units, inv.stage, par.pipeline, par.tensor, split=par.stage_layers
+    )
+    nbytes = offload_gradient_buffer_bytes(r.execution, largest_tensor_elements(r.model, mats))
+    want = pinned_size(nbytes) if r.execution.offload.pin_memory else nbytes
+    assert host_gradient_buffer_bytes(r, r.execution.offload, inv) == want
