@@ -11,7 +11,7 @@ from conftest import SCENARIOS
 
 from tiersim.config.load import load_scenario
 from tiersim.state.buffers import largest_tensor_elements, offload_gradient_buffer_bytes
-from tiersim.state.inventory import build_inventory
+from tiersim.state.inventory import build_inventory, stage_bytes
 from tiersim.state.resolved import resolve
 from tiersim.state.stages import stage_matrices
 from tiersim.workload.pinned import host_gradient_buffer_bytes, pinned_size
@@ -48,3 +48,16 @@ def test_the_host_gradient_buffer_as_worked_out_from_the_stages_tensors(path):
     nbytes = offload_gradient_buffer_bytes(r.execution, largest_tensor_elements(r.model, mats))
     want = pinned_size(nbytes) if r.execution.offload.pin_memory else nbytes
     assert host_gradient_buffer_bytes(r, r.execution.offload, inv) == want
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_stages_asked_with_one_memo_are_each_stage_asked_alone(path):
+    # the inventory asks for its candidate stages with one memo (each run of layers split
+    # and its activations worked out once): every stage of every shipped scenario, asked in
+    # turn with one memo, gives what it gives asked alone (DeepSeek-V3's first dense layers
+    # and uneven splits make stages whose runs differ)
+    r, _ = _resolved(path)
+    memo: dict = {}
+    for k in range(r.execution.parallel.pipeline):
+        shared, alone = stage_bytes(r, r.model, k, memo), stage_bytes(r, r.model, k)
+        assert repr(shared) == repr(alone), k
