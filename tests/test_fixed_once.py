@@ -61,3 +61,20 @@ def test_stages_asked_with_one_memo_are_each_stage_asked_alone(path):
     for k in range(r.execution.parallel.pipeline):
         shared, alone = stage_bytes(r, r.model, k, memo), stage_bytes(r, r.model, k)
         assert repr(shared) == repr(alone), k
+
+
+@pytest.mark.parametrize("p2p", [0.0, -0.0])
+def test_the_ticks_without_point_to_point_time_add_nothing_even_to_zeros(p2p):
+    # with no point-to-point time the ticks read each neighbour's end as it is (an end is
+    # never -0.0: ends start at 0.0 and 0.0 + -0.0 is 0.0), where the graph walk adds the
+    # 0.0: stages of zero time (some -0.0) beside others, the same ends and shift, bit for bit
+    from tiersim.workload import pipeline_steady
+    from tiersim.workload.pipeline_timeline import steady_ticks, timeline_graph
+
+    p, m = 5, 12
+    fwd = [0.0, -0.0, 1.0, -0.0, 0.5]
+    bwd = [-0.0, 2.0, 0.0, 1.0, -0.0]
+    _, ends = timeline_graph(p, m, 1, [[x] for x in fwd], [[x] for x in bwd], p2p, False)
+    kept = [e[-1] for e in ends], pipeline_steady._repetition(p, m, 1, ends)
+    got = steady_ticks(p, m, fwd, bwd, p2p, pipeline_steady.REL)
+    assert repr(got) == repr(kept)

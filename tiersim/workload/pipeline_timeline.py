@@ -100,28 +100,36 @@ def steady_ticks(
     reads only the tick before's ends (stage k - 1's forward, stage k + 1's backward, the
     last stage's own forward) and a stage runs at most one op a tick, so every stage's
     latest end (`free`) is what the next tick reads: a tick's forwards (stages of t's parity)
-    read the other parity's ends before its backwards write them, and its backwards read
-    the ends the forwards replace as taken before them (`above`). From tick 2p on, each
-    tick's ends are kept p + 3 ticks: block I (stage k's forward at tick 2I + k, its
-    backward at 2I + k + 1) is whole at tick 2I + p and compared with block I - 1, for
-    I - 1 from p on while I is steady (I < m), until one repeats."""
+    and backwards (the other's) read their neighbours' ends as taken before either moves
+    them (`below`, `above`; with no point-to-point time, as they are: an end is never -0.0,
+    so adding 0.0 would change no bit). From tick 2p on, each tick's ends are kept p + 3
+    ticks: block I (stage k's forward at tick 2I + k, its backward at 2I + k + 1) is whole
+    at tick 2I + p and compared with block I - 1, for I - 1 from p on while I is steady
+    (I < m), until one repeats."""
     last, free, size = p - 1, [0.0] * p, p + 3
     ticks: list[list[float]] = [free] * size
     shift = None
     for t in range(2 * m + 2 * p - 2):
         lo, hi = max(2 * p - 1 - t, (t + 1) % 2), min(last, 2 * p + 2 * m - 3 - t)  # backwards
         top = hi if hi < last else last - 1  # the last stage's backward follows its forward
-        above = free[lo + 1 : top + 2 : 2]  # stage k + 1's end, before the forwards move it
         ahead, end = max(t - 2 * (m - 1), t % 2), t if t < last else last  # forwards
+        above = free[lo + 1 : top + 2 : 2]  # stage k + 1's end for each backward's k
+        below = free[ahead - 1 : end : 2] if ahead else free[1:end:2]  # k - 1's, forwards'
+        if p2p_s:
+            above, below = [e + p2p_s for e in above], [e + p2p_s for e in below]
         if not ahead:  # stage 0 waits for nothing
             free[0] += f[0]
             ahead = 2
-        for k in range(ahead, end + 1, 2):
-            now, arrive = free[k], free[k - 1] + p2p_s
+        k = ahead
+        for arrive in below:
+            now = free[k]
             free[k] = (arrive if now < arrive else now) + f[k]
-        for k, arrive in zip(range(lo, top + 1, 2), above, strict=True):
-            now, arrive = free[k], arrive + p2p_s
+            k += 2
+        k = lo
+        for arrive in above:
+            now = free[k]
             free[k] = (arrive if now < arrive else now) + b[k]
+            k += 2
         if lo <= last == hi and not (t + p) % 2:  # the last stage: its own forward's end
             free[last] += b[last]
         if shift is None and t >= 2 * p:
