@@ -78,3 +78,41 @@ def test_the_ticks_without_point_to_point_time_add_nothing_even_to_zeros(p2p):
     kept = [e[-1] for e in ends], pipeline_steady._repetition(p, m, 1, ends)
     got = steady_ticks(p, m, fwd, bwd, p2p, pipeline_steady.REL)
     assert repr(got) == repr(kept)
+
+
+@pytest.mark.parametrize(
+    "t, c, d, p, e, et, s",
+    [(1, 1, 1, 1, 1, 1, 1), (8, 1, 1, 64, 1, 8, 1), (2, 2, 8, 4, 4, 1, 4), (4, 1, 8, 2, 2, 4, 8)],
+)
+def test_a_meshs_groups_worked_out_once_are_the_docstrings(t, c, d, p, e, et, s):
+    # each group (size, stride) as tiersim.config.mesh's docstring writes them out, the
+    # stride 1 where a group is one rank; asked twice, and of a mesh made from another by
+    # `dataclasses.replace` (its own degrees, not the first's groups)
+    import dataclasses
+
+    from tiersim.config.mesh import Mesh
+
+    def want(t, c, d, p, e, et, s):
+        groups = {
+            "tensor": (t, 1),
+            "context": (c, t),
+            "data": (d * c, t),
+            "shard": (s * c, t),
+            "replicate": (d // s, t * c * s),
+            "pipeline": (p, t * c * d),
+            "expert": (e, et),
+            "expert_tensor": (et, 1),
+            "expert_data": (t * c * d // (et * e), et * e),
+            "embedding": (2, t * c * d * (p - 1)) if p > 1 else (1, 1),
+        }
+        return {k: (n, stride if n > 1 else 1) for k, (n, stride) in groups.items()}
+
+    mesh = Mesh(tensor=t, context=c, data=d, pipeline=p, expert=e, expert_tensor=et, shard=s)
+    for _ in range(2):
+        got = {k: (mesh.group(k).size, mesh.group(k).stride) for k in want(1, 1, 1, 1, 1, 1, 1)}
+        assert got == want(t, c, d, p, e, et, s)
+    other = dataclasses.replace(mesh, pipeline=2 * p)
+    g = other.group("embedding")
+    assert (g.size, g.stride) == want(t, c, d, 2 * p, e, et, s)["embedding"]
+    with pytest.raises(ValueError, match="no parallel group 'nope'"):
+        mesh.group("nope")
