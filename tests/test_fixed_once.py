@@ -116,3 +116,58 @@ def test_a_meshs_groups_worked_out_once_are_the_docstrings(t, c, d, p, e, et, s)
     assert (g.size, g.stride) == want(t, c, d, 2 * p, e, et, s)["embedding"]
     with pytest.raises(ValueError, match="no parallel group 'nope'"):
         mesh.group("nope")
+
+
+def test_an_owner_memo_works_a_value_out_once_an_owner_and_again_for_the_next():
+    from tiersim.core.memo import OwnerMemo
+
+    memo, made = OwnerMemo(), []
+
+    def make(value):
+        made.append(value)
+        return value
+
+    a, b, held = object(), object(), object()
+    assert memo.get(a, "k", None, lambda: make(1)) == 1
+    assert memo.get(a, "k", None, lambda: make(2)) == 1  # a's, once
+    assert memo.get(a, ("id", id(held)), held, lambda: make(3)) == 3
+    assert memo.get(a, ("id", id(held)), object(), lambda: make(4)) == 4  # another object
+    assert memo.get(b, "k", None, lambda: make(5)) == 5  # the next owner: worked out again
+    assert memo.get(a, "k", None, lambda: make(6)) == 6  # a again: nothing of b's, nor a's kept
+    assert made == [1, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_a_points_units_kernels_and_rest_collectives_asked_again_are_worked_out_alike(
+    path, monkeypatch
+):
+    # a workload's build asks for a unit's kernels and the rest unit's collectives more than
+    # once (each answered once a point): every answer it was given is what a fresh owner (a
+    # copy of the point's Resolved, nothing kept for it) works out for the same question
+    import dataclasses
+
+    from tiersim.workload import comms, kernels
+    from tiersim.workload.work import build_workload
+
+    r, inv = _resolved(path)
+    asked = []
+    for module, name in ((kernels, "unit_kernels"), (comms, "rest_tensor_comms")):
+        real = getattr(module, name)
+
+        def spy(*args, _real=real, **kw):
+            out = _real(*args, **kw)
+            asked.append((_real, args, kw, out))
+            return out
+
+        for m in (kernels, comms, *_callers_of(name)):
+            if getattr(m, name, None) is real:
+                monkeypatch.setattr(m, name, spy)
+    build_workload(r, inv)
+    for real, (owner, *rest), kw, out in asked:
+        assert repr(real(dataclasses.replace(owner), *rest, **kw)) == repr(out)
+
+
+def _callers_of(name):
+    from tiersim.workload import breakdown, stage_times, work
+
+    return (breakdown, stage_times, work)

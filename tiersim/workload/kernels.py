@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.core.memo import OwnerMemo
 from tiersim.hardware.gemm import gemm_s
 from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.layer_sac import checkpointed_share
@@ -322,7 +323,20 @@ def unit_kernels(
     index: int = 0,
 ) -> tuple[Kernels, Kernels, Kernels]:
     """Forward, backward and recompute kernels of one unit (layer `index`, or the stage's
-    rest: the embedding on the first stage, the output head on the last)."""
+    rest: the embedding on the first stage, the output head on the last); worked out once a
+    point (its unit, the step's breakdown and the pipeline's stage times each ask)."""
+    key = (id(model), is_layer, first_stage, last_stage, index)
+    return _UNITS.get(
+        r, key, model, lambda: _unit_kernels(r, model, is_layer, first_stage, last_stage, index)
+    )
+
+
+_UNITS = OwnerMemo()  # the latest point's units' kernels (tiersim.core.memo)
+
+
+def _unit_kernels(
+    r: Resolved, model: Transformer, is_layer: bool, first_stage: bool, last_stage: bool, index: int
+) -> tuple[Kernels, Kernels, Kernels]:
     if is_layer:
         k = layer_kernels(r, model, index)
         return k.forward, k.backward, k.recompute
