@@ -70,6 +70,14 @@ class Comm:
 
 
 def _link(r: Resolved, group: str) -> tuple[GroupLink, int]:
+    """The group's link and size, worked out once a point (its every collective asks)."""
+    return _LINKS.get(r, group, None, lambda: _group_link(r, group))
+
+
+_LINKS = OwnerMemo()  # the latest point's groups' links (tiersim.core.memo)
+
+
+def _group_link(r: Resolved, group: str) -> tuple[GroupLink, int]:
     par = r.execution.parallel
     if group == "pipeline":
         return p2p_link(r.machine.network, par), 2
