@@ -110,9 +110,14 @@ def steady_ticks(
     ticks: list[list[float]] = [free] * size
     shift = None
     for t in range(2 * m + 2 * p - 2):
-        lo, hi = max(2 * p - 1 - t, (t + 1) % 2), min(last, 2 * p + 2 * m - 3 - t)  # backwards
+        odd = t & 1  # (bounds by comparisons, not max and min: a tenth of the walk's time)
+        lo, hi = 2 * p - 1 - t, 2 * p + 2 * m - 3 - t  # backwards (hi: not cut at last)
+        if lo < 1 - odd:
+            lo = 1 - odd
         top = hi if hi < last else last - 1  # the last stage's backward follows its forward
-        ahead, end = max(t - 2 * (m - 1), t % 2), t if t < last else last  # forwards
+        ahead, end = t - 2 * (m - 1), t if t < last else last  # forwards
+        if ahead < odd:
+            ahead = odd
         above = free[lo + 1 : top + 2 : 2]  # stage k + 1's end for each backward's k
         below = free[ahead - 1 : end : 2] if ahead else free[1:end:2]  # k - 1's, forwards'
         if p2p_s:
@@ -130,7 +135,7 @@ def steady_ticks(
             now = free[k]
             free[k] = (arrive if now < arrive else now) + b[k]
             k += 2
-        if lo <= last == hi and not (t + p) % 2:  # the last stage: its own forward's end
+        if lo <= last <= hi and not (t + p) % 2:  # the last stage: its own forward's end
             free[last] += b[last]
         if shift is None and t >= 2 * p:
             ticks[t % size] = free[:]
