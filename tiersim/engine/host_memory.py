@@ -22,7 +22,7 @@ In order:
    DeepSpeed's CPU optimizer's fp32 gradients (twice a 16-bit gradient's bytes: the extra held
    until the update, or until swapped out to flash).
 4. optimizer: a PyTorch optimizer on the CPU (FSDP2's CPUOffloadPolicy) its step's
-   temporaries (torch.optim's single-tensor path on CPU tensors: two of the largest tensor);
+   temporaries (torch.optim's single-tensor path on CPU tensors: state/single_tensor_adam.py);
    DeepSpeed's CPU-Adam updates in place; then the fp32 gradients freed.
 """
 
@@ -45,7 +45,7 @@ from tiersim.state.inventory import Inventory, rank_matrices
 from tiersim.state.optimizers import optimizer
 from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import master_bytes
-from tiersim.state.step_optimizer import update_values
+from tiersim.state.step_optimizer import update_values, weight_shards
 from tiersim.state.timeline import Event
 from tiersim.workload.pinned import (
     delayed_update_bytes,
@@ -191,7 +191,8 @@ def cpu_optimizer_temporaries(res: Resolved, stage: int) -> int:
     values, largest, _ = update_values(res, stage)
     mats = [m for unit in rank_matrices(res, stage) for m in unit if m.count]
     value_bytes = PRECISION_BYTES[tr.precision.optimizer]
-    return optimizer(tr.optimizer).step_temporary_bytes(values, largest, value_bytes, "cpu", mats)
+    opt = optimizer(tr.optimizer)  # FSDP2's DTensors stepped a local shard at a time
+    return opt.step_temporary_bytes(values, largest, value_bytes, "cpu", mats, weight_shards(res))
 
 
 def _update_depth(c: Context) -> int:
