@@ -44,7 +44,7 @@ from tiersim.state.host_timeline import HostTimeline, evaluate_host
 from tiersim.state.inventory import Inventory, rank_matrices
 from tiersim.state.optimizers import optimizer
 from tiersim.state.resolved import Resolved
-from tiersim.state.sharding import master_bytes
+from tiersim.state.sharding import as_held, master_bytes
 from tiersim.state.step_optimizer import update_values, weight_shards
 from tiersim.state.timeline import Event
 from tiersim.workload.pinned import (
@@ -189,7 +189,7 @@ def cpu_optimizer_temporaries(res: Resolved, stage: int) -> int:
     if res.execution.offload.framework == "deepspeed" or master_bytes(tr.precision):
         return 0
     values, largest, _ = update_values(res, stage)
-    mats = [m for unit in rank_matrices(res, stage) for m in unit if m.count]
+    mats = as_held(tr, [m for unit in rank_matrices(res, stage) for m in unit if m.count])
     value_bytes = PRECISION_BYTES[tr.precision.optimizer]
     opt = optimizer(tr.optimizer)  # FSDP2's DTensors stepped a local shard at a time
     return opt.step_temporary_bytes(values, largest, value_bytes, "cpu", mats, weight_shards(res))

@@ -22,8 +22,14 @@ def peak_values(tensors: Sequence, shards: int, largest: int) -> int:
     unit's tensors (transformers' order in a layer: attention, MLP, norms; units in turn,
     the embedding's unit last: its embedding follows a layer's norm where in PyTorch it
     comes first, a norm's values too many there, below the head's, which follows the final
-    norm). Without the tensors, two of the largest."""
-    sizes = [n for _, n in local_shards(tensors, shards)]
+    norm). A layer's fused experts (state/layers.py's Matrix.fused, one entry) are two
+    tensors: gate_up, then down (1 of its `down_every` pieces). Without the tensors, two of
+    the largest."""
+    sizes = []
+    for t, n in local_shards(tensors, shards):
+        per = getattr(t, "down_every", 0) if getattr(t, "fused", False) else 0
+        # transformers 5's fused experts: gate_up (2 of 3 pieces, 1 of 2 ungated), then down
+        sizes += [n - n // per, n // per] if per else [n]
     if not sizes:
         return 2 * largest
     return max(prev + 2 * n for prev, n in zip([0, *sizes], sizes, strict=False))
