@@ -7,8 +7,10 @@ none / full x fp32 / bf16 x AdamW, the same shapes as tests/test_step_measure.py
 of issue 38's matrix (MATRIX: shared-expert MoE, selective recompute, Muon, MoE with Muon;
 EIGHT_BIT: torchao's 8-bit AdamW, eager, fp32 on the DTensors and bf16 on each rank's local
 shards) and what cannot be stepped under FSDP2 (REFUSED: 8-bit AdamW's DTensor step in bf16),
-named by its error. The ranks are forked once per world size and run all their steps (tiny
-models: seconds)."""
+named by its error; and every one of the matrix's 162 cells (groundtruth/matrix_cells.py:
+test_every_cell_of_the_matrix_within_3_percent). The ranks are forked once per world size and
+run all their steps, the cells alike but for recompute on one model in turn
+(groundtruth/fsdp2_matrix.py; tiny models: a tenth of a second a step)."""
 
 from __future__ import annotations
 
