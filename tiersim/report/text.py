@@ -363,9 +363,9 @@ def _network_note(network: dict[str, Any]) -> str:
     )
     note = (
         f"network: a group with {nics} GPUs in each node drives {nics} NICs at once (one NCCL "
-        f"ring each), so one GPU's ring bytes move at up to {nics} x {fmt_rate(nic)}"
+        f"ring each), so one GPU's ring bytes move at up to {nics} x {_bandwidth(nic)}"
     )
-    if bw is not None and bw < nics * nic * (1 - 1e-9):
+    if bw is not None and nic is not None and bw < nics * nic * (1 - 1e-9):
         note += f", capped at the NVLink's {fmt_rate(bw)}"
     return note
 
