@@ -38,6 +38,7 @@ from invariant_checks import (
     faster_scenario,
     merge,
     peaks_fall,
+    placement_moves,
     unlimited_scenario,
 )
 
@@ -167,7 +168,7 @@ def explore_one(raw: dict, knobs: list[str]) -> tuple[str, list[str]]:
         return "refused", [f"r {str(e).splitlines()[0][:200]}"]
     except Exception:
         return "ok", ["f crash: " + traceback.format_exc(limit=6)]
-    out = [f"d/c/e {v}" for v in check_report(base)]
+    out = [f"d/c/e {v}" for v in check_report(base) + placement_moves(raw, base)]
     ordered = merge(raw, {"simulation": {"link_sharing": "ordered"}})
     slow_ordered = run(ordered)["step"]["time_s"]
     for knob in knobs:

@@ -148,3 +148,30 @@ def peaks_fall(small: dict[str, Any], big: dict[str, Any]) -> list[str]:
         if after < t["resident_bytes"]:
             out.append(f"tiers.{name}.resident_bytes falls: {t['resident_bytes']} -> {after}")
     return out
+
+
+def placement_moves(raw: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    """(c) reads and writes consistent with placement: the optimizer state and master weights
+    homed off the GPU are read out of their home and written back to it once a step each, the
+    same bytes; none moves where the update runs beside them (the CPU's on host memory) or
+    the class holds nothing (SGD's optimizer). The routed experts' own homes
+    (placement.experts) are left out."""
+    placement = raw.get("placement", {})
+    if placement.get("experts"):
+        return []
+    gpu = report["memory_timeline"]["tier"]
+    host = (report.get("host_memory_timeline") or {}).get("tier", "dram")
+    cpu = placement.get("optimizer_compute") == "cpu"
+    out = []
+    for cls in ("optimizer", "master"):
+        home = placement.get(cls, gpu)
+        if home == gpu:
+            continue
+        t = report["tiers"][home]
+        read = t.get("read_by_class", {}).get(cls, 0)
+        written = t.get("written_by_class", {}).get(cls, 0)
+        held = report["inventory"]["per_gpu"][cls] > 0
+        moves = held and not (cpu and home == host)
+        if read != written or (read > 0) != moves:
+            out.append(f"{cls} on {home}: read {read} B, written {written} B a step")
+    return out

@@ -20,6 +20,7 @@ from invariant_checks import (
     faster_scenario,
     merge,
     peaks_fall,
+    placement_moves,
     unlimited_scenario,
 )
 
@@ -168,6 +169,7 @@ def test_invariants_hold_on_the_newer_keys(p, knob):
     except (InputError, InfeasibleError):
         return
     assert check_report(base) == []  # (c), (d), fits (and the report's own check ran)
+    assert placement_moves(raw, base) == []  # (c) per class, as placed
     # (a) ordered sharing: more bandwidth on one link or tier never slows a step
     assert step_s(faster_scenario(raw, knob)) <= base["step"]["time_s"] * (1 + 1e-9)
     # (b) unlimited bandwidth and no latency everywhere expose no movement
