@@ -36,6 +36,7 @@ from invariant_checks import (
     FASTER,
     check_report,
     faster_scenario,
+    interval_slower,
     merge,
     peaks_fall,
     placement_moves,
@@ -170,11 +171,13 @@ def explore_one(raw: dict, knobs: list[str]) -> tuple[str, list[str]]:
         return "ok", ["f crash: " + traceback.format_exc(limit=6)]
     out = [f"d/c/e {v}" for v in check_report(base) + placement_moves(raw, base)]
     ordered = merge(raw, {"simulation": {"link_sharing": "ordered"}})
-    slow_ordered = run(ordered)["step"]["time_s"]
+    slow_report = run(ordered)
+    slow_ordered = slow_report["step"]["time_s"]
     for knob in knobs:
         try:
             fast = run(faster_scenario(raw, knob))
-            fast_ordered = run(faster_scenario(ordered, knob))["step"]["time_s"]
+            fast_report = run(faster_scenario(ordered, knob))
+            fast_ordered = fast_report["step"]["time_s"]
         except Exception as e:
             out.append(f"f crash with faster {knob}: {type(e).__name__}: {e}")
             continue
@@ -184,6 +187,9 @@ def explore_one(raw: dict, knobs: list[str]) -> tuple[str, list[str]]:
                 f"a faster {knob} (ordered): {slow_ordered:.6g} s -> {fast_ordered:.6g} s "
                 f"({fast_ordered / slow_ordered - 1:+.3%})"
             )
+        out += [
+            f"a faster {knob} (ordered): {v}" for v in interval_slower(slow_report, fast_report)
+        ]
         if t1 > t0 * (1 + 1e-9):  # fair sharing: measured (docs/invariants.md)
             out.append(f"A faster {knob} (fair): {t0:.6g} s -> {t1:.6g} s ({t1 / t0 - 1:+.3%})")
     try:

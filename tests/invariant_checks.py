@@ -175,3 +175,24 @@ def placement_moves(raw: dict[str, Any], report: dict[str, Any]) -> list[str]:
         if read != written or (read > 0) != moves:
             out.append(f"{cls} on {home}: read {read} B, written {written} B a step")
     return out
+
+
+def interval_slower(slow: dict[str, Any], fast: dict[str, Any]) -> list[str]:
+    """(a) with a durable checkpoint: the wall time of a checkpoint interval (its steps and
+    the stall) and the wall time per useful step (step time / goodput) of the faster machine
+    (`fast`) never exceed the slower's. Goodput itself is a share of wall time, not a rate:
+    a faster step can lower it (the checkpoint's cost weighs more against a shorter step)."""
+    a, b = slow.get("checkpoint"), fast.get("checkpoint")
+    if not a or not b:
+        return []
+    out = []
+    wall = [
+        c["interval_steps"] * r["step"]["time_s"] + c["stall_s"] for c, r in ((a, slow), (b, fast))
+    ]
+    if wall[1] > wall[0] * (1 + TOL):
+        out.append(f"checkpoint interval {wall[0]:.6g} s -> {wall[1]:.6g} s")
+    if a.get("goodput") and b.get("goodput"):
+        useful = [r["step"]["time_s"] / c["goodput"] for c, r in ((a, slow), (b, fast))]
+        if useful[1] > useful[0] * (1 + TOL):
+            out.append(f"wall time per useful step {useful[0]:.6g} s -> {useful[1]:.6g} s")
+    return out

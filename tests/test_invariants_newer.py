@@ -18,6 +18,7 @@ from invariant_checks import (
     FASTER,
     check_report,
     faster_scenario,
+    interval_slower,
     merge,
     peaks_fall,
     placement_moves,
@@ -171,7 +172,9 @@ def test_invariants_hold_on_the_newer_keys(p, knob):
     assert check_report(base) == []  # (c), (d), fits (and the report's own check ran)
     assert placement_moves(raw, base) == []  # (c) per class, as placed
     # (a) ordered sharing: more bandwidth on one link or tier never slows a step
-    assert step_s(faster_scenario(raw, knob)) <= base["step"]["time_s"] * (1 + 1e-9)
+    fast = report(faster_scenario(raw, knob))
+    assert fast["step"]["time_s"] <= base["step"]["time_s"] * (1 + 1e-9)
+    assert interval_slower(base, fast) == []  # with a checkpoint: its interval too
     # (b) unlimited bandwidth and no latency everywhere expose no movement
     unlimited = report(unlimited_scenario(raw))["step"]
     assert unlimited["exposed_transfer_s"] <= 1e-9 * unlimited["time_s"]
