@@ -205,7 +205,8 @@ def explore_one(raw: dict, knobs: list[str]) -> tuple[str, list[str]]:
     bigger["training"]["micro_batch_size"] = mb * 2
     try:
         big = run(bigger)
-        out += [f"e {v}" for v in peaks_fall(base, big)]
+        stages = raw["parallel"].get("pipeline", 1)
+        out += [f"e {v}" for v in peaks_fall(base, big, stages)]
     except (InputError, InfeasibleError):
         pass
     except Exception as e:

@@ -179,7 +179,7 @@ def test_invariants_hold_on_the_newer_keys(p, knob):
     unlimited = report(unlimited_scenario(raw))["step"]
     assert unlimited["exposed_transfer_s"] <= 1e-9 * unlimited["time_s"]
     assert unlimited["exposed_collective_s"] <= 1e-9 * unlimited["time_s"]
-    # (e) a larger micro-batch never lowers a peak (the GPU's: allocated)
+    # (e) a larger micro-batch never lowers a peak (the GPU's: allocated, on one stage)
     bigger = report(merge(raw, {"training": {"micro_batch_size": 2}}))
-    assert peaks_fall(base, bigger) == []
+    assert peaks_fall(base, bigger, 2 if p["pipeline"] else 1) == []
     assert math.isfinite(base["step"]["time_s"])
