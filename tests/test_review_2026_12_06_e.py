@@ -1,0 +1,72 @@
+"""A new user's review of 0.15.0 (docs/review-2026-12-06-e.md): each confusing or wrong output
+found, held to what it now says. Expected words and figures are worked out here by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tiersim.core.errors import InputError
+from tiersim.frameworks.assemble import ImportOptions, import_configs
+from tiersim.report.text import cpu_note
+
+
+def _import_problem(tmp_path, name: str, text: str, **options: object) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InputError) as caught:
+        import_configs([path], ImportOptions(**options))
+    return str(caught.value)
+
+
+def test_a_global_batch_no_data_size_divides_says_none_rather_than_a_blank(tmp_path):
+    """train_batch_size 7 at micro-batch 2: 7 is odd, so no data-parallel size d makes
+    2 x d divide it; the list of sizes that would was printed empty ("micro-batch 2: )")."""
+    config = {"train_batch_size": 7, "train_micro_batch_size_per_gpu": 2}
+    text = _import_problem(
+        tmp_path, "ds.json", json.dumps(config), overrides=("model.preset=gpt2",)
+    )
+    assert "micro-batch 2: )" not in text
+    assert "none, as 7 is not a multiple of the micro-batch 2" in text
+
+
+def test_the_data_sizes_offered_say_when_the_list_goes_on(tmp_path):
+    """7,200 sequences at micro-batch 2: 2 x d divides 7,200 for d dividing 3,600 = 2^4 3^2 5^2,
+    45 divisors; the first twelve are 1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, and more follow."""
+    config = {"train_batch_size": 7200, "train_micro_batch_size_per_gpu": 2}
+    text = _import_problem(
+        tmp_path, "ds.json", json.dumps(config), gpus=7, overrides=("model.preset=gpt2",)
+    )
+    assert "1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, ...)" in text
+
+
+@pytest.mark.parametrize("name", ["ds.json", "job.toml", "args.sh"])
+def test_an_empty_config_is_said_to_be_empty(tmp_path, name):
+    """An empty file was "cannot tell which framework's config this is", as if it held
+    something of an unknown kind."""
+    text = _import_problem(tmp_path, name, " \n\n")
+    assert f"{name}: file is empty (expected a framework config: a DeepSpeed JSON object" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "kind"), [("[1, 2]", "an array"), ('"x"', "a string"), ("null", "null")]
+)
+def test_a_json_file_that_is_no_object_is_said_so_in_json_words(tmp_path, content, kind):
+    """A .json file whose top level is not an object was "cannot tell which framework's
+    config this is" (or, with --from deepspeed, "top level is list": Python's word)."""
+    text = _import_problem(tmp_path, "ds.json", content)
+    assert f"top level is {kind} (expected a JSON object of keys)" in text
+    assert "cannot tell" not in text
+
+
+def test_the_cpu_note_ignores_a_sums_rounding_and_says_by_how_much_otherwise():
+    """mixtral-8x7b-ep-dgx-h100 (CPU optimizer): optimizer_s 16.67956882285715 s and
+    exposed_cpu_s 16.679568822857153 s, 3.6e-15 s apart (a float sum's rounding): the note
+    "exposed CPU work is longer than the CPU optimizer" stood under two equal 16.680 s rows."""
+    step = {"optimizer_on": "cpu", "optimizer_s": 16.67956882285715}
+    step["exposed_cpu_s"] = 16.679568822857153
+    assert cpu_note(step) == ""
+    # a real difference: 4.102 s waited against a 3.51 s optimizer, 592 ms of other host work
+    step = {"optimizer_on": "cpu", "optimizer_s": 3.51, "exposed_cpu_s": 4.102}
+    assert "longer than the CPU optimizer (by 592.00 ms)" in cpu_note(step)
