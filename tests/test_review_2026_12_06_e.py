@@ -70,3 +70,27 @@ def test_the_cpu_note_ignores_a_sums_rounding_and_says_by_how_much_otherwise():
     # a real difference: 4.102 s waited against a 3.51 s optimizer, 592 ms of other host work
     step = {"optimizer_on": "cpu", "optimizer_s": 3.51, "exposed_cpu_s": 4.102}
     assert "longer than the CPU optimizer (by 592.00 ms)" in cpu_note(step)
+
+
+def test_each_command_s_row_in_commands_md_lists_its_own_options():
+    """docs/commands.md's table had no `--plot` in `inventory`'s row and no `--emit` in
+    `plan`'s or `compare`'s; test_readme_commands found each option anywhere on the page (run's
+    `--plot`, import's mention of `--emit`), so it passed."""
+    from docs_text import page
+
+    from tiersim.cli import build_parser
+
+    rows = {}
+    for line in page("commands").splitlines():
+        if line.startswith("| `tiersim "):
+            rows[line.split("`")[1].split()[1]] = line.split(" | ")[0]  # the usage cell
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    missing = [
+        f"{name} {option}"
+        for name, command in sub.choices.items()
+        for action in command._actions
+        for option in action.option_strings
+        if option not in ("-h", "--help") and option not in rows[name]
+    ]
+    assert missing == []
