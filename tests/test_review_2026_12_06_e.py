@@ -94,3 +94,26 @@ def test_each_command_s_row_in_commands_md_lists_its_own_options():
         if option not in ("-h", "--help") and option not in rows[name]
     ]
     assert missing == []
+
+
+def test_scenarios_md_s_example_names_every_optimizer_implementation_and_fp8():
+    """The hand-written example in docs/scenarios.md, the page the README sends a new user to
+    for "every key", listed the optimizers without adamw8bit and muon, the implementations
+    without torchtitan, and had no training.fp8 at all."""
+    import typing
+
+    from docs_text import page
+
+    from tiersim.config.schema import Training
+
+    lines = page("scenarios").splitlines()
+
+    def comment_of(key: str) -> str:
+        at = next(i for i, x in enumerate(lines) if x.startswith(f"  {key}: "))
+        return " ".join(lines[at : at + 2])  # the key's line and the comment's next line
+
+    for key in ("optimizer", "implementation"):
+        choices = typing.get_args(Training.model_fields[key].annotation)
+        assert [c for c in choices if c not in comment_of(key)] == [], key
+    assert any(x.startswith("  # fp8: {recipe: delayed}") for x in lines)
+    assert "default the framework's (FSDP2 1, else 2)" in page("scenarios")
