@@ -117,3 +117,12 @@ def test_scenarios_md_s_example_names_every_optimizer_implementation_and_fp8():
         assert [c for c in choices if c not in comment_of(key)] == [], key
     assert any(x.startswith("  # fp8: {recipe: delayed}") for x in lines)
     assert "default the framework's (FSDP2 1, else 2)" in page("scenarios")
+
+
+def test_the_will_it_fit_page_names_the_flag_that_writes_the_timeline_s_events():
+    """docs/memory.md ("will it fit?", where the README's table sends a user) described the
+    timeline's peak, parts and pictures, never `run --memory-events`, the one way to get the
+    events themselves."""
+    from docs_text import page
+
+    assert "`run --memory-events`" in page("memory")
