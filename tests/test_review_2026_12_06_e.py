@@ -151,3 +151,15 @@ def test_a_stage_s_layers_count_its_virtual_chunks_together():
 
     assert stage_layer_count(NS(stage_layers=(1, 2, 3, 4, 5, 6), pipeline=2), 21) == 12
     assert stage_layer_count(NS(stage_layers=None, pipeline=4), 21) == 6
+
+
+def test_a_huge_count_prints_three_significant_digits_not_seventeen():
+    """`--set model.hidden=1099511627776` on default.yaml headed the inventory with
+    "154742506143041.44 T parameters" (the exact count follows it in parentheses)."""
+    from tiersim.core.units import fmt_count
+
+    assert fmt_count(154_742_506_143_041_450_657_447_936) == "1.55e+14 T"
+    assert (
+        fmt_count(9_007_205_731_012_608) == "9,007.21 T"
+    )  # below ten thousand T: as was, with separators
+    assert fmt_count(6_738_415_616) == "6.74 B"  # as before
