@@ -163,3 +163,17 @@ def test_a_huge_count_prints_three_significant_digits_not_seventeen():
         fmt_count(9_007_205_731_012_608) == "9,007.21 T"
     )  # below ten thousand T: as was, with separators
     assert fmt_count(6_738_415_616) == "6.74 B"  # as before
+
+
+def test_null_is_quoted_as_yaml_spells_it_and_a_none_choice_is_suggested(write):
+    """`training: {recompute: null, optimizer: ~}` was refused "(got None)", Python's word for
+    what the user wrote as null or ~; and recompute's own word for no recompute is 'none'."""
+    from tiersim.config.load import load_scenario
+
+    path = write("name: n\nmodel: {preset: gpt2}\ntraining: {recompute: null, optimizer: ~}\n")
+    with pytest.raises(InputError) as caught:
+        load_scenario(path)
+    text = str(caught.value)
+    assert "None" not in text
+    assert "'muon' (got null) (line 3) [E-CHOICE]" in text  # no choice spelt none: no hint
+    assert "(got null) (did you mean 'none'? null is YAML's no value)" in text
