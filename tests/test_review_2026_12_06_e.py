@@ -177,3 +177,17 @@ def test_null_is_quoted_as_yaml_spells_it_and_a_none_choice_is_suggested(write):
     assert "None" not in text
     assert "'muon' (got null) (line 3) [E-CHOICE]" in text  # no choice spelt none: no hint
     assert "(got null) (did you mean 'none'? null is YAML's no value)" in text
+
+
+def test_run_s_tier_table_says_its_resident_holds_the_checkpoint(cli, tmp_path):
+    """default.yaml checkpoints 11.79 GB a GPU to nvme every 1,000 steps (6,738,415,616
+    parameters x (2 + 4 + 8) B / 8 GPUs = 11,792,227,328 B). `run`'s tier table gave nvme
+    "resident 11.79 GB" where `inventory` gives nvme "resident 0 B", and "written/step
+    11.79 MB" (the checkpoint / 1,000 steps), with no word on either."""
+    code, out, err = cli("run", "scenarios/default.yaml", "--out", tmp_path / "r")
+    assert code == 0, err
+    assert (
+        "resident includes the durable checkpoint (nvme 11.79 GB; `tiersim inventory` counts "
+        "the training state alone); read/step and written/step spread each checkpoint over "
+        "its 1,000-step interval"
+    ) in out
