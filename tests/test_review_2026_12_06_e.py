@@ -191,3 +191,21 @@ def test_run_s_tier_table_says_its_resident_holds_the_checkpoint(cli, tmp_path):
         "the training state alone); read/step and written/step spread each checkpoint over "
         "its 1,000-step interval"
     ) in out
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--threads", "100000", "--threads: 100,000 threads on "),
+        ("--optimizer-params", str(10**15), "four fp32 arrays of 1,000,000,000,000,000 parameters"),
+    ],
+)
+def test_calibrate_refuses_what_would_crash_it_before_measuring(cli, tmp_path, option, value, said):
+    """`calibrate --threads 100000` died of a segmentation fault (20,000: libgomp aborted);
+    `--optimizer-params 100000000000` ended in a traceback (torch could not allocate 400 GB
+    for the weights, let alone the gradients and both moments: 16 B a parameter)."""
+    out = tmp_path / "c.yaml"
+    code, _, err = cli("calibrate", option, value, "--path", tmp_path, "--out", out)
+    assert code == 2
+    assert said in err and "[E-OPTION]" in err
+    assert not out.exists()
