@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from tiersim.cli.commands.calibrate_cpu_checks import cpu_problems
 from tiersim.cli.commands.common import (
     add_format_arg,
     cannot_write,
@@ -193,29 +193,6 @@ def memory_problems(size: int, available: int | None = None) -> list[Problem]:
     return [Problem("--memory-size", why, "E-OPTION")]
 
 
-def _cpu_problems(args: argparse.Namespace, available: int | None = None) -> list[Problem]:
-    """Threads past this host's CPUs measure contention, not the host, and past a few
-    thousand end the process (libgomp cannot make them; 100,000 segfaulted); the CPU AdamW
-    holds four fp32 arrays of --optimizer-params (weights, gradients, two moments): refused
-    before any is allocated where memory lacks them (1e11 ended in a traceback)."""
-    from tiersim.groundtruth.calibrate import available_memory
-
-    problems = []
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if args.threads and cpus and args.threads > cpus:
-        why = f"{args.threads:,} threads on {cpus} CPUs (expected at most {cpus}, this host's)"
-        problems.append(Problem("--threads", why, "E-OPTION"))
-    available = available_memory() if available is None else available
-    need = 16 * args.optimizer_params  # 4 fp32 arrays: weights, gradients, exp_avg, exp_avg_sq
-    if available is not None and need > available:
-        why = (
-            f"the CPU AdamW holds four fp32 arrays of {args.optimizer_params:,} parameters, "
-            f"{fmt_bytes(need)}: {fmt_bytes(available)} is available (expected fewer parameters)"
-        )
-        problems.append(Problem("--optimizer-params", why, "E-OPTION"))
-    return problems
-
-
 def settings(args: argparse.Namespace) -> Settings:
     from tiersim.groundtruth.calibrate_settings import MIN_STORAGE_BYTES, Settings
 
@@ -230,7 +207,7 @@ def settings(args: argparse.Namespace) -> Settings:
             problems.append(
                 Problem(option, f"must be at least {least:,} B (got {value:,} B)", "E-OPTION")
             )
-    problems += memory_problems(args.memory_size) + _cpu_problems(args)
+    problems += memory_problems(args.memory_size) + cpu_problems(args)
     if problems:
         raise InputError(SOURCE, problems)
     extra = {"threads": args.threads} if args.threads else {}
