@@ -209,3 +209,22 @@ def test_calibrate_refuses_what_would_crash_it_before_measuring(cli, tmp_path, o
     assert code == 2
     assert said in err and "[E-OPTION]" in err
     assert not out.exists()
+
+
+def test_wear_says_when_the_step_it_judges_does_not_fit(cli, write):
+    """`wear scenarios/default.yaml --set training.micro_batch_size=16` (275.95 GB of
+    activations in 150.11 GB of HBM) judged HBF at 801 steps/day without a word that the step
+    cannot run; `run` heads the same step DOES NOT FIT. gpt2's bf16 weights alone, 124,439,808
+    x 2 B = 248.88 MB, and the CUDA context's 758.12 MB do not leave room in 1 GB here."""
+    text = (
+        "name: tiny\nmodel: {preset: gpt2}\n"
+        "hardware: {preset: dgx-h100, tiers: {hbm: {capacity: 1 GB}}}\n"
+        "checkpoint: {every_steps: 100}\n"
+    )
+    code, out, err = cli("wear", write(text))
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert first.startswith("DOES NOT FIT: hbm runs out of memory at start of the step")
+    assert first.endswith("(the step is timed as if it did); the wear below is that step's")
+    code, out, _ = cli("wear", write(text.replace("1 GB", "80 GB")))
+    assert "DOES NOT FIT" not in out
