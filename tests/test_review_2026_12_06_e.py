@@ -228,3 +228,29 @@ def test_wear_says_when_the_step_it_judges_does_not_fit(cli, write):
     assert first.endswith("(the step is timed as if it did); the wear below is that step's")
     code, out, _ = cli("wear", write(text.replace("1 GB", "80 GB")))
     assert "DOES NOT FIT" not in out
+
+
+def _argparse_error(capsys, *args: str) -> str:
+    """What argparse says of `tiersim ARGS` (it exits 2 itself, through SystemExit)."""
+    from tiersim.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(list(args))
+    assert stopped.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "meant"),
+    [(["runn", "x.yaml"], "run"), (["run", "x.yaml", "--format", "jsn"], "json")],
+)
+def test_a_mistyped_command_or_option_choice_is_told_the_one_meant(capsys, args, meant):
+    """`tiersim runn` and `--format jsn` listed the choices only, where a misspelt scenario
+    key or value is told "did you mean"."""
+    err = _argparse_error(capsys, *args)
+    assert err.rstrip().endswith(f"(did you mean '{meant}'?)")
+
+
+def test_a_choice_nothing_is_close_to_gets_the_list_alone(capsys):
+    err = _argparse_error(capsys, "xyzzy")
+    assert "invalid choice: 'xyzzy'" in err and "did you mean" not in err

@@ -19,6 +19,7 @@ from tiersim.cli.stopping import (
     sigterm_raises,
     stop_taken,
 )
+from tiersim.cli.suggesting import SuggestingParser
 from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, one_line
 from tiersim.core.open_lines import end_open_lines
 
@@ -73,7 +74,7 @@ def _one_means(name: str, command: argparse.ArgumentParser) -> str | None:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line's parser; with `only` (a command's name) just that command's
     subparser is built, so only its module is imported (its help and errors are the same)."""
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="tiersim",
         description="Tiered-memory offload simulator for large-model training: where every class "
         "of training state lives, how long a step takes as it moves between HBM, DRAM, NVMe "
