@@ -34,10 +34,10 @@ STOPPED = {
 }
 
 
-# the commands that simulate a scenario themselves, so that one too large to simulate
-# (InfeasibleError) stops them; sweep and plan record such a point and go on, and the others
-# simulate nothing
-SIMULATING = ("run", "wear", "compare", "check-published")
+# the commands that simulate a scenario themselves (inventory: follow its memory timelines),
+# so that one too large to (InfeasibleError) stops them; sweep and plan record such a point
+# and go on, and the others simulate nothing
+SIMULATING = ("run", "inventory", "wear", "compare", "check-published")
 # the commands that read no file: their only invalid input is on the command line
 NO_FILES = ("presets",)
 INPUT_PROBLEM = "each problem as FILE: key.path: what is wrong (what is expected)"

@@ -18,42 +18,11 @@ def mesh_problems(s: Scenario) -> list[Problem]:
     what would divide."""
     return (
         _tensor_problems(s)
-        + _depth_problems(s)
         + _pipeline_problems(s)
         + _context_problems(s)
         + _hsdp_problems(s)
         + _expert_problems(s)
     )
-
-
-# The most layers one pipeline stage may hold, ~80 x the deepest model shipped (megatron-1t,
-# 128): the memory timeline replays PyTorch's allocator over a stage's layers in a time that
-# grows as their square (`inventory scenarios/default.yaml --set model.layers=N` on a shared
-# 2-core machine: 6.9 s at 10,000 layers, past 5 min at 100,000; 2^40, the bound on every
-# count, never ended), and the run's workload is built a unit a layer.
-MAX_STAGE_LAYERS = 10_000
-
-
-def stage_layer_count(p: Parallel, layers: int) -> int:
-    """The most layers one pipeline stage holds: its virtual chunks together (stage_layers
-    lists the chunks in model order, chunk c on stage c mod pipeline)."""
-    if p.stage_layers:
-        chunks = p.stage_layers
-        return max(sum(chunks[k :: p.pipeline]) for k in range(min(p.pipeline, len(chunks))))
-    return -(-layers // p.pipeline)
-
-
-def _depth_problems(s: Scenario) -> list[Problem]:
-    most = stage_layer_count(s.parallel, s.model.layers)
-    if most <= MAX_STAGE_LAYERS:
-        return []
-    why = (
-        f"{most:,} layers on one pipeline stage (model.layers {s.model.layers:,} over "
-        f"parallel.pipeline {s.parallel.pipeline:,}) is more than tiersim follows (expected at "
-        f"most {MAX_STAGE_LAYERS:,} a stage: the deepest model shipped has 128, and the step's "
-        "memory timeline takes time growing as the square of a stage's layers)"
-    )
-    return [Problem("model.layers", why, "E-RANGE")]
 
 
 def _pipeline_problems(s: Scenario) -> list[Problem]:
