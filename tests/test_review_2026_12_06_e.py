@@ -254,3 +254,18 @@ def test_a_mistyped_command_or_option_choice_is_told_the_one_meant(capsys, args,
 def test_a_choice_nothing_is_close_to_gets_the_list_alone(capsys):
     err = _argparse_error(capsys, "xyzzy")
     assert "invalid choice: 'xyzzy'" in err and "did you mean" not in err
+
+
+def test_plan_says_a_tier_nothing_is_written_to_never_wears_as_wear_does(cli, write):
+    """The README's my-plan.yaml: a plan with master and optimizer state in HBM said
+    "hbf never (holds its budget)", as if a lifetime had been judged; nothing is written to
+    HBF there (drive_writes_per_day 0), which `wear` says as "never (nothing written)"."""
+    path = write(
+        "name: pw\nmodel: {preset: gpt2}\nhardware: {preset: h200-hbf}\n"
+        "budget: {hbf: {lifetime: 5 years}}\nplan: {placement.optimizer: [hbm, hbf]}\n"
+    )
+    code, out, err = cli("plan", path, "--workers", "1")
+    assert code == 0, err
+    wear = [x.strip() for x in out.splitlines() if x.strip().startswith("wear:")]
+    assert "hbf never (nothing written)" in wear[0]
+    assert "never (holds its budget)" not in out
