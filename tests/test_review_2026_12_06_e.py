@@ -292,3 +292,24 @@ def test_a_file_that_is_no_kernel_table_is_refused_not_run_as_none(write, tmp_pa
         text = str(caught.value)
         assert f"hardware.gpu.kernels: {tmp_path / table}: not a kernel table: {said}" in text
         assert "[E-KERNEL]" in text
+
+
+def test_a_preset_file_of_the_other_kind_is_said_so_in_one_line(write, tmp_path):
+    """gpt2's model preset given as `hardware.preset` gave 18 lines, an unknown key each
+    (`hardware.position`, `hardware.attention_dropout`, ...); a hardware preset as
+    `model.preset` likewise, each key of the machine unknown to a model."""
+    from tiersim.config.load import load_scenario
+
+    (tmp_path / "m.yaml").write_text("layers: 2\nhidden: 64\nheads: 2\nvocab: 100\n")
+    (tmp_path / "hw.yaml").write_text("gpu: {name: x}\ntiers: {}\n")
+    cases = (
+        ("hardware: {preset: m.yaml}", "hardware.preset: ", "a model preset (heads, hidden,"),
+        ("model: {preset: hw.yaml}", "model.preset: ", "a hardware preset (gpu, tiers), not a"),
+    )
+    for line, key, said in cases:
+        body = "name: x\n" + ("model: {preset: gpt2}\n" if "hardware" in line else "") + line
+        with pytest.raises(InputError) as caught:
+            load_scenario(write(body + "\n"))
+        lines = str(caught.value).splitlines()
+        assert len(lines) == 1 and key in lines[0] and said in lines[0], lines
+        assert lines[0].endswith("[E-PRESET]")
