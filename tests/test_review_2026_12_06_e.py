@@ -313,3 +313,16 @@ def test_a_preset_file_of_the_other_kind_is_said_so_in_one_line(write, tmp_path)
         lines = str(caught.value).splitlines()
         assert len(lines) == 1 and key in lines[0] and said in lines[0], lines
         assert lines[0].endswith("[E-PRESET]")
+
+
+def test_a_preset_named_where_its_section_goes_is_shown_where_it_belongs(write):
+    """`model: gpt2` and `hardware: dgx-h100` were "expected a mapping (keys: ...)", for the
+    hardware "keys: gpu, tiers, required; preset, ..." (a preset gives gpu and tiers)."""
+    from tiersim.config.load import load_scenario
+
+    with pytest.raises(InputError) as caught:
+        load_scenario(write("name: x\nmodel: gpt2\nhardware: dgx-h100\n"))
+    text = str(caught.value)
+    assert "model: expected a mapping; a preset is named inside it: model: {preset: gpt2}" in text
+    assert "hardware: {preset: dgx-h100} (got 'dgx-h100') (line 3) [E-TYPE]" in text
+    assert "required" not in text

@@ -204,6 +204,8 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
         )
     if kind in ("dict_type", "model_type") and err.get("input", 0) is None:
         return _null_section(err, parent)
+    if kind == "model_type" and isinstance(err.get("input"), str) and err["loc"] in PRESET_AT:
+        return _preset_as_section(str(err["loc"][0]), err["input"])
     if kind == "model_type" and (section := _section_keys(err, parent)):
         return f"expected a mapping (keys: {section}) (got {shown_yaml(err.get('input'))})"
     if kind in ("tuple_type", "list_type"):  # Python's words: a YAML user writes a list
@@ -213,6 +215,19 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
         return f"{msg[0].lower()}{msg[1:]} (got {shown_yaml(err.get('input'))})"
     return msg
+
+
+PRESET_AT = (("model",), ("hardware",))  # the sections a preset is named in
+
+
+def _preset_as_section(section: str, value: str) -> str:
+    """`model: gpt2` or `hardware: dgx-h100` for `{preset: ...}`: a preset's name where its
+    section goes (the keys a section takes said nothing of presets, hardware's "gpu, tiers,
+    required" least of all, which a preset gives)."""
+    return (
+        f"expected a mapping; a preset is named inside it: {section}: {{preset: {value}}} "
+        f"(got {shown_yaml(value)})"
+    )
 
 
 def _not_a_list(value: Any) -> str:
