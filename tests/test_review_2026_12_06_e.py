@@ -326,3 +326,19 @@ def test_a_preset_named_where_its_section_goes_is_shown_where_it_belongs(write):
     assert "model: expected a mapping; a preset is named inside it: model: {preset: gpt2}" in text
     assert "hardware: {preset: dgx-h100} (got 'dgx-h100') (line 3) [E-TYPE]" in text
     assert "required" not in text
+
+
+def test_an_emit_note_says_a_quantity_with_its_unit():
+    """`plan my-plan.yaml --emit torchtitan` (the README's plan) noted "training.workspace:
+    1073741824.0: not said by the torchtitan file": default.yaml's `workspace: 1 GiB`, 2^30 B,
+    as a bare float of bytes."""
+    from tiersim.config.load import load_scenario
+    from tiersim.frameworks.emit import emit
+
+    notes = [
+        n.message
+        for n in emit(load_scenario("scenarios/default.yaml").scenario, "torchtitan").notes
+    ]
+    (said,) = [m for m in notes if "not said by the torchtitan file" in m and "GiB" in m]
+    assert said.startswith("1 GiB: not said by the torchtitan file")
+    assert not any("1073741824" in m for m in notes)
