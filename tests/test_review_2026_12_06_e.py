@@ -342,3 +342,13 @@ def test_an_emit_note_says_a_quantity_with_its_unit():
     (said,) = [m for m in notes if "not said by the torchtitan file" in m and "GiB" in m]
     assert said.startswith("1 GiB: not said by the torchtitan file")
     assert not any("1073741824" in m for m in notes)
+
+
+def test_the_activation_table_s_head_names_each_dropout(cli):
+    """inventory's activation table was headed "(megatron, eager attention, dropout 0 / 0,
+    2 B values)": which dropout is which, and what "2 B values" are, said nowhere."""
+    code, out, err = cli("inventory", "scenarios/default.yaml")
+    assert code == 0, err
+    assert (
+        "(megatron, eager attention, attention dropout 0, hidden dropout 0, 2-byte values)"
+    ) in out
