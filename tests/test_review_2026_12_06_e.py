@@ -352,3 +352,19 @@ def test_the_activation_table_s_head_names_each_dropout(cli):
     assert (
         "(megatron, eager attention, attention dropout 0, hidden dropout 0, 2-byte values)"
     ) in out
+
+
+def test_a_precision_the_gpu_lacks_says_what_to_write_instead(write):
+    """`model: {preset: gpt2}, hardware: {preset: dgx2}`: the default bf16 on a V100 (peak
+    rates fp16 and fp32 only) was refused "bf16 matrix multiplies need
+    hardware.gpu.peak_flops.bf16 (this GPU gives: fp16, fp32)", of a key never written."""
+    from tiersim.config.load import load_scenario
+
+    with pytest.raises(InputError) as caught:
+        load_scenario(write("name: v\nmodel: {preset: gpt2}\nhardware: {preset: dgx2}\n"))
+    assert (
+        "(this GPU gives: fp16, fp32; expected one it gives, e.g. training.precision: "
+        "{weights: fp16, gradients: fp16}, the default being bf16) [E-CONFLICT]"
+    ) in str(caught.value)
+    fixed = "training: {precision: {weights: fp16, gradients: fp16}}\n"
+    load_scenario(write("name: v\nmodel: {preset: gpt2}\nhardware: {preset: dgx2}\n" + fixed))
