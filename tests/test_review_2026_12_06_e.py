@@ -368,3 +368,15 @@ def test_a_precision_the_gpu_lacks_says_what_to_write_instead(write):
     ) in str(caught.value)
     fixed = "training: {precision: {weights: fp16, gradients: fp16}}\n"
     load_scenario(write("name: v\nmodel: {preset: gpt2}\nhardware: {preset: dgx2}\n" + fixed))
+
+
+def test_a_scenario_taken_as_the_trace_s_file_is_said_so(capsys):
+    """`tiersim run --trace scenarios/default.yaml`: --trace takes an optional FILE, so the
+    scenario became the trace's file and argparse said only "the following arguments are
+    required: SCENARIO.yaml" (run --help warns of it; the error did not)."""
+    err = _argparse_error(capsys, "run", "--trace", "scenarios/default.yaml")
+    assert err.rstrip().endswith(
+        "required: SCENARIO.yaml (--trace took scenarios/default.yaml as its FILE: give the "
+        "scenario first, e.g. run scenarios/default.yaml --trace)"
+    )
+    assert _argparse_error(capsys, "run").rstrip().endswith("required: SCENARIO.yaml")

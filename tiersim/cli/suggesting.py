@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import itertools
 import re
 from typing import NoReturn
 
@@ -14,9 +15,18 @@ _INVALID = re.compile(r"invalid choice: '((?:[^'\\]|\\.)*)' \(choose from (.*)\)
 
 class SuggestingParser(argparse.ArgumentParser):
     """An ArgumentParser (its subcommands' too: add_subparsers makes them of its class) whose
-    "invalid choice" error ends with the closest choice, where one is close."""
+    "invalid choice" error ends with the closest choice, where one is close, and whose missing
+    scenario says where an option took it (`run --trace x.yaml`: x.yaml became the trace)."""
+
+    _given: tuple[str, ...] = ()  # the arguments being parsed, for error()
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._given = tuple(args or ())
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        if "arguments are required: SCENARIO.yaml" in message:
+            message += _taken_by_an_option(self._given)
         found = _INVALID.search(message)
         if found:
             choices = re.findall(r"'([^']*)'", found.group(2))
@@ -26,3 +36,15 @@ class SuggestingParser(argparse.ArgumentParser):
             if close:
                 message += f" (did you mean '{close[0]}'?)"
         super().error(message)
+
+
+def _taken_by_an_option(given: tuple[str, ...]) -> str:
+    """' (--trace took x.yaml as its FILE: give the scenario first, ...)' where an option that
+    takes an optional value stood before the only YAML file given."""
+    for option, value in itertools.pairwise(given):
+        if option == "--trace" and value.lower().endswith((".yaml", ".yml")):
+            return (
+                f" (--trace took {value} as its FILE: give the scenario first, e.g. "
+                f"run {value} --trace)"
+            )
+    return ""
