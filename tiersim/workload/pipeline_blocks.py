@@ -23,6 +23,8 @@ later; `timeline_blocks`: kept, and read out by stage at the end).
 
 from __future__ import annotations
 
+from tiersim.workload.pipeline import in_order
+
 
 def fits(pipeline: int, micro_batches: int, virtual: int) -> bool:
     """Every stage runs its full interleaved warm-up (`warmup_forwards` uncapped): the blocks
@@ -196,17 +198,4 @@ def _by_visit(rows: list[list[float]], chunk_of: list[int]) -> list[list[float]]
         if key not in made:
             made[key] = [row[c] for c in chunk_of]
         out.append(made[key])
-    return out
-
-
-def in_order(warmup: int, fwd: list[float], bwd: list[float]) -> list[float]:
-    """A stage's op times in its order (1F1B's or interleaved), from its forward visits' and
-    backward visits' (`warmup` forwards, then forward warmup + i before backward i, then the
-    cool-down's backwards)."""
-    n, w = len(fwd), warmup
-    out = [0.0] * (2 * n)
-    out[:w] = fwd[:w]
-    out[w : 2 * n - w : 2] = fwd[w:]
-    out[w + 1 : 2 * n - w : 2] = bwd[: n - w]
-    out[2 * n - w :] = bwd[n - w :]
     return out
