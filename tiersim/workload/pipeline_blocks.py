@@ -79,12 +79,13 @@ def steady_blocks(
     period later repeats within `rel` of its times (`pipeline_steady._repetition`'s, on the
     same ends, in the same order), or None.
 
-    With `jump`, the steady periods after the repetition are not walked but added: block
-    B + q·period's ends are block B's moved by q·shift (the module docstring of
-    `pipeline_steady`: the blocks between are steady, so each repeats the one a period
-    before it moved by the shift), for the largest q that keeps B + q·period steady; the
-    walk goes on from there through the cool-down. The last ends are then this schedule's
-    to within round-off (the shift's own, q times), not to the bit."""
+    With `jump`, the steady blocks after the repetition are not walked but added: once block
+    B repeats block B - period moved by the shift, every block from B - period on repeats
+    the one a period before it moved by the shift (the module docstring of
+    `pipeline_steady`), so the last steady block L's ends are those of the kept block
+    b ≡ L (modulo the period, B - period < b <= B) moved by (L - b) / period shifts; the walk
+    goes on from L + 1 through the cool-down. The last ends are then this schedule's to
+    within round-off (the shift's own, (L - b) / period times), not to the bit."""
     p, v, total = pipeline, virtual, micro_batches * virtual
     repetition = _Repetition(p, v, total, rel, jump)
     last = _walk(p, v, total, p2p_s, _times(p, v, total, fwd, bwd), False, repetition.see)
@@ -107,7 +108,9 @@ class _Repetition:
 
     def see(self, entry: tuple) -> tuple[int, float] | None:
         """The next block's (forward ends, backward ends, ...), one per stage each; with
-        `jump`, once the repetition is found, the blocks to skip and what their ends add."""
+        `jump`, once the repetition is found, the blocks to skip, what the ends add and the
+        kept block whose ends they are added to (the walk's next block follows the last
+        steady one)."""
         self.block = block = self.block + 1
         if self.shift is not None or not self.p <= block < self.steady:
             return None
@@ -121,11 +124,12 @@ class _Repetition:
         shifts = [y - x for x, y in zip(a, b, strict=True)]
         scale = self.rel * max(abs(y) for y in b)
         if max(shifts) - min(shifts) <= scale:
-            self.shift = shifts[-1]
-            periods = (self.steady - 1 - block) // self.period  # block + q·period steady
-            if self.jump and periods > 0:
-                self.block += periods * self.period
-                return periods * self.period, periods * self.shift
+            self.shift, land = shifts[-1], self.steady - 1  # the last steady block
+            if self.jump and land > block:
+                kept_at = block - (block - land) % self.period  # ≡ land, a period at most back
+                periods = (land - kept_at) // self.period
+                self.block = land
+                return land - block, periods * self.shift, kept[kept_at % size]
         return None
 
 
@@ -143,8 +147,9 @@ def _walk(
     (stage k's visit j = block - k - 1 + p·v) then its backwards (visit i = block - p + 1 + k),
     each 0 <= . < total: an op waits only for the block before's (or its own forward). `seen`
     is told each block's (forward ends, backward ends, forward starts, backward starts), one
-    per stage (0.0 where none), and may answer (blocks, shift): go on that many blocks later,
-    every end moved by shift (`_Repetition`). Each stage's last end returned."""
+    per stage (0.0 where none), and may answer (blocks, shift, a kept block's entry): go on
+    that many blocks later from that steady block's ends moved by shift (`_Repetition`).
+    Each stage's last end returned."""
     df, db, chunk_f, chunk_b = times
     last, free, block = p - 1, [0.0] * p, -p * v  # each stage's last op's end; the block
     f_prev, b_prev = [0.0] * p, [0.0] * p  # before the first; its ends (none: 0.0)
@@ -182,9 +187,10 @@ def _walk(
             b_end[last] = free[last] = now + db[last][block]
         if (skip := seen((f_end, b_end, f_start, b_start))) is None:
             f_prev, b_prev = f_end, b_end
-        else:  # the periods between added, not walked: every end moved by the shift
-            block += skip[0]
-            f_prev, b_prev, free = ([x + skip[1] for x in e] for e in (f_end, b_end, free))
+        else:  # the steady blocks between added, not walked: a kept block's ends moved
+            block, (kept_f, kept_b, *_) = block + skip[0], skip[2]
+            f_prev, b_prev = ([x + skip[1] for x in e] for e in (kept_f, kept_b))
+            free = list(b_prev)  # a steady block: each stage's backward is its last op
     return free
 
 
