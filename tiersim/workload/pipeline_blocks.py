@@ -108,9 +108,9 @@ class _Repetition:
 
     def see(self, entry: tuple) -> tuple[int, float] | None:
         """The next block's (forward ends, backward ends, ...), one per stage each; with
-        `jump`, once the repetition is found, the blocks to skip, what the ends add and the
-        kept block whose ends they are added to (the walk's next block follows the last
-        steady one)."""
+        `jump`, once the repetition is found, the blocks to skip and the last steady
+        block's forward and backward ends: a kept block's moved by whole periods' shifts
+        (the walk's next block follows it)."""
         self.block = block = self.block + 1
         if self.shift is not None or not self.p <= block < self.steady:
             return None
@@ -127,9 +127,9 @@ class _Repetition:
             self.shift, land = shifts[-1], self.steady - 1  # the last steady block
             if self.jump and land > block:
                 kept_at = block - (block - land) % self.period  # ≡ land, a period at most back
-                periods = (land - kept_at) // self.period
-                self.block = land
-                return land - block, periods * self.shift, kept[kept_at % size]
+                moved = (land - kept_at) // self.period * self.shift
+                self.block, (ends_f, ends_b, *_) = land, kept[kept_at % size]
+                return land - block, ([x + moved for x in e] for e in (ends_f, ends_b))
         return None
 
 
@@ -156,9 +156,8 @@ def _walk(
     (stage k's visit j = block - k - 1 + p·v) then its backwards (visit i = block - p + 1 + k),
     each 0 <= . < total: an op waits only for the block before's (or its own forward). `seen`
     is told each block's (forward ends, backward ends, forward starts, backward starts), one
-    per stage (0.0 where none), and may answer (blocks, shift, a kept block's entry): go on
-    that many blocks later from that steady block's ends moved by shift (`_Repetition`).
-    Each stage's last end returned."""
+    per stage (0.0 where none), and may answer (blocks to skip, a steady block's forward and
+    backward ends): go on from there (`_Repetition`). Each stage's last end returned."""
     df, db, chunk_f, chunk_b = times
     last, free, block = p - 1, [0.0] * p, -p * v  # each stage's last op's end; the block
     f_prev, b_prev = [0.0] * p, [0.0] * p  # before the first; its ends (none: 0.0)
@@ -196,9 +195,8 @@ def _walk(
             b_end[last] = free[last] = now + db[last][block]
         if (skip := seen((f_end, b_end, f_start, b_start))) is None:
             f_prev, b_prev = f_end, b_end
-        else:  # the steady blocks between added, not walked: a kept block's ends moved
-            block, (kept_f, kept_b, *_) = block + skip[0], skip[2]
-            f_prev, b_prev = ([x + skip[1] for x in e] for e in (kept_f, kept_b))
+        else:  # the steady blocks between added, not walked (`_Repetition.see`)
+            block, (f_prev, b_prev) = block + skip[0], skip[1]
             free = list(b_prev)  # a steady block: each stage's backward is its last op
     return free
 
