@@ -89,8 +89,8 @@ def _periods(data, size: int, shift: float, how: str) -> list[float]:
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 12), st.floats(0.0, 40.0), st.data())
 def test_two_periods_are_shifted_alike_as_each_op_compared_in_turn(size, shift, data):
-    """steady._shifted_alike (C-level passes over the two periods' slices) against each op i
-    of the first period compared with op i + period of the next, written out here: the same
+    """steady._shifted_alike (the two periods' slices zipped) against each op i of the first
+    period compared with op i + period of the next by index, written out here: the same
     differences, the same tolerance, a NaN failing it."""
     how = data.draw(st.sampled_from(["shifted", "shifted", "nudged", "any", "nan"]))
     other = data.draw(st.sampled_from([how, how, "shifted", "nudged"]))  # the ends'

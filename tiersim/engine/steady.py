@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from itertools import repeat
-from operator import sub
 from typing import Any
 
 from tiersim.core import intervals as iv
@@ -367,12 +365,12 @@ def _shifted_alike(starts: list[float], ends: list[float], blocks: list[int]) ->
         return False
     shift = starts[second] - starts[first]
     tol = REL * max(1e-300, abs(ends[end - 1]))
-    # each op i of the first period against op i + (second - first) of the next, starts
-    # and ends alike: |later - earlier - shift| <= tol, the same differences and the same
-    # comparison (a NaN fails it), worked out in C over the two slices (equally long)
+    # each op i of the first period against op i + (second - first) of the next: slices
+    # zipped (no subscript an op), starts and ends alike, the same differences
     return all(
-        all(map(tol.__ge__, map(abs, map(sub, map(sub, later, earlier), repeat(shift)))))
-        for earlier, later in ((t[first:second], t[second:end]) for t in (starts, ends))
+        abs(later - earlier - shift) <= tol
+        for times in (starts, ends)
+        for earlier, later in zip(times[first:second], times[second:end], strict=True)
     )
 
 
