@@ -1,13 +1,13 @@
 """Checks across sections of a validated scenario: tier names that exist, parallel sizes that
-divide the model, a sequence within learned positions, a GPU that can run the weights'
-precision, one link per pair of tiers. Each returns every problem it finds (exit 2), never
-the first only."""
+divide the model, a sequence within learned positions, a GPU that can run the weights' precision,
+one link per pair of tiers. Each returns every problem it finds (exit 2), not the first only."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
 
+from tiersim.config.deepspeed import deepspeed_key_problems
 from tiersim.config.distributed_optimizer import distributed_optimizer_problems
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
@@ -222,9 +222,8 @@ def _kernel_problems(s: Scenario) -> list[Problem]:
 
 
 def _framework_problems(s: Scenario) -> list[Problem]:
-    """Megatron-LM's own offload (its --optimizer-cpu-offload hybrid optimizer) is not
-    modelled: with `framework: megatron` nothing may leave the GPU, rather than run as some
-    other engine's offload under Megatron's name."""
+    """Megatron-LM's own offload (--optimizer-cpu-offload) is not modelled: with `framework:
+    megatron` nothing may leave the GPU, rather than run as another engine's under its name."""
     if s.training.framework != "megatron":
         return []
     instead = (
@@ -375,6 +374,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _link_pair_problems(s)
         + _framework_problems(s)
         + _deepspeed_problems(s)
+        + deepspeed_key_problems(s)
         + distributed_optimizer_problems(s)
     )
 
