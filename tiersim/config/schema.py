@@ -164,8 +164,7 @@ class Precision(Strict):
 
     weights: PrecisionName = "bf16"  # the weights as stored (bf16: 2 bytes a parameter)
     gradients: PrecisionName = "bf16"  # the gradients as reduced and held until the update
-    # the optimizer's master copy of the weights (fp32: 4 bytes a parameter); none: no copy,
-    # the update applied to the weights themselves
+    # the master copy of the weights (fp32: 4 B a parameter); none: updates go to the weights
     master: PrecisionName | Literal["none"] = "fp32"
     optimizer: PrecisionName = "fp32"  # each optimizer state (Adam: 2 of them a parameter)
     # the copy the layers compute with (all-gathered, kept while a unit runs; activations are
@@ -230,8 +229,7 @@ class Training(Strict):
     tokens_per_day: Count | None = None
     total_tokens: Count | None = None  # tokens the whole run trains on (null: no target)
     seq_len: PositiveInt | None = None  # default: the model's max_positions, else 2048
-    # the update rule: sets the optimizer states a parameter holds (adamw: 2) and the update's
-    # bytes moved per parameter
+    # the update rule: its states per parameter (adamw: 2) and the update's bytes per parameter
     optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
     precision: Precision = Precision()
     # selective_op: torchtitan's op-level selective checkpointing (state/op_recompute.py)
@@ -259,6 +257,7 @@ class Training(Strict):
     apex: ApexOptim = ApexOptim()  # apex's bucket_cap_mb and contiguous_param_buffer
     deepspeed: DeepSpeed = DeepSpeed()  # DeepSpeed's release and ZeRO settings (deepspeed.py)
     offload: Offload = Offload()
+    deepspeed: DeepSpeed = DeepSpeed()  # DeepSpeed's stage3_* keys (config/deepspeed.py)
     # the modelling code, which decides what each op keeps for backward (state/activations.py)
     implementation: Literal["megatron", "huggingface", "torchtitan"] = "megatron"
     # None: the implementation's default (megatron: eager, Korthikanti et al.'s stored scores;
