@@ -47,6 +47,7 @@ from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import as_held, master_bytes
 from tiersim.state.step_optimizer import update_values, weight_shards
 from tiersim.state.timeline import Event
+from tiersim.state.timeline_size import check_timeline_size
 from tiersim.workload.pinned import (
     delayed_update_bytes,
     host_gradient_buffer_bytes,
@@ -265,6 +266,7 @@ def host_timeline(res: Resolved, inv: Inventory, depth: int | None = None) -> Ho
     host = res.machine.cpu.memory
     if host not in inv.tiers:  # a machine without a host tier of its own
         return None
+    check_timeline_size(res)  # before the workload is built, a unit a layer
     if depth is None:
         try:
             setup = prepare(res, inv)
