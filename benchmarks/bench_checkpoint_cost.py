@@ -7,8 +7,11 @@ For each case of `bench_cost.py --checkpoint-ratio`, with the scenario's checkpo
 without (`checkpoint.every_steps` null), least of N simulate calls in this process:
 - simulate's CPU time (ms) and its ratio, with against without;
 - each engine run of that call, its CPU time (ms) and op count: `runs` (a run from time 0),
-  `watched` (the plain run watched for the checkpoint run, its state copied there) and
-  `resumed` (the checkpoint run resumed from that copy: tiersim.engine.resume);
+  `watched` (the plain run watched for the checkpoint run, its state copied there),
+  `resumed` (the checkpoint run resumed from that copy: tiersim.engine.resume) and `head`
+  (a blocking copy and what of the next step runs beside it, gone on from the plain run's
+  end, the rest of that step the plain one: tiersim.engine.step_after_copy); and `next
+  step checked` (`NextStep.of`, the next step's ops held to the plain step's);
 - FlowNetwork: flows started per call and the mean number of flows already in the network at
   a start and at a wake-up (a quadratic cost of sharing would show as a large mean here);
 - each schedule built (`schedule`: Schedules.get), its CPU time and op count;
@@ -41,6 +44,7 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
     import tiersim.engine.flows as flows
     import tiersim.engine.resume as resume
     import tiersim.engine.runs as runs
+    import tiersim.engine.step_after_copy as after_copy
     from tiersim.engine.schedule_sharing import Schedules
     from tiersim.runner import simulate
 
@@ -51,14 +55,19 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
         "watched": lambda args, out: args[0].plain.ops,  # Watch.run(self, ...)
         "resumed": lambda args, out: args[0].schedule.ops,  # go_on(engine)
         "schedule": lambda args, out: out.ops,  # Schedules.get(self, steps, ...)
+        "head": lambda args, out: args[2].ops,  # _head_run(res, setup, head, prior)
+        "next step checked": lambda args, out: args[1].ops,  # NextStep.of(plain, longer)
     }
     saved = [
         (runs, "run_engine", "runs"),
         (resume.Watch, "run", "watched"),
         (resume, "go_on", "resumed"),
         (Schedules, "get", "schedule"),
+        (after_copy, "_head_run", "head"),
+        (after_copy.NextStep, "of", "next step checked"),
     ]
     originals = [getattr(owner, name) for owner, name, _ in saved]
+    raw = [vars(owner)[name] for owner, name, _ in saved]  # a classmethod put back as one
     saved_methods = [(name, getattr(flows.FlowNetwork, name)) for name in ("start", "_wake")]
     for (owner, name, caller), original in zip(saved, originals, strict=True):
         setattr(owner, name, _timed_run(original, caller, ops_of[caller], runs_seen))
@@ -70,7 +79,7 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
         simulate(scenario)
         cpu = time.process_time() - started
     finally:
-        for (owner, name, _), original in zip(saved, originals, strict=True):
+        for (owner, name, _), original in zip(saved, raw, strict=True):
             setattr(owner, name, original)
         for name, original in saved_methods:
             setattr(flows.FlowNetwork, name, original)
@@ -78,7 +87,9 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
 
 
 def _after_the_plain_ones(seen: list) -> list:
-    """The schedules built and engine runs made after the first of each (the plain run's)."""
+    """The schedules built and engine runs made after the first of each (the plain run's);
+    not the checks of the next step (no schedule built, no run)."""
+    seen = [entry for entry in seen if entry[0] != "next step checked"]
     first_schedule = next(i for i, (c, _, _) in enumerate(seen) if c == "schedule")
     first_run = next(i for i, (c, _, _) in enumerate(seen) if c != "schedule")
     return [entry for i, entry in enumerate(seen) if i not in (first_schedule, first_run)]

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tiersim.config.load import load_scenario
-from tiersim.engine import checkpoint_apart, durable, flows, metrics, resume
+from tiersim.engine import checkpoint_apart, durable, flows, metrics, resume, step_after_copy
 from tiersim.engine import simulate as engine_simulate
 from tiersim.engine.graph import dependency_graph
 from tiersim.engine.ops import OpKind, Role
@@ -130,6 +130,13 @@ def _split_after_a_pass_advancing(flows_, now, which, last):
     return _SPLIT(flows_, now, which, now)
 
 
+def copy_resumed(monkeypatch) -> None:
+    """The blocking copy's checkpoint run resumed mid-step and simulated with the whole next
+    step, as before the next step was taken from the plain one (tiersim.engine.step_after_copy,
+    tests/test_step_after_copy.py): what the tests of the resumed run read."""
+    monkeypatch.setattr(step_after_copy.NextStep, "of", classmethod(lambda cls, a, b: None))
+
+
 def _counted(monkeypatch) -> list:
     """The resumed runs gone on with (resume.go_on), counted."""
     seen: list = []
@@ -200,6 +207,7 @@ def test_a_resumed_runs_graph_is_the_one_built_from_its_schedule(name, monkeypat
         return b.waiting
 
     monkeypatch.setattr(resume, "_graph", checked)
+    copy_resumed(monkeypatch)
     simulate(load_scenario(*CASES[name]).scenario)
     assert compared == [True]
 
@@ -221,6 +229,7 @@ def test_a_flow_registered_is_planned_as_a_walk_over_every_flow_plans_it(monkeyp
         walked.append((quick, self._planned[2] == soonest and self._planned[3] is which))
 
     monkeypatch.setattr(flows.FlowNetwork, "_plan_wake", checked)
+    copy_resumed(monkeypatch)
     simulate(
         load_scenario(*CASES["70B ZeRO-3 NVMe: blocking (the copy resumed mid-step)"]).scenario
     )
@@ -267,6 +276,7 @@ def test_a_watch_waits_for_what_each_candidate_waits_for(name, monkeypatch):
         return watch
 
     monkeypatch.setattr(resume.Watch, "of", kept)
+    copy_resumed(monkeypatch)
     simulate(load_scenario(*CASES[name]).scenario)
     assert [watch is not None for _, _, watch in watches] == [True]
     plain, longer, watch = watches[0]

@@ -1,6 +1,7 @@
-"""DeepSpeed's gradient reduce bucket (the "ipg" buffer) and ZeRO-Offload's GPU gradient buffer
-in GPU memory, counted by hand: elements x bytes, in the `workspace` class and so in the HBM
-peak (state/buffers.py).
+"""DeepSpeed's gradient reduce bucket (the "ipg" buffer) under a release before 0.3.17
+(`training.deepspeed.version`, config/deepspeed.py) and ZeRO-Offload's GPU gradient buffer in
+GPU memory, counted by hand: elements x bytes, in the `workspace` class and so in the HBM
+peak (state/buffers.py). (From 0.3.17: tests/test_deepspeed_default_bucket.py.)
 
 ZeRO-1/2 as v0.3's stage2.py: `torch.empty(int(reduce_bucket_size * 4.5), dtype=torch.half)`
 in backward(), a second with overlap_comm; ZeRO-3's stage3.py: one flat buffer of
@@ -22,9 +23,13 @@ BUCKET = 10_000_000  # elements
 BF16 = {"weights": "bf16", "gradients": "bf16", "master": "fp32", "optimizer": "fp32"}
 
 
-def _raw(framework: str | None, zero: int, bucket: int | None, **offload) -> dict:
+V03 = "0.3.16"  # the last release with v0.3's 4.5x bucket
+
+
+def _raw(framework, zero: int, bucket: int | None, version=V03, **offload) -> dict:
     """tiny's 1e9 parameters (its workspace 0 B: the class is the buffer alone), bf16."""
     training = {"framework": framework, "precision": BF16, "optimizer": "adam"}
+    training["deepspeed"] = {"version": version}
     training["offload"] = {"reduce_bucket_size": bucket, **offload}
     return tiny(training=training, parallel={"data": 2, "zero_stage": zero})
 
@@ -42,8 +47,11 @@ def test_zero2_counts_four_and_a_half_buckets_of_fp16():
     # off by default at ZeRO-1/2: one buffer
     raw = _raw("deepspeed", 2, BUCKET)
     assert _workspace(raw) == 90_000_000
-    # the same run without the key: the whole difference in the HBM peak is the buffer
-    assert _hbm_peak(raw) - _hbm_peak(_raw("deepspeed", 2, None)) == 90_000_000
+    # twice the bucket: the whole difference in the HBM peak is the buffer's 90,000,000 B more
+    assert _hbm_peak(_raw("deepspeed", 2, 2 * BUCKET)) - _hbm_peak(raw) == 90_000_000
+    # left out, v0.3's default bucket (stage2.py `reduce_bucket_size=500000000`):
+    # 5e8 x 4.5 x 2 B = 4,500,000,000 B
+    assert _workspace(_raw("deepspeed", 2, None)) == 4_500_000_000
 
 
 def test_zero1_counts_it_too_and_overlap_comm_doubles_it():
@@ -51,9 +59,8 @@ def test_zero1_counts_it_too_and_overlap_comm_doubles_it():
     # "double buffers to avoid data access conflict when overlap_comm is enabled": 2 x 9e7
     doubled = _raw("deepspeed", 2, BUCKET, overlap_comm=True)
     assert _workspace(doubled) == 180_000_000
-    assert _hbm_peak(doubled) - _hbm_peak(_raw("deepspeed", 2, None, overlap_comm=True)) == (
-        180_000_000
-    )
+    twice = _raw("deepspeed", 2, 2 * BUCKET, overlap_comm=True)
+    assert _hbm_peak(twice) - _hbm_peak(doubled) == 180_000_000
 
 
 def test_zero3_counts_one_bucket_in_the_gradient_dtype():
@@ -66,13 +73,16 @@ def test_zero3_counts_one_bucket_in_the_gradient_dtype():
 @pytest.mark.parametrize(
     "framework, zero, bucket",
     [
-        ("deepspeed", 2, None),  # no bucket named: training.workspace stands for it
+        ("deepspeed", 2, "latest"),  # today's release: a timeline part, not the workspace
         ("deepspeed", 0, BUCKET),  # no ZeRO optimizer, no ipg buffer
         ("fsdp", 2, BUCKET),  # not DeepSpeed's key there
         (None, 2, BUCKET),  # the generic engine
     ],
 )
 def test_no_buffer_where_deepspeed_allocates_none(framework, zero, bucket):
+    if bucket == "latest":
+        assert _workspace(_raw(framework, zero, BUCKET, version="latest")) == 0
+        return
     assert _workspace(_raw(framework, zero, bucket)) == 0
 
 
@@ -87,7 +97,9 @@ def test_zero_offloads_published_runs_hold_the_450_mb_buffer():
     # 16 x 1024 x 8) = 17,039,360 B, docs/kernel-workspace.md), in the inventory and the peak
     path = SCENARIOS / "published" / "ren2021-zero-offload-1b.yaml"
     with_bucket = load_scenario(path).scenario
-    without = load_scenario(path, ["training.offload.reduce_bucket_size=null"]).scenario
+    # the same run counted by today's release: the bucket leaves the workspace (a timeline
+    # part of 5e7 x 2 B from the first gradient, not in the engine's peak)
+    without = load_scenario(path, ["training.deepspeed.version=latest"]).scenario
     # and ZeRO-Offload's GPU gradient buffer (below): its largest tensor, the 50,257 x 2,048
     # word embedding, in fp16: 205,852,672 B
     offload_buffer = 50_257 * 2_048 * 2
@@ -103,14 +115,16 @@ def test_the_buffer_leaves_less_room_for_an_operator_so_it_tiles():
     # The 1T model (test_offload_frameworks) on 12 GB: room for an operator 12e9 - 1 GiB -
     # the layer input 367,001,600 B = 10,559,256,576 B, which holds the MLP's matrices of
     # 2,621,440,000 and 2,621,670,400 parameters at 4 B (fp16 weights and gradients):
-    # 10,485,760,000 and 10,486,681,600 B, no tiles. ZeRO-3 with reduce_bucket_size 1e8:
+    # 10,485,760,000 and 10,486,681,600 B, no tiles. ZeRO-3 with reduce_bucket_size 1e8 under
+    # a release before 0.3.17 (the bucket in the workspace class):
     # 1e8 x 2 B (fp16) = 200,000,000 B less room, 10,359,256,576 B: 2 tiles each
     path = SCENARIOS / "zero-infinity-1t-dgx2.yaml"
     # (the former 1 GiB workspace set, as this arithmetic was written with it)
     over = ["model.layers=2", "hardware.tiers.hbm.capacity=12 GB", "training.workspace=1 GiB"]
-    for bucket, tiles in (("null", []), ("100000000", [("L0.4", 2), ("L0.5", 2)])):
+    cases = (("null", "latest", []), ("100000000", V03, [("L0.4", 2), ("L0.5", 2)]))
+    for bucket, version, tiles in cases:
         key = f"training.offload.reduce_bucket_size={bucket}"
-        s = load_scenario(path, [*over, key]).scenario
+        s = load_scenario(path, [*over, key, f"training.deepspeed.version={version}"]).scenario
         r = Run(s).report
         assert [(t["operator"], t["tiles"]) for t in r["offload"]["tiling"]] == tiles
 

@@ -37,6 +37,8 @@ MODEL = {
 def _raw(zero: int, precision=BF16, framework="deepspeed", **over) -> dict:
     offload = {k: over.pop(k) for k in ("overlap_comm", "reduce_bucket_size") if k in over}
     training = {"framework": framework, "seq_len": 128, "precision": precision}
+    if "version" in over:
+        training["deepspeed"] = {"version": over.pop("version")}
     training |= {"workspace": "0 B", "optimizer": "adam", "offload": offload}
     parallel = {"data": 2, "zero_stage": zero, **over}
     return {"name": "ds", "model": MODEL, "training": training, "parallel": parallel}
@@ -95,12 +97,32 @@ def test_under_a_pipeline_one_buffer_after_the_backwards():
 @pytest.mark.parametrize(
     "raw",
     [
-        _raw(2, reduce_bucket_size=10_000_000),  # named: state/buffers.py's workspace rule
+        # before 0.3.17: state/buffers.py's workspace rule, given or left out
+        _raw(2, reduce_bucket_size=10_000_000, version="0.3.16"),
+        _raw(3, version="0.3.0"),
         _raw(0),  # no ZeRO optimizer, no ipg buffer
         _raw(2, framework="fsdp"),
         _raw(2, framework=None),
     ],
-    ids=["named", "zero0", "fsdp", "generic"],
+    ids=["v0.3-named", "v0.3-default", "zero0", "fsdp", "generic"],
 )
 def test_no_default_bucket_where_deepspeed_makes_none_or_the_key_names_it(raw):
     assert _bucket_events(_timeline(raw)) == []
+
+
+def test_a_given_bucket_under_today_s_release_is_counted_as_the_default_is():
+    # the rule follows the release, not whether the key is given: 2e8 elements x 2 B (bf16
+    # weights) = 400,000,000 B from the first gradient to the epilogue at ZeRO-2; 1e8 x 2 B =
+    # 200,000,000 B all step at ZeRO-3
+    first, end = "backward: final norm and head", "backward: ZeRO's gradient epilogue"
+    t = _timeline(_raw(2, reduce_bucket_size=200_000_000))
+    assert _bucket_events(t) == [
+        (first, "backward", 400_000_000, True),
+        (end, "backward", 400_000_000, False),
+    ]
+    t = _timeline(_raw(3, reduce_bucket_size=100_000_000))
+    assert _bucket_events(t) == [("start of the step", "start", 200_000_000, True)]
+    # DeepSpeed's own default given (5e8) holds what the key left out holds: 1,000,000,000 B
+    given = _bucket_events(_timeline(_raw(2, reduce_bucket_size=500_000_000, version="latest")))
+    assert given == _bucket_events(_timeline(_raw(2)))
+    assert given[0][2] == 1_000_000_000

@@ -49,3 +49,26 @@ def test_zero3_muon_is_noted_with_its_gathers_and_the_missing_cpu_path(cli):
 )
 def test_no_note_outside_deepspeed_zero_muon(cli, path, sets):
     assert CODE not in _validate(cli, path, *sets)
+
+
+def test_with_reduce_scatter_false_the_refusal_is_not_said(cli):
+    # ZeRO-2 with the optimizer on the GPU: DeepSpeed runs it, tiersim counts it
+    # (tests/test_deepspeed_muon.py): no note
+    sets = ("training.optimizer=muon", "placement.optimizer_compute=gpu")
+    err = _validate(cli, ZERO2, *sets, "training.deepspeed.reduce_scatter=false")
+    assert CODE not in err
+    # the optimizer on the CPU: DeepSpeed has no Muon path there, whatever reduce_scatter says
+    err = _validate(
+        cli, ZERO2, "training.optimizer=muon", "training.deepspeed.reduce_scatter=false"
+    )
+    assert CODE in err and "DeepSpeed has no Muon path there" in err
+    assert "refused by DeepSpeed" not in err
+
+
+def test_zero3_muon_on_the_gpu_needs_the_momentum_kept_in_memory(cli):
+    # stage3.py `_apply_distributed_muon_update`: neither swapped nor
+    # save_muon_momentum_buffer_in_memory: ValueError
+    sets = ("training.optimizer=muon", "training.deepspeed.reduce_scatter=false")
+    gpu = ("placement.optimizer_compute=gpu", "placement.optimizer=hbm", "placement.master=hbm")
+    err = _validate(cli, ZERO3, *sets, *gpu, "placement.gradients=hbm", "placement.weights=hbm")
+    assert CODE in err and "save_muon_momentum_buffer_in_memory: true" in err

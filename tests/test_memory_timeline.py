@@ -346,19 +346,27 @@ def test_the_busiest_expert_rank_keeps_its_extra_routed_rows():
 
 def test_transformers_fused_experts_are_gathered_whole_under_zero3():
     """transformers 5 fuses a layer's experts into one module, which DeepSpeed's submodule
-    fetch gathers whole even beyond max_live_parameters: 4 experts x 3 x 64 x 128 = 98,304
-    values in bf16 = 196,608 B, where max_live_parameters allows 50,000 values."""
+    fetch gathers whole even beyond max_live_parameters (a module's own fetch is not bounded:
+    partitioned_param_coordinator.py `fetch_sub_module`): 4 experts x 3 x 64 x 128 = 98,304
+    values in bf16 = 196,608 B, where max_live_parameters allows 50,000 values. Without
+    prefetch (bucket 0), reuse (distance 0) or persistence (threshold 0), a layer's forward
+    holds its largest module alone (state/zero3_prefetch.py)."""
     raw = tiny(implementation="huggingface", framework="deepspeed", precision=BF16)
     raw["model"] = TINY_MOE
     raw["training"]["offload"] = {"max_live_parameters": 50_000}
+    raw["training"]["deepspeed"] = {
+        "stage3_prefetch_bucket_size": 0,
+        "stage3_max_reuse_distance": 0,
+        "stage3_param_persistence_threshold": 0,
+    }
     raw["parallel"] = {"data": 2, "zero_stage": 3}
     r, inv, _ = timeline(raw)
     gathered = {e.key: e.nbytes for e in build_events(r, inv, 0) if e.part == "gathered weights"}
-    assert gathered["gathered 0"] == 2 * 4 * 3 * 64 * 128
-    raw["training"]["implementation"] = "megatron"  # separate experts: max_live bounds it
+    assert gathered["zero3 forward: layer 0"] == 2 * 4 * 3 * 64 * 128
+    raw["training"]["implementation"] = "megatron"  # separate experts: one 64 x 128 at a time
     r, inv, _ = timeline(raw)
     gathered = {e.key: e.nbytes for e in build_events(r, inv, 0) if e.part == "gathered weights"}
-    assert gathered["gathered 0"] == 2 * 50_000
+    assert gathered["zero3 forward: layer 0"] == 2 * 64 * 128
 
 
 # --- FP8 weight copies (training.fp8) -----------------------------------------------------------

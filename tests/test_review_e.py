@@ -3,6 +3,8 @@ confusing or wrong output found, held to what it now says."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import scenario
 
@@ -107,28 +109,26 @@ def test_a_note_on_a_mapping_names_the_set_of_a_key_under_it(cli, tmp_path):
 WHERE = "training.offload.reduce_bucket_size"
 
 
-def test_a_given_reduce_bucket_says_which_deepspeed_s_rule_counts_it(cli):
+def test_a_given_reduce_bucket_is_counted_by_the_release_not_by_being_given(cli):
     """zero-offload-10b-dgx2 (ZeRO-2, fp16 weights, overlap_comm off: one buffer) with the key
-    set to DeepSpeed's own default, 5e8: v0.3's rule, 4.5 x 5e8 elements x 2 B =
-    4,500,000,000 B (4.50 GB) in `workspace` all step, where the key left out holds today's
-    5e8 x 2 B = 1,000,000,000 B (1.00 GB) a part of its own (docs/deepspeed-buckets.md). The
-    same value, twice the memory and another fit verdict, and no note said why."""
+    set to DeepSpeed's own default, 5e8, once held v0.3's 4.5 x 5e8 x 2 B = 4.50 GB where the
+    key left out held 1.00 GB (a W-FRAMEWORK-LIMIT note said so). The rule now follows
+    `training.deepspeed.version` (config/deepspeed.py): under `latest` (the default) the
+    given 5e8 is the bucket left out, 5e8 x 2 B = 1,000,000,000 B from the backward's first
+    gradient, and nothing is noted; under 0.3.16 it is v0.3's 4,500,000,000 B in `workspace`."""
     path = "scenarios/zero-offload-10b-dgx2.yaml"
-    code, _out, err = cli("inventory", path, "--set", "training.offload.reduce_bucket_size=5e8")
-    assert code == 0, err
-    note = next(x for x in err.splitlines() if "[W-FRAMEWORK-LIMIT]" in x)
-    assert note.startswith(
-        f"note: {path}: training.offload.reduce_bucket_size: 500,000,000 elements counted by "
-        "DeepSpeed v0.3's rule (what ZeRO-Offload ran): 4.5 x the bucket in fp16 = 4.50 GB in "
-        "the workspace class, all step; left out, the bucket is today's DeepSpeed's default, "
-        "5e8 elements of the weights' fp16 = 1.00 GB from the backward's first gradient"
-    )
-    code, _out, err = cli("inventory", path)  # left out: nothing to say
-    assert code == 0, err
-    assert "reduce_bucket_size:" not in err
-    # a bucket that holds less named than left out: 2e8 x 4.5 x 2 B = 1.80 GB > 1.00 GB, noted;
-    # 1e8 x 4.5 x 2 B = 900 MB < 1.00 GB, not (the ZeRO-Offload runs' 5e7: 450 MB)
-    for elements, noted in (("2e8", True), ("1e8", False)):
-        code, _out, err = cli("inventory", path, "--set", f"{WHERE}={elements}")
+    views = {}
+    for name, sets in (
+        ("given", [f"{WHERE}=5e8"]),
+        ("left out", []),
+        ("v0.3", [f"{WHERE}=5e8", "training.deepspeed.version=0.3.16"]),
+    ):
+        args = [x for key in sets for x in ("--set", key)]
+        code, out, err = cli("inventory", path, "--format", "json", *args)
         assert code == 0, err
-        assert ("[W-FRAMEWORK-LIMIT]" in err and "reduce_bucket_size:" in err) is noted, err
+        assert "[W-FRAMEWORK-LIMIT]" not in err and "reduce_bucket_size:" not in err, err
+        views[name] = json.loads(out)
+    assert views["given"] == views["left out"]  # the inventory and its timeline alike
+    per_gpu = {name: view["inventory"]["per_gpu"] for name, view in views.items()}
+    workspace = per_gpu["v0.3"]["workspace"] - per_gpu["left out"]["workspace"]
+    assert workspace == 4_500_000_000

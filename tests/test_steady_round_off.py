@@ -100,6 +100,7 @@ def test_a_blocking_checkpoint_measured_once_is_the_full_simulation_s(monkeypatc
     # micro-batches, it costs the same: every figure to 1e-9, its stall (a difference of two
     # run ends) to 1e-11 of a step
     from tiersim.engine import simulate as simulate_module
+    from tiersim.engine import step_after_copy
 
     path = ROOT / "scenarios" / "llama2-70b-zero3-nvme.yaml"
     overrides = ["parallel.data=2048", "training.grad_accumulation=32"]
@@ -109,6 +110,13 @@ def test_a_blocking_checkpoint_measured_once_is_the_full_simulation_s(monkeypatc
         simulate_module,
         "measure_checkpoint",
         lambda *a, **k: measured.append(a[1].wl.micro_batches) or original(*a, **k),
+    )
+    # or from the plain run kept for it (tiersim.engine.step_after_copy): the same run
+    taken = step_after_copy.NextStep.measure
+    monkeypatch.setattr(
+        step_after_copy.NextStep,
+        "measure",
+        lambda self, *a: measured.append(a[1].wl.micro_batches) or taken(self, *a),
     )
     fast = report_for(load_scenario(path, overrides))
     assert fast["sim"]["steady_state"] == "extrapolated"

@@ -16,6 +16,7 @@ from tiersim.analysis.flash import interfering, with_interference
 from tiersim.analysis.wear import wear_problems
 from tiersim.config.context_notes import context_comm_notes
 from tiersim.config.cpu_rate_notes import cpu_rate_notes
+from tiersim.config.deepspeed_notes import deepspeed_notes
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
@@ -42,7 +43,6 @@ from tiersim.report.json_report import run_report
 from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.model import GenericModel, build_model
-from tiersim.state.reduce_bucket_notes import reduce_bucket_notes
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.step_memory import gpu_timeline
 from tiersim.state.timeline import Timeline
@@ -132,7 +132,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + distributed_optimizer_notes(scenario)
         + vocab_padding_notes(scenario)
         + optimizer_notes(scenario)
-        + reduce_bucket_notes(scenario)
+        + deepspeed_notes(scenario)
         + peak_notes(scenario)
         + cpu_rate_notes(scenario)
     )

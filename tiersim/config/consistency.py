@@ -1,17 +1,18 @@
 """Checks across sections of a validated scenario: tier names that exist, parallel sizes that
-divide the model, a sequence within learned positions, a GPU that can run the weights'
-precision, one link per pair of tiers. Each returns every problem it finds (exit 2), never
-the first only."""
+divide the model, a sequence within learned positions, a GPU that can run the weights' precision,
+one link per pair of tiers. Each returns every problem it finds (exit 2), not the first only."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
 
+from tiersim.config.deepspeed import deepspeed_key_problems
 from tiersim.config.distributed_optimizer import distributed_optimizer_problems
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.loss_chunks import loss_chunk_problems
+from tiersim.config.precision_checks import precision_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, MLA_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
@@ -101,25 +102,6 @@ def _endurance_problems(s: Scenario) -> list[Problem]:
         )
         for name, tier in s.hardware.tiers.items()
         if tier.endurance is not None and not tier.behaviour.wears
-    ]
-
-
-def _precision_problems(s: Scenario) -> list[Problem]:
-    """The matrix multiplies run in the compute copy's precision (the weights' where no
-    compute precision is given): the GPU must have a rate for it."""
-    precision = s.training.precision
-    key = "compute" if precision.compute is not None else "weights"
-    dtype = precision.compute_precision
-    if dtype in s.hardware.gpu.peak_flops or dtype == "fp8":  # fp8: kernel_checks refuses it
-        return []
-    have = ", ".join(s.hardware.gpu.peak_flops) or "none"
-    return [
-        Problem(
-            f"training.precision.{key}",
-            f"{dtype} matrix multiplies need hardware.gpu.peak_flops.{dtype} "
-            f"(this GPU gives: {have})",
-            "E-CONFLICT",
-        )
     ]
 
 
@@ -240,9 +222,8 @@ def _kernel_problems(s: Scenario) -> list[Problem]:
 
 
 def _framework_problems(s: Scenario) -> list[Problem]:
-    """Megatron-LM's own offload (its --optimizer-cpu-offload hybrid optimizer) is not
-    modelled: with `framework: megatron` nothing may leave the GPU, rather than run as some
-    other engine's offload under Megatron's name."""
+    """Megatron-LM's own offload (--optimizer-cpu-offload) is not modelled: with `framework:
+    megatron` nothing may leave the GPU, rather than run as another engine's under its name."""
     if s.training.framework != "megatron":
         return []
     instead = (
@@ -381,7 +362,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _selective_op_problems(s)
         + _recompute_every_problems(s)
         + _mtp_problems(s)
-        + _precision_problems(s)
+        + precision_problems(s)
         + fp8_problems(s)
         + sustained_problems(s)
         + compile_problems(s)
@@ -393,6 +374,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _link_pair_problems(s)
         + _framework_problems(s)
         + _deepspeed_problems(s)
+        + deepspeed_key_problems(s)
         + distributed_optimizer_problems(s)
     )
 

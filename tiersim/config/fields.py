@@ -116,6 +116,7 @@ def _integral(value: object) -> object:
 
 
 Count = Annotated[int, BeforeValidator(_integral), Field(gt=0, le=10**16, strict=True)]
+CountOrZero = Annotated[int, BeforeValidator(_integral), Field(ge=0, le=10**16, strict=True)]
 Fraction = Annotated[float, Field(ge=1e-3, le=1)]
 PrecisionName = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 

@@ -31,6 +31,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tiersim.config.deepspeed import (
+    MAX_LIVE_PARAMETERS,
+    MAX_REUSE_DISTANCE,
+    PARAM_PERSISTENCE_THRESHOLD,
+    PREFETCH_BUCKET_SIZE,
+    deepspeed_settings,
+    zero3_fetch_notes,
+)
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 
@@ -52,6 +60,10 @@ class OffloadPlan:
     pinned_per_tensor: bool  # FSDP2 pins each sharded tensor; DeepSpeed one flat buffer
     overlap_comm: bool  # gradient copies beside backward, else on its stream (DeepSpeed)
     reduce_bucket_size: int | None = None  # elements; None: the whole-buffer division not charged
+    # DeepSpeed ZeRO-3's stage3_max_reuse_distance and stage3_param_persistence_threshold
+    # (elements; training.deepspeed, state/zero3_prefetch.py); None: not DeepSpeed's fetch
+    max_reuse_distance: int | None = None
+    param_persistence_threshold: int | None = None
 
     @property
     def cpu_path_in_parts(self) -> bool:
@@ -76,11 +88,15 @@ _DEFAULTS = {
         pipeline_write=True,
         buffer_count=0,
         pin_memory=False,
+        max_reuse_distance=None,
+        param_persistence_threshold=None,
     ),
     "deepspeed": dict(
         fetch="submodule",
-        prefetch_bucket_size=50_000_000,
-        max_live_parameters=1_000_000_000,
+        prefetch_bucket_size=PREFETCH_BUCKET_SIZE,
+        max_live_parameters=MAX_LIVE_PARAMETERS,
+        max_reuse_distance=MAX_REUSE_DISTANCE,
+        param_persistence_threshold=PARAM_PERSISTENCE_THRESHOLD,
         tiling=True,
         boundary_gradients="fp32",
         swap_gradients=True,
@@ -116,10 +132,21 @@ def resolved_prefetch_depth(s: Scenario) -> int:
     return given if given is not None else default_prefetch_depth(s.training.framework)
 
 
+def _deepspeed_given(s: Scenario) -> dict:
+    """training.deepspeed's four settings (either spelling) under the plan's names."""
+    ds = deepspeed_settings(s.training)
+    return {
+        "prefetch_bucket_size": ds["stage3_prefetch_bucket_size"],
+        "max_live_parameters": ds["stage3_max_live_parameters"],
+        "max_reuse_distance": ds["stage3_max_reuse_distance"],
+        "param_persistence_threshold": ds["stage3_param_persistence_threshold"],
+    }
+
+
 def offload_plan(s: Scenario) -> OffloadPlan:
     """The scenario's offload behaviour: its keys where given, its framework's defaults else."""
     framework = s.training.framework or "generic"
-    given = s.training.offload.model_dump()
+    given = s.training.offload.model_dump() | _deepspeed_given(s)
     chosen = {k: (given[k] if given[k] is not None else v) for k, v in _DEFAULTS[framework].items()}
     overlap = given["overlap_comm"]
     if overlap is None:  # DeepSpeed's rule (zero/config.py overlap_comm_valid): on at stage 3
@@ -206,4 +233,4 @@ def offload_notes(s: Scenario) -> list[Problem]:
             notes.append(Problem(f"training.offload.{key}", why, "W-NO-EFFECT"))
         elif key == "overlap_comm" and overlap_comm_in_force(s) is None:  # off at ZeRO-3
             notes.append(Problem(f"training.offload.{key}", ZERO3_OVERLAP_OFF, "W-NO-EFFECT"))
-    return notes
+    return notes + zero3_fetch_notes(s)

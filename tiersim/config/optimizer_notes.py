@@ -17,9 +17,11 @@ scenario asks:
   whole matrices), ZeRO-3 all-gathers each bucket's momentum partitions whole, divides the
   updates over the ranks and all-gathers them back (`_apply_distributed_muon_update`); with
   the optimizer on the CPU DeepSpeed has no Muon (its blog, blogs/muon-optimizer: "CPU
-  Offloading -- in progress"). tiersim has no reduce_scatter key and counts ZeRO's
-  reduce-scatter, a partitioned momentum and no Newton-Schulz working set there: a note says
-  so (docs/deepspeed-buckets.md, "Muon under DeepSpeed ZeRO").
+  Offloading -- in progress"). With `training.deepspeed.reduce_scatter: false` tiersim counts
+  what DeepSpeed does (state/deepspeed_muon.py, workload/data_parallel.py); left at its
+  default, a note says DeepSpeed refuses it (docs/deepspeed-buckets.md, "Muon under DeepSpeed
+  ZeRO"); with reduce_scatter false, notes remain for the optimizer on the CPU (no Muon path)
+  and ZeRO-3's save_muon_momentum_buffer_in_memory.
 """
 
 from __future__ import annotations
@@ -45,10 +47,9 @@ def optimizer_notes(s: Scenario) -> list[Problem]:
 DEEPSPEED_MUON = (
     "muon under DeepSpeed ZeRO-{stage} is refused by DeepSpeed at its default "
     "zero_optimization.reduce_scatter: true ({refusal}); run with reduce_scatter false, "
-    "DeepSpeed all-reduces every gradient bucket whole and {how}{cpu}. tiersim counts "
-    "none of that here: its figures are "
-    "ZeRO's reduce-scatter, a partitioned momentum and no Newton-Schulz working set "
-    "(docs/deepspeed-buckets.md)"
+    "DeepSpeed all-reduces every gradient bucket whole and {how}{cpu}. Set "
+    "training.deepspeed.reduce_scatter: false to count that; as given, tiersim's figures are "
+    "ZeRO's reduce-scatter and a partitioned momentum (docs/deepspeed-buckets.md)"
 )
 MUON_HOW = {
     1: "applies Muon to each whole matrix the rank's partition touches (no gather)",
@@ -62,16 +63,38 @@ MUON_REFUSAL = {
     3: "stage3.py's ValueError",
 }
 MUON_CPU = "; with the optimizer on the CPU DeepSpeed has no Muon at all (in progress there)"
+# reduce_scatter false, the optimizer on the CPU: no Muon path in DeepSpeed
+MUON_NO_CPU = (
+    "muon under DeepSpeed ZeRO-{stage} with the optimizer on the CPU: DeepSpeed has no Muon "
+    "path there (its blog, blogs/muon-optimizer: CPU offloading in progress); tiersim counts "
+    "the all-reduces of reduce_scatter false, a partitioned momentum and the CPU's update"
+)
+# stage3.py `_apply_distributed_muon_update`: the momentum is swapped (NVMe) or kept in memory
+# only with the config's save_muon_momentum_buffer_in_memory, else `raise ValueError`
+MUON_ZERO3_MEMORY = (
+    "muon under DeepSpeed ZeRO-3 with the optimizer on the GPU runs only with "
+    "save_muon_momentum_buffer_in_memory: true in the DeepSpeed config (stage3.py raises "
+    "ValueError otherwise); counted as run with it (state/deepspeed_muon.py)"
+)
 
 
 def _deepspeed_muon_notes(s: Scenario) -> list[Problem]:
-    """Muon under DeepSpeed ZeRO: not as DeepSpeed ships it (the module's docstring)."""
+    """Muon under DeepSpeed ZeRO: refused as DeepSpeed ships it (reduce_scatter true), or
+    run otherwise than counted (the module's docstring)."""
     stage, tr = s.parallel.zero_stage, s.training
     if tr.optimizer != "muon" or tr.framework != "deepspeed" or stage == 0:
         return []
-    cpu = MUON_CPU if s.placement.optimizer_compute == "cpu" else ""
-    how, refusal = MUON_HOW[stage], MUON_REFUSAL[stage]
-    why = DEEPSPEED_MUON.format(stage=stage, refusal=refusal, how=how, cpu=cpu)
+    on_cpu = s.placement.optimizer_compute == "cpu"
+    if tr.deepspeed.reduce_scatter:
+        cpu = MUON_CPU if on_cpu else ""
+        how, refusal = MUON_HOW[stage], MUON_REFUSAL[stage]
+        why = DEEPSPEED_MUON.format(stage=stage, refusal=refusal, how=how, cpu=cpu)
+    elif on_cpu:
+        why = MUON_NO_CPU.format(stage=stage)
+    elif stage == 3:
+        why = MUON_ZERO3_MEMORY
+    else:
+        return []
     return [Problem(WHERE, why, "W-FRAMEWORK-LIMIT")]
 
 

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from tiersim.config.apex_optim import ApexOptim
 from tiersim.config.budget_schema import Budget, TierBudget
+from tiersim.config.deepspeed import DeepSpeed
 from tiersim.config.fields import (
     PRECISION_BYTES,
     Count,
@@ -163,8 +164,7 @@ class Precision(Strict):
 
     weights: PrecisionName = "bf16"  # the weights as stored (bf16: 2 bytes a parameter)
     gradients: PrecisionName = "bf16"  # the gradients as reduced and held until the update
-    # the optimizer's master copy of the weights (fp32: 4 bytes a parameter); none: no copy,
-    # the update applied to the weights themselves
+    # the master copy of the weights (fp32: 4 B a parameter); none: updates go to the weights
     master: PrecisionName | Literal["none"] = "fp32"
     optimizer: PrecisionName = "fp32"  # each optimizer state (Adam: 2 of them a parameter)
     # the copy the layers compute with (all-gathered, kept while a unit runs; activations are
@@ -207,9 +207,7 @@ class Offload(Strict):
     # DeepSpeed's overlap_comm (default: on with ZeRO-3, off with ZeRO-1/2): off, ZeRO-1/2's
     # gradient copies to and from the host run on the compute stream, so backward waits
     overlap_comm: bool | None = None
-    # elements per reduce bucket (DeepSpeed's reduce_bucket_size); given, its buffer counts in
-    # the GPU's workspace (state/buffers.py) and each ZeRO-1/2 reduce divides the whole reduce
-    # buffer as DeepSpeed v0.3's stage2.py does (schedule_offload.py)
+    # elements per reduce bucket (DeepSpeed's; null: 5e8), its rule by training.deepspeed.version
     reduce_bucket_size: Count | None = None
 
 
@@ -231,8 +229,7 @@ class Training(Strict):
     tokens_per_day: Count | None = None
     total_tokens: Count | None = None  # tokens the whole run trains on (null: no target)
     seq_len: PositiveInt | None = None  # default: the model's max_positions, else 2048
-    # the update rule: sets the optimizer states a parameter holds (adamw: 2) and the update's
-    # bytes moved per parameter
+    # the update rule: its states per parameter (adamw: 2) and the update's bytes per parameter
     optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
     precision: Precision = Precision()
     # selective_op: torchtitan's op-level selective checkpointing (state/op_recompute.py)
@@ -258,7 +255,9 @@ class Training(Strict):
     # megatron) or apex's DistributedFusedAdam as NeMo 1.x runs it (distributed_optimizer.py)
     distributed_optimizer: Literal["megatron", "apex"] | None = None
     apex: ApexOptim = ApexOptim()  # apex's bucket_cap_mb and contiguous_param_buffer
+    deepspeed: DeepSpeed = DeepSpeed()  # DeepSpeed's release and ZeRO settings (deepspeed.py)
     offload: Offload = Offload()
+    deepspeed: DeepSpeed = DeepSpeed()  # DeepSpeed's stage3_* keys (config/deepspeed.py)
     # the modelling code, which decides what each op keeps for backward (state/activations.py)
     implementation: Literal["megatron", "huggingface", "torchtitan"] = "megatron"
     # None: the implementation's default (megatron: eager, Korthikanti et al.'s stored scores;

@@ -20,6 +20,7 @@ from tiersim.engine.fork import ended_last, fork_point, go_on
 from tiersim.engine.ops import Op, Schedule
 from tiersim.engine.schedule_sharing import Schedules
 from tiersim.engine.setup import RunSetup
+from tiersim.engine.step_after_copy import NextStep
 from tiersim.state.resolved import Resolved
 
 Run = tuple[Schedule, Engine, RunLog, float]  # schedule, finished engine, its log, wall s
@@ -40,12 +41,17 @@ class Runs:
         fork_at: int | None,
         ahead: tuple[int, frozenset[int]] | None = None,
         records: bool = True,
+        after_copy: bool = False,
     ):
         """`records`: False where no plain run's op records are read (its ops may share
-        them: tiersim.engine.schedule_shared)."""
+        them: tiersim.engine.schedule_shared); `after_copy`: the run `ahead` is a blocking
+        checkpoint's between independent steps, whose next step may be taken from the plain
+        one (tiersim.engine.step_after_copy) instead of watching the plain run."""
         self.schedules = Schedules(res, setup.wl, setup.depth, fork_at, records)
         self.fork_at = fork_at or 0
         self.ahead = ahead
+        self.after_copy = after_copy
+        self.next_step: tuple[NextStep, Engine] | None = None  # and the plain run it reads
         self._next: tuple | None = None  # ((steps, marks), its schedule, resumed engine)
         self._warm_up: Engine | None = None  # the plain run's first `fork_at` steps
         self._plain: Engine | None = None  # the longest plain run gone on from the warm-up
@@ -145,6 +151,12 @@ class Runs:
         ahead, self.ahead = self.ahead, None
         if ahead is not None:
             longer = self.schedules.get(*ahead)
+            taken = NextStep.of(schedule, longer) if self.after_copy else None
+            if taken is not None:  # the plain run kept, not watched: the next step is its
+                self._next = (ahead, longer, None)  # (else run from time 0, not resumed)
+                engine, log, wall = run_engine(res, setup.topo, schedule, setup.baseline, recorder)
+                self.next_step = (taken, engine)
+                return schedule, engine, log, wall
             watch = resume.Watch.of(schedule, longer)
             if watch is not None:
                 engine, log, wall = watch.run(res, setup.topo, setup.baseline, recorder)

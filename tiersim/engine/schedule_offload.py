@@ -27,6 +27,7 @@ framework does what).
 
 from __future__ import annotations
 
+from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Op, OpKind, Role
@@ -87,8 +88,9 @@ def blocking_copies(c: Context) -> bool:
 # read g, write 8, read 8), the overflow check (`.float().sum()`: read g, write 4, read 4)
 # and the fp32 cast before the copy out (read g, write 4): 3g + 28. (fp16: 8, 6 and 34 B.)
 BUCKET_G, ADD_G, BOUNDARY_G, BOUNDARY_B = 4, 3, 3, 28
-# With offload.reduce_bucket_size given, the division is of the whole reduce buffer at each of
-# the unit's reduces instead (v0.3's average_tensor: workload/reduce_buckets.py): the copy in
+# Under DeepSpeed before 0.3.17 (training.deepspeed.version), the division is of the whole
+# reduce buffer at each of the unit's reduces instead (v0.3's average_tensor:
+# workload/reduce_buckets.py): the copy in
 # stays per element, the division reads and writes the buffer.
 COPY_G, DIVIDE_G = 2, 2
 
@@ -98,7 +100,8 @@ def _bucket_bytes(c: Context, u: int) -> float:
     unit, reduces = c.wl.units[u], c.wl.bucket_reduces
     if not reduces:
         return BUCKET_G * unit.gradients_full
-    buffer = reduce_buffer_elements(c.plan.reduce_bucket_size) * FP16  # torch.half, as allocated
+    bucket = reduce_bucket(c.plan.reduce_bucket_size)
+    buffer = reduce_buffer_elements(bucket) * FP16  # torch.half, as allocated
     return COPY_G * unit.gradients_full + reduces[u] * DIVIDE_G * buffer
 
 

@@ -30,6 +30,7 @@ from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved, resolve
+from tiersim.state.zero3_prefetch import fetch_ahead_values
 from tiersim.workload.fetch import fetch_depth
 from tiersim.workload.pinned import delayed_update_bytes, pinned_host_bytes
 from tiersim.workload.work import Workload, build_workload
@@ -55,13 +56,15 @@ def streaming_minimum(wl: Workload, workspace: int) -> int:
 def prefetch_depth(res: Resolved, wl: Workload, hbm_peak_without_staging: int) -> int:
     """The configured depth, reduced until the prefetched staging fits in GPU memory."""
     per_level = 0
-    if _streamed(res, "weights") or any(u.dp_weights for u in wl.units):
+    fetched = _streamed(res, "weights") or any(u.dp_weights for u in wl.units)
+    if fetched:
         per_level += max(u.weights_full for u in wl.units)
     if _streamed(res, "activations"):
         per_level += max(u.activations for u in wl.units)
-    configured = fetch_depth(
-        res.execution.offload, wl.units, res.execution.simulation.prefetch_depth
-    )
+    plan = res.execution.offload
+    # DeepSpeed's coordinator: the window its memory timeline keeps gathered ahead of use
+    window = fetch_ahead_values(res) if fetched and plan.framework == "deepspeed" else None
+    configured = fetch_depth(plan, wl.units, res.execution.simulation.prefetch_depth, window)
     if per_level == 0:
         return configured
     capacity = res.machine.tiers[res.machine.gpu.memory].capacity
@@ -208,6 +211,7 @@ def _measured(
         first_checkpointed(res, measured) if checkpointed else None,
         _ahead(res, steps, keep is not None),
         _records_read(res, setup, recorder, keep is not None),
+        steady.checkpoint_stands_alone(res),
     )
     schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     result = measure(
@@ -229,11 +233,23 @@ def _measured(
         return result, repetition, None
     plain_figures = checkpoint_baseline(res, engine, log)
     del schedule, engine, log  # free the plain run before the checkpoint runs: a few figures do
+    return result, repetition, _checkpoint_measure(res, setup, run, plain_figures)
 
-    def checkpoint(plain: StepResult):
+
+def _checkpoint_measure(res: Resolved, setup: RunSetup, run: Runs, plain_figures: tuple):
+    """The function of the plain result that measures the checkpoint: from the plain run
+    kept for it where the step after a blocking copy is the plain one moved in time
+    (tiersim.engine.step_after_copy), else by its own runs (durable.measure_checkpoint)."""
+
+    def checkpoint(plain: StepResult) -> CheckpointRun:
+        taken, run.next_step = run.next_step, None
+        if taken is not None:
+            measured = taken[0].measure(res, setup, taken[1], plain_figures[1])
+            if measured is not None:
+                return measured
         return measure_checkpoint(res, setup, plain, run, plain_figures)
 
-    return result, repetition, checkpoint
+    return checkpoint
 
 
 def _records_read(res: Resolved, setup: RunSetup, recorder: Recorder | None, kept: bool) -> bool:

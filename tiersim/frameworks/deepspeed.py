@@ -27,14 +27,13 @@ ZERO_OFFLOAD_KEYS = {
     "sub_group_size": "sub_group_size",
     "reduce_bucket_size": "reduce_bucket_size",
 }
+# zero_optimization keys onto training.deepspeed keys (the same names; 0 allowed, as DeepSpeed's)
+ZERO_DEEPSPEED_KEYS = ("stage3_max_reuse_distance", "stage3_param_persistence_threshold")
 OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "sgd": "sgd", "lion": "lion"}
 ZERO_NOT_MODELLED = {
     "contiguous_gradients": "a gradient buffer layout; tiersim counts the bytes, not their layout",
     "allgather_bucket_size": "ZeRO-1/2's all-gather buckets are not modelled separately",
     "allgather_partitions": "not mapped (tiersim has no setting for it)",
-    "reduce_scatter": "not mapped (reduce-scatter is how tiersim reduces sharded gradients)",
-    "stage3_max_reuse_distance": "not mapped (tiersim frees a gathered unit after its use)",
-    "stage3_param_persistence_threshold": "not mapped (every parameter is partitioned)",
     "stage3_gather_16bit_weights_on_model_save": "a checkpoint-format choice, not modelled",
     "round_robin_gradients": "not mapped (tiersim has no setting for it)",
 }
@@ -144,8 +143,12 @@ def _zero(out: Mapped, key: str, value: Any) -> None:
                 raise ValueProblem(where, f"is {val} (expected 0, 1, 2 or 3)")
         elif sub in ZERO_OFFLOAD_KEYS:
             out.put(f"training.offload.{ZERO_OFFLOAD_KEYS[sub]}", integer(where, val), where)
+        elif sub in ZERO_DEEPSPEED_KEYS:
+            out.put(f"training.deepspeed.{sub}", integer(where, val, low=0), where)
         elif sub == "overlap_comm":
             out.put("training.offload.overlap_comm", boolean(where, val), where)
+        elif sub == "reduce_scatter":  # false: all-reduces (config/deepspeed.py)
+            out.put("training.deepspeed.reduce_scatter", boolean(where, val), where)
         elif sub == "offload_optimizer":
             _offload_optimizer(out, where, table(where, val))
         elif sub == "offload_param":

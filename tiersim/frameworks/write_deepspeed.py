@@ -69,6 +69,13 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         value = getattr(t.offload, ours)
         if value is not None:
             zero[theirs] = value
+    zero |= {
+        k: v
+        for k, v in t.deepspeed.model_dump().items()
+        if k.startswith("stage3_") and v is not None
+    }
+    if not t.deepspeed.reduce_scatter:  # DeepSpeed's default true is left to it
+        zero["reduce_scatter"] = False
     if pl.optimizer_compute == "cpu":
         device = _DS_TIER.get(pl.optimizer)
         if device is None or pl.master != pl.optimizer:

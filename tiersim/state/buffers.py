@@ -1,8 +1,9 @@
 """Buffers a framework allocates in GPU memory beside the state classes, counted in the
 `workspace` class (temporary buffers, communication buckets) on top of `training.workspace`.
 
-- DeepSpeed's gradient reduce bucket (the "ipg" buffer), where `training.offload.
-  reduce_bucket_size` names it. ZeRO-1/2 as v0.3's stage2.py (what ZeRO-Offload ran, and what
+- DeepSpeed's gradient reduce bucket (the "ipg" buffer) where `training.deepspeed.version`
+  is before 0.3.17 (config/deepspeed.py), `training.offload.reduce_bucket_size` elements or
+  DeepSpeed's default 5e8. ZeRO-1/2 as v0.3's stage2.py (what ZeRO-Offload ran, and what
   the key's whole-buffer division models: workload/reduce_buckets.py) allocates it in
   `backward()`: `torch.empty(int(reduce_bucket_size * 4.5), dtype=torch.half)`, a second one
   with overlap_comm ("double buffers to avoid data access conflict"), released in the
@@ -10,8 +11,8 @@
   elements of the model's 16-bit dtype, the gradients' (`__ipg_bucket_flat_buffer`), once.
   Both counted whole all step, as the workspace is: ZeRO-1/2's is live from the start of
   each backward, when the forward's activations are all held, so the peak includes it.
-  Left out (null), DeepSpeed's default bucket (5e8 elements) is not in `workspace` but a part
-  of the memory timeline of its own, by today's stage_1_and_2.py and stage3.py
+  From 0.3.17 (and `latest`, the default) the bucket is not in `workspace` but a part of the
+  memory timeline of its own, by today's stage_1_and_2.py and stage3.py
   (state/deepspeed_buckets.py).
 - ZeRO-Offload's GPU gradient buffer: ZeRO-1/2 with the optimizer offloaded to the CPU
   allocates, once in the optimizer's __init__, `temp_grad_buffer_for_gpu_offload`
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.execution import Execution
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.state.layers import Matrix
@@ -47,11 +49,14 @@ def reduce_buffer_elements(bucket: int) -> int:
 
 
 def reduce_bucket_bytes(execution: Execution) -> int:
-    """GPU bytes of DeepSpeed's reduce bucket buffers (0: no bucket named, another framework,
-    or no ZeRO optimizer to allocate one)."""
+    """GPU bytes of DeepSpeed's reduce bucket buffers by v0.3's rule (0: a release from 0.3.17,
+    counted by state/deepspeed_buckets.py; another framework; or no ZeRO optimizer to
+    allocate one)."""
     plan, stage = execution.offload, execution.parallel.zero_stage
-    bucket = plan.reduce_bucket_size
-    if plan.framework != "deepspeed" or bucket is None or stage == 0:
+    bucket = reduce_bucket(plan.reduce_bucket_size)
+    if plan.framework != "deepspeed" or not execution.training.deepspeed.v03_bucket:
+        return 0
+    if stage == 0:
         return 0
     if stage == 3:
         return bucket * PRECISION_BYTES[execution.training.precision.gradients]

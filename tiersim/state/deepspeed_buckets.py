@@ -1,7 +1,8 @@
-"""DeepSpeed's gradient reduce bucket at its shipped default, as a named part of the GPU's
-memory timeline (state/step_memory.py), where `training.offload.reduce_bucket_size` is left
-out. (Given, the key's buffer is counted in the `workspace` class by v0.3's rule, which the
-ZeRO-Offload runs tiersim reproduces used: state/buffers.py.)
+"""DeepSpeed's gradient reduce bucket as today's DeepSpeed allocates it, a named part of the
+GPU's memory timeline (state/step_memory.py): `training.offload.reduce_bucket_size` elements,
+DeepSpeed's 5e8 where left out, under `training.deepspeed.version` 0.3.17 or later (`latest`
+by default). (Before 0.3.17 the buffer is counted in the `workspace` class by v0.3's rule,
+which the ZeRO-Offload runs tiersim reproduces used: state/buffers.py, config/deepspeed.py.)
 
 What DeepSpeed allocates (deepspeedai/DeepSpeed, read at the commits named):
 - the default: `reduce_bucket_size: int = Field(pp_int(5e8), ge=0)` elements
@@ -35,31 +36,33 @@ after the backwards; ZeRO-3's from the start of the step, never freed.
 
 from __future__ import annotations
 
+from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state import deepspeed_muon as ds_muon
 from tiersim.state.resolved import Resolved
 from tiersim.state.timeline import Steps
 
-DEFAULT_REDUCE_BUCKET = 500_000_000  # elements: zero/config.py `pp_int(5e8)`
 BUCKET = "DeepSpeed reduce bucket (ipg buffer, reduce_bucket_size 5e8 by default)"
 KEY = "deepspeed ipg buffer"
 
 
 def default_bucket_bytes(r: Resolved) -> int:
-    """Bytes of the reduce buffers DeepSpeed allocates at its default bucket on one GPU: 0
-    where the bucket is named (state/buffers.py counts it), another framework runs, or no ZeRO
-    optimizer is built (stage 0)."""
+    """Bytes of the reduce buffers DeepSpeed allocates on one GPU from release 0.3.17 on (its
+    bucket given, or its default 5e8 elements): 0 for an earlier release (state/buffers.py
+    counts it), another framework, or no ZeRO optimizer built (stage 0)."""
     ex = r.execution
     stage = ex.parallel.zero_stage
-    if ex.offload.framework != "deepspeed" or ex.offload.reduce_bucket_size is not None:
+    if ex.offload.framework != "deepspeed" or ex.training.deepspeed.v03_bucket:
         return 0
     if stage == 0:
         return 0
+    bucket = reduce_bucket(ex.offload.reduce_bucket_size)
     value_bytes = PRECISION_BYTES[ex.training.precision.weights]
     if stage == 3:  # stage3.py: one buffer in the communication dtype (the model's)
-        return DEFAULT_REDUCE_BUCKET * value_bytes
+        return bucket * value_bytes
     # stage_1_and_2.py: self.dtype (the weights'); two with overlap_comm, one under a pipeline
     buffers = 2 if ex.offload.overlap_comm and ex.parallel.pipeline == 1 else 1
-    return buffers * DEFAULT_REDUCE_BUCKET * value_bytes
+    return buffers * bucket * value_bytes
 
 
 def _held_all_step(r: Resolved) -> bool:
@@ -70,8 +73,10 @@ def _after_pipeline(r: Resolved) -> bool:
     return r.execution.parallel.pipeline > 1
 
 
-def bucket_at_start(steps: Steps, r: Resolved) -> None:
-    """ZeRO-3's buffer, allocated when the optimizer is built: held from the step's start."""
+def bucket_at_start(steps: Steps, r: Resolved, stage: int) -> None:
+    """ZeRO-3's buffer, allocated when the optimizer is built: held from the step's start
+    (and, Muon's, ZeRO-1/2's momentum beyond the partition: state/deepspeed_muon.py)."""
+    ds_muon.at_start(steps, r, stage)
     if _held_all_step(r):
         steps.alloc("start of the step", "start", KEY, BUCKET, default_bucket_bytes(r))
 
@@ -82,9 +87,11 @@ def bucket_at_first_gradient(steps: Steps, r: Resolved, at: str) -> None:
         steps.alloc(at, "backward", KEY, BUCKET, default_bucket_bytes(r))
 
 
-def bucket_at_end_of_backward(steps: Steps, r: Resolved, at: str) -> None:
+def bucket_at_end_of_backward(steps: Steps, r: Resolved, at: str, stage: int) -> None:
     """The backward's epilogue frees ZeRO-1/2's buffers; under a pipeline, the one buffer
-    `reduce_gradients` makes after the backwards is allocated and freed there."""
+    `reduce_gradients` makes after the backwards is allocated and freed there. (Muon's
+    epilogue: state/deepspeed_muon.py.)"""
+    ds_muon.at_epilogue(steps, r, stage, at)
     if _held_all_step(r):
         return
     if _after_pipeline(r):

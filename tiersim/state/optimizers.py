@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tiersim.state import muon_sharded, torchao_adamw8bit
+from tiersim.state import muon_sharded, single_tensor_adam, torchao_adamw8bit
 
 
 class Tensors(Protocol):
@@ -62,7 +62,7 @@ def _matrix(t: Tensors) -> bool:
     return t.cols > 1
 
 
-def _muon(t: Tensors) -> bool:
+def takes_muon(t: Tensors) -> bool:
     """Muon updates a layer's matrix; embeddings, the head and 3-D tensors go to AdamW."""
     return _matrix(t) and not getattr(t, "embedding", False) and not getattr(t, "fused", False)
 
@@ -170,7 +170,7 @@ class Optimizer:
 class AdamLike(Optimizer):
     """Adam and AdamW: the step's denominator sqrt(v)/c + eps is a new tensor. The foreach
     path (_multi_tensor_adam: `_foreach_sqrt`, then in place) holds one state-sized list; the
-    single-tensor path (`exp_avg_sq.sqrt() / bias_correction2_sqrt`) two of one tensor."""
+    single-tensor path two of one tensor beside the previous one's (state/single_tensor_adam.py)."""
 
     def step_temporary_bytes(
         self,
@@ -183,7 +183,7 @@ class AdamLike(Optimizer):
         dtensors: bool = False,
     ) -> int:
         if device == "cpu":
-            return 2 * largest * value_bytes
+            return single_tensor_adam.peak_values(tensors, shards, largest) * value_bytes
         return values * value_bytes
 
 
@@ -266,19 +266,19 @@ class Muon(Optimizer):
     embeddings, the output head and every vector."""
 
     def tensor_state_bytes(self, t: Tensors, value_bytes: int) -> int:
-        return (1 if _muon(t) else 2) * _values(t) * t.count * value_bytes
+        return (1 if takes_muon(t) else 2) * _values(t) * t.count * value_bytes
 
     def update_flops(self, tensors: Iterable[Tensors]) -> float:
         return sum(
             newton_schulz_flops(t.rows, t.cols) * t.count
             + self.flops_per_value * _values(t) * t.count
-            if _muon(t)
+            if takes_muon(t)
             else 13.0 * _values(t) * t.count
             for t in tensors
         )
 
     def update_gemm_flops(self, tensors: Iterable[Tensors]) -> float:
-        return sum(newton_schulz_flops(t.rows, t.cols) * t.count for t in tensors if _muon(t))
+        return sum(newton_schulz_flops(t.rows, t.cols) * t.count for t in tensors if takes_muon(t))
 
     def step_temporary_bytes(
         self,
@@ -304,11 +304,11 @@ class Muon(Optimizer):
             (
                 muon_sharded.largest_set_bytes(t.linear_shapes(), shards, value_bytes, device)
                 for t in tensors
-                if _muon(t)
+                if takes_muon(t)
             ),
             default=0,
         )
-        rest = [t for t in tensors if not _muon(t)]
+        rest = [t for t in tensors if not takes_muon(t)]
         # a 3-D tensor holds many of its rows x cols: the largest, `largest` (its fused size)
         whole = [math.ceil(_values(t) / shards) for t in rest if not getattr(t, "fused", False)]
         fused = [largest for t in rest if getattr(t, "fused", False)]
@@ -324,7 +324,7 @@ class Muon(Optimizer):
     def _sharded(tensors: Iterable[Tensors], shards: int):
         """(Newton-Schulz on one weight, how many such weights) for each layer matrix."""
         for t in tensors:
-            if _muon(t):
+            if takes_muon(t):
                 for out, inn, n in t.linear_shapes():
                     yield muon_sharded.ShardedNewtonSchulz(out, inn, shards), n
 

@@ -45,24 +45,16 @@ from tiersim.state.layer_memory import FP8_COPIES as FP8
 from tiersim.state.layer_memory import LayerMemory, layer_memory
 from tiersim.state.loss_memory import HEAD_GRAD, final_norm_transients, loss_events, outside_saved
 from tiersim.state.loss_memory import logits_values as logits_values  # re-exported
+from tiersim.state.outside_allocator import CUDA_CONTEXT_BYTES as CUDA_CONTEXT_BYTES
+from tiersim.state.outside_allocator import outside_terms
 from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS, kept_output_bytes, output_bytes
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.step_optimizer import optimizer_step
-from tiersim.state.timeline import Event, Outside, Timeline, evaluate
-from tiersim.state.userbuffers import UB_NAME, userbuffer_bytes, userbuffer_source
+from tiersim.state.timeline import Event, Timeline, evaluate
 from tiersim.state.vocab_grads import VocabGrads, vocab_grads
+from tiersim.state.zero3_prefetch import Zero3Gathers, zero3_gathers
 
-# Outside the allocator (not in torch.cuda.memory_reserved): the CUDA context, 723 MiB on the
-# first CUDA call (PyTorch forums, "What is the reason for pytorch's GPU memory floor?", measured
-# with nvidia-smi); CUDA >= 11.7's lazy module loading lowers it: an upper figure.
-CUDA_CONTEXT_BYTES = 723 * 2**20
-# NCCL: NCCL_BUFFSIZE, 4 MiB by default (NCCL environment variables, docs.nvidia.com), per
-# channel and peer of a communicator's ring; counted for the send and receive peer of each
-# channel, NCCL_MIN_NCHANNELS..MAX up to 32 on NVLink: taken as 16 channels here, an estimate
-NCCL_BUFFSIZE = 4 * 2**20
-NCCL_CHANNELS = 16
-NCCL_PEERS = 2
 GATHER_WINDOW = 2  # layers of gathered weights live at once: the current one and the next
 
 
@@ -87,24 +79,6 @@ class _Steps:
             self.events.append(Event(moment, phase, key, part, n, False))
 
 
-def nccl_communicators(r: Resolved) -> int:
-    """Communicators a GPU joins: one per parallel dimension of more than one rank."""
-    par = r.execution.parallel
-    return sum(1 for n in (par.data, par.tensor, par.pipeline, par.expert) if n > 1)
-
-
-def outside_terms(r: Resolved) -> list[Outside]:
-    out = [Outside("CUDA context", CUDA_CONTEXT_BYTES, "PyTorch forums: 723 MiB (nvidia-smi)")]
-    comms = nccl_communicators(r)
-    if comms:
-        nbytes = comms * NCCL_CHANNELS * NCCL_PEERS * NCCL_BUFFSIZE
-        source = f"{comms} communicators x 16 channels x 2 peers x NCCL_BUFFSIZE 4 MiB"
-        out.append(Outside("NCCL buffers", nbytes, source))
-    if ub := userbuffer_bytes(r):
-        out.append(Outside(UB_NAME, ub, userbuffer_source(r)))
-    return out
-
-
 def _gathered(r: Resolved) -> bool:
     """Weights that are not whole in GPU memory between uses: gathered (ZeRO-3, FSDP) or
     fetched (offloaded) for each layer."""
@@ -119,16 +93,16 @@ def _reshard(r: Resolved) -> bool:
     return r.execution.parallel.reshard_after_forward is not False
 
 
-def _start(steps: _Steps, r: Resolved, per_gpu, experts, held_acts: float) -> None:
+def _start(steps: _Steps, r: Resolved, per_gpu, experts, held: float, stage: int) -> None:
     gpu = r.machine.gpu.memory
     use = tier_use(r, per_gpu, experts)[gpu]
     for cls, nbytes in use.classes.items():
         if cls != "activations":
             steps.alloc("start of the step", "start", cls, f"resident {cls}", nbytes)
-    steps.alloc("start of the step", "start", "held", apex_sync.HELD, held_acts)
+    steps.alloc("start of the step", "start", "held", apex_sync.HELD, held)
     ddp = ddp_bucket_bytes(r, use.classes.get("weights", 0))  # state/ddp_buckets.py
     steps.alloc("start of the step", "start", "ddp buckets", DDP_BUCKETS, ddp)
-    ds_buckets.bucket_at_start(steps, r)  # ZeRO-3's reduce bucket (state/deepspeed_buckets.py)
+    ds_buckets.bucket_at_start(steps, r, stage)  # ZeRO-3's reduce bucket, Muon's momentum
 
 
 @dataclass(frozen=True)
@@ -146,9 +120,10 @@ class _Plan:
     fp8_recast: bool = False  # FP8 copies cast in each pass, not cached (state/fp8.py)
     fsdp2: Fsdp2 | None = None  # FSDP2's own buffers (state/fsdp2_memory.py)
     groups: tuple[Group, ...] = ()  # FSDP2's: each layer's, then the root group's
+    zero3: Zero3Gathers | None = None  # DeepSpeed ZeRO-3's coordinator (state/zero3_prefetch.py)
 
 
-def _plan(r: Resolved, layers: list[LayerMemory], rest: int) -> _Plan:
+def _plan(r: Resolved, layers: list[LayerMemory], rest: int, stage: int) -> _Plan:
     tr, plan = r.execution.training, r.execution.offload
     cb = r.accounting.compute_bytes
     submodule = plan.fetch == "submodule" and plan.max_live_parameters
@@ -168,6 +143,8 @@ def _plan(r: Resolved, layers: list[LayerMemory], rest: int) -> _Plan:
     if tr.framework == "fsdp" and p.gather:  # FSDP2's groups: each layer, and the root
         groups = [(str(i), "layer", lay) for i, lay in enumerate(layers)] + [("rest", "rest", None)]
         p = replace(p, fsdp2=fsdp2_of(r), groups=tuple(_group(r, p, *g, rest) for g in groups))
+    if p.gather and tr.framework == "deepspeed" and plan.fetch == "submodule":
+        p = replace(p, zero3=zero3_gathers(r, stage, cb))
     return p
 
 
@@ -202,6 +179,8 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
             p.fsdp2.unshard(steps, at, "forward", p.groups[i])
             p.fsdp2.release(steps, at, "forward", str(i - 1) if i else "rest")
             p.fsdp2.forward_prefetch(steps, at, p.groups, i)
+        elif p.zero3:
+            p.zero3.enter(steps, at, "forward")
         elif p.gather:
             _gather(steps, p, layers, at, "forward", range(i, min(i + p.window, len(layers))))
         saved, first = (lay.saved, lay.first) if p.on_gpu else (0, 0)
@@ -215,7 +194,9 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
             steps.alloc(at, "forward", f"fp8 {i}", *lay.fp8_live(p.fp8_recast))
         if p.fp8_recast:  # not kept for its backward (recast_per_pass, state/fp8_casts.py)
             steps.free(at, "forward", f"fp8 {i}", lay.fp8_live(True)[0])
-        if p.gather and p.reshard:
+        if p.zero3:
+            p.zero3.leave(steps, at, "forward")
+        elif p.gather and p.reshard:
             steps.free(at, "forward", f"gathered {i}", "gathered weights")
 
 
@@ -235,6 +216,8 @@ def _backward(
         lay, at, b = layers[i], f"backward: layer {i}", "backward"
         if p.fsdp2:
             p.fsdp2.pre_backward(steps, at, p.groups, i)
+        elif p.zero3:
+            p.zero3.enter(steps, at, b)
         elif p.gather:
             _gather(steps, p, layers, at, b, range(i, max(i - p.window, -1), -1))
         if not lay.first:  # recomputed before the layer's backward starts (full)
@@ -267,6 +250,8 @@ def _backward(
             steps.alloc(at, b, f"apex {g.label}", apex_sync.APEX_GRAD_SHARDS, g.nbytes, g.buckets)
         if p.fsdp2:  # the rest of its gradients, then the reduce-scatter
             p.fsdp2.post_backward(steps, at, p.groups[i])
+        elif p.zero3:
+            p.zero3.leave(steps, at, b)
         elif p.gather:
             steps.free(at, b, f"gathered {i}", "gathered weights")
 
@@ -278,7 +263,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     (per_gpu, experts), _, _ = stage_bytes(r, r.model, stage)
     layers = layer_memory(r, stage)
     rest = _rest_values(r, stage)
-    p = _plan(r, layers, rest)
+    p = _plan(r, layers, rest, stage)
     outside, log_softmax, head_side = outside_saved(r, stage, last)
     this_mb = sum(lay.saved for lay in layers) + outside
     held = max(0.0, per_gpu["activations"] - this_mb) if p.on_gpu else 0.0
@@ -287,7 +272,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     share = (this_mb if p.on_gpu else 0, sum(x.items for x in layers))  # what drains, if any
     units = apex_sync.drained(apex, share, output_bytes(r) if kept else 0)
     one = not (apex.cool_down and p.on_gpu)  # else in units, as the cool-down drains them
-    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held if one else 0)
+    _start(steps, r, per_gpu, experts if r.model.is_moe_model else None, held * one, stage)
     steps.alloc("start of the step", "start", "pipeline outputs", PIPELINE_OUTPUTS, kept * one)
     for unit, nbytes in zip(units, (held, kept), strict=True):
         unit.hold(steps, "start of the step", "start", 0 if one else nbytes, whole=True)
@@ -314,7 +299,7 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     nxt.append(("backward transients", max((x.working for x in layers), default=0)))
     cooled = apex_sync.cool_down_events(steps, apex, units, nxt)
     _flushed(steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings")
-    ds_buckets.bucket_at_end_of_backward(steps, r, "backward: ZeRO's gradient epilogue")
+    ds_buckets.bucket_at_end_of_backward(steps, r, "backward: ZeRO's gradient epilogue", stage)
     optimizer_step(steps, r, stage, apex.at_step_buckets)
     return steps.events
 
@@ -343,6 +328,9 @@ def _weights_at_start(steps: _Steps, p: _Plan, layers: list[LayerMemory], rest: 
         fp8 = 0 if p.fp8_params or p.fp8_recast else sum(lay.fp8 for lay in layers)
         steps.alloc("start of the step", "start", "fp8", FP8, fp8, 2 * len(layers))
         return False
+    if p.zero3:  # DeepSpeed's coordinator: its persistent parameters, the embeddings' fetch
+        p.zero3.at_start(steps)
+        return False
     if p.max_live < math.inf:  # a submodule fetch (DeepSpeed): the head about the loss alone
         return False
     at = "forward: embeddings"
@@ -357,17 +345,25 @@ def _loss_with_head(
     steps: _Steps, r: Resolved, p: _Plan, head: int, log_softmax: float, vocab: VocabGrads
 ) -> None:
     """The loss, with the head's parameters gathered about it where fetched per submodule."""
-    gathered = min(head, p.max_live) * p.cb if p.gather else 0
+    gathered = min(head, p.max_live) * p.cb if p.gather and not p.zero3 else 0
     steps.alloc("forward: loss", "forward", "gathered head", "gathered weights", gathered, 3)
+    if p.zero3:
+        p.zero3.enter(steps, "forward: loss", "forward")
     loss_events(steps, r, log_softmax, vocab.head, lambda: _after_the_forward(steps, p))
     if not vocab.held:  # AccumulateGrad adds it into .grad
         steps.free("backward: loss", "backward", "d head", HEAD_GRAD)
     steps.free("backward: loss", "backward", "gathered head", "gathered weights")
+    if p.zero3:
+        p.zero3.leave(steps, "backward: loss", "backward")
 
 
 def _after_the_forward(steps: _Steps, p: _Plan) -> None:
     """FSDP2's root frees the last layer's all-gather buffer at the end of its forward, and
-    where layers reshard after forward prefetches it again as the backward starts."""
+    where layers reshard after forward prefetches it again as the backward starts. DeepSpeed's
+    coordinator: the head's forward fetches end, its backward's begin."""
+    if p.zero3:
+        p.zero3.leave(steps, "forward: loss", "forward")
+        p.zero3.enter(steps, "backward: loss", "backward")
     if p.fsdp2 and len(p.groups) > 1:
         last = p.groups[-2]  # the last layer's (the root group's is the last)
         p.fsdp2.release(steps, "forward: loss", "forward", last.key)
@@ -379,6 +375,8 @@ def _embedding_grads(steps: _Steps, vocab: VocabGrads, p: _Plan) -> None:
     """The embedding's backward: its dense gradient, a tied weight's sum with the head's
     (state/vocab_grads.py), then AccumulateGrad, or FSDP2's root reduce-scatter."""
     at, b = "backward: embeddings", "backward"
+    if p.zero3:
+        p.zero3.enter(steps, at, b)
     steps.alloc(at, b, "d embedding", EMBEDDING_GRAD, vocab.embedding)
     steps.alloc(at, b, "d tied", TIED_SUM, vocab.summed)
     grads = [("d embedding", EMBEDDING_GRAD), ("d head", HEAD_GRAD), ("d tied", TIED_SUM)]
@@ -387,6 +385,8 @@ def _embedding_grads(steps: _Steps, vocab: VocabGrads, p: _Plan) -> None:
         p.fsdp2.end_of_backward(steps, at)
     for key, part in grads:
         steps.free(at, b, key, part)
+    if p.zero3:
+        p.zero3.leave(steps, at, b)
 
 
 def gpu_timeline(r: Resolved, inv: Inventory) -> Timeline:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state import deepspeed_muon as ds_muon
 from tiersim.state.apex_grad_sync import APEX_GRAD_SHARDS, apex_shards
 from tiersim.state.buffers import largest_tensor_elements
 from tiersim.state.inventory import rank_matrices
@@ -154,6 +155,7 @@ def optimizer_step(steps: Steps, r: Resolved, stage: int, apex_buckets: int) -> 
     groups = [(nbytes, apex_buckets)] if apex else temporary_groups(r, stage, what, nbytes)
     for k, (n, tensors) in enumerate(groups):  # a list's tensors, grouped by size
         steps.alloc(at, phase, f"step temporaries {k}", what, n, tensors)
+    ds_muon.at_step(steps, at)  # DeepSpeed's Muon updates, flattened into the partition
     for k in range(len(groups)):
         steps.free(at, phase, f"step temporaries {k}", what)
     for key in [k for k in steps.held if k.startswith("apex ")]:  # apex's: until zero_grad

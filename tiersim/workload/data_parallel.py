@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
+from tiersim.state import deepspeed_muon as ds_muon
 from tiersim.state.inventory import sharded_classes
 from tiersim.workload.comms import Comm, comm
 
@@ -20,20 +21,44 @@ def data_comms(r: Resolved, unit: Unit) -> dict[str, Comm | None]:
     """ZeRO traffic of one unit (Rajbhandari et al. 2020, §7.2): sharded weights are
     all-gathered before every use; sharded gradients reduce-scattered every micro-batch;
     otherwise the accumulated gradients are reduce-scattered (optimizer sharded) or
-    all-reduced once per step; replicated weights with a sharded optimizer are all-gathered
+    all-reduced once per step (and under DeepSpeed with reduce_scatter false, every
+    reduction is an all-reduce); replicated weights with a sharded optimizer are all-gathered
     after the update. Routed experts do the same over their expert-data-parallel group."""
     shard = sharded_classes(r.execution.parallel)
     if Mesh.of(r.execution.parallel).group("data").size == 1 or unit.params == 0:
         return {}
     sharded_update = shard["optimizer"] or shard["master"]
     gradient_op = "reduce_scatter" if shard["gradients"] or sharded_update else "all_reduce"
+    if not _deepspeed_reduce_scatters(r):  # each bucket all-reduced whole, kept in part
+        gradient_op = "all_reduce"
     out: dict[str, Comm | None] = {}
     if shard["weights"]:
         out["dp_weights"] = _dense_and_experts(r, "dp weights", "all_gather", unit, "weights")
-    out["dp_gradients"] = _dense_and_experts(r, "dp gradients", gradient_op, unit, "gradients")
+    reduce = _dense_and_experts(r, "dp gradients", gradient_op, unit, "gradients")
+    out["dp_gradients"] = _with_muon_gathers(r, unit, reduce)
     if not shard["weights"] and sharded_update:
         out["dp_parameters"] = _dense_and_experts(r, "dp parameters", "all_gather", unit, "weights")
     return out
+
+
+def _with_muon_gathers(r: Resolved, unit: Unit, reduce: Comm | None) -> Comm | None:
+    """DeepSpeed ZeRO-3's Muon all-gathers after each bucket's all-reduce, on the same stream,
+    as one flow with it (state/deepspeed_muon.py): the unit's Muon values whole, their
+    momentum twice and their update once, every micro-batch."""
+    per_value = ds_muon.gathered_per_value(r)
+    if reduce is None or not per_value or not unit.muon_values:
+        return reduce
+    gathers = comm(r, "dp muon gathers", "data", "all_gather", unit.muon_values * per_value)
+    latency = reduce.latency_s + gathers.latency_s
+    return Comm(reduce.name, reduce.nbytes + gathers.nbytes, latency, reduce.resource, reduce.group)
+
+
+def _deepspeed_reduce_scatters(r: Resolved) -> bool:
+    """False under DeepSpeed with `training.deepspeed.reduce_scatter: false`: ZeRO-1/2's
+    `average_tensor` and ZeRO-3's `__avg_scatter_contiguous_grads` then all-reduce each
+    gradient bucket whole, each rank keeping its partition (config/deepspeed.py)."""
+    ex = r.execution
+    return ex.offload.framework != "deepspeed" or ex.training.deepspeed.reduce_scatter
 
 
 def _dense_comm(r: Resolved, name: str, op, nbytes: float) -> Comm:

@@ -146,14 +146,20 @@ def fetch_units(r: Resolved, plan: OffloadPlan, layers: list, mats: list[Matrix]
     return out, tiling
 
 
-def fetch_depth(plan: OffloadPlan, units: list, configured: int) -> int:
-    """Uses ahead a fetch may be issued: DeepSpeed prefetches the next parts up to its bucket
-    (at least one) while no more than `max_live_parameters` are gathered; else as configured."""
+def fetch_depth(plan: OffloadPlan, units: list, configured: int, window: int | None = None) -> int:
+    """Uses ahead a fetch may be issued. DeepSpeed's submodule fetch where the layers' weights
+    are fetched: the largest unit as many times as it fits in `window`, the values its
+    coordinator keeps gathered ahead of use (state/zero3_prefetch.py `fetch_ahead_values`, the
+    memory timeline's rule). Where they are not fetched (ZeRO-1/2, weights resident), the
+    bound as before: the next parts up to its bucket (at least one) while no more than
+    `max_live_parameters` are gathered. Else, and never beyond, as configured."""
     if plan.fetch != "submodule" or plan.max_live_parameters is None:
         return configured
     sizes = [u.params for u in units if u.params]
     if not sizes:
         return configured
+    if window is not None:
+        return min(window // max(sizes), configured)
     live = max(0, plan.max_live_parameters // max(sizes) - 1)
     bucket = plan.prefetch_bucket_size or max(sizes)
     ahead = max(1, bucket // max(1, min(sizes)))

@@ -13,10 +13,11 @@ from tiersim.workload.pipeline import (
     PipelineTiming,
     Times,
     busy,
+    in_order,
     per_chunk,
     warmup_forwards,
 )
-from tiersim.workload.pipeline_blocks import fits, in_order, timeline_blocks
+from tiersim.workload.pipeline_blocks import fits, timeline_blocks
 
 
 def timeline(

@@ -35,6 +35,7 @@ class Unit:
     dp_parameters: Comm | None = None  # all-gather of updated weights after the optimizer
     embedding_sync: Comm | None = None  # tied embeddings: first and last stage, before update
     expert_weights_full: int = 0  # the routed experts' share of weights_full
+    muon_values: int = 0  # values of its tensors Muon updates (DeepSpeed ZeRO-3's gathers)
     expert_gradients_full: int = 0
     ep_forward: Comm | None = None  # expert parallelism's all-to-alls, blocking, per micro-batch
     ep_backward: Comm | None = None

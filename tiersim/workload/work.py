@@ -12,9 +12,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.frozen import replaced
+from tiersim.state import deepspeed_muon as ds_muon
 from tiersim.state.inventory import (
     Inventory,
     build_inventory,
@@ -149,11 +151,10 @@ def _unit(
     g_full = raw_parameter_bytes(tr, mats)["gradients"]
     if tr.framework == "fsdp":  # autograd's, reduce-scattered: param_dtype
         g_full, expert_g = params * compute_bytes, expert_params * compute_bytes
-    master, opt = homed["master"], homed["optimizer"]
     g_update = math.ceil(updated * PRECISION_BYTES[prec.gradients])
     w_updated = math.ceil(updated * PRECISION_BYTES[prec.weights])
     weights_read = 0 if master_bytes(prec) else w_updated  # no master: update weights in place
-    touched = g_update + 2 * master + 2 * opt + w_updated + weights_read
+    touched = g_update + 2 * (homed["master"] + homed["optimizer"]) + w_updated + weights_read
     gpu_touched = touched + mixed_precision_bytes(r, updated)
     gpu_opt = max(_optimizer_times(r, gpu_touched, updated)[0], _update_flops_s(r, mats, updated))
     tensors = partition_tensors(r, mats, is_layer and not part, updated / params if params else 0)
@@ -174,6 +175,7 @@ def _unit(
         gpu_opt if params else 0.0,
         cpu_opt if params else 0.0,
         expert_weights_full=expert_params * compute_bytes,
+        muon_values=sum(o * i for o, i in ds_muon.shapes_of(r, mats)),
         expert_gradients_full=expert_g,
         **(comms or {}),
     )
@@ -377,11 +379,13 @@ def _parts(r: Resolved, shared: dict):
 
 def _bucket_reduces(r: Resolved, model, stage: int, count: int) -> tuple[int, ...]:
     """Each unit's bucket reduces, its tensors in reverse (backward's order), the layers last
-    to first, then the rest (the tied embedding's gradient completes last); () without a
-    bucket size, or where units are not whole layers (submodules, experts apart)."""
-    bucket = r.execution.offload.reduce_bucket_size
-    if bucket is None:
-        return ()
+    to first, then the rest (the tied embedding's gradient completes last); () but for
+    DeepSpeed before 0.3.17 (config/deepspeed.py), or where units are not whole layers
+    (submodules, experts apart)."""
+    ex = r.execution
+    if ex.offload.framework != "deepspeed" or not ex.training.deepspeed.v03_bucket:
+        return ()  # from 0.3.17 a reduce divides what the bucket holds: no whole-buffer pass
+    bucket = reduce_bucket(r.execution.offload.reduce_bucket_size)
     groups = rank_matrices(r, stage, model)
     if len(groups) != count:
         return ()

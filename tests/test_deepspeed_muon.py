@@ -1,0 +1,114 @@
+"""Muon under DeepSpeed ZeRO with `training.deepspeed.reduce_scatter: false`
+(state/deepspeed_muon.py, workload/data_parallel.py), by hand on a tiny Llama-like model:
+hidden 64, FFN 128 (gated), 4 heads, 2 layers, its Muon group per layer q, k, v, o [64, 64],
+gate and up [128, 64], down [64, 128] (nn.Linear's [out, in]); embedding and head AdamW's.
+
+MuonWithAuxAdam sorts the group by shape, largest first: the 4 gate/up (8,192 values each),
+the 2 down (8,192), the 8 attention projections (4,096): 81,920 values."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import scenario
+
+from tiersim.state import deepspeed_muon as ds_muon
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
+from tiersim.state.step_memory import gpu_timeline
+from tiersim.workload.work import build_workload
+
+MODEL = {
+    "hidden": 64,
+    "layers": 2,
+    "heads": 4,
+    "ffn_hidden": 128,
+    "vocab": 512,
+    "norm": "rmsnorm",
+    "position": "rope",
+    "gated_mlp": True,
+}
+BF16 = {"weights": "bf16", "gradients": "bf16", "master": "fp32", "optimizer": "fp32"}
+SIZES = [8192] * 4 + [8192] * 2 + [4096] * 8
+
+
+def _raw(zero: int, data: int, reduce_scatter: bool = False, optimizer: str = "muon") -> dict:
+    training = {"framework": "deepspeed", "seq_len": 128, "precision": BF16, "workspace": "0 B"}
+    training |= {"optimizer": optimizer, "deepspeed": {"reduce_scatter": reduce_scatter}}
+    parallel = {"data": data, "zero_stage": zero}
+    return {"name": "ds", "model": MODEL, "training": training, "parallel": parallel}
+
+
+def _events(raw: dict, part: str) -> list[tuple[str, int, bool]]:
+    r = resolve(scenario(raw))
+    t = gpu_timeline(r, build_inventory(r))
+    return [(e.moment, e.nbytes, e.alloc) for e in t.events if e.part == part]
+
+
+def test_the_busiest_rank_holds_its_straddling_matrices_whole():
+    # 3 ranks: 81,920 values padded to a multiple of 2 x 3 = 6: 81,924, partitions of 27,308.
+    # rank 0 [0, 27308): the gate/up at 0, 8192, 16384 and the one at 24576 straddling its end:
+    #   32,768 whole, 5,460 beyond; rank 1 [27308, 54616): from 24576 (straddling its start)
+    #   to the projection at 53248 (starting inside): 57,344 - 24,576 = 32,768, 5,460 beyond;
+    #   rank 2 [54616, 81924): from 53248: 28,672, 1,364 beyond
+    assert ds_muon.beyond_partition(SIZES, 3) == 5_460
+    # 2 ranks: partitions of 40,960 end where a tensor ends (the first down projection)
+    assert ds_muon.beyond_partition(SIZES, 2) == 0
+    assert ds_muon.muon_shapes(resolve(scenario(_raw(2, 3))), 0) == (
+        [(128, 64)] * 4 + [(64, 128)] * 2 + [(64, 64)] * 8
+    )
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_zero_1_2_holds_the_momentum_and_the_updates_beyond_the_partition(zero):
+    # 5,460 values x 2 B (bf16 gradients, DeepSpeed's grad_accum_dtype) = 10,920 B: the
+    # momentum from the start (made at the first step, kept), the updates from the backward's
+    # epilogue to the optimizer step, which flattens them and lets them go
+    raw = _raw(zero, 3)
+    assert _events(raw, ds_muon.MOMENTUM) == [("start of the step", 10_920, True)]
+    epilogue = "backward: ZeRO's gradient epilogue"
+    assert _events(raw, ds_muon.UPDATES) == [
+        (epilogue, 10_920, True),
+        ("optimizer step", 10_920, False),
+    ]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _raw(2, 3, reduce_scatter=True),  # refused by DeepSpeed: noted, not counted
+        _raw(2, 3, optimizer="adamw"),
+        _raw(2, 2),  # partitions end where tensors end: nothing beyond
+    ],
+    ids=["reduce-scatter", "adamw", "aligned"],
+)
+def test_nothing_beyond_where_deepspeed_holds_nothing_more(raw):
+    assert _events(raw, ds_muon.MOMENTUM) == []
+    assert _events(raw, ds_muon.UPDATES) == []
+
+
+def test_zero3_gathers_one_bucket_of_momenta_at_the_epilogue():
+    # 2 ranks; the bucket (5e8) holds all 81,920 Muon values: gathered whole, and the rank's
+    # clones of their partitions, ceil(size / 2) each: 40,960; (81,920 + 40,960) x 4 B (fp32
+    # momentum) = 491,520 B, made and let go at the epilogue
+    epilogue = "backward: ZeRO's gradient epilogue"
+    assert _events(_raw(3, 2), ds_muon.GATHERED) == [
+        (epilogue, 491_520, True),
+        (epilogue, 491_520, False),
+    ]
+    assert _events(_raw(3, 2, optimizer="adamw"), ds_muon.GATHERED) == []
+
+
+def test_zero3_all_gathers_each_layer_s_muon_values_every_micro_batch():
+    # a layer's Muon values: 4 x 4,096 + 3 x 8,192 = 40,960 (its 2 norm vectors are AdamW's);
+    # per GPU over 2 ranks an all-gather sends 1/2 of the whole: the momentum twice (fp32) and
+    # the update once (bf16): 40,960 x (4 + 4 + 2) / 2 = 204,800 B, beside the bucket's
+    # all-reduce, 2 x 1/2 of the layer's bf16 gradients (its gradients_full)
+    muon, adamw = build_workload(resolve(scenario(_raw(3, 2)))), None
+    adamw = build_workload(resolve(scenario(_raw(3, 2, optimizer="adamw"))))
+    layer, plain = muon.units[0], adamw.units[0]
+    assert layer.muon_values == 40_960
+    assert plain.dp_gradients.nbytes == pytest.approx(plain.gradients_full)
+    assert layer.dp_gradients.nbytes == pytest.approx(layer.gradients_full + 204_800)
+    # ZeRO-1/2 gather nothing: every rank holds every averaged gradient after the all-reduce
+    zero2 = build_workload(resolve(scenario(_raw(2, 2)))).units[0]
+    assert zero2.dp_gradients.nbytes == pytest.approx(zero2.gradients_full)

@@ -1,0 +1,147 @@
+"""Muon under DeepSpeed ZeRO with `training.deepspeed.reduce_scatter: false`, the only way
+DeepSpeed runs it (config/optimizer_notes.py): what one GPU holds and sends beyond what ZeRO
+holds for AdamW. Read in deepspeedai/DeepSpeed at the commits docs/deepspeed-buckets.md names.
+
+ZeRO-1/2 (deepspeed/runtime/zero/stage_1_and_2.py, 02aa38c3). `average_tensor` all-reduces each
+gradient bucket whole (workload/data_parallel.py). The Muon parameter group
+(`MuonWithAuxAdam.__init__` sorts it by `x.size()`, largest shape first: muon_optimizer.py)
+is flattened, padded to a multiple of 2 x the data-parallel ranks
+(`flatten_dense_tensors_aligned`, nccl_start_alignment_factor 2) and cut into equal
+partitions; `get_partition_info` gives a rank every tensor that starts in its partition or
+straddles its start. At the backward's epilogue (`independent_gradient_partition_epilogue`)
+`get_flat_partition` makes the momentum buffer once, `torch.zeros([total_size],
+dtype=gradient_accumulation_dtype)` with `total_size` the elements of all those tensors,
+whole, and returns `muon_update`'s result for each whole tensor (`.to(orig_dtype)`, the
+gradients' dtype), narrowed views of which `averaged_gradients` keeps until `step()` flattens
+them into the fp32 partition. So beyond the partition ZeRO counts for AdamW, the busiest rank
+holds its straddling tensors' other elements twice: in the momentum (all step) and in the
+updates (from the epilogue to the step), each in the gradients' precision (what tiersim
+writes as DeepSpeed's `grad_accum_dtype`: frameworks/write_deepspeed.py).
+
+ZeRO-3 (deepspeed/runtime/zero/stage3.py, 007cca6a). Each bucket is all-reduced
+(`__avg_scatter_contiguous_grads`), then `_apply_distributed_muon_update` clones the rank's
+momentum partition of each Muon parameter in the bucket (`partition_numel()`, ceil(n / W)),
+all-gathers them whole (`_partitioned_buffers_all_gather`), updates every W-th parameter on
+each rank and all-gathers the updates (`param.grad`, the weights' 16-bit dtype) and the
+momenta back: per micro-batch, three all-gathers of the bucket's Muon parameters. Counted
+here: the gathered momenta and the clones of one bucket (its Muon values, at most
+`reduce_bucket_size`), in the momentum's precision (`training.precision.optimizer`: the
+helper's output dtype was not read), at the backward's epilogue, where the last bucket is
+reduced (a model whose Muon values exceed the bucket reduces full buckets earlier in the
+backward, at moments the timeline does not name).
+
+Not counted: Newton-Schulz's own working set (DeepSpeed compiles `zeropower_via_*`
+with torch.compile, and its `ns_method` picks the iteration: not measured here, no GPU).
+"""
+
+from __future__ import annotations
+
+import math
+
+from tiersim.config.deepspeed import reduce_bucket
+from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state.inventory import rank_matrices
+from tiersim.state.optimizers import takes_muon
+from tiersim.state.resolved import Resolved
+from tiersim.state.sharding import as_held, shard_divisors
+from tiersim.state.timeline import Steps
+
+MOMENTUM = "DeepSpeed Muon momentum beyond the partition (whole matrices)"
+UPDATES = "DeepSpeed Muon updates beyond the partition (whole matrices)"
+GATHERED = "DeepSpeed ZeRO-3 Muon momenta gathered (one bucket)"
+ALIGNMENT = 2  # stage_1_and_2.py nccl_start_alignment_factor: partitions 4-byte aligned
+
+
+def runs(r: Resolved) -> bool:
+    """DeepSpeed ZeRO steps Muon on the GPU with reduce_scatter false (DeepSpeed refuses it
+    otherwise, and has no Muon with the optimizer on the CPU: a note says so)."""
+    ex = r.execution
+    return (
+        ex.offload.framework == "deepspeed"
+        and ex.parallel.zero_stage > 0
+        and ex.training.optimizer == "muon"
+        and not ex.training.deepspeed.reduce_scatter
+        and ex.placement.optimizer_compute == "gpu"
+    )
+
+
+def shapes_of(r: Resolved, mats) -> list[tuple[int, int]]:
+    """[out, in] of each of these tensors Muon updates, as MuonWithAuxAdam orders its group
+    (`sorted(params, key=lambda x: x.size(), reverse=True)`: by shape, largest first)."""
+    held = as_held(r.execution.training, mats)
+    shapes = [
+        (o, i) for m in held if takes_muon(m) for o, i, n in m.linear_shapes() for _ in range(n)
+    ]
+    return sorted(shapes, reverse=True)
+
+
+def muon_shapes(r: Resolved, stage: int) -> list[tuple[int, int]]:
+    """The Muon group of one GPU of `stage` (its tensor split), in MuonWithAuxAdam's order."""
+    return shapes_of(r, [m for u in rank_matrices(r, stage) for m in u])
+
+
+def gathered_per_value(r: Resolved) -> int:
+    """ZeRO-3: bytes all-gathered per Muon value per micro-batch (0 where Muon does not run
+    so): its momentum twice (the partitions gathered, the updated momenta back) in the
+    momentum's precision, its update once in the weights' (`param.grad`)."""
+    if not runs(r) or r.execution.parallel.zero_stage != 3:
+        return 0
+    precision = r.execution.training.precision
+    return 2 * PRECISION_BYTES[precision.optimizer] + PRECISION_BYTES[precision.weights]
+
+
+def beyond_partition(sizes: list[int], ranks: int) -> int:
+    """Elements the busiest rank's Muon buffers hold beyond its partition: the tensors that
+    start in its partition or straddle its start, whole, less the partition."""
+    padded = math.ceil(sum(sizes) / (ALIGNMENT * ranks)) * ALIGNMENT * ranks
+    part = padded // ranks
+    most = 0
+    for rank in range(ranks):
+        start, end, at, touched = rank * part, (rank + 1) * part, 0, 0
+        for size in sizes:
+            if start <= at < end or at < start < at + size:
+                touched += size
+            at += size
+        most = max(most, touched - part)
+    return most
+
+
+def extra_bytes(r: Resolved, stage: int) -> int:
+    """ZeRO-1/2: bytes of each of the two buffers beyond the busiest rank's partition."""
+    if not runs(r) or r.execution.parallel.zero_stage == 3:
+        return 0
+    sizes = [o * i for o, i in muon_shapes(r, stage)]
+    value_bytes = PRECISION_BYTES[r.execution.training.precision.gradients]
+    return beyond_partition(sizes, shard_divisors(r.execution.parallel)[0]) * value_bytes
+
+
+def gathered_bytes(r: Resolved, stage: int) -> int:
+    """ZeRO-3: one bucket's gathered Muon momenta and the rank's clones of their partitions."""
+    ex = r.execution
+    if not runs(r) or ex.parallel.zero_stage != 3:
+        return 0
+    ranks, bucket = shard_divisors(ex.parallel)[0], reduce_bucket(ex.offload.reduce_bucket_size)
+    whole, clones = 0, 0
+    for out, inn in muon_shapes(r, stage):
+        if whole + out * inn > bucket:
+            break
+        whole, clones = whole + out * inn, clones + math.ceil(out * inn / ranks)
+    return (whole + clones) * PRECISION_BYTES[ex.training.precision.optimizer]
+
+
+def at_start(steps: Steps, r: Resolved, stage: int) -> None:
+    """ZeRO-1/2's momentum beyond the partition: made at the first step, kept."""
+    steps.alloc("start of the step", "start", "ds muon momentum", MOMENTUM, extra_bytes(r, stage))
+
+
+def at_epilogue(steps: Steps, r: Resolved, stage: int, at: str) -> None:
+    """The epilogue's Muon: ZeRO-1/2's whole updates (kept to the step); ZeRO-3's last
+    bucket's gathered momenta (made and let go)."""
+    steps.alloc(at, "backward", "ds muon updates", UPDATES, extra_bytes(r, stage))
+    steps.alloc(at, "backward", "ds muon gathered", GATHERED, gathered_bytes(r, stage))
+    steps.free(at, "backward", "ds muon gathered", GATHERED)
+
+
+def at_step(steps: Steps, at: str) -> None:
+    """`step()` flattens the updates into the fp32 partition, then lets them go."""
+    steps.free(at, "optimizer", "ds muon updates", UPDATES)
