@@ -7,8 +7,10 @@ none / full x fp32 / bf16 x AdamW, the same shapes as tests/test_step_measure.py
 of issue 38's matrix (MATRIX: shared-expert MoE, selective recompute, Muon, MoE with Muon;
 EIGHT_BIT: torchao's 8-bit AdamW, eager, fp32 on the DTensors and bf16 on each rank's local
 shards) and what cannot be stepped under FSDP2 (REFUSED: 8-bit AdamW's DTensor step in bf16),
-named by its error. The ranks are forked once per world size and run all their steps (tiny
-models: seconds)."""
+named by its error; and every one of the matrix's 162 cells (groundtruth/matrix_cells.py:
+test_every_cell_of_the_matrix_within_3_percent). The ranks are forked once per world size and
+run all their steps, the cells alike but for recompute on one model in turn
+(groundtruth/fsdp2_matrix.py; tiny models: a tenth of a second a step)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,14 @@ import dataclasses
 import pytest
 from conftest import scenario
 
+from tiersim.groundtruth.matrix_cells import (
+    CELLS,
+    DENSE,
+    GQA,
+    LLAMA,
+    fsdp_raw,
+    matrix_raw,
+)
 from tiersim.state.activations import accounting_for
 from tiersim.state.fsdp2_memory import ALL_GATHER, GATHERED, RS_INPUT, RS_OUTPUT, TRANSPORT
 from tiersim.state.inventory import build_inventory
@@ -24,34 +34,12 @@ from tiersim.state.optimizers import optimizer
 from tiersim.state.resolved import resolve
 from tiersim.state.step_memory import build_events
 
-# two shapes: the dense one's peak is the loss's backward, or with full recompute in fp32 a
-# layer's; the grouped-query one's a layer's backward (MLP 512 wide, vocabulary 128)
-DENSE = {"hidden": 64, "heads": 4, "kv_heads": 4, "ffn_hidden": 128, "vocab": 512}
-GQA = {"hidden": 128, "heads": 4, "kv_heads": 2, "ffn_hidden": 512, "vocab": 128}
-LLAMA = {"layers": 2, "norm": "rmsnorm", "position": "rope", "gated_mlp": True}
 CASES = [
     (name, shape, recompute, dtype)
     for name, shape in (("dense", DENSE), ("gqa", GQA))
     for recompute in ("none", "full")
     for dtype in ("fp32", "bf16")
 ]
-
-
-def fsdp_raw(shape: dict, recompute: str, dtype: str, world: int) -> dict:
-    precision = {k: dtype for k in ("weights", "gradients", "optimizer")} | {"master": "none"}
-    training = {
-        "seq_len": 128,
-        "precision": precision,
-        "workspace": "0 B",
-        "optimizer": "adamw",
-        "implementation": "huggingface",
-        "attention_kernel": "sdpa",
-        "recompute": recompute,
-        "framework": "fsdp",
-    }
-    model = {**LLAMA, **shape, "tied_embeddings": False, "max_positions": 256}
-    parallel = {"data": world, "zero_stage": 3}
-    return {"name": "fsdp2", "model": model, "training": training, "parallel": parallel}
 
 
 def cpu_events(raw: dict):
@@ -123,22 +111,24 @@ def test_on_a_gpu_nccl_writes_in_place_and_one_rank_gathers_without_a_buffer():
 
 @pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda w: f"{w}ranks")
 def recorded(request):
+    """Rank 0's recorded steps on the world size's gloo ranks, forked once for them all: every
+    cell of issue 38's matrix (groundtruth/matrix_cells.py; the cells alike but for recompute
+    step one model in turn, groundtruth/fsdp2_matrix.py), keyed by the cell's names joined by
+    '-', then the steps with a model of their own."""
     pytest.importorskip("torch", reason="needs PyTorch (the `measure` extra)")
     pytest.importorskip("transformers", reason="needs transformers (the `measure` extra)")
-    from tiersim.groundtruth.fsdp2_step import record_fsdp_outcomes
+    from functools import partial
+
+    from tiersim.groundtruth.fsdp2_matrix import matrix_tasks
+    from tiersim.groundtruth.fsdp2_step import outcome, record_job, run_on_ranks
 
     world = request.param
-    jobs = [(scenario(fsdp_raw(sh, rc, dt, world)), dt) for _, sh, rc, dt in CASES]
-    keys = [name + recompute + dtype for name, _, recompute, dtype in CASES]
+    cells, tasks = matrix_tasks([c for c in CELLS if not missing(c[3])], world)
+    keys = ["-".join(c) for c in cells]
+    jobs = []
     if world == 2:  # and two with every layer kept whole from its forward to its backward
         jobs += [(scenario(kept_whole(sh, rc, dt)), dt) for _, sh, rc, dt in KEPT_WHOLE]
         keys += [f"{name}{recompute}{dtype}-kept" for name, _, recompute, dtype in KEPT_WHOLE]
-    # the rest of the matrix, each on the ranks it is measured on
-    for case in [
-        c for c in MATRIX + EIGHT_BIT + KERNEL_PEAK if world in c[4] and not missing(c[3])
-    ]:
-        jobs.append((scenario(matrix_raw(*case[:4], world)), case[2]))
-        keys.append("-".join(case[:4]))
     if world == 2 and not missing("adamw8bit"):  # 8-bit AdamW by the route it does not take
         for case in (*REFUSED, LOCAL_CHECK):
             route = dtensor_route if case in REFUSED else local_route
@@ -147,7 +137,8 @@ def recorded(request):
     if world == 2:  # eager attention: its s x s scores recomputed (tests/test_selective_order.py)
         jobs.append((scenario(eager_selective(world)), "bf16"))
         keys.append("gqa-selective-bf16-eager")
-    return world, dict(zip(keys, record_fsdp_outcomes(jobs, world), strict=True))
+    tasks += [partial(record_job, *job) for job in jobs]
+    return world, dict(zip(keys, map(outcome, run_on_ranks(tasks, world)), strict=True))
 
 
 KEPT_WHOLE = [
@@ -169,7 +160,7 @@ def test_fsdp2_step_peak_within_3_percent_of_pytorch(recorded, name, shape, reco
     from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
 
     world, steps = recorded
-    measured = steps[name + recompute + dtype]
+    measured = steps["-".join((name, recompute, dtype, "adamw"))]
     assert measured.left_bytes == 0  # every allocation the step made was seen freed
     predicted = predicted_peaks(
         predicted_timeline(scenario(fsdp_raw(shape, recompute, dtype, world)))
@@ -222,12 +213,6 @@ def test_fsdp2_kept_whole_after_forward_within_3_percent(recorded, name, shape, 
 
 # --- the rest of issue 38's matrix under FSDP2 --------------------------------------------------
 
-# Qwen2-MoE (transformers 5's Qwen2MoeForCausalLM, as tests/test_step_measure.py): 4 routed
-# experts (2 a token) of width 96, fused into two 3-D tensors, one gated shared expert of 160
-QWEN2_MOE = {**LLAMA, **GQA, "hidden": 64, "ffn_hidden": 128, "vocab": 256, "experts": 4}
-QWEN2_MOE |= {"experts_per_token": 2, "expert_ffn_hidden": 96, "shared_experts": 1}
-QWEN2_MOE |= {"shared_expert_ffn_hidden": 160, "shared_expert_gate": True, "qkv_bias": True}
-SHAPES = {"dense": DENSE, "gqa": GQA, "moe": QWEN2_MOE}
 # (shape, recompute, dtype, optimizer, ranks): selective recompute checkpoints the attention
 # core (groundtruth/selective.py); Muon is torch.optim.Muon on the layers' matrices, AdamW on
 # the rest (state/optimizers.py)
@@ -248,8 +233,13 @@ MATRIX = [
     ("dense", "full", "bf16", "muon", (4,)),
 ]
 # bf16 MoE with full recompute: the step peaks inside the experts' gate/up weight-gradient GEMM,
-# beside oneDNN's scratchpad (test_fsdp2_moe_bf16_full_recompute_peaks_in_a_gemm_scratchpad)
-KERNEL_PEAK = [("moe", "full", "bf16", "adamw", (2, 4))]
+# beside oneDNN's scratchpad (test_fsdp2_moe_bf16_full_recompute_peaks_in_a_gemm_scratchpad);
+# on 1 rank within 3 % without it, and 8-bit AdamW's on 2 ranks peaks in its update
+KERNEL_PEAK = [
+    ("moe", "full", "bf16", "adamw", (2, 4)),
+    ("moe", "full", "bf16", "muon", (2, 4)),
+    ("moe", "full", "bf16", "adamw8bit", (4,)),
+]
 # 8-bit AdamW: torchao's AdamW8bit (0.18.0), its update run eagerly (state/torchao_adamw8bit.py;
 # bitsandbytes' refuses DTensors): fp32 on the DTensors, bf16 on each rank's local shards (its
 # DTensor step refuses bf16: REFUSED; the two routes measure alike: LOCAL_CHECK)
@@ -295,15 +285,6 @@ def missing(name: str) -> str | None:
     """Why the optimizer cannot be built here for DTensors (torchao not installed), else
     None."""
     return optimizer(name).missing(dtensors=True)
-
-
-def matrix_raw(name: str, recompute: str, dtype: str, optimizer: str, world: int) -> dict:
-    raw = fsdp_raw(SHAPES[name], recompute, dtype, world)
-    raw["training"]["optimizer"] = optimizer
-    if name == "moe":
-        raw["model"] = {**QWEN2_MOE, "tied_embeddings": False, "max_positions": 256}
-        raw["training"]["seq_len"] = 64
-    return raw
 
 
 def measured_and_predicted(recorded, case: tuple):
@@ -359,15 +340,48 @@ def test_fsdp2_moe_bf16_full_recompute_peaks_in_a_gemm_scratchpad(
     than 3 % high, and short by no more than the kernel's largest scratchpad over any routing
     (measured on the kernel), within 3 %. When written: 55,168 B at the peak (K = 33..48
     rows); the prediction -3.09 % (2 ranks) and -4.17 % (4 ranks), +1.08 % and +1.39 % with
-    the largest scratchpad (89,216 B, K = 97..127) added (Muon's, measured alike: -3.22 % and
-    -4.28 %). The double count these cells passed with before (the down weight's moment and
-    the first gradient beside it) was +3.8 % high in fp32."""
-    measured, predicted = measured_and_predicted(recorded, case)
+    the largest scratchpad (89,216 B, K = 97..127) added; Muon's -3.22 % and -4.28 % (+1.12 %
+    and +1.42 %), 8-bit AdamW's on 4 ranks -4.78 % (+1.05 %). The double count these cells
+    passed with before (the down weight's moment and the first gradient beside it) was +3.8 %
+    high in fp32."""
+    assert_peak_beside_the_scratchpad(*measured_and_predicted(recorded, case), gate_up_scratchpads)
+
+
+def assert_peak_beside_the_scratchpad(measured, predicted, scratchpads: dict[int, int]) -> None:
     assert predicted.peak_phase == measured.peak_phase == "backward"
     assert predicted.peak_bytes / measured.peak_bytes - 1 <= 0.03, (measured, predicted)
-    largest = max(gate_up_scratchpads.values())
+    largest = max(scratchpads.values())
     with_kernel = (predicted.peak_bytes + largest) / measured.peak_bytes - 1
     assert abs(with_kernel) <= 0.03, (measured, predicted, largest)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids="-".join)
+def test_every_cell_of_the_matrix_within_3_percent(recorded, request, cell):
+    """Issue 38's target over its whole matrix (groundtruth/matrix_cells.py: 54 cells on each
+    of 1, 2 and 4 ranks, 162 in all; the tests above say what each kind of cell stands for):
+    every allocation the step made seen freed, rank 0's whole-step peak within 3 % of the
+    timeline's and in the same phase, and the optimizer phase's peak within 3 % too. The
+    cells whose step peaks beside oneDNN's GEMM scratchpad (KERNEL_PEAK) are held to that
+    test's bound. Measured over all 162 when written (benchmarks/fsdp2_matrix.py): the rest
+    -2.00 % to +0.10 %, the optimizer phases -1.98 % to +2.51 % (AdamW's -0.13 % to 0.00 %;
+    -2.85 % on the grouped-query model while the previous parameter's denominator was not
+    counted, state/single_tensor_adam.py)."""
+    from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
+
+    world, steps = recorded
+    if missing(cell[3]):
+        pytest.skip(missing(cell[3]))
+    measured = steps["-".join(cell)]
+    assert measured.left_bytes == 0, measured
+    predicted = predicted_peaks(predicted_timeline(scenario(matrix_raw(*cell, world))))
+    if any(cell == k[:4] and world in k[4] for k in KERNEL_PEAK):
+        scratchpads = request.getfixturevalue("gate_up_scratchpads")
+        assert_peak_beside_the_scratchpad(measured, predicted, scratchpads)
+        return
+    assert abs(predicted.peak_bytes / measured.peak_bytes - 1) <= 0.03, (measured, predicted)
+    assert predicted.peak_phase == measured.peak_phase, (measured, predicted)
+    opt = predicted.phase_peaks["optimizer"] / measured.phase_peaks["optimizer"] - 1
+    assert abs(opt) <= 0.03, (measured, predicted)
 
 
 def test_a_moe_layers_experts_gradients_are_its_first_gradients_under_fsdp2():

@@ -2,6 +2,7 @@
 the unit cells they cover (integer ends: a brute-force count, not the code under test)."""
 
 import itertools
+import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -141,3 +142,20 @@ def test_union_of_disjoint_lists_is_the_union_of_them_all(lists, longest):
     lists = [iv.union(spans) for spans in lists]
     lists.append([(2.0 * k, 2.0 * k + 1) for k in range(longest)])  # often the longest
     assert iv.union_of(lists) == iv.union([s for spans in lists for s in spans])
+
+
+_time = st.floats(0.0, 1e4, allow_nan=False) | st.sampled_from([0.0, 1e-300, 0.1, 0.3, 37.9])
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(_time, _time), max_size=60))
+def test_the_total_is_each_length_added_in_order_to_the_bit(spans):
+    """`total` sums in C by negated terms: the same float, or the same 0, as adding each
+    end less its start in order from 0 (written out here), whatever the spans (empty ones,
+    ends before starts, equal ends: no -0.0)."""
+    added = 0
+    for start, end in spans:
+        added = added + (end - start)
+    got = iv.total(spans)
+    assert type(got) is type(added)
+    assert got == added and math.copysign(1.0, got) == math.copysign(1.0, added)

@@ -32,6 +32,7 @@ LEAVES = {
     "tiersim.state.optimizers",
     "tiersim.state.muon_sharded",
     "tiersim.state.torchao_adamw8bit",
+    "tiersim.state.single_tensor_adam",
 }
 
 

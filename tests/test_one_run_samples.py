@@ -5,9 +5,12 @@ random ones, extrapolated against simulated in full)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiersim.config.load import load_scenario
 from tiersim.engine import steady
@@ -63,3 +66,44 @@ def test_a_period_s_occupancy_is_its_changes_integrated():
     assert (peak, low) == (6.0, 2.0)
     # a window starting at a change counts what the tier held after it
     assert log.window("dram", 3.0, 5.0) == (2.0, 2.0, 2.0)
+
+
+_time = st.sampled_from([1.0, 2.5, 7.25, 0.0]) | st.floats(0.0, 50.0)
+
+
+def _periods(data, size: int, shift: float, how: str) -> list[float]:
+    """A period's times, then the next period's: the same moved by `shift`, one of them
+    moved by a little or a lot more or not a number, or drawn afresh."""
+    first = data.draw(st.lists(_time, min_size=size, max_size=size))
+    moved = [t + shift for t in first]
+    if how == "nudged" and size:
+        i = data.draw(st.integers(0, size - 1))
+        moved[i] += data.draw(st.sampled_from([1e-15, 1e-12, 1e-9, 1.0]))
+    elif how == "any":
+        moved = data.draw(st.lists(_time, min_size=size, max_size=size))
+    elif how == "nan" and size:
+        moved[data.draw(st.integers(0, size - 1))] = math.nan
+    return first + moved + data.draw(st.lists(_time, max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 12), st.floats(0.0, 40.0), st.data())
+def test_two_periods_are_shifted_alike_as_each_op_compared_in_turn(size, shift, data):
+    """steady._shifted_alike (the two periods' slices zipped) against each op i of the first
+    period compared with op i + period of the next by index, written out here: the same
+    differences, the same tolerance, a NaN failing it."""
+    how = data.draw(st.sampled_from(["shifted", "shifted", "nudged", "any", "nan"]))
+    other = data.draw(st.sampled_from([how, how, "shifted", "nudged"]))  # the ends'
+    starts, ends = _periods(data, size, shift, how), _periods(data, size, shift, other)
+    ends = ends[: len(starts)] + [1.0] * (len(starts) - len(ends))
+    first = data.draw(st.integers(0, min(1, len(starts) - 2 * size)))
+    second, end = first + size, first + 2 * size
+    end = end if data.draw(st.integers(0, 4)) or end == second else end - 1  # unequal
+    want = second - first == end - second and second != first
+    if want:
+        moved = starts[second] - starts[first]
+        tol = steady.REL * max(1e-300, abs(ends[end - 1]))
+        for times in (starts, ends):
+            for i in range(first, second):
+                want = want and abs(times[i + second - first] - times[i] - moved) <= tol
+    assert steady._shifted_alike(starts, ends, [first, second, end]) == want

@@ -91,6 +91,40 @@ def test_interleaved_order_p2_m4_v2():
     ]  # fmt: skip
 
 
+def _megatron_order(stage: int, p: int, m: int, v: int) -> list:
+    """Megatron-LM's order written out op by op (forward_backward_pipelining_with_
+    interleaving, get_model_chunk_id): warm-up forwards, then forward w + i before backward
+    i, then the cool-down's backwards; visit k is micro-batch (k // p·v)·p + k % p through
+    chunk (k % p·v) // p, a backward through the chunks in reverse."""
+    if v == 1:
+        w = min(p - stage - 1, m)
+    else:
+        w = m * v if m == p else min((p - stage - 1) * 2 + (v - 1) * p, m * v)
+
+    def visit(k: int, kind: str):
+        chunk = (k % (p * v)) // p
+        return Op(k // (p * v) * p + k % p, chunk if kind == "forward" else v - 1 - chunk, kind)
+
+    ops = [visit(k, "forward") for k in range(w)]
+    for i in range(m * v - w):
+        ops.append(visit(w + i, "forward"))
+        ops.append(visit(i, "backward"))
+    return ops + [visit(k, "backward") for k in range(m * v - w, m * v)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 4), st.integers(1, 12), st.data())
+def test_the_order_is_megatrons_op_by_op(p, v, groups, data):
+    # the order is built by slices (pipeline.in_order) from each kind's visits made in
+    # C-level passes; every op here is made one at a time, as a NamedTuple of the same class
+    v = 1 if p == 1 else v
+    m = p * groups if v > 1 else data.draw(st.integers(1, 40))
+    stage = data.draw(st.integers(0, p - 1))
+    made = stage_schedule(stage, p, m, v)
+    assert made == _megatron_order(stage, p, m, v)
+    assert all(type(op) is Op for op in made)
+
+
 def test_every_stage_runs_each_forward_then_its_backward_once():
     for p, m, v in [(1, 3, 1), (3, 5, 1), (4, 8, 2), (3, 6, 3), (2, 2, 4)]:
         for k in range(p):

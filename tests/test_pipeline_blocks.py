@@ -5,6 +5,7 @@ scenario that interleaves (so their reports cannot move)."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from tiersim.config.load import load_scenario
 from tiersim.state.resolved import resolve
-from tiersim.workload import pipeline_steady, pipeline_timeline, stage_times
+from tiersim.workload import pipeline_blocks, pipeline_steady, pipeline_timeline, stage_times
 from tiersim.workload.pipeline import warmup_forwards
 from tiersim.workload.pipeline_blocks import fits, steady_blocks, timeline_blocks
 from tiersim.workload.pipeline_steady import evaluate_steady
@@ -157,3 +158,21 @@ def test_the_shipped_schedules_repeat_the_same_when_let_go(shipped_stage_times):
         last, shift = steady_blocks(p, n, v, fwd, bwd, c, pipeline_steady.REL)
         assert shift is not None
         assert (last, shift) == graph_steady(p, n, v, fwd, bwd, c)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 4), st.integers(0, 90), st.data())
+def test_each_visits_time_is_its_chunks(p, v, total, data):
+    """The walk's tables (made by repeating one pattern of p·v visits): forward visit j runs
+    chunk (j % p·v) // p, a backward the chunks in reverse, and each stage's time of a visit
+    is its chunk's, visit by visit here; stages with equal times share one list."""
+    times = st.sampled_from([1.0, 2.0]) | st.floats(0.0, 5.0)
+    fwd = [[data.draw(times) for _ in range(v)] for _ in range(p)]
+    bwd = [[data.draw(times) for _ in range(v)] for _ in range(p)]
+    by_f, by_b, chunk_f, chunk_b = pipeline_blocks._times(p, v, total, fwd, bwd)
+    assert chunk_f == [(j % (p * v)) // p for j in range(total)]
+    assert chunk_b == [v - 1 - (j % (p * v)) // p for j in range(total)]
+    for rows, by_visit, chunks in ((fwd, by_f, chunk_f), (bwd, by_b, chunk_b)):
+        assert by_visit == [[row[chunks[j]] for j in range(total)] for row in rows]
+        for a, b in itertools.combinations(range(p), 2):
+            assert (by_visit[a] is by_visit[b]) == (rows[a] == rows[b])

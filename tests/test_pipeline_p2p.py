@@ -9,9 +9,16 @@ import math
 
 import pytest
 from conftest import published
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiersim.config.parallel_schema import Parallel
-from tiersim.workload.pipeline_p2p import interleaved_exchange_s, neighbours_off_node, op_costs
+from tiersim.workload.pipeline_p2p import (
+    interleaved_exchange_s,
+    neighbours_off_node,
+    off_node,
+    op_costs,
+)
 
 # DGX H100 (tiersim/presets/hardware/dgx-h100.yaml): one 400 Gb/s NIC per GPU = 50e9 B/s,
 # 14 us a hop, NCCL reaching 0.9 of it. Llama 2 13B's activation at 4096 tokens, micro-batch
@@ -81,3 +88,21 @@ def test_both_neighbours_off_node_send_two_tensors_through_one_nic():
     send = 12_582_912 / 50e9 / 0.9 + 14e-6
     assert math.isclose(interleaved_exchange_s(r, 12288), 2 * send, rel_tol=1e-9)
     assert math.isclose(2 * send, 587.2406e-6, rel_tol=1e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 70), st.integers(1, 70), st.integers(1, 16))
+def test_each_stages_neighbours_off_node_rank_by_rank(p, stride, gpus_per_node):
+    # stage k's rank j is k·stride + j, on node (k·stride + j) // gpus_per_node; its worst
+    # rank counts how many of stages k - 1 and k + 1 (modulo p) have that rank elsewhere
+    want = []
+    for k in range(p):
+        worst = 0
+        for j in range(min(stride, gpus_per_node)):
+            here = (k * stride + j) // gpus_per_node
+            for_j = sum(
+                ((q * stride + j) // gpus_per_node) != here for q in ((k - 1) % p, (k + 1) % p)
+            )
+            worst = max(worst, for_j)
+        want.append(worst)
+    assert off_node(p, stride, gpus_per_node) == want

@@ -78,9 +78,11 @@ def test_530b_walks_its_warm_up_a_few_periods_and_its_cool_down(published_stage_
     """530B (p 35, v 3, m 280) has blocks 1 - 105 = -104 to 280·3 + 35 - 2 = 873 (978). Its
     first repetition, block B against B - 105 (B - 105 >= p = 35, so B >= 140), is the one the
     full walk's ends show (`_repetition`: the same shift, to the bit); its steady blocks end
-    before (280 - 35)·3 + 1 = 736, so q = (735 - B) // 105 periods are added, not walked
-    (5 for any B in 140-175), and the walk goes on from B + 105·q + 1: 978 - 525 = 453 blocks
-    walked, not 978 (nor the 663 of the 175 micro-batches walked before)."""
+    before (280 - 35)·3 + 1 = 736, so the last steady block, 735, is the kept block
+    b = 735 - 105·q in (B - 105, B] moved by q shifts (6 for any B in 140-174), and the walk
+    goes on from 736: B + 105 + 138 blocks walked, 392 for B = 149, not 978 (nor the 453 of
+    the thirteenth round, which landed on B + 5·105 and walked the 61 steady blocks to 735,
+    nor the 663 of the 175 micro-batches walked before it)."""
     walked: list[int] = []
     see = pipeline_blocks._Repetition.see
 
@@ -95,10 +97,9 @@ def test_530b_walks_its_warm_up_a_few_periods_and_its_cool_down(published_stage_
     _, ends = timeline_blocks(p, m, v, fwd, bwd, c, False)
     assert shift is not None and shift == pipeline_steady._repetition(p, m, v, ends)
     b = next(x for x, y in pairwise(walked) if y != x + 1)
-    q = (735 - b) // 105
-    assert 140 <= b <= 175 and q == 5
-    assert walked == [*range(-104, b + 1), *range(b + 105 * q + 1, 874)]
-    assert len(walked) == 453
+    assert 140 <= b <= 174
+    assert walked == [*range(-104, b + 1), *range(736, 874)]
+    assert len(walked) == b + 105 + 138
     assert last == pytest.approx([e[-1] for e in ends], rel=WITHIN, abs=0.0)
 
 

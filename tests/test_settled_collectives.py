@@ -27,9 +27,10 @@ def test_a_collective_returns_after_its_worker_lets_go_not_after_its_wait():
     released = threading.Event()
 
     def let_go() -> None:
+        # both marks before the view is dropped: `settle` may return the moment it is
         events.append("let go")
-        work.clear()
         released.set()
+        work.clear()
 
     def issue(view):
         work.append(view)

@@ -19,6 +19,7 @@ from tiersim.cli.stopping import (
     sigterm_raises,
     stop_taken,
 )
+from tiersim.cli.suggesting import SuggestingParser
 from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, one_line
 from tiersim.core.open_lines import end_open_lines
 
@@ -33,10 +34,10 @@ STOPPED = {
 }
 
 
-# the commands that simulate a scenario themselves, so that one too large to simulate
-# (InfeasibleError) stops them; sweep and plan record such a point and go on, and the others
-# simulate nothing
-SIMULATING = ("run", "wear", "compare", "check-published")
+# the commands that simulate a scenario themselves (inventory: follow its memory timelines),
+# so that one too large to (InfeasibleError) stops them; sweep and plan record such a point
+# and go on, and the others simulate nothing
+SIMULATING = ("run", "inventory", "wear", "compare", "check-published")
 # the commands that read no file: their only invalid input is on the command line
 NO_FILES = ("presets",)
 INPUT_PROBLEM = "each problem as FILE: key.path: what is wrong (what is expected)"
@@ -73,7 +74,7 @@ def _one_means(name: str, command: argparse.ArgumentParser) -> str | None:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line's parser; with `only` (a command's name) just that command's
     subparser is built, so only its module is imported (its help and errors are the same)."""
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="tiersim",
         description="Tiered-memory offload simulator for large-model training: where every class "
         "of training state lives, how long a step takes as it moves between HBM, DRAM, NVMe "

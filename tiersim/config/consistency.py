@@ -12,6 +12,7 @@ from tiersim.config.distributed_optimizer import distributed_optimizer_problems
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.loss_chunks import loss_chunk_problems
+from tiersim.config.precision_checks import precision_problems
 from tiersim.config.schema import Scenario
 from tiersim.config.variants import MIXTRAL_VARIANTS, MLA_VARIANTS, given_variants
 from tiersim.core.errors import Problem, shown
@@ -101,25 +102,6 @@ def _endurance_problems(s: Scenario) -> list[Problem]:
         )
         for name, tier in s.hardware.tiers.items()
         if tier.endurance is not None and not tier.behaviour.wears
-    ]
-
-
-def _precision_problems(s: Scenario) -> list[Problem]:
-    """The matrix multiplies run in the compute copy's precision (the weights' where no
-    compute precision is given): the GPU must have a rate for it."""
-    precision = s.training.precision
-    key = "compute" if precision.compute is not None else "weights"
-    dtype = precision.compute_precision
-    if dtype in s.hardware.gpu.peak_flops or dtype == "fp8":  # fp8: kernel_checks refuses it
-        return []
-    have = ", ".join(s.hardware.gpu.peak_flops) or "none"
-    return [
-        Problem(
-            f"training.precision.{key}",
-            f"{dtype} matrix multiplies need hardware.gpu.peak_flops.{dtype} "
-            f"(this GPU gives: {have})",
-            "E-CONFLICT",
-        )
     ]
 
 
@@ -380,7 +362,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _selective_op_problems(s)
         + _recompute_every_problems(s)
         + _mtp_problems(s)
-        + _precision_problems(s)
+        + precision_problems(s)
         + fp8_problems(s)
         + sustained_problems(s)
         + compile_problems(s)

@@ -4,6 +4,7 @@ a measured rate, a kernel table's sustained and FP8 quantize shares are shares,
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +127,54 @@ def _is_share(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1
 
 
+# a kernel table's top-level keys (tiersim/hardware/kernel_tables.py reads them), and those
+# that hold measured rates (or inherit them)
+TABLE_KEYS = (
+    "gemm",
+    "attention",
+    "grouped_gemm",
+    "fp8_recipes",
+    "fp8_quantize",
+    "sustained",
+    "base",
+    "name",
+    "compute_capability",
+)
+MEASURED_KEYS = ("gemm", "attention", "grouped_gemm", "base")
+
+
+def _table_file_problems(kernels: str) -> list[Problem]:
+    """A table file's keys: the loader reads the keys it knows and ignores the rest, so a model
+    preset or a misspelt file given as `hardware.gpu.kernels` ran as no table, without a word
+    (gpt2 on dgx-h100: 8.85 ms a step, where h100-sxm's table gives 8.38 ms)."""
+    raw = read_yaml(Path(kernels), kernels)
+    unknown = [str(k) for k in raw if k not in TABLE_KEYS]
+    if not unknown and any(k in raw for k in MEASURED_KEYS):
+        return []
+    hints = [f"'{k}'" + _close_key(k) for k in unknown[:6]] + (["..."] if len(unknown) > 6 else [])
+    keys = "its key {} is" if len(unknown) == 1 else "its keys {} are"
+    got = keys.format(", ".join(hints)) + " no kernel table's" if unknown else "no measured rates"
+    beside = [k for k in TABLE_KEYS if k not in MEASURED_KEYS]
+    what = (
+        f"{kernels}: not a kernel table: {got} (expected measured rates under gemm, attention "
+        f"or grouped_gemm, or a base table, beside {', '.join(beside)}, as tiersim calibrate "
+        "--kernels-out writes them; docs/kernels.md)"
+    )
+    return [Problem("hardware.gpu.kernels", what, "E-KERNEL")]
+
+
+def _close_key(key: str) -> str:
+    close = difflib.get_close_matches(key, TABLE_KEYS, n=1, cutoff=0.75)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
 def sustained_problems(s: Scenario) -> list[Problem]:
-    """A kernel table's `sustained` shares (tiersim/hardware/kernel_tables.py) are the share
-    of each dtype's best isolated rate a GPU holds under load: numbers in (0, 1]."""
+    """A table file that is a kernel table at all; then a kernel table's `sustained` shares
+    (tiersim/hardware/kernel_tables.py), the share of each dtype's best isolated rate a GPU
+    holds under load: numbers in (0, 1]."""
+    kernels = s.hardware.gpu.kernels
+    if kernels is not None and is_preset_file(kernels) and (wrong := _table_file_problems(kernels)):
+        return wrong
     meaning = "the share of each dtype's best isolated rate held under load"
     return _share_problems(s, "sustained", SUSTAINED_DTYPES, meaning, ("dtype", "bf16"))
 

@@ -141,11 +141,16 @@ class Mesh:
 
     def group(self, name: str) -> Group:
         """The group collective `name` runs over (see the module docstring)."""
+        group = self._groups.get(name)
+        if group is None:
+            raise ValueError(f"no parallel group {name!r} (expected one of {sorted(GROUP_AXES)})")
+        return group
+
+    @functools.cached_property
+    def _groups(self) -> dict[str, Group]:
+        """Every group, worked out once a mesh (from its degrees alone): a point asks for one
+        a score of times (each collective's link, the network's capacities)."""
         t, c, st = self.tensor, self.context, self.strides()
-        if name == "embedding":
-            if self.pipeline == 1:
-                return Group(1, 1)
-            return Group(2, st["pipeline"] * (self.pipeline - 1))
         sizes = {
             "tensor": (t, 1),
             "context": (c, t),
@@ -157,10 +162,12 @@ class Mesh:
             "expert_tensor": (self.expert_tensor, 1),
             "expert_data": (self.expert_data, st["expert_data"]),
         }
-        if name not in sizes:
-            raise ValueError(f"no parallel group {name!r} (expected one of {sorted(GROUP_AXES)})")
-        size, stride = sizes[name]
-        return Group(size, stride if size > 1 else 1)
+        out = {
+            name: Group(size, stride if size > 1 else 1) for name, (size, stride) in sizes.items()
+        }
+        last = st["pipeline"] * (self.pipeline - 1)  # the first and the last stage
+        out["embedding"] = Group(1, 1) if self.pipeline == 1 else Group(2, last)
+        return out
 
     def placement(self, name: str, gpus_per_node: int) -> tuple[int, int]:
         """(fewest members of one group in a node, most nodes one group spans)."""

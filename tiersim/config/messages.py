@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from tiersim.config.fields import COUNT_BOUND
 from tiersim.config.schema import Scenario
-from tiersim.core.errors import Problem, shown
+from tiersim.core.errors import Problem, shown_yaml
 
 
 def _unwrap(tp: Any) -> Any:
@@ -159,9 +159,9 @@ def _not_a_number(err: dict[str, Any]) -> str:
         unit, example = COUNT_OF[err["loc"][-1]]
         return (
             f"a count of {unit}, not a quantity with a unit (expected a number, e.g. "
-            f"{example}; got {shown(err.get('input'))})"
+            f"{example}; got {shown_yaml(err.get('input'))})"
         )
-    return f"expected a number (got {shown(err.get('input'))})"
+    return f"expected a number (got {shown_yaml(err.get('input'))})"
 
 
 SECTION_KEYS = 10  # keys named where a section was expected; docs/scenario-reference.md has all
@@ -181,11 +181,11 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     if kind == "missing":
         return "required key is missing" + _missing_hint(err, parent)
     if kind == "bool_parsing":
-        return f"expected true or false (got {shown(err.get('input'))})"
+        return f"expected true or false (got {shown_yaml(err.get('input'))})"
     if kind in ("float_parsing", "int_parsing"):
         return _not_a_number(err)
     if kind == "finite_number":
-        return f"expected a finite number (got {shown(err.get('input'))})"
+        return f"expected a finite number (got {shown_yaml(err.get('input'))})"
     if kind == "string_too_long" and tuple(err["loc"]) == ("name",):
         size = len(err.get("input") or "")
         limit = err.get("ctx", {}).get("max_length")
@@ -195,30 +195,45 @@ def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     if kind == "string_pattern_mismatch" and tuple(err["loc"]) == ("name",):
         return (
             "expected ASCII letters, digits, '_', '-' and '.' only: it names the results "
-            f"folder (got {shown(err.get('input'))})"
+            f"folder (got {shown_yaml(err.get('input'))})"
         )
     if kind == "less_than_equal" and err.get("ctx", {}).get("le") == COUNT_BOUND:
         return (
             f"input should be at most {COUNT_BOUND:,} (2^40, the bound on every count; "
-            f"got {shown(err.get('input'))})"
+            f"got {shown_yaml(err.get('input'))})"
         )
     if kind in ("dict_type", "model_type") and err.get("input", 0) is None:
         return _null_section(err, parent)
+    if kind == "model_type" and isinstance(err.get("input"), str) and err["loc"] in PRESET_AT:
+        return _preset_as_section(str(err["loc"][0]), err["input"])
     if kind == "model_type" and (section := _section_keys(err, parent)):
-        return f"expected a mapping (keys: {section}) (got {shown(err.get('input'))})"
+        return f"expected a mapping (keys: {section}) (got {shown_yaml(err.get('input'))})"
     if kind in ("tuple_type", "list_type"):  # Python's words: a YAML user writes a list
         return _not_a_list(err.get("input"))
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     msg = re.sub(r" or instance of \w+", "", msg)  # pydantic's class names mean nothing here
     if kind.endswith("_type") or kind.startswith(("literal", "greater", "less", "string")):
-        return f"{msg[0].lower()}{msg[1:]} (got {shown(err.get('input'))})"
+        return f"{msg[0].lower()}{msg[1:]} (got {shown_yaml(err.get('input'))})"
     return msg
+
+
+PRESET_AT = (("model",), ("hardware",))  # the sections a preset is named in
+
+
+def _preset_as_section(section: str, value: str) -> str:
+    """`model: gpt2` or `hardware: dgx-h100` for `{preset: ...}`: a preset's name where its
+    section goes (the keys a section takes said nothing of presets, hardware's "gpu, tiers,
+    required" least of all, which a preset gives)."""
+    return (
+        f"expected a mapping; a preset is named inside it: {section}: {{preset: {value}}} "
+        f"(got {shown_yaml(value)})"
+    )
 
 
 def _not_a_list(value: Any) -> str:
     """A list's key given something else; a mapping of item numbers is what `--set KEY.0=1`
     makes of a key that holds no list yet (the path's number names an item of none)."""
-    text = f"expected a list, e.g. [1, 2] (got {shown(value)})"
+    text = f"expected a list, e.g. [1, 2] (got {shown_yaml(value)})"
     if isinstance(value, dict) and value and all(str(k).isdigit() for k in value):
         text += (
             "; a number in a --set path sets an item of a list already there: give the whole "
@@ -292,9 +307,11 @@ def validation_problems(exc: ValidationError) -> list[Problem]:
 def _closest(code: str, msgs: list[str], value: Any) -> str:
     """' (did you mean 'megatron'?)' after a choice refused for a value close to one (a typo,
     another case: 'megatorn', 'AdamW'), as an unknown key gets; '' where none is close."""
-    if code != "E-CHOICE" or not isinstance(value, str):
+    if code != "E-CHOICE" or not (isinstance(value, str) or value is None):
         return ""
     names = [n.strip("'") for m in msgs for n in _CHOICE.findall(_GOT.sub("", m))]
+    if value is None:  # YAML's null (or ~) where the key has a choice spelt 'none'
+        return " (did you mean 'none'? null is YAML's no value)" if "none" in names else ""
     same_case = [n for n in names if n.lower() == value.lower()]
     close = same_case or difflib.get_close_matches(value.lower(), names, n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close and close[0] != value else ""

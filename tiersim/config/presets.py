@@ -218,7 +218,33 @@ def _preset_file(
     if not isinstance(data, dict):
         problems.append(Problem(key, f"{path} is not a YAML mapping", "E-YAML"))
         return None
+    if other := _other_kind(key, data):  # one line, not an unknown key a line of the other's
+        problems.append(Problem(key, f"{path} is {other}", "E-PRESET"))
+        return None
     return data
+
+
+# keys only one kind of preset has: a model's dimensions, a machine's parts
+_SIGNS = {
+    "model.preset": ("model", {"layers", "hidden", "heads", "vocab", "parameters"}),
+    "hardware.preset": ("hardware", {"gpu", "tiers", "links", "network"}),
+}
+
+
+def _other_kind(key: str, data: dict[str, Any]) -> str:
+    """'a model preset (layers, hidden, ...), not a hardware preset (...)' where a preset file
+    given under `key` is the other kind's (gpt2.yaml as hardware.preset gave 18 lines)."""
+    if key not in _SIGNS:
+        return ""
+    (kind, own), (other, theirs) = _SIGNS[key], next(v for k, v in _SIGNS.items() if k != key)
+    if set(data) & own or not set(data) & theirs:
+        return ""
+    shown = ", ".join(sorted(map(str, set(data) & theirs)))
+    expected = ", ".join(sorted(own))
+    return (
+        f"a {other} preset ({shown}), not a {kind} preset (expected a {kind} preset's keys, "
+        f"e.g. {expected}; this file goes under {other}.preset)"
+    )
 
 
 def preset_named(hardware: Any) -> bool:

@@ -239,7 +239,9 @@ def fmt_count(n: float) -> str:
     """Large counts with a suffix: 6738415616 -> '6.74 B'."""
     for name, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= factor:
-            return f"{n / factor:.2f} {name}"
+            scaled = n / factor
+            # past ten thousand of the largest suffix, three significant digits (as fmt_bytes)
+            return f"{scaled:.3g} {name}" if abs(scaled) >= 1e4 else f"{scaled:,.2f} {name}"
     return f"{n:g}"
 
 

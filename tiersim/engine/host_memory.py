@@ -22,7 +22,7 @@ In order:
    DeepSpeed's CPU optimizer's fp32 gradients (twice a 16-bit gradient's bytes: the extra held
    until the update, or until swapped out to flash).
 4. optimizer: a PyTorch optimizer on the CPU (FSDP2's CPUOffloadPolicy) its step's
-   temporaries (torch.optim's single-tensor path on CPU tensors: two of the largest tensor);
+   temporaries (torch.optim's single-tensor path on CPU tensors: state/single_tensor_adam.py);
    DeepSpeed's CPU-Adam updates in place; then the fp32 gradients freed.
 """
 
@@ -44,9 +44,10 @@ from tiersim.state.host_timeline import HostTimeline, evaluate_host
 from tiersim.state.inventory import Inventory, rank_matrices
 from tiersim.state.optimizers import optimizer
 from tiersim.state.resolved import Resolved
-from tiersim.state.sharding import master_bytes
-from tiersim.state.step_optimizer import update_values
+from tiersim.state.sharding import as_held, master_bytes
+from tiersim.state.step_optimizer import update_values, weight_shards
 from tiersim.state.timeline import Event
+from tiersim.state.timeline_size import check_timeline_size
 from tiersim.workload.pinned import (
     delayed_update_bytes,
     host_gradient_buffer_bytes,
@@ -189,9 +190,10 @@ def cpu_optimizer_temporaries(res: Resolved, stage: int) -> int:
     if res.execution.offload.framework == "deepspeed" or master_bytes(tr.precision):
         return 0
     values, largest, _ = update_values(res, stage)
-    mats = [m for unit in rank_matrices(res, stage) for m in unit if m.count]
+    mats = as_held(tr, [m for unit in rank_matrices(res, stage) for m in unit if m.count])
     value_bytes = PRECISION_BYTES[tr.precision.optimizer]
-    return optimizer(tr.optimizer).step_temporary_bytes(values, largest, value_bytes, "cpu", mats)
+    opt = optimizer(tr.optimizer)  # FSDP2's DTensors stepped a local shard at a time
+    return opt.step_temporary_bytes(values, largest, value_bytes, "cpu", mats, weight_shards(res))
 
 
 def _update_depth(c: Context) -> int:
@@ -264,6 +266,7 @@ def host_timeline(res: Resolved, inv: Inventory, depth: int | None = None) -> Ho
     host = res.machine.cpu.memory
     if host not in inv.tiers:  # a machine without a host tier of its own
         return None
+    check_timeline_size(res)  # before the workload is built, a unit a layer
     if depth is None:
         try:
             setup = prepare(res, inv)

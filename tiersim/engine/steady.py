@@ -17,10 +17,11 @@ tiersim.engine.periods), or, where a checkpoint's drain runs into the micro-batc
 (`one_run` False), three runs (`grow`). The repetition is verified, not assumed: every figure
 must grow by exactly the same amount from one sample to the next (to 1e-10 of its scale, or
 to the round-off its own arithmetic can produce where that is larger: `round_off`), every
-peak and lowest occupancy be the same, and in the longest run the ops of the last simulated
-periods must start and end exactly one period apart. Then each figure is the longest run's plus
-(m - n - 2P)/P times that growth. Where it does not hold, m micro-batches are simulated in
-full, and the report says so and why (`NoRepetition`: the first figure that broke it).
+peak and lowest occupancy be the same, and in the longest run the ops of its last two full
+steady periods (before the pairs `margins` keeps after them) must start and end exactly one
+period apart. Then each figure is the longest run's plus (m - n - 2P)/P times that growth.
+Where it does not hold, m micro-batches are simulated in full, and the report says so and
+why (`NoRepetition`: the first figure that broke it).
 
 Round-off. A run's seconds are SimPy's clock, one addition an event, and sums over its
 intervals, one term an event at most, each term of the clock's magnitude: recursive summation
@@ -44,6 +45,7 @@ from tiersim.core.frozen import replaced
 from tiersim.engine.core import Engine
 from tiersim.engine.figures import Rule, additive, held, named, rebuilt, with_rule
 from tiersim.engine.flows import FlowNetwork
+from tiersim.engine.margins import margins
 from tiersim.engine.ops import Schedule
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.state.resolved import Resolved
@@ -148,7 +150,7 @@ def samples(res: Resolved, stage: int) -> tuple[int, int, int] | None:
     p, v = par.pipeline, par.virtual_pipeline
     warmup = (p - stage - 1) * 2 + (v - 1) * p if v > 1 else p - stage - 1
     if one_run(res):
-        n = one_run_length(m, v, per, warmup)
+        n = one_run_length(m, v, per, warmup, margins(res))
         return (n - 2 * per, n - per, n) if n < m else None
     n = m % per or per
     while n < warmup + 3 or (v > 1 and n <= p):
@@ -157,15 +159,18 @@ def samples(res: Resolved, stage: int) -> tuple[int, int, int] | None:
     return runs if sum(runs) < m else None
 
 
-def one_run_length(m: int, v: int, per: int, warmup: int) -> int:
+def one_run_length(m: int, v: int, per: int, warmup: int, kept: tuple[int, int]) -> int:
     """Micro-batches of the one run the samples come from: the fewest n ≡ m modulo the
     period (`per` micro-batches) whose steady pairs hold, after the stage's `warmup` forward
-    visits and two micro-batches more, the three periods `period_starts` reads:
-    n·v >= warmup + (3·per + 2)·v. Without interleaving (v = per = 1) that is warmup + 5, the
-    longest of the three runs warmup + 3, + 4 and + 5; interleaved, the warm-up is counted
-    in visits (v a micro-batch), not micro-batches."""
+    visits, the two periods `period_starts` measures and the pairs kept before and after
+    them (`kept`: `margins`): n·v >= warmup + 2·per·v + before + after. Without
+    interleaving (v = per = 1) that is warmup + 5, the longest of the three runs warmup + 3,
+    + 4 and + 5; interleaved, the warm-up is counted in visits (v a micro-batch), not
+    micro-batches: Korthikanti's 530B stage 0 (p = 35, v = 3, a warm-up of 138 visits,
+    nothing fetched) runs 140 of its 280 micro-batches, 175B's (p = 8, 30 visits) 32 of 64."""
+    before, after = kept
     n = m % per or per
-    while n * v < warmup + (3 * per + 2) * v:
+    while n * v < warmup + 2 * per * v + before + after:
         n += per
     return n
 
@@ -324,8 +329,9 @@ def grow_checkpoint(
 
 
 def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int) -> bool:
-    """The ops of the measured step's last full steady periods before its final one start and
-    end exactly one period after those of the period before (the same events, shifted).
+    """The ops of the measured step's last full steady period (before the pairs `margins`
+    keeps after it) start and end exactly one period after those of the period before (the
+    same events, shifted).
     `log`: the engine's record of each op's start and end."""
     return period_starts(res, stage, schedule, log, measured) is not None
 
@@ -333,18 +339,20 @@ def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: i
 def period_starts(
     res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int
 ) -> tuple[float, float, float] | None:
-    """When the measured step's last two full steady periods before its final one begin, and
-    the period after them (each period's first op's start), where their ops repeat
-    (`repeats`): the bounds of two periods of one run (tiersim.engine.periods); else None."""
+    """When the measured step's last two full steady periods (before the pairs `margins`
+    keeps after them) begin, and the first pair after them (each one's first op's start),
+    where their ops repeat (`repeats`): the bounds of two periods of one run
+    (tiersim.engine.periods); else None."""
     par = res.execution.parallel
     v, marks = par.virtual_pipeline, schedule.order_starts[measured]
     m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
     warmup = warmup_forwards(stage, par.pipeline, m, v)
     span = 2 * period(res) * v  # order elements per period
     end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
-    if end - 3 * span < warmup:
+    third = end - 2 * margins(res)[1]  # the pairs kept after the periods begin
+    if third - 2 * span < warmup:
         return None
-    blocks = [marks[end - 3 * span], marks[end - 2 * span], marks[end - span]]
+    blocks = [marks[third - 2 * span], marks[third - span], marks[third]]
     if not _shifted_alike(log.start, log.end, blocks):
         return None
     first, second, third = (log.start[i] for i in blocks)

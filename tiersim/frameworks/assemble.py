@@ -218,15 +218,23 @@ def _batch(values: dict[str, Any], facts: dict[str, Any], data: int) -> None:
     micro = micro or values.get("training.micro_batch_size", 1)
     per_step = micro * data
     if total % per_step:
-        fits = [d for d in range(1, min(total, 4096) + 1) if total % (micro * d) == 0]
         why = (
             f"{total} sequences are not micro-batch {micro} x data-parallel {data} x a whole "
             f"gradient accumulation (expected a multiple of {per_step}; data-parallel sizes "
-            f"that divide it at micro-batch {micro}: {', '.join(map(str, fits[:12]))})"
+            f"that divide it at micro-batch {micro}: {_data_sizes(total, micro)})"
         )
         raise InputError(where[0], [Problem(where[1], why, "E-IMPORT-CONFLICT")])
     values["training.micro_batch_size"] = micro
     values["training.grad_accumulation"] = total // per_step
+
+
+def _data_sizes(total: int, micro: int) -> str:
+    """The data-parallel sizes d with micro x d dividing the global batch, the first dozen; where
+    the micro-batch itself does not divide it, none can (said so, not left blank)."""
+    fits = [d for d in range(1, min(total, 4096) + 1) if total % (micro * d) == 0]
+    if not fits:
+        return f"none, as {total} is not a multiple of the micro-batch {micro}"
+    return ", ".join(map(str, fits[:12])) + (", ..." if len(fits) > 12 else "")
 
 
 def _name(options: ImportOptions, paths: list[Path]) -> str:

@@ -116,11 +116,23 @@ def parse_bridge_yaml(text: str, source: str) -> Any:
         ) from None
 
 
+# what a JSON value other than an object is, in JSON's words (not Python's type names)
+_JSON_KINDS = {
+    "list": "an array",
+    "str": "a string",
+    "int": "a number",
+    "float": "a number",
+    "bool": "true or false",
+    "NoneType": "null",
+}
+
+
 def _as(kind: str, text: str, source: str, recipe: str | None = None) -> ConfigFile:
     if kind == "deepspeed":
         content = parse_json(text, source)
         if not isinstance(content, dict):
-            why = f"top level is {type(content).__name__} (expected a JSON object of keys)"
+            got = _JSON_KINDS.get(type(content).__name__, type(content).__name__)
+            why = f"top level is {got} (expected a JSON object of keys)"
             raise InputError(source, [Problem("", why, "E-IMPORT-FILE")])
         return ConfigFile(kind, content, source)
     if kind == "torchtitan":
@@ -160,7 +172,9 @@ def _looks_like(text: str, source: str) -> str | None:
         isinstance(v, dict) and set(v) & _BRIDGE_KEYS for v in parsed.values()
     ):
         return "megatron"
-    return None
+    # a .json file is read as a DeepSpeed config, to say what is wrong with it (a list, a
+    # syntax error) rather than that its kind is unknown
+    return "deepspeed" if source.lower().endswith(".json") else None
 
 
 def _text_bound(text: str, source: str) -> None:
@@ -175,6 +189,12 @@ def _text_bound(text: str, source: str) -> None:
         raise InputError(source, [Problem("", why, "E-IMPORT-FILE")])
 
 
+_EXPECTED_KINDS = (
+    "a DeepSpeed JSON object, a Megatron-LM argument list or script with --num-layers ..., a "
+    "Megatron-Bridge YAML or Python recipe, or a torchtitan TOML with [parallelism] / [training]"
+)
+
+
 def read_config(path: Path, kind: str | None = None, recipe: str | None = None) -> ConfigFile:
     """The config at `path`, of `kind` (one of KINDS) or recognised from its content;
     `recipe`: the function of a Megatron-Bridge Python recipe file to read."""
@@ -182,12 +202,13 @@ def read_config(path: Path, kind: str | None = None, recipe: str | None = None) 
     text = read_text(path)
     if kind != "deepspeed" and not text.lstrip().startswith("{"):
         _text_bound(text, source)
+    if not text.strip():
+        why = f"file is empty (expected a framework config: {_EXPECTED_KINDS})"
+        raise InputError(source, [Problem("", why, "E-IMPORT-FILE")])
     found = kind or _looks_like(text, source)
     if found is None:
         why = (
-            "cannot tell which framework's config this is (expected a DeepSpeed JSON object, "
-            "a Megatron-LM argument list or script with --num-layers ..., a Megatron-Bridge "
-            "YAML or Python recipe, or a torchtitan TOML with [parallelism] / [training]; or "
+            f"cannot tell which framework's config this is (expected {_EXPECTED_KINDS}; or "
             f"name it with --from {'|'.join(KINDS)})"
         )
         raise InputError(source, [Problem("", why, "E-IMPORT-FILE")])

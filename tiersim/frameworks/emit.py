@@ -9,10 +9,13 @@ parallelism in a DeepSpeed JSON) is returned as notes, never written as somethin
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import yaml
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
+from tiersim.core.units import Kind, fmt_exact
 from tiersim.frameworks.write_deepspeed import write_deepspeed
 from tiersim.frameworks.write_megatron import write_megatron
 from tiersim.frameworks.write_torchtitan import write_torchtitan
@@ -93,8 +96,20 @@ def read_back_differences(s: Scenario, kind: str, text: str) -> dict[str, tuple[
         mine, got = section_of(s, section), section_of(back.loaded.scenario, section)
         for key, value in mine.items():
             if key != "training.global_batch_size" and got.get(key) != value:
-                out[key] = (as_yaml(value), as_yaml(got.get(key)))
+                out[key] = (_said(key, value, as_yaml), _said(key, got.get(key), as_yaml))
     return out
+
+
+def _said(key: str, value: object, as_yaml: Callable[[object], str]) -> str:
+    """A value as the note says it: a quantity with its unit, as the scenario file writes it
+    (`training.workspace: 1 GiB`; it said `1073741824.0`), else as YAML writes it."""
+    if key in QUANTITIES and isinstance(value, int | float) and not isinstance(value, bool):
+        return fmt_exact(float(value), QUANTITIES[key])
+    return as_yaml(value)
+
+
+# the execution keys that hold a quantity with a unit (the others: counts, choices, tiers)
+QUANTITIES = {"training.workspace": Kind.SIZE}
 
 
 # --- DeepSpeed ------------------------------------------------------------------------------

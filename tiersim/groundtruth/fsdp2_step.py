@@ -4,7 +4,9 @@ step_timeline.py records one process: transformers' model, `fully_shard` on ever
 and on the root, a warm-up step, then the recorded one (`zero_grad(set_to_none=False)`, forward,
 backward, the optimizer's step). Before it, each rank holds its shards of the weights, the
 gradients and the optimizer state; the recorded events add to that. The ranks run every job
-they are given in one process group (forked once), rank 0's peaks come back.
+they are given in one process group (forked once), rank 0's peaks come back; only rank 0
+records (the others run the same step unrecorded: what they allocate is not read, and the
+profiler's cost is rank 0's alone).
 
 gloo runs each collective on a worker thread of its own, and the profiler only sees the
 allocations and frees of the thread that records: the worker drops its reference to the
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +115,9 @@ def _sharded(net: Any, reshard: bool) -> None:
         module.set_custom_reduce_scatter(SettledReduceScatter())
 
 
-def record_rank_step(s: Scenario, dtype: str, make: Any = None, seed: int = 0) -> StepPeaks:
-    """One rank: transformers' model of `s` under FSDP2, a warm-up step, the recorded one;
-    `make(named_parameters)` builds the optimizer where given (else the registry's)."""
+def sharded_model(s: Scenario, dtype: str, seed: int = 0) -> tuple[Any, Any]:
+    """transformers' model of `s` in `dtype` (no recompute set) under FSDP2, and the rank's
+    input ids (the same on every rank: one seed)."""
     m = resolve(s).model
     assert isinstance(m, Transformer)
     acc = accounting_for(s, "cpu")
@@ -122,18 +126,34 @@ def record_rank_step(s: Scenario, dtype: str, make: Any = None, seed: int = 0) -
         torch.manual_seed(seed)
         net = hfmodels.build(m, hfmodels.family_of(m, s.model.family), acc, s.seq_len, torch_dtype)
         ids = torch.randint(0, m.vocab, (s.training.micro_batch_size, s.seq_len))
-    if s.training.recompute == "full":  # each layer's input kept, the layer recomputed
+    _sharded(net, s.parallel.reshard_after_forward is not False)
+    return net, ids
+
+
+def set_recompute(net: Any, recompute: str, kernel: str) -> None:
+    """`training.recompute` on the built model, whatever was set before: `full` each layer's
+    input kept and the layer recomputed (transformers' checkpointing flag on the layers, read
+    at each call), `selective` the attention core recomputed (groundtruth/selective.py),
+    `none` neither; `kernel` the attention implementation the model was built with."""
+    net.config._attn_implementation = kernel
+    full = recompute == "full"
+    if full:
         kwargs = {"use_reentrant": False}
         if hasattr(net, "activation_checkpointing_enable"):  # its name in later transformers 5
             net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    if s.training.recompute == "selective":  # the attention core recomputed
+    elif hasattr(net, "activation_checkpointing_disable"):  # the layers' flags cleared
+        net.activation_checkpointing_disable()
+    else:
+        net.gradient_checkpointing_disable()
+    if recompute == "selective":
         recompute_attention_core(net)
-    _sharded(net, s.parallel.reshard_after_forward is not False)
-    named = list(net.named_parameters())
-    optimizer = make(named) if make else make_optimizer(s.training.optimizer, named)
-    train_step(net, [optimizer], ids, recorded=False)  # warm-up: the optimizer state exists
+
+
+def held_bytes(net: Any, optimizer: Any) -> int:
+    """What the rank holds between steps: its shards of the weights, of the gradients and of
+    the optimizer state (each storage once)."""
     params = list(net.parameters())
     state = [
         v
@@ -141,8 +161,19 @@ def record_rank_step(s: Scenario, dtype: str, make: Any = None, seed: int = 0) -
         for k, v in st.items()
         if torch.is_tensor(v) and k not in APART
     ]
-    base = _stored(params) + _stored([p.grad for p in params]) + _stored(state)
-    # DTensor's own collectives, in Muon's step (groundtruth/muon_dtensor.py), settled
+    return _stored(params) + _stored([p.grad for p in params]) + _stored(state)
+
+
+def recorded_step(net: Any, optimizer: Any, ids: Any) -> StepPeaks | None:
+    """One more training step; on rank 0 recorded with the profiler's memory events (its
+    peaks returned), on the other ranks run alike unrecorded (None: only rank 0's are read).
+    DTensor's own collectives, in Muon's step (groundtruth/muon_dtensor.py), settled on every
+    rank, so that every rank issues the same collectives."""
+    base = held_bytes(net, optimizer)
+    if dist.get_rank() != 0:
+        with settled_collectives():
+            train_step(net, [optimizer], ids, recorded=False)
+        return None
     with (
         settled_collectives(),
         quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
@@ -151,22 +182,36 @@ def record_rank_step(s: Scenario, dtype: str, make: Any = None, seed: int = 0) -
     return measured_peaks(prof, base)
 
 
-def _outcome(s: Scenario, dtype: str, make: Any = None) -> dict:
-    """The rank's recorded step, or the error PyTorch (or an optimizer's package) raised in
-    it: every rank raises it alike, at the same operation, so the ranks go on together."""
+def record_rank_step(s: Scenario, dtype: str, make: Any = None, seed: int = 0) -> StepPeaks | None:
+    """One rank: transformers' model of `s` under FSDP2, a warm-up step, the recorded one;
+    `make(named_parameters)` builds the optimizer where given (else the registry's)."""
+    net, ids = sharded_model(s, dtype, seed)
+    set_recompute(net, s.training.recompute, net.config._attn_implementation)
+    named = list(net.named_parameters())
+    optimizer = make(named) if make else make_optimizer(s.training.optimizer, named)
+    train_step(net, [optimizer], ids, recorded=False)  # warm-up: the optimizer state exists
+    return recorded_step(net, optimizer, ids)
+
+
+def record_job(s: Scenario, dtype: str, make: Any = None) -> list[dict | None]:
+    """A task for run_on_ranks (bound with functools.partial): the rank's recorded step of
+    `s` in `dtype` (`make` as record_rank_step's), or the error PyTorch (or an optimizer's
+    package) raised in it: every rank raises it alike, at the same operation, so the ranks go
+    on together."""
     try:
-        return record_rank_step(s, dtype, make).__dict__
+        got = record_rank_step(s, dtype, make)
+        return [got.__dict__ if got else None]
     except RuntimeError as e:
-        return {"error": f"{type(e).__name__}: {e}"}
+        return [{"error": f"{type(e).__name__}: {e}"}]
 
 
-def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
+def _worker(rank: int, world: int, port: int, out: str, tasks: list) -> None:
     torch.set_num_threads(1)
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
     try:
-        got = [_outcome(*job) for job in jobs]
+        got = [outcome for task in tasks for outcome in task()]
         if rank == 0:
             Path(out, "rank0.json").write_text(json.dumps(got))
         dist.barrier()
@@ -174,16 +219,26 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list) -> None:
         dist.destroy_process_group()
 
 
+def run_on_ranks(tasks: list[Callable[[], list]], world: int) -> list[dict]:
+    """Each task run in turn on `world` gloo ranks, forked once for them all (the tasks reach
+    them in the fork; each returns its outcomes, JSON's kinds): rank 0's outcomes, in order."""
+    with tempfile.TemporaryDirectory(prefix="tiersim-fsdp2-step-") as out:
+        args = (world, free_port(), out, tasks)
+        mp.start_processes(_worker, args=args, nprocs=world, join=True, start_method="fork")
+        return json.loads(Path(out, "rank0.json").read_text())
+
+
+def outcome(got: dict) -> StepPeaks | str:
+    """A recorded step's peaks, or the error PyTorch raised in it."""
+    return got["error"] if "error" in got else StepPeaks(**got)
+
+
 def record_fsdp_outcomes(jobs: list[tuple], world: int) -> list[StepPeaks | str]:
     """Rank 0's recorded step of each job (a scenario, the dtype its model is trained in, and
     optionally a function building its optimizer from the named parameters) on
     `world` gloo ranks, forked once for them all (the jobs reach them in the fork); a job
     PyTorch cannot run comes back as the error it raised."""
-    with tempfile.TemporaryDirectory(prefix="tiersim-fsdp2-step-") as out:
-        args = (world, free_port(), out, jobs)
-        mp.start_processes(_worker, args=args, nprocs=world, join=True, start_method="fork")
-        got = json.loads(Path(out, "rank0.json").read_text())
-    return [g["error"] if "error" in g else StepPeaks(**g) for g in got]
+    return [outcome(g) for g in run_on_ranks([partial(record_job, *job) for job in jobs], world)]
 
 
 def record_fsdp_steps(jobs: list[tuple[Scenario, str]], world: int) -> list[StepPeaks]:

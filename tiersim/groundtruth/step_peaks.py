@@ -25,23 +25,21 @@ class StepPeaks:
     left_bytes: int | None = None
 
 
-def _phase_ranges(prof: Any) -> list[tuple[int, int, str]]:
-    out = []
-    for e in prof.profiler.kineto_results.events():
-        if e.name() in PHASES:
-            out.append((e.start_ns(), e.end_ns(), e.name()))
-    return out
-
-
 def measured_peaks(prof: Any, base: int) -> StepPeaks:
-    """The recorded step's allocated bytes over time: `base` plus each memory event in order."""
-    ranges = _phase_ranges(prof)
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    """The recorded step's allocated bytes over time: `base` plus each memory event in order
+    (the profiler's events read once: each read builds every event anew)."""
+    ranges, memory = [], []
+    for e in prof.profiler.kineto_results.events():
+        name = e.name()
+        if name == "[memory]":
+            memory.append((e.start_ns(), e.nbytes()))
+        elif name in PHASES:
+            ranges.append((e.start_ns(), e.end_ns(), name))
     phases = {p: 0 for p in PHASES}
     current, peak, peak_phase = base, base, "start"
-    for e in sorted(events, key=lambda e: e.start_ns()):
-        current += e.nbytes()
-        where = next((p for lo, hi, p in ranges if lo <= e.start_ns() <= hi), "start")
+    for start, nbytes in sorted(memory, key=lambda m: m[0]):
+        current += nbytes
+        where = next((p for lo, hi, p in ranges if lo <= start <= hi), "start")
         if where in phases:
             phases[where] = max(phases[where], current)
         if current > peak:

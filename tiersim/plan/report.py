@@ -161,7 +161,10 @@ def _plan_block(plan: dict[str, Any], title: str) -> str:
         lines.append(f"            {plan['binds']['wear']}")
     lines.append(f"    peaks:  {peaks}")
     wear = [
-        f"{n} {fmt_days(first_worn_out_days(w))}" + _verdict(w["within_budget"])
+        # nothing written: `wear`'s words for it ("never" alone read as a lifetime judged)
+        f"{n} never (nothing written)"
+        if w.get("drive_writes_per_day") == 0
+        else f"{n} {fmt_days(first_worn_out_days(w))}" + _verdict(w["within_budget"])
         for n, w in plan["wear"].items()
     ]
     if wear:

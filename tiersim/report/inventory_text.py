@@ -131,8 +131,8 @@ def _activation_table(s: Scenario, inv: Inventory, top: int = 6) -> str:
     which = "1 tensor kind" if n == 1 else which
     head = (
         f"activations per GPU, {which} ({acc.implementation}, "
-        f"{acc.kernel} attention, dropout {acc.attention_dropout:g} / {acc.hidden_dropout:g}, "
-        f"{acc.compute_bytes} B values)"
+        f"{acc.kernel} attention, attention dropout {acc.attention_dropout:g}, hidden dropout "
+        f"{acc.hidden_dropout:g}, {acc.compute_bytes}-byte values)"
     )
     return render(["tensor", "group", "per GPU", "share"], rows, head) + "\n\n"
 

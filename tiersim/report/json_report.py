@@ -183,7 +183,8 @@ def links_section(s: Scenario, res: Resolved, r: StepResult) -> dict[str, Any]:
         out[name] = laid_out(LINK_LAYOUT, {**report_figures(ls), **derived})
     if "network" in out:  # how many of the node's NICs one GPU's rings drive at once
         out["network"]["nics_per_gpu"] = network_nics(res)
-        out["network"]["nic_bandwidth"] = s.hardware.network.inter_node_bandwidth
+        # JSON has no infinity: an unlimited NIC is null, as an unlimited link's bandwidth
+        out["network"]["nic_bandwidth"] = json_number(s.hardware.network.inter_node_bandwidth)
     return out
 
 

@@ -320,30 +320,29 @@ def _uneven_interleaved_peak(r: Resolved, stage: int, outside: float) -> float:
     return interleaved_peak(stage, p, v, m, weights)
 
 
-def stage_bytes(r: Resolved, model: Model, stage: int) -> tuple[tuple, float, int]:
-    par = r.execution.parallel
-    et = Mesh.of(par).expert_tensor
-    mats = stage_matrices(
-        model, r.units, stage, par.pipeline, par.tensor, par.expert, et, par.stage_layers
-    )
+def stage_bytes(
+    r: Resolved, model: Model, stage: int, memo: dict | None = None
+) -> tuple[tuple, float, int]:
+    """`memo`: as `stage_matrices`' (the layers' activations, too, worked out once)."""
+    par, memo = r.execution.parallel, {} if memo is None else memo
+    args = (par.tensor, par.expert, Mesh.of(par).expert_tensor, par.stage_layers, memo)
+    mats = stage_matrices(model, r.units, stage, par.pipeline, *args)
     inflight = inflight_microbatches(
         stage, par.pipeline, par.virtual_pipeline, r.execution.training.grad_accumulation
     )
     layers = stage_layers(r.units, stage, par.pipeline, par.stage_layers)
-    per_microbatch = per_context_rank(
-        r, layers_activation_bytes(r, layers, par.tensor, par.sequence)
-    )
+    if (key := ("activations", *((id(u.shape), u.count) for u in layers))) not in memo:
+        memo[key] = layers_activation_bytes(r, layers, par.tensor, par.sequence)  # same runs
+    per_microbatch = per_context_rank(r, memo[key])
     outside = outside_activation_bytes(r, model, stage)
     if par.stage_layers is not None and par.virtual_pipeline > 1 and per_microbatch + outside:
         peak = _uneven_interleaved_peak(r, stage, outside)
         inflight = peak / (per_microbatch + outside)  # in units of the stage's whole share
     acts = math.ceil((per_microbatch + outside) * inflight)
-    padded = fsdp2_padded_values(r.execution.training, r.execution.parallel, model)
+    padded = fsdp2_padded_values(r.execution.training, par, model)
     # a tensor list per layer only where apex buckets by layer (a 10^8-layer model has none)
     apex = apex_resident_bytes(r, rank_matrices(r, stage, model), stage) if on_apex(r) else {}
-    per_gpu = _class_bytes(
-        r, mats, acts, sharded_classes(r.execution.parallel), False, padded, apex
-    )
+    per_gpu = _class_bytes(r, mats, acts, sharded_classes(par), False, padded, apex)
     return per_gpu, inflight, sum(m.size for m in mats)
 
 
@@ -391,7 +390,8 @@ def _loaded_stage(r: Resolved, model: Model) -> tuple[int, tuple]:
     p = r.execution.parallel.pipeline
     alike = not model.is_moe_model and r.execution.parallel.stage_layers is None
     candidates = sorted({0, 1, p - 1} & set(range(p))) if alike else range(p)
-    stages = {k: stage_bytes(r, model, k) for k in candidates}
+    memo: dict = {}  # the candidates' layers split and their activations, once
+    stages = {k: stage_bytes(r, model, k, memo) for k in candidates}
     stage = max(candidates, key=lambda k: stages[k][0][0].total)
     return stage, stages[stage]
 

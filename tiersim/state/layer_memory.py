@@ -16,6 +16,7 @@ from tiersim.state.model import Transformer
 from tiersim.state.op_recompute import op_working_bytes
 from tiersim.state.resolved import Resolved
 from tiersim.state.selective_order import freed_before_core
+from tiersim.state.timeline_size import check_timeline_size
 
 FP8_COPIES = "FP8 weight copies (training.fp8)"
 
@@ -54,6 +55,7 @@ class LayerMemory:
 
 
 def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
+    check_timeline_size(r)  # before a list of the stage's layers is made
     par, tr, seq = r.execution.parallel, r.execution.training, r.execution.seq_len
     acc, model = r.accounting, r.model
     mats = rank_matrices(r, stage)[:-1]

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tiersim.state import muon_sharded, torchao_adamw8bit
+from tiersim.state import muon_sharded, single_tensor_adam, torchao_adamw8bit
 
 
 class Tensors(Protocol):
@@ -170,7 +170,7 @@ class Optimizer:
 class AdamLike(Optimizer):
     """Adam and AdamW: the step's denominator sqrt(v)/c + eps is a new tensor. The foreach
     path (_multi_tensor_adam: `_foreach_sqrt`, then in place) holds one state-sized list; the
-    single-tensor path (`exp_avg_sq.sqrt() / bias_correction2_sqrt`) two of one tensor."""
+    single-tensor path two of one tensor beside the previous one's (state/single_tensor_adam.py)."""
 
     def step_temporary_bytes(
         self,
@@ -183,7 +183,7 @@ class AdamLike(Optimizer):
         dtensors: bool = False,
     ) -> int:
         if device == "cpu":
-            return 2 * largest * value_bytes
+            return single_tensor_adam.peak_values(tensors, shards, largest) * value_bytes
         return values * value_bytes
 
 

@@ -103,24 +103,39 @@ def stage_matrices(
     expert: int = 1,
     expert_tensor: int | None = None,
     split: Sequence[int] | None = None,
+    memo: dict | None = None,
 ) -> list[Matrix]:
     """Every parameter tensor one GPU of `stage` holds, alike layers counted together (as
-    many values whatever the depth)."""
+    many values whatever the depth). `memo`: a dict its caller keeps while it asks for
+    several stages of the same `units` (the inventory's candidates): stages whose runs of
+    layers are the same runs of the same tensors split and stack them once."""
+    runs = stage_layers(units, stage, pipeline, split)
+    key = (tuple((id(u.matrices), u.count) for u in runs), tensor, expert, expert_tensor)
+    stacked = None if memo is None else memo.get(key)
+    if stacked is None:
+        stacked = _stacked(runs, tensor, expert, expert_tensor)
+        if memo is not None:
+            memo[key] = stacked
+    return [
+        *stacked,
+        *(
+            _layer_split(m, tensor, expert, expert_tensor)
+            for m in _rest(model, units, stage, pipeline)
+        ),
+    ]
+
+
+def _stacked(runs: Units, tensor: int, expert: int, expert_tensor: int | None) -> list[Matrix]:
+    """The runs' layer tensors on one GPU, alike layers' counted together (none of count 0)."""
     alike: Counter = Counter()
-    for u in stage_layers(units, stage, pipeline, split):
+    for u in runs:
         alike[u.matrices] += u.count
     stacked = [
         replaced(m2, count=m2.count * n)
         for mats, n in alike.items()
         for m2 in (_layer_split(m, tensor, expert, expert_tensor) for m in mats)
     ]
-    return [
-        *(m for m in stacked if m.count),
-        *(
-            _layer_split(m, tensor, expert, expert_tensor)
-            for m in _rest(model, units, stage, pipeline)
-        ),
-    ]
+    return [m for m in stacked if m.count]
 
 
 def chunk_layers(units: Units, stage: int, pipeline: int, split: Sequence[int]) -> list[list]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.core.memo import OwnerMemo
 from tiersim.hardware import nccl
 from tiersim.hardware.collectives import (
     BUS_FACTOR,
@@ -69,6 +70,14 @@ class Comm:
 
 
 def _link(r: Resolved, group: str) -> tuple[GroupLink, int]:
+    """The group's link and size, worked out once a point (its every collective asks)."""
+    return _LINKS.get(r, group, None, lambda: _group_link(r, group))
+
+
+_LINKS = OwnerMemo()  # the latest point's groups' links (tiersim.core.memo)
+
+
+def _group_link(r: Resolved, group: str) -> tuple[GroupLink, int]:
     par = r.execution.parallel
     if group == "pipeline":
         return p2p_link(r.machine.network, par), 2
@@ -270,7 +279,15 @@ def rest_tensor_comms(r: Resolved, hidden: int | None, stage: int) -> tuple[Comm
     the sequence shards under sequence parallelism); the output layer's input-gradient
     all-reduce (last stage, backward; hidden behind its weight-gradient GEMM with
     `overlap_tensor_backward`), and under sequence parallelism the all-gather of the final
-    norm's output before the logits and the reduce-scatter of its gradient."""
+    norm's output before the logits and the reduce-scatter of its gradient. Worked out once
+    a point (the rest unit and the pipeline's stage times each ask: tiersim.core.memo)."""
+    return _REST.get(r, (hidden, stage), None, lambda: _rest_tensor_comms(r, hidden, stage))
+
+
+_REST = OwnerMemo()  # the latest point's rest units' tensor-parallel collectives
+
+
+def _rest_tensor_comms(r: Resolved, hidden: int | None, stage: int) -> tuple[Comm | None, ...]:
     if r.execution.parallel.tensor == 1 or not hidden:
         return None, None, None
     buffer, sp = hidden_bytes(r, hidden), r.execution.parallel.sequence

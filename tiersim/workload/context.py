@@ -43,6 +43,8 @@ from tiersim.state.context import kv_chunk_bytes, kv_values_per_token, local_tok
 from tiersim.state.model import Transformer
 from tiersim.workload.attention import flash_computed
 from tiersim.workload.comms import Comm, alone_s, comm, redone_share
+from tiersim.workload.kernels import attention_pass_s, kernel_timed
+from tiersim.workload.stage_times import flop_rate
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -64,11 +66,17 @@ class ContextComms:
 
 
 def attention_s(r: Resolved, model: Transformer) -> tuple[float, float]:
-    """Forward and backward seconds of one layer's attention core on one context rank: its
-    s/c queries over s keys, the causal share a fused kernel computes, at peak x efficiency."""
-    ex, gpu = r.execution, r.machine.gpu
+    """Forward and backward seconds of one layer's attention core on one context rank, as the
+    layer's own time counts them (the ring's transfers run beside these, so a faster GPU that
+    shortens them exposes no more than it saves): kernel by kernel where the layer is
+    (tiersim/workload/kernels.py, TE's ring from the kernel table among them); else its s/c
+    queries over s keys, the causal share a fused kernel computes, at the rate a layer timed
+    by its FLOPs runs at (the kernel table's best GEMM, else peak x efficiency)."""
+    if kernel_timed(model):
+        return attention_pass_s(r, model)
+    ex = r.execution
     s, t, c = ex.seq_len, ex.parallel.tensor, ex.parallel.context
-    rate = gpu.peak_flops[ex.training.precision.compute_precision] * gpu.efficiency
+    rate = flop_rate(r)
     fused = r.accounting.kernel != "eager"
     share = flash_computed(s, s, None) if fused else 1.0
     flops = 4.0 * ex.training.micro_batch_size * s * s * model.attention_width / t / c * share

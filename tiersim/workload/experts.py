@@ -127,8 +127,8 @@ def overlapped(r: Resolved, comms: dict[str, Comm], forward_s: float, backward_s
     fwd, bwd = comms["ep_forward"], comms["ep_backward"]
     fwd_alone, bwd_alone = alone_s(r, fwd), alone_s(r, bwd)
     out = {
-        "ep_forward": _scaled(fwd, max(0.0, fwd_alone - backward_s) / fwd_alone),
-        "ep_backward": _scaled(bwd, max(0.0, bwd_alone - forward_s) / bwd_alone),
+        "ep_forward": _scaled(fwd, _outlasting(fwd_alone, backward_s)),
+        "ep_backward": _scaled(bwd, _outlasting(bwd_alone, forward_s)),
     }
     extra_f, extra_b = share * min(fwd_alone, backward_s), share * min(bwd_alone, forward_s)
     return (
@@ -136,6 +136,13 @@ def overlapped(r: Resolved, comms: dict[str, Comm], forward_s: float, backward_s
         forward_s + extra_b,
         backward_s + extra_f,
     )
+
+
+def _outlasting(alone_s: float, beside_s: float) -> float:
+    """The share of a collective's `alone_s` that outlasts the `beside_s` of computation it
+    runs beside: none where it ends first, an all-to-all of no time (unlimited bandwidth, no
+    latency) included."""
+    return 0.0 if alone_s <= beside_s else (alone_s - beside_s) / alone_s
 
 
 def _scaled(c: Comm, fraction: float) -> Comm | None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.core.memo import OwnerMemo
 from tiersim.hardware.gemm import gemm_s
 from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.layer_sac import checkpointed_share
@@ -210,25 +211,41 @@ def kernel_timed(model: object) -> bool:
     return isinstance(model, Transformer) and model.moe is None and model.mla is None
 
 
-def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKernels:
-    """Layer `index`'s forward, backward and recompute kernels for one micro-batch."""
-    sh = _Shape(r, model, index)
-    b = element_bytes(r, model)
-    core = sh.attention_core(r, b.scores)
+def _attention(r: Resolved, sh: _Shape, core: AttentionCore):
+    """The attention core's forward and backward seconds, the core (its score bytes the
+    measured eager op set's where the table times it) and TE's ring (None: no ring)."""
     fused, kernel = sh.fused_attention(r, core), sh.fused_kernel(r, core)
     eager = None if fused is not None else sh.measured_eager(r)
     if eager is not None:  # the table's measured eager op set, and the bytes it leaves out
         fused = (eager.forward_s, eager.backward_s)
         core = replace(core, score_bytes=eager.score_bytes)
     # under TE's P2P ring, step by step (a windowed layer: as one kernel)
-    ring = context_ring(r, model, sh.table, kernel, sh.hbm_bw) if sh.keys >= sh.full_seq else None
+    ring = (
+        context_ring(r, sh.model, sh.table, kernel, sh.hbm_bw) if sh.keys >= sh.full_seq else None
+    )
     if ring is not None:
-        attention, attention_b = ring.forward_s, ring.backward_s
-    elif fused is None:
+        return ring.forward_s, ring.backward_s, core, ring
+    if fused is None:
         attention = core.computed * sh.attention_forward()
-        attention_b = core.backward_products * attention
-    else:
-        attention, attention_b = fused
+        return attention, core.backward_products * attention, core, None
+    return *fused, core, None
+
+
+def attention_pass_s(r: Resolved, model: Transformer) -> tuple[float, float]:
+    """Forward and backward seconds of a layer's attention core for one micro-batch, as
+    `layer_kernels` times them (what context parallelism's ring transfers run beside)."""
+    sh = _Shape(r, model)
+    forward, backward, _, _ = _attention(
+        r, sh, sh.attention_core(r, element_bytes(r, model).scores)
+    )
+    return forward, backward
+
+
+def layer_kernels(r: Resolved, model: Transformer, index: int = 0) -> LayerKernels:
+    """Layer `index`'s forward, backward and recompute kernels for one micro-batch."""
+    sh = _Shape(r, model, index)
+    b = element_bytes(r, model)
+    attention, attention_b, core, ring = _attention(r, sh, sh.attention_core(r, b.scores))
     linears = sh.linears()
     lin_f = sum(sh.linear(m, n, k) for m, n, k in linears)
     lin_b = sum(sh.linear(m, k, n) + sh.linear(k, n, m, weight_grad=True) for m, n, k in linears)
@@ -322,7 +339,20 @@ def unit_kernels(
     index: int = 0,
 ) -> tuple[Kernels, Kernels, Kernels]:
     """Forward, backward and recompute kernels of one unit (layer `index`, or the stage's
-    rest: the embedding on the first stage, the output head on the last)."""
+    rest: the embedding on the first stage, the output head on the last); worked out once a
+    point (its unit, the step's breakdown and the pipeline's stage times each ask)."""
+    key = (id(model), is_layer, first_stage, last_stage, index)
+    return _UNITS.get(
+        r, key, model, lambda: _unit_kernels(r, model, is_layer, first_stage, last_stage, index)
+    )
+
+
+_UNITS = OwnerMemo()  # the latest point's units' kernels (tiersim.core.memo)
+
+
+def _unit_kernels(
+    r: Resolved, model: Transformer, is_layer: bool, first_stage: bool, last_stage: bool, index: int
+) -> tuple[Kernels, Kernels, Kernels]:
     if is_layer:
         k = layer_kernels(r, model, index)
         return k.forward, k.backward, k.recompute

@@ -115,7 +115,10 @@ def rounding_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:
 
 
 def host_gradient_buffer_bytes(res: Resolved, plan: OffloadPlan, inv: Inventory) -> int:
-    """ZeRO-Offload's host gradient buffer as held: its bytes, rounded where pinned."""
+    """ZeRO-Offload's host gradient buffer as held: its bytes, rounded where pinned (0, the
+    stage's tensors not split to find its largest, where no such buffer is held)."""
+    if not offload_gradient_buffer_bytes(res.execution, 1):
+        return 0
     par = res.execution.parallel
     mats = stage_matrices(
         res.model, res.units, inv.stage, par.pipeline, par.tensor, split=par.stage_layers

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Literal, NamedTuple
 
 Kind = Literal["forward", "backward"]
@@ -127,33 +128,32 @@ def warmup_forwards(stage: int, pipeline: int, micro_batches: int, virtual: int 
     return min((pipeline - stage - 1) * 2 + (virtual - 1) * pipeline, total)
 
 
-def _one_f_one_b(stage: int, pipeline: int, micro_batches: int) -> list[Op]:
-    warmup = warmup_forwards(stage, pipeline, micro_batches)
-    ops = [Op(i, 0, "forward") for i in range(warmup)]
-    for i in range(micro_batches - warmup):
-        ops += [Op(warmup + i, 0, "forward"), Op(i, 0, "backward")]
-    ops += [Op(i, 0, "backward") for i in range(micro_batches - warmup, micro_batches)]
-    return ops
+def _visits(pipeline: int, micro_batches: int, virtual: int, kind: Kind) -> list[Op]:
+    """A stage's (micro-batch, chunk) visits of one kind in order (Megatron's
+    get_model_chunk_id): visit k is micro-batch (k // p·v)·p + k % p through chunk
+    (k % p·v) // p, backwards through the chunks in reverse. Made by C-level passes (each
+    visit a tuple of the `Op` class, as `Op(...)` makes it): a 530B stage has 1,050 a step."""
+    p, v = pipeline, virtual
+    if v == 1:
+        mbs, chunks = range(micro_batches), repeat(0)
+    else:  # micro_batches is a multiple of p (check_schedule)
+        mbs = [g + i for g in range(0, micro_batches, p) for _ in range(v) for i in range(p)]
+        order = range(v) if kind == "forward" else range(v - 1, -1, -1)
+        chunks = [c for c in order for _ in range(p)] * (micro_batches // p)
+    return list(map(tuple.__new__, repeat(Op), zip(mbs, chunks, repeat(kind))))
 
 
-def _virtual_op(k: int, pipeline: int, virtual: int, kind: Kind) -> Op:
-    """The k-th (micro-batch, chunk) pair a stage visits (Megatron's get_model_chunk_id)."""
-    group, within = divmod(k, pipeline * virtual)
-    chunk = within // pipeline
-    if kind == "backward":
-        chunk = virtual - chunk - 1
-    return Op(group * pipeline + k % pipeline, chunk, kind)
-
-
-def _interleaved(stage: int, pipeline: int, micro_batches: int, virtual: int) -> list[Op]:
-    total = micro_batches * virtual
-    warmup = warmup_forwards(stage, pipeline, micro_batches, virtual)
-    ops = [_virtual_op(k, pipeline, virtual, "forward") for k in range(warmup)]
-    for i in range(total - warmup):
-        ops.append(_virtual_op(warmup + i, pipeline, virtual, "forward"))
-        ops.append(_virtual_op(i, pipeline, virtual, "backward"))
-    ops += [_virtual_op(k, pipeline, virtual, "backward") for k in range(total - warmup, total)]
-    return ops
+def in_order(warmup: int, fwd: list, bwd: list) -> list:
+    """A stage's ops (or their times) in its order (1F1B's or interleaved), from its forward
+    visits' and backward visits' (`warmup` forwards, then forward warmup + i before backward
+    i, then the cool-down's backwards)."""
+    n, w = len(fwd), warmup
+    out: list = [0.0] * (2 * n)
+    out[:w] = fwd[:w]
+    out[w : 2 * n - w : 2] = fwd[w:]
+    out[w + 1 : 2 * n - w : 2] = bwd[: n - w]
+    out[2 * n - w :] = bwd[n - w :]
+    return out
 
 
 def stage_schedule(stage: int, pipeline: int, micro_batches: int, virtual: int = 1) -> list[Op]:
@@ -161,9 +161,9 @@ def stage_schedule(stage: int, pipeline: int, micro_batches: int, virtual: int =
     check_schedule(pipeline, micro_batches, virtual)
     if not 0 <= stage < pipeline:
         raise ValueError(f"stage(={stage}) must be in [0, {pipeline})")
-    if virtual == 1:
-        return _one_f_one_b(stage, pipeline, micro_batches)
-    return _interleaved(stage, pipeline, micro_batches, virtual)
+    warmup = warmup_forwards(stage, pipeline, micro_batches, virtual)
+    forwards = _visits(pipeline, micro_batches, virtual, "forward")
+    return in_order(warmup, forwards, _visits(pipeline, micro_batches, virtual, "backward"))
 
 
 def peak_inflight(ops: Sequence[Op]) -> int:

@@ -13,10 +13,11 @@ from tiersim.workload.pipeline import (
     PipelineTiming,
     Times,
     busy,
+    in_order,
     per_chunk,
     warmup_forwards,
 )
-from tiersim.workload.pipeline_blocks import fits, in_order, timeline_blocks
+from tiersim.workload.pipeline_blocks import fits, timeline_blocks
 
 
 def timeline(
@@ -98,38 +99,49 @@ def steady_ticks(
     """What `pipeline_steady` reads of `timeline_1f1b`'s ends, without keeping them all:
     each stage's last end, and the shift `_repetition` finds over them (or None). An op
     reads only the tick before's ends (stage k - 1's forward, stage k + 1's backward, the
-    last stage's own forward) and a stage runs at most one op a tick, so a tick's ends are
-    one per stage, kept p + 3 ticks: block I (stage k's forward at tick 2I + k, its
-    backward at 2I + k + 1) is whole at tick 2I + p and compared with block I - 1, for
-    I - 1 from p on while I is steady (I < m), until one repeats."""
+    last stage's own forward) and a stage runs at most one op a tick, so every stage's
+    latest end (`free`) is what the next tick reads: a tick's forwards (stages of t's parity)
+    and backwards (the other's) read their neighbours' ends as taken before either moves
+    them (`below`, `above`; with no point-to-point time, as they are: an end is never -0.0,
+    so adding 0.0 would change no bit). From tick 2p on, each tick's ends are kept p + 3
+    ticks: block I (stage k's forward at tick 2I + k, its backward at 2I + k + 1) is whole
+    at tick 2I + p and compared with block I - 1, for I - 1 from p on while I is steady
+    (I < m), until one repeats."""
     last, free, size = p - 1, [0.0] * p, p + 3
-    ticks: list[list[float]] = [[0.0] * p] * size
-    prev, shift = ticks[0], None
+    ticks: list[list[float]] = [free] * size
+    shift = None
     for t in range(2 * m + 2 * p - 2):
-        cur = [0.0] * p
-        lo, hi = max(t - 2 * (m - 1), t % 2), t if t < last else last  # forwards
-        if not lo:  # stage 0 waits for nothing
-            cur[0] = free[0] = free[0] + f[0]
-            lo = 2
-        for k in range(lo, hi + 1, 2):
-            now, arrive = free[k], prev[k - 1] + p2p_s
-            if now < arrive:
-                now = arrive
-            cur[k] = free[k] = now + f[k]
-        lo, hi = max(2 * p - 1 - t, (t + 1) % 2), min(last, 2 * p + 2 * m - 3 - t)  # backwards
-        for k in range(lo, (hi if hi < last else last - 1) + 1, 2):
-            now, arrive = free[k], prev[k + 1] + p2p_s
-            if now < arrive:
-                now = arrive
-            cur[k] = free[k] = now + b[k]
-        if lo <= last == hi and not (t + p) % 2:  # the last stage: its own forward
-            now, arrive = free[last], prev[last]
-            if now < arrive:
-                now = arrive
-            cur[last] = free[last] = now + b[last]
-        ticks[t % size] = prev = cur
-        if shift is None and not (t - p) % 2 and p < (t - p) // 2 < m:
-            shift = _repeats(ticks, (t - p) // 2, rel)
+        odd = t & 1  # (bounds by comparisons, not max and min: a tenth of the walk's time)
+        lo, hi = 2 * p - 1 - t, 2 * p + 2 * m - 3 - t  # backwards (hi: not cut at last)
+        if lo < 1 - odd:
+            lo = 1 - odd
+        top = hi if hi < last else last - 1  # the last stage's backward follows its forward
+        ahead, end = t - 2 * (m - 1), t if t < last else last  # forwards
+        if ahead < odd:
+            ahead = odd
+        above = free[lo + 1 : top + 2 : 2]  # stage k + 1's end for each backward's k
+        below = free[ahead - 1 : end : 2] if ahead else free[1:end:2]  # k - 1's, forwards'
+        if p2p_s:
+            above, below = [e + p2p_s for e in above], [e + p2p_s for e in below]
+        if not ahead:  # stage 0 waits for nothing
+            free[0] += f[0]
+            ahead = 2
+        k = ahead
+        for arrive in below:
+            now = free[k]
+            free[k] = (arrive if now < arrive else now) + f[k]
+            k += 2
+        k = lo
+        for arrive in above:
+            now = free[k]
+            free[k] = (arrive if now < arrive else now) + b[k]
+            k += 2
+        if lo <= last <= hi and not (t + p) % 2:  # the last stage: its own forward's end
+            free[last] += b[last]
+        if shift is None and t >= 2 * p:
+            ticks[t % size] = free[:]
+            if not (t - p) % 2 and p < (t - p) // 2 < m:
+                shift = _repeats(ticks, (t - p) // 2, rel)
     return free, shift
 
 

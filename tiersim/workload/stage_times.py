@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
 
 
-def _gpu_rate(r: Resolved) -> float:
+def flop_rate(r: Resolved) -> float:
     """FLOP/s of a unit timed by its FLOPs: the kernel table's best measured GEMM where the
     GPU has one (tiersim/hardware/kernel_tables.py), else peak x `gpu.efficiency`."""
     gpu, dtype = r.machine.gpu, r.execution.training.precision.compute_precision
@@ -87,7 +87,7 @@ def flop_timed_kernels(
     if not is_layer and isinstance(model, Transformer):
         return kernels.unit_kernels(r, model, False, first_stage, last_stage)
     ex = r.execution
-    seq, mbs, t, rate = ex.seq_len, ex.training.micro_batch_size, ex.parallel.tensor, _gpu_rate(r)
+    seq, mbs, t, rate = ex.seq_len, ex.training.micro_batch_size, ex.parallel.tensor, flop_rate(r)
     cp = ex.parallel.context  # a context rank's share: 1/c of every term (workload/context.py)
     if not is_layer:
         fwd = model.head_forward_flops(seq, mbs) / t / cp / rate if last_stage else 0.0

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from tiersim.cli.commands.calibrate_cpu_checks import cpu_problems
 from tiersim.cli.commands.common import (
     add_format_arg,
     cannot_write,
@@ -57,7 +58,8 @@ OPTIONS = (
         positive_int,
         None,
         "N",
-        "threads for the host copy and the CPU optimizer (default: all CPUs)",
+        "threads for the host copy and the CPU optimizer, at most this host's CPUs (default: "
+        "all of them)",
     ),
     (
         "--optimizer-params",
@@ -205,7 +207,7 @@ def settings(args: argparse.Namespace) -> Settings:
             problems.append(
                 Problem(option, f"must be at least {least:,} B (got {value:,} B)", "E-OPTION")
             )
-    problems += memory_problems(args.memory_size)
+    problems += memory_problems(args.memory_size) + cpu_problems(args)
     if problems:
         raise InputError(SOURCE, problems)
     extra = {"threads": args.threads} if args.threads else {}

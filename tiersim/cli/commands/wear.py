@@ -74,12 +74,22 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(wear_text(assessed) + _robustness_text(extra))
+        print(_fit_line(worn.lifecycle.report) + wear_text(assessed) + _robustness_text(extra))
     if args.plot:  # as `run` names its results: on standard error beside a JSON report
         print(
             f"plot: {one_line(args.plot)}", file=sys.stderr if args.format == "json" else sys.stdout
         )
     return EXIT_BUDGET_FAILED if args.check and budget_failed(assessed) else 0
+
+
+def _fit_line(report: dict[str, object]) -> str:
+    """`run`'s DOES NOT FIT line where the step overfills a tier: the wear is that of a step
+    timed as if it fitted (micro-batch 16 on default.yaml, 275.95 GB of activations in 150.11
+    GB of HBM, gave HBF's verdict at 801 steps/day without a word of it)."""
+    from tiersim.report.text import fit_warning
+
+    warning = fit_warning(report)
+    return f"{warning}; the wear below is that step's\n\n" if warning else ""
 
 
 def _check_plot(args: argparse.Namespace) -> None:

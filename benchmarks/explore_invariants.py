@@ -1,0 +1,243 @@
+"""Adversarial exploration of the timing model's invariants over the newer scenario keys.
+
+    nice .venv/bin/python benchmarks/explore_invariants.py [--cases 200] [--seed 1] [--budget 600]
+
+Draws random small scenarios (a 4-layer transformer of width 256, dense or MoE) that combine
+FP8 recipes, MoE and expert parallelism, context parallelism and its three communications,
+uneven pipeline splits, HSDP shard groups, reshard_after_forward, prefetch depth, the three
+implementations, torch.compile, the three frameworks with the training.deepspeed section,
+offload to DRAM / NVMe / HBF and checkpoints, and checks each (docs/invariants.md):
+
+    a  more bandwidth on one link or tier, or a faster GPU, never slows a step
+    b  unlimited bandwidth and no latency everywhere expose no transfer and no collective
+    c  bytes are conserved (links, tier ports, classes read and written)
+    d  no utilisation or share above 1, no negative time or bytes in report.json
+    e  the memory peak never falls as the micro-batch grows; `fits` agrees with the peak
+    f  no crash: a combination the tool cannot model is an InputError (exit 2) or an
+       InfeasibleError (exit 3)
+
+Prints each violation with the scenario that shows it (as JSON), then a count per invariant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from invariant_checks import (
+    FASTER,
+    check_report,
+    faster_scenario,
+    interval_slower,
+    merge,
+    peaks_fall,
+    placement_moves,
+    unlimited_scenario,
+)
+
+from tiersim import api
+from tiersim.core.errors import InfeasibleError, InputError
+
+TIERS = ("hbm", "dram", "nvme", "hbf")
+
+
+def draw(rng: random.Random) -> dict:
+    """One random scenario (a mapping as a YAML file gives it)."""
+    moe = rng.random() < 0.4
+    model = {
+        "layers": 4,
+        "hidden": 256,
+        "heads": 8,
+        "ffn_hidden": 1024,
+        "vocab": 1024,
+        "max_positions": 1024,
+        "norm": "rmsnorm",
+        "position": "rope",
+        "gated_mlp": True,
+    }
+    if moe:
+        model |= {
+            "experts": 4,
+            "experts_per_token": 2,
+            "shared_experts": rng.choice([0, 1]),
+        }
+    training = {
+        "seq_len": rng.choice([256, 512]),
+        "micro_batch_size": rng.choice([1, 2]),
+        "grad_accumulation": rng.choice([1, 2, 4]),
+        "optimizer": rng.choice(["adamw", "adamw", "sgd", "adafactor", "muon", "adamw8bit"]),
+        "recompute": rng.choice(["none", "selective", "full", "selective_op"]),
+        "implementation": rng.choice(["megatron", "huggingface", "torchtitan"]),
+        "framework": rng.choice([None, "deepspeed", "fsdp", "megatron"]),
+        "optimizer_step": rng.choice(["synchronous", "synchronous", "pipelined", "delayed"]),
+    }
+    if rng.random() < 0.5:
+        training["fp8"] = {
+            "recipe": rng.choice(["tensorwise", "delayed", "rowwise", "blockwise"]),
+            "attention": rng.random() < 0.2,
+        }
+    # mostly combinations the tool models (a few refusals kept to check their exit)
+    if training["implementation"] == "torchtitan" and moe and rng.random() < 0.9:
+        training["implementation"] = "huggingface"
+    if training["recompute"] == "selective_op" and rng.random() < 0.9:
+        training["implementation"] = "torchtitan"
+        if moe:
+            training["recompute"] = "selective"
+            training["implementation"] = "huggingface"
+    if rng.random() < 0.3 and training["implementation"] != "megatron":
+        training["compile"] = rng.random() < 0.5
+    if training["framework"] == "deepspeed" and rng.random() < 0.6:
+        training["deepspeed"] = {
+            "version": rng.choice(["latest", "0.3.10", "0.14.0"]),
+            "reduce_scatter": rng.random() < 0.5,
+        }
+    data = rng.choice([1, 2, 4, 8, 16])
+    par = {
+        "data": data,
+        "tensor": rng.choice([1, 1, 2]),
+        "pipeline": rng.choice([1, 1, 2]),
+        "context": rng.choice([1, 1, 2]),
+        "zero_stage": rng.choice([0, 1, 2, 3]),
+    }
+    par["context_comm"] = rng.choice(["ring", "all_gather", "all_to_all"])
+    if par["pipeline"] == 2 and rng.random() < 0.5:
+        par["stage_layers"] = rng.choice([[1, 3], [3, 1], [2, 2], [0, 4]])
+    if par["pipeline"] == 2 and rng.random() < 0.3:
+        par["virtual_pipeline"] = 2
+        par.pop("stage_layers", None)
+    if par["tensor"] == 2:
+        par["sequence"] = rng.random() < 0.5
+    if moe:
+        par["expert"] = rng.choice([1, 2, 4])
+        par["expert_imbalance"] = rng.choice([1, 1.5])
+        par["overlap_expert_comm"] = rng.random() < 0.5
+    if data >= 4 and rng.random() < 0.4:
+        par["shard_group"] = rng.choice([2, data // 2])
+    if par["pipeline"] > 1 and training.get("framework") == "deepspeed":
+        par["zero_stage"] = rng.choice([0, 1])
+    if moe and par["expert"] > data:
+        par["expert"] = 1
+    if par["zero_stage"] == 3 and rng.random() < 0.5:
+        par["reshard_after_forward"] = rng.random() < 0.5
+    placement: dict = {}
+    for cls in ("weights", "gradients", "master", "optimizer", "activations"):
+        if rng.random() < 0.3:
+            placement[cls] = rng.choice(TIERS[1:])
+    if rng.random() < 0.3:
+        placement["optimizer_compute"] = "cpu"
+    if moe and rng.random() < 0.3:
+        placement["experts"] = {"optimizer": rng.choice(TIERS[1:]), "master": "dram"}
+    if training.get("framework") == "megatron" and rng.random() < 0.9:
+        placement = {}
+    raw = {
+        "name": "explore",
+        "model": model,
+        "training": {k: v for k, v in training.items() if v is not None},
+        "parallel": par,
+        "placement": placement,
+        "hardware": {"preset": "h200-hbf"},
+    }
+    if rng.random() < 0.3:
+        raw["simulation"] = {"prefetch_depth": rng.choice([1, 2, 3])}
+    if rng.random() < 0.25:
+        raw["checkpoint"] = {
+            "every_steps": rng.choice([10, 100]),
+            "target": rng.choice(["nvme", "hbf", "dram"]),
+            "mode": rng.choice(["blocking", "async"]),
+        }
+        raw["failures"] = {"mtbf": "3 h"}
+    return raw
+
+
+def run(raw: dict) -> dict:
+    return api.run(api.build(raw)).report
+
+
+def explore_one(raw: dict, knobs: list[str]) -> tuple[str, list[str]]:
+    """('refused' | 'ok', violations) for one drawn scenario."""
+    try:
+        base = run(raw)
+    except (InputError, InfeasibleError) as e:
+        return "refused", [f"r {str(e).splitlines()[0][:200]}"]
+    except Exception:
+        return "ok", ["f crash: " + traceback.format_exc(limit=6)]
+    out = [f"d/c/e {v}" for v in check_report(base) + placement_moves(raw, base)]
+    ordered = merge(raw, {"simulation": {"link_sharing": "ordered"}})
+    slow_report = run(ordered)
+    slow_ordered = slow_report["step"]["time_s"]
+    for knob in knobs:
+        try:
+            fast = run(faster_scenario(raw, knob))
+            fast_report = run(faster_scenario(ordered, knob))
+            fast_ordered = fast_report["step"]["time_s"]
+        except Exception as e:
+            out.append(f"f crash with faster {knob}: {type(e).__name__}: {e}")
+            continue
+        t0, t1 = base["step"]["time_s"], fast["step"]["time_s"]
+        if fast_ordered > slow_ordered * (1 + 1e-9):  # strict: ordered sharing is monotone
+            out.append(
+                f"a faster {knob} (ordered): {slow_ordered:.6g} s -> {fast_ordered:.6g} s "
+                f"({fast_ordered / slow_ordered - 1:+.3%})"
+            )
+        out += [
+            f"a faster {knob} (ordered): {v}" for v in interval_slower(slow_report, fast_report)
+        ]
+        if t1 > t0 * (1 + 1e-9):  # fair sharing: measured (docs/invariants.md)
+            out.append(f"A faster {knob} (fair): {t0:.6g} s -> {t1:.6g} s ({t1 / t0 - 1:+.3%})")
+    try:
+        unl = run(unlimited_scenario(raw))
+        step = unl["step"]
+        for key in ("exposed_transfer_s", "exposed_collective_s"):
+            if step[key] > 1e-6 * step["time_s"]:
+                out.append(f"b unlimited: {key} = {step[key]:.6g} s of {step['time_s']:.6g} s")
+    except Exception as e:
+        out.append(f"f crash unlimited: {type(e).__name__}: {e}")
+    mb = raw["training"].get("micro_batch_size", 1)
+    bigger = copy.deepcopy(raw)
+    bigger["training"]["micro_batch_size"] = mb * 2
+    try:
+        big = run(bigger)
+        stages = raw["parallel"].get("pipeline", 1)
+        out += [f"e {v}" for v in peaks_fall(base, big, stages)]
+    except (InputError, InfeasibleError):
+        pass
+    except Exception as e:
+        out.append(f"f crash micro-batch x2: {type(e).__name__}: {e}")
+    return "ok", out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=200, help="random scenarios (default 200)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument("--budget", type=float, default=600, help="seconds at most (default 600)")
+    parser.add_argument("--refusals", action="store_true", help="print each refusal too")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    start = time.monotonic()
+    counts: dict[str, int] = {"ok": 0, "refused": 0}
+    kinds: dict[str, int] = {}
+    for i in range(args.cases):
+        if time.monotonic() - start > args.budget:
+            break
+        raw = draw(rng)
+        status, violations = explore_one(raw, list(FASTER))
+        counts[status] += 1
+        for v in violations:
+            if v.startswith("r ") and not args.refusals:
+                continue
+            kinds[v[0]] = kinds.get(v[0], 0) + 1
+            print(f"case {i}: {v}\n  {json.dumps(raw)}", flush=True)
+    print(json.dumps({"counts": counts, "violations": kinds}))
+
+
+if __name__ == "__main__":
+    main()

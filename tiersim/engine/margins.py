@@ -1,0 +1,42 @@
+"""The steady pairs a run's measured periods keep clear of: the first micro-batch's and the
+last's visits, and, where anything is fetched ahead of a use, the cool-down's prefetches
+(tiersim.engine.steady: `one_run_length` sizes the one run with them, `period_starts`
+places its two periods before the pairs kept after them)."""
+
+from __future__ import annotations
+
+from tiersim.state.placement import expert_homes, homes
+from tiersim.state.resolved import Resolved
+from tiersim.state.sharding import sharded_classes
+
+
+def margins(res: Resolved) -> tuple[int, int]:
+    """Steady pairs (a forward, a backward) kept before and after the two periods
+    `steady.period_starts` measures, where they may differ from a period's: the first
+    micro-batch's backward visits (none has a partial gradient to read back) and the
+    last's (it carries the step's reductions). Without interleaving: two micro-batches
+    before, one after. Interleaved, visit k is micro-batch (k // p·v)·p + k % p, so the
+    first's backward visits are pairs 0, p, ..., (v - 1)·p: (v - 1)·p + 1 pairs before; the
+    last's first backward visit (n·v - p·v + p - 1) is the last stage's last steady pair
+    (its warm-up is (v - 1)·p visits, so its pairs end at n·v - p·v + p) and in every other
+    stage's cool-down: one pair after. That holds where nothing is fetched (`fetches`);
+    where something is, the last pairs prefetch for the cool-down's visits, `depth` uses
+    ahead, so a whole period (p·v pairs) is kept after and 2·v before, as every interleaved
+    run kept until issue 36's fourteenth round (on 530B: 35 micro-batches more). The
+    periods are verified to repeat wherever they lie (`steady.period_starts`, `grow_within`)."""
+    par = res.execution.parallel
+    p, v = par.pipeline, par.virtual_pipeline
+    if v == 1:
+        return 2, 1
+    return (2 * v, p * v) if fetches(res) else ((v - 1) * p + 1, 1)
+
+
+def fetches(res: Resolved) -> bool:
+    """Whether a stage brings anything into GPU memory ahead of a use: a class homed off the
+    GPU (fetched, offloaded and fetched back, or read back), or weights sharded over data
+    parallelism (gathered before each use)."""
+    gpu, placement = res.machine.gpu.memory, res.execution.placement
+    dense, experts = homes(placement, res.machine), expert_homes(placement, res.machine)
+    if any(home != gpu for home in (*dense.values(), *experts.values())):
+        return True
+    return sharded_classes(res.execution.parallel)["weights"]
