@@ -46,6 +46,7 @@ from tiersim.state.model import GenericModel, build_model
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.step_memory import gpu_timeline
 from tiersim.state.timeline import Timeline
+from tiersim.state.timeline_size import check_timeline_size
 from tiersim.workload.kernels import kernel_timed
 from tiersim.workload.stage_times import FLOP_TIMED_KERNEL
 
@@ -216,8 +217,11 @@ class Run:
 
     @classmethod
     def of(cls, loaded: Loaded, record: bool = False) -> Run:
-        """`loaded`'s run, checked first as `tiersim run` checks it (check_runnable)."""
+        """`loaded`'s run, checked first as `tiersim run` checks it (check_runnable), and a
+        stage too deep for its memory timeline refused before the simulation, not after it."""
         check_runnable(loaded)
+        # (resolved as given: a flash tier's ports, as_dies_allow, take a simulation first)
+        check_timeline_size(resolve(loaded.scenario))
         return cls(loaded.scenario, record)
 
     @functools.cached_property
