@@ -18,3 +18,20 @@ def test_run_refuses_a_stage_too_deep_for_its_timeline_before_simulating(cli, mo
     code, _, err = cli("run", "scenarios/default.yaml", "--set", "model.layers=20000")
     assert code == 3, err
     assert "memory timeline would follow 20,000 layers of one pipeline stage" in err
+
+
+def test_explore_invariants_counts_no_refusal_as_a_violation(monkeypatch, capsys):
+    """`benchmarks/explore_invariants.py --cases 1 --seed 4 --refusals`: case 0 (interleaving
+    with 1 micro-batch over 2 stages) is refused, exit 2, which invariant f allows
+    (docs/invariants.md); its summary said `"violations": {"r": 1}`, a violation."""
+    import json
+    import runpy
+    import sys
+
+    argv = ["explore_invariants.py", "--cases", "1", "--seed", "4", "--refusals"]
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path("benchmarks/explore_invariants.py", run_name="__main__")
+    out = capsys.readouterr().out
+    assert out.startswith("case 0: r ")  # the refusal is printed
+    summary = json.loads(out.splitlines()[-1])
+    assert summary == {"counts": {"ok": 0, "refused": 1}, "violations": {}}
