@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_run_refuses_a_stage_too_deep_for_its_timeline_before_simulating(cli, monkeypatch):
     """`tiersim run scenarios/default.yaml --set model.layers=20000` simulated the whole step
@@ -35,3 +37,25 @@ def test_explore_invariants_counts_no_refusal_as_a_violation(monkeypatch, capsys
     assert out.startswith("case 0: r ")  # the refusal is printed
     summary = json.loads(out.splitlines()[-1])
     assert summary == {"counts": {"ok": 0, "refused": 1}, "violations": {}}
+
+
+def test_the_deep_stage_refusal_gives_the_shipped_depth_its_unit(cli):
+    """ "...; the deepest model shipped has 128. Give fewer layers": 128 of what (layers:
+    megatron-1t's model.layers, state/timeline_size.py's docstring)."""
+    code, _, err = cli("inventory", "scenarios/default.yaml", "--set", "model.layers=20000")
+    assert code == 3, err
+    assert "the deepest model shipped has 128 layers. Give fewer layers" in err
+
+
+@pytest.mark.parametrize(
+    ("framework", "said"), [(None, "(no training.framework given)"), ("fsdp", "(got 'fsdp')")]
+)
+def test_the_deepspeed_section_s_note_names_the_framework_as_other_notes_do(cli, framework, said):
+    """`training.deepspeed` set on default.yaml (no framework) was noted "read only under
+    training.framework: deepspeed (got not set)"; distributed_optimizer's note says "no
+    training.framework given", and quotes a framework given."""
+    extra = ["--set", f"training.framework={framework}"] if framework else []
+    args = ["--set", "training.deepspeed.version=0.3.0", *extra]
+    code, _, err = cli("validate", "scenarios/default.yaml", *args)
+    assert code == 0, err
+    assert f"read only under training.framework: deepspeed {said}" in err

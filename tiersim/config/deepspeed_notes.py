@@ -14,8 +14,9 @@ def deepspeed_notes(s: Scenario) -> list[Problem]:
     tr = s.training
     if tr.framework == "deepspeed" or tr.deepspeed == DeepSpeed():
         return []
+    got = f"got {tr.framework!r}" if tr.framework else "no training.framework given"
     why = (
         "has no effect: it sets DeepSpeed's release and ZeRO settings, read only under "
-        f"training.framework: deepspeed (got {tr.framework or 'not set'})"
+        f"training.framework: deepspeed ({got})"
     )
     return [Problem(WHERE, why, "W-NO-EFFECT")]

@@ -35,6 +35,6 @@ def check_timeline_size(r: Resolved) -> None:
             f"the step's memory timeline would follow {layers:,} layers of one pipeline stage "
             f"(model.layers {r.model.layers:,} over parallel.pipeline {par.pipeline:,}), over "
             f"the {MAX_TIMELINE_LAYERS:,} it follows: its allocator's replay grows as the "
-            "square of the layers (minutes past 20,000); the deepest model shipped has 128. "
+            "square of the layers (minutes past 20,000); the deepest model shipped has 128 layers. "
             "Give fewer layers or more pipeline stages"
         )
