@@ -59,3 +59,25 @@ def test_the_deepspeed_section_s_note_names_the_framework_as_other_notes_do(cli,
     code, _, err = cli("validate", "scenarios/default.yaml", *args)
     assert code == 0, err
     assert f"read only under training.framework: deepspeed {said}" in err
+
+
+@pytest.mark.parametrize("key", ["stage3_prefetch_bucket_size", "stage3_max_live_parameters"])
+def test_import_takes_deepspeed_s_zero_for_the_prefetch_window(cli, tmp_path, key):
+    """DeepSpeed's zero/config.py takes each stage3_* size `ge=0` (a prefetch bucket of 0:
+    no prefetch, docs/zero3-prefetch.md), and so does `training.deepspeed.<key>`; `import`
+    of `{"zero_optimization": {"stage": 3, "<key>": 0}}` was refused "is 0 (expected a
+    whole number >= 1)", the bound of training.offload's older name it wrote the value to."""
+    import yaml
+
+    config = tmp_path / "ds.json"
+    config.write_text(
+        f'{{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {{"stage": 3, "{key}": 0}}}}'
+    )
+    out = tmp_path / "s.yaml"
+    hf = "tests/fixtures/llama-2-7b.config.json"
+    code, _, err = cli("import", config, "--hf-config", hf, "--out", out)
+    assert code == 0, err
+    training = yaml.safe_load(out.read_text())["training"]
+    assert training["deepspeed"] == {key: 0}
+    code, _, err = cli("validate", out)
+    assert code == 0, err

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiersim.config.deepspeed import OFFLOAD_ALIASES
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, table, text
 
@@ -141,6 +142,8 @@ def _zero(out: Mapped, key: str, value: Any) -> None:
             out.put("parallel.zero_stage", integer(where, val, low=0), where)
             if not 0 <= out.values["parallel.zero_stage"] <= 3:
                 raise ValueProblem(where, f"is {val} (expected 0, 1, 2 or 3)")
+        elif sub in ZERO_OFFLOAD_KEYS and sub in OFFLOAD_ALIASES:
+            _stage3_window(out, where, sub, integer(where, val, low=0))
         elif sub in ZERO_OFFLOAD_KEYS:
             out.put(f"training.offload.{ZERO_OFFLOAD_KEYS[sub]}", integer(where, val), where)
         elif sub in ZERO_DEEPSPEED_KEYS:
@@ -161,6 +164,14 @@ def _zero(out: Mapped, key: str, value: Any) -> None:
                 out.put("placement.weights", "dram", where)
         else:
             out.unmapped(where, val, ZERO_NOT_MODELLED.get(sub, ""))
+
+
+def _stage3_window(out: Mapped, where: str, sub: str, value: int) -> None:
+    """stage3_prefetch_bucket_size / stage3_max_live_parameters: under training.offload's
+    older names, as before, but 0 (DeepSpeed's `ge=0`; a prefetch bucket of 0 prefetches
+    nothing) under training.deepspeed's, the spelling that takes 0."""
+    ours = f"training.deepspeed.{sub}" if value == 0 else f"training.offload.{OFFLOAD_ALIASES[sub]}"
+    out.put(ours, value, where)
 
 
 def _device(where: str, section: dict[str, Any]) -> str:
