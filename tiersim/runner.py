@@ -33,8 +33,8 @@ from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
 from tiersim.engine.host_memory import host_timeline
 from tiersim.engine.results import StepResult
+from tiersim.engine.simulate import check_fewest_passes, simulate_resolved
 from tiersim.engine.simulate import simulate as simulate_plain
-from tiersim.engine.simulate import simulate_resolved
 from tiersim.engine.steady import steps_to_simulate
 from tiersim.hardware.kernel_notes import peak_notes
 from tiersim.hardware.topology import Topology, placement_problems
@@ -221,7 +221,9 @@ class Run:
         stage too deep for its memory timeline refused before the simulation, not after it."""
         check_runnable(loaded)
         # (resolved as given: a flash tier's ports, as_dies_allow, take a simulation first)
-        check_timeline_size(resolve(loaded.scenario))
+        resolved = resolve(loaded.scenario)
+        check_fewest_passes(resolved)  # the simulation's own bound first, as before
+        check_timeline_size(resolved)
         return cls(loaded.scenario, record)
 
     @functools.cached_property

@@ -119,6 +119,13 @@ def _check_size(res: Resolved, steps: int, micro_batches: int, parts_per_layer: 
         )
 
 
+def check_fewest_passes(res: Resolved) -> None:
+    """Refuse (exit 3) a run whose fewest passes (one step, one micro-batch, one unit a layer)
+    are over max_layer_passes, before the workload is built: building it is linear in the
+    layers."""
+    _check_size(res, 1, 1)
+
+
 def _count(n: int, one: str, many: str = "") -> str:
     """`n` and its noun, singular or plural: "1 step", "8 micro-batches"."""
     return f"{n:,} {one if n == 1 else many or one + 's'}"
@@ -150,9 +157,7 @@ def simulate_resolved(
 def _simulated_resolved(
     res: Resolved, inventory: Inventory | None, recorder: Recorder | None
 ) -> StepResult:
-    # the fewest passes any run takes (one step, one micro-batch, one unit a layer), checked
-    # before the workload is built: building it is itself linear in the layers
-    _check_size(res, 1, 1)
+    check_fewest_passes(res)
     inv = build_inventory(res) if inventory is None else inventory
     setup = prepare(res, inv)
     result = _with_breakdown(_simulate(res, setup, recorder), setup)
