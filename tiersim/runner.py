@@ -220,11 +220,14 @@ class Run:
         """`loaded`'s run, checked first as `tiersim run` checks it (check_runnable), and a
         stage too deep for its memory timeline refused before the simulation, not after it."""
         check_runnable(loaded)
-        # (resolved as given: a flash tier's ports, as_dies_allow, take a simulation first)
-        resolved = resolve(loaded.scenario)
+        run = cls(loaded.scenario, record)
+        # the run's own resolution where it is the given scenario's (resolved once); where a
+        # flash tier's ports take a simulation first (as_dies_allow), the given one's
+        given = loaded.scenario
+        resolved = resolve(given) if interfering(given) else run.resolved
         check_fewest_passes(resolved)  # the simulation's own bound first, as before
         check_timeline_size(resolved)
-        return cls(loaded.scenario, record)
+        return run
 
     @functools.cached_property
     def scenario(self) -> Scenario:
