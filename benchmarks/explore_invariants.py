@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from invariant_checks import (
     FASTER,
+    MODEL,
     check_report,
     faster_scenario,
     interval_slower,
@@ -52,17 +53,7 @@ TIERS = ("hbm", "dram", "nvme", "hbf")
 def draw(rng: random.Random) -> dict:
     """One random scenario (a mapping as a YAML file gives it)."""
     moe = rng.random() < 0.4
-    model = {
-        "layers": 4,
-        "hidden": 256,
-        "heads": 8,
-        "ffn_hidden": 1024,
-        "vocab": 1024,
-        "max_positions": 1024,
-        "norm": "rmsnorm",
-        "position": "rope",
-        "gated_mlp": True,
-    }
+    model = dict(MODEL)
     if moe:
         model |= {
             "experts": 4,

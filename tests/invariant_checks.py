@@ -39,6 +39,18 @@ FASTER: dict[str, dict[str, Any]] = {
     "cpu": {"cpu": {"optimizer_rate": "0.7 Gparam/s", "adam_kernel_rate": "3.176 Gparam/s"}},
 }
 
+# the tiny dense model every exploration draws from (MoE keys added where drawn)
+MODEL = {
+    "layers": 4,
+    "hidden": 256,
+    "heads": 8,
+    "ffn_hidden": 1024,
+    "vocab": 1024,
+    "max_positions": 1024,
+    "norm": "rmsnorm",
+    "position": "rope",
+    "gated_mlp": True,
+}
 NO_LIMIT = {"bandwidth": "unlimited", "latency": "0 s"}
 NO_PORT_LIMIT = {**NO_LIMIT, "read_bandwidth": "unlimited", "write_bandwidth": "unlimited"}
 UNLIMITED = {

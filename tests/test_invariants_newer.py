@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from invariant_checks import (
     FASTER,
+    MODEL,
     check_report,
     faster_scenario,
     interval_slower,
@@ -28,17 +29,6 @@ from invariant_checks import (
 from tiersim import api
 from tiersim.core.errors import InfeasibleError, InputError
 
-MODEL = {
-    "layers": 4,
-    "hidden": 256,
-    "heads": 8,
-    "ffn_hidden": 1024,
-    "vocab": 1024,
-    "max_positions": 1024,
-    "norm": "rmsnorm",
-    "position": "rope",
-    "gated_mlp": True,
-}
 MOE = {"experts": 4, "experts_per_token": 2}
 BASE = {
     "name": "invariants",
