@@ -61,8 +61,10 @@ class StepBound:
         return tokens_per_step / self.time_s if self.time_s > 0 else float("inf")
 
 
-def step_bound(res: Resolved, wl: Workload) -> StepBound:
-    """The lower bound on the step time of `res` (its workload `wl`): module docstring."""
+def step_bound(res: Resolved, wl: Workload, runs=None) -> StepBound:
+    """The lower bound on the step time of `res` (its workload `wl`): module docstring;
+    `runs`: its units as runs of alike units (`plan.upper.alike_runs`), where the caller has
+    them (else each unit is a run of one)."""
     m = wl.micro_batches
     compute = m * sum(u.forward_s + u.backward_s + u.recompute_s for u in wl.units)
     on_gpu = res.execution.placement.optimizer_compute == "gpu"
@@ -71,7 +73,7 @@ def step_bound(res: Resolved, wl: Workload) -> StepBound:
     terms = {"compute": compute + optimizer if on_gpu else compute}
     if not on_gpu:
         terms["optimizer"] = optimizer
-    ports, written = _port_seconds(res, wl)
+    ports, written = _port_seconds(res, wl, [(u, 1) for u in wl.units] if runs is None else runs)
     terms.update(ports)
     terms.update(_network_seconds(wl))
     exposed = _exposed_update_s(res, wl)
@@ -81,41 +83,45 @@ def step_bound(res: Resolved, wl: Workload) -> StepBound:
     return StepBound(terms[binding] * SAFETY, binding, terms, written)
 
 
-def _port_seconds(res: Resolved, wl: Workload) -> tuple[dict[str, float], dict[str, float]]:
+def _port_seconds(
+    res: Resolved, wl: Workload, runs: list
+) -> tuple[dict[str, float], dict[str, float]]:
     """Each tier port's least busy time in a step (the bytes that must pass it over its
-    bandwidth), and the least bytes a step writes into each tier."""
+    bandwidth), and the least bytes a step writes into each tier. `runs`: (unit, copies):
+    the bytes are whole numbers, summed as such (exact, in whatever order), so a run of n
+    alike units counts n times its unit's bytes, to the last byte."""
     machine, placement = res.machine, res.execution.placement
     gpu = machine.gpu.memory
     updater = gpu if placement.optimizer_compute == "gpu" else machine.cpu.memory
     base = homes(placement, machine)
-    read: dict[str, float] = defaultdict(float)
-    written: dict[str, float] = defaultdict(float)
+    read: dict[str, int] = defaultdict(int)
+    written: dict[str, int] = defaultdict(int)
 
-    def move(src: str, dst: str, nbytes: float) -> None:
+    def move(src: str, dst: str, nbytes: int) -> None:
         if src != dst and nbytes > 0:
             read[src] += nbytes
             written[dst] += nbytes
 
     m = wl.micro_batches
-    for u in wl.units:
+    for u, n in runs:
         home = u.home or base
         # every micro-batch's forward uses the weights; a unit's use right after its own (the
         # last unit's backward after its forward) keeps them, but no two forwards of a unit
         # follow each other: fetched at least once a micro-batch (engine/schedule_passes.py)
-        move(home["weights"], gpu, m * u.homed.get("weights", 0))
-        move(gpu, home["activations"], m * u.activations)  # written out after each forward
-        move(gpu, home["gradients"], u.homed.get("gradients", 0))
+        move(home["weights"], gpu, n * m * u.homed.get("weights", 0))
+        move(gpu, home["activations"], n * m * u.activations)  # written out after each forward
+        move(gpu, home["gradients"], n * u.homed.get("gradients", 0))
         for cls in ("optimizer", "master"):
-            move(home[cls], updater, u.homed.get(cls, 0))
-            move(updater, home[cls], u.homed.get(cls, 0))
+            move(home[cls], updater, n * u.homed.get(cls, 0))
+            move(updater, home[cls], n * u.homed.get(cls, 0))
         for src, nbytes in weights_written_home(u, gpu, updater):
-            move(src, home["weights"], nbytes)
+            move(src, home["weights"], n * nbytes)
     out = {}
     for tier, nbytes in read.items():
         out[f"{tier} read port"] = nbytes / machine.tiers[tier].read_bw
     for tier, nbytes in written.items():
         out[f"{tier} write port"] = nbytes / machine.tiers[tier].write_bw
-    return out, dict(written)
+    return out, {tier: float(nbytes) for tier, nbytes in written.items()}
 
 
 def weights_written_home(u, gpu: str, updater: str) -> list[tuple[str, int]]:

@@ -32,7 +32,7 @@ from tiersim.plan.upper import MARGIN, alike_runs, checkpoint_share_s, serial_st
 from tiersim.runner import check_runnable
 from tiersim.state.classes import STATE_CLASSES
 from tiersim.state.inventory import build_inventory
-from tiersim.state.resolved import resolve
+from tiersim.state.resolved import Resolved, resolve
 from tiersim.sweep.estimate import layer_passes
 from tiersim.sweep.worker import PointTask
 from tiersim.workload.work import build_workload
@@ -41,6 +41,7 @@ PRESET_SECTIONS = ("model.", "hardware.", "model", "hardware")  # what presets f
 HBF = "hbf"  # the tier of "can HBF hold optimizer state?" (plan.rank.HBF)
 PREFETCH = "simulation.prefetch_depth"
 PLACED = "placement."  # the choices `Checker._placed` sets in a scenario built before
+NO_DEPTH = {"simulation": {"prefetch_depth"}}  # a key's scenario but the depth (`_key`)
 RECENT = 64  # valid scenarios kept to set another prefetch depth in (a space's last keys')
 # the choices a workload's shared parts never read (workload.work.build_workload)
 HOME_CHOICES = frozenset(
@@ -168,6 +169,7 @@ class Checker:
         # the valid scenarios built last, by their choices but the prefetch depth (`_scenario`)
         self.recent: dict[tuple, Scenario] = {}
         self.passes: dict[tuple, int] = {}  # their layer passes (`_passes`)
+        self.dumps: dict[tuple, str] = {}  # their keys but the prefetch depth's (`_key`)
         # valid scenarios built from the resolved mapping, by their choices but placement.*
         # (`_placed`)
         self.placed: dict[tuple, Loaded] = {}
@@ -257,11 +259,12 @@ class Checker:
         # scenario, and its problems carry no lines: the resolved path has no text)
         return dataclasses.replace(base, scenario=scenario, resolved={})
 
-    def _passes(self, rest: tuple, s: Scenario) -> int:
+    def _passes(self, rest: tuple, s: Scenario, res: Resolved | None) -> int:
         """The layer passes its run simulates (sweep.estimate.work, which reads no prefetch
-        depth: the same for the candidates that differ only in that)."""
+        depth: the same for the candidates that differ only in that); `res`: `s` resolved,
+        where the caller has it."""
         if rest not in self.passes:
-            self.passes[rest] = layer_passes(s)
+            self.passes[rest] = layer_passes(s, res)
         return self.passes[rest]
 
     def __call__(self, combo, out: Pruned) -> tuple[Candidate | None, str]:
@@ -272,9 +275,11 @@ class Checker:
             out.invalid[_reason(exc)] += 1
             return None, ""
         shared = tuple((p, type(v), v) for p, v in combo if not p.startswith("simulation."))
+        res = None  # resolved once for both its assessment and its layer passes
         if shared not in self.assessed:
             alike = tuple(c for c in shared if c[0] not in HOME_CHOICES)
-            self.assessed[shared] = assess(s, self.workloads.setdefault(alike, {}))
+            res = resolve(s)
+            self.assessed[shared] = assess(s, self.workloads.setdefault(alike, {}), res)
         a = self.assessed[shared]
         if a.over:
             out.unfit.update(a.over)
@@ -288,7 +293,7 @@ class Checker:
             None,
             gpus,
             price,
-            self._passes(rest, s),
+            self._passes(rest, s, res),
             bound=a.bound,
             tokens_per_step=a.tokens,
             hbf_optimizer=a.hbf_optimizer,
@@ -299,16 +304,28 @@ class Checker:
             upper_s=a.upper_s,
             checkpoint_upper_s=a.checkpoint_upper_s,
         )
-        return candidate, hashlib.sha256(s.model_dump_json().encode()).hexdigest()[:16]
+        return candidate, self._key(rest, s)
+
+    def _key(self, rest: tuple, s: Scenario) -> str:
+        """Its scenario's key: equal for equal scenarios, however written (`Pruned.seen`).
+        The scenario but its prefetch depth, hashed once for the candidates that differ only
+        in that (`rest`: the same choices), then the depth."""
+        if rest not in self.dumps:
+            if len(self.dumps) >= RECENT:
+                self.dumps.clear()
+            dump = s.model_dump_json(exclude=NO_DEPTH).encode()
+            self.dumps[rest] = hashlib.sha256(dump).hexdigest()[:16]
+        return f"{self.dumps[rest]}|{s.simulation.prefetch_depth!r}"
 
 
-def assess(s: Scenario, shared: dict | None = None) -> Assessed:
+def assess(s: Scenario, shared: dict | None = None, res: Resolved | None = None) -> Assessed:
     """The scenario's fit by the exact inventory, and where it fits, its bounds (its step's
     least time, its period's most, tiersim.plan.bound and plan.upper) and wear floor; no
     bound where its workload cannot be built (a candidate the simulation will refuse: it is
     simulated, and says why). `shared`: build_inventory's and build_workload's, kept for the
-    scenarios that differ from this one at most in HOME_CHOICES and `simulation.*`."""
-    res = resolve(s)
+    scenarios that differ from this one at most in HOME_CHOICES and `simulation.*`; `res`:
+    `s` resolved, where the caller has it."""
+    res = resolve(s) if res is None else res
     inv = build_inventory(res, shared)
     over = tuple(name for name, use in inv.tiers.items() if not use.fits)
     if over:
@@ -319,13 +336,13 @@ def assess(s: Scenario, shared: dict | None = None) -> Assessed:
         wl = build_workload(res, inv, shared)
     except (InputError, InfeasibleError, ValueError, ZeroDivisionError):
         return Assessed((), hbf_optimizer=on_hbf, costs=costs)
-    bound = step_bound(res, wl)
+    runs = alike_runs(wl.units)  # read by the bound's port terms and both sums
+    bound = step_bound(res, wl, runs)
     # a flash tier whose reads and programs share its dies runs at ports a first simulation
     # sets (runner.as_dies_allow): its step is not bounded above before that
     upper = share = math.inf
     if not interfering(s):
         topo = Topology(res.machine)
-        runs = alike_runs(wl.units)  # read by both sums
         step = serial_step_s(res, wl, topo, runs)
         share = checkpoint_share_s(res, wl, topo, step, runs)
         upper = MARGIN * (step + share)  # plan.upper.period_upper_s, with its margin

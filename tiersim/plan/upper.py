@@ -154,14 +154,29 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> flo
             moves.add(home[cls], updater, u.homed.get(cls, 0), n * 2)
             moves.add(updater, home[cls], u.homed.get(cls, 0), n * 2)
         moves.add(gpu, updater, u.gradients_for_update, n * 2)
-    for u in units:
-        for comm in (u.tp_forward, u.tp_backward, u.ep_forward, u.ep_backward):
-            total += _comm_s(comm, m, cap)
-        for comm in (u.cp_forward, u.cp_backward, u.cp_forward_hidden, u.cp_backward_hidden):
-            total += _comm_s(comm, m, cap)
-        total += _comm_s(u.dp_weights, 2 * m + 2, cap) + _comm_s(u.dp_gradients, m + 1, cap)
-        total += _comm_s(u.dp_parameters, 2, cap) + _comm_s(u.embedding_sync, 2, cap)
+    for u, n in runs:  # each unit's collectives, added unit by unit in order as before
+        terms = _comm_terms(u, m, cap)
+        for _ in range(n):
+            for term in terms:
+                total += term
     return (total + moves.seconds()) * ROUND_UP
+
+
+def _comm_terms(u: Unit, m: int, cap: dict) -> list[float]:
+    """A unit's collectives in a step, each a term of the sum in the order it is added: the
+    tensor-, expert- and context-parallel ones of every micro-batch, the weight gathers of
+    every forward and backward, the gradient reductions, the updated parameters' gather and
+    the embedding's sync. (An alike unit's are the same: worked out once a run.)"""
+    terms = [
+        _comm_s(comm, m, cap) for comm in (u.tp_forward, u.tp_backward, u.ep_forward, u.ep_backward)
+    ]
+    terms += [
+        _comm_s(comm, m, cap)
+        for comm in (u.cp_forward, u.cp_backward, u.cp_forward_hidden, u.cp_backward_hidden)
+    ]
+    terms.append(_comm_s(u.dp_weights, 2 * m + 2, cap) + _comm_s(u.dp_gradients, m + 1, cap))
+    terms.append(_comm_s(u.dp_parameters, 2, cap) + _comm_s(u.embedding_sync, 2, cap))
+    return terms
 
 
 def weight_moves(moves: Moves, res: Resolved, home: str, updater: str, u: Unit, n: int, m: int):

@@ -32,7 +32,7 @@ from tiersim.config.load import build
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError
 from tiersim.engine import steady
-from tiersim.state.resolved import resolve
+from tiersim.state.resolved import Resolved, resolve
 from tiersim.sweep.plot_limits import plottable
 from tiersim.sweep.worker import PointTask
 
@@ -68,8 +68,9 @@ class Work:
 NOTHING = Work(0, 0, 0)
 
 
-def work(s: Scenario) -> Work:
-    res = resolve(s)
+def work(s: Scenario, res: Resolved | None = None) -> Work:
+    """`res`: `s` resolved, where the caller has it (else resolved here)."""
+    res = resolve(s) if res is None else res
     units = res.model.layers // s.parallel.pipeline + 1
     samples = steady.samples(res, 0)  # stage 0's: the one with the longest warm-up
     apart = samples is not None and steady.checkpoint_apart(res)
@@ -88,8 +89,8 @@ def work(s: Scenario) -> Work:
     return Work(steps * micro_batches * units, runs, runs * steps * units)
 
 
-def layer_passes(s: Scenario) -> int:
-    return work(s).passes
+def layer_passes(s: Scenario, res: Resolved | None = None) -> int:
+    return work(s, res).passes
 
 
 def task_work(task: PointTask) -> Work:
