@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import scenario, tiny
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_engine_properties import build_raw, random_raw
 
 from tiersim.analysis.flash import interfering
 from tiersim.config.load import Loaded, load_scenario
+from tiersim.core.errors import InputError
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import step_bound
-from tiersim.plan.upper import period_upper_s
+from tiersim.plan.upper import margin, period_upper_s
 from tiersim.runner import simulate
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
@@ -61,6 +62,47 @@ def test_the_bound_is_never_above_a_random_scenarios_step(p, data, checkpoint):
     if checkpoint != "none":
         raw["checkpoint"] = {"every_steps": 2, "target": checkpoint, "mode": "blocking"}
     bound, step, upper, period = bounds_and_run(scenario(raw))
+    assert bound <= step
+    assert period <= upper
+
+
+TIERS = ["hbm", "dram", "nvme", "hbf"]
+DEFAULT_PLAN = st.fixed_dictionaries(
+    {
+        "placement.weights": st.sampled_from(TIERS),
+        "placement.gradients": st.sampled_from(TIERS),
+        "placement.master": st.sampled_from(TIERS),
+        "placement.activations": st.sampled_from(TIERS),
+        "placement.optimizer_compute": st.sampled_from(["gpu", "cpu"]),
+        "parallel.zero_stage": st.sampled_from([0, 1, 2, 3]),
+        "training.recompute": st.sampled_from(["none", "selective", "full"]),
+        "training.micro_batch_size": st.sampled_from([1, 2, 4, 8]),
+        "simulation.prefetch_depth": st.sampled_from([1, 2, 4]),
+    }
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(DEFAULT_PLAN)
+def test_the_sum_itself_bounds_a_default_space_plan_on_hbf(choices):
+    """The plans `tiersim plan scenarios/default.yaml` screens: optimizer state on HBF, the
+    other classes anywhere (the default scenario cut to 4 layers, its durable checkpoint
+    kept). The generic engine's sum, with no margin (tiersim.plan.upper.margin), is never
+    below the simulated period."""
+    sets = [f"{k}={v}" for k, v in choices.items()] + [
+        "placement.optimizer=hbf",
+        "model.layers=4",
+        f"training.grad_accumulation={16 // choices['training.micro_batch_size']}",
+    ]
+    try:
+        s = load_scenario(ROOT / "scenarios" / "default.yaml", sets).scenario
+        res = resolve(s)
+        fits = all(use.fits for use in build_inventory(res).tiers.values())
+    except InputError:
+        fits = False
+    assume(fits)
+    assert margin(res) == 1.0  # megatron: the generic engine
+    bound, step, upper, period = bounds_and_run(s)
     assert bound <= step
     assert period <= upper
 

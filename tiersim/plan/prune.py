@@ -28,7 +28,7 @@ from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import StepBound, step_bound, wear_floor
 from tiersim.plan.space import override_text
-from tiersim.plan.upper import MARGIN, alike_runs, checkpoint_share_s, serial_step_s
+from tiersim.plan.upper import alike_runs, checkpoint_share_s, margin, serial_step_s
 from tiersim.runner import check_runnable
 from tiersim.state.classes import STATE_CLASSES
 from tiersim.state.inventory import build_inventory
@@ -341,14 +341,15 @@ def assess(s: Scenario, shared: dict | None = None, res: Resolved | None = None)
     # a flash tier whose reads and programs share its dies runs at ports a first simulation
     # sets (runner.as_dies_allow): its step is not bounded above before that
     upper = share = math.inf
+    factor = margin(res)  # the sum itself in the generic engine (plan.upper.margin)
     if not interfering(s):
         topo = Topology(res.machine)
         step = serial_step_s(res, wl, topo, runs)
         share = checkpoint_share_s(res, wl, topo, step, runs)
-        upper = MARGIN * (step + share)  # plan.upper.period_upper_s, with its margin
+        upper = factor * (step + share)  # plan.upper.period_upper_s, with its margin
     floor = wear_floor(s, bound.written)
     tokens = wl.tokens_per_step
-    return Assessed((), bound, tokens, on_hbf, floor, upper, MARGIN * share, costs)
+    return Assessed((), bound, tokens, on_hbf, floor, upper, factor * share, costs)
 
 
 def costs_of(s: Scenario) -> tuple[int, float | None, dict[str, float], float | None]:

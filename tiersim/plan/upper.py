@@ -40,9 +40,24 @@ Sharing does not break the argument: flows share the links and ports max-min fai
 it, each no faster alone than that resource, together progress at least as fast as one flow
 alone; a move's route is the one the engine takes for its size, whatever else runs
 (engine/core.py `_move_plan`). `MARGIN` adds a quarter for an operation this count misses
-(it was twice the sum while a move was priced on the widest route, not the engine's).
-tests/test_plan_bound.py checks the bound, without the margin, is never below the simulated
-period over every shipped scenario and random ones.
+(it was twice the sum while a move was priced on the widest route, not the engine's), under
+DeepSpeed and FSDP2 (`margin`). In the generic engine (megatron, or no framework:
+`exact_gradients`) nothing is missed, so the planner uses the sum itself (issue 36's eighth
+round): every op that engine makes is in it with at least the time it takes alone: the
+GPU's forward, backward and recompute and the update (engine/schedule_passes.py,
+schedule_resident.py, schedule_shared.py, schedule_optimizer.py `_compute`), the pipeline's
+waits (its only ops with a duration and no work: `bubble_s`, `bubble_after_s`), every move
+(weights, gradients and activations as often as made, the optimizer's state twice) and
+every collective; the ops that are not moves and not counted (DeepSpeed's bucket kernels,
+FSDP2's host adds) and the fp32 or flash-swapped gradient paths exist only under those
+frameworks. A move's time alone is the engine's own (its latency and fill as one delay, then
+one flow across its route's resources at the bottleneck: `_move_plan`, `_flow`); while any
+op is under way the sum of what is left of each op's time alone falls at least as fast as
+time passes (a stream's op runs at its speed; a saturated link's flows together at least
+as fast as one alone); nothing idles (an op waiting on memory waits on an op under way, or
+the engine would stop). tests/test_plan_bound.py checks the bound, without the margin, is
+never below the simulated period over every shipped scenario and random ones, and over
+random plans of the default scenario's space with optimizer state on HBF.
 """
 
 from __future__ import annotations
@@ -127,6 +142,12 @@ def alike_runs(units) -> list[tuple[Unit, int]]:
 
 def _copy_of(u: Unit, v: Unit) -> bool:
     return {**u.__dict__, "name": None} == {**v.__dict__, "name": None}
+
+
+def margin(res: Resolved) -> float:
+    """The factor the planner applies to the sum: 1 in the generic engine, `MARGIN` under
+    DeepSpeed and FSDP2 (module docstring)."""
+    return 1.0 if exact_gradients(res.execution.offload) else MARGIN
 
 
 def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> float:
