@@ -103,7 +103,6 @@ def test_530b_walks_its_warm_up_a_few_periods_and_its_cool_down(published_stage_
     assert last == pytest.approx([e[-1] for e in ends], rel=WITHIN, abs=0.0)
 
 
-
 def test_530b_full_blocks_take_two_passes_to_the_bit(published_stage_times, monkeypatch):
     """530B's full blocks (every stage a forward and a backward, after a full block: blocks
     p = 35 to 280·3 - 105 = 735) are worked out in two passes (`_full`); the walk reaches 35
@@ -125,6 +124,7 @@ def test_530b_full_blocks_take_two_passes_to_the_bit(published_stage_times, monk
     assert steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True) == fast
     assert full_blocks == list(range(35, full_blocks[-1] + 1))
     assert 140 <= full_blocks[-1] <= 174
+
 
 SMALL = [  # (p, m, v, forward, backward, p2p): odd shapes, each stage its own times
     (4, 10, 1, [1.0, 1.5, 1.0, 2.5], [2.0, 3.0, 2.0, 4.5], 0.1),  # m not a multiple of p
