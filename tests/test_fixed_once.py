@@ -172,3 +172,85 @@ def test_a_points_answers_asked_again_are_worked_out_alike(path, monkeypatch):
     assert asked
     for real, (owner, *rest), kw, out in asked:
         assert repr(real(dataclasses.replace(owner), *rest, **kw)) == repr(out)
+
+
+def _sections(model):
+    """`model` and every section nested in it (pydantic models, in lists and dicts too)."""
+    from pydantic import BaseModel
+
+    yield model
+    for value in model.__dict__.values():
+        for item in (
+            value.values()
+            if isinstance(value, dict)
+            else (value if isinstance(value, list | tuple) else (value,))
+        ):
+            if isinstance(item, BaseModel):
+                yield from _sections(item)
+
+
+READ_PLAIN = ("Precision", "Shard", "Placement", "ExpertPlacement")  # what `plain_fields` reads
+
+
+def test_a_sections_plain_fields_are_its_dumps_in_every_shipped_scenario():
+    # precision, shard and placement were dumped by pydantic's serializer 52 times a point
+    # (docs/speed.md, "Eighteenth round"): every plain field (no section of its own) of every
+    # section of every shipped scenario, read as `plain_fields` reads it, is the dump's value
+    # and of its type; a nested section is left as it is (none of its readers reads one)
+    from pydantic import BaseModel
+
+    from tiersim.config.fields import plain_fields
+
+    seen = 0
+    for path in SHIPPED:
+        for section in _sections(load_scenario(path, []).scenario):
+            dumped, plain = section.model_dump(), plain_fields(section)
+            if type(section).__name__ in READ_PLAIN:  # (elsewhere a field may be left out)
+                assert plain.keys() == dumped.keys(), (path.stem, type(section).__name__)
+            for key in dumped:
+                value = plain[key]
+                if isinstance(value, BaseModel):
+                    assert dumped[key] == value.model_dump()
+                    continue
+                if not isinstance(value, str | int | float | None):  # a list or dict of them
+                    assert type(section).__name__ not in READ_PLAIN, (path.stem, key)
+                    continue
+                assert type(value) is type(dumped[key]) and value == dumped[key], (path, key)
+                seen += 1
+    assert seen > 1000
+
+
+def _ends_spelled_out(ticks, block):
+    """The repetition's ends as the twelfth round wrote them: stage k's forward, then its
+    backward, for each k, each read from its tick's copy by index."""
+    size, p = len(ticks), len(ticks[0])
+    return [ticks[(2 * block + k + kind) % size][k] for k in range(p) for kind in (0, 1)]
+
+
+def test_the_ticks_repetition_read_in_c_passes_is_the_one_spelled_out():
+    # `_repeats` gathers block I - 1's and block I's ends from the kept ticks by slices and
+    # a map over the diagonal: on random kept ticks (ring positions, sizes p + 3, shifts
+    # equal, within and beyond the tolerance, and a stage that differs) the shift and the
+    # verdict are those of the list spelled out, stage by stage
+    import random
+
+    from tiersim.workload.pipeline_timeline import _repeats
+
+    rnd = random.Random(18)
+    for _ in range(400):
+        p = rnd.randint(2, 9)
+        size, block = p + 3, rnd.randint(p + 1, 60)
+        ticks = [[rnd.uniform(1.0, 50.0) for _ in range(p)] for _ in range(size)]
+        shift = rnd.choice([0.0, 0.5, rnd.uniform(0, 3)])
+        a = _ends_spelled_out(ticks, block - 1)
+        for k in range(p):  # make block = block - 1 + shift, then maybe disturb one end
+            for kind in (0, 1):
+                ticks[(2 * block + k + kind) % size][k] = a[2 * k + kind] + shift
+        if rnd.random() < 0.5:
+            k, kind = rnd.randrange(p), rnd.randrange(2)
+            ticks[(2 * block + k + kind) % size][k] += rnd.choice([1e-13, 1e-9, 1.0])
+        a, b = _ends_spelled_out(ticks, block - 1), _ends_spelled_out(ticks, block)
+        shifts = [y - x for x, y in zip(a, b)]
+        rel = rnd.choice([1e-12, 1e-10])
+        want = shifts[-1] if max(shifts) - min(shifts) <= rel * max(abs(y) for y in b) else None
+        assert repr(_repeats(ticks, block, rel)) == repr(want)
