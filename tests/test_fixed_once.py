@@ -250,7 +250,7 @@ def test_the_ticks_repetition_read_in_c_passes_is_the_one_spelled_out():
             k, kind = rnd.randrange(p), rnd.randrange(2)
             ticks[(2 * block + k + kind) % size][k] += rnd.choice([1e-13, 1e-9, 1.0])
         a, b = _ends_spelled_out(ticks, block - 1), _ends_spelled_out(ticks, block)
-        shifts = [y - x for x, y in zip(a, b)]
+        shifts = [y - x for x, y in zip(a, b, strict=True)]
         rel = rnd.choice([1e-12, 1e-10])
         want = shifts[-1] if max(shifts) - min(shifts) <= rel * max(abs(y) for y in b) else None
         assert repr(_repeats(ticks, block, rel)) == repr(want)
