@@ -254,3 +254,93 @@ def test_the_ticks_repetition_read_in_c_passes_is_the_one_spelled_out():
         rel = rnd.choice([1e-12, 1e-10])
         want = shifts[-1] if max(shifts) - min(shifts) <= rel * max(abs(y) for y in b) else None
         assert repr(_repeats(ticks, block, rel)) == repr(want)
+
+
+def _per_chunk_row_by_row(value, pipeline, virtual, name):
+    """`pipeline.per_chunk` as it read each row before the eighteenth round (copied here)."""
+    if isinstance(value, int | float):
+        value = [float(value)] * pipeline
+    rows = list(value)
+    if len(rows) != pipeline:
+        raise ValueError(f"{name} has {len(rows)} entries, expected one per stage ({pipeline})")
+    table = [[float(r)] * virtual if isinstance(r, int | float) else list(r) for r in rows]
+    if any(len(r) != virtual for r in table):
+        raise ValueError(f"{name}: each stage needs one time per model chunk ({virtual})")
+    if any(x < 0 for r in table for x in r):
+        raise ValueError(f"{name}(={table}) must be >= 0")
+    return table
+
+
+def _outcome(fn, *args):
+    try:
+        return "ok", repr(fn(*args))
+    except ValueError as e:
+        return "error", str(e)
+
+
+def test_the_timelines_tables_read_in_c_passes_are_those_read_row_by_row():
+    # per_chunk's rows of lists or tuples copied and checked in C passes, busy's sums mapped:
+    # on random tables (numbers, lists, tuples, a mix; a row too short or too long; a
+    # negative time, -0.0, 0.0; too few rows) the same table or the same error, and the
+    # same busy time per stage as m·(Σf + Σb) summed row by row
+    import random
+
+    from tiersim.workload.pipeline import busy, per_chunk
+
+    rnd = random.Random(36)
+    for _ in range(600):
+        p, v = rnd.randint(1, 6), rnd.randint(1, 3)
+
+        def time():
+            return rnd.choice([0.0, -0.0, 1.5, rnd.uniform(0, 2), -rnd.uniform(0, 1)] + [1] * 3)
+
+        def row(v=v):
+            n = v if rnd.random() < 0.9 else rnd.choice([v - 1, v + 1])
+            kind = rnd.choice([list, tuple, "number"])
+            return time() if kind == "number" else kind(time() for _ in range(n))
+
+        value = rnd.choice([time(), [row() for _ in range(p if rnd.random() < 0.9 else p + 1)]])
+        got = _outcome(per_chunk, value, p, v, "t")
+        assert got == _outcome(_per_chunk_row_by_row, value, p, v, "t"), value
+        if got[0] == "ok":
+            table, m = per_chunk(value, p, v, "t"), rnd.randint(1, 600)
+            want = tuple(m * (sum(f) + sum(b)) for f, b in zip(table, table[::-1], strict=True))
+            assert repr(busy(m, table, table[::-1])) == repr(want)
+
+
+def test_the_shortest_schedule_by_division_is_the_loops():
+    # `_shortest` adds the periods it needs at once: the loop it replaces, a period at a time
+    # from m mod the period, for 1F1B and interleaved shapes and m from 1 to 300
+    from tiersim.workload.pipeline_steady import _shortest
+
+    for p in range(1, 13):
+        for v in (1, 2, 3):
+            per = 1 if v == 1 else p
+            for m in range(1, 301):
+                n = m % per or per
+                while n < (p + 2 if v == 1 else 3 * p) + 2 * per:
+                    n += per
+                assert _shortest(p, m, v, per) == n, (p, v, m)
+
+
+def test_the_mesh_of_the_section_asked_last_is_the_one_worked_out():
+    # `Mesh.of` answers the section it was asked last by identity: sections asked in turn
+    # (the same one again, another, one equal to it but not it, one changed by a copy) each
+    # get the mesh worked out from their own degrees
+    from tiersim.config.mesh import Mesh
+    from tiersim.config.parallel_schema import Parallel
+
+    a = Parallel(data=8, tensor=4, pipeline=2)
+    b = Parallel(data=2, tensor=8, pipeline=4, sequence=True)
+    for par in (
+        a,
+        a,
+        b,
+        a,
+        Parallel(data=8, tensor=4, pipeline=2),
+        b.model_copy(update={"data": 4}),
+        b,
+    ):
+        mesh = Mesh.of(par)
+        assert (mesh.data, mesh.tensor, mesh.pipeline) == (par.data, par.tensor, par.pipeline)
+        assert Mesh.of(par) is mesh
