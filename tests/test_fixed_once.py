@@ -234,7 +234,7 @@ def test_the_ticks_repetition_read_in_c_passes_is_the_one_spelled_out():
     # verdict are those of the list spelled out, stage by stage
     import random
 
-    from tiersim.workload.pipeline_timeline import _repeats
+    from tiersim.workload import pipeline_timeline
 
     rnd = random.Random(18)
     for _ in range(400):
@@ -253,7 +253,7 @@ def test_the_ticks_repetition_read_in_c_passes_is_the_one_spelled_out():
         shifts = [y - x for x, y in zip(a, b, strict=True)]
         rel = rnd.choice([1e-12, 1e-10])
         want = shifts[-1] if max(shifts) - min(shifts) <= rel * max(abs(y) for y in b) else None
-        assert repr(_repeats(ticks, block, rel)) == repr(want)
+        assert repr(pipeline_timeline._repeats(ticks, block, rel)) == repr(want)
 
 
 def _per_chunk_row_by_row(value, pipeline, virtual, name):
@@ -311,7 +311,7 @@ def test_the_timelines_tables_read_in_c_passes_are_those_read_row_by_row():
 def test_the_shortest_schedule_by_division_is_the_loops():
     # `_shortest` adds the periods it needs at once: the loop it replaces, a period at a time
     # from m mod the period, for 1F1B and interleaved shapes and m from 1 to 300
-    from tiersim.workload.pipeline_steady import _shortest
+    from tiersim.workload import pipeline_steady
 
     for p in range(1, 13):
         for v in (1, 2, 3):
@@ -320,7 +320,7 @@ def test_the_shortest_schedule_by_division_is_the_loops():
                 n = m % per or per
                 while n < (p + 2 if v == 1 else 3 * p) + 2 * per:
                     n += per
-                assert _shortest(p, m, v, per) == n, (p, v, m)
+                assert pipeline_steady._shortest(p, m, v, per) == n, (p, v, m)
 
 
 def test_the_mesh_of_the_section_asked_last_is_the_one_worked_out():
