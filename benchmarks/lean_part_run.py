@@ -40,6 +40,7 @@ class Plan:
     resources: tuple
     finite: tuple
     alone: float
+    key: int  # names the resource set (the max-min memo's key)
 
 
 @dataclass
@@ -102,11 +103,11 @@ class _Part:
         self.last = 0.0
         self.wake_at, self.wake_for = _INF, None
         self.memo: dict[tuple, list[float]] = {}
-        self.keys: dict[tuple, int] = {}
         self.finite_cache: dict = {}
         self.log = PartLog({}, {}, {}, [])
         self.timers: list = []
         self.seq = 0
+        self.planned: tuple | None = None  # the last plan: (instant, flows, soonest, flow)
 
     def loop(self) -> None:
         timers = self.timers
@@ -165,12 +166,31 @@ class _Part:
             users[r] = n + 1
         if alone:
             flow.rate = flow.plan.alone
-            self.plan_wake(now)
+            self.plan_added(now, flow)
         elif flow.begin > now:
             flow.latent = True
-            self.plan_wake(now)
+            self.plan_added(now, flow)
         else:
             self.reschedule(now)
+
+    def plan_added(self, now: float, flow: _Flow) -> None:
+        """`plan_wake` where the flow just added changes no other (FlowNetwork._plan_wake's
+        `added`): against the last plan, where it was made at this instant over the flows
+        before it; else the whole walk."""
+        planned = self.planned
+        if planned is None or planned[0] != now or planned[1] != len(self.flows) - 1:
+            self.plan_wake(now)
+            return
+        soonest, which = planned[2], planned[3]
+        if flow.rate > 0:
+            left = flow.remaining / flow.rate
+            if flow.begin > now:
+                left += flow.begin - now
+            if left < soonest:
+                soonest, which = left, flow
+        elif flow.latent and flow.begin - now < soonest:
+            soonest, which = flow.begin - now, flow
+        self._planned_at(now, soonest, which)
 
     def advance(self, now: float) -> None:
         last = self.last
@@ -233,7 +253,7 @@ class _Part:
         if len(active) == 1:
             active[0].rate = active[0].plan.alone
         elif active:
-            key = tuple([self._key(f.plan.resources) for f in active])
+            key = tuple([f.plan.key for f in active])
             rates = self.memo.get(key)
             if rates is None:
                 rates = self.memo[key] = max_min_rates(
@@ -244,12 +264,6 @@ class _Part:
             for f, rate in zip(active, rates, strict=True):
                 f.rate = rate
         self.plan_wake(now)
-
-    def _key(self, resources: tuple) -> int:
-        key = self.keys.get(resources)
-        if key is None:
-            key = self.keys[resources] = len(self.keys)
-        return key
 
     def plan_wake(self, now: float) -> None:
         soonest, which = _INF, None
@@ -265,6 +279,10 @@ class _Part:
                 continue
             if left < soonest:
                 soonest, which = left, f
+        self._planned_at(now, soonest, which)
+
+    def _planned_at(self, now: float, soonest: float, which: _Flow | None) -> None:
+        self.planned = (now, len(self.flows), soonest, which)
         if which is None:
             self.wake_at, self.wake_for = _INF, None
             return
@@ -293,6 +311,7 @@ def plans_of(ops: list[Op], topo, simulation, capacity: dict) -> dict:
     from tiersim.engine.rates import narrowest
 
     out: dict = {}
+    index: dict[tuple, int] = {}  # each resource set's key
     for op in ops:
         key = (op.src, op.dst, op.nbytes)
         if op.kind is not MOVE or key in out:
@@ -308,6 +327,7 @@ def plans_of(ops: list[Op], topo, simulation, capacity: dict) -> dict:
             route.resources,
             finite,
             narrowest(route.resources, capacity, {}),
+            index.setdefault(route.resources, len(index)),
         )
     return out
 
