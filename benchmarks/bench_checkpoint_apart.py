@@ -1,12 +1,12 @@
 """What an async checkpoint's run would cost if only what the copy touches were simulated
 (issue 36): the measurements behind docs/speed.md's eighteenth round.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_checkpoint_apart.py [--repeat N]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_checkpoint_apart.py [--repeat N] [FILE...]
 
-For default.yaml (an async checkpoint measured apart: tiersim.engine.checkpoint_apart), one
-point is simulated and, from it, kept: the plain run of the longest sample (its ops' starts
-and ends) and the checkpoint run resumed from it (tiersim.engine.resume), the full
-simulation every figure is read from. Printed:
+For default.yaml, or each scenario given (an async checkpoint measured apart from a resumed
+run: tiersim.engine.checkpoint_apart), one point is simulated and, from it, kept: the plain
+run of the longest sample (its ops' starts and ends) and the checkpoint run resumed from it
+(tiersim.engine.resume), the full simulation every figure is read from. Printed:
 - which plain ops the copy moves (start or end not equal, to the bit, in the two runs), by
   kind, and by how much;
 - the resumed checkpoint run's CPU time (least of N points);
@@ -135,6 +135,9 @@ def largest_difference(kept: dict, simulated: list[int], at: list[int], log) -> 
 
 def report(path: Path, repeat: int) -> None:
     kept = kept_runs(path, repeat)
+    if "checkpoint" not in kept:
+        print(f"{path.name}: no async checkpoint measured apart from a resumed run", flush=True)
+        return
     schedule, full = kept["checkpoint"]
     plain, n = kept["plain_log"], len(kept["plain_ops"])
     moved = [i for i in range(n) if (full.start[i], full.end[i]) != (plain.start[i], plain.end[i])]
@@ -166,10 +169,12 @@ def report(path: Path, repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10, help="runs of each (least CPU time)")
+    parser.add_argument("scenarios", nargs="*", type=Path, help="scenario files (default.yaml)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     gc.disable()  # as tiersim.core.collector pauses it for a simulation
-    report(ROOT / "scenarios" / "default.yaml", max(1, args.repeat))
+    for path in args.scenarios or [ROOT / "scenarios" / "default.yaml"]:
+        report(path, max(1, args.repeat))
 
 
 if __name__ == "__main__":
