@@ -159,6 +159,8 @@ def serial_step_s(res: Resolved, wl: Workload, topo: Topology, runs=None) -> flo
             total += _comm_s(comm, m, cap)
         for comm in (u.cp_forward, u.cp_backward, u.cp_forward_hidden, u.cp_backward_hidden):
             total += _comm_s(comm, m, cap)
+        for comm in (u.ep_forward_hidden, u.ep_backward_hidden):
+            total += _comm_s(comm, m, cap)
         total += _comm_s(u.dp_weights, 2 * m + 2, cap) + _comm_s(u.dp_gradients, m + 1, cap)
         total += _comm_s(u.dp_parameters, 2, cap) + _comm_s(u.embedding_sync, 2, cap)
     return (total + moves.seconds()) * ROUND_UP
