@@ -45,23 +45,71 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # group goes to one worker, so no run is made twice (shipped_run below).
 SHARED_RUNS = {"test_run_cli.py": "test_golden.py"}
 
+# The longest files, handed out first (longest first) so that no long file is left to run on
+# one worker while the other has finished: pytest-xdist's own order is by test count, which
+# put the long files with few tests (test_sweep_kill's 12, test_checkpoint_fork's 31) last.
+# Seconds of their tests (setup, call, teardown; test_golden's with test_run_cli's) in a
+# `pytest -n 2 --dist loadfile --durations=0` run, 2026-12-07 02:16-02:49 UTC, load average
+# 12-25 on 2 cores: only their order matters (docs/suite-time.md). A file not listed follows
+# them, in pytest-xdist's order.
+LONGEST = {
+    "test_fsdp2_step.py": 590,
+    "test_sweep_kill.py": 241,
+    "test_steady.py": 220,
+    "test_checkpoint_fork.py": 207,
+    "test_golden.py": 130,
+    "test_step_measure.py": 112,
+    "test_plan_screening.py": 111,
+    "test_wear.py": 81,
+    "test_layout.py": 77,
+    "test_reliability_round2.py": 75,
+    "test_muon_sharded.py": 72,
+    "test_checkpoint_apart.py": 63,
+    "test_sweep_dask_failures.py": 62,
+    "test_library_noise.py": 59,
+    "test_sweep_dask.py": 58,
+    "test_adversarial_round2.py": 55,
+    "test_sweep_run.py": 44,
+    "test_plan.py": 44,
+    "test_fp8_torchao.py": 42,
+    "test_pipeline_blocks.py": 39,
+}
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under `--dist loadfile` (make test): whole files to a worker, as pytest-xdist does, with
-    SHARED_RUNS's files taken as the file they share runs with. Module-scoped fixtures (a
-    measured run, a plan search) stay made once; another --dist is pytest-xdist's own."""
+    SHARED_RUNS's files taken as the file they share runs with, and LONGEST's files first.
+    Module-scoped fixtures (a measured run, a plan search) stay made once; another --dist is
+    pytest-xdist's own."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class SharedRunsScheduling(LoadFileScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
             folder, _, name = path.rpartition("/")
             return f"{folder}/{SHARED_RUNS[name]}" if name in SHARED_RUNS else path
 
+        def _assign_work_unit(self, node) -> None:
+            # the whole queue is known by the first assignment (schedule() fills it first);
+            # a stable sort keeps pytest-xdist's order among the files not listed
+            if not self.ordered:
+                units = sorted(self.workqueue.items(), key=lambda u: -longest(u[0]))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+                self.ordered = True
+            super()._assign_work_unit(node)
+
     return SharedRunsScheduling(config, log)
+
+
+def longest(scope: str) -> int:
+    """LONGEST's seconds for a work unit (a test file's path), 0 for a file not listed."""
+    return LONGEST.get(scope.rpartition("/")[2], 0)
 
 
 @pytest.hookimpl(trylast=True)

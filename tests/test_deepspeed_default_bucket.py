@@ -50,7 +50,8 @@ def _timeline(raw: dict):
 
 
 def _bucket_events(t) -> list[tuple[str, str, int, bool]]:
-    return [(e.moment, e.phase, e.nbytes, e.alloc) for e in t.events if e.part == BUCKET]
+    named = BUCKET.split(" (")[0]  # the part by whatever size it names
+    return [(e.moment, e.phase, e.nbytes, e.alloc) for e in t.events if e.part.startswith(named)]
 
 
 def test_zero2_holds_one_bucket_of_the_16_bit_weights_through_the_backward():
@@ -126,3 +127,17 @@ def test_a_given_bucket_under_today_s_release_is_counted_as_the_default_is():
     given = _bucket_events(_timeline(_raw(2, reduce_bucket_size=500_000_000, version="latest")))
     assert given == _bucket_events(_timeline(_raw(2)))
     assert given[0][2] == 1_000_000_000
+
+
+def test_the_bucket_part_is_named_by_the_size_given():
+    # left out: DeepSpeed's default; given, the size the user wrote, in DeepSpeed's own
+    # shorthand where it is one digit and zeros (200,000,000 = 2e8), else in full
+    def parts(**over) -> set[str]:
+        return {e.part for e in _timeline(_raw(2, **over)).events if "reduce bucket" in e.part}
+
+    head = "DeepSpeed reduce bucket (ipg buffer, reduce_bucket_size"
+    assert parts() == {f"{head} 5e8 by default)"}
+    assert parts(reduce_bucket_size=200_000_000) == {f"{head} 2e8 given)"}
+    assert parts(reduce_bucket_size=500_000_000) == {f"{head} 5e8 given)"}
+    assert parts(reduce_bucket_size=123_457) == {f"{head} 123,457 given)"}
+    assert parts(reduce_bucket_size=250_000_000) == {f"{head} 250,000,000 given)"}

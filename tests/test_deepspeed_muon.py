@@ -112,3 +112,46 @@ def test_zero3_all_gathers_each_layer_s_muon_values_every_micro_batch():
     # ZeRO-1/2 gather nothing: every rank holds every averaged gradient after the all-reduce
     zero2 = build_workload(resolve(scenario(_raw(2, 2)))).units[0]
     assert zero2.dp_gradients.nbytes == pytest.approx(zero2.gradients_full)
+
+
+def test_newton_schulz_s_set_is_three_m_by_n_and_four_m_by_m_in_bf16():
+    # the compiled muon_update's plan (original_muon.py, inductor): X, a*X, the new X (bf16
+    # m x n) beside A, b*A, c*A, B (bf16 m x m), m the smaller side. Measured on the CPU
+    # (torch 2.13, profiler memory events, a 256 x 1024 fp32 gradient): 2,097,152 B =
+    # 3 x 2 x 256 x 1024 (1,572,864) + 4 x 2 x 256 x 256 (524,288)
+    assert ds_muon.newton_schulz_set(256, 1024) == 2_097_152
+    # the tiny model's: gate/up [128, 64] and down [64, 128], m = 64: 3 x 2 x 8,192 + 4 x 2 x
+    # 4,096 = 49,152 + 32,768 = 81,920 B; q/k/v/o [64, 64]: 24,576 + 32,768 = 57,344 B
+    assert ds_muon.newton_schulz_set(128, 64) == ds_muon.newton_schulz_set(64, 128) == 81_920
+    assert ds_muon.newton_schulz_set(64, 64) == 57_344
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_the_largest_matrix_s_newton_schulz_set_is_made_and_let_go_at_the_epilogue(zero):
+    # DeepSpeed runs muon_update in the backward's epilogue (ZeRO-1/2 get_flat_partition;
+    # ZeRO-3 after the bucket's all-reduce), not in the optimizer step: the largest matrix's
+    # set, 81,920 B (above), made and let go there
+    epilogue = "backward: ZeRO's gradient epilogue"
+    assert _events(_raw(zero, 2), ds_muon.NEWTON_SCHULZ) == [
+        (epilogue, 81_920, True),
+        (epilogue, 81_920, False),
+    ]
+    assert _events(_raw(zero, 2, optimizer="adamw"), ds_muon.NEWTON_SCHULZ) == []
+    assert _events(_raw(zero, 2, reduce_scatter=True), ds_muon.NEWTON_SCHULZ) == []
+
+
+def test_zero3_s_newton_schulz_set_sits_beside_the_gathered_momenta():
+    # _apply_distributed_muon_update runs muon_update while the bucket's momenta are
+    # gathered (491,520 B, above): the set is made after them and let go before them
+    r = resolve(scenario(_raw(3, 2)))
+    order = [
+        (e.part, e.alloc)
+        for e in gpu_timeline(r, build_inventory(r)).events
+        if e.part in (ds_muon.GATHERED, ds_muon.NEWTON_SCHULZ)
+    ]
+    assert order == [
+        (ds_muon.GATHERED, True),
+        (ds_muon.NEWTON_SCHULZ, True),
+        (ds_muon.NEWTON_SCHULZ, False),
+        (ds_muon.GATHERED, False),
+    ]

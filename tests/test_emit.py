@@ -313,3 +313,29 @@ def test_megatron_emit_writes_an_unpadded_vocabulary_as_divisor_one(tmp_path):
     given = "  recompute: full\n  make_vocab_size_divisible_by: 64\n"
     text = DEEPSPEED.replace("  recompute: full\n", given)
     assert "--make-vocab-size-divisible-by 64" in _flags(_scenario(tmp_path, text))
+
+
+def test_deepspeed_emit_writes_the_stage3_keys_for_zero_3_only(tmp_path):
+    # stage3_* are read by ZeRO-3's optimizer (stage3.py); ZeRO-1/2's (stage_1_and_2.py,
+    # DeepSpeedZeroOptimizer.__init__) takes none of them: a ZeRO-2 plan's config leaves
+    # them out and notes each one the scenario gave, where it gave it
+    given = DEEPSPEED.replace(
+        "reduce_bucket_size: 50000000}",
+        "reduce_bucket_size: 50000000, prefetch_bucket_size: 8192}\n"
+        "  deepspeed: {stage3_max_reuse_distance: 0}",
+    )
+    zero3 = emit(_scenario(tmp_path, given), "deepspeed")
+    written = json.loads(zero3.text)["zero_optimization"]
+    assert written["stage3_prefetch_bucket_size"] == 8192
+    assert written["stage3_max_reuse_distance"] == 0
+    assert zero3.notes == []
+    zero2 = emit(_scenario(tmp_path, given.replace("zero_stage: 3", "zero_stage: 2")), "deepspeed")
+    written = json.loads(zero2.text)["zero_optimization"]
+    assert [k for k in written if k.startswith("stage3_")] == []
+    assert written["stage"] == 2 and written["reduce_bucket_size"] == 50_000_000
+    notes = {n.path: (n.code, n.message) for n in zero2.notes}
+    assert notes["training.offload.prefetch_bucket_size"] == (
+        "W-EMIT-APPROXIMATE",
+        "8192: read by ZeRO-3 only, not written for stage 2",
+    )
+    assert notes["training.deepspeed.stage3_max_reuse_distance"][1].startswith("0: read by ZeRO-3")

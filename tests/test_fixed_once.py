@@ -172,3 +172,175 @@ def test_a_points_answers_asked_again_are_worked_out_alike(path, monkeypatch):
     assert asked
     for real, (owner, *rest), kw, out in asked:
         assert repr(real(dataclasses.replace(owner), *rest, **kw)) == repr(out)
+
+
+def _sections(model):
+    """`model` and every section nested in it (pydantic models, in lists and dicts too)."""
+    from pydantic import BaseModel
+
+    yield model
+    for value in model.__dict__.values():
+        for item in (
+            value.values()
+            if isinstance(value, dict)
+            else (value if isinstance(value, list | tuple) else (value,))
+        ):
+            if isinstance(item, BaseModel):
+                yield from _sections(item)
+
+
+READ_PLAIN = ("Precision", "Shard", "Placement", "ExpertPlacement")  # what `plain_fields` reads
+
+
+def test_a_sections_plain_fields_are_its_dumps_in_every_shipped_scenario():
+    # precision, shard and placement were dumped by pydantic's serializer 52 times a point
+    # (docs/speed.md, "Eighteenth round"): every plain field (no section of its own) of every
+    # section of every shipped scenario, read as `plain_fields` reads it, is the dump's value
+    # and of its type; a nested section is left as it is (none of its readers reads one)
+    from pydantic import BaseModel
+
+    from tiersim.config.fields import plain_fields
+
+    seen = 0
+    for path in SHIPPED:
+        for section in _sections(load_scenario(path, []).scenario):
+            dumped, plain = section.model_dump(), plain_fields(section)
+            if type(section).__name__ in READ_PLAIN:  # (elsewhere a field may be left out)
+                assert plain.keys() == dumped.keys(), (path.stem, type(section).__name__)
+            for key in dumped:
+                value = plain[key]
+                if isinstance(value, BaseModel):
+                    assert dumped[key] == value.model_dump()
+                    continue
+                if not isinstance(value, str | int | float | None):  # a list or dict of them
+                    assert type(section).__name__ not in READ_PLAIN, (path.stem, key)
+                    continue
+                assert type(value) is type(dumped[key]) and value == dumped[key], (path, key)
+                seen += 1
+    assert seen > 1000
+
+
+def _ends_spelled_out(ticks, block):
+    """The repetition's ends as the twelfth round wrote them: stage k's forward, then its
+    backward, for each k, each read from its tick's copy by index."""
+    size, p = len(ticks), len(ticks[0])
+    return [ticks[(2 * block + k + kind) % size][k] for k in range(p) for kind in (0, 1)]
+
+
+def test_the_ticks_repetition_read_in_c_passes_is_the_one_spelled_out():
+    # `_repeats` gathers block I - 1's and block I's ends from the kept ticks by slices and
+    # a map over the diagonal: on random kept ticks (ring positions, sizes p + 3, shifts
+    # equal, within and beyond the tolerance, and a stage that differs) the shift and the
+    # verdict are those of the list spelled out, stage by stage
+    import random
+
+    from tiersim.workload import pipeline_timeline
+
+    rnd = random.Random(18)
+    for _ in range(400):
+        p = rnd.randint(2, 9)
+        size, block = p + 3, rnd.randint(p + 1, 60)
+        ticks = [[rnd.uniform(1.0, 50.0) for _ in range(p)] for _ in range(size)]
+        shift = rnd.choice([0.0, 0.5, rnd.uniform(0, 3)])
+        a = _ends_spelled_out(ticks, block - 1)
+        for k in range(p):  # make block = block - 1 + shift, then maybe disturb one end
+            for kind in (0, 1):
+                ticks[(2 * block + k + kind) % size][k] = a[2 * k + kind] + shift
+        if rnd.random() < 0.5:
+            k, kind = rnd.randrange(p), rnd.randrange(2)
+            ticks[(2 * block + k + kind) % size][k] += rnd.choice([1e-13, 1e-9, 1.0])
+        a, b = _ends_spelled_out(ticks, block - 1), _ends_spelled_out(ticks, block)
+        shifts = [y - x for x, y in zip(a, b, strict=True)]
+        rel = rnd.choice([1e-12, 1e-10])
+        want = shifts[-1] if max(shifts) - min(shifts) <= rel * max(abs(y) for y in b) else None
+        assert repr(pipeline_timeline._repeats(ticks, block, rel)) == repr(want)
+
+
+def _per_chunk_row_by_row(value, pipeline, virtual, name):
+    """`pipeline.per_chunk` as it read each row before the eighteenth round (copied here)."""
+    if isinstance(value, int | float):
+        value = [float(value)] * pipeline
+    rows = list(value)
+    if len(rows) != pipeline:
+        raise ValueError(f"{name} has {len(rows)} entries, expected one per stage ({pipeline})")
+    table = [[float(r)] * virtual if isinstance(r, int | float) else list(r) for r in rows]
+    if any(len(r) != virtual for r in table):
+        raise ValueError(f"{name}: each stage needs one time per model chunk ({virtual})")
+    if any(x < 0 for r in table for x in r):
+        raise ValueError(f"{name}(={table}) must be >= 0")
+    return table
+
+
+def _outcome(fn, *args):
+    try:
+        return "ok", repr(fn(*args))
+    except ValueError as e:
+        return "error", str(e)
+
+
+def test_the_timelines_tables_read_in_c_passes_are_those_read_row_by_row():
+    # per_chunk's rows of lists or tuples copied and checked in C passes, busy's sums mapped:
+    # on random tables (numbers, lists, tuples, a mix; a row too short or too long; a
+    # negative time, -0.0, 0.0; too few rows) the same table or the same error, and the
+    # same busy time per stage as m·(Σf + Σb) summed row by row
+    import random
+
+    from tiersim.workload.pipeline import busy, per_chunk
+
+    rnd = random.Random(36)
+    for _ in range(600):
+        p, v = rnd.randint(1, 6), rnd.randint(1, 3)
+
+        def time():
+            return rnd.choice([0.0, -0.0, 1.5, rnd.uniform(0, 2), -rnd.uniform(0, 1)] + [1] * 3)
+
+        def row(v=v):
+            n = v if rnd.random() < 0.9 else rnd.choice([v - 1, v + 1])
+            kind = rnd.choice([list, tuple, "number"])
+            return time() if kind == "number" else kind(time() for _ in range(n))
+
+        value = rnd.choice([time(), [row() for _ in range(p if rnd.random() < 0.9 else p + 1)]])
+        got = _outcome(per_chunk, value, p, v, "t")
+        assert got == _outcome(_per_chunk_row_by_row, value, p, v, "t"), value
+        if got[0] == "ok":
+            table, m = per_chunk(value, p, v, "t"), rnd.randint(1, 600)
+            want = tuple(m * (sum(f) + sum(b)) for f, b in zip(table, table[::-1], strict=True))
+            assert repr(busy(m, table, table[::-1])) == repr(want)
+
+
+def test_the_shortest_schedule_by_division_is_the_loops():
+    # `_shortest` adds the periods it needs at once: the loop it replaces, a period at a time
+    # from m mod the period, for 1F1B and interleaved shapes and m from 1 to 300
+    from tiersim.workload import pipeline_steady
+
+    for p in range(1, 13):
+        for v in (1, 2, 3):
+            per = 1 if v == 1 else p
+            for m in range(1, 301):
+                n = m % per or per
+                while n < (p + 2 if v == 1 else 3 * p) + 2 * per:
+                    n += per
+                assert pipeline_steady._shortest(p, m, v, per) == n, (p, v, m)
+
+
+def test_the_mesh_of_the_section_asked_last_is_the_one_worked_out():
+    # `Mesh.of` answers the section it was asked last by identity: sections asked in turn
+    # (the same one again, another, one equal to it but not it, one changed by a copy) each
+    # get the mesh worked out from their own degrees
+    from tiersim.config.mesh import Mesh
+    from tiersim.config.parallel_schema import Parallel
+
+    a = Parallel(data=8, tensor=4, pipeline=2)
+    b = Parallel(data=2, tensor=8, pipeline=4, sequence=True)
+    for par in (
+        a,
+        a,
+        b,
+        a,
+        Parallel(data=8, tensor=4, pipeline=2),
+        b.model_copy(update={"data": 4}),
+        b,
+    ):
+        mesh = Mesh.of(par)
+        assert (mesh.data, mesh.tensor, mesh.pipeline) == (par.data, par.tensor, par.pipeline)
+        assert Mesh.of(par) is mesh

@@ -232,9 +232,12 @@ MATRIX = [
     ("moe", "full", "fp32", "muon", (1,)),
     ("dense", "full", "bf16", "muon", (4,)),
 ]
-# bf16 MoE with full recompute: the step peaks inside the experts' gate/up weight-gradient GEMM,
-# beside oneDNN's scratchpad (test_fsdp2_moe_bf16_full_recompute_peaks_in_a_gemm_scratchpad);
-# on 1 rank within 3 % without it, and 8-bit AdamW's on 2 ranks peaks in its update
+# bf16 MoE with full recompute on 2 and 4 ranks: where the CPU sends bf16 GEMMs to oneDNN
+# (AVX-512 or AMX), the step peaks inside the experts' gate/up weight-gradient GEMM, beside
+# oneDNN's scratchpad, which no rule here predicts
+# (test_fsdp2_moe_bf16_full_recompute_beside_the_gemm_workspace); elsewhere the GEMM takes
+# none (groundtruth/cpu_gemm_scratchpad.py) and they are ordinary cells. On 1 rank within
+# 3 % either way, and 8-bit AdamW's on 2 ranks peaks in its update
 KERNEL_PEAK = [
     ("moe", "full", "bf16", "adamw", (2, 4)),
     ("moe", "full", "bf16", "muon", (2, 4)),
@@ -319,6 +322,17 @@ def test_fsdp2_moe_selective_and_muon_within_3_percent(recorded, case):
 
 
 @pytest.fixture(scope="module")
+def onednn_bf16() -> bool:
+    """Whether this CPU sends a bf16 GEMM to oneDNN (aten's use_mkldnn_bf16_matmul:
+    groundtruth/cpu_gemm_scratchpad.py), whose scratchpad no rule here predicts; elsewhere
+    a GEMM allocates nothing inside its `mm` (0 B, tests/test_cpu_gemm_workspace.py)."""
+    torch = pytest.importorskip("torch", reason="needs PyTorch (the `measure` extra)")
+    from tiersim.groundtruth.cpu_gemm_scratchpad import onednn_takes
+
+    return onednn_takes(torch.bfloat16)
+
+
+@pytest.fixture(scope="module")
 def gate_up_scratchpads() -> dict[int, int]:
     """oneDNN's scratchpad (groundtruth/cpu_gemm_scratchpad.py) of one expert's gate/up
     weight gradient in bf16, grouped_mm's per-expert `mm`: [2f, K] x [K, h] = [192, K] x
@@ -330,21 +344,32 @@ def gate_up_scratchpads() -> dict[int, int]:
 
 
 @pytest.mark.parametrize("case", KERNEL_PEAK, ids=lambda c: "-".join(c[:4]))
-def test_fsdp2_moe_bf16_full_recompute_peaks_in_a_gemm_scratchpad(
-    recorded, gate_up_scratchpads, case
-):
-    """bf16 Qwen2-MoE with full recompute: the step peaks inside the experts' gate/up weight
-    gradient, in one expert's `mm`, where oneDNN's scratchpad (a kernel workspace: the timeline
-    leaves it to `training.workspace`) lives beside what the timeline counts there. Its size
-    is the kernel's, for the rows the routing gives that expert: so the prediction is not more
-    than 3 % high, and short by no more than the kernel's largest scratchpad over any routing
-    (measured on the kernel), within 3 %. When written: 55,168 B at the peak (K = 33..48
+def test_fsdp2_moe_bf16_full_recompute_beside_the_gemm_workspace(recorded, request, case):
+    """bf16 Qwen2-MoE with full recompute: the step's peak is the experts' gate/up weight
+    gradient, in one expert's `mm` (grouped_mm's CPU fallback), where that GEMM's workspace
+    lives beside what the timeline counts there. Where the CPU keeps bf16 GEMMs off oneDNN
+    the workspace is 0 B by aten's source (groundtruth/cpu_gemm_scratchpad.py), as measured
+    (tests/test_cpu_gemm_workspace.py), and the cell is held to 3 % like any other. Measured
+    so (AMD EPYC, AVX2 only): -1.30 % and -1.80 % (AdamW, 2 and 4 ranks), -1.36 % and
+    -1.85 % (Muon), -2.30 % (8-bit AdamW, 4 ranks).
+
+    Where it sends them to oneDNN (AVX-512, AMX) the workspace is oneDNN's scratchpad, sized
+    by a blocking search no rule here derives, for the rows the routing gives that expert:
+    the prediction must not be more than 3 % high, and is short by no more than the
+    kernel's largest scratchpad over any routing (measured on the kernel), within 3 %.
+    Measured so on AMX cores (brg_matmul:avx10_1_512_amx): 55,168 B at the peak (K = 33..48
     rows); the prediction -3.09 % (2 ranks) and -4.17 % (4 ranks), +1.08 % and +1.39 % with
     the largest scratchpad (89,216 B, K = 97..127) added; Muon's -3.22 % and -4.28 % (+1.12 %
     and +1.42 %), 8-bit AdamW's on 4 ranks -4.78 % (+1.05 %). The double count these cells
     passed with before (the down weight's moment and the first gradient beside it) was +3.8 %
     high in fp32."""
-    assert_peak_beside_the_scratchpad(*measured_and_predicted(recorded, case), gate_up_scratchpads)
+    measured, predicted = measured_and_predicted(recorded, case)
+    if not request.getfixturevalue("onednn_bf16"):
+        assert abs(predicted.peak_bytes / measured.peak_bytes - 1) <= 0.03, (measured, predicted)
+        assert predicted.peak_phase == measured.peak_phase == "backward"
+        return
+    scratchpads = request.getfixturevalue("gate_up_scratchpads")
+    assert_peak_beside_the_scratchpad(measured, predicted, scratchpads)
 
 
 def assert_peak_beside_the_scratchpad(measured, predicted, scratchpads: dict[int, int]) -> None:
@@ -360,12 +385,14 @@ def test_every_cell_of_the_matrix_within_3_percent(recorded, request, cell):
     """Issue 38's target over its whole matrix (groundtruth/matrix_cells.py: 54 cells on each
     of 1, 2 and 4 ranks, 162 in all; the tests above say what each kind of cell stands for):
     every allocation the step made seen freed, rank 0's whole-step peak within 3 % of the
-    timeline's and in the same phase, and the optimizer phase's peak within 3 % too. The
-    cells whose step peaks beside oneDNN's GEMM scratchpad (KERNEL_PEAK) are held to that
-    test's bound. Measured over all 162 when written (benchmarks/fsdp2_matrix.py): the rest
-    -2.00 % to +0.10 %, the optimizer phases -1.98 % to +2.51 % (AdamW's -0.13 % to 0.00 %;
-    -2.85 % on the grouped-query model while the previous parameter's denominator was not
-    counted, state/single_tensor_adam.py)."""
+    timeline's and in the same phase, and the optimizer phase's peak within 3 % too. Where
+    the CPU sends bf16 GEMMs to oneDNN, the cells whose step peaks beside its scratchpad
+    (KERNEL_PEAK) are held to that test's bound. Measured over all 162 (benchmarks/
+    fsdp2_matrix.py): on an AVX2 CPU (no oneDNN route) -2.30 % to +0.10 %, the optimizer
+    phases -0.60 % to 0.00 % (Muon's 1-rank GQA bf16 +3.57 % while its Newton-Schulz counted
+    oneDNN's packed copy there too); on AMX cores the rest -2.00 % to +0.10 %, the optimizer
+    phases -1.98 % to +2.51 % (AdamW's -0.13 % to 0.00 %; -2.85 % on the grouped-query model
+    while the previous parameter's denominator was not counted, state/single_tensor_adam.py)."""
     from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
 
     world, steps = recorded
@@ -374,7 +401,8 @@ def test_every_cell_of_the_matrix_within_3_percent(recorded, request, cell):
     measured = steps["-".join(cell)]
     assert measured.left_bytes == 0, measured
     predicted = predicted_peaks(predicted_timeline(scenario(matrix_raw(*cell, world))))
-    if any(cell == k[:4] and world in k[4] for k in KERNEL_PEAK):
+    kernel_peak = any(cell == k[:4] and world in k[4] for k in KERNEL_PEAK)
+    if kernel_peak and request.getfixturevalue("onednn_bf16"):
         scratchpads = request.getfixturevalue("gate_up_scratchpads")
         assert_peak_beside_the_scratchpad(measured, predicted, scratchpads)
         return

@@ -73,7 +73,7 @@ def test_more_moments_than_rows_merge_runs_of_moments():
 
 
 def test_run_writes_the_series_only_when_asked(cli, tmp_path):
-    path = "scenarios/zero-offload-10b-dgx2.yaml"  # 410 GPU events, 107 host events
+    path = "scenarios/zero-offload-10b-dgx2.yaml"  # 412 GPU events, 107 host events
     code, out, err = cli("run", path, "--out", tmp_path / "a", "--format", "json")
     assert code == 0, err
     plain = json.loads(out)
@@ -85,7 +85,7 @@ def test_run_writes_the_series_only_when_asked(cli, tmp_path):
     report = json.loads((tmp_path / "b" / "report.json").read_text())
     assert report == json.loads(out)
     gpu, host = report["memory_timeline"], report["host_memory_timeline"]
-    assert gpu["events"] == 410 > MAX_ROWS and gpu["series"]["granularity"] == "moment"
+    assert gpu["events"] == 412 > MAX_ROWS and gpu["series"]["granularity"] == "moment"
     assert host["events"] == 107 == len(host["series"]["rows"])  # a row an event
     for section in (gpu, host):
         rows = section["series"]["rows"]

@@ -18,13 +18,16 @@ def test_a_wide_matrix_is_gathered_whole_by_hand():
     """128 x 512 (out <= in: no transpose), 2 ranks, fp32 state: the rank's 64 rows. U, the
     update, 4 x 64 x 512 = 131,072; X, its bf16 copy, 65,536; g, the rank's 64 rows of the
     128 x 128 Gram matrix, 2 x 64 x 128 = 16,384; G, X whole, 2 x 128 x 512 = 131,072. CPU, at
-    B·X: U + 2X (the old and new X) + 2g + 2G (X gathered, oneDNN's packed copy) = 131,072 +
+    B·X: U + 2X (the old and new X) + 2g + 2G (X gathered, and a second whole X) = 131,072 +
     131,072 + 32,768 + 262,144 = 557,056. GPU: U + 2X + 2G (X Xᵀ's transposed copy and the
     concatenated gather) = 524,288, above B·X's U + 2X + 2g + G = 425,984."""
     ns = ShardedNewtonSchulz(128, 512, 2)
     assert ns.gathers
     assert ns.temporary_bytes(4, "cpu") == 557_056
     assert ns.temporary_bytes(4, "cuda") == 524_288
+    # the same where the CPU's GEMMs pack nothing (aten's route): the second G is no packed
+    # copy (measured so on an AVX2 CPU, 557,056 B to the byte)
+    assert ns.temporary_bytes(4, "cpu", "aten") == 557_056
     # 5 iterations x (X twice, 2 x 131,072, and the Gram matrix, 2 x 128², 32,768)
     assert ns.gathered_bytes() == 5 * (2 * 131_072 + 32_768) == 1_474_560
     assert ns.all_reduced_bytes() == 0
@@ -43,6 +46,7 @@ def test_a_tall_matrix_all_reduces_its_gram_matrix_by_hand():
     assert not ns.gathers
     assert ns.temporary_bytes(4, "cpu") == 425_984
     assert ns.temporary_bytes(4, "cuda") == 360_448
+    assert ns.temporary_bytes(4, "cpu", "aten") == 360_448
     assert ns.gathered_bytes() == 0
     assert ns.all_reduced_bytes() == 5 * 2 * 32_768
     assert ns.collectives() == (("all_reduce", 2, 1), ("all_reduce", 32_768, 10))
@@ -60,6 +64,7 @@ def test_a_wide_gram_matrix_peaks_at_a_times_a_by_hand():
     ns = ShardedNewtonSchulz(256, 192, 2)
     assert ns.temporary_bytes(2, "cpu") == 466_944
     assert ns.temporary_bytes(2, "cuda") == 393_216
+    assert ns.temporary_bytes(2, "cpu", "aten") == 393_216
 
 
 # a layer whose queries are wider than the hidden size (heads x head_dim = 192 > 128, as Qwen3's
@@ -190,13 +195,23 @@ def _as_measured(collectives, world: int) -> list:
     return sorted([op, size, k] for (op, size), k in calls.items())
 
 
+def _route() -> str:
+    """This CPU's route for a bf16 GEMM (groundtruth/cpu_gemm_scratchpad.py): "onednn", whose
+    GEMMs pack their second operand, or "aten", whose pack nothing."""
+    from tiersim.groundtruth.cpu_gemm_scratchpad import cpu_gemm_route
+
+    return cpu_gemm_route()
+
+
 @pytest.mark.parametrize("job", range(len(JOBS)), ids=lambda j: "x".join(map(str, JOBS[j][0][0])))
 def test_muon_on_sharded_weights_as_measured(stepped, job):
     """Measured (torch 2.13 CPU, gloo): every free seen; 15 all-gathers (3 an iteration) and
     X's norm's all-reduce where out <= in, 11 all-reduces (the norm's, 2 an iteration) where
     out > in, each of the bytes the model gives (the profiler's shapes and dtypes); the local
-    matmuls' FLOPs (the profiler's) as the model's; the transients' peak within 3 % (oneDNN's
-    5,120 B beside each packed copy not counted: -0.0 % to -2.2 % when written)."""
+    matmuls' FLOPs (the profiler's) as the model's; the transients' peak within 3 %, for the
+    route this CPU's bf16 GEMMs take (on oneDNN's, its 5,120 B beside each packed copy not
+    counted: -0.0 % to -2.2 % when written on AMX cores; on aten's, no packed copy: the GPU's
+    sets; before the route was read, 512 x 128 on 2 ranks was +22.2 % on an AVX2 CPU)."""
     world, steps = stepped
     ((rows, cols),), dtype = JOBS[job]
     got = steps[job]
@@ -206,7 +221,7 @@ def test_muon_on_sharded_weights_as_measured(stepped, job):
     ns = ShardedNewtonSchulz(rows, cols, world)
     assert got.collective_sizes == _as_measured(ns.collectives(), world)
     assert got.matmul_flops == ns.flops()
-    predicted = ns.temporary_bytes({"fp32": 4, "bf16": 2}[dtype], "cpu")
+    predicted = ns.temporary_bytes({"fp32": 4, "bf16": 2}[dtype], "cpu", _route())
     assert abs(predicted / got.peak_bytes - 1) <= 0.03, (world, got, predicted)
 
 
@@ -234,7 +249,8 @@ def test_a_layers_muon_step_as_measured(stepped):
     assert got.collective_sizes == _as_measured(muon.sharded_collectives(mats, world), world)
     whole = muon.whole_gemm_flops(mats, world)
     assert got.matmul_flops == (muon.update_gemm_flops(mats) - whole) / world + whole
-    predicted = muon.step_temporary_bytes(0, 0, 2, "cpu", tensors=mats, shards=world)
+    route = _route()
+    predicted = muon.step_temporary_bytes(0, 0, 2, "cpu", mats, world, cpu_gemm=route)
     assert abs(predicted / got.peak_bytes - 1) <= 0.03, (world, got, predicted)
 
 
@@ -344,6 +360,7 @@ def test_one_rank_keeps_the_gram_matrix_beside_three_copies_of_x():
     ns = ShardedNewtonSchulz(256, 1024, 1)
     assert ns.temporary_bytes(4, "cpu") == 2_883_584
     assert ns.temporary_bytes(4, "cuda") == 2_359_296
+    assert ns.temporary_bytes(4, "cpu", "aten") == 2_359_296
 
 
 def test_measure_fsdp_muon_with_tiersims_modules_names_the_implementation_that_takes_it(capsys):

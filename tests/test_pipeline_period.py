@@ -103,6 +103,29 @@ def test_530b_walks_its_warm_up_a_few_periods_and_its_cool_down(published_stage_
     assert last == pytest.approx([e[-1] for e in ends], rel=WITHIN, abs=0.0)
 
 
+def test_530b_full_blocks_take_two_passes_to_the_bit(published_stage_times, monkeypatch):
+    """530B's full blocks (every stage a forward and a backward, after a full block: blocks
+    p = 35 to 280·3 - 105 = 735) are worked out in two passes (`_full`); the walk reaches 35
+    to its first repetition B (140-174) that way, B - 34 blocks, and its ends and shift are
+    those of every block taken op by op (`_block`, given each stage's last end: the block
+    before's backward), to the bit."""
+    (p, m, v, fwd, bwd, c) = published_stage_times["korthikanti2022-530b-selective-sp"][0]
+    fast = steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True)
+    full_blocks: list[int] = []
+    block_by_block = pipeline_blocks._block
+
+    def op_by_op(p, v, block, c, f_prev, b_prev, columns):
+        full_blocks.append(block)
+        times = pipeline_blocks._times(p, v, m * v, fwd, bwd)
+        got = block_by_block(p, v, m * v, block, c, times, False, list(b_prev), f_prev, b_prev)
+        return got[0], got[1]
+
+    monkeypatch.setattr(pipeline_blocks, "_full", op_by_op)
+    assert steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True) == fast
+    assert full_blocks == list(range(35, full_blocks[-1] + 1))
+    assert 140 <= full_blocks[-1] <= 174
+
+
 SMALL = [  # (p, m, v, forward, backward, p2p): odd shapes, each stage its own times
     (4, 10, 1, [1.0, 1.5, 1.0, 2.5], [2.0, 3.0, 2.0, 4.5], 0.1),  # m not a multiple of p
     (3, 7, 1, 1.0, 2.0, 0.0),

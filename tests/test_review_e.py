@@ -73,15 +73,15 @@ def test_the_memory_panel_s_title_says_what_its_dot_marks():
 
 def test_run_s_table_says_where_the_memory_events_went(cli, tmp_path):
     """`run --memory-events` in the table format wrote the series into report.json and said
-    nothing of it. zero-offload-10b-dgx2: 410 GPU events, more than 256 rows, so a row a
-    moment: 105 rows; 107 host events, a row each (docs/commands.md, Results;
+    nothing of it. zero-offload-10b-dgx2: 412 GPU events, more than 256 rows, so a row a
+    moment: 106 rows; 107 host events, a row each (docs/commands.md, Results;
     tests/test_memory_series.py)."""
     path = "scenarios/zero-offload-10b-dgx2.yaml"
     code, out, err = cli("run", path, "--out", tmp_path / "a", "--memory-events")
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("memory events"))
     assert line.startswith(
-        "memory events written to report.json: GPU: 410 events in 105 rows (a row a moment), "
+        "memory events written to report.json: GPU: 412 events in 106 rows (a row a moment), "
         "memory_timeline.series; host: 107 events in 107 rows (a row an event), "
         "host_memory_timeline.series (columns: phase, moment, part, bytes, "
     )

@@ -6,10 +6,13 @@ profiler's memory events (groundtruth/step_peaks.py), beside the memory timeline
 CPU: the step's peak within 3 % and in the same phase. Full recompute wraps each block in
 PyTorch's non-reentrant checkpoint, as torchtitan's activation checkpointing does.
 
-Measured and left out (docs/issue38-status.md): full recompute in bf16, -3.15 % (4 kv heads)
-and -3.35 % (2): its peak is layer 1's backward, where the CPU's bf16 GEMMs take transient
-workspaces (21,504 B and 13,440 B, a kernel workspace the timeline does not count) and the
-step holds about 24 KB more than the timeline's moment."""
+Full recompute in bf16 peaks where the CPU's bf16 GEMMs run, so its GEMMs' workspace counts
+(groundtruth/cpu_gemm_scratchpad.py): where the CPU keeps them off oneDNN they take none (0 B,
+tests/test_cpu_gemm_workspace.py) and those cells are held to 3 % as the rest; where it sends
+them to oneDNN (AVX-512, AMX), whose scratchpad no rule here predicts, they are skipped with
+that reason. Measured on AMX cores: -3.15 % (4 kv heads) and -3.35 % (2), the step's peak in
+layer 1's backward beside transient workspaces of 21,504 B and 13,440 B
+(docs/issue38-status.md)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import test_titan_activations as titan  # noqa: E402
 from torch.profiler import ProfilerActivity, record_function  # noqa: E402
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
+from tiersim.groundtruth.cpu_gemm_scratchpad import onednn_takes  # noqa: E402
 from tiersim.groundtruth.quiet_profiler import quiet_profile  # noqa: E402
 from tiersim.groundtruth.step_peaks import StepPeaks, measured_peaks  # noqa: E402
 from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline  # noqa: E402
@@ -81,13 +85,16 @@ def recorded_step(kv: int, dtype: str, recompute: str) -> StepPeaks:
 
 
 CASES = [(4, "fp32", "none"), (2, "fp32", "none"), (4, "bf16", "none"), (2, "bf16", "none")]
-CASES += [(4, "fp32", "full"), (2, "fp32", "full")]
+CASES += [(4, "fp32", "full"), (2, "fp32", "full"), (4, "bf16", "full"), (2, "bf16", "full")]
 
 
 @pytest.mark.parametrize(("kv", "dtype", "recompute"), CASES, ids=lambda v: str(v))
 def test_torchtitan_step_peak_within_3_percent_of_pytorch(kv, dtype, recompute):
     """When written: recompute none -0.16 % to -0.47 % (the loss's backward), full fp32
-    -1.37 % and -1.46 % (layer 1's backward)."""
+    -1.37 % and -1.46 % (layer 1's backward); full bf16 on a CPU without oneDNN's bf16 route
+    (AVX2) -1.18 % and -1.26 %, predicted at the loss's backward."""
+    if dtype == "bf16" and recompute == "full" and onednn_takes(torch.bfloat16):
+        pytest.skip("its bf16 GEMMs take oneDNN's scratchpad here, which no rule predicts")
     s = titan.titan(kv, dtype, seq_len=titan.S, workspace="0 B", recompute=recompute)
     measured = recorded_step(kv, dtype, recompute)
     assert measured.left_bytes == 0, measured  # every allocation the step made, seen freed
@@ -95,5 +102,5 @@ def test_torchtitan_step_peak_within_3_percent_of_pytorch(kv, dtype, recompute):
     predicted = predicted_peaks(t)
     assert abs(predicted.peak_bytes / measured.peak_bytes - 1) <= 0.03, (measured, predicted)
     assert predicted.peak_phase == measured.peak_phase == "backward"
-    moment = "backward: loss" if recompute == "none" else "backward: layer 1"
+    moment = "backward: layer 1" if (recompute, dtype) == ("full", "fp32") else "backward: loss"
     assert t.peak_event.moment == moment

@@ -229,3 +229,23 @@ def test_full_recompute_fetches_a_layers_tensors_again_for_its_backward():
         evs = events(raw(plain, recompute=recompute))
         got = [e for e in evs if e.part == GATHERED and e.moment == "backward: layer 1" and e.alloc]
         assert [(e.nbytes, e.pieces) for e in got][:1] == [(2 * 8_192, gathers)]
+
+
+def test_the_first_steps_without_a_trace_hold_no_more_than_the_steady_step():
+    """The coordinator starts with no trace (`ZeRoTraceMode.INVALID`), records one in the second
+    step (`reset_step`: INVALID -> RECORD -> COMPLETE) and only then prefetches
+    (`fetch_sub_module`: "don't prefetch if we dont have a completed model trace") or keeps a
+    parameter for reuse (`release_sub_module` releases every parameter of the module without
+    one): the coordinator's rules with stage3_prefetch_bucket_size 0 and
+    stage3_max_reuse_distance 0. By hand (norms persistent at 100): each layer moment holds one
+    module at a time, the largest an MLP matrix, 8,192 values x 2 B = 16,384 B; the embeddings'
+    2,048,000 x 2 B = 4,096,000 B. The steady step holds at least as much at every moment, so
+    its peak is the one "will it fit" needs."""
+    keep = {"stage3_param_persistence_threshold": 100}
+    untraced = raw({**keep, "stage3_prefetch_bucket_size": 0, "stage3_max_reuse_distance": 0})
+    first = gathered_by_moment(events(untraced))
+    assert first["forward: layer 0"][0] == first["backward: layer 1"][0] == 16_384
+    assert first["forward: embeddings"][0] == 4_096_000
+    steady = gathered_by_moment(events(raw(keep)))
+    assert all(steady[m][0] >= most for m, (most, _) in first.items())
+    assert steady["forward: layer 0"][0] > 16_384  # the steady step prefetches and keeps

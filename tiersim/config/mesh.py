@@ -84,8 +84,14 @@ class Mesh:
 
     @classmethod
     def of(cls, par: Parallel) -> Mesh:
-        """The mesh a scenario's `parallel` section describes (validated by `mesh_problems`)."""
-        return _mesh_of(par)
+        """The mesh a scenario's `parallel` section describes (validated by `mesh_problems`).
+        The section asked last is answered by identity (a point asks for its mesh about 20
+        times; the cache by value hashes and compares the whole section each time, about
+        8,000 instructions)."""
+        latest = _latest  # one read: (section, its mesh), never a pair of two askers'
+        if latest[0] is par:
+            return latest[1]
+        return _remembered(par)
 
     # --- degrees --------------------------------------------------------------------------
 
@@ -209,6 +215,13 @@ class Mesh:
         return f"{text} = {self.world:,} GPUs{tail}"
 
 
+def _remembered(par: Parallel) -> Mesh:
+    global _latest
+    mesh = _mesh_of(par)
+    _latest = (par, mesh)
+    return mesh
+
+
 @functools.cache
 def _mesh_of(par: Parallel) -> Mesh:
     return Mesh(
@@ -220,6 +233,9 @@ def _mesh_of(par: Parallel) -> Mesh:
         expert_tensor=par.expert_tensor or par.tensor,
         shard=par.shard_group or par.data,
     )
+
+
+_latest: tuple = (object(), None)  # the section `Mesh.of` answered last, and its mesh
 
 
 # --- placement over nodes -----------------------------------------------------------------------

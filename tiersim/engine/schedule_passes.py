@@ -215,14 +215,14 @@ class TrainingPasses:
             self.release_weights(u, held, op)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
-        if unit.tp_forward is not None:
-            ops.net(unit.tp_forward, step, (op,), kind=SYNC)
-        if unit.ep_forward is not None:
-            ops.net(unit.ep_forward, step, (op,), kind=SYNC)
-        if unit.cp_forward is not None:  # context parallelism (workload/context.py)
-            ops.net(unit.cp_forward, step, (op,), kind=SYNC)
-        if unit.cp_forward_hidden is not None:
-            ops.net(unit.cp_forward_hidden, step, (op,))
+        # blocking: tensor, expert and context parallelism's (workload/context.py); then what
+        # flows beside the stream (overlapped all-to-alls, the context ring's hidden part)
+        for comm in (unit.tp_forward, unit.ep_forward, unit.cp_forward):
+            if comm is not None:
+                ops.net(comm, step, (op,), kind=SYNC)
+        for comm in (unit.ep_forward_hidden, unit.cp_forward_hidden):
+            if comm is not None:
+                ops.net(comm, step, (op,))
         return op
 
     def offload_activations(self, u: int, mb: int, step: int, fwd: int) -> int | None:
@@ -274,14 +274,12 @@ class TrainingPasses:
             self._reshard_kept(u, op)
         self.uses.append(op)  # the use ends here (inline: a call per op costs)
         self.use_units.append(u)
-        if unit.tp_backward is not None:
-            ops.net(unit.tp_backward, step, (op,), kind=SYNC)
-        if unit.ep_backward is not None:
-            ops.net(unit.ep_backward, step, (op,), kind=SYNC)
-        if unit.cp_backward is not None:
-            ops.net(unit.cp_backward, step, (op,), kind=SYNC)
-        if unit.cp_backward_hidden is not None:
-            ops.net(unit.cp_backward_hidden, step, (op,))
+        for comm in (unit.tp_backward, unit.ep_backward, unit.cp_backward):  # as forward's
+            if comm is not None:
+                ops.net(comm, step, (op,), kind=SYNC)
+        for comm in (unit.ep_backward_hidden, unit.cp_backward_hidden):
+            if comm is not None:
+                ops.net(comm, step, (op,))
         if in_stream:
             if reads:
                 grad_read = self.accumulation_read(u, mb, step, [op])

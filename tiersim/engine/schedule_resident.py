@@ -139,6 +139,8 @@ def _forwards(passes: Any, units: Any, mb: int, step: int, blocking: list) -> No
         use_units.append(u)
         if blocking[u]:
             _synced(oplist, blocking[u], step, index)
+        if unit.ep_forward_hidden is not None:
+            oplist.net(unit.ep_forward_hidden, step, (index,))
         if unit.cp_forward_hidden is not None:
             oplist.net(unit.cp_forward_hidden, step, (index,))
 
@@ -180,6 +182,8 @@ def _backwards(passes: Any, units: Any, mb: int, step: int, blocking: list) -> N
         use_units.append(u)
         if blocking[u]:
             _synced(oplist, blocking[u], step, index)
+        if unit.ep_backward_hidden is not None:
+            oplist.net(unit.ep_backward_hidden, step, (index,))
         if unit.cp_backward_hidden is not None:
             oplist.net(unit.cp_backward_hidden, step, (index,))
         if stay[u] and not scatters[u] and not last:

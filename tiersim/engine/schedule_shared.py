@@ -63,7 +63,7 @@ class Chunks:
 
     @staticmethod
     def _forward(passes: Any, units: list, chunk: tuple, step: int, blocking: list):
-        if any(units[u].cp_forward_hidden is not None for u in chunk):
+        if any(_hidden(units[u].cp_forward_hidden, units[u].ep_forward_hidden) for u in chunk):
             return None
         ops, at = [], []
         for u in chunk:
@@ -77,7 +77,7 @@ class Chunks:
     @staticmethod
     def _backward(passes: Any, units: list, chunk: tuple, step: int, blocking: list):
         order = list(reversed(chunk))
-        if any(units[u].cp_backward_hidden is not None for u in order):
+        if any(_hidden(units[u].cp_backward_hidden, units[u].ep_backward_hidden) for u in order):
             return None
         if not all(passes.gradients_stay[u] and not passes.scatters[u] for u in order):
             return None
@@ -175,3 +175,8 @@ def materialize(ops: list, entries: list[tuple[int, int, int]]) -> None:
             else:
                 fields["deps"] = (after,) if after == i - 1 else (after, i - 1)
             ops[i] = Op(**fields)
+
+
+def _hidden(*comms) -> bool:
+    """A flow beside the stream (context ring's, overlapped all-to-alls'): not shared."""
+    return any(c is not None for c in comms)

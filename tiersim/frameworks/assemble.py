@@ -20,6 +20,7 @@ from tiersim.config.overrides import apply_overrides, set_path
 from tiersim.core.errors import InputError, Problem
 from tiersim.frameworks.deepspeed import read_deepspeed
 from tiersim.frameworks.detect import ConfigFile, read_config
+from tiersim.frameworks.hf_auto import HIDDEN, fill_from_hidden
 from tiersim.frameworks.mapping import PENDING, Mapped, as_yaml
 from tiersim.frameworks.megatron import read_megatron
 from tiersim.frameworks.megatron_vocab import bridge_keeps_vocab
@@ -27,6 +28,7 @@ from tiersim.frameworks.torchtitan import read_torchtitan
 from tiersim.frameworks.values import ValueProblem
 
 DEFAULT_HARDWARE = "dgx-h100"
+_HIDDEN_PATHS = {key: path for key, (path, *_) in HIDDEN.items()}
 
 
 @dataclass(frozen=True)
@@ -280,9 +282,23 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
         raise InputError(", ".join(map(str, paths)), [Problem("model", why, "E-IMPORT-MISSING")])
     try:
         loaded = _validated(raw, sources, paths, notes, mappings[-1].source)
+        loaded = _hidden_auto(raw, facts, loaded, sources, paths, notes, mappings[-1].source)
     except InputError as exc:
         raise _named_by_flags(exc, _flag_made(raw, options)) from None
     return Imported(raw, loaded, notes, [str(p) for p in paths])
+
+
+def _hidden_auto(raw, facts, loaded: Loaded, sources, paths, notes, source: str) -> Loaded:
+    """DeepSpeed keys left "auto" for the HF Trainer to fill from the model's hidden size
+    (frameworks/hf_auto.py), filled from the model now known, and validated again."""
+    keys = facts.get("hidden_auto")
+    if not keys:
+        return loaded
+    filled = fill_from_hidden(raw, keys, loaded.scenario.model.hidden)
+    for file, key, why in filled:
+        notes.append((file, Problem(key, why, "W-IMPORT-ASSUMED")))
+        sources[_HIDDEN_PATHS[key]] = f"{file}: {key}"
+    return _validated(raw, sources, paths, notes, source) if filled else loaded
 
 
 def _flag_made(raw: dict[str, Any], options: ImportOptions) -> dict[str, str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.config.deepspeed import OFFLOAD_ALIASES
+from tiersim.frameworks import hf_auto
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, table, text
 
@@ -31,6 +32,18 @@ ZERO_OFFLOAD_KEYS = {
 # zero_optimization keys onto training.deepspeed keys (the same names; 0 allowed, as DeepSpeed's)
 ZERO_DEEPSPEED_KEYS = ("stage3_max_reuse_distance", "stage3_param_persistence_threshold")
 OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "sgd": "sgd", "lion": "lion"}
+# zero_optimization keys read here (an "auto" among them the HF Trainer does not fill: refused)
+_ZERO_READ = {
+    "stage",
+    *ZERO_OFFLOAD_KEYS,
+    *ZERO_DEEPSPEED_KEYS,
+    "overlap_comm",
+    "reduce_scatter",
+    "offload_optimizer",
+    "offload_param",
+    "cpu_offload",
+    "cpu_offload_params",
+}
 ZERO_NOT_MODELLED = {
     "contiguous_gradients": "a gradient buffer layout; tiersim counts the bytes, not their layout",
     "allgather_bucket_size": "ZeRO-1/2's all-gather buckets are not modelled separately",
@@ -47,11 +60,18 @@ def read_deepspeed(cfg: dict[str, Any], source: str) -> Mapped:
         reader = _TOP.get(key)
         if reader is None:
             out.unmapped(key, value)
+        elif hf_auto.is_auto(value) and key in hf_auto.TRAINER:  # the HF Trainer's to fill
+            hf_auto.trainer_value(out, key)
+        elif hf_auto.is_auto(value):
+            raise hf_auto.refuse(key)
         else:
             reader(out, key, value)
-    if "precision" not in out.facts:  # neither fp16 nor bf16 enabled: DeepSpeed trains in fp32
+    if "precision" not in out.facts and "precision_auto" not in out.facts:
+        # neither fp16 nor bf16 enabled (nor left to the HF Trainer): DeepSpeed trains in fp32
         for cls, name in (("weights", "fp32"), ("gradients", "fp32"), ("master", "none")):
             out.put(f"training.precision.{cls}", name, "(no fp16 or bf16 enabled)")
+    hf_auto.precision_note(out)
+    hf_auto.check_stage(out)
     if "grad_accum" in out.facts:  # after fp16 / bf16, whichever order the file has
         name, where = out.facts.pop("grad_accum")
         out.put("training.precision.gradients", name, where)
@@ -92,6 +112,12 @@ def _batch(out: Mapped) -> None:
 
 def _precision(out: Mapped, key: str, value: Any) -> None:
     section = table(key, value)
+    if hf_auto.is_auto(section.get("enabled")):  # the HF Trainer's --fp16 / --bf16 decide
+        hf_auto.trainer_value(out, f"{key}.enabled")
+        for sub, val in section.items():
+            if sub != "enabled":
+                out.unmapped(f"{key}.{sub}", val, "loss scaling: not modelled (no effect on bytes)")
+        return
     if not boolean(f"{key}.enabled", section.get("enabled", False)):
         out.unmapped(key, value, "not enabled: nothing to map")
         return
@@ -138,7 +164,11 @@ def _zero(out: Mapped, key: str, value: Any) -> None:
     section = table(key, value)
     for sub, val in section.items():
         where = f"{key}.{sub}"
-        if sub == "stage":
+        if hf_auto.is_auto(val) and where in hf_auto.HIDDEN:  # the HF Trainer's to fill
+            hf_auto.hidden_value(out, where)
+        elif hf_auto.is_auto(val) and sub in _ZERO_READ:
+            raise hf_auto.refuse(where)
+        elif sub == "stage":
             out.put("parallel.zero_stage", integer(where, val, low=0), where)
             if not 0 <= out.values["parallel.zero_stage"] <= 3:
                 raise ValueProblem(where, f"is {val} (expected 0, 1, 2 or 3)")

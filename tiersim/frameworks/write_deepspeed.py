@@ -74,6 +74,8 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         for k, v in t.deepspeed.model_dump().items()
         if k.startswith("stage3_") and v is not None
     }
+    if s.parallel.zero_stage != 3:
+        _drop_stage3(zero, s.parallel.zero_stage, notes)
     if not t.deepspeed.reduce_scatter:  # DeepSpeed's default true is left to it
         zero["reduce_scatter"] = False
     if pl.optimizer_compute == "cpu":
@@ -94,6 +96,22 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
     if pl.weights != "hbm":
         zero["offload_param"] = _device(_DS_TIER.get(pl.weights, "cpu"))
     return zero
+
+
+def _drop_stage3(zero: dict[str, object], stage: int, notes: list[Problem]) -> None:
+    """The `stage3_*` keys are ZeRO-3's (deepspeed/runtime/zero/stage3.py reads them; the
+    ZeRO-1/2 optimizer, stage_1_and_2.py, takes none of them): not written for another
+    stage, a note naming each one the scenario gave."""
+    for key in [k for k in zero if k.startswith("stage3_")]:
+        why = f"{zero.pop(key)}: read by ZeRO-3 only, not written for stage {stage}"
+        notes.append(Problem(_scenario_key(key), why, "W-EMIT-APPROXIMATE"))
+
+
+def _scenario_key(key: str) -> str:
+    """Where the scenario gave a `stage3_*` key: training.offload's older name, or
+    training.deepspeed's own."""
+    ours = {v: k for k, v in _OFFLOAD_KEYS.items()}.get(key)
+    return f"training.offload.{ours}" if ours else f"training.deepspeed.{key}"
 
 
 def _device(device: str) -> dict[str, object]:

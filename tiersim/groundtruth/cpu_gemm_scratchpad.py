@@ -1,28 +1,69 @@
-"""The CPU's 16-bit GEMM scratchpad, measured on the kernel: PyTorch runs a bf16 `aten::mm` on
-the CPU through oneDNN (torch 2.13.0's oneDNN 3.12.0: `brg_matmul:avx10_1_512_amx` on this
-machine's AMX cores, as ONEDNN_VERBOSE=all prints it, with `attr-scratchpad:user`), and the
-primitive's scratchpad is allocated by the user: ideep takes it from the allocator PyTorch
-registers with it (aten/src/ATen/native/mkldnn/IDeepRegistration.cpp: c10's CPU allocator), so
-the profiler's memory events see it, made and freed inside the one `aten::mm`. An fp32 `mm`
-goes to MKL's sgemm and allocates nothing there.
+"""The CPU's GEMM workspace: what one matrix product on the CPU allocates through PyTorch's
+allocator inside its own `aten::mm` (so the profiler's memory events see it), by the route
+aten gives the product on this device (torch 2.13.0, its oneDNN 3.12.0), apart from the
+cuBLAS workspaces `training.workspace` holds for a GPU (docs/kernel-workspace.md).
 
-Its size follows oneDNN's blocking for the shape and the ISA (the packed copies of the operands
-in blocks of 32 along K, a tail block where K is not a multiple of 32): e.g. a [192, K] x [K, 64]
-product with the left operand a transposed view, one thread: 21,632 B at K = 32, 55,168 B at
-K = 33..48, 38,016 B at K = 64, 72,192 B at K = 65..80. It is a kernel's workspace, which the
-timeline leaves to `training.workspace` (docs/memory.md); where transformers' experts run one
-`mm` an expert (grouped_mm's CPU fallback), K is the rows routed to that expert, which the
-routing decides. `largest_scratchpad` bounds it over every K a routing can give.
+The rule, from aten's source (aten/src/ATen/native/mkldnn/Matmul.cpp and Utils.h; `addmm`'s
+CPU path, which `mm` and `mm(out=)` and grouped_mm's per-expert fallback take):
 
-Nothing here is imported unless PyTorch is installed (the `measure` extra).
+- **a 16-bit product goes to oneDNN** only where `use_mkldnn_bf16_matmul` holds: mkldnn
+  enabled, `mkldnn_bf16_device_check()` (on x86, `ideep::has_bf16_type_support()`: AVX-512
+  core or AVX2-VNNI-2, "avx_ne_convert or avx512bw, avx512vl and avx512dq" in its error
+  text), and `checksize`: m·k·n > 16³. There ideep runs the matmul primitive with a user
+  scratchpad it allocates from c10's CPU allocator (IDeepRegistration.cpp): the workspace.
+  Its size is oneDNN's brgemm matmul `init_scratchpad` (brgemm_matmul_utils.cpp): per thread,
+  a copy of A's block, a VNNI copy of B's, an fp32 accumulator, the batch elements (and on
+  AMX a tile buffer), each sized by the blocking oneDNN chooses, on AMX by a cost-model search
+  over thread splits and tile sizes against the core's L1 and L2 sizes
+  (amx_blocking_heuristics.cpp `find_best_blocking`). No closed rule is derived here for that
+  route: `gemm_workspace` gives None, and the kernel is measured (`scratchpads`).
+- **everything else allocates nothing through c10**: a 16-bit product off that route runs
+  aten's own cpublas gemm (BlasKernel.cpp's loops, fp32 sums in registers); an fp32 product
+  goes to MKL's sgemm (`use_mkldnn_bf32_matmul` needs float32 matmul precision "medium"; the
+  default is "highest"), whose buffers are MKL's own, outside c10's allocator. 0 B.
+
+Where no rule applies to the device the timeline is compared with a bound measured on the
+kernel (`largest_scratchpad`), not a prediction. Nothing here is imported unless PyTorch is
+installed (the `measure` extra).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import torch
 from torch.profiler import ProfilerActivity, record_function
 
 from tiersim.groundtruth.quiet_profiler import quiet_profile
+
+# aten's checksize: mkldnn_gemm_min_size, at or below which a product stays with aten's gemm
+ONEDNN_MIN_WORK = 16 * 16 * 16
+
+
+def onednn_takes(dtype: torch.dtype) -> bool:
+    """Whether this device sends an `mm` of `dtype` to oneDNN (aten's use_mkldnn_*_matmul
+    less its size check): mkldnn enabled and, for bf16, `mkldnn_bf16_device_check()`, for
+    fp16 `mkldnn_fp16_device_check()` (as torch.ops.mkldnn reports them); fp32 only where
+    the float32 matmul precision is lowered (bf32), which it is not by default."""
+    if not torch.backends.mkldnn.enabled:
+        return False
+    if dtype == torch.bfloat16:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if dtype == torch.float16:
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    return dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest"
+
+
+def cpu_gemm_route() -> str:
+    """This CPU's route for a bf16 GEMM, as the timeline's accounting takes it
+    (Accounting.cpu_gemm): "onednn" or "aten"."""
+    return "onednn" if onednn_takes(torch.bfloat16) else "aten"
+
+
+def gemm_workspace(m: int, k: int, n: int, dtype: torch.dtype) -> int | None:
+    """Bytes a [m, k] x [k, n] product of `dtype` allocates through c10 inside its `mm` on
+    this device: 0 off oneDNN's route, None on it (oneDNN's scratchpad, no rule derived)."""
+    return None if onednn_takes(dtype) and m * k * n > ONEDNN_MIN_WORK else 0
 
 
 def _inside_mm(prof) -> dict[str, int]:
@@ -47,24 +88,46 @@ def _inside_mm(prof) -> dict[str, int]:
     return out
 
 
-def scratchpads(m: int, n: int, ks: range, dtype: torch.dtype = torch.bfloat16) -> dict[int, int]:
-    """The largest allocation inside `torch.mm(a, b, out=c)` for each K in `ks` (0 where it
-    makes none): `a` a [K, m] tensor seen transposed ([m, K], as the gradient operand of a
-    weight's gradient), `b` [K, n], `c` [m, n] given (grouped_mm writes each expert's product
-    into its slice of one output: `mm_out`), one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    c = torch.empty(m, n, dtype=dtype)
+Shape = tuple[int, int, int, bool, bool]  # m, k, n, A seen transposed, B seen transposed
+
+
+def _operand(rows: int, cols: int, transposed: bool, dtype: torch.dtype) -> torch.Tensor:
+    """A [rows, cols] operand, contiguous or a transposed view of a [cols, rows] tensor."""
+    if transposed:
+        return torch.ones(cols, rows, dtype=dtype).t()
+    return torch.ones(rows, cols, dtype=dtype)
+
+
+def workspaces(shapes: list[Shape], dtype: torch.dtype, threads: int = 1) -> dict[Shape, int]:
+    """The largest allocation inside `torch.mm(a, b, out=c)` for each shape (0 where it makes
+    none), on `threads` threads (a 16-bit GEMM's oneDNN scratchpad is per thread)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
         with quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            for k in ks:
-                a, b = torch.ones(k, m, dtype=dtype).t(), torch.ones(k, n, dtype=dtype)
-                with record_function(f"gemm {k}"):
+            for i, (m, k, n, ta, tb) in enumerate(shapes):
+                a, b = _operand(m, k, ta, dtype), _operand(k, n, tb, dtype)
+                c = torch.empty(m, n, dtype=dtype)
+                with record_function(f"gemm {i}"):
                     torch.mm(a, b, out=c)
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(previous)
     got = _inside_mm(prof)
-    return {k: got.get(f"gemm {k}", 0) for k in ks}
+    return {shape: got.get(f"gemm {i}", 0) for i, shape in enumerate(shapes)}
+
+
+def shape_grid(ms: list[int], ks: list[int], ns: list[int]) -> list[Shape]:
+    """Every m x k x n of the lists in all four layouts of the operands."""
+    layouts = itertools.product((False, True), repeat=2)
+    return [(m, k, n, ta, tb) for (ta, tb) in layouts for m in ms for k in ks for n in ns]
+
+
+def scratchpads(m: int, n: int, ks: range, dtype: torch.dtype = torch.bfloat16) -> dict[int, int]:
+    """The workspace of a [m, K] x [K, n] product for each K in `ks`, `a` a [K, m] tensor
+    seen transposed (the gradient operand of a weight's gradient; grouped_mm writes each
+    expert's product into its slice of one output: `mm_out`), one thread."""
+    got = workspaces([(m, k, n, True, False) for k in ks], dtype)
+    return {shape[1]: size for shape, size in got.items()}
 
 
 def largest_scratchpad(m: int, n: int, rows: int, dtype: torch.dtype = torch.bfloat16) -> int:

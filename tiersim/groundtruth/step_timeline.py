@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, record_function
 from tiersim.config.schema import Scenario
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth import torchmodels as tm
+from tiersim.groundtruth.cpu_gemm_scratchpad import cpu_gemm_route
 from tiersim.groundtruth.quiet_imports import quiet_imports
 from tiersim.groundtruth.quiet_profiler import quiet_profile
 from tiersim.groundtruth.selective import recompute_attention_core
@@ -57,9 +58,13 @@ class StepComparison:
 
 
 def predicted_timeline(s: Scenario, device: str = "cpu") -> Timeline:
-    """tiersim's timeline of the step for `device` (its accounting; no allocator limit)."""
+    """tiersim's timeline of the step for `device` (its accounting; no allocator limit); on
+    the CPU, for the route this CPU's bf16 GEMMs take (their workspace: cpu_gemm_scratchpad)."""
     r = resolve(s)
-    r = dataclasses.replace(r, accounting=accounting_for(s, device))
+    acc = accounting_for(s, device)
+    if device == "cpu":
+        acc = dataclasses.replace(acc, cpu_gemm=cpu_gemm_route())
+    r = dataclasses.replace(r, accounting=acc)
     events = build_events(r, build_inventory(r), 0)
     return evaluate("cpu", float("inf"), events, [])
 

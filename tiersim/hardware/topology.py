@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from tiersim.config.execution import Execution
+from tiersim.config.fields import plain_fields
 from tiersim.config.schema import Hardware, Tier
 from tiersim.core.errors import Problem
 from tiersim.hardware.resources import LinkDirection, Port, Resource, TierPort
@@ -187,7 +188,7 @@ def placement_problems(execution: Execution, machine: Hardware, topo: Topology) 
     """Every movement the placement implies must have a route (else exit 2, with the reason)."""
     gpu, cpu = machine.gpu.memory, machine.cpu.memory
     where = gpu if execution.placement.optimizer_compute == "gpu" else cpu
-    home = execution.placement.model_dump()
+    home = plain_fields(execution.placement)
     needs = [
         (f"placement.{c.name}", home[c.name], gpu, f"the GPU ({gpu})")
         for c in STATE_CLASSES
@@ -203,7 +204,7 @@ def placement_problems(execution: Execution, machine: Hardware, topo: Topology) 
         for c in STATE_CLASSES
         if c.placed and c.precision is not None
     ]
-    own = execution.placement.experts.model_dump()  # the routed experts' homes: same routes
+    own = plain_fields(execution.placement.experts)  # the routed experts' homes: same routes
     for path, _, other, what in list(needs):
         cls = path.removeprefix("placement.")
         if own.get(cls) is not None:

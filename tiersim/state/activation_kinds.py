@@ -19,6 +19,7 @@ GROUPS = (
 IMPLEMENTATIONS = ("megatron", "huggingface", "torchtitan")
 KERNELS = ("eager", "sdpa", "flash")
 DEFAULT_KERNEL = {"megatron": "eager", "huggingface": "sdpa", "torchtitan": "sdpa"}
+CPU_GEMM_ROUTES = ("onednn", "aten")
 MEGATRON_DROPOUT = 0.1  # Megatron-LM's --attention-dropout and --hidden-dropout defaults
 DEVICE_TERMS = (  # what a GPU keeps differently from a CPU (measure says so)
     "dropout masks: 1-byte bool on CUDA, the model's dtype on CPU",
@@ -47,6 +48,10 @@ class Accounting:
     fp8_linears: bool = False
     # the loss computed and differentiated chunk by chunk in forward (state/chunked_loss.py)
     loss_chunks: int = 1
+    # on the CPU, the route a bf16 GEMM takes (groundtruth/cpu_gemm_scratchpad.py): "onednn"
+    # (AVX-512 or AMX: oneDNN's matmul, which packs its second operand into a scratchpad from
+    # PyTorch's allocator) or "aten" (aten's own gemm, no workspace)
+    cpu_gemm: str = "onednn"
 
     def __post_init__(self) -> None:
         if self.implementation not in IMPLEMENTATIONS:
@@ -55,6 +60,8 @@ class Accounting:
             raise ValueError(f"kernel(={self.kernel!r}) not in {KERNELS}")
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"device(={self.device!r}) must be 'cuda' or 'cpu'")
+        if self.cpu_gemm not in CPU_GEMM_ROUTES:
+            raise ValueError(f"cpu_gemm(={self.cpu_gemm!r}) not in {CPU_GEMM_ROUTES}")
 
 
 MEGATRON = Accounting()

@@ -203,3 +203,11 @@ def cool_down_events(steps: Steps, shards: ApexShards, held: tuple, working) -> 
         for part, _ in working:
             steps.free(at, b, f"cool-down {part}", part)
     return bool(shards.cool_down)
+
+
+def flushed(steps: Steps, at: str) -> None:
+    """The pipeline's flush: the optimizer steps after every micro-batch's backward (Megatron's
+    schedules end with the cool-down backwards, then `optimizer.step()`), so no other
+    micro-batch's activations nor kept output is left by then."""
+    for key in [k for k in steps.held if k.startswith(("held", "pipeline outputs"))]:
+        steps.free(at, "backward", key, HELD if key.startswith("held") else PIPELINE_OUTPUTS)

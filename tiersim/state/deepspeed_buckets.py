@@ -46,6 +46,22 @@ BUCKET = "DeepSpeed reduce bucket (ipg buffer, reduce_bucket_size 5e8 by default
 KEY = "deepspeed ipg buffer"
 
 
+def bucket_part(r: Resolved) -> str:
+    """The part's name: DeepSpeed's default where `training.offload.reduce_bucket_size` is
+    left out, else the size given (`2e8 given`; `123,457 given` where it is no d x 10^k)."""
+    given = r.execution.offload.reduce_bucket_size
+    return BUCKET if given is None else BUCKET.replace("5e8 by default", f"{_size(given)} given")
+
+
+def _size(elements: int) -> str:
+    """Elements as written in a DeepSpeed config: 2e8 for 200,000,000, else with separators."""
+    digits = str(elements).rstrip("0")
+    zeros = len(str(elements)) - len(digits)
+    if elements > 0 and len(digits) == 1 and zeros >= 3:
+        return f"{digits}e{zeros}"
+    return f"{elements:,}"
+
+
 def default_bucket_bytes(r: Resolved) -> int:
     """Bytes of the reduce buffers DeepSpeed allocates on one GPU from release 0.3.17 on (its
     bucket given, or its default 5e8 elements): 0 for an earlier release (state/buffers.py
@@ -78,13 +94,13 @@ def bucket_at_start(steps: Steps, r: Resolved, stage: int) -> None:
     (and, Muon's, ZeRO-1/2's momentum beyond the partition: state/deepspeed_muon.py)."""
     ds_muon.at_start(steps, r, stage)
     if _held_all_step(r):
-        steps.alloc("start of the step", "start", KEY, BUCKET, default_bucket_bytes(r))
+        steps.alloc("start of the step", "start", KEY, bucket_part(r), default_bucket_bytes(r))
 
 
 def bucket_at_first_gradient(steps: Steps, r: Resolved, at: str) -> None:
     """ZeRO-1/2's buffers, allocated by the backward's first gradient hook (`at`)."""
     if not _held_all_step(r) and not _after_pipeline(r):
-        steps.alloc(at, "backward", KEY, BUCKET, default_bucket_bytes(r))
+        steps.alloc(at, "backward", KEY, bucket_part(r), default_bucket_bytes(r))
 
 
 def bucket_at_end_of_backward(steps: Steps, r: Resolved, at: str, stage: int) -> None:
@@ -95,5 +111,5 @@ def bucket_at_end_of_backward(steps: Steps, r: Resolved, at: str, stage: int) ->
     if _held_all_step(r):
         return
     if _after_pipeline(r):
-        steps.alloc(at, "backward", KEY, BUCKET, default_bucket_bytes(r))
-    steps.free(at, "backward", KEY, BUCKET)
+        steps.alloc(at, "backward", KEY, bucket_part(r), default_bucket_bytes(r))
+    steps.free(at, "backward", KEY, bucket_part(r))

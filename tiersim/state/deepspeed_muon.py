@@ -30,8 +30,32 @@ helper's output dtype was not read), at the backward's epilogue, where the last 
 reduced (a model whose Muon values exceed the bucket reduces full buckets earlier in the
 backward, at moments the timeline does not name).
 
-Not counted: Newton-Schulz's own working set (DeepSpeed compiles `zeropower_via_*`
-with torch.compile, and its `ns_method` picks the iteration: not measured here, no GPU).
+Newton-Schulz's working set (`NEWTON_SCHULZ`). Both stages run `muon_update`
+(deepspeed/runtime/zero/muon/original_muon.py, e02c0ec9) where the Muon updates are made, not
+in the optimizer step (whose `MuonWithAuxAdam.step`, muon_optimizer.py, only adds the flat
+update to the weights): ZeRO-1/2 in `get_flat_partition` at the backward's epilogue, one
+whole matrix after another (largest first, the group's order); ZeRO-3 in
+`_apply_distributed_muon_update` after each bucket's all-reduce, on every W-th matrix of it,
+while the bucket's momenta are gathered. `muon_update` and `zeropower_via_newtonschulz5`
+are `@torch.compile`d: lerps in place on the gradient and the momentum, `X = G.bfloat16()`
+(transposed where the matrix has more rows than columns), X's norm, then 5 iterations of
+`A = X @ X.mT`, `B = b * A + c * A @ A`, `X = a * X + B @ X`. Inductor (torch 2.13; its
+generated code read with TORCH_LOGS=output_code) fuses the lerps, the bf16 cast, the norm and
+`a * X` into one kernel that writes X and a*X; each iteration is `mm` (A), one kernel for b*A
+and c*A, `addmm` (B) and `addmm` (the new X over a*X). Its memory plan frees nothing before
+the graph ends: a dead buffer waits in a pool to be reused by one of the very same size. At
+the first iteration's new X it holds X, a*X, the new X (three bf16 m x n) and A, b*A, c*A, B
+(four bf16 m x m), m the smaller dimension: 3 x 2mn + 4 x 2m² bytes, whatever the
+gradient's dtype (no copy of it; measured on the CPU with the profiler's memory events, a
+256 x 1024 fp32 gradient: 2,097,152 B, exactly this; 1024 x 256 bf16, the transposed kind:
+2,104,352 B, 7,200 B more, not counted). A square matrix compiled alone reuses one m x m
+buffer for an m x n (3,145,728 B measured at 512 x 512, 2m² less); with a model's several
+shapes torch recompiles for dynamic sizes, a graph that serves the square ones beside the
+others and whose plan cannot prove m x n = m x m, so the rule is counted for every matrix
+(the dynamic graph not measured). The largest
+matrix's set is counted, made and let go at the epilogue (before ZeRO-1/2's updates are kept;
+while ZeRO-3's momenta are gathered). Not counted: the time of its compilation, its
+workspace inside cuBLAS.
 """
 
 from __future__ import annotations
@@ -49,6 +73,8 @@ from tiersim.state.timeline import Steps
 MOMENTUM = "DeepSpeed Muon momentum beyond the partition (whole matrices)"
 UPDATES = "DeepSpeed Muon updates beyond the partition (whole matrices)"
 GATHERED = "DeepSpeed ZeRO-3 Muon momenta gathered (one bucket)"
+NEWTON_SCHULZ = "DeepSpeed Muon Newton-Schulz working set (largest matrix, bf16)"
+BF16 = 2  # `G.bfloat16()`: the iteration runs in bf16
 ALIGNMENT = 2  # stage_1_and_2.py nccl_start_alignment_factor: partitions 4-byte aligned
 
 
@@ -129,17 +155,35 @@ def gathered_bytes(r: Resolved, stage: int) -> int:
     return (whole + clones) * PRECISION_BYTES[ex.training.precision.optimizer]
 
 
+def newton_schulz_set(rows: int, cols: int) -> int:
+    """Bytes the compiled `muon_update` holds at once for one rows x cols matrix (above):
+    X, a*X and the new X (bf16 m x n), A, b*A, c*A and B (bf16 m x m), m the smaller side."""
+    m = min(rows, cols)
+    return 3 * BF16 * rows * cols + 4 * BF16 * m * m
+
+
+def working_set_bytes(r: Resolved, stage: int) -> int:
+    """The largest of the rank's Muon matrices' Newton-Schulz sets (0 where Muon does not run
+    under DeepSpeed ZeRO)."""
+    if not runs(r):
+        return 0
+    return max((newton_schulz_set(o, i) for o, i in muon_shapes(r, stage)), default=0)
+
+
 def at_start(steps: Steps, r: Resolved, stage: int) -> None:
     """ZeRO-1/2's momentum beyond the partition: made at the first step, kept."""
     steps.alloc("start of the step", "start", "ds muon momentum", MOMENTUM, extra_bytes(r, stage))
 
 
 def at_epilogue(steps: Steps, r: Resolved, stage: int, at: str) -> None:
-    """The epilogue's Muon: ZeRO-1/2's whole updates (kept to the step); ZeRO-3's last
-    bucket's gathered momenta (made and let go)."""
-    steps.alloc(at, "backward", "ds muon updates", UPDATES, extra_bytes(r, stage))
+    """The epilogue's Muon: ZeRO-3's last bucket's gathered momenta and, beside them, the
+    largest matrix's Newton-Schulz set (made and let go); then ZeRO-1/2's whole updates
+    (kept to the step)."""
     steps.alloc(at, "backward", "ds muon gathered", GATHERED, gathered_bytes(r, stage))
+    steps.alloc(at, "backward", "ds muon ns", NEWTON_SCHULZ, working_set_bytes(r, stage))
+    steps.free(at, "backward", "ds muon ns", NEWTON_SCHULZ)
     steps.free(at, "backward", "ds muon gathered", GATHERED)
+    steps.alloc(at, "backward", "ds muon updates", UPDATES, extra_bytes(r, stage))
 
 
 def at_step(steps: Steps, at: str) -> None:

@@ -14,6 +14,7 @@ from tiersim.state.resolved import Resolved
 from tiersim.state.timeline import Steps
 
 HEAD_GRAD = "head's weight gradient"
+HEAD_INPUTS = "final norm and output layer inputs"
 # what the final norm, the head and the loss keep (their backward runs first and frees them
 # before the last layer's: the log-softmax apart, the loss's own)
 HEAD_SIDE = ("norms", "logits_and_loss")
@@ -27,6 +28,29 @@ def logits_values(r: Resolved) -> int:
     x = r.execution
     tokens = x.seq_len // x.parallel.context * x.training.micro_batch_size
     return tokens * math.ceil(model.vocab / x.parallel.tensor)
+
+
+def head_inputs(r: Resolved) -> int:
+    """Under the `megatron` accounting (Korthikanti's per-layer terms, whatever the framework),
+    what the final norm and the output layer keep from the forward to their backward, which
+    its layers do not hold: the final norm's input and the output layer's input, each s·b·h in
+    the compute precision; a context rank's s/c tokens, the sequence-parallel shard's s/t
+    under sequence parallelism. Megatron-Core: Transformer Engine's RMSNorm
+    (transformer_engine/pytorch/module/rmsnorm.py at 5c62f728, `_RMSNorm.forward`:
+    `ctx.save_for_backward(inputmat, rmsnorm_weight, rsigma)`) and ColumnParallelLinear
+    (megatron/core/tensor_parallel/layers.py at 000c4ac2,
+    LinearWithGradAccumulationAndAsyncCommunication.forward: `ctx.save_for_backward(input,
+    weight)`); PyTorch's modules keep the same two (the huggingface accounting's `final norm`
+    and `output head input`, measured). The norm's per-token fp32 statistics (4 B a token)
+    are left out, as in the layers'; the fp32 logits are the loss's own (below). 0 under the
+    other accountings, whose outside items hold them (activations.py)."""
+    model, x = r.model, r.execution
+    if r.accounting.implementation != "megatron" or not isinstance(model, Transformer):
+        return 0
+    tokens = x.seq_len // x.parallel.context * x.training.micro_batch_size
+    if x.parallel.sequence:
+        tokens = math.ceil(tokens / x.parallel.tensor)
+    return 2 * r.accounting.compute_bytes * tokens * model.hidden
 
 
 def _nothing() -> None:

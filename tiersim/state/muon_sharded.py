@@ -35,19 +35,25 @@ matrix whole, 2m²):
 - rows <= cols, GPU (NCCL writes in place): the larger of U + 2X + 2G (X, its transposed
   copy, X gathered and concatenated, for X Xᵀ) and U + 2X + 2g + G (at B·X: the new X beside
   the old, X gathered, the Gram matrix's and A + A·A's rows).
-- rows <= cols, CPU (gloo, oneDNN): U + 2X + 2g + 2G, at B·X, with oneDNN's packed copy of the
-  gathered X (its bf16 GEMM packs the second operand; 5,120 B more, not counted).
+- rows <= cols, CPU (gloo): U + 2X + 2g + 2G, at B·X, a second whole X beside the gathered
+  one, on either route a bf16 GEMM takes on the CPU (Accounting.cpu_gemm): measured alike
+  where the GEMMs pack nothing (AVX2: 557,056 B to the byte for 128 x 512 on 2 ranks), so it
+  is not oneDNN's packed copy, as was written before; where they take oneDNN, its scratchpad
+  adds about 5,120 B, not counted.
 - rows > cols: the larger of two moments. At B·X, U + 2X + 3R (the Gram matrix, A + A·A and
-  its all-reduced copy); on the CPU U + 3X + 3R, with oneDNN's packed copy of X. At A·A, U +
-  X + 4R: the Gram matrix, its all-reduced copy, A + A·A, and the last iteration's A + A·A,
-  which `gram_update` holds until this one replaces it; on the CPU U + X + 5R, with oneDNN's
-  packed copy of the Gram matrix. A·A's moment is the larger where m > n / W or so (a
-  Llama-2-7B gate projection, 11008 x 4096, on 8 ranks; measured on the CPU: 256 x 192 on 2
-  and 4 ranks).
+  its all-reduced copy); on a CPU whose bf16 GEMMs take oneDNN (AVX-512, AMX) U + 3X + 3R,
+  with oneDNN's packed copy of X. At A·A, U + X + 4R: the Gram matrix, its all-reduced copy,
+  A + A·A, and the last iteration's A + A·A, which `gram_update` holds until this one
+  replaces it; with oneDNN U + X + 5R, its packed copy of the Gram matrix. A·A's moment is
+  the larger where m > n / W or so (a Llama-2-7B gate projection, 11008 x 4096, on 8 ranks;
+  measured on the CPU: 256 x 192 on 2 and 4 ranks). Where the CPU's GEMMs take aten's own
+  gemm (AVX2), no packed copy: the GPU's sets (measured: 512 x 128 bf16 on 2 ranks, 294,912
+  B to the byte).
 
 On one rank (a plain tensor, or a DTensor on one rank: no collective) the update, X, the
-new X and the Gram matrix and A + A·A: U + 2X + 2R, with oneDNN's packed copy of X on the CPU
-U + 3X + 2R (measured: a 256 x 1024 fp32 matrix, 2,888,704 B; 2,883,584 B here).
+new X and the Gram matrix and A + A·A: U + 2X + 2R, with oneDNN's packed copy of X on a CPU
+whose GEMMs take it U + 3X + 2R (measured: a 256 x 1024 fp32 matrix, 2,888,704 B; 2,883,584 B
+here).
 
 gloo's own copies (its all-gather's flat output, the size of the gathered tensor) are freed
 before the next matmul and never reach these peaks.
@@ -88,20 +94,23 @@ class ShardedNewtonSchulz:
         """Values of the rank's shard (rank 0's: ceil(rows / W) rows, the largest)."""
         return math.ceil(self.rows / self.shards) * self.cols
 
-    def temporary_bytes(self, value_bytes: int, device: str) -> int:
-        """The largest set of the step's transients for this matrix on one rank (the table)."""
+    def temporary_bytes(self, value_bytes: int, device: str, cpu_gemm: str = "onednn") -> int:
+        """The largest set of the step's transients for this matrix on one rank (the table);
+        `cpu_gemm` "onednn": on the CPU each bf16 GEMM packs its second operand (oneDNN's
+        scratchpad), "aten": it packs nothing."""
         m, n = self._mn
         local = self._shard_values()
         update, x = value_bytes * local, BF16 * local
+        packed = 1 if device == "cpu" and cpu_gemm == "onednn" else 0
         if self.shards == 1:  # no collective: the Gram matrix and A + A·A beside X
-            return update + (3 if device == "cpu" else 2) * x + 2 * BF16 * m * m
+            return update + (2 + packed) * x + 2 * BF16 * m * m
         if self.gathers:
             gram_rows = BF16 * math.ceil(m / self.shards) * m
             whole = BF16 * m * n
-            if device == "cpu":
+            if device == "cpu":  # on either route: the second whole X is not a packed copy
                 return update + 2 * x + 2 * gram_rows + 2 * whole
             return max(update + 2 * x + 2 * whole, update + 2 * x + 2 * gram_rows + whole)
-        gram, packed = BF16 * m * m, 1 if device == "cpu" else 0  # oneDNN's packed operand
+        gram = BF16 * m * m
         return max(update + (2 + packed) * x + 3 * gram, update + x + (4 + packed) * gram)
 
     def gathered_bytes(self) -> int:
@@ -154,10 +163,12 @@ def newton_schulz_flops(rows: int, cols: int, steps: int = NS_STEPS) -> float:
     return steps * (4.0 * m * m * n + 2.0 * m**3)
 
 
-def largest_set_bytes(shapes, shards: int, value_bytes: int, device: str) -> int:
+def largest_set_bytes(
+    shapes, shards: int, value_bytes: int, device: str, cpu_gemm: str = "onednn"
+) -> int:
     """The largest transient set of a matrix's weights, each ([out, in], count) in its
     nn.Linear orientation."""
     return max(
-        ShardedNewtonSchulz(out, inn, shards).temporary_bytes(value_bytes, device)
+        ShardedNewtonSchulz(out, inn, shards).temporary_bytes(value_bytes, device, cpu_gemm)
         for out, inn, _ in shapes
     )

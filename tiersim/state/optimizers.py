@@ -51,7 +51,7 @@ FP32 = 4
 BNB_BLOCK = 256  # bitsandbytes' block-wise quantisation block (Optimizer2State.init_state)
 BNB_MIN_8BIT = 4096  # min_8bit_size: smaller tensors keep 32-bit state
 NS_STEPS = muon_sharded.NS_STEPS  # torch.optim.Muon's default ns_steps
-newton_schulz_flops = muon_sharded.newton_schulz_flops
+newton_schulz_flops, largest_set = muon_sharded.newton_schulz_flops, muon_sharded.largest_set_bytes
 
 
 def _values(t: Tensors) -> int:
@@ -122,6 +122,7 @@ class Optimizer:
         tensors: Sequence = (),
         shards: int = 1,
         dtensors: bool = False,
+        cpu_gemm: str = "onednn",
     ) -> int:
         """The largest set of temporaries the step holds at once beside the state, for a rank
         updating `values` parameters whose largest tensor has `largest` values (`tensors`: the
@@ -129,7 +130,8 @@ class Optimizer:
         default) makes one list the size of all the rank's tensors, the single-tensor path
         (CPU's) one tensor's at a time; `shards`: the ranks each weight is sharded over (FSDP2's
         DTensors), for an optimizer whose step gathers them; `dtensors`: the parameters are
-        FSDP2's DTensors (on one rank too), for an optimizer built otherwise for them."""
+        FSDP2's DTensors (on one rank too), for an optimizer built otherwise for them;
+        `cpu_gemm`: the CPU's bf16 GEMM route (Accounting.cpu_gemm), for matrix updates."""
         return 0
 
     def dtensor_state_bytes(
@@ -181,6 +183,7 @@ class AdamLike(Optimizer):
         tensors: Sequence = (),
         shards: int = 1,
         dtensors: bool = False,
+        cpu_gemm: str = "onednn",
     ) -> int:
         if device == "cpu":
             return single_tensor_adam.peak_values(tensors, shards, largest) * value_bytes
@@ -236,6 +239,7 @@ class AdamW8bit(Optimizer):
         tensors: Sequence = (),
         shards: int = 1,
         dtensors: bool = False,
+        cpu_gemm: str = "onednn",
     ) -> int:
         """CUDA's blockwise kernel updates in place; the CPU backend (backends/cpu/ops.py,
         _optimizer_update_8bit_blockwise_cpu) works one tensor at a time in fp32: both moments
@@ -289,25 +293,21 @@ class Muon(Optimizer):
         tensors: Sequence = (),
         shards: int = 1,
         dtensors: bool = False,
+        cpu_gemm: str = "onednn",
     ) -> int:
         # one matrix at a time (no foreach), state/muon_sharded.py: Nesterov's update
         # grad.lerp(buf) in the state's precision, its bf16 copy X (2 B), the Gram matrix and
-        # its quintic update (2 x 2m²) and the next X (2 B), on the CPU oneDNN's packed copy
-        # of X (2 B); sharded over ranks, each matrix gathered whole on every rank in turn, or
-        # its Gram matrix all-reduced, as its nn.Linear orientation has it.
+        # its quintic update (2 x 2m²), the next X (2 B) and, where the CPU's bf16 GEMMs take
+        # oneDNN (`cpu_gemm`), its packed copy of X; sharded over ranks, each matrix gathered
+        # whole on every rank in turn, or its Gram matrix all-reduced, as its orientation has it.
         # The rest (embeddings, head, vectors, 3-D experts) is AdamW's, after Muon's step: the
         # larger of the two. Without the tensors, all are Muon's, at an upper bound of
         # value_bytes + 8 B per value of the largest (2m² <= 2mn).
         if not tensors:
             return (value_bytes + 8) * largest
-        muon = max(
-            (
-                muon_sharded.largest_set_bytes(t.linear_shapes(), shards, value_bytes, device)
-                for t in tensors
-                if takes_muon(t)
-            ),
-            default=0,
-        )
+        shapes = [t.linear_shapes() for t in tensors if takes_muon(t)]
+        sets = (largest_set(s, shards, value_bytes, device, cpu_gemm) for s in shapes)
+        muon = max(sets, default=0)
         rest = [t for t in tensors if not takes_muon(t)]
         # a 3-D tensor holds many of its rows x cols: the largest, `largest` (its fused size)
         whole = [math.ceil(_values(t) / shards) for t in rest if not getattr(t, "fused", False)]

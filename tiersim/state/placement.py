@@ -5,13 +5,14 @@ norms, shared experts, embeddings and head)."""
 
 from __future__ import annotations
 
+from tiersim.config.fields import plain_fields
 from tiersim.config.schema import Hardware, Placement
 from tiersim.state.classes import STATE_CLASSES
 
 
 def homes(placement: Placement, machine: Hardware) -> dict[str, str]:
     """The tier each state class lives in: its placement, or GPU memory for one not placed."""
-    placed = placement.model_dump()
+    placed = plain_fields(placement)
     gpu = machine.gpu.memory
     return {c.name: placed[c.name] if c.placed else gpu for c in STATE_CLASSES}
 
@@ -19,7 +20,7 @@ def homes(placement: Placement, machine: Hardware) -> dict[str, str]:
 def expert_homes(placement: Placement, machine: Hardware) -> dict[str, str]:
     """The tier the routed experts' part of each class lives in: `placement.experts.<class>`
     where set, else the class's home."""
-    own = placement.experts.model_dump()
+    own = plain_fields(placement.experts)
     return {c: own.get(c) or home for c, home in homes(placement, machine).items()}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from tiersim.config.fields import plain_fields
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES, Parallel, Precision, Training
 from tiersim.state.classes import PER_PARAMETER, SHARDABLE, zero_sharded
@@ -48,7 +49,7 @@ def as_held(training: Training, mats: list[Matrix]) -> list[Matrix]:
 
 
 def _raw_bytes(training: Training, mats: list[Matrix]) -> dict[str, int]:
-    prec = training.precision.model_dump()
+    prec = plain_fields(training.precision)
     params = sum(m.size for m in mats)
     per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}
     per_value["master"] = master_bytes(training.precision)
@@ -83,7 +84,7 @@ def optimizer_values(name: str, matrices: list[Matrix]) -> int:
 def sharded_classes(parallel: Parallel) -> dict[str, bool]:
     """Whether each shardable class is sharded: as the ZeRO stage says, or as `shard` sets."""
     by_stage = zero_sharded(parallel.zero_stage)
-    overrides = parallel.shard.model_dump()
+    overrides = plain_fields(parallel.shard)
     out = {}
     for cls in SHARDABLE:
         override = overrides[cls]

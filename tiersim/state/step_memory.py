@@ -11,9 +11,10 @@ In order (docs/memory.md says what is and is not counted, and why):
 2. forward, layer by layer: sharded or offloaded weights gathered in the compute precision, the
    current layer and those prefetched (FSDP2: `simulation.prefetch_depth`; else the next one),
    released after the layer or kept to backward; the layer's saved activations. At
-   the last stage, the loss: the logits (s·b·V/t in the compute precision) and their fp32 copy;
-   `huggingface` keeps the fp32 log-softmax (F.cross_entropy), `megatron` turns the fp32 copy
-   into the softmax in place and keeps it (vocab_parallel_cross_entropy).
+   the last stage, the final norm's and head's inputs (under `megatron` beside its layers:
+   loss_memory.head_inputs), and the loss: the logits (s·b·V/t in the compute precision) and
+   their fp32 copy; `huggingface` keeps the fp32 log-softmax (F.cross_entropy), `megatron`
+   turns the fp32 copy into the softmax in place and keeps it (vocab_parallel_cross_entropy).
 3. backward: the loss's gradients (huggingface: nll_loss_backward's fp32 s·b·V/t and
    log_softmax_backward's, beside the saved log-softmax; megatron: in place, then the cast's
    gradient in the compute precision), then layer by layer in reverse: gathered weights again,
@@ -43,7 +44,14 @@ from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_valu
 from tiersim.state.inventory import Inventory, rank_matrices, stage_bytes, tier_use
 from tiersim.state.layer_memory import FP8_COPIES as FP8
 from tiersim.state.layer_memory import LayerMemory, layer_memory
-from tiersim.state.loss_memory import HEAD_GRAD, final_norm_transients, loss_events, outside_saved
+from tiersim.state.loss_memory import (
+    HEAD_GRAD,
+    HEAD_INPUTS,
+    final_norm_transients,
+    head_inputs,
+    loss_events,
+    outside_saved,
+)
 from tiersim.state.loss_memory import logits_values as logits_values  # re-exported
 from tiersim.state.outside_allocator import CUDA_CONTEXT_BYTES as CUDA_CONTEXT_BYTES
 from tiersim.state.outside_allocator import outside_terms
@@ -281,16 +289,17 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     steps.alloc("forward: embeddings", "forward", "outside saves", "saved activations", saves, 4)
     _forward(steps, p, layers)
     vocab = vocab_grads(r, stage, p.grad_bytes, root)
-    if last:
-        head = head_side if p.on_gpu else 0
-        at = "forward: final norm and head"
-        steps.alloc(at, "forward", "head saves", "saved activations", head, 4)
+    if last:  # what the final norm and head keep, to their backward
+        at, mh = "forward: final norm and head", head_inputs(r) * p.on_gpu
+        steps.alloc(at, "forward", "head saves", "saved activations", head_side * p.on_gpu, 4)
+        steps.alloc(at, "forward", "head inputs", HEAD_INPUTS, mh, 2)
         _loss_with_head(steps, r, p, 0 if root else rest, log_softmax, vocab)
         ds_buckets.bucket_at_first_gradient(steps, r, "backward: final norm and head")
         at, b, norm = "backward: final norm and head", "backward", FINAL_NORM
         steps.alloc(at, b, "final norm", norm, final_norm_transients(r) if p.on_gpu else 0, 5)
         steps.free(at, b, "final norm", norm)
         steps.free(at, b, "head saves", "saved activations")
+        steps.free(at, b, "head inputs", HEAD_INPUTS)
     _backward(steps, p, layers, bool(inv.sharded.get("gradients")), apex)
     _embedding_grads(steps, vocab, p)
     steps.free("backward: embeddings", "backward", "outside saves", "saved activations")
@@ -298,20 +307,11 @@ def build_events(r: Resolved, inv: Inventory, stage: int) -> list[Event]:
     nxt = [(RECOMPUTE, max((x.recompute for x in layers), default=0))]
     nxt.append(("backward transients", max((x.working for x in layers), default=0)))
     cooled = apex_sync.cool_down_events(steps, apex, units, nxt)
-    _flushed(steps, "cool-down: the pipeline's flush" if cooled else "backward: embeddings")
+    flush = "cool-down: the pipeline's flush" if cooled else "backward: embeddings"
+    apex_sync.flushed(steps, flush)
     ds_buckets.bucket_at_end_of_backward(steps, r, "backward: ZeRO's gradient epilogue", stage)
     optimizer_step(steps, r, stage, apex.at_step_buckets)
     return steps.events
-
-
-def _flushed(steps: _Steps, at: str) -> None:
-    """The pipeline's flush: the optimizer steps after every micro-batch's backward (Megatron's
-    schedules end with the cool-down backwards, then `optimizer.step()`), so no other
-    micro-batch's activations nor kept output is left by then."""
-    for key in [k for k in steps.held if k.startswith(("held", "pipeline outputs"))]:
-        steps.free(
-            at, "backward", key, apex_sync.HELD if key.startswith("held") else PIPELINE_OUTPUTS
-        )
 
 
 def _rest_values(r: Resolved, stage: int) -> int:

@@ -98,7 +98,14 @@ def optimizer_temporaries(r: Resolved, stage: int) -> tuple[str, int]:
     opt = optimizer(tr.optimizer)
     shards = weight_shards(r)
     temp = opt.step_temporary_bytes(
-        values, largest, value_bytes, device, mats, shards, dtensors=on_dtensors(r)
+        values,
+        largest,
+        value_bytes,
+        device,
+        mats,
+        shards,
+        dtensors=on_dtensors(r),
+        cpu_gemm=r.accounting.cpu_gemm,
     )
     return "optimizer step temporaries", temp
 

@@ -17,6 +17,11 @@ persistent, or was prefetched for a later use, or is used again within
 `param.ds_numel <= param_threshold`) are never released: gathered all step (stage3.py
 `_post_step` all-gathers them again after every step), outside that count.
 
+The first two steps run without a complete trace (`ZeRoTraceMode` INVALID, then RECORD):
+no prefetch, every parameter released after its module: never more gathered at any moment
+than the steady step walked here, whose timeline is therefore the one to fit
+(docs/zero3-prefetch.md, "The first steps").
+
 Gathered memory is counted from the moment a fetch or prefetch is issued (the all-gather's
 output is allocated then) to the release. The timeline's moments are whole layers: each holds
 the most its fetches bring the GPU to, from its start, and what its releases leave at its end.

@@ -119,16 +119,23 @@ def expert_comms(r: Resolved, model: Model, index: int) -> dict[str, Comm]:
 def overlapped(r: Resolved, comms: dict[str, Comm], forward_s: float, backward_s: float):
     """With `parallel.overlap_expert_comm`: each pass's all-to-alls beside the other pass's
     computation of the layer (another micro-batch's): the part of their time alone that
-    outlasts it (the flow scaled to it), and the SM share they cost each pass while running.
+    outlasts it blocks (the flow scaled to it), the rest flows beside the computation (the
+    `_hidden` comms), and the SM share they cost each pass while running.
     Returns (comms, forward_s, backward_s)."""
     if not comms or not r.execution.parallel.overlap_expert_comm:
         return comms, forward_s, backward_s
     share = r.machine.gpu.collective_sm_share
     fwd, bwd = comms["ep_forward"], comms["ep_backward"]
     fwd_alone, bwd_alone = alone_s(r, fwd), alone_s(r, bwd)
+    f_out, b_out = _outlasting(fwd_alone, backward_s), _outlasting(bwd_alone, forward_s)
     out = {
-        "ep_forward": _scaled(fwd, _outlasting(fwd_alone, backward_s)),
-        "ep_backward": _scaled(bwd, _outlasting(bwd_alone, forward_s)),
+        "ep_forward": _scaled(fwd, f_out),
+        "ep_backward": _scaled(bwd, b_out),
+        # the rest still crosses the link, beside the other pass: a flow that does not block
+        # (bytes conserved; so a faster GPU or HBM moves bytes from the hidden flow to the
+        # blocking one, never adds any to the link)
+        "ep_forward_hidden": _scaled(fwd, 1.0 - f_out, " (overlapped)"),
+        "ep_backward_hidden": _scaled(bwd, 1.0 - b_out, " (overlapped)"),
     }
     extra_f, extra_b = share * min(fwd_alone, backward_s), share * min(bwd_alone, forward_s)
     return (
@@ -145,10 +152,10 @@ def _outlasting(alone_s: float, beside_s: float) -> float:
     return 0.0 if alone_s <= beside_s else (alone_s - beside_s) / alone_s
 
 
-def _scaled(c: Comm, fraction: float) -> Comm | None:
+def _scaled(c: Comm, fraction: float, named: str = "") -> Comm | None:
     if fraction <= 0.0:
         return None
-    return Comm(c.name, c.nbytes * fraction, c.latency_s * fraction, c.resource, c.group)
+    return Comm(c.name + named, c.nbytes * fraction, c.latency_s * fraction, c.resource, c.group)
 
 
 def routed_flops_share(r: Resolved, shape) -> float:

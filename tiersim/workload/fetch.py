@@ -100,6 +100,8 @@ def split_unit(unit, parts: list[int], name_of) -> list:
             cp_forward_hidden=unit.cp_forward_hidden if last else None,
             cp_backward=unit.cp_backward if first else None,
             cp_backward_hidden=unit.cp_backward_hidden if first else None,
+            ep_forward_hidden=unit.ep_forward_hidden if last else None,
+            ep_backward_hidden=unit.ep_backward_hidden if first else None,
         )
         out.append(dataclasses.replace(unit, **changes))
         lo = hi

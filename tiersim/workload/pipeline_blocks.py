@@ -23,6 +23,8 @@ later; `timeline_blocks`: kept, and read out by stage at the end).
 
 from __future__ import annotations
 
+from operator import sub
+
 from tiersim.workload.pipeline import in_order
 
 
@@ -119,12 +121,12 @@ class _Repetition:
         if block - self.period < self.p:
             return None
         before = kept[(block - self.period) % size]
-        a = [x for pair in zip(before[0], before[1], strict=True) for x in pair]
-        b = [x for pair in zip(entry[0], entry[1], strict=True) for x in pair]
-        shifts = [y - x for x, y in zip(a, b, strict=True)]
-        scale = self.rel * max(abs(y) for y in b)
-        if max(shifts) - min(shifts) <= scale:
-            self.shift, land = shifts[-1], self.steady - 1  # the last steady block
+        # `_repetition`'s test of the two blocks' ends, forwards and backwards interleaved
+        # there: the same differences, their extremes and the largest end, in C passes
+        fwd, bwd = list(map(sub, entry[0], before[0])), list(map(sub, entry[1], before[1]))
+        scale = self.rel * max(max(map(abs, entry[0])), max(map(abs, entry[1])))
+        if max(max(fwd), max(bwd)) - min(min(fwd), min(bwd)) <= scale:
+            self.shift, land = bwd[-1], self.steady - 1  # the last steady block
             if self.jump and land > block:
                 kept_at = block - (block - land) % self.period  # ≡ land, a period at most back
                 moved = (land - kept_at) // self.period * self.shift
@@ -157,48 +159,127 @@ def _walk(
     each 0 <= . < total: an op waits only for the block before's (or its own forward). `seen`
     is told each block's (forward ends, backward ends, forward starts, backward starts), one
     per stage (0.0 where none), and may answer (blocks to skip, a steady block's forward and
-    backward ends): go on from there (`_Repetition`). Each stage's last end returned."""
-    df, db, chunk_f, chunk_b = times
-    last, free, block = p - 1, [0.0] * p, -p * v  # each stage's last op's end; the block
+    backward ends): go on from there (`_Repetition`). Each stage's last end returned.
+    A full block (every stage a forward and a backward) after a full block is `_full`'s:
+    blocks p to total - p·v (without starts kept)."""
+    first, stop = (p, total - p * v) if not keep_starts else (1, 0)
+    columns = _columns(p, v, times) if first <= stop else None
+    free, block = [0.0] * p, -p * v  # each stage's last op's end; the block
     f_prev, b_prev = [0.0] * p, [0.0] * p  # before the first; its ends (none: 0.0)
     while block < total + p - 2:  # the walk's blocks: 1 - p·v to total + p - 2
         block += 1
-        f_end, b_end, base = [0.0] * p, [0.0] * p, block - 1 + p * v
-        f_start, b_start = ([0.0] * p, [0.0] * p) if keep_starts else (f_end, b_end)
-        lo, hi = base + 1 - total, base if base < last else last
-        if lo <= 0:  # stage 0: its first chunk waits for nothing, a later one for the last
-            now = free[0]  # stage's chunk before, sent
-            if chunk_f[base] and now < f_prev[last] + p2p_s:
-                now = f_prev[last] + p2p_s
-            f_start[0], lo = now, 1
-            f_end[0] = free[0] = now + df[0][base]
-        for k in range(lo, hi + 1):  # the previous stage's same visit, sent
-            now, arrive = free[k], f_prev[k - 1] + p2p_s
-            if now < arrive:
-                now = arrive
-            f_start[k] = now
-            f_end[k] = free[k] = now + df[k][base - k]
-        lo, hi = last - block, total + last - 1 - block
-        lo, hi = lo if lo > 0 else 0, hi if hi < last else last
-        for k in range(lo, (hi if hi < last else last - 1) + 1):  # the next stage's, sent
-            now, arrive = free[k], b_prev[k + 1] + p2p_s
-            if now < arrive:
-                now = arrive
-            b_start[k] = now
-            b_end[k] = free[k] = now + db[k][block - last + k]
-        if lo <= last == hi:  # the last stage (visit i = block): an earlier chunk waits for
-            now = free[last]  # stage 0's chunk after, sent; the last its own forward
-            arrive = b_prev[0] + p2p_s if chunk_b[block] < v - 1 else f_end[last]
-            if now < arrive:
-                now = arrive
-            b_start[last] = now
-            b_end[last] = free[last] = now + db[last][block]
-        if (skip := seen((f_end, b_end, f_start, b_start))) is None:
-            f_prev, b_prev = f_end, b_end
+        if first <= block <= stop:
+            f_end, b_end = _full(p, v, block, p2p_s, f_prev, b_prev, columns)
+            told, free = (f_end, b_end, f_end, b_end), None  # each stage's last: b_end
+        else:
+            if free is None:
+                free = list(b_prev)
+            told = _block(p, v, total, block, p2p_s, times, keep_starts, free, f_prev, b_prev)
+        if (skip := seen(told)) is None:
+            f_prev, b_prev = told[0], told[1]
         else:  # the steady blocks between added, not walked (`_Repetition.see`)
             block, (f_prev, b_prev) = block + skip[0], skip[1]
             free = list(b_prev)  # a steady block: each stage's backward is its last op
     return free
+
+
+def _block(
+    p: int,
+    v: int,
+    total: int,
+    block: int,
+    p2p_s: float,
+    times: tuple,
+    keep_starts: bool,
+    free: list[float],
+    f_prev: list[float],
+    b_prev: list[float],
+) -> tuple:
+    """Block `block`'s ops, op by op: (forward ends, backward ends, forward starts, backward
+    starts), one per stage (0.0 where none; the ends again where starts are not kept);
+    `free` (each stage's last end) moved on."""  # fmt: skip
+    df, db, chunk_f, chunk_b = times
+    last = p - 1
+    f_end, b_end, base = [0.0] * p, [0.0] * p, block - 1 + p * v
+    f_start, b_start = ([0.0] * p, [0.0] * p) if keep_starts else (f_end, b_end)
+    lo, hi = base + 1 - total, base if base < last else last
+    if lo <= 0:  # stage 0: its first chunk waits for nothing, a later one for the last
+        now = free[0]  # stage's chunk before, sent
+        if chunk_f[base] and now < f_prev[last] + p2p_s:
+            now = f_prev[last] + p2p_s
+        f_start[0], lo = now, 1
+        f_end[0] = free[0] = now + df[0][base]
+    for k in range(lo, hi + 1):  # the previous stage's same visit, sent
+        now, arrive = free[k], f_prev[k - 1] + p2p_s
+        if now < arrive:
+            now = arrive
+        f_start[k] = now
+        f_end[k] = free[k] = now + df[k][base - k]
+    lo, hi = last - block, total + last - 1 - block
+    lo, hi = lo if lo > 0 else 0, hi if hi < last else last
+    for k in range(lo, (hi if hi < last else last - 1) + 1):  # the next stage's, sent
+        now, arrive = free[k], b_prev[k + 1] + p2p_s
+        if now < arrive:
+            now = arrive
+        b_start[k] = now
+        b_end[k] = free[k] = now + db[k][block - last + k]
+    if lo <= last == hi:  # the last stage (visit i = block): an earlier chunk waits for
+        now = free[last]  # stage 0's chunk after, sent; the last its own forward
+        arrive = b_prev[0] + p2p_s if chunk_b[block] < v - 1 else f_end[last]
+        if now < arrive:
+            now = arrive
+        b_start[last] = now
+        b_end[last] = free[last] = now + db[last][block]
+    return f_end, b_end, f_start, b_start
+
+
+def _full(
+    p: int, v: int, block: int, c: float, f_prev: list, b_prev: list, columns: tuple
+) -> tuple[list[float], list[float]]:
+    """`_block`'s ends of a full block after a full block (each stage's last op the block
+    before's backward, `b_prev`), the same sums and comparisons (`now < arrive` picks the
+    arrival, a tie keeps the stage's end; an arrival is an end plus `c`, worked out again
+    where picked: the same float) in two passes: stages 1 to p - 1's forwards, then 0 to
+    p - 2's backwards, the stage 0 forward and the last stage's backward as `_block` has
+    them. `columns`: `_columns`'."""
+    f_cols, b_cols, f_first, b_last = columns
+    last, pv = p - 1, p * v
+    base = block - 1 + pv
+    now = b_prev[0]
+    if base % pv >= p and now < f_prev[last] + c:  # a later chunk (`_block`'s chunk_f)
+        now = f_prev[last] + c
+    tail = b_prev[1:]  # stage k + 1's backward end, from stage 0 on
+    # (zips cut to the p - 1 stages of `tail`: f_prev's last end, f_end's, not read here)
+    f_end = [
+        (a + c if n < a + c else n) + t
+        for n, a, t in zip(tail, f_prev, f_cols[base % pv], strict=False)
+    ]
+    f_end.insert(0, now + f_first[base])
+    b_end = [
+        (a + c if n < a + c else n) + t
+        for n, a, t in zip(f_end, tail, b_cols[(block - last) % pv], strict=False)
+    ]
+    now = f_end[last]
+    arrive = b_prev[0] + c if block % pv >= p else now  # an earlier chunk (`_block`'s chunk_b)
+    b_end.append((arrive if now < arrive else now) + b_last[block])
+    return f_end, b_end
+
+
+def _columns(p: int, v: int, times: tuple) -> tuple:
+    """`_full`'s times by block: forward column c (c = base modulo p·v) holds stages 1 to
+    p - 1's times of their visits base - k, backward column d (d = block - p + 1 modulo p·v)
+    stages 0 to p - 2's of their visits block - p + 1 + k. A stage's times repeat every p·v
+    visits (`_times`), so stage k's row of forward columns is its first p·v times rotated
+    by k (c's entry is visit (c - k) mod p·v), of backward ones rotated back by k; the rows
+    read across the stages (in C). With stage 0's forward and the last stage's backward
+    times by visit."""
+    df, db, _, _ = times
+    pv = p * v
+    f_rows = [df[k][pv - k : pv] + df[k][: pv - k] for k in range(1, p)]
+    b_rows = [db[k][k:pv] + db[k][:k] for k in range(p - 1)]
+    if p == 1:  # no stage beside the one: empty columns
+        return [()] * pv, [()] * pv, df[0], db[0]
+    return list(zip(*f_rows, strict=True)), list(zip(*b_rows, strict=True)), df[0], db[p - 1]
 
 
 def _by_visit(

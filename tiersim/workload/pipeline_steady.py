@@ -29,6 +29,8 @@ B + q·period's ends as B's moved by q·λ. 530B's timeline: 22,050 ops walked, 
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from tiersim.workload.pipeline import (
     PipelineTiming,
     Times,
@@ -68,7 +70,7 @@ def evaluate_steady(
         return PipelineTiming(max(last), busy(micro_batches, fwd, bwd), tuple(last), ())
     while n < micro_batches:
         if virtual == 1:  # 1F1B, n > p + 1: the ticks' ends let go as they are walked
-            f, b = [row[0] for row in fwd], [row[0] for row in bwd]
+            f, b = list(map(itemgetter(0), fwd)), list(map(itemgetter(0), bwd))
             last, shift = steady_ticks(pipeline, n, f, b, p2p_s, REL)
         else:  # a warm-up cut short: the graph walk's ends
             _, ends = timeline(pipeline, n, virtual, fwd, bwd, p2p_s, keep_starts=False)
@@ -87,8 +89,8 @@ def _shortest(pipeline: int, micro_batches: int, virtual: int, per: int) -> int:
     block p and block p + period on every stage, plus two periods for a transient."""
     least = pipeline + 2 if virtual == 1 else 3 * pipeline
     n = micro_batches % per or per
-    while n < least + 2 * per:
-        n += per
+    if n < least + 2 * per:  # the fewest periods more that reach it (1T: 67 of one)
+        n -= (n - least - 2 * per) // per * per  # ceil((target - n) / per) periods
     return n
 
 

@@ -9,6 +9,8 @@ the same sums, so the same times to the bit.
 
 from __future__ import annotations
 
+from operator import getitem, sub
+
 from tiersim.workload.pipeline import (
     PipelineTiming,
     Times,
@@ -146,15 +148,24 @@ def steady_ticks(
 
 
 def _repeats(ticks: list[list[float]], block: int, rel: float) -> float | None:
-    """`_repetition`'s test of block - 1 against `block` from the kept ticks' ends."""
+    """`_repetition`'s test of block - 1 against `block` from the kept ticks' ends: stage
+    k's forward of block I ended at tick 2I + k, its backward at 2I + k + 1, each read from
+    its tick's copy in C passes (the kept ticks in order from tick 2I, then the diagonal);
+    the same shifts, spread and scale as one list of every stage's forward and backward
+    (max and min do not depend on the order)."""
     size, p = len(ticks), len(ticks[0])
+    stages = range(p)
 
-    def ends(at: int) -> list[float]:  # stage k's forward, then its backward, for each k
-        return [ticks[(2 * at + k + kind) % size][k] for k in range(p) for kind in (0, 1)]
+    def ends(at: int) -> tuple[list[float], list[float]]:  # the forwards', the backwards'
+        first = 2 * at % size
+        kept = ticks[first:] + ticks[:first]
+        return list(map(getitem, kept[:p], stages)), list(map(getitem, kept[1 : p + 1], stages))
 
-    a, b = ends(block - 1), ends(block)
-    shifts = [y - x for x, y in zip(a, b, strict=True)]
-    return shifts[-1] if max(shifts) - min(shifts) <= rel * max(abs(y) for y in b) else None
+    (fa, ba), (fb, bb) = ends(block - 1), ends(block)
+    forwards, backwards = list(map(sub, fb, fa)), list(map(sub, bb, ba))
+    spread = max(max(forwards), max(backwards)) - min(min(forwards), min(backwards))
+    scale = rel * max(max(map(abs, fb)), max(map(abs, bb)))
+    return backwards[-1] if spread <= scale else None
 
 
 def timeline_graph(

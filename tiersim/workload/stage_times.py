@@ -6,6 +6,8 @@ its own layers where the model's differ), the bubble and the chunks of interleav
 from __future__ import annotations
 
 import re
+from itertools import repeat
+from operator import add
 from typing import TYPE_CHECKING
 
 from tiersim.hardware.kernel_tables import kernel_table
@@ -310,8 +312,8 @@ def bubble(
     fwd, bwd = _stage_chunk_times(
         r, model, _each_stage_layers(r, model, units, stage, stage_units), cap, hidden
     )
-    fwd = [[x + p2p for x in row] for row in fwd]
-    bwd = [[x + p2p for x in row] for row in bwd]
+    fwd = [list(map(add, row, repeat(p2p))) for row in fwd]  # x + p2p, time by time
+    bwd = [list(map(add, row, repeat(p2p))) for row in bwd]
     timing = evaluate_steady(par.pipeline, m, par.virtual_pipeline, fwd, bwd, arrive)
     own = timing.busy_s[stage] - 2.0 * p2p * m * par.virtual_pipeline
     idle = max(0.0, timing.step_s - own)

@@ -39,6 +39,9 @@ class Unit:
     expert_gradients_full: int = 0
     ep_forward: Comm | None = None  # expert parallelism's all-to-alls, blocking, per micro-batch
     ep_backward: Comm | None = None
+    # ... with overlap_expert_comm, the part hidden beside the other pass: flows, not blocking
+    ep_forward_hidden: Comm | None = None
+    ep_backward_hidden: Comm | None = None
     home: Mapping[str, str] | None = None  # the unit's own home of each class (a layer's
     # routed experts placed apart: placement.experts); None: the scenario's homes
     cp_forward: Comm | None = None  # context parallelism's exchange that blocks, per mb

@@ -1,0 +1,166 @@
+"""NeMo 24.07's Llama 3 8B on 8 H100 (scenarios/published/nemo2407-llama3-8b-8gpus.yaml): the
+step's peak part by part, each by hand from the source (docs/nemo-memory.md, "Llama 3 8B on
+8 H100: every term against the source (2026-12-07)"), and what is left over the GPU.
+
+One GPU: tensor 1, pipeline 1, context 2 (4,096 of the 8,192 tokens), data 4; apex's
+DistributedFusedAdam over data x context = 8 ranks with NeMo's launcher config
+(NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/training/llama/llama3_8b.yaml at
+157ea78b: bucket_cap_mb 125, contiguous_grad_buffer, contiguous_param_buffer; its
+examples/training/llama/h100/llama3_8b_fp8.sh at 7e91d096: fp8, grad_sync_dtype bf16).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import published
+
+from tiersim.state.inventory import build_inventory
+from tiersim.state.loss_memory import HEAD_INPUTS
+from tiersim.state.step_memory import gpu_timeline
+
+NAME = "nemo2407-llama3-8b-8gpus.yaml"
+S, H, F, KV, HEADS, V, LAYERS = 8192 // 2, 4096, 14336, 8 * 128, 32, 128_256, 32
+# a layer: QKV (h x (h + 2 kv)), out-projection, gate and up (h x 2f), down, two RMSNorm weights
+LINEAR = H * (H + 2 * KV) + H * H + H * 2 * F + F * H
+LAYER = LINEAR + 2 * H
+FP32_VALUES = 2 * V * H  # word embeddings and the untied output layer (NeMo's fp32 buckets)
+SHARD = int(1024 * 1024 * 125 / 2 / 8)  # apex's default_shard_size: bf16 grads over 8 ranks
+BUCKET = SHARD * 8
+CUDA_TOTAL = 81_008 * 2**20  # "total capacity of 79.11 GiB" (dgx-h100 preset, docs/memory.md)
+OUTSIDE = 723 * 2**20 + 4 * 2**20 * 16 * 2  # CUDA context; NCCL_BUFFSIZE x 16 channels x 2 peers
+
+
+@pytest.fixture(scope="module")
+def timeline():
+    r = published(NAME)
+    return gpu_timeline(r, build_inventory(r))
+
+
+def test_the_shapes_and_buckets_by_hand():
+    """A layer: 25,165,824 + 16,777,216 + 117,440,512 + 58,720,256 linear values and two
+    4,096-value norms; a shard int(125 MiB / 2 B / 8) = 8,192,000 values (a multiple of
+    128 B / 2 B = 64), a bucket 65,536,000. Each layer's group fills 4 buckets (layer 0's with
+    the final norm, 218,116,096 values, still 4), the fp32 embedding and output layer 17."""
+    assert LINEAR == 218_103_808 and LAYER == 218_112_000
+    assert SHARD == 8_192_000 and SHARD % 64 == 0 and BUCKET == 65_536_000
+    assert math.ceil((LAYER + H) / BUCKET) == math.ceil(LAYER / BUCKET) == 4
+    assert FP32_VALUES == 1_050_673_152 and math.ceil(FP32_VALUES / BUCKET) == 17
+
+
+def test_every_part_live_at_the_peak_by_hand(timeline):
+    """The peak is the fp32 copy of the logits at `forward: loss` (Megatron-Core's
+    vocab_parallel_cross_entropy: `.float()` beside the model's bf16 logits), every part
+    counted once:
+
+    - weights: the param buffer, 145 buckets x 65,536,000 x 2 B (init_param_buffer: the
+      parameters become its views);
+    - gradients: the grad buffer, (128 x 2 B + 17 x 4 B) x 65,536,000 (_init_grad_buffer: one
+      per dtypes; NeMo's main_grad are its views, zero_grad);
+    - optimizer: exp_avg and exp_avg_sq shards, 145 x 8,192,000 x 2 x 4 B (StateBucket);
+    - master: int16 remainders, 145 x 8,192,000 x 2 B (store_param_remainders);
+    - TE's cuBLAS workspace on sm_90: 33,554,432 B (get_cublas_workspace_size_bytes);
+    - FP8 copies: each linear value's cached FP8 data and transpose, 2 x 32 x 218,103,808 B,
+      and per weight (7 a layer, 224) a scale_inv a copy and 5 GEMM tensors' 1,024 history
+      rows, scale and scale_inv in fp32: 224 x (2 x 4 + 5 x 1,026 x 4) (an upper figure: TE
+      has 4 modules a layer, tests/test_fp8_memory.py);
+    - saved activations, a layer in s·b·h = 4,096 x 4,096 units: 2 (input norm input) + 1
+      (QKV's FP8 input) + 2 (q) + 2 x 2 x 1,024 / 4,096 (k, v) + 2 (attention output) + 1 (its
+      FP8 copy) + 2 + 1 (post-attention norm input and FP8 output) + 2 x 2f/h (SwiGLU input)
+      + f/h (the down projection's FP8 input), and the softmax statistics 32 heads x 4,096 x
+      4 B: 495,452,160 B, x 32 layers;
+    - the final norm's and output layer's inputs: 2 x 2 B x 4,096 x 4,096 (new here);
+    - the logits, 4,096 x 128,256 x 2 B, and their fp32 copy, x 4 B."""
+    sbh = S * H
+    layer = (
+        (2 + 1 + 2 + 2 + 1 + 2 + 1) * sbh + 2 * 2 * S * KV + 2 * S * 2 * F + S * F + HEADS * S * 4
+    )
+    expected = {
+        "resident weights": 145 * BUCKET * 2,
+        "resident gradients": (128 * 2 + 17 * 4) * BUCKET,
+        "resident optimizer": 145 * SHARD * 2 * 4,
+        "resident master": 145 * SHARD * 2,
+        "resident workspace": 32 * 2**20,
+        "FP8 weight copies (training.fp8)": 2 * LAYERS * LINEAR + 224 * (2 * 4 + 5 * 1026 * 4),
+        "saved activations": LAYERS * layer,
+        HEAD_INPUTS: 2 * 2 * sbh,
+        "logits": S * V * 2,
+        "logits in fp32 (kept by the loss)": S * V * 4,
+    }
+    assert layer == 495_452_160
+    assert expected["FP8 weight copies (training.fp8)"] == 13_963_241_984
+    assert expected[HEAD_INPUTS] == 67_108_864
+    assert timeline.peak_event.moment == "forward: loss"
+    assert timeline.peak_event.part == "logits in fp32 (kept by the loss)"
+    assert timeline.peak_parts == expected
+    assert sum(expected.values()) == timeline.peak_allocated_bytes == 85_187_897_856
+
+
+def test_each_buffer_is_allocated_once_and_the_shards_are_not_live(timeline):
+    """The step allocates each resident buffer, the FP8 copies and the loss's tensors once; apex's
+    reduce-scattered shards (made from the last micro-batch's first layer backward on) are
+    not live at the loss."""
+    allocs = [e.part for e in timeline.events if e.alloc]
+    for part in (
+        "resident weights",
+        "resident gradients",
+        "resident optimizer",
+        "resident master",
+        "FP8 weight copies (training.fp8)",
+        "logits",
+        "logits in fp32 (kept by the loss)",
+        HEAD_INPUTS,
+    ):
+        assert allocs.count(part) == 1, part
+    assert not any("shards" in part for part in timeline.peak_parts)
+
+
+def test_the_loss_backward_ties_the_forward_and_nothing_later_is_higher(timeline):
+    """Megatron's loss backward writes the gradient into the fp32 softmax in place, then the
+    cast's backward allocates the bf16 gradient (4,096 x 128,256 x 2 B) while the softmax
+    still lives, the forward's bf16 logits gone: the same bytes as the forward's peak."""
+    pairs = list(zip(timeline.events, timeline.allocated, strict=True))
+    loss_back = [a for e, a in pairs if e.moment == "backward: loss" and e.alloc]
+    assert max(loss_back) == timeline.peak_allocated_bytes
+    at = timeline.allocated
+    assert max(at[timeline.peak_index + 1 :]) <= timeline.peak_allocated_bytes
+
+
+def test_what_is_left_over_the_gpu_itemised(timeline):
+    """Of CUDA's 84,943,044,608 B on an H100 80GB the step would need 1,521,483,776 B more:
+    its allocation alone is 244,853,248 B over, and the allocator's reserve above it
+    (caching and splitting, state/allocator.py), the CUDA context (723 MiB) and NCCL's buffers
+    (128 MiB) come on top. Even at the largest total found in public out-of-memory reports for
+    an H100 80GB HBM3, "79.21 GiB" (its rounding's bound, 79.215 GiB = 85,056,458,588 B), the
+    allocation alone is over: the verdict does not turn on the capacity."""
+    reserve = timeline.peak_reserved_bytes - timeline.peak_allocated_bytes
+    assert timeline.capacity_bytes == CUDA_TOTAL == 84_943_044_608
+    assert timeline.outside_bytes == OUTSIDE == 892_338_176
+    over = timeline.peak_allocated_bytes - CUDA_TOTAL
+    assert over == 244_853_248
+    assert timeline.peak_total_bytes - CUDA_TOTAL == over + reserve + OUTSIDE == 1_521_483_776
+    assert timeline.peak_allocated_bytes > 79_215 * 2**30 // 1000 == 85_056_458_588
+    assert not timeline.fits and timeline.oom_event.moment == "forward: loss"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ((), 2 * 2 * 4096 * 4096),  # a context rank's 4,096 tokens
+        (("parallel.context=1", "parallel.data=8"), 2 * 2 * 8192 * 4096),  # all 8,192
+        # sequence parallelism: the shard's s/(c·t) tokens, 2,048
+        (("parallel.tensor=2", "parallel.data=2", "parallel.sequence=true"), 2 * 2 * 2048 * 4096),
+        # the huggingface accounting holds them among its own saved activations, not twice
+        (("training.implementation=huggingface",), 0),
+    ],
+)
+def test_head_inputs_follow_the_tokens_a_gpu_holds(overrides, expected):
+    """The two s·b·h inputs on one GPU: a context rank's s/c tokens, the sequence-parallel
+    shard's under sequence parallelism (the norm's input is the shard; Megatron-Core's output
+    layer saves its sequence-parallel input and all-gathers it again in its backward); not
+    this part under the huggingface accounting, whose outside items hold the same two."""
+    r = published(NAME, *overrides)
+    t = gpu_timeline(r, build_inventory(r))
+    held = [e.nbytes for e in t.events if e.part == HEAD_INPUTS and e.alloc]
+    assert sum(held) == expected
