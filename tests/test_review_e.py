@@ -128,7 +128,10 @@ def test_a_given_reduce_bucket_is_counted_by_the_release_not_by_being_given(cli)
         assert code == 0, err
         assert "[W-FRAMEWORK-LIMIT]" not in err and "reduce_bucket_size:" not in err, err
         views[name] = json.loads(out)
-    assert views["given"] == views["left out"]  # the inventory and its timeline alike
+    # the inventory and its timeline alike, but the bucket's name, which says it was given
+    given = json.dumps(views["given"])
+    assert "reduce_bucket_size 5e8 given" in given and "5e8 by default" not in given
+    assert json.loads(given.replace("5e8 given", "5e8 by default")) == views["left out"]
     per_gpu = {name: view["inventory"]["per_gpu"] for name, view in views.items()}
     workspace = per_gpu["v0.3"]["workspace"] - per_gpu["left out"]["workspace"]
     assert workspace == 4_500_000_000
