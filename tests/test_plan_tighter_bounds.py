@@ -4,15 +4,11 @@ decide plans without simulating them gives the exhaustive search's answer."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-
 import pytest
 from conftest import SCENARIOS
+from plan_runs import plan_json
 from test_plan_search import exhaustively
 
-from tiersim.cli import main
 from tiersim.config.load import load_scenario
 from tiersim.config.overrides import apply_overrides
 from tiersim.config.yamlfile import read_yaml
@@ -44,12 +40,7 @@ PLAN = """plan:
 
 
 def _plan(path) -> dict:
-    out, err = io.StringIO(), io.StringIO()
-    args = ["plan", str(path), "--format", "json", "--workers", "2", "--top", "3", *SETS]
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(args)
-    assert code == 0, err.getvalue()
-    return json.loads(out.getvalue())
+    return plan_json(path, *SETS)
 
 
 @pytest.fixture(scope="module")
