@@ -39,6 +39,7 @@ from tiersim.config.deepspeed import (
     deepspeed_settings,
     zero3_fetch_notes,
 )
+from tiersim.config.fields import plain_fields
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 
@@ -146,7 +147,7 @@ def _deepspeed_given(s: Scenario) -> dict:
 def offload_plan(s: Scenario) -> OffloadPlan:
     """The scenario's offload behaviour: its keys where given, its framework's defaults else."""
     framework = s.training.framework or "generic"
-    given = s.training.offload.model_dump() | _deepspeed_given(s)
+    given = plain_fields(s.training.offload) | _deepspeed_given(s)  # a flat section
     chosen = {k: (given[k] if given[k] is not None else v) for k, v in _DEFAULTS[framework].items()}
     overlap = given["overlap_comm"]
     if overlap is None:  # DeepSpeed's rule (zero/config.py overlap_comm_valid): on at stage 3

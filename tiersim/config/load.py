@@ -9,7 +9,6 @@ config/messages.py.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
+from tiersim.core.frozen import replaced
 
 
 @dataclass(frozen=True)
@@ -267,7 +267,7 @@ def build_file(
     the line its key is on in the file, where it has one."""
     try:
         loaded = build(raw, path.parent, str(path), overrides, origin)
-        return dataclasses.replace(loaded, text=text)
+        return replaced(loaded, text=text)
     except InputError as exc:
         raise with_lines(exc, text, preset_texts(raw, path.parent)) from None
 
