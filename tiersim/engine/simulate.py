@@ -11,7 +11,9 @@ from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.frozen import replaced
 from tiersim.core.units import fmt_bytes
 from tiersim.engine import chain, steady
+from tiersim.engine import checkpoint_apart as apart_run
 from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN, PlainRun, measure_apart, staging_homed
+from tiersim.engine.copy_queues import may_close
 from tiersim.engine.core import Recorder
 from tiersim.engine.durable import (
     checkpoint_baseline,
@@ -217,6 +219,7 @@ def _measured(
         _ahead(res, steps, keep is not None),
         _records_read(res, setup, recorder, keep is not None),
         steady.checkpoint_stands_alone(res),
+        may_close if keep is not None else None,
     )
     schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     result = measure(
@@ -231,9 +234,9 @@ def _measured(
             found = period_windows(engine, occupancies, starts, measured)
         repetition = (steady.any_link_s(engine, log, measured), found)
         if keep is not None and starts is not None:
-            ops, end = schedule.ops, log.step_end[-1]
-            busy = link_busy_s(engine)
-            keep.append(PlainRun(run, ops, log.start, end, busy, occupancies, starts))
+            figures = (log.step_end[-1], link_busy_s(engine), occupancies, starts)
+            closed = apart_run.closed_inputs(engine)
+            keep.append(PlainRun(run, schedule.ops, log.start, *figures, **closed))
     if not res.execution.checkpoint_simulated:
         return result, repetition, None
     # the plain run kept for the step after a blocking copy: its figures read if that fails
