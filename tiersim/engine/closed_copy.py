@@ -19,7 +19,7 @@ from tiersim.engine.core import RunLog, move_plan
 from tiersim.engine.ops import OpKind
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
-_DEPS = operator.attrgetter("deps")
+_DEPS, _KIND, _TIMED = (operator.attrgetter(a) for a in ("deps", "kind", "timed"))
 
 
 @dataclass
@@ -93,9 +93,11 @@ def _step_flows(ops: list, n: int, plans: dict, times: tuple, on: set) -> dict[A
     starts, ends = times
     by: dict[Any, list] = {}
     near: dict[int, tuple] = {}  # each resource tuple's resources among `on`, by identity
-    for i in range(n):
+    kinds = list(map(_KIND, itertools.islice(ops, n)))
+    timed = list(map(_TIMED, kinds))
+    for i in itertools.compress(range(n), map(operator.not_, timed)):
         op = ops[i]
-        kind = op.kind
+        kind = kinds[i]
         if kind is MOVE:
             if op.nbytes <= 0:
                 continue
@@ -293,10 +295,13 @@ def _peaks(ops, n, plans, occupancy, baseline: dict, times: tuple) -> dict | str
     for i in range(n, len(ops)):
         op = ops[i]
         staged = plans[(op.src, op.dst, op.nbytes)].staged if op.kind is MOVE else ()
-        for tier, nbytes in (*op.alloc, *staged):
-            changes.setdefault(tier, []).append((starts[i], nbytes))
-        for tier, nbytes in (*op.free, *staged):
-            changes.setdefault(tier, []).append((ends[i], -nbytes))
+        if op.alloc or staged:
+            for tier, nbytes in (*op.alloc, *staged):
+                changes.setdefault(tier, []).append((starts[i], nbytes))
+        if op.free or staged:
+            at = ends[i]
+            for tier, nbytes in (*op.free, *staged):
+                changes.setdefault(tier, []).append((at, -nbytes))
     peaks = {}
     for tier, base in baseline.items():
         ts = occupancy.times.get(tier) or [0.0]
@@ -340,11 +345,15 @@ def _busy(plain: dict[str, list], spans: list) -> dict[str, list]:
     """Each link's busy intervals: the plain run's with the copy's spans and the slowed
     flows' longer ones added (each flow's, on each link it crosses)."""
     added: dict[str, list] = {}
+    lists: dict[int, tuple] = {}  # each route's channels' added spans, by its identity
     for begin, end, resources in spans:
+        mine = lists.get(id(resources))
+        if mine is None:
+            names = {r.channel for r in resources} - {None}
+            mine = lists[id(resources)] = tuple(added.setdefault(c, []) for c in names)
         if end > begin:
-            for r in resources:
-                if r.channel is not None:
-                    added.setdefault(r.channel, []).append((begin, end))
+            for spans_added in mine:
+                spans_added.append((begin, end))
     busy = dict(plain)
     for name, extra in added.items():
         busy[name] = union(busy.get(name, []) + extra)
