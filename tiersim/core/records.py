@@ -8,7 +8,8 @@ such classes (docs/startup.md). `@record` lets the decorator compile the three i
 `__hash__` and `__repr__` built from the same fields by closures, which compile nothing:
 the same answers, hash values and text as the dataclass's own (tests/test_records.py holds
 them equal to `@dataclass(frozen=True)`'s on the same classes), with `dataclasses.fields`,
-`replace`, `asdict` and `__dataclass_params__` as they were."""
+`replace`, `asdict` and `__dataclass_params__` as they were. The state's leaf modules
+(tests/test_layout.py's LEAVES) keep `@dataclass(frozen=True)`: they import nothing of tiersim."""
 
 from __future__ import annotations
 

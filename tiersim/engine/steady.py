@@ -37,11 +37,11 @@ not a period that grows unevenly: with thousands of events and a step of seconds
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from tiersim.core import intervals as iv
 from tiersim.core.frozen import replaced
+from tiersim.core.records import record
 from tiersim.engine.core import Engine
 from tiersim.engine.figures import Rule, additive, held, named, rebuilt, with_rule
 from tiersim.engine.flows import FlowNetwork
@@ -58,7 +58,7 @@ LINK_TIME = "link_time"  # seconds any link is busy: the span `overlap` is a mea
 COST = Rule.COST
 
 
-@dataclass(frozen=True)
+@record
 class NoRepetition:
     """Why the samples were not extrapolated: said in the report of the full simulation."""
 

@@ -18,6 +18,7 @@ import yaml
 from tiersim.config.load import Loaded, build
 from tiersim.config.overrides import apply_overrides, set_path
 from tiersim.core.errors import InputError, Problem
+from tiersim.core.records import record
 from tiersim.frameworks.deepspeed import read_deepspeed
 from tiersim.frameworks.detect import ConfigFile, read_config
 from tiersim.frameworks.hf_auto import HIDDEN, fill_from_hidden
@@ -31,7 +32,7 @@ DEFAULT_HARDWARE = "dgx-h100"
 _HIDDEN_PATHS = {key: path for key, (path, *_) in HIDDEN.items()}
 
 
-@dataclass(frozen=True)
+@record
 class ImportOptions:
     kind: str | None = None  # --from: every file read as this framework's
     hf_config: str | None = None

@@ -36,10 +36,10 @@ are not bucketed here (no NeMo 1.x MoE run is shipped)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.config.schema import PRECISION_BYTES, Training
+from tiersim.core.records import record
 from tiersim.state.model import Matrix
 from tiersim.state.sharding import master_bytes, shard_divisors
 
@@ -70,7 +70,7 @@ def buckets_for(values: int, bucket_values: int) -> int:
     return math.ceil(values / bucket_values) if values else 0
 
 
-@dataclass(frozen=True)
+@record
 class StageValues:
     """One GPU's parameter values as NeMo groups them for apex."""
 

@@ -45,9 +45,9 @@ held activations are the stage's mean chunk.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.core.records import record
 from tiersim.state.apex_buckets import (
     FP32,
     bucket_cap_mb,
@@ -65,7 +65,7 @@ APEX_GRAD_SHARDS = "reduce-scattered gradient shards (apex DistributedFusedAdam)
 HELD = "saved activations (other micro-batches)"
 
 
-@dataclass(frozen=True)
+@record
 class Group:
     """One NeMo bucket group: `buckets` apex buckets, one shard of each made at its sync."""
 
@@ -81,7 +81,7 @@ def group(label: str, values: int, dtype_bytes: int, shard: int, ranks: int) -> 
     return Group(label, values, count, count * shard * dtype_bytes)
 
 
-@dataclass(frozen=True)
+@record
 class Sync:
     """A group reduce-scattered in the cool-down with `left` chunk backwards (or, in the last
     micro-batch's backward, `left` of the stage's layers) still to run."""
@@ -92,7 +92,7 @@ class Sync:
     outputs: int  # NeMo's kept chunk outputs still held
 
 
-@dataclass(frozen=True)
+@record
 class ApexShards:
     in_backward: dict[int, Group]  # layer index: made as that layer's backward completes
     cool_down: tuple[Sync, ...]  # made in the cool-down, after the simulated backward
@@ -146,7 +146,7 @@ def _interleaved(groups: list[Group], stage: int, p: int, last: tuple) -> ApexSh
     return ApexShards({}, tuple(syncs), step, count, unit=1 / v)
 
 
-@dataclass(frozen=True)
+@record
 class Drained:
     """What the cool-down drains, one allocation a unit (a chunk micro-batch's saved
     activations, one kept output), so that a unit's backward frees its own."""

@@ -50,13 +50,13 @@ fused kernels' bytes either way).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tiersim.core.records import record
 
 RESIDUAL_B = 6.0  # an add: two reads, one write, either way
 OUTPUT_COPY_B = 4.0  # the attention output's contiguous copy, either way
 
 
-@dataclass(frozen=True)
+@record
 class EagerBytes:
     """Bytes per element, (forward, backward): of the hidden states (two norms, two residual
     adds and the attention output's copy), of q and k (rotary), of the MLP's width."""

@@ -31,10 +31,11 @@ hidden states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.memo import OwnerMemo
+from tiersim.core.records import record
 from tiersim.hardware.gemm import gemm_s
 from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.layer_sac import checkpointed_share
@@ -53,7 +54,7 @@ from tiersim.workload.ring_attention import context_ring
 HEAD_NORM_B, LOGIT_B, EMBEDDING_B = 16.0, 50.0, 16.0
 
 
-@dataclass(frozen=True)
+@record
 class Kernels:
     """Seconds of one pass over one micro-batch, matrix multiplies and memory-bound apart."""
 
@@ -72,7 +73,7 @@ class Kernels:
         return self if share == 1 else Kernels(self.gemm_s * share, self.memory_s * share)
 
 
-@dataclass(frozen=True)
+@record
 class LayerKernels:
     forward: Kernels
     backward: Kernels
