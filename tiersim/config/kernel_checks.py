@@ -4,7 +4,6 @@ a measured rate, a kernel table's sustained and FP8 quantize shares are shares,
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +163,8 @@ def _table_file_problems(kernels: str) -> list[Problem]:
 
 
 def _close_key(key: str) -> str:
+    import difflib  # a name refused: a valid file never needs it
+
     close = difflib.get_close_matches(key, TABLE_KEYS, n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close else ""
 

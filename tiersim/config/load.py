@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +119,8 @@ _NAMED_MAPPINGS = {("hardware", "tiers"), ("hardware", "links"), ("budget",)}
 def _override_hints(raw: dict[str, Any], overrides: list[str], base_dir: Path) -> list[Problem]:
     """A `--set` whose path names a key the scenario (presets resolved) lacks, where one close
     to it exists: most likely a typo that created a new, incomplete entry."""
+    import difflib  # a name refused: a valid file never needs it
+
     base = resolve(copy.deepcopy(raw), base_dir, [])
     hints = []
     for text in overrides:
