@@ -29,3 +29,26 @@ def test_a_zero_stage3_size_is_written_back_not_a_traceback(cli, tmp_path, key):
     assert written["training"]["deepspeed"][key] == 0
     code, _, err = cli("validate", out / "scenario.yaml")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("value", ['"auto"', "50000000"])
+def test_import_s_set_of_a_stage3_size_wins_under_either_name(cli, tmp_path, value):
+    """`import`'s --set "overrides a value of the scenario written", and a Trainer's "auto"
+    yields to it (frameworks/hf_auto.py). The file's stage3_prefetch_bucket_size ("auto"
+    filled as int(0.9 x 4096 x 4096) = 15,099,494, or 5e7) is written under the older name
+    training.offload.prefetch_bucket_size, so `--set training.deepspeed.
+    stage3_prefetch_bucket_size=0` (the name that takes DeepSpeed's 0) was refused as a
+    conflict between the two names, exit 2."""
+    config = tmp_path / "ds.json"
+    config.write_text(
+        '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": '
+        f'{{"stage": 3, "stage3_prefetch_bucket_size": {value}}}}}'
+    )
+    out = tmp_path / "s.yaml"
+    hf = "tests/fixtures/llama-2-7b.config.json"
+    key = "training.deepspeed.stage3_prefetch_bucket_size"
+    code, _, err = cli("import", config, "--hf-config", hf, "--set", f"{key}=0", "--out", out)
+    assert code == 0, err
+    training = yaml.safe_load(out.read_text())["training"]
+    assert training["deepspeed"]["stage3_prefetch_bucket_size"] == 0
+    assert "prefetch_bucket_size" not in training.get("offload", {})
