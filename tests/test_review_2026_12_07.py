@@ -52,3 +52,21 @@ def test_import_s_set_of_a_stage3_size_wins_under_either_name(cli, tmp_path, val
     training = yaml.safe_load(out.read_text())["training"]
     assert training["deepspeed"]["stage3_prefetch_bucket_size"] == 0
     assert "prefetch_bucket_size" not in training.get("offload", {})
+
+
+@pytest.mark.parametrize(("optimizer", "noted"), [("sgd", True), ("muon", True), ("adamw", False)])
+def test_an_optimizer_on_the_cpu_timed_at_adamw_s_rate_is_said_so(cli, tmp_path, optimizer, noted):
+    """Every CPU update is `max(parameters / cpu.optimizer_rate, bytes / host bandwidth)`
+    (workload/cpu_optimizer.py), the rate an AdamW step's: Llama 2 7B over 8 GPUs with the
+    optimizer on the CPU stepped in 39.166 s with adamw, sgd, lion, adafactor, adamw8bit and
+    muon alike (CPU optimizer 38.505 s = 6,738,415,616 / 175 Mparam/s), without a word."""
+    path = tmp_path / "cpu.yaml"
+    path.write_text(
+        LLAMA_ZERO3.replace("zero_stage: 3", "zero_stage: 0").replace(", framework: deepspeed", "")
+        + "placement: {master: dram, optimizer: dram, optimizer_compute: cpu}\n"
+    )
+    code, _, err = cli("validate", path, "--set", f"training.optimizer={optimizer}")
+    assert code == 0, err
+    said = f"{optimizer} with placement.optimizer_compute: cpu is timed at" in err
+    assert said == noted, err
+    assert ("[W-UNMEASURED]" in err) == noted

@@ -41,7 +41,31 @@ def _weights_sharded(s: Scenario) -> bool:
 
 
 def optimizer_notes(s: Scenario) -> list[Problem]:
-    return _fsdp2_8bit_notes(s) + _deepspeed_muon_notes(s)
+    muon = _deepspeed_muon_notes(s)  # says what the CPU does for DeepSpeed's Muon itself
+    return _fsdp2_8bit_notes(s) + muon + ([] if muon else _cpu_rate_notes(s))
+
+
+# the optimizers whose CPU step the CPU rates measure (torch's AdamW, DeepSpeed's CPU-Adam)
+CPU_RATED = ("adam", "adamw")
+
+
+def _cpu_rate_notes(s: Scenario) -> list[Problem]:
+    """Another optimizer on the CPU: workload/cpu_optimizer.py times every update at
+    hardware.cpu.optimizer_rate (or adam_kernel_rate), an AdamW step's rate (`tiersim
+    calibrate` times torch's AdamW; the presets' are DeepSpeed's CPU-Adam): SGD's, Lion's,
+    8-bit AdamW's or Muon's Newton-Schulz iterations on the CPU are measured nowhere."""
+    name = s.training.optimizer
+    if s.placement.optimizer_compute != "cpu" or name in CPU_RATED:
+        return []
+    why = (
+        f"{name} with placement.optimizer_compute: cpu is timed at hardware.cpu.optimizer_rate "
+        "(or adam_kernel_rate), a CPU AdamW step's rate (`tiersim calibrate` times torch's "
+        f"AdamW): no CPU step of {name} is measured, so its update takes AdamW's time a "
+        "parameter, or its own bytes over host memory bandwidth where those bind; expected "
+        f"hardware.cpu.optimizer_rate set to a measurement of {name} (docs/science.md, "
+        '"CPU optimizer")'
+    )
+    return [Problem(WHERE, why, "W-UNMEASURED")]
 
 
 DEEPSPEED_MUON = (
