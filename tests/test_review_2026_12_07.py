@@ -70,3 +70,20 @@ def test_an_optimizer_on_the_cpu_timed_at_adamw_s_rate_is_said_so(cli, tmp_path,
     said = f"{optimizer} with placement.optimizer_compute: cpu is timed at" in err
     assert said == noted, err
     assert ("[W-UNMEASURED]" in err) == noted
+
+
+def test_fp8_attention_under_fsdp_s_torchao_is_refused(cli, tmp_path):
+    """Under `framework: fsdp` FP8 is torchao's Float8Linear (torchtitan's float8 converter),
+    which converts nn.Linear layers alone; `fp8.attention: true` ran there and timed
+    attention's products as FP8 GEMMs (Llama 2 7B, torchtitan, rowwise: 798.00 -> 696.38 ms
+    a step), a run no such stack makes."""
+    path = tmp_path / "fsdp.yaml"
+    path.write_text(
+        LLAMA_ZERO3.replace("framework: deepspeed", "framework: fsdp, fp8: {recipe: rowwise}")
+    )
+    code, _, err = cli("validate", path)
+    assert code == 0, err
+    code, _, err = cli("validate", path, "--set", "training.fp8.attention=true")
+    assert code == 2
+    assert "training.fp8.attention: true under framework fsdp" in err
+    assert "[E-CONFLICT]" in err
