@@ -87,3 +87,34 @@ def test_fp8_attention_under_fsdp_s_torchao_is_refused(cli, tmp_path):
     assert code == 2
     assert "training.fp8.attention: true under framework fsdp" in err
     assert "[E-CONFLICT]" in err
+
+
+def test_a_sigint_ignored_before_the_gate_leaves_sigterm_to_stop_the_sweep():
+    """`tiersim sweep ... &` from a script (or under nohup) starts with SIGINT ignored. The
+    gate replaced that SIG_IGN with its own handler, so a `kill -INT` took the gate's one pass
+    and did nothing (passed on to SIG_IGN), and every later signal was only held: a sweep of
+    80 points ran on after `kill -TERM` (60 points in, a minute later) until killed -9."""
+    import signal
+
+    from tiersim.sweep.signals import Gate
+
+    class Terminated(Exception):
+        pass
+
+    def terminated(signum, frame):  # as the CLI's SIGTERM handler raises
+        raise Terminated
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        gate = Gate()
+        gate.allow()  # as run_on_pool has it while its pool runs
+        signal.raise_signal(signal.SIGINT)  # still ignored: neither held nor acted on
+        assert gate.held == [] and gate.passing
+        with pytest.raises(Terminated):
+            signal.raise_signal(signal.SIGTERM)
+        gate.restore(deliver=False)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
