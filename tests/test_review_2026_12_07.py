@@ -118,3 +118,16 @@ def test_a_sigint_ignored_before_the_gate_leaves_sigterm_to_stop_the_sweep():
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def test_a_kernel_table_path_that_is_a_folder_is_not_said_to_be_missing(cli, tmp_path):
+    """`hardware.gpu.kernels: k.yaml` naming a folder (or a FIFO) was refused "no such file
+    'k.yaml'", though `ls` shows it there."""
+    (tmp_path / "k.yaml").mkdir()
+    path = tmp_path / "s.yaml"
+    path.write_text(LLAMA_ZERO3)
+    code, _, err = cli("validate", path, "--set", f"hardware.gpu.kernels={tmp_path / 'k.yaml'}")
+    assert code == 2
+    assert "hardware.gpu.kernels: not a regular file:" in err and "no such file" not in err
+    code, _, err = cli("validate", path, "--set", f"hardware.gpu.kernels={tmp_path / 'n.yaml'}")
+    assert code == 2 and "hardware.gpu.kernels: no such file" in err
