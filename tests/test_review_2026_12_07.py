@@ -131,3 +131,32 @@ def test_a_kernel_table_path_that_is_a_folder_is_not_said_to_be_missing(cli, tmp
     assert "hardware.gpu.kernels: not a regular file:" in err and "no such file" not in err
     code, _, err = cli("validate", path, "--set", f"hardware.gpu.kernels={tmp_path / 'n.yaml'}")
     assert code == 2 and "hardware.gpu.kernels: no such file" in err
+
+
+def test_a_half_width_memory_panel_s_title_stays_inside_the_picture():
+    """`inventory --plot` of a step using host memory draws the GPU's panel at half width,
+    its legend beside it: the title "memory timeline (hbm): the device holds most (the
+    square), 62.82 GB of 84.94 GB, at backward: loss;" (Llama 2 7B, ZeRO-3 offloaded to the
+    CPU) ran past the picture's left edge, "memory" cut off. Two 12 MiB activations, then a
+    16 MiB copy at the optimizer step (tests/test_peak_moment.py): the square is drawn."""
+    import dataclasses
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from test_peak_moment import reserves_most_after_its_peak
+
+    from tiersim.report.memory_figure import DPI, WIDTH_IN
+    from tiersim.report.plot_memory import draw_memory_timeline
+
+    fig = Figure(figsize=(WIDTH_IN, 4.2), layout="constrained", dpi=DPI)
+    left, right = fig.add_gridspec(1, 2)
+    ax = fig.add_subplot(left)
+    fig.add_subplot(right).set_title("host memory timeline")
+    t = reserves_most_after_its_peak()
+    t = dataclasses.replace(t, capacity_bytes=84_940_000_000_000)  # "of 84.94 TB"
+    draw_memory_timeline(ax, t)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    box = ax.title.get_window_extent(canvas.get_renderer())
+    assert "the device holds most (the square)" in ax.get_title().replace("\n", " ")
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width
