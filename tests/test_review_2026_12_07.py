@@ -160,3 +160,18 @@ def test_a_half_width_memory_panel_s_title_stays_inside_the_picture():
     box = ax.title.get_window_extent(canvas.get_renderer())
     assert "the device holds most (the square)" in ax.get_title().replace("\n", " ")
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width
+
+
+@pytest.mark.parametrize(("given", "noted"), [("", False), ("bf16", True), ("fp32", True)])
+def test_adamw8bit_says_a_given_optimizer_precision_changes_nothing(cli, tmp_path, given, noted):
+    """adamw8bit's inventory is the same whatever training.precision.optimizer says (Llama 2
+    7B over 8 GPUs: optimizer 13.69 GB at fp32, bf16 and fp8 alike), and nothing said so."""
+    path = tmp_path / "s.yaml"
+    path.write_text(LLAMA_ZERO3)
+    sets = ["--set", "training.optimizer=adamw8bit"]
+    if given:
+        sets += ["--set", f"training.precision.optimizer={given}"]
+    code, _, err = cli("validate", path, *sets)
+    assert code == 0, err
+    said = f"training.precision.optimizer: {given} has no effect: adamw8bit" in err
+    assert said == noted and ("[W-NO-EFFECT]" in err) == noted, err

@@ -42,7 +42,24 @@ def _weights_sharded(s: Scenario) -> bool:
 
 def optimizer_notes(s: Scenario) -> list[Problem]:
     muon = _deepspeed_muon_notes(s)  # says what the CPU does for DeepSpeed's Muon itself
-    return _fsdp2_8bit_notes(s) + muon + ([] if muon else _cpu_rate_notes(s))
+    notes = _fsdp2_8bit_notes(s) + _8bit_precision_notes(s) + muon
+    return notes + ([] if muon else _cpu_rate_notes(s))
+
+
+def _8bit_precision_notes(s: Scenario) -> list[Problem]:
+    """adamw8bit's states are 8-bit by construction (bitsandbytes' uint8 state1 / state2 and
+    fp32 block absmax, fp32 states below min_8bit_size; state/optimizers.py): a given
+    `training.precision.optimizer` changes no byte (the inventory is the same at fp32, bf16
+    and fp8)."""
+    precision = s.training.precision
+    if s.training.optimizer != "adamw8bit" or "optimizer" not in precision.model_fields_set:
+        return []
+    why = (
+        f"{precision.optimizer} has no effect: adamw8bit keeps its two states in 8 bits "
+        "(bitsandbytes' uint8 states with an fp32 scale a block of 256 values; a tensor under "
+        "4,096 values in fp32), whatever this says (leave it out)"
+    )
+    return [Problem("training.precision.optimizer", why, "W-NO-EFFECT")]
 
 
 # the optimizers whose CPU step the CPU rates measure (torch's AdamW, DeepSpeed's CPU-Adam)
