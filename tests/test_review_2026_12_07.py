@@ -175,3 +175,43 @@ def test_adamw8bit_says_a_given_optimizer_precision_changes_nothing(cli, tmp_pat
     assert code == 0, err
     said = f"training.precision.optimizer: {given} has no effect: adamw8bit" in err
     assert said == noted and ("[W-NO-EFFECT]" in err) == noted, err
+
+
+FLOAT8 = """\
+[model]
+name = "llama3"
+flavor = "8B"
+{converters}
+
+[float8]
+recipe_name = "{recipe}"
+enable_fsdp_float8_all_gather = true
+
+[training]
+local_batch_size = 1
+seq_len = 8192
+"""
+
+
+@pytest.mark.parametrize(
+    ("converters", "recipe", "fp8"),
+    [
+        ('converters = ["float8"]', "tensorwise", {"recipe": "tensorwise", "param_gather": True}),
+        ("", "rowwise", None),
+    ],
+)
+def test_torchtitan_s_float8_section_is_read_as_its_converter_runs_it(
+    cli, tmp_path, converters, recipe, fp8
+):
+    """torchtitan applies [float8] only through the converter model.converters names; its
+    enable_fsdp_float8_all_gather is torchao's FP8 all-gather, `training.fp8.param_gather`
+    under fsdp (config/kernel_checks.py). `import` left the all-gather unmapped ("tiersim has
+    no setting for it"), and turned FP8 on from `recipe_name` with no converter."""
+    path = tmp_path / "tt.toml"
+    path.write_text(FLOAT8.format(converters=converters, recipe=recipe))
+    out = tmp_path / "s.yaml"
+    code, _, err = cli("import", path, "--gpus", 8, "--out", out)
+    assert code == 0, err
+    assert yaml.safe_load(out.read_text())["training"].get("fp8") == fp8
+    if fp8 is None:
+        assert "float8.recipe_name: rowwise: not applied: model.converters does not name" in err
