@@ -67,12 +67,28 @@ def draw_memory_timeline(ax: Any, t: Timeline) -> None:
 
 
 def panel_wrapped(ax: Any, text: str, points: float) -> str:
-    """`text`'s lines wrapped to the panel's width (at about 0.6 em a character): a half-width
-    panel's one-line title ("the device holds most (the square), ...", 100 characters) ran
-    past the picture's left edge."""
+    """`text`'s lines wrapped to the panel's width (at about 0.6 em a character) and a third
+    more, a title reaching over the legend beside it: a half-width panel's one-line title
+    ("the device holds most (the square), ...", 100 characters) ran past the picture's left
+    edge, where 67 fit."""
     inches = ax.get_position().width * ax.get_figure().get_figwidth()
-    chars = max(int(inches * 72 / (0.6 * points)), 40)
-    return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
+    chars = max(int(1.3 * inches * 72 / (0.6 * points)), 40)
+    return "\n".join(_clauses_wrapped(line, chars) for line in text.split("\n"))
+
+
+def _clauses_wrapped(line: str, chars: int) -> str:
+    """`line` broken after its commas to at most `chars` a line (a quantity, "84.94 GB", kept
+    whole); a clause longer than that broken at its spaces."""
+    lines: list[str] = []
+    for clause in line.split(", "):
+        joined = f"{lines[-1]}, {clause}" if lines else clause
+        if lines and len(joined) < chars:  # room for the comma a break would leave
+            lines[-1] = joined
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(clause)
+    return "\n".join(textwrap.fill(x, chars) for x in lines)
 
 
 def on_scale_capacity(capacity: float, peak: float) -> bool:
