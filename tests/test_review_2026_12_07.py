@@ -215,3 +215,20 @@ def test_torchtitan_s_float8_section_is_read_as_its_converter_runs_it(
     assert yaml.safe_load(out.read_text())["training"].get("fp8") == fp8
     if fp8 is None:
         assert "float8.recipe_name: rowwise: not applied: model.converters does not name" in err
+
+
+@pytest.mark.parametrize(
+    ("chunks", "said"), [(3, "e.g. 2 or 4)"), (7, "e.g. 4 or 8)"), (5000, "e.g. 4096)")]
+)
+def test_loss_chunks_not_dividing_the_tokens_are_offered_the_nearest(cli, tmp_path, chunks, said):
+    """`training.loss_chunks: 3` on a micro-batch of 4,096 tokens (2^12: its divisors the
+    powers of two) was told "expected a divisor of 4096, e.g. 1"."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        LLAMA_ZERO3.replace(
+            "framework: deepspeed", "framework: fsdp, implementation: torchtitan"
+        ).replace("seq_len: 1024", "seq_len: 4096")
+    )
+    code, _, err = cli("validate", path, "--set", f"training.loss_chunks={chunks}")
+    assert code == 2
+    assert f"expected a divisor of 4096, {said}" in err
