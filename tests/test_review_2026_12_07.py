@@ -232,3 +232,22 @@ def test_loss_chunks_not_dividing_the_tokens_are_offered_the_nearest(cli, tmp_pa
     code, _, err = cli("validate", path, "--set", f"training.loss_chunks={chunks}")
     assert code == 2
     assert f"expected a divisor of 4096, {said}" in err
+
+
+def test_torchtitan_emit_writes_fp8_as_the_float8_converter_and_imports_it_back(tmp_path):
+    """`plan --emit torchtitan` of an FP8 scenario wrote no float8 converter (noted "not said
+    by the torchtitan file (importing it gives null)"); with [float8] read on import (#9), the
+    file says it: model.converters = ["float8"], recipe_name, the FP8 all-gather."""
+    from test_emit import TORCHTITAN, _round_trip, _same, _scenario
+
+    fp8 = "  fp8: {recipe: tensorwise, param_gather: true}\n"
+    text = TORCHTITAN.replace("IMPLEMENTATION", "torchtitan")
+    text = text.replace("  recompute: full\n", "  recompute: full\n" + fp8)
+    s = _scenario(tmp_path, text)
+    emitted, back = _round_trip(tmp_path, s, "torchtitan", gpus=32)
+    assert 'converters = ["float8"]' in emitted.text
+    assert 'recipe_name = "tensorwise"' in emitted.text
+    assert "enable_fsdp_float8_all_gather = true" in emitted.text
+    assert not [n for n in emitted.notes if n.path.startswith("training.fp8")]
+    assert back.training.fp8 == s.training.fp8
+    _same(s, back)
