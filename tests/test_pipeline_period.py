@@ -162,3 +162,34 @@ def test_random_pipelines_walked_by_their_period_are_the_full_walk(p, v, groups,
     _, ends = timeline_blocks(p, m, v, fwd, bwd, c, False)
     assert last == pytest.approx([e[-1] for e in ends], rel=WITHIN, abs=0.0)
     assert_like_the_full_walk(p, m, v, fwd, bwd, c)
+
+
+def test_530b_warm_up_and_cool_down_blocks_take_one_pass_to_the_bit(
+    published_stage_times, monkeypatch
+):
+    """530B's blocks of forwards alone (the warm-up before block 0: -104 to -1) and of
+    backwards alone (from 280·3 - 105 + 35 = 770 to 873) are worked out in one pass each
+    (`_rising`, `_falling`); taken op by op instead (`_block`, given each stage's last end:
+    the block before's forward, or backward), the walk's last ends and shift are the same,
+    to the bit."""
+    (p, m, v, fwd, bwd, c) = published_stage_times["korthikanti2022-530b-selective-sp"][0]
+    fast = steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True)
+    times = pipeline_blocks._times(p, v, m * v, fwd, bwd)
+    rising: list[int] = []
+    falling: list[int] = []
+    block_by_block = pipeline_blocks._block
+
+    def rise(p, v, block, c, f_prev, columns):
+        rising.append(block)
+        got = block_by_block(p, v, m * v, block, c, times, False, list(f_prev), f_prev, [0.0] * p)
+        return got[0]
+
+    def fall(p, v, total, block, c, free, b_prev, columns):
+        falling.append(block)
+        return block_by_block(p, v, total, block, c, times, False, free, [0.0] * p, b_prev)[1]
+
+    monkeypatch.setattr(pipeline_blocks, "_rising", rise)
+    monkeypatch.setattr(pipeline_blocks, "_falling", fall)
+    assert steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True) == fast
+    assert rising == list(range(-104, 0))
+    assert falling == list(range(770, 874))

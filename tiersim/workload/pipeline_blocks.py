@@ -160,27 +160,86 @@ def _walk(
     is told each block's (forward ends, backward ends, forward starts, backward starts), one
     per stage (0.0 where none), and may answer (blocks to skip, a steady block's forward and
     backward ends): go on from there (`_Repetition`). Each stage's last end returned.
-    A full block (every stage a forward and a backward) after a full block is `_full`'s:
-    blocks p to total - p·v (without starts kept)."""
-    first, stop = (p, total - p * v) if not keep_starts else (1, 0)
-    columns = _columns(p, v, times) if first <= stop else None
-    free, block = [0.0] * p, -p * v  # each stage's last op's end; the block
+    Without starts kept, a block of forwards alone (the warm-up's before block 0) is
+    `_rising`'s, a full block after a full block (blocks p to total - p·v) `_full`'s and a
+    block of backwards alone (from total - p·v + p on) `_falling`'s: in passes, not op by op."""
+    pv = p * v
+    first, stop = (p, total - pv) if not keep_starts else (1, 0)
+    rise, fall = (0, total - pv + p) if not keep_starts else (1 - pv, total + p)
+    columns = _columns(p, v, times) if not keep_starts else None
+    free, block = [0.0] * p, -pv  # each stage's last op's end; the block
     f_prev, b_prev = [0.0] * p, [0.0] * p  # before the first; its ends (none: 0.0)
+    none = b_prev  # a block's backward ends where it has none (read, never written)
     while block < total + p - 2:  # the walk's blocks: 1 - p·v to total + p - 2
         block += 1
-        if first <= block <= stop:
+        if block < rise:  # each stage's last op its forward of the block before
+            f_end = _rising(p, v, block, p2p_s, f_prev, columns)
+            told, free = (f_end, none, f_end, none), f_end
+        elif first <= block <= stop:
             f_end, b_end = _full(p, v, block, p2p_s, f_prev, b_prev, columns)
             told, free = (f_end, b_end, f_end, b_end), None  # each stage's last: b_end
         else:
-            if free is None:
-                free = list(b_prev)
-            told = _block(p, v, total, block, p2p_s, times, keep_starts, free, f_prev, b_prev)
+            free = list(b_prev) if free is None else free[:] if free is f_prev else free
+            if block >= fall:
+                b_end = _falling(p, v, total, block, p2p_s, free, b_prev, columns)
+                told = (none, b_end, none, b_end)
+            else:
+                told = _block(
+                    p, v, total, block, p2p_s, times, keep_starts, free, f_prev, b_prev
+                )  # fmt: skip
         if (skip := seen(told)) is None:
             f_prev, b_prev = told[0], told[1]
         else:  # the steady blocks between added, not walked (`_Repetition.see`)
             block, (f_prev, b_prev) = block + skip[0], skip[1]
             free = list(b_prev)  # a steady block: each stage's backward is its last op
     return free
+
+
+def _rising(p: int, v: int, block: int, c: float, f_prev: list, columns: tuple) -> list[float]:
+    """`_block`'s forward ends of a warm-up block before block 0 (forwards alone: stages 0
+    to min(block - 1 + p·v, p - 1)), where each stage's last op is its forward of the block
+    before, `f_prev` (0.0 before its first), in one pass: the same sums and comparisons."""
+    f_cols, _, f_first, _ = columns
+    last, pv = p - 1, p * v
+    base = block - 1 + pv  # stage k's visit: base - k
+    hi = base if base < last else last
+    now = f_prev[0]
+    if base >= p and now < f_prev[last] + c:  # a later chunk waits for the last stage's
+        now = f_prev[last] + c
+    f_end = [
+        (a + c if n < a + c else n) + t
+        for n, a, t in zip(f_prev[1 : hi + 1], f_prev, f_cols[base % pv], strict=False)
+    ]
+    f_end.insert(0, now + f_first[base])
+    if hi < last:
+        f_end += [0.0] * (last - hi)
+    return f_end
+
+
+def _falling(
+    p: int, v: int, total: int, block: int, c: float, free: list, b_prev: list, columns: tuple
+) -> list[float]:
+    """`_block`'s backward ends of a cool-down block of backwards alone (from total - p·v + p
+    on: stages 0 to min(total + p - 2 - block, p - 1)), where each stage's last op is its
+    backward of the block before, `b_prev`, in one pass: the same sums and comparisons;
+    `free` (each stage's last end) moved on."""
+    _, b_cols, _, b_last = columns
+    last, pv = p - 1, p * v
+    hi = total + last - 1 - block
+    hi = hi if hi < last else last
+    cut = hi + 1 if hi < last else last  # stages before the last: the next one's, sent
+    b_end = [
+        (a + c if n < a + c else n) + t
+        for n, a, t in zip(b_prev[:cut], b_prev[1:], b_cols[(block - last) % pv], strict=False)
+    ]
+    if hi == last:  # the last stage's visit `block` (total - p·v + p to total - 1: an
+        # earlier chunk, as total is a multiple of p·v, `fits`) waits for stage 0's chunk after
+        now, arrive = b_prev[last], b_prev[0] + c
+        b_end.append((arrive if now < arrive else now) + b_last[block])
+    free[: hi + 1] = b_end
+    if hi < last:
+        b_end += [0.0] * (last - hi)
+    return b_end
 
 
 def _block(
