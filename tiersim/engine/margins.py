@@ -40,3 +40,27 @@ def fetches(res: Resolved) -> bool:
     if any(home != gpu for home in (*dense.values(), *experts.values())):
         return True
     return sharded_classes(res.execution.parallel)["weights"]
+
+
+def one_period(res: Resolved) -> bool:
+    """Whether a run of one measured period, not two, is tried first (steady.period_starts
+    with `periods` 1): an interleaved stage that fetches nothing and takes no checkpoint,
+    whose forwards and backwards the schedule builder appends as one shared record list a
+    chunk (tiersim.engine.schedule_shared). A steady pair's ops are then its two chunks'
+    lists, the same objects whichever pair it is, and the chunk of forward visit j is
+    (j mod p·v) // p (a backward's the chunks in reverse: tiersim.workload.pipeline): a
+    period of p·v pairs is the same ops in the same order wherever it lies among the steady
+    pairs, in a run of any length, so the periods a longer step has more are copies of the
+    one measured. What is checked on the run: every op of the measured period is a shared
+    record (`steady.period_starts`), and each tier holds the same at its end as at its start
+    (`periods.Occupancies.same_at`). Where either fails, two periods are measured and
+    compared, as before."""
+    from tiersim.engine import schedule_shared  # the builder's switch (tests turn it off)
+
+    par, execution = res.execution.parallel, res.execution
+    return (
+        par.virtual_pipeline > 1
+        and schedule_shared.ENABLED
+        and not execution.checkpoint_simulated
+        and not fetches(res)
+    )
