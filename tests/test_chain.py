@@ -30,7 +30,7 @@ def both_ways(scenario, monkeypatch) -> tuple[dict, dict, int]:
     monkeypatch.setattr(chain, "run_chain", lambda engine: walked.append(1) or walk(engine))
     # two periods compared either way: one alone is measured only where a walked chain's ops
     # are shared records (the event loop reads its own; tests/test_one_period.py)
-    monkeypatch.setattr(margins, "one_period", lambda res: False)
+    monkeypatch.setattr(margins, "one_period", lambda *args: False)
     out = []
     for enabled in (True, False):
         monkeypatch.setattr(chain, "ENABLED", enabled)

@@ -111,7 +111,7 @@ def _report(name: str, enabled: bool, monkeypatch) -> str:
     monkeypatch.setattr(schedule_shared, "ENABLED", enabled)
     # two periods compared either way: one period alone is measured only where the ops are
     # shared records (its proof: tests/test_one_period.py holds it against two)
-    monkeypatch.setattr(margins, "one_period", lambda res: False)
+    monkeypatch.setattr(margins, "one_period", lambda *args: False)
     return repr(dataclasses.replace(simulate(load_scenario(name, []).scenario), wall_s=0.0))
 
 

@@ -42,7 +42,7 @@ def fetches(res: Resolved) -> bool:
     return sharded_classes(res.execution.parallel)["weights"]
 
 
-def one_period(res: Resolved) -> bool:
+def one_period(res: Resolved, units: list) -> bool:
     """Whether a run of one measured period, not two, is tried first (steady.period_starts
     with `periods` 1): an interleaved stage that fetches nothing and takes no checkpoint,
     whose forwards and backwards the schedule builder appends as one shared record list a
@@ -54,10 +54,18 @@ def one_period(res: Resolved) -> bool:
     one measured. What is checked on the run: every op of the measured period is a shared
     record (`steady.period_starts`), and each tier holds the same at its end as at its start
     (`periods.Occupancies.same_at`). Where either fails, two periods are measured and
-    compared, as before."""
+    compared, as before. `units`: the stage's (Workload.units): where a collective runs
+    beside the stream (a context or expert ring's, a gradient reduction overlapped with the
+    backwards) the chain breaks and every record is made its own (schedule_shared), so the
+    one-period run would only be run again longer: not tried."""
     from tiersim.engine import schedule_shared  # the builder's switch (tests turn it off)
 
     par, execution = res.execution.parallel, res.execution
+    if par.overlap_gradient_reduce and any(u.dp_gradients is not None for u in units):
+        return False
+    hidden = ("ep_forward_hidden", "ep_backward_hidden", "cp_forward_hidden", "cp_backward_hidden")
+    if any(getattr(u, name) is not None for u in units for name in hidden):
+        return False
     return (
         par.virtual_pipeline > 1
         and schedule_shared.ENABLED

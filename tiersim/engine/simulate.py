@@ -298,7 +298,7 @@ def _extrapolated(
     one), from three runs a period apart (tiersim.engine.steady); why not, where it does
     not repeat. A recorder is shown the longest run, once the repetition holds."""
     if steady.one_run(res):
-        if margins.one_period(res):  # a period fewer, its last alone (margins.one_period)
+        if margins.one_period(res, setup.wl.units):  # a period fewer, its last alone
             grown = _from_one_run(res, setup, runs[-1] - steady.period(res), recorder, None, 1)
             if not isinstance(grown, steady.NoRepetition):
                 return grown  # else two periods compared, of a run a period longer
