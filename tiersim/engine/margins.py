@@ -5,6 +5,7 @@ places its two periods before the pairs kept after them)."""
 
 from __future__ import annotations
 
+from tiersim.engine import schedule_shared
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import sharded_classes
@@ -58,17 +59,12 @@ def one_period(res: Resolved, units: list) -> bool:
     beside the stream (a context or expert ring's, a gradient reduction overlapped with the
     backwards) the chain breaks and every record is made its own (schedule_shared), so the
     one-period run would only be run again longer: not tried."""
-    from tiersim.engine import schedule_shared  # the builder's switch (tests turn it off)
-
     par, execution = res.execution.parallel, res.execution
+    if par.virtual_pipeline == 1:  # 1F1B: a period of one micro-batch, two compared
+        return False
     if par.overlap_gradient_reduce and any(u.dp_gradients is not None for u in units):
         return False
     hidden = ("ep_forward_hidden", "ep_backward_hidden", "cp_forward_hidden", "cp_backward_hidden")
     if any(getattr(u, name) is not None for u in units for name in hidden):
         return False
-    return (
-        par.virtual_pipeline > 1
-        and schedule_shared.ENABLED
-        and not execution.checkpoint_simulated
-        and not fetches(res)
-    )
+    return schedule_shared.ENABLED and not execution.checkpoint_simulated and not fetches(res)
