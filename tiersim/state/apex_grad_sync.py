@@ -15,9 +15,10 @@ or freed) until `zero_grad` (`_grads_buckets.clear()`, the next step's start).
 NeMo (megatron_gpt_model.py `configure_optimizers`, megatron_base_model.py) makes one bucket
 group (`init_params_bucket`, which starts a fresh apex bucket and syncs the group together)
 per Transformer layer, or per model chunk under the interleaved schedule, in reverse order;
-the embeddings and output layer (`_with_fp32_optimizer`) in fp32 buckets of their own; the
-rest (final norm) joins the first layer's group. Each group is whole apex buckets: its values
-rounded up to buckets, each with a whole shard.
+the word embeddings and a tied head (`_with_fp32_optimizer`, state/apex_buckets.py
+FP32_GRADS) in fp32 buckets of their own; the rest (final norm, an untied output layer) joins
+the first layer's group. Each group is whole apex buckets: its values rounded up to buckets,
+each with a whole shard.
 
 When the shards are made follows Megatron-Core's schedules (pipeline_parallel/schedules.py)
 with NeMo's `no_sync_func` (apex's `no_sync`) and `grad_sync_func` (`reduce_overlap_gradients`,

@@ -109,6 +109,7 @@ class _Shape:
         self.e_f = self.tokens * model.ffn_hidden / self.t
         # q and k elements (the rotary embedding's), on this GPU's heads
         self.e_qk = self.tokens * (model.heads + model.kv_heads) * model.head_dim / self.t
+        self.e_qkv = self.e_qk + self.tokens * model.kv_heads * model.head_dim / self.t
         self.heads = max(1, model.heads // self.t)
         self.keys = model.attention_keys(self.full_seq, index)  # layer `index`'s
         self.e_a = float(self.b * self.heads * self.seq * self.keys)
@@ -277,7 +278,11 @@ def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float,
         return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f + rope for i in (0, 1))  # type: ignore[return-value]
     eb = compile_bytes(compiled, r.accounting.implementation)
     return tuple(  # type: ignore[return-value]
-        eb.hidden[i] * sh.e + eb.rotary[i] * sh.e_qk + eb.ffn[i] * sh.e_f for i in (0, 1)
+        eb.hidden[i] * sh.e
+        + eb.rotary[i] * sh.e_qk
+        + eb.ffn[i] * sh.e_f
+        + eb.qkv_split[i] * sh.e_qkv
+        for i in (0, 1)
     )
 
 
