@@ -35,9 +35,9 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any
 
+from tiersim.core.records import record
 from tiersim.engine.closed_copy import closed_copy
 from tiersim.engine.durable import checkpoint_run, drain_excess_s
 from tiersim.engine.ops import Op, OpKind, Role
@@ -52,7 +52,7 @@ from tiersim.state.resolved import Resolved
 CHECKPOINT_RUN = (1, frozenset({0}))  # the run measured: one step, with its checkpoint
 
 
-@dataclass(frozen=True)
+@record
 class PlainRun:
     """What the plain one-step run of the longest sample leaves for the checkpoint's
     measurement: its runs (tiersim.engine.runs.Runs: the checkpoint run's schedule goes on

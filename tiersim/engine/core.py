@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import simpy
 
+from tiersim.core.records import record
 from tiersim.engine import chain
 from tiersim.engine.channel import Channel
 from tiersim.engine.clock import scheduler
@@ -86,7 +87,7 @@ class RunLog:
     columns: Any = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class _MovePlan:
     """What starting a move of some bytes between two tiers takes, the same for every such
     move (so worked out once): the staging tiers and what each holds, the delay before the
