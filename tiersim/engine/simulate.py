@@ -210,8 +210,7 @@ def _measured(
     with a checkpoint a function of the plain result that measures the checkpoint. `keep`:
     given the run's `PlainRun` where its periods repeat (tiersim.engine.checkpoint_apart)."""
     steps, measured = steady.steps_to_simulate(res)
-    # the checkpoint runs go on from the plain run's steps before the measured one (0 where
-    # steps are independent: then the checkpoint run starts at the measured step)
+    # checkpoint runs go on from the plain run's earlier steps (none where steps are independent)
     checkpointed = res.execution.checkpoint_simulated
     run = Runs(
         res,
