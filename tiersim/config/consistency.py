@@ -4,7 +4,6 @@ one link per pair of tiers. Each returns every problem it finds (exit 2), not th
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 from tiersim.config.deepspeed import deepspeed_key_problems
@@ -23,6 +22,8 @@ from tiersim.state.optimizers import optimizer
 
 def no_such_tier(tier: str, tiers: Iterable[str]) -> str:
     """`tier 'hbff' does not exist (did you mean 'hbf'? tiers: hbm, dram, nvme, hbf)`."""
+    import difflib  # a name refused: a valid file never needs it
+
     names = [str(t) for t in tiers]
     # another case (HBF: hbf), or the same letters swapped (hfb: hbf), before difflib's
     # nearest, which may tie (hbm)

@@ -123,6 +123,15 @@ OFFLOAD_ALIASES = {
 }
 
 
+def alias_path(path: str) -> str | None:
+    """The other spelling's key path of a setting with two names (None: a key with one)."""
+    for key, alias in OFFLOAD_ALIASES.items():
+        pair = (f"training.deepspeed.{key}", f"training.offload.{alias}")
+        if path in pair:
+            return pair[1 - pair.index(path)]
+    return None
+
+
 def deepspeed_settings(training) -> dict[str, int | None]:
     """The four stage3_* settings as given (None: left out), either spelling of the first two."""
     # read by their fields: both sections are flat (tests/test_fixed_once.py, READ_PLAIN)

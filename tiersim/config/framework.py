@@ -29,8 +29,6 @@ Defaults and where they come from:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tiersim.config.deepspeed import (
     MAX_LIVE_PARAMETERS,
     MAX_REUSE_DISTANCE,
@@ -42,9 +40,10 @@ from tiersim.config.deepspeed import (
 from tiersim.config.fields import plain_fields
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
+from tiersim.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class OffloadPlan:
     framework: str  # "deepspeed" | "fsdp" | "megatron" | "generic"
     fetch: str  # "layer" | "submodule"
