@@ -11,7 +11,9 @@ without (`checkpoint.every_steps` null), least of N simulate calls in this proce
   `resumed` (the checkpoint run resumed from that copy: tiersim.engine.resume) and `head`
   (a blocking copy and what of the next step runs beside it, gone on from the plain run's
   end, the rest of that step the plain one: tiersim.engine.step_after_copy); and `next
-  step checked` (`NextStep.of`, the next step's ops held to the plain step's);
+  step checked` (`NextStep.of`, the next step's ops held to the plain step's); `closed
+  form` (an async copy's run worked out beside the plain run: tiersim.engine.closed_copy,
+  counted in the floor as the run it replaces);
 - FlowNetwork: flows started per call and the mean number of flows already in the network at
   a start and at a wake-up (a quadratic cost of sharing would show as a large mean here);
 - each schedule built (`schedule`: Schedules.get), its CPU time and op count;
@@ -41,6 +43,7 @@ CASES = [
 def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
     """One simulate call: its CPU time (s), each engine run (caller, CPU s, ops) and, where
     not `timed`, the network counts (flows at each start and wake-up)."""
+    import tiersim.engine.checkpoint_apart as apart
     import tiersim.engine.flows as flows
     import tiersim.engine.resume as resume
     import tiersim.engine.runs as runs
@@ -57,6 +60,7 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
         "schedule": lambda args, out: out.ops,  # Schedules.get(self, steps, ...)
         "head": lambda args, out: args[2].ops,  # _head_run(res, setup, head, prior)
         "next step checked": lambda args, out: args[1].ops,  # NextStep.of(plain, longer)
+        "closed form": lambda args, out: args[2].ops,  # closed_copy(res, setup, schedule, ...)
     }
     saved = [
         (runs, "run_engine", "runs"),
@@ -65,6 +69,7 @@ def engine_runs(scenario, timed: bool) -> tuple[float, list, Counter]:
         (Schedules, "get", "schedule"),
         (after_copy, "_head_run", "head"),
         (after_copy.NextStep, "of", "next step checked"),
+        (apart, "closed_copy", "closed form"),
     ]
     originals = [getattr(owner, name) for owner, name, _ in saved]
     raw = [vars(owner)[name] for owner, name, _ in saved]  # a classmethod put back as one

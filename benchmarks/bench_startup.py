@@ -17,6 +17,10 @@ everything the run imports): each step's CPU beyond the one before; and the heav
 by own import time (`-X importtime`'s self column, one run: a guide, not a measurement).
 Compiled modules are written and reused (PYTHONDONTWRITEBYTECODE emptied), as an installed
 tiersim's are.
+
+`--instructions`: the same processes counted once each in instructions (valgrind's callgrind,
+its "Collected" count, PYTHONHASHSEED=0), not CPU time: what a loaded machine's other work
+does not move. Each count takes valgrind a minute or more.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -98,12 +103,18 @@ def child_cpu_s(args: list[str], env: dict[str, str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def arguments(description: str) -> tuple[argparse.Namespace, dict[str, str]]:
+def arguments(
+    description: str, instructions: bool = False
+) -> tuple[argparse.Namespace, dict[str, str]]:
     """The command line (a scenario, `--repeat`) and the children's environment: this tree on
     the path, compiled modules written and reused."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("scenario", nargs="?", default=str(ROOT / "scenarios" / "default.yaml"))
     parser.add_argument("--repeat", type=int, default=7, help="rounds, least kept")
+    if instructions:
+        parser.add_argument(
+            "--instructions", action="store_true", help="count instructions (valgrind), not CPU"
+        )
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "", "PYTHONPATH": str(ROOT)}
     return parser.parse_args(), env
 
@@ -122,7 +133,7 @@ def importer(modules: list[str]) -> list[str]:
 
 
 def main() -> None:
-    args, env = arguments(__doc__.splitlines()[0])
+    args, env = arguments(__doc__.splitlines()[0], instructions=True)
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "run")
         modules, made = listed_run(args.scenario, out, env)
@@ -134,22 +145,25 @@ def main() -> None:
             kinds[label] = ["-c", code]
         kinds["imports"] = importer(modules)
         best = dict.fromkeys(kinds, float("inf"))
-        for _ in range(args.repeat):
+        for _ in range(1 if args.instructions else args.repeat):
             for name, argv in kinds.items():
-                best[name] = min(best[name], child_cpu_s(argv, env))
+                cost = child_instructions if args.instructions else child_cpu_s
+                best[name] = min(best[name], cost(argv, env))
         timing = subprocess.run(
             [sys.executable, "-X", "importtime", *run], env=env, capture_output=True, text=True
         ).stderr
     imports = best["imports"] - best["bare"]
+    unit = "M instructions" if args.instructions else "ms CPU"
+    counted = "counted once" if args.instructions else f"least of {args.repeat}"
     print(
-        f"tiersim run {Path(args.scenario).name}: {1e3 * best['run']:.0f} ms CPU; its imports "
-        f"{1e3 * imports:.0f} ms beyond a bare interpreter's {1e3 * best['bare']:.0f} ms: "
-        f"{100 * imports / best['run']:.0f} % of the run (target <= 40 %), "
+        f"tiersim run {Path(args.scenario).name}: {1e3 * best['run']:.0f} {unit}; its imports "
+        f"{1e3 * imports:.0f} beyond a bare interpreter's {1e3 * best['bare']:.0f}: "
+        f"{100 * imports / best['run']:.1f} % of the run (target <= 40 %), "
         f"{100 * imports / (best['run'] - best['bare']):.0f} % of it beyond the interpreter "
-        f"(least of {args.repeat}; {len(modules)} modules; load average "
+        f"({counted}; {len(modules)} modules; load average "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})"
     )
-    print_stages(best)
+    print_stages(best, unit)
     print(
         f"within these, tiersim's {made['classes']} dataclasses' creation (the decorator's "
         f"work): {1e3 * made['cpu_s']:.1f} ms (one run)"
@@ -160,9 +174,23 @@ def main() -> None:
 _REST = "the rest the run imports (tiersim's engine and report, SimPy)"
 
 
-def print_stages(best: dict[str, float]) -> None:
-    """Each stage's CPU beyond the stage before it (the first: beyond a bare interpreter)."""
-    print("where the imports go (each beyond the one before, ms CPU, least of the rounds):")
+def child_instructions(args: list[str], env: dict[str, str]) -> float:
+    """Instructions of one whole `python args...` process, in thousands of millions (so that
+    the printing that reads CPU seconds as milliseconds reads these as millions)."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *args],
+        env={**env, "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return int(re.search(r"Collected : (\d+)", done.stderr).group(1)) / 1e9
+
+
+def print_stages(best: dict[str, float], unit: str = "ms CPU") -> None:
+    """Each stage's cost beyond the stage before it (the first: beyond a bare interpreter)."""
+    print(f"where the imports go (each beyond the one before, {unit}):")
     before = best["bare"]
     for label in (*(label for label, _ in _STAGES), _REST):
         now = best[label] if label in best else best["imports"]

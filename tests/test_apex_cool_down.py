@@ -56,26 +56,35 @@ def test_no_pipeline_each_layer_group_is_made_as_its_backward_completes(llama3_8
     """Llama 3 8B, data 4 x context 2 = 8 ranks, bf16 gradients, the run's bucket_cap_mb 125
     (`training.apex`, llama3_8b.yaml at 157ea78b): int(125 MiB / 2 B / 8) = 8,192,000
     values a shard, a bucket 65,536,000. A layer's 218,112,000 values
-    (tests/test_apex_distributed_adam.py; layer 0's group also the final norm's 4,096) over
-    65,536,000: 3.33, so 4 buckets, 4 x 8,192,000 x 2 B = 65,536,000 B a layer (the same
-    bytes as 5 buckets of 100 MiB), made at `backward: layer i` from 31 down to 0; the
-    embedding and output layer, 1,050,673,152 fp32 values over buckets of the same
+    (tests/test_apex_distributed_adam.py) over 65,536,000: 3.33, so 4 buckets, 4 x 8,192,000 x
+    2 B = 65,536,000 B a layer (the same bytes as 5 buckets of 100 MiB), made at `backward:
+    layer i` from 31 down to 1. Layer 0's group also holds the final norm's 4,096 and the
+    untied output layer's 128,256 x 4,096 = 525,336,576 values, in bf16 (NeMo 24.07 marks
+    only the word embeddings `_with_fp32_optimizer`: state/apex_buckets.py, FP32_GRADS):
+    743,452,672 values, 11.34 buckets, so 12: 12 x 8,192,000 x 2 B = 196,608,000 B at
+    `backward: layer 0`. The word embeddings, 525,336,576 fp32 values over buckets of the same
     65,536,000 values (apex has one default_shard_size, from the optimizer's bf16
-    grad_sync_dtype): 16.03, so 17 buckets, 17 x 8,192,000 x 4 B = 557,056,000 B at the
+    grad_sync_dtype): 8.02, so 9 buckets, 9 x 8,192,000 x 4 B = 294,912,000 B at the
     optimizer step."""
-    assert 3 * 65_536_000 < 218_116_096 <= 4 * 65_536_000
-    assert 16 * 65_536_000 < 1_050_673_152 <= 17 * 65_536_000
+    assert 3 * 65_536_000 < 218_112_000 <= 4 * 65_536_000
+    assert 218_112_000 + 4_096 + 128_256 * 4_096 == 743_452_672
+    assert 11 * 65_536_000 < 743_452_672 <= 12 * 65_536_000
+    assert 8 * 65_536_000 < 525_336_576 <= 9 * 65_536_000
     events, made = _apex_events(llama3_8b)
     assert [(e.moment, e.nbytes, e.pieces) for e in made] == [
-        *((f"backward: layer {i}", 65_536_000, 4) for i in reversed(range(32))),
-        ("optimizer step", 557_056_000, 17),
+        *((f"backward: layer {i}", 65_536_000, 4) for i in reversed(range(1, 32))),
+        ("backward: layer 0", 196_608_000, 12),
+        ("optimizer step", 294_912_000, 9),
     ]
-    # every shard is live at the step: 32 x 65,536,000 + 557,056,000 = 2,654,208,000 B (the
-    # unpadded shard was 2,270,233,600 B: whole buckets are 383,974,400 B more)
+    # every shard is live at the step: 31 x 65,536,000 + 196,608,000 + 294,912,000 =
+    # 2,523,136,000 B; unpadded, (7,504,924,672 bf16 values / 8) x 2 B + (525,336,576 fp32
+    # / 8) x 4 B = 1,876,231,168 + 262,668,288 = 2,138,899,456 B: whole buckets are
+    # 384,236,544 B more
     at = events.index(made[-1])
-    assert live_parts(events, at)[APEX_GRAD_SHARDS] == 32 * 65_536_000 + 557_056_000
-    assert 32 * 65_536_000 + 557_056_000 == 2_654_208_000
-    assert 2_654_208_000 - 2_270_233_600 == 383_974_400
+    live = 31 * 65_536_000 + 196_608_000 + 294_912_000
+    assert live_parts(events, at)[APEX_GRAD_SHARDS] == live == 2_523_136_000
+    assert 32 * 218_112_000 + 4_096 + 525_336_576 == 7_504_924_672
+    assert live - (7_504_924_672 // 8 * 2 + 525_336_576 // 8 * 4) == 384_236_544
     # made after the layer's saved activations are freed: at layer 31's moment its
     # "saved 31" free comes first
     i31 = events.index(made[0])
@@ -175,7 +184,9 @@ def test_1f1b_first_stage_layer_by_layer_other_stages_after_the_flush():
     stages and 2 data ranks, fp32 (apex's default grad_sync_dtype): one bucket of 2 x
     13,107,200 values holds a layer, its shard 13,107,200 x 4 B = 52,428,800 B. Stage 0 syncs
     its layer in the last backward (rank 0: `enable_grad_sync` before it), no layer left
-    after; stage 1 after the flush, with its fp32 embeddings' bucket: 2 x 52,428,800 B."""
+    after; stage 1 after the flush: its layer's group, which also holds the final norm and
+    the untied output layer (41,088 + 64 + 2,048,000 values, one bucket; no fp32 bucket of
+    its own under NeMo 24.07, state/apex_buckets.py FP32_GRADS): 52,428,800 B."""
     assert 100 * MIB // 4 // 2 == 13_107_200
     first = apex_shards(_tiny(pipeline=2), 0)
     assert [(s.group.label, s.left, s.group.nbytes) for s in first.cool_down] == [
@@ -183,7 +194,7 @@ def test_1f1b_first_stage_layer_by_layer_other_stages_after_the_flush():
     ]
     assert first.at_step == 52_428_800  # the input embedding's fp32 bucket
     last = apex_shards(_tiny(pipeline=2), 1)
-    assert (last.cool_down, last.in_backward, last.at_step) == ((), {}, 2 * 52_428_800)
+    assert (last.cool_down, last.in_backward, last.at_step) == ((), {}, 52_428_800)
 
 
 def test_one_rank_makes_no_shard():

@@ -12,8 +12,9 @@ issue 38; docs/memory.md, "FP8 training"), each figure worked out by hand from t
   bucket's `grads_shard` until `zero_grad`; the remainder step reads it in place;
 - NeMo (megatron_base_model.py `setup_optimization`; nemo/core/optim/distributed_adam.py):
   `store_params=False, store_param_remainders=True` for bf16 weights with an fp32 optimizer;
-  the embeddings and the output layer `_with_fp32_optimizer`, in fp32 gradient buckets;
-  the data x context group the optimizer's process group.
+  the word embeddings (and a tied head) `_with_fp32_optimizer`, in fp32 gradient buckets, an
+  untied output layer not (MegatronGPTModel.configure_optimizers, NeMo PRs #8792 and #8946:
+  state/apex_buckets.py, FP32_GRADS); the data x context group the optimizer's process group.
 """
 
 from __future__ import annotations
@@ -63,24 +64,29 @@ def test_whole_gradient_buffer_bf16_with_embeddings_in_fp32(llama3_8b):
     buckets (state/apex_buckets.py), one default_shard_size of the run's bucket_cap_mb 125
     (llama3_8b.yaml at 157ea78b, `training.apex`): int(125 MiB / 2 B / 8) = 131,072,000 / 16
     = 8,192,000 values (a multiple of 64), a bucket 65,536,000 values. NeMo starts a fresh
-    bucket for each layer: 218,112,000 values (layer 0 with the final norm's 4,096:
-    218,116,096) over 65,536,000 is 3.33, so 4 buckets a layer, 128 in all, 2 B each:
-    128 x 65,536,000 x 2 = 16,777,216,000 B; the embedding and output layer's 1,050,673,152
-    fp32 values 16.03, so 17 buckets of 4 B values: 17 x 65,536,000 x 4 = 4,456,448,000 B.
-    21,233,664,000 B, where every value of the rank once (6,979,588,096 x 2 + 1,050,673,152
-    x 4) was 18,161,868,800 (apex's default 100 MiB: 21,181,235,200, test_apex_param_buffer)."""
+    bucket for each layer: 218,112,000 values over 65,536,000 is 3.33, so 4 buckets a layer,
+    for layers 31 to 1; layer 0's group also holds the final norm's 4,096 and the untied output
+    layer's 525,336,576 values in bf16 (only the word embeddings are `_with_fp32_optimizer`
+    under NeMo 24.07: FP32_GRADS): 743,452,672 values, 11.34, so 12 buckets. 31 x 4 + 12 =
+    136 buckets of 2 B values: 136 x 65,536,000 x 2 = 17,825,792,000 B; the word embeddings'
+    525,336,576 fp32 values 8.02, so 9 buckets of 4 B values: 9 x 65,536,000 x 4 =
+    2,359,296,000 B. 20,185,088,000 B, where every value of the rank once (6,979,588,096 x 2
+    + 525,336,576 x 2 + 525,336,576 x 4) would be 17,111,195,648 (21,233,664,000 B while the
+    output layer was counted fp32, 17 fp32 buckets and 128 bf16)."""
     _, inv = llama3_8b
     assert 131_072_000 // 16 == 8_192_000 and 8_192_000 % 64 == 0
-    assert 3 * 65_536_000 < 218_116_096 <= 4 * 65_536_000
-    assert 16 * 65_536_000 < LLAMA3_EMB <= 17 * 65_536_000
-    assert 128 * 65_536_000 * 2 + 17 * 65_536_000 * 4 == 21_233_664_000
-    assert inv.per_gpu["gradients"] == 21_233_664_000
-    assert LLAMA3_BODY * 2 + LLAMA3_EMB * 4 == 18_161_868_800
+    assert 3 * 65_536_000 < 218_112_000 <= 4 * 65_536_000
+    assert 218_112_000 + 4_096 + LLAMA3_EMB // 2 == 743_452_672
+    assert 11 * 65_536_000 < 743_452_672 <= 12 * 65_536_000
+    assert 8 * 65_536_000 < LLAMA3_EMB // 2 <= 9 * 65_536_000
+    assert (31 * 4 + 12) * 65_536_000 * 2 + 9 * 65_536_000 * 4 == 20_185_088_000
+    assert inv.per_gpu["gradients"] == 20_185_088_000
+    assert LLAMA3_BODY * 2 + LLAMA3_EMB // 2 * 2 + LLAMA3_EMB // 2 * 4 == 17_111_195_648
 
 
 def test_remainders_and_moments_are_whole_bucket_shards(llama3_8b):
     """`StateBucket` allocates an int16 remainder shard (2 B) and two fp32 moment shards
-    (8 B) of shard_size = 8,192,000 values for each of the 128 + 17 = 145 buckets, however
+    (8 B) of shard_size = 8,192,000 values for each of the 136 + 9 = 145 buckets, however
     full: 145 x 8,192,000 = 1,187,840,000 values, where ceil(8,030,261,248 / 8) =
     1,003,782,656 would be each value once."""
     _, inv = llama3_8b
@@ -93,14 +99,14 @@ def test_remainders_and_moments_are_whole_bucket_shards(llama3_8b):
 
 def test_reduce_scattered_shards_live_to_zero_grad_the_fp32_ones_made_at_the_step(llama3_8b):
     """The gradient shards, one data x context shard of each apex bucket: the layers' are made
-    in the last micro-batch's backward (tests/test_apex_cool_down.py), the embedding's and
-    output layer's fp32 buckets at the step: 1,050,673,152 values over buckets of 8 x
-    8,192,000 = 65,536,000, 17 buckets, 17 x 8,192,000 x 4 B = 557,056,000 B; no fp32 copy
-    of them (Megatron's `_copy_model_grads_to_main_grads` is not run). All of them are freed
-    together (`zero_grad`)."""
+    in the last micro-batch's backward (tests/test_apex_cool_down.py), the word embeddings'
+    fp32 buckets at the step: 525,336,576 values over buckets of 8 x 8,192,000 = 65,536,000,
+    9 buckets, 9 x 8,192,000 x 4 B = 294,912,000 B; no fp32 copy of them (Megatron's
+    `_copy_model_grads_to_main_grads` is not run). All of them are freed together
+    (`zero_grad`)."""
     r, inv = llama3_8b
-    expected = 17 * 8_192_000 * 4
-    assert expected == 557_056_000
+    expected = 9 * 8_192_000 * 4
+    assert expected == 294_912_000
     assert optimizer_temporaries(r, 0) == (APEX_GRAD_SHARDS, expected)
     events = [e for e in build_events(r, inv, 0) if e.part == APEX_GRAD_SHARDS]
     assert [(e.phase, e.alloc) for e in events].count(("optimizer", True)) == 1
@@ -131,10 +137,12 @@ def test_fp32_grad_sync_the_apex_default():
     """The tiny model (tests/test_fp8_memory.py): 4,178,240 values, of them 4,096,000 the
     embedding and head, 2 layers of 41,088 and a final norm of 64. grad_sync_dtype fp32
     (apex's default, NeMo passes none): a bucket of 100 MiB / 4 B = 26,214,400 values, its
-    shard over 2 ranks 13,107,200. The buffer is whole buckets: one a layer and one for the
-    fp32 embeddings, 3 x 26,214,400 x 4 B = 314,572,800 B (the values once, 4 x 4,178,240 =
-    16,712,960 B); at the step the fp32 embedding bucket's shard, 13,107,200 x 4 B =
-    52,428,800 B (the layers' shards are made in the backward)."""
+    shard over 2 ranks 13,107,200. The buffer is whole buckets: one a layer (layer 0's with
+    the final norm and the untied head, 41,088 + 64 + 2,048,000 values, in the grad sync
+    dtype: FP32_GRADS) and one for the fp32 word embeddings, 3 x 26,214,400 x 4 B =
+    314,572,800 B (the values once, 4 x 4,178,240 = 16,712,960 B); at the step the fp32
+    embedding bucket's shard, 13,107,200 x 4 B = 52,428,800 B (the layers' shards are made in
+    the backward)."""
     r = tiny_apex()
     inv = build_inventory(r)
     assert 2 * 41_088 + 64 + 4_096_000 == 4_178_240

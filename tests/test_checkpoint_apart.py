@@ -25,7 +25,7 @@ from test_engine_properties import build_raw, random_raw
 from test_golden import differences
 
 from tiersim.config.load import load_scenario
-from tiersim.engine import durable, steady
+from tiersim.engine import checkpoint_apart, durable, steady
 from tiersim.engine.core import Engine
 from tiersim.report.sim_text import checkpoint_run_apart
 from tiersim.runner import report_for, simulate
@@ -105,8 +105,17 @@ def test_a_durable_checkpoint_point_is_two_engine_runs(engines, monkeypatch):
     assert engines["runs"] == 1  # the plain step's one run of 5 micro-batches
     engines.clear()
     point = simulate(load_scenario(path).scenario)
-    # the same run, and one of its step with the checkpoint's moves
+    # the same run alone: the step with the checkpoint's moves worked out beside it in closed
+    # form (tiersim.engine.closed_copy); with that refused, a run of it simulated
+    assert engines["runs"] == 1
+    engines.clear()
+    closed = checkpoint_apart.closed_copy
+    monkeypatch.setattr(checkpoint_apart, "closed_copy", lambda *args: "refused")
+    assert simulate(load_scenario(path).scenario).checkpoint.write_s == pytest.approx(
+        point.checkpoint.write_s, rel=1e-12
+    )
     assert engines["runs"] == 2
+    monkeypatch.setattr(checkpoint_apart, "closed_copy", closed)
     assert point.micro_batches_simulated == without.micro_batches_simulated == (5,)
     assert point.steps_simulated == 1
     assert point.time_s == without.time_s  # the plain step is the one without a checkpoint

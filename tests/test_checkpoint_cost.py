@@ -133,8 +133,12 @@ def _split_after_a_pass_advancing(flows_, now, which, last):
 def copy_resumed(monkeypatch) -> None:
     """The blocking copy's checkpoint run resumed mid-step and simulated with the whole next
     step, as before the next step was taken from the plain one (tiersim.engine.step_after_copy,
-    tests/test_step_after_copy.py): what the tests of the resumed run read."""
+    tests/test_step_after_copy.py), and an async copy's checkpoint run resumed and simulated,
+    as before it was worked out beside the plain run in closed form (tiersim.engine.
+    closed_copy, tests/test_copy_queues.py): what the tests of the resumed run read."""
     monkeypatch.setattr(step_after_copy.NextStep, "of", classmethod(lambda cls, a, b: None))
+    monkeypatch.setattr(engine_simulate, "may_close", lambda *args: None)
+    monkeypatch.setattr(checkpoint_apart, "closed_copy", lambda *args: "simulated, as before")
 
 
 def _counted(monkeypatch) -> list:
@@ -170,6 +174,7 @@ def test_the_async_checkpoint_measured_apart_is_resumed(monkeypatch):
     """The default scenario's checkpoint run goes on from its plain run's state (one resumed
     run); the earlier path ran it from time 0 (none)."""
     path, extra = CASES["default: async to NVMe (measured apart)"]
+    copy_resumed(monkeypatch)
     seen = _counted(monkeypatch)
     simulate(load_scenario(path, extra).scenario)
     assert len(seen) == 1

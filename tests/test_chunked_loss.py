@@ -50,7 +50,9 @@ def test_only_the_accumulated_gradient_is_kept_for_backward():
     """Outside the layers on the last stage: the final norm (fp32 input and normalised,
     4·128·64 = 32,768 each, fp32 1/rms 4·128 = 512) and the head input's accumulated gradient
     in bf16, 2·128·64 = 16,384 B, in place of the head's input (16,384) and the fp32
-    log-softmax over the vocabulary (4·128·512 = 262,144) and its total weight (4)."""
+    log-softmax over the vocabulary (4·128·512 = 262,144), the labels (int64, 8·128 = 1,024),
+    its total weight (4) and the int64 count of valid tokens the summed loss is divided by
+    (8)."""
     s = scenario(titan())
     m, acc = build_model(s.model), accounting_for(s)
     items = {i.name: i.nbytes for i in outside_items(m, T, 1, acc, first=False, last=True)}
@@ -59,7 +61,7 @@ def test_only_the_accumulated_gradient_is_kept_for_backward():
     one_piece = scenario(titan(loss_chunks=1))
     m, acc = build_model(one_piece.model), accounting_for(one_piece)
     whole = outside_items(m, T, 1, acc, first=False, last=True)
-    assert sum(i.nbytes for i in whole) == 32_768 + 512 + 32_768 + 16_384 + 262_144 + 4
+    assert sum(i.nbytes for i in whole) == 32_768 + 512 + 32_768 + 16_384 + 262_144 + 1_024 + 4 + 8
 
 
 def test_the_loss_peak_is_one_chunk_of_the_vocabulary():

@@ -189,7 +189,7 @@ def _sections(model):
                 yield from _sections(item)
 
 
-READ_PLAIN = ("Precision", "Shard", "Placement", "ExpertPlacement")  # what `plain_fields` reads
+READ_PLAIN = ("Precision", "Shard", "Placement", "ExpertPlacement", "DeepSpeed", "Offload")
 
 
 def test_a_sections_plain_fields_are_its_dumps_in_every_shipped_scenario():

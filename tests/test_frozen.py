@@ -65,3 +65,24 @@ def test_a_class_that_does_more_than_assign_its_fields_gets_replace():
     assert replaced(_Doubled(1), x=5).twice == 10  # its __post_init__ ran
     assert replaced(_Derived(1), x=5) == dataclasses.replace(_Derived(1), x=5)
     assert replaced(_Slotted(1), x=5) == _Slotted(5)
+
+
+def test_each_class_keeps_its_own_way_of_copying_asked_in_turn():
+    """Which way a class is copied is kept by class (`frozen._COPIED`): a plain class, then
+    one with a `__post_init__`, then the plain one again, each copied its own way (a key
+    shared by the classes would run the plain copy on `_Doubled`, whose `twice` would stay
+    2, or `replace` on the plain one)."""
+    for _ in range(2):
+        assert replaced(Matrix(2, 3), cols=5) == Matrix(2, 5)
+        assert replaced(_Doubled(1), x=5).twice == 10  # 2 x 5, by its __post_init__
+        assert replaced(_Derived(1), x=5).y == 7
+        assert replaced(Matrix(2, 3), rows=4).rows == 4
+
+
+def test_a_copy_shares_no_dict_with_its_original():
+    """The copy's fields live in a dict of its own: the original's stay as they were."""
+    original = Matrix(4096, 12288, 2)
+    copy = replaced(original, cols=1536)
+    assert vars(copy) is not vars(original)
+    assert original.cols == 12288 and copy.cols == 1536
+    assert replaced(original).__dict__ == original.__dict__

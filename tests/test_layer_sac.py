@@ -2,7 +2,7 @@
 selective checkpointing (`selective_ac_option = N`; tiersim/state/layer_sac.py): every N-th block
 checkpointed whole, the others keeping all they save.
 
-Measured: a stack of torchtitan's Llama blocks (tests/test_titan_activations.py) on the CPU,
+Measured: a stack of torchtitan 0.3.0's Llama blocks (tests/test_titan_activations.py) on the CPU,
 block c (from 1) wrapped in a non-reentrant torch.utils.checkpoint where c % N == 0, as
 torchtitan's `_apply_layer_sac` wraps it (pytorch/torchtitan cfb9326515, torchtitan/
 distributed/activation_checkpoint.py); the forward's allocations from the profiler's memory
@@ -34,14 +34,17 @@ def _stack_left(layers: int, every: int) -> int:
     angles = torch.outer(torch.arange(S).float(), freqs)
     cis = torch.polar(torch.ones_like(angles), angles)
     x = torch.randn(1, S, H, dtype=torch.bfloat16, requires_grad=True)
+    pos = torch.arange(S).view(1, S)
 
     def forward():
         y = x
         for c, block in enumerate(blocks, start=1):
             if c % every == 0:
-                y = ckpt.checkpoint(block, y, cis, use_reentrant=False, preserve_rng_state=False)
+                y = ckpt.checkpoint(
+                    block, y, cis, pos, use_reentrant=False, preserve_rng_state=False
+                )
             else:
-                y = block(y, cis)
+                y = block(y, cis, pos)
         return y
 
     _, left, _ = recorded(forward)
@@ -62,14 +65,15 @@ def test_what_the_layers_keep_is_measured_to_the_byte(layers, every):
 
 def test_the_mean_layer_by_hand():
     # bf16, h 64, 4 heads of 16, 2 kv heads, f 128, T = 32: with no recompute a layer keeps
-    # two norms x (4·32·64 + 4·32 + 4·32·64 = 16,512) = 33,024, q/k/v input 2·32·64 = 4,096,
-    # q 4,096, k and v repeated 8,192, output 4,096, log-sum-exp 4·4·32 = 512, w1/w3 input
-    # 4,096 and 4 x 2·32·128 = 32,768: 90,880; full recompute its input, 4,096. Every 2nd
-    # layer: (4,096 + 90,880) / 2 = 47,488
+    # two norms x (4·32·64 + 4·32 + 4·32·64 = 16,512) = 33,024, wqkv input 2·32·64 = 4,096,
+    # the rotary table's rows at the positions (complex64, 8 of 16 / 2 a token) 8·32·8 =
+    # 2,048, q 4,096, k and v at the 2 kv heads 2 x 2·32·32 = 4,096, output 4,096,
+    # log-sum-exp 4·4·32 = 512, w1/w3 input 4,096 and 4 x 2·32·128 = 32,768: 88,832; full
+    # recompute its input, 4,096. Every 2nd layer: (4,096 + 88,832) / 2 = 46,464
     s = titan(2, "bf16", recompute="full", recompute_every=2)
     m, acc = build_model(s.model), accounting_for(s, "cpu")
-    assert layer_bytes(m, S, 1, acc, recompute="none") == 90_880
-    assert layer_bytes(m, S, 1, acc, recompute="full") == 47_488
+    assert layer_bytes(m, S, 1, acc, recompute="none") == 88_832
+    assert layer_bytes(m, S, 1, acc, recompute="full") == 46_464
 
 
 def test_one_layer_in_n_reruns_its_forward():

@@ -1,15 +1,17 @@
 """`training.recompute: selective_op`, torchtitan's op-level selective activation checkpointing
 (tiersim/state/op_recompute.py), against a real checkpointed block.
 
-The block is torchtitan's Llama layer built op for op (tests/test_titan_activations.py), run on
-the CPU through torch.utils.checkpoint (non-reentrant, preserve_rng_state and early_stop false
-as torchtitan's ActivationCheckpoint config defaults them) with create_selective_checkpoint_
-contexts and a policy written as torchtitan's `_apply_op_sac` writes it (pytorch/torchtitan
-cfb9326515, torchtitan/distributed/activation_checkpoint.py): save the ops of its
-`_op_sac_save_list` (torchtitan/models/llama3/infra/parallelize.py), but every second aten.mm
-of the block. The CPU runs SDPA as `_scaled_dot_product_flash_attention_for_cpu`, which stands
-here for the CUDA flash kernel of torchtitan's list. Allocations are the profiler's memory
-events (torch.profiler, profile_memory), as tiersim/groundtruth/step_timeline.py records them.
+The block is torchtitan 0.3.0's Llama layer built op for op (tests/test_titan_activations.py:
+one fused q/k/v projection), run on the CPU through torch.utils.checkpoint (non-reentrant,
+early_stop false as torchtitan's SelectiveAC wraps it) with create_selective_checkpoint_
+contexts and a policy written as torchtitan 0.3.0's `SelectiveAC._wrap_block` writes it
+(torchtitan/distributed/activation_checkpoint.py): save the ops of `_get_default_save_ops`
+(the partitioner's compute-intensive ops, the SDPA kernels, aten.max, ...), but every second
+aten.mm (or aten.linear) of the block. The CPU runs SDPA as
+`_scaled_dot_product_flash_attention_for_cpu`, which stands here for the CUDA flash kernel of
+torchtitan's list. Allocations are the profiler's memory events (torch.profiler,
+profile_memory), as tiersim/groundtruth/step_timeline.py records them. tests/test_titan_real.py
+runs torchtitan's own SelectiveAC on its own model where torchtitan is installed.
 """
 
 from __future__ import annotations
@@ -34,10 +36,14 @@ from tiersim.workload.comms import tensor_comms  # noqa: E402
 from tiersim.workload.kernels import layer_kernels  # noqa: E402
 
 aten = torch.ops.aten
-SAVE_LIST = {  # torchtitan's, the ops this CPU build has, and the CPU's flash SDPA
-    aten.mm.default,
+MM = (aten.mm.default, aten.linear.default)
+SAVE_LIST = {  # torchtitan 0.3.0's (those a dense block can run), and the CPU's flash SDPA
+    *MM,
+    aten.bmm.default,
+    aten.addmm.default,
     aten._scaled_dot_product_efficient_attention.default,
     aten._scaled_dot_product_flash_attention.default,
+    aten._scaled_dot_product_cudnn_attention.default,
     aten._scaled_dot_product_attention_math.default,
     aten.max.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
@@ -50,9 +56,9 @@ def _torchtitan_op_sac():
 
     def policy(ctx, func, *args, **kwargs):
         key = f"{'recompute' if ctx.is_recompute else 'forward'}_mm_count"
-        if func == aten.mm.default:
+        if func in MM:
             meta[key] += 1
-        save = func in SAVE_LIST and not (func == aten.mm.default and meta[key] % 2 == 0)
+        save = func in SAVE_LIST and not (func in MM and meta[key] % 2 == 0)
         return ckpt.CheckpointPolicy.MUST_SAVE if save else ckpt.CheckpointPolicy.PREFER_RECOMPUTE
 
     return ckpt.create_selective_checkpoint_contexts(policy)
@@ -79,12 +85,13 @@ def _run(kv: int, dtype, batch: int, sac: bool) -> tuple[int, int]:
     angles = torch.outer(torch.arange(S).float(), freqs)
     cis = torch.polar(torch.ones_like(angles), angles)
     x = torch.randn(batch, S, H, dtype=dtype, requires_grad=True)
+    positions = torch.arange(S).expand(batch, S).contiguous()
 
     def forward():
         if not sac:
-            return block(x, cis)
+            return block(x, cis, positions)
         return ckpt.checkpoint(
-            block, x, cis, use_reentrant=False, context_fn=_torchtitan_op_sac,
+            block, x, cis, positions, use_reentrant=False, context_fn=_torchtitan_op_sac,
             preserve_rng_state=False,
         )  # fmt: skip
 
@@ -122,18 +129,18 @@ def test_what_the_policy_keeps_is_measured_to_the_byte(kv, dtype, batch):
 
 def test_the_kept_bytes_by_hand():
     # h 64, 4 heads of 16 (q = 64), 2 kv heads (kv = 32), f 128, s 32, b 1, fp32: T = 32
-    # layer input 4·32·64 = 8,192; mms wq (1st) 4·32·64 = 8,192, wv (3rd) 4·32·32 = 4,096,
-    # w1 (5th) 4·32·128 = 16,384, w2 (7th) 4·32·64 = 8,192; SDPA output 4·32·64 = 8,192 and
-    # its log-sum-exp 4·4·32 = 512: 8,192 + 8,192 + 4,096 + 16,384 + 8,192 + 8,192 + 512
-    assert _predicted(2, "fp32", 1, "selective_op") == 53_760
-    # wk (2nd), wo (4th) and w3 (6th) are recomputed; under tensor parallelism t = 2 with
-    # sequence parallelism a rank keeps 1/2 of the input, of wq's, wv's, w1's and SDPA's
-    # outputs, the whole T x h partial sum w2 computes (8,192) and 1/2 of the two
-    # reduce-scatters' outputs (8,192): (8,192 + 8,192 + 4,096 + 16,384 + 8,192 + 512) / 2
-    # + 8,192 + 8,192 = 22,784 + 16,384 = 39,168
+    # layer input 4·32·64 = 8,192; mms wqkv (1st) 4·32·(64 + 2·32) = 16,384, w1 (3rd)
+    # 4·32·128 = 16,384, w2 (5th) 4·32·64 = 8,192; SDPA output 4·32·64 = 8,192 and its
+    # log-sum-exp 4·4·32 = 512: 8,192 + 16,384 + 16,384 + 8,192 + 8,192 + 512
+    assert _predicted(2, "fp32", 1, "selective_op") == 57_856
+    # wo (2nd) and w3 (4th) are recomputed; under tensor parallelism t = 2 with sequence
+    # parallelism a rank keeps 1/2 of the input, of wqkv's, w1's and SDPA's outputs, the
+    # whole T x h partial sum w2 computes (8,192) and 1/2 of the two reduce-scatters'
+    # outputs (8,192): (8,192 + 16,384 + 16,384 + 8,192 + 512) / 2 + 8,192 + 8,192
+    # = 24,832 + 16,384 = 41,216
     s = titan(2, "fp32")
     m, acc = build_model(s.model), accounting_for(s, "cpu")
-    assert layer_bytes(m, S, 1, acc, 2, True, "selective_op") == 39_168
+    assert layer_bytes(m, S, 1, acc, 2, True, "selective_op") == 41_216
 
 
 @pytest.mark.parametrize(("kv", "dtype"), [(4, "fp32"), (2, "bf16"), (1, "bf16")])
@@ -183,11 +190,11 @@ def layer_kernels_of(recompute: str, tensor: int = 1, **more):
 
 
 def test_recompute_reruns_every_second_mm_and_the_memory_bound_forward():
-    # T = 2048 tokens, h 1024, q = 8 x 128 = 1024, kv = 2 x 128 = 256, f 3072. Rerun: wk
-    # 2·T·h·kv = 2 x 2048 x 1024 x 256 = 1,073,741,824; wo 2·T·q·h = 4,294,967,296; w3
-    # 2·T·h·f = 12,884,901,888: 18,253,611,008 FLOPs at 312e12 x 0.736
+    # T = 2048 tokens, h 1024, q = 8 x 128 = 1024, f 3072. Rerun: wo 2·T·q·h
+    # = 2 x 2048 x 1024 x 1024 = 4,294,967,296; w3 2·T·h·f = 12,884,901,888:
+    # 17,179,869,184 FLOPs at 312e12 x 0.736
     k = layer_kernels_of("selective_op")
-    assert k.recompute.gemm_s == pytest.approx(18_253_611_008 / (A100_PEAK * A100_ETA))
+    assert k.recompute.gemm_s == pytest.approx(17_179_869_184 / (A100_PEAK * A100_ETA))
     # every memory-bound kernel of the forward again (its attention core moves no scores:
     # SDPA's flash kernel, saved): 22 B per hidden element and 6 per MLP-wide one,
     # e = 2048 x 1024 = 2,097,152, e_f = 2048 x 3072 = 6,291,456
@@ -196,9 +203,9 @@ def test_recompute_reruns_every_second_mm_and_the_memory_bound_forward():
 
 
 def test_recompute_under_tensor_parallelism_splits_each_rerun_mm():
-    # t = 2: wk T x 128 (K 1024), wo T x 1024 (K 512), w3 T x 1536 (K 1024): half the FLOPs
+    # t = 2: wo T x 1024 (K 512), w3 T x 1536 (K 1024): half the FLOPs
     k = layer_kernels_of("selective_op", tensor=2)
-    assert k.recompute.gemm_s == pytest.approx(18_253_611_008 / 2 / (A100_PEAK * A100_ETA))
+    assert k.recompute.gemm_s == pytest.approx(17_179_869_184 / 2 / (A100_PEAK * A100_ETA))
 
 
 def test_refused_outside_torchtitans_code(cli, write):

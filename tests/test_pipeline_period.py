@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tiersim.config.load import load_scenario
 from tiersim.state.resolved import resolve
-from tiersim.workload import pipeline_blocks, pipeline_steady, stage_times
+from tiersim.workload import pipeline_blocks, pipeline_passes, pipeline_steady, stage_times
 from tiersim.workload.pipeline_blocks import fits, steady_blocks, timeline_blocks
 from tiersim.workload.pipeline_steady import REL, evaluate_steady
 from tiersim.workload.pipeline_timeline import evaluate
@@ -105,8 +105,9 @@ def test_530b_walks_its_warm_up_a_few_periods_and_its_cool_down(published_stage_
 
 def test_530b_full_blocks_take_two_passes_to_the_bit(published_stage_times, monkeypatch):
     """530B's full blocks (every stage a forward and a backward, after a full block: blocks
-    p = 35 to 280·3 - 105 = 735) are worked out in two passes (`_full`); the walk reaches 35
-    to its first repetition B (140-174) that way, B - 34 blocks, and its ends and shift are
+    p = 35 to 280·3 - 105 = 735) are worked out in two passes (`pipeline_passes.full`); the
+    walk reaches 35 to its first repetition B (140-174) that way, B - 34 blocks, and its ends
+    and shift are
     those of every block taken op by op (`_block`, given each stage's last end: the block
     before's backward), to the bit."""
     (p, m, v, fwd, bwd, c) = published_stage_times["korthikanti2022-530b-selective-sp"][0]
@@ -120,7 +121,7 @@ def test_530b_full_blocks_take_two_passes_to_the_bit(published_stage_times, monk
         got = block_by_block(p, v, m * v, block, c, times, False, list(b_prev), f_prev, b_prev)
         return got[0], got[1]
 
-    monkeypatch.setattr(pipeline_blocks, "_full", op_by_op)
+    monkeypatch.setattr(pipeline_passes, "full", op_by_op)
     assert steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True) == fast
     assert full_blocks == list(range(35, full_blocks[-1] + 1))
     assert 140 <= full_blocks[-1] <= 174
@@ -162,3 +163,46 @@ def test_random_pipelines_walked_by_their_period_are_the_full_walk(p, v, groups,
     _, ends = timeline_blocks(p, m, v, fwd, bwd, c, False)
     assert last == pytest.approx([e[-1] for e in ends], rel=WITHIN, abs=0.0)
     assert_like_the_full_walk(p, m, v, fwd, bwd, c)
+
+
+def test_530b_warm_up_and_cool_down_blocks_take_passes_to_the_bit(
+    published_stage_times, monkeypatch
+):
+    """530B's blocks other than the full ones are worked out in passes too: forwards alone
+    (the warm-up before block 0: -104 to -1, `rising`), every forward and the first
+    backwards (0 to 34, `ramp`), the last forwards and every backward (after the last full
+    block, 735: 736 to 769, `drain`), backwards alone (770 to 873, `falling`). Taken op by
+    op instead (`_block`, given each stage's last end), the walk's last ends and shift are
+    the same, to the bit."""
+    (p, m, v, fwd, bwd, c) = published_stage_times["korthikanti2022-530b-selective-sp"][0]
+    fast = steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True)
+    times = pipeline_blocks._times(p, v, m * v, fwd, bwd)
+    seen: dict[str, list[int]] = {"rising": [], "ramp": [], "drain": [], "falling": []}
+    by_op = pipeline_blocks._block
+
+    def rising(p, v, block, c, f_prev, columns):
+        seen["rising"].append(block)
+        return by_op(p, v, m * v, block, c, times, False, list(f_prev), f_prev, [0.0] * p)[0]
+
+    def ramp(p, v, block, c, f_prev, b_prev, columns):
+        seen["ramp"].append(block)
+        free = f_prev[: p - block] + b_prev[p - block :]  # a backward before: its last op
+        return by_op(p, v, m * v, block, c, times, False, free, f_prev, b_prev)[:2]
+
+    def drain(p, v, block, r, c, f_prev, b_prev, columns):
+        seen["drain"].append(block)
+        return by_op(p, v, m * v, block, c, times, False, list(b_prev), f_prev, b_prev)[:2]
+
+    def falling(p, v, total, block, c, free, b_prev, columns):
+        seen["falling"].append(block)
+        return by_op(p, v, total, block, c, times, False, free, [0.0] * p, b_prev)[1]
+
+    for name, walk in (("rising", rising), ("ramp", ramp), ("drain", drain), ("falling", falling)):
+        monkeypatch.setattr(pipeline_passes, name, walk)
+    assert steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True) == fast
+    assert seen == {
+        "rising": list(range(-104, 0)),
+        "ramp": list(range(0, 35)),
+        "drain": list(range(736, 770)),
+        "falling": list(range(770, 874)),
+    }

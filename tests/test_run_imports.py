@@ -54,6 +54,7 @@ def test_a_default_run_imports_only_what_it_uses(tmp_path):
     assert unused == []
     packages = sorted({m.split(".")[0] for m in got["modules"]} & set(UNUSED_PACKAGES))
     assert packages == []
+    assert "difflib" not in got["modules"]  # its close matches are for names refused
 
 
 def test_a_run_refused_for_its_input_imports_no_engine_or_report_module(tmp_path):

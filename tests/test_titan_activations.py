@@ -1,8 +1,10 @@
 """The torchtitan accounting (`training.implementation: torchtitan`) against a PyTorch module
-built op for op as torchtitan's Llama model code writes its layer (torchtitan/models/llama3:
-nn.RMSNorm, rotary positions as a complex multiply by a buffer, K and V repeated to every head
-before SDPA, SwiGLU, the loss over fp32 logits), measured on the CPU with saved_tensors_hooks,
-each storage once: per layer and outside the layers, to the byte."""
+built op for op as torchtitan 0.3.0's Llama 3 writes its layer (torchtitan/models/common:
+nn.RMSNorm, one fused q/k/v projection split into contiguous q, k, v, rotary positions as a
+complex multiply by the table's rows gathered at the positions, K and V at their kv heads into
+SDPA with enable_gqa, SwiGLU, the loss over fp32 logits), measured on the CPU with
+saved_tensors_hooks, each storage once: per layer and outside the layers, to the byte.
+tests/test_titan_real.py measures torchtitan's own model where it is installed."""
 
 from __future__ import annotations
 
@@ -23,14 +25,18 @@ H, HEADS, E, F_, V, S = 64, 4, 16, 128, 256, 32
 
 
 def _rotate(x, cis):
-    """torchtitan's apply_rotary_emb: x as complex fp32, times the table, back to x's dtype."""
+    """ComplexRoPE.apply_rotary_emb: x as complex fp32, times the rows, back to x's dtype."""
     c = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
     return torch.view_as_real(c * cis).flatten(3).type_as(x)
 
 
-def _repeat(x, n):
-    b, t, k, e = x.shape
-    return x if n == 1 else x.unsqueeze(3).expand(b, t, k, n, e).reshape(b, t, k * n, e)
+def _rows(cis, positions):
+    """_reshape_for_broadcast with positions: the table's rows gathered (a new tensor)."""
+    if positions.shape[0] == 1:
+        return cis[positions.squeeze(0)].view(1, positions.shape[1], 1, -1)
+    b, t = positions.shape
+    table = cis[None, :, None, :].expand(b, -1, -1, -1)
+    return torch.gather(table, 1, positions.view(b, t, 1, 1).expand(b, t, 1, cis.shape[-1]))
 
 
 class Block(nn.Module):
@@ -38,23 +44,30 @@ class Block(nn.Module):
         super().__init__()
         self.kv = kv
         self.attention_norm, self.ffn_norm = nn.RMSNorm(H), nn.RMSNorm(H)
-        self.wq, self.wo = nn.Linear(H, HEADS * E, bias=False), nn.Linear(HEADS * E, H, bias=False)
-        self.wk, self.wv = nn.Linear(H, kv * E, bias=False), nn.Linear(H, kv * E, bias=False)
+        self.wqkv = nn.Linear(H, (HEADS + 2 * kv) * E, bias=False)
+        self.wo = nn.Linear(HEADS * E, H, bias=False)
         self.w1, self.w3 = nn.Linear(H, F_, bias=False), nn.Linear(H, F_, bias=False)
         self.w2 = nn.Linear(F_, H, bias=False)
 
-    def forward(self, x, cis):
+    def forward(self, x, cis, positions):
         b, t, _ = x.shape
         y = self.attention_norm(x)
-        q, k = self.wq(y).view(b, t, -1, E), self.wk(y).view(b, t, -1, E)
-        v = self.wv(y).view(b, t, -1, E)
-        c = cis[:t].view(1, t, 1, -1)
-        q, k = _rotate(q, c), _rotate(k, c)
-        k, v = _repeat(k, HEADS // self.kv), _repeat(v, HEADS // self.kv)
-        o = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        # FusedQKVLinear: [b, t, kv, heads/kv + 2, e], split, each made contiguous
+        qkv = self.wqkv(y).view(b, t, self.kv, -1, E)
+        q, k, v = (
+            p.reshape(b, t, -1, E).contiguous()
+            for p in torch.split(qkv, [HEADS // self.kv, 1, 1], dim=-2)
         )
-        x = x + self.wo(o.transpose(1, 2).contiguous().view(b, t, -1))
+        c = _rows(cis, positions)
+        q, k = _rotate(q, c), _rotate(k, c)
+        o = F.scaled_dot_product_attention(
+            q.transpose(1, 2),
+            k.transpose(1, 2),
+            v.transpose(1, 2),
+            is_causal=True,
+            enable_gqa=self.kv < HEADS,
+        )
+        x = x + self.wo(o.transpose(1, 2).contiguous().flatten(2))
         y = self.ffn_norm(x)
         return x + self.w2(F.silu(self.w1(y)) * self.w3(y))
 
@@ -69,12 +82,15 @@ class Model(nn.Module):
         angles = torch.outer(torch.arange(S).float(), freqs)
         self.register_buffer("cis", torch.polar(torch.ones_like(angles), angles), False)
 
-    def forward(self, ids):
+    def forward(self, ids, labels):
+        positions = torch.arange(ids.shape[1]).expand(ids.shape).contiguous()  # the trainer's
         x = self.tok_embeddings(ids)
         for layer in self.layers:
-            x = layer(x, self.cis)
+            x = layer(x, self.cis, positions)
         pred = self.output(self.norm(x))
-        return F.cross_entropy(pred.flatten(0, 1).float(), ids.flatten(0, 1))
+        # CrossEntropyLoss: summed, then divided by the trainer's int64 count of valid tokens
+        loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1), reduction="sum")
+        return loss / torch.tensor(ids.numel())
 
 
 def measured(kv, dtype, batch):
@@ -85,7 +101,7 @@ def measured(kv, dtype, batch):
     saved = SavedStorages(2, [*net.parameters(), *net.buffers()])
     saved.watch(net.layers)
     with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
-        net(torch.randint(0, V, (batch, S)))
+        net(torch.randint(0, V, (batch, S)), torch.randint(0, V, (batch, S)))
     return saved.per_layer, saved.outside
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +38,7 @@ from tiersim.config.load import API_OVERRIDES, SET_FLAGS, Loaded, Origin, load_s
 from tiersim.config.load import build as build_loaded
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.core.errors import InputError, Problem
+from tiersim.core.records import record
 from tiersim.engine.results import StepResult
 
 if TYPE_CHECKING:  # the engine loads when a run is asked for
@@ -130,7 +130,7 @@ def _table(rows: list[dict[str, Any]]) -> Any:
     return pa.table(columns)
 
 
-@dataclass(frozen=True)
+@record
 class Run:
     """One simulated scenario: its report (report.json's content) and the step's result, read
     off its run (`lifecycle`: tiersim.runner.Run, simulated once; the picture's full step is
@@ -266,7 +266,7 @@ def sweep_figure(table: Any, x: str, y: str) -> Any:
     return fig
 
 
-@dataclass(frozen=True)
+@record
 class Planned:
     """`tiersim plan`'s answer: `report` is its JSON, `table()` one row a plan."""
 

@@ -10,11 +10,11 @@ needs them is called (the CLI's start-up, tests/test_cli_startup.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiersim.config.load import Loaded
+from tiersim.core.records import record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -129,7 +129,7 @@ def compared_documents(a: Loaded, b: Loaded) -> tuple[dict[str, Any], dict[str, 
     return docs
 
 
-@dataclass(frozen=True)
+@record
 class Wear:
     """`tiersim wear`: each flash tier's assessment (a failing one with its
     gradient-accumulation remedy simulated), and the run it was read from; `simulate` runs

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tiersim.analysis.flash import levelled_whole, pe_cycles_for_retention, retention_for_cycles
 from tiersim.analysis.wear import Assessment, assess
 from tiersim.config.execution import execution_plan
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError, InputError
+from tiersim.core.records import record
 from tiersim.engine.results import StepResult
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import build_inventory
@@ -71,7 +71,7 @@ def fits(s: Scenario, result: StepResult) -> bool:
 # --- closed-form break-evens -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class ClosedForm:
     pe_cycles: float | None  # least rated P/E cycles that hold the budget
     wear_span_bytes: float | None  # least wear span that does (None: none within the device)
@@ -104,7 +104,7 @@ def closed_form(s: Scenario, tier: str, a: Assessment) -> ClosedForm | None:
 # --- bisection on the write bandwidth ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Bound:
     """A figure found by bisection: `value` is on the side that holds, `other` on the side
     that does not (within REL_TOL of each other); `value` None: no figure in [lo, hi] turns it
@@ -172,7 +172,7 @@ def write_bandwidth_for_budget(s: Scenario, tier: str, simulate: Simulate) -> Bo
 # --- against host memory -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class HostMatch:
     placement: dict[str, str]  # the host placement's overrides (placement.<key>: value)
     host_step_s: float

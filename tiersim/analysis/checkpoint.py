@@ -29,10 +29,10 @@ dumps", Future Generation Computer Systems 22(3), doi:10.1016/j.future.2004.11.0
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from tiersim.config.schema import Failures, Scenario
 from tiersim.core.errors import Problem
+from tiersim.core.records import record
 from tiersim.state.classes import CHECKPOINTED
 from tiersim.state.inventory import ClassBytes
 
@@ -207,7 +207,7 @@ def checkpoint_bytes(per_gpu: ClassBytes) -> int:
 # --- the report section ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class CheckpointCost:
     """One checkpoint as the engine measured it (per GPU), and the scenario's restart cost."""
 

@@ -19,10 +19,10 @@ A tier the run neither holds state on nor moves bytes through is not counted as 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from tiersim.config.schema import Scenario
+from tiersim.core.records import record
 from tiersim.core.units import DAY_S, YEAR_S
 
 DEFAULT_AMORTIZATION_S = 5 * YEAR_S  # assumed: a common depreciation period for servers
@@ -33,7 +33,7 @@ HOUR_S = 3600.0
 PRICE_UNIT = "price units"
 
 
-@dataclass(frozen=True)
+@record
 class TierCost:
     tier: str
     price_per_gb: float
@@ -58,7 +58,7 @@ class TierCost:
         return self.capital / (self.replaced_every_s / HOUR_S)
 
 
-@dataclass(frozen=True)
+@record
 class Costing:
     gpus: int
     price_per_gpu_hour: float | None

@@ -9,16 +9,15 @@ state the tier holds (levelling that never reaches the free blocks).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tiersim.analysis.breakeven import Simulate, with_endurance, with_tier, with_write_bandwidth
 from tiersim.analysis.wear import assess
 from tiersim.config.schema import Scenario
+from tiersim.core.records import record
 from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 
 
-@dataclass(frozen=True)
+@record
 class Figure:
     value: float
     level: str  # "low" | "mid" | "high"
@@ -37,7 +36,7 @@ ENDURANCE = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Case:
     write_bandwidth: Figure
     pe_cycles: Figure

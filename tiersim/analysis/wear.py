@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 from tiersim.analysis.flash import levelled_whole, pe_cycles_for_retention, wear_span_bytes
 from tiersim.analysis.write_amplification import (
@@ -47,6 +46,7 @@ from tiersim.analysis.write_amplification import (
 )
 from tiersim.config.schema import Budget, Endurance, Scenario, Tier, TierBudget
 from tiersim.core.errors import Problem
+from tiersim.core.records import record
 from tiersim.core.units import DAY_S
 from tiersim.engine.results import StepResult
 from tiersim.state.classes import PER_MICRO_BATCH
@@ -58,7 +58,7 @@ _MB = 1e6
 # --- wear of one tier --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class TierWear:
     """One flash tier under one workload: every figure per GPU; bytes per step are host bytes."""
 
@@ -162,7 +162,7 @@ def steps_per_day(budget: Budget, step_s: float) -> float:
 # --- budget verdict ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Verdict:
     kind: str  # "lifetime" | "drive_writes_per_day" | "total_bytes_written"
     limit: float  # seconds | drive writes per day | bytes
@@ -221,7 +221,7 @@ def _cycles_allowance(w: TierWear, days: float) -> float:
 # --- remedies ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class GradAccumulationFit:
     value: int
     at_least: bool  # True: grad_accumulation >= value fits; False: <= value fits
@@ -308,7 +308,7 @@ def classes_to_move(w: TierWear, allowed_bytes_per_day: float) -> list[str]:
     return moved
 
 
-@dataclass(frozen=True)
+@record
 class Remedies:
     max_steps_per_day: float
     grad_accumulation: GradAccumulationFit | None
@@ -348,7 +348,7 @@ def remedies(
 # --- the scenario view -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Assessment:
     wear: TierWear
     verdict: Verdict | None

@@ -32,6 +32,7 @@ from tiersim.analysis.wear import (
 )
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InfeasibleError
+from tiersim.core.records import record
 from tiersim.core.units import DAY_S
 from tiersim.engine.results import StepResult
 
@@ -39,7 +40,7 @@ Simulate = Callable[[Scenario], StepResult]
 MOST = 2**40  # no factor past this (as wear.grad_accumulation_to_fit)
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class _Point:
     """One simulated G: step time, host bytes per step on the tier, and the verdict."""
 

@@ -5,7 +5,6 @@ and `--format jsn` listed the choices only, where a misspelt scenario key or val
 from __future__ import annotations
 
 import argparse
-import difflib
 import itertools
 import re
 from typing import NoReturn
@@ -25,6 +24,8 @@ class SuggestingParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        import difflib  # an argument refused: a valid command line never needs it
+
         if "arguments are required: SCENARIO.yaml" in message:
             message += _taken_by_an_option(self._given)
         found = _INVALID.search(message)

@@ -4,11 +4,11 @@ one link per pair of tiers. Each returns every problem it finds (exit 2), not th
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 from tiersim.config.deepspeed import deepspeed_key_problems
 from tiersim.config.distributed_optimizer import distributed_optimizer_problems
+from tiersim.config.fields import plain_fields
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
 from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.loss_chunks import loss_chunk_problems
@@ -22,6 +22,8 @@ from tiersim.state.optimizers import optimizer
 
 def no_such_tier(tier: str, tiers: Iterable[str]) -> str:
     """`tier 'hbff' does not exist (did you mean 'hbf'? tiers: hbm, dram, nvme, hbf)`."""
+    import difflib  # a name refused: a valid file never needs it
+
     names = [str(t) for t in tiers]
     # another case (HBF: hbf), or the same letters swapped (hfb: hbf), before difflib's
     # nearest, which may tie (hbm)
@@ -51,10 +53,10 @@ def _tier_problems(s: Scenario) -> list[Problem]:
             why = no_such_tier(tier, tiers) if written else defaulted_tier(path, tier, tiers)
             problems.append(Problem(path, why, "E-TIER-UNKNOWN"))
 
-    placement = s.placement.model_dump()
+    placement = plain_fields(s.placement)  # flat but for its experts' (tests/test_fixed_once.py)
     for cls in PLACED:
         check(f"placement.{cls}", placement[cls], cls in s.placement.model_fields_set)
-    for cls, tier in placement["experts"].items():
+    for cls, tier in plain_fields(placement["experts"]).items():
         if tier is not None:
             check(f"placement.experts.{cls}", tier)
     check("hardware.gpu.memory", s.hardware.gpu.memory, "memory" in s.hardware.gpu.model_fields_set)
@@ -243,13 +245,13 @@ def _framework_problems(s: Scenario) -> list[Problem]:
             f"'{tier}': " + instead.format(want=f"'{gpu}'"),
             "E-PLACEMENT",
         )
-        for cls, tier in placement.experts.model_dump().items()
+        for cls, tier in plain_fields(placement.experts).items()
         if tier is not None and tier != gpu
     ]
     if placement.optimizer_compute != "gpu":
         what = f"'{placement.optimizer_compute}': " + instead.format(want="'gpu'")
         problems.append(Problem("placement.optimizer_compute", what, "E-PLACEMENT"))
-    for key, value in s.training.offload.model_dump().items():
+    for key, value in plain_fields(s.training.offload).items():
         if value is not None:
             want = "the key left out: it describes DeepSpeed's and FSDP2's offload engines"
             problems.append(
@@ -278,7 +280,7 @@ def _deepspeed_problems(s: Scenario) -> list[Problem]:
         "swaps them), or placement.optimizer_compute: gpu"
     )
     homes = {"placement.gradients": placement.gradients}
-    experts = placement.experts.model_dump().get("gradients")
+    experts = plain_fields(placement.experts).get("gradients")
     if experts is not None:
         homes["placement.experts.gradients"] = experts
     return [

@@ -42,7 +42,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator
 
-from tiersim.config.fields import CountOrZero, Strict
+from tiersim.config.fields import CountOrZero, Strict, plain_fields
 from tiersim.core.errors import Problem
 
 LATEST = "latest"
@@ -123,10 +123,20 @@ OFFLOAD_ALIASES = {
 }
 
 
+def alias_path(path: str) -> str | None:
+    """The other spelling's key path of a setting with two names (None: a key with one)."""
+    for key, alias in OFFLOAD_ALIASES.items():
+        pair = (f"training.deepspeed.{key}", f"training.offload.{alias}")
+        if path in pair:
+            return pair[1 - pair.index(path)]
+    return None
+
+
 def deepspeed_settings(training) -> dict[str, int | None]:
     """The four stage3_* settings as given (None: left out), either spelling of the first two."""
-    given = {k: v for k, v in training.deepspeed.model_dump().items() if k.startswith("stage3_")}
-    offload = training.offload.model_dump()
+    # read by their fields: both sections are flat (tests/test_fixed_once.py, READ_PLAIN)
+    given = {k: v for k, v in plain_fields(training.deepspeed).items() if k.startswith("stage3_")}
+    offload = plain_fields(training.offload)
     for key, alias in OFFLOAD_ALIASES.items():
         if given[key] is None:
             given[key] = offload[alias]
@@ -135,7 +145,7 @@ def deepspeed_settings(training) -> dict[str, int | None]:
 
 def deepspeed_key_problems(s) -> list[Problem]:
     """A setting given under both its names with different values."""
-    given, offload = s.training.deepspeed.model_dump(), s.training.offload.model_dump()
+    given, offload = plain_fields(s.training.deepspeed), plain_fields(s.training.offload)
     problems = []
     for key, alias in OFFLOAD_ALIASES.items():
         if given[key] is not None and offload[alias] is not None and given[key] != offload[alias]:

@@ -17,6 +17,7 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
+from tiersim.config.deepspeed import OFFLOAD_ALIASES
 from tiersim.config.framework import offload_plan, resolved_prefetch_depth
 from tiersim.config.framework_attention import resolved_flash_kernel
 from tiersim.config.framework_parallel import resolved_parallel
@@ -67,6 +68,9 @@ def resolved_offload(s: Scenario) -> Offload:
     values = {key: getattr(plan, key) for key in Offload.model_fields}
     if values["buffer_count"] == 0:  # no swap buffers: the schema's count starts at 1
         values["buffer_count"] = None
+    for key in OFFLOAD_ALIASES.values():  # DeepSpeed's 0 (no prefetch) is kept under its own
+        if values[key] == 0:  # training.deepspeed.stage3_* key: the older name starts at 1
+            values[key] = None
     if plan.framework != "deepspeed":  # DeepSpeed's key: as given (null), not a made-up true
         values["overlap_comm"] = s.training.offload.overlap_comm
     return Offload(**values)

@@ -4,8 +4,6 @@ the layers below the file format take it instead of the scenario."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tiersim.config.framework import OffloadPlan, offload_plan, resolved_prefetch_depth
 from tiersim.config.framework_attention import resolved_training
 from tiersim.config.framework_parallel import resolved_parallel
@@ -20,9 +18,10 @@ from tiersim.config.schema import (
     Simulation,
     Training,
 )
+from tiersim.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Execution:
     """How the model is run: what the scenario's training, parallel, placement, simulation,
     checkpoint and failures sections say, with the defaults they leave resolved."""

@@ -29,8 +29,6 @@ Defaults and where they come from:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tiersim.config.deepspeed import (
     MAX_LIVE_PARAMETERS,
     MAX_REUSE_DISTANCE,
@@ -39,11 +37,13 @@ from tiersim.config.deepspeed import (
     deepspeed_settings,
     zero3_fetch_notes,
 )
+from tiersim.config.fields import plain_fields
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
+from tiersim.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class OffloadPlan:
     framework: str  # "deepspeed" | "fsdp" | "megatron" | "generic"
     fetch: str  # "layer" | "submodule"
@@ -146,7 +146,7 @@ def _deepspeed_given(s: Scenario) -> dict:
 def offload_plan(s: Scenario) -> OffloadPlan:
     """The scenario's offload behaviour: its keys where given, its framework's defaults else."""
     framework = s.training.framework or "generic"
-    given = s.training.offload.model_dump() | _deepspeed_given(s)
+    given = plain_fields(s.training.offload) | _deepspeed_given(s)  # a flat section
     chosen = {k: (given[k] if given[k] is not None else v) for k, v in _DEFAULTS[framework].items()}
     overlap = given["overlap_comm"]
     if overlap is None:  # DeepSpeed's rule (zero/config.py overlap_comm_valid): on at stage 3

@@ -155,7 +155,9 @@ class Gpu(Strict):
         names = preset_names("kernels")
         if name is None or name in names or (is_preset_file(name) and Path(name).is_file()):
             return name
-        why = "no such file" if is_preset_file(name) else "unknown kernel table"
+        why = "unknown kernel table"
+        if is_preset_file(name):  # a folder or a FIFO named x.yaml exists: not "no such file"
+            why = "not a regular file:" if Path(name).exists() else "no such file"
         raise ValueError(
             f"{why} {name!r} (available: {', '.join(names)}, or a kernel table's YAML file "
             "as tiersim calibrate --kernels-out writes it)"

@@ -4,7 +4,6 @@ a measured rate, a kernel table's sustained and FP8 quantize shares are shares,
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,23 @@ def fp8_problems(s: Scenario) -> list[Problem]:
     """FP8 is `training.fp8` alone, its linears need an FP8 rate, and a kernel table's FP8
     quantize shares are shares."""
     rate = _fp8_rate_problems(s) + quantize_share_problems(s)
-    return fp8_compute_problems(s) + _fp8_gather_problems(s) + _torchao_recipe_problems(s) + rate
+    torchao = _torchao_recipe_problems(s) + _torchao_attention_problems(s)
+    return fp8_compute_problems(s) + _fp8_gather_problems(s) + torchao + rate
+
+
+def _torchao_attention_problems(s: Scenario) -> list[Problem]:
+    """FP8 under `framework: fsdp` is torchao's Float8Linear (torchtitan's float8 converter,
+    state/fp8_casts.py), which swaps the linear layers alone: attention's products run in the
+    compute precision there, so `attention: true` (timed as FP8 GEMMs) is no such run."""
+    tr = s.training
+    if tr.fp8 is None or not tr.fp8.attention or tr.framework != "fsdp":
+        return []
+    what = (
+        "true under framework fsdp: FP8 there is torchao's Float8Linear (torchtitan's float8 "
+        "converter), which converts the linear layers alone, attention's products staying in "
+        "the compute precision; expected attention: false (docs/fp8.md)"
+    )
+    return [Problem("training.fp8.attention", what, "E-CONFLICT")]
 
 
 def _torchao_recipe_problems(s: Scenario) -> list[Problem]:
@@ -164,6 +179,8 @@ def _table_file_problems(kernels: str) -> list[Problem]:
 
 
 def _close_key(key: str) -> str:
+    import difflib  # a name refused: a valid file never needs it
+
     close = difflib.get_close_matches(key, TABLE_KEYS, n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close else ""
 

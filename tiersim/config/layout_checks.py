@@ -4,6 +4,7 @@ layout itself is the Mesh's (tiersim/config/mesh.py)."""
 
 from __future__ import annotations
 
+from tiersim.config.fields import plain_fields
 from tiersim.config.schema import Parallel, Scenario
 from tiersim.core.errors import Problem
 
@@ -250,7 +251,7 @@ def _expert_problems(s: Scenario) -> list[Problem]:
     """Expert parallelism splits the routed experts over ranks of the pipeline stage: e
     (x expert_tensor) must divide tensor x context x data, and e the experts."""
     e, experts, par = s.parallel.expert, s.model.experts, s.parallel
-    apart = [c for c, tier in s.placement.experts.model_dump().items() if tier is not None]
+    apart = [c for c, tier in plain_fields(s.placement.experts).items() if tier is not None]
     if apart and experts is None:
         what = "a home for the routed experts' state needs a mixture-of-experts model"
         return [_layout(f"placement.experts.{apart[0]}", f"is set, but {what} (model.experts)")]

@@ -9,9 +9,6 @@ config/messages.py.
 from __future__ import annotations
 
 import copy
-import dataclasses
-import difflib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +23,11 @@ from tiersim.config.schema import Scenario
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
+from tiersim.core.frozen import replaced
+from tiersim.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Origin:
     """How a problem names the overrides that caused it: the CLI's are `--set` flags, the
     Python API's are overrides given to a function."""
@@ -41,7 +40,7 @@ SET_FLAGS = Origin("--set", "the --set values")
 API_OVERRIDES = Origin("the override", "the overrides")
 
 
-@dataclass(frozen=True)
+@record
 class Loaded:
     """A validated scenario with the fully resolved mapping it was built from."""
 
@@ -120,6 +119,8 @@ _NAMED_MAPPINGS = {("hardware", "tiers"), ("hardware", "links"), ("budget",)}
 def _override_hints(raw: dict[str, Any], overrides: list[str], base_dir: Path) -> list[Problem]:
     """A `--set` whose path names a key the scenario (presets resolved) lacks, where one close
     to it exists: most likely a typo that created a new, incomplete entry."""
+    import difflib  # a name refused: a valid file never needs it
+
     base = resolve(copy.deepcopy(raw), base_dir, [])
     hints = []
     for text in overrides:
@@ -267,7 +268,7 @@ def build_file(
     the line its key is on in the file, where it has one."""
     try:
         loaded = build(raw, path.parent, str(path), overrides, origin)
-        return dataclasses.replace(loaded, text=text)
+        return replaced(loaded, text=text)
     except InputError as exc:
         raise with_lines(exc, text, preset_texts(raw, path.parent)) from None
 

@@ -31,7 +31,17 @@ def loss_chunk_problems(s: Scenario) -> list[Problem]:
         why = (
             f"{given}, which does not divide a micro-batch's {tokens} tokens on one GPU "
             "(ChunkedLossWrapper splits them into equal chunks: expected a divisor of "
-            f"{tokens}, e.g. 1)"
+            f"{tokens}, e.g. {_nearest_divisors(tokens, chunks)})"
         )
         return [Problem(WHERE, why, "E-VALUE")]
     return []
+
+
+def _nearest_divisors(tokens: int, chunks: int) -> str:
+    """The divisors of `tokens` on either side of `chunks` ('2 or 4' for 3 of 4096), each
+    looked for within 10,000 of it (the counts run to 2^40: no full search)."""
+    top = min(chunks, tokens)
+    below = next((d for d in range(top, max(top - 10_000, 0), -1) if tokens % d == 0), 1)
+    above = next((d for d in range(chunks + 1, min(chunks + 10_000, tokens) + 1)
+                  if tokens % d == 0), None)  # fmt: skip
+    return f"{below}" if above is None or above == below else f"{below} or {above}"

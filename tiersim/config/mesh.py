@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 
 from tiersim.config.schema import Parallel
+from tiersim.core.records import record
 
 # every group a collective can run over, and the axes of the mesh each one spans
 GROUP_AXES: dict[str, tuple[str, ...]] = {
@@ -50,7 +50,7 @@ GROUP_AXES: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Group:
     """Ranks a, a + stride, ..., a + (size - 1)·stride."""
 
@@ -58,7 +58,7 @@ class Group:
     stride: int
 
 
-@dataclass(frozen=True)
+@record
 class Mesh:
     """Degrees of every axis of one run's parallel layout; groups and strides derive from them."""
 

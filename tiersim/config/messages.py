@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import decimal
-import difflib
 import re
 import types
 import typing
@@ -168,6 +167,8 @@ SECTION_KEYS = 10  # keys named where a section was expected; docs/scenario-refe
 
 
 def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+    import difflib  # a name refused: a valid file never needs it
+
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
         key = str(err["loc"][-1])
@@ -307,6 +308,8 @@ def validation_problems(exc: ValidationError) -> list[Problem]:
 def _closest(code: str, msgs: list[str], value: Any) -> str:
     """' (did you mean 'megatron'?)' after a choice refused for a value close to one (a typo,
     another case: 'megatorn', 'AdamW'), as an unknown key gets; '' where none is close."""
+    import difflib  # a name refused: a valid file never needs it
+
     if code != "E-CHOICE" or not (isinstance(value, str) or value is None):
         return ""
     names = [n.strip("'") for m in msgs for n in _CHOICE.findall(_GOT.sub("", m))]

@@ -25,7 +25,8 @@ def _code_notes(scenario: Scenario) -> list[Problem]:
     """`framework: fsdp` with no `implementation`: the activations are counted for Megatron-LM's
     layer (the default, with its 0.1 dropouts where the model sets none), which no FSDP2 run
     executes: torchtitan's and transformers' layers keep other tensors (for Llama 3 8B at 8,192
-    tokens under selective recompute, torchtitan's 60.50 GB a GPU against megatron's 38.69 GB)."""
+    tokens under selective recompute, one GPU, bf16: torchtitan's 61.62 GB against megatron's
+    36.51 GB, `inventory` of tests/fixtures/frameworks/llama3_8b.toml imported)."""
     tr = scenario.training
     if tr.framework != "fsdp" or "implementation" in tr.model_fields_set:
         return []

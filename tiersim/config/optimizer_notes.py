@@ -41,7 +41,48 @@ def _weights_sharded(s: Scenario) -> bool:
 
 
 def optimizer_notes(s: Scenario) -> list[Problem]:
-    return _fsdp2_8bit_notes(s) + _deepspeed_muon_notes(s)
+    muon = _deepspeed_muon_notes(s)  # says what the CPU does for DeepSpeed's Muon itself
+    notes = _fsdp2_8bit_notes(s) + _8bit_precision_notes(s) + muon
+    return notes + ([] if muon else _cpu_rate_notes(s))
+
+
+def _8bit_precision_notes(s: Scenario) -> list[Problem]:
+    """adamw8bit's states are 8-bit by construction (bitsandbytes' uint8 state1 / state2 and
+    fp32 block absmax, fp32 states below min_8bit_size; state/optimizers.py): a given
+    `training.precision.optimizer` changes no byte (the inventory is the same at fp32, bf16
+    and fp8)."""
+    precision = s.training.precision
+    if s.training.optimizer != "adamw8bit" or "optimizer" not in precision.model_fields_set:
+        return []
+    why = (
+        f"{precision.optimizer} has no effect: adamw8bit keeps its two states in 8 bits "
+        "(bitsandbytes' uint8 states with an fp32 scale a block of 256 values; a tensor under "
+        "4,096 values in fp32), whatever this says (leave it out)"
+    )
+    return [Problem("training.precision.optimizer", why, "W-NO-EFFECT")]
+
+
+# the optimizers whose CPU step the CPU rates measure (torch's AdamW, DeepSpeed's CPU-Adam)
+CPU_RATED = ("adam", "adamw")
+
+
+def _cpu_rate_notes(s: Scenario) -> list[Problem]:
+    """Another optimizer on the CPU: workload/cpu_optimizer.py times every update at
+    hardware.cpu.optimizer_rate (or adam_kernel_rate), an AdamW step's rate (`tiersim
+    calibrate` times torch's AdamW; the presets' are DeepSpeed's CPU-Adam): SGD's, Lion's,
+    8-bit AdamW's or Muon's Newton-Schulz iterations on the CPU are measured nowhere."""
+    name = s.training.optimizer
+    if s.placement.optimizer_compute != "cpu" or name in CPU_RATED:
+        return []
+    why = (
+        f"{name} with placement.optimizer_compute: cpu is timed at hardware.cpu.optimizer_rate "
+        "(or adam_kernel_rate), a CPU AdamW step's rate (`tiersim calibrate` times torch's "
+        f"AdamW): no CPU step of {name} is measured, so its update takes AdamW's time a "
+        "parameter, or its own bytes over host memory bandwidth where those bind; expected "
+        f"hardware.cpu.optimizer_rate set to a measurement of {name} (docs/science.md, "
+        '"CPU optimizer")'
+    )
+    return [Problem(WHERE, why, "W-UNMEASURED")]
 
 
 DEEPSPEED_MUON = (

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 from importlib import resources
 from pathlib import Path
@@ -69,6 +68,8 @@ def plain_copy(value: Any) -> Any:
 def closest_preset(name: str, names: list[str]) -> str | None:
     """The preset a mistyped name most likely means: one holding the name whole as a part
     (h100 -> dgx-h100, not gh200, which difflib ranks closer), else difflib's closest."""
+    import difflib  # a name refused: a valid file never needs it
+
     given = name.lower()
     holding = sorted((n for n in names if given in n.lower().split("-")), key=len)
     if holding:

@@ -12,10 +12,10 @@ code asks for a kind by its name). `hardware.tiers.<tier>.kind` takes its names 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tiersim.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class TierKind:
     name: str
     cpu_computes_there: bool

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import reprlib
-from dataclasses import dataclass
+
+from tiersim.core.records import record
 
 PROBLEM_CHARS = 2000
 
 
-@dataclass(frozen=True)
+@record
 class Problem:
     """One thing wrong with an input file, at a dotted key path, of a kind its `code` names
     (tiersim.core.problem_codes: stable, while the message's words may change)."""

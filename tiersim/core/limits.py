@@ -9,12 +9,12 @@ points through `--max-points N` or the sweep file's `max_points:` key (tiersim.s
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from tiersim.core.errors import InputError, Problem
+from tiersim.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Limit:
     """One bound: its default, the environment variable that raises it, and its hard ceiling
     (beyond which reading would overflow the interpreter's own stack, say)."""

@@ -35,9 +35,10 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any
 
+from tiersim.core.records import record
+from tiersim.engine.closed_copy import closed_copy
 from tiersim.engine.durable import checkpoint_run, drain_excess_s
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.results import CheckpointRun, StepResult
@@ -51,7 +52,7 @@ from tiersim.state.resolved import Resolved
 CHECKPOINT_RUN = (1, frozenset({0}))  # the run measured: one step, with its checkpoint
 
 
-@dataclass(frozen=True)
+@record
 class PlainRun:
     """What the plain one-step run of the longest sample leaves for the checkpoint's
     measurement: its runs (tiersim.engine.runs.Runs: the checkpoint run's schedule goes on
@@ -67,6 +68,26 @@ class PlainRun:
     occupancy: Any  # tiersim.engine.periods.Occupancies: each tier's changes over the run
     period_starts: tuple[float, float, float]
     trained: float = 0.0  # the checkpointed run's training end, once it is known
+    # what the copy's run in closed form reads (tiersim.engine.closed_copy): each op's end,
+    # each link's busy intervals, the moves' plans, the run's events (the round-off's)
+    ends: list[float] = dataclasses.field(default_factory=list)
+    intervals: dict[str, list] = dataclasses.field(default_factory=dict)
+    plans: dict = dataclasses.field(default_factory=dict)
+    events: int = 0
+
+
+def closed_inputs(engine: Any) -> dict:
+    """What a plain run leaves for its checkpoint worked out beside it in closed form
+    (tiersim.engine.closed_copy), as `PlainRun`'s keywords: each op's end, each link's busy
+    intervals, the moves' plans, its events."""
+    log, net = engine.log, engine.net
+    events = log.events + net.wakeups
+    return {
+        "ends": log.end,
+        "intervals": net.busy.intervals,
+        "plans": engine._plans,
+        "events": events,
+    }
 
 
 def measure_apart(
@@ -75,11 +96,17 @@ def measure_apart(
     """The checkpoint after the measured step of m micro-batches (`plain`, extrapolated), from
     one run of the sample's step with its checkpoint (module docstring), or None where that
     run cannot stand for the steps after it (`staging_homed` is checked first)."""
-    schedule, engine, log, _ = run.runs(res, setup, *CHECKPOINT_RUN)
+    schedule = run.runs.planned(*CHECKPOINT_RUN)
     n = len(run.ops)
     mine = schedule.ops[n:]
     if any(a is not b and a != b for a, b in zip(run.ops, schedule.ops, strict=False)):
         return None  # the checkpoint changed an op of the step itself
+    # the copy's queues in closed form beside the plain run, where they allow; else simulated
+    known = run.runs.closed
+    engine: Any = closed_copy(res, setup, schedule, run, known) if run.ends else "no run kept"
+    if isinstance(engine, str):
+        schedule, engine, _, _ = run.runs(res, setup, *CHECKPOINT_RUN)
+    log = engine.log
     trained = max(log.end[:n])  # the training's end, the checkpoint's moves aside
     moves = [i for i, op in enumerate(mine, n) if op.kind is OpKind.MOVE]
     if not moves or min(log.start[i] for i in moves) < run.period_starts[2]:

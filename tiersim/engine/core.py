@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import simpy
 
+from tiersim.core.records import record
 from tiersim.engine import chain
 from tiersim.engine.channel import Channel
 from tiersim.engine.clock import scheduler
@@ -86,7 +87,7 @@ class RunLog:
     columns: Any = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class _MovePlan:
     """What starting a move of some bytes between two tiers takes, the same for every such
     move (so worked out once): the staging tiers and what each holds, the delay before the
@@ -279,16 +280,7 @@ class Engine:
         key = (op.src, op.dst, op.nbytes)
         plan = self._plans.get(key)
         if plan is None:
-            route = self.topo.route(op.src, op.dst, op.nbytes)
-            sim = self.res.execution.simulation
-            chunk = min(sim.chunk_size, op.nbytes)
-            fill = max(0, len(route.links) - 1) * chunk / route.bottleneck
-            staged = int(min(op.nbytes, sim.chunk_size * sim.staging_chunks))
-            plan = self._plans[key] = _MovePlan(
-                tuple((t, staged) for t in route.tiers[1:-1]),
-                route.latency_s + fill,
-                route.resources,
-            )
+            plan = self._plans[key] = move_plan(self.topo, self.res.execution.simulation, op)
         return plan
 
     def _flow(self, i: int, nbytes: int, resources: tuple, delay: float, staged: tuple) -> None:
@@ -370,6 +362,19 @@ class Engine:
             waiting[j] -= 1
             if waiting[j] == 0:
                 self._start(j, now)
+
+
+def move_plan(topo: Topology, sim: Any, op: Op) -> _MovePlan:
+    """What starting a move like `op` takes (`_MovePlan`): its route's staging tiers, each
+    holding up to `staging_chunks` chunks, its latency plus the pipeline fill of its first
+    chunk, and the resources its flow crosses. `sim`: the scenario's simulation settings."""
+    route = topo.route(op.src, op.dst, op.nbytes)
+    chunk = min(sim.chunk_size, op.nbytes)
+    fill = max(0, len(route.links) - 1) * chunk / route.bottleneck
+    staged = int(min(op.nbytes, sim.chunk_size * sim.staging_chunks))
+    return _MovePlan(
+        tuple((t, staged) for t in route.tiers[1:-1]), route.latency_s + fill, route.resources
+    )
 
 
 NET_CHANNELS = ("nvlink", "network")  # the GPU's physical channels for collectives

@@ -13,10 +13,10 @@ import dataclasses
 import enum
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from tiersim.core.frozen import replaced
+from tiersim.core.records import record
 
 
 class Rule(enum.Enum):
@@ -43,7 +43,7 @@ class Rule(enum.Enum):
     EACH = "per name"
 
 
-@dataclass(frozen=True)
+@record
 class Into:
     """Where a checkpoint's figure (per name: a tier, a link) goes in the step's record of
     that name: `field` combined by its own rule (PER_PERIOD: its share of the interval
@@ -79,7 +79,7 @@ def figure(
     }
 
 
-@dataclass(frozen=True)
+@record
 class Figure:
     rule: Rule
     json: str | None = None

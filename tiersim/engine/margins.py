@@ -5,6 +5,7 @@ places its two periods before the pairs kept after them)."""
 
 from __future__ import annotations
 
+from tiersim.engine import schedule_shared
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import sharded_classes
@@ -40,3 +41,30 @@ def fetches(res: Resolved) -> bool:
     if any(home != gpu for home in (*dense.values(), *experts.values())):
         return True
     return sharded_classes(res.execution.parallel)["weights"]
+
+
+def one_period(res: Resolved, units: list) -> bool:
+    """Whether a run of one measured period, not two, is tried first (steady.period_starts
+    with `periods` 1): an interleaved stage that fetches nothing and takes no checkpoint,
+    whose forwards and backwards the schedule builder appends as one shared record list a
+    chunk (tiersim.engine.schedule_shared). A steady pair's ops are then its two chunks'
+    lists, the same objects whichever pair it is, and the chunk of forward visit j is
+    (j mod p·v) // p (a backward's the chunks in reverse: tiersim.workload.pipeline): a
+    period of p·v pairs is the same ops in the same order wherever it lies among the steady
+    pairs, in a run of any length, so the periods a longer step has more are copies of the
+    one measured. What is checked on the run: every op of the measured period is a shared
+    record (`steady.period_starts`), and each tier holds the same at its end as at its start
+    (`periods.Occupancies.same_at`). Where either fails, two periods are measured and
+    compared, as before. `units`: the stage's (Workload.units): where a collective runs
+    beside the stream (a context or expert ring's, a gradient reduction overlapped with the
+    backwards) the chain breaks and every record is made its own (schedule_shared), so the
+    one-period run would only be run again longer: not tried."""
+    par, execution = res.execution.parallel, res.execution
+    if par.virtual_pipeline == 1:  # 1F1B: a period of one micro-batch, two compared
+        return False
+    if par.overlap_gradient_reduce and any(u.dp_gradients is not None for u in units):
+        return False
+    hidden = ("ep_forward_hidden", "ep_backward_hidden", "cp_forward_hidden", "cp_backward_hidden")
+    if any(getattr(u, name) is not None for u in units for name in hidden):
+        return False
+    return schedule_shared.ENABLED and not execution.checkpoint_simulated and not fetches(res)

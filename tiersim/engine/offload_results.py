@@ -4,10 +4,10 @@ reads it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tiersim.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class TiledOperator:
     """An operator run as sequential tiles because it does not fit in GPU memory whole."""
 
@@ -16,7 +16,7 @@ class TiledOperator:
     parameters: int
 
 
-@dataclass(frozen=True)
+@record
 class OffloadFacts:
     """One layer's fetches, tiles and optimizer tiles as the schedule ran them, and the pinned
     host memory they took beyond the state itself."""

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from tiersim.core.records import record
 from tiersim.hardware.resources import Network
 
 
@@ -84,7 +85,7 @@ class Op:
         return self.role.value
 
 
-@dataclass(frozen=True)
+@record
 class Schedule:
     ops: list[Op]
     steps: int

@@ -49,6 +49,15 @@ class Occupancies:
         if self.then is not None:
             self.then.memory(tier, now, occupied)
 
+    def same_at(self, lo: float, hi: float) -> bool:
+        """Every tier holds at `hi` what it held at `lo` (once every change at each was
+        made): a period's net change nothing, so a copy of it after it starts as it did."""
+        for times, values in zip(self.times.values(), self.values.values(), strict=True):
+            i, j = bisect.bisect_right(times, lo), bisect.bisect_right(times, hi)
+            if (values[i - 1] if i else 0.0) != (values[j - 1] if j else 0.0):
+                return False
+        return True
+
     def window(self, tier: str, lo: float, hi: float) -> tuple[float, float, float]:
         """The tier's mean, highest and lowest occupancy in [lo, hi): what it held once
         every change at `lo` was made, and each change before `hi`."""
@@ -71,8 +80,9 @@ class Occupancies:
 def period_windows(
     engine: Engine, occupancies: Occupancies, starts: tuple[float, float, float], measured: int
 ) -> list[tuple[StepResult, float]]:
-    """The two periods between `starts` (steady.period_starts), each measured as a step
-    (metrics.measure over its window), with the time any link was busy in it."""
+    """The periods between `starts` (steady.period_starts: two, or one proved to repeat),
+    each measured as a step (metrics.measure over its window), with the time any link was
+    busy in it."""
     out = []
     for lo, hi in itertools.pairwise(starts):
         occupancy = {name: occupancies.window(name, lo, hi) for name in engine.occupancy}

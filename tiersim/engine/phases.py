@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tiersim.config.framework import OffloadPlan
+from tiersim.core.records import record
 from tiersim.engine.oplist import OpList
 from tiersim.state.inventory import homes
 from tiersim.state.resolved import Resolved
 from tiersim.workload.work import Workload
 
 
-@dataclass(frozen=True)
+@record
 class Context:
     """What every phase reads and none changes."""
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from tiersim.core.records import record
 from tiersim.engine.figures import Into, Rule, figure
 from tiersim.engine.offload_results import OffloadFacts
 from tiersim.state.classes import CHECKPOINT_WRITES, state_class
@@ -18,7 +19,7 @@ PER_PERIOD, MEAN, SHARE, PEAK = Rule.PER_PERIOD, Rule.MEAN, Rule.SHARE, Rule.PEA
 CONSTANT, GIVEN, COST, EACH = Rule.CONSTANT, Rule.GIVEN, Rule.COST, Rule.EACH
 
 
-@dataclass(frozen=True)
+@record
 class LinkStats:
     """One link (both directions together, and each direction) over the measured step."""
 
@@ -44,7 +45,7 @@ class LinkStats:
     )
 
 
-@dataclass(frozen=True)
+@record
 class TierStats:
     capacity_bytes: float = field(metadata=figure(GIVEN, json="capacity_bytes"))
     # classes homed here, per GPU (the inventory)
@@ -91,7 +92,7 @@ def _with_checkpoint(by_class: dict[str, int], checkpoint: int) -> dict[str, int
     return {**by_class, CHECKPOINT_WRITES: checkpoint} if checkpoint else dict(by_class)
 
 
-@dataclass(frozen=True)
+@record
 class CheckpointRun:
     """One durable checkpoint per GPU, as the engine measured it."""
 
@@ -137,7 +138,7 @@ class CheckpointRun:
     round_off_s: float = field(default=0.0, metadata=figure(GIVEN))
 
 
-@dataclass(frozen=True)
+@record
 class StepResult:
     """One steady training step of one representative GPU."""
 

@@ -14,6 +14,8 @@ where the two first differ (tiersim.engine.resume).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tiersim.engine import resume
 from tiersim.engine.core import Engine, Recorder, RunLog, run_engine
 from tiersim.engine.fork import ended_last, fork_point, go_on
@@ -42,15 +44,21 @@ class Runs:
         ahead: tuple[int, frozenset[int]] | None = None,
         records: bool = True,
         after_copy: bool = False,
+        closes: Callable | None = None,
     ):
         """`records`: False where no plain run's op records are read (its ops may share
         them: tiersim.engine.schedule_shared); `after_copy`: the run `ahead` is a blocking
         checkpoint's between independent steps, whose next step may be taken from the plain
-        one (tiersim.engine.step_after_copy) instead of watching the plain run."""
+        one (tiersim.engine.step_after_copy) instead of watching the plain run; `closes`:
+        given (res, topology, the plain schedule, the schedule `ahead`), whether the run
+        `ahead` may be worked out in closed form beside the plain one
+        (tiersim.engine.closed_copy.may_close): then the plain run is not watched either."""
         self.schedules = Schedules(res, setup.wl, setup.depth, fork_at, records)
         self.fork_at = fork_at or 0
         self.ahead = ahead
         self.after_copy = after_copy
+        self.closes = closes
+        self.closed: tuple | None = None  # what `closes` found, where it answered so
         self.next_step: tuple[NextStep, Engine] | None = None  # and the plain run it reads
         self._next: tuple | None = None  # ((steps, marks), its schedule, resumed engine)
         self._warm_up: Engine | None = None  # the plain run's first `fork_at` steps
@@ -72,6 +80,14 @@ class Runs:
             self._first = False
             return self._first_plain(res, setup, steps, recorder)
         return self._longer_plain(res, setup, steps, recorder)
+
+    def planned(self, steps: int, checkpoint_steps: frozenset[int]) -> Schedule:
+        """The schedule the run `run(res, setup, steps, checkpoint_steps)` would run (the
+        one kept for the run asked for `ahead`, where it is that one), not run."""
+        kept = self._next
+        if kept is not None and kept[0] == (steps, frozenset(checkpoint_steps)):
+            return kept[1]
+        return self.schedules.get(steps, frozenset(checkpoint_steps))
 
     def _first_plain(
         self, res: Resolved, setup: RunSetup, steps: int, recorder: Recorder | None
@@ -157,7 +173,9 @@ class Runs:
                 engine, log, wall = run_engine(res, setup.topo, schedule, setup.baseline, recorder)
                 self.next_step = (taken, engine)
                 return schedule, engine, log, wall
-            watch = resume.Watch.of(schedule, longer)
+            if self.closes is not None:
+                self.closed = self.closes(res, setup.topo, schedule, longer)
+            watch = None if self.closed else resume.Watch.of(schedule, longer)
             if watch is not None:
                 engine, log, wall = watch.run(res, setup.topo, setup.baseline, recorder)
                 self._next = (ahead, longer, watch.resumed)

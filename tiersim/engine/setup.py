@@ -7,13 +7,12 @@ here, below all three, so that none of them imports the module that calls it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from tiersim.core.records import record
 from tiersim.hardware.topology import Topology
 from tiersim.workload.work import Workload
 
 
-@dataclass(frozen=True)
+@record
 class RunSetup:
     topo: Topology
     wl: Workload

@@ -10,8 +10,10 @@ from tiersim.core.collector import collector_paused
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.frozen import replaced
 from tiersim.core.units import fmt_bytes
-from tiersim.engine import chain, steady
+from tiersim.engine import chain, margins, steady
+from tiersim.engine import checkpoint_apart as apart_run
 from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN, PlainRun, measure_apart, staging_homed
+from tiersim.engine.copy_queues import may_close
 from tiersim.engine.core import Recorder
 from tiersim.engine.durable import (
     checkpoint_baseline,
@@ -199,16 +201,16 @@ def _measured(
     verify: bool = True,
     occupancies: Occupancies | None = None,
     keep: list[PlainRun] | None = None,
+    periods: int = 2,
 ) -> tuple:
     """One run as configured: the measured step, what checks its repetition (the time any
     link is busy in it, whether its last periods repeat: with `occupancies`, the run's
-    recorder, the two periods measured (tiersim.engine.periods); None unless `verify`: a run
-    simulated in full extrapolates nothing), and with a checkpoint a function of the plain
-    result that measures the checkpoint. `keep`: given the run's `PlainRun` where its
-    periods repeat (a checkpoint measured apart from it: tiersim.engine.checkpoint_apart)."""
+    recorder, its last `periods` periods measured (tiersim.engine.periods, steady.
+    period_starts); None unless `verify`: a run simulated in full extrapolates nothing), and
+    with a checkpoint a function of the plain result that measures the checkpoint. `keep`:
+    given the run's `PlainRun` where its periods repeat (tiersim.engine.checkpoint_apart)."""
     steps, measured = steady.steps_to_simulate(res)
-    # the checkpoint runs go on from the plain run's steps before the measured one (0 where
-    # steps are independent: then the checkpoint run starts at the measured step)
+    # checkpoint runs go on from the plain run's earlier steps (none where steps are independent)
     checkpointed = res.execution.checkpoint_simulated
     run = Runs(
         res,
@@ -217,6 +219,7 @@ def _measured(
         _ahead(res, steps, keep is not None),
         _records_read(res, setup, recorder, keep is not None),
         steady.checkpoint_stands_alone(res),
+        may_close if keep is not None else None,
     )
     schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
     result = measure(
@@ -225,15 +228,16 @@ def _measured(
     result = replaced(result, steps_simulated=steps)
     repetition = None
     if verify:
-        starts = steady.period_starts(res, setup.wl.stage, schedule, log, measured)
-        found: Any = starts is not None
+        starts = steady.period_starts(res, setup.wl.stage, schedule, log, measured, periods)
+        # one period: each tier holds at its end what it did at its start (margins.one_period)
+        found: Any = starts is not None and (periods == 2 or occupancies.same_at(*starts))
         if found and occupancies is not None:
             found = period_windows(engine, occupancies, starts, measured)
         repetition = (steady.any_link_s(engine, log, measured), found)
         if keep is not None and starts is not None:
-            ops, end = schedule.ops, log.step_end[-1]
-            busy = link_busy_s(engine)
-            keep.append(PlainRun(run, ops, log.start, end, busy, occupancies, starts))
+            figures = (log.step_end[-1], link_busy_s(engine), occupancies, starts)
+            closed = apart_run.closed_inputs(engine)
+            keep.append(PlainRun(run, schedule.ops, log.start, *figures, **closed))
     if not res.execution.checkpoint_simulated:
         return result, repetition, None
     # the plain run kept for the step after a blocking copy: its figures read if that fails
@@ -290,11 +294,16 @@ def _extrapolated(
     res: Resolved, setup: RunSetup, runs: tuple[int, ...], recorder: Recorder | None
 ) -> StepResult | steady.NoRepetition:
     """The step of m micro-batches from fewer, once it is seen to repeat: from two periods
-    of one run of the longest sample (tiersim.engine.periods), or where a checkpoint's
+    of one run of the longest sample (tiersim.engine.periods; one period of a run a period
+    shorter where proved to repeat, margins.one_period), or where a checkpoint's
     drain runs into the micro-batches (its stall measured on each sample, not a period of
     one), from three runs a period apart (tiersim.engine.steady); why not, where it does
     not repeat. A recorder is shown the longest run, once the repetition holds."""
     if steady.one_run(res):
+        if margins.one_period(res, setup.wl.units):  # a period fewer, its last alone
+            grown = _from_one_run(res, setup, runs[-1] - steady.period(res), recorder, None, 1)
+            if not isinstance(grown, steady.NoRepetition):
+                return grown  # else two periods compared, of a run a period longer
         return _from_one_run(res, setup, runs[-1], recorder)
     if steady.checkpoint_apart(res) and not staging_homed(res):
         apart = _apart(res, setup, runs[-1], recorder)
@@ -349,12 +358,14 @@ def _from_one_run(
     n: int,
     recorder: Recorder | None,
     keep: list[PlainRun] | None = None,
+    periods: int = 2,
 ) -> StepResult | steady.NoRepetition:
     """`_extrapolated` from one run of `n` micro-batches: what its last two steady periods
-    add, judged as three runs' growths are (steady.grow_within); `keep`: as `_measured`'s."""
+    add, judged as three runs' growths are (steady.grow_within); `keep`: as `_measured`'s;
+    `periods` 1: its last period alone, proved to repeat from the build (margins.one_period)."""
     occupancies = Occupancies()
     plain, (link_time, found), checkpoint = _measured(
-        res, _shorter(setup, n), occupancies, occupancies=occupancies, keep=keep
+        res, _shorter(setup, n), occupancies, occupancies=occupancies, keep=keep, periods=periods
     )
     del occupancies  # a change a record: let it go before a checkpoint run
     if not found:

@@ -37,17 +37,18 @@ not a period that grows unevenly: with thousands of events and a step of seconds
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from tiersim.core import intervals as iv
 from tiersim.core.frozen import replaced
+from tiersim.core.records import record
 from tiersim.engine.core import Engine
 from tiersim.engine.figures import Rule, additive, held, named, rebuilt, with_rule
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.margins import margins
 from tiersim.engine.ops import Schedule
 from tiersim.engine.results import CheckpointRun, StepResult
+from tiersim.engine.schedule_shared import SharedOp
 from tiersim.state.resolved import Resolved
 from tiersim.workload.pipeline import warmup_forwards
 
@@ -58,7 +59,7 @@ LINK_TIME = "link_time"  # seconds any link is busy: the span `overlap` is a mea
 COST = Rule.COST
 
 
-@dataclass(frozen=True)
+@record
 class NoRepetition:
     """Why the samples were not extrapolated: said in the report of the full simulation."""
 
@@ -267,12 +268,15 @@ def grow_within(
     """The result `periods` periods longer than `full`, from what two of its own last steady
     periods added (`windows`: each measured over one period, with the time any link was busy
     in it: tiersim.engine.periods), or why not, if they do not add alike: the samples of
-    `grow` from one run (a run of n micro-batches is the run's step less a period)."""
+    `grow` from one run (a run of n micro-batches is the run's step less a period). One
+    window: a period proved to repeat from the schedule's build (`period_starts`), its
+    growth taken as it is."""
     changed = _constant_changes([w for w, _ in windows])
     if changed is not None:
         return changed
     last = _figures(full, link_time)
-    first, second = (_figures(w, lt) for w, lt in windows)
+    grew = [_figures(w, lt) for w, lt in windows]  # one: proved to repeat (period_starts)
+    first, second = grew if len(grew) == 2 else (grew[0], grew[0])
     if not first.keys() <= last.keys() or not second.keys() <= last.keys():
         return NoRepetition("a period moves bytes between tiers or classes the step does not")
     scale, noise = _bounds(full, [full])
@@ -337,12 +341,13 @@ def repeats(res: Resolved, stage: int, schedule: Schedule, log: Any, measured: i
 
 
 def period_starts(
-    res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int
-) -> tuple[float, float, float] | None:
-    """When the measured step's last two full steady periods (before the pairs `margins`
-    keeps after them) begin, and the first pair after them (each one's first op's start),
-    where their ops repeat (`repeats`): the bounds of two periods of one run
-    (tiersim.engine.periods); else None."""
+    res: Resolved, stage: int, schedule: Schedule, log: Any, measured: int, periods: int = 2
+) -> tuple[float, ...] | None:
+    """When the measured step's last `periods` full steady periods (before the pairs
+    `margins` keeps after them) begin, and the first pair after them (each one's first op's
+    start): the bounds of the periods of one run (tiersim.engine.periods), where two are
+    seen to repeat (`repeats`) or one is made of the builder's shared records alone
+    (`margins.one_period`: proved to repeat from how the schedule is built); else None."""
     par = res.execution.parallel
     v, marks = par.virtual_pipeline, schedule.order_starts[measured]
     m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
@@ -350,13 +355,24 @@ def period_starts(
     span = 2 * period(res) * v  # order elements per period
     end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
     third = end - 2 * margins(res)[1]  # the pairs kept after the periods begin
-    if third - 2 * span < warmup:
+    if third - periods * span < warmup:
         return None
+    if periods == 1:
+        lo, hi = marks[third - span], marks[third]
+        if not _all_shared(schedule.ops, lo, hi):
+            return None
+        return log.start[lo], log.start[hi]
     blocks = [marks[third - 2 * span], marks[third - span], marks[third]]
     if not _shifted_alike(log.start, log.end, blocks):
         return None
     first, second, third = (log.start[i] for i in blocks)
     return first, second, third
+
+
+def _all_shared(ops: list, lo: int, hi: int) -> bool:
+    """Ops lo to hi - 1 are all the builder's shared records (`SharedOp`: only
+    `schedule_shared.appended` makes them, a chunk's whole list at a time), and some."""
+    return hi > lo and set(map(type, ops[lo:hi])) == {SharedOp}  # (types in C)
 
 
 def _shifted_alike(starts: list[float], ends: list[float], blocks: list[int]) -> bool:

@@ -39,8 +39,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
-from dataclasses import dataclass
 
+from tiersim.core.records import record
 from tiersim.engine.core import Engine
 from tiersim.engine.durable import checkpoint_run
 from tiersim.engine.flows import FlowNetwork
@@ -59,7 +59,7 @@ _RUNS_AS = operator.attrgetter(
 _DEPS, _STEP = operator.attrgetter("deps"), operator.attrgetter("step")
 
 
-@dataclass(frozen=True)
+@record
 class NextStep:
     """The head run's schedule: op 0 the plain step done (a JOIN standing for its ops),
     then the checkpoint's ops, then the next-step ops `beside` (the plain step's indices of

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 
+from tiersim.core.records import record
 from tiersim.frameworks.values import ValueProblem
 
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
@@ -20,7 +20,7 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A
 MAX_TOKENS = 100_000
 
 
-@dataclass(frozen=True)
+@record
 class Flag:
     name: str  # without the leading dashes
     values: tuple[str, ...]

@@ -18,7 +18,8 @@ import yaml
 from tiersim.config.load import Loaded, build
 from tiersim.config.overrides import apply_overrides, set_path
 from tiersim.core.errors import InputError, Problem
-from tiersim.frameworks.deepspeed import read_deepspeed
+from tiersim.core.records import record
+from tiersim.frameworks.deepspeed import drop_aliases_set, read_deepspeed
 from tiersim.frameworks.detect import ConfigFile, read_config
 from tiersim.frameworks.hf_auto import HIDDEN, fill_from_hidden
 from tiersim.frameworks.mapping import PENDING, Mapped, as_yaml
@@ -31,7 +32,7 @@ DEFAULT_HARDWARE = "dgx-h100"
 _HIDDEN_PATHS = {key: path for key, (path, *_) in HIDDEN.items()}
 
 
-@dataclass(frozen=True)
+@record
 class ImportOptions:
     kind: str | None = None  # --from: every file read as this framework's
     hf_config: str | None = None
@@ -273,6 +274,7 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
     for path, value in values.items():
         set_path(raw, path.split("."), value)
     raw.setdefault("hardware", {"preset": options.hardware})
+    drop_aliases_set(raw, list(options.overrides))  # a --set of either spelling wins
     raw = apply_overrides(raw, list(options.overrides), "tiersim import")
     if not isinstance(raw.get("model"), dict) or not raw["model"]:
         why = (

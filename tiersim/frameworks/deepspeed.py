@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiersim.config.deepspeed import OFFLOAD_ALIASES
+from tiersim.config.deepspeed import OFFLOAD_ALIASES, alias_path
 from tiersim.frameworks import hf_auto
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, table, text
@@ -194,6 +194,20 @@ def _zero(out: Mapped, key: str, value: Any) -> None:
                 out.put("placement.weights", "dram", where)
         else:
             out.unmapped(where, val, ZERO_NOT_MODELLED.get(sub, ""))
+
+
+def drop_aliases_set(raw: dict[str, Any], overrides: list[str]) -> None:
+    """A --set of one spelling of stage3_prefetch_bucket_size / stage3_max_live_parameters
+    wins over the file's value under the other (written there by _stage3_window or an "auto"
+    filled), rather than the two meeting as a conflict: the other is dropped from `raw`."""
+    for given in overrides:
+        other = alias_path(given.partition("=")[0].strip())
+        if other is None:
+            continue
+        section, _, key = other.rpartition(".")
+        held = raw.get("training", {}).get(section.split(".")[1])
+        if isinstance(held, dict):
+            held.pop(key, None)
 
 
 def _stage3_window(out: Mapped, where: str, sub: str, value: int) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from tiersim.config.yamlfile import YamlLimitError, parse_yaml, yaml_problem
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem, shown
 from tiersim.core.files import FileProblem, read_regular_file
+from tiersim.core.records import record
 from tiersim.frameworks import KINDS
 from tiersim.frameworks.bridge import looks_like_recipe, read_recipe
 
@@ -28,7 +28,7 @@ _TORCHTITAN_TABLES = {"job", "model", "training", "parallelism", "activation_che
 _BRIDGE_KEYS = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "num_layers"}
 
 
-@dataclass(frozen=True)
+@record
 class ConfigFile:
     """One framework config read: its kind, its parsed content (a mapping for DeepSpeed,
     torchtitan and Megatron-Bridge; the text for a Megatron argument list) and its path."""

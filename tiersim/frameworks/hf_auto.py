@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiersim.config.deepspeed import alias_path
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem
 
@@ -130,6 +131,16 @@ def check_stage(out: Mapped) -> None:
             raise ValueProblem(key, why)
 
 
+def _given(raw: dict[str, Any], path: str | None) -> bool:
+    """Whether `raw` holds a value at `path` (the other spelling of a setting, by --set)."""
+    held: Any = raw
+    for key in path.split(".") if path else ():
+        if not isinstance(held, dict) or key not in held:
+            return False
+        held = held[key]
+    return path is not None
+
+
 def fill_from_hidden(raw: dict[str, Any], keys: list, hidden: int) -> list[tuple[str, str, str]]:
     """Each "auto" key ((file, key)) the user did not `--set`, as the Trainer fills it from
     `hidden`: written into `raw`; (file, key, note) for each."""
@@ -140,7 +151,7 @@ def fill_from_hidden(raw: dict[str, Any], keys: list, hidden: int) -> list[tuple
         held = raw
         for folder in folders:
             held = held.setdefault(folder, {})
-        if last in held:  # given by --set: the rest of the input wins
+        if last in held or _given(raw, alias_path(path)):  # by --set: the rest of the input wins
             continue
         held[last] = rule(hidden)
         why = f"'auto': {said} = {held[last]:,} (hidden size {hidden:,}), as the Trainer fills it"

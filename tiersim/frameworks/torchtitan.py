@@ -39,6 +39,7 @@ def read_torchtitan(cfg: dict[str, Any], source: str, hf_config: bool) -> Mapped
             continue
         reader(out, section, body, hf_config)
     _precision(out, cfg.get("training", {}))
+    _fp8(out)
     if "training.loss_chunks" not in out.values:  # the TOML job config's era: no chunking
         out.put("training.loss_chunks", 1, "(torchtitan TOML: cross_entropy_loss, one piece)")
     if "micro" not in out.facts:  # torchtitan's default local_batch_size
@@ -56,10 +57,8 @@ def _model(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> 
             continue
         if key == "converters":
             names = value if isinstance(value, list) else [value]
-            if "float8" in names:
-                # torchao's Float8Linear: the linears' GEMMs in FP8, the compute copy
-                # stays mixed_precision_param's (docs/fp8.md)
-                out.put("training.fp8", {"recipe": "tensorwise"}, where)
+            if "float8" in names:  # torchao's Float8Linear, set once [float8] is read (_fp8)
+                out.facts["float8"] = where
             for other in (n for n in names if n != "float8"):
                 out.unmapped(where, other)
         else:
@@ -197,11 +196,33 @@ def _op_sac(out: Mapped, at: str) -> None:
 
 
 def _float8(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:
+    """[float8] configures the float8 converter, which runs only where model.converters names
+    it (torchtitan builds the converters model.converters lists): kept for _fp8."""
+    settings = out.facts.setdefault("float8_settings", {})
     for key, value in body.items():
+        where = f"{section}.{key}"
         if key == "recipe_name":
-            out.put("training.fp8", {"recipe": text(f"{section}.{key}", value)}, f"{section}.{key}")
+            settings["recipe"] = (text(where, value), where)
+        elif key == "enable_fsdp_float8_all_gather":  # torchao's FP8 all-gather of the shards
+            settings["param_gather"] = (boolean(where, value), where)
         else:
-            out.unmapped(f"{section}.{key}", value)
+            out.unmapped(where, value)
+
+
+def _fp8(out: Mapped) -> None:
+    """training.fp8 where model.converters names float8: torchao's Float8Linear, the linears'
+    GEMMs in FP8 (tensorwise unless [float8] recipe_name), the compute copy staying
+    mixed_precision_param's (docs/fp8.md); [float8] enable_fsdp_float8_all_gather is
+    training.fp8.param_gather (config/kernel_checks.py). Without the converter [float8] does
+    nothing, and its settings are noted so."""
+    settings = out.facts.get("float8_settings", {})
+    if "float8" not in out.facts:
+        for value, where in settings.values():
+            why = 'not applied: model.converters does not name "float8" (FP8 off)'
+            out.unmapped(where, value, why)
+        return
+    fp8 = {key: value for key, (value, _) in settings.items()}
+    out.put("training.fp8", {"recipe": "tensorwise"} | fp8, out.facts["float8"])
 
 
 def _checkpoint(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:

@@ -15,7 +15,7 @@ from tiersim.frameworks.written import Emitted, framework_note, global_batch, wo
 def _toml(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str):
+    if isinstance(value, str | list):
         return json.dumps(value)
     return f"{value}"
 
@@ -44,6 +44,7 @@ def write_torchtitan(s: Scenario) -> Emitted:
     else:
         tables["model"] = {"name": flavor[0], "flavor": flavor[1]}
     tables["training"] = _training(s, notes)
+    tables.update(_float8(s, tables.get("model"), notes))
     tables["parallelism"] = _parallelism(s, notes)
     tables.update(_the_rest(s, notes))
     chunks = s.training.loss_chunks or DEFAULT_LOSS_CHUNKS[s.training.implementation]
@@ -80,6 +81,23 @@ def _training(s: Scenario, notes: list[Problem]) -> dict[str, object]:
             why = "torchtitan's CPU offload moves every class to the host"
             notes.append(Problem("placement", why, "W-EMIT-APPROXIMATE"))
     return training
+
+
+def _float8(s: Scenario, model: dict | None, notes: list[Problem]) -> dict[str, dict]:
+    """training.fp8 as torchtitan's float8 converter (model.converters) and its [float8]
+    settings, which import reads back (torchtitan.py `_fp8`); none without a [model] table
+    to name the converter in."""
+    fp8 = s.training.fp8
+    if fp8 is None:
+        return {}
+    if fp8.attention:
+        why = "true: torchao's Float8Linear converts the linear layers alone (attention bf16)"
+        notes.append(Problem("training.fp8.attention", why, "W-EMIT-APPROXIMATE"))
+    if model is None:
+        return {}
+    model["converters"] = ["float8"]
+    settings = {"recipe_name": fp8.recipe, "enable_fsdp_float8_all_gather": fp8.param_gather}
+    return {"float8": settings}
 
 
 def _parallelism(s: Scenario, notes: list[Problem]) -> dict[str, object]:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from tiersim.core.records import record
 from tiersim.groundtruth.figure import Figure
 
 LATENCY_BLOCK = 4096
 MIN_STORAGE_BYTES = 16 * LATENCY_BLOCK
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     storage_dir: Path
     storage_bytes: int = 64 * 2**20
@@ -41,7 +42,7 @@ class Settings:
                 raise ValueError(f"{name}(={getattr(self, name)}) must be > 0")
 
 
-@dataclass(frozen=True)
+@record
 class Calibration:
     figures: dict[str, Figure]
     notes: list[str]

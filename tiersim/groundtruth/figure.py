@@ -5,10 +5,11 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from tiersim.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Figure:
     """One measured quantity: every sample, in base units (B/s, s or FLOP/s)."""
 

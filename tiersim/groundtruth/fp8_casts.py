@@ -24,12 +24,12 @@ Nothing here is imported unless PyTorch and torchao are installed.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity
 
+from tiersim.core.records import record
 from tiersim.groundtruth.quiet_imports import quiet_import
 from tiersim.groundtruth.quiet_profiler import quiet_profile
 
@@ -37,7 +37,7 @@ SCALED_MM = "aten::_scaled_mm"
 MM = "aten::mm"
 
 
-@dataclass(frozen=True)
+@record
 class PassMemory:
     """One pass (forward or backward) of one Float8Linear, bytes counted from its start."""
 
@@ -45,7 +45,7 @@ class PassMemory:
     peak_bytes: int  # the pass's most, outside the CPU _scaled_mm's own allocations
 
 
-@dataclass(frozen=True)
+@record
 class LinearMemory:
     forward: PassMemory
     backward: PassMemory

@@ -12,12 +12,11 @@ out of sample for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from tiersim.core.records import record
 from tiersim.groundtruth.published import Reference, Summary, source_of
 
 
-@dataclass(frozen=True)
+@record
 class LeftOut:
     source: str
     fitted: str  # what was fitted (the calibrating runs' `calibrates`)

@@ -54,10 +54,11 @@ terms scale differently, so recalibrate for a different sequence length.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from tiersim.config.schema import Scenario
+from tiersim.core.records import record
 from tiersim.core.units import fmt_bytes
 from tiersim.groundtruth.calibrate import physical_memory
 from tiersim.groundtruth.choices import OPTIMIZERS as OPTIMIZERS  # re-exported
@@ -78,7 +79,7 @@ from tiersim.state.resolved import padded_model, resolve
 CLASSES = PLACED  # what a real training step holds and measure compares (no workspace)
 
 
-@dataclass(frozen=True)
+@record
 class Measurement:
     scenario: Scenario
     request: Request

@@ -7,7 +7,7 @@ measure_hf.py: transformers) read these; measure.py, which runs either, sits abo
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from tiersim.config.variants import (
 )
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
+from tiersim.core.records import record
 from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
 from tiersim.state.optimizers import optimizer as optimizer_named
 
@@ -40,7 +41,7 @@ HF_MOE_VARIANTS = (
 SOURCE = "tiersim measure"
 
 
-@dataclass(frozen=True)
+@record
 class Request:
     """What to measure; `model` is a scenario's `model` mapping (preset, hf_config or dims)."""
 

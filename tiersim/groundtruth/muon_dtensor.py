@@ -24,7 +24,7 @@ import json
 import math
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import torch
@@ -35,6 +35,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import distribute_tensor
 from torch.profiler import ProfilerActivity
 
+from tiersim.core.records import record
 from tiersim.groundtruth.fsdp2 import free_port
 from tiersim.groundtruth.quiet_profiler import quiet_profile
 from tiersim.groundtruth.settled_collectives import settled_collectives
@@ -44,7 +45,7 @@ MATMULS = ("aten::mm", "aten::addmm")
 ELEMENT_BYTES = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8}  # kineto's names
 
 
-@dataclass(frozen=True)
+@record
 class MuonStep:
     """Rank 0's recorded Muon step of one or more weights."""
 

@@ -14,13 +14,13 @@ Targets (issue 5): mean absolute relative error within 10 %, none above 20 %.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem, shown
+from tiersim.core.records import record
 
 REFERENCES = "references.yaml"
 MEAN_ERROR_TARGET = 0.10
@@ -42,7 +42,7 @@ METRICS = ("time_s", "optimizer_s")
 _REQUIRED = {"iteration_time_s", "derived", "source"}
 
 
-@dataclass(frozen=True)
+@record
 class Reference:
     """One published run: its scenario file and measured iteration time."""
 
@@ -80,7 +80,7 @@ STEP_PARTS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Comparison:
     reference: Reference
     predicted_s: float
@@ -113,7 +113,7 @@ class Comparison:
         return out
 
 
-@dataclass(frozen=True)
+@record
 class Summary:
     count: int
     mean_abs_error: float

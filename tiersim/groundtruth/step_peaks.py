@@ -7,13 +7,14 @@ step_timeline builds on; the profile is passed in, so nothing here imports PyTor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from tiersim.core.records import record
 
 PHASES = ("forward", "backward", "optimizer")
 
 
-@dataclass(frozen=True)
+@record
 class StepPeaks:
     """One step's peak, whole and per phase (bytes allocated), and the phase it falls in."""
 

@@ -16,13 +16,13 @@ Nothing here is imported unless PyTorch and transformers are installed (the `mea
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, record_function
 
 from tiersim.config.schema import Scenario
+from tiersim.core.records import record
 from tiersim.groundtruth import hfmodels
 from tiersim.groundtruth import torchmodels as tm
 from tiersim.groundtruth.cpu_gemm_scratchpad import cpu_gemm_route
@@ -45,7 +45,7 @@ from tiersim.state.timeline import Timeline, evaluate
 ONE_THREAD = 1
 
 
-@dataclass(frozen=True)
+@record
 class StepComparison:
     measured: StepPeaks
     predicted: StepPeaks

@@ -13,15 +13,15 @@ none over 10 %) is out of sample and reported with its verdict, but not enforced
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from tiersim.core.records import record
 from tiersim.groundtruth.published import Comparison, Reference, Summary
 
 OFFLOAD = ("ma2025", "ren2021")  # the offload runs: Ma and Wang 2025, ZeRO-Offload
 MODERN = ("nemo2407",)  # the NeMo 24.07 performance summary's DGX H100 runs (issue 39)
 
 
-@dataclass(frozen=True)
+@record
 class Target:
     name: str
     mean: float  # mean |error| at most
@@ -57,7 +57,7 @@ TARGETS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Verdict:
     target: Target
     summary: Summary

@@ -31,12 +31,12 @@ Which collectives a step runs, and how many bytes each moves, is the workload's
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Literal
 
 from tiersim.config.mesh import Mesh
 from tiersim.config.mesh import group_placement as group_placement  # the Mesh's, re-exported
 from tiersim.config.schema import Network, Parallel
+from tiersim.core.records import record
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "send"]
 LinkKind = Literal["nvlink", "network"]
@@ -112,7 +112,7 @@ def bus_bandwidth(op: Op, nbytes: float, n: int, time_s: float) -> float:
 # --- which link a group uses -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class GroupLink:
     """The link one rank of a group sees: kind, bandwidth per direction, latency per hop."""
 

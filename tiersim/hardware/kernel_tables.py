@@ -60,12 +60,13 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from tiersim.config.presets import is_preset_file, load_preset, preset_names
 from tiersim.config.yamlfile import read_yaml
+from tiersim.core.records import record
 from tiersim.hardware.gemm import wave_efficiency
 
 TERA = 1e12
@@ -119,7 +120,7 @@ def _interp1(axis: tuple[float, ...], values: tuple[float, ...], x: float) -> fl
     return values[lo] * (1 - w) + values[hi] * w
 
 
-@dataclass(frozen=True)
+@record
 class GemmTable:
     """One dtype's GEMM rates: a measured grid (TFLOP/s at [m][n][k]) and/or the best rate."""
 
@@ -144,7 +145,7 @@ class GemmTable:
         return rate * self.scale
 
 
-@dataclass(frozen=True)
+@record
 class AttentionTable:
     """One fused attention kernel's rates: direction -> mask -> head dim -> TFLOP/s by seq."""
 
@@ -186,7 +187,7 @@ class AttentionTable:
         return ref_bwd * forward / ref_fwd
 
 
-@dataclass(frozen=True)
+@record
 class KernelTable:
     name: str
     gemm: dict[str, GemmTable]

@@ -10,18 +10,18 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from dataclasses import dataclass
 from functools import cached_property
 
 from tiersim.config.execution import Execution
 from tiersim.config.fields import plain_fields
 from tiersim.config.schema import Hardware, Tier
 from tiersim.core.errors import Problem
+from tiersim.core.records import record
 from tiersim.hardware.resources import LinkDirection, Port, Resource, TierPort
 from tiersim.state.classes import CHECKPOINTED, STATE_CLASSES
 
 
-@dataclass(frozen=True)
+@record
 class Route:
     tiers: tuple[str, ...]  # source, staging tiers..., destination
     links: tuple[LinkDirection, ...]  # per hop

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tiersim.analysis.wear import TOLERANCE, judge, tier_wear
 from tiersim.config.schema import Scenario
+from tiersim.core.records import record
 from tiersim.core.units import DAY_S
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
@@ -49,7 +50,7 @@ from tiersim.workload.work import Workload
 SAFETY = 1 - 1e-9  # the bound shrunk by this: round-off never lifts it above the step
 
 
-@dataclass(frozen=True)
+@record
 class StepBound:
     time_s: float  # the step takes at least this long
     binding: str  # the term that sets it: "compute", "optimizer", "<tier> read port", ...

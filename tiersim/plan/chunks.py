@@ -6,10 +6,10 @@ that the first of equal scenarios is the one kept, as one process checking them 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tiersim.core.records import record
 from tiersim.plan.prune import Pruned, prune
 from tiersim.plan.space import Space, candidates
 from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
@@ -19,7 +19,7 @@ from tiersim.sweep.execute import Pool, SweepAborted, run_on_pool, stream
 CHUNK = 3_072
 
 
-@dataclass(frozen=True)
+@record
 class Chunk:
     raw: dict[str, Any]
     base_dir: str

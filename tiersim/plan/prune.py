@@ -25,6 +25,7 @@ from tiersim.config.overrides import set_path
 from tiersim.config.presets import resolve as resolve_presets
 from tiersim.config.schema import Placement, Scenario
 from tiersim.core.errors import InfeasibleError, InputError
+from tiersim.core.records import record
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import StepBound, step_bound, wear_floor
 from tiersim.plan.space import override_text
@@ -49,7 +50,7 @@ HOME_CHOICES = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Candidate:
     overrides: tuple[str, ...]  # `path=value`, as `tiersim run --set` takes them
     values: dict[str, Any]  # path -> value
@@ -139,7 +140,7 @@ def prune(
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Assessed:
     """What a candidate's inventory, bounds and wear floor say: the same for candidates that
     differ only in `simulation.*` (the inventory and the workload never read that section)."""

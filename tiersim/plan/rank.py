@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from tiersim.analysis.cost import costing_of
+from tiersim.core.records import record
 from tiersim.core.units import fmt_bytes, fmt_time
 from tiersim.plan.prune import HBF, Candidate
 from tiersim.report.wear import fmt_days, fmt_margin
 from tiersim.sweep.worker import PointResult
 
 
-@dataclass(frozen=True)
+@record
 class Simulated:
     candidate: Candidate
     result: PointResult

@@ -8,7 +8,7 @@ import dataclasses
 import math
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,6 +17,7 @@ from tiersim.config.overrides import apply_overrides
 from tiersim.config.yamlfile import read_yaml
 from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
+from tiersim.core.records import record
 from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
 from tiersim.plan.checking import CheckingLimit, say_check
@@ -39,7 +40,7 @@ LARGE = 20_000
 MAX_SAMPLE = 50  # a large space's sample: at most this many, to find the best K that hold
 
 
-@dataclass(frozen=True)
+@record
 class PlanOptions:
     objective: str = "tokens_per_s"
     top: int = 5
@@ -50,7 +51,7 @@ class PlanOptions:
     progress: TextIO | None = None  # default: stderr
 
 
-@dataclass(frozen=True)
+@record
 class PlanOutcome:
     source: str
     space: Space
@@ -289,7 +290,7 @@ def _sample(
     return sampled
 
 
-@dataclass(frozen=True)
+@record
 class Timing:
     """The search's simulation time as the candidates timed so far put it."""
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
 
 from tiersim.analysis.wear import judge, steps_per_day, tier_wear
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError
+from tiersim.core.records import record
 from tiersim.engine.results import StepResult
 from tiersim.engine.simulate import simulate_resolved
 from tiersim.plan.bound import StepBound
@@ -45,7 +45,7 @@ ROUND_OFF = 1e-9  # relative: the plain run's step beside the whole run's
 SIMULATED = "step simulated without its checkpoint"  # a screened candidate's binding bound
 
 
-@dataclass(frozen=True)
+@record
 class Screened:
     """A candidate's step simulated without its checkpoint: `step_s` None where it could not
     be (its whole run says why); `worn`: no run of it holds a wear budget (`worn_at`)."""

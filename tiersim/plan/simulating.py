@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from tiersim.core.errors import InputError
+from tiersim.core.records import record
 from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
 from tiersim.plan.contenders import Contenders
@@ -36,7 +37,7 @@ def now() -> float:
     return time.monotonic()
 
 
-@dataclass(frozen=True)
+@record
 class Deadline:
     """--time-limit `limit_s` over the whole of `tiersim plan` from `start` (by default its
     creation, as the command starts); `space`: the search's, once known (for the refusal)."""

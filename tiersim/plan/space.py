@@ -11,12 +11,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from tiersim.config.overrides import parse_override
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem, shown
+from tiersim.core.records import record
 from tiersim.state.classes import PLACED
 from tiersim.sweep.paths import path_problem
 
@@ -26,7 +26,7 @@ MICRO_BATCHES = (1, 2, 4, 8)
 PREFETCH = (1, 2, 4)
 
 
-@dataclass(frozen=True)
+@record
 class Space:
     keys: tuple[str, ...]
     values: tuple[tuple[Any, ...], ...]

@@ -8,9 +8,9 @@ simulation and no files here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
+from tiersim.core.records import record
 from tiersim.core.units import (
     DAY_S,
     YEAR_S,
@@ -66,7 +66,7 @@ COMPARED = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     path: str
     a: Any

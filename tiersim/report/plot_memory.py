@@ -5,6 +5,7 @@ the order of events, not time: the timeline has no durations (state/step_memory.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from tiersim.core.units import fmt_bytes
@@ -54,13 +55,40 @@ def draw_memory_timeline(ax: Any, t: Timeline) -> None:
         note = f"{ROOM} {fmt_bytes(room)} off scale\n(peak reserved {share:.2g} % of it)"
         ax.text(0.02, 0.97, note, transform=ax.transAxes, fontsize=7, va="top")
     mark_peak_and_phases(ax, t)
-    ax.set_title(memory_title(t), fontsize=9, color="black" if t.fits else LIMIT)
+    ax.set_title(
+        panel_wrapped(ax, memory_title(t), 9), fontsize=9, color="black" if t.fits else LIMIT
+    )
     ax.set_xlabel("allocations and frees, in order", fontsize=8)
     ax.set_ylabel("GB", fontsize=8)
     # off scale: the peak at most 1/1.4 of the axis, and room above it for the note's 2 lines
     ax.set_ylim(0, max(limit, top) * 1.1 if on_scale else max(top, 1e-6) * 1.4 * 1.24)
     ax.tick_params(labelsize=7)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+
+
+def panel_wrapped(ax: Any, text: str, points: float) -> str:
+    """`text`'s lines wrapped to the panel's width (at about 0.6 em a character) and a third
+    more, a title reaching over the legend beside it: a half-width panel's one-line title
+    ("the device holds most (the square), ...", 100 characters) ran past the picture's left
+    edge, where 67 fit."""
+    inches = ax.get_position().width * ax.get_figure().get_figwidth()
+    chars = max(int(1.3 * inches * 72 / (0.6 * points)), 40)
+    return "\n".join(_clauses_wrapped(line, chars) for line in text.split("\n"))
+
+
+def _clauses_wrapped(line: str, chars: int) -> str:
+    """`line` broken after its commas to at most `chars` a line (a quantity, "84.94 GB", kept
+    whole); a clause longer than that broken at its spaces."""
+    lines: list[str] = []
+    for clause in line.split(", "):
+        joined = f"{lines[-1]}, {clause}" if lines else clause
+        if lines and len(joined) < chars:  # room for the comma a break would leave
+            lines[-1] = joined
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(clause)
+    return "\n".join(textwrap.fill(x, chars) for x in lines)
 
 
 def on_scale_capacity(capacity: float, peak: float) -> bool:

@@ -4,7 +4,7 @@ tensor is reported under, the implementations and kernels, what decides the byte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tiersim.core.records import record
 
 GROUPS = (
     "norms",
@@ -29,7 +29,7 @@ DEVICE_TERMS = (  # what a GPU keeps differently from a CPU (measure says so)
 )
 
 
-@dataclass(frozen=True)
+@record
 class Accounting:
     """What decides the bytes: the modelling code, the kernel, dropout, precision, device."""
 
@@ -67,7 +67,7 @@ class Accounting:
 MEGATRON = Accounting()
 
 
-@dataclass(frozen=True)
+@record
 class Item:
     """One kept tensor (or a few of one kind): bytes for the whole tensor-parallel group."""
 

@@ -11,9 +11,22 @@ included, is `default_shard_size x ranks` values (`_init_param_state`, `make_buc
 starts a fresh bucket: NeMo (megatron_gpt_model.py `configure_optimizers`) calls it once a
 Transformer layer, or once a model chunk under the interleaved schedule, the rest (final norm,
 embeddings, output layer) with the first; its MegatronDistributedFusedAdam.init_params_bucket
-puts the `_with_fp32_optimizer` embeddings and output layer in buckets of their own with
+puts the `_with_fp32_optimizer` parameters in buckets of their own with
 `grad_sync_dtype=torch.float32`. So each group is whole buckets, and what is sized by the
-bucket is resident:
+bucket is resident.
+
+FP32_GRADS, which parameters are `_with_fp32_optimizer` in NeMo 24.07: NVIDIA/NeMo PR #8792
+("Distributed optimizer reduces GPT embedding grads in FP32", merged April 2024) and #8946
+(`model.with_fp32_embedding_grads`, default True) mark them in MegatronGPTModel's
+`configure_optimizers`, "Special handling for embedding grads": on the first stage
+`shared_embedding_or_output_weight()` (Megatron-Core's word embeddings there) and the learned
+position embeddings; on the last stage the output weight only where it is shared
+(`share_embeddings_and_output_weights`). An untied `output_layer` is not marked: its gradients
+are in the optimizer's `grad_sync_dtype`, in the first layer's group with the final norm.
+(Before, megatron_base_model.py's `setup_optimization` marked every parameter named
+`word_embedding`, `position_embedding` or `output_layer`, 7ed54557 and 000316c8; the later
+stored base model has no such marking, and the encoder-decoder model carries its own copy
+under `with_fp32_embedding_grads`.)
 
 - the gradients: `_init_grad_buffer` allocates, per dtype, `max(contiguous_buffer_offset +
   bucket_size)` values in the bucket's grad_sync_dtype (NeMo sets `contiguous_grad_buffer`);
@@ -36,18 +49,19 @@ are not bucketed here (no NeMo 1.x MoE run is shipped)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.config.schema import PRECISION_BYTES, Training
+from tiersim.core.records import record
 from tiersim.state.model import Matrix
 from tiersim.state.sharding import master_bytes, shard_divisors
+from tiersim.state.stages import untied_head_values
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
 
 BUCKET_CAP_MB = 100  # DistributedFusedAdam's bucket_cap_mb default (GPT-3's NeMo configs too)
-FP32 = 4  # NeMo's _with_fp32_optimizer buckets: embeddings and output layer
+FP32 = 4  # NeMo's _with_fp32_optimizer buckets: the embeddings (FP32_GRADS in the docstring)
 ADAM_MOMENTS = 2  # exp_avg_shard, exp_avg_sq_shard
 
 
@@ -70,12 +84,12 @@ def buckets_for(values: int, bucket_values: int) -> int:
     return math.ceil(values / bucket_values) if values else 0
 
 
-@dataclass(frozen=True)
+@record
 class StageValues:
     """One GPU's parameter values as NeMo groups them for apex."""
 
     groups: tuple[tuple[str, int], ...]  # (label, values) per layer or chunk, in model order
-    fp32: int  # the embeddings' and output layer's values (their own fp32 buckets)
+    fp32: int  # the word (and position) embeddings' values, a tied head's (own fp32 buckets)
     routed: int  # routed experts' values (not bucketed here)
 
 
@@ -83,10 +97,11 @@ def stage_values(r: Resolved, units: list[list[Matrix]], stage: int) -> StageVal
     """`units`: one GPU of `stage`'s tensors, each layer then the rest (rank_matrices)."""
     layers = [sum(m.size for m in u if not m.expert and not m.embedding) for u in units[:-1]]
     mats = [m for u in units for m in u]
-    fp32 = sum(m.size for m in mats if m.embedding and not m.expert)
-    routed = sum(m.size for m in mats if m.expert)
-    rest = sum(m.size for m in units[-1] if not m.expert and not m.embedding)
     par = r.execution.parallel
+    head = untied_head_values(r.units, stage, par.pipeline, par.tensor)  # not fp32: FP32_GRADS
+    fp32 = sum(m.size for m in mats if m.embedding and not m.expert) - head
+    routed = sum(m.size for m in mats if m.expert)
+    rest = sum(m.size for m in units[-1] if not m.expert and not m.embedding) + head
     p, v, n = par.pipeline, par.virtual_pipeline, len(layers)
     if v > 1:  # each chunk's layers: parallel.stage_layers' entries k, k + p, ..., else even
         sizes = list(par.stage_layers[stage::p]) if par.stage_layers else [n // v] * v

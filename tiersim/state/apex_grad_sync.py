@@ -15,9 +15,10 @@ or freed) until `zero_grad` (`_grads_buckets.clear()`, the next step's start).
 NeMo (megatron_gpt_model.py `configure_optimizers`, megatron_base_model.py) makes one bucket
 group (`init_params_bucket`, which starts a fresh apex bucket and syncs the group together)
 per Transformer layer, or per model chunk under the interleaved schedule, in reverse order;
-the embeddings and output layer (`_with_fp32_optimizer`) in fp32 buckets of their own; the
-rest (final norm) joins the first layer's group. Each group is whole apex buckets: its values
-rounded up to buckets, each with a whole shard.
+the word embeddings and a tied head (`_with_fp32_optimizer`, state/apex_buckets.py
+FP32_GRADS) in fp32 buckets of their own; the rest (final norm, an untied output layer) joins
+the first layer's group. Each group is whole apex buckets: its values rounded up to buckets,
+each with a whole shard.
 
 When the shards are made follows Megatron-Core's schedules (pipeline_parallel/schedules.py)
 with NeMo's `no_sync_func` (apex's `no_sync`) and `grad_sync_func` (`reduce_overlap_gradients`,
@@ -45,9 +46,9 @@ held activations are the stage's mean chunk.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.core.records import record
 from tiersim.state.apex_buckets import (
     FP32,
     bucket_cap_mb,
@@ -65,7 +66,7 @@ APEX_GRAD_SHARDS = "reduce-scattered gradient shards (apex DistributedFusedAdam)
 HELD = "saved activations (other micro-batches)"
 
 
-@dataclass(frozen=True)
+@record
 class Group:
     """One NeMo bucket group: `buckets` apex buckets, one shard of each made at its sync."""
 
@@ -81,7 +82,7 @@ def group(label: str, values: int, dtype_bytes: int, shard: int, ranks: int) -> 
     return Group(label, values, count, count * shard * dtype_bytes)
 
 
-@dataclass(frozen=True)
+@record
 class Sync:
     """A group reduce-scattered in the cool-down with `left` chunk backwards (or, in the last
     micro-batch's backward, `left` of the stage's layers) still to run."""
@@ -92,7 +93,7 @@ class Sync:
     outputs: int  # NeMo's kept chunk outputs still held
 
 
-@dataclass(frozen=True)
+@record
 class ApexShards:
     in_backward: dict[int, Group]  # layer index: made as that layer's backward completes
     cool_down: tuple[Sync, ...]  # made in the cool-down, after the simulated backward
@@ -146,7 +147,7 @@ def _interleaved(groups: list[Group], stage: int, p: int, last: tuple) -> ApexSh
     return ApexShards({}, tuple(syncs), step, count, unit=1 / v)
 
 
-@dataclass(frozen=True)
+@record
 class Drained:
     """What the cool-down drains, one allocation a unit (a chunk micro-batch's saved
     activations, one kept output), so that a unit's backward frees its own."""

@@ -15,12 +15,12 @@ weight is (out, in), an embedding (vocab, hidden), a norm's weight and bias (hid
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from tiersim.core.records import record
 from tiersim.state.model import Transformer
 
 
-@dataclass(frozen=True)
+@record
 class Shape:
     rows: int  # dim 0, the dimension FSDP2 shards
     row_values: int  # values per row (the product of the other dimensions; 1 for a vector)
@@ -79,7 +79,7 @@ def local_values(shapes: list[Shape], world: int, rank: int) -> int:
     return sum(rows_on_rank(s.rows, world, rank) * s.row_values for s in shapes)
 
 
-@dataclass(frozen=True)
+@record
 class RankBytes:
     """One rank's bytes after a training step with Adam (or AdamW)."""
 

@@ -42,9 +42,9 @@ groundtruth/fsdp2_step.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from tiersim.config.mesh import Mesh
+from tiersim.core.records import record
 from tiersim.state.resolved import Resolved
 from tiersim.state.sharding import fsdp2_padded_values
 from tiersim.state.timeline import Steps
@@ -57,7 +57,7 @@ RS_INPUT = "reduce-scatter input (FSDP2)"
 RS_OUTPUT = "reduce-scatter output (FSDP2)"
 
 
-@dataclass(frozen=True)
+@record
 class Group:
     """One FSDP group on one rank: its unsharded bytes (padded) and tensors."""
 
@@ -87,7 +87,7 @@ def padded_group_values(r: Resolved, unit: str, values: int) -> int:
     return values if padded is None else padded * world
 
 
-@dataclass(frozen=True)
+@record
 class Fsdp2:
     world: int  # ranks the groups are sharded over
     gloo: bool  # the CPU's transport, with its own copies

@@ -5,12 +5,11 @@ builds it from the facts the engine schedules with."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from tiersim.core.records import record
 from tiersim.state.timeline import Event, Timeline, live_parts
 
 
-@dataclass(frozen=True)
+@record
 class HostTimeline:
     """One GPU's rank in host memory over the step, and its node (the node's GPUs hold the
     same timeline in lockstep: `node_gpus` times each figure)."""

@@ -2,18 +2,18 @@
 
 Pure functions of a validated scenario; no simulation. Per GPU means one GPU of the
 most-loaded pipeline stage after tensor/pipeline division and data-parallel sharding.
-Sharded byte counts are rounded up (ZeRO pads partitions to equal size).
-"""
+Sharded byte counts are rounded up (ZeRO pads partitions to equal size)."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
+from tiersim.core.records import record
 from tiersim.state.activation_policy import kept
 from tiersim.state.activations import Item, divided, layer_items, outside_items
 from tiersim.state.apex_buckets import apex_resident_bytes, on_apex
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
 
 
-@dataclass(frozen=True)
+@record
 class ClassBytes:
     """Bytes of every state class, in the table's order (`bytes["weights"]`)."""
 
@@ -85,7 +85,7 @@ class ClassBytes:
         return {**self.by_class, "total": self.total}
 
 
-@dataclass(frozen=True)
+@record
 class TierUse:
     capacity_bytes: float
     resident_bytes: int
@@ -96,7 +96,7 @@ class TierUse:
         return self.resident_bytes <= self.capacity_bytes
 
 
-@dataclass(frozen=True)
+@record
 class Inventory:
     parameters: int
     dense: ClassBytes
@@ -187,7 +187,7 @@ def per_context_rank(r: Resolved, whole: float) -> float:
     return whole / c if c > 1 else whole
 
 
-@dataclass(frozen=True)
+@record
 class ActivationItem:
     group: str
     name: str

@@ -4,8 +4,7 @@ transients, and on the busiest expert rank the routed rows beyond the mean."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from tiersim.core.records import record
 from tiersim.state.activation_kinds import divided
 from tiersim.state.activations import layer_items
 from tiersim.state.activations_moe import hf_moe_backward_moments
@@ -21,7 +20,7 @@ from tiersim.state.timeline_size import check_timeline_size
 FP8_COPIES = "FP8 weight copies (training.fp8)"
 
 
-@dataclass(frozen=True)
+@record
 class LayerMemory:
     params: int  # values on this GPU after tensor/expert division
     tensors: int  # parameter tensors

@@ -11,10 +11,10 @@ and not listed in `dense_layers` (Qwen's mlp_only_layers).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tiersim.core.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Matrix:
     """`count` parameter tensors of shape (rows, cols); cols == 1 for vectors. A weight's
     shape is [in, out] (y = x W), the transpose of PyTorch's nn.Linear [out, in], except the
@@ -50,7 +50,7 @@ class Matrix:
         return tuple(s for s in shapes if s[2])
 
 
-@dataclass(frozen=True)
+@record
 class Moe:
     """A mixture-of-experts MLP: `experts` routed experts of width `ffn_hidden`, `per_token`
     of them active per token, `shared` always-active experts of width `shared_ffn_hidden`."""
@@ -83,7 +83,7 @@ class Moe:
         return self.capacity_factor or 1.0
 
 
-@dataclass(frozen=True)
+@record
 class Latent:
     """Multi-head latent attention (DeepSeek V2/V3): queries through a rank-`q_rank` bottleneck
     (or a plain projection when None), keys and values through a shared rank-`kv_rank` latent;

@@ -8,9 +8,10 @@ the transformers modelling code under `huggingface`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from tiersim.config.schema import ModelSpec
+from tiersim.core.records import record
 from tiersim.state import layers as ly
 from tiersim.state.activations import MEGATRON, Accounting, layer_bytes
 from tiersim.state.layers import Matrix
@@ -44,7 +45,7 @@ __all__ = ["GenericModel", "Matrix", "Model", "ModelUnit", "Transformer", "build
 FUSED_QKV_FAMILIES = ("gpt2", "gpt")
 
 
-@dataclass(frozen=True)
+@record
 class Transformer(TransformerShape):
     """A decoder-only transformer; `parameters` of a generic model skips the dimensions."""
 
@@ -297,7 +298,7 @@ class Transformer(TransformerShape):
         return self.activation_factor * kept
 
 
-@dataclass(frozen=True)
+@record
 class GenericModel:
     """A model known only by its parameter count and layer count (uniform layers)."""
 

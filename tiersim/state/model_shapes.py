@@ -4,11 +4,11 @@ tiersim (`LayerShape`, `Model`), and the MoE and latent-attention parts read fro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
 from tiersim.config.schema import ModelSpec
+from tiersim.core.records import record
 from tiersim.state.activation_kinds import MEGATRON, Accounting
 from tiersim.state.layers import Latent, Matrix, Moe
 
@@ -19,7 +19,7 @@ class UnitKind(Enum):
     HEAD = "head"
 
 
-@dataclass(frozen=True)
+@record
 class ModelUnit:
     """One unit of the model's depth: its embeddings, a run of `count` alike layers, or its
     head (final norm and output projection). Layers carry their own `shape` (what their FLOPs,
@@ -66,7 +66,7 @@ def moe_of(spec: ModelSpec) -> Moe | None:
     )
 
 
-@dataclass(frozen=True)
+@record
 class LayerView:
     """Layer `index` of a model whose layers differ (dense or MoE): a unit's `shape`."""
 

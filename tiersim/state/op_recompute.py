@@ -1,32 +1,36 @@
 """torchtitan's op-level selective activation checkpointing (`training.recompute: selective_op`,
-torchtitan's `[activation_checkpoint] mode = "selective"`, `selective_ac_option = "op"`): what a
-layer keeps for backward, and what its backward recomputes.
+torchtitan's default `activation_checkpoint`, `SelectiveAC`): what a layer keeps for backward,
+and what its backward recomputes.
 
-The policy, as torchtitan writes it (read at pytorch/torchtitan commit cfb9326515, files
-torchtitan/distributed/activation_checkpoint.py, `_apply_op_sac`, and the `_op_sac_save_list`
-of torchtitan/models/llama3/infra/parallelize.py, commit 018740b7aa): each transformer block is
-wrapped in a non-reentrant checkpoint whose `create_selective_checkpoint_contexts` policy saves
-the output of every op in the save list - aten.mm, the SDPA kernels (flash, efficient, cuDNN,
-math, overrideable), flex and varlen attention, the functional reduce_scatter_tensor, aten.max
-(FP8's amax) - except every second aten.mm: a counter per block and forward counts the mms and
-`mm_count % 2 == 0` is recomputed. Everything else (norms, rotary, repeat_kv, SiLU, the
-product, residual adds, all-gathers, all-reduces) is recomputed in backward.
+The policy, as torchtitan 0.3.0 writes it (PyPI wheel, torchtitan/distributed/
+activation_checkpoint.py, `SelectiveAC._wrap_block` and `_get_default_save_ops`): each
+transformer block is wrapped in a non-reentrant checkpoint (early_stop false) whose
+`create_selective_checkpoint_contexts` policy saves the output of every op in its save list -
+the partitioner's compute-intensive ops (aten.mm, the CUDA flash and efficient SDPA kernels,
+...), the cuDNN, math and overrideable SDPA kernels, flex and varlen attention, aten.max (FP8's
+amax), the functional reduce_scatter_tensor and all_to_all_single - except every second mm (or
+aten.linear): a counter per block and forward counts them and `mm_count % 2 == 0` is
+recomputed. Everything else (norms, rotary, SiLU, the product, residual adds, all-gathers,
+all-reduces) is recomputed in backward.
 
-torchtitan's Llama block (torchtitan/models/llama3/model) runs seven mms in this order: wq, wk,
-wv, wo, w1, w3, w2 (six without a gate: wq, wk, wv, wo, w1, w2). Saved: the 1st, 3rd, 5th and
-7th (wq's, wv's, w1's and w2's outputs); recomputed: wk, wo and w3. Under tensor parallelism
-the policy sees DTensor ops: a column-parallel linear's output is the rank's 1/t, a
-row-parallel one's (wo, w2) the whole T x h partial sum on every rank, and with sequence
-parallelism the reduce-scatter after each row-parallel linear is saved too (1/t of T x h).
+torchtitan 0.3.0's Llama 3 block projects q, k and v with one fused linear (`FusedQKVLinear`,
+`fuse_qkv=True` in every llama3 config) and runs five mms in this order: wqkv, wo, w1, w3, w2
+(four without a gate: wqkv, wo, w1, w2). Saved: the 1st, 3rd and 5th (wqkv's, w1's and w2's
+outputs); recomputed: wo and w3. (Older torchtitan, three projections wq, wk, wv and seven mms,
+saved wq, wv, w1 and w2: what this module counted before, docs/issue38-status.md.) Under
+tensor parallelism the policy sees DTensor ops: a column-parallel linear's output is the
+rank's 1/t, a row-parallel one's (wo, w2) the whole T x h partial sum on every rank, and with
+sequence parallelism the reduce-scatter after each row-parallel linear is saved too (1/t of
+T x h).
 
 A layer keeps (T = s·b tokens, dt the compute precision's bytes): its input (the checkpoint's
 argument, dt·T·h, the layer_inputs of full recompute), the saved mms' outputs, and SDPA's
 outputs (dt·T·a·e and the fp32 log-sum-exp, as the torchtitan accounting counts them,
 state/activations_titan.py). Its backward reruns the forward but for the saved ops, each
-cache entry freed once the rerun has used it (torchtitan's `early_stop` is false: the rerun
-goes to the block's end): the layer's backward then holds its input and its whole
-`recompute: none` set, as under full recompute, measured on the CPU to the byte
-(tests/test_op_recompute.py: the backward's peak under the policy equals the one without it).
+cache entry freed once the rerun has used it (early_stop false: the rerun goes to the block's
+end): the layer's backward then holds its input and its whole `recompute: none` set, as under
+full recompute, measured on the CPU to the byte (tests/test_op_recompute.py: the backward's
+peak under the policy equals the one without it).
 """
 
 from __future__ import annotations
@@ -48,9 +52,7 @@ def layer_matmuls(m: Transformer) -> list[tuple[str, int, int, bool]]:
     h, q, kv, f = m.hidden, m.heads * m.head_dim, m.kv_heads * m.head_dim, m.ffn_hidden
     mlp = [("w1", f, h, False), ("w3", f, h, False)] if m.gated_mlp else [("w1", f, h, False)]
     return [
-        ("wq", q, h, False),
-        ("wk", kv, h, False),
-        ("wv", kv, h, False),
+        ("wqkv", q + 2 * kv, h, False),  # FusedQKVLinear: one mm for q, k and v
         ("wo", h, q, True),
         *mlp,
         ("w2", h, f, True),
@@ -66,7 +68,7 @@ def recomputed_matmuls(m: Transformer) -> list[tuple[str, int, int, bool]]:
     return [mm for n, mm in enumerate(layer_matmuls(m), start=1) if not saved(n)]
 
 
-GROUP = {"wq": "attention_inputs", "wk": "attention_inputs", "wv": "attention_inputs"}
+GROUP = {"wqkv": "attention_inputs"}
 
 
 def op_items(

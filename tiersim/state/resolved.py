@@ -11,18 +11,19 @@ file gives it) is resolved here too, so nothing below the edge reads `Resolved.s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from tiersim.config.execution import Execution, execution_plan
 from tiersim.config.hardware_schema import Hardware
 from tiersim.config.schema import Budget, Scenario
 from tiersim.config.vocab_padding import scenario_vocab
+from tiersim.core.records import record
 from tiersim.state.activations import Accounting, accounting_for
 from tiersim.state.model import Model, build_model
 from tiersim.state.model_shapes import ModelUnit
 
 
-@dataclass(frozen=True)
+@record
 class Resolved:
     """One scenario as the engine reads it: model, execution plan, machine."""
 

@@ -60,6 +60,16 @@ def _rest(model: Model, units: Units, stage: int, pipeline: int) -> list[Matrix]
     return rest
 
 
+def untied_head_values(units: Units, stage: int, pipeline: int, tensor: int) -> int:
+    """The untied output projection's values on one GPU of the last stage (the head's
+    vocabulary matrix, vocab-parallel over t); 0 on other stages, and where the head is tied
+    to the embeddings (the head unit then holds no such matrix)."""
+    if stage != pipeline - 1:
+        return 0
+    head = next((u.matrices for u in units if u.kind is UnitKind.HEAD), ())
+    return sum(_split(m, tensor).size for m in head if m.embedding and not m.expert)
+
+
 def _expert_split(m: Matrix, expert: int) -> Matrix:
     """One GPU's share of the routed experts' tensors: 1/e of them (e divides the experts)."""
     return replaced(m, count=m.count // expert) if m.expert else m

@@ -27,8 +27,7 @@ In order (docs/memory.md says what is and is not counted, and why):
    gradients (stage_1_and_2.py `step()`: single_grad_partition), ZeRO-3 one sub-group
    (sub_group_size, 1e9) at a time (stage3.py); a PyTorch optimizer its step's temporaries
    (state/optimizers.py); Megatron's fused Adam none. apex's (NeMo's) gradient shards come
-   earlier, in the last backward or the cool-down (state/apex_grad_sync.py), held to the step.
-"""
+   earlier, in the last backward or the cool-down (state/apex_grad_sync.py), held to the step."""
 
 from __future__ import annotations
 
@@ -36,6 +35,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.core.records import record
 from tiersim.state import apex_grad_sync as apex_sync
 from tiersim.state import deepspeed_buckets as ds_buckets
 from tiersim.state.ddp_buckets import DDP_BUCKETS, ddp_bucket_bytes
@@ -113,7 +113,7 @@ def _start(steps: _Steps, r: Resolved, per_gpu, experts, held: float, stage: int
     ds_buckets.bucket_at_start(steps, r, stage)  # ZeRO-3's reduce bucket, Muon's momentum
 
 
-@dataclass(frozen=True)
+@record
 class _Plan:
     """What the step's layer loop needs to know, worked out once."""
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
+from tiersim.core.records import record
 from tiersim.state.allocator import CachingAllocator
 
 PHASES = ("start", "forward", "backward", "optimizer")
 
 
-@dataclass(frozen=True)
+@record
 class Event:
     moment: str  # where in the step, in words ("backward of layer 3")
     phase: str  # one of PHASES
@@ -48,7 +48,7 @@ class Steps(Protocol):
     def free(self, moment: str, phase: str, key: str, part: str) -> None: ...
 
 
-@dataclass(frozen=True)
+@record
 class Outside:
     """Device memory outside PyTorch's allocator, held all step."""
 
@@ -57,7 +57,7 @@ class Outside:
     source: str  # where the figure comes from
 
 
-@dataclass(frozen=True)
+@record
 class Timeline:
     tier: str
     capacity_bytes: float

@@ -6,12 +6,11 @@ which `Transformer` calls, reads only these fields, so it imports this module, n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from tiersim.core.records import record
 from tiersim.state.layers import Latent, Moe
 
 
-@dataclass(frozen=True)
+@record
 class TransformerShape:
     """The dimensions of a decoder-only transformer, as its scenario's `model` gives them."""
 

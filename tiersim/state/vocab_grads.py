@@ -21,13 +21,13 @@ term not counted yet (docs/memory.md).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from tiersim.core.records import record
 from tiersim.state.model import Transformer
 from tiersim.state.resolved import Resolved
 
 
-@dataclass(frozen=True)
+@record
 class VocabGrads:
     """Bytes one GPU makes: the head's weight gradient in the loss's backward (kept to the
     embedding's backward where `held`), the embedding's dense gradient, and a tied weight's

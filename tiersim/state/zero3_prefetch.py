@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tiersim.core.records import record
 from tiersim.state.resolved import Resolved
 from tiersim.state.zero3_trace import Trace, step_trace
 
@@ -39,7 +40,7 @@ GATHERED = "gathered weights"
 PERSISTENT = "persistent parameters (ZeRO-3, at most stage3_param_persistence_threshold)"
 
 
-@dataclass(frozen=True)
+@record
 class Limits:
     """DeepSpeed's four settings, in values (config/deepspeed.py)."""
 
@@ -49,7 +50,7 @@ class Limits:
     param_persistence_threshold: int
 
 
-@dataclass(frozen=True)
+@record
 class Moment:
     """One moment of the timeline: the most values gathered in it, what is left at its end."""
 

@@ -23,8 +23,7 @@ tiling (an operator the engine tiles, workload/fetch.py, is counted whole here).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from tiersim.core.records import record
 from tiersim.state.inventory import rank_matrices
 from tiersim.state.layers import Matrix
 from tiersim.state.model import Transformer
@@ -34,7 +33,7 @@ from tiersim.state.resolved import Resolved
 LAYER_CONTAINERS = 4  # decoder layer, attention, MLP, activation: hooked, no parameters
 
 
-@dataclass(frozen=True)
+@record
 class Trace:
     """Each parameter's values (`numel[p]`) and each fetch of the step in order: the moment of
     the memory timeline it runs in and the parameters it gathers."""

@@ -7,9 +7,9 @@ No plotting here (tiersim.sweep.plots draws), so this is cheap to import and to 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
+from tiersim.core.records import record
 from tiersim.core.units import Kind, parse
 from tiersim.sweep.spec import SweepSpec
 
@@ -63,7 +63,7 @@ def spans_decades(xs: list[float]) -> bool:
     return bool(finite) and min(finite) > 0 and max(finite) / min(finite) >= DECADES
 
 
-@dataclass(frozen=True)
+@record
 class Dim:
     """One independent direction of a sweep: a grid axis, or the zip (its axes move together)."""
 
@@ -105,7 +105,7 @@ def layout(found: list[Dim]) -> tuple[Dim | None, Dim | None, list[Dim]]:
     return x, (rest[0] if rest else None), rest[1:]
 
 
-@dataclass(frozen=True)
+@record
 class Scale:
     label: str  # the output's name with its unit
     factor: float  # plotted value = value x factor

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tiersim.config.load import build
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import InputError
+from tiersim.core.records import record
 from tiersim.engine import steady
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.sweep.plot_limits import plottable
@@ -56,7 +56,7 @@ def plots_estimate(outputs: Mapping[str, Any]) -> tuple[int, float]:
 SAMPLE = 50
 
 
-@dataclass(frozen=True)
+@record
 class Work:
     """What a point simulates (all zero for one that is not a valid scenario)."""
 

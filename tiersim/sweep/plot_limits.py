@@ -3,11 +3,11 @@ tier's capacity across its peak or resident bytes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tiersim.config.load import build
 from tiersim.core.errors import InputError
+from tiersim.core.records import record
 from tiersim.sweep.rows import Table
 from tiersim.sweep.spec import SweepSpec
 from tiersim.sweep.worker import OK
@@ -38,7 +38,7 @@ def base_budgets(spec: SweepSpec) -> dict[str, dict[str, float]]:
     return out
 
 
-@dataclass(frozen=True)
+@record
 class Limit:
     """A level drawn across a plot: a wear budget, or a tier's capacity."""
 

@@ -18,9 +18,9 @@ through it (a local pool's are still starting then).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from tiersim.core.records import record
 from tiersim.sweep.execute import Pool, stream
 from tiersim.sweep.worker import PointResult, PointTask, run_points
 
@@ -30,7 +30,7 @@ GUIDE = 2  # a batch at most the points left / (GUIDE x workers)
 LEAD = 2  # one-point tasks a worker gets before the sweep's estimate
 
 
-@dataclass(frozen=True)
+@record
 class Lead:
     positions: list[int]  # the points sent (their positions among the sweep's tasks)
     futures: list[Any]  # their tasks, one a point

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from tiersim.core.records import record
 from tiersim.sweep.axes import SI_SUFFIX, quantity
 from tiersim.sweep.outputs import column_rank
 from tiersim.sweep.spec import Point, SweepSpec
@@ -12,7 +13,7 @@ from tiersim.sweep.spec import Point, SweepSpec
 MISSING = "missing"  # a point with no recorded result (only in a sweep that did not finish)
 
 
-@dataclass(frozen=True)
+@record
 class Table:
     rows: list[dict[str, Any]]
     columns: list[str]

@@ -11,10 +11,11 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent import futures as cf
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TextIO
 
+from tiersim.core.records import record
 from tiersim.core.units import fmt_time
 from tiersim.sweep import remote
 from tiersim.sweep.estimate import NOTHING, plots_estimate, sweep_estimate, to_time, weigh
@@ -39,7 +40,7 @@ from tiersim.sweep.worker import (
 )
 
 
-@dataclass(frozen=True)
+@record
 class SweepOptions:
     out: Path
     workers: int
@@ -51,7 +52,7 @@ class SweepOptions:
     progress: TextIO | None = None  # default: stderr
 
 
-@dataclass(frozen=True)
+@record
 class SweepOutcome:
     spec: SweepSpec
     points: list[Point]

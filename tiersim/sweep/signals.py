@@ -69,6 +69,10 @@ class Gate:
             raise
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.previous.get(signum) == signal.SIG_IGN:
+            # ignored before the gate (SIGINT of a background job, `nohup`): still ignored,
+            # neither held nor taking the pass the next signal (a SIGTERM) must stop the run by
+            return
         if not self.passing:
             self.held.append(signum)
             return

@@ -24,7 +24,6 @@ import difflib
 import itertools
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from tiersim.config.yamlfile import read_yaml, read_yaml_and_text
 from tiersim.config.yamllines import lines_from
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem, shown, shown_yaml
+from tiersim.core.records import record
 from tiersim.sweep.duplicates import grid_problems, zip_problems
 from tiersim.sweep.paths import path_problem
 
@@ -43,7 +43,7 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
 MAX_NAME_CHARS = 255  # a file name's limit on common file systems (NAME_MAX)
 
 
-@dataclass(frozen=True)
+@record
 class Axis:
     """One swept key path and its values, in the order the file lists them."""
 
@@ -56,7 +56,7 @@ class Axis:
         return self.path.split(".")
 
 
-@dataclass(frozen=True)
+@record
 class SweepSpec:
     source: str
     name: str
@@ -78,7 +78,7 @@ class SweepSpec:
         return n * (len(self.zip[0].values) if self.zip else 1)
 
 
-@dataclass(frozen=True)
+@record
 class Point:
     """One point: its swept values and the plain scenario mapping they make."""
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from tiersim.config.load import Loaded, build
 from tiersim.config.presets import resolve
 from tiersim.core.collector import collector_paused
 from tiersim.core.errors import BUG_REPORT, BugFound, InfeasibleError, InputError, Problem
+from tiersim.core.records import record
 from tiersim.report.json_report import to_json
 from tiersim.runner import Run, SearchRun, report_for
 from tiersim.sweep.outputs import headline
@@ -27,7 +28,7 @@ from tiersim.sweep.spec import describe
 OK, INVALID, INFEASIBLE, ERROR = "ok", "invalid", "infeasible", "error"
 
 
-@dataclass(frozen=True)
+@record
 class PointTask:
     """A plain scenario mapping and where its relative file names are read from."""
 
@@ -41,7 +42,7 @@ class PointTask:
     remedies: bool = True
 
 
-@dataclass(frozen=True)
+@record
 class PointResult:
     key: str
     status: str  # ok | invalid | infeasible | error

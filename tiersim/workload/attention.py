@@ -38,8 +38,9 @@ runs it on a GPU, for the kernel time model (tiersim/workload/kernels.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
+
+from tiersim.core.records import record
 
 FLASH_TILE = (128, 64)  # FlashAttention-2's forward tile: query rows x keys (see above)
 FUSED_BACKWARD = 2.5  # backward products over forward's: 5 (S recomputed, dV, dP, dQ, dK) / 2
@@ -47,7 +48,7 @@ EAGER_BACKWARD = 2.0  # dQ, dK (QK^T's shapes) and dP, dV (PV's)
 MASK_CONVERT_B, MASK_READ_B = 3.0, 2.0  # per mask element: bool -> bf16; the bias read
 
 
-@dataclass(frozen=True)
+@record
 class AttentionCore:
     """One layer's attention core relative to the eager s x k products: the share of them
     computed, the backward's products over the forward's, and bytes per score (e_a) and per

@@ -21,9 +21,9 @@ saw; these are the model's prices, from which they result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tiersim.core.records import record
 from tiersim.state.inventory import stage_layers
 from tiersim.workload import kernels
 from tiersim.workload.comms import alone_s, capacities
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
 
 
-@dataclass(frozen=True)
+@record
 class StepBreakdown:
     gemm_s: float
     memory_bound_s: float

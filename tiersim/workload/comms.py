@@ -13,12 +13,12 @@ group, with how many bytes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.memo import OwnerMemo
+from tiersim.core.records import record
 from tiersim.hardware import nccl
 from tiersim.hardware.collectives import (
     BUS_FACTOR,
@@ -50,7 +50,7 @@ RING_GROUPS = (
 GROUPS = (*RING_GROUPS, "embedding")
 
 
-@dataclass(frozen=True)
+@record
 class Comm:
     """`calls` identical collectives run back to back, as one flow."""
 

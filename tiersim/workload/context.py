@@ -31,11 +31,11 @@ Full recompute reruns the forward's exchange before backward.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.core.records import record
 from tiersim.hardware.collectives import group_link
 from tiersim.hardware.resources import NetChannel, Network
 from tiersim.state.context import gathered_kv_bytes as gathered_kv_bytes
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 FUSED_BACKWARD, EAGER_BACKWARD = 2.5, 2.0
 
 
-@dataclass(frozen=True)
+@record
 class ContextComms:
     """One layer's context-parallel communication per micro-batch: what blocks the GPU
     stream forward and backward, and what flows beside the attention blocks."""

@@ -26,10 +26,11 @@ layer's ops outside its GEMMs and attention kernel:
   element of the MLP's width forward; backward the product's two gradients 6 + 6 and silu's
   (gradient and saved input read, one written) 6 = 18 B. Compiled: 6 B forward (read gate and
   up, write one), 10 B backward (read the gradient, gate and up, write two): as Megatron's.
-torchtitan's Llama layer (`implementation: torchtitan`; torchtitan/models/llama3/model/model.py)
-runs the same ops but its norms: `nn.RMSNorm` (attention_norm, ffn_norm), which in PyTorch
-2.13.0 (the project's pin) calls aten::rms_norm -> aten::_fused_rms_norm (its profiler says so
-on this CPU build, where the op falls back to the composite; ATen's rms_norm_symint,
+torchtitan's Llama layer (`implementation: torchtitan`; torchtitan 0.3.0's Llama 3,
+torchtitan/models/common) runs the same ops but its norms and its q/k/v projection. Its norms,
+`nn.RMSNorm` (attention_norm, ffn_norm), in PyTorch 2.13.0 (the project's pin) call
+aten::rms_norm -> aten::_fused_rms_norm (its profiler says so on this CPU build, where the op
+falls back to the composite; ATen's rms_norm_symint,
 aten/src/ATen/native/layer_norm.cpp, takes the fused op unless the weight's dtype is not the
 input's, the input channels-last or complex). On CUDA `_fused_rms_norm` is one kernel
 (`_fused_rms_norm_cuda`, layer_norm_kernel.cu's RmsNormKernelImpl, the layer norm's vectorized
@@ -41,7 +42,11 @@ fp32 norm weights beside bf16 inputs fall back to the composite (not counted). I
 (apply_rotary_emb: `xq.float()` r2 w4 6, the complex multiply by freqs_cis r4 w4 8, `type_as`
 r4 w2 6 = 20 B forward; backward the same casts and multiply transposed, 20 B), SwiGLU
 (`F.silu(w1(x)) * w3(x)`), residual adds and the attention output's `transpose(1, 2)
-.contiguous()` are transformers' bytes above. Compiled, torch.compile fuses the same chains:
+.contiguous()` are transformers' bytes above. Its q/k/v projection is one fused linear
+(`FusedQKVLinear`) whose output [b, s, k, a/k + 2, e] is split and each part made contiguous
+(`reshape(...).contiguous()` of a strided view: a copy), r2 w2 = 4 B per element of q, k and v
+forward; backward, the split's (a cat into the fused gradient, the three gradients read) 4 B.
+Compiled, torch.compile fuses the same chains, the split's copies into them (not counted):
 the same bytes as transformers' compiled layer.
 Left out: what torch.compile changes in the activations kept for backward (the memory
 accounting is the implementation's either way), and the output head's cross-entropy (the
@@ -50,20 +55,22 @@ fused kernels' bytes either way).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tiersim.core.records import record
 
 RESIDUAL_B = 6.0  # an add: two reads, one write, either way
 OUTPUT_COPY_B = 4.0  # the attention output's contiguous copy, either way
 
 
-@dataclass(frozen=True)
+@record
 class EagerBytes:
     """Bytes per element, (forward, backward): of the hidden states (two norms, two residual
-    adds and the attention output's copy), of q and k (rotary), of the MLP's width."""
+    adds and the attention output's copy), of q and k (rotary), of the MLP's width, of q, k
+    and v (torchtitan's fused projection's split copies)."""
 
     hidden: tuple[float, float]
     rotary: tuple[float, float]
     ffn: tuple[float, float]
+    qkv_split: tuple[float, float] = (0.0, 0.0)
 
 
 def _hidden(norm: tuple[float, float]) -> tuple[float, float]:
@@ -73,7 +80,8 @@ def _hidden(norm: tuple[float, float]) -> tuple[float, float]:
 EAGER_LLAMA = EagerBytes(_hidden((36.0, 64.0)), (20.0, 20.0), (10.0, 18.0))
 COMPILED_LLAMA = EagerBytes(_hidden((4.0, 6.0)), (4.0, 4.0), (6.0, 10.0))
 FUSED_RMS_NORM_B = (4.0, 10.0)  # PyTorch's _fused_rms_norm on CUDA, forward and backward
-EAGER_TORCHTITAN = EagerBytes(_hidden(FUSED_RMS_NORM_B), (20.0, 20.0), (10.0, 18.0))
+QKV_SPLIT_B = (4.0, 4.0)  # torchtitan's FusedQKVLinear: the split parts' copies, each way
+EAGER_TORCHTITAN = EagerBytes(_hidden(FUSED_RMS_NORM_B), (20.0, 20.0), (10.0, 18.0), QKV_SPLIT_B)
 
 
 def compile_bytes(compiled: bool, implementation: str = "huggingface") -> EagerBytes:

@@ -37,9 +37,9 @@ H100's table (3.35 TB/s HBM3), keep the op-by-op model at their own bandwidth.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tiersim.core.records import record
 from tiersim.workload.attention import FUSED_BACKWARD
 from tiersim.workload.layer_bytes import ATTENTION_DROPOUT_B
 
@@ -53,7 +53,7 @@ SIXTEEN_BIT = ("bf16", "fp16")
 SAME_HBM = 0.02  # the GPU's HBM bandwidth within 2 % of the measurement's: the same memory
 
 
-@dataclass(frozen=True)
+@record
 class MeasuredEager:
     """The eager core's forward and backward seconds from the table, and the bytes per score
     its op set leaves to the op-by-op model (the attention dropout's)."""

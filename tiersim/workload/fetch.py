@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.config.framework import OffloadPlan
+from tiersim.core.records import record
 from tiersim.state.model import Matrix
 from tiersim.workload.comms import Comm
 
@@ -35,7 +35,7 @@ _SPLIT_TIMES = ("forward_s", "backward_s", "recompute_s", "optimizer_gpu_s", "op
 _SPLIT_COMMS = ("dp_weights", "dp_gradients", "dp_parameters")
 
 
-@dataclass(frozen=True)
+@record
 class Tiling:
     operator: str  # the part's name, e.g. L0.4
     tiles: int

@@ -31,10 +31,11 @@ hidden states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.memo import OwnerMemo
+from tiersim.core.records import record
 from tiersim.hardware.gemm import gemm_s
 from tiersim.hardware.kernel_tables import kernel_table
 from tiersim.state.layer_sac import checkpointed_share
@@ -53,7 +54,7 @@ from tiersim.workload.ring_attention import context_ring
 HEAD_NORM_B, LOGIT_B, EMBEDDING_B = 16.0, 50.0, 16.0
 
 
-@dataclass(frozen=True)
+@record
 class Kernels:
     """Seconds of one pass over one micro-batch, matrix multiplies and memory-bound apart."""
 
@@ -72,7 +73,7 @@ class Kernels:
         return self if share == 1 else Kernels(self.gemm_s * share, self.memory_s * share)
 
 
-@dataclass(frozen=True)
+@record
 class LayerKernels:
     forward: Kernels
     backward: Kernels
@@ -108,6 +109,7 @@ class _Shape:
         self.e_f = self.tokens * model.ffn_hidden / self.t
         # q and k elements (the rotary embedding's), on this GPU's heads
         self.e_qk = self.tokens * (model.heads + model.kv_heads) * model.head_dim / self.t
+        self.e_qkv = self.e_qk + self.tokens * model.kv_heads * model.head_dim / self.t
         self.heads = max(1, model.heads // self.t)
         self.keys = model.attention_keys(self.full_seq, index)  # layer `index`'s
         self.e_a = float(self.b * self.heads * self.seq * self.keys)
@@ -276,7 +278,11 @@ def _elementwise_bytes(r: Resolved, sh: _Shape, b: ElementBytes) -> tuple[float,
         return tuple(b.hidden[i] * sh.e + b.ffn[i] * sh.e_f + rope for i in (0, 1))  # type: ignore[return-value]
     eb = compile_bytes(compiled, r.accounting.implementation)
     return tuple(  # type: ignore[return-value]
-        eb.hidden[i] * sh.e + eb.rotary[i] * sh.e_qk + eb.ffn[i] * sh.e_f for i in (0, 1)
+        eb.hidden[i] * sh.e
+        + eb.rotary[i] * sh.e_qk
+        + eb.ffn[i] * sh.e_f
+        + eb.qkv_split[i] * sh.e_qkv
+        for i in (0, 1)
     )
 
 

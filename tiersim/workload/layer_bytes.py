@@ -47,9 +47,9 @@ PyTorch kernel of its own (fp16, read + written per element):
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tiersim.core.records import record
 from tiersim.workload import megatron_elementwise as mcore
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ FWD_SCORES_B, BWD_SCORES_B = 13.0, 19.0  # per attention score (e_a)
 ATTENTION_DROPOUT_B = 5.0  # per score each way: read 2, write 2, the mask 1 (written, read)
 
 
-@dataclass(frozen=True)
+@record
 class ElementBytes:
     """Bytes the memory-bound kernels of one layer read and write per element, forward and
     backward: of the hidden states (e), the MLP's wide tensor (e_f), the attention scores."""

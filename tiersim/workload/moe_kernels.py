@@ -35,8 +35,9 @@ rank waits for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from tiersim.core.records import record
 
 if TYPE_CHECKING:
     from tiersim.state.resolved import Resolved
@@ -47,7 +48,7 @@ PERMUTE_TOKEN_B = (2.0, 2.0)  # per token element: unpermute's output, permute's
 SORT_B = (8.0, 8.0)  # per received element: sorted by local expert and back
 
 
-@dataclass(frozen=True)
+@record
 class MoeShape:
     """One micro-batch's MoE block sizes on one GPU (the module docstring's names)."""
 

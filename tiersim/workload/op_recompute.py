@@ -1,7 +1,7 @@
 """The backward's rerun forward under torchtitan's op-level selective checkpointing
 (`training.recompute: selective_op`; the policy: tiersim/state/op_recompute.py), timed kernel by
 kernel as the layer's forward is (tiersim/workload/kernels.py): the mms the policy does not save
-(wk, wo and w3 of torchtitan's Llama block: every second one), at the linears' precision, and
+(wo and w3 of torchtitan 0.3.0's Llama block: every second one), at the linears' precision, and
 every memory-bound kernel of the forward (norms, rotary, SiLU and the product, residual adds,
 FP8 casts), none of which it saves. SDPA's outputs are saved: the attention core is not rerun.
 """

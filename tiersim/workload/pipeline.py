@@ -37,10 +37,11 @@ repeat, whatever m.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import add, lt, mul
 from typing import Literal, NamedTuple
+
+from tiersim.core.records import record
 
 Kind = Literal["forward", "backward"]
 
@@ -54,7 +55,7 @@ class Op(NamedTuple):
     kind: Kind
 
 
-@dataclass(frozen=True)
+@record
 class PipelineTiming:
     """The timeline of every stage under one schedule (seconds from the step's start)."""
 

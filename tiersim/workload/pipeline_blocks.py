@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from operator import sub
 
+from tiersim.workload import pipeline_passes as passes
 from tiersim.workload.pipeline import in_order
 
 
@@ -160,21 +161,39 @@ def _walk(
     is told each block's (forward ends, backward ends, forward starts, backward starts), one
     per stage (0.0 where none), and may answer (blocks to skip, a steady block's forward and
     backward ends): go on from there (`_Repetition`). Each stage's last end returned.
-    A full block (every stage a forward and a backward) after a full block is `_full`'s:
-    blocks p to total - p·v (without starts kept)."""
-    first, stop = (p, total - p * v) if not keep_starts else (1, 0)
-    columns = _columns(p, v, times) if first <= stop else None
-    free, block = [0.0] * p, -p * v  # each stage's last op's end; the block
+    With starts kept, each block op by op (`_block`); else in passes over the stages
+    (tiersim.workload.pipeline_passes), by the ops a block has: forwards alone (before block
+    0: `rising`), every forward and the first backwards (0 to p - 1: `ramp`), every forward
+    and backward (to total - p·v: `full`), the last forwards and every backward (`drain`),
+    backwards alone (`falling`)."""
+    pv = p * v
+    draining, fall = total - pv + 1, total - pv + p  # the first block of each
+    cols = passes.columns(p, v, times) if not keep_starts else None
+    free, block = [0.0] * p, -pv  # each stage's last op's end; the block
     f_prev, b_prev = [0.0] * p, [0.0] * p  # before the first; its ends (none: 0.0)
+    none = b_prev  # a block's backward ends where it has none (read, never written)
     while block < total + p - 2:  # the walk's blocks: 1 - p·v to total + p - 2
         block += 1
-        if first <= block <= stop:
-            f_end, b_end = _full(p, v, block, p2p_s, f_prev, b_prev, columns)
-            told, free = (f_end, b_end, f_end, b_end), None  # each stage's last: b_end
-        else:
-            if free is None:
+        if keep_starts:
+            told = _block(p, v, total, block, p2p_s, times, True, free, f_prev, b_prev)
+        elif block < 0:
+            f_end = passes.rising(p, v, block, p2p_s, f_prev, cols)
+            told = (f_end, none, f_end, none)
+        elif block < fall:
+            if block < p:
+                f_end, b_end = passes.ramp(p, v, block, p2p_s, f_prev, b_prev, cols)
+            elif block < draining:
+                f_end, b_end = passes.full(p, v, block, p2p_s, f_prev, b_prev, cols)
+            else:  # stages block - draining + 1 on have a forward left
+                f_end, b_end = passes.drain(
+                    p, v, block, block - draining + 1, p2p_s, f_prev, b_prev, cols
+                )
+            told = (f_end, b_end, f_end, b_end)
+        else:  # each stage's last end kept in `free` from here (each ends in its own block)
+            if block == fall:  # every stage's last op: its backward of the block before
                 free = list(b_prev)
-            told = _block(p, v, total, block, p2p_s, times, keep_starts, free, f_prev, b_prev)
+            b_end = passes.falling(p, v, total, block, p2p_s, free, b_prev, cols)
+            told = (none, b_end, none, b_end)
         if (skip := seen(told)) is None:
             f_prev, b_prev = told[0], told[1]
         else:  # the steady blocks between added, not walked (`_Repetition.see`)
@@ -231,55 +250,6 @@ def _block(
         b_start[last] = now
         b_end[last] = free[last] = now + db[last][block]
     return f_end, b_end, f_start, b_start
-
-
-def _full(
-    p: int, v: int, block: int, c: float, f_prev: list, b_prev: list, columns: tuple
-) -> tuple[list[float], list[float]]:
-    """`_block`'s ends of a full block after a full block (each stage's last op the block
-    before's backward, `b_prev`), the same sums and comparisons (`now < arrive` picks the
-    arrival, a tie keeps the stage's end; an arrival is an end plus `c`, worked out again
-    where picked: the same float) in two passes: stages 1 to p - 1's forwards, then 0 to
-    p - 2's backwards, the stage 0 forward and the last stage's backward as `_block` has
-    them. `columns`: `_columns`'."""
-    f_cols, b_cols, f_first, b_last = columns
-    last, pv = p - 1, p * v
-    base = block - 1 + pv
-    now = b_prev[0]
-    if base % pv >= p and now < f_prev[last] + c:  # a later chunk (`_block`'s chunk_f)
-        now = f_prev[last] + c
-    tail = b_prev[1:]  # stage k + 1's backward end, from stage 0 on
-    # (zips cut to the p - 1 stages of `tail`: f_prev's last end, f_end's, not read here)
-    f_end = [
-        (a + c if n < a + c else n) + t
-        for n, a, t in zip(tail, f_prev, f_cols[base % pv], strict=False)
-    ]
-    f_end.insert(0, now + f_first[base])
-    b_end = [
-        (a + c if n < a + c else n) + t
-        for n, a, t in zip(f_end, tail, b_cols[(block - last) % pv], strict=False)
-    ]
-    now = f_end[last]
-    arrive = b_prev[0] + c if block % pv >= p else now  # an earlier chunk (`_block`'s chunk_b)
-    b_end.append((arrive if now < arrive else now) + b_last[block])
-    return f_end, b_end
-
-
-def _columns(p: int, v: int, times: tuple) -> tuple:
-    """`_full`'s times by block: forward column c (c = base modulo p·v) holds stages 1 to
-    p - 1's times of their visits base - k, backward column d (d = block - p + 1 modulo p·v)
-    stages 0 to p - 2's of their visits block - p + 1 + k. A stage's times repeat every p·v
-    visits (`_times`), so stage k's row of forward columns is its first p·v times rotated
-    by k (c's entry is visit (c - k) mod p·v), of backward ones rotated back by k; the rows
-    read across the stages (in C). With stage 0's forward and the last stage's backward
-    times by visit."""
-    df, db, _, _ = times
-    pv = p * v
-    f_rows = [df[k][pv - k : pv] + df[k][: pv - k] for k in range(1, p)]
-    b_rows = [db[k][k:pv] + db[k][:k] for k in range(p - 1)]
-    if p == 1:  # no stage beside the one: empty columns
-        return [()] * pv, [()] * pv, df[0], db[0]
-    return list(zip(*f_rows, strict=True)), list(zip(*b_rows, strict=True)), df[0], db[p - 1]
 
 
 def _by_visit(

@@ -38,10 +38,10 @@ gradient accumulations), bytes per element of a step's tensors at the compute pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.core.records import record
 from tiersim.state.model import Transformer
 from tiersim.workload.attention import FUSED_BACKWARD
 
@@ -54,7 +54,7 @@ LSE_UPDATE_B = 20.0  # per (head, row): the fp64 running statistic read and writ
 LSE_CAST_B = 12.0  # per (head, row): the fp64 statistic read, its fp32 copy written
 
 
-@dataclass(frozen=True)
+@record
 class RingShape:
     """One rank's attention under the ring: micro-batch b, its heads and K/V heads (its
     tensor-parallel share), head dimension, sequence s, context size c, element bytes a."""
@@ -72,7 +72,7 @@ class RingShape:
         return self.seq // (2 * self.c)
 
 
-@dataclass(frozen=True)
+@record
 class RingAttention:
     """Seconds of the fused attention kernels and bytes of the ring's memory-bound kernels,
     forward and backward, one layer, one micro-batch."""

@@ -7,12 +7,12 @@ which `work` calls, reads them, so the record lives here, below both.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from tiersim.core.records import record
 from tiersim.workload.comms import Comm
 
 
-@dataclass(frozen=True)
+@record
 class Unit:
     name: str
     params: int  # parameters this GPU holds for the unit (after tensor division)

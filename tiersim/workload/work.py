@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.frozen import replaced
+from tiersim.core.records import record
 from tiersim.state import deepspeed_muon as ds_muon
 from tiersim.state.inventory import (
     Inventory,
@@ -58,7 +58,7 @@ from tiersim.workload.stage_times import chunks, compute_times
 from tiersim.workload.unit import Unit
 
 
-@dataclass(frozen=True)
+@record
 class Workload:
     units: tuple[Unit, ...]
     micro_batches: int

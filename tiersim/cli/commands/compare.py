@@ -6,18 +6,18 @@ import argparse
 import json
 import shlex
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tiersim.cli.commands.common import add_format_arg, add_set_arg, note_lines
 from tiersim.cli.commands.emitting import add_emit_args, check_emit_out, write_emitted
 from tiersim.core.errors import InfeasibleError, InputError, Problem
+from tiersim.core.records import record
 
 MAX_REPORT_BYTES = 64 * 2**20  # a report.json is tens of kB; anything this large is not one
 
 
-@dataclass(frozen=True)
+@record
 class Side:
     label: str
     report: dict[str, Any]

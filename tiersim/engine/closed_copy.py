@@ -1,0 +1,360 @@
+"""The run of an async checkpoint's step, worked out beside the plain run in closed form where
+the copy's queues allow (tiersim.engine.copy_queues: the argument), instead of simulated event
+by event (issue 36). `closed_copy` gives what `checkpoint_apart.measure_apart` reads of a
+finished engine, or why it cannot be had this way (then the copy is simulated as before);
+`copy_queues.may_close` says beforehand whether the schedules allow it at all."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+from tiersim.core.intervals import union
+from tiersim.engine.copy_queues import Copy, copy_rate, copy_times
+from tiersim.engine.core import RunLog, move_plan
+from tiersim.engine.ops import OpKind
+
+MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
+_DEPS, _KIND, _TIMED = (operator.attrgetter(a) for a in ("deps", "kind", "timed"))
+
+
+@dataclass
+class _Peak:
+    peak: float
+
+
+@dataclass
+class _Busy:
+    intervals: dict[str, list]
+
+
+@dataclass
+class _Net:
+    busy: _Busy
+    wakeups: int = 0
+
+
+@dataclass
+class ClosedRun:
+    """What `checkpoint_apart.measure_apart` reads of a finished engine, worked out in closed
+    form: the schedule, topology, log (op times, step end, events: the plain run's and four a
+    copy op, a bound for the round-off), busy intervals by link (no ANY channel: nothing reads
+    it here) and each tier's peak."""
+
+    schedule: Any
+    topo: Any
+    log: RunLog
+    net: _Net
+    occupancy: dict[str, _Peak]
+
+
+def closed_copy(
+    res: Any, setup: Any, schedule: Any, plain: Any, known: tuple | None = None
+) -> ClosedRun | str:
+    """The checkpoint run of `schedule` (the plain step's ops, then the copy's) worked out
+    beside `plain` (checkpoint_apart.PlainRun), or why it cannot be (copy_queues). `known`:
+    what `may_close` found of the copy, where it was asked."""
+    if res.execution.simulation.link_sharing != "fair":
+        return "link sharing is not max-min fair"
+    n, ops = len(plain.ops), schedule.ops
+    capacity = {**setup.topo.capacities, **schedule.net_capacity}
+    plans = {**plain.plans, **known[0]} if known else dict(plain.plans)
+    sim = res.execution.simulation
+    for op in () if known else ops[n:]:
+        if op.kind is MOVE and (op.src, op.dst, op.nbytes) not in plans:
+            plans[(op.src, op.dst, op.nbytes)] = move_plan(setup.topo, sim, op)
+    starts, ends = list(plain.starts), list(plain.ends)
+    starts.extend([0.0] * (len(ops) - n))
+    ends.extend([math.nan] * (len(ops) - n))
+    copy = Copy(moves=known[1] if known else None)
+    why = copy_times(ops, n, plans, capacity, (starts, ends), copy)
+    lone: dict[int, tuple] = {}
+    if why is None:
+        why = _step_beside(ops, n, plans, capacity, (starts, ends), copy, lone)
+    if why is not None:
+        return why
+    peaks = _peaks(ops, n, plans, plain.occupancy, setup.baseline, (starts, ends))
+    if isinstance(peaks, str):
+        return peaks
+    log = RunLog(starts, ends, [max(ends)], [0], events=plain.events + 4 * (len(ops) - n))
+    spans = [(b, ends[i], copy.moves[i][1]) for i, b in copy.flows.items()]
+    spans.extend((b, ends[i], rs) for i, (b, rs) in lone.items())
+    busy = _busy(plain.intervals, spans)
+    return ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
+
+
+def _step_flows(ops: list, n: int, plans: dict, times: tuple, on: set) -> dict[Any, list]:
+    """The step's flows crossing any of `on`, by each of those resources it crosses:
+    (op, begin, end, resources)."""
+    starts, ends = times
+    by: dict[Any, list] = {}
+    near: dict[int, tuple] = {}  # each resource tuple's resources among `on`, by identity
+    kinds = list(map(_KIND, itertools.islice(ops, n)))
+    timed = list(map(_TIMED, kinds))
+    for i in itertools.compress(range(n), map(operator.not_, timed)):
+        op = ops[i]
+        kind = kinds[i]
+        if kind is MOVE:
+            if op.nbytes <= 0:
+                continue
+            plan = plans[(op.src, op.dst, op.nbytes)]
+            resources, delay = plan.resources, plan.delay
+        elif kind is COMM or kind is SYNC:
+            resources, delay = (op.resource,), op.latency
+        else:
+            continue
+        mine = near.get(id(resources))
+        if mine is None:
+            mine = near[id(resources)] = (resources, [r for r in resources if r in on])
+        if mine[1]:
+            start = starts[i]
+            flow = (i, start + delay if delay > 0 else start, ends[i], resources)
+            for r in mine[1]:
+                by.setdefault(r, []).append(flow)
+    return by
+
+
+def _step_beside(
+    ops: list, n: int, plans: dict, capacity: dict, times: tuple, copy: Copy, lone: dict
+) -> str | None:
+    """The step's flows beside the copy's: on each resource a copy flow crosses, none while
+    it is a queue; the step's flows there taking at most what the queues leave, each at its
+    narrowest rate, or each lone (copy_queues' docstring), its new end worked out (`lone`:
+    each one's begin and resources) and the step's timers after it moved with it."""
+    window = copy.window
+    by = _step_flows(ops, n, plans, times, set(window))
+    alone: dict[tuple, float] = {}
+    slowed: dict[int, tuple] = {}
+    for r, flows in by.items():
+        lo, hi = window[r]
+        there = [f for f in flows if f[1] < hi and f[2] > lo]
+        if not there:
+            continue
+        if r in copy.traces:
+            return f"a flow of the step crosses the copy's queue {r}"
+        for f in there:
+            if f[3] not in alone:
+                alone[f[3]] = min(capacity[x] for x in f[3])
+        room = capacity[r] - sum(capacity[q] for q in copy.through[r])
+        rates = [alone[f[3]] for f in there]
+        if sum(rates) > room and (max(rates) > room or _most_at_once(there, alone) > room):
+            slowed.update((f[0], f) for f in there)
+    if not slowed:
+        return None
+    wanted = {r for f in slowed.values() for r in f[3]}
+    if not wanted <= set(window):  # every step flow on a slowed flow's resources
+        by = _step_flows(ops, n, plans, times, wanted | set(window))
+    return _lone(ops, n, plans, capacity, times, copy, (by, slowed, lone))
+
+
+def _most_at_once(flows: list, alone: dict) -> float:
+    """The most the step's `flows` take at once, each at its narrowest rate."""
+    changes = sorted([(f[1], alone[f[3]]) for f in flows] + [(f[2], -alone[f[3]]) for f in flows])
+    most = at_once = 0.0
+    for _, rate in changes:  # at one instant an end (negative) sorts before a begin
+        at_once += rate
+        most = max(most, at_once)
+    return most
+
+
+def _lone(ops, n, plans, capacity, times, copy, found) -> str | None:
+    """Each step flow the copy slows: lone (no other step flow on its resources over its
+    span, its plain rate its narrowest one), crossing no queue, freeing nothing at its end;
+    its new end from the rate the copy leaves it (`_slowed_end`). The step's ops after it
+    moved (`_moved`)."""
+    by, slowed, lone = found
+    moved: dict[int, float] = {}
+    routes: dict[int, Any] = {}  # what a route leaves a step flow, by its identity
+    for i, begin, end, resources in slowed.values():
+        op = ops[i]
+        if op.kind is not MOVE or op.free or plans[(op.src, op.dst, op.nbytes)].staged:
+            return "a step flow the copy slows frees memory at its end, or is a collective"
+        rate = routes.get(id(resources))
+        if rate is None:
+            rate = routes[id(resources)] = _route_rate(resources, capacity, copy)
+        new = _slowed_end(begin, end, op.nbytes, rate)
+        if isinstance(new, str):
+            return new
+        lone[i] = (begin, resources)
+        if new != end:
+            moved[i] = new
+    for r in {r for f in slowed.values() for r in f[3]}:
+        spans = sorted((f[1], moved.get(f[0], f[2])) for f in by[r])
+        if any(later[0] < span[1] for span, later in itertools.pairwise(spans)):
+            return "a step flow the copy slows is not alone on its resources"
+    return _moved(ops, n, times, moved)
+
+
+def _route_rate(resources: tuple, capacity: dict, copy: Copy) -> tuple | str:
+    """What the copy leaves a lone step flow across `resources`, as a step function: the
+    instants it changes, the rate after each (the least a resource leaves it: its capacity
+    less the copy's rate there), the fastest copy flow's on the resource that leaves the
+    least (0 where one the copy is not on does), and the rate before any change; why not,
+    where the queues through a resource could fill it."""
+    through = copy.through
+    if any(capacity[r] <= sum(capacity[q] for q in through.get(r, ())) for r in resources):
+        return "the copy's queues could fill a slowed step flow's resource"
+    alone = (
+        min(capacity[r] for r in resources if r not in copy.window)
+        if any(r not in copy.window for r in resources)
+        else math.inf
+    )
+    steps: dict[int, tuple] = {}  # each distinct step function, with the least capacity
+    for r in resources:
+        if r in copy.window:
+            key = frozenset(copy.routes[r])  # the same routes cross it: the same function
+            step = copy.rates.get(key)
+            if step is None:
+                step = copy.rates[key] = copy_rate(r, copy, capacity)
+            if id(step) not in steps or capacity[r] < steps[id(step)][0]:
+                steps[id(step)] = (capacity[r], step)
+    first = min(capacity[r] for r in resources)
+    if len(steps) == 1:  # the common case: one function, read in its order
+        ((c, (times, taken, fast)),) = steps.values()
+        rates = [c - x for x in taken]
+        most = [f if x < alone else 0.0 for x, f in zip(rates, fast, strict=True)]
+        return times, [min(x, alone) for x in rates], most, first
+    times = sorted({t for _, (ts, _, _) in steps.values() for t in ts})
+    rates, most = [], []
+    for t in times:
+        best, fastest = alone, 0.0
+        for c, (ts, taken, fast) in steps.values():
+            k = bisect.bisect_right(ts, t) - 1
+            if k >= 0 and c - taken[k] < best:
+                best, fastest = c - taken[k], fast[k]
+        rates.append(best)
+        most.append(fastest)
+    return times, rates, most, first
+
+
+def _slowed_end(begin: float, end: float, nbytes: int, rate: tuple | str) -> float | str:
+    """A lone step flow's end: at each instant it moves at what the copy leaves it
+    (`_route_rate`); it must go at least as fast as each copy flow on the resource that holds
+    it (else max-min would share otherwise); why not, where it does not. Its plain `end`
+    where the copy leaves it its whole rate over its plain span."""
+    if isinstance(rate, str):
+        return rate
+    times, rates, most, first = rate
+    k = bisect.bisect_right(times, begin)
+    if (k == 0 or rates[k - 1] == first) and (k == len(times) or times[k] >= end):
+        return end  # the copy takes nothing from it over its span
+    left, now = float(nbytes), begin
+    while True:
+        x = rates[k - 1] if k else first
+        if x <= 0 or (k and x < most[k - 1]):
+            return "the copy would take a slowed step flow's bottleneck from it"
+        nxt = times[k] if k < len(times) else math.inf
+        if left <= x * (nxt - now):
+            return now + left / x
+        left -= x * (nxt - now)
+        now, k = nxt, k + 1
+
+
+def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
+    """The slowed flows' new ends, and the step's ops that wait for them: each that starts
+    later must be a timer that holds no memory (it then ends its duration later); no copy
+    op may wait for one."""
+    starts, ends = times
+    if not moved:
+        return None
+    for i, new in moved.items():
+        ends[i] = new
+    changed = set(moved)
+    first = min(moved) + 1
+    # the ops waiting for a changed one, found lazily: the set grows as they are walked
+    waits = map(
+        operator.not_, map(changed.isdisjoint, map(_DEPS, itertools.islice(ops, first, None)))
+    )
+    for j in itertools.compress(range(first, len(ops)), waits):
+        deps = ops[j].deps
+        if j >= n:
+            return "a copy op waits for an op of the step the copy moves"
+        if max(deps) >= j:
+            return "an op of the step waits for a later op"
+        at = max(ends[d] for d in deps)
+        if at == starts[j]:
+            continue
+        op = ops[j]
+        if at < starts[j] or not op.kind.timed or op.alloc or op.free:
+            return "the copy moves a transfer or a memory change of the step"
+        starts[j], ends[j] = at, at + op.duration if op.duration > 0 else at
+        changed.add(j)
+    return None
+
+
+def _peaks(ops, n, plans, occupancy, baseline: dict, times: tuple) -> dict | str:
+    """Each tier's peak: the plain run's occupancy with the copy's changes added (its
+    allocations and staging at their starts, its frees and staging given back at their
+    ends); why not, where a change of each falls at one instant and the order decides."""
+    starts, ends = times
+    changes: dict[str, list] = {}
+    for i in range(n, len(ops)):
+        op = ops[i]
+        staged = plans[(op.src, op.dst, op.nbytes)].staged if op.kind is MOVE else ()
+        if op.alloc or staged:
+            for tier, nbytes in (*op.alloc, *staged):
+                changes.setdefault(tier, []).append((starts[i], nbytes))
+        if op.free or staged:
+            at = ends[i]
+            for tier, nbytes in (*op.free, *staged):
+                changes.setdefault(tier, []).append((at, -nbytes))
+    peaks = {}
+    for tier, base in baseline.items():
+        ts = occupancy.times.get(tier) or [0.0]
+        vs = occupancy.values.get(tier) or [float(base)]
+        peak = _tier_peak(ts, vs, changes.get(tier, []))
+        if peak is None:
+            return f"a change of the copy and one of the step on {tier} at one instant"
+        peaks[tier] = _Peak(peak)
+    return peaks
+
+
+def _tier_peak(ts: list, vs: list, changes: list) -> float | None:
+    """The most a tier holds: the plain run's values (`vs` from `ts` on) plus the copy's
+    level (`changes`, (time, bytes)); None where it depends on the order of changes made
+    at one instant (the copy's among themselves, or beside the step's)."""
+    best = max(vs)
+    if not changes:
+        return best
+    changes.sort()
+    level, ties, k, count = 0.0, [], 0, len(changes)
+    while k < count:
+        t, low, high = changes[k][0], level, level  # the level before; it with every taking
+        while k < count and changes[k][0] == t:
+            level += changes[k][1]
+            high += max(0, changes[k][1])
+            k += 1
+        a, b = bisect.bisect_left(ts, t), bisect.bisect_right(ts, t)
+        before = vs[a - 1] if a else vs[0]
+        most = max(before, *vs[a:b]) if b > a else before
+        low = max(before + low, (vs[b - 1] if b > a else before) + level)  # in any order
+        if most + high > low:
+            ties.append((most + high, low))
+        best = max(best, low)
+        d = bisect.bisect_left(ts, changes[k][0]) if k < count else len(ts)
+        if d > b:
+            best = max(best, max(vs[b:d]) + level)
+    return None if any(high > best for high, _ in ties) else best
+
+
+def _busy(plain: dict[str, list], spans: list) -> dict[str, list]:
+    """Each link's busy intervals: the plain run's with the copy's spans and the slowed
+    flows' longer ones added (each flow's, on each link it crosses)."""
+    added: dict[str, list] = {}
+    lists: dict[int, tuple] = {}  # each route's channels' added spans, by its identity
+    for begin, end, resources in spans:
+        mine = lists.get(id(resources))
+        if mine is None:
+            names = {r.channel for r in resources} - {None}
+            mine = lists[id(resources)] = tuple(added.setdefault(c, []) for c in names)
+        if end > begin:
+            for spans_added in mine:
+                spans_added.append((begin, end))
+    busy = dict(plain)
+    for name, extra in added.items():
+        busy[name] = union(busy.get(name, []) + extra)
+    return busy
