@@ -88,27 +88,35 @@ def test_nothing_beyond_where_deepspeed_holds_nothing_more(raw):
 
 def test_zero3_gathers_one_bucket_of_momenta_at_the_epilogue():
     # 2 ranks; the bucket (5e8) holds all 81,920 Muon values: gathered whole, and the rank's
-    # clones of their partitions, ceil(size / 2) each: 40,960; (81,920 + 40,960) x 4 B (fp32
-    # momentum) = 491,520 B, made and let go at the epilogue
+    # clones of their partitions, ceil(size / 2) each: 40,960; in the momentum's dtype,
+    # DeepSpeed's communication_data_type, bf16 with bf16 enabled (the weights' here), not
+    # the fp32 of training.precision.optimizer: (81,920 + 40,960) x 2 B = 245,760 B, made and
+    # let go at the epilogue
     epilogue = "backward: ZeRO's gradient epilogue"
     assert _events(_raw(3, 2), ds_muon.GATHERED) == [
-        (epilogue, 491_520, True),
-        (epilogue, 491_520, False),
+        (epilogue, 245_760, True),
+        (epilogue, 245_760, False),
     ]
     assert _events(_raw(3, 2, optimizer="adamw"), ds_muon.GATHERED) == []
 
 
 def test_zero3_all_gathers_each_layer_s_muon_values_every_micro_batch():
-    # a layer's Muon values: 4 x 4,096 + 3 x 8,192 = 40,960 (its 2 norm vectors are AdamW's);
-    # per GPU over 2 ranks an all-gather sends 1/2 of the whole: the momentum twice (fp32) and
-    # the update once (bf16): 40,960 x (4 + 4 + 2) / 2 = 204,800 B, beside the bucket's
-    # all-reduce, 2 x 1/2 of the layer's bf16 gradients (its gradients_full)
-    muon, adamw = build_workload(resolve(scenario(_raw(3, 2)))), None
-    adamw = build_workload(resolve(scenario(_raw(3, 2, optimizer="adamw"))))
-    layer, plain = muon.units[0], adamw.units[0]
-    assert layer.muon_values == 40_960
-    assert plain.dp_gradients.nbytes == pytest.approx(plain.gradients_full)
-    assert layer.dp_gradients.nbytes == pytest.approx(layer.gradients_full + 204_800)
+    # a layer's Muon values: 4 x 4,096 + 3 x 8,192 = 40,960, and its 2 norm vectors of 64
+    # (AdamW's): 41,088 values, 82,176 B of bf16 gradients. Per GPU over 2 ranks, in a ring:
+    # - reduce_scatter false, the bucket all-reduced whole: 2 x (2 - 1) / 2 x 82,176 = 82,176 B
+    #   (AdamW at DeepSpeed's default reduce-scatter: (2 - 1) / 2 x 82,176 = 41,088 B, half);
+    # - Muon's three all-gathers, each (2 - 1) / 2 of the whole: the momentum twice and the
+    #   update once, all bf16 (communication_data_type; param.grad): 40,960 x (2 + 2 + 2) / 2
+    #   = 122,880 B, on the same stream as the all-reduce: 82,176 + 122,880 = 205,056 B
+    muon = build_workload(resolve(scenario(_raw(3, 2)))).units[0]
+    adamw = build_workload(resolve(scenario(_raw(3, 2, optimizer="adamw")))).units[0]
+    scattered = _raw(3, 2, optimizer="adamw")
+    scattered["training"]["deepspeed"]["reduce_scatter"] = True
+    default = build_workload(resolve(scenario(scattered))).units[0]
+    assert muon.muon_values == 40_960 and adamw.gradients_full == 82_176
+    assert default.dp_gradients.nbytes == pytest.approx(41_088)
+    assert adamw.dp_gradients.nbytes == pytest.approx(82_176)
+    assert muon.dp_gradients.nbytes == pytest.approx(205_056)
     # ZeRO-1/2 gather nothing: every rank holds every averaged gradient after the all-reduce
     zero2 = build_workload(resolve(scenario(_raw(2, 2)))).units[0]
     assert zero2.dp_gradients.nbytes == pytest.approx(zero2.gradients_full)
@@ -141,7 +149,7 @@ def test_the_largest_matrix_s_newton_schulz_set_is_made_and_let_go_at_the_epilog
 
 def test_zero3_s_newton_schulz_set_sits_beside_the_gathered_momenta():
     # _apply_distributed_muon_update runs muon_update while the bucket's momenta are
-    # gathered (491,520 B, above): the set is made after them and let go before them
+    # gathered (245,760 B, above): the set is made after them and let go before them
     r = resolve(scenario(_raw(3, 2)))
     order = [
         (e.part, e.alloc)
@@ -154,3 +162,26 @@ def test_zero3_s_newton_schulz_set_sits_beside_the_gathered_momenta():
         (ds_muon.NEWTON_SCHULZ, False),
         (ds_muon.GATHERED, False),
     ]
+
+
+def _optimizer_bytes(zero: int, gradients: str = "bf16", optimizer: str = "muon") -> int:
+    raw = _raw(zero, 2, optimizer)
+    raw["training"]["precision"] = BF16 | {"gradients": gradients}
+    return build_inventory(resolve(scenario(raw))).per_gpu.by_class["optimizer"]
+
+
+def test_deepspeed_keeps_muon_s_momentum_in_its_16_bit_dtype():
+    # the model's Muon values 2 x 40,960 = 81,920; AdamW's: the embedding and the untied head
+    # 2 x 512 x 64 = 65,536, 2 norms of 64 a layer and the final norm: 65,536 + 256 + 64 =
+    # 65,856, two fp32 moments each (MuonWithAuxAdam's exp_avg / exp_avg_sq, zeros_like the
+    # fp32 partition): 65,856 x 2 x 4 = 526,848 B; all over 2 ranks.
+    # ZeRO-1/2: the momentum in gradient_accumulation_dtype (training.precision.gradients):
+    # bf16 (81,920 x 2 + 526,848) / 2 = 345,344 B; fp32 gradients (81,920 x 4 + 526,848) / 2
+    # = 427,264 B
+    for zero in (1, 2):
+        assert _optimizer_bytes(zero) == 345_344
+        assert _optimizer_bytes(zero, gradients="fp32") == 427_264
+    # ZeRO-3: in communication_data_type, bf16 with bf16 enabled whatever the gradients'
+    assert _optimizer_bytes(3) == _optimizer_bytes(3, gradients="fp32") == 345_344
+    # AdamW: two fp32 moments of every value, (81,920 + 65,856) x 8 / 2 = 591,104 B
+    assert _optimizer_bytes(2, optimizer="adamw") == 591_104

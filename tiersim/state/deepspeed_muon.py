@@ -25,8 +25,9 @@ all-gathers them whole (`_partitioned_buffers_all_gather`), updates every W-th p
 each rank and all-gathers the updates (`param.grad`, the weights' 16-bit dtype) and the
 momenta back: per micro-batch, three all-gathers of the bucket's Muon parameters. Counted
 here: the gathered momenta and the clones of one bucket (its Muon values, at most
-`reduce_bucket_size`), in the momentum's precision (`training.precision.optimizer`: the
-helper's output dtype was not read), at the backward's epilogue, where the last bucket is
+`reduce_bucket_size`), in the momentum's dtype, DeepSpeed's communication_data_type
+(`_create_momentum_buffer`; `_partitioned_buffers_all_gather(..., communication_data_type)`:
+state/deepspeed_muon_momentum.py), at the backward's epilogue, where the last bucket is
 reduced (a model whose Muon values exceed the bucket reduces full buckets earlier in the
 backward, at moments the timeline does not name).
 
@@ -64,6 +65,7 @@ import math
 
 from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state.deepspeed_muon_momentum import momentum_precision, runs
 from tiersim.state.inventory import rank_matrices
 from tiersim.state.optimizers import takes_muon
 from tiersim.state.resolved import Resolved
@@ -76,19 +78,6 @@ GATHERED = "DeepSpeed ZeRO-3 Muon momenta gathered (one bucket)"
 NEWTON_SCHULZ = "DeepSpeed Muon Newton-Schulz working set (largest matrix, bf16)"
 BF16 = 2  # `G.bfloat16()`: the iteration runs in bf16
 ALIGNMENT = 2  # stage_1_and_2.py nccl_start_alignment_factor: partitions 4-byte aligned
-
-
-def runs(r: Resolved) -> bool:
-    """DeepSpeed ZeRO steps Muon on the GPU with reduce_scatter false (DeepSpeed refuses it
-    otherwise, and has no Muon with the optimizer on the CPU: a note says so)."""
-    ex = r.execution
-    return (
-        ex.offload.framework == "deepspeed"
-        and ex.parallel.zero_stage > 0
-        and ex.training.optimizer == "muon"
-        and not ex.training.deepspeed.reduce_scatter
-        and ex.placement.optimizer_compute == "gpu"
-    )
 
 
 def shapes_of(r: Resolved, mats) -> list[tuple[int, int]]:
@@ -112,8 +101,8 @@ def gathered_per_value(r: Resolved) -> int:
     momentum's precision, its update once in the weights' (`param.grad`)."""
     if not runs(r) or r.execution.parallel.zero_stage != 3:
         return 0
-    precision = r.execution.training.precision
-    return 2 * PRECISION_BYTES[precision.optimizer] + PRECISION_BYTES[precision.weights]
+    momentum = PRECISION_BYTES[momentum_precision(r)]  # communication_data_type
+    return 2 * momentum + PRECISION_BYTES[r.execution.training.precision.weights]
 
 
 def beyond_partition(sizes: list[int], ranks: int) -> int:
@@ -152,7 +141,7 @@ def gathered_bytes(r: Resolved, stage: int) -> int:
         if whole + out * inn > bucket:
             break
         whole, clones = whole + out * inn, clones + math.ceil(out * inn / ranks)
-    return (whole + clones) * PRECISION_BYTES[ex.training.precision.optimizer]
+    return (whole + clones) * PRECISION_BYTES[momentum_precision(r)]
 
 
 def newton_schulz_set(rows: int, cols: int) -> int:

@@ -17,6 +17,7 @@ from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.frozen import replaced
 from tiersim.core.records import record
 from tiersim.state import deepspeed_muon as ds_muon
+from tiersim.state.deepspeed_muon_momentum import momentum_precision
 from tiersim.state.inventory import (
     Inventory,
     build_inventory,
@@ -114,8 +115,9 @@ def _homed(r: Resolved, mats, padded: int | None) -> tuple[dict[str, int], float
     dense_div, expert_div = shard_divisors(r.execution.parallel)
     dense, experts = [m for m in mats if not m.expert], [m for m in mats if m.expert]
     padded = padded if not experts else None  # FSDP2's padding is known for dense models
-    dense_b = sharded_parameter_bytes(r.execution.training, dense, shard, dense_div, padded)
-    expert_b = sharded_parameter_bytes(r.execution.training, experts, shard, expert_div)
+    tr, momentum = r.execution.training, momentum_precision(r)  # DeepSpeed's Muon's dtype
+    dense_b = sharded_parameter_bytes(tr, dense, shard, dense_div, padded, momentum)
+    expert_b = sharded_parameter_bytes(tr, experts, shard, expert_div, None, momentum)
     homed = {c: dense_b[c] + expert_b[c] for c in dense_b}
     p_dense, p_experts = sum(m.size for m in dense), sum(m.size for m in experts)
     updated = float(p_dense + p_experts)
