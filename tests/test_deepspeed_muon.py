@@ -71,6 +71,9 @@ def test_zero_1_2_holds_the_momentum_and_the_updates_beyond_the_partition(zero):
         (epilogue, 10_920, True),
         ("optimizer step", 10_920, False),
     ]
+    # the updates over the partition are new tensors made beside the gradients they replace
+    # (grads_in_partition, let go at the epilogue's end): 27,308 values x 2 B = 54,616 B
+    assert _events(raw, ds_muon.REPLACED) == [(epilogue, 54_616, True), (epilogue, 54_616, False)]
 
 
 @pytest.mark.parametrize(
@@ -84,6 +87,19 @@ def test_zero_1_2_holds_the_momentum_and_the_updates_beyond_the_partition(zero):
 def test_nothing_beyond_where_deepspeed_holds_nothing_more(raw):
     assert _events(raw, ds_muon.MOMENTUM) == []
     assert _events(raw, ds_muon.UPDATES) == []
+
+
+def test_the_epilogue_s_peak_holds_the_partition_s_gradients_and_updates_at_once():
+    # 2 ranks, ZeRO-2: partitions of 81,920 / 2 = 40,960 values end where tensors end (nothing
+    # beyond); the updates of the rank's partition, 40,960 x 2 B = 81,920 B, are made while
+    # its 81,920 B of gradients are held, then the gradients are let go; AdamW makes none
+    epilogue = "backward: ZeRO's gradient epilogue"
+    assert _events(_raw(2, 2), ds_muon.REPLACED) == [
+        (epilogue, 81_920, True),
+        (epilogue, 81_920, False),
+    ]
+    assert _events(_raw(2, 2, optimizer="adamw"), ds_muon.REPLACED) == []
+    assert _events(_raw(3, 2), ds_muon.REPLACED) == []  # ZeRO-3 updates in place (param.grad)
 
 
 def test_zero3_gathers_one_bucket_of_momenta_at_the_epilogue():
