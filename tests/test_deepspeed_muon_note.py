@@ -8,8 +8,13 @@ refusal of ZeRO-2/3 (tests/test_review_fixes.py). With reduce_scatter false it i
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from problem_lines import said
+
+from tiersim.frameworks.assemble import ImportOptions, import_configs
+from tiersim.frameworks.emit import emit
 
 ZERO2 = "scenarios/zero-offload-10b-dgx2.yaml"  # DeepSpeed ZeRO-2, Adam on the CPU
 ZERO3 = "scenarios/zero-infinity-1t-dgx2.yaml"  # DeepSpeed ZeRO-3, state on NVMe
@@ -80,3 +85,37 @@ def test_zero3_muon_on_the_gpu_needs_the_momentum_kept_in_memory(cli):
     gpu = ("placement.optimizer_compute=gpu", "placement.optimizer=hbm", "placement.master=hbm")
     err = _validate(cli, ZERO3, *sets, *gpu, "placement.gradients=hbm", "placement.weights=hbm")
     assert CODE in err and "save_muon_momentum_buffer_in_memory: true" in err
+
+
+def _ds_json(tmp_path, zero: dict) -> object:
+    config = {
+        "train_micro_batch_size_per_gpu": 1,
+        "bf16": {"enabled": True},
+        "optimizer": {"type": "muon"},  # as DeepSpeed's tests/unit/ops/muon write it
+        "zero_optimization": zero,
+    }
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_a_deepspeed_muon_config_imports_with_its_reduce_scatter(tmp_path):
+    options = ImportOptions(name="back", overrides=("model.preset=gpt2",))
+    path = _ds_json(tmp_path, {"stage": 3, "reduce_scatter": False})
+    imported = import_configs([path], options)
+    s = imported.loaded.scenario
+    assert s.training.optimizer == "muon" and s.training.deepspeed.reduce_scatter is False
+    # written back as read, with save_muon_momentum_buffer_in_memory: DeepSpeed's ZeRO-3
+    # raises ValueError on the GPU without it, and tiersim counts the run with it
+    zero = json.loads(emit(s, "deepspeed").text)["zero_optimization"]
+    assert json.loads(emit(s, "deepspeed").text)["optimizer"] == {"type": "muon"}
+    assert zero["reduce_scatter"] is False and zero["save_muon_momentum_buffer_in_memory"] is True
+
+
+def test_a_deepspeed_muon_config_at_its_default_reduce_scatter_is_refused(cli, tmp_path):
+    # DeepSpeed would refuse it when the engine is built: so does the import (exit 2)
+    path = _ds_json(tmp_path, {"stage": 2})
+    code, out, err = cli("import", path, "--set", "model.preset=gpt2", "--out", tmp_path / "s.yaml")
+    assert code == 2, (out, err)
+    assert "training.deepspeed.reduce_scatter" in err and "[E-CONFLICT]" in err
+    assert "Traceback" not in err and not (tmp_path / "s.yaml").exists()
