@@ -201,3 +201,21 @@ def test_deepspeed_keeps_muon_s_momentum_in_its_16_bit_dtype():
     assert _optimizer_bytes(3) == _optimizer_bytes(3, gradients="fp32") == 345_344
     # AdamW: two fp32 moments of every value, (81,920 + 65,856) x 8 / 2 = 591,104 B
     assert _optimizer_bytes(2, optimizer="adamw") == 591_104
+
+
+@pytest.mark.parametrize("zero, runs", [(2, 1), (3, 4)])
+def test_zero3_runs_newton_schulz_every_micro_batch(zero, runs):
+    # one layer of hidden 512, FFN 1024, 4 micro-batches, 2 ranks; Newton-Schulz's 5
+    # iterations on an m x n matrix (m <= n): 5 x (2m^2 n + 2m^3 + 2m^2 n) FLOPs.
+    # q, k, v, o [512, 512]: 5 x 3 x 2 x 512^3 = 4,026,531,840 each, 16,106,127,360;
+    # gate, up [1024, 512] and down [512, 1024], m 512, n 1024: 5 x (4 x 512^2 x 1024 +
+    # 2 x 512^3) = 6,710,886,400 each, 20,132,659,200; the layer 36,238,786,560, each rank a
+    # half: 18,119,393,280. ZeRO-1/2 run it once a step (get_flat_partition, at the
+    # accumulation boundary); ZeRO-3 after each bucket's all-reduce, every micro-batch
+    # (stage3.py 007cca6a). At the default machine's H200, dense bf16 989 TFLOP/s x its preset's
+    # GEMM efficiency 0.803, the update's time, longer than its bytes' here
+    raw = _raw(zero, 2)
+    raw["model"] = MODEL | {"hidden": 512, "ffn_hidden": 1024, "layers": 1}
+    raw["training"]["grad_accumulation"] = 4
+    layer = build_workload(resolve(scenario(raw))).units[0]
+    assert layer.optimizer_gpu_s == pytest.approx(runs * 18_119_393_280 / (989e12 * 0.803))

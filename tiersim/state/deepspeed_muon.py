@@ -157,6 +157,16 @@ def gathered_bytes(r: Resolved, stage: int) -> int:
     return (whole + clones) * PRECISION_BYTES[momentum_precision(r)]
 
 
+def newton_schulz_runs(r: Resolved) -> int:
+    """Times a step runs each Muon matrix's Newton-Schulz: ZeRO-3's `_apply_distributed_muon_
+    update` follows every bucket's all-reduce, each micro-batch (stage3.py 007cca6a; from
+    DeepSpeed's #8443 it runs once a step, `_apply_muon_to_accumulated_grads`), ZeRO-1/2's
+    `get_flat_partition` only at the accumulation boundary (stage_1_and_2.py 02aa38c3)."""
+    if not runs(r) or r.execution.parallel.zero_stage != 3:
+        return 1
+    return r.execution.training.grad_accumulation
+
+
 def newton_schulz_set(rows: int, cols: int) -> int:
     """Bytes the compiled `muon_update` holds at once for one rows x cols matrix (above):
     X, a*X and the new X (bf16 m x n), A, b*A, c*A and B (bf16 m x m), m the smaller side."""

@@ -94,6 +94,7 @@ def _update_flops_s(r: Resolved, mats, updated: float) -> float:
     params = sum(m.size for m in mats)
     share = updated / params if params else 0.0
     flops = update_gemm_flops(r, mats, share)  # workload/optimizer_gathers.py
+    flops *= ds_muon.newton_schulz_runs(r)  # DeepSpeed ZeRO-3's: every micro-batch
     gpu = r.machine.gpu
     rate = gpu.peak_flops.get("bf16") or max(gpu.peak_flops.values(), default=0.0)
     return (flops / (rate * gpu.efficiency) if rate else 0.0) + update_collectives_s(r, mats)
