@@ -32,7 +32,7 @@ SIZES = [8192] * 4 + [8192] * 2 + [4096] * 8
 
 
 def _raw(zero: int, data: int, optimizer: str = "muon") -> dict:
-    # reduce_scatter false: DeepSpeed refuses Muon with it true (tests/test_deepspeed_muon_refusal.py)
+    # reduce_scatter false: DeepSpeed refuses Muon with it true (test_deepspeed_muon_refusal.py)
     training = {"framework": "deepspeed", "seq_len": 128, "precision": BF16, "workspace": "0 B"}
     training |= {"optimizer": optimizer, "deepspeed": {"reduce_scatter": False}}
     parallel = {"data": data, "zero_stage": zero}

@@ -56,7 +56,6 @@ def test_muon_at_deepspeeds_default_reduce_scatter_is_refused(cli, path, stage, 
     [
         (ZERO2, ("training.optimizer=adam",)),  # not Muon
         (ZERO2, ("training.optimizer=muon", "training.framework=fsdp")),  # FSDP2: modelled
-        (ZERO2, ("training.optimizer=muon", "parallel.zero_stage=0")),  # no ZeRO
     ],
 )
 def test_nothing_said_outside_deepspeed_zero_muon(cli, path, sets):
@@ -119,3 +118,12 @@ def test_a_deepspeed_muon_config_at_its_default_reduce_scatter_is_refused(cli, t
     assert code == 2, (out, err)
     assert "training.deepspeed.reduce_scatter" in err and "[E-CONFLICT]" in err
     assert "Traceback" not in err and not (tmp_path / "s.yaml").exists()
+
+
+def test_deepspeed_without_zero_applies_no_muon_and_is_noted(cli):
+    # engine.py 007cca6a builds muon_optimizer.MuonWithAuxAdam, whose step adds the Muon
+    # group's gradient as it is: no momentum, no Newton-Schulz without a ZeRO optimizer
+    sets = ("training.optimizer=muon", "parallel.zero_stage=0", "placement.optimizer_compute=gpu")
+    err = _validate(cli, ZERO2, *sets, "placement.optimizer=hbm", "placement.master=hbm")
+    assert CODE in err and "muon under DeepSpeed without ZeRO" in err
+    assert "reduce_scatter: true" not in err  # not refused: DeepSpeed runs it, as SGD

@@ -16,7 +16,7 @@ scenario asks:
   momentum, no Newton-Schulz; its blog, blogs/muon-optimizer: "CPU Offloading -- in
   progress"), and ZeRO-3 on the GPU, which runs only with save_muon_momentum_buffer_in_memory
   (stage3.py 007cca6a, `_apply_distributed_muon_update`, raises ValueError otherwise), a key
-  tiersim does not have.
+  tiersim does not have. Without ZeRO DeepSpeed applies no Muon at all (`MUON_ZERO0`).
 """
 
 from __future__ import annotations
@@ -97,12 +97,25 @@ MUON_ZERO3_MEMORY = (
 )
 
 
+# engine.py 007cca6a builds muon_optimizer.MuonWithAuxAdam, whose step adds the Muon group's
+# gradient as it is: the Muon update is ZeRO-1/2/3's (muon_update in their reduction paths)
+MUON_ZERO0 = (
+    "muon under DeepSpeed without ZeRO (parallel.zero_stage 0): DeepSpeed's MuonWithAuxAdam "
+    "(muon_optimizer.py) leaves the Muon update to its ZeRO optimizers and adds the Muon "
+    "group's gradient as it is (no momentum, no Newton-Schulz); tiersim counts Muon's "
+    "momentum and Newton-Schulz (expected parallel.zero_stage 1, 2 or 3 with "
+    "training.deepspeed.reduce_scatter: false)"
+)
+
+
 def _deepspeed_muon_notes(s: Scenario) -> list[Problem]:
     """Muon under DeepSpeed ZeRO with reduce_scatter false, run otherwise than counted (the
     module's docstring); with it true, DeepSpeed's refusal is an error, not a note."""
     stage, tr = s.parallel.zero_stage, s.training
-    if tr.optimizer != "muon" or tr.framework != "deepspeed" or stage == 0:
+    if tr.optimizer != "muon" or tr.framework != "deepspeed":
         return []
+    if stage == 0:
+        return [Problem(WHERE, MUON_ZERO0, "W-FRAMEWORK-LIMIT")]
     on_cpu = s.placement.optimizer_compute == "cpu"
     if tr.deepspeed.reduce_scatter:
         return []  # DeepSpeed refuses it: an error (config/deepspeed.py)
