@@ -20,7 +20,7 @@ what the multi-step runs of `durable.measure_checkpoint` do, and the plain run i
 baseline:
 - stall: the checkpointed run's training end less the plain run's (exactly 0 where nothing
   of the training waited: the two runs do the same arithmetic up to the first checkpoint
-  move), plus a drain's excess over the interval;
+  move), plus a drain's excess over the interval and that stall;
 - write time, bytes, peaks, link time added: that run's, read as `durable` reads them.
 Where the first checkpoint move starts no earlier than the last period the repetition test
 checked (`steady.period_starts`' third start), what comes before it is the same at every
@@ -118,7 +118,8 @@ def measure_apart(
         return None
     start = min(log.start[i] for i in moves)
     write_s = max(log.end[i] for i in moves) - start
-    stall = trained - run.end_s + drain_excess_s(res, plain, write_s)
+    held = trained - run.end_s
+    stall = held + drain_excess_s(res, plain, write_s, held)
     # this run's and the plain one's round-off, at most as many events and as long
     noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
     figures = (schedule, engine, None, run.busy_s)

@@ -12,8 +12,8 @@ is simulated from step 0), or, where steps are independent, starts at the measur
   a drain longer than a step holds the next checkpoint, so the periods settle only after a
   few steps, and the run goes on (to MAX_STEADY_STEPS) until a checkpointed step and the
   next agree (`_repeating`), and reports that step; with a longer interval one checkpoint
-  is simulated, and a drain longer than the interval adds its excess (the next snapshot
-  would wait for it);
+  is simulated, and a drain longer than the interval and that stall adds its excess (the
+  next snapshot would wait for it: the interval lasts the write);
 - write: from the first checkpoint move (the snapshot taken) to the last byte landing on
   the target;
 - read-back: each class's bytes over its route from the target to its home (the routes are
@@ -138,15 +138,21 @@ def _stall(
         return (ends[measured] - ends[measured - 1]) - (
             base_ends[measured] - base_ends[measured - 1]
         )
-    return ends[-1] - base_ends[-1] + drain_excess_s(res, plain, write_s)
+    held = ends[-1] - base_ends[-1]
+    return held + drain_excess_s(res, plain, write_s, held)
 
 
-def drain_excess_s(res: Resolved, plain: StepResult, write_s: float) -> float:
-    """What an async drain longer than the interval adds to the stall: it holds the next
-    snapshot (a blocking write has already stalled training for all of it)."""
+def drain_excess_s(res: Resolved, plain: StepResult, write_s: float, held_s: float) -> float:
+    """What an async drain longer than the interval adds to the stall `held_s` its
+    checkpoint already cost the steps (the snapshot's wait, contention): the next snapshot
+    starts once the interval's steps and that stall are over, and waits for the drain still
+    running then (one checkpoint in flight). `write_s` runs from the snapshot's start, so
+    the interval lasts the longer of its steps with that stall and the write (not their sum:
+    the stall is part of the write's time). A blocking write has already stalled training
+    for all of it."""
     every = res.execution.checkpoint.every_steps
     if isinstance(every, int) and res.execution.checkpoint.mode == "async":
-        return max(0.0, write_s - every * plain.time_s)
+        return max(0.0, write_s - every * plain.time_s - max(held_s, 0.0))
     return 0.0
 
 
