@@ -211,3 +211,63 @@ def interval_slower(slow: dict[str, Any], fast: dict[str, Any]) -> list[str]:
         if useful[1] > useful[0] * (1 + TOL):
             out.append(f"wall time per useful step {useful[0]:.6g} s -> {useful[1]:.6g} s")
     return out
+
+
+def timeline_violations(t: Any, section: dict[str, Any] | None = None) -> list[str]:
+    """(e) on a memory timeline (tiersim.state.timeline.Timeline), worked out again from its
+    events: each free gives back what its allocation took (the earliest still live of its
+    key); the running total after each event is `allocated`, never negative, its largest
+    (first) the peak; the parts live at the peak are each positive and add up to it; the
+    caching allocator reserves at least what is allocated; `fits` is no refused request;
+    `section` (report.json's `memory_timeline` or `host_memory_timeline`): the same peak, the
+    device's most its reserve and what lies outside the allocator, `fits` that within capacity."""
+    out, live, total, most, at = [], {}, 0, 0, 0
+    for i, e in enumerate(t.events):
+        if e.alloc:
+            live.setdefault(e.key, []).append(e.nbytes)
+        elif not live.get(e.key) or live[e.key].pop(0) != e.nbytes:
+            out.append(f"event {i} ({e.moment}) frees {e.key!r}: not what it allocated")
+        total += e.nbytes if e.alloc else -e.nbytes
+        if total != t.allocated[i] or total < 0:
+            out.append(f"event {i}: running total {total}, allocated {t.allocated[i]}")
+            break
+        if t.reserved[i] < total:
+            out.append(f"event {i}: reserved {t.reserved[i]} < allocated {total}")
+        most, at = (total, i) if total > most else (most, at)
+    if t.events and (most, at) != (t.peak_allocated_bytes, t.peak_index):
+        out.append(f"peak {t.peak_allocated_bytes} at {t.peak_index}, running most {most} at {at}")
+    parts = t.peak_parts
+    if any(b <= 0 for b in parts.values()) or sum(parts.values()) != t.peak_allocated_bytes:
+        out.append(f"peak parts {parts} do not add up to {t.peak_allocated_bytes}")
+    if t.peak_reserved_bytes < max(t.reserved, default=0):
+        out.append(f"peak reserved {t.peak_reserved_bytes} < {max(t.reserved)} after an event")
+    if t.fits != (t.oom_index is None):
+        out.append(f"fits {t.fits} with the request refused at {t.oom_index}")
+    return out + (_section_agrees(t, section) if section else [])
+
+
+def _section_agrees(t: Any, s: dict[str, Any]) -> list[str]:
+    out = []
+    if "peak_allocated_bytes" in s and s["peak_allocated_bytes"] != t.peak_allocated_bytes:
+        out.append(f"report peak {s['peak_allocated_bytes']} != {t.peak_allocated_bytes}")
+    outside = sum(o.nbytes for o in t.outside)
+    total = s.get("peak_total_bytes", s.get("peak_bytes"))
+    if total != t.peak_reserved_bytes + outside:
+        out.append(f"report's most {total} != reserve {t.peak_reserved_bytes} + {outside}")
+    if s["fits"] != (t.fits and total <= s["capacity_bytes"]):
+        out.append(f"report fits {s['fits']} with {total} of {s['capacity_bytes']}")
+    return out
+
+
+def stage_peaks(lifecycle: Any) -> list[int]:
+    """The allocated peak of each pipeline stage's GPU timeline (the report shows one:
+    tiersim/state/step_memory.py `gpu_timeline`); `lifecycle`: tiersim.runner.Run."""
+    from tiersim.state.step_memory import build_events, evaluate, outside_terms
+
+    r, inv = lifecycle.resolved, lifecycle.inventory
+    gpu, stages = r.machine.gpu.memory, r.execution.parallel.pipeline
+    cap, outside = inv.tiers[gpu].capacity_bytes, outside_terms(r)
+    return [
+        evaluate(gpu, cap, build_events(r, inv, k), outside).peak_allocated_bytes
+        for k in range(stages)
+    ]

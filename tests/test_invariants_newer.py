@@ -23,6 +23,8 @@ from invariant_checks import (
     merge,
     peaks_fall,
     placement_moves,
+    stage_peaks,
+    timeline_violations,
     unlimited_scenario,
 )
 
@@ -148,6 +150,25 @@ def test_an_async_drain_longer_than_its_interval_sets_the_interval():
     assert interval_slower(slow, fast) == []
 
 
+def test_the_timeline_check_sees_a_peak_and_parts_that_disagree_with_the_events():
+    # by hand: weights 100 B, then activations 40 B, freed, then a gradient 60 B: the
+    # running totals 100, 140, 100, 160; the peak 160 B after the last event, its parts
+    # weights 100 and gradients 60
+    from tiersim.core.frozen import replaced
+    from tiersim.state.timeline import Event, evaluate
+
+    def ev(key: str, nbytes: int, alloc: bool = True) -> Event:
+        return Event("m", "forward", key, key, nbytes, alloc)
+
+    events = [ev("weights", 100), ev("acts", 40), ev("acts", 40, False), ev("grads", 60)]
+    t = evaluate("hbm", 10**6, events, ())
+    assert timeline_violations(t) == []
+    assert (t.peak_allocated_bytes, t.peak_parts) == (160, {"weights": 100, "grads": 60})
+    assert timeline_violations(replaced(t, peak_index=1)) != []  # 140 is not the most
+    assert timeline_violations(replaced(t, peak_parts={"weights": 100})) != []
+    assert timeline_violations(replaced(t, allocated=(100, 140, 100, 150))) != []
+
+
 # --- the bounded exploration ----------------------------------------------------------------
 
 scenarios = st.fixed_dictionaries(
@@ -217,9 +238,12 @@ BANDWIDTH = list(FASTER)
 def test_invariants_hold_on_the_newer_keys(p, knob):
     raw = build_raw(p)
     try:  # (f): a refusal is an InputError (exit 2) or InfeasibleError (exit 3), never a crash
-        base = report(raw)
+        run = api.run(api.build(raw)).lifecycle
     except (InputError, InfeasibleError):
         return
+    base = run.report
+    # (e) the GPU's memory timeline by construction, as report.json gives it
+    assert timeline_violations(run.memory_timeline, base["memory_timeline"]) == []
     assert check_report(base) == []  # (c), (d), fits (and the report's own check ran)
     assert placement_moves(raw, base) == []  # (c) per class, as placed
     # (a) ordered sharing: more bandwidth on one link or tier never slows a step
@@ -231,6 +255,7 @@ def test_invariants_hold_on_the_newer_keys(p, knob):
     assert unlimited["exposed_transfer_s"] <= 1e-9 * unlimited["time_s"]
     assert unlimited["exposed_collective_s"] <= 1e-9 * unlimited["time_s"]
     # (e) a larger micro-batch never lowers a peak (the GPU's: allocated, on one stage)
-    bigger = report(merge(raw, {"training": {"micro_batch_size": 2}}))
-    assert peaks_fall(base, bigger, 2 if p["pipeline"] else 1) == []
+    big = api.run(api.build(merge(raw, {"training": {"micro_batch_size": 2}}))).lifecycle
+    assert peaks_fall(base, big.report, 2 if p["pipeline"] else 1) == []
+    assert all(b >= a for a, b in zip(stage_peaks(run), stage_peaks(big), strict=True))
     assert math.isfinite(base["step"]["time_s"])
