@@ -36,7 +36,8 @@ def test_explore_invariants_counts_no_refusal_as_a_violation(monkeypatch, capsys
     out = capsys.readouterr().out
     assert out.startswith("case 0: r ")  # the refusal is printed
     summary = json.loads(out.splitlines()[-1])
-    assert summary == {"counts": {"ok": 0, "refused": 1}, "violations": {}}
+    # `compared`: where (g)'s shortcuts applied, none in a refused case
+    assert summary == {"counts": {"ok": 0, "refused": 1}, "compared": {}, "violations": {}}
 
 
 def test_the_deep_stage_refusal_gives_the_shipped_depth_its_unit(cli):
