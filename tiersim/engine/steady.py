@@ -315,7 +315,8 @@ def grow_checkpoint(
     checkpoint's can err by (`round_off` of its run and its baseline's). A figure that moves
     by no more than the runs' round-off (1e-12 of a step, or twice `noise_s`, per period) is
     constant: its growth is that round-off (a stall is the difference of two run ends), and
-    extrapolating it would multiply it by the periods."""
+    extrapolating it would multiply it by the periods. A falling stall is not: a drain delays
+    longer micro-batches less until it ends within them (a line would fall below 0)."""
     if any(held(r) != held(runs[0]) for r in runs):
         return NoRepetition("the checkpoint's bytes or peaks differ between the runs")
     seconds = [additive(r, {}, ("checkpoint",)) for r in runs]
@@ -324,6 +325,8 @@ def grow_checkpoint(
     if isinstance(step, NoRepetition):
         return step
     noise = max(ROUND_OFF * step_s, 2 * noise_s)
+    if step.get(("s", "checkpoint", "stall_s"), 0.0) < -noise:  # not extrapolated: docstring
+        return NoRepetition("the checkpoint's stall falls as the step lengthens")
     out = {}
     for key, growth in step.items():
         flat = all(abs(f[key] - seconds[0][key]) <= noise for f in seconds)
