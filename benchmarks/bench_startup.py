@@ -116,6 +116,9 @@ def arguments(
             "--instructions", action="store_true", help="count instructions (valgrind), not CPU"
         )
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "", "PYTHONPATH": str(ROOT)}
+    # pydantic's plugin search off, as the `tiersim` program turns it off for itself where the
+    # user has not set the switch (tiersim.cli): the importing children import as the run does
+    env.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     return parser.parse_args(), env
 
 
