@@ -145,7 +145,7 @@ def _apart(
     if not late:
         return True  # nothing of the checkpoint outlasts the training
     crossed: dict[tuple, tuple] = {}
-    theirs = [(op, end, *_resources(topo, op, crossed)) for op, end in late]
+    theirs = [(op, end, *_resources(topo, op, crossed)) for op, end in _latest(late)]
     wanted = {u for _, _, rs, ts in theirs for u in (*rs, *(t for t, _ in ts))}
     # only a use or an update starting before the last late op's end (from the training's
     # end) can fail a check below; a margin far over round-off keeps every one that could
@@ -163,6 +163,22 @@ def _apart(
             if end > trained + first_use.get(tier, math.inf):
                 shared[tier[1]] = max(shared.get(tier[1], 0.0), end - trained)
     return all(_peak_holds(run, late, ck, tier, span, crossed) for tier, span in shared.items())
+
+
+def _latest(late: list) -> list:
+    """The late ops, one of each kind of op with the latest end among them: each check of
+    `_apart` is an end against a bound that depends only on what the op crosses and holds
+    (its kind, route or channel, allocations and frees), true of a later end wherever of
+    an earlier one, and a tier's span is its latest end's."""
+    latest: dict[tuple, list] = {}
+    for op, end in late:
+        key = (op.kind.label, op.src, op.dst, op.nbytes, op.alloc, op.free, id(op.resource))
+        found = latest.get(key)
+        if found is None:
+            latest[key] = [op, end]
+        elif end > found[1]:
+            found[1] = end
+    return list(latest.values())
 
 
 def _first_uses(
