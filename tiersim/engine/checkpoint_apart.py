@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import math
+import operator
 from typing import Any
 
 from tiersim.core.records import record
@@ -50,6 +52,11 @@ from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 
 CHECKPOINT_RUN = (1, frozenset({0}))  # the run measured: one step, with its checkpoint
+_KIND, _MOVES, _repeat = (
+    operator.attrgetter("kind"),
+    itertools.repeat(OpKind.MOVE),
+    itertools.repeat,
+)
 
 
 @record
@@ -99,7 +106,8 @@ def measure_apart(
     schedule = run.runs.planned(*CHECKPOINT_RUN)
     n = len(run.ops)
     mine = schedule.ops[n:]
-    if any(a is not b and a != b for a, b in zip(run.ops, schedule.ops, strict=False)):
+    differ = itertools.compress(range(n), map(operator.is_not, run.ops, schedule.ops))
+    if any(run.ops[j] != schedule.ops[j] for j in differ):
         return None  # the checkpoint changed an op of the step itself
     # the copy's queues in closed form beside the plain run, where they allow; else simulated
     known = run.runs.closed
@@ -108,16 +116,19 @@ def measure_apart(
         schedule, engine, _, _ = run.runs(res, setup, *CHECKPOINT_RUN)
     log = engine.log
     trained = max(log.end[:n])  # the training's end, the checkpoint's moves aside
-    moves = [i for i, op in enumerate(mine, n) if op.kind is OpKind.MOVE]
-    if not moves or min(log.start[i] for i in moves) < run.period_starts[2]:
+    kinds = map(_KIND, mine)
+    moves = list(itertools.compress(itertools.count(n), map(operator.is_, kinds, _MOVES)))
+    if not moves or min(map(log.start.__getitem__, moves)) < run.period_starts[2]:
         return None  # it overlaps the periods that repeat: it may depend on their number
-    late = [(op, log.end[i]) for i, op in enumerate(mine, n) if log.end[i] > trained]
+    ends = log.end[n:]
+    after = map(operator.lt, _repeat(trained), ends)  # each copy op ending after the training
+    late = list(itertools.compress(zip(mine, ends, strict=True), after))
     run = dataclasses.replace(run, trained=trained)
     peaks = {t: o.peak for t, o in engine.occupancy.items()}
     if not _apart(setup.topo, res, run, late, (mine, peaks)):
         return None
-    start = min(log.start[i] for i in moves)
-    write_s = max(log.end[i] for i in moves) - start
+    start = min(map(log.start.__getitem__, moves))
+    write_s = max(map(log.end.__getitem__, moves)) - start
     stall = trained - run.end_s + drain_excess_s(res, plain, write_s)
     # this run's and the plain one's round-off, at most as many events and as long
     noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])

@@ -182,7 +182,11 @@ def _lone(ops, n, plans, capacity, times, copy, found) -> str | None:
         lone[i] = (begin, resources)
         if new != end:
             moved[i] = new
+    seen: list[list] = []  # the resources' flows checked (often the same flows on each)
     for r in {r for f in slowed.values() for r in f[3]}:
+        if by[r] in seen:
+            continue
+        seen.append(by[r])
         spans = sorted((f[1], moved.get(f[0], f[2])) for f in by[r])
         if any(later[0] < span[1] for span, later in itertools.pairwise(spans)):
             return "a step flow the copy slows is not alone on its resources"
@@ -275,7 +279,7 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
             return "a copy op waits for an op of the step the copy moves"
         if max(deps) >= j:
             return "an op of the step waits for a later op"
-        at = max(ends[d] for d in deps)
+        at = max(map(ends.__getitem__, deps))
         if at == starts[j]:
             continue
         op = ops[j]

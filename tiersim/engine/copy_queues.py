@@ -160,16 +160,18 @@ def _queues_alone(capacity: dict, copy: Copy, ends: list) -> str | None:
     """Every copy flow's queue is its own narrowest resource and no other flow's; every
     other resource holds the queues through it (their capacities summed). Each resource's
     span of copy flows into `copy.window` (each route's first, by the route's identity)."""
-    routes: dict[int, list] = {}  # a route's resources, queue, first begin and last end
-    for i, begin in copy.flows.items():
-        _, resources, queue = copy.moves[i]
+    routes: dict[int, tuple] = {}  # a route's resources, queue and its flows' ops
+    moves = copy.moves
+    for i in copy.flows:  # in the order their begins were found, as the routes were first
+        _, resources, queue = moves[i]
         route = routes.get(id(resources))
         if route is None:
-            routes[id(resources)] = [resources, queue, begin, ends[i]]
-        else:
-            route[2], route[3] = min(route[2], begin), max(route[3], ends[i])
-    through, window = copy.through, copy.window
-    for resources, queue, first, last in routes.values():
+            route = routes[id(resources)] = (resources, queue, [])
+        route[2].append(i)
+    through, window, flows = copy.through, copy.window, copy.flows
+    for resources, queue, mine in routes.values():
+        first = min(map(flows.__getitem__, mine))  # the route's first begin and last end
+        last = max(map(ends.__getitem__, mine))
         for r in resources:
             through.setdefault(r, set()).add(queue)
             copy.routes.setdefault(r, set()).add(id(resources))
