@@ -75,7 +75,7 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
     for _, _, q in moves.values():
         left[q] = left.get(q, 0) + 1
         copy.arrivals.setdefault(q, [])
-    todo, get, flows = range(n, len(ops)), ends.__getitem__, copy.flows
+    todo, get, flows, arrivals = range(n, len(ops)), ends.__getitem__, copy.flows, copy.arrivals
     while todo:
         waiting = []
         for i in todo:
@@ -91,7 +91,7 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
                 continue
             delay, _, queue = move
             begin = flows[i] = at + delay if delay > 0 else at
-            copy.arrivals[queue].append((begin, i, op.nbytes))
+            arrivals[queue].append((begin, i, op.nbytes))
             left[queue] -= 1
         solved = [q for q, k in left.items() if k == 0 and q not in copy.traces]
         if not solved and len(waiting) == len(todo):
@@ -134,25 +134,26 @@ def _queue(capacity: float, arrivals: list, ends: list) -> list:
     arrivals.sort()
     trace: list = []
     tags: list = []  # (service at which the flow is done, op, its bytes)
-    served, now, k = 0.0, arrivals[0][0], 0
-    while k < len(arrivals) or tags:
+    served, now, k, count = 0.0, arrivals[0][0], 0, len(arrivals)
+    push, pop, note, inf = heapq.heappush, heapq.heappop, trace.append, math.inf
+    while k < count or tags:
         present = len(tags)
-        due = now + (tags[0][0] - served) * present / capacity if tags else math.inf
-        nxt = arrivals[k][0] if k < len(arrivals) else math.inf
+        due = now + (tags[0][0] - served) * present / capacity if tags else inf
+        nxt = arrivals[k][0] if k < count else inf
         if due - nxt <= TIE * nxt:  # a flow done at an arrival's instant leaves first
             now, served = due, tags[0][0]
             while tags and tags[0][0] - served <= EPS_BYTES + 1e-12 * tags[0][2]:
-                _, i, _ = heapq.heappop(tags)
+                i = pop(tags)[1]
                 ends[i] = now
-                trace.append((now, i, -1, len(tags)))
+                note((now, i, -1, len(tags)))
         else:
             if present:
                 served += (nxt - now) * capacity / present
             now = nxt
             _, i, nbytes = arrivals[k]
             k += 1
-            heapq.heappush(tags, (served + nbytes, i, nbytes))
-            trace.append((now, i, 1, len(tags)))
+            push(tags, (served + nbytes, i, nbytes))
+            note((now, i, 1, present + 1))
     return trace
 
 
