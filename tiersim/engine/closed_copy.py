@@ -20,6 +20,7 @@ from tiersim.engine.ops import OpKind
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 _DEPS, _KIND, _TIMED = (operator.attrgetter(a) for a in ("deps", "kind", "timed"))
+_BYTES = operator.itemgetter(1)
 
 
 @dataclass
@@ -324,6 +325,8 @@ def _tier_peak(ts: list, vs: list, changes: list) -> float | None:
     best = max(vs)
     if not changes:
         return best
+    if len(ts) > 1 and _below(ts, vs, changes, best):  # (a tier the step changes)
+        return best
     changes.sort()
     level, ties, k, count = 0.0, [], 0, len(changes)
     while k < count:
@@ -343,6 +346,23 @@ def _tier_peak(ts: list, vs: list, changes: list) -> float | None:
         if d > b:
             best = max(best, max(vs[b:d]) + level)
     return None if any(high > best for high, _ in ties) else best
+
+
+def _below(ts: list, vs: list, changes: list, best: float) -> bool:
+    """Whether the copy's level, at its most (every taking at an instant counted before its
+    givings back: the most any order reaches), on the most the plain run holds from the
+    copy's first change on, stays within the plain peak `best`: then every candidate of
+    `_tier_peak` (a value held then plus a level, or an order's most) is at most `best`
+    (adding keeps the order of floats), and the peak is the plain one, whatever the order."""
+    first = min(changes)[0]
+    held = vs[max(bisect.bisect_left(ts, first) - 1, 0) :]
+    most = max(itertools.accumulate(map(_BYTES, sorted(changes, key=_takings_first)), initial=0))
+    return max(held) + most <= best
+
+
+def _takings_first(change: tuple) -> tuple:
+    """A change's place: by its instant, the takings at one instant before the givings."""
+    return change[0], -change[1]
 
 
 def _busy(plain: dict[str, list], spans: list) -> dict[str, list]:
