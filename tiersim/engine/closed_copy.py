@@ -169,14 +169,14 @@ def _lone(ops, n, plans, capacity, times, copy, found) -> str | None:
     moved (`_moved`)."""
     by, slowed, lone = found
     moved: dict[int, float] = {}
-    routes: dict[int, Any] = {}  # what a route leaves a step flow, by its identity
+    routes: dict[tuple, Any] = {}  # what a route leaves a step flow, by its resources
     for i, begin, end, resources in slowed.values():
         op = ops[i]
         if op.kind is not MOVE or op.free or plans[(op.src, op.dst, op.nbytes)].staged:
             return "a step flow the copy slows frees memory at its end, or is a collective"
-        rate = routes.get(id(resources))
+        rate = routes.get(resources)  # (equal routes of two sizes: one function)
         if rate is None:
-            rate = routes[id(resources)] = _route_rate(resources, capacity, copy)
+            rate = routes[resources] = _route_rate(resources, capacity, copy)
         new = _slowed_end(begin, end, op.nbytes, rate)
         if isinstance(new, str):
             return new
