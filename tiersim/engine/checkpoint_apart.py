@@ -52,11 +52,7 @@ from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 
 CHECKPOINT_RUN = (1, frozenset({0}))  # the run measured: one step, with its checkpoint
-_KIND, _MOVES, _repeat = (
-    operator.attrgetter("kind"),
-    itertools.repeat(OpKind.MOVE),
-    itertools.repeat,
-)
+_KIND, _MOVES = operator.attrgetter("kind"), itertools.repeat(OpKind.MOVE)
 
 
 @record
@@ -120,9 +116,7 @@ def measure_apart(
     moves = list(itertools.compress(itertools.count(n), map(operator.is_, kinds, _MOVES)))
     if not moves or min(map(log.start.__getitem__, moves)) < run.period_starts[2]:
         return None  # it overlaps the periods that repeat: it may depend on their number
-    ends = log.end[n:]
-    after = map(operator.lt, _repeat(trained), ends)  # each copy op ending after the training
-    late = list(itertools.compress(zip(mine, ends, strict=True), after))
+    late = [(op, log.end[i]) for i, op in enumerate(mine, n) if log.end[i] > trained]
     run = dataclasses.replace(run, trained=trained)
     peaks = {t: o.peak for t, o in engine.occupancy.items()}
     if not _apart(setup.topo, res, run, late, (mine, peaks)):

@@ -34,6 +34,7 @@ Where a condition fails, `closed_copy` says which, and the copy is simulated as 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import operator
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from tiersim.engine.ops import OpKind
 MOVE = OpKind.MOVE
 _SRC, _DST = operator.attrgetter("src"), operator.attrgetter("dst")
 _NBYTES, _RESOURCE = operator.attrgetter("nbytes"), operator.attrgetter("resource")
+_KIND, _MOVES = operator.attrgetter("kind"), itertools.repeat(MOVE)
 
 
 @dataclass
@@ -225,7 +227,9 @@ def may_close(res: Any, topo: Any, plain: Any, longer: Any) -> tuple | None:
     queues = {q for _, _, q in moves.values()}
     # every route a step op could take (a non-move's src is "") and every channel it uses
     mine = plain.ops
-    keys = set(zip(map(_SRC, mine), map(_DST, mine), map(_NBYTES, mine), strict=True))
+    # (only a move has a source: the others' routes are never read)
+    moving = list(itertools.compress(mine, map(operator.is_, map(_KIND, mine), _MOVES)))
+    keys = set(zip(map(_SRC, moving), map(_DST, moving), map(_NBYTES, moving), strict=True))
     for src, dst, nbytes in keys:
         if src and nbytes > 0 and not queues.isdisjoint(topo.route(src, dst, nbytes).resources):
             return None
