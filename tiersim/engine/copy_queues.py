@@ -109,6 +109,7 @@ def copy_moves(ops: list, n: int, plans: dict, capacity: dict) -> dict | str:
     as narrow); why not, where a copy op is not a move of some bytes or a timer waiting
     for earlier ops."""
     routes: dict[int, tuple] = {}  # by the resources' identity: their queue
+    made: dict[tuple, tuple] = {}  # each route key's move (one tuple, shared by its ops)
     moves = {}
     for i in range(n, len(ops)):
         op = ops[i]
@@ -116,13 +117,18 @@ def copy_moves(ops: list, n: int, plans: dict, capacity: dict) -> dict | str:
         if kind is MOVE:
             if op.nbytes <= 0:
                 return "a copy move of no bytes"
-            plan = plans[(op.src, op.dst, op.nbytes)]
-            resources = plan.resources
-            queue = routes.get(id(resources))
-            if queue is None:
-                alone = min(capacity[r] for r in resources)
-                queue = routes[id(resources)] = next(r for r in resources if capacity[r] == alone)
-            moves[i] = (plan.delay, resources, queue)
+            key = (op.src, op.dst, op.nbytes)
+            move = made.get(key)
+            if move is None:
+                plan = plans[key]
+                resources = plan.resources
+                queue = routes.get(id(resources))
+                if queue is None:
+                    alone = min(capacity[r] for r in resources)
+                    queue = next(r for r in resources if capacity[r] == alone)
+                    routes[id(resources)] = queue
+                move = made[key] = (plan.delay, resources, queue)
+            moves[i] = move
         elif not kind.timed:
             return f"a copy op of kind {kind.label}"
         if not op.deps or max(op.deps) >= i:
