@@ -3,6 +3,8 @@ each (or a few cases of one)."""
 
 from __future__ import annotations
 
+import json
+
 FLOAT8 = """\
 [model]
 name = "llama3"
@@ -52,3 +54,93 @@ def test_a_float8_recipe_torchtitan_does_not_take_is_refused_not_noted_as_unmode
         f"{path}: float8.recipe_name: is 'bogus' (expected one of tensorwise, rowwise, "
         "rowwise_with_gw_hp) [E-IMPORT-VALUE]\n"
     )
+
+
+# GPT-2 small (124,439,808 parameters, tiersim presets), its activations off the GPU and no
+# workspace: the GPU holds the bf16 weights and gradients (2 B each a parameter) and, where
+# placed there, the fp32 master (4 B); torch's SGD without momentum keeps no state
+GPT2 = """\
+name: n
+model: {preset: gpt2}
+training:
+  micro_batch_size: 1
+  grad_accumulation: 1
+  seq_len: 256
+  optimizer: sgd
+  workspace: 0 B
+  precision: {weights: bf16, gradients: bf16, master: fp32}
+parallel: {data: 1}
+placement: {activations: dram}
+hardware: {preset: h200-hbf}
+"""
+P = 124_439_808
+
+
+def _plan(cli, tmp_path, space: str, *sets: str) -> dict:
+    path = tmp_path / "n.yaml"
+    path.write_text(GPT2 + f"plan: {space}\n")
+    args = [a for s in sets for a in ("--set", s)]
+    code, out, err = cli("plan", path, "--workers", 1, "--format", "json", *args)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_a_plan_over_where_an_empty_class_lives_counts_the_second_a_duplicate(cli, tmp_path):
+    """SGD keeps no optimizer state: `placement.optimizer: [hbm, dram]` under sgd gave two
+    plans with the same figures, "0 duplicates". AdamW's state (8 B a parameter) is not
+    empty: its two homes stay two candidates."""
+    space = "{training.optimizer: [adamw, sgd], placement.optimizer: [hbm, dram]}"
+    c = _plan(cli, tmp_path, space)["candidates"]
+    assert (c["checked"], c["duplicates"], c["simulated"]) == (4, 1, 3)
+    assert c["duplicates_by_empty_home"] == {"optimizer": 1}
+
+
+def test_an_empty_class_is_read_back_from_no_tier(cli, tmp_path):
+    """A checkpoint's read-back paid a route's latency for each class, a class of 0 bytes
+    too: sgd's empty optimizer state homed on HBF or on the GPU gave recoveries microseconds
+    apart. Nothing to read: the same read-back wherever the empty class is homed."""
+    path = tmp_path / "n.yaml"
+    path.write_text(GPT2 + "checkpoint: {every_steps: 100, target: nvme, mode: blocking}\n")
+    read_back = []
+    for home in ("hbm", "hbf"):
+        out = tmp_path / home
+        sets = ("--set", f"placement.optimizer={home}", "--out", out, "--format", "json")
+        code, text, err = cli("run", path, *sets)
+        assert code == 0, err
+        read_back.append(json.loads(text)["checkpoint"]["read_back_s"])
+    assert read_back[0] == read_back[1]
+
+
+def test_a_plan_where_nothing_fits_says_how_far_the_nearest_is(cli, tmp_path):
+    """`No plan fits ..." ` named each tier's count of misses, not how far off they were. On a
+    GPU of 600 MB: the master on the GPU needs (2 + 2 + 4) x P = 995,518,464 B there,
+    395,518,464 B over (never simulated); the master on the host, 4 x P = 497,759,232 B,
+    fits by the inventory and overflows at its simulated peak (the CUDA context, NCCL and
+    the step's transients: as `run` says it)."""
+    gpu = "hardware.tiers.hbm.capacity=600 MB"
+    report = _plan(cli, tmp_path, "{placement.master: [hbm, dram]}", gpu)
+    assert report["plans"] == []
+    near = report["candidates"]["nearest_miss"]
+    assert near["inventory"] == {
+        "overrides": ["placement.master=hbm"],
+        "over_bytes": 8 * P - 600_000_000,
+        "tiers": {
+            "hbm": {"bytes": 8 * P, "capacity_bytes": 600_000_000, "over_bytes": 395_518_464}
+        },
+    }
+    code, text, err = cli(
+        "run", tmp_path / "n.yaml", "--set", gpu,
+        "--set", "placement.master=dram", "--out", tmp_path / "r", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    peak = json.loads(text)["tiers"]["hbm"]["peak_bytes"]
+    assert near["peak"]["overrides"] == ["placement.master=dram"]
+    assert near["peak"]["tiers"]["hbm"]["over_bytes"] == peak - 600_000_000 > 0
+    code, text, err = cli("plan", tmp_path / "n.yaml", "--workers", 1, "--set", gpu)
+    assert code == 0, err
+    assert (
+        "nearest by the exact inventory (resident state): hbm 995.52 MB of 600.00 MB, "
+        "395.52 MB (395,518,464 B) over\n    set:    placement.master=hbm\n    see:    tiersim "
+        f"inventory {tmp_path / 'n.yaml'} --set 'hardware.tiers.hbm.capacity=600 MB' --set "
+        "placement.master=hbm"
+    ) in text
