@@ -4,6 +4,16 @@ each (or a few cases of one)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tiersim.config.load import build
+from tiersim.sweep.estimate import work
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS, GOLDEN = ROOT / "scenarios", ROOT / "tests" / "golden" / "reports"
 
 FLOAT8 = """\
 [model]
@@ -144,3 +154,28 @@ def test_a_plan_where_nothing_fits_says_how_far_the_nearest_is(cli, tmp_path):
         f"inventory {tmp_path / 'n.yaml'} --set 'hardware.tiers.hbm.capacity=600 MB' --set "
         "placement.master=hbm"
     ) in text
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "published/korthikanti2022-530b-selective-sp",  # interleaved, one period measured
+        "published/korthikanti2022-175b-full-recompute",
+        "published/narayanan2021-310.1b",
+        "published/korthikanti2022-1t-selective-sp",  # 1F1B: two periods compared
+        "published/nemo2407-gpt3-175b-128gpus",  # interleaved, fetching: two periods
+    ],
+)
+def test_a_sweep_counts_the_micro_batches_its_points_simulate(name):
+    """sweep.estimate counted an interleaved point's run as the two-period one, a period
+    more than the engine runs where one period is proved to repeat (margins.one_period; the
+    530B: 140 micro-batches counted, 105 simulated). Its layer passes against what the
+    engine simulated, as the golden report records it: steps x micro-batches x units (the
+    stage's layers and the rest)."""
+    path = SCENARIOS / f"{name}.yaml"
+    scenario = build(yaml.safe_load(path.read_text()), path.parent, str(path)).scenario
+    golden = f"{name.replace('/', '-')}.json"
+    sim = json.loads((GOLDEN / golden).read_text())["sim"]
+    units = scenario.model.layers // scenario.parallel.pipeline + 1
+    simulated = sim["steps_simulated"] * sim["micro_batches_simulated"][-1] * units
+    assert work(scenario).passes == simulated

@@ -26,6 +26,7 @@ from tiersim.config.presets import resolve as resolve_presets
 from tiersim.config.schema import ExpertPlacement, Placement, Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.records import record
+from tiersim.engine import margins
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import StepBound, step_bound, wear_floor
 from tiersim.plan.nearest import Miss, Over, bytes_over, missed, nearer, overflowing
@@ -169,6 +170,7 @@ class Assessed:
     floor: tuple[float, str | None] = (0.0, None)
     upper_s: float = math.inf
     checkpoint_upper_s: float = math.inf  # the part of `upper_s` a checkpoint's stall adds
+    one_period: bool | None = None  # its run measures one period (margins.one_period)
     costs: tuple = ()  # (GPUs, price per GPU-hour, tier prices, amortization): `costs`
 
 
@@ -277,12 +279,11 @@ class Checker:
         # scenario, and its problems carry no lines: the resolved path has no text)
         return dataclasses.replace(base, scenario=scenario, resolved={})
 
-    def _passes(self, rest: tuple, s: Scenario, res: Resolved | None) -> int:
-        """The layer passes its run simulates (sweep.estimate.work, which reads no prefetch
-        depth: the same for the candidates that differ only in that); `res`: `s` resolved,
-        where the caller has it."""
+    def _passes(self, rest: tuple, s: Scenario, res: Resolved | None, one: bool | None) -> int:
+        """The layer passes its run simulates (sweep.estimate.work: it reads no prefetch
+        depth); `res`, `one`: `s` resolved and its run's one period, where known."""
         if rest not in self.passes:
-            self.passes[rest] = layer_passes(s, res)
+            self.passes[rest] = layer_passes(s, res, one)
         return self.passes[rest]
 
     def __call__(self, combo, out: Pruned) -> tuple[Candidate | None, str]:
@@ -313,7 +314,7 @@ class Checker:
             None,
             gpus,
             price,
-            self._passes(rest, s, res),
+            self._passes(rest, s, res, a.one_period),
             bound=a.bound,
             tokens_per_step=a.tokens,
             hbf_optimizer=a.hbf_optimizer,
@@ -337,8 +338,7 @@ class Checker:
             if len(self.dumps) >= RECENT:
                 self.dumps.clear()
             experts = {c: True for c in empty if c in ExpertPlacement.model_fields}
-            placement = {c: True for c in empty} | {"experts": experts}
-            exclude = NO_DEPTH | ({"placement": placement} if empty else {})
+            exclude = NO_DEPTH | {"placement": dict.fromkeys(empty, True) | {"experts": experts}}
             dump = s.model_dump_json(exclude=exclude).encode()
             self.dumps[rest] = hashlib.sha256(dump).hexdigest()[:16]
         return "|".join((self.dumps[rest], repr(s.simulation.prefetch_depth), *empty))
@@ -376,7 +376,8 @@ def assess(s: Scenario, shared: dict | None = None, res: Resolved | None = None)
         upper = factor * (step + share)  # plan.upper.period_upper_s, with its margin
     floor = wear_floor(s, bound.written)
     tokens = wl.tokens_per_step
-    return Assessed((), empty, bound, tokens, on_hbf, floor, upper, factor * share, costs)
+    one = margins.one_period(res, wl.units)
+    return Assessed((), empty, bound, tokens, on_hbf, floor, upper, factor * share, one, costs)
 
 
 def costs_of(s: Scenario) -> tuple[int, float | None, dict[str, float], float | None]:
