@@ -179,3 +179,16 @@ def test_a_sweep_counts_the_micro_batches_its_points_simulate(name):
     units = scenario.model.layers // scenario.parallel.pipeline + 1
     simulated = sim["steps_simulated"] * sim["micro_batches_simulated"][-1] * units
     assert work(scenario).passes == simulated
+
+
+def test_a_config_count_too_large_says_its_bound_not_a_bound_it_meets(cli, tmp_path):
+    """DeepSpeed's `stage3_prefetch_bucket_size: 2e18` was refused "is 2000000000000000000
+    (expected a whole number >= 0)": it is one. The bound it misses is said."""
+    path = tmp_path / "ds.json"
+    path.write_text('{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 2e18}}')
+    code, _, err = cli("import", path, "--set", "model.preset=gpt2", "--gpus", 8)
+    assert code == 2
+    assert err == (
+        f"{path}: zero_optimization.stage3_prefetch_bucket_size: is 2000000000000000000 "
+        "(expected a whole number from 0 to 10^16) [E-IMPORT-VALUE]\n"
+    )
