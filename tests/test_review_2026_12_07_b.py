@@ -192,3 +192,16 @@ def test_a_config_count_too_large_says_its_bound_not_a_bound_it_meets(cli, tmp_p
         f"{path}: zero_optimization.stage3_prefetch_bucket_size: is 2000000000000000000 "
         "(expected a whole number from 0 to 10^16) [E-IMPORT-VALUE]\n"
     )
+
+
+def test_a_gpu_too_small_for_the_embeddings_names_them_not_a_layer(cli, tmp_path):
+    """GPT-2's embeddings and output head (50,257 x 768 + 1,024 x 768 values, about 77 MB in
+    bf16) outweigh a layer's (about 14 MB): on a GPU of 150 MB the refusal blamed "one
+    layer's working set" and offered recompute and sequence parallelism, which shrink no
+    embedding."""
+    path = tmp_path / "n.yaml"
+    path.write_text(GPT2)
+    code, _, err = cli("run", path, "--set", "hardware.tiers.hbm.capacity=150 MB")
+    assert code == 3
+    assert "cannot hold even one unit's working set" in err
+    assert "the embeddings and output head's" in err and "lower model.vocab" in err
