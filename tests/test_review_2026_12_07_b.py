@@ -86,13 +86,13 @@ hardware: {preset: h200-hbf}
 P = 124_439_808
 
 
-def _plan(cli, tmp_path, space: str, *sets: str) -> dict:
+def _plan(cli, tmp_path, space: str, *sets: str) -> tuple[dict, str]:
     path = tmp_path / "n.yaml"
     path.write_text(GPT2 + f"plan: {space}\n")
     args = [a for s in sets for a in ("--set", s)]
     code, out, err = cli("plan", path, "--workers", 1, "--format", "json", *args)
     assert code == 0, err
-    return json.loads(out)
+    return json.loads(out), err
 
 
 def test_a_plan_over_where_an_empty_class_lives_counts_the_second_a_duplicate(cli, tmp_path):
@@ -100,9 +100,11 @@ def test_a_plan_over_where_an_empty_class_lives_counts_the_second_a_duplicate(cl
     plans with the same figures, "0 duplicates". AdamW's state (8 B a parameter) is not
     empty: its two homes stay two candidates."""
     space = "{training.optimizer: [adamw, sgd], placement.optimizer: [hbm, dram]}"
-    c = _plan(cli, tmp_path, space)["candidates"]
+    report, err = _plan(cli, tmp_path, space)
+    c = report["candidates"]
     assert (c["checked"], c["duplicates"], c["simulated"]) == (4, 1, 3)
     assert c["duplicates_by_empty_home"] == {"optimizer": 1}
+    assert "plan: 3 of 4 candidates fit by the inventory, not counting 1 duplicate (" in err
 
 
 def test_an_empty_class_is_read_back_from_no_tier(cli, tmp_path):
@@ -128,7 +130,7 @@ def test_a_plan_where_nothing_fits_says_how_far_the_nearest_is(cli, tmp_path):
     fits by the inventory and overflows at its simulated peak (the CUDA context, NCCL and
     the step's transients: as `run` says it)."""
     gpu = "hardware.tiers.hbm.capacity=600 MB"
-    report = _plan(cli, tmp_path, "{placement.master: [hbm, dram]}", gpu)
+    report, _ = _plan(cli, tmp_path, "{placement.master: [hbm, dram]}", gpu)
     assert report["plans"] == []
     near = report["candidates"]["nearest_miss"]
     assert near["inventory"] == {
