@@ -150,6 +150,8 @@ def test_a_plan_where_nothing_fits_says_how_far_the_nearest_is(cli, tmp_path):
     assert near["peak"]["tiers"]["hbm"]["over_bytes"] == peak - 600_000_000 > 0
     code, text, err = cli("plan", tmp_path / "n.yaml", "--workers", 1, "--set", gpu)
     assert code == 0, err
+    # the plan's own --set, quoted as the shell takes it (it read `--set ...=600 MB`)
+    assert f"plan for {tmp_path / 'n.yaml'} (with --set '{gpu}'), best by" in text
     assert (
         "nearest by the exact inventory (resident state): hbm 995.52 MB of 600.00 MB, "
         "395.52 MB (395,518,464 B) over\n    set:    placement.master=hbm\n    see:    tiersim "
