@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tiersim.config.load import build
+from tiersim.plan.report import plan_text
 from tiersim.sweep.estimate import work
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,6 +106,8 @@ def test_a_plan_over_where_an_empty_class_lives_counts_the_second_a_duplicate(cl
     assert (c["checked"], c["duplicates"], c["simulated"]) == (4, 1, 3)
     assert c["duplicates_by_empty_home"] == {"optimizer": 1}
     assert "plan: 3 of 4 candidates fit by the inventory, not counting 1 duplicate (" in err
+    said = "1 duplicate (differing only in the home of a class none holds: optimizer 1); "
+    assert said in plan_text(report)  # the table's summary, from the same report
 
 
 def test_an_empty_class_is_read_back_from_no_tier(cli, tmp_path):

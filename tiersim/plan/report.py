@@ -117,7 +117,7 @@ def plan_text(report: dict[str, Any]) -> str:
         + _off_batch(report["space"]),
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
         f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
-        f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicates"
+        f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicate{'s' * (c['duplicates'] != 1)}"
         f"{_empty_homes(c['duplicates_by_empty_home'])}"
         f"{_by_bound(c['pruned_by_bound'])}; {c['simulated']:,} "
         f"simulated: {c['feasible']:,} fit and hold every budget, {c['peak_does_not_fit']:,} "
@@ -169,14 +169,11 @@ def _by_bound(by_bound: dict[str, int]) -> str:
 
 
 def _empty_homes(by_class: dict[str, int]) -> str:
-    """' (1 of them only in where optimizer would live, which they hold no bytes of)'."""
+    """' (differing only in the home of a class none holds: optimizer 3)'."""
     if not by_class:
         return ""
-    said = " or ".join(by_class)
-    return (
-        f" ({sum(by_class.values()):,} of them only in where {said} would live, "
-        "which they hold no bytes of)"
-    )
+    said = ", ".join(f"{name} {n:,}" for name, n in by_class.items())
+    return f" (differing only in the home of a class none holds: {said})"
 
 
 def _unfit(unfit: dict[str, int]) -> str:
