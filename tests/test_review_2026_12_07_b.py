@@ -212,3 +212,20 @@ def test_a_gpu_too_small_for_the_embeddings_names_them_not_a_layer(cli, tmp_path
     assert code == 3
     assert "cannot hold even one unit's working set" in err
     assert "the embeddings and output head's" in err and "lower model.vocab" in err
+
+
+def test_a_problem_across_a_section_the_configs_made_is_headed_by_their_file(cli, tmp_path):
+    """A Megatron-LM argument list without --max-position-embeddings (its position table
+    learned, the default): the model section, made from the model flags alone, was refused
+    `imported scenario: model: ...`, no file named. A --set into the section is the user's."""
+    path = tmp_path / "args.txt"
+    path.write_text(
+        "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+        "--micro-batch-size 1 --global-batch-size 64 --bf16\n"
+    )
+    args = ("import", path, "--from", "megatron", "--gpus", 8, "--out", tmp_path / "s.yaml")
+    code, _, err = cli(*args)
+    assert code == 2
+    assert f"{path}: model: learned position embeddings" in err and "(from (model flags))" in err
+    code, _, err = cli(*args, "--set", "model.heads=5")
+    assert code == 2 and "imported scenario: model: hidden (4096) is not divisible" in err

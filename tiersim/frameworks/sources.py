@@ -24,13 +24,16 @@ def sourced(exc: InputError, sources: dict[str, str], paths: list[Path], last: s
 
 
 def _source_of(path: str, sources: dict[str, str]) -> str | None:
-    """Where the value at `path` came from: its own source, else its nearest mapped parent's
-    (a --set of a key removes its source: `import_configs`)."""
+    """Where the value at `path` came from: its own source, else its nearest mapped parent's,
+    else, for a section (`model`: a check across its keys), its keys' one source where they
+    all have the same (Megatron's model flags); a --set of a key removes its source
+    (`import_configs`): a section a --set wrote into has none."""
     keys = path.split(".")
     for end in range(len(keys), 0, -1):
         if ".".join(keys[:end]) in sources:
             return sources[".".join(keys[:end])] or None  # "": a --set's
-    return None
+    inside = {said for key, said in sources.items() if key.startswith(f"{path}.")}
+    return inside.pop() if len(inside) == 1 and "" not in inside else None
 
 
 def origin(said: str, paths: list[Path], source: str) -> tuple[str, str]:
