@@ -237,7 +237,7 @@ def test_a_step_part_s_label_is_drawn_inside_its_part_or_not_at_all(tmp_path):
     host), got `forward + backward` wider than the part, cut at the axes' edge ('rward +
     backward'). Every label left is inside its part as laid out; the legend names them all."""
     from tiersim.config.load import load_scenario
-    from tiersim.report.plot import png_bytes, step_figure
+    from tiersim.report.plot import step_figure
     from tiersim.runner import full_trace, report_with_result
 
     path = tmp_path / "n.yaml"
@@ -245,8 +245,8 @@ def test_a_step_part_s_label_is_drawn_inside_its_part_or_not_at_all(tmp_path):
     loaded = load_scenario(path, [])
     report, result = report_with_result(loaded, record=True)
     fig = step_figure(report, full_trace(loaded.scenario, result))
-    png_bytes(fig)  # laid out and drawn as `run --plot` saves it (a bare Figure's
-    # canvas.draw() lays nothing out)
+    fig.draw_without_rendering()  # laid out and drawn as saving it does, no pixels (a bare
+    # Figure's canvas.draw() lays nothing out)
     (bar,) = [ax for ax in fig.axes if ax.get_xlabel().startswith("where the step's")]
     parts = [p.get_window_extent() for p in bar.patches]
     drawn = [t for t in bar.texts if t.get_visible()]
