@@ -46,9 +46,9 @@ PREFETCH = "simulation.prefetch_depth"
 PLACED = "placement."  # the choices `Checker._placed` sets in a scenario built before
 NO_DEPTH = {"simulation": {"prefetch_depth"}}  # a key's scenario but the depth (`_key`)
 RECENT = 64  # valid scenarios kept to set another prefetch depth in (a space's last keys')
-# the choices a workload's shared parts never read (workload.work.build_workload)
 # the classes a placement homes (placement.<class>, and placement.experts.<class> where it has it)
 PLACED_CLASSES = tuple(c.name for c in STATE_CLASSES if c.name in Placement.model_fields)
+# the choices a workload's shared parts never read (workload.work.build_workload)
 HOME_CHOICES = frozenset(
     {f"placement.{c.name}" for c in STATE_CLASSES} | {"placement.optimizer_compute"}
 )
