@@ -350,7 +350,7 @@ def _validated(
     try:
         return build(raw, Path.cwd(), "imported scenario")
     except InputError as exc:
-        pending = [p for p in exc.problems if p.path in PENDING and p.path in sources]
+        pending = [p for p in exc.problems if p.path in PENDING and sources.get(p.path)]
         if pending:  # noted and left out even beside other problems, which are then raised
             for p in pending:
                 why = f"not modelled for this scenario by this version: {p.path}: {p.message}"
