@@ -86,7 +86,11 @@ def miss_lines(section: dict[str, Any], how: str, command: str) -> list[str]:
     or `tiersim run ...`)."""
     over = [
         f"{name} {fmt_bytes(t['bytes'])} of {fmt_bytes(t['capacity_bytes'])}, "
-        f"{fmt_bytes(t['over_bytes'])} ({t['over_bytes']:,.0f} B) over"
+        + (
+            f"{fmt_bytes(t['over_bytes'])} ({t['over_bytes']:,.0f} B) over"
+            if t["over_bytes"] > 0  # else its timeline ran out another way (a node's host)
+            else "out of memory on its memory timeline"
+        )
         for name, t in section["tiers"].items()
     ]
     choices = " ".join(section["overrides"]) or "(the scenario as it is)"
