@@ -20,6 +20,7 @@ from tiersim.engine.durable import (
     first_run_after_one_step,
     measure_checkpoint,
 )
+from tiersim.engine.later_samples import Tries
 from tiersim.engine.link_totals import with_link_totals
 from tiersim.engine.metrics import link_busy_s, measure
 from tiersim.engine.offload_facts import offload_facts
@@ -162,21 +163,20 @@ def _with_breakdown(result: StepResult, setup: RunSetup) -> StepResult:
 
 def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> StepResult:
     steps = steady.steps_to_simulate(res)[0]
-    runs = steady.samples(res, setup.wl.stage)
-    why = None
-    if runs is not None:
+    tries = Tries(res, steady.samples(res, setup.wl.stage))
+    for runs in tries:  # later samples where an update overlaps the next step's head
         _check_size(res, steps, max(runs), setup.wl.parts_per_layer)
         extrapolated = _extrapolated(res, setup, runs, recorder)
         if not isinstance(extrapolated, steady.NoRepetition):
             return extrapolated
-        why = extrapolated.why
+        tries.refused(extrapolated.why)
     _check_size(res, steps, res.execution.training.grad_accumulation, setup.wl.parts_per_layer)
     result, _, checkpoint = _measured(res, setup, recorder, verify=False)
     if checkpoint is not None:
         result = replaced(result, checkpoint=checkpoint(result))
-    if runs is None:
+    if tries.first is None:
         return replaced(result, steady_state="full")
-    return replaced(result, steady_state="full (no repetition found)", steady_state_why=why)
+    return replaced(result, steady_state="full (no repetition found)", steady_state_why=tries.why())
 
 
 def _measured(
