@@ -1,5 +1,5 @@
 """An async checkpoint's checks and figures read with less work (issue 36, docs/speed.md's
-twenty-fourth round): each gives what the reading it replaced gave, here run beside it on
+twenty-fifth round): each gives what the reading it replaced gave, here run beside it on
 points that take each way (the replaced reading put back with monkeypatch)."""
 
 from __future__ import annotations

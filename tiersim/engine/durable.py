@@ -57,6 +57,8 @@ def read_back_s(res: Resolved, setup: RunSetup, per_class: dict[str, int]) -> fl
             per_home[(cls, (u.home or home)[cls])] += share(res, u, cls, split)
     total = 0.0
     for (_, tier), nbytes in per_home.items():
+        if not nbytes:  # nothing to read (sgd's optimizer state): no transfer, no latency
+            continue
         route = setup.topo.route(res.execution.checkpoint.target, tier, nbytes)
         total += route.latency_s + nbytes / route.bottleneck
     return total
