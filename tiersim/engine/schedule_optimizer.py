@@ -74,6 +74,22 @@ def tile_parameters(execution: Execution, unit) -> int:
     return unit.weights_updated // PRECISION_BYTES[execution.training.precision.weights]
 
 
+def update_moves(c: Context) -> bool:
+    """Whether every step's update moves bytes between tiers: a unit's master or optimizer
+    state fetched from a home that is not where the optimizer runs (`_fetch_state`), or its
+    updated weights written back to one (`_write_unit`), each an `OpList.move` of a nonzero
+    size between two tiers. No chain walks a move (tiersim.engine.chain), so no schedule of
+    this workload is walked as one, whatever its passes (`ScheduleBuilder`)."""
+    opt_at = c.opt_at
+    for u, unit in enumerate(c.wl.units):
+        home, homed = c.home_of(u), unit.homed
+        if unit.weights_updated > 0 and home["weights"] != opt_at:
+            return True
+        if any(homed[cls] > 0 and home[cls] != opt_at for cls in OPTIMIZER_KEPT):
+            return True
+    return False
+
+
 class OptimizerStep:
     """The optimizer phase: no state of its own beyond what it hands on in the Readiness."""
 

@@ -21,6 +21,10 @@ builder gives it (tests/test_schedule_shared.py holds the records equal, field f
 deps included, on shipped scenarios whose chain holds and whose chain breaks), and the
 schedule goes on with records of its own. A schedule handed out with shared records is a
 chain to its end (`Schedule.records` False); the event loop refuses one (`Engine.graph`).
+A builder whose update moves bytes between tiers asks for none (`ScheduleBuilder`,
+`schedule_optimizer.update_moves`): the move breaks the chain in the first step, after its
+passes, and each shared record would be made its own there at a cost the per-op builder
+does not pay.
 """
 
 from __future__ import annotations
