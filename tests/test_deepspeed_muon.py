@@ -31,9 +31,10 @@ BF16 = {"weights": "bf16", "gradients": "bf16", "master": "fp32", "optimizer": "
 SIZES = [8192] * 4 + [8192] * 2 + [4096] * 8
 
 
-def _raw(zero: int, data: int, reduce_scatter: bool = False, optimizer: str = "muon") -> dict:
+def _raw(zero: int, data: int, optimizer: str = "muon") -> dict:
+    # reduce_scatter false: DeepSpeed refuses Muon with it true (test_deepspeed_muon_refusal.py)
     training = {"framework": "deepspeed", "seq_len": 128, "precision": BF16, "workspace": "0 B"}
-    training |= {"optimizer": optimizer, "deepspeed": {"reduce_scatter": reduce_scatter}}
+    training |= {"optimizer": optimizer, "deepspeed": {"reduce_scatter": False}}
     parallel = {"data": data, "zero_stage": zero}
     return {"name": "ds", "model": MODEL, "training": training, "parallel": parallel}
 
@@ -70,45 +71,68 @@ def test_zero_1_2_holds_the_momentum_and_the_updates_beyond_the_partition(zero):
         (epilogue, 10_920, True),
         ("optimizer step", 10_920, False),
     ]
+    # the updates over the partition are new tensors made beside the gradients they replace
+    # (grads_in_partition, let go at the epilogue's end): 27,308 values x 2 B = 54,616 B
+    assert _events(raw, ds_muon.REPLACED) == [(epilogue, 54_616, True), (epilogue, 54_616, False)]
 
 
 @pytest.mark.parametrize(
     "raw",
     [
-        _raw(2, 3, reduce_scatter=True),  # refused by DeepSpeed: noted, not counted
         _raw(2, 3, optimizer="adamw"),
         _raw(2, 2),  # partitions end where tensors end: nothing beyond
     ],
-    ids=["reduce-scatter", "adamw", "aligned"],
+    ids=["adamw", "aligned"],
 )
 def test_nothing_beyond_where_deepspeed_holds_nothing_more(raw):
     assert _events(raw, ds_muon.MOMENTUM) == []
     assert _events(raw, ds_muon.UPDATES) == []
 
 
+def test_the_epilogue_s_peak_holds_the_partition_s_gradients_and_updates_at_once():
+    # 2 ranks, ZeRO-2: partitions of 81,920 / 2 = 40,960 values end where tensors end (nothing
+    # beyond); the updates of the rank's partition, 40,960 x 2 B = 81,920 B, are made while
+    # its 81,920 B of gradients are held, then the gradients are let go; AdamW makes none
+    epilogue = "backward: ZeRO's gradient epilogue"
+    assert _events(_raw(2, 2), ds_muon.REPLACED) == [
+        (epilogue, 81_920, True),
+        (epilogue, 81_920, False),
+    ]
+    assert _events(_raw(2, 2, optimizer="adamw"), ds_muon.REPLACED) == []
+    assert _events(_raw(3, 2), ds_muon.REPLACED) == []  # ZeRO-3 updates in place (param.grad)
+
+
 def test_zero3_gathers_one_bucket_of_momenta_at_the_epilogue():
     # 2 ranks; the bucket (5e8) holds all 81,920 Muon values: gathered whole, and the rank's
-    # clones of their partitions, ceil(size / 2) each: 40,960; (81,920 + 40,960) x 4 B (fp32
-    # momentum) = 491,520 B, made and let go at the epilogue
+    # clones of their partitions, ceil(size / 2) each: 40,960; in the momentum's dtype,
+    # DeepSpeed's communication_data_type, bf16 with bf16 enabled (the weights' here), not
+    # the fp32 of training.precision.optimizer: (81,920 + 40,960) x 2 B = 245,760 B, made and
+    # let go at the epilogue
     epilogue = "backward: ZeRO's gradient epilogue"
     assert _events(_raw(3, 2), ds_muon.GATHERED) == [
-        (epilogue, 491_520, True),
-        (epilogue, 491_520, False),
+        (epilogue, 245_760, True),
+        (epilogue, 245_760, False),
     ]
     assert _events(_raw(3, 2, optimizer="adamw"), ds_muon.GATHERED) == []
 
 
 def test_zero3_all_gathers_each_layer_s_muon_values_every_micro_batch():
-    # a layer's Muon values: 4 x 4,096 + 3 x 8,192 = 40,960 (its 2 norm vectors are AdamW's);
-    # per GPU over 2 ranks an all-gather sends 1/2 of the whole: the momentum twice (fp32) and
-    # the update once (bf16): 40,960 x (4 + 4 + 2) / 2 = 204,800 B, beside the bucket's
-    # all-reduce, 2 x 1/2 of the layer's bf16 gradients (its gradients_full)
-    muon, adamw = build_workload(resolve(scenario(_raw(3, 2)))), None
-    adamw = build_workload(resolve(scenario(_raw(3, 2, optimizer="adamw"))))
-    layer, plain = muon.units[0], adamw.units[0]
-    assert layer.muon_values == 40_960
-    assert plain.dp_gradients.nbytes == pytest.approx(plain.gradients_full)
-    assert layer.dp_gradients.nbytes == pytest.approx(layer.gradients_full + 204_800)
+    # a layer's Muon values: 4 x 4,096 + 3 x 8,192 = 40,960, and its 2 norm vectors of 64
+    # (AdamW's): 41,088 values, 82,176 B of bf16 gradients. Per GPU over 2 ranks, in a ring:
+    # - reduce_scatter false, the bucket all-reduced whole: 2 x (2 - 1) / 2 x 82,176 = 82,176 B
+    #   (AdamW at DeepSpeed's default reduce-scatter: (2 - 1) / 2 x 82,176 = 41,088 B, half);
+    # - Muon's three all-gathers, each (2 - 1) / 2 of the whole: the momentum twice and the
+    #   update once, all bf16 (communication_data_type; param.grad): 40,960 x (2 + 2 + 2) / 2
+    #   = 122,880 B, on the same stream as the all-reduce: 82,176 + 122,880 = 205,056 B
+    muon = build_workload(resolve(scenario(_raw(3, 2)))).units[0]
+    adamw = build_workload(resolve(scenario(_raw(3, 2, optimizer="adamw")))).units[0]
+    scattered = _raw(3, 2, optimizer="adamw")
+    scattered["training"]["deepspeed"]["reduce_scatter"] = True
+    default = build_workload(resolve(scenario(scattered))).units[0]
+    assert muon.muon_values == 40_960 and adamw.gradients_full == 82_176
+    assert default.dp_gradients.nbytes == pytest.approx(41_088)
+    assert adamw.dp_gradients.nbytes == pytest.approx(82_176)
+    assert muon.dp_gradients.nbytes == pytest.approx(205_056)
     # ZeRO-1/2 gather nothing: every rank holds every averaged gradient after the all-reduce
     zero2 = build_workload(resolve(scenario(_raw(2, 2)))).units[0]
     assert zero2.dp_gradients.nbytes == pytest.approx(zero2.gradients_full)
@@ -137,12 +161,11 @@ def test_the_largest_matrix_s_newton_schulz_set_is_made_and_let_go_at_the_epilog
         (epilogue, 81_920, False),
     ]
     assert _events(_raw(zero, 2, optimizer="adamw"), ds_muon.NEWTON_SCHULZ) == []
-    assert _events(_raw(zero, 2, reduce_scatter=True), ds_muon.NEWTON_SCHULZ) == []
 
 
 def test_zero3_s_newton_schulz_set_sits_beside_the_gathered_momenta():
     # _apply_distributed_muon_update runs muon_update while the bucket's momenta are
-    # gathered (491,520 B, above): the set is made after them and let go before them
+    # gathered (245,760 B, above): the set is made after them and let go before them
     r = resolve(scenario(_raw(3, 2)))
     order = [
         (e.part, e.alloc)
@@ -155,3 +178,44 @@ def test_zero3_s_newton_schulz_set_sits_beside_the_gathered_momenta():
         (ds_muon.NEWTON_SCHULZ, False),
         (ds_muon.GATHERED, False),
     ]
+
+
+def _optimizer_bytes(zero: int, gradients: str = "bf16", optimizer: str = "muon") -> int:
+    raw = _raw(zero, 2, optimizer)
+    raw["training"]["precision"] = BF16 | {"gradients": gradients}
+    return build_inventory(resolve(scenario(raw))).per_gpu.by_class["optimizer"]
+
+
+def test_deepspeed_keeps_muon_s_momentum_in_its_16_bit_dtype():
+    # the model's Muon values 2 x 40,960 = 81,920; AdamW's: the embedding and the untied head
+    # 2 x 512 x 64 = 65,536, 2 norms of 64 a layer and the final norm: 65,536 + 256 + 64 =
+    # 65,856, two fp32 moments each (MuonWithAuxAdam's exp_avg / exp_avg_sq, zeros_like the
+    # fp32 partition): 65,856 x 2 x 4 = 526,848 B; all over 2 ranks.
+    # ZeRO-1/2: the momentum in gradient_accumulation_dtype (training.precision.gradients):
+    # bf16 (81,920 x 2 + 526,848) / 2 = 345,344 B; fp32 gradients (81,920 x 4 + 526,848) / 2
+    # = 427,264 B
+    for zero in (1, 2):
+        assert _optimizer_bytes(zero) == 345_344
+        assert _optimizer_bytes(zero, gradients="fp32") == 427_264
+    # ZeRO-3: in communication_data_type, bf16 with bf16 enabled whatever the gradients'
+    assert _optimizer_bytes(3) == _optimizer_bytes(3, gradients="fp32") == 345_344
+    # AdamW: two fp32 moments of every value, (81,920 + 65,856) x 8 / 2 = 591,104 B
+    assert _optimizer_bytes(2, optimizer="adamw") == 591_104
+
+
+@pytest.mark.parametrize("zero, runs", [(2, 1), (3, 4)])
+def test_zero3_runs_newton_schulz_every_micro_batch(zero, runs):
+    # one layer of hidden 512, FFN 1024, 4 micro-batches, 2 ranks; Newton-Schulz's 5
+    # iterations on an m x n matrix (m <= n): 5 x (2m^2 n + 2m^3 + 2m^2 n) FLOPs.
+    # q, k, v, o [512, 512]: 5 x 3 x 2 x 512^3 = 4,026,531,840 each, 16,106,127,360;
+    # gate, up [1024, 512] and down [512, 1024], m 512, n 1024: 5 x (4 x 512^2 x 1024 +
+    # 2 x 512^3) = 6,710,886,400 each, 20,132,659,200; the layer 36,238,786,560, each rank a
+    # half: 18,119,393,280. ZeRO-1/2 run it once a step (get_flat_partition, at the
+    # accumulation boundary); ZeRO-3 after each bucket's all-reduce, every micro-batch
+    # (stage3.py 007cca6a). At the default machine's H200, dense bf16 989 TFLOP/s x its preset's
+    # GEMM efficiency 0.803, the update's time, longer than its bytes' here
+    raw = _raw(zero, 2)
+    raw["model"] = MODEL | {"hidden": 512, "ffn_hidden": 1024, "layers": 1}
+    raw["training"]["grad_accumulation"] = 4
+    layer = build_workload(resolve(scenario(raw))).units[0]
+    assert layer.optimizer_gpu_s == pytest.approx(runs * 18_119_393_280 / (989e12 * 0.803))

@@ -14,6 +14,7 @@ from tiersim.config.document import scenario_document
 from tiersim.config.load import load_scenario
 from tiersim.frameworks.assemble import ImportOptions, import_configs
 from tiersim.frameworks.emit import emit
+from tiersim.runner import report_for
 from tiersim.state.resolved import resolve
 from tiersim.workload.work import build_workload
 
@@ -103,3 +104,16 @@ def test_reduce_scatter_false_is_written_to_a_deepspeed_config_and_read_back(tmp
     # DeepSpeed's default is left to it: not written
     plain = load_scenario(ZERO2_10B).scenario
     assert "reduce_scatter" not in json.loads(emit(plain, "deepspeed").text)["zero_optimization"]
+
+
+def test_reduce_scatter_false_doubles_the_gradient_bytes_on_nvlink_in_the_report():
+    # zero-offload-10b-dgx2: ZeRO-2 over 16 GPUs of one DGX-2 (NVLink), 10,279,047,168 fp16
+    # parameters (2P = 20,558,094,336 B), 4 micro-batches. Per GPU a step sends: ZeRO-2's
+    # gradients every micro-batch and the updated parameters' all-gather once.
+    # As shipped (reduce-scatter; its golden report): 4 x 15/16 x 2P + 15/16 x 2P =
+    # 77,092,853,760 + 19,273,213,440 = 96,366,067,200 B. reduce_scatter false: each bucket
+    # all-reduced, 2 x 15/16 of it: 4 x 30/16 x 2P + 15/16 x 2P = 154,185,707,520 +
+    # 19,273,213,440 = 173,458,920,960 B
+    loaded = load_scenario(ZERO2_10B, ["training.deepspeed.reduce_scatter=false"])
+    links = report_for(loaded)["links"]
+    assert links["nvlink"]["bytes_by_direction"] == {"data": 173_458_920_960}

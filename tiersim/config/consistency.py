@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tiersim.config.deepspeed import deepspeed_key_problems
+from tiersim.config.deepspeed import deepspeed_key_problems, muon_reduce_scatter_problems
 from tiersim.config.distributed_optimizer import distributed_optimizer_problems
 from tiersim.config.fields import plain_fields
 from tiersim.config.kernel_checks import compile_problems, fp8_problems, sustained_problems
@@ -377,6 +377,7 @@ def consistency_problems(s: Scenario) -> list[Problem]:
         + _framework_problems(s)
         + _deepspeed_problems(s)
         + deepspeed_key_problems(s)
+        + muon_reduce_scatter_problems(s)
         + distributed_optimizer_problems(s)
     )
 

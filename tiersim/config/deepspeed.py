@@ -158,6 +158,35 @@ def deepspeed_key_problems(s) -> list[Problem]:
     return problems
 
 
+# DeepSpeed's own words where it refuses Muon with reduce_scatter true (module docstring)
+MUON_REFUSAL = {
+    1: 'stage_1_and_2.py asserts "ZeRO-1 with reduce_scatter=True is incompatible with Muon '
+    'optimizer"',
+    2: 'stage_1_and_2.py asserts "ZeRO-2 with reduce_scatter=True is incompatible with Muon '
+    'optimizer"',
+    3: 'stage3.py raises ValueError("Muon and reduce scatter cannot be used together")',
+}
+
+
+def muon_reduce_scatter_problems(s) -> list[Problem]:
+    """Muon under DeepSpeed ZeRO with `reduce_scatter` true (DeepSpeed's default): DeepSpeed
+    refuses it when the engine is built (stage_1_and_2.py `__init__`, 02aa38c3; stage3.py
+    `__init__`, 007cca6a), whatever the optimizer's placement, so the run never starts;
+    refused as DeepSpeed's pipeline engine's ZeRO-2/3 refusal is (config/layout_checks.py)."""
+    tr, stage = s.training, s.parallel.zero_stage
+    if tr.framework != "deepspeed" or tr.optimizer != "muon" or stage == 0:
+        return []
+    if not tr.deepspeed.reduce_scatter:
+        return []
+    why = (
+        f"is true (DeepSpeed's default) with training.optimizer muon under ZeRO-{stage}, which "
+        f"DeepSpeed refuses ({MUON_REFUSAL[stage]}); expected training.deepspeed."
+        "reduce_scatter: false (every gradient bucket all-reduced whole, as DeepSpeed runs Muon: "
+        "docs/deepspeed-buckets.md), another optimizer, or parallel.zero_stage: 0"
+    )
+    return [Problem("training.deepspeed.reduce_scatter", why, "E-CONFLICT")]
+
+
 def zero3_fetch_notes(s) -> list[Problem]:
     """The stage3_* keys given under DeepSpeed where no ZeRO-3 fetch reads them (a note): weights
     neither sharded (ZeRO-3) nor offloaded, so never gathered. Under another framework the

@@ -5,23 +5,18 @@ scenario asks:
   16-bit DTensors on the CPU, compiled and eager alike (docs/muon-fsdp.md, "8-bit AdamW under
   FSDP2"): tiersim's figures were measured with it stepping each rank's local shards, and its
   GPU step is not measured.
-- Muon under DeepSpeed ZeRO (deepspeedai/DeepSpeed): DeepSpeed refuses it with its default
-  `zero_optimization.reduce_scatter: true` (stage_1_and_2.py, commit 02aa38c3, `__init__`:
-  `if self.reduce_scatter and self.uses_muon: assert False, "... with reduce_scatter=True is
-  incompatible with Muon optimizer ..."`; stage3.py, commit 007cca6a: `raise
-  ValueError("Muon and reduce scatter cannot be used together")`; zero/config.py:
-  `reduce_scatter: bool = True`), and runs it otherwise than tiersim counts: with
-  reduce_scatter false each gradient bucket is all-reduced whole (`average_tensor`: "Force
-  full all-reduce for Muon parameters"), ZeRO-1/2 apply Muon to each whole matrix the rank's
-  partition touches in `get_flat_partition` at the backward's end (its momentum over those
-  whole matrices), ZeRO-3 all-gathers each bucket's momentum partitions whole, divides the
-  updates over the ranks and all-gathers them back (`_apply_distributed_muon_update`); with
-  the optimizer on the CPU DeepSpeed has no Muon (its blog, blogs/muon-optimizer: "CPU
-  Offloading -- in progress"). With `training.deepspeed.reduce_scatter: false` tiersim counts
-  what DeepSpeed does (state/deepspeed_muon.py, workload/data_parallel.py); left at its
-  default, a note says DeepSpeed refuses it (docs/deepspeed-buckets.md, "Muon under DeepSpeed
-  ZeRO"); with reduce_scatter false, notes remain for the optimizer on the CPU (no Muon path)
-  and ZeRO-3's save_muon_momentum_buffer_in_memory.
+- Muon under DeepSpeed ZeRO (deepspeedai/DeepSpeed) with `zero_optimization.reduce_scatter`
+  false, the only way DeepSpeed runs it (with it true, its default, DeepSpeed refuses Muon
+  when the engine is built, and so does validation: config/deepspeed.py
+  `muon_reduce_scatter_problems`, exit 2). What tiersim counts then is DeepSpeed's
+  (state/deepspeed_muon.py, workload/data_parallel.py); notes remain where DeepSpeed runs it
+  otherwise: the optimizer on the CPU (at the commits read, stage_1_and_2.py 02aa38c3 applies
+  Muon only `if self.cpu_offload is False`, in `independent_gradient_partition_epilogue`, and
+  `MuonWithAuxAdam.step` (muon_optimizer.py) adds the Muon group's gradient as it is: no
+  momentum, no Newton-Schulz; its blog, blogs/muon-optimizer: "CPU Offloading -- in
+  progress"), and ZeRO-3 on the GPU, which runs only with save_muon_momentum_buffer_in_memory
+  (stage3.py 007cca6a, `_apply_distributed_muon_update`, raises ValueError otherwise), a key
+  tiersim does not have. Without ZeRO DeepSpeed applies no Muon at all (`MUON_ZERO0`).
 """
 
 from __future__ import annotations
@@ -85,30 +80,13 @@ def _cpu_rate_notes(s: Scenario) -> list[Problem]:
     return [Problem(WHERE, why, "W-UNMEASURED")]
 
 
-DEEPSPEED_MUON = (
-    "muon under DeepSpeed ZeRO-{stage} is refused by DeepSpeed at its default "
-    "zero_optimization.reduce_scatter: true ({refusal}); run with reduce_scatter false, "
-    "DeepSpeed all-reduces every gradient bucket whole and {how}{cpu}. Set "
-    "training.deepspeed.reduce_scatter: false to count that; as given, tiersim's figures are "
-    "ZeRO's reduce-scatter and a partitioned momentum (docs/deepspeed-buckets.md)"
-)
-MUON_HOW = {
-    1: "applies Muon to each whole matrix the rank's partition touches (no gather)",
-    2: "applies Muon to each whole matrix the rank's partition touches (no gather)",
-    3: "all-gathers each bucket's momentum partitions whole, divides the updates over the "
-    "ranks and all-gathers them back",
-}
-MUON_REFUSAL = {
-    1: "stage_1_and_2.py's assert",
-    2: "stage_1_and_2.py's assert",
-    3: "stage3.py's ValueError",
-}
-MUON_CPU = "; with the optimizer on the CPU DeepSpeed has no Muon at all (in progress there)"
 # reduce_scatter false, the optimizer on the CPU: no Muon path in DeepSpeed
 MUON_NO_CPU = (
     "muon under DeepSpeed ZeRO-{stage} with the optimizer on the CPU: DeepSpeed has no Muon "
-    "path there (its blog, blogs/muon-optimizer: CPU offloading in progress); tiersim counts "
-    "the all-reduces of reduce_scatter false, a partitioned momentum and the CPU's update"
+    "path there at the source read (muon_update runs only without cpu_offload, and "
+    "MuonWithAuxAdam.step adds the Muon group's gradient as it is: no momentum, no "
+    "Newton-Schulz; its blog, blogs/muon-optimizer: CPU offloading in progress); tiersim "
+    "counts the all-reduces of reduce_scatter false, a partitioned momentum and the CPU's update"
 )
 # stage3.py `_apply_distributed_muon_update`: the momentum is swapped (NVMe) or kept in memory
 # only with the config's save_muon_momentum_buffer_in_memory, else `raise ValueError`
@@ -119,18 +97,29 @@ MUON_ZERO3_MEMORY = (
 )
 
 
+# engine.py 007cca6a builds muon_optimizer.MuonWithAuxAdam, whose step adds the Muon group's
+# gradient as it is: the Muon update is ZeRO-1/2/3's (muon_update in their reduction paths)
+MUON_ZERO0 = (
+    "muon under DeepSpeed without ZeRO (parallel.zero_stage 0): DeepSpeed's MuonWithAuxAdam "
+    "(muon_optimizer.py) leaves the Muon update to its ZeRO optimizers and adds the Muon "
+    "group's gradient as it is (no momentum, no Newton-Schulz); tiersim counts Muon's "
+    "momentum and Newton-Schulz (expected parallel.zero_stage 1, 2 or 3 with "
+    "training.deepspeed.reduce_scatter: false)"
+)
+
+
 def _deepspeed_muon_notes(s: Scenario) -> list[Problem]:
-    """Muon under DeepSpeed ZeRO: refused as DeepSpeed ships it (reduce_scatter true), or
-    run otherwise than counted (the module's docstring)."""
+    """Muon under DeepSpeed ZeRO with reduce_scatter false, run otherwise than counted (the
+    module's docstring); with it true, DeepSpeed's refusal is an error, not a note."""
     stage, tr = s.parallel.zero_stage, s.training
-    if tr.optimizer != "muon" or tr.framework != "deepspeed" or stage == 0:
+    if tr.optimizer != "muon" or tr.framework != "deepspeed":
         return []
+    if stage == 0:
+        return [Problem(WHERE, MUON_ZERO0, "W-FRAMEWORK-LIMIT")]
     on_cpu = s.placement.optimizer_compute == "cpu"
     if tr.deepspeed.reduce_scatter:
-        cpu = MUON_CPU if on_cpu else ""
-        how, refusal = MUON_HOW[stage], MUON_REFUSAL[stage]
-        why = DEEPSPEED_MUON.format(stage=stage, refusal=refusal, how=how, cpu=cpu)
-    elif on_cpu:
+        return []  # DeepSpeed refuses it: an error (config/deepspeed.py)
+    if on_cpu:
         why = MUON_NO_CPU.format(stage=stage)
     elif stage == 3:
         why = MUON_ZERO3_MEMORY

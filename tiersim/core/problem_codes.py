@@ -75,8 +75,9 @@ CODES: dict[str, str] = {
     "max_positions, with rotary positions): counted, not refused",
     "W-UNMEASURED": "a combination the implementation tiersim follows refused where tiersim "
     "measured it, or never ran: counted by that implementation's source, unchecked",
-    "W-FRAMEWORK-LIMIT": "a combination the framework named refuses at its defaults, or runs "
-    "otherwise than tiersim counts: the note says what the figures are",
+    "W-FRAMEWORK-LIMIT": "a combination the framework named runs otherwise than tiersim counts, "
+    "or only with a setting tiersim has no key for: the note says what the figures are (one "
+    "the framework refuses outright is an E-CONFLICT)",
     "W-EMIT-APPROXIMATE": "a scenario setting the framework written for has no exact "
     "counterpart for (written approximately, or left out)",
 }

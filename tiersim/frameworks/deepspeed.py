@@ -31,7 +31,9 @@ ZERO_OFFLOAD_KEYS = {
 }
 # zero_optimization keys onto training.deepspeed keys (the same names; 0 allowed, as DeepSpeed's)
 ZERO_DEEPSPEED_KEYS = ("stage3_max_reuse_distance", "stage3_param_persistence_threshold")
-OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "sgd": "sgd", "lion": "lion"}
+# DeepSpeed's optimizer types tiersim has (config.py lower-cases the type; "muon" its
+# MUON_OPTIMIZER, MuonWithAuxAdam: engine.py 007cca6a `_configure_basic_optimizer`)
+OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "sgd": "sgd", "lion": "lion", "muon": "muon"}
 # zero_optimization keys read here (an "auto" among them the HF Trainer does not fill: refused)
 _ZERO_READ = {
     "stage",
@@ -50,6 +52,8 @@ ZERO_NOT_MODELLED = {
     "allgather_partitions": "not mapped (tiersim has no setting for it)",
     "stage3_gather_16bit_weights_on_model_save": "a checkpoint-format choice, not modelled",
     "round_robin_gradients": "not mapped (tiersim has no setting for it)",
+    "save_muon_momentum_buffer_in_memory": "tiersim counts ZeRO-3's Muon on the GPU as run "
+    "with it true, the only way stage3.py runs it there",
 }
 
 
@@ -151,7 +155,7 @@ def _optimizer(out: Mapped, key: str, value: Any) -> None:
     mapped = OPTIMIZERS.get(name.lower())
     if mapped is None:
         out.unmapped(
-            f"{key}.type", name, "not mapped (tiersim's optimizers: adam, adamw, sgd, lion)"
+            f"{key}.type", name, "not mapped (tiersim's optimizers: adam, adamw, sgd, lion, muon)"
         )
     else:
         out.put("training.optimizer", mapped, f"{key}.type")

@@ -9,7 +9,8 @@ from tiersim.core.errors import Problem
 from tiersim.frameworks.written import Emitted, framework_note, global_batch
 
 _DS_TIER = {"dram": "cpu", "nvme": "nvme"}
-_DS_OPTIMIZER = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "lion": "Lion"}
+# "muon" as DeepSpeed's own tests write it (tests/unit/ops/muon/test_muon.py)
+_DS_OPTIMIZER = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "lion": "Lion", "muon": "muon"}
 _OFFLOAD_KEYS = {
     "prefetch_bucket_size": "stage3_prefetch_bucket_size",
     "max_live_parameters": "stage3_max_live_parameters",
@@ -78,6 +79,10 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         _drop_stage3(zero, s.parallel.zero_stage, notes)
     if not t.deepspeed.reduce_scatter:  # DeepSpeed's default true is left to it
         zero["reduce_scatter"] = False
+    if t.optimizer == "muon" and s.parallel.zero_stage == 3 and pl.optimizer_compute == "gpu":
+        # stage3.py raises ValueError without it (the momentum neither swapped nor kept):
+        # tiersim counts ZeRO-3's Muon as run with it (state/deepspeed_muon.py)
+        zero["save_muon_momentum_buffer_in_memory"] = True
     if pl.optimizer_compute == "cpu":
         device = _DS_TIER.get(pl.optimizer)
         if device is None or pl.master != pl.optimizer:

@@ -16,7 +16,13 @@ gradients' dtype), narrowed views of which `averaged_gradients` keeps until `ste
 them into the fp32 partition. So beyond the partition ZeRO counts for AdamW, the busiest rank
 holds its straddling tensors' other elements twice: in the momentum (all step) and in the
 updates (from the epilogue to the step), each in the gradients' precision (what tiersim
-writes as DeepSpeed's `grad_accum_dtype`: frameworks/write_deepspeed.py).
+writes as DeepSpeed's `grad_accum_dtype`: frameworks/write_deepspeed.py). The updates are
+new tensors (`zeropower_via_newtonschulz5`'s output): made while the gradients they come
+from are held (`grads_in_partition`, let go at the epilogue's end by `_release_ipg_buffers`
+and `_clear_param_grad_only`), so at the epilogue the partition's updates sit beside its
+gradients, one partition more, let go as the gradients are (the resident gradients class
+then stands for them). Not counted, for Muon as for AdamW: `grads_in_partition` holds the
+whole tensors the partition touches, not the partition alone.
 
 ZeRO-3 (deepspeed/runtime/zero/stage3.py, 007cca6a). Each bucket is all-reduced
 (`__avg_scatter_contiguous_grads`), then `_apply_distributed_muon_update` clones the rank's
@@ -25,8 +31,9 @@ all-gathers them whole (`_partitioned_buffers_all_gather`), updates every W-th p
 each rank and all-gathers the updates (`param.grad`, the weights' 16-bit dtype) and the
 momenta back: per micro-batch, three all-gathers of the bucket's Muon parameters. Counted
 here: the gathered momenta and the clones of one bucket (its Muon values, at most
-`reduce_bucket_size`), in the momentum's precision (`training.precision.optimizer`: the
-helper's output dtype was not read), at the backward's epilogue, where the last bucket is
+`reduce_bucket_size`), in the momentum's dtype, DeepSpeed's communication_data_type
+(`_create_momentum_buffer`; `_partitioned_buffers_all_gather(..., communication_data_type)`:
+state/deepspeed_muon_momentum.py), at the backward's epilogue, where the last bucket is
 reduced (a model whose Muon values exceed the bucket reduces full buckets earlier in the
 backward, at moments the timeline does not name).
 
@@ -64,6 +71,7 @@ import math
 
 from tiersim.config.deepspeed import reduce_bucket
 from tiersim.config.schema import PRECISION_BYTES
+from tiersim.state.deepspeed_muon_momentum import momentum_precision, runs
 from tiersim.state.inventory import rank_matrices
 from tiersim.state.optimizers import takes_muon
 from tiersim.state.resolved import Resolved
@@ -72,23 +80,11 @@ from tiersim.state.timeline import Steps
 
 MOMENTUM = "DeepSpeed Muon momentum beyond the partition (whole matrices)"
 UPDATES = "DeepSpeed Muon updates beyond the partition (whole matrices)"
+REPLACED = "DeepSpeed Muon updates over the partition (beside the gradients they replace)"
 GATHERED = "DeepSpeed ZeRO-3 Muon momenta gathered (one bucket)"
 NEWTON_SCHULZ = "DeepSpeed Muon Newton-Schulz working set (largest matrix, bf16)"
 BF16 = 2  # `G.bfloat16()`: the iteration runs in bf16
 ALIGNMENT = 2  # stage_1_and_2.py nccl_start_alignment_factor: partitions 4-byte aligned
-
-
-def runs(r: Resolved) -> bool:
-    """DeepSpeed ZeRO steps Muon on the GPU with reduce_scatter false (DeepSpeed refuses it
-    otherwise, and has no Muon with the optimizer on the CPU: a note says so)."""
-    ex = r.execution
-    return (
-        ex.offload.framework == "deepspeed"
-        and ex.parallel.zero_stage > 0
-        and ex.training.optimizer == "muon"
-        and not ex.training.deepspeed.reduce_scatter
-        and ex.placement.optimizer_compute == "gpu"
-    )
 
 
 def shapes_of(r: Resolved, mats) -> list[tuple[int, int]]:
@@ -112,16 +108,20 @@ def gathered_per_value(r: Resolved) -> int:
     momentum's precision, its update once in the weights' (`param.grad`)."""
     if not runs(r) or r.execution.parallel.zero_stage != 3:
         return 0
-    precision = r.execution.training.precision
-    return 2 * PRECISION_BYTES[precision.optimizer] + PRECISION_BYTES[precision.weights]
+    momentum = PRECISION_BYTES[momentum_precision(r)]  # communication_data_type
+    return 2 * momentum + PRECISION_BYTES[r.execution.training.precision.weights]
+
+
+def partition_values(sizes: list[int], ranks: int) -> int:
+    """Values of one rank's partition of the Muon group: the group padded to a multiple of
+    2 x the ranks (`flatten_dense_tensors_aligned`), divided equally."""
+    return math.ceil(sum(sizes) / (ALIGNMENT * ranks)) * ALIGNMENT
 
 
 def beyond_partition(sizes: list[int], ranks: int) -> int:
     """Elements the busiest rank's Muon buffers hold beyond its partition: the tensors that
     start in its partition or straddle its start, whole, less the partition."""
-    padded = math.ceil(sum(sizes) / (ALIGNMENT * ranks)) * ALIGNMENT * ranks
-    part = padded // ranks
-    most = 0
+    part, most = partition_values(sizes, ranks), 0
     for rank in range(ranks):
         start, end, at, touched = rank * part, (rank + 1) * part, 0, 0
         for size in sizes:
@@ -132,13 +132,15 @@ def beyond_partition(sizes: list[int], ranks: int) -> int:
     return most
 
 
-def extra_bytes(r: Resolved, stage: int) -> int:
-    """ZeRO-1/2: bytes of each of the two buffers beyond the busiest rank's partition."""
+def extra_bytes(r: Resolved, stage: int, within: bool = False) -> int:
+    """ZeRO-1/2: bytes of each of the two buffers beyond the busiest rank's partition (or,
+    `within`, of its partition)."""
     if not runs(r) or r.execution.parallel.zero_stage == 3:
         return 0
     sizes = [o * i for o, i in muon_shapes(r, stage)]
     value_bytes = PRECISION_BYTES[r.execution.training.precision.gradients]
-    return beyond_partition(sizes, shard_divisors(r.execution.parallel)[0]) * value_bytes
+    count = partition_values if within else beyond_partition
+    return count(sizes, shard_divisors(r.execution.parallel)[0]) * value_bytes
 
 
 def gathered_bytes(r: Resolved, stage: int) -> int:
@@ -152,7 +154,17 @@ def gathered_bytes(r: Resolved, stage: int) -> int:
         if whole + out * inn > bucket:
             break
         whole, clones = whole + out * inn, clones + math.ceil(out * inn / ranks)
-    return (whole + clones) * PRECISION_BYTES[ex.training.precision.optimizer]
+    return (whole + clones) * PRECISION_BYTES[momentum_precision(r)]
+
+
+def newton_schulz_runs(r: Resolved) -> int:
+    """Times a step runs each Muon matrix's Newton-Schulz: ZeRO-3's `_apply_distributed_muon_
+    update` follows every bucket's all-reduce, each micro-batch (stage3.py 007cca6a; from
+    DeepSpeed's #8443 it runs once a step, `_apply_muon_to_accumulated_grads`), ZeRO-1/2's
+    `get_flat_partition` only at the accumulation boundary (stage_1_and_2.py 02aa38c3)."""
+    if not runs(r) or r.execution.parallel.zero_stage != 3:
+        return 1
+    return r.execution.training.grad_accumulation
 
 
 def newton_schulz_set(rows: int, cols: int) -> int:
@@ -177,13 +189,16 @@ def at_start(steps: Steps, r: Resolved, stage: int) -> None:
 
 def at_epilogue(steps: Steps, r: Resolved, stage: int, at: str) -> None:
     """The epilogue's Muon: ZeRO-3's last bucket's gathered momenta and, beside them, the
-    largest matrix's Newton-Schulz set (made and let go); then ZeRO-1/2's whole updates
-    (kept to the step)."""
+    largest matrix's Newton-Schulz set (made and let go); then ZeRO-1/2's whole updates:
+    beyond the partition kept to the step, over it made beside the gradients and let go as
+    the epilogue lets the gradients go (the resident gradients then stand for them)."""
     steps.alloc(at, "backward", "ds muon gathered", GATHERED, gathered_bytes(r, stage))
     steps.alloc(at, "backward", "ds muon ns", NEWTON_SCHULZ, working_set_bytes(r, stage))
     steps.free(at, "backward", "ds muon ns", NEWTON_SCHULZ)
     steps.free(at, "backward", "ds muon gathered", GATHERED)
     steps.alloc(at, "backward", "ds muon updates", UPDATES, extra_bytes(r, stage))
+    steps.alloc(at, "backward", "ds muon replaced", REPLACED, extra_bytes(r, stage, within=True))
+    steps.free(at, "backward", "ds muon replaced", REPLACED)
 
 
 def at_step(steps: Steps, at: str) -> None:

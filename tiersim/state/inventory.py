@@ -20,14 +20,9 @@ from tiersim.state.apex_buckets import apex_resident_bytes, on_apex
 from tiersim.state.buffers import largest_tensor_elements, workspace_bytes
 from tiersim.state.classes import NAMES
 from tiersim.state.context import gathered_kv_bytes
+from tiersim.state.deepspeed_muon_momentum import momentum_precision
 from tiersim.state.layer_sac import checkpointed_share
-from tiersim.state.model import (
-    LayerShape,
-    Matrix,
-    Model,
-    ModelUnit,
-    Transformer,
-)
+from tiersim.state.model import LayerShape, Matrix, Model, ModelUnit, Transformer
 from tiersim.state.op_recompute import op_items
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.sharding import (
@@ -279,10 +274,10 @@ def _class_bytes(
     dense_div, expert_div = (1, 1) if single else shard_divisors(r.execution.parallel)
     experts_m = [m for m in mats if m.expert]
     padded = padded if not experts_m else None  # FSDP2's padding is known for dense models
-    dense = sharded_parameter_bytes(
-        r.execution.training, [m for m in mats if not m.expert], shards, dense_div, padded
-    ) | (apex or {})
-    experts = sharded_parameter_bytes(r.execution.training, experts_m, shards, expert_div)
+    tr, momentum = r.execution.training, momentum_precision(r)  # DeepSpeed's Muon's dtype
+    dense_m = [m for m in mats if not m.expert]
+    dense = sharded_parameter_bytes(tr, dense_m, shards, dense_div, padded, momentum) | (apex or {})
+    experts = sharded_parameter_bytes(tr, experts_m, shards, expert_div, None, momentum)
     workspace = workspace_bytes(r.execution, largest_tensor_elements(r.model, mats))
     if not single:  # context_comm: all_gather holds a layer's gathered K/V (state/context.py)
         workspace += math.ceil(gathered_kv_bytes(r, r.model))

@@ -14,7 +14,7 @@ from tiersim.state.classes import PER_PARAMETER, SHARDABLE, zero_sharded
 from tiersim.state.fp8 import fp8_param_bytes
 from tiersim.state.fsdp import layer_shapes, model_shapes, padded_values, rest_shapes
 from tiersim.state.model import Matrix, Model, Transformer
-from tiersim.state.optimizers import optimizer
+from tiersim.state.optimizers import optimizer, takes_muon
 
 
 def master_bytes(prec: Precision) -> int:
@@ -24,10 +24,14 @@ def master_bytes(prec: Precision) -> int:
     return PRECISION_BYTES[prec.master]
 
 
-def raw_parameter_bytes(training: Training, mats: list[Matrix]) -> dict[str, int]:
+def raw_parameter_bytes(
+    training: Training, mats: list[Matrix], muon_momentum: str | None = None
+) -> dict[str, int]:
     """Bytes of each per-parameter class for these tensors, before sharding; transformers'
     fp32-kept tensors (Matrix.fp32) in fp32, their gradients and PyTorch optimizer state too
-    (both follow the parameter's dtype), without a master copy."""
+    (both follow the parameter's dtype), without a master copy. `muon_momentum`: the
+    precision Muon's momentum is kept in where it is not the optimizer state's (DeepSpeed's:
+    state/deepspeed_muon_momentum.py)."""
     mats = as_held(training, mats)
     kept = [m for m in mats if m.fp32] if training.implementation == "huggingface" else []
     if kept and PRECISION_BYTES[training.precision.weights] < 4:
@@ -35,9 +39,9 @@ def raw_parameter_bytes(training: Training, mats: list[Matrix]) -> dict[str, int
         as_fp32 = training.model_copy(
             update={"precision": training.precision.model_copy(update=fp32)}
         )
-        rest = _raw_bytes(training, [m for m in mats if not m.fp32])
-        return {c: n + rest[c] for c, n in _raw_bytes(as_fp32, kept).items()}
-    return _raw_bytes(training, mats)
+        rest = _raw_bytes(training, [m for m in mats if not m.fp32], muon_momentum)
+        return {c: n + rest[c] for c, n in _raw_bytes(as_fp32, kept, muon_momentum).items()}
+    return _raw_bytes(training, mats, muon_momentum)
 
 
 def as_held(training: Training, mats: list[Matrix]) -> list[Matrix]:
@@ -48,18 +52,29 @@ def as_held(training: Training, mats: list[Matrix]) -> list[Matrix]:
     return [dataclasses.replace(m, fused=True) if m.expert else m for m in mats]
 
 
-def _raw_bytes(training: Training, mats: list[Matrix]) -> dict[str, int]:
+def _raw_bytes(training: Training, mats: list[Matrix], muon_momentum: str | None) -> dict[str, int]:
     prec = plain_fields(training.precision)
     params = sum(m.size for m in mats)
     per_value = {c: PRECISION_BYTES[prec[c]] for c in PER_PARAMETER if c != "master"}
     per_value["master"] = master_bytes(training.precision)
     out = {c: params * per_value[c] for c in PER_PARAMETER if c != "optimizer"}
-    out["optimizer"] = optimizer(training.optimizer).state_bytes(mats, per_value["optimizer"])
+    out["optimizer"] = _state_bytes(training, mats, per_value["optimizer"], muon_momentum)
     out["gradients"] += apex_fp32_gradient_bytes(training, mats, per_value["gradients"])
     # FP8 weights alone (fp8.py); torchao's FP8 all-gather (fsdp) keeps the shards unquantized
     if training.fp8 is not None and training.fp8.param_gather and training.framework != "fsdp":
         out["weights"] = fp8_param_bytes(training.fp8.recipe, mats, per_value["weights"])
     return {c: out[c] for c in PER_PARAMETER}
+
+
+def _state_bytes(training: Training, mats: list[Matrix], value: int, muon: str | None) -> int:
+    """The optimizer's state at `value` bytes a value, Muon's momentum (the tensors Muon
+    updates) at `muon`'s where given."""
+    opt = optimizer(training.optimizer)
+    if muon is None:
+        return opt.state_bytes(mats, value)
+    muon_mats = [m for m in mats if takes_muon(m)]
+    rest = [m for m in mats if not takes_muon(m)]
+    return opt.state_bytes(muon_mats, PRECISION_BYTES[muon]) + opt.state_bytes(rest, value)
 
 
 def apex_fp32_gradient_bytes(training: Training, mats: list[Matrix], grad_bytes: int) -> int:
@@ -128,11 +143,13 @@ def sharded_parameter_bytes(
     shards: dict[str, bool],
     divisor: int,
     padded: int | None = None,
+    muon_momentum: str | None = None,
 ) -> dict[str, int]:
     """Bytes per per-parameter class of these tensors, the sharded classes over `divisor`;
     under FSDP2 (`framework: fsdp`, weights sharded: DTensors) the optimizer's state as it
-    decides it on rank 0's shards, where it does (8-bit AdamW: state/torchao_adamw8bit.py)."""
-    raw = raw_parameter_bytes(training, mats)
+    decides it on rank 0's shards, where it does (8-bit AdamW: state/torchao_adamw8bit.py);
+    `muon_momentum` as raw_parameter_bytes takes it."""
+    raw = raw_parameter_bytes(training, mats, muon_momentum)
     params = sum(m.size for m in mats)
     out = {
         k: shard_bytes(v, params, divisor, padded) if shards.get(k) else v for k, v in raw.items()

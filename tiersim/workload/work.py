@@ -17,6 +17,7 @@ from tiersim.config.schema import PRECISION_BYTES
 from tiersim.core.frozen import replaced
 from tiersim.core.records import record
 from tiersim.state import deepspeed_muon as ds_muon
+from tiersim.state.deepspeed_muon_momentum import momentum_precision
 from tiersim.state.inventory import (
     Inventory,
     build_inventory,
@@ -93,6 +94,7 @@ def _update_flops_s(r: Resolved, mats, updated: float) -> float:
     params = sum(m.size for m in mats)
     share = updated / params if params else 0.0
     flops = update_gemm_flops(r, mats, share)  # workload/optimizer_gathers.py
+    flops *= ds_muon.newton_schulz_runs(r)  # DeepSpeed ZeRO-3's: every micro-batch
     gpu = r.machine.gpu
     rate = gpu.peak_flops.get("bf16") or max(gpu.peak_flops.values(), default=0.0)
     return (flops / (rate * gpu.efficiency) if rate else 0.0) + update_collectives_s(r, mats)
@@ -114,8 +116,9 @@ def _homed(r: Resolved, mats, padded: int | None) -> tuple[dict[str, int], float
     dense_div, expert_div = shard_divisors(r.execution.parallel)
     dense, experts = [m for m in mats if not m.expert], [m for m in mats if m.expert]
     padded = padded if not experts else None  # FSDP2's padding is known for dense models
-    dense_b = sharded_parameter_bytes(r.execution.training, dense, shard, dense_div, padded)
-    expert_b = sharded_parameter_bytes(r.execution.training, experts, shard, expert_div)
+    tr, momentum = r.execution.training, momentum_precision(r)  # DeepSpeed's Muon's dtype
+    dense_b = sharded_parameter_bytes(tr, dense, shard, dense_div, padded, momentum)
+    expert_b = sharded_parameter_bytes(tr, experts, shard, expert_div, None, momentum)
     homed = {c: dense_b[c] + expert_b[c] for c in dense_b}
     p_dense, p_experts = sum(m.size for m in dense), sum(m.size for m in experts)
     updated = float(p_dense + p_experts)
