@@ -38,23 +38,42 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # the run once: the modules it imports, and the CPU its dataclasses' creation takes (each
-# decorator timed as a module applies it: `from dataclasses import dataclass` reads it later)
+# decorator timed as a module applies it: `from dataclasses import dataclass` reads it later;
+# `@record` timed whole, its own `__init__` and closures included, the dataclass inside not
+# counted twice)
 _RUN_AND_LIST = r"""
 import dataclasses, json, runpy, sys, time
 made = {"classes": 0, "cpu_s": 0.0}
 plain = dataclasses.dataclass
+depth = [0]
+
+def timing(make, cls):
+    if depth[0]:
+        return make(cls)
+    depth[0] += 1
+    start = time.process_time()
+    try:
+        done = make(cls)
+    finally:
+        depth[0] -= 1
+    if cls.__module__.startswith("tiersim"):
+        made["classes"] += 1
+        made["cpu_s"] += time.process_time() - start
+    return done
 
 def timed(cls=None, /, **options):
-    def wrap(cls):
-        start = time.process_time()
-        done = plain(**options)(cls)
-        if cls.__module__.startswith("tiersim"):
-            made["classes"] += 1
-            made["cpu_s"] += time.process_time() - start
-        return done
+    wrap = lambda cls: timing(plain(**options), cls)
     return wrap if cls is None else wrap(cls)
 
 dataclasses.dataclass = timed
+import tiersim.core.records as records
+plain_record = records.record
+
+def timed_record(cls=None, /, **options):
+    wrap = lambda cls: timing(plain_record(**options), cls)
+    return wrap if cls is None else wrap(cls)
+
+records.record = timed_record
 """
 # a child's `tiersim run SCENARIO --out OUT` in its own process (argv: SCENARIO OUT), `out` kept
 RUN_IN_CHILD = r"""
@@ -116,6 +135,9 @@ def arguments(
             "--instructions", action="store_true", help="count instructions (valgrind), not CPU"
         )
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "", "PYTHONPATH": str(ROOT)}
+    # pydantic's plugin search off, as the `tiersim` program turns it off for itself where the
+    # user has not set the switch (tiersim.cli): the importing children import as the run does
+    env.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     return parser.parse_args(), env
 
 

@@ -14,9 +14,14 @@ from hypothesis import strategies as st
 
 from tiersim.config.load import load_scenario
 from tiersim.engine import chain, margins, schedule_shared
+from tiersim.engine.core import run_engine
 from tiersim.engine.ops import Op, OpKind, Role
-from tiersim.engine.simulate import simulate
+from tiersim.engine.periods import Occupancies
+from tiersim.engine.schedule import ScheduleBuilder
+from tiersim.engine.simulate import prepare, simulate
 from tiersim.hardware.resources import NetChannel, Network
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ROOT / "scenarios" / "published" / "narayanan2021-1.7b.yaml"
@@ -167,3 +172,48 @@ def test_a_chain_as_built_is_the_chain_the_check_finds(name, monkeypatch):
     assert seen
     walked = name.startswith("published/")
     assert all(chained == walked and whole == walked for chained, whole in seen)
+
+
+def runs_both_ways(overrides: list[str], steps: int, recorder) -> list:
+    """The 175B stage's run of `steps` steps (each op its own record, so the event loop may
+    run it too), walked and on the event loop, each with a recorder `recorder()` makes:
+    (engine, log, recorder) each."""
+    path = ROOT / "scenarios" / "published" / "korthikanti2022-175b-selective-sp.yaml"
+    res = resolve(load_scenario(path, overrides).scenario)
+    setup = prepare(res, build_inventory(res))
+    schedule = ScheduleBuilder(res, setup.wl, setup.depth, True).build(steps)
+    out = []
+    for enabled in (True, False):
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.setattr(chain, "ENABLED", enabled)
+            told = recorder()
+            engine, log, _ = run_engine(res, setup.topo, schedule, setup.baseline, told)
+            assert chain.walks(engine) is enabled  # walked, then on the event loop
+            out.append((engine, log, told))
+    return out
+
+
+def test_occupancy_a_walk_keeps_is_what_its_calls_keep():
+    """A walk appends each occupancy change to a recorder's lists where it only keeps them
+    (periods.Occupancies with nothing passed on: `kept`), not a call a change: the same
+    times and values, tier by tier, as the event loop tells the same recorder by calls,
+    and as the walk tells it by calls where it passes each change on (to a trace)."""
+    shape = ["training.grad_accumulation=16"]
+    kept = [told for _, _, told in runs_both_ways(shape, 1, Occupancies)]
+    passed = runs_both_ways(shape, 1, lambda: Occupancies(Told()))
+    assert kept[0].kept() is not None and passed[0][2].kept() is None  # the two ways taken
+    for told in (kept[1], passed[0][2]):
+        assert (kept[0].times, kept[0].values) == (told.times, told.values)
+    assert len(kept[0].times["hbm"]) > 100  # each forward's and backward's change
+
+
+def test_each_step_of_a_walk_ends_at_its_last_op():
+    """A walk ends each step at its last op (`chain._step_ends`: where its count of ops left
+    would reach none), not by counting down op by op: the same step ends, the same tiers'
+    integrals then and every count at none, as the event loop's, over three steps."""
+    (_, w_log, _), (_, l_log, _) = runs_both_ways(["training.grad_accumulation=8"], 3, lambda: None)
+    assert len(w_log.step_end) == 3 and all(end > 0 for end in w_log.step_end)
+    assert w_log.step_end == l_log.step_end
+    assert w_log.snapshots == l_log.snapshots
+    assert w_log.step_left == l_log.step_left == [0, 0, 0]
+    assert w_log.end == l_log.end

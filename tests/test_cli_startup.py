@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
 import tiersim
-from tiersim.cli import build_parser
+from tiersim.cli import build_parser, main
 
 HEAVY = ("pydantic", "simpy", "numpy", "torch", "matplotlib", "pandas", "dask")
 
@@ -94,3 +95,60 @@ def test_version_builds_no_commands_parser():
     )
     # argparse's version action's words, then the exit code and the command modules loaded
     assert out.stdout.splitlines() == [f"tiersim {tiersim.__version__}", "0 []"]
+
+
+# a pydantic plugin, installed as pydantic finds one (an entry point in its group), that says
+# when it is loaded and changes nothing
+_PLUGIN = """
+import os
+with open(os.environ["PROBE_PLUGIN_SEEN"], "a") as seen:
+    seen.write("loaded\\n")
+
+
+class _Plugin:
+    def new_schema_validator(self, *args, **kwargs):
+        return None, None, None
+
+
+plugin = _Plugin()
+"""
+
+
+def test_the_program_loads_no_pydantic_plugin_unless_its_user_set_the_switch(tmp_path):
+    """`tiersim` turns pydantic's plugin search off (PYDANTIC_DISABLE_PLUGINS) where the user
+    did not set that variable; set, even empty, it is the user's: an installed plugin loads."""
+    (tmp_path / "probe_plugin.py").write_text(_PLUGIN)
+    info = tmp_path / "probe_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pydantic]\nprobe = probe_plugin:plugin\n")
+    scenario = tmp_path / "bad.yaml"  # refused (exit 2) once its models have validated it
+    scenario.write_text(
+        "name: bad\nmodel: {preset: llama-2-7b}\nhardware: {preset: h200-hbf}\n"
+        "training: {micro_batch_size: -1}\n"
+    )
+    seen = tmp_path / "seen"
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path, "PROBE_PLUGIN_SEEN": str(seen)}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    said = []
+    for users in (None, ""):
+        if users is not None:
+            env["PYDANTIC_DISABLE_PLUGINS"] = users
+        out = subprocess.run(
+            [sys.executable, "-m", "tiersim", "run", str(scenario), "--out", str(tmp_path / "o")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert out.returncode == 2, out.stderr
+        said.append(out.stderr)
+        assert seen.exists() == (users is not None)
+    assert said[0] == said[1]  # the same refusal either way
+
+
+def test_main_called_by_a_program_leaves_pydantics_plugins_alone(monkeypatch, capsys):
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    assert main(["--version"]) == 0
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ

@@ -4,6 +4,7 @@ hand against tiersim's timeline (state/fp8.py `recast_per_pass`, docs/fp8.md).""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import warnings
 
@@ -116,8 +117,25 @@ def test_transformer_engine_keeps_both_layouts_of_every_weight_all_step():
 # --- measured: torchao 0.18.0's Float8Linear on CPU (torch._scaled_mm runs there) ---------------
 
 
+@contextlib.contextmanager
+def _objects_made_inside():
+    """gc's walks inside see only the objects made inside: every object alive before is frozen
+    (gc.freeze: moved to the permanent generation, which gc.collect and gc.get_objects leave
+    out) and unfrozen after. Other tests' tensors are not looked at, and in a process that has
+    imported torch, transformers and most of tiersim each walk costs a few milliseconds, not
+    a second (walking the whole heap: 4.8-5.6 s a case in the suite, docs/suite-time.md).
+    Nothing else in the test process freezes (only the sweep's pool workers do)."""
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _fp8_tensors(torch, f8) -> list:
-    """FP8 tensors Python can reach: torchao's Float8TrainingTensor or a raw FP8 dtype."""
+    """FP8 tensors Python can reach made inside _objects_made_inside: torchao's
+    Float8TrainingTensor or a raw FP8 dtype."""
     fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
     gc.collect()
     with warnings.catch_warnings():  # gc meets deprecated torch.distributed names
@@ -137,7 +155,11 @@ def test_measured_float8_linear_saves_its_bf16_input_and_its_weight_no_fp8_copy(
     ao = pytest.importorskip("torchao.float8")
     from torchao.float8.float8_training_tensor import Float8TrainingTensor
 
-    earlier = {id(t) for t in _fp8_tensors(torch, Float8TrainingTensor)}  # other tests'
+    with _objects_made_inside():  # not other tests'
+        _float8_linears_step(torch, ao, recipe, Float8TrainingTensor)
+
+
+def _float8_linears_step(torch, ao, recipe: str, Float8TrainingTensor) -> None:
     torch.manual_seed(0)
     lin = [torch.nn.Linear(64, 128, bias=False), torch.nn.Linear(128, 64, bias=False)]
     model = torch.nn.Sequential(*lin).to(torch.bfloat16)
@@ -164,12 +186,10 @@ def test_measured_float8_linear_saves_its_bf16_input_and_its_weight_no_fp8_copy(
     weights = {m.weight.untyped_storage().data_ptr() for m in model}
     assert {saved[1].untyped_storage().data_ptr(), saved[3].untyped_storage().data_ptr()} == weights
     assert not [t for t in saved if isinstance(t, Float8TrainingTensor)]
-    fp8 = _fp8_tensors(torch, Float8TrainingTensor)
-    assert [t for t in fp8 if id(t) not in earlier] == []  # forward done, backward to come
+    assert _fp8_tensors(torch, Float8TrainingTensor) == []  # forward done, backward to come
     y.float().sum().backward()
     saved.clear()
-    fp8 = _fp8_tensors(torch, Float8TrainingTensor)
-    assert [t for t in fp8 if id(t) not in earlier] == []  # between micro-batches
+    assert _fp8_tensors(torch, Float8TrainingTensor) == []  # between micro-batches
     assert all(m.weight.grad is not None for m in model)
 
 

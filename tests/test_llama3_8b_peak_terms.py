@@ -34,7 +34,14 @@ LAYER0_GROUP = LAYER + H + V * H
 SHARD = int(1024 * 1024 * 125 / 2 / 8)  # apex's default_shard_size: bf16 grads over 8 ranks
 BUCKET = SHARD * 8
 CUDA_TOTAL = 81_008 * 2**20  # "total capacity of 79.11 GiB" (dgx-h100 preset, docs/memory.md)
-OUTSIDE = 723 * 2**20 + 4 * 2**20 * 16 * 2  # CUDA context; NCCL_BUFFSIZE x 16 channels x 2 peers
+MiB = 2**20
+# NCCL's ring channel on one GPU (src/transport/p2p.cc, P2P read over NVLink): the send side,
+# ncclSendMem's 4,096 B + SIMPLE's 4 MiB, and the receive side, ncclRecvMem's 4,096 B + LL's
+# 524,288 B + LL128's 4,915,200 B, each aligned to CUDA_IPC_MIN (2 MiB): 6 + 6 MiB
+CHANNEL = 6 * MiB + 6 * MiB
+# two communicators (apex's data x context group, 8 ranks; the context group's K/V ring, 2)
+# of 16 channels; the CUDA context 723 MiB
+OUTSIDE = 723 * MiB + 2 * 16 * CHANNEL
 
 
 @pytest.fixture(scope="module")
@@ -134,26 +141,80 @@ def test_the_loss_backward_ties_the_forward_and_nothing_later_is_higher(timeline
     assert max(at[timeline.peak_index + 1 :]) <= timeline.peak_allocated_bytes
 
 
+def test_the_tensors_as_the_allocator_gets_them_by_hand(timeline):
+    """The allocator serves each tensor apart, so a part's requests are its tensors' sizes:
+    each linear weight's cached FP8 data and transpose (1 B a value; the weights as tiersim's
+    matrices cut them, q 4,096 x 4,096, k and v 1,024 x 4,096 each, the output projection,
+    gate, up and down 14,336 x 4,096 each, where TE fuses q, k, v and gate, up: the same
+    2 MiB multiples) and per weight one small request of its scales and metadata (2 x 4 +
+    5 x 1,026 x 4 = 20,528 B); a layer's saves its ten tensors, a context rank's 4,096 tokens:
+    the input norm's input, the post-attention norm's input, QKV's FP8 input, q, k and v,
+    the attention output, its FP8 copy, the MLP's FP8 input, SwiGLU's input with the down
+    projection's FP8 input, and the softmax statistics."""
+    sbh = S * H
+    meta = 2 * 4 + 5 * 1026 * 4
+    weights = [H * H, KV * H, KV * H, H * H, F * H, F * H, F * H]
+    fp8_layer = tuple(x for w in weights for x in (w, w, meta))
+    saves = (2 * sbh, 2 * sbh, sbh, 2 * sbh, 2 * 2 * S * KV, 2 * sbh, sbh, sbh)
+    saves += (2 * S * 2 * F + S * F, HEADS * S * 4)
+    fp8 = [e for e in timeline.events if e.alloc and e.key == "fp8"]
+    assert [e.pieces for e in fp8] == [fp8_layer * LAYERS]
+    assert meta == 20_528 and sum(fp8_layer) * LAYERS == fp8[0].nbytes == 13_963_241_984
+    saved = [e for e in timeline.events if e.alloc and e.key == "saved 0"]
+    assert {e.pieces for e in saved} == {saves}
+    assert [s // MiB for s in saves[:-1]] == [32, 32, 16, 32, 16, 32, 16, 16, 280]
+    assert saves[-1] == 512 * 1024 and sum(saves) == 495_452_160
+
+
+def test_the_allocator_s_reserve_at_the_peak_by_hand(timeline):
+    """What the allocator reserves above the allocation at `forward: loss`, from
+    CUDACachingAllocator.cpp's rules (state/allocator.py) on the tensors above. Requests round
+    to 512 B; a large one opens a segment rounded up to 2 MiB, whose rest is split off (and
+    cached) only if above 1 MiB, else kept in the block:
+
+    - weights, 19,005,440,000 B = 9,062.5 x 2 MiB: a 1,048,576 B rest, kept;
+    - master, 2,375,680,000 B: 2 MiB x 1,133 = 2,376,073,216 B, a 393,216 B rest, kept;
+    - optimizer, 9,502,720,000 B: 2 MiB x 4,532 = 9,504,292,864 B, 1,572,864 B split, cached;
+    - gradients (9,625 x 2 MiB), the FP8 data, the saves, the head's inputs, the logits and
+      the workspace: whole 2 MiB multiples, no rest;
+    - the small pool (requests up to 1 MiB, 2 MiB segments): 224 FP8 metadata requests of
+      20,528 B, blocks of 20,992 B (41 x 512), 99 to a segment (2,078,208 B; 18,944 B left):
+      99 + 99 + 26; then the 32 layers' 524,288 B statistics, 2 in the third segment's
+      1,551,360 B free and 30 four to a segment: 8 more, the last half full. 11 segments,
+      23,068,672 B, hold 224 x 20,528 + 32 x 524,288 = 21,375,488 B of requests.
+
+    Before, each part was cut into equal pieces (the FP8 copies 64 of 218,175,656 B, a
+    layer's saves 10 of 49,545,216 B), each rounded to 2 MiB: 384,292,352 B."""
+    small = 11 * 2 * MiB - (224 * 20_528 + 32 * 524_288)
+    assert 99 * 20_992 == 2_078_208 and 2 * MiB - 99 * 20_992 == 18_944 < 20_992
+    assert 2 * MiB - 26 * 20_992 - 2 * 524_288 == 502_784 and small == 1_693_184
+    weights = 145 * BUCKET * 2
+    assert weights % (2 * MiB) == 1_048_576 == MiB  # not above 1 MiB: kept in the block
+    master, optimizer = 145 * SHARD * 2, 145 * SHARD * 8
+    assert -master % (2 * MiB) == 393_216 and -optimizer % (2 * MiB) == 1_572_864
+    assert (136 * 2 + 9 * 4) * BUCKET % (2 * MiB) == 0
+    reserve = timeline.peak_reserved_bytes - timeline.peak_allocated_bytes
+    assert reserve == MiB + 393_216 + 1_572_864 + small == 4_707_840
+
+
 def test_what_is_left_over_the_gpu_itemised(timeline):
     """Of CUDA's 84,943,044,608 B on an H100 80GB the allocation takes 84,139,321,856 B:
-    803,722,752 B are left. What lies outside the allocator, as estimated, is more: the CUDA
-    context (723 MiB, 758,120,448 B) and NCCL's buffers (4 MiB x 16 channels x 2 peers,
-    134,217,728 B), 892,338,176 B, 88,615,424 B over before any allocator slack; the
-    allocator's reserve above the allocation (384,292,352 B: the 2 MiB rounding of the equal
-    pieces tiersim cuts the FP8 copies and each layer's saves into, state/allocator.py) makes
-    472,907,776 B over. At the largest total found in public out-of-memory reports for an
-    H100 80GB HBM3, "79.21 GiB" (its rounding's bound, 79.215 GiB = 85,056,458,588 B), the
-    allocation and the outside estimates alone would fit: the verdict now turns on those
-    estimates and the allocator's reserve, none of them read from the 24.07 stack."""
+    803,722,752 B are left. What lies outside the allocator is more: the CUDA context (723 MiB,
+    758,120,448 B) and NCCL's ring buffers (2 communicators x 16 channels x 12 MiB,
+    402,653,184 B), 1,160,773,632 B, 357,050,880 B over before the allocator's reserve
+    (4,707,840 B), 361,758,720 B over with it. Even at the largest total found in public
+    out-of-memory reports for an H100 80GB HBM3, "79.21 GiB" (its rounding's bound, 79.215 GiB
+    = 85,056,458,588 B), the allocation and the outside terms would not fit."""
     reserve = timeline.peak_reserved_bytes - timeline.peak_allocated_bytes
     assert timeline.capacity_bytes == CUDA_TOTAL == 84_943_044_608
-    assert timeline.outside_bytes == OUTSIDE == 892_338_176
+    assert 16 * CHANNEL == 201_326_592 and 2 * 16 * CHANNEL == 402_653_184
+    assert timeline.outside_bytes == OUTSIDE == 1_160_773_632
     left = CUDA_TOTAL - timeline.peak_allocated_bytes
     assert left == 803_722_752
-    assert OUTSIDE - left == 88_615_424
-    assert reserve == 384_292_352
-    assert timeline.peak_total_bytes - CUDA_TOTAL == reserve + OUTSIDE - left == 472_907_776
-    assert timeline.peak_allocated_bytes + OUTSIDE < 79_215 * 2**30 // 1000 == 85_056_458_588
+    assert OUTSIDE - left == 357_050_880
+    assert reserve == 4_707_840
+    assert timeline.peak_total_bytes - CUDA_TOTAL == reserve + OUTSIDE - left == 361_758_720
+    assert timeline.peak_allocated_bytes + OUTSIDE > 79_215 * 2**30 // 1000 == 85_056_458_588
     assert not timeline.fits and timeline.oom_event.moment == "forward: loss"
 
 

@@ -14,7 +14,7 @@ from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import resolve
 from tiersim.state.step_memory import CUDA_CONTEXT_BYTES, build_events, gpu_timeline
 from tiersim.state.step_optimizer import optimizer_temporaries
-from tiersim.state.timeline import Event, evaluate
+from tiersim.state.timeline import Event, evaluate, fit_pieces
 
 MiB = 2**20
 
@@ -73,6 +73,27 @@ def test_under_pressure_wholly_free_segments_are_released_else_out_of_memory():
     assert not a.malloc("b", 25 * MiB)  # 26 + 26 > 30 and nothing free to release
     a.free("a")
     assert a.malloc("c", 25 * MiB) and a.reserved == 26 * MiB
+
+
+def test_a_part_of_known_tensors_is_requested_tensor_by_tensor():
+    # a 30 MiB part of a 12 MiB and an 18 MiB tensor: as two equal 15 MiB requests each opens
+    # a 16 MiB segment (rounded up to 2 MiB) whose 1 MiB rest is not split off (not > 1 MiB):
+    # 32 MiB reserved; as its tensors, 12 and 18 MiB segments, nothing above the request
+    equal, sized = CachingAllocator(), CachingAllocator()
+    equal.malloc("part", 30 * MiB, pieces=2)
+    sized.malloc("part", 30 * MiB, pieces=(12 * MiB, 18 * MiB))
+    assert equal.reserved == 32 * MiB and sized.reserved == sized.allocated == 30 * MiB
+    with pytest.raises(ValueError, match="do not make"):  # sizes must make the part
+        sized.malloc("other", 30 * MiB, pieces=(12 * MiB, 17 * MiB))
+
+
+def test_piece_sizes_are_fitted_to_the_whole_bytes_or_counted():
+    # sizes of fractional bytes (a share divided over ranks) rounded, the largest made to sum
+    # to the event's whole bytes; sizes far from it (more than a byte a piece): their count
+    assert fit_pieces((10.4, 20.4), 31) == (10, 21)
+    assert fit_pieces((10.0, 20.0), 30) == (10, 20)
+    assert fit_pieces((10.0, 20.0), 40) == 2
+    assert fit_pieces(0, 5) == 1 and fit_pieces(3, 5) == 3
 
 
 def test_a_part_of_many_tensors_reuses_what_one_block_would_not():
@@ -249,9 +270,35 @@ def test_outside_the_allocator_cuda_context_and_nccl_buffers():
     raw["parallel"] = {"data": 2}
     _, _, t = timeline(raw)
     outside = {o.name: o.nbytes for o in t.outside}
-    # 723 MiB context; one communicator x 16 channels x 2 peers x 4 MiB = 128 MiB
-    assert outside == {"CUDA context": CUDA_CONTEXT_BYTES, "NCCL buffers": 128 * MiB}
-    assert t.peak_total_bytes == t.peak_reserved_bytes + 723 * MiB + 128 * MiB
+    # 723 MiB context; one communicator x 16 ring channels, each on this GPU a send side
+    # (ncclSendMem's 4,096 B + SIMPLE's 4 MiB, aligned to CUDA_IPC_MIN 2 MiB: 6 MiB) and a
+    # receive side (ncclRecvMem's 4,096 B + LL's 524,288 B + LL128's 4,915,200 B = 5,443,584 B,
+    # aligned: 6 MiB), NCCL's p2p.cc and init.cc: 16 x 12 MiB = 192 MiB
+    assert 4_096 + 524_288 + 4_915_200 == 5_443_584 <= 6 * MiB < 4_096 + 4 * MiB + 2 * MiB
+    assert outside == {"CUDA context": CUDA_CONTEXT_BYTES, "NCCL buffers": 192 * MiB}
+    assert t.peak_total_bytes == t.peak_reserved_bytes + 723 * MiB + 192 * MiB
+
+
+@pytest.mark.parametrize(
+    ("par", "comms"),
+    [
+        ({"data": 2}, 1),
+        ({"data": 2, "tensor": 2}, 2),
+        # context parallelism: the gradients over data x context, K/V within context
+        ({"data": 2, "context": 2}, 2),
+        ({"context": 2}, 2),
+    ],
+)
+def test_nccl_communicators_by_parallel_group(par, comms):
+    """One communicator per group of more than one rank a GPU joins; under context
+    parallelism Megatron-Core reduces gradients over data x context ranks
+    (`get_data_parallel_group(with_context_parallel=True)`) and passes K/V within the context
+    group: two, each 16 ring channels x 12 MiB."""
+    raw = tiny()
+    raw["parallel"] = par
+    _, _, t = timeline(raw)
+    nccl = {o.name: o.nbytes for o in t.outside}["NCCL buffers"]
+    assert nccl == comms * 16 * 12 * MiB
 
 
 def test_a_step_that_would_run_out_in_backward_does_not_fit_and_says_when():

@@ -6,6 +6,7 @@ a twin class, never `record`'s own."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import pickle
 from dataclasses import InitVar, dataclass, field
@@ -95,6 +96,45 @@ def _post_init(make):
     return Post
 
 
+def _keywords(make):
+    @make
+    class Keywords:
+        a: int
+        _: dataclasses.KW_ONLY
+        b: list = field(default_factory=list)
+        c: str = "x"
+        hidden: int = field(default=3, init=False)
+        made: list = field(default_factory=lambda: [1], init=False)
+        kept: int = field(default=0, init=False, repr=False, compare=False)
+
+    return Keywords
+
+
+def _self_field(make):
+    @make
+    class SelfNamed:  # the decorator then names `__init__`'s own argument differently
+        self: int
+        z: InitVar[int] = 2
+
+        def __post_init__(self, z):
+            object.__setattr__(self, "seen", z)
+
+    return SelfNamed
+
+
+def _own_init(make):
+    @make
+    class OwnInit:
+        """A class with its own __init__ and doc."""
+
+        a: int
+
+        def __init__(self, value):
+            object.__setattr__(self, "a", 2 * value)
+
+    return OwnInit
+
+
 SHAPES = {
     "plain": (_plain, [(1,), (1, 2.5, "y"), (2,), (1, float("nan"))]),
     "options": (_options, [(1,), (1, 5), (1, 0, 9), (1, 0, 0, 3.5), (1, 0, 0, 0.0, (1, 2))]),
@@ -103,6 +143,9 @@ SHAPES = {
     "own_methods": (_own_methods, [(1,), (2,), (5,)]),
     "own_hash": (_own_hash, [(1,), (2,)]),
     "post_init": (_post_init, [(1,), (3,)]),
+    "keywords": (_keywords, [(1,), (2,)]),
+    "self_field": (_self_field, [(1,), (1, 5)]),
+    "own_init": (_own_init, [(1,), (4,)]),
 }
 
 
@@ -115,7 +158,7 @@ def _described(cls, instances):
         try:
             return ("value", call())
         except Exception as exc:
-            return ("raises", type(exc).__name__)
+            return ("raises", type(exc).__name__, str(exc).replace(cls.__qualname__, "C"))
 
     rows = [
         ("fields", [(f.name, f.repr, f.compare, f.hash, f.init) for f in dataclasses.fields(cls)]),
@@ -123,11 +166,16 @@ def _described(cls, instances):
         ("match_args", getattr(cls, "__match_args__", None)),
         ("hashable", cls.__hash__ is not None),
         ("doc", cls.__doc__.replace(cls.__name__, "C") if cls.__doc__ else None),
+        ("signature", str(inspect.signature(cls)), cls.__init__.__qualname__.split(".")[-1]),
+        ("init annotations", getattr(cls.__init__, "__annotations__", None)),
     ]
     for i, one in enumerate(instances):
         rows.append((i, "repr", repr(one).replace(cls.__qualname__, "C")))
         rows.append((i, "hash", said(lambda one=one: hash(one))))
         rows.append((i, "asdict", dataclasses.asdict(one)))
+        rows.append((i, "state", dict(vars(one)) if hasattr(one, "__dict__") else None))
+        rows.append((i, "set other", said(lambda one=one: setattr(one, "other", 1))))
+        rows.append((i, "del other", said(lambda one=one: delattr(one, "other"))))
         rows.append((i, "set", said(lambda one=one: setattr(one, "a", nan))))
         rows.append((i, "del", said(lambda one=one: delattr(one, "a"))))
         rows.append((i, "eq self", one == one, one != one))
@@ -148,7 +196,7 @@ def test_a_record_answers_as_a_frozen_dataclass(shape):
     twin, twins = _build(shape, FROZEN)
     cls, made = _build(shape, record)
     assert _described(cls, made) == _described(twin, twins)
-    if shape != "none":  # the copies a dataclass makes keep the record's methods
+    if shape not in ("none", "own_init"):  # a copy (replace) keeps the record's methods
         copied = dataclasses.replace(made[0])
         assert copied == made[0]
         assert type(copied) is cls
@@ -211,3 +259,52 @@ def test_a_record_pickles_and_refuses_what_a_dataclass_refuses():
         assert pickle.loads(pickle.dumps(pickled(2.5))) == pickled(2.5)
     finally:
         del globals()["_Pickled"]
+
+
+def _refusal(make, body):
+    """What the decorator says of a class body it refuses (its exception's type and text)."""
+    try:
+        body(make)
+    except TypeError as exc:
+        return str(exc)
+    return None
+
+
+def _writes_setattr(make):
+    @make
+    class Writes:
+        a: int
+
+        def __setattr__(self, name, value):
+            pass
+
+
+def _default_first(make):
+    @make
+    class DefaultFirst:
+        a: int = 1
+        b: int
+
+
+def _on_a_plain_dataclass(make):
+    @dataclass
+    class Plain:
+        a: int
+
+    @make
+    class Over(Plain):
+        b: int = 0
+
+
+def test_a_record_refuses_what_a_frozen_dataclass_refuses_with_its_words():
+    for body in (_writes_setattr, _default_first, _on_a_plain_dataclass):
+        said = _refusal(record, body)
+        assert said is not None
+        assert said == _refusal(FROZEN, body)
+    made, twin = _plain(record), _plain(FROZEN)
+    for args in [(), (1, 2, 3, 4)]:  # too few, too many: `__init__`'s own words
+        said = [_refusal(c, lambda cls, args=args: cls(*args)) for c in (made, twin)]
+        assert said[0] is not None
+        assert said[0].replace(made.__qualname__, "C") == said[1].replace(twin.__qualname__, "C")
+    with pytest.raises(TypeError, match="non-frozen dataclass from a frozen one"):
+        dataclass(type("Under", (made,), {"__annotations__": {"z": int}, "z": 0}))

@@ -15,6 +15,7 @@ from tiersim.config.load import load_scenario
 from tiersim.engine import margins, schedule_shared
 from tiersim.engine.core import Engine
 from tiersim.engine.oplist import OpList
+from tiersim.engine.ops import OpKind
 from tiersim.engine.schedule import ScheduleBuilder, build_schedule
 from tiersim.engine.schedule_shared import SharedOp
 from tiersim.engine.simulate import prepare, simulate
@@ -60,13 +61,18 @@ CASES = [
     (ROOT / "scenarios" / "mixtral-8x7b-ep-dgx-h100.yaml", ["model.layers=4"]),
     (ROOT / "scenarios" / "llama3-405b-128k-cp16.yaml", []),
     (ROOT / "scenarios" / "deepseek-v3-pp16-vp2.yaml", []),
+    # the chain broken by the update's moves (the master and Adam state homed on HBF)
+    (ROOT / "scenarios" / "default.yaml", []),
 ]
 
 
 @pytest.mark.parametrize("path, overrides", CASES, ids=[f"{p.stem}" for p, _ in CASES])
-def test_shared_records_made_their_own_are_the_records_built(path, overrides):
+def test_shared_records_made_their_own_are_the_records_built(path, overrides, monkeypatch):
     """One step and two (the second step's units wait on the update: the general passes
-    make those ops, after the first step's shared records)."""
+    make those ops, after the first step's shared records). Shared records are built even
+    where the update moves bytes (a builder then chooses its own: the test below), so that
+    those made their own at the update's first move are held equal too."""
+    monkeypatch.setattr("tiersim.engine.schedule.update_moves", lambda c: False)
     res, setup = _setup(path, overrides)
     for steps in (1, 2):
         spy: list = []
@@ -89,6 +95,31 @@ def test_a_table5_step_is_built_of_shared_records_to_its_end():
     spy = []
     _built(res, setup, 1, records=False, spy=spy)
     assert spy == [(True, 0)]
+
+
+# the `what` formats of the update's fetches of state and write-backs (schedule_optimizer)
+UPDATE_MOVES = {"fetch {} {}", "write back {} {}", "updated weights {}"}
+
+
+@pytest.mark.parametrize(
+    "path, overrides",
+    [CASES[0], CASES[-4], CASES[-1], CASES[-6]],
+    ids=["22b-selective", "mixtral", "default", "nemo2407"],
+)
+def test_own_records_where_the_update_moves(path, overrides):
+    """A builder asked for no records builds its own from the start exactly where its
+    first step's update moves state between tiers (read from the ops it builds: a move no
+    chain walks, after every forward and backward, so each shared record would be made its
+    own again), and shared ones elsewhere; either way the same ops."""
+    res, setup = _setup(path, overrides)
+    builder = ScheduleBuilder(res, setup.wl, setup.depth, records=False)
+    chose_own = builder.ops.shared is None
+    ops = builder.build(1).ops
+    moves = [op for op in ops if op.kind is OpKind.MOVE and op.what[0] in UPDATE_MOVES]
+    assert chose_own == bool(moves)
+    assert chose_own == (path.stem in ("default", "mixtral-8x7b-ep-dgx-h100"))
+    builder.ops.own_records()  # the schedule handed out keeps its shared records
+    assert builder.ops.ops == build_schedule(res, setup.wl, 1, setup.depth, records=True).ops
 
 
 def test_materialized_at_the_break(monkeypatch):

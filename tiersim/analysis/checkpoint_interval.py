@@ -5,7 +5,7 @@ reads, writes, link bytes and busy time added to each tier and link, averaged ov
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -18,8 +18,9 @@ from tiersim.analysis.checkpoint import (
 from tiersim.analysis.wear import judge, steps_per_day, tier_wear
 from tiersim.config.mesh import Mesh
 from tiersim.config.schema import Parallel
+from tiersim.core.frozen import replaced
 from tiersim.core.units import DAY_S
-from tiersim.engine.figures import Into, Rule, exact, figures
+from tiersim.engine.figures import Figure, Into, Rule, exact, figures
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.state.resolved import Resolved
 
@@ -108,11 +109,11 @@ def with_checkpoint(result: StepResult, res: Resolved, run: CheckpointRun) -> St
     link busy time per step (averaged over the interval) added to each tier and link, and each
     tier's peak raised to what the checkpoint run reached (snapshots, staging); the target holds
     the checkpoint's versions."""
-    run = dataclasses.replace(
+    run = replaced(
         run, mtbf_s=scenario_mtbf(res.execution.failures, job_gpus(res.execution.parallel))
     )
     interval, basis, budget_tier = resolve_interval(res, result, run)
-    run = dataclasses.replace(
+    run = replaced(
         run, interval_steps=interval, interval_basis=basis, interval_budget_tier=budget_tier
     )
     shares = checkpoint_shares(result, run, interval)
@@ -125,7 +126,7 @@ def with_checkpoint(result: StepResult, res: Resolved, run: CheckpointRun) -> St
     target = res.execution.checkpoint.target
     if interval and target in tiers:
         tiers[target] = _holding_versions(tiers[target], run.bytes)
-    return dataclasses.replace(result, tiers=tiers, links=links, checkpoint=run)
+    return replaced(result, tiers=tiers, links=links, checkpoint=run)
 
 
 def checkpoint_shares(
@@ -141,7 +142,7 @@ def checkpoint_shares(
         records = getattr(result, into.section) if into else None
         if not records or not value:
             continue
-        averaged = dict(figures(next(iter(records.values()))))[into.field].rule is Rule.PER_PERIOD
+        averaged = _rules(type(next(iter(records.values()))))[into.field].rule is Rule.PER_PERIOD
         if averaged and not interval:
             continue
         counts = averaged and exact(run, fname) and isinstance(next(iter(value.values())), int)
@@ -163,7 +164,7 @@ def _with_shares(record, shares: list[tuple[Into, Any]] | None, period: float):
     figures over `period`."""
     if shares is None:
         return record
-    rules = dict(figures(record))
+    rules = _rules(type(record))
     changes: dict[str, Any] = {}
     added = False
     for into, share in shares:
@@ -185,14 +186,21 @@ def _with_shares(record, shares: list[tuple[Into, Any]] | None, period: float):
         if fig.rule is Rule.SHARE and added:
             numerator = changes.get(fig.of, getattr(record, fig.of))
             changes[name] = numerator / period if period > 0 else 0.0
-    return dataclasses.replace(record, **changes)
+    return replaced(record, **changes)
+
+
+@functools.cache
+def _rules(record_type: type) -> dict[str, Figure]:
+    """Each field of a result record class with its figure (`figures`), worked out once a
+    class (read, never changed)."""
+    return dict(figures(record_type))
 
 
 def _holding_versions(ts, nbytes: int):
     """The target keeps the last complete checkpoint, and while the next one is written it
     holds both (deleting the old one first would leave nothing to restart from): resident
     one version, peak two on top of the rest (as if the rest peaked at the same time)."""
-    return dataclasses.replace(
+    return replaced(
         ts,
         resident_bytes=ts.resident_bytes + nbytes,
         peak_bytes=ts.peak_bytes + 2 * nbytes,

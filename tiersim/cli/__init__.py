@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import os
 import sys
 import textwrap
 from collections.abc import Callable
@@ -101,6 +102,8 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
 def main(argv: list[str] | None = None) -> int:
     """Run the command `argv` (default: the program's arguments); its exit code. A Ctrl-C or
     SIGTERM from the moment this is called stops it with 130 or 143 and a line saying so."""
+    if argv is None:  # the program itself, not a caller's process
+        _no_pydantic_plugins()
     _escape_what_cannot_be_shown()
     try:
         with sigterm_raises(then_ignore=argv is None):
@@ -143,6 +146,15 @@ def _said(line: str) -> None:
     """`line` on standard error, where that can still be written (it may be full too)."""
     with contextlib.suppress(OSError):
         print(f"{line} [E-RESULTS]", file=sys.stderr)
+
+
+def _no_pydantic_plugins() -> None:
+    """pydantic looks for plugins on its first model built: every installed distribution's
+    entry points read (about 1 % of a default run's instructions, docs/startup.md, sixth
+    round). tiersim uses none, so the `tiersim` program turns the search off with pydantic's
+    own switch, `PYDANTIC_DISABLE_PLUGINS`, unless the user set that variable (to anything,
+    an empty value included: then pydantic does as it says, docs/commands.md)."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 def _escape_what_cannot_be_shown() -> None:

@@ -28,7 +28,7 @@ from tiersim.hardware.resources import Network
 
 MOVE = OpKind.MOVE
 ANY = FlowNetwork.ANY
-_DEPS, _KIND = operator.attrgetter("deps"), operator.attrgetter("kind")
+_DEPS, _KIND, _STEP = (operator.attrgetter(name) for name in ("deps", "kind", "step"))
 # False: every run on the event loop (tests compare the two ways)
 ENABLED = True
 
@@ -105,41 +105,95 @@ def _walk(engine: Any, spans_of: dict, kinds: dict[str, list]) -> tuple[int, int
     """`run_chain`'s walk over the ops, each starting as the one before it ends: the timers
     and wake-ups the engine would have had. Each op's span (where it takes time) is merged
     into its kind's as `iv.union` merges spans in order: with the span before of its kind
-    where that was the latest op to take time (they touch), else after it."""
-    recorder, occupancy = engine.recorder, engine.occupancy
+    where that was the latest op to take time (they touch), else after it (the latest span
+    held in `first`, `last` until the next kind's begins). A step ends at its last op (the
+    engine's count of its ops left reaching none: `_step_ends`)."""
+    recorder, ops = engine.recorder, engine.schedule.ops
     tell = None if not ops_wanted(recorder) else recorder.op
     log, net = engine.log, engine.net
-    starts, ends, step_left = log.start, log.end, log.step_left
+    starts, ends = log.start, log.end
     collective = _Lone(net.capacity, spans_of, net.busy, log.flying).end
-    timers, wakeups, now, latest, spans = 0, 0, 0.0, None, []
-    for i, op in enumerate(engine.schedule.ops):
+    occupy = _occupier(engine.occupancy, recorder)
+    step_ends = _step_ends(ops, log.step_left)
+    stop, step = step_ends.pop()
+    timers, wakeups, now, latest, spans, first, last = 0, 0, 0.0, None, [], 0.0, 0.0
+    for i, op in enumerate(ops):
         start = starts[i] = now
         if op.alloc:
-            _occupy(occupancy, op.alloc, now, 1, recorder)
+            occupy(op.alloc, now, 1)
         kind = op.kind
         if kind.timed:
-            if op.duration > 0:
+            duration = op.duration
+            if duration > 0:
                 timers += 1
-                now = now + op.duration
+                now = now + duration
         elif op.nbytes > 0 or op.latency > 0:  # a collective alone on its channel
             wakeups += 1
             now = collective(op, now)
         ends[i] = now
         if now > start:
             if kind is latest:
-                spans[-1] = (spans[-1][0], now)
+                last = now
             else:
-                latest, spans = kind, kinds[kind.label]
-                spans.append((start, now))
+                if latest is not None:
+                    spans.append((first, last))
+                latest, spans, first, last = kind, kinds[kind.label], start, now
         if op.free:
-            _occupy(occupancy, op.free, now, -1, recorder)
+            occupy(op.free, now, -1)
         if tell is not None:
             tell(op, start, now)
-        left = step_left[op.step] - 1
-        step_left[op.step] = left
-        if not left:
-            _step_ended(log, op.step, now, occupancy)
+        if i == stop:
+            _step_ended(log, step, now, engine.occupancy)
+            stop, step = step_ends.pop()
+    if latest is not None:
+        spans.append((first, last))
     return timers, wakeups
+
+
+def _step_ends(ops: list, step_left: list[int]) -> list[tuple[int, int]]:
+    """Where each step's last op is (its count of ops left, `step_left`, reaches none
+    there), as (index, step), the last first; the walk's count set to none for every step
+    (as its walk leaves it) and (-1, -1) at the bottom (no step ends after the last)."""
+    n = len(ops)
+    if len(step_left) == 1:  # one step: its ops are all of them
+        at = [(n - 1, 0)] if n else []
+    else:
+        steps = list(map(_STEP, ops))
+        backwards = steps[::-1]
+        at = [(n - 1 - backwards.index(s), s) for s, left in enumerate(step_left) if left]
+    step_left[:] = [0] * len(step_left)
+    return [(-1, -1), *sorted(at, reverse=True)]
+
+
+def _occupier(occupancy: dict, recorder: Any):
+    """`occupy(changes, now, sign)`: each (tier, bytes) of `changes` taken (sign 1) or given
+    back (-1) at `now`, the engine's arithmetic (`_Occupancy.change`, inline: an op in two
+    changes one), the recorder told of each: where it only keeps them
+    (periods.Occupancies.kept), appended to its lists as its `memory` appends them."""
+    kept = None if recorder is None else getattr(recorder, "kept", None)
+    kept = kept() if kept is not None else None
+    tell = None if recorder is None or kept is not None else recorder.memory
+
+    def occupy(changes, now: float, sign: int) -> None:
+        for tier, nbytes in changes:
+            occ = occupancy[tier]
+            current = occ.current
+            occ.integral += current * (now - occ.last)
+            occ.last = now
+            current += sign * nbytes
+            occ.current = current
+            if current > occ.peak:
+                occ.peak = current
+            elif current < occ.low:
+                occ.low = current
+            if kept is not None:
+                times, values = kept[tier]
+                times.append(now)
+                values.append(current)
+            elif tell is not None:
+                tell(tier, now, current)
+
+    return occupy
 
 
 def _holding(recorder: Any, occupancy: dict) -> None:
@@ -160,11 +214,13 @@ class _Lone:
     before had of its channel kept: its name, its capacity and its span lists (a chain's
     collectives mostly follow one another on one channel; looked up again at a change)."""
 
-    __slots__ = ("busy", "capacity", "fly", "flying", "name", "own", "resource", "spans_of")
+    __slots__ = (
+        "busy", "capacity", "fly", "flying", "name", "own", "rate", "resource", "spans_of"
+    )  # fmt: skip
 
     def __init__(self, capacity: dict, spans_of: dict, busy: Any, flying: dict) -> None:
         self.capacity, self.spans_of, self.busy, self.flying = capacity, spans_of, busy, flying
-        self.resource = self.name = self.own = self.fly = None
+        self.resource = self.name = self.own = self.fly = self.rate = None
 
     def end(self, op: Any, now: float) -> float:
         """When a collective alone on its channel, started at `now`, ends: `Channel.start`'s
@@ -173,13 +229,18 @@ class _Lone:
         once the walk is over: `_any_channel`; a channel's list made at its first span,
         ANY's with it: the log's order of channels), and its span in flight into its
         channel's (`RunLog.flying`), each merged with the one before where they touch."""
-        if op.resource != self.resource:  # equal channels: the same name and capacity
-            self.resource, self.name = op.resource, op.resource.channel
+        resource = op.resource
+        if resource is not self.resource and resource != self.resource:  # another channel
+            self.resource, self.name, self.rate = resource, resource.channel, None
             self.own, self.fly = self.spans_of.get(self.name), self.flying.get(self.name)
-        if op.nbytes > 0:
+        nbytes = op.nbytes
+        if nbytes > 0:
             delay = op.latency
             begin = now + delay if delay > 0 else now
-            soonest = float(op.nbytes) / self.capacity[op.resource]
+            rate = self.rate  # the capacity, looked up at the channel's first bytes
+            if rate is None:
+                rate = self.rate = self.capacity[resource]
+            soonest = nbytes / rate  # an int over a float: float(nbytes) / rate, exactly
             if begin > now:
                 soonest += begin - now
             if not soonest > 0.0:
@@ -217,22 +278,3 @@ def _any_channel(spans_of: dict, net: Any) -> None:
         lists = list(spans_of.values())
         lists[0][1][:] = lists[0][0] if len(lists) == 1 else union_of([own for own, _ in lists])
     net.finished(in_order=True)
-
-
-def _occupy(occupancy: dict, changes, now: float, sign: int, recorder) -> None:
-    """Each (tier, bytes) of `changes` taken (sign 1) or given back (-1) at `now`, the
-    engine's arithmetic (`_Occupancy.change`, inline: an op in two changes one), the
-    recorder told of each."""
-    for tier, nbytes in changes:
-        occ = occupancy[tier]
-        current = occ.current
-        occ.integral += current * (now - occ.last)
-        occ.last = now
-        current += sign * nbytes
-        occ.current = current
-        if current > occ.peak:
-            occ.peak = current
-        elif current < occ.low:
-            occ.low = current
-        if recorder is not None:
-            recorder.memory(tier, now, current)

@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import math
+import operator
 from typing import Any
 
 from tiersim.core.records import record
@@ -50,6 +52,7 @@ from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 
 CHECKPOINT_RUN = (1, frozenset({0}))  # the run measured: one step, with its checkpoint
+_KIND, _MOVES = operator.attrgetter("kind"), itertools.repeat(OpKind.MOVE)
 
 
 @record
@@ -99,7 +102,8 @@ def measure_apart(
     schedule = run.runs.planned(*CHECKPOINT_RUN)
     n = len(run.ops)
     mine = schedule.ops[n:]
-    if any(a is not b and a != b for a, b in zip(run.ops, schedule.ops, strict=False)):
+    differ = itertools.compress(range(n), map(operator.is_not, run.ops, schedule.ops))
+    if any(run.ops[j] != schedule.ops[j] for j in differ):
         return None  # the checkpoint changed an op of the step itself
     # the copy's queues in closed form beside the plain run, where they allow; else simulated
     known = run.runs.closed
@@ -108,16 +112,17 @@ def measure_apart(
         schedule, engine, _, _ = run.runs(res, setup, *CHECKPOINT_RUN)
     log = engine.log
     trained = max(log.end[:n])  # the training's end, the checkpoint's moves aside
-    moves = [i for i, op in enumerate(mine, n) if op.kind is OpKind.MOVE]
-    if not moves or min(log.start[i] for i in moves) < run.period_starts[2]:
+    kinds = map(_KIND, mine)
+    moves = list(itertools.compress(itertools.count(n), map(operator.is_, kinds, _MOVES)))
+    if not moves or min(map(log.start.__getitem__, moves)) < run.period_starts[2]:
         return None  # it overlaps the periods that repeat: it may depend on their number
     late = [(op, log.end[i]) for i, op in enumerate(mine, n) if log.end[i] > trained]
     run = dataclasses.replace(run, trained=trained)
     peaks = {t: o.peak for t, o in engine.occupancy.items()}
     if not _apart(setup.topo, res, run, late, (mine, peaks)):
         return None
-    start = min(log.start[i] for i in moves)
-    write_s = max(log.end[i] for i in moves) - start
+    start = min(map(log.start.__getitem__, moves))
+    write_s = max(map(log.end.__getitem__, moves)) - start
     held = trained - run.end_s
     stall = held + drain_excess_s(res, plain, write_s, held)
     # this run's and the plain one's round-off, at most as many events and as long
@@ -146,7 +151,7 @@ def _apart(
     if not late:
         return True  # nothing of the checkpoint outlasts the training
     crossed: dict[tuple, tuple] = {}
-    theirs = [(op, end, *_resources(topo, op, crossed)) for op, end in late]
+    theirs = [(op, end, *_resources(topo, op, crossed)) for op, end in _latest(late)]
     wanted = {u for _, _, rs, ts in theirs for u in (*rs, *(t for t, _ in ts))}
     # only a use or an update starting before the last late op's end (from the training's
     # end) can fail a check below; a margin far over round-off keeps every one that could
@@ -164,6 +169,22 @@ def _apart(
             if end > trained + first_use.get(tier, math.inf):
                 shared[tier[1]] = max(shared.get(tier[1], 0.0), end - trained)
     return all(_peak_holds(run, late, ck, tier, span, crossed) for tier, span in shared.items())
+
+
+def _latest(late: list) -> list:
+    """The late ops, one of each kind of op with the latest end among them: each check of
+    `_apart` is an end against a bound that depends only on what the op crosses and holds
+    (its kind, route or channel, allocations and frees), true of a later end wherever of
+    an earlier one, and a tier's span is its latest end's."""
+    latest: dict[tuple, list] = {}
+    for op, end in late:
+        key = (op.kind.label, op.src, op.dst, op.nbytes, op.alloc, op.free, id(op.resource))
+        found = latest.get(key)
+        if found is None:
+            latest[key] = [op, end]
+        elif end > found[1]:
+            found[1] = end
+    return list(latest.values())
 
 
 def _first_uses(

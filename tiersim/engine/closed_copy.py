@@ -20,6 +20,7 @@ from tiersim.engine.ops import OpKind
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 _DEPS, _KIND, _TIMED = (operator.attrgetter(a) for a in ("deps", "kind", "timed"))
+_BYTES = operator.itemgetter(1)
 
 
 @dataclass
@@ -168,21 +169,25 @@ def _lone(ops, n, plans, capacity, times, copy, found) -> str | None:
     moved (`_moved`)."""
     by, slowed, lone = found
     moved: dict[int, float] = {}
-    routes: dict[int, Any] = {}  # what a route leaves a step flow, by its identity
+    routes: dict[tuple, Any] = {}  # what a route leaves a step flow, by its resources
     for i, begin, end, resources in slowed.values():
         op = ops[i]
         if op.kind is not MOVE or op.free or plans[(op.src, op.dst, op.nbytes)].staged:
             return "a step flow the copy slows frees memory at its end, or is a collective"
-        rate = routes.get(id(resources))
+        rate = routes.get(resources)  # (equal routes of two sizes: one function)
         if rate is None:
-            rate = routes[id(resources)] = _route_rate(resources, capacity, copy)
+            rate = routes[resources] = _route_rate(resources, capacity, copy)
         new = _slowed_end(begin, end, op.nbytes, rate)
         if isinstance(new, str):
             return new
         lone[i] = (begin, resources)
         if new != end:
             moved[i] = new
+    seen: list[list] = []  # the resources' flows checked (often the same flows on each)
     for r in {r for f in slowed.values() for r in f[3]}:
+        if by[r] in seen:
+            continue
+        seen.append(by[r])
         spans = sorted((f[1], moved.get(f[0], f[2])) for f in by[r])
         if any(later[0] < span[1] for span, later in itertools.pairwise(spans)):
             return "a step flow the copy slows is not alone on its resources"
@@ -275,7 +280,7 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
             return "a copy op waits for an op of the step the copy moves"
         if max(deps) >= j:
             return "an op of the step waits for a later op"
-        at = max(ends[d] for d in deps)
+        at = max(map(ends.__getitem__, deps))
         if at == starts[j]:
             continue
         op = ops[j]
@@ -320,6 +325,8 @@ def _tier_peak(ts: list, vs: list, changes: list) -> float | None:
     best = max(vs)
     if not changes:
         return best
+    if len(ts) > 1 and _below(ts, vs, changes, best):  # (a tier the step changes)
+        return best
     changes.sort()
     level, ties, k, count = 0.0, [], 0, len(changes)
     while k < count:
@@ -339,6 +346,23 @@ def _tier_peak(ts: list, vs: list, changes: list) -> float | None:
         if d > b:
             best = max(best, max(vs[b:d]) + level)
     return None if any(high > best for high, _ in ties) else best
+
+
+def _below(ts: list, vs: list, changes: list, best: float) -> bool:
+    """Whether the copy's level, at its most (every taking at an instant counted before its
+    givings back: the most any order reaches), on the most the plain run holds from the
+    copy's first change on, stays within the plain peak `best`: then every candidate of
+    `_tier_peak` (a value held then plus a level, or an order's most) is at most `best`
+    (adding keeps the order of floats), and the peak is the plain one, whatever the order."""
+    first = min(changes)[0]
+    held = vs[max(bisect.bisect_left(ts, first) - 1, 0) :]
+    most = max(itertools.accumulate(map(_BYTES, sorted(changes, key=_takings_first)), initial=0))
+    return max(held) + most <= best
+
+
+def _takings_first(change: tuple) -> tuple:
+    """A change's place: by its instant, the takings at one instant before the givings."""
+    return change[0], -change[1]
 
 
 def _busy(plain: dict[str, list], spans: list) -> dict[str, list]:

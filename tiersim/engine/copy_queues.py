@@ -34,6 +34,7 @@ Where a condition fails, `closed_copy` says which, and the copy is simulated as 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import operator
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from tiersim.engine.ops import OpKind
 MOVE = OpKind.MOVE
 _SRC, _DST = operator.attrgetter("src"), operator.attrgetter("dst")
 _NBYTES, _RESOURCE = operator.attrgetter("nbytes"), operator.attrgetter("resource")
+_KIND, _MOVES = operator.attrgetter("kind"), itertools.repeat(MOVE)
 
 
 @dataclass
@@ -75,7 +77,7 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
     for _, _, q in moves.values():
         left[q] = left.get(q, 0) + 1
         copy.arrivals.setdefault(q, [])
-    todo, get, flows = range(n, len(ops)), ends.__getitem__, copy.flows
+    todo, get, flows, arrivals = range(n, len(ops)), ends.__getitem__, copy.flows, copy.arrivals
     while todo:
         waiting = []
         for i in todo:
@@ -91,7 +93,7 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
                 continue
             delay, _, queue = move
             begin = flows[i] = at + delay if delay > 0 else at
-            copy.arrivals[queue].append((begin, i, op.nbytes))
+            arrivals[queue].append((begin, i, op.nbytes))
             left[queue] -= 1
         solved = [q for q, k in left.items() if k == 0 and q not in copy.traces]
         if not solved and len(waiting) == len(todo):
@@ -107,6 +109,7 @@ def copy_moves(ops: list, n: int, plans: dict, capacity: dict) -> dict | str:
     as narrow); why not, where a copy op is not a move of some bytes or a timer waiting
     for earlier ops."""
     routes: dict[int, tuple] = {}  # by the resources' identity: their queue
+    made: dict[tuple, tuple] = {}  # each route key's move (one tuple, shared by its ops)
     moves = {}
     for i in range(n, len(ops)):
         op = ops[i]
@@ -114,13 +117,18 @@ def copy_moves(ops: list, n: int, plans: dict, capacity: dict) -> dict | str:
         if kind is MOVE:
             if op.nbytes <= 0:
                 return "a copy move of no bytes"
-            plan = plans[(op.src, op.dst, op.nbytes)]
-            resources = plan.resources
-            queue = routes.get(id(resources))
-            if queue is None:
-                alone = min(capacity[r] for r in resources)
-                queue = routes[id(resources)] = next(r for r in resources if capacity[r] == alone)
-            moves[i] = (plan.delay, resources, queue)
+            key = (op.src, op.dst, op.nbytes)
+            move = made.get(key)
+            if move is None:
+                plan = plans[key]
+                resources = plan.resources
+                queue = routes.get(id(resources))
+                if queue is None:
+                    alone = min(capacity[r] for r in resources)
+                    queue = next(r for r in resources if capacity[r] == alone)
+                    routes[id(resources)] = queue
+                move = made[key] = (plan.delay, resources, queue)
+            moves[i] = move
         elif not kind.timed:
             return f"a copy op of kind {kind.label}"
         if not op.deps or max(op.deps) >= i:
@@ -134,25 +142,26 @@ def _queue(capacity: float, arrivals: list, ends: list) -> list:
     arrivals.sort()
     trace: list = []
     tags: list = []  # (service at which the flow is done, op, its bytes)
-    served, now, k = 0.0, arrivals[0][0], 0
-    while k < len(arrivals) or tags:
+    served, now, k, count = 0.0, arrivals[0][0], 0, len(arrivals)
+    push, pop, note, inf = heapq.heappush, heapq.heappop, trace.append, math.inf
+    while k < count or tags:
         present = len(tags)
-        due = now + (tags[0][0] - served) * present / capacity if tags else math.inf
-        nxt = arrivals[k][0] if k < len(arrivals) else math.inf
+        due = now + (tags[0][0] - served) * present / capacity if tags else inf
+        nxt = arrivals[k][0] if k < count else inf
         if due - nxt <= TIE * nxt:  # a flow done at an arrival's instant leaves first
             now, served = due, tags[0][0]
             while tags and tags[0][0] - served <= EPS_BYTES + 1e-12 * tags[0][2]:
-                _, i, _ = heapq.heappop(tags)
+                i = pop(tags)[1]
                 ends[i] = now
-                trace.append((now, i, -1, len(tags)))
+                note((now, i, -1, len(tags)))
         else:
             if present:
                 served += (nxt - now) * capacity / present
             now = nxt
             _, i, nbytes = arrivals[k]
             k += 1
-            heapq.heappush(tags, (served + nbytes, i, nbytes))
-            trace.append((now, i, 1, len(tags)))
+            push(tags, (served + nbytes, i, nbytes))
+            note((now, i, 1, present + 1))
     return trace
 
 
@@ -160,16 +169,18 @@ def _queues_alone(capacity: dict, copy: Copy, ends: list) -> str | None:
     """Every copy flow's queue is its own narrowest resource and no other flow's; every
     other resource holds the queues through it (their capacities summed). Each resource's
     span of copy flows into `copy.window` (each route's first, by the route's identity)."""
-    routes: dict[int, list] = {}  # a route's resources, queue, first begin and last end
-    for i, begin in copy.flows.items():
-        _, resources, queue = copy.moves[i]
+    routes: dict[int, tuple] = {}  # a route's resources, queue and its flows' ops
+    moves = copy.moves
+    for i in copy.flows:  # in the order their begins were found, as the routes were first
+        _, resources, queue = moves[i]
         route = routes.get(id(resources))
         if route is None:
-            routes[id(resources)] = [resources, queue, begin, ends[i]]
-        else:
-            route[2], route[3] = min(route[2], begin), max(route[3], ends[i])
-    through, window = copy.through, copy.window
-    for resources, queue, first, last in routes.values():
+            route = routes[id(resources)] = (resources, queue, [])
+        route[2].append(i)
+    through, window, flows = copy.through, copy.window, copy.flows
+    for resources, queue, mine in routes.values():
+        first = min(map(flows.__getitem__, mine))  # the route's first begin and last end
+        last = max(map(ends.__getitem__, mine))
         for r in resources:
             through.setdefault(r, set()).add(queue)
             copy.routes.setdefault(r, set()).add(id(resources))
@@ -222,7 +233,9 @@ def may_close(res: Any, topo: Any, plain: Any, longer: Any) -> tuple | None:
     queues = {q for _, _, q in moves.values()}
     # every route a step op could take (a non-move's src is "") and every channel it uses
     mine = plain.ops
-    keys = set(zip(map(_SRC, mine), map(_DST, mine), map(_NBYTES, mine), strict=True))
+    # (only a move has a source: the others' routes are never read)
+    moving = list(itertools.compress(mine, map(operator.is_, map(_KIND, mine), _MOVES)))
+    keys = set(zip(map(_SRC, moving), map(_DST, moving), map(_NBYTES, moving), strict=True))
     for src, dst, nbytes in keys:
         if src and nbytes > 0 and not queues.isdisjoint(topo.route(src, dst, nbytes).resources):
             return None

@@ -29,13 +29,13 @@ from collections import Counter
 from collections.abc import Callable
 
 from tiersim.engine.core import Engine, RunLog
-from tiersim.engine.metrics import Rows, in_flight_added_s, link_busy_s, moved, of_role
+from tiersim.engine.metrics import Rows, in_flight_added_s, link_busy_s, of_role, routed
 from tiersim.engine.ops import OpKind, Role
 from tiersim.engine.results import MAX_STEADY_STEPS, CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share, shares, split_of
 from tiersim.engine.setup import RunSetup
 from tiersim.engine.steady import checkpoint_stands_alone, round_off
-from tiersim.state.classes import CHECKPOINTED
+from tiersim.state.classes import CHECKPOINT_WRITES, CHECKPOINTED
 from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 
@@ -57,6 +57,8 @@ def read_back_s(res: Resolved, setup: RunSetup, per_class: dict[str, int]) -> fl
             per_home[(cls, (u.home or home)[cls])] += share(res, u, cls, split)
     total = 0.0
     for (_, tier), nbytes in per_home.items():
+        if not nbytes:  # nothing to read (sgd's optimizer state): no transfer, no latency
+            continue
         route = setup.topo.route(res.execution.checkpoint.target, tier, nbytes)
         total += route.latency_s + nbytes / route.bottleneck
     return total
@@ -267,7 +269,7 @@ def checkpoint_run(
     per_class = shares(res, setup.wl.units)
     if mine is None:  # what both passes below read
         mine = of_role(schedule.ops, engine.log, Role.CHECKPOINT)
-    links, read, written = moved(setup.topo, mine[0], step, roles=(Role.CHECKPOINT,))
+    links, read, written = routed(setup.topo, _bytes_by_kind(mine[0], step))
     added, flying = _added_link_time(engine, window, base_busy, mine)
     return CheckpointRun(
         interval_steps=None,
@@ -286,6 +288,27 @@ def checkpoint_run(
         steady=bool(steady),
         round_off_s=noise_s,
     )
+
+
+def _bytes_by_kind(ops: list, step: int) -> dict[tuple, int]:
+    """The checkpoint's bytes of `step` per kind of transfer (metrics._transfer_kind's keys:
+    a move's ("move", src, dst, size, CHECKPOINT_WRITES), a collective's ("net", channel,
+    group)), in the order each kind first appears, from its ops (`of_role`'s) in one loop;
+    byte counts are integers, so the sums are those of any order."""
+    kinds: dict[tuple, int] = {}
+    move, comm, sync, mine = OpKind.MOVE, OpKind.COMM, OpKind.SYNC, Role.CHECKPOINT
+    for op in ops:
+        if op.step != step or op.role is not mine:
+            continue
+        kind = op.kind
+        if kind is move:
+            key: tuple = ("move", op.src, op.dst, op.nbytes, CHECKPOINT_WRITES)
+        elif kind is comm or kind is sync:
+            key = ("net", op.resource.channel, op.subject)
+        else:
+            continue
+        kinds[key] = kinds.get(key, 0) + op.nbytes
+    return kinds
 
 
 def _added_link_time(

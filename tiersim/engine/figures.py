@@ -114,8 +114,17 @@ def figures(record: Any) -> Iterator[tuple[str, Figure]]:
         yield name, fig
 
 
-def with_rule(record: Any, *rules: Rule) -> list[tuple[str, Figure]]:
-    return [(name, fig) for name, fig in figures(record) if fig.rule in rules]
+def with_rule(record: Any, *rules: Rule) -> tuple[tuple[str, Figure], ...]:
+    """Each field of the record (a class or an instance) with its figure, of those whose
+    rule is one of `rules`, in declaration order."""
+    return _with_rule(record if isinstance(record, type) else type(record), rules)
+
+
+@functools.cache
+def _with_rule(record_type: type, rules: tuple[Rule, ...]) -> tuple[tuple[str, Figure], ...]:
+    """`with_rule`, worked out once a class and rules: `rebuilt` asks it of every record of
+    every extrapolated result."""
+    return tuple((name, fig) for name, fig in figures(record_type) if fig.rule in rules)
 
 
 def exact(record: Any, name: str) -> bool:

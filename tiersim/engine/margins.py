@@ -59,12 +59,20 @@ def one_period(res: Resolved, units: list) -> bool:
     beside the stream (a context or expert ring's, a gradient reduction overlapped with the
     backwards) the chain breaks and every record is made its own (schedule_shared), so the
     one-period run would only be run again longer: not tried."""
-    par, execution = res.execution.parallel, res.execution
-    if par.virtual_pipeline == 1:  # 1F1B: a period of one micro-batch, two compared
+    if not may_run_one_period(res):
         return False
-    if par.overlap_gradient_reduce and any(u.dp_gradients is not None for u in units):
+    if res.execution.parallel.overlap_gradient_reduce and any(
+        u.dp_gradients is not None for u in units
+    ):
         return False
     hidden = ("ep_forward_hidden", "ep_backward_hidden", "cp_forward_hidden", "cp_backward_hidden")
-    if any(getattr(u, name) is not None for u in units for name in hidden):
+    return not any(getattr(u, name) is not None for u in units for name in hidden)
+
+
+def may_run_one_period(res: Resolved) -> bool:
+    """`one_period`'s checks that need no workload: interleaved (1F1B: a period of one
+    micro-batch, two compared), the builder's shared records on, no checkpoint simulated,
+    nothing fetched."""
+    if res.execution.parallel.virtual_pipeline == 1:
         return False
-    return schedule_shared.ENABLED and not execution.checkpoint_simulated and not fetches(res)
+    return schedule_shared.ENABLED and not res.execution.checkpoint_simulated and not fetches(res)

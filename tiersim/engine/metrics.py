@@ -56,7 +56,7 @@ def _step_ops(rows: Rows, step: int, optimizer_kind: OpKind, window=None, rising
     """One pass over a run's ops: the time GPU, bubble (IDLE) and CPU ops ran over the whole
     run, the durations of the `step`'s (with a `window` (lo, hi): of the ops starting in it)
     compute, recompute and optimizer ops (in op order: `sum` over the ops, as before), the time
-    collectives and moves ran, and their bytes per kind of transfer (`_moved_by_kind`).
+    collectives and moves ran, and their bytes per kind of transfer (`_transfer_kind`).
     `rising`: each op starts once the one before ended (`RunLog.rising`): spans come sorted."""
     by_step, (lo, hi) = window is None, window or (0.0, 0.0)
     gpu_spans, idle_spans, cpu_spans = [], [], []  # GPU; the pipeline bubble and the like; CPU
@@ -94,7 +94,7 @@ def _step_ops(rows: Rows, step: int, optimizer_kind: OpKind, window=None, rising
                     comm_spans.append((start, end))
                 elif kind is sync:
                     sync_spans.append((start, end))
-            if mine:  # a move or a collective: as `_moved_by_kind` counts it
+            if mine:  # a move or a collective: by its kind of transfer
                 key = _transfer_kind(op)
                 if key is not None:
                     kinds[key] = kinds.get(key, 0) + op.nbytes
@@ -113,14 +113,11 @@ def link_busy_s(engine: Engine, window: tuple[float, float] | None = None) -> di
     return out
 
 
-def moved(topo: Topology, ops: list[Op], step: int, roles: tuple[Role, ...] | None = None):
+def routed(topo: Topology, kinds: dict[tuple, int]):
     """Bytes per link direction (per group on a network channel), and read and written per
-    tier by class (a checkpoint's copies as `CHECKPOINT_WRITES`), in one step."""
-    return _routed(topo, _moved_by_kind(ops, step, roles))
-
-
-def _routed(topo: Topology, kinds: dict[tuple, int]):
-    """`moved`'s figures from the step's bytes per kind of transfer (`_moved_by_kind`)."""
+    tier by class (a checkpoint's copies as `CHECKPOINT_WRITES`), from a step's bytes per
+    kind of transfer (`_transfer_kind`'s keys, in the order each first appears): each
+    kind's route walked once."""
     links: dict[str, dict[str, int]] = {}
     read: dict[str, dict[str, int]] = {}
     written: dict[str, dict[str, int]] = {}
@@ -142,21 +139,6 @@ def _routed(topo: Topology, kinds: dict[tuple, int]):
                 read.setdefault(tier, {}).setdefault(source, 0)
                 read[tier][source] += nbytes
     return links, read, written
-
-
-def _moved_by_kind(ops: list[Op], step: int, roles: tuple[Role, ...] | None) -> dict:
-    """The step's bytes per kind of transfer, in the order each kind first appears: a
-    collective's (channel, group), a move's (src, dst, size, class). A step's moves are a few
-    kinds repeated, so `moved` walks each kind's route once; byte counts are integers, so the
-    totals, and the order each figure first appears in, are those of walking every op."""
-    kinds: dict[tuple, int] = {}
-    for op in ops:
-        if op.step != step or (roles is not None and op.role not in roles):
-            continue
-        key = _transfer_kind(op)
-        if key is not None:
-            kinds[key] = kinds.get(key, 0) + op.nbytes
-    return kinds
 
 
 def _transfer_kind(op: Op) -> tuple | None:
@@ -197,7 +179,7 @@ def measure(
     any_link = iv.clip(engine.net.busy.intervals.get(FlowNetwork.ANY, []), lo, hi)
     link_time = iv.total(any_link)
     overlap = iv.total(iv.intersect(any_link, beside)) / link_time if link_time > 0 else None
-    links_moved, read, written = _routed(engine.topo, kinds)
+    links_moved, read, written = routed(engine.topo, kinds)
     flying = in_flight_s(engine, (lo, hi), rows) if columns is None else columns.in_flight(lo, hi)
     links = _link_stats(engine, links_moved, lo, hi, flying)
     tiers = _tier_stats(engine, measured_step, read, written, occupancy)

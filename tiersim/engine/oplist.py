@@ -105,6 +105,11 @@ class OpList:
         op = self._own(i)
         op.free = (*op.free, (tier, nbytes))
 
+    def free_all_after(self, i: int, tier: str, sizes: list[int]) -> None:
+        """`free_after(i, tier, n)` for each n of `sizes` in turn, the op copied once."""
+        op = self._own(i)
+        op.free = (*op.free, *[(tier, nbytes) for nbytes in sizes])
+
     def move_free(self, src: int, dst: int, tier: str, nbytes: int) -> None:
         """The free of `nbytes` on `tier` moves from op `src` to a later op `dst`."""
         op = self._own(src)

@@ -49,6 +49,14 @@ class Occupancies:
         if self.then is not None:
             self.then.memory(tier, now, occupied)
 
+    def kept(self) -> dict[str, tuple[list[float], list[float]]] | None:
+        """Each tier told of so far, its (times, values) lists, where nothing is passed on
+        (`then` None): a walk that appends each change to them (tiersim.engine.chain) keeps
+        what `memory` keeps, without a call a change; else None."""
+        if self.then is not None:
+            return None
+        return {tier: (times, self.values[tier]) for tier, times in self.times.items()}
+
     def same_at(self, lo: float, hi: float) -> bool:
         """Every tier holds at `hi` what it held at `lo` (once every change at each was
         made): a period's net change nothing, so a copy of it after it starts as it did."""

@@ -28,7 +28,7 @@ from tiersim.engine.oplist import OpList
 from tiersim.engine.ops import Schedule
 from tiersim.engine.phases import Context, Readiness
 from tiersim.engine.schedule_checkpoint import CheckpointPhase
-from tiersim.engine.schedule_optimizer import OptimizerStep
+from tiersim.engine.schedule_optimizer import OptimizerStep, update_moves
 from tiersim.engine.schedule_passes import TrainingPasses
 from tiersim.state.resolved import Resolved
 from tiersim.workload.work import Workload
@@ -40,9 +40,12 @@ class ScheduleBuilder:
 
     def __init__(self, res: Resolved, wl: Workload, depth: int, records: bool = True):
         """`records`: False where nobody reads an op's deps or label (its run walked as a
-        chain: tiersim.engine.schedule_shared); the ops then may share records."""
+        chain: tiersim.engine.schedule_shared); the ops then may share records, unless the
+        update moves bytes (`update_moves`): that breaks the chain in every step, the first's
+        too, and every shared record would be made its own again (`OpList.add`)."""
         self.c = Context.of(res, wl, depth)
-        self.ops = OpList(shared=not records and schedule_shared.ENABLED)
+        shared = not records and schedule_shared.ENABLED and not update_moves(self.c)
+        self.ops = OpList(shared=shared)
         self.ready = Readiness.empty(len(wl.units))
         self.passes = TrainingPasses(self.c, self.ops, self.ready)
         self.optimizer = OptimizerStep(self.c, self.ops, self.ready)

@@ -128,54 +128,37 @@ class CheckpointPhase:
         label = "checkpoint durable"
         drains = list(self.last_drains)
         self.durable = self.ops.add(Op(OpKind.JOIN, Role.CHECKPOINT, label, step, drains))
-        for nbytes in self.staged:
-            self.ops.free_after(self.durable, self.c.res.execution.checkpoint.staging, nbytes)
+        staging = self.c.res.execution.checkpoint.staging
+        self.ops.free_all_after(self.durable, staging, self.staged)  # each, in turn
         self.staged = []
 
     def _async(
         self, step: int, u: int, cls: str, nbytes: int, deps: list[int | None], label: str
     ) -> None:
         """`deps`: the class's current version and the previous checkpoint's drains."""
-        ck = self.c.res.execution.checkpoint
+        staging = self.c.res.execution.checkpoint.staging
         home = self.c.home_of(u)[cls]
-        if home == ck.staging:  # no separate snapshot: drain the live copy, hold the next update
-            drain = self.ops.move(
-                cls,
-                f"drain {label}",
-                step,
-                home,
-                ck.target,
-                nbytes,
-                deps,
-                alloc_dst=False,
-                copy=True,
-                role=Role.CHECKPOINT,
-            )
-            self.ready.snapshot_guard.setdefault(u, []).append(drain)
+        guard = self.ready.snapshot_guard.setdefault(u, [])
+        if home == staging:  # no separate snapshot: drain the live copy, hold the next update
+            drain = self._copy(cls, f"drain {label}", step, home, False, nbytes, deps)
+            guard.append(drain)
         else:
-            snap = self.ops.move(
-                cls,
-                f"snapshot {label}",
-                step,
-                home,
-                ck.staging,
-                nbytes,
-                deps,
-                copy=True,
-                role=Role.CHECKPOINT,
-            )
-            self.ready.snapshot_guard.setdefault(u, []).append(snap)
-            drain = self.ops.move(
-                cls,
-                f"drain {label}",
-                step,
-                ck.staging,
-                ck.target,
-                nbytes,
-                [snap],
-                alloc_dst=False,
-                copy=True,
-                role=Role.CHECKPOINT,
-            )
+            snap = self._copy(cls, f"snapshot {label}", step, home, True, nbytes, deps)
+            guard.append(snap)
+            drain = self._copy(cls, f"drain {label}", step, staging, False, nbytes, [snap])
             self.staged.append(nbytes)
         self.last_drains.append(drain)
+
+    def _copy(
+        self, cls: str, label: str, step: int, src: str, snapshot: bool, nbytes: int, deps: list
+    ) -> int:
+        """The op `ops.move(cls, label, step, src, dst, nbytes, deps, alloc_dst=snapshot,
+        copy=True, role=CHECKPOINT)` adds, to the staging tier (a snapshot, held there) or the
+        target, built directly: its checks hold for every checkpoint copy (a checkpointed
+        class, some bytes, a copy)."""
+        ck = self.c.res.execution.checkpoint
+        dst = ck.staging if snapshot else ck.target
+        alloc = ((dst, nbytes),) if snapshot else ()
+        # Op's fields in order, as OpList.move builds it
+        op = Op(MOVE, ROLE, label, step, deps, 0.0, nbytes, src, dst, alloc, (), None, 0.0, cls)
+        return self.ops.add(op)

@@ -17,6 +17,7 @@ late: the next step runs on the weights of the step before this one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from tiersim.config.execution import Execution
@@ -72,6 +73,26 @@ def update_tiles(execution: Execution, units: list) -> list[list[int]]:
 def tile_parameters(execution: Execution, unit) -> int:
     """Parameters of the unit this GPU's optimizer updates (its partition)."""
     return unit.weights_updated // PRECISION_BYTES[execution.training.precision.weights]
+
+
+def update_moves(c: Context) -> bool:
+    """Whether every step's update moves bytes between tiers: a unit's master or optimizer
+    state fetched from a home that is not where the optimizer runs (`_fetch_state`), or its
+    updated weights written back to one (`_write_unit`), each an `OpList.move` of a nonzero
+    size between two tiers. No chain walks a move (tiersim.engine.chain), so no schedule of
+    this workload is walked as one, whatever its passes (`ScheduleBuilder`)."""
+    moved = _homed_apart(c.home, c.opt_at)  # most units' homes: the scenario's (`home_of`)
+    for unit in c.wl.units:
+        classes = moved if unit.home is None else _homed_apart(unit.home, c.opt_at)
+        for cls in classes:
+            if (unit.weights_updated if cls == "weights" else unit.homed[cls]) > 0:
+                return True
+    return False
+
+
+def _homed_apart(home: Mapping[str, str], opt_at: str) -> list[str]:
+    """The classes the update reads or writes (`update_moves`) homed off `opt_at`."""
+    return [cls for cls in ("weights", *OPTIMIZER_KEPT) if home[cls] != opt_at]
 
 
 class OptimizerStep:

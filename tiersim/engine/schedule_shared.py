@@ -21,10 +21,16 @@ builder gives it (tests/test_schedule_shared.py holds the records equal, field f
 deps included, on shipped scenarios whose chain holds and whose chain breaks), and the
 schedule goes on with records of its own. A schedule handed out with shared records is a
 chain to its end (`Schedule.records` False); the event loop refuses one (`Engine.graph`).
+A builder whose update moves bytes between tiers asks for none (`ScheduleBuilder`,
+`schedule_optimizer.update_moves`): the move breaks the chain in the first step, after its
+passes, and each shared record would be made its own there at a cost the per-op builder
+does not pay.
 """
 
 from __future__ import annotations
 
+from itertools import accumulate, chain, repeat
+from operator import add, getitem, itemgetter
 from typing import Any
 
 from tiersim.engine.ops import Op, OpKind, Role
@@ -39,6 +45,9 @@ FORWARD, RECOMPUTE, BACKWARD, COLLECTIVE = (
     Role.COLLECTIVE,
 )
 FIELDS = Op.__dataclass_fields__.keys()
+# an order entry's (tiersim.workload.pipeline.Op) and a chunk's appendable records' fields
+_MB, _CHUNK, _KIND = itemgetter(0), itemgetter(1), itemgetter(2)
+_RECORDS, _AT, _UNITS = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 class SharedOp(Op):
@@ -112,41 +121,71 @@ def appended(passes: Any, shared: Chunks, order: list, k: int, stop: int, marks:
     each while its ops continue the chain and wait on nothing else (the module docstring),
     with each one's mark; how many (0: none, the per-op builder makes entry k). Nothing but
     shared records is added between them, so the chain and each unit's weights stay as
-    they were at the first."""
+    they were at the first: whether a chunk's records may be appended is asked once a call
+    (`_appendable`), the entries found first (`_run`) and then appended in C-level passes
+    (each one's index the sum of the lengths before it), each unit's gradients ready at its
+    chunk's last backward appended."""
     oplist = passes.ops
     ops, start = oplist.ops, len(oplist.ops)
     if oplist.shared is None or oplist.chain_length != start:
         return 0
     if start and oplist.last_on.get("gpu") != start - 1:  # the stream's last op, just before
         return 0
-    weights, gradients = passes.ready.weights, passes.ready.gradients
-    uses, use_units, entries = passes.uses, passes.use_units, oplist.shared
+    found, mbs = _run(_appendable(passes, shared), order[k:stop], passes.last_microbatch)
+    if not found:
+        return 0
+    at = list(accumulate(map(len, map(_RECORDS, found)), initial=start))
+    marks += at[:-1]
+    ops += chain.from_iterable(map(_RECORDS, found))
+    oplist.shared += zip(at, at[1:], mbs, strict=False)  # (at: one more than the entries)
+    offsets = list(map(_AT, found))  # each entry's GPU ops, from its index
+    starts = chain.from_iterable(map(repeat, at, map(len, offsets)))  # an entry's, a GPU op each
+    passes.uses += map(add, starts, chain.from_iterable(offsets))
+    passes.use_units += chain.from_iterable(map(_UNITS, found))
+    gradients = passes.ready.gradients
+    last = dict(zip(map(id, found), zip(at, found, strict=False), strict=True))  # each chunk's last
+    for index, (_, at_gpu, units, backward) in last.values():
+        if backward:  # `write_gradients`: no reduction due, nothing written
+            for u, a in zip(units, at_gpu, strict=True):
+                gradients[u] = index + a
+    oplist.chain_length = len(ops)  # every op waits for the one before it
+    oplist.last_on["gpu"] = len(ops) - 1
+    return len(found)
+
+
+def _run(table: dict[str, list], entries: list, last_mb: int) -> tuple[list, list]:
+    """The first of `entries` that may be appended (`_appendable`'s, up to the first that
+    may not, or the last micro-batch's first backward: its gradients are due), and their
+    micro-batches."""
+    kinds = list(map(_KIND, entries))
+    found = list(map(getitem, map(table.__getitem__, kinds), map(_CHUNK, entries)))
+    mbs = list(map(_MB, entries))
+    cut = found.index(None) if None in found else len(found)
+    if last_mb in mbs:
+        for i in range(mbs.index(last_mb), cut):
+            if kinds[i] != "forward" and mbs[i] == last_mb:
+                cut = i
+                break
+    return found[:cut], mbs[:cut]
+
+
+def _appendable(passes: Any, shared: Chunks) -> dict[str, list]:
+    """By kind ("forward", "backward") and chunk: the chunk's (records, GPU ops' offsets,
+    units, whether a backward) where its entry may be appended as shared records (none of
+    its units' weights wait on an op, nor, a forward, unit 0's on the embedding's), else
+    None."""
+    weights = passes.ready.weights
     embedding = passes.first_stage and weights[-1] is not None  # unit 0 waits on an op
-    last_mb, forwards, backwards = passes.last_microbatch, shared.forward, shared.backward
-    n = k
-    while n < stop:
-        entry = order[n]
-        forward = entry.kind == "forward"
-        found = (forwards if forward else backwards)[entry.chunk]
-        if found is None or not _ready(found[2], weights, forward and embedding):
-            break
-        if not forward and entry.microbatch == last_mb:  # gradients reduced or written
-            break
-        records, at, units = found
-        index = len(ops)
-        marks.append(index)
-        ops += records
-        entries.append((index, len(ops), entry.microbatch))
-        uses += map(index.__add__, at)
-        use_units += units
-        if not forward:
-            for u, a in zip(units, at, strict=True):
-                gradients[u] = index + a  # `write_gradients`: no reduction due, nothing written
-        n += 1
-    if n > k:
-        oplist.chain_length = len(ops)  # every op waits for the one before it
-        oplist.last_on["gpu"] = len(ops) - 1
-    return n - k
+    out = {}
+    for kind, lists in (("forward", shared.forward), ("backward", shared.backward)):
+        forward = kind == "forward"
+        out[kind] = [
+            None
+            if found is None or not _ready(found[2], weights, forward and embedding)
+            else (*found, not forward)
+            for found in lists
+        ]
+    return out
 
 
 def _ready(units: list[int], weights: list, embedding: bool) -> bool:

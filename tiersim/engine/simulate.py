@@ -9,7 +9,6 @@ from tiersim.config.schema import Scenario
 from tiersim.core.collector import collector_paused
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.frozen import replaced
-from tiersim.core.units import fmt_bytes
 from tiersim.engine import chain, margins, steady
 from tiersim.engine import checkpoint_apart as apart_run
 from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN, PlainRun, measure_apart, staging_homed
@@ -21,6 +20,7 @@ from tiersim.engine.durable import (
     first_run_after_one_step,
     measure_checkpoint,
 )
+from tiersim.engine.later_samples import Tries
 from tiersim.engine.link_totals import with_link_totals
 from tiersim.engine.metrics import link_busy_s, measure
 from tiersim.engine.offload_facts import offload_facts
@@ -28,6 +28,7 @@ from tiersim.engine.periods import Occupancies, period_windows
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.runs import Runs
 from tiersim.engine.setup import RunSetup
+from tiersim.engine.streaming import too_small
 from tiersim.hardware.topology import Topology, placement_problems
 from tiersim.state.inventory import Inventory, build_inventory
 from tiersim.state.placement import expert_homes, homes
@@ -43,16 +44,6 @@ def _streamed(res: Resolved, cls: str) -> bool:
     gpu, placement = res.machine.gpu.memory, res.execution.placement
     dense, experts = homes(placement, res.machine), expert_homes(placement, res.machine)
     return dense[cls] != gpu or experts[cls] != gpu
-
-
-def streaming_minimum(wl: Workload, workspace: int) -> int:
-    """GPU memory that streaming layer by layer needs even with every class homed elsewhere:
-    the workspace (the inventory's), one unit's full weights and gradients, one micro-batch
-    of one layer's activations."""
-    big_w = max(u.weights_full for u in wl.units)
-    big_g = max(u.gradients_full for u in wl.units)
-    big_a = max(u.activations for u in wl.units)
-    return workspace + big_w + big_g + big_a
 
 
 def prefetch_depth(res: Resolved, wl: Workload, hbm_peak_without_staging: int) -> int:
@@ -83,14 +74,9 @@ def prepare(res: Resolved, inv: Inventory) -> RunSetup:
     gpu = res.machine.gpu.memory
     capacity = res.machine.tiers[gpu].capacity
     workspace = inv.per_gpu["workspace"]
-    need = streaming_minimum(wl, workspace)
-    if need > capacity:
-        raise InfeasibleError(
-            f"GPU memory ({fmt_bytes(capacity)}) cannot hold even one layer's working set "
-            f"({fmt_bytes(need)}: workspace {fmt_bytes(workspace)} + one layer's "
-            "weights, gradients and activations); lower the micro-batch size or sequence "
-            "length, recompute, or add tensor/sequence parallelism"
-        )
+    why = too_small(wl, workspace, capacity)
+    if why is not None:
+        raise InfeasibleError(why)
     baseline = {
         t: sum(b for c, b in use.classes.items() if c != "activations")
         for t, use in inv.tiers.items()
@@ -177,21 +163,20 @@ def _with_breakdown(result: StepResult, setup: RunSetup) -> StepResult:
 
 def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> StepResult:
     steps = steady.steps_to_simulate(res)[0]
-    runs = steady.samples(res, setup.wl.stage)
-    why = None
-    if runs is not None:
+    tries = Tries(res, steady.samples(res, setup.wl.stage))
+    for runs in tries:  # later samples where an update overlaps the next step's head
         _check_size(res, steps, max(runs), setup.wl.parts_per_layer)
         extrapolated = _extrapolated(res, setup, runs, recorder)
         if not isinstance(extrapolated, steady.NoRepetition):
             return extrapolated
-        why = extrapolated.why
+        tries.refused(extrapolated.why)
     _check_size(res, steps, res.execution.training.grad_accumulation, setup.wl.parts_per_layer)
     result, _, checkpoint = _measured(res, setup, recorder, verify=False)
     if checkpoint is not None:
         result = replaced(result, checkpoint=checkpoint(result))
-    if runs is None:
+    if tries.first is None:
         return replaced(result, steady_state="full")
-    return replaced(result, steady_state="full (no repetition found)", steady_state_why=why)
+    return replaced(result, steady_state="full (no repetition found)", steady_state_why=tries.why())
 
 
 def _measured(

@@ -20,8 +20,9 @@ to the round-off its own arithmetic can produce where that is larger: `round_off
 peak and lowest occupancy be the same, and in the longest run the ops of its last two full
 steady periods (before the pairs `margins` keeps after them) must start and end exactly one
 period apart. Then each figure is the longest run's plus (m - n - 2P)/P times that growth.
-Where it does not hold, m micro-batches are simulated in full, and the report says so and
-why (`NoRepetition`: the first figure that broke it).
+Where it does not hold (nor later samples' under an update that overlaps the next step:
+tiersim.engine.later_samples), m micro-batches are simulated in full, and the report says so
+and why (`NoRepetition`: the first figure that broke it).
 
 Round-off. A run's seconds are SimPy's clock, one addition an event, and sums over its
 intervals, one term an event at most, each term of the clock's magnitude: recursive summation

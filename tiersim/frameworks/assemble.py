@@ -25,6 +25,7 @@ from tiersim.frameworks.hf_auto import HIDDEN, fill_from_hidden
 from tiersim.frameworks.mapping import PENDING, Mapped, as_yaml
 from tiersim.frameworks.megatron import read_megatron
 from tiersim.frameworks.megatron_vocab import bridge_keeps_vocab
+from tiersim.frameworks.sources import origin, sourced
 from tiersim.frameworks.torchtitan import read_torchtitan
 from tiersim.frameworks.values import ValueProblem
 
@@ -121,6 +122,9 @@ def _merged(mappings: list[Mapped]) -> tuple[dict[str, Any], dict[str, str], dic
                 )
             values[path] = value
             sources[path] = f"{m.source}: {m.sources[path]}"
+        for path, key in m.sources.items():  # a part of a value built from several keys
+            if path not in m.values:
+                sources[path] = f"{m.source}: {key}"
         for key, value in m.facts.items():
             if key in facts and facts[key] != value and key in _FACTS:
                 why = f"{value} replaces {facts[key]} from an earlier file"
@@ -275,6 +279,11 @@ def import_configs(paths: list[Path], options: ImportOptions) -> Imported:
         set_path(raw, path.split("."), value)
     raw.setdefault("hardware", {"preset": options.hardware})
     drop_aliases_set(raw, list(options.overrides))  # a --set of either spelling wins
+    for override in options.overrides:  # its value is the user's, not a config's
+        typed = override.partition("=")[0].strip()
+        for path in [p for p in sources if p == typed or p.startswith(f"{typed}.")]:
+            del sources[path]
+        sources[typed] = ""  # not its mapped parent's either (`_source_of`)
     raw = apply_overrides(raw, list(options.overrides), "tiersim import")
     if not isinstance(raw.get("model"), dict) or not raw["model"]:
         why = (
@@ -341,29 +350,15 @@ def _validated(
     try:
         return build(raw, Path.cwd(), "imported scenario")
     except InputError as exc:
-        pending = [p for p in exc.problems if p.path in PENDING and p.path in sources]
+        pending = [p for p in exc.problems if p.path in PENDING and sources.get(p.path)]
         if pending:  # noted and left out even beside other problems, which are then raised
             for p in pending:
                 why = f"not modelled for this scenario by this version: {p.path}: {p.message}"
-                file, key = _origin(sources.pop(p.path), paths, source)
+                file, key = origin(sources.pop(p.path), paths, source)
                 notes.append((file, Problem(key, why, "W-IMPORT-UNMAPPED")))
                 _unset(raw, p.path.split("."))
             return _validated(raw, sources, paths, notes, source)
-        problems = [
-            Problem(p.path, f"{p.message} (from {sources[p.path]})", p.code)
-            if p.path in sources
-            else p
-            for p in exc.problems
-        ]
-        raise InputError(exc.source, problems) from None
-
-
-def _origin(said: str, paths: list[Path], source: str) -> tuple[str, str]:
-    """(file, key) of a merged source, 'FILE: KEY' (the note names the file once)."""
-    for path in map(str, paths):
-        if said.startswith(f"{path}: "):
-            return path, said[len(path) + 2 :]
-    return source, said
+        raise sourced(exc, sources, paths, source) from None
 
 
 def _unset(raw: dict[str, Any], keys: list[str]) -> None:

@@ -98,15 +98,18 @@ class Mapped:
     # facts the assembly needs beside the scenario keys (world size, a model preset's name)
     facts: dict[str, Any] = field(default_factory=dict)
 
-    def put(self, path: str, value: Any, key: str) -> None:
+    def put(self, path: str, value: Any, key: str, parts: dict[str, str] | None = None) -> None:
         """`path` := `value`, read from the framework's `key`; a third-round key this version
-        does not take is a note instead."""
+        does not take is a note instead. `parts`: the framework's own key of a value inside
+        `value` (a mapping built from several keys), by its scenario path under `path`, so
+        that a problem there names the key it came from."""
         if path in PENDING and not accepts(path, value):
             why = f"not yet modelled by this version: {path}: {as_yaml(value)} (left out)"
             self.notes.append(Problem(key, why, "W-IMPORT-UNMAPPED"))
             return
         self.values[path] = value
         self.sources[path] = key
+        self.sources.update(parts or {})
 
     def unmapped(self, key: str, value: Any, why: str = "") -> None:
         """A key with no scenario counterpart: named with its value, and why where known."""

@@ -22,6 +22,9 @@ PRESETS = {("llama3", "8B"): "llama-3-8b", ("llama3", "70B"): "llama-3-70b",
            ("llama2", "70B"): "llama-2-70b", ("deepseek_v3", "671B"): "deepseek-v3",
            ("qwen3", "8B"): "qwen3-8b", ("qwen3", "30B-A3B"): "qwen3-30b-a3b"}  # fmt: skip
 DTYPES = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
+# [float8] recipe_name's values (torchtitan/config/job_config.py, Float8Linear.recipe_name:
+# Literal["tensorwise", "rowwise", "rowwise_with_gw_hp"] | None; torchao's recipe names)
+FLOAT8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
 PARALLEL_DEGREES = ("data_parallel_replicate_degree", "data_parallel_shard_degree",
                     "tensor_parallel_degree", "pipeline_parallel_degree",
                     "context_parallel_degree", "expert_parallel_degree",
@@ -201,8 +204,8 @@ def _float8(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) ->
     settings = out.facts.setdefault("float8_settings", {})
     for key, value in body.items():
         where = f"{section}.{key}"
-        if key == "recipe_name":
-            settings["recipe"] = (text(where, value), where)
+        if key == "recipe_name":  # torchtitan's Literal (job_config.py, Float8Linear)
+            settings["recipe"] = (text(where, value, FLOAT8_RECIPES), where)
         elif key == "enable_fsdp_float8_all_gather":  # torchao's FP8 all-gather of the shards
             settings["param_gather"] = (boolean(where, value), where)
         else:
@@ -222,7 +225,8 @@ def _fp8(out: Mapped) -> None:
             out.unmapped(where, value, why)
         return
     fp8 = {key: value for key, (value, _) in settings.items()}
-    out.put("training.fp8", {"recipe": "tensorwise"} | fp8, out.facts["float8"])
+    parts = {f"training.fp8.{key}": where for key, (_, where) in settings.items()}
+    out.put("training.fp8", {"recipe": "tensorwise"} | fp8, out.facts["float8"], parts)
 
 
 def _checkpoint(out: Mapped, section: str, body: dict[str, Any], hf_config: bool) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from tiersim.core.errors import shown
 
 MISSING = object()
+LARGEST = 10**16  # the most a count read from a config may be (bytes, parameters, steps)
 
 
 class ValueProblem(ValueError):
@@ -35,8 +36,10 @@ def integer(key: str, value: Any, low: int = 1, whole_float: bool = True) -> int
             raise ValueProblem(
                 key, f"is {shown(value)} (expected a whole number >= {low})"
             ) from None
-    if not isinstance(value, int) or value < low or value > 10**16:
+    if not isinstance(value, int) or value < low:
         raise ValueProblem(key, f"is {shown(value)} (expected a whole number >= {low})")
+    if value > LARGEST:  # a whole number >= low, but none a config counts reaches it
+        raise ValueProblem(key, f"is {shown(value)} (expected a whole number from {low} to 10^16)")
     return value
 
 

@@ -23,11 +23,13 @@ from tiersim.config.load import Loaded, build, build_resolved
 from tiersim.config.mesh import Mesh
 from tiersim.config.overrides import set_path
 from tiersim.config.presets import resolve as resolve_presets
-from tiersim.config.schema import Placement, Scenario
+from tiersim.config.schema import ExpertPlacement, Placement, Scenario
 from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.records import record
+from tiersim.engine import margins
 from tiersim.hardware.topology import Topology
 from tiersim.plan.bound import StepBound, step_bound, wear_floor
+from tiersim.plan.nearest import Miss, Over, bytes_over, missed, nearer, overflowing
 from tiersim.plan.space import override_text
 from tiersim.plan.upper import alike_runs, checkpoint_share_s, margin, serial_step_s
 from tiersim.runner import check_runnable
@@ -44,6 +46,8 @@ PREFETCH = "simulation.prefetch_depth"
 PLACED = "placement."  # the choices `Checker._placed` sets in a scenario built before
 NO_DEPTH = {"simulation": {"prefetch_depth"}}  # a key's scenario but the depth (`_key`)
 RECENT = 64  # valid scenarios kept to set another prefetch depth in (a space's last keys')
+# the classes a placement homes (placement.<class>, and placement.experts.<class> where it has it)
+PLACED_CLASSES = tuple(c.name for c in STATE_CLASSES if c.name in Placement.model_fields)
 # the choices a workload's shared parts never read (workload.work.build_workload)
 HOME_CHOICES = frozenset(
     {f"placement.{c.name}" for c in STATE_CLASSES} | {"placement.optimizer_compute"}
@@ -83,9 +87,13 @@ class Pruned:
     unfit: Counter = field(default_factory=Counter)  # tier -> candidates it cannot hold
     unfit_candidates: int = 0  # candidates some tier cannot hold
     duplicates: int = 0
+    # of those, the ones that differ at most in the home of a class none holds a byte of (an
+    # optimizer without state: sgd), by the classes ("optimizer", `Checker._key`)
+    empty_homes: Counter = field(default_factory=Counter)
     keys: list[str] = field(default_factory=list)  # each kept candidate's scenario key
     seen: set[str] = field(default_factory=set)  # the keys, to find a duplicate by
     base: tuple[dict[str, Any], str, str] | None = None  # (mapping, folder, source)
+    nearest: Miss | None = None  # the unfit candidate nearest to fitting (plan.nearest)
 
     def task(self, candidate: Candidate) -> PointTask:
         """The candidate's point as a worker runs it: the scenario's mapping with its
@@ -100,6 +108,13 @@ class Pruned:
         sets = " --set ".join(candidate.overrides)
         return PointTask(mapping, folder, f"{source} --set {sets}", remedies=False)
 
+    def duplicate(self, key: str) -> None:
+        """A candidate whose scenario's key (`Checker._key`) one kept already has."""
+        self.duplicates += 1
+        empty = key.split("|")[2:]
+        if empty:
+            self.empty_homes[" and ".join(empty)] += 1
+
     def merge(self, part: Pruned) -> None:
         """`part`'s candidates (checked after this one's) added, the duplicates of those
         kept here dropped."""
@@ -108,9 +123,11 @@ class Pruned:
         self.unfit.update(part.unfit)
         self.unfit_candidates += part.unfit_candidates
         self.duplicates += part.duplicates
+        self.empty_homes.update(part.empty_homes)
+        self.nearest = nearer(self.nearest, part.nearest)
         for key, candidate in zip(part.keys, part.kept, strict=True):
             if key in self.seen:
-                self.duplicates += 1
+                self.duplicate(key)
                 continue
             self.seen.add(key)
             self.keys.append(key)
@@ -130,7 +147,7 @@ def prune(
         out.checked += 1
         candidate, key = check(combo, out)
         if candidate is not None and key in out.seen:
-            out.duplicates += 1
+            out.duplicate(key)
         elif candidate is not None:
             out.seen.add(key)
             out.keys.append(key)
@@ -145,13 +162,15 @@ class Assessed:
     """What a candidate's inventory, bounds and wear floor say: the same for candidates that
     differ only in `simulation.*` (the inventory and the workload never read that section)."""
 
-    over: tuple[str, ...]  # tiers its resident state does not fit
+    over: Over  # (tier, resident bytes, capacity) of each its resident state does not fit
+    empty: tuple[str, ...] = ()  # placed classes that hold no byte in the whole model
     bound: StepBound | None = None
     tokens: int = 0
     hbf_optimizer: bool = False
     floor: tuple[float, str | None] = (0.0, None)
     upper_s: float = math.inf
     checkpoint_upper_s: float = math.inf  # the part of `upper_s` a checkpoint's stall adds
+    one_period: bool | None = None  # its run measures one period (margins.one_period)
     costs: tuple = ()  # (GPUs, price per GPU-hour, tier prices, amortization): `costs`
 
 
@@ -260,12 +279,11 @@ class Checker:
         # scenario, and its problems carry no lines: the resolved path has no text)
         return dataclasses.replace(base, scenario=scenario, resolved={})
 
-    def _passes(self, rest: tuple, s: Scenario, res: Resolved | None) -> int:
-        """The layer passes its run simulates (sweep.estimate.work, which reads no prefetch
-        depth: the same for the candidates that differ only in that); `res`: `s` resolved,
-        where the caller has it."""
+    def _passes(self, rest: tuple, s: Scenario, res: Resolved | None, one: bool | None) -> int:
+        """The layer passes its run simulates (sweep.estimate.work: it reads no prefetch
+        depth); `res`, `one`: `s` resolved and its run's one period, where known."""
         if rest not in self.passes:
-            self.passes[rest] = layer_passes(s, res)
+            self.passes[rest] = layer_passes(s, res, one)
         return self.passes[rest]
 
     def __call__(self, combo, out: Pruned) -> tuple[Candidate | None, str]:
@@ -283,8 +301,10 @@ class Checker:
             self.assessed[shared] = assess(s, self.workloads.setdefault(alike, {}), res)
         a = self.assessed[shared]
         if a.over:
-            out.unfit.update(a.over)
+            out.unfit.update(tier for tier, _, _ in a.over)
             out.unfit_candidates += 1
+            if out.nearest is None or bytes_over(a.over) < out.nearest.over_bytes:
+                out.nearest = missed(tuple(self.text(p, v) for p, v in combo), a.over)
             return None, ""
         overrides = tuple(self.text(p, v) for p, v in combo)
         gpus, price, prices, amortization = a.costs
@@ -294,7 +314,7 @@ class Checker:
             None,
             gpus,
             price,
-            self._passes(rest, s, res),
+            self._passes(rest, s, res, a.one_period),
             bound=a.bound,
             tokens_per_step=a.tokens,
             hbf_optimizer=a.hbf_optimizer,
@@ -305,18 +325,23 @@ class Checker:
             upper_s=a.upper_s,
             checkpoint_upper_s=a.checkpoint_upper_s,
         )
-        return candidate, self._key(rest, s)
+        return candidate, self._key(rest, s, a.empty)
 
-    def _key(self, rest: tuple, s: Scenario) -> str:
+    def _key(self, rest: tuple, s: Scenario, empty: tuple[str, ...] = ()) -> str:
         """Its scenario's key: equal for equal scenarios, however written (`Pruned.seen`).
         The scenario but its prefetch depth, hashed once for the candidates that differ only
-        in that (`rest`: the same choices), then the depth."""
+        in that (`rest`: the same choices), then the depth. The home of a class that holds
+        no byte (`empty`: sgd's optimizer state) is left out, and the class named after: a
+        candidate that differs only there holds the same bytes in the same tiers and moves
+        the same (its run differs by round-off: docs/review-2026-12-07-b.md)."""
         if rest not in self.dumps:
             if len(self.dumps) >= RECENT:
                 self.dumps.clear()
-            dump = s.model_dump_json(exclude=NO_DEPTH).encode()
+            experts = {c: True for c in empty if c in ExpertPlacement.model_fields}
+            exclude = NO_DEPTH | {"placement": dict.fromkeys(empty, True) | {"experts": experts}}
+            dump = s.model_dump_json(exclude=exclude).encode()
             self.dumps[rest] = hashlib.sha256(dump).hexdigest()[:16]
-        return f"{self.dumps[rest]}|{s.simulation.prefetch_depth!r}"
+        return "|".join((self.dumps[rest], repr(s.simulation.prefetch_depth), *empty))
 
 
 def assess(s: Scenario, shared: dict | None = None, res: Resolved | None = None) -> Assessed:
@@ -328,15 +353,16 @@ def assess(s: Scenario, shared: dict | None = None, res: Resolved | None = None)
     `s` resolved, where the caller has it."""
     res = resolve(s) if res is None else res
     inv = build_inventory(res, shared)
-    over = tuple(name for name, use in inv.tiers.items() if not use.fits)
+    over = overflowing(inv.tiers)
     if over:
         return Assessed(over)
     costs = costs_of(s)
+    empty = tuple(c for c in PLACED_CLASSES if inv.dense[c] == inv.per_gpu[c] == 0)
     on_hbf = inv.tiers[HBF].classes.get("optimizer", 0) > 0 if HBF in inv.tiers else False
     try:
         wl = build_workload(res, inv, shared)
     except (InputError, InfeasibleError, ValueError, ZeroDivisionError):
-        return Assessed((), hbf_optimizer=on_hbf, costs=costs)
+        return Assessed((), empty, hbf_optimizer=on_hbf, costs=costs)
     runs = alike_runs(wl.units)  # read by the bound's port terms and both sums
     bound = step_bound(res, wl, runs)
     # a flash tier whose reads and programs share its dies runs at ports a first simulation
@@ -350,7 +376,8 @@ def assess(s: Scenario, shared: dict | None = None, res: Resolved | None = None)
         upper = factor * (step + share)  # plan.upper.period_upper_s, with its margin
     floor = wear_floor(s, bound.written)
     tokens = wl.tokens_per_step
-    return Assessed((), bound, tokens, on_hbf, floor, upper, factor * share, costs)
+    one = margins.one_period(res, wl.units)
+    return Assessed((), empty, bound, tokens, on_hbf, floor, upper, factor * share, one, costs)
 
 
 def costs_of(s: Scenario) -> tuple[int, float | None, dict[str, float], float | None]:

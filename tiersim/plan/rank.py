@@ -86,13 +86,18 @@ def rerun_overrides(base: tuple[str, ...], own: tuple[str, ...]) -> list[str]:
     return [*kept, *own]
 
 
+def rerun_sets(base: tuple[str, ...], own: tuple[str, ...]) -> str:
+    """`--set PATH=VALUE ...` as a shell takes them (`rerun_overrides`: each key once)."""
+    return " ".join(f"--set {_quoted(o)}" for o in rerun_overrides(base, own))
+
+
 def entry(
     sim: Simulated, objective: str, scenario: str, base: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """One plan as reported: its overrides, figures, and what binds it. `base`: the
     plan's own --set overrides, which its rerun line repeats before the candidate's."""
     r = sim.report
-    sets = " ".join(f"--set {_quoted(o)}" for o in rerun_overrides(base, sim.candidate.overrides))
+    sets = rerun_sets(base, sim.candidate.overrides)
     return {
         "overrides": list(sim.candidate.overrides),
         "rerun": f"tiersim run {scenario} {sets}".rstrip(),

@@ -8,7 +8,15 @@ from typing import Any
 from tiersim.analysis.cost import PRICE_UNIT
 from tiersim.analysis.wear import GradAccumulationFit
 from tiersim.core.units import fmt_bytes, fmt_time
-from tiersim.plan.rank import entry, feasible, first_worn_out_days, hbf_question, ranked
+from tiersim.plan.nearest import miss_lines, miss_section, peak_miss
+from tiersim.plan.rank import (
+    entry,
+    feasible,
+    first_worn_out_days,
+    hbf_question,
+    ranked,
+    rerun_sets,
+)
 from tiersim.plan.run import PlanOutcome
 from tiersim.report.wear import (
     bytes_rounded_up,
@@ -49,6 +57,9 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             "do_not_fit": dict(pruned.unfit),
             "do_not_fit_candidates": pruned.unfit_candidates,
             "duplicates": pruned.duplicates,
+            # of which, by class: differing at most in the home of a class none holds a byte
+            # of (sgd's optimizer state), so nothing lives where the choice puts it
+            "duplicates_by_empty_home": dict(pruned.empty_homes),
             # never simulated: their step-time bound could not reach the answer, by the term
             # that set the bound (tiersim.plan.contenders)
             "pruned_by_bound": dict(outcome.pruned_by_bound),
@@ -59,6 +70,12 @@ def plan_report(outcome: PlanOutcome, objective: str, top: int) -> dict[str, Any
             "peak_does_not_fit": sum(1 for s in sims if s.report and not s.report["fits"]),
             "fail_a_wear_budget": fit_but_worn,
             "feasible": sum(1 for s in sims if feasible(s)),
+            # the candidate nearest to fitting, by the exact inventory and at its simulated
+            # peak: the tiers it overflows and by how many bytes (plan.nearest)
+            "nearest_miss": {
+                "inventory": miss_section(pruned.nearest),
+                "peak": miss_section(peak_miss(sims)),
+            },
         },
         "plans": [
             {"rank": i + 1, **entry(s, objective, outcome.source, base)} for i, s in enumerate(best)
@@ -87,7 +104,7 @@ def _off_batch(space: dict[str, Any]) -> str:
 
 
 def _with(base: list[str]) -> str:
-    return f" (with --set {', '.join(base)})" if base else ""
+    return f" (with {rerun_sets(tuple(base), ())})" if base else ""
 
 
 def plan_text(report: dict[str, Any]) -> str:
@@ -100,7 +117,8 @@ def plan_text(report: dict[str, Any]) -> str:
         + _off_batch(report["space"]),
         f"  {c['checked']:,} checked: {c['invalid']:,} invalid{_reasons(c)}, "
         f"{c['do_not_fit_candidates']:,} do not fit by the exact inventory"
-        f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicates"
+        f"{_unfit(c['do_not_fit'])}, {c['duplicates']:,} duplicate{'s' * (c['duplicates'] != 1)}"
+        f"{_empty_homes(c['duplicates_by_empty_home'])}"
         f"{_by_bound(c['pruned_by_bound'])}; {c['simulated']:,} "
         f"simulated: {c['feasible']:,} fit and hold every budget, {c['peak_does_not_fit']:,} "
         f"overflow at their peak, {c['fail_a_wear_budget']:,} fail a wear budget"
@@ -110,6 +128,7 @@ def plan_text(report: dict[str, Any]) -> str:
     if not report["plans"]:
         why = [f"\n  {k}, e.g.: {e}" for k, e in c["first_errors"].items()]
         blocks.append("No plan fits every tier and holds every wear budget." + "".join(why))
+        blocks += _nearest(report)
     for plan in report["plans"]:
         blocks.append(_plan_block(plan, f"#{plan['rank']}"))
     question = report.get("hbf_optimizer")
@@ -117,6 +136,21 @@ def plan_text(report: dict[str, Any]) -> str:
         ranks = {tuple(p["overrides"]): p["rank"] for p in report["plans"]}
         blocks.append(_hbf_block(question, ranks))
     return "\n\n".join(blocks)
+
+
+def _nearest(report: dict[str, Any]) -> list[str]:
+    """The nearest misses, where no plan fits: each with the command that shows it."""
+    near, blocks = report["candidates"]["nearest_miss"], []
+    base, scenario = report["base_overrides"], report["scenario"]
+    for key, how, command in (
+        ("inventory", "by the exact inventory (resident state)", "inventory"),
+        ("peak", "at its simulated peak", "run"),
+    ):
+        if near[key] is not None:
+            sets = rerun_sets(tuple(base), tuple(near[key]["overrides"]))
+            line = f"tiersim {command} {scenario} {sets}".rstrip()
+            blocks.append("\n".join(miss_lines(near[key], how, line)))
+    return blocks
 
 
 def _reasons(c: dict[str, Any]) -> str:
@@ -132,6 +166,14 @@ def _by_bound(by_bound: dict[str, int]) -> str:
         return ""
     terms = ", ".join(f"{term} {n:,}" for term, n in by_bound.items())
     return f", {sum(by_bound.values()):,} pruned by their bounds ({terms})"
+
+
+def _empty_homes(by_class: dict[str, int]) -> str:
+    """' (differing only in the home of a class none holds: optimizer 3)'."""
+    if not by_class:
+        return ""
+    said = ", ".join(f"{name} {n:,}" for name, n in by_class.items())
+    return f" (differing only in the home of a class none holds: {said})"
 
 
 def _unfit(unfit: dict[str, int]) -> str:

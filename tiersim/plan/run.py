@@ -111,21 +111,25 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
 def _sample_spread(
     source: str, space: Space, pruned: Pruned, options: PlanOptions, to: TextIO
 ) -> tuple[dict[int, PointResult], float]:
-    """A sample spread over the kept candidates (`_sample`), and the time it says every
-    other kept candidate would take, as it tells the user."""
+    """A sample spread over the kept candidates (`_sample`), and what the rest would take."""
     sampled = _sample(source, space, pruned, options)
     estimate = sample_timing(pruned, sampled, sorted(sampled), options, low=False).rest_s
     mean = sum(r.elapsed_s for r in sampled.values()) / len(sampled)
     left = len(pruned.kept) - len(sampled)
     rest = f"the other {left:,} go to {_workers(options, left)}, about {fmt_time(estimate)}"
     print(
-        f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit by the inventory "
-        "(each simulated unless a bound rules it out): "
+        f"plan: {len(pruned.kept):,} of {pruned.checked:,} candidates fit by the inventory"
+        f"{_not_counting(pruned.duplicates)} (each simulated unless a bound rules it out): "
         f"a sample of {len(sampled)} spread over the space took {fmt_time(mean)} each on "
         "average; " + (rest if left else "none left"),
         file=to,
     )
     return sampled, estimate
+
+
+def _not_counting(n: int) -> str:
+    """', not counting 3 duplicates': the candidates set aside as another's (plan.prune)."""
+    return f", not counting {n:,} duplicate{'s' * (n != 1)}" if n else ""
 
 
 def _sample_best(
@@ -225,9 +229,8 @@ def _sample_hbf(
 
 
 def _remedied(sims: list[Simulated], objective: str, pruned: Pruned) -> list[Simulated]:
-    """`sims` with the one plan whose wear remedies the answer shows (`rank.best_worn`)
-    simulated again in full, its remedies checked by simulation as `tiersim run` checks them
-    (the search's own runs price them only: runner.SearchRun)."""
+    """`sims` with the plan whose wear remedies the answer shows (`rank.best_worn`) simulated
+    again, its remedies checked as `tiersim run` does (the search prices them: runner.SearchRun)."""
     worn = best_worn(sims, objective)
     if worn is None:
         return sims

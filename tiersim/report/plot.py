@@ -111,6 +111,23 @@ def step_figure(
     return fig
 
 
+def _inside(text: Any, left: float, right: float) -> None:
+    """`text` drawn only where it fits between `left` and `right` (data x) as the figure is
+    laid out when drawn (constrained layout places the axes then: a label wider than its
+    part ran past the axes and was cut at its edge, 'rward + backward'); else hidden (the
+    legend names every part). Judged at draw time, not by a layout pass of its own."""
+    draw = text.draw
+
+    def fitting(renderer: Any) -> None:
+        x0, x1 = (text.axes.transData.transform((x, 0))[0] for x in (left, right))
+        if text.get_window_extent(renderer).width > x1 - x0:
+            text.set_visible(False)
+            return
+        draw(renderer)
+
+    text.draw = fitting
+
+
 def _memory_panels(fig: Any, cell: Any, memory: Any, host: Any, report: dict[str, Any]) -> None:
     """The GPU's memory timeline, and the host's beside it where there is one (with the
     simulated step's occupancy of its tier, which the tier's panel above draws)."""
@@ -189,6 +206,7 @@ def _occupancy_legend(ax: Any, kinds: set[str]) -> None:
 
 
 def _time_bar(ax: Any, step: dict[str, Any], unit: tuple[float, str]) -> None:
+    """The step's parts as one bar, each labelled inside where its label fits (`_inside`)."""
     colours = {
         "forward + backward": COLOURS["forward"],
         "recompute": COLOURS["recompute"],
@@ -210,7 +228,7 @@ def _time_bar(ax: Any, step: dict[str, Any], unit: tuple[float, str]) -> None:
             label=f"{name} {fmt_time(seconds)}",
         )
         if seconds > 0.12 * total:
-            ax.text(
+            text = ax.text(
                 (left + seconds / 2) * scale,
                 0,
                 f"{name}\n{fmt_time(seconds)} ({100 * seconds / total:.0f} %)",
@@ -219,6 +237,7 @@ def _time_bar(ax: Any, step: dict[str, Any], unit: tuple[float, str]) -> None:
                 fontsize=8,
                 color="white",
             )
+            _inside(text, left * scale, (left + seconds) * scale)
         left += seconds
     ax.set_xlim(0, max(total, left) * scale)
     ax.set_yticks([])

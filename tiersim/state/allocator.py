@@ -17,6 +17,10 @@ The rules, from c10/cuda/CUDACachingAllocator.cpp (PyTorch 2.x, default settings
 - when a new segment would not fit the device, the allocator releases its cached segments that
   are wholly free and tries again (`release_cached_blocks`); failing that, out of memory.
 
+A part made of several tensors reaches it tensor by tensor: their own sizes where tiersim
+knows them (a layer's saved tensors without recompute, each linear weight's cached FP8 data
+and transpose), else equal shares of the part.
+
 Streams are not modelled (every block on one stream): a block freed on one stream and reused on
 another waits for events, which can only raise what is reserved.
 """
@@ -38,6 +42,17 @@ ROUND_LARGE = 2 << 20
 def round_size(nbytes: int) -> int:
     """A request's block size: a multiple of 512 bytes (at least 512)."""
     return max(MIN_BLOCK, MIN_BLOCK * math.ceil(nbytes / MIN_BLOCK))
+
+
+def request_sizes(nbytes: int, pieces: int | tuple[int, ...]) -> tuple[int, ...]:
+    """The requests a part's `nbytes` are made of: its tensors' sizes where known (a tuple,
+    which must sum to `nbytes`), else `pieces` equal shares."""
+    if isinstance(pieces, tuple):
+        if sum(pieces) != nbytes or any(p < 0 for p in pieces):
+            raise ValueError(f"pieces {pieces} do not make {nbytes} bytes")  # our bug
+        return pieces
+    count = max(1, min(pieces, nbytes))
+    return tuple(nbytes // count + (1 if k < nbytes % count else 0) for k in range(count))
 
 
 def segment_size(block: int) -> int:
@@ -90,14 +105,14 @@ class CachingAllocator:
     _live: dict[str, list[list[_Block]]] = field(default_factory=dict)
     _next: int = 0
 
-    def malloc(self, name: str, nbytes: int, pieces: int = 1) -> bool:
-        """Allocate `nbytes` for `name` as `pieces` equal requests (a part made of tensors);
-        False when the device is out of memory (what was taken stays taken)."""
+    def malloc(self, name: str, nbytes: int, pieces: int | tuple[int, ...] = 1) -> bool:
+        """Allocate `nbytes` for `name` as its tensors' requests: `pieces` equal ones (a part
+        made of tensors whose sizes are not known), or the requests' own sizes (a tuple,
+        summing to `nbytes`); False when the device is out of memory (what was taken stays
+        taken)."""
         taken: list[_Block] = []
         self._live.setdefault(name, []).append(taken)
-        pieces = max(1, min(pieces, nbytes))
-        for k in range(pieces):
-            share = nbytes // pieces + (1 if k < nbytes % pieces else 0)
+        for share in request_sizes(nbytes, pieces):
             if share <= 0:
                 continue
             block = self._take(round_size(share))

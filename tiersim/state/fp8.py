@@ -100,6 +100,19 @@ def fp8_weight_bytes(recipe: str, mats: Iterable[Matrix], layouts: int = 2) -> i
     )
 
 
+def fp8_weight_pieces(recipe: str, mats: Iterable[Matrix], layouts: int = 2) -> tuple[int, ...]:
+    """The tensors `fp8_weight_bytes` is made of, as the allocator gets them: each linear
+    weight's FP8 data in each layout (1 B a value: Float8Tensor's `_data` and its cached
+    `_transpose`, separate tensors), then its scales and metadata as one small request."""
+    out: list[int] = []
+    for m in mats:
+        if fp8_matrix(m):
+            data = m.rows * m.cols
+            rest = _weight_bytes(recipe, m.rows, m.cols, layouts) - layouts * data
+            out += [*[data] * layouts, *([rest] if rest else [])] * m.count
+    return tuple(out)
+
+
 def fp8_layouts(r: Resolved) -> int:
     """FP8 layouts a weight's copy holds: Transformer Engine's cached data and transpose (2);
     torchao's 1 (`recast_per_pass`): with `param_gather` (torchao's

@@ -8,13 +8,20 @@ from tiersim.core.records import record
 from tiersim.state.activation_kinds import divided
 from tiersim.state.activations import layer_items
 from tiersim.state.activations_moe import hf_moe_backward_moments
-from tiersim.state.fp8 import fp8_layouts, fp8_weight_bytes, gemm_cast_bytes, linear_values
+from tiersim.state.fp8 import (
+    fp8_layouts,
+    fp8_weight_bytes,
+    fp8_weight_pieces,
+    gemm_cast_bytes,
+    linear_values,
+)
 from tiersim.state.fp8_casts import TORCHAO_CASTS, TORCHAO_RECIPES, layer_cast_bytes
 from tiersim.state.inventory import per_context_rank, rank_matrices, stage_layers
 from tiersim.state.model import Transformer
 from tiersim.state.op_recompute import op_working_bytes
 from tiersim.state.resolved import Resolved
 from tiersim.state.selective_order import freed_before_core
+from tiersim.state.timeline import Pieces
 from tiersim.state.timeline_size import check_timeline_size
 
 FP8_COPIES = "FP8 weight copies (training.fp8)"
@@ -32,6 +39,10 @@ class LayerMemory:
     module: int = 0  # values of its largest module fetched whole (transformers' fused experts)
     fp8: int = 0  # bytes of its linear weights' FP8 copies (training.fp8)
     fp8_values: int = 0  # values of those linear weights
+    fp8_pieces: tuple[int, ...] = ()  # their tensors' bytes (fp8.fp8_weight_pieces)
+    # the tensors it saves with recompute none, one GPU's bytes each (the allocator's
+    # requests); empty where not known apart (recompute): `items` equal ones
+    saved_sizes: tuple[float, ...] = ()
     # torchao's FP8 casts live at once in its forward and in its backward (state/fp8_casts.py)
     fp8_cast: tuple[int, int] = (0, 0)
     fp8_cast_pieces: tuple[int, int] = (2, 2)  # their tensors: each cast's data and scales
@@ -45,12 +56,21 @@ class LayerMemory:
     # gradients inside; 0 where the layer has no such moment (its first gradient apart)
     kept_working: float = 0.0
 
-    def fp8_live(self, torchao: bool, backward: bool = False) -> tuple[str, int, int]:
+    def fp8_live(self, torchao: bool, backward: bool = False) -> tuple[str, int, Pieces]:
         """The part, bytes and tensors of its FP8 state live at once: torchao's casts of the
         GEMMs' operands (forward's or backward's), else every linear weight's both layouts."""
         if torchao:
             return TORCHAO_CASTS, self.fp8_cast[backward], self.fp8_cast_pieces[backward]
-        return FP8_COPIES, self.fp8, 2 * self.tensors
+        return FP8_COPIES, self.fp8, self.fp8_pieces or 2 * self.tensors
+
+    def saved_pieces(self) -> Pieces:
+        """The tensors of the saved set allocated in its forward (all but `first`'s)."""
+        return self.saved_sizes or self.items - self.first_items
+
+
+def fp8_pieces(layers: list[LayerMemory]) -> Pieces:
+    """The cached FP8 copies of these layers' weights, tensor by tensor."""
+    return tuple(p for lay in layers for p in lay.fp8_pieces) or 2 * len(layers)
 
 
 def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
@@ -93,8 +113,8 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
                 kept_working=_working(r, index, grads_kept=True),
                 items=items,
                 module=_largest_module(r, mat),
-                fp8=fp8_weight_bytes(tr.fp8.recipe, mat, fp8_layouts(r)) if tr.fp8 else 0,
-                fp8_values=linear_values(mat) if tr.fp8 else 0,
+                **_fp8_copies(r, mat),
+                saved_sizes=_saved_sizes(r, index) if tr.recompute == "none" else (),
                 **_torchao_casts(r, mat),
                 busiest=busiest,
                 first=first[0] if again else 0.0,
@@ -102,6 +122,32 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
             )
         )
     return out
+
+
+def _fp8_copies(r: Resolved, mats) -> dict:
+    """LayerMemory's fp8, fp8_values and fp8_pieces: its linear weights' cached FP8 copies."""
+    fp8 = r.execution.training.fp8
+    if fp8 is None:
+        return {}
+    layouts = fp8_layouts(r)
+    return {
+        "fp8": fp8_weight_bytes(fp8.recipe, mats, layouts),
+        "fp8_values": linear_values(mats),
+        "fp8_pieces": fp8_weight_pieces(fp8.recipe, mats, layouts),
+    }
+
+
+def _saved_sizes(r: Resolved, index: int) -> tuple[float, ...]:
+    """Each tensor layer `index` keeps for its backward (the accounting's items), one GPU's
+    bytes: divided over t (and under sequence parallelism), a context rank's share."""
+    model, par, tr = r.model, r.execution.parallel, r.execution.training
+    if not isinstance(model, Transformer):
+        return ()
+    items = layer_items(model, r.execution.seq_len, tr.micro_batch_size, r.accounting, index)
+    factor = model.activation_factor
+    return tuple(
+        per_context_rank(r, factor * divided([i], par.tensor, par.sequence)) for i in items
+    )
 
 
 def _torchao_casts(r: Resolved, mats) -> dict:

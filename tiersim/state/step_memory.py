@@ -43,7 +43,7 @@ from tiersim.state.fp8 import recast_per_pass
 from tiersim.state.fsdp2_memory import Fsdp2, Group, fsdp2_of, padded_group_values
 from tiersim.state.inventory import Inventory, rank_matrices, stage_bytes, tier_use
 from tiersim.state.layer_memory import FP8_COPIES as FP8
-from tiersim.state.layer_memory import LayerMemory, layer_memory
+from tiersim.state.layer_memory import LayerMemory, fp8_pieces, layer_memory
 from tiersim.state.loss_memory import (
     HEAD_GRAD,
     HEAD_INPUTS,
@@ -59,7 +59,7 @@ from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS, kept_output_bytes, 
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
 from tiersim.state.step_optimizer import optimizer_step
-from tiersim.state.timeline import Event, Timeline, evaluate
+from tiersim.state.timeline import Event, Pieces, Timeline, evaluate, fit_pieces
 from tiersim.state.vocab_grads import VocabGrads, vocab_grads
 from tiersim.state.zero3_prefetch import Zero3Gathers, zero3_gathers
 
@@ -74,11 +74,11 @@ class _Steps:
     held: dict[str, int] = field(default_factory=dict)
 
     def alloc(
-        self, moment: str, phase: str, key: str, part: str, nbytes: float, pieces: int = 1
+        self, moment: str, phase: str, key: str, part: str, nbytes: float, pieces: Pieces = 1
     ) -> None:
         n = math.ceil(nbytes)
         if n > 0:
-            self.events.append(Event(moment, phase, key, part, n, True, max(1, pieces)))
+            self.events.append(Event(moment, phase, key, part, n, True, fit_pieces(pieces, n)))
             self.held[key] = n
 
     def free(self, moment: str, phase: str, key: str, part: str) -> None:
@@ -192,7 +192,7 @@ def _forward(steps: _Steps, p: _Plan, layers: list[LayerMemory]) -> None:
         elif p.gather:
             _gather(steps, p, layers, at, "forward", range(i, min(i + p.window, len(layers))))
         saved, first = (lay.saved, lay.first) if p.on_gpu else (0, 0)
-        pieces = lay.items - lay.first_items
+        pieces = lay.saved_pieces()
         steps.alloc(at, "forward", f"saved {i}", "saved activations", saved - first, pieces)
         if first:  # freed apart in backward, before the attention core recomputes
             steps.alloc(at, "forward", f"saved first {i}", SAVED, first, lay.first_items)
@@ -326,7 +326,7 @@ def _weights_at_start(steps: _Steps, p: _Plan, layers: list[LayerMemory], rest: 
     root group is held so."""
     if not p.gather:  # with fp8_params they are the resident weights
         fp8 = 0 if p.fp8_params or p.fp8_recast else sum(lay.fp8 for lay in layers)
-        steps.alloc("start of the step", "start", "fp8", FP8, fp8, 2 * len(layers))
+        steps.alloc("start of the step", "start", "fp8", FP8, fp8, fp8_pieces(layers))
         return False
     if p.zero3:  # DeepSpeed's coordinator: its persistent parameters, the embeddings' fetch
         p.zero3.at_start(steps)

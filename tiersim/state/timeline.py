@@ -17,6 +17,22 @@ from tiersim.core.records import record
 from tiersim.state.allocator import CachingAllocator
 
 PHASES = ("start", "forward", "backward", "optimizer")
+# the tensors an allocation is made of: how many, of equal size, or their sizes where known
+Pieces = int | tuple[int, ...]
+
+
+def fit_pieces(pieces: Pieces, nbytes: int) -> Pieces:
+    """An allocation's pieces for its `nbytes` (rounded up to whole bytes): a count at least 1;
+    sizes (each rounded to whole bytes) made to sum to `nbytes` on the largest, where they
+    differ by less than one byte a piece, else their count (equal shares)."""
+    if not isinstance(pieces, tuple):
+        return max(1, pieces)
+    sizes = [round(p) for p in pieces]
+    short = nbytes - sum(sizes)
+    if not sizes or abs(short) > len(sizes):
+        return max(1, len(sizes))
+    sizes[sizes.index(max(sizes))] += short
+    return tuple(sizes)
 
 
 @record
@@ -27,7 +43,7 @@ class Event:
     part: str  # what it is part of, as the peak's breakdown says it
     nbytes: int  # bytes requested (the same on its free)
     alloc: bool  # True: allocated here; False: freed here
-    pieces: int = 1  # the tensors it is made of (the allocator serves each apart)
+    pieces: Pieces = 1  # the tensors it is made of (the allocator serves each apart)
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -42,7 +58,13 @@ class Steps(Protocol):
     held: dict[str, int]  # key: bytes, of what is allocated now
 
     def alloc(
-        self, moment: str, phase: str, key: str, part: str, nbytes: float, pieces: int = 1
+        self,
+        moment: str,
+        phase: str,
+        key: str,
+        part: str,
+        nbytes: float,
+        pieces: Pieces = 1,
     ) -> None: ...
 
     def free(self, moment: str, phase: str, key: str, part: str) -> None: ...

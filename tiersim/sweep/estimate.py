@@ -29,12 +29,14 @@ from typing import Any
 
 from tiersim.config.load import build
 from tiersim.config.schema import Scenario
-from tiersim.core.errors import InputError
+from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.records import record
-from tiersim.engine import steady
+from tiersim.engine import margins, steady
+from tiersim.state.inventory import build_inventory
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.sweep.plot_limits import plottable
 from tiersim.sweep.worker import PointTask
+from tiersim.workload.work import build_workload
 
 # Drawing the plots, once the points are done: matplotlib's import, then about this long a
 # figure (measured on this project's 2-core machine: hbf-write-vs-accumulation's 30 figures
@@ -68,8 +70,10 @@ class Work:
 NOTHING = Work(0, 0, 0)
 
 
-def work(s: Scenario, res: Resolved | None = None) -> Work:
-    """`res`: `s` resolved, where the caller has it (else resolved here)."""
+def work(s: Scenario, res: Resolved | None = None, one: bool | None = None) -> Work:
+    """`res`: `s` resolved, where the caller has it (else resolved here); `one`: whether its
+    extrapolated run measures one period, a period shorter (`margins.one_period`), where
+    the caller knows (else worked out here, the workload built where it decides it)."""
     res = resolve(s) if res is None else res
     units = res.model.layers // s.parallel.pipeline + 1
     samples = steady.samples(res, 0)  # stage 0's: the one with the longest warm-up
@@ -80,6 +84,8 @@ def work(s: Scenario, res: Resolved | None = None) -> Work:
     steps = steady.steps_to_simulate(res)[0]
     if samples is not None and (steady.one_run(res) or apart):  # the longest sample's run
         samples = samples[-1:]
+        if not apart and (_one_period(res) if one is None else one):
+            samples = (samples[0] - steady.period(res),)  # tried first, and kept if it repeats
     micro_batches = sum(samples) if samples is not None else s.training.grad_accumulation
     micro_batches *= 1 + int(apart)  # the checkpoint's run is one more of that step
     # measured apart (tiersim.engine.checkpoint_apart): the plain run and one run of the
@@ -89,8 +95,20 @@ def work(s: Scenario, res: Resolved | None = None) -> Work:
     return Work(steps * micro_batches * units, runs, runs * steps * units)
 
 
-def layer_passes(s: Scenario, res: Resolved | None = None) -> int:
-    return work(s, res).passes
+def _one_period(res: Resolved) -> bool:
+    """`margins.one_period`, the workload built only where its other checks hold (an
+    interleaved stage that fetches nothing: 2-5 ms on Korthikanti's 530B, this machine)."""
+    if not margins.may_run_one_period(res):
+        return False
+    try:
+        units = build_workload(res, build_inventory(res)).units
+    except (InputError, InfeasibleError, ValueError, ZeroDivisionError):
+        return False  # a point the simulation refuses (plan.prune.assess's catch)
+    return margins.one_period(res, units)
+
+
+def layer_passes(s: Scenario, res: Resolved | None = None, one: bool | None = None) -> int:
+    return work(s, res, one).passes
 
 
 def task_work(task: PointTask) -> Work:
