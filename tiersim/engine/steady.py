@@ -299,8 +299,7 @@ def _bounds(last: StepResult, runs: list[StepResult]) -> tuple[dict, dict]:
 def _grown(
     last: StepResult, figs: dict, step: dict, periods: int, runs: list[StepResult]
 ) -> StepResult:
-    """`last` with each additive figure `periods` times its growth more; events and wall time
-    the simulation's own: what the runs cost together."""
+    """`last`, each additive figure `periods` times its growth more; events, wall: the runs'."""
     f = {k: v + periods * step[k] for k, v in figs.items()}
     spans = {"time_s": f[("s", "time_s")], LINK_TIME: f[("s", LINK_TIME)]}
     cost = {name: sum(getattr(r, name) for r in runs) for name, _ in with_rule(last, COST)}
