@@ -35,11 +35,13 @@ def test_the_mlp_share_of_the_saved_set_by_hand():
     #   524,288; post-attention RMSNorm: fp32 input 4·128·128 = 65,536, fp32 1/rms 4·128 =
     #   512, normalised 2·128·128 = 32,768; o_proj input 2·128·(4·32) = 32,768
     #   = 688,640 B in 2 + 3 + 1 = 6 tensors
-    # recomputed: the fp32 softmax of b·heads·s² = 4·128·128 = 65,536 scores (262,144 B)
-    #   and its bf16 cast (131,072 B) = 393,216 B
+    # the core's peak: the recomputed fp32 softmax of b·heads·s² = 4·128·128 = 65,536 scores
+    #   (262,144 B), its gradient cast up to fp32 and the softmax's fp32 backward result, 3 x
+    #   262,144 = 786,432 B (its two saved s² tensors, 393,216 B, below it); beside it the
+    #   gradient flowing between layers 2·128·128 = 32,768 B
     for lay in layer_memory(resolved("selective"), 0):
         assert (lay.first, lay.first_items) == (688_640, 6)
-        assert lay.recompute == 393_216
+        assert (lay.recompute, lay.core_working) == (786_432, 32_768)
 
 
 def test_recompute_is_allocated_after_the_mlp_share_is_freed():
@@ -48,12 +50,14 @@ def test_recompute_is_allocated_after_the_mlp_share_is_freed():
     keys = [(e.key, e.alloc) for e in events if e.moment == "backward: layer 1"]
     assert keys.index(("saved first 1", False)) < keys.index(("recompute 1", True))
     # the layer's backward peaks in its MLP's backward: the whole saved set and the
-    # transients; after the free, the core's working set is 393,216 - 688,640 B lower or higher
+    # transients (2·128·128 + 2·2·128·512 = 294,912 B); then the MLP's share is freed, its
+    # gradients too (the flowing one, 32,768 B, left) and the core's 786,432 B allocated:
+    # -688,640 - 294,912 + 32,768 + 786,432 = 164,352 B below the MLP's moment
     t = evaluate("cpu", float("inf"), events, [])
     at = [a for e, a in zip(t.events, t.allocated, strict=True) if e.moment == "backward: layer 1"]
-    assert at[1] - at[0] == -688_640  # the free
-    assert at[2] - at[1] == 393_216  # the recompute, 295,424 B below the MLP's moment
-    assert max(at) == at[0]
+    steps = [at[k + 1] - at[k] for k in range(4)]
+    assert steps == [-688_640, -294_912, 32_768, 786_432]
+    assert max(at) == at[0] == at[4] + 164_352
 
 
 def test_without_the_s_squared_terms_nothing_moves():

@@ -114,6 +114,26 @@ def test_step_peak_with_selective_recompute(shape, kernel, dtype):
     assert c.predicted.peak_phase == c.measured.peak_phase == "backward"
 
 
+def test_eager_selective_core_backward_peak_at_hidden_64():
+    """Issue 38's narrower shape (hidden 64: 4 heads of 16, 2 kv heads, MLP 384, vocabulary
+    128), eager selective in bf16, recorded on the CPU (torch 2.13, transformers 5;
+    state/selective_order.py): the step peaks in the last layer's core backward at
+    3,038,104 B, `_softmax_backward_data`'s fp32 result beside the recomputed fp32 softmax
+    output and its gradient cast up to fp32. From 2,235,288 B when the core starts:
+    +802,816 B = 3 x 262,144 (4 B x 4 heads x 128²) + 16,384 (k and v repeated to 4 heads,
+    2 x 16,384, recomputed; the out-projection's output gradient, 16,384, freed: not counted).
+    The timeline counted the core's two saved s² tensors (393,216) beside the MLP's gradients
+    (196,608) and put the peak in the loss's backward, -2.42 %: now the core's 786,432 beside
+    the flowing gradient (16,384), -0.33 % (10,136 B: those 16,384 B of the core, 6,248 B over
+    before it), at the same moment."""
+    shape = {"hidden": 64, "heads": 4, "kv_heads": 2, "ffn_hidden": 384, "vocab": 128}
+    c = compare_step(step_scenario(shape, "selective", "bf16", kernel="eager"), "bf16")
+    # under by the core's uncounted 16,384 B at most (and 6,248 B over before it)
+    assert 0 < c.measured.peak_bytes - c.predicted.peak_bytes <= 16_384, (c.measured, c.predicted)
+    assert c.timeline.peak_event.moment == "backward: layer 1"
+    assert c.timeline.peak_event.part == "recompute working set"
+
+
 def test_measure_huggingface_on_the_cpu_compares_the_step_peaks():
     """`tiersim measure --implementation huggingface` on the CPU: the step's peak from the
     profiler beside the memory timeline's, GPT-2 (tiny; dropout 0.1 as GPT-2's config) in fp32."""

@@ -20,7 +20,7 @@ from tiersim.state.inventory import per_context_rank, rank_matrices, stage_layer
 from tiersim.state.model import Transformer
 from tiersim.state.op_recompute import op_working_bytes
 from tiersim.state.resolved import Resolved
-from tiersim.state.selective_order import freed_before_core
+from tiersim.state.selective_order import core_backward_peak, freed_before_core
 from tiersim.state.timeline import Pieces
 from tiersim.state.timeline_size import check_timeline_size
 
@@ -55,6 +55,9 @@ class LayerMemory:
     # kept as the unsharded `.grad` (an MoE layer's under huggingface: the experts'), those
     # gradients inside; 0 where the layer has no such moment (its first gradient apart)
     kept_working: float = 0.0
+    # selective under huggingface: the backward transients left when the core recomputes (the
+    # gradient flowing between layers; the MLP's freed by then); 0: `working` held throughout
+    core_working: float = 0.0
 
     def fp8_live(self, torchao: bool, backward: bool = False) -> tuple[str, int, Pieces]:
         """The part, bytes and tensors of its FP8 state live at once: torchao's casts of the
@@ -108,7 +111,7 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
                 tensors=sum(m.count for m in mat),
                 largest=_largest_tensor(r, mat),
                 saved=saved,
-                recompute=again,
+                **_core_moment(r, index, again, first[0]),
                 working=_working(r, index),
                 kept_working=_working(r, index, grads_kept=True),
                 items=items,
@@ -183,6 +186,22 @@ def _freed_first(r: Resolved, index: int) -> tuple[float, int]:
     share = freed_before_core(layer_items(model, seq, b, acc, index))
     nbytes = model.activation_factor * divided(share, par.tensor, par.sequence)
     return per_context_rank(r, nbytes), len(share)
+
+
+def _core_moment(r: Resolved, index: int, again: float, freed: float) -> dict:
+    """LayerMemory's recompute and core_working: `again`, where no share of the saved set is
+    freed before the core; else, selective under huggingface, what the attention core's
+    recompute and backward hold at their peak (selective_order.core_backward_peak; at least
+    `again`) and the backward transients beside it, the gradient flowing between layers."""
+    if not (freed and again):
+        return {"recompute": again}
+    model, par, tr, acc = r.model, r.execution.parallel, r.execution.training, r.accounting
+    seq, b = r.execution.seq_len, tr.micro_batch_size
+    assert isinstance(model, Transformer)  # a share freed: a transformer's (_freed_first)
+    items = layer_items(model, seq, b, acc, index)  # the softmax output: split over t
+    peak = per_context_rank(r, model.activation_factor * core_backward_peak(items) / par.tensor)
+    flowing = acc.compute_bytes * seq * b * model.hidden / (par.tensor if par.sequence else 1)
+    return {"recompute": max(again, peak), "core_working": per_context_rank(r, flowing)}
 
 
 HF_ROUTED = ("dispatched rows", "gate/up output", "experts' outputs")  # activations_moe.py

@@ -11,9 +11,20 @@ attention's own saved tensors (its inputs, q, k, v), not the layer's whole saved
 
 Under the huggingface accounting the timeline frees this share of the saved set before it
 allocates the recompute working set (state/step_memory.py); other accountings keep the whole
-set held (not measured here)."""
+set held (not measured here).
+
+What the core holds at its backward's peak (eager attention): measured on the same model at
+hidden 64 (4 heads of 16, MLP 384, bf16, tests/test_selective_order.py), the recomputed fp32
+softmax output (saved for its backward), its output's gradient cast up to fp32
+(ToCopyBackward0) and `_softmax_backward_data`'s fp32 result: three fp32 s² tensors, the bf16
+probabilities and their bf16 gradient freed by then; the MLP's gradients long gone, the
+gradient flowing between layers left. The timeline had counted the two s² tensors the core
+saves (1.5 fp32 ones) beside the MLP's gradients: 202,856 B under at the GQA model's hidden 64,
+where this moment is the step's peak (-8.2 % under FSDP2 on 2 ranks, issue 38)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from tiersim.state.activation_kinds import Item
 
@@ -31,3 +42,22 @@ def freed_before_core(items: list[Item]) -> list[Item]:
         for i in items
         if i.group == "mlp" or i.name.startswith(FIRST_NORMS) or i.name in FIRST_INPUTS
     ]
+
+
+def core_backward_peak(items: list[Item]) -> float:
+    """The s² bytes eager attention's core holds at its backward's peak, one micro-batch, from
+    the accounting's items: 3 x its saved softmax output (that output, its gradient in the
+    softmax's dtype, the softmax's backward result); 0 where the core saves no softmax output."""
+    return sum(3 * i.nbytes for i in items if i.name == "softmax output")
+
+
+def recompute_core(steps: Any, at: str, i: int, lay: Any, kept: bool) -> None:
+    """Layer `i`'s backward (state/step_memory.py, its parts' names): the MLP's share of the
+    saved set freed, and but for gradients kept inside (FSDP2's MoE) its gradients too, the
+    flowing one left; then the core's working set allocated."""
+    b = "backward"
+    steps.free(at, b, f"saved first {i}", "saved activations")
+    if lay.core_working and not kept:
+        steps.free(at, b, f"working {i}", "backward transients")
+        steps.alloc(at, b, f"working {i}", "backward transients", lay.core_working)
+    steps.alloc(at, b, f"recompute {i}", "recompute working set", lay.recompute, lay.items)

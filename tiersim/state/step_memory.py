@@ -58,6 +58,7 @@ from tiersim.state.outside_allocator import outside_terms
 from tiersim.state.pipeline_outputs import PIPELINE_OUTPUTS, kept_output_bytes, output_bytes
 from tiersim.state.placement import homes
 from tiersim.state.resolved import Resolved
+from tiersim.state.selective_order import recompute_core
 from tiersim.state.step_optimizer import optimizer_step
 from tiersim.state.timeline import Event, Pieces, Timeline, evaluate, fit_pieces
 from tiersim.state.vocab_grads import VocabGrads, vocab_grads
@@ -243,8 +244,7 @@ def _backward(
             values = min(lay.largest, p.max_live)
             steps.alloc(at, b, f"unsharded {i}", UNSHARDED, values * p.grad_bytes)
         if lay.first:  # selective: the core recomputed once the MLP's share is freed
-            steps.free(at, b, f"saved first {i}", SAVED)
-            steps.alloc(at, b, f"recompute {i}", RECOMPUTE, lay.recompute, lay.items)
+            recompute_core(steps, at, i, lay, bool(kept))
         for key, part in (
             (f"working {i}", "backward transients"),
             (f"recompute {i}", RECOMPUTE),
