@@ -446,7 +446,11 @@ def eager_selective(world: int) -> dict:
 def test_fsdp2_selective_recompute_of_eager_attention_within_3_percent(recorded):
     """The core recomputed after the MLP's backward freed what the MLP saved
     (state/selective_order.py; +4.5 % on 2 ranks while the timeline added the recomputed scores
-    beside the layer's whole saved set): rank 0's step peak within 3 %, in the backward."""
+    beside the layer's whole saved set): rank 0's step peak within 3 %, in the backward. Within
+    1 % since the core's backward peak (3 fp32 s² tensors) and the layer's gradients made before
+    it (the MLP's, o_proj's, the post-attention norm's, unsharded) are counted there
+    (state/selective_order.py: -1.34 % before, -0.19 % after; at hidden 64 -8.2 % and -0.36 %,
+    docs/fsdp2-memory.md)."""
     from tiersim.groundtruth.step_timeline import predicted_peaks, predicted_timeline
 
     world, steps = recorded
@@ -455,7 +459,7 @@ def test_fsdp2_selective_recompute_of_eager_attention_within_3_percent(recorded)
     measured = steps["gqa-selective-bf16-eager"]
     assert measured.left_bytes == 0
     predicted = predicted_peaks(predicted_timeline(scenario(eager_selective(world))))
-    assert abs(predicted.peak_bytes / measured.peak_bytes - 1) <= 0.03, (measured, predicted)
+    assert abs(predicted.peak_bytes / measured.peak_bytes - 1) <= 0.01, (measured, predicted)
     assert predicted.peak_phase == measured.peak_phase == "backward"
 
 

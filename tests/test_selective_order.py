@@ -42,6 +42,10 @@ def test_the_mlp_share_of_the_saved_set_by_hand():
     for lay in layer_memory(resolved("selective"), 0):
         assert (lay.first, lay.first_items) == (688_640, 6)
         assert (lay.recompute, lay.core_working) == (786_432, 32_768)
+        # the weights' gradients made before the core (FSDP2 holds them unsharded then): the
+        #   MLP's 3·128·512 = 196,608, o_proj's 128·128 = 16,384, the post-attention norm's
+        #   128 = 213,120 values (not q's, k's and v's, nor the input norm's)
+        assert lay.core_grads == 213_120
 
 
 def test_recompute_is_allocated_after_the_mlp_share_is_freed():

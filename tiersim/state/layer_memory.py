@@ -58,6 +58,9 @@ class LayerMemory:
     # selective under huggingface: the backward transients left when the core recomputes (the
     # gradient flowing between layers; the MLP's freed by then); 0: `working` held throughout
     core_working: float = 0.0
+    # and the values of its weights' gradients made before the core (all but q, k, v, their
+    # biases and norms, and the input norm's)
+    core_grads: int = 0
 
     def fp8_live(self, torchao: bool, backward: bool = False) -> tuple[str, int, Pieces]:
         """The part, bytes and tensors of its FP8 state live at once: torchao's casts of the
@@ -111,7 +114,7 @@ def layer_memory(r: Resolved, stage: int) -> list[LayerMemory]:
                 tensors=sum(m.count for m in mat),
                 largest=_largest_tensor(r, mat),
                 saved=saved,
-                **_core_moment(r, index, again, first[0]),
+                **_core_moment(r, index, again, first[0], sum(m.size for m in mat)),
                 working=_working(r, index),
                 kept_working=_working(r, index, grads_kept=True),
                 items=items,
@@ -188,7 +191,7 @@ def _freed_first(r: Resolved, index: int) -> tuple[float, int]:
     return per_context_rank(r, nbytes), len(share)
 
 
-def _core_moment(r: Resolved, index: int, again: float, freed: float) -> dict:
+def _core_moment(r: Resolved, index: int, again: float, freed: float, params: int) -> dict:
     """LayerMemory's recompute and core_working: `again`, where no share of the saved set is
     freed before the core; else, selective under huggingface, what the attention core's
     recompute and backward hold at their peak (selective_order.core_backward_peak; at least
@@ -201,7 +204,12 @@ def _core_moment(r: Resolved, index: int, again: float, freed: float) -> dict:
     items = layer_items(model, seq, b, acc, index)  # the softmax output: split over t
     peak = per_context_rank(r, model.activation_factor * core_backward_peak(items) / par.tensor)
     flowing = acc.compute_bytes * seq * b * model.hidden / (par.tensor if par.sequence else 1)
-    return {"recompute": max(again, peak), "core_working": per_context_rank(r, flowing)}
+    h, q, kv = model.hidden, model.heads * model.head_dim, model.kv_heads * model.head_dim
+    after = (h * q + 2 * h * kv + (q + 2 * kv) * model.qkv_bias) // par.tensor
+    after += 2 * model.head_dim * model.qk_norm + h * (2 if model.norm == "layernorm" else 1)
+    grads = params - after
+    core = {"recompute": max(again, peak), "core_working": per_context_rank(r, flowing)}
+    return core | {"core_grads": grads if model.mla is None else 0}
 
 
 HF_ROUTED = ("dispatched rows", "gate/up output", "experts' outputs")  # activations_moe.py

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiersim.state.activation_kinds import Item
+from tiersim.state.fsdp2_memory import GRADS
 
 # what runs its backward before the attention core's, by the accounting's item names: the MLP
 # (or MoE block) and, beside it, the post-attention norm (Llama's; GPT-2's ln_2) and the
@@ -51,13 +52,21 @@ def core_backward_peak(items: list[Item]) -> float:
     return sum(3 * i.nbytes for i in items if i.name == "softmax output")
 
 
-def recompute_core(steps: Any, at: str, i: int, lay: Any, kept: bool) -> None:
+def recompute_core(
+    steps: Any, at: str, i: int, lay: Any, kept: float, group: Any, grad_bytes: int
+) -> None:
     """Layer `i`'s backward (state/step_memory.py, its parts' names): the MLP's share of the
     saved set freed, and but for gradients kept inside (FSDP2's MoE) its gradients too, the
-    flowing one left; then the core's working set allocated."""
+    flowing one left; under FSDP2 (`group`: the layer's FSDP group's key) the weights'
+    gradients made so far held unsharded (the MLP's, the out-projection's, the post-attention
+    norm's: more than the first); then the core's working set allocated."""
     b = "backward"
     steps.free(at, b, f"saved first {i}", "saved activations")
     if lay.core_working and not kept:
         steps.free(at, b, f"working {i}", "backward transients")
         steps.alloc(at, b, f"working {i}", "backward transients", lay.core_working)
+        key, nbytes = f"grad first {group}", lay.core_grads * grad_bytes
+        if group and nbytes > steps.held.get(key, 0):
+            steps.free(at, b, key, GRADS)
+            steps.alloc(at, b, key, GRADS, nbytes, 5)
     steps.alloc(at, b, f"recompute {i}", "recompute working set", lay.recompute, lay.items)

@@ -244,7 +244,7 @@ def _backward(
             values = min(lay.largest, p.max_live)
             steps.alloc(at, b, f"unsharded {i}", UNSHARDED, values * p.grad_bytes)
         if lay.first:  # selective: the core recomputed once the MLP's share is freed
-            recompute_core(steps, at, i, lay, bool(kept))
+            recompute_core(steps, at, i, lay, kept, p.fsdp2 and p.groups[i].key, p.grad_bytes)
         for key, part in (
             (f"working {i}", "backward transients"),
             (f"recompute {i}", RECOMPUTE),
