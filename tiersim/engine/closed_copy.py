@@ -16,10 +16,11 @@ from typing import Any
 from tiersim.core.intervals import union
 from tiersim.engine.copy_queues import Copy, copy_rate, copy_times
 from tiersim.engine.core import RunLog, move_plan
-from tiersim.engine.ops import OpKind
+from tiersim.engine.ops import OpKind, Role
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 _DEPS, _KIND, _TIMED = (operator.attrgetter(a) for a in ("deps", "kind", "timed"))
+_ROLE, _CHECKPOINTS = operator.attrgetter("role"), itertools.repeat(Role.CHECKPOINT)
 _BYTES = operator.itemgetter(1)
 
 
@@ -44,13 +45,16 @@ class ClosedRun:
     """What `checkpoint_apart.measure_apart` reads of a finished engine, worked out in closed
     form: the schedule, topology, log (op times, step end, events: the plain run's and four a
     copy op, a bound for the round-off), busy intervals by link (no ANY channel: nothing reads
-    it here) and each tier's peak."""
+    it here), each tier's peak and, where every copy op is the checkpoint's, the step's
+    transfers with their times, in op order (`others`: all metrics.in_flight_added_s reads
+    of the transfers not the checkpoint's)."""
 
     schedule: Any
     topo: Any
     log: RunLog
     net: _Net
     occupancy: dict[str, _Peak]
+    others: tuple | None = None
 
 
 def closed_copy(
@@ -74,31 +78,35 @@ def closed_copy(
     copy = Copy(moves=known[1] if known else None)
     why = copy_times(ops, n, plans, capacity, (starts, ends), copy)
     lone: dict[int, tuple] = {}
+    # the step's transfers (moves and collectives: the kinds not timed), by index
+    transfers = list(itertools.compress(range(n), map(operator.not_, map(_TIMED, map(_KIND, ops)))))
     if why is None:
-        why = _step_beside(ops, n, plans, capacity, (starts, ends), copy, lone)
+        why = _step_beside(ops, (n, transfers), plans, capacity, (starts, ends), copy, lone)
     if why is not None:
         return why
-    peaks = _peaks(ops, n, plans, plain.occupancy, setup.baseline, (starts, ends))
+    peaks = _peaks(ops, n, copy.moves, plain.occupancy, setup.baseline, (starts, ends))
     if isinstance(peaks, str):
         return peaks
     log = RunLog(starts, ends, [max(ends)], [0], events=plain.events + 4 * (len(ops) - n))
     spans = [(b, ends[i], copy.moves[i][1]) for i, b in copy.flows.items()]
     spans.extend((b, ends[i], rs) for i, (b, rs) in lone.items())
     busy = _busy(plain.intervals, spans)
-    return ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
+    run = ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
+    if all(map(operator.is_, map(_ROLE, itertools.islice(ops, n, None)), _CHECKPOINTS)):
+        run.others = tuple([column[i] for i in transfers] for column in (ops, starts, ends))
+    return run
 
 
-def _step_flows(ops: list, n: int, plans: dict, times: tuple, on: set) -> dict[Any, list]:
+def _step_flows(ops: list, transfers: list, plans: dict, times: tuple, on: set) -> dict:
     """The step's flows crossing any of `on`, by each of those resources it crosses:
-    (op, begin, end, resources)."""
+    (op, begin, end, resources). `transfers`: the step's moves and collectives."""
     starts, ends = times
     by: dict[Any, list] = {}
-    near: dict[int, tuple] = {}  # each resource tuple's resources among `on`, by identity
-    kinds = list(map(_KIND, itertools.islice(ops, n)))
-    timed = list(map(_TIMED, kinds))
-    for i in itertools.compress(range(n), map(operator.not_, timed)):
+    # each resource tuple's lists in `by` (those of its resources among `on`), by identity
+    near: dict[int, tuple] = {}
+    for i in transfers:
         op = ops[i]
-        kind = kinds[i]
+        kind = op.kind
         if kind is MOVE:
             if op.nbytes <= 0:
                 continue
@@ -109,25 +117,28 @@ def _step_flows(ops: list, n: int, plans: dict, times: tuple, on: set) -> dict[A
         else:
             continue
         mine = near.get(id(resources))
-        if mine is None:
-            mine = near[id(resources)] = (resources, [r for r in resources if r in on])
+        if mine is None:  # (a list made in `by` here gets this op's flow at once)
+            lists = tuple(by.setdefault(r, []) for r in resources if r in on)
+            mine = near[id(resources)] = (resources, lists)
         if mine[1]:
             start = starts[i]
             flow = (i, start + delay if delay > 0 else start, ends[i], resources)
-            for r in mine[1]:
-                by.setdefault(r, []).append(flow)
+            for found in mine[1]:
+                found.append(flow)
     return by
 
 
 def _step_beside(
-    ops: list, n: int, plans: dict, capacity: dict, times: tuple, copy: Copy, lone: dict
+    ops: list, step: tuple, plans: dict, capacity: dict, times: tuple, copy: Copy, lone: dict
 ) -> str | None:
     """The step's flows beside the copy's: on each resource a copy flow crosses, none while
     it is a queue; the step's flows there taking at most what the queues leave, each at its
     narrowest rate, or each lone (copy_queues' docstring), its new end worked out (`lone`:
-    each one's begin and resources) and the step's timers after it moved with it."""
+    each one's begin and resources) and the step's timers after it moved with it. `step`:
+    its op count and its transfers (by index)."""
     window = copy.window
-    by = _step_flows(ops, n, plans, times, set(window))
+    n, transfers = step
+    by = _step_flows(ops, transfers, plans, times, set(window))
     alone: dict[tuple, float] = {}
     slowed: dict[int, tuple] = {}
     for r, flows in by.items():
@@ -148,7 +159,7 @@ def _step_beside(
         return None
     wanted = {r for f in slowed.values() for r in f[3]}
     if not wanted <= set(window):  # every step flow on a slowed flow's resources
-        by = _step_flows(ops, n, plans, times, wanted | set(window))
+        by = _step_flows(ops, transfers, plans, times, wanted | set(window))
     return _lone(ops, n, plans, capacity, times, copy, (by, slowed, lone))
 
 
@@ -291,21 +302,25 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
     return None
 
 
-def _peaks(ops, n, plans, occupancy, baseline: dict, times: tuple) -> dict | str:
+def _peaks(ops, n, moves: dict, occupancy, baseline: dict, times: tuple) -> dict | str:
     """Each tier's peak: the plain run's occupancy with the copy's changes added (its
     allocations and staging at their starts, its frees and staging given back at their
-    ends); why not, where a change of each falls at one instant and the order decides."""
+    ends); why not, where a change of each falls at one instant and the order decides.
+    `moves`: the copy's (`copy_queues.copy_moves`: each move's staging its plan's)."""
     starts, ends = times
     changes: dict[str, list] = {}
+    none = (0.0, (), None, ())  # a timer's: no staging
     for i in range(n, len(ops)):
         op = ops[i]
-        staged = plans[(op.src, op.dst, op.nbytes)].staged if op.kind is MOVE else ()
-        if op.alloc or staged:
-            for tier, nbytes in (*op.alloc, *staged):
-                changes.setdefault(tier, []).append((starts[i], nbytes))
-        if op.free or staged:
+        staged = moves.get(i, none)[3]
+        alloc, free = op.alloc, op.free
+        if alloc or staged:
+            at = starts[i]
+            for tier, nbytes in (*alloc, *staged) if staged else alloc:
+                changes.setdefault(tier, []).append((at, nbytes))
+        if free or staged:
             at = ends[i]
-            for tier, nbytes in (*op.free, *staged):
+            for tier, nbytes in (*free, *staged) if staged else free:
                 changes.setdefault(tier, []).append((at, -nbytes))
     peaks = {}
     for tier, base in baseline.items():
