@@ -128,8 +128,9 @@ def measure_apart(
     # this run's and the plain one's round-off, at most as many events and as long
     noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
     figures = (schedule, engine, None, run.busy_s)
-    others = engine.others if isinstance(engine, ClosedRun) else None
-    return checkpoint_run(res, setup, figures, 0, (write_s, stall, noise), others=others)
+    closed = isinstance(engine, ClosedRun)  # (its rows: what of_role and a pass would read)
+    rows = {"mine": engine.mine, "others": engine.others} if closed else {}
+    return checkpoint_run(res, setup, figures, 0, (write_s, stall, noise), **rows)
 
 
 def staging_homed(res: Resolved) -> bool:

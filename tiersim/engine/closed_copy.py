@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiersim.core.intervals import union
+from tiersim.engine.copy_peaks import Peak, copy_peaks
 from tiersim.engine.copy_queues import Copy, copy_rate, copy_times
 from tiersim.engine.core import RunLog, move_plan
 from tiersim.engine.ops import OpKind, Role
@@ -21,12 +22,6 @@ from tiersim.engine.ops import OpKind, Role
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 _DEPS, _KIND, _TIMED = (operator.attrgetter(a) for a in ("deps", "kind", "timed"))
 _ROLE, _CHECKPOINTS = operator.attrgetter("role"), itertools.repeat(Role.CHECKPOINT)
-_BYTES = operator.itemgetter(1)
-
-
-@dataclass
-class _Peak:
-    peak: float
 
 
 @dataclass
@@ -47,14 +42,16 @@ class ClosedRun:
     copy op, a bound for the round-off), busy intervals by link (no ANY channel: nothing reads
     it here), each tier's peak and, where every copy op is the checkpoint's, the step's
     transfers with their times, in op order (`others`: all metrics.in_flight_added_s reads
-    of the transfers not the checkpoint's)."""
+    of the transfers not the checkpoint's), and where none of the step's is, the copy's
+    rows (`mine`: `metrics.of_role`'s for the checkpoint)."""
 
     schedule: Any
     topo: Any
     log: RunLog
     net: _Net
-    occupancy: dict[str, _Peak]
+    occupancy: dict[str, Peak]
     others: tuple | None = None
+    mine: tuple | None = None
 
 
 def closed_copy(
@@ -84,7 +81,7 @@ def closed_copy(
         why = _step_beside(ops, (n, transfers), plans, capacity, (starts, ends), copy, lone)
     if why is not None:
         return why
-    peaks = _peaks(ops, n, copy.moves, plain.occupancy, setup.baseline, (starts, ends))
+    peaks = copy_peaks(ops, n, copy.moves, plain.occupancy, setup.baseline, (starts, ends))
     if isinstance(peaks, str):
         return peaks
     log = RunLog(starts, ends, [max(ends)], [0], events=plain.events + 4 * (len(ops) - n))
@@ -94,6 +91,8 @@ def closed_copy(
     run = ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
     if all(map(operator.is_, map(_ROLE, itertools.islice(ops, n, None)), _CHECKPOINTS)):
         run.others = tuple([column[i] for i in transfers] for column in (ops, starts, ends))
+        if not any(map(operator.is_, map(_ROLE, itertools.islice(ops, n)), _CHECKPOINTS)):
+            run.mine = (ops[n:], starts[n:], ends[n:])  # of_role's rows: the copy's ops
     return run
 
 
@@ -300,84 +299,6 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
         starts[j], ends[j] = at, at + op.duration if op.duration > 0 else at
         changed.add(j)
     return None
-
-
-def _peaks(ops, n, moves: dict, occupancy, baseline: dict, times: tuple) -> dict | str:
-    """Each tier's peak: the plain run's occupancy with the copy's changes added (its
-    allocations and staging at their starts, its frees and staging given back at their
-    ends); why not, where a change of each falls at one instant and the order decides.
-    `moves`: the copy's (`copy_queues.copy_moves`: each move's staging its plan's)."""
-    starts, ends = times
-    changes: dict[str, list] = {}
-    none = (0.0, (), None, ())  # a timer's: no staging
-    for i in range(n, len(ops)):
-        op = ops[i]
-        staged = moves.get(i, none)[3]
-        alloc, free = op.alloc, op.free
-        if alloc or staged:
-            at = starts[i]
-            for tier, nbytes in (*alloc, *staged) if staged else alloc:
-                changes.setdefault(tier, []).append((at, nbytes))
-        if free or staged:
-            at = ends[i]
-            for tier, nbytes in (*free, *staged) if staged else free:
-                changes.setdefault(tier, []).append((at, -nbytes))
-    peaks = {}
-    for tier, base in baseline.items():
-        ts = occupancy.times.get(tier) or [0.0]
-        vs = occupancy.values.get(tier) or [float(base)]
-        peak = _tier_peak(ts, vs, changes.get(tier, []))
-        if peak is None:
-            return f"a change of the copy and one of the step on {tier} at one instant"
-        peaks[tier] = _Peak(peak)
-    return peaks
-
-
-def _tier_peak(ts: list, vs: list, changes: list) -> float | None:
-    """The most a tier holds: the plain run's values (`vs` from `ts` on) plus the copy's
-    level (`changes`, (time, bytes)); None where it depends on the order of changes made
-    at one instant (the copy's among themselves, or beside the step's)."""
-    best = max(vs)
-    if not changes:
-        return best
-    if len(ts) > 1 and _below(ts, vs, changes, best):  # (a tier the step changes)
-        return best
-    changes.sort()
-    level, ties, k, count = 0.0, [], 0, len(changes)
-    while k < count:
-        t, low, high = changes[k][0], level, level  # the level before; it with every taking
-        while k < count and changes[k][0] == t:
-            level += changes[k][1]
-            high += max(0, changes[k][1])
-            k += 1
-        a, b = bisect.bisect_left(ts, t), bisect.bisect_right(ts, t)
-        before = vs[a - 1] if a else vs[0]
-        most = max(before, *vs[a:b]) if b > a else before
-        low = max(before + low, (vs[b - 1] if b > a else before) + level)  # in any order
-        if most + high > low:
-            ties.append((most + high, low))
-        best = max(best, low)
-        d = bisect.bisect_left(ts, changes[k][0]) if k < count else len(ts)
-        if d > b:
-            best = max(best, max(vs[b:d]) + level)
-    return None if any(high > best for high, _ in ties) else best
-
-
-def _below(ts: list, vs: list, changes: list, best: float) -> bool:
-    """Whether the copy's level, at its most (every taking at an instant counted before its
-    givings back: the most any order reaches), on the most the plain run holds from the
-    copy's first change on, stays within the plain peak `best`: then every candidate of
-    `_tier_peak` (a value held then plus a level, or an order's most) is at most `best`
-    (adding keeps the order of floats), and the peak is the plain one, whatever the order."""
-    first = min(changes)[0]
-    held = vs[max(bisect.bisect_left(ts, first) - 1, 0) :]
-    most = max(itertools.accumulate(map(_BYTES, sorted(changes, key=_takings_first)), initial=0))
-    return max(held) + most <= best
-
-
-def _takings_first(change: tuple) -> tuple:
-    """A change's place: by its instant, the takings at one instant before the givings."""
-    return change[0], -change[1]
 
 
 def _busy(plain: dict[str, list], spans: list) -> dict[str, list]:
