@@ -88,16 +88,20 @@ def _level_peak(held: float, changes: list, best: float) -> float | None:
     in its order of arithmetic), None where an order of the changes at one instant (every
     taking first) would reach past the most."""
     level, ties, k, count = 0.0, [], 0, len(changes)
-    while k < count:
+    while k < count:  # (max's picks written out: the same values, no call a change)
         t, low, high = changes[k][0], level, level
         while k < count and changes[k][0] == t:
-            level += changes[k][1]
-            high += max(0, changes[k][1])
+            change = changes[k][1]
+            level += change
+            high += change if change > 0 else 0
             k += 1
-        low = max(held + low, held + level)
+        low, after = held + low, held + level
+        if after > low:
+            low = after
         if held + high > low:
             ties.append(held + high)
-        best = max(best, low)
+        if low > best:
+            best = low
     return None if any(high > best for high in ties) else best
 
 

@@ -79,6 +79,7 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
         left[q] = left.get(q, 0) + 1
         copy.arrivals.setdefault(q, [])
     todo, get, flows, arrivals = range(n, len(ops)), ends.__getitem__, copy.flows, copy.arrivals
+    routes: dict[int, tuple] = {}  # a route's resources, queue and its flows' ops, by identity
     while todo:
         waiting = []
         for i in todo:
@@ -93,17 +94,21 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
             if move is None:
                 ends[i] = at + op.duration if op.duration > 0 else at
                 continue
-            delay = move[0]
+            delay, resources, queue, _ = move
             begin = flows[i] = at + delay if delay > 0 else at
-            arrivals[move[2]].append((begin, i, op.nbytes))
-            left[move[2]] -= 1
+            arrivals[queue].append((begin, i, op.nbytes))
+            left[queue] -= 1
+            route = routes.get(id(resources))
+            if route is None:
+                route = routes[id(resources)] = (resources, queue, [])
+            route[2].append(i)
         solved = [q for q, k in left.items() if k == 0 and q not in copy.traces]
         if not solved and len(waiting) == len(todo):
             return "a copy flow waits for another flow of its own queue"
         for q in solved:
             copy.traces[q] = _queue(capacity[q], copy.arrivals[q], ends)
         todo = waiting
-    return _queues_alone(capacity, copy, ends)
+    return _queues_alone(capacity, copy, ends, routes)
 
 
 def copy_moves(ops: list, n: int, plans: dict, capacity: dict, plan_of: Any = None) -> dict | str:
@@ -171,18 +176,12 @@ def _queue(capacity: float, arrivals: list, ends: list) -> list:
     return trace
 
 
-def _queues_alone(capacity: dict, copy: Copy, ends: list) -> str | None:
+def _queues_alone(capacity: dict, copy: Copy, ends: list, routes: dict) -> str | None:
     """Every copy flow's queue is its own narrowest resource and no other flow's; every
     other resource holds the queues through it (their capacities summed). Each resource's
-    span of copy flows into `copy.window` (each route's first, by the route's identity)."""
-    routes: dict[int, tuple] = {}  # a route's resources, queue and its flows' ops
-    moves = copy.moves
-    for i in copy.flows:  # in the order their begins were found, as the routes were first
-        _, resources, queue, _ = moves[i]
-        route = routes.get(id(resources))
-        if route is None:
-            route = routes[id(resources)] = (resources, queue, [])
-        route[2].append(i)
+    span of copy flows into `copy.window` (each route's first, by the route's identity).
+    `routes`: each route's (resources, queue, its flows' ops), in the order their begins
+    were found (`copy.flows`' order), as the routes were first."""
     through, window, flows = copy.through, copy.window, copy.flows
     for resources, queue, mine in routes.values():
         first = min(map(flows.__getitem__, mine))  # the route's first begin and last end
