@@ -138,7 +138,7 @@ def _step_beside(
     window = copy.window
     n, transfers = step
     by = _step_flows(ops, transfers, plans, times, set(window))
-    alone: dict[tuple, float] = {}
+    alone: dict[int, float] = {}  # each route's narrowest rate, by its resources' identity
     slowed: dict[int, tuple] = {}
     for r, flows in by.items():
         lo, hi = window[r]
@@ -148,23 +148,27 @@ def _step_beside(
         if r in copy.traces:
             return f"a flow of the step crosses the copy's queue {r}"
         for f in there:
-            if f[3] not in alone:
-                alone[f[3]] = min(capacity[x] for x in f[3])
+            if id(f[3]) not in alone:
+                alone[id(f[3])] = min(capacity[x] for x in f[3])
         room = capacity[r] - sum(capacity[q] for q in copy.through[r])
-        rates = [alone[f[3]] for f in there]
-        if sum(rates) > room and (max(rates) > room or _most_at_once(there, alone) > room):
+        rates = [alone[id(f[3])] for f in there]
+        if sum(rates) > room and (max(rates) > room or _most_at_once(there, rates) > room):
             slowed.update((f[0], f) for f in there)
     if not slowed:
         return None
-    wanted = {r for f in slowed.values() for r in f[3]}
+    # the slowed flows' resources, from their distinct routes (often one or two)
+    wanted = {r for rs in {id(f[3]): f[3] for f in slowed.values()}.values() for r in rs}
     if not wanted <= set(window):  # every step flow on a slowed flow's resources
         by = _step_flows(ops, transfers, plans, times, wanted | set(window))
-    return _lone(ops, n, plans, capacity, times, copy, (by, slowed, lone))
+    return _lone(ops, n, plans, capacity, times, copy, (by, slowed, lone, wanted))
 
 
-def _most_at_once(flows: list, alone: dict) -> float:
-    """The most the step's `flows` take at once, each at its narrowest rate."""
-    changes = sorted([(f[1], alone[f[3]]) for f in flows] + [(f[2], -alone[f[3]]) for f in flows])
+def _most_at_once(flows: list, rates: list) -> float:
+    """The most the step's `flows` take at once, each at its narrowest rate (`rates`)."""
+    changes = sorted(
+        [(f[1], x) for f, x in zip(flows, rates, strict=True)]
+        + [(f[2], -x) for f, x in zip(flows, rates, strict=True)]
+    )
     most = at_once = 0.0
     for _, rate in changes:  # at one instant an end (negative) sorts before a begin
         at_once += rate
@@ -177,16 +181,20 @@ def _lone(ops, n, plans, capacity, times, copy, found) -> str | None:
     span, its plain rate its narrowest one), crossing no queue, freeing nothing at its end;
     its new end from the rate the copy leaves it (`_slowed_end`). The step's ops after it
     moved (`_moved`)."""
-    by, slowed, lone = found
+    by, slowed, lone, wanted = found
     moved: dict[int, float] = {}
     routes: dict[tuple, Any] = {}  # what a route leaves a step flow, by its resources
+    known: dict[int, Any] = {}  # the same, by the resources' identity (a lookup, no hash)
     for i, begin, end, resources in slowed.values():
         op = ops[i]
         if op.kind is not MOVE or op.free or plans[(op.src, op.dst, op.nbytes)].staged:
             return "a step flow the copy slows frees memory at its end, or is a collective"
-        rate = routes.get(resources)  # (equal routes of two sizes: one function)
+        rate = known.get(id(resources))
         if rate is None:
-            rate = routes[resources] = _route_rate(resources, capacity, copy)
+            rate = routes.get(resources)  # (equal routes of two sizes: one function)
+            if rate is None:
+                rate = routes[resources] = _route_rate(resources, capacity, copy)
+            known[id(resources)] = rate
         new = _slowed_end(begin, end, op.nbytes, rate)
         if isinstance(new, str):
             return new
@@ -194,7 +202,7 @@ def _lone(ops, n, plans, capacity, times, copy, found) -> str | None:
         if new != end:
             moved[i] = new
     seen: list[list] = []  # the resources' flows checked (often the same flows on each)
-    for r in {r for f in slowed.values() for r in f[3]}:
+    for r in wanted:
         if by[r] in seen:
             continue
         seen.append(by[r])
