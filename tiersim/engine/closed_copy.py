@@ -262,18 +262,19 @@ def _slowed_end(begin: float, end: float, nbytes: int, rate: tuple | str) -> flo
     if isinstance(rate, str):
         return rate
     times, rates, most, first = rate
-    k = bisect.bisect_right(times, begin)
-    if (k == 0 or rates[k - 1] == first) and (k == len(times) or times[k] >= end):
+    k, count = bisect.bisect_right(times, begin), len(times)
+    if (k == 0 or rates[k - 1] == first) and (k == count or times[k] >= end):
         return end  # the copy takes nothing from it over its span
     left, now = float(nbytes), begin
-    while True:
+    while True:  # (each piece's bytes worked out once: the same product)
         x = rates[k - 1] if k else first
         if x <= 0 or (k and x < most[k - 1]):
             return "the copy would take a slowed step flow's bottleneck from it"
-        nxt = times[k] if k < len(times) else math.inf
-        if left <= x * (nxt - now):
+        nxt = times[k] if k < count else math.inf
+        piece = x * (nxt - now)
+        if left <= piece:
             return now + left / x
-        left -= x * (nxt - now)
+        left -= piece
         now, k = nxt, k + 1
 
 
