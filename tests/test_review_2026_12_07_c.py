@@ -1,0 +1,42 @@
+"""Review 2026-12-07 (c): a new user's eighth pass (docs/review-2026-12-07-c.md). Each test
+fails on the tree before its fix."""
+
+import json
+
+from conftest import SCENARIOS
+
+from tiersim.report.compare import compare, compare_tables
+
+DEFAULT = SCENARIOS / "default.yaml"
+
+
+def test_compare_says_a_flash_tier_nothing_is_written_to_never_wears_not_dash(cli):
+    """default.yaml homes master and optimizer on HBF (it wears out in days); with both in HBM
+    nothing is written to HBF, and its report gives the lifetime, margin and binding limit as
+    null (no bound). The table said `14.2 days -> -`, as if B had no such figure."""
+    homes = ("--set", "placement.master=hbm", "--set", "placement.optimizer=hbm")
+    code, out, err = cli("compare", DEFAULT, *homes)
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("wear.hbf.")}
+    assert "never (nothing written)" in rows["wear.hbf.lifetime_days"]
+    assert "no limit (nothing written)" in rows["wear.hbf.margin"]
+    assert "none (nothing written)" in rows["wear.hbf.lifetime_bound_by"]
+    code, out, err = cli("compare", DEFAULT, *homes, "--format", "json")
+    moved = {r["path"]: r for r in json.loads(out)["outputs"]}
+    assert moved["wear.hbf.lifetime_days"]["b"] is None  # the JSON keeps the report's null
+    assert moved["wear.hbf.lifetime_days"]["nothing_written"] == ["b"]
+    assert "nothing_written" not in moved["step.time_s"]
+
+
+def test_compare_keeps_a_dash_for_a_tier_one_side_does_not_have():
+    """A null because the tier is absent on one side (another machine) is no lifetime of
+    'never': it stays '-'. Reports made by hand: the HBF tier written 1 TB a day in A, and no
+    HBF at all in B."""
+    wear_a = {"hbf": {"host_bytes_written_per_day": 1e12, "lifetime_days": 100.0}}
+    rep_a = {"tiersim_version": "x", "wear": wear_a}
+    rep_b = {"tiersim_version": "x", "wear": {}}
+    result = compare({}, {}, rep_a, rep_b)
+    (row,) = result["outputs"]
+    assert row["path"] == "wear.hbf.lifetime_days" and "nothing_written" not in row
+    line = next(x for x in compare_tables(result, "a", "b").splitlines() if "wear.hbf" in x)
+    assert line.split()[1:] == ["100", "days", "-", "-", "-"]
