@@ -40,3 +40,23 @@ def test_compare_keeps_a_dash_for_a_tier_one_side_does_not_have():
     assert row["path"] == "wear.hbf.lifetime_days" and "nothing_written" not in row
     line = next(x for x in compare_tables(result, "a", "b").splitlines() if "wear.hbf" in x)
     assert line.split()[1:] == ["100", "days", "-", "-", "-"]
+
+
+def test_a_word_for_a_choice_is_pointed_at_that_choice_not_at_its_spelling_neighbour(cli):
+    """`checkpoint.mode: sync` was told "did you mean 'async'?", the opposite (one letter
+    away); DeepSpeed's offload device `cpu` as a tier got no hint at all."""
+    cases = {
+        "checkpoint.mode=sync": "(did you mean 'blocking'?)",
+        "placement.optimizer_compute=host": "(did you mean 'cpu'?)",
+        "placement.optimizer=cpu": "did you mean 'dram' (host memory)?",
+        "placement.weights=gpu": "did you mean 'hbm' (the GPU's memory)?",
+        "checkpoint.mode=asnyc": "(did you mean 'async'?)",  # a typo still finds its word
+        "placement.optimizer=hbff": "did you mean 'hbf'?",
+    }
+    for given, hint in cases.items():
+        code, _, err = cli("validate", DEFAULT, "--set", given)
+        assert code == 2 and hint in err, (given, err)
+    # the kind is read from the machine: dgx-h100's host memory tier is its dram
+    dgx = ("--set", "hardware.preset=dgx-h100", "--set", "placement.master=host")
+    code, _, err = cli("validate", DEFAULT, *dgx)
+    assert code == 2 and "placement.master: tier 'host' does not exist (did you mean 'dram'" in err
