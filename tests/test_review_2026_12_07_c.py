@@ -2,10 +2,14 @@
 fails on the tree before its fix."""
 
 import json
+from types import SimpleNamespace
 
 from conftest import SCENARIOS
 
 from tiersim.report.compare import compare, compare_tables
+from tiersim.sweep.axes import dims
+from tiersim.sweep.spec import load_sweep
+from tiersim.sweep.summary import verdict_changes
 
 DEFAULT = SCENARIOS / "default.yaml"
 
@@ -60,3 +64,23 @@ def test_a_word_for_a_choice_is_pointed_at_that_choice_not_at_its_spelling_neigh
     dgx = ("--set", "hardware.preset=dgx-h100", "--set", "placement.master=host")
     code, _, err = cli("validate", DEFAULT, *dgx)
     assert code == 2 and "placement.master: tier 'host' does not exist (did you mean 'dram'" in err
+
+
+def test_where_a_sweep_s_verdict_changes_says_a_null_as_yaml_does(tmp_path):
+    """scenarios/sweeps/hbf-ranges.yaml's summary named its best point `wear_span=null` and,
+    three lines down, where a verdict turns `between hardware.tiers.hbf.wear_span=None and
+    ...=105.84 GB`: Python's None for the same swept value. The sweep is loaded, not run: two
+    points by hand, the verdict no at null and yes at 105.84 GB."""
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"base: {DEFAULT}\ngrid:\n  hardware.tiers.hbf.wear_span: [null, 105.84 GB]\n")
+    spec = load_sweep(sweep)
+    points = [SimpleNamespace(coords=(0,)), SimpleNamespace(coords=(1,))]
+    verdict = "wear.hbf.within_budget"
+    table = SimpleNamespace(outputs=[verdict], rows=[{verdict: False}, {verdict: True}])
+    (line,) = verdict_changes(spec, points, table)
+    assert line == (
+        "wear.hbf.within_budget: false -> true between hardware.tiers.hbf.wear_span=null and "
+        "hardware.tiers.hbf.wear_span=105.84 GB (1 of 1 slices)"
+    )
+    (axis,) = dims(spec)  # the plots' ticks and legends say it so too
+    assert axis.ticks == ("null", "105.84 GB")
