@@ -4,6 +4,7 @@ fails on the tree before its fix."""
 import json
 from types import SimpleNamespace
 
+import pytest
 from conftest import SCENARIOS
 
 from tiersim.report.compare import compare, compare_tables
@@ -84,3 +85,26 @@ def test_where_a_sweep_s_verdict_changes_says_a_null_as_yaml_does(tmp_path):
     )
     (axis,) = dims(spec)  # the plots' ticks and legends say it so too
     assert axis.ticks == ("null", "105.84 GB")
+
+
+def test_a_script_that_sweeps_unguarded_is_told_why_its_pool_broke(monkeypatch):
+    """docs/api.md's sweep cell, run as a script without `if __name__ == "__main__":` (as a
+    user pastes it), broke its process pool with a bare BrokenProcessPool traceback: each
+    worker imports the script again and sweeps in turn. It now says so. The pool's break is
+    stood in for here (a real one takes a subprocess and its workers, about 4 s: checked by
+    hand, docs/review-2026-12-07-c.md)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    import tiersim.sweep.execute as execute
+    from tiersim import api
+
+    def broken(*args, **kwargs):
+        raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    monkeypatch.setattr(execute, "run_on_pool", broken)
+    s = api.load(SCENARIOS / "seed-1b-adam.yaml")
+    with pytest.raises(BrokenProcessPool) as raised:
+        api.sweep(s, {"training.micro_batch_size": [1, 2]}, workers=2)
+    said = str(raised.value)
+    assert said.startswith("A process in the process pool was terminated abruptly (")
+    assert 'under `if __name__ == "__main__":`' in said
