@@ -108,3 +108,29 @@ def test_a_script_that_sweeps_unguarded_is_told_why_its_pool_broke(monkeypatch):
     said = str(raised.value)
     assert said.startswith("A process in the process pool was terminated abruptly (")
     assert 'under `if __name__ == "__main__":`' in said
+
+
+def test_a_goodput_below_one_never_reads_100_percent():
+    """default.yaml checkpointing to HBF (`--set checkpoint.target=hbf`) stalls 198.10 ms
+    every 1,000 steps of 8.2666 s: goodput 8,266.6 / (8,266.6 + 0.1981) = 99.99760 %, which
+    the line printed as "goodput 100 % counts stalls only" beside the stall (4 significant
+    digits); with failures, 99.997 % printed "100.00 %" (2 decimals)."""
+    from tiersim.report.checkpoint_text import checkpoint_lines, fmt_goodput
+
+    interval_s, stall_s = 1000 * 8.2666, 0.1981
+    ck = {
+        "mode": "async",
+        "target": "hbf",
+        "interval_steps": 1000,
+        "bytes": 11.79e9,
+        "write_s": 1.868,
+        "stall_s": stall_s,
+        "recovery_s": None,
+        "mtbf_s": None,
+        "goodput": interval_s / (interval_s + stall_s),  # 0.9999760
+    }
+    (line,) = checkpoint_lines(ck, 8.2666)
+    assert line.endswith("no failure rate set (failures.mtbf): goodput 99.998 % counts stalls only")
+    assert fmt_goodput(0.97198) == "97.20 %"  # two decimals where they tell it from 100 %
+    assert fmt_goodput(0.9999972) == "99.9997 %"
+    assert fmt_goodput(1.0) == "100 %"  # no stall, no failure: exactly
