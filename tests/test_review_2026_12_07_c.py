@@ -134,3 +134,11 @@ def test_a_goodput_below_one_never_reads_100_percent():
     assert fmt_goodput(0.97198) == "97.20 %"  # two decimals where they tell it from 100 %
     assert fmt_goodput(0.9999972) == "99.9997 %"
     assert fmt_goodput(1.0) == "100 %"  # no stall, no failure: exactly
+
+
+def test_a_set_that_drops_one_key_says_it_in_the_singular(cli):
+    """`--set 'budget={}'` on default.yaml (whose budget holds hbf alone) noted "its hbf take
+    their defaults"; one key dropped takes its default."""
+    code, _, err = cli("validate", DEFAULT, "--set", "budget={}")
+    assert code == 0, err
+    assert "replaces the scenario's whole budget: its hbf takes its default (" in err
