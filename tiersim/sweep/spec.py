@@ -394,8 +394,7 @@ def describe(values: dict[str, Any]) -> str:
 
 
 def plain_value(value: Any) -> str:
-    """A swept value as the summary and plots say it (a long one shortened)."""
-    if value is None or isinstance(value, bool):  # as YAML writes them
+    if value is None or isinstance(value, bool):  # as YAML writes them (summary and plots)
         return shown_yaml(value)
     text = str(value) if isinstance(value, str | int | float) else shown(value)
     return text if len(text) <= 80 else shown(value)
