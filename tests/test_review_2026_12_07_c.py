@@ -142,3 +142,16 @@ def test_a_set_that_drops_one_key_says_it_in_the_singular(cli):
     code, _, err = cli("validate", DEFAULT, "--set", "budget={}")
     assert code == 0, err
     assert "replaces the scenario's whole budget: its hbf takes its default (" in err
+
+
+def test_the_calibrated_preset_s_header_says_a_latency_in_the_unit_that_reads_it():
+    """`calibrate --out` headed its preset `storage write latency: 4007 us (152.5 us ..
+    1.2e+04 us, 64 runs)`: every time in microseconds, 12 ms in scientific notation. The
+    header now says them as the table does, to the preset's 4 digits (the values below it keep
+    their form, tests/test_calibrate_table_times.py)."""
+    from tiersim.groundtruth.calibrated_preset import describe, quantity
+    from tiersim.groundtruth.figure import Figure
+
+    latency = Figure("storage write latency", "s", (1.525e-4, 4.007e-3, 1.2e-2), "fdatasync")
+    assert describe(latency) == "4.007 ms (152.5 us .. 12 ms, 3 runs)"
+    assert quantity(4.007e-3, "s") == "4007 us"  # the preset's value, as before
