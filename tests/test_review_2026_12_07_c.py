@@ -155,3 +155,25 @@ def test_the_calibrated_preset_s_header_says_a_latency_in_the_unit_that_reads_it
     latency = Figure("storage write latency", "s", (1.525e-4, 4.007e-3, 1.2e-2), "fdatasync")
     assert describe(latency) == "4.007 ms (152.5 us .. 12 ms, 3 runs)"
     assert quantity(4.007e-3, "s") == "4007 us"  # the preset's value, as before
+
+
+def test_building_a_transformers_model_quiets_torchao_s_import_noise(caplog):
+    """`tiersim run` of a scenario whose model is a BERT config.json (built by transformers on
+    the meta device) printed four lines on standard error: torchao 0.18.0's "Failed to load
+    .../_C_mxfp8.cpython-310-....so" for its own kernels and torch's pytree deprecation
+    warning, logged as transformers imports torchao. The build now quiets those loggers and
+    gives their levels back (the import itself checked by hand: docs/review-2026-12-07-c.md)."""
+    import logging
+
+    from tiersim.config.hfmeta import NOISY, quiet_imports
+
+    assert NOISY == ("torchao", "torch.utils._pytree")  # the loggers the lines came from
+    before = [logging.getLogger(name).level for name in NOISY]
+    caplog.set_level(logging.WARNING)
+    with quiet_imports():
+        for name in NOISY:
+            logging.getLogger(name).warning("Failed to load _C_mxfp8.so")
+    assert not caplog.records  # nothing logged while quiet
+    assert [logging.getLogger(name).level for name in NOISY] == before
+    logging.getLogger("torchao").warning("after")  # and heard again once given back
+    assert [r.getMessage() for r in caplog.records] == ["after"]
