@@ -98,6 +98,7 @@ CHECKPOINT_WRITES = "checkpoint"
 # momentum on the layers' matrices and AdamW's two moments elsewhere.
 OPTIMIZERS = _optimizers.OPTIMIZERS
 OPTIMIZER_NAMES = _optimizers.NAMES
+OPTIMIZER_DEFAULT = _optimizers.DEFAULT
 OPTIMIZER_BY_NAME = _optimizers.REGISTRY
 
 
