@@ -37,15 +37,15 @@ def _weights_sharded(s: Scenario) -> bool:
 
 def optimizer_notes(s: Scenario) -> list[Problem]:
     muon = _deepspeed_muon_notes(s)  # says what the CPU does for DeepSpeed's Muon itself
-    notes = _fsdp2_8bit_notes(s) + _8bit_precision_notes(s) + muon
+    notes = _fsdp2_8bit_notes(s) + _own_precision_notes(s) + muon
     return notes + ([] if muon else _cpu_rate_notes(s))
 
 
-def _8bit_precision_notes(s: Scenario) -> list[Problem]:
-    """adamw8bit's states are 8-bit by construction (bitsandbytes' uint8 state1 / state2 and
-    fp32 block absmax, fp32 states below min_8bit_size; state/optimizers.py): a given
-    `training.precision.optimizer` changes no byte (the inventory is the same at fp32, bf16
-    and fp8)."""
+def _own_precision_notes(s: Scenario) -> list[Problem]:
+    """An optimizer whose state keeps a precision of its own (`own_state_precision`: adamw8bit's
+    are 8-bit by construction, bitsandbytes' uint8 state1 / state2 and fp32 block absmax, fp32
+    states below min_8bit_size; state/adamw8bit.py): a given `training.precision.optimizer`
+    changes no byte (the inventory is the same at fp32, bf16 and fp8)."""
     precision, name = s.training.precision, s.training.optimizer
     own = optimizer(name).own_state_precision
     if not own or "optimizer" not in precision.model_fields_set:

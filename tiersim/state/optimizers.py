@@ -25,7 +25,25 @@ from tiersim.state.adamw8bit import AdamW8bit
 from tiersim.state.muon import NS_STEPS, Muon, embedding_name, newton_schulz_flops, takes_muon
 from tiersim.state.optimizer_base import AdamLike, Optimizer
 
-__all__ = ["NS_STEPS", "embedding_name", "newton_schulz_flops", "takes_muon"]
+__all__ = [
+    "ADAMW",
+    "DEFAULT",
+    "IN_PYTORCH",
+    "NAMES",
+    "NS_STEPS",
+    "OPTIMIZERS",
+    "REGISTRY",
+    "AdamLike",
+    "AdamW8bit",
+    "Muon",
+    "Optimizer",
+    "embedding_name",
+    "framework_names",
+    "fsdp2_stepped",
+    "newton_schulz_flops",
+    "optimizer",
+    "takes_muon",
+]
 
 ADAMW = AdamLike(
     "adamw",
