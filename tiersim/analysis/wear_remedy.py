@@ -136,24 +136,35 @@ def _holding(search: _Search, today: int, g: int, sign: int, stride: int) -> int
 
 def _boundary(search: _Search, near: int, far: int, sign: int, stride: int, v: Verdict) -> int:
     """The G between `near` (fails) and `far` (holds) that holds with its neighbour towards
-    `near` failing: first where a line through the bracket's ends says, then by halving."""
+    `near` failing: first where a line through the bracket's ends says, then by halving.
+    The line is asked again only while each of its probes has at least halved the bracket:
+    where the step or the bytes a step bend (a checkpoint interval that stretches with G),
+    a line through a fixed `near` lands on the holding side every time and the bracket
+    shrinks by a probe or two a try (false position's stall: a G of 784 took hundreds of
+    simulations, issue 36); halving takes log2 of the bracket."""
+    line = True
     while abs(far - near) > stride:
-        probe = _line_guess(search, near, far, sign, v)
+        width = abs(far - near)
+        probe = _line_guess(search, near, far, sign, v) if line else None
         if probe is not None and (probe - far) * sign >= 0:  # the line says `far` itself
             neighbour = far - sign * stride
             if not search.at(neighbour).holds:
                 return far
             far = neighbour
-            continue
-        if probe is None or not _inside(probe, near, far, stride):
-            probe = near + sign * stride * (abs(far - near) // stride // 2)
-        if search.at(probe).holds:
-            far = probe
-            neighbour = probe - sign * stride  # usually decides it at once
-            if _inside(neighbour, near, far, stride) and not search.at(neighbour).holds:
-                return probe
         else:
-            near = probe
+            lined = probe is not None and _inside(probe, near, far, stride)
+            if not lined:
+                probe = near + sign * stride * (width // stride // 2)
+            if search.at(probe).holds:
+                far = probe
+                neighbour = probe - sign * stride  # after the line's probe: usually decides
+                if lined and _inside(neighbour, near, far, stride):
+                    if not search.at(neighbour).holds:
+                        return probe
+                    far = neighbour  # simulated already: the bracket's new end
+            else:
+                near = probe
+        line = line and 2 * abs(far - near) <= width
     return far
 
 
