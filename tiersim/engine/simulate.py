@@ -169,7 +169,7 @@ def _simulate(res: Resolved, setup: RunSetup, recorder: Recorder | None) -> Step
         extrapolated = _extrapolated(res, setup, runs, recorder)
         if not isinstance(extrapolated, steady.NoRepetition):
             return extrapolated
-        tries.refused(extrapolated.why)
+        tries.refused(extrapolated.why, extrapolated.stalls)
     _check_size(res, steps, res.execution.training.grad_accumulation, setup.wl.parts_per_layer)
     result, _, checkpoint = _measured(res, setup, recorder, verify=False)
     if checkpoint is not None:

@@ -65,17 +65,13 @@ class NoRepetition:
     """Why the samples were not extrapolated: said in the report of the full simulation."""
 
     why: str
+    stalls: tuple[float, ...] = ()  # the samples' checkpoint stalls, where they fall: later_samples
 
 
 def round_off(events: int, clock_s: float) -> float:
     """The most a figure of a run of `events` events whose clock reaches `clock_s` seconds
     can err by from floating-point arithmetic (module docstring)."""
     return max(events, 1) * EPS * abs(clock_s)
-
-
-def _name(key: tuple) -> str:
-    """A figure's key in words: `busy_s of pcie`, `checkpoint stall_s`."""
-    return named(key[1:])
 
 
 def independent_steps(res: Resolved) -> bool:
@@ -217,14 +213,14 @@ def judged(
             if uneven != 0:
                 seen = [f"{s[key]:,}" for s in samples if key in s]
                 return NoRepetition(
-                    f"{_name(key)} grows by {grew:,} then {then:,} a period "
+                    f"{named(key[1:])} grows by {grew:,} then {then:,} a period "
                     f"({', '.join(seen)} over the runs)"
                 )
         else:
             tol = max(REL * max(abs(c), scale[key[0]]), 4 * noise.get(key[0], 0.0))
             if abs(uneven) > tol:
                 return NoRepetition(
-                    f"{_name(key)} grows by {grew:.6g} then {then:.6g} a period: "
+                    f"{named(key[1:])} grows by {grew:.6g} then {then:.6g} a period: "
                     f"{abs(uneven):.3g} apart, over the {tol:.3g} its round-off and "
                     f"{REL:g} of its scale allow"
                 )
@@ -316,17 +312,19 @@ def grow_checkpoint(
     by no more than the runs' round-off (1e-12 of a step, or twice `noise_s`, per period) is
     constant: its growth is that round-off (a stall is the difference of two run ends), and
     extrapolating it would multiply it by the periods. A falling stall is not: a drain delays
-    longer micro-batches less until it ends within them (a line would fall below 0)."""
+    longer micro-batches less until it ends within them (a line would fall below 0): its
+    stalls go with the refusal, for samples past that end (tiersim.engine.later_samples)."""
     if any(held(r) != held(runs[0]) for r in runs):
         return NoRepetition("the checkpoint's bytes or peaks differ between the runs")
     seconds = [additive(r, {}, ("checkpoint",)) for r in runs]
     scale = max(1e-300, *(abs(v) for v in seconds[-1].values())) * 1e-3
     step = _growth(seconds, {"s": scale}, {"s": noise_s})
-    if isinstance(step, NoRepetition):
-        return step
     noise = max(ROUND_OFF * step_s, 2 * noise_s)
+    fell = tuple(r.stall_s for r in runs) if runs[0].stall_s - runs[-1].stall_s > noise else ()
+    if isinstance(step, NoRepetition):
+        return replaced(step, stalls=fell)
     if step.get(("s", "checkpoint", "stall_s"), 0.0) < -noise:  # not extrapolated: docstring
-        return NoRepetition("the checkpoint's stall falls as the step lengthens")
+        return NoRepetition("the checkpoint's stall falls as the step lengthens", fell)
     out = {}
     for key, growth in step.items():
         flat = all(abs(f[key] - seconds[0][key]) <= noise for f in seconds)
