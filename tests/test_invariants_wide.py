@@ -166,3 +166,42 @@ def test_an_interval_chosen_for_the_machine_may_lengthen_on_a_faster_one():
     assert interval_slower(run(10.0, 100, "auto"), run(8.0, 130, "auto")) == []
     given = interval_slower(run(10.0, 100, "given"), run(8.0, 130, "given"))
     assert given == ["checkpoint interval 1000 s -> 1040 s"]
+
+
+# --- one test per violation benchmarks/explore_wide.py found (each failed before) ---------
+
+# every class in DRAM, the CPU updating it a step late: a 27 ms update beside micro-batches
+# of 0.19 ms of GPU work (full recompute), so the step is the update's up to ~140 of them
+DELAYED_CPU = {
+    "training": {"recompute": "full", "optimizer_step": "delayed"},
+    "placement": {
+        "gradients": "dram",
+        "master": "dram",
+        "optimizer": "dram",
+        "optimizer_compute": "cpu",
+    },
+}
+
+
+def both(raw: dict) -> tuple[dict, dict]:
+    """The report as simulated by default, and with every micro-batch simulated."""
+    return report(raw), report(merge(raw, {"simulation": {"steady_state": "full"}}))
+
+
+def test_an_update_running_past_the_samples_is_not_extrapolated_from_them():
+    # One run of 5 micro-batches: its periods repeat beside the previous step's update, which
+    # ends the step; extrapolated by a period each, 64 micro-batches came to 44.18 ms where
+    # simulated in full they take 27.02 ms (the update's)
+    fast, full = both(scenario(merge(DELAYED_CPU, {"training": {"grad_accumulation": 64}})))
+    assert fast["step"]["time_s"] == pytest.approx(full["step"]["time_s"], rel=1e-9)
+
+
+def test_a_checkpointed_step_past_its_update_grows_with_its_micro_batches():
+    # With a blocking checkpoint every 2 steps, three runs (3, 4, 5) grew by 0 (the update's
+    # step): 150 micro-batches came to 27.02 ms, below their own GPU work (compute_s,
+    # 28.56 ms), the CPU's exposed time -1.58 ms (exit 70); in full: 43.62 ms
+    ck = {"checkpoint": {"every_steps": 2, "target": "nvme", "mode": "blocking"}}
+    raw = scenario(merge(DELAYED_CPU, {"training": {"grad_accumulation": 150}, **ck}))
+    fast, full = both(raw)
+    assert fast["step"]["time_s"] >= fast["step"]["compute_s"]
+    assert fast["step"]["time_s"] == pytest.approx(full["step"]["time_s"], rel=1e-9)
