@@ -22,6 +22,7 @@ from wide_checks import (
 )
 
 from tiersim import api
+from tiersim.analysis.checkpoint_interval import per_step
 
 ROOT = Path(__file__).resolve().parent.parent
 ORDERED = {"simulation": {"link_sharing": "ordered"}}
@@ -205,3 +206,14 @@ def test_a_checkpointed_step_past_its_update_grows_with_its_micro_batches():
     fast, full = both(raw)
     assert fast["step"]["time_s"] >= fast["step"]["compute_s"]
     assert fast["step"]["time_s"] == pytest.approx(full["step"]["time_s"], rel=1e-9)
+
+
+def test_a_checkpoints_bytes_a_step_balance_between_reads_and_writes():
+    # A checkpoint of 6,959 B a GPU every 10 steps (seed 26 case 191: 16,384 GPUs), staged in
+    # DRAM: its copies write 5,423 + 6,959 + 453 = 12,835 B into DRAM, NVMe and HBM and read
+    # 2,351 + 6,959 + 453 + 3,072 = 12,835 B out of HBM, DRAM, HBF and NVMe. A step's share is
+    # 12,835 / 10 = 1,283.5 B, rounded to even: 1,284 B both ways. The fractions summed in
+    # floats came to 1,283.4999... for the writes (1,283 B) and 1,283.5 for the reads (1,284).
+    writes = per_step({"dram": 5423, "nvme": 6959, "hbm": 453}, 10)
+    reads = per_step({"hbm": 2351, "dram": 6959, "hbf": 453, "nvme": 3072}, 10)
+    assert sum(writes.values()) == sum(reads.values()) == 1284
