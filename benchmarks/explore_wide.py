@@ -10,8 +10,10 @@ on HBF; `recompute_every` and `recompute_modules`; micro-batches of 4 and 8). Ea
 machine (tests/wide_checks.py `knobs`) is perturbed at a factor drawn from 1.1, 4, 100 and
 unlimited, under `ordered`. Besides (a) to (e) (tests/invariant_checks.py) it checks (h) to
 (l) (tests/wide_checks.py): the step's parts, peaks over residents, more HBM capacity, a
-checkpoint never faster, the wear arithmetic. `--shipped` runs every scenarios/*.yaml with
-every knob at 4 x and unlimited. Prints each violation with its scenario (JSON), then counts.
+checkpoint never faster, the wear arithmetic; and (g) a step extrapolated from samples
+against the step simulated in full (up to 256 micro-batches). `--shipped` runs every
+scenarios/*.yaml with every knob at 4 x and unlimited. Prints each violation with its
+scenario (JSON), then counts.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from explore_invariants import draw
 from invariant_checks import check_report, interval_slower, merge
+from test_steady import differences
 from wide_checks import (
     checkpoint_slows,
     knobs,
@@ -195,6 +198,7 @@ def check_all(raw: dict, rng: random.Random, every_knob: bool = False) -> tuple[
     else:
         picks = [(n, rng.choice(FACTORS)) for n in rng.sample(names, min(4, len(names)))]
     for step in (
+        lambda: _extrapolation(raw, base),
         lambda: _knob_checks(raw, machine, picks),
         lambda: _capacity_checks(raw, base),
         lambda: _unlimited(raw, machine),
@@ -206,6 +210,32 @@ def check_all(raw: dict, rng: random.Random, every_knob: bool = False) -> tuple[
         except Exception:
             out.append("f crash in a variant: " + traceback.format_exc(limit=6))
     return "ok", out
+
+
+def _extrapolation(raw: dict, base: dict) -> list[str]:
+    """(g) a step extrapolated from samples is the step simulated in full (tests/test_steady.py
+    `differences`: every figure but `sim`), up to 256 micro-batches."""
+    if base["sim"]["steady_state"] != "extrapolated" or base["step"]["micro_batches"] > 256:
+        return []
+    full = _report(merge(raw, {"simulation": {"steady_state": "full"}}))
+    step_s = full["step"]["time_s"]
+    return [f"g extrapolated != full: {d}" for d in _differ(full, base, step_s)[:5]]
+
+
+def _differ(full: dict, fast: dict, step_s: float) -> list[str]:
+    """`differences`, but a figure within 1e-12 of the step of its full value (seconds a link
+    was busy for nanoseconds, their shares) is round-off (tiersim/engine/steady.py)."""
+    out = []
+    for d in differences(full, fast, step_s):
+        _, _, rest = d.partition(": ")
+        got, _, want = rest.removesuffix(")").partition(" (full: ")
+        try:
+            if abs(float(got) - float(want)) <= 1e-12 * step_s:
+                continue
+        except ValueError:
+            pass
+        out.append(d)
+    return out
 
 
 def _unlimited(raw: dict, machine) -> list[str]:
