@@ -13,6 +13,7 @@ from tiersim.cli.commands.measure_fsdp import run_fsdp
 from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
+from tiersim.groundtruth import choices
 from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
@@ -107,8 +108,9 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
-        default="adamw",
-        help="optimizer trained with; its state is measured (default: adamw)",
+        default=choices.OPTIMIZER_DEFAULT,
+        help="optimizer trained with; its state is measured "
+        f"(default: {choices.OPTIMIZER_DEFAULT})",
     )
     parser.add_argument(
         "--dtype",
