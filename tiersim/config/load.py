@@ -15,11 +15,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from tiersim.config.batch import derive_accumulation
-from tiersim.config.consistency import consistency_problems, no_such_tier
+from tiersim.config.consistency import consistency_problems
 from tiersim.config.messages import validation_problems
 from tiersim.config.overrides import apply_overrides, clipped, parse_override
 from tiersim.config.presets import is_preset_file, preset_named, resolve
 from tiersim.config.schema import Scenario
+from tiersim.config.tier_names import no_such_tier
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem

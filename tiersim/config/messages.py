@@ -316,8 +316,22 @@ def _closest(code: str, msgs: list[str], value: Any) -> str:
     if value is None:  # YAML's null (or ~) where the key has a choice spelt 'none'
         return " (did you mean 'none'? null is YAML's no value)" if "none" in names else ""
     same_case = [n for n in names if n.lower() == value.lower()]
-    close = same_case or difflib.get_close_matches(value.lower(), names, n=1, cutoff=0.75)
+    # a word for a choice before spelling: 'sync' is one letter from 'async', its opposite
+    meant = [n for n in names if SYNONYMS.get(value.lower()) == n]
+    close = same_case or meant
+    close = close or difflib.get_close_matches(value.lower(), names, n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close and close[0] != value else ""
+
+
+# words users write for a choice spelt otherwise (checkpoint.mode, placement.optimizer_compute)
+SYNONYMS = {
+    "sync": "blocking",
+    "synchronous": "blocking",
+    "asynchronous": "async",
+    "host": "cpu",
+    "device": "gpu",
+    "cuda": "gpu",
+}
 
 
 _GOT = re.compile(r" \(got [^()]*\)$")

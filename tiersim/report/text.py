@@ -9,7 +9,7 @@ from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time, fmt_tokens_per_s
 from tiersim.engine.results import MAX_STEADY_STEPS
-from tiersim.report.checkpoint_text import checkpoint_lines
+from tiersim.report.checkpoint_text import checkpoint_lines, fmt_goodput
 from tiersim.report.host_memory import SECTION as HOST
 from tiersim.report.host_memory import host_text, host_warning
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
@@ -99,7 +99,7 @@ def _step_head(report: dict[str, Any], mfu_peak: str | None = None) -> str:
         # the share too: at 99.99 % the two rates print alike, and the reader wonders why
         tokens += (
             f" ({fmt_tokens_per_s(goodput)} after checkpoints and failures: goodput "
-            f"{100 * ck['goodput']:.2f} %)"
+            f"{fmt_goodput(ck['goodput'])})"
         )
     if st.get("mfu") is not None:  # PaLM's MFU: the model's FLOPs, not recompute's
         tokens += (
