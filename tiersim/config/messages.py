@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import re
 import types
@@ -163,22 +164,41 @@ def _not_a_number(err: dict[str, Any]) -> str:
     return f"expected a number (got {shown_yaml(err.get('input'))})"
 
 
+def _kind_of(value: Any) -> str:
+    """What YAML read a plain value as, in its words: 'null', 'true or false', 'a number'."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a date" if isinstance(value, (datetime.date, datetime.time)) else "not text"
+
+
 SECTION_KEYS = 10  # keys named where a section was expected; docs/scenario-reference.md has all
 
 
-def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+def _key_message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+    """An unknown key, with the closest the section has; or a key that is not text (`5: 3`,
+    `~: 3`: YAML's keys need not be text, tiersim's are)."""
     import difflib  # a name refused: a valid file never needs it
 
+    fields = list(parent.model_fields) if parent else []
+    if err["type"] == "invalid_key":
+        names = f", e.g. {', '.join(fields[:3])}" if fields else ""
+        kind_of = _kind_of(err.get("input"))
+        return f"a key that is {kind_of}, not a name (expected a key written as text{names})"
+    key = str(err["loc"][-1])
+    close = (
+        difflib.get_close_matches(key, fields, n=1)
+        or [f for f in fields if f.startswith(key) or key.startswith(f)][:1]
+    )
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"unknown key '{key}' ({hint}expected one of: {', '.join(fields)})"
+
+
+def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     kind, msg = err["type"], err["msg"]
-    if kind == "extra_forbidden":
-        key = str(err["loc"][-1])
-        fields = list(parent.model_fields) if parent else []
-        close = (
-            difflib.get_close_matches(key, fields, n=1)
-            or [f for f in fields if f.startswith(key) or key.startswith(f)][:1]
-        )
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        return f"unknown key '{key}' ({hint}expected one of: {', '.join(fields)})"
+    if kind in ("extra_forbidden", "invalid_key"):
+        return _key_message(err, parent)
     if kind == "missing":
         return "required key is missing" + _missing_hint(err, parent)
     if kind == "bool_parsing":
@@ -284,25 +304,53 @@ def _code(err: dict[str, Any]) -> str:
     return coded if isinstance(coded, str) else "E-VALUE"
 
 
+# key paths listed for one file, the rest counted: a file of 76,000 unknown keys (1 MiB of
+# another program's settings) took 18 s of CPU and printed 76,000 lines; its author fixes the
+# first few and validates again (as tiersim.sweep.check lists a sweep's problems)
+MAX_LISTED = 30
+
+
 def validation_problems(exc: ValidationError) -> list[Problem]:
     by_path: dict[str, list[str]] = {}
     codes: dict[str, str] = {}  # each path's first error's code (a union's branches agree)
     given: dict[str, Any] = {}  # each path's value, for a choice's "did you mean"
+    unlisted: dict[str, str] = {}  # key paths past MAX_LISTED -> their first code
     for err in exc.errors():
         path, parent = _walk(tuple(err["loc"]))
+        if err["type"] == "invalid_key" and path:  # YAML's null key is `null`, not `None`
+            path[-1] = shown_yaml(err.get("input"))
         key = ".".join(path)
+        if key not in by_path and len(by_path) >= MAX_LISTED:
+            unlisted.setdefault(key, _code(err))
+            continue
         codes.setdefault(key, _code(err))
         given.setdefault(key, err.get("input"))
         text = _message(err, parent).replace("--set ...", f"--set {key}.")  # the full path
         text = text.replace("--set KEY=", f"--set {key}=")
         if "valid integer" in text:
             text += _whole_number_as_text(err)
+        if "valid string" in text and isinstance(err.get("input"), (datetime.date, datetime.time)):
+            # `name: 2026-12-07` is a date to YAML 1.1, not the text it looks like
+            text += "; unquoted, YAML reads it as a date: put it in quotes"
         if text not in by_path.setdefault(key, []):
             by_path[key].append(text)
-    return [
+    listed = [
         Problem(path, _alternatives(msgs) + _closest(codes[path], msgs, given[path]), codes[path])
         for path, msgs in by_path.items()
     ]
+    return listed + _unlisted(unlisted)
+
+
+def _unlisted(unlisted: dict[str, str]) -> list[Problem]:
+    """One line for the key paths past MAX_LISTED: how many, the first, and its code."""
+    if not unlisted:
+        return []
+    first = next(iter(unlisted))
+    what = (
+        f"... and {len(unlisted):,} more key paths with problems, from {first} on (the first "
+        f"{MAX_LISTED} are listed: expected them fixed first, then validate again)"
+    )
+    return [Problem("", what, unlisted[first])]
 
 
 def _closest(code: str, msgs: list[str], value: Any) -> str:

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
+from tiersim.cli.commands.common import add_format_arg, cannot_write, file_arg, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
 from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
@@ -173,6 +173,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--calibrate",
+        type=file_arg,
         metavar="FILE",
         help="write a model preset YAML with the activation factor (default: none written)",
     )

@@ -94,13 +94,18 @@ def workers_and_where(args: argparse.Namespace, points: int) -> tuple[int, str]:
     if args.scheduler is not None:
         unused = " (--workers is not used: the cluster's workers run the points)"
         return 1, args.scheduler + (unused if args.workers else "")
-    asked = args.workers or default_workers()
-    workers = min(asked, max(points, 1))
+    from tiersim.core.limits import PROCESSES_PER_CORE
+
+    asked, cores = args.workers or default_workers(), default_workers()
+    workers = min(asked, max(points, 1), PROCESSES_PER_CORE * cores)
     kind = "Dask " if args.executor == "dask" else ""
     where = f"{workers} {kind}worker{'s' if workers != 1 else ''}"
     if workers < asked:
-        source = f"--workers {asked}" if args.workers else f"{asked} cores"
-        where += f" ({source}: no more workers than points)"
+        source = f"--workers {asked:,}" if args.workers else f"{asked} cores"
+        why = "no more workers than points"
+        if workers < points:
+            why = f"no more than {PROCESSES_PER_CORE} per core of this machine's {cores}"
+        where += f" ({source}: {why})"
     return workers, where
 
 
