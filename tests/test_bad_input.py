@@ -107,3 +107,17 @@ def test_a_plan_starts_at_most_four_workers_a_core(monkeypatch):
     # a Dask scheduler's workers are the cluster's: no bound here
     remote = PlanOptions(workers=10_000, executor="dask", scheduler="tcp://h:8786")
     assert parallelism(remote, 5_000) == (5_000, 5_000)
+
+
+def test_a_resume_log_that_is_a_folder_is_not_said_missing_first(cli, tmp_path):
+    # before: 'note: --resume: ... holds no sweep yet (results.jsonl); starting fresh', the
+    # header, then the refusal of the same log as a folder
+    from test_sweep_spec import write_sweep
+
+    path = write_sweep(tmp_path, {"grid": {"training.grad_accumulation": [1, 2]}})
+    (tmp_path / "o" / "results.jsonl").mkdir(parents=True)
+    code, _, err = cli("sweep", path, "--out", tmp_path / "o", "--resume", "--workers", "1")
+    assert code == 2 and "holds no sweep yet" not in err
+    line = err.strip().splitlines()[-1]
+    assert said(line, str(tmp_path / "o" / "results.jsonl")).coded == ("E-RESULTS", "")
+    assert "is a folder (expected the sweep's log, a regular file)" in line

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     _refuse_lone_values(spec, text)
     _refuse_every_point_invalid(spec, text)
     print_sweep_notes(spec, text)
-    if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
+    if args.resume and not (out / LOG_NAME).exists():  # a mistyped folder is noticed
         print(
             f"note: --resume: {one_line(str(out))} holds no sweep yet ({LOG_NAME}); starting fresh",
             file=sys.stderr,
