@@ -4,6 +4,7 @@ fix (a flood of lines, Python's reprs, silence) and what it gets now. All in-pro
 from __future__ import annotations
 
 import argparse
+import errno
 
 import pytest
 from problem_lines import said
@@ -121,3 +122,31 @@ def test_a_resume_log_that_is_a_folder_is_not_said_missing_first(cli, tmp_path):
     line = err.strip().splitlines()[-1]
     assert said(line, str(tmp_path / "o" / "results.jsonl")).coded == ("E-RESULTS", "")
     assert "is a folder (expected the sweep's log, a regular file)" in line
+
+
+@pytest.mark.parametrize(
+    ("error", "wanted", "remedy"),
+    [
+        (
+            PermissionError(errno.EACCES, "Permission denied"),
+            "a --out folder it may write in",
+            "make it writable",
+        ),
+        (
+            OSError(errno.ENOSPC, "No space left on device"),
+            "room for the sweep's results in --out",
+            "make room",
+        ),
+    ],
+)
+def test_a_sweep_log_it_may_not_write_is_no_want_of_room(tmp_path, error, wanted, remedy):
+    # --resume into a read-only folder said 'Permission denied (expected room for the
+    # sweep's results in --out)' and 'make room and rerun' (found as root without
+    # CAP_DAC_OVERRIDE: setpriv --bounding-set=-dac_override; root writes anywhere)
+    from tiersim.cli.commands.sweep import unwritable_out
+    from tiersim.sweep.keep import OutputError
+
+    log = tmp_path / "results.jsonl"
+    first, kept = unwritable_out(tmp_path, OutputError(log, error)).problems
+    assert f"(expected {wanted})" in first.message and first.code == "E-RESULTS"
+    assert kept.message == f"the points in results.jsonl are kept; {remedy} and rerun with --resume"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             return _stopped(out, "\ntiersim: terminated (SIGTERM)", EXIT_TERMINATED)
         return _stopped(out, "\ntiersim: interrupted", EXIT_INTERRUPTED)
     except OutputError as exc:
-        raise _unwritable(out, exc) from None
+        raise unwritable_out(out, exc) from None
 
 
 def _sweep(args: argparse.Namespace, spec: SweepSpec, out: Path, workers: int, where: str) -> int:
@@ -258,14 +259,18 @@ def _refuse_every_point_invalid(spec: SweepSpec, text: str) -> None:
             raise InputError(spec.source, [Problem("", what, "E-SWEEP"), *wrong])
 
 
-def _unwritable(out: Path, exc: OutputError) -> InputError:
+def unwritable_out(out: Path, exc: OutputError) -> InputError:
     """A full disk, say: exit 2 as `run` does for output it cannot write, and say what is kept."""
     from tiersim.sweep.store import LOG_NAME
 
-    error = cannot_write("--out", exc.path, exc.error, "room for the sweep's results in --out")
+    # a folder it may not write in (read-only, another user's) is no want of room
+    denied = exc.error.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    wanted = "a --out folder it may write in" if denied else "room for the sweep's results in --out"
+    error = cannot_write("--out", exc.path, exc.error, wanted)
+    remedy = "make it writable" if denied else "make room"
     kept = Problem(
         str(out),
-        f"the points in {LOG_NAME} are kept; make room and rerun with --resume",
+        f"the points in {LOG_NAME} are kept; {remedy} and rerun with --resume",
         "E-RESULTS",
     )
     return InputError(error.source, [*error.problems, kept])
