@@ -51,7 +51,7 @@ def test_a_toml_datetime_is_shown_as_written(cli, tmp_path):
 
 @pytest.mark.parametrize(
     ("key", "where", "kind"),
-    [("5", "model.5", "a number"), ("~", "model.null", "null"), ("true", "model.true", "true")],
+    [("5", "model.5", "a number"), ("~", "model.null", "null"), ("yes", "model.true", "true")],
 )
 def test_a_key_that_is_not_text_says_what_yaml_read(cli, write, key, where, kind):
     # pydantic's own words were `None: Keys should be strings` (no key path, nothing expected)
@@ -59,6 +59,7 @@ def test_a_key_that_is_not_text_says_what_yaml_read(cli, write, key, where, kind
     code, _, err = cli("validate", path)
     assert code == 2 and said(err.strip(), path).coded == ("E-VALUE", where)
     assert f"a key that is {kind}" in err and "expected a key written as text" in err
+    assert err.strip().endswith("(line 4) [E-VALUE]")  # `~` had none: its text is not `null`
 
 
 @pytest.mark.parametrize(

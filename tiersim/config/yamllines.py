@@ -31,7 +31,7 @@ def key_lines(text: str) -> dict[str, int]:
             continue
         seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            items = [(str(k.value), k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+            items = [(_name(k), k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
         elif isinstance(node, yaml.SequenceNode):
             items = [(str(i), v, v) for i, v in enumerate(node.value)]
         else:
@@ -41,6 +41,17 @@ def key_lines(text: str) -> dict[str, int]:
             lines.setdefault(path, mark_node.start_mark.line + 1)
             queue.append((path, child))
     return lines
+
+
+def _name(key: yaml.ScalarNode) -> str:
+    """A key as a key path names it: YAML's null (`~`) and booleans (`yes`) as the messages
+    say them, `null` and `true` (tiersim.core.errors.shown_yaml), else as written."""
+    tag = key.tag.rsplit(":", 1)[-1]
+    if tag == "null":
+        return "null"
+    if tag == "bool":
+        return "true" if key.value.lower() in ("yes", "true", "on") else "false"
+    return str(key.value)
 
 
 # problems about a value written elsewhere: a --set override, or a sweep's base scenario
