@@ -151,3 +151,11 @@ def test_a_sweep_log_it_may_not_write_is_no_want_of_room(tmp_path, error, wanted
     first, kept = unwritable_out(tmp_path, OutputError(log, error)).problems
     assert f"(expected {wanted})" in first.message and first.code == "E-RESULTS"
     assert kept.message == f"the points in results.jsonl are kept; {remedy} and rerun with --resume"
+
+
+def test_a_null_beside_a_preset_is_said_as_yaml_writes_it(cli, write):
+    # `--set model.parameters=null` beside a preset read "model.parameters: None beside preset"
+    path = write("name: x\nmodel: {preset: gpt2, parameters: null}\n")
+    code, _, err = cli("validate", path)
+    assert code == 2 and said(err.strip(), path).coded == ("E-PRESET", "model.parameters")
+    assert "model.parameters: null beside preset 'gpt2'" in err and "None" not in err
