@@ -180,3 +180,13 @@ def test_the_lines_of_keys_are_found_by_libyaml_where_it_reads_as_python_does():
     # the pure-Python composer
     assert yamllines._composer("a: " + "[" * 300 + "]" * 300) is yaml.SafeLoader
     assert yamllines._composer("a:\n\t- 1\n") is yaml.SafeLoader
+
+
+def test_a_set_key_of_thousands_of_characters_is_refused_short(cli, write):
+    # quoted whole as an unknown key, 10,000 characters ran past the 2,000-character line
+    # and its '(from --set ...)' was cut off
+    code, _, err = cli("validate", write(SMALL), "--set", "a" * 10_000 + "=1")
+    line = err.strip()
+    assert code == 2 and said(line, str(write(SMALL))).coded[0] == "E-SET"
+    assert line.endswith(": a key of 10,000 characters (expected at most 255) [E-SET]")
+    assert len(line) < 400 and "--set aaa" in line  # the path, 80 characters of the --set
