@@ -122,14 +122,33 @@ def _section_hint(tp: Any, example: str = "") -> str:
     return f" (expected a mapping of its keys: {keys})"
 
 
+def _may_leave_out(err: dict[str, Any], parent: type[BaseModel] | None) -> bool:
+    """Whether the key of a null section may be left out (it is no required key)."""
+    field = parent.model_fields.get(str(err["loc"][-1])) if parent and err["loc"] else None
+    return not (field is not None and field.is_required())
+
+
+def null_sections_left_out(exc: ValidationError) -> set[str]:
+    """The key paths (as the user writes them) of sections given null that may be left out:
+    what `--set KEY=null` takes as leaving KEY out (tiersim.config.set_null)."""
+    out = set()
+    for err in exc.errors():
+        if err["type"] in ("dict_type", "model_type") and err.get("input", 0) is None:
+            path, parent = _walk(tuple(err["loc"]))
+            if _may_leave_out(err, parent):
+                out.add(".".join(path))
+    return out
+
+
 def _null_section(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     """A section written with nothing under it (null in YAML), and the remedy where one is."""
-    field = parent.model_fields.get(str(err["loc"][-1])) if parent and err["loc"] else None
-    required = field is not None and field.is_required()
-    keep = "" if required else "; leave the key out to keep the default"
+    if _may_leave_out(err, parent):  # `--set KEY=null` leaves it out (tiersim.config.set_null)
+        keep, hint = "; leave the key out to keep the default", ""
+    else:  # no leaving it out, in the file or by --set: what to give instead
+        keep, hint = "; the key is required", _missing_hint(err, parent)
     return (
         "expected a mapping of settings under this key (got null: a key with nothing after "
-        f"it is null in YAML{keep})"
+        f"it is null in YAML{keep}){hint}"
     )
 
 
@@ -364,8 +383,22 @@ def _closest(code: str, msgs: list[str], value: Any) -> str:
     if value is None:  # YAML's null (or ~) where the key has a choice spelt 'none'
         return " (did you mean 'none'? null is YAML's no value)" if "none" in names else ""
     same_case = [n for n in names if n.lower() == value.lower()]
-    close = same_case or difflib.get_close_matches(value.lower(), names, n=1, cutoff=0.75)
+    # a word for a choice before spelling: 'sync' is one letter from 'async', its opposite
+    meant = [n for n in names if SYNONYMS.get(value.lower()) == n]
+    close = same_case or meant
+    close = close or difflib.get_close_matches(value.lower(), names, n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close and close[0] != value else ""
+
+
+# words users write for a choice spelt otherwise (checkpoint.mode, placement.optimizer_compute)
+SYNONYMS = {
+    "sync": "blocking",
+    "synchronous": "blocking",
+    "asynchronous": "async",
+    "host": "cpu",
+    "device": "gpu",
+    "cuda": "gpu",
+}
 
 
 _GOT = re.compile(r" \(got [^()]*\)$")

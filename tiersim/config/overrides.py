@@ -97,9 +97,10 @@ def dropped_by_overrides(raw: Any, overrides: list[str]) -> dict[str, list[str]]
 def dropped_message(path: str, gone: list[str], by: str) -> str:
     """The W-SET-REPLACES note's text: what a mapping set `by` (--set, a grid value) drops."""
     shown_keys = ", ".join(gone[:6]) + (", ..." if len(gone) > 6 else "")
+    take = "takes its default" if len(gone) == 1 else "take their defaults"
     return (
         f"a mapping given by {by} replaces the scenario's whole {path}: its {shown_keys} "
-        "take their defaults (to change some keys and keep the rest, give each by its full "
+        f"{take} (to change some keys and keep the rest, give each by its full "
         f"path, {clipped(path, 60)}.KEY)"
     )
 

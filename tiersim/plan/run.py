@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tiersim.config.load import Loaded, load_scenario
-from tiersim.config.overrides import apply_overrides
+from tiersim.config.set_null import overridden
 from tiersim.config.yamlfile import read_yaml
 from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
@@ -70,7 +70,7 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     source = str(path)
     deadline = Deadline(source, options.time_limit_s)  # the whole command's, from here
     loaded = load_scenario(path, list(overrides))
-    raw = apply_overrides(read_yaml(path, source), list(overrides), source)
+    raw = overridden(read_yaml(path, source), list(overrides), source, path.parent)
     space = _checked_space(loaded, raw, path, options)
     stream_to = options.progress or sys.stderr
     if space.size > LARGE:  # said at once: its check alone takes minutes

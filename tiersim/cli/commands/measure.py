@@ -13,6 +13,7 @@ from tiersim.cli.commands.measure_fsdp import run_fsdp
 from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
+from tiersim.groundtruth import choices
 from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
@@ -72,7 +73,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "Build the model in PyTorch (the `measure` extra), train a warm-up step and a "
             "measured step in one precision, and print the bytes of weights, gradients, optimizer "
             "state and retained activations (and the allocator peak on a GPU) beside tiersim's "
-            "prediction for the same configuration.",
+            "prediction for the same configuration. Standard error names each stage (importing "
+            "PyTorch, training: minutes on a loaded CPU) with the time elapsed: in place on a "
+            "terminal, else a line as each starts and finishes.",
             width=80,
         ),
         epilog=EPILOG,
@@ -107,8 +110,9 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
-        default="adamw",
-        help="optimizer trained with; its state is measured (default: adamw)",
+        default=choices.OPTIMIZER_DEFAULT,
+        help="optimizer trained with; its state is measured "
+        f"(default: {choices.OPTIMIZER_DEFAULT})",
     )
     parser.add_argument(
         "--dtype",
@@ -361,17 +365,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tiersim.groundtruth.measure import SOURCE, measure
+    from tiersim.cli.counting import Stages
+    from tiersim.groundtruth.measure import SOURCE, import_torch, measure, prediction_scenario
     from tiersim.groundtruth.measure_report import report
     from tiersim.report.json_report import to_json
 
     req = request(args)
     if args.calibrate and (args.fsdp is not None or req.implementation == "huggingface"):
-        why = (
-            "not with --fsdp"
-            if args.fsdp is not None
-            else "huggingface's accounting needs no factor (set training.implementation)"
-        )
+        why = "huggingface's accounting needs no factor (set training.implementation)"
+        why = "not with --fsdp" if args.fsdp is not None else why
         raise InputError(
             SOURCE, [Problem("--calibrate", f"{why} (expected tiersim's modules)", "E-OPTION")]
         )
@@ -380,12 +382,14 @@ def _run(args: argparse.Namespace) -> int:
     preset = Path(args.calibrate) if args.calibrate else None
     if preset:  # before measuring, so a mistake in it costs nothing
         usable_preset_path("--calibrate", preset, _preset_inputs(args), SOURCE)
-    from tiersim.cli.counting import Stages
-
-    stages = Stages("measure")  # tens of seconds in PyTorch: said on a terminal meanwhile
-    stages("training the model in PyTorch (a warm-up step, then the measured one)")
+    prediction_scenario(req)  # its input's mistakes said first, with no stage before them
+    stages = Stages("measure", log=True)  # minutes in PyTorch: said meanwhile, a log too
     try:
+        stages("importing PyTorch")  # seconds; measure's own import then finds it loaded
+        import_torch()
+        stages("training the model in PyTorch (a warm-up step, then the measured one)")
         m = measure(req)
+        stages.finish()
     finally:
         stages.close()
     if args.format == "json":
