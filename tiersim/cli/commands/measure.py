@@ -8,13 +8,12 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
+from tiersim.cli.commands.common import add_format_arg, cannot_write, file_arg, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
 from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
 from tiersim.groundtruth import choices
-from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.groundtruth.measure import Measurement, Request
@@ -109,14 +108,14 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--optimizer",
-        choices=OPTIMIZERS,
+        choices=choices.OPTIMIZERS,
         default=choices.OPTIMIZER_DEFAULT,
         help="optimizer trained with; its state is measured "
         f"(default: {choices.OPTIMIZER_DEFAULT})",
     )
     parser.add_argument(
         "--dtype",
-        choices=DTYPES,
+        choices=choices.DTYPES,
         default="bf16",
         help="precision of weights, gradients, optimizer state and activations (default: bf16)",
     )
@@ -126,7 +125,7 @@ def _module_options(parser: argparse.ArgumentParser) -> None:
     """Which modules run: tiersim's own or a transformers model, its attention and dropout."""
     parser.add_argument(
         "--implementation",
-        choices=IMPLEMENTATIONS,
+        choices=choices.IMPLEMENTATIONS,
         help="the modules trained: a transformers model built from the dimensions, random "
         "weights, nothing downloaded (compared with the huggingface accounting, like with "
         "like) or tiersim's own (compared with the megatron formula, for --calibrate and "
@@ -134,7 +133,7 @@ def _module_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--attention",
-        choices=ATTENTION,
+        choices=choices.ATTENTION,
         default="sdpa",
         help="sdpa: torch's scaled_dot_product_attention (flash kernels); eager (or math): "
         "explicit softmax (default: sdpa)",
@@ -152,7 +151,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     """Where it trains, the overrides, and what is written."""
     parser.add_argument(
         "--device",
-        choices=DEVICES,
+        choices=choices.DEVICES,
         default="auto",
         help="where to train; auto: cuda when PyTorch sees a GPU, else cpu (default: auto)",
     )
@@ -177,6 +176,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--calibrate",
+        type=file_arg,
         metavar="FILE",
         help="write a model preset YAML with the activation factor (default: none written)",
     )
