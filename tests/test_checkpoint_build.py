@@ -1,7 +1,7 @@
 """An async checkpoint's copies built directly (tiersim.engine.schedule_checkpoint, issue
 36): every schedule is the one the tree before built through `OpList.move` and one
 `free_after` a staged copy, op for op (each field, deps and frees included). The reference
-is that code, copied here."""
+is that code, copied here (one class at a time through `_async`, as before `_async_all`)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,16 @@ def _async_before(self, step, u, cls, nbytes, deps, label) -> None:
     self.last_drains.append(drain)
 
 
+def _async_all_before(self, step, sources, previous) -> None:
+    """CheckpointPhase.step's async loop as the tree before had it (each class's copies
+    through `_async`, the tree before's above)."""
+    for u, own in sources:
+        unit = self.c.wl.units[u]
+        for cls, nbytes, ready in own:
+            if nbytes > 0:
+                _async_before(self, step, u, cls, nbytes, [ready, *previous], f"{cls} {unit.name}")
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -69,7 +79,7 @@ def test_the_async_copies_are_the_ones_ops_move_built(overrides, monkeypatch):
     setup = prepare(res, build_inventory(res))
     marks = frozenset({0, 1})
     built = build_schedule(res, setup.wl, 3, setup.depth, marks)
-    monkeypatch.setattr(CheckpointPhase, "_async", _async_before)
+    monkeypatch.setattr(CheckpointPhase, "_async_all", _async_all_before)
     monkeypatch.setattr(CheckpointPhase, "_durable", _durable_before)
     before = build_schedule(res, setup.wl, 3, setup.depth, marks)
     copies = [op for op in built.ops if op.role is Role.CHECKPOINT]

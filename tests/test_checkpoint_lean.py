@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tiersim.config.load import load_scenario
-from tiersim.engine import checkpoint_apart, closed_copy, durable
+from tiersim.engine import checkpoint_apart, copy_peaks, durable
 from tiersim.engine.ops import OpKind, Role
 from tiersim.engine.schedule import build_schedule
 from tiersim.engine.simulate import prepare
@@ -94,7 +94,7 @@ def test_the_checkpoints_bytes_by_kind_are_the_generic_readings(overrides):
 
 
 def _peak_before(ts: list, vs: list, changes: list) -> float | None:
-    """closed_copy._tier_peak as the tree before had it (no bound tried first)."""
+    """copy_peaks._tier_peak as the tree before had it (no bound tried first)."""
     best = max(vs)
     if not changes:
         return best
@@ -124,26 +124,30 @@ def test_a_tiers_peak_within_the_plain_one_by_hand():
     # [2.6, 4): 5 + 5 = 10 at most after 2, within 9? no: 10 > 9, the peak is 10
     ts, vs = [0.0, 1.0, 2.0], [5.0, 9.0, 5.0]
     changes = [(2.5, 3), (3.0, -3), (2.6, 2), (4.0, -2)]
-    assert not closed_copy._below(ts, vs, changes, 9.0)
-    assert closed_copy._tier_peak(ts, vs, changes) == 10.0
+    assert not copy_peaks._below(ts, vs, changes, 9.0)
+    assert copy_peaks._tier_peak(ts, vs, changes) == 10.0
     # 1 taken at 2.2; at 2.5, 3 taken and 1 given back (5 + 1 + 3 = 9 at most, in either
     # order); 1 more at 2.8 (5 + 4 = 9); all given back at 3: within the plain 9, the peak
     changes = [(2.2, 1), (2.5, 3), (2.5, -1), (2.8, 1), (3.0, -4)]
-    assert closed_copy._below(ts, vs, changes, 9.0)
-    assert closed_copy._tier_peak(ts, vs, changes) == 9.0
+    assert copy_peaks._below(ts, vs, changes, 9.0)
+    assert copy_peaks._tier_peak(ts, vs, changes) == 9.0
 
 
 def test_a_tiers_peak_is_the_reading_it_replaced():
     """`_tier_peak`, the plain peak taken where the copy's most stays within it (`_below`),
     equal to the tree before's reading on random plain occupancies and copy changes on a
-    coarse grid of instants (shared instants, the order cases, often); each way taken."""
+    coarse grid of instants (shared instants, the order cases, often); each way taken, and
+    a tier the step never changes (one value: `_level_peak`, no bisection) often, its
+    changes before, at and after that value's instant."""
     rng = random.Random(36)
-    below = 0
+    below = constant = 0
     for _ in range(3000):
         ts = sorted(rng.randrange(12) / 4 for _ in range(rng.randrange(1, 10)))
         vs = [float(rng.randrange(60)) for _ in ts]
         changes = [(rng.randrange(13) / 4, rng.randrange(-20, 21)) for _ in range(rng.randrange(8))]
         if changes and len(ts) > 1:
-            below += closed_copy._below(ts, vs, list(changes), max(vs))
-        assert closed_copy._tier_peak(ts, vs, list(changes)) == _peak_before(ts, vs, list(changes))
+            below += copy_peaks._below(ts, vs, list(changes), max(vs))
+        constant += len(ts) == 1 and len(changes) > 1
+        assert copy_peaks._tier_peak(ts, vs, list(changes)) == _peak_before(ts, vs, list(changes))
     assert 300 < below < 2700  # both ways, often
+    assert constant > 200

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tiersim.config.load import load_scenario
-from tiersim.engine import checkpoint_apart, closed_copy, copy_queues
+from tiersim.engine import checkpoint_apart, copy_peaks, copy_queues
 from tiersim.runner import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,8 +115,8 @@ def test_a_queue_shared_by_hand():
 def test_a_tiers_peak_by_hand():
     # the step holds 5 from 0, 9 over [1, 2), 5 after; the copy takes 3 over [1.5, 3)
     ts, vs = [0.0, 1.0, 2.0], [5.0, 9.0, 5.0]
-    assert closed_copy._tier_peak(ts, vs, [(1.5, 3), (3.0, -3)]) == 12.0
+    assert copy_peaks._tier_peak(ts, vs, [(1.5, 3), (3.0, -3)]) == 12.0
     # the copy's 3 taken at 2, when the step gives 4 back: 9 + 3 or 5 + 3, by their order
-    assert closed_copy._tier_peak(ts, vs, [(2.0, 3), (3.0, -3)]) is None
+    assert copy_peaks._tier_peak(ts, vs, [(2.0, 3), (3.0, -3)]) is None
     # ... unless the peak is higher elsewhere: taken and given back within [0.2, 0.5) too
-    assert closed_copy._tier_peak(ts, vs, [(0.2, 8), (0.5, -8), (2.0, 3), (3.0, -3)]) == 13.0
+    assert copy_peaks._tier_peak(ts, vs, [(0.2, 8), (0.5, -8), (2.0, 3), (3.0, -3)]) == 13.0

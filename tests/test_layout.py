@@ -27,10 +27,13 @@ LAYER = {
     "cli": 9,
 }
 # import nothing of tiersim but one another (classes the optimizer registry, the registry
-# Muon's sharded Newton-Schulz): anyone may
+# its optimizers' modules, Muon's its sharded Newton-Schulz): anyone may
 LEAVES = {
     "tiersim.state.classes",
     "tiersim.state.optimizers",
+    "tiersim.state.optimizer_base",
+    "tiersim.state.adamw8bit",
+    "tiersim.state.muon",
     "tiersim.state.muon_sharded",
     "tiersim.state.torchao_adamw8bit",
     "tiersim.state.single_tensor_adam",
@@ -184,3 +187,67 @@ def test_no_private_name_imported_across_modules(tmp_path):
     assert _private_imports(tmp_path) == ["probe.py: tiersim.workload.pipeline._hidden"]
     roots = [PACKAGE, PACKAGE.parent / "tests", PACKAGE.parent / "benchmarks"]
     assert [hit for root in roots for hit in _private_imports(root)] == []
+
+
+# the optimizer registry and the modules of its optimizers' classes: the one place an
+# optimizer's name is compared (issue 38: everything else asks the object)
+REGISTRY_MODULES = {
+    "tiersim.state.optimizers",
+    "tiersim.state.optimizer_base",
+    "tiersim.state.adamw8bit",
+    "tiersim.state.muon",
+}
+
+
+def _named(node: ast.expr | None, names: frozenset[str]) -> bool:
+    """A string literal that is an optimizer's name, or a tuple / list / set of them."""
+    if isinstance(node, ast.Constant):
+        return node.value in names
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_named(e, names) for e in node.elts)
+    return False
+
+
+def _name_decisions(tree: ast.Module, names: frozenset[str]) -> list[int]:
+    """The lines where a module decides by an optimizer's name spelled as a literal: a
+    comparison with one on either side (`x == "muon"`, `"adam" != x`, `x in ("adam",
+    "adamw")`, or `x in NAMED` where the module binds NAMED to such a tuple) and a dict keyed
+    by one (`{"adamw": "AdamW"}.get(x)`)."""
+    bound = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign) and _named(node.value, names)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+    def named(side: ast.expr) -> bool:
+        return _named(side, names) or (isinstance(side, ast.Name) and side.id in bound)
+
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Compare) and any(map(named, [node.left, *node.comparators])))
+        or (isinstance(node, ast.Dict) and any(_named(k, names) for k in node.keys))
+    )
+
+
+def test_an_optimizers_name_decides_nothing_outside_the_registry():
+    from tiersim.state.optimizers import NAMES
+
+    names = frozenset(NAMES)
+    probe = ast.parse(
+        'a = x == "muon"\nb = "adamw8bit" != y\nc = z not in ("sgd", "other")\n'
+        'd = z in ["lion"]\nRATED = ("adam", "adamw")\nf = x in RATED\n'
+        'g = {"adamw": "AdamW"}.get(x)\nh = x == "muonx"\ni = x < 3\nj = {"muon": 1}["muonx"]\n'
+        'k = {"optimizer": "adamw"}\n'
+    )
+    # not "muonx", a number, a name as a value, nor RATED's assignment
+    assert _name_decisions(probe, names) == [1, 2, 3, 4, 6, 7, 10]
+    found = [
+        f"{name}:{line}"
+        for name, path in _modules().items()
+        if name not in REGISTRY_MODULES
+        for line in _name_decisions(_parsed(path)[1], names)
+    ]
+    assert found == []

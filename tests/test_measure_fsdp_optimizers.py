@@ -1,7 +1,7 @@
 """`tiersim measure --fsdp N` and its optimizers, as a user meets them: the help names every
 optimizer --fsdp steps, and a refusal names where the refused one runs."""
 
-from tiersim.groundtruth.measure_hf import FSDP_STEP_OPTIMIZERS
+from tiersim.state.optimizers import fsdp2_stepped
 
 
 def _fsdp_help(capsys) -> str:
@@ -25,7 +25,7 @@ def test_fsdp_help_names_every_optimizer_transformers_model_steps(capsys):
     words = text.replace(",", " ").replace("(", " ").replace(")", " ").split()
     for name in ("adamw", "adam", "muon", "adamw8bit"):
         assert name in words, (name, text)
-    assert set(FSDP_STEP_OPTIMIZERS) == {"adamw", "adam", "muon", "adamw8bit"}
+    assert fsdp2_stepped() == ("adamw", "adam", "muon", "adamw8bit")  # as its messages list them
     assert "in bf16 stepping each rank's local shards" in text
 
 

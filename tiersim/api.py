@@ -250,7 +250,20 @@ def _run_points(tasks: list[Any], workers: int, fn: Any) -> list[Any]:
                 out[position] = outcome
         return out
 
-    return run_on_pool("local", min(workers, len(tasks)), None, None, body)
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        return run_on_pool("local", min(workers, len(tasks)), None, None, body)
+    except BrokenProcessPool as exc:
+        raise BrokenProcessPool(f"{exc} {UNGUARDED}") from exc
+
+
+# Python's worker processes import the calling script again (forkserver, spawn): a script
+# that sweeps at its top level sweeps again in each, and the pool breaks
+UNGUARDED = (
+    "(a script that calls tiersim.api.sweep or plan with workers > 1 at its top level must "
+    'call it under `if __name__ == "__main__":`: each worker process imports the script)'
+)
 
 
 def sweep_figure(table: Any, x: str, y: str) -> Any:
@@ -320,9 +333,15 @@ def plan(
     from tiersim.plan.report import plan_report
     from tiersim.plan.run import PlanOptions
     from tiersim.plan.run import plan as run_plan
+    from tiersim.sweep.execute import SweepAborted
 
     options = PlanOptions(objective, top, workers, executor, scheduler, time_limit_s)
-    outcome = run_plan(Path(path), options, tuple(_texts(overrides)))
+    try:
+        outcome = run_plan(Path(path), options, tuple(_texts(overrides)))
+    except SweepAborted as exc:
+        if "BrokenProcessPool" not in str(exc):
+            raise
+        raise SweepAborted(f"{exc} {UNGUARDED}") from exc
     return Planned(plan_report(outcome, objective, top))
 
 

@@ -4,8 +4,6 @@ one link per pair of tiers. Each returns every problem it finds (exit 2), not th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from tiersim.config.deepspeed import deepspeed_key_problems, muon_reduce_scatter_problems
 from tiersim.config.distributed_optimizer import distributed_optimizer_problems
 from tiersim.config.fields import plain_fields
@@ -14,34 +12,11 @@ from tiersim.config.layout_checks import mesh_problems
 from tiersim.config.loss_chunks import loss_chunk_problems
 from tiersim.config.precision_checks import precision_problems
 from tiersim.config.schema import Scenario
+from tiersim.config.tier_names import defaulted_tier, no_such_tier
 from tiersim.config.variants import MIXTRAL_VARIANTS, MLA_VARIANTS, given_variants
-from tiersim.core.errors import Problem, shown
+from tiersim.core.errors import Problem
 from tiersim.state.classes import PLACED
 from tiersim.state.optimizers import optimizer
-
-
-def no_such_tier(tier: str, tiers: Iterable[str]) -> str:
-    """`tier 'hbff' does not exist (did you mean 'hbf'? tiers: hbm, dram, nvme, hbf)`."""
-    import difflib  # a name refused: a valid file never needs it
-
-    names = [str(t) for t in tiers]
-    # another case (HBF: hbf), or the same letters swapped (hfb: hbf), before difflib's
-    # nearest, which may tie (hbm)
-    close = [n for n in names if sorted(n.lower()) == sorted(str(tier).lower())]
-    close = close or difflib.get_close_matches(str(tier), names, n=1)
-    hint = f"did you mean '{close[0]}'? " if close else ""
-    return f"tier {shown(tier)} does not exist ({hint}tiers: {', '.join(names)})"
-
-
-def defaulted_tier(path: str, tier: str, tiers: Iterable[str]) -> str:
-    """A default tier the machine lacks, at a key the user never wrote: said as such, so that
-    the key is not taken for one they mistyped."""
-    names = ", ".join(str(t) for t in tiers)
-    return (
-        f"the scenario does not set it, and its default tier {shown(tier)} does not exist "
-        f"(tiers: {names}; expected a tier named {shown(tier)} in hardware.tiers, or {path} "
-        "set to one of the machine's)"
-    )
 
 
 def _tier_problems(s: Scenario) -> list[Problem]:

@@ -44,6 +44,7 @@ from pydantic import BeforeValidator
 
 from tiersim.config.fields import CountOrZero, Strict, plain_fields
 from tiersim.core.errors import Problem
+from tiersim.state.optimizers import optimizer
 
 LATEST = "latest"
 PREFETCH_BUCKET_SIZE = 50_000_000  # stage3_prefetch_bucket_size: 5e7 elements
@@ -174,7 +175,8 @@ def muon_reduce_scatter_problems(s) -> list[Problem]:
     `__init__`, 007cca6a), whatever the optimizer's placement, so the run never starts;
     refused as DeepSpeed's pipeline engine's ZeRO-2/3 refusal is (config/layout_checks.py)."""
     tr, stage = s.training, s.parallel.zero_stage
-    if tr.framework != "deepspeed" or tr.optimizer != "muon" or stage == 0:
+    whole = optimizer(tr.optimizer).deepspeed_whole_matrices
+    if tr.framework != "deepspeed" or not whole or stage == 0:
         return []
     if not tr.deepspeed.reduce_scatter:
         return []

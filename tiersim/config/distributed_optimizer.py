@@ -17,6 +17,7 @@ from __future__ import annotations
 from tiersim.config.apex_optim import ApexOptim
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
+from tiersim.state.optimizers import optimizer
 
 KEY = "training.distributed_optimizer"
 APEX_KEY = "training.apex"
@@ -41,7 +42,7 @@ def distributed_optimizer_problems(s: Scenario) -> list[Problem]:
         problems.append(Problem("parallel.zero_stage", what, "E-CONFLICT"))
     prec = tr.precision
     wanted = prec.weights == "bf16" and prec.optimizer == "fp32" and prec.master == "bf16"
-    if not wanted or tr.optimizer not in ("adam", "adamw"):
+    if not wanted or not optimizer(tr.optimizer).apex_distributed:
         what = (
             "'apex' is counted as NeMo runs DistributedFusedAdam: Adam or AdamW with weights "
             "bf16, optimizer fp32 and master bf16 (the int16 remainders of "

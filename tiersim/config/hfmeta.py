@@ -12,8 +12,11 @@ activations are 0 B unless `model.activation_bytes_per_layer` is given (the tabl
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 from tiersim.config.hfvalues import HfConfigError
@@ -36,11 +39,31 @@ def _build(cfg: dict[str, Any]):
     fields = {k: v for k, v in cfg.items() if k not in ("auto_map", "quantization_config")}
     config = transformers.AutoConfig.for_model(**fields)
     _refuse_defaulted_sizes(cfg, config)
-    with torch.device("meta"):
+    with torch.device("meta"), quiet_imports():
         try:
             return config, transformers.AutoModelForCausalLM.from_config(config)
         except ValueError:  # not a causal LM (an encoder, an encoder-decoder): the bare model
             return config, transformers.AutoModel.from_config(config)
+
+
+# Building a model makes transformers import torchao (the `measure` extra's 0.18.0), which
+# logs "Failed to load ..." for its CUDA and CPython-3.10 kernels and makes torch warn of a
+# deprecated pytree registration: four lines on standard error of a `run` that uses neither
+# (shapes on the meta device). Quieted while the model is built, the levels given back after.
+NOISY = ("torchao", "torch.utils._pytree")
+
+
+@contextlib.contextmanager
+def quiet_imports(names: tuple[str, ...] = NOISY) -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 # the sizes the named families require (hffamilies.py); each under the config class's own name

@@ -37,28 +37,21 @@ def _weights_sharded(s: Scenario) -> bool:
 
 def optimizer_notes(s: Scenario) -> list[Problem]:
     muon = _deepspeed_muon_notes(s)  # says what the CPU does for DeepSpeed's Muon itself
-    notes = _fsdp2_8bit_notes(s) + _8bit_precision_notes(s) + muon
+    notes = _fsdp2_8bit_notes(s) + _own_precision_notes(s) + muon
     return notes + ([] if muon else _cpu_rate_notes(s))
 
 
-def _8bit_precision_notes(s: Scenario) -> list[Problem]:
-    """adamw8bit's states are 8-bit by construction (bitsandbytes' uint8 state1 / state2 and
-    fp32 block absmax, fp32 states below min_8bit_size; state/optimizers.py): a given
-    `training.precision.optimizer` changes no byte (the inventory is the same at fp32, bf16
-    and fp8)."""
-    precision = s.training.precision
-    if s.training.optimizer != "adamw8bit" or "optimizer" not in precision.model_fields_set:
+def _own_precision_notes(s: Scenario) -> list[Problem]:
+    """An optimizer whose state keeps a precision of its own (`own_state_precision`: adamw8bit's
+    are 8-bit by construction, bitsandbytes' uint8 state1 / state2 and fp32 block absmax, fp32
+    states below min_8bit_size; state/adamw8bit.py): a given `training.precision.optimizer`
+    changes no byte (the inventory is the same at fp32, bf16 and fp8)."""
+    precision, name = s.training.precision, s.training.optimizer
+    own = optimizer(name).own_state_precision
+    if not own or "optimizer" not in precision.model_fields_set:
         return []
-    why = (
-        f"{precision.optimizer} has no effect: adamw8bit keeps its two states in 8 bits "
-        "(bitsandbytes' uint8 states with an fp32 scale a block of 256 values; a tensor under "
-        "4,096 values in fp32), whatever this says (leave it out)"
-    )
+    why = f"{precision.optimizer} has no effect: {name} {own}, whatever this says (leave it out)"
     return [Problem("training.precision.optimizer", why, "W-NO-EFFECT")]
-
-
-# the optimizers whose CPU step the CPU rates measure (torch's AdamW, DeepSpeed's CPU-Adam)
-CPU_RATED = ("adam", "adamw")
 
 
 def _cpu_rate_notes(s: Scenario) -> list[Problem]:
@@ -67,7 +60,7 @@ def _cpu_rate_notes(s: Scenario) -> list[Problem]:
     calibrate` times torch's AdamW; the presets' are DeepSpeed's CPU-Adam): SGD's, Lion's,
     8-bit AdamW's or Muon's Newton-Schulz iterations on the CPU are measured nowhere."""
     name = s.training.optimizer
-    if s.placement.optimizer_compute != "cpu" or name in CPU_RATED:
+    if s.placement.optimizer_compute != "cpu" or optimizer(name).cpu_rated:
         return []
     why = (
         f"{name} with placement.optimizer_compute: cpu is timed at hardware.cpu.optimizer_rate "
@@ -112,7 +105,7 @@ def _deepspeed_muon_notes(s: Scenario) -> list[Problem]:
     """Muon under DeepSpeed ZeRO with reduce_scatter false, run otherwise than counted (the
     module's docstring); with it true, DeepSpeed's refusal is an error, not a note."""
     stage, tr = s.parallel.zero_stage, s.training
-    if tr.optimizer != "muon" or tr.framework != "deepspeed":
+    if not optimizer(tr.optimizer).deepspeed_whole_matrices or tr.framework != "deepspeed":
         return []
     if stage == 0:
         return [Problem(WHERE, MUON_ZERO0, "W-FRAMEWORK-LIMIT")]

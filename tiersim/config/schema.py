@@ -30,7 +30,7 @@ from tiersim.config.fp8 import Fp8
 from tiersim.config.hardware_schema import Cpu, Endurance, Gpu, Hardware, Link, Network, Tier
 from tiersim.config.parallel_schema import Parallel, Shard
 from tiersim.config.variants import check_layer_variants
-from tiersim.state.classes import OPTIMIZER_NAMES
+from tiersim.state.classes import OPTIMIZER_DEFAULT, OPTIMIZER_NAMES
 
 # re-exported: the format's public names (the hardware section lives in hardware_schema.py)
 __all__ = [
@@ -230,7 +230,7 @@ class Training(Strict):
     total_tokens: Count | None = None  # tokens the whole run trains on (null: no target)
     seq_len: PositiveInt | None = None  # default: the model's max_positions, else 2048
     # the update rule: its states per parameter (adamw: 2) and the update's bytes per parameter
-    optimizer: Literal[OPTIMIZER_NAMES] = "adamw"  # type: ignore[valid-type]
+    optimizer: Literal[OPTIMIZER_NAMES] = OPTIMIZER_DEFAULT  # type: ignore[valid-type]
     precision: Precision = Precision()
     # selective_op: torchtitan's op-level selective checkpointing (state/op_recompute.py)
     recompute: Literal["none", "selective", "full", "selective_op"] = "none"

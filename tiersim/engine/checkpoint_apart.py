@@ -40,7 +40,7 @@ import operator
 from typing import Any
 
 from tiersim.core.records import record
-from tiersim.engine.closed_copy import closed_copy
+from tiersim.engine.closed_copy import ClosedRun, closed_copy
 from tiersim.engine.durable import checkpoint_run, drain_excess_s
 from tiersim.engine.ops import Op, OpKind, Role
 from tiersim.engine.results import CheckpointRun, StepResult
@@ -128,7 +128,9 @@ def measure_apart(
     # this run's and the plain one's round-off, at most as many events and as long
     noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
     figures = (schedule, engine, None, run.busy_s)
-    return checkpoint_run(res, setup, figures, 0, (write_s, stall, noise))
+    closed = isinstance(engine, ClosedRun)  # (its rows: what of_role and a pass would read)
+    rows = {"mine": engine.mine, "others": engine.others} if closed else {}
+    return checkpoint_run(res, setup, figures, 0, (write_s, stall, noise), **rows)
 
 
 def staging_homed(res: Resolved) -> bool:

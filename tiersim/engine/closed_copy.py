@@ -14,18 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiersim.core.intervals import union
+from tiersim.engine.copy_peaks import Peak, copy_peaks
 from tiersim.engine.copy_queues import Copy, copy_rate, copy_times
 from tiersim.engine.core import RunLog, move_plan
-from tiersim.engine.ops import OpKind
+from tiersim.engine.ops import OpKind, Role
 
 MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
 _DEPS, _KIND, _TIMED = (operator.attrgetter(a) for a in ("deps", "kind", "timed"))
-_BYTES = operator.itemgetter(1)
-
-
-@dataclass
-class _Peak:
-    peak: float
+_ROLE, _CHECKPOINTS = operator.attrgetter("role"), itertools.repeat(Role.CHECKPOINT)
 
 
 @dataclass
@@ -44,13 +40,18 @@ class ClosedRun:
     """What `checkpoint_apart.measure_apart` reads of a finished engine, worked out in closed
     form: the schedule, topology, log (op times, step end, events: the plain run's and four a
     copy op, a bound for the round-off), busy intervals by link (no ANY channel: nothing reads
-    it here) and each tier's peak."""
+    it here), each tier's peak and, where every copy op is the checkpoint's, the step's
+    transfers with their times, in op order (`others`: all metrics.in_flight_added_s reads
+    of the transfers not the checkpoint's), and where none of the step's is, the copy's
+    rows (`mine`: `metrics.of_role`'s for the checkpoint)."""
 
     schedule: Any
     topo: Any
     log: RunLog
     net: _Net
-    occupancy: dict[str, _Peak]
+    occupancy: dict[str, Peak]
+    others: tuple | None = None
+    mine: tuple | None = None
 
 
 def closed_copy(
@@ -74,31 +75,37 @@ def closed_copy(
     copy = Copy(moves=known[1] if known else None)
     why = copy_times(ops, n, plans, capacity, (starts, ends), copy)
     lone: dict[int, tuple] = {}
+    # the step's transfers (moves and collectives: the kinds not timed), by index
+    transfers = list(itertools.compress(range(n), map(operator.not_, map(_TIMED, map(_KIND, ops)))))
     if why is None:
-        why = _step_beside(ops, n, plans, capacity, (starts, ends), copy, lone)
+        why = _step_beside(ops, (n, transfers), plans, capacity, (starts, ends), copy, lone)
     if why is not None:
         return why
-    peaks = _peaks(ops, n, plans, plain.occupancy, setup.baseline, (starts, ends))
+    peaks = copy_peaks(ops, n, copy.moves, plain.occupancy, setup.baseline, (starts, ends))
     if isinstance(peaks, str):
         return peaks
     log = RunLog(starts, ends, [max(ends)], [0], events=plain.events + 4 * (len(ops) - n))
     spans = [(b, ends[i], copy.moves[i][1]) for i, b in copy.flows.items()]
     spans.extend((b, ends[i], rs) for i, (b, rs) in lone.items())
     busy = _busy(plain.intervals, spans)
-    return ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
+    run = ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
+    if all(map(operator.is_, map(_ROLE, itertools.islice(ops, n, None)), _CHECKPOINTS)):
+        run.others = tuple([column[i] for i in transfers] for column in (ops, starts, ends))
+        if not any(map(operator.is_, map(_ROLE, itertools.islice(ops, n)), _CHECKPOINTS)):
+            run.mine = (ops[n:], starts[n:], ends[n:])  # of_role's rows: the copy's ops
+    return run
 
 
-def _step_flows(ops: list, n: int, plans: dict, times: tuple, on: set) -> dict[Any, list]:
+def _step_flows(ops: list, transfers: list, plans: dict, times: tuple, on: set) -> dict:
     """The step's flows crossing any of `on`, by each of those resources it crosses:
-    (op, begin, end, resources)."""
+    (op, begin, end, resources). `transfers`: the step's moves and collectives."""
     starts, ends = times
     by: dict[Any, list] = {}
-    near: dict[int, tuple] = {}  # each resource tuple's resources among `on`, by identity
-    kinds = list(map(_KIND, itertools.islice(ops, n)))
-    timed = list(map(_TIMED, kinds))
-    for i in itertools.compress(range(n), map(operator.not_, timed)):
+    # each resource tuple's lists in `by` (those of its resources among `on`), by identity
+    near: dict[int, tuple] = {}
+    for i in transfers:
         op = ops[i]
-        kind = kinds[i]
+        kind = op.kind
         if kind is MOVE:
             if op.nbytes <= 0:
                 continue
@@ -109,26 +116,29 @@ def _step_flows(ops: list, n: int, plans: dict, times: tuple, on: set) -> dict[A
         else:
             continue
         mine = near.get(id(resources))
-        if mine is None:
-            mine = near[id(resources)] = (resources, [r for r in resources if r in on])
+        if mine is None:  # (a list made in `by` here gets this op's flow at once)
+            lists = tuple(by.setdefault(r, []) for r in resources if r in on)
+            mine = near[id(resources)] = (resources, lists)
         if mine[1]:
             start = starts[i]
             flow = (i, start + delay if delay > 0 else start, ends[i], resources)
-            for r in mine[1]:
-                by.setdefault(r, []).append(flow)
+            for found in mine[1]:
+                found.append(flow)
     return by
 
 
 def _step_beside(
-    ops: list, n: int, plans: dict, capacity: dict, times: tuple, copy: Copy, lone: dict
+    ops: list, step: tuple, plans: dict, capacity: dict, times: tuple, copy: Copy, lone: dict
 ) -> str | None:
     """The step's flows beside the copy's: on each resource a copy flow crosses, none while
     it is a queue; the step's flows there taking at most what the queues leave, each at its
     narrowest rate, or each lone (copy_queues' docstring), its new end worked out (`lone`:
-    each one's begin and resources) and the step's timers after it moved with it."""
+    each one's begin and resources) and the step's timers after it moved with it. `step`:
+    its op count and its transfers (by index)."""
     window = copy.window
-    by = _step_flows(ops, n, plans, times, set(window))
-    alone: dict[tuple, float] = {}
+    n, transfers = step
+    by = _step_flows(ops, transfers, plans, times, set(window))
+    alone: dict[int, float] = {}  # each route's narrowest rate, by its resources' identity
     slowed: dict[int, tuple] = {}
     for r, flows in by.items():
         lo, hi = window[r]
@@ -138,23 +148,27 @@ def _step_beside(
         if r in copy.traces:
             return f"a flow of the step crosses the copy's queue {r}"
         for f in there:
-            if f[3] not in alone:
-                alone[f[3]] = min(capacity[x] for x in f[3])
+            if id(f[3]) not in alone:
+                alone[id(f[3])] = min(capacity[x] for x in f[3])
         room = capacity[r] - sum(capacity[q] for q in copy.through[r])
-        rates = [alone[f[3]] for f in there]
-        if sum(rates) > room and (max(rates) > room or _most_at_once(there, alone) > room):
+        rates = [alone[id(f[3])] for f in there]
+        if sum(rates) > room and (max(rates) > room or _most_at_once(there, rates) > room):
             slowed.update((f[0], f) for f in there)
     if not slowed:
         return None
-    wanted = {r for f in slowed.values() for r in f[3]}
+    # the slowed flows' resources, from their distinct routes (often one or two)
+    wanted = {r for rs in {id(f[3]): f[3] for f in slowed.values()}.values() for r in rs}
     if not wanted <= set(window):  # every step flow on a slowed flow's resources
-        by = _step_flows(ops, n, plans, times, wanted | set(window))
-    return _lone(ops, n, plans, capacity, times, copy, (by, slowed, lone))
+        by = _step_flows(ops, transfers, plans, times, wanted | set(window))
+    return _lone(ops, n, plans, capacity, times, copy, (by, slowed, lone, wanted))
 
 
-def _most_at_once(flows: list, alone: dict) -> float:
-    """The most the step's `flows` take at once, each at its narrowest rate."""
-    changes = sorted([(f[1], alone[f[3]]) for f in flows] + [(f[2], -alone[f[3]]) for f in flows])
+def _most_at_once(flows: list, rates: list) -> float:
+    """The most the step's `flows` take at once, each at its narrowest rate (`rates`)."""
+    changes = sorted(
+        [(f[1], x) for f, x in zip(flows, rates, strict=True)]
+        + [(f[2], -x) for f, x in zip(flows, rates, strict=True)]
+    )
     most = at_once = 0.0
     for _, rate in changes:  # at one instant an end (negative) sorts before a begin
         at_once += rate
@@ -167,16 +181,20 @@ def _lone(ops, n, plans, capacity, times, copy, found) -> str | None:
     span, its plain rate its narrowest one), crossing no queue, freeing nothing at its end;
     its new end from the rate the copy leaves it (`_slowed_end`). The step's ops after it
     moved (`_moved`)."""
-    by, slowed, lone = found
+    by, slowed, lone, wanted = found
     moved: dict[int, float] = {}
     routes: dict[tuple, Any] = {}  # what a route leaves a step flow, by its resources
+    known: dict[int, Any] = {}  # the same, by the resources' identity (a lookup, no hash)
     for i, begin, end, resources in slowed.values():
         op = ops[i]
         if op.kind is not MOVE or op.free or plans[(op.src, op.dst, op.nbytes)].staged:
             return "a step flow the copy slows frees memory at its end, or is a collective"
-        rate = routes.get(resources)  # (equal routes of two sizes: one function)
+        rate = known.get(id(resources))
         if rate is None:
-            rate = routes[resources] = _route_rate(resources, capacity, copy)
+            rate = routes.get(resources)  # (equal routes of two sizes: one function)
+            if rate is None:
+                rate = routes[resources] = _route_rate(resources, capacity, copy)
+            known[id(resources)] = rate
         new = _slowed_end(begin, end, op.nbytes, rate)
         if isinstance(new, str):
             return new
@@ -184,7 +202,7 @@ def _lone(ops, n, plans, capacity, times, copy, found) -> str | None:
         if new != end:
             moved[i] = new
     seen: list[list] = []  # the resources' flows checked (often the same flows on each)
-    for r in {r for f in slowed.values() for r in f[3]}:
+    for r in wanted:
         if by[r] in seen:
             continue
         seen.append(by[r])
@@ -244,18 +262,19 @@ def _slowed_end(begin: float, end: float, nbytes: int, rate: tuple | str) -> flo
     if isinstance(rate, str):
         return rate
     times, rates, most, first = rate
-    k = bisect.bisect_right(times, begin)
-    if (k == 0 or rates[k - 1] == first) and (k == len(times) or times[k] >= end):
+    k, count = bisect.bisect_right(times, begin), len(times)
+    if (k == 0 or rates[k - 1] == first) and (k == count or times[k] >= end):
         return end  # the copy takes nothing from it over its span
     left, now = float(nbytes), begin
-    while True:
+    while True:  # (each piece's bytes worked out once: the same product)
         x = rates[k - 1] if k else first
         if x <= 0 or (k and x < most[k - 1]):
             return "the copy would take a slowed step flow's bottleneck from it"
-        nxt = times[k] if k < len(times) else math.inf
-        if left <= x * (nxt - now):
+        nxt = times[k] if k < count else math.inf
+        piece = x * (nxt - now)
+        if left <= piece:
             return now + left / x
-        left -= x * (nxt - now)
+        left -= piece
         now, k = nxt, k + 1
 
 
@@ -289,80 +308,6 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
         starts[j], ends[j] = at, at + op.duration if op.duration > 0 else at
         changed.add(j)
     return None
-
-
-def _peaks(ops, n, plans, occupancy, baseline: dict, times: tuple) -> dict | str:
-    """Each tier's peak: the plain run's occupancy with the copy's changes added (its
-    allocations and staging at their starts, its frees and staging given back at their
-    ends); why not, where a change of each falls at one instant and the order decides."""
-    starts, ends = times
-    changes: dict[str, list] = {}
-    for i in range(n, len(ops)):
-        op = ops[i]
-        staged = plans[(op.src, op.dst, op.nbytes)].staged if op.kind is MOVE else ()
-        if op.alloc or staged:
-            for tier, nbytes in (*op.alloc, *staged):
-                changes.setdefault(tier, []).append((starts[i], nbytes))
-        if op.free or staged:
-            at = ends[i]
-            for tier, nbytes in (*op.free, *staged):
-                changes.setdefault(tier, []).append((at, -nbytes))
-    peaks = {}
-    for tier, base in baseline.items():
-        ts = occupancy.times.get(tier) or [0.0]
-        vs = occupancy.values.get(tier) or [float(base)]
-        peak = _tier_peak(ts, vs, changes.get(tier, []))
-        if peak is None:
-            return f"a change of the copy and one of the step on {tier} at one instant"
-        peaks[tier] = _Peak(peak)
-    return peaks
-
-
-def _tier_peak(ts: list, vs: list, changes: list) -> float | None:
-    """The most a tier holds: the plain run's values (`vs` from `ts` on) plus the copy's
-    level (`changes`, (time, bytes)); None where it depends on the order of changes made
-    at one instant (the copy's among themselves, or beside the step's)."""
-    best = max(vs)
-    if not changes:
-        return best
-    if len(ts) > 1 and _below(ts, vs, changes, best):  # (a tier the step changes)
-        return best
-    changes.sort()
-    level, ties, k, count = 0.0, [], 0, len(changes)
-    while k < count:
-        t, low, high = changes[k][0], level, level  # the level before; it with every taking
-        while k < count and changes[k][0] == t:
-            level += changes[k][1]
-            high += max(0, changes[k][1])
-            k += 1
-        a, b = bisect.bisect_left(ts, t), bisect.bisect_right(ts, t)
-        before = vs[a - 1] if a else vs[0]
-        most = max(before, *vs[a:b]) if b > a else before
-        low = max(before + low, (vs[b - 1] if b > a else before) + level)  # in any order
-        if most + high > low:
-            ties.append((most + high, low))
-        best = max(best, low)
-        d = bisect.bisect_left(ts, changes[k][0]) if k < count else len(ts)
-        if d > b:
-            best = max(best, max(vs[b:d]) + level)
-    return None if any(high > best for high, _ in ties) else best
-
-
-def _below(ts: list, vs: list, changes: list, best: float) -> bool:
-    """Whether the copy's level, at its most (every taking at an instant counted before its
-    givings back: the most any order reaches), on the most the plain run holds from the
-    copy's first change on, stays within the plain peak `best`: then every candidate of
-    `_tier_peak` (a value held then plus a level, or an order's most) is at most `best`
-    (adding keeps the order of floats), and the peak is the plain one, whatever the order."""
-    first = min(changes)[0]
-    held = vs[max(bisect.bisect_left(ts, first) - 1, 0) :]
-    most = max(itertools.accumulate(map(_BYTES, sorted(changes, key=_takings_first)), initial=0))
-    return max(held) + most <= best
-
-
-def _takings_first(change: tuple) -> tuple:
-    """A change's place: by its instant, the takings at one instant before the givings."""
-    return change[0], -change[1]
 
 
 def _busy(plain: dict[str, list], spans: list) -> dict[str, list]:

@@ -49,6 +49,7 @@ MOVE = OpKind.MOVE
 _SRC, _DST = operator.attrgetter("src"), operator.attrgetter("dst")
 _NBYTES, _RESOURCE = operator.attrgetter("nbytes"), operator.attrgetter("resource")
 _KIND, _MOVES = operator.attrgetter("kind"), itertools.repeat(MOVE)
+_QUEUE = operator.itemgetter(2)  # a copy move's queue (`copy_moves`)
 
 
 @dataclass
@@ -56,7 +57,7 @@ class Copy:
     """The copy's flows: each op's (begin, resources, queue), each queue's arrivals, the
     queues' traces (time, op, +1/-1, flows present after) and spans."""
 
-    moves: Any = None  # each move's (plan delay, resources, queue), by op
+    moves: Any = None  # each move's (plan delay, resources, queue, staging), by op
     flows: dict[int, float] = field(default_factory=dict)  # each move's flow's begin
     arrivals: dict[Any, list] = field(default_factory=dict)
     traces: dict[Any, list] = field(default_factory=dict)
@@ -74,15 +75,17 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
     if isinstance(moves, str):
         return moves
     left: dict = {}
-    for _, _, q in moves.values():
+    for q in map(_QUEUE, moves.values()):
         left[q] = left.get(q, 0) + 1
         copy.arrivals.setdefault(q, [])
     todo, get, flows, arrivals = range(n, len(ops)), ends.__getitem__, copy.flows, copy.arrivals
+    routes: dict[int, tuple] = {}  # a route's resources, queue and its flows' ops, by identity
     while todo:
         waiting = []
         for i in todo:
             op = ops[i]
-            at = max(map(get, op.deps))  # nan where a dep is not known
+            deps = op.deps  # one dep, the common case (a copy's source), without the max
+            at = ends[deps[0]] if len(deps) == 1 else max(map(get, deps))  # nan: not known
             if at != at:
                 waiting.append(i)
                 continue
@@ -91,23 +94,28 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
             if move is None:
                 ends[i] = at + op.duration if op.duration > 0 else at
                 continue
-            delay, _, queue = move
+            delay, resources, queue, _ = move
             begin = flows[i] = at + delay if delay > 0 else at
             arrivals[queue].append((begin, i, op.nbytes))
             left[queue] -= 1
+            route = routes.get(id(resources))
+            if route is None:
+                route = routes[id(resources)] = (resources, queue, [])
+            route[2].append(i)
         solved = [q for q, k in left.items() if k == 0 and q not in copy.traces]
         if not solved and len(waiting) == len(todo):
             return "a copy flow waits for another flow of its own queue"
         for q in solved:
             copy.traces[q] = _queue(capacity[q], copy.arrivals[q], ends)
         todo = waiting
-    return _queues_alone(capacity, copy, ends)
+    return _queues_alone(capacity, copy, ends, routes)
 
 
-def copy_moves(ops: list, n: int, plans: dict, capacity: dict) -> dict | str:
-    """Each copy move's plan delay, resources and queue (its narrowest resource, the first
-    as narrow); why not, where a copy op is not a move of some bytes or a timer waiting
-    for earlier ops."""
+def copy_moves(ops: list, n: int, plans: dict, capacity: dict, plan_of: Any = None) -> dict | str:
+    """Each copy move's plan delay, resources, queue (its narrowest resource, the first as
+    narrow) and staging (the plan's `staged`); why not, where a copy op is not a move of
+    some bytes or a timer waiting for earlier ops. `plan_of`: given a move op, its plan,
+    for a route key not in `plans` (put there), where the caller has not planned them."""
     routes: dict[int, tuple] = {}  # by the resources' identity: their queue
     made: dict[tuple, tuple] = {}  # each route key's move (one tuple, shared by its ops)
     moves = {}
@@ -120,18 +128,21 @@ def copy_moves(ops: list, n: int, plans: dict, capacity: dict) -> dict | str:
             key = (op.src, op.dst, op.nbytes)
             move = made.get(key)
             if move is None:
-                plan = plans[key]
+                plan = plans.get(key) if plan_of is not None else plans[key]
+                if plan is None:
+                    plan = plans[key] = plan_of(op)
                 resources = plan.resources
                 queue = routes.get(id(resources))
                 if queue is None:
                     alone = min(capacity[r] for r in resources)
                     queue = next(r for r in resources if capacity[r] == alone)
                     routes[id(resources)] = queue
-                move = made[key] = (plan.delay, resources, queue)
+                move = made[key] = (plan.delay, resources, queue, plan.staged)
             moves[i] = move
         elif not kind.timed:
             return f"a copy op of kind {kind.label}"
-        if not op.deps or max(op.deps) >= i:
+        deps = op.deps  # (one dep, the common case, without the max)
+        if not deps or (deps[0] if len(deps) == 1 else max(deps)) >= i:
             return "a copy op waits for nothing, or for a later op"
     return moves
 
@@ -165,18 +176,12 @@ def _queue(capacity: float, arrivals: list, ends: list) -> list:
     return trace
 
 
-def _queues_alone(capacity: dict, copy: Copy, ends: list) -> str | None:
+def _queues_alone(capacity: dict, copy: Copy, ends: list, routes: dict) -> str | None:
     """Every copy flow's queue is its own narrowest resource and no other flow's; every
     other resource holds the queues through it (their capacities summed). Each resource's
-    span of copy flows into `copy.window` (each route's first, by the route's identity)."""
-    routes: dict[int, tuple] = {}  # a route's resources, queue and its flows' ops
-    moves = copy.moves
-    for i in copy.flows:  # in the order their begins were found, as the routes were first
-        _, resources, queue = moves[i]
-        route = routes.get(id(resources))
-        if route is None:
-            route = routes[id(resources)] = (resources, queue, [])
-        route[2].append(i)
+    span of copy flows into `copy.window` (each route's first, by the route's identity).
+    `routes`: each route's (resources, queue, its flows' ops), in the order their begins
+    were found (`copy.flows`' order), as the routes were first."""
     through, window, flows = copy.through, copy.window, copy.flows
     for resources, queue, mine in routes.values():
         first = min(map(flows.__getitem__, mine))  # the route's first begin and last end
@@ -192,7 +197,7 @@ def _queues_alone(capacity: dict, copy: Copy, ends: list) -> str | None:
 def queues_shared(moves: dict, capacity: dict) -> str | None:
     """`_shared` of the copy's moves (`copy_moves`), by their routes alone."""
     through: dict[Any, set] = {}
-    for _, resources, queue in {id(m[1]): m for m in moves.values()}.values():
+    for _, resources, queue, _ in {id(m[1]): m for m in moves.values()}.values():
         for r in resources:
             through.setdefault(r, set()).add(queue)
     return _shared(through, capacity)
@@ -224,13 +229,12 @@ def may_close(res: Any, topo: Any, plain: Any, longer: Any) -> tuple | None:
         return None
     capacity = {**topo.capacities, **longer.net_capacity}
     sim, plans = res.execution.simulation, {}
-    for op in ops[n:]:
-        if op.kind is MOVE and (op.src, op.dst, op.nbytes) not in plans:
-            plans[(op.src, op.dst, op.nbytes)] = move_plan(topo, sim, op)
-    moves = copy_moves(ops, n, plans, capacity)
+    # each copy route's plan made as copy_moves first meets it (a copy that is not all moves
+    # and timers refused there, its later moves unplanned: nothing reads them then)
+    moves = copy_moves(ops, n, plans, capacity, lambda op: move_plan(topo, sim, op))
     if isinstance(moves, str) or queues_shared(moves, capacity) is not None:
         return None
-    queues = {q for _, _, q in moves.values()}
+    queues = set(map(_QUEUE, moves.values()))
     # every route a step op could take (a non-move's src is "") and every channel it uses
     mine = plain.ops
     # (only a move has a source: the others' routes are never read)

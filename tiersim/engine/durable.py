@@ -259,18 +259,20 @@ def checkpoint_run(
     seconds: tuple[float, float, float],
     steady: bool = True,
     mine: Rows | None = None,
+    others: Rows | None = None,
 ) -> CheckpointRun:
     """The checkpoint of `step` as its run measured it: `run_figures` (the checkpoint run's
     schedule and finished engine, the window its link time counts in, its baseline's busy
     seconds per link), `seconds` (its write time, stall before the floor at 0, round-off);
-    `mine`: the checkpoint's ops (`of_role`), where the caller has picked them."""
+    `mine`: the checkpoint's ops (`of_role`), where the caller has picked them; `others`:
+    the run's other transfers, where it has them (a run in closed form: closed_copy)."""
     schedule, engine, window, base_busy = run_figures
     write_s, stall_s, noise_s = seconds
     per_class = shares(res, setup.wl.units)
     if mine is None:  # what both passes below read
         mine = of_role(schedule.ops, engine.log, Role.CHECKPOINT)
     links, read, written = routed(setup.topo, _bytes_by_kind(mine[0], step))
-    added, flying = _added_link_time(engine, window, base_busy, mine)
+    added, flying = _added_link_time(engine, window, base_busy, mine, others)
     return CheckpointRun(
         interval_steps=None,
         bytes=sum(per_class.values()),
@@ -312,14 +314,19 @@ def _bytes_by_kind(ops: list, step: int) -> dict[tuple, int]:
 
 
 def _added_link_time(
-    engine: Engine, window: tuple[float, float] | None, base_busy: dict[str, float], mine: Rows
+    engine: Engine,
+    window: tuple[float, float] | None,
+    base_busy: dict[str, float],
+    mine: Rows,
+    others: Rows | None = None,
 ) -> tuple[dict[str, float], dict[str, float]]:
     """What the checkpoint adds to each link's busy time (over the baseline run's: its
     transfers overlapping others' add only the part not already busy) and in-flight time
-    (over its own run's other transfers: no baseline run needed). `mine`: its ops."""
+    (over its own run's other transfers: no baseline run needed). `mine`: its ops;
+    `others`: the run's other transfers, where the caller has them (in_flight_added_s)."""
     busy = link_busy_s(engine, window)
     added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
-    return added, in_flight_added_s(engine, window, Role.CHECKPOINT, mine)
+    return added, in_flight_added_s(engine, window, Role.CHECKPOINT, mine, others)
 
 
 def _settled(

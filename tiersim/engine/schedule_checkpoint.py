@@ -99,20 +99,20 @@ class CheckpointPhase:
             # DCP's save after optimizer.step(): nothing of it overlaps the update
             every = [ready for _, own in sources for _, n, ready in own if n > 0]
             after = self.ops.barrier("optimizer step done: blocking checkpoint", step, every)
-        for u, own in sources:
+        if after is None:
+            self._async_all(step, sources, previous)
+        for u, own in sources if after is not None else ():
             unit = self.c.wl.units[u]
-            for cls, nbytes, ready in own:
+            for cls, nbytes, _ in own:
                 if nbytes <= 0:
                     continue
-                if after is not None:  # a copy: ops.move(..., [after], alloc_dst=False,
-                    # copy=True, role=CHECKPOINT) built here, its checks true of every copy
-                    home = self.c.home_of(u)[cls]
-                    label = f"checkpoint {cls} {unit.name}"
-                    op = Op(MOVE, ROLE, label, step, [after], 0.0, nbytes, home, ck.target)
-                    op.subject = cls  # as ops.move gives it (Op's last field)
-                    done.append(self.ops.add(op))
-                else:
-                    self._async(step, u, cls, nbytes, [ready, *previous], f"{cls} {unit.name}")
+                # a copy: ops.move(..., [after], alloc_dst=False, copy=True,
+                # role=CHECKPOINT) built here, its checks true of every copy
+                home = self.c.home_of(u)[cls]
+                label = f"checkpoint {cls} {unit.name}"
+                op = Op(MOVE, ROLE, label, step, [after], 0.0, nbytes, home, ck.target)
+                op.subject = cls  # as ops.move gives it (Op's last field)
+                done.append(self.ops.add(op))
         if done:
             self.ops.barrier("blocking checkpoint", step, done)
         self._durable(step)
@@ -132,33 +132,35 @@ class CheckpointPhase:
         self.ops.free_all_after(self.durable, staging, self.staged)  # each, in turn
         self.staged = []
 
-    def _async(
-        self, step: int, u: int, cls: str, nbytes: int, deps: list[int | None], label: str
-    ) -> None:
-        """`deps`: the class's current version and the previous checkpoint's drains."""
-        staging = self.c.res.execution.checkpoint.staging
-        home = self.c.home_of(u)[cls]
-        guard = self.ready.snapshot_guard.setdefault(u, [])
-        if home == staging:  # no separate snapshot: drain the live copy, hold the next update
-            drain = self._copy(cls, f"drain {label}", step, home, False, nbytes, deps)
-            guard.append(drain)
-        else:
-            snap = self._copy(cls, f"snapshot {label}", step, home, True, nbytes, deps)
-            guard.append(snap)
-            drain = self._copy(cls, f"drain {label}", step, staging, False, nbytes, [snap])
-            self.staged.append(nbytes)
-        self.last_drains.append(drain)
-
-    def _copy(
-        self, cls: str, label: str, step: int, src: str, snapshot: bool, nbytes: int, deps: list
-    ) -> int:
-        """The op `ops.move(cls, label, step, src, dst, nbytes, deps, alloc_dst=snapshot,
-        copy=True, role=CHECKPOINT)` adds, to the staging tier (a snapshot, held there) or the
-        target, built directly: its checks hold for every checkpoint copy (a checkpointed
-        class, some bytes, a copy)."""
+    def _async_all(self, step: int, sources: list, previous: list[int]) -> None:
+        """Each class's snapshot into the staging tier and its drain to the target, unit by
+        unit (`sources`), each waiting for the class's current version and the previous
+        checkpoint (`previous`); a class homed on the staging tier drained from its home,
+        holding its next update. Each op is the one `ops.move(cls, label, step, src, dst,
+        nbytes, deps, alloc_dst=<a snapshot>, copy=True, role=CHECKPOINT)` adds, built
+        directly (its checks hold for every checkpoint copy: a checkpointed class, some
+        bytes, a copy), the loop's invariants looked up once."""
         ck = self.c.res.execution.checkpoint
-        dst = ck.staging if snapshot else ck.target
-        alloc = ((dst, nbytes),) if snapshot else ()
-        # Op's fields in order, as OpList.move builds it
-        op = Op(MOVE, ROLE, label, step, deps, 0.0, nbytes, src, dst, alloc, (), None, 0.0, cls)
-        return self.ops.add(op)
+        staging, target, add = ck.staging, ck.target, self.ops.add
+        guards, drains, staged = self.ready.snapshot_guard, self.last_drains, self.staged
+        for u, own in sources:
+            home, name = self.c.home_of(u), self.c.wl.units[u].name
+            for cls, nbytes, ready in own:
+                if nbytes <= 0:
+                    continue
+                deps, label, src = [ready, *previous], f"{cls} {name}", home[cls]
+                guard = guards.setdefault(u, [])
+                # Op's fields in order, as OpList.move builds them
+                if src == staging:  # no separate snapshot: the live copy drained
+                    drain = add(Op(MOVE, ROLE, f"drain {label}", step, deps, 0.0, nbytes,
+                                   src, target, (), (), None, 0.0, cls))  # fmt: skip
+                    guard.append(drain)
+                else:
+                    alloc = ((staging, nbytes),)
+                    snap = add(Op(MOVE, ROLE, f"snapshot {label}", step, deps, 0.0, nbytes,
+                                  src, staging, alloc, (), None, 0.0, cls))  # fmt: skip
+                    guard.append(snap)
+                    drain = add(Op(MOVE, ROLE, f"drain {label}", step, [snap], 0.0, nbytes,
+                                   staging, target, (), (), None, 0.0, cls))  # fmt: skip
+                    staged.append(nbytes)
+                drains.append(drain)

@@ -20,6 +20,7 @@ from tiersim.config.deepspeed import OFFLOAD_ALIASES, alias_path
 from tiersim.frameworks import hf_auto
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, table, text
+from tiersim.state.optimizers import framework_names
 
 TIER = {"cpu": "dram", "nvme": "nvme"}
 # zero_optimization keys onto training.offload keys (same meaning, DeepSpeed's names)
@@ -31,9 +32,10 @@ ZERO_OFFLOAD_KEYS = {
 }
 # zero_optimization keys onto training.deepspeed keys (the same names; 0 allowed, as DeepSpeed's)
 ZERO_DEEPSPEED_KEYS = ("stage3_max_reuse_distance", "stage3_param_persistence_threshold")
-# DeepSpeed's optimizer types tiersim has (config.py lower-cases the type; "muon" its
-# MUON_OPTIMIZER, MuonWithAuxAdam: engine.py 007cca6a `_configure_basic_optimizer`)
-OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "sgd": "sgd", "lion": "lion", "muon": "muon"}
+# DeepSpeed's optimizer types tiersim has, the registry's (state/optimizers.py; config.py
+# lower-cases the type; "muon" its MUON_OPTIMIZER, MuonWithAuxAdam: engine.py 007cca6a
+# `_configure_basic_optimizer`)
+OPTIMIZERS = {ds.lower(): ours for ds, ours in framework_names("deepspeed").items()}
 # zero_optimization keys read here (an "auto" among them the HF Trainer does not fill: refused)
 _ZERO_READ = {
     "stage",
@@ -154,9 +156,8 @@ def _optimizer(out: Mapped, key: str, value: Any) -> None:
     name = text(f"{key}.type", section.get("type", "Adam"))
     mapped = OPTIMIZERS.get(name.lower())
     if mapped is None:
-        out.unmapped(
-            f"{key}.type", name, "not mapped (tiersim's optimizers: adam, adamw, sgd, lion, muon)"
-        )
+        why = f"not mapped (tiersim's optimizers: {', '.join(OPTIMIZERS)})"
+        out.unmapped(f"{key}.type", name, why)
     else:
         out.put("training.optimizer", mapped, f"{key}.type")
     for sub, val in section.items():

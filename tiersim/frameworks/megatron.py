@@ -23,6 +23,7 @@ from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.megatron_fusion import fp8_settings, loss_fusion
 from tiersim.frameworks.megatron_vocab import tokenizer_vocab, vocab_divisor
 from tiersim.frameworks.values import ValueProblem, integer, number, text
+from tiersim.state.optimizers import framework_names
 
 LAUNCHER = {"nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "node-rank",
             "master_addr", "master-addr", "master_port", "master-port", "rdzv_endpoint",
@@ -233,7 +234,7 @@ def _precision(args: _Args, out: Mapped) -> None:
         said = "--fp8-recipe" if args.value("fp8-recipe") else "--fp8-format"
         out.put("training.fp8", fp8_settings(args, recipe), said)
     optimizer = (args.value("optimizer") or "adam").lower()
-    mapped = {"adam": "adamw", "sgd": "sgd_momentum"}.get(optimizer)
+    mapped = framework_names("megatron").get(optimizer)  # the registry's (state/optimizers.py)
     if mapped is None:
         out.unmapped("--optimizer", optimizer, "not mapped (Megatron's adam or sgd)")
     else:  # Megatron's adam is AdamW (decoupled weight decay); its sgd has momentum 0.9

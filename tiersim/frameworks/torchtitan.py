@@ -15,6 +15,7 @@ from typing import Any
 
 from tiersim.frameworks.mapping import Mapped
 from tiersim.frameworks.values import ValueProblem, boolean, integer, text
+from tiersim.state.optimizers import framework_names
 
 # (model.name, model.flavor) -> the shipped model preset with those dimensions
 PRESETS = {("llama3", "8B"): "llama-3-8b", ("llama3", "70B"): "llama-3-70b",
@@ -253,7 +254,8 @@ def _optimizer(out: Mapped, section: str, body: dict[str, Any], hf_config: bool)
     for key, value in body.items():
         where = f"{section}.{key}"
         if key == "name":
-            name = {"adamw": "adamw", "adam": "adam"}.get(text(where, value).lower())
+            names = {t.lower(): ours for t, ours in framework_names("torchtitan").items()}
+            name = names.get(text(where, value).lower())  # the registry's (state/optimizers.py)
             if name is None:
                 out.unmapped(where, value, "not mapped (torchtitan's Adam or AdamW)")
             else:

@@ -7,10 +7,9 @@ import json
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 from tiersim.frameworks.written import Emitted, framework_note, global_batch
+from tiersim.state.optimizers import optimizer
 
 _DS_TIER = {"dram": "cpu", "nvme": "nvme"}
-# "muon" as DeepSpeed's own tests write it (tests/unit/ops/muon/test_muon.py)
-_DS_OPTIMIZER = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "lion": "Lion", "muon": "muon"}
 _OFFLOAD_KEYS = {
     "prefetch_bucket_size": "stage3_prefetch_bucket_size",
     "max_live_parameters": "stage3_max_live_parameters",
@@ -48,8 +47,8 @@ def write_deepspeed(s: Scenario) -> Emitted:
     elif t.recompute != "none":
         why = f"{t.recompute}: DeepSpeed's activation checkpointing is whole layers (full)"
         notes.append(Problem("training.recompute", why, "W-EMIT-APPROXIMATE"))
-    name = _DS_OPTIMIZER.get(t.optimizer)
-    if name is None:
+    name = optimizer(t.optimizer).deepspeed_type  # the registry's (state/optimizers.py)
+    if not name:
         notes.append(
             Problem(
                 "training.optimizer",
@@ -79,7 +78,8 @@ def _zero(s: Scenario, notes: list[Problem]) -> dict[str, object]:
         _drop_stage3(zero, s.parallel.zero_stage, notes)
     if not t.deepspeed.reduce_scatter:  # DeepSpeed's default true is left to it
         zero["reduce_scatter"] = False
-    if t.optimizer == "muon" and s.parallel.zero_stage == 3 and pl.optimizer_compute == "gpu":
+    whole = optimizer(t.optimizer).deepspeed_whole_matrices  # DeepSpeed's Muon
+    if whole and s.parallel.zero_stage == 3 and pl.optimizer_compute == "gpu":
         # stage3.py raises ValueError without it (the momentum neither swapped nor kept):
         # tiersim counts ZeRO-3's Muon as run with it (state/deepspeed_muon.py)
         zero["save_muon_momentum_buffer_in_memory"] = True

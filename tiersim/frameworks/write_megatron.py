@@ -8,6 +8,7 @@ from tiersim.config.vocab_padding import MEGATRON_DIVISOR, vocab_divisor
 from tiersim.core.errors import Problem
 from tiersim.frameworks.written import Emitted, framework_note, global_batch, world
 from tiersim.state.activation_kinds import DEFAULT_KERNEL
+from tiersim.state.optimizers import optimizer as optimizer_named
 
 
 def _megatron_model(s: Scenario) -> list[str]:
@@ -122,8 +123,9 @@ def write_megatron(s: Scenario) -> Emitted:
     flags += _megatron_precision(s, notes)
     flags += _recompute_flags(s, notes)
     flags.append(_attention_backend(s, notes))
-    optimizer = {"adamw": "adam", "adam": "adam", "sgd_momentum": "sgd"}.get(t.optimizer)
-    if optimizer is None:
+    ours = optimizer_named(t.optimizer)  # the registry's flag (state/optimizers.py)
+    optimizer = ours.megatron_optimizer
+    if not optimizer:
         notes.append(
             Problem(
                 "training.optimizer",
@@ -133,8 +135,9 @@ def write_megatron(s: Scenario) -> Emitted:
         )
     else:
         flags.append(f"--optimizer {optimizer}")
-    if t.optimizer == "adam":  # the same two moments a parameter
-        why = "adam: written as Megatron's adam, which is AdamW (decoupled weight decay)"
+    instead = ours.megatron_runs_instead  # the same two moments a parameter
+    if instead:
+        why = f"{t.optimizer}: written as Megatron's {optimizer}, which is {instead}"
         notes.append(Problem("training.optimizer", why, "W-EMIT-APPROXIMATE"))
     for cls in ("weights", "gradients", "master", "optimizer", "activations"):
         if getattr(pl, cls) != "hbm":

@@ -10,6 +10,7 @@ from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
 from tiersim.frameworks.torchtitan import DTYPES, PRESETS
 from tiersim.frameworks.written import Emitted, framework_note, global_batch, world
+from tiersim.state.optimizers import optimizer as optimizer_named
 
 
 def _toml(value: object) -> str:
@@ -143,8 +144,8 @@ def _the_rest(s: Scenario, notes: list[Problem]) -> dict[str, dict[str, object]]
         )
         notes.append(Problem("training.recompute", why, "W-EMIT-APPROXIMATE"))
     tables: dict[str, dict[str, object]] = {"activation_checkpoint": checkpointing}
-    optimizer = {"adamw": "AdamW", "adam": "Adam"}.get(t.optimizer)
-    if optimizer is None:
+    optimizer = optimizer_named(t.optimizer).torchtitan_name  # state/optimizers.py
+    if not optimizer:
         why = f"{t.optimizer}: torchtitan's are Adam and AdamW"
         notes.append(Problem("training.optimizer", why, "W-EMIT-APPROXIMATE"))
     else:

@@ -16,6 +16,8 @@ from tiersim.groundtruth.measure_request import (
 )
 from tiersim.state.activations import Accounting, accounting_for, layer_bytes, outside_items
 from tiersim.state.model import Transformer, build_model
+from tiersim.state.optimizers import ADAMW, fsdp2_stepped
+from tiersim.state.optimizers import optimizer as optimizer_named
 
 
 def _hf_accounting(s: Scenario, device: str) -> tuple[Transformer, Accounting]:
@@ -69,10 +71,6 @@ def step_peak_prediction(s: Scenario, device: str) -> int:
     return predicted_timeline(s, device).peak_allocated_bytes
 
 
-# measured under FSDP2 (tests/test_fsdp2_step.py)
-FSDP_STEP_OPTIMIZERS = ("adamw", "adam", "muon", "adamw8bit")
-
-
 def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
     """FSDP2 on `world` CPU ranks: each rank's bytes, measured and predicted (state/fsdp.py);
     with transformers' model (huggingface), rank 0's step peak beside the timeline's."""
@@ -82,15 +80,17 @@ def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
     if req.implementation == "huggingface":
         # torch.optim.Muon steps FSDP2's DTensors (state/muon_sharded.py); 8-bit AdamW is
         # torchao's on them, in bf16 on each rank's local shards (docs/muon-fsdp.md)
-        if req.optimizer not in FSDP_STEP_OPTIMIZERS:
-            expected = " or ".join(FSDP_STEP_OPTIMIZERS)
+        stepped = fsdp2_stepped()  # measured under FSDP2 (tests/test_fsdp2_step.py)
+        if req.optimizer not in stepped:
+            expected = " or ".join(stepped)
             raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected {expected})")
         return _fsdp_step(req, world)
-    if req.optimizer not in ("adamw", "adam"):
-        # Muon and torchao's 8-bit AdamW step transformers' model only
-        huggingface = req.optimizer in FSDP_STEP_OPTIMIZERS
+    if not optimizer_named(req.optimizer).adamw_state:
+        # groundtruth/fsdp2.py steps torch's AdamW; Muon and torchao's 8-bit AdamW step
+        # transformers' model only
+        huggingface = req.optimizer in fsdp2_stepped()
         also = f"; {req.optimizer} with --implementation huggingface" if huggingface else ""
-        expected = f"expected adamw or adam{also}"
+        expected = f"expected {' or '.join(fsdp2_stepped(adamw_state=True))}{also}"
         raise invalid("optimizer", f"{req.optimizer!r} with --fsdp ({expected})")
     scenario = prediction_scenario(req)
     import_torch()
@@ -100,7 +100,8 @@ def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
     assert isinstance(model, Transformer)
     seq, mbs = scenario.seq_len, scenario.training.micro_batch_size
     got = fsdp2.measure_fsdp(model, world, req.dtype, seq, mbs)
-    config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype, "optimizer": "adamw"}
+    config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype}
+    config["optimizer"] = ADAMW.name  # what groundtruth/fsdp2.py steps
     return {"model": model_dims(scenario.model), "configuration": config, **got}
 
 

@@ -23,6 +23,7 @@ from tiersim.config.yamllines import with_lines
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.records import record
 from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
+from tiersim.state.optimizers import DEFAULT as optimizer_default
 from tiersim.state.optimizers import optimizer as optimizer_named
 
 # the MoE and attention keys transformers' Mixtral, Qwen2-MoE and DeepSeek-V3 express
@@ -48,7 +49,7 @@ class Request:
     model: dict[str, Any]
     seq_len: int | None = None
     micro_batch_size: int = 1
-    optimizer: str = "adamw"
+    optimizer: str = optimizer_default
     dtype: str = "bf16"
     attention: str = "sdpa"
     device: str = "auto"

@@ -24,6 +24,13 @@ from tiersim.core.units import (
 )
 from tiersim.engine.figures import compared_paths
 from tiersim.engine.results import LinkStats, StepResult, TierStats
+from tiersim.report.compare_wear import (
+    nothing_written,
+    rated_binding,
+    tier_of,
+    unwritten_text,
+    unwritten_tiers,
+)
 from tiersim.report.json_layout import STEP_FIGURES
 from tiersim.report.table import render
 from tiersim.report.wear import fmt_days, fmt_margin, fmt_significant, telling_digits
@@ -174,41 +181,20 @@ def compare(
         close=1e-9,
     )
     rated = rated_binding(rep_a, rep_b)
+    unworn = {"a": unwritten_tiers(rep_a), "b": unwritten_tiers(rep_b)}
     return {
         "notes": version_notes(rep_a, rep_b),
         "inputs": [_row(c) for c in inputs],
         "outputs": [
-            _row(c) | ({"bound_by": "rated"} if _tier_of(c.path, "lifetime_days") in rated else {})
+            _row(c)
+            | ({"bound_by": "rated"} if tier_of(c.path, "lifetime_days") in rated else {})
+            | nothing_written(c.path, c.a, c.b, unworn)
             for c in outputs
-            if _tier_of(c.path, "rated_lifetime_days") not in rated
+            if tier_of(c.path, "rated_lifetime_days") not in rated
         ],
         "only_in_a": [{"path": k, "value": v} for k, v in sorted(only_a.items())],
         "only_in_b": [{"path": k, "value": v} for k, v in sorted(only_b.items())],
     }
-
-
-def rated_binding(rep_a: dict[str, Any], rep_b: dict[str, Any]) -> set[str]:
-    """The flash tiers whose drive rating binds in both A and B: their `lifetime_days` is
-    their `rated_lifetime_days` on both sides, shown once (its row says `bound_by`)."""
-    return _bound_by_rating(rep_a.get("wear")) & _bound_by_rating(rep_b.get("wear"))
-
-
-def _bound_by_rating(wear: Any) -> set[str]:
-    if not isinstance(wear, dict):  # a results folder's report.json, read as written
-        return set()
-    return {
-        tier
-        for tier, w in wear.items()
-        if isinstance(w, dict)
-        and w.get("lifetime_bound_by") == "rated"
-        and w.get("lifetime_days") == w.get("rated_lifetime_days")
-    }
-
-
-def _tier_of(path: str, field: str) -> str | None:
-    """The tier of a `wear.<tier>.<field>` path (None: another path)."""
-    parts = path.split(".")
-    return parts[1] if len(parts) == 3 and parts[0] == "wear" and parts[2] == field else None
 
 
 def version_notes(rep_a: dict[str, Any], rep_b: dict[str, Any]) -> list[str]:
@@ -338,7 +324,7 @@ def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
             r["path"]
             + (" (the drive's rating binds)" if "bound_by" in r else "")
             + (f" ({r['of_peak']})" if "of_peak" in r else ""),
-            *fmt_pair(r["path"], r["a"], r["b"]),
+            *_pair(r),
             fmt_delta(r["path"], r["delta"]),
             fmt_ratio(r["ratio"]),
         ]
@@ -354,6 +340,17 @@ def compare_tables(result: dict[str, Any], label_a: str, label_b: str) -> str:
         if only:
             parts.append(_only_table(only, side, other))
     return "\n\n".join(parts)
+
+
+def _pair(row: dict[str, Any]) -> tuple[str, str]:
+    """A and B as the table gives them: a flash tier nothing is written to said so where its
+    lifetime, margin or binding limit is null (no bound), not as a missing value."""
+    a, b = fmt_pair(row["path"], row["a"], row["b"])
+    said = row.get("nothing_written", [])
+    return (
+        unwritten_text(row["path"]) if "a" in said else a,
+        unwritten_text(row["path"]) if "b" in said else b,
+    )
 
 
 def _only_table(only: list[dict[str, Any]], side: str, other: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from tiersim.core.units import fmt_bytes, fmt_rate, fmt_time, fmt_tokens_per_s
 from tiersim.engine.results import MAX_STEADY_STEPS
-from tiersim.report.checkpoint_text import checkpoint_lines
+from tiersim.report.checkpoint_text import checkpoint_lines, fmt_goodput
 from tiersim.report.host_memory import SECTION as HOST
 from tiersim.report.host_memory import host_text, host_warning
 from tiersim.report.inventory_text import inventory_tables as inventory_tables  # re-exported
@@ -99,7 +99,7 @@ def _step_head(report: dict[str, Any], mfu_peak: str | None = None) -> str:
         # the share too: at 99.99 % the two rates print alike, and the reader wonders why
         tokens += (
             f" ({fmt_tokens_per_s(goodput)} after checkpoints and failures: goodput "
-            f"{100 * ck['goodput']:.2f} %)"
+            f"{fmt_goodput(ck['goodput'])})"
         )
     if st.get("mfu") is not None:  # PaLM's MFU: the model's FLOPs, not recompute's
         tokens += (
@@ -147,10 +147,12 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
             "optimizer step pipelined: each unit's update overlaps the next step's forward "
             "(training.optimizer_step)"
         )
-    if st["optimizer_step"] == "delayed":
+    if st["optimizer_step"] == "delayed":  # DPU hides the update only on the CPU
+        gpu = ", but the update is on the GPU, whose stream waits for it as if synchronous"
+        on = " while the CPU updates" if st.get("optimizer_on") == "cpu" else gpu
         out.append(
             "optimizer step delayed (DPU): each step runs on the weights of the step before "
-            "last while the CPU updates (training.optimizer_step)"
+            f"last{on} (training.optimizer_step)"
         )
     if (report.get("offload") or {}).get("tiling"):
         out.append(tiling_line(report["offload"]))

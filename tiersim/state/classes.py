@@ -92,12 +92,13 @@ OPTIMIZER_KEPT = tuple(
 CHECKPOINT_WRITES = "checkpoint"
 
 
-# The optimizers, one registry (state/optimizers.py, which imports nothing of tiersim either):
+# The optimizers, one registry (state/optimizers.py, which imports only its own leaves):
 # Adam/AdamW keep two moments, SGD with momentum and Lion one, plain SGD none, Adafactor row
 # and column statistics per matrix, adamw8bit 8-bit moments with per-block absmax, Muon a
 # momentum on the layers' matrices and AdamW's two moments elsewhere.
 OPTIMIZERS = _optimizers.OPTIMIZERS
 OPTIMIZER_NAMES = _optimizers.NAMES
+OPTIMIZER_DEFAULT = _optimizers.DEFAULT
 OPTIMIZER_BY_NAME = _optimizers.REGISTRY
 
 

@@ -20,6 +20,7 @@ keeps no state for the Muon group):
 
 from __future__ import annotations
 
+from tiersim.state.optimizers import optimizer
 from tiersim.state.resolved import Resolved
 
 SIXTEEN_BIT = ("fp16", "bf16")  # the precisions DeepSpeed's fp16 / bf16 sections enable
@@ -33,7 +34,7 @@ def runs(r: Resolved) -> bool:
     return (
         ex.offload.framework == "deepspeed"
         and ex.parallel.zero_stage > 0
-        and ex.training.optimizer == "muon"
+        and optimizer(ex.training.optimizer).deepspeed_whole_matrices
         and not ex.training.deepspeed.reduce_scatter
         and ex.placement.optimizer_compute == "gpu"
     )

@@ -3,7 +3,7 @@ a DTensor sharded on its first dimension, Shard(0)): what torch.optim.Muon's ste
 torch/optim/_muon.py) allocates, gathers and computes on each rank for one matrix, as DTensor's
 sharding propagation runs it. Measured on 2 and 4 gloo CPU ranks with the profiler's memory
 events (tests/test_muon_sharded.py, tiersim/groundtruth/muon_dtensor.py); nothing here imports
-tiersim, so state/optimizers.py can use it.
+tiersim, so state/muon.py (the registry's Muon) can use it.
 
 The step per matrix: the Nesterov update `grad.lerp(buf)` (the rank's shard, in the state's
 precision), its bf16 copy X (transposed where the matrix has more rows than columns), X's norm

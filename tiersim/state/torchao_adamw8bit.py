@@ -1,8 +1,8 @@
 """torchao's AdamW8bit (torchao 0.18.0: torchao/optim/adam.py, subclass_8bit.py,
 quant_utils.py), the 8-bit AdamW that steps FSDP2's DTensors (bitsandbytes' refuses them: `got
 mixed torch.Tensor and DTensor`). Under `training.framework: fsdp` with sharded weights,
-tiersim's `adamw8bit` is this one (state/optimizers.py). Nothing here imports tiersim, so
-state/optimizers.py can use it.
+tiersim's `adamw8bit` is this one (state/adamw8bit.py). Nothing here imports tiersim, so
+state/adamw8bit.py can use it.
 
 Its state, per parameter, decided on the rank's local shard (`_AdamBase._new_buffer`, on
 `p.to_local()`): a shard of n >= 4,096 values that is a multiple of the 256-value block keeps

@@ -11,7 +11,7 @@ from typing import Any
 
 from tiersim.core.records import record
 from tiersim.core.units import Kind, parse
-from tiersim.sweep.spec import SweepSpec
+from tiersim.sweep.spec import SweepSpec, plain_value
 
 # the SI column suffix of each kind of quantity (`..._bytes_per_s` beside `50 GB/s`)
 SI_SUFFIX = {
@@ -81,10 +81,10 @@ def dims(spec: SweepSpec) -> list[Dim]:
     out = []
     for k, axis in enumerate(spec.grid):
         at = numbers(axis.values)
-        out.append(Dim(axis.path, k, tuple(str(v) for v in axis.values), _tuple(at)))
+        out.append(Dim(axis.path, k, tuple(plain_value(v) for v in axis.values), _tuple(at)))
     if spec.zip:
         rows = zip(*(a.values for a in spec.zip), strict=True)
-        ticks = tuple(" / ".join(str(v) for v in row) for row in rows)
+        ticks = tuple(" / ".join(plain_value(v) for v in row) for row in rows)
         at = numbers(spec.zip[0].values)
         label = " / ".join(a.path for a in spec.zip)
         out.append(Dim(label, len(spec.grid), ticks, _tuple(at)))

@@ -390,11 +390,11 @@ def expand(spec: SweepSpec) -> list[Point]:
 
 def describe(values: dict[str, Any]) -> str:
     """`a=1, b=50 GB/s`: a point's swept values in one line (a long one shortened)."""
-    return ", ".join(f"{path}={_plain(value)}" for path, value in values.items())
+    return ", ".join(f"{path}={plain_value(value)}" for path, value in values.items())
 
 
-def _plain(value: Any) -> str:
-    if value is None or isinstance(value, bool):  # as YAML writes them
+def plain_value(value: Any) -> str:
+    if value is None or isinstance(value, bool):  # as YAML writes them (summary and plots)
         return shown_yaml(value)
     text = str(value) if isinstance(value, str | int | float) else shown(value)
     return text if len(text) <= 80 else shown(value)

@@ -117,7 +117,8 @@ def verdict_columns(table: Table) -> list[str]:
 
 def _axis_labels(spec: SweepSpec) -> list[list[str]]:
     """For each analysis axis (each grid axis, then the zip rows as one), a label per position."""
-    labels = [[f"{a.path}={v}" for v in a.values] for a in spec.grid]
+    # as the best points' swept values say them (a null as YAML's null, not Python's None)
+    labels = [[describe({a.path: v}) for v in a.values] for a in spec.grid]
     if spec.zip:
         rows = zip(*(a.values for a in spec.zip), strict=True)
         labels.append(

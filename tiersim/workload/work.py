@@ -89,7 +89,7 @@ def _optimizer_times(r: Resolved, touched: float, updated_params: float) -> tupl
 
 def _update_flops_s(r: Resolved, mats, updated: float) -> float:
     """The update's matrix multiplications of the `updated` parameters (of these tensors') at
-    the GPU's GEMM rate (Muon's Newton-Schulz: state/optimizers.py; an elementwise update has
+    the GPU's GEMM rate (Muon's Newton-Schulz: state/muon.py; an elementwise update has
     none, bound by its bytes)."""
     params = sum(m.size for m in mats)
     share = updated / params if params else 0.0

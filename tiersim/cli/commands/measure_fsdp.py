@@ -55,21 +55,16 @@ def step_table(got: dict[str, Any]) -> str:
         ["difference", f"{pred - meas:+,} B ({pred / meas - 1:+.2%})", ""],
         *[[f"  {part}", fmt_bytes(n), ""] for part, n in p["predicted_parts"].items()],
     ]
-    optimizer = OPTIMIZER_NAMES.get(c["optimizer"], c["optimizer"])
+    from tiersim.state.optimizers import REGISTRY
+
+    stepped = REGISTRY.get(c["optimizer"])  # what the title calls it (Muon's: and AdamW's)
+    optimizer = (stepped.fsdp2_title if stepped else "") or c["optimizer"]
     title = (
         f"FSDP2 (fully_shard per layer and root) on {got['world_size']} CPU ranks, gloo, rank 0: "
         f"transformers' model, {c['dtype']}, {optimizer}, seq_len {c['seq_len']} tokens"
     )
     return render(["what", "bytes", "when"], rows, title)
 
-
-# what the step's optimizer is called in the title (Muon's matrices, AdamW on the rest)
-OPTIMIZER_NAMES = {
-    "adamw": "AdamW",
-    "adam": "Adam",
-    "muon": "Muon and AdamW",
-    "adamw8bit": "torchao's AdamW8bit (eager)",  # bitsandbytes' refuses DTensors
-}
 
 STEP_NOTES = (
     "the timeline for the CPU counts gloo's own copies (its all-gather output, the clone its "
