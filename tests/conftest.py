@@ -6,6 +6,8 @@ figures (with the source in a comment) or arithmetic written out in the test its
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -42,37 +44,41 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Files whose tests read the same session-scoped runs: under `pytest -n N` (make test) each
-# group goes to one worker, so no run is made twice (shipped_run below).
-SHARED_RUNS = {"test_run_cli.py": "test_golden.py"}
+# group goes to one worker, so no run is made twice (shipped_run, every_step_drain_run below).
+SHARED_RUNS = {
+    "test_run_cli.py": "test_golden.py",
+    "test_reliability_round2.py": "test_doc_shipped_figures.py",
+}
 
 # The longest files, handed out first (longest first) so that no long file is left to run on
 # one worker while the other has finished: pytest-xdist's own order is by test count, which
-# put the long files with few tests (test_sweep_kill's 12, test_checkpoint_fork's 31) last.
-# Seconds of their tests (setup, call, teardown; test_golden's with test_run_cli's) in a
-# `pytest -n 2 --dist loadfile --durations=0` run, 2026-12-07 02:16-02:49 UTC, load average
-# 12-25 on 2 cores: only their order matters (docs/suite-time.md). A file not listed follows
-# them, in pytest-xdist's order.
+# put the long files with few tests (test_sweep_kill's 12, test_doc_shipped_figures's 15) last.
+# Seconds of CPU of their tests (setup, call, teardown, the processes they waited for;
+# test_golden's with test_run_cli's, test_doc_shipped_figures's with test_reliability_round2's)
+# in a `pytest -n 2 --dist loadfile` run of 0.19.0, 2026-12-07 09:53-10:23 UTC, load average
+# 0.5 rising to 11-18 on 2 cores, the shared drain run counted once: only their order matters
+# (docs/suite-time.md). A file not listed follows them, in pytest-xdist's order.
 LONGEST = {
-    "test_fsdp2_step.py": 590,
-    "test_sweep_kill.py": 241,
-    "test_steady.py": 220,
-    "test_checkpoint_fork.py": 207,
-    "test_golden.py": 130,
-    "test_step_measure.py": 112,
-    "test_plan_screening.py": 111,
-    "test_wear.py": 81,
-    "test_layout.py": 77,
-    "test_reliability_round2.py": 75,
-    "test_muon_sharded.py": 72,
-    "test_checkpoint_apart.py": 63,
-    "test_sweep_dask_failures.py": 62,
-    "test_library_noise.py": 59,
-    "test_sweep_dask.py": 58,
-    "test_adversarial_round2.py": 55,
-    "test_sweep_run.py": 44,
-    "test_plan.py": 44,
-    "test_fp8_torchao.py": 42,
-    "test_pipeline_blocks.py": 39,
+    "test_fsdp2_step.py": 159,
+    "test_doc_shipped_figures.py": 45,
+    "test_steady.py": 23,
+    "test_golden.py": 19,
+    "test_sweep_kill.py": 16,
+    "test_muon_sharded.py": 16,
+    "test_checkpoint_fork.py": 14,
+    "test_wear.py": 11,
+    "test_step_measure.py": 10,
+    "test_adversarial_round2.py": 8,
+    "test_sweep_dask_failures.py": 6.5,
+    "test_library_noise.py": 6.5,
+    "test_sweep_dask.py": 5.7,
+    "test_layout.py": 5.5,
+    "test_checkpoint_apart.py": 5.3,
+    "test_plan_screening.py": 4.9,
+    "test_cost.py": 4.3,
+    "test_intervals.py": 4.3,
+    "test_sweep_early_signals.py": 4.2,
+    "test_schedule_sharing.py": 3.8,
 }
 
 
@@ -107,7 +113,7 @@ def pytest_xdist_make_scheduler(config, log):
     return SharedRunsScheduling(config, log)
 
 
-def longest(scope: str) -> int:
+def longest(scope: str) -> float:
     """LONGEST's seconds for a work unit (a test file's path), 0 for a file not listed."""
     return LONGEST.get(scope.rpartition("/")[2], 0)
 
@@ -194,6 +200,31 @@ def shipped_run(tmp_path_factory):
         return runs[case]
 
     return _run
+
+
+# docs/science.md's drain outlasting the step (Llama 2 7B, NVMe writing 1 GB/s, one
+# micro-batch, a checkpoint every step): about 40 s of CPU a run (by cProfile nearly all of it
+# the five simulations of its HBF wear remedy's grad_accumulation), read by
+# test_doc_shipped_figures and test_reliability_round2 (SHARED_RUNS: one worker), made once.
+EVERY_STEP_DRAIN = (
+    "hardware.tiers.nvme.write_bandwidth=1 GB/s",
+    "training.grad_accumulation=1",
+    "checkpoint.every_steps=1",
+)
+
+
+@pytest.fixture(scope="session")
+def every_step_drain_run(tmp_path_factory) -> tuple[int, str, str, Path]:
+    """(exit code, standard output, standard error, its --out folder) of `tiersim run
+    scenarios/default.yaml --format json --out FOLDER --set ...` (EVERY_STEP_DRAIN) in this
+    process, run once a session. The folder is shared: read it, never change it."""
+    out = tmp_path_factory.mktemp("drain") / "out"
+    argv = ["run", str(SCENARIOS / "default.yaml"), "--format", "json", "--out", str(out)]
+    argv += [a for s in EVERY_STEP_DRAIN for a in ("--set", s)]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = main(argv)
+    return code, stdout.getvalue(), stderr.getvalue(), out
 
 
 @pytest.fixture

@@ -196,7 +196,8 @@ def interval_slower(slow: dict[str, Any], fast: dict[str, Any]) -> list[str]:
     """(a) with a durable checkpoint: the wall time of a checkpoint interval (its steps and
     the stall) and the wall time per useful step (step time / goodput) of the faster machine
     (`fast`) never exceed the slower's. Goodput itself is a share of wall time, not a rate:
-    a faster step can lower it (the checkpoint's cost weighs more against a shorter step)."""
+    a faster step can lower it (the checkpoint's cost weighs more against a shorter step).
+    The interval's wall time only where both intervals are given (not `every_steps: auto`)."""
     a, b = slow.get("checkpoint"), fast.get("checkpoint")
     if not a or not b:
         return []
@@ -204,7 +205,10 @@ def interval_slower(slow: dict[str, Any], fast: dict[str, Any]) -> list[str]:
     wall = [
         c["interval_steps"] * r["step"]["time_s"] + c["stall_s"] for c, r in ((a, slow), (b, fast))
     ]
-    if wall[1] > wall[0] * (1 + TOL):
+    # an interval of `every_steps: auto` is chosen for the machine (Daly's optimum, a wear
+    # budget): a faster step can be given more steps and a longer interval
+    given = a.get("interval_basis", "given") == "given" == b.get("interval_basis", "given")
+    if given and wall[1] > wall[0] * (1 + TOL):
         out.append(f"checkpoint interval {wall[0]:.6g} s -> {wall[1]:.6g} s")
     if a.get("goodput") and b.get("goodput"):
         useful = [r["step"]["time_s"] / c["goodput"] for c, r in ((a, slow), (b, fast))]

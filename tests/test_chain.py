@@ -217,3 +217,18 @@ def test_each_step_of_a_walk_ends_at_its_last_op():
     assert w_log.snapshots == l_log.snapshots
     assert w_log.step_left == l_log.step_left == [0, 0, 0]
     assert w_log.end == l_log.end
+    assert w_log.start == l_log.start  # each op's start, copied from the end before it
+
+
+def test_a_walk_takes_its_ops_a_step_at_a_time():
+    """`chain._step_ends`: the stretches a walk takes, each ending one past its step's last
+    op (the step's count of ops left reaching none there), in order, the ops after the last
+    one (none where the last op ends a step) a stretch of no step (-1); every count at none."""
+    ops = [SimpleNamespace(step=s) for s in (0, 0, 1, 0, 1, 1, 2)]  # step 0's last op is op 3
+    left = [3, 3, 1]
+    assert chain._step_ends(ops, left) == [(4, 0), (6, 1), (7, 2)]
+    assert left == [0, 0, 0]
+    assert chain._step_ends(ops[:6], [3, 3, 0]) == [(4, 0), (6, 1)]  # no op of step 2
+    assert chain._step_ends(ops[:3], [2, 0]) == [(2, 0), (3, -1)]  # step 1's op not counted
+    assert chain._step_ends(ops[:2], [2]) == [(2, 0)]  # one step: every op
+    assert chain._step_ends([], [0]) == [(0, -1)]  # nothing to walk

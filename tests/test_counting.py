@@ -5,7 +5,7 @@ time elapsed, redrawn on a terminal, a line every 10 s elsewhere."""
 import io
 
 from tiersim.cli import counting
-from tiersim.cli.counting import Counted
+from tiersim.cli.counting import Counted, Stages
 
 
 class Terminal(io.StringIO):
@@ -100,9 +100,56 @@ def test_measure_says_it_is_training_on_a_terminal(monkeypatch, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(measuring, "measure", measure)
+    monkeypatch.setattr(measuring, "import_torch", lambda: None)  # PyTorch's import: a stage
     monkeypatch.setattr(sys, "stderr", Terminal())
     assert main(["measure", "--model", "gpt2"]) == 130
     said = "measure: training the model in PyTorch (a warm-up step, then the measured one)"
     said += ", elapsed 0:00"
-    assert seen == ["\r" + said]
+    assert seen == ["\rmeasure: importing PyTorch, elapsed 0:00\r" + said]
     assert f"\r{' ' * len(said)}\r" in sys.stderr.getvalue()  # cleared before the message
+
+
+def test_a_log_gets_each_stage_started_and_finished_where_asked(monkeypatch):
+    # `tiersim measure` of a 1-layer GPT-2 took 2 min 31 s with nothing on a log's standard
+    # error (review 2026-12-07 (c)). Clock: the start at 0 s, PyTorch imported by 15.2 s, the
+    # training done at 131 s: 15.2 - 0 = 15.2 s, 131 - 15.2 = 115.8 s, 131 s is 2:11
+    clocked(monkeypatch, [0.0, 0.0, 15.2, 15.2, 15.2, 131.0, 131.0])
+    stream = io.StringIO()
+    stages = Stages("measure", stream, log=True)
+    stages("importing PyTorch")
+    stages("training")
+    stages.finish()
+    stages.close()
+    assert stream.getvalue().splitlines() == [
+        "measure: importing PyTorch: started, elapsed 0:00",
+        "measure: importing PyTorch: finished in 15.2 s, elapsed 0:15",
+        "measure: training: started, elapsed 0:15",
+        "measure: training: finished in 115.8 s, elapsed 2:11",
+    ]
+
+
+def test_a_stage_cut_short_is_not_said_finished(monkeypatch):
+    clocked(monkeypatch, [0.0, 3.0])
+    stream = io.StringIO()
+    stages = Stages("measure", stream, log=True)
+    stages("training")
+    stages.close()  # an error or ^C: its message follows, no "finished"
+    assert stream.getvalue() == "measure: training: started, elapsed 0:03\n"
+
+
+def test_measure_says_its_stages_on_a_log(monkeypatch, capsys):
+    from tiersim.cli import main
+    from tiersim.groundtruth import measure as measuring
+
+    def measure(req):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(measuring, "measure", measure)
+    monkeypatch.setattr(measuring, "import_torch", lambda: None)
+    assert main(["measure", "--model", "gpt2"]) == 130
+    err = capsys.readouterr().err
+    assert "measure: importing PyTorch: started, elapsed " in err
+    assert "measure: importing PyTorch: finished in " in err
+    training = "measure: training the model in PyTorch (a warm-up step, then the measured one)"
+    assert f"{training}: started, elapsed " in err
+    assert f"{training}: finished" not in err  # interrupted

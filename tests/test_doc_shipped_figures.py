@@ -62,13 +62,13 @@ def test_science_pipelined_optimizer_step_figures():
     assert f"gpt3-175b-tp-pp, {synchronous:.4f} s against {pipelined:.4f} s)" in _text("science")
 
 
-def test_science_every_step_checkpoint_figures():
-    sets = {
-        "hardware.tiers.nvme.write_bandwidth": "1 GB/s",
-        "checkpoint.every_steps": 1,
-        "training.grad_accumulation": 1,
-    }
-    r = _run("default.yaml", sets)
+def test_science_every_step_checkpoint_figures(every_step_drain_run):
+    """The page's run: default.yaml with NVMe writing 1 GB/s, one micro-batch and a checkpoint
+    every step (conftest's EVERY_STEP_DRAIN), its report as `tiersim run --format json`
+    prints it, shared with test_reliability_round2."""
+    code, stdout, err, _ = every_step_drain_run
+    assert code == 0, err
+    r = json.loads(stdout)
     c = r["checkpoint"]
     assert r["step"]["time_s"] + c["stall_s"] == pytest.approx(c["write_s"], rel=1e-9)
     said = (

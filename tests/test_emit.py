@@ -339,3 +339,14 @@ def test_deepspeed_emit_writes_the_stage3_keys_for_zero_3_only(tmp_path):
         "8192: read by ZeRO-3 only, not written for stage 2",
     )
     assert notes["training.deepspeed.stage3_max_reuse_distance"][1].startswith("0: read by ZeRO-3")
+
+
+def test_megatron_emit_notes_no_vocabulary_divisor_its_script_writes(tmp_path):
+    # no framework, divisor unset: tiersim keeps gpt2's 50,257 rows unpadded, which the script
+    # spells --make-vocab-size-divisible-by 1 and the import reads back as 1 (review 2026-12-07
+    # (c)): the same vocabulary, so no "not said by the megatron file" note for the key
+    text = "name: p\nmodel: {preset: gpt2}\ntraining: {micro_batch_size: 1}\n"
+    s = _scenario(tmp_path, text + "hardware: {preset: dgx-h100}\n")
+    out = emit(s, "megatron")
+    assert "--make-vocab-size-divisible-by 1" in _flags(s)
+    assert [n for n in out.notes if n.path == "training.make_vocab_size_divisible_by"] == []

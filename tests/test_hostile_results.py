@@ -212,7 +212,9 @@ def _args(**over) -> argparse.Namespace:
     return argparse.Namespace(**{"workers": None, "executor": "local", "scheduler": None, **over})
 
 
-def test_workers_above_the_points_say_what_really_starts():
+def test_workers_above_the_points_say_what_really_starts(monkeypatch):
+    # 8 cores: the bound of 4 a core (tests/test_bad_input.py) is 32, above each of these
+    monkeypatch.setattr("tiersim.cli.commands.sweep.default_workers", lambda: 8)
     assert workers_and_where(_args(workers=40), 16) == (
         16,
         "16 workers (--workers 40: no more workers than points)",

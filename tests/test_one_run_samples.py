@@ -68,6 +68,39 @@ def test_a_period_s_occupancy_is_its_changes_integrated():
     assert log.window("dram", 3.0, 5.0) == (2.0, 2.0, 2.0)
 
 
+def _walked_window(changes: list, lo: float, hi: float) -> tuple:
+    """A window's occupancy by a walk over the changes (what `Occupancies.window` did change
+    by change before it took C passes): the reference its passes must equal to the bit."""
+    current, integral, last = 0.0, 0.0, lo
+    for t, value in changes:  # what was held once every change at `lo` was made
+        if t <= lo:
+            current = value
+    peak = low = current
+    for t, value in changes:
+        if lo < t < hi:
+            integral += current * (t - last)
+            last, current = t, value
+            peak, low = max(peak, value), min(low, value)
+    integral += current * (hi - last)
+    return (integral / (hi - lo) if hi > lo else current), peak, low
+
+
+_at = st.sampled_from([0.0, 1.0, 2.5, 7.25]) | st.floats(0.0, 50.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(_at, st.floats(-1e9, 1e12)), max_size=12), lo=_at, width=_at)
+def test_a_period_s_occupancy_is_the_walk_over_its_changes(steps, lo, width):
+    """The window's mean, peak and low to the bit against the walk, on changes in time order
+    (ties included), windows from before the first to after the last, empty ones too."""
+    changes = sorted(steps, key=lambda change: change[0])
+    log = Occupancies()
+    for now, held in changes:
+        log.memory("hbm", now, held)
+    hi = lo + width
+    assert log.window("hbm", lo, hi) == _walked_window(changes, lo, hi)
+
+
 _time = st.sampled_from([1.0, 2.5, 7.25, 0.0]) | st.floats(0.0, 50.0)
 
 

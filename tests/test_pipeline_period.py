@@ -82,24 +82,36 @@ def test_530b_walks_its_warm_up_a_few_periods_and_its_cool_down(published_stage_
     b = 735 - 105·q in (B - 105, B] moved by q shifts (6 for any B in 140-174), and the walk
     goes on from 736: B + 105 + 138 blocks walked, 392 for B = 149, not 978 (nor the 453 of
     the thirteenth round, which landed on B + 5·105 and walked the 61 steady blocks to 735,
-    nor the 663 of the 175 micro-batches walked before it)."""
+    nor the 663 of the 175 micro-batches walked before it). The repetition test is told
+    the steady blocks from p = 35 on alone (`_Repetition.watched`), up to B."""
     walked: list[int] = []
+    for name, at in (("rising", 2), ("ramp", 2), ("full", 2), ("drain", 2), ("falling", 3)):
+        walk = getattr(pipeline_passes, name)
+
+        def counting(*args, walk=walk, at=at):
+            walked.append(args[at])  # the block each pass works out
+            return walk(*args)
+
+        monkeypatch.setattr(pipeline_passes, name, counting)
+    told: list[int] = []
     see = pipeline_blocks._Repetition.see
 
-    def counting(self, entry):
-        walked.append(self.block + 1)
-        return see(self, entry)
+    def seen(self, block, entry):
+        told.append(block)
+        return see(self, block, entry)
 
-    monkeypatch.setattr(pipeline_blocks._Repetition, "see", counting)
+    monkeypatch.setattr(pipeline_blocks._Repetition, "see", seen)
     (p, m, v, fwd, bwd, c) = published_stage_times["korthikanti2022-530b-selective-sp"][0]
     assert (p, m, v) == (35, 280, 3)
     last, shift = steady_blocks(p, m, v, fwd, bwd, c, REL, jump=True)
+    walked_here, told_here = list(walked), list(told)  # (not the whole walk below)
     _, ends = timeline_blocks(p, m, v, fwd, bwd, c, False)
     assert shift is not None and shift == pipeline_steady._repetition(p, m, v, ends)
-    b = next(x for x, y in pairwise(walked) if y != x + 1)
+    b = next(x for x, y in pairwise(walked_here) if y != x + 1)
     assert 140 <= b <= 174
-    assert walked == [*range(-104, b + 1), *range(736, 874)]
-    assert len(walked) == b + 105 + 138
+    assert walked_here == [*range(-104, b + 1), *range(736, 874)]
+    assert len(walked_here) == b + 105 + 138
+    assert told_here == list(range(35, b + 1))  # from p on, not after the jump
     assert last == pytest.approx([e[-1] for e in ends], rel=WITHIN, abs=0.0)
 
 

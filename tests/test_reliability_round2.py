@@ -295,20 +295,14 @@ def test_a_sweep_with_a_point_that_breaks_an_invariant_exits_70_keeping_the_rest
     assert "please report" in (out / "results.csv").read_text()
 
 
-def test_the_checkpoint_drain_fault_never_reports_a_port_over_its_bandwidth(cli, tmp_path):
+def test_the_checkpoint_drain_fault_never_reports_a_port_over_its_bandwidth(every_step_drain_run):
     """The README's own example of a drain outlasting the step (Llama 2 7B, NVMe writing
     1 GB/s, one micro-batch, a checkpoint every step) reported the NVMe write port at 564 %
-    of its bandwidth: now either the figures are sound or the run refuses them as a bug."""
-    sets = [
-        "hardware.tiers.nvme.write_bandwidth=1 GB/s",
-        "training.grad_accumulation=1",
-        "checkpoint.every_steps=1",
-    ]
-    args = [a for s in sets for a in ("--set", s)]
-    out = tmp_path / "out"
-    code, stdout, err = cli(
-        "run", SCENARIOS / "default.yaml", "--format", "json", "--out", out, *args
-    )
+    of its bandwidth: now either the figures are sound or the run refuses them as a bug.
+    `tiersim run scenarios/default.yaml --format json --out OUT --set ...` in this process
+    (conftest's EVERY_STEP_DRAIN: the three settings above), shared with
+    test_doc_shipped_figures."""
+    code, stdout, err, out = every_step_drain_run
     if code == 70:  # refused as a bug until the drain is in every per-step rate
         assert "please report" in err and not (out / "report.json").exists()
     else:

@@ -95,10 +95,13 @@ def budget_interval(
 
 def per_step(total_by_key: dict[str, int], interval: int) -> dict[str, int]:
     """Whole bytes per step, averaged over the interval, apportioned by largest remainder so
-    the parts add up to the rounded whole (reads and writes then balance exactly)."""
+    the parts add up to the rounded whole (reads and writes then balance exactly). The whole
+    is the integer total over the interval, divided once: the parts' fractions summed in
+    floats could round a total of 12,835 B over 10 steps to 1,283 for one set of parts and to
+    1,284 for another (a checkpoint's writes and reads, docs/invariants.md)."""
     exact = {k: v / interval for k, v in total_by_key.items()}
     floors = {k: int(v) for k, v in exact.items()}
-    short = round(sum(exact.values())) - sum(floors.values())
+    short = round(sum(total_by_key.values()) / interval) - sum(floors.values())
     for k in sorted(exact, key=lambda k: exact[k] - floors[k], reverse=True)[:short]:
         floors[k] += 1
     return floors

@@ -65,17 +65,23 @@ class Counted:
 
 class Stages:
     """A long command's stage named on a terminal as it is reached (`calibrate: storage on .,
-    elapsed 0:31`), over the previous one, the line ended by `close`; nothing where standard
-    error is a log (the command's output says it all at its end)."""
+    elapsed 0:31`), over the previous one, the line ended by `close`. Where standard error is
+    a log: nothing (the command's output says it all at its end), or with `log` a plain line
+    as each stage starts and finishes (`measure`: minutes in PyTorch, silent in CI else)."""
 
-    def __init__(self, label: str, stream: TextIO | None = None):
+    def __init__(self, label: str, stream: TextIO | None = None, log: bool = False):
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty()
+        self.log = log and not self.tty
         self.start = time.monotonic()
         self.width = 0  # the line drawn last, to blank what a shorter one leaves of it
+        self.stage: tuple[str, float] | None = None  # a log's stage under way, since when
 
     def __call__(self, stage: str) -> None:
+        if self.log:
+            self.finish()
+            self.stage = (stage, self._said(f"{stage}: started"))
         if not self.tty:
             return
         text = f"{self.label}: {stage}, elapsed {clock_text(time.monotonic() - self.start)}"
@@ -83,6 +89,22 @@ class Stages:
         self.stream.flush()
         self.width = len(text)
         note_open(self.stream, open_line=True)
+
+    def finish(self) -> None:
+        """A log's line for the stage under way, finished (none where it was cut short: the
+        command's error follows instead)."""
+        if self.stage is not None:
+            stage, began = self.stage
+            self.stage = None
+            self._said(f"{stage}: finished in {time.monotonic() - began:.1f} s")
+
+    def _said(self, text: str) -> float:
+        """`text` as a log's line with the time elapsed; the time it was said at."""
+        now = time.monotonic()
+        elapsed = clock_text(now - self.start)
+        self.stream.write(f"{self.label}: {text}, elapsed {elapsed}\n")
+        self.stream.flush()
+        return now
 
     def close(self) -> None:
         if self.width:

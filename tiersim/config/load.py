@@ -17,9 +17,10 @@ from pydantic import ValidationError
 from tiersim.config.batch import derive_accumulation
 from tiersim.config.consistency import consistency_problems
 from tiersim.config.messages import validation_problems
-from tiersim.config.overrides import apply_overrides, clipped, parse_override
+from tiersim.config.overrides import clipped, parse_override
 from tiersim.config.presets import is_preset_file, preset_named, resolve
 from tiersim.config.schema import Scenario
+from tiersim.config.set_null import overridden
 from tiersim.config.tier_names import no_such_tier
 from tiersim.config.yamlfile import read_yaml_and_text
 from tiersim.config.yamllines import with_lines
@@ -152,7 +153,7 @@ def build(
     top = _top_level_problem(raw)
     if top:
         raise InputError(source, [top])
-    raw_in, raw = raw, apply_overrides(raw, list(overrides), source)
+    raw_in, raw = raw, overridden(raw, list(overrides), source, base_dir)
     problems: list[Problem] = []
     resolved = resolve(raw, base_dir, problems)
     problems += derive_accumulation(resolved)  # training.global_batch_size given

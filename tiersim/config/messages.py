@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import re
 import types
@@ -11,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tiersim.config.choice_messages import alternatives, closest
 from tiersim.config.fields import COUNT_BOUND
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem, shown_yaml
@@ -121,14 +123,33 @@ def _section_hint(tp: Any, example: str = "") -> str:
     return f" (expected a mapping of its keys: {keys})"
 
 
+def _may_leave_out(err: dict[str, Any], parent: type[BaseModel] | None) -> bool:
+    """Whether the key of a null section may be left out (it is no required key)."""
+    field = parent.model_fields.get(str(err["loc"][-1])) if parent and err["loc"] else None
+    return not (field is not None and field.is_required())
+
+
+def null_sections_left_out(exc: ValidationError) -> set[str]:
+    """The key paths (as the user writes them) of sections given null that may be left out:
+    what `--set KEY=null` takes as leaving KEY out (tiersim.config.set_null)."""
+    out = set()
+    for err in exc.errors():
+        if err["type"] in ("dict_type", "model_type") and err.get("input", 0) is None:
+            path, parent = _walk(tuple(err["loc"]))
+            if _may_leave_out(err, parent):
+                out.add(".".join(path))
+    return out
+
+
 def _null_section(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     """A section written with nothing under it (null in YAML), and the remedy where one is."""
-    field = parent.model_fields.get(str(err["loc"][-1])) if parent and err["loc"] else None
-    required = field is not None and field.is_required()
-    keep = "" if required else "; leave the key out to keep the default"
+    if _may_leave_out(err, parent):  # `--set KEY=null` leaves it out (tiersim.config.set_null)
+        keep, hint = "; leave the key out to keep the default", ""
+    else:  # no leaving it out, in the file or by --set: what to give instead
+        keep, hint = "; the key is required", _missing_hint(err, parent)
     return (
         "expected a mapping of settings under this key (got null: a key with nothing after "
-        f"it is null in YAML{keep})"
+        f"it is null in YAML{keep}){hint}"
     )
 
 
@@ -163,22 +184,41 @@ def _not_a_number(err: dict[str, Any]) -> str:
     return f"expected a number (got {shown_yaml(err.get('input'))})"
 
 
+def _kind_of(value: Any) -> str:
+    """What YAML read a plain value as, in its words: 'null', 'true or false', 'a number'."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a date" if isinstance(value, (datetime.date, datetime.time)) else "not text"
+
+
 SECTION_KEYS = 10  # keys named where a section was expected; docs/scenario-reference.md has all
 
 
-def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+def _key_message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
+    """An unknown key, with the closest the section has; or a key that is not text (`5: 3`,
+    `~: 3`: YAML's keys need not be text, tiersim's are)."""
     import difflib  # a name refused: a valid file never needs it
 
+    fields = list(parent.model_fields) if parent else []
+    if err["type"] == "invalid_key":
+        names = f", e.g. {', '.join(fields[:3])}" if fields else ""
+        kind_of = _kind_of(err.get("input"))
+        return f"a key that is {kind_of}, not a name (expected a key written as text{names})"
+    key = str(err["loc"][-1])
+    close = (
+        difflib.get_close_matches(key, fields, n=1)
+        or [f for f in fields if f.startswith(key) or key.startswith(f)][:1]
+    )
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"unknown key '{key}' ({hint}expected one of: {', '.join(fields)})"
+
+
+def _message(err: dict[str, Any], parent: type[BaseModel] | None) -> str:
     kind, msg = err["type"], err["msg"]
-    if kind == "extra_forbidden":
-        key = str(err["loc"][-1])
-        fields = list(parent.model_fields) if parent else []
-        close = (
-            difflib.get_close_matches(key, fields, n=1)
-            or [f for f in fields if f.startswith(key) or key.startswith(f)][:1]
-        )
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        return f"unknown key '{key}' ({hint}expected one of: {', '.join(fields)})"
+    if kind in ("extra_forbidden", "invalid_key"):
+        return _key_message(err, parent)
     if kind == "missing":
         return "required key is missing" + _missing_hint(err, parent)
     if kind == "bool_parsing":
@@ -284,77 +324,50 @@ def _code(err: dict[str, Any]) -> str:
     return coded if isinstance(coded, str) else "E-VALUE"
 
 
+# key paths listed for one file, the rest counted: a file of 76,000 unknown keys (1 MiB of
+# another program's settings) took 18 s of CPU and printed 76,000 lines; its author fixes the
+# first few and validates again (as tiersim.sweep.check lists a sweep's problems)
+MAX_LISTED = 30
+
+
 def validation_problems(exc: ValidationError) -> list[Problem]:
     by_path: dict[str, list[str]] = {}
     codes: dict[str, str] = {}  # each path's first error's code (a union's branches agree)
     given: dict[str, Any] = {}  # each path's value, for a choice's "did you mean"
+    unlisted: dict[str, str] = {}  # key paths past MAX_LISTED -> their first code
     for err in exc.errors():
         path, parent = _walk(tuple(err["loc"]))
+        if err["type"] == "invalid_key" and path:  # YAML's null key is `null`, not `None`
+            path[-1] = shown_yaml(err.get("input"))
         key = ".".join(path)
+        if key not in by_path and len(by_path) >= MAX_LISTED:
+            unlisted.setdefault(key, _code(err))
+            continue
         codes.setdefault(key, _code(err))
         given.setdefault(key, err.get("input"))
         text = _message(err, parent).replace("--set ...", f"--set {key}.")  # the full path
         text = text.replace("--set KEY=", f"--set {key}=")
         if "valid integer" in text:
             text += _whole_number_as_text(err)
+        if "valid string" in text and isinstance(err.get("input"), (datetime.date, datetime.time)):
+            # `name: 2026-12-07` is a date to YAML 1.1, not the text it looks like
+            text += "; unquoted, YAML reads it as a date: put it in quotes"
         if text not in by_path.setdefault(key, []):
             by_path[key].append(text)
-    return [
-        Problem(path, _alternatives(msgs) + _closest(codes[path], msgs, given[path]), codes[path])
+    listed = [
+        Problem(path, alternatives(msgs) + closest(codes[path], msgs, given[path]), codes[path])
         for path, msgs in by_path.items()
     ]
+    return listed + _unlisted(unlisted)
 
 
-def _closest(code: str, msgs: list[str], value: Any) -> str:
-    """' (did you mean 'megatron'?)' after a choice refused for a value close to one (a typo,
-    another case: 'megatorn', 'AdamW'), as an unknown key gets; '' where none is close."""
-    import difflib  # a name refused: a valid file never needs it
-
-    if code != "E-CHOICE" or not (isinstance(value, str) or value is None):
-        return ""
-    names = [n.strip("'") for m in msgs for n in _CHOICE.findall(_GOT.sub("", m))]
-    if value is None:  # YAML's null (or ~) where the key has a choice spelt 'none'
-        return " (did you mean 'none'? null is YAML's no value)" if "none" in names else ""
-    same_case = [n for n in names if n.lower() == value.lower()]
-    # a word for a choice before spelling: 'sync' is one letter from 'async', its opposite
-    meant = [n for n in names if SYNONYMS.get(value.lower()) == n]
-    close = same_case or meant
-    close = close or difflib.get_close_matches(value.lower(), names, n=1, cutoff=0.75)
-    return f" (did you mean '{close[0]}'?)" if close and close[0] != value else ""
-
-
-# words users write for a choice spelt otherwise (checkpoint.mode, placement.optimizer_compute)
-SYNONYMS = {
-    "sync": "blocking",
-    "synchronous": "blocking",
-    "asynchronous": "async",
-    "host": "cpu",
-    "device": "gpu",
-    "cuda": "gpu",
-}
-
-
-_GOT = re.compile(r" \(got [^()]*\)$")
-_SHOULD = "input should be "
-
-
-def _alternatives(msgs: list[str]) -> str:
-    """One value's refusals by each branch of a union, in one sentence where they quote the
-    same value: `input should be greater than 0 or 'auto' (got 0)`, not the value twice."""
-    got = {m[match.start() :] if (match := _GOT.search(m)) else None for m in msgs}
-    if len(msgs) < 2 or len(got) != 1 or None in got:
-        return "; or ".join(msgs)
-    (suffix,) = got
-    parts = [m.removesuffix(suffix) for m in msgs]
-    if not all(p.startswith(_SHOULD) for p in parts):
-        return "; or ".join(msgs)
-    options = [p.removeprefix(_SHOULD) for p in parts]
-    # the branches' choices as one list: 'a', 'b' or 'c', not 'a' or 'b' or 'c'
-    if all(_CHOICES.fullmatch(o) for o in options):
-        names = [n for o in options for n in _CHOICE.findall(o)]
-        return f"{_SHOULD}{', '.join(names[:-1])} or {names[-1]}{suffix}"
-    return _SHOULD + " or ".join(options) + suffix
-
-
-_CHOICE = re.compile(r"'[^']*'")
-_CHOICES = re.compile(r"'[^']*'(, '[^']*')*( or '[^']*')?")
+def _unlisted(unlisted: dict[str, str]) -> list[Problem]:
+    """One line for the key paths past MAX_LISTED: how many, the first, and its code."""
+    if not unlisted:
+        return []
+    first = next(iter(unlisted))
+    what = (
+        f"... and {len(unlisted):,} more key paths with problems, from {first} on (the first "
+        f"{MAX_LISTED} are listed: expected them fixed first, then validate again)"
+    )
+    return [Problem("", what, unlisted[first])]

@@ -11,6 +11,8 @@ from tiersim.config.yamlfile import YamlLimitError, parse_yaml
 from tiersim.core import limits
 from tiersim.core.errors import InputError, Problem, shown
 
+KEY_CHARS = 255  # one key of a --set path: a name (a tier's, a run's), at most a file name's
+
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """'a.b.c=VALUE' -> (['a', 'b', 'c'], value); the value is read as a YAML scalar."""
@@ -22,6 +24,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ValueError(f"empty key in path {shown(path)} (expected keys joined by '.')")
     if len(keys) > limits.NESTING.value():
         raise ValueError(f"a key path of {len(keys):,} keys (a scenario is 5 deep)")
+    if longest := max((k for k in keys if len(k) > KEY_CHARS), key=len, default=""):
+        # said here, not as an unknown key: quoted whole, it ran past a message's bound
+        raise ValueError(f"a key of {len(longest):,} characters (expected at most {KEY_CHARS})")
     try:
         parsed = parse_yaml(value) if value.strip() else ""
     except YamlLimitError as exc:  # too deep, too many values, too many digits

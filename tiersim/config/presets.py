@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tiersim.config.yamlfile import parse_shipped_yaml, read_yaml
-from tiersim.core.errors import InputError, Problem, shown
+from tiersim.core.errors import InputError, Problem, shown, shown_yaml
 
 DEFAULT_HARDWARE = "h200-hbf"
 
@@ -187,7 +187,7 @@ def _parameters_beside(model: dict[str, Any]) -> str:
     shape it gives (activations 0 B, FLOPs 2 per parameter): refused, not done silently."""
     key = "preset" if "preset" in model else "hf_config"
     return (
-        f"{shown(model['parameters'])} beside {key} {shown(model[key])} (expected one of the "
+        f"{shown_yaml(model['parameters'])} beside {key} {shown(model[key])} (expected one of the "
         f"two: model.{key} gives a transformer's dimensions, from which its parameters, "
         "activations and FLOPs are counted; model.parameters is a generic model of that many "
         "parameters with no shapes, its activations 0 B unless model.activation_bytes_per_layer "

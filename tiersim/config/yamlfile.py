@@ -171,18 +171,19 @@ _BLOCK_SCALAR = re.compile(r"(?:^|\s)[|>]")
 _FAST_INDICATORS = 2_000
 
 
-def fast_enough(text: str) -> bool:
+def fast_enough(text: str, any_size: bool = False) -> bool:
     """Whether libyaml may read `text`: printable characters only (as the pure-Python reader
     allows), shallow, and none of the characters around which the two readers were seen to
     differ (tests/test_yaml_fast.py's random texts): a tab, a tag (`!`: a bare `!` on an
     empty value is '' to libyaml, None to the pure-Python reader), `?` (libyaml takes
     `[15?]` and `[-?]` as strings, the pure-Python reader refuses them) and where a block
-    scalar's `|` or `>` may be (libyaml takes `|#` as one)."""
+    scalar's `|` or `>` may be (libyaml takes `|#` as one). `any_size`: those checks alone (a
+    caller that bounds the nesting itself: tiersim.config.yamllines)."""
     if any(c in text for c in "\t!?") or yaml.reader.Reader.NON_PRINTABLE.search(text):
         return False
     if _BLOCK_SCALAR.search(text):
         return False
-    return sum(map(text.count, "-:[{?")) <= _FAST_INDICATORS
+    return any_size or sum(map(text.count, "-:[{?")) <= _FAST_INDICATORS
 
 
 def _too_deep(levels: int) -> str:

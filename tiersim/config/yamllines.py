@@ -14,10 +14,28 @@ import yaml
 from tiersim.core.errors import InputError, Problem
 
 
+def _composer(text: str) -> type:
+    """libyaml's composer where its recursion is surely shallow and it reads the text as the
+    pure-Python one does (tiersim.config.yamlfile.fast_enough's characters): a 1 MiB file of
+    76,000 keys took 6 s here. Every level of nesting is a deeper indent, a `[`, a `{` or a
+    `-`, so their count bounds the depth."""
+    from tiersim.config.yamlfile import fast_enough
+
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None or not fast_enough(text, any_size=True):
+        return yaml.SafeLoader
+    indent = max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
+    depth = indent + sum(map(text.count, "[{-"))
+    return loader if depth <= _C_DEPTH else yaml.SafeLoader
+
+
+_C_DEPTH = 200  # levels libyaml's composer may recurse: TIERSIM_MAX_NESTING's ceiling
+
+
 def key_lines(text: str) -> dict[str, int]:
     """Dotted key path (list items by index) -> 1-based line of its key (or item)."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)  # nodes only: nothing constructed
+        root = yaml.compose(text, Loader=_composer(text))  # nodes only: nothing constructed
     except (yaml.YAMLError, RecursionError):
         return {}
     lines: dict[str, int] = {}
@@ -31,7 +49,7 @@ def key_lines(text: str) -> dict[str, int]:
             continue
         seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            items = [(str(k.value), k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+            items = [(_name(k), k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
         elif isinstance(node, yaml.SequenceNode):
             items = [(str(i), v, v) for i, v in enumerate(node.value)]
         else:
@@ -41,6 +59,17 @@ def key_lines(text: str) -> dict[str, int]:
             lines.setdefault(path, mark_node.start_mark.line + 1)
             queue.append((path, child))
     return lines
+
+
+def _name(key: yaml.ScalarNode) -> str:
+    """A key as a key path names it: YAML's null (`~`) and booleans (`yes`) as the messages
+    say them, `null` and `true` (tiersim.core.errors.shown_yaml), else as written."""
+    tag = key.tag.rsplit(":", 1)[-1]
+    if tag == "null":
+        return "null"
+    if tag == "bool":
+        return "true" if key.value.lower() in ("yes", "true", "on") else "false"
+    return str(key.value)
 
 
 # problems about a value written elsewhere: a --set override, or a sweep's base scenario

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import reprlib
 
 from tiersim.core.records import record
@@ -82,6 +83,13 @@ class _Shown(reprlib.Repr):
         if x.bit_length() > 3300:  # ~1,000 digits; repr() refuses 4,300 (int_max_str_digits)
             return f"<an integer of about {int(x.bit_length() * 0.30103)} digits>"
         return super().repr_int(x, level)
+
+    def repr_date(self, x: datetime.date, level: int) -> str:
+        # a date as the file wrote it (YAML's 2026-12-07, TOML's 1979-05-27T07:32:00Z), not
+        # Python's datetime.date(2026, 12, 7)
+        return x.isoformat()
+
+    repr_datetime = repr_time = repr_date
 
     def repr_str(self, x: str, level: int) -> str:
         # a long path keeps its file name whole (reprlib's middle cut could drop it, and the

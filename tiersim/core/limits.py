@@ -48,5 +48,9 @@ YAML_NODES = Limit(1_000_000, "TIERSIM_MAX_YAML_NODES", 10**9, "nodes")
 NESTING = Limit(64, "TIERSIM_MAX_NESTING", 200, "levels")
 # digits of one integer literal: sizes stop at 2^40 (13 digits); Python refuses 4,300+
 INT_DIGITS = 100
+# worker processes a sweep or plan starts on this machine, at most, per core: a point is one
+# single-threaded simulation, so more only share the cores, and each holds its own imports
+# (~35 MB): a 10,000-point sweep with --workers 10000 started 10,000 processes
+PROCESSES_PER_CORE = 4
 # points one sweep may expand to (each is a scenario mapping in memory, then a simulation)
 SWEEP_POINTS = 10_000

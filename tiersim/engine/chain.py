@@ -106,63 +106,69 @@ def _walk(engine: Any, spans_of: dict, kinds: dict[str, list]) -> tuple[int, int
     and wake-ups the engine would have had. Each op's span (where it takes time) is merged
     into its kind's as `iv.union` merges spans in order: with the span before of its kind
     where that was the latest op to take time (they touch), else after it (the latest span
-    held in `first`, `last` until the next kind's begins). A step ends at its last op (the
-    engine's count of its ops left reaching none: `_step_ends`)."""
+    held in `first`, `last` until the next kind's begins). The ops are walked a step at a
+    time, each step to its last op (the engine's count of its ops left reaching none:
+    `_step_ends`), so no op asks whether its step ends there; each op's end is kept, and
+    its start is the end before it (the log's starts copied from the ends once walked)."""
     recorder, ops = engine.recorder, engine.schedule.ops
     tell = None if not ops_wanted(recorder) else recorder.op
     log, net = engine.log, engine.net
-    starts, ends = log.start, log.end
+    ends = log.end
     collective = _Lone(net.capacity, spans_of, net.busy, log.flying).end
     occupy = _occupier(engine.occupancy, recorder)
-    step_ends = _step_ends(ops, log.step_left)
-    stop, step = step_ends.pop()
     timers, wakeups, now, latest, spans, first, last = 0, 0, 0.0, None, [], 0.0, 0.0
-    for i, op in enumerate(ops):
-        start = starts[i] = now
-        if op.alloc:
-            occupy(op.alloc, now, 1)
-        kind = op.kind
-        if kind.timed:
-            duration = op.duration
-            if duration > 0:
-                timers += 1
-                now = now + duration
-        elif op.nbytes > 0 or op.latency > 0:  # a collective alone on its channel
-            wakeups += 1
-            now = collective(op, now)
-        ends[i] = now
-        if now > start:
-            if kind is latest:
-                last = now
-            else:
-                if latest is not None:
-                    spans.append((first, last))
-                latest, spans, first, last = kind, kinds[kind.label], start, now
-        if op.free:
-            occupy(op.free, now, -1)
-        if tell is not None:
-            tell(op, start, now)
-        if i == stop:
+    lo = 0
+    for stop, step in _step_ends(ops, log.step_left):
+        for i, op in enumerate(ops[lo:stop], lo):
+            start = now
+            if op.alloc:
+                occupy(op.alloc, now, 1)
+            kind = op.kind
+            if kind.timed:
+                duration = op.duration
+                if duration > 0:
+                    timers += 1
+                    now = now + duration
+            elif op.nbytes > 0 or op.latency > 0:  # a collective alone on its channel
+                wakeups += 1
+                now = collective(op, now)
+            ends[i] = now
+            if now > start:
+                if kind is latest:
+                    last = now
+                else:
+                    if latest is not None:
+                        spans.append((first, last))
+                    latest, spans, first, last = kind, kinds[kind.label], start, now
+            if op.free:
+                occupy(op.free, now, -1)
+            if tell is not None:
+                tell(op, start, now)
+        if step >= 0:
             _step_ended(log, step, now, engine.occupancy)
-            stop, step = step_ends.pop()
+        lo = stop
     if latest is not None:
         spans.append((first, last))
+    log.start[1:] = ends[:-1]  # each op began as the one before it ended (the first at 0.0)
     return timers, wakeups
 
 
 def _step_ends(ops: list, step_left: list[int]) -> list[tuple[int, int]]:
-    """Where each step's last op is (its count of ops left, `step_left`, reaches none
-    there), as (index, step), the last first; the walk's count set to none for every step
-    (as its walk leaves it) and (-1, -1) at the bottom (no step ends after the last)."""
+    """The walk's stretches of ops, in order: (where each ends, one past a step's last op;
+    the step), a step's last op being where its count of ops left, `step_left`, reaches
+    none; the ops after the last such (none where the last op ends a step) with step -1.
+    The walk's count set to none for every step (as its walk leaves it)."""
     n = len(ops)
     if len(step_left) == 1:  # one step: its ops are all of them
-        at = [(n - 1, 0)] if n else []
+        at = [(n, 0)] if n else []
     else:
         steps = list(map(_STEP, ops))
         backwards = steps[::-1]
-        at = [(n - 1 - backwards.index(s), s) for s, left in enumerate(step_left) if left]
+        at = sorted((n - backwards.index(s), s) for s, left in enumerate(step_left) if left)
     step_left[:] = [0] * len(step_left)
-    return [(-1, -1), *sorted(at, reverse=True)]
+    if not at or at[-1][0] < n:
+        at.append((n, -1))
+    return at
 
 
 def _occupier(occupancy: dict, recorder: Any):

@@ -66,33 +66,35 @@ class Columns:
         (compute_at, compute), (recompute_at, recompute) = terms["compute"], terms["recompute"]
         transfers: dict[tuple, tuple[list[int], list]] = {}  # by kind, first seen first
         forward, backward, recompute_role = Role.FORWARD, Role.BACKWARD, Role.RECOMPUTE
-        i, last = -1, (None, None, None)  # the last collective's channel, group, columns
-        for op in ops:
-            i += 1
+        # the last collective's channel and group, and its kind's index and bytes lists
+        channel = group = at = sizes = None
+        for i, op in enumerate(ops):
             kind = op.kind  # compared by identity: an enum's hash is a Python call
             if kind is GPU:
                 role = op.role
-                if role is forward or role is backward or role is recompute_role:
+                if role is recompute_role:
+                    duration = op.duration
+                    compute_at.append(i)
+                    compute.append(duration)
+                    recompute_at.append(i)
+                    recompute.append(duration)
+                elif role is forward or role is backward:
                     compute_at.append(i)
                     compute.append(op.duration)
-                    if role is recompute_role:
-                        recompute_at.append(i)
-                        recompute.append(op.duration)
                 elif role is Role.OPTIMIZER:
                     _add(terms["gpu"], i, op.duration)
-            elif kind is CPU:
-                if op.role is Role.OPTIMIZER:
-                    _add(terms["cpu"], i, op.duration)
-            elif kind is COMM or kind is SYNC:
-                if op.resource != last[0] or op.subject != last[1]:  # a new kind
-                    key = ("net", op.resource.channel, op.subject)
+            elif kind is SYNC or kind is COMM:
+                resource, subject = op.resource, op.subject
+                if resource != channel or subject != group:  # a new kind
+                    key = ("net", resource.channel, subject)
                     found = transfers.get(key)
                     if found is None:
                         found = transfers[key] = ([], [])
-                    last = (op.resource, op.subject, found)
-                found = last[2]  # the kind of the collective before (the same channel and group)
-                found[0].append(i)
-                found[1].append(op.nbytes)
+                    channel, group, (at, sizes) = resource, subject, found
+                at.append(i)  # the kind of the collective before (the same channel and group)
+                sizes.append(op.nbytes)
+            elif kind is CPU and op.role is Role.OPTIMIZER:
+                _add(terms["cpu"], i, op.duration)
         self.terms, self.transfers = terms, transfers
         self._spans(spans, flying)
 

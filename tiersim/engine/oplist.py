@@ -22,8 +22,10 @@ class OpList:
         """`shared`: a resident stage's ops may be shared records where they continue the
         chain (tiersim.engine.schedule_shared), while nothing reads or changes them."""
         self.ops: list[Op] = []
-        # the runs of shared records appended (start, stop, micro-batch); None: each op its own
-        self.shared: list[tuple[int, int, int]] | None = [] if shared else None
+        # the runs of shared records appended, one a call of schedule_shared.appended: where
+        # each entry's records start (and the last stops) and each one's micro-batch; None:
+        # each op its own
+        self.shared: list[tuple[list[int], list[int]]] | None = [] if shared else None
         self.last_on: dict[str, int] = {}  # the last op on each stream
         # ops below this index are shared with a fork: copied before their `free` changes
         self.shared_below = 0

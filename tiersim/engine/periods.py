@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from functools import reduce
+from operator import add, mul, sub
 
 from tiersim.core import intervals as iv
 from tiersim.engine.core import Engine
@@ -68,21 +70,20 @@ class Occupancies:
 
     def window(self, tier: str, lo: float, hi: float) -> tuple[float, float, float]:
         """The tier's mean, highest and lowest occupancy in [lo, hi): what it held once
-        every change at `lo` was made, and each change before `hi`."""
+        every change at `lo` was made, and each change before `hi`. In C passes, the
+        arithmetic of a walk over the changes: the integral summed in order from 0.0, each
+        term what was held times how long, up to each change and then to `hi` (`reduce`
+        of `add`: the same additions on every Python, where `sum` compensates from 3.12);
+        the highest and lowest `max` and `min` over what was held, from the first (the
+        first of equals kept, as a walk's pairwise `max` keeps it)."""
         times, values = self.times.get(tier, []), self.values.get(tier, [])
         i = bisect.bisect_right(times, lo)
+        j = bisect.bisect_left(times, hi, i)  # the changes in (lo, hi): times rise
         current = values[i - 1] if i else 0.0
-        peak = low = current
-        integral, last = 0.0, lo
-        for t, value in zip(times[i:], values[i:], strict=True):
-            if t >= hi:
-                break
-            integral += current * (t - last)
-            last, current = t, value
-            peak, low = max(peak, value), min(low, value)
-        integral += current * (hi - last)
+        held, at = [current, *values[i:j]], [lo, *times[i:j], hi]
+        integral = reduce(add, map(mul, held, map(sub, at[1:], at)), 0.0)
         span = hi - lo
-        return (integral / span if span > 0 else current), peak, low
+        return (integral / span if span > 0 else held[-1]), max(held), min(held)
 
 
 def period_windows(

@@ -131,26 +131,36 @@ def appended(passes: Any, shared: Chunks, order: list, k: int, stop: int, marks:
         return 0
     if start and oplist.last_on.get("gpu") != start - 1:  # the stream's last op, just before
         return 0
-    found, mbs = _run(_appendable(passes, shared), order[k:stop], passes.last_microbatch)
+    table = _appendable(passes, shared)
+    found, mbs = _run(table, order[k:stop], passes.last_microbatch)
     if not found:
         return 0
     at = list(accumulate(map(len, map(_RECORDS, found)), initial=start))
     marks += at[:-1]
     ops += chain.from_iterable(map(_RECORDS, found))
-    oplist.shared += zip(at, at[1:], mbs, strict=False)  # (at: one more than the entries)
+    oplist.shared.append((at, mbs))  # (at: one more than the entries)
     offsets = list(map(_AT, found))  # each entry's GPU ops, from its index
     starts = chain.from_iterable(map(repeat, at, map(len, offsets)))  # an entry's, a GPU op each
     passes.uses += map(add, starts, chain.from_iterable(offsets))
     passes.use_units += chain.from_iterable(map(_UNITS, found))
-    gradients = passes.ready.gradients
-    last = dict(zip(map(id, found), zip(at, found, strict=False), strict=True))  # each chunk's last
-    for index, (_, at_gpu, units, backward) in last.values():
-        if backward:  # `write_gradients`: no reduction due, nothing written
-            for u, a in zip(units, at_gpu, strict=True):
-                gradients[u] = index + a
+    _gradients_ready(passes.ready.gradients, table["backward"], found, at)
     oplist.chain_length = len(ops)  # every op waits for the one before it
     oplist.last_on["gpu"] = len(ops) - 1
     return len(found)
+
+
+def _gradients_ready(gradients: list, chunks: list, found: list, at: list[int]) -> None:
+    """Each unit's gradients ready at its GPU op in its chunk's last backward appended
+    (`write_gradients`: no reduction due, nothing written), a chunk's last found from the end
+    by identity (the chunks' records are the same objects at every entry: `_appendable`)."""
+    ids = list(map(id, found))
+    backwards = ids[::-1]
+    for chunk in chunks:
+        if chunk is None or id(chunk) not in ids:
+            continue
+        index = at[len(ids) - 1 - backwards.index(id(chunk))]
+        for u, a in zip(chunk[2], chunk[1], strict=True):
+            gradients[u] = index + a
 
 
 def _run(table: dict[str, list], entries: list, last_mb: int) -> tuple[list, list]:
@@ -196,24 +206,26 @@ def _ready(units: list[int], weights: list, embedding: bool) -> bool:
     return not (embedding and 0 in units)
 
 
-def materialize(ops: list, entries: list[tuple[int, int, int]]) -> None:
-    """Each shared record in `ops` (`entries`: where each appended entry's run of them
-    starts and stops, and its micro-batch) replaced by its own `Op`, with the deps and label
-    the per-op builder gives it: a GPU op waits for the op before it (the stream's last, in a
-    chain), a collective for its GPU op and, after another collective, that one too."""
-    for start, stop, mb in entries:
-        after = -1
-        for i in range(start, stop):
-            record = ops[i]
-            fields = {name: getattr(record, name) for name in FIELDS}
-            if record.kind is GPU:
-                fields["what"] = (*record.what[:2], mb)
-                fields["deps"] = (i - 1,) if i else ()
-                if record.role is not RECOMPUTE:
-                    after = i
-            else:
-                fields["deps"] = (after,) if after == i - 1 else (after, i - 1)
-            ops[i] = Op(**fields)
+def materialize(ops: list, runs: list[tuple[list[int], list[int]]]) -> None:
+    """Each shared record in `ops` (`runs`: each `appended` call's entries, as where each
+    entry's records start, one more than the entries, the last where they stop, and each
+    one's micro-batch) replaced by its own `Op`, with the deps and the label the per-op
+    builder gives it: a GPU op waits for the op before it (the stream's last, in a chain), a
+    collective for its GPU op and, after another collective, that one too."""
+    for at, mbs in runs:
+        for start, stop, mb in zip(at[:-1], at[1:], mbs, strict=True):
+            after = -1
+            for i in range(start, stop):
+                record = ops[i]
+                fields = {name: getattr(record, name) for name in FIELDS}
+                if record.kind is GPU:
+                    fields["what"] = (*record.what[:2], mb)
+                    fields["deps"] = (i - 1,) if i else ()
+                    if record.role is not RECOMPUTE:
+                        after = i
+                else:
+                    fields["deps"] = (after,) if after == i - 1 else (after, i - 1)
+                ops[i] = Op(**fields)
 
 
 def _hidden(*comms) -> bool:

@@ -20,6 +20,7 @@ from tiersim.engine.durable import (
     first_run_after_one_step,
     measure_checkpoint,
 )
+from tiersim.engine.earlier_reach import measured_periods
 from tiersim.engine.later_samples import Tries
 from tiersim.engine.link_totals import with_link_totals
 from tiersim.engine.metrics import link_busy_s, measure
@@ -213,12 +214,12 @@ def _measured(
     result = replaced(result, steps_simulated=steps)
     repetition = None
     if verify:
-        starts = steady.period_starts(res, setup.wl.stage, schedule, log, measured, periods)
+        starts, late = measured_periods(res, setup.wl.stage, schedule, log, measured, periods)
         # one period: each tier holds at its end what it did at its start (margins.one_period)
         found: Any = starts is not None and (periods == 2 or occupancies.same_at(*starts))
         if found and occupancies is not None:
             found = period_windows(engine, occupancies, starts, measured)
-        repetition = (steady.any_link_s(engine, log, measured), found)
+        repetition = (steady.any_link_s(engine, log, measured), late or found)
         if keep is not None and starts is not None:
             figures = (log.step_end[-1], link_busy_s(engine), occupancies, starts)
             closed = apart_run.closed_inputs(engine)
@@ -296,6 +297,8 @@ def _extrapolated(
             return apart
     samples = [_measured(res, _shorter(setup, n), None) for n in runs]
     results = [r for r, _, _ in samples]
+    if isinstance(samples[-1][1][1], steady.NoRepetition):
+        return samples[-1][1][1]
     if not samples[-1][1][1]:  # the longest run's last periods are not shifted copies
         return steady.NoRepetition(
             f"the ops of the {runs[-1]:,}-micro-batch run's last periods do not start and end "
@@ -353,6 +356,8 @@ def _from_one_run(
         res, _shorter(setup, n), occupancies, occupancies=occupancies, keep=keep, periods=periods
     )
     del occupancies  # a change a record: let it go before a checkpoint run
+    if isinstance(found, steady.NoRepetition):
+        return found
     if not found:
         return steady.NoRepetition(
             f"the ops of the {n:,}-micro-batch run's last periods do not start and end "

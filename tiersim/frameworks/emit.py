@@ -57,7 +57,8 @@ def read_back_differences(s: Scenario, kind: str, text: str) -> dict[str, tuple[
     with `s`'s model and hardware, gives otherwise: path -> (s's value, the import's), as
     given (a framework's defaults for keys left out are not filled in on either side, but for
     `parallel`'s overlap keys, which are compared as each side's framework resolves them: a
-    Megatron script cannot say "Megatron-LM's default" any other way than by leaving it out).
+    Megatron script cannot say "Megatron-LM's default" any other way than by leaving it out,
+    and the loss's chunks and the vocabulary's divisor, compared as each side resolves them).
     `training.global_batch_size` is left out: given, it derives the same accumulation."""
     import tempfile
     from pathlib import Path
@@ -82,6 +83,7 @@ def read_back_differences(s: Scenario, kind: str, text: str) -> dict[str, tuple[
             return {"": ("this scenario", f"an error: {exc.problems[0].message}")}
     from tiersim.config.framework_parallel import resolved_parallel
     from tiersim.config.loss_chunks import DEFAULT_LOSS_CHUNKS
+    from tiersim.config.vocab_padding import vocab_divisor
 
     def section_of(scenario: Scenario, section: str) -> dict:
         given = resolved_parallel(scenario) if section == "parallel" else getattr(scenario, section)
@@ -89,6 +91,8 @@ def read_back_differences(s: Scenario, kind: str, text: str) -> dict[str, tuple[
         if section == "training":  # the loss's chunks as each implementation resolves them
             t = scenario.training
             out[f"{section}.loss_chunks"] = t.loss_chunks or DEFAULT_LOSS_CHUNKS[t.implementation]
+            # and the vocabulary's divisor: unpadded is null under no framework, 1 in a script
+            out[f"{section}.make_vocab_size_divisible_by"] = vocab_divisor(scenario) or 1
         return out
 
     out = {}

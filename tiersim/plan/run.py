@@ -1,6 +1,5 @@
 """One plan, start to finish: the space, pruning by inventory, an estimate from a sample of
-points spread over the candidates, the rest simulated on the sweep's executor, then the
-ranking. Nothing printed but progress."""
+candidates spread over them, the rest on the sweep's executor, the ranking; prints progress."""
 
 from __future__ import annotations
 
@@ -13,10 +12,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tiersim.config.load import Loaded, load_scenario
-from tiersim.config.overrides import apply_overrides
+from tiersim.config.set_null import overridden
 from tiersim.config.yamlfile import read_yaml
 from tiersim.config.yamllines import lines_from
 from tiersim.core.errors import InputError, Problem
+from tiersim.core.limits import PROCESSES_PER_CORE
 from tiersim.core.records import record
 from tiersim.core.units import fmt_time
 from tiersim.plan.check import too_large
@@ -70,7 +70,7 @@ def plan(path: Path, options: PlanOptions, overrides: tuple[str, ...] = ()) -> P
     source = str(path)
     deadline = Deadline(source, options.time_limit_s)  # the whole command's, from here
     loaded = load_scenario(path, list(overrides))
-    raw = apply_overrides(read_yaml(path, source), list(overrides), source)
+    raw = overridden(read_yaml(path, source), list(overrides), source, path.parent)
     space = _checked_space(loaded, raw, path, options)
     stream_to = options.progress or sys.stderr
     if space.size > LARGE:  # said at once: its check alone takes minutes
@@ -242,9 +242,10 @@ def _remedied(sims: list[Simulated], objective: str, pruned: Pruned) -> list[Sim
 def parallelism(options: PlanOptions, left: int) -> tuple[int, int]:
     """(worker processes to start, candidates simulated at once) for `left` candidates: never
     more workers than candidates (as `sweep`), and on this machine (the local executor, or
-    Dask's local cluster) no more at once than its cores, whatever the workers."""
-    pool = max(1, min(options.workers or cores(), left))
+    Dask's local cluster) no more than PROCESSES_PER_CORE a core, and at once its cores."""
     here = options.executor == "local" or options.scheduler is None
+    most = PROCESSES_PER_CORE * cores() if here else left  # processes on this machine
+    pool = max(1, min(options.workers or cores(), left, most))
     return pool, min(pool, cores()) if here else pool
 
 
@@ -254,12 +255,12 @@ def cores() -> int:
 
 
 def _workers(options: PlanOptions, left: int) -> str:
-    """'2 workers', and why where that is fewer than asked (or than the default, one a core)
-    or more than run at once."""
+    """'2 workers', and why where fewer than asked (or the default) or more than run at once."""
     pool, at_once = parallelism(options, left)
     text = f"{pool} worker{'s' * (pool != 1)}"
     if options.workers is not None and pool < options.workers:
-        text += f" (of {options.workers:,} asked: no more than the candidates left)"
+        why = f"{PROCESSES_PER_CORE} a core" if pool < left else "no more than the candidates left"
+        text += f" (of {options.workers:,} asked: {why})"
     elif options.workers is None and pool < cores():
         text += f" (one per candidate left; the default is one per core, {cores()})"
     if at_once < pool:
@@ -362,8 +363,7 @@ def _over_limit(
     source: str, space: Space, pruned: Pruned, timing: Timing, options: PlanOptions
 ) -> InputError:
     """The search refused: what the candidates timed say it would take, and a plan: section
-    small enough to finish in the limit (or, where not even two candidates would, what to
-    do instead)."""
+    small enough to finish in the limit (or what to do where not even two candidates would)."""
     limit = options.time_limit_s
     steps = [f"{timing.to_time} more to time here one at a time"] if timing.to_time else []
     steps += [f"the other {timing.rest:,} on {timing.rest_workers}"] if timing.rest else []

@@ -147,10 +147,12 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
             "optimizer step pipelined: each unit's update overlaps the next step's forward "
             "(training.optimizer_step)"
         )
-    if st["optimizer_step"] == "delayed":
+    if st["optimizer_step"] == "delayed":  # DPU hides the update only on the CPU
+        gpu = ", but the update is on the GPU, whose stream waits for it as if synchronous"
+        on = " while the CPU updates" if st.get("optimizer_on") == "cpu" else gpu
         out.append(
             "optimizer step delayed (DPU): each step runs on the weights of the step before "
-            "last while the CPU updates (training.optimizer_step)"
+            f"last{on} (training.optimizer_step)"
         )
     if (report.get("offload") or {}).get("tiling"):
         out.append(tiling_line(report["offload"]))

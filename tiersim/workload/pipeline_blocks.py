@@ -52,7 +52,12 @@ def timeline_blocks(
     block, its backward visit i in the (i + p + p·v - 2 - k)-th."""
     p, v, total = pipeline, virtual, micro_batches * virtual
     blocks: list[tuple] = []
-    _walk(p, v, total, p2p_s, _times(p, v, total, fwd, bwd), keep_starts, blocks.append)
+    every = (1 - p * v, total + p - 1)  # the walk's blocks, each kept
+
+    def keep(block: int, entry: tuple) -> None:
+        blocks.append(entry)
+
+    _walk(p, v, total, p2p_s, _times(p, v, total, fwd, bwd), keep_starts, (keep, *every))
     warmups = [2 * (p - k - 1) + (v - 1) * p for k in range(p)]
 
     def stage(k: int, f: int, b: int) -> list[float]:
@@ -91,7 +96,8 @@ def steady_blocks(
     within round-off (the shift's own, (L - b) / period times), not to the bit."""
     p, v, total = pipeline, virtual, micro_batches * virtual
     repetition = _Repetition(p, v, total, rel, jump)
-    last = _walk(p, v, total, p2p_s, _times(p, v, total, fwd, bwd), False, repetition.see)
+    times = _times(p, v, total, fwd, bwd)
+    last = _walk(p, v, total, p2p_s, times, False, (repetition.see, *repetition.watched))
     return last, repetition.shift
 
 
@@ -99,23 +105,23 @@ class _Repetition:
     """`pipeline_steady._repetition` told the blocks as they are walked: each steady block
     (pair i of stage k is block i + p - 1 - k; steady while every stage has pairs left)
     from p on is kept a period, then compared with the block a period after it; with `jump`,
-    the walk is told to skip the steady periods after the first repetition."""
+    the walk is told to skip the steady periods after the first repetition. It is told only
+    the blocks it may keep (`watched`: the steady ones from p on), not every block walked."""
 
     def __init__(self, p: int, v: int, total: int, rel: float, jump: bool = False) -> None:
         self.p, self.period, self.rel, self.jump = p, p * v, rel, jump
-        self.block = -p * v  # the walk's first block is 1 - p·v
         warmups = [2 * (p - k - 1) + (v - 1) * p for k in range(p)]
         self.steady = min(total - warmups[k] + p - 1 - k for k in range(p))
+        self.watched = (p, self.steady)  # the blocks `see` is told: [p, steady)
         self.kept: list = [None] * (self.period + 1)
         self.shift: float | None = None
 
-    def see(self, entry: tuple) -> tuple[int, float] | None:
-        """The next block's (forward ends, backward ends, ...), one per stage each; with
-        `jump`, once the repetition is found, the blocks to skip and the last steady
-        block's forward and backward ends: a kept block's moved by whole periods' shifts
-        (the walk's next block follows it)."""
-        self.block = block = self.block + 1
-        if self.shift is not None or not self.p <= block < self.steady:
+    def see(self, block: int, entry: tuple) -> tuple[int, float] | None:
+        """Block `block`'s (forward ends, backward ends, ...), one per stage each (a block
+        of `watched`); with `jump`, once the repetition is found, the blocks to skip and the
+        last steady block's forward and backward ends: a kept block's moved by whole
+        periods' shifts (the walk's next block follows it)."""
+        if self.shift is not None:
             return None
         kept, size = self.kept, self.period + 1
         kept[block % size] = entry
@@ -131,7 +137,7 @@ class _Repetition:
             if self.jump and land > block:
                 kept_at = block - (block - land) % self.period  # ≡ land, a period at most back
                 moved = (land - kept_at) // self.period * self.shift
-                self.block, (ends_f, ends_b, *_) = land, kept[kept_at % size]
+                ends_f, ends_b, *_ = kept[kept_at % size]
                 return land - block, ([x + moved for x in e] for e in (ends_f, ends_b))
         return None
 
@@ -153,14 +159,15 @@ def _times(p: int, v: int, total: int, fwd: list[list[float]], bwd: list[list[fl
 
 
 def _walk(
-    p: int, v: int, total: int, p2p_s: float, times: tuple, keep_starts: bool, seen
+    p: int, v: int, total: int, p2p_s: float, times: tuple, keep_starts: bool, seen: tuple
 ) -> list[float]:
     """Every stage's visits' ends (and starts) block by block in one loop, a block's forwards
     (stage k's visit j = block - k - 1 + p·v) then its backwards (visit i = block - p + 1 + k),
     each 0 <= . < total: an op waits only for the block before's (or its own forward). `seen`
-    is told each block's (forward ends, backward ends, forward starts, backward starts), one
-    per stage (0.0 where none), and may answer (blocks to skip, a steady block's forward and
-    backward ends): go on from there (`_Repetition`). Each stage's last end returned.
+    (tell, first, stop): `tell` is told each block from `first` to before `stop` and its
+    (forward ends, backward ends, forward starts, backward starts), one per stage (0.0 where
+    none), and may answer (blocks to skip, a steady block's forward and backward ends): go
+    on from there (`_Repetition`). Each stage's last end returned.
     With starts kept, each block op by op (`_block`); else in passes over the stages
     (tiersim.workload.pipeline_passes), by the ops a block has: forwards alone (before block
     0: `rising`), every forward and the first backwards (0 to p - 1: `ramp`), every forward
@@ -172,6 +179,7 @@ def _walk(
     free, block = [0.0] * p, -pv  # each stage's last op's end; the block
     f_prev, b_prev = [0.0] * p, [0.0] * p  # before the first; its ends (none: 0.0)
     none = b_prev  # a block's backward ends where it has none (read, never written)
+    tell, first, stop = seen
     while block < total + p - 2:  # the walk's blocks: 1 - p·v to total + p - 2
         block += 1
         if keep_starts:
@@ -194,7 +202,7 @@ def _walk(
                 free = list(b_prev)
             b_end = passes.falling(p, v, total, block, p2p_s, free, b_prev, cols)
             told = (none, b_end, none, b_end)
-        if (skip := seen(told)) is None:
+        if not first <= block < stop or (skip := tell(block, told)) is None:
             f_prev, b_prev = told[0], told[1]
         else:  # the steady blocks between added, not walked (`_Repetition.see`)
             block, (f_prev, b_prev) = block + skip[0], skip[1]

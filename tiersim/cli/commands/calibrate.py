@@ -20,6 +20,7 @@ from tiersim.cli.commands.calibrate_cpu_checks import cpu_problems
 from tiersim.cli.commands.common import (
     add_format_arg,
     cannot_write,
+    file_arg,
     output_error,
     usable_preset_path,
 )
@@ -77,14 +78,14 @@ OPTIONS = (
     ),
     (
         "--out",
-        str,
+        file_arg,
         "calibrated-hardware.yaml",
         "FILE",
         "hardware preset to write (default: calibrated-hardware.yaml)",
     ),
     (
         "--kernels-out",
-        str,
+        file_arg,
         None,
         "FILE",
         "where PyTorch sees a CUDA GPU, also measure its kernel table (BF16 GEMMs on a grid "

@@ -77,6 +77,16 @@ def folder_arg(text: str) -> str:
     return text
 
 
+def file_arg(text: str) -> str:
+    """argparse's type for an output file (--plot, --emit-out, import's --out): not empty (an
+    empty one drew or wrote nothing without a word, or was taken as the working folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file path (got an empty one)")
+    if "\x00" in text:  # no system call takes one: refused here, not a ValueError later
+        raise argparse.ArgumentTypeError("expected a file path (got one with a NUL byte)")
+    return text
+
+
 def add_executor_args(parser: argparse.ArgumentParser) -> None:
     """--workers, --executor and --scheduler: where the points of a sweep or plan run."""
     parser.add_argument(

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import cannot_write, usable_file_path
+from tiersim.cli.commands.common import cannot_write, file_arg, usable_file_path
 from tiersim.core.errors import InputError, Problem
 from tiersim.frameworks import KINDS
 
@@ -28,6 +28,7 @@ def add_emit_args(parser: argparse.ArgumentParser, what: str) -> None:
     )
     parser.add_argument(
         "--emit-out",
+        type=file_arg,
         metavar="FILE",
         default=None,
         help="the file --emit writes (default: results/<scenario name>/<command>-<framework>"

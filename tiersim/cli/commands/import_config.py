@@ -6,7 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from tiersim.cli.commands.common import add_set_arg, cannot_write, output_error, positive_int
+from tiersim.cli.commands.common import (
+    add_set_arg,
+    cannot_write,
+    file_arg,
+    output_error,
+    positive_int,
+)
 from tiersim.frameworks import KINDS
 
 
@@ -30,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--name", default=None, help="scenario name (default: the first file's)")
     parser.add_argument(
         "--out",
+        type=file_arg,
         metavar="SCENARIO.yaml",
         default=None,
         help="file to write the scenario to (default: standard output)",

@@ -9,6 +9,7 @@ from pathlib import Path
 from tiersim.cli.commands.common import (
     add_scenario_args,
     cannot_write,
+    file_arg,
     load,
     output_error,
     print_notes,
@@ -30,6 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(parser)
     parser.add_argument(
         "--plot",
+        type=file_arg,
         metavar="FILE.png",
         help="also draw the memory timelines as a PNG: the GPU's allocated and reserved bytes "
         "allocation by allocation against its capacity, and the host's beside it where the "

@@ -8,13 +8,12 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiersim.cli.commands.common import add_format_arg, cannot_write, usable_preset_path
+from tiersim.cli.commands.common import add_format_arg, cannot_write, file_arg, usable_preset_path
 from tiersim.cli.commands.measure_fsdp import run_fsdp
 from tiersim.config.presets import is_preset_file
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.units import fmt_bytes, fmt_count
 from tiersim.groundtruth import choices
-from tiersim.groundtruth.choices import ATTENTION, DEVICES, DTYPES, IMPLEMENTATIONS, OPTIMIZERS
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.groundtruth.measure import Measurement, Request
@@ -73,7 +72,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "Build the model in PyTorch (the `measure` extra), train a warm-up step and a "
             "measured step in one precision, and print the bytes of weights, gradients, optimizer "
             "state and retained activations (and the allocator peak on a GPU) beside tiersim's "
-            "prediction for the same configuration.",
+            "prediction for the same configuration. Standard error names each stage (importing "
+            "PyTorch, training: minutes on a loaded CPU) with the time elapsed: in place on a "
+            "terminal, else a line as each starts and finishes.",
             width=80,
         ),
         epilog=EPILOG,
@@ -107,14 +108,14 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--optimizer",
-        choices=OPTIMIZERS,
+        choices=choices.OPTIMIZERS,
         default=choices.OPTIMIZER_DEFAULT,
         help="optimizer trained with; its state is measured "
         f"(default: {choices.OPTIMIZER_DEFAULT})",
     )
     parser.add_argument(
         "--dtype",
-        choices=DTYPES,
+        choices=choices.DTYPES,
         default="bf16",
         help="precision of weights, gradients, optimizer state and activations (default: bf16)",
     )
@@ -124,7 +125,7 @@ def _module_options(parser: argparse.ArgumentParser) -> None:
     """Which modules run: tiersim's own or a transformers model, its attention and dropout."""
     parser.add_argument(
         "--implementation",
-        choices=IMPLEMENTATIONS,
+        choices=choices.IMPLEMENTATIONS,
         help="the modules trained: a transformers model built from the dimensions, random "
         "weights, nothing downloaded (compared with the huggingface accounting, like with "
         "like) or tiersim's own (compared with the megatron formula, for --calibrate and "
@@ -132,7 +133,7 @@ def _module_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--attention",
-        choices=ATTENTION,
+        choices=choices.ATTENTION,
         default="sdpa",
         help="sdpa: torch's scaled_dot_product_attention (flash kernels); eager (or math): "
         "explicit softmax (default: sdpa)",
@@ -150,7 +151,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     """Where it trains, the overrides, and what is written."""
     parser.add_argument(
         "--device",
-        choices=DEVICES,
+        choices=choices.DEVICES,
         default="auto",
         help="where to train; auto: cuda when PyTorch sees a GPU, else cpu (default: auto)",
     )
@@ -175,6 +176,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--calibrate",
+        type=file_arg,
         metavar="FILE",
         help="write a model preset YAML with the activation factor (default: none written)",
     )
@@ -362,17 +364,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tiersim.groundtruth.measure import SOURCE, measure
+    from tiersim.cli.counting import Stages
+    from tiersim.groundtruth.measure import SOURCE, import_torch, measure, prediction_scenario
     from tiersim.groundtruth.measure_report import report
     from tiersim.report.json_report import to_json
 
     req = request(args)
     if args.calibrate and (args.fsdp is not None or req.implementation == "huggingface"):
-        why = (
-            "not with --fsdp"
-            if args.fsdp is not None
-            else "huggingface's accounting needs no factor (set training.implementation)"
-        )
+        why = "huggingface's accounting needs no factor (set training.implementation)"
+        why = "not with --fsdp" if args.fsdp is not None else why
         raise InputError(
             SOURCE, [Problem("--calibrate", f"{why} (expected tiersim's modules)", "E-OPTION")]
         )
@@ -381,12 +381,14 @@ def _run(args: argparse.Namespace) -> int:
     preset = Path(args.calibrate) if args.calibrate else None
     if preset:  # before measuring, so a mistake in it costs nothing
         usable_preset_path("--calibrate", preset, _preset_inputs(args), SOURCE)
-    from tiersim.cli.counting import Stages
-
-    stages = Stages("measure")  # tens of seconds in PyTorch: said on a terminal meanwhile
-    stages("training the model in PyTorch (a warm-up step, then the measured one)")
+    prediction_scenario(req)  # its input's mistakes said first, with no stage before them
+    stages = Stages("measure", log=True)  # minutes in PyTorch: said meanwhile, a log too
     try:
+        stages("importing PyTorch")  # seconds; measure's own import then finds it loaded
+        import_torch()
+        stages("training the model in PyTorch (a warm-up step, then the measured one)")
         m = measure(req)
+        stages.finish()
     finally:
         stages.close()
     if args.format == "json":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
@@ -94,13 +95,18 @@ def workers_and_where(args: argparse.Namespace, points: int) -> tuple[int, str]:
     if args.scheduler is not None:
         unused = " (--workers is not used: the cluster's workers run the points)"
         return 1, args.scheduler + (unused if args.workers else "")
-    asked = args.workers or default_workers()
-    workers = min(asked, max(points, 1))
+    from tiersim.core.limits import PROCESSES_PER_CORE
+
+    asked, cores = args.workers or default_workers(), default_workers()
+    workers = min(asked, max(points, 1), PROCESSES_PER_CORE * cores)
     kind = "Dask " if args.executor == "dask" else ""
     where = f"{workers} {kind}worker{'s' if workers != 1 else ''}"
     if workers < asked:
-        source = f"--workers {asked}" if args.workers else f"{asked} cores"
-        where += f" ({source}: no more workers than points)"
+        source = f"--workers {asked:,}" if args.workers else f"{asked} cores"
+        why = "no more workers than points"
+        if workers < points:
+            why = f"no more than {PROCESSES_PER_CORE} per core of this machine's {cores}"
+        where += f" ({source}: {why})"
     return workers, where
 
 
@@ -115,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     _refuse_lone_values(spec, text)
     _refuse_every_point_invalid(spec, text)
     print_sweep_notes(spec, text)
-    if args.resume and not (out / LOG_NAME).is_file():  # a mistyped folder is noticed
+    if args.resume and not (out / LOG_NAME).exists():  # a mistyped folder is noticed
         print(
             f"note: --resume: {one_line(str(out))} holds no sweep yet ({LOG_NAME}); starting fresh",
             file=sys.stderr,
@@ -131,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             return _stopped(out, "\ntiersim: terminated (SIGTERM)", EXIT_TERMINATED)
         return _stopped(out, "\ntiersim: interrupted", EXIT_INTERRUPTED)
     except OutputError as exc:
-        raise _unwritable(out, exc) from None
+        raise unwritable_out(out, exc) from None
 
 
 def _sweep(args: argparse.Namespace, spec: SweepSpec, out: Path, workers: int, where: str) -> int:
@@ -253,14 +259,18 @@ def _refuse_every_point_invalid(spec: SweepSpec, text: str) -> None:
             raise InputError(spec.source, [Problem("", what, "E-SWEEP"), *wrong])
 
 
-def _unwritable(out: Path, exc: OutputError) -> InputError:
+def unwritable_out(out: Path, exc: OutputError) -> InputError:
     """A full disk, say: exit 2 as `run` does for output it cannot write, and say what is kept."""
     from tiersim.sweep.store import LOG_NAME
 
-    error = cannot_write("--out", exc.path, exc.error, "room for the sweep's results in --out")
+    # a folder it may not write in (read-only, another user's) is no want of room
+    denied = exc.error.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    wanted = "a --out folder it may write in" if denied else "room for the sweep's results in --out"
+    error = cannot_write("--out", exc.path, exc.error, wanted)
+    remedy = "make it writable" if denied else "make room"
     kept = Problem(
         str(out),
-        f"the points in {LOG_NAME} are kept; make room and rerun with --resume",
+        f"the points in {LOG_NAME} are kept; {remedy} and rerun with --resume",
         "E-RESULTS",
     )
     return InputError(error.source, [*error.problems, kept])

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tiersim import __version__
-from tiersim.cli.commands.common import add_check_arg, add_scenario_args, load, print_notes
+from tiersim.cli.commands.common import (
+    add_check_arg,
+    add_scenario_args,
+    file_arg,
+    load,
+    print_notes,
+)
 from tiersim.core.errors import one_line
 from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 
@@ -42,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--plot",
+        type=file_arg,
         metavar="FILE.png",
         help="with --break-even: a PNG of HBF's lifetime across those values against its budget "
         "(needs matplotlib; by default none is drawn), in a folder that exists (none is "
