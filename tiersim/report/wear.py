@@ -225,10 +225,8 @@ def grad_accumulation_fix(g: GradAccumulationFit) -> str:
     then = f"then {steps_per_day_down(g.steps_per_day)} steps/day"
     if g.checkpoint_steps is not None and g.checkpoint_s is not None:
         # the cost a remedy may hide: an auto interval stretched to keep a budget
-        then += (
-            f", with the auto checkpoint every {g.checkpoint_steps:,} steps, "
-            f"{fmt_time(g.checkpoint_s)} of training"
-        )
+        every = "step" if g.checkpoint_steps == 1 else f"{g.checkpoint_steps:,} steps"
+        then += f", with the auto checkpoint every {every}, {fmt_time(g.checkpoint_s)} of training"
         if g.goodput is not None:
             then += f", goodput {100 * g.goodput:.2f} %"
     return f"{fix} ({then})"
