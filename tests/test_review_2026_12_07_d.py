@@ -8,7 +8,9 @@ import math
 
 import pytest
 
+from tiersim.analysis.wear import GradAccumulationFit
 from tiersim.cli import main
+from tiersim.report.wear import grad_accumulation_fix
 
 GPT2 = "name: g\nmodel: {preset: gpt2}\ntraining: {seq_len: 256}\n"
 
@@ -105,4 +107,23 @@ def test_a_pipelined_update_is_said_to_may_overlap_and_points_at_the_exposed_tra
         f"what it leaves unhidden is within the exposed transfer ({shown}), and a run with "
         "--set training.optimizer_step=synchronous shows how much it hid "
         "(training.optimizer_step)"
+    )
+
+
+def test_a_remedys_auto_checkpoint_reads_every_step_where_it_is_one():
+    """The remedy's text, by hand: an interval of one step is "every step" (not "every 1
+    steps"), thousands take a comma, 4,074.6 s prints as fmt_time's 67.9 min, a goodput of
+    0.999883 as 99.99 %; without an auto interval the text is as before."""
+    fit = GradAccumulationFit(2_351, True, 21.2049, 1, 4_074.627, 0.999883)
+    assert grad_accumulation_fix(fit) == (
+        ">= 2,351 (then 21.20 steps/day, with the auto checkpoint every step, 67.9 min of "
+        "training, goodput 99.99 %)"
+    )
+    fit = GradAccumulationFit(784, True, 63.553, 1_221, 1_221 * 1_366.1, 0.9640)
+    # 1,221 x 1,366.1 s = 1,668,008 s / 86,400 = 19.31 days: fmt_time's one decimal
+    assert grad_accumulation_fix(fit).endswith(
+        "every 1,221 steps, 19.3 days of training, goodput 96.40 %)"
+    )
+    assert grad_accumulation_fix(GradAccumulationFit(24, True, 2_052.899)) == (
+        ">= 24 (then 2,052.89 steps/day)"
     )
