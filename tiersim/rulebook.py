@@ -4,8 +4,9 @@ A scenario is checked in three layers: its file (YAML, keys, types, units: the l
 only a run would otherwise find (routes for every movement, the wear and checkpoint inputs:
 `runner.check_runnable`), and its `plan:` section as `tiersim plan` searches it (key paths,
 values listed once, its size, each value on its own: `plan.check.checked_space`). Each command
-that takes a scenario applies all three before it does anything, so none of them can run, or
-write back into a results folder, a scenario another refuses.
+that takes a scenario applies all three before it does anything (`inventory`, `wear` and
+`compare` too, which do not use a `plan:` section), so none of them can run, or write back
+into a results folder, a scenario another refuses.
 """
 
 from __future__ import annotations

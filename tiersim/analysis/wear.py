@@ -226,6 +226,12 @@ class GradAccumulationFit:
     value: int
     at_least: bool  # True: grad_accumulation >= value fits; False: <= value fits
     steps_per_day: float | None = None  # at that value, training the same seconds per day
+    # where the checkpoint interval is `auto`, what it resolves to at that value (it moves
+    # with the step and, bound by a wear budget, with the bytes a step): steps, seconds of
+    # training, and the goodput it gives; None otherwise
+    checkpoint_steps: int | None = None
+    checkpoint_s: float | None = None
+    goodput: float | None = None
 
 
 def grad_accumulation_to_fit(

@@ -20,6 +20,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 
+from tiersim.analysis.checkpoint import CheckpointCost, checkpoint_section
 from tiersim.analysis.wear import (
     TOLERANCE,
     Assessment,
@@ -48,6 +49,7 @@ class _Point:
     step_s: float
     host_bytes: float
     holds: bool
+    checkpoint: tuple[int, float, float] | None = None  # an auto interval: steps, s, goodput
 
 
 class _Search:
@@ -74,7 +76,7 @@ class _Search:
         step_s = r.period_s  # with a checkpoint's stall share, as wear.assess counts
         w = tier_wear(self.tier, tier, written, step_s, self.active_s / step_s)
         v = judge(w, s.budget.tiers[self.tier], tier.endurance.warranty)
-        return _Point(g, step_s, w.host_bytes_per_step, v.within_budget)
+        return _Point(g, step_s, w.host_bytes_per_step, v.within_budget, _auto_checkpoint(s, r))
 
     def steps_per_day(self, g: int) -> float:
         return self.active_s / self.at(g).step_s
@@ -106,7 +108,30 @@ def simulated_grad_accumulation(
         found = _boundary(search, today, far, sign, stride, v)
     except InfeasibleError:  # a G too large to simulate: no remedy to offer
         return None
-    return GradAccumulationFit(found, sign > 0, search.steps_per_day(found))
+    at = search.at(found).checkpoint or (None, None, None)
+    return GradAccumulationFit(found, sign > 0, search.steps_per_day(found), *at)
+
+
+def _auto_checkpoint(s: Scenario, r: StepResult) -> tuple[int, float, float] | None:
+    """Where `checkpoint.every_steps` is auto, the interval the run at a G resolved (Daly's
+    optimum at its step, or longer to keep a tier within its write budget) and its goodput, as
+    the report's checkpoint section counts them: a remedy that holds only by checkpointing
+    less often says so (docs/review-2026-12-07-d.md #2)."""
+    run = r.checkpoint
+    if s.checkpoint.every_steps != "auto" or run is None or run.interval_steps is None:
+        return None
+    cost = CheckpointCost(
+        run.bytes,
+        run.write_s,
+        run.stall_s,
+        run.read_back_s,
+        run.restart_s,
+        drains=s.checkpoint.mode == "async",
+    )
+    section = checkpoint_section(
+        every_steps=run.interval_steps, step_s=r.time_s, cost=cost, mtbf_s=run.mtbf_s
+    )
+    return run.interval_steps, run.interval_steps * r.time_s, section["goodput"]
 
 
 def _stride(scenario: Scenario) -> int:

@@ -23,7 +23,7 @@ from tiersim.config.schema import Scenario
 from tiersim.config.set_null import overridden
 from tiersim.config.tier_names import no_such_tier
 from tiersim.config.yamlfile import read_yaml_and_text
-from tiersim.config.yamllines import with_lines
+from tiersim.config.yamllines import key_lines, line_of, with_lines
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.frozen import replaced
 from tiersim.core.records import record
@@ -166,11 +166,13 @@ def build(
         problems += [p for p in _raw_tier_names(resolved) if p.path not in seen]
         problems = _override_hints(raw_in, list(overrides), base_dir) + problems
         raise InputError(
-            source, _from_overrides(problems, overrides, raw_in, base_dir, origin)
+            source, _from_overrides(problems, overrides, (raw_in, raw), base_dir, origin)
         ) from None
     problems += consistency_problems(scenario)
     if problems:
-        raise InputError(source, _from_overrides(problems, overrides, raw_in, base_dir, origin))
+        raise InputError(
+            source, _from_overrides(problems, overrides, (raw_in, raw), base_dir, origin)
+        )
     named = preset_named(raw.get("hardware"))
     return Loaded(
         scenario, resolved, source, overrides=tuple(overrides), origin=origin, hardware_named=named
@@ -194,12 +196,18 @@ def build_resolved(resolved: dict[str, Any], source: str) -> Loaded | None:
 
 
 def _from_overrides(
-    problems: list[Problem], overrides: list[str], raw: Any, base_dir: Path, origin: Origin
+    problems: list[Problem],
+    overrides: list[str],
+    raws: tuple[Any, Any],
+    base_dir: Path,
+    origin: Origin,
 ) -> list[Problem]:
     """Say which --set a problem comes from, where the file without the overrides does not have
-    it: the file named in the message may not contain that key at all."""
+    it: the file named in the message may not contain that key at all. `raws`: the scenario
+    as written and with the overrides (for the preset files a --set names)."""
     if not overrides:
         return problems
+    raw, after = raws
     try:
         build(raw, base_dir, "", [])
         own: set[tuple[str, str]] = set()
@@ -211,16 +219,51 @@ def _from_overrides(
             paths[".".join(parse_override(text)[0])] = text
         except ValueError:
             continue  # reported as a problem of its own
-    return [p if (p.path, p.message) in own else _blamed(p, paths, origin) for p in problems]
+    presets = _set_presets(raw, after, paths, base_dir)
+    return [
+        p if (p.path, p.message) in own else _blamed(p, paths, origin, presets) for p in problems
+    ]
 
 
-def _blamed(p: Problem, paths: dict[str, str], origin: Origin) -> Problem:
+def _set_presets(
+    raw: Any, after: Any, paths: dict[str, str], base_dir: Path
+) -> dict[str, tuple[str, str, dict[str, int], Any]]:
+    """section -> (the --set's key, the file, its key lines, the scenario's own section) for a
+    preset file a --set names (`--set hardware.preset=FILE`): a problem in that file is said
+    at its line there, as one in a preset file the scenario itself names is."""
+    named = {s: f"{s}.preset" for s in ("model", "hardware") if f"{s}.preset" in paths}
+    if not named:
+        return {}
+    written = raw if isinstance(raw, dict) else {}
+    out = {}
+    for section, (name, text) in preset_texts(after, base_dir).items():
+        if section in named:  # the scenario's own keys there are its file's, not the preset's
+            out[section] = (named[section], name, key_lines(text), written.get(section))
+    return out
+
+
+def _blamed(p: Problem, paths: dict[str, str], origin: Origin, presets: dict) -> Problem:
     if p.path.startswith("--set") or not p.path:
         return p
     related = _related(p, paths)
-    if not related:
-        return Problem(p.path, f"{p.message} (after {origin.all})", p.code)
-    return Problem(p.path, f"{p.message} {_from(related, origin)}", p.code)
+    if related:
+        return Problem(p.path, f"{p.message} {_from(related, origin)}", p.code)
+    section, _, rest = p.path.partition(".")
+    if section in presets and rest and not _has_key(presets[section][3], rest):
+        key, name, lines, _ = presets[section]  # the file named, not the --set's clipped text
+        line = line_of(rest, lines)
+        at = f"{name}, line {line}" if line is not None else name
+        return Problem(p.path, f"{p.message} ({at}, from {origin.one} {key})", p.code)
+    return Problem(p.path, f"{p.message} (after {origin.all})", p.code)
+
+
+def _has_key(node: Any, path: str) -> bool:
+    """Whether the mapping `node` has the key path `path` (a.b.c) written in it."""
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
 
 
 def _from(related: list[str], origin: Origin) -> str:

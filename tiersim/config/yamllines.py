@@ -93,7 +93,7 @@ def with_lines(
             problems.append(p)
             continue
         where = _in_preset(p.path, lines, files)
-        line = _line_of(p.path, lines)
+        line = line_of(p.path, lines)
         if where is None and line is not None:
             where = f"line {line}"
         problems.append(p if where is None else Problem(p.path, f"{p.message} ({where})", p.code))
@@ -109,7 +109,7 @@ def _in_preset(
     if section not in files or not rest or path in lines:
         return None
     name, preset_lines = files[section]
-    line = _line_of(rest, preset_lines)
+    line = line_of(rest, preset_lines)
     return None if line is None else f"{name}, line {line}"
 
 
@@ -123,7 +123,8 @@ def lines_from(text: str) -> Iterator[None]:
         raise with_lines(exc, text) from None
 
 
-def _line_of(path: str, lines: dict[str, int]) -> int | None:
+def line_of(path: str, lines: dict[str, int]) -> int | None:
+    """The line of `path`'s key in `lines` (key_lines'), or of the nearest key above it."""
     parts = path.split(".") if path else []
     while parts:
         line = lines.get(".".join(parts))

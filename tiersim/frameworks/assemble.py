@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from tiersim.config.load import Loaded, build
+from tiersim.config.messages import MAX_LISTED
 from tiersim.config.overrides import apply_overrides, set_path
 from tiersim.core.errors import InputError, Problem
 from tiersim.core.records import record
@@ -55,13 +56,30 @@ class Imported:
     sources: list[str] = field(default_factory=list)
 
     def note_lines(self) -> list[str]:
-        return [f"note: {p.render(source)}" for source, p in self.notes]
+        return [f"note: {p.render(source)}" for source, p in self.listed()]
+
+    def listed(self) -> list[tuple[str, Problem]]:
+        """The notes as said: the first MAX_LISTED settings left unmapped, then one note
+        counting the rest (a DeepSpeed JSON of 20,000 unknown keys printed 20,000 notes, as
+        the scenario loader once listed every unknown key); every other note kept."""
+        unmapped = [n for n in self.notes if n[1].code == "W-IMPORT-UNMAPPED"]
+        if len(unmapped) <= MAX_LISTED:
+            return list(self.notes)
+        rest = unmapped[MAX_LISTED:]
+        dropped = {id(n) for n in rest}
+        source, first = rest[0]
+        what = (
+            f"... and {len(rest):,} more settings tiersim has no key for, from {first.path} on "
+            f"(the first {MAX_LISTED} are listed)"
+        )
+        kept = [n for n in self.notes if id(n) not in dropped]
+        return [*kept, (source, Problem("", what, "W-IMPORT-UNMAPPED"))]
 
     def yaml_text(self) -> str:
         head = [f"# imported by `tiersim import` from {', '.join(self.sources)}"]
         if self.notes:
             head.append("# what the import could not map (also printed as notes):")
-            head += [f"#   {p.render(Path(s).name)}" for s, p in self.notes]
+            head += [f"#   {p.render(Path(s).name)}" for s, p in self.listed()]
         body = yaml.safe_dump(self.raw, sort_keys=False, allow_unicode=True)
         return "\n".join(head) + "\n" + body
 

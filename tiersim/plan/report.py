@@ -247,7 +247,14 @@ def _remedies(rem: dict[str, Any] | None) -> str:
         out.append(f"at most {top} steps/day")
     ga = rem.get("grad_accumulation")
     if ga:  # with the steps per day it leaves, as the wear verdict gives it
-        fit = GradAccumulationFit(ga["value"], ga["at_least"], ga.get("steps_per_day"))
+        fit = GradAccumulationFit(
+            ga["value"],
+            ga["at_least"],
+            ga.get("steps_per_day"),
+            ga.get("checkpoint_interval_steps"),
+            ga.get("checkpoint_interval_s"),
+            ga.get("goodput"),
+        )
         out.append(f"grad_accumulation {grad_accumulation_fix(fit)}")
     if rem.get("capacity_bytes"):
         out.append(f"{bytes_rounded_up(rem['capacity_bytes'])} of capacity")

@@ -143,9 +143,12 @@ def _head_warnings(report: dict[str, Any]) -> list[str]:
     out = [fits] if fits else []
     st = report["step"]
     if st["optimizer_step"] == "pipelined":
+        # the mode's intent: how much it hid needs the synchronous run (review 2026-12-07-d #6)
         out.append(
-            "optimizer step pipelined: each unit's update overlaps the next step's forward "
-            "(training.optimizer_step)"
+            "optimizer step pipelined: each unit's update may overlap the next step's forward; "
+            f"what it leaves unhidden is within the exposed transfer "
+            f"({fmt_time(st['exposed_transfer_s'])}), and a run with --set "
+            "training.optimizer_step=synchronous shows how much it hid (training.optimizer_step)"
         )
     if st["optimizer_step"] == "delayed":  # DPU hides the update only on the CPU
         gpu = ", but the update is on the GPU, whose stream waits for it as if synchronous"

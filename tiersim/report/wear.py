@@ -19,7 +19,7 @@ from tiersim.analysis.wear import (
 )
 from tiersim.analysis.wear_remedy import Simulate, with_simulated_remedies
 from tiersim.config.schema import Scenario, Tier
-from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes
+from tiersim.core.units import DAY_S, YEAR_S, fmt_bytes, fmt_time
 from tiersim.engine.results import StepResult
 from tiersim.state.classes import CHECKPOINT_WRITES, STATE_CLASSES
 
@@ -54,7 +54,21 @@ def _remedies_dict(r: Remedies | None, w: TierWear) -> dict[str, object] | None:
         "max_steps_per_day": r.max_steps_per_day,
         "grad_accumulation": None
         if g is None
-        else {"value": g.value, "at_least": g.at_least, "steps_per_day": g.steps_per_day},
+        else {
+            "value": g.value,
+            "at_least": g.at_least,
+            "steps_per_day": g.steps_per_day,
+            # an auto checkpoint interval at that value, where there is one
+            **(
+                {}
+                if g.checkpoint_steps is None
+                else {
+                    "checkpoint_interval_steps": g.checkpoint_steps,
+                    "checkpoint_interval_s": g.checkpoint_s,
+                    "goodput": g.goodput,
+                }
+            ),
+        },
         "capacity_bytes": r.capacity_bytes,
         "spare_area": r.spare_area,
         "move_off": r.move_off,
@@ -208,7 +222,14 @@ def grad_accumulation_fix(g: GradAccumulationFit) -> str:
     fix = f"{'>=' if g.at_least else '<='} {g.value:,}"
     if g.steps_per_day is None:
         return fix
-    return f"{fix} (then {steps_per_day_down(g.steps_per_day)} steps/day)"
+    then = f"then {steps_per_day_down(g.steps_per_day)} steps/day"
+    if g.checkpoint_steps is not None and g.checkpoint_s is not None:
+        # the cost a remedy may hide: an auto interval stretched to keep a budget
+        every = "step" if g.checkpoint_steps == 1 else f"{g.checkpoint_steps:,} steps"
+        then += f", with the auto checkpoint every {every}, {fmt_time(g.checkpoint_s)} of training"
+        if g.goodput is not None:
+            then += f", goodput {100 * g.goodput:.2f} %"
+    return f"{fix} ({then})"
 
 
 def steps_per_day_cap(max_steps_per_day: float) -> str | None:

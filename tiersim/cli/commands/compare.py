@@ -84,15 +84,17 @@ def run(args: argparse.Namespace) -> int:
 def load_side(path: Path, overrides: list[str]) -> tuple[str, Any, dict[str, Any] | None]:
     """One side read and checked: its label, its scenario, and its report where a results
     folder has one (None: the scenario is simulated, a file or a folder with --set)."""
-    from tiersim.api import SET_FLAGS
+    from tiersim.api import SET_FLAGS, check
     from tiersim.api import load as load_scenario
 
     # as a shell would take it back: `--set 'k=100 GB/s'` (a label is copied into commands)
     label = shlex.join([str(path), *(x for o in overrides for x in ("--set", o))])
     if path.is_dir():
-        scenario, report = _folder(path, overrides)
-        return label, scenario, report
-    return label, load_scenario(path, overrides, SET_FLAGS), None
+        loaded, report = _folder(path, overrides)
+    else:
+        loaded, report = load_scenario(path, overrides, SET_FLAGS), None
+    check(loaded)  # what validate refuses (a plan: section too), refused: the one rulebook
+    return label, loaded, report
 
 
 def side(name: str, label: str, loaded: Any, report: dict[str, Any] | None) -> Side:

@@ -67,13 +67,14 @@ def _write_plot(path: Path, loaded, inv, host) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tiersim.api import host_memory, inventory
+    from tiersim.api import check, host_memory, inventory
     from tiersim.report.json_report import activations_section, inventory_report, to_json
     from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.text import inventory_tables
 
     plot = _check_plot(args)
     loaded = load(args)
+    check(loaded)  # what validate refuses (a plan: section too), refused: the one rulebook
     print_notes(loaded, args.overrides)
     inv = inventory(loaded)
     host = host_memory(loaded, inv)  # what the step holds in host memory

@@ -59,10 +59,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tiersim.api import check
     from tiersim.api import wear as judged
     from tiersim.report.json_report import to_json
 
     loaded = load(args)
+    check(loaded)  # what validate refuses (a plan: section too), refused: the one rulebook
     _check_plot(args)  # before the simulations: a path it cannot take is refused at once
     print_notes(loaded, args.overrides)
     worn = judged(loaded)  # checked; its changed scenarios are its run's variants, each run once

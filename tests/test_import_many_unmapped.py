@@ -1,0 +1,41 @@
+"""`tiersim import` of a config with many keys tiersim has no setting for: the first 30
+(MAX_LISTED, as the scenario loader lists unknown keys) are noted, then one note counts the
+rest (a DeepSpeed JSON of 20,000 unknown keys printed 20,000 notes); other notes all kept."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+from tiersim.cli import main
+
+HF = Path(__file__).resolve().parent / "fixtures" / "llama-2-7b.config.json"
+UNMAPPED = "not mapped (tiersim has no setting for it) [W-IMPORT-UNMAPPED]"
+
+
+def test_unmapped_settings_past_30_are_counted_in_one_note(tmp_path):
+    config = {"train_micro_batch_size_per_gpu": 1} | {f"k{i}": i for i in range(100)}
+    config["zero_optimization"] = {"offload_optimizer": {"device": "nvme", "nvme_path": "/n"}}
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(config))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["import", str(path), "--hf-config", str(HF), "--gpus", "8"])
+    assert code == 0, err.getvalue()
+    # k0..k29 listed; the nvme_path note (not an unmapped one) kept; k30..k99: 70 counted
+    expected = [f"note: {path}: k{i}: {i}: {UNMAPPED}" for i in range(30)]
+    expected.append(
+        f"note: {path}: zero_optimization.offload_optimizer.nvme_path: /n: taken as the "
+        "hardware's nvme tier (the drive serving this GPU) [W-IMPORT-ASSUMED]"
+    )
+    expected.append(
+        f"note: {path}: ... and 70 more settings tiersim has no key for, from k30 on "
+        "(the first 30 are listed) [W-IMPORT-UNMAPPED]"
+    )
+    assert err.getvalue().splitlines() == expected
+    # the scenario's header says the same notes, each file named by its name alone
+    header = out.getvalue().splitlines()[2:34]
+    named = [line.removeprefix("note: ").replace(str(path), "ds.json") for line in expected]
+    assert header == [f"#   {line}" for line in named]
