@@ -79,8 +79,11 @@ class CheckpointPhase:
         unit, res, split = self.c.wl.units[u], self.c.res, self.split
 
         def ready(cls: str) -> int | None:
-            if cls == "weights":
-                return self.ready.weights[u]
+            if cls == "weights":  # under a delayed update (DPU) the next step runs on the
+                # weights before, but the checkpoint saves this step's: the cast of the master
+                # it saves beside them, once this step's update is over
+                this_step = self.ready.previous_weights
+                return (self.ready.weights if this_step is None else this_step)[u]
             return self.ready.state.get((cls, u))
 
         return [(c, share(res, unit, c, split), ready(c)) for c in CHECKPOINTED]
