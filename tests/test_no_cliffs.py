@@ -9,12 +9,12 @@ from pathlib import Path
 
 from engine_helpers import scenario
 from invariant_checks import MODEL, merge
-from test_wear_remedy import GB, weights_fetched_each_micro_batch
+from test_wear_remedy import GB, hbf_step, weights_fetched_each_micro_batch
 
 from tiersim import api
 from tiersim.analysis.wear import assess
 from tiersim.analysis.wear_remedy import with_simulated_remedies
-from tiersim.engine.results import StepResult, TierStats
+from tiersim.engine.results import StepResult
 from tiersim.runner import Run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,32 +73,7 @@ def bending(g: int) -> StepResult:
     """A step of 10 s + 3 s a micro-batch writing 4 GB + 400 GB / G to HBF (a checkpoint
     share that shrinks as the interval stretches with G): the bytes a step bend, so a line
     through a fixed failing end lands on the holding side every time."""
-    written = 4 * GB + 400 * GB / g
-    hbf = TierStats(
-        capacity_bytes=1e12,
-        resident_bytes=0,
-        peak_bytes=0,
-        mean_bytes=0.0,
-        low_bytes=0,
-        bytes_read=0,
-        bytes_written=written,
-        written_by_class={"optimizer": written},
-    )
-    time_s = 10.0 + 3.0 * g
-    return StepResult(
-        time_s=time_s,
-        compute_s=3.0 * g,
-        recompute_s=0.0,
-        optimizer_s=0.0,
-        exposed_transfer_s=10.0,
-        overlap=None,
-        tokens_per_step=1000 * g,
-        micro_batches=g,
-        links={},
-        tiers={"hbf": hbf},
-        events=0,
-        wall_s=0.0,
-    )
+    return hbf_step(g, 10.0 + 3.0 * g, 4 * GB + 400 * GB / g)
 
 
 def test_the_remedy_search_halves_a_bracket_the_line_keeps_missing():

@@ -62,9 +62,9 @@ def test_grad_accumulation_remedy_is_the_simulated_boundary():
     assert math.isclose(fix["steps_per_day"], 86_400 / (1.2 + 3.4 * 34), rel_tol=1e-5)
 
 
-def stepped_result(g: int) -> StepResult:
-    """A step that is not a straight line in G: 10 s + 3 s a micro-batch, and 20 s more from
-    G = 30 on (say, a buffer that no longer fits); 4 GB written to HBF per step."""
+def hbf_step(g: int, time_s: float, written: float) -> StepResult:
+    """A step of G micro-batches (3 s of compute each, the rest exposed) taking `time_s` and
+    writing `written` bytes of optimizer state to a 1 TB HBF."""
     hbf = TierStats(
         capacity_bytes=1e12,
         resident_bytes=0,
@@ -72,10 +72,9 @@ def stepped_result(g: int) -> StepResult:
         mean_bytes=0.0,
         low_bytes=0,
         bytes_read=0,
-        bytes_written=4 * GB,
-        written_by_class={"optimizer": 4 * GB},
+        bytes_written=written,
+        written_by_class={"optimizer": written},
     )
-    time_s = 10.0 + 3.0 * g + (20.0 if g >= 30 else 0.0)
     return StepResult(
         time_s=time_s,
         compute_s=3.0 * g,
@@ -90,6 +89,12 @@ def stepped_result(g: int) -> StepResult:
         events=0,
         wall_s=0.0,
     )
+
+
+def stepped_result(g: int) -> StepResult:
+    """A step that is not a straight line in G: 10 s + 3 s a micro-batch, and 20 s more from
+    G = 30 on (say, a buffer that no longer fits); 4 GB written to HBF per step."""
+    return hbf_step(g, 10.0 + 3.0 * g + (20.0 if g >= 30 else 0.0), 4 * GB)
 
 
 def test_the_search_finds_the_boundary_of_a_step_that_is_no_straight_line():
