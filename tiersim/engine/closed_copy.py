@@ -140,19 +140,15 @@ def _step_beside(
     by = _step_flows(ops, transfers, plans, times, set(window))
     alone: dict[int, float] = {}  # each route's narrowest rate, by its resources' identity
     slowed: dict[int, tuple] = {}
+    found: list[list] = []  # the flows in a window, read once for equal flows and windows
     for r, flows in by.items():
-        lo, hi = window[r]
-        there = [f for f in flows if f[1] < hi and f[2] > lo]
+        there, rates, most = _there(flows, window[r], found, alone, capacity)
         if not there:
             continue
         if r in copy.traces:
             return f"a flow of the step crosses the copy's queue {r}"
-        for f in there:
-            if id(f[3]) not in alone:
-                alone[id(f[3])] = min(capacity[x] for x in f[3])
         room = capacity[r] - sum(capacity[q] for q in copy.through[r])
-        rates = [alone[id(f[3])] for f in there]
-        if sum(rates) > room and (max(rates) > room or _most_at_once(there, rates) > room):
+        if sum(rates) > room and (max(rates) > room or most() > room):
             slowed.update((f[0], f) for f in there)
     if not slowed:
         return None
@@ -161,6 +157,31 @@ def _step_beside(
     if not wanted <= set(window):  # every step flow on a slowed flow's resources
         by = _step_flows(ops, transfers, plans, times, wanted | set(window))
     return _lone(ops, n, plans, capacity, times, copy, (by, slowed, lone, wanted))
+
+
+def _there(flows: list, span: list, found: list, alone: dict, capacity: dict) -> tuple:
+    """The step's `flows` on a resource that overlap the copy's `span` there, each one's
+    narrowest rate (`alone`, by its resources' identity) and the most they take at once
+    (`_most_at_once`, worked out once asked): as `found` has them where the flows and the
+    span are those of a resource read before (the resources of one route: the same)."""
+    lo, hi = span
+    for seen in found:
+        if seen[0] == lo and seen[1] == hi and seen[2] == flows:
+            return seen[3], seen[4], seen[5]
+    there = [f for f in flows if f[1] < hi and f[2] > lo]
+    for f in there:
+        if id(f[3]) not in alone:
+            alone[id(f[3])] = min(capacity[x] for x in f[3])
+    rates = [alone[id(f[3])] for f in there]
+    most: list = []
+
+    def at_once() -> float:
+        if not most:
+            most.append(_most_at_once(there, rates))
+        return most[0]
+
+    found.append([lo, hi, flows, there, rates, at_once])
+    return there, rates, at_once
 
 
 def _most_at_once(flows: list, rates: list) -> float:
