@@ -52,7 +52,6 @@ from tiersim.state.placement import expert_homes, homes
 from tiersim.state.resolved import Resolved
 
 CHECKPOINT_RUN = (1, frozenset({0}))  # the run measured: one step, with its checkpoint
-_KIND, _MOVES = operator.attrgetter("kind"), itertools.repeat(OpKind.MOVE)
 
 
 @record
@@ -112,8 +111,7 @@ def measure_apart(
         schedule, engine, _, _ = run.runs(res, setup, *CHECKPOINT_RUN)
     log = engine.log
     trained = max(log.end[:n])  # the training's end, the checkpoint's moves aside
-    kinds = map(_KIND, mine)
-    moves = list(itertools.compress(itertools.count(n), map(operator.is_, kinds, _MOVES)))
+    moves = [i for i, op in enumerate(mine, n) if op.kind is OpKind.MOVE]
     if not moves or min(map(log.start.__getitem__, moves)) < run.period_starts[2]:
         return None  # it overlaps the periods that repeat: it may depend on their number
     late = [(op, log.end[i]) for i, op in enumerate(mine, n) if log.end[i] > trained]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +18,7 @@ from tiersim.engine.copy_queues import Copy, copy_rate, copy_times
 from tiersim.engine.core import RunLog, move_plan
 from tiersim.engine.ops import OpKind, Role
 
-MOVE, COMM, SYNC = OpKind.MOVE, OpKind.COMM, OpKind.SYNC
-_DEPS, _KIND, _TIMED = (operator.attrgetter(a) for a in ("deps", "kind", "timed"))
-_ROLE, _CHECKPOINTS = operator.attrgetter("role"), itertools.repeat(Role.CHECKPOINT)
+MOVE, COMM, SYNC, CHECKPOINT = OpKind.MOVE, OpKind.COMM, OpKind.SYNC, Role.CHECKPOINT
 
 
 @dataclass
@@ -76,7 +73,9 @@ def closed_copy(
     why = copy_times(ops, n, plans, capacity, (starts, ends), copy)
     lone: dict[int, tuple] = {}
     # the step's transfers (moves and collectives: the kinds not timed), by index
-    transfers = list(itertools.compress(range(n), map(operator.not_, map(_TIMED, map(_KIND, ops)))))
+    # (comprehensions, not chains of maps: an attribute read by `attrgetter` goes through
+    # the type's lookup each time, where CPython 3.11's specialized bytecode reads a slot)
+    transfers = [i for i in range(n) if not ops[i].kind.timed]
     if why is None:
         why = _step_beside(ops, (n, transfers), plans, capacity, (starts, ends), copy, lone)
     if why is not None:
@@ -89,9 +88,9 @@ def closed_copy(
     spans.extend((b, ends[i], rs) for i, (b, rs) in lone.items())
     busy = _busy(plain.intervals, spans)
     run = ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
-    if all(map(operator.is_, map(_ROLE, itertools.islice(ops, n, None)), _CHECKPOINTS)):
+    if all(op.role is CHECKPOINT for op in itertools.islice(ops, n, None)):
         run.others = tuple([column[i] for i in transfers] for column in (ops, starts, ends))
-        if not any(map(operator.is_, map(_ROLE, itertools.islice(ops, n)), _CHECKPOINTS)):
+        if not any(op.role is CHECKPOINT for op in itertools.islice(ops, n)):
             run.mine = (ops[n:], starts[n:], ends[n:])  # of_role's rows: the copy's ops
     return run
 
@@ -310,12 +309,11 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
         ends[i] = new
     changed = set(moved)
     first = min(moved) + 1
-    # the ops waiting for a changed one, found lazily: the set grows as they are walked
-    waits = map(
-        operator.not_, map(changed.isdisjoint, map(_DEPS, itertools.islice(ops, first, None)))
-    )
-    for j in itertools.compress(range(first, len(ops)), waits):
+    # the ops waiting for a changed one, in turn: the set grows as they are walked
+    for j in range(first, len(ops)):
         deps = ops[j].deps
+        if changed.isdisjoint(deps):
+            continue
         if j >= n:
             return "a copy op waits for an op of the step the copy moves"
         if max(deps) >= j:

@@ -34,7 +34,6 @@ Where a condition fails, `closed_copy` says which, and the copy is simulated as 
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import operator
 from collections import Counter
@@ -47,9 +46,6 @@ from tiersim.engine.flowwalks import EPS_BYTES
 from tiersim.engine.ops import OpKind
 
 MOVE = OpKind.MOVE
-_SRC, _DST = operator.attrgetter("src"), operator.attrgetter("dst")
-_NBYTES, _RESOURCE = operator.attrgetter("nbytes"), operator.attrgetter("resource")
-_KIND, _MOVES = operator.attrgetter("kind"), itertools.repeat(MOVE)
 _QUEUE = operator.itemgetter(2)  # a copy move's queue (`copy_moves`)
 
 
@@ -238,13 +234,13 @@ def may_close(res: Any, topo: Any, plain: Any, longer: Any) -> tuple | None:
     queues = set(map(_QUEUE, moves.values()))
     # every route a step op could take (a non-move's src is "") and every channel it uses
     mine = plain.ops
-    # (only a move has a source: the others' routes are never read)
-    moving = list(itertools.compress(mine, map(operator.is_, map(_KIND, mine), _MOVES)))
-    keys = set(zip(map(_SRC, moving), map(_DST, moving), map(_NBYTES, moving), strict=True))
+    # (only a move has a source: the others' routes are never read; comprehensions, where a
+    # chain of maps' `attrgetter` looks each slot up in the type)
+    keys = {(op.src, op.dst, op.nbytes) for op in mine if op.kind is MOVE}
     for src, dst, nbytes in keys:
         if src and nbytes > 0 and not queues.isdisjoint(topo.route(src, dst, nbytes).resources):
             return None
-    return (plans, moves) if queues.isdisjoint(set(map(_RESOURCE, mine))) else None
+    return (plans, moves) if queues.isdisjoint({op.resource for op in mine}) else None
 
 
 def copy_rate(r: Any, copy: Copy, capacity: dict) -> tuple[list, list, list]:
