@@ -144,14 +144,16 @@ class CheckpointPhase:
         directly (its checks hold for every checkpoint copy: a checkpointed class, some
         bytes, a copy), the loop's invariants looked up once."""
         ck = self.c.res.execution.checkpoint
-        staging, target, add = ck.staging, ck.target, self.ops.add
+        staging, target, add = ck.staging, ck.target, self.ops.add_move
         guards, drains, staged = self.ready.snapshot_guard, self.last_drains, self.staged
         for u, own in sources:
             home, name = self.c.home_of(u), self.c.wl.units[u].name
             for cls, nbytes, ready in own:
                 if nbytes <= 0:
                     continue
-                deps, label, src = [ready, *previous], f"{cls} {name}", home[cls]
+                # the deps `OpList.add` would leave: none None, none twice, a tuple
+                deps = tuple(previous) if ready is None or ready in previous else (ready, *previous)
+                label, src = f"{cls} {name}", home[cls]
                 guard = guards.setdefault(u, [])
                 # Op's fields in order, as OpList.move builds them
                 if src == staging:  # no separate snapshot: the live copy drained
@@ -163,7 +165,7 @@ class CheckpointPhase:
                     snap = add(Op(MOVE, ROLE, f"snapshot {label}", step, deps, 0.0, nbytes,
                                   src, staging, alloc, (), None, 0.0, cls))  # fmt: skip
                     guard.append(snap)
-                    drain = add(Op(MOVE, ROLE, f"drain {label}", step, [snap], 0.0, nbytes,
+                    drain = add(Op(MOVE, ROLE, f"drain {label}", step, (snap,), 0.0, nbytes,
                                    staging, target, (), (), None, 0.0, cls))  # fmt: skip
                     staged.append(nbytes)
                 drains.append(drain)
