@@ -84,9 +84,7 @@ def closed_copy(
     if isinstance(peaks, str):
         return peaks
     log = RunLog(starts, ends, [max(ends)], [0], events=plain.events + 4 * (len(ops) - n))
-    spans = [(b, ends[i], copy.moves[i][1]) for i, b in copy.flows.items()]
-    spans.extend((b, ends[i], rs) for i, (b, rs) in lone.items())
-    busy = _busy(plain.intervals, spans)
+    busy = _busy(plain.intervals, copy, ends, lone)
     run = ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
     if all(op.role is CHECKPOINT for op in itertools.islice(ops, n, None)):
         run.others = tuple([column[i] for i in transfers] for column in (ops, starts, ends))
@@ -329,19 +327,18 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
     return None
 
 
-def _busy(plain: dict[str, list], spans: list) -> dict[str, list]:
+def _busy(plain: dict[str, list], copy: Copy, ends: list, lone: dict) -> dict[str, list]:
     """Each link's busy intervals: the plain run's with the copy's spans and the slowed
-    flows' longer ones added (each flow's, on each link it crosses)."""
+    flows' longer ones added (each flow's, on each link it crosses): the copy's route by
+    route (`Copy.by_route`: its channels found once), then each slowed flow's."""
     added: dict[str, list] = {}
-    lists: dict[int, tuple] = {}  # each route's channels' added spans, by its identity
-    for begin, end, resources in spans:
-        mine = lists.get(id(resources))
-        if mine is None:
-            names = {r.channel for r in resources} - {None}
-            mine = lists[id(resources)] = tuple(added.setdefault(c, []) for c in names)
-        if end > begin:
-            for spans_added in mine:
-                spans_added.append((begin, end))
+    flows = copy.flows
+    routes = [(rs, [(flows[i], ends[i]) for i in mine]) for rs, _, mine in copy.by_route.values()]
+    routes.extend((rs, [(begin, ends[i])]) for i, (begin, rs) in lone.items())
+    for resources, spans in routes:
+        kept = [span for span in spans if span[1] > span[0]]
+        for name in {r.channel for r in resources} - {None}:
+            added.setdefault(name, []).extend(kept)
     busy = dict(plain)
     for name, extra in added.items():
         busy[name] = union(busy.get(name, []) + extra)

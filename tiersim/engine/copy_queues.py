@@ -62,6 +62,9 @@ class Copy:
     through: dict[Any, set] = field(default_factory=dict)  # resource: the queues crossing it
     routes: dict[Any, set] = field(default_factory=dict)  # resource: the routes crossing it
     rates: dict[Any, tuple] = field(default_factory=dict)  # the copy's rate on a resource
+    # each route's (resources, queue, its flows' ops), by the resources' identity, in the
+    # order their first begins were found
+    by_route: dict[int, tuple] = field(default_factory=dict)
 
 
 def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, copy: Copy):
@@ -75,7 +78,7 @@ def copy_times(ops: list, n: int, plans: dict, capacity: dict, times: tuple, cop
     for q in flows_of:
         copy.arrivals.setdefault(q, [])
     todo, get, flows, arrivals = range(n, len(ops)), ends.__getitem__, copy.flows, copy.arrivals
-    routes: dict[int, tuple] = {}  # a route's resources, queue and its flows' ops, by identity
+    routes = copy.by_route  # a route's resources, queue and its flows' ops, by identity
     while todo:
         waiting = []
         for i in todo:
