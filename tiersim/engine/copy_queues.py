@@ -237,13 +237,17 @@ def may_close(res: Any, topo: Any, plain: Any, longer: Any) -> tuple | None:
     queues = set(map(_QUEUE, moves.values()))
     # every route a step op could take (a non-move's src is "") and every channel it uses
     mine = plain.ops
-    # (only a move has a source: the others' routes are never read; comprehensions, where a
-    # chain of maps' `attrgetter` looks each slot up in the type)
-    keys = {(op.src, op.dst, op.nbytes) for op in mine if op.kind is MOVE}
+    # (only a move has a source: the others' routes are never read; one pass, where chains
+    # of maps' `attrgetter` look each slot up in the type)
+    keys, channels = set(), set()
+    for op in mine:
+        channels.add(op.resource)
+        if op.kind is MOVE:
+            keys.add((op.src, op.dst, op.nbytes))
     for src, dst, nbytes in keys:
         if src and nbytes > 0 and not queues.isdisjoint(topo.route(src, dst, nbytes).resources):
             return None
-    return (plans, moves) if queues.isdisjoint({op.resource for op in mine}) else None
+    return (plans, moves) if queues.isdisjoint(channels) else None
 
 
 def copy_rate(r: Any, copy: Copy, capacity: dict) -> tuple[list, list, list]:
