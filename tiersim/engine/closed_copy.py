@@ -88,7 +88,7 @@ def closed_copy(
     run = ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
     if all(op.role is CHECKPOINT for op in itertools.islice(ops, n, None)):
         run.others = tuple([column[i] for i in transfers] for column in (ops, starts, ends))
-        if not any(op.role is CHECKPOINT for op in itertools.islice(ops, n)):
+        if CHECKPOINT not in [op.role for op in itertools.islice(ops, n)]:  # (no generator)
             run.mine = (ops[n:], starts[n:], ends[n:])  # of_role's rows: the copy's ops
     return run
 

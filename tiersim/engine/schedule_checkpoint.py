@@ -74,19 +74,22 @@ class CheckpointPhase:
         twin.durable = self.durable
         return twin
 
-    def _sources(self, u: int) -> list[tuple[str, int, int | None]]:
-        """Each checkpointed class of unit u: its bytes and the op its current version awaits."""
-        unit, res, split = self.c.wl.units[u], self.c.res, self.split
-
-        def ready(cls: str) -> int | None:
-            if cls == "weights":  # under a delayed update (DPU) the next step runs on the
-                # weights before, but the checkpoint saves this step's: the cast of the master
-                # it saves beside them, once this step's update is over
-                this_step = self.ready.previous_weights
-                return (self.ready.weights if this_step is None else this_step)[u]
-            return self.ready.state.get((cls, u))
-
-        return [(c, share(res, unit, c, split), ready(c)) for c in CHECKPOINTED]
+    def _sources(self) -> list[tuple[int, list[tuple[str, int, int | None]]]]:
+        """Each unit's checkpointed classes: each one's bytes and the op its current version
+        awaits (under a delayed update (DPU) the next step runs on the weights before, but
+        the checkpoint saves this step's: the cast of the master it saves beside them, once
+        this step's update is over), unit by unit."""
+        res, split, state = self.c.res, self.split, self.ready.state
+        this_step = self.ready.previous_weights
+        weights = self.ready.weights if this_step is None else this_step
+        out = []
+        for u, unit in enumerate(self.c.wl.units):
+            mine = weights[u]
+            out.append((u, [
+                (c, share(res, unit, c, split), mine if c == "weights" else state.get((c, u)))
+                for c in CHECKPOINTED
+            ]))  # fmt: skip
+        return out
 
     def step(self, step: int) -> None:
         ck = self.c.res.execution.checkpoint
@@ -96,7 +99,7 @@ class CheckpointPhase:
         # for every drain
         previous = [] if self.durable is None else [self.durable]
         self.last_drains, self.durable = [], None
-        sources = [(u, self._sources(u)) for u in range(len(self.c.wl.units))]
+        sources = self._sources()
         after = None
         if ck.mode == "blocking":  # saved once the optimizer step is over, as torch.save or
             # DCP's save after optimizer.step(): nothing of it overlaps the update
