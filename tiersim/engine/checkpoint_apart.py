@@ -113,7 +113,8 @@ def measure_apart(
     moves = [i for i, op in enumerate(mine, n) if op.kind is OpKind.MOVE]
     if not moves or min(map(log.start.__getitem__, moves)) < run.period_starts[2]:
         return None  # it overlaps the periods that repeat: it may depend on their number
-    late = [(op, log.end[i]) for i, op in enumerate(mine, n) if log.end[i] > trained]
+    ends = log.end
+    late = [(op, ends[i]) for i, op in enumerate(mine, n) if ends[i] > trained]
     run = dataclasses.replace(run, trained=trained)
     peaks = {t: o.peak for t, o in engine.occupancy.items()}
     if not _apart(setup.topo, res, run, late, (mine, peaks)):

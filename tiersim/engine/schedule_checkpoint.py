@@ -156,19 +156,19 @@ class CheckpointPhase:
                     continue
                 # the deps `OpList.add` would leave: none None, none twice, a tuple
                 deps = tuple(previous) if ready is None or ready in previous else (ready, *previous)
-                label, src = f"{cls} {name}", home[cls]
+                src = home[cls]
                 guard = guards.setdefault(u, [])
                 # Op's fields in order, as OpList.move builds them
                 if src == staging:  # no separate snapshot: the live copy drained
-                    drain = add(Op(MOVE, ROLE, f"drain {label}", step, deps, 0.0, nbytes,
+                    drain = add(Op(MOVE, ROLE, f"drain {cls} {name}", step, deps, 0.0, nbytes,
                                    src, target, (), (), None, 0.0, cls))  # fmt: skip
                     guard.append(drain)
                 else:
                     alloc = ((staging, nbytes),)
-                    snap = add(Op(MOVE, ROLE, f"snapshot {label}", step, deps, 0.0, nbytes,
+                    snap = add(Op(MOVE, ROLE, f"snapshot {cls} {name}", step, deps, 0.0, nbytes,
                                   src, staging, alloc, (), None, 0.0, cls))  # fmt: skip
                     guard.append(snap)
-                    drain = add(Op(MOVE, ROLE, f"drain {label}", step, (snap,), 0.0, nbytes,
+                    drain = add(Op(MOVE, ROLE, f"drain {cls} {name}", step, (snap,), 0.0, nbytes,
                                    staging, target, (), (), None, 0.0, cls))  # fmt: skip
                     staged.append(nbytes)
                 drains.append(drain)
