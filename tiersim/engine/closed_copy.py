@@ -86,7 +86,8 @@ def closed_copy(
     log = RunLog(starts, ends, [max(ends)], [0], events=plain.events + 4 * (len(ops) - n))
     busy = _busy(plain.intervals, copy, ends, lone)
     run = ClosedRun(schedule, setup.topo, log, _Net(_Busy(busy)), peaks)
-    if all(op.role is CHECKPOINT for op in itertools.islice(ops, n, None)):
+    copied = [op.role for op in itertools.islice(ops, n, None)]  # (lists: no generator)
+    if copied.count(CHECKPOINT) == len(copied):
         run.others = tuple([column[i] for i in transfers] for column in (ops, starts, ends))
         if CHECKPOINT not in [op.role for op in itertools.islice(ops, n)]:  # (no generator)
             run.mine = (ops[n:], starts[n:], ends[n:])  # of_role's rows: the copy's ops
@@ -98,30 +99,40 @@ def _step_flows(ops: list, transfers: list, plans: dict, times: tuple, on: set) 
     (op, begin, end, resources). `transfers`: the step's moves and collectives."""
     starts, ends = times
     by: dict[Any, list] = {}
-    # each resource tuple's lists in `by` (those of its resources among `on`), by identity
-    near: dict[int, tuple] = {}
+    # each route's resources, delay and lists in `by` (those of its resources among `on`),
+    # by its key (a move's (src, dst, bytes), a collective's channel)
+    near: dict[Any, tuple] = {}
     for i in transfers:
         op = ops[i]
         kind = op.kind
         if kind is MOVE:
             if op.nbytes <= 0:
                 continue
-            plan = plans[(op.src, op.dst, op.nbytes)]
-            resources, delay = plan.resources, plan.delay
+            key = (op.src, op.dst, op.nbytes)
+            mine = near.get(key)
+            if mine is None:  # (a list made in `by` here gets this op's flow at once)
+                plan = plans[key]
+                mine = near[key] = _route_lists(plan.resources, plan.delay, by, on)
         elif kind is COMM or kind is SYNC:
-            resources, delay = (op.resource,), op.latency
+            mine = near.get(op.resource)
+            if mine is None:
+                mine = near[op.resource] = _route_lists((op.resource,), None, by, on)
         else:
             continue
-        mine = near.get(id(resources))
-        if mine is None:  # (a list made in `by` here gets this op's flow at once)
-            lists = tuple(by.setdefault(r, []) for r in resources if r in on)
-            mine = near[id(resources)] = (resources, lists)
-        if mine[1]:
+        resources, delay, lists = mine
+        if lists:
+            delay = op.latency if delay is None else delay
             start = starts[i]
             flow = (i, start + delay if delay > 0 else start, ends[i], resources)
-            for found in mine[1]:
+            for found in lists:
                 found.append(flow)
     return by
+
+
+def _route_lists(resources: tuple, delay: float | None, by: dict, on: set) -> tuple:
+    """A route's resources, its delay (None: each collective's own latency) and the lists
+    in `by` of its resources among `on` (made where none yet)."""
+    return resources, delay, tuple(by.setdefault(r, []) for r in resources if r in on)
 
 
 def _step_beside(
@@ -307,13 +318,11 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
         ends[i] = new
     changed = set(moved)
     first = min(moved) + 1
-    # the ops waiting for a changed one, in turn: the set grows as they are walked
-    for j in range(first, len(ops)):
+    # the step's ops waiting for a changed one, in turn: the set grows as they are walked
+    for j in range(first, n):
         deps = ops[j].deps
         if changed.isdisjoint(deps):
             continue
-        if j >= n:
-            return "a copy op waits for an op of the step the copy moves"
         if max(deps) >= j:
             return "an op of the step waits for a later op"
         at = max(map(ends.__getitem__, deps))
@@ -324,6 +333,9 @@ def _moved(ops: list, n: int, times: tuple, moved: dict) -> str | None:
             return "the copy moves a transfer or a memory change of the step"
         starts[j], ends[j] = at, at + op.duration if op.duration > 0 else at
         changed.add(j)
+    # the copy's ops, the set now whole: none may wait for a changed op (all deps at once)
+    if not changed.isdisjoint(itertools.chain.from_iterable([op.deps for op in ops[n:]])):
+        return "a copy op waits for an op of the step the copy moves"
     return None
 
 
