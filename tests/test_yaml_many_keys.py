@@ -4,6 +4,8 @@ libyaml, and was read by the pure-Python reader (about 9 s of CPU, docs/bad-inpu
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import yaml
 
@@ -24,11 +26,18 @@ def test_a_long_file_of_keys_is_read_by_libyaml_without_the_walk(monkeypatch):
         def __init__(self, stream):
             raise AssertionError("read by the pure-Python reader")
 
-    walked = []
+    walked, collecting = [], []
+
+    def construct_document(loader, node):  # the cyclic collector paused while values are built
+        collecting.append(gc.isenabled())
+        return yamlfile._Bounded.construct_document(loader, node)
+
     monkeypatch.setattr(yamlfile, "_UniqueKeyLoader", PurePython)
     monkeypatch.setattr(yamlfile, "_check_expanded", lambda *a: walked.append(a))
+    monkeypatch.setattr(yamlfile._FastLoader, "construct_document", construct_document)
     data = yamlfile.parse_yaml(text)
     assert walked == []  # 76,005 marks, 3 x 76,005 + 1 values at most: the walk is skipped
+    assert collecting == [False] and gc.isenabled()
     keys = {f"k{i}": i for i in range(76_000)}
     assert (
         data == {"name": "many", "model": {"preset": "gpt2"}, "training": {"seq_len": 1024}} | keys

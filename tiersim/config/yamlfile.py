@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from tiersim.core import limits
+from tiersim.core.collector import collector_paused
 from tiersim.core.errors import InputError, Problem, shown
 from tiersim.core.files import FileProblem, read_regular_file
 
@@ -269,7 +270,10 @@ def parse_yaml(text: str) -> Any:
     reader reads it again and says what (with its marks and words)."""
     if yaml.__with_libyaml__ and fast_enough(text):
         try:
-            return yaml.load(text, Loader=_FastLoader)  # a CSafeLoader: safe tags only
+            # a node and a value for each of up to `limits.YAML_NODES` values, all kept to
+            # the end: the collector's passes over them are a fifth of a long file's read
+            with collector_paused():
+                return yaml.load(text, Loader=_FastLoader)  # a CSafeLoader: safe tags only
         except Exception:  # anything at all: the pure-Python reader's verdict is the one given
             pass
     return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: safe tags only
