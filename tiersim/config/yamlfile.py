@@ -179,7 +179,7 @@ _FAST_DEPTH = 2_000
 
 
 def nesting_bound(text: str) -> int:
-    """At least how many levels `text` nests (a scalar is one), counted without parsing: the
+    """A bound on the levels `text` nests (a scalar is one), counted without parsing: the
     lower of 1 + its count of `-:[{?`, every level but the root's needing one of them (a
     block sequence's item, a mapping's value, a flow collection, an explicit key), and
     `indent_bound` (the one a long file of keys is within: a 1 MiB scenario of 76,000 keys
@@ -189,7 +189,7 @@ def nesting_bound(text: str) -> int:
 
 
 def indent_bound(text: str) -> int:
-    """At least how many levels `text` nests, its deepest indent counted. A level is the
+    """A bound on the levels `text` nests, its deepest indent counted. A level is the
     root or a collection on the way to a scalar: a flow collection needs a `[` or `{`, or is
     a pair inside one (`[a: b]`); a block sequence needs a `-`; a block mapping begins after
     a `-` or `?` on its line (`- a: 1`), or at a line's indent, deeper than any block
@@ -271,7 +271,7 @@ def parse_yaml(text: str) -> Any:
     if yaml.__with_libyaml__ and fast_enough(text):
         try:
             # a node and a value for each of up to `limits.YAML_NODES` values, all kept to
-            # the end: the collector's passes over them are a fifth of a long file's read
+            # the end: the collector's passes over them are a quarter of a long file's read
             with collector_paused():
                 return yaml.load(text, Loader=_FastLoader)  # a CSafeLoader: safe tags only
         except Exception:  # anything at all: the pure-Python reader's verdict is the one given
