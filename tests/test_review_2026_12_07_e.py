@@ -1,0 +1,37 @@
+"""Review 2026-12-07 (e): an ML infrastructure lead sizing Llama 3 70B and 8B FP8 runs on
+H100, H200 and B200 nodes (docs/review-2026-12-07-e.md). Each test fails on the tree before
+its fix."""
+
+from conftest import SCENARIOS
+
+# what such a user writes first: FP8 on Megatron-style code, no attention kernel named
+FP8_8B = """name: l8-fp8
+model: {preset: llama-3-8b}
+training: {micro_batch_size: 1, grad_accumulation: 8, seq_len: 8192, fp8: {recipe: delayed}}
+parallel: {data: 8, zero_stage: 1}
+hardware: {preset: dgx-h100}
+"""
+NOTE = "training.attention_kernel: not given: attention is counted and timed as Megatron's eager"
+
+
+def test_fp8_without_an_attention_kernel_is_told_it_runs_eager_attention(cli, tmp_path):
+    """`training.fp8` (Transformer Engine's linears) with no `attention_kernel` ran Megatron's
+    eager attention, every score kept: Llama 3 8B at 8,192 tokens on dgx-h100 needed 234.72 GB
+    of HBM and 9.354 s a step, against flash's 97.31 GB and 5.100 s, without a word."""
+    path = tmp_path / "l8.yaml"
+    path.write_text(FP8_8B)
+    code, _, err = cli("validate", path)
+    assert code == 0 and NOTE in err and "[W-DEFAULT]" in err, err
+    assert "set attention_kernel: flash" in err
+    for kernel in ("eager", "flash"):  # named: the user chose it, nothing to say
+        code, _, err = cli("validate", path, "--set", f"training.attention_kernel={kernel}")
+        assert code == 0 and "attention_kernel" not in err, (kernel, err)
+    code, _, err = cli("validate", path, "--set", "training.fp8=null")  # bf16: no TE implied
+    assert code == 0 and "attention_kernel" not in err, err
+    code, _, err = cli("validate", path, "--set", "training.implementation=torchtitan")
+    assert code == 0 and NOTE not in err, err  # torchtitan's default is sdpa, not eager
+    # NeMo's shipped FP8 runs name their kernel
+    published = SCENARIOS / "published" / "nemo2407-llama3-8b-8gpus.yaml"
+    code, _, err = cli("validate", published)
+    assert code == 0 and NOTE not in err, err
+
