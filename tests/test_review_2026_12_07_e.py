@@ -35,3 +35,28 @@ def test_fp8_without_an_attention_kernel_is_told_it_runs_eager_attention(cli, tm
     code, _, err = cli("validate", published)
     assert code == 0 and NOTE not in err, err
 
+
+def test_a_mistyped_machine_is_pointed_at_the_same_gpu_not_a_spelling_neighbour(cli, tmp_path):
+    """`hardware.preset: dgx-h200` (DGX H200, what such a user types) was told "did you mean
+    'dgx-h100'?", another GPU, and `hgx-h200` "gh200"; `h100-sxm` and `b200-sxm` got no hint.
+    A part with a digit and a letter (a chip, a size) now finds the presets holding it."""
+    from tiersim.config.presets import closest_preset, preset_names
+
+    machines = preset_names("hardware")
+    cases = {
+        "dgx-h200": "h200-hbf",  # the only H200 preset (its HBF tier unused unless placed)
+        "hgx-h200": "h200-hbf",
+        "h100-sxm": "dgx-h100",
+        "b200-sxm": "dgx-b200",
+        "h100": "dgx-h100",  # a whole part, as before
+        "dgx-h10": "dgx-h100",  # no such part: difflib's, as before
+    }
+    for given, meant in cases.items():
+        assert closest_preset(given, machines) == meant, given
+    assert closest_preset("qwen3-30b", preset_names("models")) == "qwen3-30b-a3b"  # not 8b
+    assert closest_preset("gpt-3", preset_names("models")) == "gpt2-xl"  # a bare 3: difflib's
+    path = tmp_path / "l8.yaml"
+    path.write_text(FP8_8B)
+    code, _, err = cli("validate", path, "--set", "hardware.preset=dgx-h200")
+    assert code == 2 and "unknown preset 'dgx-h200' (did you mean 'h200-hbf'?" in err, err
+
