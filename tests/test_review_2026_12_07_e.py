@@ -60,3 +60,20 @@ def test_a_mistyped_machine_is_pointed_at_the_same_gpu_not_a_spelling_neighbour(
     code, _, err = cli("validate", path, "--set", "hardware.preset=dgx-h200")
     assert code == 2 and "unknown preset 'dgx-h200' (did you mean 'h200-hbf'?" in err, err
 
+
+def test_wear_check_without_a_budget_says_it_cannot_fail(cli, tmp_path):
+    """`wear --check` on optimizer state offloaded to NVMe with no `budget:` exited 0 in
+    silence, which a batch job reads as a budget held (the drive lasts 1.7 years at 70B's
+    step). Two layers keep the simulation cheap; the note is the same."""
+    path = tmp_path / "l8.yaml"
+    path.write_text(FP8_8B)
+    nvme = ("--set", "placement.optimizer=nvme", "--set", "model.layers=2")
+    said = "budget: --check has nothing to check: no tier that wears has a write budget"
+    code, out, err = cli("wear", path, *nvme, "--check")
+    assert code == 0 and said in err and "[W-NO-EFFECT]" in err, err
+    assert "no budget set" in out
+    code, _, err = cli("wear", path, *nvme)  # without --check: nothing to say
+    assert said not in err
+    budget = ("--set", "budget.nvme.lifetime=1 year")
+    code, _, err = cli("wear", path, *nvme, *budget, "--check")
+    assert said not in err  # a budget: --check judges it (held or not)
