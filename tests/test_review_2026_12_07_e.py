@@ -77,3 +77,29 @@ def test_wear_check_without_a_budget_says_it_cannot_fail(cli, tmp_path):
     budget = ("--set", "budget.nvme.lifetime=1 year")
     code, _, err = cli("wear", path, *nvme, *budget, "--check")
     assert said not in err  # a budget: --check judges it (held or not)
+
+
+def test_run_and_inventory_name_the_machine_their_figures_are_for(cli, tmp_path, monkeypatch):
+    """report.json names no hardware, and neither did `run`'s text, `inventory`'s or step.png:
+    runs of one file with `--set hardware.preset=` dgx-h100, h200-hbf and dgx-b200 printed
+    headlines alike but for their figures. The plot's title is read off the figure as drawn
+    (its PNG encoding stood in for)."""
+    import tiersim.report.plot as plot
+
+    path = tmp_path / "l8.yaml"
+    path.write_text(FP8_8B)
+    small = ("--set", "model.layers=2", "--set", "training.attention_kernel=flash")
+    titles = []
+    monkeypatch.setattr(plot, "png_bytes", lambda fig: titles.append(fig.get_suptitle()) or b"")
+    code, out, err = cli("run", path, *small, "--out", tmp_path / "h100", "--plot")
+    assert code == 0, err
+    assert out.startswith("l8-fp8 on dgx-h100 (H100 80GB SXM; 8 GPUs, 8 a node): "), out
+    assert titles[0].startswith("l8-fp8 on dgx-h100 (H100 80GB SXM; 8 GPUs, 8 a node): ")
+    b200 = ("--set", "hardware.preset=dgx-b200", "--set", "parallel.data=16")
+    code, out, err = cli("run", path, *small, *b200, "--out", tmp_path / "b200")
+    assert out.startswith("l8-fp8 on dgx-b200 (B200; 16 GPUs, 8 a node): "), out
+    code, out, err = cli("inventory", path, *small)
+    assert out.startswith("l8-fp8 on dgx-h100 (H100 80GB SXM; 8 GPUs, 8 a node): 1.49 B"), out
+    # a run's own scenario.yaml gives every figure (preset: none): the GPU is named alone
+    code, out, err = cli("run", tmp_path / "b200" / "scenario.yaml", "--out", tmp_path / "again")
+    assert out.startswith("l8-fp8 on B200 (16 GPUs, 8 a node): "), out
