@@ -103,3 +103,20 @@ def test_run_and_inventory_name_the_machine_their_figures_are_for(cli, tmp_path,
     # a run's own scenario.yaml gives every figure (preset: none): the GPU is named alone
     code, out, err = cli("run", tmp_path / "b200" / "scenario.yaml", "--out", tmp_path / "again")
     assert out.startswith("l8-fp8 on B200 (16 GPUs, 8 a node): "), out
+
+
+def test_hbf_on_a_machine_without_it_is_told_where_hbf_is_not_pointed_at_hbm(cli, tmp_path):
+    """`placement.optimizer: hbf` on dgx-h100 (someone comparing HBF against host memory) was
+    told "did you mean 'hbm'?": the GPU's memory, the opposite of an offload. A tier name a
+    shipped machine has is no misspelling: the message says which machines have it."""
+    path = tmp_path / "l8.yaml"
+    path.write_text(FP8_8B)
+    code, _, err = cli("validate", path, "--set", "placement.optimizer=hbf")
+    assert code == 2, err
+    assert (
+        "placement.optimizer: tier 'hbf' does not exist on this machine (tiers: hbm, dram, nvme; "
+        "hardware.preset h200-hbf or h200-hbf-8stack has one, or give hardware.tiers.hbf)"
+    ) in err
+    assert "did you mean" not in err
+    code, _, err = cli("validate", path, "--set", "placement.optimizer=cpu")  # a word: as before
+    assert code == 2 and "did you mean 'dram' (host memory)?" in err, err
