@@ -2,7 +2,10 @@
 H100, H200 and B200 nodes (docs/review-2026-12-07-e.md). Each test fails on the tree before
 its fix."""
 
-from conftest import SCENARIOS
+import json
+
+import pytest
+from conftest import ROOT, SCENARIOS
 
 # what such a user writes first: FP8 on Megatron-style code, no attention kernel named
 FP8_8B = """name: l8-fp8
@@ -120,3 +123,48 @@ def test_hbf_on_a_machine_without_it_is_told_where_hbf_is_not_pointed_at_hbm(cli
     assert "did you mean" not in err
     code, _, err = cli("validate", path, "--set", "placement.optimizer=cpu")  # a word: as before
     assert code == 2 and "did you mean 'dram' (host memory)?" in err, err
+
+
+L70_OFFLOAD = """name: l70-off
+model: {preset: llama-3-70b}
+training: {micro_batch_size: 1, global_batch_size: 512, seq_len: 8192, optimizer: adamw,
+           recompute: selective, attention_kernel: flash, fp8: {recipe: delayed}}
+parallel: {data: 8, tensor: 8, sequence: true, zero_stage: 1}
+placement: {master: dram, optimizer: dram, optimizer_compute: cpu}
+hardware: {preset: dgx-h100}
+"""
+H200_ON_DGX_H100 = (
+    "hardware.gpu.name=H200 SXM",
+    "hardware.gpu.kernels=h200-sxm",
+    "hardware.tiers.hbm.capacity=143155 MiB",
+    "hardware.tiers.hbm.bandwidth=4.8 TB/s",
+)
+
+
+def test_scenarios_md_h200_on_a_dgx_h100_host_figures(cli, tmp_path):
+    """docs/scenarios.md's way to an H200 without HBF (no preset is one), and its figures."""
+    doc = " ".join((ROOT / "docs" / "scenarios.md").read_text().split())
+    path = tmp_path / "l70.yaml"
+    path.write_text(L70_OFFLOAD)
+    given = "hardware: {preset: dgx-h100, gpu: {name: H200 SXM, kernels: h200-sxm}, tiers: {hbm:"
+    assert given + " {capacity: 143155 MiB, bandwidth: 4.8 TB/s}}}" in doc
+
+    def step(*sets: str) -> dict:
+        flags = [a for s in sets for a in ("--set", s)]
+        code, out, err = cli("run", path, *flags, "--out", tmp_path / "r", "--format", "json")
+        assert code == 0, err
+        return json.loads(out)["step"]
+
+    h100, h200, hbf = step(), step(*H200_ON_DGX_H100), step("hardware.preset=h200-hbf")
+    said = (
+        f"{h100['time_s']:.3f} s a step on `dgx-h100`, {h200['time_s']:.3f} s so and "
+        f"{hbf['time_s']:.3f} s on `h200-hbf`: "
+        f"{100 * (1 - h200['time_s'] / h100['time_s']):.1f} % shorter, "
+        f"{h100['breakdown']['memory_bound_s'] - h200['breakdown']['memory_bound_s']:.3f} s of it "
+        f"the memory-bound kernels and "
+        f"{h100['breakdown']['gemm_s'] - h200['breakdown']['gemm_s']:.3f} s the GEMMs; "
+        f"the CPU update's {h100['exposed_cpu_s']:.3f} s is the same on both hosts"
+    )
+    assert said in doc, said
+    same = pytest.approx(h100["exposed_cpu_s"], rel=1e-9)  # the same CPU rate: float noise
+    assert h200["exposed_cpu_s"] == same and hbf["exposed_cpu_s"] == same
