@@ -37,7 +37,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "area) and the classes to move off that would fit. Reads never wear.",
     )
     add_scenario_args(parser)
-    add_check_arg(parser, EXIT_BUDGET_FAILED, "any tier's write budget fails (for batch jobs)")
+    add_check_arg(
+        parser,
+        EXIT_BUDGET_FAILED,
+        "any tier's write budget fails (for batch jobs; with no budget.<tier> nothing can fail, "
+        "and a note on standard error says so)",
+    )
     parser.add_argument(
         "--break-even",
         action="store_true",
