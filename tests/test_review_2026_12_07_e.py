@@ -168,3 +168,32 @@ def test_scenarios_md_h200_on_a_dgx_h100_host_figures(cli, tmp_path):
     assert said in doc, said
     same = pytest.approx(h100["exposed_cpu_s"], rel=1e-9)  # the same CPU rate: float noise
     assert h200["exposed_cpu_s"] == same and hbf["exposed_cpu_s"] == same
+
+
+PRICED_PLAN = FP8_8B.replace("{preset: dgx-h100}", "{preset: dgx-h100, price_per_gpu_hour: 3}")
+
+
+def test_one_gpu_hour_price_for_two_gpus_is_said(cli, tmp_path):
+    """A cost plan over hardware.preset, and a compare of dgx-h100 against dgx-b200, priced a
+    B200's GPU-hour as an H100's (the scenario's one price_per_gpu_hour) in silence: Llama 3
+    8B at 3 an hour ranked dgx-b200 cheapest per token (0.04341 against 0.07029)."""
+    from tiersim.config.load import load_scenario
+    from tiersim.config.price_notes import PRICE, plan_price_note
+
+    path = tmp_path / "l8.yaml"
+    path.write_text(PRICED_PLAN + "plan: {hardware.preset: [dgx-h100, dgx-b200]}\n")
+    note = plan_price_note(load_scenario(path).scenario)
+    assert note is not None and (note.code, note.path) == ("W-ONE-PRICE", PRICE)
+    assert note.message.startswith("3 an hour for every machine the plan searches (it varies")
+    path.write_text(PRICED_PLAN + "plan: {placement.optimizer: [hbm, dram]}\n")  # one machine
+    assert plan_price_note(load_scenario(path).scenario) is None
+    path.write_text(PRICED_PLAN)
+    small = ("--set", "model.layers=2", "--set", "training.attention_kernel=flash")
+    b200 = ("--set", "hardware.preset=dgx-b200")
+    code, out, err = cli("compare", path, *small, *b200)
+    assert code == 0 and "B is cheaper per token" in out, err
+    said = "3 an hour for both sides' GPUs (H100 80GB SXM, B200): the cost compares them at one"
+    assert said in err and "[W-ONE-PRICE]" in err, err
+    own = ("--set", "hardware.price_per_gpu_hour=6")  # B's own price: nothing to say
+    code, out, err = cli("compare", path, *small, *b200, *own)
+    assert code == 0 and "W-ONE-PRICE" not in err, err
