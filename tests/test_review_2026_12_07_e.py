@@ -3,6 +3,7 @@ H100, H200 and B200 nodes (docs/review-2026-12-07-e.md). Each test fails on the 
 its fix."""
 
 import json
+import re
 
 import pytest
 from conftest import ROOT, SCENARIOS
@@ -197,3 +198,18 @@ def test_one_gpu_hour_price_for_two_gpus_is_said(cli, tmp_path):
     own = ("--set", "hardware.price_per_gpu_hour=6")  # B's own price: nothing to say
     code, out, err = cli("compare", path, *small, *b200, *own)
     assert code == 0 and "W-ONE-PRICE" not in err, err
+
+
+def test_presets_table_gives_each_gpus_fp8_peak(cli):
+    """Choosing a machine for an FP8 run, `tiersim presets` gave the 16-bit peak alone. The
+    datasheets' dense FP8 peaks (the preset files cite them): H100 and H200 SXM 1,979 TFLOP/s,
+    B200 4,500; A100 and V100 have no FP8 tensor cores ('-', as training.fp8 refuses them)."""
+    code, out, err = cli("presets")
+    assert code == 0, err
+    lines = out.splitlines()
+    (head,) = [ln for ln in lines if ln.startswith("hardware preset") and "GPU" in ln]
+    column = re.split(r"\s{2,}", head.strip()).index("FP8 peak")
+    rows = {ln.split()[0]: re.split(r"\s{2,}", ln.strip()) for ln in lines if "TFLOP/s" in ln}
+    want = {"dgx-h100": "1,979 TFLOP/s", "h200-hbf": "1,979 TFLOP/s", "dgx-b200": "4,500 TFLOP/s"}
+    want |= {"dgx-a100": "-", "dgx2": "-"}
+    assert {name: rows[name][column] for name in want} == want
