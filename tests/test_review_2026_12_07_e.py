@@ -213,3 +213,18 @@ def test_presets_table_gives_each_gpus_fp8_peak(cli):
     want = {"dgx-h100": "1,979 TFLOP/s", "h200-hbf": "1,979 TFLOP/s", "dgx-b200": "4,500 TFLOP/s"}
     want |= {"dgx-a100": "-", "dgx2": "-"}
     assert {name: rows[name][column] for name in want} == want
+
+
+def test_compare_names_the_default_attention_kernel_it_ran(cli, tmp_path):
+    """`compare` of a scenario with no attention_kernel against `--set
+    training.attention_kernel=flash` listed the input as `-` against `flash`: A ran
+    Megatron's eager attention, which the table hid. A kernel named as the default it already
+    was is no input that differs."""
+    path = tmp_path / "l8.yaml"  # two layers: both sides (B is A --set ...)
+    path.write_text(FP8_8B.replace("{preset: llama-3-8b}", "{preset: llama-3-8b, layers: 2}"))
+    code, out, err = cli("compare", path, "--set", "training.attention_kernel=flash")
+    assert code == 0, err
+    (row,) = [ln for ln in out.splitlines() if ln.startswith("training.attention_kernel")]
+    assert row.split() == ["training.attention_kernel", "eager", "flash"]
+    code, out, err = cli("compare", path, "--set", "training.attention_kernel=eager")
+    assert code == 0 and "0 inputs differ" in out, out
