@@ -130,3 +130,14 @@ def test_torchtitan_compile_is_written_back(tmp_path):
     out = emit(loaded.scenario, "torchtitan")
     assert "[compile]\nenable = true\n" in out.text
     assert not [n for n in out.notes if n.path == "training.compile"]
+
+
+def test_deepspeed_pinned_parameter_offload_is_written_pinned(tmp_path):
+    # offload_config.py: pin_memory defaults false in each of offload_param and
+    # offload_optimizer; tiersim's one switch, true from the file, is written to both
+    offload = {"device": "cpu", "pin_memory": True}
+    zero = {"stage": 3, "offload_param": offload, "offload_optimizer": offload}
+    loaded = _ds(tmp_path, {"train_micro_batch_size_per_gpu": 1, "zero_optimization": zero}).loaded
+    written = json.loads(emit(loaded.scenario, "deepspeed").text)["zero_optimization"]
+    assert written["offload_param"] == {"device": "cpu", "pin_memory": True}
+    assert written["offload_optimizer"]["pin_memory"] is True
