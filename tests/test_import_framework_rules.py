@@ -141,3 +141,17 @@ def test_deepspeed_pinned_parameter_offload_is_written_pinned(tmp_path):
     written = json.loads(emit(loaded.scenario, "deepspeed").text)["zero_optimization"]
     assert written["offload_param"] == {"device": "cpu", "pin_memory": True}
     assert written["offload_optimizer"]["pin_memory"] is True
+
+
+@pytest.mark.parametrize(("flag", "kernel"), [("", "eager"), ("--use-flash-attn-v2 ", "flash")])
+def test_megatron_deepspeed_script_attention(tmp_path, flag, kernel):
+    # Megatron-DeepSpeed has no --attention-backend: its classic attention (the scores kept)
+    # unless --use-flash-attn-v2 (or -v1, -triton; its megatron/arguments.py); it was taken as
+    # Megatron-LM's auto, flash
+    script = (
+        "deepspeed pretrain_gpt.py --num-layers 2 --hidden-size 256 --num-attention-heads 4 "
+        "--seq-length 512 --max-position-embeddings 512 --micro-batch-size 1 "
+        f"--fp16 {flag}--deepspeed --deepspeed_config ds.json\n"
+    )
+    s = _imported(tmp_path, "mds.sh", script, gpus=8).loaded.scenario
+    assert s.training.attention_kernel == kernel
