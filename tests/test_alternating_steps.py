@@ -11,7 +11,7 @@ import yaml
 from invariant_checks import merge
 from wide_checks import parts_add_up
 
-from tiersim import api
+from tiersim import api, runner
 from tiersim.config.load import build
 from tiersim.engine import simulate
 from tiersim.report.sim_text import simulated_line
@@ -63,6 +63,10 @@ def test_steps_that_alternate_are_measured_over_two():
     assert "steps 1 and 2 alternate" in report["sim"]["measured_steps_why"]
     assert "2 measured: their lengths alternate" in simulated_line(report, None)
     assert parts_add_up(report) == []  # (h): 46.4 us apart over step 1 alone
+    # the trace draws step 1 (the run of three steps) and says what the report gives
+    other = runner.simulate(_scenario(raw), record=True).trace["otherData"]
+    assert other["measured_end_s"] - other["measured_start_s"] == pytest.approx(first)
+    assert other["reported_step_s"] == report["step"]["time_s"]
 
 
 def _setup(raw: dict):
