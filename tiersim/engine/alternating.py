@@ -19,6 +19,10 @@ parts fill the two windows: 8.474988 ms in that case, its parts to 4e-16. Where 
 the step does not alternate and the one step's figures stand. A sample that alternates is
 not extrapolated as if its steps repeated (tiersim.engine.simulate refuses it: `NoRepetition`).
 
+Where the alternation does not decay the mean is the period: ZeRO-Infinity with the CPU
+updating a step late (tests/fixtures/alternating-steps-zero-infinity.yaml) runs steps of
+5.8434 and 5.9467 ms for good, reported 5.8951 ms (5.8434 over one step).
+
 Two steps are not the limit of an alternation that decays: that case's steps converge on a
 period of 8.475786 ms (the reported mean 0.0094 % under it, the one step 0.33 %); and where
 each step's parts are the next step's length, two steps' parts miss them by 8e-5 of them
