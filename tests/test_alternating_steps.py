@@ -107,3 +107,17 @@ def test_a_sample_whose_steps_alternate_is_not_extrapolated():
     three = simulate._extrapolated(res, setup, (4, 6, 8), None)
     for refused in (one, three):
         assert refused.steps_alternate and "steps 1 and 2 alternate" in refused.why
+
+
+def test_the_longer_run_keeps_within_max_layer_passes():
+    # 4 layers over 2 stages and the head: 3 units, 4 micro-batches: the run of 3 steps
+    # simulates 36 layer passes, the one step longer 48; at a limit of 47 the step stays
+    # measured over one (as before), at 48 over two
+    def report(limit: int) -> dict:
+        over = {"simulation": {"max_layer_passes": limit}}
+        return api.run(api.build(merge(_raw(), over))).report
+
+    one, two = report(47), report(48)
+    assert "measured_steps" not in one["sim"] and one["sim"]["steps_simulated"] == 3
+    assert two["sim"]["measured_steps"] == 2
+    assert one["step"]["time_s"] < two["step"]["time_s"]

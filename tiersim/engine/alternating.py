@@ -85,7 +85,7 @@ def measured_over_two(
     """The step `first` (step `measured` of a run of `steps` steps) measured over two, where
     its parts do not fill it (`unfilled`) and, in a run one step longer (`run`:
     tiersim.engine.runs.Runs), it and the step after it alternate (`over_two`); else None."""
-    if not unfilled(res, first, measured):
+    if not unfilled(res, first, measured) or not _within_limit(res, setup, steps + 1):
         return None
     _, engine, log, wall = run(res, setup, steps + 1)
     tokens, m = setup.wl.tokens_per_step, res.execution.training.grad_accumulation
@@ -94,6 +94,14 @@ def measured_over_two(
         return measure(engine, step, tokens, m, wall), steady.any_link_s(engine, log, step)
 
     return over_two(first, one, measured, steps + 1)
+
+
+def _within_limit(res: Resolved, setup: RunSetup, steps: int) -> bool:
+    """A run of `steps` steps within simulation.max_layer_passes (counted as
+    tiersim.engine.simulate counts them); where the longer run is not, the step stays
+    measured over one, as before."""
+    units = res.model.layers // res.execution.parallel.pipeline * setup.wl.parts_per_layer + 1
+    return steps * setup.wl.micro_batches * units <= res.execution.simulation.max_layer_passes
 
 
 def refused(two: StepResult | None) -> steady.NoRepetition | None:
