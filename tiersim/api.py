@@ -170,9 +170,11 @@ class Run:
 
     def figure(self) -> Any:
         """The step drawn as `tiersim run --plot` draws it (a matplotlib Figure)."""
+        from tiersim.report.machine import machine_phrase
         from tiersim.report.plot import step_figure
 
-        return step_figure(self.report, self.lifecycle.full_trace)
+        machine = machine_phrase(self.loaded.scenario)
+        return step_figure(self.report, self.lifecycle.full_trace, machine=machine)
 
 
 def run(loaded: Loaded, record: bool = False) -> Run:
