@@ -19,6 +19,7 @@ from tiersim.config.cpu_rate_notes import cpu_rate_notes
 from tiersim.config.deepspeed_notes import deepspeed_notes
 from tiersim.config.distributed_optimizer import distributed_optimizer_notes
 from tiersim.config.execution import execution_plan
+from tiersim.config.expert_notes import expert_notes
 from tiersim.config.framework import offload_notes
 from tiersim.config.generic_model_notes import generic_model_notes
 from tiersim.config.hardware_notes import hardware_notes
@@ -133,6 +134,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + offload_notes(scenario)
         + loss_fusion_notes(scenario)
         + context_comm_notes(scenario)
+        + expert_notes(scenario, _is_moe(scenario))
         + distributed_optimizer_notes(scenario)
         + vocab_padding_notes(scenario)
         + optimizer_notes(scenario)
@@ -140,6 +142,11 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + peak_notes(scenario)
         + cpu_rate_notes(scenario)
     )
+
+
+def _is_moe(scenario: Scenario) -> bool:
+    model = build_model(scenario.model)
+    return not isinstance(model, GenericModel) and model.moe is not None
 
 
 def _parallel_notes(scenario: Scenario) -> list[Problem]:
