@@ -184,3 +184,26 @@ def test_without_expert_parallelism_the_imbalance_slows_nothing_and_is_noted():
     dense["parallel"] = {"data": 8, "expert_imbalance": 1.5}
     (note,) = [p for p in scenario_notes(scenario(dense)) if p.path.startswith("parallel.")]
     assert note.code == "W-NO-EFFECT" and "dense" in note.message
+
+
+def test_a_capacity_factor_caps_the_busiest_rank_so_the_imbalance_adds_nothing():
+    # review 2026-12-07-g: with model.capacity_factor 1.25 every expert computes its capacity,
+    # 1.25 x its mean rows (padded, Moe.padding), on every rank: no rank can receive more, so
+    # imbalance 3 must price what imbalance 1 does (and is not refused: the cap is the bound).
+    # Before, the busiest rank's GEMMs, all-to-alls and extra rows were 3x the padded figure
+    # (Mixtral TP 2 x EP 8 at 4,096 tokens: 9.042 s a step against 4.024 s).
+    from tiersim.runner import scenario_notes
+
+    def raw(imbalance: float) -> dict:
+        r = _mixtral(expert_imbalance=imbalance)
+        r["model"]["capacity_factor"] = 1.25
+        return r
+
+    skewed, even = resolve(scenario(raw(3.0))), resolve(scenario(raw(1.0)))
+    assert all_to_all_s(skewed, skewed.model) == all_to_all_s(even, even.model)
+    assert grouped_slowdown(skewed, LayerView(skewed.model, 0)) == grouped_slowdown(
+        even, LayerView(even.model, 0)
+    )
+    assert simulate(scenario(raw(3.0))).time_s == simulate(scenario(raw(1.0))).time_s
+    (note,) = [p for p in scenario_notes(scenario(raw(3.0))) if p.path.startswith("parallel.")]
+    assert note.code == "W-NO-EFFECT" and "capacity_factor 1.25" in note.message

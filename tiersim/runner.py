@@ -134,7 +134,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
         + offload_notes(scenario)
         + loss_fusion_notes(scenario)
         + context_comm_notes(scenario)
-        + expert_notes(scenario, _is_moe(scenario))
+        + expert_notes(scenario, *_moe_of(scenario))
         + distributed_optimizer_notes(scenario)
         + vocab_padding_notes(scenario)
         + optimizer_notes(scenario)
@@ -144,9 +144,11 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
     )
 
 
-def _is_moe(scenario: Scenario) -> bool:
+def _moe_of(scenario: Scenario) -> tuple[bool, float | None]:
+    """Whether the model has routed experts, and their capacity factor."""
     model = build_model(scenario.model)
-    return not isinstance(model, GenericModel) and model.moe is not None
+    moe = None if isinstance(model, GenericModel) else model.moe
+    return moe is not None, moe.capacity_factor if moe is not None else None
 
 
 def _parallel_notes(scenario: Scenario) -> list[Problem]:

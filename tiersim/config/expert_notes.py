@@ -12,8 +12,9 @@ from tiersim.core.errors import Problem
 BALANCED = Parallel.model_fields["expert_imbalance"].default
 
 
-def expert_notes(scenario: Scenario, moe: bool) -> list[Problem]:
-    """`moe`: the model has routed experts (the runner builds the model: config reads no state)."""
+def expert_notes(scenario: Scenario, moe: bool, capacity_factor: float | None) -> list[Problem]:
+    """`moe`: the model has routed experts, `capacity_factor` its (the runner builds the model:
+    config reads no state)."""
     par = scenario.parallel
     imbalanced, overlapped = par.expert_imbalance != BALANCED, par.overlap_expert_comm
     if not (imbalanced or overlapped):
@@ -26,6 +27,13 @@ def expert_notes(scenario: Scenario, moe: bool) -> list[Problem]:
             "over its own tokens' rows, so no rank receives more than the mean and no token "
             "is sent to another)"
         )
+    elif capacity_factor is not None and imbalanced:
+        why = (
+            f"{par.expert_imbalance:g} has no effect: with model.capacity_factor "
+            f"{capacity_factor:g} every expert's rows are padded to its capacity, which caps "
+            "the busiest rank and is already charged to every rank"
+        )
+        return [Problem("parallel.expert_imbalance", why, "W-NO-EFFECT")]
     else:
         return []
     notes = []

@@ -297,8 +297,8 @@ def _imbalance_problems(s: Scenario) -> list[Problem]:
     e·min(k, E/e)/k. More is no routing's outcome (review 2026-12-07-g)."""
     par, experts, k = s.parallel, s.model.experts, s.model.experts_per_token
     e = par.expert
-    if e == 1 or experts is None or k is None or experts % e:
-        return []  # nothing to bound, or _expert_problems already refuses the size
+    if e == 1 or experts is None or k is None or experts % e or s.model.capacity_factor:
+        return []  # nothing to bound (a capacity factor caps it: a note), or refused already
     most = e * min(k, experts // e) / k
     if par.expert_imbalance <= most:
         return []
