@@ -13,7 +13,7 @@ import yaml
 from conftest import SCENARIOS, scenario
 
 from tiersim.cli import main
-from tiersim.config.document import SOURCES, scenario_document
+from tiersim.config.document import SOURCES, scenario_document, written_kernel
 from tiersim.config.framework import offload_plan, resolved_prefetch_depth
 from tiersim.config.framework_attention import resolved_flash_kernel
 from tiersim.config.framework_parallel import resolved_parallel
@@ -68,6 +68,7 @@ def test_any_float_reads_back_exactly():
 def _without_sources(s) -> dict:
     dump = s.model_dump()
     dump["training"]["seq_len"] = s.seq_len  # written resolved
+    dump["training"]["attention_kernel"] = written_kernel(s)  # and the kernel, where it acts
     dump["training"]["flash_kernel"] = resolved_flash_kernel(s)  # the framework's, on the GPU
     dump["training"]["make_vocab_size_divisible_by"] = vocab_divisor(s)  # megatron's 128
     dump["training"]["workspace"] = resolved_workspace(s)  # the stack's kernel workspaces
@@ -165,3 +166,42 @@ def test_budget_tiers_given_both_ways_merge_key_by_key():
     tiers = scenario({"name": "b", "model": {"preset": "gpt2"}, "budget": budget}).budget.tiers
     assert tiers["hbf"].lifetime is None and tiers["hbf"].drive_writes_per_day == 3
     assert tiers["nvme"].drive_writes_per_day == 1
+
+
+GPT2 = "name: g\nmodel: {preset: gpt2}\nhardware: {preset: dgx-h100}\ntraining:\n  seq_len: 1024\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        # megatron's default attention is eager (Korthikanti et al.'s op-by-op core), timed
+        # kernel by kernel for a dense GPT-2: written so (review 2026-12-07-e: it was null)
+        (GPT2, "eager"),
+        (GPT2 + "  implementation: huggingface\n", "sdpa"),  # transformers' default, SDPA
+        # a generic model has no attention shapes: written, the kernel would be noted as having
+        # no effect, so it stays null (docs/commands.md)
+        (
+            "name: g\nmodel: {parameters: 1000000000, layers: 24, hidden: 2048, "
+            "activation_bytes_per_layer: 200 MB}\nhardware: {preset: dgx-h100}\n",
+            None,
+        ),
+    ],
+    ids=["megatron", "huggingface", "generic"],
+)
+def test_a_default_attention_kernel_is_written_as_it_resolved(tmp_path, text, written):
+    from tiersim import api
+    from tiersim.runner import scenario_notes
+
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    loaded = load_scenario(path)
+    s = loaded.scenario
+    assert s.training.attention_kernel is None
+    doc = scenario_document(s)
+    assert doc["training"]["attention_kernel"] == written
+    again = build(doc, tmp_path, "document")
+    # the rerun: the same notes (none added by the written kernel), the same report
+    notes = [p.message for p in scenario_notes(s)]
+    assert [p.message for p in scenario_notes(again.scenario)] == notes
+    if written is not None:
+        assert api.run(again).report == api.run(loaded).report
