@@ -22,7 +22,6 @@ from tiersim.config.execution import execution_plan
 from tiersim.config.framework import offload_notes
 from tiersim.config.generic_model_notes import generic_model_notes
 from tiersim.config.hardware_notes import hardware_notes
-from tiersim.config.kernel_notes import kernel_notes
 from tiersim.config.layout_checks import layout_notes
 from tiersim.config.load import Loaded, blamed_on_overrides
 from tiersim.config.loss_fusion_notes import loss_fusion_notes
@@ -47,6 +46,7 @@ from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.step_memory import gpu_timeline
 from tiersim.state.timeline import Timeline
 from tiersim.state.timeline_size import check_timeline_size
+from tiersim.workload.kernel_effect import kernel_notes
 
 
 def simulate(

@@ -4,10 +4,9 @@ units, so the file reproduces the run even after presets or defaults change.
 `scenario_document(s)` loads back (tiersim.config.load.build) to a scenario equal to `s` but for
 `model.preset`, `model.hf_config` and `hardware.preset`: their values are all written out, so
 the document names them in `provenance` comments only (`hardware.preset: none`); a default
-`training.seq_len` is written as the length it resolved to, a default `training.attention_kernel`
-as the kernel it resolved to (where it has an effect: `written_kernel`); and with a
-`training.framework`, each `training.offload` key left out is written as the framework's
-default it resolved to (tiersim.config.framework), its attention kernel on this GPU
+`training.seq_len` is written as the length it resolved to; and with a `training.framework`,
+each `training.offload` key left out is written as the framework's default it resolved to
+(tiersim.config.framework), its attention kernel on this GPU
 (tiersim.config.framework_attention) and its vocabulary divisor (tiersim.config.vocab_padding),
 so the file says what the run did and reruns it the same.
 """
@@ -34,7 +33,6 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
     """Every field of `s` as YAML-ready values, without the preset / config.json references."""
     doc = _model(s)
     doc["training"]["seq_len"] = s.seq_len  # the default resolved: the model's max_positions
-    doc["training"]["attention_kernel"] = written_kernel(s)  # the implementation's, mostly
     doc["training"]["flash_kernel"] = resolved_flash_kernel(s)  # the framework's, on this GPU
     doc["training"]["make_vocab_size_divisible_by"] = vocab_divisor(s)  # megatron's 128
     doc["training"]["workspace"] = fmt_exact(resolved_workspace(s), Kind.SIZE)  # the stack's
@@ -60,21 +58,6 @@ def scenario_document(s: Scenario) -> dict[str, Any]:
         if tier.get("price_per_gb") is None:
             tier.pop("price_per_gb", None)
     return doc
-
-
-def written_kernel(s: Scenario) -> str | None:
-    """`training.attention_kernel` as given, else the implementation's default the run counts
-    (megatron's eager, sdpa otherwise: state/accounting.py); left null where, written, it
-    would be noted as having no effect (a generic model's, or a model timed by its FLOPs with
-    a kernel other than eager: config/kernel_notes.py), so that the rerun's notes are the
-    run's."""
-    from tiersim.config.kernel_notes import kernel_notes
-    from tiersim.state.accounting import accounting_for
-
-    if s.training.attention_kernel is not None:
-        return s.training.attention_kernel
-    kernel = accounting_for(s).kernel
-    return None if kernel_notes(s, kernel) else kernel
 
 
 def resolved_offload(s: Scenario) -> Offload:

@@ -1,12 +1,13 @@
 """`training.attention_kernel` where it does not apply to the model: a note (W-NO-EFFECT), so
-that a figure unchanged by it is not mistaken for a measured non-effect. Also what decides
-whether a run's scenario.yaml writes the kernel its run resolved (config/document.py): only
-where written it would raise no such note."""
+that a figure unchanged by it is not mistaken for a measured non-effect; and the kernel a run's
+scenario.yaml writes (report/output.py), the one the run counted, where written it would raise
+no such note."""
 
 from __future__ import annotations
 
 from tiersim.config.schema import Scenario
 from tiersim.core.errors import Problem
+from tiersim.state.accounting import accounting_for
 from tiersim.state.model import GenericModel, build_model
 from tiersim.workload.kernels import kernel_timed
 from tiersim.workload.stage_times import FLOP_TIMED_KERNEL
@@ -45,3 +46,14 @@ def kernel_notes(scenario: Scenario, kernel: str | None = None) -> list[Problem]
         f"time: {timed}, not kernel by kernel, so eager, sdpa and flash give it the same step time"
     )
     return [Problem(where, why, "W-NO-EFFECT")]
+
+
+def written_kernel(s: Scenario) -> str | None:
+    """`training.attention_kernel` as given, else the implementation's default the run counts
+    (megatron's eager, sdpa otherwise: state/accounting.py); left null where, written, it
+    would be noted as having no effect (a generic model's, or a model timed by its FLOPs at a
+    kernel other than eager), so that the rerun adds no note (review 2026-12-07-e)."""
+    if s.training.attention_kernel is not None:
+        return s.training.attention_kernel
+    kernel = accounting_for(s).kernel
+    return None if kernel_notes(s, kernel) else kernel
