@@ -136,6 +136,9 @@ class CheckpointRun:
     # the most its seconds (a difference of its run's and a baseline's) can err by from
     # floating-point arithmetic (tiersim.engine.steady.round_off): not reported
     round_off_s: float = field(default=0.0, metadata=figure(GIVEN))
+    # why a tier's peak in its run may not hold at another micro-batch count ("": none,
+    # tiersim.engine.peak_moment), read by steady.grow_checkpoint: not reported
+    peak_moved: str = field(default="", metadata=figure(GIVEN))
 
 
 @record

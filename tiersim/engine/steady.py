@@ -46,12 +46,11 @@ from tiersim.core.records import record
 from tiersim.engine.core import Engine
 from tiersim.engine.figures import Rule, additive, held, named, rebuilt, with_rule
 from tiersim.engine.flows import FlowNetwork
-from tiersim.engine.margins import margins
+from tiersim.engine.margins import margins, period_marks
 from tiersim.engine.ops import Schedule
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_shared import SharedOp
 from tiersim.state.resolved import Resolved
-from tiersim.workload.pipeline import warmup_forwards
 
 REL = 1e-10  # a figure's growth per period must agree to this share of its scale
 ROUND_OFF = 1e-12  # of a step: what runs of different lengths may differ by in sums
@@ -316,6 +315,9 @@ def grow_checkpoint(
     stalls go with the refusal, for samples past that end (tiersim.engine.later_samples)."""
     if any(held(r) != held(runs[0]) for r in runs):
         return NoRepetition("the checkpoint's bytes or peaks differ between the runs")
+    moved = next((r.peak_moved for r in runs if r.peak_moved), "")
+    if moved:  # reached beside a part a longer step moves (tiersim.engine.peak_moment)
+        return NoRepetition(moved)
     seconds = [additive(r, {}, ("checkpoint",)) for r in runs]
     scale = max(1e-300, *(abs(v) for v in seconds[-1].values())) * 1e-3
     step = _growth(seconds, {"s": scale}, {"s": noise_s})
@@ -349,25 +351,15 @@ def period_starts(
     start): the bounds of the periods of one run (tiersim.engine.periods), where two are
     seen to repeat (`repeats`) or one is made of the builder's shared records alone
     (`margins.one_period`: proved to repeat from how the schedule is built); else None."""
-    par = res.execution.parallel
-    v, marks = par.virtual_pipeline, schedule.order_starts[measured]
-    m = len(marks) // (2 * v)  # a forward and a backward per micro-batch and chunk
-    warmup = warmup_forwards(stage, par.pipeline, m, v)
-    span = 2 * period(res) * v  # order elements per period
-    end = warmup + 2 * (m * v - warmup)  # the steady pairs (a forward, a backward) end here
-    third = end - 2 * margins(res)[1]  # the pairs kept after the periods begin
-    if third - periods * span < warmup:
+    blocks = period_marks(res, stage, schedule, measured, periods)
+    if blocks is None:
         return None
     if periods == 1:
-        lo, hi = marks[third - span], marks[third]
-        if not _all_shared(schedule.ops, lo, hi):
-            return None
-        return log.start[lo], log.start[hi]
-    blocks = [marks[third - 2 * span], marks[third - span], marks[third]]
+        lo, hi = blocks
+        return (log.start[lo], log.start[hi]) if _all_shared(schedule.ops, lo, hi) else None
     if not _shifted_alike(log.start, log.end, blocks):
         return None
-    first, second, third = (log.start[i] for i in blocks)
-    return first, second, third
+    return tuple(log.start[i] for i in blocks)
 
 
 def _all_shared(ops: list, lo: int, hi: int) -> bool:
