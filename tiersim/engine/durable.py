@@ -32,7 +32,7 @@ from tiersim.core.frozen import replaced
 from tiersim.engine.core import Engine, RunLog
 from tiersim.engine.metrics import Rows, in_flight_added_s, link_busy_s, of_role, routed
 from tiersim.engine.ops import OpKind, Role
-from tiersim.engine.peak_moment import moved_peak
+from tiersim.engine.peak_moment import moved_peaks
 from tiersim.engine.results import MAX_STEADY_STEPS, CheckpointRun, StepResult
 from tiersim.engine.schedule_checkpoint import share, shares, split_of
 from tiersim.engine.setup import RunSetup
@@ -254,8 +254,10 @@ def measure_checkpoint(
     if res.execution.checkpoint.every_steps == 1:  # every step's: the steps settle (_settled)
         return ran
     peaks = {t: s.peak_bytes for t, s in plain.tiers.items()}
-    moved = moved_peak(res, setup.wl.stage, (schedule, engine), measured, mine, peaks)
-    return replaced(ran, peak_moved=moved) if moved else ran
+    moved = moved_peaks(res, setup, (schedule, engine), measured, mine, peaks)
+    if isinstance(moved, str):
+        return replaced(ran, peak_moved=moved)
+    return replaced(ran, peak_moments=moved) if moved else ran
 
 
 def checkpoint_run(

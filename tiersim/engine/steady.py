@@ -48,6 +48,7 @@ from tiersim.engine.figures import Rule, additive, held, named, rebuilt, with_ru
 from tiersim.engine.flows import FlowNetwork
 from tiersim.engine.margins import margins, period_marks
 from tiersim.engine.ops import Schedule
+from tiersim.engine.peak_moment import held_at_m
 from tiersim.engine.results import CheckpointRun, StepResult
 from tiersim.engine.schedule_shared import SharedOp
 from tiersim.state.resolved import Resolved
@@ -316,6 +317,7 @@ def grow_checkpoint(
     if any(held(r) != held(runs[0]) for r in runs):
         return NoRepetition("the checkpoint's bytes or peaks differ between the runs")
     moved = next((r.peak_moved for r in runs if r.peak_moved), "")
+    moved = moved or held_at_m([r.peak_moments for r in runs], periods)
     if moved:  # reached beside a part a longer step moves (tiersim.engine.peak_moment)
         return NoRepetition(moved)
     seconds = [additive(r, {}, ("checkpoint",)) for r in runs]
