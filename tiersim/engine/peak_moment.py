@@ -97,23 +97,30 @@ def moved_peaks(
                 f"{(lo - at) * 1e3:.3g} ms before the checkpointed step's last periods"
             )
         if at > hi:
-            flat = _flat(setup, res, mine, tier, at, drain)
+            flat = _flat((engine, setup), res, mine, tier, at, drain)
             out.append(Moment(tier, int(occ.peak), at, hi, drain, flat))
     return tuple(out)
 
 
 def _flat(
-    setup: Any, res: Resolved, mine: Rows, tier: str, at: float, drain: tuple
+    ran: tuple, res: Resolved, mine: Rows, tier: str, at: float, drain: tuple
 ) -> tuple[float, float]:
     """The span around `at`, within `drain`, over which the checkpoint's ops hold on `tier`
     what they hold at `at`: their allocations from start to end, a move's staging (its
-    plan's, core.move_plan) likewise."""
-    sim, changes = res.execution.simulation, {}
+    plan's, core.move_plan) likewise. `ran`: the run's finished engine and its setup."""
+    engine, setup = ran
+    # the engine's plans of the moves it ran (Engine._move_plan's), else made again
+    sim, changes, plans = res.execution.simulation, {}, getattr(engine, "_plans", {})
+    staging: dict = {}
     for op, start, end in zip(*mine, strict=True):
         held = [(t, b) for t, b in op.alloc if t == tier]
         freed = [(t, b) for t, b in op.free if t == tier]
-        if op.kind is OpKind.MOVE:
-            staged = [(t, b) for t, b in move_plan(setup.topo, sim, op).staged if t == tier]
+        if op.kind is OpKind.MOVE:  # the same plan for every such move, as the engine's
+            key = (op.src, op.dst, op.nbytes)
+            staged = staging.get(key)
+            if staged is None:
+                plan = plans.get(key) or move_plan(setup.topo, sim, op)
+                staged = staging[key] = [(t, b) for t, b in plan.staged if t == tier]
             held, freed = held + staged, freed + staged
         for when, sign, pairs in ((start, 1, held), (end, -1, freed)):
             for _, nbytes in pairs:
