@@ -313,7 +313,9 @@ def grow_checkpoint(
     constant: its growth is that round-off (a stall is the difference of two run ends), and
     extrapolating it would multiply it by the periods. A falling stall is not: a drain delays
     longer micro-batches less until it ends within them (a line would fall below 0): its
-    stalls go with the refusal, for samples past that end (tiersim.engine.later_samples)."""
+    stalls go with the refusal, for samples past that end (tiersim.engine.later_samples).
+    Nor are its peaks where one is reached beside a part of the step that a longer step
+    moves against the drain (tiersim.engine.peak_moment: seed 25 case 134)."""
     if any(held(r) != held(runs[0]) for r in runs):
         return NoRepetition("the checkpoint's bytes or peaks differ between the runs")
     moved = next((r.peak_moved for r in runs if r.peak_moved), "")
