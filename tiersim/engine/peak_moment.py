@@ -20,9 +20,10 @@ checkpoint holds on that tier what it held at the peak, the drain still running.
 case 134 of benchmarks/explore_wide.py (docs/invariants.md): the DRAM tier's 82,342,400 B,
 2.52 ms past the next step's periods, beside its CPU update, in samples of 4 to 6
 micro-batches; its moment moves a period a sample more than the drain's end, 0.35 ms before
-it at 6, so at 16 it would lie past it: refused (67,932,160 B in full). Where the same
-moment stays within the drain (`parallel.context: 1`, the HBM peak 0.02 ms past the
-periods, the drain running 4.7 ms more), it is taken.
+it at 6, so at 16 it would lie past it: refused (67,932,160 B in full). With
+`parallel.context: 1` the DRAM peak is reached 4.11 ms past the periods and 2.10 ms before
+the drain's end at 6, 0.09 ms nearer it a sample, where the drain holds the same until its
+end: at 16 it still lies 1.2 ms before it, and is taken (164,684,800 B, as in full).
 
 The engine keeps when each tier's peak was first reached (`Occupancy.peak_at`, stored only
 when a change raises the peak). What this does not see, as none of the extrapolation does:
