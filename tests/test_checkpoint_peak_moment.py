@@ -154,3 +154,40 @@ def test_seed_25_case_134_reports_the_dram_peak_of_the_step_in_full():
         reports[steady_state] = api.run(api.build(raw)).report
     assert _dram_peak(reports["extrapolate"]) == _dram_peak(reports["full"])
     assert reports["extrapolate"]["sim"]["steady_state"] == "full (no repetition found)"
+
+
+INTERLEAVED = {  # seed 8's 248th draw of benchmarks/explore_wide.py's `widen`, 32 micro-batches
+    "name": "explore",
+    "model": CASE_134["model"],
+    "training": {
+        "seq_len": 512,
+        "micro_batch_size": 2,
+        "grad_accumulation": 32,
+        "optimizer": "muon",
+        "recompute": "full",
+        "implementation": "huggingface",
+        "optimizer_step": "synchronous",
+    },
+    "parallel": {
+        **CASE_134["parallel"],
+        "data": 2,
+        "virtual_pipeline": 2,
+        "overlap_expert_comm": True,
+        "reshard_after_forward": True,
+    },
+    "placement": {"optimizer_compute": "cpu", "experts": {"optimizer": "dram", "master": "dram"}},
+    "hardware": {"preset": "h200-hbf"},
+    "checkpoint": {"every_steps": 100, "target": "hbf", "mode": "async"},
+}
+
+
+def test_a_peak_beside_the_checkpointed_steps_update_keeps_the_extrapolation():
+    # interleaved (a period of 2 micro-batches): the first sample, 6, is too short for two
+    # steady periods; the DRAM peak is reached beside the checkpointed step's CPU update,
+    # which keeps its place against the drain: extrapolated, every figure the full run's
+    fast = api.run(api.build(INTERLEAVED)).report
+    raw = {**copy.deepcopy(INTERLEAVED), "simulation": {"steady_state": "full"}}
+    full = api.run(api.build(raw)).report
+    assert fast["sim"]["micro_batches_simulated"] == [6, 8, 10]
+    assert fast["sim"]["steady_state"] == "extrapolated"
+    assert differences(full, fast, full["step"]["time_s"]) == []

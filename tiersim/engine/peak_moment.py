@@ -63,13 +63,14 @@ class Moment:
 def kept_place(res: Resolved, stage: int, schedule: Any, log: Any, step: int) -> tuple:
     """The span of a checkpoint run that keeps its place against a drain that starts beside
     `step`'s update (module docstring): from the start of `step`'s last two steady periods
-    to the end of the next step's (the first op's start after them; the next step's first
-    op where it has too few micro-batches for periods; no end where there is no next step)."""
-    marks = period_marks(res, stage, schedule, step)
+    (where it has too few micro-batches for two, the end of its periods) to the end of the
+    next step's (the first op's start after them; the next step's first op where it has
+    none; no end where there is no next step)."""
+    marks = period_marks(res, stage, schedule, step) or period_marks(res, stage, schedule, step, 0)
     lo = log.start[marks[0]] if marks else math.inf
     if step + 1 >= len(schedule.order_starts):
         return lo, math.inf
-    after = period_marks(res, stage, schedule, step + 1)
+    after = period_marks(res, stage, schedule, step + 1, 0)
     hi = log.start[after[-1] if after else schedule.order_starts[step + 1][0]]
     return lo, hi
 
@@ -93,9 +94,10 @@ def moved_peaks(
             continue
         lo, hi = span = span or kept_place(res, setup.wl.stage, schedule, engine.log, step)
         if at < lo:
+            before = f"{(lo - at) * 1e3:.3g} ms " if lo < math.inf else ""
             return (
                 f"the checkpoint run's {tier} peak ({int(occ.peak):,} B) is reached "
-                f"{(lo - at) * 1e3:.3g} ms before the checkpointed step's last periods"
+                f"{before}before the checkpointed step's last periods"
             )
         if at > hi:
             flat = _flat((engine, setup), res, mine, tier, at, drain)
