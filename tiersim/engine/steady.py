@@ -314,14 +314,11 @@ def grow_checkpoint(
     extrapolating it would multiply it by the periods. A falling stall is not: a drain delays
     longer micro-batches less until it ends within them (a line would fall below 0): its
     stalls go with the refusal, for samples past that end (tiersim.engine.later_samples).
-    Nor are its peaks where one is reached beside a part of the step that a longer step
-    moves against the drain (tiersim.engine.peak_moment: seed 25 case 134)."""
+    Nor are its peaks, checked last (a falling stall's later samples go first), where one is
+    reached beside a part of the step a longer step moves against the drain
+    (tiersim.engine.peak_moment: seed 25 case 134)."""
     if any(held(r) != held(runs[0]) for r in runs):
         return NoRepetition("the checkpoint's bytes or peaks differ between the runs")
-    moved = next((r.peak_moved for r in runs if r.peak_moved), "")
-    moved = moved or held_at_m([r.peak_moments for r in runs], periods)
-    if moved:  # reached beside a part a longer step moves (tiersim.engine.peak_moment)
-        return NoRepetition(moved)
     seconds = [additive(r, {}, ("checkpoint",)) for r in runs]
     scale = max(1e-300, *(abs(v) for v in seconds[-1].values())) * 1e-3
     step = _growth(seconds, {"s": scale}, {"s": noise_s})
@@ -331,6 +328,10 @@ def grow_checkpoint(
         return replaced(step, stalls=fell)
     if step.get(("s", "checkpoint", "stall_s"), 0.0) < -noise:  # not extrapolated: docstring
         return NoRepetition("the checkpoint's stall falls as the step lengthens", fell)
+    moved = next((r.peak_moved for r in runs if r.peak_moved), "")
+    moved = moved or held_at_m([r.peak_moments for r in runs], periods)
+    if moved:  # reached beside a part a longer step moves (tiersim.engine.peak_moment)
+        return NoRepetition(moved, fell)
     out = {}
     for key, growth in step.items():
         flat = all(abs(f[key] - seconds[0][key]) <= noise for f in seconds)
