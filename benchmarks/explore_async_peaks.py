@@ -38,7 +38,8 @@ def _compared(raw: dict) -> tuple[str, str, list[str]]:
     sim = fast["sim"]
     if sim["steady_state"] != "extrapolated":
         return sim["steady_state"], sim.get("steady_state_why", ""), []
-    full = api.run(api.build({**raw, "simulation": {"steady_state": "full"}})).report
+    sim_keys = {**raw.get("simulation", {}), "steady_state": "full"}  # the draw's kept
+    full = api.run(api.build({**raw, "simulation": sim_keys})).report
     peaks = [d for d in differences(full, fast, full["step"]["time_s"]) if "peak" in d]
     return sim["steady_state"], "", peaks
 
