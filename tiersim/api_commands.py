@@ -117,10 +117,15 @@ def compared_documents(a: Loaded, b: Loaded) -> tuple[dict[str, Any], dict[str, 
     dgx-h100`, `model.preset`, `model.hf_config`): a changed preset is an input that differs,
     listed beside the values it changed. The document itself names no preset (it writes every
     value out: `hardware.preset: none`), as does a results folder's scenario.yaml: against
-    one, a preset is not compared (its values are)."""
+    one, a preset is not compared (its values are). The attention kernel is the one the run
+    counts and times: a kernel left out (null) is its implementation's default, which showed
+    as `-` against B's `flash` (docs/review-2026-12-07-e.md)."""
     from tiersim.config.document import SOURCES, scenario_document
+    from tiersim.state.accounting import accounting_for
 
     docs = scenario_document(a.scenario), scenario_document(b.scenario)
+    for doc, x in zip(docs, (a, b), strict=True):  # null: the implementation's (megatron eager)
+        doc["training"]["attention_kernel"] = accounting_for(x.scenario).kernel
     for section, key in SOURCES:
         values = [getattr(getattr(x.scenario, section), key) for x in (a, b)]
         if None not in values:

@@ -66,6 +66,7 @@ class NoRepetition:
 
     why: str
     stalls: tuple[float, ...] = ()  # the samples' checkpoint stalls, where they fall: later_samples
+    steps_alternate: bool = False  # a sample's steps alternate (tiersim.engine.alternating)
 
 
 def round_off(events: int, clock_s: float) -> float:
