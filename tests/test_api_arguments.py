@@ -74,3 +74,21 @@ def test_plan_objective_and_top_checked_first(asked, path):
     with pytest.raises(InputError) as caught:
         api.plan(SEED, **asked)
     assert [(p.path, p.code) for p in caught.value.problems] == [(path, "E-OPTION")]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        ((None, None), "a_report"),  # was AttributeError: 'NoneType' object has no attribute
+        (({"step": {}}, {"steps": 1}), "b_report"),  # a mapping that is no run's report
+    ],
+)
+def test_compare_checks_its_reports_first(seed, args, named):
+    # review 2026-12-07-f: api.compare(s, s, None, None) raised AttributeError from deep inside
+    with pytest.raises(TypeError, match=rf"api\.compare: {named}: expected a run's report"):
+        api.compare(seed, seed, *args)
+
+
+def test_compare_of_a_scenario_of_the_wrong_kind(seed):
+    with pytest.raises(TypeError, match=r"api\.compare: b: expected a scenario .* got int"):
+        api.compare(seed, 5, {"step": {}}, {"step": {}})

@@ -155,3 +155,46 @@ def test_megatron_deepspeed_script_attention(tmp_path, flag, kernel):
     )
     s = _imported(tmp_path, "mds.sh", script, gpus=8).loaded.scenario
     assert s.training.attention_kernel == kernel
+
+
+def test_an_unapplied_nvme_offloads_path_is_said_once_as_unused(tmp_path):
+    # review 2026-12-07-f: the path was still noted "taken as the hardware's nvme tier" beside
+    # the note that the offload (stage 0, DeepSpeed's default: no ZeRO optimizer) was not applied
+    section = {"offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}
+    lines = _ds(tmp_path, {"zero_optimization": section}).note_lines()
+    assert not any("taken as the hardware's nvme tier" in line for line in lines)
+    (said,) = [line for line in lines if "/x" in line]
+    assert "offload_optimizer.device: not applied (" in said
+    assert "; its nvme_path /x unused): DeepSpeed runs it at ZeRO stage 1, 2 or 3" in said
+    # applied (stage 2), the path is noted as the nvme tier it stands for
+    applied = _ds(tmp_path, {"zero_optimization": {"stage": 2, **section}}).note_lines()
+    assert any("nvme_path: /x: taken as the hardware's nvme tier" in line for line in applied)
+
+
+BRIDGE = """from megatron.bridge.models import AutoBridge
+
+
+def pretrain_config():
+    cfg = _pretrain_common()
+    cfg.model = AutoBridge.from_hf_pretrained("meta-llama/Meta-Llama-3-8B").to_megatron_provider(
+        load_weights=False
+    )
+    cfg.model.tensor_model_parallel_size = 2
+    cfg.train.global_batch_size = 64
+    cfg.train.micro_batch_size = 1{divisor}
+    return cfg
+"""
+
+
+@pytest.mark.parametrize("divisor", [None, 64])
+def test_bridge_hf_model_gives_one_vocab_note(tmp_path, divisor):
+    # review 2026-12-07-f: "--make-vocab-size-divisible-by: absent: 128 ..." then "keeps a
+    # Hugging Face model's vocab_size unpadded ...: 1"; only the second holds: Bridge's
+    # GPTModelProvider pads only where should_pad_vocab (default False), so the divisor,
+    # given or not, is not applied
+    given = f"\n    cfg.model.make_vocab_size_divisible_by = {divisor}" if divisor else ""
+    imp = _imported(tmp_path, "r.py", BRIDGE.format(divisor=given), gpus=8)
+    assert imp.loaded.scenario.training.make_vocab_size_divisible_by == 1
+    (said,) = [line for line in imp.note_lines() if "vocab" in line]
+    assert "keeps a Hugging Face model's vocab_size unpadded" in said
+    assert ("the recipe's divisor 64 is not applied" in said) == (divisor == 64)

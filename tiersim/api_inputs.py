@@ -57,6 +57,20 @@ def as_loaded(scenario: Any, what: str) -> Loaded:
     )
 
 
+def compared(a: Any, b: Any, a_report: Any, b_report: Any) -> tuple[Loaded, Loaded]:
+    """api.compare's arguments: two scenarios (as api.run takes them) and two reports, each a
+    mapping with the `step` a run's report carries; a TypeError naming the one that is not."""
+    scenarios = as_loaded(a, "api.compare: a"), as_loaded(b, "api.compare: b")
+    for name, report in (("a_report", a_report), ("b_report", b_report)):
+        if not isinstance(report, Mapping) or not isinstance(report.get("step"), Mapping):
+            got = type(report).__name__ if not isinstance(report, Mapping) else "no `step`"
+            raise TypeError(
+                f"api.compare: {name}: expected a run's report (api.run(scenario).report, or a "
+                f"results folder's report.json read), got {got}"
+            )
+    return scenarios
+
+
 def axis_values(path: str, values: Any) -> list[Any]:
     """A sweep axis's values: a list (or another iterable that is not text) of one or more."""
     if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):

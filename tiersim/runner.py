@@ -43,13 +43,11 @@ from tiersim.report.invariants import check_report
 from tiersim.report.json_report import run_report
 from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, build_inventory
-from tiersim.state.model import GenericModel, build_model
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.step_memory import gpu_timeline
 from tiersim.state.timeline import Timeline
 from tiersim.state.timeline_size import check_timeline_size
-from tiersim.workload.kernels import kernel_timed
-from tiersim.workload.stage_times import FLOP_TIMED_KERNEL
+from tiersim.workload.kernel_effect import kernel_notes
 
 
 def simulate(
@@ -127,7 +125,7 @@ def scenario_notes(scenario: Scenario) -> list[Problem]:
     problems), so that a figure unchanged by it is not mistaken for a measured non-effect."""
     return (
         model_notes(scenario)
-        + _kernel_notes(scenario)
+        + kernel_notes(scenario)
         + generic_model_notes(scenario)
         + _parallel_notes(scenario)
         + layout_notes(scenario)
@@ -163,40 +161,6 @@ def _parallel_notes(scenario: Scenario) -> list[Problem]:
         f"(tensor is {par.tensor})"
     )
     return [Problem("parallel.sequence", why, "W-NO-EFFECT")]
-
-
-def _kernel_notes(scenario: Scenario) -> list[Problem]:
-    """A `training.attention_kernel` that does not apply to the model."""
-    kernel = scenario.training.attention_kernel
-    if kernel is None:
-        return []
-    model = build_model(scenario.model)
-    where = "training.attention_kernel"
-    if isinstance(model, GenericModel):
-        why = (
-            f"{kernel} has no effect: the model is generic (a parameter count and layers, no "
-            "attention shapes), so its activations are model.activation_bytes_per_layer and "
-            "its time its FLOPs whatever the kernel"
-        )
-        return [Problem(where, why, "W-NO-EFFECT")]
-    if kernel_timed(model) or kernel == FLOP_TIMED_KERNEL:
-        return []  # its time is its kernel's, or is charged as the kernel it sets (eager)
-    parts = (("mixture-of-experts", model.moe), ("latent attention", model.mla))
-    kinds = " and ".join(what for what, part in parts if part is not None)
-    timed = f"a model with {kinds} is timed by its FLOPs (its attention as {FLOP_TIMED_KERNEL}'s)"
-    t = scenario.training
-    if t.recompute == "full" and (t.recompute_every or 1) == 1:  # it keeps its input only
-        why = (
-            f"{kernel} has no effect: under training.recompute full a layer keeps only its "
-            f"input for backward and {timed}, not kernel by kernel, so eager, sdpa and flash "
-            "give it the same activations and step time"
-        )
-        return [Problem(where, why, "W-NO-EFFECT")]
-    why = (
-        f"{kernel} sets what attention keeps for backward (the activations) but not the step "
-        f"time: {timed}, not kernel by kernel, so eager, sdpa and flash give it the same step time"
-    )
-    return [Problem(where, why, "W-NO-EFFECT")]
 
 
 def inventory(scenario: Scenario) -> Inventory:

@@ -243,9 +243,15 @@ def _offload_below_stage(out: Mapped, key: str) -> None:
             del out.sources[path]
     for source, placements in dropped.items():
         needs = _OFFLOAD_STAGE[source.removeprefix(f"{key}.").split(".")[0]]
+        # its nvme_path's note ("taken as the hardware's nvme tier") said once, here: unused
+        path_key = f"{source.rpartition('.')[0]}.nvme_path"
+        nvme = out.facts.get("nvme_paths", {}).get(path_key)
+        if nvme is not None:
+            out.notes = [n for n in out.notes if n.path != path_key]
+        unused = f"; its nvme_path {nvme} unused" if nvme is not None else ""
         why = (
-            f"not applied ({', '.join(placements)} left out): DeepSpeed runs it at ZeRO stage "
-            f"{'3 only' if needs == 3 else '1, 2 or 3'}, and zero_optimization.stage here is "
+            f"not applied ({', '.join(placements)} left out{unused}): DeepSpeed runs it at ZeRO "
+            f"stage {'3 only' if needs == 3 else '1, 2 or 3'}, and zero_optimization.stage here is "
             f"{stage} (0 where absent)"
         )
         out.unmapped(source, MISSING_VALUE, why)
@@ -325,6 +331,7 @@ def _offload_param(out: Mapped, where: str, section: dict[str, Any]) -> None:
 
 def _nvme_path(out: Mapped, key: str, value: Any) -> None:
     path = text(key, value)
+    out.facts.setdefault("nvme_paths", {})[key] = path  # unsaid if its offload is taken back
     out.note(key, f"{path}: taken as the hardware's nvme tier (the drive serving this GPU)")
 
 

@@ -230,8 +230,9 @@ def _fp8(out: Mapped) -> None:
     out.put("training.fp8", {"recipe": "tensorwise"} | fp8, out.facts["float8"], parts)
 
 
-# the switch's two names: `enable_checkpoint` (the job-config era's, this repository's fixtures)
-# and `enable` (torchtitan's job_config.py `Checkpoint` since, and CheckpointManager.Config)
+# the switch's two names: `enable_checkpoint` (the TOML job config's, job_config.py `Checkpoint`:
+# this repository's fixtures, and what --emit torchtitan writes) and `enable` (the config
+# registry's CheckpointManager.Config since, set as --checkpoint.enable; docs/import.md)
 _CHECKPOINT_SWITCH = ("enable_checkpoint", "enable")
 
 
