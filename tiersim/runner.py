@@ -43,6 +43,7 @@ from tiersim.report.invariants import check_report
 from tiersim.report.json_report import run_report
 from tiersim.state.host_timeline import HostTimeline
 from tiersim.state.inventory import Inventory, build_inventory
+from tiersim.state.model import GenericModel, build_model
 from tiersim.state.resolved import Resolved, resolve
 from tiersim.state.step_memory import gpu_timeline
 from tiersim.state.timeline import Timeline
