@@ -3,6 +3,7 @@ project's loaded 2-core machine) without a word on standard error: now their cou
 time elapsed, redrawn on a terminal, a line every 10 s elsewhere."""
 
 import io
+import re
 
 from tiersim.cli import counting
 from tiersim.cli.counting import Counted, Stages
@@ -153,3 +154,78 @@ def test_measure_says_its_stages_on_a_log(monkeypatch, capsys):
     training = "measure: training the model in PyTorch (a warm-up step, then the measured one)"
     assert f"{training}: started, elapsed " in err
     assert f"{training}: finished" not in err  # interrupted
+
+
+def _ranks_cut_short(monkeypatch, ranks: str, *others: str) -> None:
+    """PyTorch's import a stage that does nothing, and the ranks' run (`ranks`: module.function)
+    an interrupt, as the user's ^C while ranks train; its module and `others` (which would
+    import torch and transformers: seconds) not imported."""
+    import sys
+    import types
+
+    from tiersim import groundtruth
+    from tiersim.groundtruth import measure_hf
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    for name in (ranks, *others):
+        module, function = name.split(".")
+        fake = types.ModuleType(f"tiersim.groundtruth.{module}")
+        setattr(fake, function, interrupted)
+        monkeypatch.setitem(sys.modules, fake.__name__, fake)
+        monkeypatch.setattr(groundtruth, module, fake, raising=False)
+    monkeypatch.setattr(measure_hf, "import_torch", lambda: None)
+
+
+def _stages_said(err: str) -> list[str]:
+    """Standard error's lines without their times."""
+    return [
+        re.sub(r"in [0-9.]+ s", "in S s", line.split(", elapsed ")[0]) for line in err.splitlines()
+    ]
+
+
+def test_measure_fsdp_says_its_stages_on_a_log(monkeypatch, capsys):
+    # `measure --fsdp N` said nothing while its gloo ranks trained (review 2026-12-07 (c));
+    # the stages are said by the command's process, the ranks (its children) silent
+    from tiersim.cli import main
+
+    _ranks_cut_short(monkeypatch, "fsdp2.measure_fsdp")
+    assert main(["measure", "--model", "gpt2", "--set", "model.layers=1", "--fsdp", "2"]) == 130
+    training = "measure: training the model under FSDP2 on 2 CPU ranks (gloo processes; one step)"
+    assert _stages_said(capsys.readouterr().err)[:4] == [
+        "measure: importing PyTorch: started",
+        "measure: importing PyTorch: finished in S s",
+        f"{training}: started",  # and not finished: interrupted
+        "",
+    ]
+
+
+def test_measure_fsdp_of_transformers_model_says_its_stages_on_a_log(monkeypatch, capsys):
+    from tiersim.cli import main
+
+    _ranks_cut_short(
+        monkeypatch, "fsdp2_step.record_fsdp_steps", "step_timeline.predicted_timeline"
+    )
+    args = ["--model", "gpt2", "--set", "model.layers=1", "--implementation", "huggingface"]
+    assert main(["measure", *args, "--fsdp", "3"]) == 130
+    training = (
+        "measure: training transformers' model under FSDP2 on 3 CPU ranks (gloo processes; a "
+        "warm-up step, then the recorded one)"
+    )
+    assert _stages_said(capsys.readouterr().err)[:4] == [
+        "measure: importing PyTorch and transformers: started",
+        "measure: importing PyTorch and transformers: finished in S s",
+        f"{training}: started",
+        "",
+    ]
+
+
+def test_measure_fsdp_says_a_mistake_before_any_stage(capsys):
+    from tiersim.cli import main
+
+    # one rank is not sharding: refused before PyTorch is imported, with no stage said
+    assert main(["measure", "--model", "gpt2", "--fsdp", "1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "tiersim measure: --fsdp: 1 ranks (expected 2 to 16 processes on this host) [E-MEASURE]"
+    ]

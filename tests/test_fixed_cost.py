@@ -128,6 +128,9 @@ def test_a_text_without_aliases_holds_no_more_values_or_levels_than_its_marks_al
     size, depth = _size_and_depth(node)
     assert size <= 3 * _marks(text) + 1
     assert depth <= _marks(text) + 1
+    # and the two bounds libyaml is given a text within (yamlfile.fast_enough), the indents'
+    # one a long file of keys is within
+    assert depth <= yamlfile.nesting_bound(text) and depth <= yamlfile.indent_bound(text)
 
 
 @pytest.mark.parametrize(

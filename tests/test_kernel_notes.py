@@ -68,4 +68,5 @@ def test_the_cli_prints_it_beside_the_unchanged_step(cli, tmp_path):
     assert code == 0, err
     line = said(err.splitlines()[0].removeprefix("note: "), DEFAULT)
     assert line.coded == ("W-NO-EFFECT", "hardware.gpu.peak_flops.bf16")
-    assert out.startswith("default: 8.267 s per step")  # the golden step, as without the peak
+    # the golden step, as without the peak (the headline names the machine it is for)
+    assert out.startswith("default on h200-hbf (H200 SXM; 8 GPUs, 8 a node): 8.267 s per step")

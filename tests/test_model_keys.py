@@ -273,7 +273,9 @@ def test_a_complete_config_of_another_model_type_is_counted_and_noted(cli, write
     path = _config(tmp_path, write, config)
     code, out, err = cli("inventory", path)
     assert code == 0, err
-    assert out.startswith("n: 112.90 k parameters (112,896);")
+    assert out.startswith(
+        "n on h200-hbf (H200 SXM; 1 GPU, 8 a node): 112.90 k parameters (112,896);"
+    )
     assert out.strip().endswith(
         "Activations are 0 B: the hf_config's model_type is none of the named families, so "
         "transformers counted its parameters and it runs as a generic model, with no dimensions "

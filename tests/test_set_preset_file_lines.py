@@ -51,8 +51,9 @@ def test_a_hardware_preset_file_named_by_set_is_named_at_its_lines(tmp_path):
     ), lines
     # what only the changed machine makes wrong outside its section: after the --set values
     assert (
-        f"{DEFAULT}: placement.master: tier 'hbf' does not exist (did you mean 'hbm'? tiers: "
-        "hbm) (after the --set values) [E-TIER-UNKNOWN]"
+        f"{DEFAULT}: placement.master: tier 'hbf' does not exist on this machine (tiers: hbm; "
+        "hardware.preset h200-hbf or h200-hbf-8stack has one, or give hardware.tiers.hbf) "
+        "(after the --set values) [E-TIER-UNKNOWN]"
     ) in lines
 
 

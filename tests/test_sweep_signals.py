@@ -17,6 +17,17 @@ from tiersim.sweep.execute import LocalPool
 from tiersim.sweep.signals import Gate, blocked, deferred
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_interrupts():
+    """Python's own Ctrl-C handler for each test: a suite started as a shell's background job
+    inherits SIGINT ignored, where `raise_signal(SIGINT)` would do nothing."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture
 def passing_gate():
     gate = Gate()  # as run_on_pool has it while its body runs

@@ -51,6 +51,8 @@ def test_libyaml_reads_the_shipped_files(monkeypatch) -> None:
         assert fast == slow, path
 
 
+_KEYS = "".join(f"k{i}: {i}\n" for i in range(2_100))
+
 MALFORMED = [
     "a: 1\na: 2\n",  # a key given twice
     "a: [1, 2\n",  # an unclosed flow sequence
@@ -68,6 +70,10 @@ MALFORMED = [
     "[-?]\n",  # libyaml would take it as ['-?']
     "[15?]\n",  # and this as ['15?']
     "|#1e3[[][~\n",  # and this as a block scalar
+    # past the 2,000 marks libyaml is given a text within, but shallow by its indents: libyaml
+    # reads it, and the levels bound (64) is still kept, in the pure-Python reader's words
+    _KEYS + "x: " + "[" * 100 + "]" * 100 + "\n",
+    _KEYS + "".join(" " * i + f"d{i}:\n" for i in range(70)),
 ]
 
 

@@ -90,18 +90,19 @@ def _expert_widths(moe: Any) -> dict[str, int | None]:
     }
 
 
-def compare(
-    a: Loaded, b: Loaded, a_report: dict[str, Any], b_report: dict[str, Any]
-) -> dict[str, Any]:
+def compare(a: Any, b: Any, a_report: dict[str, Any], b_report: dict[str, Any]) -> dict[str, Any]:
     """`tiersim compare`'s content (its JSON less the labels): the inputs that differ, the
     outputs that moved (B - A, B / A), and `cost` where either scenario gives a price.
-    The reports are the runs' (`api.run(a).report`) or results folders' report.json."""
+    The reports are the runs' (`api.run(a).report`) or results folders' report.json; the
+    scenarios are taken as api.run takes them (a scenario, a file's path or a mapping)."""
+    from tiersim.api_inputs import compared
     from tiersim.report.compare import compare as differences
     from tiersim.report.cost import cost_comparison
     from tiersim.report.utilization import mfu_peak_note, peak_note
 
+    a, b = compared(a, b, a_report, b_report)
     doc_a, doc_b = compared_documents(a, b)
-    out = differences(doc_a, doc_b, a_report, b_report)
+    out = differences(doc_a, doc_b, dict(a_report), dict(b_report))
     peaks = {"A": mfu_peak_note(a.scenario), "B": mfu_peak_note(b.scenario)}
     for row in out["outputs"]:
         if row["path"] == "step.mfu" and any(peaks.values()):
@@ -117,10 +118,15 @@ def compared_documents(a: Loaded, b: Loaded) -> tuple[dict[str, Any], dict[str, 
     dgx-h100`, `model.preset`, `model.hf_config`): a changed preset is an input that differs,
     listed beside the values it changed. The document itself names no preset (it writes every
     value out: `hardware.preset: none`), as does a results folder's scenario.yaml: against
-    one, a preset is not compared (its values are)."""
+    one, a preset is not compared (its values are). The attention kernel is the one the run
+    counts and times: a kernel left out (null) is its implementation's default, which showed
+    as `-` against B's `flash` (docs/review-2026-12-07-e.md)."""
     from tiersim.config.document import SOURCES, scenario_document
+    from tiersim.state.accounting import accounting_for
 
     docs = scenario_document(a.scenario), scenario_document(b.scenario)
+    for doc, x in zip(docs, (a, b), strict=True):  # null: the implementation's (megatron eager)
+        doc["training"]["attention_kernel"] = accounting_for(x.scenario).kernel
     for section, key in SOURCES:
         values = [getattr(getattr(x.scenario, section), key) for x in (a, b)]
         if None not in values:

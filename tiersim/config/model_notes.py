@@ -18,7 +18,36 @@ _BIASES = ("qkv_bias", "attn_out_bias", "mlp_bias")
 def model_notes(scenario: Scenario) -> list[Problem]:
     """The notes on a transformer's keys: the defaults it took, and a sequence past the
     positions it was built for."""
-    return _default_notes(scenario) + _sequence_notes(scenario) + _code_notes(scenario)
+    return (
+        _default_notes(scenario)
+        + _sequence_notes(scenario)
+        + _code_notes(scenario)
+        + _fp8_attention_notes(scenario)
+    )
+
+
+def _fp8_attention_notes(scenario: Scenario) -> list[Problem]:
+    """`training.fp8` with no `attention_kernel` under `implementation: megatron`: attention is
+    counted and timed as Megatron's eager layer (its default, Korthikanti et al.'s stored
+    scores), but FP8 linears are Transformer Engine's, whose attention Megatron-LM runs fused by
+    default (`--attention-backend auto`: FlashAttention or cuDNN, no scores kept;
+    tiersim/frameworks/megatron.py reads a script without the flag as flash). Llama 3 8B at
+    8,192 tokens, FP8 delayed, data 8 on dgx-h100: eager 9.354 s a step and 234.72 GB of HBM,
+    flash 5.100 s and 97.31 GB."""
+    tr = scenario.training
+    if tr.fp8 is None or tr.attention_kernel is not None or tr.implementation != "megatron":
+        return []
+    if tr.framework not in (None, "megatron"):  # FSDP2's FP8 is torchao's: _code_notes
+        return []
+    if scenario.model.parameters is not None:  # a generic model: no attention to count
+        return []
+    why = (
+        "not given: attention is counted and timed as Megatron's eager layer (implementation "
+        "megatron's default: every score kept, seq_len^2 a head), but training.fp8's linears "
+        "are Transformer Engine's, whose attention Megatron-LM runs fused by default "
+        "(--attention-backend auto); set attention_kernel: flash for that, or eager to keep this"
+    )
+    return [Problem("training.attention_kernel", why, "W-DEFAULT")]
 
 
 def _code_notes(scenario: Scenario) -> list[Problem]:

@@ -67,13 +67,24 @@ def plain_copy(value: Any) -> Any:
 
 def closest_preset(name: str, names: list[str]) -> str | None:
     """The preset a mistyped name most likely means: one holding the name whole as a part
-    (h100 -> dgx-h100, not gh200, which difflib ranks closer), else difflib's closest."""
+    (h100 -> dgx-h100, not gh200, which difflib ranks closer), else one sharing a part with a
+    digit and a letter in it, a chip or a size (dgx-h200 -> h200-hbf: difflib offered
+    dgx-h100, another GPU, and hgx-h200 gh200), the closest of those, else difflib's closest."""
     import difflib  # a name refused: a valid file never needs it
 
     given = name.lower()
     holding = sorted((n for n in names if given in n.lower().split("-")), key=len)
     if holding:
         return holding[0]
+    numbered = {p for p in given.split("-") if any(c.isdigit() for c in p) and not p.isdigit()}
+    sharing = [n for n in names if numbered & set(n.lower().split("-"))]
+    if sharing:
+
+        def likeness(n: str) -> tuple[int, float]:
+            shared = len(numbered & set(n.lower().split("-")))
+            return shared, difflib.SequenceMatcher(None, given, n.lower()).ratio()
+
+        return max(sharing, key=likeness)
     close = difflib.get_close_matches(name, names, n=1)
     return close[0] if close else None
 

@@ -21,6 +21,13 @@ def no_such_tier(tier: str, tiers: Mapping[str, Any]) -> str:
     # a word for a kind of memory (DeepSpeed's offload device 'cpu'): the tier of that kind
     kind = KIND_WORDS.get(str(tier).lower())
     close = close or [n for n in names if kind and _kind(tiers[n]) == kind[0]][:1]
+    elsewhere = [] if close else _presets_with_tier(str(tier))
+    if elsewhere:  # a tier this machine lacks, not a misspelling: no neighbour (hbf: hbm)
+        having = " or ".join(elsewhere)
+        return (
+            f"tier {shown(tier)} does not exist on this machine (tiers: {', '.join(names)}; "
+            f"hardware.preset {having} has one, or give hardware.tiers.{tier})"
+        )
     close = close or difflib.get_close_matches(str(tier), names, n=1)
     said = f" ({kind[1]})" if kind and close and _kind(tiers[close[0]]) == kind[0] else ""
     hint = f"did you mean '{close[0]}'{said}? " if close else ""
@@ -35,6 +42,15 @@ KIND_WORDS = {
     "gpu": ("hbm", "the GPU's memory"),
     "cuda": ("hbm", "the GPU's memory"),
 }
+
+
+def _presets_with_tier(tier: str) -> list[str]:
+    """The shipped machines with a tier of this very name: `placement.optimizer: hbf` on
+    dgx-h100 was told "did you mean 'hbm'?", the GPU's memory, the opposite of an offload."""
+    from tiersim.config.presets import preset_names, read_preset
+
+    machines = preset_names("hardware")
+    return [m for m in machines if tier in (read_preset("hardware", m).get("tiers") or {})]
 
 
 def _kind(section: Any) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from tiersim.core import limits
+from tiersim.core.collector import collector_paused
 from tiersim.core.errors import InputError, Problem, shown
 from tiersim.core.files import FileProblem, read_regular_file
 
@@ -129,6 +130,8 @@ _TAGGED = {
 
 
 def _bounded_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    if len(node.value) <= limits.INT_DIGITS:  # no more digits than characters: not counted
+        return loader.construct_yaml_int(node)
     digits = sum(c.isdigit() for c in node.value)
     if digits > limits.INT_DIGITS:
         what = f"an integer of {digits:,} digits (expected at most {limits.INT_DIGITS} digits)"
@@ -153,11 +156,14 @@ def within_bounds(text: str, max_nodes: int, max_depth: int) -> bool:
     says, so that `_check_expanded` need not walk it: without an alias (`*`) nothing is
     expanded or recursive, every value but the first comes with one of `-:,[{?` (one of
     them brings at most three: a flow collection, or a pair, and the pair's key and value),
-    and every level of nesting needs one of its own."""
+    and every level of nesting needs one of its own (or, where there are more of them than
+    levels allowed, as in a long file of keys, `indent_bound`)."""
     if "*" in text:
         return False
     marks = sum(map(text.count, "-:,[{?"))
-    return 3 * marks + 1 <= max_nodes and marks + 1 <= max_depth
+    if 3 * marks + 1 > max_nodes:
+        return False
+    return marks + 1 <= max_depth or indent_bound(text) <= max_depth
 
 
 for _loader in (_UniqueKeyLoader, _FastLoader):
@@ -166,24 +172,46 @@ for _loader in (_UniqueKeyLoader, _FastLoader):
 # where a block scalar may begin: its `|` or `>` at a line's start or after a space
 _BLOCK_SCALAR = re.compile(r"(?:^|\s)[|>]")
 
-# libyaml composes nodes by recursion in C, with no bound of its own: a text with at most
-# this many of the characters every level of nesting needs one of is no deeper than that
-_FAST_INDICATORS = 2_000
+# libyaml composes nodes by recursion in C, with no bound of its own: it is given a text only
+# where `nesting_bound` says it is no deeper than this (its `TIERSIM_MAX_NESTING` bound is
+# checked after composing, `_check_expanded`, and a deeper text is read again in Python)
+_FAST_DEPTH = 2_000
+
+
+def nesting_bound(text: str) -> int:
+    """A bound on the levels `text` nests (a scalar is one), counted without parsing: the
+    lower of 1 + its count of `-:[{?`, every level but the root's needing one of them (a
+    block sequence's item, a mapping's value, a flow collection, an explicit key), and
+    `indent_bound` (the one a long file of keys is within: a 1 MiB scenario of 76,000 keys
+    has 76,000 `:` and is two levels deep)."""
+    by_marks = 1 + sum(map(text.count, "-:[{?"))
+    return by_marks if by_marks <= _FAST_DEPTH else min(by_marks, indent_bound(text))
+
+
+def indent_bound(text: str) -> int:
+    """A bound on the levels `text` nests, its deepest indent counted. A level is the
+    root or a collection on the way to a scalar: a flow collection needs a `[` or `{`, or is
+    a pair inside one (`[a: b]`); a block sequence needs a `-`; a block mapping begins after
+    a `-` or `?` on its line (`- a: 1`), or at a line's indent, deeper than any block
+    mapping it is inside of (so one at each indent, at most). Each `-[{?` then brings at
+    most two levels, the indents from 0 to the deepest one, and the scalar one more."""
+    indent = max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
+    return 2 + indent + 2 * sum(map(text.count, "-[{?"))
 
 
 def fast_enough(text: str, any_size: bool = False) -> bool:
     """Whether libyaml may read `text`: printable characters only (as the pure-Python reader
-    allows), shallow, and none of the characters around which the two readers were seen to
-    differ (tests/test_yaml_fast.py's random texts): a tab, a tag (`!`: a bare `!` on an
-    empty value is '' to libyaml, None to the pure-Python reader), `?` (libyaml takes
-    `[15?]` and `[-?]` as strings, the pure-Python reader refuses them) and where a block
-    scalar's `|` or `>` may be (libyaml takes `|#` as one). `any_size`: those checks alone (a
-    caller that bounds the nesting itself: tiersim.config.yamllines)."""
+    allows), shallow (`nesting_bound`), and none of the characters around which the two
+    readers were seen to differ (tests/test_yaml_fast.py's random texts): a tab, a tag (`!`:
+    a bare `!` on an empty value is '' to libyaml, None to the pure-Python reader), `?`
+    (libyaml takes `[15?]` and `[-?]` as strings, the pure-Python reader refuses them) and
+    where a block scalar's `|` or `>` may be (libyaml takes `|#` as one). `any_size`: those
+    checks alone (a caller that bounds the nesting itself: tiersim.config.yamllines)."""
     if any(c in text for c in "\t!?") or yaml.reader.Reader.NON_PRINTABLE.search(text):
         return False
     if _BLOCK_SCALAR.search(text):
         return False
-    return any_size or sum(map(text.count, "-:[{?")) <= _FAST_INDICATORS
+    return any_size or nesting_bound(text) <= _FAST_DEPTH
 
 
 def _too_deep(levels: int) -> str:
@@ -242,7 +270,10 @@ def parse_yaml(text: str) -> Any:
     reader reads it again and says what (with its marks and words)."""
     if yaml.__with_libyaml__ and fast_enough(text):
         try:
-            return yaml.load(text, Loader=_FastLoader)  # a CSafeLoader: safe tags only
+            # a node and a value for each of up to `limits.YAML_NODES` values, all kept to
+            # the end: the collector's passes over them are a quarter of a long file's read
+            with collector_paused():
+                return yaml.load(text, Loader=_FastLoader)  # a CSafeLoader: safe tags only
         except Exception:  # anything at all: the pure-Python reader's verdict is the one given
             pass
     return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: safe tags only

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import yaml
 
+from tiersim.core.collector import collector_paused
 from tiersim.core.errors import InputError, Problem
 
 
@@ -33,7 +34,14 @@ _C_DEPTH = 200  # levels libyaml's composer may recurse: TIERSIM_MAX_NESTING's c
 
 
 def key_lines(text: str) -> dict[str, int]:
-    """Dotted key path (list items by index) -> 1-based line of its key (or item)."""
+    """Dotted key path (list items by index) -> 1-based line of its key (or item). The cyclic
+    collector paused meanwhile: a node for each value of the text, kept to the end, traced
+    for nothing (half the time of a 1 MiB file of 76,000 keys)."""
+    with collector_paused():
+        return _key_lines(text)
+
+
+def _key_lines(text: str) -> dict[str, int]:
     try:
         root = yaml.compose(text, Loader=_composer(text))  # nodes only: nothing constructed
     except (yaml.YAMLError, RecursionError):

@@ -32,7 +32,10 @@ verified as the first were, while everything tried and the next samples together
 fewer micro-batches than m (the rule `steady.samples` applies to the first): a point that
 falls back to m in full has then simulated less than 2m. Where the previous step's reach is
 the cause, doubling passes it in log2 of its length in tries. The report of a point that
-still falls back says why for every sample tried, and why no later one was.
+still falls back says why for every sample tried, and why no later one was. Samples whose
+steps alternate (tiersim.engine.alternating: their growth would be one of two steps') are
+refused alike, and later ones tried the same way: the fixture that alternates at 4
+micro-batches (tests/fixtures/alternating-steps.yaml) does not from 8 on.
 """
 
 from __future__ import annotations

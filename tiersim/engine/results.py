@@ -136,6 +136,11 @@ class CheckpointRun:
     # the most its seconds (a difference of its run's and a baseline's) can err by from
     # floating-point arithmetic (tiersim.engine.steady.round_off): not reported
     round_off_s: float = field(default=0.0, metadata=figure(GIVEN))
+    # where its run's peaks are reached beside its drain, for steady.grow_checkpoint
+    # (tiersim.engine.peak_moment): why they may not hold at another micro-batch count
+    # ("": none), and those reached past the next step's periods: not reported
+    peak_moved: str = field(default="", metadata=figure(GIVEN))
+    peak_moments: tuple = field(default=(), metadata=figure(GIVEN))
 
 
 @record
@@ -180,6 +185,10 @@ class StepResult:
     steady_state: str = field(default="full", metadata=figure(GIVEN))
     # with "full (no repetition found)": what broke it
     steady_state_why: str | None = field(default=None, metadata=figure(GIVEN))
+    # steps the step is the mean of: 2 where consecutive steps alternate (engine.alternating)
+    measured_steps: int = field(default=1, metadata=figure(GIVEN))
+    # with 2: which steps, and their lengths
+    measured_steps_why: str | None = field(default=None, metadata=figure(GIVEN))
     # per run, where extrapolated
     micro_batches_simulated: tuple[int, ...] = field(default=(), metadata=figure(GIVEN))
     # the model's prices (workload.breakdown)

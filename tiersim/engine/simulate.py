@@ -11,6 +11,7 @@ from tiersim.core.errors import InfeasibleError, InputError
 from tiersim.core.frozen import replaced
 from tiersim.engine import chain, margins, steady
 from tiersim.engine import checkpoint_apart as apart_run
+from tiersim.engine.alternating import measured_over_two, refused
 from tiersim.engine.checkpoint_apart import CHECKPOINT_RUN, PlainRun, measure_apart, staging_homed
 from tiersim.engine.copy_queues import may_close
 from tiersim.engine.core import Recorder
@@ -208,10 +209,9 @@ def _measured(
         may_close if keep is not None else None,
     )
     schedule, engine, log, wall = run(res, setup, steps, recorder=recorder)
-    result = measure(
-        engine, measured, setup.wl.tokens_per_step, res.execution.training.grad_accumulation, wall
-    )
-    result = replaced(result, steps_simulated=steps)
+    tokens, m = setup.wl.tokens_per_step, res.execution.training.grad_accumulation
+    result = replaced(measure(engine, measured, tokens, m, wall), steps_simulated=steps)
+    two = measured_over_two(res, setup, run, steps, measured, result)  # steps that alternate
     repetition = None
     if verify:
         starts, late = measured_periods(res, setup.wl.stage, schedule, log, measured, periods)
@@ -219,11 +219,12 @@ def _measured(
         found: Any = starts is not None and (periods == 2 or occupancies.same_at(*starts))
         if found and occupancies is not None:
             found = period_windows(engine, occupancies, starts, measured)
-        repetition = (steady.any_link_s(engine, log, measured), late or found)
+        repetition = (steady.any_link_s(engine, log, measured), late or refused(two) or found)
         if keep is not None and starts is not None:
             figures = (log.step_end[-1], link_busy_s(engine), occupancies, starts)
             closed = apart_run.closed_inputs(engine)
             keep.append(PlainRun(run, schedule.ops, log.start, *figures, **closed))
+    result = result if verify or two is None else two  # a run in full: the mean of two
     if not res.execution.checkpoint_simulated:
         return result, repetition, None
     # the plain run kept for the step after a blocking copy: its figures read if that fails
@@ -297,8 +298,9 @@ def _extrapolated(
             return apart
     samples = [_measured(res, _shorter(setup, n), None) for n in runs]
     results = [r for r, _, _ in samples]
-    if isinstance(samples[-1][1][1], steady.NoRepetition):
-        return samples[-1][1][1]
+    alternate = [f for _, (_, f), _ in samples if getattr(f, "steps_alternate", False)]
+    if isinstance(samples[-1][1][1], steady.NoRepetition) or alternate:
+        return (alternate or [samples[-1][1][1]])[0]
     if not samples[-1][1][1]:  # the longest run's last periods are not shifted copies
         return steady.NoRepetition(
             f"the ops of the {runs[-1]:,}-micro-batch run's last periods do not start and end "

@@ -4,6 +4,7 @@ the prediction for the device measured on, and the runs (tiersim.groundtruth.hfm
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tiersim.config.schema import Scenario
@@ -71,9 +72,20 @@ def step_peak_prediction(s: Scenario, device: str) -> int:
     return predicted_timeline(s, device).peak_allocated_bytes
 
 
-def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
+def _silent(stage: str) -> None:
+    """Where no one is told of the stages."""
+
+
+def ranks_stage(world: int, what: str, steps: str) -> str:
+    """The stage the ranks train in, as the command names it (`told`)."""
+    return f"training {what} under FSDP2 on {world} CPU ranks (gloo processes; {steps})"
+
+
+def measure_fsdp(req: Request, world: int, told: Callable[[str], None] = _silent) -> dict[str, Any]:
     """FSDP2 on `world` CPU ranks: each rank's bytes, measured and predicted (state/fsdp.py);
-    with transformers' model (huggingface), rank 0's step peak beside the timeline's."""
+    with transformers' model (huggingface), rank 0's step peak beside the timeline's. `told`
+    each stage as it starts, once the request is found valid (this process says them: the
+    ranks are its children, silent, and would write over one another)."""
     low = 1 if req.implementation == "huggingface" else 2
     if not low <= world <= 16:
         raise invalid("--fsdp", f"{world} ranks (expected {low} to 16 processes on this host)")
@@ -84,7 +96,7 @@ def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
         if req.optimizer not in stepped:
             expected = " or ".join(stepped)
             raise invalid("optimizer", f"{req.optimizer!r} with --fsdp (expected {expected})")
-        return _fsdp_step(req, world)
+        return _fsdp_step(req, world, told)
     if not optimizer_named(req.optimizer).adamw_state:
         # groundtruth/fsdp2.py steps torch's AdamW; Muon and torchao's 8-bit AdamW step
         # transformers' model only
@@ -93,26 +105,30 @@ def measure_fsdp(req: Request, world: int) -> dict[str, Any]:
         expected = f"expected {' or '.join(fsdp2_stepped(adamw_state=True))}{also}"
         raise invalid("optimizer", f"{req.optimizer!r} with --fsdp ({expected})")
     scenario = prediction_scenario(req)
+    told("importing PyTorch")
     import_torch()
     from tiersim.groundtruth import fsdp2
 
     model = build_model(scenario.model)
     assert isinstance(model, Transformer)
     seq, mbs = scenario.seq_len, scenario.training.micro_batch_size
+    told(ranks_stage(world, "the model", "one step"))
     got = fsdp2.measure_fsdp(model, world, req.dtype, seq, mbs)
     config = {"seq_len": seq, "micro_batch_size": mbs, "dtype": req.dtype}
     config["optimizer"] = ADAMW.name  # what groundtruth/fsdp2.py steps
     return {"model": model_dims(scenario.model), "configuration": config, **got}
 
 
-def _fsdp_step(req: Request, world: int) -> dict[str, Any]:
+def _fsdp_step(req: Request, world: int, told: Callable[[str], None]) -> dict[str, Any]:
     """transformers' model under FSDP2 on `world` gloo ranks: rank 0's recorded step peak and
     the memory timeline's for the CPU (groundtruth/fsdp2_step.py, state/fsdp2_memory.py)."""
     scenario = prediction_scenario(req, fsdp=world)
+    told("importing PyTorch and transformers")  # the timeline's import brings transformers
     import_torch()
     from tiersim.groundtruth.fsdp2_step import record_fsdp_steps
     from tiersim.groundtruth.step_timeline import predicted_timeline
 
+    told(ranks_stage(world, "transformers' model", "a warm-up step, then the recorded one"))
     (measured,) = record_fsdp_steps([(scenario, req.dtype)], world)
     t = predicted_timeline(scenario)
     seq, mbs = scenario.seq_len, scenario.training.micro_batch_size

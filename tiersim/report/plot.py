@@ -67,11 +67,15 @@ def time_unit(step_s: float) -> tuple[float, str]:
 
 
 def step_figure(
-    report: dict[str, Any], trace: dict[str, Any], memory: Any = None, host: Any = None
+    report: dict[str, Any],
+    trace: dict[str, Any],
+    memory: Any = None,
+    host: Any = None,
+    machine: str | None = None,
 ) -> Any:
     """The step's picture; `memory` (a state.timeline.Timeline), where given, adds the GPU's
     memory timeline as a last panel, and `host` (an engine.host_memory.HostTimeline) the
-    host's beside it."""
+    host's beside it; `machine` (report/machine.py's phrase) names the hardware in the title."""
     from matplotlib.figure import Figure
 
     rows = timeline_rows(trace)
@@ -83,7 +87,8 @@ def step_figure(
     grid = fig.add_gridspec(len(ratios), len(tiers), height_ratios=ratios)
     st = report["step"]
     neck = st.get("bottleneck")
-    title = f"{report['scenario']}: simulated step {fmt_time(st['time_s'])}, "
+    on = f" on {machine}" if machine else ""  # report.json names no hardware
+    title = f"{report['scenario']}{on}: simulated step {fmt_time(st['time_s'])}, "
     title += fmt_tokens_per_s(st["tokens_per_s"])
     if neck:
         share = 100 * neck["bandwidth_utilization"]

@@ -31,7 +31,7 @@ def simulated_line(report: dict[str, Any], engine_s: float | None) -> str:
     steps = (
         "1 step (the synchronous update makes steps independent)"
         if sim["steps_simulated"] == 1
-        else f"{sim['steps_simulated']} steps (warm-up, measured, trailing)"
+        else f"{sim['steps_simulated']} steps (warm-up, {_measured(sim)}, trailing)"
     )
     if sim.get("steady_state") == "extrapolated":
         counts = ", ".join(f"{n:,}" for n in sim["micro_batches_simulated"])
@@ -45,3 +45,10 @@ def simulated_line(report: dict[str, Any], engine_s: float | None) -> str:
         events += ", and its async checkpoint from one more run of that step"
         took = f"; both in {fmt_time(engine_s)} of engine time (measured)" if took else ""
     return f"Simulated {steps}: {events}{took}."
+
+
+def _measured(sim: dict[str, Any]) -> str:
+    """The measured steps: one, or two whose lengths alternate (tiersim.engine.alternating)."""
+    if sim.get("measured_steps", 1) == 1:
+        return "measured"
+    return f"{sim['measured_steps']} measured: their lengths alternate, their mean reported"

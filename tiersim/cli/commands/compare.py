@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     # priced, where either scenario gives a price (tiersim.analysis.cost)
     result = compare(pending[0][1], pending[1][1], a.report, b.report)
     cost = result.get("cost")
+    _one_price(pending[0][1], pending[1][1], cost)
     if args.format == "json":
         print(to_json({"a": a.label, "b": b.label, **result}))
     else:
@@ -79,6 +80,15 @@ def run(args: argparse.Namespace) -> int:
     if args.emit:  # B: the design the comparison proposes
         write_emitted(pending[1][1].scenario, args.emit, args.emit_out, "compare")
     return 0
+
+
+def _one_price(a: Any, b: Any, cost: dict[str, Any] | None) -> None:
+    """A priced comparison of two GPUs at one price a GPU-hour: said on standard error."""
+    from tiersim.config.price_notes import compare_price_note
+
+    note = compare_price_note(a.scenario, b.scenario) if cost else None
+    if note is not None:
+        print(f"note: {note.render(b.source)}", file=sys.stderr)
 
 
 def load_side(path: Path, overrides: list[str]) -> tuple[str, Any, dict[str, Any] | None]:

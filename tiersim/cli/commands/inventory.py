@@ -69,6 +69,7 @@ def _write_plot(path: Path, loaded, inv, host) -> None:
 def run(args: argparse.Namespace) -> int:
     from tiersim.api import check, host_memory, inventory
     from tiersim.report.json_report import activations_section, inventory_report, to_json
+    from tiersim.report.machine import with_machine
     from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.text import inventory_tables
 
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         print(to_json(report))
     else:
         text = inventory_tables(loaded.scenario, inv, host)
+        text = with_machine(text, loaded.scenario.name, loaded.scenario)  # the tiers' machine
         if uses_layout_keys(loaded.scenario):
             text += "\n\n" + mesh_table(loaded.scenario)
         print(text)

@@ -73,10 +73,18 @@ STEP_NOTES = (
 
 
 def run_fsdp(req: Request, world: int, fmt: str) -> int:
+    from tiersim.cli.counting import Stages
     from tiersim.groundtruth.measure_hf import measure_fsdp
     from tiersim.report.json_report import to_json
 
-    got = measure_fsdp(req, world)
+    # as `measure` without --fsdp: each stage said by this process (the ranks are silent),
+    # on a terminal in place, on a log as it starts and finishes
+    stages = Stages("measure", log=True)
+    try:
+        got = measure_fsdp(req, world, stages)
+        stages.finish()
+    finally:
+        stages.close()
     if fmt == "json":
         print(to_json(got))
     elif "step_peak" in got:

@@ -107,7 +107,10 @@ def run(args: argparse.Namespace) -> int:
     limit = _time_limit(args.time_limit)
     check_executor(args.executor, args.scheduler)  # before any candidate is checked or timed
     check_emit_out(args, [Path(args.scenario)])
-    print_notes(load(args), args.overrides)  # the base scenario's, as run gives them
+    loaded = load(args)
+    print_notes(loaded, args.overrides)  # the base scenario's, as run gives them
+    if args.objective == "cost":
+        _one_price(loaded)
     try:
         planned = plan(
             args.scenario,
@@ -142,6 +145,15 @@ def run(args: argparse.Namespace) -> int:
     if args.emit:
         emit_best(args, report)
     return 0
+
+
+def _one_price(loaded) -> None:
+    """A cost plan over machines at one price a GPU-hour: said on standard error."""
+    from tiersim.config.price_notes import plan_price_note
+
+    note = plan_price_note(loaded.scenario)
+    if note is not None:
+        print(f"note: {note.render(loaded.source)}", file=sys.stderr)
 
 
 def emit_best(args: argparse.Namespace, report: dict) -> None:

@@ -139,11 +139,13 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
         # bf16 where the GPU has it; a V100 has fp16 tensor cores only
         kind = next((k for k in ("bf16", "fp16") if h["peak_flops"].get(k)), None)
         peak = f"{h['peak_flops'][kind] / 1e12:,.0f} TFLOP/s {kind}" if kind else "-"
+        fp8 = h["peak_flops"].get("fp8")  # what training.fp8 needs (A100, V100: none)
         gpus.append(
             [
                 name,
                 h["gpu"],
                 peak,
+                f"{fp8 / 1e12:,.0f} TFLOP/s" if fp8 else "-",
                 f"{h['efficiency']:g}",
                 h["kernels"] or "-",
                 _rate(h["cpu_optimizer_rate"]),
@@ -159,7 +161,7 @@ def _hardware_table(hardware: dict[str, dict[str, Any]]) -> str:
             links.append([name, link, " - ".join(k["between"]), fmt_rate(k["bandwidth"])])
     # the CPU rates by their preset keys: optimizer_rate the update without a framework,
     # adam_kernel_rate DeepSpeed's CPU-Adam kernel (its path's other parts timed apart)
-    head = ["hardware preset", "GPU", "16-bit peak", "efficiency", "gpu.kernels"]
+    head = ["hardware preset", "GPU", "16-bit peak", "FP8 peak", "efficiency", "gpu.kernels"]
     head += ["cpu.optimizer_rate", "cpu.adam_kernel_rate"]
     head += ["in node/dir", "across nodes/dir"]  # the network: run's `nvlink` link, then NICs
     title = (

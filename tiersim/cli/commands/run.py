@@ -184,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
     check(loaded, scenario)  # what validate refuses (a plan: section too), refused
     # the report's modules once the input is known good: a refused one exits without them
     from tiersim.report.json_report import to_json
+    from tiersim.report.machine import machine_phrase
     from tiersim.report.output import write_run, write_trace
 
     print_notes(loaded, args.overrides)
@@ -206,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
                 raise cannot_write("--trace", trace, exc, "a writable file path") from None
         if args.plot:
             memory = (built.memory_timeline, built.host_timeline)
-            _write_plot(folder / PLOT_NAME, report, built.full_trace, *memory)
+            machine = machine_phrase(loaded.scenario)
+            _write_plot(folder / PLOT_NAME, report, built.full_trace, *memory, machine=machine)
         _drop_stale(folder, args.plot, trace if tracing else None)
     written = [folder / "scenario.yaml", folder / "report.json"]
     written += [trace] if tracing else []
@@ -226,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _tables(loaded: Loaded, report: dict, wall_s: float) -> str:
     """The run's text: the step's tables, and the layout's where the scenario names one."""
+    from tiersim.report.machine import with_machine
     from tiersim.report.mesh_text import mesh_table, uses_layout_keys
     from tiersim.report.text import step_tables
     from tiersim.report.utilization import mfu_peak_note
@@ -233,7 +236,8 @@ def _tables(loaded: Loaded, report: dict, wall_s: float) -> str:
     layout = ""
     if uses_layout_keys(loaded.scenario):
         layout = "\n\n" + mesh_table(loaded.scenario)
-    return step_tables(report, wall_s, mfu_peak_note(loaded.scenario)) + layout
+    text = step_tables(report, wall_s, mfu_peak_note(loaded.scenario)) + layout
+    return with_machine(text, report["scenario"], loaded.scenario)  # report.json names none
 
 
 def _with_events(built, events: bool) -> dict:
@@ -284,11 +288,13 @@ def _drop_stale(folder: Path, plotted: bool, trace: Path | None) -> None:
             raise cannot_write("--out", path, exc, "a writable folder path") from None
 
 
-def _write_plot(path: Path, report: dict, trace: dict, memory=None, host=None) -> None:
+def _write_plot(
+    path: Path, report: dict, trace: dict, memory=None, host=None, machine: str | None = None
+) -> None:
     from tiersim.report.output import write_atomic
     from tiersim.report.plot import png_bytes, step_figure  # matplotlib: only when asked
 
-    png = png_bytes(step_figure(report, trace, memory, host))
+    png = png_bytes(step_figure(report, trace, memory, host, machine=machine))
     try:
         write_atomic(path, png)
     except OSError as exc:

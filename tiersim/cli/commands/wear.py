@@ -20,6 +20,7 @@ from tiersim.core.units import DAY_S, fmt_bytes, fmt_time
 
 if TYPE_CHECKING:  # annotations only: the heavy modules load when a command runs
     from tiersim.analysis.wear import Assessment
+    from tiersim.config.load import Loaded
 
 EXIT_BUDGET_FAILED = 1
 BREAK_EVEN_SIMULATIONS = 30  # about what --break-even re-simulates (its help says so)
@@ -36,7 +37,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "area) and the classes to move off that would fit. Reads never wear.",
     )
     add_scenario_args(parser)
-    add_check_arg(parser, EXIT_BUDGET_FAILED, "any tier's write budget fails (for batch jobs)")
+    add_check_arg(
+        parser,
+        EXIT_BUDGET_FAILED,
+        "any tier's write budget fails (for batch jobs; with no budget.<tier> nothing can fail, "
+        "and a note on standard error says so)",
+    )
     parser.add_argument(
         "--break-even",
         action="store_true",
@@ -69,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     print_notes(loaded, args.overrides)
     worn = judged(loaded)  # checked; its changed scenarios are its run's variants, each run once
     assessed = worn.assessed
+    if args.check:
+        _nothing_to_check(loaded, assessed)
     extra = _robustness(args, loaded.scenario, assessed, worn.simulate)
     if args.format == "json":
         wear = worn.dicts()
@@ -89,6 +97,20 @@ def run(args: argparse.Namespace) -> int:
             f"plot: {one_line(args.plot)}", file=sys.stderr if args.format == "json" else sys.stdout
         )
     return EXIT_BUDGET_FAILED if args.check and budget_failed(assessed) else 0
+
+
+def _nothing_to_check(loaded: Loaded, assessed: dict[str, Assessment]) -> None:
+    """`--check` where no tier that wears has a budget: it cannot fail, and a batch job's
+    exit 0 would read as a budget held (an NVMe offload with no `budget:` passed silently)."""
+    from tiersim.core.errors import Problem
+
+    if any(a.verdict is not None for a in assessed.values()):
+        return
+    why = (
+        "--check has nothing to check: no tier that wears has a write budget "
+        "(budget.<tier>: lifetime, drive_writes_per_day or total_bytes_written), so it cannot fail"
+    )
+    print(f"note: {Problem('budget', why, 'W-NO-EFFECT').render(loaded.source)}", file=sys.stderr)
 
 
 def _fit_line(report: dict[str, object]) -> str:
@@ -257,6 +279,7 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
         bytes_rounded_up,
         fmt_margin,
         grad_accumulation_fix,
+        implied_global_batch,
         steps_per_day_cap,
     )
 
@@ -274,7 +297,10 @@ def _budget_rows(a: Assessment) -> list[tuple[str, str]]:
     g, top = r.grad_accumulation, steps_per_day_cap(r.max_steps_per_day)
     rows += [
         ("fits at steps / day", "-" if top is None else f"<= {top} steps/day"),
-        ("fits at grad_accumulation", "-" if g is None else grad_accumulation_fix(g)),
+        (
+            "fits at grad_accumulation",
+            "-" if g is None else grad_accumulation_fix(g, implied_global_batch(r)),
+        ),
         (
             "fits at capacity",
             "-" if r.capacity_bytes is None else f">= {bytes_rounded_up(r.capacity_bytes)}",

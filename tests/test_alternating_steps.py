@@ -1,0 +1,123 @@
+"""Steps that alternate are measured over two (docs/invariants.md, (h);
+tiersim/engine/alternating.py): the step reported is the mean of the two, worked out here
+from each step's end in a run recorded op by op, and its parts fill it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from invariant_checks import merge
+from wide_checks import parts_add_up
+
+from tiersim import api, runner
+from tiersim.config.load import build
+from tiersim.engine import simulate
+from tiersim.report.sim_text import simulated_line
+from tiersim.state.inventory import build_inventory
+from tiersim.state.resolved import resolve
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "alternating-steps.yaml"
+CYCLE = FIXTURE.with_name("alternating-steps-zero-infinity.yaml")
+
+
+class _Ends:
+    """A recorder keeping each step's end: its last op's."""
+
+    ops_wanted = True
+
+    def __init__(self) -> None:
+        self.ends: dict[int, float] = {}
+
+    def op(self, op, start: float, end: float) -> None:
+        self.ends[op.step] = max(self.ends.get(op.step, 0.0), end)
+
+    def memory(self, tier: str, now: float, occupied: float) -> None:
+        pass
+
+
+def _raw(path: Path = FIXTURE) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def _scenario(raw: dict):
+    return build(raw, FIXTURE.parent, FIXTURE.name).scenario
+
+
+def _step_ends(raw: dict, steps: int) -> list[float]:
+    """Each step's end in a run of `steps` steps (its warm-up two fewer), recorded op by op."""
+    told = _Ends()
+    over = {"simulation": {"warmup_steps": steps - 2}}
+    simulate.simulate(_scenario(merge(raw, over)), recorder=told)
+    return [told.ends[k] for k in range(steps)]
+
+
+def test_steps_that_alternate_are_measured_over_two():
+    raw = _raw()
+    report = api.run(api.build(raw)).report
+    # Steps 0 to 3 as the engine runs them (one warm-up step more: the run it records is
+    # four steps long, the run the step after one warm-up step is measured over two in)
+    e = _step_ends(raw, 4)
+    first, second = e[1] - e[0], e[2] - e[1]  # 8.4537 and 8.5037 ms
+    assert abs(first - second) > 0.005 * first  # they alternate
+    # the step after one warm-up step, over it and the next: (e2 - e0) / 2, 8.4787 ms;
+    # measured over one, it was the first alone (0.30 % under)
+    expected = (e[2] - e[0]) / 2
+    assert report["step"]["time_s"] == pytest.approx(expected, rel=1e-12)
+    assert report["step"]["time_s"] > first * 1.002
+    assert report["sim"]["measured_steps"] == 2 and report["sim"]["steps_simulated"] == 4
+    assert "steps 1 and 2 alternate" in report["sim"]["measured_steps_why"]
+    assert "2 measured: their lengths alternate" in simulated_line(report, None)
+    assert parts_add_up(report) == []  # (h): 46.4 us apart over step 1 alone
+    # the trace draws step 1 (the run of three steps) and says what the report gives
+    other = runner.simulate(_scenario(raw), record=True).trace["otherData"]
+    assert other["measured_end_s"] - other["measured_start_s"] == pytest.approx(first)
+    assert other["reported_step_s"] == report["step"]["time_s"]
+
+
+def test_a_two_step_cycle_is_reported_at_its_period():
+    # ZeRO-Infinity, the CPU updating a step late: steps of 5.8434 and 5.9467 ms, over and
+    # over (steps 3 and 4 last what 1 and 2 do), so their mean is the period; measured over
+    # one step, the report gave the shorter (0.88 % under)
+    raw = _raw(CYCLE)
+    e = _step_ends(raw, 6)
+    one, two, three, four = (e[k + 1] - e[k] for k in range(4))  # steps 1 to 4
+    assert abs(one - two) > 0.01 * one  # they alternate
+    assert (three, four) == pytest.approx((one, two), rel=1e-12)  # and repeat two by two
+    report = api.run(api.build(raw)).report
+    assert report["step"]["time_s"] == pytest.approx((e[2] - e[0]) / 2, rel=1e-12)
+    assert parts_add_up(report) == []
+
+
+def _setup(raw: dict):
+    res = resolve(_scenario(raw))
+    return res, simulate.prepare(res, build_inventory(res))
+
+
+def test_a_sample_whose_steps_alternate_is_not_extrapolated():
+    # A run of 4 micro-batches is no sample to grow by its periods: its steps alternate (the
+    # test above), so its growth would be one of two steps'. One run's two last periods
+    # (tiersim.engine.periods); three runs (an async checkpoint's drain measured on each),
+    # the shortest the one that alternates
+    res, setup = _setup(_raw())
+    one = simulate._from_one_run(res, setup, 4, None)
+    ck = {"checkpoint": {"every_steps": 10, "target": "nvme", "mode": "async"}}
+    res, setup = _setup(merge(_raw(), ck))
+    three = simulate._extrapolated(res, setup, (4, 6, 8), None)
+    for refused in (one, three):
+        assert refused.steps_alternate and "steps 1 and 2 alternate" in refused.why
+
+
+def test_the_longer_run_keeps_within_max_layer_passes():
+    # 4 layers over 2 stages and the head: 3 units, 4 micro-batches: the run of 3 steps
+    # simulates 36 layer passes, the one step longer 48; at a limit of 47 the step stays
+    # measured over one (as before), at 48 over two
+    def report(limit: int) -> dict:
+        over = {"simulation": {"max_layer_passes": limit}}
+        return api.run(api.build(merge(_raw(), over))).report
+
+    one, two = report(47), report(48)
+    assert "measured_steps" not in one["sim"] and one["sim"]["steps_simulated"] == 3
+    assert two["sim"]["measured_steps"] == 2
+    assert one["step"]["time_s"] < two["step"]["time_s"]
