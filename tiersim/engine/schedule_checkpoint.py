@@ -53,9 +53,16 @@ def split_of(res: Resolved) -> tuple[int, dict[str, bool]]:
 
 
 def shares(res: Resolved, units: list[Unit]) -> dict[str, int]:
-    """Bytes of each checkpointed class this GPU writes, over `units`."""
-    split = split_of(res)
-    return {c: sum(share(res, u, c, split) for u in units) for c in CHECKPOINTED}
+    """Bytes of each checkpointed class this GPU writes, over `units`: `share`'s, a class at
+    a time (its test for the whole class made once, not once a unit)."""
+    replicas, sharded = split_of(res)
+    out = {}
+    for c in CHECKPOINTED:
+        if sharded[c] or replicas == 1:
+            out[c] = sum([u.homed[c] for u in units])
+        else:
+            out[c] = sum([math.ceil(u.homed[c] / replicas) for u in units])
+    return out
 
 
 class CheckpointPhase:
@@ -79,15 +86,18 @@ class CheckpointPhase:
         awaits (under a delayed update (DPU) the next step runs on the weights before, but
         the checkpoint saves this step's: the cast of the master it saves beside them, once
         this step's update is over), unit by unit."""
-        res, split, state = self.c.res, self.split, self.ready.state
+        (replicas, sharded), state = self.split, self.ready.state
         this_step = self.ready.previous_weights
         weights = self.ready.weights if this_step is None else this_step
+        # `share`'s test once a class: its bytes whole, or its 1/d share (None)
+        whole = [(c, None if sharded[c] or replicas == 1 else replicas) for c in CHECKPOINTED]
         out = []
         for u, unit in enumerate(self.c.wl.units):
-            mine = weights[u]
+            mine, homed = weights[u], unit.homed
             out.append((u, [
-                (c, share(res, unit, c, split), mine if c == "weights" else state.get((c, u)))
-                for c in CHECKPOINTED
+                (c, homed[c] if d is None else math.ceil(homed[c] / d),
+                 mine if c == "weights" else state.get((c, u)))
+                for c, d in whole
             ]))  # fmt: skip
         return out
 
