@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tiersim.config.load import load_scenario
-from tiersim.engine import checkpoint_apart, copy_peaks, durable
+from tiersim.engine import checkpoint_apart, copy_peaks, durable, metrics
 from tiersim.engine.ops import OpKind, Role
 from tiersim.engine.schedule import build_schedule
 from tiersim.engine.simulate import prepare
@@ -81,16 +81,22 @@ def _bytes_before(ops: list, step: int) -> dict:
 
 @pytest.mark.parametrize("overrides", [[], ["checkpoint.mode=blocking"], ["placement.master=dram"]])
 def test_the_checkpoints_bytes_by_kind_are_the_generic_readings(overrides):
-    """durable._bytes_by_kind over a schedule's every op (two steps, both checkpointing: other
-    roles and another step among them) gives the generic per-kind reading's keys, bytes and
-    order."""
+    """durable._bytes_and_spans over a schedule's every op (two steps, both checkpointing:
+    other roles and another step among them) gives the generic per-kind reading's keys,
+    bytes and order, and metrics._spans_by_kind's spans of the role (the pass it replaces)
+    within no window and within one cutting some spans, some of them empty (end <= start)."""
     res = resolve(load_scenario(DEFAULT, ["model.layers=4", *overrides]).scenario)
     setup = prepare(res, build_inventory(res))
     ops = build_schedule(res, setup.wl, 2, setup.depth, frozenset({0, 1})).ops
-    for step in (0, 1):
-        mine = durable._bytes_by_kind(ops, step)
+    starts = [float(i) for i in range(len(ops))]
+    rows = (ops, starts, [s + (i % 3) * 7.5 for i, s in enumerate(starts)])
+    for step, window in ((0, None), (1, (len(ops) / 3 + 0.5, len(ops) * 0.8))):
+        mine, spans = durable._bytes_and_spans(rows, step, window)
         assert len(mine) >= 2
         assert list(mine.items()) == list(_bytes_before(ops, step).items())
+        generic = metrics._spans_by_kind(None, window, Role.CHECKPOINT, True, rows)
+        assert len(spans) >= 2
+        assert list(spans.items()) == list(generic.items())
 
 
 def _peak_before(ts: list, vs: list, changes: list) -> float | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from tiersim.core.frozen import replaced
 from tiersim.engine.core import Engine, RunLog
@@ -280,8 +281,9 @@ def checkpoint_run(
     per_class = shares(res, setup.wl.units)
     if mine is None:  # what both passes below read
         mine = of_role(schedule.ops, engine.log, Role.CHECKPOINT)
-    links, read, written = routed(setup.topo, _bytes_by_kind(mine[0], step))
-    added, flying = _added_link_time(engine, window, base_busy, mine, others)
+    kinds, spans = _bytes_and_spans(mine, step, window)
+    links, read, written = routed(setup.topo, kinds)
+    added, flying = _added_link_time(engine, window, base_busy, (mine, spans), others)
     return CheckpointRun(
         interval_steps=None,
         bytes=sum(per_class.values()),
@@ -301,41 +303,58 @@ def checkpoint_run(
     )
 
 
-def _bytes_by_kind(ops: list, step: int) -> dict[tuple, int]:
+def _bytes_and_spans(
+    rows: Rows, step: int, window: tuple[float, float] | None
+) -> tuple[dict[tuple, int], dict]:
     """The checkpoint's bytes of `step` per kind of transfer (metrics._transfer_kind's keys:
     a move's ("move", src, dst, size, CHECKPOINT_WRITES), a collective's ("net", channel,
-    group)), in the order each kind first appears, from its ops (`of_role`'s) in one loop;
+    group)), in the order each kind first appears, and its transfers' spans within `window`
+    by kind (metrics._spans_by_kind's), from its rows (`of_role`'s) in one pass, not two;
     byte counts are integers, so the sums are those of any order."""
+    lo, hi = window if window is not None else (-math.inf, math.inf)
     kinds: dict[tuple, int] = {}
+    spans: dict = {}
     move, comm, sync, mine = OpKind.MOVE, OpKind.COMM, OpKind.SYNC, Role.CHECKPOINT
-    for op in ops:
-        if op.step != step or op.role is not mine:
+    for op, start, end in zip(*rows, strict=True):
+        if op.role is not mine:
             continue
         kind = op.kind
         if kind is move:
-            key: tuple = ("move", op.src, op.dst, op.nbytes, CHECKPOINT_WRITES)
+            src, dst, nbytes = op.src, op.dst, op.nbytes
+            key: tuple = ("move", src, dst, nbytes, CHECKPOINT_WRITES)
+            where: Any = (src, dst, nbytes)
         elif kind is comm or kind is sync:
-            key = ("net", op.resource.channel, op.subject)
+            where, nbytes = op.resource.channel, op.nbytes
+            key = ("net", where, op.subject)
         else:
             continue
-        kinds[key] = kinds.get(key, 0) + op.nbytes
-    return kinds
+        if op.step == step:
+            kinds[key] = kinds.get(key, 0) + nbytes
+        if end <= lo or start >= hi or end <= start:
+            continue
+        found = spans.get(where)
+        if found is None:
+            found = spans[where] = []
+        found.append((start if start > lo else lo, end if end < hi else hi))
+    return kinds, spans
 
 
 def _added_link_time(
     engine: Engine,
     window: tuple[float, float] | None,
     base_busy: dict[str, float],
-    mine: Rows,
+    mine: tuple[Rows, dict],
     others: Rows | None = None,
 ) -> tuple[dict[str, float], dict[str, float]]:
     """What the checkpoint adds to each link's busy time (over the baseline run's: its
     transfers overlapping others' add only the part not already busy) and in-flight time
-    (over its own run's other transfers: no baseline run needed). `mine`: its ops;
-    `others`: the run's other transfers, where the caller has them (in_flight_added_s)."""
+    (over its own run's other transfers: no baseline run needed). `mine`: its rows and its
+    spans by kind (`_bytes_and_spans`); `others`: the run's other transfers, where the
+    caller has them (in_flight_added_s)."""
     busy = link_busy_s(engine, window)
     added = {name: max(0.0, b - base_busy.get(name, 0.0)) for name, b in busy.items()}
-    return added, in_flight_added_s(engine, window, Role.CHECKPOINT, mine, others)
+    rows, spans = mine
+    return added, in_flight_added_s(engine, window, Role.CHECKPOINT, rows, others, spans)
 
 
 def _settled(

@@ -280,15 +280,19 @@ def in_flight_added_s(
     role: Role,
     rows: Rows | None = None,
     others: Rows | None = None,
+    spans: dict | None = None,
 ) -> dict[str, float]:
     """What the transfers of `role` add to each link's in-flight time (`in_flight_s`) over
     the others' in the same run: the part of theirs no other transfer was in flight in. The
     others are read only on the links and in the time the role's transfers take. `rows`:
     the role's ops (`of_role`), where the caller has them; `others`: rows holding every
     transfer of the run not of `role` (in op order), where the caller has them (the pass
-    over them skips the rest, so the same spans)."""
-    rows = rows or of_role(engine.schedule.ops, engine.log, role)
-    mine = _by_link(engine.topo, _spans_by_kind(engine, window, role, True, rows))
+    over them skips the rest, so the same spans); `spans`: `_spans_by_kind`'s of the role's
+    transfers, where the caller has them (durable._bytes_and_spans)."""
+    if spans is None:
+        rows = rows or of_role(engine.schedule.ops, engine.log, role)
+        spans = _spans_by_kind(engine, window, role, True, rows)
+    mine = _by_link(engine.topo, spans)
     if not mine:
         return {}
     first = min(start for found in mine.values() for start, _ in found)
