@@ -28,6 +28,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
+from tiersim.core.frozen import replaced
 from tiersim.engine.core import Engine, RunLog
 from tiersim.engine.metrics import Rows, in_flight_added_s, link_busy_s, of_role, routed
 from tiersim.engine.ops import OpKind, Role
@@ -248,7 +249,8 @@ def measure_checkpoint(
     # the checkpoint run's and its baseline's, at most as many events and as long
     noise = 2 * round_off(log.events + engine.net.wakeups, log.step_end[-1])
     seconds = (end - start, stall, noise)
-    return checkpoint_run(res, setup, run_figures, measured, seconds, steady, mine)
+    ran = checkpoint_run(res, setup, run_figures, measured, seconds, steady, mine)
+    return replaced(ran, drain_steps=sum(e < end for e in log.step_end[measured + 1 :]))
 
 
 def checkpoint_run(

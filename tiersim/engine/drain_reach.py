@@ -1,0 +1,43 @@
+"""An async checkpoint's drain that outlasts a whole step of its samples: its growth from
+sample to sample does not hold at m (docs/invariants.md, seed 40 case 58).
+
+An async checkpoint measured on samples of n, n + 1 and n + 2 micro-batches
+(tiersim.engine.steady.grow_checkpoint) has its stall and the busy and in-flight seconds it
+adds to each link (PER_PERIOD) extrapolated by their growth a period. That growth is the
+drain's contention with the micro-batches it runs beside: where the drain outlasts one or
+more whole steps after the checkpointed one, it runs beside every micro-batch of those
+steps, so each sample's added period adds to it once per step spanned. At m the steps are
+longer and the drain, as long in seconds, spans fewer of them and a fixed number of
+micro-batches: its figures stop growing. Seed 40 case 58 of benchmarks/explore_wide.py,
+reduced (tests/fixtures/drain-outlasts-steps.yaml: FSDP ZeRO-3, `pipeline: 2`, weights
+homed on HBF, an async checkpoint every 2 steps to NVMe, 32 micro-batches): the samples of
+4, 5 and 6 micro-batches have steps of about 1.7 ms and a drain of 5.11 ms that outlasts
+two of them; their stalls 0.118, 0.160 and 0.201 us extrapolated to 1.28 us at 32, where
+the drain (the step 3.11 ms) ends within the first step after and the stall simulated in
+full is 0.235 us (and the HBF link's busy seconds 0.312 against 0.367 ms).
+
+Such samples are not extrapolated where a figure grows (a flat one holds: the drain's
+figures do not depend on the steps it spans): later samples are tried or m simulated in
+full (tiersim.engine.later_samples), as for a falling stall.
+"""
+
+from __future__ import annotations
+
+from tiersim.engine.figures import additive
+from tiersim.engine.results import CheckpointRun
+from tiersim.engine.steady import NoRepetition
+
+
+def checked(runs: list[CheckpointRun], grown: CheckpointRun | NoRepetition):
+    """`grown` (steady.grow_checkpoint of `runs`), or NoRepetition where a run's drain
+    outlasts a step after its checkpointed one and a figure was extrapolated (grew)."""
+    if isinstance(grown, NoRepetition) or not any(r.drain_steps for r in runs):
+        return grown
+    if additive(grown, {}, ("checkpoint",)) == additive(runs[-1], {}, ("checkpoint",)):
+        return grown  # flat: held as the last sample's
+    spans = max(r.drain_steps for r in runs)
+    return NoRepetition(
+        f"the async checkpoint's drain outlasts {spans} step(s) after the checkpointed one "
+        "in the samples, fewer at the step's length: its growth from sample to sample does "
+        "not hold"
+    )
