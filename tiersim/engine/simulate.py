@@ -390,4 +390,5 @@ def _checkpoint(
     runs_checkpoint = [ck(plain) for _, _, ck in samples]
     noise = max(r.round_off_s for r in runs_checkpoint)
     grown = steady.grow_checkpoint(runs_checkpoint, periods, plain.time_s, noise)
-    return drain_reach.checked(runs_checkpoint, grown)  # a drain outlasting the samples' steps
+    noise = max(steady.ROUND_OFF * plain.time_s, 2 * noise)  # grow_checkpoint's
+    return drain_reach.checked(runs_checkpoint, grown, noise)  # drains the samples mislead
