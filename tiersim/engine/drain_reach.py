@@ -13,8 +13,8 @@ reduced (tests/fixtures/drain-outlasts-steps.yaml: FSDP ZeRO-3, `pipeline: 2`, w
 homed on HBF, an async checkpoint every 2 steps to NVMe, 32 micro-batches): the samples of
 4, 5 and 6 micro-batches have steps of about 1.7 ms and a drain of 5.11 ms that outlasts
 two of them; their stalls 0.118, 0.160 and 0.201 us extrapolated to 1.28 us at 32, where
-the drain (the step 3.11 ms) ends within the first step after and the stall simulated in
-full is 0.235 us (and the HBF link's busy seconds 0.312 against 0.367 ms).
+the drain (the step 3.11 ms) outlasts one step and ends within the second, and the stall
+simulated in full is 0.235 us (and the HBF link's busy seconds 0.312 against 0.367 ms).
 
 Such samples are not extrapolated where a figure grows (a flat one holds: the drain's
 figures do not depend on the steps it spans): later samples are tried or m simulated in
